@@ -1,0 +1,18 @@
+"""ftrans: composable function transformations for numerical Python (JAX's API)."""
+
+from __future__ import annotations
+
+from ftrans import errors
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapeDtypeStruct
+from ftrans.core.config import config
+from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans import numpy, lax, tree_util  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
+    "lax", "make_jaxpr", "numpy", "tree_util",
+]

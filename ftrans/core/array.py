@@ -1,0 +1,173 @@
+"""``ftrans.Array``: a concrete, immutable array.
+
+For now an Array is backed by a NumPy array on the host and eager primitives
+run through their NumPy rules.  ``_value`` is read on the eager hot path, so it
+is a plain slot; the device-buffer backing added with the XLA runtime keeps
+this attribute as the host view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array_methods import ArrayMixin
+from ftrans.core.avals import ShapedArray
+
+
+class Array(ArrayMixin):
+    __slots__ = ("_value", "weak_type", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, value: Any, weak_type: bool = False):
+        arr = np.asarray(value)
+        canon = dtypes.canonicalize(arr.dtype)
+        if arr.dtype != canon:
+            arr = arr.astype(canon)
+        arr.flags.writeable = False
+        self._value = arr
+        self.weak_type = weak_type
+
+    @classmethod
+    def _new(cls, value: np.ndarray, weak_type: bool) -> Array:
+        """Wrap a NumPy result the caller guarantees has the canonical dtype."""
+        self = object.__new__(cls)
+        self._value = value if type(value) is np.ndarray else np.asarray(value)
+        self.weak_type = weak_type
+        return self
+
+    # -- type ----------------------------------------------------------------
+    @property
+    def aval(self) -> ShapedArray:
+        v = self._value
+        return ShapedArray(v.shape, v.dtype, self.weak_type)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._value.nbytes
+
+    @property
+    def itemsize(self) -> int:
+        return self._value.itemsize
+
+    # -- conversion ----------------------------------------------------------
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        v = self._value
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        if copy:
+            return v.copy()
+        return v
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._value.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._value.__dlpack_device__()
+
+    def item(self, *args) -> Any:
+        return self._value.item(*args)
+
+    def tolist(self) -> Any:
+        return self._value.tolist()
+
+    def copy(self) -> Array:
+        return Array._new(self._value.copy(), self.weak_type)
+
+    def block_until_ready(self) -> Array:
+        return self
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __int__(self) -> int:
+        return int(self._value)
+
+    def __float__(self) -> float:
+        return float(self._value)
+
+    def __complex__(self) -> complex:
+        return complex(self._value)
+
+    def __index__(self) -> int:
+        if not dtypes.is_int(self._value.dtype) and self._value.dtype != dtypes.bool_:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"only integer scalar arrays can be used as an index; got {self.aval.str_short()}"
+            )
+        return self._value.__index__()
+
+    def __len__(self) -> int:
+        if self._value.ndim == 0:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError("len() of unsized object (a 0-d array)")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        if self._value.ndim == 0:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError("iteration over a 0-d array")
+        weak = self.weak_type
+        return (Array._new(row, weak) for row in self._value)
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'Array' (use a tuple, or x.item() for a scalar)")
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.weak_type))
+
+    def __format__(self, spec: str) -> str:
+        if self._value.ndim == 0:
+            return format(self._value.item(), spec)
+        return format(str(self), spec)
+
+    def __repr__(self) -> str:
+        v = self._value
+        body = np.array2string(v, separator=", ", prefix="Array(")
+        if v.size == 0:
+            body = f"[], shape={v.shape}"
+        return f"Array({body}, dtype={v.dtype.name})"
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    # -- devices (host-only until the XLA runtime lands) ----------------------
+    def devices(self) -> set:
+        from ftrans.core.host import host_device
+
+        return {host_device()}
+
+    @property
+    def device(self):
+        from ftrans.core.host import host_device
+
+        return host_device()
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return True
+
+
+def _rebuild(value: np.ndarray, weak: bool) -> Array:
+    return Array(value, weak)

@@ -1,0 +1,97 @@
+"""The operators and methods shared by ``ftrans.Array`` and every ``Tracer``.
+
+Both classes get them from one mixin so ``x + 1``, ``x @ w``, ``x[i]`` and
+``x.at[i].set(v)`` mean the same thing eagerly and under any transform.  The
+methods are installed from ``ftrans.numpy`` once it is imported (``install``),
+binding the operator slots directly to the ``jnp`` functions: an operator
+then costs one Python call, not two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ArrayMixin:
+    __slots__ = ()
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        from ftrans.errors import FtransTypeError
+
+        raise FtransTypeError(
+            "ftrans arrays are immutable: item assignment is not supported. "
+            "Use x = x.at[idx].set(value) (or .add, .multiply, .min, .max) instead."
+        )
+
+    @property
+    def T(self):
+        return _jnp.transpose(self)
+
+    @property
+    def mT(self):
+        return _jnp.swapaxes(self, -1, -2)
+
+    @property
+    def at(self):
+        return _jnp._IndexUpdateHelper(self)
+
+    @property
+    def real(self):
+        return _jnp.real(self)
+
+    @property
+    def imag(self):
+        return _jnp.imag(self)
+
+
+_jnp: Any = None
+
+# operator slot -> jnp function name; reflected ones swap operands.
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift", "divmod": "divmod",
+}
+_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+            "eq": "equal", "ne": "not_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+# Methods that take the array first and forward everything else.
+_METHODS = [
+    "all", "any", "argmax", "argmin", "argsort", "astype", "clip", "conj", "conjugate",
+    "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "prod",
+    "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std", "sum",
+    "swapaxes", "take", "trace", "transpose", "var",
+]
+
+
+def _reflected(fn):
+    def op(self, other):
+        return fn(other, self)
+
+    return op
+
+
+def _forward(name: str):
+    def method(self, *args, **kwargs):
+        return getattr(_jnp, "_method_" + name, getattr(_jnp, name))(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def install(jnp_module: Any) -> None:
+    """Bind the operator slots of ArrayMixin to ``ftrans.numpy``'s functions."""
+    global _jnp
+    _jnp = jnp_module
+    for slot, name in _BINARY.items():
+        fn = getattr(jnp_module, name)
+        setattr(ArrayMixin, f"__{slot}__", fn)
+        setattr(ArrayMixin, f"__r{slot}__", _reflected(fn))
+    for slot, name in _COMPARE.items():
+        setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
+    for slot, name in _UNARY.items():
+        setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
+    ArrayMixin.__getitem__ = jnp_module._getitem
+    for name in _METHODS:
+        setattr(ArrayMixin, name, _forward(name))

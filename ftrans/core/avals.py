@@ -1,0 +1,95 @@
+"""Abstract values: what the tracer knows about an array (shape, dtype, weak type)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ftrans.core import dtypes
+
+
+class ShapedArray:
+    """The type of an array in the IR.  Immutable and hashable, so it keys caches."""
+
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False):
+        self.shape = shape
+        self.dtype = dtype
+        self.weak_type = weak_type
+        self._hash = hash((shape, dtype, weak_type))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ShapedArray)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+            and self.weak_type == other.weak_type
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def strip_weak(self) -> ShapedArray:
+        return ShapedArray(self.shape, self.dtype, False) if self.weak_type else self
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
+        return ShapedArray(
+            self.shape if shape is None else shape,
+            self.dtype if dtype is None else dtype,
+            self.weak_type if weak_type is None else weak_type,
+        )
+
+    def str_short(self) -> str:
+        return type_str(self.shape, self.dtype)
+
+    def __repr__(self) -> str:
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.dtype.name}{list(self.shape)}{w})"
+
+    __str__ = str_short
+
+
+def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
+    return f"{dtypes.SHORT_NAMES.get(dtype, dtype.name)}[{','.join(map(str, shape))}]"
+
+
+class ShapeDtypeStruct:
+    """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
+
+    __slots__ = ("shape", "dtype", "weak_type", "sharding")
+
+    def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.to_dtype(dtype)
+        self.weak_type = weak_type
+        self.sharding = sharding
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ShapeDtypeStruct)
+            and (self.shape, self.dtype, self.weak_type) == (other.shape, other.dtype, other.weak_type)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self) -> str:
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

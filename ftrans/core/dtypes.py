@@ -1,0 +1,220 @@
+"""Dtypes, the 64-bit switch, and JAX's type-promotion lattice.
+
+The lattice is the contract JAX users rely on: mixing ``int8`` with ``uint8``
+gives ``int16``, a Python scalar never widens an array (it is *weakly typed*),
+and nothing silently becomes float64 unless 64-bit mode is on.  We keep the
+lattice as data and compute joins from it, rather than hard-coding a table,
+so the rules stay auditable against JAX's documentation.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ftrans.core import config as _config
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+_SIGNED = (int8, int16, int32, int64)
+_UNSIGNED = (uint8, uint16, uint32, uint64)
+_FLOATS = (bfloat16, float16, float32, float64)
+_COMPLEX = (complex64, complex128)
+SUPPORTED = frozenset((bool_, *_SIGNED, *_UNSIGNED, *_FLOATS, *_COMPLEX))
+
+# Short names used by the IR printer (f32[3], i32[], bool[2,2]).
+SHORT_NAMES = {
+    bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+    uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+    bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
+    complex64: "c64", complex128: "c128",
+}
+
+# The weak kinds are lattice nodes that stand for a Python scalar of that kind.
+_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
+
+_LATTICE: dict[Any, tuple[Any, ...]] = {
+    bool_: (_WEAK_INT,),
+    _WEAK_INT: (uint8, int8),
+    uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64),
+    uint64: (_WEAK_FLOAT,),
+    int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
+    _WEAK_FLOAT: (bfloat16, float16, _WEAK_COMPLEX),
+    bfloat16: (float32,), float16: (float32,), float32: (float64, complex64),
+    float64: (complex128,),
+    _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
+}
+
+
+def _upper_sets() -> dict[Any, frozenset]:
+    """Every node's set of nodes at or above it, computed once."""
+    ups: dict[Any, frozenset] = {}
+
+    def up(node):
+        if node not in ups:
+            acc = {node}
+            for nxt in _LATTICE[node]:
+                acc |= up(nxt)
+            ups[node] = frozenset(acc)
+        return ups[node]
+
+    for n in _LATTICE:
+        up(n)
+    return ups
+
+
+_UPPER = _upper_sets()
+
+
+def x64_enabled() -> bool:
+    return _config.config.enable_x64
+
+
+def default_int() -> np.dtype:
+    return int64 if x64_enabled() else int32
+
+
+def default_uint() -> np.dtype:
+    return uint64 if x64_enabled() else uint32
+
+
+def default_float() -> np.dtype:
+    return float64 if x64_enabled() else float32
+
+
+def default_complex() -> np.dtype:
+    return complex128 if x64_enabled() else complex64
+
+
+_NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+
+
+def canonicalize(dtype: Any) -> np.dtype:
+    """The dtype an array of ``dtype`` actually gets (64-bit types narrow unless x64)."""
+    d = np.dtype(dtype)
+    if d not in SUPPORTED:
+        raise TypeError(
+            f"dtype {d} is not supported by ftrans; supported dtypes are "
+            + ", ".join(sorted(str(s) for s in SUPPORTED))
+        )
+    if not x64_enabled():
+        return _NARROW.get(d, d)
+    return d
+
+
+def to_dtype(dtype: Any) -> np.dtype:
+    """Turn anything NumPy accepts as a dtype (or a Python type) into a canonical dtype."""
+    if dtype is int:
+        return default_int()
+    if dtype is float:
+        return default_float()
+    if dtype is complex:
+        return default_complex()
+    if dtype is bool:
+        return bool_
+    try:
+        d = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"{dtype!r} is not a valid dtype: {e}") from None
+    return canonicalize(d)
+
+
+def _node(dtype: np.dtype, weak: bool):
+    if not x64_enabled():
+        dtype = _NARROW.get(dtype, dtype)
+    if not weak:
+        return dtype
+    if dtype == bool_:
+        return bool_
+    if dtype.kind in "iu":
+        return _WEAK_INT
+    if dtype.kind == "f" or dtype == bfloat16:
+        return _WEAK_FLOAT
+    return _WEAK_COMPLEX
+
+
+_WEAK_DEFAULT = {_WEAK_INT: default_int, _WEAK_FLOAT: default_float, _WEAK_COMPLEX: default_complex}
+
+
+@functools.lru_cache(maxsize=4096)
+def _join(nodes: tuple) -> Any:
+    common = frozenset.intersection(*(_UPPER[n] for n in nodes))
+    # The least upper bound is the common node that is below all the others.
+    for c in common:
+        if all(o in _UPPER[c] for o in common):
+            return c
+    raise TypeError(f"no common type for {nodes}")  # unreachable on this lattice
+
+
+def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
+    """Join of (dtype, weak) pairs under JAX's lattice: the result dtype and weakness."""
+    j = _join(tuple(_node(d, w) for d, w in pairs))
+    if isinstance(j, str):
+        return canonicalize(_WEAK_DEFAULT[j]()), True
+    return canonicalize(j), False
+
+
+def promote_types(a: Any, b: Any) -> np.dtype:
+    """``jnp.promote_types``: join of two strong dtypes."""
+    return promote(((np.dtype(a), False), (np.dtype(b), False)))[0]
+
+
+def python_scalar_dtype(x: Any) -> np.dtype:
+    if isinstance(x, bool):
+        return bool_
+    if isinstance(x, int):
+        return default_int()
+    if isinstance(x, float):
+        return default_float()
+    if isinstance(x, complex):
+        return default_complex()
+    raise TypeError(f"{type(x).__name__} is not a Python scalar")
+
+
+def is_weak_scalar(x: Any) -> bool:
+    """Python int/float/complex are weakly typed; Python bool is not (as in JAX)."""
+    return type(x) in (int, float, complex)
+
+
+def issubdtype(a: Any, b: Any) -> bool:
+    """``jnp.issubdtype``; bfloat16 counts as a floating type, which NumPy does not know."""
+    if np.dtype(a) == bfloat16:
+        if b in (np.floating, np.inexact, np.number, np.generic):
+            return True
+        try:
+            return np.dtype(b) == bfloat16
+        except TypeError:
+            return False
+    return bool(np.issubdtype(a, b))
+
+
+def is_float(d: np.dtype) -> bool:
+    return d.kind == "f" or d == bfloat16
+
+
+def is_inexact(d: np.dtype) -> bool:
+    return d.kind in "fc" or d == bfloat16
+
+
+def is_int(d: np.dtype) -> bool:
+    return d.kind in "iu"
+
+
+class finfo:
+    """``jnp.finfo``: NumPy's, with bfloat16 from ml_dtypes."""
+
+    def __new__(cls, dtype: Any):
+        d = np.dtype(dtype)
+        return ml_dtypes.finfo(d) if d == bfloat16 else np.finfo(d)
+
+
+def iinfo(dtype: Any):
+    return np.iinfo(np.dtype(dtype))

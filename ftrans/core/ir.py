@@ -1,0 +1,289 @@
+"""The IR: a typed, first-order, functional program (``Jaxpr``).
+
+Variables are identified by object identity and named only when printed, so
+building IR never pays for name bookkeeping and passes can freely rebuild it.
+Every equation keeps the user's source location, which is what makes printed
+IR and error messages point at the user's code rather than at ftrans.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.dtypes import SHORT_NAMES
+
+
+class Var:
+    """A variable in a jaxpr; compared by identity."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval.str_short()})"
+
+
+class Literal:
+    """A scalar constant inlined into an equation."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val: Any, aval: ShapedArray):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Literal({self.val!r})"
+
+    def str_short(self) -> str:
+        v = np.asarray(self.val).item() if np.ndim(self.val) == 0 else self.val
+        return f"{v}:{self.aval.str_short()}"
+
+
+Atom = Var | Literal
+
+
+class SourceInfo(NamedTuple):
+    """Where in the user's program an equation came from."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} ({self.function})"
+
+
+class JaxprEqn(NamedTuple):
+    primitive: Any  # ftrans.core.primitive.Primitive
+    invars: list  # list[Atom]
+    outvars: list  # list[Var]
+    params: dict
+    source_info: SourceInfo | None
+
+    def replace(self, **kw) -> JaxprEqn:
+        return self._replace(**kw)
+
+
+class Jaxpr:
+    """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
+
+    __slots__ = ("constvars", "invars", "eqns", "outvars")
+
+    def __init__(self, constvars, invars, eqns, outvars):
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.eqns = list(eqns)
+        self.outvars = list(outvars)
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.outvars]
+
+    def pretty_print(self, *, source_info: bool = False) -> str:
+        return _Printer(source_info).jaxpr(self, indent=0)
+
+    def __str__(self) -> str:
+        return self.pretty_print()
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython
+        p.text(str(self))
+
+
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars."""
+
+    __slots__ = ("jaxpr", "consts")
+
+    def __init__(self, jaxpr: Jaxpr, consts: list):
+        if len(consts) != len(jaxpr.constvars):
+            raise ValueError(
+                f"ClosedJaxpr got {len(consts)} constants for {len(jaxpr.constvars)} constvars"
+            )
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return self.jaxpr.in_avals
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return self.jaxpr.out_avals
+
+    @property
+    def eqns(self) -> list[JaxprEqn]:
+        return self.jaxpr.eqns
+
+    def pretty_print(self, *, source_info: bool = False) -> str:
+        return self.jaxpr.pretty_print(source_info=source_info)
+
+    def __str__(self) -> str:
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+# ----------------------------------------------------------------------------
+# Printing
+
+
+def _names():
+    """a, b, ..., z, ba, bb, ... as JAX prints them."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            if n > 1 and combo[0] == "a":
+                continue
+            yield "".join(combo)
+
+
+class _Printer:
+    def __init__(self, source_info: bool):
+        self.names: dict[int, str] = {}
+        self.gen = _names()
+        self.source_info = source_info
+
+    def name(self, v: Var) -> str:
+        k = id(v)
+        n = self.names.get(k)
+        if n is None:
+            n = self.names[k] = next(self.gen)
+        return n
+
+    def atom(self, a) -> str:
+        if isinstance(a, Literal):
+            return a.str_short()
+        return self.name(a)
+
+    def binder(self, v: Var) -> str:
+        if isinstance(v, DropVar):
+            return f"_:{v.aval.str_short()}"
+        return f"{self.name(v)}:{v.aval.str_short()}"
+
+    def jaxpr(self, jaxpr: Jaxpr, indent: int) -> str:
+        pad = " " * indent
+        consts = " ".join(self.binder(v) for v in jaxpr.constvars)
+        ins = " ".join(self.binder(v) for v in jaxpr.invars)
+        head = f"{{ lambda {consts}{' ' if consts else ''}; {ins}. let"
+        lines = [head]
+        for eqn in jaxpr.eqns:
+            lines.append(self.eqn(eqn, indent + 4))
+        outs = " ".join(self.atom(a) for a in jaxpr.outvars)
+        lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
+        return "\n".join(lines)
+
+    def param(self, k: str, v: Any, indent: int) -> str:
+        if isinstance(v, ClosedJaxpr):
+            v = v.jaxpr
+        if isinstance(v, Jaxpr):
+            return f"{k}=" + self.jaxpr(v, indent + len(k) + 1)
+        if isinstance(v, (tuple, list)) and v and all(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v):
+            inner = (",\n" + " " * (indent + 2)).join(
+                self.jaxpr(x.jaxpr if isinstance(x, ClosedJaxpr) else x, indent + 2) for x in v
+            )
+            return f"{k}=(\n{' ' * (indent + 2)}{inner}\n{' ' * indent})"
+        if isinstance(v, np.dtype):
+            return f"{k}={SHORT_NAMES.get(v, v.name)}"
+        if callable(v) and hasattr(v, "__name__"):
+            return f"{k}={v.__name__}"
+        return f"{k}={v}"
+
+    def eqn(self, eqn: JaxprEqn, indent: int) -> str:
+        pad = " " * indent
+        lhs = " ".join(self.binder(v) for v in eqn.outvars)
+        ps = ""
+        if eqn.params:
+            inner_indent = indent + 2
+            rendered = [self.param(k, v, inner_indent) for k, v in sorted(eqn.params.items())]
+            if any("\n" in r for r in rendered) or sum(map(len, rendered)) > 60:
+                sep = "\n" + " " * inner_indent
+                ps = "[" + sep + sep.join(rendered) + "\n" + pad + "]"
+            else:
+                ps = "[" + " ".join(rendered) + "]"
+        args = " ".join(self.atom(a) for a in eqn.invars)
+        line = f"{pad}{lhs} = {eqn.primitive.name}{ps} {args}".rstrip()
+        if self.source_info and eqn.source_info is not None:
+            line += f"  # {eqn.source_info.filename.rsplit('/', 1)[-1]}:{eqn.source_info.lineno}"
+        return line
+
+
+class DropVar(Var):
+    """An output nobody reads (printed as ``_``)."""
+
+    __slots__ = ()
+
+
+# ----------------------------------------------------------------------------
+# Type checking
+
+
+def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
+    """Check every equation's types against its primitive's abstract-eval rule.
+
+    Passes rebuild IR; this is what catches a pass that builds an ill-typed
+    program, before XLA does with a far less helpful message.
+    """
+    from ftrans.core.primitive import abstract_eval_rules
+    from ftrans.errors import JaxprTypeError
+
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    env: set[int] = set()
+
+    def define(v: Var) -> None:
+        if id(v) in env:
+            raise JaxprTypeError(f"variable {v} is defined twice")
+        env.add(id(v))
+
+    def read(a) -> ShapedArray:
+        if isinstance(a, Literal):
+            return a.aval
+        if id(a) not in env:
+            raise JaxprTypeError(f"variable {a} is used before it is defined")
+        return a.aval
+
+    for v in jaxpr.constvars:
+        define(v)
+    for v in jaxpr.invars:
+        define(v)
+    for eqn in jaxpr.eqns:
+        in_avals = [read(a) for a in eqn.invars]
+        rule = abstract_eval_rules.get(eqn.primitive)
+        if rule is None:
+            raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+        try:
+            outs = rule(*in_avals, **eqn.params)
+        except (TypeError, ValueError) as e:
+            raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        if len(outs) != len(eqn.outvars):
+            raise JaxprTypeError(
+                f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
+                f"but its rule gives {len(outs)}"
+            )
+        for v, aval in zip(eqn.outvars, outs):
+            if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
+                raise JaxprTypeError(
+                    f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
+                    f"but its inputs give {aval.str_short()}"
+                )
+            define(v)
+    for a in jaxpr.outvars:
+        read(a)

@@ -1,0 +1,105 @@
+"""``make_jaxpr``, ``eval_jaxpr`` and ``eval_shape``: staging a Python function and
+running a staged one."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from jax import tree_util
+
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.trace import aval_of, stage
+from ftrans.errors import FtransTypeError
+
+
+def _arg_aval(path: str, x: Any) -> ShapedArray:
+    if isinstance(x, ShapeDtypeStruct):
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    try:
+        return aval_of(x)
+    except TypeError:
+        raise FtransTypeError(
+            f"argument {path} of type {type(x).__name__} is not a valid array type "
+            "(use arrays, NumPy arrays, Python scalars, or mark it static)"
+        ) from None
+
+
+def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(static_argnums, int):
+        return (static_argnums,)
+    return tuple(static_argnums)
+
+
+def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = ()):
+    """Stage ``fun(*args, **kwargs)``: the closed jaxpr, output tree, and flat input avals."""
+    dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
+    dyn_args = tuple(args[i] for i in dyn_idx)
+    leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
+    in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
+    out_tree_box: list = []
+
+    def flat_fun(*flat_in):
+        dargs, kw = tree_util.tree_unflatten(in_tree, flat_in)
+        full = list(args)
+        for i, a in zip(dyn_idx, dargs):
+            full[i] = a
+        out = fun(*full, **kw)
+        flat_out, out_tree = tree_util.tree_flatten(out)
+        out_tree_box.append(out_tree)
+        return flat_out
+
+    closed, _ = stage(flat_fun, in_avals)
+    return closed, out_tree_box[0], in_avals
+
+
+def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env: Any = None,
+               return_shape: bool = False, abstracted_axes: Any = None) -> Callable[..., Any]:
+    """``jax.make_jaxpr``: a function that returns the IR ``fun`` stages to for given arguments."""
+    if axis_env is not None:
+        raise NotImplementedError("make_jaxpr: axis_env is not supported yet")
+    if abstracted_axes is not None:
+        raise NotImplementedError("make_jaxpr: abstracted_axes (dynamic shapes) is not supported")
+    static = _static_tuple(static_argnums)
+
+    @functools.wraps(fun)
+    def make(*args: Any, **kwargs: Any):
+        closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, static)
+        if return_shape:
+            shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
+            return closed, tree_util.tree_unflatten(out_tree, shapes)
+        return closed
+
+    return make
+
+
+def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) -> list:
+    """Interpret a jaxpr by binding each equation's primitive (so it composes with transforms)."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        consts, jaxpr = list(jaxpr.consts) if not consts else consts, jaxpr.jaxpr
+    if len(args) != len(jaxpr.invars):
+        raise FtransTypeError(f"eval_jaxpr: the jaxpr takes {len(jaxpr.invars)} inputs, got {len(args)}")
+    env: dict[int, Any] = {}
+    for v, c in zip(jaxpr.constvars, consts):
+        env[id(v)] = c
+    for v, a in zip(jaxpr.invars, args):
+        env[id(v)] = a
+
+    def read(a):
+        return a.val if isinstance(a, Literal) else env[id(a)]
+
+    for eqn in jaxpr.eqns:
+        outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[id(v)] = o
+    return [read(a) for a in jaxpr.outvars]
+
+
+def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``jax.eval_shape``: the output shapes and dtypes, computed by tracing only."""
+    closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs)
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
+    return tree_util.tree_unflatten(out_tree, shapes)

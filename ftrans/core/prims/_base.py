@@ -1,0 +1,171 @@
+"""Helpers for defining strict primitives with their abstract-eval and NumPy rules."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.avals import ShapedArray, type_str
+from ftrans.core.primitive import Primitive
+from ftrans.errors import FtransTypeError, FtransValueError
+
+
+def types_of(avals) -> str:
+    return ", ".join(type_str(a.shape, a.dtype) for a in avals)
+
+
+def prim_type_error(prim: Primitive | str, avals, msg: str) -> FtransTypeError:
+    name = prim if isinstance(prim, str) else prim.name
+    return FtransTypeError(f"{name}: {msg} (operands: {types_of(avals)})")
+
+
+def prim_value_error(prim: Primitive | str, msg: str) -> FtransValueError:
+    name = prim if isinstance(prim, str) else prim.name
+    return FtransValueError(f"{name}: {msg}")
+
+
+def standard_primitive(
+    name: str,
+    shape_rule: Callable[..., tuple[int, ...]],
+    dtype_rule: Callable[..., np.dtype],
+    impl: Callable[..., Any],
+    *,
+    weak_type_rule: Callable[..., bool] | None = None,
+) -> Primitive:
+    """A single-result primitive whose type is given by a shape rule and a dtype rule."""
+    prim = Primitive(name)
+    if weak_type_rule is not None:
+        prim.def_weak_type(weak_type_rule)
+    wrule = prim.weak_type_rule
+
+    def abstract_eval(*avals: ShapedArray, **params: Any) -> ShapedArray:
+        shape = shape_rule(*avals, **params)
+        dtype = dtype_rule(*avals, **params)
+        return ShapedArray(shape, dtype, wrule(tuple(a.weak_type for a in avals), **params))
+
+    prim.def_abstract_eval(abstract_eval)
+    prim.def_impl(impl)
+    return prim
+
+
+# ----------------------------------------------------------------------------
+# Dtype classes accepted by elementwise primitives
+
+BOOL = frozenset({dtypes.bool_})
+SINT = frozenset({dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64})
+UINT = frozenset({dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64})
+INT = SINT | UINT
+FLOAT = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float64})
+COMPLEX = frozenset({dtypes.complex64, dtypes.complex128})
+INEXACT = FLOAT | COMPLEX
+NUM = INT | INEXACT
+SIGNED_NUM = SINT | INEXACT
+ANY = NUM | BOOL
+INT_OR_BOOL = INT | BOOL
+
+_CLASS_NAMES = {
+    BOOL: "bool", INT: "integer", FLOAT: "floating-point", COMPLEX: "complex",
+    INEXACT: "floating-point or complex", NUM: "numeric", SIGNED_NUM: "signed numeric",
+    ANY: "any", INT_OR_BOOL: "integer or bool", FLOAT | INT: "integer or floating-point",
+}
+
+
+def class_name(allowed: frozenset) -> str:
+    return _CLASS_NAMES.get(allowed, "/".join(sorted(d.name for d in allowed)))
+
+
+def elementwise_shape(prim_name: str):
+    """Operands must share one shape; rank-0 operands broadcast (as XLA's scalars do)."""
+
+    def rule(*avals: ShapedArray, **params: Any) -> tuple[int, ...]:
+        shape = None
+        for a in avals:
+            if a.shape == () and len(avals) > 1:
+                continue
+            if shape is None:
+                shape = a.shape
+            elif a.shape != shape:
+                raise prim_type_error(
+                    prim_name, avals,
+                    "operands must have the same shape (primitives do not broadcast; "
+                    "use ftrans.numpy functions for NumPy-style broadcasting)",
+                )
+        return shape if shape is not None else ()
+
+    return rule
+
+
+def elementwise_dtype(prim_name: str, allowed: frozenset, result: str | np.dtype = "same"):
+    """Operands must share one dtype, from ``allowed``; the result is that dtype, bool, or real."""
+
+    def rule(*avals: ShapedArray, **params: Any) -> np.dtype:
+        d = avals[0].dtype
+        for a in avals[1:]:
+            if a.dtype != d:
+                raise prim_type_error(
+                    prim_name, avals,
+                    "operands must have the same dtype (convert with lax.convert_element_type "
+                    "or use ftrans.numpy functions, which promote)",
+                )
+        if d not in allowed:
+            raise prim_type_error(prim_name, avals, f"expects {class_name(allowed)} operands")
+        if result == "same":
+            return d
+        if result == "bool":
+            return dtypes.bool_
+        if result == "real":
+            return {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}.get(d, d)
+        return np.dtype(result)
+
+    return rule
+
+
+def unop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", **kw) -> Primitive:
+    return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
+
+
+def binop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", **kw) -> Primitive:
+    return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
+
+
+def keep_dtype(fn: Callable) -> Callable:
+    """Wrap a NumPy function so the result has its first operand's dtype.
+
+    NumPy computes some functions of float16/bfloat16 in a wider type and may
+    return a wider dtype; XLA keeps the operand's dtype, so we cast back.
+    """
+
+    def impl(x, *rest, **params):
+        out = fn(x, *rest, **params)
+        if out.dtype != x.dtype:
+            out = out.astype(x.dtype)
+        return out
+
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
+def via_float32(fn: Callable) -> Callable:
+    """Run ``fn`` in float32 for half-precision inputs (bfloat16 has few NumPy loops)."""
+
+    def impl(x, *rest, **params):
+        if x.dtype in (dtypes.bfloat16, dtypes.float16):
+            args = [x.astype(np.float32)] + [r.astype(np.float32) for r in rest]
+            return np.asarray(fn(*args, **params)).astype(x.dtype)
+        return np.asarray(fn(x, *rest, **params), dtype=x.dtype)
+
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
+def normalize_axes(prim_name: str, axes, ndim: int) -> tuple[int, ...]:
+    out = []
+    for ax in axes:
+        if not isinstance(ax, (int, np.integer)) or not -ndim <= ax < ndim:
+            raise prim_value_error(prim_name, f"axis {ax} is out of range for an array of rank {ndim}")
+        out.append(int(ax) % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise prim_value_error(prim_name, f"repeated axis in {tuple(axes)}")
+    return tuple(out)

@@ -1,0 +1,412 @@
+"""Primitives that move, select or retype data without arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import Primitive, first_weak, never_weak
+from ftrans.core.prims._base import (
+    ANY,
+    INT,
+    normalize_axes,
+    prim_type_error,
+    prim_value_error,
+    standard_primitive,
+)
+
+
+def _same_dtype(*avals, **params):
+    return avals[0].dtype
+
+
+def _check_shape_tuple(name: str, shape) -> tuple[int, ...]:
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise prim_value_error(name, f"shape must be a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise prim_value_error(name, f"shape {out} has a negative dimension")
+    return out
+
+
+# ---------------------------------------------------------------- dtype changes
+def _convert_dtype(x, *, new_dtype, weak_type):
+    return new_dtype
+
+
+def _convert_impl(x, *, new_dtype, weak_type):
+    if x.dtype == new_dtype:
+        return x
+    with np.errstate(all="ignore"):
+        if new_dtype == dtypes.bool_:
+            return x != 0
+        if x.dtype.kind == "c" and new_dtype.kind != "c":
+            x = x.real
+        if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
+            # XLA saturates float->int conversion and maps NaN to 0.
+            info = np.iinfo(new_dtype)
+            xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
+            xf = np.clip(np.trunc(xf), info.min, info.max)
+            return xf.astype(new_dtype)
+        return x.astype(new_dtype)
+
+
+convert_element_type_p = standard_primitive(
+    "convert_element_type", lambda x, **p: x.shape, _convert_dtype, _convert_impl,
+    weak_type_rule=lambda weaks, *, new_dtype, weak_type: weak_type,
+)
+
+
+def _bitcast_shape(x, *, new_dtype):
+    a, b = x.dtype.itemsize, new_dtype.itemsize
+    if a == b:
+        return x.shape
+    if a > b:
+        return (*x.shape, a // b)
+    if not x.shape or x.shape[-1] != b // a:
+        raise prim_type_error(
+            "bitcast_convert_type", [x],
+            f"converting to the wider {new_dtype.name} needs a last dimension of {b // a}",
+        )
+    return x.shape[:-1]
+
+
+def _bitcast_impl(x, *, new_dtype):
+    a, b = x.dtype.itemsize, new_dtype.itemsize
+    if a == b:
+        return x.view(new_dtype)
+    if a > b:
+        return np.ascontiguousarray(x).view(new_dtype).reshape(*x.shape, a // b)
+    return np.ascontiguousarray(x).view(new_dtype).reshape(x.shape[:-1])
+
+
+bitcast_convert_type_p = standard_primitive(
+    "bitcast_convert_type", _bitcast_shape, lambda x, *, new_dtype: new_dtype, _bitcast_impl,
+    weak_type_rule=never_weak,
+)
+
+
+# ---------------------------------------------------------------- select / clamp
+def _select_n_shape(which, *cases):
+    if not cases:
+        raise prim_value_error("select_n", "needs at least one case")
+    shape = cases[0].shape
+    for c in cases[1:]:
+        if c.shape != shape or c.dtype != cases[0].dtype:
+            raise prim_type_error("select_n", [which, *cases], "cases must all have one shape and dtype")
+    if which.shape not in ((), shape):
+        raise prim_type_error("select_n", [which, *cases], "the selector must be a scalar or match the cases' shape")
+    if which.dtype != dtypes.bool_ and which.dtype.kind not in "iu":
+        raise prim_type_error("select_n", [which, *cases], "the selector must be bool or an integer")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise prim_type_error("select_n", [which, *cases], "a bool selector picks from at most 2 cases")
+    return shape
+
+
+def _select_n_impl(which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    return np.choose(which.astype(np.int64), cases, mode="clip").astype(cases[0].dtype, copy=False)
+
+
+select_n_p = standard_primitive(
+    "select_n", _select_n_shape, lambda which, *cases: cases[0].dtype, _select_n_impl,
+    weak_type_rule=lambda weaks: all(weaks[1:]),
+)
+
+
+def _clamp_shape(lo, x, hi):
+    for b in (lo, hi):
+        if b.shape not in ((), x.shape):
+            raise prim_type_error("clamp", [lo, x, hi], "min and max must be scalars or match the operand's shape")
+        if b.dtype != x.dtype:
+            raise prim_type_error("clamp", [lo, x, hi], "min, operand and max must share one dtype")
+    return x.shape
+
+
+def _clamp_impl(lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)
+
+
+clamp_p = standard_primitive(
+    "clamp", _clamp_shape, lambda lo, x, hi: x.dtype, _clamp_impl,
+    weak_type_rule=lambda weaks: weaks[1],
+)
+
+
+# ---------------------------------------------------------------- shapes
+def _broadcast_in_dim_shape(x, *, shape, broadcast_dimensions):
+    if len(broadcast_dimensions) != x.ndim:
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"broadcast_dimensions {broadcast_dimensions} must name one output axis per operand axis",
+        )
+    if any(not 0 <= d < len(shape) for d in broadcast_dimensions) or list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+        raise prim_value_error(
+            "broadcast_in_dim",
+            f"broadcast_dimensions {broadcast_dimensions} must be strictly increasing axes of {shape}",
+        )
+    for i, d in enumerate(broadcast_dimensions):
+        if x.shape[i] not in (1, shape[d]):
+            raise prim_type_error(
+                "broadcast_in_dim", [x],
+                f"operand dimension {i} of size {x.shape[i]} cannot broadcast to size {shape[d]} of {shape}",
+            )
+    return shape
+
+
+def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+broadcast_in_dim_p = standard_primitive(
+    "broadcast_in_dim", _broadcast_in_dim_shape, _same_dtype, _broadcast_in_dim_impl,
+    weak_type_rule=first_weak,
+)
+
+
+def _reshape_shape(x, *, new_sizes, dimensions):
+    if math.prod(new_sizes) != x.size:
+        raise prim_type_error(
+            "reshape", [x], f"cannot reshape {x.size} elements into shape {new_sizes}",
+        )
+    if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
+        raise prim_value_error("reshape", f"dimensions {dimensions} must be a permutation of the axes")
+    return new_sizes
+
+
+def _reshape_impl(x, *, new_sizes, dimensions):
+    if dimensions is not None:
+        x = np.transpose(x, dimensions)
+    return x.reshape(new_sizes)
+
+
+reshape_p = standard_primitive(
+    "reshape", _reshape_shape, _same_dtype, _reshape_impl, weak_type_rule=first_weak,
+)
+
+
+def _transpose_shape(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise prim_value_error(
+            "transpose", f"permutation {permutation} is not a permutation of the axes of a rank-{x.ndim} array",
+        )
+    return tuple(x.shape[p] for p in permutation)
+
+
+transpose_p = standard_primitive(
+    "transpose", _transpose_shape, _same_dtype, lambda x, *, permutation: np.transpose(x, permutation),
+    weak_type_rule=first_weak,
+)
+
+
+def _squeeze_shape(x, *, dimensions):
+    dims = normalize_axes("squeeze", dimensions, x.ndim)
+    for d in dims:
+        if x.shape[d] != 1:
+            raise prim_value_error("squeeze", f"cannot squeeze axis {d} of size {x.shape[d]} in shape {x.shape}")
+    return tuple(s for i, s in enumerate(x.shape) if i not in dims)
+
+
+squeeze_p = standard_primitive(
+    "squeeze", _squeeze_shape, _same_dtype,
+    lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)) if dimensions else x,
+    weak_type_rule=first_weak,
+)
+
+
+def _expand_dims_shape(x, *, dimensions):
+    out_ndim = x.ndim + len(dimensions)
+    dims = normalize_axes("expand_dims", dimensions, out_ndim)
+    shape = list(x.shape)
+    for d in sorted(dims):
+        shape.insert(d, 1)
+    return tuple(shape)
+
+
+expand_dims_p = standard_primitive(
+    "expand_dims", _expand_dims_shape, _same_dtype,
+    lambda x, *, dimensions: np.expand_dims(x, tuple(dimensions)),
+    weak_type_rule=first_weak,
+)
+
+
+def _rev_shape(x, *, dimensions):
+    normalize_axes("rev", dimensions, x.ndim)
+    return x.shape
+
+
+rev_p = standard_primitive(
+    "rev", _rev_shape, _same_dtype,
+    lambda x, *, dimensions: np.flip(x, tuple(dimensions)) if dimensions else x,
+    weak_type_rule=first_weak,
+)
+
+
+def _pad_shape(x, padval, *, padding_config):
+    if padval.shape != () or padval.dtype != x.dtype:
+        raise prim_type_error("pad", [x, padval], "the padding value must be a scalar of the operand's dtype")
+    if len(padding_config) != x.ndim:
+        raise prim_value_error("pad", f"padding_config needs one (low, high, interior) per axis; got {padding_config} for rank {x.ndim}")
+    out = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise prim_value_error("pad", f"interior padding must be non-negative, got {interior}")
+        size = lo + hi + n + max(n - 1, 0) * interior
+        if size < 0:
+            raise prim_value_error("pad", f"padding {(lo, hi, interior)} removes more than the {n} elements of an axis")
+        out.append(size)
+    return tuple(out)
+
+
+def _pad_impl(x, padval, *, padding_config):
+    # Interior padding first (spread the elements), then edges, where negative
+    # edge padding crops.
+    shape = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        shape.append(n + max(n - 1, 0) * interior)
+    spread = np.full(shape, padval, dtype=x.dtype)
+    spread[tuple(slice(None, None, it + 1) for (_, _, it) in padding_config)] = x
+    pads = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in padding_config]
+    out = np.pad(spread, pads, constant_values=padval) if any(p != (0, 0) for p in pads) else spread
+    crop = tuple(
+        slice(-lo if lo < 0 else 0, (out.shape[i] + hi) if hi < 0 else None)
+        for i, (lo, hi, _) in enumerate(padding_config)
+    )
+    return out[crop]
+
+
+pad_p = standard_primitive("pad", _pad_shape, _same_dtype, _pad_impl, weak_type_rule=first_weak)
+
+
+def _concat_shape(*xs, dimension):
+    if not xs:
+        raise prim_value_error("concatenate", "needs at least one operand")
+    x0 = xs[0]
+    if not 0 <= dimension < max(x0.ndim, 1):
+        raise prim_value_error("concatenate", f"dimension {dimension} is out of range for rank {x0.ndim}")
+    for x in xs[1:]:
+        if x.dtype != x0.dtype or x.ndim != x0.ndim or any(
+            a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape)) if i != dimension
+        ):
+            raise prim_type_error(
+                "concatenate", xs,
+                f"operands must share dtype and all dimensions except {dimension}",
+            )
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return tuple(shape)
+
+
+concatenate_p = standard_primitive(
+    "concatenate", _concat_shape, _same_dtype,
+    lambda *xs, dimension: np.concatenate(xs, axis=dimension),
+)
+
+
+def _slice_shape(x, *, start_indices, limit_indices, strides):
+    if not (len(start_indices) == len(limit_indices) == x.ndim) or (strides is not None and len(strides) != x.ndim):
+        raise prim_value_error("slice", f"start/limit/strides need one entry per axis of {x.shape}")
+    out = []
+    for i, (n, s, e) in enumerate(zip(x.shape, start_indices, limit_indices)):
+        st = 1 if strides is None else strides[i]
+        if not 0 <= s <= e <= n or st < 1:
+            raise prim_value_error(
+                "slice",
+                f"axis {i}: start {s}, limit {e}, stride {st} is not a valid slice of size {n} "
+                "(need 0 <= start <= limit <= size and stride >= 1)",
+            )
+        out.append(max(0, -(-(e - s) // st)))
+    return tuple(out)
+
+
+def _slice_impl(x, *, start_indices, limit_indices, strides):
+    st = strides or (1,) * x.ndim
+    return x[tuple(slice(s, e, k) for s, e, k in zip(start_indices, limit_indices, st))]
+
+
+slice_p = standard_primitive("slice", _slice_shape, _same_dtype, _slice_impl, weak_type_rule=first_weak)
+
+
+def _dyn_slice_shape(x, *idx, slice_sizes):
+    if len(idx) != x.ndim or len(slice_sizes) != x.ndim:
+        raise prim_value_error("dynamic_slice", f"needs one start index and slice size per axis of {x.shape}")
+    for i in idx:
+        if i.shape != () or i.dtype not in INT:
+            raise prim_type_error("dynamic_slice", [x, *idx], "start indices must be integer scalars")
+    for n, s in zip(x.shape, slice_sizes):
+        if not 0 <= s <= n:
+            raise prim_value_error("dynamic_slice", f"slice sizes {slice_sizes} do not fit in shape {x.shape}")
+    return tuple(slice_sizes)
+
+
+def _clamped_starts(shape, idx, sizes):
+    return [int(min(max(int(i), 0), n - s)) for i, n, s in zip(idx, shape, sizes)]
+
+
+def _dyn_slice_impl(x, *idx, slice_sizes):
+    starts = _clamped_starts(x.shape, idx, slice_sizes)
+    return x[tuple(slice(s, s + k) for s, k in zip(starts, slice_sizes))]
+
+
+dynamic_slice_p = standard_primitive(
+    "dynamic_slice", _dyn_slice_shape, _same_dtype, _dyn_slice_impl, weak_type_rule=first_weak,
+)
+
+
+def _dus_shape(x, update, *idx):
+    if update.dtype != x.dtype or update.ndim != x.ndim:
+        raise prim_type_error("dynamic_update_slice", [x, update], "update must have the operand's rank and dtype")
+    if len(idx) != x.ndim:
+        raise prim_value_error("dynamic_update_slice", f"needs one start index per axis of {x.shape}")
+    for i in idx:
+        if i.shape != () or i.dtype not in INT:
+            raise prim_type_error("dynamic_update_slice", [x, update, *idx], "start indices must be integer scalars")
+    if any(u > n for u, n in zip(update.shape, x.shape)):
+        raise prim_type_error("dynamic_update_slice", [x, update], "update is larger than the operand")
+    return x.shape
+
+
+def _dus_impl(x, update, *idx):
+    starts = _clamped_starts(x.shape, idx, update.shape)
+    out = x.copy()
+    out[tuple(slice(s, s + k) for s, k in zip(starts, update.shape))] = update
+    return out
+
+
+dynamic_update_slice_p = standard_primitive(
+    "dynamic_update_slice", _dus_shape, _same_dtype, _dus_impl, weak_type_rule=first_weak,
+)
+
+
+# ---------------------------------------------------------------- iota
+def _iota_abstract(*, dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise prim_value_error("iota", f"dimension {dimension} is out of range for shape {shape}")
+    if dtype not in ANY - {dtypes.bool_}:
+        raise prim_value_error("iota", f"dtype {dtype} is not numeric")
+    return ShapedArray(tuple(shape), dtype, False)
+
+
+def _iota_impl(*, dtype, shape, dimension):
+    r = np.arange(shape[dimension], dtype=dtype)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return np.broadcast_to(r.reshape(view), shape)
+
+
+iota_p = Primitive("iota")
+iota_p.def_abstract_eval(_iota_abstract)
+iota_p.def_impl(_iota_impl)
+iota_p.def_weak_type(never_weak)
+
+__all__ = [n for n in dir() if n.endswith("_p")]

@@ -1,0 +1,458 @@
+"""The trace stack, ``bind``, tracers, and staging into the IR.
+
+Each active transform owns a ``MainTrace`` at some level of a thread-local
+stack.  ``bind`` raises its operands to the innermost (highest-level) trace
+among them, or to the *dynamic* trace of an enclosing staging context (so
+``make_jaxpr`` records even operations on constants), and lets that trace
+process the primitive.  With no transform active it goes straight to the
+primitive's NumPy rule: that is the eager fast path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from typing import Any, Iterator
+
+import numpy as np
+
+from ftrans import errors
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.array_methods import ArrayMixin
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
+from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.errors import UnexpectedTracerError
+
+
+class MainTrace:
+    """One active transform: its level on the stack, its Trace class, its state."""
+
+    __slots__ = ("level", "trace_type", "payload", "alive", "trace")
+
+    def __init__(self, level: int, trace_type: type, payload: Any = None):
+        self.level = level
+        self.trace_type = trace_type
+        self.payload = payload
+        self.alive = True
+        self.trace = trace_type(self)
+
+    def __repr__(self) -> str:
+        return f"MainTrace({self.level}, {self.trace_type.__name__})"
+
+
+class Trace:
+    """How one transform interprets primitives applied to its tracers."""
+
+    __slots__ = ("main",)
+
+    def __init__(self, main: MainTrace):
+        self.main = main
+
+    def pure(self, val: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.pure")
+
+    def lift(self, tracer: Tracer) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.lift")
+
+    def full_raise(self, val: Any) -> Any:
+        if not isinstance(val, Tracer):
+            return self.pure(val)
+        main = val._trace.main
+        if main is self.main:
+            return val
+        if not main.alive:
+            raise _escaped(val)
+        if main.level < self.main.level:
+            return self.lift(val)
+        raise UnexpectedTracerError(
+            f"a value traced at level {main.level} met a transform at level {self.main.level}; "
+            "a traced value escaped from the function that was being transformed "
+            "(e.g. stored in a global or returned through a side channel)"
+        )
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.process_primitive")
+
+
+class EvalTrace(Trace):
+    """The bottom of every stack: apply the primitive's NumPy rule at once."""
+
+    __slots__ = ()
+
+    def pure(self, val: Any) -> Any:
+        return val
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, vals: list, params: dict) -> Any:
+        return eager_apply(prim, vals, params)
+
+
+class _TraceState(threading.local):
+    def __init__(self) -> None:
+        self.base = MainTrace(0, EvalTrace)
+        self.stack: list[MainTrace] = [self.base]
+        self.dynamic: MainTrace = self.base
+        self.eval_only = True
+
+    def refresh(self) -> None:
+        self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
+
+
+state = _TraceState()
+
+
+@contextlib.contextmanager
+def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) -> Iterator[MainTrace]:
+    """Push a transform level for the duration of the ``with`` block."""
+    st = state
+    main = MainTrace(len(st.stack), trace_type, payload)
+    st.stack.append(main)
+    prev_dynamic = st.dynamic
+    if dynamic:
+        st.dynamic = main
+    st.eval_only = False
+    try:
+        yield main
+    finally:
+        st.stack.pop()
+        st.dynamic = prev_dynamic
+        main.alive = False
+        st.refresh()
+
+
+def _escaped(t: Tracer) -> UnexpectedTracerError:
+    return UnexpectedTracerError(
+        f"a traced value of type {t.aval.str_short()} was used after the transformation that "
+        "created it had finished (it escaped, e.g. through a global, a closure kept past the "
+        "call, or a side effect). Return it from the transformed function instead."
+    )
+
+
+def find_top_trace(args) -> Trace:
+    top = state.dynamic
+    for a in args:
+        if isinstance(a, Tracer):
+            m = a._trace.main
+            if m.level > top.level:
+                top = m
+            elif not m.alive:
+                raise _escaped(a)
+    if not top.alive:
+        raise UnexpectedTracerError("bind found a finished transform on the trace stack")
+    return top.trace
+
+
+def bind(prim: Primitive, args: tuple, params: dict) -> Any:
+    if state.eval_only:
+        return eager_apply(prim, args, params)
+    trace = find_top_trace(args)
+    raise_ = trace.full_raise
+    return trace.process_primitive(prim, [raise_(a) for a in args], params)
+
+
+# ----------------------------------------------------------------------------
+# Eager application
+
+
+def eager_apply(prim: Primitive, args, params: dict) -> Any:
+    """Run a primitive's NumPy rule on concrete operands and wrap the result."""
+    vals = []
+    weaks = []
+    for a in args:
+        if type(a) is Array:
+            vals.append(a._value)
+            weaks.append(a.weak_type)
+        else:
+            v, w = _concrete_operand(a)
+            vals.append(v)
+            weaks.append(w)
+    impl = prim.impl
+    if impl is None:
+        raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
+    out = impl(*vals, **params)
+    weak = prim.weak_type_rule(tuple(weaks), **params)
+    if prim.multiple_results:
+        return [Array._new(o, weak) for o in out]
+    return Array._new(out, weak)
+
+
+def _concrete_operand(a: Any) -> tuple[Any, bool]:
+    if isinstance(a, Array):
+        return a._value, a.weak_type
+    if isinstance(a, Tracer):
+        raise _escaped(a)
+    if isinstance(a, np.ndarray):
+        return a, False
+    if isinstance(a, np.generic):
+        return np.asarray(a), False
+    if isinstance(a, (bool, int, float, complex)):
+        d = dtypes.python_scalar_dtype(a)
+        return np.asarray(a, d), dtypes.is_weak_scalar(a)
+    raise errors.FtransTypeError(
+        f"a primitive got an operand of type {type(a).__name__}, which is not an array"
+    )
+
+
+# ----------------------------------------------------------------------------
+# Tracers
+
+
+class Tracer(ArrayMixin):
+    """A stand-in for an array inside a transform; operators come from ArrayMixin."""
+
+    __slots__ = ("_trace",)
+    __array_priority__ = 1000
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def weak_type(self) -> bool:
+        return self.aval.weak_type
+
+    @property
+    def ndim(self) -> int:
+        return len(self.aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+    def __len__(self) -> int:
+        if not self.aval.shape:
+            raise errors.FtransTypeError("len() of a 0-d (scalar) array")
+        return self.aval.shape[0]
+
+    def _concretization(self, what: str, cls: type, hint: str) -> errors.ConcretizationTypeError:
+        return cls(
+            f"{what} needs a concrete value, but this is a traced array of type "
+            f"{self.aval.str_short()} (its value is only known when the compiled program runs). "
+            f"{hint}"
+        )
+
+    def __bool__(self) -> bool:
+        raise self._concretization(
+            "Python control flow (`if`, `while`, `and`, `or`, `not`, bool())",
+            errors.TracerBoolConversionError,
+            "Use lax.cond / lax.while_loop / jnp.where for data-dependent control flow, or mark "
+            "the argument static (static_argnums / static_argnames).",
+        )
+
+    def __int__(self) -> int:
+        raise self._concretization(
+            "int()", errors.TracerIntegerConversionError,
+            "Shapes and Python integers must be static: pass the value as a static argument.",
+        )
+
+    def __index__(self) -> int:
+        raise self._concretization(
+            "Using an array as a Python index or size (operator.index)",
+            errors.TracerIntegerConversionError,
+            "Index with the array through jnp indexing (x[i]) or lax.dynamic_slice, or make it "
+            "static.",
+        )
+
+    def __float__(self) -> float:
+        raise self._concretization(
+            "float()", errors.ConcretizationTypeError,
+            "Keep the value as an array, or make it a static argument.",
+        )
+
+    def __complex__(self) -> complex:
+        raise self._concretization(
+            "complex()", errors.ConcretizationTypeError,
+            "Keep the value as an array, or make it a static argument.",
+        )
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._concretization(
+            "Converting to a NumPy array", errors.TracerArrayConversionError,
+            "Use ftrans.numpy functions on traced values instead of numpy ones, or use "
+            "ftrans.debug.callback to inspect values at run time.",
+        )
+
+    def item(self, *args):
+        raise self._concretization(
+            ".item()", errors.ConcretizationTypeError,
+            "Keep the value as an array inside transformed code.",
+        )
+
+    def tolist(self):
+        raise self._concretization(
+            ".tolist()", errors.ConcretizationTypeError,
+            "Keep the value as an array inside transformed code.",
+        )
+
+    def __hash__(self):
+        raise errors.FtransTypeError(
+            f"unhashable type: traced array {self.aval.str_short()}; use it as an array, or "
+            "pass hashable values as static arguments"
+        )
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+    def __iter__(self):
+        if not self.aval.shape:
+            raise errors.FtransTypeError("iteration over a 0-d (scalar) array")
+        return (self[i] for i in range(self.aval.shape[0]))
+
+
+# ----------------------------------------------------------------------------
+# Staging (make_jaxpr, jit, control-flow bodies)
+
+
+_FTRANS_DIR = errors._FTRANS_DIR
+
+
+def current_source_info() -> SourceInfo | None:
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+        f = f.f_back
+    if f is None:
+        return None
+    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+class StagingTracer(Tracer):
+    """A traced value inside a staging context; ``atom`` is its IR variable or literal."""
+
+    __slots__ = ("aval", "atom")
+
+    def __init__(self, trace: Trace, aval: ShapedArray, atom: Any):
+        self._trace = trace
+        self.aval = aval
+        self.atom = atom
+
+
+class JaxprBuilder:
+    """Accumulates equations and captured constants while a function is staged."""
+
+    __slots__ = ("eqns", "const_tracers", "const_vals", "invars")
+
+    def __init__(self) -> None:
+        self.eqns: list[JaxprEqn] = []
+        self.const_tracers: dict[int, StagingTracer] = {}  # id(value) -> tracer
+        self.const_vals: list[tuple[Var, Any]] = []  # keeps values alive and ordered
+        self.invars: list[Var] = []
+
+    def build(self, in_tracers: list, out_tracers: list) -> tuple[Jaxpr, list]:
+        constvars = [v for v, _ in self.const_vals]
+        consts = [c for _, c in self.const_vals]
+        jaxpr = Jaxpr(constvars, [t.atom for t in in_tracers], self.eqns, [t.atom for t in out_tracers])
+        return jaxpr, consts
+
+
+_LITERAL_TYPES = (bool, int, float, complex)
+
+
+class DynamicJaxprTrace(Trace):
+    """Records every primitive applied under it as an equation of a new jaxpr."""
+
+    __slots__ = ()
+
+    def new_arg(self, aval: ShapedArray) -> StagingTracer:
+        v = Var(aval)
+        self.main.payload.invars.append(v)
+        return StagingTracer(self, aval, v)
+
+    def pure(self, val: Any) -> StagingTracer:
+        builder: JaxprBuilder = self.main.payload
+        t = builder.const_tracers.get(id(val))
+        if t is not None:
+            return t
+        if type(val) in _LITERAL_TYPES:
+            d = dtypes.python_scalar_dtype(val)
+            aval = ShapedArray((), d, dtypes.is_weak_scalar(val))
+            return StagingTracer(self, aval, Literal(np.asarray(val, d)[()], aval))
+        if isinstance(val, Array):
+            arr, weak = val._value, val.weak_type
+        elif isinstance(val, (np.ndarray, np.generic)):
+            arr, weak = np.asarray(val), False
+            if arr.dtype != dtypes.canonicalize(arr.dtype):
+                arr = arr.astype(dtypes.canonicalize(arr.dtype))
+        else:
+            raise errors.FtransTypeError(
+                f"a value of type {type(val).__name__} cannot be used as an array in traced code"
+            )
+        aval = ShapedArray(arr.shape, arr.dtype, weak)
+        if arr.ndim == 0:
+            return StagingTracer(self, aval, Literal(arr[()], aval))
+        v = Var(aval)
+        t = StagingTracer(self, aval, v)
+        builder.const_tracers[id(val)] = t
+        builder.const_vals.append((v, val))
+        return t
+
+    def lift(self, tracer: Tracer) -> StagingTracer:
+        """A tracer of an outer transform is captured as a constant of this jaxpr."""
+        builder: JaxprBuilder = self.main.payload
+        t = builder.const_tracers.get(id(tracer))
+        if t is not None:
+            return t
+        v = Var(tracer.aval)
+        t = StagingTracer(self, tracer.aval, v)
+        builder.const_tracers[id(tracer)] = t
+        builder.const_vals.append((v, tracer))
+        return t
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        rule = abstract_eval_rules.get(prim)
+        if rule is None:
+            raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+        out = rule(*[t.aval for t in tracers], **params)
+        src = current_source_info()
+        if prim.multiple_results:
+            outvars = [Var(a) for a in out]
+            self.main.payload.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], outvars, params, src))
+            return [StagingTracer(self, v.aval, v) for v in outvars]
+        v = Var(out)
+        self.main.payload.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], [v], params, src))
+        return StagingTracer(self, out, v)
+
+
+def aval_of(x: Any) -> ShapedArray:
+    """The abstract value of anything that can be an operand."""
+    if isinstance(x, (Array, Tracer)):
+        return x.aval
+    if type(x) in _LITERAL_TYPES:
+        return ShapedArray((), dtypes.python_scalar_dtype(x), dtypes.is_weak_scalar(x))
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False)))
+    raise errors.FtransTypeError(f"value of type {type(x).__name__} is not a valid array")
+
+
+def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
+    """Trace ``fun`` on flat abstract arguments into a closed jaxpr.
+
+    Returns the closed jaxpr and its captured constants that are tracers of
+    outer transforms (empty unless staging happens inside another transform).
+    ``fun`` takes and returns flat lists.
+    """
+    builder = JaxprBuilder()
+    with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
+        trace: DynamicJaxprTrace = main.trace
+        in_tracers = [trace.new_arg(a) for a in in_avals]
+        outs = fun(*in_tracers)
+        out_tracers = [trace.full_raise(o) for o in outs]
+        jaxpr, consts = builder.build(in_tracers, out_tracers)
+    return ClosedJaxpr(jaxpr, consts), consts
+
+import ftrans.core.primitive as _primitive_module  # noqa: E402
+
+_primitive_module._bind = bind  # Primitive.bind goes straight to the stack-aware bind

@@ -1,0 +1,99 @@
+"""Exceptions users can cause, each naming the user's own source line.
+
+They subclass the built-in exception JAX raises in the same situation
+(``TypeError`` for a shape or dtype mismatch, ``ValueError`` for a bad value,
+``IndexError`` for an index out of range) so ``except TypeError`` code written
+for JAX keeps working, and every message ends with where in the user's code the
+failing call was made.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_FTRANS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_frame():
+    """The innermost stack frame that is not inside ftrans (or None)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+        f = f.f_back
+    return f
+
+
+def user_location() -> str:
+    f = user_frame()
+    if f is None:
+        return "<unknown location>"
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def _with_location(msg: str) -> str:
+    return f"{msg}\n  (in your code at {user_location()})"
+
+
+class FtransError(Exception):
+    """Base of ftrans's own exception types."""
+
+
+class _Located:
+    def __init__(self, msg: str = ""):
+        super().__init__(_with_location(msg))
+
+
+class FtransTypeError(_Located, FtransError, TypeError):
+    """A shape, dtype or argument-type problem (JAX raises ``TypeError`` here)."""
+
+
+class FtransValueError(_Located, FtransError, ValueError):
+    """A bad value: an axis out of range, a bad size, an unknown option."""
+
+
+class FtransIndexError(_Located, FtransError, IndexError):
+    """A static index out of range."""
+
+
+class ConcretizationTypeError(FtransTypeError):
+    """A traced value was used where Python needs a concrete one."""
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    pass
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+    pass
+
+
+class TracerArrayConversionError(ConcretizationTypeError):
+    pass
+
+
+class NonConcreteBooleanIndexError(FtransIndexError):
+    """A boolean mask whose pattern is only known at run time."""
+
+
+class UnexpectedTracerError(_Located, FtransError):
+    """A tracer was used after the transform that created it finished."""
+
+
+class JaxprTypeError(FtransError, TypeError):
+    """An ill-typed IR program (a bug in a pass, or a hand-built jaxpr)."""
+
+
+def shapes_str(*xs) -> str:
+    """``f32[3], i32[2,2]`` for error messages."""
+    from ftrans.core.avals import type_str
+
+    out = []
+    for x in xs:
+        aval = getattr(x, "aval", None)
+        if aval is not None:
+            out.append(type_str(aval.shape, aval.dtype))
+        elif hasattr(x, "shape") and hasattr(x, "dtype"):
+            out.append(type_str(tuple(x.shape), x.dtype))
+        else:
+            out.append(type(x).__name__)
+    return ", ".join(out)

@@ -1,0 +1,3 @@
+"""``ftrans.lax``: primitive-level operations (JAX's ``jax.lax``)."""
+
+from ftrans.lax._ops import *  # noqa: F401,F403

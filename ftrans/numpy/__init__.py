@@ -1,0 +1,53 @@
+"""``ftrans.numpy``: the ``jax.numpy`` API, written only in terms of ftrans primitives."""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from ftrans.core import array_methods as _array_methods
+from ftrans.core import dtypes as _dtypes
+from ftrans.core.array import Array as ndarray  # noqa: F401  (jnp.ndarray is the Array type)
+from ftrans.numpy import _creation, _elementwise, _indexing, _products, _reductions, _shape
+from ftrans.numpy._creation import *  # noqa: F401,F403
+from ftrans.numpy._elementwise import *  # noqa: F401,F403
+from ftrans.numpy._indexing import *  # noqa: F401,F403
+from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
+from ftrans.numpy._products import *  # noqa: F401,F403
+from ftrans.numpy._reductions import *  # noqa: F401,F403
+from ftrans.numpy._shape import *  # noqa: F401,F403
+from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
+
+# dtypes and dtype utilities
+bool_ = _dtypes.bool_.type
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+bfloat16 = _dtypes.bfloat16.type
+complex64, complex128 = _np.complex64, _np.complex128
+dtype = _np.dtype
+promote_types = _dtypes.promote_types
+finfo = _dtypes.finfo
+iinfo = _dtypes.iinfo
+issubdtype = _dtypes.issubdtype
+generic, number, inexact, floating, integer, signedinteger, unsignedinteger, complexfloating = (
+    _np.generic, _np.number, _np.inexact, _np.floating, _np.integer, _np.signedinteger,
+    _np.unsignedinteger, _np.complexfloating,
+)
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+newaxis = None
+
+
+def result_type(*args):
+    """``jnp.result_type``: JAX's promotion over arrays, dtypes and Python scalars."""
+    from ftrans.numpy._util import dtype_weak
+
+    pairs = []
+    for a in args:
+        if isinstance(a, (_np.dtype, type)) or isinstance(a, str):
+            pairs.append((_dtypes.to_dtype(a), False))
+        else:
+            pairs.append(dtype_weak(a))
+    return _dtypes.promote(tuple(pairs))[0]
+
+
+_array_methods.install(__import__(__name__, fromlist=["_"]))

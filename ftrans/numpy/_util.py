@@ -1,0 +1,218 @@
+"""What turns NumPy-style calls into strict primitive calls: operand checks,
+dtype promotion, broadcasting, axis normalisation.
+
+This is the hot path of both eager execution and tracing, so the common cases
+(operands already arrays of one dtype and shape) are decided with a few type
+checks before any general machinery runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import Tracer, state
+from ftrans.errors import FtransTypeError, FtransValueError, shapes_str
+
+_PY_SCALARS = (int, float, complex, bool)
+ArrayLike = Any
+
+
+def is_array(x: Any) -> bool:
+    return type(x) is Array or isinstance(x, (Array, Tracer))
+
+
+def check_arraylike(name: str, *args: Any) -> None:
+    for i, a in enumerate(args):
+        if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS):
+            what = type(a).__name__
+            hint = " Convert it with jnp.asarray first." if isinstance(a, (list, tuple)) else ""
+            raise FtransTypeError(
+                f"{name} requires ndarray or scalar arguments, but argument {i} is a {what}.{hint}"
+            )
+
+
+def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
+    t = type(x)
+    if t is Array:
+        return x._value.dtype, x.weak_type
+    if isinstance(x, Tracer):
+        a = x.aval
+        return a.dtype, a.weak_type
+    if t is bool:
+        return dtypes.bool_, False
+    if t in (int, float, complex):
+        return dtypes.python_scalar_dtype(x), True
+    if isinstance(x, Array):
+        return x._value.dtype, x.weak_type
+    if isinstance(x, (np.ndarray, np.generic)):
+        return dtypes.canonicalize(x.dtype), False
+    raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    t = type(x)
+    if t is Array:
+        return x._value.shape
+    if isinstance(x, Tracer):
+        return x.aval.shape
+    return np.shape(x)
+
+
+def ndim_of(x: Any) -> int:
+    return len(shape_of(x))
+
+
+def scalar_to_array(x: Any, dtype: np.dtype, weak: bool) -> Array:
+    """A Python or NumPy scalar as an ftrans Array of ``dtype``, with JAX's overflow check."""
+    if type(x) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} too large to convert to {dtype.name}")
+    with np.errstate(all="ignore"):
+        return Array._new(np.asarray(x, dtype), weak)
+
+
+def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
+    """``x`` as an array of ``dtype``; Python scalars become constants, arrays get a convert."""
+    t = type(x)
+    if t is Array or isinstance(x, Tracer):
+        if x.dtype == dtype:
+            return x
+        return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
+    if t in _PY_SCALARS:
+        return scalar_to_array(x, dtype, weak)
+    if isinstance(x, (np.ndarray, np.generic)):
+        arr = np.asarray(x)
+        if arr.dtype != dtype:
+            with np.errstate(all="ignore"):
+                arr = arr.astype(dtype)
+        return Array(arr, False)
+    if isinstance(x, Array):
+        return convert(Array._new(x._value, x.weak_type), dtype, weak)
+    raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
+
+
+def as_operand(x: Any) -> Any:
+    """An Array or Tracer for ``x`` with its own (canonical) dtype."""
+    if type(x) is Array or isinstance(x, Tracer):
+        return x
+    d, w = dtype_weak(x)
+    return convert(x, d, w)
+
+
+def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]], args=()) -> tuple[int, ...]:
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d == out[i] or d == 1:
+                continue
+            if out[i] == 1:
+                out[i] = d
+            else:
+                raise FtransValueError(
+                    f"{name}: incompatible shapes for broadcasting: "
+                    f"{', '.join(str(tuple(s)) for s in shapes)}"
+                    + (f" (operands {shapes_str(*args)})" if args else "")
+                )
+    return tuple(out)
+
+
+def broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    """Broadcast an array (already of the right dtype) to ``shape``, NumPy style."""
+    xs = shape_of(x)
+    if xs == shape:
+        return x
+    if not xs and not state.eval_only:
+        return S.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=())
+    lead = len(shape) - len(xs)
+    if lead < 0:
+        raise FtransValueError(f"cannot broadcast an array of shape {xs} to the smaller rank of {shape}")
+    for i, d in enumerate(xs):
+        if d not in (1, shape[lead + i]):
+            raise FtransValueError(f"cannot broadcast shape {xs} to {shape}")
+    return S.broadcast_in_dim_p.bind(
+        x, shape=tuple(shape), broadcast_dimensions=tuple(range(lead, len(shape)))
+    )
+
+
+def promote_dtypes(name: str, *args: Any) -> tuple[list, np.dtype, bool]:
+    check_arraylike(name, *args)
+    dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
+    return [convert(a, dt, weak) for a in args], dt, weak
+
+
+def promote_args(name: str, *args: Any) -> list:
+    """Promote to one dtype and broadcast to one shape, ready for a strict elementwise primitive.
+
+    Rank-0 operands are left unbroadcast: the elementwise primitives accept
+    them (XLA's scalar broadcast), which keeps traced programs short.
+    """
+    ops, _, _ = promote_dtypes(name, *args)
+    shapes = [shape_of(o) for o in ops]
+    if all(s == shapes[0] for s in shapes):
+        return ops
+    nonscalar = [s for s in shapes if s]
+    shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
+    if state.eval_only:
+        # NumPy rules broadcast by themselves; only check compatibility.
+        return ops
+    return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
+
+
+def canonicalize_axis(name: str, axis: Any, ndim: int) -> int:
+    try:
+        ax = int(axis)
+    except TypeError:
+        raise FtransTypeError(f"{name}: axis must be an integer, got {type(axis).__name__}") from None
+    if not -ndim <= ax < ndim:
+        raise FtransValueError(
+            f"{name}: axis {axis} is out of bounds for an array of dimension {ndim}"
+        )
+    return ax % ndim if ndim else 0
+
+
+def canonicalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    """``axis=None`` means all axes; ints and tuples of ints are normalised; repeats are errors."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(canonicalize_axis(name, a, ndim) for a in axis)
+    else:
+        axes = (canonicalize_axis(name, axis, ndim),)
+    if len(set(axes)) != len(axes):
+        raise FtransValueError(f"{name}: repeated axis in {axis}")
+    return axes
+
+
+def aval_of(x: Any) -> ShapedArray:
+    d, w = dtype_weak(x)
+    return ShapedArray(shape_of(x), d, w)
+
+
+def check_dtype_arg(dtype: Any) -> np.dtype | None:
+    return None if dtype is None else dtypes.to_dtype(dtype)
+
+
+def concrete_or_error(x: Any, what: str) -> Any:
+    """A Python value for ``x`` when it is concrete; a concretization error otherwise."""
+    if isinstance(x, Tracer):
+        from ftrans.errors import ConcretizationTypeError
+
+        raise ConcretizationTypeError(
+            f"{what} must be a concrete (static) value, but a traced array "
+            f"{x.aval.str_short()} was given. Pass it as a static argument "
+            "(static_argnums/static_argnames) or compute it with NumPy outside the traced function."
+        )
+    if isinstance(x, Array):
+        return x._value
+    return x

@@ -1,0 +1,25 @@
+"""Pytrees: jax's ``tree_util`` re-exported (a well-kept library; see docs/architecture.md)."""
+
+from jax.tree_util import (  # noqa: F401
+    Partial,
+    register_pytree_node,
+    register_pytree_node_class,
+    register_pytree_with_keys,
+    register_static,
+    tree_all,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_leaves,
+    tree_leaves_with_path,
+    tree_map,
+    tree_map_with_path,
+    tree_reduce,
+    tree_structure,
+    tree_transpose,
+    tree_unflatten,
+    treedef_is_leaf,
+    keystr,
+    DictKey,
+    GetAttrKey,
+    SequenceKey,
+)
