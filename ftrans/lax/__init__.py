@@ -1,3 +1,5 @@
 """``ftrans.lax``: primitive-level operations (JAX's ``jax.lax``)."""
 
+from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
+from ftrans.lax._reductions import *  # noqa: F401,F403

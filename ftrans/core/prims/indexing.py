@@ -1,0 +1,3 @@
+"""Gather and scatter primitives (XLA general semantics)."""
+
+__all__: list[str] = []

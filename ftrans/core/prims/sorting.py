@@ -1,0 +1,3 @@
+"""Sort (multi-operand) and cumulative-reduction primitives."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""lax gather / scatter and their dimension-number types."""
+
+__all__: list[str] = []

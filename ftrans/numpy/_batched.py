@@ -1,0 +1,1 @@
+"""Batched matrix products (matmul over broadcast batch axes)."""

@@ -1,0 +1,3 @@
+"""Sorting, searching, uniqueness: sort, argsort, searchsorted, unique, ..."""
+
+__all__: list[str] = []
