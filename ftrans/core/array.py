@@ -171,3 +171,39 @@ class Array(ArrayMixin):
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:
     return Array(value, weak)
+
+
+def install_fast_operators(fallbacks: dict[str, Any]) -> None:
+    """Give ``Array`` operator slots that skip the API layer in the common eager case.
+
+    ``x + y`` on two Arrays of one dtype with no transform active anywhere is
+    just the primitive's NumPy rule (NumPy's broadcasting is jnp's); this path
+    is what keeps a small eager op within a small factor of NumPy.  Anything
+    else (other dtypes, scalars, tracing) goes to the ``jnp`` function.
+    ``fallbacks`` maps a slot name to (primitive, jnp function).
+    """
+    from ftrans.core import trace as _trace
+    from ftrans.core.primitive import _all_weak
+
+    new = object.__new__
+
+    def make(prim, slow):
+        impl = prim.impl
+        keep_weak = prim.weak_type_rule is _all_weak
+
+        def op(self, other):
+            if not _trace.active_anywhere and type(other) is Array:
+                xv = self._value
+                yv = other._value
+                if xv.dtype is yv.dtype:
+                    out = new(Array)
+                    out._value = impl(xv, yv)
+                    out.weak_type = keep_weak and self.weak_type and other.weak_type
+                    return out
+            return slow(self, other)
+
+        op.__name__ = slow.__name__
+        return op
+
+    for slot, (prim, slow) in fallbacks.items():
+        setattr(Array, slot, make(prim, slow))

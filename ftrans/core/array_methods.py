@@ -95,3 +95,19 @@ def install(jnp_module: Any) -> None:
     ArrayMixin.__getitem__ = jnp_module._getitem
     for name in _METHODS:
         setattr(ArrayMixin, name, _forward(name))
+    _install_fast(jnp_module)
+
+
+def _install_fast(jnp_module: Any) -> None:
+    from ftrans.core.array import install_fast_operators
+    from ftrans.core.prims import elementwise as E
+
+    install_fast_operators({
+        "__add__": (E.add_p, jnp_module.add),
+        "__sub__": (E.sub_p, jnp_module.subtract),
+        "__mul__": (E.mul_p, jnp_module.multiply),
+        "__lt__": (E.lt_p, jnp_module.less),
+        "__le__": (E.le_p, jnp_module.less_equal),
+        "__gt__": (E.gt_p, jnp_module.greater),
+        "__ge__": (E.ge_p, jnp_module.greater_equal),
+    })

@@ -104,6 +104,17 @@ class _TraceState(threading.local):
 
 state = _TraceState()
 
+# Number of transforms active in any thread.  While it is zero, no thread is
+# tracing, so eager fast paths may skip the (slower) thread-local check.
+active_anywhere = 0
+_active_lock = threading.Lock()
+
+
+def _count_active(delta: int) -> None:
+    global active_anywhere
+    with _active_lock:
+        active_anywhere += delta
+
 
 @contextlib.contextmanager
 def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) -> Iterator[MainTrace]:
@@ -115,9 +126,11 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
     if dynamic:
         st.dynamic = main
     st.eval_only = False
+    _count_active(1)
     try:
         yield main
     finally:
+        _count_active(-1)
         st.stack.pop()
         st.dynamic = prev_dynamic
         main.alive = False
@@ -147,7 +160,7 @@ def find_top_trace(args) -> Trace:
 
 
 def bind(prim: Primitive, args: tuple, params: dict) -> Any:
-    if state.eval_only:
+    if not active_anywhere or state.eval_only:
         return eager_apply(prim, args, params)
     trace = find_top_trace(args)
     raise_ = trace.full_raise
@@ -160,27 +173,39 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
 
 def eager_apply(prim: Primitive, args, params: dict) -> Any:
     """Run a primitive's NumPy rule on concrete operands and wrap the result."""
-    vals = []
-    weaks = []
-    for a in args:
-        if type(a) is Array:
-            vals.append(a._value)
-            weaks.append(a.weak_type)
-        else:
-            v, w = _concrete_operand(a)
-            vals.append(v)
-            weaks.append(w)
+    try:
+        vals = [a._value for a in args]
+        weaks = tuple([a.weak_type for a in args])
+    except AttributeError:
+        pairs = [_concrete_operand(a) for a in args]
+        vals = [v for v, _ in pairs]
+        weaks = tuple(w for _, w in pairs)
     impl = prim.impl
     if impl is None:
         raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
     out = impl(*vals, **params)
-    weak = prim.weak_type_rule(tuple(weaks), **params)
+    weak = prim.weak_type_rule(weaks, **params)
     if prim.multiple_results:
-        return [Array._new(o, weak) for o in out]
+        return [_wrap(o, weak) for o in out]
+    if type(out) is not ndarray:
+        out = np.asarray(out)
+    obj = _new_object(Array)
+    obj._value = out
+    obj.weak_type = weak
+    return obj
+
+
+ndarray = np.ndarray
+_new_object = object.__new__
+
+
+def _wrap(out: Any, weak: bool) -> Array:
     return Array._new(out, weak)
 
 
 def _concrete_operand(a: Any) -> tuple[Any, bool]:
+    if type(a) is Array:
+        return a._value, a.weak_type
     if isinstance(a, Array):
         return a._value, a.weak_type
     if isinstance(a, Tracer):
