@@ -49,7 +49,7 @@ JAX_SCATTER = {
     "max": lax.scatter_max,
 }
 HYP = settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

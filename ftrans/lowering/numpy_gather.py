@@ -217,9 +217,7 @@ def _linear_offsets(
     return np.broadcast_to(lin, full_shape)
 
 
-def _window_bounds_mask(
-    raw: np.ndarray, upper: np.ndarray
-) -> np.ndarray:
+def _window_bounds_mask(raw: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Which index vectors keep their whole window in bounds (for fill/drop)."""
     if raw.shape[-1] == 0:
         return np.ones(raw.shape[:-1], dtype=bool)
@@ -409,9 +407,9 @@ def default_fill_value(dtype: np.dtype | type) -> object:
 
     jax picks a value that is obviously "not real data" for each dtype class:
     NaN for inexact types, the minimum for signed and the maximum for
-    unsigned integers, and ``True`` for bool.  Extension floats such as
-    ml_dtypes' bfloat16 are not ``np.inexact`` subtypes, so they are detected
-    through their ``kind``-agnostic ``finfo`` support instead.
+    unsigned integers, and ``True`` for bool.  Extension types such as
+    ml_dtypes' bfloat16 are not ``np.inexact`` / ``np.integer`` subtypes, so
+    they are classified by whether ``ml_dtypes.finfo`` / ``iinfo`` accept them.
     """
     dt = np.dtype(dtype)
     if np.issubdtype(dt, np.inexact):
