@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from ftrans import errors
-from ftrans.core import dtypes
+from ftrans import dtypes, errors
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
-from ftrans import numpy, lax, tree_util  # noqa: E402
+from ftrans import lax, numpy, tree, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "tree_util",
+    "lax", "make_jaxpr", "numpy", "tree", "tree_util",
 ]

@@ -1,0 +1,33 @@
+"""``ftrans.dtypes``: JAX's ``jax.dtypes`` names over ftrans's dtype machinery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.dtypes import (  # noqa: F401
+    bfloat16,
+    canonicalize,
+    finfo,
+    iinfo,
+    issubdtype,
+    promote_types,
+)
+
+
+def canonicalize_dtype(dtype: Any) -> np.dtype:
+    """The dtype an array of ``dtype`` gets under the current x64 setting."""
+    return canonicalize(dtype)
+
+
+def result_type(*args: Any) -> np.dtype:
+    from ftrans.numpy import result_type as _rt
+
+    return _rt(*args)
+
+
+def is_weakly_typed(x: Any) -> bool:
+    if type(x) in (int, float, complex):
+        return True
+    return bool(getattr(x, "weak_type", False))
