@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ftrans import dtypes, errors
+from ftrans import dtypes, errors, lax, numpy, tree, tree_util  # noqa: E402
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
-from ftrans import lax, numpy, tree, tree_util  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,11 @@
 """Pytrees: jax's ``tree_util`` re-exported (a well-kept library; see docs/architecture.md)."""
 
 from jax.tree_util import (  # noqa: F401
+    DictKey,
+    GetAttrKey,
     Partial,
+    SequenceKey,
+    keystr,
     register_pytree_node,
     register_pytree_node_class,
     register_pytree_with_keys,
@@ -18,8 +22,4 @@ from jax.tree_util import (  # noqa: F401
     tree_transpose,
     tree_unflatten,
     treedef_is_leaf,
-    keystr,
-    DictKey,
-    GetAttrKey,
-    SequenceKey,
 )

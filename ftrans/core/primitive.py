@@ -9,7 +9,8 @@ deliberately absent (no transpose for a non-linear primitive, say).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ftrans.core.avals import ShapedArray
 
