@@ -26,6 +26,10 @@ class Array(ArrayMixin):
         canon = dtypes.canonicalize(arr.dtype)
         if arr.dtype != canon:
             arr = arr.astype(canon)
+        elif arr is value or arr.base is not None:
+            # Copy, as JAX does: the caller's array stays writable and later
+            # writes to it cannot change this immutable Array.
+            arr = arr.copy()
         arr.flags.writeable = False
         self._value = arr
         self.weak_type = weak_type

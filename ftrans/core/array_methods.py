@@ -74,7 +74,8 @@ def _reflected(fn):
 
 def _forward(name: str):
     def method(self, *args, **kwargs):
-        return getattr(_jnp, "_method_" + name, getattr(_jnp, name))(self, *args, **kwargs)
+        fn = getattr(_jnp, "_method_" + name, None) or getattr(_jnp, name)
+        return fn(self, *args, **kwargs)
 
     method.__name__ = name
     return method

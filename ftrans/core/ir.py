@@ -180,11 +180,11 @@ class _Printer:
         pad = " " * indent
         consts = " ".join(self.binder(v) for v in jaxpr.constvars)
         ins = " ".join(self.binder(v) for v in jaxpr.invars)
-        head = f"{{ lambda {consts}{' ' if consts else ''}; {ins}. let"
+        head = f"{{ lambda {consts}; {ins}. let"
         lines = [head]
         for eqn in jaxpr.eqns:
             lines.append(self.eqn(eqn, indent + 4))
-        outs = " ".join(self.atom(a) for a in jaxpr.outvars)
+        outs = ", ".join(self.atom(a) for a in jaxpr.outvars)
         lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
         return "\n".join(lines)
 

@@ -4,10 +4,13 @@ running a staged one."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
 from jax import tree_util
 
+from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.trace import aval_of, stage
@@ -87,7 +90,10 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
         env[id(v)] = a
 
     def read(a):
-        return a.val if isinstance(a, Literal) else env[id(a)]
+        if isinstance(a, Literal):
+            # Keep the literal's weak type (a bare NumPy scalar would read as strong).
+            return Array._new(np.asarray(a.val, a.aval.dtype), a.aval.weak_type)
+        return env[id(a)]
 
     for eqn in jaxpr.eqns:
         outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -186,6 +187,8 @@ def eager_apply(prim: Primitive, args, params: dict) -> Any:
     out = impl(*vals, **params)
     weak = prim.weak_type_rule(weaks, **params)
     if prim.multiple_results:
+        if type(weak) is tuple:  # one flag per result (e.g. sort keeps each operand's)
+            return [_wrap(o, w) for o, w in zip(out, weak)]
         return [_wrap(o, weak) for o in out]
     if type(out) is not ndarray:
         out = np.asarray(out)
@@ -366,9 +369,10 @@ class StagingTracer(Tracer):
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""
 
-    __slots__ = ("eqns", "const_tracers", "const_vals", "invars")
+    __slots__ = ("eqns", "const_tracers", "const_vals", "invars", "keepalive")
 
     def __init__(self) -> None:
+        self.keepalive: list = []
         self.eqns: list[JaxprEqn] = []
         self.const_tracers: dict[int, StagingTracer] = {}  # id(value) -> tracer
         self.const_vals: list[tuple[Var, Any]] = []  # keeps values alive and ordered
@@ -419,7 +423,8 @@ class DynamicJaxprTrace(Trace):
         v = Var(aval)
         t = StagingTracer(self, aval, v)
         builder.const_tracers[id(val)] = t
-        builder.const_vals.append((v, val))
+        builder.keepalive.append(val)  # its id keys const_tracers while we stage
+        builder.const_vals.append((v, val if isinstance(val, Array) else Array(arr, False)))
         return t
 
     def lift(self, tracer: Tracer) -> StagingTracer:

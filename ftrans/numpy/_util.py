@@ -71,9 +71,12 @@ def ndim_of(x: Any) -> int:
 def scalar_to_array(x: Any, dtype: np.dtype, weak: bool) -> Array:
     """A Python or NumPy scalar as an ftrans Array of ``dtype``, with JAX's overflow check."""
     if type(x) is int and dtype.kind in "iu":
-        info = np.iinfo(dtype)
+        # JAX reads a Python int as the default int (int32 unless x64), then
+        # converts with wraparound: uint8_array + -3 is fine, 2**40 is not.
+        info = np.iinfo(dtypes.default_int())
         if not info.min <= x <= info.max:
-            raise OverflowError(f"Python int {x} too large to convert to {dtype.name}")
+            raise OverflowError(f"Python int {x} too large to convert to {dtypes.default_int().name}")
+        return Array._new(np.asarray(x, np.int64).astype(dtype), weak)
     with np.errstate(all="ignore"):
         return Array._new(np.asarray(x, dtype), weak)
 
@@ -88,11 +91,15 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
     if t in _PY_SCALARS:
         return scalar_to_array(x, dtype, weak)
     if isinstance(x, (np.ndarray, np.generic)):
+        if not state.eval_only and type(x) is np.ndarray and x.dtype == dtype:
+            # Staging captures the NumPy array itself, so one array used twice
+            # becomes one constvar.
+            return x
         arr = np.asarray(x)
         if arr.dtype != dtype:
             with np.errstate(all="ignore"):
                 arr = arr.astype(dtype)
-        return Array(arr, False)
+        return Array(arr, weak)
     if isinstance(x, Array):
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
