@@ -79,7 +79,10 @@ class Array(ArrayMixin):
             return v.astype(dtype)
         if copy:
             return v.copy()
-        return v
+        # A read-only view: the caller must not be able to mutate this Array.
+        view = v.view()
+        view.flags.writeable = False
+        return view
 
     def __dlpack__(self, *args, **kwargs):
         return self._value.__dlpack__(*args, **kwargs)
@@ -151,7 +154,8 @@ class Array(ArrayMixin):
         body = np.array2string(v, separator=", ", prefix="Array(")
         if v.size == 0:
             body = f"[], shape={v.shape}"
-        return f"Array({body}, dtype={v.dtype.name})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"Array({body}, dtype={v.dtype.name}{weak})"
 
     def __str__(self) -> str:
         return str(self._value)
@@ -190,6 +194,8 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     from ftrans.core.primitive import _all_weak
 
     new = object.__new__
+    ndarray = np.ndarray
+    asarray = np.asarray
 
     def make(prim, slow):
         impl = prim.impl
@@ -200,8 +206,11 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                 xv = self._value
                 yv = other._value
                 if xv.dtype is yv.dtype:
+                    r = impl(xv, yv)
+                    if type(r) is not ndarray:  # 0-d operands give NumPy scalars
+                        r = asarray(r)
                     out = new(Array)
-                    out._value = impl(xv, yv)
+                    out._value = r
                     out.weak_type = keep_weak and self.weak_type and other.weak_type
                     return out
             return slow(self, other)

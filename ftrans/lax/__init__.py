@@ -3,3 +3,4 @@
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
 from ftrans.lax._reductions import *  # noqa: F401,F403
+from ftrans.lax._windowed import *  # noqa: F401,F403

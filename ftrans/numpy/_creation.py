@@ -1,190 +1,623 @@
-"""Array creation: ``array``, ``asarray``, ``zeros``, ``ones``, ``arange``, ..."""
+"""Array creation: ``array``, ``asarray``, ``zeros``, ``full``, ``arange``, ``linspace``, ``eye``, ...
+
+Two rules shape this module.  Dtypes follow JAX, not NumPy: Python scalars are
+weakly typed, nested lists are promoted over their leaves, and 64-bit types
+narrow unless x64 is on.  And creation functions with static arguments stage
+*computations* (``iota``, ``broadcast_in_dim`` of a literal), never large
+constants, so a traced program stays small whatever the array size; only the
+eager path materialises NumPy arrays directly, because that is cheapest.
+"""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, state
-from ftrans.errors import FtransTypeError
-from ftrans.numpy._util import as_operand, check_dtype_arg, convert, dtype_weak
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy import _shape
+from ftrans.numpy._util import (
+    as_operand,
+    broadcast_shapes,
+    broadcast_to_shape,
+    canonicalize_axis,
+    check_arraylike,
+    concrete_or_error,
+    dtype_weak,
+    scalar_to_array,
+    shape_of,
+)
 
-__all__ = ["array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
-           "full_like", "empty_like"]
+__all__ = [
+    "array", "asarray", "copy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
+    "full_like", "empty_like", "arange", "linspace", "logspace", "geomspace", "eye", "identity",
+    "tri", "tril", "triu", "meshgrid", "diag", "diagflat",
+]
+
+_PY_SCALARS = (int, float, complex, bool)
+
+
+# ---------------------------------------------------------------- helpers
+def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
+    """A user's ``dtype=`` (Python type, string, NumPy dtype) as a canonical dtype."""
+    if dtype is None:
+        return None
+    try:
+        return dtypes.to_dtype(dtype)
+    except TypeError as e:
+        raise FtransTypeError(f"{name}: invalid dtype {dtype!r}: {e}") from None
+
+
+def _dtype_weak_of(name: str, x: Any) -> tuple[np.dtype, bool]:
+    """``dtype_weak`` that also accepts duck-typed arrays (``ShapeDtypeStruct``) and reports clearly."""
+    try:
+        return dtype_weak(x)
+    except TypeError:
+        pass
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        try:
+            return dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False))
+        except TypeError as e:
+            raise FtransTypeError(f"{name}: {e}") from None
+    raise FtransTypeError(f"{name}: a value of type {type(x).__name__} is not an array")
+
+
+def _frozen(arr: np.ndarray, weak: bool) -> Array:
+    """Wrap a NumPy array this module owns, read-only so no view of it can change the Array."""
+    arr = np.asarray(arr)
+    arr.flags.writeable = False
+    return Array._new(arr, weak)
+
+
+def _scalar(value: Any, dtype: np.dtype) -> Array:
+    """A strong rank-0 constant (staged as a literal, never as a captured buffer)."""
+    with np.errstate(all="ignore"):
+        return _frozen(np.asarray(value, dtype), False)
+
+
+def retype(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
+    """``x`` as an array of exactly ``dtype`` and weak type ``weak``.
+
+    Unlike ``_util.convert`` this also changes the weak flag when the dtype
+    already matches, which ``jnp.array(x, dtype=...)`` needs (an explicit
+    dtype always gives a strongly typed result).
+    """
+    t = type(x)
+    if t is Array or isinstance(x, (Array, Tracer)):
+        d, w = dtype_weak(x)
+        if d == dtype and w == weak:
+            return x
+        if d == dtype and not isinstance(x, Tracer):
+            return Array._new(x._value, weak)
+        return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
+    if t in _PY_SCALARS:
+        if t is float and dtype.kind in "iu":
+            # XLA's float->int conversion: truncate, saturate, NaN -> 0.
+            return _frozen(S.convert_element_type_p.impl(np.asarray(x), new_dtype=dtype, weak_type=weak), weak)
+        return scalar_to_array(x, dtype, weak)
+    if isinstance(x, (np.ndarray, np.generic)):
+        # Always a copy: the caller may go on mutating its NumPy array.
+        with np.errstate(all="ignore"):
+            arr = np.array(x, dtype=dtype, copy=True)
+        return _frozen(arr, weak)
+    raise FtransTypeError(f"a value of type {type(x).__name__} is not an array")
 
 
 def _shape_arg(name: str, shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        out = tuple(int(d) if not isinstance(d, Tracer) else d.__index__() for d in shape)
-    except TypeError:
-        raise FtransTypeError(f"{name}: shape must be an int or a tuple of ints, got {shape!r}") from None
+    """A static shape: an int or a sequence of ints, each >= 0 (a TypeError otherwise, as in JAX)."""
+    if isinstance(shape, Tracer):
+        concrete_or_error(shape, f"{name}: the shape")
+    seq = shape if isinstance(shape, (tuple, list)) else (shape,)
+    if isinstance(shape, (np.ndarray, Array)) and np.ndim(shape) == 1:
+        seq = list(shape)
+    out = []
+    for d in seq:
+        if isinstance(d, Tracer):
+            concrete_or_error(d, f"{name}: a dimension of the shape")
+        try:
+            out.append(operator.index(d))
+        except TypeError:
+            raise FtransTypeError(
+                f"{name}: shapes must be an int or a sequence of concrete ints, got {shape!r}"
+            ) from None
     if any(d < 0 for d in out):
-        from ftrans.errors import FtransValueError
-
-        raise FtransValueError(f"{name}: negative dimensions are not allowed, got shape {out}")
-    return out
+        raise FtransTypeError(f"{name}: shape {tuple(out)} has a negative dimension; sizes must be >= 0")
+    return tuple(out)
 
 
-def _from_nested(obj: Any, dtype: np.dtype | None) -> Any:
-    """A (possibly nested) list/tuple of scalars and arrays as one array."""
-    leaves_traced = []
-
-    def scan(o):
-        if isinstance(o, (list, tuple)):
-            for e in o:
-                scan(e)
-        elif isinstance(o, Tracer):
-            leaves_traced.append(o)
-
-    scan(obj)
-    if not leaves_traced:
-        def host(o):
-            if isinstance(o, (list, tuple)):
-                return [host(e) for e in o]
-            if isinstance(o, Array):
-                return o._value
-            return o
-
-        return np.asarray(host(obj)), _all_weak_scalars(obj)
-    # Traced elements: stack them (after promoting) so the result stays traced.
-    from ftrans.numpy._shape import stack
-
-    return stack([asarray(e, dtype) if isinstance(e, (list, tuple)) else e for e in obj]), False
+def _static_int(name: str, what: str, v: Any) -> int:
+    v = concrete_or_error(v, f"{name}: argument '{what}'")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise FtransTypeError(f"{name}: argument '{what}' must be an integer, got {v!r}") from None
 
 
-def _all_weak_scalars(obj: Any) -> bool:
+def _broadcast_scalar(v: Any, shape: tuple[int, ...]) -> Any:
+    """A rank-0 array broadcast to ``shape`` (materialised eagerly, a broadcast_in_dim when staged)."""
+    if not shape:
+        return v
+    if state.eval_only and type(v) is Array:
+        return _frozen(np.full(shape, v._value, v._value.dtype), v.weak_type)
+    return S.broadcast_in_dim_p.bind(v, shape=shape, broadcast_dimensions=())
+
+
+def _iota(dtype: np.dtype, shape: tuple[int, ...], dimension: int = 0) -> Any:
+    return S.iota_p.bind(dtype=dtype, shape=tuple(shape), dimension=dimension)
+
+
+def _to_inexact(d: np.dtype) -> np.dtype:
+    return d if dtypes.is_inexact(d) else dtypes.default_float()
+
+
+def _ew(prim: Any, x: Any, y: Any) -> Any:
+    """A binary elementwise primitive on operands of one dtype, broadcasting NumPy style."""
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    if xs != ys and xs and ys:
+        shape = broadcast_shapes(prim.name, [xs, ys])
+        x, y = broadcast_to_shape(x, shape), broadcast_to_shape(y, shape)
+    return prim.bind(x, y)
+
+
+# ---------------------------------------------------------------- array / asarray
+def _leaves(obj: Any, out: list) -> None:
     if isinstance(obj, (list, tuple)):
-        return bool(obj) and all(_all_weak_scalars(e) for e in obj)
-    return dtypes.is_weak_scalar(obj)
-
-
-def _infer_dtype(obj: Any) -> tuple[np.dtype, bool]:
-    """JAX's dtype for nested Python data: promotion over the leaves (weak Python scalars)."""
-    leaves = []
-
-    def scan(o):
-        if isinstance(o, (list, tuple)):
-            for e in o:
-                scan(e)
-        else:
-            leaves.append(dtype_weak(o) if not isinstance(o, (str, bytes)) else None)
-
-    scan(obj)
-    if any(lv is None for lv in leaves):
-        raise FtransTypeError("strings cannot be converted to ftrans arrays")
-    if not leaves:
-        return dtypes.default_float(), False
-    return dtypes.promote(tuple(leaves))
-
-
-def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = None,  # noqa: A002
-          ndmin: int = 0) -> Any:
-    """``jnp.array``: a new array from an array, scalar, or nested sequence."""
-    d = check_dtype_arg(dtype)
-    if order not in (None, "K", "C", "A"):
-        raise NotImplementedError(f"jnp.array: order={order!r} is not supported")
-    if isinstance(object, (Array, Tracer)):
-        out = convert(object, d) if d is not None else object
-    elif type(object) in (int, float, complex, bool) or isinstance(object, (np.ndarray, np.generic)):
-        od, ow = dtype_weak(object)
-        out = convert(object, d or od, ow if d is None else False)
-    elif isinstance(object, (list, tuple)):
-        inferred, weak = _infer_dtype(object)
-        target = d or inferred
-        val, _ = _from_nested(object, target)
-        if isinstance(val, np.ndarray):
-            with np.errstate(all="ignore"):
-                out = Array(val.astype(target), weak and d is None)
-        else:
-            out = convert(val, target)
-    elif hasattr(object, "__array__") or hasattr(object, "__jax_array__"):
-        arr = np.asarray(object)
-        out = convert(arr, d or dtypes.canonicalize(arr.dtype))
+        for e in obj:
+            _leaves(e, out)
     else:
-        raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(object).__name__} to an array")
-    if ndmin and out.ndim < ndmin:
-        from ftrans.numpy._shape import reshape
+        out.append(obj)
 
-        out = reshape(out, (1,) * (ndmin - out.ndim) + tuple(out.shape))
-    if copy and type(out) is Array and out is object:
+
+def _jax_array(obj: Any) -> Any:
+    """Objects that define ``__jax_array__`` convert through it, as in JAX."""
+    conv = getattr(obj, "__jax_array__", None)
+    return conv() if conv is not None and not isinstance(obj, (Array, Tracer)) else obj
+
+
+def _nested_dtype(leaves: list) -> np.dtype:
+    """JAX's dtype for nested data: the promotion of its leaves (the result itself is strong)."""
+    if not leaves:
+        return dtypes.default_float()
+    pairs = []
+    for leaf in leaves:
+        if isinstance(leaf, (str, bytes)):
+            raise FtransTypeError(f"jnp.array: the string {leaf!r} cannot be converted to an array")
+        pairs.append(_dtype_weak_of("jnp.array", leaf))
+    return dtypes.promote(tuple(pairs))[0]
+
+
+def _host(obj: Any) -> Any:
+    if isinstance(obj, (list, tuple)):
+        return [_host(e) for e in obj]
+    return obj._value if isinstance(obj, Array) else obj
+
+
+def _from_sequence(obj: Any, dtype: np.dtype | None) -> Any:
+    """A nested list/tuple as one array; traced elements are stacked so the result stays traced."""
+    obj = _map_nested(_jax_array, obj)
+    leaves: list = []
+    _leaves(obj, leaves)
+    target = dtype or _nested_dtype(leaves)
+    if any(isinstance(leaf, Tracer) for leaf in leaves):
+        return _stack_nested(obj, target)
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(_host(obj), dtype=target)
+    except OverflowError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise FtransValueError(f"jnp.array: cannot build an array from this nested sequence: {e}") from None
+    return _frozen(arr, False)
+
+
+def _map_nested(fn: Any, obj: Any) -> Any:
+    if isinstance(obj, (list, tuple)):
+        return [_map_nested(fn, e) for e in obj]
+    return fn(obj)
+
+
+def _stack_nested(obj: Any, target: np.dtype) -> Any:
+    if not isinstance(obj, (list, tuple)):
+        check_arraylike("jnp.array", obj)
+        return retype(as_operand(obj), target, False)
+    if not obj:
+        return _frozen(np.zeros((0,), target), False)
+    return _shape.stack([_stack_nested(e, target) for e in obj])
+
+
+def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = "K",  # noqa: A002
+          ndmin: int = 0, *, device: Any = None) -> Any:
+    """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
+
+    The result is weakly typed only when ``dtype`` is None and ``object`` is
+    itself weak (a Python scalar or a weak array); lists never are.
+    """
+    d = _dtype_arg("jnp.array", dtype)
+    if order not in (None, "K"):
+        raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
+    obj = _jax_array(object)
+    if isinstance(obj, (Array, Tracer)):
+        out = obj if d is None else retype(obj, d, False)
+    elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
+        if type(obj) is int and d is not None and dtypes.is_int(d):
+            info = np.iinfo(d)
+            if not info.min <= obj <= info.max:
+                raise OverflowError(f"Python integer {obj} out of bounds for {d.name}")
+        od, ow = _dtype_weak_of("jnp.array", obj)
+        out = retype(obj, d or od, ow and d is None)
+    elif isinstance(obj, (list, tuple)):
+        out = _from_sequence(obj, d)
+    elif isinstance(obj, (str, bytes)):
+        raise FtransTypeError(f"jnp.array: the string {obj!r} cannot be converted to an array")
+    elif hasattr(obj, "__array__"):
+        arr = np.asarray(obj)
+        out = retype(arr, d or _dtype_weak_of("jnp.array", arr)[0], False)
+    else:
+        raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+    nd = len(shape_of(out))
+    if ndmin > nd:
+        out = _shape.reshape(out, (1,) * (ndmin - nd) + tuple(shape_of(out)))
+    if copy and out is object and type(out) is Array:
         out = Array._new(out._value, out.weak_type)
     return out
 
 
-def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None) -> Any:
-    """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing changes."""
-    if type(a) is Array and dtype is None:
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
+            device: Any = None) -> Any:
+    """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing needs to change."""
+    if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
     return array(a, dtype=dtype, copy=bool(copy), order=order)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
-    shape = _shape_arg("full", shape)
-    d = check_dtype_arg(dtype)
-    fv = as_operand(fill_value) if not isinstance(fill_value, (list, tuple)) else asarray(fill_value)
-    if d is not None:
-        fv = convert(fv, d)
-    from ftrans.numpy._util import broadcast_to_shape, shape_of
-
-    if state.eval_only and type(fv) is Array:
-        return Array._new(np.broadcast_to(fv._value, shape), fv.weak_type if d is None else False)
-    if not shape_of(fv) and not shape:
-        return fv
-    return broadcast_to_shape(fv, shape) if shape_of(fv) or shape else fv
+def copy(a: Any, order: str | None = None) -> Any:
+    """``jnp.copy``: arrays are immutable, so this is ``array(a, copy=True)``."""
+    return array(a, copy=True, order=order)
 
 
-def _filled(name: str, value: int):
-    def fn(shape: Any, dtype: Any = None, *, device: Any = None) -> Array:
-        shp = _shape_arg(name, shape)
-        d = check_dtype_arg(dtype) or dtypes.default_float()
-        if not state.eval_only:
-            # Staged as a broadcast of a literal, so traced programs carry no big constants.
-            return full(shp, value, d)
-        return Array._new(np.full(shp, value, d), False)
-
-    fn.__name__ = name
-    fn.__doc__ = f"``jnp.{name}``: an array of {value}s (float32 unless ``dtype`` says otherwise)."
-    return fn
+# ---------------------------------------------------------------- filled arrays
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.full``: weakly typed when ``dtype`` is None and ``fill_value`` is a Python scalar."""
+    shp = _shape_arg("full", shape)
+    d = _dtype_arg("full", dtype)
+    if isinstance(fill_value, (list, tuple)) or np.ndim(_shape_probe(fill_value)) > 0:
+        return _shape.broadcast_to(asarray(fill_value, dtype=d), shp)
+    check_arraylike("full", fill_value)
+    fd, fw = dtype_weak(fill_value)
+    return _broadcast_scalar(retype(fill_value, d or fd, fw and d is None), shp)
 
 
-zeros = _filled("zeros", 0)
-ones = _filled("ones", 1)
-empty = _filled("empty", 0)
+def _shape_probe(x: Any) -> Any:
+    """Something ``np.ndim`` can measure without converting a traced value."""
+    return np.empty(shape_of(x), np.int8) if isinstance(x, (Array, Tracer)) else x
 
 
-def _like(name: str, value: int | None):
-    def fn(a: Any, dtype: Any = None, shape: Any = None, **kw: Any) -> Any:
-        if value is None:
-            fill = kw.pop("fill_value")
+def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
+    shp = _shape_arg(name, shape)
+    d = _dtype_arg(name, dtype) or dtypes.default_float()
+    if state.eval_only:
+        return _frozen(np.full(shp, value, d), False)
+    # Staged as a broadcast of a literal, so traced programs carry no big constants.
+    return _broadcast_scalar(_scalar(value, d), shp)
+
+
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.zeros``: float32 (the default float) unless ``dtype`` says otherwise."""
+    return _filled("zeros", shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.ones``: float32 (the default float) unless ``dtype`` says otherwise."""
+    return _filled("ones", shape, 1, dtype)
+
+
+def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.empty``: arrays are immutable, so uninitialised memory is useless; zeros, as in JAX."""
+    return _filled("empty", shape, 0, dtype)
+
+
+def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
+    """``full_like`` and friends: ``a``'s dtype and shape, weak when ``a`` is and no dtype is given."""
+    ad, aw = _dtype_weak_of(name, a)
+    d = _dtype_arg(name, dtype)
+    shp = tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) if shape is None else _shape_arg(name, shape)
+    target = d or ad
+    if isinstance(fill, (list, tuple)) or np.ndim(_shape_probe(fill)) > 0:
+        return _shape.broadcast_to(asarray(fill, dtype=target), shp)
+    check_arraylike(name, fill)
+    return _broadcast_scalar(retype(fill, target, aw and d is None), shp)
+
+
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    """``jnp.zeros_like``: zeros with ``a``'s dtype, shape and weak type (unless overridden)."""
+    return _like("zeros_like", a, 0, dtype, shape)
+
+
+def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    """``jnp.ones_like``: ones with ``a``'s dtype, shape and weak type (unless overridden)."""
+    return _like("ones_like", a, 1, dtype, shape)
+
+
+def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    """``jnp.empty_like``: zeros, as in JAX (arrays are immutable)."""
+    return _like("empty_like", prototype, 0, dtype, shape)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
+    """``jnp.full_like``: ``fill_value`` cast to ``a``'s dtype (or ``dtype``), in ``a``'s shape."""
+    return _like("full_like", a, fill_value, dtype, shape)
+
+
+# ---------------------------------------------------------------- ranges
+def _arange_scalar(name: str, v: Any) -> Any:
+    """A concrete, rank-0, non-complex value for an ``arange`` bound, as a Python number."""
+    c = concrete_or_error(v, f"jnp.arange argument '{name}'")
+    if np.ndim(c) != 0:
+        raise FtransValueError(f"jnp.arange: arguments must be scalars; got {name} of shape {np.shape(c)}")
+    if np.iscomplexobj(c):
+        raise FtransValueError(f"jnp.arange: complex {name}={c!r} is not supported (as in JAX)")
+    return c.item() if isinstance(c, (np.ndarray, np.generic)) else c
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.arange``: bounds must be concrete; the values are computed as ``start + step * iota``.
+
+    Computing in the result dtype (float32 for half precision) rather than
+    materialising ``np.arange`` keeps traced programs free of constants and
+    gives JAX's rounding.
+    """
+    d = _dtype_arg("arange", dtype)
+    check_arraylike("arange", *(v for v in (start, stop, step) if v is not None))
+    start_name = "stop" if stop is None and step is None else "start"
+    lo = _arange_scalar(start_name, start)
+    hi = None if stop is None else _arange_scalar("stop", stop)
+    st = None if step is None else _arange_scalar("step", step)
+    if d is None:
+        d = dtypes.promote(tuple(dtype_weak(v) for v in (start, stop, step) if v is not None))[0]
+    if d == dtypes.bool_ or d.kind == "c":
+        raise FtransTypeError(f"jnp.arange: dtype {d.name} is not supported; use an integer or float dtype")
+    if hi is None:
+        lo, hi = 0, lo
+    if st is not None:
+        if st == 0:
+            raise FtransValueError("jnp.arange: step must not be zero")
+        size = max(0, int(np.ceil((hi - lo) / st)))
+        work = dtypes.float32 if dtypes.is_float(d) and d.itemsize < 4 else d
+        out = _ew(E.add_p, _scalar(lo, work), _ew(E.mul_p, _scalar(st, work), _iota(work, (size,))))
+        return retype(out, d, False)
+    if lo == 0:
+        return _iota(d, (max(0, int(np.ceil(hi))),))
+    size = max(0, int(np.ceil(hi - lo)))
+    return _ew(E.add_p, _scalar(lo, d), _iota(d, (size,)))
+
+
+def _space_dtypes(name: str, start: Any, stop: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
+    """(result dtype, computation dtype) for linspace/logspace/geomspace."""
+    check_arraylike(name, start, stop)
+    d = _dtype_arg(name, dtype)
+    if d is None:
+        d = _to_inexact(dtypes.promote((dtype_weak(start), dtype_weak(stop)))[0])
+    return d, _to_inexact(d)
+
+
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
+    """``jnp.linspace``: ``start * (1 - t) + stop * t`` for ``t = i / div``, which hits both ends exactly.
+
+    ``start``/``stop`` may be arrays (even traced); ``num`` must be static.
+    """
+    num = _static_int("linspace", "num", num)
+    if num < 0:
+        raise FtransValueError(f"linspace: number of samples, {num}, must be non-negative")
+    d, cd = _space_dtypes("linspace", start, stop, dtype)
+    s, e = retype(as_operand(start), cd), retype(as_operand(stop), cd)
+    bshape = broadcast_shapes("linspace", [tuple(shape_of(s)), tuple(shape_of(e))])
+    s, e = broadcast_to_shape(s, bshape), broadcast_to_shape(e, bshape)
+    ax = canonicalize_axis("linspace", axis, len(bshape) + 1)
+    keep = list(bshape)
+    keep.insert(ax, 1)
+    div = num - 1 if endpoint else num
+    if num > 1:
+        delta = _ew(E.div_p, _ew(E.sub_p, e, s), _scalar(div, cd))
+        real = np.dtype(np.finfo(cd).dtype) if cd.kind == "c" else cd
+        tshape = [1] * len(keep)
+        tshape[ax] = div
+        t = _ew(E.div_p, _iota(real, (div,)), _scalar(div, real))
+        t = retype(_shape.reshape(t, tuple(tshape)), cd)
+        s1, e1 = _shape.reshape(s, tuple(keep)), _shape.reshape(e, tuple(keep))
+        out = _ew(E.add_p, _ew(E.mul_p, s1, _ew(E.sub_p, _scalar(1, cd), t)), _ew(E.mul_p, e1, t))
+        if endpoint:
+            out = _shape.concatenate([out, e1], axis=ax)
+    elif num == 1:
+        delta = _scalar(np.nan, cd) if endpoint else _ew(E.sub_p, e, s)
+        out = _shape.reshape(s, tuple(keep))
+    else:
+        delta = _scalar(np.nan, cd)
+        zshape = list(bshape)
+        zshape.insert(ax, 0)
+        out = zeros(tuple(zshape), cd)
+    if dtypes.is_int(d) and dtypes.is_float(cd):
+        out = E.floor_p.bind(out)
+    result = retype(out, d, False)
+    return (result, delta) if retstep else result
+
+
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
+             dtype: Any = None, axis: int = 0) -> Any:
+    """``jnp.logspace``: ``base ** linspace(start, stop)``, computed in the inexact dtype."""
+    from ftrans.numpy._elementwise import power
+
+    d, cd = _space_dtypes("logspace", start, stop, dtype)
+    lin = linspace(retype(as_operand(start), cd), retype(as_operand(stop), cd), num,
+                   endpoint=endpoint, axis=axis)
+    return retype(power(base, lin), d, False)
+
+
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> Any:
+    """``jnp.geomspace``: a log-spaced progression, with the sign of ``start`` (both ends share it)."""
+    from ftrans.numpy._elementwise import log10, multiply, sign, true_divide
+
+    d, cd = _space_dtypes("geomspace", start, stop, dtype)
+    s, e = retype(as_operand(start), cd), retype(as_operand(stop), cd)
+    sgn = sign(s)
+    res = multiply(sgn, logspace(log10(true_divide(s, sgn)), log10(true_divide(e, sgn)), num,
+                                 endpoint=endpoint, base=10.0, dtype=cd, axis=0))
+    nd = len(shape_of(res))
+    ax = canonicalize_axis("geomspace", axis, nd)
+    if ax:
+        res = _shape.moveaxis(res, 0, ax)
+    return retype(res, d, False)
+
+
+# ---------------------------------------------------------------- matrices
+def _dim(name: str, what: str, n: Any) -> int:
+    v = _static_int(name, what, n)
+    if v < 0:
+        raise FtransValueError(f"{name}: negative dimensions are not allowed, got {what}={v}")
+    return v
+
+
+def _offset_arg(name: str, k: Any) -> Any:
+    """The diagonal offset: a static int, or (where JAX allows it) a traced integer scalar."""
+    if isinstance(k, Tracer):
+        if k.shape != () or not dtypes.is_int(k.dtype):
+            raise FtransTypeError(f"{name}: k must be an integer scalar, got {k.aval.str_short()}")
+        return retype(k, dtypes.int32)
+    return _static_int(name, "k", k)
+
+
+def _diagonal_mask(name: str, n: int, m: int, k: Any, prim: Any) -> Any:
+    """Boolean ``prim(row + k, col)`` over an ``(n, m)`` grid, built from iotas (no constants)."""
+    rows = _iota(dtypes.int32, (n, m), 0)
+    cols = _iota(dtypes.int32, (n, m), 1)
+    if isinstance(k, Tracer) or k != 0:
+        rows = _ew(E.add_p, rows, k if isinstance(k, Tracer) else _scalar(k, dtypes.int32))
+    return prim.bind(rows, cols)
+
+
+def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = None, *, device: Any = None) -> Any:
+    """``jnp.eye``: ones on the ``k``-th diagonal; staged as iota == iota, not a constant."""
+    n = _dim("eye", "N", N)
+    m = n if M is None else _dim("eye", "M", M)
+    d = _dtype_arg("eye", dtype) or dtypes.default_float()
+    return retype(_diagonal_mask("eye", n, m, _offset_arg("eye", k), E.eq_p), d)
+
+
+def identity(n: Any, dtype: Any = None) -> Any:
+    """``jnp.identity``: the ``n x n`` identity matrix."""
+    return eye(n, dtype=dtype)
+
+
+def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = None) -> Any:
+    """``jnp.tri``: ones at and below the ``k``-th diagonal."""
+    n = _dim("tri", "N", N)
+    m = n if M is None else _dim("tri", "M", M)
+    d = _dtype_arg("tri", dtype) or dtypes.default_float()
+    return retype(_diagonal_mask("tri", n, m, _offset_arg("tri", k), E.ge_p), d)
+
+
+def _triangle(name: str, m: Any, k: Any, lower: bool) -> Any:
+    check_arraylike(name, m)
+    x = as_operand(m)
+    shp = tuple(shape_of(x))
+    if len(shp) < 2:
+        raise FtransValueError(f"{name}: the argument must be at least 2-D, got shape {shp}")
+    kk = _offset_arg(name, k)
+    if not lower:
+        kk = _ew(E.sub_p, kk, _scalar(1, dtypes.int32)) if isinstance(kk, Tracer) else kk - 1
+    mask = _diagonal_mask(name, shp[-2], shp[-1], kk, E.ge_p)
+    if len(shp) > 2:
+        mask = S.broadcast_in_dim_p.bind(mask, shape=shp, broadcast_dimensions=(len(shp) - 2, len(shp) - 1))
+    d, w = dtype_weak(x)
+    zero = _broadcast_scalar(retype(0, d, w), shp)
+    # select_n picks case 0 where the mask is False.
+    return S.select_n_p.bind(mask, zero, x) if lower else S.select_n_p.bind(mask, x, zero)
+
+
+def tril(m: Any, k: Any = 0) -> Any:
+    """``jnp.tril``: ``m`` with everything above the ``k``-th diagonal zeroed (last two axes)."""
+    return _triangle("tril", m, k, lower=True)
+
+
+def triu(m: Any, k: Any = 0) -> Any:
+    """``jnp.triu``: ``m`` with everything below the ``k``-th diagonal zeroed (last two axes)."""
+    return _triangle("triu", m, k, lower=False)
+
+
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
+    """``jnp.meshgrid``: coordinate grids from 1-D arrays ('xy' swaps the first two output axes)."""
+    check_arraylike("meshgrid", *xi)
+    if indexing not in ("xy", "ij"):
+        raise FtransValueError(f"meshgrid: valid values for indexing are 'xy' and 'ij', got {indexing!r}")
+    args = [as_operand(x) for x in xi]
+    shapes = [tuple(shape_of(a)) for a in args]
+    if any(len(s) != 1 for s in shapes):
+        raise FtransValueError(f"meshgrid: arguments must be 1-D, got shapes {shapes}")
+    n = len(args)
+    dims = list(range(n))
+    if indexing == "xy" and n >= 2:
+        dims[0], dims[1] = 1, 0
+    out_shape = [0] * n
+    for a, dim in zip(args, dims):
+        out_shape[dim] = shape_of(a)[0]
+    out = []
+    for a, dim in zip(args, dims):
+        if sparse:
+            s = [1] * n
+            s[dim] = out_shape[dim]
+            out.append(_shape.reshape(a, tuple(s)))
         else:
-            fill = value
-        if kw:
-            raise NotImplementedError(f"jnp.{name}: unsupported arguments {sorted(kw)}")
-        x = as_operand(a)
-        d = check_dtype_arg(dtype) or x.dtype
-        shp = tuple(x.shape) if shape is None else _shape_arg(name, shape)
-        if isinstance(fill, (Array, Tracer)) or not state.eval_only:
-            return full(shp, fill, d)
-        return Array._new(np.full(shp, fill, d), False)
-
-    fn.__name__ = name
-    return fn
+            out.append(S.broadcast_in_dim_p.bind(a, shape=tuple(out_shape), broadcast_dimensions=(dim,)))
+    return out
 
 
-zeros_like = _like("zeros_like", 0)
-ones_like = _like("ones_like", 1)
-empty_like = _like("empty_like", 0)
-_full_like = _like("full_like", None)
+def diag(v: Any, k: int = 0) -> Any:
+    """``jnp.diag``: a 1-D array becomes a square matrix with it on the ``k``-th diagonal;
+    a 2-D array gives its ``k``-th diagonal."""
+    check_arraylike("diag", v)
+    x = as_operand(v)
+    kk = _static_int("diag", "k", k)
+    shp = tuple(shape_of(x))
+    if len(shp) == 1:
+        return _diag_from_vector(x, kk)
+    if len(shp) == 2:
+        # Strongly typed, as JAX's (gather-based) diagonal is.
+        return retype(_diagonal_2d(x, kk), dtype_weak(x)[0], False)
+    raise FtransValueError(f"diag: the input must be 1-D or 2-D, got shape {shp}")
 
 
-def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> Any:
-    return _full_like(a, dtype, shape, fill_value=fill_value)
+def _diag_from_vector(x: Any, k: int) -> Any:
+    n = shape_of(x)[0] + abs(k)
+    d, w = dtype_weak(x)
+    zero = retype(0, d, w)
+    # Pad so that column j of the square holds the element destined for it.
+    padded = S.pad_p.bind(x, zero, padding_config=((max(k, 0), max(-k, 0), 0),))
+    rows = S.broadcast_in_dim_p.bind(padded, shape=(n, n), broadcast_dimensions=(1,))
+    mask = _diagonal_mask("diag", n, n, k, E.eq_p)
+    return S.select_n_p.bind(mask, _broadcast_scalar(zero, (n, n)), rows)
 
 
-del S
+def _diagonal_2d(x: Any, k: int) -> Any:
+    """The ``k``-th diagonal as one strided slice of the flattened matrix (no gather needed)."""
+    n, m = shape_of(x)
+    length = max(0, min(n, m - k)) if k >= 0 else max(0, min(n + k, m))
+    flat = _shape.reshape(x, (n * m,))
+    if length == 0:
+        return S.slice_p.bind(flat, start_indices=(0,), limit_indices=(0,), strides=(1,))
+    first = k if k >= 0 else -k * m
+    return S.slice_p.bind(flat, start_indices=(first,), limit_indices=(first + (length - 1) * (m + 1) + 1,),
+                          strides=(m + 1,))
+
+
+def diagflat(v: Any, k: int = 0) -> Any:
+    """``jnp.diagflat``: ``diag`` of the flattened input (strongly typed, as in JAX)."""
+    check_arraylike("diagflat", v)
+    out = diag(_shape.ravel(as_operand(v)), k)
+    return retype(out, dtype_weak(out)[0], False)

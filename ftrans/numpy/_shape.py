@@ -1,56 +1,220 @@
-"""Shape manipulation: reshape, transpose, stacking, splitting, padding, ..."""
+"""Shape manipulation: reshape, transpose, stacking, splitting, tiling, padding, ...
+
+Everything here is a rearrangement of data whose pattern is known statically,
+so each function lowers to the structural primitives (``reshape``,
+``transpose``, ``slice``, ``concatenate``, ``broadcast_in_dim``, ``rev``,
+``pad``) with static parameters: no gathers, no captured index constants.
+Rearrangements that NumPy describes with an index list (``repeat``, ``roll``,
+``pad(mode='wrap')``) are decomposed into runs of contiguous slices.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+import operator
+from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
     as_operand,
     canonicalize_axis,
     check_arraylike,
     concrete_or_error,
-    promote_dtypes,
+    dtype_weak,
     shape_of,
 )
 
-__all__ = ["reshape", "ravel", "transpose", "stack", "concatenate", "expand_dims", "shape", "ndim", "size"]
+__all__ = [
+    "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
+    "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "broadcast_shapes", "concatenate",
+    "concat", "stack", "unstack", "hstack", "vstack", "dstack", "column_stack", "append", "split",
+    "array_split", "hsplit", "vsplit", "dsplit", "tile", "repeat", "flip", "fliplr", "flipud",
+    "rot90", "roll", "pad", "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size",
+    "_method_reshape", "_method_transpose", "_method_flatten",
+]
 
 
+# ---------------------------------------------------------------- helpers
+def _operand(name: str, a: Any) -> Any:
+    check_arraylike(name, a)
+    return as_operand(a)
+
+
+def _shp(x: Any) -> tuple[int, ...]:
+    return tuple(shape_of(x))
+
+
+def _static_int(name: str, what: str, v: Any) -> int:
+    v = concrete_or_error(v, f"{name}: argument '{what}'")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise FtransTypeError(f"{name}: {what} must be an integer, got {v!r}") from None
+
+
+def _axes_tuple(name: str, axis: Any, nd: int) -> tuple[int, ...]:
+    """Normalised axes (ints or a sequence of ints); repeats are a ValueError."""
+    seq = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = tuple(canonicalize_axis(name, _static_int(name, "axis", a), nd) for a in seq)
+    if len(set(axes)) != len(axes):
+        raise FtransValueError(f"{name}: repeated axis in {tuple(seq)}")
+    return axes
+
+
+def _retype(x: Any, dtype: np.dtype) -> Any:
+    """Convert to ``dtype`` with a strong type (an explicit ``dtype=`` argument was given)."""
+    d, w = dtype_weak(x)
+    if d == dtype and not w:
+        return x
+    if d == dtype and type(x) is Array:
+        return Array._new(x._value, False)
+    return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=False)
+
+
+def _promote(name: str, arrays: list) -> list:
+    """Promote to one dtype *and* one weak type, as JAX does before joining arrays."""
+    from ftrans.numpy._creation import retype
+
+    check_arraylike(name, *arrays)
+    d, w = dtypes.promote(tuple(dtype_weak(a) for a in arrays))
+    return [retype(a, d, w) for a in arrays]
+
+
+def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
+    if dtype is None:
+        return None
+    try:
+        return dtypes.to_dtype(dtype)
+    except TypeError as e:
+        raise FtransTypeError(f"{name}: invalid dtype {dtype!r}: {e}") from None
+
+
+def _slice_axis(x: Any, axis: int, start: int, stop: int, stride: int = 1) -> Any:
+    shp = _shp(x)
+    if start == 0 and stop == shp[axis] and stride == 1:
+        return x
+    starts = [0] * len(shp)
+    limits = list(shp)
+    strides = [1] * len(shp)
+    starts[axis], limits[axis], strides[axis] = start, stop, stride
+    return S.slice_p.bind(x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                          strides=None if stride == 1 else tuple(strides))
+
+
+def _concat(parts: list, axis: int) -> Any:
+    return parts[0] if len(parts) == 1 else S.concatenate_p.bind(*parts, dimension=axis)
+
+
+def _rev(x: Any, axes: tuple[int, ...]) -> Any:
+    return S.rev_p.bind(x, dimensions=tuple(axes)) if axes else x
+
+
+def _repeat_each(x: Any, axis: int, count: int) -> Any:
+    """Every element along ``axis`` repeated ``count`` times in place (a broadcast and a reshape)."""
+    shp = _shp(x)
+    if count == 1:
+        return x
+    wide = shp[:axis + 1] + (count,) + shp[axis + 1:]
+    dims = tuple(i if i <= axis else i + 1 for i in range(len(shp)))
+    b = S.broadcast_in_dim_p.bind(x, shape=wide, broadcast_dimensions=dims)
+    return reshape(b, shp[:axis] + (shp[axis] * count,) + shp[axis + 1:])
+
+
+def _take_static(x: Any, axis: int, idx: Sequence[int]) -> Any:
+    """``x`` indexed along ``axis`` by a static index list, as runs of slices.
+
+    Consecutive indices that step by +1 become one slice, by -1 a reversed
+    slice, and by 0 a broadcast of one slice, so ``roll``, ``wrap`` and
+    ``edge`` padding cost a handful of equations however long the axis.
+    """
+    idx = [int(i) for i in idx]
+    if not idx:
+        return _slice_axis(x, axis, 0, 0)
+    parts = []
+    p = 0
+    while p < len(idx):
+        q = p + 1
+        step = idx[q] - idx[p] if q < len(idx) else 1
+        if step not in (-1, 0, 1):
+            step = 1
+        else:
+            while q < len(idx) and idx[q] - idx[q - 1] == step:
+                q += 1
+        first, last = idx[p], idx[q - 1]
+        if step == 1:
+            parts.append(_slice_axis(x, axis, first, last + 1))
+        elif step == -1:
+            parts.append(_rev(_slice_axis(x, axis, last, first + 1), (axis,)))
+        else:
+            parts.append(_repeat_each(_slice_axis(x, axis, first, first + 1), axis, q - p))
+        p = q
+    return _concat(parts, axis)
+
+
+def _as_list(name: str, arrays: Any) -> list:
+    """A sequence of arrays; an array argument stands for the list of its rows."""
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        x = as_operand(arrays)
+        if not _shp(x):
+            raise FtransValueError(f"{name}: a 0-d array is not a sequence of arrays")
+        return unstack(x)
+    if not isinstance(arrays, (list, tuple)):
+        try:
+            arrays = list(arrays)
+        except TypeError:
+            raise FtransTypeError(f"{name}: expected a sequence of arrays, got {type(arrays).__name__}") from None
+    return list(arrays)
+
+
+# ---------------------------------------------------------------- reshape family
 def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[int, ...]:
-    if isinstance(newshape, int) or not isinstance(newshape, Sequence):
+    if isinstance(newshape, Tracer) or not isinstance(newshape, (Sequence, np.ndarray, Array)):
         newshape = (newshape,)
-    newshape = tuple(int(concrete_or_error(d, f"{name}: the new shape")) for d in newshape)
-    size = math.prod(old)
-    if newshape.count(-1) > 1:
-        raise FtransValueError(f"{name}: can only specify one unknown dimension (-1), got {newshape}")
-    if -1 in newshape:
-        known = math.prod(d for d in newshape if d != -1)
-        if known == 0 or size % known:
-            raise FtransTypeError(f"{name}: cannot reshape array of shape {old} (size {size}) into shape {newshape}")
-        newshape = tuple(size // known if d == -1 else d for d in newshape)
-    if any(d < 0 for d in newshape) or math.prod(newshape) != size:
-        raise FtransTypeError(f"{name}: cannot reshape array of shape {old} (size {size}) into shape {newshape}")
-    return newshape
+    dims = [concrete_or_error(d, f"{name}: the new shape") for d in newshape]
+    try:
+        new = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise FtransTypeError(f"{name}: the new shape must be a sequence of ints, got {newshape!r}") from None
+    total = math.prod(old)
+    if new.count(-1) > 1:
+        raise FtransTypeError(f"{name}: can only specify one unknown dimension (-1), got {new}")
+    if -1 in new:
+        known = math.prod(d for d in new if d != -1)
+        if known == 0 or total % known:
+            raise FtransTypeError(
+                f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new}"
+            )
+        new = tuple(total // known if d == -1 else d for d in new)
+    if any(d < 0 for d in new) or math.prod(new) != total:
+        raise FtransTypeError(
+            f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new} "
+            f"(size {math.prod(new)})"
+        )
+    return new
 
 
 def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Any:
-    """``jnp.reshape`` (C order; ``order='F'`` is done with transposes)."""
+    """``jnp.reshape``: C order, or ``order='F'`` done as transposes around a C reshape."""
     if shape is None:
         shape = newshape
     if shape is None:
-        raise FtransTypeError("reshape() needs a shape")
-    check_arraylike("reshape", a)
-    x = as_operand(a)
-    old = tuple(x.shape)
+        raise FtransTypeError("reshape: a shape is required")
+    x = _operand("reshape", a)
+    old = _shp(x)
     new = _compute_newshape("reshape", old, shape)
     if order == "F":
         xt = transpose(x)
-        return transpose(S.reshape_p.bind(xt, new_sizes=new[::-1], dimensions=None))
-    if order not in ("C", "A"):
-        raise NotImplementedError(f"reshape: order={order!r} is not supported")
+        return transpose(reshape(xt, new[::-1]))
+    if order != "C":
+        raise NotImplementedError(f"reshape: order={order!r} is not supported (use 'C' or 'F')")
     if new == old:
         return x
     return S.reshape_p.bind(x, new_sizes=new, dimensions=None)
@@ -62,32 +226,46 @@ def _method_reshape(a: Any, *args: Any, order: str = "C", **kw: Any) -> Any:
         return reshape(a, args[0], order=order, **kw)
     if not args:
         return reshape(a, order=order, **kw)
-    return reshape(a, args, order=order)
+    return reshape(a, args, order=order, **kw)
 
 
 def ravel(a: Any, order: str = "C") -> Any:
-    x = as_operand(a)
-    return reshape(x, (math.prod(x.shape),), order=order)
+    """``jnp.ravel``: the flattened array (C or F order)."""
+    x = _operand("ravel", a)
+    if order not in ("C", "F"):
+        raise NotImplementedError(f"ravel: order={order!r} is not supported (use 'C' or 'F')")
+    return reshape(x, (math.prod(_shp(x)),), order=order)
+
+
+def _method_flatten(a: Any, order: str = "C") -> Any:
+    """``x.flatten()``: JAX has no ``jnp.flatten``; the method is ``ravel``."""
+    return ravel(a, order)
 
 
 def transpose(a: Any, axes: Any = None) -> Any:
-    check_arraylike("transpose", a)
-    x = as_operand(a)
-    nd = len(x.shape)
+    """``jnp.transpose``: reverse the axes, or permute them by ``axes`` (negative axes allowed)."""
+    x = _operand("transpose", a)
+    nd = len(_shp(x))
     if axes is None:
         perm = tuple(range(nd))[::-1]
     else:
+        axes = tuple(axes)
         if len(axes) != nd:
-            raise FtransValueError(f"transpose: axes {tuple(axes)} don't match an array of dimension {nd}")
-        perm = tuple(canonicalize_axis("transpose", ax, nd) for ax in axes)
+            raise FtransTypeError(
+                f"transpose: axes {axes} is not a permutation of the axes of an array of shape {_shp(x)}"
+            )
+        perm = tuple(canonicalize_axis("transpose", _static_int("transpose", "axes", ax), nd) for ax in axes)
         if len(set(perm)) != nd:
-            raise FtransValueError(f"transpose: repeated axis in {tuple(axes)}")
+            raise FtransTypeError(
+                f"transpose: axes {axes} is not a permutation of the axes of an array of shape {_shp(x)}"
+            )
     if perm == tuple(range(nd)):
         return x
     return S.transpose_p.bind(x, permutation=perm)
 
 
 def _method_transpose(a: Any, *args: Any) -> Any:
+    """``x.transpose(1, 0)``, ``x.transpose((1, 0))`` and ``x.transpose()``."""
     if not args:
         return transpose(a)
     if len(args) == 1 and (args[0] is None or isinstance(args[0], (tuple, list))):
@@ -95,70 +273,691 @@ def _method_transpose(a: Any, *args: Any) -> Any:
     return transpose(a, args)
 
 
+def permute_dims(a: Any, /, axes: tuple[int, ...]) -> Any:
+    """``jnp.permute_dims`` (the array-API name of ``transpose``)."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x: Any, /) -> Any:
+    """``jnp.matrix_transpose``: swap the last two axes."""
+    xx = _operand("matrix_transpose", x)
+    if len(_shp(xx)) < 2:
+        raise FtransValueError(f"matrix_transpose: needs at least 2 dimensions, got shape {_shp(xx)}")
+    return swapaxes(xx, -1, -2)
+
+
+def swapaxes(a: Any, axis1: int, axis2: int) -> Any:
+    """``jnp.swapaxes``: exchange two axes."""
+    x = _operand("swapaxes", a)
+    nd = len(_shp(x))
+    i = canonicalize_axis("swapaxes", _static_int("swapaxes", "axis1", axis1), nd)
+    j = canonicalize_axis("swapaxes", _static_int("swapaxes", "axis2", axis2), nd)
+    perm = list(range(nd))
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(x, perm)
+
+
+def moveaxis(a: Any, source: Any, destination: Any) -> Any:
+    """``jnp.moveaxis``: move axes to new positions, keeping the others in order."""
+    x = _operand("moveaxis", a)
+    nd = len(_shp(x))
+    src = source if isinstance(source, (tuple, list)) else (source,)
+    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    if len(src) != len(dst):
+        raise FtransValueError(
+            f"moveaxis: source {tuple(src)} and destination {tuple(dst)} need the same number of elements"
+        )
+    src = _axes_tuple("moveaxis", src, nd)
+    dst = _axes_tuple("moveaxis", dst, nd)
+    order = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
 def expand_dims(a: Any, axis: Any) -> Any:
-    x = as_operand(a)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    nd = len(x.shape) + len(axes)
-    dims = sorted(canonicalize_axis("expand_dims", ax, nd) for ax in axes)
-    if len(set(dims)) != len(dims):
-        raise FtransValueError(f"expand_dims: repeated axis in {axis}")
-    new = list(x.shape)
+    """``jnp.expand_dims``: insert size-1 axes at the given positions of the result."""
+    x = _operand("expand_dims", a)
+    n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
+    out_nd = len(_shp(x)) + n_new
+    dims = sorted(_axes_tuple("expand_dims", axis, out_nd))
+    new = list(_shp(x))
     for d in dims:
         new.insert(d, 1)
     return S.reshape_p.bind(x, new_sizes=tuple(new), dimensions=None)
 
 
-def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
-    if not isinstance(arrays, (list, tuple)) and not hasattr(arrays, "shape"):
-        raise FtransTypeError("concatenate expects a sequence of arrays")
-    arrays = list(arrays)
-    if not arrays:
-        raise FtransValueError("need at least one array to concatenate")
+def squeeze(a: Any, axis: Any = None) -> Any:
+    """``jnp.squeeze``: drop size-1 axes (all of them, or the named ones, which must have size 1)."""
+    x = _operand("squeeze", a)
+    shp = _shp(x)
     if axis is None:
-        return concatenate([ravel(a) for a in arrays], 0, dtype)
-    ops, _, _ = promote_dtypes("concatenate", *arrays)
-    if dtype is not None:
-        from ftrans.numpy._util import convert
-        from ftrans.core import dtypes
-
-        ops = [convert(o, dtypes.to_dtype(dtype)) for o in ops]
-    nd = len(shape_of(ops[0]))
-    if nd == 0:
-        raise FtransValueError("zero-dimensional arrays cannot be concatenated")
-    ax = canonicalize_axis("concatenate", axis, nd)
-    for o in ops[1:]:
-        s0, s = shape_of(ops[0]), shape_of(o)
-        if len(s) != nd or any(a != b for i, (a, b) in enumerate(zip(s0, s)) if i != ax):
+        dims = tuple(i for i, d in enumerate(shp) if d == 1)
+    else:
+        dims = _axes_tuple("squeeze", axis, len(shp))
+        bad = [d for d in dims if shp[d] != 1]
+        if bad:
             raise FtransValueError(
-                f"concatenate: all input array dimensions except axis {ax} must match; "
-                f"got shapes {[tuple(shape_of(x)) for x in ops]}"
+                f"squeeze: cannot squeeze out axis {bad[0]} of size {shp[bad[0]]} (not 1), "
+                f"got shape={shp} and axis={axis}"
             )
-    if len(ops) == 1:
-        return ops[0]
-    return S.concatenate_p.bind(*ops, dimension=ax)
+    if not dims:
+        return x
+    return S.squeeze_p.bind(x, dimensions=dims)
+
+
+# ---------------------------------------------------------------- broadcasting
+def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
+    seq = shape if isinstance(shape, (tuple, list)) else (shape,)
+    dims = [concrete_or_error(d, f"{name}: the shape") for d in seq]
+    try:
+        out = tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise FtransTypeError(f"{name}: the shape must be an int or a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise FtransValueError(f"{name}: shape {out} has a negative dimension")
+    return out
+
+
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """``jnp.broadcast_shapes``: the NumPy broadcast of several shapes."""
+    tuples = [_shape_tuple("broadcast_shapes", s) for s in shapes]
+    if not tuples:
+        return ()
+    nd = max(len(s) for s in tuples)
+    out = [1] * nd
+    for s in tuples:
+        for i, d in enumerate(s, nd - len(s)):
+            if d == out[i] or d == 1:
+                continue
+            if out[i] != 1:
+                raise FtransValueError(f"broadcast_shapes: incompatible shapes for broadcasting: {tuples}")
+            out[i] = d
+    return tuple(out)
+
+
+def broadcast_to(array: Any, shape: Any) -> Any:
+    """``jnp.broadcast_to``: NumPy broadcasting to ``shape`` (which cannot have fewer axes)."""
+    x = _operand("broadcast_to", array)
+    old, new = _shp(x), _shape_tuple("broadcast_to", shape)
+    if old == new:
+        return x
+    lead = len(new) - len(old)
+    if lead < 0:
+        raise FtransValueError(
+            f"broadcast_to: cannot broadcast an array of shape {old} to a shape with fewer dimensions, {new}"
+        )
+    if any(d not in (1, new[lead + i]) for i, d in enumerate(old)):
+        raise FtransValueError(f"broadcast_to: incompatible shapes for broadcasting: {old} to {new}")
+    return S.broadcast_in_dim_p.bind(x, shape=new, broadcast_dimensions=tuple(range(lead, len(new))))
+
+
+def broadcast_arrays(*args: Any) -> list:
+    """``jnp.broadcast_arrays``: every argument broadcast to the common shape (dtypes unchanged)."""
+    ops = [_operand("broadcast_arrays", a) for a in args]
+    shape_ = broadcast_shapes(*[_shp(o) for o in ops]) if ops else ()
+    return [broadcast_to(o, shape_) for o in ops]
+
+
+# ---------------------------------------------------------------- joining
+def _concatenate_array(x: Any, axis: Any, dtype: np.dtype | None) -> Any:
+    """``concatenate`` of the rows of one array: a transpose and a reshape."""
+    shp = _shp(x)
+    if len(shp) < 2:
+        raise FtransValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    if axis is None:
+        out = ravel(x)
+    else:
+        ax = canonicalize_axis("concatenate", _static_int("concatenate", "axis", axis), len(shp) - 1)
+        moved = moveaxis(x, 0, ax)
+        rest = shp[1:]
+        out = reshape(moved, rest[:ax] + (shp[0] * rest[ax],) + rest[ax + 1:])
+    return _retype(out, dtype) if dtype is not None else out
+
+
+def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
+    """``jnp.concatenate``: join along an existing axis (``axis=None`` flattens first), promoting dtypes."""
+    d = _dtype_arg("concatenate", dtype)
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        return _concatenate_array(as_operand(arrays), axis, d)
+    arrays = _as_list("concatenate", arrays)
+    if not arrays:
+        raise FtransValueError("concatenate: need at least one array to concatenate")
+    if axis is None:
+        return concatenate([ravel(_operand("concatenate", a)) for a in arrays], 0, dtype)
+    ops = _promote("concatenate", arrays)
+    if d is not None:
+        ops = [_retype(o, d) for o in ops]
+    shapes = [_shp(o) for o in ops]
+    nd = len(shapes[0])
+    if nd == 0:
+        raise FtransValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    if any(len(s) != nd for s in shapes):
+        raise FtransTypeError(
+            f"concatenate: arrays must have the same number of dimensions, got shapes {shapes}"
+        )
+    ax = canonicalize_axis("concatenate", _static_int("concatenate", "axis", axis), nd)
+    if any(s[:ax] + s[ax + 1:] != shapes[0][:ax] + shapes[0][ax + 1:] for s in shapes):
+        raise FtransTypeError(
+            f"concatenate: all dimensions except axis {ax} must match, got shapes {shapes}"
+        )
+    return _concat(ops, ax)
+
+
+def concat(arrays: Any, /, *, axis: int | None = 0) -> Any:
+    """``jnp.concat`` (the array-API name of ``concatenate``)."""
+    return concatenate(arrays, axis=axis)
+
+
+def append(arr: Any, values: Any, axis: int | None = None) -> Any:
+    """``jnp.append``: ``concatenate`` of two arrays (both flattened when ``axis`` is None)."""
+    if axis is None:
+        return concatenate([ravel(_operand("append", arr)), ravel(_operand("append", values))], 0)
+    return concatenate([arr, values], axis=axis)
 
 
 def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> Any:
-    arrays = list(arrays)
+    """``jnp.stack``: join arrays of one shape along a new axis."""
+    if out is not None:
+        raise NotImplementedError("stack: the 'out' argument is not supported (arrays are immutable)")
+    d = _dtype_arg("stack", dtype)
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        x = as_operand(arrays)
+        nd = len(_shp(x))
+        if nd == 0:
+            raise FtransValueError("stack: a 0-d array is not a sequence of arrays")
+        res = moveaxis(x, 0, canonicalize_axis("stack", _static_int("stack", "axis", axis), nd))
+        return _retype(res, d) if d is not None else res
+    arrays = _as_list("stack", arrays)
     if not arrays:
-        raise FtransValueError("need at least one array to stack")
-    ops = [as_operand(a) for a in arrays]
-    shapes = {tuple(shape_of(o)) for o in ops}
-    if len(shapes) != 1:
-        raise FtransValueError(f"stack: all input arrays must have the same shape, got {sorted(shapes)}")
-    nd = len(shape_of(ops[0])) + 1
-    ax = canonicalize_axis("stack", axis, nd)
-    return concatenate([expand_dims(o, ax) for o in ops], ax, dtype)
+        raise FtransValueError("stack: need at least one array to stack")
+    ops = _promote("stack", arrays)
+    if d is not None:
+        ops = [_retype(o, d) for o in ops]
+    shapes = [_shp(o) for o in ops]
+    if any(s != shapes[0] for s in shapes):
+        raise FtransValueError(f"stack: all input arrays must have the same shape, got {shapes}")
+    ax = canonicalize_axis("stack", _static_int("stack", "axis", axis), len(shapes[0]) + 1)
+    return _concat([expand_dims(o, ax) for o in ops], ax)
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple:
+    """``jnp.unstack``: the slices of ``x`` along ``axis``, as a tuple."""
+    xx = _operand("unstack", x)
+    shp = _shp(xx)
+    if not shp:
+        raise FtransValueError("unstack: the input must be at least 1-D")
+    ax = canonicalize_axis("unstack", _static_int("unstack", "axis", axis), len(shp))
+    return tuple(
+        S.squeeze_p.bind(_slice_axis(xx, ax, i, i + 1), dimensions=(ax,)) for i in range(shp[ax])
+    )
+
+
+def _stack_family(name: str, tup: Any, lift: Any, axis_of: Any, dtype: Any) -> Any:
+    arrs = [lift(_operand(name, a)) for a in _as_list(name, tup)]
+    if not arrs:
+        raise FtransValueError(f"{name}: need at least one array")
+    return concatenate(arrs, axis=axis_of(arrs[0]), dtype=dtype)
+
+
+def hstack(tup: Any, dtype: Any = None) -> Any:
+    """``jnp.hstack``: join along axis 1 (axis 0 for 1-D inputs)."""
+    return _stack_family("hstack", tup, atleast_1d, lambda a: 0 if len(_shp(a)) == 1 else 1, dtype)
+
+
+def vstack(tup: Any, dtype: Any = None) -> Any:
+    """``jnp.vstack``: join along axis 0, after making every input at least 2-D."""
+    return _stack_family("vstack", tup, atleast_2d, lambda a: 0, dtype)
+
+
+def dstack(tup: Any, dtype: Any = None) -> Any:
+    """``jnp.dstack``: join along axis 2, after making every input at least 3-D."""
+    return _stack_family("dstack", tup, atleast_3d, lambda a: 2, dtype)
+
+
+def column_stack(tup: Any) -> Any:
+    """``jnp.column_stack``: 1-D inputs become columns, then everything joins along axis 1."""
+
+    def as_column(a: Any) -> Any:
+        s = _shp(a)
+        return reshape(a, (math.prod(s), 1)) if len(s) < 2 else a
+
+    return _stack_family("column_stack", tup, as_column, lambda a: 1, None)
+
+
+# ---------------------------------------------------------------- splitting
+def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
+    if isinstance(ios, (list, tuple)) or (isinstance(ios, (np.ndarray, Array, Tracer)) and np.ndim(
+            np.empty(shape_of(ios), np.int8)) > 0):
+        if isinstance(ios, Tracer):
+            concrete_or_error(ios, f"{name}: the split indices")
+        points = [0] + [_static_int(name, "indices_or_sections", i) for i in ios] + [n]
+        sizes = [b - a for a, b in zip(points, points[1:])]
+        if any(s < 0 for s in sizes):
+            raise FtransValueError(
+                f"{name}: split indices {points[1:-1]} must be non-decreasing and within the axis "
+                f"of size {n} (section sizes would be {sizes})"
+            )
+        return sizes
+    k = _static_int(name, "indices_or_sections", ios)
+    if k <= 0:
+        raise FtransValueError(f"{name}: the number of sections must be larger than 0, got {k}")
+    if equal and n % k:
+        raise FtransValueError(
+            f"{name}: array split does not result in an equal division: an axis of size {n} "
+            f"into {k} sections (rest {n % k}); use jnp.array_split for unequal sections"
+        )
+    q, r = divmod(n, k)
+    return [q + 1] * r + [q] * (k - r)
+
+
+def _split(name: str, ary: Any, ios: Any, axis: int, equal: bool) -> list:
+    x = _operand(name, ary)
+    shp = _shp(x)
+    ax = canonicalize_axis(name, _static_int(name, "axis", axis), len(shp))
+    sizes = _split_sizes(name, shp[ax], ios, equal)
+    out, start = [], 0
+    for s in sizes:
+        out.append(_slice_axis(x, ax, start, start + s) if len(sizes) > 1 else x)
+        start += s
+    return out
+
+
+def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """``jnp.split``: equal sections (an int) or sections between static indices; a list."""
+    return _split("split", ary, indices_or_sections, axis, equal=True)
+
+
+def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """``jnp.array_split``: like ``split``, but ``n`` sections need not divide the axis."""
+    return _split("array_split", ary, indices_or_sections, axis, equal=False)
+
+
+def hsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``jnp.hsplit``: split along axis 1 (axis 0 for 1-D arrays)."""
+    x = _operand("hsplit", ary)
+    nd = len(_shp(x))
+    if nd == 0:
+        raise FtransValueError("hsplit: the array must be at least 1-D, got a 0-d array")
+    return _split("hsplit", x, indices_or_sections, 1 if nd > 1 else 0, equal=True)
+
+
+def vsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``jnp.vsplit``: split along axis 0."""
+    return _split("vsplit", ary, indices_or_sections, 0, equal=True)
+
+
+def dsplit(ary: Any, indices_or_sections: Any) -> list:
+    """``jnp.dsplit``: split along axis 2."""
+    return _split("dsplit", ary, indices_or_sections, 2, equal=True)
+
+
+# ---------------------------------------------------------------- tile / repeat
+def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
+    """``jnp.tile``: ``A`` repeated ``reps`` times per axis (a broadcast between reshapes)."""
+    x = _operand("tile", A)
+    seq = reps if isinstance(reps, (tuple, list)) else (reps,)
+    r = tuple(_static_int("tile", "reps", v) for v in seq)
+    if any(v < 0 for v in r):
+        raise FtransValueError(f"tile: reps {r} must be non-negative")
+    a_shape = (1,) * (len(r) - len(_shp(x))) + _shp(x)
+    r = (1,) * (len(a_shape) - len(r)) + r
+    x = reshape(x, a_shape)
+    if all(v == 1 for v in r):
+        return x
+    wide = tuple(v for pair in zip(r, a_shape) for v in pair)
+    b = S.broadcast_in_dim_p.bind(x, shape=wide, broadcast_dimensions=tuple(range(1, 2 * len(a_shape), 2)))
+    return reshape(b, tuple(v * s for v, s in zip(r, a_shape)))
+
+
+def _repeat_counts(name: str, repeats: Any, n: int, total: int | None) -> np.ndarray:
+    if isinstance(repeats, Tracer):
+        if total is not None:
+            raise NotImplementedError(
+                f"{name}: traced repeats (with total_repeat_length) are not supported; pass static repeats"
+            )
+        concrete_or_error(repeats, f"{name}: argument 'repeats'")
+    r = np.asarray(concrete_or_error(repeats, f"{name}: argument 'repeats'"))
+    if r.dtype.kind not in "iub":
+        raise FtransTypeError(f"{name}: repeats must be integers, got dtype {r.dtype}")
+    if r.ndim > 1 or (r.ndim == 1 and r.shape[0] not in (1, n)):
+        raise FtransValueError(
+            f"{name}: repeats of shape {r.shape} do not match the axis of size {n} (need a scalar or ({n},))"
+        )
+    counts = np.broadcast_to(r.astype(np.int64), (n,))
+    if (counts < 0).any():
+        raise FtransValueError(f"{name}: repeats must be non-negative, got {r.tolist()}")
+    if total is not None:
+        idx = np.repeat(np.arange(n), counts)[:total]
+        if len(idx) < total:
+            if n == 0:
+                raise FtransValueError(f"{name}: cannot fill total_repeat_length={total} from an empty axis")
+            idx = np.concatenate([idx, np.full(total - len(idx), n - 1)])
+        counts = np.bincount(idx, minlength=n)
+    return counts
+
+
+def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:
+    """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
+
+    Runs of elements with the same count become one broadcast-and-reshape,
+    so a uniform count is two equations whatever the size.
+    """
+    x = _operand("repeat", a)
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = canonicalize_axis("repeat", _static_int("repeat", "axis", axis), len(_shp(x)))
+    total = None if total_repeat_length is None else _static_int("repeat", "total_repeat_length",
+                                                                  total_repeat_length)
+    n = _shp(x)[ax]
+    counts = _repeat_counts("repeat", repeats, n, total)
+    if n and (counts == counts[0]).all():
+        return _repeat_each(x, ax, int(counts[0]))
+    parts, start = [], 0
+    while start < n:
+        stop = start + 1
+        while stop < n and counts[stop] == counts[start]:
+            stop += 1
+        if counts[start]:
+            parts.append(_repeat_each(_slice_axis(x, ax, start, stop), ax, int(counts[start])))
+        start = stop
+    return _concat(parts, ax) if parts else _slice_axis(x, ax, 0, 0)
+
+
+# ---------------------------------------------------------------- flips and rolls
+def flip(m: Any, axis: Any = None) -> Any:
+    """``jnp.flip``: reverse the order of elements along the given axes (all by default)."""
+    x = _operand("flip", m)
+    nd = len(_shp(x))
+    axes = tuple(range(nd)) if axis is None else _axes_tuple("flip", axis, nd)
+    return _rev(x, axes)
+
+
+def fliplr(m: Any) -> Any:
+    """``jnp.fliplr``: reverse axis 1."""
+    return flip(m, 1)
+
+
+def flipud(m: Any) -> Any:
+    """``jnp.flipud``: reverse axis 0."""
+    return flip(m, 0)
+
+
+def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
+    """``jnp.rot90``: rotate by 90 degrees ``k`` times in the plane of ``axes`` (from the first
+    axis towards the second)."""
+    x = _operand("rot90", m)
+    nd = len(_shp(x))
+    if nd < 2:
+        raise FtransValueError(f"rot90: the array must have at least 2 dimensions, got shape {_shp(x)}")
+    if len(axes) != 2:
+        raise FtransValueError(f"rot90: axes must name exactly two axes, got {axes}")
+    a0, a1 = (canonicalize_axis("rot90", _static_int("rot90", "axes", a), nd) for a in axes)
+    if a0 == a1:
+        raise FtransValueError(f"rot90: axes must be different, got {axes}")
+    k = _static_int("rot90", "k", k) % 4
+    if k == 0:
+        return x
+    if k == 2:
+        return _rev(x, (a0, a1))
+    perm = list(range(nd))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(_rev(x, (a1,)), perm)
+    return _rev(transpose(x, perm), (a1,))
+
+
+def _roll_static(x: Any, shift: int, axis: int) -> Any:
+    n = _shp(x)[axis]
+    if n == 0 or shift % n == 0:
+        return x
+    s = shift % n
+    return _concat([_slice_axis(x, axis, n - s, n), _slice_axis(x, axis, 0, n - s)], axis)
+
+
+def _roll_traced(x: Any, shift: Any, axis: int) -> Any:
+    """Roll by a run-time amount: slice a window out of ``x`` concatenated with itself."""
+    shp = _shp(x)
+    n = shp[axis]
+    if n == 0:
+        return x
+    d = shift.dtype
+    if not dtypes.is_int(d):
+        raise FtransTypeError(f"roll: shift must be an integer, got {shift.aval.str_short()}")
+    nn = Array._new(np.asarray(n, d), False)
+    # start = (-shift) mod n, computed without negative intermediates for unsigned shifts.
+    start = E.rem_p.bind(E.sub_p.bind(nn, E.rem_p.bind(shift, nn)), nn)
+    doubled = S.concatenate_p.bind(x, x, dimension=axis)
+    zero = Array._new(np.asarray(0, d), False)
+    idx = [zero] * len(shp)
+    idx[axis] = start
+    return S.dynamic_slice_p.bind(doubled, *idx, slice_sizes=shp)
+
+
+def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    """``jnp.roll``: shift elements cyclically; ``shift`` may be traced, axes must be static."""
+    x = _operand("roll", a)
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), _shp(x))
+    nd = len(_shp(x))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = [canonicalize_axis("roll", _static_int("roll", "axis", ax), nd) for ax in axes]
+    if isinstance(shift, Tracer):
+        sshape = _shp(shift)
+        if len(sshape) > 1 or (sshape and sshape[0] not in (1, len(axes)) and len(axes) != 1):
+            raise FtransValueError(f"roll: shift of shape {sshape} does not match axes {tuple(axes)}")
+        shifts = list(unstack(shift)) if sshape else [shift]
+    else:
+        shifts = np.asarray(concrete_or_error(shift, "roll: argument 'shift'"))
+        if shifts.dtype.kind not in "iub":
+            raise FtransTypeError(f"roll: shift must be integers, got {shifts.tolist()!r}")
+        shifts = [int(s) for s in np.ravel(shifts)]
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise FtransValueError(f"roll: {len(shifts)} shifts do not match {len(axes)} axes")
+    for s, ax in zip(shifts, axes):
+        x = _roll_traced(x, s, ax) if isinstance(s, Tracer) else _roll_static(x, s, ax)
+    return x
+
+
+# ---------------------------------------------------------------- pad
+_PAD_KWARGS = {
+    "constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty": set(),
+    "reflect": {"reflect_type"}, "symmetric": {"reflect_type"},
+}
+_PAD_UNSUPPORTED = ("linear_ramp", "maximum", "mean", "median", "minimum")
+
+
+def _pad_width(pad_width: Any, nd: int) -> list[tuple[int, int]]:
+    pw = np.asarray(concrete_or_error(pad_width, "pad: argument 'pad_width'"))
+    if pw.dtype.kind not in "iu" and not (pw.size == 0 and pw.dtype.kind == "f"):
+        raise FtransTypeError(f"pad: pad_width must be of integral type, got {pad_width!r}")
+    if pw.shape not in ((), (1,), (2,), (1, 2), (nd, 2)):
+        raise FtransValueError(
+            f"pad: pad_width of shape {pw.shape} does not fit an array with {nd} dimensions; valid shapes "
+            f"are ({nd}, 2), (1, 2), (2,), (1,) or ()"
+        )
+    pw = np.broadcast_to(pw.astype(np.int64), (nd, 2))
+    if (pw < 0).any():
+        raise FtransValueError(f"pad: pad_width must not contain negative values, got {pad_width!r}")
+    return [(int(lo), int(hi)) for lo, hi in pw]
+
+
+def _pad_value(x: Any, v: Any) -> Any:
+    """A rank-0 padding value of ``x``'s dtype and weak type (pad needs them to match)."""
+    from ftrans.numpy._creation import retype
+
+    d, w = dtype_weak(x)
+    if isinstance(v, (Array, Tracer)) and _shp(v):
+        v = reshape(v, ())
+    return retype(v, d, w)
+
+
+def _constant_values(x: Any, cv: Any, nd: int) -> Any:
+    """One scalar for every side, or an ``(nd, 2)`` table of scalars."""
+    if isinstance(cv, Tracer):
+        if not _shp(cv):
+            return _pad_value(x, cv)
+        table = broadcast_to(reshape(cv, (-1,)) if len(_shp(cv)) == 1 else cv, (nd, 2))
+        return [[_pad_value(x, _slice_axis(_slice_axis(table, 0, i, i + 1), 1, j, j + 1)) for j in (0, 1)]
+                for i in range(nd)]
+    c = np.asarray(concrete_or_error(cv, "pad: constant_values"))
+    if c.ndim == 0:
+        return _pad_value(x, cv if not isinstance(cv, (list, tuple)) else c[()])
+    try:
+        c = np.broadcast_to(c, (nd, 2))
+    except ValueError:
+        raise FtransValueError(f"pad: constant_values of shape {c.shape} do not fit {nd} dimensions") from None
+    return [[_pad_value(x, c[i, j]) for j in (0, 1)] for i in range(nd)]
+
+
+def _pad_constant(x: Any, widths: list, cv: Any) -> Any:
+    nd = len(widths)
+    vals = _constant_values(x, cv, nd)
+    if not isinstance(vals, list):
+        if all(w == (0, 0) for w in widths):
+            return x
+        return S.pad_p.bind(x, vals, padding_config=tuple((lo, hi, 0) for lo, hi in widths))
+    # Per-side values: pad one axis at a time, so corners take the later axis's value (as NumPy).
+    for ax, (lo, hi) in enumerate(widths):
+        for side, amount in ((0, lo), (1, hi)):
+            if amount:
+                cfg = [(0, 0, 0)] * nd
+                cfg[ax] = (amount, 0, 0) if side == 0 else (0, amount, 0)
+                x = S.pad_p.bind(x, vals[ax][side], padding_config=tuple(cfg))
+    return x
+
+
+def _pad_index_map(x: Any, widths: list, mode: str) -> Any:
+    for ax, (lo, hi) in enumerate(widths):
+        n = _shp(x)[ax]
+        if not (lo or hi):
+            continue
+        if n == 0:
+            raise FtransValueError(f"pad: cannot apply '{mode}' padding to the empty axis {ax}")
+        j = np.arange(-lo, n + hi)
+        idx = np.clip(j, 0, n - 1) if mode == "edge" else j % n
+        x = _take_static(x, ax, idx)
+    return x
+
+
+def _reflect_side(x: Any, ax: int, amount: int, before: bool, offset: int, period: int, odd: bool) -> Any:
+    """Grow one side of ``ax`` by reflection, at most ``period`` elements per step (NumPy's rule for
+    pads longer than the axis)."""
+    while amount > 0:
+        n = _shp(x)[ax]
+        take = min(amount, period)
+        if before:
+            chunk = _rev(_slice_axis(x, ax, offset, offset + take), (ax,))
+            edge = _slice_axis(x, ax, 0, 1)
+        else:
+            chunk = _rev(_slice_axis(x, ax, n - offset - take, n - offset), (ax,))
+            edge = _slice_axis(x, ax, n - 1, n)
+        if odd:
+            edge = S.broadcast_in_dim_p.bind(edge, shape=_shp(chunk), broadcast_dimensions=tuple(range(len(_shp(x)))))
+            two = Array._new(np.asarray(2, dtype_weak(x)[0]), False)
+            chunk = E.sub_p.bind(E.mul_p.bind(edge, two), chunk)
+        x = S.concatenate_p.bind(*((chunk, x) if before else (x, chunk)), dimension=ax)
+        amount -= take
+    return x
+
+
+def _pad_reflect(x: Any, widths: list, mode: str, reflect_type: str) -> Any:
+    if reflect_type not in ("even", "odd"):
+        raise FtransValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    odd = reflect_type == "odd"
+    for ax, (lo, hi) in enumerate(widths):
+        n = _shp(x)[ax]
+        if not (lo or hi):
+            continue
+        if n == 0:
+            raise FtransValueError(f"pad: cannot apply '{mode}' padding to the empty axis {ax}")
+        offset = 1 if mode == "reflect" and n > 1 else 0
+        period = n - offset
+        x = _reflect_side(x, ax, lo, True, offset, period, odd)
+        x = _reflect_side(x, ax, hi, False, offset, period, odd)
+    return x
+
+
+def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
+    """``jnp.pad`` with modes 'constant', 'edge', 'wrap', 'reflect', 'symmetric' and 'empty'.
+
+    ``pad_width`` is an int, ``(before, after)``, or one pair per axis, and
+    must be static; ``constant_values`` may be traced.
+    """
+    x = _operand("pad", array)
+    if callable(mode):
+        raise NotImplementedError("pad: a callable mode is not supported")
+    if mode in _PAD_UNSUPPORTED:
+        raise NotImplementedError(f"pad: mode={mode!r} is not supported")
+    if mode not in _PAD_KWARGS:
+        raise NotImplementedError(f"pad: mode={mode!r} is not supported (unknown padding mode)")
+    extra = set(kwargs) - _PAD_KWARGS[mode]
+    if extra:
+        raise FtransValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(extra)}")
+    nd = len(_shp(x))
+    widths = _pad_width(pad_width, nd)
+    if nd == 0:
+        return x
+    if mode in ("constant", "empty"):
+        return _pad_constant(x, widths, kwargs.get("constant_values", 0))
+    if mode in ("edge", "wrap"):
+        return _pad_index_map(x, widths, mode)
+    return _pad_reflect(x, widths, mode, kwargs.get("reflect_type", "even"))
+
+
+# ---------------------------------------------------------------- atleast_nd and sizes
+def _atleast(name: str, arys: tuple, fix: Any) -> Any:
+    from ftrans.numpy._creation import asarray
+
+    out = [fix(asarray(a) if isinstance(a, (list, tuple)) else _operand(name, a)) for a in arys]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*arys: Any) -> Any:
+    """``jnp.atleast_1d``: 0-d inputs become shape (1,); one input gives an array, several a list."""
+    return _atleast("atleast_1d", arys, lambda a: reshape(a, (1,)) if not _shp(a) else a)
+
+
+def atleast_2d(*arys: Any) -> Any:
+    """``jnp.atleast_2d``: shape () -> (1, 1), (n,) -> (1, n)."""
+    return _atleast("atleast_2d", arys, lambda a: reshape(a, (1,) * (2 - len(_shp(a))) + _shp(a))
+                    if len(_shp(a)) < 2 else a)
+
+
+def atleast_3d(*arys: Any) -> Any:
+    """``jnp.atleast_3d``: shape () -> (1, 1, 1), (n,) -> (1, n, 1), (m, n) -> (m, n, 1)."""
+
+    def fix(a: Any) -> Any:
+        s = _shp(a)
+        if len(s) == 0:
+            return reshape(a, (1, 1, 1))
+        if len(s) == 1:
+            return reshape(a, (1, s[0], 1))
+        if len(s) == 2:
+            return reshape(a, s + (1,))
+        return a
+
+    return _atleast("atleast_3d", arys, fix)
 
 
 def shape(a: Any) -> tuple[int, ...]:
+    """``jnp.shape``: the shape of an array, scalar or nested sequence."""
     return tuple(shape_of(a))
 
 
 def ndim(a: Any) -> int:
+    """``jnp.ndim``: the number of dimensions."""
     return len(shape_of(a))
 
 
-def size(a: Any, axis: int | None = None) -> int:
-    s = shape_of(a)
-    return math.prod(s) if axis is None else s[axis]
+def size(a: Any, axis: int | Sequence[int] | None = None) -> int:
+    """``jnp.size``: the number of elements, in total or along the given axes."""
+    s = tuple(shape_of(a))
+    if axis is None:
+        return math.prod(s)
+    return math.prod(s[ax] for ax in _axes_tuple("size", axis, len(s)))

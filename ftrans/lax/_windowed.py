@@ -1,0 +1,104 @@
+"""``lax.reduce_window`` and its sum/max/min forms (pooling)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import windowed as W
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._util import as_operand, check_arraylike, concrete_or_error, convert, dtype_weak
+
+__all__ = ["reduce_window", "padtype_to_pads", "reduce_window_sum", "reduce_window_max",
+           "reduce_window_min"]
+
+
+def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
+                    window_strides: Sequence[int], padding: str) -> list[tuple[int, int]]:
+    """'VALID' or 'SAME' (or 'SAME_LOWER') as explicit (low, high) pairs, as XLA computes them."""
+    kind = padding.upper() if isinstance(padding, str) else padding
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if kind in ("SAME", "SAME_LOWER"):
+        out = []
+        for n, w, s in zip(in_shape, window_shape, window_strides):
+            out_size = -(-n // s)
+            total = max(0, (out_size - 1) * s + w - n)
+            lo, hi = total // 2, total - total // 2
+            out.append((hi, lo) if kind == "SAME_LOWER" else (lo, hi))
+        return out
+    raise FtransValueError(f"unknown padding {padding!r}; use 'VALID', 'SAME', 'SAME_LOWER' or (low, high) pairs")
+
+
+def _params(x: Any, window_dimensions, window_strides, padding, base_dilation, window_dilation) -> dict:
+    nd = len(x.shape)
+    wd = tuple(int(d) for d in window_dimensions)
+    ws = tuple(int(d) for d in window_strides) if window_strides is not None else (1,) * nd
+    if isinstance(padding, str):
+        pads = padtype_to_pads(x.shape, wd, ws, padding)
+    else:
+        pads = padding
+    pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+    bd = tuple(base_dilation) if base_dilation is not None else (1,) * nd
+    wdl = tuple(window_dilation) if window_dilation is not None else (1,) * nd
+    return dict(window_dimensions=wd, window_strides=ws, padding=pads, base_dilation=bd, window_dilation=wdl)
+
+
+def _windowed(prim):
+    def fn(operand: Any, window_dimensions: Sequence[int], window_strides: Sequence[int] | None = None,
+           padding: Any = "VALID", base_dilation: Sequence[int] | None = None,
+           window_dilation: Sequence[int] | None = None) -> Any:
+        check_arraylike(prim.name, operand)
+        x = as_operand(operand)
+        return prim.bind(x, **_params(x, window_dimensions, window_strides, padding, base_dilation,
+                                      window_dilation))
+
+    fn.__name__ = prim.name
+    return fn
+
+
+reduce_window_sum = _windowed(W.reduce_window_sum_p)
+reduce_window_max = _windowed(W.reduce_window_max_p)
+reduce_window_min = _windowed(W.reduce_window_min_p)
+
+
+def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
+                  window_strides: Sequence[int], padding: Any, base_dilation: Sequence[int] | None = None,
+                  window_dilation: Sequence[int] | None = None) -> Any:
+    """``lax.reduce_window`` for the add, max and min computations (sum/max/min pooling).
+
+    A max or min with any init value is exact (both are idempotent); a sum needs
+    init 0, because XLA would add a non-zero init once per padded element.
+    """
+    from ftrans import lax
+    from ftrans import numpy as jnp
+
+    if isinstance(operand, (list, tuple)):
+        raise NotImplementedError("reduce_window: multiple operands are not supported")
+    check_arraylike("reduce_window", operand)
+    x = as_operand(operand)
+    name = getattr(computation, "__name__", "")
+    kinds = {lax.add: "sum", jnp.add: "sum", lax.max: "max", jnp.maximum: "max",
+             lax.min: "min", jnp.minimum: "min"}
+    kind = kinds.get(computation)
+    if kind is None:
+        raise NotImplementedError(
+            f"reduce_window: computation {name or computation!r} is not supported; "
+            "use lax.add, lax.max or lax.min"
+        )
+    params = _params(x, window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    d, _ = dtype_weak(x)
+    init = convert(init_value, d)
+    if kind == "sum":
+        iv = np.asarray(concrete_or_error(init, "reduce_window's init_value for a sum"))
+        if iv.shape != () or iv != 0:
+            raise NotImplementedError("reduce_window: a sum needs init_value 0")
+        return W.reduce_window_sum_p.bind(x, **params)
+    if len(getattr(init, "shape", ())) != 0:
+        raise FtransTypeError(f"reduce_window: init_value must be a scalar, got shape {init.shape}")
+    prim = W.reduce_window_max_p if kind == "max" else W.reduce_window_min_p
+    combine = E.max_p if kind == "max" else E.min_p
+    return combine.bind(prim.bind(x, **params), init)

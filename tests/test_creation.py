@@ -1,0 +1,421 @@
+"""Differential tests of ftrans.numpy's array-creation functions against jax.numpy.
+
+Every function is run eagerly and staged (make_jaxpr, typecheck, eval_jaxpr)
+and compared with jax: values, shapes, dtypes and weak types exactly.  Staged
+creation with static arguments must not capture large constants.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans.core.ir import typecheck
+from ftrans.errors import ConcretizationTypeError
+
+DTYPE_ARGS = [None, int, float, bool, "float32", "int8", np.uint8, np.float16, "bfloat16", np.int32]
+
+
+# ---------------------------------------------------------------- helpers
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [leaf for e in x for leaf in _flat(e)]
+    return [x]
+
+
+def _as_jax(e):
+    return e if isinstance(e, jax.Array) else jnp.asarray(e)
+
+
+def _assert_leaf(got, exp, what, rtol):
+    exp = _as_jax(exp)
+    assert isinstance(got, ftrans.Array), f"{what}: expected an ftrans.Array, got {type(got)}"
+    assert got.shape == exp.shape, f"{what}: shape {got.shape} != {exp.shape}"
+    assert got.dtype == exp.dtype, f"{what}: dtype {got.dtype} != {exp.dtype}"
+    assert got.weak_type == exp.weak_type, f"{what}: weak_type {got.weak_type} != {exp.weak_type}"
+    g, e = np.asarray(got), np.asarray(exp)
+    if e.dtype.kind in "fc" or e.dtype == jnp.bfloat16:
+        np.testing.assert_allclose(g.astype(np.complex128), e.astype(np.complex128), rtol=rtol, atol=rtol,
+                                   equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(g, e, err_msg=what)
+
+
+def oracle(fn, *args):
+    """jax's result, from one jitted program (one XLA compile instead of one per operation)."""
+    try:
+        return jax.jit(lambda *a: fn(jnp, *a))(*args)
+    except (jax.errors.ConcretizationTypeError, TypeError, ValueError):
+        return fn(jnp, *args)  # needs concrete values (or fails): run it eagerly
+
+
+def check(fn, *args, staged=True, rtol=1e-6):
+    """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax.numpy.
+
+    Where jax raises, ftrans must raise the same kind of exception.
+    """
+    try:
+        exp_l = _flat(oracle(fn, *args))
+    except (TypeError, ValueError, OverflowError) as e:
+        kind = next(k for k in (OverflowError, TypeError, ValueError) if isinstance(e, k))
+        with pytest.raises(kind):
+            fn(fnp, *args)
+        return None
+    got = fn(fnp, *args)
+    got_l = _flat(got)
+    assert len(got_l) == len(exp_l)
+    for g, e in zip(got_l, exp_l):
+        _assert_leaf(g, e, "eager", rtol)
+    if staged:
+        closed = ftrans.make_jaxpr(lambda *a: fn(fnp, *a))(*args)
+        typecheck(closed)
+        for aval, e in zip(closed.out_avals, exp_l):
+            e = _as_jax(e)
+            assert (aval.shape, aval.dtype, aval.weak_type) == (e.shape, e.dtype, e.aval.weak_type)
+        outs = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *[fnp.asarray(a) for a in args])
+        for g, e in zip(outs, exp_l):
+            _assert_leaf(g, e, "staged", rtol)
+    return got
+
+
+def no_big_consts(fn, *args):
+    """The staged program of ``fn`` captures no array constants (only literals)."""
+    closed = ftrans.make_jaxpr(fn)(*args)
+    typecheck(closed)
+    assert not closed.consts, f"captured constants: {[np.shape(c) for c in closed.consts]}"
+    return closed
+
+
+shapes = st.one_of(st.integers(0, 4), st.lists(st.integers(0, 4), max_size=3).map(tuple))
+dtype_args = st.sampled_from(DTYPE_ARGS)
+
+
+# ---------------------------------------------------------------- array / asarray
+def test_array_dtype_rules():
+    check(lambda m: m.array([1, 2.0]))
+    check(lambda m: m.array(1.0))
+    check(lambda m: m.array(1))
+    check(lambda m: m.array(True))
+    check(lambda m: m.array([True, 1]))
+    check(lambda m: m.array([1j, 2]))
+    check(lambda m: m.array([]))
+    check(lambda m: m.array([[]]))
+    check(lambda m: m.array(()))
+    check(lambda m: m.array([np.uint8(1), 2]))
+    check(lambda m: m.array([np.float32(2), 1]))
+    check(lambda m: m.array([1, np.float64(2)]))
+    check(lambda m: m.array([m.float16(1.0), 2]))
+    check(lambda m: m.array(np.float32(2)))
+    check(lambda m: m.asarray(np.arange(3, dtype=np.float64)))
+    check(lambda m: m.asarray(np.float64(1.0)))
+    check(lambda m: m.array(np.array([2**40])))
+    check(lambda m: m.array([[1], [2.5]], dtype=int))
+    check(lambda m: m.array((1, 2), dtype="float16"))
+    check(lambda m: m.array(3.7, dtype=m.int32))
+    check(lambda m: m.array(2, dtype=bool))
+    check(lambda m: m.array([1, 2], ndmin=3))
+    check(lambda m: m.array(1.0, ndmin=2))
+
+
+def test_array_of_arrays_and_weak_inputs():
+    w = 2.0
+    check(lambda m: m.array(m.asarray(w)))  # weak stays weak
+    check(lambda m: m.array(m.asarray(w), dtype=m.float32))  # explicit dtype is strong
+    check(lambda m: m.asarray(m.asarray(w)))
+    check(lambda m: m.array([m.asarray(w), m.asarray(w)]))
+    check(lambda m: m.array([m.ones(2), m.zeros(2)]))
+    check(lambda m: m.array([[m.ones(2)], [np.zeros(2)]]))
+    check(lambda m: m.copy(w))
+    check(lambda m, x: m.copy(x), np.arange(3, dtype=np.int8))
+    # Traced elements: the nested list is stacked, so the result stays traced.
+    check(lambda m, x, y: m.array([[x, y], [y, x]]), np.float32(1), 2.0)
+    check(lambda m, x: m.array([x, x + 1], dtype=m.int8), np.arange(3, dtype=np.float32))
+    check(lambda m, x: m.asarray(x, dtype=float), np.arange(3, dtype=np.int32))
+
+
+@settings(max_examples=8)
+@given(st.lists(st.one_of(st.integers(-100, 100), st.floats(-1e3, 1e3, width=32), st.booleans()),
+                max_size=5), dtype_args)
+def test_array_from_lists(data, dtype):
+    check(lambda m: m.array(data, dtype=dtype), staged=False)
+    check(lambda m: m.asarray([data, data], dtype=dtype), staged=False)
+
+
+def test_array_errors():
+    with pytest.raises(OverflowError):
+        fnp.array(2**40)
+    with pytest.raises(OverflowError):
+        fnp.array([2**40])
+    with pytest.raises(OverflowError):
+        fnp.array(-1, dtype=fnp.uint8)
+    with pytest.raises(TypeError, match="string"):
+        fnp.array("a")
+    with pytest.raises(TypeError, match="string"):
+        fnp.array(["a", 1])
+    with pytest.raises(ValueError, match="nested sequence"):
+        fnp.array([[1, 2], [3]])
+    with pytest.raises(NotImplementedError, match="order='F'"):
+        fnp.array([1, 2], order="F")
+    with pytest.raises(TypeError, match="dtype"):
+        fnp.array([1, 2], dtype="not-a-dtype")
+
+
+def test_array_x64_off_narrowing():
+    a = fnp.asarray(np.ones(3, np.float64))
+    assert a.dtype == np.float32 and not a.weak_type
+    b = fnp.array(np.int64(7))
+    assert b.dtype == np.int32 and int(b) == 7
+
+
+# ---------------------------------------------------------------- filled arrays
+@settings(max_examples=8)
+@given(shapes, dtype_args)
+def test_zeros_ones_empty_full(shape, dtype):
+    check(lambda m: m.zeros(shape, dtype=dtype))
+    check(lambda m: m.ones(shape, dtype))
+    check(lambda m: m.empty(shape, dtype=dtype))
+    check(lambda m: m.full(shape, 3, dtype=dtype))
+    check(lambda m: m.full(shape, 2.5))
+    check(lambda m: m.full(shape, True))
+
+
+def test_full_fill_forms():
+    check(lambda m: m.full(3, 2.0))
+    check(lambda m: m.full((2,), 2))
+    check(lambda m: m.full((2,), 3, dtype=m.int8))
+    check(lambda m: m.full((2, 3), np.array([1, 2, 3], np.int8)))
+    check(lambda m: m.full((2,), m.asarray(2.0)))
+    check(lambda m, v: m.full((2, 2), v), np.float32(4))
+    check(lambda m, v: m.full((2, 2), v), 4.0)
+    check(lambda m, v: m.full((3, 2), v, dtype=m.int32), np.arange(2, dtype=np.float32))
+    check(lambda m: m.full((), 1.5))
+
+
+@settings(max_examples=8)
+@given(shapes, dtype_args, st.sampled_from([np.float32, np.int8, np.bool_, np.uint8]))
+def test_like_functions(shape, dtype, src_dtype):
+    a = np.zeros(shape, src_dtype)
+    check(lambda m, a: m.zeros_like(a, dtype=dtype), a)
+    check(lambda m, a: m.ones_like(a, dtype), a)
+    check(lambda m, a: m.empty_like(a, dtype=dtype), a)
+    check(lambda m, a: m.full_like(a, 7, dtype=dtype), a)
+    check(lambda m, a: m.full_like(a, 2, shape=(2, 1)), a)
+    check(lambda m, a: m.zeros_like(a, shape=3), a)
+
+
+def test_like_weak_types_and_fill_forms():
+    w = 2.0
+    check(lambda m: m.full_like(m.asarray(w), 3))
+    check(lambda m: m.full_like(m.asarray(w), 3, dtype=m.float32))
+    check(lambda m: m.zeros_like(m.asarray(w)))
+    check(lambda m: m.zeros_like(3))
+    check(lambda m: m.ones_like(3.0))
+    check(lambda m: m.empty_like(m.asarray(w)))
+    check(lambda m, a: m.full_like(a, 2.7), np.ones(2, np.int32))
+    check(lambda m, a: m.full_like(a, np.array([1, 2])), np.ones(2, np.float32))
+    check(lambda m, a, v: m.full_like(a, v), np.ones((2, 2), np.float32), 5.0)
+    check(lambda m, a: m.zeros_like(a), 1.0)
+    s = jax.ShapeDtypeStruct((2, 3), jnp.int8)
+    got = fnp.zeros_like(ftrans.ShapeDtypeStruct((2, 3), np.int8))
+    assert got.shape == s.shape and got.dtype == s.dtype
+
+
+def test_filled_errors():
+    with pytest.raises(TypeError, match="negative"):
+        fnp.zeros(-1)
+    with pytest.raises(TypeError, match=r"\(2, 3.0\)"):
+        fnp.zeros((2, 3.0))
+    with pytest.raises(TypeError, match="negative"):
+        fnp.ones_like(fnp.ones(2), shape=-1)
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        fnp.full((2,), fnp.ones(3))
+    with pytest.raises(ConcretizationTypeError, match="shape"):
+        ftrans.make_jaxpr(lambda n: fnp.zeros(n))(3)
+
+
+def test_staged_filled_arrays_are_not_constants():
+    for fn in (lambda: fnp.zeros((500, 500)), lambda: fnp.ones((300, 300), int),
+               lambda: fnp.full((400, 400), 2.5), lambda: fnp.empty((10, 10, 10)),
+               lambda: fnp.zeros_like(np.empty((100, 100))), lambda: fnp.full_like(np.empty((64, 64)), 3)):
+        closed = no_big_consts(fn)
+        assert [e.primitive.name for e in closed.eqns] == ["broadcast_in_dim"]
+
+
+# ---------------------------------------------------------------- ranges
+@settings(max_examples=8)
+@given(st.integers(-5, 20), st.one_of(st.none(), st.integers(-5, 20)), st.one_of(st.none(), st.sampled_from(
+    [1, 2, 3, -1, -2, 0.5, -0.75, 1.5])), st.sampled_from([None, int, float, np.int8, np.float16, "bfloat16",
+                                                          np.uint8, np.int32]))
+def test_arange(start, stop, step, dtype):
+    if dtype in (np.uint8,) and (start < 0 or (stop is not None and stop < 0) or (step or 1) < 0):
+        return
+    if step is not None and stop is None:
+        args, kw = (start,), {"step": step}
+    else:
+        args, kw = tuple(v for v in (start, stop, step) if v is not None), {}
+    check(lambda m: m.arange(*args, dtype=dtype, **kw), rtol=1e-2 if dtype in (np.float16, "bfloat16") else 1e-6)
+
+
+def test_arange_dtypes_and_forms():
+    check(lambda m: m.arange(5))
+    check(lambda m: m.arange(0.0, 1.0, 0.1))
+    check(lambda m: m.arange(5.0))
+    check(lambda m: m.arange(2.5))
+    check(lambda m: m.arange(3, 10, 2.5))
+    check(lambda m: m.arange(10, 0, -3))
+    check(lambda m: m.arange(np.int8(3)))
+    check(lambda m: m.arange(np.int64(3)))
+    check(lambda m: m.arange(np.uint8(3), 10))
+    check(lambda m: m.arange(m.asarray(4)))
+    check(lambda m: m.arange(1.5, dtype=m.int32))
+    check(lambda m: m.arange(0, 1, 0.3, dtype=m.bfloat16), rtol=1e-2)
+    check(lambda m: m.arange(0.5, 3))
+    closed = no_big_consts(lambda: fnp.arange(100000))
+    assert [e.primitive.name for e in closed.eqns] == ["iota"]
+    no_big_consts(lambda: fnp.arange(1.0, 5000.0, 0.5))
+
+
+def test_arange_errors():
+    with pytest.raises(ConcretizationTypeError, match="'stop'"):
+        ftrans.make_jaxpr(lambda n: fnp.arange(n))(5)
+    with pytest.raises(ConcretizationTypeError, match="'start'"):
+        ftrans.make_jaxpr(lambda n: fnp.arange(n, 10))(5)
+    with pytest.raises(ConcretizationTypeError, match="'step'"):
+        ftrans.make_jaxpr(lambda n: fnp.arange(0, 10, n))(2)
+    with pytest.raises(ValueError, match="scalars"):
+        fnp.arange(fnp.ones(2))
+    with pytest.raises(ValueError, match="zero"):
+        fnp.arange(1, 5, 0)
+    with pytest.raises(TypeError, match="bool"):
+        fnp.arange(True)
+    with pytest.raises(ValueError, match="complex"):
+        fnp.arange(1j)
+
+
+@settings(max_examples=8)
+@given(st.floats(-10, 10, width=32), st.floats(-10, 10, width=32), st.integers(0, 7), st.booleans(),
+       st.booleans(), st.sampled_from([None, float, int, np.float16, np.int8]))
+def test_linspace(start, stop, num, endpoint, retstep, dtype):
+    if dtype in (int, np.int8):
+        start, stop = float(np.round(start)), float(np.round(stop))
+    check(lambda m: m.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype),
+          rtol=1e-2 if dtype is np.float16 else 1e-5)
+
+
+def test_linspace_arrays_axis_and_traced_bounds():
+    a = np.array([0.0, 1.0], np.float32)
+    b = np.array([[2.0, 3.0], [4.0, 5.0]], np.float32)
+    for axis in (0, 1, -1, 2, -3):
+        check(lambda m, a, b: m.linspace(a, b, 4, axis=axis), a, b, rtol=1e-5)
+    check(lambda m, a, b: m.linspace(a, b, 5, endpoint=False, retstep=True, axis=-1), a, b, rtol=1e-5)
+    check(lambda m, a, b: m.linspace(a, b, 1, retstep=True), a, b)
+    check(lambda m, a, b: m.linspace(a, b, 0, retstep=True, axis=1), a, b)
+    check(lambda m: m.linspace(np.int8(0), np.int8(10), 5))
+    check(lambda m: m.linspace(0, 10, 4, dtype=m.int8))
+    check(lambda m, s: m.linspace(s, 10.0, 6), 1.0, rtol=1e-5)
+    no_big_consts(lambda: fnp.linspace(0.0, 1.0, 10000))
+    with pytest.raises(ValueError, match="non-negative"):
+        fnp.linspace(0, 1, -1)
+    with pytest.raises(ConcretizationTypeError, match="num"):
+        ftrans.make_jaxpr(lambda n: fnp.linspace(0, 1, n))(3)
+
+
+def test_logspace_geomspace():
+    check(lambda m: m.logspace(0, 2, 5), rtol=1e-5)
+    check(lambda m: m.logspace(0, 2, 3, dtype=int))
+    check(lambda m: m.logspace(0, 2, 7, base=2, endpoint=False), rtol=1e-5)
+    check(lambda m, a: m.logspace(a, 3.0, 4, axis=-1), np.array([0.0, 1.0], np.float32), rtol=1e-5)
+    check(lambda m: m.geomspace(1, 1000, 4), rtol=1e-5)
+    check(lambda m: m.geomspace(-1, -1000, 4, endpoint=False), rtol=1e-5)
+    check(lambda m: m.geomspace(2, 3, 1), rtol=1e-5)
+    check(lambda m, a, b: m.geomspace(a, b, 3, axis=1), np.array([1.0, 2.0], np.float32),
+          np.array([8.0, 32.0], np.float32), rtol=1e-5)
+
+
+# ---------------------------------------------------------------- matrices
+@settings(max_examples=8)
+@given(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 5)), st.integers(-6, 6),
+       st.sampled_from([None, int, bool, np.float16, "int8"]))
+def test_eye_tri_identity(n, m_, k, dtype):
+    check(lambda m: m.eye(n, m_, k=k, dtype=dtype))
+    check(lambda m: m.eye(n, M=m_, k=k))
+    check(lambda m: m.tri(n, m_, k, dtype=dtype))
+    check(lambda m: m.identity(n, dtype=dtype))
+
+
+def test_eye_traced_k_and_staging():
+    check(lambda m, k: m.eye(4, k=k), np.int32(1))
+    check(lambda m, k: m.eye(3, 5, k=k, dtype=int), -1)
+    closed = no_big_consts(lambda: fnp.eye(2000))
+    assert {e.primitive.name for e in closed.eqns} <= {"iota", "eq", "convert_element_type"}
+    no_big_consts(lambda: fnp.tri(500, 300, 2))
+    with pytest.raises(ValueError, match="negative"):
+        fnp.eye(-1)
+    with pytest.raises(ConcretizationTypeError, match="'N'"):
+        ftrans.make_jaxpr(lambda n: fnp.eye(n))(3)
+
+
+@settings(max_examples=8)
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=4).map(tuple), st.integers(-5, 5),
+       st.sampled_from([np.float32, np.int32, np.bool_, np.uint8]))
+def test_tril_triu(shape, k, dtype):
+    x = (np.arange(int(np.prod(shape))).reshape(shape) % 7).astype(dtype)
+    check(lambda m, x: m.tril(x, k), x)
+    check(lambda m, x: m.triu(x, k=k), x)
+
+
+def test_tril_triu_weak_and_errors():
+    check(lambda m: m.tril(m.atleast_2d(2.0)))
+    check(lambda m: m.triu(m.atleast_2d(2.0), 1))
+    check(lambda m, k: m.tril(np.ones((3, 3), np.float32), k), np.int32(-1))
+    with pytest.raises(ValueError, match=r"at least 2-D.*\(3,\)"):
+        fnp.tril(fnp.ones(3))
+    with pytest.raises(ValueError, match="at least 2-D"):
+        fnp.triu(fnp.ones(3))
+
+
+@settings(max_examples=8)
+@given(st.lists(st.integers(0, 4), max_size=4), st.sampled_from(["xy", "ij"]), st.booleans())
+def test_meshgrid(sizes, indexing, sparse):
+    dts = [np.float32, np.int32, np.int8, np.bool_]
+    xs = [np.arange(n).astype(dts[i % 4]) for i, n in enumerate(sizes)]
+    check(lambda m, *xs: m.meshgrid(*xs, indexing=indexing, sparse=sparse), *xs)
+
+
+def test_meshgrid_weak_and_errors():
+    check(lambda m: m.meshgrid(m.atleast_1d(2.0), m.atleast_1d(2)))
+    assert fnp.meshgrid() == []
+    with pytest.raises(ValueError, match=r"1-D.*\(2, 2\)"):
+        fnp.meshgrid(fnp.ones((2, 2)))
+    with pytest.raises(ValueError, match="'q'"):
+        fnp.meshgrid(fnp.ones(2), indexing="q")
+
+
+@settings(max_examples=8)
+@given(st.integers(0, 5), st.integers(-6, 6), st.sampled_from([np.float32, np.int32, np.bool_]))
+def test_diag_1d(n, k, dtype):
+    v = (np.arange(n) + 1).astype(dtype)
+    check(lambda m, v: m.diag(v, k), v)
+    check(lambda m, v: m.diagflat(v, k=k), v)
+
+
+@settings(max_examples=8)
+@given(st.integers(0, 5), st.integers(0, 5), st.integers(-6, 6))
+def test_diag_2d(rows, cols, k):
+    x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    check(lambda m, x: m.diag(x, k), x)
+    check(lambda m, x: m.diagflat(x, k), x)
+
+
+def test_diag_weak_and_errors():
+    check(lambda m: m.diag(m.atleast_1d(2.0)))
+    check(lambda m: m.diag(m.atleast_2d(2.0)))
+    check(lambda m: m.diagflat(m.atleast_1d(2.0)))
+    with pytest.raises(ValueError, match=r"1-D or 2-D.*\(2, 2, 2\)"):
+        fnp.diag(fnp.ones((2, 2, 2)))
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        fnp.diag(fnp.asarray(2.0))
