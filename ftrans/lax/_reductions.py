@@ -1,3 +1,167 @@
-"""lax sort, cumulative reductions and other reduction helpers."""
+"""lax sort, cumulative reductions, reductions over axes, arg-reductions and dot_general.
 
-__all__: list[str] = []
+These are thin wrappers that bind one primitive each (``top_k`` binds a few).
+Like ``jax.lax`` they do not promote or broadcast; they do check their operands
+with the primitive's own abstract-eval rule even eagerly, so a bad call fails
+with the same message whether or not it is being traced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ftrans.core import dtypes
+from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransValueError
+from ftrans.numpy._util import as_operand, aval_of, check_arraylike, shape_of
+
+__all__ = [
+    "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or", "reduce_xor",
+    "argmax", "argmin", "dot_general", "dot",
+]
+
+
+def _bind(prim: Primitive, *args: Any, **params: Any) -> Any:
+    """Check with the abstract-eval rule (eager binds skip it), then bind."""
+    ops = [as_operand(a) for a in args]
+    abstract_eval_rules[prim](*[aval_of(o) for o in ops], **params)
+    return prim.bind(*ops, **params)
+
+
+def _dimension(name: str, dimension: Any, ndim: int) -> int:
+    d = int(dimension)
+    if not -ndim <= d < ndim:
+        raise FtransValueError(f"{name}: dimension {dimension} is out of bounds for operands of rank {ndim}")
+    return d % ndim
+
+
+# ---------------------------------------------------------------- sorting
+def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
+    """``lax.sort``: one array, or a sequence sorted together by its first ``num_keys`` arrays."""
+    seq = isinstance(operand, Sequence)
+    ops = list(operand) if seq else [operand]
+    check_arraylike("sort", *ops)
+    if not 1 <= num_keys <= len(ops):
+        raise FtransValueError(f"sort: num_keys={num_keys} must be between 1 and len(operand)={len(ops)}")
+    nd = len(shape_of(ops[0]))
+    dim = _dimension("sort", dimension, nd) if nd else 0
+    outs = _bind(So.sort_p, *ops, dimension=dim, is_stable=bool(is_stable), num_keys=int(num_keys))
+    return tuple(outs) if seq else outs[0]
+
+
+def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = True) -> tuple[Any, Any]:
+    """``lax.sort_key_val``: sort ``values`` by ``keys`` along ``dimension``."""
+    k, v = sort([keys, values], dimension=dimension, is_stable=is_stable, num_keys=1)
+    return k, v
+
+
+def top_k(operand: Any, k: int) -> tuple[Any, Any]:
+    """``lax.top_k``: the ``k`` largest entries of the last axis, largest first (NaN counts as largest).
+
+    Ties keep the lower index first, as XLA's TopK does: a stable ascending
+    sort of the reversed axis, reversed back, orders ties that way.
+    """
+    check_arraylike("top_k", operand)
+    x = as_operand(operand)
+    shape = tuple(shape_of(x))
+    if not shape:
+        raise FtransValueError("top_k: the operand must have at least one dimension")
+    k = int(k)
+    n = shape[-1]
+    if not 0 <= k <= n:
+        raise FtransValueError(
+            f"top_k: k argument must be no larger than size along the last axis; got k={k} with shape={list(shape)}"
+        )
+    ax = len(shape) - 1
+    idx = S.iota_p.bind(dtype=dtypes.int32, shape=shape, dimension=ax)
+    xr, ir = S.rev_p.bind(x, dimensions=(ax,)), S.rev_p.bind(idx, dimensions=(ax,))
+    vals, perm = So.sort_p.bind(xr, ir, dimension=ax, is_stable=True, num_keys=1)
+    vals, perm = S.rev_p.bind(vals, dimensions=(ax,)), S.rev_p.bind(perm, dimensions=(ax,))
+    starts, limits = (0,) * len(shape), shape[:-1] + (k,)
+    take = [S.slice_p.bind(a, start_indices=starts, limit_indices=limits, strides=None) for a in (vals, perm)]
+    return take[0], take[1]
+
+
+# ---------------------------------------------------------------- cumulative reductions
+def _cumulative(prim: Primitive):
+    def fn(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
+        check_arraylike(prim.name, operand)
+        return _bind(prim, operand, axis=int(axis), reverse=bool(reverse))
+
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = (f"``lax.{prim.name}``: the running {prim.name[3:]} along ``axis`` "
+                  "(a non-negative axis, as XLA requires); ``reverse`` runs from the end.")
+    return fn
+
+
+cumsum = _cumulative(So.cumsum_p)
+cumprod = _cumulative(So.cumprod_p)
+cummax = _cumulative(So.cummax_p)
+cummin = _cumulative(So.cummin_p)
+cumlogsumexp = _cumulative(So.cumlogsumexp_p)
+
+
+# ---------------------------------------------------------------- reductions over axes
+def _reducer(prim: Primitive):
+    def fn(operand: Any, axes: Sequence[int]) -> Any:
+        check_arraylike(prim.name, operand)
+        return _bind(prim, operand, axes=tuple(int(a) for a in axes))
+
+    fn.__name__ = fn.__qualname__ = prim.name
+    fn.__doc__ = f"``lax.{prim.name}`` over ``axes`` (non-negative, distinct)."
+    return fn
+
+
+reduce_sum = _reducer(R.reduce_sum_p)
+reduce_prod = _reducer(R.reduce_prod_p)
+reduce_max = _reducer(R.reduce_max_p)
+reduce_min = _reducer(R.reduce_min_p)
+reduce_and = _reducer(R.reduce_and_p)
+reduce_or = _reducer(R.reduce_or_p)
+reduce_xor = _reducer(R.reduce_xor_p)
+
+
+def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
+    """``lax.argmax``: the first index of the maximum along ``axis`` (NaN counts as the maximum)."""
+    check_arraylike("argmax", operand)
+    return _bind(R.argmax_p, operand, axes=(int(axis),), index_dtype=dtypes.to_dtype(index_dtype))
+
+
+def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
+    """``lax.argmin``: the first index of the minimum along ``axis`` (NaN counts as the minimum)."""
+    check_arraylike("argmin", operand)
+    return _bind(R.argmin_p, operand, axes=(int(axis),), index_dtype=dtypes.to_dtype(index_dtype))
+
+
+# ---------------------------------------------------------------- dot_general
+def _dnums(dimension_numbers: Any) -> tuple:
+    (lc, rc), (lb, rb) = dimension_numbers
+    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+
+
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
+                preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
+    """``lax.dot_general``: operands must share one dtype (convert first; jnp.dot promotes)."""
+    if out_sharding is not None:
+        raise NotImplementedError("dot_general: out_sharding is not supported")
+    check_arraylike("dot_general", lhs, rhs)
+    pet = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    return _bind(R.dot_general_p, lhs, rhs, dimension_numbers=_dnums(dimension_numbers),
+                 precision=precision, preferred_element_type=pet)
+
+
+def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``lax.dot``: vector/matrix products of rank-1 and rank-2 operands."""
+    check_arraylike("dot", lhs, rhs)
+    ls, rs = shape_of(lhs), shape_of(rhs)
+    if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2):
+        raise FtransValueError(
+            f"dot: operands must have rank 1 or 2, got shapes {tuple(ls)} and {tuple(rs)}; use dot_general"
+        )
+    return dot_general(lhs, rhs, (((len(ls) - 1,), (0,)), ((), ())), precision, preferred_element_type)

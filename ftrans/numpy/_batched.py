@@ -1,1 +1,102 @@
-"""Batched matrix products (matmul over broadcast batch axes)."""
+"""Batched matrix products (matmul over broadcast batch axes) and ``dot_general`` plumbing.
+
+``matmul`` broadcasts leading batch axes as NumPy does.  When only one side has
+batch axes they are folded into that side's free axes, so ``x @ w`` with ``x``
+of shape ``(b, n, k)`` and ``w`` of shape ``(k, m)`` is one ``dot_general``
+without materialising a broadcast copy of ``w``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._util import broadcast_shapes, broadcast_to_shape, dtype_weak, shape_of
+
+
+def _kind(d: np.dtype) -> str:
+    if d.kind == "c":
+        return "c"
+    if dtypes.is_float(d):
+        return "f"
+    return "i"
+
+
+def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None) -> Any:
+    """``dot_general`` on operands already promoted to one dtype.
+
+    A ``preferred_element_type`` the primitive can take (same kind, not narrower)
+    is passed on, so int8 x int8 accumulates in int32; otherwise the operands are
+    converted to it first, which is what jnp does for, e.g., a float result of an
+    integer product.
+    """
+    if preferred_element_type is None:
+        return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
+    pet = dtypes.to_dtype(preferred_element_type)
+    d = dtype_weak(x)[0]
+    if pet == d:
+        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
+    elif d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize):
+        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=pet)
+    else:
+        x = S.convert_element_type_p.bind(x, new_dtype=pet, weak_type=False)
+        y = S.convert_element_type_p.bind(y, new_dtype=pet, weak_type=False)
+        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
+    if dtype_weak(out)[1]:
+        out = S.convert_element_type_p.bind(out, new_dtype=pet, weak_type=False)
+    return out
+
+
+def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    if tuple(shape_of(x)) == tuple(shape):
+        return x
+    return S.reshape_p.bind(x, new_sizes=tuple(shape), dimensions=None)
+
+
+def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None) -> Any:
+    """``x @ y`` for operands of one dtype, with NumPy's rules for 1-D operands and batch axes."""
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    if not xs or not ys:
+        raise FtransValueError(
+            f"{name}: operands must not be 0-d (scalars); got shapes {xs} and {ys}. Use * for scaling."
+        )
+    x_vec, y_vec = len(xs) == 1, len(ys) == 1
+    if x_vec:
+        x = _reshape(x, (1, xs[0]))
+    if y_vec:
+        y = _reshape(y, (ys[0], 1))
+    xs2, ys2 = tuple(shape_of(x)), tuple(shape_of(y))
+    if xs2[-1] != ys2[-2]:
+        raise FtransTypeError(
+            f"{name}: the last axis of the first operand ({xs2[-1]}) must match the second-to-last axis "
+            f"of the second ({ys2[-2]}); got shapes {xs} and {ys}"
+        )
+    xb, yb = xs2[:-2], ys2[:-2]
+    if not yb:
+        # Fold x's batch axes into its free axes: one plain matrix product.
+        out = dot_general(x, y, (((len(xs2) - 1,), (0,)), ((), ())), preferred_element_type)
+    elif not xb:
+        # (n, k) @ (..., k, m): contract, then move n behind the batch axes.
+        out = dot_general(x, y, (((1,), (len(ys2) - 2,)), ((), ())), preferred_element_type)
+        nb = len(yb)
+        out = S.transpose_p.bind(out, permutation=(*range(1, nb + 1), 0, nb + 1))
+    else:
+        batch = broadcast_shapes(name, [xb, yb], (x, y))
+        x = broadcast_to_shape(x, batch + xs2[-2:])
+        y = broadcast_to_shape(y, batch + ys2[-2:])
+        nb = len(batch)
+        dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+        out = dot_general(x, y, dn, preferred_element_type)
+    oshape = tuple(shape_of(out))
+    if x_vec and y_vec:
+        return _reshape(out, oshape[:-2])
+    if x_vec:
+        return _reshape(out, oshape[:-2] + oshape[-1:])
+    if y_vec:
+        return _reshape(out, oshape[:-1])
+    return out

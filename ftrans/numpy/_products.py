@@ -1,47 +1,487 @@
-"""Products: dot, matmul, vdot, inner, outer, tensordot, einsum, kron, trace."""
+"""Products: dot, matmul, vdot, inner, outer, tensordot, einsum, kron, trace, diagonal.
+
+Every product lowers to ``dot_general`` plus transposes, reshapes and
+``reduce_sum``; operands are first promoted with jnp's rules (Python scalars are
+weak).  ``einsum`` chooses its pairwise contraction order with ``opt_einsum``
+(a jax dependency) and then lowers each pair itself.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
+from ftrans.core import dtypes
+from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import promote_dtypes, shape_of
+from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
+from ftrans.numpy._util import (
+    as_operand,
+    broadcast_shapes,
+    broadcast_to_shape,
+    canonicalize_axis,
+    check_arraylike,
+    concrete_or_error,
+    dtype_weak,
+    promote_dtypes,
+    shape_of,
+)
 
-__all__ = ["matmul", "dot"]
+__all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum", "kron", "trace", "diagonal"]
 
 
+def _check_precision(name: str, precision: Any) -> None:
+    """Every XLA precision gives the exact (float32-or-better) product on the host."""
+    ok = (None, "default", "high", "highest", "DEFAULT", "HIGH", "HIGHEST", "bfloat16", "tensorfloat32", "float32")
+    if isinstance(precision, (tuple, list)):
+        for p in precision:
+            _check_precision(name, p)
+        return
+    if precision in ok or type(precision).__name__ == "Precision":
+        return
+    raise NotImplementedError(f"{name}: precision={precision!r} is not supported")
+
+
+def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
+    (x, y), _, _ = promote_dtypes(name, a, b)
+    return x, y
+
+
+def _multiply(x: Any, y: Any) -> Any:
+    from ftrans.numpy._elementwise import multiply
+
+    return multiply(x, y)
+
+
+# ---------------------------------------------------------------- matmul, dot, vdot, inner, outer
 def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.matmul`` / ``@``: batched matrix product with NumPy's broadcasting of batch axes."""
-    (x, y), _, _ = promote_dtypes("matmul", a, b)
-    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
-    if not xs or not ys:
-        raise FtransValueError(f"matmul: operands must not be 0-d; got shapes {xs} and {ys}")
-    if len(xs) <= 2 and len(ys) <= 2:
-        lc = len(xs) - 1
-        rc = 0 if len(ys) == 1 else len(ys) - 2
-        if xs[lc] != ys[rc]:
-            raise FtransTypeError(
-                f"matmul: contracting dimensions differ: shapes {xs} and {ys} ({xs[lc]} != {ys[rc]})"
-            )
-        return R.dot_general_p.bind(x, y, dimension_numbers=(((lc,), (rc,)), ((), ())),
-                                    precision=None, preferred_element_type=None)
-    from ftrans.numpy._batched import batched_matmul
-
-    return batched_matmul(x, y)
+    _check_precision("matmul", precision)
+    x, y = _promote("matmul", a, b)
+    return batched_matmul("matmul", x, y, preferred_element_type)
 
 
 def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    (x, y), _, _ = promote_dtypes("dot", a, b)
+    """``jnp.dot``: sums over the last axis of ``a`` and the second-to-last of ``b``."""
+    _check_precision("dot", precision)
+    x, y = _promote("dot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
-        from ftrans.numpy._elementwise import multiply
-
-        return multiply(x, y)
+        out = _multiply(x, y)
+        if preferred_element_type is not None:
+            out = S.convert_element_type_p.bind(out, new_dtype=dtypes.to_dtype(preferred_element_type), weak_type=False)
+        return out
     lc = len(xs) - 1
     rc = 0 if len(ys) == 1 else len(ys) - 2
     if xs[lc] != ys[rc]:
-        raise FtransTypeError(f"dot: shapes {xs} and {ys} are not aligned ({xs[lc]} != {ys[rc]})")
-    out = R.dot_general_p.bind(x, y, dimension_numbers=(((lc,), (rc,)), ((), ())),
-                               precision=None, preferred_element_type=None)
-    return out
+        raise FtransTypeError(
+            f"dot: shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
+            f"!= axis {rc} of the second ({ys[rc]})"
+        )
+    return dot_general(x, y, (((lc,), (rc,)), ((), ())), preferred_element_type)
+
+
+def _ravel(x: Any) -> Any:
+    return _reshape(x, (math.prod(shape_of(x)),))
+
+
+def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``jnp.vdot``: the dot product of the flattened operands, conjugating the first."""
+    _check_precision("vdot", precision)
+    x, y = _promote("vdot", a, b)
+    if dtype_weak(x)[0].kind == "c":
+        x = E.conj_p.bind(x)
+    xr, yr = _ravel(x), _ravel(y)
+    if shape_of(xr) != shape_of(yr):
+        raise FtransTypeError(
+            f"vdot: the operands must have the same number of elements; got shapes {shape_of(x)} and {shape_of(y)}"
+        )
+    return dot_general(xr, yr, (((0,), (0,)), ((), ())), preferred_element_type)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``jnp.vecdot``: conjugated dot product along ``axis`` with broadcasting of the rest."""
+    _check_precision("vecdot", precision)
+    x, y = _promote("vecdot", x1, x2)
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    ax_x = canonicalize_axis("vecdot", axis, len(xs))
+    ax_y = canonicalize_axis("vecdot", axis, len(ys))
+    if xs[ax_x] != ys[ax_y]:
+        raise FtransTypeError(f"vecdot: axis {axis} has size {xs[ax_x]} in {xs} but {ys[ax_y]} in {ys}")
+    if dtype_weak(x)[0].kind == "c":
+        x = E.conj_p.bind(x)
+    x = _moveaxis(x, ax_x, len(xs) - 1)
+    y = _moveaxis(y, ax_y, len(ys) - 1)
+    batch = broadcast_shapes("vecdot", [tuple(shape_of(x))[:-1], tuple(shape_of(y))[:-1]], (x, y))
+    x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
+    y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
+    nb = len(shape_of(x)) - 1
+    return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), preferred_element_type)
+
+
+def _moveaxis(x: Any, src: int, dst: int) -> Any:
+    if src == dst:
+        return x
+    perm = [i for i in range(len(shape_of(x))) if i != src]
+    perm.insert(dst, src)
+    return S.transpose_p.bind(x, permutation=tuple(perm))
+
+
+def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``jnp.inner``: sums over the last axes of both operands."""
+    _check_precision("inner", precision)
+    x, y = _promote("inner", a, b)
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    if not xs or not ys:
+        return _multiply(x, y)
+    if xs[-1] != ys[-1]:
+        raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
+    return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), preferred_element_type)
+
+
+def outer(a: Any, b: Any, out: None = None) -> Any:
+    """``jnp.outer``: ``ravel(a)[:, None] * ravel(b)[None, :]``."""
+    if out is not None:
+        raise NotImplementedError("outer: the out argument is not supported")
+    x, y = _promote("outer", a, b)
+    x, y = _ravel(x), _ravel(y)
+    return _multiply(_reshape(x, (shape_of(x)[0], 1)), _reshape(y, (1, shape_of(y)[0])))
+
+
+# ---------------------------------------------------------------- tensordot, kron
+def _axes_list(name: str, axes: Any, ndim: int) -> tuple[int, ...]:
+    if isinstance(axes, (int,)) or not isinstance(axes, Sequence):
+        axes = (axes,)
+    return tuple(canonicalize_axis(name, int(concrete_or_error(ax, f"{name}: axes")), ndim) for ax in axes)
+
+
+def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists."""
+    _check_precision("tensordot", precision)
+    x, y = _promote("tensordot", a, b)
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    if isinstance(axes, int) and not isinstance(axes, bool):
+        if not 0 <= axes <= min(len(xs), len(ys)):
+            raise FtransTypeError(
+                f"tensordot: axes={axes} must be between 0 and the smaller rank of shapes {xs} and {ys}"
+            )
+        lc = tuple(range(len(xs) - axes, len(xs)))
+        rc = tuple(range(axes))
+    elif isinstance(axes, Sequence) and len(axes) == 2:
+        lc = _axes_list("tensordot", axes[0], len(xs))
+        rc = _axes_list("tensordot", axes[1], len(ys))
+        if len(lc) != len(rc):
+            raise FtransTypeError(
+                f"tensordot: the two axis lists must have equal lengths; got {axes[0]} and {axes[1]}"
+            )
+    else:
+        raise FtransTypeError(
+            f"tensordot: axes must be an int or a pair of axis sequences, got {axes!r}"
+        )
+    for i, j in zip(lc, rc):
+        if xs[i] != ys[j]:
+            raise FtransTypeError(
+                f"tensordot: shape mismatch between axis {i} of {xs} ({xs[i]}) and axis {j} of {ys} ({ys[j]})"
+            )
+    return dot_general(x, y, ((lc, rc), ((), ())), preferred_element_type)
+
+
+def kron(a: Any, b: Any) -> Any:
+    """``jnp.kron``: the Kronecker product, by interleaving axes and broadcasting a multiply."""
+    x, y = _promote("kron", a, b)
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
+    nd = max(len(xs), len(ys))
+    xs, ys = (1,) * (nd - len(xs)) + xs, (1,) * (nd - len(ys)) + ys
+    xr = _reshape(x, tuple(d for s in xs for d in (s, 1)))
+    yr = _reshape(y, tuple(d for s in ys for d in (1, s)))
+    return _reshape(_multiply(xr, yr), tuple(p * q for p, q in zip(xs, ys)))
+
+
+# ---------------------------------------------------------------- diagonal, trace
+def _diagonal_last2(x: Any, offset: int) -> Any:
+    """The diagonal of the last two axes, appended as the last axis.
+
+    Built from slices and reshapes only: the square ``L x L`` corner that holds
+    the diagonal, flattened, has its diagonal at stride ``L + 1``.
+    """
+    shape = tuple(shape_of(x))
+    lead, n, m = shape[:-2], shape[-2], shape[-1]
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    L = max(0, min(n - r0, m - c0))
+    nd = len(shape)
+    starts = (0,) * (nd - 2) + (min(r0, n), min(c0, m))
+    limits = lead + (min(r0, n) + L, min(c0, m) + L)
+    sq = S.slice_p.bind(x, start_indices=starts, limit_indices=limits, strides=None)
+    flat = _reshape(sq, lead + (L * L,))
+    return S.slice_p.bind(flat, start_indices=(0,) * (nd - 1), limit_indices=lead + (L * L,),
+                          strides=(1,) * (nd - 2) + (L + 1,))
+
+
+def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """``jnp.diagonal``: the diagonal of axes ``axis1``/``axis2``, as the last axis of the result."""
+    check_arraylike("diagonal", a)
+    x = as_operand(a)
+    nd = len(shape_of(x))
+    if nd < 2:
+        raise FtransValueError(f"diagonal requires an array of at least two dimensions, got shape {shape_of(x)}")
+    a1 = canonicalize_axis("diagonal", axis1, nd)
+    a2 = canonicalize_axis("diagonal", axis2, nd)
+    if a1 == a2:
+        raise FtransValueError(f"diagonal: axis1 and axis2 cannot be the same (both {a1})")
+    offset = int(concrete_or_error(offset, "diagonal: offset"))
+    perm = tuple(i for i in range(nd) if i not in (a1, a2)) + (a1, a2)
+    if perm != tuple(range(nd)):
+        x = S.transpose_p.bind(x, permutation=perm)
+    out = _diagonal_last2(x, offset)
+    d, w = dtype_weak(out)
+    return S.convert_element_type_p.bind(out, new_dtype=d, weak_type=False) if w else out
+
+
+def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
+    """``jnp.trace``: the sum of ``diagonal``; small integers sum in the default int type."""
+    from ftrans.numpy._reductions import sum as _sum
+
+    if out is not None:
+        raise NotImplementedError("trace: the out argument is not supported")
+    return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+# ---------------------------------------------------------------- einsum
+_ELL = "..."
+
+
+def _ellipsis_labels(k: int) -> list[str]:
+    # Private-use code points stand for the axes an ellipsis covers.
+    return [chr(0xE000 + i) for i in range(k)]
+
+
+def _parse_term(term: str, ndim: int | None, n_ell: int, where: str) -> list[str]:
+    if term.count(_ELL) > 1 or ("." in term.replace(_ELL, "")):
+        raise FtransValueError(f"einsum: invalid subscript {term!r} in {where} (at most one '...')")
+    for ch in term.replace(_ELL, ""):
+        if not ch.isalpha():
+            raise FtransValueError(f"einsum: invalid subscript character {ch!r} in {where}; use letters")
+    if _ELL not in term:
+        if ndim is not None and len(term) != ndim:
+            raise FtransValueError(
+                f"einsum: subscript {term!r} has {len(term)} labels but the {where} has rank {ndim}"
+            )
+        return list(term)
+    head, tail = term.split(_ELL)
+    k = n_ell if ndim is None else ndim - len(head) - len(tail)
+    if k < 0:
+        raise FtransValueError(f"einsum: subscript {term!r} has more labels than the rank {ndim} of the {where}")
+    return list(head) + _ellipsis_labels(n_ell)[n_ell - k:] + list(tail)
+
+
+def _parse(subscripts: str, shapes: list[tuple[int, ...]]) -> tuple[list[list[str]], list[str]]:
+    subscripts = subscripts.replace(" ", "")
+    lhs, arrow, rhs = subscripts.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise FtransValueError(
+            f"einsum: {len(terms)} input subscripts in {subscripts!r} but {len(shapes)} operands"
+        )
+    n_ell = 0
+    for t, s in zip(terms, shapes):
+        if _ELL in t:
+            n_ell = max(n_ell, len(s) - len(t.replace(_ELL, "")))
+    ins = [_parse_term(t, len(s), n_ell, f"operand {i}") for i, (t, s) in enumerate(zip(terms, shapes))]
+    if arrow:
+        out = _parse_term(rhs, None, n_ell, "output")
+        if len(set(out)) != len(out):
+            raise FtransValueError(f"einsum: output subscript {rhs!r} repeats a label")
+        known = {c for t in ins for c in t}
+        for c in out:
+            if c not in known:
+                raise FtransValueError(f"einsum: output label {c!r} does not appear in any input subscript")
+    else:
+        counts: dict[str, int] = {}
+        for t in ins:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        ell = _ellipsis_labels(n_ell)
+        out = ell + sorted(c for c, k in counts.items() if k == 1 and c not in ell)
+    return ins, out
+
+
+def _sum_axes(x: Any, axes: tuple[int, ...]) -> Any:
+    if not axes:
+        return x
+    prim = R.reduce_or_p if dtype_weak(x)[0] == dtypes.bool_ else R.reduce_sum_p
+    return prim.bind(x, axes=tuple(sorted(axes)))
+
+
+def _diag_repeated(x: Any, labels: list[str]) -> tuple[Any, list[str]]:
+    """Replace each label repeated within one operand by the diagonal over its axes."""
+    while True:
+        dup = next((c for c in labels if labels.count(c) > 1), None)
+        if dup is None:
+            return x, labels
+        i = labels.index(dup)
+        j = labels.index(dup, i + 1)
+        nd = len(labels)
+        perm = tuple(k for k in range(nd) if k not in (i, j)) + (i, j)
+        x = S.transpose_p.bind(x, permutation=perm)
+        x = _diagonal_last2(x, 0)
+        labels = [labels[k] for k in perm[:-2]] + [dup]
+
+
+class _Operand:
+    __slots__ = ("x", "labels")
+
+    def __init__(self, x: Any, labels: list[str]):
+        self.x = x
+        self.labels = labels
+
+
+def _sum_unneeded(op: _Operand, needed: set[str]) -> _Operand:
+    drop = tuple(i for i, c in enumerate(op.labels) if c not in needed)
+    if not drop:
+        return op
+    return _Operand(_sum_axes(op.x, drop), [c for i, c in enumerate(op.labels) if i not in drop])
+
+
+def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any) -> _Operand:
+    """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes."""
+    a = _sum_unneeded(a, needed | set(b.labels))
+    b = _sum_unneeded(b, needed | set(a.labels))
+    shared = [c for c in a.labels if c in b.labels]
+    batch = [c for c in shared if c in needed]
+    contract = [c for c in shared if c not in needed]
+    dn = ((tuple(a.labels.index(c) for c in contract), tuple(b.labels.index(c) for c in contract)),
+          (tuple(a.labels.index(c) for c in batch), tuple(b.labels.index(c) for c in batch)))
+    out = dot_general(a.x, b.x, dn, pet)
+    labels = batch + [c for c in a.labels if c not in shared] + [c for c in b.labels if c not in shared]
+    return _Operand(out, labels)
+
+
+def _path(optimize: Any, inputs: list[list[str]], output: list[str], sizes: dict[str, int]) -> list[tuple[int, ...]]:
+    n = len(inputs)
+    if n < 2:
+        return []
+    if optimize is False or optimize is None:
+        return [(0, 1)] * (n - 1)
+    if isinstance(optimize, (list, tuple)):
+        steps = [tuple(p) for p in optimize if not isinstance(p, str)]
+        return steps
+    kind = "auto" if optimize is True else optimize
+    if not isinstance(kind, str):
+        raise NotImplementedError(f"einsum: optimize={optimize!r} is not supported")
+    from opt_einsum import paths
+
+    try:
+        fn = paths.get_path_fn(kind)
+    except KeyError:
+        raise FtransValueError(f"einsum: unknown optimize strategy {optimize!r}") from None
+    return [tuple(p) for p in fn([frozenset(t) for t in inputs], frozenset(output), sizes, None)]
+
+
+def _interleaved_to_subscripts(args: tuple) -> tuple[str, list[Any]]:
+    """``einsum(x, [0, 1], y, [1, 2], [0, 2])`` -> ``("ab,bc->ac", [x, y])``."""
+    n = len(args) // 2
+    ops, subs = list(args[0:2 * n:2]), list(args[1:2 * n:2])
+
+    def term(sub: Any) -> str:
+        return "".join(_ELL if s is Ellipsis else _letter(s) for s in sub)
+
+    eq = ",".join(term(s) for s in subs)
+    if len(args) % 2 == 1:
+        eq += "->" + term(args[-1])
+    return eq, ops
+
+
+def _letter(i: Any) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if not isinstance(i, int) or not 0 <= i < len(letters):
+        raise FtransValueError(f"einsum: sublist labels must be ints in [0, 52), got {i!r}")
+    return letters[i]
+
+
+def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any = "auto",
+           precision: Any = None, preferred_element_type: Any = None, _dot_general: Any = None) -> Any:
+    """``jnp.einsum``: subscripts string (with ``...`` and implicit output) or interleaved sublists."""
+    if out is not None:
+        raise NotImplementedError("einsum: the out argument is not supported")
+    if _dot_general is not None:
+        raise NotImplementedError("einsum: _dot_general is not supported")
+    _check_precision("einsum", precision)
+    if not isinstance(subscripts, str):
+        subscripts, ops = _interleaved_to_subscripts((subscripts, *operands))
+    else:
+        ops = list(operands)
+    if not ops:
+        raise FtransValueError("einsum: needs at least one operand")
+    check_arraylike("einsum", *ops)
+    ops, _, _ = promote_dtypes("einsum", *ops)
+    shapes = [tuple(shape_of(o)) for o in ops]
+    ins, output = _parse(subscripts, shapes)
+    sizes = _label_sizes(ins, shapes)
+    work = []
+    for x, labels in zip(ops, ins):
+        x, labels = _diag_repeated(x, list(labels))
+        x, labels = _drop_broadcast_axes(x, labels, sizes)
+        work.append(_Operand(x, labels))
+    for i, op in enumerate(work):
+        others = {c for j, o in enumerate(work) if j != i for c in o.labels}
+        work[i] = _sum_unneeded(op, set(output) | others)
+    pet = preferred_element_type
+    for step in _path(optimize, [o.labels for o in work], output, sizes):
+        picked = [work[i] for i in step]
+        for i in sorted(step, reverse=True):
+            del work[i]
+        rest = {c for o in work for c in o.labels}
+        acc = picked[0]
+        for k, nxt in enumerate(picked[1:]):
+            later = {c for o in picked[k + 2:] for c in o.labels}
+            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet)
+        if len(picked) == 1:
+            acc = _sum_unneeded(acc, set(output) | rest)
+        work.append(acc)
+    while len(work) > 1:
+        b = work.pop()
+        a = work.pop()
+        rest = {c for o in work for c in o.labels}
+        work.append(_contract_pair(a, b, set(output) | rest, pet))
+    res = _sum_unneeded(work[0], set(output))
+    return _finish(res, output, pet)
+
+
+def _label_sizes(ins: list[list[str]], shapes: list[tuple[int, ...]]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for i, (labels, shape) in enumerate(zip(ins, shapes)):
+        for c, d in zip(labels, shape):
+            prev = sizes.get(c)
+            if prev is None or prev == 1:
+                sizes[c] = d
+            elif d != prev and d != 1:
+                what = "an ellipsis axis" if ord(c) >= 0xE000 else f"label {c!r}"
+                raise FtransValueError(
+                    f"einsum: size of {what} in operand {i} ({d}) does not match previous terms ({prev}); "
+                    f"operand shapes {shapes}"
+                )
+    return sizes
+
+
+def _drop_broadcast_axes(x: Any, labels: list[str], sizes: dict[str, int]) -> tuple[Any, list[str]]:
+    """Size-1 axes that broadcast against a longer axis elsewhere are removed (the value is constant)."""
+    shape = tuple(shape_of(x))
+    keep = [i for i, (c, d) in enumerate(zip(labels, shape)) if not (d == 1 and sizes[c] != 1)]
+    if len(keep) == len(labels):
+        return x, labels
+    return _reshape(x, tuple(shape[i] for i in keep)), [labels[i] for i in keep]
+
+
+def _finish(res: _Operand, output: list[str], pet: Any) -> Any:
+    x, labels = res.x, res.labels
+    perm = tuple(labels.index(c) for c in output)
+    if perm != tuple(range(len(perm))):
+        x = S.transpose_p.bind(x, permutation=perm)
+    if pet is not None:
+        d = dtypes.to_dtype(pet)
+        if dtype_weak(x) != (d, False):
+            x = S.convert_element_type_p.bind(x, new_dtype=d, weak_type=False)
+    return x

@@ -1,35 +1,688 @@
-"""Reductions: sum, prod, mean, var, max, argmax, any, all, cumulative sums, ..."""
+"""Reductions: sum, prod, mean, var, max, argmax, any, all, cumulative sums, ...
+
+Every function follows ``jax.numpy``'s dtype rules: small integers and bools
+sum in the default integer type, means and variances of integers are floats,
+half-precision floats are accumulated in float32 and rounded once, and every
+result is strongly typed (a reduction of a Python scalar is a normal array).
+"""
 
 from __future__ import annotations
 
+import builtins
+import math
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.primitive import Primitive
+from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
-from ftrans.numpy._util import as_operand, canonicalize_axes, check_arraylike, check_dtype_arg, convert
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._util import (
+    as_operand,
+    broadcast_to_shape,
+    canonicalize_axes,
+    canonicalize_axis,
+    check_arraylike,
+    check_dtype_arg,
+    concrete_or_error,
+    dtype_weak,
+    shape_of,
+)
 
-__all__ = ["sum"]
+__all__ = [
+    "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std", "ptp",
+    "argmax", "argmin", "count_nonzero", "cumsum", "cumprod", "nancumsum", "nancumprod",
+    "cumulative_sum", "cumulative_prod", "median", "average", "nansum", "nanprod", "nanmax",
+    "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
+]
+
+_sum_builtin = builtins.sum
 
 
-def _sum_dtype(d):
-    # NumPy/JAX sum bools and small ints in the default int type.
-    if d == dtypes.bool_ or (d.kind == "i" and d.itemsize < dtypes.default_int().itemsize):
+# ---------------------------------------------------------------- helpers
+def const(value: Any, dtype: np.dtype) -> Array:
+    """A strongly typed rank-0 constant of ``dtype``, saturating infinities for integers."""
+    if dtype == np.bool_:
+        return Array._new(np.asarray(bool(value > 0) if not isinstance(value, bool) else value), False)
+    if dtypes.is_int(dtype) and isinstance(value, float) and not np.isfinite(value):
+        info = np.iinfo(dtype)
+        value = info.max if value > 0 else info.min
+    with np.errstate(all="ignore"):
+        return Array._new(np.asarray(value).astype(dtype), False)
+
+
+def to_dtype(x: Any, dtype: np.dtype) -> Any:
+    """``x`` as a strongly typed array of ``dtype`` (a no-op when it already is one)."""
+    d, w = dtype_weak(x)
+    if d == dtype and not w:
+        return x
+    return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=False)
+
+
+def _operand(name: str, a: Any) -> Any:
+    check_arraylike(name, a)
+    return as_operand(a)
+
+
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise NotImplementedError(f"{name}: the out argument is not supported (ftrans arrays are immutable)")
+
+
+def _axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
+    axis = concrete_or_error(axis, f"{name}: the axis argument") if axis is not None else None
+    if isinstance(axis, np.ndarray):
+        axis = axis.tolist()
+    return canonicalize_axes(name, axis, ndim)
+
+
+def _keepdims(x: Any, axes: tuple[int, ...], in_shape: tuple[int, ...]) -> Any:
+    if not axes:
+        return x
+    new = tuple(1 if i in axes else d for i, d in enumerate(in_shape))
+    return S.reshape_p.bind(x, new_sizes=new, dimensions=None)
+
+
+def _check_where(name: str, where: Any, shape: tuple[int, ...]) -> Any:
+    if where is None:
+        return None
+    check_arraylike(name, where)
+    w = as_operand(where)
+    if dtype_weak(w)[0] != dtypes.bool_:
+        raise FtransValueError(f"{name}: where must be None or a boolean array; got dtype={dtype_weak(w)[0]}")
+    return to_dtype(broadcast_to_shape(w, shape), dtypes.bool_)
+
+
+def _fill(x: Any, value: Any) -> Any:
+    """A constant of ``x``'s dtype broadcast to its shape."""
+    return broadcast_to_shape(const(value, dtype_weak(x)[0]), shape_of(x))
+
+
+def _select(mask: Any, on_true: Any, on_false: Any) -> Any:
+    return S.select_n_p.bind(mask, on_false, on_true)
+
+
+def _promote_integer_dtype(d: np.dtype) -> np.dtype:
+    if d == dtypes.bool_:
         return dtypes.default_int()
     if d.kind == "u" and d.itemsize < dtypes.default_uint().itemsize:
         return dtypes.default_uint()
+    if d.kind == "i" and d.itemsize < dtypes.default_int().itemsize:
+        return dtypes.default_int()
     return d
 
 
+def _upcast_f16(d: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if d in (dtypes.float16, dtypes.bfloat16) else d
+
+
+def _to_inexact(d: np.dtype) -> np.dtype:
+    return d if dtypes.is_inexact(d) else dtypes.default_float()
+
+
+def _user_dtype(dtype: Any) -> np.dtype | None:
+    return check_dtype_arg(dtype)
+
+
+def _is_nan(x: Any) -> Any:
+    d = dtype_weak(x)[0]
+    if not dtypes.is_inexact(d):
+        return broadcast_to_shape(const(False, dtypes.bool_), tuple(shape_of(x)))
+    return E.ne_p.bind(x, x)
+
+
+# ---------------------------------------------------------------- the generic reduction
+def _reduction(
+    name: str, a: Any, prim: Primitive, init: Any, *, bool_prim: Primitive | None = None,
+    has_identity: bool = True, preproc: Callable[[Any], Any] | None = None,
+    upcast_f16: bool = False, axis: Any = None, dtype: Any = None, keepdims: bool = False,
+    initial: Any = None, where: Any = None, promote_integers: bool = False,
+    combine: Primitive | None = None,
+) -> Any:
+    """What ``jnp.sum`` / ``prod`` / ``max`` / ``all`` share (JAX's ``_reduction``)."""
+    x = _operand(name, a)
+    if preproc is not None:
+        x = preproc(x)
+    shape = tuple(shape_of(x))
+    axes = _axes(name, axis, len(shape))
+    wmask = _check_where(name, where, shape)
+    if initial is None and not has_identity:
+        if wmask is not None:
+            raise FtransValueError(
+                f"reduction operation {name} does not have an identity, so to use a where mask one "
+                "has to specify 'initial'"
+            )
+        if builtins.any(shape[d] == 0 for d in axes):
+            raise FtransValueError(
+                f"zero-size array to reduction operation {name} which has no identity "
+                f"(shape {shape}, axis {axis}); pass initial= to reduce empty axes"
+            )
+    in_dtype = dtype_weak(x)[0]
+    result_dtype = _user_dtype(dtype) or (_promote_integer_dtype(in_dtype) if promote_integers else in_dtype)
+    compute = _upcast_f16(result_dtype) if upcast_f16 and dtypes.is_inexact(result_dtype) else result_dtype
+    if compute == dtypes.bool_ and in_dtype != dtypes.bool_:
+        x = E.ne_p.bind(x, const(0, in_dtype))
+    x = to_dtype(x, compute)
+    op = bool_prim if (compute == dtypes.bool_ and bool_prim is not None) else prim
+    if wmask is not None:
+        x = _select(wmask, x, _fill(x, init))
+    out = op.bind(x, axes=axes) if axes else x
+    if initial is not None:
+        check_arraylike(name, initial)
+        if shape_of(initial) != ():
+            raise FtransValueError(f"{name}: initial value must be a scalar, got an array of shape {shape_of(initial)}")
+        init_arr = to_dtype(as_operand(initial), compute)
+        comb = combine if compute != dtypes.bool_ else {"reduce_sum": E.or_p, "reduce_prod": E.and_p}.get(
+            prim.name, combine)
+        out = comb.bind(init_arr, out)
+    if keepdims:
+        out = _keepdims(out, axes, shape)
+    return to_dtype(out, result_dtype)
+
+
+def _cast_to_numeric(x: Any) -> Any:
+    return to_dtype(x, dtypes.default_int()) if dtype_weak(x)[0] == dtypes.bool_ else x
+
+
+def _cast_to_bool(x: Any) -> Any:
+    d = dtype_weak(x)[0]
+    if d == dtypes.bool_:
+        return to_dtype(x, d)
+    if d.kind == "c":
+        x = E.real_p.bind(x)
+        d = dtype_weak(x)[0]
+    return E.ne_p.bind(x, const(0, d))
+
+
+# ---------------------------------------------------------------- sum, prod, max, min, all, any
 def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
-    check_arraylike("sum", a)
-    x = as_operand(a)
-    d = check_dtype_arg(dtype) or (_sum_dtype(x.dtype) if promote_integers else x.dtype)
-    x = convert(x, d, x.weak_type)
-    axes = canonicalize_axes("sum", axis, x.ndim)
-    out_ = R.reduce_sum_p.bind(x, axes=axes)
-    if keepdims:
-        from ftrans.numpy._shape import expand_dims
+    """``jnp.sum``: small ints and bools sum in the default int type; f16/bf16 accumulate in f32."""
+    _no_out("sum", out)
+    return _reduction("sum", a, R.reduce_sum_p, 0, bool_prim=R.reduce_or_p, preproc=_cast_to_numeric,
+                      upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
+                      initial=initial, where=where, promote_integers=promote_integers, combine=E.add_p)
 
-        out_ = expand_dims(out_, axes) if axes else out_
-    return out_
+
+def prod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+    """``jnp.prod``, with the same dtype rules as ``sum``."""
+    _no_out("prod", out)
+    return _reduction("prod", a, R.reduce_prod_p, 1, bool_prim=R.reduce_and_p, preproc=_cast_to_numeric,
+                      upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
+                      initial=initial, where=where, promote_integers=promote_integers, combine=E.mul_p)
+
+
+def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        initial: Any = None, where: Any = None) -> Any:
+    """``jnp.max``: NaN propagates; an empty reduction needs ``initial``."""
+    _no_out("max", out)
+    return _reduction("max", a, R.reduce_max_p, -np.inf, has_identity=False, axis=axis,
+                      keepdims=keepdims, initial=initial, where=where, combine=E.max_p)
+
+
+def min(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        initial: Any = None, where: Any = None) -> Any:
+    """``jnp.min``: NaN propagates; an empty reduction needs ``initial``."""
+    _no_out("min", out)
+    return _reduction("min", a, R.reduce_min_p, np.inf, has_identity=False, axis=axis,
+                      keepdims=keepdims, initial=initial, where=where, combine=E.min_p)
+
+
+def amax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None) -> Any:
+    return max(a, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+
+
+def amin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None) -> Any:
+    return min(a, axis=axis, out=out, keepdims=keepdims, initial=initial, where=where)
+
+
+def all(a: Any, axis: Any = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _no_out("all", out)
+    return _reduction("all", a, R.reduce_and_p, True, preproc=_cast_to_bool, axis=axis,
+                      keepdims=keepdims, where=where, combine=E.and_p)
+
+
+def any(a: Any, axis: Any = None, out: None = None, keepdims: bool = False, *, where: Any = None) -> Any:  # noqa: A001
+    _no_out("any", out)
+    return _reduction("any", a, R.reduce_or_p, False, preproc=_cast_to_bool, axis=axis,
+                      keepdims=keepdims, where=where, combine=E.or_p)
+
+
+# ---------------------------------------------------------------- mean, var, std, ptp, count_nonzero
+def _count(name: str, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool, wmask: Any,
+           dtype: np.dtype) -> Any:
+    """How many elements each output averages over (a constant unless ``where`` is given)."""
+    if wmask is None:
+        return const(math.prod(shape[d] for d in axes), dtype)
+    return sum(wmask, axis=axes, dtype=dtype, keepdims=keepdims)
+
+
+def _div(x: Any, y: Any) -> Any:
+    """Strict division of same-dtype arrays, broadcasting a rank-0 or keepdims divisor."""
+    xs, ys = shape_of(x), shape_of(y)
+    if ys not in ((), xs):
+        y = broadcast_to_shape(y, xs)
+    return E.div_p.bind(x, y)
+
+
+def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False, *,
+         where: Any = None) -> Any:
+    """``jnp.mean``: integers and bools average to the default float type."""
+    _no_out("mean", out)
+    x = _operand("mean", a)
+    d = dtype_weak(x)[0]
+    shape = tuple(shape_of(x))
+    axes = _axes("mean", axis, len(shape))
+    result_dtype = _user_dtype(dtype) or _to_inexact(d)
+    compute = _upcast_f16(result_dtype) if dtype is None and dtypes.is_inexact(result_dtype) else result_dtype
+    wmask = _check_where("mean", where, shape)
+    total = sum(x, axis=axes, dtype=compute, keepdims=keepdims, where=wmask)
+    count = _count("mean", shape, axes, keepdims, wmask, compute)
+    return to_dtype(_div(total, count), result_dtype)
+
+
+_mean = mean
+
+
+def _var_promote_types(a_dtype: np.dtype, dtype: np.dtype | None) -> tuple[np.dtype, np.dtype]:
+    if dtype is not None:
+        if dtype.kind != "c" and a_dtype.kind == "c":
+            raise FtransValueError(
+                "var: a real dtype argument for the variance of a complex array is not supported; "
+                "pass a complex dtype or none"
+            )
+        compute = dtype
+    elif not dtypes.is_inexact(a_dtype):
+        dtype = compute = dtypes.default_float()
+    else:
+        dtype = {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}.get(a_dtype, a_dtype)
+        compute = a_dtype
+    return _upcast_f16(compute), dtype
+
+
+def _correction(name: str, ddof: Any, correction: Any) -> Any:
+    if correction is None:
+        return ddof
+    if not isinstance(ddof, int) or ddof != 0:
+        raise FtransValueError(f"{name}: ddof and correction can't be provided simultaneously")
+    return correction
+
+
+def _sq_abs(c: Any) -> Any:
+    if dtype_weak(c)[0].kind == "c":
+        return E.real_p.bind(E.mul_p.bind(c, E.conj_p.bind(c)))
+    return E.mul_p.bind(c, c)
+
+
+def _sub_bcast(x: Any, m: Any) -> Any:
+    if shape_of(m) != shape_of(x):
+        m = broadcast_to_shape(m, tuple(shape_of(x)))
+    return E.sub_p.bind(x, m)
+
+
+def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
+        keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
+    """``jnp.var``: ``sum(|x - mean|**2) / (N - ddof)``; NaN where ``N - ddof <= 0``."""
+    _no_out("var", out)
+    corr = _correction("var", ddof, correction)
+    x = _operand("var", a)
+    user = _user_dtype(dtype)
+    compute, result_dtype = _var_promote_types(dtype_weak(x)[0], user)
+    shape = tuple(shape_of(x))
+    axes = _axes("var", axis, len(shape))
+    wmask = _check_where("var", where, shape)
+    x = to_dtype(x, compute)
+    if mean is None:
+        m = _mean(x, axes, dtype=compute, keepdims=True, where=wmask)
+    else:
+        m = to_dtype(as_operand(mean), compute)
+    sq = _sq_abs(_sub_bcast(x, m))
+    real_compute = dtype_weak(sq)[0]
+    count = _count("var", shape, axes, keepdims, wmask, real_compute)
+    normalizer = E.sub_p.bind(count, const(corr, real_compute))
+    total = sum(sq, axis=axes, dtype=real_compute, keepdims=keepdims, where=wmask)
+    result = to_dtype(_div(total, normalizer), result_dtype)
+    positive = E.gt_p.bind(normalizer, const(0, real_compute))
+    return _select(broadcast_to_shape(positive, tuple(shape_of(result))), result, _fill(result, np.nan))
+
+
+def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
+        keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
+    """``jnp.std``: the square root of ``var``."""
+    _no_out("std", out)
+    user = _user_dtype(dtype)
+    if user is not None and not dtypes.is_inexact(user):
+        raise FtransValueError(f"std: dtype argument must be inexact; got {user}")
+    v = var(a, axis=axis, dtype=user, ddof=ddof, keepdims=keepdims, where=where, mean=mean,
+            correction=correction)
+    return E.sqrt_p.bind(v)
+
+
+def ptp(a: Any, axis: Any = None, out: None = None, keepdims: bool = False) -> Any:
+    """``jnp.ptp``: ``max - min`` (bool input is a TypeError, as in jax)."""
+    _no_out("ptp", out)
+    x = _operand("ptp", a)
+    if dtype_weak(x)[0] == dtypes.bool_:
+        raise FtransTypeError("ptp: bool arrays are not supported (max - min of bools); convert with .astype(int)")
+    return E.sub_p.bind(max(x, axis=axis, keepdims=keepdims), min(x, axis=axis, keepdims=keepdims))
+
+
+def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``jnp.count_nonzero``: counts in the default int type."""
+    x = _operand("count_nonzero", a)
+    d = dtype_weak(x)[0]
+    nz = E.ne_p.bind(x, const(0, d))
+    return sum(nz, axis=axis, dtype=dtypes.default_int(), keepdims=keepdims)
+
+
+# ---------------------------------------------------------------- argmax / argmin
+def _arg_reduction(name: str, prim: Primitive, a: Any, axis: Any, keepdims: bool | None) -> Any:
+    x = _operand(name, a)
+    shape = tuple(shape_of(x))
+    if axis is None:
+        if 0 in shape:
+            raise FtransValueError(f"attempt to get {name} of an empty sequence (shape {shape})")
+        flat = S.reshape_p.bind(x, new_sizes=(math.prod(shape),), dimensions=None) if len(shape) != 1 else x
+        out = prim.bind(flat, axes=(0,), index_dtype=dtypes.default_int())
+        if keepdims:
+            out = S.reshape_p.bind(out, new_sizes=(1,) * len(shape), dimensions=None)
+        return out
+    ax = canonicalize_axis(name, concrete_or_error(axis, f"{name}: the axis argument"), len(shape))
+    if shape[ax] == 0:
+        raise FtransValueError(f"attempt to get {name} of an empty sequence (axis {ax} of shape {shape})")
+    out = prim.bind(x, axes=(ax,), index_dtype=dtypes.default_int())
+    return _keepdims(out, (ax,), shape) if keepdims else out
+
+
+def argmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
+    """``jnp.argmax``: the first maximal index; NaN counts as maximal."""
+    _no_out("argmax", out)
+    return _arg_reduction("argmax", R.argmax_p, a, axis, keepdims)
+
+
+def argmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
+    """``jnp.argmin``: the first minimal index; NaN counts as minimal."""
+    _no_out("argmin", out)
+    return _arg_reduction("argmin", R.argmin_p, a, axis, keepdims)
+
+
+def _nanarg(name: str, fn: Callable, fill: float, a: Any, axis: Any, out: Any, keepdims: Any) -> Any:
+    x = _operand(name, a)
+    if not dtypes.is_inexact(dtype_weak(x)[0]):
+        return fn(x, axis=axis, out=out, keepdims=keepdims)
+    nan = _is_nan(x)
+    res = fn(_select(nan, _fill(x, fill), x), axis=axis, out=out, keepdims=keepdims)
+    all_nan = all(nan, axis=axis, keepdims=bool(keepdims))
+    return _select(all_nan, _fill(res, -1), res)
+
+
+def nanargmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
+    """``jnp.nanargmax``: NaNs are ignored; an all-NaN slice gives -1."""
+    return _nanarg("nanargmax", argmax, -np.inf, a, axis, out, keepdims)
+
+
+def nanargmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
+    """``jnp.nanargmin``: NaNs are ignored; an all-NaN slice gives -1."""
+    return _nanarg("nanargmin", argmin, np.inf, a, axis, out, keepdims)
+
+
+# ---------------------------------------------------------------- cumulative reductions
+def _cumulative(name: str, prim: Primitive, a: Any, axis: Any, dtype: Any, out: Any = None,
+                fill_nan: bool = False, fill_value: Any = 0, promote_integers: bool = False) -> Any:
+    _no_out(name, out)
+    x = _operand(name, a)
+    shape = tuple(shape_of(x))
+    if axis is None or not shape:
+        x = S.reshape_p.bind(x, new_sizes=(math.prod(shape),), dimensions=None)
+        shape = tuple(shape_of(x))
+    ax = canonicalize_axis(name, 0 if axis is None else concrete_or_error(axis, f"{name}: axis"), len(shape))
+    d = dtype_weak(x)[0]
+    if fill_nan and dtypes.is_inexact(d):
+        x = _select(_is_nan(x), _fill(x, fill_value), x)
+    user = _user_dtype(dtype)
+    if user is None:
+        result = _promote_integer_dtype(d) if (promote_integers or d == dtypes.bool_) else d
+        compute = result
+    elif user == dtypes.bool_:
+        result = user
+        if d != dtypes.bool_:
+            x = E.ne_p.bind(x, const(0, d))
+        compute = _promote_integer_dtype(user)
+    else:
+        result = compute = user
+    x = to_dtype(x, compute)
+    res = prim.bind(x, axis=ax, reverse=False)
+    return to_dtype(res, result)
+
+
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+    """``jnp.cumsum`` (``axis=None`` flattens; bools count in the default int type)."""
+    return _cumulative("cumsum", So.cumsum_p, a, axis, dtype, out)
+
+
+def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+    return _cumulative("cumprod", So.cumprod_p, a, axis, dtype, out)
+
+
+def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+    """``jnp.nancumsum``: NaNs count as zero."""
+    return _cumulative("nancumsum", So.cumsum_p, a, axis, dtype, out, fill_nan=True, fill_value=0)
+
+
+def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
+    """``jnp.nancumprod``: NaNs count as one."""
+    return _cumulative("nancumprod", So.cumprod_p, a, axis, dtype, out, fill_nan=True, fill_value=1)
+
+
+def _include_initial(name: str, res: Any, ax: int, value: Any) -> Any:
+    shape = list(shape_of(res))
+    shape[ax] = 1
+    init = broadcast_to_shape(const(value, dtype_weak(res)[0]), tuple(shape))
+    return S.concatenate_p.bind(init, res, dimension=ax)
+
+
+def _cumulative_api(name: str, prim: Primitive, identity: int, x: Any, axis: Any, dtype: Any,
+                    include_initial: bool) -> Any:
+    a = _operand(name, x)
+    nd = len(shape_of(a))
+    if axis is None:
+        if nd > 1:
+            raise FtransValueError(f"{name}: the input has {nd} dimensions; pass axis= explicitly")
+        axis = 0
+    if nd == 0:
+        raise FtransValueError(f"{name}: the input must have at least one dimension")
+    ax = canonicalize_axis(name, axis, nd)
+    res = _cumulative(name, prim, a, ax, dtype, promote_integers=True)
+    return _include_initial(name, res, ax, identity) if include_initial else res
+
+
+def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    """``jnp.cumulative_sum`` (array API): small integers are promoted, unlike ``cumsum``."""
+    return _cumulative_api("cumulative_sum", So.cumsum_p, 0, x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+    return _cumulative_api("cumulative_prod", So.cumprod_p, 1, x, axis, dtype, include_initial)
+
+
+# ---------------------------------------------------------------- median, average
+def _to_back(x: Any, axes: tuple[int, ...]) -> Any:
+    """Move ``axes`` to the end and merge them into one axis."""
+    shape = tuple(shape_of(x))
+    keep = [i for i in range(len(shape)) if i not in axes]
+    perm = tuple(keep) + tuple(axes)
+    if perm != tuple(range(len(shape))):
+        x = S.transpose_p.bind(x, permutation=perm)
+    new = tuple(shape[i] for i in keep) + (math.prod(shape[i] for i in axes),)
+    if new != tuple(shape_of(x)):
+        x = S.reshape_p.bind(x, new_sizes=new, dimensions=None)
+    return x
+
+
+def _take_last(x: Any, i: int) -> Any:
+    shape = tuple(shape_of(x))
+    starts = (0,) * (len(shape) - 1) + (i,)
+    limits = shape[:-1] + (i + 1,)
+    sl = S.slice_p.bind(x, start_indices=starts, limit_indices=limits, strides=None)
+    return S.reshape_p.bind(sl, new_sizes=shape[:-1], dimensions=None)
+
+
+def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+           keepdims: bool = False) -> Any:
+    """``jnp.median``: the midpoint of the two middle sorted values; any NaN gives NaN."""
+    _no_out("median", out)
+    x = _operand("median", a)
+    d = dtype_weak(x)[0]
+    if d.kind == "c":
+        raise FtransValueError("median: complex input is not supported (quantiles of complex numbers are ill-defined)")
+    x = to_dtype(x, _to_inexact(d))
+    shape = tuple(shape_of(x))
+    axes = _axes("median", axis, len(shape))
+    flat = _to_back(x, axes)
+    n = shape_of(flat)[-1]
+    if n == 0:
+        raise FtransTypeError(f"median: cannot take the median over an empty axis (shape {shape}, axis {axis})")
+    any_nan = any(_is_nan(flat), axis=-1, keepdims=True)
+    flat = _select(broadcast_to_shape(any_nan, tuple(shape_of(flat))), _fill(flat, np.nan), flat)
+    (srt,) = So.sort_p.bind(flat, dimension=len(shape_of(flat)) - 1, is_stable=True, num_keys=1)
+    lo, hi = (n - 1) // 2, n // 2
+    dd = dtype_weak(srt)[0]
+    res = E.mul_p.bind(E.add_p.bind(_take_last(srt, lo), _take_last(srt, hi)), const(0.5, dd))
+    if keepdims:
+        res = S.reshape_p.bind(res, new_sizes=tuple(1 if i in axes else s for i, s in enumerate(shape)),
+                               dimensions=None)
+    return res
+
+
+def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False,
+            keepdims: bool = False) -> Any:
+    """``jnp.average``: the (weighted) mean; ``returned=True`` also gives the sum of weights."""
+    from ftrans.numpy._util import promote_dtypes
+
+    x = _operand("average", a)
+    shape = tuple(shape_of(x))
+    axes = _axes("average", axis, len(shape))
+    if weights is None:
+        x = to_dtype(x, _to_inexact(dtype_weak(x)[0]))
+        avg = mean(x, axis=axes, keepdims=keepdims)
+        wsum = const(math.prod(shape[i] for i in axes), dtype_weak(avg)[0])
+    else:
+        check_arraylike("average", weights)
+        (x, w), dt, _ = promote_dtypes("average", x, weights)
+        dt = _to_inexact(dt)
+        x, w = to_dtype(x, dt), to_dtype(w, dt)
+        wshape = tuple(shape_of(w))
+        if wshape != shape:
+            if axis is None:
+                raise FtransValueError(
+                    f"average: axis must be specified when shapes of a {shape} and weights {wshape} differ"
+                )
+            if wshape != tuple(shape[i] for i in axes):
+                raise FtransValueError(
+                    f"average: shape of weights {wshape} must be consistent with shape of a {shape} along axis {axis}"
+                )
+            order = sorted(range(len(axes)), key=lambda i: axes[i])
+            if order != list(range(len(axes))):
+                w = S.transpose_p.bind(w, permutation=tuple(order))
+            w = S.broadcast_in_dim_p.bind(w, shape=shape, broadcast_dimensions=tuple(sorted(axes)))
+        wsum = sum(w, axis=axes, keepdims=keepdims)
+        avg = _div(sum(E.mul_p.bind(x, w), axis=axes, keepdims=keepdims), wsum)
+    if returned:
+        if shape_of(wsum) != shape_of(avg):
+            wsum = broadcast_to_shape(wsum, tuple(shape_of(avg)))
+        return avg, wsum
+    return avg
+
+
+# ---------------------------------------------------------------- NaN-ignoring reductions
+def _nan_reduction(name: str, fn: Callable, init: Any, nan_if_all_nan: bool, a: Any, axis: Any,
+                   keepdims: bool, where: Any, **kw: Any) -> Any:
+    x = _operand(name, a)
+    if not dtypes.is_inexact(dtype_weak(x)[0]):
+        return fn(x, axis=axis, keepdims=keepdims, where=where, **kw)
+    nan = _is_nan(x)
+    res = fn(_select(nan, _fill(x, init), x), axis=axis, keepdims=keepdims, where=where, **kw)
+    if nan_if_all_nan:
+        all_nan = all(nan, axis=axis, keepdims=keepdims)
+        return _select(all_nan, _fill(res, np.nan), res)
+    return res
+
+
+def nansum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
+           initial: Any = None, where: Any = None) -> Any:
+    _no_out("nansum", out)
+    return _nan_reduction("nansum", sum, 0, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
+
+
+def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
+            initial: Any = None, where: Any = None) -> Any:
+    _no_out("nanprod", out)
+    return _nan_reduction("nanprod", prod, 1, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
+
+
+def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
+           initial: Any = None, where: Any = None) -> Any:
+    """``jnp.nanmax``: NaNs ignored; an all-NaN slice gives NaN."""
+    _no_out("nanmax", out)
+    return _nan_reduction("nanmax", max, -np.inf, initial is None, a, axis, keepdims, where, initial=initial)
+
+
+def nanmin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
+           initial: Any = None, where: Any = None) -> Any:
+    """``jnp.nanmin``: NaNs ignored; an all-NaN slice gives NaN."""
+    _no_out("nanmin", out)
+    return _nan_reduction("nanmin", min, np.inf, initial is None, a, axis, keepdims, where, initial=initial)
+
+
+def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,
+            where: Any = None) -> Any:
+    """``jnp.nanmean``: the mean of the non-NaN elements (NaN when there are none)."""
+    _no_out("nanmean", out)
+    x = _operand("nanmean", a)
+    d = dtype_weak(x)[0]
+    if not dtypes.is_inexact(d):
+        return mean(x, axis, dtype, keepdims=keepdims, where=where)
+    rd = _user_dtype(dtype) or _to_inexact(d)
+    not_nan = E.not_p.bind(_is_nan(x))
+    normalizer = sum(not_nan, axis=axis, dtype=rd, keepdims=keepdims, where=where)
+    total = nansum(x, axis, dtype=rd, keepdims=keepdims, where=where)
+    return _div(total, normalizer)
+
+
+def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
+           keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
+    """``jnp.nanvar``: the variance of the non-NaN elements."""
+    _no_out("nanvar", out)
+    x = _operand("nanvar", a)
+    compute, result_dtype = _var_promote_types(dtype_weak(x)[0], _user_dtype(dtype))
+    x = to_dtype(x, compute)
+    shape = tuple(shape_of(x))
+    axes = _axes("nanvar", axis, len(shape))
+    m = nanmean(x, axes, dtype=compute, keepdims=True, where=where) if mean is None else \
+        to_dtype(as_operand(mean), compute)
+    nan = _is_nan(x)
+    centered = _select(nan, _fill(x, 0), _sub_bcast(x, m))
+    sq = _sq_abs(centered)
+    normalizer = sum(E.not_p.bind(nan), axis=axes, keepdims=keepdims, where=where)
+    normalizer = E.sub_p.bind(normalizer, const(ddof, dtype_weak(normalizer)[0]))
+    bad = E.le_p.bind(normalizer, const(0, dtype_weak(normalizer)[0]))
+    total = sum(sq, axis=axes, keepdims=keepdims, where=where)
+    rd = dtype_weak(total)[0]
+    total = _select(bad, _fill(total, np.nan), total)
+    divisor = to_dtype(_select(bad, _fill(normalizer, 1), normalizer), rd)
+    return to_dtype(E.div_p.bind(total, divisor), result_dtype)
+
+
+def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
+           keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
+    _no_out("nanstd", out)
+    return E.sqrt_p.bind(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean))

@@ -1,3 +1,305 @@
-"""Sorting, searching, uniqueness: sort, argsort, searchsorted, unique, ..."""
+"""Sorting, searching, uniqueness: sort, argsort, lexsort, searchsorted, unique.
 
-__all__: list[str] = []
+All of them are built on the variadic ``sort`` primitive: ``argsort`` sorts
+``(keys, iota)``, ``lexsort`` sorts several keys at once, and ``unique``
+compacts the first element of each run of equal values with a second stable
+sort (on the "is not first" flag), so the static-``size`` form needs no
+scatter and traces to a fixed-shape program.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._util import (
+    as_operand,
+    broadcast_to_shape,
+    canonicalize_axis,
+    check_arraylike,
+    concrete_or_error,
+    dtype_weak,
+    promote_dtypes,
+    shape_of,
+)
+
+__all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique", "sort_complex"]
+
+
+def _operand(name: str, a: Any) -> Any:
+    check_arraylike(name, a)
+    return as_operand(a)
+
+
+def _ravel(x: Any) -> Any:
+    shape = tuple(shape_of(x))
+    if len(shape) == 1:
+        return x
+    return S.reshape_p.bind(x, new_sizes=(math.prod(shape),), dimensions=None)
+
+
+def _sort_axis(name: str, x: Any, axis: Any) -> tuple[Any, int]:
+    """The operand and the (non-negative) axis to sort along; ``axis=None`` flattens."""
+    if axis is None:
+        return _ravel(x), 0
+    nd = len(shape_of(x))
+    if nd == 0:
+        raise FtransValueError(f"{name}: cannot sort a 0-d array along axis {axis}; use axis=None")
+    return x, canonicalize_axis(name, concrete_or_error(axis, f"{name}: axis"), nd)
+
+
+def _check_unsupported(name: str, kind: Any, order: Any) -> None:
+    if order is not None:
+        raise NotImplementedError(f"{name}: order is not supported (structured arrays do not exist in ftrans)")
+    if kind not in (None, "stable", "quicksort", "mergesort", "heapsort"):
+        raise FtransValueError(f"{name}: unknown sort kind {kind!r}")
+
+
+def _iota(shape: tuple[int, ...], dimension: int, dtype: np.dtype | None = None) -> Any:
+    return S.iota_p.bind(dtype=dtype or dtypes.default_int(), shape=tuple(shape), dimension=dimension)
+
+
+def sort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
+         descending: bool = False) -> Any:
+    """``jnp.sort``: NaNs sort last (first with ``descending=True``); ``-0.0`` ties ``+0.0``."""
+    _check_unsupported("sort", kind, order)
+    x, ax = _sort_axis("sort", _operand("sort", a), axis)
+    (out,) = So.sort_p.bind(x, dimension=ax, is_stable=bool(stable), num_keys=1)
+    if descending:
+        out = S.rev_p.bind(out, dimensions=(ax,))
+    return out
+
+
+def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
+            descending: bool = False) -> Any:
+    """``jnp.argsort``: indices that sort ``a`` (stable: ties keep their order, reversed when descending)."""
+    _check_unsupported("argsort", kind, order)
+    x, ax = _sort_axis("argsort", _operand("argsort", a), axis)
+    idx = _iota(tuple(shape_of(x)), ax)
+    if descending:
+        x = S.rev_p.bind(x, dimensions=(ax,))
+        idx = S.rev_p.bind(idx, dimensions=(ax,))
+    _, perm = So.sort_p.bind(x, idx, dimension=ax, is_stable=bool(stable), num_keys=1)
+    if descending:
+        perm = S.rev_p.bind(perm, dimensions=(ax,))
+    return perm
+
+
+def sort_complex(a: Any) -> Any:
+    """``jnp.sort_complex``: sort along the last axis and return a complex array."""
+    x = sort(a)
+    d = dtype_weak(x)[0]
+    if d.kind != "c":
+        target = dtypes.default_complex() if d != dtypes.float64 else dtypes.complex128
+        x = S.convert_element_type_p.bind(x, new_dtype=target, weak_type=False)
+    return x
+
+
+def lexsort(keys: Any, axis: int = -1) -> Any:
+    """``jnp.lexsort``: indices sorting by the last key first, then the others in reverse order."""
+    if isinstance(keys, (Array,)) or hasattr(keys, "aval"):
+        n = shape_of(keys)[0] if shape_of(keys) else 0
+        keys = [keys[i] for i in range(n)]
+    keys = list(keys)
+    if not keys:
+        raise FtransTypeError("lexsort: need a sequence of keys with len > 0")
+    check_arraylike("lexsort", *keys)
+    ops = [as_operand(k) for k in keys]
+    shapes = {tuple(shape_of(k)) for k in ops}
+    if len(shapes) != 1:
+        raise FtransValueError(f"lexsort: all keys need to be the same shape; got {sorted(shapes)}")
+    shape = shapes.pop()
+    if not shape:
+        raise FtransValueError("lexsort: keys must have at least one dimension")
+    ax = canonicalize_axis("lexsort", axis, len(shape))
+    idx = _iota(shape, ax)
+    *_, perm = So.sort_p.bind(*ops[::-1], idx, dimension=ax, is_stable=True, num_keys=len(ops))
+    return perm
+
+
+# ---------------------------------------------------------------- searchsorted
+def _total_lt(p: Any, q: Any) -> Any:
+    """``p < q`` in the order ``sort`` uses: NaN is largest and equals NaN, ``-0.0 == +0.0``."""
+    d = dtype_weak(p)[0]
+    if d.kind == "c":
+        pr, qr, pi, qi = E.real_p.bind(p), E.real_p.bind(q), E.imag_p.bind(p), E.imag_p.bind(q)
+        eq_r = E.not_p.bind(E.or_p.bind(_total_lt(pr, qr), _total_lt(qr, pr)))
+        return E.or_p.bind(_total_lt(pr, qr), E.and_p.bind(eq_r, _total_lt(pi, qi)))
+    lt = E.lt_p.bind(p, q)
+    if not dtypes.is_float(d):
+        return lt
+    p_nan, q_nan = E.ne_p.bind(p, p), E.ne_p.bind(q, q)
+    return E.or_p.bind(lt, E.and_p.bind(q_nan, E.not_p.bind(p_nan)))
+
+
+def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Any:
+    """``jnp.searchsorted``: insertion indices of ``v`` into the sorted 1-D ``a``.
+
+    Every ``method`` gives the same result; this one compares each query with
+    every element (the host NumPy rule makes that a vectorised count).
+    """
+    if sorter is not None:
+        raise NotImplementedError("searchsorted: sorter is not supported; sort a first (a[sorter])")
+    if side not in ("left", "right"):
+        raise FtransValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
+        raise FtransValueError(
+            f"searchsorted: method must be one of 'scan', 'scan_unrolled', 'sort', 'compare_all'; got {method!r}"
+        )
+    check_arraylike("searchsorted", a, v)
+    if len(shape_of(a)) != 1:
+        raise FtransValueError(f"searchsorted: a should be 1-dimensional, got shape {tuple(shape_of(a))}")
+    (x, q), _, _ = promote_dtypes("searchsorted", a, v)
+    n = shape_of(x)[0]
+    qshape = tuple(shape_of(q))
+    full = qshape + (n,)
+    xb = S.broadcast_in_dim_p.bind(x, shape=full, broadcast_dimensions=(len(qshape),))
+    qb = S.broadcast_in_dim_p.bind(q, shape=full, broadcast_dimensions=tuple(range(len(qshape))))
+    # left: count of a < v; right: count of a <= v, i.e. of not (v < a).
+    hit = _total_lt(xb, qb) if side == "left" else E.not_p.bind(_total_lt(qb, xb))
+    from ftrans.numpy._reductions import sum as _sum
+
+    return _sum(hit, axis=-1, dtype=dtypes.default_int())
+
+
+# ---------------------------------------------------------------- unique
+def _slice1(x: Any, start: int, stop: int) -> Any:
+    return S.slice_p.bind(x, start_indices=(start,), limit_indices=(stop,), strides=None)
+
+
+def _concat(*xs: Any) -> Any:
+    xs = [x for x in xs if shape_of(x)[0] > 0] or [xs[0]]
+    return xs[0] if len(xs) == 1 else S.concatenate_p.bind(*xs, dimension=0)
+
+
+def _const(value: Any, dtype: np.dtype, n: int = 1) -> Any:
+    return broadcast_to_shape(Array._new(np.asarray(value, dtype), False), (n,))
+
+
+def _resize(x: Any, size: int) -> Any:
+    """First ``size`` entries, padded (with zeros that are overwritten later) when ``x`` is shorter."""
+    n = shape_of(x)[0]
+    if size <= n:
+        return x if size == n else _slice1(x, 0, size)
+    d, w = dtype_weak(x)
+    pad = _const(0, d, size - n)
+    if w:
+        pad = S.convert_element_type_p.bind(pad, new_dtype=d, weak_type=True)
+    return _concat(x, pad)
+
+
+def _select(mask: Any, on_true: Any, on_false: Any) -> Any:
+    return S.select_n_p.bind(mask, on_false, on_true)
+
+
+def _run_starts(srt: Any, equal_nan: bool) -> Any:
+    """True at the first element of each run of equal values in the sorted 1-D ``srt``."""
+    n = shape_of(srt)[0]
+    cur, prev = _slice1(srt, 1, n), _slice1(srt, 0, n - 1)
+    new = E.ne_p.bind(cur, prev)
+    if equal_nan and dtypes.is_inexact(dtype_weak(srt)[0]):
+        both_nan = E.and_p.bind(E.ne_p.bind(cur, cur), E.ne_p.bind(prev, prev))
+        new = E.and_p.bind(new, E.not_p.bind(both_nan))
+    return _concat(_const(True, dtypes.bool_), new)
+
+
+def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
+           axis: int | None = None, *, equal_nan: bool = True, size: int | None = None,
+           fill_value: Any = None, sorted: bool = True) -> Any:  # noqa: A002
+    """``jnp.unique`` of the flattened array.
+
+    Without ``size`` the number of unique values decides the output shape, so
+    the input must be concrete (eager); with ``size`` the result has exactly
+    ``size`` entries, padded with ``fill_value`` (default: the smallest unique
+    value), and works under tracing.
+    """
+    if axis is not None:
+        raise NotImplementedError("unique: axis is not supported; use axis=None (flattened)")
+    x = _operand("unique", ar)
+    in_shape = tuple(shape_of(x))
+    if size is None:
+        concrete_or_error(x, "unique: the input (when size= is not given, the output shape depends on its values)")
+    else:
+        size = int(concrete_or_error(size, "unique: size"))
+        if size < 0:
+            raise FtransValueError(f"unique: size must be non-negative, got {size}")
+    flat = _ravel(x)
+    n = shape_of(flat)[0]
+    if n == 0:
+        return _unique_empty(flat, size, fill_value, return_index, return_inverse, return_counts, in_shape)
+    iota = _iota((n,), 0)
+    srt, perm = So.sort_p.bind(flat, iota, dimension=0, is_stable=True, num_keys=1)
+    starts = _run_starts(srt, equal_nan)
+    starts_i = S.convert_element_type_p.bind(starts, new_dtype=dtypes.default_int(), weak_type=False)
+    one = Array._new(np.asarray(1, dtypes.default_int()), False)
+    run_id = E.sub_p.bind(So.cumsum_p.bind(starts_i, axis=0, reverse=False), one)
+    n_unique = S.slice_p.bind(run_id, start_indices=(n - 1,), limit_indices=(n,), strides=None)
+    n_unique = E.add_p.bind(S.reshape_p.bind(n_unique, new_sizes=(), dimensions=None), one)
+    if size is None:
+        size = int(np.asarray(concrete_or_error(n_unique, "unique: the number of unique values")))
+    # Stable sort on "not a run start" moves the run starts, in order, to the front.
+    not_start = E.not_p.bind(starts)
+    _, u_vals, u_idx, u_pos = So.sort_p.bind(not_start, srt, perm, iota, dimension=0, is_stable=True, num_keys=1)
+    valid = E.lt_p.bind(_iota((size,), 0), broadcast_to_shape(n_unique, (size,)))
+    vals = _resize(u_vals, size)
+    fill = _first(u_vals) if fill_value is None else _scalar_like(fill_value, u_vals)
+    outs = [_select(valid, vals, broadcast_to_shape(fill, (size,)))]
+    if return_index:
+        outs.append(_select(valid, _resize(u_idx, size), broadcast_to_shape(_first(u_idx), (size,))))
+    if return_inverse:
+        _, inv = So.sort_p.bind(perm, run_id, dimension=0, is_stable=True, num_keys=1)
+        outs.append(S.reshape_p.bind(inv, new_sizes=in_shape, dimensions=None) if in_shape != (n,) else inv)
+    if return_counts:
+        outs.append(_counts(u_pos, n_unique, n, size, valid))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _first(x: Any) -> Any:
+    return S.reshape_p.bind(_slice1(x, 0, 1), new_sizes=(), dimensions=None)
+
+
+def _scalar_like(value: Any, like: Any) -> Any:
+    d, w = dtype_weak(like)
+    check_arraylike("unique", value)
+    v = as_operand(value)
+    if shape_of(v) != ():
+        raise FtransValueError(f"unique: fill_value must be a scalar, got shape {shape_of(v)}")
+    return S.convert_element_type_p.bind(v, new_dtype=d, weak_type=w)
+
+
+def _counts(u_pos: Any, n_unique: Any, n: int, size: int, valid: Any) -> Any:
+    """Run lengths: the next run's start (or ``n`` after the last run) minus this run's start."""
+    di = dtypes.default_int()
+    nxt = _concat(_slice1(u_pos, 1, n), _const(n, di))
+    j1 = E.add_p.bind(_iota((n,), 0), Array._new(np.asarray(1, di), False))
+    has_next = E.lt_p.bind(j1, broadcast_to_shape(n_unique, (n,)))
+    end = _select(has_next, nxt, _const(n, di, n))
+    counts = E.sub_p.bind(end, u_pos)
+    return _select(valid, _resize(counts, size), _const(0, di, size))
+
+
+def _unique_empty(flat: Any, size: int | None, fill_value: Any, return_index: bool, return_inverse: bool,
+                  return_counts: bool, in_shape: tuple[int, ...]) -> Any:
+    d, w = dtype_weak(flat)
+    di = dtypes.default_int()
+    k = size or 0
+    if k and fill_value is None:
+        raise FtransValueError("unique: fill_value is required when size > 0 and the input is empty")
+    vals = broadcast_to_shape(_scalar_like(fill_value, flat), (k,)) if k else flat
+    outs = [vals]
+    if return_index:
+        outs.append(_const(0, di, k))
+    if return_inverse:
+        outs.append(broadcast_to_shape(Array._new(np.asarray(0, di), False), in_shape))
+    if return_counts:
+        outs.append(_const(0, di, k))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+

@@ -85,7 +85,9 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
     """``x`` as an array of ``dtype``; Python scalars become constants, arrays get a convert."""
     t = type(x)
     if t is Array or isinstance(x, Tracer):
-        if x.dtype == dtype:
+        # Same dtype is a no-op unless a weak operand must become strong (JAX
+        # promotion of a weak and a strong operand strips weakness from both).
+        if x.dtype == dtype and (weak or not x.weak_type):
             return x
         return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
     if t in _PY_SCALARS:

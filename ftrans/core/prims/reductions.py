@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ftrans.core import dtypes
@@ -19,21 +21,40 @@ from ftrans.core.prims._base import (
 )
 
 
+def strict_axes(name: str, axes, ndim: int) -> tuple[int, ...]:
+    """XLA reduction axes: distinct and in ``[0, ndim)`` (negative axes are the API layer's job)."""
+    for ax in axes:
+        if not isinstance(ax, (int, np.integer)) or isinstance(ax, bool) or not 0 <= ax < ndim:
+            raise prim_value_error(
+                name, f"reduction axes {tuple(axes)} contain {ax!r}, out of bounds for an operand of rank {ndim} "
+                "(primitives take non-negative axes)",
+            )
+    return normalize_axes(name, axes, ndim)
+
+
 def _reduce_shape(name: str, allowed: frozenset):
     def rule(x, *, axes):
         if x.dtype not in allowed:
             raise prim_type_error(name, [x], f"expects {class_name(allowed)} operands")
-        axes_n = normalize_axes(name, axes, x.ndim)
+        axes_n = strict_axes(name, axes, x.ndim)
         return tuple(s for i, s in enumerate(x.shape) if i not in axes_n)
 
     return rule
 
 
 def _keep(fn):
+    """A NumPy reduction that returns the operand's dtype.
+
+    Half-precision floats are accumulated in float32 and rounded once, which is
+    what XLA's CPU/GPU reductions effectively do (NumPy would accumulate in
+    bfloat16 and lose most of the sum).
+    """
+
     def impl(x, *, axes):
+        v = x.astype(np.float32) if x.dtype in (dtypes.bfloat16, dtypes.float16) else x
         with np.errstate(all="ignore"):
-            out = fn(x, axis=tuple(axes))
-        return np.asarray(out, dtype=x.dtype)
+            out = fn(v, axis=tuple(axes))
+        return np.asarray(out).astype(x.dtype, copy=False)
 
     return impl
 
@@ -58,11 +79,13 @@ def _reduce_minmax(fn, name):
 
 
 reduce_sum_p = standard_primitive(
-    "reduce_sum", _reduce_shape("reduce_sum", NUM), lambda x, **p: x.dtype, _keep(np.sum),
+    "reduce_sum", _reduce_shape("reduce_sum", NUM), lambda x, **p: x.dtype,
+    _keep(lambda v, axis: np.sum(v, axis=axis, dtype=v.dtype)),
     weak_type_rule=first_weak,
 )
 reduce_prod_p = standard_primitive(
-    "reduce_prod", _reduce_shape("reduce_prod", NUM), lambda x, **p: x.dtype, _keep(np.prod),
+    "reduce_prod", _reduce_shape("reduce_prod", NUM), lambda x, **p: x.dtype,
+    _keep(lambda v, axis: np.prod(v, axis=axis, dtype=v.dtype)),
     weak_type_rule=first_weak,
 )
 reduce_max_p = standard_primitive(
@@ -94,7 +117,7 @@ def _arg_shape(name):
     def rule(x, *, axes, index_dtype):
         if len(axes) != 1:
             raise prim_value_error(name, f"reduces exactly one axis, got axes={axes}")
-        (ax,) = normalize_axes(name, axes, x.ndim)
+        (ax,) = strict_axes(name, axes, x.ndim)
         if x.shape[ax] == 0:
             raise prim_value_error(name, f"cannot take {name} of an empty axis {ax} in shape {x.shape}")
         if index_dtype not in INT:
@@ -131,12 +154,43 @@ argmin_p = standard_primitive(
 
 
 # ---------------------------------------------------------------- dot_general
+def _dims_tuple(side: str, what: str, dims, ndim: int) -> tuple[int, ...]:
+    """XLA wants explicit, non-negative, in-range axes (the API layer normalises negatives)."""
+    out = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or not 0 <= d < ndim:
+            raise prim_value_error(
+                "dot_general",
+                f"{side} {what} dimension {d!r} is out of range for an operand of rank {ndim} "
+                "(dimension numbers must be non-negative axes)",
+            )
+        out.append(int(d))
+    return tuple(out)
+
+
+def _unpack_dnums(lhs, rhs, dimension_numbers):
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+    except (TypeError, ValueError):
+        raise prim_value_error(
+            "dot_general",
+            f"dimension_numbers must be ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)), "
+            f"got {dimension_numbers!r}",
+        ) from None
+    lc, lb = _dims_tuple("lhs", "contracting", lc, lhs.ndim), _dims_tuple("lhs", "batch", lb, lhs.ndim)
+    rc, rb = _dims_tuple("rhs", "contracting", rc, rhs.ndim), _dims_tuple("rhs", "batch", rb, rhs.ndim)
+    return lc, rc, lb, rb
+
+
 def _dot_shape(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
-    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = _unpack_dnums(lhs, rhs, dimension_numbers)
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise prim_value_error("dot_general", f"dimension_numbers {dimension_numbers} pair up unequal numbers of axes")
-    for axes, x in ((lc + lb, lhs), (rc + rb, rhs)):
-        normalize_axes("dot_general", axes, x.ndim)
+    for side, dims in (("lhs", lc + lb), ("rhs", rc + rb)):
+        if len(set(dims)) != len(dims):
+            raise prim_value_error(
+                "dot_general", f"{side} contracting and batch dimensions {dims} must be distinct axes",
+            )
     for a, b in zip(lc, rc):
         if lhs.shape[a] != rhs.shape[b]:
             raise prim_type_error(
@@ -155,6 +209,18 @@ def _dot_shape(lhs, rhs, *, dimension_numbers, precision=None, preferred_element
     return batch + lfree + rfree
 
 
+def _kind(d: np.dtype) -> str:
+    if d.kind == "c":
+        return "complex"
+    if dtypes.is_float(d):
+        return "floating-point"
+    return "integer"
+
+
+def _bits(d: np.dtype) -> int:
+    return 1 if d == np.bool_ else d.itemsize * 8
+
+
 def _dot_dtype(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     if lhs.dtype != rhs.dtype:
         raise prim_type_error(
@@ -162,12 +228,45 @@ def _dot_dtype(lhs, rhs, *, dimension_numbers, precision=None, preferred_element
             "operands must have the same dtype (ftrans.numpy.dot / matmul promote for you)",
         )
     if lhs.dtype not in ANY:
-        raise prim_type_error("dot_general", [lhs, rhs], "expects numeric operands")
-    return preferred_element_type if preferred_element_type is not None else lhs.dtype
+        raise prim_type_error("dot_general", [lhs, rhs], "expects numeric or bool operands")
+    pet = preferred_element_type
+    if pet is None or pet == lhs.dtype:
+        return lhs.dtype
+    if not isinstance(pet, np.dtype) or pet not in ANY:
+        raise prim_type_error(
+            "dot_general", [lhs, rhs], f"preferred_element_type must be a supported dtype, got {pet!r}",
+        )
+    if _kind(pet) != _kind(lhs.dtype) and lhs.dtype != np.bool_:
+        raise prim_type_error(
+            "dot_general", [lhs, rhs],
+            f"preferred_element_type {pet} and the operand dtype {lhs.dtype} must both be integral, "
+            "both floating-point or both complex",
+        )
+    if not dtypes.is_float(lhs.dtype) and _bits(pet) < _bits(lhs.dtype):
+        raise prim_type_error(
+            "dot_general", [lhs, rhs],
+            f"preferred_element_type {pet} must not be narrower than the operand dtype {lhs.dtype}",
+        )
+    return pet
+
+
+def _dot_weak(weaks, *, dimension_numbers, precision=None, preferred_element_type=None) -> bool:
+    return preferred_element_type is None and all(weaks)
+
+
+def _dot_compute_dtype(in_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
+    """The NumPy dtype the product is accumulated in (wider than the result where XLA is)."""
+    d = out_dtype
+    if d in (dtypes.bfloat16, dtypes.float16):
+        return np.dtype(np.float32)
+    if d == np.bool_:
+        return np.dtype(np.int32)
+    return d
 
 
 def _dot_impl(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = tuple(lc), tuple(rc), tuple(lb), tuple(rb)
     out_dtype = preferred_element_type if preferred_element_type is not None else lhs.dtype
     lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
     rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
@@ -177,25 +276,20 @@ def _dot_impl(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_
     bshape = tuple(lhs.shape[a] for a in lb)
     lf = tuple(lhs.shape[a] for a in lfree)
     rf = tuple(rhs.shape[a] for a in rfree)
-    k = int(np.prod([lhs.shape[a] for a in lc], dtype=np.int64))
-    compute = lhs.dtype
-    if compute in (dtypes.bfloat16, dtypes.float16):
-        compute = np.dtype(np.float32)
-    elif compute == np.bool_:
-        compute = np.dtype(np.int32)
-    lm = lt.reshape(*bshape, int(np.prod(lf, dtype=np.int64)), k).astype(compute, copy=False)
-    rm = rt.reshape(*bshape, k, int(np.prod(rf, dtype=np.int64))).astype(compute, copy=False)
+    k = math.prod(lhs.shape[a] for a in lc)
+    compute = _dot_compute_dtype(lhs.dtype, out_dtype)
+    lm = lt.reshape(*bshape, math.prod(lf), k).astype(compute, copy=False)
+    rm = rt.reshape(*bshape, k, math.prod(rf)).astype(compute, copy=False)
     with np.errstate(all="ignore"):
         out = np.matmul(lm, rm)
-    out = out.reshape(*bshape, *lf, *rf)
-    if lhs.dtype == np.bool_ and out_dtype == np.bool_:
+    out = out.reshape(bshape + lf + rf)
+    if out_dtype == np.bool_:
         out = out != 0
     return out.astype(out_dtype, copy=False)
 
 
 dot_general_p = standard_primitive(
-    "dot_general", _dot_shape, _dot_dtype, _dot_impl,
-    weak_type_rule=lambda weaks, **params: all(weaks),
+    "dot_general", _dot_shape, _dot_dtype, _dot_impl, weak_type_rule=_dot_weak,
 )
 
 __all__ = [n for n in dir() if n.endswith("_p")]

@@ -1,0 +1,326 @@
+"""Differential tests of ftrans.numpy products (dot, matmul, einsum, ...) against jax.
+
+Every function runs eagerly and staged (make_jaxpr, typecheck, eval_jaxpr) and
+is compared with jax on the same inputs: values, shapes, dtypes, weak types.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans import lax as flax
+from ftrans.core.ir import typecheck
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.bool_, BF16, np.float16]
+
+
+# ---------------------------------------------------------------- helpers
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [leaf for e in x for leaf in _flat(e)]
+    return [x]
+
+
+def _tol(dtype):
+    return {np.dtype(np.float16): 2e-2, BF16: 5e-2}.get(np.dtype(dtype), 2e-5)
+
+
+def _assert_leaf(got, exp, what):
+    exp = exp if isinstance(exp, jax.Array) else jnp.asarray(exp)
+    assert isinstance(got, ftrans.Array), f"{what}: expected an ftrans.Array, got {type(got)}"
+    assert got.shape == exp.shape, f"{what}: shape {got.shape} != {exp.shape}"
+    assert got.dtype == exp.dtype, f"{what}: dtype {got.dtype} != {exp.dtype}"
+    assert got.weak_type == exp.weak_type, f"{what}: weak_type {got.weak_type} != {exp.weak_type}"
+    g, e = np.asarray(got), np.asarray(exp)
+    if e.dtype.kind in "fc" or e.dtype == BF16:
+        t = _tol(e.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=t, atol=t,
+                                   equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(g, e, err_msg=what)
+
+
+def _arrays(args):
+    """NumPy inputs as ftrans Arrays, so an output that is an input comes back as an Array."""
+    return [ftrans.Array(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def check(fn, *args, staged=True):
+    """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax."""
+    exp = fn(jnp, *args)
+    got = fn(fnp, *args)
+    exp_l, got_l = _flat(exp), _flat(got)
+    assert len(got_l) == len(exp_l)
+    for g, e in zip(got_l, exp_l):
+        _assert_leaf(g, e, "eager")
+    if staged:
+        closed = ftrans.make_jaxpr(lambda *a: fn(fnp, *a))(*args)
+        typecheck(closed)
+        for aval, e in zip(closed.out_avals, exp_l):
+            e = e if isinstance(e, jax.Array) else jnp.asarray(e)
+            assert (aval.shape, aval.dtype, aval.weak_type) == (e.shape, e.dtype, e.aval.weak_type), \
+                f"staged aval {aval} vs jax {e.aval}"
+        outs = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *_arrays(args))
+        for g, e in zip(outs, exp_l):
+            _assert_leaf(g, e, "staged")
+
+
+def check_lax(fn, *args):
+    """The same for lax-level functions (``fn(lax_module, *args)``)."""
+    exp = fn(jax.lax, *args)
+    got = fn(flax, *args)
+    for g, e in zip(_flat(got), _flat(exp)):
+        _assert_leaf(g, e, "eager")
+    closed = ftrans.make_jaxpr(lambda *a: fn(flax, *a))(*args)
+    typecheck(closed)
+    for g, e in zip(ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *_arrays(args)), _flat(exp)):
+        _assert_leaf(g, e, "staged")
+
+
+def _elements(dtype, nan=False):
+    d = np.dtype(dtype)
+    if d == np.bool_:
+        return st.booleans()
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return st.integers(max(info.min, -20), min(info.max, 20))
+    vals = st.floats(-8, 8, width=32).map(lambda v: float(np.float16(v)))
+    return st.one_of(vals, st.just(float("nan"))) if nan else vals
+
+
+@st.composite
+def arrays(draw, dtypes=DTYPES, min_dims=0, max_dims=3, min_side=0, nan=False):
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
+    shape = draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=4))
+    base = np.float32 if dtype == BF16 else dtype
+    x = draw(hnp.arrays(base, shape, elements=_elements(dtype, nan)))
+    return x.astype(dtype)
+
+
+@st.composite
+def axis_for(draw, ndim, allow_none=True, allow_tuple=True):
+    opts = []
+    if allow_none:
+        opts.append(st.none())
+    if ndim:
+        opts.append(st.integers(-ndim, ndim - 1))
+        if allow_tuple:
+            opts.append(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim).flatmap(
+                lambda axes: st.tuples(*[st.sampled_from([a, a - ndim]) for a in axes])))
+    if not opts:
+        return None
+    return draw(st.one_of(*opts))
+
+
+
+
+# ---------------------------------------------------------------- matmul / dot family
+NUMS = [np.float32, np.int32, np.int8, np.bool_, BF16, np.float16]
+
+
+@st.composite
+def matmul_pair(draw):
+    """Operands for matmul: 1-D or n-D with broadcastable batch axes (including size-1 axes)."""
+    n, k, m = (draw(st.integers(1, 3)) for _ in range(3))
+    batch = draw(st.lists(st.integers(1, 3), max_size=2))
+    xb = [draw(st.sampled_from([b, 1])) for b in batch][draw(st.integers(0, len(batch))):]
+    yb = [draw(st.sampled_from([b, 1])) for b in batch][draw(st.integers(0, len(batch))):]
+    xs = tuple(xb) + (n, k) if draw(st.booleans()) else (k,)
+    ys = tuple(yb) + (k, m) if draw(st.booleans()) else (k,)
+    dx, dy = draw(st.sampled_from(NUMS)), draw(st.sampled_from(NUMS))
+    x = draw(hnp.arrays(np.float32 if dx == BF16 else dx, xs, elements=_elements(dx))).astype(dx)
+    y = draw(hnp.arrays(np.float32 if dy == BF16 else dy, ys, elements=_elements(dy))).astype(dy)
+    return x, y
+
+
+@settings(max_examples=10)
+@given(matmul_pair())
+def test_matmul(xy):
+    x, y = xy
+    check(lambda m, a, b: m.matmul(a, b), x, y)
+    check(lambda m, a, b: a @ m.asarray(b), x, y)
+
+
+@settings(max_examples=10)
+@given(st.data(), arrays(dtypes=NUMS, min_dims=0, max_dims=3, min_side=1))
+def test_dot_inner_vdot_outer(data, x):
+    k = x.shape[-1] if x.ndim else 1
+    yshape = data.draw(st.sampled_from([(k,), (k, 2), (3, k, 2), ()]))
+    d = data.draw(st.sampled_from(NUMS))
+    y = data.draw(hnp.arrays(np.float32 if d == BF16 else d, yshape, elements=_elements(d))).astype(d)
+    check(lambda m, a, b: m.dot(a, b), x, y)
+    check(lambda m, a, b: m.outer(a, b), x, y)
+    if x.ndim and y.ndim and y.shape[-1] == k:
+        check(lambda m, a, b: m.inner(a, b), x, y)
+    if x.size == y.size:
+        check(lambda m, a, b: m.vdot(a, b), x, y)
+
+
+def test_python_scalar_promotion_and_weak_types():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    i = np.arange(6, dtype=np.int32).reshape(3, 2)
+    check(lambda m, a: m.dot(a, 2), x)
+    check(lambda m, a: m.dot(2.5, a), i)
+    check(lambda m, a, b: m.matmul(a, b), i, x)  # int x float -> float
+    check(lambda m, a, b: m.matmul(a, b), i.astype(np.int8), i.T.astype(np.uint8))
+    check(lambda m: m.dot(2.0, 3.0), staged=False)
+    check(lambda m, a: m.tensordot(a * 1.0, a, axes=0), 2.0)
+    with pytest.raises(TypeError, match="tensordot"):
+        fnp.tensordot(2.0, 3.0, axes=1)
+    check(lambda m, a, b: m.matmul(a, b, preferred_element_type=np.float32), i, i.T)
+    check(lambda m, a, b: m.dot(a, b, preferred_element_type=np.int32), i.astype(np.int8), i.T.astype(np.int8))
+    check(lambda m, a, b: m.einsum("ij,jk->ik", a, b, preferred_element_type=np.float32), i, i.T)
+
+
+def test_vdot_complex_and_vecdot():
+    a = (np.arange(4) + 1j).astype(np.complex64)
+    b = (np.arange(4)[::-1] - 2j).astype(np.complex64)
+    check(lambda m, x, y: m.vdot(x, y), a, b)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check(lambda m, p, q: m.vecdot(p, q), x, x[:1])
+    check(lambda m, p, q: m.vecdot(p, q, axis=0), x, x)
+
+
+@settings(max_examples=10)
+@given(st.data(), arrays(dtypes=[np.float32, np.int32, BF16], min_dims=1, max_dims=3, min_side=1))
+def test_tensordot(data, x):
+    n = data.draw(st.integers(0, x.ndim))
+    extra = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    y = data.draw(hnp.arrays(np.float32, x.shape[x.ndim - n:] + tuple(extra), elements=_elements(np.float32)))
+    check(lambda m, a, b: m.tensordot(a, b, axes=n), x, y)
+    axes_a = tuple(range(x.ndim - n, x.ndim))
+    check(lambda m, a, b: m.tensordot(a, b, axes=([ax - x.ndim for ax in axes_a], list(range(n)))), x, y)
+
+
+@settings(max_examples=10)
+@given(arrays(dtypes=[np.float32, np.int32, np.bool_], max_dims=3, min_side=1),
+       arrays(dtypes=[np.float32, np.int8], max_dims=2, min_side=1))
+def test_kron(x, y):
+    check(lambda m, a, b: m.kron(a, b), x, y)
+
+
+@settings(max_examples=10)
+@given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, np.bool_, BF16], min_dims=2, max_dims=4))
+def test_diagonal_trace(data, x):
+    offset = data.draw(st.integers(-4, 4))
+    a1, a2 = data.draw(st.lists(st.integers(-x.ndim, x.ndim - 1), min_size=2, max_size=2, unique_by=lambda v: v % x.ndim))
+    check(lambda m, a: m.diagonal(a, offset, a1, a2), x)
+    check(lambda m, a: m.trace(a, offset, a1, a2), x)
+    check(lambda m, a: m.trace(a, dtype=np.float32), x)
+
+
+# ---------------------------------------------------------------- einsum
+EINSUMS = [
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("ij,jk", [(2, 3), (3, 4)]),
+    ("bij,bjk->bik", [(2, 2, 3), (2, 3, 1)]),
+    ("...ij,...jk->...ik", [(2, 1, 2, 3), (3, 3, 4)]),
+    ("...j,j", [(2, 3, 4), (4,)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]),
+    ("iij->j", [(2, 2, 3)]),
+    ("ij->ji", [(2, 3)]),
+    ("ijk->", [(2, 3, 4)]),
+    ("ij->", [(2, 3)]),
+    ("i,i", [(4,), (4,)]),
+    ("i,j->ij", [(2,), (3,)]),
+    ("ij,ij->i", [(2, 3), (2, 3)]),
+    ("ijk,ikl,lm->jm", [(2, 3, 4), (2, 4, 5), (5, 2)]),
+    ("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 2), (2, 3)]),
+    ("ij,kl->", [(2, 3), (4, 5)]),
+    ("bij,jk->bik", [(2, 3, 1), (1, 4)]),
+    ("i...,i...->...", [(3, 2), (3, 1)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum(eq, shapes):
+    rng = np.random.default_rng(0)
+    ops = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    check(lambda m, *o: m.einsum(eq, *o), *ops)
+    check(lambda m, *o: m.einsum(eq, *o, optimize=False), *ops, staged=False)
+
+
+def test_einsum_dtypes_and_interleaved():
+    i = np.arange(6, dtype=np.int8).reshape(2, 3)
+    f = np.ones((3, 2), BF16)
+    check(lambda m, a, b: m.einsum("ij,jk->ik", a, b), i, f)
+    check(lambda m, a, b: m.einsum("ij,jk->ik", a, b), i, i.T)
+    check(lambda m, a: m.einsum("ij->i", a), i)
+    check(lambda m, a, b: m.einsum(a, [0, 1], b, [1, 2], [0, 2]), i, f)
+    check(lambda m, a: m.einsum("ij->j", a), i.astype(np.float16))
+
+
+def test_einsum_errors():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="operands"):
+        fnp.einsum("ij,jk->ik", x)
+    with pytest.raises(ValueError, match="rank"):
+        fnp.einsum("ijk->i", x)
+    with pytest.raises(ValueError, match="does not match"):
+        fnp.einsum("ij,ij->i", x, np.ones((2, 4)))
+    with pytest.raises(ValueError, match="output label 'z'"):
+        fnp.einsum("ij->z", x)
+    with pytest.raises(ValueError, match="repeats"):
+        fnp.einsum("ij->ii", x)
+
+
+# ---------------------------------------------------------------- errors
+def test_shape_mismatch_errors_name_both_shapes():
+    a, b = np.ones((2, 3)), np.ones((4, 5))
+    with pytest.raises(TypeError, match=r"\(2, 3\).*\(4, 5\)"):
+        fnp.matmul(a, b)
+    with pytest.raises(TypeError, match=r"\(2, 3\).*\(4, 5\)"):
+        ftrans.make_jaxpr(fnp.matmul)(a, b)
+    with pytest.raises(TypeError, match=r"\(2, 3\).*\(4, 5\)"):
+        fnp.dot(a, b)
+    with pytest.raises(ValueError, match="0-d"):
+        fnp.matmul(a, 2.0)
+    with pytest.raises(ValueError, match="broadcasting"):
+        fnp.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 1)))
+    with pytest.raises(TypeError, match="inner"):
+        fnp.inner(a, b)
+    with pytest.raises(TypeError, match="vdot"):
+        fnp.vdot(a, b)
+    with pytest.raises(TypeError, match="tensordot"):
+        fnp.tensordot(a, b, axes=1)
+    with pytest.raises(ValueError, match="diagonal"):
+        fnp.diagonal(np.ones(3))
+    with pytest.raises(ValueError, match="axis1 and axis2"):
+        fnp.diagonal(a, 0, 1, -1)
+
+
+def test_dot_general_primitive_checks():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match=r"contracting dimensions differ.*f32\[2,3\], f32\[4,3\]"):
+        ftrans.make_jaxpr(lambda a, b: flax.dot_general(a, b, (((1,), (0,)), ((), ()))))(x, np.ones((4, 3), np.float32))
+    with pytest.raises(TypeError, match="same dtype"):
+        flax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ())))
+    with pytest.raises(ValueError, match="out of range"):
+        flax.dot_general(x, x, (((-1,), (1,)), ((), ())))
+    with pytest.raises(TypeError, match="preferred_element_type"):
+        flax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
+    with pytest.raises(TypeError, match="narrower"):
+        flax.dot_general(np.ones((2, 2), np.int32), np.ones((2, 2), np.int32), (((1,), (0,)), ((), ())),
+                         preferred_element_type=np.int8)
+
+
+@settings(max_examples=10)
+@given(st.data(), st.sampled_from([np.float32, np.int32, np.int8, BF16]))
+def test_lax_dot_general(data, d):
+    b, n, k, m = (data.draw(st.integers(1, 3)) for _ in range(4))
+    x = data.draw(hnp.arrays(np.float32, (k, b, n), elements=_elements(np.float32))).astype(d)
+    y = data.draw(hnp.arrays(np.float32, (b, m, k), elements=_elements(np.float32))).astype(d)
+    dn = (((0,), (2,)), ((1,), (0,)))
+    check_lax(lambda mod, p, q: mod.dot_general(p, q, dn), x, y)
+    pet = np.float32 if d in (BF16, np.float32) else np.int32
+    check_lax(lambda mod, p, q: mod.dot_general(p, q, dn, preferred_element_type=pet), x, y)
+    check_lax(lambda mod, p, q: mod.dot(p, q), x[:, 0, :].T, y[0].T)
