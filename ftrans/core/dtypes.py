@@ -162,9 +162,31 @@ def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
     return canonicalize(j), False
 
 
+_WEAK_WIDE = {_WEAK_INT: int64, _WEAK_FLOAT: float64, _WEAK_COMPLEX: complex128}
+
+
 def promote_types(a: Any, b: Any) -> np.dtype:
-    """``jnp.promote_types``: join of two strong dtypes."""
-    return promote(((np.dtype(a), False), (np.dtype(b), False)))[0]
+    """``jnp.promote_types``: the lattice join of two dtypes, with no 32-bit narrowing.
+
+    Unlike the promotion of operands, JAX answers this question about dtypes
+    themselves, so ``promote_types(int64, float32)`` is float64 even with x64 off.
+    """
+    da, db = to_dtype_wide(a), to_dtype_wide(b)
+    j = _join((da, db))
+    out = _WEAK_WIDE[j] if isinstance(j, str) else j
+    # In 32-bit mode a join that only 64-bit types can hold (int32 with uint32)
+    # narrows back, unless an input was itself 64-bit.
+    if not x64_enabled() and out.itemsize == 8 and da.itemsize < 8 and db.itemsize < 8:
+        return _NARROW.get(out, out)
+    return out
+
+
+def to_dtype_wide(dtype: Any) -> np.dtype:
+    """A dtype argument as NumPy reads it (Python ``int`` is int64), not canonicalised."""
+    d = np.dtype(dtype)
+    if d not in SUPPORTED:
+        raise TypeError(f"dtype {d} is not supported by ftrans")
+    return d
 
 
 def python_scalar_dtype(x: Any) -> np.dtype:
