@@ -1,25 +1,677 @@
-"""Thin, checked wrappers that bind one primitive each."""
+"""``jax.lax``'s element-level API: thin, checked wrappers that bind one primitive each.
+
+lax is strict like XLA: operands must already agree in dtype (and, apart from
+rank-0 operands of elementwise operations, in shape); nothing is broadcast or
+promoted.  Two conveniences are allowed, as in JAX:
+
+* Python scalars are weakly typed.  A Python ``int``/``float``/``complex``
+  takes the dtype of the first array operand when JAX's promotion lattice lets
+  that dtype absorb it (``lax.add(x_f32, 2)`` is float32); otherwise it keeps
+  its default dtype and the dtype check fails (``lax.add(x_i32, 2.5)``).
+* NumPy arrays and scalars are canonicalised (float64 becomes float32 unless
+  x64 is on).
+
+Eager execution skips abstract evaluation, so each wrapper runs the
+primitive's abstract-eval rule itself when no transform is active: lax errors
+are the same eagerly and under ``make_jaxpr``/``jit``.
+"""
 
 from __future__ import annotations
 
+import builtins
+import enum
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from ftrans import tree_util
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import Tracer, state
+from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
+from ftrans.numpy._util import as_operand, check_arraylike, convert, dtype_weak, shape_of
 
-__all__ = ["add", "sub", "mul", "tanh"]
+__all__ = [
+    "RoundingMethod",
+    # elementwise arithmetic
+    "add", "sub", "mul", "div", "rem", "neg", "abs", "sign", "pow", "integer_pow", "square",
+    "max", "min", "nextafter", "floor", "ceil", "round", "is_finite",
+    # float functions
+    "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt",
+    "erf", "erfc", "erf_inv", "lgamma", "digamma",
+    # complex
+    "real", "imag", "conj", "complex",
+    # comparisons and bits
+    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count",
+    # selection and types
+    "select", "select_n", "clamp", "convert_element_type", "bitcast_convert_type", "stop_gradient",
+    # shapes
+    "broadcast", "broadcast_in_dim", "broadcasted_iota", "iota", "reshape", "transpose", "squeeze",
+    "expand_dims", "rev", "pad", "concatenate", "slice", "slice_in_dim", "index_in_dim",
+    "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
+    "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim",
+    # contractions and reductions
+    "dot_general", "dot", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+    "reduce_or", "reduce_xor", "argmax", "argmin",
+]
+
+_WEAK_SCALARS = (int, float, complex)
 
 
-def add(x: Any, y: Any) -> Any:
-    return E.add_p.bind(x, y)
+class RoundingMethod(enum.IntEnum):
+    """How ``lax.round`` breaks ties (JAX's enum; the values are XLA's)."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
 
 
-def sub(x: Any, y: Any) -> Any:
-    return E.sub_p.bind(x, y)
+# ---------------------------------------------------------------- operand handling
+def _operands(name: str, args: Sequence[Any], like: Any = None) -> list:
+    """Arrays for ``args``: Python scalars take ``like``'s (or the first array's) dtype when safe."""
+    check_arraylike(f"lax.{name}", *args)
+    if like is None:
+        like = next((a for a in args if type(a) not in _WEAK_SCALARS), None)
+    target = None if like is None else dtype_weak(like)[0]
+    out = []
+    for a in args:
+        if type(a) in _WEAK_SCALARS and target is not None:
+            own = dtypes.python_scalar_dtype(a)
+            # The scalar joins the array's dtype only when the lattice says that
+            # dtype absorbs it (an int into a float, never a float into an int).
+            if dtypes.promote(((own, True), (target, False))) == (target, False):
+                out.append(convert(a, target, True))
+                continue
+        out.append(as_operand(a))
+    return out
 
 
-def mul(x: Any, y: Any) -> Any:
-    return E.mul_p.bind(x, y)
+def _aval(x: Any) -> ShapedArray:
+    if isinstance(x, (Array, Tracer)):
+        return x.aval
+    d, w = dtype_weak(x)
+    return ShapedArray(shape_of(x), d, w)
 
 
-def tanh(x: Any) -> Any:
-    return E.tanh_p.bind(x)
+def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
+    """Bind after type-checking eagerly (staging traces run the same rule themselves)."""
+    if state.eval_only:
+        abstract_eval(prim, [_aval(o) for o in ops], params)
+    return prim.bind(*ops, **params)
+
+
+def _no_accuracy(name: str, accuracy: Any) -> None:
+    if accuracy is not None:
+        raise NotImplementedError(f"lax.{name}: the accuracy argument is not supported")
+
+
+def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
+    if with_accuracy:
+        def fn(x: Any, *, accuracy: Any = None) -> Any:
+            _no_accuracy(name, accuracy)
+            (x,) = _operands(name, (x,))
+            return _bind(prim, x)
+    else:
+        def fn(x: Any) -> Any:
+            (x,) = _operands(name, (x,))
+            return _bind(prim, x)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``lax.{name}``: elementwise, no promotion (the ``{prim.name}`` primitive)."
+    return fn
+
+
+def _binop(prim: Primitive, name: str):
+    def fn(x: Any, y: Any) -> Any:
+        a, b = _operands(name, (x, y))
+        return _bind(prim, a, b)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``lax.{name}``: elementwise; operands must share a dtype and a shape "
+                  f"(or be rank-0). Use ``ftrans.numpy`` for broadcasting and promotion.")
+    return fn
+
+
+# ---------------------------------------------------------------- elementwise
+add = _binop(E.add_p, "add")
+sub = _binop(E.sub_p, "sub")
+div = _binop(E.div_p, "div")
+rem = _binop(E.rem_p, "rem")
+max = _binop(E.max_p, "max")  # noqa: A001 - JAX's name
+min = _binop(E.min_p, "min")  # noqa: A001 - JAX's name
+atan2 = _binop(E.atan2_p, "atan2")
+nextafter = _binop(E.nextafter_p, "nextafter")
+complex = _binop(E.complex_p, "complex")  # noqa: A001 - JAX's name
+eq = _binop(E.eq_p, "eq")
+ne = _binop(E.ne_p, "ne")
+lt = _binop(E.lt_p, "lt")
+le = _binop(E.le_p, "le")
+gt = _binop(E.gt_p, "gt")
+ge = _binop(E.ge_p, "ge")
+bitwise_and = _binop(E.and_p, "bitwise_and")
+bitwise_or = _binop(E.or_p, "bitwise_or")
+bitwise_xor = _binop(E.xor_p, "bitwise_xor")
+shift_left = _binop(E.shift_left_p, "shift_left")
+shift_right_logical = _binop(E.shift_right_logical_p, "shift_right_logical")
+shift_right_arithmetic = _binop(E.shift_right_arithmetic_p, "shift_right_arithmetic")
+
+
+def mul(x: Any, y: Any, *, out_dtype: Any = None) -> Any:
+    """``lax.mul``: elementwise product of operands of one dtype."""
+    if out_dtype is not None:
+        raise NotImplementedError("lax.mul: the out_dtype argument is not supported")
+    a, b = _operands("mul", (x, y))
+    return _bind(E.mul_p, a, b)
+
+
+def pow(x: Any, y: Any) -> Any:  # noqa: A001 - JAX's name
+    """``lax.pow``: an inexact base to an exponent of its dtype or of any integer dtype."""
+    a, b = _operands("pow", (x, y))
+    return _bind(E.pow_p, a, b)
+
+
+neg = _unop(E.neg_p, "neg")
+abs = _unop(E.abs_p, "abs")  # noqa: A001 - JAX's name
+sign = _unop(E.sign_p, "sign")
+floor = _unop(E.floor_p, "floor")
+ceil = _unop(E.ceil_p, "ceil")
+is_finite = _unop(E.is_finite_p, "is_finite")
+exp = _unop(E.exp_p, "exp", with_accuracy=True)
+exp2 = _unop(E.exp2_p, "exp2", with_accuracy=True)
+log = _unop(E.log_p, "log", with_accuracy=True)
+log1p = _unop(E.log1p_p, "log1p", with_accuracy=True)
+expm1 = _unop(E.expm1_p, "expm1", with_accuracy=True)
+tanh = _unop(E.tanh_p, "tanh", with_accuracy=True)
+logistic = _unop(E.logistic_p, "logistic", with_accuracy=True)
+sin = _unop(E.sin_p, "sin", with_accuracy=True)
+cos = _unop(E.cos_p, "cos", with_accuracy=True)
+tan = _unop(E.tan_p, "tan", with_accuracy=True)
+sqrt = _unop(E.sqrt_p, "sqrt", with_accuracy=True)
+rsqrt = _unop(E.rsqrt_p, "rsqrt", with_accuracy=True)
+cbrt = _unop(E.cbrt_p, "cbrt", with_accuracy=True)
+asin = _unop(E.asin_p, "asin")
+acos = _unop(E.acos_p, "acos")
+atan = _unop(E.atan_p, "atan")
+sinh = _unop(E.sinh_p, "sinh")
+cosh = _unop(E.cosh_p, "cosh")
+asinh = _unop(E.asinh_p, "asinh")
+acosh = _unop(E.acosh_p, "acosh")
+atanh = _unop(E.atanh_p, "atanh")
+erf = _unop(E.erf_p, "erf")
+erfc = _unop(E.erfc_p, "erfc")
+erf_inv = _unop(E.erf_inv_p, "erf_inv")
+lgamma = _unop(E.lgamma_p, "lgamma")
+digamma = _unop(E.digamma_p, "digamma")
+real = _unop(E.real_p, "real")
+imag = _unop(E.imag_p, "imag")
+conj = _unop(E.conj_p, "conj")
+bitwise_not = _unop(E.not_p, "bitwise_not")
+population_count = _unop(E.population_count_p, "population_count")
+
+
+def integer_pow(x: Any, y: int) -> Any:
+    """``lax.integer_pow``: ``x ** y`` for a static Python int ``y`` (by repeated multiplication)."""
+    if isinstance(y, Tracer) or isinstance(y, bool) or not isinstance(y, (int, np.integer)):
+        raise FtransTypeError(f"lax.integer_pow: the exponent y must be a static Python int, got {y!r}")
+    (x,) = _operands("integer_pow", (x,))
+    return _bind(E.integer_pow_p, x, y=int(y))
+
+
+def square(x: Any) -> Any:
+    """``lax.square``: ``x * x`` for numeric ``x``."""
+    return integer_pow(x, 2)
+
+
+def round(x: Any, rounding_method: RoundingMethod | int = RoundingMethod.AWAY_FROM_ZERO) -> Any:  # noqa: A001
+    """``lax.round``: ties away from zero by default, or to even."""
+    try:
+        method = RoundingMethod(int(rounding_method))
+    except (ValueError, TypeError):
+        raise FtransValueError(
+            f"lax.round: unknown rounding_method {rounding_method!r}; use lax.RoundingMethod"
+        ) from None
+    (x,) = _operands("round", (x,))
+    return _bind(E.round_p, x, rounding_method=method)
+
+
+# ---------------------------------------------------------------- selection and types
+def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """``lax.select``: ``on_true`` where ``pred`` else ``on_false`` (no broadcasting)."""
+    t, f = _operands("select", (on_true, on_false))
+    (p,) = _operands("select", (pred,))
+    return _bind(S.select_n_p, p, f, t)
+
+
+def select_n(which: Any, *cases: Any) -> Any:
+    """``lax.select_n``: case ``which`` (bool: 2 cases; int32: any number)."""
+    if not cases:
+        raise FtransValueError("lax.select_n: needs at least one case")
+    ops = _operands("select_n", cases)
+    (w,) = _operands("select_n", (which,))
+    if len(ops) == 1:
+        # JAX returns the only case unchanged (after checking the selector's shape).
+        if shape_of(w) not in ((), shape_of(ops[0])):
+            raise FtransTypeError("lax.select_n: the selector must be a scalar or match the cases' shape")
+        return ops[0]
+    return _bind(S.select_n_p, w, *ops)
+
+
+def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
+    """``lax.clamp``: ``x`` limited to [min, max]; min and max may be scalars."""
+    lo, xo, hi = _operands("clamp", (min, x, max), like=x if type(x) not in _WEAK_SCALARS else None)
+    return _bind(S.clamp_p, lo, xo, hi)
+
+
+def convert_element_type(operand: Any, new_dtype: Any) -> Any:
+    """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
+    d = dtypes.to_dtype(new_dtype)
+    (x,) = _operands("convert_element_type", (operand,))
+    xd, xw = dtype_weak(x)
+    if xd == d and not xw:
+        return x
+    return _bind(S.convert_element_type_p, x, new_dtype=d, weak_type=False)
+
+
+def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
+    """``lax.bitcast_convert_type``: reinterpret the bits (a wider/narrower type adds/removes a last axis)."""
+    d = dtypes.to_dtype(new_dtype)
+    (x,) = _operands("bitcast_convert_type", (operand,))
+    return _bind(S.bitcast_convert_type_p, x, new_dtype=d)
+
+
+def stop_gradient(x: Any) -> Any:
+    """``lax.stop_gradient`` over a pytree: inexact leaves get a zero derivative; others pass through."""
+
+    def stop(leaf: Any) -> Any:
+        (op,) = _operands("stop_gradient", (leaf,))
+        if dtypes.is_inexact(dtype_weak(op)[0]):
+            return E.stop_gradient_p.bind(op)
+        return op
+
+    return tree_util.tree_map(stop, x)
+
+
+# ---------------------------------------------------------------- shapes
+def _ints(name: str, what: str, seq: Any) -> tuple[int, ...]:
+    if isinstance(seq, Tracer):
+        raise FtransTypeError(f"lax.{name}: {what} must be static Python ints, not a traced array")
+    try:
+        return tuple(int(v) for v in seq)
+    except TypeError:
+        raise FtransTypeError(f"lax.{name}: {what} must be a sequence of ints, got {seq!r}") from None
+
+
+def _axis(name: str, axis: Any, ndim: int) -> int:
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        raise FtransValueError(f"lax.{name}: axis {axis} is out of range for an array of rank {ndim}")
+    return a % ndim
+
+
+def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
+                     out_sharding: Any = None) -> Any:
+    """``lax.broadcast_in_dim``: operand axis i becomes output axis broadcast_dimensions[i]."""
+    if out_sharding is not None:
+        raise NotImplementedError("lax.broadcast_in_dim: out_sharding is not supported")
+    (x,) = _operands("broadcast_in_dim", (operand,))
+    shape = _ints("broadcast_in_dim", "shape", shape)
+    dims = _ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
+    if shape_of(x) == shape and dims == tuple(range(len(shape))):
+        return x
+    return _bind(S.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=dims)
+
+
+def broadcast(operand: Any, sizes: Sequence[int], *, out_sharding: Any = None) -> Any:
+    """``lax.broadcast``: prepend axes of the given sizes."""
+    (x,) = _operands("broadcast", (operand,))
+    sizes = _ints("broadcast", "sizes", sizes)
+    nd = len(shape_of(x))
+    return broadcast_in_dim(x, sizes + tuple(shape_of(x)), tuple(range(len(sizes), len(sizes) + nd)),
+                            out_sharding=out_sharding)
+
+
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sharding: Any = None) -> Any:
+    """``lax.broadcasted_iota``: 0, 1, 2, ... along ``dimension`` of an array of ``shape``."""
+    if out_sharding is not None:
+        raise NotImplementedError("lax.broadcasted_iota: out_sharding is not supported")
+    shape = _ints("broadcasted_iota", "shape", shape)
+    params = dict(dtype=dtypes.to_dtype(dtype), shape=shape, dimension=int(dimension))
+    return _bind(S.iota_p, **params)
+
+
+def iota(dtype: Any, size: int) -> Any:
+    """``lax.iota``: [0, 1, ..., size - 1]."""
+    return broadcasted_iota(dtype, (int(size),), 0)
+
+
+def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None, *,
+            out_sharding: Any = None) -> Any:
+    """``lax.reshape``: row-major reshape, after transposing by ``dimensions`` if given."""
+    if out_sharding is not None:
+        raise NotImplementedError("lax.reshape: out_sharding is not supported")
+    (x,) = _operands("reshape", (operand,))
+    sizes = _ints("reshape", "new_sizes", new_sizes)
+    dims = None if dimensions is None else _ints("reshape", "dimensions", dimensions)
+    if dims is not None and dims == tuple(range(len(shape_of(x)))):
+        dims = None
+    if dims is None and sizes == shape_of(x):
+        return x
+    return _bind(S.reshape_p, x, new_sizes=sizes, dimensions=dims)
+
+
+def transpose(operand: Any, permutation: Sequence[int]) -> Any:
+    """``lax.transpose``: output axis i is operand axis permutation[i]."""
+    (x,) = _operands("transpose", (operand,))
+    perm = _ints("transpose", "permutation", permutation)
+    if perm == tuple(range(len(shape_of(x)))):
+        return x
+    return _bind(S.transpose_p, x, permutation=perm)
+
+
+def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
+    """``lax.squeeze``: remove the given size-1 axes (negative axes count from the end)."""
+    (x,) = _operands("squeeze", (array,))
+    nd = len(shape_of(x))
+    dims = tuple(sorted({_axis("squeeze", d, nd) for d in _ints("squeeze", "dimensions", dimensions)}))
+    if not dims:
+        return x
+    return _bind(S.squeeze_p, x, dimensions=dims)
+
+
+def expand_dims(array: Any, dimensions: Sequence[int]) -> Any:
+    """``lax.expand_dims``: insert size-1 axes at the given output positions."""
+    (x,) = _operands("expand_dims", (array,))
+    dims_in = _ints("expand_dims", "dimensions", dimensions)
+    out_nd = len(shape_of(x)) + len(dims_in)
+    dims = tuple(sorted(_axis("expand_dims", d, out_nd) for d in dims_in))
+    if len(set(dims)) != len(dims):
+        raise FtransValueError(f"lax.expand_dims: repeated dimension in {dims_in}")
+    if not dims:
+        return x
+    return _bind(S.expand_dims_p, x, dimensions=dims)
+
+
+def rev(operand: Any, dimensions: Sequence[int]) -> Any:
+    """``lax.rev``: reverse the order of elements along the given axes."""
+    (x,) = _operands("rev", (operand,))
+    dims = _ints("rev", "dimensions", dimensions)
+    if not dims:
+        return x
+    return _bind(S.rev_p, x, dimensions=dims)
+
+
+def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Any:
+    """``lax.pad``: (low, high, interior) per axis; negative low/high crop."""
+    x, v = _operands("pad", (operand, padding_value))
+    try:
+        config = tuple((int(lo), int(hi), int(it)) for lo, hi, it in padding_config)
+    except (TypeError, ValueError):
+        raise FtransTypeError(
+            f"lax.pad: padding_config must be a sequence of (low, high, interior) int triples, "
+            f"got {padding_config!r}"
+        ) from None
+    return _bind(S.pad_p, x, v, padding_config=config)
+
+
+def concatenate(operands: Sequence[Any], dimension: int) -> Any:
+    """``lax.concatenate``: join operands of one dtype along ``dimension``."""
+    if isinstance(operands, (Array, Tracer, np.ndarray)):
+        operands = list(operands)
+    if len(operands) == 0:
+        raise FtransValueError("lax.concatenate: needs at least one operand")
+    ops = [as_operand(o) for o in operands]
+    check_arraylike("lax.concatenate", *ops)
+    if len(ops) == 1:
+        return ops[0]
+    return _bind(S.concatenate_p, *ops, dimension=int(dimension))
+
+
+def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[int],  # noqa: A001
+          strides: Sequence[int] | None = None) -> Any:
+    """``lax.slice``: static start/limit (and strides) per axis, no negative indices."""
+    (x,) = _operands("slice", (operand,))
+    start = _ints("slice", "start_indices", start_indices)
+    limit = _ints("slice", "limit_indices", limit_indices)
+    st = None if strides is None else _ints("slice", "strides", strides)
+    if st is not None and all(s == 1 for s in st):
+        st = None
+    if st is None and start == (0,) * len(start) and limit == shape_of(x):
+        return x
+    return _bind(S.slice_p, x, start_indices=start, limit_indices=limit, strides=st)
+
+
+def slice_in_dim(operand: Any, start_index: int | None, limit_index: int | None, stride: int = 1,
+                 axis: int = 0) -> Any:
+    """``lax.slice_in_dim``: a Python-style slice (negative indices allowed) of one axis."""
+    (x,) = _operands("slice_in_dim", (operand,))
+    shape = shape_of(x)
+    ax = _axis("slice_in_dim", axis, len(shape))
+    n = shape[ax]
+    start = 0 if start_index is None else int(start_index)
+    limit = n if limit_index is None else int(limit_index)
+    start = start + n if start < 0 else start
+    limit = limit + n if limit < 0 else limit
+    starts = [0] * len(shape)
+    limits = list(shape)
+    strides = [1] * len(shape)
+    starts[ax], limits[ax], strides[ax] = start, limit, int(stride)
+    return slice(x, starts, limits, strides)
+
+
+def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True) -> Any:
+    """``lax.index_in_dim``: element ``index`` (negative allowed) of one axis."""
+    (x,) = _operands("index_in_dim", (operand,))
+    shape = shape_of(x)
+    ax = _axis("index_in_dim", axis, len(shape))
+    n = shape[ax]
+    i = int(index)
+    if not -n <= i < n:
+        raise FtransIndexError(f"lax.index_in_dim: index {index} is out of bounds for axis {ax} with size {n}")
+    i %= n
+    out = slice_in_dim(x, i, i + 1, 1, ax)
+    return out if keepdims else squeeze(out, (ax,))
+
+
+def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_negative: Any) -> list:
+    """Scalar integer index operands; negative ones wrap once (like Python), the rest clamp in XLA."""
+    if isinstance(start_indices, (Array, Tracer, np.ndarray)):
+        idx_shape = shape_of(start_indices)
+        if len(idx_shape) != 1:
+            raise FtransTypeError(f"lax.{name}: start_indices must be a 1-D array or a sequence of scalars")
+        arr = as_operand(start_indices)
+        items = [reshape(slice(arr, (i,), (i + 1,)), ()) for i in range(idx_shape[0])]
+    else:
+        items = list(start_indices)
+    if len(items) != len(shape):
+        raise FtransValueError(
+            f"lax.{name}: got {len(items)} start indices for an operand of rank {len(shape)} (shape {shape})"
+        )
+    negs = [allow_negative] * len(items) if isinstance(allow_negative, bool) else list(allow_negative)
+    out = []
+    for i, n, neg_ok in zip(items, shape, negs):
+        if type(i) is int or isinstance(i, np.integer):
+            iv = int(i)
+            if neg_ok and iv < 0:
+                iv += n
+            # Out-of-range starts clamp anyway (XLA), so saturating to int32 changes nothing.
+            iv = builtins.min(builtins.max(iv, -(2**31)), 2**31 - 1)
+            out.append(convert(iv, dtypes.default_int(), False))
+            continue
+        (io,) = _operands(name, (i,))
+        d = dtype_weak(io)[0]
+        if shape_of(io) != () or d.kind not in "iu":
+            raise FtransTypeError(
+                f"lax.{name}: start indices must be integer scalars, got {d.name}{list(shape_of(io))}"
+            )
+        if neg_ok and d.kind == "i":
+            zero, size = convert(0, d, False), convert(n, d, False)
+            io = _bind(S.select_n_p, _bind(E.lt_p, io, zero), io, _bind(E.add_p, io, size))
+        out.append(io)
+    return out
+
+
+def dynamic_slice(operand: Any, start_indices: Any, slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool | Sequence[bool] = True) -> Any:
+    """``lax.dynamic_slice``: a slice at run-time start indices, clamped to stay in bounds (XLA)."""
+    (x,) = _operands("dynamic_slice", (operand,))
+    shape = shape_of(x)
+    idx = _start_indices("dynamic_slice", start_indices, shape, allow_negative_indices)
+    sizes = _ints("dynamic_slice", "slice_sizes", slice_sizes)
+    return _bind(S.dynamic_slice_p, x, *idx, slice_sizes=sizes)
+
+
+def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: int = 0, *,
+                         allow_negative_indices: bool = True) -> Any:
+    """``lax.dynamic_slice_in_dim``: ``dynamic_slice`` along one axis."""
+    (x,) = _operands("dynamic_slice_in_dim", (operand,))
+    shape = shape_of(x)
+    ax = _axis("dynamic_slice_in_dim", axis, len(shape))
+    starts: list[Any] = [0] * len(shape)
+    sizes = list(shape)
+    starts[ax], sizes[ax] = start_index, int(slice_size)
+    negs = [False] * len(shape)
+    negs[ax] = allow_negative_indices
+    return dynamic_slice(x, starts, sizes, allow_negative_indices=negs)
+
+
+def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool = True, *,
+                         allow_negative_indices: bool = True) -> Any:
+    """``lax.dynamic_index_in_dim``: element ``index`` of one axis, index known at run time."""
+    (x,) = _operands("dynamic_index_in_dim", (operand,))
+    ax = _axis("dynamic_index_in_dim", axis, len(shape_of(x)))
+    out = dynamic_slice_in_dim(x, index, 1, ax, allow_negative_indices=allow_negative_indices)
+    return out if keepdims else squeeze(out, (ax,))
+
+
+def dynamic_update_slice(operand: Any, update: Any, start_indices: Any, *,
+                         allow_negative_indices: bool | Sequence[bool] = True) -> Any:
+    """``lax.dynamic_update_slice``: write ``update`` at run-time start indices (clamped, as XLA)."""
+    x, u = _operands("dynamic_update_slice", (operand, update))
+    idx = _start_indices("dynamic_update_slice", start_indices, shape_of(x), allow_negative_indices)
+    return _bind(S.dynamic_update_slice_p, x, u, *idx)
+
+
+def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axis: int, *,
+                                allow_negative_indices: bool = True) -> Any:
+    """``lax.dynamic_update_slice_in_dim``: ``dynamic_update_slice`` along one axis."""
+    x, u = _operands("dynamic_update_slice_in_dim", (operand, update))
+    nd = len(shape_of(x))
+    ax = _axis("dynamic_update_slice_in_dim", axis, nd)
+    starts: list[Any] = [0] * nd
+    starts[ax] = start_index
+    negs = [False] * nd
+    negs[ax] = allow_negative_indices
+    return dynamic_update_slice(x, u, starts, allow_negative_indices=negs)
+
+
+def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int, *,
+                                allow_negative_indices: bool = True) -> Any:
+    """``lax.dynamic_update_index_in_dim``: write one slice (``update`` may lack the axis)."""
+    x, u = _operands("dynamic_update_index_in_dim", (operand, update))
+    nd = len(shape_of(x))
+    ax = _axis("dynamic_update_index_in_dim", axis, nd)
+    if len(shape_of(u)) == nd - 1:
+        u = expand_dims(u, (ax,))
+    return dynamic_update_slice_in_dim(x, u, index, ax, allow_negative_indices=allow_negative_indices)
+
+
+# ---------------------------------------------------------------- contractions
+def _dimension_numbers(name: str, dn: Any) -> tuple:
+    try:
+        (lc, rc), (lb, rb) = dn
+        return ((_ints(name, "contracting dims", lc), _ints(name, "contracting dims", rc)),
+                (_ints(name, "batch dims", lb), _ints(name, "batch dims", rb)))
+    except (TypeError, ValueError):
+        raise FtransTypeError(
+            f"lax.{name}: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+            f"(lhs_batch, rhs_batch)), got {dn!r}"
+        ) from None
+
+
+def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
+                preferred_element_type: Any = None, *, out_sharding: Any = None) -> Any:
+    """``lax.dot_general``: contract and batch the named axes.
+
+    Operands of different dtypes are promoted to their join first, as JAX
+    does; ``preferred_element_type`` sets the result dtype.
+    """
+    if out_sharding is not None:
+        raise NotImplementedError("lax.dot_general: out_sharding is not supported")
+    a, b = _operands("dot_general", (lhs, rhs))
+    da, db = dtype_weak(a)[0], dtype_weak(b)[0]
+    if da != db:
+        d = dtypes.promote_types(da, db)
+        a, b = convert(a, d, dtype_weak(a)[1]), convert(b, d, dtype_weak(b)[1])
+    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    dn = _dimension_numbers("dot_general", dimension_numbers)
+    return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=_precision(precision),
+                 preferred_element_type=pref)
+
+
+def _precision(precision: Any) -> Any:
+    """Precision is only a hint to XLA; keep it hashable for the IR."""
+    if isinstance(precision, list):
+        return tuple(precision)
+    return precision
+
+
+def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = None,
+        preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
+    """``lax.dot``: vector/matrix products (or ``dot_general`` with ``dimension_numbers``)."""
+    a, b = _operands("dot", (lhs, rhs))
+    if dimension_numbers is None:
+        sa, sb = shape_of(a), shape_of(b)
+        if not (1 <= len(sa) <= 2 and 1 <= len(sb) <= 2):
+            raise FtransValueError(
+                f"lax.dot: dimension_numbers must be given unless both operands are vectors or "
+                f"matrices; got shapes {sa} and {sb}"
+            )
+        if sa[-1] != sb[0]:
+            raise FtransTypeError(f"lax.dot: incompatible shapes {sa} and {sb} (inner sizes differ)")
+        dimension_numbers = (((len(sa) - 1,), (0,)), ((), ()))
+    return dot_general(a, b, dimension_numbers, precision, preferred_element_type, out_sharding=out_sharding)
+
+
+# ---------------------------------------------------------------- reductions
+def _reducer(prim: Primitive, name: str):
+    def fn(operand: Any, axes: Sequence[int]) -> Any:
+        (x,) = _operands(name, (operand,))
+        nd = len(shape_of(x))
+        ax = tuple(_axis(name, a, nd) if nd else int(a) for a in _ints(name, "axes", axes))
+        return _bind(prim, x, axes=ax)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``lax.{name}``: reduce over ``axes`` (no promotion; empty axes give the identity)."
+    return fn
+
+
+reduce_sum = _reducer(R.reduce_sum_p, "reduce_sum")
+reduce_prod = _reducer(R.reduce_prod_p, "reduce_prod")
+reduce_max = _reducer(R.reduce_max_p, "reduce_max")
+reduce_min = _reducer(R.reduce_min_p, "reduce_min")
+reduce_and = _reducer(R.reduce_and_p, "reduce_and")
+reduce_or = _reducer(R.reduce_or_p, "reduce_or")
+reduce_xor = _reducer(R.reduce_xor_p, "reduce_xor")
+
+
+def _arg_reducer(prim: Primitive, name: str):
+    def fn(operand: Any, axis: int, index_dtype: Any) -> Any:
+        (x,) = _operands(name, (operand,))
+        ax = _axis(name, axis, len(shape_of(x)))
+        return _bind(prim, x, axes=(ax,), index_dtype=dtypes.to_dtype(index_dtype))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``lax.{name}``: index of the extreme value along ``axis`` (first NaN wins), "
+                  "as ``index_dtype``.")
+    return fn
+
+
+argmax = _arg_reducer(R.argmax_p, "argmax")
+argmin = _arg_reducer(R.argmin_p, "argmin")

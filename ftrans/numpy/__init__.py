@@ -7,7 +7,18 @@ import numpy as _np
 from ftrans.core import array_methods as _array_methods
 from ftrans.core import dtypes as _dtypes
 from ftrans.core.array import Array as ndarray  # noqa: F401  (jnp.ndarray is the Array type)
-from ftrans.numpy import _batched, _conversion, _creation, _elementwise, _indexing, _products, _reductions, _shape, _sorting  # noqa: F401
+from ftrans.numpy import (  # noqa: F401
+    _batched,
+    _conversion,
+    _creation,
+    _elementwise,
+    _indexing,
+    _products,
+    _reductions,
+    _shape,
+    _sorting,
+    linalg,  # noqa: F401,E402
+)
 from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403
@@ -18,7 +29,6 @@ from ftrans.numpy._reductions import *  # noqa: F401,F403
 from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
 from ftrans.numpy._sorting import *  # noqa: F401,F403
-from ftrans.numpy import linalg  # noqa: F401,E402
 
 # dtypes and dtype utilities
 bool_ = _dtypes.bool_.type

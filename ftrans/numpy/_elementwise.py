@@ -2,11 +2,22 @@
 
 Binary functions made by ``_binary`` take a fast path when no transform is
 active and both operands are ftrans Arrays of one dtype: NumPy broadcasting
-already matches ``jnp``'s, so the primitive's NumPy rule runs directly.
+already matches ``jnp``'s, so the primitive's NumPy rule runs directly.  Any
+exception on that path falls back to the general path, which raises ftrans's
+own errors.
+
+Everything else follows ``jax.numpy`` function by function: which promotion a
+function applies (plain, "numeric" where bool becomes int32, or "inexact" where
+integers become the default float), which constants are weakly typed (so the
+result's weak type matches JAX's), and XLA's edge cases (integer division by
+zero, NaN in max/min, complex ordering).  Because eager execution skips
+abstract evaluation, every dtype a primitive would reject is rejected here
+first, with a message that names the function.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -16,15 +27,19 @@ from ftrans.core.array import Array
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import state
+from ftrans.core.prims._base import NUM
+from ftrans.core.trace import Tracer, state
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
     as_operand,
+    broadcast_shapes,
+    broadcast_to_shape,
     check_arraylike,
     convert,
     dtype_weak,
     promote_args,
     promote_dtypes,
+    shape_of,
 )
 
 __all__: list[str] = []
@@ -35,7 +50,118 @@ def _export(fn):
     return fn
 
 
-def _binary(prim: Primitive, name: str, *, doc: str | None = None):
+# ---------------------------------------------------------------- helpers
+def _dtype(x: Any) -> np.dtype:
+    return dtype_weak(x)[0]
+
+
+def _const(like: Any, value: Any, weak: bool = True) -> Array:
+    """A rank-0 constant of ``like``'s dtype.
+
+    Weak constants stand for JAX's Python-scalar constants (they never make a
+    weak result strong); strong ones for JAX's ``np.array`` constants.
+    """
+    d = like if isinstance(like, np.dtype) else _dtype(like)
+    with np.errstate(all="ignore"):
+        return Array._new(np.asarray(value).astype(d), weak)
+
+
+def _lax_const(like: Any, value: Any) -> Array:
+    """JAX's ``lax._const``: weak only when ``like`` is a weakly typed rank-0 value."""
+    d, w = dtype_weak(like)
+    return _const(d, value, w and shape_of(like) == ())
+
+
+def _broadcast_ops(name: str, ops: list) -> list:
+    """Broadcast same-dtype operands for a strict elementwise primitive.
+
+    Rank-0 operands stay rank-0 (the primitives accept them); eagerly the
+    NumPy rules broadcast by themselves, so only compatibility is checked.
+    """
+    shapes = [shape_of(o) for o in ops]
+    if all(s == shapes[0] for s in shapes):
+        return ops
+    nonscalar = [s for s in shapes if s]
+    shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
+    if state.eval_only:
+        return ops
+    return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
+
+
+def _broadcast_full(name: str, ops: list) -> list:
+    """Broadcast every operand to the common shape (for select_n, which needs equal shapes)."""
+    shapes = [shape_of(o) for o in ops]
+    shape = broadcast_shapes(name, shapes, ops)
+    return [broadcast_to_shape(o, shape) for o in ops]
+
+
+def _promote_to(name: str, args: tuple, kind: str) -> list:
+    """JAX's promote_args / promote_args_numeric / promote_args_inexact.
+
+    The joined dtype is computed from the original operands, then each is
+    converted directly to it (an uint32 operand of an inexact op goes straight
+    to float32, never through int32).
+    """
+    check_arraylike(name, *args)
+    dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
+    if kind == "numeric" and dt == dtypes.bool_:
+        dt = dtypes.int32
+    elif kind == "inexact" and not dtypes.is_inexact(dt):
+        dt = dtypes.default_float()
+    return _broadcast_ops(name, [_convert(a, dt, weak) for a in args])
+
+
+def _convert(x: Any, dt: np.dtype, weak: bool) -> Any:
+    """``convert`` that also strips weakness: a weak operand joined with a strong one
+    becomes strong even when its dtype is already right (JAX converts it too), which
+    matters where the result comes from that operand alone (``copysign(2.5, x)``)."""
+    if (type(x) is Array or isinstance(x, Tracer)) and x.weak_type and not weak and _dtype(x) == dt:
+        return S.convert_element_type_p.bind(x, new_dtype=dt, weak_type=False)
+    return convert(x, dt, weak)
+
+
+def _numeric(name: str, *args: Any) -> list:
+    return _promote_to(name, args, "numeric")
+
+
+def _inexact(name: str, *args: Any) -> list:
+    return _promote_to(name, args, "inexact")
+
+
+def _reject(name: str, d: np.dtype, what: str) -> FtransTypeError:
+    return FtransTypeError(f"{name} does not accept {d.name} arrays; it needs {what} inputs")
+
+
+def _select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """``lax.select`` with NumPy broadcasting; the cases already share a dtype."""
+    pred = _to_bool(pred)
+    if shape_of(pred) == ():
+        on_true, on_false = _broadcast_full("where", [on_true, on_false])
+    else:
+        pred, on_true, on_false = _broadcast_full("where", [pred, on_true, on_false])
+    return S.select_n_p.bind(pred, on_false, on_true)
+
+
+def _to_bool(x: Any) -> Any:
+    x = as_operand(x)
+    if _dtype(x) == dtypes.bool_:
+        return x
+    return E.ne_p.bind(x, _lax_const(x, 0))
+
+
+def _full_bool(like: Any, value: bool) -> Any:
+    """A strong bool array of ``like``'s shape (JAX's ``full_like(x, v, dtype=bool)``)."""
+    return broadcast_to_shape(Array._new(np.asarray(value), False), shape_of(like))
+
+
+# ---------------------------------------------------------------- binary ufunc factory
+def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
+            allowed: frozenset | None = None, doc: str | None = None):
+    """A promoting, broadcasting binary function over one strict primitive.
+
+    ``bool_prim`` replaces ``prim`` on bool operands (``add`` is ``or`` there);
+    ``allowed`` lists the dtypes ``prim`` accepts, checked after promotion.
+    """
     impl = prim.impl
     strong = prim.weak_type_rule is never_weak
 
@@ -45,13 +171,21 @@ def _binary(prim: Primitive, name: str, *, doc: str | None = None):
             if tx is Array:
                 xv = x._value
                 ty = type(y)
-                if ty is Array:
-                    yv = y._value
-                    if xv.dtype == yv.dtype:
-                        return Array._new(impl(xv, yv), (not strong) and x.weak_type and y.weak_type)
-                elif ty is float and xv.dtype.kind == "f":
-                    return Array._new(impl(xv, xv.dtype.type(y)), (not strong) and x.weak_type)
+                try:
+                    if ty is Array:
+                        yv = y._value
+                        if xv.dtype == yv.dtype:
+                            return Array._new(impl(xv, yv), (not strong) and x.weak_type and y.weak_type)
+                    elif ty is float and xv.dtype.kind == "f":
+                        return Array._new(impl(xv, xv.dtype.type(y)), (not strong) and x.weak_type)
+                except (TypeError, ValueError):
+                    pass  # let the general path raise ftrans's own error
         a, b = promote_args(name, x, y)
+        d = _dtype(a)
+        if d == dtypes.bool_ and bool_prim is not None:
+            return bool_prim.bind(a, b)
+        if allowed is not None and d not in allowed:
+            raise _reject(name, d, "numeric")
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
@@ -60,54 +194,33 @@ def _binary(prim: Primitive, name: str, *, doc: str | None = None):
     return fn
 
 
-def _unary(prim: Primitive, name: str, *, inexact: bool = False):
+def _unary(prim: Primitive, name: str):
+    """A float function: integers and bools are promoted to the default float first."""
+
     def fn(x: Any, /) -> Any:
-        check_arraylike(name, x)
-        x = as_operand(x)
-        if inexact:
-            x = _to_inexact(x)
+        (x,) = _inexact(name, x)
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}``" + (" (integers are promoted to float)." if inexact else ".")
+    fn.__doc__ = f"Elementwise ``{name}`` (integers are promoted to float)."
     __all__.append(name)
     return fn
 
 
-def _to_inexact(x: Any) -> Any:
-    d, w = dtype_weak(x)
-    if dtypes.is_inexact(d):
-        return x
-    return convert(x, dtypes.default_float(), w)
-
-
-def _promote_inexact(name: str, *args: Any) -> list:
-    ops = promote_args(name, *args)
-    d, w = dtype_weak(ops[0])
-    if dtypes.is_inexact(d):
-        return ops
-    fd = dtypes.default_float()
-    return [convert(o, fd, w) for o in ops]
-
-
 # ---------------------------------------------------------------- arithmetic
-add = _binary(E.add_p, "add")
-subtract = _binary(E.sub_p, "subtract")
-multiply = _binary(E.mul_p, "multiply")
+add = _binary(E.add_p, "add", bool_prim=E.or_p)
+subtract = _binary(E.sub_p, "subtract", allowed=NUM)
+multiply = _binary(E.mul_p, "multiply", bool_prim=E.and_p)
 maximum = _binary(E.max_p, "maximum")
 minimum = _binary(E.min_p, "minimum")
 
 
-def _bool_arith_guard(name: str, x: Any) -> None:
-    if dtype_weak(x)[0] == dtypes.bool_:
-        raise FtransTypeError(f"{name} does not accept bool arrays; convert with .astype(int) first")
-
-
 @_export
 def negative(x: Any, /) -> Any:
-    check_arraylike("negative", x)
-    x = as_operand(x)
-    _bool_arith_guard("negative", x)
+    (x,) = promote_args("negative", x)
+    d = _dtype(x)
+    if d not in NUM:
+        raise _reject("negative", d, "numeric")
     return E.neg_p.bind(x)
 
 
@@ -119,11 +232,12 @@ def positive(x: Any, /) -> Any:
 
 @_export
 def true_divide(x: Any, y: Any, /) -> Any:
+    """``x / y`` in floating point (integers are promoted to the default float)."""
     if state.eval_only and type(x) is Array and type(y) is Array:
         xv, yv = x._value, y._value
         if xv.dtype == yv.dtype and xv.dtype.kind in "fc":
             return Array._new(E.div_p.impl(xv, yv), x.weak_type and y.weak_type)
-    a, b = _promote_inexact("true_divide", x, y)
+    a, b = _inexact("true_divide", x, y)
     return E.div_p.bind(a, b)
 
 
@@ -131,39 +245,61 @@ divide = true_divide
 __all__.append("divide")
 
 
+def _float_divmod(a: Any, b: Any) -> tuple[Any, Any]:
+    """Python's floor division and modulo for floats, as JAX computes them."""
+    mod = E.rem_p.bind(a, b)
+    zero = _const(a, 0)
+    corrected = _select(E.eq_p.bind(b, zero), a, E.sub_p.bind(a, mod))
+    div = E.div_p.bind(*_broadcast_ops("divmod", [corrected, b]))
+    fix_ = E.and_p.bind(*_broadcast_ops("divmod", [
+        E.ne_p.bind(mod, zero), E.ne_p.bind(*_broadcast_ops("divmod", [E.sign_p.bind(b), E.sign_p.bind(mod)]))
+    ]))
+    mod = _select(fix_, E.add_p.bind(*_broadcast_ops("divmod", [mod, b])), mod)
+    div = _select(fix_, E.sub_p.bind(div, _const(div, 1)), div)
+    return E.round_p.bind(div, rounding_method=0), mod
+
+
 @_export
 def floor_divide(x: Any, y: Any, /) -> Any:
-    a, b = promote_args("floor_divide", x, y)
-    d = dtype_weak(a)[0]
-    if d == dtypes.bool_:
-        raise FtransTypeError("floor_divide does not accept bool arrays")
-    if d.kind in "iu":
+    a, b = _numeric("floor_divide", x, y)
+    d = _dtype(a)
+    if d.kind == "u":
+        return E.div_p.bind(a, b)
+    if d.kind == "i":
         q = E.div_p.bind(a, b)
-        if d.kind == "u":
-            return q
-        # Truncation rounds toward zero; floor needs one less when signs differ and it was inexact.
-        zero = _zeros_like_scalar(d)
-        r = E.rem_p.bind(a, b)
-        fix = logical_and(E.ne_p.bind(r, zero), E.ne_p.bind(E.lt_p.bind(a, zero), E.lt_p.bind(b, zero)))
-        return S.select_n_p.bind(fix, q, E.sub_p.bind(q, _ones_scalar(d)))
+        zero = _const(d, 0)
+        # XLA truncates; floor is one less when the signs differ and the division was inexact
+        # (sign, not "< 0", so that x // 0 matches JAX too).
+        signs_differ = E.ne_p.bind(*_broadcast_ops("floor_divide", [E.sign_p.bind(a), E.sign_p.bind(b)]))
+        inexact = E.ne_p.bind(E.rem_p.bind(a, b), zero)
+        sel = E.and_p.bind(*_broadcast_ops("floor_divide", [signs_differ, inexact]))
+        return _select(sel, E.sub_p.bind(q, _const(d, 1)), q)
     if d.kind == "c":
-        raise FtransTypeError("floor_divide is not defined for complex arrays")
-    return E.floor_p.bind(E.div_p.bind(a, b))
+        raise FtransTypeError("floor_divide does not support complex-valued inputs")
+    return _float_divmod(a, b)[0]
+
+
+def _safe_int_divisor(b: Any) -> Any:
+    """Integer divisor with zeros replaced by one (JAX's remainder gives x % 0 == 0)."""
+    d = _dtype(b)
+    return _select(E.eq_p.bind(b, _const(d, 0)), _const(b, 1, dtype_weak(b)[1]), b)
 
 
 @_export
 def remainder(x: Any, y: Any, /) -> Any:
-    a, b = promote_args("remainder", x, y)
-    d = dtype_weak(a)[0]
-    if d == dtypes.bool_ or d.kind == "c":
-        raise FtransTypeError(f"remainder does not accept {d.name} arrays")
+    a, b = _numeric("remainder", x, y)
+    d = _dtype(a)
+    if d.kind == "c":
+        raise FtransTypeError("remainder does not support complex-valued inputs")
+    if d.kind in "iu":
+        b = _safe_int_divisor(b)
+        a, b = _broadcast_ops("remainder", [a, b])
+    zero = _const(d, 0)
     r = E.rem_p.bind(a, b)
-    if d.kind == "u":
-        return r
-    zero = _zeros_like_scalar(d)
-    # Python's sign convention: the result takes the divisor's sign.
-    fix = logical_and(E.ne_p.bind(r, zero), E.ne_p.bind(E.lt_p.bind(r, zero), E.lt_p.bind(b, zero)))
-    return S.select_n_p.bind(fix, r, E.add_p.bind(r, b))
+    # Python's sign convention: a nonzero result takes the divisor's sign.
+    sign_fix = E.ne_p.bind(*_broadcast_ops("remainder", [E.lt_p.bind(r, zero), E.lt_p.bind(b, zero)]))
+    fix_ = E.and_p.bind(*_broadcast_ops("remainder", [sign_fix, E.ne_p.bind(r, zero)]))
+    return _select(fix_, E.add_p.bind(*_broadcast_ops("remainder", [r, b])), r)
 
 
 mod = remainder
@@ -172,64 +308,79 @@ __all__.append("mod")
 
 @_export
 def fmod(x: Any, y: Any, /) -> Any:
-    a, b = promote_args("fmod", x, y)
+    a, b = _numeric("fmod", x, y)
+    d = _dtype(a)
+    if d.kind == "c":
+        raise FtransTypeError("fmod does not support complex-valued inputs")
+    if dtypes.promote((dtype_weak(x), dtype_weak(y)))[0].kind in "iu":  # bool % False stays x
+        a, b = _broadcast_ops("fmod", [a, _safe_int_divisor(b)])
     return E.rem_p.bind(a, b)
 
 
 @_export
 def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
-    return floor_divide(x, y), remainder(x, y)
+    a, b = _numeric("divmod", x, y)
+    d = _dtype(a)
+    if d.kind in "iu":
+        return floor_divide(a, b), remainder(a, b)
+    if d.kind == "c":
+        raise FtransTypeError("divmod does not support complex-valued inputs")
+    return _float_divmod(a, b)
 
 
-def _zeros_like_scalar(d: np.dtype) -> Array:
-    return Array._new(np.zeros((), d), False)
-
-
-def _ones_scalar(d: np.dtype) -> Array:
-    return Array._new(np.ones((), d), False)
+# ---------------------------------------------------------------- powers
+def _concrete_int(y: Any) -> int | None:
+    """``y`` as a Python int when it is a concrete integer scalar (JAX's integer_pow case)."""
+    if isinstance(y, Tracer):
+        return None
+    try:
+        return operator.index(y)
+    except TypeError:
+        return None
 
 
 @_export
 def power(x: Any, y: Any, /) -> Any:
-    # A concrete Python int exponent becomes integer_pow, as in JAX: exact and
-    # differentiable at x = 0.
-    if type(y) is int and not isinstance(y, bool):
-        check_arraylike("power", x)
-        xo = as_operand(x)
-        d = dtype_weak(xo)[0]
-        if d == dtypes.bool_:
-            raise FtransTypeError("power does not accept bool arrays")
-        if y < 0 and d.kind in "iu":
-            raise FtransValueError("integers to negative integer powers are not allowed")
-        return E.integer_pow_p.bind(xo, y=y)
-    a, b = promote_args("power", x, y)
-    d = dtype_weak(a)[0]
+    """``x ** y`` with JAX's special cases.
+
+    A concrete integer exponent becomes ``integer_pow`` (exact, and
+    differentiable at x = 0); integer ** integer is binary exponentiation over
+    six exponent bits (as JAX does: more would overflow anyway); an inexact
+    base with an integer exponent uses ``pow`` without promoting the exponent.
+    """
+    check_arraylike("power", x, y)
+    n = _concrete_int(y)
+    if n is not None:
+        (xo,) = _numeric("power", x)
+        if n < 0 and _dtype(xo).kind in "iu":
+            raise FtransTypeError(
+                f"power: integers cannot be raised to negative integer powers (got exponent {n}); "
+                "convert the base to a floating-point dtype first"
+            )
+        return E.integer_pow_p.bind(xo, y=n)
+    a, b = _numeric("power", x, y)
+    d = _dtype(a)
     if d.kind in "iu":
-        return _int_power_by_squaring(a, b, d)
-    if d == dtypes.bool_:
-        raise FtransTypeError("power does not accept bool arrays")
+        return _pow_int_int(a, b)
+    d1, d2 = _dtype(x), _dtype(y)
+    if dtypes.is_inexact(d1) and d2.kind in "iu":
+        xo, yo = _broadcast_ops("power", [as_operand(x), as_operand(y)])
+        return E.pow_p.bind(xo, yo)
     return E.pow_p.bind(a, b)
 
 
-def _int_power_by_squaring(a: Any, b: Any, d: np.dtype) -> Any:
-    """Integer ** integer array: a fixed-trip loop over the exponent's bits (as JAX does)."""
-    from ftrans.numpy._util import broadcast_shapes, broadcast_to_shape, shape_of
-
-    bits = d.itemsize * 8
-    one = _ones_scalar(d)
-    zero = _zeros_like_scalar(d)
-    shape = broadcast_shapes("power", [shape_of(a), shape_of(b)])
-    acc = broadcast_to_shape(one, shape)
-    base = broadcast_to_shape(a, shape)
-    e = broadcast_to_shape(b, shape)
-    for _ in range(bits):
-        bit = E.ne_p.bind(E.and_p.bind(e, one), zero)
-        acc = S.select_n_p.bind(bit, acc, E.mul_p.bind(acc, base))
-        base = E.mul_p.bind(base, base)
-        e = E.shift_right_logical_p.bind(e, one)
-    negexp = E.lt_p.bind(b, zero) if d.kind == "i" else None
-    if negexp is not None:
-        acc = S.select_n_p.bind(broadcast_to_shape(negexp, shape), acc, broadcast_to_shape(zero, shape))
+def _pow_int_int(a: Any, b: Any) -> Any:
+    a, b = _broadcast_full("power", [a, b])
+    d = _dtype(a)
+    zero, one = _const(d, 0, False), _const(d, 1, False)
+    zero_base = E.and_p.bind(E.eq_p.bind(a, zero), E.ne_p.bind(b, zero))
+    # pow(0, y) is 0 for y != 0 and 1 for y == 0.
+    acc = _select(zero_base, zero, one)
+    for _ in range(6):
+        bit = E.ne_p.bind(E.and_p.bind(b, one), zero)
+        acc = _select(bit, E.mul_p.bind(acc, a), acc)
+        a = E.mul_p.bind(a, a)
+        b = E.shift_right_logical_p.bind(b, one)
     return acc
 
 
@@ -239,21 +390,21 @@ __all__.append("pow")
 
 @_export
 def square(x: Any, /) -> Any:
-    check_arraylike("square", x)
-    return E.integer_pow_p.bind(as_operand(x), y=2)
+    (x,) = _numeric("square", x)
+    return E.integer_pow_p.bind(x, y=2)
 
 
 @_export
 def reciprocal(x: Any, /) -> Any:
-    check_arraylike("reciprocal", x)
-    return E.integer_pow_p.bind(_to_inexact(as_operand(x)), y=-1)
+    (x,) = _inexact("reciprocal", x)
+    return E.integer_pow_p.bind(x, y=-1)
 
 
 @_export
 def absolute(x: Any, /) -> Any:
     check_arraylike("absolute", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
+    d = _dtype(x)
     if d.kind == "u" or d == dtypes.bool_:
         return x
     return E.abs_p.bind(x)
@@ -267,53 +418,85 @@ __all__.append("abs")
 def sign(x: Any, /) -> Any:
     check_arraylike("sign", x)
     x = as_operand(x)
-    if dtype_weak(x)[0] == dtypes.bool_:
-        return x
+    d = _dtype(x)
+    if d not in NUM:
+        raise _reject("sign", d, "numeric")
     return E.sign_p.bind(x)
 
 
-exp = _unary(E.exp_p, "exp", inexact=True)
-exp2 = _unary(E.exp2_p, "exp2", inexact=True)
-expm1 = _unary(E.expm1_p, "expm1", inexact=True)
-log = _unary(E.log_p, "log", inexact=True)
-log1p = _unary(E.log1p_p, "log1p", inexact=True)
-sqrt = _unary(E.sqrt_p, "sqrt", inexact=True)
-cbrt = _unary(E.cbrt_p, "cbrt", inexact=True)
-sin = _unary(E.sin_p, "sin", inexact=True)
-cos = _unary(E.cos_p, "cos", inexact=True)
-tan = _unary(E.tan_p, "tan", inexact=True)
-arcsin = _unary(E.asin_p, "arcsin", inexact=True)
-arccos = _unary(E.acos_p, "arccos", inexact=True)
-arctan = _unary(E.atan_p, "arctan", inexact=True)
-sinh = _unary(E.sinh_p, "sinh", inexact=True)
-cosh = _unary(E.cosh_p, "cosh", inexact=True)
-tanh = _unary(E.tanh_p, "tanh", inexact=True)
-arcsinh = _unary(E.asinh_p, "arcsinh", inexact=True)
-arccosh = _unary(E.acosh_p, "arccosh", inexact=True)
-arctanh = _unary(E.atanh_p, "arctanh", inexact=True)
+# ---------------------------------------------------------------- float functions
+exp = _unary(E.exp_p, "exp")
+exp2 = _unary(E.exp2_p, "exp2")
+expm1 = _unary(E.expm1_p, "expm1")
+log = _unary(E.log_p, "log")
+log1p = _unary(E.log1p_p, "log1p")
+sqrt = _unary(E.sqrt_p, "sqrt")
+sin = _unary(E.sin_p, "sin")
+cos = _unary(E.cos_p, "cos")
+tan = _unary(E.tan_p, "tan")
+arcsin = _unary(E.asin_p, "arcsin")
+arccos = _unary(E.acos_p, "arccos")
+arctan = _unary(E.atan_p, "arctan")
+sinh = _unary(E.sinh_p, "sinh")
+cosh = _unary(E.cosh_p, "cosh")
+tanh = _unary(E.tanh_p, "tanh")
+arcsinh = _unary(E.asinh_p, "arcsinh")
+arctanh = _unary(E.atanh_p, "arctanh")
+
+
+@_export
+def cbrt(x: Any, /) -> Any:
+    (x,) = _inexact("cbrt", x)
+    d = _dtype(x)
+    if d.kind == "c":
+        raise _reject("cbrt", d, "real floating-point")
+    return E.cbrt_p.bind(x)
+
+
+@_export
+def arccosh(x: Any, /) -> Any:
+    (x,) = _inexact("arccosh", x)
+    out = E.acosh_p.bind(x)
+    if _dtype(x).kind == "c":
+        # The principal branch has a non-negative real part.
+        out = _select(E.lt_p.bind(E.real_p.bind(out), _const(E.real_p.bind(out), 0)), E.neg_p.bind(out), out)
+    return out
+
+
 asin, acos, atan, asinh, acosh, atanh = arcsin, arccos, arctan, arcsinh, arccosh, arctanh
 __all__ += ["asin", "acos", "atan", "asinh", "acosh", "atanh"]
 
 
-def _log_base(name: str, base: float):
-    def fn(x: Any, /) -> Any:
-        check_arraylike(name, x)
-        x = _to_inexact(as_operand(x))
-        d = dtype_weak(x)[0]
-        return E.div_p.bind(E.log_p.bind(x), Array._new(np.asarray(np.log(base), d), False))
-
-    fn.__name__ = name
-    __all__.append(name)
-    return fn
+def _complex_parts_apply(x: Any, fn) -> Any:
+    return E.complex_p.bind(fn(E.real_p.bind(x)), fn(E.imag_p.bind(x)))
 
 
-log2 = _log_base("log2", 2.0)
-log10 = _log_base("log10", 10.0)
+@_export
+def log2(x: Any, /) -> Any:
+    (x,) = _inexact("log2", x)
+    if _dtype(x).kind == "c":
+        r = E.log_p.bind(x)
+        re, im = E.real_p.bind(r), E.imag_p.bind(r)
+        ln2 = E.log_p.bind(_const(re, 2, False))
+        return E.complex_p.bind(E.div_p.bind(re, ln2), E.div_p.bind(im, ln2))
+    return E.div_p.bind(E.log_p.bind(x), E.log_p.bind(_const(x, 2, False)))
+
+
+@_export
+def log10(x: Any, /) -> Any:
+    (x,) = _inexact("log10", x)
+    inv_ln10 = 0.4342944819032518  # 1 / log(10)
+    if _dtype(x).kind == "c":
+        r = E.log_p.bind(x)
+        re, im = E.real_p.bind(r), E.imag_p.bind(r)
+        c = _const(re, inv_ln10, False)
+        return E.complex_p.bind(E.mul_p.bind(re, c), E.mul_p.bind(im, c))
+    return E.mul_p.bind(E.log_p.bind(x), _const(x, inv_ln10, False))
 
 
 @_export
 def arctan2(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("arctan2", x1, x2)
+    a, b = _inexact("arctan2", x1, x2)
     return E.atan2_p.bind(a, b)
 
 
@@ -321,37 +504,42 @@ atan2 = arctan2
 __all__.append("atan2")
 
 
+def _real_only(name: str, a: Any, exc: type = FtransTypeError) -> None:
+    if _dtype(a).kind == "c":
+        raise exc(f"{name} is not defined for complex-valued inputs; convert to real values first "
+                  "(for example with abs(x) or x.real)")
+
+
 @_export
 def hypot(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("hypot", x1, x2)
+    a, b = _inexact("hypot", x1, x2)
+    _real_only("hypot", a, FtransValueError)
     a, b = E.abs_p.bind(a), E.abs_p.bind(b)
-    hi = E.max_p.bind(a, b)
-    lo = E.min_p.bind(a, b)
-    d = dtype_weak(hi)[0]
-    zero = _zeros_like_scalar(d)
-    safe_hi = S.select_n_p.bind(E.eq_p.bind(hi, zero), hi, broadcast_like(_ones_scalar(d), hi))
-    r = E.div_p.bind(lo, safe_hi)
-    return E.mul_p.bind(hi, E.sqrt_p.bind(E.add_p.bind(_ones_scalar(d), E.mul_p.bind(r, r))))
+    inf = _const(a, np.inf, False)
+    any_inf = E.or_p.bind(*_broadcast_ops("hypot", [E.eq_p.bind(a, inf), E.eq_p.bind(b, inf)]))
+    hi, lo = E.max_p.bind(a, b), E.min_p.bind(a, b)
+    zero, one = _lax_const(hi, 0), _const(hi, 1)
+    hi_zero = E.eq_p.bind(hi, zero)
+    ratio = E.div_p.bind(*_broadcast_ops("hypot", [lo, _select(hi_zero, one, hi)]))
+    scaled = E.mul_p.bind(hi, E.sqrt_p.bind(E.add_p.bind(one, E.integer_pow_p.bind(ratio, y=2))))
+    res = _select(hi_zero, hi, scaled)
+    return _select(any_inf, _lax_const(res, np.inf), res)
 
 
-def broadcast_like(s: Any, like: Any) -> Any:
-    from ftrans.numpy._util import broadcast_to_shape, shape_of
-
-    return broadcast_to_shape(s, shape_of(like))
-
-
+# ---------------------------------------------------------------- rounding
 def _rounding(prim: Primitive, name: str):
     def fn(x: Any, /) -> Any:
         check_arraylike(name, x)
         x = as_operand(x)
-        d = dtype_weak(x)[0]
+        d = _dtype(x)
         if d.kind in "iub":
             return x
         if d.kind == "c":
             raise FtransTypeError(f"{name} is not defined for complex arrays")
         return prim.bind(x)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}``; integers and bools pass through unchanged."
     __all__.append(name)
     return fn
 
@@ -364,43 +552,53 @@ ceil = _rounding(E.ceil_p, "ceil")
 def trunc(x: Any, /) -> Any:
     check_arraylike("trunc", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
+    d = _dtype(x)
     if d.kind in "iub":
         return x
-    zero = _zeros_like_scalar(d)
-    return S.select_n_p.bind(E.lt_p.bind(x, zero), E.floor_p.bind(x), E.ceil_p.bind(x))
-
-
-fix = trunc
-__all__.append("fix")
+    if d.kind == "c":
+        raise FtransTypeError("trunc is not defined for complex arrays")
+    return _select(E.lt_p.bind(x, _const(d, 0)), E.ceil_p.bind(x), E.floor_p.bind(x))
 
 
 @_export
 def rint(x: Any, /) -> Any:
     check_arraylike("rint", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
+    d = _dtype(x)
     if d.kind in "iub":
-        return _to_inexact(x)
+        return convert(x, dtypes.default_float(), False)
+    if d.kind == "c":
+        return _complex_parts_apply(x, rint)
     return E.round_p.bind(x, rounding_method=1)
 
 
 @_export
 def round(a: Any, decimals: int = 0, out: None = None) -> Any:  # noqa: A001
+    """``jnp.round``: half to even, after scaling by ``10**decimals``."""
     if out is not None:
         raise NotImplementedError("jnp.round: the 'out' argument is not supported (arrays are immutable)")
     check_arraylike("round", a)
+    if isinstance(decimals, Tracer):
+        raise FtransTypeError("round: 'decimals' must be a static Python int, not a traced value")
+    decimals = operator.index(decimals)
     x = as_operand(a)
-    d = dtype_weak(x)[0]
-    if d.kind in "iub":
-        if decimals >= 0:
-            return x
-        f = 10 ** (-decimals)
-        return multiply(floor_divide(add(x, f // 2), f), f)
+    d = _dtype(x)
+    if d == dtypes.bool_:
+        raise FtransValueError("round is not defined for bool arrays; convert with .astype(int) first")
+    if d.kind in "iu":
+        if decimals < 0:
+            raise NotImplementedError("jnp.round: decimals < 0 is not supported for integer arrays")
+        return x
+    if decimals > np.log10(float(dtypes.finfo(d).max)):
+        return x  # rounding beyond the type's precision is a no-op
+    if d.kind == "c":
+        return _complex_parts_apply(x, lambda p: round(p, decimals))
     if decimals == 0:
         return E.round_p.bind(x, rounding_method=1)
-    factor = Array._new(np.asarray(10.0**decimals, d), False)
-    return E.div_p.bind(E.round_p.bind(E.mul_p.bind(x, factor), rounding_method=1), factor)
+    wide = convert(x, dtypes.float32, dtype_weak(x)[1]) if d == dtypes.float16 else x
+    factor = _lax_const(wide, 10.0**decimals)
+    out_ = E.div_p.bind(E.round_p.bind(E.mul_p.bind(wide, factor), rounding_method=1), factor)
+    return convert(out_, d, dtype_weak(x)[1]) if d == dtypes.float16 else out_
 
 
 around = round
@@ -412,10 +610,16 @@ def clip(arr: Any = None, /, min: Any = None, max: Any = None, *, a: Any = None,
          a_min: Any = None, a_max: Any = None) -> Any:
     x = arr if arr is not None else a
     if x is None:
-        raise FtransTypeError("clip() needs an array argument")
+        raise FtransValueError("clip: no input array was given")
     lo = min if min is not None else a_min
     hi = max if max is not None else a_max
     check_arraylike("clip", x)
+    for v in (x, lo, hi):
+        if v is not None and _dtype(v).kind == "c":
+            raise FtransValueError(
+                "clip: complex values have no ordering and cannot be clipped; clip the real or "
+                "imaginary part (jnp.real / jnp.imag) instead"
+            )
     out = as_operand(x)
     if lo is not None:
         out = maximum(lo, out)
@@ -426,45 +630,61 @@ def clip(arr: Any = None, /, min: Any = None, max: Any = None, *, a: Any = None,
 
 @_export
 def fmax(x1: Any, x2: Any, /) -> Any:
-    a, b = promote_args("fmax", x1, x2)
-    return where(isnan(a), b, where(isnan(b), a, E.max_p.bind(a, b)))
+    """Maximum that ignores NaN (returns the other operand where one is NaN)."""
+    return where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)
 
 
 @_export
 def fmin(x1: Any, x2: Any, /) -> Any:
-    a, b = promote_args("fmin", x1, x2)
-    return where(isnan(a), b, where(isnan(b), a, E.min_p.bind(a, b)))
+    """Minimum that ignores NaN (returns the other operand where one is NaN)."""
+    return where(logical_or(less(x1, x2), isnan(x2)), x1, x2)
+
+
+def _wrap_between(x: Any, a: float) -> Any:
+    """Wrap ``x`` into [-a, a] (the imaginary part of a complex log)."""
+    ca, two_a, zero = _lax_const(x, a), _lax_const(x, 2 * a), _lax_const(x, 0)
+    r = E.rem_p.bind(E.add_p.bind(x, ca), two_a)
+    r = _select(E.lt_p.bind(r, zero), E.add_p.bind(r, two_a), r)
+    return E.sub_p.bind(r, ca)
+
+
+def _logaddexp_impl(name: str, x1: Any, x2: Any, exp_prim: Primitive, scale: float) -> Any:
+    a, b = _inexact(name, x1, x2)
+    amax = E.max_p.bind(a, b)
+    inv = _lax_const(amax, scale)
+    if _dtype(a).kind == "c":
+        delta = E.sub_p.bind(E.add_p.bind(a, b), E.mul_p.bind(amax, _lax_const(amax, 2)))
+        log_term = E.log1p_p.bind(exp_prim.bind(delta))
+        out = E.add_p.bind(amax, log_term if scale == 1.0 else E.mul_p.bind(inv, log_term))
+        re, im = E.real_p.bind(out), E.imag_p.bind(out)
+        return E.complex_p.bind(re, _wrap_between(im, np.pi * scale))
+    delta = E.sub_p.bind(a, b)
+    log_term = E.log1p_p.bind(exp_prim.bind(E.neg_p.bind(E.abs_p.bind(delta))))
+    soft = E.add_p.bind(amax, log_term if scale == 1.0 else E.mul_p.bind(inv, log_term))
+    # A NaN delta means NaN operands or equal infinities, where a + b is the answer.
+    return _select(E.ne_p.bind(delta, delta), E.add_p.bind(a, b), soft)
 
 
 @_export
 def logaddexp(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("logaddexp", x1, x2)
-    amax = E.max_p.bind(a, b)
-    delta = E.sub_p.bind(a, b)
-    # exp(-|a-b|) is at most 1, so log1p never overflows; equal infinities give a
-    # NaN delta, where a + b is the right answer (inf, or NaN for inf - inf).
-    soft = E.add_p.bind(amax, E.log1p_p.bind(E.exp_p.bind(E.neg_p.bind(E.abs_p.bind(delta)))))
-    return S.select_n_p.bind(E.ne_p.bind(delta, delta), soft, E.add_p.bind(a, b))
+    return _logaddexp_impl("logaddexp", x1, x2, E.exp_p, 1.0)
 
 
 @_export
 def logaddexp2(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("logaddexp2", x1, x2)
-    d = dtype_weak(a)[0]
-    ln2 = Array._new(np.asarray(np.log(2.0), d), False)
-    return E.div_p.bind(logaddexp(E.mul_p.bind(a, ln2), E.mul_p.bind(b, ln2)), ln2)
+    return _logaddexp_impl("logaddexp2", x1, x2, E.exp2_p, 1 / np.log(2))
 
 
 @_export
 def deg2rad(x: Any, /) -> Any:
-    x = _to_inexact(as_operand(x))
-    return E.mul_p.bind(x, Array._new(np.asarray(np.pi / 180, dtype_weak(x)[0]), False))
+    (x,) = _inexact("deg2rad", x)
+    return E.mul_p.bind(x, _lax_const(x, np.pi / 180))
 
 
 @_export
 def rad2deg(x: Any, /) -> Any:
-    x = _to_inexact(as_operand(x))
-    return E.mul_p.bind(x, Array._new(np.asarray(180 / np.pi, dtype_weak(x)[0]), False))
+    (x,) = _inexact("rad2deg", x)
+    return E.mul_p.bind(x, _lax_const(x, 180 / np.pi))
 
 
 radians, degrees = deg2rad, rad2deg
@@ -473,63 +693,93 @@ __all__ += ["radians", "degrees"]
 
 @_export
 def heaviside(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("heaviside", x1, x2)
-    d = dtype_weak(a)[0]
-    zero = _zeros_like_scalar(d)
-    return where(E.lt_p.bind(a, zero), zero, where(E.gt_p.bind(a, zero), _ones_scalar(d), b))
+    check_arraylike("heaviside", x1, x2)
+    dt, weak = dtypes.promote((dtype_weak(x1), dtype_weak(x2)))
+    if not dtypes.is_inexact(dt):
+        dt = dtypes.default_float()
+    a, b = _convert(x1, dt, weak), _convert(x2, dt, weak)
+    _real_only("heaviside", a)
+    zero = _lax_const(a, 0)
+    inner = _select(E.ne_p.bind(a, a), a, b)
+    return _select(E.lt_p.bind(a, zero), zero, _select(E.gt_p.bind(a, zero), _lax_const(a, 1), inner))
 
 
 @_export
 def signbit(x: Any, /) -> Any:
     check_arraylike("signbit", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
-    if d.kind == "u" or d == dtypes.bool_:
+    d = _dtype(x)
+    if d == dtypes.bool_:
         return _full_bool(x, False)
-    if d.kind == "i":
-        return less(x, 0)
+    if d.kind in "iu":
+        return E.lt_p.bind(x, _const(d, 0, False))
     if d.kind == "c":
-        raise FtransTypeError("signbit is not defined for complex arrays")
+        raise FtransValueError(f"signbit is not well defined for {d.name}")
     idt = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[d.itemsize]
     bits = S.bitcast_convert_type_p.bind(x, new_dtype=idt)
-    return E.lt_p.bind(bits, _zeros_like_scalar(idt))
+    return E.lt_p.bind(bits, _const(idt, 0, False))
 
 
 @_export
 def copysign(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("copysign", x1, x2)
-    return where(signbit(b), E.neg_p.bind(E.abs_p.bind(a)), E.abs_p.bind(a))
+    a, b = _inexact("copysign", x1, x2)
+    _real_only("copysign", a)
+    mag = E.abs_p.bind(a)
+    return _select(signbit(b), E.neg_p.bind(mag), mag)
 
 
 @_export
 def nextafter(x1: Any, x2: Any, /) -> Any:
-    a, b = _promote_inexact("nextafter", x1, x2)
+    a, b = _inexact("nextafter", x1, x2)
+    _real_only("nextafter", a)
     return E.nextafter_p.bind(a, b)
 
 
 # ---------------------------------------------------------------- comparisons and logic
-equal = _binary(E.eq_p, "equal")
-not_equal = _binary(E.ne_p, "not_equal")
-less = _binary(E.lt_p, "less")
-less_equal = _binary(E.le_p, "less_equal")
-greater = _binary(E.gt_p, "greater")
-greater_equal = _binary(E.ge_p, "greater_equal")
+def _compare(prim: Primitive, name: str, ordered: bool):
+    """A comparison; ordered ones compare complex numbers lexicographically, as jnp does."""
+    impl = prim.impl
+
+    def fn(x: Any, y: Any, /) -> Any:
+        if state.eval_only and type(x) is Array:
+            xv = x._value
+            ty = type(y)
+            try:
+                if ty is Array:
+                    yv = y._value
+                    if xv.dtype == yv.dtype and xv.dtype.kind != "c":
+                        return Array._new(impl(xv, yv), x.weak_type and y.weak_type)
+                elif ty is float and xv.dtype.kind == "f":
+                    return Array._new(impl(xv, xv.dtype.type(y)), x.weak_type)
+            except (TypeError, ValueError):
+                pass  # let the general path raise ftrans's own error
+        a, b = promote_args(name, x, y)
+        if ordered and _dtype(a).kind == "c":
+            ar, br, ai, bi = E.real_p.bind(a), E.real_p.bind(b), E.imag_p.bind(a), E.imag_p.bind(b)
+            return _select(E.eq_p.bind(ar, br), prim.bind(ai, bi), prim.bind(ar, br))
+        return prim.bind(a, b)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
+    __all__.append(name)
+    return fn
 
 
-def _to_bool(x: Any) -> Any:
-    x = as_operand(x)
-    if dtype_weak(x)[0] == dtypes.bool_:
-        return x
-    return E.ne_p.bind(x, _zeros_like_scalar(dtype_weak(x)[0]))
+equal = _compare(E.eq_p, "equal", False)
+not_equal = _compare(E.ne_p, "not_equal", False)
+less = _compare(E.lt_p, "less", True)
+less_equal = _compare(E.le_p, "less_equal", True)
+greater = _compare(E.gt_p, "greater", True)
+greater_equal = _compare(E.ge_p, "greater_equal", True)
 
 
 def _logical(prim: Primitive, name: str):
     def fn(x1: Any, x2: Any, /) -> Any:
-        check_arraylike(name, x1, x2)
-        a, b = promote_args(name, _to_bool(x1), _to_bool(x2))
-        return prim.bind(a, b)
+        a, b = promote_args(name, x1, x2)
+        return prim.bind(_to_bool(a), _to_bool(b))
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of the operands' truth values."
     __all__.append(name)
     return fn
 
@@ -541,19 +791,23 @@ logical_xor = _logical(E.xor_p, "logical_xor")
 
 @_export
 def logical_not(x: Any, /) -> Any:
-    check_arraylike("logical_not", x)
+    (x,) = promote_args("logical_not", x)
     return E.not_p.bind(_to_bool(x))
+
+
+def _check_int_or_bool(name: str, d: np.dtype, allow_bool: bool = True) -> None:
+    if d.kind not in ("iub" if allow_bool else "iu"):
+        raise _reject(name, d, "integer or bool" if allow_bool else "integer")
 
 
 def _bitwise(prim: Primitive, name: str):
     def fn(x1: Any, x2: Any, /) -> Any:
         a, b = promote_args(name, x1, x2)
-        d = dtype_weak(a)[0]
-        if d.kind not in "iub":
-            raise FtransTypeError(f"{name} is only defined for integer and bool arrays, not {d.name}")
+        _check_int_or_bool(name, _dtype(a))
         return prim.bind(a, b)
 
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` of integer or bool arrays."
     __all__.append(name)
     return fn
 
@@ -561,26 +815,33 @@ def _bitwise(prim: Primitive, name: str):
 bitwise_and = _bitwise(E.and_p, "bitwise_and")
 bitwise_or = _bitwise(E.or_p, "bitwise_or")
 bitwise_xor = _bitwise(E.xor_p, "bitwise_xor")
-left_shift = _bitwise(E.shift_left_p, "left_shift")
+
+
+@_export
+def left_shift(x1: Any, x2: Any, /) -> Any:
+    a, b = _numeric("left_shift", x1, x2)
+    _check_int_or_bool("left_shift", _dtype(a), allow_bool=False)
+    return E.shift_left_p.bind(a, b)
 
 
 @_export
 def right_shift(x1: Any, x2: Any, /) -> Any:
-    a, b = promote_args("right_shift", x1, x2)
-    d = dtype_weak(a)[0]
-    if d.kind not in "iu":
-        raise FtransTypeError(f"right_shift is only defined for integer arrays, not {d.name}")
+    """Arithmetic shift for signed integers, logical for unsigned (as NumPy)."""
+    a, b = _numeric("right_shift", x1, x2)
+    d = _dtype(a)
+    _check_int_or_bool("right_shift", d, allow_bool=False)
     prim = E.shift_right_logical_p if d.kind == "u" else E.shift_right_arithmetic_p
     return prim.bind(a, b)
 
 
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+__all__ += ["bitwise_left_shift", "bitwise_right_shift"]
+
+
 @_export
 def invert(x: Any, /) -> Any:
-    check_arraylike("invert", x)
-    x = as_operand(x)
-    d = dtype_weak(x)[0]
-    if d.kind not in "iub":
-        raise FtransTypeError(f"invert is only defined for integer and bool arrays, not {d.name}")
+    (x,) = promote_args("invert", x)
+    _check_int_or_bool("invert", _dtype(x))
     return E.not_p.bind(x)
 
 
@@ -588,12 +849,11 @@ bitwise_not = bitwise_invert = invert
 __all__ += ["bitwise_not", "bitwise_invert"]
 
 
+# ---------------------------------------------------------------- classification
 @_export
 def isnan(x: Any, /) -> Any:
     check_arraylike("isnan", x)
     x = as_operand(x)
-    if not dtypes.is_inexact(dtype_weak(x)[0]):
-        return _full_bool(x, False)
     return E.ne_p.bind(x, x)
 
 
@@ -601,41 +861,47 @@ def isnan(x: Any, /) -> Any:
 def isfinite(x: Any, /) -> Any:
     check_arraylike("isfinite", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
-    if not dtypes.is_inexact(d):
-        return _full_bool(x, True)
+    d = _dtype(x)
     if d.kind == "c":
-        return logical_and(E.is_finite_p.bind(E.real_p.bind(x)), E.is_finite_p.bind(E.imag_p.bind(x)))
-    return E.is_finite_p.bind(x)
+        return E.and_p.bind(E.is_finite_p.bind(E.real_p.bind(x)), E.is_finite_p.bind(E.imag_p.bind(x)))
+    if dtypes.is_float(d):
+        return E.is_finite_p.bind(x)
+    return _full_bool(x, True)
 
 
 @_export
 def isinf(x: Any, /) -> Any:
     check_arraylike("isinf", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
-    if not dtypes.is_inexact(d):
-        return _full_bool(x, False)
+    d = _dtype(x)
     if d.kind == "c":
-        return logical_or(isinf(E.real_p.bind(x)), isinf(E.imag_p.bind(x)))
-    inf = Array._new(np.asarray(np.inf, d), False)
-    return E.eq_p.bind(E.abs_p.bind(x), inf)
+        re, im = E.real_p.bind(x), E.imag_p.bind(x)
+        inf = _const(re, np.inf, False)
+        return E.or_p.bind(E.eq_p.bind(E.abs_p.bind(re), inf), E.eq_p.bind(E.abs_p.bind(im), inf))
+    if dtypes.is_float(d):
+        return E.eq_p.bind(E.abs_p.bind(x), _const(d, np.inf, False))
+    return _full_bool(x, False)
+
+
+def _isposneginf(name: str, x: Any, value: float) -> Any:
+    check_arraylike(name, x)
+    x = as_operand(x)
+    d = _dtype(x)
+    if d.kind == "c":
+        raise FtransValueError(f"{name} is not well defined for complex types")
+    if dtypes.is_float(d):
+        return E.eq_p.bind(x, _const(d, value, False))
+    return _full_bool(x, False)
 
 
 @_export
 def isposinf(x: Any, /) -> Any:
-    return equal(x, np.inf) if dtypes.is_inexact(dtype_weak(as_operand(x))[0]) else isinf(x)
+    return _isposneginf("isposinf", x, np.inf)
 
 
 @_export
 def isneginf(x: Any, /) -> Any:
-    return equal(x, -np.inf) if dtypes.is_inexact(dtype_weak(as_operand(x))[0]) else isinf(x)
-
-
-def _full_bool(like: Any, value: bool) -> Any:
-    from ftrans.numpy._util import broadcast_to_shape, shape_of
-
-    return broadcast_to_shape(Array._new(np.asarray(value), False), shape_of(like))
+    return _isposneginf("isneginf", x, -np.inf)
 
 
 @_export
@@ -643,64 +909,61 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
                neginf: float | None = None) -> Any:
     check_arraylike("nan_to_num", x)
     x = as_operand(x)
-    d = dtype_weak(x)[0]
+    d = _dtype(x)
     if not dtypes.is_inexact(d):
         return x
     if d.kind == "c":
-        re = nan_to_num(E.real_p.bind(x), nan=nan, posinf=posinf, neginf=neginf)
-        im = nan_to_num(E.imag_p.bind(x), nan=nan, posinf=posinf, neginf=neginf)
-        return E.complex_p.bind(re, im)
+        return _complex_parts_apply(x, lambda p: nan_to_num(p, nan=nan, posinf=posinf, neginf=neginf))
     info = dtypes.finfo(d)
     hi = info.max if posinf is None else posinf
     lo = info.min if neginf is None else neginf
-    out = where(isnan(x), convert(nan, d), x)
-    out = where(E.eq_p.bind(x, Array._new(np.asarray(np.inf, d), False)), convert(hi, d), out)
-    return where(E.eq_p.bind(x, Array._new(np.asarray(-np.inf, d), False)), convert(lo, d), out)
+    out = _select(E.ne_p.bind(x, x), _const(d, nan, False), x)
+    out = _select(E.eq_p.bind(out, _const(d, np.inf, False)), _const(d, hi, False), out)
+    return _select(E.eq_p.bind(out, _const(d, -np.inf, False)), _const(d, lo, False), out)
 
 
+# ---------------------------------------------------------------- selection
 @_export
 def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
           fill_value: Any = None) -> Any:
+    """Three-argument ``where`` picks from ``x`` or ``y``; one argument is ``nonzero``."""
     if x is None and y is None:
         from ftrans.numpy._indexing import nonzero
 
+        check_arraylike("where", condition)
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise FtransTypeError("where() takes either 1 or 3 arguments (condition, x, y)")
+        raise FtransValueError("where: give either both x and y, or neither (where(condition) is nonzero)")
+    if size is not None or fill_value is not None:
+        raise FtransValueError("where: size and fill_value only apply to the one-argument form")
     check_arraylike("where", condition, x, y)
-    c = _to_bool(condition)
     a, b = promote_dtypes("where", x, y)[0]
-    c, a, b = _broadcast_all("where", c, a, b)
-    return S.select_n_p.bind(c, b, a)
-
-
-def _broadcast_all(name: str, *ops: Any) -> list:
-    from ftrans.numpy._util import broadcast_shapes, broadcast_to_shape, shape_of
-
-    shapes = [shape_of(o) for o in ops]
-    shape = broadcast_shapes(name, shapes, ops)
-    return [broadcast_to_shape(o, shape) for o in ops]
+    return _select(condition, a, b)
 
 
 # ---------------------------------------------------------------- complex parts
 @_export
 def real(x: Any, /) -> Any:
+    check_arraylike("real", x)
     x = as_operand(x)
-    return E.real_p.bind(x) if dtype_weak(x)[0].kind == "c" else x
+    return E.real_p.bind(x) if _dtype(x).kind == "c" else x
 
 
 @_export
 def imag(x: Any, /) -> Any:
+    check_arraylike("imag", x)
     x = as_operand(x)
-    if dtype_weak(x)[0].kind == "c":
+    if _dtype(x).kind == "c":
         return E.imag_p.bind(x)
-    return multiply(x, 0) if dtype_weak(x)[0] != dtypes.bool_ else _full_bool(x, False)
+    d, w = dtype_weak(x)
+    return broadcast_to_shape(_const(d, 0, w), shape_of(x))
 
 
 @_export
 def conjugate(x: Any, /) -> Any:
+    check_arraylike("conjugate", x)
     x = as_operand(x)
-    return E.conj_p.bind(x) if dtype_weak(x)[0].kind == "c" else x
+    return E.conj_p.bind(x) if _dtype(x).kind == "c" else x
 
 
 conj = conjugate

@@ -8,7 +8,8 @@ checks before any general machinery runs.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,9 +86,7 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
     """``x`` as an array of ``dtype``; Python scalars become constants, arrays get a convert."""
     t = type(x)
     if t is Array or isinstance(x, Tracer):
-        # Same dtype is a no-op unless a weak operand must become strong (JAX
-        # promotion of a weak and a strong operand strips weakness from both).
-        if x.dtype == dtype and (weak or not x.weak_type):
+        if x.dtype == dtype:
             return x
         return S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
     if t in _PY_SCALARS:

@@ -12,7 +12,6 @@ import numpy as np
 import scipy.special as sps
 
 from ftrans.core import dtypes
-from ftrans.core.primitive import never_weak
 from ftrans.core.prims._base import (
     ANY,
     BOOL,
@@ -24,7 +23,11 @@ from ftrans.core.prims._base import (
     NUM,
     SIGNED_NUM,
     binop,
+    elementwise_dtype,
+    elementwise_shape,
     keep_dtype,
+    prim_type_error,
+    standard_primitive,
     unop,
     via_float32,
 )
@@ -46,8 +49,32 @@ add_p = binop("add", NUM, np.add)
 sub_p = binop("sub", NUM, np.subtract)
 mul_p = binop("mul", NUM, np.multiply)
 neg_p = unop("neg", NUM, np.negative)
-max_p = binop("max", ANY, np.maximum)
-min_p = binop("min", ANY, np.minimum)
+
+
+def _complex_order(x, y, *, greater: bool):
+    """XLA orders complex numbers lexicographically (real part, then imaginary)."""
+    xr, yr, xi, yi = x.real, y.real, x.imag, y.imag
+    if greater:
+        pick_x = (xr > yr) | ((xr == yr) & (xi > yi))
+    else:
+        pick_x = (xr < yr) | ((xr == yr) & (xi < yi))
+    return np.where(pick_x, x, y).astype(x.dtype, copy=False)
+
+
+def _max_impl(x, y):
+    if x.dtype.kind == "c":
+        return _complex_order(x, y, greater=True)
+    return np.maximum(x, y)
+
+
+def _min_impl(x, y):
+    if x.dtype.kind == "c":
+        return _complex_order(x, y, greater=False)
+    return np.minimum(x, y)
+
+
+max_p = binop("max", ANY, _max_impl)
+min_p = binop("min", ANY, _min_impl)
 
 
 def _div_impl(x, y):
@@ -77,7 +104,36 @@ def _rem_impl(x, y):
 
 div_p = binop("div", NUM, _div_impl)
 rem_p = binop("rem", INT | FLOAT, _rem_impl)
-pow_p = binop("pow", INEXACT, _quiet(keep_dtype(np.power)))
+
+
+def _pow_dtype(x, y):
+    """``pow`` takes an inexact base and an exponent of the same dtype or any integer dtype."""
+    if x.dtype not in INEXACT:
+        raise prim_type_error("pow", [x, y], "the base must be floating-point or complex")
+    if y.dtype != x.dtype and y.dtype not in INT:
+        raise prim_type_error(
+            "pow", [x, y], "the exponent must have the base's dtype or an integer dtype",
+        )
+    return x.dtype
+
+
+def _pow_impl(x, y):
+    with np.errstate(all="ignore"):
+        if y.dtype != x.dtype:
+            # XLA converts an integer exponent to the base's type first.
+            y = y.astype(x.dtype)
+        if x.dtype in (dtypes.bfloat16, dtypes.float16):
+            return np.power(x.astype(np.float32), y.astype(np.float32)).astype(x.dtype)
+        out = np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+        if x.dtype.kind == "c":
+            # XLA: 0 ** y is NaN unless y is real and non-negative (NumPy gives 0).
+            bad = (x == 0) & ((y.imag != 0) | (y.real < 0))
+            if bad.any():
+                out = np.where(bad, np.asarray(complex(np.nan, np.nan), x.dtype), out)
+        return out
+
+
+pow_p = standard_primitive("pow", elementwise_shape("pow"), _pow_dtype, _pow_impl)
 
 
 def _abs_impl(x):
@@ -121,7 +177,22 @@ def _int_power(x, n: int):
     return acc.astype(x.dtype, copy=False)
 
 
-integer_pow_p = unop("integer_pow", NUM, _integer_pow_impl)
+def _integer_pow_dtype(x, *, y):
+    if x.dtype not in NUM:
+        raise prim_type_error("integer_pow", [x], "expects numeric operands")
+    if not isinstance(y, (int, np.integer)) or isinstance(y, bool):
+        raise prim_type_error("integer_pow", [x], f"the exponent y must be a Python int, got {y!r}")
+    if y < 0 and x.dtype in INT:
+        raise prim_type_error(
+            "integer_pow", [x], f"integers cannot be raised to negative powers (y={y}); "
+            "convert the base to a floating-point dtype first",
+        )
+    return x.dtype
+
+
+integer_pow_p = standard_primitive(
+    "integer_pow", elementwise_shape("integer_pow"), _integer_pow_dtype, _integer_pow_impl,
+)
 
 # ---------------------------------------------------------------- float math
 exp_p = unop("exp", INEXACT, _quiet(keep_dtype(np.exp)))
@@ -132,8 +203,17 @@ expm1_p = unop("expm1", INEXACT, _quiet(keep_dtype(np.expm1)))
 sqrt_p = unop("sqrt", INEXACT, _quiet(keep_dtype(np.sqrt)))
 rsqrt_p = unop("rsqrt", INEXACT, _quiet(keep_dtype(lambda x: 1 / np.sqrt(x))))
 cbrt_p = unop("cbrt", FLOAT, _quiet(via_float32(np.cbrt)))
+
+
+def _logistic_impl(x):
+    if x.dtype.kind == "c":
+        with np.errstate(all="ignore"):
+            return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
+    return _quiet(via_float32(sps.expit))(x)
+
+
 tanh_p = unop("tanh", INEXACT, _quiet(keep_dtype(np.tanh)))
-logistic_p = unop("logistic", INEXACT, _quiet(via_float32(sps.expit)))
+logistic_p = unop("logistic", INEXACT, _logistic_impl)
 sin_p = unop("sin", INEXACT, _quiet(keep_dtype(np.sin)))
 cos_p = unop("cos", INEXACT, _quiet(keep_dtype(np.cos)))
 tan_p = unop("tan", INEXACT, _quiet(keep_dtype(np.tan)))
@@ -145,8 +225,20 @@ cosh_p = unop("cosh", INEXACT, _quiet(keep_dtype(np.cosh)))
 asinh_p = unop("asinh", INEXACT, _quiet(keep_dtype(np.arcsinh)))
 acosh_p = unop("acosh", INEXACT, _quiet(keep_dtype(np.arccosh)))
 atanh_p = unop("atanh", INEXACT, _quiet(keep_dtype(np.arctanh)))
-atan2_p = binop("atan2", FLOAT, _quiet(keep_dtype(np.arctan2)))
-nextafter_p = binop("nextafter", FLOAT, via_float32(np.nextafter))
+
+
+def _atan2_impl(x, y):
+    with np.errstate(all="ignore"):
+        if x.dtype.kind == "c":
+            # atan2 of complex arguments: -i log((y + i x) / sqrt(x^2 + y^2)).
+            return (-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x))).astype(x.dtype)
+        return keep_dtype(np.arctan2)(x, y)
+
+
+atan2_p = binop("atan2", INEXACT, _atan2_impl)
+# NumPy's nextafter has native float16 and bfloat16 loops; going through float32
+# would step by a float32 ulp and round back to the input.
+nextafter_p = binop("nextafter", FLOAT, keep_dtype(np.nextafter))
 erf_p = unop("erf", FLOAT, _quiet(via_float32(sps.erf)))
 erfc_p = unop("erfc", FLOAT, _quiet(via_float32(sps.erfc)))
 erf_inv_p = unop("erf_inv", FLOAT, _quiet(via_float32(sps.erfinv)))
@@ -157,18 +249,46 @@ ceil_p = unop("ceil", FLOAT, keep_dtype(np.ceil))
 
 
 def _round_impl(x, *, rounding_method: int = 0):
-    if rounding_method == 1:  # to nearest even
-        return np.round(x).astype(x.dtype, copy=False)
-    return (np.sign(x) * np.floor(np.abs(x) + np.asarray(0.5, x.dtype))).astype(x.dtype, copy=False)
+    if int(rounding_method) == 1:  # to nearest, ties to even
+        return np.rint(x).astype(x.dtype, copy=False)
+    # Ties away from zero, exactly: x - trunc(x) is exact in floating point, so
+    # no value just below one half is pushed over it (as x + 0.5 would be).
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x)
+        frac = np.abs(x - t)
+        return np.where(frac >= 0.5, t + np.sign(x), t).astype(x.dtype, copy=False)
 
 
-round_p = unop("round", FLOAT, _round_impl)
-is_finite_p = unop("is_finite", FLOAT, np.isfinite, result="bool", weak_type_rule=never_weak)
+def _round_params(x, *, rounding_method: int = 0):
+    if int(rounding_method) not in (0, 1):
+        raise prim_type_error(
+            "round", [x], f"rounding_method must be RoundingMethod.AWAY_FROM_ZERO (0) or "
+            f"TO_NEAREST_EVEN (1), got {rounding_method!r}",
+        )
+    return elementwise_dtype("round", FLOAT)(x)
+
+
+round_p = standard_primitive("round", elementwise_shape("round"), _round_params, _round_impl)
+is_finite_p = unop("is_finite", FLOAT, np.isfinite, result="bool")
 
 # ---------------------------------------------------------------- complex
 real_p = unop("real", COMPLEX, np.real, result="real")
 imag_p = unop("imag", COMPLEX, np.imag, result="real")
-conj_p = unop("conj", COMPLEX, np.conj)
+
+
+def _conj_dtype(x):
+    """conj also takes float32/float64 (as XLA's does) and then returns the complex type."""
+    if x.dtype not in _COMPLEX_PARTS and x.dtype not in COMPLEX:
+        raise prim_type_error("conj", [x], "expects float32, float64 or complex operands")
+    return _COMPLEX_PARTS.get(x.dtype, x.dtype)
+
+
+def _conj_impl(x):
+    return np.conj(x.astype(_COMPLEX_PARTS.get(x.dtype, x.dtype), copy=False))
+
+
+_COMPLEX_PARTS = {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}
+conj_p = standard_primitive("conj", elementwise_shape("conj"), _conj_dtype, _conj_impl)
 
 
 def _complex_impl(x, y):
@@ -198,12 +318,28 @@ def _complex_dtype_fix() -> None:
 _complex_dtype_fix()
 
 # ---------------------------------------------------------------- comparisons
-eq_p = binop("eq", ANY, np.equal, result="bool", weak_type_rule=never_weak)
-ne_p = binop("ne", ANY, np.not_equal, result="bool", weak_type_rule=never_weak)
-lt_p = binop("lt", ANY - COMPLEX, np.less, result="bool", weak_type_rule=never_weak)
-le_p = binop("le", ANY - COMPLEX, np.less_equal, result="bool", weak_type_rule=never_weak)
-gt_p = binop("gt", ANY - COMPLEX, np.greater, result="bool", weak_type_rule=never_weak)
-ge_p = binop("ge", ANY - COMPLEX, np.greater_equal, result="bool", weak_type_rule=never_weak)
+
+
+def _compare(fn):
+    """A NumPy comparison; ml_dtypes warns about NaN in bfloat16 comparisons, XLA does not."""
+    quiet = _quiet(fn)
+    bf16 = dtypes.bfloat16
+
+    def impl(x, y):
+        if x.dtype == bf16:
+            return quiet(x, y)
+        return fn(x, y)
+
+    impl.__name__ = fn.__name__
+    return impl
+
+
+eq_p = binop("eq", ANY, _compare(np.equal), result="bool")
+ne_p = binop("ne", ANY, _compare(np.not_equal), result="bool")
+lt_p = binop("lt", ANY - COMPLEX, _compare(np.less), result="bool")
+le_p = binop("le", ANY - COMPLEX, _compare(np.less_equal), result="bool")
+gt_p = binop("gt", ANY - COMPLEX, _compare(np.greater), result="bool")
+ge_p = binop("ge", ANY - COMPLEX, _compare(np.greater_equal), result="bool")
 
 # ---------------------------------------------------------------- logic and bits
 and_p = binop("and", INT_OR_BOOL, np.bitwise_and)

@@ -42,10 +42,10 @@ def _convert_impl(x, *, new_dtype, weak_type):
     if x.dtype == new_dtype:
         return x
     with np.errstate(all="ignore"):
+        if x.dtype.kind == "c" and new_dtype.kind != "c":
+            x = x.real  # XLA drops the imaginary part (bool included)
         if new_dtype == dtypes.bool_:
             return x != 0
-        if x.dtype.kind == "c" and new_dtype.kind != "c":
-            x = x.real
         if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
             # XLA saturates float->int conversion and maps NaN to 0.
             info = np.iinfo(new_dtype)
@@ -62,6 +62,12 @@ convert_element_type_p = standard_primitive(
 
 
 def _bitcast_shape(x, *, new_dtype):
+    odd = (dtypes.bool_, dtypes.complex64, dtypes.complex128)
+    if x.dtype != new_dtype and (x.dtype in odd or new_dtype in odd):
+        raise prim_type_error(
+            "bitcast_convert_type", [x],
+            f"cannot bitcast to {new_dtype.name}: bool and complex values only bitcast to their own type",
+        )
     a, b = x.dtype.itemsize, new_dtype.itemsize
     if a == b:
         return x.shape
@@ -134,10 +140,7 @@ def _clamp_impl(lo, x, hi):
     return np.minimum(np.maximum(x, lo), hi).astype(x.dtype, copy=False)
 
 
-clamp_p = standard_primitive(
-    "clamp", _clamp_shape, lambda lo, x, hi: x.dtype, _clamp_impl,
-    weak_type_rule=lambda weaks: weaks[1],
-)
+clamp_p = standard_primitive("clamp", _clamp_shape, lambda lo, x, hi: x.dtype, _clamp_impl)
 
 
 # ---------------------------------------------------------------- shapes
@@ -271,9 +274,7 @@ def _pad_shape(x, padval, *, padding_config):
 def _pad_impl(x, padval, *, padding_config):
     # Interior padding first (spread the elements), then edges, where negative
     # edge padding crops.
-    shape = []
-    for n, (lo, hi, interior) in zip(x.shape, padding_config):
-        shape.append(n + max(n - 1, 0) * interior)
+    shape = [n + max(n - 1, 0) * interior for n, (_, _, interior) in zip(x.shape, padding_config)]
     spread = np.full(shape, padval, dtype=x.dtype)
     spread[tuple(slice(None, None, it + 1) for (_, _, it) in padding_config)] = x
     pads = [(max(lo, 0), max(hi, 0)) for lo, hi, _ in padding_config]
@@ -285,14 +286,16 @@ def _pad_impl(x, padval, *, padding_config):
     return out[crop]
 
 
-pad_p = standard_primitive("pad", _pad_shape, _same_dtype, _pad_impl, weak_type_rule=first_weak)
+pad_p = standard_primitive("pad", _pad_shape, _same_dtype, _pad_impl)
 
 
 def _concat_shape(*xs, dimension):
     if not xs:
         raise prim_value_error("concatenate", "needs at least one operand")
     x0 = xs[0]
-    if not 0 <= dimension < max(x0.ndim, 1):
+    if x0.ndim == 0:
+        raise prim_type_error("concatenate", xs, "cannot concatenate rank-0 (scalar) operands")
+    if not isinstance(dimension, (int, np.integer)) or not 0 <= dimension < x0.ndim:
         raise prim_value_error("concatenate", f"dimension {dimension} is out of range for rank {x0.ndim}")
     for x in xs[1:]:
         if x.dtype != x0.dtype or x.ndim != x0.ndim or any(
@@ -383,9 +386,8 @@ def _dus_impl(x, update, *idx):
     return out
 
 
-dynamic_update_slice_p = standard_primitive(
-    "dynamic_update_slice", _dus_shape, _same_dtype, _dus_impl, weak_type_rule=first_weak,
-)
+# Weak only when every operand, indices included, is weak (JAX's standard rule).
+dynamic_update_slice_p = standard_primitive("dynamic_update_slice", _dus_shape, _same_dtype, _dus_impl)
 
 
 # ---------------------------------------------------------------- iota

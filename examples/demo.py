@@ -1,0 +1,84 @@
+"""A tour of what ftrans does today: eager arrays, JAX's type promotion, and the IR.
+
+    python examples/demo.py
+
+Everything below is the jax.numpy API; swap the two imports for
+``import jax, jax.numpy as jnp`` and the script prints the same arrays.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Run from a checkout without installing: put the repository root on the path.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import ftrans  # noqa: E402
+import ftrans.numpy as jnp  # noqa: E402
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 60 - len(title)))
+
+
+def eager_arrays() -> None:
+    section("eager arrays")
+    x = jnp.arange(6.0).reshape(2, 3)
+    print("x =", repr(x))
+    print("x * 2 + 1 =", x * 2 + 1)
+    print("x @ x.T =", x @ x.T)
+    print("sum:", x.sum(), " mean over axis 0:", x.mean(axis=0), " max per row:", jnp.max(x, axis=1))
+    print("argmax:", x.argmax(), " exp(x[0]):", jnp.exp(x[0]))
+    print("indexing x[1, ::2] =", x[1, ::2], " x[:, -1] =", x[:, -1])
+    y = x.at[0, 1].set(100.0)  # arrays are immutable: .at[] returns an updated copy
+    print("x.at[0, 1].set(100.) =", y)
+    print("x.at[:, 0].add(10.) =", x.at[:, 0].add(10.0))
+    print("x is unchanged:", x[0, 1])
+    print("where(x > 2, x, -1) =", jnp.where(x > 2, x, -1.0))
+    print("np.asarray(x) is a NumPy array:", type(np.asarray(x)).__name__)
+
+
+def promotion() -> None:
+    section("dtype promotion and weak types")
+    i8 = jnp.ones(3, jnp.int8)
+    f16 = jnp.ones(3, jnp.float16)
+    print("int8 array + 1      ->", (i8 + 1).dtype, "(a Python int is weakly typed: it never widens)")
+    print("int8 array + 1.5    ->", (i8 + 1.5).dtype)
+    print("float16 array * 2.0 ->", (f16 * 2.0).dtype)
+    print("int8 + uint8 arrays ->", (i8 + jnp.ones(3, jnp.uint8)).dtype, "(JAX's lattice, not NumPy's)")
+    print("jnp.asarray(1.0) is weakly typed:", repr(jnp.asarray(1.0)))
+    print("result_type(int32, float16) =", jnp.result_type(jnp.int32, jnp.float16))
+    print("default dtypes (x64 off): arange(3) ->", jnp.arange(3).dtype, ", zeros(2) ->", jnp.zeros(2).dtype)
+
+
+def mlp(params, x):
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+    return jnp.sum(x, axis=-1)
+
+
+def intermediate_representation() -> None:
+    section("the IR: make_jaxpr")
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal((4, 4)).astype(np.float32), np.zeros(4, np.float32)) for _ in range(2)]
+    x = np.ones((3, 4), np.float32)
+    closed = ftrans.make_jaxpr(mlp)(params, x)
+    print(closed)
+    print("\nwith source info:")
+    print(closed.pretty_print(source_info=True))
+    out = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *[a for wb in params for a in wb], x)
+    print("\neval_jaxpr gives", repr(out[0]))
+    print("the same as calling mlp eagerly:", bool(jnp.all(out[0] == mlp(params, x))))
+
+    section("eval_shape: shapes and dtypes without computing")
+    big = ftrans.ShapeDtypeStruct((1024, 4096), jnp.float32)
+    print(ftrans.eval_shape(lambda a: {"gram": a.T @ a, "norms": jnp.sum(a * a, axis=1)}, big))
+
+
+if __name__ == "__main__":
+    eager_arrays()
+    promotion()
+    intermediate_representation()

@@ -1,0 +1,450 @@
+"""``ftrans.Array``: properties, methods and Python operators, differential against jax arrays."""
+
+from __future__ import annotations
+
+import copy
+import operator
+import pickle
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ftrans
+import ftrans.numpy as jnp
+
+RNG = np.random.default_rng(0)
+
+
+def pair(value):
+    """The same values as an ftrans Array and a jax Array."""
+    v = np.asarray(value)
+    return jnp.asarray(v), jjnp.asarray(v)
+
+
+def weak_scalar_pair(s):
+    """A weakly typed rank-0 array from a Python scalar, in both libraries."""
+    return jnp.asarray(s), jjnp.asarray(s)
+
+
+def check(ours, theirs, rtol=1e-6, atol=1e-6):
+    """Same type (Array), shape, dtype, weak type, and values."""
+    if isinstance(theirs, (tuple, list)):
+        assert isinstance(ours, type(theirs)) and len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            check(o, t, rtol, atol)
+        return
+    assert isinstance(ours, ftrans.Array), type(ours)
+    t_aval = theirs.aval
+    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    assert ours.dtype == theirs.dtype, (ours.dtype, theirs.dtype)
+    assert ours.weak_type == t_aval.weak_type, ("weak_type", ours.weak_type, t_aval.weak_type)
+    o, t = np.asarray(ours), np.asarray(theirs)
+    if o.dtype.kind == "c":
+        np.testing.assert_allclose(o.astype(np.complex128), t.astype(np.complex128), rtol=rtol, atol=atol)
+    elif o.dtype.kind == "f" or o.dtype.name == "bfloat16":
+        np.testing.assert_allclose(o.astype(np.float64), t.astype(np.float64), rtol=rtol, atol=atol,
+                                   equal_nan=True)
+    else:
+        np.testing.assert_array_equal(o, t)
+
+
+M23 = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+I23 = np.arange(6, dtype=np.int32).reshape(2, 3) - 2
+
+
+# ----------------------------------------------------------------------------
+# Properties
+
+
+@pytest.mark.parametrize("value", [M23, I23, np.float32(3.0), np.ones((2, 1, 3), np.uint8),
+                                   np.array([True, False])], ids=["f32", "i32", "scalar", "u8", "bool"])
+def test_properties(value):
+    a, j = pair(value)
+    assert a.shape == j.shape and a.ndim == j.ndim and a.size == j.size and a.dtype == j.dtype
+    assert isinstance(a.shape, tuple) and isinstance(a.size, int) and isinstance(a.ndim, int)
+    assert a.weak_type is False
+    check(a.T, j.T)
+    assert a.nbytes == j.nbytes and a.itemsize == j.itemsize
+
+
+def test_transpose_property_3d():
+    v = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    a, j = pair(v)
+    check(a.T, j.T)
+    check(a.transpose(), j.transpose())
+    check(a.transpose(2, 0, 1), j.transpose(2, 0, 1))
+    check(a.transpose((1, 0, 2)), j.transpose((1, 0, 2)))
+    check(a.transpose(-1, 0, 1), j.transpose(-1, 0, 1))
+
+
+def test_isinstance_and_array_type():
+    a = jnp.asarray(M23)
+    assert isinstance(a, ftrans.Array) and isinstance(a, jnp.ndarray)
+
+
+# ----------------------------------------------------------------------------
+# Methods
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float16, np.bool_, jnp.bfloat16, np.uint8, np.complex64, float, int])
+def test_astype(dtype):
+    a, j = pair(M23)
+    check(a.astype(dtype), j.astype(dtype))
+    ai, ji = pair(I23)
+    check(ai.astype(dtype), ji.astype(dtype))
+
+
+def test_reshape():
+    a, j = pair(M23)
+    for args in [((3, 2),), (3, 2), ((-1,),), (-1,), ((1, 6),), (6, 1, 1), ((-1, 2),)]:
+        check(a.reshape(*args), j.reshape(*args))
+    check(a.reshape((3, 2), order="C"), j.reshape((3, 2), order="C"))
+    with pytest.raises((TypeError, ValueError)):
+        a.reshape(4, 2)
+
+
+@pytest.mark.parametrize("method", ["sum", "mean", "max", "min"])
+def test_reductions(method):
+    for v in (M23, I23):
+        a, j = pair(v)
+        check(getattr(a, method)(), getattr(j, method)())
+        check(getattr(a, method)(axis=0), getattr(j, method)(axis=0))
+        check(getattr(a, method)(axis=-1, keepdims=True), getattr(j, method)(axis=-1, keepdims=True))
+        check(getattr(a, method)(axis=(0, 1)), getattr(j, method)(axis=(0, 1)))
+
+
+def test_argmax():
+    for v in (M23, I23, np.array([1.0, np.nan, 3.0], np.float32)):
+        a, j = pair(v)
+        check(a.argmax(), j.argmax())
+        if v.ndim > 1:
+            check(a.argmax(axis=1), j.argmax(axis=1))
+            check(a.argmax(axis=0, keepdims=True), j.argmax(axis=0, keepdims=True))
+
+
+def test_squeeze_ravel_flatten():
+    v = np.arange(6, dtype=np.float32).reshape(1, 2, 1, 3)
+    a, j = pair(v)
+    check(a.squeeze(), j.squeeze())
+    check(a.squeeze(axis=0), j.squeeze(axis=0))
+    check(a.squeeze(axis=(0, 2)), j.squeeze(axis=(0, 2)))
+    check(a.squeeze(-2), j.squeeze(-2))
+    check(a.ravel(), j.ravel())
+    check(a.flatten(), j.flatten())
+    with pytest.raises(ValueError):
+        a.squeeze(axis=1)
+
+
+def test_item_and_tolist():
+    a, j = pair(M23)
+    assert a.tolist() == j.tolist()
+    assert a.item(4) == j.item(4)
+    s, js = pair(np.float32(2.5))
+    assert s.item() == js.item() == 2.5 and type(s.item()) is float
+    i, ji = pair(np.int32(7))
+    assert i.item() == 7 and type(i.item()) is int
+    b, _ = pair(np.bool_(True))
+    assert b.item() is True
+    assert jnp.asarray(I23).tolist() == I23.tolist()
+
+
+def test_array_protocol():
+    a, j = pair(M23)
+    out = np.asarray(a)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.asarray(j))
+    assert a.__array__().dtype == np.float32
+    assert np.asarray(a, dtype=np.float64).dtype == np.float64
+    np.testing.assert_array_equal(np.array(a), M23)
+    # NumPy functions accept ftrans arrays and give NumPy results.
+    assert isinstance(np.sum(np.asarray(a)), np.floating)
+
+
+def test_dlpack():
+    a = jnp.asarray(M23)
+    out = np.from_dlpack(a)
+    np.testing.assert_array_equal(out, M23)
+    assert out.dtype == np.float32
+    assert a.__dlpack_device__()[0] == 1  # kDLCPU
+
+
+def test_block_until_ready():
+    a = jnp.asarray(M23) + 1.0
+    assert a.block_until_ready() is a
+
+
+def test_at_updates():
+    v = np.arange(5, dtype=np.float32)
+    a, j = pair(v)
+    check(a.at[1].set(10.0), j.at[1].set(10.0))
+    check(a.at[1:3].add(1.0), j.at[1:3].add(1.0))
+    check(a.at[-1].multiply(3.0), j.at[-1].multiply(3.0))
+    check(a.at[0].min(-1.0), j.at[0].min(-1.0))
+    check(a.at[0].max(7.0), j.at[0].max(7.0))
+    check(a.at[2].get(), j.at[2].get())
+    np.testing.assert_array_equal(np.asarray(a), v)  # the original is untouched
+
+
+# ----------------------------------------------------------------------------
+# Operators
+
+ARITH = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+         operator.pow]
+BITS = [operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift]
+COMPARE = [operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne]
+
+
+def _operands(op, dtype, shape, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        x = rng.uniform(0.5, 3, shape).astype(dtype) * rng.choice([-1, 1], shape).astype(dtype)
+        y = rng.uniform(0.5, 3, shape).astype(dtype) * rng.choice([-1, 1], shape).astype(dtype)
+        if op is operator.pow:
+            x = np.abs(x)
+        return x, y
+    if np.dtype(dtype) == np.bool_:
+        return rng.random(shape) < 0.5, rng.random(shape) < 0.5
+    lo = 0 if np.dtype(dtype).kind == "u" else -20
+    x = rng.integers(lo, 20, shape).astype(dtype)
+    y = rng.integers(1, 8, shape).astype(dtype)  # non-zero divisors, valid shifts and exponents
+    if op in (operator.lshift, operator.rshift, operator.pow):
+        y = rng.integers(0, 5, shape).astype(dtype)
+    return x, y
+
+
+@given(st.sampled_from(ARITH), st.sampled_from([np.float32, np.int32, np.uint8]),
+       st.sampled_from([(), (3,), (2, 3)]), st.integers(0, 2**16))
+def test_arithmetic_operators(op, dtype, shape, seed):
+    x, y = _operands(op, dtype, shape, seed)
+    a, ja = pair(x)
+    b, jb = pair(y)
+    check(op(a, b), op(ja, jb), rtol=1e-5)
+
+
+@given(st.sampled_from(BITS), st.sampled_from([np.int32, np.uint8, np.bool_]), st.integers(0, 2**16))
+def test_bitwise_operators(op, dtype, seed):
+    if dtype is np.bool_ and op in (operator.lshift, operator.rshift):
+        dtype = np.int32
+    x, y = _operands(op, dtype, (4,), seed)
+    a, ja = pair(x)
+    b, jb = pair(y)
+    check(op(a, b), op(ja, jb))
+
+
+@given(st.sampled_from(COMPARE), st.sampled_from([np.float32, np.int32, np.bool_]), st.integers(0, 2**16))
+def test_comparisons(op, dtype, seed):
+    x, y = _operands(op, dtype, (5,), seed)
+    y[:2] = x[:2]  # some equal elements
+    a, ja = pair(x)
+    b, jb = pair(y)
+    check(op(a, b), op(ja, jb))
+    check(op(a, 1), op(ja, 1))
+
+
+def test_unary_operators():
+    for v in (M23, I23):
+        a, j = pair(v)
+        check(-a, -j)
+        check(+a, +j)
+        check(abs(a), abs(j))
+    ai, ji = pair(I23)
+    check(~ai, ~ji)
+    ab, jb = pair(np.array([True, False]))
+    check(~ab, ~jb)
+
+
+def test_matmul_operator():
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    y = RNG.standard_normal((3, 4)).astype(np.float32)
+    a, ja = pair(x)
+    b, jb = pair(y)
+    check(a @ b, ja @ jb, rtol=1e-5)
+    check(a @ y, ja @ y, rtol=1e-5)
+    check(x @ b, x @ jb, rtol=1e-5)
+    v, jv = pair(y[:, 0])
+    check(a @ v, ja @ jv, rtol=1e-5)
+
+
+SCALARS = [2, 2.5, True, 3j]
+
+
+@pytest.mark.parametrize("op", ARITH + BITS, ids=lambda o: o.__name__)
+@pytest.mark.parametrize("scalar", SCALARS, ids=lambda s: type(s).__name__)
+def test_python_scalar_on_either_side(op, scalar):
+    """Reflected operators with a weakly typed Python scalar: dtype and weak type as in jax."""
+    for v in (np.array([1.5, 2.0, 3.0], np.float32), np.array([1, 2, 3], np.int32),
+              np.array([1, 2, 3], np.uint8)):
+        a, j = pair(v)
+        for f in (lambda p, q: op(p, scalar), lambda p, q: op(scalar, p)):
+            try:
+                theirs = f(j, None)
+            except (TypeError, ValueError, OverflowError):
+                with pytest.raises((TypeError, ValueError, OverflowError)):
+                    f(a, None)
+                continue
+            check(f(a, None), theirs, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ARITH + COMPARE, ids=lambda o: o.__name__)
+def test_numpy_array_on_either_side(op):
+    x = np.array([1.5, 2.0, 3.0], np.float32)
+    y = np.array([0.5, 2.0, 4.0], np.float32)
+    a, ja = pair(x)
+    for ours, theirs in ((op(a, y), op(ja, y)), (op(y, a), op(y, ja))):
+        check(ours, theirs, rtol=1e-5)
+    yi = np.array([1, 2, 3], np.int64)  # a 64-bit NumPy array is narrowed, as in jax
+    check(op(yi, a), op(yi, ja), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", BITS + [operator.floordiv, operator.mod], ids=lambda o: o.__name__)
+def test_numpy_int_array_on_either_side(op):
+    x = np.array([5, 6, 7], np.int32)
+    y = np.array([1, 2, 3], np.int32)
+    a, ja = pair(x)
+    check(op(a, y), op(ja, y))
+    check(op(y, a), op(y, ja))
+
+
+def test_divmod():
+    a, ja = pair(np.array([7, -7, 5], np.int32))
+    b, jb = pair(np.array([2, 2, -3], np.int32))
+    check(divmod(a, b), divmod(ja, jb))
+
+
+def test_weak_type_propagates_through_operators():
+    w, jw = weak_scalar_pair(2.0)
+    assert w.weak_type and jw.aval.weak_type
+    check(w * 3, jw * 3)
+    check(w + jnp.ones(3, np.float16), jw + jjnp.ones(3, np.float16))
+
+
+METHOD_CALLS = {
+    "T": lambda x: x.T,
+    "astype": lambda x: x.astype(np.int32),
+    "reshape": lambda x: x.reshape(3, 2),
+    "sum": lambda x: x.sum(axis=0),
+    "mean": lambda x: x.mean(),
+    "max": lambda x: x.max(axis=1, keepdims=True),
+    "min": lambda x: x.min(),
+    "argmax": lambda x: x.argmax(axis=-1),
+    "transpose": lambda x: x.transpose(1, 0),
+    "squeeze": lambda x: x.reshape(1, 6).squeeze(),
+    "ravel": lambda x: x.ravel(),
+    "flatten": lambda x: x.flatten(),
+    "at_set": lambda x: x.at[0, 1].set(9.0),
+    "getitem": lambda x: x[1, ::2],
+    "operators": lambda x: (x @ x.T) // 2 % 3 ** 1 - (-x).sum() * abs(x)[0, 0],
+    "compare": lambda x: (x > 0) & (x <= 1.5) | ~(x == 0.5) ^ (x != x),
+}
+
+
+@pytest.mark.parametrize("name", list(METHOD_CALLS))
+def test_methods_under_tracing(name):
+    """Tracers share the methods: staged programs typecheck and re-evaluate to the eager result."""
+    fn = METHOD_CALLS[name]
+    a = jnp.asarray(M23)
+    eager = fn(a)
+    closed = ftrans.make_jaxpr(fn)(a)
+    ftrans.core.ir.typecheck(closed)
+    (staged,) = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, a)
+    assert (staged.shape, staged.dtype, staged.weak_type) == (eager.shape, eager.dtype, eager.weak_type)
+    np.testing.assert_allclose(np.asarray(staged), np.asarray(eager), rtol=1e-6)
+    check(eager, fn(jjnp.asarray(M23)), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------
+# Sequence protocol, conversion, printing, pickling, immutability
+
+
+def test_len_and_iteration():
+    a, j = pair(M23)
+    assert len(a) == len(j) == 2
+    rows = list(a)
+    assert len(rows) == 2
+    for r, jr in zip(rows, j):
+        check(r, jr)
+    s, _ = pair(np.float32(1))
+    with pytest.raises(TypeError):
+        len(s)
+    with pytest.raises(TypeError):
+        iter(s)
+
+
+REPR_CASES = {
+    "f32": np.arange(3, dtype=np.float32),
+    "f32_2d": np.arange(6, dtype=np.float32).reshape(2, 3) / 3,
+    "i32": np.arange(4, dtype=np.int32) - 2,
+    "bool": np.array([True, False]),
+    "scalar": np.float32(1.5),
+    "empty": np.zeros((0, 3), np.float32),
+    "u8": np.array([1, 200], np.uint8),
+    "f16": np.array([0.5, 1.25], np.float16),
+    "bf16": np.array([0.5, 1.25], jnp.bfloat16),
+    "c64": np.array([1 + 2j, 0.5j], np.complex64),
+    "wide": np.arange(30, dtype=np.float32).reshape(3, 10),
+}
+
+
+@pytest.mark.parametrize("name", list(REPR_CASES))
+def test_repr_and_str_match_jax(name):
+    a, j = pair(REPR_CASES[name])
+    assert repr(a) == repr(j)
+    assert str(a) == str(j)
+
+
+def test_repr_of_weak_array_matches_jax():
+    w, jw = weak_scalar_pair(1.0)
+    assert repr(w) == repr(jw) == "Array(1., dtype=float32, weak_type=True)"
+
+
+def test_format():
+    a, j = pair(np.float32(1.5))
+    assert f"{a:.3f}" == f"{j:.3f}" == "1.500"
+
+
+def test_pickle_round_trip():
+    for v in (M23, I23, np.array([True]), np.float32(2.0)):
+        a = jnp.asarray(v)
+        b = pickle.loads(pickle.dumps(a))
+        assert isinstance(b, ftrans.Array)
+        assert (b.shape, b.dtype, b.weak_type) == (a.shape, a.dtype, a.weak_type)
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+    w, _ = weak_scalar_pair(3.0)
+    assert pickle.loads(pickle.dumps(w)).weak_type is True
+    c = copy.deepcopy(jnp.asarray(M23))
+    np.testing.assert_array_equal(np.asarray(c), M23)
+
+
+def test_immutability():
+    a = jnp.asarray(M23)
+    with pytest.raises(TypeError, match="immutable"):
+        a[0, 0] = 1.0
+    with pytest.raises(TypeError):
+        hash(a)
+    for arr in (a, a + 1.0, jnp.sin(a), a.reshape(6), a.T):
+        before = np.array(arr, copy=True)
+        view = np.asarray(arr)
+        try:
+            view[...] = 42.0
+        except ValueError:
+            pass  # read-only, as jax's host views are
+        np.testing.assert_array_equal(np.asarray(arr), before)
+
+
+def test_creating_from_numpy_copies_or_freezes():
+    v = M23.copy()
+    a = jnp.asarray(v)
+    v[0, 0] = 99.0
+    assert np.asarray(a)[0, 0] == M23[0, 0]
+
+
+def test_jax_interop_via_numpy():
+    a = jnp.asarray(M23)
+    j = jjnp.asarray(np.asarray(a))
+    np.testing.assert_array_equal(np.asarray(j), M23)
+    assert isinstance(a.devices(), set) and len(a.devices()) == 1
+    assert next(iter(a.devices())).platform == jax.devices("cpu")[0].platform

@@ -1,0 +1,128 @@
+"""``ftrans.config``: the 64-bit switch and friends, from the environment and from ``update``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans.core.config import Config
+
+
+@contextlib.contextmanager
+def x64(on: bool):
+    before = ftrans.config.enable_x64
+    ftrans.config.update("enable_x64", on)
+    try:
+        yield
+    finally:
+        ftrans.config.update("enable_x64", before)
+
+
+def test_default_is_32_bit():
+    assert ftrans.config.enable_x64 is False
+    assert jnp.zeros(3).dtype == np.float32
+    assert jnp.asarray(1).dtype == np.int32
+
+
+def test_arange_default_int_follows_x64():
+    with x64(False):
+        assert jnp.arange(3).dtype == np.int32
+    with x64(True):
+        assert jnp.arange(3).dtype == np.int64
+    assert jnp.arange(3).dtype == np.int32
+
+
+def test_x64_changes_default_dtypes():
+    with x64(True):
+        assert jnp.zeros(3).dtype == np.float64
+        assert jnp.asarray(1.0).dtype == np.float64
+        assert jnp.asarray(1).dtype == np.int64
+        assert jnp.asarray(np.ones(2, np.float64)).dtype == np.float64
+        assert (jnp.ones(2, np.float32) + 1.0).dtype == np.float32  # weak scalars still yield
+    with x64(False):
+        assert jnp.zeros(3).dtype == np.float32
+        assert jnp.asarray(np.ones(2, np.float64)).dtype == np.float32
+        assert jnp.asarray(np.ones(2, np.int64)).dtype == np.int32
+        assert jnp.asarray(1j).dtype == np.complex64
+
+
+def test_x64_under_tracing():
+    with x64(True):
+        closed = ftrans.make_jaxpr(lambda x: x * 2.0)(np.ones(2, np.float64))
+        assert closed.in_avals[0].dtype == np.float64
+        assert "f64[2]" in str(closed)
+    closed = ftrans.make_jaxpr(lambda x: x * 2.0)(np.ones(2, np.float64))
+    assert "f32[2]" in str(closed)
+
+
+def test_jax_spelling_accepted():
+    before = ftrans.config.enable_x64
+    try:
+        ftrans.config.update("jax_enable_x64", True)
+        assert ftrans.config.enable_x64 is True
+        assert ftrans.config.jax_enable_x64 is True
+        assert ftrans.config.read("jax_enable_x64") is True
+        assert jnp.zeros(1).dtype == np.float64
+    finally:
+        ftrans.config.update("jax_enable_x64", before)
+    assert ftrans.config.read("enable_x64") is before
+
+
+def test_unknown_option_is_a_value_error():
+    with pytest.raises(ValueError, match="no_such_option"):
+        ftrans.config.update("no_such_option", True)
+    with pytest.raises(ValueError, match="enable_x64"):  # the message lists the known options
+        ftrans.config.update("jax_enable_x65", True)
+    with pytest.raises(AttributeError):
+        ftrans.config.jax_no_such_option  # noqa: B018
+
+
+def test_other_switches_update():
+    for name in ("disable_jit", "debug_nans"):
+        before = ftrans.config.read(name)
+        try:
+            ftrans.config.update(name, 1)
+            assert ftrans.config.read(name) is True
+            ftrans.config.update("jax_" + name, 0)
+            assert ftrans.config.read(name) is False
+        finally:
+            ftrans.config.update(name, before)
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("1", True), ("true", True), ("True", True), ("yes", True), ("on", True), (" TRUE ", True),
+    ("0", False), ("false", False), ("", False), ("no", False), ("off", False),
+])
+def test_env_var_parsing(monkeypatch, value, expected):
+    monkeypatch.delenv("FTRANS_ENABLE_X64", raising=False)
+    monkeypatch.setenv("JAX_ENABLE_X64", value)
+    assert Config().enable_x64 is expected
+    monkeypatch.delenv("JAX_ENABLE_X64")
+    monkeypatch.setenv("FTRANS_ENABLE_X64", value)
+    assert Config().enable_x64 is expected
+
+
+def test_env_vars_absent(monkeypatch):
+    for v in ("JAX_ENABLE_X64", "FTRANS_ENABLE_X64", "JAX_DISABLE_JIT", "JAX_DEBUG_NANS"):
+        monkeypatch.delenv(v, raising=False)
+    c = Config()
+    assert (c.enable_x64, c.disable_jit, c.debug_nans) == (False, False, False)
+    monkeypatch.setenv("JAX_DEBUG_NANS", "1")
+    monkeypatch.setenv("JAX_DISABLE_JIT", "true")
+    c = Config()
+    assert c.debug_nans and c.disable_jit
+
+
+def test_env_var_at_import_in_a_fresh_process():
+    env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
+    code = "import ftrans.numpy as jnp; print(jnp.zeros(1).dtype, jnp.asarray(1).dtype)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.split() == ["float64", "int64"]

@@ -1,0 +1,402 @@
+"""The IR: printing, source info, type checking, evaluation, and make_jaxpr/eval_shape plumbing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import string
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans.core import ir
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import registry
+from ftrans.errors import JaxprTypeError
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+x3 = np.arange(3, dtype=np.float32)
+
+
+def staged_str(f, *args, **kw) -> str:
+    return str(ftrans.make_jaxpr(f)(*args, **kw))
+
+
+# ----------------------------------------------------------------------------
+# Printing
+
+
+def test_print_unary():
+    assert staged_str(jnp.sin, x3) == "{ lambda ; a:f32[3]. let\n    b:f32[3] = sin a\n  in (b,) }"
+
+
+def test_print_chain_and_literal():
+    expected = (
+        "{ lambda ; a:f32[3]. let\n"
+        "    b:f32[3] = sin a\n"
+        "    c:f32[3] = mul b 2.0:f32[]\n"
+        "  in (c,) }"
+    )
+    assert staged_str(lambda x: jnp.sin(x) * 2.0, x3) == expected
+
+
+def test_print_int_literal_and_weak_scalar_input():
+    xi = np.arange(3, dtype=np.int32)
+    assert staged_str(lambda x: x + 1, xi) == (
+        "{ lambda ; a:i32[3]. let\n    b:i32[3] = add a 1:i32[]\n  in (b,) }"
+    )
+    # A Python float argument is a weakly typed f32[] input.
+    closed = ftrans.make_jaxpr(lambda x, s: x * s)(x3, 2.0)
+    assert closed.in_avals[1] == ShapedArray((), F32, True)
+    assert str(closed) == "{ lambda ; a:f32[3] b:f32[]. let\n    c:f32[3] = mul a b\n  in (c,) }"
+
+
+def test_names_past_z():
+    def f(x):
+        for _ in range(30):
+            x = jnp.sin(x)
+        return x
+
+    letters = string.ascii_lowercase
+    names = list(letters) + ["b" + c for c in letters]
+    lines = ["{ lambda ; a:f32[]. let"]
+    for prev, cur in itertools.pairwise(names[:31]):
+        lines.append(f"    {cur}:f32[] = sin {prev}")
+    lines.append(f"  in ({names[30]},) }}")
+    out = staged_str(f, np.float32(1.0))
+    assert out == "\n".join(lines)
+    assert "ba:f32[] = sin z" in out and "be:f32[] = sin bd" in out
+
+
+def test_names_match_jax_past_z():
+    def make(np_mod):
+        def f(x):
+            for _ in range(28):
+                x = np_mod.sin(x)
+            return x
+        return f
+
+    ours = staged_str(make(jnp), np.float32(1.0)).split()
+    theirs = str(jax.make_jaxpr(make(jjnp))(np.float32(1.0))).split()
+    assert ours == theirs
+
+
+def test_print_params():
+    out = staged_str(lambda x: x.reshape(3, 1).T, x3)
+    assert out == (
+        "{ lambda ; a:f32[3]. let\n"
+        "    b:f32[3,1] = reshape[dimensions=None new_sizes=(3, 1)] a\n"
+        "    c:f32[1,3] = transpose[permutation=(1, 0)] b\n"
+        "  in (c,) }"
+    )
+    assert "reduce_sum[axes=(0,)] a" in staged_str(jnp.sum, x3)
+
+
+def test_print_dtype_param_uses_short_name():
+    closed = ftrans.make_jaxpr(
+        lambda x: ftrans.core.prims.structural.convert_element_type_p.bind(x, new_dtype=I32, weak_type=False)
+    )(x3)
+    assert "convert_element_type[new_dtype=i32 weak_type=False] a" in str(closed)
+
+
+def test_print_constvars_exact():
+    c = np.arange(3, dtype=np.float32)
+    assert staged_str(lambda x: x + c, x3) == (
+        "{ lambda a:f32[3]; b:f32[3]. let\n    c:f32[3] = add b a\n  in (c,) }"
+    )
+
+
+def test_print_multiple_outputs_exact():
+    assert staged_str(lambda x: (x * 2.0, 3), x3) == (
+        "{ lambda ; a:f32[3]. let\n    b:f32[3] = mul a 2.0:f32[]\n  in (b, 3:i32[]) }"
+    )
+
+
+def test_print_dropvar_and_no_eqns():
+    a = ir.Var(ShapedArray((3,), F32))
+    d = ir.DropVar(ShapedArray((3,), F32))
+    jaxpr = ir.Jaxpr([], [a], [ir.JaxprEqn(registry["sin"], [a], [d], {}, None)], [a])
+    assert "_:f32[3] = sin a" in str(jaxpr)
+    assert staged_str(lambda x: x, x3) == "{ lambda ; a:f32[3]. let\n  in (a,) }"
+
+
+# ----------------------------------------------------------------------------
+# Constants and source info
+
+
+def test_constvars_capture_concrete_closure():
+    c_np = np.arange(3, dtype=np.float32) + 1
+    c_arr = jnp.asarray(c_np * 2)
+    closed = ftrans.make_jaxpr(lambda x: x * c_np + c_arr)(x3)
+    assert len(closed.jaxpr.constvars) == 2 and len(closed.consts) == 2
+    assert [v.aval for v in closed.jaxpr.constvars] == [ShapedArray((3,), F32)] * 2
+    np.testing.assert_array_equal(np.asarray(closed.consts[0]), c_np)
+    np.testing.assert_array_equal(np.asarray(closed.consts[1]), c_np * 2)
+    (out,) = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x3)
+    np.testing.assert_allclose(np.asarray(out), x3 * c_np + c_np * 2)
+
+
+def test_same_array_constant_captured_once():
+    c = jnp.ones(3)
+    closed = ftrans.make_jaxpr(lambda x: x * c + c)(x3)
+    assert len(closed.consts) == 1
+
+
+def test_same_numpy_constant_captured_once():
+    """JAX captures a NumPy constant used twice as one constvar."""
+    c = np.ones(3, np.float32)
+    closed = ftrans.make_jaxpr(lambda x: x * c + c)(x3)
+    assert len(closed.consts) == 1
+    assert len(jax.make_jaxpr(lambda x: x * c + c)(x3).consts) == 1
+
+
+def test_scalar_constants_become_literals():
+    s = np.float32(2.5)
+    closed = ftrans.make_jaxpr(lambda x: x * s)(x3)
+    assert closed.consts == []
+    assert "mul a 2.5:f32[]" in str(closed)
+
+
+def test_source_info_names_this_file_and_line():
+    lines = []
+
+    def f(x):
+        lines.append(_lineno() + 1)
+        y = jnp.sin(x)
+        lines.append(_lineno() + 1)
+        return y * 2.0
+
+    closed = ftrans.make_jaxpr(f)(x3)
+    text = closed.pretty_print(source_info=True)
+    me = os.path.basename(__file__)
+    assert f"sin a  # {me}:{lines[0]}" in text
+    assert f"mul b 2.0:f32[]  # {me}:{lines[1]}" in text
+    si = closed.eqns[0].source_info
+    assert si.filename == __file__ and si.lineno == lines[0] and si.function == "f"
+    assert "#" not in str(closed)
+
+
+def _lineno() -> int:
+    import sys
+
+    return sys._getframe(1).f_lineno
+
+
+# ----------------------------------------------------------------------------
+# Type checking
+
+
+def _sin_eqn(inp, out):
+    return ir.JaxprEqn(registry["sin"], [inp], [out], {}, None)
+
+
+def test_typecheck_accepts_staged_programs():
+    def mlp(x, ws):
+        for w, b in ws:
+            x = jnp.tanh(x @ w + b)
+        return jnp.sum(x, axis=-1), x.max()
+
+    ws = [(np.ones((4, 4), np.float32), np.zeros(4, np.float32))] * 3
+    closed = ftrans.make_jaxpr(mlp)(np.ones((2, 4), np.float32), ws)
+    ir.typecheck(closed)
+    ir.typecheck(closed.jaxpr)
+    assert closed.out_avals == [ShapedArray((2,), F32), ShapedArray((), F32)]
+
+
+def test_typecheck_rejects_wrong_out_aval():
+    a = ir.Var(ShapedArray((3,), F32))
+    b = ir.Var(ShapedArray((3,), I32))
+    with pytest.raises(JaxprTypeError, match="sin"):
+        ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, b)], [b]))
+    c = ir.Var(ShapedArray((4,), F32))
+    with pytest.raises(JaxprTypeError, match="f32\\[4\\]"):
+        ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, c)], [c]))
+
+
+def test_typecheck_rejects_use_before_def():
+    a = ir.Var(ShapedArray((3,), F32))
+    b = ir.Var(ShapedArray((3,), F32))
+    c = ir.Var(ShapedArray((3,), F32))
+    with pytest.raises(JaxprTypeError, match="before it is defined"):
+        ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(b, c), _sin_eqn(a, b)], [c]))
+    with pytest.raises(JaxprTypeError, match="before it is defined"):
+        ir.typecheck(ir.Jaxpr([], [a], [], [b]))  # an output nobody defined
+
+
+def test_typecheck_rejects_double_definition():
+    a = ir.Var(ShapedArray((3,), F32))
+    b = ir.Var(ShapedArray((3,), F32))
+    with pytest.raises(JaxprTypeError, match="twice"):
+        ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, b), _sin_eqn(a, b)], [b]))
+    with pytest.raises(JaxprTypeError, match="twice"):
+        ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, a)], [a]))
+    with pytest.raises(JaxprTypeError, match="twice"):
+        ir.typecheck(ir.Jaxpr([a], [a], [], [a]))
+
+
+def test_typecheck_rejects_ill_typed_operands():
+    a = ir.Var(ShapedArray((3,), F32))
+    i = ir.Var(ShapedArray((3,), I32))
+    out = ir.Var(ShapedArray((3,), F32))
+    eqn = ir.JaxprEqn(registry["add"], [a, i], [out], {}, None)
+    with pytest.raises(JaxprTypeError, match="add"):
+        ir.typecheck(ir.Jaxpr([], [a, i], [eqn], [out]))
+    assert issubclass(JaxprTypeError, TypeError)
+
+
+def test_typecheck_accepts_hand_built_program_with_literal():
+    a = ir.Var(ShapedArray((3,), F32))
+    b = ir.Var(ShapedArray((3,), F32))
+    two = ir.Literal(np.float32(2.0), ShapedArray((), F32, True))
+    jaxpr = ir.Jaxpr([], [a], [ir.JaxprEqn(registry["mul"], [a, two], [b], {}, None)], [b])
+    ir.typecheck(jaxpr)
+    (out,) = ftrans.eval_jaxpr(jaxpr, [], x3)
+    np.testing.assert_allclose(np.asarray(out), x3 * 2)
+
+
+def test_closed_jaxpr_checks_const_count():
+    a = ir.Var(ShapedArray((3,), F32))
+    with pytest.raises(ValueError):
+        ir.ClosedJaxpr(ir.Jaxpr([a], [], [], [a]), [])
+
+
+# ----------------------------------------------------------------------------
+# eval_jaxpr, eval_shape
+
+
+def test_eval_jaxpr_round_trips():
+    def f(x, y):
+        return jnp.tanh(x @ y) + 1.0, jnp.sum(x * 2, axis=0)
+
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    y = np.random.default_rng(1).standard_normal((4, 2)).astype(np.float32)
+    closed = ftrans.make_jaxpr(f)(x, y)
+    got = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x, y)
+    want = f(x, y)
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        assert isinstance(g, ftrans.Array)
+        assert (g.shape, g.dtype, g.weak_type) == (w.shape, w.dtype, w.weak_type)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    jx = jax.jit(lambda x, y: (jjnp.tanh(x @ y) + 1.0, jjnp.sum(x * 2, axis=0)))(x, y)
+    for g, w in zip(got, jx):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def test_eval_jaxpr_accepts_closed_jaxpr_and_checks_arity():
+    c = np.full(3, 2.0, np.float32)
+    closed = ftrans.make_jaxpr(lambda x: x * c)(x3)
+    (out,) = ftrans.eval_jaxpr(closed, [], x3)
+    np.testing.assert_allclose(np.asarray(out), x3 * 2)
+    with pytest.raises(TypeError, match="1 inputs, got 2"):
+        ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x3, x3)
+
+
+def test_eval_jaxpr_restages():
+    """eval_jaxpr binds primitives, so staging it again gives the same program."""
+    closed = ftrans.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + jnp.sum(x))(x3)
+    again = ftrans.make_jaxpr(lambda x: ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x)[0])(x3)
+    assert str(again) == str(closed)
+
+
+def test_eval_shape_returns_shape_dtype_structs():
+    def f(x, y):
+        return {"s": jnp.sum(x), "pair": (x @ y, x * 2)}
+
+    x = np.ones((2, 3), np.float32)
+    y = np.ones((3, 5), np.float32)
+    out = ftrans.eval_shape(f, x, y)
+    want = jax.eval_shape(lambda x, y: {"s": jjnp.sum(x), "pair": (x @ y, x * 2)}, x, y)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(want)
+    for o, w in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(want)):
+        assert isinstance(o, ftrans.ShapeDtypeStruct)
+        assert (o.shape, o.dtype) == (w.shape, w.dtype)
+
+
+def test_eval_shape_does_not_compute():
+    big = ftrans.ShapeDtypeStruct((100_000, 100_000), np.float32)
+    out = ftrans.eval_shape(lambda a: (a @ a.T).sum(axis=0), big)
+    assert out.shape == (100_000,) and out.dtype == F32
+
+
+def test_eval_shape_weak_type():
+    out = ftrans.eval_shape(lambda s: s * 2, 1.0)
+    assert out.weak_type and out.dtype == F32
+    assert not ftrans.eval_shape(lambda x: x * 2, x3).weak_type
+
+
+# ----------------------------------------------------------------------------
+# make_jaxpr plumbing: pytrees, kwargs, static args
+
+
+def test_pytree_inputs_and_outputs():
+    def f(d, t, nothing):
+        assert nothing is None
+        return {"sum": d["a"] + t[0], "none": None, "pair": (t[1], d["b"])}
+
+    d = {"a": x3, "b": np.int32(4)}
+    t = (x3 * 2, 7.0)
+    closed, shapes = ftrans.make_jaxpr(f, return_shape=True)(d, t, None)
+    assert [a.str_short() for a in closed.in_avals] == ["f32[3]", "i32[]", "f32[3]", "f32[]"]
+    assert closed.in_avals[3].weak_type
+    assert len(closed.out_avals) == 3
+    assert shapes["none"] is None
+    assert shapes["sum"].shape == (3,) and shapes["pair"][0].weak_type
+    assert shapes["pair"][1].dtype == I32
+    ir.typecheck(closed)
+
+
+def test_kwargs_become_inputs():
+    closed = ftrans.make_jaxpr(lambda x, *, scale: x * scale)(x3, scale=np.float32(3))
+    assert len(closed.jaxpr.invars) == 2
+    (out,) = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x3, np.float32(3))
+    np.testing.assert_allclose(np.asarray(out), x3 * 3)
+
+
+def test_static_argnums():
+    def f(x, n, mode):
+        y = x
+        for _ in range(n):
+            y = jnp.sin(y)
+        return y * 2.0 if mode == "double" else y
+
+    closed = ftrans.make_jaxpr(f, static_argnums=(1, 2))(x3, 3, "double")
+    assert len(closed.jaxpr.invars) == 1
+    assert [e.primitive.name for e in closed.eqns] == ["sin", "sin", "sin", "mul"]
+    closed1 = ftrans.make_jaxpr(f, static_argnums=(1, 2))(x3, 1, "plain")
+    assert [e.primitive.name for e in closed1.eqns] == ["sin"]
+    closed2 = ftrans.make_jaxpr(lambda x, n: x * n, static_argnums=1)(x3, 5)
+    assert "mul a 5.0:f32[]" in str(closed2)
+
+
+def test_non_array_argument_without_static_is_an_error():
+    with pytest.raises(TypeError, match="str"):
+        ftrans.make_jaxpr(lambda x, s: x)(x3, "hello")
+
+
+def test_make_jaxpr_unsupported_arguments_name_themselves():
+    with pytest.raises(NotImplementedError, match="abstracted_axes"):
+        ftrans.make_jaxpr(jnp.sin, abstracted_axes=({0: "n"},))
+
+
+def test_make_jaxpr_preserves_function_metadata():
+    def my_function(x):
+        """doc"""
+        return x
+
+    m = ftrans.make_jaxpr(my_function)
+    assert m.__name__ == "my_function" and m.__doc__ == "doc"
+
+
+def test_staged_operations_on_constants_are_recorded():
+    """Under make_jaxpr even arithmetic on closed-over constants is staged, as in JAX."""
+    c = np.ones(3, np.float32)
+    closed = ftrans.make_jaxpr(lambda x: x + jnp.sin(c))(x3)
+    assert [e.primitive.name for e in closed.eqns] == ["sin", "add"]
+    jclosed = jax.make_jaxpr(lambda x: x + jjnp.sin(c))(x3)
+    assert [e.primitive.name for e in jclosed.eqns] == ["sin", "add"]
