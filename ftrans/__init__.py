@@ -1,6 +1,5 @@
 """ftrans: composable function transformations for numerical Python (JAX's API)."""
 
-from __future__ import annotations
 
 from ftrans import dtypes, errors, lax, numpy, tree, tree_util  # noqa: E402
 from ftrans.core.array import Array

@@ -31,6 +31,8 @@ def user_location() -> str:
 
 
 def _with_location(msg: str) -> str:
+    if "\n  (in your code at " in msg:  # re-raised with context: keep the one location
+        return msg
     return f"{msg}\n  (in your code at {user_location()})"
 
 
@@ -49,6 +51,14 @@ class FtransTypeError(_Located, FtransError, TypeError):
 
 class FtransValueError(_Located, FtransError, ValueError):
     """A bad value: an axis out of range, a bad size, an unknown option."""
+
+
+class FtransShapeError(_Located, FtransError, TypeError, ValueError):
+    """Operand shapes that do not broadcast together.
+
+    JAX raises ``TypeError`` here and NumPy ``ValueError``; this is both, so
+    handlers written for either keep working.
+    """
 
 
 class FtransIndexError(_Located, FtransError, IndexError):

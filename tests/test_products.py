@@ -302,12 +302,13 @@ def test_dot_general_primitive_checks():
     x = np.ones((2, 3), np.float32)
     with pytest.raises(TypeError, match=r"contracting dimensions differ.*f32\[2,3\], f32\[4,3\]"):
         ftrans.make_jaxpr(lambda a, b: flax.dot_general(a, b, (((1,), (0,)), ((), ()))))(x, np.ones((4, 3), np.float32))
-    with pytest.raises(TypeError, match="same dtype"):
-        flax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ())))
+    # jax promotes mixed operand dtypes as ftrans does
+    mixed = flax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ())))
+    assert mixed.dtype == jax.lax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ()))).dtype
+    with pytest.raises(TypeError, match="preferred_element_type"):  # jax allows this; see docs/differences.md
+        flax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
     with pytest.raises(ValueError, match="out of range"):
         flax.dot_general(x, x, (((-1,), (1,)), ((), ())))
-    with pytest.raises(TypeError, match="preferred_element_type"):
-        flax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
     with pytest.raises(TypeError, match="narrower"):
         flax.dot_general(np.ones((2, 2), np.int32), np.ones((2, 2), np.int32), (((1,), (0,)), ((), ())),
                          preferred_element_type=np.int8)

@@ -206,7 +206,10 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                 xv = self._value
                 yv = other._value
                 if xv.dtype is yv.dtype:
-                    r = impl(xv, yv)
+                    try:
+                        r = impl(xv, yv)
+                    except ValueError:  # shapes that do not broadcast: let the API path explain
+                        return slow(self, other)
                     if type(r) is not ndarray:  # 0-d operands give NumPy scalars
                         r = asarray(r)
                     out = new(Array)

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
+from ftrans.errors import FtransTypeError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -101,7 +102,7 @@ def canonicalize(dtype: Any) -> np.dtype:
     """The dtype an array of ``dtype`` actually gets (64-bit types narrow unless x64)."""
     d = np.dtype(dtype)
     if d not in SUPPORTED:
-        raise TypeError(
+        raise FtransTypeError(
             f"dtype {d} is not supported by ftrans; supported dtypes are "
             + ", ".join(sorted(str(s) for s in SUPPORTED))
         )
@@ -123,7 +124,7 @@ def to_dtype(dtype: Any) -> np.dtype:
     try:
         d = np.dtype(dtype)
     except TypeError as e:
-        raise TypeError(f"{dtype!r} is not a valid dtype: {e}") from None
+        raise FtransTypeError(f"{dtype!r} is not a valid dtype: {e}") from None
     return canonicalize(d)
 
 
@@ -183,9 +184,12 @@ def promote_types(a: Any, b: Any) -> np.dtype:
 
 def to_dtype_wide(dtype: Any) -> np.dtype:
     """A dtype argument as NumPy reads it (Python ``int`` is int64), not canonicalised."""
-    d = np.dtype(dtype)
+    try:
+        d = np.dtype(dtype)
+    except TypeError as e:
+        raise FtransTypeError(f"{dtype!r} is not a valid dtype: {e}") from None
     if d not in SUPPORTED:
-        raise TypeError(f"dtype {d} is not supported by ftrans")
+        raise FtransTypeError(f"dtype {d} is not supported by ftrans")
     return d
 
 

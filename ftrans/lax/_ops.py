@@ -640,11 +640,22 @@ def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = N
 
 
 # ---------------------------------------------------------------- reductions
+def _reduction_axes(name: str, x: Any, axes: Sequence[int]) -> tuple[int, ...]:
+    """lax reductions take axes as XLA does: non-negative and in range (jnp normalises, lax does not)."""
+    shape = tuple(shape_of(x))
+    ax = tuple(axes)
+    if any(not 0 <= a < len(shape) for a in ax):
+        raise FtransValueError(
+            f"lax.{name}: reduction axes {ax} contain out-of-bounds indices for an operand of shape {shape}; "
+            "lax takes axes in [0, rank) - use jnp reductions for negative axes"
+        )
+    return ax
+
+
 def _reducer(prim: Primitive, name: str):
     def fn(operand: Any, axes: Sequence[int]) -> Any:
         (x,) = _operands(name, (operand,))
-        nd = len(shape_of(x))
-        ax = tuple(_axis(name, a, nd) if nd else int(a) for a in _ints(name, "axes", axes))
+        ax = _reduction_axes(name, x, _ints(name, "axes", axes))
         return _bind(prim, x, axes=ax)
 
     fn.__name__ = fn.__qualname__ = name
@@ -664,7 +675,7 @@ reduce_xor = _reducer(R.reduce_xor_p, "reduce_xor")
 def _arg_reducer(prim: Primitive, name: str):
     def fn(operand: Any, axis: int, index_dtype: Any) -> Any:
         (x,) = _operands(name, (operand,))
-        ax = _axis(name, axis, len(shape_of(x)))
+        (ax,) = _reduction_axes(name, x, (int(axis),))
         return _bind(prim, x, axes=(ax,), index_dtype=dtypes.to_dtype(index_dtype))
 
     fn.__name__ = fn.__qualname__ = name

@@ -13,7 +13,6 @@ from typing import Any
 
 from ftrans.core import dtypes
 from ftrans.core.primitive import Primitive, abstract_eval_rules
-from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.errors import FtransValueError
@@ -21,8 +20,6 @@ from ftrans.numpy._util import as_operand, aval_of, check_arraylike, shape_of
 
 __all__ = [
     "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
-    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or", "reduce_xor",
-    "argmax", "argmin", "dot_general", "dot",
 ]
 
 
@@ -104,64 +101,3 @@ cumprod = _cumulative(So.cumprod_p)
 cummax = _cumulative(So.cummax_p)
 cummin = _cumulative(So.cummin_p)
 cumlogsumexp = _cumulative(So.cumlogsumexp_p)
-
-
-# ---------------------------------------------------------------- reductions over axes
-def _reducer(prim: Primitive):
-    def fn(operand: Any, axes: Sequence[int]) -> Any:
-        check_arraylike(prim.name, operand)
-        return _bind(prim, operand, axes=tuple(int(a) for a in axes))
-
-    fn.__name__ = fn.__qualname__ = prim.name
-    fn.__doc__ = f"``lax.{prim.name}`` over ``axes`` (non-negative, distinct)."
-    return fn
-
-
-reduce_sum = _reducer(R.reduce_sum_p)
-reduce_prod = _reducer(R.reduce_prod_p)
-reduce_max = _reducer(R.reduce_max_p)
-reduce_min = _reducer(R.reduce_min_p)
-reduce_and = _reducer(R.reduce_and_p)
-reduce_or = _reducer(R.reduce_or_p)
-reduce_xor = _reducer(R.reduce_xor_p)
-
-
-def argmax(operand: Any, axis: int, index_dtype: Any) -> Any:
-    """``lax.argmax``: the first index of the maximum along ``axis`` (NaN counts as the maximum)."""
-    check_arraylike("argmax", operand)
-    return _bind(R.argmax_p, operand, axes=(int(axis),), index_dtype=dtypes.to_dtype(index_dtype))
-
-
-def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
-    """``lax.argmin``: the first index of the minimum along ``axis`` (NaN counts as the minimum)."""
-    check_arraylike("argmin", operand)
-    return _bind(R.argmin_p, operand, axes=(int(axis),), index_dtype=dtypes.to_dtype(index_dtype))
-
-
-# ---------------------------------------------------------------- dot_general
-def _dnums(dimension_numbers: Any) -> tuple:
-    (lc, rc), (lb, rb) = dimension_numbers
-    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
-            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
-
-
-def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = None,
-                preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
-    """``lax.dot_general``: operands must share one dtype (convert first; jnp.dot promotes)."""
-    if out_sharding is not None:
-        raise NotImplementedError("dot_general: out_sharding is not supported")
-    check_arraylike("dot_general", lhs, rhs)
-    pet = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
-    return _bind(R.dot_general_p, lhs, rhs, dimension_numbers=_dnums(dimension_numbers),
-                 precision=precision, preferred_element_type=pet)
-
-
-def dot(lhs: Any, rhs: Any, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``lax.dot``: vector/matrix products of rank-1 and rank-2 operands."""
-    check_arraylike("dot", lhs, rhs)
-    ls, rs = shape_of(lhs), shape_of(rhs)
-    if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2):
-        raise FtransValueError(
-            f"dot: operands must have rank 1 or 2, got shapes {tuple(ls)} and {tuple(rs)}; use dot_general"
-        )
-    return dot_general(lhs, rhs, (((len(ls) - 1,), (0,)), ((), ())), precision, preferred_element_type)

@@ -1,6 +1,5 @@
 """``ftrans.numpy``: the ``jax.numpy`` API, written only in terms of ftrans primitives."""
 
-from __future__ import annotations
 
 import numpy as _np
 
@@ -31,12 +30,24 @@ from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
 from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 # dtypes and dtype utilities
-bool_ = _dtypes.bool_.type
-int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
-uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
-float16, float32, float64 = _np.float16, _np.float32, _np.float64
-bfloat16 = _dtypes.bfloat16.type
-complex64, complex128 = _np.complex64, _np.complex128
+from ftrans.numpy._scalar_types import (  # noqa: E402
+    bfloat16,
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+
 dtype = _np.dtype
 promote_types = _dtypes.promote_types
 finfo = _dtypes.finfo

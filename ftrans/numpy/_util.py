@@ -18,7 +18,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, state
-from ftrans.errors import FtransTypeError, FtransValueError, shapes_str
+from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, shapes_str
 
 _PY_SCALARS = (int, float, complex, bool)
 ArrayLike = Any
@@ -127,7 +127,7 @@ def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]], args=()) -> t
             if out[i] == 1:
                 out[i] = d
             else:
-                raise FtransValueError(
+                raise FtransShapeError(
                     f"{name}: incompatible shapes for broadcasting: "
                     f"{', '.join(str(tuple(s)) for s in shapes)}"
                     + (f" (operands {shapes_str(*args)})" if args else "")

@@ -1,0 +1,63 @@
+"""``jnp.float32`` and friends: dtype objects that are also array constructors.
+
+In JAX, ``jnp.float32(x)`` makes a 0-d (or n-d) array of that dtype, and works
+on traced values, while ``jnp.float32`` still serves anywhere a dtype is
+expected.  NumPy's scalar types cannot do the first (calling them on a tracer
+tries to concretize it), so each name is a small class whose metaclass turns a
+call into ``asarray(x, dtype)`` and whose ``dtype`` attribute lets
+``np.dtype(jnp.float32)`` and ``arr.dtype == jnp.float32`` work unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes as _dtypes
+
+
+class _ScalarMeta(type):
+    dtype: np.dtype
+
+    def __call__(cls, x: Any = 0) -> Any:
+        from ftrans.numpy._creation import asarray
+
+        return asarray(x, dtype=cls.dtype)
+
+    def __hash__(cls) -> int:
+        return hash(cls.dtype.type)
+
+    def __eq__(cls, other: Any) -> bool:
+        return other is cls or other == cls.dtype.type
+
+    def __ne__(cls, other: Any) -> bool:
+        return not cls.__eq__(other)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls.dtype.type)
+
+    def __repr__(cls) -> str:
+        return f"ftrans.numpy.{cls.__name__}"
+
+
+def _make(name: str, dtype: np.dtype) -> type:
+    return _ScalarMeta(name, (), {"dtype": np.dtype(dtype), "__module__": "ftrans.numpy",
+                                  "__doc__": f"The {dtype} dtype; calling it makes an array of that dtype."})
+
+
+bool_ = _make("bool_", _dtypes.bool_)
+int8 = _make("int8", np.int8)
+int16 = _make("int16", np.int16)
+int32 = _make("int32", np.int32)
+int64 = _make("int64", np.int64)
+uint8 = _make("uint8", np.uint8)
+uint16 = _make("uint16", np.uint16)
+uint32 = _make("uint32", np.uint32)
+uint64 = _make("uint64", np.uint64)
+float16 = _make("float16", np.float16)
+float32 = _make("float32", np.float32)
+float64 = _make("float64", np.float64)
+bfloat16 = _make("bfloat16", _dtypes.bfloat16)
+complex64 = _make("complex64", np.complex64)
+complex128 = _make("complex128", np.complex128)
