@@ -25,12 +25,9 @@ from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
 from ftrans.numpy._products import *  # noqa: F401,F403
 from ftrans.numpy._reductions import *  # noqa: F401,F403
-from ftrans.numpy._shape import *  # noqa: F401,F403
-from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
-from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 # dtypes and dtype utilities
-from ftrans.numpy._scalar_types import (  # noqa: E402
+from ftrans.numpy._scalar_types import (  # noqa: E402,F401
     bfloat16,
     bool_,
     complex64,
@@ -47,6 +44,9 @@ from ftrans.numpy._scalar_types import (  # noqa: E402
     uint32,
     uint64,
 )
+from ftrans.numpy._shape import *  # noqa: F401,F403
+from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
+from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 dtype = _np.dtype
 promote_types = _dtypes.promote_types
