@@ -39,8 +39,7 @@ def _rule_tables() -> list[tuple[str, dict]]:
     """
     tables = [("abstract_eval", P.abstract_eval_rules), ("impl", P.impl_rules)]
     later = [
-        ("lowering", "ftrans.lowering.stablehlo", "lowering_rules"),
-        ("lowering", "ftrans.lowering", "lowering_rules"),
+        ("lowering", "ftrans.lowering.lower", "lowering_rules"),
         ("jvp", "ftrans.transforms.ad", "jvp_rules"),
         ("transpose", "ftrans.transforms.ad", "transpose_rules"),
         ("batching", "ftrans.transforms.batching", "batching_rules"),

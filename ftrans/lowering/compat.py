@@ -1,0 +1,127 @@
+"""The one place ftrans touches jax's runtime internals (``jax._src``).
+
+ftrans uses jax for its PJRT client and device buffers only.  Everything that
+reaches past jax's public surface to do that lives here, so a jax release that
+moves things (0.10 through 0.12 are supported) is absorbed by editing this file
+alone.  Nothing here traces or transforms: it compiles StableHLO text, moves
+NumPy arrays to devices and runs executables.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+try:  # jax >= 0.4.30 spells it jax.extend.backend
+    from jax.extend import backend as _backend_api
+except ImportError:  # pragma: no cover - older jax is outside the supported range
+    _backend_api = None
+
+from jax._src import core as _jcore
+from jax._src.lib import xla_client as _xc
+
+JAX_VERSION: str = jax.__version__
+DeviceBuffer = _xc.ArrayImpl  # the type of a single-device jax array
+
+
+def backend(platform: str | None = None) -> Any:
+    """The PJRT client for ``platform`` (the default backend when None)."""
+    return _backend_api.get_backend(platform)
+
+
+@functools.lru_cache(maxsize=None)
+def _available(platform: str) -> bool:
+    try:
+        backend(platform)
+    except RuntimeError:
+        return False
+    return True
+
+
+def backend_version(client: Any) -> str:
+    """What identifies compiled code as reusable: platform, its version, jaxlib's."""
+    return f"{client.platform}/{client.platform_version}/jaxlib-{JAX_VERSION}"
+
+
+def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
+    """Compile a StableHLO module (text) for ``devices``; returns a loaded executable."""
+    opts = _xc.CompileOptions()
+    build = opts.executable_build_options
+    build.num_replicas = 1
+    build.num_partitions = len(devices)
+    if len(devices) > 1:
+        build.use_spmd_partitioning = True
+    dl = _xc.DeviceList(tuple(devices))
+    return client.compile_and_load(module_text.encode(), dl, opts)
+
+
+def serialize(client: Any, executable: Any) -> bytes:
+    return client.serialize_executable(executable) if hasattr(client, "serialize_executable") \
+        else executable.serialize()
+
+
+def deserialize(client: Any, payload: bytes, devices: Sequence[Any]) -> Any:
+    dl = _xc.DeviceList(tuple(devices))
+    try:
+        return client.deserialize_executable(payload, dl, _xc.CompileOptions())
+    except TypeError:  # signatures differ between jaxlib releases
+        return client.deserialize_executable(payload, _xc.CompileOptions())
+
+
+def execute(executable: Any, buffers: list) -> list:
+    """Run on one device; returns one device buffer per output."""
+    return [o[0] for o in executable.execute_sharded(buffers).disassemble_into_single_device_arrays()]
+
+
+def execute_fn(executable: Any):
+    """A bound callable ``buffers -> list of per-output lists`` with as little in between as we can."""
+    run = executable.execute_sharded
+
+    def call(buffers: list) -> list:
+        return run(buffers).disassemble_into_single_device_arrays()
+
+    return call
+
+
+@functools.lru_cache(maxsize=4096)
+def _jax_aval(shape: tuple, dtype: np.dtype) -> Any:
+    return _jcore.ShapedArray(shape, dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharding(device: Any) -> Any:
+    return _xc.SingleDeviceSharding(device)
+
+
+def device_put(value: np.ndarray, device: Any) -> Any:
+    """Copy a (canonically typed) NumPy array to ``device``; returns a device buffer."""
+    return _xc.batched_device_put(_jax_aval(value.shape, value.dtype), _sharding(device), [value],
+                                  [device], True)
+
+
+def copy_to_device(buf: Any, device: Any) -> Any:
+    """Move a device buffer to another device (through the runtime, not Python)."""
+    if buf_device(buf) == device:
+        return buf
+    return jax.device_put(buf, device)
+
+
+def buf_device(buf: Any) -> Any:
+    return next(iter(buf.devices()))
+
+
+def to_numpy(buf: Any) -> np.ndarray:
+    """The host value of a device buffer (waits for it; zero-copy on the CPU)."""
+    return np.asarray(buf)
+
+
+def block_until_ready(buf: Any) -> None:
+    buf.block_until_ready()
+
+
+def is_deleted(buf: Any) -> bool:
+    return buf.is_deleted()

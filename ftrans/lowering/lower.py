@@ -1,0 +1,214 @@
+"""Lowering ftrans IR to a StableHLO module: the rule table and the walk over equations.
+
+``lowering_rules`` maps each primitive to ``rule(ctx, *operands, **params)``,
+which emits ops through ``ctx`` and returns the SSA name(s) of its result(s).
+``ctx.avals_in`` / ``ctx.avals_out`` give the equation's types, so a rule never
+re-derives a shape.  Rules live in ``ftrans/lowering/rules/``, one module per
+family of primitives; higher-order primitives (``jit_call`` and later the
+control-flow ones) lower their sub-jaxprs through ``ModuleLowering.function``.
+
+Constants captured by a jaxpr become leading *arguments* of ``main`` rather
+than literals in the text: a closed-over weight matrix then costs one transfer
+when the executable is built, not a huge module for XLA to parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import Jaxpr, Literal
+from ftrans.core.primitive import Primitive
+from ftrans.lowering import mlir_text as mt
+
+lowering_rules: dict[Primitive, Callable[..., Any]] = {}
+
+
+def register_lowering(prim: Primitive) -> Callable:
+    def deco(rule: Callable) -> Callable:
+        lowering_rules[prim] = rule
+        return rule
+
+    return deco
+
+
+class LoweringError(Exception):
+    """A primitive or parameter the lowering cannot express (a bug in ftrans, reported with context)."""
+
+
+class LoweringContext:
+    """What a rule sees: the emitter, the equation's types, and the module (for sub-functions)."""
+
+    __slots__ = ("fn", "module", "avals_in", "avals_out", "eqn")
+
+    def __init__(self, fn: mt.FuncEmitter, module: ModuleLowering, avals_in, avals_out, eqn):
+        self.fn = fn
+        self.module = module
+        self.avals_in: list[ShapedArray] = avals_in
+        self.avals_out: list[ShapedArray] = avals_out
+        self.eqn = eqn
+
+    # -- emission helpers used by the rules ------------------------------------
+    def emit(self, name: str, operands: Sequence[str], result_types: Sequence[str] | None = None,
+             attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> list[str]:
+        if result_types is None:
+            result_types = [mt.aval_type(a) for a in self.avals_out]
+        return self.fn.emit(name, operands, result_types, attrs, regions)
+
+    def emit1(self, name: str, operands: Sequence[str], result_type: str | None = None,
+              attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> str:
+        t = [result_type] if result_type is not None else None
+        return self.emit(name, operands, t, attrs, regions)[0]
+
+    def type_of(self, ssa: str) -> str:
+        return self.fn.types[ssa]
+
+    def constant(self, value: Any, dtype: Any = None) -> str:
+        arr = np.asarray(value, dtype=dtype)
+        return self.fn.constant(arr)
+
+    def scalar(self, value: Any, dtype: np.dtype) -> str:
+        """A rank-0 constant of ``dtype`` (for init values, bounds, ...)."""
+        return self.fn.constant(np.asarray(value, dtype=dtype))
+
+    def broadcast(self, x: str, aval: ShapedArray, shape: Sequence[int], dims: Sequence[int] | None = None) -> str:
+        """``broadcast_in_dim`` of ``x`` (of ``aval``) to ``shape``; a no-op if the shapes agree."""
+        shape = tuple(shape)
+        if tuple(aval.shape) == shape and dims is None:
+            return x
+        if dims is None:  # numpy-style trailing alignment; only rank-0 in practice
+            dims = tuple(range(len(shape) - len(aval.shape), len(shape)))
+        return self.emit1("stablehlo.broadcast_in_dim", [x], mt.tensor_type(shape, aval.dtype),
+                          {"broadcast_dimensions": mt.i64_array(dims)})
+
+    def convert(self, x: str, aval: ShapedArray, dtype: np.dtype) -> str:
+        if np.dtype(aval.dtype) == np.dtype(dtype):
+            return x
+        return self.emit1("stablehlo.convert", [x], mt.tensor_type(aval.shape, dtype))
+
+    def reduce_region(self, body_op: str, dtype: np.dtype) -> str:
+        """A two-argument scalar reduction body applying ``body_op`` (e.g. ``stablehlo.add``)."""
+        t = mt.tensor_type((), dtype)
+
+        def body(f: mt.FuncEmitter, args: list[str]) -> list[str]:
+            return f.emit(body_op, args, [t])
+
+        return self.fn.region([t, t], body)
+
+
+class ModuleLowering:
+    """One StableHLO module being written: ``main`` plus private functions for calls."""
+
+    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1):
+        self.name = _sanitize(name)
+        self.num_partitions = num_partitions
+        self.private: list[str] = []
+        self._func_names: dict[int, str] = {}
+        self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
+
+    def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
+                 const_avals: Sequence[ShapedArray] = ()) -> str:
+        """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name."""
+        key = id(jaxpr)
+        if not public and key in self._func_names:
+            return self._func_names[key]
+        sym = _sanitize(name)
+        taken = set(self._func_names.values())
+        base, i = sym, 1
+        while sym in taken or (sym == "main" and not public):
+            sym = f"{base}_{i}"
+            i += 1
+        if not public:
+            self._func_names[key] = sym
+            self._keep.append(jaxpr)
+        text = self._lower_func(jaxpr, sym, public)
+        if public:
+            self.main_text = text
+        else:
+            self.private.append(text)
+        return sym
+
+    def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool) -> str:
+        fn = mt.FuncEmitter()
+        env: dict[Any, str] = {}
+        args = []
+        for v in list(jaxpr.constvars) + list(jaxpr.invars):
+            t = mt.aval_type(v.aval)
+            a = fn.argument(t)
+            env[v] = a
+            args.append(f"{a}: {t}")
+        lit_cache: dict[tuple, str] = {}
+
+        def read(atom: Any) -> str:
+            if isinstance(atom, Literal):
+                arr = np.asarray(atom.val, dtype=atom.aval.dtype)
+                k = (arr.dtype.str, arr.tobytes())
+                s = lit_cache.get(k)
+                if s is None:
+                    saved, fn.location = fn.location, ""
+                    s = lit_cache[k] = fn.constant(arr)
+                    fn.location = saved
+                return s
+            return env[atom]
+
+        for eqn in jaxpr.eqns:
+            rule = lowering_rules.get(eqn.primitive)
+            if rule is None:
+                raise LoweringError(
+                    f"primitive {eqn.primitive.name} has no StableHLO lowering rule "
+                    f"(equation from {eqn.source_info})"
+                )
+            ins = [read(a) for a in eqn.invars]
+            fn.location = mt.loc(eqn.source_info)
+            ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
+            try:
+                outs = rule(ctx, *ins, **eqn.params)
+            except LoweringError:
+                raise
+            except Exception as e:  # a rule bug: say which equation it was lowering
+                raise LoweringError(
+                    f"lowering {eqn.primitive.name} (from {eqn.source_info}) failed: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            if isinstance(outs, str):
+                outs = [outs]
+            if len(outs) != len(eqn.outvars):
+                raise LoweringError(f"lowering rule of {eqn.primitive.name} returned {len(outs)} results, "
+                                    f"expected {len(eqn.outvars)}")
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+        fn.location = ""
+        results = [read(a) for a in jaxpr.outvars]
+        out_types = [fn.types[r] for r in results]
+        fn.emit("func.return", results, [])
+        vis = "public" if public else "private"
+        ret = ", ".join(out_types)
+        body = "\n".join(fn.lines)
+        return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+
+    def text(self) -> str:
+        attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "
+                 "mhlo.num_replicas = 1 : i32")
+        funcs = "\n".join([self.main_text, *self.private])
+        return f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+
+
+def _sanitize(name: str) -> str:
+    out = "".join(c if (c.isalnum() or c == "_") else "_" for c in name)
+    if not out or out[0].isdigit():
+        out = "f_" + out
+    return out
+
+
+def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1) -> str:
+    """The StableHLO module text for ``jaxpr``; its constvars are ``main``'s leading arguments."""
+    m = ModuleLowering(name, num_partitions)
+    m.function(jaxpr, "main", public=True)
+    return m.text()
+
+
+# Registers every rule (the rule modules import this one, so this comes last).
+from ftrans.lowering import rules as _rules  # noqa: E402,F401

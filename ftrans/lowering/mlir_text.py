@@ -1,0 +1,178 @@
+"""Writing StableHLO as MLIR text.
+
+ftrans emits the textual form of a StableHLO module rather than building it
+through jaxlib's MLIR Python bindings: the text format is a stable, documented
+interface that every jaxlib from 0.10 to 0.12 parses, it needs nothing from
+``jax._src``, and emitting it is plain string work, which is fast and readable
+in ``jit(f).lower(x).as_text()``.  Ops are written in MLIR's *generic* form
+(``"stablehlo.add"(%0, %1) : (types) -> type``), which is uniform for every op
+and immune to differences in each op's custom pretty syntax.
+
+``FuncEmitter`` hands out SSA names and collects lines for one function;
+regions (reduction bodies, comparators) are emitted by nested emitters that
+share the function's name counter so every value name stays unique.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ftrans.core.avals import ShapedArray
+
+_ELEMENT = {
+    np.dtype(np.bool_): "i1",
+    np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+    np.dtype(np.uint8): "ui8", np.dtype(np.uint16): "ui16", np.dtype(np.uint32): "ui32",
+    np.dtype(np.uint64): "ui64",
+    np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+    np.dtype(np.complex64): "complex<f32>", np.dtype(np.complex128): "complex<f64>",
+}
+
+
+def element_type(dtype: np.dtype) -> str:
+    return _ELEMENT[np.dtype(dtype)]
+
+
+def tensor_type(shape: Sequence[int], dtype: np.dtype) -> str:
+    dims = "".join(f"{d}x" for d in shape)
+    return f"tensor<{dims}{_ELEMENT[np.dtype(dtype)]}>"
+
+
+def aval_type(aval: ShapedArray) -> str:
+    return tensor_type(aval.shape, aval.dtype)
+
+
+def i64_array(values: Sequence[int]) -> str:
+    """A ``DenseI64ArrayAttr`` (``array<i64: 1, 2>``), as StableHLO ops take dimension lists."""
+    vals = ", ".join(str(int(v)) for v in values)
+    return f"array<i64: {vals}>" if vals else "array<i64>"
+
+
+def i64_elements(values: Sequence[int], shape: Sequence[int] | None = None) -> str:
+    """A ``DenseIntElementsAttr`` of i64 (``dense<[1, 2]> : tensor<2xi64>``)."""
+    arr = np.asarray(values, np.int64)
+    if shape is not None:
+        arr = arr.reshape(shape)
+    return f"{dense(arr)} : {tensor_type(arr.shape, np.dtype(np.int64))}"
+
+
+def bool_attr(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def dense(value: np.ndarray) -> str:
+    """``dense<...>`` for any array: hex of the raw little-endian bytes, exact for every dtype.
+
+    Booleans are written as a list of ``true``/``false``, since MLIR's hex form
+    for ``i1`` packs bits differently across versions.
+    """
+    value = np.asarray(value)
+    if value.dtype == np.bool_:
+        if value.ndim == 0:
+            return f"dense<{bool_attr(bool(value))}>"
+        if value.size and (value.all() or not value.any()):
+            return f"dense<{bool_attr(bool(value.flat[0]))}>"
+        return f"dense<{_nested(value)}>"
+    if value.size and value.ndim and _all_equal(value):
+        value = value.reshape(-1)[:1].reshape(())  # a splat: one element stands for all
+    raw = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"), copy=False).tobytes()
+    return f'dense<"0x{raw.hex().upper()}">'
+
+
+def _all_equal(value: np.ndarray) -> bool:
+    flat = value.reshape(-1)
+    first = flat[:1]
+    return bool(flat.view(np.uint8).reshape(flat.size, -1).__eq__(first.view(np.uint8)).all()) if flat.size else True
+
+
+def _nested(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return bool_attr(bool(value))
+    return "[" + ", ".join(_nested(v) for v in value) + "]"
+
+
+def loc(source_info: Any) -> str:
+    """An MLIR location naming the user's line (shown by XLA's errors and profiles)."""
+    if source_info is None:
+        return ""
+    fname = source_info.filename.replace("\\", "\\\\").replace('"', '\\"')
+    return f' loc("{fname}":{source_info.lineno}:0)'
+
+
+class FuncEmitter:
+    """The body of one function (or region): SSA names and lines of ops."""
+
+    def __init__(self, counter: list[int] | None = None, indent: str = "    ",
+                 types: dict[str, str] | None = None):
+        self.counter = counter if counter is not None else [0]
+        self.types: dict[str, str] = types if types is not None else {}  # ssa name -> type
+        self.lines: list[str] = []
+        self.indent = indent
+        self.location = ""  # appended to each op; set per equation by the lowering
+
+    def fresh(self) -> str:
+        n = self.counter[0]
+        self.counter[0] = n + 1
+        return f"%{n}"
+
+    def argument(self, type_: str) -> str:
+        """A new block argument of ``type_`` (the caller writes the block header)."""
+        a = self.fresh()
+        self.types[a] = type_
+        return a
+
+    def emit(self, name: str, operands: Sequence[str], result_types: Sequence[str],
+             attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> list[str]:
+        """Emit one op in generic form and return the SSA names of its results.
+
+        ``operands`` are SSA names (their types are known to the emitter);
+        ``attrs`` maps attribute names to formatted attribute text; ``regions``
+        are texts from ``region``.
+        """
+        types = self.types
+        ops = ", ".join(operands)
+        in_types = ", ".join(types[o] for o in operands)
+        nres = len(result_types)
+        if nres == 0:
+            lhs = ""
+            outs: list[str] = []
+        elif nres == 1:
+            r = self.fresh()
+            lhs = f"{r} = "
+            outs = [r]
+        else:
+            r = self.fresh()
+            lhs = f"{r}:{nres} = "
+            outs = [f"{r}#{i}" for i in range(nres)]
+        reg = f" ({', '.join(regions)})" if regions else ""
+        att = ""
+        if attrs:
+            att = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}"
+        for o, t in zip(outs, result_types):
+            types[o] = t
+        out_t = result_types[0] if nres == 1 else f"({', '.join(result_types)})"
+        self.lines.append(
+            f'{self.indent}{lhs}"{name}"({ops}){reg}{att} : ({in_types}) -> {out_t}{self.location}'
+        )
+        return outs
+
+    def constant(self, value: np.ndarray) -> str:
+        value = np.asarray(value)
+        t = tensor_type(value.shape, value.dtype)
+        return self.emit("stablehlo.constant", [], [t], {"value": f"{dense(value)} : {t}"})[0]
+
+    def region(self, arg_types: Sequence[str], body: Callable[[FuncEmitter, list[str]], list[str]]) -> str:
+        """A one-block region: ``body(emitter, arg_names)`` returns the SSA names it yields."""
+        inner = FuncEmitter(self.counter, self.indent + "  ", self.types)
+        inner.location = self.location
+        args = [inner.argument(t) for t in arg_types]
+        results = body(inner, args)
+        inner.emit("stablehlo.return", results, [])
+        head = ", ".join(f"{a}: {t}" for a, t in zip(args, arg_types))
+        body_text = "\n".join(inner.lines)
+        return f"{{\n{self.indent}  ^bb0({head}):\n{body_text}\n{self.indent}}}"

@@ -1,0 +1,6 @@
+"""StableHLO lowering rules, one module per family of primitives.
+
+Importing this package registers every rule in ``ftrans.lowering.lower.lowering_rules``.
+"""
+
+from ftrans.lowering.rules import elementwise  # noqa: F401

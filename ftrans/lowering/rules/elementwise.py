@@ -1,0 +1,158 @@
+"""Lowering of the elementwise primitives (arithmetic, math, comparison, bitwise).
+
+Elementwise primitives accept rank-0 operands beside arrays (the only place a
+primitive is not strictly shape-matched), so every rule first broadcasts its
+operands to the result shape.  Functions StableHLO lacks but jax's CHLO
+dialect provides (``chlo.erf_inv``, ``chlo.lgamma``, ...) are emitted as CHLO
+ops, which XLA expands during compilation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.prims import elementwise as E
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, register_lowering
+
+
+def _operands(ctx: LoweringContext, xs) -> list[str]:
+    shape = ctx.avals_out[0].shape
+    return [ctx.broadcast(x, a, shape) for x, a in zip(xs, ctx.avals_in)]
+
+
+def _simple(prim, op: str) -> None:
+    def rule(ctx: LoweringContext, *xs, **params):
+        return ctx.emit1(op, _operands(ctx, xs))
+
+    rule.__name__ = f"_lower_{prim.name}"
+    register_lowering(prim)(rule)
+
+
+for _prim, _op in [
+    (E.add_p, "stablehlo.add"), (E.sub_p, "stablehlo.subtract"), (E.mul_p, "stablehlo.multiply"),
+    (E.neg_p, "stablehlo.negate"), (E.max_p, "stablehlo.maximum"), (E.min_p, "stablehlo.minimum"),
+    (E.div_p, "stablehlo.divide"), (E.rem_p, "stablehlo.remainder"), (E.abs_p, "stablehlo.abs"),
+(E.exp_p, "stablehlo.exponential"), (E.log_p, "stablehlo.log"),
+    (E.log1p_p, "stablehlo.log_plus_one"), (E.expm1_p, "stablehlo.exponential_minus_one"),
+    (E.sqrt_p, "stablehlo.sqrt"), (E.rsqrt_p, "stablehlo.rsqrt"), (E.cbrt_p, "stablehlo.cbrt"),
+    (E.tanh_p, "stablehlo.tanh"), (E.logistic_p, "stablehlo.logistic"), (E.sin_p, "stablehlo.sine"),
+    (E.cos_p, "stablehlo.cosine"), (E.tan_p, "chlo.tan"), (E.asin_p, "chlo.asin"),
+    (E.acos_p, "chlo.acos"), (E.atan_p, "chlo.atan"), (E.sinh_p, "chlo.sinh"), (E.cosh_p, "chlo.cosh"),
+    (E.asinh_p, "chlo.asinh"), (E.acosh_p, "chlo.acosh"), (E.atanh_p, "chlo.atanh"),
+    (E.atan2_p, "stablehlo.atan2"), (E.nextafter_p, "chlo.next_after"), (E.erf_p, "chlo.erf"),
+    (E.erfc_p, "chlo.erfc"), (E.erf_inv_p, "chlo.erf_inv"), (E.lgamma_p, "chlo.lgamma"),
+    (E.digamma_p, "chlo.digamma"), (E.floor_p, "stablehlo.floor"), (E.ceil_p, "stablehlo.ceil"),
+    (E.is_finite_p, "stablehlo.is_finite"), (E.real_p, "stablehlo.real"), (E.imag_p, "stablehlo.imag"),
+    (E.complex_p, "stablehlo.complex"), (E.and_p, "stablehlo.and"), (E.or_p, "stablehlo.or"),
+    (E.xor_p, "stablehlo.xor"), (E.not_p, "stablehlo.not"), (E.shift_left_p, "stablehlo.shift_left"),
+    (E.shift_right_logical_p, "stablehlo.shift_right_logical"),
+    (E.shift_right_arithmetic_p, "stablehlo.shift_right_arithmetic"),
+    (E.population_count_p, "stablehlo.popcnt"), (E.pow_p, "stablehlo.power"),
+]:
+    _simple(_prim, _op)
+
+
+@register_lowering(E.pow_p)
+def _pow(ctx: LoweringContext, x, y):
+    xa, ya = ctx.avals_in
+    shape = ctx.avals_out[0].shape
+    x = ctx.broadcast(x, xa, shape)
+    y = ctx.broadcast(y, ya, shape)
+    if ya.dtype != xa.dtype:  # an integer exponent: XLA's power wants one dtype
+        y = ctx.convert(y, ya.update(shape=shape), xa.dtype)
+    return ctx.emit1("stablehlo.power", [x, y])
+
+
+@register_lowering(E.sign_p)
+def _sign(ctx: LoweringContext, x):
+    a = ctx.avals_in[0]
+    if a.dtype.kind == "u":  # StableHLO's sign takes signless types only: sign(u) = (u != 0)
+        zero = ctx.broadcast(ctx.scalar(0, a.dtype), a.update(shape=()), a.shape)
+        nz = ctx.emit1("stablehlo.compare", [x, zero], mt.tensor_type(a.shape, dtypes.bool_), {
+            "comparison_direction": "#stablehlo<comparison_direction NE>",
+            "compare_type": "#stablehlo<comparison_type UNSIGNED>",
+        })
+        return ctx.emit1("stablehlo.convert", [nz])
+    return ctx.emit1("stablehlo.sign", [x])
+
+
+@register_lowering(E.exp2_p)
+def _exp2(ctx: LoweringContext, x):
+    a = ctx.avals_in[0]
+    ln2 = ctx.broadcast(ctx.scalar(np.log(2.0), a.dtype), a.update(shape=()), a.shape)
+    return ctx.emit1("stablehlo.exponential", [ctx.emit1("stablehlo.multiply", [x, ln2])])
+
+
+@register_lowering(E.round_p)
+def _round(ctx: LoweringContext, x, *, rounding_method: int = 0):
+    op = "stablehlo.round_nearest_even" if int(rounding_method) == 1 else "stablehlo.round_nearest_afz"
+    return ctx.emit1(op, [x])
+
+
+@register_lowering(E.conj_p)
+def _conj(ctx: LoweringContext, x):
+    a = ctx.avals_in[0]
+    out = ctx.avals_out[0]
+    part = mt.tensor_type(a.shape, dtypes.float64 if out.dtype == dtypes.complex128 else dtypes.float32)
+    if a.dtype.kind == "c":
+        re = ctx.emit1("stablehlo.real", [x], part)
+        im = ctx.emit1("stablehlo.imag", [x], part)
+    else:
+        re = x
+        im = ctx.broadcast(ctx.scalar(0, a.dtype), a.update(shape=()), a.shape)
+    return ctx.emit1("stablehlo.complex", [re, ctx.emit1("stablehlo.negate", [im], part)])
+
+
+@register_lowering(E.integer_pow_p)
+def _integer_pow(ctx: LoweringContext, x, *, y: int):
+    a = ctx.avals_in[0]
+    if y == 0:
+        return ctx.broadcast(ctx.scalar(1, a.dtype), a.update(shape=()), a.shape)
+    n = abs(int(y))
+    acc = None
+    base = x
+    while n:  # exponentiation by squaring, as XLA expands it
+        if n & 1:
+            acc = base if acc is None else ctx.emit1("stablehlo.multiply", [acc, base])
+        n >>= 1
+        if n:
+            base = ctx.emit1("stablehlo.multiply", [base, base])
+    if y < 0:
+        one = ctx.broadcast(ctx.scalar(1, a.dtype), a.update(shape=()), a.shape)
+        acc = ctx.emit1("stablehlo.divide", [one, acc])
+    return acc
+
+
+def _compare_type(dtype: np.dtype) -> str:
+    if dtype.kind in "fc" or dtype == dtypes.bfloat16:
+        return "FLOAT"
+    if dtype.kind == "u" or dtype == dtypes.bool_:
+        return "UNSIGNED"
+    return "SIGNED"
+
+
+def _comparison(prim, direction: str) -> None:
+    def rule(ctx: LoweringContext, x, y):
+        x, y = _operands(ctx, (x, y))
+        ct = _compare_type(ctx.avals_in[0].dtype)
+        return ctx.emit1("stablehlo.compare", [x, y], attrs={
+            "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
+            "compare_type": f"#stablehlo<comparison_type {ct}>",
+        })
+
+    register_lowering(prim)(rule)
+
+
+for _prim, _dir in [(E.eq_p, "EQ"), (E.ne_p, "NE"), (E.lt_p, "LT"), (E.le_p, "LE"), (E.gt_p, "GT"),
+                    (E.ge_p, "GE")]:
+    _comparison(_prim, _dir)
+
+
+@register_lowering(E.stop_gradient_p)
+def _identity(ctx: LoweringContext, x):
+    return x
+
+
+register_lowering(E.copy_p)(_identity)
