@@ -6,10 +6,25 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.devices import (
+    block_until_ready,
+    default_backend,
+    device_count,
+    device_get,
+    device_put,
+    devices,
+    local_device_count,
+    local_devices,
+    process_count,
+    process_index,
+)
+from ftrans.transforms.jit import jit
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "tree", "tree_util",
+    "lax", "make_jaxpr", "numpy", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
+    "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
+    "process_index", "process_count",
 ]

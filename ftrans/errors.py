@@ -89,6 +89,10 @@ class UnexpectedTracerError(_Located, FtransError):
     """A tracer was used after the transform that created it finished."""
 
 
+class DeletedArrayError(_Located, FtransError, RuntimeError):
+    """An Array whose buffer was donated (or deleted) was used again."""
+
+
 class JaxprTypeError(FtransError, TypeError):
     """An ill-typed IR program (a bug in a pass, or a hand-built jaxpr)."""
 

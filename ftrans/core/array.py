@@ -18,7 +18,9 @@ from ftrans.core.avals import ShapedArray
 
 
 class Array(ArrayMixin):
-    __slots__ = ("_value", "weak_type", "__weakref__")
+    # ``_buf``: for a host Array, a cached copy on the default device (made the
+    # first time it is passed to a compiled program); for a DeviceArray, its data.
+    __slots__ = ("_value", "weak_type", "_buf", "_sig", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, value: Any, weak_type: bool = False):
@@ -175,6 +177,110 @@ class Array(ArrayMixin):
     @property
     def is_fully_addressable(self) -> bool:
         return True
+
+
+class DeviceArray(Array):
+    """An Array whose data lives in a device buffer (an output of a compiled program).
+
+    The host copy (``_value``) is made only when something needs it (printing,
+    NumPy conversion, an eager NumPy-rule operation) and is then kept; the
+    ``__getattr__`` hook runs only while the slot is still empty, so reading a
+    fetched value costs the same as for a host Array.  Until then ``shape``,
+    ``dtype`` and friends answer from the abstract value without waiting for
+    the computation.  Dispatch is asynchronous: the buffer may still be being
+    computed.
+    """
+
+    __slots__ = ("_aval",)
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_value":
+            raise AttributeError(name)
+        buf = self._buf
+        if buf.is_deleted():
+            from ftrans.errors import DeletedArrayError
+
+            raise DeletedArrayError(
+                f"this Array ({self._aval.str_short()}) was donated to a jitted function "
+                "(donate_argnums/donate_argnames) and its buffer has been reused; use the function's "
+                "outputs instead, or stop donating it"
+            )
+        v = np.asarray(buf)
+        if v.flags.writeable:
+            v.flags.writeable = False
+        self._value = v
+        return v
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._aval.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._aval.size * self._aval.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._aval.dtype.itemsize
+
+    def block_until_ready(self) -> DeviceArray:
+        buf = self._buf
+        if not buf.is_deleted():
+            buf.block_until_ready()
+        return self
+
+    def is_deleted(self) -> bool:
+        return self._buf.is_deleted()
+
+    def delete(self) -> None:
+        self._buf.delete()
+        try:
+            del self._value
+        except AttributeError:
+            pass
+
+    def devices(self) -> set:
+        return set(self._buf.devices())
+
+    @property
+    def device(self):
+        return next(iter(self._buf.devices()))
+
+    def copy_to_host_async(self) -> None:
+        self._buf.copy_to_host_async()
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.weak_type))
+
+
+# Set once any array lives on a GPU/TPU; until then eager dispatch skips the device check.
+accelerator_in_use = False
+
+
+def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
+    """Wrap a device buffer produced for ``aval`` (the caller guarantees they agree)."""
+    out = object.__new__(DeviceArray)
+    out._buf = buf
+    out._aval = aval
+    out._sig = sig
+    out.weak_type = aval.weak_type
+    return out
 
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ftrans import errors
 from ftrans.core import dtypes
+from ftrans.core import array as _array_mod
 from ftrans.core.array import Array
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
@@ -173,7 +174,17 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
 
 
 def eager_apply(prim: Primitive, args, params: dict) -> Any:
-    """Run a primitive's NumPy rule on concrete operands and wrap the result."""
+    """Run a primitive's NumPy rule on concrete operands and wrap the result.
+
+    Operands resident on an accelerator run there instead (``device_eager``);
+    ``_array_mod.accelerator_in_use`` keeps that check off the host-only path.
+    """
+    if _array_mod.accelerator_in_use:
+        from ftrans.lowering import device_eager
+
+        dev = device_eager.on_accelerator(args)
+        if dev is not None:
+            return device_eager.apply(prim, args, params, dev)
     try:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])

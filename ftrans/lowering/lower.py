@@ -110,7 +110,7 @@ class ModuleLowering:
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
 
     def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
-                 const_avals: Sequence[ShapedArray] = ()) -> str:
+                 donated_args: Sequence[bool] = ()) -> str:
         """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name."""
         key = id(jaxpr)
         if not public and key in self._func_names:
@@ -124,22 +124,24 @@ class ModuleLowering:
         if not public:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
-        text = self._lower_func(jaxpr, sym, public)
+        text = self._lower_func(jaxpr, sym, public, donated_args)
         if public:
             self.main_text = text
         else:
             self.private.append(text)
         return sym
 
-    def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool) -> str:
+    def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = ()) -> str:
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
-        for v in list(jaxpr.constvars) + list(jaxpr.invars):
+        for i, v in enumerate(list(jaxpr.constvars) + list(jaxpr.invars)):
             t = mt.aval_type(v.aval)
             a = fn.argument(t)
             env[v] = a
-            args.append(f"{a}: {t}")
+            # A donated argument's buffer may be reused by XLA for an output of the same type.
+            donor = " {jax.buffer_donor = true}" if i < len(donated_args) and donated_args[i] else ""
+            args.append(f"{a}: {t}{donor}")
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -203,10 +205,11 @@ def _sanitize(name: str) -> str:
     return out
 
 
-def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1) -> str:
+def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
+                donated_args: Sequence[bool] = ()) -> str:
     """The StableHLO module text for ``jaxpr``; its constvars are ``main``'s leading arguments."""
     m = ModuleLowering(name, num_partitions)
-    m.function(jaxpr, "main", public=True)
+    m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
 
 

@@ -24,10 +24,10 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.primitive import Primitive, never_weak
+from ftrans.core.primitive import Primitive, _all_weak, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.prims._base import NUM
+from ftrans.core.prims._base import INEXACT, NUM
 from ftrans.core.trace import Tracer, state
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
@@ -95,6 +95,16 @@ def _broadcast_full(name: str, ops: list) -> list:
     return [broadcast_to_shape(o, shape) for o in ops]
 
 
+def _weak_stable(d: np.dtype) -> bool:
+    """Whether a weakly typed operand of dtype ``d`` promotes to itself.
+
+    True for the dtypes of Python scalars (int32/float32/complex64 without
+    x64); a weak float16, say, is joined to float32 by the promotion lattice,
+    so the fast paths leave it to the general path.
+    """
+    return dtypes.promote(((d, True),)) == (d, True)
+
+
 def _promote_to(name: str, args: tuple, kind: str) -> list:
     """JAX's promote_args / promote_args_numeric / promote_args_inexact.
 
@@ -102,6 +112,13 @@ def _promote_to(name: str, args: tuple, kind: str) -> list:
     converted directly to it (an uint32 operand of an inexact op goes straight
     to float32, never through int32).
     """
+    if len(args) == 1:
+        (a,) = args
+        if (type(a) is Array or isinstance(a, Tracer)) and (not a.weak_type or _weak_stable(a.dtype)):
+            # One array operand already of the target class: promotion is the identity.
+            d = a.dtype
+            if (dtypes.is_inexact(d) if kind == "inexact" else kind != "numeric" or d != dtypes.bool_):
+                return [a]
     check_arraylike(name, *args)
     dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
     if kind == "numeric" and dt == dtypes.bool_:
@@ -163,23 +180,26 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
     ``allowed`` lists the dtypes ``prim`` accepts, checked after promotion.
     """
     impl = prim.impl
-    strong = prim.weak_type_rule is never_weak
+    keep_weak = prim.weak_type_rule is not never_weak
+    new = Array._new
 
     def fn(x: Any, y: Any, /) -> Any:
-        if state.eval_only:
-            tx = type(x)
-            if tx is Array:
-                xv = x._value
-                ty = type(y)
-                try:
-                    if ty is Array:
-                        yv = y._value
-                        if xv.dtype == yv.dtype:
-                            return Array._new(impl(xv, yv), (not strong) and x.weak_type and y.weak_type)
-                    elif ty is float and xv.dtype.kind == "f":
-                        return Array._new(impl(xv, xv.dtype.type(y)), (not strong) and x.weak_type)
-                except (TypeError, ValueError):
-                    pass  # let the general path raise ftrans's own error
+        if type(x) is Array and state.eval_only:
+            ty = type(y)
+            try:
+                if ty is float:
+                    xv = x._value
+                    if xv.dtype.kind == "f" and (not x.weak_type or _weak_stable(xv.dtype)):
+                        # NumPy converts a Python float to the array's float dtype
+                        # (NEP 50) exactly as the general path's constant does.
+                        return new(impl(xv, y), keep_weak and x.weak_type)
+                elif ty is Array:
+                    xv = x._value
+                    yv = y._value
+                    if xv.dtype == yv.dtype:
+                        return new(impl(xv, yv), keep_weak and x.weak_type and y.weak_type)
+            except (TypeError, ValueError, RuntimeWarning):
+                pass  # let the general path raise ftrans's own error
         a, b = promote_args(name, x, y)
         d = _dtype(a)
         if d == dtypes.bool_ and bool_prim is not None:
@@ -195,9 +215,22 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
 
 
 def _unary(prim: Primitive, name: str):
-    """A float function: integers and bools are promoted to the default float first."""
+    """A float function: integers and bools are promoted to the default float first.
+
+    Fast path: an ftrans Array of an inexact dtype with no transform active is
+    exactly the primitive's NumPy rule (no promotion applies, and the weak
+    type is the operand's), so the rule runs directly; it is what keeps an
+    eager ``jnp.sin(x)`` within a small factor of ``np.sin``.
+    """
+    impl = prim.impl
+    keep_weak = prim.weak_type_rule is _all_weak
+    new = Array._new
 
     def fn(x: Any, /) -> Any:
+        if type(x) is Array and state.eval_only:
+            xv = x._value
+            if xv.dtype in INEXACT and (not x.weak_type or _weak_stable(xv.dtype)):
+                return new(impl(xv), keep_weak and x.weak_type)
         (x,) = _inexact(name, x)
         return prim.bind(x)
 

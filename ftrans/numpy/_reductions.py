@@ -22,6 +22,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
+from ftrans.core.trace import state
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
     as_operand,
@@ -200,10 +201,84 @@ def _cast_to_bool(x: Any) -> Any:
     return E.ne_p.bind(x, const(0, d))
 
 
+
+# ---------------------------------------------------------------- eager fast paths
+# ``jnp.sum(x)`` and friends with every argument at its default, on an ftrans
+# Array with no transform active, are one NumPy reduction over all axes.  Each
+# fast path below performs exactly the NumPy calls the general path's
+# primitives make (same conversions, same reduction, same division), so the
+# results are bit-identical (tests/test_eager_fastpaths.py checks it); anything
+# unusual (0-d operands, any argument given, a floating-point warning turned
+# into an error) takes the general path.
+_HALF = (dtypes.float16, dtypes.bfloat16)
+_F32 = np.dtype(np.float32)
+
+
+def _fast_operand(a: Any) -> np.ndarray | None:
+    """``a``'s ndarray when the eager fast path applies: an ftrans Array of rank >= 1, eagerly."""
+    if type(a) is Array and state.eval_only:
+        v = a._value
+        if v.ndim:
+            return v
+    return None
+
+
+def _fast_sum(v: np.ndarray) -> Array | None:
+    """``sum`` over all axes: half floats accumulate in float32; small ints and bools widen."""
+    d = v.dtype
+    try:
+        if d in _HALF:
+            r = np.add.reduce(v.astype(_F32), axis=None, dtype=_F32).astype(d)
+        elif dtypes.is_inexact(d):
+            r = np.add.reduce(v, axis=None, dtype=d)
+        else:
+            # Integer addition wraps identically in any order, so widening inside
+            # the reduction equals the general path's convert-then-reduce.
+            r = np.add.reduce(v, axis=None, dtype=_promote_integer_dtype(d))
+    except RuntimeWarning:  # a user's filter made a NumPy warning an error
+        return None
+    return Array._new(r, False)
+
+
+def _fast_extremum(v: np.ndarray, ufunc: np.ufunc) -> Array | None:
+    """``max`` / ``min`` over all axes of a non-empty array (empty ones raise on the general path)."""
+    if not v.size:
+        return None
+    try:
+        r = ufunc.reduce(v, axis=None)
+    except RuntimeWarning:
+        return None
+    return Array._new(r, False)
+
+
+def _fast_mean(v: np.ndarray) -> Array | None:
+    """``mean`` over all axes: the float sum divided by the count, as the general path computes it."""
+    d = v.dtype
+    if dtypes.is_inexact(d):
+        result = d
+        compute = _F32 if d in _HALF else d
+    else:
+        result = compute = dtypes.default_float()
+    try:
+        x = v if compute == d else v.astype(compute)
+        total = np.add.reduce(x, axis=None, dtype=compute)
+        r = np.true_divide(total, np.asarray(v.size).astype(compute)).astype(compute, copy=False)
+    except RuntimeWarning:
+        return None
+    if result != compute:
+        r = r.astype(result)
+    return Array._new(r, False)
+
+
 # ---------------------------------------------------------------- sum, prod, max, min, all, any
 def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
     """``jnp.sum``: small ints and bools sum in the default int type; f16/bf16 accumulate in f32."""
+    if (axis is None and dtype is None and out is None and keepdims is False and initial is None
+            and where is None and promote_integers is True):
+        v = _fast_operand(a)
+        if v is not None and (r := _fast_sum(v)) is not None:
+            return r
     _no_out("sum", out)
     return _reduction("sum", a, R.reduce_sum_p, 0, bool_prim=R.reduce_or_p, preproc=_cast_to_numeric,
                       upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
@@ -222,6 +297,10 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims
 def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None) -> Any:
     """``jnp.max``: NaN propagates; an empty reduction needs ``initial``."""
+    if axis is None and out is None and keepdims is False and initial is None and where is None:
+        v = _fast_operand(a)
+        if v is not None and (r := _fast_extremum(v, np.maximum)) is not None:
+            return r
     _no_out("max", out)
     return _reduction("max", a, R.reduce_max_p, -np.inf, has_identity=False, axis=axis,
                       keepdims=keepdims, initial=initial, where=where, combine=E.max_p)
@@ -230,6 +309,10 @@ def max(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # n
 def min(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,  # noqa: A001
         initial: Any = None, where: Any = None) -> Any:
     """``jnp.min``: NaN propagates; an empty reduction needs ``initial``."""
+    if axis is None and out is None and keepdims is False and initial is None and where is None:
+        v = _fast_operand(a)
+        if v is not None and (r := _fast_extremum(v, np.minimum)) is not None:
+            return r
     _no_out("min", out)
     return _reduction("min", a, R.reduce_min_p, np.inf, has_identity=False, axis=axis,
                       keepdims=keepdims, initial=initial, where=where, combine=E.min_p)
@@ -277,6 +360,10 @@ def _div(x: Any, y: Any) -> Any:
 def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims: bool = False, *,
          where: Any = None) -> Any:
     """``jnp.mean``: integers and bools average to the default float type."""
+    if axis is None and dtype is None and out is None and keepdims is False and where is None:
+        v = _fast_operand(a)
+        if v is not None and (r := _fast_mean(v)) is not None:
+            return r
     _no_out("mean", out)
     x = _operand("mean", a)
     d = dtype_weak(x)[0]

@@ -131,17 +131,47 @@ def binop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same"
     return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
 
 
+def quiet(fn: Callable) -> Callable:
+    """Run a NumPy rule without floating-point warnings, at almost no cost.
+
+    XLA never warns about overflow, division by zero or invalid operations.
+    ``ftrans.core`` installs a ``warnings`` filter that ignores RuntimeWarnings
+    raised from ftrans modules, so the rule normally runs bare: ``np.errstate``
+    would cost about a microsecond per eager op.  When a user's own filter
+    (``warnings.simplefilter("error")`` after import, pytest's ``-W error``)
+    turns the warning into an exception, the rule, which is pure, runs again
+    under ``np.errstate``.
+    """
+
+    def impl(*args, **params):
+        try:
+            return fn(*args, **params)
+        except RuntimeWarning:
+            with np.errstate(all="ignore"):
+                return fn(*args, **params)
+
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
 def keep_dtype(fn: Callable) -> Callable:
-    """Wrap a NumPy function so the result has its first operand's dtype.
+    """Wrap a NumPy function so the result has its first operand's dtype, quietly.
 
     NumPy computes some functions of float16/bfloat16 in a wider type and may
     return a wider dtype; XLA keeps the operand's dtype, so we cast back.
+    Floating-point warnings are handled as in :func:`quiet` (inlined here:
+    these rules are the eager hot path of every unary math function).
     """
 
-    def impl(x, *rest, **params):
-        out = fn(x, *rest, **params)
-        if out.dtype != x.dtype:
-            out = out.astype(x.dtype)
+    def impl(x, *rest):
+        try:
+            out = fn(x, *rest)
+        except RuntimeWarning:
+            with np.errstate(all="ignore"):
+                out = fn(x, *rest)
+        d = x.dtype
+        if out.dtype is not d and out.dtype != d:
+            out = out.astype(d)
         return out
 
     impl.__name__ = getattr(fn, "__name__", "impl")
@@ -149,16 +179,16 @@ def keep_dtype(fn: Callable) -> Callable:
 
 
 def via_float32(fn: Callable) -> Callable:
-    """Run ``fn`` in float32 for half-precision inputs (bfloat16 has few NumPy loops)."""
+    """Run ``fn`` in float32 for half-precision inputs (bfloat16 has few NumPy loops), quietly."""
 
-    def impl(x, *rest, **params):
+    def run(x, *rest, **params):
         if x.dtype in (dtypes.bfloat16, dtypes.float16):
             args = [x.astype(np.float32)] + [r.astype(np.float32) for r in rest]
             return np.asarray(fn(*args, **params)).astype(x.dtype)
         return np.asarray(fn(x, *rest, **params), dtype=x.dtype)
 
-    impl.__name__ = getattr(fn, "__name__", "impl")
-    return impl
+    run.__name__ = getattr(fn, "__name__", "impl")
+    return quiet(run)
 
 
 def normalize_axes(prim_name: str, axes, ndim: int) -> tuple[int, ...]:

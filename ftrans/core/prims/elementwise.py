@@ -27,22 +27,11 @@ from ftrans.core.prims._base import (
     elementwise_shape,
     keep_dtype,
     prim_type_error,
+    quiet,
     standard_primitive,
     unop,
     via_float32,
 )
-
-_ERR = np.errstate(all="ignore")
-
-
-def _quiet(fn):
-    def impl(*args, **params):
-        with np.errstate(all="ignore"):
-            return fn(*args, **params)
-
-    impl.__name__ = getattr(fn, "__name__", "impl")
-    return impl
-
 
 # ---------------------------------------------------------------- arithmetic
 add_p = binop("add", NUM, np.add)
@@ -77,29 +66,37 @@ max_p = binop("max", ANY, _max_impl)
 min_p = binop("min", ANY, _min_impl)
 
 
+@quiet
+def _int_div(x, y):
+    zero = y == 0
+    safe_y = np.where(zero, np.ones_like(y), y)
+    if x.dtype.kind == "i":
+        q = np.abs(x) // np.abs(safe_y)
+        q = np.where((x < 0) != (safe_y < 0), -q, q).astype(x.dtype)
+    else:
+        q = x // safe_y
+    fill = np.array(-1).astype(x.dtype) if x.dtype.kind == "i" else np.iinfo(x.dtype).max
+    return np.where(zero, fill, q).astype(x.dtype)
+
+
 def _div_impl(x, y):
+    """XLA division; the float case is the eager hot path of ``x / y`` (see ``quiet``)."""
     if x.dtype.kind in "iu":
-        with np.errstate(all="ignore"):
-            zero = y == 0
-            safe_y = np.where(zero, np.ones_like(y), y)
-            if x.dtype.kind == "i":
-                q = np.abs(x) // np.abs(safe_y)
-                q = np.where((x < 0) != (safe_y < 0), -q, q).astype(x.dtype)
-            else:
-                q = x // safe_y
-            fill = np.array(-1).astype(x.dtype) if x.dtype.kind == "i" else np.iinfo(x.dtype).max
-            return np.where(zero, fill, q).astype(x.dtype)
-    with np.errstate(all="ignore"):
+        return _int_div(x, y)
+    try:
         return np.true_divide(x, y).astype(x.dtype, copy=False)
+    except RuntimeWarning:
+        with np.errstate(all="ignore"):
+            return np.true_divide(x, y).astype(x.dtype, copy=False)
 
 
+@quiet
 def _rem_impl(x, y):
-    with np.errstate(all="ignore"):
-        if x.dtype.kind in "iu":
-            zero = y == 0
-            safe_y = np.where(zero, np.ones_like(y), y)
-            return np.where(zero, x, np.fmod(x, safe_y)).astype(x.dtype)
-        return np.fmod(x, y).astype(x.dtype, copy=False)
+    if x.dtype.kind in "iu":
+        zero = y == 0
+        safe_y = np.where(zero, np.ones_like(y), y)
+        return np.where(zero, x, np.fmod(x, safe_y)).astype(x.dtype)
+    return np.fmod(x, y).astype(x.dtype, copy=False)
 
 
 div_p = binop("div", NUM, _div_impl)
@@ -117,20 +114,20 @@ def _pow_dtype(x, y):
     return x.dtype
 
 
+@quiet
 def _pow_impl(x, y):
-    with np.errstate(all="ignore"):
-        if y.dtype != x.dtype:
-            # XLA converts an integer exponent to the base's type first.
-            y = y.astype(x.dtype)
-        if x.dtype in (dtypes.bfloat16, dtypes.float16):
-            return np.power(x.astype(np.float32), y.astype(np.float32)).astype(x.dtype)
-        out = np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
-        if x.dtype.kind == "c":
-            # XLA: 0 ** y is NaN unless y is real and non-negative (NumPy gives 0).
-            bad = (x == 0) & ((y.imag != 0) | (y.real < 0))
-            if bad.any():
-                out = np.where(bad, np.asarray(complex(np.nan, np.nan), x.dtype), out)
-        return out
+    if y.dtype != x.dtype:
+        # XLA converts an integer exponent to the base's type first.
+        y = y.astype(x.dtype)
+    if x.dtype in (dtypes.bfloat16, dtypes.float16):
+        return np.power(x.astype(np.float32), y.astype(np.float32)).astype(x.dtype)
+    out = np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+    if x.dtype.kind == "c":
+        # XLA: 0 ** y is NaN unless y is real and non-negative (NumPy gives 0).
+        bad = (x == 0) & ((y.imag != 0) | (y.real < 0))
+        if bad.any():
+            out = np.where(bad, np.asarray(complex(np.nan, np.nan), x.dtype), out)
+    return out
 
 
 pow_p = standard_primitive("pow", elementwise_shape("pow"), _pow_dtype, _pow_impl)
@@ -144,24 +141,24 @@ def _abs_impl(x):
 abs_p = unop("abs", SIGNED_NUM, _abs_impl, result="real")
 
 
+@quiet
 def _sign_impl(x):
     if x.dtype.kind == "c":
-        with np.errstate(all="ignore"):
-            a = np.abs(x)
-            return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
+        a = np.abs(x)
+        return np.where(a == 0, 0, x / np.where(a == 0, 1, a)).astype(x.dtype)
     return np.sign(x).astype(x.dtype, copy=False)
 
 
 sign_p = unop("sign", NUM, _sign_impl)
 
 
+@quiet
 def _integer_pow_impl(x, *, y: int):
     if y == 0:
         return np.ones_like(x)
-    with np.errstate(all="ignore"):
-        if y < 0:
-            return (np.ones_like(x) / _int_power(x, -y)).astype(x.dtype, copy=False)
-        return _int_power(x, y)
+    if y < 0:
+        return (np.ones_like(x) / _int_power(x, -y)).astype(x.dtype, copy=False)
+    return _int_power(x, y)
 
 
 def _int_power(x, n: int):
@@ -195,55 +192,65 @@ integer_pow_p = standard_primitive(
 )
 
 # ---------------------------------------------------------------- float math
-exp_p = unop("exp", INEXACT, _quiet(keep_dtype(np.exp)))
-exp2_p = unop("exp2", INEXACT, _quiet(keep_dtype(np.exp2)))
-log_p = unop("log", INEXACT, _quiet(keep_dtype(np.log)))
-log1p_p = unop("log1p", INEXACT, _quiet(keep_dtype(np.log1p)))
-expm1_p = unop("expm1", INEXACT, _quiet(keep_dtype(np.expm1)))
-sqrt_p = unop("sqrt", INEXACT, _quiet(keep_dtype(np.sqrt)))
-rsqrt_p = unop("rsqrt", INEXACT, _quiet(keep_dtype(lambda x: 1 / np.sqrt(x))))
-cbrt_p = unop("cbrt", FLOAT, _quiet(via_float32(np.cbrt)))
+exp_p = unop("exp", INEXACT, keep_dtype(np.exp))
+exp2_p = unop("exp2", INEXACT, keep_dtype(np.exp2))
+log_p = unop("log", INEXACT, keep_dtype(np.log))
+log1p_p = unop("log1p", INEXACT, keep_dtype(np.log1p))
+expm1_p = unop("expm1", INEXACT, keep_dtype(np.expm1))
+sqrt_p = unop("sqrt", INEXACT, keep_dtype(np.sqrt))
+rsqrt_p = unop("rsqrt", INEXACT, keep_dtype(lambda x: 1 / np.sqrt(x)))
+cbrt_p = unop("cbrt", FLOAT, via_float32(np.cbrt))
+
+
+_expit = via_float32(sps.expit)
+
+
+@quiet
+def _logistic_complex(x):
+    return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
 
 
 def _logistic_impl(x):
     if x.dtype.kind == "c":
-        with np.errstate(all="ignore"):
-            return (1 / (1 + np.exp(-x))).astype(x.dtype, copy=False)
-    return _quiet(via_float32(sps.expit))(x)
+        return _logistic_complex(x)
+    return _expit(x)
 
 
-tanh_p = unop("tanh", INEXACT, _quiet(keep_dtype(np.tanh)))
+tanh_p = unop("tanh", INEXACT, keep_dtype(np.tanh))
 logistic_p = unop("logistic", INEXACT, _logistic_impl)
-sin_p = unop("sin", INEXACT, _quiet(keep_dtype(np.sin)))
-cos_p = unop("cos", INEXACT, _quiet(keep_dtype(np.cos)))
-tan_p = unop("tan", INEXACT, _quiet(keep_dtype(np.tan)))
-asin_p = unop("asin", INEXACT, _quiet(keep_dtype(np.arcsin)))
-acos_p = unop("acos", INEXACT, _quiet(keep_dtype(np.arccos)))
-atan_p = unop("atan", INEXACT, _quiet(keep_dtype(np.arctan)))
-sinh_p = unop("sinh", INEXACT, _quiet(keep_dtype(np.sinh)))
-cosh_p = unop("cosh", INEXACT, _quiet(keep_dtype(np.cosh)))
-asinh_p = unop("asinh", INEXACT, _quiet(keep_dtype(np.arcsinh)))
-acosh_p = unop("acosh", INEXACT, _quiet(keep_dtype(np.arccosh)))
-atanh_p = unop("atanh", INEXACT, _quiet(keep_dtype(np.arctanh)))
+sin_p = unop("sin", INEXACT, keep_dtype(np.sin))
+cos_p = unop("cos", INEXACT, keep_dtype(np.cos))
+tan_p = unop("tan", INEXACT, keep_dtype(np.tan))
+asin_p = unop("asin", INEXACT, keep_dtype(np.arcsin))
+acos_p = unop("acos", INEXACT, keep_dtype(np.arccos))
+atan_p = unop("atan", INEXACT, keep_dtype(np.arctan))
+sinh_p = unop("sinh", INEXACT, keep_dtype(np.sinh))
+cosh_p = unop("cosh", INEXACT, keep_dtype(np.cosh))
+asinh_p = unop("asinh", INEXACT, keep_dtype(np.arcsinh))
+acosh_p = unop("acosh", INEXACT, keep_dtype(np.arccosh))
+atanh_p = unop("atanh", INEXACT, keep_dtype(np.arctanh))
 
 
+_arctan2 = keep_dtype(np.arctan2)
+
+
+@quiet
 def _atan2_impl(x, y):
-    with np.errstate(all="ignore"):
-        if x.dtype.kind == "c":
-            # atan2 of complex arguments: -i log((y + i x) / sqrt(x^2 + y^2)).
-            return (-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x))).astype(x.dtype)
-        return keep_dtype(np.arctan2)(x, y)
+    if x.dtype.kind == "c":
+        # atan2 of complex arguments: -i log((y + i x) / sqrt(x^2 + y^2)).
+        return (-1j * np.log((y + 1j * x) / np.sqrt(y * y + x * x))).astype(x.dtype)
+    return _arctan2(x, y)
 
 
 atan2_p = binop("atan2", INEXACT, _atan2_impl)
 # NumPy's nextafter has native float16 and bfloat16 loops; going through float32
 # would step by a float32 ulp and round back to the input.
 nextafter_p = binop("nextafter", FLOAT, keep_dtype(np.nextafter))
-erf_p = unop("erf", FLOAT, _quiet(via_float32(sps.erf)))
-erfc_p = unop("erfc", FLOAT, _quiet(via_float32(sps.erfc)))
-erf_inv_p = unop("erf_inv", FLOAT, _quiet(via_float32(sps.erfinv)))
-lgamma_p = unop("lgamma", FLOAT, _quiet(via_float32(sps.gammaln)))
-digamma_p = unop("digamma", FLOAT, _quiet(via_float32(sps.psi)))
+erf_p = unop("erf", FLOAT, via_float32(sps.erf))
+erfc_p = unop("erfc", FLOAT, via_float32(sps.erfc))
+erf_inv_p = unop("erf_inv", FLOAT, via_float32(sps.erfinv))
+lgamma_p = unop("lgamma", FLOAT, via_float32(sps.gammaln))
+digamma_p = unop("digamma", FLOAT, via_float32(sps.psi))
 floor_p = unop("floor", FLOAT, keep_dtype(np.floor))
 ceil_p = unop("ceil", FLOAT, keep_dtype(np.ceil))
 
@@ -253,10 +260,14 @@ def _round_impl(x, *, rounding_method: int = 0):
         return np.rint(x).astype(x.dtype, copy=False)
     # Ties away from zero, exactly: x - trunc(x) is exact in floating point, so
     # no value just below one half is pushed over it (as x + 0.5 would be).
-    with np.errstate(invalid="ignore"):
-        t = np.trunc(x)
-        frac = np.abs(x - t)
-        return np.where(frac >= 0.5, t + np.sign(x), t).astype(x.dtype, copy=False)
+    return _round_away(x)
+
+
+@quiet
+def _round_away(x):
+    t = np.trunc(x)
+    frac = np.abs(x - t)
+    return np.where(frac >= 0.5, t + np.sign(x), t).astype(x.dtype, copy=False)
 
 
 def _round_params(x, *, rounding_method: int = 0):
@@ -321,17 +332,8 @@ _complex_dtype_fix()
 
 
 def _compare(fn):
-    """A NumPy comparison; ml_dtypes warns about NaN in bfloat16 comparisons, XLA does not."""
-    quiet = _quiet(fn)
-    bf16 = dtypes.bfloat16
-
-    def impl(x, y):
-        if x.dtype == bf16:
-            return quiet(x, y)
-        return fn(x, y)
-
-    impl.__name__ = fn.__name__
-    return impl
+    """A NumPy comparison, quiet (ml_dtypes warns about NaN in bfloat16 comparisons, XLA does not)."""
+    return quiet(fn)
 
 
 eq_p = binop("eq", ANY, _compare(np.equal), result="bool")
@@ -352,23 +354,22 @@ def _shift_impl(kind: str):
     def impl(x, y):
         bits = x.dtype.itemsize * 8
         udt = np.dtype(f"u{x.dtype.itemsize}")
-        with np.errstate(all="ignore"):
-            ys = y.astype(udt)
-            big = ys >= bits
-            s = np.where(big, 0, ys).astype(udt)
-            if kind == "left":
-                out = (x.view(udt) << s).view(x.dtype) if x.dtype.kind == "i" else (x << s)
-                return np.where(big, np.zeros_like(x), out).astype(x.dtype)
-            if kind == "logical":
-                out = (x.view(udt) >> s).view(x.dtype) if x.dtype.kind == "i" else (x >> s)
-                return np.where(big, np.zeros_like(x), out).astype(x.dtype)
-            sdt = np.dtype(f"i{x.dtype.itemsize}")
-            xs = x.view(sdt) if x.dtype.kind == "u" else x
-            out = xs >> np.where(big, bits - 1, s).astype(sdt)
-            return out.view(x.dtype) if x.dtype.kind == "u" else out.astype(x.dtype)
+        ys = y.astype(udt)
+        big = ys >= bits
+        s = np.where(big, 0, ys).astype(udt)
+        if kind == "left":
+            out = (x.view(udt) << s).view(x.dtype) if x.dtype.kind == "i" else (x << s)
+            return np.where(big, np.zeros_like(x), out).astype(x.dtype)
+        if kind == "logical":
+            out = (x.view(udt) >> s).view(x.dtype) if x.dtype.kind == "i" else (x >> s)
+            return np.where(big, np.zeros_like(x), out).astype(x.dtype)
+        sdt = np.dtype(f"i{x.dtype.itemsize}")
+        xs = x.view(sdt) if x.dtype.kind == "u" else x
+        out = xs >> np.where(big, bits - 1, s).astype(sdt)
+        return out.view(x.dtype) if x.dtype.kind == "u" else out.astype(x.dtype)
 
     impl.__name__ = f"shift_{kind}"
-    return impl
+    return quiet(impl)
 
 
 shift_left_p = binop("shift_left", INT, _shift_impl("left"))
@@ -388,4 +389,3 @@ stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)
 copy_p = unop("copy", ANY, np.copy)
 
 BOOL_OR_FLOAT = BOOL | FLOAT  # re-exported for lax helpers that check classes
-del _ERR

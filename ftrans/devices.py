@@ -1,0 +1,151 @@
+"""Devices and moving data to and from them (``devices``, ``device_put``, ``device_get``, ...).
+
+Devices are the PJRT client's own device objects (what ``jax.devices()``
+returns), so they print and compare as JAX users expect.  The default device is
+the first device of the default backend: a GPU or TPU when jax's plugin for it
+is installed, else the CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import array as _array_mod
+from ftrans.core import dtypes
+from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.trace import Tracer
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lowering import compat
+
+__all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
+           "device_put", "device_get", "block_until_ready", "process_index", "process_count"]
+
+_PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
+
+
+def _client(backend: str | None = None) -> Any:
+    try:
+        return compat.backend(_PLATFORM_ALIASES.get(backend, backend) if backend else None)
+    except RuntimeError as e:
+        raise FtransValueError(f"backend {backend!r} is not available: {e}") from None
+
+
+def devices(backend: str | None = None) -> list:
+    """All devices of ``backend`` (default: the default backend)."""
+    return list(_client(backend).devices())
+
+
+def local_devices(process_index: int | None = None, backend: str | None = None) -> list:
+    return list(_client(backend).local_devices())
+
+
+def device_count(backend: str | None = None) -> int:
+    return _client(backend).device_count()
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return _client(backend).local_device_count()
+
+
+def process_index(backend: str | None = None) -> int:
+    return _client(backend).process_index()
+
+
+def process_count(backend: str | None = None) -> int:
+    return 1
+
+
+def default_backend() -> str:
+    """``"cpu"``, ``"gpu"`` or ``"tpu"``."""
+    return _client().platform
+
+
+@functools.lru_cache(maxsize=1)
+def _default_device_cached() -> Any:
+    return _client().local_devices()[0]
+
+
+def default_device() -> Any:
+    return _default_device_cached()
+
+
+def _is_device(d: Any) -> bool:
+    return hasattr(d, "platform") and hasattr(d, "id") and hasattr(d, "client")
+
+
+def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False,
+               may_alias: bool | None = None) -> Any:
+    """Place every array leaf of the pytree ``x`` on ``device`` (default: the default device).
+
+    Leaves become device-resident ``ftrans.Array``s; Python scalars keep their
+    weak type, as in JAX.
+    """
+    if device is None:
+        dev = default_device()
+    elif _is_device(device):
+        dev = device
+    elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
+        ds = getattr(device, "device_set", None)
+        if ds is None or len(ds) != 1:
+            raise NotImplementedError("device_put: placing on a multi-device sharding is not supported yet")
+        dev = next(iter(ds))
+    else:
+        raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
+    return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev), x)
+
+
+def _put_leaf(x: Any, dev: Any) -> Any:
+    from ftrans.lowering.executable import sig_of, to_buffer
+
+    if isinstance(x, Tracer):
+        return x  # under a transform, placement is the compiled program's business
+    if isinstance(x, DeviceArray):
+        buf = to_buffer(x, dev)
+        return x if buf is x._buf else device_array(buf, x._aval, sig_of(x._aval, dev.id))
+    if isinstance(x, Array):
+        aval = x.aval
+        arr = x._value
+    elif isinstance(x, (bool, int, float, complex)):
+        d = dtypes.python_scalar_dtype(x)
+        arr = np.asarray(x, d)
+        from ftrans.core.avals import ShapedArray
+
+        aval = ShapedArray((), d, dtypes.is_weak_scalar(x))
+    elif isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__"):
+        arr = np.asarray(x)
+        canon = dtypes.canonicalize(arr.dtype)
+        if arr.dtype != canon:
+            arr = arr.astype(canon)
+        from ftrans.core.avals import ShapedArray
+
+        aval = ShapedArray(arr.shape, arr.dtype, False)
+    else:
+        raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
+    buf = compat.device_put(np.ascontiguousarray(arr), dev)
+    if dev.platform != "cpu":
+        _array_mod.accelerator_in_use = True
+    return device_array(buf, aval, sig_of(aval, dev.id))
+
+
+def device_get(x: Any) -> Any:
+    """Every array leaf of ``x`` as a NumPy array on the host (waits for pending computations)."""
+    def get(leaf: Any) -> Any:
+        if isinstance(leaf, Tracer):
+            raise FtransTypeError("device_get: got a traced value; device_get works on concrete arrays")
+        if isinstance(leaf, Array):
+            return np.asarray(leaf)
+        return leaf
+
+    return tree_util.tree_map(get, x)
+
+
+def block_until_ready(x: Any) -> Any:
+    """Wait until every array leaf of ``x`` is computed; returns ``x``."""
+    for leaf in tree_util.tree_leaves(x):
+        if hasattr(leaf, "block_until_ready"):
+            leaf.block_until_ready()
+    return x

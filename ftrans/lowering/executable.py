@@ -1,0 +1,160 @@
+"""Compiled programs: lowering a closed jaxpr, compiling it once, and running it on buffers.
+
+Two caches sit here.  ``_xla_cache`` maps (module text, device, donation) to
+the XLA executable, so two jitted functions (or two eager on-device ops) that
+lower to the same program share one compilation; it is bounded (LRU,
+``MAX_EXECUTABLES``).  The optional on-disk cache (``disk_cache``) sits behind
+it.  The per-function cache keyed by argument signatures lives with ``jit``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import array as _array_mod
+from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.errors import FtransError
+from ftrans.lowering import compat, lower
+
+MAX_EXECUTABLES = 4096  # compiled programs kept in memory (least recently used dropped first)
+
+_xla_cache: OrderedDict[tuple, Any] = OrderedDict()
+_xla_lock = threading.Lock()
+stats = {"compiles": 0, "xla_cache_hits": 0, "disk_hits": 0}
+
+
+class XlaRejectedError(FtransError, RuntimeError):
+    """XLA refused a module ftrans produced: a bug in ftrans's lowering, reported with its context."""
+
+
+def sig_of(aval: ShapedArray, device_id: int) -> tuple:
+    """The per-argument part of a jit cache key (hashable, cheap: shape, dtype, weak type, device)."""
+    return (aval.shape, aval.dtype, aval.weak_type, device_id)
+
+
+class Executable:
+    """One compiled program for one device, and the conventions to call it.
+
+    The jaxpr's constants are passed as the program's leading arguments
+    (``const_bufs``), transferred to the device once, here.
+    """
+
+    __slots__ = ("name", "text", "xla", "device", "device_id", "in_avals", "out_avals", "out_sigs",
+                 "const_bufs", "_run", "donated", "__weakref__")
+
+    def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
+                 donated: Sequence[bool] = ()):
+        self.name = name
+        self.device = device
+        self.device_id = device.id
+        self.in_avals = list(closed.in_avals)
+        self.out_avals = list(closed.out_avals)
+        self.donated = tuple(donated) if any(donated) else ()
+        n_consts = len(closed.jaxpr.constvars)
+        donated_args = (False,) * n_consts + self.donated if self.donated else ()
+        self.text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
+        self.xla = compile_text(self.text, device, closed)
+        self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
+        self.const_bufs = [to_buffer(c, device) for c in closed.consts]
+        self._run = compat.execute_fn(self.xla)
+        if device.platform != "cpu":
+            _array_mod.accelerator_in_use = True
+
+    def run(self, bufs: list) -> list:
+        """Run on device buffers (constants prepended); returns one buffer per output."""
+        if self.const_bufs:
+            bufs = self.const_bufs + bufs
+        return [o[0] for o in self._run(bufs)]
+
+    def wrap(self, out_bufs: list) -> list:
+        return [device_array(b, a, s) for b, a, s in zip(out_bufs, self.out_avals, self.out_sigs)]
+
+    def __call__(self, *arrays: Any) -> list:
+        return self.wrap(self.run([to_buffer(a, self.device) for a in arrays]))
+
+
+def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None) -> Any:
+    """XLA-compile ``text`` for ``device``, through the in-memory and on-disk caches."""
+    key = (text, device.id, device.platform)
+    with _xla_lock:
+        exe = _xla_cache.get(key)
+        if exe is not None:
+            _xla_cache.move_to_end(key)
+            stats["xla_cache_hits"] += 1
+            return exe
+    client = device.client
+    from ftrans.lowering import disk_cache
+
+    exe = disk_cache.load(client, text, [device])
+    if exe is not None:
+        stats["disk_hits"] += 1
+    else:
+        try:
+            exe = compat.compile(client, text, [device])
+        except Exception as e:  # XLA's own error types vary by release
+            raise _rejected(e, text) from None
+        stats["compiles"] += 1
+        disk_cache.store(client, text, [device], exe)
+    with _xla_lock:
+        _xla_cache[key] = exe
+        while len(_xla_cache) > MAX_EXECUTABLES:
+            _xla_cache.popitem(last=False)
+    return exe
+
+
+def _rejected(e: Exception, text: str) -> XlaRejectedError:
+    msg = str(e)
+    lines = text.splitlines()
+    shown = ""
+    # XLA names the op by its loc("file":line:0) and prints the op itself; show the module line too.
+    for ln in lines:
+        if ln.strip().startswith(("%", '"')) and any(part in msg for part in _op_names(ln)):
+            shown = ln.strip()
+            break
+    return XlaRejectedError(
+        "XLA rejected the StableHLO module ftrans produced (this is a bug in ftrans; please report it).\n"
+        f"XLA said: {msg.strip()}\n"
+        + (f"offending op: {shown}\n" if shown else "")
+        + "the op's loc(...) names the line of your code that produced the IR equation."
+    )
+
+
+def _op_names(line: str) -> list[str]:
+    start = line.find('"stablehlo.')
+    if start < 0:
+        start = line.find('"chlo.')
+    if start < 0:
+        return []
+    end = line.find('"', start + 1)
+    return [f"'{line[start + 1:end]}'"]
+
+
+def to_buffer(x: Any, device: Any) -> Any:
+    """A device buffer for an operand: reuse a resident one, else transfer (and cache on host Arrays)."""
+    if type(x) is DeviceArray:
+        buf = x._buf
+        if buf.is_deleted():
+            x._value  # raises DeletedArrayError  # noqa: B018
+        if x._sig[3] == device.id:
+            return buf
+        return compat.copy_to_device(buf, device)
+    if isinstance(x, Array):
+        try:
+            buf = x._buf
+        except AttributeError:
+            buf = None
+        if buf is not None and compat.buf_device(buf) == device:
+            return buf
+        buf = compat.device_put(x._value, device)
+        x._buf = buf
+        return buf
+    if isinstance(x, DeviceArray):
+        return compat.copy_to_device(x._buf, device)
+    return compat.device_put(np.asarray(x), device)

@@ -1,0 +1,1 @@
+"""Transforms of the IR: ``jit`` here now; autodiff, batching and control flow join it."""
