@@ -74,7 +74,7 @@ class JaxprEqn(NamedTuple):
 class Jaxpr:
     """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
 
-    __slots__ = ("constvars", "invars", "eqns", "outvars")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "__weakref__")
 
     def __init__(self, constvars, invars, eqns, outvars):
         self.constvars = list(constvars)
@@ -105,7 +105,7 @@ class Jaxpr:
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
 
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "__weakref__")
 
     def __init__(self, jaxpr: Jaxpr, consts: list):
         if len(consts) != len(jaxpr.constvars):

@@ -33,7 +33,7 @@ def backend(platform: str | None = None) -> Any:
     return _backend_api.get_backend(platform)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _available(platform: str) -> bool:
     try:
         backend(platform)
@@ -55,6 +55,10 @@ def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
     build.num_partitions = len(devices)
     if len(devices) > 1:
         build.use_spmd_partitioning = True
+    # Without an explicit assignment XLA would run on the client's first device.
+    build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id for d in devices]]).T
+                                                          if len(devices) == 1 else
+                                                          np.array([[d.id for d in devices]]))
     dl = _xc.DeviceList(tuple(devices))
     return client.compile_and_load(module_text.encode(), dl, opts)
 
@@ -99,8 +103,9 @@ def _sharding(device: Any) -> Any:
 
 def device_put(value: np.ndarray, device: Any) -> Any:
     """Copy a (canonically typed) NumPy array to ``device``; returns a device buffer."""
+    # ftrans has already canonicalised the dtype; enable_x64 stops jax from narrowing it again.
     return _xc.batched_device_put(_jax_aval(value.shape, value.dtype), _sharding(device), [value],
-                                  [device], True)
+                                  [device], True, enable_x64=True)
 
 
 def copy_to_device(buf: Any, device: Any) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import array as _array_mod
+from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
@@ -157,4 +158,8 @@ def to_buffer(x: Any, device: Any) -> Any:
         return buf
     if isinstance(x, DeviceArray):
         return compat.copy_to_device(x._buf, device)
-    return compat.device_put(np.asarray(x), device)
+    arr = np.asarray(x)
+    canon = dtypes.canonicalize(arr.dtype)
+    if arr.dtype != canon:
+        arr = arr.astype(canon)
+    return compat.device_put(arr, device)

@@ -85,6 +85,8 @@ def _jit_call_impl(*vals: np.ndarray, jaxpr: ClosedJaxpr, name: str, donated_inv
     """Eager application of a staged call (e.g. by ``eval_jaxpr``): compile it and run it on the host values."""
     from ftrans.devices import default_device
 
+    _jit_call_abstract_eval(*[ShapedArray(np.shape(v), np.asarray(v).dtype) for v in vals], jaxpr=jaxpr,
+                            name=name, donated_invars=donated_invars)
     exe = _executable_for_jaxpr(jaxpr, default_device(), name)
     outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
     return [np.asarray(o) for o in outs]
@@ -200,6 +202,8 @@ class JitWrapped:
         self._sig = _signature(fun)
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
+        params = list(self._sig.parameters.values()) if self._sig is not None else []
+        self._static_num_names = {i: params[i].name for i in self._static_argnums if i < len(params)}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
             self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
         self._device = device
@@ -226,7 +230,10 @@ class JitWrapped:
             else:
                 self.hits += 1
                 if entry.single and entry.no_consts:
-                    buf = entry.execute([a._buf for a in args]).disassemble_into_single_device_arrays()[0][0]
+                    try:
+                        buf = entry.execute([a._buf for a in args]).disassemble_into_single_device_arrays()[0][0]
+                    except Exception:  # e.g. a deleted (donated) buffer: the slow path explains
+                        return self._call(args, kwargs)
                     out = _new(DeviceArray)
                     out._buf = buf
                     out._aval = aval = entry.aval0
@@ -245,6 +252,8 @@ class JitWrapped:
         if self._static_argnums:
             n = len(args)
             for i in self._static_argnums:
+                if i >= n and self._static_num_names.get(i) in kwargs:
+                    continue  # passed by keyword: handled with static_argnames below
                 if i >= n:
                     raise FtransValueError(
                         f"jit({self.__name__}): static_argnums includes {i}, but the function was called "
@@ -342,6 +351,8 @@ class JitWrapped:
         dev = None
         for leaf in leaves:
             if type(leaf) is DeviceArray:
+                if leaf._buf.is_deleted():
+                    leaf._value  # raises DeletedArrayError naming the problem  # noqa: B018
                 d = leaf.device
                 if dev is None:
                     dev = d

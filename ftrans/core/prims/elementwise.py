@@ -66,7 +66,6 @@ max_p = binop("max", ANY, _max_impl)
 min_p = binop("min", ANY, _min_impl)
 
 
-@quiet
 def _int_div(x, y):
     zero = y == 0
     safe_y = np.where(zero, np.ones_like(y), y)
@@ -79,15 +78,11 @@ def _int_div(x, y):
     return np.where(zero, fill, q).astype(x.dtype)
 
 
+@quiet
 def _div_impl(x, y):
-    """XLA division; the float case is the eager hot path of ``x / y`` (see ``quiet``)."""
     if x.dtype.kind in "iu":
         return _int_div(x, y)
-    try:
-        return np.true_divide(x, y).astype(x.dtype, copy=False)
-    except RuntimeWarning:
-        with np.errstate(all="ignore"):
-            return np.true_divide(x, y).astype(x.dtype, copy=False)
+    return np.true_divide(x, y).astype(x.dtype, copy=False)
 
 
 @quiet

@@ -1,0 +1,356 @@
+"""``jit``: agreement with eager and jax.jit, caching, static and donated arguments, nesting, threads, errors."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans.core.array import Array, DeviceArray
+from ftrans.core.ir import typecheck
+from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
+
+
+def _close(a, b, tol=1e-5):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=tol, atol=tol)
+
+
+FUNCS = [
+    lambda m, x, y: m.sin(x) * 2.0 + y,
+    lambda m, x, y: m.tanh(x * y) - m.exp(-x * x),
+    lambda m, x, y: m.where(x > y, x, y) + 1,
+    lambda m, x, y: m.maximum(x, 0.5) / (1.0 + m.abs(y)),
+    lambda m, x, y: (x - y) ** 2 + m.sqrt(m.abs(x)),
+]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.data(), st.sampled_from(range(len(FUNCS))))
+def test_jit_matches_eager_and_jax(data, k):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=4))
+    x = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-3, 3, width=32)))
+    y = data.draw(hnp.arrays(np.float32, shape, elements=st.floats(-3, 3, width=32)))
+    f = FUNCS[k]
+    got = ftrans.jit(lambda a, b: f(jnp, a, b))(x, y)
+    assert isinstance(got, DeviceArray)
+    _close(got, f(jnp, x, y))
+    _close(got, jax.jit(lambda a, b: f(jjnp, a, b))(x, y))
+
+
+def test_weak_types_match_jax():
+    for arg in (2.0, 3, np.float32(2.0), np.arange(3, dtype=np.int32)):
+        got = ftrans.jit(lambda a: a * 2)(arg)
+        want = jax.jit(lambda a: a * 2)(arg)
+        assert got.dtype == want.dtype
+        assert got.weak_type == want.aval.weak_type, arg
+
+
+def test_pytrees_in_and_out_and_kwargs():
+    def f(params, x, *, scale):
+        w, b = params["w"], params["b"]
+        return {"out": x @ w + b, "aux": [scale * x.sum(), (w.shape[0],)]}
+
+    p = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = ftrans.jit(f)(p, x, scale=2.0)
+    want = f(p, x, scale=2.0)
+    _close(got["out"], want["out"])
+    _close(got["aux"][0], np.float32(30.0))
+    assert isinstance(got["aux"][1][0], Array) and int(got["aux"][1][0]) == 3
+
+
+def test_static_argnums_and_argnames():
+    calls = []
+
+    def f(x, n, *, mode):
+        calls.append(1)
+        return x * n if mode == "mul" else x + n
+
+    g = ftrans.jit(f, static_argnums=1, static_argnames="mode")
+    x = np.arange(3, dtype=np.float32)
+    _close(g(x, 3, mode="mul"), x * 3)
+    _close(g(x, 3, mode="add"), x + 3)
+    _close(g(x, 3, mode="mul"), x * 3)
+    assert len(calls) == 2
+    # static by name is also static by position, as in JAX
+    h = ftrans.jit(lambda x, k: x * k, static_argnames="k")
+    _close(h(x, 4), x * 4)
+    _close(h(x, k=5), x * 5)
+
+
+def test_static_argument_errors():
+    with pytest.raises(FtransValueError, match="static_argnums 3 is out of range"):
+        ftrans.jit(lambda x, y: x, static_argnums=3)
+    g = ftrans.jit(lambda x, n: x, static_argnums=1)
+    with pytest.raises(ValueError, match="not hashable"):
+        g(np.ones(2), [1, 2])
+    with pytest.raises(ValueError, match="called with 1 positional"):
+        g(np.ones(2))
+    with pytest.raises(FtransValueError, match="not a parameter"):
+        ftrans.jit(lambda x: x, static_argnames="nope")
+
+
+def test_cache_hits_and_misses():
+    f = ftrans.jit(lambda x: x + 1)
+    x = np.ones(3, np.float32)
+    f(x)
+    f(x)
+    f(np.zeros(3, np.float32))
+    assert f.cache_info()["misses"] == 1 and f.cache_info()["hits"] == 2
+    f(np.ones(4, np.float32))  # new shape
+    f(np.ones(3, np.int32))  # new dtype
+    f(1.0)  # weak scalar
+    f(np.float32(1.0))  # strong scalar: a different signature
+    assert f.cache_info()["misses"] == 5
+    assert f._cache_size() == 5
+    dx = ftrans.device_put(x)
+    before = f.cache_info()["hits"]
+    for _ in range(3):
+        f(dx)
+    assert f.cache_info()["hits"] == before + 3
+    f.clear_cache()
+    assert f._cache_size() == 0
+
+
+def test_cache_is_bounded():
+    f = ftrans.jit(lambda x: x * 2, max_cache_size=2)
+    for n in range(1, 5):
+        f(np.ones(n, np.float32))
+    assert f._cache_size() == 2
+
+
+def test_x64_switch_retraces():
+    f = ftrans.jit(lambda x: x + 1)
+    assert f(1.0).dtype == np.float32
+    ftrans.config.update("enable_x64", True)
+    try:
+        assert f(1.0).dtype == np.float64
+    finally:
+        ftrans.config.update("enable_x64", False)
+    assert f(1.0).dtype == np.float32
+
+
+def test_retraces_only_when_the_key_changes():
+    traces = []
+
+    @ftrans.jit
+    def f(x):
+        traces.append(x.shape)
+        return x * 2
+
+    for _ in range(3):
+        f(np.ones(2, np.float32))
+    f(np.ones(5, np.float32))
+    assert traces == [(2,), (5,)]
+
+
+def test_make_jaxpr_shows_the_call_and_nesting_works():
+    inner = ftrans.jit(lambda x: jnp.sin(x) * 2.0)
+    closed = ftrans.make_jaxpr(lambda x: inner(x) + 1.0)(np.ones(3, np.float32))
+    text = str(closed)
+    assert "jit_call[" in text and "name=<lambda>" in text and "sin" in text
+    typecheck(closed)
+    outer = ftrans.jit(lambda x: inner(inner(x)) - 1.0)
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    _close(outer(x), np.sin(np.sin(x) * 2) * 2 - 1)
+    assert "func.call" in outer.lower(x).as_text()
+    # eval_jaxpr runs a staged call through the jit_call impl rule
+    x3 = x[:3]
+    out = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x3)
+    _close(out[0], np.sin(x3) * 2 + 1)
+    with pytest.raises(TypeError, match="do not match"):
+        ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x)
+
+
+def test_closed_over_constants_are_arguments():
+    w = jnp.arange(6.0).reshape(2, 3)
+    f = ftrans.jit(lambda x: x @ w)
+    text = f.lower(np.ones((4, 2), np.float32)).as_text()
+    assert "tensor<2x3xf32>" in text.splitlines()[1]  # a parameter of main, not a literal
+    _close(f(np.ones((4, 2), np.float32)), np.ones((4, 2), np.float32) @ np.asarray(w))
+
+
+def test_lower_and_compile():
+    f = ftrans.jit(lambda x, y: x * y + 1)
+    lowered = f.lower(np.ones(3, np.float32), 2.0)
+    text = lowered.as_text()
+    assert text.startswith("module @") and "stablehlo.multiply" in text
+    compiled = lowered.compile()
+    _close(compiled(np.arange(3, dtype=np.float32), 2.0), np.arange(3, dtype=np.float32) * 2 + 1)
+    with pytest.raises(TypeError, match="compiled for"):
+        compiled(np.ones(4, np.float32), 2.0)
+    assert f.eval_shape(np.ones(3, np.float32), 2.0).shape == (3,)
+
+
+def test_donation():
+    f = ftrans.jit(lambda x, y: x * 2 + y, donate_argnums=0)
+    x = ftrans.device_put(jnp.arange(4.0))
+    out = f(x, jnp.ones(4))
+    _close(out, np.arange(4.0, dtype=np.float32) * 2 + 1)
+    assert x.is_deleted()
+    with pytest.raises(DeletedArrayError, match="donated"):
+        np.asarray(x)
+    with pytest.raises(DeletedArrayError, match="donated"):
+        f(x, jnp.ones(4))
+    with pytest.raises(DeletedArrayError, match="donated"):
+        ftrans.jit(lambda a: a + 1)(x)
+    with pytest.raises(FtransValueError, match="both static and donated"):
+        ftrans.jit(lambda a, b: a, static_argnums=0, donate_argnums=0)
+
+
+def test_bad_argument_types_name_the_path():
+    f = ftrans.jit(lambda p: p["a"][1])
+    with pytest.raises(FtransTypeError, match=r"args\[0\]\['a'\]\[0\]"):
+        f({"a": ["text", np.ones(2)]})
+    with pytest.raises(TypeError, match="not a valid array type"):
+        ftrans.jit(lambda x: x)(object())
+    with pytest.raises(TypeError, match="not an array"):
+        ftrans.jit(lambda x: "no")(np.ones(2))
+
+
+def test_trace_errors_point_at_user_code():
+    def f(x):
+        return jnp.ones(3) + x  # line reported
+
+    with pytest.raises(TypeError) as e:
+        ftrans.jit(f)(np.ones(4, np.float32))
+    assert "test_jit.py" in str(e.value)
+
+    def g(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(ftrans.errors.ConcretizationTypeError, match="test_jit.py"):
+        ftrans.jit(g)(1.0)
+
+
+def test_outputs_live_on_device_and_transfer_on_use():
+    f = ftrans.jit(lambda x: x + 1)
+    out = f(np.ones(3, np.float32))
+    assert isinstance(out, DeviceArray) and out.shape == (3,) and out.dtype == np.float32
+    assert out.block_until_ready() is out
+    assert "Array([2., 2., 2.]" in repr(out)
+    _close(out * 2, np.full(3, 4.0, np.float32))  # eager use transfers to the host once
+    np.testing.assert_array_equal(ftrans.device_get({"a": out})["a"], np.full(3, 2.0, np.float32))
+
+
+def test_devices_and_device_put():
+    devs = ftrans.devices()
+    assert len(devs) == 8 and ftrans.device_count() == 8  # tests/conftest.py forces 8 CPU devices
+    assert ftrans.default_backend() == "cpu"
+    assert ftrans.local_device_count() == len(ftrans.local_devices())
+    x = ftrans.device_put(np.arange(3, dtype=np.float32), devs[3])
+    assert x.device == devs[3]
+    y = ftrans.jit(lambda a: a * 2)(x)
+    assert y.device == devs[3]  # computation follows the data
+    z = ftrans.device_put({"a": 1.0, "b": [np.ones(2)]})
+    assert z["a"].weak_type and isinstance(z["b"][0], DeviceArray)
+    w = ftrans.device_put(x, devs[5])
+    assert w.device == devs[5]
+    with pytest.raises(ValueError, match="different devices"):
+        ftrans.jit(lambda a, b: a + b)(x, w)
+    f = ftrans.jit(lambda a: a + 1, device=devs[2])
+    assert f(np.ones(2, np.float32)).device == devs[2]
+
+
+def test_disable_jit():
+    seen = []
+
+    def f(x):
+        seen.append(type(x))
+        return x + 1
+
+    ftrans.config.update("disable_jit", True)
+    try:
+        ftrans.jit(f)(np.ones(2, np.float32))
+    finally:
+        ftrans.config.update("disable_jit", False)
+    assert seen and not issubclass(seen[0], ftrans.core.trace.Tracer)
+
+
+def test_threads_call_same_and_different_functions():
+    fs = [ftrans.jit(lambda x, k=k: jnp.sin(x) * k) for k in range(4)]
+    shared = ftrans.jit(lambda x: x * x + 1)
+    errors: list = []
+
+    def worker(i: int) -> None:
+        try:
+            rng = np.random.default_rng(i)
+            for _ in range(20):
+                x = rng.standard_normal(5).astype(np.float32)
+                _close(shared(x), x * x + 1)
+                k = i % 4
+                _close(fs[k](x), np.sin(x) * k)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_jit_of_method_needs_static_self():
+    class M:
+        @ftrans.jit
+        def f(self, x):
+            return x * 2
+
+        def g(self, x):
+            return x * 3
+
+    with pytest.raises(TypeError, match="args\\[0\\]"):  # as in JAX: self is an argument like any other
+        M().f(np.ones(2, np.float32))
+    m = M()
+    g = ftrans.jit(M.g, static_argnums=0)
+    M.__hash__ = object.__hash__
+    _close(g(m, np.ones(2, np.float32)), np.full(2, 3.0, np.float32))
+
+
+def test_eager_device_path_one_primitive_executables():
+    from ftrans.core.primitive import registry
+    from ftrans.lowering import device_eager
+
+    x = ftrans.device_put(np.arange(4, dtype=np.float32))
+    before = device_eager.stats["compiles"]
+    r1 = device_eager.apply(registry["sin"], [x], {}, x.device)
+    r2 = device_eager.apply(registry["sin"], [x], {}, x.device)
+    assert isinstance(r1, DeviceArray)
+    _close(r1, np.sin(np.arange(4, dtype=np.float32)))
+    _close(r2, r1)
+    assert device_eager.stats["compiles"] == before + 1
+
+
+def test_xla_rejection_names_the_op():
+    from ftrans.core import primitive as P
+    from ftrans.core.prims._base import standard_primitive
+    from ftrans.lowering.executable import XlaRejectedError
+    from ftrans.lowering.lower import lowering_rules, register_lowering
+
+    prim = standard_primitive("_test_broken", lambda x: x.shape, lambda x: x.dtype, lambda x: x)
+
+    @register_lowering(prim)
+    def _bad(ctx, x):  # emits an op with the wrong result type on purpose
+        return ctx.emit1("stablehlo.sine", [x], "tensor<7xi1>")
+
+    try:
+        with pytest.raises(XlaRejectedError, match="stablehlo.sine"):
+            ftrans.jit(lambda a: prim.bind(a))(np.ones(2, np.float32))
+    finally:
+        lowering_rules.pop(prim, None)
+        P.registry.pop("_test_broken", None)
+        P.abstract_eval_rules.pop(prim, None)
+        P.impl_rules.pop(prim, None)
