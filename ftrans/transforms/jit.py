@@ -331,9 +331,7 @@ class JitWrapped:
                 want = X.sig_of(a.aval, device.id)
                 if s != want:
                     a._sig = want
-                try:
-                    a._buf
-                except AttributeError:
+                if getattr(a, "_buf", None) is None:
                     X.to_buffer(a, device)
                 sigs.append(want)
             else:

@@ -4,3 +4,6 @@ Importing this package registers every rule in ``ftrans.lowering.lower.lowering_
 """
 
 from ftrans.lowering.rules import elementwise  # noqa: F401
+from ftrans.lowering.rules import indexing  # noqa: F401
+from ftrans.lowering.rules import structural  # noqa: F401
+from ftrans.lowering.rules import windowed  # noqa: F401
