@@ -64,16 +64,34 @@ def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
 
 
 def serialize(client: Any, executable: Any) -> bytes:
-    return client.serialize_executable(executable) if hasattr(client, "serialize_executable") \
-        else executable.serialize()
+    """PJRT's own serialization of a compiled executable (the on-disk cache's payload).
+
+    jaxlib 0.4.3x-0.10 put it on the client; some releases only on the executable.
+    """
+    if hasattr(client, "serialize_executable"):
+        return bytes(client.serialize_executable(executable))
+    return bytes(executable.serialize())
 
 
 def deserialize(client: Any, payload: bytes, devices: Sequence[Any]) -> Any:
-    dl = _xc.DeviceList(tuple(devices))
+    """The loaded executable ``serialize`` produced, bound to ``devices``.
+
+    The compile options mirror ``compile``'s so the program is loaded with the
+    partitioning it was built for.  Raises whatever PJRT raises for bytes it
+    cannot load (the cache treats any failure as a miss).
+    """
+    opts = _xc.CompileOptions()
+    build = opts.executable_build_options
+    build.num_replicas = 1
+    build.num_partitions = len(devices)
+    if len(devices) > 1:
+        build.use_spmd_partitioning = True
+    payload = bytes(payload)
     try:
-        return client.deserialize_executable(payload, dl, _xc.CompileOptions())
+        dl = _xc.DeviceList(tuple(devices))
+        return client.deserialize_executable(payload, dl, opts)
     except TypeError:  # signatures differ between jaxlib releases
-        return client.deserialize_executable(payload, _xc.CompileOptions())
+        return client.deserialize_executable(payload, opts)
 
 
 def execute(executable: Any, buffers: list) -> list:
@@ -81,14 +99,26 @@ def execute(executable: Any, buffers: list) -> list:
     return [o[0] for o in executable.execute_sharded(buffers).disassemble_into_single_device_arrays()]
 
 
-def execute_fn(executable: Any):
-    """A bound callable ``buffers -> list of per-output lists`` with as little in between as we can."""
+def result_handlers(out_avals: Sequence[Any], device: Any) -> list:
+    """C++ handlers that turn raw results into device buffers without calling back into Python.
+
+    Handing these to ``consume_with_handlers`` is what makes a call cheap: the
+    generic ``disassemble`` path asks Python for each output's sharding.
+    """
+    sh = _sharding(device)
+    return [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), sh, True, True)
+            for a in out_avals]
+
+
+def execute_fn(executable: Any, out_avals: Sequence[Any], device: Any):
+    """A bound callable ``buffers -> list of output buffers`` with as little in between as we can."""
     run = executable.execute_sharded
+    handlers = result_handlers(out_avals, device)
 
     def call(buffers: list) -> list:
-        return run(buffers).disassemble_into_single_device_arrays()
+        return run(buffers).consume_with_handlers(handlers)
 
-    return call
+    return call, run, handlers
 
 
 @functools.lru_cache(maxsize=4096)
