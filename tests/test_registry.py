@@ -285,7 +285,16 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
     for name in BINARY:
         samples[name] = _elementwise_samples(name, 2)
     samples["integer_pow"] = _elementwise_samples("integer_pow", 1)
+    samples["jit_call"] = _jit_call_samples()
     return samples
+
+
+def _jit_call_samples() -> list[tuple[tuple, dict]]:
+    """A staged jit call, as ``make_jaxpr`` of a jitted function records it."""
+    x = arr((2, 3), f32)
+    closed = ftrans.make_jaxpr(lambda a: ftrans.jit(lambda b: (b * 2.0, b.sum()))(a))(x)
+    (eqn,) = closed.eqns
+    return [((x,), dict(eqn.params))]
 
 
 

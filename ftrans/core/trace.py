@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ftrans import errors
-from ftrans.core import dtypes
 from ftrans.core import array as _array_mod
+from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray

@@ -141,7 +141,7 @@ def load(client: Any, text: str, devices: list) -> Any:
     path = directory / key.hex()
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a plain miss; ``store`` reports a bad directory
         _count("misses")
         return None
     except OSError as e:
