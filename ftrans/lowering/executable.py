@@ -151,8 +151,10 @@ def to_buffer(x: Any, device: Any) -> Any:
             buf = x._buf
         except AttributeError:
             buf = None
-        if buf is not None and compat.buf_device(buf) == device:
-            return buf
+        if buf is not None:
+            if compat.buf_device(buf) == device:
+                return buf
+            return compat.device_put(x._value, device)  # the cached copy stays where it is
         buf = compat.device_put(x._value, device)
         x._buf = buf
         return buf

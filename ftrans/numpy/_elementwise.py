@@ -27,7 +27,7 @@ from ftrans.core.array import Array
 from ftrans.core.primitive import Primitive, _all_weak, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.prims._base import INEXACT, NUM
+from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
 from ftrans.core.trace import Tracer, state
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
@@ -171,6 +171,22 @@ def _full_bool(like: Any, value: bool) -> Any:
     return broadcast_to_shape(Array._new(np.asarray(value), False), shape_of(like))
 
 
+def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array | None:
+    """``prim``'s NumPy rule applied to ``x`` directly, or None where the general path is needed.
+
+    Applies to an ftrans Array with no transform active whose dtype is in
+    ``allowed`` (the dtypes for which the function is exactly one primitive,
+    with no promotion) and, if weakly typed, promotes to itself.  It skips
+    only ``bind``'s dispatch, so the result is the general path's.
+    """
+    if type(x) is Array and state.eval_only:
+        xv = x._value
+        d = xv.dtype
+        if d in allowed and (not x.weak_type or _weak_stable(d)):
+            return Array._new(prim.impl(xv, **params), prim.weak_type_rule((x.weak_type,), **params))
+    return None
+
+
 # ---------------------------------------------------------------- binary ufunc factory
 def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
             allowed: frozenset | None = None, doc: str | None = None):
@@ -250,6 +266,8 @@ minimum = _binary(E.min_p, "minimum")
 
 @_export
 def negative(x: Any, /) -> Any:
+    if (r := _fast1(E.neg_p, x, NUM)) is not None:
+        return r
     (x,) = promote_args("negative", x)
     d = _dtype(x)
     if d not in NUM:
@@ -423,18 +441,24 @@ __all__.append("pow")
 
 @_export
 def square(x: Any, /) -> Any:
+    if (r := _fast1(E.integer_pow_p, x, NUM, y=2)) is not None:
+        return r
     (x,) = _numeric("square", x)
     return E.integer_pow_p.bind(x, y=2)
 
 
 @_export
 def reciprocal(x: Any, /) -> Any:
+    if (r := _fast1(E.integer_pow_p, x, INEXACT, y=-1)) is not None:
+        return r
     (x,) = _inexact("reciprocal", x)
     return E.integer_pow_p.bind(x, y=-1)
 
 
 @_export
 def absolute(x: Any, /) -> Any:
+    if (r := _fast1(E.abs_p, x, SIGNED_NUM)) is not None:
+        return r
     check_arraylike("absolute", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -449,6 +473,8 @@ __all__.append("abs")
 
 @_export
 def sign(x: Any, /) -> Any:
+    if (r := _fast1(E.sign_p, x, NUM)) is not None:
+        return r
     check_arraylike("sign", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -479,6 +505,8 @@ arctanh = _unary(E.atanh_p, "arctanh")
 
 @_export
 def cbrt(x: Any, /) -> Any:
+    if (r := _fast1(E.cbrt_p, x, FLOAT)) is not None:
+        return r
     (x,) = _inexact("cbrt", x)
     d = _dtype(x)
     if d.kind == "c":
@@ -562,6 +590,8 @@ def hypot(x1: Any, x2: Any, /) -> Any:
 # ---------------------------------------------------------------- rounding
 def _rounding(prim: Primitive, name: str):
     def fn(x: Any, /) -> Any:
+        if (r := _fast1(prim, x, FLOAT)) is not None:
+            return r
         check_arraylike(name, x)
         x = as_operand(x)
         d = _dtype(x)
@@ -595,6 +625,8 @@ def trunc(x: Any, /) -> Any:
 
 @_export
 def rint(x: Any, /) -> Any:
+    if (r := _fast1(E.round_p, x, FLOAT, rounding_method=1)) is not None:
+        return r
     check_arraylike("rint", x)
     x = as_operand(x)
     d = _dtype(x)

@@ -19,6 +19,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
+from ftrans.core.prims._base import quiet
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
@@ -208,8 +209,8 @@ def _cast_to_bool(x: Any) -> Any:
 # fast path below performs exactly the NumPy calls the general path's
 # primitives make (same conversions, same reduction, same division), so the
 # results are bit-identical (tests/test_eager_fastpaths.py checks it); anything
-# unusual (0-d operands, any argument given, a floating-point warning turned
-# into an error) takes the general path.
+# unusual (0-d operands, any argument given) takes the general path.  Like the
+# primitives' rules, they run with NumPy's floating-point errors ignored.
 _HALF = (dtypes.float16, dtypes.bfloat16)
 _F32 = np.dtype(np.float32)
 
@@ -223,35 +224,31 @@ def _fast_operand(a: Any) -> np.ndarray | None:
     return None
 
 
-def _fast_sum(v: np.ndarray) -> Array | None:
+@quiet
+def _fast_sum(v: np.ndarray) -> Array:
     """``sum`` over all axes: half floats accumulate in float32; small ints and bools widen."""
     d = v.dtype
-    try:
-        if d in _HALF:
-            r = np.add.reduce(v.astype(_F32), axis=None, dtype=_F32).astype(d)
-        elif dtypes.is_inexact(d):
-            r = np.add.reduce(v, axis=None, dtype=d)
-        else:
-            # Integer addition wraps identically in any order, so widening inside
-            # the reduction equals the general path's convert-then-reduce.
-            r = np.add.reduce(v, axis=None, dtype=_promote_integer_dtype(d))
-    except RuntimeWarning:  # a user's filter made a NumPy warning an error
-        return None
+    if d in _HALF:
+        r = np.add.reduce(v.astype(_F32), axis=None, dtype=_F32).astype(d)
+    elif dtypes.is_inexact(d):
+        r = np.add.reduce(v, axis=None, dtype=d)
+    else:
+        # Integer addition wraps identically in any order, so widening inside
+        # the reduction equals the general path's convert-then-reduce.
+        r = np.add.reduce(v, axis=None, dtype=_promote_integer_dtype(d))
     return Array._new(r, False)
 
 
+@quiet
 def _fast_extremum(v: np.ndarray, ufunc: np.ufunc) -> Array | None:
     """``max`` / ``min`` over all axes of a non-empty array (empty ones raise on the general path)."""
     if not v.size:
         return None
-    try:
-        r = ufunc.reduce(v, axis=None)
-    except RuntimeWarning:
-        return None
-    return Array._new(r, False)
+    return Array._new(ufunc.reduce(v, axis=None), False)
 
 
-def _fast_mean(v: np.ndarray) -> Array | None:
+@quiet
+def _fast_mean(v: np.ndarray) -> Array:
     """``mean`` over all axes: the float sum divided by the count, as the general path computes it."""
     d = v.dtype
     if dtypes.is_inexact(d):
@@ -259,12 +256,9 @@ def _fast_mean(v: np.ndarray) -> Array | None:
         compute = _F32 if d in _HALF else d
     else:
         result = compute = dtypes.default_float()
-    try:
-        x = v if compute == d else v.astype(compute)
-        total = np.add.reduce(x, axis=None, dtype=compute)
-        r = np.true_divide(total, np.asarray(v.size).astype(compute)).astype(compute, copy=False)
-    except RuntimeWarning:
-        return None
+    x = v if compute == d else v.astype(compute)
+    total = np.add.reduce(x, axis=None, dtype=compute)
+    r = np.true_divide(total, np.asarray(v.size).astype(compute)).astype(compute, copy=False)
     if result != compute:
         r = r.astype(result)
     return Array._new(r, False)
@@ -277,8 +271,8 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims:
     if (axis is None and dtype is None and out is None and keepdims is False and initial is None
             and where is None and promote_integers is True):
         v = _fast_operand(a)
-        if v is not None and (r := _fast_sum(v)) is not None:
-            return r
+        if v is not None:
+            return _fast_sum(v)
     _no_out("sum", out)
     return _reduction("sum", a, R.reduce_sum_p, 0, bool_prim=R.reduce_or_p, preproc=_cast_to_numeric,
                       upcast_f16=dtype is None, axis=axis, dtype=dtype, keepdims=keepdims,
@@ -362,8 +356,8 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims
     """``jnp.mean``: integers and bools average to the default float type."""
     if axis is None and dtype is None and out is None and keepdims is False and where is None:
         v = _fast_operand(a)
-        if v is not None and (r := _fast_mean(v)) is not None:
-            return r
+        if v is not None:
+            return _fast_mean(v)
     _no_out("mean", out)
     x = _operand("mean", a)
     d = dtype_weak(x)[0]

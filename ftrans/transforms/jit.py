@@ -36,7 +36,9 @@ from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import Tracer, stage
+from ftrans.devices import _client, default_device
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 from ftrans.lowering.lower import register_lowering
 
@@ -52,6 +54,7 @@ def _on_config_change(name: str, value: Any) -> None:
     if name == "enable_x64":  # signatures canonicalise differently: start over
         for f in list(_all_jitted):
             f._fast.clear()
+            f._tree_fast.clear()
 
 
 _config_mod.config._listeners.append(_on_config_change)
@@ -214,6 +217,7 @@ class JitWrapped:
         self._inline = inline
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._fast: dict[tuple, _Entry] = {}
+        self._tree_fast: dict[tuple, _Entry] = {}
         self._fast_ok = not (self._static_argnums or self._static_argnames or self._donate_argnums
                              or self._donate_argnames)
         self._lock = threading.Lock()
@@ -279,6 +283,23 @@ class JitWrapped:
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if not _trace.active_anywhere:
+            # Second fast tier: any pytree whose leaves all carry a signature (resident arrays).
+            try:
+                tkey = (in_tree, tuple([leaf._sig for leaf in leaves]), statics)
+            except AttributeError:
+                tkey = None
+            if tkey is not None:
+                entry = self._tree_fast.get(tkey)
+                if entry is not None:
+                    self.hits += 1
+                    exe = entry.exe
+                    try:
+                        outs = exe.wrap(exe.run([leaf._buf for leaf in leaves]))
+                    except Exception:  # a deleted (donated) buffer: the general path explains
+                        pass
+                    else:
+                        return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
         avals = []
         tracing = False
         for leaf in leaves:
@@ -293,10 +314,7 @@ class JitWrapped:
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
-        with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None:
-                self._cache.move_to_end(key)
+        entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         if entry is None:
             self.misses += 1
             entry = self._compile(full_args, full_kwargs, statics, in_tree, avals, device)
@@ -305,6 +323,7 @@ class JitWrapped:
                 while len(self._cache) > self._max:
                     self._cache.popitem(last=False)
                     self._fast.clear()
+                    self._tree_fast.clear()
         else:
             self.hits += 1
         exe = entry.exe
@@ -314,36 +333,43 @@ class JitWrapped:
         outs = exe.wrap(exe.run(bufs))
         if entry.donate_mask:
             _forget_donated(leaves, entry.donate_mask)
-        if self._fast_ok and not kwargs and all(type(x) is DeviceArray or type(x) is Array for x in args) \
-                and len(leaves) == len(args):
-            self._remember_fast(args, device, entry)
+        else:
+            self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         if entry.single:
             return outs[0]
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
-    def _remember_fast(self, args: tuple, device: Any, entry: _Entry) -> None:
-        """Give host Arrays a signature and a device copy so their next call takes the fast path."""
+    def _remember_fast(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
+                       device: Any, entry: _Entry) -> None:
+        """Register the call's signatures so the next identical call skips the general path.
+
+        Host Arrays get a signature for the device their cached copy lives on;
+        a call whose leaves are not all resident on ``device`` is not registered.
+        """
         sigs = []
-        for a in args:
-            if type(a) is Array:
-                try:
-                    s = a._sig
-                except AttributeError:
-                    s = None
-                want = X.sig_of(a.aval, device.id)
-                if s != want:
-                    a._sig = want
-                if getattr(a, "_buf", None) is None:
-                    X.to_buffer(a, device)
+        for leaf in leaves:
+            t = type(leaf)
+            if t is DeviceArray:
+                if leaf._sig[3] != device.id:
+                    return
+                sigs.append(leaf._sig)
+            elif t is Array:
+                buf = getattr(leaf, "_buf", None)
+                if buf is None or compat.buf_device(buf) != device:
+                    return
+                want = X.sig_of(leaf.aval, device.id)
+                leaf._sig = want
                 sigs.append(want)
             else:
-                sigs.append(a._sig)
-        if len(self._fast) < self._max:
+                return
+        if len(self._tree_fast) >= self._max:
+            return
+        self._tree_fast[(in_tree, tuple(sigs), statics)] = entry
+        if self._fast_ok and not kwargs and len(leaves) == len(args) and \
+                all(type(a) is DeviceArray or type(a) is Array for a in args):
             self._fast[tuple(sigs)] = entry
 
     def _target_device(self, leaves: list) -> Any:
-        from ftrans.devices import _client, default_device
-
         if self._device is not None:
             return self._device
         if self._backend is not None:
@@ -353,7 +379,7 @@ class JitWrapped:
             if type(leaf) is DeviceArray:
                 if leaf._buf.is_deleted():
                     leaf._value  # raises DeletedArrayError naming the problem  # noqa: B018
-                d = leaf.device
+                d = leaf.device if dev is None or leaf._sig[3] != dev.id else dev
                 if dev is None:
                     dev = d
                 elif d != dev:
@@ -452,6 +478,7 @@ class JitWrapped:
         with self._lock:
             self._cache.clear()
             self._fast.clear()
+            self._tree_fast.clear()
 
     _clear_cache = clear_cache
 

@@ -3,7 +3,11 @@
 Importing this package registers every rule in ``ftrans.lowering.lower.lowering_rules``.
 """
 
-from ftrans.lowering.rules import elementwise  # noqa: F401
-from ftrans.lowering.rules import indexing  # noqa: F401
-from ftrans.lowering.rules import structural  # noqa: F401
-from ftrans.lowering.rules import windowed  # noqa: F401
+from ftrans.lowering.rules import (
+    elementwise,  # noqa: F401
+    indexing,  # noqa: F401
+    reductions,  # noqa: F401
+    sorting,  # noqa: F401
+    structural,  # noqa: F401
+    windowed,  # noqa: F401
+)

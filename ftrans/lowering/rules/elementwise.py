@@ -32,8 +32,7 @@ def _simple(prim, op: str) -> None:
 
 for _prim, _op in [
     (E.add_p, "stablehlo.add"), (E.sub_p, "stablehlo.subtract"), (E.mul_p, "stablehlo.multiply"),
-    (E.neg_p, "stablehlo.negate"), (E.max_p, "stablehlo.maximum"), (E.min_p, "stablehlo.minimum"),
-    (E.div_p, "stablehlo.divide"), (E.rem_p, "stablehlo.remainder"), (E.abs_p, "stablehlo.abs"),
+    (E.neg_p, "stablehlo.negate"), (E.div_p, "stablehlo.divide"), (E.rem_p, "stablehlo.remainder"), (E.abs_p, "stablehlo.abs"),
 (E.exp_p, "stablehlo.exponential"), (E.log_p, "stablehlo.log"),
     (E.log1p_p, "stablehlo.log_plus_one"), (E.expm1_p, "stablehlo.exponential_minus_one"),
     (E.sqrt_p, "stablehlo.sqrt"), (E.rsqrt_p, "stablehlo.rsqrt"), (E.cbrt_p, "stablehlo.cbrt"),
@@ -63,6 +62,37 @@ def _pow(ctx: LoweringContext, x, y):
     if ya.dtype != xa.dtype:  # an integer exponent: XLA's power wants one dtype
         y = ctx.convert(y, ya.update(shape=shape), xa.dtype)
     return ctx.emit1("stablehlo.power", [x, y])
+
+
+def _minmax(prim, op: str, direction: str) -> None:
+    """max/min; complex operands are ordered lexicographically (real, then imaginary), as in NumPy and jax."""
+
+    def rule(ctx: LoweringContext, x, y):
+        x, y = _operands(ctx, (x, y))
+        out = ctx.avals_out[0]
+        if out.dtype.kind != "c":
+            return ctx.emit1(op, [x, y])
+        part = dtypes.float64 if out.dtype == dtypes.complex128 else dtypes.float32
+        pt = mt.tensor_type(out.shape, part)
+        bt = mt.tensor_type(out.shape, dtypes.bool_)
+
+        def cmp(a, b, d):
+            return ctx.emit1("stablehlo.compare", [a, b], bt, {
+                "comparison_direction": f"#stablehlo<comparison_direction {d}>",
+                "compare_type": "#stablehlo<comparison_type FLOAT>"})
+
+        xr, yr = ctx.emit1("stablehlo.real", [x], pt), ctx.emit1("stablehlo.real", [y], pt)
+        xi, yi = ctx.emit1("stablehlo.imag", [x], pt), ctx.emit1("stablehlo.imag", [y], pt)
+        strict = cmp(xr, yr, direction)
+        tie = ctx.emit1("stablehlo.and", [cmp(xr, yr, "EQ"), cmp(xi, yi, direction[0] + "E")], bt)
+        pick_x = ctx.emit1("stablehlo.or", [strict, tie], bt)
+        return ctx.emit1("stablehlo.select", [pick_x, x, y])
+
+    register_lowering(prim)(rule)
+
+
+_minmax(E.max_p, "stablehlo.maximum", "GT")
+_minmax(E.min_p, "stablehlo.minimum", "LT")
 
 
 @register_lowering(E.sign_p)

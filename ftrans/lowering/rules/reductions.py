@@ -1,0 +1,197 @@
+"""Lowering of the reductions over axes, the arg-reductions and ``dot_general``.
+
+Each reduction is one ``stablehlo.reduce`` whose init value is the operation's
+identity, so reducing an empty axis gives the identity exactly as the impl rule
+does.  Half-precision sums and products accumulate in float32 and round once at
+the end, as the impl rule does (XLA's CPU backend would otherwise accumulate in
+bfloat16).  ``argmax``/``argmin`` reduce (value, index) pairs together with a
+comparator that is a total order -- NaN beats every number, equal values prefer
+the lower index -- so the reduction is associative and commutative and XLA may
+evaluate it in any order.  ``dot_general`` accumulates in the same dtype as the
+impl rule (float32 for half precision, int32 for bool) and converts the result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.avals import ShapedArray
+from ftrans.core.prims import reductions as R
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, register_lowering
+
+_HALF = (np.dtype(dtypes.bfloat16), np.dtype(dtypes.float16))
+_BOOL = np.dtype(dtypes.bool_)
+_I1 = mt.tensor_type((), _BOOL)
+
+
+def identity(kind: str, dtype: np.dtype) -> np.ndarray:
+    """The init value that leaves a ``kind`` reduction over ``dtype`` unchanged."""
+    dtype = np.dtype(dtype)
+    if kind in ("sum", "or", "xor"):
+        return np.zeros((), dtype)
+    if kind == "prod":
+        return np.ones((), dtype)
+    if kind == "and":
+        return np.asarray(True) if dtype == _BOOL else np.asarray(-1).astype(dtype)
+    if dtype == _BOOL:
+        return np.asarray(kind == "min")
+    if dtypes.is_float(dtype):
+        return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
+    if dtype.kind == "c":
+        v = -np.inf if kind == "max" else np.inf
+        return np.asarray(complex(v, v), dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if kind == "max" else info.max, dtype)
+
+
+def body_op(kind: str, dtype: np.dtype) -> str:
+    """The StableHLO op combining two partial results of a ``kind`` reduction."""
+    if np.dtype(dtype) == _BOOL and kind in ("max", "min"):
+        return "stablehlo.or" if kind == "max" else "stablehlo.and"
+    return {
+        "sum": "stablehlo.add", "prod": "stablehlo.multiply", "max": "stablehlo.maximum",
+        "min": "stablehlo.minimum", "and": "stablehlo.and", "or": "stablehlo.or", "xor": "stablehlo.xor",
+    }[kind]
+
+
+def compare(f: mt.FuncEmitter, x: str, y: str, dtype: np.dtype, direction: str,
+            compare_type: str | None = None, shape: tuple[int, ...] = ()) -> str:
+    """``x <direction> y`` (both of ``dtype`` and ``shape``) as a boolean tensor, emitted on ``f``."""
+    dtype = np.dtype(dtype)
+    if compare_type is None:
+        if dtypes.is_float(dtype) or dtype.kind == "c":
+            compare_type = "FLOAT"
+        elif dtype.kind == "u" or dtype == _BOOL:
+            compare_type = "UNSIGNED"
+        else:
+            compare_type = "SIGNED"
+    return f.emit("stablehlo.compare", [x, y], [mt.tensor_type(shape, _BOOL)], {
+        "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
+        "compare_type": f"#stablehlo<comparison_type {compare_type}>",
+    })[0]
+
+
+def _reduce(kind: str):
+    def rule(ctx: LoweringContext, x, *, axes):
+        a = ctx.avals_in[0]
+        out = ctx.avals_out[0]
+        wide = kind in ("sum", "prod") and np.dtype(a.dtype) in _HALF
+        calc = np.dtype(dtypes.float32) if wide else np.dtype(a.dtype)
+        x = ctx.convert(x, a, calc)
+        init = ctx.scalar(identity(kind, calc), calc)
+        y = ctx.emit1("stablehlo.reduce", [x, init], mt.tensor_type(out.shape, calc),
+                      attrs={"dimensions": mt.i64_array(sorted(int(d) for d in axes))},
+                      regions=[ctx.reduce_region(body_op(kind, calc), calc)])
+        return ctx.convert(y, out.update(dtype=calc), out.dtype)
+
+    rule.__name__ = f"_lower_reduce_{kind}"
+    return rule
+
+
+for _prim, _kind in [(R.reduce_sum_p, "sum"), (R.reduce_prod_p, "prod"), (R.reduce_max_p, "max"),
+                     (R.reduce_min_p, "min"), (R.reduce_and_p, "and"), (R.reduce_or_p, "or"),
+                     (R.reduce_xor_p, "xor")]:
+    register_lowering(_prim)(_reduce(_kind))
+
+
+# ---------------------------------------------------------------- argmax / argmin
+def _and(f: mt.FuncEmitter, x: str, y: str) -> str:
+    return f.emit("stablehlo.and", [x, y], [_I1])[0]
+
+
+def _or(f: mt.FuncEmitter, x: str, y: str) -> str:
+    return f.emit("stablehlo.or", [x, y], [_I1])[0]
+
+
+def _better_and_equal(f: mt.FuncEmitter, a: str, b: str, dtype: np.dtype, direction: str) -> tuple[str, str]:
+    """(``a`` strictly beats ``b``, ``a`` ties ``b``) for one value of an arg-reduction.
+
+    NaN beats every non-NaN and ties another NaN, as in the impl rule; complex
+    values compare by real part, then imaginary part (NumPy's order), and are
+    NaN if either part is.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        part = np.dtype(dtypes.float64 if dtype == dtypes.complex128 else dtypes.float32)
+        pt = mt.tensor_type((), part)
+        ar, ai = (f.emit(op, [a], [pt])[0] for op in ("stablehlo.real", "stablehlo.imag"))
+        br, bi = (f.emit(op, [b], [pt])[0] for op in ("stablehlo.real", "stablehlo.imag"))
+        a_nan = _or(f, compare(f, ar, ar, part, "NE"), compare(f, ai, ai, part, "NE"))
+        b_nan = _or(f, compare(f, br, br, part, "NE"), compare(f, bi, bi, part, "NE"))
+        req = compare(f, ar, br, part, "EQ")
+        num_better = _or(f, compare(f, ar, br, part, direction),
+                         _and(f, req, compare(f, ai, bi, part, direction)))
+        num_equal = _and(f, req, compare(f, ai, bi, part, "EQ"))
+    elif dtypes.is_float(dtype):
+        a_nan = compare(f, a, a, dtype, "NE")
+        b_nan = compare(f, b, b, dtype, "NE")
+        num_better = compare(f, a, b, dtype, direction)
+        num_equal = compare(f, a, b, dtype, "EQ")
+    else:
+        return compare(f, a, b, dtype, direction), compare(f, a, b, dtype, "EQ")
+    not_b_nan = f.emit("stablehlo.not", [b_nan], [_I1])[0]
+    # With NaNs: a beats b if a is NaN and b is not; comparisons involving NaN are false anyway.
+    better = _or(f, _and(f, a_nan, not_b_nan), num_better)
+    equal = _or(f, _and(f, a_nan, b_nan), num_equal)
+    return better, equal
+
+
+def _arg(kind: str):
+    direction = "GT" if kind == "max" else "LT"
+
+    def rule(ctx: LoweringContext, x, *, axes, index_dtype):
+        a = ctx.avals_in[0]
+        out = ctx.avals_out[0]
+        (ax,) = axes
+        vt, it = mt.tensor_type((), a.dtype), mt.tensor_type((), index_dtype)
+        idx = ctx.emit1("stablehlo.iota", [], mt.tensor_type(a.shape, index_dtype),
+                        {"iota_dimension": f"{int(ax)} : i64"})
+        inits = [ctx.scalar(identity(kind, a.dtype), a.dtype), ctx.scalar(0, index_dtype)]
+
+        def body(f: mt.FuncEmitter, args: list[str]) -> list[str]:
+            av, ai, bv, bi = args
+            better, equal = _better_and_equal(f, av, bv, a.dtype, direction)
+            pick = _or(f, better, _and(f, equal, compare(f, ai, bi, np.dtype(index_dtype), "LT")))
+            return [f.emit("stablehlo.select", [pick, av, bv], [vt])[0],
+                    f.emit("stablehlo.select", [pick, ai, bi], [it])[0]]
+
+        region = ctx.fn.region([vt, it, vt, it], body)
+        _, res = ctx.emit("stablehlo.reduce", [x, idx, *inits],
+                          [mt.tensor_type(out.shape, a.dtype), mt.aval_type(out)],
+                          attrs={"dimensions": mt.i64_array([ax])}, regions=[region])
+        return res
+
+    rule.__name__ = f"_lower_arg{kind}"
+    return rule
+
+
+register_lowering(R.argmax_p)(_arg("max"))
+register_lowering(R.argmin_p)(_arg("min"))
+
+
+# ---------------------------------------------------------------- dot_general
+def _dims(values) -> str:
+    return "[" + ", ".join(str(int(v)) for v in values) + "]"
+
+
+@register_lowering(R.dot_general_p)
+def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision=None,
+                 preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    la, ra = ctx.avals_in
+    out = ctx.avals_out[0]
+    calc = np.dtype(R._dot_compute_dtype(np.dtype(la.dtype), np.dtype(out.dtype)))
+    if np.dtype(la.dtype) == _BOOL:  # XLA has no boolean dot: count the true terms in int32
+        lhs, rhs = ctx.convert(lhs, la, calc), ctx.convert(rhs, ra, calc)
+    # Otherwise a wider result type makes XLA accumulate in it without widening the operands
+    # (bfloat16 inputs keep using bfloat16 matrix units), as jax emits preferred_element_type.
+    dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
+             f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
+    y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc),
+                  {"dot_dimension_numbers": dnums})
+    if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"
+        zero = ctx.broadcast(ctx.scalar(0, calc), ShapedArray((), calc), out.shape)
+        return compare(ctx.fn, y, zero, calc, "NE", shape=tuple(out.shape))
+    return ctx.convert(y, out.update(dtype=calc), out.dtype)

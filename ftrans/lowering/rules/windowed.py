@@ -1,0 +1,68 @@
+"""Lowering of the windowed reductions (``reduce_window_sum`` / ``_max`` / ``_min``).
+
+Each becomes one ``stablehlo.reduce_window`` whose init value is the
+reduction's identity, so padding and base dilation (which XLA fills with the
+init value) never change a window's result, as in the impl rule.  Half-precision
+sums accumulate in float32 and round once at the end, as the impl rule does;
+boolean max/min are ``or``/``and``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.prims import windowed as W
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, register_lowering
+
+_HALF = (np.dtype(dtypes.bfloat16), np.dtype(dtypes.float16))
+
+
+def _identity(kind: str, dtype: np.dtype) -> np.ndarray:
+    """The init value that leaves every window's reduction unchanged."""
+    if kind == "sum":
+        return np.zeros((), dtype)
+    if dtype == dtypes.bool_:
+        return np.asarray(kind == "min")
+    if dtypes.is_float(dtype):
+        return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if kind == "max" else info.max, dtype)
+
+
+def _body_op(kind: str, dtype: np.dtype) -> str:
+    if kind == "sum":
+        return "stablehlo.add"
+    if dtype == dtypes.bool_:
+        return "stablehlo.or" if kind == "max" else "stablehlo.and"
+    return "stablehlo.maximum" if kind == "max" else "stablehlo.minimum"
+
+
+def _rule(kind: str):
+    def rule(ctx: LoweringContext, x, *, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation):
+        a = ctx.avals_in[0]
+        out = ctx.avals_out[0]
+        if a.ndim == 0:  # one window of one element
+            return x
+        calc = np.dtype(dtypes.float32) if kind == "sum" and np.dtype(a.dtype) in _HALF else np.dtype(a.dtype)
+        x = ctx.convert(x, a, calc)
+        init = ctx.scalar(_identity(kind, calc), calc)
+        pads = [int(v) for pair in padding for v in pair]
+        y = ctx.emit1("stablehlo.reduce_window", [x, init], mt.tensor_type(out.shape, calc), attrs={
+            "window_dimensions": mt.i64_array(window_dimensions),
+            "window_strides": mt.i64_array(window_strides),
+            "base_dilations": mt.i64_array(base_dilation),
+            "window_dilations": mt.i64_array(window_dilation),
+            "padding": mt.i64_elements(pads, (a.ndim, 2)),
+        }, regions=[ctx.reduce_region(_body_op(kind, calc), calc)])
+        return ctx.convert(y, out.update(dtype=calc), out.dtype)
+
+    rule.__name__ = f"_lower_reduce_window_{kind}"
+    return rule
+
+
+register_lowering(W.reduce_window_sum_p)(_rule("sum"))
+register_lowering(W.reduce_window_max_p)(_rule("max"))
+register_lowering(W.reduce_window_min_p)(_rule("min"))

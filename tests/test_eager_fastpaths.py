@@ -1,0 +1,234 @@
+"""The eager fast paths give exactly the general path's results, and jax's types.
+
+``jnp.sin(x)``, ``jnp.negative(x)``, ``x * 2.0``, ``jnp.sum(x)`` and friends
+skip promotion and ``bind`` when their operand is an ftrans Array and no
+transform is active.  Each case here is computed three ways: eagerly (the fast
+path where it applies), staged (``make_jaxpr`` + ``typecheck`` + ``eval_jaxpr``,
+which runs the primitives' own rules through ``bind``), and with jax.  Eager
+and staged results must agree bit for bit, in dtype and in weak type; both must
+match jax in dtype and weak type and in value to float tolerance.
+"""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax._src.lax.lax import _convert_element_type as jax_convert
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans.core import trace as ftrace
+from ftrans.core.array import Array
+from ftrans.core.ir import typecheck
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = [np.dtype(d) for d in (np.bool_, np.int8, np.int32, np.uint32, np.float16, BF16,
+                                np.float32, np.complex64)]
+SHAPES = [(), (5,), (0,), (2, 3)]
+
+UNARY = ["sin", "cos", "exp", "log", "sqrt", "tanh", "arctanh", "expm1", "log1p",
+         "negative", "square", "reciprocal", "abs", "sign", "cbrt", "floor", "ceil", "rint"]
+SCALAR_BINARY = ["multiply", "add", "subtract", "maximum", "minimum", "true_divide", "less"]
+REDUCTIONS = ["sum", "max", "min", "mean"]
+
+
+# ---------------------------------------------------------------- helpers
+def _value(dtype: np.dtype, shape: tuple) -> np.ndarray:
+    """Deterministic values inside every tested function's domain (0.1 .. 0.9, or 1 .. 4)."""
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(n + len(shape))
+    if dtype == np.bool_:
+        v = rng.integers(0, 2, n).astype(bool)
+    elif dtype.kind in "iu":
+        v = rng.integers(1, 5, n).astype(dtype)
+    elif dtype.kind == "c":
+        v = (rng.uniform(0.1, 0.9, n) + 1j * rng.uniform(-0.5, 0.5, n)).astype(dtype)
+    else:
+        v = rng.uniform(0.1, 0.9, n).astype(dtype)
+    return v.reshape(shape)
+
+
+def _inputs(dtype: np.dtype, shape: tuple, weak: bool):
+    v = _value(dtype, shape)
+    return Array._new(v, weak), jax_convert(v, weak_type=weak)
+
+
+def staged(f, *args):
+    closed = ftrans.make_jaxpr(f)(*args)
+    typecheck(closed)
+    out = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    return out[0] if isinstance(out, (list, tuple)) else out
+
+
+def _run(f, *args):
+    try:
+        return f(*args), None
+    except Exception as e:  # noqa: BLE001 - the error type itself is compared
+        return None, e
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(np.asarray(a)).tobytes()
+
+
+def _tol(d: np.dtype) -> float:
+    return {np.dtype(np.float16): 2e-3, BF16: 1e-2}.get(d, 2e-6)
+
+
+def check(name: str, f_ftrans, f_jax, x_f, x_j, values: bool = True) -> None:
+    """Eager == staged bit for bit; jax's dtype and weak type (``jax.eval_shape``: no compiling),
+    and jax's values when ``values`` (each new jax shape and dtype costs a compile)."""
+    eager, e_err = _run(f_ftrans, x_f)
+    traced, t_err = _run(lambda x: staged(f_ftrans, x), x_f)
+    want, j_err = _run(lambda x: (f_jax(x) if values else jax.eval_shape(f_jax, x)), x_j)
+    want_aval = None if want is None else (want.aval if values else want)
+    assert (e_err is None) == (t_err is None), f"{name}: eager {e_err!r} vs staged {t_err!r}"
+    assert (e_err is None) == (j_err is None), f"{name}: ftrans {e_err!r} vs jax {j_err!r}"
+    if e_err is not None:
+        assert type(e_err) is type(t_err), f"{name}: eager {e_err!r} vs staged {t_err!r}"
+        return
+    assert isinstance(eager, Array), f"{name}: got {type(eager)}"
+    # Fast path == general path, bit for bit.
+    assert eager.dtype == traced.dtype and eager.shape == traced.shape, f"{name}: {eager.aval} vs {traced.aval}"
+    assert eager.weak_type == traced.weak_type, f"{name}: weak {eager.weak_type} vs staged {traced.weak_type}"
+    assert _bits(eager) == _bits(traced), f"{name}: eager {eager} != staged {traced}"
+    # And jax's type and value.
+    assert eager.shape == want_aval.shape and eager.dtype == want_aval.dtype, f"{name}: {eager.aval} vs jax {want_aval}"
+    assert eager.weak_type == want_aval.weak_type, f"{name}: weak {eager.weak_type} vs jax {want_aval}"
+    if not values:
+        return
+    g, w = np.asarray(eager), np.asarray(want)
+    if w.dtype.kind in "fcV":
+        t = _tol(w.dtype)
+        np.testing.assert_allclose(g.astype(np.complex128), w.astype(np.complex128), rtol=t, atol=t,
+                                   equal_nan=True, err_msg=name)
+    else:
+        np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+CASES = [(d, s, w) for d in DTYPES for s in SHAPES for w in (False, True)
+         if not w or d in (np.dtype(np.int32), np.dtype(np.float32), np.dtype(np.complex64))]
+# Elementwise functions do not care about rank beyond 0-d versus not.
+ELEMENTWISE_CASES = [c for c in CASES if len(c[1]) < 2]
+
+
+def _id(case):
+    d, s, w = case
+    return f"{d.name}-{'x'.join(map(str, s)) or 'scalar'}{'-weak' if w else ''}"
+
+
+# ---------------------------------------------------------------- the fast paths agree with the general path and jax
+@pytest.mark.parametrize("case", ELEMENTWISE_CASES, ids=_id)
+def test_unary(case):
+    d, s, w = case
+    x_f, x_j = _inputs(d, s, w)
+    for name in UNARY:
+        check(f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), x_f, x_j, s == (5,))
+
+
+# Overflow in NumPy's +, -, * (1e30 * 2.0 in float16) warns unless ftrans's
+# module warnings filter is active, which pytest drops after collection.
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("case", ELEMENTWISE_CASES, ids=_id)
+def test_scalar_binary(case):
+    d, s, w = case
+    x_f, x_j = _inputs(d, s, w)
+    for name in SCALAR_BINARY:
+        for c in (2.0, -0.5, 1e30):
+            check(f"{name}({_id(case)}, {c})", lambda x, n=name, c=c: getattr(fnp, n)(x, c),
+                  lambda x, n=name, c=c: getattr(jnp, n)(x, c), x_f, x_j, s == (5,) and c == 2.0)
+    check(f"x * 2.0 ({_id(case)})", lambda x: x * 2.0, lambda x: x * 2.0, x_f, x_j, False)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_reductions(case):
+    d, s, w = case
+    x_f, x_j = _inputs(d, s, w)
+    for name in REDUCTIONS:
+        check(f"{name}({_id(case)})", getattr(fnp, name), getattr(jnp, name), x_f, x_j, s == (5,))
+        check(f"x.{name}() ({_id(case)})", lambda x, n=name: getattr(x, n)(),
+              lambda x, n=name: getattr(x, n)(), x_f, x_j, False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.int8], ids=str)
+def test_reductions_long_and_strided(dtype):
+    """Past NumPy's pairwise-summation blocks and its 8192-element buffers, and on a strided view."""
+    d = np.dtype(dtype)
+    big = _value(d, (3, 5000))
+    for v in (big, big.T, big[:, ::3]):
+        x_f, x_j = Array._new(v, False), jnp.asarray(v)
+        for name in REDUCTIONS:
+            check(f"{name}({d.name}{v.shape})", getattr(fnp, name), getattr(jnp, name), x_f, x_j)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # x * 1e30 overflows: see test_scalar_binary
+def test_special_values_bitwise():
+    """-0.0, infinities and NaN go through the fast paths exactly as through the primitives."""
+    v = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 1e38, 1e-30], np.float32)
+    x_f, x_j = Array._new(v, False), jnp.asarray(v)
+    for name in ["sin", "exp", "log", "sqrt", "negative", "abs", "sign", "floor", "reciprocal"]:
+        check(name, getattr(fnp, name), getattr(jnp, name), x_f, x_j)
+    for name in REDUCTIONS:
+        check(name, getattr(fnp, name), getattr(jnp, name), x_f, x_j)
+    check("x * 1e30", lambda x: x * 1e30, lambda x: x * 1e30, x_f, x_j)
+
+
+# ---------------------------------------------------------------- the fast paths are taken
+@pytest.mark.parametrize("expr", [
+    lambda x: fnp.sin(x), lambda x: fnp.tanh(x), lambda x: fnp.negative(x), lambda x: fnp.abs(x),
+    lambda x: x * 2.0, lambda x: fnp.sum(x), lambda x: fnp.max(x), lambda x: fnp.min(x),
+    lambda x: fnp.mean(x),
+])
+def test_fast_path_skips_bind(expr, monkeypatch):
+    """On a float32 Array these run no primitive through ``bind``: that is what makes them fast."""
+    calls = []
+    real = ftrace.eager_apply
+    monkeypatch.setattr(ftrace, "eager_apply", lambda *a: calls.append(a[0]) or real(*a))
+    x = fnp.asarray(np.linspace(0.1, 0.9, 8, dtype=np.float32))
+    out = expr(x)
+    assert isinstance(out, Array)
+    assert calls == [], f"went through bind for {calls}"
+
+
+def test_fast_path_not_taken_under_tracing():
+    """Inside make_jaxpr every function is staged (the fast path would leak a constant)."""
+    closed = ftrans.make_jaxpr(lambda x: fnp.sum(fnp.sin(x) * 2.0))(np.ones(3, np.float32))
+    prims = [e.primitive.name for e in closed.jaxpr.eqns]
+    assert prims == ["sin", "mul", "reduce_sum"], prims
+
+
+# ---------------------------------------------------------------- no floating-point warnings
+def test_no_warnings_even_when_warnings_are_errors():
+    """XLA never warns; ftrans must not, even after a user's simplefilter("error")."""
+    z = fnp.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.all(np.isneginf(np.asarray(fnp.log(z))))
+        assert np.all(np.isinf(np.asarray(1 / z)))
+        assert np.all(np.isnan(np.asarray(z / z)))
+        assert np.isnan(float(fnp.arcsin(2.0)))
+        assert np.isinf(float(fnp.exp(fnp.asarray([1000.0], np.float16))[0]))
+        assert np.isinf(float(fnp.sum(fnp.asarray([3e38, 3e38], np.float32))))
+        assert np.isnan(float(fnp.mean(fnp.zeros((0,)))))
+        assert np.asarray(fnp.asarray([1, 2]) // 0).tolist() == np.asarray(
+            jnp.asarray([1, 2]) // 0).tolist()
+
+
+def test_no_warnings_under_python_W_error():
+    import subprocess
+    import sys
+
+    code = ("import ftrans.numpy as jnp; z = jnp.zeros(2); "
+            "print(jnp.log(z), 1 / z, jnp.sqrt(-1.0), jnp.asarray([3e38]) * 10.0, jnp.sum(z / z))")
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True,
+                       env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr, r.stderr
+    assert "-inf" in r.stdout and "nan" in r.stdout
+
+
+def test_jax_oracle_is_jax():
+    assert jax.__version__.startswith("0.10")
