@@ -1,4 +1,4 @@
-"""A tour of what ftrans does today: eager arrays, JAX's type promotion, and the IR.
+"""A tour of what ftrans does today: eager arrays, JAX's type promotion, the IR, and jit on XLA.
 
     python examples/demo.py
 
@@ -78,7 +78,25 @@ def intermediate_representation() -> None:
     print(ftrans.eval_shape(lambda a: {"gram": a.T @ a, "norms": jnp.sum(a * a, axis=1)}, big))
 
 
+def compiled() -> None:
+    section("jit: StableHLO, compiled by XLA")
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal((4, 4)).astype(np.float32), np.zeros(4, np.float32)) for _ in range(2)]
+    x = np.ones((3, 4), np.float32)
+    fast = ftrans.jit(mlp)
+    out = fast(params, x)  # traced, lowered and compiled on the first call; cached afterwards
+    print("jit(mlp)(params, x) =", out, "on", out.device)
+    print("agrees with eager:", bool(jnp.all(jnp.abs(out - mlp(params, x)) < 1e-5)))
+    fast(params, x)
+    print("cache:", fast.cache_info())
+    text = fast.lower(params, x).as_text()
+    print("the module XLA compiles starts:")
+    print("\n".join(text.splitlines()[:6]))
+    print("devices:", ftrans.devices()[:2], "... default backend:", ftrans.default_backend())
+
+
 if __name__ == "__main__":
     eager_arrays()
     promotion()
     intermediate_representation()
+    compiled()
