@@ -191,7 +191,7 @@ def test_dynamic_slice_mixed_and_wide_index_dtypes():
     x = np.arange(20, dtype=np.float32).reshape(4, 5)
     prim = ftrans.core.prims.structural.dynamic_slice_p
     for i, j in [(np.uint8(200), np.int32(-3)), (np.uint32(3_000_000_000), np.int8(2)),
-                 (np.int16(1), np.uint32(1))]:
+                 (np.int16(1), np.uint32(1)), (np.uint8(250), np.uint8(1))]:
         got, _ = run_lowered(lambda a, p, q: prim.bind(a, p, q, slice_sizes=(2, 3)), x, i, j)
         want = prim.impl(x, i, j, slice_sizes=(2, 3))
         _same(got[0], want, what=f"dynamic_slice at {i!r}, {j!r}")
@@ -202,20 +202,23 @@ def test_dynamic_slice_mixed_and_wide_index_dtypes():
 
 
 # ---------------------------------------------------------------- iota / arange
-@given(st.integers(0, 40), st.sampled_from([np.int32, np.uint8, np.float32, np.float16, BF16, np.complex64]))
+@given(st.integers(0, 40), st.sampled_from([np.int32, np.uint8, np.float32, np.float16, BF16]))
 def test_arange(n, dtype):
     check(lambda: jnp.arange(n, dtype=dtype), lambda: jjnp.arange(n, dtype=dtype))
 
 
 @given(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4), st.data(),
-       st.sampled_from([np.int32, np.int8, np.float32, BF16]))
+       st.sampled_from([np.int32, np.int8, np.float32, BF16, np.complex64]))
 def test_broadcasted_iota(shape, data, dtype):
     dim = data.draw(st.integers(0, len(shape) - 1))
     check(lambda: lax.broadcasted_iota(dtype, shape, dim), lambda: jlax.broadcasted_iota(dtype, shape, dim))
 
 
 # ---------------------------------------------------------------- dtype changes
-_SPECIAL = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1.5, -0.0, 0.5, 255.9, 300.0, 65504.0, 1e5, 2.5]
+# Denormals are left out: XLA's CPU code flushes them to zero (so ``1e-40 != 0`` is False under jit,
+# in jax as here), while the NumPy rule keeps them.
+_SPECIAL = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1.5, -0.0, 0.5, 255.9, 300.0, 65504.0, 65520.0, 1e5, 2.5,
+            0.1, 1 / 3, -2.0**31, 4294967296.0, 16777217.0]
 
 
 @pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
@@ -223,12 +226,11 @@ _SPECIAL = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1.5, -0.0, 0.5, 255.9, 30
 def test_astype(src, dst, shape, data):
     if src.kind in "fc" or src == BF16:  # NaN, infinities, out-of-range and fractional values
         vals = hnp.arrays(np.float64, shape, elements=st.sampled_from(_SPECIAL))
-        re = data.draw(vals)
-        x = (re + 1j * data.draw(vals)) if src.kind == "c" else re
+        re, im = data.draw(vals), data.draw(vals)
         with np.errstate(all="ignore"):
-            x = x.astype(src)
+            x = (re + 1j * im if src.kind == "c" else re).astype(src)
     else:
-        x = data.draw(_values(src, shape, -300, 300))
+        x = data.draw(hnp.arrays(src, shape))  # the whole range: wrapping, saturation in float16
     # jax's astype of complex to real warns (and keeps the real part, as ftrans does).
     jf = (lambda a: jlax.convert_element_type(a, dst)) if src.kind == "c" else (lambda a: a.astype(dst))
     # jax's float->int conversion of values out of range is XLA's; ftrans defines it (saturating).
@@ -345,6 +347,12 @@ def test_reduce_window_bool_and_rank0():
     for fn, jop, init in [(lax.reduce_window_max, jlax.max, False), (lax.reduce_window_min, jlax.min, True)]:
         check(lambda a, fn=fn: fn(a, (2, 2), (1, 1), ((0, 1), (1, 0))),
               lambda a, jop=jop, init=init: jlax.reduce_window(a, init, jop, (2, 2), (1, 1), ((0, 1), (1, 0))), x)
+    # An empty operand padded into windows that cover only padding: every window is the identity.
+    empty = np.zeros((0, 2), np.float32)
+    check(lambda a: (lax.reduce_window_max(a, (1, 1), (1, 1), ((1, 1), (0, 0))),
+                     lax.reduce_window_sum(a, (2, 1), (1, 1), ((2, 1), (0, 0)))),
+          lambda a: (jlax.reduce_window(a, -np.inf, jlax.max, (1, 1), (1, 1), ((1, 1), (0, 0))),
+                     jlax.reduce_window(a, 0.0, jlax.add, (2, 1), (1, 1), ((2, 1), (0, 0)))), empty)
     # A rank-0 operand is one window of one element (compared with jax only: the eager rule
     # cannot take rank 0).
     got, _ = run_lowered(lambda a: lax.reduce_window_sum(a, (), (), ()), np.float32(2.5))

@@ -21,8 +21,11 @@ from ftrans.numpy import (  # noqa: F401
 from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403
+from ftrans.numpy._extras import *  # noqa: F401,F403
+from ftrans.numpy._index_tricks import *  # noqa: F401,F403
 from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
+from ftrans.numpy._io import *  # noqa: F401,F403
 from ftrans.numpy._products import *  # noqa: F401,F403
 from ftrans.numpy._reductions import *  # noqa: F401,F403
 

@@ -19,10 +19,10 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
-from ftrans.core.prims._base import quiet
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
+from ftrans.core.prims._base import quiet
 from ftrans.core.trace import state
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._util import (
