@@ -26,7 +26,6 @@ from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
 from ftrans.numpy._util import (
-    as_operand,
     canonicalize_axis,
     check_arraylike,
     concrete_or_error,
@@ -46,10 +45,15 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- small helpers
+def _as_array(x: Any) -> Any:
+    """An ftrans Array (or Tracer) for an array-like; Python scalars stay weakly typed."""
+    return jnp.asarray(x)
+
+
 def _arr(name: str, x: Any) -> Any:
     """An Array/Tracer for ``x``; lists are rejected like JAX's ensure_arraylike."""
     check_arraylike(name, x)
-    return as_operand(x)
+    return _as_array(x)
 
 
 def _index(name: str, value: Any, what: str) -> int:
@@ -437,9 +441,9 @@ def isdtype(dtype: Any, kind: Any) -> bool:
                 return True
         else:
             try:
-                if d == np.dtype(getattr(k, "dtype", k)):
+                if d == np.dtype(dtypes.to_dtype(k)):
                     return True
-            except TypeError:
+            except (TypeError, ValueError):
                 raise FtransTypeError(f"isdtype: kind must be a str, a dtype or a tuple, got {k!r}") from None
     return False
 
@@ -495,7 +499,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         )
     dims = tuple(_index("ravel_multi_index", d, "dims") for d in dims)
     check_arraylike("ravel_multi_index", *multi_index)
-    arrs = [as_operand(i) for i in multi_index]
+    arrs = [_as_array(i) for i in multi_index]
     if dtype is None:
         dt = dtypes.promote(((dtypes.default_int(), True),) + tuple(dtype_weak(a) for a in arrs))[0]
     else:
@@ -515,7 +519,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
             raise FtransTypeError("ravel_multi_index: only int indices permitted")
     if mode == "raise":
         for a, d in zip(arrs, dims):
-            v = np.asarray(a._value)
+            v = np.asarray(concrete_or_error(a, "ravel_multi_index index"))
             if np.any((v < 0) | (v >= d)):
                 raise FtransValueError("ravel_multi_index: invalid entry in coordinates array")
     elif mode == "clip":
@@ -602,7 +606,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
         raise FtransValueError("put_along_axis cannot modify arrays in-place, because ftrans arrays are "
                                "immutable. Pass inplace=False to instead return an updated array.")
     check_arraylike("put_along_axis", arr, indices, values)
-    arr, indices, values = as_operand(arr), as_operand(indices), as_operand(values)
+    arr, indices, values = _as_array(arr), _as_array(indices), _as_array(values)
     original_shape = tuple(shape_of(arr))
     if axis is None:
         arr = jnp.ravel(arr)
@@ -727,3 +731,784 @@ def _inexact_nobcast(name: str, *args: Any) -> list:
         dt = dtypes.default_float()
         ops = [convert(o, dt, weak) for o in ops]
     return ops
+
+
+# ---------------------------------------------------------------- counting and histograms
+def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None) -> Any:
+    """``jnp.bincount``: counts (or summed weights) per non-negative integer value.
+
+    The output length is ``length`` when given (values beyond it are dropped),
+    otherwise ``max(minlength, max(x) + 1)``, which needs a concrete ``x``.
+    """
+    x = _arr("bincount", x)
+    d = dtype_weak(x)[0]
+    if d == np.bool_:
+        x = jnp.astype(x, np.int32)
+    elif d.kind not in "iu":
+        raise FtransTypeError(f"x argument to bincount must have an integer type; got {d}")
+    if len(shape_of(x)) != 1:
+        raise FtransValueError(f"bincount: only 1-dimensional input supported, got shape {shape_of(x)}")
+    minlength = _index("bincount", minlength, "minlength")
+    if length is None:
+        v = np.asarray(concrete_or_error(x, "bincount needs a static `length` for traced input; the argument x"))
+        length = max(minlength, int(max(0, v.max())) + 1 if v.size else 0)
+    else:
+        length = _index("bincount", length, "length")
+    if weights is None:
+        w = jnp.asarray(np.array(1, dtypes.default_int()))
+        wd = w.dtype
+    else:
+        w = _arr("bincount", weights)
+        if tuple(shape_of(w)) != tuple(shape_of(x)):
+            raise FtransValueError(f"bincount: weights shape {shape_of(w)} must match x shape {shape_of(x)}")
+        wd = dtype_weak(w)[0]
+    return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop")
+
+
+def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
+    """``jnp.digitize``: bin index of each value, for increasing or decreasing ``bins``."""
+    check_arraylike("digitize", x, bins)
+    x, b = _as_array(x), _as_array(bins)
+    if len(shape_of(b)) != 1:
+        raise FtransValueError(f"digitize: bins must be a 1-dimensional array; got shape {shape_of(b)}")
+    n = shape_of(b)[0]
+    if n == 0:
+        return jnp.zeros_like(x, dtype=np.int32)
+    side = "left" if right else "right"
+    kw = {} if method is None else {"method": method}
+    return jnp.where(jnp.greater_equal(b[-1], b[0]), jnp.searchsorted(b, x, side=side, **kw),
+                     jnp.subtract(n, jnp.searchsorted(b[::-1], x, side=side, **kw)))
+
+
+def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002
+    """``jnp.histogram_bin_edges``: ``bins + 1`` equal-width edges over ``range`` (or the data range)."""
+    if isinstance(bins, str):
+        raise NotImplementedError("histogram_bin_edges: string values for bins are not supported")
+    check_arraylike("histogram_bin_edges", a, bins)
+    (arr,) = _inexact("histogram_bin_edges", a)
+    d = dtype_weak(arr)[0]
+    if np.ndim(bins) == 1:
+        return jnp.asarray(bins, dtype=d)
+    nbins = _index("histogram_bin_edges", bins, "bins")
+    if range is None:
+        lo, hi = jnp.min(arr), jnp.max(arr)
+    else:
+        if np.shape(range) != (2,):
+            raise FtransValueError(f"histogram: range must be None or a pair of scalars, got {range}")
+        lo, hi = jnp.asarray(range[0], d), jnp.asarray(range[1], d)
+    lo, hi = jnp.astype(lo, d), jnp.astype(hi, d)
+    same = jnp.equal(hi, lo)
+    lo, hi = jnp.where(same, jnp.subtract(lo, 0.5), lo), jnp.where(same, jnp.add(hi, 0.5), hi)
+    return jnp.linspace(lo, hi, nbins + 1, dtype=d)
+
+
+def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
+              density: bool | None = None) -> tuple[Any, Any]:
+    """``jnp.histogram``: counts (or summed weights) per bin and the bin edges; the last bin is closed."""
+    if weights is None:
+        check_arraylike("histogram", a, bins)
+        (a,) = _inexact("histogram", a)
+        w = jnp.ones_like(a)
+    else:
+        check_arraylike("histogram", a, bins, weights)
+        if tuple(shape_of(a)) != tuple(shape_of(weights)):
+            raise FtransValueError("histogram: weights should have the same shape as a.")
+        a, w = _inexact("histogram", a, weights)
+    edges = histogram_bin_edges(a, bins, range, w)
+    ne = shape_of(edges)[0]
+    idx = jnp.searchsorted(edges, a, side="right")
+    idx = jnp.where(jnp.equal(a, edges[-1]), ne - 1, idx)
+    counts = jnp.zeros(ne, dtype_weak(w)[0]).at[idx].add(w)[1:]
+    if density:
+        counts = jnp.divide(jnp.divide(counts, diff(edges)), jnp.sum(counts))
+    return counts, edges
+
+
+# ---------------------------------------------------------------- sets
+def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
+         method: str = "auto") -> Any:
+    """``jnp.isin``: membership of each element in ``test_elements``, by comparing all pairs."""
+    check_arraylike("isin", element, test_elements)
+    e, t = _as_array(element), jnp.ravel(_as_array(test_elements))
+    if shape_of(t)[0] == 0:
+        res = jnp.zeros(shape_of(e), np.bool_)
+    else:
+        res = jnp.any(jnp.equal(jnp.expand_dims(e, -1), t), axis=-1)
+    return jnp.logical_not(res) if invert else res
+
+
+def _sorted_distinct(x: Any) -> tuple[Any, Any]:
+    """``sort(x)`` and a mask of the first occurrence of each value in it."""
+    s = jnp.sort(x)
+    if shape_of(s)[0] == 0:
+        return s, jnp.zeros(0, np.bool_)
+    first = jnp.concatenate([jnp.ones(1, np.bool_), jnp.not_equal(s[1:], s[:-1])])
+    return s, first
+
+
+def _compact(name: str, cand: Any, mask: Any, size: int | None, fill_value: Any, default_fill: Any) -> Any:
+    """The selected candidates, sorted; padded to ``size`` with the fill value when given.
+
+    Unselected candidates are replaced by the largest value of the dtype so a
+    sort moves them behind the selected ones.
+    """
+    d = dtype_weak(cand)[0]
+    n = shape_of(cand)[0]
+    if size is None:
+        count = int(np.asarray(concrete_or_error(jnp.sum(mask), f"{name} needs a static `size` for traced "
+                                                                 "inputs; the number of results")))
+    else:
+        size = _index(name, size, "size")
+    big = np.inf if d.kind in "fc" else (True if d == np.bool_ else np.iinfo(d).max)
+    srt = jnp.sort(jnp.where(mask, cand, jnp.asarray(big, d)))
+    if size is None:
+        return srt[:count]
+    if n < size:
+        srt = jnp.concatenate([srt, jnp.zeros(size - n, d)])
+    srt = srt[:size]
+    count = jnp.sum(mask)
+    fill = (srt[0] if default_fill is None else jnp.asarray(default_fill, d)) if fill_value is None \
+        else jnp.asarray(fill_value, d)
+    return jnp.where(jnp.less(jnp.arange(size), count), srt, fill)
+
+
+def _set_operands(name: str, ar1: Any, ar2: Any) -> tuple[Any, Any]:
+    check_arraylike(name, ar1, ar2)
+    (a, b), _, _ = promote_dtypes(name, ar1, ar2)
+    return jnp.ravel(a), jnp.ravel(b)
+
+
+def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """``jnp.union1d``: sorted unique values of either input (``size=`` for traced inputs)."""
+    check_arraylike("union1d", ar1, ar2)
+    if size is None:
+        concrete_or_error(ar1, "union1d needs a static `size` for traced inputs; the argument ar1")
+        concrete_or_error(ar2, "union1d needs a static `size` for traced inputs; the argument ar2")
+    return jnp.unique(jnp.concatenate((jnp.ravel(ar1), jnp.ravel(ar2))), size=size, fill_value=fill_value)
+
+
+def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+              fill_value: Any = None) -> Any:
+    """``jnp.setdiff1d``: sorted unique values of ``ar1`` not in ``ar2`` (``size=`` for traced inputs)."""
+    a = jnp.ravel(_arr("setdiff1d", ar1))
+    b = jnp.ravel(_arr("setdiff1d", ar2))
+    cand, first = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
+    mask = jnp.logical_and(first, isin(cand, b, invert=True))
+    return _compact("setdiff1d", cand, mask, size, fill_value, 0)
+
+
+def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
+                size: int | None = None, fill_value: Any = None) -> Any:
+    """``jnp.intersect1d``: sorted unique values in both inputs (``size=`` for traced inputs)."""
+    if return_indices:
+        raise NotImplementedError("intersect1d: return_indices is not supported")
+    a, b = _set_operands("intersect1d", ar1, ar2)
+    cand, first = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
+    mask = jnp.logical_and(first, isin(cand, b))
+    return _compact("intersect1d", cand, mask, size, fill_value, None)
+
+
+def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
+             fill_value: Any = None) -> Any:
+    """``jnp.setxor1d``: sorted unique values in exactly one input (``size=`` for traced inputs)."""
+    a, b = _set_operands("setxor1d", ar1, ar2)
+    ca, fa = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
+    cb, fb = (b, jnp.ones(shape_of(b), np.bool_)) if assume_unique else _sorted_distinct(b)
+    cand = jnp.concatenate([ca, cb])
+    mask = jnp.concatenate([jnp.logical_and(fa, isin(ca, b, invert=True)),
+                            jnp.logical_and(fb, isin(cb, a, invert=True))])
+    return _compact("setxor1d", cand, mask, size, fill_value, None)
+
+
+class UniqueCountsResult(tuple):
+    """``(values, counts)`` with attribute access, as JAX's ``unique_counts`` returns."""
+
+    __slots__ = ()
+    _fields = ("values", "counts")
+
+    def __new__(cls, *args: Any) -> UniqueCountsResult:
+        return tuple.__new__(cls, args)
+
+    values = property(lambda self: self[0])
+    counts = property(lambda self: self[1])
+
+
+class UniqueInverseResult(tuple):
+    """``(values, inverse_indices)`` with attribute access."""
+
+    __slots__ = ()
+    _fields = ("values", "inverse_indices")
+
+    def __new__(cls, *args: Any) -> UniqueInverseResult:
+        return tuple.__new__(cls, args)
+
+    values = property(lambda self: self[0])
+    inverse_indices = property(lambda self: self[1])
+
+
+class UniqueAllResult(tuple):
+    """``(values, indices, inverse_indices, counts)`` with attribute access."""
+
+    __slots__ = ()
+    _fields = ("values", "indices", "inverse_indices", "counts")
+
+    def __new__(cls, *args: Any) -> UniqueAllResult:
+        return tuple.__new__(cls, args)
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+    inverse_indices = property(lambda self: self[2])
+    counts = property(lambda self: self[3])
+
+
+def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+    """``jnp.unique_values`` (array API): sorted unique values, NaNs kept distinct."""
+    return jnp.unique(_arr("unique_values", x), equal_nan=False, size=size, fill_value=fill_value)
+
+
+def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueCountsResult:
+    """``jnp.unique_counts`` (array API): unique values and their counts."""
+    v, c = jnp.unique(_arr("unique_counts", x), return_counts=True, equal_nan=False, size=size,
+                      fill_value=fill_value)
+    return UniqueCountsResult(v, c)
+
+
+def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueInverseResult:
+    """``jnp.unique_inverse`` (array API): unique values and the inverse map (shaped like ``x``)."""
+    v, inv = jnp.unique(_arr("unique_inverse", x), return_inverse=True, equal_nan=False, size=size,
+                        fill_value=fill_value)
+    return UniqueInverseResult(v, inv)
+
+
+def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
+    """``jnp.unique_all`` (array API): values, first indices, inverse map and counts."""
+    v, i, inv, c = jnp.unique(_arr("unique_all", x), return_index=True, return_inverse=True,
+                              return_counts=True, equal_nan=False, size=size, fill_value=fill_value)
+    return UniqueAllResult(v, i, inv, c)
+
+
+# ---------------------------------------------------------------- insert, delete, resize, trim
+def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
+    """``jnp.insert``: ``values`` inserted before the positions ``obj`` along ``axis``."""
+    check_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
+    a = _as_array(arr)
+    if axis is None:
+        a = jnp.ravel(a)
+        axis = 0
+    axis = canonicalize_axis("insert", _index("insert", axis, "axis"), a.ndim)
+    if isinstance(obj, slice):
+        idx = jnp.arange(*obj.indices(a.shape[axis]))
+    else:
+        idx = jnp.asarray(obj)
+    if idx.ndim > 1:
+        raise FtransValueError(f"insert: obj must be a slice, a one-dimensional array, or a scalar; got shape {idx.shape}")
+    if idx.dtype.kind not in "iu":
+        if idx.size == 0 and not isinstance(obj, (jnp.ndarray, Tracer)):
+            idx = jnp.astype(idx, dtypes.default_int())
+        else:
+            raise FtransValueError(f"insert: index array must be integer typed; got {idx.dtype}")
+    vals = jnp.array(values, ndmin=a.ndim, dtype=a.dtype, copy=False)
+    if idx.size == 1:
+        index = jnp.ravel(idx)[0]
+        if idx.ndim == 0:
+            vals = jnp.moveaxis(vals, 0, axis)
+        idx = jnp.full(vals.shape[axis], index)
+    n_input = a.shape[axis]
+    n_insert = jnp.broadcast_shapes(idx.shape, (vals.shape[axis],))[0]
+    out_shape = list(a.shape)
+    out_shape[axis] += n_insert
+    out = jnp.zeros_like(a, shape=tuple(out_shape))
+    idx = jnp.where(jnp.less(idx, 0), jnp.add(idx, n_input), idx)
+    idx = jnp.clip(idx, 0, n_input)
+    values_ind = idx.at[jnp.argsort(idx)].add(jnp.arange(n_insert, dtype=idx.dtype))
+    arr_mask = jnp.ones(n_input + n_insert, dtype=np.bool_).at[values_ind].set(False)
+    arr_ind = jnp.where(arr_mask, size=n_input)[0]
+    lead = (slice(None),) * axis
+    vals = jnp.broadcast_to(vals, tuple(out_shape[:axis]) + (n_insert,) + tuple(out_shape[axis + 1:]))
+    out = out.at[lead + (values_ind,)].set(vals)
+    return out.at[lead + (arr_ind,)].set(a)
+
+
+def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:
+    """``jnp.delete``: ``arr`` without the entries ``obj`` along ``axis``.
+
+    An array ``obj`` must be concrete unless ``assume_unique_indices=True``,
+    since the output length depends on it.
+    """
+    a = _arr("delete", arr)
+    if axis is None:
+        a = jnp.ravel(a)
+        axis = 0
+    axis = canonicalize_axis("delete", axis, a.ndim)
+    n = a.shape[axis]
+    lead = (slice(None),) * axis
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
+        o = canonicalize_axis("delete", obj, n)
+        return jnp.concatenate([a[lead + (slice(0, o),)], a[lead + (slice(o + 1, None),)]], axis=axis)
+    if isinstance(obj, slice):
+        obj = np.arange(n)[obj]
+    check_arraylike("delete", obj)
+    if dtype_weak(obj)[0].kind in "iu" and assume_unique_indices:
+        o = jnp.ravel(_as_array(obj))
+        o = jnp.clip(jnp.where(jnp.less(o, 0), jnp.add(o, n), o), 0, n)
+        o = jnp.sort(o)
+        o = jnp.subtract(o, jnp.arange(o.size, dtype=o.dtype))
+        i = jnp.arange(n - o.size, dtype=o.dtype)
+        i = jnp.add(i, jnp.sum(jnp.greater_equal(i[None, :], o[:, None]), 0, dtype=i.dtype))
+        return jnp.take(a, i, axis=axis)
+    o = np.asarray(concrete_or_error(obj, "the 'obj' array argument of jnp.delete (pass "
+                                          "assume_unique_indices=True for traced indices)"))
+    if o.dtype.kind in "iu":
+        mask = np.ones(n, dtype=bool)
+        mask[o] = False
+    elif o.dtype == np.bool_:
+        if o.shape != (n,):
+            raise FtransValueError("delete: boolean obj must be one-dimensional with length matching the axis")
+        mask = ~o
+    else:
+        raise FtransValueError(f"delete: got obj.dtype={o.dtype}; must be integer or bool.")
+    return jnp.take(a, jnp.asarray(np.nonzero(mask)[0].astype(np.int32)), axis=axis)
+
+
+def resize(a: Any, new_shape: Any) -> Any:
+    """``jnp.resize``: the flattened array repeated (or cut) to fill ``new_shape``."""
+    check_arraylike("resize", a)
+    shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
+    shape = tuple(_index("resize", s, "new_shape") for s in shape)
+    if any(s < 0 for s in shape):
+        raise FtransValueError(f"resize: all elements of new_shape must be non-negative, got {shape}")
+    arr = jnp.ravel(a)
+    size = math.prod(shape)
+    if arr.size == 0 or size == 0:
+        return jnp.zeros_like(arr, shape=shape)
+    arr = jnp.tile(arr, -(-size // arr.size))[:size]
+    return jnp.reshape(arr, shape)
+
+
+def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
+    """``jnp.trim_zeros``: strip leading (``f``) and/or trailing (``b``) all-zero slices; needs a concrete input."""
+    f = _arr("trim_zeros", filt)
+    v = np.asarray(concrete_or_error(f, "the filt argument of jnp.trim_zeros"))
+    axes = set(range(v.ndim)) if axis is None else {canonicalize_axis("trim_zeros", ax, v.ndim)
+                                                    for ax in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    t = trim.lower()
+    if not axes or ("f" not in t and "b" not in t):
+        return f
+    sl = []
+    for ax in range(v.ndim):
+        if ax not in axes:
+            sl.append(slice(None))
+            continue
+        nz = np.any(v != 0, axis=tuple(i for i in range(v.ndim) if i != ax))
+        if not nz.any():
+            sl.append(slice(0, 0))
+            continue
+        start = int(nz.argmax()) if "f" in t else None
+        stop = v.shape[ax] - int(nz[::-1].argmax()) if "b" in t else None
+        sl.append(slice(start, stop))
+    return f[tuple(sl)]
+
+
+# ---------------------------------------------------------------- partition
+def _partition_prep(name: str, a: Any, kth: int, axis: int) -> tuple[Any, int, int]:
+    arr = _arr(name, a)
+    if dtype_weak(arr)[0].kind == "c":
+        raise NotImplementedError(f"{name}: complex input is not supported")
+    axis = canonicalize_axis(name, axis, arr.ndim)
+    kth = canonicalize_axis(name, kth, arr.shape[axis])
+    return jnp.swapaxes(arr, axis, -1), kth, axis
+
+
+def partition(a: Any, kth: int, axis: int = -1) -> Any:
+    """``jnp.partition``: the ``kth`` smallest in place, smaller ones sorted before it and larger ones
+    after it in descending order (JAX's top-k layout), here obtained from a full sort."""
+    arr, kth, axis = _partition_prep("partition", a, kth, axis)
+    s = jnp.sort(arr, axis=-1)
+    out = jnp.concatenate([s[..., :kth + 1], jnp.flip(s[..., kth + 1:], -1)], axis=-1)
+    return jnp.swapaxes(out, -1, axis)
+
+
+def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
+    """``jnp.argpartition``: indices of the ``kth + 1`` smallest (sorted), then the remaining
+    indices in increasing order, as JAX's top-k construction produces."""
+    arr, kth, axis = _partition_prep("argpartition", a, kth, axis)
+    n = arr.shape[-1]
+    order = jnp.argsort(arr, axis=-1, stable=True)
+    bottom = order[..., :kth + 1]
+    taken = put_along_axis(jnp.zeros(arr.shape, np.int32), bottom, 1, -1, inplace=False)
+    rest = jnp.argsort(taken, axis=-1, stable=True)[..., :n - kth - 1]
+    out = jnp.concatenate([bottom, jnp.astype(rest, bottom.dtype)], axis=-1)
+    return jnp.swapaxes(out, -1, axis)
+
+
+# ---------------------------------------------------------------- quantiles
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, squash_nans: bool) -> Any:
+    """Sort along the reduced axes (merged into one), then gather the two order
+    statistics around ``q * (count - 1)`` and combine them per ``method``.
+
+    ``squash_nans`` (the nan-variants) counts only non-NaN values per slice,
+    which sort last; otherwise a NaN anywhere in a slice makes its result NaN.
+    """
+    if method not in _QUANTILE_METHODS:
+        raise FtransValueError(f"{name}: method can only be one of {_QUANTILE_METHODS}, got {method!r}")
+    check_arraylike(name, a, q)
+    (x,) = _inexact(name, a)
+    if dtype_weak(x)[0].kind == "c":
+        raise FtransValueError(f"{name} does not support complex input, as the operation is poorly defined.")
+    (q,) = _inexact(name, q)
+    qshape = tuple(shape_of(q))
+    if len(qshape) > 1:
+        raise FtransValueError(f"{name}: q must have rank <= 1, got shape {qshape}")
+    shape = tuple(shape_of(x))
+    if axis is None:
+        axes = tuple(range(len(shape)))
+    else:
+        axes = tuple(canonicalize_axis(name, ax, len(shape))
+                     for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if len(set(axes)) != len(axes):
+            raise FtransValueError(f"{name}: repeated axis in {axis}")
+    keep = [i for i in range(len(shape)) if i not in axes]
+    bshape = tuple(shape[i] for i in keep)
+    n = math.prod(shape[i] for i in axes)
+    x = jnp.reshape(jnp.transpose(x, tuple(keep) + axes), bshape + (n,))
+    nan = jnp.isnan(x)
+    if not squash_nans:
+        x = jnp.where(jnp.any(nan, axis=-1, keepdims=True), np.nan, x)
+    srt = jnp.sort(x, axis=-1)
+    qd = dtype_weak(q)[0]
+    if squash_nans:
+        cnt = jnp.sum(jnp.logical_not(nan), axis=-1, dtype=qd)
+    else:
+        cnt = jnp.full(bshape, n, qd)
+    qq = jnp.reshape(q, qshape + (1,) * len(bshape))
+    pos = jnp.multiply(qq, jnp.subtract(cnt, 1))
+    low, high = jnp.floor(pos), jnp.ceil(pos)
+    hw = jnp.subtract(pos, low)
+    lw = jnp.subtract(1, hw)
+    top = jnp.subtract(cnt, 1)
+    low = jnp.maximum(0, jnp.minimum(low, top))
+    high = jnp.maximum(0, jnp.minimum(high, top))
+    full = qshape + bshape
+    srt_b = jnp.broadcast_to(srt, full + (n,))
+    li = jnp.broadcast_to(jnp.astype(low, np.int32), full)[..., None]
+    hi = jnp.broadcast_to(jnp.astype(high, np.int32), full)[..., None]
+    lv = jnp.take_along_axis(srt_b, li, axis=-1)[..., 0]
+    hv = jnp.take_along_axis(srt_b, hi, axis=-1)[..., 0]
+    if method == "linear":
+        res = jnp.add(jnp.multiply(jnp.astype(lv, qd), lw), jnp.multiply(jnp.astype(hv, qd), hw))
+    elif method == "lower":
+        res = lv
+    elif method == "higher":
+        res = hv
+    elif method == "nearest":
+        res = jnp.where(jnp.less_equal(hw, 0.5), lv, hv)
+    else:
+        res = jnp.multiply(jnp.add(lv, hv), 0.5)
+    if keepdims:
+        res = jnp.reshape(res, qshape + tuple(1 if i in axes else s for i, s in enumerate(shape)))
+    return res
+
+
+def _check_quantile_args(name: str, out: Any, overwrite_input: bool, interpolation: Any, method: str) -> str:
+    if out is not None or overwrite_input:
+        raise FtransValueError(f"jnp.{name} does not support overwrite_input=True or out != None")
+    if interpolation is not None:
+        raise FtransTypeError(f"{name}: the 'interpolation' argument was renamed to 'method'")
+    return method
+
+
+def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+             method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
+    """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN."""
+    method = _check_quantile_args("quantile", out, overwrite_input, interpolation, method)
+    return _quantile("quantile", a, q, axis, method, keepdims, False)
+
+
+def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+                method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
+    """``jnp.nanquantile``: ``quantile`` ignoring NaNs."""
+    method = _check_quantile_args("nanquantile", out, overwrite_input, interpolation, method)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, True)
+
+
+def _q_from_percent(name: str, q: Any) -> Any:
+    check_arraylike(name, q)
+    (q,) = _inexact(name, q)
+    return jnp.divide(q, 100.0)
+
+
+def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+               method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
+    """``jnp.percentile``: ``quantile`` with ``q`` in percent."""
+    method = _check_quantile_args("percentile", out, overwrite_input, interpolation, method)
+    return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False)
+
+
+def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+                  method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
+    """``jnp.nanpercentile``: ``percentile`` ignoring NaNs."""
+    method = _check_quantile_args("nanpercentile", out, overwrite_input, interpolation, method)
+    return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True)
+
+
+def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
+              keepdims: bool = False) -> Any:
+    """``jnp.nanmedian``: the median of the non-NaN values."""
+    _check_quantile_args("nanmedian", out, overwrite_input, None, "linear")
+    return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
+
+
+# ---------------------------------------------------------------- interpolation and statistics
+def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
+    """``jnp.interp``: piecewise-linear interpolation of ``(xp, fp)`` at ``x`` (``xp`` increasing)."""
+    check_arraylike("interp", x, xp, fp)
+    if len(shape_of(xp)) != 1 or len(shape_of(fp)) != 1 or shape_of(xp) != shape_of(fp):
+        raise FtransValueError(f"interp: xp and fp must be one-dimensional arrays of equal size, "
+                               f"got {shape_of(xp)} and {shape_of(fp)}")
+    x, xp = _inexact_nobcast("interp", x, xp)
+    (fp,) = _inexact("interp", fp)
+    if period is not None:
+        if left is not None or right is not None:
+            raise FtransValueError("interp: left and right must be None when period is given")
+        period = jnp.abs(jnp.asarray(period))
+        x = jnp.remainder(x, period)
+        xp = jnp.remainder(xp, period)
+        order = jnp.argsort(xp)
+        xp, fp = xp[order], fp[order]
+        xp = jnp.concatenate([jnp.subtract(xp[-1:], period), xp, jnp.add(xp[:1], period)])
+        fp = jnp.concatenate([fp[-1:], fp, fp[:1]])
+    i = jnp.clip(jnp.searchsorted(xp, x, side="right"), 1, shape_of(xp)[0] - 1)
+    df = jnp.subtract(fp[i], fp[i - 1])
+    dx = jnp.subtract(xp[i], xp[i - 1])
+    delta = jnp.subtract(x, xp[i - 1])
+    eps = float(np.spacing(np.finfo(dtype_weak(xp)[0] if dtype_weak(xp)[0].kind == "f" else np.float32).eps))
+    dx0 = jnp.less_equal(jnp.abs(dx), eps)
+    f = jnp.where(dx0, fp[i - 1], jnp.add(fp[i - 1], jnp.multiply(jnp.divide(delta, jnp.where(dx0, 1, dx)), df)))
+    if period is None:
+        f = jnp.where(jnp.less(x, xp[0]), fp[0] if left is None else left, f)
+        f = jnp.where(jnp.greater(x, xp[-1]), fp[-1] if right is None else right, f)
+    return f
+
+
+def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
+        fweights: Any = None, aweights: Any = None) -> Any:
+    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``)."""
+    if y is not None:
+        check_arraylike("cov", m, y)
+        m, y = _inexact_nobcast("cov", m, y)
+    else:
+        check_arraylike("cov", m)
+        (m,) = _inexact("cov", m)
+    if m.ndim > 2:
+        raise FtransValueError(f"cov: m has more than 2 dimensions (shape {m.shape})")
+    x = jnp.atleast_2d(m)
+    if not rowvar and x.shape[0] != 1:
+        x = x.T
+    if x.shape[0] == 0:
+        return jnp.array([]).reshape(0, 0)
+    if y is not None:
+        if y.ndim > 2:
+            raise FtransValueError(f"cov: y has more than 2 dimensions (shape {y.shape})")
+        y2 = jnp.atleast_2d(y)
+        if not rowvar and y2.shape[0] != 1:
+            y2 = y2.T
+        x = jnp.concatenate((x, y2), axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = jnp.asarray(fweights)
+        if w.ndim != 1 or w.shape[0] != n:
+            raise FtransValueError(f"cov: fweights must be 1-d with length {n}, got shape {w.shape}")
+    if aweights is not None:
+        aw = jnp.asarray(aweights)
+        if aw.ndim != 1 or aw.shape[0] != n:
+            raise FtransValueError(f"cov: aweights must be 1-d with length {n}, got shape {aw.shape}")
+        w = aw if w is None else jnp.multiply(w, aw)
+    if w is None:
+        avg = jnp.mean(x, axis=1)
+        wsum = n
+        fact = n - ddof
+    else:
+        avg, wsum = jnp.average(x, axis=1, weights=w, returned=True)
+        wsum = wsum[0]
+        if ddof == 0:
+            fact = wsum
+        elif aweights is None:
+            fact = jnp.subtract(wsum, ddof)
+        else:
+            fact = jnp.subtract(wsum, jnp.divide(jnp.multiply(ddof, jnp.sum(jnp.multiply(w, aweights))), wsum))
+    x = jnp.subtract(x, avg[:, None])
+    xt = x.T if w is None else jnp.multiply(x, w).T
+    return jnp.squeeze(jnp.true_divide(jnp.dot(x, jnp.conj(xt)), fact))
+
+
+def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
+    """``jnp.corrcoef``: correlation coefficients, clipped to [-1, 1] for real input."""
+    c = cov(x, y, rowvar)
+    if c.ndim == 0:
+        return jnp.divide(c, c)
+    d = jnp.diag(c)
+    std = jnp.sqrt(jnp.real(d))
+    c = jnp.divide(jnp.divide(c, std[:, None]), std[None, :])
+    if c.dtype.kind != "c":
+        c = jnp.clip(c, -1, 1)
+    return c
+
+
+def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
+    """``jnp.unwrap``: remove jumps larger than ``discont`` by adding multiples of ``period``."""
+    check_arraylike("unwrap", p)
+    (p,) = _inexact("unwrap", p)
+    if dtype_weak(p)[0].kind == "c":
+        raise FtransValueError("unwrap does not support complex inputs.")
+    if p.ndim == 0 or p.shape[axis] == 0:
+        return p
+    axis = canonicalize_axis("unwrap", axis, p.ndim)
+    half = jnp.divide(period, 2)
+    discont = half if discont is None else discont
+    dd = diff(p, axis=axis)
+    ddmod = jnp.subtract(jnp.remainder(jnp.add(dd, half), period), half)
+    ddmod = jnp.where(jnp.logical_and(jnp.equal(ddmod, jnp.negative(half)), jnp.greater(dd, 0)), half, ddmod)
+    correct = jnp.where(jnp.less(jnp.abs(dd), discont), 0, jnp.subtract(ddmod, dd))
+    lead = (slice(None),) * axis
+    return jnp.concatenate([p[lead + (slice(None, 1),)],
+                            jnp.add(p[lead + (slice(1, None),)], jnp.cumsum(correct, axis=axis))], axis=axis)
+
+
+# ---------------------------------------------------------------- bits
+def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
+    """``jnp.packbits``: groups of 8 truth values packed into uint8 (zero-padded at the end)."""
+    a = _arr("packbits", a)
+    d = dtype_weak(a)[0]
+    if d.kind not in "biu":
+        raise FtransTypeError(f"packbits: expected an integer or boolean array, got {d}")
+    if bitorder not in ("little", "big"):
+        raise FtransValueError(f"packbits: bitorder must be 'little' or 'big', got {bitorder!r}")
+    bits = jnp.astype(jnp.not_equal(a, jnp.zeros_like(a)), np.uint8)
+    if axis is None:
+        bits = jnp.ravel(bits)
+        axis = 0
+    axis = canonicalize_axis("packbits", axis, bits.ndim)
+    bits = jnp.moveaxis(bits, axis, -1)
+    pad = (-bits.shape[-1]) % 8
+    if pad:
+        bits = jnp.concatenate([bits, jnp.zeros(bits.shape[:-1] + (pad,), np.uint8)], axis=-1)
+    bits = jnp.reshape(bits, bits.shape[:-1] + (bits.shape[-1] // 8, 8))
+    shifts = np.arange(8, dtype=np.uint8)
+    if bitorder == "big":
+        shifts = shifts[::-1]
+    packed = jnp.sum(jnp.left_shift(bits, jnp.asarray(shifts.copy())), axis=-1, dtype=np.uint8)
+    return jnp.moveaxis(packed, -1, axis)
+
+
+def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
+    """``jnp.unpackbits``: each uint8 expanded to 8 bits along ``axis`` (then cut or padded to ``count``)."""
+    a = _arr("unpackbits", a)
+    if dtype_weak(a)[0] != np.uint8:
+        raise FtransTypeError(f"unpackbits: expected an input array of unsigned byte data type, got {a.dtype}")
+    if bitorder not in ("little", "big"):
+        raise FtransValueError(f"unpackbits: bitorder must be 'little' or 'big', got {bitorder!r}")
+    shifts = np.arange(8, dtype=np.uint8)
+    if bitorder == "big":
+        shifts = shifts[::-1]
+    bits = jnp.bitwise_and(jnp.right_shift(a[..., None], jnp.asarray(shifts.copy())), np.uint8(1))
+    if axis is None:
+        bits = jnp.ravel(bits)
+        axis = 0
+    else:
+        axis = canonicalize_axis("unpackbits", axis, a.ndim)
+        bits = jnp.moveaxis(bits, -1, axis + 1)
+        shape = list(a.shape)
+        shape[axis] *= 8
+        bits = jnp.reshape(bits, tuple(shape))
+    if count is not None:
+        count = _index("unpackbits", count, "count")
+        n = bits.shape[axis]
+        lead = (slice(None),) * axis
+        if count <= n:
+            bits = bits[lead + (slice(0, count),)]
+        else:
+            pad_shape = list(bits.shape)
+            pad_shape[axis] = count - n
+            bits = jnp.concatenate([bits, jnp.zeros(tuple(pad_shape), np.uint8)], axis=axis)
+    return bits
+
+
+def bitwise_count(x: Any, /) -> Any:
+    """``jnp.bitwise_count``: number of 1 bits in ``|x|``, as uint8."""
+    x = _arr("bitwise_count", x)
+    d = dtype_weak(x)[0]
+    if d.kind not in "biu":
+        raise FtransTypeError(f"bitwise_count: expected an integer or boolean array, got {d}")
+    if d == np.bool_:
+        return jnp.astype(x, np.uint8)
+    return jnp.astype(lax.population_count(jnp.abs(x) if d.kind == "i" else x), np.uint8)
+
+
+# ---------------------------------------------------------------- windows
+def _window_n(name: str, M: int) -> int:  # noqa: N803
+    return _index(name, M, "M")
+
+
+def _cosine_window(name: str, M: int, coefs: Sequence[float]) -> Any:  # noqa: N803
+    m = _window_n(name, M)
+    d = dtypes.default_float()
+    if m <= 1:
+        return jnp.ones(max(m, 0), d)
+    n = jnp.arange(m, dtype=d)
+    out = jnp.zeros(m, d)
+    for k, c in enumerate(coefs):
+        out = jnp.add(out, jnp.multiply(c, jnp.cos(jnp.multiply(2.0 * np.pi * k / (m - 1), n))))
+    return out
+
+
+def hamming(M: int) -> Any:  # noqa: N803 - NumPy's name
+    """``jnp.hamming``: 0.54 - 0.46 cos(2 pi n / (M - 1))."""
+    return _cosine_window("hamming", M, (0.54, -0.46))
+
+
+def hanning(M: int) -> Any:  # noqa: N803
+    """``jnp.hanning``: 0.5 - 0.5 cos(2 pi n / (M - 1))."""
+    return _cosine_window("hanning", M, (0.5, -0.5))
+
+
+def blackman(M: int) -> Any:  # noqa: N803
+    """``jnp.blackman``: 0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1))."""
+    return _cosine_window("blackman", M, (0.42, -0.5, 0.08))
+
+
+def bartlett(M: int) -> Any:  # noqa: N803
+    """``jnp.bartlett``: the triangular window."""
+    m = _window_n("bartlett", M)
+    d = dtypes.default_float()
+    if m <= 1:
+        return jnp.ones(max(m, 0), d)
+    n = jnp.arange(m, dtype=d)
+    return jnp.subtract(1.0, jnp.abs(jnp.subtract(jnp.multiply(2.0 / (m - 1), n), 1.0)))
+
+
+def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
+    """``jnp.kaiser``: I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)."""
+    m = _window_n("kaiser", M)
+    d = dtypes.default_float()
+    if m <= 1:
+        return jnp.ones(max(m, 0), d)
+    n = jnp.arange(m, dtype=d)
+    alpha = (m - 1) / 2.0
+    beta = jnp.astype(jnp.asarray(beta), d)
+    r = jnp.divide(jnp.subtract(n, alpha), alpha)
+    return jnp.divide(i0(jnp.multiply(beta, jnp.sqrt(jnp.subtract(1.0, jnp.square(r))))), i0(beta))
+
+
+__all__ += [
+    "bincount", "digitize", "histogram", "histogram_bin_edges", "isin", "union1d", "setdiff1d",
+    "intersect1d", "setxor1d", "unique_values", "unique_counts", "unique_inverse", "unique_all", "insert",
+    "delete", "resize", "trim_zeros", "partition", "argpartition", "quantile", "nanquantile", "percentile",
+    "nanpercentile", "nanmedian", "interp", "cov", "corrcoef", "unwrap", "packbits", "unpackbits",
+    "bitwise_count", "hamming", "hanning", "blackman", "bartlett", "kaiser",
+]

@@ -1,5 +1,113 @@
-"""Host-side helpers of ``jax.numpy``: printing options, file and buffer I/O, DLPack."""
+"""Host-side helpers of ``jax.numpy``: printing options, file and buffer I/O, DLPack,
+``fromfunction`` and ``einsum_path``.
+
+These run on concrete data (or on shapes only), so most are NumPy's own
+functions; the ones that produce arrays wrap the NumPy result with
+``asarray`` so dtypes are canonicalised (float64 data becomes float32
+unless x64 is enabled), as in JAX.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Callable
+from typing import IO, Any
+
+import numpy as np
+
+import ftrans.numpy as jnp
+from ftrans.core import dtypes
+
+__all__ = [
+    "ComplexWarning", "printoptions", "get_printoptions", "set_printoptions", "array_repr", "array_str",
+    "save", "savez", "load", "frombuffer", "fromstring", "fromfile", "fromiter", "fromfunction",
+    "from_dlpack", "einsum_path", "object_", "character", "flexible",
+]
+
+ComplexWarning = np.exceptions.ComplexWarning
+printoptions = np.printoptions
+get_printoptions = np.get_printoptions
+set_printoptions = np.set_printoptions
+array_repr = np.array_repr
+array_str = np.array_str
+save = np.save
+savez = np.savez
+# NumPy's abstract and object scalar types, for isinstance/issubdtype checks.
+object_, character, flexible = np.object_, np.character, np.flexible
+
+
+def load(file: IO[bytes] | str, *args: Any, **kwargs: Any) -> Any:
+    """``jnp.load``: ``np.load``, with a plain array result turned into an ftrans array
+    (raw two-byte void data is read back as bfloat16, as JAX saves it)."""
+    out = np.load(file, *args, **kwargs)
+    if isinstance(out, np.ndarray):
+        if out.dtype == "V2":
+            out = out.view(dtypes.bfloat16)
+        try:
+            out = jnp.asarray(out)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Any:
+    """``jnp.frombuffer``: an array interpreting ``buffer`` as raw data of ``dtype``."""
+    return jnp.asarray(np.frombuffer(buffer=buffer, dtype=dtype, count=count, offset=offset))
+
+
+def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Any:
+    """``jnp.fromstring``: an array parsed from text separated by ``sep``."""
+    return jnp.asarray(np.fromstring(string, dtype=dtype, count=count, sep=sep))
+
+
+def fromfile(*args: Any, **kwargs: Any) -> Any:
+    """``jnp.fromfile`` is deliberately unsupported (as in JAX): reading a file is a side effect."""
+    raise NotImplementedError(
+        "fromfile: reading files is not supported because it may be non-pure; "
+        "use jnp.asarray(np.fromfile(...)) outside transformed functions instead"
+    )
+
+
+def fromiter(*args: Any, **kwargs: Any) -> Any:
+    """``jnp.fromiter`` is deliberately unsupported (as in JAX): consuming an iterator is a side effect."""
+    raise NotImplementedError(
+        "fromiter: consuming iterators is not supported because it may be non-pure; "
+        "use jnp.asarray(np.fromiter(...)) outside transformed functions instead"
+    )
+
+
+def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
+    """``jnp.fromfunction``: ``function`` called once on the grid of index arrays of ``shape``.
+
+    (JAX maps the function over each axis with vmap; for the elementwise
+    functions this is meant for, both give the same array.)
+    """
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    grids = jnp.indices(shape, dtype=dtype)
+    return function(*(grids[i] for i in range(len(shape))), **kwargs)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
+    """``jnp.from_dlpack``: import a DLPack-capable host array (through NumPy)."""
+    if device is not None:
+        raise NotImplementedError("from_dlpack: device is not supported")
+    return jnp.asarray(np.from_dlpack(x), copy=copy)
+
+
+def _unoptimized() -> Any:
+    """The contraction-order strategy for ``optimize=False``: contract left to right."""
+    from opt_einsum import paths
+
+    class Unoptimized(paths.PathOptimizer):
+        def __call__(self, inputs: Any, output: Any, size_dict: Any, memory_limit: Any = None) -> list:
+            return [(0, 1)] * (len(inputs) - 1)
+
+    return Unoptimized()
+
+
+def einsum_path(subscripts: str, /, *operands: Any, optimize: bool | str | list = "auto") -> tuple[list, Any]:
+    """``jnp.einsum_path``: the pairwise contraction order ``einsum`` would use, from opt_einsum."""
+    import opt_einsum
+
+    if isinstance(optimize, bool):
+        optimize = "optimal" if optimize else _unoptimized()
+    return opt_einsum.contract_path(subscripts, *operands, optimize=optimize)

@@ -61,3 +61,13 @@ float64 = _make("float64", np.float64)
 bfloat16 = _make("bfloat16", _dtypes.bfloat16)
 complex64 = _make("complex64", np.complex64)
 complex128 = _make("complex128", np.complex128)
+
+# NumPy-style aliases.  As in JAX, the 64-bit names stay 64-bit dtypes; arrays
+# built from them are narrowed to 32 bits unless x64 is enabled.
+bool = bool_  # noqa: A001 - jnp.bool is the array API name of bool_
+float_ = double = float64
+single = float32
+int_ = int64
+uint = uint64
+complex_ = cdouble = complex128
+csingle = complex64
