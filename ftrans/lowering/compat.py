@@ -47,18 +47,23 @@ def backend_version(client: Any) -> str:
     return f"{client.platform}/{client.platform_version}/jaxlib-{JAX_VERSION}"
 
 
-def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
-    """Compile a StableHLO module (text) for ``devices``; returns a loaded executable."""
+def _compile_options(devices: Sequence[Any]) -> Any:
+    """Replicas, partitions and the device assignment for a program on ``devices``."""
     opts = _xc.CompileOptions()
     build = opts.executable_build_options
     build.num_replicas = 1
     build.num_partitions = len(devices)
     if len(devices) > 1:
         build.use_spmd_partitioning = True
-    # Without an explicit assignment XLA would run on the client's first device.
-    build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id for d in devices]]).T
-                                                          if len(devices) == 1 else
-                                                          np.array([[d.id for d in devices]]))
+    # One replica, one partition per device; without an explicit assignment XLA
+    # would run on the client's first device.
+    build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id for d in devices]]))
+    return opts
+
+
+def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
+    """Compile a StableHLO module (text) for ``devices``; returns a loaded executable."""
+    opts = _compile_options(devices)
     dl = _xc.DeviceList(tuple(devices))
     return client.compile_and_load(module_text.encode(), dl, opts)
 
@@ -80,12 +85,7 @@ def deserialize(client: Any, payload: bytes, devices: Sequence[Any]) -> Any:
     partitioning it was built for.  Raises whatever PJRT raises for bytes it
     cannot load (the cache treats any failure as a miss).
     """
-    opts = _xc.CompileOptions()
-    build = opts.executable_build_options
-    build.num_replicas = 1
-    build.num_partitions = len(devices)
-    if len(devices) > 1:
-        build.use_spmd_partitioning = True
+    opts = _compile_options(devices)
     payload = bytes(payload)
     try:
         dl = _xc.DeviceList(tuple(devices))

@@ -84,6 +84,17 @@ class LoweringContext:
         return self.emit1("stablehlo.broadcast_in_dim", [x], mt.tensor_type(shape, aval.dtype),
                           {"broadcast_dimensions": mt.i64_array(dims)})
 
+    def compare(self, x: str, y: str, direction: str, dtype: np.dtype, shape: Sequence[int],
+                kind: str | None = None) -> str:
+        """``x <direction> y`` for operands of ``dtype`` and ``shape``: a bool tensor of that shape.
+
+        ``kind`` overrides the comparison type (``"TOTALORDER"``, say); by default it follows the dtype.
+        """
+        return self.emit1("stablehlo.compare", [x, y], mt.tensor_type(shape, np.dtype(np.bool_)), {
+            "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
+            "compare_type": f"#stablehlo<comparison_type {kind or mt.compare_type(dtype)}>",
+        })
+
     def convert(self, x: str, aval: ShapedArray, dtype: np.dtype) -> str:
         if np.dtype(aval.dtype) == np.dtype(dtype):
             return x

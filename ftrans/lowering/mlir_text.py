@@ -47,6 +47,16 @@ def aval_type(aval: ShapedArray) -> str:
     return tensor_type(aval.shape, aval.dtype)
 
 
+def compare_type(dtype: np.dtype) -> str:
+    """StableHLO's comparison type for operands of ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc" or dtype == np.dtype(ml_dtypes.bfloat16):
+        return "FLOAT"
+    if dtype.kind in "ub":
+        return "UNSIGNED"
+    return "SIGNED"
+
+
 def i64_array(values: Sequence[int]) -> str:
     """A ``DenseI64ArrayAttr`` (``array<i64: 1, 2>``), as StableHLO ops take dimension lists."""
     vals = ", ".join(str(int(v)) for v in values)

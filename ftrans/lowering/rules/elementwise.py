@@ -77,9 +77,7 @@ def _minmax(prim, op: str, direction: str) -> None:
         bt = mt.tensor_type(out.shape, dtypes.bool_)
 
         def cmp(a, b, d):
-            return ctx.emit1("stablehlo.compare", [a, b], bt, {
-                "comparison_direction": f"#stablehlo<comparison_direction {d}>",
-                "compare_type": "#stablehlo<comparison_type FLOAT>"})
+            return ctx.compare(a, b, d, part, out.shape)
 
         xr, yr = ctx.emit1("stablehlo.real", [x], pt), ctx.emit1("stablehlo.real", [y], pt)
         xi, yi = ctx.emit1("stablehlo.imag", [x], pt), ctx.emit1("stablehlo.imag", [y], pt)
@@ -100,10 +98,7 @@ def _sign(ctx: LoweringContext, x):
     a = ctx.avals_in[0]
     if a.dtype.kind == "u":  # StableHLO's sign takes signless types only: sign(u) = (u != 0)
         zero = ctx.broadcast(ctx.scalar(0, a.dtype), a.update(shape=()), a.shape)
-        nz = ctx.emit1("stablehlo.compare", [x, zero], mt.tensor_type(a.shape, dtypes.bool_), {
-            "comparison_direction": "#stablehlo<comparison_direction NE>",
-            "compare_type": "#stablehlo<comparison_type UNSIGNED>",
-        })
+        nz = ctx.compare(x, zero, "NE", a.dtype, a.shape)
         return ctx.emit1("stablehlo.convert", [nz])
     return ctx.emit1("stablehlo.sign", [x])
 
@@ -155,22 +150,10 @@ def _integer_pow(ctx: LoweringContext, x, *, y: int):
     return acc
 
 
-def _compare_type(dtype: np.dtype) -> str:
-    if dtype.kind in "fc" or dtype == dtypes.bfloat16:
-        return "FLOAT"
-    if dtype.kind == "u" or dtype == dtypes.bool_:
-        return "UNSIGNED"
-    return "SIGNED"
-
-
 def _comparison(prim, direction: str) -> None:
     def rule(ctx: LoweringContext, x, y):
         x, y = _operands(ctx, (x, y))
-        ct = _compare_type(ctx.avals_in[0].dtype)
-        return ctx.emit1("stablehlo.compare", [x, y], attrs={
-            "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
-            "compare_type": f"#stablehlo<comparison_type {ct}>",
-        })
+        return ctx.compare(x, y, direction, ctx.avals_in[0].dtype, ctx.avals_out[0].shape)
 
     register_lowering(prim)(rule)
 

@@ -19,20 +19,9 @@ from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
 
-def _compare_type(dtype: np.dtype) -> str:
-    if dtype.kind in "fc" or dtype == dtypes.bfloat16:
-        return "FLOAT"
-    if dtype.kind == "u" or dtype == dtypes.bool_:
-        return "UNSIGNED"
-    return "SIGNED"
-
-
 def _compare(ctx: LoweringContext, x: str, y: str, aval: ShapedArray, direction: str) -> str:
     """``x <direction> y`` elementwise, both of ``aval``'s type; a bool tensor of its shape."""
-    return ctx.emit1("stablehlo.compare", [x, y], mt.tensor_type(aval.shape, dtypes.bool_), {
-        "comparison_direction": f"#stablehlo<comparison_direction {direction}>",
-        "compare_type": f"#stablehlo<comparison_type {_compare_type(np.dtype(aval.dtype))}>",
-    })
+    return ctx.compare(x, y, direction, aval.dtype, aval.shape)
 
 
 def _full(ctx: LoweringContext, value, aval: ShapedArray) -> str:
