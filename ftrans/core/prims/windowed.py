@@ -71,6 +71,8 @@ def _impl(kind: str):
         ident = _identity(kind, x.dtype)
         if 0 in out_shape:
             return np.zeros(out_shape, x.dtype)
+        if x.ndim == 0:  # no window dimensions: every window is the element itself
+            return x.copy()
         # Base dilation: spread the elements apart, identity in between.
         dil_shape = tuple(0 if n == 0 else (n - 1) * b + 1 for n, b in zip(x.shape, base_dilation))
         spread = np.full(dil_shape, ident, x.dtype)
