@@ -298,6 +298,11 @@ def test_arange_errors():
         fnp.arange(1j)
 
 
+def test_arange_complex_dtype():
+    check(lambda m: m.arange(3, dtype=np.complex64))
+    check(lambda m: m.arange(1, 4, 0.5, dtype=np.complex64))
+
+
 @settings(max_examples=8)
 @given(st.floats(-10, 10, width=32), st.floats(-10, 10, width=32), st.integers(0, 7), st.booleans(),
        st.booleans(), st.sampled_from([None, float, int, np.float16, np.int8]))

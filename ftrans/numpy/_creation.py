@@ -380,8 +380,11 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     st = None if step is None else _arange_scalar("step", step)
     if d is None:
         d = dtypes.promote(tuple(dtype_weak(v) for v in (start, stop, step) if v is not None))[0]
-    if d == dtypes.bool_ or d.kind == "c":
-        raise FtransTypeError(f"jnp.arange: dtype {d.name} is not supported; use an integer or float dtype")
+    if d == dtypes.bool_:
+        raise FtransTypeError("jnp.arange: dtype bool is not supported; use an integer or float dtype")
+    if d.kind == "c":  # as JAX: the real sequence, as complex numbers
+        part = dtypes.float64 if d == dtypes.complex128 else dtypes.float32
+        return retype(arange(start, stop, step, dtype=part), d, False)
     if hi is None:
         lo, hi = 0, lo
     if st is not None:
