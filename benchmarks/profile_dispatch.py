@@ -93,7 +93,10 @@ def profile_fast_path(number: int, repeat: int, runs: int) -> None:
     entry = fast_entry(f, args)
     if not (entry.single and entry.no_consts):
         raise SystemExit("expected the single-output, no-constant fast path")
-    execute, handlers = entry.execute, entry.handlers
+    from ftrans.lowering import compat
+
+    execute = entry.exe.xla.execute_sharded
+    handlers = compat.result_handlers(entry.exe.out_avals, entry.exe.device)
     bufs = [x._buf]
     out_buf = execute(bufs).consume_with_handlers(handlers)[0]
     aval0, sig0 = entry.aval0, entry.sig0

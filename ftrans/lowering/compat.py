@@ -111,14 +111,24 @@ def result_handlers(out_avals: Sequence[Any], device: Any) -> list:
 
 
 def execute_fn(executable: Any, out_avals: Sequence[Any], device: Any):
-    """A bound callable ``buffers -> list of output buffers`` with as little in between as we can."""
+    """A callable ``buffers -> list of output buffers`` with as little in between as we can.
+
+    Falls back to the generic (slower) result path on a jaxlib without
+    ``array_result_handler``, so a release that drops it costs speed, not correctness.
+    """
     run = executable.execute_sharded
-    handlers = result_handlers(out_avals, device)
+    try:
+        handlers = result_handlers(out_avals, device)
+    except (AttributeError, TypeError):
+        def slow(buffers: list) -> list:
+            return [o[0] for o in run(buffers).disassemble_into_single_device_arrays()]
+
+        return slow
 
     def call(buffers: list) -> list:
         return run(buffers).consume_with_handlers(handlers)
 
-    return call, run, handlers
+    return call
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,8 +144,11 @@ def _sharding(device: Any) -> Any:
 def device_put(value: np.ndarray, device: Any) -> Any:
     """Copy a (canonically typed) NumPy array to ``device``; returns a device buffer."""
     # ftrans has already canonicalised the dtype; enable_x64 stops jax from narrowing it again.
-    return _xc.batched_device_put(_jax_aval(value.shape, value.dtype), _sharding(device), [value],
-                                  [device], True, enable_x64=True)
+    aval = _jax_aval(value.shape, value.dtype)
+    try:
+        return _xc.batched_device_put(aval, _sharding(device), [value], [device], True, enable_x64=True)
+    except TypeError:  # a jaxlib whose batched_device_put has no enable_x64 keyword
+        return _xc.batched_device_put(aval, _sharding(device), [value], [device], True)
 
 
 def copy_to_device(buf: Any, device: Any) -> Any:

@@ -48,7 +48,7 @@ class Executable:
     """
 
     __slots__ = ("name", "text", "xla", "device", "device_id", "in_avals", "out_avals", "out_sigs",
-                 "const_bufs", "_run", "execute", "handlers", "donated", "__weakref__")
+                 "const_bufs", "_run", "donated", "__weakref__")
 
     def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
                  donated: Sequence[bool] = ()):
@@ -64,7 +64,7 @@ class Executable:
         self.xla = compile_text(self.text, device, closed)
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
-        self._run, self.execute, self.handlers = compat.execute_fn(self.xla, self.out_avals, device)
+        self._run = compat.execute_fn(self.xla, self.out_avals, device)
         if device.platform != "cpu":
             _array_mod.accelerator_in_use = True
 

@@ -166,13 +166,12 @@ def _path_str(path: tuple) -> str:
 class _Entry:
     """What a cache hit needs: the executable and how to rebuild the outputs.
 
-    ``execute`` is the PJRT executable's bound ``execute_sharded``; ``single``
+    ``execute`` runs the PJRT executable on a list of buffers; ``single``
     (when the function returns one array) lets the hot path build its one
     output inline.
     """
 
-    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "execute", "handlers", "no_consts",
-                 "aval0", "sig0")
+    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "execute", "no_consts", "aval0", "sig0")
 
     def __init__(self, exe: X.Executable, out_tree: Any, donate_mask: tuple, closed: ClosedJaxpr):
         self.exe = exe
@@ -180,8 +179,7 @@ class _Entry:
         self.single = out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(out_tree)
         self.donate_mask = donate_mask
         self.closed = closed
-        self.execute = exe.execute
-        self.handlers = exe.handlers
+        self.execute = exe._run
         self.no_consts = not exe.const_bufs
         self.aval0 = exe.out_avals[0] if exe.out_avals else None
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
@@ -237,7 +235,7 @@ class JitWrapped:
                 self.hits += 1
                 if entry.single and entry.no_consts:
                     try:
-                        buf = entry.execute([a._buf for a in args]).consume_with_handlers(entry.handlers)[0]
+                        buf = entry.execute([a._buf for a in args])[0]
                     except Exception:  # e.g. a deleted (donated) buffer: the slow path explains
                         return self._call(args, kwargs)
                     out = _new(DeviceArray)
