@@ -51,7 +51,7 @@ _new = object.__new__
 
 
 def _on_config_change(name: str, value: Any) -> None:
-    if name == "enable_x64":  # signatures canonicalise differently: start over
+    if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
         for f in list(_all_jitted):
             f._fast.clear()
             f._tree_fast.clear()
@@ -226,26 +226,37 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._fast_ok and not kwargs and not _trace.active_anywhere:
-            try:
-                entry = self._fast[tuple([a._sig for a in args])]
-            except (AttributeError, KeyError):
-                pass
-            else:
-                self.hits += 1
-                if entry.single and entry.no_consts:
+        if not _trace.active_anywhere and self._fast_ok:
+            if not kwargs:
+                entry = self._fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                if entry is not None:
+                    self.hits += 1
                     try:
-                        buf = entry.execute([a._buf for a in args])[0]
-                    except Exception:  # e.g. a deleted (donated) buffer: the slow path explains
+                        if entry.no_consts:
+                            bufs = entry.execute([a._buf for a in args])
+                        else:  # constants lead the argument list
+                            bufs = entry.exe.run([a._buf for a in args])
+                    except Exception:  # e.g. a deleted (donated) buffer: the general path explains
                         return self._call(args, kwargs)
-                    out = _new(DeviceArray)
-                    out._buf = buf
-                    out._aval = aval = entry.aval0
-                    out._sig = entry.sig0
-                    out.weak_type = aval.weak_type
-                    return out
+                    if entry.single:
+                        out = _new(DeviceArray)
+                        out._buf = bufs[0]
+                        out._aval = aval = entry.aval0
+                        out._sig = entry.sig0
+                        out.weak_type = aval.weak_type
+                        return out
+                    outs = entry.exe.wrap(bufs)
+                    return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
+            # Second tier: any pytree of resident arrays (no statics to split off here).
+            leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+            entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), ()))
+            if entry is not None:
+                self.hits += 1
                 exe = entry.exe
-                outs = exe.wrap(exe.run([a._buf for a in args]))
+                try:
+                    outs = exe.wrap(exe.run([x._buf for x in leaves]))
+                except Exception:  # a deleted (donated) buffer: the general path explains
+                    return self._call(args, kwargs)
                 return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
         return self._call(args, kwargs)
 
@@ -281,23 +292,19 @@ class JitWrapped:
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        if not _trace.active_anywhere:
-            # Second fast tier: any pytree whose leaves all carry a signature (resident arrays).
-            try:
-                tkey = (in_tree, tuple([leaf._sig for leaf in leaves]), statics)
-            except AttributeError:
-                tkey = None
-            if tkey is not None:
-                entry = self._tree_fast.get(tkey)
-                if entry is not None:
-                    self.hits += 1
-                    exe = entry.exe
-                    try:
-                        outs = exe.wrap(exe.run([leaf._buf for leaf in leaves]))
-                    except Exception:  # a deleted (donated) buffer: the general path explains
-                        pass
-                    else:
-                        return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
+        if not _trace.active_anywhere and statics:
+            # The pytree tier for calls with static arguments (the others took it in __call__).
+            tkey = (in_tree, tuple([getattr(leaf, "_sig", None) for leaf in leaves]), statics)
+            entry = self._tree_fast.get(tkey)
+            if entry is not None:
+                self.hits += 1
+                exe = entry.exe
+                try:
+                    outs = exe.wrap(exe.run([leaf._buf for leaf in leaves]))
+                except Exception:  # a deleted (donated) buffer: the general path explains
+                    pass
+                else:
+                    return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
         avals = []
         tracing = False
         for leaf in leaves:
