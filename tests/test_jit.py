@@ -354,3 +354,40 @@ def test_xla_rejection_names_the_op():
         P.registry.pop("_test_broken", None)
         P.abstract_eval_rules.pop(prim, None)
         P.impl_rules.pop(prim, None)
+
+
+def test_fast_tiers_agree_with_the_general_path():
+    w = jnp.arange(3.0)  # a closed-over constant: an extra leading argument of the program
+    f = ftrans.jit(lambda p, s: (p["a"] * w + s, p["b"].sum()))
+    p = ftrans.device_put({"a": np.ones(3, np.float32), "b": np.arange(4, dtype=np.float32)})
+    s = ftrans.device_put(np.float32(2.0))
+    first = f(p, s)
+    for _ in range(3):  # later calls take the pytree tier
+        again = f(p, s)
+        _close(again[0], first[0])
+        _close(again[1], np.float32(6.0))
+    assert len(f._tree_fast) == 1
+    g = ftrans.jit(lambda x: x * w)
+    x = ftrans.device_put(np.ones(3, np.float32))
+    for _ in range(3):  # the positional tier, with a constant
+        _close(g(x), np.arange(3, dtype=np.float32))
+
+
+def test_disable_jit_overrides_cached_fast_paths():
+    seen = []
+
+    @ftrans.jit
+    def f(x):
+        seen.append(1)
+        return x + 1
+
+    x = ftrans.device_put(np.ones(2, np.float32))
+    f(x)
+    f(x)
+    assert len(seen) == 1
+    ftrans.config.update("disable_jit", True)
+    try:
+        f(x)
+    finally:
+        ftrans.config.update("disable_jit", False)
+    assert len(seen) == 2
