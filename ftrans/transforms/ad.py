@@ -334,8 +334,10 @@ def _tangent_in(path: str, p: Any, t: Any) -> Any:
     else:
         t_shape = np.shape(t)
     if t_dtype != want:
-        extra = (" (an integer or bool primal has tangent dtype float0: pass "
-                 "numpy.zeros(shape, dtype=ftrans.dtypes.float0))" if want == float0 else "")
+        extra = ""
+        if want == float0:
+            extra = (" (an integer or bool primal has tangent dtype float0: pass numpy.zeros(shape, "
+                     "dtype=jax.dtypes.float0), the same dtype as ftrans.transforms.ad.float0)")
         raise FtransTypeError(
             f"jvp: primal and tangent arguments do not match at {path}: the primal has dtype "
             f"{pa.dtype.name}, so the tangent must have dtype {_dname(want)}, but it has dtype "
