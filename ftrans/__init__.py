@@ -18,6 +18,7 @@ from ftrans.devices import (
     process_count,
     process_index,
 )
+from ftrans.transforms.ad import jvp
 from ftrans.transforms.jit import jit
 
 __version__ = "0.1.0"
@@ -26,5 +27,5 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
-    "process_index", "process_count",
+    "process_index", "process_count", "jvp",
 ]

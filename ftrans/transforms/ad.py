@@ -1,0 +1,428 @@
+"""Forward-mode autodiff: the JVP trace, its rule table, and ``ftrans.jvp``.
+
+DESIGN.md section 4: every primitive has a JVP rule in ``jvp_rules``; reverse
+mode is built later from these rules (linearize, then transpose).  A rule is
+
+    rule(primals: list, tangents: list, **params) -> (primal_out, tangent_out)
+
+(lists of outputs for ``multiple_results`` primitives).  ``primals`` are values
+of the enclosing level (Arrays, or tracers of outer transforms); ``tangents``
+are values of the same kind or ``Zero(aval)``, a symbolic zero.  Rules compute
+with ``ftrans.lax`` functions or ``prim.bind``, so they run eagerly, under
+``jit`` and under ``make_jaxpr`` alike.  Symbolic zeros are kept symbolic as
+long as possible: a rule returns ``Zero`` whenever every tangent its output
+depends on is zero, so unused derivatives are never materialised.
+
+Integer and boolean values have tangents of dtype ``float0`` (as in JAX);
+inside ftrans such tangents are always ``Zero``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr, Jaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
+from ftrans.errors import FtransTypeError
+from ftrans.transforms.jit import jit_call_p
+
+__all__ = [
+    "Zero", "float0", "instantiate", "jvp_rules", "register_jvp", "defjvp_linear", "defjvp_zero",
+    "JVPTrace", "JVPTracer", "jvp", "jvp_jaxpr", "tangent_aval", "zeros_like_aval", "add_tangents",
+]
+
+# JAX's dtype for the tangents of integer and boolean values: zero bytes per element.
+float0 = np.dtype([("float0", np.void, 0)])
+
+jvp_rules: dict[Primitive, Callable[..., Any]] = {}
+
+
+# ----------------------------------------------------------------------------
+# Symbolic zeros
+
+
+class Zero:
+    """A tangent known to be zero everywhere; ``aval`` is the tangent's abstract value."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    @staticmethod
+    def from_primal_value(x: Any) -> Zero:
+        return Zero(tangent_aval(aval_of(x)))
+
+    def __repr__(self) -> str:
+        return f"Zero({self.aval.str_short()})"
+
+
+def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    """The abstract value of a tangent of ``aval``: itself if inexact, else float0."""
+    if dtypes.is_inexact(aval.dtype):
+        return aval
+    return ShapedArray(aval.shape, float0, False)
+
+
+def zeros_like_aval(aval: ShapedArray) -> Any:
+    """Zeros of ``aval`` built from a scalar literal, so staging records one broadcast, not a constant."""
+    if aval.dtype == float0:
+        return np.zeros(aval.shape, float0)
+    from ftrans import lax
+
+    z = Array._new(np.zeros((), aval.dtype), aval.weak_type)
+    if aval.shape == ():
+        return z
+    return lax.broadcast_in_dim(z, aval.shape, ())
+
+
+def instantiate(t: Any) -> Any:
+    """Turn a symbolic ``Zero`` into actual zeros; other tangents pass through."""
+    if type(t) is Zero:
+        return zeros_like_aval(t.aval)
+    return t
+
+
+def broadcast_to(t: Any, shape: tuple[int, ...]) -> Any:
+    """A rank-0 tangent broadcast to ``shape`` (elementwise primitives accept rank-0 operands)."""
+    if type(t) is Zero:
+        return Zero(t.aval.update(shape=shape))
+    if tuple(aval_of(t).shape) == tuple(shape):
+        return t
+    from ftrans import lax
+
+    return lax.broadcast_in_dim(t, shape, ())
+
+
+def add_tangents(a: Any, b: Any) -> Any:
+    """``a + b`` where either may be a symbolic zero (then the other is returned)."""
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    from ftrans import lax
+
+    return lax.add(a, b)
+
+
+# ----------------------------------------------------------------------------
+# Registering rules
+
+
+def register_jvp(prim: Primitive) -> Callable[[Callable], Callable]:
+    """Decorator: ``@register_jvp(sin_p)`` over ``rule(primals, tangents, **params)``."""
+
+    def deco(rule: Callable) -> Callable:
+        jvp_rules[prim] = rule
+        return rule
+
+    return deco
+
+
+def _zero_like_out(out: Any) -> Any:
+    if isinstance(out, (list, tuple)):
+        return [Zero.from_primal_value(o) for o in out]
+    return Zero.from_primal_value(out)
+
+
+def defjvp_zero(prim: Primitive) -> None:
+    """The outputs have zero derivative (comparisons, rounding, argmax, iota, ...), never an error."""
+
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        out = prim.bind(*primals, **params)
+        return out, _zero_like_out(out)
+
+    rule.__name__ = f"{prim.name}_jvp_zero"
+    jvp_rules[prim] = rule
+
+
+def defjvp_linear(prim: Primitive) -> None:
+    """The primitive is linear in all operands jointly: the tangent is the primitive of the tangents."""
+
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        out = prim.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            return out, _zero_like_out(out)
+        return out, prim.bind(*[instantiate(t) for t in tangents], **params)
+
+    rule.__name__ = f"{prim.name}_jvp_linear"
+    jvp_rules[prim] = rule
+
+
+# ----------------------------------------------------------------------------
+# The trace
+
+
+class JVPTracer(Tracer):
+    """A value carrying its tangent: ``primal`` (of the enclosing level) and ``tangent`` (or Zero)."""
+
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace: Trace, primal: Any, tangent: Any):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return aval_of(self.primal)
+
+
+class JVPTrace(Trace):
+    """Interprets each primitive by its JVP rule on (primal, tangent) pairs."""
+
+    __slots__ = ()
+
+    def pure(self, val: Any) -> JVPTracer:
+        return JVPTracer(self, val, Zero.from_primal_value(val))
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(type(t) is Zero for t in tangents):
+            # Nothing to differentiate: run at the level below (the result's tangent is zero).
+            return prim.bind(*primals, **params)
+        rule = jvp_rules.get(prim)
+        if rule is None:
+            reason = not_supported.get((prim, "jvp"))
+            if reason is not None:
+                raise NotImplementedError(f"differentiation (jvp) of {prim.name}: {reason}")
+            raise NotImplementedError(f"differentiation (jvp) of {prim.name} is not supported")
+        primal_out, tangent_out = rule(primals, tangents, **params)
+        if prim.multiple_results:
+            return [JVPTracer(self, p, t) for p, t in zip(primal_out, tangent_out)]
+        return JVPTracer(self, primal_out, tangent_out)
+
+
+def _unpack(main: Any, x: Any) -> tuple[Any, Any]:
+    """(primal, tangent) of an output: values not traced at ``main`` have zero tangent."""
+    if isinstance(x, JVPTracer) and x._trace.main is main:
+        return x.primal, x.tangent
+    return x, Zero.from_primal_value(x)
+
+
+def _strip(main: Any, x: Any) -> Any:
+    return x.primal if isinstance(x, JVPTracer) and x._trace.main is main else x
+
+
+def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list, Any]:
+    """JVP of ``fun`` on flat lists (tangents may be Zero): primal outs, tangent outs (may be Zero), extra.
+
+    ``fun`` returns ``(flat_outs, extra)``; ``extra`` (auxiliary data) is
+    returned with tracers of this level replaced by their primals.
+    """
+    with new_main(JVPTrace) as main:
+        trace = main.trace
+        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs, extra = fun(*ins)
+        pairs = [_unpack(main, o) for o in outs]
+        extra = tree_util.tree_map(lambda x: _strip(main, x), extra)
+    return [p for p, _ in pairs], [t for _, t in pairs], extra
+
+
+# ----------------------------------------------------------------------------
+# JVP of a jaxpr, and the jit_call rule
+
+
+_jvp_jaxpr_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool]) -> tuple[ClosedJaxpr, list[bool]]:
+    """A jaxpr computing ``closed``'s outputs and tangents.
+
+    Inputs: all primals, then the tangents of the inputs marked in
+    ``nonzeros``.  Outputs: all primal outputs, then the tangents that are not
+    symbolically zero; the returned list marks which.  The result is cached
+    per (jaxpr, nonzeros) unless a captured constant is a tracer.
+    """
+    key = tuple(nonzeros)
+    per = _jvp_jaxpr_cache.get(closed)
+    if per is not None and key in per:
+        return per[key]
+    in_avals = list(closed.in_avals)
+    tan_avals = [tangent_aval(a) for a, nz in zip(in_avals, nonzeros) if nz]
+    out_nz_box: list = []
+    n_in = len(in_avals)
+
+    def fun(*args: Any) -> list:
+        primals, nz_tangents = args[:n_in], iter(args[n_in:])
+        tangents = [next(nz_tangents) if nz else Zero(tangent_aval(a))
+                    for a, nz in zip(in_avals, nonzeros)]
+
+        def body(*ins: Any) -> tuple[list, None]:
+            return eval_jaxpr(closed.jaxpr, list(closed.consts), *ins), None
+
+        p_out, t_out, _ = jvp_flat(body, primals, tangents)
+        out_nz_box.append([type(t) is not Zero for t in t_out])
+        return list(p_out) + [t for t in t_out if type(t) is not Zero]
+
+    new, consts = stage(fun, in_avals + tan_avals)
+    result = (new, out_nz_box[0])
+    if not any(isinstance(c, Tracer) for c in consts):
+        _jvp_jaxpr_cache.setdefault(closed, {})[key] = result
+    return result
+
+
+def _hoist(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Move a closed jaxpr's constants to leading inputs (so tracer constants become operands)."""
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
+
+
+@register_jvp(jit_call_p)
+def _jit_call_jvp(primals: list, tangents: list, *, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple,
+                  **params: Any) -> tuple[list, list]:
+    """Differentiate the body once and bind one new ``jit_call``, so ``jvp(jit(f))`` stays one call."""
+    nonzeros = [type(t) is not Zero for t in tangents]
+    staged, out_nz = _jvp_jaxpr_hoisted(jaxpr, nonzeros)
+    body, consts = staged
+    nz_tangents = [t for t in tangents if type(t) is not Zero]
+    n_ops = len(consts) + len(primals) + len(nz_tangents)
+    outs = jit_call_p.bind(*consts, *primals, *nz_tangents, jaxpr=body, name=f"jvp({name})",
+                           donated_invars=(False,) * n_ops, **params)
+    n_out = len(jaxpr.out_avals)
+    primal_out, rest = outs[:n_out], iter(outs[n_out:])
+    tangent_out = [next(rest) if nz else Zero(tangent_aval(a))
+                   for a, nz in zip(jaxpr.out_avals, out_nz)]
+    return primal_out, tangent_out
+
+
+def _jvp_jaxpr_hoisted(closed: ClosedJaxpr, nonzeros: list) -> tuple[tuple[ClosedJaxpr, list], list]:
+    new, out_nz = jvp_jaxpr(closed, nonzeros)
+    return _hoist(new), out_nz
+
+
+# ----------------------------------------------------------------------------
+# The public API
+
+
+def _check_arg_list(name: str, primals: Any, tangents: Any) -> None:
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise FtransTypeError(
+            f"{name}: primal and tangent arguments must be tuples or lists (one entry per positional "
+            f"argument of the function); found {type(primals).__name__} and {type(tangents).__name__}"
+        )
+
+
+def _tangent_in(path: str, p: Any, t: Any) -> Any:
+    """Check one tangent against its primal (JAX's rules) and return it, or Zero for float0."""
+    pa = aval_of(p)
+    want = tangent_aval(pa).dtype
+    t_dtype = np.asarray(t).dtype if isinstance(t, np.ndarray) and t.dtype == float0 else None
+    if t_dtype is None:
+        try:
+            ta = aval_of(t)
+        except TypeError:
+            raise FtransTypeError(
+                f"jvp: tangent {path} of type {type(t).__name__} is not an array"
+            ) from None
+        t_shape, t_dtype = ta.shape, ta.dtype
+    else:
+        t_shape = np.shape(t)
+    if t_dtype != want:
+        extra = ""
+        if want == float0:
+            extra = (" (an integer or bool primal has tangent dtype float0: pass numpy.zeros(shape, "
+                     "dtype=jax.dtypes.float0), the same dtype as ftrans.transforms.ad.float0)")
+        raise FtransTypeError(
+            f"jvp: primal and tangent arguments do not match at {path}: the primal has dtype "
+            f"{pa.dtype.name}, so the tangent must have dtype {_dname(want)}, but it has dtype "
+            f"{_dname(t_dtype)}{extra}"
+        )
+    if tuple(t_shape) != tuple(pa.shape):
+        raise FtransTypeError(
+            f"jvp: primal and tangent arguments have different shapes at {path}: primal shape "
+            f"{tuple(pa.shape)}, tangent shape {tuple(t_shape)}"
+        )
+    if want == float0:
+        return Zero(tangent_aval(pa))
+    if isinstance(t, (Array, Tracer)):
+        return t
+    from ftrans.numpy._util import as_operand
+
+    return as_operand(t)
+
+
+def _dname(d: np.dtype) -> str:
+    return "float0" if d == float0 else d.name
+
+
+def _operand(x: Any) -> Any:
+    from ftrans.numpy._util import as_operand
+
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_operand(x)
+    except TypeError:
+        raise FtransTypeError(f"jvp: primal of type {type(x).__name__} is not an array") from None
+
+
+def _output(t: Any) -> Any:
+    return instantiate(t)
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+        has_aux: bool = False) -> tuple[Any, ...]:
+    """``jax.jvp``: ``(fun(*primals), J·tangents)``, plus ``aux`` when ``has_aux``.
+
+    ``primals`` and ``tangents`` are tuples/lists of pytrees with equal
+    structure, shapes and (tangent) dtypes; integer and bool primals take
+    float0 tangents.
+    """
+    if not callable(fun):
+        raise FtransTypeError(f"jvp: expected a function as the first argument, got {type(fun).__name__}")
+    _check_arg_list("jvp", primals, tangents)
+    p_leaves_paths, p_tree = tree_util.tree_flatten_with_path(tuple(primals))
+    t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise FtransTypeError(
+            f"jvp: primal and tangent arguments must have the same tree structure; primals have "
+            f"tree structure {p_tree} whereas tangents have tree structure {t_tree}"
+        )
+    p_leaves = [_operand(p) for _, p in p_leaves_paths]
+    t_in = [_tangent_in("primals" + tree_util.keystr(path), p, t)
+            for (path, _), p, t in zip(p_leaves_paths, p_leaves, t_leaves)]
+    out_tree_box: list = []
+    fname = getattr(fun, "__name__", "fun")
+
+    def flat_fun(*ins: Any) -> tuple[list, Any]:
+        args = tree_util.tree_unflatten(p_tree, ins)
+        out = fun(*args)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise FtransTypeError(
+                    f"jvp({fname}) with has_aux=True: the function must return a pair (output, aux), "
+                    f"got {type(out).__name__}"
+                )
+            out, aux = out
+        flat, tree = tree_util.tree_flatten(out)
+        out_tree_box.append(tree)
+        return flat, aux
+
+    p_out, t_out, aux = jvp_flat(flat_fun, p_leaves, t_in)
+    out_tree = out_tree_box[0]
+    primals_out = tree_util.tree_unflatten(out_tree, p_out)
+    tangents_out = tree_util.tree_unflatten(out_tree, [_output(t) for t in t_out])
+    if has_aux:
+        return primals_out, tangents_out, aux
+    return primals_out, tangents_out
+
+
+# The rules for every primitive family register themselves on import.
+from ftrans.transforms import ad_rules  # noqa: E402, F401

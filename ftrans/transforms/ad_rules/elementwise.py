@@ -1,0 +1,272 @@
+"""JVP rules of the elementwise primitives (``ftrans/core/prims/elementwise.py``).
+
+Derivatives follow JAX's conventions, including the non-obvious ones: ``max``
+and ``min`` split the tangent evenly between tied operands, ``sign``, ``floor``,
+``ceil``, ``round``, comparisons and bit operations have zero derivative, and
+complex functions are differentiated as holomorphic functions (``abs``,
+``real``, ``imag``, ``conj`` and ``complex`` are linear over the reals).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ftrans import lax
+from ftrans.core import dtypes
+from ftrans.core.prims import elementwise as E
+from ftrans.core.trace import aval_of
+from ftrans.transforms.ad import (
+    Zero,
+    add_tangents,
+    broadcast_to,
+    defjvp_linear,
+    defjvp_zero,
+    register_jvp,
+    zeros_like_aval,
+)
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(aval_of(x).shape)
+
+
+def _scale(t: Any, coef: Any) -> Any:
+    """``t * coef`` keeping symbolic zeros symbolic (and broadcasting a rank-0 ``t``)."""
+    if type(t) is Zero:
+        return Zero(t.aval.update(shape=_shape(coef)) if t.aval.shape == () else t.aval)
+    return lax.mul(t, coef)
+
+
+def _unary(prim, deriv):
+    """A rule for ``y = f(x)`` with ``dy = t * deriv(x, y)``."""
+
+    @register_jvp(prim)
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        (x,), (t,) = primals, tangents
+        y = prim.bind(x, **params)
+        if type(t) is Zero:
+            return y, Zero.from_primal_value(y)
+        return y, lax.mul(t, deriv(x, y))
+
+    rule.__name__ = f"{prim.name}_jvp"
+    return rule
+
+
+def _binary(prim, dx, dy):
+    """A rule for ``z = f(x, y)`` with ``dz = dx(tx, x, y, z) + dy(ty, x, y, z)``; zero terms are skipped."""
+
+    @register_jvp(prim)
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        x, y = primals
+        tx, ty = tangents
+        z = prim.bind(x, y, **params)
+        shape = _shape(z)
+        a = Zero.from_primal_value(z) if type(tx) is Zero else broadcast_to(dx(tx, x, y, z), shape)
+        b = Zero.from_primal_value(z) if type(ty) is Zero else broadcast_to(dy(ty, x, y, z), shape)
+        return z, _sum(a, b, z)
+
+    rule.__name__ = f"{prim.name}_jvp"
+    return rule
+
+
+def _sum(a: Any, b: Any, out: Any) -> Any:
+    if type(a) is Zero and type(b) is Zero:
+        return Zero.from_primal_value(out)
+    return add_tangents(a, b)
+
+
+def _as_bool_factor(pred: Any, like: Any) -> Any:
+    """1 where ``pred`` holds, else 0, in ``like``'s dtype."""
+    return lax.convert_element_type(pred, aval_of(like).dtype)
+
+
+def _replace_zero(x: Any) -> Any:
+    """``x`` with zeros replaced by ones (keeps a derivative formula finite where it is multiplied by 0)."""
+    return lax.add(x, _as_bool_factor(lax.eq(x, 0), x))
+
+
+def _square(x: Any) -> Any:
+    return lax.integer_pow(x, 2)
+
+
+# ---------------------------------------------------------------- arithmetic
+_binary(E.add_p, lambda t, x, y, z: t, lambda t, x, y, z: t)
+_binary(E.sub_p, lambda t, x, y, z: t, lambda t, x, y, z: lax.neg(t))
+_binary(E.mul_p, lambda t, x, y, z: lax.mul(t, y), lambda t, x, y, z: lax.mul(x, t))
+_binary(E.div_p, lambda t, x, y, z: lax.div(t, y),
+        lambda t, x, y, z: lax.mul(lax.mul(lax.neg(t), x), lax.integer_pow(y, -2)))
+
+
+def _rem_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
+    """d/dy fmod(x, y) = -trunc(x / y), written as JAX writes it: sign(x/y) * floor(|x/y|)."""
+    q = lax.div(x, y)
+    return lax.mul(lax.neg(t), lax.mul(lax.sign(q), lax.floor(lax.abs(q))))
+
+
+_binary(E.rem_p, lambda t, x, y, z: t, _rem_dy)
+
+
+def _balanced_eq(a: Any, z: Any, b: Any) -> Any:
+    """JAX's tie rule for max/min: 1 where only ``a`` attains ``z``, 1/2 where both do, else 0."""
+    return lax.div(_as_bool_factor(lax.eq(a, z), z), lax.add(_as_bool_factor(lax.eq(b, z), z), 1))
+
+
+_binary(E.max_p, lambda t, x, y, z: lax.mul(t, _balanced_eq(x, z, y)),
+        lambda t, x, y, z: lax.mul(t, _balanced_eq(y, z, x)))
+_binary(E.min_p, lambda t, x, y, z: lax.mul(t, _balanced_eq(x, z, y)),
+        lambda t, x, y, z: lax.mul(t, _balanced_eq(y, z, x)))
+
+
+def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
+    """d/dx x**y = y * x**(y-1); for an integer exponent exactly 0 where y == 0 (as JAX)."""
+    xd = aval_of(x).dtype
+    if dtypes.is_inexact(aval_of(y).dtype):
+        return lax.mul(t, lax.mul(y, lax.pow(x, lax.sub(y, 1))))
+    yf = lax.convert_element_type(y, xd)
+    jac = lax.mul(_replace_zero(yf), lax.pow(x, lax.sub(yf, 1)))
+    jac = broadcast_to(jac, _shape(z))
+    jac = lax.select(lax.eq(yf, 0), zeros_like_aval(aval_of(jac)), jac)
+    return lax.mul(t, jac)
+
+
+def _pow_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
+    """d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX)."""
+    return lax.mul(t, lax.mul(lax.log(_replace_zero(x)), z))
+
+
+_binary(E.pow_p, _pow_dx, _pow_dy)
+
+
+@register_jvp(E.integer_pow_p)
+def _integer_pow_jvp(primals: list, tangents: list, *, y: int) -> tuple[Any, Any]:
+    (x,), (t,) = primals, tangents
+    out = E.integer_pow_p.bind(x, y=y)
+    if type(t) is Zero or y == 0:
+        return out, Zero.from_primal_value(out)
+    if y == 1:
+        return out, t
+    if y == 2:
+        return out, lax.mul(t, lax.mul(x, 2))
+    return out, lax.mul(t, lax.mul(lax.integer_pow(x, y - 1), y))
+
+
+def _abs_deriv(t: Any, x: Any, y: Any) -> Any:
+    if dtypes.is_inexact(aval_of(x).dtype) and aval_of(x).dtype.kind == "c":
+        # d|x| = Re(conj(x) dx) / |x| (JAX keeps |x| = 0 finite by dividing by 1 there).
+        mag = lax.convert_element_type(y, aval_of(x).dtype)
+        return lax.real(lax.mul(t, lax.div(lax.conj(x), _replace_zero(mag))))
+    return lax.select(lax.ge(x, 0), t, lax.neg(t))
+
+
+@register_jvp(E.abs_p)
+def _abs_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
+    (x,), (t,) = primals, tangents
+    out = E.abs_p.bind(x)
+    if type(t) is Zero:
+        return out, Zero.from_primal_value(out)
+    return out, _abs_deriv(t, x, out)
+
+
+defjvp_linear(E.neg_p)
+defjvp_linear(E.copy_p)
+defjvp_zero(E.sign_p)
+defjvp_zero(E.floor_p)
+defjvp_zero(E.ceil_p)
+defjvp_zero(E.round_p)
+defjvp_zero(E.is_finite_p)
+defjvp_zero(E.stop_gradient_p)
+# nextafter(x, y) is x moved by one ulp: its derivative is 1 in x and 0 in y
+# almost everywhere.  (JAX has no rule and raises; a derivative is more useful.)
+_binary(E.nextafter_p, lambda t, x, y, z: t, lambda t, x, y, z: Zero.from_primal_value(z))
+
+# ---------------------------------------------------------------- float math
+_LOG2 = math.log(2.0)
+_unary(E.exp_p, lambda x, y: y)
+_unary(E.exp2_p, lambda x, y: lax.mul(y, _LOG2))
+_unary(E.log_p, lambda x, y: lax.div(1, x))
+_unary(E.log1p_p, lambda x, y: lax.div(1, lax.add(x, 1)))
+_unary(E.expm1_p, lambda x, y: lax.add(y, 1))
+_unary(E.sqrt_p, lambda x, y: lax.div(0.5, y))
+_unary(E.rsqrt_p, lambda x, y: lax.mul(lax.div(y, x), -0.5))
+_unary(E.cbrt_p, lambda x, y: lax.mul(lax.integer_pow(y, -2), 1 / 3))
+_unary(E.tanh_p, lambda x, y: lax.sub(1, _square(y)))
+_unary(E.logistic_p, lambda x, y: lax.mul(y, lax.sub(1, y)))
+_unary(E.sin_p, lambda x, y: lax.cos(x))
+_unary(E.cos_p, lambda x, y: lax.neg(lax.sin(x)))
+_unary(E.tan_p, lambda x, y: lax.add(_square(y), 1))
+_unary(E.asin_p, lambda x, y: lax.rsqrt(lax.sub(1, _square(x))))
+_unary(E.acos_p, lambda x, y: lax.neg(lax.rsqrt(lax.sub(1, _square(x)))))
+_unary(E.atan_p, lambda x, y: lax.div(1, lax.add(_square(x), 1)))
+_unary(E.sinh_p, lambda x, y: lax.cosh(x))
+_unary(E.cosh_p, lambda x, y: lax.sinh(x))
+_unary(E.asinh_p, lambda x, y: lax.rsqrt(lax.add(_square(x), 1)))
+_unary(E.acosh_p, lambda x, y: lax.rsqrt(lax.sub(_square(x), 1)))
+_unary(E.atanh_p, lambda x, y: lax.div(1, lax.mul(lax.add(x, 1), lax.sub(1, x))))
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_unary(E.erf_p, lambda x, y: lax.mul(lax.exp(lax.neg(_square(x))), _TWO_OVER_SQRT_PI))
+_unary(E.erfc_p, lambda x, y: lax.mul(lax.exp(lax.neg(_square(x))), -_TWO_OVER_SQRT_PI))
+_unary(E.erf_inv_p, lambda x, y: lax.mul(lax.exp(_square(y)), math.sqrt(math.pi) / 2))
+_unary(E.lgamma_p, lambda x, y: lax.digamma(x))
+
+
+def _atan2_denominator(x: Any, y: Any) -> Any:
+    return lax.add(_square(x), _square(y))
+
+
+_binary(E.atan2_p, lambda t, x, y, z: lax.mul(t, lax.div(y, _atan2_denominator(x, y))),
+        lambda t, x, y, z: lax.mul(t, lax.div(lax.neg(x), _atan2_denominator(x, y))))
+
+# ---------------------------------------------------------------- digamma: needs trigamma
+# Bernoulli numbers B_2, B_4, ..., B_12 for the asymptotic series of trigamma.
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730)
+
+
+def trigamma(x: Any) -> Any:
+    """psi'(x) (polygamma(1, x)) from primitives, so it differentiates and lowers like any composite.
+
+    Negative arguments use the reflection psi'(x) + psi'(1 - x) = pi^2 / sin^2(pi x)
+    (infinite at the poles 0, -1, -2, ...); positive ones the recurrence
+    psi'(z) = 1/z^2 + psi'(z + 1) up to z >= ``shift`` and then the asymptotic
+    series 1/z + 1/(2 z^2) + sum_k B_2k / z^(2k+1).  Half-precision inputs
+    are computed in float32.
+    """
+    dt = aval_of(x).dtype
+    if dt in (dtypes.bfloat16, dtypes.float16):
+        return lax.convert_element_type(trigamma(lax.convert_element_type(x, dtypes.float32)), dt)
+    shift = 10 if dt == dtypes.float64 else 6
+    reflect = lax.lt(x, 0.5)
+    z = lax.select(reflect, lax.sub(1, x), x)
+    acc = lax.integer_pow(z, -2)
+    for k in range(1, shift):
+        acc = lax.add(acc, lax.integer_pow(lax.add(z, float(k)), -2))
+    w = lax.add(z, float(shift))
+    inv = lax.div(1, w)
+    inv2 = _square(inv)
+    series = lax.mul(inv2, _BERNOULLI[-1])
+    for b in reversed(_BERNOULLI[:-1]):
+        series = lax.mul(lax.add(series, b), inv2)
+    tail = lax.mul(inv, lax.add(lax.add(series, lax.mul(inv, 0.5)), 1))
+    direct = lax.add(acc, tail)
+    frac = lax.sub(x, lax.round(x))
+    sin_pi = lax.sin(lax.mul(frac, math.pi))
+    reflected = lax.sub(lax.div(math.pi ** 2, _square(sin_pi)), direct)
+    pole = lax.bitwise_and(lax.le(x, 0), lax.eq(x, lax.floor(x)))
+    inf = broadcast_to(lax.convert_element_type(float("inf"), dt), _shape(x))
+    return lax.select(pole, inf, lax.select(reflect, reflected, direct))
+
+
+_unary(E.digamma_p, lambda x, y: trigamma(x))
+
+# ---------------------------------------------------------------- complex parts (linear over the reals)
+defjvp_linear(E.real_p)
+defjvp_linear(E.imag_p)
+defjvp_linear(E.conj_p)
+defjvp_linear(E.complex_p)
+
+# ---------------------------------------------------------------- comparisons, logic, bits: zero
+for _prim in (E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p, E.and_p, E.or_p, E.xor_p, E.not_p,
+              E.shift_left_p, E.shift_right_logical_p, E.shift_right_arithmetic_p,
+              E.population_count_p):
+    defjvp_zero(_prim)
