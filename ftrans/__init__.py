@@ -20,6 +20,16 @@ from ftrans.devices import (
 )
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.jit import jit
+from ftrans.transforms.reverse import (
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    linear_transpose,
+    linearize,
+    value_and_grad,
+    vjp,
+)
 
 __version__ = "0.1.0"
 
@@ -27,5 +37,6 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
-    "process_index", "process_count", "jvp",
+    "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
+    "jacfwd", "jacrev", "hessian",
 ]

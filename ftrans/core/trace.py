@@ -99,6 +99,9 @@ class _TraceState(threading.local):
         self.stack: list[MainTrace] = [self.base]
         self.dynamic: MainTrace = self.base
         self.eval_only = True
+        # Set while a transform replays an equation (transposition): the IR it
+        # emits is attributed to the user's line that equation came from.
+        self.source_override: SourceInfo | None = None
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -358,6 +361,9 @@ _FTRANS_DIR = errors._FTRANS_DIR
 
 
 def current_source_info() -> SourceInfo | None:
+    override = state.source_override
+    if override is not None:
+        return override
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
         f = f.f_back
@@ -463,6 +469,19 @@ class DynamicJaxprTrace(Trace):
         v = Var(out)
         self.main.payload.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], [v], params, src))
         return StagingTracer(self, out, v)
+
+
+@contextlib.contextmanager
+def source_info_as(info: SourceInfo | None) -> Iterator[None]:
+    """Attribute equations staged inside the block to ``info`` (no-op for ``None``)."""
+    st = state
+    prev = st.source_override
+    if info is not None:
+        st.source_override = info
+    try:
+        yield
+    finally:
+        st.source_override = prev
 
 
 def aval_of(x: Any) -> ShapedArray:

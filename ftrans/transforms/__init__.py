@@ -1,1 +1,1 @@
-"""Transforms of the IR: ``jit`` here now; autodiff, batching and control flow join it."""
+"""Transforms of the IR: jit, forward and reverse autodiff; batching and control flow join them."""

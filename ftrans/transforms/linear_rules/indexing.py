@@ -1,0 +1,95 @@
+"""Transpose rules of ``gather`` and the linear scatters.
+
+* ``gather``'s transpose scatters (adds) the cotangent back into zeros of the
+  operand's shape, with the dimension numbers that invert the gather's.
+* ``scatter_add`` passes the cotangent to the operand and gathers the updates'
+  cotangent back from the written windows.
+* ``scatter`` (set) does the same except that overwritten positions of the
+  operand receive nothing.  With duplicate indices every duplicate update
+  reads the cotangent of the position it targets (JAX restricts this
+  transpose to unique indices; see docs/differences.md).
+* ``scatter_mul`` is linear in its operand only: the cotangent is scaled by the
+  same products.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import indexing as I
+from ftrans.core.trace import aval_of
+from ftrans.transforms.ad_rules.indexing import _inverse_gather
+from ftrans.transforms.linear_rules._util import zeros
+from ftrans.transforms.transpose import is_undefined, register_transpose
+
+
+def _indices_not_linear(name: str, indices: Any) -> None:
+    if is_undefined(indices):
+        raise NotImplementedError(f"transpose of `{name}` in its indices (they are integers)")
+
+
+@register_transpose(I.gather_p)
+def _gather_t(ct: Any, operand: Any, indices: Any, *, dimension_numbers: Any, slice_sizes: tuple, mode: Any,
+              fill_value: Any, indices_are_sorted: bool, unique_indices: bool) -> list:
+    _indices_not_linear("gather", indices)
+    dn = dimension_numbers
+    sdn = I.ScatterDimensionNumbers(
+        update_window_dims=dn.offset_dims,
+        inserted_window_dims=dn.collapsed_slice_dims,
+        scatter_dims_to_operand_dims=dn.start_index_map,
+        operand_batching_dims=dn.operand_batching_dims,
+        scatter_indices_batching_dims=dn.start_indices_batching_dims,
+    )
+    out = I.scatter_add_p.bind(zeros(operand.aval), indices, ct, dimension_numbers=sdn, mode=mode,
+                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                               update_jaxpr=None)
+    return [out, None]
+
+
+def _read_back(ct: Any, indices: Any, updates_aval: Any, dn: Any, mode: Any, sorted_: bool, unique: bool) -> Any:
+    gdn, sizes = _inverse_gather(aval_of(ct), updates_aval, dn)  # (aval_of reads an aval's shape too)
+    fill = np.zeros((), aval_of(ct).dtype).item()
+    return I.gather_p.bind(ct, indices, dimension_numbers=gdn, slice_sizes=sizes, mode=mode, fill_value=fill,
+                           indices_are_sorted=sorted_, unique_indices=unique)
+
+
+def _updates_aval(updates: Any) -> Any:
+    return updates.aval if is_undefined(updates) else aval_of(updates)
+
+
+@register_transpose(I.scatter_add_p)
+def _scatter_add_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_numbers: Any, mode: Any,
+                   indices_are_sorted: bool, unique_indices: bool, update_jaxpr: Any = None) -> list:
+    _indices_not_linear("scatter_add", indices)
+    t_op = ct if is_undefined(operand) else None
+    t_up = (_read_back(ct, indices, _updates_aval(updates), dimension_numbers, mode, indices_are_sorted,
+                       unique_indices) if is_undefined(updates) else None)
+    return [t_op, None, t_up]
+
+
+@register_transpose(I.scatter_p)
+def _scatter_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_numbers: Any, mode: Any,
+               indices_are_sorted: bool, unique_indices: bool, update_jaxpr: Any = None) -> list:
+    _indices_not_linear("scatter", indices)
+    up_aval = _updates_aval(updates)
+    params = dict(dimension_numbers=dimension_numbers, mode=mode, indices_are_sorted=indices_are_sorted,
+                  unique_indices=unique_indices, update_jaxpr=update_jaxpr)
+    t_op = I.scatter_p.bind(ct, indices, zeros(up_aval), **params) if is_undefined(operand) else None
+    t_up = (_read_back(ct, indices, up_aval, dimension_numbers, mode, indices_are_sorted, unique_indices)
+            if is_undefined(updates) else None)
+    return [t_op, None, t_up]
+
+
+@register_transpose(I.scatter_mul_p)
+def _scatter_mul_t(ct: Any, operand: Any, indices: Any, updates: Any, **params: Any) -> list:
+    _indices_not_linear("scatter_mul", indices)
+    if is_undefined(updates):
+        raise NotImplementedError("transpose of `scatter_mul` in its updates: it is linear in the operand only")
+    return [I.scatter_mul_p.bind(ct, indices, updates, **params), None, None]
+
+
+for _p in (I.scatter_min_p, I.scatter_max_p):
+    mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")

@@ -1,0 +1,90 @@
+"""Transpose rules of the linear reductions: ``reduce_sum``, ``cumsum`` and ``dot_general``.
+
+``dot_general`` is linear in each operand while the other is known; its
+transpose with respect to one operand is another ``dot_general`` of the
+cotangent with the other operand, followed by a transpose that puts the
+dimensions back in the operand's order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import aval_of
+from ftrans.transforms.transpose import is_undefined, register_transpose
+
+
+@register_transpose(R.reduce_sum_p)
+def _reduce_sum_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    shape = tuple(x.aval.shape)
+    kept = tuple(d for d in range(len(shape)) if d not in axes)
+    return [S.broadcast_in_dim_p.bind(ct, shape=shape, broadcast_dimensions=kept)]
+
+
+@register_transpose(So.cumsum_p)
+def _cumsum_t(ct: Any, x: Any, *, axis: int, reverse: bool) -> list:
+    return [So.cumsum_p.bind(ct, axis=axis, reverse=not reverse)]
+
+
+def _dot_transpose_operand(ct: Any, other: Any, this_aval: Any, this_contract: tuple, other_contract: tuple,
+                           this_batch: tuple, other_batch: tuple, this_first: bool, params: dict) -> Any:
+    """The cotangent of one ``dot_general`` operand (``this``) given the other's value.
+
+    The output's dimensions are (batch, lhs kept, rhs kept).  Contracting the
+    cotangent's ``other``-kept dimensions with ``other``'s kept dimensions, with
+    the batch dimensions kept batched, gives an array laid out as
+    (batch, this kept, this contracted in ``other_contract``'s order); a final
+    transpose restores ``this``'s dimension order.
+    """
+    this_nd = len(this_aval.shape)
+    other_nd = len(aval_of(other).shape)
+    this_kept = [d for d in range(this_nd) if d not in this_contract and d not in this_batch]
+    other_kept = [d for d in range(other_nd) if d not in other_contract and d not in other_batch]
+    nb = len(this_batch)
+    if this_first:
+        ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
+    else:
+        ct_other_kept = tuple(range(nb, nb + len(other_kept)))
+    ct_batch = tuple(range(nb))
+    dims = ((ct_other_kept, tuple(other_kept)), (ct_batch, tuple(other_batch)))
+    # Result layout: ct batch, ct remaining (this kept), other remaining (other's contracted dims, in order).
+    # other's remaining dims come in increasing order of other's dims; map them to this's contracted dims.
+    other_remaining = [d for d in range(other_nd) if d not in other_kept and d not in other_batch]
+    this_for_other = {o: t for t, o in zip(this_contract, other_contract)}
+    layout = list(this_batch) + this_kept + [this_for_other[o] for o in other_remaining]
+    if aval_of(ct).dtype != aval_of(other).dtype:  # preferred_element_type widened the output
+        ct = S.convert_element_type_p.bind(ct, new_dtype=aval_of(other).dtype, weak_type=False)
+    out = R.dot_general_p.bind(ct, other, dimension_numbers=dims, precision=params.get("precision"),
+                               preferred_element_type=params.get("preferred_element_type"))
+    perm = tuple(int(i) for i in np.argsort(layout))
+    if perm != tuple(range(len(perm))):
+        out = S.transpose_p.bind(out, permutation=perm)
+    if aval_of(out).dtype != this_aval.dtype:
+        out = S.convert_element_type_p.bind(out, new_dtype=this_aval.dtype, weak_type=this_aval.weak_type)
+    return out
+
+
+@register_transpose(R.dot_general_p)
+def _dot_general_t(ct: Any, lhs: Any, rhs: Any, *, dimension_numbers: tuple, **params: Any) -> list:
+    (lc, rc), (lb, rb) = dimension_numbers
+    if is_undefined(lhs) and is_undefined(rhs):
+        raise NotImplementedError(
+            "transpose of `dot_general` with both operands linear: a product of two linear values is not "
+            "linear (linear_transpose needs a function linear in its arguments)"
+        )
+    if is_undefined(lhs):
+        return [_dot_transpose_operand(ct, rhs, lhs.aval, tuple(lc), tuple(rc), tuple(lb), tuple(rb), True,
+                                       params), None]
+    return [None, _dot_transpose_operand(ct, lhs, rhs.aval, tuple(rc), tuple(lc), tuple(rb), tuple(lb), False,
+                                         params)]
+
+
+for _p in (R.reduce_prod_p, R.reduce_max_p, R.reduce_min_p, R.reduce_and_p, R.reduce_or_p, R.reduce_xor_p,
+           R.argmax_p, R.argmin_p, So.sort_p, So.cumprod_p, So.cummax_p, So.cummin_p, So.cumlogsumexp_p):
+    mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")

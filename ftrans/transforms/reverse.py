@@ -1,0 +1,546 @@
+"""Reverse mode and the derivative API built on it.
+
+``vjp`` = ``linearize`` (``partial_eval.linearize_flat``) + ``backward_pass``
+(``transpose.py``).  ``grad``/``value_and_grad`` seed the pullback with 1.0;
+``jacrev`` runs the pullback once per output element, ``jacfwd`` the JVP once
+per input element, ``hessian`` is ``jacfwd(jacrev)``.  ``linearize`` and
+``linear_transpose`` expose the two halves.  Every pullback is an ordinary
+function of its cotangent, so ``make_jaxpr`` of it prints the backward program.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.ad import Zero, float0, instantiate, jvp, tangent_aval
+from ftrans.transforms.partial_eval import linearize_flat
+from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
+
+__all__ = ["vjp", "grad", "value_and_grad", "linearize", "linear_transpose", "jacfwd", "jacrev", "hessian"]
+
+
+def _fname(fun: Callable) -> str:
+    return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _operand(where: str, path: str, x: Any) -> Any:
+    from ftrans.numpy._util import as_operand
+
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_operand(x)
+    except TypeError:
+        raise FtransTypeError(
+            f"{where}: argument {path} of type {type(x).__name__} is not a valid array type "
+            "(pass arrays, NumPy arrays or Python scalars, or pytrees of them)"
+        ) from None
+
+
+def _float0_zeros(aval: ShapedArray) -> np.ndarray:
+    return np.zeros(aval.shape, float0)
+
+
+class _Pullback:
+    """The function ``vjp`` returns: cotangents of the outputs -> cotangents of the primals."""
+
+    def __init__(self, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
+                 in_tree: Any, out_avals: list, out_tree: Any):
+        self._name = name
+        self._lin = lin
+        self._diff = diff
+        self._zero_out = zero_out
+        self._in_avals = in_avals
+        self._in_tree = in_tree
+        self._out_avals = out_avals
+        self._out_tree = out_tree
+        self.__name__ = f"vjp({name})"
+
+    @property
+    def linear_jaxpr(self) -> ClosedJaxpr:
+        """The linearized forward program this pullback transposes (its constants are the residuals)."""
+        return self._lin
+
+    def __call__(self, ct: Any) -> tuple:
+        leaves, tree = tree_util.tree_flatten(ct)
+        if tree != self._out_tree:
+            raise FtransTypeError(
+                f"vjp({self._name}) pullback: the cotangent must have the structure of the function's "
+                f"output, {self._out_tree}, but it has structure {tree}"
+            )
+        cts = []
+        for i, (c, want, z) in enumerate(zip(leaves, self._out_avals, self._zero_out)):
+            tan = tangent_aval(want)
+            if tan.dtype == float0:
+                continue  # integer outputs: their cotangent carries nothing
+            c = _operand(f"vjp({self._name}) pullback", f"cotangent[{i}]", c)
+            got = aval_of(c)
+            if tuple(got.shape) != tuple(tan.shape):
+                raise FtransValueError(
+                    f"vjp({self._name}) pullback: cotangent {i} has shape {tuple(got.shape)} but the "
+                    f"output it belongs to has shape {tuple(tan.shape)} (dtype {tan.dtype.name})"
+                )
+            if got.dtype != tan.dtype:
+                raise FtransTypeError(
+                    f"vjp({self._name}) pullback: cotangent {i} has dtype {got.dtype.name} but the "
+                    f"output it belongs to has dtype {tan.dtype.name}; convert it with .astype"
+                )
+            if not z:
+                cts.append(c)
+        lin = self._lin
+        args = [UndefinedPrimal(v.aval) for v in lin.jaxpr.invars]
+        in_cts = iter(backward_pass(lin.jaxpr, lin.consts, args, cts))
+        out = []
+        for aval, d in zip(self._in_avals, self._diff):
+            out.append(instantiate(next(in_cts)) if d else _float0_zeros(tangent_aval(aval)))
+        return tree_util.tree_unflatten(self._in_tree, out)
+
+
+def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path(tuple(primals))
+    leaves = [_operand(where, "primals" + tree_util.keystr(p), x) for p, x in leaves_paths]
+    out_tree_box: list = []
+    name = _fname(fun)
+
+    def flat_fun(*ins: Any) -> tuple[list, Any]:
+        args = tree_util.tree_unflatten(in_tree, ins)
+        out = fun(*args)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise FtransTypeError(
+                    f"{where}({name}) with has_aux=True: the function must return a pair (output, aux), "
+                    f"got {type(out).__name__}"
+                )
+            out, aux = out
+        flat, tree = tree_util.tree_flatten(out)
+        out_tree_box.append(tree)
+        return flat, aux
+
+    return leaves, in_tree, flat_fun, out_tree_box
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
+    """``jax.vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
+    a tuple with one cotangent per primal."""
+    if reduce_axes:
+        raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
+    if not callable(fun):
+        raise FtransTypeError(f"vjp: expected a function as the first argument, got {type(fun).__name__}")
+    leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
+    p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+    out_tree = out_tree_box[0]
+    in_avals = [aval_of(x) for x in leaves]
+    out_avals = [aval_of(x) for x in p_out]
+    pullback = _Pullback(_fname(fun), lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
+    out = tree_util.tree_unflatten(out_tree, p_out)
+    if has_aux:
+        return out, pullback, aux
+    return out, pullback
+
+
+# ----------------------------------------------------------------------------
+# grad and value_and_grad
+
+
+def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(argnums, int):
+        return (argnums,)
+    try:
+        t = tuple(argnums)
+    except TypeError:
+        raise FtransTypeError(f"argnums must be an int or a sequence of ints, got {argnums!r}") from None
+    if not all(isinstance(i, int) for i in t):
+        raise FtransTypeError(f"argnums must be an int or a sequence of ints, got {argnums!r}")
+    return t
+
+
+def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bool, allow_int: bool) -> None:
+    d = aval.dtype
+    if holomorphic:
+        if not dtypes.issubdtype(d, np.complexfloating):
+            raise FtransTypeError(
+                f"{where} with holomorphic=True requires complex-valued inputs, but argument {path} has "
+                f"dtype {d.name}"
+            )
+        return
+    if dtypes.issubdtype(d, np.inexact):
+        return
+    if allow_int and (dtypes.issubdtype(d, np.integer) or d == np.bool_):
+        return
+    raise FtransTypeError(
+        f"{where} requires real- or complex-valued inputs (a floating or complex dtype), but argument "
+        f"{path} has dtype {d.name}. To differentiate with respect to an integer or bool input, pass "
+        "allow_int=True (its gradient is a float0 zero), or use vjp; to leave it out, change argnums."
+    )
+
+
+def _check_scalar_output(where: str, name: str, out: Any, holomorphic: bool) -> None:
+    leaves = tree_util.tree_leaves(out)
+    if len(leaves) != 1 or not isinstance(leaves[0], (Array, Tracer, np.ndarray, np.generic, float, int, complex)):
+        raise FtransTypeError(
+            f"{where}({name}): the function must return a single scalar array, but it returned "
+            f"{type(out).__name__} with {len(leaves)} leaves; use jacrev or vjp for other outputs"
+        )
+    aval = aval_of(leaves[0])
+    if aval.shape != ():
+        raise FtransTypeError(
+            f"{where}({name}): gradient is only defined for functions with a scalar output, but the "
+            f"output has shape {tuple(aval.shape)} and dtype {aval.dtype.name}. Reduce it to a scalar "
+            "(e.g. .sum()), or use jacrev (the full Jacobian) or vjp (a cotangent of your choice)."
+        )
+    d = aval.dtype
+    if holomorphic:
+        if not dtypes.issubdtype(d, np.complexfloating):
+            raise FtransTypeError(
+                f"{where}({name}) with holomorphic=True requires a complex output, but it has dtype {d.name}"
+            )
+    elif not dtypes.issubdtype(d, np.floating):
+        raise FtransTypeError(
+            f"{where}({name}): gradient requires a real floating-point output, but the output has shape "
+            f"{tuple(aval.shape)} and dtype {d.name}. For a complex output pass holomorphic=True, or use "
+            "vjp (or jacrev) directly."
+        )
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False, allow_int: bool = False,
+                   reduce_axes: Sequence = ()) -> Callable[..., Any]:
+    """``jax.value_and_grad``: a function returning ``(fun(*args), gradient)`` (``((value, aux), grad)`` with
+    ``has_aux``); the gradient has the structure of the ``argnums`` arguments."""
+    if reduce_axes:
+        raise NotImplementedError("value_and_grad: reduce_axes is not supported (it was removed from JAX too)")
+    if not callable(fun):
+        raise FtransTypeError(f"value_and_grad: expected a function, got {type(fun).__name__}")
+    nums = _argnums_tuple(argnums)
+    name = _fname(fun)
+    return _make_value_and_grad(fun, name, argnums, nums, has_aux, holomorphic, allow_int, "value_and_grad")
+
+
+def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, has_aux: bool, holomorphic: bool,
+                         allow_int: bool, where: str) -> Callable:
+    @functools.wraps(fun)
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        for i in nums:
+            if not -n <= i < n:
+                raise FtransValueError(
+                    f"{where}({name}): differentiating with respect to argnums={argnums} requires at least "
+                    f"{max(nums) + 1 if i >= 0 else -i} positional arguments, but got {n}"
+                )
+        idx = tuple(i % n for i in nums)
+        dyn = tuple(args[i] for i in idx)
+        for i, a in zip(idx, dyn):
+            for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
+                _check_input_dtype(where, f"{i}{tree_util.keystr(p)}", _leaf_aval(where, i, leaf),
+                                   holomorphic, allow_int)
+
+        def restricted(*d: Any) -> Any:
+            full = list(args)
+            for i, v in zip(idx, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
+        p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+        out = tree_util.tree_unflatten(out_tree_box[0], p_out)
+        _check_scalar_output(where, name, out, holomorphic)
+        pullback = _Pullback(name, lin, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
+                             [aval_of(x) for x in p_out], out_tree_box[0])
+        one = Array._new(np.ones((), aval_of(p_out[0]).dtype), False)
+        g = pullback(tree_util.tree_unflatten(out_tree_box[0], [one]))
+        g = g[0] if isinstance(argnums, int) else g
+        value = (out, aux) if has_aux else out
+        return value, g
+
+    return value_and_grad_f
+
+
+def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
+    try:
+        return aval_of(leaf)
+    except TypeError:
+        raise FtransTypeError(
+            f"{where}: argument {i} contains a leaf of type {type(leaf).__name__}, which is not an array"
+        ) from None
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes: Sequence = ()) -> Callable[..., Any]:
+    """``jax.grad``: the gradient of a scalar-output ``fun`` with respect to the ``argnums`` arguments
+    (``(grad, aux)`` with ``has_aux``)."""
+    if reduce_axes:
+        raise NotImplementedError("grad: reduce_axes is not supported (it was removed from JAX too)")
+    if not callable(fun):
+        raise FtransTypeError(f"grad: expected a function, got {type(fun).__name__}")
+    nums = _argnums_tuple(argnums)
+    vg = _make_value_and_grad(fun, _fname(fun), argnums, nums, has_aux, holomorphic, allow_int, "grad")
+
+    @functools.wraps(fun)
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        value, g = vg(*args, **kwargs)
+        if has_aux:
+            return g, value[1]
+        return g
+
+    return grad_f
+
+
+# ----------------------------------------------------------------------------
+# linearize and linear_transpose
+
+
+def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``jax.linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
+    without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``)."""
+    if not callable(fun):
+        raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")
+    leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
+    p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+    out_tree = out_tree_box[0]
+    in_avals = [aval_of(x) for x in leaves]
+    out_avals = [aval_of(x) for x in p_out]
+    name = _fname(fun)
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
+        if t_tree != in_tree:
+            raise FtransTypeError(
+                f"linearize({name}): the tangents must have the structure of the primals, {in_tree}, "
+                f"but have structure {t_tree}"
+            )
+        ins = []
+        for i, (t, aval, d) in enumerate(zip(t_leaves, in_avals, diff)):
+            if not d:
+                continue
+            t = _operand(f"linearize({name})", f"tangent {i}", t)
+            ta = aval_of(t)
+            if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
+                raise FtransTypeError(
+                    f"linearize({name}): tangent {i} has type {ta.str_short()} but its primal has type "
+                    f"{aval.str_short()}"
+                )
+            ins.append(t)
+        outs = iter(eval_jaxpr(lin.jaxpr, lin.consts, *ins))
+        res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
+               for a, z in zip(out_avals, zero_out)]
+        return tree_util.tree_unflatten(out_tree, res)
+
+    f_jvp.__name__ = f"linearize({name})"
+    out = tree_util.tree_unflatten(out_tree, p_out)
+    if has_aux:
+        return out, f_jvp, aux
+    return out, f_jvp
+
+
+def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
+    """``jax.linear_transpose``: the transpose of a linear ``fun``; ``primals`` give only shapes and dtypes."""
+    if reduce_axes:
+        raise NotImplementedError("linear_transpose: reduce_axes is not supported")
+    leaves, in_tree = tree_util.tree_flatten(tuple(primals))
+    in_avals = []
+    for i, x in enumerate(leaves):
+        a = x if isinstance(x, ShapedArray) else _shape_dtype(x)
+        if not dtypes.issubdtype(a.dtype, np.inexact):
+            raise FtransTypeError(
+                f"linear_transpose: linear functions take floating or complex inputs, but input {i} has "
+                f"dtype {a.dtype.name}"
+            )
+        in_avals.append(ShapedArray(tuple(a.shape), a.dtype, False))
+    out_tree_box: list = []
+    name = _fname(fun)
+
+    def flat_fun(*ins: Any) -> list:
+        out = fun(*tree_util.tree_unflatten(in_tree, ins))
+        flat, tree = tree_util.tree_flatten(out)
+        out_tree_box.append(tree)
+        return flat
+
+    closed, _ = stage(flat_fun, in_avals)
+    out_tree = out_tree_box[0]
+    out_avals = closed.out_avals
+
+    def transposed(ct: Any) -> tuple:
+        c_leaves, c_tree = tree_util.tree_flatten(ct)
+        if c_tree != out_tree:
+            raise FtransTypeError(
+                f"linear_transpose({name}): the cotangent must have the output's structure {out_tree}, "
+                f"got {c_tree}"
+            )
+        cts = []
+        for i, (c, a) in enumerate(zip(c_leaves, out_avals)):
+            c = _operand(f"linear_transpose({name})", f"cotangent {i}", c)
+            ca = aval_of(c)
+            if (tuple(ca.shape), ca.dtype) != (tuple(a.shape), a.dtype):
+                raise FtransTypeError(
+                    f"linear_transpose({name}): cotangent {i} has type {ca.str_short()} but the output has "
+                    f"type {a.str_short()}"
+                )
+            cts.append(c)
+        args = [UndefinedPrimal(a) for a in in_avals]
+        outs = backward_pass(closed.jaxpr, closed.consts, args, cts)
+        return tree_util.tree_unflatten(in_tree, [instantiate(o) for o in outs])
+
+    return transposed
+
+
+def _shape_dtype(x: Any) -> ShapedArray:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize(np.dtype(x.dtype)), False)
+    return aval_of(x)
+
+
+# ----------------------------------------------------------------------------
+# Jacobians and the Hessian
+
+
+def _std_basis(avals: list[ShapedArray]) -> list[list]:
+    """One list per basis vector over all flat inputs (one-hot in one element of one input)."""
+    out = []
+    for k, a in enumerate(avals):
+        for j in range(int(np.prod(a.shape, dtype=int))):
+            row = []
+            for m, b in enumerate(avals):
+                z = np.zeros(b.shape, b.dtype)
+                if m == k:
+                    z.reshape(-1)[j] = 1
+                row.append(Array._new(z, False))
+            out.append(row)
+    return out
+
+
+def _stack_rows(rows: list, shape: tuple[int, ...], lead_first: bool, out_shape: tuple[int, ...]) -> Any:
+    """Stack per-basis results into a Jacobian block of shape out_shape + in_shape (or transposed)."""
+    from ftrans import numpy as jnp
+
+    if not rows:
+        return jnp.zeros(out_shape + shape) if not lead_first else jnp.zeros(shape + out_shape)
+    st = jnp.stack(rows)  # [n_basis, *other]
+    if lead_first:  # jacrev: rows indexed by output element -> out_shape + in_shape
+        return jnp.reshape(st, shape + tuple(st.shape[1:]))
+    # jacfwd: rows indexed by input element -> move that axis last
+    moved = jnp.moveaxis(st, 0, -1)
+    return jnp.reshape(moved, tuple(moved.shape[:-1]) + shape)
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
+    """``jax.jacfwd``: the Jacobian by forward mode, one JVP per input element."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def jac_f(*args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        idx = tuple(i % n for i in nums)
+        dyn = tuple(args[i] for i in idx)
+        for i, a in zip(idx, dyn):
+            for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
+                _check_input_dtype("jacfwd", f"{i}{tree_util.keystr(p)}", _leaf_aval("jacfwd", i, leaf),
+                                   holomorphic, False)
+        d_leaves, d_tree = tree_util.tree_flatten(dyn)
+        d_leaves = [_operand("jacfwd", f"{k}", x) for k, x in enumerate(d_leaves)]
+        in_avals = [aval_of(x) for x in d_leaves]
+
+        def restricted(*flat: Any) -> Any:
+            full = list(args)
+            for i, v in zip(idx, tree_util.tree_unflatten(d_tree, flat)):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        basis = _std_basis(in_avals)
+        tangent_outs = []
+        out = aux = None
+        for row in basis:
+            res = jvp(restricted, tuple(d_leaves), tuple(row), has_aux=has_aux)
+            out, t = res[0], res[1]
+            if has_aux:
+                aux = res[2]
+            tangent_outs.append(tree_util.tree_leaves(t))
+        if not basis:
+            res = restricted(*d_leaves)
+            out, aux = (res if has_aux else (res, None))
+        o_leaves, o_tree = tree_util.tree_flatten(out)
+        # Per output leaf: per input leaf block of shape out.shape + in.shape.
+        blocks_per_out = []
+        for oi, o in enumerate(o_leaves):
+            oshape = tuple(aval_of(o).shape)
+            per_in = []
+            start = 0
+            for a in in_avals:
+                size = int(np.prod(a.shape, dtype=int))
+                rows = [tangent_outs[r][oi] for r in range(start, start + size)]
+                per_in.append(_stack_rows(rows, tuple(a.shape), False, oshape))
+                start += size
+            ins_tree = tree_util.tree_unflatten(d_tree, per_in)
+            blocks_per_out.append(ins_tree[0] if isinstance(argnums, int) else ins_tree)
+        jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
+        return (jac, aux) if has_aux else jac
+
+    return jac_f
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
+    """``jax.jacrev``: the Jacobian by reverse mode: linearize once, one pullback per output element."""
+    nums = _argnums_tuple(argnums)
+
+    @functools.wraps(fun)
+    def jac_f(*args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        idx = tuple(i % n for i in nums)
+        dyn = tuple(args[i] for i in idx)
+        for i, a in zip(idx, dyn):
+            for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
+                _check_input_dtype("jacrev", f"{i}{tree_util.keystr(p)}", _leaf_aval("jacrev", i, leaf),
+                                   holomorphic, allow_int)
+
+        def restricted(*d: Any) -> Any:
+            full = list(args)
+            for i, v in zip(idx, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        res = vjp(restricted, *dyn, has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        aux = res[2] if has_aux else None
+        o_leaves, o_tree = tree_util.tree_flatten(out)
+        o_avals = [aval_of(o) for o in o_leaves]
+        d_leaves, d_tree = tree_util.tree_flatten(dyn)
+        in_avals = [aval_of(x) for x in d_leaves]
+        cts_rows = [[instantiate(Zero(tangent_aval(a))) if False else c for a, c in zip(o_avals, row)]
+                    for row in _std_basis([tangent_aval(a) for a in o_avals])]
+        in_rows = [tree_util.tree_leaves(pullback(tree_util.tree_unflatten(o_tree, row))) for row in cts_rows]
+        blocks_per_out = []
+        start = 0
+        for oa in o_avals:
+            size = int(np.prod(oa.shape, dtype=int))
+            per_in = []
+            for ii, a in enumerate(in_avals):
+                rows = [in_rows[r][ii] for r in range(start, start + size)]
+                per_in.append(_stack_rows(rows, tuple(oa.shape), True, tuple(a.shape)))
+            start += size
+            ins_tree = tree_util.tree_unflatten(d_tree, per_in)
+            blocks_per_out.append(ins_tree[0] if isinstance(argnums, int) else ins_tree)
+        jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
+        return (jac, aux) if has_aux else jac
+
+    return jac_f
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
+    """``jax.hessian``: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
+                  holomorphic=holomorphic)

@@ -1,0 +1,212 @@
+"""Transposition of linear programs: the second half of reverse mode.
+
+Reverse mode is ``linearize`` (``partial_eval.py``: the JVP with the tangents
+staged into a linear jaxpr) followed by this module's ``backward_pass``, which
+walks that jaxpr from its outputs to its inputs applying each primitive's
+transpose rule.  Only primitives that are linear in some operand have a rule;
+nothing here is a hand-written VJP.
+
+A rule is ``rule(ct, *operands, **params) -> cotangents``: ``ct`` is the
+cotangent of the output (a list for ``multiple_results`` primitives, where an
+entry may be a symbolic ``Zero``); each operand is either a value (a
+non-linear operand: an array, or a tracer of an enclosing transform) or an
+``UndefinedPrimal`` standing for a linear operand whose value the rule must
+not need.  The rule returns one entry per operand: the cotangent of a linear
+operand, or ``None`` (no contribution, or not linear).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.trace import Tracer, source_info_as, stage
+from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
+from ftrans.transforms.jit import jit_call_p
+
+__all__ = [
+    "UndefinedPrimal", "is_undefined", "transpose_rules", "register_transpose", "backward_pass",
+    "transpose_jaxpr", "hoist_consts",
+]
+
+transpose_rules: dict[Primitive, Callable[..., Any]] = {}
+
+
+class UndefinedPrimal:
+    """A linear operand during transposition: only its type is known."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined(x: Any) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+def register_transpose(prim: Primitive) -> Callable[[Callable], Callable]:
+    def deco(rule: Callable) -> Callable:
+        transpose_rules[prim] = rule
+        return rule
+
+    return deco
+
+
+def _rule_for(prim: Primitive) -> Callable:
+    rule = transpose_rules.get(prim)
+    if rule is None:
+        reason = not_supported.get((prim, "transpose"))
+        raise NotImplementedError(
+            f"reverse-mode differentiation met `{prim.name}` applied to a linear (tangent) value, but "
+            f"`{prim.name}` has no transpose rule" + (f": {reason}" if reason else "")
+        )
+    return rule
+
+
+def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_out: Sequence[Any]) -> list:
+    """Cotangents of the linear inputs of ``jaxpr``, given its outputs' cotangents.
+
+    ``args`` holds a value for each non-linear input and an ``UndefinedPrimal``
+    for each linear one.  Equations that read no linear value are evaluated
+    forward first (a remat body recomputes its primal values this way); the
+    others are transposed in reverse order.  Returns one entry per input: the
+    cotangent (possibly ``Zero``) of a linear input, ``None`` for the others.
+    Binding each rule's primitives makes this work eagerly and under staging.
+    """
+    env: dict[int, Any] = {}
+    linear: set[int] = set()
+    for v, c in zip(jaxpr.constvars, consts):
+        env[id(v)] = c
+    for v, a in zip(jaxpr.invars, args):
+        if is_undefined(a):
+            linear.add(id(v))
+        else:
+            env[id(v)] = a
+
+    def read(a: Any) -> Any:
+        if isinstance(a, Literal):
+            return Array._new(np.asarray(a.val, a.aval.dtype), a.aval.weak_type)
+        return env[id(a)]
+
+    lin_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(a, Literal) and id(a) in linear for a in eqn.invars):
+            lin_eqns.append(eqn)
+            for v in eqn.outvars:
+                linear.add(id(v))
+            continue
+        with source_info_as(eqn.source_info):
+            outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[id(v)] = o
+
+    cts: dict[int, Any] = {}
+
+    def write(v: Any, ct: Any) -> None:
+        if ct is None or type(ct) is Zero or isinstance(v, Literal) or id(v) not in linear:
+            return
+        k = id(v)
+        cts[k] = add_tangents(cts[k], ct) if k in cts else ct
+
+    for v, ct in zip(jaxpr.outvars, cts_out):
+        write(v, ct)
+
+    for eqn in reversed(lin_eqns):
+        prim = eqn.primitive
+        if prim.multiple_results:
+            ct_out = [cts.pop(id(v), None) for v in eqn.outvars]
+            if all(c is None for c in ct_out):
+                continue
+            ct_arg: Any = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, ct_out)]
+        else:
+            ct_arg = cts.pop(id(eqn.outvars[0]), None)
+            if ct_arg is None:
+                continue
+        invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
+                  for a in eqn.invars]
+        with source_info_as(eqn.source_info):
+            ct_in = _rule_for(prim)(ct_arg, *invals, **eqn.params)
+        for a, c in zip(eqn.invars, ct_in):
+            write(a, c)
+
+    return [(cts.get(id(v), Zero(tangent_aval(v.aval))) if id(v) in linear else None) for v in jaxpr.invars]
+
+
+# ----------------------------------------------------------------------------
+# Transposing a whole jaxpr (jit_call's rule, linear_transpose)
+
+
+_transposed_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Sequence[bool]) -> ClosedJaxpr:
+    """A jaxpr ``(non-linear inputs, non-zero output cotangents) -> cotangents of the linear inputs``.
+
+    The cotangents come out instantiated (zeros where nothing flowed), one per
+    linear input, in order.  Cached per (jaxpr, masks) unless constants are tracers.
+    """
+    key = (tuple(linear), tuple(ct_nonzero))
+    per = _transposed_cache.get(closed)
+    if per is not None and key in per:
+        return per[key]
+    in_avals = closed.in_avals
+    res_avals = [a for a, lin in zip(in_avals, linear) if not lin]
+    ct_avals = [tangent_aval(a) for a, nz in zip(closed.out_avals, ct_nonzero) if nz]
+    n_res = len(res_avals)
+
+    def fun(*ins: Any) -> list:
+        res, nz_cts = iter(ins[:n_res]), iter(ins[n_res:])
+        args = [UndefinedPrimal(tangent_aval(a)) if lin else next(res) for a, lin in zip(in_avals, linear)]
+        cts = [next(nz_cts) if nz else Zero(tangent_aval(a)) for a, nz in zip(closed.out_avals, ct_nonzero)]
+        out = backward_pass(closed.jaxpr, closed.consts, args, cts)
+        return [instantiate(c) for c, lin in zip(out, linear) if lin]
+
+    new, consts = stage(fun, res_avals + ct_avals)
+    if not any(isinstance(c, Tracer) for c in consts):
+        _transposed_cache.setdefault(closed, {})[key] = new
+    return new
+
+
+def hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Move a closed jaxpr's constants to leading inputs (so ``jit_call`` bodies stay closed over nothing)."""
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
+
+
+@register_transpose(jit_call_p)
+def _jit_call_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple,
+                        **params: Any) -> list:
+    """The backward of a jitted function is itself one ``jit_call``."""
+    linear = [is_undefined(a) for a in args]
+    nonzero = [type(c) is not Zero for c in cts]
+    body, consts = hoist_consts(transpose_jaxpr(jaxpr, linear, nonzero))
+    res = [a for a in args if not is_undefined(a)]
+    nz_cts = [c for c in cts if type(c) is not Zero]
+    n_ops = len(consts) + len(res) + len(nz_cts)
+    outs = iter(jit_call_p.bind(*consts, *res, *nz_cts, jaxpr=body, name=f"transpose({name})",
+                                donated_invars=(False,) * n_ops, **params))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def eval_closed(closed: ClosedJaxpr, *args: Any) -> list:
+    return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
+
+
+# The rules for every primitive family register themselves on import.
+from ftrans.transforms import linear_rules  # noqa: E402, F401
