@@ -20,6 +20,8 @@ from ftrans.devices import (
 )
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.jit import jit
+from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
+from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
     hessian,
@@ -38,5 +40,8 @@ __all__ = [
     "lax", "make_jaxpr", "numpy", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
-    "jacfwd", "jacrev", "hessian",
+    "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
+    "ad_checkpoint", "custom_derivatives",
 ]
+
+from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -41,7 +41,7 @@ def _rule_tables() -> list[tuple[str, dict]]:
     later = [
         ("lowering", "ftrans.lowering.lower", "lowering_rules"),
         ("jvp", "ftrans.transforms.ad", "jvp_rules"),
-        ("transpose", "ftrans.transforms.ad", "transpose_rules"),
+        ("transpose", "ftrans.transforms.transpose", "transpose_rules"),
         ("batching", "ftrans.transforms.batching", "batching_rules"),
     ]
     seen = set()

@@ -14,6 +14,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.trace import aval_of, stage
+from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError
 
 
@@ -95,12 +96,20 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
             return Array._new(np.asarray(a.val, a.aval.dtype), a.aval.weak_type)
         return env[id(a)]
 
-    for eqn in jaxpr.eqns:
-        outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
-        for v, o in zip(eqn.outvars, outs):
-            env[id(v)] = o
+    # Equations staged while interpreting (under jvp, linearize, ...) keep the user's line of the
+    # equation they came from.
+    st = _trace_state
+    prev = st.source_override
+    try:
+        for eqn in jaxpr.eqns:
+            st.source_override = eqn.source_info or prev
+            outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[id(v)] = o
+    finally:
+        st.source_override = prev
     return [read(a) for a in jaxpr.outvars]
 
 

@@ -63,6 +63,14 @@ class Zero:
     def from_primal_value(x: Any) -> Zero:
         return Zero(tangent_aval(aval_of(x)))
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
     def __repr__(self) -> str:
         return f"Zero({self.aval.str_short()})"
 

@@ -1,0 +1,477 @@
+"""``custom_jvp`` and ``custom_vjp``: user-supplied derivative rules.
+
+Both stage the user's function into a jaxpr and bind a call primitive that
+carries it together with the user's rule, so the rule survives staging: a
+``jit``-compiled function that calls a ``custom_jvp`` function still uses the
+custom rule when it is later differentiated.  Outside any transform the
+function is simply called.
+
+* ``custom_jvp_call``: its JVP rule calls the user's JVP (with symbolic zeros
+  instantiated unless ``symbolic_zeros=True``); every other rule uses the
+  staged function (evaluation, lowering as a call, partial evaluation inlines it).
+* ``custom_vjp_call``: its JVP rule runs the user's forward function and
+  emits the output tangents as one ``custom_lin`` equation of the residuals
+  and input tangents.  ``custom_lin`` is linear in the tangents and its
+  transpose rule calls the user's backward function, which is how ``grad``
+  uses the custom VJP; evaluating it forward (``jvp`` of a ``custom_vjp``
+  function) is an error, as in JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import trace as _trace
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import Primitive, mark_unsupported
+from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.errors import FtransTypeError
+from ftrans.lowering.lower import register_lowering
+from ftrans.transforms.ad import Zero, float0, instantiate, register_jvp, tangent_aval
+from ftrans.transforms.partial_eval import partial_eval_rules
+from ftrans.transforms.transpose import hoist_consts, is_undefined, register_transpose
+
+__all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
+
+SymbolicZero = Zero  # what a rule registered with symbolic_zeros=True receives for a zero tangent
+
+
+def _name(f: Any) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict) -> tuple:
+    """Keyword arguments become positional (the rules take positional arguments only), as in JAX."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise FtransTypeError(f"{_name(fun)}: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise FtransTypeError(
+            f"{_name(fun)}: a custom_jvp/custom_vjp function takes its arguments positionally; "
+            f"keyword-only arguments {sorted(bound.kwargs)} are not supported"
+        )
+    return tuple(bound.args)
+
+
+def _split_nondiff(args: tuple, nondiff: tuple[int, ...]) -> tuple[list, list]:
+    nd = [args[i] for i in nondiff]
+    diff = [a for i, a in enumerate(args) if i not in nondiff]
+    return nd, diff
+
+
+def _merge_nondiff(nd: list, diff: Sequence, nondiff: tuple[int, ...]) -> list:
+    out, nd_it, d_it = [], iter(nd), iter(diff)
+    for i in range(len(nd) + len(diff)):
+        out.append(next(nd_it) if i in nondiff else next(d_it))
+    return out
+
+
+def _operand(name: str, path: str, x: Any) -> Any:
+    from ftrans.numpy._util import as_operand
+
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_operand(x)
+    except TypeError:
+        raise FtransTypeError(
+            f"{name}: argument {path} of type {type(x).__name__} is not an array; non-array arguments "
+            "must be listed in nondiff_argnums"
+        ) from None
+
+
+def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list
+                ) -> tuple[list, Any, ClosedJaxpr, list, list]:
+    """Flatten the differentiable arguments and stage ``fun`` on them: (leaves, in_tree, body, consts, out_tree box)."""
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path(tuple(diff))
+    leaves = [_operand(name, "args" + tree_util.keystr(p), x) for p, x in leaves_paths]
+    out_tree_box: list = []
+
+    def flat_fun(*ins: Any) -> list:
+        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, ins), nondiff)
+        out, tree = tree_util.tree_flatten(fun(*full))
+        out_tree_box.append(tree)
+        return out
+
+    closed, _ = stage(flat_fun, [aval_of(x) for x in leaves])
+    body, consts = hoist_consts(closed)
+    return leaves, in_tree, body, consts, out_tree_box
+
+
+def _check_outs(where: str, what: str, tree: Any, want_tree: Any, leaves: list, want_avals: list,
+                tangent: bool) -> None:
+    if tree != want_tree:
+        raise FtransTypeError(
+            f"{where}: the {what} must have the structure of the function's output, {want_tree}, but it has "
+            f"structure {tree}"
+        )
+    for i, (x, a) in enumerate(zip(leaves, want_avals)):
+        want = tangent_aval(a) if tangent else a
+        got = x.aval if type(x) is Zero else aval_of(x)
+        if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+            raise FtransTypeError(
+                f"{where}: {what} {i} has type {got.str_short()} (shape {tuple(got.shape)}, dtype "
+                f"{_dn(got.dtype)}) but the function's output {i} needs {want.str_short()} (shape "
+                f"{tuple(want.shape)}, dtype {_dn(want.dtype)})"
+            )
+
+
+def _dn(d: np.dtype) -> str:
+    return "float0" if d == float0 else d.name
+
+
+def _call_abstract_eval(*avals: ShapedArray, call_jaxpr: ClosedJaxpr, **_: Any) -> list[ShapedArray]:
+    return list(call_jaxpr.out_avals)
+
+
+def _call_weak(weaks: tuple, *, call_jaxpr: ClosedJaxpr, **_: Any) -> tuple:
+    return tuple(a.weak_type for a in call_jaxpr.out_avals)
+
+
+def _call_impl(*vals: Any, call_jaxpr: ClosedJaxpr, **_: Any) -> list:
+    outs = eval_jaxpr(call_jaxpr.jaxpr, list(call_jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
+    return [np.asarray(o) for o in outs]
+
+
+def _call_lowering(ctx: Any, *args: str, call_jaxpr: ClosedJaxpr, name: str, **_: Any) -> list[str]:
+    from ftrans.lowering import mlir_text as mt
+
+    sym = ctx.module.function(call_jaxpr.jaxpr, name)
+    return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
+
+
+def _inline(trace: Any, tracers: list, params: dict) -> list:
+    """Partial evaluation of a custom call: evaluate its staged function (known parts run, the rest records)."""
+    body = params["call_jaxpr"]
+    return eval_jaxpr(body.jaxpr, list(body.consts), *tracers)
+
+
+def _call_primitive(name: str) -> Primitive:
+    p = Primitive(name, multiple_results=True)
+    p.def_abstract_eval(_call_abstract_eval)
+    p.def_weak_type(_call_weak)
+    p.def_impl(_call_impl)
+    register_lowering(p)(_call_lowering)
+    partial_eval_rules[p] = _inline
+    mark_unsupported(p, "transpose", "a custom-derivative call is not linear; its derivative comes from the "
+                                     "user's rule")
+    return p
+
+
+custom_jvp_call_p = _call_primitive("custom_jvp_call")
+custom_vjp_call_p = _call_primitive("custom_vjp_call")
+
+
+# ----------------------------------------------------------------------------
+# custom_jvp
+
+
+class custom_jvp:  # noqa: N801 - JAX's name
+    """``jax.custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        if not callable(fun):
+            raise FtransTypeError(f"custom_jvp: expected a function, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp: Callable | None = None
+        self.symbolic_zeros = False
+
+    def defjvp(self, jvp: Callable, symbolic_zeros: bool = False) -> Callable:
+        """Register ``jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``."""
+        self.jvp = jvp
+        self.symbolic_zeros = symbolic_zeros
+        return jvp
+
+    def defjvps(self, *jvps: Callable | None) -> None:
+        """One rule per argument, ``rule(g, ans, *primals) -> tangent contribution`` (or ``None``); summed."""
+        if self.nondiff_argnums:
+            raise FtransTypeError("custom_jvp.defjvps is not supported with nondiff_argnums; use defjvp")
+
+        def jvp(primals: tuple, tangents: tuple) -> tuple:
+            ans = self(*primals)
+            total = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                term = rule(t, ans, *primals)
+                total = term if total is None else tree_util.tree_map(lambda a, b: a + b, total, term)
+            if total is None:
+                total = tree_util.tree_map(lambda a: instantiate(Zero.from_primal_value(a)), ans)
+            return ans, total
+
+        self.defjvp(jvp)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _name(self.fun)
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
+        args = _resolve_kwargs(self.fun, args, kwargs)
+        if not _trace.active_anywhere or _trace.state.eval_only:
+            return self.fun(*args)
+        nondiff = self.nondiff_argnums
+        nd, diff = _split_nondiff(args, nondiff)
+        leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
+        out_tree = out_tree_box[0]
+        flat_jvp = _flat_jvp(self.jvp, name, nd, nondiff, in_tree, out_tree, list(body.out_avals),
+                             self.symbolic_zeros, len(consts))
+        outs = custom_jvp_call_p.bind(*consts, *leaves, call_jaxpr=body, jvp=flat_jvp, num_consts=len(consts),
+                                      symbolic_zeros=self.symbolic_zeros, name=name)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
+              out_avals: list, symbolic_zeros: bool, num_consts: int) -> Callable:
+    where = f"custom_jvp rule of {name}"
+
+    def flat(primals: list, tangents: list) -> tuple[list, list]:
+        primals, tangents = primals[num_consts:], tangents[num_consts:]
+        if not symbolic_zeros:
+            tangents = [_instantiate(t) for t in tangents]
+        p_args = tree_util.tree_unflatten(in_tree, primals)
+        t_args = tree_util.tree_unflatten(in_tree, tangents)
+        res = rule(*nd, tuple(p_args), tuple(t_args))
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            raise FtransTypeError(f"{where} must return a pair (primal_out, tangent_out), got {type(res).__name__}")
+        p_out, t_out = res
+        p_leaves, p_tree = tree_util.tree_flatten(p_out)
+        _check_outs(where, "primal output", p_tree, out_tree, p_leaves, out_avals, False)
+        t_leaves, t_tree = tree_util.tree_flatten(t_out, is_leaf=lambda x: type(x) is Zero)
+        _check_outs(where, "tangent output", t_tree, out_tree, t_leaves, out_avals, True)
+        return p_leaves, [_tangent_leaf(t) for t in t_leaves]
+
+    flat.__name__ = _name(rule)
+    return flat
+
+
+def _instantiate(t: Any) -> Any:
+    if type(t) is Zero:
+        if t.aval.dtype == float0:
+            return np.zeros(t.aval.shape, float0)
+        return instantiate(t)
+    return t
+
+
+def _tangent_leaf(t: Any) -> Any:
+    if type(t) is Zero:
+        return t
+    if isinstance(t, np.ndarray) and t.dtype == float0:
+        return Zero(ShapedArray(t.shape, float0, False))
+    return t
+
+
+@register_jvp(custom_jvp_call_p)
+def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: Any) -> tuple[list, list]:
+    return jvp(primals, tangents)
+
+
+# ----------------------------------------------------------------------------
+# custom_vjp
+
+
+class custom_vjp:  # noqa: N801 - JAX's name
+    """``jax.custom_vjp``: a function with a user-defined VJP (``defvjp(fwd, bwd)``)."""
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        if not callable(fun):
+            raise FtransTypeError(f"custom_vjp: expected a function, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
+               optimize_remat: bool = False) -> None:
+        """Register ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals, ct) -> input cts``."""
+        if symbolic_zeros:
+            raise NotImplementedError("custom_vjp.defvjp: symbolic_zeros=True is not supported")
+        if optimize_remat:
+            raise NotImplementedError("custom_vjp.defvjp: optimize_remat=True is not supported")
+        self.fwd = fwd
+        self.bwd = bwd
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _name(self.fun)
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
+        args = _resolve_kwargs(self.fun, args, kwargs)
+        if not _trace.active_anywhere or _trace.state.eval_only:
+            return self.fun(*args)
+        nondiff = self.nondiff_argnums
+        nd, diff = _split_nondiff(args, nondiff)
+        leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
+        out_tree = out_tree_box[0]
+        in_avals = [aval_of(x) for x in leaves]
+        fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts))
+        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals)
+        outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
+                                      name=name)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any, out_avals: list,
+              num_consts: int) -> Callable:
+    where = f"custom_vjp forward function {_name(fwd)} of {name}"
+
+    def flat(primals: list) -> tuple[list, list, Any]:
+        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals[num_consts:]), nondiff)
+        res = fwd(*full)
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            raise FtransTypeError(f"{where} must return a pair (output, residuals), got {type(res).__name__}")
+        out, residuals = res
+        o_leaves, o_tree = tree_util.tree_flatten(out)
+        _check_outs(where, "output", o_tree, out_tree, o_leaves, out_avals, False)
+        r_leaves, r_tree = tree_util.tree_flatten(residuals)
+        arrays = [isinstance(r, (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool))
+                  for r in r_leaves]
+        dyn = [r for r, a in zip(r_leaves, arrays) if a]
+        static = [r for r, a in zip(r_leaves, arrays) if not a]
+        return o_leaves, dyn, (r_tree, tuple(arrays), static)
+
+    return flat
+
+
+def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list) -> Callable:
+    where = f"custom_vjp backward function {_name(bwd)} of {name}"
+
+    def flat(res_info: Any, res_dyn: list, cts: list) -> list:
+        r_tree, arrays, static = res_info
+        d_it, s_it = iter(res_dyn), iter(static)
+        res = tree_util.tree_unflatten(r_tree, [next(d_it) if a else next(s_it) for a in arrays])
+        ct_tree = tree_util.tree_unflatten(out_tree, cts)
+        out = bwd(*nd, res, ct_tree)
+        n_args = len(in_tree.children())
+        if not isinstance(out, (tuple, list)) or len(out) != n_args:
+            got = f"a {type(out).__name__} of length {len(out)}" if isinstance(out, (tuple, list)) else \
+                type(out).__name__
+            raise FtransTypeError(
+                f"{where} must return a tuple with one cotangent per differentiable argument of {name} "
+                f"({n_args}), got {got}"
+            )
+        leaves = _cts_leaves(where, name, tuple(out), in_tree)
+        result = []
+        for i, (c, a) in enumerate(zip(leaves, in_avals)):
+            want = tangent_aval(a)
+            if c is None or want.dtype == float0:
+                result.append(Zero(want))
+                continue
+            got = aval_of(c)
+            if tuple(got.shape) != tuple(want.shape):
+                raise FtransTypeError(
+                    f"{where}: cotangent {i} has shape {tuple(got.shape)} but the argument it belongs to has "
+                    f"shape {tuple(want.shape)} (dtype {want.dtype.name})"
+                )
+            if got.dtype != want.dtype:
+                from ftrans.core.prims import structural as S
+
+                c = S.convert_element_type_p.bind(_operand(where, f"cotangent {i}", c), new_dtype=want.dtype,
+                                                  weak_type=False)
+            result.append(c)
+        return result
+
+    return flat
+
+
+def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> list:
+    """Flatten ``bwd``'s output against the arguments' structure; ``None`` stands for a zero subtree."""
+    args_tree = tree_util.tree_unflatten(in_tree, list(range(in_tree.num_leaves)))
+    leaves: list = [None] * in_tree.num_leaves
+    for arg_struct, ct in zip(args_tree, out):
+        positions, struct = tree_util.tree_flatten(arg_struct)
+        if ct is None:
+            continue
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct, is_leaf=lambda x: x is None)
+        if ct_tree != struct:
+            raise FtransTypeError(
+                f"{where}: the cotangents must match the structure of {name}'s arguments; expected "
+                f"{struct}, received {ct_tree}"
+            )
+        for p, c in zip(positions, ct_leaves):
+            leaves[p] = c
+    return leaves
+
+
+@register_jvp(custom_vjp_call_p)
+def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: Callable, num_consts: int,
+                         name: str, **_: Any) -> tuple[list, list]:
+    if any(type(t) is not Zero for t in tangents[:num_consts]):
+        raise FtransTypeError(
+            f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
+            "as an argument of the function instead"
+        )
+    outs, res_dyn, res_info = fwd(primals)
+    arg_tangents = tangents[num_consts:]
+    nonzero = tuple(type(t) is not Zero for t in arg_tangents)
+    out_avals = tuple(tangent_aval(aval_of(o)) for o in outs)
+    if not any(nonzero):
+        return outs, [Zero(a) for a in out_avals]
+    in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
+    t_out = custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
+                              num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
+                              in_avals=in_avals, nonzero=nonzero, name=name)
+    return outs, list(t_out)
+
+
+# ----------------------------------------------------------------------------
+# custom_lin: the output tangents of a custom_vjp call, transposed by the user's bwd
+
+
+custom_lin_p = Primitive("custom_lin", multiple_results=True)
+
+
+@custom_lin_p.def_abstract_eval
+def _custom_lin_abstract_eval(*avals: ShapedArray, out_avals: tuple, **_: Any) -> list[ShapedArray]:
+    return list(out_avals)
+
+
+def _no_forward(name: str) -> FtransTypeError:
+    return FtransTypeError(
+        f"can't apply forward-mode autodiff (jvp) to a custom_vjp function ({name}): it defines only a "
+        "reverse-mode rule. Use vjp/grad, or define the function with custom_jvp instead."
+    )
+
+
+@custom_lin_p.def_impl
+def _custom_lin_impl(*vals: Any, name: str, **_: Any) -> list:
+    raise _no_forward(name)
+
+
+@register_lowering(custom_lin_p)
+def _custom_lin_lowering(ctx: Any, *args: str, name: str, **_: Any) -> list[str]:
+    raise _no_forward(name)
+
+
+@register_transpose(custom_lin_p)
+def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, out_avals: tuple, in_avals: tuple,
+                          nonzero: tuple, name: str) -> list:
+    res = list(args[:num_res])
+    if any(is_undefined(r) for r in res):
+        raise NotImplementedError(f"custom_vjp function {name}: its residuals cannot depend on a tangent")
+    cts = [_instantiate(c) for c in cts]
+    in_cts = bwd(res, cts)
+    out: list = [None] * num_res
+    for c, nz in zip(in_cts, nonzero):
+        if nz:
+            out.append(c)
+    return out
+
+
+@register_jvp(custom_lin_p)
+def _custom_lin_jvp(primals: list, tangents: list, *, name: str, **_: Any) -> Any:
+    raise _no_forward(name)
+
