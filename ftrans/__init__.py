@@ -19,8 +19,8 @@ from ftrans.devices import (
     process_index,
 )
 from ftrans.transforms.ad import jvp
-from ftrans.transforms.jit import jit
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
+from ftrans.transforms.jit import jit
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,

@@ -286,7 +286,40 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
         samples[name] = _elementwise_samples(name, 2)
     samples["integer_pow"] = _elementwise_samples("integer_pow", 1)
     samples["jit_call"] = _jit_call_samples()
+    samples.update(_autodiff_samples())
     return samples
+
+
+def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
+    """The call-like primitives of autodiff (custom rules, remat, names, barriers), as the API records them."""
+    from ftrans import lax as flax
+    from ftrans.ad_checkpoint import checkpoint_name
+
+    x = arr((2, 3), f32)
+
+    @ftrans.custom_jvp
+    def cj(a):
+        return a * 2.0
+
+    cj.defjvp(lambda p, t: (cj(*p), t[0] * 2.0))
+
+    @ftrans.custom_vjp
+    def cv(a):
+        return a.sum()
+
+    cv.defvjp(lambda a: (a.sum(), None), lambda res, g: (g * 1.0,))
+    programs = {
+        "custom_jvp_call": lambda a: cj(a),
+        "custom_vjp_call": lambda a: cv(a),
+        "remat": lambda a: ftrans.checkpoint(lambda b: (b * 2.0, b.sum()))(a),
+        "name": lambda a: checkpoint_name(a, "h"),
+        "optimization_barrier": lambda a: flax.optimization_barrier((a, a.sum())),
+    }
+    out = {}
+    for name, f in programs.items():
+        (eqn,) = [e for e in ftrans.make_jaxpr(f)(x).eqns if e.primitive.name == name]
+        out[name] = [((x,), dict(eqn.params))]
+    return out
 
 
 def _jit_call_samples() -> list[tuple[tuple, dict]]:
@@ -301,7 +334,10 @@ def _jit_call_samples() -> list[tuple[tuple, dict]]:
 # Registered primitives that need no sample entry here, each with the reason.
 # (Empty: every primitive has samples. Add "name": "reason" only for a primitive
 # whose operands cannot be built here, and say where it is tested instead.)
-NO_SAMPLE_ALLOWLIST: dict[str, str] = {}
+NO_SAMPLE_ALLOWLIST: dict[str, str] = {
+    "custom_lin": "evaluating it is an error by design (jvp of a custom_vjp function); "
+                  "tests/test_custom_derivatives.py covers its transpose and that error",
+}
 
 
 def _captured_samples() -> tuple[dict[str, list[tuple[tuple, dict]]], list[str]]:

@@ -129,11 +129,21 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
     known_eqns: list[JaxprEqn] = []
     unknown_eqns: list[JaxprEqn] = []
     for eqn in jaxpr.eqns:
-        if any(isinstance(a, Var) and id(a) in unknown for a in eqn.invars):
-            unknown_eqns.append(eqn)
-            unknown.update(id(v) for v in eqn.outvars)
-        else:
+        unk_in = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
+        if not any(unk_in):
             known_eqns.append(eqn)
+            continue
+        rule = partial_eval_jaxpr_rules.get(eqn.primitive)
+        if rule is not None and not all(unk_in):
+            # A call mixing known and unknown operands: split its body too, so its known
+            # outputs stay known (and are not treated as linear by the transpose).
+            k_eqn, u_eqn, out_unk = rule(eqn, unk_in)
+            known_eqns.append(k_eqn)
+            unknown_eqns.append(u_eqn)
+            unknown.update(id(v) for v, u in zip(eqn.outvars, out_unk) if u)
+            continue
+        unknown_eqns.append(eqn)
+        unknown.update(id(v) for v in eqn.outvars)
     out_unknowns = [isinstance(v, Var) and id(v) in unknown for v in jaxpr.outvars]
 
     needed: set[int] = set()
@@ -191,6 +201,40 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[b
     new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) else \
         Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs)
     return new, [id(v) in live for v in jaxpr.invars]
+
+
+# eqn primitive -> rule(eqn, unknown_inputs) -> (known eqn, unknown eqn, unknown outputs), for call-like
+# primitives inside a jaxpr being split.
+partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = {}
+
+
+def split_call_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable[[JaxprEqn], bool] | None,
+                   known_params: dict, unknown_params: dict) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    """Split a call-like equation (its body in ``params["jaxpr"]``) into a known and an unknown call.
+
+    The known call returns the known outputs and the residuals, which become new
+    variables read by the unknown call.
+    """
+    body = eqn.params["jaxpr"]
+    k, u, out_unk, n_res = partial_eval_jaxpr(body, unk_in, saveable)
+    res_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - n_res:]]
+    k_in = [a for a, un in zip(eqn.invars, unk_in) if not un]
+    u_in = res_vars + [a for a, un in zip(eqn.invars, unk_in) if un]
+    k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + res_vars
+    u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
+    k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=dict(eqn.params, jaxpr=k, **known_params(len(k_in))))
+    u_eqn = eqn.replace(invars=u_in, outvars=u_out, params=dict(eqn.params, jaxpr=u, **unknown_params(len(u_in))))
+    return k_eqn, u_eqn, out_unk
+
+
+def _jit_call_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    def no_donation(n: int) -> dict:
+        return {"donated_invars": (False,) * n}
+
+    return split_call_eqn(eqn, unk_in, None, no_donation, no_donation)
+
+
+partial_eval_jaxpr_rules[jit_call_p] = _jit_call_split
 
 
 # ----------------------------------------------------------------------------

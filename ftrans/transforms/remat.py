@@ -34,7 +34,14 @@ from ftrans.core.trace import StagingTracer, Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError
 from ftrans.lowering.lower import register_lowering
 from ftrans.transforms.ad import Zero, _jvp_jaxpr_hoisted, register_jvp, tangent_aval
-from ftrans.transforms.partial_eval import LinearizeTrace, _merge, partial_eval_jaxpr, partial_eval_rules
+from ftrans.transforms.partial_eval import (
+    LinearizeTrace,
+    _merge,
+    partial_eval_jaxpr,
+    partial_eval_jaxpr_rules,
+    partial_eval_rules,
+    split_call_eqn,
+)
 from ftrans.transforms.transpose import backward_pass, hoist_consts, is_undefined, register_transpose
 
 __all__ = [
@@ -245,6 +252,14 @@ def _remat_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> l
 
 
 partial_eval_rules[remat_p] = _remat_partial_eval
+
+
+def _remat_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    return split_call_eqn(eqn, unk_in, _saveable(eqn.params["policy"]), lambda n: {},
+                          lambda n: {"differentiated": True})
+
+
+partial_eval_jaxpr_rules[remat_p] = _remat_split
 
 
 @register_transpose(remat_p)

@@ -1,0 +1,295 @@
+"""``custom_jvp`` and ``custom_vjp`` against jax's, eagerly, under jit, and through jit boundaries.
+
+Each function is written once against a numpy module and built with ftrans's
+and jax's decorators; values, JVPs, gradients and errors must agree.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.core.ir import typecheck
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def tree_close(a, b, tol=1e-5):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        close(x, y, tol)
+
+
+# ---------------------------------------------------------------- custom_jvp
+
+
+def make_log1pexp(cj, np_):
+    """The classic numerically stable softplus whose naive derivative is nan at large x."""
+
+    @cj
+    def log1pexp(x):
+        return np_.log(1.0 + np_.exp(x))
+
+    @log1pexp.defjvp
+    def log1pexp_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return log1pexp(x), t * (1.0 - 1.0 / (1.0 + np_.exp(x)))
+
+    return log1pexp
+
+
+F_SP, J_SP = make_log1pexp(ftrans.custom_jvp, fjnp), make_log1pexp(jax.custom_jvp, jjnp)
+
+
+@pytest.mark.parametrize("x", [0.3, 10.0, 100.0])
+def test_custom_jvp_rule_is_used(x):
+    close(ftrans.grad(F_SP)(x), jax.grad(J_SP)(x))
+    assert np.isfinite(np.asarray(ftrans.grad(F_SP)(x)))
+    close(ftrans.jvp(F_SP, (x,), (2.0,))[1], jax.jvp(J_SP, (x,), (2.0,))[1])
+
+
+def test_custom_jvp_under_jit_both_ways_and_higher_order():
+    x = 3.0
+    want = jax.grad(J_SP)(x)
+    close(ftrans.jit(ftrans.grad(F_SP))(x), want)
+    close(ftrans.grad(ftrans.jit(F_SP))(x), want)
+    close(ftrans.grad(ftrans.grad(F_SP))(x), jax.grad(jax.grad(J_SP))(x))
+    xs = np.linspace(-3, 3, 5).astype(np.float32)
+    close(ftrans.jit(lambda v: F_SP(v))(xs), J_SP(xs))
+
+
+def test_custom_jvp_is_one_equation_in_the_ir():
+    closed = ftrans.make_jaxpr(F_SP)(1.0)
+    typecheck(closed)
+    assert [e.primitive.name for e in closed.eqns] == ["custom_jvp_call"]
+    assert "jvp=log1pexp_jvp" in str(closed)
+
+
+def make_two_arg(cj, np_):
+    @cj
+    def f(x, y):
+        return np_.sin(x) * y
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        return f(x, y), 10.0 * np_.cos(x) * y * tx + np_.sin(x) * ty
+
+    return f
+
+
+def test_custom_jvp_two_args_argnums_and_arrays():
+    f, g = make_two_arg(ftrans.custom_jvp, fjnp), make_two_arg(jax.custom_jvp, jjnp)
+    x = np.array([0.1, 0.7, -1.2], np.float32)
+    y = np.array([2.0, -1.0, 0.5], np.float32)
+    loss_f = lambda a, b: fjnp.sum(f(a, b))  # noqa: E731
+    loss_j = lambda a, b: jjnp.sum(g(a, b))  # noqa: E731
+    tree_close(ftrans.grad(loss_f, argnums=(0, 1))(x, y), jax.grad(loss_j, argnums=(0, 1))(x, y))
+    tree_close(ftrans.jacrev(f)(x, y), jax.jacrev(g)(x, y))
+    tree_close(ftrans.jacfwd(f)(x, y), jax.jacfwd(g)(x, y))
+
+
+def make_defjvps(cj, np_):
+    @cj
+    def f(x, y):
+        return x * y
+
+    f.defjvps(lambda g, ans, x, y: 3.0 * g * y, lambda g, ans, x, y: 5.0 * g * x)
+    return f
+
+
+def test_custom_jvp_defjvps():
+    f, g = make_defjvps(ftrans.custom_jvp, fjnp), make_defjvps(jax.custom_jvp, jjnp)
+    tree_close(ftrans.grad(f, argnums=(0, 1))(2.0, 3.0), jax.grad(g, argnums=(0, 1))(2.0, 3.0))
+
+
+def make_nondiff(cj, np_):
+    @cj
+    def apply(fn, x):
+        return fn(x)
+
+    @apply.defjvp
+    def apply_jvp(fn, primals, tangents):
+        (x,), (t,) = primals, tangents
+        return apply(fn, x), 2.0 * t
+
+    return apply
+
+
+def test_custom_jvp_nondiff_argnums_with_a_function_argument():
+    import functools
+
+    f = make_nondiff(functools.partial(ftrans.custom_jvp, nondiff_argnums=(0,)), fjnp)
+    g = make_nondiff(functools.partial(jax.custom_jvp, nondiff_argnums=(0,)), jjnp)
+    close(ftrans.grad(lambda x: f(fjnp.sin, x))(1.0), jax.grad(lambda x: g(jjnp.sin, x))(1.0))
+    close(ftrans.jit(ftrans.grad(lambda x: f(fjnp.sin, x)))(1.0), 2.0)
+
+
+def test_custom_jvp_symbolic_zeros():
+    seen = []
+
+    @ftrans.custom_jvp
+    def f(x, y):
+        return x * y
+
+    def f_jvp(primals, tangents):
+        seen.append(tuple(type(t).__name__ for t in tangents))
+        x, y = primals
+        tx, ty = tangents
+        out = 0.0
+        if not isinstance(tx, ftrans.custom_derivatives.SymbolicZero):
+            out = out + tx * y
+        if not isinstance(ty, ftrans.custom_derivatives.SymbolicZero):
+            out = out + x * ty
+        return f(x, y), out
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    close(ftrans.grad(f)(2.0, 3.0), 3.0)
+    assert seen[-1][1] == "Zero"
+
+
+def test_custom_jvp_bad_rules_are_named():
+    @ftrans.custom_jvp
+    def f(x):
+        return x * 2.0
+
+    f.defjvp(lambda p, t: (f(*p), fjnp.ones(3)))  # wrong tangent shape
+    with pytest.raises(TypeError, match=r"custom_jvp rule of f: tangent output 0 has type f32\[3\]"):
+        ftrans.jvp(f, (1.0,), (1.0,))
+
+    @ftrans.custom_jvp
+    def g(x):
+        return x
+
+    with pytest.raises(AttributeError, match="No JVP defined for custom_jvp function g"):
+        g(1.0)
+
+
+# ---------------------------------------------------------------- custom_vjp
+
+
+def make_clip_gradient(cv, np_):
+    @cv
+    def clip_gradient(lo, hi, x):
+        return x
+
+    def fwd(lo, hi, x):
+        return x, (lo, hi)
+
+    def bwd(res, g):
+        lo, hi = res
+        return (None, None, np_.clip(g, lo, hi))
+
+    clip_gradient.defvjp(fwd, bwd)
+    return clip_gradient
+
+
+def test_custom_vjp_clip_gradient_matches_jax():
+    f = make_clip_gradient(ftrans.custom_vjp, fjnp)
+    g = make_clip_gradient(jax.custom_vjp, jjnp)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    lf = lambda x: fjnp.sum(f(-0.5, 0.5, x * 10.0))  # noqa: E731
+    lj = lambda x: jjnp.sum(g(-0.5, 0.5, x * 10.0))  # noqa: E731
+    close(ftrans.grad(lf)(x), jax.grad(lj)(x))
+    close(ftrans.jit(ftrans.grad(lf))(x), jax.grad(lj)(x))
+    close(ftrans.grad(ftrans.jit(lf))(x), jax.grad(lj)(x))
+
+
+def make_pytree_vjp(cv, np_):
+    @cv
+    def f(params, x):
+        return {"y": params["w"] * x, "z": np_.sum(params["b"])}
+
+    def fwd(params, x):
+        return f(params, x), (params, x)
+
+    def bwd(res, ct):
+        params, x = res
+        return ({"w": ct["y"] * x * 3.0, "b": np_.ones_like(params["b"]) * ct["z"]}, ct["y"] * params["w"])
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def test_custom_vjp_pytrees_and_vjp():
+    f, g = make_pytree_vjp(ftrans.custom_vjp, fjnp), make_pytree_vjp(jax.custom_vjp, jjnp)
+    params = {"w": np.float32(2.0), "b": np.arange(3, dtype=np.float32)}
+    x = np.float32(1.5)
+    out_f, pb_f = ftrans.vjp(f, params, x)
+    out_j, pb_j = jax.vjp(g, params, x)
+    tree_close(out_f, out_j)
+    ct = {"y": np.float32(1.0), "z": np.float32(2.0)}
+    tree_close(pb_f(ct), pb_j(ct))
+
+
+def test_custom_vjp_backward_is_visible_in_the_ir():
+    f = make_clip_gradient(ftrans.custom_vjp, fjnp)
+    closed = ftrans.make_jaxpr(ftrans.grad(lambda x: f(-1.0, 1.0, x)))(2.0)
+    typecheck(closed)
+    text = str(closed)
+    assert "max" in text and "min" in text  # jnp.clip from the user's bwd, staged into the backward program
+    assert "custom_lin" not in text  # transposed away
+
+
+def test_jvp_of_custom_vjp_is_an_error():
+    f = make_clip_gradient(ftrans.custom_vjp, fjnp)
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        ftrans.jvp(lambda x: f(-1.0, 1.0, x), (1.0,), (1.0,))
+
+
+def test_custom_vjp_bad_backward_structure_is_named():
+    @ftrans.custom_vjp
+    def f(x, y):
+        return x * y
+
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))  # one cotangent for two arguments
+    with pytest.raises(TypeError, match=r"backward function <lambda> of f must return a tuple with one "
+                                        r"cotangent per differentiable argument of f \(2\)"):
+        ftrans.grad(f)(1.0, 2.0)
+
+    @ftrans.custom_vjp
+    def h(x):
+        return x.sum()
+
+    h.defvjp(lambda x: (x.sum(), None), lambda res, g: (fjnp.ones(4),))
+    with pytest.raises(TypeError, match=r"cotangent 0 has shape \(4,\) but the argument it belongs to has "
+                                        r"shape \(3,\)"):
+        ftrans.grad(h)(np.ones(3, np.float32))
+
+    @ftrans.custom_vjp
+    def k(p):
+        return p["a"]
+
+    k.defvjp(lambda p: (p["a"], None), lambda res, g: ([g],))
+    with pytest.raises(TypeError, match="must match the structure of k's arguments"):
+        ftrans.grad(k)({"a": 1.0})
+
+
+def test_custom_vjp_nondiff_argnums():
+    import functools
+
+    @functools.partial(ftrans.custom_vjp, nondiff_argnums=(0,))
+    def scale(k, x):
+        return k * x
+
+    scale.defvjp(lambda k, x: (k * x, None), lambda k, res, g: (g * k * 100.0,))
+    close(ftrans.grad(lambda x: scale(2.0, x))(1.0), 200.0)
+
+
+def test_eager_calls_run_the_function():
+    f = make_clip_gradient(ftrans.custom_vjp, fjnp)
+    close(f(-1.0, 1.0, np.arange(3.0, dtype=np.float32)), np.arange(3.0))
+    close(F_SP(np.float32(2.0)), J_SP(np.float32(2.0)))
