@@ -95,8 +95,27 @@ def compiled() -> None:
     print("devices:", ftrans.devices()[:2], "... default backend:", ftrans.default_backend())
 
 
+def derivatives() -> None:
+    section("grad: reverse mode is linearize + transpose")
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal((4, 4)).astype(np.float32), np.zeros(4, np.float32)) for _ in range(2)]
+    x = np.ones((3, 4), np.float32)
+
+    def loss(params, x):
+        return jnp.mean(mlp(params, x) ** 2)
+
+    value, grads = ftrans.value_and_grad(loss)(params, x)
+    print("loss =", value, " d loss / d w0 has shape", grads[0][0].shape)
+    step = ftrans.jit(ftrans.value_and_grad(loss))
+    print("the same under jit:", bool(jnp.allclose(step(params, x)[1][0][0], grads[0][0], atol=1e-5)))
+    print("the backward program of sum(sin(x) * x):")
+    print(ftrans.make_jaxpr(ftrans.grad(lambda v: jnp.sum(jnp.sin(v) * v)))(jnp.arange(3.0)))
+    print("d3/dx3 sin(x) at 1.0:", ftrans.grad(ftrans.grad(ftrans.grad(jnp.sin)))(1.0))
+
+
 if __name__ == "__main__":
     eager_arrays()
     promotion()
     intermediate_representation()
     compiled()
+    derivatives()
