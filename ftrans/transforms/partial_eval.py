@@ -217,14 +217,34 @@ def split_call_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable[[JaxprE
     """
     body = eqn.params["jaxpr"]
     k, u, out_unk, n_res = partial_eval_jaxpr(body, unk_in, saveable)
-    res_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - n_res:]]
+    k, sources = forward_input_residuals(k, n_res)
     k_in = [a for a, un in zip(eqn.invars, unk_in) if not un]
-    u_in = res_vars + [a for a, un in zip(eqn.invars, unk_in) if un]
-    k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + res_vars
+    new_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - sum(s is None for s in sources):]]
+    it = iter(new_vars)
+    res = [next(it) if s is None else k_in[s] for s in sources]
+    u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
+    k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
     u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
     k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=dict(eqn.params, jaxpr=k, **known_params(len(k_in))))
     u_eqn = eqn.replace(invars=u_in, outvars=u_out, params=dict(eqn.params, jaxpr=u, **unknown_params(len(u_in))))
     return k_eqn, u_eqn, out_unk
+
+
+def forward_input_residuals(known: ClosedJaxpr, n_res: int) -> tuple[ClosedJaxpr, list[int | None]]:
+    """Residuals that are just inputs of the known part are forwarded by the caller, not returned.
+
+    Returns the known jaxpr without those outputs and, per residual, the index of
+    the known input it is (or ``None`` if the known part computes it).
+    """
+    j = known.jaxpr
+    n_out = len(j.outvars) - n_res
+    pos = {id(v): i for i, v in enumerate(j.invars)}
+    res = j.outvars[n_out:]
+    sources = [pos.get(id(v)) if isinstance(v, Var) else None for v in res]
+    if all(s is None for s in sources):
+        return known, sources
+    outs = list(j.outvars[:n_out]) + [v for v, s in zip(res, sources) if s is None]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outs), known.consts), sources
 
 
 def _jit_call_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
@@ -262,12 +282,14 @@ def _jit_call_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -
 
     body = params["jaxpr"]
     known_vals, known_j, unknown_j, out_unknowns, n_res, unknown_tracers = _split_call(trace, tracers, body, None)
+    known_j, sources = forward_input_residuals(known_j, n_res)
     kbody, kconsts = hoist_consts(known_j)
     n_k = len(kconsts) + len(known_vals)
     outs = jit_call_p.bind(*kconsts, *known_vals, jaxpr=kbody, name=params["name"],
                            donated_invars=(False,) * n_k)
-    n_known_out = len(outs) - n_res
-    known_outs, res = list(outs[:n_known_out]), outs[n_known_out:]
+    n_known_out = len(out_unknowns) - sum(out_unknowns)
+    known_outs, computed = list(outs[:n_known_out]), iter(outs[n_known_out:])
+    res = [next(computed) if s is None else known_vals[s] for s in sources]
     ops = [trace.full_raise(r) for r in res] + unknown_tracers
     unknown_outs = trace.record(jit_call_p, ops, dict(params, jaxpr=unknown_j, name=params["name"],
                                                       donated_invars=(False,) * len(ops)))

@@ -33,35 +33,41 @@ def _cumsum_t(ct: Any, x: Any, *, axis: int, reverse: bool) -> list:
 
 
 def _dot_transpose_operand(ct: Any, other: Any, this_aval: Any, this_contract: tuple, other_contract: tuple,
-                           this_batch: tuple, other_batch: tuple, this_first: bool, params: dict) -> Any:
+                           this_batch: tuple, other_batch: tuple, this_is_lhs: bool, params: dict) -> Any:
     """The cotangent of one ``dot_general`` operand (``this``) given the other's value.
 
     The output's dimensions are (batch, lhs kept, rhs kept).  Contracting the
     cotangent's ``other``-kept dimensions with ``other``'s kept dimensions, with
-    the batch dimensions kept batched, gives an array laid out as
-    (batch, this kept, this contracted in ``other_contract``'s order); a final
-    transpose restores ``this``'s dimension order.
+    the batch dimensions kept batched, gives ``this``'s batch, kept and
+    contracted dimensions.  The cotangent goes first when ``this`` is the lhs
+    and second when it is the rhs, so for a plain matrix product the result is
+    already in ``this``'s dimension order (no transpose); otherwise a final
+    transpose restores it.
     """
     this_nd = len(this_aval.shape)
     other_nd = len(aval_of(other).shape)
     this_kept = [d for d in range(this_nd) if d not in this_contract and d not in this_batch]
-    other_kept = [d for d in range(other_nd) if d not in other_contract and d not in other_batch]
+    other_kept = tuple(d for d in range(other_nd) if d not in other_contract and d not in other_batch)
     nb = len(this_batch)
-    if this_first:
-        ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
-    else:
-        ct_other_kept = tuple(range(nb, nb + len(other_kept)))
     ct_batch = tuple(range(nb))
-    dims = ((ct_other_kept, tuple(other_kept)), (ct_batch, tuple(other_batch)))
-    # Result layout: ct batch, ct remaining (this kept), other remaining (other's contracted dims, in order).
-    # other's remaining dims come in increasing order of other's dims; map them to this's contracted dims.
-    other_remaining = [d for d in range(other_nd) if d not in other_kept and d not in other_batch]
+    # The contracted dimensions of ``other`` (increasing) stand for these dimensions of ``this``.
     this_for_other = {o: t for t, o in zip(this_contract, other_contract)}
-    layout = list(this_batch) + this_kept + [this_for_other[o] for o in other_remaining]
+    mapped = [this_for_other[o] for o in range(other_nd) if o not in other_kept and o not in other_batch]
     if aval_of(ct).dtype != aval_of(other).dtype:  # preferred_element_type widened the output
         ct = S.convert_element_type_p.bind(ct, new_dtype=aval_of(other).dtype, weak_type=False)
-    out = R.dot_general_p.bind(ct, other, dimension_numbers=dims, precision=params.get("precision"),
-                               preferred_element_type=params.get("preferred_element_type"))
+    prec, pref = params.get("precision"), params.get("preferred_element_type")
+    if this_is_lhs:
+        ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
+        out = R.dot_general_p.bind(ct, other, dimension_numbers=((ct_other_kept, other_kept),
+                                                                 (ct_batch, tuple(other_batch))),
+                                   precision=prec, preferred_element_type=pref)
+        layout = list(this_batch) + this_kept + mapped
+    else:
+        ct_other_kept = tuple(range(nb, nb + len(other_kept)))
+        out = R.dot_general_p.bind(other, ct, dimension_numbers=((other_kept, ct_other_kept),
+                                                                 (tuple(other_batch), ct_batch)),
+                                   precision=prec, preferred_element_type=pref)
+        layout = list(this_batch) + mapped + this_kept
     perm = tuple(int(i) for i in np.argsort(layout))
     if perm != tuple(range(len(perm))):
         out = S.transpose_p.bind(out, permutation=perm)
