@@ -1,7 +1,7 @@
 """ftrans: composable function transformations for numerical Python (JAX's API)."""
 
 
-from ftrans import dtypes, errors, lax, numpy, tree, tree_util  # noqa: E402
+from ftrans import dtypes, errors, lax, numpy, test_util, tree, tree_util  # noqa: E402
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
@@ -19,6 +19,7 @@ from ftrans.devices import (
     process_index,
 )
 from ftrans.transforms.ad import jvp
+from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
@@ -41,7 +42,7 @@ __all__ = [
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-    "ad_checkpoint", "custom_derivatives",
+    "ad_checkpoint", "custom_derivatives", "vmap", "test_util",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

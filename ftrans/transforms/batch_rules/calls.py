@@ -1,0 +1,130 @@
+"""Batching rules of the call-like primitives: ``jit_call``, ``remat``, the custom-derivative calls,
+``name`` and ``optimization_barrier``.
+
+A call batches its body once (``batch_jaxpr``) and binds one new call, so
+``vmap(jit(f))`` is still one compiled call.  The custom-derivative calls also
+wrap the user's rules so that they run batched when the call is later
+differentiated (``grad(vmap(f))``): the batched outputs are put at dimension 0,
+and a custom VJP's cotangents for unbatched arguments are summed over the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import reductions as R
+from ftrans.transforms.ad import Zero
+from ftrans.transforms.batching import batch_jaxpr, moveaxis, not_mapped, register_batching, run_batched
+from ftrans.transforms.custom_derivatives import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
+from ftrans.transforms.jit import jit_call_p
+from ftrans.transforms.remat import name_p, optimization_barrier_p, remat_p
+from ftrans.transforms.transpose import hoist_consts
+
+
+def _batched_body(jaxpr: Any, dims: list, axis: Any, force_front: bool = False) -> tuple[Any, list, list]:
+    new, out_dims = batch_jaxpr(jaxpr, dims, axis, force_front)
+    body, consts = hoist_consts(new)
+    return body, consts, out_dims
+
+
+@register_batching(jit_call_p)
+def _jit_call_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, name: str, donated_invars: tuple,
+                    **params: Any) -> tuple[list, list]:
+    body, consts, out_dims = _batched_body(jaxpr, dims, frame)
+    outs = jit_call_p.bind(*consts, *vals, jaxpr=body, name=name,
+                           donated_invars=(False,) * len(consts) + tuple(donated_invars), **params)
+    return outs, out_dims
+
+
+@register_batching(remat_p)
+def _remat_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, **params: Any) -> tuple[list, list]:
+    body, consts, out_dims = _batched_body(jaxpr, dims, frame)
+    return remat_p.bind(*consts, *vals, jaxpr=body, **params), out_dims
+
+
+@register_batching(name_p)
+def _name_batch(vals: list, dims: list, *, frame: Any, name: str) -> tuple[Any, Any]:
+    return name_p.bind(vals[0], name=name), dims[0]
+
+
+@register_batching(optimization_barrier_p)
+def _barrier_batch(vals: list, dims: list, *, frame: Any) -> tuple[list, list]:
+    return optimization_barrier_p.bind(*vals), list(dims)
+
+
+@register_batching(custom_jvp_call_p)
+def _custom_jvp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, jvp: Callable, num_consts: int,
+                           **params: Any) -> tuple[list, list]:
+    body, consts, out_dims = _batched_body(call_jaxpr, dims, frame, force_front=True)
+    n_new = len(consts)
+
+    def batched_jvp(primals: list, tangents: list) -> tuple[list, list]:
+        primals, tangents = primals[n_new:], tangents[n_new:]
+        n = len(primals)
+        outs, _ = run_batched(lambda *xs: _concat(jvp(list(xs[:n]), list(xs[n:]))), primals + tangents,
+                              list(dims) + list(dims), frame, force_front=True)
+        half = len(outs) // 2
+        return outs[:half], outs[half:]
+
+    batched_jvp.__name__ = getattr(jvp, "__name__", "jvp")
+    outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=body, jvp=batched_jvp, num_consts=n_new + num_consts,
+                                  **params)
+    return outs, out_dims
+
+
+def _concat(pair: tuple[list, list]) -> list:
+    return list(pair[0]) + list(pair[1])
+
+
+@register_batching(custom_vjp_call_p)
+def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, fwd: Callable, bwd: Callable,
+                           num_consts: int, **params: Any) -> tuple[list, list]:
+    body, consts, out_dims = _batched_body(call_jaxpr, dims, frame, force_front=True)
+    n_new = len(consts)
+    arg_dims = list(dims[num_consts:])
+    info_box: list = []
+
+    def batched_fwd(primals: list) -> tuple[list, list, Any]:
+        primals = primals[n_new:]
+        n_out = len(body.out_avals)
+
+        def run(*xs: Any) -> list:
+            o, r, info = fwd(list(xs))
+            info_box.append((info, len(r)))
+            return list(o) + list(r)
+
+        outs, _ = run_batched(run, primals, list(dims), frame, force_front=True)
+        info, _ = info_box[-1]
+        return outs[:n_out], outs[n_out:], info
+
+    def batched_bwd(res_info: Any, res: list, cts: list) -> list:
+        n_res = len(res)
+
+        def run(*xs: Any) -> list:
+            return bwd(res_info, list(xs[:n_res]), list(xs[n_res:]))
+
+        in_cts, ct_dims = run_batched(run, list(res) + list(cts), [0] * (n_res + len(cts)), frame)
+        out = []
+        for c, d, want in zip(in_cts, ct_dims, arg_dims):
+            if type(c) is Zero or d is not_mapped:
+                out.append(c)  # an unbatched cotangent serves an unbatched argument; a batched one is broadcast
+                if d is not_mapped and want is not not_mapped and type(c) is not Zero:
+                    from ftrans.transforms.batching import broadcast_batch
+
+                    out[-1] = broadcast_batch(c, frame.size, want)
+            elif want is not_mapped:
+                out.append(R.reduce_sum_p.bind(c, axes=(d,)))  # the argument is shared: sum over the batch
+            else:
+                out.append(moveaxis(c, d, want))
+        return out
+
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=body, fwd=batched_fwd, bwd=batched_bwd,
+                                  num_consts=n_new + num_consts, **params)
+    return outs, out_dims
+
+
+mark_unsupported(custom_lin_p, "batching",
+                 "custom_lin only appears inside linearized programs, which vmap batches through the "
+                 "custom_vjp call (its bwd runs on batched values)")

@@ -1,0 +1,86 @@
+"""Batching rules of the elementwise primitives (and the elementwise-like ``select_n`` and ``clamp``).
+
+Operands that are batched share one batch dimension: the rule keeps it where
+it already is when every batched operand agrees (no data movement), and
+otherwise moves the others to the first batched full-rank operand's.
+Unbatched operands are broadcast along the batch dimension, except rank-0
+ones, which elementwise primitives broadcast themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.primitive import Primitive
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import aval_of
+from ftrans.transforms.batching import broadcast_batch, moveaxis, not_mapped, register_batching
+
+
+def _rank(x: Any) -> int:
+    return len(aval_of(x).shape)
+
+
+def align(vals: list, dims: list, size: int, full: frozenset = frozenset()) -> tuple[list, int]:
+    """Operands with one common batch dimension; ``full`` marks operands that may not stay rank 0."""
+    top = max(_rank(v) - (d is not not_mapped) for v, d in zip(vals, dims))
+    target = next((d for v, d in zip(vals, dims) if d is not not_mapped and _rank(v) - 1 == top), 0)
+    like = None
+    out = []
+    for v, d in zip(vals, dims):
+        if d is not_mapped:
+            out.append(v)
+            continue
+        if _rank(v) - 1 == top:
+            v = moveaxis(v, d, target)
+            like = like if like is not None else tuple(aval_of(v).shape)
+        out.append(v)
+    for i, (v, d) in enumerate(zip(out, dims)):
+        if d is not_mapped:
+            if _rank(v) == 0 and i not in full:
+                continue
+            if _rank(v) == 0 and like is not None:
+                out[i] = S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=())
+            else:
+                out[i] = broadcast_batch(v, size, target)
+        elif _rank(v) - 1 < top:  # a batched scalar among full-rank operands
+            out[i] = S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=(target,))
+    return out, target
+
+
+def elementwise_rule(prim: Primitive, full: frozenset = frozenset()) -> None:
+    def rule(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[Any, Any]:
+        ops, d = align(vals, dims, frame.size, full)
+        out = prim.bind(*ops, **params)
+        if prim.multiple_results:
+            return out, [d] * len(out)
+        return out, d
+
+    rule.__name__ = f"{prim.name}_batch"
+    register_batching(prim)(rule)
+
+
+for _p in list(vars(E).values()):
+    if isinstance(_p, Primitive):
+        elementwise_rule(_p)
+elementwise_rule(S.convert_element_type_p)
+
+
+@register_batching(S.bitcast_convert_type_p)
+def _bitcast_batch(vals: list, dims: list, *, frame: Any, new_dtype: Any) -> tuple[Any, Any]:
+    """A width-changing bitcast adds or removes a trailing dimension: keep the batch dimension first."""
+    (x,), (d,) = vals, dims
+    return S.bitcast_convert_type_p.bind(moveaxis(x, d, 0), new_dtype=new_dtype), 0
+
+
+@register_batching(S.select_n_p)
+def _select_n_batch(vals: list, dims: list, *, frame: Any) -> tuple[Any, Any]:
+    ops, d = align(vals, dims, frame.size, frozenset(range(1, len(vals))))
+    return S.select_n_p.bind(*ops), d
+
+
+@register_batching(S.clamp_p)
+def _clamp_batch(vals: list, dims: list, *, frame: Any) -> tuple[Any, Any]:
+    ops, d = align(vals, dims, frame.size, frozenset({1}))
+    return S.clamp_p.bind(*ops), d

@@ -1,0 +1,429 @@
+"""``vmap``: the batching trace, its rule table, named axes, and the public API.
+
+A ``BatchTracer`` holds a value of the level below and the position of its
+batch dimension (``bdim``), or ``not_mapped`` when the value is the same for
+every batch element.  Each primitive applied to batch tracers runs its rule
+from ``batching_rules``:
+
+    rule(vals, dims, **params) -> (out, out_dim)      (lists for multiple results)
+
+``vals`` are values of the level below, ``dims`` their batch dimensions (an
+int or ``not_mapped``).  Rules move batch dimensions only when the primitive
+needs it: elementwise rules keep a shared batch dimension where it is, and a
+rule may return its output batched along any dimension.
+
+``vmap(..., axis_name=...)`` also pushes the name on the *axis environment*
+(``axis_env``, thread-local), which collectives (``psum`` and friends, in
+``ftrans/transforms/collectives.py``) consult to check their axis names and
+learn sizes.  Their batching rules act when the name is this trace's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from jax import tree_util
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.trace import Trace, Tracer, aval_of, new_main
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = [
+    "vmap", "batching_rules", "register_batching", "not_mapped", "BatchTrace", "BatchTracer", "moveaxis",
+    "bdim_at_front", "broadcast_batch", "axis_env", "AxisFrame", "batch_jaxpr",
+]
+
+batching_rules: dict[Primitive, Callable[..., Any]] = {}
+
+
+class _NotMapped:
+    """The batch dimension of a value that does not vary over the batch."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "not_mapped"
+
+
+not_mapped = _NotMapped()
+
+
+def register_batching(prim: Primitive) -> Callable[[Callable], Callable]:
+    def deco(rule: Callable) -> Callable:
+        batching_rules[prim] = rule
+        return rule
+
+    return deco
+
+
+# ----------------------------------------------------------------------------
+# Named axes
+
+
+class AxisFrame:
+    """One named axis in scope: its name, its size, and the trace that owns it (None for pmap)."""
+
+    __slots__ = ("name", "size", "main")
+
+    def __init__(self, name: Any, size: int, main: Any):
+        self.name = name
+        self.size = size
+        self.main = main
+
+
+class _AxisEnv(threading.local):
+    def __init__(self) -> None:
+        self.frames: list[AxisFrame] = []
+
+    def lookup(self, name: Any) -> AxisFrame | None:
+        for f in reversed(self.frames):
+            if f.name == name:
+                return f
+        return None
+
+
+axis_env = _AxisEnv()
+
+
+@contextlib.contextmanager
+def extend_axis_env(name: Any, size: int, main: Any) -> Iterator[None]:
+    axis_env.frames.append(AxisFrame(name, size, main))
+    try:
+        yield
+    finally:
+        axis_env.frames.pop()
+
+
+# ----------------------------------------------------------------------------
+# Helpers for rules
+
+
+def moveaxis(x: Any, src: int, dst: int) -> Any:
+    """``x`` with dimension ``src`` moved to ``dst`` (a transpose, or ``x`` itself)."""
+    from ftrans.core.prims import structural as S
+
+    if src == dst:
+        return x
+    nd = len(aval_of(x).shape)
+    perm = [d for d in range(nd) if d != src]
+    perm.insert(dst, src)
+    return S.transpose_p.bind(x, permutation=tuple(perm))
+
+
+def bdim_at_front(x: Any, d: Any, size: int) -> Any:
+    """``x`` with its batch dimension first; an unmapped ``x`` is broadcast along a new leading axis."""
+    from ftrans.core.prims import structural as S
+
+    if d is not_mapped:
+        shape = tuple(aval_of(x).shape)
+        return S.broadcast_in_dim_p.bind(x, shape=(size,) + shape, broadcast_dimensions=tuple(range(1, len(shape) + 1)))
+    return moveaxis(x, d, 0)
+
+
+def broadcast_batch(x: Any, size: int, axis: int) -> Any:
+    """An unmapped ``x`` given a batch dimension of ``size`` at ``axis``."""
+    from ftrans.core.prims import structural as S
+
+    shape = list(aval_of(x).shape)
+    dims = tuple(i if i < axis else i + 1 for i in range(len(shape)))
+    shape.insert(axis, size)
+    return S.broadcast_in_dim_p.bind(x, shape=tuple(shape), broadcast_dimensions=dims)
+
+
+# ----------------------------------------------------------------------------
+# The trace
+
+
+class BatchTracer(Tracer):
+    """A batch of values: ``val`` (of the level below) with its batch dimension ``bdim``."""
+
+    __slots__ = ("val", "bdim")
+
+    def __init__(self, trace: Trace, val: Any, bdim: Any):
+        self._trace = trace
+        self.val = val
+        self.bdim = bdim
+
+    @property
+    def aval(self) -> ShapedArray:
+        a = aval_of(self.val)
+        if self.bdim is not_mapped:
+            return a
+        shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        return ShapedArray(shape, a.dtype, a.weak_type)
+
+
+class BatchTrace(Trace):
+    """Interprets each primitive by its batching rule; ``main.payload`` is the AxisFrame."""
+
+    __slots__ = ()
+
+    def pure(self, val: Any) -> BatchTracer:
+        return BatchTracer(self, val, not_mapped)
+
+    lift = pure
+
+    @property
+    def axis(self) -> AxisFrame:
+        return self.main.payload
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        vals = [t.val for t in tracers]
+        dims = [t.bdim for t in tracers]
+        if all(d is not_mapped for d in dims):
+            return prim.bind(*vals, **params)
+        rule = batching_rules.get(prim)
+        if rule is None:
+            reason = not_supported.get((prim, "batching"))
+            raise NotImplementedError(
+                f"vmap of `{prim.name}` is not supported" + (f": {reason}" if reason else "")
+            )
+        out, out_dim = rule(vals, dims, frame=self.axis, **params)
+        if prim.multiple_results:
+            return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
+        return BatchTracer(self, out, out_dim)
+
+
+# ----------------------------------------------------------------------------
+# Batching a jaxpr (for jit_call and other call-like primitives)
+
+
+def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: AxisFrame,
+                force_front: bool = False) -> tuple[list, list]:
+    """Run ``fun`` (flat list -> flat list) on batched values under a new batch trace for ``axis``.
+
+    Returns the outputs' values and batch dimensions (all 0 with ``force_front``;
+    unmapped outputs are then broadcast).  Symbolic zero tangents pass through.
+    """
+    from ftrans.transforms.ad import Zero
+
+    frame = AxisFrame(axis.name, axis.size, None)
+    with new_main(BatchTrace, frame) as main:
+        frame.main = main
+        trace = main.trace
+        ins = [a if d is not_mapped or type(a) is Zero else BatchTracer(trace, a, d) for a, d in zip(args, dims)]
+        with extend_axis_env(axis.name, frame.size, main):
+            outs = fun(*ins)
+        res, odims = [], []
+        for o in outs:
+            if isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not not_mapped:
+                v, d = o.val, o.bdim
+            else:
+                v, d = (o.val if isinstance(o, BatchTracer) and o._trace.main is main else o), not_mapped
+            if force_front and type(v) is not Zero:
+                v, d = bdim_at_front(v, d, frame.size), 0
+            res.append(v)
+            odims.append(d)
+    return res, odims
+
+
+def batch_jaxpr(closed: Any, dims: Sequence[Any], axis: AxisFrame, force_front: bool = False) -> tuple[Any, list]:
+    """A jaxpr computing ``closed`` on batched inputs (batch dims ``dims``), and its outputs' batch dims.
+
+    Batched inputs keep their shapes with the batch dimension at ``dims[i]``;
+    outputs come out batched at the returned dimensions (or unmapped), or all
+    batched at dimension 0 with ``force_front``.
+    """
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.trace import stage
+
+    in_avals = []
+    for a, d in zip(closed.in_avals, dims):
+        if d is not_mapped:
+            in_avals.append(a)
+        else:
+            shape = list(a.shape)
+            shape.insert(d, axis.size)
+            in_avals.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
+    out_dims_box: list = []
+
+    def fun(*args: Any) -> list:
+        res, odims = run_batched(lambda *ins: eval_jaxpr(closed.jaxpr, list(closed.consts), *ins), args, dims,
+                                 axis, force_front)
+        out_dims_box.append(odims)
+        return res
+
+    new, _ = stage(fun, in_avals)
+    return new, out_dims_box[0]
+
+
+# ----------------------------------------------------------------------------
+# The public API
+
+
+def _flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
+    """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves."""
+    if spec is None or isinstance(spec, int):
+        return [spec] * n_leaves
+    try:
+        nested = tree_util.tree_map(lambda ax, sub: [ax] * len(tree_util.tree_leaves(sub)), spec, tree_arg,
+                                    is_leaf=lambda x: x is None)
+    except (ValueError, TypeError):
+        raise FtransValueError(
+            f"vmap {what} specification must be a tree prefix of the corresponding value, got specification "
+            f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
+        ) from None
+    out = []
+    for leaf in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
+        out.extend(leaf)
+    for ax in out:
+        if ax is not None and not isinstance(ax, int):
+            raise FtransTypeError(f"vmap {what} entries must be ints or None, got {ax!r}")
+    return out
+
+
+def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
+    if isinstance(in_axes, list) and len(args) == 1 and not isinstance(args[0], list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, (int, type(None))):
+        per_arg = [in_axes] * len(args)
+    elif isinstance(in_axes, tuple):
+        if len(in_axes) != len(args):
+            raise FtransValueError(
+                f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+                f"arguments passed to the function, but got len(in_axes)={len(in_axes)}, len(args)={len(args)}"
+            )
+        per_arg = list(in_axes)
+    else:
+        if len(args) == 1:
+            per_arg = [in_axes]
+        else:
+            raise FtransValueError(
+                f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+                f"arguments passed to the function, got {type(in_axes).__name__}"
+            )
+    dims: list = []
+    for spec, a in zip(per_arg, args):
+        dims.extend(_flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
+    dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
+    return dims
+
+
+def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
+         spmd_axis_name: Any = None) -> Callable:
+    """``jax.vmap``: map ``fun`` over axes of its arguments, with batching rules instead of a loop."""
+    if not callable(fun):
+        raise FtransTypeError(f"vmap: expected a function, got {type(fun).__name__}")
+    if spmd_axis_name is not None:
+        raise NotImplementedError("vmap: spmd_axis_name is not supported (it needs sharded jit)")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    name = getattr(fun, "__name__", "fun")
+
+    @functools.wraps(fun)
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
+        dims = _in_dims(in_axes, args, kwargs)
+        size = _axis_size(name, leaves_paths, dims, axis_size)
+        from ftrans.numpy._util import as_operand
+
+        ops, norm = [], []
+        for (_path, x), d in zip(leaves_paths, dims):
+            if d is None:
+                ops.append(x)
+                norm.append(not_mapped)
+                continue
+            x = x if isinstance(x, Tracer) else as_operand(x)
+            ops.append(x)
+            norm.append(d % len(aval_of(x).shape))
+        frame = AxisFrame(axis_name, size, None)
+        out_tree_box: list = []
+        with new_main(BatchTrace, frame) as main:
+            frame.main = main
+            trace = main.trace
+            tracers = [x if d is not_mapped else BatchTracer(trace, x, d) for x, d in zip(ops, norm)]
+            a, kw = tree_util.tree_unflatten(in_tree, tracers)
+            with extend_axis_env(axis_name, size, main):
+                out = fun(*a, **kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_tree_box.append(out_tree)
+            out_dims = _flatten_out_axes(out_axes, out, len(out_leaves))
+            results = []
+            for i, (o, od) in enumerate(zip(out_leaves, out_dims)):
+                results.append(_out_value(name, main, o, od, size, i))
+        return tree_util.tree_unflatten(out_tree_box[0], results)
+
+    return batched
+
+
+def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
+    if isinstance(out_axes, list):
+        out_axes = tuple(out_axes)
+    if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
+        out_axes = out_axes[0]
+    return _flatten_axes("out_axes", out_axes, out, n)
+
+
+def _out_value(name: str, main: Any, o: Any, od: Any, size: int, i: int) -> Any:
+    from ftrans.numpy._util import as_operand
+
+    batched = isinstance(o, BatchTracer) and o._trace.main is main
+    if batched and o.bdim is not_mapped:
+        o, batched = o.val, False
+    if od is None:
+        if batched:
+            raise FtransValueError(
+                f"vmap({name}) has out_axes=None for output {i}, but that output is batched (it depends on a "
+                "mapped input); give it an out_axes entry or make it independent of the mapped axis"
+            )
+        return o
+    if not batched:
+        o = as_operand(o)
+        nd = len(aval_of(o).shape) + 1
+        return broadcast_batch(o, size, od % nd)
+    val, bd = o.val, o.bdim
+    nd = len(aval_of(val).shape)
+    if not -nd <= od < nd:
+        raise FtransValueError(f"vmap({name}) out_axes={od} is out of range for output {i} of rank {nd - 1}")
+    return moveaxis(val, bd, od % nd)
+
+
+def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None) -> int:
+    sizes = []
+    for (path, x), d in zip(leaves_paths, dims):
+        if d is None:
+            continue
+        try:
+            shape = tuple(aval_of(x).shape)
+        except TypeError:
+            raise FtransTypeError(
+                f"vmap({name}): argument {_path(path)} of type {type(x).__name__} is mapped but is not an array"
+            ) from None
+        if not -len(shape) <= d < len(shape) or not shape:
+            raise FtransValueError(
+                f"vmap({name}) was requested to map its argument along axis {d}, which implies that its rank "
+                f"should be at least {max(d + 1, -d)}, but is only {len(shape)} (its shape is {shape}); "
+                f"argument {_path(path)}"
+            )
+        sizes.append((path, shape[d % len(shape)]))
+    if not sizes:
+        if axis_size is None:
+            raise FtransValueError(
+                f"vmap({name}) must have at least one non-None value in in_axes, or be given axis_size"
+            )
+        return int(axis_size)
+    distinct = {s for _, s in sizes}
+    if axis_size is not None:
+        distinct.add(int(axis_size))
+    if len(distinct) > 1:
+        lines = "\n".join(f"  argument {_path(p)} has size {s} along its mapped axis" for p, s in sizes)
+        extra = f"\n  axis_size={axis_size}" if axis_size is not None else ""
+        raise FtransValueError(f"vmap({name}) got inconsistent sizes for the mapped axis:\n{lines}{extra}")
+    return sizes[0][1]
+
+
+def _path(path: tuple) -> str:
+    if not path:
+        return "args"
+    head, *rest = path
+    root = "args" if getattr(head, "idx", None) == 0 else "kwargs"
+    return root + tree_util.keystr(tuple(rest))
+
+
+# The rules for every primitive family register themselves on import.
+from ftrans.transforms import batch_rules  # noqa: E402, F401
