@@ -24,7 +24,7 @@ from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.ad import Zero, float0, instantiate, jvp, tangent_aval
+from ftrans.transforms.ad import float0, instantiate, jvp, tangent_aval
 from ftrans.transforms.partial_eval import linearize_flat
 from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
 
@@ -406,84 +406,103 @@ def _shape_dtype(x: Any) -> ShapedArray:
 # Jacobians and the Hessian
 
 
-def _std_basis(avals: list[ShapedArray]) -> list[list]:
-    """One list per basis vector over all flat inputs (one-hot in one element of one input)."""
-    out = []
-    for k, a in enumerate(avals):
-        for j in range(int(np.prod(a.shape, dtype=int))):
-            row = []
-            for m, b in enumerate(avals):
-                z = np.zeros(b.shape, b.dtype)
-                if m == k:
-                    z.reshape(-1)[j] = 1
-                row.append(Array._new(z, False))
-            out.append(row)
-    return out
+def _std_basis(avals: list[ShapedArray]) -> tuple[int, list]:
+    """The standard basis over all flat inputs, one leading-axis-stacked array per input: ``(n, basis)``.
+
+    Row ``k`` of the stack is one-hot in the ``k``-th element of the inputs taken together.
+    """
+    sizes = [int(np.prod(a.shape, dtype=int)) for a in avals]
+    n = sum(sizes)
+    out, start = [], 0
+    for a, size in zip(avals, sizes):
+        block = np.zeros((n, size), a.dtype)
+        block[start:start + size] = np.eye(size, dtype=a.dtype)
+        out.append(Array._new(block.reshape((n,) + tuple(a.shape)), False))
+        start += size
+    return n, out
 
 
-def _stack_rows(rows: list, shape: tuple[int, ...], lead_first: bool, out_shape: tuple[int, ...]) -> Any:
-    """Stack per-basis results into a Jacobian block of shape out_shape + in_shape (or transposed)."""
+def _split_blocks(stacked: Any, axis_first: bool, inner_shape: tuple, avals: list[ShapedArray]) -> list:
+    """Split a Jacobian slab along its basis axis into one block per basis leaf.
+
+    ``stacked`` has the basis axis first (``axis_first``, jacrev: [n, *inner_shape]) or last
+    (jacfwd: [*inner_shape, n]); block ``i`` gets shape ``inner_shape + leaf_i.shape``
+    (jacfwd) or ``leaf_i.shape + inner_shape`` (jacrev).
+    """
     from ftrans import numpy as jnp
 
-    if not rows:
-        return jnp.zeros(out_shape + shape) if not lead_first else jnp.zeros(shape + out_shape)
-    st = jnp.stack(rows)  # [n_basis, *other]
-    if lead_first:  # jacrev: rows indexed by output element -> out_shape + in_shape
-        return jnp.reshape(st, shape + tuple(st.shape[1:]))
-    # jacfwd: rows indexed by input element -> move that axis last
-    moved = jnp.moveaxis(st, 0, -1)
-    return jnp.reshape(moved, tuple(moved.shape[:-1]) + shape)
+    blocks, start = [], 0
+    for a in avals:
+        size = int(np.prod(a.shape, dtype=int))
+        if axis_first:
+            part = stacked[start:start + size]
+            blocks.append(jnp.reshape(part, tuple(a.shape) + tuple(inner_shape)))
+        else:
+            part = stacked[..., start:start + size]
+            blocks.append(jnp.reshape(part, tuple(inner_shape) + tuple(a.shape)))
+        start += size
+    return blocks
+
+
+def _jac_setup(where: str, fun: Callable, argnums: Any, args: tuple, kwargs: dict, holomorphic: bool,
+               allow_int: bool) -> tuple[Callable, list, Any]:
+    nums = _argnums_tuple(argnums)
+    n = len(args)
+    for i in nums:
+        if not -n <= i < n:
+            raise FtransValueError(
+                f"{where}({_fname(fun)}): differentiating with respect to argnums={argnums} requires at least "
+                f"{max(nums) + 1 if i >= 0 else -i} positional arguments, but got {n}"
+            )
+    idx = tuple(i % n for i in nums)
+    dyn = tuple(args[i] for i in idx)
+    for i, a in zip(idx, dyn):
+        for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
+            _check_input_dtype(where, f"{i}{tree_util.keystr(p)}", _leaf_aval(where, i, leaf), holomorphic,
+                               allow_int)
+
+    def restricted(*d: Any) -> Any:
+        full = list(args)
+        for i, v in zip(idx, d):
+            full[i] = v
+        return fun(*full, **kwargs)
+
+    return restricted, list(dyn), idx
 
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
            holomorphic: bool = False) -> Callable:
-    """``jax.jacfwd``: the Jacobian by forward mode, one JVP per input element."""
-    nums = _argnums_tuple(argnums)
+    """``jax.jacfwd``: the Jacobian by forward mode, the JVP vmapped over the standard basis of the inputs."""
+    from ftrans.transforms.batching import vmap
 
     @functools.wraps(fun)
     def jac_f(*args: Any, **kwargs: Any) -> Any:
-        n = len(args)
-        idx = tuple(i % n for i in nums)
-        dyn = tuple(args[i] for i in idx)
-        for i, a in zip(idx, dyn):
-            for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
-                _check_input_dtype("jacfwd", f"{i}{tree_util.keystr(p)}", _leaf_aval("jacfwd", i, leaf),
-                                   holomorphic, False)
-        d_leaves, d_tree = tree_util.tree_flatten(dyn)
+        restricted, dyn, _ = _jac_setup("jacfwd", fun, argnums, args, kwargs, holomorphic, False)
+        d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
         d_leaves = [_operand("jacfwd", f"{k}", x) for k, x in enumerate(d_leaves)]
         in_avals = [aval_of(x) for x in d_leaves]
+        n, basis = _std_basis(in_avals)
+        primals = tree_util.tree_unflatten(d_tree, d_leaves)
 
-        def restricted(*flat: Any) -> Any:
-            full = list(args)
-            for i, v in zip(idx, tree_util.tree_unflatten(d_tree, flat)):
-                full[i] = v
-            return fun(*full, **kwargs)
+        def push(*t_leaves: Any) -> Any:
+            tangents = tree_util.tree_unflatten(d_tree, list(t_leaves))
+            res = jvp(restricted, tuple(primals), tuple(tangents), has_aux=has_aux)
+            return res[1]
 
-        basis = _std_basis(in_avals)
-        tangent_outs = []
-        out = aux = None
-        for row in basis:
-            res = jvp(restricted, tuple(d_leaves), tuple(row), has_aux=has_aux)
-            out, t = res[0], res[1]
-            if has_aux:
-                aux = res[2]
-            tangent_outs.append(tree_util.tree_leaves(t))
-        if not basis:
-            res = restricted(*d_leaves)
-            out, aux = (res if has_aux else (res, None))
+        res = jvp(restricted, tuple(primals), tuple(tree_util.tree_map(_zeros_like, primals)), has_aux=has_aux)
+        out, aux = res[0], (res[2] if has_aux else None)
         o_leaves, o_tree = tree_util.tree_flatten(out)
-        # Per output leaf: per input leaf block of shape out.shape + in.shape.
+        if n:
+            t_out = vmap(push, in_axes=0, out_axes=-1)(*basis)
+            t_leaves = tree_util.tree_leaves(t_out)
+        else:
+            from ftrans import numpy as jnp
+
+            t_leaves = [jnp.zeros(tuple(aval_of(o).shape) + (0,), aval_of(o).dtype) for o in o_leaves]
         blocks_per_out = []
-        for oi, o in enumerate(o_leaves):
-            oshape = tuple(aval_of(o).shape)
-            per_in = []
-            start = 0
-            for a in in_avals:
-                size = int(np.prod(a.shape, dtype=int))
-                rows = [tangent_outs[r][oi] for r in range(start, start + size)]
-                per_in.append(_stack_rows(rows, tuple(a.shape), False, oshape))
-                start += size
-            ins_tree = tree_util.tree_unflatten(d_tree, per_in)
+        for o, t in zip(o_leaves, t_leaves):
+            blocks = _split_blocks(t, False, tuple(aval_of(o).shape), in_avals)
+            ins_tree = tree_util.tree_unflatten(d_tree, blocks)
             blocks_per_out.append(ins_tree[0] if isinstance(argnums, int) else ins_tree)
         jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
         return (jac, aux) if has_aux else jac
@@ -491,47 +510,41 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     return jac_f
 
 
+def _zeros_like(x: Any) -> Any:
+    a = aval_of(x)
+    return Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False)
+
+
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False) -> Callable:
-    """``jax.jacrev``: the Jacobian by reverse mode: linearize once, one pullback per output element."""
-    nums = _argnums_tuple(argnums)
+    """``jax.jacrev``: the Jacobian by reverse mode, the pullback vmapped over the standard basis of the outputs."""
+    from ftrans.transforms.batching import vmap
 
     @functools.wraps(fun)
     def jac_f(*args: Any, **kwargs: Any) -> Any:
-        n = len(args)
-        idx = tuple(i % n for i in nums)
-        dyn = tuple(args[i] for i in idx)
-        for i, a in zip(idx, dyn):
-            for p, leaf in tree_util.tree_flatten_with_path(a)[0]:
-                _check_input_dtype("jacrev", f"{i}{tree_util.keystr(p)}", _leaf_aval("jacrev", i, leaf),
-                                   holomorphic, allow_int)
-
-        def restricted(*d: Any) -> Any:
-            full = list(args)
-            for i, v in zip(idx, d):
-                full[i] = v
-            return fun(*full, **kwargs)
-
+        restricted, dyn, _ = _jac_setup("jacrev", fun, argnums, args, kwargs, holomorphic, allow_int)
         res = vjp(restricted, *dyn, has_aux=has_aux)
         out, pullback = res[0], res[1]
         aux = res[2] if has_aux else None
         o_leaves, o_tree = tree_util.tree_flatten(out)
         o_avals = [aval_of(o) for o in o_leaves]
-        d_leaves, d_tree = tree_util.tree_flatten(dyn)
+        d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
         in_avals = [aval_of(x) for x in d_leaves]
-        cts_rows = [[instantiate(Zero(tangent_aval(a))) if False else c for a, c in zip(o_avals, row)]
-                    for row in _std_basis([tangent_aval(a) for a in o_avals])]
-        in_rows = [tree_util.tree_leaves(pullback(tree_util.tree_unflatten(o_tree, row))) for row in cts_rows]
+        n, basis = _std_basis([tangent_aval(a) for a in o_avals])
+
+        def pull(*ct_leaves: Any) -> Any:
+            return tree_util.tree_leaves(pullback(tree_util.tree_unflatten(o_tree, list(ct_leaves))))
+
+        if n:
+            rows = vmap(pull)(*basis)  # one stacked cotangent per input leaf: [n, *in.shape]
+        else:
+            from ftrans import numpy as jnp
+
+            rows = [jnp.zeros((0,) + tuple(a.shape), tangent_aval(a).dtype) for a in in_avals]
+        per_in = [_split_blocks(r, True, tuple(a.shape), o_avals) for r, a in zip(rows, in_avals)]
         blocks_per_out = []
-        start = 0
-        for oa in o_avals:
-            size = int(np.prod(oa.shape, dtype=int))
-            per_in = []
-            for ii, a in enumerate(in_avals):
-                rows = [in_rows[r][ii] for r in range(start, start + size)]
-                per_in.append(_stack_rows(rows, tuple(oa.shape), True, tuple(a.shape)))
-            start += size
-            ins_tree = tree_util.tree_unflatten(d_tree, per_in)
+        for oi in range(len(o_avals)):
+            ins_tree = tree_util.tree_unflatten(d_tree, [per_in[ii][oi] for ii in range(len(in_avals))])
             blocks_per_out.append(ins_tree[0] if isinstance(argnums, int) else ins_tree)
         jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
         return (jac, aux) if has_aux else jac

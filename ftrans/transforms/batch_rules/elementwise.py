@@ -24,28 +24,25 @@ def _rank(x: Any) -> int:
 
 def align(vals: list, dims: list, size: int, full: frozenset = frozenset()) -> tuple[list, int]:
     """Operands with one common batch dimension; ``full`` marks operands that may not stay rank 0."""
-    top = max(_rank(v) - (d is not not_mapped) for v, d in zip(vals, dims))
-    target = next((d for v, d in zip(vals, dims) if d is not not_mapped and _rank(v) - 1 == top), 0)
-    like = None
+    unbatched = [tuple(aval_of(v).shape) if d is not_mapped else
+                 tuple(aval_of(v).shape[:d] + aval_of(v).shape[d + 1:]) for v, d in zip(vals, dims)]
+    top = max(len(s) for s in unbatched)
+    base = next(s for s in unbatched if len(s) == top)
+    target = next((d for s, d in zip(unbatched, dims) if d is not not_mapped and len(s) == top), 0)
+    like = base[:target] + (size,) + base[target:]
     out = []
-    for v, d in zip(vals, dims):
+    for i, (v, d, s) in enumerate(zip(vals, dims, unbatched)):
         if d is not_mapped:
-            out.append(v)
-            continue
-        if _rank(v) - 1 == top:
-            v = moveaxis(v, d, target)
-            like = like if like is not None else tuple(aval_of(v).shape)
-        out.append(v)
-    for i, (v, d) in enumerate(zip(out, dims)):
-        if d is not_mapped:
-            if _rank(v) == 0 and i not in full:
-                continue
-            if _rank(v) == 0 and like is not None:
-                out[i] = S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=())
+            if not s and i not in full:
+                out.append(v)  # elementwise primitives broadcast rank-0 operands themselves
+            elif not s:
+                out.append(S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=()))
             else:
-                out[i] = broadcast_batch(v, size, target)
-        elif _rank(v) - 1 < top:  # a batched scalar among full-rank operands
-            out[i] = S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=(target,))
+                out.append(broadcast_batch(v, size, target))
+        elif len(s) == top:
+            out.append(moveaxis(v, d, target))
+        else:  # a batched scalar among higher-rank operands
+            out.append(S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=(target,)))
     return out, target
 
 
