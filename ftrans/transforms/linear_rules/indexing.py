@@ -5,9 +5,10 @@
 * ``scatter_add`` passes the cotangent to the operand and gathers the updates'
   cotangent back from the written windows.
 * ``scatter`` (set) does the same except that overwritten positions of the
-  operand receive nothing.  With duplicate indices every duplicate update
-  reads the cotangent of the position it targets (JAX restricts this
-  transpose to unique indices; see docs/differences.md).
+  operand receive nothing, and with duplicate indices only the update that
+  won (was written last) receives its position's cotangent: the exact
+  transpose of the forward rule (JAX restricts this transpose to unique
+  indices; see docs/differences.md).
 * ``scatter_mul`` is linear in its operand only: the cotangent is scaled by the
   same products.
 """
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad_rules.indexing import _inverse_gather
@@ -78,9 +80,32 @@ def _scatter_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_n
     params = dict(dimension_numbers=dimension_numbers, mode=mode, indices_are_sorted=indices_are_sorted,
                   unique_indices=unique_indices, update_jaxpr=update_jaxpr)
     t_op = I.scatter_p.bind(ct, indices, zeros(up_aval), **params) if is_undefined(operand) else None
-    t_up = (_read_back(ct, indices, up_aval, dimension_numbers, mode, indices_are_sorted, unique_indices)
-            if is_undefined(updates) else None)
+    t_up = None
+    if is_undefined(updates):
+        t_up = _read_back(ct, indices, up_aval, dimension_numbers, mode, indices_are_sorted, unique_indices)
+        if not unique_indices:
+            t_up = E.mul_p.bind(t_up, _winners(ct, indices, up_aval, params))
     return [t_op, None, t_up]
+
+
+def _winners(ct: Any, indices: Any, up_aval: Any, params: dict) -> Any:
+    """1 where an update element is the one a scatter with duplicate indices keeps, else 0.
+
+    Every update element gets a distinct id; scattering the ids with the same
+    indices and reading them back tells each element whether it was written
+    last (the winner, whose tangent the forward pass kept).
+    """
+    from ftrans.core.prims import structural as S
+
+    n = int(np.prod(up_aval.shape, dtype=int))
+    ids = S.reshape_p.bind(S.iota_p.bind(dtype=np.dtype(np.int32), shape=(n,), dimension=0),
+                           new_sizes=tuple(up_aval.shape), dimensions=None)
+    base = S.broadcast_in_dim_p.bind(np.asarray(-1, np.int32), shape=tuple(aval_of(ct).shape),
+                                     broadcast_dimensions=())
+    written = I.scatter_p.bind(base, indices, ids, **params)
+    read = _read_back(written, indices, up_aval.update(dtype=np.dtype(np.int32)), params["dimension_numbers"],
+                      params["mode"], params["indices_are_sorted"], params["unique_indices"])
+    return S.convert_element_type_p.bind(E.eq_p.bind(read, ids), new_dtype=up_aval.dtype, weak_type=False)
 
 
 @register_transpose(I.scatter_mul_p)
