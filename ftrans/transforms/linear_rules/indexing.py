@@ -7,8 +7,7 @@
 * ``scatter`` (set) does the same except that overwritten positions of the
   operand receive nothing, and with duplicate indices only the update that
   won (was written last) receives its position's cotangent: the exact
-  transpose of the forward rule (JAX restricts this transpose to unique
-  indices; see docs/differences.md).
+  transpose of the forward rule, as JAX's.
 * ``scatter_mul`` is linear in its operand only: the cotangent is scaled by the
   same products.
 """
