@@ -75,8 +75,8 @@ class _Pullback:
 
     def __call__(self, ct: Any) -> tuple:
         leaves, tree = tree_util.tree_flatten(ct)
-        if tree != self._out_tree:
-            raise FtransTypeError(
+        if tree != self._out_tree:  # JAX raises ValueError for a wrong cotangent (structure, shape, dtype)
+            raise FtransValueError(
                 f"vjp({self._name}) pullback: the cotangent must have the structure of the function's "
                 f"output, {self._out_tree}, but it has structure {tree}"
             )
@@ -93,7 +93,7 @@ class _Pullback:
                     f"output it belongs to has shape {tuple(tan.shape)} (dtype {tan.dtype.name})"
                 )
             if got.dtype != tan.dtype:
-                raise FtransTypeError(
+                raise FtransValueError(
                     f"vjp({self._name}) pullback: cotangent {i} has dtype {got.dtype.name} but the "
                     f"output it belongs to has dtype {tan.dtype.name}; convert it with .astype"
                 )
@@ -176,6 +176,14 @@ def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bo
                 f"dtype {d.name}"
             )
         return
+    if where == "jacfwd":  # JAX's jacfwd: real inputs only (complex ones need holomorphic=True), no allow_int
+        if not dtypes.issubdtype(d, np.floating):
+            raise FtransTypeError(
+                f"jacfwd requires real-valued inputs (a floating dtype), but argument {path} has dtype "
+                f"{d.name}. For complex inputs of a holomorphic function pass holomorphic=True; otherwise "
+                "use jvp directly, or leave the argument out of argnums."
+            )
+        return
     if dtypes.issubdtype(d, np.inexact):
         return
     if allow_int and (dtypes.issubdtype(d, np.integer) or d == np.bool_):
@@ -185,6 +193,23 @@ def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bo
         f"{path} has dtype {d.name}. To differentiate with respect to an integer or bool input, pass "
         "allow_int=True (its gradient is a float0 zero), or use vjp; to leave it out, change argnums."
     )
+
+
+def _check_jac_outputs(where: str, name: str, avals: list[ShapedArray], holomorphic: bool) -> None:
+    """JAX's output rules: holomorphic needs complex outputs; jacrev otherwise needs real floating ones."""
+    for i, a in enumerate(avals):
+        d = a.dtype
+        if holomorphic and not dtypes.issubdtype(d, np.complexfloating):
+            raise FtransTypeError(
+                f"{where}({name}) with holomorphic=True requires complex outputs, but output {i} has dtype "
+                f"{d.name}"
+            )
+        if not holomorphic and where == "jacrev" and not dtypes.issubdtype(d, np.floating):
+            raise FtransTypeError(
+                f"{where}({name}) requires real floating-point outputs, but output {i} has shape "
+                f"{tuple(a.shape)} and dtype {d.name}. For complex outputs of a holomorphic function pass "
+                "holomorphic=True; otherwise use vjp directly."
+            )
 
 
 def _check_scalar_output(where: str, name: str, out: Any, holomorphic: bool) -> None:
@@ -235,8 +260,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         for i in nums:
-            if not -n <= i < n:
-                raise FtransValueError(
+            if not -n <= i < n:  # like JAX: TypeError for too few arguments, ValueError for i < -n
+                raise (FtransTypeError if i >= 0 else FtransValueError)(
                     f"{where}({name}): differentiating with respect to argnums={argnums} requires at least "
                     f"{max(nums) + 1 if i >= 0 else -i} positional arguments, but got {n}"
                 )
@@ -253,6 +278,7 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
                 full[i] = v
             return fun(*full, **kwargs)
 
+        restricted.__name__ = name  # errors raised while tracing name the user's function
         leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
         p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
@@ -328,7 +354,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
             t = _operand(f"linearize({name})", f"tangent {i}", t)
             ta = aval_of(t)
             if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
-                raise FtransTypeError(
+                raise FtransValueError(  # JAX: ValueError
                     f"linearize({name}): tangent {i} has type {ta.str_short()} but its primal has type "
                     f"{aval.str_short()}"
                 )
@@ -487,14 +513,19 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         def push(*t_leaves: Any) -> Any:
             tangents = tree_util.tree_unflatten(d_tree, list(t_leaves))
             res = jvp(restricted, tuple(primals), tuple(tangents), has_aux=has_aux)
-            return res[1]
+            return [t for t, k in zip(tree_util.tree_leaves(res[1]), o_inexact) if k]
 
         res = jvp(restricted, tuple(primals), tuple(tree_util.tree_map(_zeros_like, primals)), has_aux=has_aux)
         out, aux = res[0], (res[2] if has_aux else None)
         o_leaves, o_tree = tree_util.tree_flatten(out)
+        _check_jac_outputs("jacfwd", _fname(fun), [aval_of(o) for o in o_leaves], holomorphic)
+        o_inexact = [dtypes.is_inexact(aval_of(o).dtype) for o in o_leaves]
         if n:
-            t_out = vmap(push, in_axes=0, out_axes=-1)(*basis)
-            t_leaves = tree_util.tree_leaves(t_out)
+            from ftrans import numpy as jnp
+
+            t_out = iter(vmap(push, in_axes=0, out_axes=-1)(*basis))
+            t_leaves = [next(t_out) if k else jnp.zeros(tuple(aval_of(o).shape) + (n,), aval_of(o).dtype)
+                        for o, k in zip(o_leaves, o_inexact)]
         else:
             from ftrans import numpy as jnp
 
@@ -528,19 +559,26 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         aux = res[2] if has_aux else None
         o_leaves, o_tree = tree_util.tree_flatten(out)
         o_avals = [aval_of(o) for o in o_leaves]
+        _check_jac_outputs("jacrev", _fname(fun), o_avals, holomorphic)
         d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
         in_avals = [aval_of(x) for x in d_leaves]
         n, basis = _std_basis([tangent_aval(a) for a in o_avals])
+        in_inexact = [dtypes.is_inexact(a.dtype) for a in in_avals]
 
         def pull(*ct_leaves: Any) -> Any:
-            return tree_util.tree_leaves(pullback(tree_util.tree_unflatten(o_tree, list(ct_leaves))))
+            cts = tree_util.tree_leaves(pullback(tree_util.tree_unflatten(o_tree, list(ct_leaves))))
+            return [c for c, k in zip(cts, in_inexact) if k]  # float0 cotangents cannot be batched
 
         if n:
-            rows = vmap(pull)(*basis)  # one stacked cotangent per input leaf: [n, *in.shape]
+            from ftrans import numpy as jnp
+
+            pulled = iter(vmap(pull)(*basis))  # one stacked cotangent per input leaf: [n, *in.shape]
+            rows = [next(pulled) if k else jnp.zeros((n,) + tuple(a.shape), a.dtype)
+                    for a, k in zip(in_avals, in_inexact)]
         else:
             from ftrans import numpy as jnp
 
-            rows = [jnp.zeros((0,) + tuple(a.shape), tangent_aval(a).dtype) for a in in_avals]
+            rows = [jnp.zeros((0,) + tuple(a.shape), a.dtype) for a in in_avals]
         per_in = [_split_blocks(r, True, tuple(a.shape), o_avals) for r, a in zip(rows, in_avals)]
         blocks_per_out = []
         for oi in range(len(o_avals)):
