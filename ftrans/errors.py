@@ -65,6 +65,10 @@ class FtransIndexError(_Located, FtransError, IndexError):
     """A static index out of range."""
 
 
+class FtransNameError(_Located, FtransError, NameError):
+    """An unbound name: a collective's axis name that no enclosing ``vmap``/``pmap`` binds."""
+
+
 class ConcretizationTypeError(FtransTypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -11,3 +11,71 @@ def optimization_barrier(operand):  # noqa: ANN001, ANN201 - mirrors jax.lax's s
     from ftrans.transforms.remat import optimization_barrier as _barrier
 
     return _barrier(operand)
+
+
+# Collectives over named axes (``ftrans/transforms/collectives.py``), imported lazily to avoid an import cycle.
+
+
+def psum(x, axis_name, *, axis_index_groups=None):  # noqa: ANN001, ANN201 - mirrors jax.lax's signature
+    """``jax.lax.psum``: the sum of ``x`` (a pytree) over the named axis or axes."""
+    from ftrans.transforms import collectives
+
+    return collectives.psum(x, axis_name, axis_index_groups=axis_index_groups)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):  # noqa: ANN001, ANN201
+    """``jax.lax.pmean``: the mean of ``x`` (a pytree) over the named axis or axes."""
+    from ftrans.transforms import collectives
+
+    return collectives.pmean(x, axis_name, axis_index_groups=axis_index_groups)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):  # noqa: ANN001, ANN201
+    """``jax.lax.pmax``: the maximum of ``x`` (a pytree) over the named axis or axes."""
+    from ftrans.transforms import collectives
+
+    return collectives.pmax(x, axis_name, axis_index_groups=axis_index_groups)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):  # noqa: ANN001, ANN201
+    """``jax.lax.pmin``: the minimum of ``x`` (a pytree) over the named axis or axes."""
+    from ftrans.transforms import collectives
+
+    return collectives.pmin(x, axis_name, axis_index_groups=axis_index_groups)
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):  # noqa: ANN001, ANN201
+    """``jax.lax.all_gather``: every element's ``x`` stacked (or, ``tiled``, concatenated) along ``axis``."""
+    from ftrans.transforms import collectives
+
+    return collectives.all_gather(x, axis_name, axis_index_groups=axis_index_groups, axis=axis, tiled=tiled)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):  # noqa: ANN001, ANN201
+    """``jax.lax.all_to_all``: exchange blocks of ``x`` along ``split_axis``, concatenated along ``concat_axis``."""
+    from ftrans.transforms import collectives
+
+    return collectives.all_to_all(x, axis_name, split_axis, concat_axis, axis_index_groups=axis_index_groups,
+                                  tiled=tiled)
+
+
+def ppermute(x, axis_name, perm):  # noqa: ANN001, ANN201
+    """``jax.lax.ppermute``: send ``x`` from element ``src`` to ``dst`` for each pair of ``perm``."""
+    from ftrans.transforms import collectives
+
+    return collectives.ppermute(x, axis_name, perm)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):  # noqa: ANN001, ANN201
+    """``jax.lax.psum_scatter``: the sum over the axis, element ``k`` keeping block ``k`` of ``scatter_dimension``."""
+    from ftrans.transforms import collectives
+
+    return collectives.psum_scatter(x, axis_name, scatter_dimension=scatter_dimension,
+                                    axis_index_groups=axis_index_groups, tiled=tiled)
+
+
+def axis_index(axis_name):  # noqa: ANN001, ANN201
+    """``jax.lax.axis_index``: this element's int32 index along the named axis."""
+    from ftrans.transforms import collectives
+
+    return collectives.axis_index(axis_name)

@@ -206,7 +206,14 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
     with new_main(BatchTrace, frame) as main:
         frame.main = main
         trace = main.trace
-        ins = [a if d is not_mapped or type(a) is Zero else BatchTracer(trace, a, d) for a, d in zip(args, dims)]
+        ins = []
+        for a, d in zip(args, dims):
+            if type(a) is Zero:
+                # A zero is the same for every batch element: inside, it has the unbatched type (so that a rule
+                # that instantiates it gets zeros of one element's shape).
+                ins.append(a if d is not_mapped else Zero(_unbatched_aval(a.aval, d)))
+            else:
+                ins.append(a if d is not_mapped else BatchTracer(trace, a, d))
         with extend_axis_env(axis.name, frame.size, main):
             outs = fun(*ins)
         res, odims = [], []
@@ -215,11 +222,23 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
                 v, d = o.val, o.bdim
             else:
                 v, d = (o.val if isinstance(o, BatchTracer) and o._trace.main is main else o), not_mapped
-            if force_front and type(v) is not Zero:
-                v, d = bdim_at_front(v, d, frame.size), 0
+            if force_front:
+                if type(v) is Zero:
+                    v = Zero(_batched_aval(v.aval, 0, frame.size))  # the caller expects every output batched at 0
+                else:
+                    v = bdim_at_front(v, d, frame.size)
+                d = 0
             res.append(v)
             odims.append(d)
     return res, odims
+
+
+def _unbatched_aval(aval: ShapedArray, d: int) -> ShapedArray:
+    return ShapedArray(aval.shape[:d] + aval.shape[d + 1:], aval.dtype, aval.weak_type)
+
+
+def _batched_aval(aval: ShapedArray, d: int, size: int) -> ShapedArray:
+    return ShapedArray(aval.shape[:d] + (size,) + aval.shape[d:], aval.dtype, aval.weak_type)
 
 
 def batch_jaxpr(closed: Any, dims: Sequence[Any], axis: AxisFrame, force_front: bool = False) -> tuple[Any, list]:
@@ -256,12 +275,31 @@ def batch_jaxpr(closed: Any, dims: Sequence[Any], axis: AxisFrame, force_front: 
 # The public API
 
 
+class _Spread:
+    """One axis-spec leaf and the number of value leaves it covers (an opaque pytree leaf)."""
+
+    __slots__ = ("axis", "count")
+
+    def __init__(self, axis: Any, count: int):
+        self.axis = axis
+        self.count = count
+
+
+def _axis_entry(what: str, ax: Any) -> Any:
+    """An axis-spec leaf: an int or None (bools, numpy integers and other types are rejected, as in JAX)."""
+    if ax is not None and type(ax) is not int:
+        raise FtransTypeError(f"vmap {what} entries must be ints or None, got {ax!r}")
+    return ax
+
+
 def _flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
     """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves."""
-    if spec is None or isinstance(spec, int):
+    if spec is None or type(spec) is int:
         return [spec] * n_leaves
+    for ax in tree_util.tree_leaves(spec):
+        _axis_entry(what, ax)
     try:
-        nested = tree_util.tree_map(lambda ax, sub: [ax] * len(tree_util.tree_leaves(sub)), spec, tree_arg,
+        nested = tree_util.tree_map(lambda ax, sub: _Spread(ax, len(tree_util.tree_leaves(sub))), spec, tree_arg,
                                     is_leaf=lambda x: x is None)
     except (ValueError, TypeError):
         raise FtransValueError(
@@ -269,18 +307,13 @@ def _flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
             f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
         ) from None
     out = []
-    for leaf in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
-        out.extend(leaf)
-    for ax in out:
-        if ax is not None and not isinstance(ax, int):
-            raise FtransTypeError(f"vmap {what} entries must be ints or None, got {ax!r}")
+    for leaf in tree_util.tree_leaves(nested):
+        out.extend([_axis_entry(what, leaf.axis)] * leaf.count)
     return out
 
 
 def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
-    if isinstance(in_axes, list) and len(args) == 1 and not isinstance(args[0], list):
-        in_axes = tuple(in_axes)
-    if isinstance(in_axes, (int, type(None))):
+    if in_axes is None or type(in_axes) is int:
         per_arg = [in_axes] * len(args)
     elif isinstance(in_axes, tuple):
         if len(in_axes) != len(args):
@@ -290,13 +323,10 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
             )
         per_arg = list(in_axes)
     else:
-        if len(args) == 1:
-            per_arg = [in_axes]
-        else:
-            raise FtransValueError(
-                f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
-                f"arguments passed to the function, got {type(in_axes).__name__}"
-            )
+        raise FtransTypeError(
+            f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+            f"arguments passed to the function, but got {in_axes!r}"
+        )
     dims: list = []
     for spec, a in zip(per_arg, args):
         dims.extend(_flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
@@ -312,7 +342,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     if spmd_axis_name is not None:
         raise NotImplementedError("vmap: spmd_axis_name is not supported (it needs sharded jit)")
     if isinstance(in_axes, list):
-        in_axes = tuple(in_axes)
+        in_axes = tuple(in_axes)  # as in JAX: the positional arguments' entries may come as a list
     name = getattr(fun, "__name__", "fun")
 
     @functools.wraps(fun)
@@ -340,47 +370,55 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             a, kw = tree_util.tree_unflatten(in_tree, tracers)
             with extend_axis_env(axis_name, size, main):
                 out = fun(*a, **kw)
-            out_leaves, out_tree = tree_util.tree_flatten(out)
+            paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
             out_tree_box.append(out_tree)
-            out_dims = _flatten_out_axes(out_axes, out, len(out_leaves))
+            out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
             results = []
-            for i, (o, od) in enumerate(zip(out_leaves, out_dims)):
-                results.append(_out_value(name, main, o, od, size, i))
+            for (path, o), od in zip(paths_leaves, out_dims):
+                results.append(_out_value(name, main, o, od, size, path))
         return tree_util.tree_unflatten(out_tree_box[0], results)
 
     return batched
 
 
 def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
-    if isinstance(out_axes, list):
-        out_axes = tuple(out_axes)
     if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
         out_axes = out_axes[0]
     return _flatten_axes("out_axes", out_axes, out, n)
 
 
-def _out_value(name: str, main: Any, o: Any, od: Any, size: int, i: int) -> Any:
+def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) -> Any:
     from ftrans.numpy._util import as_operand
 
+    where = f"output {tree_util.keystr(path)}" if path else "the output"
     batched = isinstance(o, BatchTracer) and o._trace.main is main
     if batched and o.bdim is not_mapped:
         o, batched = o.val, False
     if od is None:
         if batched:
             raise FtransValueError(
-                f"vmap({name}) has out_axes=None for output {i}, but that output is batched (it depends on a "
+                f"vmap({name}) has out_axes=None for {where}, but that output is batched (it depends on a "
                 "mapped input); give it an out_axes entry or make it independent of the mapped axis"
             )
         return o
     if not batched:
         o = as_operand(o)
         nd = len(aval_of(o).shape) + 1
+        _check_out_axis(name, od, nd, where)
         return broadcast_batch(o, size, od % nd)
     val, bd = o.val, o.bdim
     nd = len(aval_of(val).shape)
-    if not -nd <= od < nd:
-        raise FtransValueError(f"vmap({name}) out_axes={od} is out of range for output {i} of rank {nd - 1}")
+    _check_out_axis(name, od, nd, where)
     return moveaxis(val, bd, od % nd)
+
+
+def _check_out_axis(name: str, od: int, nd: int, where: str) -> None:
+    """``od`` must index a dimension of the batched output (rank ``nd``, batch dimension included)."""
+    if not -nd <= od < nd:
+        raise FtransValueError(
+            f"vmap({name}) out_axes={od} is out of range for {where}: its unbatched rank is {nd - 1}, so the "
+            f"batch axis must be in [{-nd}, {nd - 1}]"
+        )
 
 
 def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None) -> int:
@@ -427,3 +465,6 @@ def _path(path: tuple) -> str:
 
 # The rules for every primitive family register themselves on import.
 from ftrans.transforms import batch_rules  # noqa: E402, F401
+
+# Collectives over named axes (a relative import keeps this an appended line ruff's import sorting accepts).
+from . import collectives  # noqa: E402, F401
