@@ -287,3 +287,25 @@ def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
             define(v)
     for a in jaxpr.outvars:
         read(a)
+
+
+# ----------------------------------------------------------------------------
+# Dead-code elimination (every primitive is pure, so an unread result is dead)
+
+
+def dce_jaxpr(jaxpr: Jaxpr, used_outputs: list[bool] | tuple[bool, ...]) -> tuple[Jaxpr, list[bool]]:
+    """Drop equations whose outputs nobody reads; returns the jaxpr and which inputs it still reads.
+
+    Inputs are kept (the signature does not change); the list says which are read.
+    """
+    live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
+    kept: list[JaxprEqn] = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(id(v) in live for v in eqn.outvars):
+            kept.append(eqn)
+            live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    kept.reverse()
+    outs = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
+    new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) else \
+        Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs)
+    return new, [id(v) in live for v in jaxpr.invars]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.array import Array
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
 from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval
@@ -183,24 +183,6 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
                       recompute + unknown_eqns, [v for v, u in zip(jaxpr.outvars, out_unknowns) if u])
     known_j, _ = dce_jaxpr(known_j, [True] * len(known_j.outvars))
     return ClosedJaxpr(known_j, closed.consts), ClosedJaxpr(unknown_j, []), out_unknowns, len(residuals)
-
-
-def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
-    """Drop equations whose outputs nobody reads; returns the jaxpr and which inputs it still reads.
-
-    Inputs are kept (the signature does not change); the list says which are read.
-    """
-    live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
-    kept: list[JaxprEqn] = []
-    for eqn in reversed(jaxpr.eqns):
-        if any(id(v) in live for v in eqn.outvars):
-            kept.append(eqn)
-            live.update(id(a) for a in eqn.invars if isinstance(a, Var))
-    kept.reverse()
-    outs = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
-    new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) else \
-        Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs)
-    return new, [id(v) in live for v in jaxpr.invars]
 
 
 # eqn primitive -> rule(eqn, unknown_inputs) -> (known eqn, unknown eqn, unknown outputs), for call-like
