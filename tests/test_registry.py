@@ -287,7 +287,39 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
     samples["integer_pow"] = _elementwise_samples("integer_pow", 1)
     samples["jit_call"] = _jit_call_samples()
     samples.update(_autodiff_samples())
+    samples.update(_control_flow_samples())
     return samples
+
+
+def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
+    """cond, while and scan as the lax API records them, with the operands they are bound to."""
+    from ftrans import lax as flax
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    x = arr((2, 3), f32)
+    i = Array._new(np.asarray(1, np.int32), False)
+    programs = {
+        "cond": [lambda a: flax.cond(a.sum() > 0, lambda b: (b * 2.0, b.sum()), lambda b: (b - 1.0, b.max()), a),
+                 lambda a: flax.switch(i, [lambda b: b, lambda b: b + a, lambda b: -b], a * 2)],
+        "while": [lambda a: flax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * a), (0, a)),
+                  lambda a: flax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0 + 1.0, a)],
+        "scan": [lambda a: flax.scan(lambda c, r: (c + r, c * r), a[0], a),
+                 lambda a: flax.scan(lambda c, r: (c * a[0], (r, c.sum())), a[1], a, reverse=True, unroll=2),
+                 lambda a: flax.scan(lambda c, _: (c + 1, None), 0, None, length=4)],
+    }
+    out: dict[str, list] = {}
+    for name, fs in programs.items():
+        out[name] = []
+        for f in fs:
+            closed = ftrans.make_jaxpr(f)(x)
+            j = closed.jaxpr
+            for k, eqn in enumerate(j.eqns):
+                if eqn.primitive.name != name:
+                    continue
+                upto = ir.Jaxpr(j.constvars, j.invars, j.eqns[:k], list(eqn.invars))
+                ops = eval_jaxpr(upto, list(closed.consts), x)
+                out[name].append((tuple(ops), dict(eqn.params)))
+    return out
 
 
 def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:

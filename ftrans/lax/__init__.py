@@ -79,3 +79,48 @@ def axis_index(axis_name):  # noqa: ANN001, ANN201
     from ftrans.transforms import collectives
 
     return collectives.axis_index(axis_name)
+
+
+# Control flow (``ftrans/transforms/control_flow/``), imported lazily to avoid an import cycle.
+
+
+def cond(pred, true_fun, false_fun, *operands, **kwargs):  # noqa: ANN001, ANN201 - mirrors jax.lax's signature
+    """``jax.lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``."""
+    from ftrans.transforms.control_flow import api
+
+    return api.cond(pred, true_fun, false_fun, *operands, **kwargs)
+
+
+def switch(index, branches, *operands, **kwargs):  # noqa: ANN001, ANN201
+    """``jax.lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    from ftrans.transforms.control_flow import api
+
+    return api.switch(index, branches, *operands, **kwargs)
+
+
+def while_loop(cond_fun, body_fun, init_val):  # noqa: ANN001, ANN201
+    """``jax.lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds."""
+    from ftrans.transforms.control_flow import api
+
+    return api.while_loop(cond_fun, body_fun, init_val)
+
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):  # noqa: ANN001, ANN201
+    """``jax.lax.fori_loop``: a scan for static bounds (reverse-differentiable), a while loop otherwise."""
+    from ftrans.transforms.control_flow import api
+
+    return api.fori_loop(lower, upper, body_fun, init_val, unroll=unroll)
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):  # noqa: ANN001, ANN201
+    """``jax.lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``."""
+    from ftrans.transforms.control_flow import api
+
+    return api.scan(f, init, xs, length=length, reverse=reverse, unroll=unroll)
+
+
+def map(f, xs, *, batch_size=None):  # noqa: A001, ANN001, ANN201
+    """``jax.lax.map``: ``f`` over the leading axis of ``xs``."""
+    from ftrans.transforms.control_flow import api
+
+    return api.map(f, xs, batch_size=batch_size)

@@ -247,15 +247,21 @@ def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> 
 _jvp_jaxpr_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool]) -> tuple[ClosedJaxpr, list[bool]]:
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
+              instantiate: Sequence[bool] | bool = False) -> tuple[ClosedJaxpr, list[bool]]:
     """A jaxpr computing ``closed``'s outputs and tangents.
 
     Inputs: all primals, then the tangents of the inputs marked in
     ``nonzeros``.  Outputs: all primal outputs, then the tangents that are not
-    symbolically zero; the returned list marks which.  The result is cached
-    per (jaxpr, nonzeros) unless a captured constant is a tracer.
+    symbolically zero, or that ``instantiate`` asks for (as zeros: control-flow
+    rules need the same tangent outputs from every branch or iteration); the
+    returned list marks which.  The result is cached per (jaxpr, nonzeros,
+    instantiate) unless a captured constant is a tracer.
     """
-    key = tuple(nonzeros)
+    if isinstance(instantiate, bool):
+        instantiate = [instantiate] * len(closed.out_avals)
+    inst = tuple(bool(i) for i in instantiate)
+    key = (tuple(nonzeros), inst)
     per = _jvp_jaxpr_cache.get(closed)
     if per is not None and key in per:
         return per[key]
@@ -273,6 +279,8 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool]) -> tuple[ClosedJaxp
             return eval_jaxpr(closed.jaxpr, list(closed.consts), *ins), None
 
         p_out, t_out, _ = jvp_flat(body, primals, tangents)
+        t_out = [zeros_like_aval(t.aval) if i and type(t) is Zero and t.aval.dtype != float0 else t
+                 for t, i in zip(t_out, inst)]
         out_nz_box.append([type(t) is not Zero for t in t_out])
         return list(p_out) + [t for t in t_out if type(t) is not Zero]
 

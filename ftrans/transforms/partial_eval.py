@@ -138,7 +138,8 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
             # A call mixing known and unknown operands: split its body too, so its known
             # outputs stay known (and are not treated as linear by the transpose).
             k_eqn, u_eqn, out_unk = rule(eqn, unk_in)
-            known_eqns.append(k_eqn)
+            if k_eqn is not None:  # None: nothing of the equation is known
+                known_eqns.append(k_eqn)
             unknown_eqns.append(u_eqn)
             unknown.update(id(v) for v, u in zip(eqn.outvars, out_unk) if u)
             continue

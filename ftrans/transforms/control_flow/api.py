@@ -1,0 +1,481 @@
+"""``lax.cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan`` and ``map``: JAX's signatures.
+
+Each traces the user's functions into jaxprs (``stage``), hoists whatever they
+captured (outer tracers, arrays) into explicit operands, checks the types with
+errors that name the branch or carry path involved, and binds one primitive.
+The primitive is bound even when the operands are concrete, so eager,
+``jit``, ``grad`` and ``vmap`` all run the same staged bodies; only
+``disable_jit`` runs the user's Python directly, as JAX does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.trace import Tracer, stage
+from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
+from ftrans.transforms.control_flow.common import join_consts
+from ftrans.transforms.control_flow.primitives import cond_p, same_type, scan_p, type_str, while_p
+from ftrans.transforms.transpose import hoist_consts
+
+__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
+
+_builtin_map = map
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<no operand>"
+
+
+_MISSING = _Missing()
+
+
+# ----------------------------------------------------------------------------
+# Tracing user functions
+
+
+def _operand(x: Any, what: str) -> Any:
+    if isinstance(x, (Array, Tracer)):
+        return x
+    from ftrans.numpy._util import as_operand
+
+    try:
+        out = as_operand(x)
+    except TypeError:
+        raise FtransTypeError(
+            f"{what} has type {type(x).__name__}, which is not an array type (use arrays, NumPy arrays or "
+            "Python scalars in the pytrees passed to and returned from control-flow functions)"
+        ) from None
+    return out if isinstance(out, (Array, Tracer)) else Array._new(np.asarray(out), False)
+
+
+def _flatten_operands(tree_val: Any, what: str) -> tuple[list, Any]:
+    paths, tree = tree_util.tree_flatten_with_path(tree_val)
+    return [_operand(x, f"{what}{tree_util.keystr(p)}") for p, x in paths], tree
+
+
+def _tuple_tree(*trees: Any) -> Any:
+    """The structure of a tuple whose elements have the given structures (a function's argument list)."""
+    return tree_util.tree_structure(tuple(tree_util.tree_unflatten(t, [0] * t.num_leaves) for t in trees))
+
+
+def _aval(x: Any) -> ShapedArray:
+    return x.aval
+
+
+def _leaf_paths(tree: Any) -> list[str]:
+    n = tree.num_leaves
+    dummy = tree_util.tree_unflatten(tree, list(range(n)))
+    return [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(dummy)[0]]
+
+
+class _Traced:
+    """A user function traced to a jaxpr whose captured constants are leading inputs."""
+
+    __slots__ = ("jaxpr", "consts", "out_tree", "out_avals")
+
+    def __init__(self, jaxpr: ClosedJaxpr, consts: list, out_tree: Any):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.out_tree = out_tree
+        self.out_avals = jaxpr.out_avals
+
+
+def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
+           post: Callable[[Any], Any] | None = None) -> _Traced:
+    """Stage ``fun(*unflatten(in_tree, args))``; ``post`` may check/reshape its output first."""
+    box: list = []
+
+    def flat(*ins: Any) -> list:
+        out = fun(*tree_util.tree_unflatten(in_tree, ins))
+        if post is not None:
+            out = post(out)
+        leaves, tree = _flatten_operands(out, f"the output of {what} at ")
+        box.append(tree)
+        return leaves
+
+    closed, _ = stage(flat, in_avals)
+    body, consts = hoist_consts(closed)
+    return _Traced(body, list(consts), box[0])
+
+
+def _promote_weak(init: list, init_avals: list[ShapedArray], out_avals: list[ShapedArray]) -> tuple[list, bool]:
+    """Weakly typed carries (Python scalars) take the type the loop body gives them, as in JAX."""
+    from ftrans import lax
+
+    changed = False
+    new = list(init)
+    for i, (a, o) in enumerate(zip(init_avals, out_avals)):
+        if a.weak_type and not same_type(a, o) and a.shape == o.shape:
+            d, _ = dtypes.promote(((a.dtype, True), (o.dtype, o.weak_type)))
+            if d != a.dtype:
+                new[i] = lax.convert_element_type(init[i], d)
+                changed = True
+    return new, changed
+
+
+def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list[ShapedArray],
+                    out_avals: list[ShapedArray]) -> None:
+    bad = [(p, a, o) for p, a, o in zip(paths, init_avals, out_avals) if not same_type(a, o)]
+    if bad:
+        details = "; ".join(f"carry{p} is {type_str(a)} going in but {type_str(o)} coming out"
+                            for p, a, o in bad)
+        raise FtransTypeError(
+            f"{name}: {what_out} must have the same types as the initial carry, but {details}. "
+            "Make the body return values of the carry's shapes and dtypes (convert with .astype, or start "
+            "from a value of the right dtype)"
+        )
+
+
+def _check_same_tree(name: str, what: str, want: Any, got: Any) -> None:
+    if want != got:
+        raise FtransTypeError(f"{name}: {what} must have the same pytree structure as the initial carry: "
+                              f"the carry is {want} but the body returned {got}")
+
+
+def _join_consts(traced: Sequence[_Traced]) -> tuple[list[ClosedJaxpr], list]:
+    """Give every branch the same leading inputs: the union of what all of them captured."""
+    return join_consts([(t.jaxpr, t.consts) for t in traced])
+
+
+def _check_callable(name: str, **funs: Any) -> None:
+    for arg, f in funs.items():
+        if not callable(f):
+            raise FtransTypeError(f"{name}: {arg} must be callable, got {type(f).__name__}")
+
+
+def _concrete_scalar(x: Any) -> Any | None:
+    """The Python value of a concrete scalar, or None when it is traced."""
+    if isinstance(x, Tracer):
+        return None
+    return np.asarray(x._value if isinstance(x, Array) else x).item()
+
+
+# ----------------------------------------------------------------------------
+# cond and switch
+
+
+def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -> None:
+    first = traced[0]
+    for t, label in zip(traced[1:], labels[1:]):
+        if t.out_tree != first.out_tree:
+            raise FtransTypeError(
+                f"{name}: {labels[0]} and {label} must return the same pytree structure, but {labels[0]} returns "
+                f"{first.out_tree} and {label} returns {t.out_tree}"
+            )
+        paths = _leaf_paths(first.out_tree)
+        for p, a, b in zip(paths, first.out_avals, t.out_avals):
+            if not same_type(a, b):
+                raise FtransTypeError(
+                    f"{name}: {labels[0]} and {label} must return the same types, but at output{p or ''} "
+                    f"{labels[0]} returns {type_str(a)} and {label} returns {type_str(b)}. Make both branches "
+                    "return the same shapes and dtypes (convert with .astype or broadcast)"
+                )
+
+
+def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple) -> Any:
+    ops, ops_tree = _flatten_operands(operands, "operand")
+    avals = [_aval(x) for x in ops]
+    traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
+    _check_branch_outputs(name, traced, labels)
+    bodies, consts = _join_consts(traced)
+    outs = cond_p.bind(index, *consts, *ops, branches=tuple(bodies))
+    return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+def _operands(name: str, operands: tuple, operand: Any) -> tuple:
+    if operand is not _MISSING:
+        if operands:
+            raise FtransTypeError(f"{name}: pass either positional operands or operand=, not both")
+        return (operand,)
+    return operands
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
+    """``jax.lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
+    from ftrans import lax
+
+    _check_callable("cond", true_fun=true_fun, false_fun=false_fun)
+    operands = _operands("cond", operands, operand)
+    if pred is None:
+        raise FtransTypeError("cond: the predicate is None; pass a boolean scalar")
+    if isinstance(pred, (list, tuple)):
+        raise FtransTypeError(f"cond: the predicate must be a scalar, got a {type(pred).__name__}")
+    pred = _operand(pred, "the predicate")
+    pa = pred.aval
+    if pa.shape != ():
+        raise FtransTypeError(
+            f"cond: the predicate must be a scalar, got {type_str(pa)}. For an elementwise choice use "
+            "jnp.where; under vmap a batched scalar predicate is handled for you"
+        )
+    if pa.dtype != dtypes.bool_:
+        if dtypes.issubdtype(pa.dtype, np.integer) or dtypes.is_float(pa.dtype):
+            pred = lax.ne(pred, lax.convert_element_type(0, pa.dtype))
+        else:
+            raise FtransTypeError(f"cond: the predicate must be a boolean or numeric scalar, got {type_str(pa)}")
+    if config.disable_jit:
+        v = _concrete_scalar(pred)
+        if v is not None:
+            return true_fun(*operands) if v else false_fun(*operands)
+    index = lax.convert_element_type(pred, np.int32)
+    return _bind_cond("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
+
+
+def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
+    """``jax.lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    from ftrans import lax
+
+    if not isinstance(branches, (list, tuple)) or not branches:
+        raise FtransValueError("switch: branches must be a non-empty sequence of functions")
+    _check_callable("switch", **{f"branches[{i}]": b for i, b in enumerate(branches)})
+    operands = _operands("switch", operands, operand)
+    if isinstance(index, (list, tuple)):
+        raise FtransTypeError(f"switch: the index must be an integer scalar, got a {type(index).__name__}")
+    index = _operand(index, "the index")
+    ia = index.aval
+    if ia.shape != () or not dtypes.issubdtype(ia.dtype, np.integer):
+        raise FtransTypeError(
+            f"switch: the index must be an integer scalar, got {type_str(ia)}. Convert a boolean or float with "
+            ".astype(jnp.int32), or use lax.cond for a boolean predicate"
+        )
+    n = len(branches)
+    if config.disable_jit:
+        v = _concrete_scalar(index)
+        if v is not None:
+            return branches[min(max(int(v), 0), n - 1)](*operands)
+    index = lax.convert_element_type(index, np.int32)
+    if n == 1:
+        return branches[0](*operands)
+    index = lax.clamp(np.int32(0), index, np.int32(n - 1))
+    return _bind_cond("switch", index, list(branches), [f"branches[{i}]" for i in range(n)], operands)
+
+
+# ----------------------------------------------------------------------------
+# while_loop
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
+    """``jax.lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
+    _check_callable("while_loop", cond_fun=cond_fun, body_fun=body_fun)
+    if config.disable_jit:
+        val = init_val
+        while bool(cond_fun(val)):
+            val = body_fun(val)
+        return val
+    init, tree = _flatten_operands(init_val, "init_val")
+    paths = _leaf_paths(tree)
+    arg_tree = _tuple_tree(tree)
+    body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun")
+    _check_same_tree("while_loop", "body_fun's output", tree, body.out_tree)
+    init, changed = _promote_weak(init, [_aval(x) for x in init], body.out_avals)
+    if changed:
+        body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun")
+    _carry_mismatch("while_loop", "body_fun's output", paths, [_aval(x) for x in init], body.out_avals)
+    cnd = _trace(cond_fun, arg_tree, [_aval(x) for x in init], "cond_fun")
+    if len(cnd.out_avals) != 1 or cnd.out_avals[0].shape != () or cnd.out_avals[0].dtype != dtypes.bool_:
+        got = ", ".join(_builtin_map(type_str, cnd.out_avals)) or "nothing"
+        raise FtransTypeError(
+            f"while_loop: cond_fun must return a boolean scalar, but it returned ({got}). Reduce an array "
+            "condition with jnp.all/jnp.any, or compare with a scalar"
+        )
+    outs = while_p.bind(*cnd.consts, *body.consts, *init, cond_jaxpr=cnd.jaxpr, body_jaxpr=body.jaxpr,
+                        cond_nconsts=len(cnd.consts), body_nconsts=len(body.consts))
+    return tree_util.tree_unflatten(tree, outs)
+
+
+# ----------------------------------------------------------------------------
+# scan
+
+
+def _static_length(name: str, what: str, x: Any) -> int:
+    try:
+        return int(x)
+    except ConcretizationTypeError:
+        raise ConcretizationTypeError(
+            f"{name}: {what} must be a static Python int, but it is a traced value. Pass a Python int, or mark "
+            "the argument it comes from static (static_argnums)"
+        ) from None
+
+
+def _unroll(name: str, unroll: Any, length: int) -> int:
+    if unroll is True:
+        return max(length, 1)
+    if unroll is False or unroll is None:
+        return 1
+    if isinstance(unroll, (int, np.integer)) and unroll >= 1:
+        return int(unroll)
+    raise FtransValueError(f"{name}: unroll must be a positive int or a bool, got {unroll!r}")
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
+    """``jax.lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``, as one primitive."""
+    _check_callable("scan", f=f)
+    x_ops, x_tree = _flatten_operands(xs, "xs")
+    x_paths = _leaf_paths(x_tree)
+    for p, x in zip(x_paths, x_ops):
+        if not x.aval.shape:
+            raise FtransValueError(f"scan: xs{p} is a scalar ({type_str(x.aval)}), which has no leading axis to "
+                                   "scan over")
+    lengths = {x.aval.shape[0] for x in x_ops}
+    if length is not None:
+        length = _static_length("scan", "length", length)
+        if length < 0:
+            raise FtransValueError(f"scan: length must be non-negative, got {length}")
+        if lengths and lengths != {length}:
+            sizes = ", ".join(f"xs{p}: {x.aval.shape[0]}" for p, x in zip(x_paths, x_ops))
+            raise FtransValueError(f"scan: length={length} disagrees with the leading axis sizes of xs ({sizes})")
+    elif len(lengths) > 1:
+        sizes = ", ".join(f"xs{p}: {x.aval.shape[0]}" for p, x in zip(x_paths, x_ops))
+        raise FtransValueError(f"scan: the values in xs have different leading axis sizes ({sizes})")
+    elif lengths:
+        (length,) = lengths
+    else:
+        raise FtransValueError("scan: xs has no arrays to scan over and no length was given; pass length=")
+    unroll_n = _unroll("scan", unroll, length)
+    if config.disable_jit:
+        return _scan_python(f, init, xs, x_ops, x_tree, length, reverse)
+
+    carry, c_tree = _flatten_operands(init, "init")
+    c_paths = _leaf_paths(c_tree)
+    slices = [ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type) for x in x_ops]
+    in_tree = _tuple_tree(c_tree, x_tree)
+    y_tree_box: list = []
+
+    def split_pair(out: Any) -> Any:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise FtransTypeError(
+                f"scan: the body must return a pair (carry, y), got {type(out).__name__}"
+                + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+            )
+        c, y = out
+        c_leaves, ct = tree_util.tree_flatten(c)
+        _check_same_tree("scan", "the body's carry output", c_tree, ct)
+        y_leaves, yt = tree_util.tree_flatten(y)
+        y_tree_box.append(yt)
+        return list(c_leaves) + list(y_leaves)
+
+    def body_fun(c: Any, x: Any) -> Any:
+        return f(c, x)
+
+    def trace_body(c_avals: list[ShapedArray]) -> _Traced:
+        y_tree_box.clear()
+        return _trace(body_fun, in_tree, c_avals + slices, "the scan body", post=split_pair)
+
+    body = trace_body([_aval(c) for c in carry])
+    nc = len(carry)
+    carry, changed = _promote_weak(carry, [_aval(c) for c in carry], body.out_avals[:nc])
+    if changed:
+        body = trace_body([_aval(c) for c in carry])
+    _carry_mismatch("scan", "the body's carry output", c_paths, [_aval(c) for c in carry], body.out_avals[:nc])
+    y_tree = y_tree_box[-1]
+    outs = scan_p.bind(*body.consts, *carry, *x_ops, jaxpr=body.jaxpr, num_consts=len(body.consts), num_carry=nc,
+                       length=length, reverse=bool(reverse), unroll=unroll_n)
+    return tree_util.tree_unflatten(c_tree, outs[:nc]), tree_util.tree_unflatten(y_tree, outs[nc:])
+
+
+def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, length: int, reverse: bool) -> Any:
+    import ftrans.numpy as jnp
+
+    carry = init
+    ys = []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        x = tree_util.tree_unflatten(x_tree, [x[i] for x in x_ops])
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    if not ys:
+        raise NotImplementedError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes")
+    stacked = tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *ys)
+    return carry, stacked
+
+
+# ----------------------------------------------------------------------------
+# fori_loop and map
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
+    """``jax.lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
+    from ftrans import lax
+    from ftrans.numpy._util import dtype_weak
+
+    _check_callable("fori_loop", body_fun=body_fun)
+    for what, b in (("lower", lower), ("upper", upper)):
+        try:
+            d, _ = dtype_weak(b)
+        except TypeError:
+            raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {type(b).__name__}") from None
+        if not dtypes.issubdtype(d, np.integer) or np.ndim(b if not isinstance(b, (Array, Tracer)) else
+                                                           np.empty(b.shape)) != 0:
+            raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {b!r}")
+    try:
+        lo, hi = int(lower), int(upper)
+        static = True
+    except ConcretizationTypeError:
+        static = False
+    d, _ = dtypes.promote((dtype_weak(lower), dtype_weak(upper)))
+    if static:
+        i0 = lax.convert_element_type(lower, d) if not isinstance(lower, int) else lower
+
+        def step(carry: Any, _: Any) -> Any:
+            i, x = carry
+            return (i + 1, body_fun(i, x)), None
+
+        n = max(hi - lo, 0)
+        (_, out), _ = scan(step, (i0, init_val), None, length=n, unroll=1 if unroll is None else unroll)
+        return out
+    if unroll not in (None, 1, False):
+        raise FtransValueError("fori_loop: unroll needs static (Python int) bounds, but lower or upper is traced")
+    i0 = lax.convert_element_type(lower, d)
+    hi_v = lax.convert_element_type(upper, d)
+
+    def w_cond(c: Any) -> Any:
+        return c[0] < c[1]
+
+    def w_body(c: Any) -> Any:
+        i, h, x = c
+        return i + 1, h, body_fun(i, x)
+
+    return while_loop(w_cond, w_body, (i0, hi_v, init_val))[2]
+
+
+def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - JAX's name
+    """``jax.lax.map``: ``f`` over the leading axis of ``xs`` with a ``scan`` (``batch_size``: vmapped chunks)."""
+    _check_callable("map", f=f)
+    if batch_size is None:
+        _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+        return ys
+    import ftrans.numpy as jnp
+    from ftrans.transforms.batching import vmap
+
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise FtransValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
+    leaves, tree = tree_util.tree_flatten(xs)
+    if not leaves:
+        raise FtransValueError("map: xs has no arrays to map over")
+    n = leaves[0].shape[0]
+    full, rem = divmod(n, batch_size)
+    outs = []
+    if full:
+        main = tree_util.tree_unflatten(tree, [jnp.reshape(x[:full * batch_size], (full, batch_size) + x.shape[1:])
+                                               for x in leaves])
+        _, ys = scan(lambda c, x: (c, vmap(f)(x)), (), main)
+        outs.append(tree_util.tree_map(lambda y: jnp.reshape(y, (full * batch_size,) + y.shape[2:]), ys))
+    if rem:
+        tail = tree_util.tree_unflatten(tree, [x[full * batch_size:] for x in leaves])
+        outs.append(vmap(f)(tail))
+    if len(outs) == 1:
+        return outs[0]
+    return tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), *outs)

@@ -1,0 +1,147 @@
+"""StableHLO lowering of ``cond``, ``while`` and ``scan``.
+
+Branches and loop bodies become private functions of the module (once per
+jaxpr) called from the regions of ``stablehlo.case`` / ``stablehlo.while``, so
+the printed module keeps each body readable on its own and nested control flow
+nests functions rather than regions.  ``case`` regions read the operands from
+the enclosing function; ``while`` regions cannot capture, so a loop's constants
+travel in its carry (unchanged by the body), as XLA expects.
+
+``scan`` is written as an ftrans program first: a ``while`` over a counter whose
+body slices the ``xs`` at the step's index (``dynamic_slice``), runs the scan
+body ``unroll`` times, and writes the ``ys`` into preallocated buffers
+(``dynamic_update_slice``); the steps left over by ``unroll`` run unrolled
+after the loop.  That program is lowered by the ordinary rules, so scan needs
+no StableHLO of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import aval_of, stage
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import register_lowering
+from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
+from ftrans.transforms.transpose import hoist_consts
+
+_I32 = np.dtype(np.int32)
+
+
+def _call(f: mt.FuncEmitter, sym: str, args: list[str], types: list[str]) -> list[str]:
+    return f.emit("func.call", args, types, {"callee": f"@{sym}"})
+
+
+@register_lowering(cond_p)
+def _cond_lowering(ctx: Any, index: str, *ops: str, branches: tuple) -> list[str]:
+    out_types = [mt.aval_type(a) for a in ctx.avals_out]
+    syms = [ctx.module.function(b.jaxpr, f"branch_{i}") for i, b in enumerate(branches)]
+    if len(syms) == 1:
+        return _call(ctx.fn, syms[0], list(ops), out_types)
+    idx_aval = ctx.avals_in[0]
+    idx = ctx.convert(index, idx_aval, _I32)
+    # stablehlo.case runs the last branch for any index out of range; ftrans clamps (a negative index runs 0).
+    idx = ctx.emit1("stablehlo.clamp", [ctx.scalar(0, _I32), idx, ctx.scalar(len(syms) - 1, _I32)],
+                    mt.tensor_type((), _I32))
+    regions = [ctx.fn.region([], lambda f, _, s=s: _call(f, s, list(ops), out_types)) for s in syms]
+    return ctx.emit("stablehlo.case", [idx], out_types, regions=regions)
+
+
+@register_lowering(while_p)
+def _while_lowering(ctx: Any, *args: str, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
+                    body_nconsts: int) -> list[str]:
+    nc, nb = cond_nconsts, body_nconsts
+    types = [mt.aval_type(a) for a in ctx.avals_in]
+    carry_types = types[nc + nb:]
+    cs = ctx.module.function(cond_jaxpr.jaxpr, "while_cond")
+    bs = ctx.module.function(body_jaxpr.jaxpr, "while_body")
+    pred_type = mt.tensor_type((), np.dtype(np.bool_))
+
+    def cond_region(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
+        return _call(f, cs, xs[:nc] + xs[nc + nb:], [pred_type])
+
+    def body_region(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
+        return xs[:nc + nb] + _call(f, bs, xs[nc:nc + nb] + xs[nc + nb:], carry_types)
+
+    regions = [ctx.fn.region(types, cond_region), ctx.fn.region(types, body_region)]
+    outs = ctx.emit("stablehlo.while", list(args), types, regions=regions)
+    return outs[nc + nb:]
+
+
+# ----------------------------------------------------------------------------
+# scan as a while loop
+
+
+def _index_x(x: Any, i: Any) -> Any:
+    """``x[i]`` for a traced ``i`` (an int32 scalar already in range)."""
+    zero = np.int32(0)
+    sl = S.dynamic_slice_p.bind(x, i, *[zero] * (x.ndim - 1), slice_sizes=(1,) + tuple(x.shape[1:]))
+    return S.reshape_p.bind(sl, new_sizes=tuple(x.shape[1:]), dimensions=None)
+
+
+def _write_y(buf: Any, y: Any, i: Any) -> Any:
+    zero = np.int32(0)
+    upd = S.reshape_p.bind(y, new_sizes=(1,) + tuple(y.shape), dimensions=None)
+    return S.dynamic_update_slice_p.bind(buf, upd, i, *[zero] * (buf.ndim - 1))
+
+
+def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
+                  length: int, reverse: bool, unroll: int) -> ClosedJaxpr:
+    """An ftrans program with the scan's inputs and outputs that runs it as a ``while`` loop."""
+    y_avals = jaxpr.out_avals[num_carry:]
+    unroll = max(1, min(int(unroll), max(length, 1)))
+    trips, rest = divmod(length, unroll)
+
+    def step(consts: list, xs: list, i: Any, carry: list, ys: list) -> tuple[list, list]:
+        idx = E.sub_p.bind(np.int32(length - 1), i) if reverse else i
+        outs = eval_jaxpr(jaxpr.jaxpr, list(jaxpr.consts), *consts, *carry, *[_index_x(x, idx) for x in xs])
+        ys = [_write_y(b, y, idx) for b, y in zip(ys, outs[num_carry:])]
+        return list(outs[:num_carry]), ys
+
+    def run(*args: Any) -> list:
+        consts, carry, xs = scan_split(args, num_consts, num_carry)
+        ys = [S.broadcast_in_dim_p.bind(np.zeros((), a.dtype), shape=(length,) + a.shape, broadcast_dimensions=())
+              for a in y_avals]
+        n_c, n_x = len(consts), len(xs)
+        if trips:
+            def w_cond(i: Any, *_: Any) -> Any:
+                return E.lt_p.bind(i, np.int32(trips * unroll))
+
+            def w_body(*c: Any) -> list:
+                cs, xv = list(c[:n_c]), list(c[n_c:n_c + n_x])
+                i = c[n_c + n_x]
+                cr = list(c[n_c + n_x + 1:n_c + n_x + 1 + num_carry])
+                yv = list(c[n_c + n_x + 1 + num_carry:])
+                for k in range(unroll):
+                    cr, yv = step(cs, xv, E.add_p.bind(i, np.int32(k)), cr, yv)
+                return [E.add_p.bind(i, np.int32(unroll))] + cr + yv
+
+            loop_in = [np.int32(0)] + carry + ys
+            operand_avals = [aval_of(v) for v in list(consts) + list(xs)]
+            carry_avals = [aval_of(v) for v in loop_in]
+            cj, cc = hoist_consts(stage(lambda *c: [w_cond(*c)], carry_avals)[0])
+            bj, bc = hoist_consts(stage(w_body, operand_avals + carry_avals)[0])
+            outs = while_p.bind(*cc, *bc, *consts, *xs, *loop_in, cond_jaxpr=cj, body_jaxpr=bj,
+                                cond_nconsts=len(cc), body_nconsts=len(bc) + n_c + n_x)
+            carry, ys = list(outs[1:1 + num_carry]), list(outs[1 + num_carry:])
+        for k in range(rest):
+            carry, ys = step(consts, xs, np.int32(trips * unroll + k), carry, ys)
+        return carry + ys
+
+    closed, _ = stage(run, list(in_avals))
+    return closed
+
+
+@register_lowering(scan_p)
+def _scan_lowering(ctx: Any, *args: str, **params: Any) -> list[str]:
+    closed = scan_to_while(list(ctx.avals_in), **params)
+    consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
+    sym = ctx.module.function(closed.jaxpr, "scan")
+    return _call(ctx.fn, sym, consts + list(args), [mt.aval_type(a) for a in ctx.avals_out])

@@ -1,0 +1,225 @@
+"""The control-flow primitives ``cond``, ``while`` and ``scan``: their parameters, types and eager rule.
+
+Each is a higher-order primitive whose bodies are ``ClosedJaxpr``s closed over
+nothing: whatever a user's branch or loop body captured (outer tracers, arrays)
+has been hoisted into explicit operands by the API layer (``api.py``), so every
+rule (JVP, partial evaluation, transposition, batching, lowering) sees all of a
+body's inputs as operands and can recurse into the body uniformly.
+
+The operand layouts are the contract every rule module relies on:
+
+``cond``   ``(index, *ops)`` with ``branches=(b_0, ..., b_{n-1})``; every branch
+           takes ``ops`` and returns the same types.  ``index`` is an int32
+           scalar; a value outside ``[0, n)`` runs the nearest branch (the API
+           clamps it, and so does every rule, as ``stablehlo.case`` does).
+``while``  ``(*cond_consts, *body_consts, *init)`` with ``cond_jaxpr``
+           (``cond_consts + carry -> bool[]``), ``body_jaxpr``
+           (``body_consts + carry -> carry``), ``cond_nconsts``, ``body_nconsts``.
+``scan``   ``(*consts, *init, *xs)`` with ``jaxpr``
+           (``consts + carry + x slices -> carry + y slices``), ``num_consts``,
+           ``num_carry``, ``length``, ``reverse``, ``unroll``.  ``xs`` and the
+           outputs ``ys`` have a leading axis of ``length``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import Primitive
+from ftrans.errors import FtransTypeError
+
+__all__ = ["cond_p", "while_p", "scan_p", "same_type", "type_str"]
+
+
+def type_str(a: ShapedArray) -> str:
+    return a.str_short() + ("{weak}" if a.weak_type else "")
+
+
+def same_type(a: ShapedArray, b: ShapedArray) -> bool:
+    """Equal shape and dtype (weak types may differ: they do not change the program's values)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _check_closed(name: str, what: str, closed: Any) -> None:
+    if not isinstance(closed, ClosedJaxpr):
+        raise FtransTypeError(f"{name}: {what} must be a ClosedJaxpr, got {type(closed).__name__}")
+    if closed.consts:
+        raise FtransTypeError(f"{name}: {what} must close over no constants (hoist them into operands)")
+
+
+def _check_inputs(name: str, what: str, closed: ClosedJaxpr, avals: Sequence[ShapedArray]) -> None:
+    want = closed.in_avals
+    if len(want) != len(avals) or not all(same_type(a, b) for a, b in zip(want, avals)):
+        raise FtransTypeError(
+            f"{name}: {what} takes ({', '.join(map(type_str, want))}) but the operands are "
+            f"({', '.join(map(type_str, avals))})"
+        )
+
+
+def _wrap_in(vals: Sequence[Any]) -> list:
+    return [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
+
+
+def _unwrap(outs: Sequence[Any], avals: Sequence[ShapedArray]) -> list:
+    return [np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
+
+
+def _run(closed: ClosedJaxpr, *args: Any) -> list:
+    return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
+
+
+# ----------------------------------------------------------------------------
+# cond
+
+
+cond_p = Primitive("cond", multiple_results=True)
+
+
+@cond_p.def_abstract_eval
+def _cond_abstract_eval(index: ShapedArray, *ops: ShapedArray, branches: tuple) -> list[ShapedArray]:
+    if not isinstance(branches, tuple) or not branches:
+        raise FtransTypeError("cond: branches must be a non-empty tuple of ClosedJaxprs")
+    if index.shape != () or not dtypes.issubdtype(index.dtype, np.integer):
+        raise FtransTypeError(f"cond: the branch index must be an integer scalar, got {type_str(index)}")
+    for i, b in enumerate(branches):
+        _check_closed("cond", f"branch {i}", b)
+        _check_inputs("cond", f"branch {i}", b, ops)
+    out = branches[0].out_avals
+    for i, b in enumerate(branches[1:], 1):
+        o = b.out_avals
+        if len(o) != len(out) or not all(same_type(x, y) for x, y in zip(o, out)):
+            raise FtransTypeError(
+                f"cond: branch {i} returns ({', '.join(map(type_str, o))}) but branch 0 returns "
+                f"({', '.join(map(type_str, out))})"
+            )
+    return [ShapedArray(a.shape, a.dtype, all(b.out_avals[k].weak_type for b in branches))
+            for k, a in enumerate(out)]
+
+
+@cond_p.def_weak_type
+def _cond_weak(weaks: tuple, *, branches: tuple) -> tuple:
+    outs = branches[0].out_avals
+    return tuple(all(b.out_avals[k].weak_type for b in branches) for k in range(len(outs)))
+
+
+def clamp_index(i: int, n: int) -> int:
+    return min(max(int(i), 0), n - 1)
+
+
+@cond_p.def_impl
+def _cond_impl(index: Any, *ops: Any, branches: tuple) -> list:
+    b = branches[clamp_index(np.asarray(index), len(branches))]
+    return _unwrap(_run(b, *_wrap_in(ops)), b.out_avals)
+
+
+# ----------------------------------------------------------------------------
+# while
+
+
+while_p = Primitive("while", multiple_results=True)
+
+
+@while_p.def_abstract_eval
+def _while_abstract_eval(*avals: ShapedArray, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr,
+                         cond_nconsts: int, body_nconsts: int) -> list[ShapedArray]:
+    _check_closed("while", "cond_jaxpr", cond_jaxpr)
+    _check_closed("while", "body_jaxpr", body_jaxpr)
+    cc, bc, init = (avals[:cond_nconsts], avals[cond_nconsts:cond_nconsts + body_nconsts],
+                    avals[cond_nconsts + body_nconsts:])
+    _check_inputs("while", "cond_jaxpr", cond_jaxpr, list(cc) + list(init))
+    _check_inputs("while", "body_jaxpr", body_jaxpr, list(bc) + list(init))
+    (pred,) = cond_jaxpr.out_avals if len(cond_jaxpr.out_avals) == 1 else (None,)
+    if pred is None or pred.shape != () or pred.dtype != dtypes.bool_:
+        raise FtransTypeError(
+            "while: cond_jaxpr must return one bool scalar, got "
+            f"({', '.join(map(type_str, cond_jaxpr.out_avals))})"
+        )
+    outs = body_jaxpr.out_avals
+    if len(outs) != len(init) or not all(same_type(a, b) for a, b in zip(outs, init)):
+        raise FtransTypeError(
+            f"while: body_jaxpr returns ({', '.join(map(type_str, outs))}) but the carry is "
+            f"({', '.join(map(type_str, init))})"
+        )
+    # As in JAX, the result is weakly typed only where the body's output is.
+    return [ShapedArray(a.shape, a.dtype, o.weak_type) for a, o in zip(init, outs)]
+
+
+@while_p.def_weak_type
+def _while_weak(weaks: tuple, *, body_jaxpr: ClosedJaxpr, **_: Any) -> tuple:
+    return tuple(a.weak_type for a in body_jaxpr.out_avals)
+
+
+@while_p.def_impl
+def _while_impl(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
+                body_nconsts: int) -> list:
+    vals = _wrap_in(vals)
+    cc, bc, carry = (vals[:cond_nconsts], vals[cond_nconsts:cond_nconsts + body_nconsts],
+                     vals[cond_nconsts + body_nconsts:])
+    while bool(np.asarray(_run(cond_jaxpr, *cc, *carry)[0])):
+        carry = _run(body_jaxpr, *bc, *carry)
+    return _unwrap(carry, body_jaxpr.out_avals)
+
+
+# ----------------------------------------------------------------------------
+# scan
+
+
+scan_p = Primitive("scan", multiple_results=True)
+
+
+def scan_split(seq: Sequence[Any], num_consts: int, num_carry: int) -> tuple[list, list, list]:
+    """Split a scan's operands (or its body's inputs) into consts, carry and xs."""
+    return list(seq[:num_consts]), list(seq[num_consts:num_consts + num_carry]), list(seq[num_consts + num_carry:])
+
+
+@scan_p.def_abstract_eval
+def _scan_abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, length: int,
+                        reverse: bool, unroll: int) -> list[ShapedArray]:
+    _check_closed("scan", "jaxpr", jaxpr)
+    if not isinstance(length, int) or length < 0:
+        raise FtransTypeError(f"scan: length must be a non-negative int, got {length!r}")
+    consts, init, xs = scan_split(avals, num_consts, num_carry)
+    for x in xs:
+        if not x.shape or x.shape[0] != length:
+            raise FtransTypeError(f"scan: every xs operand needs a leading axis of length {length}, got "
+                                  f"{type_str(x)}")
+    x_slices = [ShapedArray(x.shape[1:], x.dtype, x.weak_type) for x in xs]
+    _check_inputs("scan", "jaxpr", jaxpr, consts + init + x_slices)
+    outs = jaxpr.out_avals
+    carry_out, y_slices = outs[:num_carry], outs[num_carry:]
+    if len(carry_out) != len(init) or not all(same_type(a, b) for a, b in zip(carry_out, init)):
+        raise FtransTypeError(
+            f"scan: the body returns a carry of ({', '.join(map(type_str, carry_out))}) but the carry is "
+            f"({', '.join(map(type_str, init))})"
+        )
+    return ([ShapedArray(a.shape, a.dtype, o.weak_type) for a, o in zip(init, carry_out)]
+            + [ShapedArray((length,) + y.shape, y.dtype, y.weak_type) for y in y_slices])
+
+
+@scan_p.def_weak_type
+def _scan_weak(weaks: tuple, *, jaxpr: ClosedJaxpr, **_: Any) -> tuple:
+    return tuple(a.weak_type for a in jaxpr.out_avals)
+
+
+@scan_p.def_impl
+def _scan_impl(*vals: Any, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, length: int, reverse: bool,
+               unroll: int) -> list:
+    consts, carry, xs = scan_split(_wrap_in(vals), num_consts, num_carry)
+    xs_np = [np.asarray(x._value) for x in xs]
+    y_avals = jaxpr.out_avals[num_carry:]
+    ys = [np.empty((length,) + a.shape, a.dtype) for a in y_avals]
+    for step in range(length):
+        i = length - 1 - step if reverse else step
+        outs = _run(jaxpr, *consts, *carry, *[Array._new(x[i], False) for x in xs_np])
+        carry = outs[:num_carry]
+        for buf, y in zip(ys, outs[num_carry:]):
+            buf[i] = np.asarray(y)
+    return _unwrap(carry, jaxpr.out_avals[:num_carry]) + ys
