@@ -417,8 +417,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
             d, _ = dtype_weak(b)
         except TypeError:
             raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {type(b).__name__}") from None
-        if not dtypes.issubdtype(d, np.integer) or np.ndim(b if not isinstance(b, (Array, Tracer)) else
-                                                           np.empty(b.shape)) != 0:
+        shape = b.shape if isinstance(b, (Array, Tracer)) else np.shape(b)
+        if not dtypes.issubdtype(d, np.integer) or shape != ():
             raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {b!r}")
     try:
         lo, hi = int(lower), int(upper)

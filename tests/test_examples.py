@@ -1,0 +1,62 @@
+"""The example scripts run, learn, and reject bad command-line arguments with a message, not a traceback.
+
+Each runs in a subprocess with small settings so the suite stays fast; the
+full runs (README's command) reach the accuracies their docstrings state.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytest.importorskip("sklearn")
+pytest.importorskip("tqdm")
+
+
+def run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    return subprocess.run([sys.executable, os.path.join(ROOT, "examples", script), *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_train_digits_learns():
+    r = run("train_digits.py", "--epochs", "4", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.9, r.stdout
+
+
+def test_rnn_scan_learns():
+    r = run("rnn_scan.py", "--steps", "60", "--hidden", "16")
+    assert r.returncode == 0, r.stderr
+    first = float(re.search(r"initial mean squared error ([0-9.]+)", r.stdout).group(1))
+    last = float(re.search(r"final mean squared error ([0-9.]+)", r.stdout).group(1))
+    assert last < first / 3, r.stdout
+
+
+def test_per_example_grads_match_a_loop_and_learn():
+    r = run("per_example_grads.py", "--steps", "60")
+    assert r.returncode == 0, r.stderr
+    assert "match a loop of grad calls" in r.stdout
+    acc = float(re.search(r"test accuracy .*: ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.8, r.stdout
+
+
+@pytest.mark.parametrize("script,args", [
+    ("train_digits.py", ["--epochs", "0"]),
+    ("train_digits.py", ["--batch-size", "many"]),
+    ("train_digits.py", ["--test-fraction", "1.5"]),
+    ("rnn_scan.py", ["--steps", "-3"]),
+    ("per_example_grads.py", ["--clip", "0"]),
+    ("per_example_grads.py", ["--noise", "loud"]),
+])
+def test_bad_arguments_give_a_message_not_a_traceback(script, args):
+    r = run(script, *args, timeout=60)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "error:" in r.stderr
