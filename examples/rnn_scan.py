@@ -19,11 +19,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
-from ftrans.example_libraries import optimizers  # noqa: E402
 
 import ftrans  # noqa: E402
 import ftrans.numpy as jnp  # noqa: E402
 from ftrans import lax, random  # noqa: E402
+from ftrans.example_libraries import optimizers  # noqa: E402
 
 
 def positive_int(text: str) -> int:

@@ -1,7 +1,19 @@
 """ftrans: composable function transformations for numerical Python (JAX's API)."""
 
 
-from ftrans import dtypes, errors, lax, numpy, test_util, tree, tree_util  # noqa: E402
+from ftrans import (  # noqa: E402
+    dtypes,
+    errors,
+    example_libraries,
+    lax,
+    nn,
+    numpy,
+    random,
+    scipy,
+    test_util,
+    tree,
+    tree_util,
+)
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
@@ -38,11 +50,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
+    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "test_util",
+    "nn", "scipy", "example_libraries",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -101,6 +101,11 @@ class Jaxpr:
     def _repr_pretty_(self, p, cycle) -> None:  # IPython
         p.text(str(self))
 
+    def _repr_html_(self) -> str:  # Jupyter
+        """The program as HTML: typed variables, one row per equation with its source line,
+        nested bodies (control flow, ``jit_call``, custom rules) in collapsible ``<details>``."""
+        return _HtmlPrinter().document(self)
+
 
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
@@ -137,6 +142,9 @@ class ClosedJaxpr:
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
+
+    def _repr_html_(self) -> str:  # Jupyter
+        return _HtmlPrinter().document(self.jaxpr)
 
 
 # ----------------------------------------------------------------------------
@@ -221,6 +229,99 @@ class _Printer:
         if self.source_info and eqn.source_info is not None:
             line += f"  # {eqn.source_info.filename.rsplit('/', 1)[-1]}:{eqn.source_info.lineno}"
         return line
+
+
+# HTML for notebooks (``_repr_html_``).  It walks the program in the same order as
+# ``_Printer`` and reuses its naming, so a variable has the same name in the HTML as in
+# ``str(jaxpr)``.  Static HTML and CSS only (no JavaScript): notebook viewers that drop
+# scripts still show it, and ``<details>`` gives the collapsible nested bodies.
+
+_HTML_CSS = (  # `div.ftj` outranks the table styles of JupyterLab / classic notebook (`.rendered_html td`)
+    "<style>"
+    "div.ftj{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;"
+    "line-height:1.4;text-align:left}"
+    "div.ftj table{border-collapse:collapse;table-layout:auto;margin:0 0 0 2em;border:none;"
+    "font-size:inherit;color:inherit}"
+    "div.ftj tbody tr,div.ftj tbody tr:nth-child(odd),div.ftj tbody tr:nth-child(even)"
+    "{background:none;border:none}"
+    "div.ftj tbody tr:hover{background:rgba(127,127,127,.12)}"
+    "div.ftj td{padding:0 .8em 0 0;text-align:left;vertical-align:top;border:none;"
+    "line-height:inherit;white-space:pre-wrap}"
+    "div.ftj td.l{white-space:nowrap}"
+    "div.ftj .t{color:#3a78a8}"
+    "div.ftj .p{color:#8e3fbf;font-weight:bold}"
+    "div.ftj .k{color:#777}"
+    "div.ftj td.s{color:#999;white-space:nowrap}"
+    "div.ftj details{margin:.1em 0 .1em 1em}"
+    "div.ftj summary{cursor:pointer;color:#666}"
+    "</style>"
+)
+
+
+def _esc(s: str) -> str:
+    # html.escape without the import and the quote handling (attributes are escaped apart).
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class _HtmlPrinter(_Printer):
+    def __init__(self):
+        super().__init__(source_info=False)
+
+    def document(self, jaxpr: Jaxpr) -> str:
+        return f'<div class="ftj">{_HTML_CSS}{self.jaxpr_html(jaxpr)}</div>'
+
+    def binder_html(self, v: Var) -> str:
+        name = "_" if isinstance(v, DropVar) else self.name(v)
+        return f'{name}:<span class="t">{_esc(v.aval.str_short())}</span>'
+
+    def atom_html(self, a) -> str:
+        if isinstance(a, Literal):
+            v = np.asarray(a.val).item() if np.ndim(a.val) == 0 else a.val
+            return f'{_esc(str(v))}:<span class="t">{_esc(a.aval.str_short())}</span>'
+        return self.name(a)
+
+    def jaxpr_html(self, jaxpr: Jaxpr) -> str:
+        consts = " ".join(self.binder_html(v) for v in jaxpr.constvars)
+        ins = " ".join(self.binder_html(v) for v in jaxpr.invars)
+        parts = [f"<div>{{ lambda {consts}; {ins}. let</div>"]
+        if jaxpr.eqns:
+            parts.append("<table><tbody>")
+            parts.extend(self.eqn_html(e) for e in jaxpr.eqns)
+            parts.append("</tbody></table>")
+        outs = ", ".join(self.atom_html(a) for a in jaxpr.outvars)
+        parts.append(f"<div>&nbsp;&nbsp;in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}</div>")
+        return "".join(parts)
+
+    def nested_html(self, label: str, j: Jaxpr | ClosedJaxpr) -> str:
+        if isinstance(j, ClosedJaxpr):
+            j = j.jaxpr
+        n = len(j.eqns)
+        sig = ", ".join(_esc(v.aval.str_short()) for v in j.invars)
+        res = ", ".join(_esc(v.aval.str_short()) for v in j.outvars)
+        summary = (f'{_esc(label)}: <span class="t">({sig}) -&gt; ({res})</span>, '
+                   f'{n} equation{"" if n == 1 else "s"}')
+        return f"<details><summary>{summary}</summary>{self.jaxpr_html(j)}</details>"
+
+    def eqn_html(self, eqn: JaxprEqn) -> str:
+        lhs = " ".join(self.binder_html(v) for v in eqn.outvars)
+        simple, nested = [], []
+        for k, v in sorted(eqn.params.items()):
+            if isinstance(v, (Jaxpr, ClosedJaxpr)):
+                nested.append(self.nested_html(k, v))
+            elif isinstance(v, (tuple, list)) and v and all(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v):
+                nested.extend(self.nested_html(f"{k}[{i}]", x) for i, x in enumerate(v))
+            else:
+                simple.append(_esc(self.param(k, v, 0)))
+        ps = f'<span class="k">[{" ".join(simple)}]</span>' if simple else ""
+        args = " ".join(self.atom_html(a) for a in eqn.invars)
+        src = ""
+        si = eqn.source_info
+        if si is not None:
+            where = f"{si.filename.rsplit('/', 1)[-1]}:{si.lineno}"
+            title = _esc(str(si)).replace('"', "&quot;")
+            src = f'<span title="{title}">{_esc(where)}</span>'
+        return (f'<tr><td class="l">{lhs}</td><td>= <span class="p">{_esc(eqn.primitive.name)}</span>'
+                f'{ps} {args}{"".join(nested)}</td><td class="s">{src}</td></tr>')
 
 
 class DropVar(Var):

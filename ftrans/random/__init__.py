@@ -1,0 +1,33 @@
+"""``ftrans.random``: JAX's functional random numbers, bit for bit.
+
+A key is a ``uint32[2]`` array (what ``jax.random.PRNGKey`` returns); every
+sampler is a pure function of its key, and the threefry2x32 counter scheme is
+JAX's default (``jax_threefry_partitionable``), so the same key, shape and
+dtype give the same bits as ``jax.random``.  See ``docs/random.md``.
+"""
+
+from ftrans.random._samplers import (
+    PRNGKey,
+    bernoulli,
+    bits,
+    categorical,
+    choice,
+    fold_in,
+    gumbel,
+    key,
+    key_data,
+    normal,
+    permutation,
+    randint,
+    shuffle,
+    split,
+    truncated_normal,
+    uniform,
+    wrap_key_data,
+)
+
+__all__ = [
+    "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal",
+    "randint", "bernoulli", "categorical", "choice", "permutation", "shuffle", "truncated_normal",
+    "gumbel",
+]

@@ -1,0 +1,799 @@
+"""``jax.random``'s samplers over threefry2x32 keys, producing JAX's bits.
+
+Every public function validates its arguments here, in Python, where
+concrete values and the user's line are at hand, then calls a jitted core
+whose static arguments are the shape, dtype and options.  Running the cores
+through XLA (as ``jax.random`` does) keeps eager results bit-identical with
+JAX's even where a sampler uses transcendental functions (``erf_inv``,
+``log``) whose last bits NumPy computes differently; ``jit`` composes with
+``vmap`` and ``grad``, so the cores batch over keys and differentiate in
+their float parameters like any other ftrans code.  Each core mirrors the
+operation sequence of the corresponding JAX sampler so that XLA sees the same
+arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ftrans import lax
+from ftrans import numpy as jnp
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.trace import Tracer
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._util import as_operand, dtype_weak, shape_of
+from ftrans.random import _threefry as _tf
+from ftrans.transforms.jit import jit
+
+__all__ = [
+    "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal",
+    "randint", "bernoulli", "categorical", "choice", "permutation", "shuffle", "truncated_normal",
+    "gumbel",
+]
+
+_U32 = np.dtype(np.uint32)
+_IMPL = "threefry2x32"
+
+
+# ---------------------------------------------------------------- argument checks
+def _concrete(x: Any) -> np.ndarray | None:
+    """A NumPy value for ``x`` when it is concrete; None when it is traced."""
+    if isinstance(x, Tracer):
+        return None
+    return np.asarray(x)
+
+
+def _check_impl(name: str, impl: Any) -> None:
+    if impl is not None and impl != _IMPL and getattr(impl, "name", None) != _IMPL:
+        raise FtransValueError(
+            f"ftrans.random.{name}: unknown PRNG implementation {impl!r}; ftrans implements only "
+            f"{_IMPL!r} (JAX's default)")
+
+
+def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
+    """``key`` as an ftrans operand after checking it is ``uint32[..., 2]`` key data."""
+    if isinstance(key, (Array, Tracer, np.ndarray, np.generic)):
+        k = key
+    elif hasattr(key, "__array__") and hasattr(key, "dtype") and hasattr(key, "shape"):
+        if str(key.dtype).startswith("key<"):
+            raise FtransTypeError(
+                f"ftrans.random.{name}: got a jax typed key array ({key.dtype}); ftrans keys are "
+                "raw uint32[2] arrays: pass jax.random.key_data(k), or make the key with "
+                "ftrans.random.PRNGKey")
+        k = np.asarray(key)
+    else:
+        raise FtransTypeError(
+            f"ftrans.random.{name}: the key must be a uint32 array of shape (2,) made by "
+            f"ftrans.random.PRNGKey/key/split/fold_in; got a value of type {type(key).__name__}")
+    d = np.dtype(k.dtype)
+    shape = tuple(k.shape)
+    if d != _U32 or len(shape) < 1 or shape[-1] != 2:
+        raise FtransTypeError(
+            f"ftrans.random.{name}: the key must be a uint32 array of shape (2,) made by "
+            f"ftrans.random.PRNGKey/key/split/fold_in; got {d.name}{list(shape)}")
+    if len(shape) > 1 and not allow_batched:
+        raise FtransValueError(
+            f"ftrans.random.{name}: accepts a single key, but was given a key array of shape "
+            f"{shape} (a batch of {shape[:-1]} keys); use ftrans.vmap to map over keys")
+    return as_operand(k)
+
+
+def _dim(name: str, d: Any, shape: Any) -> int:
+    if isinstance(d, Tracer):
+        operator.index(d)  # raises the concretization error that names the user's line
+    if isinstance(d, (bool, np.bool_)) or isinstance(d, (float, np.floating)):
+        raise FtransTypeError(
+            f"ftrans.random.{name}: shape must be a sequence of integers, got {shape!r}")
+    try:
+        v = operator.index(d)
+    except TypeError:
+        raise FtransTypeError(
+            f"ftrans.random.{name}: shape must be a sequence of integers, got {shape!r}") from None
+    if v < 0:
+        raise FtransValueError(
+            f"ftrans.random.{name}: shape entries must be non-negative, got {tuple(shape)!r}")
+    return v
+
+
+def _canonical_shape(name: str, shape: Any) -> tuple[int, ...]:
+    """JAX's ``canonicalize_shape``: an int or a sequence of non-negative ints."""
+    if isinstance(shape, Tracer):
+        operator.index(shape)  # raises the concretization error that names the user's line
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        return (_dim(name, shape, (shape,)),)
+    if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
+        return (_dim(name, shape, (shape,)),)
+    if not isinstance(shape, (Sequence, np.ndarray, Array)) or isinstance(shape, str):
+        raise FtransTypeError(
+            f"ftrans.random.{name}: shape must be a sequence of integers, got {shape!r}")
+    return tuple(_dim(name, d, shape) for d in shape)
+
+
+def _check_param_shape(name: str, shape: tuple[int, ...], *params: Any) -> None:
+    """Parameter shapes must broadcast to exactly ``shape``."""
+    shapes = [shape_of(p) for p in params]
+    try:
+        out = np.broadcast_shapes(shape, *shapes)
+    except ValueError:
+        out = None
+    if out != shape:
+        got = ", ".join(str(s) for s in shapes)
+        raise FtransValueError(
+            f"ftrans.random.{name}: parameter shapes ({got}) must broadcast to the shape argument "
+            f"{shape}")
+
+
+def _broadcast_param_shapes(name: str, *params: Any) -> tuple[int, ...]:
+    shapes = [shape_of(p) for p in params]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise FtransValueError(
+            f"ftrans.random.{name}: parameter shapes {', '.join(map(str, shapes))} do not broadcast "
+            "together") from None
+
+
+def _float_dtype(name: str, dtype: Any, *, allow_complex: bool = False) -> np.dtype:
+    d = dtypes.default_float() if dtype is None else dtypes.to_dtype(dtype)
+    ok = dtypes.is_float(d) or (allow_complex and dtypes.is_inexact(d))
+    if not ok:
+        kind = "a float or complex" if allow_complex else "a float"
+        raise FtransValueError(f"ftrans.random.{name}: dtype must be {kind} dtype, got {d.name}")
+    return d
+
+
+def _check_arraylike(name: str, *xs: Any) -> None:
+    for x in xs:
+        if not (isinstance(x, (Array, Tracer, np.ndarray, np.generic, int, float, bool))
+                or (hasattr(x, "__array__") and hasattr(x, "dtype"))):
+            raise FtransTypeError(
+                f"ftrans.random.{name}: expected an array or a scalar, got a value of type {type(x).__name__}"
+                + (" (convert lists with jnp.asarray)" if isinstance(x, (list, tuple)) else ""))
+
+
+def _asarray(x: Any) -> Any:
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, (int, float, bool, complex, np.ndarray, np.generic)):
+        return jnp.asarray(x)
+    return jnp.asarray(np.asarray(x))
+
+
+def _param(x: Any) -> Any:
+    """A float/int parameter as jit accepts it: scalars keep their weak type, foreign arrays become NumPy."""
+    if isinstance(x, (Array, Tracer, np.ndarray, np.generic, int, float, bool)):
+        return x
+    return np.asarray(x)
+
+
+def _finfo(d: np.dtype):
+    return ml_dtypes.finfo(d) if d == np.dtype(ml_dtypes.bfloat16) else np.finfo(d)
+
+
+# ---------------------------------------------------------------- keys
+def _seed_from_concrete(name: str, seed: Any) -> Array:
+    if isinstance(seed, (bool, np.bool_)):
+        raise FtransTypeError(f"ftrans.random.{name}: the seed must be an integer, got a bool")
+    if isinstance(seed, int):
+        if not -(2**63) <= seed < 2**63:
+            raise FtransValueError(
+                f"ftrans.random.{name}: seed {seed} does not fit in a 64-bit integer")
+        wide = dtypes.x64_enabled()
+        v = int(seed)
+    else:
+        a = np.asarray(seed)
+        if a.ndim:
+            raise FtransTypeError(
+                f"ftrans.random.{name}: accepts a scalar seed, but was given an array of shape "
+                f"{a.shape}; use ftrans.vmap to make a batch of keys")
+        if not np.issubdtype(a.dtype, np.integer):
+            raise FtransTypeError(
+                f"ftrans.random.{name}: the seed must be an integer, got {a.dtype.name} {a!r}")
+        wide = dtypes.canonicalize(a.dtype).itemsize == 8
+        v = int(a)
+    v &= (1 << 64) - 1
+    hi = (v >> 32) if wide else 0
+    return Array(np.array([hi, v & 0xFFFFFFFF], _U32))
+
+
+def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
+    """A threefry2x32 key (``uint32[2]``) from an integer seed, as ``jax.random.PRNGKey``."""
+    _check_impl("PRNGKey", impl)
+    return _make_key("PRNGKey", seed)
+
+
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> Any:
+    """``jax.random.key``; ftrans returns the raw ``uint32[2]`` key data (like ``PRNGKey``)."""
+    if impl is not None and dtype is not None:
+        raise FtransValueError("ftrans.random.key: give impl or dtype, not both")
+    _check_impl("key", impl if impl is not None else dtype)
+    return _make_key("key", seed)
+
+
+def _make_key(name: str, seed: Any) -> Any:
+    if isinstance(seed, Tracer):
+        if seed.ndim:
+            raise FtransTypeError(
+                f"ftrans.random.{name}: accepts a scalar seed, but was given an array of shape "
+                f"{seed.shape}; use ftrans.vmap to make a batch of keys")
+        if not dtypes.is_int(np.dtype(seed.dtype)) or np.dtype(seed.dtype) == np.bool_:
+            raise FtransTypeError(
+                f"ftrans.random.{name}: the seed must be an integer, got {np.dtype(seed.dtype).name}")
+        return _seed_jit(seed)
+    if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
+        raise FtransTypeError(
+            f"ftrans.random.{name}: the seed must be an integer, got a value of type {type(seed).__name__}")
+    return _seed_from_concrete(name, seed)
+
+
+_seed_jit = jit(_tf.seed_key)
+
+
+def key_data(keys: Any) -> Any:
+    """The ``uint32[..., 2]`` data of keys; ftrans keys are that data already."""
+    return _check_key("key_data", keys, allow_batched=True)
+
+
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
+    """Checks ``uint32[..., 2]`` key data and returns it (ftrans has no typed key arrays)."""
+    if impl is not None and dtype is not None:
+        raise FtransValueError("ftrans.random.wrap_key_data: give impl or dtype, not both")
+    _check_impl("wrap_key_data", impl if impl is not None else dtype)
+    return _check_key("wrap_key_data", key_bits_array, allow_batched=True)
+
+
+@jit(static_argnums=(1,))
+def _split(k: Any, shape: tuple[int, ...]) -> Any:
+    return _tf.split_keys(k, shape)
+
+
+def split(key: Any, num: int | Sequence[int] = 2) -> Any:
+    """``num`` new keys (a leading axis, or ``num`` as a shape), as ``jax.random.split``."""
+    k = _check_key("split", key)
+    shape = _canonical_shape("split", num)
+    return _split(k, shape)
+
+
+@jit
+def _fold_in(k: Any, data: Any) -> Any:
+    return _tf.fold_in_key(k, data)
+
+
+def fold_in(key: Any, data: Any) -> Any:
+    """A new key from ``key`` and the 32-bit integer ``data``, as ``jax.random.fold_in``."""
+    k = _check_key("fold_in", key)
+    if type(data) is int:
+        if not 0 <= data < 2**32:
+            raise FtransValueError(
+                f"ftrans.random.fold_in: data {data} is out of bounds for uint32 (0 <= data < 2**32)")
+        d = np.uint32(data)
+    else:
+        _check_arraylike("fold_in", data)
+        if len(shape_of(data)):
+            raise FtransTypeError(
+                f"ftrans.random.fold_in: accepts a scalar, but was given an array of shape "
+                f"{shape_of(data)}; use ftrans.vmap for batching")
+        d = lax.convert_element_type(as_operand(_asarray(data)), _U32)
+    return _fold_in(k, d)
+
+
+# ---------------------------------------------------------------- bits and uniform
+@jit(static_argnums=(1, 2))
+def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    return _tf.random_bits(k, bit_width, shape)
+
+
+def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
+    """Uniform random unsigned integers (every bit random), as ``jax.random.bits``."""
+    k = _check_key("bits", key)
+    d = dtypes.default_uint() if dtype is None else dtypes.to_dtype(dtype)
+    if d.kind != "u":
+        raise FtransValueError(
+            f"ftrans.random.bits: dtype must be an unsigned integer dtype, got {d.name}")
+    shape = _canonical_shape("bits", shape)
+    return _bits(k, d.itemsize * 8, shape)
+
+
+_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
+         64: np.dtype(np.uint64)}
+
+
+def _rank_broadcast(x: Any, ndim: int) -> Any:
+    """Prepend unit axes so ``x`` has ``ndim`` axes (JAX's ``broadcast_to_rank``)."""
+    s = shape_of(x)
+    if len(s) >= ndim:
+        return x
+    return lax.reshape(x, (1,) * (ndim - len(s)) + tuple(s))
+
+
+def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    minval = lax.convert_element_type(minval, dtype)
+    maxval = lax.convert_element_type(maxval, dtype)
+    minval = _rank_broadcast(minval, len(shape))
+    maxval = _rank_broadcast(maxval, len(shape))
+    fi = _finfo(dtype)
+    nbits, nmant = fi.bits, fi.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    uint = _UINT[nbits]
+    b = _tf.random_bits(k, rng_bits, shape)
+    if rng_bits != nbits:
+        b = lax.convert_element_type(b, uint)
+    # Random mantissa under the exponent of 1.0: a float in [1, 2), shifted to [0, 1).
+    one_bits = np.asarray(np.array(1.0, dtype).view(uint), uint)
+    fbits = lax.bitwise_or(lax.shift_right_logical(b, np.asarray(rng_bits - nmant, uint)), one_bits)
+    floats = lax.sub(lax.bitcast_convert_type(fbits, dtype), np.asarray(1.0, dtype))
+    # The parameters broadcast to ``shape`` (checked by the caller), so ``floats`` sets the shape.
+    return jnp.maximum(minval, jnp.add(jnp.multiply(floats, jnp.subtract(maxval, minval)), minval))
+
+
+_uniform = jit(_uniform_core, static_argnums=(3, 4))
+
+
+def uniform(key: Any, shape: Any = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
+    """Uniform floats in ``[minval, maxval)``, as ``jax.random.uniform``."""
+    k = _check_key("uniform", key)
+    shape = _canonical_shape("uniform", shape)
+    d = _float_dtype("uniform", dtype)
+    _check_arraylike("uniform", minval, maxval)
+    _check_param_shape("uniform", shape, minval, maxval)
+    return _uniform(k, _param(minval), _param(maxval), shape, d)
+
+
+# ---------------------------------------------------------------- normal family
+def _normal_real(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    hi = np.array(1.0, dtype)
+    u = _uniform_core(k, lo, hi, shape, dtype)
+    return lax.mul(np.asarray(np.sqrt(2), dtype), lax.erf_inv(u))
+
+
+@jit(static_argnums=(1, 2))
+def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    if dtypes.is_float(dtype):
+        return _normal_real(k, shape, dtype)
+    real = np.dtype(np.array(0, dtype).real.dtype)
+    k_re, k_im = _tf.split_keys(k, (2,))
+    re = _normal_real(k_re, shape, real).astype(dtype)
+    im = _normal_real(k_im, shape, real).astype(dtype)
+    return (re + 1j * im) / np.asarray(np.sqrt(2), dtype)
+
+
+def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
+    """Standard normal floats (or complex), as ``jax.random.normal``."""
+    k = _check_key("normal", key)
+    shape = _canonical_shape("normal", shape)
+    d = _float_dtype("normal", dtype, allow_complex=True)
+    return _normal(k, shape, d)
+
+
+@jit(static_argnums=(3, 4))
+def _truncated_normal(k: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    sqrt2 = np.asarray(np.sqrt(2), dtype)
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+    a = lax.erf(jnp.divide(lower, sqrt2))
+    b = lax.erf(jnp.divide(upper, sqrt2))
+    u = _uniform_core(k, a, b, shape, dtype)
+    out = jnp.multiply(sqrt2, lax.erf_inv(u))
+    # Keep rounding from landing on (or past) the bounds: clamp to the open interval.
+    lo = lax.nextafter(lax.stop_gradient(lower), np.asarray(np.inf, dtype))
+    hi = lax.nextafter(lax.stop_gradient(upper), np.asarray(-np.inf, dtype))
+    return jnp.minimum(hi, jnp.maximum(lo, out))
+
+
+def truncated_normal(key: Any, lower: Any, upper: Any, shape: Any = None, dtype: Any = None) -> Any:
+    """Standard normal floats restricted to ``(lower, upper)``, as ``jax.random.truncated_normal``."""
+    k = _check_key("truncated_normal", key)
+    d = _float_dtype("truncated_normal", dtype)
+    _check_arraylike("truncated_normal", lower, upper)
+    if shape is None:
+        shape = _broadcast_param_shapes("truncated_normal", lower, upper)
+    else:
+        shape = _canonical_shape("truncated_normal", shape)
+        _check_param_shape("truncated_normal", shape, lower, upper)
+    return _truncated_normal(k, _param(lower), _param(upper), shape, d)
+
+
+# ---------------------------------------------------------------- gumbel
+def _clz32(x: Any) -> Any:
+    """Count leading zeros of ``uint32`` values (32 for zero) with shifts and a popcount."""
+    for s in (1, 2, 4, 8, 16):
+        x = lax.bitwise_or(x, lax.shift_right_logical(x, np.asarray(s, _U32)))
+    return lax.sub(np.asarray(32, _U32), lax.population_count(x))
+
+
+def _u32_pair_to_f32(hi: Any, lo: Any) -> Any:
+    """The 64-bit fixed-point fraction ``hi:lo`` (nonzero) as a float32 in (0, 1)."""
+    f32 = np.dtype(np.float32)
+    fi = np.finfo(f32)
+    hclz, lclz = _clz32(hi), _clz32(lo)
+    hi_zero = lax.eq(hclz, np.asarray(32, _U32))
+    mantissa = lax.bitwise_or(
+        lax.shift_left(hi, hclz),
+        lax.select(hi_zero, lax.shift_left(lo, lclz),
+                   lax.shift_right_logical(lo, lax.sub(np.asarray(32, _U32), hclz))))
+    mantissa = lax.shift_right_logical(mantissa, np.asarray(32 - fi.nmant - 1, _U32))
+    mantissa = lax.bitwise_and(mantissa, np.asarray((1 << fi.nmant) - 1, _U32))
+    lead = lax.select(hi_zero, lax.add(lclz, np.asarray(32, _U32)), hclz)
+    expo = lax.shift_left(lax.sub(np.asarray(-fi.minexp, _U32), lead), np.asarray(fi.nmant, _U32))
+    expo = lax.bitwise_and(expo, np.asarray((1 << 30) - (1 << (fi.nmant - 1)), _U32))
+    return lax.bitcast_convert_type(lax.bitwise_or(expo, mantissa), f32)
+
+
+def _gumbel_core(k: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> Any:
+    fi = _finfo(dtype)
+    if dtype == np.dtype(np.float32) and mode == "highest":
+        b = _tf.random_bits(k, 32, (2, *shape))
+        b_hi, b_lo = b[0], b[1]
+        neg = lax.bitwise_not(b)
+        n_lo = neg[1]
+        # 1 - bits as a 64-bit fixed-point fraction: carry from the low word into the high one.
+        carry = lax.convert_element_type(lax.eq(n_lo, np.asarray(0xFFFFFFFF, _U32)), _U32)
+        neg_hi = lax.add(neg[0], carry)
+        neg_lo = lax.add(n_lo, np.asarray(1, _U32))
+        flip = lax.lt(b_hi, np.asarray(1 << 31, _U32))
+        x = _u32_pair_to_f32(lax.select(flip, b_hi, neg_hi), lax.select(flip, b_lo, neg_lo))
+        return jnp.where(flip, -jnp.log(-jnp.log1p(-x)), -jnp.log(-jnp.log(x)))
+    if mode in ("high", "highest"):
+        u = _uniform_core(k, 0.0, 1.0, (2, *shape), dtype)
+        high, low = u[0], u[1]
+        x = jnp.where(high >= 0.5, high,
+                      high + np.asarray(2.0 ** -fi.nmant, dtype) * low + np.asarray(fi.tiny, dtype))
+        return -jnp.log(-jnp.log1p(-x))
+    u = _uniform_core(k, np.asarray(fi.tiny, dtype), 1.0, shape, dtype)
+    return -jnp.log(-jnp.log(u))
+
+
+_gumbel = jit(_gumbel_core, static_argnums=(1, 2, 3))
+
+
+def _gumbel_mode(name: str, mode: Any) -> str:
+    if mode is None:
+        return "low"
+    if mode not in ("highest", "high", "low"):
+        raise FtransValueError(
+            f"ftrans.random.{name}: mode must be 'low', 'high' or 'highest', got {mode!r}")
+    return mode
+
+
+def gumbel(key: Any, shape: Any = (), dtype: Any = None, mode: str | None = None) -> Any:
+    """Standard Gumbel floats, as ``jax.random.gumbel``."""
+    k = _check_key("gumbel", key)
+    d = _float_dtype("gumbel", dtype)
+    shape = _canonical_shape("gumbel", shape)
+    return _gumbel(k, shape, d, _gumbel_mode("gumbel", mode))
+
+
+# ---------------------------------------------------------------- bernoulli
+@jit(static_argnums=(2, 3))
+def _bernoulli(k: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
+    d = np.dtype(p.dtype)
+    if mode == "high":
+        u = _uniform_core(k, 0.0, 1.0, (2, *shape), d)
+        u1, u2 = u[0], u[1]
+        u2 = u2 * np.asarray(2.0 ** -_finfo(d).nmant, d)
+        return u2 < p - u1
+    return _uniform_core(k, 0.0, 1.0, shape, d) < p
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: str = "low") -> Any:
+    """Booleans that are True with probability ``p``, as ``jax.random.bernoulli``."""
+    if mode not in ("high", "low"):
+        raise FtransValueError(f"ftrans.random.bernoulli: mode must be 'high' or 'low', got {mode!r}")
+    k = _check_key("bernoulli", key)
+    _check_arraylike("bernoulli", p)
+    p = _asarray(p)
+    d, _ = dtype_weak(p)
+    if not dtypes.is_float(d):
+        raise FtransTypeError(
+            f"ftrans.random.bernoulli: the probability p must have a floating dtype, got {d.name}")
+    p = lax.convert_element_type(p, d)
+    if shape is None:
+        shape = tuple(shape_of(p))
+    else:
+        shape = _canonical_shape("bernoulli", shape)
+        _check_param_shape("bernoulli", shape, p)
+    return _bernoulli(k, p, shape, mode)
+
+
+# ---------------------------------------------------------------- randint
+def _clip_convert(val: Any, dtype: np.dtype) -> Any:
+    """Convert an integer array to ``dtype``, saturating at its range instead of wrapping."""
+    src = np.dtype(val.dtype)
+    lo = max(int(np.iinfo(dtype).min), int(np.iinfo(src).min))
+    hi = min(int(np.iinfo(dtype).max), int(np.iinfo(src).max))
+    clipped = jnp.minimum(jnp.maximum(val, np.asarray(lo, src)), np.asarray(hi, src))
+    return lax.convert_element_type(clipped, dtype)
+
+
+@jit(static_argnums=(3, 4))
+def _randint(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    minval = jnp.asarray(minval)
+    maxval = jnp.asarray(maxval)
+    if not dtypes.is_int(np.dtype(minval.dtype)):
+        minval = minval.astype(int)
+    if not dtypes.is_int(np.dtype(maxval.dtype)):
+        maxval = maxval.astype(int)
+    top = _clip_convert(jnp.asarray(np.asarray(np.iinfo(dtype).max, dtype)), np.dtype(maxval.dtype))
+    max_out_of_range = maxval > top
+    minval = _rank_broadcast(_clip_convert(minval, dtype), len(shape))
+    maxval = _rank_broadcast(_clip_convert(maxval, dtype), len(shape))
+    nbits = np.iinfo(dtype).bits
+    # Two draws of nbits each, combined modulo the span, keep the modulo bias small.
+    k1, k2 = _tf.split_keys(k, (2,))
+    higher = _tf.random_bits(k1, nbits, shape)
+    lower = _tf.random_bits(k2, nbits, shape)
+    udt = _UINT[nbits]
+    span = lax.convert_element_type(maxval - minval, udt)
+    # An empty range gives minval (span 1); a maxval past the dtype's range widens the span by one.
+    span = jnp.where(maxval <= minval, np.asarray(1, udt), span)
+    span = jnp.where(max_out_of_range & (maxval > minval), span + np.asarray(1, udt), span)
+    span = jnp.broadcast_to(span, shape)
+    # (hi * 2**nbits + lo) mod span, without overflowing nbits: 2**nbits mod span is
+    # (2**(nbits/2) mod span)**2 mod span.
+    mult = lax.rem(jnp.broadcast_to(np.asarray(2 ** (nbits // 2), udt), shape), span)
+    mult = lax.rem(lax.mul(mult, mult), span)
+    offset = lax.add(lax.mul(lax.rem(higher, span), mult), lax.rem(lower, span))
+    offset = lax.rem(offset, span)
+    return jnp.add(minval, lax.convert_element_type(offset, dtype))
+
+
+def _check_randint_range(minval: Any, maxval: Any) -> None:
+    lo, hi = _concrete(minval), _concrete(maxval)
+    if lo is None or hi is None:
+        return
+    if not np.issubdtype(lo.dtype, np.integer):
+        lo = lo.astype(np.int64)
+    if not np.issubdtype(hi.dtype, np.integer):
+        hi = hi.astype(np.int64)
+    lo_b, hi_b = np.broadcast_arrays(lo.astype(object), hi.astype(object))
+    bad = lo_b >= hi_b
+    if np.any(bad):
+        if lo_b.ndim:
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            where = f" (first at index {idx}: minval={lo_b[idx]}, maxval={hi_b[idx]})"
+            shown = f"minval={lo.tolist()!r} and maxval={hi.tolist()!r}"
+        else:
+            where = ""
+            shown = f"minval={lo_b.item()} and maxval={hi_b.item()}"
+        raise FtransValueError(
+            f"ftrans.random.randint: got {shown}, but minval must be less than maxval{where}; "
+            "the range [minval, maxval) is empty (JAX silently returns minval here)")
+
+
+def randint(key: Any, shape: Any, minval: Any, maxval: Any, dtype: Any = None) -> Any:
+    """Uniform integers in ``[minval, maxval)``, as ``jax.random.randint``."""
+    k = _check_key("randint", key)
+    d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
+    if d.kind not in "iu":
+        raise FtransTypeError(f"ftrans.random.randint: dtype must be an integer dtype, got {d.name}")
+    shape = _canonical_shape("randint", shape)
+    _check_arraylike("randint", minval, maxval)
+    _check_randint_range(minval, maxval)
+    _check_param_shape("randint", shape, minval, maxval)
+    sample_d = d
+    if d.itemsize < 4:
+        # Sample at 32 bits (less modulo bias) with the bounds saturated to the target range.
+        info = np.iinfo(d)
+        sample_d = np.dtype(np.int32)
+        minval = jnp.clip(_asarray(minval).astype(np.int32), int(info.min), int(info.max))
+        maxval = jnp.clip(_asarray(maxval).astype(np.int32), int(info.min), int(info.max) + 1)
+    out = _randint(k, _param(minval), _param(maxval), shape, sample_d)
+    return out if sample_d == d else out.astype(d)
+
+
+# ---------------------------------------------------------------- permutations
+def _shuffle_core(k: Any, x: Any, axis: int) -> Any:
+    # Sort by fresh random 32-bit keys, enough rounds that ties are unlikely to survive
+    # (the number of rounds is JAX's, so the bits agree).
+    size = math.prod(shape_of(x))
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        pair = _tf.split_keys(k, (2,))
+        k, sub = pair[0], pair[1]
+        sort_keys = _tf.random_bits(sub, 32, tuple(shape_of(x)))
+        _, x = lax.sort_key_val(sort_keys, x, axis)
+    return x
+
+
+_shuffle = jit(_shuffle_core, static_argnums=(2,))
+
+
+@jit(static_argnums=(1,))
+def _permute_range(k: Any, n: int) -> Any:
+    return _shuffle_core(k, jnp.arange(n), 0)
+
+
+@jit(static_argnums=(2,))
+def _permute_rows(k: Any, x: Any, axis: int) -> Any:
+    ind = _shuffle_core(k, jnp.arange(shape_of(x)[axis]), 0)
+    return jnp.take(x, ind, axis=axis, unique_indices=True)
+
+
+def _axis(name: str, axis: Any, ndim: int) -> int:
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise FtransTypeError(f"ftrans.random.{name}: axis must be an integer, got {axis!r}") from None
+    if not -ndim <= a < ndim:
+        raise FtransValueError(
+            f"ftrans.random.{name}: axis {a} is out of bounds for an array of dimension {ndim}")
+    return a % ndim
+
+
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
+    """A shuffled ``arange(x)`` or a copy of ``x`` shuffled along ``axis``, as ``jax.random.permutation``."""
+    k = _check_key("permutation", key)
+    _check_arraylike("permutation", x)
+    nd = len(shape_of(x))
+    axis = _axis("permutation", axis, nd or 1)
+    if not nd:
+        d, _ = dtype_weak(x)
+        if not dtypes.is_int(d) or d == np.bool_:
+            raise FtransTypeError(
+                "ftrans.random.permutation: x must be an integer or at least 1-dimensional, "
+                f"got a {d.name} scalar")
+        n = _concrete(x)
+        if n is None:
+            raise FtransTypeError(
+                "ftrans.random.permutation: an integer x must be concrete (it sets the output size); "
+                "pass it as a static argument of jit")
+        n = int(n)
+        if n < 0:
+            raise FtransValueError(f"ftrans.random.permutation: x must be non-negative, got {n}")
+        return _permute_range(k, n)
+    x = _asarray(x)
+    if independent or nd == 1:
+        return _shuffle(k, x, axis)
+    return _permute_rows(k, x, axis)
+
+
+def shuffle(key: Any, x: Any, axis: int = 0) -> Any:
+    """Deprecated (as in JAX): shuffles each slice along ``axis`` independently.
+
+    Use ``permutation(key, x, axis, independent=True)``, which gives the same bits.
+    """
+    warnings.warn(
+        "ftrans.random.shuffle is deprecated and will be removed (jax.random.shuffle was); use "
+        "ftrans.random.permutation with independent=True", DeprecationWarning, stacklevel=2)
+    k = _check_key("shuffle", key)
+    _check_arraylike("shuffle", x)
+    nd = len(shape_of(x))
+    if not nd:
+        raise FtransValueError("ftrans.random.shuffle: x must be at least 1-dimensional")
+    axis = _axis("shuffle", axis, nd)
+    return _shuffle(k, _asarray(x), axis)
+
+
+# ---------------------------------------------------------------- choice and categorical
+@jit(static_argnums=(2, 3, 4, 5))
+def _choice_p(k: Any, p: Any, shape: tuple[int, ...], replace: bool, n_draws: int, mode: str) -> Any:
+    if replace:
+        p_cuml = jnp.cumsum(p)
+        r = p_cuml[-1] * (1 - _uniform_core(k, 0.0, 1.0, shape, np.dtype(p_cuml.dtype)))
+        return jnp.searchsorted(p_cuml, r).astype(int)
+    g = _gumbel_core(k, (shape_of(p)[0],), np.dtype(p.dtype), mode) + jnp.log(p)
+    return lax.top_k(g, n_draws)[1].astype(int)
+
+
+def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p: Any = None,
+           axis: int = 0, mode: str | None = None) -> Any:
+    """A random sample of ``a`` (or of ``arange(a)``), as ``jax.random.choice``."""
+    k = _check_key("choice", key)
+    if not isinstance(shape, Sequence):
+        raise FtransTypeError(
+            f"ftrans.random.choice: shape must be a sequence of integers, got {shape!r}")
+    shape = _canonical_shape("choice", shape)
+    _check_arraylike("choice", a)
+    arr = _asarray(a)
+    nd = len(shape_of(arr))
+    if nd == 0:
+        d, _ = dtype_weak(arr)
+        n = _concrete(a)
+        if n is None:
+            raise FtransTypeError(
+                "ftrans.random.choice: an integer a must be concrete (it sets the population size); "
+                "pass it as a static argument of jit")
+        if not dtypes.is_int(d) or d == np.bool_:
+            raise FtransTypeError(
+                f"ftrans.random.choice: a must be an integer or an array, got a {d.name} scalar")
+        n_inputs = int(n)
+    else:
+        axis = _axis("choice", axis, nd)
+        n_inputs = shape_of(arr)[axis]
+    n_draws = math.prod(shape)
+    if n_draws == 0:
+        return jnp.zeros(shape, dtype=arr.dtype)
+    if n_inputs <= 0:
+        raise FtransValueError(
+            f"ftrans.random.choice: a must be a positive integer or a non-empty axis unless no "
+            f"samples are taken; got population size {n_inputs}")
+    if not replace and n_draws > n_inputs:
+        raise FtransValueError(
+            f"ftrans.random.choice: cannot take a larger sample (size {n_draws}, shape {shape}) than "
+            f"the population (size {n_inputs}) when replace=False")
+    if p is None:
+        if replace:
+            ind = randint(k, shape, 0, n_inputs)
+            result = ind if nd == 0 else jnp.take(arr, ind, axis=axis)
+        else:
+            perm = permutation(k, n_inputs if nd == 0 else arr, axis)
+            result = lax.slice_in_dim(perm, 0, n_draws, axis=axis if nd else 0)
+    else:
+        _check_arraylike("choice", p)
+        p_arr = _asarray(p)
+        pd, _ = dtype_weak(p_arr)
+        if not dtypes.is_inexact(pd):
+            p_arr = p_arr.astype(dtypes.default_float())
+        if tuple(shape_of(p_arr)) != (n_inputs,):
+            raise FtransValueError(
+                "ftrans.random.choice: p must be None or a 1-D vector with the same size as "
+                f"a.shape[axis]; p has shape {tuple(shape_of(p_arr))} and a.shape[axis] is {n_inputs}")
+        ind = _choice_p(k, p_arr, shape, bool(replace), n_draws, _gumbel_mode("choice", mode))
+        result = ind if nd == 0 else jnp.take(arr, ind, axis=axis)
+    out_shape = shape if nd == 0 else tuple(shape_of(arr))[:axis] + shape + tuple(shape_of(arr))[axis + 1:]
+    return result.reshape(out_shape)
+
+
+@jit(static_argnums=(2, 3, 4, 5, 6))
+def _categorical(k: Any, logits: Any, shape: tuple[int, ...], batch_shape: tuple[int, ...],
+                 axis: int, replace: bool, mode: str) -> Any:
+    nd = len(shape_of(logits))
+    prefix = shape[:len(shape) - len(batch_shape)]
+    d = np.dtype(logits.dtype)
+    if replace:
+        neg_axis = axis - nd  # axis counted from the end, as in the output of the Gumbel draw
+        lshape = list(shape[len(shape) - len(batch_shape):])
+        lshape.insert(neg_axis % nd, shape_of(logits)[axis])
+        g = _gumbel_core(k, (*prefix, *lshape), d, mode)
+        return jnp.argmax(g + jnp.expand_dims(logits, tuple(range(len(prefix)))), axis=neg_axis)
+    logits = logits + _gumbel_core(k, tuple(shape_of(logits)), d, mode)
+    kk = math.prod(prefix)
+    _, indices = lax.top_k(jnp.moveaxis(logits, axis, -1), kk)
+    nd_i = len(shape_of(indices))
+    return lax.reshape(indices, shape, (nd_i - 1, *range(nd_i - 1)))
+
+
+def categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, replace: bool = True,
+                mode: str | None = None) -> Any:
+    """Samples from categorical distributions given by ``logits``, as ``jax.random.categorical``."""
+    k = _check_key("categorical", key)
+    _check_arraylike("categorical", logits)
+    logits = _asarray(logits)
+    lshape = tuple(shape_of(logits))
+    if not lshape:
+        raise FtransValueError("ftrans.random.categorical: logits must be at least 1-dimensional")
+    axis = _axis("categorical", axis, len(lshape))
+    ld, _ = dtype_weak(logits)
+    if not dtypes.is_float(ld):
+        raise FtransValueError(
+            f"ftrans.random.categorical: logits must have a float dtype, got {ld.name}")
+    batch_shape = lshape[:axis] + lshape[axis + 1:]
+    if shape is None:
+        shape = batch_shape
+    else:
+        shape = _canonical_shape("categorical", shape)
+        try:
+            ok = tuple(np.broadcast_shapes(shape, batch_shape)) == shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise FtransValueError(
+                f"ftrans.random.categorical: shape {shape} must broadcast with the logits' batch "
+                f"shape {batch_shape} (logits shape {lshape} without axis {axis}) to itself")
+    mode = _gumbel_mode("categorical", mode)
+    if not replace:
+        kk = math.prod(shape[:len(shape) - len(batch_shape)])
+        if kk > lshape[axis]:
+            raise FtransValueError(
+                f"ftrans.random.categorical: number of samples without replacement ({kk}) cannot "
+                f"exceed the number of categories ({lshape[axis]})")
+    return _categorical(k, logits, shape, batch_shape, axis, bool(replace), mode)

@@ -1,0 +1,156 @@
+"""The threefry2x32 block cipher and the key operations built on it, from ftrans primitives.
+
+Threefry-2x32 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3",
+SC 2011) with 20 rounds: a pair of 32-bit key words ``(k0, k1)`` enciphers a
+pair of 32-bit counter words ``(x0, x1)``.  Every round is an addition, a
+rotation and an exclusive or on ``uint32``, so the whole cipher is a short
+program of ``add``/``shift_left``/``shift_right_logical``/``or``/``xor``
+primitives: it runs eagerly through NumPy, stages into ``jit``, batches under
+``vmap`` and has no derivative to take.
+
+The counter layout reproduces JAX's defaults (``jax_threefry_partitionable``
+on, which JAX enables by default since 0.5):
+
+* ``random_bits(key, 32, shape)`` enciphers, for the element at row-major
+  position ``i``, the counter pair ``(i >> 32, i & 0xFFFFFFFF)`` and xors the
+  two output words (64-bit draws concatenate them instead, 8- and 16-bit draws
+  truncate the xor);
+* ``split(key, shape)`` uses the same counters and keeps both output words as
+  the new key;
+* ``fold_in(key, d)`` enciphers the single counter pair ``(0, d)``;
+* a seed ``s`` becomes the key ``(s >> 32, s & 0xFFFFFFFF)`` of its 64-bit
+  two's-complement value (``(0, s mod 2**32)`` for types of 32 bits or less).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ftrans import lax
+from ftrans.core.trace import Tracer
+from ftrans.errors import FtransValueError
+
+__all__ = ["threefry2x32", "counters", "random_bits", "split_keys", "fold_in_key", "seed_key"]
+
+_U32 = np.dtype(np.uint32)
+# Rotation distances of the two alternating groups of four rounds, and the key
+# schedule's parity constant (Skein's C240 for 32-bit words).
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = np.uint32(0x1BD11BDA)
+
+
+def _u32(v: int) -> np.ndarray:
+    return np.asarray(v, _U32)
+
+
+_ROT_CONSTS = tuple(tuple((_u32(r), _u32(32 - r)) for r in group) for group in _ROTATIONS)
+_INJECTION = tuple(_u32(i) for i in range(6))
+
+
+def _rotl(x, left, right):
+    return lax.bitwise_or(lax.shift_left(x, left), lax.shift_right_logical(x, right))
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """Encipher counters ``(x0, x1)`` under key ``(k0, k1)``; all ``uint32``.
+
+    ``k0``/``k1`` are rank-0 (or shaped like the counters); ``x0``/``x1`` share
+    one shape.  Returns the two enciphered words, shaped like the counters.
+    """
+    ks = (k0, k1, lax.bitwise_xor(lax.bitwise_xor(k0, k1), _PARITY))
+    a = lax.add(x0, k0)
+    b = lax.add(x1, k1)
+    for block in range(5):
+        for left, right in _ROT_CONSTS[block % 2]:
+            a = lax.add(a, b)
+            b = lax.bitwise_xor(a, _rotl(b, left, right))
+        # Key injection after every four rounds: the schedule rotates through
+        # the three key words and the second word also absorbs the block number.
+        a = lax.add(a, ks[(block + 1) % 3])
+        b = lax.add(lax.add(b, ks[(block + 2) % 3]), _INJECTION[block + 1])
+    return a, b
+
+
+def counters(shape: tuple[int, ...]):
+    """The high and low words of the row-major position of each element of ``shape``."""
+    n = math.prod(shape)
+    if n >= 2**32:
+        raise FtransValueError(
+            f"ftrans.random: cannot draw {n} values in one call (at most 2**32 - 1 per call); "
+            "split the key and draw in pieces")
+    if not shape:
+        zero = _u32(0)
+        return zero, zero
+    lo = lax.iota(_U32, n)
+    if len(shape) != 1:
+        lo = lax.reshape(lo, shape)
+    hi = lax.broadcast_in_dim(_u32(0), shape, ())
+    return hi, lo
+
+
+def _materialize(key):
+    """``key`` unchanged, computed into its own buffer when staged.
+
+    XLA fuses cheap elementwise producers into each consumer, so a key that
+    is itself a cipher output (``split`` then draw) would be re-enciphered
+    for every element drawn from it: the work multiplies, and LLVM's compile
+    time explodes for some shapes (seconds for a (3, 4) draw).  A sort is
+    never fused into its consumers; sorting the two words by their position
+    is an identity that forces the key into memory once.
+    """
+    if not isinstance(key, Tracer):
+        return key
+    nd = len(key.shape)
+    pos = lax.broadcasted_iota(np.dtype(np.int32), key.shape, nd - 1)
+    return lax.sort([pos, key], dimension=nd - 1, num_keys=1)[1]
+
+
+def _key_words(key):
+    key = _materialize(key)
+    return lax.squeeze(lax.slice(key, (0,), (1,)), (0,)), lax.squeeze(lax.slice(key, (1,), (2,)), (0,))
+
+
+def random_bits(key, bit_width: int, shape: tuple[int, ...]):
+    """``bit_width``-bit unsigned random integers of ``shape`` from a ``uint32[2]`` key."""
+    k0, k1 = _key_words(key)
+    hi, lo = counters(shape)
+    y0, y1 = threefry2x32(k0, k1, hi, lo)
+    if bit_width == 64:
+        u64 = np.dtype(np.uint64)
+        wide = lax.shift_left(lax.convert_element_type(y0, u64), np.asarray(32, u64))
+        return lax.bitwise_or(wide, lax.convert_element_type(y1, u64))
+    bits = lax.bitwise_xor(y0, y1)
+    if bit_width == 32:
+        return bits
+    return lax.convert_element_type(bits, np.dtype(f"uint{bit_width}"))
+
+
+def split_keys(key, shape: tuple[int, ...]):
+    """``shape + (2,)`` new keys from one ``uint32[2]`` key."""
+    k0, k1 = _key_words(key)
+    hi, lo = counters(shape)
+    y0, y1 = threefry2x32(k0, k1, hi, lo)
+    nd = len(shape)
+    out_shape = (*shape, 1)
+    return lax.concatenate([lax.reshape(y0, out_shape), lax.reshape(y1, out_shape)], nd)
+
+
+def fold_in_key(key, data):
+    """The key ``key`` becomes after folding in the ``uint32`` scalar ``data``."""
+    k0, k1 = _key_words(key)
+    y0, y1 = threefry2x32(k0, k1, _u32(0), data)
+    return lax.concatenate([lax.reshape(y0, (1,)), lax.reshape(y1, (1,))], 0)
+
+
+def seed_key(seed):
+    """The ``uint32[2]`` key of an integer array scalar ``seed`` (traced or concrete)."""
+    d = np.dtype(seed.dtype)
+    lo = lax.reshape(lax.convert_element_type(seed, _U32), (1,))
+    if d.itemsize == 8:
+        hi = lax.convert_element_type(lax.shift_right_logical(seed, np.asarray(32, d)), _U32)
+        hi = lax.reshape(hi, (1,))
+    else:
+        hi = np.zeros((1,), _U32)
+    return lax.concatenate([hi, lo], 0)

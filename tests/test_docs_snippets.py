@@ -1,0 +1,59 @@
+"""The Python snippets of the docs run: each page's ```python blocks, in order, as one script.
+
+The pages are tutorials whose printed outputs are shown next to the code, so
+they must keep working as ftrans changes.  They run in a subprocess: the
+how-to on primitives registers new primitives, which must not leak into the
+registry of the test process (tests/test_registry.py walks it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/debugging_with_ir.md",
+         "api/tree_util.md"]
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+_RUNNER = """
+import runpy, sys, traceback
+failed = []
+for path in sys.argv[1:]:
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except BaseException:
+        failed.append(path)
+        print(f"=== {path} failed:", file=sys.stderr)
+        traceback.print_exc()
+sys.exit(1 if failed else 0)
+"""
+
+
+def snippets(page: str) -> str:
+    return "\n\n".join(_BLOCK.findall((ROOT / "docs" / page).read_text()))
+
+
+def test_every_page_has_snippets():
+    for page in PAGES:
+        assert snippets(page).strip(), page
+
+
+def test_doc_snippets_run(tmp_path):
+    scripts = []
+    for page in PAGES:
+        script = tmp_path / (page.replace("/", "_").removesuffix(".md") + ".py")
+        script.write_text(snippets(page))
+        scripts.append(str(script))
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    r = subprocess.run([sys.executable, "-c", _RUNNER, *scripts], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-6000:]
+    out = r.stdout
+    # A few of the outputs the pages show.
+    assert "all rules check out" in out
+    assert "sqrt" in out and "(layer)" in out          # the NaN hunt found the line
+    assert "[-6. -4. -4. 14.]" in out                  # grad through forward_diff's transpose
