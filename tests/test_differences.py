@@ -172,3 +172,37 @@ def test_not_deviations():
     v = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0], np.float32)
     assert np.signbit(np.asarray(fnp.sort(v))).tolist() == np.signbit(np.asarray(jnp.sort(v))).tolist()
     assert np.asarray(fnp.argsort(v)).tolist() == np.asarray(jnp.argsort(v)).tolist()
+
+
+# ---------------------------------------------------------------- random, nn, example libraries
+def test_key_is_raw_uint32_data_with_jax_bits():
+    import jax.random as jr
+
+    import ftrans.random as fr
+
+    ours, theirs = fr.key(7), jr.key(7)
+    assert ours.dtype == np.uint32 and ours.shape == (2,)
+    assert jax.dtypes.issubdtype(theirs.dtype, jax.dtypes.prng_key)  # a typed key array in JAX
+    np.testing.assert_array_equal(np.asarray(ours), np.asarray(jr.key_data(theirs)))
+    np.testing.assert_array_equal(np.asarray(fr.uniform(ours, (4,))), np.asarray(jr.uniform(theirs, (4,))))
+
+
+def test_randint_empty_range_raises():
+    import jax.random as jr
+
+    import ftrans.random as fr
+
+    assert np.all(np.asarray(jr.randint(jr.PRNGKey(0), (3,), 5, 2)) == 5)
+    with pytest.raises(errors.FtransValueError, match="minval=5 and maxval=2"):
+        fr.randint(fr.PRNGKey(0), (3,), 5, 2)
+
+
+def test_stax_parallel_init_returns_a_tuple():
+    from jax.example_libraries import stax as jstax
+
+    from ftrans.example_libraries import stax as fstax
+
+    ours = fstax.parallel(fstax.Relu, fstax.Relu)[0](ftrans.random.PRNGKey(0), ((2, 3), (2, 4)))
+    theirs = jstax.parallel(jstax.Relu, jstax.Relu)[0](jax.random.PRNGKey(0), ((2, 3), (2, 4)))
+    assert isinstance(ours, tuple) and not isinstance(theirs, tuple)
+    assert ours[0] == tuple(next(iter(theirs))) == ((2, 3), (2, 4))
