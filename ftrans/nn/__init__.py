@@ -1,4 +1,4 @@
-"""``ftrans.nn``: JAX's neural-network functions (``jax.nn``) and ``nn.initializers``.
+"""``ftrans.nn``: JAX's neural-network functions (JAX's ``nn`` module) and ``nn.initializers``.
 
 Activations, ``softmax``/``log_softmax``/``logsumexp``, ``one_hot`` and
 ``standardize`` follow JAX's formulas and derivative conventions; see

@@ -1,4 +1,4 @@
-"""Activation functions and the other ``jax.nn`` functions, written with ``ftrans.numpy`` and ``ftrans.lax``.
+"""Activation functions and the other functions of JAX's ``nn`` module, written with ``ftrans.numpy`` and ``ftrans.lax``.
 
 Each function follows the formula JAX uses (the same operations in the same
 order), so values agree to the last bit on the same backend, and derivatives
@@ -38,7 +38,7 @@ def _arraylike(name: str, x: Any) -> Any:
 
 
 def identity(x: Any) -> Any:
-    """``jax.nn.identity``: the argument, as an array."""
+    """JAX's ``nn.identity``: the argument, as an array."""
     return _arraylike("identity", x)
 
 
@@ -316,7 +316,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
     except TypeError:
         raise TypeError(
             "one_hot: num_classes must be a concrete Python integer (it sets the output shape), got "
-            f"{type(num_classes).__name__}. The error arose in jax.nn.one_hot argument `num_classes`."
+            f"{type(num_classes).__name__}. Pass the number of classes as an int, or mark it static under jit (static_argnums)."
         ) from None
     x = jnp.asarray(x)
     if not dtypes.is_int(x.dtype):

@@ -1,4 +1,4 @@
-"""``jax.nn.initializers``: parameter initializers ``init(key, shape, dtype) -> Array``.
+"""JAX's ``nn.initializers``: parameter initializers ``init(key, shape, dtype) -> Array``.
 
 They draw from ``ftrans.random`` with the same calls, in the same order, as
 JAX's initializers, so the same key gives the same values bit for bit.
