@@ -11,6 +11,7 @@ The printed IR is checked too: an unbatched decision stays one ``cond`` /
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import jax
@@ -24,6 +25,7 @@ import ftrans
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, typecheck
+from tests.test_control_flow import assert_same as _assert_same
 
 FT = SimpleNamespace(name="ftrans", lax=lax, np=jnp, vmap=ftrans.vmap, jit=ftrans.jit, grad=ftrans.grad)
 JX = SimpleNamespace(name="jax", lax=jax.lax, np=jjnp, vmap=jax.vmap, jit=jax.jit, grad=jax.grad)
@@ -41,22 +43,8 @@ W3 = np.array([0.5, -1.0, 2.0], F32)
 # Helpers
 
 
-def assert_same(got, want, rtol=1e-5, atol=1e-5, what=""):
-    """Same pytree; per leaf an ftrans Array of jax's shape, dtype and weak type, with close values."""
-    g_leaves, g_tree = jax.tree_util.tree_flatten(got)
-    w_leaves, w_tree = jax.tree_util.tree_flatten(want)
-    assert g_tree == w_tree, f"{what}: ftrans returns {g_tree}, jax {w_tree}"
-    for i, (g, w) in enumerate(zip(g_leaves, w_leaves)):
-        where = f"{what} leaf {i}"
-        assert isinstance(g, ftrans.Array), f"{where}: {type(g).__name__} is not an ftrans.Array"
-        assert g.shape == w.shape, f"{where}: shape {g.shape} vs jax {w.shape}"
-        assert g.dtype == w.dtype, f"{where}: dtype {g.dtype} vs jax {w.dtype}"
-        assert g.weak_type == w.weak_type, f"{where}: weak_type {g.weak_type} vs jax {w.weak_type}"
-        a, b = np.asarray(g), np.asarray(w)
-        if np.issubdtype(b.dtype, np.inexact):
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=where)
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=where)
+# test_control_flow's comparison, with this module's looser default atol.
+assert_same = functools.partial(_assert_same, atol=1e-5)
 
 
 def vdiff(prog, *args, in_axes=0, out_axes=0, jit=False, **tol):
