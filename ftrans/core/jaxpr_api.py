@@ -60,7 +60,7 @@ def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tup
 
 def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env: Any = None,
                return_shape: bool = False, abstracted_axes: Any = None) -> Callable[..., Any]:
-    """``jax.make_jaxpr``: a function that returns the IR ``fun`` stages to for given arguments."""
+    """JAX's ``make_jaxpr``: a function that returns the IR ``fun`` stages to for given arguments."""
     if axis_env is not None:
         raise NotImplementedError("make_jaxpr: axis_env is not supported yet")
     if abstracted_axes is not None:
@@ -114,7 +114,7 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 
 
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
-    """``jax.eval_shape``: the output shapes and dtypes, computed by tracing only."""
+    """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs)
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -1,4 +1,4 @@
-"""lax gather / scatter and their dimension-number types (``jax.lax``'s signatures).
+"""lax gather / scatter and their dimension-number types (with the signatures of JAX's ``lax``).
 
 These are thin, checked wrappers: they canonicalise the dimension numbers, the
 mode and the fill value into hashable parameters and bind one primitive.  Like
@@ -31,7 +31,7 @@ def _gather_mode(mode: Any) -> GatherScatterMode:
 def gather(operand: Any, start_indices: Any, dimension_numbers: Any, slice_sizes: Any, *,
            unique_indices: bool = False, indices_are_sorted: bool = False, mode: Any = None,
            fill_value: Any = None) -> Any:
-    """``jax.lax.gather``: XLA's gather; the index vector is the last axis of ``start_indices``."""
+    """JAX's ``lax.gather``: XLA's gather; the index vector is the last axis of ``start_indices``."""
     check_arraylike("gather", operand, start_indices)
     operand, start_indices = as_operand(operand), as_operand(start_indices)
     parsed = _gather_mode(mode)
@@ -81,7 +81,7 @@ def _scatter(prim, name: str, operand: Any, scatter_indices: Any, updates: Any, 
 
 def scatter(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
             indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter``: write ``updates`` windows into a copy of ``operand``.
+    """JAX's ``lax.scatter``: write ``updates`` windows into a copy of ``operand``.
 
     The default mode (None) is FILL_OR_DROP, as in jax: out-of-bounds windows are skipped.
     """
@@ -91,14 +91,14 @@ def scatter(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers:
 
 def scatter_add(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter_add``: add ``updates`` windows (repeated indices accumulate)."""
+    """JAX's ``lax.scatter_add``: add ``updates`` windows (repeated indices accumulate)."""
     return _scatter(I.scatter_add_p, "scatter_add", operand, scatter_indices, updates, dimension_numbers,
                     indices_are_sorted, unique_indices, mode)
 
 
 def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter_sub``: a scatter-add of the negated updates (exact, wrapping for ints)."""
+    """JAX's ``lax.scatter_sub``: a scatter-add of the negated updates (exact, wrapping for ints)."""
     check_arraylike("scatter_sub", operand, scatter_indices, updates)
     operand = as_operand(operand)
     neg = E.neg_p.bind(_updates_like("scatter_sub", operand, updates))
@@ -108,20 +108,20 @@ def scatter_sub(operand: Any, scatter_indices: Any, updates: Any, dimension_numb
 
 def scatter_mul(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter_mul``: multiply by ``updates`` windows (repeated indices accumulate)."""
+    """JAX's ``lax.scatter_mul``: multiply by ``updates`` windows (repeated indices accumulate)."""
     return _scatter(I.scatter_mul_p, "scatter_mul", operand, scatter_indices, updates, dimension_numbers,
                     indices_are_sorted, unique_indices, mode)
 
 
 def scatter_min(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter_min``: elementwise minimum with ``updates`` windows."""
+    """JAX's ``lax.scatter_min``: elementwise minimum with ``updates`` windows."""
     return _scatter(I.scatter_min_p, "scatter_min", operand, scatter_indices, updates, dimension_numbers,
                     indices_are_sorted, unique_indices, mode)
 
 
 def scatter_max(operand: Any, scatter_indices: Any, updates: Any, dimension_numbers: Any, *,
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Any:
-    """``jax.lax.scatter_max``: elementwise maximum with ``updates`` windows."""
+    """JAX's ``lax.scatter_max``: elementwise maximum with ``updates`` windows."""
     return _scatter(I.scatter_max_p, "scatter_max", operand, scatter_indices, updates, dimension_numbers,
                     indices_are_sorted, unique_indices, mode)

@@ -1,4 +1,4 @@
-"""``jax.lax``'s element-level API: thin, checked wrappers that bind one primitive each.
+"""The element-level API of JAX's ``lax``: thin, checked wrappers that bind one primitive each.
 
 lax is strict like XLA: operands must already agree in dtype (and, apart from
 rank-0 operands of elementwise operations, in shape); nothing is broadcast or

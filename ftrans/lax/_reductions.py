@@ -1,7 +1,7 @@
 """lax sort, cumulative reductions, reductions over axes, arg-reductions and dot_general.
 
 These are thin wrappers that bind one primitive each (``top_k`` binds a few).
-Like ``jax.lax`` they do not promote or broadcast; they do check their operands
+Like JAX's ``lax`` they do not promote or broadcast; they do check their operands
 with the primitive's own abstract-eval rule even eagerly, so a bad call fails
 with the same message whether or not it is being traced.
 """

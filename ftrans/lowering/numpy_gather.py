@@ -3,9 +3,9 @@
 These exist so that every indexing primitive in ``ftrans`` has one
 unambiguous executable definition: backends that lower to NumPy call them
 directly, and faster lowerings are tested against them.  The semantics are
-those of XLA / StableHLO (and therefore of ``jax.lax.gather`` and the
-``jax.lax.scatter*`` family), restricted to the convention used by
-``jax.lax`` that the index-vector dimension is always the *last* dimension of
+those of XLA / StableHLO (and therefore of JAX's ``lax.gather`` and the
+JAX's ``lax.scatter*`` family), restricted to the convention used by
+JAX's ``lax`` that the index-vector dimension is always the *last* dimension of
 ``indices``.
 
 Both operations are expressed as a single fancy-indexing step on the
@@ -50,7 +50,7 @@ __all__ = [
 
 
 class GatherDimensionNumbers(NamedTuple):
-    """Mirrors ``jax.lax.GatherDimensionNumbers`` so either can be passed."""
+    """Mirrors JAX's ``lax.GatherDimensionNumbers`` so either can be passed."""
 
     offset_dims: tuple[int, ...]
     collapsed_slice_dims: tuple[int, ...]
@@ -60,7 +60,7 @@ class GatherDimensionNumbers(NamedTuple):
 
 
 class ScatterDimensionNumbers(NamedTuple):
-    """Mirrors ``jax.lax.ScatterDimensionNumbers`` so either can be passed."""
+    """Mirrors JAX's ``lax.ScatterDimensionNumbers`` so either can be passed."""
 
     update_window_dims: tuple[int, ...]
     inserted_window_dims: tuple[int, ...]

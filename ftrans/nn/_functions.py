@@ -320,7 +320,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
         ) from None
     x = jnp.asarray(x)
     if not dtypes.is_int(x.dtype):
-        warnings.warn(f"jax.nn.one_hot input should be integer-typed; got dtype={x.dtype}",
+        warnings.warn(f"one_hot input should be integer-typed (as in JAX); got dtype={x.dtype}",
                       DeprecationWarning, stacklevel=2)
     dtype = dtypes.default_float() if dtype is None else dtype
     nd = ndim_of(x)

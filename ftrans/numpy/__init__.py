@@ -1,4 +1,4 @@
-"""``ftrans.numpy``: the ``jax.numpy`` API, written only in terms of ftrans primitives."""
+"""``ftrans.numpy``: the JAX's ``numpy`` API, written only in terms of ftrans primitives."""
 
 
 import numpy as _np

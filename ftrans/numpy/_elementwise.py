@@ -6,7 +6,7 @@ already matches ``jnp``'s, so the primitive's NumPy rule runs directly.  Any
 exception on that path falls back to the general path, which raises ftrans's
 own errors.
 
-Everything else follows ``jax.numpy`` function by function: which promotion a
+Everything else follows JAX's ``numpy`` function by function: which promotion a
 function applies (plain, "numeric" where bool becomes int32, or "inexact" where
 integers become the default float), which constants are weakly typed (so the
 result's weak type matches JAX's), and XLA's edge cases (integer division by

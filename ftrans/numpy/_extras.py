@@ -1,4 +1,4 @@
-"""Less central ``jax.numpy`` functions: comparisons, differences, number theory,
+"""Less central JAX's ``numpy`` functions: comparisons, differences, number theory,
 float decomposition, polynomials, sets, statistics, windows.
 
 Everything here is composed from other ``ftrans.numpy`` / ``ftrans.lax``
@@ -366,7 +366,7 @@ def i0(x: Any) -> Any:
     (x,) = _inexact("i0", x)
     d = dtype_weak(x)[0]
     if d.kind == "c":
-        raise FtransValueError(f"Unsupported input type to jax.numpy.i0: {d}")
+        raise FtransValueError(f"Unsupported input type to jnp.i0: {d}")
     ax = jnp.abs(x)
     small = jnp.less_equal(ax, 8.0)
     safe_big = jnp.where(small, jnp.full_like(ax, 8.0), ax)

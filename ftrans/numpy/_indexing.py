@@ -1,6 +1,6 @@
 """NumPy indexing (``x[idx]``), ``x.at[idx]`` updates, ``take``, ``nonzero``, ``select``, ...
 
-Indexing follows ``jax.numpy``: an index is parsed once (``_parse``) into a list
+Indexing follows JAX's ``numpy``: an index is parsed once (``_parse``) into a list
 of typed entries, then lowered by the cheapest strategy that can express it,
 which keeps the staged IR readable:
 
@@ -1206,7 +1206,7 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     """
     if inplace:
         raise FtransValueError(
-            "jax.numpy.put cannot modify arrays in-place, because ftrans arrays are immutable. "
+            "jnp.put cannot modify arrays in-place, because ftrans arrays are immutable. "
             "Pass inplace=False to instead return an updated array."
         )
     check_arraylike("put", a, ind, v)

@@ -1,4 +1,4 @@
-"""Host-side helpers of ``jax.numpy``: printing options, file and buffer I/O, DLPack,
+"""Host-side helpers of JAX's ``numpy``: printing options, file and buffer I/O, DLPack,
 ``fromfunction`` and ``einsum_path``.
 
 These run on concrete data (or on shapes only), so most are NumPy's own

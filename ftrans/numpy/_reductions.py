@@ -1,6 +1,6 @@
 """Reductions: sum, prod, mean, var, max, argmax, any, all, cumulative sums, ...
 
-Every function follows ``jax.numpy``'s dtype rules: small integers and bools
+Every function follows the dtype rules of JAX's ``numpy``: small integers and bools
 sum in the default integer type, means and variances of integers are floats,
 half-precision floats are accumulated in float32 and rounded once, and every
 result is strongly typed (a reduction of a Python scalar is a normal array).

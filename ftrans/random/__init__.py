@@ -1,9 +1,9 @@
 """``ftrans.random``: JAX's functional random numbers, bit for bit.
 
-A key is a ``uint32[2]`` array (what ``jax.random.PRNGKey`` returns); every
+A key is a ``uint32[2]`` array (what JAX's ``random.PRNGKey`` returns); every
 sampler is a pure function of its key, and the threefry2x32 counter scheme is
 JAX's default (``jax_threefry_partitionable``), so the same key, shape and
-dtype give the same bits as ``jax.random``.  See ``docs/random.md``.
+dtype give the same bits as JAX's ``random``.  See ``docs/random.md``.
 """
 
 from ftrans.random._samplers import (

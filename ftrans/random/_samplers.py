@@ -1,9 +1,9 @@
-"""``jax.random``'s samplers over threefry2x32 keys, producing JAX's bits.
+"""The samplers of JAX's ``random`` module over threefry2x32 keys, producing JAX's bits.
 
 Every public function validates its arguments here, in Python, where
 concrete values and the user's line are at hand, then calls a jitted core
 whose static arguments are the shape, dtype and options.  Running the cores
-through XLA (as ``jax.random`` does) keeps eager results bit-identical with
+through XLA (as JAX's ``random`` does) keeps eager results bit-identical with
 JAX's even where a sampler uses transcendental functions (``erf_inv``,
 ``log``) whose last bits NumPy computes differently; ``jit`` composes with
 ``vmap`` and ``grad``, so the cores batch over keys and differentiate in
@@ -66,7 +66,7 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
         if str(key.dtype).startswith("key<"):
             raise FtransTypeError(
                 f"ftrans.random.{name}: got a jax typed key array ({key.dtype}); ftrans keys are "
-                "raw uint32[2] arrays: pass jax.random.key_data(k), or make the key with "
+                "raw uint32[2] arrays: pass JAX's random.key_data(k), or make the key with "
                 "ftrans.random.PRNGKey")
         k = np.asarray(key)
     else:
@@ -205,13 +205,13 @@ def _seed_from_concrete(name: str, seed: Any) -> Array:
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
-    """A threefry2x32 key (``uint32[2]``) from an integer seed, as ``jax.random.PRNGKey``."""
+    """A threefry2x32 key (``uint32[2]``) from an integer seed, as JAX's ``random.PRNGKey``."""
     _check_impl("PRNGKey", impl)
     return _make_key("PRNGKey", seed)
 
 
 def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """``jax.random.key``; ftrans returns the raw ``uint32[2]`` key data (like ``PRNGKey``)."""
+    """JAX's ``random.key``; ftrans returns the raw ``uint32[2]`` key data (like ``PRNGKey``)."""
     if impl is not None and dtype is not None:
         raise FtransValueError("ftrans.random.key: give impl or dtype, not both")
     _check_impl("key", impl if impl is not None else dtype)
@@ -256,7 +256,7 @@ def _split(k: Any, shape: tuple[int, ...]) -> Any:
 
 
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
-    """``num`` new keys (a leading axis, or ``num`` as a shape), as ``jax.random.split``."""
+    """``num`` new keys (a leading axis, or ``num`` as a shape), as JAX's ``random.split``."""
     k = _check_key("split", key)
     shape = _canonical_shape("split", num)
     return _split(k, shape)
@@ -268,7 +268,7 @@ def _fold_in(k: Any, data: Any) -> Any:
 
 
 def fold_in(key: Any, data: Any) -> Any:
-    """A new key from ``key`` and the 32-bit integer ``data``, as ``jax.random.fold_in``."""
+    """A new key from ``key`` and the 32-bit integer ``data``, as JAX's ``random.fold_in``."""
     k = _check_key("fold_in", key)
     if type(data) is int:
         if not 0 <= data < 2**32:
@@ -292,7 +292,7 @@ def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
 
 
 def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
-    """Uniform random unsigned integers (every bit random), as ``jax.random.bits``."""
+    """Uniform random unsigned integers (every bit random), as JAX's ``random.bits``."""
     k = _check_key("bits", key)
     d = dtypes.default_uint() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind != "u":
@@ -338,7 +338,7 @@ _uniform = jit(_uniform_core, static_argnums=(3, 4))
 
 
 def uniform(key: Any, shape: Any = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
-    """Uniform floats in ``[minval, maxval)``, as ``jax.random.uniform``."""
+    """Uniform floats in ``[minval, maxval)``, as JAX's ``random.uniform``."""
     k = _check_key("uniform", key)
     shape = _canonical_shape("uniform", shape)
     d = _float_dtype("uniform", dtype)
@@ -367,7 +367,7 @@ def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 
 def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
-    """Standard normal floats (or complex), as ``jax.random.normal``."""
+    """Standard normal floats (or complex), as JAX's ``random.normal``."""
     k = _check_key("normal", key)
     shape = _canonical_shape("normal", shape)
     d = _float_dtype("normal", dtype, allow_complex=True)
@@ -390,7 +390,7 @@ def _truncated_normal(k: Any, lower: Any, upper: Any, shape: tuple[int, ...], dt
 
 
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Any = None, dtype: Any = None) -> Any:
-    """Standard normal floats restricted to ``(lower, upper)``, as ``jax.random.truncated_normal``."""
+    """Standard normal floats restricted to ``(lower, upper)``, as JAX's ``random.truncated_normal``."""
     k = _check_key("truncated_normal", key)
     d = _float_dtype("truncated_normal", dtype)
     _check_arraylike("truncated_normal", lower, upper)
@@ -465,7 +465,7 @@ def _gumbel_mode(name: str, mode: Any) -> str:
 
 
 def gumbel(key: Any, shape: Any = (), dtype: Any = None, mode: str | None = None) -> Any:
-    """Standard Gumbel floats, as ``jax.random.gumbel``."""
+    """Standard Gumbel floats, as JAX's ``random.gumbel``."""
     k = _check_key("gumbel", key)
     d = _float_dtype("gumbel", dtype)
     shape = _canonical_shape("gumbel", shape)
@@ -485,7 +485,7 @@ def _bernoulli(k: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
 
 
 def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: str = "low") -> Any:
-    """Booleans that are True with probability ``p``, as ``jax.random.bernoulli``."""
+    """Booleans that are True with probability ``p``, as JAX's ``random.bernoulli``."""
     if mode not in ("high", "low"):
         raise FtransValueError(f"ftrans.random.bernoulli: mode must be 'high' or 'low', got {mode!r}")
     k = _check_key("bernoulli", key)
@@ -570,7 +570,7 @@ def _check_randint_range(minval: Any, maxval: Any) -> None:
 
 
 def randint(key: Any, shape: Any, minval: Any, maxval: Any, dtype: Any = None) -> Any:
-    """Uniform integers in ``[minval, maxval)``, as ``jax.random.randint``."""
+    """Uniform integers in ``[minval, maxval)``, as JAX's ``random.randint``."""
     k = _check_key("randint", key)
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind not in "iu":
@@ -630,7 +630,7 @@ def _axis(name: str, axis: Any, ndim: int) -> int:
 
 
 def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
-    """A shuffled ``arange(x)`` or a copy of ``x`` shuffled along ``axis``, as ``jax.random.permutation``."""
+    """A shuffled ``arange(x)`` or a copy of ``x`` shuffled along ``axis``, as JAX's ``random.permutation``."""
     k = _check_key("permutation", key)
     _check_arraylike("permutation", x)
     nd = len(shape_of(x))
@@ -662,7 +662,7 @@ def shuffle(key: Any, x: Any, axis: int = 0) -> Any:
     Use ``permutation(key, x, axis, independent=True)``, which gives the same bits.
     """
     warnings.warn(
-        "ftrans.random.shuffle is deprecated and will be removed (jax.random.shuffle was); use "
+        "ftrans.random.shuffle is deprecated and will be removed (JAX's random.shuffle was); use "
         "ftrans.random.permutation with independent=True", DeprecationWarning, stacklevel=2)
     k = _check_key("shuffle", key)
     _check_arraylike("shuffle", x)
@@ -686,7 +686,7 @@ def _choice_p(k: Any, p: Any, shape: tuple[int, ...], replace: bool, n_draws: in
 
 def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p: Any = None,
            axis: int = 0, mode: str | None = None) -> Any:
-    """A random sample of ``a`` (or of ``arange(a)``), as ``jax.random.choice``."""
+    """A random sample of ``a`` (or of ``arange(a)``), as JAX's ``random.choice``."""
     k = _check_key("choice", key)
     if not isinstance(shape, Sequence):
         raise FtransTypeError(
@@ -764,7 +764,7 @@ def _categorical(k: Any, logits: Any, shape: tuple[int, ...], batch_shape: tuple
 
 def categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, replace: bool = True,
                 mode: str | None = None) -> Any:
-    """Samples from categorical distributions given by ``logits``, as ``jax.random.categorical``."""
+    """Samples from categorical distributions given by ``logits``, as JAX's ``random.categorical``."""
     k = _check_key("categorical", key)
     _check_arraylike("categorical", logits)
     logits = _asarray(logits)

@@ -1,4 +1,4 @@
-"""``ftrans.scipy``: the ``jax.scipy`` subset ftrans provides (``scipy.special``)."""
+"""``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``)."""
 
 from ftrans.scipy import special
 

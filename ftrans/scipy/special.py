@@ -1,4 +1,4 @@
-"""``ftrans.scipy.special``: JAX's ``jax.scipy.special`` subset, on ``ftrans.numpy`` and ``ftrans.lax``.
+"""``ftrans.scipy.special``: JAX's ``scipy.special`` subset, on ``ftrans.numpy`` and ``ftrans.lax``.
 
 Every function promotes its arguments to an inexact dtype first (integers
 become the default float), as JAX's do. ``logit``, ``xlogy``, ``xlog1py`` and

@@ -394,7 +394,7 @@ def _output(t: Any) -> Any:
 
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         has_aux: bool = False) -> tuple[Any, ...]:
-    """``jax.jvp``: ``(fun(*primals), J·tangents)``, plus ``aux`` when ``has_aux``.
+    """JAX's ``jvp``: ``(fun(*primals), J·tangents)``, plus ``aux`` when ``has_aux``.
 
     ``primals`` and ``tangents`` are tuples/lists of pytrees with equal
     structure, shapes and (tangent) dtypes; integer and bool primals take

@@ -336,7 +336,7 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
 
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
          spmd_axis_name: Any = None) -> Callable:
-    """``jax.vmap``: map ``fun`` over axes of its arguments, with batching rules instead of a loop."""
+    """JAX's ``vmap``: map ``fun`` over axes of its arguments, with batching rules instead of a loop."""
     if not callable(fun):
         raise FtransTypeError(f"vmap: expected a function, got {type(fun).__name__}")
     if spmd_axis_name is not None:

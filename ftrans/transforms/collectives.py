@@ -485,7 +485,7 @@ def _all_to_all_t(ct: Any, x: Any, *, axis_name: Any, split_axis: int, concat_ax
 
 
 # ----------------------------------------------------------------------------
-# The public API (jax.lax's names and signatures)
+# The public API (JAX's lax names and signatures)
 
 
 def _no_groups(op: str, axis_index_groups: Any) -> None:
@@ -571,22 +571,22 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
 
 
 def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-    """``jax.lax.psum``: the sum of ``x`` (a pytree) over the named axis (or axes; ints are positional axes)."""
+    """JAX's ``lax.psum``: the sum of ``x`` (a pytree) over the named axis (or axes; ints are positional axes)."""
     return _reduce("psum", psum_p, R.reduce_sum_p, x, axis_name, axis_index_groups)
 
 
 def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-    """``jax.lax.pmax``: the maximum of ``x`` (a pytree) over the named axis (or axes)."""
+    """JAX's ``lax.pmax``: the maximum of ``x`` (a pytree) over the named axis (or axes)."""
     return _reduce("pmax", pmax_p, R.reduce_max_p, x, axis_name, axis_index_groups)
 
 
 def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-    """``jax.lax.pmin``: the minimum of ``x`` (a pytree) over the named axis (or axes)."""
+    """JAX's ``lax.pmin``: the minimum of ``x`` (a pytree) over the named axis (or axes)."""
     return _reduce("pmin", pmin_p, R.reduce_min_p, x, axis_name, axis_index_groups)
 
 
 def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
-    """``jax.lax.pmean``: the mean of ``x`` (a pytree) over the named axis (or axes)."""
+    """JAX's ``lax.pmean``: the mean of ``x`` (a pytree) over the named axis (or axes)."""
     _no_groups("pmean", axis_index_groups)
     names = _as_names("pmean", axis_name)
     frames = _frames("pmean", tuple(n for n in names if type(n) is not int))
@@ -608,7 +608,7 @@ def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 
 
 def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
-    """``jax.lax.all_gather``: every element's ``x`` (a pytree), stacked (or, ``tiled``, concatenated) along ``axis``.
+    """JAX's ``lax.all_gather``: every element's ``x`` (a pytree), stacked (or, ``tiled``, concatenated) along ``axis``.
 
     Several axis names gather over all of them, the last varying fastest.
     """
@@ -634,7 +634,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
 def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axis_index_groups: Any = None,
                tiled: bool = False) -> Any:
-    """``jax.lax.all_to_all``: split ``x`` (a pytree) along ``split_axis`` over the axis's elements and
+    """JAX's ``lax.all_to_all``: split ``x`` (a pytree) along ``split_axis`` over the axis's elements and
     concatenate what each receives along ``concat_axis``."""
     _no_groups("all_to_all", axis_index_groups)
     name = _single_name("all_to_all", axis_name)
@@ -654,7 +654,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
 
 
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
-    """``jax.lax.ppermute``: element ``src``'s ``x`` (a pytree) goes to element ``dst`` for each ``(src, dst)``
+    """JAX's ``lax.ppermute``: element ``src``'s ``x`` (a pytree) goes to element ``dst`` for each ``(src, dst)``
     in ``perm``; elements that receive nothing get zeros."""
     name = _single_name("ppermute", axis_name)
     n = _axis_size("ppermute", name)
@@ -669,7 +669,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
                  tiled: bool = False) -> Any:
-    """``jax.lax.psum_scatter``: the sum over the axis of ``x`` (a pytree), of which element ``k`` keeps
+    """JAX's ``lax.psum_scatter``: the sum over the axis of ``x`` (a pytree), of which element ``k`` keeps
     block ``k`` along ``scatter_dimension``."""
     _no_groups("psum_scatter", axis_index_groups)
     name = _single_name("psum_scatter", axis_name)
@@ -687,7 +687,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 
 
 def axis_index(axis_name: Any) -> Any:
-    """``jax.lax.axis_index``: this element's int32 index along the named axis (several names: row-major)."""
+    """JAX's ``lax.axis_index``: this element's int32 index along the named axis (several names: row-major)."""
     names = _as_names("axis_index", axis_name)
     if not names:
         raise FtransValueError("axis_index: axis_name is an empty tuple; give at least one axis name")

@@ -180,7 +180,7 @@ custom_vjp_call_p = _call_primitive("custom_vjp_call")
 
 
 class custom_jvp:  # noqa: N801 - JAX's name
-    """``jax.custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
+    """JAX's ``custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
         if not callable(fun):
@@ -284,7 +284,7 @@ def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: A
 
 
 class custom_vjp:  # noqa: N801 - JAX's name
-    """``jax.custom_vjp``: a function with a user-defined VJP (``defvjp(fwd, bwd)``)."""
+    """JAX's ``custom_vjp``: a function with a user-defined VJP (``defvjp(fwd, bwd)``)."""
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
         if not callable(fun):

@@ -698,7 +698,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool = False,
         abstracted_axes: Any = None, compiler_options: Any = None,
         max_cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
-    """``jax.jit``: compile ``fun`` with XLA for each new argument signature.
+    """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
     """

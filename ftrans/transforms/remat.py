@@ -115,7 +115,7 @@ def _barrier_transpose(cts: list, *args: Any) -> list:
 
 
 def optimization_barrier(operand: Any) -> Any:
-    """``jax.lax.optimization_barrier``: an identity XLA may not optimize across."""
+    """JAX's ``lax.optimization_barrier``: an identity XLA may not optimize across."""
     from ftrans.numpy._util import as_operand
 
     leaves, tree = tree_util.tree_flatten(operand)
@@ -281,7 +281,7 @@ def _remat_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, prevent_cse: boo
 
 def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,
                static_argnums: int | Sequence[int] = ()) -> Callable:
-    """``jax.checkpoint``: ``fun``'s intermediate values are recomputed in the backward pass instead of
+    """JAX's ``checkpoint``: ``fun``'s intermediate values are recomputed in the backward pass instead of
     saved, except those ``policy`` allows saving."""
     if not callable(fun):
         raise FtransTypeError(f"checkpoint: expected a function, got {type(fun).__name__}")

@@ -133,7 +133,7 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
 
 
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
-    """``jax.vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
+    """JAX's ``vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
     a tuple with one cotangent per primal."""
     if reduce_axes:
         raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
@@ -243,7 +243,7 @@ def _check_scalar_output(where: str, name: str, out: Any, holomorphic: bool) -> 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    holomorphic: bool = False, allow_int: bool = False,
                    reduce_axes: Sequence = ()) -> Callable[..., Any]:
-    """``jax.value_and_grad``: a function returning ``(fun(*args), gradient)`` (``((value, aux), grad)`` with
+    """JAX's ``value_and_grad``: a function returning ``(fun(*args), gradient)`` (``((value, aux), grad)`` with
     ``has_aux``); the gradient has the structure of the ``argnums`` arguments."""
     if reduce_axes:
         raise NotImplementedError("value_and_grad: reduce_axes is not supported (it was removed from JAX too)")
@@ -305,7 +305,7 @@ def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False, reduce_axes: Sequence = ()) -> Callable[..., Any]:
-    """``jax.grad``: the gradient of a scalar-output ``fun`` with respect to the ``argnums`` arguments
+    """JAX's ``grad``: the gradient of a scalar-output ``fun`` with respect to the ``argnums`` arguments
     (``(grad, aux)`` with ``has_aux``)."""
     if reduce_axes:
         raise NotImplementedError("grad: reduce_axes is not supported (it was removed from JAX too)")
@@ -329,7 +329,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
 
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
-    """``jax.linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
+    """JAX's ``linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
     without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``)."""
     if not callable(fun):
         raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")

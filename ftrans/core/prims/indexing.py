@@ -2,7 +2,7 @@
 
 ``gather`` reads windows of an operand at positions given by an index array;
 the ``scatter`` family writes (or combines) windows of ``updates`` into a copy
-of the operand.  Both follow ``jax.lax``'s convention that the index vector is
+of the operand.  Both follow the convention of JAX's ``lax`` that the index vector is
 the *last* dimension of the index array.  The dimension numbers are the
 NamedTuples of ``ftrans.lowering.numpy_gather`` (field-compatible with jax's),
 always with plain ``int`` tuples so parameters are hashable and print well.
@@ -34,7 +34,7 @@ ScatterDimensionNumbers = G.ScatterDimensionNumbers
 
 
 class GatherScatterMode(enum.Enum):
-    """How a gather or scatter treats out-of-bounds indices (``jax.lax.GatherScatterMode``)."""
+    """How a gather or scatter treats out-of-bounds indices (JAX's ``lax.GatherScatterMode``)."""
 
     CLIP = enum.auto()
     FILL_OR_DROP = enum.auto()

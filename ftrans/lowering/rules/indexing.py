@@ -1,6 +1,6 @@
 """Lowering of ``gather`` and the ``scatter`` family to ``stablehlo.gather`` / ``stablehlo.scatter``.
 
-The primitives follow ``jax.lax``: the index vector is always the *last*
+The primitives follow JAX's ``lax``: the index vector is always the *last*
 dimension of ``indices``, so ``index_vector_dim`` is ``indices.ndim - 1``.
 Out-of-bounds handling is where the primitives and XLA differ, and is done here:
 

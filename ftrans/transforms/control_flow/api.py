@@ -202,7 +202,7 @@ def _operands(name: str, operands: tuple, operand: Any) -> tuple:
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
-    """``jax.lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
+    """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
     from ftrans import lax
 
     _check_callable("cond", true_fun=true_fun, false_fun=false_fun)
@@ -232,7 +232,7 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
 
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
-    """``jax.lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    """JAX's ``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
     from ftrans import lax
 
     if not isinstance(branches, (list, tuple)) or not branches:
@@ -265,7 +265,7 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: An
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
-    """``jax.lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
+    """JAX's ``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
     _check_callable("while_loop", cond_fun=cond_fun, body_fun=body_fun)
     if config.disable_jit:
         val = init_val
@@ -319,7 +319,7 @@ def _unroll(name: str, unroll: Any, length: int) -> int:
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
-    """``jax.lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``, as one primitive."""
+    """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``, as one primitive."""
     _check_callable("scan", f=f)
     x_ops, x_tree = _flatten_operands(xs, "xs")
     x_paths = _leaf_paths(x_tree)
@@ -407,7 +407,7 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
-    """``jax.lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
+    """JAX's ``lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
     from ftrans import lax
     from ftrans.numpy._util import dtype_weak
 
@@ -452,7 +452,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
 
 
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - JAX's name
-    """``jax.lax.map``: ``f`` over the leading axis of ``xs`` with a ``scan`` (``batch_size``: vmapped chunks)."""
+    """JAX's ``lax.map``: ``f`` over the leading axis of ``xs`` with a ``scan`` (``batch_size``: vmapped chunks)."""
     _check_callable("map", f=f)
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
