@@ -102,7 +102,7 @@ def _to_array(where: str, path: str, x: Any) -> Any:
     """An ftrans array for a leaf (Python scalars get ftrans's default, weakly typed dtype)."""
     if isinstance(x, (Array, Tracer)):
         return x
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     try:
         return as_operand(x)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
 from ftrans.errors import FtransTypeError
-from ftrans.numpy._util import as_operand, check_arraylike, convert, dtype_weak
 
 __all__ = [
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather", "scatter",

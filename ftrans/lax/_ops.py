@@ -29,13 +29,13 @@ from ftrans import tree_util
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, state
 from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
-from ftrans.numpy._util import as_operand, check_arraylike, convert, dtype_weak, shape_of
 
 __all__ = [
     "RoundingMethod",

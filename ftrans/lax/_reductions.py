@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftrans.core import dtypes
+from ftrans.core.operands import as_operand, aval_of, check_arraylike, shape_of
 from ftrans.core.primitive import Primitive, abstract_eval_rules
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.errors import FtransValueError
-from ftrans.numpy._util import as_operand, aval_of, check_arraylike, shape_of
 
 __all__ = [
     "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",

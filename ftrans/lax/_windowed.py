@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core.operands import as_operand, check_arraylike, concrete_or_error, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import as_operand, check_arraylike, concrete_or_error, convert, dtype_weak
 
 __all__ = ["reduce_window", "padtype_to_pads", "reduce_window_sum", "reduce_window_max",
            "reduce_window_min"]

@@ -18,8 +18,8 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
+from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
 from ftrans.numpy._elementwise import _inexact
-from ftrans.numpy._util import canonicalize_axes, check_arraylike, ndim_of, shape_of
 from ftrans.scipy.special import logsumexp
 from ftrans.transforms.custom_derivatives import custom_jvp
 

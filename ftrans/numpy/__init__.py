@@ -75,7 +75,7 @@ newaxis = None
 
 def result_type(*args):
     """``jnp.result_type``: JAX's promotion over arrays, dtypes and Python scalars."""
-    from ftrans.numpy._util import dtype_weak
+    from ftrans.core.operands import dtype_weak
 
     pairs = []
     for a in args:

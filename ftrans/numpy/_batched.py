@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.operands import broadcast_shapes, broadcast_to_shape, dtype_weak, shape_of
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import broadcast_shapes, broadcast_to_shape, dtype_weak, shape_of
 
 
 def _kind(d: np.dtype) -> str:

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.operands import as_operand, check_arraylike, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.numpy._util import as_operand, check_arraylike, dtype_weak
 
 __all__ = ["astype", "can_cast"]
 

@@ -17,12 +17,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, state
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy import _shape
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
     broadcast_to_shape,
@@ -33,6 +28,11 @@ from ftrans.numpy._util import (
     scalar_to_array,
     shape_of,
 )
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import Tracer, state
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy import _shape
 
 __all__ = [
     "array", "asarray", "copy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",

@@ -24,13 +24,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.primitive import Primitive, _all_weak, never_weak
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import structural as S
-from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
-from ftrans.core.trace import Tracer, state
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
     broadcast_to_shape,
@@ -41,6 +35,12 @@ from ftrans.numpy._util import (
     promote_dtypes,
     shape_of,
 )
+from ftrans.core.primitive import Primitive, _all_weak, never_weak
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
+from ftrans.core.trace import Tracer, state
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__: list[str] = []
 

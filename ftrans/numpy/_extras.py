@@ -22,10 +22,7 @@ import numpy as np
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
-from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._elementwise import _inexact
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     canonicalize_axis,
     check_arraylike,
     concrete_or_error,
@@ -34,6 +31,9 @@ from ftrans.numpy._util import (
     promote_dtypes,
     shape_of,
 )
+from ftrans.core.trace import Tracer
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._elementwise import _inexact
 
 __all__ = [
     "allclose", "isclose", "array_equal", "array_equiv", "diff", "ediff1d", "cross", "gcd", "lcm",

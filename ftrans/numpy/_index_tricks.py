@@ -18,8 +18,8 @@ import numpy as np
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
+from ftrans.core.operands import check_arraylike, concrete_or_error, shape_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import check_arraylike, concrete_or_error, shape_of
 
 __all__ = [
     "tril_indices", "triu_indices", "tril_indices_from", "triu_indices_from", "diag_indices",

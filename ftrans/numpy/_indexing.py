@@ -30,6 +30,18 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.operands import (
+    as_operand,
+    broadcast_shapes,
+    broadcast_to_shape,
+    canonicalize_axis,
+    check_arraylike,
+    concrete_or_error,
+    convert,
+    dtype_weak,
+    promote_dtypes,
+    shape_of,
+)
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims import reductions as R
@@ -42,18 +54,6 @@ from ftrans.errors import (
     FtransTypeError,
     FtransValueError,
     NonConcreteBooleanIndexError,
-)
-from ftrans.numpy._util import (
-    as_operand,
-    broadcast_shapes,
-    broadcast_to_shape,
-    canonicalize_axis,
-    check_arraylike,
-    concrete_or_error,
-    convert,
-    dtype_weak,
-    promote_dtypes,
-    shape_of,
 )
 
 __all__ = [

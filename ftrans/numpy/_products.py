@@ -13,12 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftrans.core import dtypes
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import reductions as R
-from ftrans.core.prims import structural as S
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
     broadcast_to_shape,
@@ -29,6 +24,11 @@ from ftrans.numpy._util import (
     promote_dtypes,
     shape_of,
 )
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
 
 __all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum", "kron", "trace", "diagonal"]
 

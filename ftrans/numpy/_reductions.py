@@ -17,15 +17,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.primitive import Primitive
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import reductions as R
-from ftrans.core.prims import sorting as So
-from ftrans.core.prims import structural as S
-from ftrans.core.prims._base import quiet
-from ftrans.core.trace import state
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     broadcast_to_shape,
     canonicalize_axes,
@@ -36,6 +28,14 @@ from ftrans.numpy._util import (
     dtype_weak,
     shape_of,
 )
+from ftrans.core.primitive import Primitive
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.core.prims._base import quiet
+from ftrans.core.trace import state
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std", "ptp",
@@ -647,7 +647,7 @@ def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = F
 def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False,
             keepdims: bool = False) -> Any:
     """``jnp.average``: the (weighted) mean; ``returned=True`` also gives the sum of weights."""
-    from ftrans.numpy._util import promote_dtypes
+    from ftrans.core.operands import promote_dtypes
 
     x = _operand("average", a)
     shape = tuple(shape_of(x))

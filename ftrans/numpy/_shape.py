@@ -19,11 +19,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     canonicalize_axis,
     check_arraylike,
@@ -31,6 +27,10 @@ from ftrans.numpy._util import (
     dtype_weak,
     shape_of,
 )
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import Tracer
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",

@@ -16,11 +16,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array
-from ftrans.core.prims import elementwise as E
-from ftrans.core.prims import sorting as So
-from ftrans.core.prims import structural as S
-from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import (
+from ftrans.core.operands import (
     as_operand,
     broadcast_to_shape,
     canonicalize_axis,
@@ -30,6 +26,10 @@ from ftrans.numpy._util import (
     promote_dtypes,
     shape_of,
 )
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import sorting as So
+from ftrans.core.prims import structural as S
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["sort", "argsort", "lexsort", "searchsorted", "unique", "sort_complex"]
 

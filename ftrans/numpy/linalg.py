@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ftrans.core.operands import as_operand, canonicalize_axes, check_arraylike
 from ftrans.errors import FtransValueError
-from ftrans.numpy._util import as_operand, canonicalize_axes, check_arraylike
 
 __all__ = ["norm"]
 

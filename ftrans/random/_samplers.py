@@ -27,9 +27,9 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.numpy._util import as_operand, dtype_weak, shape_of
 from ftrans.random import _threefry as _tf
 from ftrans.transforms.jit import jit
 

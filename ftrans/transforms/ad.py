@@ -368,7 +368,7 @@ def _tangent_in(path: str, p: Any, t: Any) -> Any:
         return Zero(tangent_aval(pa))
     if isinstance(t, (Array, Tracer)):
         return t
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     return as_operand(t)
 
@@ -378,7 +378,7 @@ def _dname(d: np.dtype) -> str:
 
 
 def _operand(x: Any) -> Any:
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     if isinstance(x, (Array, Tracer)):
         return x

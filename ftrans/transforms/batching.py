@@ -350,7 +350,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
         dims = _in_dims(in_axes, args, kwargs)
         size = _axis_size(name, leaves_paths, dims, axis_size)
-        from ftrans.numpy._util import as_operand
+        from ftrans.core.operands import as_operand
 
         ops, norm = [], []
         for (_path, x), d in zip(leaves_paths, dims):
@@ -388,7 +388,7 @@ def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
 
 
 def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) -> Any:
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     where = f"output {tree_util.keystr(path)}" if path else "the output"
     batched = isinstance(o, BatchTracer) and o._trace.main is main

@@ -521,7 +521,7 @@ def _tree_map(f: Any, x: Any) -> Any:
 
 
 def _operand(x: Any) -> Any:
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     return as_operand(x)
 

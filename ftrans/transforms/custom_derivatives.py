@@ -80,7 +80,7 @@ def _merge_nondiff(nd: list, diff: Sequence, nondiff: tuple[int, ...]) -> list:
 
 
 def _operand(name: str, path: str, x: Any) -> Any:
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     if isinstance(x, (Array, Tracer)):
         return x

@@ -79,7 +79,7 @@ def _name_transpose(ct: Any, x: Any, *, name: str) -> list:
 
 def checkpoint_name(x: Any, name: str) -> Any:
     """Tag ``x`` (a pytree of arrays) with ``name`` for ``save_only_these_names`` and friends."""
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     return tree_util.tree_map(lambda leaf: name_p.bind(as_operand(leaf), name=name), x)
 
@@ -116,7 +116,7 @@ def _barrier_transpose(cts: list, *args: Any) -> list:
 
 def optimization_barrier(operand: Any) -> Any:
     """JAX's ``lax.optimization_barrier``: an identity XLA may not optimize across."""
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     leaves, tree = tree_util.tree_flatten(operand)
     return tree_util.tree_unflatten(tree, optimization_barrier_p.bind(*[as_operand(x) for x in leaves]))
@@ -296,7 +296,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         stat = {i % n for i in statics} if n else set()
         dyn = [a for i, a in enumerate(args) if i not in stat]
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
-        from ftrans.numpy._util import as_operand
+        from ftrans.core.operands import as_operand
 
         try:
             leaves = [x if isinstance(x, (Array, Tracer)) else as_operand(x) for x in leaves]
@@ -332,7 +332,7 @@ def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shap
     from ftrans.transforms.partial_eval import linearize_flat
 
     leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     leaves = [as_operand(x) for _, x in leaves_paths]
     box: list = []

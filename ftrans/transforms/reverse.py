@@ -36,7 +36,7 @@ def _fname(fun: Callable) -> str:
 
 
 def _operand(where: str, path: str, x: Any) -> Any:
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     if isinstance(x, (Array, Tracer)):
         return x

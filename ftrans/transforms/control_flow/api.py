@@ -47,7 +47,7 @@ _MISSING = _Missing()
 def _operand(x: Any, what: str) -> Any:
     if isinstance(x, (Array, Tracer)):
         return x
-    from ftrans.numpy._util import as_operand
+    from ftrans.core.operands import as_operand
 
     try:
         out = as_operand(x)
@@ -409,7 +409,7 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """JAX's ``lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
     from ftrans import lax
-    from ftrans.numpy._util import dtype_weak
+    from ftrans.core.operands import dtype_weak
 
     _check_callable("fori_loop", body_fun=body_fun)
     for what, b in (("lower", lower), ("upper", upper)):

@@ -1,5 +1,7 @@
-"""What turns NumPy-style calls into strict primitive calls: operand checks,
-dtype promotion, broadcasting, axis normalisation.
+"""Operand helpers for every layer above core: what turns NumPy-style calls into
+strict primitive calls (operand checks, dtype promotion, broadcasting, axis
+normalisation). They sit in core so transforms and ``lax`` can build IR with
+them without reaching up into ``ftrans.numpy``.
 
 This is the hot path of both eager execution and tracing, so the common cases
 (operands already arrays of one dtype and shape) are decided with a few type
