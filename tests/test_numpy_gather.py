@@ -23,10 +23,10 @@ lax = jax.lax
 def _load_module() -> Any:
     """Import the module, falling back to its file if ``ftrans`` is mid-edit."""
     try:
-        return importlib.import_module("ftrans.lowering.numpy_gather")
+        return importlib.import_module("ftrans.core.gather")
     except Exception:  # noqa: BLE001 - any breakage elsewhere in ftrans
         path = (pathlib.Path(__file__).resolve().parents[1]
-                / "ftrans" / "lowering" / "numpy_gather.py")
+                / "ftrans" / "core" / "gather.py")
         spec = importlib.util.spec_from_file_location("_numpy_gather_direct", path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)

@@ -4,7 +4,7 @@
 the ``scatter`` family writes (or combines) windows of ``updates`` into a copy
 of the operand.  Both follow the convention of JAX's ``lax`` that the index vector is
 the *last* dimension of the index array.  The dimension numbers are the
-NamedTuples of ``ftrans.lowering.numpy_gather`` (field-compatible with jax's),
+NamedTuples of ``ftrans.core.gather`` (field-compatible with jax's),
 always with plain ``int`` tuples so parameters are hashable and print well.
 
 Out-of-bounds handling is a parameter (``GatherScatterMode``) as in jax:
@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import gather as G
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims._base import ANY, INT, NUM, class_name, prim_type_error, prim_value_error
-from ftrans.lowering import numpy_gather as G
 
 GatherDimensionNumbers = G.GatherDimensionNumbers
 ScatterDimensionNumbers = G.ScatterDimensionNumbers
@@ -117,7 +117,7 @@ def _check_indices(name: str, avals: list, indices: ShapedArray) -> None:
 
 
 def _strip(op: str, e: Exception) -> str:
-    """numpy_gather's message without its own ``op:`` prefix (ours adds the primitive name)."""
+    """core.gather's message without its own ``op:`` prefix (ours adds the primitive name)."""
     msg = str(e)
     return msg[len(op) + 2:] if msg.startswith(op + ": ") else msg
 
