@@ -116,6 +116,33 @@ def as_operand(x: Any) -> Any:
     return convert(x, d, w)
 
 
+_WEAK_SCALARS = (int, float, complex)
+
+
+def strict_operands(name: str, args: Sequence[Any], like: Any = None) -> list:
+    """Operands for a strict (lax-level) primitive call.
+
+    Python scalars take ``like``'s dtype (by default the first array's) when
+    JAX's lattice lets that dtype absorb them, weakly typed, as ``lax.add(x, 2)``
+    does; everything else keeps its own dtype, so a real mismatch still reaches
+    the primitive's type check.  ``lax`` and the transform rules share this so a
+    rule's ``mul(t, 2)`` stages exactly what the public ``lax.mul`` would.
+    """
+    check_arraylike(name, *args)
+    if like is None:
+        like = next((a for a in args if type(a) not in _WEAK_SCALARS), None)
+    target = None if like is None else dtype_weak(like)[0]
+    out = []
+    for a in args:
+        if type(a) in _WEAK_SCALARS and target is not None:
+            own = dtypes.python_scalar_dtype(a)
+            if dtypes.promote(((own, True), (target, False))) == (target, False):
+                out.append(convert(a, target, True))
+                continue
+        out.append(as_operand(a))
+    return out
+
+
 def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]], args=()) -> tuple[int, ...]:
     first = shapes[0]
     if all(s == first for s in shapes):

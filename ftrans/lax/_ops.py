@@ -29,7 +29,7 @@ from ftrans import tree_util
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands
 from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
@@ -76,21 +76,7 @@ class RoundingMethod(enum.IntEnum):
 # ---------------------------------------------------------------- operand handling
 def _operands(name: str, args: Sequence[Any], like: Any = None) -> list:
     """Arrays for ``args``: Python scalars take ``like``'s (or the first array's) dtype when safe."""
-    check_arraylike(f"lax.{name}", *args)
-    if like is None:
-        like = next((a for a in args if type(a) not in _WEAK_SCALARS), None)
-    target = None if like is None else dtype_weak(like)[0]
-    out = []
-    for a in args:
-        if type(a) in _WEAK_SCALARS and target is not None:
-            own = dtypes.python_scalar_dtype(a)
-            # The scalar joins the array's dtype only when the lattice says that
-            # dtype absorbs it (an int into a float, never a float into an int).
-            if dtypes.promote(((own, True), (target, False))) == (target, False):
-                out.append(convert(a, target, True))
-                continue
-        out.append(as_operand(a))
-    return out
+    return strict_operands(f"lax.{name}", args, like)
 
 
 def _aval(x: Any) -> ShapedArray:

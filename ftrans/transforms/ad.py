@@ -8,7 +8,8 @@ mode is built later from these rules (linearize, then transpose).  A rule is
 (lists of outputs for ``multiple_results`` primitives).  ``primals`` are values
 of the enclosing level (Arrays, or tracers of outer transforms); ``tangents``
 are values of the same kind or ``Zero(aval)``, a symbolic zero.  Rules compute
-with ``ftrans.lax`` functions or ``prim.bind``, so they run eagerly, under
+with ``prim.bind`` and ``ftrans.core.building`` (transforms sit below ``lax``
+and ``numpy`` and never import them), so they run eagerly, under
 ``jit`` and under ``make_jaxpr`` alike.  Symbolic zeros are kept symbolic as
 long as possible: a rule returns ``Zero`` whenever every tangent its output
 depends on is zero, so unused derivatives are never materialised.
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core import dtypes
+from ftrans.core import building, dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr
@@ -86,12 +87,10 @@ def zeros_like_aval(aval: ShapedArray) -> Any:
     """Zeros of ``aval`` built from a scalar literal, so staging records one broadcast, not a constant."""
     if aval.dtype == float0:
         return np.zeros(aval.shape, float0)
-    from ftrans import lax
-
     z = Array._new(np.zeros((), aval.dtype), aval.weak_type)
     if aval.shape == ():
         return z
-    return lax.broadcast_in_dim(z, aval.shape, ())
+    return building.broadcast_in_dim(z, aval.shape, ())
 
 
 def instantiate(t: Any) -> Any:
@@ -107,9 +106,7 @@ def broadcast_to(t: Any, shape: tuple[int, ...]) -> Any:
         return Zero(t.aval.update(shape=shape))
     if tuple(aval_of(t).shape) == tuple(shape):
         return t
-    from ftrans import lax
-
-    return lax.broadcast_in_dim(t, shape, ())
+    return building.broadcast_in_dim(t, shape, ())
 
 
 def add_tangents(a: Any, b: Any) -> Any:
@@ -118,9 +115,7 @@ def add_tangents(a: Any, b: Any) -> Any:
         return b
     if type(b) is Zero:
         return a
-    from ftrans import lax
-
-    return lax.add(a, b)
+    return building.add(a, b)
 
 
 # ----------------------------------------------------------------------------

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core import dtypes
+from ftrans.core import building, dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import float0, instantiate, jvp, tangent_aval
@@ -455,19 +456,27 @@ def _split_blocks(stacked: Any, axis_first: bool, inner_shape: tuple, avals: lis
     (jacfwd: [*inner_shape, n]); block ``i`` gets shape ``inner_shape + leaf_i.shape``
     (jacfwd) or ``leaf_i.shape + inner_shape`` (jacrev).
     """
-    from ftrans import numpy as jnp
-
+    axis = 0 if axis_first else len(aval_of(stacked).shape) - 1
     blocks, start = [], 0
     for a in avals:
         size = int(np.prod(a.shape, dtype=int))
+        part = _slice_axis(stacked, axis, start, start + size)
         if axis_first:
-            part = stacked[start:start + size]
-            blocks.append(jnp.reshape(part, tuple(a.shape) + tuple(inner_shape)))
+            blocks.append(building.reshape(part, tuple(a.shape) + tuple(inner_shape)))
         else:
-            part = stacked[..., start:start + size]
-            blocks.append(jnp.reshape(part, tuple(inner_shape) + tuple(a.shape)))
+            blocks.append(building.reshape(part, tuple(inner_shape) + tuple(a.shape)))
         start += size
     return blocks
+
+
+def _slice_axis(x: Any, axis: int, start: int, stop: int) -> Any:
+    """``x[..., start:stop, ...]`` along ``axis`` (``x`` itself when that is all of it)."""
+    shape = tuple(aval_of(x).shape)
+    if start == 0 and stop == shape[axis]:
+        return x
+    starts = tuple(start if i == axis else 0 for i in range(len(shape)))
+    limits = tuple(stop if i == axis else d for i, d in enumerate(shape))
+    return S.slice_p.bind(x, start_indices=starts, limit_indices=limits, strides=None)
 
 
 def _jac_setup(where: str, fun: Callable, argnums: Any, args: tuple, kwargs: dict, holomorphic: bool,
@@ -521,15 +530,11 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         _check_jac_outputs("jacfwd", _fname(fun), [aval_of(o) for o in o_leaves], holomorphic)
         o_inexact = [dtypes.is_inexact(aval_of(o).dtype) for o in o_leaves]
         if n:
-            from ftrans import numpy as jnp
-
             t_out = iter(vmap(push, in_axes=0, out_axes=-1)(*basis))
-            t_leaves = [next(t_out) if k else jnp.zeros(tuple(aval_of(o).shape) + (n,), aval_of(o).dtype)
+            t_leaves = [next(t_out) if k else building.zeros(tuple(aval_of(o).shape) + (n,), aval_of(o).dtype)
                         for o, k in zip(o_leaves, o_inexact)]
         else:
-            from ftrans import numpy as jnp
-
-            t_leaves = [jnp.zeros(tuple(aval_of(o).shape) + (0,), aval_of(o).dtype) for o in o_leaves]
+            t_leaves = [building.zeros(tuple(aval_of(o).shape) + (0,), aval_of(o).dtype) for o in o_leaves]
         blocks_per_out = []
         for o, t in zip(o_leaves, t_leaves):
             blocks = _split_blocks(t, False, tuple(aval_of(o).shape), in_avals)
@@ -570,15 +575,11 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             return [c for c, k in zip(cts, in_inexact) if k]  # float0 cotangents cannot be batched
 
         if n:
-            from ftrans import numpy as jnp
-
             pulled = iter(vmap(pull)(*basis))  # one stacked cotangent per input leaf: [n, *in.shape]
-            rows = [next(pulled) if k else jnp.zeros((n,) + tuple(a.shape), a.dtype)
+            rows = [next(pulled) if k else building.zeros((n,) + tuple(a.shape), a.dtype)
                     for a, k in zip(in_avals, in_inexact)]
         else:
-            from ftrans import numpy as jnp
-
-            rows = [jnp.zeros((0,) + tuple(a.shape), a.dtype) for a in in_avals]
+            rows = [building.zeros((0,) + tuple(a.shape), a.dtype) for a in in_avals]
         per_in = [_split_blocks(r, True, tuple(a.shape), o_avals) for r, a in zip(rows, in_avals)]
         blocks_per_out = []
         for oi in range(len(o_avals)):

@@ -28,10 +28,10 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
+from ftrans.core.gather import default_fill_value
 from ftrans.core.prims import indexing as I
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
-from ftrans.core.gather import default_fill_value
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _INT64_MAX = int(np.iinfo(np.int64).max)

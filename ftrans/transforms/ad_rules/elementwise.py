@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ftrans import lax
+from ftrans.core import building as B
 from ftrans.core import dtypes
 from ftrans.core.prims import elementwise as E
 from ftrans.core.trace import aval_of
@@ -35,7 +35,7 @@ def _scale(t: Any, coef: Any) -> Any:
     """``t * coef`` keeping symbolic zeros symbolic (and broadcasting a rank-0 ``t``)."""
     if type(t) is Zero:
         return Zero(t.aval.update(shape=_shape(coef)) if t.aval.shape == () else t.aval)
-    return lax.mul(t, coef)
+    return B.mul(t, coef)
 
 
 def _unary(prim, deriv):
@@ -47,7 +47,7 @@ def _unary(prim, deriv):
         y = prim.bind(x, **params)
         if type(t) is Zero:
             return y, Zero.from_primal_value(y)
-        return y, lax.mul(t, deriv(x, y))
+        return y, B.mul(t, deriv(x, y))
 
     rule.__name__ = f"{prim.name}_jvp"
     return rule
@@ -78,30 +78,30 @@ def _sum(a: Any, b: Any, out: Any) -> Any:
 
 def _as_bool_factor(pred: Any, like: Any) -> Any:
     """1 where ``pred`` holds, else 0, in ``like``'s dtype."""
-    return lax.convert_element_type(pred, aval_of(like).dtype)
+    return B.convert_element_type(pred, aval_of(like).dtype)
 
 
 def _replace_zero(x: Any) -> Any:
     """``x`` with zeros replaced by ones (keeps a derivative formula finite where it is multiplied by 0)."""
-    return lax.add(x, _as_bool_factor(lax.eq(x, 0), x))
+    return B.add(x, _as_bool_factor(B.eq(x, 0), x))
 
 
 def _square(x: Any) -> Any:
-    return lax.integer_pow(x, 2)
+    return B.integer_pow(x, 2)
 
 
 # ---------------------------------------------------------------- arithmetic
 _binary(E.add_p, lambda t, x, y, z: t, lambda t, x, y, z: t)
-_binary(E.sub_p, lambda t, x, y, z: t, lambda t, x, y, z: lax.neg(t))
-_binary(E.mul_p, lambda t, x, y, z: lax.mul(t, y), lambda t, x, y, z: lax.mul(x, t))
-_binary(E.div_p, lambda t, x, y, z: lax.div(t, y),
-        lambda t, x, y, z: lax.mul(lax.mul(lax.neg(t), x), lax.integer_pow(y, -2)))
+_binary(E.sub_p, lambda t, x, y, z: t, lambda t, x, y, z: B.neg(t))
+_binary(E.mul_p, lambda t, x, y, z: B.mul(t, y), lambda t, x, y, z: B.mul(x, t))
+_binary(E.div_p, lambda t, x, y, z: B.div(t, y),
+        lambda t, x, y, z: B.mul(B.mul(B.neg(t), x), B.integer_pow(y, -2)))
 
 
 def _rem_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dy fmod(x, y) = -trunc(x / y), written as JAX writes it: sign(x/y) * floor(|x/y|)."""
-    q = lax.div(x, y)
-    return lax.mul(lax.neg(t), lax.mul(lax.sign(q), lax.floor(lax.abs(q))))
+    q = B.div(x, y)
+    return B.mul(B.neg(t), B.mul(B.apply(E.sign_p, q), B.apply(E.floor_p, B.apply(E.abs_p, q))))
 
 
 _binary(E.rem_p, lambda t, x, y, z: t, _rem_dy)
@@ -109,30 +109,30 @@ _binary(E.rem_p, lambda t, x, y, z: t, _rem_dy)
 
 def _balanced_eq(a: Any, z: Any, b: Any) -> Any:
     """JAX's tie rule for max/min: 1 where only ``a`` attains ``z``, 1/2 where both do, else 0."""
-    return lax.div(_as_bool_factor(lax.eq(a, z), z), lax.add(_as_bool_factor(lax.eq(b, z), z), 1))
+    return B.div(_as_bool_factor(B.eq(a, z), z), B.add(_as_bool_factor(B.eq(b, z), z), 1))
 
 
-_binary(E.max_p, lambda t, x, y, z: lax.mul(t, _balanced_eq(x, z, y)),
-        lambda t, x, y, z: lax.mul(t, _balanced_eq(y, z, x)))
-_binary(E.min_p, lambda t, x, y, z: lax.mul(t, _balanced_eq(x, z, y)),
-        lambda t, x, y, z: lax.mul(t, _balanced_eq(y, z, x)))
+_binary(E.max_p, lambda t, x, y, z: B.mul(t, _balanced_eq(x, z, y)),
+        lambda t, x, y, z: B.mul(t, _balanced_eq(y, z, x)))
+_binary(E.min_p, lambda t, x, y, z: B.mul(t, _balanced_eq(x, z, y)),
+        lambda t, x, y, z: B.mul(t, _balanced_eq(y, z, x)))
 
 
 def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dx x**y = y * x**(y-1); for an integer exponent exactly 0 where y == 0 (as JAX)."""
     xd = aval_of(x).dtype
     if dtypes.is_inexact(aval_of(y).dtype):
-        return lax.mul(t, lax.mul(y, lax.pow(x, lax.sub(y, 1))))
-    yf = lax.convert_element_type(y, xd)
-    jac = lax.mul(_replace_zero(yf), lax.pow(x, lax.sub(yf, 1)))
+        return B.mul(t, B.mul(y, B.apply(E.pow_p, x, B.sub(y, 1))))
+    yf = B.convert_element_type(y, xd)
+    jac = B.mul(_replace_zero(yf), B.apply(E.pow_p, x, B.sub(yf, 1)))
     jac = broadcast_to(jac, _shape(z))
-    jac = lax.select(lax.eq(yf, 0), zeros_like_aval(aval_of(jac)), jac)
-    return lax.mul(t, jac)
+    jac = B.select(B.eq(yf, 0), zeros_like_aval(aval_of(jac)), jac)
+    return B.mul(t, jac)
 
 
 def _pow_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX)."""
-    return lax.mul(t, lax.mul(lax.log(_replace_zero(x)), z))
+    return B.mul(t, B.mul(B.apply(E.log_p, _replace_zero(x)), z))
 
 
 _binary(E.pow_p, _pow_dx, _pow_dy)
@@ -147,16 +147,16 @@ def _integer_pow_jvp(primals: list, tangents: list, *, y: int) -> tuple[Any, Any
     if y == 1:
         return out, t
     if y == 2:
-        return out, lax.mul(t, lax.mul(x, 2))
-    return out, lax.mul(t, lax.mul(lax.integer_pow(x, y - 1), y))
+        return out, B.mul(t, B.mul(x, 2))
+    return out, B.mul(t, B.mul(B.integer_pow(x, y - 1), y))
 
 
 def _abs_deriv(t: Any, x: Any, y: Any) -> Any:
     if dtypes.is_inexact(aval_of(x).dtype) and aval_of(x).dtype.kind == "c":
         # d|x| = Re(conj(x) dx) / |x| (JAX keeps |x| = 0 finite by dividing by 1 there).
-        mag = lax.convert_element_type(y, aval_of(x).dtype)
-        return lax.real(lax.mul(t, lax.div(lax.conj(x), _replace_zero(mag))))
-    return lax.select(lax.ge(x, 0), t, lax.neg(t))
+        mag = B.convert_element_type(y, aval_of(x).dtype)
+        return B.apply(E.real_p, B.mul(t, B.div(B.apply(E.conj_p, x), _replace_zero(mag))))
+    return B.select(B.apply(E.ge_p, x, 0), t, B.neg(t))
 
 
 @register_jvp(E.abs_p)
@@ -183,13 +183,13 @@ _binary(E.nextafter_p, lambda t, x, y, z: t, lambda t, x, y, z: Zero.from_primal
 # ---------------------------------------------------------------- float math
 _LOG2 = math.log(2.0)
 _unary(E.exp_p, lambda x, y: y)
-_unary(E.exp2_p, lambda x, y: lax.mul(y, _LOG2))
-_unary(E.log_p, lambda x, y: lax.div(1, x))
-_unary(E.log1p_p, lambda x, y: lax.div(1, lax.add(x, 1)))
-_unary(E.expm1_p, lambda x, y: lax.add(y, 1))
-_unary(E.sqrt_p, lambda x, y: lax.div(0.5, y))
-_unary(E.rsqrt_p, lambda x, y: lax.mul(lax.div(y, x), -0.5))
-_unary(E.cbrt_p, lambda x, y: lax.mul(lax.integer_pow(y, -2), 1 / 3))
+_unary(E.exp2_p, lambda x, y: B.mul(y, _LOG2))
+_unary(E.log_p, lambda x, y: B.div(1, x))
+_unary(E.log1p_p, lambda x, y: B.div(1, B.add(x, 1)))
+_unary(E.expm1_p, lambda x, y: B.add(y, 1))
+_unary(E.sqrt_p, lambda x, y: B.div(0.5, y))
+_unary(E.rsqrt_p, lambda x, y: B.mul(B.div(y, x), -0.5))
+_unary(E.cbrt_p, lambda x, y: B.mul(B.integer_pow(y, -2), 1 / 3))
 
 
 @register_jvp(E.tanh_p)
@@ -202,34 +202,34 @@ def _tanh_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
     y = E.tanh_p.bind(x)
     if type(t) is Zero:
         return y, Zero.from_primal_value(y)
-    return y, lax.mul(lax.add(t, lax.mul(t, y)), lax.sub(1, y))
+    return y, B.mul(B.add(t, B.mul(t, y)), B.sub(1, y))
 
-_unary(E.logistic_p, lambda x, y: lax.mul(y, lax.sub(1, y)))
-_unary(E.sin_p, lambda x, y: lax.cos(x))
-_unary(E.cos_p, lambda x, y: lax.neg(lax.sin(x)))
-_unary(E.tan_p, lambda x, y: lax.add(_square(y), 1))
-_unary(E.asin_p, lambda x, y: lax.rsqrt(lax.sub(1, _square(x))))
-_unary(E.acos_p, lambda x, y: lax.neg(lax.rsqrt(lax.sub(1, _square(x)))))
-_unary(E.atan_p, lambda x, y: lax.div(1, lax.add(_square(x), 1)))
-_unary(E.sinh_p, lambda x, y: lax.cosh(x))
-_unary(E.cosh_p, lambda x, y: lax.sinh(x))
-_unary(E.asinh_p, lambda x, y: lax.rsqrt(lax.add(_square(x), 1)))
-_unary(E.acosh_p, lambda x, y: lax.rsqrt(lax.sub(_square(x), 1)))
-_unary(E.atanh_p, lambda x, y: lax.div(1, lax.mul(lax.add(x, 1), lax.sub(1, x))))
+_unary(E.logistic_p, lambda x, y: B.mul(y, B.sub(1, y)))
+_unary(E.sin_p, lambda x, y: B.apply(E.cos_p, x))
+_unary(E.cos_p, lambda x, y: B.neg(B.apply(E.sin_p, x)))
+_unary(E.tan_p, lambda x, y: B.add(_square(y), 1))
+_unary(E.asin_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(1, _square(x))))
+_unary(E.acos_p, lambda x, y: B.neg(B.apply(E.rsqrt_p, B.sub(1, _square(x)))))
+_unary(E.atan_p, lambda x, y: B.div(1, B.add(_square(x), 1)))
+_unary(E.sinh_p, lambda x, y: B.apply(E.cosh_p, x))
+_unary(E.cosh_p, lambda x, y: B.apply(E.sinh_p, x))
+_unary(E.asinh_p, lambda x, y: B.apply(E.rsqrt_p, B.add(_square(x), 1)))
+_unary(E.acosh_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(_square(x), 1)))
+_unary(E.atanh_p, lambda x, y: B.div(1, B.mul(B.add(x, 1), B.sub(1, x))))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_unary(E.erf_p, lambda x, y: lax.mul(lax.exp(lax.neg(_square(x))), _TWO_OVER_SQRT_PI))
-_unary(E.erfc_p, lambda x, y: lax.mul(lax.exp(lax.neg(_square(x))), -_TWO_OVER_SQRT_PI))
-_unary(E.erf_inv_p, lambda x, y: lax.mul(lax.exp(_square(y)), math.sqrt(math.pi) / 2))
-_unary(E.lgamma_p, lambda x, y: lax.digamma(x))
+_unary(E.erf_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), _TWO_OVER_SQRT_PI))
+_unary(E.erfc_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), -_TWO_OVER_SQRT_PI))
+_unary(E.erf_inv_p, lambda x, y: B.mul(B.apply(E.exp_p, _square(y)), math.sqrt(math.pi) / 2))
+_unary(E.lgamma_p, lambda x, y: B.apply(E.digamma_p, x))
 
 
 def _atan2_denominator(x: Any, y: Any) -> Any:
-    return lax.add(_square(x), _square(y))
+    return B.add(_square(x), _square(y))
 
 
-_binary(E.atan2_p, lambda t, x, y, z: lax.mul(t, lax.div(y, _atan2_denominator(x, y))),
-        lambda t, x, y, z: lax.mul(t, lax.div(lax.neg(x), _atan2_denominator(x, y))))
+_binary(E.atan2_p, lambda t, x, y, z: B.mul(t, B.div(y, _atan2_denominator(x, y))),
+        lambda t, x, y, z: B.mul(t, B.div(B.neg(x), _atan2_denominator(x, y))))
 
 # ---------------------------------------------------------------- digamma: needs trigamma
 # Bernoulli numbers B_2, B_4, ..., B_12 for the asymptotic series of trigamma.
@@ -247,27 +247,27 @@ def trigamma(x: Any) -> Any:
     """
     dt = aval_of(x).dtype
     if dt in (dtypes.bfloat16, dtypes.float16):
-        return lax.convert_element_type(trigamma(lax.convert_element_type(x, dtypes.float32)), dt)
+        return B.convert_element_type(trigamma(B.convert_element_type(x, dtypes.float32)), dt)
     shift = 10 if dt == dtypes.float64 else 6
-    reflect = lax.lt(x, 0.5)
-    z = lax.select(reflect, lax.sub(1, x), x)
-    acc = lax.integer_pow(z, -2)
+    reflect = B.apply(E.lt_p, x, 0.5)
+    z = B.select(reflect, B.sub(1, x), x)
+    acc = B.integer_pow(z, -2)
     for k in range(1, shift):
-        acc = lax.add(acc, lax.integer_pow(lax.add(z, float(k)), -2))
-    w = lax.add(z, float(shift))
-    inv = lax.div(1, w)
+        acc = B.add(acc, B.integer_pow(B.add(z, float(k)), -2))
+    w = B.add(z, float(shift))
+    inv = B.div(1, w)
     inv2 = _square(inv)
-    series = lax.mul(inv2, _BERNOULLI[-1])
+    series = B.mul(inv2, _BERNOULLI[-1])
     for b in reversed(_BERNOULLI[:-1]):
-        series = lax.mul(lax.add(series, b), inv2)
-    tail = lax.mul(inv, lax.add(lax.add(series, lax.mul(inv, 0.5)), 1))
-    direct = lax.add(acc, tail)
-    frac = lax.sub(x, lax.round(x))
-    sin_pi = lax.sin(lax.mul(frac, math.pi))
-    reflected = lax.sub(lax.div(math.pi ** 2, _square(sin_pi)), direct)
-    pole = lax.bitwise_and(lax.le(x, 0), lax.eq(x, lax.floor(x)))
-    inf = broadcast_to(lax.convert_element_type(float("inf"), dt), _shape(x))
-    return lax.select(pole, inf, lax.select(reflect, reflected, direct))
+        series = B.mul(B.add(series, b), inv2)
+    tail = B.mul(inv, B.add(B.add(series, B.mul(inv, 0.5)), 1))
+    direct = B.add(acc, tail)
+    frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
+    sin_pi = B.apply(E.sin_p, B.mul(frac, math.pi))
+    reflected = B.sub(B.div(math.pi ** 2, _square(sin_pi)), direct)
+    pole = B.apply(E.and_p, B.apply(E.le_p, x, 0), B.eq(x, B.apply(E.floor_p, x)))
+    inf = broadcast_to(B.convert_element_type(float("inf"), dt), _shape(x))
+    return B.select(pole, inf, B.select(reflect, reflected, direct))
 
 
 _unary(E.digamma_p, lambda x, y: trigamma(x))
