@@ -14,17 +14,12 @@ from ftrans.core.dtypes import (  # noqa: F401
     issubdtype,
     promote_types,
 )
+from ftrans.core.operands import result_type  # noqa: F401
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:
     """The dtype an array of ``dtype`` gets under the current x64 setting."""
     return canonicalize(dtype)
-
-
-def result_type(*args: Any) -> np.dtype:
-    from ftrans.numpy import result_type as _rt
-
-    return _rt(*args)
 
 
 def is_weakly_typed(x: Any) -> bool:

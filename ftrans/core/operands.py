@@ -58,6 +58,17 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
 
 
+def result_type(*args: Any) -> np.dtype:
+    """JAX's promotion over arrays, dtypes and Python scalars (``jnp.result_type``, ``ftrans.dtypes``)."""
+    pairs = []
+    for a in args:
+        if isinstance(a, (np.dtype, type, str)):
+            pairs.append((dtypes.to_dtype(a), False))
+        else:
+            pairs.append(dtype_weak(a))
+    return dtypes.promote(tuple(pairs))[0]
+
+
 def shape_of(x: Any) -> tuple[int, ...]:
     t = type(x)
     if t is Array:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from ftrans.core.operands import as_operand, check_arraylike, concrete_or_error,
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax import _ops
 
 __all__ = ["reduce_window", "padtype_to_pads", "reduce_window_sum", "reduce_window_max",
            "reduce_window_min"]
@@ -65,6 +67,48 @@ reduce_window_max = _windowed(W.reduce_window_max_p)
 reduce_window_min = _windowed(W.reduce_window_min_p)
 
 
+_MONOIDS = {E.add_p: "sum", E.max_p: "max", E.min_p: "min"}
+# On booleans ``or``/``and`` are max/min (``jnp.add`` of two bools stages ``or``).
+_BOOL_MONOIDS = {E.or_p: "max", E.and_p: "min"}
+
+
+def _monoid_kind(computation: Callable, dtype: np.dtype) -> str | None:
+    """"sum", "max" or "min" when ``computation`` is that monoid on scalars of ``dtype``, else None.
+
+    Recognised by tracing it on two scalars (JAX does the same), so ``lax.add``,
+    ``jnp.add`` and ``lambda a, b: a + b`` are all a sum, and ``lax`` need not know
+    the functions of the API layers above it.
+    """
+    if computation is _ops.add:
+        return "sum"
+    if computation is _ops.max or computation is _ops.min:
+        return computation.__name__
+    try:
+        seen = _monoid_cache.setdefault(computation, {})
+    except TypeError:  # not weakly referenceable: trace it every time
+        seen = {}
+    if dtype not in seen:
+        seen[dtype] = _traced_monoid_kind(computation, dtype)
+    return seen[dtype]
+
+
+_monoid_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _traced_monoid_kind(computation: Callable, dtype: np.dtype) -> str | None:
+    from ftrans.core.jaxpr_api import make_jaxpr
+
+    probe = np.zeros((), dtype)
+    jaxpr = make_jaxpr(computation)(probe, probe).jaxpr
+    if len(jaxpr.eqns) != 1 or len(jaxpr.outvars) != 1:
+        return None
+    (eqn,) = jaxpr.eqns
+    if set(map(id, eqn.invars)) != set(map(id, jaxpr.invars)) or eqn.outvars[0] is not jaxpr.outvars[0]:
+        return None
+    kinds = _BOOL_MONOIDS if dtype == np.bool_ else {}
+    return _MONOIDS.get(eqn.primitive) or kinds.get(eqn.primitive)
+
+
 def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
                   window_strides: Sequence[int], padding: Any, base_dilation: Sequence[int] | None = None,
                   window_dilation: Sequence[int] | None = None) -> Any:
@@ -73,24 +117,19 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
     A max or min with any init value is exact (both are idempotent); a sum needs
     init 0, because XLA would add a non-zero init once per padded element.
     """
-    from ftrans import lax
-    from ftrans import numpy as jnp
-
     if isinstance(operand, (list, tuple)):
         raise NotImplementedError("reduce_window: multiple operands are not supported")
     check_arraylike("reduce_window", operand)
     x = as_operand(operand)
-    name = getattr(computation, "__name__", "")
-    kinds = {lax.add: "sum", jnp.add: "sum", lax.max: "max", jnp.maximum: "max",
-             lax.min: "min", jnp.minimum: "min"}
-    kind = kinds.get(computation)
+    d, _ = dtype_weak(x)
+    kind = _monoid_kind(computation, d)
     if kind is None:
+        name = getattr(computation, "__name__", "")
         raise NotImplementedError(
             f"reduce_window: computation {name or computation!r} is not supported; "
             "use lax.add, lax.max or lax.min"
         )
     params = _params(x, window_dimensions, window_strides, padding, base_dilation, window_dilation)
-    d, _ = dtype_weak(x)
     init = convert(init_value, d)
     if kind == "sum":
         iv = np.asarray(concrete_or_error(init, "reduce_window's init_value for a sum"))

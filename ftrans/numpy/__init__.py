@@ -6,6 +6,7 @@ import numpy as _np
 from ftrans.core import array_methods as _array_methods
 from ftrans.core import dtypes as _dtypes
 from ftrans.core.array import Array as ndarray  # noqa: F401  (jnp.ndarray is the Array type)
+from ftrans.core.operands import result_type  # noqa: F401
 from ftrans.numpy import (  # noqa: F401
     _batched,
     _conversion,
@@ -71,19 +72,6 @@ generic, number, inexact, floating, integer, signedinteger, unsignedinteger, com
 )
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
-
-
-def result_type(*args):
-    """``jnp.result_type``: JAX's promotion over arrays, dtypes and Python scalars."""
-    from ftrans.core.operands import dtype_weak
-
-    pairs = []
-    for a in args:
-        if isinstance(a, (_np.dtype, type)) or isinstance(a, str):
-            pairs.append((_dtypes.to_dtype(a), False))
-        else:
-            pairs.append(dtype_weak(a))
-    return _dtypes.promote(tuple(pairs))[0]
 
 
 _array_methods.install(__import__(__name__, fromlist=["_"]))
