@@ -73,3 +73,24 @@ def test_reduce_window_errors():
         lax.reduce_window_sum(x, (2,), (1, 1), "VALID")
     with pytest.raises(ValueError, match="padding"):
         lax.reduce_window_sum(x, (2, 2), (1, 1), "FULL")
+
+
+@pytest.mark.parametrize(("ours", "theirs", "init"), [
+    (lambda a, b: a + b, jax.lax.add, 0.0),
+    (lambda a, b: ftrans.numpy.maximum(b, a), jax.lax.max, -np.inf),
+    (ftrans.numpy.add, jax.lax.add, 0.0),
+    (ftrans.numpy.minimum, jax.lax.min, np.inf),
+])
+def test_reduce_window_recognises_equivalent_computations(ours, theirs, init):
+    """Any computation that stages one add/max/min of its two arguments is that reduction (as in JAX)."""
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    got = lax.reduce_window(x, np.float32(init), ours, (2, 2), (1, 2), "SAME")
+    want = jax.lax.reduce_window(jnp.asarray(x), np.float32(init), theirs, (2, 2), (1, 2), "SAME")
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+def test_reduce_window_rejects_non_monoid_computations():
+    x = np.ones((3, 3), np.float32)
+    for comp in (lambda a, b: a + b + 1, lambda a, b: a, lambda a, b: a - b):
+        with pytest.raises(NotImplementedError, match="computation"):
+            lax.reduce_window(x, 0.0, comp, (2, 2), (1, 1), "VALID")

@@ -112,7 +112,7 @@ def _traced_monoid_kind(computation: Callable, dtype: np.dtype) -> str | None:
 def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
                   window_strides: Sequence[int], padding: Any, base_dilation: Sequence[int] | None = None,
                   window_dilation: Sequence[int] | None = None) -> Any:
-    """``lax.reduce_window`` for the add, max and min computations (sum/max/min pooling).
+    """``lax.reduce_window`` for add, max and min computations (sum/max/min pooling).
 
     A max or min with any init value is exact (both are idempotent); a sum needs
     init 0, because XLA would add a non-zero init once per padded element.
