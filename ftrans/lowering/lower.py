@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import Jaxpr, Literal, dce_jaxpr
+from ftrans.core.ir import Jaxpr, Literal
 from ftrans.core.primitive import Primitive
 from ftrans.lowering import mlir_text as mt
 
@@ -143,8 +143,6 @@ class ModuleLowering:
         return sym
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = ()) -> str:
-        # Nothing reads a dead equation's result (grad's discarded forward value, say): XLA need not parse it.
-        jaxpr, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
