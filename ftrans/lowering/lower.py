@@ -10,6 +10,9 @@ control-flow ones) lower their sub-jaxprs through ``ModuleLowering.function``.
 Constants captured by a jaxpr become leading *arguments* of ``main`` rather
 than literals in the text: a closed-over weight matrix then costs one transfer
 when the executable is built, not a huge module for XLA to parse.
+
+The lowering emits every equation it is given: dead code is removed before,
+by the pass pipeline ``jit`` runs (``ftrans.transforms.passes``).
 """
 
 from __future__ import annotations
