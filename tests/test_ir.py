@@ -400,3 +400,136 @@ def test_staged_operations_on_constants_are_recorded():
     assert [e.primitive.name for e in closed.eqns] == ["sin", "add"]
     jclosed = jax.make_jaxpr(lambda x: x + jjnp.sin(c))(x3)
     assert [e.primitive.name for e in jclosed.eqns] == ["sin", "add"]
+
+
+# ----------------------------------------------------------------------------
+# Nested jaxprs: subjaxprs / replace_subjaxprs on every higher-order primitive
+
+
+@ftrans.custom_jvp
+def _cj(a):
+    return jnp.sin(a)
+
+
+_cj.defjvp(lambda p, t: (_cj(p[0]), jnp.cos(p[0]) * t[0]))
+
+
+@ftrans.custom_vjp
+def _cv(a):
+    return jnp.exp(a)
+
+
+_cv.defvjp(lambda a: (jnp.exp(a), jnp.exp(a)), lambda r, g: (r * g,))
+
+# primitive name -> (function staging it, how many jaxprs the equation holds)
+HIGHER_ORDER = {
+    "cond": (lambda x: ftrans.lax.cond(x[0] > 0, jnp.sin, jnp.cos, x), 2),
+    "while": (lambda x: ftrans.lax.while_loop(lambda c: c[0] < 5.0, lambda c: c + 1.0, x), 2),
+    "scan": (lambda x: ftrans.lax.scan(lambda c, a: (c + a, c * a), 0.0, x), 1),
+    "jit_call": (lambda x: ftrans.jit(lambda a: a * 2.0)(x), 1),
+    "remat": (lambda x: ftrans.checkpoint(lambda a: jnp.exp(a))(x), 1),
+    "custom_jvp_call": (_cj, 1),
+    "custom_vjp_call": (_cv, 1),
+}
+
+
+def _the_eqn(closed, name):
+    eqns = [e for e in closed.eqns if e.primitive.name == name]
+    assert len(eqns) == 1, [e.primitive.name for e in closed.eqns]
+    return eqns[0]
+
+
+@pytest.mark.parametrize("name", sorted(HIGHER_ORDER))
+def test_subjaxprs_finds_every_body(name):
+    f, n = HIGHER_ORDER[name]
+    closed = ftrans.make_jaxpr(f)(x3)
+    eqn = _the_eqn(closed, name)
+    subs = ir.subjaxprs(eqn)
+    assert len(subs) == n
+    assert all(isinstance(s, (ir.Jaxpr, ir.ClosedJaxpr)) for s in subs)
+    # each one is held by a parameter that subjaxpr_params names
+    held = [eqn.params[k] for k in ir.subjaxpr_params(eqn)]
+    flat = [x for v in held for x in (v if isinstance(v, (tuple, list)) else [v])]
+    assert [id(s) for s in flat] == [id(s) for s in subs]
+    # the walk over the program visits the program and every body once
+    assert len(ir.all_jaxprs(closed)) == 1 + n
+
+
+@pytest.mark.parametrize("name", sorted(HIGHER_ORDER))
+def test_replace_subjaxprs_round_trips(name):
+    f, _ = HIGHER_ORDER[name]
+    closed = ftrans.make_jaxpr(f)(x3)
+    eqn = _the_eqn(closed, name)
+    subs = ir.subjaxprs(eqn)
+    assert ir.replace_subjaxprs(eqn, subs) is eqn  # nothing changed: the same equation
+
+    def copy(s):
+        j = s.jaxpr if isinstance(s, ir.ClosedJaxpr) else s
+        j2 = ir.Jaxpr(j.constvars, j.invars, j.eqns, j.outvars)
+        return ir.ClosedJaxpr(j2, s.consts) if isinstance(s, ir.ClosedJaxpr) else j2
+
+    new = [copy(s) for s in subs]
+    eqn2 = ir.replace_subjaxprs(eqn, new)
+    assert eqn2 is not eqn and eqn2.primitive is eqn.primitive
+    assert [id(s) for s in ir.subjaxprs(eqn2)] == [id(s) for s in new]
+    assert {k: v for k, v in eqn2.params.items() if k not in ir.subjaxpr_params(eqn)} == \
+        {k: v for k, v in eqn.params.items() if k not in ir.subjaxpr_params(eqn)}
+    assert ir.map_subjaxprs(eqn, lambda s: s) is eqn
+    # the rebuilt program is well typed, prints the same, and computes the same
+    prog = ir.ClosedJaxpr(ir.Jaxpr(closed.jaxpr.constvars, closed.jaxpr.invars,
+                                   [eqn2 if e is eqn else e for e in closed.eqns], closed.jaxpr.outvars),
+                          closed.consts)
+    ir.typecheck(prog)
+    assert str(prog) == str(closed)
+    want = ftrans.core.jaxpr_api.eval_jaxpr(closed.jaxpr, closed.consts, x3)
+    got = ftrans.core.jaxpr_api.eval_jaxpr(prog.jaxpr, prog.consts, x3)
+    for w, g in zip(want, got):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+
+
+def test_replace_subjaxprs_checks_the_count():
+    closed = ftrans.make_jaxpr(HIGHER_ORDER["cond"][0])(x3)
+    eqn = _the_eqn(closed, "cond")
+    with pytest.raises(ValueError, match="holds 2 jaxprs but 1 were given"):
+        ir.replace_subjaxprs(eqn, ir.subjaxprs(eqn)[:1])
+    plain = closed.eqns[0]
+    assert ir.subjaxprs(plain) == [] and ir.replace_subjaxprs(plain, []) is plain
+
+
+def test_subjaxprs_of_nested_programs_and_grad():
+    def f(x):
+        y = ftrans.lax.cond(x[0] > 0, lambda a: ftrans.jit(jnp.sin)(a), jnp.cos, x)
+        s, ys = ftrans.lax.scan(lambda c, a: (c + a, c * a), 0.0, y)
+        return (_cv(_cj(ftrans.checkpoint(jnp.exp)(ys)))).sum() + s
+
+    for prog in (ftrans.make_jaxpr(f)(x3), ftrans.make_jaxpr(ftrans.grad(f))(x3)):
+        ir.typecheck(prog)
+        names = {e.primitive.name for j in ir.all_jaxprs(prog) for e in j.eqns}
+        assert {"cond", "scan", "jit_call"} <= names
+        nested_sin = [e for j in ir.all_jaxprs(prog)[1:] for e in j.eqns if e.primitive.name == "sin"]
+        assert nested_sin  # found two levels down (cond branch -> jit_call body)
+
+
+def test_printer_shows_nested_bodies_and_custom_params():
+    s = staged_str(HIGHER_ORDER["while"][0], x3)
+    assert "body_jaxpr={ lambda" in s and "cond_jaxpr={ lambda" in s
+    s = staged_str(HIGHER_ORDER["cond"][0], x3)
+    assert "branches=(\n" in s and s.count("{ lambda") == 3
+    h = ftrans.make_jaxpr(HIGHER_ORDER["scan"][0])(x3)._repr_html_()
+    assert h.count("<details>") == 1 and "jaxpr: " in h
+
+
+def test_typecheck_rejects_an_ill_typed_nested_body():
+    closed = ftrans.make_jaxpr(HIGHER_ORDER["jit_call"][0])(x3)
+    eqn = _the_eqn(closed, "jit_call")
+    body = ir.subjaxprs(eqn)[0]
+    j = body.jaxpr
+    a = j.invars[0]
+    bad_out = ir.Var(ShapedArray((4,), F32))  # mul of f32[3] declared as f32[4]
+    bad_eqn = j.eqns[0].replace(outvars=[bad_out])
+    bad = ir.ClosedJaxpr(ir.Jaxpr(j.constvars, [a], [bad_eqn], [bad_out]), body.consts)
+    eqn2 = ir.replace_subjaxprs(eqn, [bad])
+    prog = ir.Jaxpr(closed.jaxpr.constvars, closed.jaxpr.invars,
+                    [eqn2 if e is eqn else e for e in closed.eqns], closed.jaxpr.outvars)
+    with pytest.raises(JaxprTypeError, match="in the body of `jit_call`.*declares output f32\\[4\\]"):
+        ir.typecheck(prog)

@@ -17,6 +17,21 @@ def _env_flag(name: str, default: bool = False) -> bool:
     return v.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _names_tuple(value: Any) -> tuple[str, ...]:
+    """A tuple of names from ``"a,b"``, ``None`` or an iterable of strings."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(n.strip() for n in value.split(",") if n.strip())
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise TypeError(f"expected a list of names or a comma-separated string, got {value!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"expected a list of names (strings), got {value!r}")
+    return names
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -25,6 +40,7 @@ class Config:
         "disable_jit": ("JAX_DISABLE_JIT", bool),
         "debug_nans": ("JAX_DEBUG_NANS", bool),
         "compilation_cache_dir": ("FTRANS_COMPILATION_CACHE_DIR", str),
+        "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
     }
 
     def __init__(self) -> None:
@@ -32,7 +48,16 @@ class Config:
         self.disable_jit = _env_flag("JAX_DISABLE_JIT")
         self.debug_nans = _env_flag("JAX_DEBUG_NANS")
         self.compilation_cache_dir = os.environ.get("FTRANS_COMPILATION_CACHE_DIR")
+        # Names of IR passes ``jit`` skips (``ftrans.transforms.passes``); checked against the
+        # registered passes when a pipeline runs, since core cannot see the pass registry.
+        self.disabled_passes: tuple[str, ...] = _names_tuple(os.environ.get("FTRANS_DISABLED_PASSES", ""))
         self._listeners: list = []
+        # name -> check(value), registered by the layer that knows the valid values.
+        self._validators: dict[str, Any] = {}
+
+    def register_validator(self, name: str, check: Any) -> None:
+        """Have ``update(name, value)`` call ``check(value)`` first (it raises on a bad value)."""
+        self._validators[name] = check
 
     def update(self, name: str, value: Any) -> None:
         if name.startswith("jax_"):
@@ -44,6 +69,11 @@ class Config:
         kind = self._known[name][1]
         if kind is bool:
             value = bool(value)
+        elif kind is tuple:
+            value = _names_tuple(value)
+        check = self._validators.get(name)
+        if check is not None:
+            check(value)
         setattr(self, name, value)
         for fn in self._listeners:
             fn(name, value)

@@ -148,6 +148,132 @@ class ClosedJaxpr:
 
 
 # ----------------------------------------------------------------------------
+# Nested jaxprs, generically
+#
+# Higher-order primitives keep their bodies in parameters under names of their own
+# (``jaxpr``, ``call_jaxpr``, ``branches``, ``cond_jaxpr``/``body_jaxpr``, ...).  Every
+# walk over a whole program (printer, typecheck, DCE, the pass pipeline) goes through
+# the two functions below, so a new call-like primitive needs no change to any of them.
+
+_JAXPR_TYPES = (Jaxpr, ClosedJaxpr)
+
+# (primitive, parameter names) -> (names holding one jaxpr or a sequence of them, names
+# holding an empty sequence when first seen, which are rechecked per equation).  A
+# primitive keeps its bodies under the same names in every equation, so the layout is
+# found once and a plain equation costs one dict lookup.
+_layouts: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _holds_jaxprs(v: Any) -> bool:
+    if isinstance(v, _JAXPR_TYPES):
+        return True
+    return isinstance(v, (tuple, list)) and bool(v) and all(isinstance(x, _JAXPR_TYPES) for x in v)
+
+
+def _layout(eqn: JaxprEqn) -> tuple[str, ...]:
+    params = eqn.params
+    if not params:
+        return ()
+    key = (eqn.primitive, tuple(params))
+    lay = _layouts.get(key)
+    if lay is None:
+        held = tuple(k for k, v in params.items() if _holds_jaxprs(v))
+        maybe = tuple(k for k, v in params.items() if isinstance(v, (tuple, list)) and not v)
+        lay = _layouts[key] = (held, maybe)
+    held, maybe = lay
+    if maybe:
+        extra = [k for k in maybe if _holds_jaxprs(params[k])]
+        if extra:
+            return tuple(k for k in params if k in held or k in extra)
+    return held
+
+
+def subjaxpr_params(eqn: JaxprEqn) -> tuple[str, ...]:
+    """Names of ``eqn``'s parameters that hold a jaxpr or a non-empty sequence of jaxprs, in
+    parameter order (the order ``subjaxprs`` lists them in)."""
+    return _layout(eqn)
+
+
+def subjaxprs(eqn: JaxprEqn) -> list[Jaxpr | ClosedJaxpr]:
+    """Every jaxpr nested directly in ``eqn`` (not those nested deeper), in a fixed order that
+    ``replace_subjaxprs`` accepts back."""
+    keys = _layout(eqn)
+    if not keys:
+        return []
+    out: list = []
+    params = eqn.params
+    for k in keys:
+        v = params[k]
+        if isinstance(v, _JAXPR_TYPES):
+            out.append(v)
+        else:
+            out.extend(v)
+    return out
+
+
+def replace_subjaxprs(eqn: JaxprEqn, new: list | tuple) -> JaxprEqn:
+    """``eqn`` with its nested jaxprs replaced by ``new`` (same order and count as
+    ``subjaxprs(eqn)``); the equation itself is returned when nothing changed, so callers
+    can test for a rewrite with ``is``."""
+    keys = _layout(eqn)
+    params = eqn.params
+    updates: dict[str, Any] = {}
+    i = 0
+    for k in keys:
+        v = params[k]
+        if isinstance(v, _JAXPR_TYPES):
+            if i >= len(new):
+                break
+            if new[i] is not v:
+                updates[k] = new[i]
+            i += 1
+        else:
+            n = len(v)
+            part = new[i:i + n]
+            if len(part) != n:
+                break
+            if any(a is not b for a, b in zip(part, v)):
+                updates[k] = type(v)(part)
+            i += n
+    else:
+        if i == len(new):
+            if not updates:
+                return eqn
+            return eqn._replace(params={**params, **updates})
+    raise ValueError(
+        f"replace_subjaxprs: equation `{eqn.primitive.name}` holds {len(subjaxprs(eqn))} "
+        f"jaxprs but {len(new)} were given"
+    )
+
+
+def map_subjaxprs(eqn: JaxprEqn, fn: Any) -> JaxprEqn:
+    """``eqn`` with ``fn`` applied to each nested jaxpr; the same equation if ``fn`` returned
+    every jaxpr unchanged."""
+    subs = subjaxprs(eqn)
+    if not subs:
+        return eqn
+    return replace_subjaxprs(eqn, [fn(j) for j in subs])
+
+
+def all_jaxprs(jaxpr: Jaxpr | ClosedJaxpr) -> list[Jaxpr]:
+    """``jaxpr`` and every jaxpr nested in it at any depth, each once, outermost first."""
+    seen: set[int] = set()
+    out: list[Jaxpr] = []
+    todo = [jaxpr]
+    while todo:
+        j = todo.pop()
+        if isinstance(j, ClosedJaxpr):
+            j = j.jaxpr
+        if id(j) in seen:
+            continue
+        seen.add(id(j))
+        out.append(j)
+        for eqn in j.eqns:
+            todo.extend(reversed(subjaxprs(eqn)))
+    return out
+
+
+# ----------------------------------------------------------------------------
 # Printing
 
 
@@ -196,16 +322,17 @@ class _Printer:
         lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
         return "\n".join(lines)
 
-    def param(self, k: str, v: Any, indent: int) -> str:
+    def nested_param(self, k: str, v: Any, indent: int) -> str:
         if isinstance(v, ClosedJaxpr):
             v = v.jaxpr
         if isinstance(v, Jaxpr):
             return f"{k}=" + self.jaxpr(v, indent + len(k) + 1)
-        if isinstance(v, (tuple, list)) and v and all(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v):
-            inner = (",\n" + " " * (indent + 2)).join(
-                self.jaxpr(x.jaxpr if isinstance(x, ClosedJaxpr) else x, indent + 2) for x in v
-            )
-            return f"{k}=(\n{' ' * (indent + 2)}{inner}\n{' ' * indent})"
+        inner = (",\n" + " " * (indent + 2)).join(
+            self.jaxpr(x.jaxpr if isinstance(x, ClosedJaxpr) else x, indent + 2) for x in v
+        )
+        return f"{k}=(\n{' ' * (indent + 2)}{inner}\n{' ' * indent})"
+
+    def param(self, k: str, v: Any, indent: int) -> str:
         if isinstance(v, np.dtype):
             return f"{k}={SHORT_NAMES.get(v, v.name)}"
         if callable(v) and hasattr(v, "__name__"):
@@ -218,7 +345,9 @@ class _Printer:
         ps = ""
         if eqn.params:
             inner_indent = indent + 2
-            rendered = [self.param(k, v, inner_indent) for k, v in sorted(eqn.params.items())]
+            nested = subjaxpr_params(eqn)
+            rendered = [self.nested_param(k, v, inner_indent) if k in nested else self.param(k, v, inner_indent)
+                        for k, v in sorted(eqn.params.items())]
             if any("\n" in r for r in rendered) or sum(map(len, rendered)) > 60:
                 sep = "\n" + " " * inner_indent
                 ps = "[" + sep + sep.join(rendered) + "\n" + pad + "]"
@@ -305,13 +434,14 @@ class _HtmlPrinter(_Printer):
     def eqn_html(self, eqn: JaxprEqn) -> str:
         lhs = " ".join(self.binder_html(v) for v in eqn.outvars)
         simple, nested = [], []
+        held = subjaxpr_params(eqn)
         for k, v in sorted(eqn.params.items()):
-            if isinstance(v, (Jaxpr, ClosedJaxpr)):
-                nested.append(self.nested_html(k, v))
-            elif isinstance(v, (tuple, list)) and v and all(isinstance(x, (Jaxpr, ClosedJaxpr)) for x in v):
-                nested.extend(self.nested_html(f"{k}[{i}]", x) for i, x in enumerate(v))
-            else:
+            if k not in held:
                 simple.append(_esc(self.param(k, v, 0)))
+            elif isinstance(v, (Jaxpr, ClosedJaxpr)):
+                nested.append(self.nested_html(k, v))
+            else:
+                nested.extend(self.nested_html(f"{k}[{i}]", x) for i, x in enumerate(v))
         ps = f'<span class="k">[{" ".join(simple)}]</span>' if simple else ""
         args = " ".join(self.atom_html(a) for a in eqn.invars)
         src = ""
@@ -335,59 +465,75 @@ class DropVar(Var):
 
 
 def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
-    """Check every equation's types against its primitive's abstract-eval rule.
+    """Check every equation's types against its primitive's abstract-eval rule, in nested
+    bodies too.
 
     Passes rebuild IR; this is what catches a pass that builds an ill-typed
-    program, before XLA does with a far less helpful message.
+    program, before XLA does with a far less helpful message.  A nested body is
+    checked in a scope of its own: bodies are closed, reading only their inputs.
     """
     from ftrans.core.primitive import abstract_eval_rules
     from ftrans.errors import JaxprTypeError
 
-    if isinstance(jaxpr, ClosedJaxpr):
-        jaxpr = jaxpr.jaxpr
-    env: set[int] = set()
+    checked: set[int] = set()
 
-    def define(v: Var) -> None:
-        if id(v) in env:
-            raise JaxprTypeError(f"variable {v} is defined twice")
-        env.add(id(v))
+    def check(jaxpr: Jaxpr | ClosedJaxpr) -> None:
+        if isinstance(jaxpr, ClosedJaxpr):
+            jaxpr = jaxpr.jaxpr
+        if id(jaxpr) in checked:  # a body shared by several equations is checked once
+            return
+        checked.add(id(jaxpr))
+        env: set[int] = set()
 
-    def read(a) -> ShapedArray:
-        if isinstance(a, Literal):
+        def define(v: Var) -> None:
+            if id(v) in env:
+                raise JaxprTypeError(f"variable {v} is defined twice")
+            env.add(id(v))
+
+        def read(a) -> ShapedArray:
+            if isinstance(a, Literal):
+                return a.aval
+            if id(a) not in env:
+                raise JaxprTypeError(f"variable {a} is used before it is defined")
             return a.aval
-        if id(a) not in env:
-            raise JaxprTypeError(f"variable {a} is used before it is defined")
-        return a.aval
 
-    for v in jaxpr.constvars:
-        define(v)
-    for v in jaxpr.invars:
-        define(v)
-    for eqn in jaxpr.eqns:
-        in_avals = [read(a) for a in eqn.invars]
-        rule = abstract_eval_rules.get(eqn.primitive)
-        if rule is None:
-            raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
-        try:
-            outs = rule(*in_avals, **eqn.params)
-        except (TypeError, ValueError) as e:
-            raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
-        if len(outs) != len(eqn.outvars):
-            raise JaxprTypeError(
-                f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
-                f"but its rule gives {len(outs)}"
-            )
-        for v, aval in zip(eqn.outvars, outs):
-            if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
-                raise JaxprTypeError(
-                    f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
-                    f"but its inputs give {aval.str_short()}"
-                )
+        for v in jaxpr.constvars:
             define(v)
-    for a in jaxpr.outvars:
-        read(a)
+        for v in jaxpr.invars:
+            define(v)
+        for eqn in jaxpr.eqns:
+            in_avals = [read(a) for a in eqn.invars]
+            for sub in subjaxprs(eqn):
+                try:
+                    check(sub)
+                except JaxprTypeError as e:
+                    where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
+                    raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None
+            rule = abstract_eval_rules.get(eqn.primitive)
+            if rule is None:
+                raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+            try:
+                outs = rule(*in_avals, **eqn.params)
+            except (TypeError, ValueError) as e:
+                raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+            if len(outs) != len(eqn.outvars):
+                raise JaxprTypeError(
+                    f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
+                    f"but its rule gives {len(outs)}"
+                )
+            for v, aval in zip(eqn.outvars, outs):
+                if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
+                    raise JaxprTypeError(
+                        f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
+                        f"but its inputs give {aval.str_short()}"
+                    )
+                define(v)
+        for a in jaxpr.outvars:
+            read(a)
+
+    check(jaxpr)
 
 
 # ----------------------------------------------------------------------------

@@ -10,6 +10,9 @@ control-flow ones) lower their sub-jaxprs through ``ModuleLowering.function``.
 Constants captured by a jaxpr become leading *arguments* of ``main`` rather
 than literals in the text: a closed-over weight matrix then costs one transfer
 when the executable is built, not a huge module for XLA to parse.
+
+The lowering emits every equation it is given: dead code is removed before,
+by the pass pipeline ``jit`` runs (``ftrans.transforms.passes``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import Jaxpr, Literal, dce_jaxpr
+from ftrans.core.ir import Jaxpr, Literal
 from ftrans.core.primitive import Primitive
 from ftrans.lowering import mlir_text as mt
 
@@ -143,8 +146,6 @@ class ModuleLowering:
         return sym
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = ()) -> str:
-        # Nothing reads a dead equation's result (grad's discarded forward value, say): XLA need not parse it.
-        jaxpr, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []

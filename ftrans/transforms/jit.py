@@ -419,7 +419,11 @@ class JitWrapped:
             return flat_out
 
         closed, _ = stage(flat_fun, [a for a in avals])
-        return closed, out_tree_box[0]
+        # The IR passes (DCE, ...) run here, so the call path, ``trace``/``lower`` and a
+        # nested ``jit_call`` body all see the same optimised program.
+        from ftrans.transforms.passes import run_pipeline
+
+        return run_pipeline(closed, name=fname), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:

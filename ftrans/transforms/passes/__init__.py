@@ -1,0 +1,48 @@
+"""IR passes run by ``jit`` between tracing and lowering (see ``pipeline``).
+
+Registered, in order: ``dce`` (dead-code elimination).  Switch one off with
+``ftrans.config.update("disabled_passes", ["dce"])`` (or the environment variable
+``FTRANS_DISABLED_PASSES=dce``); see what the pipeline changed with
+``last_report()`` or ``report_for(jit(f).trace(x).jaxpr)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.config import config
+from ftrans.transforms.passes.dce import DeadCodeElimination
+from ftrans.transforms.passes.pipeline import (
+    Pass,
+    PassContext,
+    PassError,
+    PassReport,
+    Rewrite,
+    check_pass_names,
+    last_report,
+    register_pass,
+    registered_passes,
+    report_for,
+    run_pipeline,
+)
+
+__all__ = [
+    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
+    "registered_passes", "report_for", "run_pipeline", "DeadCodeElimination",
+]
+
+register_pass(DeadCodeElimination())
+
+config.register_validator("disabled_passes", check_pass_names)
+
+
+def _on_config_change(name: str, value: Any) -> None:
+    # Executables already compiled ran the old pipeline: jitted functions must trace again.
+    if name == "disabled_passes":
+        from ftrans.transforms import jit as _jit
+
+        for f in list(_jit._all_jitted):
+            f.clear_cache()
+
+
+config._listeners.append(_on_config_change)

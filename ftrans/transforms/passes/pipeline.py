@@ -1,0 +1,256 @@
+"""The pass pipeline ``jit`` runs on a traced program before lowering it.
+
+A pass is a ``ClosedJaxpr -> ClosedJaxpr`` rewrite with a name.  Most passes
+only ever look at one jaxpr at a time: they subclass ``Pass`` and implement
+``rewrite``, and ``PassContext.map_jaxprs`` applies that to the program and to
+every body nested in it (through ``core.ir.subjaxprs``, so a new call-like
+primitive needs nothing here).  A pass that needs the whole program overrides
+``run`` instead.
+
+Nested bodies keep their signature: a body's inputs and outputs are matched
+positionally by its equation's operands and results, and its constvars by
+leading operands or lowered constants, so changing them needs a per-primitive
+rule, which no pass has yet.  The pipeline checks this after every pass.
+
+Every rewrite is recorded (``Rewrite``) with the source line of the equation it
+touched, so a user can ask why the program XLA saw differs from the one they
+wrote: ``last_report()`` after a ``jit`` trace, or ``report_for(traced.jaxpr)``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from ftrans.core.config import config
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, SourceInfo, map_subjaxprs
+from ftrans.errors import FtransError, FtransValueError
+
+__all__ = [
+    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
+    "registered_passes", "report_for", "run_pipeline",
+]
+
+
+class PassError(FtransError, RuntimeError):
+    """A pass broke a rule of the pipeline (changed a nested body's signature): a bug in ftrans."""
+
+
+class Rewrite(NamedTuple):
+    """One change a pass made, at one equation of the user's program."""
+
+    pass_name: str
+    primitive: str  # the primitive of the equation rewritten (or "constant" for a captured constant)
+    source_info: SourceInfo | None
+    what: str
+
+    def __str__(self) -> str:
+        where = f" at {self.source_info}" if self.source_info is not None else ""
+        return f"{self.pass_name}: {self.what}{where}"
+
+
+class PassReport:
+    """What the pipeline did to one program: the passes that ran, those switched off, and every
+    rewrite in order."""
+
+    __slots__ = ("name", "passes_run", "disabled", "rewrites")
+
+    def __init__(self, name: str, passes_run: tuple[str, ...], disabled: tuple[str, ...],
+                 rewrites: list[Rewrite]):
+        self.name = name
+        self.passes_run = passes_run
+        self.disabled = disabled
+        self.rewrites = rewrites
+
+    def by_pass(self, name: str) -> list[Rewrite]:
+        return [r for r in self.rewrites if r.pass_name == name]
+
+    def __len__(self) -> int:
+        return len(self.rewrites)
+
+    def __iter__(self) -> Any:
+        return iter(self.rewrites)
+
+    def __str__(self) -> str:
+        head = f"passes on {self.name or 'program'}: ran {', '.join(self.passes_run) or 'none'}"
+        if self.disabled:
+            head += f"; disabled {', '.join(self.disabled)}"
+        return "\n".join([head, *(f"  {r}" for r in self.rewrites)])
+
+    __repr__ = __str__
+
+
+class PassContext:
+    """What a running pass sees: where to record its rewrites, and the recursion helper."""
+
+    __slots__ = ("pass_name", "rewrites")
+
+    def __init__(self, pass_name: str, rewrites: list[Rewrite]):
+        self.pass_name = pass_name
+        self.rewrites = rewrites
+
+    def record(self, eqn: JaxprEqn | None, what: str, primitive: str | None = None) -> None:
+        """Note one rewrite at ``eqn`` (its primitive and source line go into the report)."""
+        prim = primitive if primitive is not None else (eqn.primitive.name if eqn is not None else "?")
+        si = eqn.source_info if eqn is not None else None
+        self.rewrites.append(Rewrite(self.pass_name, prim, si, what))
+
+    def map_jaxprs(self, closed: ClosedJaxpr, fn: Callable[..., Jaxpr], *, order: str = "post") -> ClosedJaxpr:
+        """Apply ``fn(jaxpr, ctx, top=...)`` to the program and every jaxpr nested in it.
+
+        ``order="post"`` rewrites nested bodies before the jaxpr holding them (so ``fn`` sees
+        rewritten bodies); ``"pre"`` rewrites the outer jaxpr first and then the bodies it
+        kept (DCE: no work on bodies it removes).  A body shared by several equations is
+        rewritten once and stays shared.  Only the top-level jaxpr may drop constvars; the
+        consts follow.
+        """
+        if order not in ("pre", "post"):
+            raise ValueError(f"map_jaxprs: order must be 'pre' or 'post', not {order!r}")
+        memo: dict[int, Any] = {}
+        keep: list[Any] = []  # keeps memo keys alive so ids are not reused mid-walk
+
+        def nested(sub: Jaxpr | ClosedJaxpr) -> Jaxpr | ClosedJaxpr:
+            got = memo.get(id(sub))
+            if got is not None:
+                return got
+            if isinstance(sub, ClosedJaxpr):
+                inner = visit(sub.jaxpr, False)
+                res: Any = sub if inner is sub.jaxpr else ClosedJaxpr(inner, sub.consts)
+            else:
+                res = visit(sub, False)
+            memo[id(sub)] = res
+            keep.append(sub)
+            return res
+
+        def bodies(j: Jaxpr) -> Jaxpr:
+            new_eqns = None
+            for i, eqn in enumerate(j.eqns):
+                e2 = map_subjaxprs(eqn, nested)
+                if e2 is not eqn:
+                    if new_eqns is None:
+                        new_eqns = list(j.eqns)
+                    new_eqns[i] = e2
+            return j if new_eqns is None else Jaxpr(j.constvars, j.invars, new_eqns, j.outvars)
+
+        def visit(j: Jaxpr, top: bool) -> Jaxpr:
+            if order == "pre":
+                new = bodies(fn(j, self, top=top))
+            else:
+                new = fn(bodies(j), self, top=top)
+            if not top and new is not j:
+                _check_signature(self.pass_name, j, new)
+            return new
+
+        top = visit(closed.jaxpr, True)
+        if top is closed.jaxpr:
+            return closed
+        if top.constvars is closed.jaxpr.constvars or list(top.constvars) == list(closed.jaxpr.constvars):
+            return ClosedJaxpr(top, closed.consts)
+        value = {id(v): c for v, c in zip(closed.jaxpr.constvars, closed.consts)}
+        missing = [v for v in top.constvars if id(v) not in value]
+        if missing:
+            raise PassError(f"pass {self.pass_name!r} added constvars to the program; "
+                            "a pass that adds constants must override Pass.run and supply them")
+        return ClosedJaxpr(top, [value[id(v)] for v in top.constvars])
+
+
+def _check_signature(pass_name: str, old: Jaxpr, new: Jaxpr) -> None:
+    def sig(j: Jaxpr) -> tuple:
+        return (len(j.constvars), [(a.shape, a.dtype) for a in j.in_avals],
+                [(v.aval.shape, v.aval.dtype) for v in j.outvars])
+
+    if sig(old) != sig(new):
+        raise PassError(f"pass {pass_name!r} changed the signature of a nested jaxpr: "
+                        f"{sig(old)} became {sig(new)}")
+
+
+class Pass:
+    """A named rewrite of the IR.  Subclass, set ``name``, implement ``rewrite`` (one jaxpr at
+    a time) or ``run`` (the whole program), and ``register_pass`` an instance."""
+
+    name: str = ""
+    order: str = "post"  # see PassContext.map_jaxprs
+
+    def run(self, closed: ClosedJaxpr, ctx: PassContext) -> ClosedJaxpr:
+        return ctx.map_jaxprs(closed, self.rewrite, order=self.order)
+
+    def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
+        """``jaxpr`` rewritten (or itself, unchanged).  ``top``: the program itself, whose
+        constvars may shrink; a nested body must keep its signature."""
+        return jaxpr
+
+
+_passes: dict[str, Pass] = {}  # in pipeline order
+
+
+def register_pass(p: Pass, *, before: str | None = None) -> Pass:
+    """Add ``p`` to the pipeline (at the end, or just before the pass named ``before``)."""
+    if not p.name or not isinstance(p.name, str):
+        raise ValueError(f"register_pass: {p!r} has no name")
+    if p.name in _passes:
+        raise ValueError(f"register_pass: a pass named {p.name!r} is already registered")
+    if before is None:
+        _passes[p.name] = p
+        return p
+    if before not in _passes:
+        raise ValueError(f"register_pass: no pass named {before!r} to insert before")
+    items = list(_passes.items())
+    i = [k for k, _ in items].index(before)
+    items.insert(i, (p.name, p))
+    _passes.clear()
+    _passes.update(items)
+    return p
+
+
+def registered_passes() -> tuple[str, ...]:
+    """The pipeline's pass names, in the order they run."""
+    return tuple(_passes)
+
+
+def check_pass_names(names: tuple[str, ...]) -> None:
+    """Raise if ``names`` (the ``disabled_passes`` option) names a pass that does not exist."""
+    unknown = [n for n in names if n not in _passes]
+    if unknown:
+        raise FtransValueError(
+            f"disabled_passes: unknown pass name{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; the passes are: {', '.join(_passes) or '(none)'}"
+        )
+
+
+_local = threading.local()
+_reports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def run_pipeline(closed: ClosedJaxpr, *, name: str = "") -> ClosedJaxpr:
+    """Run every enabled pass on ``closed`` in order; the result has the same signature.
+
+    The report is kept for ``last_report()`` (this thread) and ``report_for(result)``.
+    """
+    disabled = config.disabled_passes
+    if disabled:
+        check_pass_names(disabled)  # the option may come from the environment, unchecked
+    rewrites: list[Rewrite] = []
+    ran = []
+    out = closed
+    for pname, p in _passes.items():
+        if pname in disabled:
+            continue
+        ran.append(pname)
+        out = p.run(out, PassContext(pname, rewrites))
+    report = PassReport(name, tuple(ran), tuple(n for n in _passes if n in disabled), rewrites)
+    _local.last = report
+    _reports[out] = report
+    return out
+
+
+def last_report() -> PassReport | None:
+    """The report of the pipeline's latest run in this thread (``None`` before any)."""
+    return getattr(_local, "last", None)
+
+
+def report_for(closed: ClosedJaxpr) -> PassReport | None:
+    """The report of the run that produced ``closed`` (e.g. ``jit(f).trace(x).jaxpr``), while
+    that program is alive."""
+    return _reports.get(closed)
