@@ -24,6 +24,7 @@ class Config:
         "enable_x64": ("JAX_ENABLE_X64", bool),
         "disable_jit": ("JAX_DISABLE_JIT", bool),
         "debug_nans": ("JAX_DEBUG_NANS", bool),
+        "debug_infs": ("JAX_DEBUG_INFS", bool),
         "compilation_cache_dir": ("FTRANS_COMPILATION_CACHE_DIR", str),
     }
 
@@ -31,6 +32,7 @@ class Config:
         self.enable_x64 = _env_flag("JAX_ENABLE_X64") or _env_flag("FTRANS_ENABLE_X64")
         self.disable_jit = _env_flag("JAX_DISABLE_JIT")
         self.debug_nans = _env_flag("JAX_DEBUG_NANS")
+        self.debug_infs = _env_flag("JAX_DEBUG_INFS")
         self.compilation_cache_dir = os.environ.get("FTRANS_COMPILATION_CACHE_DIR")
         self._listeners: list = []
 

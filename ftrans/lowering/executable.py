@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
 from ftrans.core.avals import ShapedArray
@@ -66,7 +65,9 @@ class Executable:
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
         self._run = compat.execute_fn(self.xla, self.out_avals, device)
         if device.platform != "cpu":
-            _array_mod.accelerator_in_use = True
+            from ftrans.lowering import device_eager
+
+            device_eager.install()
 
     def run(self, bufs: list) -> list:
         """Run on device buffers (constants prepended); returns one buffer per output."""
