@@ -293,7 +293,8 @@ def _with_device(inner: Any) -> Any:
 
 def _with_checks(inner: Any) -> Any:
     def apply(prim: Primitive, args, params: dict) -> Any:
-        out = inner(prim, args, params)
+        with np.errstate(all="ignore"):  # the check below reports it, as an error, not a warning
+            out = inner(prim, args, params)
         bad = nonfinite_kind(out if prim.multiple_results else [out])
         if bad is not None:
             _explain_nonfinite(prim, args, params, bad)
