@@ -1,18 +1,15 @@
 """``jit``: trace once per argument signature, compile with XLA, call the executable.
 
-The call path is the hot path.  A jitted function keeps two caches:
+The call path is the hot path: one cache lookup, then one ``_execute`` (see
+``JitWrapped``).  A fast key (the arguments' precomputed signatures) answers
+repeat calls on resident arrays when no transform or debug check is active;
+the general key (pytree structure, abstract values, statics, device, x64)
+answers everything else, tracing and compiling on a miss.
 
-* ``_fast``: for calls with only positional ``ftrans.Array`` arguments, no static
-  or donated arguments and no transform active, keyed by the tuple of the
-  arguments' precomputed signatures (shape, dtype, weak type, device).  A hit
-  costs a tuple build, a dict lookup and the PJRT call.
-* ``_cache``: everything else, keyed by the pytree structure, every leaf's
-  signature, the static arguments' values, the device and the x64 switch.
-  Bounded (LRU) at ``max_cache_size`` entries (default ``DEFAULT_CACHE_SIZE``).
-
-Under any active transform (``make_jaxpr``, an enclosing ``jit``, and later
-``grad``/``vmap``) the call binds the ``jit_call`` primitive instead, so the
-jitted function appears in the IR as one call with its own jaxpr.
+Under any active transform (``make_jaxpr``, an enclosing ``jit``, ``grad``,
+``vmap``) the call binds the ``jit_call`` primitive instead, so the jitted
+function appears in the IR as one call with its own jaxpr (or, with
+``inline=True``, as its body's equations).
 """
 
 from __future__ import annotations
@@ -777,6 +774,11 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
+    ``keep_unused=False`` (JAX's default) drops arguments the program never
+    reads from the compiled parameters; ``inline=True`` makes a call under
+    another trace record the body itself instead of a ``jit_call``;
+    ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
+    reach XLA's compile options and key its caches.
     """
     if in_shardings is not None or out_shardings is not None:
         raise NotImplementedError("jit: in_shardings/out_shardings are not supported yet (sharded jit comes later)")
