@@ -118,3 +118,16 @@ def test_debug_flags_from_config_update_spellings():
         ftrans.config.update(name, True)
         assert ftrans.config.debug_infs
         ftrans.config.update(name, False)
+
+
+def test_nan_inside_scan_names_the_scan_or_its_body():
+    from ftrans import lax
+
+    def body(c, x):
+        return c, jnp.log(x)
+
+    xs = jnp.asarray(np.array([1.0, -1.0], np.float32))
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match="nan"):
+        lax.scan(body, jnp.asarray(0.0), xs)
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match="nan"):
+        ftrans.jit(lambda xs: lax.scan(body, 0.0, xs))(xs)

@@ -321,8 +321,11 @@ def nonfinite_kind(outs: Any) -> str | None:
 def _explain_nonfinite(prim: Primitive, args, params: dict, kind: str) -> None:
     # A call-like primitive (jit_call, remat, ...) is re-run op by op so the
     # error names the operation inside its body, as JAX does.
+    # Only when the operands are exactly the body's inputs: a loop's body (scan)
+    # takes slices, and re-running it once on whole operands would mean nothing.
     body = params.get("jaxpr")
-    if isinstance(body, ClosedJaxpr) and len(body.in_avals) == len(args):
+    if isinstance(body, ClosedJaxpr) and len(body.in_avals) == len(args) and all(
+            (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(map(aval_of, args), body.in_avals)):
         from ftrans.core.jaxpr_api import eval_jaxpr
 
         eval_jaxpr(body, list(body.consts), *args)
