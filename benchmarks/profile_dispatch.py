@@ -91,7 +91,7 @@ def profile_fast_path(number: int, repeat: int, runs: int) -> None:
     g(xj)
     args = (x,)
     entry = fast_entry(f, args)
-    if not (entry.single and entry.no_consts):
+    if not (entry.single and not entry.exe.const_bufs):
         raise SystemExit("expected the single-output, no-constant fast path")
     from ftrans.lowering import compat
 

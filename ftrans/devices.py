@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
 from ftrans.core.trace import Tracer
@@ -127,7 +126,9 @@ def _put_leaf(x: Any, dev: Any) -> Any:
         raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
     buf = compat.device_put(np.ascontiguousarray(arr), dev)
     if dev.platform != "cpu":
-        _array_mod.accelerator_in_use = True
+        from ftrans.lowering import device_eager
+
+        device_eager.install()
     return device_array(buf, aval, sig_of(aval, dev.id))
 
 

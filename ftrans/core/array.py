@@ -249,6 +249,8 @@ class DeviceArray(Array):
         return self._buf.is_deleted()
 
     def delete(self) -> None:
+        global buffers_deleted
+        buffers_deleted = True
         self._buf.delete()
         try:
             del self._value
@@ -269,8 +271,9 @@ class DeviceArray(Array):
         return (_rebuild, (self._value, self.weak_type))
 
 
-# Set once any array lives on a GPU/TPU; until then eager dispatch skips the device check.
-accelerator_in_use = False
+# Set once any device buffer has been deleted (donation, ``Array.delete``): until
+# then jit's call path skips checking its arguments' buffers for deletion.
+buffers_deleted = False
 
 
 def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
@@ -308,7 +311,7 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         keep_weak = prim.weak_type_rule is _all_weak
 
         def op(self, other):
-            if not _trace.active_anywhere and type(other) is Array:
+            if _trace.eager_everywhere and type(other) is Array:
                 xv = self._value
                 yv = other._value
                 if xv.dtype is yv.dtype:

@@ -39,6 +39,7 @@ class Config:
         "enable_x64": ("JAX_ENABLE_X64", bool),
         "disable_jit": ("JAX_DISABLE_JIT", bool),
         "debug_nans": ("JAX_DEBUG_NANS", bool),
+        "debug_infs": ("JAX_DEBUG_INFS", bool),
         "compilation_cache_dir": ("FTRANS_COMPILATION_CACHE_DIR", str),
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
     }
@@ -47,6 +48,7 @@ class Config:
         self.enable_x64 = _env_flag("JAX_ENABLE_X64") or _env_flag("FTRANS_ENABLE_X64")
         self.disable_jit = _env_flag("JAX_DISABLE_JIT")
         self.debug_nans = _env_flag("JAX_DEBUG_NANS")
+        self.debug_infs = _env_flag("JAX_DEBUG_INFS")
         self.compilation_cache_dir = os.environ.get("FTRANS_COMPILATION_CACHE_DIR")
         # Names of IR passes ``jit`` skips (``ftrans.transforms.passes``); checked against the
         # registered passes when a pipeline runs, since core cannot see the pass registry.

@@ -19,7 +19,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, state
+from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, shapes_str
 
 _PY_SCALARS = (int, float, complex, bool)
@@ -105,7 +105,7 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
     if t in _PY_SCALARS:
         return scalar_to_array(x, dtype, weak)
     if isinstance(x, (np.ndarray, np.generic)):
-        if not state.eval_only and type(x) is np.ndarray and x.dtype == dtype:
+        if not is_eager() and type(x) is np.ndarray and x.dtype == dtype:
             # Staging captures the NumPy array itself, so one array used twice
             # becomes one constvar.
             return x
@@ -180,7 +180,7 @@ def broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
     xs = shape_of(x)
     if xs == shape:
         return x
-    if not xs and not state.eval_only:
+    if not xs and not is_eager():
         return S.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=())
     lead = len(shape) - len(xs)
     if lead < 0:
@@ -211,7 +211,7 @@ def promote_args(name: str, *args: Any) -> list:
         return ops
     nonscalar = [s for s in shapes if s]
     shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
-    if state.eval_only:
+    if is_eager():
         # NumPy rules broadcast by themselves; only check compatibility.
         return ops
     return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]

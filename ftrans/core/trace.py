@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from ftrans import errors
-from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
@@ -110,15 +110,35 @@ class _TraceState(threading.local):
 state = _TraceState()
 
 # Number of transforms active in any thread.  While it is zero, no thread is
-# tracing, so eager fast paths may skip the (slower) thread-local check.
+# tracing, so eager checks may skip the (slower) thread-local read.  Code
+# outside this module asks ``is_eager``/``can_shortcut`` instead of reading it.
 active_anywhere = 0
 _active_lock = threading.Lock()
 
+# No transform active in any thread and no debug check on: the one global that
+# the hottest shortcuts (Array operators, jit's fast call) read directly.
+eager_everywhere = True
+
 
 def _count_active(delta: int) -> None:
-    global active_anywhere
+    global active_anywhere, eager_everywhere
     with _active_lock:
         active_anywhere += delta
+        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs)
+
+
+def is_eager() -> bool:
+    """No transform is active on this thread: a primitive applied now runs at once."""
+    return not active_anywhere or state.eval_only
+
+
+def can_shortcut() -> bool:
+    """Whether an eager fast path may compute a result without going through ``bind``.
+
+    Like ``is_eager``, but false while a debug check (``debug_nans``/``debug_infs``)
+    must see every primitive.
+    """
+    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs))
 
 
 @contextlib.contextmanager
@@ -176,18 +196,13 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
 # Eager application
 
 
-def eager_apply(prim: Primitive, args, params: dict) -> Any:
+def _host_apply(prim: Primitive, args, params: dict) -> Any:
     """Run a primitive's NumPy rule on concrete operands and wrap the result.
 
-    Operands resident on an accelerator run there instead (``device_eager``);
-    ``_array_mod.accelerator_in_use`` keeps that check off the host-only path.
+    This is ``eager_apply`` until a runtime installs a device backend or a
+    debug check is switched on: the host-only path then carries no test for
+    either.
     """
-    if _array_mod.accelerator_in_use:
-        from ftrans.lowering import device_eager
-
-        dev = device_eager.on_accelerator(args)
-        if dev is not None:
-            return device_eager.apply(prim, args, params, dev)
     try:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])
@@ -237,6 +252,122 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     raise errors.FtransTypeError(
         f"a primitive got an operand of type {type(a).__name__}, which is not an array"
     )
+
+
+# ----------------------------------------------------------------------------
+# The pluggable eager backend and the debug checks
+#
+# Core knows nothing about devices: the runtime (``ftrans.lowering.device_eager``)
+# installs a backend when the first accelerator-resident array appears, the way
+# JAX's runtime registers ``apply_primitive``.  ``eager_apply`` is rebuilt from
+# the pieces that are switched on, so each costs nothing while it is off.
+
+eager_apply = _host_apply
+
+# fn(prim, args, params) -> result, or NotImplemented to let the host rule run.
+_device_backend: Any = None
+_debug_nans = False
+_debug_infs = False
+
+
+def set_device_backend(fn: Any) -> None:
+    """Install (or with None remove) the eager backend for operands that live on an accelerator."""
+    global _device_backend
+    _device_backend = fn
+    _rebuild_eager()
+
+
+def device_backend() -> Any:
+    return _device_backend
+
+
+def _with_device(inner: Any) -> Any:
+    def apply(prim: Primitive, args, params: dict) -> Any:
+        out = _device_backend(prim, args, params)
+        if out is NotImplemented:
+            return inner(prim, args, params)
+        return out
+
+    return apply
+
+
+def _with_checks(inner: Any) -> Any:
+    def apply(prim: Primitive, args, params: dict) -> Any:
+        with np.errstate(all="ignore"):  # the check below reports it, as an error, not a warning
+            out = inner(prim, args, params)
+        bad = nonfinite_kind(out if prim.multiple_results else [out])
+        if bad is not None:
+            _explain_nonfinite(prim, args, params, bad)
+        return out
+
+    return apply
+
+
+def nonfinite_kind(outs: Any) -> str | None:
+    """``"nan"``/``"inf"`` when an output breaks an enabled debug check, else None."""
+    for o in outs:
+        v = o._value if isinstance(o, Array) else o
+        dt = getattr(v, "dtype", None)
+        if dt is None or dt.kind not in "fc":
+            continue
+        v = np.asarray(v)
+        if _debug_nans and np.isnan(v).any():
+            return "nan"
+        if _debug_infs and np.isinf(v).any():
+            return "inf"
+    return None
+
+
+def _explain_nonfinite(prim: Primitive, args, params: dict, kind: str) -> None:
+    # A call-like primitive (jit_call, remat, ...) is re-run op by op so the
+    # error names the operation inside its body, as JAX does.
+    # Only when the operands are exactly the body's inputs: a loop's body (scan)
+    # takes slices, and re-running it once on whole operands would mean nothing.
+    body = params.get("jaxpr")
+    if isinstance(body, ClosedJaxpr) and len(body.in_avals) == len(args) and all(
+            (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(map(aval_of, args), body.in_avals)):
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        eval_jaxpr(body, list(body.consts), *args)
+    raise FloatingPointError(
+        f"invalid value ({kind}) encountered in {prim.name}{_where()}"
+    )
+
+
+def _where() -> str:
+    info = state.source_override
+    if info is None:
+        f = sys._getframe(1)
+        while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+            f = f.f_back
+        if f is None:
+            return ""
+        info = SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+    return f" at {info.filename}:{info.lineno} (in {info.function})"
+
+
+def debug_checks_on() -> bool:
+    """Whether ``debug_nans`` or ``debug_infs`` is on (jit checks its outputs then)."""
+    return _debug_nans or _debug_infs
+
+
+def _rebuild_eager() -> None:
+    global eager_apply
+    fn = _host_apply
+    if _device_backend is not None:
+        fn = _with_device(fn)
+    if _debug_nans or _debug_infs:
+        fn = _with_checks(fn)
+    eager_apply = fn
+
+
+def _on_config(name: str, value: Any) -> None:
+    global _debug_nans, _debug_infs
+    if name in ("debug_nans", "debug_infs"):
+        _debug_nans = bool(_config.debug_nans)
+        _debug_infs = bool(_config.debug_infs)
+        _rebuild_eager()
+        _count_active(0)
 
 
 # ----------------------------------------------------------------------------
@@ -516,3 +647,6 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
 import ftrans.core.primitive as _primitive_module  # noqa: E402
 
 _primitive_module._bind = bind  # Primitive.bind goes straight to the stack-aware bind
+
+_config._listeners.append(_on_config)
+_on_config("debug_nans", None)  # flags set through the environment

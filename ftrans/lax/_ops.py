@@ -34,7 +34,7 @@ from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, state
+from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
 
 __all__ = [
@@ -88,7 +88,7 @@ def _aval(x: Any) -> ShapedArray:
 
 def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     """Bind after type-checking eagerly (staging traces run the same rule themselves)."""
-    if state.eval_only:
+    if is_eager():
         abstract_eval(prim, [_aval(o) for o in ops], params)
     return prim.bind(*ops, **params)
 

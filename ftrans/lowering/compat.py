@@ -61,11 +61,28 @@ def _compile_options(devices: Sequence[Any]) -> Any:
     return opts
 
 
-def compile(client: Any, module_text: str, devices: Sequence[Any]) -> Any:
-    """Compile a StableHLO module (text) for ``devices``; returns a loaded executable."""
+def compile(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+    """Compile a StableHLO module (text) for ``devices``; returns a loaded executable.
+
+    ``options`` are ``(name, value)`` pairs of XLA debug options (``jit``'s
+    ``compiler_options``); XLA itself rejects a name it does not know.
+    """
     opts = _compile_options(devices)
+    if options:
+        opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
     dl = _xc.DeviceList(tuple(devices))
     return client.compile_and_load(module_text.encode(), dl, opts)
+
+
+def _option_value(v: Any) -> Any:
+    # XLA parses strings itself; bool must be tested before int (bool is an int).
+    if isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    raise TypeError(f"a compiler option value must be a str, bool, int or float, got {type(v).__name__}")
 
 
 def serialize(client: Any, executable: Any) -> bytes:

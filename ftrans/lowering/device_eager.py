@@ -6,6 +6,10 @@ the primitive is staged as a one-equation jaxpr, compiled for the operand's
 device and run there; the executable is cached by (primitive, params, operand
 types, device), so a training loop written eagerly compiles each distinct op
 once.
+
+``install`` registers ``dispatch`` as core's eager device backend; the
+runtime calls it when the first accelerator-resident array appears, so a
+host-only program never pays for the device check.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
@@ -25,6 +30,20 @@ from ftrans.lowering.executable import Executable
 _cache: dict[tuple, Executable] = {}
 _lock = threading.Lock()
 stats = {"compiles": 0, "calls": 0}
+
+
+def install() -> None:
+    """Make core's eager path send accelerator-resident operands here (idempotent)."""
+    if _trace.device_backend() is not dispatch:
+        _trace.set_device_backend(dispatch)
+
+
+def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
+    """Core's device backend: run on the operands' accelerator, or NotImplemented for the host."""
+    dev = on_accelerator(args)
+    if dev is None:
+        return NotImplemented
+    return apply(prim, args, params, dev)
 
 
 def on_accelerator(args: Any) -> Any:

@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
-from ftrans.errors import FtransError
+from ftrans.errors import FtransError, FtransValueError
 from ftrans.lowering import compat, lower
 
 MAX_EXECUTABLES = 4096  # compiled programs kept in memory (least recently used dropped first)
@@ -51,7 +50,7 @@ class Executable:
                  "const_bufs", "_run", "donated", "__weakref__")
 
     def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
-                 donated: Sequence[bool] = ()):
+                 donated: Sequence[bool] = (), compiler_options: tuple = ()):
         self.name = name
         self.device = device
         self.device_id = device.id
@@ -61,12 +60,14 @@ class Executable:
         n_consts = len(closed.jaxpr.constvars)
         donated_args = (False,) * n_consts + self.donated if self.donated else ()
         self.text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
-        self.xla = compile_text(self.text, device, closed)
+        self.xla = compile_text(self.text, device, closed, compiler_options)
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
         self._run = compat.execute_fn(self.xla, self.out_avals, device)
         if device.platform != "cpu":
-            _array_mod.accelerator_in_use = True
+            from ftrans.lowering import device_eager
+
+            device_eager.install()
 
     def run(self, bufs: list) -> list:
         """Run on device buffers (constants prepended); returns one buffer per output."""
@@ -81,9 +82,13 @@ class Executable:
         return self.wrap(self.run([to_buffer(a, self.device) for a in arrays]))
 
 
-def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None) -> Any:
-    """XLA-compile ``text`` for ``device``, through the in-memory and on-disk caches."""
-    key = (text, device.id, device.platform)
+def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> Any:
+    """XLA-compile ``text`` for ``device``, through the in-memory and on-disk caches.
+
+    ``options`` (sorted ``(name, value)`` pairs) are part of both caches' keys:
+    the same module compiled with other XLA options is another executable.
+    """
+    key = (text, device.id, device.platform, options)
     with _xla_lock:
         exe = _xla_cache.get(key)
         if exe is not None:
@@ -93,21 +98,29 @@ def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None) -> A
     client = device.client
     from ftrans.lowering import disk_cache
 
-    exe = disk_cache.load(client, text, [device])
+    # The disk cache keys on the text: options ride along as a trailing comment.
+    disk_text = text if not options else f"{text}\n// compiler_options: {options!r}"
+    exe = disk_cache.load(client, disk_text, [device])
     if exe is not None:
         stats["disk_hits"] += 1
     else:
         try:
-            exe = compat.compile(client, text, [device])
+            exe = compat.compile(client, text, [device], options)
         except Exception as e:  # XLA's own error types vary by release
+            if options and _names_option(str(e)):
+                raise FtransValueError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
             raise _rejected(e, text) from None
         stats["compiles"] += 1
-        disk_cache.store(client, text, [device], exe)
+        disk_cache.store(client, disk_text, [device], exe)
     with _xla_lock:
         _xla_cache[key] = exe
         while len(_xla_cache) > MAX_EXECUTABLES:
             _xla_cache.popitem(last=False)
     return exe
+
+
+def _names_option(msg: str) -> bool:
+    return "compile option" in msg or "setting option" in msg or "compiler option" in msg
 
 
 def _rejected(e: Exception, text: str) -> XlaRejectedError:

@@ -30,7 +30,7 @@ from ftrans.core.operands import (
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, state
+from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import _shape
 
@@ -143,7 +143,7 @@ def _broadcast_scalar(v: Any, shape: tuple[int, ...]) -> Any:
     """A rank-0 array broadcast to ``shape`` (materialised eagerly, a broadcast_in_dim when staged)."""
     if not shape:
         return v
-    if state.eval_only and type(v) is Array:
+    if is_eager() and type(v) is Array:
         return _frozen(np.full(shape, v._value, v._value.dtype), v.weak_type)
     return S.broadcast_in_dim_p.bind(v, shape=shape, broadcast_dimensions=())
 
@@ -301,7 +301,7 @@ def _shape_probe(x: Any) -> Any:
 def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
     shp = _shape_arg(name, shape)
     d = _dtype_arg(name, dtype) or dtypes.default_float()
-    if state.eval_only:
+    if is_eager():
         return _frozen(np.full(shp, value, d), False)
     # Staged as a broadcast of a literal, so traced programs carry no big constants.
     return _broadcast_scalar(_scalar(value, d), shp)

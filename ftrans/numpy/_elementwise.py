@@ -39,7 +39,7 @@ from ftrans.core.primitive import Primitive, _all_weak, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
-from ftrans.core.trace import Tracer, state
+from ftrans.core.trace import Tracer, can_shortcut, is_eager
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__: list[str] = []
@@ -83,7 +83,7 @@ def _broadcast_ops(name: str, ops: list) -> list:
         return ops
     nonscalar = [s for s in shapes if s]
     shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
-    if state.eval_only:
+    if is_eager():
         return ops
     return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
 
@@ -179,7 +179,7 @@ def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array 
     with no promotion) and, if weakly typed, promotes to itself.  It skips
     only ``bind``'s dispatch, so the result is the general path's.
     """
-    if type(x) is Array and state.eval_only:
+    if type(x) is Array and can_shortcut():
         xv = x._value
         d = xv.dtype
         if d in allowed and (not x.weak_type or _weak_stable(d)):
@@ -200,7 +200,7 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
     new = Array._new
 
     def fn(x: Any, y: Any, /) -> Any:
-        if type(x) is Array and state.eval_only:
+        if type(x) is Array and can_shortcut():
             ty = type(y)
             try:
                 if ty is float:
@@ -243,7 +243,7 @@ def _unary(prim: Primitive, name: str):
     new = Array._new
 
     def fn(x: Any, /) -> Any:
-        if type(x) is Array and state.eval_only:
+        if type(x) is Array and can_shortcut():
             xv = x._value
             if xv.dtype in INEXACT and (not x.weak_type or _weak_stable(xv.dtype)):
                 return new(impl(xv), keep_weak and x.weak_type)
@@ -284,7 +284,7 @@ def positive(x: Any, /) -> Any:
 @_export
 def true_divide(x: Any, y: Any, /) -> Any:
     """``x / y`` in floating point (integers are promoted to the default float)."""
-    if state.eval_only and type(x) is Array and type(y) is Array:
+    if can_shortcut() and type(x) is Array and type(y) is Array:
         xv, yv = x._value, y._value
         if xv.dtype == yv.dtype and xv.dtype.kind in "fc":
             return Array._new(E.div_p.impl(xv, yv), x.weak_type and y.weak_type)
@@ -806,7 +806,7 @@ def _compare(prim: Primitive, name: str, ordered: bool):
     impl = prim.impl
 
     def fn(x: Any, y: Any, /) -> Any:
-        if state.eval_only and type(x) is Array:
+        if can_shortcut() and type(x) is Array:
             xv = x._value
             ty = type(y)
             try:

@@ -34,7 +34,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import quiet
-from ftrans.core.trace import state
+from ftrans.core.trace import can_shortcut
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -217,7 +217,7 @@ _F32 = np.dtype(np.float32)
 
 def _fast_operand(a: Any) -> np.ndarray | None:
     """``a``'s ndarray when the eager fast path applies: an ftrans Array of rank >= 1, eagerly."""
-    if type(a) is Array and state.eval_only:
+    if type(a) is Array and can_shortcut():
         v = a._value
         if v.ndim:
             return v

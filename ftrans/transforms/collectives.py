@@ -135,8 +135,7 @@ def _bind_collective(prim: Primitive, args: tuple, params: dict) -> Any:
     frames = _frames(prim.name, _names_of(params))
     # Type-check every binding against one element's operands (the batching rule may run directly below).
     abstract_eval_rules[prim](*[aval_of(a) for a in args], **params)
-    st = _trace.state
-    if not _trace.active_anywhere or st.eval_only:
+    if _trace.is_eager():
         return _trace.eager_apply(prim, args, params)  # only a pmap axis can be bound here: impl says so
     top = _trace.find_top_trace(args).main
     for f in frames:

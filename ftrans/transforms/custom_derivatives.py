@@ -221,7 +221,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _resolve_kwargs(self.fun, args, kwargs)
-        if not _trace.active_anywhere or _trace.state.eval_only:
+        if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
@@ -310,7 +310,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
         args = _resolve_kwargs(self.fun, args, kwargs)
-        if not _trace.active_anywhere or _trace.state.eval_only:
+        if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)

@@ -1,18 +1,15 @@
 """``jit``: trace once per argument signature, compile with XLA, call the executable.
 
-The call path is the hot path.  A jitted function keeps two caches:
+The call path is the hot path: one cache lookup, then one ``_execute`` (see
+``JitWrapped``).  A fast key (the arguments' precomputed signatures) answers
+repeat calls on resident arrays when no transform or debug check is active;
+the general key (pytree structure, abstract values, statics, device, x64)
+answers everything else, tracing and compiling on a miss.
 
-* ``_fast``: for calls with only positional ``ftrans.Array`` arguments, no static
-  or donated arguments and no transform active, keyed by the tuple of the
-  arguments' precomputed signatures (shape, dtype, weak type, device).  A hit
-  costs a tuple build, a dict lookup and the PJRT call.
-* ``_cache``: everything else, keyed by the pytree structure, every leaf's
-  signature, the static arguments' values, the device and the x64 switch.
-  Bounded (LRU) at ``max_cache_size`` entries (default ``DEFAULT_CACHE_SIZE``).
-
-Under any active transform (``make_jaxpr``, an enclosing ``jit``, and later
-``grad``/``vmap``) the call binds the ``jit_call`` primitive instead, so the
-jitted function appears in the IR as one call with its own jaxpr.
+Under any active transform (``make_jaxpr``, an enclosing ``jit``, ``grad``,
+``vmap``) the call binds the ``jit_call`` primitive instead, so the jitted
+function appears in the IR as one call with its own jaxpr (or, with
+``inline=True``, as its body's equations).
 """
 
 from __future__ import annotations
@@ -28,12 +25,13 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
-from ftrans.core.ir import ClosedJaxpr, Jaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
@@ -164,25 +162,26 @@ def _path_str(path: tuple) -> str:
 
 
 class _Entry:
-    """What a cache hit needs: the executable and how to rebuild the outputs.
+    """One compiled signature: the executable and how to feed it and rebuild the outputs.
 
-    ``execute`` runs the PJRT executable on a list of buffers; ``single``
-    (when the function returns one array) lets the hot path build its one
-    output inline.
+    ``run`` takes one buffer per *kept* argument leaf (``kept`` lists them when
+    ``keep_unused=False`` pruned some; None keeps all); ``single`` (one array
+    returned) lets ``_execute`` build its output inline.
     """
 
-    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "execute", "no_consts", "aval0", "sig0")
+    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "run", "aval0", "sig0", "kept")
 
-    def __init__(self, exe: X.Executable, out_tree: Any, donate_mask: tuple, closed: ClosedJaxpr):
+    def __init__(self, exe: X.Executable, out_tree: Any, donate_mask: tuple, closed: ClosedJaxpr,
+                 kept: tuple | None = None):
         self.exe = exe
         self.out_tree = out_tree
         self.single = out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(out_tree)
         self.donate_mask = donate_mask
         self.closed = closed
-        self.execute = exe._run
-        self.no_consts = not exe.const_bufs
+        self.run = exe._run if not exe.const_bufs else exe.run  # constants lead the argument list
         self.aval0 = exe.out_avals[0] if exe.out_avals else None
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
+        self.kept = kept
 
 
 # ----------------------------------------------------------------------------
@@ -190,11 +189,24 @@ class _Entry:
 
 
 class JitWrapped:
-    """The callable ``jit`` returns; also offers ``lower``, ``trace``, ``eval_shape``."""
+    """The callable ``jit`` returns; also offers ``lower``, ``trace``, ``eval_shape``.
+
+    A call makes one cache lookup and, on a hit, one call of ``_execute``:
+
+    * the *fast key*, when it is cheap to compute (no transform or debug check
+      active anywhere): the arguments' precomputed signatures (shape, dtype,
+      weak type, device), in ``_fast`` for plain positional Arrays, in
+      ``_tree_fast`` with the pytree structure and static values otherwise.
+      Only calls whose leaves are all resident on the executable's device, with
+      nothing donated, are registered there;
+    * otherwise the *general key* (pytree structure, every leaf's abstract
+      value, statics, device, x64) in ``_cache``, bounded (LRU) at
+      ``max_cache_size``; a miss traces and compiles.
+    """
 
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
-                 keep_unused: bool, inline: bool):
+                 keep_unused: bool, inline: bool, compiler_options: tuple = ()):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
@@ -212,7 +224,9 @@ class JitWrapped:
         self._device = device
         self._backend = backend
         self._max = int(max_cache_size)
-        self._inline = inline
+        self._inline = bool(inline)
+        self._keep_unused = bool(keep_unused)
+        self._compiler_options = compiler_options
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._fast: dict[tuple, _Entry] = {}
         self._tree_fast: dict[tuple, _Entry] = {}
@@ -226,39 +240,52 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not _trace.active_anywhere and self._fast_ok:
-            if not kwargs:
-                entry = self._fast.get(tuple([getattr(a, "_sig", None) for a in args]))
-                if entry is not None:
-                    self.hits += 1
-                    try:
-                        if entry.no_consts:
-                            bufs = entry.execute([a._buf for a in args])
-                        else:  # constants lead the argument list
-                            bufs = entry.exe.run([a._buf for a in args])
-                    except Exception:  # e.g. a deleted (donated) buffer: the general path explains
-                        return self._call(args, kwargs)
-                    if entry.single:
-                        out = _new(DeviceArray)
-                        out._buf = bufs[0]
-                        out._aval = aval = entry.aval0
-                        out._sig = entry.sig0
-                        out.weak_type = aval.weak_type
-                        return out
-                    outs = entry.exe.wrap(bufs)
-                    return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
-            # Second tier: any pytree of resident arrays (no statics to split off here).
-            leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-            entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), ()))
+        if _trace.eager_everywhere and self._fast_ok and not kwargs:
+            entry = self._fast.get(tuple([getattr(a, "_sig", None) for a in args]))
             if entry is not None:
+                if _array_mod.buffers_deleted and not _all_resident(args):
+                    return self._call(args, kwargs)  # the general path transfers or explains
                 self.hits += 1
-                exe = entry.exe
-                try:
-                    outs = exe.wrap(exe.run([x._buf for x in leaves]))
-                except Exception:  # a deleted (donated) buffer: the general path explains
-                    return self._call(args, kwargs)
-                return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
+                return self._execute(entry, [a._buf for a in args], args)
         return self._call(args, kwargs)
+
+    def _execute(self, entry: _Entry, bufs: list, leaves: Any) -> Any:
+        """The one way a cached executable runs: argument buffers in, the output pytree out."""
+        if entry.kept is not None:
+            bufs = [bufs[i] for i in entry.kept]
+        if entry.donate_mask:
+            _check_donation(leaves, entry.donate_mask, self.__name__)
+            out = entry.run(bufs)
+            _forget_donated(leaves, entry.donate_mask)
+        else:
+            out = entry.run(bufs)
+        if not _trace.eager_everywhere and _trace.debug_checks_on():
+            self._check_outputs(entry, out, leaves)
+        if entry.single:
+            res = _new(DeviceArray)
+            res._buf = out[0]
+            res._aval = aval = entry.aval0
+            res._sig = entry.sig0
+            res.weak_type = aval.weak_type
+            return res
+        return tree_util.tree_unflatten(entry.out_tree, entry.exe.wrap(out))
+
+    def _check_outputs(self, entry: _Entry, out_bufs: list, leaves: Any) -> None:
+        """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
+        kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
+        if kind is None:
+            return
+        if not entry.donate_mask:  # donated inputs are gone: nothing to re-run on
+            from ftrans.core.jaxpr_api import eval_jaxpr
+
+            closed = entry.closed
+            eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
+        raise FloatingPointError(
+            f"invalid value ({kind}) encountered in the output of jit({self.__name__}); re-running it "
+            "op by op did not reproduce it" if not entry.donate_mask else
+            f"invalid value ({kind}) encountered in the output of jit({self.__name__}) (its inputs were "
+            "donated, so it cannot be re-run op by op to find the operation)"
+        )
 
     # -- everything else --------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
@@ -292,19 +319,11 @@ class JitWrapped:
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        if not _trace.active_anywhere and statics:
-            # The pytree tier for calls with static arguments (the others took it in __call__).
-            tkey = (in_tree, tuple([getattr(leaf, "_sig", None) for leaf in leaves]), statics)
-            entry = self._tree_fast.get(tkey)
-            if entry is not None:
+        if _trace.eager_everywhere:
+            entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), statics))
+            if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
                 self.hits += 1
-                exe = entry.exe
-                try:
-                    outs = exe.wrap(exe.run([leaf._buf for leaf in leaves]))
-                except Exception:  # a deleted (donated) buffer: the general path explains
-                    pass
-                else:
-                    return outs[0] if entry.single else tree_util.tree_unflatten(entry.out_tree, outs)
+                return self._execute(entry, [x._buf for x in leaves], leaves)
         avals = []
         tracing = False
         for leaf in leaves:
@@ -314,7 +333,9 @@ class JitWrapped:
             if isinstance(leaf, Tracer):
                 tracing = True
             avals.append(a)
-        if tracing or (_trace.active_anywhere and not _trace.state.eval_only):
+        if tracing or not _trace.is_eager():
+            if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
+                return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
@@ -331,22 +352,14 @@ class JitWrapped:
                     self._tree_fast.clear()
         else:
             self.hits += 1
-        exe = entry.exe
         bufs = [X.to_buffer(leaf, device) for leaf in leaves]
-        if entry.donate_mask:
-            _check_donation(leaves, entry.donate_mask, self.__name__)
-        outs = exe.wrap(exe.run(bufs))
-        if entry.donate_mask:
-            _forget_donated(leaves, entry.donate_mask)
-        else:
+        if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
-        if entry.single:
-            return outs[0]
-        return tree_util.tree_unflatten(entry.out_tree, outs)
+        return self._execute(entry, bufs, leaves)
 
     def _remember_fast(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
                        device: Any, entry: _Entry) -> None:
-        """Register the call's signatures so the next identical call skips the general path.
+        """Register the call's signatures so the next identical call is answered by the fast key.
 
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
@@ -429,8 +442,9 @@ class JitWrapped:
                  device: Any) -> _Entry:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         donate_mask = self._donate_mask(args, kwargs, len(avals))
-        exe = X.Executable(closed, device, self.__name__, donate_mask)
-        return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed)
+        program, kept = _prune_unused(closed, self._keep_unused)
+        exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
+        return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept)
 
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):
@@ -470,7 +484,7 @@ class JitWrapped:
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
-                      self._target_device(leaves))
+                      self._target_device(leaves), self._keep_unused)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         return self.trace(*args, **kwargs).lower()
@@ -510,19 +524,24 @@ class JitWrapped:
 class Traced:
     """``jit(f).trace(*args)``: the staged program, before lowering."""
 
-    def __init__(self, owner: JitWrapped, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any):
+    def __init__(self, owner: JitWrapped, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any,
+                 keep_unused: bool = True):
         self._owner = owner
         self.jaxpr = closed
         self.out_tree = out_tree
         self._donate = donate_mask
         self._device = device
+        # What is lowered and compiled: ``jaxpr`` less the arguments it never reads (keep_unused=False).
+        self._program, self._kept = _prune_unused(closed, keep_unused)
 
     def lower(self) -> Lowered:
         from ftrans.lowering.lower import lower_jaxpr
 
-        n_consts = len(self.jaxpr.jaxpr.constvars)
-        donated = (False,) * n_consts + tuple(self._donate) if any(self._donate) else ()
-        text = lower_jaxpr(self.jaxpr.jaxpr, self._owner.__name__, donated_args=donated)
+        program = self._program
+        donate = _select(self._donate, self._kept)
+        n_consts = len(program.jaxpr.constvars)
+        donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
+        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated)
         return Lowered(self, text)
 
 
@@ -540,8 +559,9 @@ class Lowered:
 
     def compile(self) -> Compiled:
         t = self._traced
-        exe = X.Executable(t.jaxpr, t._device, t._owner.__name__, t._donate)
-        return Compiled(exe, t.out_tree, t.jaxpr)
+        exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
+                           t._owner._compiler_options)
+        return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
 
     @property
     def in_avals(self) -> list:
@@ -556,21 +576,22 @@ class Lowered:
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
-    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr):
+    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None):
         self._exe = exe
         self._out_tree = out_tree
         self._closed = closed
+        self._kept = kept
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves = tree_util.tree_leaves((args, kwargs))
-        want = self._exe.in_avals
+        want = self._closed.in_avals
         got = [_leaf_aval(x) for x in leaves]
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
                                         for g, w in zip(got, want)):
             gs = ", ".join("?" if g is None else g.str_short() for g in got)
             ws = ", ".join(w.str_short() for w in want)
             raise FtransTypeError(f"Compiled: called with ({gs}) but compiled for ({ws})")
-        outs = self._exe(*leaves)
+        outs = self._exe(*_select(leaves, self._kept))
         return tree_util.tree_unflatten(self._out_tree, outs)
 
     def as_text(self) -> str:
@@ -664,6 +685,39 @@ def _hashable(v: Any, what: str, fname: str) -> Any:
     return (type(v), v)
 
 
+def _prune_unused(closed: ClosedJaxpr, keep_unused: bool) -> tuple[ClosedJaxpr, tuple | None]:
+    """``keep_unused=False`` (JAX's default): drop the arguments no equation or output reads.
+
+    Returns the program to compile and the indices of the kept arguments
+    (None when every argument stays, so the call path does no selection).
+    """
+    if keep_unused:
+        return closed, None
+    jaxpr = closed.jaxpr
+    used = {id(v) for e in jaxpr.eqns for v in e.invars if isinstance(v, Var)}
+    used.update(id(v) for v in jaxpr.outvars if isinstance(v, Var))
+    kept = tuple(i for i, v in enumerate(jaxpr.invars) if id(v) in used)
+    if len(kept) == len(jaxpr.invars):
+        return closed, None
+    pruned = Jaxpr(jaxpr.constvars, [jaxpr.invars[i] for i in kept], jaxpr.eqns, jaxpr.outvars)
+    return ClosedJaxpr(pruned, closed.consts), kept
+
+
+def _select(xs: Sequence, kept: tuple | None) -> Any:
+    if kept is None or not xs:
+        return xs
+    return type(xs)(xs[i] for i in kept) if isinstance(xs, tuple) else [xs[i] for i in kept]
+
+
+def _all_resident(leaves: Any) -> bool:
+    """After a deletion anywhere: every leaf still has a live buffer (else the general path decides)."""
+    for x in leaves:
+        buf = getattr(x, "_buf", None)
+        if buf is None or buf.is_deleted():
+            return False
+    return True
+
+
 def _check_donation(leaves: list, mask: tuple, fname: str) -> None:
     seen = set()
     for leaf, d in zip(leaves, mask):
@@ -675,6 +729,7 @@ def _check_donation(leaves: list, mask: tuple, fname: str) -> None:
 
 def _forget_donated(leaves: list, mask: tuple) -> None:
     """Donated inputs may now alias outputs: drop their buffers and host copies so reuse raises."""
+    _array_mod.buffers_deleted = True
     for leaf, d in zip(leaves, mask):
         if d and isinstance(leaf, Array):
             buf = getattr(leaf, "_buf", None)
@@ -696,6 +751,24 @@ def _mark_host_donated(leaf: Array) -> None:
         pass
 
 
+def _compiler_options(options: Any) -> tuple:
+    """``compiler_options`` as sorted (name, value) pairs, checked for what XLA can take."""
+    if options is None:
+        return ()
+    if not isinstance(options, dict):
+        raise FtransTypeError(f"jit: compiler_options must be a dict of XLA option names to values, got "
+                              f"{type(options).__name__}")
+    out = []
+    for k, v in options.items():
+        if not isinstance(k, str):
+            raise FtransTypeError(f"jit: compiler_options keys are XLA option names (str), got {k!r}")
+        if not isinstance(v, (str, bool, int, float, np.integer, np.floating)):
+            raise FtransTypeError(
+                f"jit: compiler_options[{k!r}] is a {type(v).__name__}; XLA options take str, bool, int or float")
+        out.append((k, v))
+    return tuple(sorted(out))
+
+
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,
         static_argnums: int | Sequence[int] | None = None, static_argnames: str | Iterable[str] | None = None,
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
@@ -705,6 +778,11 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
+    ``keep_unused=False`` (JAX's default) drops arguments the program never
+    reads from the compiled parameters; ``inline=True`` makes a call under
+    another trace record the body itself instead of a ``jit_call``;
+    ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
+    reach XLA's compile options and key its caches.
     """
     if in_shardings is not None or out_shardings is not None:
         raise NotImplementedError("jit: in_shardings/out_shardings are not supported yet (sharded jit comes later)")
@@ -712,7 +790,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
-              keep_unused=keep_unused, inline=inline)
+              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options))
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)

@@ -290,7 +290,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
-        if not _trace.active_anywhere or _trace.state.eval_only:
+        if _trace.is_eager():
             return fun(*args, **kwargs)
         n = len(args)
         stat = {i % n for i in statics} if n else set()

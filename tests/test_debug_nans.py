@@ -1,0 +1,133 @@
+"""``config.debug_nans`` / ``debug_infs``: the op that made a NaN (inf) raises, naming the user's line."""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans.core import trace as ftrace
+
+
+@contextlib.contextmanager
+def _flag(name: str, lib=ftrans):
+    lib.config.update(name, True)
+    try:
+        yield
+    finally:
+        lib.config.update(name, False)
+
+
+def _line_of(fn, marker: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, ln in enumerate(lines) if marker in ln)
+
+
+def test_eager_nan_raises_at_the_op_like_jax():
+    x = np.array([1.0, -1.0], np.float32)
+
+    def f(lib, x):
+        y = lib.sin(x)
+        return lib.log(y)  # MARK
+
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        f(jjnp, jjnp.asarray(x))
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match=r"nan.*log") as info:
+        f(jnp, jnp.asarray(x))
+    assert f"test_debug_nans.py:{_line_of(f, 'MARK')}" in str(info.value)
+
+
+def test_eager_operators_and_shortcuts_are_checked():
+    x = jnp.asarray(np.array([0.0, 1.0], np.float32))
+    inf = jnp.asarray(np.array([np.inf, 1.0], np.float32))
+    with _flag("debug_nans"):
+        with pytest.raises(FloatingPointError, match="mul"):
+            inf * x  # the Array operator fast path
+        with pytest.raises(FloatingPointError, match="div"):
+            x / x
+        with pytest.raises(FloatingPointError, match="sqrt"):
+            jnp.sqrt(-inf)
+        jnp.log(x)  # -inf is not a NaN
+    with _flag("debug_infs"), pytest.raises(FloatingPointError, match=r"\(inf\).*log"):
+        jnp.log(x)
+
+
+def test_off_means_no_check_and_no_wrapper():
+    assert ftrace.eager_apply is ftrace._host_apply
+    assert np.isnan(np.asarray(jnp.log(jnp.asarray(-1.0))))
+    with _flag("debug_nans"):
+        assert ftrace.eager_apply is not ftrace._host_apply
+        assert not ftrace.eager_everywhere
+    assert ftrace.eager_apply is ftrace._host_apply
+    assert ftrace.eager_everywhere
+
+
+def test_jit_reruns_op_by_op_to_find_the_nan():
+    def f(x):
+        y = jnp.cos(x) * 2.0
+        z = jnp.log(y - 3.0)  # MARK
+        return z + 1.0
+
+    jf = ftrans.jit(f)
+    x = np.ones(3, np.float32)
+    assert np.isnan(np.asarray(jf(x))).all()
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match=r"nan.*log") as info:
+        jf(x)
+    assert f"test_debug_nans.py:{_line_of(f, 'MARK')}" in str(info.value)
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        jax.jit(lambda x: jjnp.log(jjnp.cos(x) * 2.0 - 3.0) + 1.0)(x)
+
+
+def test_nested_jit_reruns_the_inner_body():
+    @ftrans.jit
+    def inner(x):
+        return jnp.sqrt(x - 5.0)  # MARK
+
+    def outer(x):
+        return inner(x * 2.0) + 1.0
+
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match="sqrt") as info:
+        ftrans.jit(outer)(np.ones(2, np.float32))
+    assert f"test_debug_nans.py:{_line_of(inner.__wrapped__, 'MARK')}" in str(info.value)
+
+
+def test_jit_clean_outputs_pass_and_cache_stays_usable():
+    jf = ftrans.jit(lambda x: x * 2.0)
+    x = ftrans.device_put(np.ones(2, np.float32))
+    with _flag("debug_nans"):
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(jf(x)), [2.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(jf(x)), [2.0, 2.0])
+
+
+def test_integer_outputs_are_not_checked():
+    with _flag("debug_nans"), _flag("debug_infs"):
+        assert int(jnp.asarray(3) // 2) == 1
+        np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda a: a + 1)(np.arange(3))), [1, 2, 3])
+
+
+def test_debug_flags_from_config_update_spellings():
+    for name in ("debug_infs", "jax_debug_infs"):
+        ftrans.config.update(name, True)
+        assert ftrans.config.debug_infs
+        ftrans.config.update(name, False)
+
+
+def test_nan_inside_scan_names_the_scan_or_its_body():
+    from ftrans import lax
+
+    def body(c, x):
+        return c, jnp.log(x)
+
+    xs = jnp.asarray(np.array([1.0, -1.0], np.float32))
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match="nan"):
+        lax.scan(body, jnp.asarray(0.0), xs)
+    with _flag("debug_nans"), pytest.raises(FloatingPointError, match="nan"):
+        ftrans.jit(lambda xs: lax.scan(body, 0.0, xs))(xs)

@@ -1,0 +1,149 @@
+"""``jit``'s options do what they say (none is accepted and ignored), and its one call path's error cases."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
+
+
+def _main_params(text: str) -> int:
+    line = next(ln for ln in text.splitlines() if "@main(" in ln)
+    head = line[line.index("@main(") + 6:line.index(") ->")]
+    return head.count("%")
+
+
+# ---------------------------------------------------------------- keep_unused
+def test_keep_unused_false_prunes_unused_parameters_like_jax():
+    def f(x, unused, y):
+        return x * y
+
+    args = (np.ones(3, np.float32), np.ones(2, np.float32), np.ones(3, np.float32))
+    ours = ftrans.jit(f).lower(*args).as_text()
+    theirs = jax.jit(f).lower(*args).as_text()
+    assert _main_params(ours) == _main_params(theirs) == 2
+
+
+def test_keep_unused_true_keeps_every_parameter_like_jax():
+    def f(x, unused, y):
+        return x * y
+
+    args = (np.ones(3, np.float32), np.ones(2, np.float32), np.ones(3, np.float32))
+    ours = ftrans.jit(f, keep_unused=True).lower(*args).as_text()
+    theirs = jax.jit(f, keep_unused=True).lower(*args).as_text()
+    assert _main_params(ours) == _main_params(theirs) == 3
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_pruned_program_computes_the_same(keep):
+    f = ftrans.jit(lambda a, b, c: {"s": a + c}, keep_unused=keep)
+    a = np.arange(3, dtype=np.float32)
+    for _ in range(3):  # general path, then the fast key
+        out = f(a, np.float32(7.0), a)
+        np.testing.assert_array_equal(np.asarray(out["s"]), 2 * a)
+    da = ftrans.device_put(a)
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(f(da, ftrans.device_put(np.float32(1)), da)["s"]), 2 * a)
+    compiled = ftrans.jit(lambda a, b: a * 2, keep_unused=keep).lower(a, a).compile()
+    np.testing.assert_array_equal(np.asarray(compiled(a, a)), 2 * a)
+
+
+def test_pruned_argument_donation():
+    f = ftrans.jit(lambda a, b: a * 2, donate_argnums=(0, 1))
+    a = ftrans.device_put(np.ones(3, np.float32))
+    b = ftrans.device_put(np.ones(3, np.float32))
+    np.testing.assert_array_equal(np.asarray(f(a, b)), 2 * np.ones(3, np.float32))
+    with pytest.raises(DeletedArrayError, match="donated"):
+        np.asarray(a)
+
+
+# ---------------------------------------------------------------- inline
+def test_inline_puts_the_body_in_the_callers_jaxpr():
+    inner = ftrans.jit(lambda x: ftrans.numpy.sin(x) * 2, inline=True)
+    plain = ftrans.jit(lambda x: ftrans.numpy.sin(x) * 2)
+    x = np.ones(3, np.float32)
+    got = [e.primitive.name for e in ftrans.make_jaxpr(lambda x: inner(x) + 1)(x).jaxpr.eqns]
+    assert got == ["sin", "mul", "add"], got
+    called = [e.primitive.name for e in ftrans.make_jaxpr(lambda x: plain(x) + 1)(x).jaxpr.eqns]
+    assert called == ["jit_call", "add"], called
+    theirs = [e.primitive.name for e in jax.make_jaxpr(lambda x: jax.jit(lambda x: jjnp.sin(x) * 2,
+                                                                         inline=True)(x) + 1)(x).jaxpr.eqns]
+    assert theirs == got
+
+
+def test_inline_still_compiles_when_called_eagerly():
+    f = ftrans.jit(lambda x: x + 1, inline=True)
+    np.testing.assert_array_equal(np.asarray(f(np.ones(2, np.float32))), 2 * np.ones(2, np.float32))
+    assert f.cache_info()["misses"] == 1
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda x: f(x) * 3)(np.ones(2, np.float32))),
+                                  6 * np.ones(2, np.float32))
+
+
+# ---------------------------------------------------------------- compiler_options
+def test_compiler_options_reach_xla_and_key_the_cache():
+    from ftrans.lowering import executable as X
+
+    x = np.linspace(0, 1, 8, dtype=np.float32)
+    plain = ftrans.jit(lambda x: jnp.exp(x) * 3)
+    opt = ftrans.jit(lambda x: jnp.exp(x) * 3, compiler_options={"xla_backend_optimization_level": 0,
+                                                                 "xla_cpu_enable_fast_math": False})
+    np.testing.assert_allclose(np.asarray(plain(x)), np.exp(x) * 3, rtol=1e-6)
+    before = X.stats["compiles"]
+    np.testing.assert_allclose(np.asarray(opt(x)), np.exp(x) * 3, rtol=1e-6)
+    assert X.stats["compiles"] == before + 1  # same module text, other options: not the cached program
+
+
+def test_unknown_compiler_option_is_named():
+    f = ftrans.jit(lambda x: x + 1, compiler_options={"xla_no_such_option_here": True})
+    with pytest.raises(FtransValueError, match="xla_no_such_option_here"):
+        f(np.ones(2, np.float32))
+
+
+def test_bad_compiler_option_value():
+    with pytest.raises(FtransTypeError, match="compiler_options"):
+        ftrans.jit(lambda x: x, compiler_options={"xla_cpu_enable_fast_math": [1]})
+    with pytest.raises(FtransTypeError, match="dict"):
+        ftrans.jit(lambda x: x, compiler_options=[("a", 1)])
+    f = ftrans.jit(lambda x: x + 1, compiler_options={"xla_cpu_enable_fast_math": "notabool"})
+    with pytest.raises(FtransValueError, match="xla_cpu_enable_fast_math"):
+        f(np.ones(2, np.float32))
+
+
+# ---------------------------------------------------------------- one call path: deleted buffers
+def test_deleted_argument_raises_on_every_cache_tier():
+    f = ftrans.jit(lambda x: x * 2)
+    g = ftrans.jit(lambda p: p["a"] * 2)
+    x = ftrans.device_put(np.ones(3, np.float32))
+    for _ in range(2):  # warm the fast keys
+        f(x)
+        g({"a": x})
+    x.delete()
+    with pytest.raises(DeletedArrayError):
+        f(x)
+    with pytest.raises(DeletedArrayError):
+        g({"a": x})
+
+
+def test_host_array_donated_then_reused_is_retransferred():
+    """A host Array keeps its value when donated (only its device copy goes): reuse still works."""
+    d = ftrans.jit(lambda x: x + 1, donate_argnums=0)
+    f = ftrans.jit(lambda x: x * 2)
+    a = jnp.ones(3)
+    for _ in range(2):
+        f(a)
+    d(a)
+    np.testing.assert_array_equal(np.asarray(f(a)), 2 * np.ones(3, np.float32))
+
+
+def test_no_catch_all_in_the_call_path():
+    import inspect
+
+    from ftrans.transforms import jit as J
+
+    src = inspect.getsource(J.JitWrapped)
+    assert "except Exception" not in src
