@@ -31,7 +31,6 @@ from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
-from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval
 
 __all__ = [
     "LinearizeTrace", "linearize_flat", "partial_eval_jaxpr", "dce_jaxpr", "partial_eval_rules",
@@ -216,3 +215,8 @@ def merge_known_unknown(out_unknowns: list[bool], known_outs: list, unknown_outs
 
 
 _merge = merge_known_unknown  # the control-flow rules' name for it
+
+
+# Last, so that this module is complete whichever of ``ad`` and this module is imported first: ``ad``
+# registers its rule families on import, and the call-like family's partial-eval rules import this module.
+from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval  # noqa: E402
