@@ -40,9 +40,6 @@ __all__ = [
 call_primitives: list[CallPrimitive] = []
 _installers: list[Callable[[CallPrimitive], None]] = []
 
-# The names under which rules derive new calls from an existing one (see ``update_params``).
-PARAM_RULES = ("jvp", "transpose", "batch", "known", "unknown")
-
 
 def _same_params(params: dict, rule: str, num_operands: int) -> dict:
     return params
@@ -58,9 +55,11 @@ class CallPrimitive(Primitive):
     * ``func_name(params)``: the name of the private function the body lowers
       to (default ``params["name"]``, else the primitive's name).
     * ``update_params(params, rule, num_operands)``: the params of a call a
-      rule derives from this one (``rule`` is one of ``PARAM_RULES``; the
-      body is already replaced; ``num_operands`` counts the new call's
-      operands).  ``jit_call`` renames the call and resets donation here.
+      rule derives from this one, the body already replaced; ``rule`` is
+      ``"jvp"``, ``"transpose"``, ``"batch"``, or ``"known"``/``"unknown"``
+      (the two halves partial evaluation makes); ``num_operands`` counts the
+      new call's operands.  ``jit_call`` renames the call and resets
+      donation here.
     * ``residual_policy(params)``: which of the body's known values
       reverse mode may keep as residuals, as an equation predicate (``None``:
       any); ``remat``'s policy is this.
