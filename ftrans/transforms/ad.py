@@ -30,12 +30,11 @@ from jax import tree_util
 from ftrans.core import building, dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, Jaxpr
+from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
 from ftrans.errors import FtransTypeError
-from ftrans.transforms.jit import jit_call_p
 
 __all__ = [
     "Zero", "float0", "instantiate", "jvp_rules", "register_jvp", "defjvp_linear", "defjvp_zero",
@@ -236,7 +235,7 @@ def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> 
 
 
 # ----------------------------------------------------------------------------
-# JVP of a jaxpr, and the jit_call rule
+# JVP of a jaxpr (the call-like and control-flow rules differentiate their bodies with it)
 
 
 _jvp_jaxpr_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -284,37 +283,6 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
     if not any(isinstance(c, Tracer) for c in consts):
         _jvp_jaxpr_cache.setdefault(closed, {})[key] = result
     return result
-
-
-def _hoist(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Move a closed jaxpr's constants to leading inputs (so tracer constants become operands)."""
-    j = closed.jaxpr
-    if not j.constvars:
-        return closed, []
-    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
-
-
-@register_jvp(jit_call_p)
-def _jit_call_jvp(primals: list, tangents: list, *, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple,
-                  **params: Any) -> tuple[list, list]:
-    """Differentiate the body once and bind one new ``jit_call``, so ``jvp(jit(f))`` stays one call."""
-    nonzeros = [type(t) is not Zero for t in tangents]
-    staged, out_nz = _jvp_jaxpr_hoisted(jaxpr, nonzeros)
-    body, consts = staged
-    nz_tangents = [t for t in tangents if type(t) is not Zero]
-    n_ops = len(consts) + len(primals) + len(nz_tangents)
-    outs = jit_call_p.bind(*consts, *primals, *nz_tangents, jaxpr=body, name=f"jvp({name})",
-                           donated_invars=(False,) * n_ops, **params)
-    n_out = len(jaxpr.out_avals)
-    primal_out, rest = outs[:n_out], iter(outs[n_out:])
-    tangent_out = [next(rest) if nz else Zero(tangent_aval(a))
-                   for a, nz in zip(jaxpr.out_avals, out_nz)]
-    return primal_out, tangent_out
-
-
-def _jvp_jaxpr_hoisted(closed: ClosedJaxpr, nonzeros: list) -> tuple[tuple[ClosedJaxpr, list], list]:
-    new, out_nz = jvp_jaxpr(closed, nonzeros)
-    return _hoist(new), out_nz
 
 
 # ----------------------------------------------------------------------------

@@ -1,18 +1,21 @@
 """``custom_jvp`` and ``custom_vjp``: user-supplied derivative rules.
 
-Both stage the user's function into a jaxpr and bind a call primitive that
-carries it together with the user's rule, so the rule survives staging: a
-``jit``-compiled function that calls a ``custom_jvp`` function still uses the
-custom rule when it is later differentiated.  Outside any transform the
+Both stage the user's function into a jaxpr and bind a call primitive
+(``ftrans/core/prims/calls.py``) that carries it together with the user's
+rule, so the rule survives staging: a ``jit``-compiled function that calls a
+``custom_jvp`` function still uses the custom rule when it is later
+differentiated.  Outside any transform the
 function is simply called.
 
 * ``custom_jvp_call``: its JVP rule calls the user's JVP (with symbolic zeros
-  instantiated unless ``symbolic_zeros=True``); every other rule uses the
-  staged function (evaluation, lowering as a call, partial evaluation inlines it).
+  instantiated unless ``symbolic_zeros=True``); every other rule is the shared
+  one of the call primitives (evaluation, lowering as a call), except that
+  partial evaluation inlines the staged function (``transforms/ad_rules/calls.py``).
 * ``custom_vjp_call``: its JVP rule runs the user's forward function and
   emits the output tangents as one ``custom_lin`` equation of the residuals
   and input tangents.  ``custom_lin`` is linear in the tangents and its
-  transpose rule calls the user's backward function, which is how ``grad``
+  transpose rule (``transforms/linear_rules/calls.py``) calls the user's
+  backward function, which is how ``grad``
   uses the custom VJP; evaluating it forward (``jvp`` of a ``custom_vjp``
   function) is an error, as in JAX.
 """
@@ -31,14 +34,10 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
-from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.primitive import Primitive, mark_unsupported
+from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p, hoist_consts
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError
-from ftrans.lowering.lower import register_lowering
-from ftrans.transforms.ad import Zero, float0, instantiate, register_jvp, tangent_aval
-from ftrans.transforms.partial_eval import partial_eval_rules
-from ftrans.transforms.transpose import hoist_consts, is_undefined, register_transpose
+from ftrans.transforms.ad import Zero, float0, instantiate, tangent_aval
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
 
@@ -133,48 +132,6 @@ def _dn(d: np.dtype) -> str:
     return "float0" if d == float0 else d.name
 
 
-def _call_abstract_eval(*avals: ShapedArray, call_jaxpr: ClosedJaxpr, **_: Any) -> list[ShapedArray]:
-    return list(call_jaxpr.out_avals)
-
-
-def _call_weak(weaks: tuple, *, call_jaxpr: ClosedJaxpr, **_: Any) -> tuple:
-    return tuple(a.weak_type for a in call_jaxpr.out_avals)
-
-
-def _call_impl(*vals: Any, call_jaxpr: ClosedJaxpr, **_: Any) -> list:
-    outs = eval_jaxpr(call_jaxpr.jaxpr, list(call_jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
-    return [np.asarray(o) for o in outs]
-
-
-def _call_lowering(ctx: Any, *args: str, call_jaxpr: ClosedJaxpr, name: str, **_: Any) -> list[str]:
-    from ftrans.lowering import mlir_text as mt
-
-    sym = ctx.module.function(call_jaxpr.jaxpr, name)
-    return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
-
-
-def _inline(trace: Any, tracers: list, params: dict) -> list:
-    """Partial evaluation of a custom call: evaluate its staged function (known parts run, the rest records)."""
-    body = params["call_jaxpr"]
-    return eval_jaxpr(body.jaxpr, list(body.consts), *tracers)
-
-
-def _call_primitive(name: str) -> Primitive:
-    p = Primitive(name, multiple_results=True)
-    p.def_abstract_eval(_call_abstract_eval)
-    p.def_weak_type(_call_weak)
-    p.def_impl(_call_impl)
-    register_lowering(p)(_call_lowering)
-    partial_eval_rules[p] = _inline
-    mark_unsupported(p, "transpose", "a custom-derivative call is not linear; its derivative comes from the "
-                                     "user's rule")
-    return p
-
-
-custom_jvp_call_p = _call_primitive("custom_jvp_call")
-custom_vjp_call_p = _call_primitive("custom_vjp_call")
-
-
 # ----------------------------------------------------------------------------
 # custom_jvp
 
@@ -241,7 +198,7 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
     def flat(primals: list, tangents: list) -> tuple[list, list]:
         primals, tangents = primals[num_consts:], tangents[num_consts:]
         if not symbolic_zeros:
-            tangents = [_instantiate(t) for t in tangents]
+            tangents = [instantiate(t) for t in tangents]  # float0 zeros too
         p_args = tree_util.tree_unflatten(in_tree, primals)
         t_args = tree_util.tree_unflatten(in_tree, tangents)
         res = rule(*nd, tuple(p_args), tuple(t_args))
@@ -258,25 +215,12 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
     return flat
 
 
-def _instantiate(t: Any) -> Any:
-    if type(t) is Zero:
-        if t.aval.dtype == float0:
-            return np.zeros(t.aval.shape, float0)
-        return instantiate(t)
-    return t
-
-
 def _tangent_leaf(t: Any) -> Any:
     if type(t) is Zero:
         return t
     if isinstance(t, np.ndarray) and t.dtype == float0:
         return Zero(ShapedArray(t.shape, float0, False))
     return t
-
-
-@register_jvp(custom_jvp_call_p)
-def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: Any) -> tuple[list, list]:
-    return jvp(primals, tangents)
 
 
 # ----------------------------------------------------------------------------
@@ -404,74 +348,3 @@ def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> list:
         for p, c in zip(positions, ct_leaves):
             leaves[p] = c
     return leaves
-
-
-@register_jvp(custom_vjp_call_p)
-def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: Callable, num_consts: int,
-                         name: str, **_: Any) -> tuple[list, list]:
-    if any(type(t) is not Zero for t in tangents[:num_consts]):
-        raise FtransTypeError(
-            f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
-            "as an argument of the function instead"
-        )
-    outs, res_dyn, res_info = fwd(primals)
-    arg_tangents = tangents[num_consts:]
-    nonzero = tuple(type(t) is not Zero for t in arg_tangents)
-    out_avals = tuple(tangent_aval(aval_of(o)) for o in outs)
-    if not any(nonzero):
-        return outs, [Zero(a) for a in out_avals]
-    in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
-    t_out = custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
-                              num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
-                              in_avals=in_avals, nonzero=nonzero, name=name)
-    return outs, list(t_out)
-
-
-# ----------------------------------------------------------------------------
-# custom_lin: the output tangents of a custom_vjp call, transposed by the user's bwd
-
-
-custom_lin_p = Primitive("custom_lin", multiple_results=True)
-
-
-@custom_lin_p.def_abstract_eval
-def _custom_lin_abstract_eval(*avals: ShapedArray, out_avals: tuple, **_: Any) -> list[ShapedArray]:
-    return list(out_avals)
-
-
-def _no_forward(name: str) -> FtransTypeError:
-    return FtransTypeError(
-        f"can't apply forward-mode autodiff (jvp) to a custom_vjp function ({name}): it defines only a "
-        "reverse-mode rule. Use vjp/grad, or define the function with custom_jvp instead."
-    )
-
-
-@custom_lin_p.def_impl
-def _custom_lin_impl(*vals: Any, name: str, **_: Any) -> list:
-    raise _no_forward(name)
-
-
-@register_lowering(custom_lin_p)
-def _custom_lin_lowering(ctx: Any, *args: str, name: str, **_: Any) -> list[str]:
-    raise _no_forward(name)
-
-
-@register_transpose(custom_lin_p)
-def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, out_avals: tuple, in_avals: tuple,
-                          nonzero: tuple, name: str) -> list:
-    res = list(args[:num_res])
-    if any(is_undefined(r) for r in res):
-        raise NotImplementedError(f"custom_vjp function {name}: its residuals cannot depend on a tangent")
-    cts = [_instantiate(c) for c in cts]
-    in_cts = bwd(res, cts)
-    out: list = [None] * num_res
-    for c, nz in zip(in_cts, nonzero):
-        if nz:
-            out.append(c)
-    return out
-
-
-@register_jvp(custom_lin_p)
-def _custom_lin_jvp(primals: list, tangents: list, *, name: str, **_: Any) -> Any:
-    raise _no_forward(name)
-

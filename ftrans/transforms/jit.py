@@ -32,13 +32,12 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
-from ftrans.core.primitive import Primitive
+from ftrans.core.prims.calls import hoist_consts, jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
-from ftrans.lowering.lower import register_lowering
 
 __all__ = ["jit", "jit_call_p", "DEFAULT_CACHE_SIZE"]
 
@@ -56,61 +55,6 @@ def _on_config_change(name: str, value: Any) -> None:
 
 
 _config_mod.config._listeners.append(_on_config_change)
-
-
-# ----------------------------------------------------------------------------
-# The jit_call primitive
-
-
-jit_call_p = Primitive("jit_call", multiple_results=True)
-
-
-@jit_call_p.def_abstract_eval
-def _jit_call_abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple,
-                            **_: Any) -> list[ShapedArray]:
-    want = jaxpr.in_avals
-    if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
-        got = ", ".join(a.str_short() for a in avals)
-        exp = ", ".join(a.str_short() for a in want)
-        raise FtransTypeError(f"jit_call {name}: operands ({got}) do not match the jaxpr's inputs ({exp})")
-    return list(jaxpr.out_avals)
-
-
-@jit_call_p.def_weak_type
-def _jit_call_weak(weaks: tuple, *, jaxpr: ClosedJaxpr, **_: Any) -> tuple:
-    return tuple(a.weak_type for a in jaxpr.out_avals)
-
-
-@jit_call_p.def_impl
-def _jit_call_impl(*vals: np.ndarray, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple, **_: Any) -> list:
-    """Eager application of a staged call (e.g. by ``eval_jaxpr``): compile it and run it on the host values."""
-    from ftrans.devices import default_device
-
-    _jit_call_abstract_eval(*[ShapedArray(np.shape(v), np.asarray(v).dtype) for v in vals], jaxpr=jaxpr,
-                            name=name, donated_invars=donated_invars)
-    exe = _executable_for_jaxpr(jaxpr, default_device(), name)
-    outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
-    return [np.asarray(o) for o in outs]
-
-
-_jaxpr_exes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _executable_for_jaxpr(jaxpr: ClosedJaxpr, device: Any, name: str) -> X.Executable:
-    per = _jaxpr_exes.setdefault(jaxpr, {})
-    exe = per.get(device.id)
-    if exe is None:
-        exe = per[device.id] = X.Executable(jaxpr, device, name)
-    return exe
-
-
-@register_lowering(jit_call_p)
-def _jit_call_lowering(ctx: Any, *args: str, jaxpr: ClosedJaxpr, name: str, **_: Any) -> list[str]:
-    from ftrans.lowering import mlir_text as mt
-
-    sym = ctx.module.function(jaxpr.jaxpr, name)
-    types = [mt.aval_type(a) for a in ctx.avals_out]
-    return ctx.emit("func.call", list(args), types, {"callee": f"@{sym}"})
 
 
 # ----------------------------------------------------------------------------
@@ -464,11 +408,9 @@ class JitWrapped:
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
-        jaxpr = closed.jaxpr
-        hoisted = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
-        body = ClosedJaxpr(hoisted, [])
-        donated = (False,) * len(closed.consts) + self._donate_mask(args, kwargs, len(leaves))
-        outs = jit_call_p.bind(*closed.consts, *leaves, jaxpr=body, name=self.__name__,
+        body, consts = hoist_consts(closed)
+        donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
+        outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
         return tree_util.tree_unflatten(out_tree, outs)
 

@@ -11,11 +11,13 @@ partial evaluation with "known" = primal and "unknown" = tangent, without a
 separate known/unknown value type.
 
 Higher-order primitives whose JVP binds one equation mixing primal and
-tangent operands (``jit_call``, ``remat``) have a ``partial_eval_rules``
-entry that splits their body with ``partial_eval_jaxpr``: the known half runs
-now, the unknown half is recorded, and the values passed between them are the
-residuals.  ``remat``'s split follows a policy saying which known values may
-be saved; the rest are recomputed inside the unknown half.
+tangent operands (the call-like ones, control flow) have a
+``partial_eval_rules`` entry that splits their body with
+``partial_eval_jaxpr``: the known half runs now, the unknown half is
+recorded, and the values passed between them are the residuals.  A split may
+follow a policy (``remat``'s) saying which known values may be saved; the
+rest are recomputed inside the unknown half.  The call-like primitives' rules
+are ``ftrans/transforms/ad_rules/calls.py``.
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
-from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval
-from ftrans.transforms.jit import jit_call_p
 
 __all__ = [
     "LinearizeTrace", "linearize_flat", "partial_eval_jaxpr", "dce_jaxpr", "partial_eval_rules",
@@ -191,28 +191,6 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
 partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = {}
 
 
-def split_call_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable[[JaxprEqn], bool] | None,
-                   known_params: dict, unknown_params: dict) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
-    """Split a call-like equation (its body in ``params["jaxpr"]``) into a known and an unknown call.
-
-    The known call returns the known outputs and the residuals, which become new
-    variables read by the unknown call.
-    """
-    body = eqn.params["jaxpr"]
-    k, u, out_unk, n_res = partial_eval_jaxpr(body, unk_in, saveable)
-    k, sources = forward_input_residuals(k, n_res)
-    k_in = [a for a, un in zip(eqn.invars, unk_in) if not un]
-    new_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - sum(s is None for s in sources):]]
-    it = iter(new_vars)
-    res = [next(it) if s is None else k_in[s] for s in sources]
-    u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
-    k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
-    u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
-    k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=dict(eqn.params, jaxpr=k, **known_params(len(k_in))))
-    u_eqn = eqn.replace(invars=u_in, outvars=u_out, params=dict(eqn.params, jaxpr=u, **unknown_params(len(u_in))))
-    return k_eqn, u_eqn, out_unk
-
-
 def forward_input_residuals(known: ClosedJaxpr, n_res: int) -> tuple[ClosedJaxpr, list[int | None]]:
     """Residuals that are just inputs of the known part are forwarded by the caller, not returned.
 
@@ -230,54 +208,15 @@ def forward_input_residuals(known: ClosedJaxpr, n_res: int) -> tuple[ClosedJaxpr
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outs), known.consts), sources
 
 
-def _jit_call_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
-    def no_donation(n: int) -> dict:
-        return {"donated_invars": (False,) * n}
-
-    return split_call_eqn(eqn, unk_in, None, no_donation, no_donation)
-
-
-partial_eval_jaxpr_rules[jit_call_p] = _jit_call_split
-
-
-# ----------------------------------------------------------------------------
-# jit_call: run the known half now, record the unknown half
-
-
-def _split_call(trace: LinearizeTrace, tracers: list, body: ClosedJaxpr,
-                saveable: Callable[[JaxprEqn], bool] | None) -> tuple[list, ClosedJaxpr, list[bool], list, list]:
-    """Shared by the call-like rules: known values, split bodies, unknown-output mask, residual tracers."""
-    knowns = [trace.known_value(t) for t in tracers]
-    unknowns = [not k for k, _ in knowns]
-    known_j, unknown_j, out_unknowns, n_res = partial_eval_jaxpr(body, unknowns, saveable)
-    known_vals = [v for k, v in knowns if k]
-    unknown_tracers = [t for t, u in zip(tracers, unknowns) if u]
-    return known_vals, known_j, unknown_j, out_unknowns, n_res, unknown_tracers
-
-
-def _merge(out_unknowns: list[bool], known_outs: list, unknown_outs: list) -> list:
+def merge_known_unknown(out_unknowns: list[bool], known_outs: list, unknown_outs: list) -> list:
+    """Interleave a split equation's known and unknown outputs back into its output order."""
     k, u = iter(known_outs), iter(unknown_outs)
     return [next(u) if unk else next(k) for unk in out_unknowns]
 
 
-def _jit_call_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
-    from ftrans.transforms.transpose import hoist_consts
-
-    body = params["jaxpr"]
-    known_vals, known_j, unknown_j, out_unknowns, n_res, unknown_tracers = _split_call(trace, tracers, body, None)
-    known_j, sources = forward_input_residuals(known_j, n_res)
-    kbody, kconsts = hoist_consts(known_j)
-    n_k = len(kconsts) + len(known_vals)
-    outs = jit_call_p.bind(*kconsts, *known_vals, jaxpr=kbody, name=params["name"],
-                           donated_invars=(False,) * n_k)
-    n_known_out = len(out_unknowns) - sum(out_unknowns)
-    known_outs, computed = list(outs[:n_known_out]), iter(outs[n_known_out:])
-    res = [next(computed) if s is None else known_vals[s] for s in sources]
-    ops = [trace.full_raise(r) for r in res] + unknown_tracers
-    unknown_outs = trace.record(jit_call_p, ops, dict(params, jaxpr=unknown_j, name=params["name"],
-                                                      donated_invars=(False,) * len(ops)))
-    return _merge(out_unknowns, known_outs, unknown_outs)
+_merge = merge_known_unknown  # the control-flow rules' name for it
 
 
-partial_eval_rules[jit_call_p] = _jit_call_partial_eval
-
+# Last, so that this module is complete whichever of ``ad`` and this module is imported first: ``ad``
+# registers its rule families on import, and the call-like family's partial-eval rules import this module.
+from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval  # noqa: E402

@@ -28,9 +28,9 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.prims.calls import hoist_consts  # noqa: F401  (re-exported: control flow imports it here)
 from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
-from ftrans.transforms.jit import jit_call_p
 
 __all__ = [
     "UndefinedPrimal", "is_undefined", "transpose_rules", "register_transpose", "backward_pass",
@@ -147,7 +147,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
 
 
 # ----------------------------------------------------------------------------
-# Transposing a whole jaxpr (jit_call's rule, linear_transpose)
+# Transposing a whole jaxpr (the call-like primitives' rule, linear_transpose)
 
 
 _transposed_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -179,29 +179,6 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
     if not any(isinstance(c, Tracer) for c in consts):
         _transposed_cache.setdefault(closed, {})[key] = new
     return new
-
-
-def hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Move a closed jaxpr's constants to leading inputs (so ``jit_call`` bodies stay closed over nothing)."""
-    j = closed.jaxpr
-    if not j.constvars:
-        return closed, []
-    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
-
-
-@register_transpose(jit_call_p)
-def _jit_call_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple,
-                        **params: Any) -> list:
-    """The backward of a jitted function is itself one ``jit_call``."""
-    linear = [is_undefined(a) for a in args]
-    nonzero = [type(c) is not Zero for c in cts]
-    body, consts = hoist_consts(transpose_jaxpr(jaxpr, linear, nonzero))
-    res = [a for a in args if not is_undefined(a)]
-    nz_cts = [c for c in cts if type(c) is not Zero]
-    n_ops = len(consts) + len(res) + len(nz_cts)
-    outs = iter(jit_call_p.bind(*consts, *res, *nz_cts, jaxpr=body, name=f"transpose({name})",
-                                donated_invars=(False,) * n_ops, **params))
-    return [next(outs) if lin else None for lin in linear]
 
 
 def eval_closed(closed: ClosedJaxpr, *args: Any) -> list:

@@ -1,8 +1,9 @@
-"""Batching rules of the call-like primitives: ``jit_call``, ``remat``, the custom-derivative calls,
-``name`` and ``optimization_barrier``.
+"""Batching rules of the call-like primitives (``ftrans/core/prims/calls.py``), ``name`` and
+``optimization_barrier``.
 
-A call batches its body once (``batch_jaxpr``) and binds one new call, so
-``vmap(jit(f))`` is still one compiled call.  The custom-derivative calls also
+One generic rule serves every call primitive: the body is batched once
+(``batch_jaxpr``) and one new call of the same primitive is bound (with the
+primitive's ``update_params``), so ``vmap(jit(f))`` is still one compiled call.  The custom-derivative calls also
 wrap the user's rules so that they run batched when the call is later
 differentiated (``grad(vmap(f))``): the batched outputs are put at dimension 0,
 and a custom VJP's cotangents for unbatched arguments are summed over the batch.
@@ -14,13 +15,25 @@ from collections.abc import Callable
 from typing import Any
 
 from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import calls as C
 from ftrans.core.prims import reductions as R
+from ftrans.core.prims.calls import (
+    custom_jvp_call_p,
+    custom_lin_p,
+    custom_vjp_call_p,
+    hoist_consts,
+    name_p,
+    optimization_barrier_p,
+)
 from ftrans.transforms.ad import Zero
-from ftrans.transforms.batching import batch_jaxpr, moveaxis, not_mapped, register_batching, run_batched
-from ftrans.transforms.custom_derivatives import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
-from ftrans.transforms.jit import jit_call_p
-from ftrans.transforms.remat import name_p, optimization_barrier_p, remat_p
-from ftrans.transforms.transpose import hoist_consts
+from ftrans.transforms.batching import (
+    batch_jaxpr,
+    batching_rules,
+    moveaxis,
+    not_mapped,
+    register_batching,
+    run_batched,
+)
 
 
 def _batched_body(jaxpr: Any, dims: list, axis: Any, force_front: bool = False) -> tuple[Any, list, list]:
@@ -29,19 +42,14 @@ def _batched_body(jaxpr: Any, dims: list, axis: Any, force_front: bool = False) 
     return body, consts, out_dims
 
 
-@register_batching(jit_call_p)
-def _jit_call_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, name: str, donated_invars: tuple,
-                    **params: Any) -> tuple[list, list]:
-    body, consts, out_dims = _batched_body(jaxpr, dims, frame)
-    outs = jit_call_p.bind(*consts, *vals, jaxpr=body, name=name,
-                           donated_invars=(False,) * len(consts) + tuple(donated_invars), **params)
-    return outs, out_dims
+def _call_batch(prim: C.CallPrimitive) -> Callable:
+    def rule(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
+        body, consts, out_dims = _batched_body(prim.body(params), dims, frame)
+        ops = [*consts, *vals]
+        return prim.bind(*ops, **prim.with_body(params, body, "batch", len(ops))), out_dims
 
-
-@register_batching(remat_p)
-def _remat_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, **params: Any) -> tuple[list, list]:
-    body, consts, out_dims = _batched_body(jaxpr, dims, frame)
-    return remat_p.bind(*consts, *vals, jaxpr=body, **params), out_dims
+    rule.__name__ = f"{prim.name}_batch"
+    return rule
 
 
 @register_batching(name_p)
@@ -128,3 +136,10 @@ def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
 mark_unsupported(custom_lin_p, "batching",
                  "custom_lin only appears inside linearized programs, which vmap batches through the "
                  "custom_vjp call (its bwd runs on batched values)")
+
+
+def _install(prim: C.CallPrimitive) -> None:
+    batching_rules.setdefault(prim, _call_batch(prim))
+
+
+C.for_each_call_primitive(_install)

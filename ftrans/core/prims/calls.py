@@ -1,0 +1,222 @@
+"""Call-like primitives: an equation that runs a nested jaxpr (its *body*) on its operands.
+
+``jit_call``, ``remat``, ``custom_jvp_call`` and ``custom_vjp_call`` (and the
+coming ``pmap``/``shard_map``) differ only in a few declared points; every
+rule that follows from "this is a call of the body" is written once, in the
+``calls`` module of each table's family directory, and installed on every
+:class:`CallPrimitive` through :func:`for_each_call_primitive`, including
+primitives created after the rule module was imported.  A table whose rule
+must differ for one primitive registers that rule explicitly; the generic
+installers never overwrite an explicit entry.
+
+Bodies are closed over no constants: whoever builds a call moves the body's
+constants to leading operands with :func:`hoist_consts` first, so a body can
+be lowered as a private function and compared by identity for caching.
+
+The small ``name`` (a tag for remat policies) and ``optimization_barrier``
+primitives live here too: they exist for ``remat``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn
+from ftrans.core.primitive import Primitive
+from ftrans.errors import FtransTypeError
+
+__all__ = [
+    "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
+    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p",
+    "name_p", "optimization_barrier_p",
+]
+
+# Every call primitive, in creation order; installers run on each one, present and future.
+call_primitives: list[CallPrimitive] = []
+_installers: list[Callable[[CallPrimitive], None]] = []
+
+
+def _same_params(params: dict, rule: str, num_operands: int) -> dict:
+    return params
+
+
+class CallPrimitive(Primitive):
+    """A primitive whose meaning is "evaluate the body in ``params[body_param]`` on the operands".
+
+    What a call primitive may declare instead of writing rules:
+
+    * ``body_param``: the parameter holding the body (``jaxpr``; the custom
+      derivative calls keep JAX's ``call_jaxpr``).
+    * ``func_name(params)``: the name of the private function the body lowers
+      to (default ``params["name"]``, else the primitive's name).
+    * ``update_params(params, rule, num_operands)``: the params of a call a
+      rule derives from this one, the body already replaced; ``rule`` is
+      ``"jvp"``, ``"transpose"``, ``"batch"``, or ``"known"``/``"unknown"``
+      (the two halves partial evaluation makes); ``num_operands`` counts the
+      new call's operands.  ``jit_call`` renames the call and resets
+      donation here.
+    * ``residual_policy(params)``: which of the body's known values
+      reverse mode may keep as residuals, as an equation predicate (``None``:
+      any); ``remat``'s policy is this.
+    * ``inline_known``: whether linearization evaluates the known half of the
+      body inline (``remat``: its residuals must stay visible as the values
+      the policy chose) rather than as a new call of this primitive.
+    """
+
+    __slots__ = ("body_param", "func_name", "update_params", "residual_policy", "inline_known")
+
+    def __init__(self, name: str, *, body_param: str = "jaxpr",
+                 func_name: Callable[[dict], str] | None = None,
+                 update_params: Callable[[dict, str, int], dict] | None = None,
+                 residual_policy: Callable[[dict], Callable[[JaxprEqn], bool] | None] | None = None,
+                 inline_known: bool = False):
+        super().__init__(name, multiple_results=True)
+        self.body_param = body_param
+        self.func_name = func_name or (lambda params: str(params.get("name", name)))
+        self.update_params = update_params or _same_params
+        self.residual_policy = residual_policy or (lambda params: None)
+        self.inline_known = inline_known
+        self.def_abstract_eval(self._abstract_eval)
+        self.def_weak_type(self._weak_types)
+        self.def_impl(self._evaluate_body)
+        call_primitives.append(self)
+        for install in list(_installers):
+            install(self)
+
+    def body(self, params: dict) -> ClosedJaxpr:
+        return params[self.body_param]
+
+    def with_body(self, params: dict, body: ClosedJaxpr, rule: str, num_operands: int) -> dict:
+        """The params of a call derived by ``rule``: the new body, then the primitive's own updates."""
+        return self.update_params({**params, self.body_param: body}, rule, num_operands)
+
+    def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
+        body = self.body(params)
+        want = body.in_avals
+        if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
+            got = ", ".join(a.str_short() for a in avals)
+            exp = ", ".join(a.str_short() for a in want)
+            raise FtransTypeError(
+                f"{self.name} {self.func_name(params)}: operands ({got}) do not match the jaxpr's inputs ({exp})")
+        return list(body.out_avals)
+
+    def _weak_types(self, weaks: tuple, **params: Any) -> tuple:
+        return tuple(a.weak_type for a in self.body(params).out_avals)
+
+    def _evaluate_body(self, *vals: Any, **params: Any) -> list:
+        """Eager application: interpret the body on the host values (``jit_call`` compiles instead)."""
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        body = self.body(params)
+        outs = eval_jaxpr(body.jaxpr, list(body.consts), *[Array._new(np.asarray(v), False) for v in vals])
+        return [np.asarray(o) for o in outs]
+
+
+def for_each_call_primitive(install: Callable[[CallPrimitive], None]) -> None:
+    """Run ``install`` on every call primitive now and on each one created later."""
+    _installers.append(install)
+    for prim in list(call_primitives):
+        install(prim)
+
+
+def hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Move a closed jaxpr's constants to leading inputs: ``(body closed over nothing, constants)``.
+
+    Every call-like and control-flow primitive wants its body closed over
+    nothing, so the constants (possibly tracers of an enclosing transform)
+    travel as ordinary operands that every rule already handles.
+    """
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
+
+
+# ----------------------------------------------------------------------------
+# The call primitives
+
+
+def _no_donation(params: dict, rule: str, num_operands: int) -> dict:
+    """A derived jit call donates nothing (its operands are the caller's residuals and tangents)."""
+    name = params["name"]
+    if rule in ("jvp", "transpose"):
+        name = f"{rule}({name})"
+    if rule == "batch":  # new operands (the batched body's constants) lead; the rest keep their donation
+        old = tuple(params["donated_invars"])
+        return {**params, "donated_invars": (False,) * (num_operands - len(old)) + old}
+    return {**params, "name": name, "donated_invars": (False,) * num_operands}
+
+
+jit_call_p = CallPrimitive("jit_call", update_params=_no_donation)
+
+
+def _remat_update(params: dict, rule: str, num_operands: int) -> dict:
+    """The unknown half of a linearized checkpoint is the differentiated (recomputing) one."""
+    return {**params, "differentiated": True} if rule == "unknown" else params
+
+
+def _remat_policy(params: dict) -> Callable[[JaxprEqn], bool]:
+    policy = params["policy"]
+
+    def saveable(eqn: JaxprEqn) -> bool:
+        return policy is not None and bool(policy(eqn.primitive, *[a.aval for a in eqn.invars], **eqn.params))
+
+    return saveable
+
+
+remat_p = CallPrimitive("remat", func_name=lambda params: "checkpoint", update_params=_remat_update,
+                        residual_policy=_remat_policy, inline_known=True)
+
+# The custom-derivative calls: their own JVP, batching and partial-eval rules (ad_rules/batch_rules
+# ``calls``) use the user's rules; everything else treats them as plain calls of the user's function.
+custom_jvp_call_p = CallPrimitive("custom_jvp_call", body_param="call_jaxpr")
+custom_vjp_call_p = CallPrimitive("custom_vjp_call", body_param="call_jaxpr")
+
+
+# ----------------------------------------------------------------------------
+# custom_lin: the output tangents of a custom_vjp call, transposed by the user's bwd
+
+
+custom_lin_p = Primitive("custom_lin", multiple_results=True)
+
+
+@custom_lin_p.def_abstract_eval
+def _custom_lin_abstract_eval(*avals: ShapedArray, out_avals: tuple, **_: Any) -> list[ShapedArray]:
+    return list(out_avals)
+
+
+def no_forward_error(name: str) -> FtransTypeError:
+    return FtransTypeError(
+        f"can't apply forward-mode autodiff (jvp) to a custom_vjp function ({name}): it defines only a "
+        "reverse-mode rule. Use vjp/grad, or define the function with custom_jvp instead."
+    )
+
+
+@custom_lin_p.def_impl
+def _custom_lin_impl(*vals: Any, name: str, **_: Any) -> list:
+    raise no_forward_error(name)
+
+
+# ----------------------------------------------------------------------------
+# name: tag a value for the name-based remat policies
+
+
+name_p = Primitive("name")
+name_p.def_abstract_eval(lambda x, *, name: x)
+name_p.def_impl(lambda x, *, name: x)
+name_p.def_weak_type(lambda weaks, **_: weaks[0])
+
+
+# ----------------------------------------------------------------------------
+# optimization_barrier: keep XLA from merging recomputation with the forward pass
+
+
+optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True)
+optimization_barrier_p.def_abstract_eval(lambda *avals: list(avals))
+optimization_barrier_p.def_impl(lambda *vals: list(vals))
+optimization_barrier_p.def_weak_type(lambda weaks, **_: tuple(weaks))

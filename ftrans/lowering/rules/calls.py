@@ -1,0 +1,84 @@
+"""Lowering of the call-like primitives, and ``jit_call``'s compiled eager rule.
+
+Every :class:`~ftrans.core.prims.calls.CallPrimitive` lowers the same way: its
+body becomes a private function of the module (named by the primitive's
+``func_name``) and the equation a ``func.call`` of it, so XLA sees one function
+per call site and may inline it.  A primitive that needs another lowering
+registers it explicitly; the generic rule never replaces it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import abstract_eval
+from ftrans.core.prims import calls as C
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, lowering_rules, register_lowering
+
+
+def _install(prim: C.CallPrimitive) -> None:
+    def lower_call(ctx: LoweringContext, *args: str, **params: Any) -> list[str]:
+        sym = ctx.module.function(prim.body(params).jaxpr, prim.func_name(params))
+        return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
+
+    lower_call.__name__ = f"lower_{prim.name}"
+    lowering_rules.setdefault(prim, lower_call)
+
+
+C.for_each_call_primitive(_install)
+
+
+# ----------------------------------------------------------------------------
+# jit_call evaluated eagerly (``eval_jaxpr`` of a staged program): compile the body and run it
+
+
+_jaxpr_exes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
+    from ftrans.lowering import executable as X
+
+    per = _jaxpr_exes.setdefault(jaxpr, {})
+    exe = per.get(device.id)
+    if exe is None:
+        exe = per[device.id] = X.Executable(jaxpr, device, name)
+    return exe
+
+
+@C.jit_call_p.def_impl
+def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tuple, **params: Any) -> list:
+    """A jitted function stays compiled when its staged call is applied to concrete values."""
+    from ftrans.devices import default_device
+    from ftrans.lowering import executable as X
+
+    abstract_eval(C.jit_call_p, [ShapedArray(np.shape(v), np.asarray(v).dtype) for v in vals],
+                  dict(params, jaxpr=jaxpr, name=name, donated_invars=donated_invars))
+    exe = _executable_for_jaxpr(jaxpr, default_device(), name)
+    outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
+    return [np.asarray(o) for o in outs]
+
+
+# ----------------------------------------------------------------------------
+# The small primitives of remat and custom_vjp
+
+
+@register_lowering(C.name_p)
+def _name_lowering(ctx: LoweringContext, x: str, *, name: str) -> str:
+    return x
+
+
+@register_lowering(C.optimization_barrier_p)
+def _barrier_lowering(ctx: LoweringContext, *args: str) -> list[str]:
+    if not args:
+        return []
+    return ctx.emit("stablehlo.optimization_barrier", list(args))
+
+
+@register_lowering(C.custom_lin_p)
+def _custom_lin_lowering(ctx: LoweringContext, *args: str, name: str, **_: Any) -> list[str]:
+    raise C.no_forward_error(name)

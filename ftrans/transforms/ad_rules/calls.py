@@ -1,0 +1,189 @@
+"""JVP and partial-evaluation rules of the call-like primitives (``ftrans/core/prims/calls.py``).
+
+One rule per table serves every :class:`CallPrimitive`; a primitive states
+its differences as declarations (``update_params``, ``residual_policy``,
+``inline_known``), and only the custom-derivative calls, whose derivative is
+the user's rule rather than the body's, register their own JVP and
+partial-evaluation rules here.
+
+* JVP: differentiate the body once (``jvp_jaxpr``) and bind one new call of
+  the same primitive on primals and non-zero tangents, so ``jvp(jit(f))``
+  stays one compiled call.
+* Partial evaluation under ``linearize``: split the body into a known half
+  (run now, as a call, or inline when ``inline_known``) and an unknown half
+  recorded as a call of the same primitive reading the residuals.
+* Splitting an equation inside a jaxpr being split (``partial_eval_jaxpr``):
+  the same split, as two equations.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.prims import calls as C
+from ftrans.core.trace import aval_of
+from ftrans.errors import FtransTypeError
+from ftrans.transforms.ad import Zero, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
+from ftrans.transforms.partial_eval import (
+    LinearizeTrace,
+    forward_input_residuals,
+    merge_known_unknown,
+    partial_eval_jaxpr,
+    partial_eval_jaxpr_rules,
+    partial_eval_rules,
+)
+
+# ----------------------------------------------------------------------------
+# The generic rules
+
+
+def _call_jvp(prim: C.CallPrimitive) -> Callable:
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+        body = prim.body(params)
+        nonzeros = [type(t) is not Zero for t in tangents]
+        new, out_nz = jvp_jaxpr(body, nonzeros)
+        new, consts = C.hoist_consts(new)
+        ops = [*consts, *primals, *[t for t in tangents if type(t) is not Zero]]
+        outs = prim.bind(*ops, **prim.with_body(params, new, "jvp", len(ops)))
+        n_out = len(body.out_avals)
+        rest = iter(outs[n_out:])
+        return list(outs[:n_out]), [next(rest) if nz else Zero(tangent_aval(a))
+                                    for a, nz in zip(body.out_avals, out_nz)]
+
+    rule.__name__ = f"{prim.name}_jvp"
+    return rule
+
+
+def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
+    def rule(trace: LinearizeTrace, tracers: list, params: dict) -> list:
+        """Run the known half of the body now; record the unknown half, which reads the residuals."""
+        knowns = [trace.known_value(t) for t in tracers]
+        unknowns = [not k for k, _ in knowns]
+        known_vals = [v for k, v in knowns if k]
+        known_j, unknown_j, out_unknowns, n_res = partial_eval_jaxpr(prim.body(params), unknowns,
+                                                                     prim.residual_policy(params))
+        n_known_out = len(out_unknowns) - sum(out_unknowns)
+        if prim.inline_known:
+            outs = eval_jaxpr(known_j.jaxpr, list(known_j.consts), *known_vals)
+            known_outs, res = list(outs[:n_known_out]), list(outs[n_known_out:])
+        else:
+            known_j, sources = forward_input_residuals(known_j, n_res)
+            kbody, kconsts = C.hoist_consts(known_j)
+            ops = [*kconsts, *known_vals]
+            outs = prim.bind(*ops, **prim.with_body(params, kbody, "known", len(ops)))
+            known_outs, computed = list(outs[:n_known_out]), iter(outs[n_known_out:])
+            res = [next(computed) if s is None else known_vals[s] for s in sources]
+        ops = [trace.full_raise(r) for r in res] + [t for t, u in zip(tracers, unknowns) if u]
+        unknown_outs = trace.record(prim, ops, prim.with_body(params, unknown_j, "unknown", len(ops)))
+        return merge_known_unknown(out_unknowns, known_outs, unknown_outs)
+
+    rule.__name__ = f"{prim.name}_partial_eval"
+    return rule
+
+
+def _call_split(prim: C.CallPrimitive) -> Callable:
+    def rule(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+        """Split a call equation into a known call (returning the residuals too) and an unknown call."""
+        params = eqn.params
+        k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, prim.residual_policy(params))
+        k, sources = forward_input_residuals(k, n_res)
+        k_in = [a for a, un in zip(eqn.invars, unk_in) if not un]
+        new_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - sum(s is None for s in sources):]]
+        it = iter(new_vars)
+        res = [next(it) if s is None else k_in[s] for s in sources]
+        u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
+        k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
+        u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
+        k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=prim.with_body(params, k, "known", len(k_in)))
+        u_eqn = eqn.replace(invars=u_in, outvars=u_out, params=prim.with_body(params, u, "unknown", len(u_in)))
+        return k_eqn, u_eqn, out_unk
+
+    rule.__name__ = f"{prim.name}_split"
+    return rule
+
+
+def _install(prim: C.CallPrimitive) -> None:
+    jvp_rules.setdefault(prim, _call_jvp(prim))
+    partial_eval_rules.setdefault(prim, _call_partial_eval(prim))
+    partial_eval_jaxpr_rules.setdefault(prim, _call_split(prim))
+
+
+# ----------------------------------------------------------------------------
+# The custom-derivative calls: the user's rule is the derivative
+
+
+@register_jvp(C.custom_jvp_call_p)
+def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: Any) -> tuple[list, list]:
+    return jvp(primals, tangents)
+
+
+@register_jvp(C.custom_vjp_call_p)
+def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: Callable, num_consts: int,
+                         name: str, **_: Any) -> tuple[list, list]:
+    """Run the user's forward function; the output tangents are one ``custom_lin`` of the residuals."""
+    if any(type(t) is not Zero for t in tangents[:num_consts]):
+        raise FtransTypeError(
+            f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
+            "as an argument of the function instead"
+        )
+    outs, res_dyn, res_info = fwd(primals)
+    arg_tangents = tangents[num_consts:]
+    nonzero = tuple(type(t) is not Zero for t in arg_tangents)
+    out_avals = tuple(tangent_aval(aval_of(o)) for o in outs)
+    if not any(nonzero):
+        return outs, [Zero(a) for a in out_avals]
+    in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
+    t_out = C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
+                                num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
+                                in_avals=in_avals, nonzero=nonzero, name=name)
+    return outs, list(t_out)
+
+
+def _inline(trace: LinearizeTrace, tracers: list, params: dict) -> list:
+    """Linearizing a custom call evaluates its function: known parts run, tangent parts are recorded.
+
+    (The tangent parts are the user's rule's, already applied by the JVP.)
+    """
+    body: ClosedJaxpr = params["call_jaxpr"]
+    return eval_jaxpr(body.jaxpr, list(body.consts), *tracers)
+
+
+def _all_unknown(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[None, JaxprEqn, list[bool]]:
+    """A custom call is not split: its rule is for the whole function, so the whole equation waits."""
+    return None, eqn, [True] * len(eqn.outvars)
+
+
+for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
+    partial_eval_rules[_p] = _inline
+    partial_eval_jaxpr_rules[_p] = _all_unknown
+
+
+@register_jvp(C.custom_lin_p)
+def _custom_lin_jvp(primals: list, tangents: list, *, name: str, **_: Any) -> Any:
+    raise C.no_forward_error(name)
+
+
+C.for_each_call_primitive(_install)
+
+
+# ----------------------------------------------------------------------------
+# name and optimization_barrier
+
+
+@register_jvp(C.name_p)
+def _name_jvp(primals: list, tangents: list, *, name: str) -> tuple[Any, Any]:
+    out = C.name_p.bind(primals[0], name=name)
+    t = tangents[0]
+    return out, (t if type(t) is Zero else C.name_p.bind(t, name=name))
+
+
+@register_jvp(C.optimization_barrier_p)
+def _barrier_jvp(primals: list, tangents: list) -> tuple[list, list]:
+    outs = C.optimization_barrier_p.bind(*primals)
+    nz = [t for t in tangents if type(t) is not Zero]
+    t_outs = iter(C.optimization_barrier_p.bind(*nz)) if nz else iter(())
+    return outs, [t if type(t) is Zero else next(t_outs) for t in tangents]

@@ -1,0 +1,94 @@
+"""Transpose rules of the call-like primitives (``ftrans/core/prims/calls.py``).
+
+The generic rule transposes the body once (``transpose_jaxpr``) and binds one
+new call of the same primitive on the residuals and the non-zero output
+cotangents, so the backward pass of a jitted function is itself one compiled
+call.  ``remat`` differs: its backward pass must recompute the primal values
+the forward pass did not save, visibly and (with ``prevent_cse``) behind an
+optimization barrier, so its transposed body is evaluated in place.  The
+custom-derivative calls are never transposed: their linear part is a
+``custom_lin``, whose transpose is the user's backward function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import calls as C
+from ftrans.transforms.ad import Zero, instantiate
+from ftrans.transforms.transpose import (
+    backward_pass,
+    is_undefined,
+    register_transpose,
+    transpose_jaxpr,
+    transpose_rules,
+)
+
+
+def _call_transpose(prim: C.CallPrimitive) -> Callable:
+    def rule(cts: list, *args: Any, **params: Any) -> list:
+        linear = [is_undefined(a) for a in args]
+        nonzero = [type(c) is not Zero for c in cts]
+        body, consts = C.hoist_consts(transpose_jaxpr(prim.body(params), linear, nonzero))
+        ops = [*consts, *[a for a in args if not is_undefined(a)], *[c for c in cts if type(c) is not Zero]]
+        outs = iter(prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops))))
+        return [next(outs) if lin else None for lin in linear]
+
+    rule.__name__ = f"{prim.name}_transpose"
+    return rule
+
+
+def _install(prim: C.CallPrimitive) -> None:
+    if (prim, "transpose") not in _UNSUPPORTED:
+        transpose_rules.setdefault(prim, _call_transpose(prim))
+
+
+@register_transpose(C.remat_p)
+def _remat_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, prevent_cse: bool, **_: Any) -> list:
+    """Recompute the body's primal values from the residuals, then transpose its linear part."""
+    linear = [is_undefined(a) for a in args]
+    res = [a for a in args if not is_undefined(a)]
+    if prevent_cse and res:
+        res = C.optimization_barrier_p.bind(*res)
+    it = iter(res)
+    full = [a if lin else next(it) for a, lin in zip(args, linear)]
+    out = backward_pass(jaxpr.jaxpr, list(jaxpr.consts), full, cts)
+    return [o if lin else None for o, lin in zip(out, linear)]
+
+
+_UNSUPPORTED = set()
+for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
+    mark_unsupported(_p, "transpose", "a custom-derivative call is not linear; its derivative comes from the "
+                                      "user's rule")
+    _UNSUPPORTED.add((_p, "transpose"))
+
+C.for_each_call_primitive(_install)
+
+
+@register_transpose(C.custom_lin_p)
+def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, out_avals: tuple, in_avals: tuple,
+                          nonzero: tuple, name: str) -> list:
+    """The user's backward function, on the residuals and the (instantiated) output cotangents."""
+    res = list(args[:num_res])
+    if any(is_undefined(r) for r in res):
+        raise NotImplementedError(f"custom_vjp function {name}: its residuals cannot depend on a tangent")
+    cts = [instantiate(c) for c in cts]
+    in_cts = bwd(res, cts)
+    out: list = [None] * num_res
+    for c, nz in zip(in_cts, nonzero):
+        if nz:
+            out.append(c)
+    return out
+
+
+@register_transpose(C.name_p)
+def _name_transpose(ct: Any, x: Any, *, name: str) -> list:
+    return [ct]
+
+
+@register_transpose(C.optimization_barrier_p)
+def _barrier_transpose(cts: list, *args: Any) -> list:
+    return [c if is_undefined(a) else None for c, a in zip(cts, args)]
