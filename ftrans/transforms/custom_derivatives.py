@@ -160,7 +160,7 @@ def _inline(trace: Any, tracers: list, params: dict) -> list:
 
 
 def _call_primitive(name: str) -> Primitive:
-    p = Primitive(name, multiple_results=True)
+    p = Primitive(name, multiple_results=True, higher_order=True)
     p.def_abstract_eval(_call_abstract_eval)
     p.def_weak_type(_call_weak)
     p.def_impl(_call_impl)
@@ -168,6 +168,8 @@ def _call_primitive(name: str) -> Primitive:
     partial_eval_rules[p] = _inline
     mark_unsupported(p, "transpose", "a custom-derivative call is not linear; its derivative comes from the "
                                      "user's rule")
+    mark_unsupported(p, "partial_eval_jaxpr", "not split: a call with some unknown operands stays whole in the "
+                                              "unknown half, which is correct; its JVP already ran the user's rule")
     return p
 
 

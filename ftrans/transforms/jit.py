@@ -64,7 +64,7 @@ _config_mod.config._listeners.append(_on_config_change)
 # The jit_call primitive
 
 
-jit_call_p = Primitive("jit_call", multiple_results=True)
+jit_call_p = Primitive("jit_call", multiple_results=True, higher_order=True)
 
 
 @jit_call_p.def_abstract_eval

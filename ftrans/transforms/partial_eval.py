@@ -27,7 +27,7 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
-from ftrans.core.primitive import Primitive
+from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
 from ftrans.transforms.ad import Zero, float0, instantiate, jvp_flat, tangent_aval
 from ftrans.transforms.jit import jit_call_p
@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 # prim -> rule(trace, tracers, params): splits an equation with known and unknown operands.
-partial_eval_rules: dict[Primitive, Callable[..., Any]] = {}
+partial_eval_rules: dict[Primitive, Callable[..., Any]] = rule_table(
+    "partial_eval", owner=__name__, higher_order_only=True)
 
 
 class _LinearizeBuilder(JaxprBuilder):
@@ -188,7 +189,8 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
 
 # eqn primitive -> rule(eqn, unknown_inputs) -> (known eqn, unknown eqn, unknown outputs), for call-like
 # primitives inside a jaxpr being split.
-partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = {}
+partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = rule_table(
+    "partial_eval_jaxpr", owner=__name__, higher_order_only=True)
 
 
 def split_call_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable[[JaxprEqn], bool] | None,

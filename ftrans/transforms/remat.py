@@ -199,7 +199,7 @@ def _saveable(policy: Callable | None) -> Callable[[JaxprEqn], bool]:
 # The remat primitive
 
 
-remat_p = Primitive("remat", multiple_results=True)
+remat_p = Primitive("remat", multiple_results=True, higher_order=True)
 
 
 @remat_p.def_abstract_eval

@@ -27,7 +27,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
 from ftrans.transforms.jit import jit_call_p
@@ -37,7 +37,7 @@ __all__ = [
     "transpose_jaxpr", "hoist_consts",
 ]
 
-transpose_rules: dict[Primitive, Callable[..., Any]] = {}
+transpose_rules: dict[Primitive, Callable[..., Any]] = rule_table("transpose", owner=__name__)
 
 
 class UndefinedPrimal:
