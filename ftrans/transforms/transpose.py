@@ -26,7 +26,6 @@ import numpy as np
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
-from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
@@ -202,10 +201,6 @@ def _jit_call_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, name: str, do
     outs = iter(jit_call_p.bind(*consts, *res, *nz_cts, jaxpr=body, name=f"transpose({name})",
                                 donated_invars=(False,) * n_ops, **params))
     return [next(outs) if lin else None for lin in linear]
-
-
-def eval_closed(closed: ClosedJaxpr, *args: Any) -> list:
-    return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
 
 
 # The rules for every primitive family register themselves on import.
