@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -34,6 +35,20 @@ def test_module_runs_as_a_command():
     assert proc.returncode == 2, proc.stderr
     assert "transforms/linear_rules/elementwise.py:" in proc.stdout
     assert "no primitive named 'nosuchprim'" in proc.stderr
+
+
+def test_importing_ftrans_alone_registers_every_table():
+    """A user's ``import ftrans`` (nothing else) yields every table and every rule this process sees
+    for ftrans's own primitives (other test modules may have added primitives of their own here)."""
+    code = ("import json, ftrans\nfrom ftrans.core import primitive as P\n"
+            "print(json.dumps({n: sorted(p.name for p in t.rules) for n, t in P.rule_tables.items()}))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    fresh = json.loads(proc.stdout)
+    assert list(fresh) == list(P.rule_tables)
+    for name, table in P.rule_tables.items():
+        here = sorted(p.name for p in table.rules if p.name in fresh["abstract_eval"])
+        assert fresh[name] == here, name
 
 
 def test_every_table_is_listed_with_a_real_location():
