@@ -607,25 +607,7 @@ def test_second_order_forward_through_while_and_switch(x):
 
 
 # ----------------------------------------------------------------------------
-# jacfwd / jacrev / hessian (built on vmap): skipped while vmap of the primitive is not implemented
-
-
-def _vmap_missing(prim):
-    probes = {
-        "cond": lambda x: flax.cond(True, lambda v: v * 2.0, lambda v: -v, x),
-        "scan": lambda x: flax.scan(lambda c, t: (c + t, c * t), fjnp.float32(0.0), x)[0],
-        "while": lambda x: flax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1],
-    }
-    try:
-        ftrans.vmap(probes[prim])(np.ones((2, 3), F32))
-    except NotImplementedError:
-        return True
-    return False
-
-
-def needs_vmap(*prims):
-    missing = [p for p in prims if _vmap_missing(p)]
-    return pytest.mark.skipif(bool(missing), reason=f"ftrans.vmap of {', '.join(missing)} is not implemented yet")
+# jacfwd / jacrev / hessian (built on vmap)
 
 
 JAC_CASES = {
@@ -644,8 +626,7 @@ JAC_CASES = {
 
 
 def _jac_params(rev_only=False):
-    return [pytest.param(n, marks=needs_vmap(*prims), id=n) for n, (prims, rev) in JAC_CASES.items()
-            if rev or not rev_only]
+    return [pytest.param(n, id=n) for n, (prims, rev) in JAC_CASES.items() if rev or not rev_only]
 
 
 def _float_outputs(build):

@@ -509,21 +509,6 @@ def test_axis_index_inside_cond_and_while():
     assert_same(prog(FT)(X43), prog(JX)(X43))
 
 
-def _grad_available():
-    try:
-        ftrans.grad(lambda x: lax.scan(lambda c, t: (c * t, c), x, jnp.ones(2))[0])(F32(1.0))
-        ftrans.grad(lambda x: lax.cond(x > 0, jnp.sin, jnp.cos, x))(F32(1.0))
-    except NotImplementedError as e:
-        return str(e)
-    return None
-
-
-_GRAD_MISSING = _grad_available()
-needs_grad = pytest.mark.skipif(_GRAD_MISSING is not None,
-                                reason=f"reverse mode of scan/cond is not available yet: {_GRAD_MISSING}")
-
-
-@needs_grad
 def test_vmap_of_grad_scan_and_cond():
     """Per-example gradients through a scan whose body branches on the data."""
     def prog(L):
@@ -540,7 +525,6 @@ def test_vmap_of_grad_scan_and_cond():
     assert_same(ftrans.jit(prog(FT))(W3, XS), want, rtol=1e-4, atol=1e-5)
 
 
-@needs_grad
 def test_grad_of_vmap_scan():
     def prog(L):
         def loss(w):

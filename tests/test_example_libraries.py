@@ -212,19 +212,6 @@ def test_sm3_on_scalars_and_matrices():
 # stax
 
 
-def _random_ready():
-    try:
-        import ftrans.random as fr
-
-        fr.normal(fr.PRNGKey(0), (2,))
-    except Exception:  # noqa: BLE001 - any failure means "not there yet"
-        return False
-    return True
-
-
-needs_random = pytest.mark.skipif(not _random_ready(), reason="ftrans.random is not available yet")
-
-
 def mlp(s):
     return s.serial(  # three Dense layers only: each costs both libraries sampler compiles
         s.Dense(4), s.Relu,
@@ -237,7 +224,6 @@ def mlp(s):
 X = np.random.RandomState(0).randn(5, 6).astype(np.float32)
 
 
-@needs_random
 def test_stax_mlp_init_apply_grad_match_jax():
     import ftrans.random as fr
 
@@ -255,7 +241,6 @@ def test_stax_mlp_init_apply_grad_match_jax():
     close(ftrans.vmap(lambda r: fa(f_params, r))(X), want[2])
 
 
-@needs_random
 def test_stax_dropout_and_rng_plumbing():
     import ftrans.random as fr
 
@@ -274,7 +259,6 @@ def test_stax_dropout_and_rng_plumbing():
         dropout((), X)
 
 
-@needs_random
 def test_stax_pooling_batchnorm_flatten_shape_dependent():
     import ftrans.random as fr
 
@@ -323,7 +307,6 @@ def test_stax_shapes_without_random():
     close(fstax.FanInSum[1]((), [ones, ones * 2]), jstax.FanInSum[1]((), [ones, ones * 2]))
 
 
-@needs_random
 def test_docs_nn_snippets_run(capsys):
     """The code blocks of docs/nn.md run, in order, and print what the page says."""
     page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "nn.md"

@@ -316,18 +316,6 @@ def test_python_scalars_and_lists():
 # initializers, bit for bit against jax for the same key
 
 
-def _random_ready():
-    try:
-        import ftrans.random as fr
-
-        fr.normal(fr.PRNGKey(0), (2,))
-    except Exception:  # noqa: BLE001 - any failure means "not there yet"
-        return False
-    return True
-
-
-needs_random = pytest.mark.skipif(not _random_ready(), reason="ftrans.random is not available yet")
-
 INITS = [  # few distinct (sampler, shape) pairs: each costs jax and ftrans a compile
     ("glorot_uniform", (), (3, 4)), ("glorot_normal", (), (3, 4)), ("lecun_uniform", (), (3, 4)),
     ("lecun_normal", (), (3, 4)), ("he_uniform", (), (2, 3, 4)), ("he_normal", (), (2, 3, 4)),
@@ -346,7 +334,6 @@ def _same_bits(ours, theirs):
     np.testing.assert_array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
 
 
-@needs_random
 @pytest.mark.parametrize("name,args,shape", INITS, ids=[f"{n}{i}" for i, (n, _, _) in enumerate(INITS)])
 def test_initializers_match_jax_bits(name, args, shape):
     import ftrans.random as fr
@@ -357,7 +344,6 @@ def test_initializers_match_jax_bits(name, args, shape):
         _same_bits(ours, theirs)
 
 
-@needs_random
 @pytest.mark.parametrize("dtype,names", [("float16", ["glorot_normal"]), ("bfloat16", ["he_uniform"]),
                                          ("complex64", ["glorot_normal", "he_uniform"])])
 def test_initializers_dtypes(dtype, names):
@@ -372,7 +358,6 @@ def test_initializers_dtypes(dtype, names):
             _same_bits(ours, theirs)
 
 
-@needs_random
 def test_initializers_under_jit_and_vmap():
     import ftrans.random as fr
 

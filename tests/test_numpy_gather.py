@@ -10,13 +10,13 @@ import sys
 import zlib
 from typing import Any
 
+import jax
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-jax = pytest.importorskip("jax")
 lax = jax.lax
 
 

@@ -1,25 +1,34 @@
 """Registry coverage: every primitive has every rule, and its rules agree with each other.
 
 DESIGN.md section 2: a missing rule is never discovered by a user.  Part one
-walks every (primitive, table) pair and requires a rule unless
-``ftrans.core.primitive.not_supported`` records why not.  Part two runs each
-primitive's NumPy rule on sample operands and checks the result against the
-abstract-eval rule (shape, dtype, weak type), which catches an impl rule
-returning a wider dtype than the IR promised, a weak-type rule that disagrees
-with abstract eval, and an impl rule that mutates its inputs.
+walks every (primitive, table) pair of ``ftrans.core.primitive.rule_tables``
+and requires a rule unless ``not_supported`` records why not; the tables that
+exist are pinned by name, so a table whose module fails to import (or is no
+longer created through ``rule_table``) fails the run instead of vanishing from
+it.  The partial-evaluation tables apply to higher-order primitives, which are
+found from the params they are really bound with (part two's samples), not
+from a list.  Part two runs each primitive's NumPy rule on sample operands and
+checks the result against the abstract-eval rule (shape, dtype, weak type),
+which catches an impl rule returning a wider dtype than the IR promised, a
+weak-type rule that disagrees with abstract eval, and an impl rule that
+mutates its inputs.
 """
 
 from __future__ import annotations
-
-import importlib
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+# Every module that creates a rule table, imported explicitly: an import error here is a failure.
 import ftrans
-import ftrans.lax  # noqa: F401  (registers everything the lax layer defines)
+import ftrans.lax  # noqa: F401
+import ftrans.lowering.lower  # noqa: F401
 import ftrans.numpy  # noqa: F401
+import ftrans.transforms.ad  # noqa: F401
+import ftrans.transforms.batching  # noqa: F401
+import ftrans.transforms.partial_eval  # noqa: F401
+import ftrans.transforms.transpose  # noqa: F401
 from ftrans.core import ir
 from ftrans.core import primitive as P
 from ftrans.core.array import Array
@@ -28,36 +37,26 @@ from ftrans.core.avals import ShapedArray
 # ----------------------------------------------------------------------------
 # Part one: every rule table covers every primitive
 
+# The tables that must exist.  Adding a table means adding it here; a table can
+# never disappear from the coverage check without this set shrinking in a diff.
+EXPECTED_TABLES = {
+    "abstract_eval": False, "impl": False, "lowering": False, "jvp": False, "transpose": False,
+    "batching": False, "partial_eval": True, "partial_eval_jaxpr": True,
+}  # name -> higher_order_only
 
-def _rule_tables() -> list[tuple[str, dict]]:
-    """(table name, table) for every rule table that exists right now.
-
-    Core's two tables always exist; the transform tables are picked up as soon
-    as their modules define them, so a new transform is covered from its first
-    commit.  The table name is the one ``mark_unsupported(prim, name, reason)``
-    uses.
-    """
-    tables = [("abstract_eval", P.abstract_eval_rules), ("impl", P.impl_rules)]
-    later = [
-        ("lowering", "ftrans.lowering.lower", "lowering_rules"),
-        ("jvp", "ftrans.transforms.ad", "jvp_rules"),
-        ("transpose", "ftrans.transforms.transpose", "transpose_rules"),
-        ("batching", "ftrans.transforms.batching", "batching_rules"),
-    ]
-    seen = set()
-    for name, mod, attr in later:
-        if name in seen:
-            continue
-        try:
-            table = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError):
-            continue
-        tables.append((name, table))
-        seen.add(name)
-    return tables
+TABLES = [(name, t.rules) for name, t in P.rule_tables.items()]
 
 
-TABLES = _rule_tables()
+def test_rule_tables_are_exactly_the_expected_ones():
+    assert {n: t.higher_order_only for n, t in P.rule_tables.items()} == EXPECTED_TABLES
+    for name, t in P.rule_tables.items():
+        assert t.name == name and t.owner.startswith("ftrans."), t
+
+
+def test_a_table_name_is_registered_once():
+    with pytest.raises(ValueError, match="registered twice"):
+        P.rule_table("jvp", owner="tests.test_registry")
+    assert P.rule_tables["jvp"].owner == "ftrans.transforms.ad"
 
 
 def test_registry_is_populated():
@@ -66,11 +65,13 @@ def test_registry_is_populated():
         assert prim.name == name
 
 
-@pytest.mark.parametrize("table_name,table", TABLES, ids=[t[0] for t in TABLES])
-def test_every_primitive_has_a_rule_or_a_reason(table_name, table):
+@pytest.mark.parametrize("table_name", list(EXPECTED_TABLES))
+def test_every_primitive_has_a_rule_or_a_reason(table_name):
+    table = P.rule_tables[table_name]
     missing = [
         name for name, prim in sorted(P.registry.items())
-        if prim not in table and (prim, table_name) not in P.not_supported
+        if (table.applies_to(prim) or name in HIGHER_ORDER)
+        and prim not in table.rules and (prim, table_name) not in P.not_supported
     ]
     assert not missing, (
         f"primitives with no {table_name!r} rule and no not_supported reason: {', '.join(missing)}"
@@ -78,13 +79,26 @@ def test_every_primitive_has_a_rule_or_a_reason(table_name, table):
 
 
 def test_not_supported_entries_are_meaningful():
-    table_names = {n for n, _ in TABLES} | {"lowering", "jvp", "transpose", "batching"}
     for (prim, table_name), reason in P.not_supported.items():
         assert P.registry.get(prim.name) is prim, f"not_supported names an unregistered {prim}"
-        assert table_name in table_names, f"unknown table {table_name!r} for {prim}"
+        assert table_name in P.rule_tables, f"unknown table {table_name!r} for {prim}"
         assert isinstance(reason, str) and len(reason) > 10, f"({prim}, {table_name}) needs a real reason"
-        table = dict(TABLES).get(table_name)
-        assert table is None or prim not in table, f"{prim} has a {table_name} rule but is marked unsupported"
+        assert prim not in P.rule_tables[table_name].rules, (
+            f"{prim} has a {table_name} rule but is marked unsupported"
+        )
+
+
+def test_higher_order_flag_matches_the_params_primitives_are_bound_with():
+    """``Primitive.higher_order`` (read by the partial-eval coverage and ``ftrans.rules``) is checked
+    against the samples: a primitive bound with a jaxpr in its params must carry the flag, and a
+    flagged one must really be bound with one."""
+    flagged = {n for n, p in P.registry.items() if p.higher_order}
+    with_samples = {n for n in flagged if n in SAMPLES}
+    assert HIGHER_ORDER == with_samples, (
+        f"bound with jaxpr params but not flagged higher_order: {sorted(HIGHER_ORDER - flagged)}; "
+        f"flagged but never bound with a jaxpr: {sorted(with_samples - HIGHER_ORDER)}"
+    )
+    assert {"cond", "while", "scan", "jit_call", "remat", "custom_jvp_call", "custom_vjp_call"} <= HIGHER_ORDER
 
 
 def test_eager_fast_path_uses_the_registered_impl():
@@ -429,6 +443,22 @@ def _captured_samples() -> tuple[dict[str, list[tuple[tuple, dict]]], list[str]]
 
 _CAPTURED = _captured_samples()
 SAMPLES = _all_samples()
+
+
+def _holds_jaxpr(value) -> bool:
+    if isinstance(value, (ir.Jaxpr, ir.ClosedJaxpr)):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_jaxpr(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_jaxpr(v) for v in value.values())
+    return False
+
+
+# Primitives bound with a jaxpr somewhere in their params: they run a body, so the
+# partial-evaluation tables apply to them whatever their flag says.
+HIGHER_ORDER = {name for name, samples in SAMPLES.items() if name in P.registry
+                and any(_holds_jaxpr(params) for _, params in samples)}
 
 
 def test_every_registered_primitive_has_samples():

@@ -39,9 +39,6 @@ class ShapedArray:
     def __hash__(self) -> int:
         return self._hash
 
-    def strip_weak(self) -> ShapedArray:
-        return ShapedArray(self.shape, self.dtype, False) if self.weak_type else self
-
     def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
         return ShapedArray(
             self.shape if shape is None else shape,

@@ -1,24 +1,65 @@
-"""Primitives and the rule tables core owns (abstract eval and the NumPy impl).
+"""Primitives, and the registry of rule tables.
 
 Each transform keeps its own table in its own module (``transforms/ad.py`` has
-the JVP table, ``lowering`` the StableHLO table, ...).  ``registry`` lists every
-primitive so a coverage test can walk all (primitive, table) pairs, and
-``not_supported`` records, with a user-facing reason, the pairs that are
-deliberately absent (no transpose for a non-linear primitive, say).
+the JVP table, ``lowering`` the StableHLO table, ...), but creates it through
+``rule_table`` so the table is listed in ``rule_tables``: the coverage test and
+``python -m ftrans.rules`` walk that registry, and a table whose module fails
+to import is then a missing name, not a table nobody checks.  ``registry``
+lists every primitive, and ``not_supported`` records, with a user-facing
+reason, the (primitive, table) pairs that are deliberately absent (no
+transpose for a non-linear primitive, say).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ftrans.core.avals import ShapedArray
 
 registry: dict[str, Primitive] = {}
-abstract_eval_rules: dict[Primitive, Callable[..., Any]] = {}
-impl_rules: dict[Primitive, Callable[..., Any]] = {}
 # (primitive, table name) -> reason shown to a user who hits the gap.
 not_supported: dict[tuple[Primitive, str], str] = {}
+
+
+@dataclass(frozen=True)
+class RuleTable:
+    """A registered rule table: ``rules`` maps a primitive to its rule.
+
+    ``higher_order_only`` tables (the partial-evaluation splits) apply only to
+    primitives whose params hold jaxprs; a first-order primitive needs no entry.
+    """
+
+    name: str
+    owner: str
+    rules: dict
+    higher_order_only: bool = False
+
+    def applies_to(self, prim: Primitive) -> bool:
+        return prim.higher_order or not self.higher_order_only
+
+
+# table name -> table, in registration order (core's first, then as modules import).
+rule_tables: dict[str, RuleTable] = {}
+
+
+def rule_table(name: str, *, owner: str, higher_order_only: bool = False) -> dict[Primitive, Callable[..., Any]]:
+    """Create the rule table ``name`` owned by module ``owner`` and register it.
+
+    ``name`` is the one ``mark_unsupported(prim, name, reason)`` uses.  A second
+    table under the same name is an error: two tables would split one kind of
+    rule between them and the coverage test would only see one.
+    """
+    if name in rule_tables:
+        raise ValueError(f"rule table {name!r} is registered twice (by {rule_tables[name].owner} and {owner})")
+    rules: dict[Primitive, Callable[..., Any]] = {}
+    rule_tables[name] = RuleTable(name, owner, rules, higher_order_only)
+    return rules
+
+
+abstract_eval_rules = rule_table("abstract_eval", owner=__name__)
+impl_rules = rule_table("impl", owner=__name__)
 
 
 class Primitive:
@@ -27,15 +68,19 @@ class Primitive:
     ``weak_type_rule`` says whether the result is weakly typed given the
     operands' weakness; eager execution uses it instead of a full abstract
     evaluation so a small eager op costs little more than the NumPy call.
+    ``higher_order`` marks a primitive whose params hold jaxprs (a body it
+    runs): those also need the partial-evaluation rules, and the coverage test
+    checks the flag against the params the primitive is really bound with.
     """
 
-    __slots__ = ("name", "multiple_results", "weak_type_rule", "impl", "__weakref__")
+    __slots__ = ("name", "multiple_results", "higher_order", "weak_type_rule", "impl", "__weakref__")
 
-    def __init__(self, name: str, *, multiple_results: bool = False):
+    def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
         if name in registry:
             raise ValueError(f"primitive {name!r} is registered twice")
         self.name = name
         self.multiple_results = multiple_results
+        self.higher_order = higher_order
         self.weak_type_rule: Callable[..., bool] = _all_weak
         self.impl: Callable[..., Any] | None = None
         registry[name] = self
@@ -83,6 +128,7 @@ def abstract_eval(prim: Primitive, avals: list[ShapedArray], params: dict) -> An
 
 
 def mark_unsupported(prim: Primitive, table: str, reason: str) -> None:
+    """Record that ``prim`` deliberately has no rule in ``table``, with the reason a user is shown."""
     not_supported[(prim, table)] = reason
 
 

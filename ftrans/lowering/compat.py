@@ -25,21 +25,11 @@ from jax._src import core as _jcore
 from jax._src.lib import xla_client as _xc
 
 JAX_VERSION: str = jax.__version__
-DeviceBuffer = _xc.ArrayImpl  # the type of a single-device jax array
 
 
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
     return _backend_api.get_backend(platform)
-
-
-@functools.cache
-def _available(platform: str) -> bool:
-    try:
-        backend(platform)
-    except RuntimeError:
-        return False
-    return True
 
 
 def backend_version(client: Any) -> str:

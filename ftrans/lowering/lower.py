@@ -24,10 +24,10 @@ import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import Jaxpr, Literal
-from ftrans.core.primitive import Primitive
+from ftrans.core.primitive import Primitive, rule_table
 from ftrans.lowering import mlir_text as mt
 
-lowering_rules: dict[Primitive, Callable[..., Any]] = {}
+lowering_rules: dict[Primitive, Callable[..., Any]] = rule_table("lowering", owner=__name__)
 
 
 def register_lowering(prim: Primitive) -> Callable:

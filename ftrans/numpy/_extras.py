@@ -69,10 +69,6 @@ def _real_dtype(d: np.dtype) -> np.dtype:
     return np.dtype(np.finfo(d).dtype) if d.kind == "c" else d
 
 
-def _is_traced(*xs: Any) -> bool:
-    return any(isinstance(x, Tracer) for x in xs)
-
-
 # ---------------------------------------------------------------- comparisons
 def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
     """``jnp.isclose``: ``|a - b| <= atol + rtol * |b|``, infinities equal to themselves.

@@ -32,7 +32,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
 from ftrans.errors import FtransTypeError
 
@@ -44,7 +44,7 @@ __all__ = [
 # JAX's dtype for the tangents of integer and boolean values: zero bytes per element.
 float0 = np.dtype([("float0", np.void, 0)])
 
-jvp_rules: dict[Primitive, Callable[..., Any]] = {}
+jvp_rules: dict[Primitive, Callable[..., Any]] = rule_table("jvp", owner=__name__)
 
 
 # ----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from typing import Any
 from jax import tree_util
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -38,7 +38,7 @@ __all__ = [
     "bdim_at_front", "broadcast_batch", "axis_env", "AxisFrame", "batch_jaxpr",
 ]
 
-batching_rules: dict[Primitive, Callable[..., Any]] = {}
+batching_rules: dict[Primitive, Callable[..., Any]] = rule_table("batching", owner=__name__)
 
 
 class _NotMapped:

@@ -29,7 +29,7 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
-from ftrans.core.primitive import Primitive
+from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
 
 __all__ = [
@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 # prim -> rule(trace, tracers, params): splits an equation with known and unknown operands.
-partial_eval_rules: dict[Primitive, Callable[..., Any]] = {}
+partial_eval_rules: dict[Primitive, Callable[..., Any]] = rule_table(
+    "partial_eval", owner=__name__, higher_order_only=True)
 
 
 class _LinearizeBuilder(JaxprBuilder):
@@ -188,7 +189,8 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
 
 # eqn primitive -> rule(eqn, unknown_inputs) -> (known eqn, unknown eqn, unknown outputs), for call-like
 # primitives inside a jaxpr being split.
-partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = {}
+partial_eval_jaxpr_rules: dict[Primitive, Callable[..., Any]] = rule_table(
+    "partial_eval_jaxpr", owner=__name__, higher_order_only=True)
 
 
 def forward_input_residuals(known: ClosedJaxpr, n_res: int) -> tuple[ClosedJaxpr, list[int | None]]:

@@ -26,8 +26,7 @@ import numpy as np
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
-from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.primitive import Primitive, not_supported
+from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.prims.calls import hoist_consts  # noqa: F401  (re-exported: control flow imports it here)
 from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
@@ -37,7 +36,7 @@ __all__ = [
     "transpose_jaxpr", "hoist_consts",
 ]
 
-transpose_rules: dict[Primitive, Callable[..., Any]] = {}
+transpose_rules: dict[Primitive, Callable[..., Any]] = rule_table("transpose", owner=__name__)
 
 
 class UndefinedPrimal:
@@ -181,8 +180,6 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
     return new
 
 
-def eval_closed(closed: ClosedJaxpr, *args: Any) -> list:
-    return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
 
 
 # The rules for every primitive family register themselves on import.

@@ -75,7 +75,7 @@ class CallPrimitive(Primitive):
                  update_params: Callable[[dict, str, int], dict] | None = None,
                  residual_policy: Callable[[dict], Callable[[JaxprEqn], bool] | None] | None = None,
                  inline_known: bool = False):
-        super().__init__(name, multiple_results=True)
+        super().__init__(name, multiple_results=True, higher_order=True)
         self.body_param = body_param
         self.func_name = func_name or (lambda params: str(params.get("name", name)))
         self.update_params = update_params or _same_params

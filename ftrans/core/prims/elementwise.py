@@ -14,7 +14,6 @@ import scipy.special as sps
 from ftrans.core import dtypes
 from ftrans.core.prims._base import (
     ANY,
-    BOOL,
     COMPLEX,
     FLOAT,
     INEXACT,
@@ -382,5 +381,3 @@ population_count_p = unop("population_count", INT, _popcount_impl)
 # ---------------------------------------------------------------- identity-like
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)
 copy_p = unop("copy", ANY, np.copy)
-
-BOOL_OR_FLOAT = BOOL | FLOAT  # re-exported for lax helpers that check classes

@@ -23,16 +23,6 @@ def _same_dtype(*avals, **params):
     return avals[0].dtype
 
 
-def _check_shape_tuple(name: str, shape) -> tuple[int, ...]:
-    try:
-        out = tuple(int(d) for d in shape)
-    except TypeError:
-        raise prim_value_error(name, f"shape must be a tuple of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise prim_value_error(name, f"shape {out} has a negative dimension")
-    return out
-
-
 # ---------------------------------------------------------------- dtype changes
 def _convert_dtype(x, *, new_dtype, weak_type):
     return new_dtype

@@ -18,10 +18,6 @@ from ftrans.core.trace import aval_of
 from ftrans.transforms.batching import broadcast_batch, moveaxis, not_mapped, register_batching
 
 
-def _rank(x: Any) -> int:
-    return len(aval_of(x).shape)
-
-
 def align(vals: list, dims: list, size: int, full: frozenset = frozenset()) -> tuple[list, int]:
     """Operands with one common batch dimension; ``full`` marks operands that may not stay rank 0."""
     unbatched = [tuple(aval_of(v).shape) if d is not_mapped else

@@ -80,7 +80,7 @@ def _run(closed: ClosedJaxpr, *args: Any) -> list:
 # cond
 
 
-cond_p = Primitive("cond", multiple_results=True)
+cond_p = Primitive("cond", multiple_results=True, higher_order=True)
 
 
 @cond_p.def_abstract_eval
@@ -124,7 +124,7 @@ def _cond_impl(index: Any, *ops: Any, branches: tuple) -> list:
 # while
 
 
-while_p = Primitive("while", multiple_results=True)
+while_p = Primitive("while", multiple_results=True, higher_order=True)
 
 
 @while_p.def_abstract_eval
@@ -172,7 +172,7 @@ def _while_impl(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, co
 # scan
 
 
-scan_p = Primitive("scan", multiple_results=True)
+scan_p = Primitive("scan", multiple_results=True, higher_order=True)
 
 
 def scan_split(seq: Sequence[Any], num_consts: int, num_carry: int) -> tuple[list, list, list]:
