@@ -1,3 +1,12 @@
 """Every primitive, grouped by kind; importing this registers them all."""
 
-from ftrans.core.prims import elementwise, indexing, reductions, sorting, structural, windowed  # noqa: F401
+from ftrans.core.prims import (  # noqa: F401
+    collectives,
+    control_flow,
+    elementwise,
+    indexing,
+    reductions,
+    sorting,
+    structural,
+    windowed,
+)

@@ -26,11 +26,10 @@ from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.control_flow import cond_p, hoisted, scan_p, scan_split, while_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import register_lowering
-from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
-from ftrans.transforms.transpose import hoist_consts
 
 _I32 = np.dtype(np.int32)
 
@@ -126,8 +125,8 @@ def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts
             loop_in = [np.int32(0)] + carry + ys
             operand_avals = [aval_of(v) for v in list(consts) + list(xs)]
             carry_avals = [aval_of(v) for v in loop_in]
-            cj, cc = hoist_consts(stage(lambda *c: [w_cond(*c)], carry_avals)[0])
-            bj, bc = hoist_consts(stage(w_body, operand_avals + carry_avals)[0])
+            cj, cc = hoisted(stage(lambda *c: [w_cond(*c)], carry_avals)[0])
+            bj, bc = hoisted(stage(w_body, operand_avals + carry_avals)[0])
             outs = while_p.bind(*cc, *bc, *consts, *xs, *loop_in, cond_jaxpr=cj, body_jaxpr=bj,
                                 cond_nconsts=len(cc), body_nconsts=len(bc) + n_c + n_x)
             carry, ys = list(outs[1:1 + num_carry]), list(outs[1 + num_carry:])

@@ -42,6 +42,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.control_flow import cond_p, hoisted, join_consts, scan_p, scan_split, while_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.transforms.batching import (
     AxisFrame,
@@ -52,9 +53,6 @@ from ftrans.transforms.batching import (
     register_batching,
     run_batched,
 )
-from ftrans.transforms.control_flow.common import join_consts
-from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
-from ftrans.transforms.transpose import hoist_consts
 
 __all__: list[str] = []
 
@@ -104,13 +102,13 @@ def _batch_body(closed: ClosedJaxpr, dims: Sequence[Any], frame: AxisFrame,
         return res
 
     new, _ = stage(fun, in_avals)
-    body, consts = hoist_consts(new)
+    body, consts = hoisted(new)
     return body, list(consts), box[0]
 
 
 def _stage(fun: Callable[..., list], in_avals: Sequence[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     new, _ = stage(fun, list(in_avals))
-    body, consts = hoist_consts(new)
+    body, consts = hoisted(new)
     return body, list(consts)
 
 
