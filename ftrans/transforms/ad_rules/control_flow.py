@@ -76,10 +76,6 @@ def _tangents_out(avals: list, nz: list[bool], vals: list) -> list:
     return [next(it) if z else Zero(tangent_aval(a)) for a, z in zip(avals, nz)]
 
 
-def _differentiable(avals: list) -> list[bool]:
-    return [tangent_aval(a).dtype == a.dtype for a in avals]
-
-
 @register_jvp(cond_p)
 def _cond_jvp(primals: list, tangents: list, *, branches: tuple) -> tuple[list, list]:
     index, ops = primals[0], list(primals[1:])
