@@ -59,4 +59,3 @@ __all__ = [
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402
-from ftrans.transforms import control_flow as _control_flow  # noqa: E402,F401  (registers its rules)

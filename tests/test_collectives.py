@@ -443,3 +443,27 @@ def test_unsupported_arguments_are_named():
         ftrans.vmap(lambda v: flax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]), axis_name="i")(X)
     with pytest.raises(NotImplementedError, match="several axis names"):
         ftrans.vmap(ftrans.vmap(lambda v: flax.ppermute(v, ("i", "j"), []), axis_name="j"), axis_name="i")(Y)
+
+
+def test_axis_owner_handles_collectives_through_its_trace():
+    """The named-axis environment is core's; the trace owning an axis (a BatchTrace under vmap) computes the
+    collective through ``process_collective``, so core binds it without knowing which transform owns the axis."""
+    from ftrans.core import axis_env as core_axis_env
+    from ftrans.transforms import batching
+
+    assert batching.axis_env is core_axis_env.axis_env
+    seen = []
+    original = batching.BatchTrace.process_collective
+
+    def spy(self, prim, args, params):
+        seen.append(prim.name)
+        return original(self, prim, args, params)
+
+    batching.BatchTrace.process_collective = spy
+    try:
+        out = ftrans.vmap(lambda v: flax.psum(v, "i") + flax.axis_index("i"), axis_name="i")(X)
+    finally:
+        batching.BatchTrace.process_collective = original
+    assert seen == ["psum", "axis_index"]
+    np.testing.assert_allclose(np.asarray(out), jax.vmap(lambda v: jlax.psum(v, "i") + jlax.axis_index("i"),
+                                                         axis_name="i")(X), rtol=1e-6)

@@ -736,3 +736,13 @@ def test_eager_results_are_concrete_arrays():
     c2, ys2 = FT.lax.scan(lambda c, x: (c + x, c), c_dev, xs_dev)
     np.testing.assert_allclose(np.asarray(c2), np.asarray(c), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(ys2), np.asarray(ys), rtol=1e-6)
+
+
+def test_lax_exports_the_api_layer_functions():
+    """``ftrans.lax`` exports control flow and collectives directly from the API layer (no lazy forwarders)."""
+    from ftrans.lax import _collectives, _control_flow
+
+    for name in _control_flow.__all__:
+        assert getattr(ftrans.lax, name) is getattr(_control_flow, name)
+    for name in _collectives.__all__:
+        assert getattr(ftrans.lax, name) is getattr(_collectives, name)

@@ -556,3 +556,16 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: list[bool] | tuple[bool, ...]) -> tupl
     new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) else \
         Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs)
     return new, [id(v) in live for v in jaxpr.invars]
+
+
+def hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Move a closed jaxpr's constants to leading inputs: ``(body closed over nothing, constants)``.
+
+    Every call-like and control-flow primitive wants its body closed over
+    nothing, so the constants (possibly tracers of an enclosing transform)
+    travel as ordinary operands that every rule already handles.
+    """
+    j = closed.jaxpr
+    if not j.constvars:
+        return closed, []
+    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)

@@ -13,22 +13,22 @@ needs it: elementwise rules keep a shared batch dimension where it is, and a
 rule may return its output batched along any dimension.
 
 ``vmap(..., axis_name=...)`` also pushes the name on the *axis environment*
-(``axis_env``, thread-local), which collectives (``psum`` and friends, in
-``ftrans/transforms/collectives.py``) consult to check their axis names and
-learn sizes.  Their batching rules act when the name is this trace's.
+(``axis_env`` in ``ftrans/core/axis_env.py``), which collectives (``psum`` and
+friends) consult to check their axis names and learn sizes.  When the name is
+this trace's, the collective reaches ``BatchTrace.process_collective``, which
+applies its batching rule (``batch_rules/collectives.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jax import tree_util
 
 from ftrans.core.avals import ShapedArray
+from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -65,38 +65,8 @@ def register_batching(prim: Primitive) -> Callable[[Callable], Callable]:
 # Named axes
 
 
-class AxisFrame:
-    """One named axis in scope: its name, its size, and the trace that owns it (None for pmap)."""
-
-    __slots__ = ("name", "size", "main")
-
-    def __init__(self, name: Any, size: int, main: Any):
-        self.name = name
-        self.size = size
-        self.main = main
-
-
-class _AxisEnv(threading.local):
-    def __init__(self) -> None:
-        self.frames: list[AxisFrame] = []
-
-    def lookup(self, name: Any) -> AxisFrame | None:
-        for f in reversed(self.frames):
-            if f.name == name:
-                return f
-        return None
-
-
-axis_env = _AxisEnv()
-
-
-@contextlib.contextmanager
-def extend_axis_env(name: Any, size: int, main: Any) -> Iterator[None]:
-    axis_env.frames.append(AxisFrame(name, size, main))
-    try:
-        yield
-    finally:
-        axis_env.frames.pop()
+# ``AxisFrame``, ``axis_env`` and ``extend_axis_env`` live in ``ftrans/core/axis_env.py`` (collectives in core
+# consult them); they are re-exported here for the rules and tests that reach them through batching.
 
 
 # ----------------------------------------------------------------------------
@@ -186,6 +156,21 @@ class BatchTrace(Trace):
         out, out_dim = rule(vals, dims, frame=self.axis, **params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
+        return BatchTracer(self, out, out_dim)
+
+    def process_collective(self, prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+        """A collective over this trace's own axis: its batching rule computes it here, even when no operand
+        is batched (``psum(1.0, 'i')``, ``axis_index('i')``); values of enclosing levels are the same for every
+        element of the axis."""
+        vals, dims = [], []
+        for a in args:
+            if isinstance(a, BatchTracer) and a._trace.main is self.main:
+                vals.append(a.val)
+                dims.append(a.bdim)
+            else:
+                vals.append(a)
+                dims.append(not_mapped)
+        out, out_dim = batching_rules[prim](vals, dims, frame=self.axis, **params)
         return BatchTracer(self, out, out_dim)
 
 
@@ -465,6 +450,3 @@ def _path(path: tuple) -> str:
 
 # The rules for every primitive family register themselves on import.
 from ftrans.transforms import batch_rules  # noqa: E402, F401
-
-# Collectives over named axes (a relative import keeps this an appended line ruff's import sorting accepts).
-from . import collectives  # noqa: E402, F401

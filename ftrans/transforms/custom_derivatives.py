@@ -33,8 +33,8 @@ from jax import tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr
-from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p, hoist_consts
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError
 from ftrans.transforms.ad import Zero, float0, instantiate, tangent_aval

@@ -31,8 +31,8 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
-from ftrans.core.prims.calls import hoist_consts, jit_call_p
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
 from ftrans.errors import FtransTypeError, FtransValueError

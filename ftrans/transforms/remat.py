@@ -28,9 +28,10 @@ from jax import tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import hoist_consts
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import reductions as R
-from ftrans.core.prims.calls import hoist_consts, name_p, optimization_barrier_p, remat_p
+from ftrans.core.prims.calls import name_p, optimization_barrier_p, remat_p
 from ftrans.core.trace import StagingTracer, Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError
 

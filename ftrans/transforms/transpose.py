@@ -27,13 +27,12 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.prims.calls import hoist_consts  # noqa: F401  (re-exported: control flow imports it here)
 from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
 
 __all__ = [
     "UndefinedPrimal", "is_undefined", "transpose_rules", "register_transpose", "backward_pass",
-    "transpose_jaxpr", "hoist_consts",
+    "transpose_jaxpr",
 ]
 
 transpose_rules: dict[Primitive, Callable[..., Any]] = rule_table("transpose", owner=__name__)

@@ -1,3 +1,13 @@
 """Every primitive, grouped by kind; importing this registers them all."""
 
-from ftrans.core.prims import calls, elementwise, indexing, reductions, sorting, structural, windowed  # noqa: F401
+from ftrans.core.prims import (  # noqa: F401
+    calls,
+    collectives,
+    control_flow,
+    elementwise,
+    indexing,
+    reductions,
+    sorting,
+    structural,
+    windowed,
+)

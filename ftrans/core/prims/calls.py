@@ -26,7 +26,7 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn
+from ftrans.core.ir import ClosedJaxpr, JaxprEqn, hoist_consts
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError
 
@@ -124,17 +124,6 @@ def for_each_call_primitive(install: Callable[[CallPrimitive], None]) -> None:
         install(prim)
 
 
-def hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Move a closed jaxpr's constants to leading inputs: ``(body closed over nothing, constants)``.
-
-    Every call-like and control-flow primitive wants its body closed over
-    nothing, so the constants (possibly tracers of an enclosing transform)
-    travel as ordinary operands that every rule already handles.
-    """
-    j = closed.jaxpr
-    if not j.constvars:
-        return closed, []
-    return ClosedJaxpr(Jaxpr([], list(j.constvars) + list(j.invars), j.eqns, j.outvars), []), list(closed.consts)
 
 
 # ----------------------------------------------------------------------------

@@ -1,10 +1,20 @@
-"""Reverse mode of ``cond``, ``scan`` and ``while``: partial evaluation (known/unknown splitting) and transposition.
+"""Forward mode and partial evaluation of ``cond``, ``while`` and ``scan``.
 
-Linearization (``transforms/partial_eval.py``) meets a control-flow equation
-whose operands mix known values (primals) and unknown ones (tangents).  Each
-primitive splits its bodies with ``partial_eval_jaxpr`` into a *known*
-program, run now, that also returns the residuals the tangent part needs, and
-an *unknown* program, recorded into the linear jaxpr, that reads them:
+Forward mode: each body is differentiated once and one new primitive of the
+same kind computes primals and tangents together.  Symbolic zeros survive where
+they can: only operands with non-zero tangents get tangent inputs, and only
+outputs some branch (or some iteration) makes non-zero get tangent outputs.
+For loops that needs a fixed point: a carry whose tangent is zero going in may
+come out non-zero (``c = c * x`` with a non-zero tangent for ``x``), in which
+case its tangent is carried from the start, as zeros.
+
+Partial evaluation (the first half of reverse mode; transposition is in
+``transforms/linear_rules/control_flow.py``).  Linearization
+(``transforms/partial_eval.py``) meets a control-flow equation whose operands
+mix known values (primals) and unknown ones (tangents).  Each primitive splits
+its bodies with ``partial_eval_jaxpr`` into a *known* program, run now, that
+also returns the residuals the tangent part needs, and an *unknown* program,
+recorded into the linear jaxpr, that reads them:
 
 * ``cond``: every branch is split; the branches' residuals are concatenated and
   each known branch returns zeros in the other branches' residual slots, so
@@ -17,13 +27,7 @@ an *unknown* program, recorded into the linear jaxpr, that reads them:
 * ``while``: the trip count is only known when the loop runs, so nothing can be
   stacked.  The known carries are computed by a known loop; the unknown ones by
   the whole loop, recorded (it recomputes the primal part), which is enough for
-  ``linearize`` and ``jvp``.  Its transposition raises a clear error: reverse
-  mode through a ``while`` with a dynamic trip count is future work, and the
-  primitive's layout does not need to change for it.
-
-Transposition: ``cond`` transposes each branch (one new ``cond`` on the same
-index); ``scan`` runs the transposed body in the opposite direction, carrying
-the cotangents of the carries and accumulating those of the linear consts.
+  ``linearize`` and ``jvp``.
 """
 
 from __future__ import annotations
@@ -32,13 +36,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Var, dce_jaxpr
+from ftrans.core.ir import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Var, dce_jaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.trace import current_source_info, stage
-from ftrans.errors import FtransValueError
-from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
-from ftrans.transforms.control_flow.common import hoisted, join_consts
-from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
+from ftrans.core.prims.control_flow import (
+    add_unused_inputs,
+    cond_p,
+    join_consts,
+    permute_inputs,
+    permute_outputs,
+    scan_p,
+    scan_split,
+    while_p,
+)
+from ftrans.core.trace import stage
+from ftrans.transforms.ad import Zero, instantiate, jvp_jaxpr, register_jvp, tangent_aval, zeros_like_aval
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
     _merge,
@@ -46,13 +57,124 @@ from ftrans.transforms.partial_eval import (
     partial_eval_jaxpr_rules,
     partial_eval_rules,
 )
-from ftrans.transforms.transpose import (
-    UndefinedPrimal,
-    backward_pass,
-    is_undefined,
-    register_transpose,
-    transpose_jaxpr,
-)
+
+# ----------------------------------------------------------------------------
+# Forward mode
+
+
+def _nz(ts: list) -> list[bool]:
+    return [type(t) is not Zero for t in ts]
+
+
+def _or(a: Sequence[bool], b: Sequence[bool]) -> list[bool]:
+    return [x or y for x, y in zip(a, b)]
+
+
+def _tangents_out(avals: list, nz: list[bool], vals: list) -> list:
+    it = iter(vals)
+    return [next(it) if z else Zero(tangent_aval(a)) for a, z in zip(avals, nz)]
+
+
+@register_jvp(cond_p)
+def _cond_jvp(primals: list, tangents: list, *, branches: tuple) -> tuple[list, list]:
+    index, ops = primals[0], list(primals[1:])
+    ops_t = list(tangents[1:])
+    nz = _nz(ops_t)
+    n_out = len(branches[0].out_avals)
+    out_nz = [False] * n_out
+    for b in branches:
+        out_nz = _or(out_nz, jvp_jaxpr(b, nz)[1])
+    pairs = []
+    for b in branches:
+        new, got = jvp_jaxpr(b, nz, instantiate=out_nz)
+        assert got == out_nz, "cond branches disagree on which tangents are non-zero"
+        pairs.append(hoist_consts(new))
+    bodies, consts = join_consts(pairs)
+    nz_t = [t for t in ops_t if type(t) is not Zero]
+    outs = cond_p.bind(index, *consts, *ops, *nz_t, branches=tuple(bodies))
+    return list(outs[:n_out]), _tangents_out(branches[0].out_avals, out_nz, list(outs[n_out:]))
+
+
+def _carry_fixpoint(body: ClosedJaxpr, lead_nz: list[bool], carry_nz: list[bool], n_carry: int,
+                    rest_nz: list[bool], n_extra_out: int) -> list[bool]:
+    """Which carries need tangents: those non-zero going in, or made non-zero by the body."""
+    carry_nz = list(carry_nz)
+    while True:
+        _, out_nz = jvp_jaxpr(body, lead_nz + carry_nz + rest_nz, instantiate=carry_nz + [False] * n_extra_out)
+        new = _or(carry_nz, out_nz[:n_carry])
+        if new == carry_nz:
+            return carry_nz
+        carry_nz = new
+
+
+@register_jvp(while_p)
+def _while_jvp(primals: list, tangents: list, *, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr,
+               cond_nconsts: int, body_nconsts: int) -> tuple[list, list]:
+    nc, nb = cond_nconsts, body_nconsts
+    cc, bc, init = primals[:nc], primals[nc:nc + nb], primals[nc + nb:]
+    bc_t, init_t = tangents[nc:nc + nb], tangents[nc + nb:]
+    n = len(init)
+    bc_nz = _nz(bc_t)
+    carry_nz = _carry_fixpoint(body_jaxpr, bc_nz, _nz(init_t), n, [], 0)
+    body, out_nz = jvp_jaxpr(body_jaxpr, bc_nz + carry_nz, instantiate=carry_nz)
+    body, hc = hoist_consts(body)
+    k_b, k_c = sum(bc_nz), sum(carry_nz)
+    h = len(hc)
+    # body inputs: [hc, bc, carry, bc_t, carry_t] -> [hc, bc, bc_t, carry, carry_t]
+    order = (list(range(h + nb)) + list(range(h + nb + n, h + nb + n + k_b)) + list(range(h + nb, h + nb + n))
+             + list(range(h + nb + n + k_b, h + nb + n + k_b + k_c)))
+    body = permute_inputs(body, order)
+    carry_t_avals = [tangent_aval(a) for a, z in zip(body_jaxpr.out_avals, carry_nz) if z]
+    cond = add_unused_inputs(cond_jaxpr, carry_t_avals, nc + n)
+    bc_t_nz = [t for t in bc_t if type(t) is not Zero]
+    init_t_nz = [instantiate(t) for t, z in zip(init_t, carry_nz) if z]
+    outs = while_p.bind(*cc, *hc, *bc, *bc_t_nz, *init, *init_t_nz, cond_jaxpr=cond, body_jaxpr=body,
+                        cond_nconsts=nc, body_nconsts=h + nb + k_b)
+    return list(outs[:n]), _tangents_out(body_jaxpr.out_avals, carry_nz, list(outs[n:]))
+
+
+@register_jvp(scan_p)
+def _scan_jvp(primals: list, tangents: list, *, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
+              length: int, reverse: bool, unroll: int) -> tuple[list, list]:
+    consts, init, xs = scan_split(primals, num_consts, num_carry)
+    consts_t, init_t, xs_t = scan_split(tangents, num_consts, num_carry)
+    nk, n, nx = len(consts), len(init), len(xs)
+    n_ys = len(jaxpr.out_avals) - n
+    const_nz, xs_nz = _nz(consts_t), _nz(xs_t)
+    carry_nz = _carry_fixpoint(jaxpr, const_nz, _nz(init_t), n, xs_nz, n_ys)
+    body, out_nz = jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, instantiate=carry_nz + [False] * n_ys)
+    ys_nz = out_nz[n:]
+    body, hc = hoist_consts(body)
+    h = len(hc)
+    kk, kc, kx = sum(const_nz), sum(carry_nz), sum(xs_nz)
+    # inputs [hc, consts, carry, xs, consts_t, carry_t, xs_t] -> [hc, consts, consts_t, carry, carry_t, xs, xs_t]
+    p_c, p_r, p_x = h, h + nk, h + nk + n
+    t_c = h + nk + n + nx
+    t_r, t_x = t_c + kk, t_c + kk + kc
+    order = (list(range(h)) + list(range(p_c, p_c + nk)) + list(range(t_c, t_c + kk))
+             + list(range(p_r, p_r + n)) + list(range(t_r, t_r + kc))
+             + list(range(p_x, p_x + nx)) + list(range(t_x, t_x + kx)))
+    body = permute_inputs(body, order)
+    # outputs [carry, ys, carry_t, ys_t] -> [carry, carry_t, ys, ys_t]
+    ky = sum(ys_nz)
+    out_order = (list(range(n)) + list(range(n + n_ys, n + n_ys + kc)) + list(range(n, n + n_ys))
+                 + list(range(n + n_ys + kc, n + n_ys + kc + ky)))
+    body = permute_outputs(body, out_order)
+    consts_t_nz = [t for t in consts_t if type(t) is not Zero]
+    init_t_nz = [instantiate(t) for t, z in zip(init_t, carry_nz) if z]
+    xs_t_nz = [t for t in xs_t if type(t) is not Zero]
+    outs = scan_p.bind(*hc, *consts, *consts_t_nz, *init, *init_t_nz, *xs, *xs_t_nz, jaxpr=body,
+                       num_consts=h + nk + kk, num_carry=n + kc, length=length, reverse=reverse, unroll=unroll)
+    carry_out, carry_t = list(outs[:n]), list(outs[n:n + kc])
+    ys, ys_t = list(outs[n + kc:n + kc + n_ys]), list(outs[n + kc + n_ys:])
+    y_avals = [_stacked(a, length) for a in jaxpr.out_avals[n:]]
+    return (carry_out + ys,
+            _tangents_out(jaxpr.out_avals[:n], carry_nz, carry_t) + _tangents_out(y_avals, ys_nz, ys_t))
+
+
+def _stacked(a: Any, length: int) -> Any:
+    return a.update(shape=(length,) + a.shape)
+
 
 # ----------------------------------------------------------------------------
 # Splitting with forced-unknown outputs
@@ -89,10 +211,6 @@ def partial_eval_jaxpr_inst(closed: ClosedJaxpr, unknowns: Sequence[bool], insta
             [u or f for u, f in zip(out_unk, force)], n_res + len(moved))
 
 
-def _or(a: Sequence[bool], b: Sequence[bool]) -> list[bool]:
-    return [x or y for x, y in zip(a, b)]
-
-
 def _is_unknown(trace: LinearizeTrace, tracers: list) -> tuple[list[bool], list]:
     knowns = [trace.known_value(t) for t in tracers]
     return [not k for k, _ in knowns], [v for _, v in knowns]
@@ -125,7 +243,7 @@ def _split_cond(branches: tuple, ops_unk: list[bool]) -> tuple[list[ClosedJaxpr]
             return list(outs[:m]) + zeros
 
         kc, _ = stage(known_fun, k.in_avals)
-        known_b.append(hoisted(kc))
+        known_b.append(hoist_consts(kc))
         uj = u.jaxpr
         lead = [Var(a) for a in all_res[:off]] + list(uj.invars[:n]) + [Var(a) for a in all_res[off + n:]]
         unknown_b.append((ClosedJaxpr(Jaxpr(uj.constvars, lead + list(uj.invars[n:]), uj.eqns, uj.outvars),
@@ -190,20 +308,6 @@ def _as_atoms(consts: list) -> list:
 
 partial_eval_rules[cond_p] = _cond_partial_eval
 partial_eval_jaxpr_rules[cond_p] = _cond_split_eqn
-
-
-@register_transpose(cond_p)
-def _cond_transpose(cts: list, index: Any, *ops: Any, branches: tuple) -> list:
-    lin = [is_undefined(o) for o in ops]
-    res = [o for o in ops if not is_undefined(o)]
-    nz = [type(c) is not Zero for c in cts]
-    if not any(nz):
-        return [None] + [Zero(o.aval) if is_undefined(o) else None for o in ops]
-    pairs = [hoisted(transpose_jaxpr(b, lin, nz)) for b in branches]
-    bodies, consts = join_consts(pairs)
-    nz_cts = [c for c in cts if type(c) is not Zero]
-    outs = iter(cond_p.bind(index, *consts, *res, *nz_cts, branches=tuple(bodies)))
-    return [None] + [next(outs) if lin_i else None for lin_i in lin]
 
 
 # ----------------------------------------------------------------------------
@@ -277,7 +381,7 @@ def _scan_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> li
     k_consts = [v for v, u in zip(consts_v, consts_unk) if not u]
     k_carry = [v for v, u in zip(carry_v, carry_unk) if not u]
     k_xs = [v for v, u in zip(xs_v, xs_unk) if not u]
-    kbody, hc = hoisted(sp.known)
+    kbody, hc = hoist_consts(sp.known)
     outs = scan_p.bind(*hc, *k_consts, *k_carry, *k_xs, jaxpr=kbody, num_consts=len(hc) + len(k_consts),
                        num_carry=len(k_carry), length=params["length"], reverse=params["reverse"],
                        unroll=params["unroll"])
@@ -289,7 +393,7 @@ def _scan_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> li
     u_consts = [t for t, u in zip(consts_t, consts_unk) if u]
     u_carry = [t for t, u in zip(carry_t, carry_unk) if u]
     u_xs = [t for t, u in zip(xs_t, xs_unk) if u]
-    ubody, uhc = hoisted(sp.unknown)
+    ubody, uhc = hoist_consts(sp.unknown)
     ops = ([trace.full_raise(c) for c in uhc] + res_const + u_consts + u_carry
            + [trace.full_raise(s) for s in stacked] + res_xs + u_xs)
     unknown_outs = trace.record(scan_p, ops, dict(
@@ -333,59 +437,6 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprE
 
 partial_eval_rules[scan_p] = _scan_partial_eval
 partial_eval_jaxpr_rules[scan_p] = _scan_split_eqn
-
-
-@register_transpose(scan_p)
-def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, length: int,
-                    reverse: bool, unroll: int) -> list:
-    """Run the transposed body backwards: carry the carries' cotangents, accumulate the linear consts'."""
-    consts, init, xs = scan_split(args, num_consts, num_carry)
-    c_lin = [is_undefined(c) for c in consts]
-    x_lin = [is_undefined(x) for x in xs]
-    res_c = [c for c in consts if not is_undefined(c)]
-    res_x = [x for x in xs if not is_undefined(x)]
-    body_avals = jaxpr.in_avals
-    k_avals, r_avals, x_avals = scan_split(body_avals, num_consts, num_carry)
-    lin_c_avals = [tangent_aval(a) for a, lin_i in zip(k_avals, c_lin) if lin_i]
-    ct_carry = [instantiate(Zero(tangent_aval(a)) if type(c) is Zero else c)
-                for a, c in zip(jaxpr.out_avals[:num_carry], cts[:num_carry])]
-    y_avals = jaxpr.out_avals[num_carry:]
-    ct_ys = [instantiate(Zero(tangent_aval(a.update(shape=(length,) + a.shape))) if type(c) is Zero else c)
-             for a, c in zip(y_avals, cts[num_carry:])]
-    n_rc, n_acc, n_c = len(res_c), len(lin_c_avals), num_carry
-    n_rx = len(res_x)
-
-    def tbody(*a: Any) -> list:
-        rc, acc = list(a[:n_rc]), list(a[n_rc:n_rc + n_acc])
-        ctc = list(a[n_rc + n_acc:n_rc + n_acc + n_c])
-        rx, cty = list(a[n_rc + n_acc + n_c:n_rc + n_acc + n_c + n_rx]), list(a[n_rc + n_acc + n_c + n_rx:])
-        rc_it, rx_it = iter(rc), iter(rx)
-        b_args = ([UndefinedPrimal(tangent_aval(av)) if lin_i else next(rc_it) for av, lin_i in zip(k_avals, c_lin)]
-                  + [UndefinedPrimal(tangent_aval(av)) for av in r_avals]
-                  + [UndefinedPrimal(tangent_aval(av)) if lin_i else next(rx_it) for av, lin_i in zip(x_avals, x_lin)])
-        out = backward_pass(jaxpr.jaxpr, list(jaxpr.consts), b_args, ctc + cty)
-        o_c, o_r, o_x = scan_split(out, num_consts, num_carry)
-        new_acc = [add_tangents(s, o) if type(o) is not Zero else s
-                   for s, o in zip(acc, [o for o, lin_i in zip(o_c, c_lin) if lin_i])]
-        carry_ct = [instantiate(o) for o in o_r]
-        x_ct = [instantiate(o) for o, lin_i in zip(o_x, x_lin) if lin_i]
-        return new_acc + carry_ct + x_ct
-
-    from ftrans.core.trace import aval_of
-
-    in_avals = ([aval_of(c) for c in res_c] + lin_c_avals + [tangent_aval(a) for a in r_avals]
-                + [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in res_x]
-                + [tangent_aval(a) for a in y_avals])
-    closed, _ = stage(tbody, in_avals)
-    body, hc = hoisted(closed)
-    acc0 = [zeros_like_aval(a) for a in lin_c_avals]
-    outs = scan_p.bind(*hc, *res_c, *acc0, *ct_carry, *res_x, *ct_ys, jaxpr=body, num_consts=len(hc) + n_rc,
-                       num_carry=n_acc + n_c, length=length, reverse=not reverse, unroll=unroll)
-    acc, ct_init, ct_xs = outs[:n_acc], outs[n_acc:n_acc + n_c], outs[n_acc + n_c:]
-    acc_it, xs_it = iter(acc), iter(ct_xs)
-    return ([next(acc_it) if lin_i else None for lin_i in c_lin]
-            + [c if is_undefined(i) else None for c, i in zip(ct_init, init)]
-            + [next(xs_it) if lin_i else None for lin_i in x_lin])
 
 
 # ----------------------------------------------------------------------------
@@ -456,15 +507,3 @@ def _while_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, Jaxpr
 
 partial_eval_rules[while_p] = _while_partial_eval
 partial_eval_jaxpr_rules[while_p] = _while_split_eqn
-
-
-@register_transpose(while_p)
-def _while_transpose(cts: list, *args: Any, **params: Any) -> list:
-    info = current_source_info()
-    where = f" (the loop at {info})" if info is not None else ""
-    raise FtransValueError(
-        "reverse-mode differentiation (grad, vjp, jacrev) of a lax.while_loop is not supported yet"
-        f"{where}: its trip count is only known when it runs. Use lax.scan, or lax.fori_loop with static "
-        "Python-int bounds (which is a scan), for a loop you need to differentiate in reverse mode; forward "
-        "mode (jvp, jacfwd, linearize) works through while_loop"
-    )

@@ -2,7 +2,7 @@
 
 Each is a higher-order primitive whose bodies are ``ClosedJaxpr``s closed over
 nothing: whatever a user's branch or loop body captured (outer tracers, arrays)
-has been hoisted into explicit operands by the API layer (``api.py``), so every
+has been hoisted into explicit operands by the API layer (``ftrans/lax/_control_flow.py``), so every
 rule (JVP, partial evaluation, transposition, batching, lowering) sees all of a
 body's inputs as operands and can recurse into the body uniformly.
 
@@ -31,12 +31,16 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive
+from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError
 
-__all__ = ["cond_p", "while_p", "scan_p", "same_type", "type_str"]
+__all__ = [
+    "cond_p", "while_p", "scan_p", "same_type", "type_str", "scan_split", "clamp_index",
+    "permute_inputs", "permute_outputs", "add_unused_inputs", "join_consts",
+]
 
 
 def type_str(a: ShapedArray) -> str:
@@ -223,3 +227,51 @@ def _scan_impl(*vals: Any, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, 
         for buf, y in zip(ys, outs[num_carry:]):
             buf[i] = np.asarray(y)
     return _unwrap(carry, jaxpr.out_avals[:num_carry]) + ys
+
+
+# ----------------------------------------------------------------------------
+# Rewrites of bodies shared by the rules of every transform (reordering inputs and outputs, adding unused
+# inputs, moving constants to inputs, and giving several branches one common list of captured constants).
+# They are plain IR surgery, so they live with the primitives: the lowering and every transform use them.
+
+
+def permute_inputs(closed: ClosedJaxpr, order: Sequence[int]) -> ClosedJaxpr:
+    """The same program taking its inputs in the order ``[invars[i] for i in order]``."""
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, [j.invars[i] for i in order], j.eqns, j.outvars), closed.consts)
+
+
+def permute_outputs(closed: ClosedJaxpr, order: Sequence[int]) -> ClosedJaxpr:
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, [j.outvars[i] for i in order]), closed.consts)
+
+
+def add_unused_inputs(closed: ClosedJaxpr, avals: Sequence[ShapedArray], at: int) -> ClosedJaxpr:
+    """Insert inputs of ``avals`` that the program ignores, at position ``at``."""
+    j = closed.jaxpr
+    new = [Var(a) for a in avals]
+    invars = list(j.invars[:at]) + new + list(j.invars[at:])
+    return ClosedJaxpr(Jaxpr(j.constvars, invars, j.eqns, j.outvars), closed.consts)
+
+
+def join_consts(pairs: Sequence[tuple[ClosedJaxpr, list]]) -> tuple[list[ClosedJaxpr], list]:
+    """Bodies whose leading inputs are their own captured constants, rewritten to all take the union of them.
+
+    Constants shared by several bodies (the same object) are passed once.
+    """
+    all_consts: list = []
+    index: dict[int, int] = {}
+    for _, consts in pairs:
+        for c in consts:
+            if id(c) not in index:
+                index[id(c)] = len(all_consts)
+                all_consts.append(c)
+    avals = [aval_of(c) for c in all_consts]
+    out = []
+    for body, consts in pairs:
+        j = body.jaxpr
+        n = len(consts)
+        own = {index[id(c)]: v for c, v in zip(consts, j.invars[:n])}
+        lead = [own[k] if k in own else Var(a) for k, a in enumerate(avals)]
+        out.append(ClosedJaxpr(Jaxpr(j.constvars, lead + list(j.invars[n:]), j.eqns, j.outvars), body.consts))
+    return out, all_consts

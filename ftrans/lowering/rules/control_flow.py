@@ -22,15 +22,14 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.control_flow import cond_p, scan_p, scan_split, while_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import register_lowering
-from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
-from ftrans.transforms.transpose import hoist_consts
 
 _I32 = np.dtype(np.int32)
 

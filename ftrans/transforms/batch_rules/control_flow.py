@@ -37,11 +37,12 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.transforms.batching import (
     AxisFrame,
@@ -52,9 +53,6 @@ from ftrans.transforms.batching import (
     register_batching,
     run_batched,
 )
-from ftrans.transforms.control_flow.common import join_consts
-from ftrans.transforms.control_flow.primitives import cond_p, scan_p, scan_split, while_p
-from ftrans.transforms.transpose import hoist_consts
 
 __all__: list[str] = []
 

@@ -20,12 +20,13 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
+from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
-from ftrans.transforms.control_flow.common import join_consts
-from ftrans.transforms.control_flow.primitives import cond_p, same_type, scan_p, type_str, while_p
-from ftrans.transforms.transpose import hoist_consts
+from ftrans.lax import _ops as lax
+from ftrans.transforms.batching import vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
 
@@ -47,8 +48,6 @@ _MISSING = _Missing()
 def _operand(x: Any, what: str) -> Any:
     if isinstance(x, (Array, Tracer)):
         return x
-    from ftrans.core.operands import as_operand
-
     try:
         out = as_operand(x)
     except TypeError:
@@ -106,13 +105,11 @@ def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
 
     closed, _ = stage(flat, in_avals)
     body, consts = hoist_consts(closed)
-    return _Traced(body, list(consts), box[0])
+    return _Traced(body, consts, box[0])
 
 
 def _promote_weak(init: list, init_avals: list[ShapedArray], out_avals: list[ShapedArray]) -> tuple[list, bool]:
     """Weakly typed carries (Python scalars) take the type the loop body gives them, as in JAX."""
-    from ftrans import lax
-
     changed = False
     new = list(init)
     for i, (a, o) in enumerate(zip(init_avals, out_avals)):
@@ -203,8 +200,6 @@ def _operands(name: str, operands: tuple, operand: Any) -> tuple:
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
-    from ftrans import lax
-
     _check_callable("cond", true_fun=true_fun, false_fun=false_fun)
     operands = _operands("cond", operands, operand)
     if pred is None:
@@ -233,8 +228,6 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
-    from ftrans import lax
-
     if not isinstance(branches, (list, tuple)) or not branches:
         raise FtransValueError("switch: branches must be a non-empty sequence of functions")
     _check_callable("switch", **{f"branches[{i}]": b for i, b in enumerate(branches)})
@@ -385,21 +378,25 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 
 def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, length: int, reverse: bool) -> Any:
-    import ftrans.numpy as jnp
-
     carry = init
     ys = []
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
-        x = tree_util.tree_unflatten(x_tree, [x[i] for x in x_ops])
+        x = tree_util.tree_unflatten(x_tree, [lax.index_in_dim(x, i, 0, keepdims=False) for x in x_ops])
         carry, y = f(carry, x)
         ys.append(y)
     if reverse:
         ys.reverse()
     if not ys:
         raise NotImplementedError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes")
-    stacked = tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *ys)
+    stacked = tree_util.tree_map(lambda *leaves: _stack(leaves), *ys)
     return carry, stacked
+
+
+def _stack(leaves: Sequence[Any]) -> Any:
+    """The per-step outputs of a Python-run scan stacked along a new leading axis (promoted to one dtype)."""
+    ops, _, _ = promote_dtypes("scan", *leaves)
+    return lax.concatenate([lax.expand_dims(o, (0,)) for o in ops], 0)
 
 
 # ----------------------------------------------------------------------------
@@ -408,9 +405,6 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """JAX's ``lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
-    from ftrans import lax
-    from ftrans.core.operands import dtype_weak
-
     _check_callable("fori_loop", body_fun=body_fun)
     for what, b in (("lower", lower), ("upper", upper)):
         try:
@@ -457,25 +451,24 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
         return ys
-    import ftrans.numpy as jnp
-    from ftrans.transforms.batching import vmap
-
     if not isinstance(batch_size, int) or batch_size < 1:
         raise FtransValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
     leaves, tree = tree_util.tree_flatten(xs)
     if not leaves:
         raise FtransValueError("map: xs has no arrays to map over")
+    leaves = [as_operand(x) for x in leaves]
     n = leaves[0].shape[0]
     full, rem = divmod(n, batch_size)
     outs = []
     if full:
-        main = tree_util.tree_unflatten(tree, [jnp.reshape(x[:full * batch_size], (full, batch_size) + x.shape[1:])
-                                               for x in leaves])
+        main = tree_util.tree_unflatten(tree, [
+            lax.reshape(lax.slice_in_dim(x, 0, full * batch_size), (full, batch_size) + tuple(x.shape[1:]))
+            for x in leaves])
         _, ys = scan(lambda c, x: (c, vmap(f)(x)), (), main)
-        outs.append(tree_util.tree_map(lambda y: jnp.reshape(y, (full * batch_size,) + y.shape[2:]), ys))
+        outs.append(tree_util.tree_map(lambda y: lax.reshape(y, (full * batch_size,) + tuple(y.shape[2:])), ys))
     if rem:
-        tail = tree_util.tree_unflatten(tree, [x[full * batch_size:] for x in leaves])
+        tail = tree_util.tree_unflatten(tree, [lax.slice_in_dim(x, full * batch_size, n) for x in leaves])
         outs.append(vmap(f)(tail))
     if len(outs) == 1:
         return outs[0]
-    return tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), *outs)
+    return tree_util.tree_map(lambda a, b: lax.concatenate([a, b], 0), *outs)

@@ -1,0 +1,90 @@
+"""The named-axis environment: which axis names are bound here, their sizes, and the trace owning each.
+
+``vmap(..., axis_name=...)`` (and, later, ``pmap``) pushes a frame for the
+duration of the mapped function; collectives (``ftrans/core/prims/collectives.py``)
+look their axis names up here to check them, learn sizes, and find the trace
+that owns the axis.  It lives in core so that the collective primitives can bind
+without knowing which transform bound the name: a frame's owner (``main``) is a
+``MainTrace`` whose trace implements ``process_collective`` (``BatchTrace``
+does), and ``main`` is None for an axis no trace owns (a ``pmap`` axis).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ftrans.errors import FtransNameError
+
+__all__ = ["AxisFrame", "axis_env", "extend_axis_env", "bound_names", "frames_of", "axis_size"]
+
+
+class AxisFrame:
+    """One named axis in scope: its name, its size, and the trace that owns it (None for pmap)."""
+
+    __slots__ = ("name", "size", "main")
+
+    def __init__(self, name: Any, size: int, main: Any):
+        self.name = name
+        self.size = size
+        self.main = main
+
+
+class _AxisEnv(threading.local):
+    def __init__(self) -> None:
+        self.frames: list[AxisFrame] = []
+
+    def lookup(self, name: Any) -> AxisFrame | None:
+        for f in reversed(self.frames):
+            if f.name == name:
+                return f
+        return None
+
+
+axis_env = _AxisEnv()
+
+
+@contextlib.contextmanager
+def extend_axis_env(name: Any, size: int, main: Any) -> Iterator[None]:
+    axis_env.frames.append(AxisFrame(name, size, main))
+    try:
+        yield
+    finally:
+        axis_env.frames.pop()
+
+
+def bound_names() -> list:
+    """The axis names bound here, outermost first, each once."""
+    seen: list = []
+    for f in axis_env.frames:
+        if f.name is not None and f.name not in seen:
+            seen.append(f.name)
+    return seen
+
+
+def _unbound(op: str, name: Any) -> FtransNameError:
+    bound = bound_names()
+    where = ("the axis names bound here are " + ", ".join(repr(n) for n in bound)) if bound else \
+        "no axis name is bound here"
+    return FtransNameError(
+        f"unbound axis name: {name} ({op} over axis {name!r}; {where}). A collective works over an axis "
+        f"that an enclosing vmap(..., axis_name={name!r}) or pmap(..., axis_name={name!r}) binds: call "
+        f"{op} inside the function that such a vmap/pmap maps"
+    )
+
+
+def frames_of(op: str, names: Sequence[Any]) -> list[AxisFrame]:
+    """The innermost frame of each name, or an ``FtransNameError`` (naming ``op``) for the first unbound one."""
+    out = []
+    for n in names:
+        f = axis_env.lookup(n) if n is not None else None
+        if f is None:
+            raise _unbound(op, n)
+        out.append(f)
+    return out
+
+
+def axis_size(op: str, name: Any) -> int:
+    return frames_of(op, (name,))[0].size

@@ -1,0 +1,253 @@
+"""Collectives over named axes: the primitives ``psum``, ``pmax``, ``pmin``, ``all_gather``, ``all_to_all``,
+``ppermute``, ``psum_scatter`` and ``axis_index``, their abstract evaluation and (error-only) eager rule.
+
+A collective names an axis that an enclosing ``vmap(..., axis_name=...)`` (or,
+later, ``pmap``) binds (``ftrans/core/axis_env.py``).  Under ``vmap`` the axis
+is the batch dimension of the ``BatchTrace`` that owns the name, so each
+collective's batching rule (``transforms/batch_rules/collectives.py``)
+implements it with ordinary primitives on that dimension.  By the time a
+program is lowered no collective over a ``vmap`` axis is left, which is why the
+primitives have no lowering of their own yet (``pmap`` will add one).
+
+Binding.  A collective must reach the trace that owns its axis even when its
+operands do not carry that trace: ``psum(1.0, 'i')`` has no operand from the
+``vmap``, and ``axis_index('i')`` has no operand at all.  So these primitives
+bind through ``_bind_collective``: the candidate traces are the operands' (as
+for every primitive, the dynamic staging trace included) *and* the traces that
+own the named axes; the innermost wins.  When it is an axis owner, its trace's
+``process_collective`` runs (``BatchTrace`` applies the batching rule directly,
+with ``not_mapped`` for operands that do not vary over the axis); otherwise the
+primitive goes to that trace as usual (a JVP trace differentiates it, a staging
+trace records it, a batch trace for another axis carries its own batch
+dimension through and binds it again).  Core never needs to know which
+transform owns an axis.
+
+The user-facing functions are in ``ftrans/lax/_collectives.py``; JVP rules in
+``transforms/ad_rules/collectives.py``, transposes in
+``transforms/linear_rules/collectives.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ftrans.core import dtypes
+from ftrans.core import trace as _trace
+from ftrans.core.avals import ShapedArray
+from ftrans.core.axis_env import axis_size, frames_of
+from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, mark_unsupported, never_weak
+from ftrans.core.prims._base import types_of
+from ftrans.core.trace import aval_of
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = [
+    "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
+    "psum_scatter_p", "axis_index_p", "ALL", "names_of", "check_perm",
+]
+
+
+def names_of(params: dict) -> tuple:
+    """The axis names a collective's parameters name (one name or a tuple of them)."""
+    n = params["axis_name"]
+    return n if isinstance(n, tuple) else (n,)
+
+
+# ----------------------------------------------------------------------------
+# Binding
+
+
+class CollectivePrimitive(Primitive):
+    """A primitive over named axes: it binds at the trace owning its axes when that trace is innermost."""
+
+    __slots__ = ()
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        return _bind_collective(self, args, params)
+
+
+def _bind_collective(prim: Primitive, args: tuple, params: dict) -> Any:
+    frames = frames_of(prim.name, names_of(params))
+    # Type-check every binding against one element's operands (the owner's rule may run directly below).
+    abstract_eval_rules[prim](*[aval_of(a) for a in args], **params)
+    if _trace.is_eager():
+        return _trace.eager_apply(prim, args, params)  # only a pmap axis can be bound here: impl says so
+    top = _trace.find_top_trace(args).main
+    for f in frames:
+        m = f.main
+        if m is not None and m.alive and m.level > top.level:
+            top = m
+    if any(f.main is top for f in frames):
+        # The innermost trace owns one of the axes: it computes the collective over it.
+        return top.trace.process_collective(prim, args, params)
+    trace = top.trace
+    raise_ = trace.full_raise
+    return trace.process_primitive(prim, [raise_(a) for a in args], params)
+
+
+# ----------------------------------------------------------------------------
+# Abstract evaluation and the (error-only) eager rule
+
+
+def _type_error(op: str, avals: Sequence[ShapedArray], msg: str) -> FtransTypeError:
+    return FtransTypeError(f"{op}: {msg} (operand: {types_of(avals)})")
+
+
+def _check_axis(op: str, what: str, axis: Any, bound: int, x: ShapedArray) -> None:
+    if type(axis) is not int or not 0 <= axis < bound:
+        raise FtransValueError(
+            f"{op}: {what}={axis!r} is out of range for an operand of type {x.str_short()} (it must be in "
+            f"[0, {bound - 1}])"
+        )
+
+
+def _impl_error(prim: Primitive) -> Any:
+    def impl(*args: Any, **params: Any) -> Any:
+        frames = frames_of(prim.name, names_of(params))
+        raise NotImplementedError(
+            f"{prim.name} over axis {frames[0].name!r}: collectives over pmap axes are not supported yet; "
+            "under vmap(..., axis_name=...) they are computed by vmap"
+        )
+
+    impl.__name__ = f"{prim.name}_impl"
+    return impl
+
+
+def _new(name: str, abstract_eval: Any, weak: Any = first_weak) -> CollectivePrimitive:
+    p = CollectivePrimitive(name)
+    p.def_abstract_eval(abstract_eval)
+    p.def_impl(_impl_error(p))
+    p.def_weak_type(weak)
+    return p
+
+
+def _reduce_abstract(op: str, allow_bool: bool) -> Any:
+    def rule(x: ShapedArray, *, axis_name: tuple, axis_index_groups: Any) -> ShapedArray:
+        frames_of(op, axis_name)
+        if x.dtype == dtypes.bool_ and not allow_bool:
+            raise _type_error(op, [x], "expects a numeric operand (the API layer converts bool to int32)")
+        if not (x.dtype == dtypes.bool_ or dtypes.is_int(x.dtype) or dtypes.is_inexact(x.dtype)):
+            raise _type_error(op, [x], "expects a numeric or bool operand")
+        return x
+
+    return rule
+
+
+psum_p = _new("psum", _reduce_abstract("psum", False))
+pmax_p = _new("pmax", _reduce_abstract("pmax", True))
+pmin_p = _new("pmin", _reduce_abstract("pmin", True))
+
+
+def _all_gather_abstract(x: ShapedArray, *, axis_name: Any, axis: int, tiled: bool) -> ShapedArray:
+    n = axis_size("all_gather", axis_name)
+    shape = list(x.shape)
+    if tiled:
+        if not shape:
+            raise _type_error("all_gather", [x], "tiled=True needs an operand of rank at least 1")
+        _check_axis("all_gather", "axis", axis, len(shape), x)
+        shape[axis] *= n
+    else:
+        _check_axis("all_gather", "axis", axis, len(shape) + 1, x)
+        shape.insert(axis, n)
+    return x.update(shape=tuple(shape))
+
+
+all_gather_p = _new("all_gather", _all_gather_abstract)
+
+
+def _all_to_all_abstract(x: ShapedArray, *, axis_name: Any, split_axis: int, concat_axis: int,
+                         tiled: bool) -> ShapedArray:
+    n = axis_size("all_to_all", axis_name)
+    shape = list(x.shape)
+    _check_axis("all_to_all", "split_axis", split_axis, len(shape), x)
+    _check_axis("all_to_all", "concat_axis", concat_axis, len(shape), x)
+    k = shape[split_axis]
+    if tiled:
+        if k % n:
+            raise FtransValueError(
+                f"all_to_all: with tiled=True the split axis ({split_axis}) of the operand {x.str_short()} must "
+                f"be divisible by the size {n} of axis {axis_name!r}"
+            )
+        shape[split_axis] = k // n
+        shape[concat_axis] *= n
+    else:
+        if k != n:
+            raise FtransValueError(
+                f"all_to_all: the split axis ({split_axis}) of the operand {x.str_short()} has size {k}, but it "
+                f"must equal the size {n} of axis {axis_name!r} (or pass tiled=True to split it into {n} chunks)"
+            )
+        del shape[split_axis]
+        shape.insert(concat_axis, n)
+    return x.update(shape=tuple(shape))
+
+
+all_to_all_p = _new("all_to_all", _all_to_all_abstract)
+
+
+def check_perm(op: str, perm: Any, n: int, name: Any) -> None:
+    srcs, dsts = set(), set()
+    for pair in perm:
+        if len(pair) != 2 or any(type(i) is not int for i in pair):
+            raise FtransTypeError(f"{op}: perm must be a sequence of (source, destination) int pairs, got {perm!r}")
+        s, d = pair
+        if not (0 <= s < n and 0 <= d < n):
+            raise FtransValueError(
+                f"{op}: perm pair {pair} is out of range for axis {name!r} of size {n} (indices must be in "
+                f"[0, {n - 1}])"
+            )
+        if s in srcs or d in dsts:
+            raise FtransValueError(
+                f"{op}: perm {list(perm)} sends from or to index {s if s in srcs else d} twice; each index "
+                "may appear at most once as a source and once as a destination"
+            )
+        srcs.add(s)
+        dsts.add(d)
+
+
+def _ppermute_abstract(x: ShapedArray, *, axis_name: Any, perm: tuple) -> ShapedArray:
+    check_perm("ppermute", perm, axis_size("ppermute", axis_name), axis_name)
+    return x
+
+
+ppermute_p = _new("ppermute", _ppermute_abstract)
+
+
+def _psum_scatter_abstract(x: ShapedArray, *, axis_name: Any, scatter_dimension: int, tiled: bool) -> ShapedArray:
+    n = axis_size("psum_scatter", axis_name)
+    if x.dtype == dtypes.bool_:
+        raise _type_error("psum_scatter", [x], "expects a numeric operand")
+    shape = list(x.shape)
+    _check_axis("psum_scatter", "scatter_dimension", scatter_dimension, len(shape), x)
+    k = shape[scatter_dimension]
+    if tiled:
+        if k % n:
+            raise FtransValueError(
+                f"psum_scatter: with tiled=True the scatter dimension ({scatter_dimension}) of the operand "
+                f"{x.str_short()} must be divisible by the size {n} of axis {axis_name!r}"
+            )
+        shape[scatter_dimension] = k // n
+    else:
+        if k != n:
+            raise FtransValueError(
+                f"psum_scatter: the scatter dimension ({scatter_dimension}) of the operand {x.str_short()} has "
+                f"size {k}, but it must equal the size {n} of axis {axis_name!r} (or pass tiled=True)"
+            )
+        del shape[scatter_dimension]
+    return x.update(shape=tuple(shape))
+
+
+psum_scatter_p = _new("psum_scatter", _psum_scatter_abstract)
+
+
+def _axis_index_abstract(*, axis_name: Any) -> ShapedArray:
+    frames_of("axis_index", (axis_name,))
+    return ShapedArray((), dtypes.int32, False)
+
+
+axis_index_p = _new("axis_index", _axis_index_abstract, never_weak)
+
+ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p)
+
+for _p in ALL:
+    mark_unsupported(_p, "lowering", "collectives lower with pmap (a later issue); under vmap they are batched "
+                                     "away before lowering")

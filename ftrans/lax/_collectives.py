@@ -1,0 +1,262 @@
+"""Collectives over named axes (JAX's ``lax`` names and signatures): ``psum``, ``pmean``, ``pmax``, ``pmin``,
+``all_gather``, ``all_to_all``, ``ppermute``, ``psum_scatter`` and ``axis_index``.
+
+Each checks its arguments against the axes bound here (``ftrans/core/axis_env.py``),
+maps over the leaves of a pytree, and binds one primitive of
+``ftrans/core/prims/collectives.py`` per leaf and axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.axis_env import axis_size, frames_of
+from ftrans.core.operands import as_operand, convert, dtype_weak
+from ftrans.core.primitive import Primitive
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.core.prims.collectives import (
+    all_gather_p,
+    all_to_all_p,
+    axis_index_p,
+    check_perm,
+    pmax_p,
+    pmin_p,
+    ppermute_p,
+    psum_p,
+    psum_scatter_p,
+)
+from ftrans.core.trace import aval_of
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index"]
+
+
+def _no_groups(op: str, axis_index_groups: Any) -> None:
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"{op}: axis_index_groups is not supported (only None, reducing over the whole axis)")
+
+
+def _as_names(op: str, axis_name: Any) -> tuple:
+    names = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    if len(set(names)) != len(names):
+        raise FtransValueError(f"{op}: axis_name {axis_name!r} names an axis twice")
+    for n in names:
+        if n is None:
+            raise FtransTypeError(f"{op}: axis_name must be a name bound by vmap/pmap (a string, say), got None")
+    return names
+
+
+def _single_name(op: str, axis_name: Any) -> Any:
+    if isinstance(axis_name, (tuple, list)):
+        if len(axis_name) == 1:
+            return axis_name[0]
+        raise NotImplementedError(f"{op}: several axis names at once ({axis_name!r}) are not supported; "
+                                  "use one axis name")
+    if axis_name is None:
+        raise FtransTypeError(f"{op}: axis_name must be a name bound by vmap/pmap (a string, say), got None")
+    return axis_name
+
+
+def _tree_map(f: Any, x: Any) -> Any:
+    """``tree_map`` with the loop in this module, so an error names the user's line, not jax's tree code."""
+    leaves, tree = tree_util.tree_flatten(x)
+    return tree_util.tree_unflatten(tree, [f(leaf) for leaf in leaves])
+
+
+def _operand(x: Any) -> Any:
+    return as_operand(x)
+
+
+def _is_python_scalar(x: Any) -> bool:
+    return type(x) in (bool, int, float, complex)
+
+
+def _canon(op: str, what: str, axis: Any, ndim: int, aval: ShapedArray) -> int:
+    if type(axis) is not int and not isinstance(axis, np.integer):
+        raise FtransTypeError(f"{op}: {what} must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise FtransValueError(
+            f"{op}: {what}={axis} is out of range for an operand of type {aval.str_short()} (it must be in "
+            f"[{-ndim}, {ndim - 1}])"
+        )
+    return axis % ndim
+
+
+def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: Any, axis_index_groups: Any) -> Any:
+    _no_groups(op, axis_index_groups)
+    names = _as_names(op, axis_name)
+    named = tuple(n for n in names if type(n) is not int)
+    positional = tuple(n for n in names if type(n) is int)
+    frames = frames_of(op, named)
+    size = math.prod(f.size for f in frames)
+
+    def one(leaf: Any) -> Any:
+        if _is_python_scalar(leaf) and not positional:
+            # Known now, as in JAX (``psum(1, 'i')`` is the axis size as a Python int).
+            if op == "psum":
+                return (int(leaf) if type(leaf) is bool else leaf) * size
+            return leaf
+        v = _operand(leaf)
+        aval = aval_of(v)
+        if op == "psum" and aval.dtype == dtypes.bool_:
+            v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
+        if positional:
+            axes = tuple(sorted({_canon(op, "positional axis", a, len(aval.shape), aval) for a in positional}))
+            v = reduce_p.bind(v, axes=axes)
+        if named:
+            v = prim.bind(v, axis_name=named, axis_index_groups=None)
+        return v
+
+    return _tree_map(one, x)
+
+
+def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.psum``: the sum of ``x`` (a pytree) over the named axis (or axes; ints are positional axes)."""
+    return _reduce("psum", psum_p, R.reduce_sum_p, x, axis_name, axis_index_groups)
+
+
+def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.pmax``: the maximum of ``x`` (a pytree) over the named axis (or axes)."""
+    return _reduce("pmax", pmax_p, R.reduce_max_p, x, axis_name, axis_index_groups)
+
+
+def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.pmin``: the minimum of ``x`` (a pytree) over the named axis (or axes)."""
+    return _reduce("pmin", pmin_p, R.reduce_min_p, x, axis_name, axis_index_groups)
+
+
+def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.pmean``: the mean of ``x`` (a pytree) over the named axis (or axes)."""
+    _no_groups("pmean", axis_index_groups)
+    names = _as_names("pmean", axis_name)
+    frames = frames_of("pmean", tuple(n for n in names if type(n) is not int))
+    positional = [n for n in names if type(n) is int]
+    named_size = math.prod(f.size for f in frames)
+
+    def one(leaf: Any) -> Any:
+        total = psum(leaf, names)
+        if positional:
+            shape = aval_of(_operand(leaf)).shape
+            n = named_size * math.prod(shape[_canon("pmean", "positional axis", a, len(shape), aval_of(leaf))]
+                                       for a in positional)
+        else:
+            n = named_size
+        return total / n if _is_python_scalar(total) else _true_divide(total, n)
+
+    return _tree_map(one, x)
+
+
+def _true_divide(total: Any, n: int) -> Any:
+    """``total / n`` in floating point with NumPy's promotion (an integer sum becomes the default float)."""
+    d, weak = dtypes.promote((dtype_weak(total), dtype_weak(n)))
+    if not dtypes.is_inexact(d):
+        d = dtypes.default_float()
+    return E.div_p.bind(convert(total, d, weak), convert(n, d, weak))
+
+
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+    """JAX's ``lax.all_gather``: every element's ``x`` (a pytree), stacked (or, ``tiled``, concatenated) along ``axis``.
+
+    Several axis names gather over all of them, the last varying fastest.
+    """
+    _no_groups("all_gather", axis_index_groups)
+    names = _as_names("all_gather", axis_name)
+    frames_of("all_gather", names)
+
+    def one(leaf: Any) -> Any:
+        v = _operand(leaf)
+        aval = aval_of(v)
+        nd = len(aval.shape)
+        if tiled and nd == 0:
+            raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
+                                   f"of type {aval.str_short()}")
+        ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
+        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled))
+        for n in reversed(names[:-1]):  # blocks of the later names, concatenated over the earlier ones
+            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True)
+        return v
+
+    return _tree_map(one, x)
+
+
+def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axis_index_groups: Any = None,
+               tiled: bool = False) -> Any:
+    """JAX's ``lax.all_to_all``: split ``x`` (a pytree) along ``split_axis`` over the axis's elements and
+    concatenate what each receives along ``concat_axis``."""
+    _no_groups("all_to_all", axis_index_groups)
+    name = _single_name("all_to_all", axis_name)
+    frames_of("all_to_all", (name,))
+
+    def one(leaf: Any) -> Any:
+        v = _operand(leaf)
+        aval = aval_of(v)
+        nd = len(aval.shape)
+        if nd == 0:
+            raise FtransValueError(f"all_to_all: the operand must have rank at least 1, got {aval.str_short()}")
+        s = _canon("all_to_all", "split_axis", split_axis, nd, aval)
+        c = _canon("all_to_all", "concat_axis", concat_axis, nd, aval)
+        return all_to_all_p.bind(v, axis_name=name, split_axis=s, concat_axis=c, tiled=bool(tiled))
+
+    return _tree_map(one, x)
+
+
+def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """JAX's ``lax.ppermute``: element ``src``'s ``x`` (a pytree) goes to element ``dst`` for each ``(src, dst)``
+    in ``perm``; elements that receive nothing get zeros."""
+    name = _single_name("ppermute", axis_name)
+    n = axis_size("ppermute", name)
+    try:
+        perm = tuple((int(s), int(d)) for s, d in perm)
+    except (TypeError, ValueError):
+        raise FtransTypeError(f"ppermute: perm must be a sequence of (source, destination) int pairs, "
+                              f"got {perm!r}") from None
+    check_perm("ppermute", perm, n, name)
+    return _tree_map(lambda leaf: ppermute_p.bind(_operand(leaf), axis_name=name, perm=perm), x)
+
+
+def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
+                 tiled: bool = False) -> Any:
+    """JAX's ``lax.psum_scatter``: the sum over the axis of ``x`` (a pytree), of which element ``k`` keeps
+    block ``k`` along ``scatter_dimension``."""
+    _no_groups("psum_scatter", axis_index_groups)
+    name = _single_name("psum_scatter", axis_name)
+    frames_of("psum_scatter", (name,))
+
+    def one(leaf: Any) -> Any:
+        v = _operand(leaf)
+        aval = aval_of(v)
+        if aval.dtype == dtypes.bool_:
+            v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
+        sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)
+        return psum_scatter_p.bind(v, axis_name=name, scatter_dimension=sd, tiled=bool(tiled))
+
+    return _tree_map(one, x)
+
+
+def axis_index(axis_name: Any) -> Any:
+    """JAX's ``lax.axis_index``: this element's int32 index along the named axis (several names: row-major)."""
+    names = _as_names("axis_index", axis_name)
+    if not names:
+        raise FtransValueError("axis_index: axis_name is an empty tuple; give at least one axis name")
+    frames = frames_of("axis_index", names)
+    out: Any = None
+    for n, f in zip(names, frames):
+        i = axis_index_p.bind(axis_name=n)
+        out = i if out is None else E.add_p.bind(_scale(out, f.size), i)
+    return out
+
+
+def _scale(x: Any, n: int) -> Any:
+    """``x * n`` in ``x``'s own dtype (wrapping around for a narrow integer type, as the sum would)."""
+    return E.mul_p.bind(x, Array._new(np.asarray(n).astype(aval_of(x).dtype), True))

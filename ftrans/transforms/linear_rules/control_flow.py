@@ -1,0 +1,103 @@
+"""Transposition of ``cond``, ``scan`` and ``while`` (the second half of reverse mode; partial evaluation is
+in ``transforms/ad_rules/control_flow.py``).
+
+``cond`` transposes each branch (one new ``cond`` on the same index); ``scan``
+runs the transposed body in the opposite direction, carrying the cotangents of
+the carries and accumulating those of the linear consts.  ``while`` raises a
+clear error: its trip count is only known when it runs, so reverse mode through
+it is future work (the primitive's layout does not need to change for it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_p
+from ftrans.core.trace import aval_of, current_source_info, stage
+from ftrans.errors import FtransValueError
+from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
+from ftrans.transforms.transpose import (
+    UndefinedPrimal,
+    backward_pass,
+    is_undefined,
+    register_transpose,
+    transpose_jaxpr,
+)
+
+
+@register_transpose(cond_p)
+def _cond_transpose(cts: list, index: Any, *ops: Any, branches: tuple) -> list:
+    lin = [is_undefined(o) for o in ops]
+    res = [o for o in ops if not is_undefined(o)]
+    nz = [type(c) is not Zero for c in cts]
+    if not any(nz):
+        return [None] + [Zero(o.aval) if is_undefined(o) else None for o in ops]
+    pairs = [hoist_consts(transpose_jaxpr(b, lin, nz)) for b in branches]
+    bodies, consts = join_consts(pairs)
+    nz_cts = [c for c in cts if type(c) is not Zero]
+    outs = iter(cond_p.bind(index, *consts, *res, *nz_cts, branches=tuple(bodies)))
+    return [None] + [next(outs) if lin_i else None for lin_i in lin]
+
+
+@register_transpose(scan_p)
+def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, length: int,
+                    reverse: bool, unroll: int) -> list:
+    """Run the transposed body backwards: carry the carries' cotangents, accumulate the linear consts'."""
+    consts, init, xs = scan_split(args, num_consts, num_carry)
+    c_lin = [is_undefined(c) for c in consts]
+    x_lin = [is_undefined(x) for x in xs]
+    res_c = [c for c in consts if not is_undefined(c)]
+    res_x = [x for x in xs if not is_undefined(x)]
+    body_avals = jaxpr.in_avals
+    k_avals, r_avals, x_avals = scan_split(body_avals, num_consts, num_carry)
+    lin_c_avals = [tangent_aval(a) for a, lin_i in zip(k_avals, c_lin) if lin_i]
+    ct_carry = [instantiate(Zero(tangent_aval(a)) if type(c) is Zero else c)
+                for a, c in zip(jaxpr.out_avals[:num_carry], cts[:num_carry])]
+    y_avals = jaxpr.out_avals[num_carry:]
+    ct_ys = [instantiate(Zero(tangent_aval(a.update(shape=(length,) + a.shape))) if type(c) is Zero else c)
+             for a, c in zip(y_avals, cts[num_carry:])]
+    n_rc, n_acc, n_c = len(res_c), len(lin_c_avals), num_carry
+    n_rx = len(res_x)
+
+    def tbody(*a: Any) -> list:
+        rc, acc = list(a[:n_rc]), list(a[n_rc:n_rc + n_acc])
+        ctc = list(a[n_rc + n_acc:n_rc + n_acc + n_c])
+        rx, cty = list(a[n_rc + n_acc + n_c:n_rc + n_acc + n_c + n_rx]), list(a[n_rc + n_acc + n_c + n_rx:])
+        rc_it, rx_it = iter(rc), iter(rx)
+        b_args = ([UndefinedPrimal(tangent_aval(av)) if lin_i else next(rc_it) for av, lin_i in zip(k_avals, c_lin)]
+                  + [UndefinedPrimal(tangent_aval(av)) for av in r_avals]
+                  + [UndefinedPrimal(tangent_aval(av)) if lin_i else next(rx_it) for av, lin_i in zip(x_avals, x_lin)])
+        out = backward_pass(jaxpr.jaxpr, list(jaxpr.consts), b_args, ctc + cty)
+        o_c, o_r, o_x = scan_split(out, num_consts, num_carry)
+        new_acc = [add_tangents(s, o) if type(o) is not Zero else s
+                   for s, o in zip(acc, [o for o, lin_i in zip(o_c, c_lin) if lin_i])]
+        carry_ct = [instantiate(o) for o in o_r]
+        x_ct = [instantiate(o) for o, lin_i in zip(o_x, x_lin) if lin_i]
+        return new_acc + carry_ct + x_ct
+
+    in_avals = ([aval_of(c) for c in res_c] + lin_c_avals + [tangent_aval(a) for a in r_avals]
+                + [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in res_x]
+                + [tangent_aval(a) for a in y_avals])
+    closed, _ = stage(tbody, in_avals)
+    body, hc = hoist_consts(closed)
+    acc0 = [zeros_like_aval(a) for a in lin_c_avals]
+    outs = scan_p.bind(*hc, *res_c, *acc0, *ct_carry, *res_x, *ct_ys, jaxpr=body, num_consts=len(hc) + n_rc,
+                       num_carry=n_acc + n_c, length=length, reverse=not reverse, unroll=unroll)
+    acc, ct_init, ct_xs = outs[:n_acc], outs[n_acc:n_acc + n_c], outs[n_acc + n_c:]
+    acc_it, xs_it = iter(acc), iter(ct_xs)
+    return ([next(acc_it) if lin_i else None for lin_i in c_lin]
+            + [c if is_undefined(i) else None for c, i in zip(ct_init, init)]
+            + [next(xs_it) if lin_i else None for lin_i in x_lin])
+
+
+@register_transpose(while_p)
+def _while_transpose(cts: list, *args: Any, **params: Any) -> list:
+    info = current_source_info()
+    where = f" (the loop at {info})" if info is not None else ""
+    raise FtransValueError(
+        "reverse-mode differentiation (grad, vjp, jacrev) of a lax.while_loop is not supported yet"
+        f"{where}: its trip count is only known when it runs. Use lax.scan, or lax.fori_loop with static "
+        "Python-int bounds (which is a scan), for a loop you need to differentiate in reverse mode; forward "
+        "mode (jvp, jacfwd, linearize) works through while_loop"
+    )
