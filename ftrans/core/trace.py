@@ -323,7 +323,8 @@ def _explain_nonfinite(prim: Primitive, args, params: dict, kind: str) -> None:
     # error names the operation inside its body, as JAX does.
     # Only when the operands are exactly the body's inputs: a loop's body (scan)
     # takes slices, and re-running it once on whole operands would mean nothing.
-    body = params.get("jaxpr")
+    # Call primitives name the parameter holding their body (``body_param``).
+    body = params.get(getattr(prim, "body_param", "jaxpr"))
     if isinstance(body, ClosedJaxpr) and len(body.in_avals) == len(args) and all(
             (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(map(aval_of, args), body.in_avals)):
         from ftrans.core.jaxpr_api import eval_jaxpr
