@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/debugging_with_ir.md",
+PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/write_a_pass.md",
+         "howto/debugging_with_ir.md",
          "api/tree_util.md", "autodiff.md", "vmap.md", "random.md", "nn.md", "../README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
@@ -57,6 +58,7 @@ def test_doc_snippets_run(tmp_path):
     out = r.stdout
     # A few of the outputs the pages show.
     assert "all rules check out" in out
+    assert "mul_by_one: forwarded `mul` by one to its operand at" in out   # write_a_pass.md's report
     assert "sqrt" in out and "(layer)" in out          # the NaN hunt found the line
     assert "[-6. -4. -4. 14.]" in out                  # grad through forward_diff's transpose
     assert "[0.947667   0.9785799  0.33229148]" in out   # random.md: jax.random's bits for PRNGKey(0)

@@ -206,13 +206,21 @@ def promote_args(name: str, *args: Any) -> list:
     them (XLA's scalar broadcast), which keeps traced programs short.
     """
     ops, _, _ = promote_dtypes(name, *args)
+    return broadcast_operands(name, ops)
+
+
+def broadcast_operands(name: str, ops: list) -> list:
+    """Broadcast same-dtype operands for a strict elementwise primitive.
+
+    Rank-0 operands stay rank-0 (the primitives accept them); eagerly the
+    NumPy rules broadcast by themselves, so only compatibility is checked.
+    """
     shapes = [shape_of(o) for o in ops]
     if all(s == shapes[0] for s in shapes):
         return ops
     nonscalar = [s for s in shapes if s]
     shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
     if is_eager():
-        # NumPy rules broadcast by themselves; only check compatibility.
         return ops
     return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
 

@@ -26,6 +26,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import (
     as_operand,
+    broadcast_operands,
     broadcast_shapes,
     broadcast_to_shape,
     check_arraylike,
@@ -39,7 +40,7 @@ from ftrans.core.primitive import Primitive, _all_weak, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
-from ftrans.core.trace import Tracer, can_shortcut, is_eager
+from ftrans.core.trace import Tracer, can_shortcut
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__: list[str] = []
@@ -72,20 +73,7 @@ def _lax_const(like: Any, value: Any) -> Array:
     return _const(d, value, w and shape_of(like) == ())
 
 
-def _broadcast_ops(name: str, ops: list) -> list:
-    """Broadcast same-dtype operands for a strict elementwise primitive.
-
-    Rank-0 operands stay rank-0 (the primitives accept them); eagerly the
-    NumPy rules broadcast by themselves, so only compatibility is checked.
-    """
-    shapes = [shape_of(o) for o in ops]
-    if all(s == shapes[0] for s in shapes):
-        return ops
-    nonscalar = [s for s in shapes if s]
-    shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
-    if is_eager():
-        return ops
-    return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
+_broadcast_ops = broadcast_operands
 
 
 def _broadcast_full(name: str, ops: list) -> list:
