@@ -1,6 +1,6 @@
 """``jit``: trace once per argument signature, compile with XLA, call the executable.
 
-The call path is the hot path: one cache lookup, then one ``_execute`` (see
+The call path is the hot path: one cache lookup, then one ``_Entry.invoke`` (see
 ``JitWrapped``).  A fast key (the arguments' precomputed signatures) answers
 repeat calls on resident arrays when no transform or debug check is active;
 the general key (pytree structure, abstract values, statics, device, x64)
@@ -110,13 +110,15 @@ class _Entry:
 
     ``run`` takes one buffer per *kept* argument leaf (``kept`` lists them when
     ``keep_unused=False`` pruned some; None keeps all); ``single`` (one array
-    returned) lets ``_execute`` build its output inline.
+    returned) lets ``invoke`` build its output inline. ``invoke(bufs, leaves)``
+    is the one way the executable runs (see ``_executor``).
     """
 
-    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "run", "aval0", "sig0", "kept")
+    __slots__ = ("exe", "out_tree", "single", "donate_mask", "closed", "run", "aval0", "sig0", "kept",
+                 "invoke")
 
     def __init__(self, exe: X.Executable, out_tree: Any, donate_mask: tuple, closed: ClosedJaxpr,
-                 kept: tuple | None = None):
+                 kept: tuple | None = None, name: str = "fn"):
         self.exe = exe
         self.out_tree = out_tree
         self.single = out_tree.num_leaves == 1 and tree_util.treedef_is_leaf(out_tree)
@@ -126,6 +128,75 @@ class _Entry:
         self.aval0 = exe.out_avals[0] if exe.out_avals else None
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
         self.kept = kept
+        self.invoke = _executor(self, name)
+
+
+def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
+    """The one way a cached executable runs: argument buffers in, the output pytree out.
+
+    Every call path (both fast keys and the general one) ends here. It is built
+    once per compiled signature, as a closure over what that signature needs,
+    so the hot path reads locals instead of attributes; the branches a
+    signature cannot take (pruned arguments, donation) cost one local test.
+    """
+    run, kept, donate = entry.run, entry.kept, entry.donate_mask
+    single, aval0, sig0 = entry.single, entry.aval0, entry.sig0
+    weak0 = aval0.weak_type if aval0 is not None else False
+    out_tree, wrap, trace = entry.out_tree, entry.exe.wrap, _trace
+
+    if kept is None and not donate and single:  # the common signature: one array out, nothing special
+        def invoke_plain(bufs: list, leaves: Any) -> Any:
+            out = run(bufs)
+            if not trace.eager_everywhere and trace.debug_checks_on():
+                _check_outputs(name, entry, out, leaves)
+            res = _new(DeviceArray)
+            res._buf = out[0]
+            res._aval = aval0
+            res._sig = sig0
+            res.weak_type = weak0
+            return res
+
+        return invoke_plain
+
+    def invoke(bufs: list, leaves: Any) -> Any:
+        if kept is not None:
+            bufs = [bufs[i] for i in kept]
+        if donate:
+            _check_donation(leaves, donate, name)
+            out = run(bufs)
+            _forget_donated(leaves, donate)
+        else:
+            out = run(bufs)
+        if not trace.eager_everywhere and trace.debug_checks_on():
+            _check_outputs(name, entry, out, leaves)
+        if single:
+            res = _new(DeviceArray)
+            res._buf = out[0]
+            res._aval = aval0
+            res._sig = sig0
+            res.weak_type = weak0
+            return res
+        return tree_util.tree_unflatten(out_tree, wrap(out))
+
+    return invoke
+
+
+def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> None:
+    """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
+    kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
+    if kind is None:
+        return
+    if not entry.donate_mask:  # donated inputs are gone: nothing to re-run on
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        closed = entry.closed
+        eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
+    raise FloatingPointError(
+        f"invalid value ({kind}) encountered in the output of jit({name}); re-running it "
+        "op by op did not reproduce it" if not entry.donate_mask else
+        f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
+        "donated, so it cannot be re-run op by op to find the operation)"
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -135,7 +206,7 @@ class _Entry:
 class JitWrapped:
     """The callable ``jit`` returns; also offers ``lower``, ``trace``, ``eval_shape``.
 
-    A call makes one cache lookup and, on a hit, one call of ``_execute``:
+    A call makes one cache lookup and, on a hit, one call of its ``_Entry.invoke``:
 
     * the *fast key*, when it is cheap to compute (no transform or debug check
       active anywhere): the arguments' precomputed signatures (shape, dtype,
@@ -190,46 +261,8 @@ class JitWrapped:
                 if _array_mod.buffers_deleted and not _all_resident(args):
                     return self._call(args, kwargs)  # the general path transfers or explains
                 self.hits += 1
-                return self._execute(entry, [a._buf for a in args], args)
+                return entry.invoke([a._buf for a in args], args)
         return self._call(args, kwargs)
-
-    def _execute(self, entry: _Entry, bufs: list, leaves: Any) -> Any:
-        """The one way a cached executable runs: argument buffers in, the output pytree out."""
-        if entry.kept is not None:
-            bufs = [bufs[i] for i in entry.kept]
-        if entry.donate_mask:
-            _check_donation(leaves, entry.donate_mask, self.__name__)
-            out = entry.run(bufs)
-            _forget_donated(leaves, entry.donate_mask)
-        else:
-            out = entry.run(bufs)
-        if not _trace.eager_everywhere and _trace.debug_checks_on():
-            self._check_outputs(entry, out, leaves)
-        if entry.single:
-            res = _new(DeviceArray)
-            res._buf = out[0]
-            res._aval = aval = entry.aval0
-            res._sig = entry.sig0
-            res.weak_type = aval.weak_type
-            return res
-        return tree_util.tree_unflatten(entry.out_tree, entry.exe.wrap(out))
-
-    def _check_outputs(self, entry: _Entry, out_bufs: list, leaves: Any) -> None:
-        """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
-        kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
-        if kind is None:
-            return
-        if not entry.donate_mask:  # donated inputs are gone: nothing to re-run on
-            from ftrans.core.jaxpr_api import eval_jaxpr
-
-            closed = entry.closed
-            eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
-        raise FloatingPointError(
-            f"invalid value ({kind}) encountered in the output of jit({self.__name__}); re-running it "
-            "op by op did not reproduce it" if not entry.donate_mask else
-            f"invalid value ({kind}) encountered in the output of jit({self.__name__}) (its inputs were "
-            "donated, so it cannot be re-run op by op to find the operation)"
-        )
 
     # -- everything else --------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
@@ -267,7 +300,7 @@ class JitWrapped:
             entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), statics))
             if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
                 self.hits += 1
-                return self._execute(entry, [x._buf for x in leaves], leaves)
+                return entry.invoke([x._buf for x in leaves], leaves)
         avals = []
         tracing = False
         for leaf in leaves:
@@ -299,7 +332,7 @@ class JitWrapped:
         bufs = [X.to_buffer(leaf, device) for leaf in leaves]
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
-        return self._execute(entry, bufs, leaves)
+        return entry.invoke(bufs, leaves)
 
     def _remember_fast(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
                        device: Any, entry: _Entry) -> None:
@@ -388,7 +421,7 @@ class JitWrapped:
         donate_mask = self._donate_mask(args, kwargs, len(avals))
         program, kept = _prune_unused(closed, self._keep_unused)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
-        return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept)
+        return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept, self.__name__)
 
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):

@@ -179,7 +179,5 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
     return new
 
 
-
-
 # The rules for every primitive family register themselves on import.
 from ftrans.transforms import linear_rules  # noqa: E402, F401

@@ -124,8 +124,6 @@ def for_each_call_primitive(install: Callable[[CallPrimitive], None]) -> None:
         install(prim)
 
 
-
-
 # ----------------------------------------------------------------------------
 # The call primitives
 

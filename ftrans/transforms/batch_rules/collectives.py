@@ -154,8 +154,6 @@ def _axis_index_batch(vals: list, dims: list, *, frame: Any, axis_name: Any) -> 
     return S.iota_p.bind(dtype=dtypes.int32, shape=(frame.size,), dimension=0), 0
 
 
-
-
 def _take_rows(x: Any, src: Sequence[int]) -> Any:
     """Rows ``src`` of ``x`` (one gather), zeros for an out-of-range index."""
     a = aval_of(x)
