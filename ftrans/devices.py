@@ -39,7 +39,11 @@ def devices(backend: str | None = None) -> list:
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list:
-    return list(_client(backend).local_devices())
+    """The devices of process ``process_index`` (default: this process)."""
+    client = _client(backend)
+    if process_index is None:
+        return list(client.local_devices())
+    return [d for d in client.devices() if d.process_index == process_index]
 
 
 def device_count(backend: str | None = None) -> int:
@@ -55,7 +59,8 @@ def process_index(backend: str | None = None) -> int:
 
 
 def process_count(backend: str | None = None) -> int:
-    return 1
+    """How many processes own devices of ``backend`` (one until ftrans joins several processes)."""
+    return len({d.process_index for d in _client(backend).devices()})
 
 
 def default_backend() -> str:

@@ -418,3 +418,18 @@ def test_device_put_may_alias_donate_and_src():
     assert "test_jit.py" in str(e.value)                      # the user's line, not jax's tree_util
     with pytest.raises(TypeError, match="donate must be a bool"):
         ftrans.device_put(moved, d0, donate="yes")
+
+
+def test_creation_functions_honour_device_and_process_queries():
+    d = ftrans.devices()[3]
+    for make in (lambda: jnp.zeros(3, device=d), lambda: jnp.ones((2, 2), device=d),
+                 lambda: jnp.full(2, 7.0, device=d), lambda: jnp.arange(4, device=d),
+                 lambda: jnp.linspace(0.0, 1.0, 5, device=d), lambda: jnp.eye(2, device=d),
+                 lambda: jnp.asarray([1, 2], device=d), lambda: jnp.array(3.0, device=d),
+                 lambda: jnp.zeros_like(np.ones(2), device=d), lambda: jnp.full_like(np.ones(2), 2, device=d)):
+        out = make()
+        assert isinstance(out, DeviceArray) and out.device == d
+    assert isinstance(jnp.zeros(3), Array) and not isinstance(jnp.zeros(3), DeviceArray)  # no device: host
+    assert "zeros" not in str(ftrans.make_jaxpr(lambda x: jnp.zeros(3, device=d) + x)(1.0))  # traced: staged
+    assert ftrans.local_devices(process_index=0) == ftrans.local_devices()
+    assert ftrans.local_devices(process_index=1) == [] and ftrans.process_count() == jax.process_count() == 1
