@@ -39,7 +39,11 @@ def devices(backend: str | None = None) -> list:
 
 
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list:
-    return list(_client(backend).local_devices())
+    """The devices of process ``process_index`` (default: this process)."""
+    client = _client(backend)
+    if process_index is None:
+        return list(client.local_devices())
+    return [d for d in client.devices() if d.process_index == process_index]
 
 
 def device_count(backend: str | None = None) -> int:
@@ -55,7 +59,8 @@ def process_index(backend: str | None = None) -> int:
 
 
 def process_count(backend: str | None = None) -> int:
-    return 1
+    """How many processes own devices of ``backend`` (one until ftrans joins several processes)."""
+    return len({d.process_index for d in _client(backend).devices()})
 
 
 def default_backend() -> str:
@@ -76,12 +81,16 @@ def _is_device(d: Any) -> bool:
     return hasattr(d, "platform") and hasattr(d, "id") and hasattr(d, "client")
 
 
-def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = False,
-               may_alias: bool | None = None) -> Any:
+def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = False,
+               may_alias: Any = None) -> Any:
     """Place every array leaf of the pytree ``x`` on ``device`` (default: the default device).
 
     Leaves become device-resident ``ftrans.Array``s; Python scalars keep their
-    weak type, as in JAX.
+    weak type, as in JAX. As in JAX, ``donate`` and ``may_alias`` are bools or
+    pytree prefixes of ``x``: ``may_alias=False`` always copies (``None``
+    aliases an array already on ``device`` unless it is donated), and a
+    donated device array is deleted once its copy exists. ``src``, where
+    given, must be the device the arrays are on.
     """
     if device is None:
         dev = default_device()
@@ -94,17 +103,71 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: bool = Fa
         dev = next(iter(ds))
     else:
         raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
-    return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev), x)
+    if donate is True and may_alias is True:
+        raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined: a donated "
+                               "array is deleted, so its result cannot alias it; leave may_alias=None")
+    src_dev = _source_device(src)
+
+    def put(sub: Any, d: Any, alias: Any) -> Any:
+        for flag, what in ((d, "donate"), (alias, "may_alias")):
+            if not (flag is None or isinstance(flag, bool)):
+                raise FtransTypeError(f"device_put: {what} must be a bool or a pytree prefix of x of bools, "
+                                      f"got {type(flag).__name__}")
+        if d and alias:
+            raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined for one leaf")
+        may = (not d) if alias is None else alias
+        return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev, src_dev, bool(d), may), sub)
+
+    return _map_prefixes(put, x, donate, may_alias)
 
 
-def _put_leaf(x: Any, dev: Any) -> Any:
+def _map_prefixes(put: Any, x: Any, donate: Any, may_alias: Any) -> Any:
+    """Apply ``put(subtree, donate, may_alias)`` where the flags (bools or tree prefixes of x) are leaves."""
+    if isinstance(donate, (bool, type(None))) and isinstance(may_alias, (bool, type(None))):
+        return put(x, donate, may_alias)
+    try:
+        if isinstance(donate, (bool, type(None))):
+            return tree_util.tree_map(lambda a, sub: put(sub, donate, a), may_alias, x)
+        if isinstance(may_alias, (bool, type(None))):
+            return tree_util.tree_map(lambda d, sub: put(sub, d, may_alias), donate, x)
+        return tree_util.tree_map(lambda d, a, sub: put(sub, d, a), donate, may_alias, x)
+    except ValueError as e:
+        raise FtransValueError(f"device_put: donate / may_alias must be a bool or a tree prefix of x ({e})") from None
+
+
+def _source_device(src: Any) -> Any:
+    if src is None:
+        return None
+    if _is_device(src):
+        return src
+    ds = getattr(src, "device_set", None)
+    if ds is not None and len(ds) == 1:
+        return next(iter(ds))
+    raise FtransTypeError(f"device_put: src must be a Device or a single-device sharding, got {src!r}")
+
+
+def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias: bool = True) -> Any:
     from ftrans.lowering.executable import sig_of, to_buffer
 
     if isinstance(x, Tracer):
         return x  # under a transform, placement is the compiled program's business
     if isinstance(x, DeviceArray):
+        if src is not None and x.device != src:
+            raise FtransValueError(f"device_put: src={src} but the array lives on {x.device}")
         buf = to_buffer(x, dev)
-        return x if buf is x._buf else device_array(buf, x._aval, sig_of(x._aval, dev.id))
+        if buf is x._buf:
+            if may_alias:
+                return x
+            buf = compat.copy_buffer(buf)
+        out = device_array(buf, x._aval, sig_of(x._aval, dev.id))
+        if donate:
+            x.delete()
+        return out
+    if donate and isinstance(x, Array):
+        try:
+            del x._buf  # a host Array keeps its value; only its cached device copy is given up
+        except AttributeError:
+            pass
     if isinstance(x, Array):
         aval = x.aval
         arr = x._value

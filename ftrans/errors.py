@@ -15,10 +15,24 @@ import sys
 _FTRANS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def _library_dirs() -> tuple[str, ...]:
+    """ftrans's own directory and jax's: a frame in either is never the user's line.
+
+    ftrans calls back into user code through ``jax.tree_util`` (``tree_map``),
+    so the frame under an ftrans frame can be jax's; the user's is further out.
+    """
+    import jax
+
+    return (_FTRANS_DIR, os.path.dirname(os.path.abspath(jax.__file__)) + os.sep)
+
+
+LIBRARY_DIRS = _library_dirs()
+
+
 def user_frame():
-    """The innermost stack frame that is not inside ftrans (or None)."""
+    """The innermost stack frame that is not inside ftrans or jax (or None)."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+    while f is not None and f.f_code.co_filename.startswith(LIBRARY_DIRS):
         f = f.f_back
     return f
 

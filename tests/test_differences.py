@@ -206,3 +206,12 @@ def test_stax_parallel_init_returns_a_tuple():
     theirs = jstax.parallel(jstax.Relu, jstax.Relu)[0](jax.random.PRNGKey(0), ((2, 3), (2, 4)))
     assert isinstance(ours, tuple) and not isinstance(theirs, tuple)
     assert ours[0] == tuple(next(iter(theirs))) == ((2, 3), (2, 4))
+
+
+def test_device_put_donation_deletes_on_every_backend():
+    x = jax.device_put(jnp.ones(3), jax.devices()[0])
+    jax.device_put(x, jax.devices()[0], donate=True)
+    assert not x.is_deleted()  # JAX on the CPU: best effort, nothing donated
+    y = ftrans.device_put(fnp.ones(3), ftrans.devices()[0])
+    ftrans.device_put(y, ftrans.devices()[0], donate=True)
+    assert y.is_deleted()

@@ -391,3 +391,45 @@ def test_disable_jit_overrides_cached_fast_paths():
     finally:
         ftrans.config.update("disable_jit", False)
     assert len(seen) == 2
+
+
+def test_device_put_may_alias_donate_and_src():
+    """device_put's options act (none is accepted and ignored), with JAX's defaults."""
+    d0, d1 = ftrans.devices()[:2]
+    x = ftrans.device_put(jnp.arange(4.0), d0)
+    assert ftrans.device_put(x, d0) is x                      # may_alias=None: already there, aliased
+    c = ftrans.device_put(x, d0, may_alias=False)             # always a copy
+    assert c is not x and c._buf is not x._buf and not x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(c), np.arange(4.0))
+    moved = ftrans.device_put(c, d0, donate=True)              # donated: a copy, and the input is gone
+    assert c.is_deleted() and moved.device == d0
+    with pytest.raises(DeletedArrayError, match="device_put\\(donate=True\\)"):
+        c + 1
+    with pytest.raises(ValueError, match="donate=True and may_alias=True"):
+        ftrans.device_put(moved, d0, donate=True, may_alias=True)
+    with pytest.raises(ValueError, match="cannot be True at the same time"):  # jax refuses the same
+        jax.device_put(jax.numpy.ones(2), jax.devices()[0], donate=True, may_alias=True)
+    t = {"a": ftrans.device_put(jnp.ones(2), d0), "b": ftrans.device_put(jnp.ones(3), d0)}
+    r = ftrans.device_put(t, d1, donate={"a": True, "b": False})  # a tree prefix of flags
+    assert t["a"].is_deleted() and not t["b"].is_deleted() and r["a"].device == r["b"].device == d1
+    assert ftrans.device_put(moved, d1, src=d0).device == d1
+    with pytest.raises(ValueError, match="src=.* but the array lives on") as e:
+        ftrans.device_put(moved, d1, src=d1)
+    assert "test_jit.py" in str(e.value)                      # the user's line, not jax's tree_util
+    with pytest.raises(TypeError, match="donate must be a bool"):
+        ftrans.device_put(moved, d0, donate="yes")
+
+
+def test_creation_functions_honour_device_and_process_queries():
+    d = ftrans.devices()[3]
+    for make in (lambda: jnp.zeros(3, device=d), lambda: jnp.ones((2, 2), device=d),
+                 lambda: jnp.full(2, 7.0, device=d), lambda: jnp.arange(4, device=d),
+                 lambda: jnp.linspace(0.0, 1.0, 5, device=d), lambda: jnp.eye(2, device=d),
+                 lambda: jnp.asarray([1, 2], device=d), lambda: jnp.array(3.0, device=d),
+                 lambda: jnp.zeros_like(np.ones(2), device=d), lambda: jnp.full_like(np.ones(2), 2, device=d)):
+        out = make()
+        assert isinstance(out, DeviceArray) and out.device == d
+    assert isinstance(jnp.zeros(3), Array) and not isinstance(jnp.zeros(3), DeviceArray)  # no device: host
+    assert "zeros" not in str(ftrans.make_jaxpr(lambda x: jnp.zeros(3, device=d) + x)(1.0))  # traced: staged
+    assert ftrans.local_devices(process_index=0) == ftrans.local_devices()
+    assert ftrans.local_devices(process_index=1) == [] and ftrans.process_count() == jax.process_count() == 1

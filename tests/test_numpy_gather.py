@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.util
-import pathlib
-import sys
 import zlib
 from typing import Any
 
@@ -17,25 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftrans.core import gather as ng
+
 lax = jax.lax
 
 
-def _load_module() -> Any:
-    """Import the module, falling back to its file if ``ftrans`` is mid-edit."""
-    try:
-        return importlib.import_module("ftrans.core.gather")
-    except Exception:  # noqa: BLE001 - any breakage elsewhere in ftrans
-        path = (pathlib.Path(__file__).resolve().parents[1]
-                / "ftrans" / "core" / "gather.py")
-        spec = importlib.util.spec_from_file_location("_numpy_gather_direct", path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-
-ng = _load_module()
 
 MODES = {
     "clip": lax.GatherScatterMode.CLIP,

@@ -201,9 +201,10 @@ class DeviceArray(Array):
             from ftrans.errors import DeletedArrayError
 
             raise DeletedArrayError(
-                f"this Array ({self._aval.str_short()}) was donated to a jitted function "
-                "(donate_argnums/donate_argnames) and its buffer has been reused; use the function's "
-                "outputs instead, or stop donating it"
+                f"this Array ({self._aval.str_short()}) has been deleted: it was donated (to a jitted "
+                "function through donate_argnums/donate_argnames, or to device_put(donate=True)) or "
+                "deleted with .delete(), and its buffer may have been reused; use the outputs of the "
+                "call it was donated to instead, or stop donating it"
             )
         v = np.asarray(buf)
         if v.flags.writeable:

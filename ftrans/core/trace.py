@@ -339,7 +339,7 @@ def _where() -> str:
     info = state.source_override
     if info is None:
         f = sys._getframe(1)
-        while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+        while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
             f = f.f_back
         if f is None:
             return ""
@@ -489,7 +489,7 @@ class Tracer(ArrayMixin):
 # Staging (make_jaxpr, jit, control-flow bodies)
 
 
-_FTRANS_DIR = errors._FTRANS_DIR
+_LIBRARY_DIRS = errors.LIBRARY_DIRS
 
 
 def current_source_info() -> SourceInfo | None:
@@ -497,7 +497,7 @@ def current_source_info() -> SourceInfo | None:
     if override is not None:
         return override
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_FTRANS_DIR):
+    while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
         f = f.f_back
     if f is None:
         return None

@@ -165,6 +165,11 @@ def copy_to_device(buf: Any, device: Any) -> Any:
     return jax.device_put(buf, device)
 
 
+def copy_buffer(buf: Any) -> Any:
+    """A new buffer with ``buf``'s contents on the same device (never an alias of it)."""
+    return jax.device_put(buf, buf_device(buf), may_alias=False)
+
+
 def buf_device(buf: Any) -> Any:
     return next(iter(buf.devices()))
 

@@ -10,6 +10,7 @@ eager path materialises NumPy arrays directly, because that is cheapest.
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any
 
@@ -222,6 +223,31 @@ def _map_nested(fn: Any, obj: Any) -> Any:
     return fn(obj)
 
 
+def _place(out: Any, device: Any) -> Any:
+    """Honour ``device=``: a concrete result is committed to that device, as in JAX.
+
+    Under a transform the placement is the compiled program's business (as for
+    ``device_put``), so a traced result is returned as it is.
+    """
+    if device is None or isinstance(out, Tracer):
+        return out
+    from ftrans.devices import device_put
+
+    return device_put(out, device)
+
+
+def _placed(fn: Any) -> Any:
+    """Give ``fn``'s keyword ``device`` effect (the body builds the array; this places it)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        device = kwargs.get("device")
+        return out if device is None else _place(out, device)
+
+    return wrapper
+
+
 def _stack_nested(obj: Any, target: np.dtype) -> Any:
     if not isinstance(obj, (list, tuple)):
         check_arraylike("jnp.array", obj)
@@ -265,15 +291,15 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
         out = _shape.reshape(out, (1,) * (ndmin - nd) + tuple(shape_of(out)))
     if copy and out is object and type(out) is Array:
         out = Array._new(out._value, out.weak_type)
-    return out
+    return out if device is None else _place(out, device)
 
 
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
             device: Any = None) -> Any:
     """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing needs to change."""
-    if dtype is None and (type(a) is Array or isinstance(a, Tracer)):
+    if dtype is None and device is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
-    return array(a, dtype=dtype, copy=bool(copy), order=order)
+    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
 
 
 def copy(a: Any, order: str | None = None) -> Any:
@@ -282,6 +308,7 @@ def copy(a: Any, order: str | None = None) -> Any:
 
 
 # ---------------------------------------------------------------- filled arrays
+@_placed
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.full``: weakly typed when ``dtype`` is None and ``fill_value`` is a Python scalar."""
     shp = _shape_arg("full", shape)
@@ -307,16 +334,19 @@ def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
     return _broadcast_scalar(_scalar(value, d), shp)
 
 
+@_placed
 def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.zeros``: float32 (the default float) unless ``dtype`` says otherwise."""
     return _filled("zeros", shape, 0, dtype)
 
 
+@_placed
 def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.ones``: float32 (the default float) unless ``dtype`` says otherwise."""
     return _filled("ones", shape, 1, dtype)
 
 
+@_placed
 def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.empty``: arrays are immutable, so uninitialised memory is useless; zeros, as in JAX."""
     return _filled("empty", shape, 0, dtype)
@@ -334,21 +364,25 @@ def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     return _broadcast_scalar(retype(fill, target, aw and d is None), shp)
 
 
+@_placed
 def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     """``jnp.zeros_like``: zeros with ``a``'s dtype, shape and weak type (unless overridden)."""
     return _like("zeros_like", a, 0, dtype, shape)
 
 
+@_placed
 def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     """``jnp.ones_like``: ones with ``a``'s dtype, shape and weak type (unless overridden)."""
     return _like("ones_like", a, 1, dtype, shape)
 
 
+@_placed
 def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     """``jnp.empty_like``: zeros, as in JAX (arrays are immutable)."""
     return _like("empty_like", prototype, 0, dtype, shape)
 
 
+@_placed
 def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Any:
     """``jnp.full_like``: ``fill_value`` cast to ``a``'s dtype (or ``dtype``), in ``a``'s shape."""
     return _like("full_like", a, fill_value, dtype, shape)
@@ -365,6 +399,7 @@ def _arange_scalar(name: str, v: Any) -> Any:
     return c.item() if isinstance(c, (np.ndarray, np.generic)) else c
 
 
+@_placed
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.arange``: bounds must be concrete; the values are computed as ``start + step * iota``.
 
@@ -409,6 +444,7 @@ def _space_dtypes(name: str, start: Any, stop: Any, dtype: Any) -> tuple[np.dtyp
     return d, _to_inexact(d)
 
 
+@_placed
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
              dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
     """``jnp.linspace``: ``start * (1 - t) + stop * t`` for ``t = i / div``, which hits both ends exactly.
@@ -505,6 +541,7 @@ def _diagonal_mask(name: str, n: int, m: int, k: Any, prim: Any) -> Any:
     return prim.bind(rows, cols)
 
 
+@_placed
 def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.eye``: ones on the ``k``-th diagonal; staged as iota == iota, not a constant."""
     n = _dim("eye", "N", N)
