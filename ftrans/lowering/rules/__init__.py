@@ -8,6 +8,7 @@ from ftrans.lowering.rules import (
     control_flow,  # noqa: F401
     elementwise,  # noqa: F401
     indexing,  # noqa: F401
+    linalg,  # noqa: F401
     reductions,  # noqa: F401
     sorting,  # noqa: F401
     structural,  # noqa: F401
