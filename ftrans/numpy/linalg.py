@@ -85,8 +85,8 @@ def _batch(name: str, *shapes: tuple) -> tuple:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         raise FtransShapeError(
-            f"{name}: batch dimensions {' and '.join(str(s) for s in shapes)} do not broadcast "
-            "(the leading axes of the operands must be equal or 1)") from None
+            f"{name}: the batch shapes {' and '.join(str(s) for s in shapes)} of the operands do not broadcast "
+            "(their leading axes must be equal or 1)") from None
 
 
 # ---------------------------------------------------------------- decompositions

@@ -67,7 +67,8 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     """``(c, lower)``: the Cholesky factor of ``a`` (lower or upper) for ``cho_solve``."""
     (a,) = _inexact("cho_factor", a)
     jnp_linalg._square("cho_factor", a)
-    c = lax_linalg.cholesky(a, symmetrize_input=False)
+    # the upper factor reads a's upper triangle: factor aᴴ (whose lower triangle that is) and transpose back
+    c = lax_linalg.cholesky(a if lower else jnp.conj(jnp.swapaxes(a, -1, -2)), symmetrize_input=False)
     return (c if lower else jnp.conj(jnp.swapaxes(c, -1, -2))), lower
 
 

@@ -78,8 +78,8 @@ def _cholesky_abstract(a: ShapedArray) -> ShapedArray:
 def _cholesky_one(m: np.ndarray) -> np.ndarray:
     try:
         return np.linalg.cholesky(m)
-    except np.linalg.LinAlgError:
-        return np.full(m.shape, np.nan, m.dtype)
+    except np.linalg.LinAlgError:  # as JAX: NaN on and below the diagonal, zeros above
+        return np.tril(np.full(m.shape, np.nan, m.dtype))
 
 
 @quiet

@@ -129,7 +129,7 @@ def _cholesky_lowering(ctx: LoweringContext, a: str) -> str:
     ok = ctx.emit1("stablehlo.reduce", [good, t], mt.tensor_type(batch, _BOOL),
                    {"dimensions": mt.i64_array([nd - 2, nd - 1])},
                    regions=[ctx.reduce_region("stablehlo.and", _BOOL)])
-    return _nan_unless(ctx, lo, aval, ok, nd - 2)
+    return _zero_outside(ctx, _nan_unless(ctx, lo, aval, ok, nd - 2), aval, lower=True)
 
 
 def _conj(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
