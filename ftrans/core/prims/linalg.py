@@ -125,18 +125,17 @@ def _triangular_solve_abstract(a: ShapedArray, b: ShapedArray, *, left_side: boo
 
 def _solve_tri_one(a: np.ndarray, b: np.ndarray, left_side: bool, lower: bool, transpose_a: bool,
                    conjugate_a: bool, unit_diagonal: bool) -> np.ndarray:
-    from scipy.linalg import solve_triangular
+    """BLAS ``trsm``: like XLA, a zero on the diagonal gives infinities or NaNs rather than an error."""
+    from scipy.linalg.blas import get_blas_funcs
 
+    if b.size == 0:
+        return b.copy()
     if conjugate_a and not transpose_a:
         a = np.conj(a)
     trans = 0 if not transpose_a else (2 if conjugate_a else 1)
-    if left_side:
-        return solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal, check_finite=False)
-    # x a' = b  <=>  a'^T x^T = b^T
-    trans_t = {0: 1, 1: 0, 2: 0}[trans]
-    if trans == 2:  # x a^H = b <=> a^H^T x^T = b^T, i.e. conj(a) x^T = b^T
-        a = np.conj(a)
-    return solve_triangular(a, b.T, trans=trans_t, lower=lower, unit_diagonal=unit_diagonal, check_finite=False).T
+    (trsm,) = get_blas_funcs(("trsm",), (a, b))
+    return trsm(1.0, a, b, side=0 if left_side else 1, lower=int(lower), trans_a=trans,
+                diag=int(unit_diagonal))
 
 
 @quiet
