@@ -44,7 +44,7 @@ def _layout(ndim: int, matrix: bool) -> str:
 
 def _custom_call(ctx: LoweringContext, target: str, operands: list[tuple[str, ShapedArray, bool]],
                  results: list[tuple[ShapedArray, bool]], config: dict[str, str], nbatch: int,
-                 alias: bool = True) -> list[str]:
+                 alias: bool = True, alias_operand: int = 0) -> list[str]:
     """One typed-FFI LAPACK call; ``operands``/``results`` carry (aval, is_matrix) for their layouts."""
     compat.ensure_lapack_targets()
     cfg = ", ".join(f"{k} = {ord(v)} : ui8" for k, v in config.items())
@@ -62,7 +62,7 @@ def _custom_call(ctx: LoweringContext, target: str, operands: list[tuple[str, Sh
     if alias:
         idx = "[0]" if len(results) > 1 else "[]"
         attrs["output_operand_aliases"] = (f"[#stablehlo.output_operand_alias<output_tuple_indices = {idx}, "
-                                           "operand_index = 0, operand_tuple_indices = []>]")
+                                           f"operand_index = {alias_operand}, operand_tuple_indices = []>]")
     return ctx.emit("stablehlo.custom_call", [o for o, _, _ in operands], [mt.aval_type(a) for a, _ in results],
                     attrs)
 
@@ -108,28 +108,15 @@ def _info_ok(ctx: LoweringContext, info: str, batch: tuple, direction: str = "EQ
 @register_lowering(L.cholesky_p)
 def _cholesky_lowering(ctx: LoweringContext, a: str) -> str:
     (aval,) = ctx.avals_in
-    out = ctx.emit1("stablehlo.cholesky", [a], attrs={"lower": "true"})
-    # XLA leaves the upper triangle unspecified; a failed factorization shows as a NaN on the diagonal
-    # (XLA's expansion takes the square root of a non-positive pivot), and JAX makes the whole matrix NaN.
-    nd = aval.ndim
-    lo = _zero_outside(ctx, out, aval, lower=True)
-    eye = _tri_mask(ctx, aval.shape, lower=True)
-    eye = ctx.emit1("stablehlo.and", [eye, _tri_mask(ctx, aval.shape, lower=False)], mt.tensor_type(aval.shape, _BOOL))
-    rd = L.real_dtype(aval.dtype)
-    diag_real = ctx.emit1("stablehlo.real", [lo], mt.tensor_type(aval.shape, rd)) if aval.dtype.kind == "c" else lo
-    rav = ShapedArray(aval.shape, rd)
-    one = ctx.broadcast(ctx.scalar(1, rd), rav.update(shape=()), aval.shape)
-    on_diag = ctx.emit1("stablehlo.select", [eye, diag_real, one], mt.aval_type(rav))
-    finite = ctx.compare(on_diag, on_diag, "EQ", rd, aval.shape)  # false for NaN
-    pos = ctx.compare(on_diag, ctx.broadcast(ctx.scalar(0, rd), rav.update(shape=()), aval.shape), "GT", rd,
-                      aval.shape)
-    good = ctx.emit1("stablehlo.and", [finite, pos], mt.tensor_type(aval.shape, _BOOL))
     batch = aval.shape[:-2]
-    t = ctx.scalar(True, _BOOL)
-    ok = ctx.emit1("stablehlo.reduce", [good, t], mt.tensor_type(batch, _BOOL),
-                   {"dimensions": mt.i64_array([nd - 2, nd - 1])},
-                   regions=[ctx.reduce_region("stablehlo.and", _BOOL)])
-    return _zero_outside(ctx, _nan_unless(ctx, lo, aval, ok, nd - 2), aval, lower=True)
+    nb = len(batch)
+    if aval.size == 0:
+        return a
+    out, info = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}potrf_ffi", [(a, aval, True)],
+                             [(aval, True), (ShapedArray(batch, _I32), False)], {"uplo": "L"}, nb)
+    # LAPACK leaves the upper triangle as it was; a failed factorization is NaN on and below the diagonal (JAX's).
+    out = _nan_unless(ctx, out, aval, _info_ok(ctx, info, batch), nb)
+    return _zero_outside(ctx, out, aval, lower=True)
 
 
 def _conj(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
@@ -144,16 +131,18 @@ def _conj(ctx: LoweringContext, x: str, aval: ShapedArray) -> str:
 @register_lowering(L.triangular_solve_p)
 def _triangular_solve_lowering(ctx: LoweringContext, a: str, b: str, *, left_side: bool, lower: bool,
                                transpose_a: bool, conjugate_a: bool, unit_diagonal: bool) -> str:
-    a_aval = ctx.avals_in[0]
+    a_aval, b_aval = ctx.avals_in
+    if b_aval.size == 0:
+        return b
     if conjugate_a and not transpose_a:
         a = _conj(ctx, a, a_aval)
         conjugate_a = False
-    kind = "NO_TRANSPOSE" if not transpose_a else ("ADJOINT" if conjugate_a and a_aval.dtype.kind == "c"
-                                                   else "TRANSPOSE")
-    return ctx.emit1("stablehlo.triangular_solve", [a, b], attrs={
-        "left_side": mt.bool_attr(left_side), "lower": mt.bool_attr(lower),
-        "unit_diagonal": mt.bool_attr(unit_diagonal), "transpose_a": f"#stablehlo<transpose {kind}>",
-    })
+    trans = "N" if not transpose_a else ("C" if conjugate_a and a_aval.dtype.kind == "c" else "T")
+    (out,) = _custom_call(
+        ctx, f"lapack_{_LETTER[a_aval.dtype]}trsm_ffi", [(a, a_aval, True), (b, b_aval, True)], [(b_aval, True)],
+        {"diag": "U" if unit_diagonal else "N", "side": "L" if left_side else "R", "trans_x": trans,
+         "uplo": "L" if lower else "U"}, a_aval.ndim - 2, alias_operand=1)
+    return out
 
 
 # ---------------------------------------------------------------- lu
