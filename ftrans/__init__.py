@@ -32,6 +32,7 @@ from ftrans.devices import (
 )
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
+from ftrans.transforms.parallel import pmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
@@ -54,7 +55,7 @@ __all__ = [
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-    "ad_checkpoint", "custom_derivatives", "vmap", "test_util",
+    "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries",
 ]
 

@@ -36,7 +36,7 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import axis_size, frames_of
-from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, mark_unsupported, never_weak
+from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, never_weak
 from ftrans.core.prims._base import types_of
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -247,7 +247,3 @@ def _axis_index_abstract(*, axis_name: Any) -> ShapedArray:
 axis_index_p = _new("axis_index", _axis_index_abstract, never_weak)
 
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p)
-
-for _p in ALL:
-    mark_unsupported(_p, "lowering", "collectives lower with pmap (a later issue); under vmap they are batched "
-                                     "away before lowering")
