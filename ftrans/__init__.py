@@ -32,9 +32,9 @@ from ftrans.devices import (
 )
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
-from ftrans.transforms.parallel import pmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
+from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
