@@ -32,6 +32,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, ShardedArray, sharded_array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
 from ftrans.lowering import compat
@@ -70,7 +71,8 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
         donor = " {jax.buffer_donor = true}" if i < len(donated) and donated[i] else ""
         args.append(f"{s}: {t}{donor}")
         ins.append(s if ax is None else fn.emit("stablehlo.reshape", [s], [mt.aval_type(a)])[0])
-    sym = m.function(body.jaxpr, f"pmap_{name}")
+    with extend_axis_env(axis_name, axis_size, None):  # rules that restage the body see the axis
+        sym = m.function(body.jaxpr, f"pmap_{name}")
     outs = fn.emit("func.call", ins, [mt.aval_type(a) for a in body.out_avals], {"callee": f"@{sym}"})
     results = []
     for o, a, ax in zip(outs, body.out_avals, out_axes):

@@ -81,6 +81,18 @@ def _path(path: tuple) -> str:
     return root + tree_util.keystr(tuple(rest))
 
 
+class _AnonymousAxis:
+    """The axis name of a pmap given none: unique to the pmapped function, never equal to a user's name."""
+
+    __slots__ = ("fname",)
+
+    def __init__(self, fname: str):
+        self.fname = fname
+
+    def __repr__(self) -> str:
+        return f"<unnamed pmap axis of {self.fname}>"
+
+
 class _Entry:
     __slots__ = ("exe", "closed", "out_tree", "n_consts", "consts", "in_axes", "donated")
 
@@ -102,7 +114,8 @@ class PmapWrapped:
         self._fun = fun
         self.__name__ = getattr(fun, "__name__", "fun")
         functools.update_wrapper(self, fun, updated=())
-        self._axis_name = axis_name
+        # An anonymous axis still needs a name of its own (a transposed body psums over it).
+        self._axis_name = axis_name if axis_name is not None else _AnonymousAxis(self.__name__)
         self._in_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
         self._out_axes = out_axes
         self._static = static_argnums

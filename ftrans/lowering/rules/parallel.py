@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, LoweringError, register_lowering
@@ -43,7 +44,8 @@ def _pmap_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, axis_name: Any,
             sl = ctx.emit1("stablehlo.dynamic_slice", [x, *starts], mt.tensor_type(sizes, a.dtype),
                            {"slice_sizes": mt.i64_array(sizes)})
             ins.append(ctx.emit1("stablehlo.reshape", [sl], mt.aval_type(b)))
-        sym = m.function(jaxpr.jaxpr, f"pmap_{name}")
+        with extend_axis_env(axis_name, axis_size, None):
+            sym = m.function(jaxpr.jaxpr, f"pmap_{name}")
         outs = ctx.emit("func.call", ins, [mt.aval_type(b) for b in jaxpr.out_avals], {"callee": f"@{sym}"})
         g = groups(ctx, axis_name)
         g_attr = mt.i64_elements(g.ravel().tolist(), g.shape)
