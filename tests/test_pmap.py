@@ -257,11 +257,11 @@ def test_psum_of_constant_is_axis_size():
 # the inner mesh), so the oracle is nested jax.vmap with the same axis names: pmap's semantics are vmap's.
 
 
-def _nest(m, inner, outer, **kw):
+def _nest(m, body, _unused=None, **kw):
     if m is JX:
-        return jax.vmap(jax.vmap(inner, axis_name="j", **kw.get("inner", {})), axis_name="i",
+        return jax.vmap(jax.vmap(body, axis_name="j", **kw.get("inner", {})), axis_name="i",
                         **kw.get("outer", {}))
-    return ftrans.pmap(ftrans.pmap(inner, axis_name="j", **kw.get("inner", {})), axis_name="i",
+    return ftrans.pmap(ftrans.pmap(body, axis_name="j", **kw.get("inner", {})), axis_name="i",
                        **kw.get("outer", {}))
 
 
@@ -306,7 +306,9 @@ def test_nested_with_in_axes_none_and_out_axes_none():
     x, y = arr(2, 4, 3), arr(3)
 
     def prog(m, x, y):
-        inner = (lambda a, b: m[2].psum(a * b, "j"))
+        def inner(a, b):
+            return m[2].psum(a * b, "j")
+
         return _nest(m, inner, None, inner={"in_axes": (0, None), "out_axes": None},
                      outer={"in_axes": (0, None)})(x, y)
 

@@ -229,11 +229,16 @@ def put_sharded(value: np.ndarray, sharding: Any, axis: int | None, devices: Seq
             i = r // rest
             idx[axis] = slice(i, i + 1)
             pieces.append(np.ascontiguousarray(value[tuple(idx)]))
-    aval = _jax_aval(value.shape, value.dtype)
+    return put_pieces(pieces, value.shape, sharding, devices)
+
+
+def put_pieces(pieces: Sequence[np.ndarray], shape: tuple, sharding: Any, devices: Sequence[Any]) -> Any:
+    """One multi-device buffer of ``shape`` from one (canonically typed) NumPy block per device."""
+    aval = _jax_aval(tuple(shape), pieces[0].dtype)
     try:
-        return _xc.batched_device_put(aval, sharding, pieces, list(devices), True, enable_x64=True)
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True, enable_x64=True)
     except TypeError:  # a jaxlib whose batched_device_put has no enable_x64 keyword
-        return _xc.batched_device_put(aval, sharding, pieces, list(devices), True)
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True)
 
 
 def assemble(shape: tuple, sharding: Any, bufs: Sequence[Any]) -> Any:

@@ -16,7 +16,9 @@ in-jaxpr split, transposition) is the generic one.  What pmap declares:
 * ``map_params``: a derived call maps a tangent or cotangent like the value it
   belongs to, leaves hoisted constants unmapped and maps residuals (one per
   element) along axis 0; the cotangent of an unmapped operand is the sum of
-  every element's, so the transposed body ``psum``s it;
+  every element's, so the transposed body ``psum``s it, and the cotangent of an
+  unmapped result (every element computed it, one copy was returned) is shared
+  out equally, as JAX does;
 * ``body_env``: the axis name is bound while a rule restages the body, so the
   collectives in it see their axis.
 
@@ -88,23 +90,31 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
     new_in = tuple(axis_of(o) for o in ins)
     new_out = tuple(axis_of(o) for o in outs)
     new = {**params, "in_axes": new_in, "out_axes": new_out, "donated_invars": (False,) * len(ins)}
-    if rule == "transpose" and any(ax is None for ax in new_out):
-        # The cotangent of an operand every element shared is the sum of all elements' cotangents.
-        new["jaxpr"] = _psum_outputs(new["jaxpr"], [ax is None for ax in new_out], params)
+    if rule == "transpose":
+        # An unmapped result is every element's (equal) value, read once: its cotangent is shared out
+        # equally among the elements.  The cotangent of an operand every element shared is the sum of
+        # all elements' cotangents.
+        scale = [o != "const" and o[0] == "out" and out_axes[o[1]] is None for o in ins]
+        total = [ax is None for ax in new_out]
+        if any(scale) or any(total):
+            new["jaxpr"] = _share_and_sum(new["jaxpr"], scale, total, params)
     return new
 
 
-def _psum_outputs(body: ClosedJaxpr, which: list[bool], params: dict) -> ClosedJaxpr:
+def _share_and_sum(body: ClosedJaxpr, scale: list[bool], total: list[bool], params: dict) -> ClosedJaxpr:
+    from ftrans.core.building import mul
     from ftrans.core.jaxpr_api import eval_jaxpr
     from ftrans.core.prims.collectives import psum_p
     from ftrans.core.trace import stage
 
     name = params["axis_name"]
+    share = 1.0 / params["axis_size"]
 
     def fun(*args: Any) -> list:
+        args = [mul(a, share) if s else a for a, s in zip(args, scale)]
         outs = eval_jaxpr(body.jaxpr, list(body.consts), *args)
         return [psum_p.bind(o, axis_name=(name,), axis_index_groups=None) if w else o
-                for o, w in zip(outs, which)]
+                for o, w in zip(outs, total)]
 
     with extend_axis_env(name, params["axis_size"], None):
         new, _ = stage(fun, list(body.in_avals))
