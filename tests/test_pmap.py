@@ -456,3 +456,13 @@ def test_error_unhashable_static():
 
 def test_error_rank_too_small():
     _raises(ValueError, lambda: ftrans.pmap(lambda a: a, in_axes=1)(arr(4)), "rank")
+
+
+def test_pmap_inside_jit_is_a_clear_error():
+    from ftrans.lowering.rules.parallel import PmapInsideJitError
+
+    f = ftrans.jit(ftrans.pmap(lambda a: a * 2))
+    with pytest.raises(NotImplementedError, match="inside a jitted function") as info:
+        f(arr(4, 2))
+    assert isinstance(info.value, PmapInsideJitError)
+    assert HERE in str(info.value)

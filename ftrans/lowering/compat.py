@@ -202,10 +202,14 @@ def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], do
 
 
 def replica_mesh(devices: Sequence[Any], size: int) -> Any:
-    """The devices of a replicated program as a (size, rest) mesh: replica ``r`` sits at ``divmod(r, rest)``."""
+    """The devices of a replicated program as a (size, rest) mesh: replica ``r`` sits at ``divmod(r, rest)``
+    (a one-axis mesh when ``rest`` is 1)."""
     from jax.sharding import Mesh
 
-    return Mesh(np.array(devices, dtype=object).reshape(size, len(devices) // size), ("pmap", "rest"))
+    rest = len(devices) // size
+    if rest == 1:  # no nested pmap: a one-axis mesh, as jax.pmap's results carry
+        return Mesh(np.array(devices, dtype=object), ("pmap",))
+    return Mesh(np.array(devices, dtype=object).reshape(size, rest), ("pmap", "rest"))
 
 
 def mapped_sharding(mesh: Any, axis: int | None, ndim: int) -> Any:

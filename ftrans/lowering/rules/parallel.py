@@ -22,14 +22,19 @@ from ftrans.lowering.lower import LoweringContext, LoweringError, register_lower
 from ftrans.lowering.rules.collectives import axis_index, groups
 
 
+class PmapInsideJitError(LoweringError, NotImplementedError):
+    """A pmap staged into a jitted (single-device) program: ftrans runs pmap only as its own program."""
+
+
 @register_lowering(pmap_p)
 def _pmap_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, axis_name: Any, axis_size: int, in_axes: tuple,
                    out_axes: tuple, name: str, **_: Any) -> list[str]:
     m = ctx.module
     if not m.replica_axes:
-        raise LoweringError(
-            f"pmap {name} (from {ctx.eqn.source_info}) is inside a jitted function: ftrans runs pmap as its "
-            "own multi-device program, so call the pmapped function outside jit (jit inside pmap works)")
+        raise PmapInsideJitError(
+            f"pmap {name} (from {ctx.eqn.source_info}) is inside a jitted function: ftrans runs a pmap as a "
+            "multi-device program of its own, so call the pmapped function outside jit (jit inside pmap "
+            "works, and pmap already compiles its body); see docs/differences.md")
     m.replica_axes.append((axis_name, axis_size))
     try:
         idx = axis_index(ctx, axis_name)
