@@ -61,8 +61,13 @@ def groups(ctx: LoweringContext, axis_names: Any) -> np.ndarray:
     return ids.reshape(-1, math.prod(sizes[d] for d in dims))
 
 
-def _groups_attr(g: np.ndarray) -> str:
-    return mt.i64_elements(g.ravel().tolist(), g.shape)
+def int_matrix(g: np.ndarray) -> str:
+    """A 2-D i64 elements attribute written out (``dense<[[0, 1], [2, 3]]>``), readable in printed modules."""
+    g = np.asarray(g, np.int64)
+    return f"dense<{g.tolist()}> : tensor<{g.shape[0]}x{g.shape[1]}xi64>"
+
+
+_groups_attr = int_matrix
 
 
 def axis_index(ctx: LoweringContext, name: Any) -> str:
@@ -146,7 +151,7 @@ def _ppermute_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, perm: tu
         zero = ctx.scalar(0, aval.dtype)
         return ctx.broadcast(zero, aval.update(shape=()), aval.shape, ())
     return ctx.emit1("stablehlo.collective_permute", [x], mt.aval_type(aval), {
-        "source_target_pairs": mt.i64_elements([v for p in pairs for v in p], (len(pairs), 2))})
+        "source_target_pairs": int_matrix(np.array(pairs))})
 
 
 @register_lowering(C.psum_scatter_p)

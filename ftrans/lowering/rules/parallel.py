@@ -19,7 +19,7 @@ from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, LoweringError, register_lowering
-from ftrans.lowering.rules.collectives import axis_index, groups
+from ftrans.lowering.rules.collectives import axis_index, groups, int_matrix
 
 
 class PmapInsideJitError(LoweringError, NotImplementedError):
@@ -53,7 +53,7 @@ def _pmap_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, axis_name: Any,
             sym = m.function(jaxpr.jaxpr, f"pmap_{name}")
         outs = ctx.emit("func.call", ins, [mt.aval_type(b) for b in jaxpr.out_avals], {"callee": f"@{sym}"})
         g = groups(ctx, axis_name)
-        g_attr = mt.i64_elements(g.ravel().tolist(), g.shape)
+        g_attr = int_matrix(g)
         results = []
         for o, b, ax, out in zip(outs, jaxpr.out_avals, out_axes, ctx.avals_out):
             if ax is None:
