@@ -22,7 +22,6 @@ program (``lowering/rules/parallel.py``).
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -84,8 +83,27 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
     return m.text()
 
 
-_compiled: dict = {}
-_lock = threading.Lock()
+def _compile(text: str, devices: list) -> Any:
+    """XLA-compile a replicated module, through the executable cache that jit's programs share."""
+    from ftrans.lowering import executable as X
+
+    key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",))
+    with X._xla_lock:
+        exe = X._xla_cache.get(key)
+        if exe is not None:
+            X._xla_cache.move_to_end(key)
+            X.stats["xla_cache_hits"] += 1
+            return exe
+    try:
+        exe = compat.compile_replicated(devices[0].client, text, devices)
+    except Exception as e:  # XLA's own error types vary by release
+        raise X._rejected(e, text) from None
+    X.stats["compiles"] += 1
+    with X._xla_lock:
+        X._xla_cache[key] = exe
+        while len(X._xla_cache) > X.MAX_EXECUTABLES:
+            X._xla_cache.popitem(last=False)
+    return exe
 
 
 class PmapExecutable:
@@ -107,14 +125,7 @@ class PmapExecutable:
         self.out_axes = tuple(out_axes)
         self.donated = tuple(donated) if any(donated) else ()
         self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated)
-        key = (self.text, tuple(d.id for d in devices))
-        with _lock:
-            xla = _compiled.get(key)
-        if xla is None:
-            xla = compat.compile_replicated(devices[0].client, self.text, devices)
-            with _lock:
-                _compiled[key] = xla
-        self.xla = xla
+        self.xla = _compile(self.text, devices)
         mesh = compat.replica_mesh(devices, axis_size)
         self.in_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.in_avals, in_axes)]
         self.out_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.out_avals, out_axes)]

@@ -124,6 +124,7 @@ class PmapWrapped:
         self._axis_size = axis_size
         self._donate = donate_argnums
         self._cache: OrderedDict = OrderedDict()
+        self._fast: dict = {}  # (type, shape, dtype, weak) per positional Array -> entry
         self._lock = threading.Lock()
 
     # -- argument handling -------------------------------------------------------
@@ -280,6 +281,15 @@ class PmapWrapped:
 
     # -- calling -------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and _trace.eager_everywhere:
+            # The common call: positional Arrays, nothing traced; one dict lookup finds the program.
+            try:
+                key = tuple([(type(a), a.shape, a.dtype, a.weak_type) for a in args])
+            except AttributeError:
+                key = None
+            entry = self._fast.get(key) if key is not None else None
+            if entry is not None:
+                return self._run(entry, list(args))
         dyn, statics = self._split(args)
         static_pos = {j for j, _ in statics}
         dyn_pos = [i for i in range(len(args)) if i not in static_pos]
@@ -314,7 +324,12 @@ class PmapWrapped:
             entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size, donated)
             with self._lock:
                 self._cache[key] = entry
-        outs = entry.exe.run([*entry.consts, *leaves])
+        if not kwargs and not statics and len(leaves) == len(args) and all(isinstance(a, Array) for a in args):
+            self._fast[tuple([(type(a), a.shape, a.dtype, a.weak_type) for a in args])] = entry
+        return self._run(entry, leaves)
+
+    def _run(self, entry: _Entry, leaves: list) -> Any:
+        outs = entry.exe.run([*entry.consts, *leaves] if entry.consts else leaves)
         if entry.donated:
             for x, d in zip(leaves, entry.donated):
                 if d and hasattr(x, "delete") and not (hasattr(x, "is_deleted") and x.is_deleted()):
