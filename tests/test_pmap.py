@@ -466,3 +466,40 @@ def test_pmap_inside_jit_is_a_clear_error():
         f(arr(4, 2))
     assert isinstance(info.value, PmapInsideJitError)
     assert HERE in str(info.value)
+
+
+def test_vmap_of_pmap_with_collective_over_the_vmap_axis():
+    x = arr(3, 4, 2)
+    check(lambda m, x: m[0].vmap(m[0].pmap(lambda a: m[2].psum(a, "v") * m[2].pmax(a, "i"), axis_name="i"),
+                                 axis_name="v")(x), x)
+
+
+def test_devices_argument_places_the_program():
+    devs = ftrans.local_devices()[4:]
+    y = ftrans.pmap(lambda a: a * 2, devices=devs)(arr(4, 2))
+    assert y.devices() == set(devs)
+    with pytest.raises(ValueError, match="devices"):
+        ftrans.pmap(lambda a: a * 2, devices=devs)(arr(3, 2))
+
+
+def test_axis_size_without_mapped_arguments():
+    # jax 0.10's pmap insists on a mapped argument; ftrans honours axis_size (docs/differences.md)
+    got = ftrans.pmap(lambda: flax.axis_index("i"), axis_name="i", axis_size=4)()
+    np.testing.assert_array_equal(np.asarray(got), np.arange(4, dtype=np.int32))
+    _raises(ValueError, lambda: ftrans.pmap(lambda a: a, in_axes=None)(arr(3)), "axis_size")
+
+
+def test_out_axes_none_result_is_replicated():
+    y = ftrans.pmap(lambda a: flax.psum(a, "i"), axis_name="i", out_axes=None)(arr(8, 3))
+    assert y.shape == (3,) and len(y.devices()) == 8
+    assert all(s.data.shape == (3,) for s in y.addressable_shards)
+    jy = jax.pmap(lambda a: jlax.psum(a, "i"), axis_name="i", out_axes=None)(arr(8, 3))
+    assert jy.sharding.spec == y.sharding.spec
+
+
+def test_pmap_of_pmap_results_chain_and_gather():
+    x = arr(2, 4, 3)
+    f = ftrans.pmap(ftrans.pmap(lambda a: a * 2.0, axis_name="j"), axis_name="i")
+    y = f(x)
+    np.testing.assert_allclose(np.asarray(f(y)), x * 4, rtol=1e-6)
+    assert len(y.devices()) == 8
