@@ -94,15 +94,14 @@ class _AnonymousAxis:
 
 
 class _Entry:
-    __slots__ = ("exe", "closed", "out_tree", "n_consts", "consts", "in_axes", "donated")
+    """One compiled signature: the program, the output tree, the hoisted constants, the donation mask."""
 
-    def __init__(self, exe: Any, closed: ClosedJaxpr, out_tree: Any, consts: list, in_axes: tuple,
-                 donated: tuple):
+    __slots__ = ("exe", "out_tree", "consts", "donated")
+
+    def __init__(self, exe: Any, out_tree: Any, consts: list, donated: tuple):
         self.exe = exe
-        self.closed = closed
         self.out_tree = out_tree
         self.consts = consts
-        self.in_axes = in_axes
         self.donated = donated
 
 
@@ -348,8 +347,8 @@ class PmapWrapped:
         in_axes = (None,) * len(consts) + tuple(dims)
         mask = (False,) * len(consts) + donated if donated else ()
         exe = PmapExecutable(body, self._axis_name, size, in_axes, out_axes, devs, self.__name__, mask)
-        return _Entry(exe, closed, out_tree, [Array(np.asarray(c)) if not isinstance(c, Array) else c
-                                              for c in consts], tuple(dims), donated if any(donated) else ())
+        consts = [c if isinstance(c, Array) else Array(np.asarray(c)) for c in consts]
+        return _Entry(exe, out_tree, consts, donated if any(donated) else ())
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """The compiled program's StableHLO text for these arguments (``.as_text()``, as jax's Lowered)."""
