@@ -532,3 +532,20 @@ def test_random_axes_against_jax(n, rank, data):
         return m[0].pmap(f, axis_name="i", in_axes=(in_axis, None), out_axes=out_axis)(x, y)
 
     check(prog, x, y, tol=1e-4)
+
+
+def test_grad_through_control_flow_with_collectives_inside_pmap():
+    x = arr(4, 3)
+
+    def prog(m, x):
+        _, jnp, lax = m
+
+        def f(a):
+            a = lax.cond(a.sum() > 0, lambda b: b * 2.0, lambda b: jnp.sin(b), a)
+            c, ys = lax.scan(lambda c, r: (c * 0.5 + lax.psum(r * c, "i"), c * r), jnp.ones(()), a)
+            return (ys * c).sum()
+
+        p = m[0].pmap(f, axis_name="i")
+        return m[0].grad(lambda x: p(x).sum())(x)
+
+    check(prog, x, tol=1e-4)
