@@ -549,3 +549,15 @@ def test_grad_through_control_flow_with_collectives_inside_pmap():
         return m[0].grad(lambda x: p(x).sum())(x)
 
     check(prog, x, tol=1e-4)
+
+
+def test_transforms_of_pmap_reach_a_jit_inside():
+    x = arr(2, 4, 3)
+
+    def prog(m, x):
+        body = m[0].jit(lambda a: m[1].sin(m[2].psum(a, "i")) * a)
+        p = m[0].pmap(body, axis_name="i")
+        g = m[0].grad(lambda v: p(v).sum())(x[0])
+        return g, m[0].vmap(p)(x)
+
+    check(prog, x, tol=1e-4)

@@ -34,6 +34,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
+from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import ModuleLowering
@@ -116,7 +117,9 @@ class PmapExecutable:
                  devices: Sequence[Any], name: str, donated: Sequence[bool] = ()):
         replicas = axis_size * nested_replicas(body.jaxpr)
         if replicas > len(devices):
-            raise ValueError(f"pmap {name}: needs {replicas} devices, has {len(devices)}")
+            raise FtransValueError(
+                f"pmap({name}): compiling a computation that requires {replicas} logical devices, but only "
+                f"{len(devices)} XLA devices are available; map over at most that many elements")
         devices = list(devices)[:replicas]
         self.name = name
         self.devices = devices
