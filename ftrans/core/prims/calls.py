@@ -1,7 +1,7 @@
 """Call-like primitives: an equation that runs a nested jaxpr (its *body*) on its operands.
 
-``jit_call``, ``remat``, ``custom_jvp_call`` and ``custom_vjp_call`` (and the
-coming ``pmap``/``shard_map``) differ only in a few declared points; every
+``jit_call``, ``remat``, ``custom_jvp_call``, ``custom_vjp_call`` and ``pmap`` (and the
+coming ``shard_map``) differ only in a few declared points; every
 rule that follows from "this is a call of the body" is written once, in the
 ``calls`` module of each table's family directory, and installed on every
 :class:`CallPrimitive` through :func:`for_each_call_primitive`, including
