@@ -24,6 +24,8 @@ from ftrans.devices import (
     device_count,
     device_get,
     device_put,
+    device_put_replicated,
+    device_put_sharded,
     devices,
     local_device_count,
     local_devices,
@@ -34,6 +36,7 @@ from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
+from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
@@ -52,9 +55,10 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
+    "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-    "ad_checkpoint", "custom_derivatives", "vmap", "test_util",
+    "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries",
 ]
 

@@ -21,7 +21,8 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
-           "device_put", "device_get", "block_until_ready", "process_index", "process_count"]
+           "device_put", "device_get", "block_until_ready", "process_index", "process_count",
+           "device_put_sharded", "device_put_replicated"]
 
 _PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -213,3 +214,63 @@ def block_until_ready(x: Any) -> Any:
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
     return x
+
+
+def _host_leaf(x: Any) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise FtransTypeError("device_put_sharded/device_put_replicated: got a traced value; they place concrete "
+                              "arrays (call them outside jit/grad/vmap)")
+    arr = x._value if isinstance(x, Array) else np.asarray(x)
+    canon = dtypes.canonicalize(arr.dtype)
+    return arr.astype(canon) if arr.dtype != canon else arr
+
+
+def _stacked_on(pieces: list, devices: list) -> Any:
+    from ftrans.core.array import sharded_array
+    from ftrans.core.avals import ShapedArray
+
+    n = len(devices)
+    shape = (n, *pieces[0].shape)
+    sharding = compat.mapped_sharding(compat.replica_mesh(devices, n), 0, len(shape))
+    buf = compat.put_pieces([np.ascontiguousarray(p[None]) for p in pieces], shape, sharding, devices)
+    return sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
+
+
+def _check_devices(op: str, devices: Any) -> list:
+    devices = list(devices)
+    if not devices or not all(_is_device(d) for d in devices):
+        raise FtransTypeError(f"{op}: devices must be a non-empty sequence of Devices (from ftrans.devices()), "
+                              f"got {devices!r}")
+    return devices
+
+
+def device_put_sharded(shards: Any, devices: Any) -> Any:
+    """JAX's ``device_put_sharded``: stack ``shards`` (a list of pytrees of one structure, one per device)
+    along a new leading axis, each on its device; the result is an Array split over ``devices``."""
+    devices = _check_devices("device_put_sharded", devices)
+    shards = list(shards)
+    if len(shards) != len(devices):
+        raise FtransValueError(f"device_put_sharded: got {len(shards)} shards for {len(devices)} devices; "
+                               "give one shard per device")
+    trees = [tree_util.tree_flatten(s) for s in shards]
+    tree0 = trees[0][1]
+    for k, (_, t) in enumerate(trees):
+        if t != tree0:
+            raise FtransValueError(f"device_put_sharded: shard {k} has tree structure {t}, but shard 0 has "
+                                   f"{tree0}; every shard must have the same structure")
+    out = []
+    for i in range(len(trees[0][0])):
+        pieces = [_host_leaf(leaves[i]) for leaves, _ in trees]
+        shapes = {(p.shape, p.dtype) for p in pieces}
+        if len(shapes) != 1:
+            raise FtransValueError(f"device_put_sharded: leaf {i} has differing shapes/dtypes across shards: "
+                                   f"{sorted(str(s) for s in shapes)}; shards must agree")
+        out.append(_stacked_on(pieces, devices))
+    return tree_util.tree_unflatten(tree0, out)
+
+
+def device_put_replicated(x: Any, devices: Any) -> Any:
+    """JAX's ``device_put_replicated``: a copy of ``x`` (a pytree) on each of ``devices``, stacked along a new
+    leading axis split over them."""
+    devices = _check_devices("device_put_replicated", devices)
+    return tree_util.tree_map(lambda leaf: _stacked_on([_host_leaf(leaf)] * len(devices), devices), x)

@@ -215,3 +215,41 @@ def test_device_put_donation_deletes_on_every_backend():
     y = ftrans.device_put(fnp.ones(3), ftrans.devices()[0])
     ftrans.device_put(y, ftrans.devices()[0], donate=True)
     assert y.is_deleted()
+
+
+# ---------------------------------------------------------------- pmap
+_needs_devices = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (conftest)")
+
+
+@_needs_devices
+def test_pmap_inside_jit_is_not_supported():
+    x = np.ones((4, 2), np.float32)
+    assert jax.jit(jax.pmap(lambda a: a * 2))(x).shape == (4, 2)
+    with pytest.raises(NotImplementedError, match="inside a jitted function"):
+        ftrans.jit(ftrans.pmap(lambda a: a * 2))(x)
+
+
+@_needs_devices
+def test_pmap_axis_size_without_mapped_arguments():
+    with pytest.raises(ValueError, match="at least one argument with a mapped axis"):
+        jax.pmap(lambda: jlax.axis_index("i"), axis_name="i", axis_size=4)()
+    got = ftrans.pmap(lambda: flax.axis_index("i"), axis_name="i", axis_size=4)()
+    assert np.asarray(got).tolist() == [0, 1, 2, 3]
+
+
+@_needs_devices
+def test_nested_pmap_runs():
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match="mesh"):
+        jax.pmap(jax.pmap(lambda a: jlax.psum(a, "j"), axis_name="j"), axis_name="i")(x)
+    got = ftrans.pmap(ftrans.pmap(lambda a: flax.psum(a, "j"), axis_name="j"), axis_name="i")(x)
+    assert np.asarray(got).tolist() == [[4.0] * 4] * 2
+
+
+@_needs_devices
+def test_grad_of_pmap_gives_host_arrays():
+    x = np.ones((4, 2), np.float32)
+    g_j = jax.grad(lambda x: jax.pmap(lambda a: a ** 2)(x).sum())(x)
+    g_f = ftrans.grad(lambda x: ftrans.pmap(lambda a: a ** 2)(x).sum())(x)
+    np.testing.assert_allclose(np.asarray(g_f), np.asarray(g_j))
+    assert len(g_f.devices()) == 1

@@ -31,6 +31,17 @@ def test_train_digits_learns():
     assert acc >= 0.9, r.stdout
 
 
+def test_data_parallel_digits_learns_like_train_digits():
+    r = run("data_parallel_digits.py", "--epochs", "4", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "on 8 devices" in r.stdout, r.stdout
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.9, r.stdout
+    single = run("train_digits.py", "--epochs", "4", "--no-progress")
+    # per-device gradients averaged with pmean are the whole batch's: the same training, the same accuracy
+    assert abs(float(re.search(r"test accuracy ([0-9.]+)", single.stdout).group(1)) - acc) <= 0.01
+
+
 def test_rnn_scan_learns():
     r = run("rnn_scan.py", "--steps", "60", "--hidden", "16")
     assert r.returncode == 0, r.stderr
@@ -51,6 +62,8 @@ def test_per_example_grads_match_a_loop_and_learn():
     ("train_digits.py", ["--epochs", "0"]),
     ("train_digits.py", ["--batch-size", "many"]),
     ("train_digits.py", ["--test-fraction", "1.5"]),
+    ("data_parallel_digits.py", ["--batch-size", "60"]),
+    ("data_parallel_digits.py", ["--host-devices", "0"]),
     ("rnn_scan.py", ["--steps", "-3"]),
     ("per_example_grads.py", ["--clip", "0"]),
     ("per_example_grads.py", ["--noise", "loud"]),

@@ -300,6 +300,7 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
         samples[name] = _elementwise_samples(name, 2)
     samples["integer_pow"] = _elementwise_samples("integer_pow", 1)
     samples["jit_call"] = _jit_call_samples()
+    samples["pmap"] = _pmap_samples()
     samples.update(_autodiff_samples())
     samples.update(_control_flow_samples())
     return samples
@@ -376,6 +377,16 @@ def _jit_call_samples() -> list[tuple[tuple, dict]]:
     return [((x,), dict(eqn.params))]
 
 
+def _pmap_samples() -> list[tuple[tuple, dict]]:
+    """A staged pmap (mapped and broadcast operands, a mapped and a replicated result), as make_jaxpr records it."""
+    from ftrans import lax as flax
+
+    x = arr((2, 3), f32)
+    y = arr((3,), f32)
+    f = ftrans.pmap(lambda b, c: (b * c, flax.psum(b.sum(), "i")), axis_name="i", in_axes=(0, None),
+                    out_axes=(0, None))
+    (eqn,) = ftrans.make_jaxpr(f)(x, y).eqns
+    return [((x, y), dict(eqn.params))]
 
 # Registered primitives that need no sample entry here, each with the reason.
 # (Empty: every primitive has samples. Add "name": "reason" only for a primitive

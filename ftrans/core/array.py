@@ -333,3 +333,132 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
 
     for slot, (prim, slow) in fallbacks.items():
         setattr(Array, slot, make(prim, slow))
+
+
+class Shard:
+    """One addressable piece of a sharded Array: its device, its index into the whole, its data."""
+
+    __slots__ = ("device", "index", "data", "replica_id")
+
+    def __init__(self, device: Any, index: tuple, data: Array, replica_id: int = 0):
+        self.device = device
+        self.index = index
+        self.data = data
+        self.replica_id = replica_id
+
+    def __repr__(self) -> str:
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id}, data={self.data})"
+
+
+class ShardedArray(Array):
+    """An Array spread over several devices (a ``pmap`` result): ``_sharded`` is the runtime's multi-device buffer.
+
+    Its host value is gathered from the shards only when something needs it
+    (printing, NumPy conversion, an eager operation), as JAX does; passed to a
+    ``pmap`` that splits it the same way, its shards are used where they are.
+    """
+
+    __slots__ = ("_aval", "_sharded")
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_value":
+            raise AttributeError(name)
+        buf = self._sharded
+        if buf.is_deleted():
+            from ftrans.errors import DeletedArrayError
+
+            raise DeletedArrayError(
+                f"this Array ({self._aval.str_short()}) has been deleted: it was donated (to a pmapped or "
+                "jitted function through donate_argnums) or deleted with .delete(); use the outputs of the "
+                "call it was donated to instead, or stop donating it")
+        v = np.asarray(buf)
+        if v.flags.writeable:
+            v.flags.writeable = False
+        self._value = v
+        return v
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._aval.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._aval.size * self._aval.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._aval.dtype.itemsize
+
+    @property
+    def sharding(self) -> Any:
+        return self._sharded.sharding
+
+    @property
+    def addressable_shards(self) -> list:
+        out = []
+        seen: dict = {}
+        for s in self._sharded.addressable_shards:
+            key = str(s.index)
+            rid = seen.get(key, 0)
+            seen[key] = rid + 1
+            data = s.data
+            sub = ShapedArray(tuple(data.shape), self._aval.dtype, self._aval.weak_type)
+            out.append(Shard(s.device, s.index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
+                                                                          s.device.id)), rid))
+        return out
+
+    def devices(self) -> set:
+        return set(self._sharded.devices())
+
+    @property
+    def device(self) -> Any:
+        return self._sharded.sharding
+
+    def block_until_ready(self) -> ShardedArray:
+        buf = self._sharded
+        if not buf.is_deleted():
+            buf.block_until_ready()
+        return self
+
+    def is_deleted(self) -> bool:
+        return self._sharded.is_deleted()
+
+    def delete(self) -> None:
+        global buffers_deleted
+        buffers_deleted = True
+        self._sharded.delete()
+        try:
+            del self._value
+        except AttributeError:
+            pass
+
+    def copy_to_host_async(self) -> None:
+        self._sharded.copy_to_host_async()
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.weak_type))
+
+
+def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
+    """Wrap a multi-device buffer holding ``aval`` (the caller guarantees they agree)."""
+    out = object.__new__(ShardedArray)
+    out._sharded = buf
+    out._aval = aval
+    out.weak_type = aval.weak_type
+    return out

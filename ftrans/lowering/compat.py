@@ -185,3 +185,87 @@ def block_until_ready(buf: Any) -> None:
 
 def is_deleted(buf: Any) -> bool:
     return buf.is_deleted()
+
+
+# ----------------------------------------------------------------------------
+# Several replicas (pmap): one program, run by every device of an assignment
+
+
+def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = ()) -> Any:
+    """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``)."""
+    opts = _xc.CompileOptions()
+    build = opts.executable_build_options
+    build.num_replicas = len(devices)
+    build.num_partitions = 1
+    build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id] for d in devices]))
+    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+
+
+def replica_mesh(devices: Sequence[Any], size: int) -> Any:
+    """The devices of a replicated program as a (size, rest) mesh: replica ``r`` sits at ``divmod(r, rest)``
+    (a one-axis mesh when ``rest`` is 1)."""
+    from jax.sharding import Mesh
+
+    rest = len(devices) // size
+    if rest == 1:  # no nested pmap: a one-axis mesh, as jax.pmap's results carry
+        return Mesh(np.array(devices, dtype=object), ("pmap",))
+    return Mesh(np.array(devices, dtype=object).reshape(size, rest), ("pmap", "rest"))
+
+
+def mapped_sharding(mesh: Any, axis: int | None, ndim: int) -> Any:
+    """An array of rank ``ndim`` split along ``axis`` over the mesh's first axis (replicated for None)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if axis is None:
+        return NamedSharding(mesh, PartitionSpec())
+    return NamedSharding(mesh, PartitionSpec(*([None] * axis), "pmap"))
+
+
+def put_sharded(value: np.ndarray, sharding: Any, axis: int | None, devices: Sequence[Any], size: int) -> Any:
+    """Place ``value`` on ``devices`` as ``sharding`` says: each replica gets its block along ``axis``."""
+    rest = len(devices) // size
+    if axis is None:
+        pieces = [value] * len(devices)
+    else:
+        idx = [slice(None)] * value.ndim
+        pieces = []
+        for r in range(len(devices)):
+            i = r // rest
+            idx[axis] = slice(i, i + 1)
+            pieces.append(np.ascontiguousarray(value[tuple(idx)]))
+    return put_pieces(pieces, value.shape, sharding, devices)
+
+
+def put_pieces(pieces: Sequence[np.ndarray], shape: tuple, sharding: Any, devices: Sequence[Any]) -> Any:
+    """One multi-device buffer of ``shape`` from one (canonically typed) NumPy block per device."""
+    aval = _jax_aval(tuple(shape), pieces[0].dtype)
+    try:
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True, enable_x64=True)
+    except TypeError:  # a jaxlib whose batched_device_put has no enable_x64 keyword
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True)
+
+
+def assemble(shape: tuple, sharding: Any, bufs: Sequence[Any]) -> Any:
+    """One multi-device buffer from single-device buffers (one per device of ``sharding``)."""
+    return jax.make_array_from_single_device_arrays(shape, sharding, list(bufs))
+
+
+def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardings: Sequence[Any]):
+    """``buffers -> outputs`` for a replicated program: each output one multi-device buffer."""
+    run = executable.execute_sharded
+    handlers = [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s, True, True)
+                for a, s in zip(out_avals, out_shardings)]
+
+    def call(buffers: list) -> list:
+        return run(buffers).consume_with_handlers(handlers)
+
+    return call
+
+
+def shards_of(buf: Any) -> list:
+    """``(device, index, single-device buffer)`` for each addressable shard of a buffer."""
+    return [(s.device, s.index, s.data) for s in buf.addressable_shards]
+
+
+def sharding_of(buf: Any) -> Any:
+    return buf.sharding

@@ -116,9 +116,13 @@ class LoweringContext:
 class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
-    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1):
+    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1):
         self.name = _sanitize(name)
         self.num_partitions = num_partitions
+        # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
+        # axes (name, size) the function being lowered is mapped over, outermost first.
+        self.num_replicas = num_replicas
+        self.replica_axes: list[tuple[Any, int]] = []
         self.private: list[str] = []
         self._func_names: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
@@ -126,7 +130,7 @@ class ModuleLowering:
     def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
                  donated_args: Sequence[bool] = ()) -> str:
         """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name."""
-        key = id(jaxpr)
+        key = (id(jaxpr), tuple(self.replica_axes)) if self.replica_axes else id(jaxpr)
         if not public and key in self._func_names:
             return self._func_names[key]
         sym = _sanitize(name)
@@ -207,7 +211,7 @@ class ModuleLowering:
 
     def text(self) -> str:
         attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "
-                 "mhlo.num_replicas = 1 : i32")
+                 f"mhlo.num_replicas = {self.num_replicas} : i32")
         funcs = "\n".join([self.main_text, *self.private])
         return f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
 

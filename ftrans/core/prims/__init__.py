@@ -6,6 +6,7 @@ from ftrans.core.prims import (  # noqa: F401
     control_flow,
     elementwise,
     indexing,
+    parallel,
     reductions,
     sorting,
     structural,
