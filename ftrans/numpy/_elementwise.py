@@ -371,9 +371,10 @@ def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
 # ---------------------------------------------------------------- powers
 def _concrete_int(y: Any) -> int | None:
     """``y`` as a Python int when it is a concrete integer scalar (JAX's integer_pow case)."""
-    y = maybe_concrete(y)
     if isinstance(y, Tracer):
-        return None
+        y = maybe_concrete(y)
+        if isinstance(y, Tracer):
+            return None
     try:
         return operator.index(y)
     except TypeError:

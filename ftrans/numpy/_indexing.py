@@ -266,7 +266,8 @@ def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
 def _slice_entry(v: Any, where: str) -> int | None:
     if v is None:
         return None
-    v = maybe_concrete(v)
+    if isinstance(v, Tracer):
+        v = maybe_concrete(v)  # an autodiff tracer outside jit has its value
     if isinstance(v, Tracer):
         raise FtransIndexError(
             f"Slice entries must be static integers, but the slice {where} is a traced value "
@@ -791,6 +792,7 @@ class _IndexUpdateRef:
                   normalize=wrap_negative_indices)
         counts = _scatter_update(_full(shape_of(x), 0, dtypes.canonicalize(np.int32)), self.index, 1,
                                  I.scatter_add_p, "x.at[idx].apply", **kw)
+        counts = maybe_concrete(counts)
         if unique_indices or _to_gather(shape_of(x), _parse(self.index, shape_of(x)), True).unique_indices:
             most = 1
         elif isinstance(counts, Tracer):

@@ -177,7 +177,8 @@ def _as_list(name: str, arrays: Any) -> list:
 
 # ---------------------------------------------------------------- reshape family
 def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[int, ...]:
-    newshape = maybe_concrete(newshape)
+    if isinstance(newshape, Tracer):
+        newshape = maybe_concrete(newshape)
     if isinstance(newshape, Tracer) or not isinstance(newshape, (Sequence, np.ndarray, Array)):
         newshape = (newshape,)
     dims = [concrete_or_error(d, f"{name}: the new shape") for d in newshape]
