@@ -156,7 +156,10 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
 
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
     """JAX's ``vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
-    a tuple with one cotangent per primal."""
+    a tuple with one cotangent per primal.
+
+    The pullback is a pytree whose leaves are the residuals (as JAX's ``tree_util.Partial``), so it can be
+    returned from ``jit``, passed into one, or carried through ``scan``/``while_loop``."""
     if reduce_axes:
         raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
     if not callable(fun):
@@ -352,7 +355,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """JAX's ``linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
-    without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``)."""
+    without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``) and, like
+    ``vjp``'s pullback, is a pytree whose leaves are the residuals."""
     if not callable(fun):
         raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
