@@ -259,9 +259,25 @@ def check_dtype_arg(dtype: Any) -> np.dtype | None:
     return None if dtype is None else dtypes.to_dtype(dtype)
 
 
+def maybe_concrete(x: Any) -> Any:
+    """``x``, or its concrete value when ``x`` is a tracer that has one (an autodiff tracer outside ``jit``).
+
+    For arguments whose values decide shapes or Python-level choices (masks, sizes, repeats): such an
+    argument carries no derivative, so reading its value is what JAX does too.
+    """
+    if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is not None:
+            return v
+    return x
+
+
 def concrete_or_error(x: Any, what: str) -> Any:
     """A Python value for ``x`` when it is concrete; a concretization error otherwise."""
     if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is not None:
+            return v._value
         from ftrans.errors import ConcretizationTypeError
 
         raise ConcretizationTypeError(

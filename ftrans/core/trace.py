@@ -11,6 +11,7 @@ primitive's NumPy rule: that is the eager fast path.
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 import threading
 from collections.abc import Iterator
@@ -235,6 +236,21 @@ def _wrap(out: Any, weak: bool) -> Array:
     return Array._new(out, weak)
 
 
+def concrete_value(x: Any) -> Any:
+    """``x`` itself if it is not a tracer; else its concrete value (an Array), or None if it has none."""
+    if isinstance(x, Tracer):
+        return x.to_concrete_value()
+    return x
+
+
+def as_concrete_array(x: Any) -> Array:
+    """A concrete primal as an Array (autodiff tracers may hold NumPy arrays or Python scalars)."""
+    if type(x) is Array:
+        return x
+    v, w = _concrete_operand(x)
+    return Array._new(np.asarray(v), w)
+
+
 def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if type(a) is Array:
         return a._value, a.weak_type
@@ -410,6 +426,17 @@ class Tracer(ArrayMixin):
             raise errors.FtransTypeError("len() of a 0-d (scalar) array")
         return self.aval.shape[0]
 
+    def to_concrete_value(self) -> Any:
+        """The concrete value this tracer stands for, or None when it has none.
+
+        A tracer of a staging or batching transform has none.  An autodiff
+        tracer (JVP, and so the primal side of ``linearize``/``grad``) whose
+        primal is concrete answers with it: outside ``jit``, Python control
+        flow, ``int()``, ``.item()`` and value-dependent shapes then work under
+        differentiation, as in JAX.
+        """
+        return None
+
     def _concretization(self, what: str, cls: type, hint: str) -> errors.ConcretizationTypeError:
         return cls(
             f"{what} needs a concrete value, but this is a traced array of type "
@@ -418,6 +445,9 @@ class Tracer(ArrayMixin):
         )
 
     def __bool__(self) -> bool:
+        v = self.to_concrete_value()
+        if v is not None:
+            return bool(v)
         raise self._concretization(
             "Python control flow (`if`, `while`, `and`, `or`, `not`, bool())",
             errors.TracerBoolConversionError,
@@ -426,12 +456,18 @@ class Tracer(ArrayMixin):
         )
 
     def __int__(self) -> int:
+        v = self.to_concrete_value()
+        if v is not None:
+            return int(v)
         raise self._concretization(
             "int()", errors.TracerIntegerConversionError,
             "Shapes and Python integers must be static: pass the value as a static argument.",
         )
 
     def __index__(self) -> int:
+        v = self.to_concrete_value()
+        if v is not None:
+            return operator.index(v)
         raise self._concretization(
             "Using an array as a Python index or size (operator.index)",
             errors.TracerIntegerConversionError,
@@ -439,17 +475,21 @@ class Tracer(ArrayMixin):
             "static.",
         )
 
-    def __float__(self) -> float:
-        raise self._concretization(
-            "float()", errors.ConcretizationTypeError,
-            "Keep the value as an array, or make it a static argument.",
+    def _lossy(self, what: str, hint: str) -> errors.ConcretizationTypeError:
+        """``float()``/``complex()``/``.tolist()``: refused even for a concrete autodiff value, as in JAX."""
+        if self.to_concrete_value() is None:
+            return self._concretization(what, errors.ConcretizationTypeError, hint)
+        return errors.ConcretizationTypeError(
+            f"{what} of a value being differentiated ({self.aval.str_short()}) is refused, as in JAX: "
+            "the Python number would silently drop its derivative. Keep the value as an array; for "
+            "its value without the derivative use .item() (or lax.stop_gradient)."
         )
 
+    def __float__(self) -> float:
+        raise self._lossy("float()", "Keep the value as an array, or make it a static argument.")
+
     def __complex__(self) -> complex:
-        raise self._concretization(
-            "complex()", errors.ConcretizationTypeError,
-            "Keep the value as an array, or make it a static argument.",
-        )
+        raise self._lossy("complex()", "Keep the value as an array, or make it a static argument.")
 
     def __array__(self, dtype=None, copy=None):
         raise self._concretization(
@@ -459,16 +499,16 @@ class Tracer(ArrayMixin):
         )
 
     def item(self, *args):
+        v = self.to_concrete_value()
+        if v is not None:
+            return v.item(*args)
         raise self._concretization(
             ".item()", errors.ConcretizationTypeError,
             "Keep the value as an array inside transformed code.",
         )
 
     def tolist(self):
-        raise self._concretization(
-            ".tolist()", errors.ConcretizationTypeError,
-            "Keep the value as an array inside transformed code.",
-        )
+        raise self._lossy(".tolist()", "Keep the value as an array inside transformed code.")
 
     def __hash__(self):
         raise errors.FtransTypeError(

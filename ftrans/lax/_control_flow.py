@@ -154,7 +154,9 @@ def _check_callable(name: str, **funs: Any) -> None:
 def _concrete_scalar(x: Any) -> Any | None:
     """The Python value of a concrete scalar, or None when it is traced."""
     if isinstance(x, Tracer):
-        return None
+        x = x.to_concrete_value()
+        if x is None:
+            return None
     return np.asarray(x._value if isinstance(x, Array) else x).item()
 
 

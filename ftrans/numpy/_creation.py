@@ -26,6 +26,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    maybe_concrete,
     scalar_to_array,
     shape_of,
 )
@@ -112,6 +113,8 @@ def retype(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
 
 def _shape_arg(name: str, shape: Any) -> tuple[int, ...]:
     """A static shape: an int or a sequence of ints, each >= 0 (a TypeError otherwise, as in JAX)."""
+    if isinstance(shape, Tracer):
+        shape = maybe_concrete(shape)
     if isinstance(shape, Tracer):
         concrete_or_error(shape, f"{name}: the shape")
     seq = shape if isinstance(shape, (tuple, list)) else (shape,)

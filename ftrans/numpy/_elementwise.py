@@ -32,6 +32,7 @@ from ftrans.core.operands import (
     check_arraylike,
     convert,
     dtype_weak,
+    maybe_concrete,
     promote_args,
     promote_dtypes,
     shape_of,
@@ -371,7 +372,9 @@ def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
 def _concrete_int(y: Any) -> int | None:
     """``y`` as a Python int when it is a concrete integer scalar (JAX's integer_pow case)."""
     if isinstance(y, Tracer):
-        return None
+        y = maybe_concrete(y)
+        if isinstance(y, Tracer):
+            return None
     try:
         return operator.index(y)
     except TypeError:
@@ -631,6 +634,7 @@ def round(a: Any, decimals: int = 0, out: None = None) -> Any:  # noqa: A001
     if out is not None:
         raise NotImplementedError("jnp.round: the 'out' argument is not supported (arrays are immutable)")
     check_arraylike("round", a)
+    decimals = maybe_concrete(decimals)
     if isinstance(decimals, Tracer):
         raise FtransTypeError("round: 'decimals' must be a static Python int, not a traced value")
     decimals = operator.index(decimals)

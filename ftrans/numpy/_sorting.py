@@ -23,6 +23,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    maybe_concrete,
     promote_dtypes,
     shape_of,
 )
@@ -226,6 +227,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     x = _operand("unique", ar)
     in_shape = tuple(shape_of(x))
     if size is None:
+        x = maybe_concrete(x)  # as in JAX, a concrete autodiff value is read as a constant (zero derivative)
         concrete_or_error(x, "unique: the input (when size= is not given, the output shape depends on its values)")
     else:
         size = int(concrete_or_error(size, "unique: size"))

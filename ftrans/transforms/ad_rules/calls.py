@@ -153,16 +153,22 @@ def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: C
             "as an argument of the function instead"
         )
     outs, res_dyn, res_info = fwd(primals)
-    arg_tangents = tangents[num_consts:]
+    return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
+
+
+def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: list, bwd: Callable,
+                        name: str) -> list:
+    """The output tangents of a ``custom_vjp`` call: one ``custom_lin`` of the residuals and the input
+    tangents, which the transpose turns into a call of the user's backward function."""
     nonzero = tuple(type(t) is not Zero for t in arg_tangents)
     out_avals = tuple(tangent_aval(aval_of(o)) for o in outs)
     if not any(nonzero):
-        return outs, [Zero(a) for a in out_avals]
+        return [Zero(a) for a in out_avals]
     in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
     t_out = C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
                                 num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
                                 in_avals=in_avals, nonzero=nonzero, name=name)
-    return outs, list(t_out)
+    return list(t_out)
 
 
 def _inline(trace: LinearizeTrace, tracers: list, params: dict) -> list:
