@@ -287,6 +287,57 @@ def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
     return out
 
 
+# The runtime's device-buffer type (jax's Array), registered by ``ftrans.lowering.compat`` so that core
+# can take a jax.Array as an operand without a copy (core never imports jax).
+buffer_type: type | None = None
+
+_NOT_ARRAYS = (str, bytes, list, tuple, dict, set, type)
+
+
+def is_foreign_array(x: Any) -> bool:
+    """A jax.Array, or an object that offers its data through ``__array__`` or ``__dlpack__``."""
+    if type(x) is buffer_type:
+        return True
+    if isinstance(x, (Array, np.ndarray, np.generic, *_NOT_ARRAYS)):
+        return False
+    return hasattr(x, "__array__") or hasattr(x, "__dlpack__")
+
+
+def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
+    """An ftrans Array holding a foreign array's data, or None if ``x`` is not one.
+
+    A jax.Array on one device whose dtype is already canonical is wrapped as it
+    is: its buffer becomes the DeviceArray's buffer (no copy; both are
+    immutable), keeping its weak type, unless ``copy`` is True. Anything else is
+    read through ``__array__`` (or ``np.from_dlpack``) and copied, since its
+    memory may change under us.
+    """
+    if type(x) is buffer_type and not copy and not x.is_deleted():
+        devs = x.devices()
+        dt = x.dtype
+        if len(devs) == 1 and dtypes.canonicalize(dt) == dt:
+            dev = next(iter(devs))
+            aval = ShapedArray(tuple(x.shape), dt, bool(getattr(x, "weak_type", False)))
+            return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+    if not is_foreign_array(x):
+        return None
+    if hasattr(x, "__array__"):
+        arr = np.asarray(x)
+    else:
+        try:
+            arr = np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"cannot read a {type(x).__name__} through DLPack: {e}. Convert it to a NumPy array first"
+            ) from None
+    if arr.dtype == object:
+        return None
+    weak = type(x) is buffer_type and bool(getattr(x, "weak_type", False))
+    return Array(arr, weak)  # copies: the foreign memory may change under us
+
+
 def _rebuild(value: np.ndarray, weak: bool) -> Array:
     return Array(value, weak)
 

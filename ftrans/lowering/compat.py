@@ -27,6 +27,16 @@ from jax._src.lib import xla_client as _xc
 JAX_VERSION: str = jax.__version__
 
 
+def _register_buffer_type() -> None:
+    """Tell core what a device buffer (a jax.Array) is, so it takes them as operands without a copy."""
+    from ftrans.core import array as _array
+
+    _array.buffer_type = _xc.ArrayImpl
+
+
+_register_buffer_type()
+
+
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
     return _backend_api.get_backend(platform)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.errors import FtransError, FtransValueError
@@ -192,6 +192,8 @@ def to_buffer(x: Any, device: Any) -> Any:
         return buf
     if isinstance(x, DeviceArray):
         return compat.copy_to_device(x._buf, device)
+    if is_foreign_array(x):  # a jax.Array (its buffer, when it fits) or anything with __array__/__dlpack__
+        return to_buffer(from_foreign(x), device)
     arr = np.asarray(x)
     canon = dtypes.canonicalize(arr.dtype)
     if arr.dtype != canon:

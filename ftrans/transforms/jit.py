@@ -142,6 +142,9 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return None
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
+        f = _array_mod.from_foreign(x)
+        return None if f is None else f.aval
     return None
 
 
