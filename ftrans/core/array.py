@@ -86,10 +86,28 @@ class Array(ArrayMixin):
         view.flags.writeable = False
         return view
 
-    def __dlpack__(self, *args, **kwargs):
-        return self._value.__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export through DLPack (array API 2023.12: ``stream``, ``max_version``, ``dl_device``, ``copy``).
 
-    def __dlpack_device__(self):
+        The data is immutable. A consumer that speaks DLPack 1.0 (``max_version
+        >= (1, 0)``, as ``np.from_dlpack`` does) gets the memory itself, marked
+        read-only; an older consumer (``jax.numpy.from_dlpack``) cannot be told
+        it is read-only, so it gets a copy, unless ``copy=False`` forbids that.
+        """
+        v = self._value
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        if copy is False:
+            raise BufferError(
+                f"Array.__dlpack__: this {self.aval.str_short()} array is immutable and a consumer that asks "
+                "for DLPack before 1.0 cannot be told it is read-only, so exporting it needs a copy, which "
+                "copy=False forbids; pass max_version=(1, 0) (or newer) or allow the copy"
+            )
+        w = v.copy()  # a fresh, writable copy the consumer may own
+        return w.__dlpack__(stream=stream, dl_device=dl_device)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()
 
     def item(self, *args) -> Any:
@@ -267,6 +285,17 @@ class DeviceArray(Array):
 
     def copy_to_host_async(self) -> None:
         self._buf.copy_to_host_async()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export the device buffer through DLPack (no copy unless asked for), as a jax.Array does."""
+        buf = self._buf
+        if buf.is_deleted():
+            self._value  # raises DeletedArrayError  # noqa: B018
+        return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._buf.__dlpack_device__()
 
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
