@@ -215,3 +215,35 @@ def test_device_put_donation_deletes_on_every_backend():
     y = ftrans.device_put(fnp.ones(3), ftrans.devices()[0])
     ftrans.device_put(y, ftrans.devices()[0], donate=True)
     assert y.is_deleted()
+
+
+# ---------------------------------------------------------------- interop
+class _OnlyArray:
+    def __array__(self, dtype=None, copy=None):
+        return np.array(X, dtype=dtype, copy=True)
+
+
+class _OnlyDlpack:
+    def __dlpack__(self, **kwargs):
+        return X.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return X.__dlpack_device__()
+
+
+def test_array_like_objects_are_operands():
+    for obj in (_OnlyArray(), _OnlyDlpack()):
+        with pytest.raises(TypeError):
+            jnp.sin(obj)
+        np.testing.assert_allclose(np.asarray(fnp.sin(obj)), np.sin(X), rtol=1e-6)
+    with pytest.raises(TypeError):
+        jnp.asarray(_OnlyDlpack())
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(_OnlyDlpack())), X)
+
+
+def test_from_dlpack_reads_read_only_host_arrays():
+    ro = X.copy()
+    ro.flags.writeable = False
+    with pytest.raises(BufferError):
+        jnp.from_dlpack(ro)
+    np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(ro)), X)

@@ -97,8 +97,14 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     elif type(x) is _array_mod.buffer_type and not copy:
         out = from_foreign(x)  # a jax.Array: its buffer is one of ours already
     else:
-        buf = compat.buffer_from_dlpack(x, src, copy)
-        out = from_foreign(buf)
+        try:
+            out = from_foreign(compat.buffer_from_dlpack(x, src, copy))
+        except BufferError:
+            if src.platform != "cpu":
+                raise
+            # A read-only host producer (a read-only NumPy array) exports only through DLPack 1.0,
+            # which NumPy speaks: read it there and copy (JAX raises BufferError here).
+            out = Array(np.from_dlpack(x), False)
     if device is not None and device != src:
         out = device_put(out, device)
     return out
