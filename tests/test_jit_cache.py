@@ -340,3 +340,20 @@ def test_waits_that_would_close_a_cycle_compile_instead():
     finally:
         del J._waits_for[12345]
     assert J._waits_for == {}
+
+
+def test_config_change_resets_fast_keys_of_functions_without_live_wrappers():
+    def f(x):
+        return x * 2
+
+    a = ftrans.device_put(np.arange(3, dtype=np.int32))
+    ftrans.jit(f)(a)
+    ftrans.jit(f)(a)  # registered under the fast key of f's shared store; the wrappers are gone
+    gc.collect()
+    assert ftrans.jit(f)._fast  # the store (and its fast key) outlives the wrappers
+    old = ftrans.config.enable_x64
+    try:
+        ftrans.config.update("enable_x64", not old)
+        assert not ftrans.jit(f)._fast
+    finally:
+        ftrans.config.update("enable_x64", old)

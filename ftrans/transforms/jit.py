@@ -86,16 +86,19 @@ def _store_for(fun: Callable, options: tuple) -> _Store:
             if store is None:
                 store = per[options] = _Store()
             return store
-    except TypeError:  # unhashable, or no weak references (a __slots__ callable): no sharing
-        return _Store()
+    except Exception:  # noqa: BLE001  unhashable, no weak references (a __slots__ callable), or an
+        return _Store()  # __eq__/__hash__ that raises (a callable object compared by value): no sharing
+
+
+def _all_stores() -> list:
+    with _stores_lock:
+        stores = [s for per in list(_stores.values()) for s in per.values()]
+    return stores + [f._store for f in list(_all_jitted)]  # private stores live only in their wrappers
 
 
 def clear_caches() -> None:
     """JAX's ``clear_caches``: drop every jitted function's compiled programs and the shared XLA cache."""
-    with _stores_lock:
-        stores = [s for per in list(_stores.values()) for s in per.values()]
-    stores += [f._store for f in list(_all_jitted)]
-    for st in stores:
+    for st in _all_stores():
         with st.lock:
             st.cache.clear()
             st.fast.clear()
@@ -111,9 +114,9 @@ _waits_lock = threading.Lock()
 
 def _on_config_change(name: str, value: Any) -> None:
     if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
-        for f in list(_all_jitted):
-            f._fast.clear()
-            f._tree_fast.clear()
+        for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
+            st.fast.clear()
+            st.tree_fast.clear()
 
 
 _config_mod.config._listeners.append(_on_config_change)
