@@ -79,7 +79,13 @@ def shape_of(x: Any) -> tuple[int, ...]:
         return x._value.shape
     if isinstance(x, Tracer):
         return x.aval.shape
-    if t is not np.ndarray and t not in _PY_SCALARS and not hasattr(x, "shape") and is_foreign_array(x):
+    if t is np.ndarray:
+        return x.shape
+    if t in _PY_SCALARS:
+        return ()
+    if isinstance(x, Array):
+        return x.shape
+    if not hasattr(x, "shape") and is_foreign_array(x):
         return from_foreign(x).shape  # a __dlpack__-only object: np.shape would call it a scalar
     return np.shape(x)
 
