@@ -289,3 +289,13 @@ def test_unexpected_tracer_error_is_a_type_error_like_jax():
     with pytest.raises(TypeError) as ei:
         leaked[0] + 1.0
     assert isinstance(ei.value, errors.UnexpectedTracerError)
+
+
+def test_jax_arrays_as_indices_and_device_get():
+    j = jax.device_put(np.array([2, 0], np.int32))
+    _same(jnp.arange(5.0)[j], jjnp.arange(5.0)[j])
+    _same(jnp.zeros(4).at[j].set(1.0), jjnp.zeros(4).at[j].set(1.0))
+    for leaf in (jax.device_put(X), np.float32(2.5), jnp.asarray(X)):
+        ours, theirs = ftrans.device_get({"a": leaf}), jax.device_get({"a": leaf})
+        assert type(ours["a"]) is type(theirs["a"]) is np.ndarray
+        _same(ours["a"], theirs["a"])
