@@ -35,7 +35,7 @@ from ftrans.devices import (
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
-from ftrans.transforms.jit import jit
+from ftrans.transforms.jit import clear_caches, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
@@ -53,7 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
+    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",

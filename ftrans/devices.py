@@ -201,7 +201,7 @@ def device_get(x: Any) -> Any:
     def get(leaf: Any) -> Any:
         if isinstance(leaf, Tracer):
             raise FtransTypeError("device_get: got a traced value; device_get works on concrete arrays")
-        if isinstance(leaf, Array):
+        if isinstance(leaf, Array) or hasattr(leaf, "__array__"):  # a jax.Array too, as in JAX
             return np.asarray(leaf)
         return leaf
 

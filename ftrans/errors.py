@@ -103,8 +103,8 @@ class NonConcreteBooleanIndexError(FtransIndexError):
     """A boolean mask whose pattern is only known at run time."""
 
 
-class UnexpectedTracerError(_Located, FtransError):
-    """A tracer was used after the transform that created it finished."""
+class UnexpectedTracerError(_Located, FtransError, TypeError):
+    """A tracer was used after the transform that created it finished (a ``TypeError``, as in JAX)."""
 
 
 class DeletedArrayError(_Located, FtransError, RuntimeError):

@@ -266,3 +266,35 @@ def test_eager_scalar_residuals_are_literals_not_pullback_leaves():
     # array residuals, and residuals of a vjp taken inside jit, are leaves
     assert len(leaves(ftrans.vjp(fnp.sin, X)[1])) == 1
     assert len(leaves(ftrans.jit(lambda x: ftrans.vjp(fnp.sin, x))(1.0)[1])) == 1
+
+
+# ---------------------------------------------------------------- interop
+class _OnlyArray:
+    def __array__(self, dtype=None, copy=None):
+        return np.array(X, dtype=dtype, copy=True)
+
+
+class _OnlyDlpack:
+    def __dlpack__(self, **kwargs):
+        return X.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return X.__dlpack_device__()
+
+
+def test_array_like_objects_are_operands():
+    for obj in (_OnlyArray(), _OnlyDlpack()):
+        with pytest.raises(TypeError):
+            jnp.sin(obj)
+        np.testing.assert_allclose(np.asarray(fnp.sin(obj)), np.sin(X), rtol=1e-6)
+    with pytest.raises(TypeError):
+        jnp.asarray(_OnlyDlpack())
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(_OnlyDlpack())), X)
+
+
+def test_from_dlpack_reads_read_only_host_arrays():
+    ro = X.copy()
+    ro.flags.writeable = False
+    with pytest.raises(BufferError):
+        jnp.from_dlpack(ro)
+    np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(ro)), X)

@@ -86,10 +86,28 @@ class Array(ArrayMixin):
         view.flags.writeable = False
         return view
 
-    def __dlpack__(self, *args, **kwargs):
-        return self._value.__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export through DLPack (array API 2023.12: ``stream``, ``max_version``, ``dl_device``, ``copy``).
 
-    def __dlpack_device__(self):
+        The data is immutable. A consumer that speaks DLPack 1.0 (``max_version
+        >= (1, 0)``, as ``np.from_dlpack`` does) gets the memory itself, marked
+        read-only; an older consumer (``jax.numpy.from_dlpack``) cannot be told
+        it is read-only, so it gets a copy, unless ``copy=False`` forbids that.
+        """
+        v = self._value
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        if copy is False:
+            raise BufferError(
+                f"Array.__dlpack__: this {self.aval.str_short()} array is immutable and a consumer that asks "
+                "for DLPack before 1.0 cannot be told it is read-only, so exporting it needs a copy, which "
+                "copy=False forbids; pass max_version=(1, 0) (or newer) or allow the copy"
+            )
+        w = v.copy()  # a fresh, writable copy the consumer may own
+        return w.__dlpack__(stream=stream, dl_device=dl_device)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()
 
     def item(self, *args) -> Any:
@@ -268,6 +286,17 @@ class DeviceArray(Array):
     def copy_to_host_async(self) -> None:
         self._buf.copy_to_host_async()
 
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export the device buffer through DLPack (no copy unless asked for), as a jax.Array does."""
+        buf = self._buf
+        if buf.is_deleted():
+            self._value  # raises DeletedArrayError  # noqa: B018
+        return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._buf.__dlpack_device__()
+
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
 
@@ -285,6 +314,57 @@ def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
     out._sig = sig
     out.weak_type = aval.weak_type
     return out
+
+
+# The runtime's device-buffer type (jax's Array), registered by ``ftrans.lowering.compat`` so that core
+# can take a jax.Array as an operand without a copy (core never imports jax).
+buffer_type: type | None = None
+
+_NOT_ARRAYS = (str, bytes, list, tuple, dict, set, type)
+
+
+def is_foreign_array(x: Any) -> bool:
+    """A jax.Array, or an object that offers its data through ``__array__`` or ``__dlpack__``."""
+    if type(x) is buffer_type:
+        return True
+    if isinstance(x, (Array, np.ndarray, np.generic, *_NOT_ARRAYS)):
+        return False
+    return hasattr(x, "__array__") or hasattr(x, "__dlpack__")
+
+
+def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
+    """An ftrans Array holding a foreign array's data, or None if ``x`` is not one.
+
+    A jax.Array on one device whose dtype is already canonical is wrapped as it
+    is: its buffer becomes the DeviceArray's buffer (no copy; both are
+    immutable), keeping its weak type, unless ``copy`` is True. Anything else is
+    read through ``__array__`` (or ``np.from_dlpack``) and copied, since its
+    memory may change under us.
+    """
+    if type(x) is buffer_type and not copy and not x.is_deleted():
+        devs = x.devices()
+        dt = x.dtype
+        if len(devs) == 1 and dtypes.canonicalize(dt) == dt:
+            dev = next(iter(devs))
+            aval = ShapedArray(tuple(x.shape), dt, bool(getattr(x, "weak_type", False)))
+            return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+    if not is_foreign_array(x):
+        return None
+    if hasattr(x, "__array__"):
+        arr = np.asarray(x)
+    else:
+        try:
+            arr = np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"cannot read a {type(x).__name__} through DLPack: {e}. Convert it to a NumPy array first"
+            ) from None
+    if arr.dtype == object:
+        return None
+    weak = type(x) is buffer_type and bool(getattr(x, "weak_type", False))
+    return Array(arr, weak)  # copies: the foreign memory may change under us
 
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:

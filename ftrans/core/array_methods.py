@@ -43,6 +43,23 @@ class ArrayMixin:
     def imag(self):
         return _jnp.imag(self)
 
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The array API namespace of these arrays: ``ftrans.numpy`` (as ``jax.numpy`` for jax's)."""
+        if api_version is not None and api_version != _jnp.__array_api_version__:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"api_version={api_version!r} is not available; available versions are: "
+                                   f"{[_jnp.__array_api_version__]}")
+        return _jnp
+
+    def to_device(self, device: Any, *, stream: Any = None) -> Any:
+        """Array API ``to_device``: this array on ``device`` (a copy there; committed, as ``device_put``)."""
+        if stream is not None:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError("to_device: stream is not supported (pass stream=None)")
+        return _jnp.asarray(self, device=device)
+
 
 _jnp: Any = None
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
@@ -32,7 +32,8 @@ def is_array(x: Any) -> bool:
 
 def check_arraylike(name: str, *args: Any) -> None:
     for i, a in enumerate(args):
-        if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS):
+        if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS
+                or is_foreign_array(a)):
             what = type(a).__name__
             hint = " Convert it with jnp.asarray first." if isinstance(a, (list, tuple)) else ""
             raise FtransTypeError(
@@ -55,6 +56,9 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
         return x._value.dtype, x.weak_type
     if isinstance(x, (np.ndarray, np.generic)):
         return dtypes.canonicalize(x.dtype), False
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return f.dtype, f.weak_type
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
 
 
@@ -75,6 +79,14 @@ def shape_of(x: Any) -> tuple[int, ...]:
         return x._value.shape
     if isinstance(x, Tracer):
         return x.aval.shape
+    if t is np.ndarray:
+        return x.shape
+    if t in _PY_SCALARS:
+        return ()
+    if isinstance(x, Array):
+        return x.shape
+    if not hasattr(x, "shape") and is_foreign_array(x):
+        return from_foreign(x).shape  # a __dlpack__-only object: np.shape would call it a scalar
     return np.shape(x)
 
 
@@ -116,6 +128,9 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         return Array(arr, weak)
     if isinstance(x, Array):
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return convert(f, dtype, weak)
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ftrans import errors
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
@@ -265,6 +265,9 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, (bool, int, float, complex)):
         d = dtypes.python_scalar_dtype(a)
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
+    f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return f._value, f.weak_type
     raise errors.FtransTypeError(
         f"a primitive got an operand of type {type(a).__name__}, which is not an array"
     )

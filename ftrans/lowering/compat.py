@@ -27,6 +27,16 @@ from jax._src.lib import xla_client as _xc
 JAX_VERSION: str = jax.__version__
 
 
+def _register_buffer_type() -> None:
+    """Tell core what a device buffer (a jax.Array) is, so it takes them as operands without a copy."""
+    from ftrans.core import array as _array
+
+    _array.buffer_type = _xc.ArrayImpl
+
+
+_register_buffer_type()
+
+
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
     return _backend_api.get_backend(platform)
@@ -269,3 +279,38 @@ def shards_of(buf: Any) -> list:
 
 def sharding_of(buf: Any) -> Any:
     return buf.sharding
+
+
+# DLPack device types (the DLDeviceType enum) the PJRT clients can import from.
+_DL_PLATFORMS = {1: "cpu", 2: "cuda", 3: "cuda", 10: "rocm"}  # kDLCPU, kDLCUDA, kDLCUDAHost, kDLROCM
+
+
+def dlpack_device(dl_device: tuple) -> Any:
+    """The PJRT device a DLPack ``__dlpack_device__()`` pair names, or None for an unsupported kind."""
+    dl_type, dev_id = int(dl_device[0]), int(dl_device[1])
+    platform = _DL_PLATFORMS.get(dl_type)
+    if platform is None:
+        return None
+    try:
+        return backend(platform).device_from_local_hardware_id(dev_id)
+    except RuntimeError:  # no such backend on this machine
+        return None
+
+
+def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
+    """A device buffer over a DLPack producer's tensor on ``device`` (PJRT imports it without a copy
+    when the memory is aligned and ``copy`` is not True)."""
+    from jax._src.lib import _jax, jaxlib_extension_version
+
+    dl_type = int(external.__dlpack_device__()[0])
+    stream = None
+    if dl_type == 2:  # a CUDA producer makes its work visible on the stream we name
+        try:
+            stream = device.get_stream_for_external_ready_events()
+        except Exception as e:  # noqa: BLE001  (XLA's error type varies by release)
+            if "UNIMPLEMENTED" not in str(e):
+                raise
+    capsule = external.__dlpack__(stream=stream)
+    if jaxlib_extension_version >= 467:
+        return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy, dl_type)
+    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)

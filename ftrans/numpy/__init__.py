@@ -19,6 +19,8 @@ from ftrans.numpy import (  # noqa: F401
     _sorting,
     linalg,  # noqa: F401,E402
 )
+from ftrans.numpy._array_api import *  # noqa: F401,F403
+from ftrans.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -108,6 +108,9 @@ def retype(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         with np.errstate(all="ignore"):
             arr = np.array(x, dtype=dtype, copy=True)
         return _frozen(arr, weak)
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return retype(f, dtype, weak)
     raise FtransTypeError(f"a value of type {type(x).__name__} is not an array")
 
 
@@ -284,9 +287,12 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
         out = _from_sequence(obj, d)
     elif isinstance(obj, (str, bytes)):
         raise FtransTypeError(f"jnp.array: the string {obj!r} cannot be converted to an array")
-    elif hasattr(obj, "__array__"):
-        arr = np.asarray(obj)
-        out = retype(arr, d or _dtype_weak_of("jnp.array", arr)[0], False)
+    elif is_foreign_array(obj):  # a jax.Array (kept on its device, uncopied unless copy=True), or
+        f = from_foreign(obj, copy=copy)  # anything with __array__ / __dlpack__ (read and copied)
+        if f is None:
+            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} "
+                                  "(its __array__ gives an object array) to an array")
+        out = f if d is None else retype(f, d, False)
     else:
         raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
     nd = len(shape_of(out))

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import (
@@ -230,6 +231,10 @@ def _entry(i: Any) -> _Entry:
         return _sequence_entry(i)
     if isinstance(i, (float, complex, np.generic)):
         raise _float_index_error(np.asarray(i).dtype)
+    if type(i) is _array_mod.buffer_type:  # a jax.Array index: as the ftrans array over its buffer
+        f = _array_mod.from_foreign(i)
+        if f is not None:
+            return _entry(f)
     raise FtransIndexError(
         "only integers, slices (`:`), ellipsis (`...`), newaxis (`None`) and integer or boolean "
         f"arrays are valid indices; got {i!r} of type {type(i).__name__}"

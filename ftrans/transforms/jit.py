@@ -39,7 +39,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
-__all__ = ["jit", "jit_call_p", "DEFAULT_CACHE_SIZE"]
+__all__ = ["jit", "jit_call_p", "clear_caches", "DEFAULT_CACHE_SIZE"]
 
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
@@ -47,11 +47,76 @@ _all_jitted: weakref.WeakSet = weakref.WeakSet()
 _new = object.__new__
 
 
+class _Store:
+    """The executable cache of one function under one set of ``jit`` options.
+
+    Every ``jit(f, **options)`` of the same ``f`` and options shares one store,
+    as in JAX, so a second wrapper of a function compiles nothing. The stores
+    live in ``_stores``, keyed weakly on the function: when the function is
+    gone its compiled programs go with it. Nothing in a store refers back to
+    the function (the staged jaxprs hold only values the function closed over).
+    ``pending`` marks the signatures being compiled right now, so a second
+    thread waits for the first thread's compile instead of repeating it.
+    """
+
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "__weakref__")
+
+    def __init__(self) -> None:
+        self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
+        self.fast: dict[tuple, _Entry] = {}
+        self.tree_fast: dict[tuple, _Entry] = {}
+        self.lock = threading.Lock()
+        self.pending: dict[tuple, tuple[int, threading.Event]] = {}
+
+
+# function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
+_stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def _store_for(fun: Callable, options: tuple) -> _Store:
+    """The shared store of ``fun`` under ``options`` (a private one when ``fun`` cannot key a weak dict)."""
+    try:
+        hash(options)
+        with _stores_lock:
+            per = _stores.get(fun)
+            if per is None:
+                per = _stores[fun] = {}
+            store = per.get(options)
+            if store is None:
+                store = per[options] = _Store()
+            return store
+    except Exception:  # noqa: BLE001  unhashable, no weak references (a __slots__ callable), or an
+        return _Store()  # __eq__/__hash__ that raises (a callable object compared by value): no sharing
+
+
+def _all_stores() -> list:
+    with _stores_lock:
+        stores = [s for per in list(_stores.values()) for s in per.values()]
+    return stores + [f._store for f in list(_all_jitted)]  # private stores live only in their wrappers
+
+
+def clear_caches() -> None:
+    """JAX's ``clear_caches``: drop every jitted function's compiled programs and the shared XLA cache."""
+    for st in _all_stores():
+        with st.lock:
+            st.cache.clear()
+            st.fast.clear()
+            st.tree_fast.clear()
+    with X._xla_lock:
+        X._xla_cache.clear()
+
+
+# Waiting for another thread's compile: who waits for whom, so a cycle compiles instead of hanging.
+_waits_for: dict[int, int] = {}
+_waits_lock = threading.Lock()
+
+
 def _on_config_change(name: str, value: Any) -> None:
     if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
-        for f in list(_all_jitted):
-            f._fast.clear()
-            f._tree_fast.clear()
+        for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
+            st.fast.clear()
+            st.tree_fast.clear()
 
 
 _config_mod.config._listeners.append(_on_config_change)
@@ -80,6 +145,9 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return None
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
+        f = _array_mod.from_foreign(x)
+        return None if f is None else f.aval
     return None
 
 
@@ -181,6 +249,24 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     return invoke
 
 
+def _wait_for(owner: int, event: threading.Event) -> bool:
+    """Wait until thread ``owner`` finishes a compile; False (at once) if that would close a waiting cycle."""
+    me = threading.get_ident()
+    with _waits_lock:
+        t = owner
+        while t is not None:
+            if t == me:
+                return False
+            t = _waits_for.get(t)
+        _waits_for[me] = owner
+    try:
+        event.wait()
+    finally:
+        with _waits_lock:
+            del _waits_for[me]
+    return True
+
+
 def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> None:
     """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
@@ -242,12 +328,17 @@ class JitWrapped:
         self._inline = bool(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
-        self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
-        self._fast: dict[tuple, _Entry] = {}
-        self._tree_fast: dict[tuple, _Entry] = {}
+        # The cache is the function's, shared by every wrapper with these options (see _Store);
+        # the wrapper keeps its dicts as attributes so the call path reads them directly.
+        options = (self._static_argnums, self._static_argnames, self._donate_argnums, self._donate_argnames,
+                   device, backend, self._max, self._inline, self._keep_unused, compiler_options)
+        store = self._store = _store_for(fun, options)
+        self._cache = store.cache
+        self._fast = store.fast
+        self._tree_fast = store.tree_fast
+        self._lock = store.lock
         self._fast_ok = not (self._static_argnums or self._static_argnames or self._donate_argnums
                              or self._donate_argnames)
-        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         _all_jitted.add(self)
@@ -319,20 +410,56 @@ class JitWrapped:
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         if entry is None:
-            self.misses += 1
-            entry = self._compile(full_args, full_kwargs, statics, in_tree, avals, device)
-            with self._lock:
-                self._cache[key] = entry
-                while len(self._cache) > self._max:
-                    self._cache.popitem(last=False)
-                    self._fast.clear()
-                    self._tree_fast.clear()
+            entry = self._compile_once(key, full_args, full_kwargs, statics, in_tree, avals, device)
         else:
             self.hits += 1
         bufs = [X.to_buffer(leaf, device) for leaf in leaves]
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
+
+    def _compile_once(self, key: tuple, args: tuple, kwargs: dict, statics: tuple, in_tree: Any,
+                      avals: list, device: Any) -> _Entry:
+        """A cache miss: compile ``key`` once, however many threads ask for it at the same time.
+
+        The first thread marks the key pending and compiles without holding any
+        lock; the others wait for it and then read the cache. Re-entering from
+        the compiling thread, or a wait that would close a cycle of threads
+        waiting for each other's compiles, compiles instead of waiting. A failed
+        compile caches nothing: each waiting thread then tries (and fails) itself.
+        """
+        store = self._store
+        me = threading.get_ident()
+        while True:
+            with store.lock:
+                entry = store.cache.get(key)
+                if entry is not None:
+                    self.hits += 1
+                    return entry
+                pend = store.pending.get(key)
+                if pend is None:
+                    done = threading.Event()
+                    store.pending[key] = (me, done)
+                    break
+            owner, event = pend
+            if owner == me or not _wait_for(owner, event):
+                done = None  # compile here too, without taking over the mark
+                break
+        try:
+            self.misses += 1
+            entry = self._compile(args, kwargs, statics, in_tree, avals, device)
+            with store.lock:
+                store.cache[key] = entry
+                while len(store.cache) > self._max:
+                    store.cache.popitem(last=False)
+                    store.fast.clear()
+                    store.tree_fast.clear()
+        finally:
+            if done is not None:
+                with store.lock:
+                    del store.pending[key]
+                done.set()
+        return entry
 
     def _remember_fast(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
                        device: Any, entry: _Entry) -> None:
@@ -473,6 +600,7 @@ class JitWrapped:
         return len(self._cache)
 
     def clear_cache(self) -> None:
+        """Drop this function's compiled programs (shared by every ``jit`` of it with the same options)."""
         with self._lock:
             self._cache.clear()
             self._fast.clear()
