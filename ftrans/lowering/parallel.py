@@ -85,32 +85,34 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
 
 
 def _compile(text: str, devices: list) -> Any:
-    """XLA-compile a replicated module, through the executable cache that jit's programs share."""
+    """XLA-compile a replicated module, through the executable cache that jit's programs share.
+
+    Returns the cache's holder: the entry lives as long as a ``PmapExecutable`` keeps the holder.
+    """
     from ftrans.lowering import executable as X
 
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",))
     with X._xla_lock:
-        exe = X._xla_cache.get(key)
-        if exe is not None:
-            X._xla_cache.move_to_end(key)
+        held = X._xla_cache.get(key)
+        if held is not None:
             X.stats["xla_cache_hits"] += 1
-            return exe
+            return held
     try:
         exe = compat.compile_replicated(devices[0].client, text, devices)
     except Exception as e:  # XLA's own error types vary by release
         raise X._rejected(e, text) from None
     X.stats["compiles"] += 1
     with X._xla_lock:
-        X._xla_cache[key] = exe
-        while len(X._xla_cache) > X.MAX_EXECUTABLES:
-            X._xla_cache.popitem(last=False)
-    return exe
+        held = X._xla_cache.get(key)  # another thread may have compiled the same program meanwhile
+        if held is None:
+            held = X._xla_cache[key] = X._Xla(exe)
+    return held
 
 
 class PmapExecutable:
     """One compiled pmap program and the shardings of its operands and results."""
 
-    __slots__ = ("name", "text", "xla", "devices", "axis_size", "in_axes", "out_axes", "in_avals",
+    __slots__ = ("name", "text", "xla", "_held", "devices", "axis_size", "in_axes", "out_axes", "in_avals",
                  "out_avals", "in_shardings", "out_shardings", "donated", "_run", "__weakref__")
 
     def __init__(self, body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
@@ -128,7 +130,8 @@ class PmapExecutable:
         self.out_axes = tuple(out_axes)
         self.donated = tuple(donated) if any(donated) else ()
         self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated)
-        self.xla = _compile(self.text, devices)
+        self._held = _compile(self.text, devices)  # keeps the shared cache's entry alive
+        self.xla = self._held.xla
         mesh = compat.replica_mesh(devices, axis_size)
         self.in_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.in_avals, in_axes)]
         self.out_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.out_avals, out_axes)]
