@@ -34,6 +34,8 @@ from ftrans.core.operands import (
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
+from ftrans.transforms.ad import float0
+from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "allclose", "isclose", "array_equal", "array_equiv", "diff", "ediff1d", "cross", "gcd", "lcm",
@@ -246,9 +248,13 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     """
     check_arraylike("frexp", x)
     (x,) = _inexact("frexp", x)
-    d = dtype_weak(x)[0]
-    if d.kind == "c":
+    if dtype_weak(x)[0].kind == "c":
         raise FtransTypeError("frexp does not support complex-valued inputs")
+    return _frexp(x)
+
+
+def _frexp_impl(x: Any) -> tuple[Any, Any]:
+    d = dtype_weak(x)[0]
     info = dtypes.finfo(d)
     nmant, nexp = int(info.nmant), int(info.nexp)
     idt = np.dtype(_INT_OF_WIDTH[d.itemsize])
@@ -266,6 +272,18 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     special = jnp.logical_or(jnp.logical_or(jnp.isinf(x), jnp.isnan(x)), jnp.equal(x, jnp.zeros_like(x)))
     e = jnp.where(special, jnp.zeros_like(e), e)
     return jnp.where(special, x, m), jnp.astype(e, np.int32)
+
+
+_frexp = custom_jvp(_frexp_impl)
+
+
+@_frexp.defjvp
+def _frexp_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """The mantissa ``x * 2**-e`` moves with ``x`` at rate ``2**-e`` (the exponent is piecewise constant)."""
+    (x,), (t,) = primals, tangents
+    m, e = _frexp(x)
+    dm = jnp.multiply(t, jnp.exp2(jnp.negative(jnp.astype(e, t.dtype))))
+    return (m, e), (dm, np.zeros(np.shape(e), float0))
 
 
 def ldexp(x1: Any, x2: Any, /) -> Any:
@@ -314,14 +332,28 @@ def float_power(x: Any, y: Any, /) -> Any:
 
 
 def sinc(x: Any, /) -> Any:
-    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0."""
+    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0.
+
+    At 0 the value comes from ``_sinc_taylor``, whose derivatives of every order
+    are those of ``sin(t)/t`` at 0, so ``grad(grad(sinc))(0.)`` is ``-pi**2/3``
+    (JAX's choice), not the 0 a plain ``where`` would give.
+    """
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
     zero = jnp.equal(x, jnp.zeros_like(x))
     pix = jnp.multiply(x, np.pi)
     safe = jnp.where(zero, jnp.ones_like(x), pix)
-    one = jnp.add(jnp.multiply(pix, 0), 1)
-    return jnp.where(zero, one, jnp.divide(jnp.sin(safe), safe))
+    return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(safe), safe))
+
+
+def _sinc_taylor_impl(k: int, t: Any) -> Any:
+    """The k-th derivative of ``sin(t)/t`` at ``t = 0``, shaped (and traced) like ``t``."""
+    base = jnp.multiply(t, 0)
+    return base if k % 2 else jnp.add(base, (-1) ** (k // 2) / (k + 1))
+
+
+_sinc_taylor = custom_jvp(_sinc_taylor_impl, nondiff_argnums=(0,))
+_sinc_taylor.defjvp(lambda k, p, t: (_sinc_taylor(k, p[0]), jnp.multiply(_sinc_taylor(k + 1, p[0]), t[0])))
 
 
 def spacing(x: Any, /) -> Any:
