@@ -244,7 +244,15 @@ erf_p = unop("erf", FLOAT, via_float32(sps.erf))
 erfc_p = unop("erfc", FLOAT, via_float32(sps.erfc))
 erf_inv_p = unop("erf_inv", FLOAT, via_float32(sps.erfinv))
 lgamma_p = unop("lgamma", FLOAT, via_float32(sps.gammaln))
-digamma_p = unop("digamma", FLOAT, via_float32(sps.psi))
+
+
+def _digamma_impl(x):
+    """SciPy's psi, except that psi(+-0) is NaN (a pole, as at -1, -2, ...), which XLA's digamma gives."""
+    out = sps.psi(x)
+    return np.where(x == 0, np.asarray(np.nan, out.dtype), out)
+
+
+digamma_p = unop("digamma", FLOAT, via_float32(_digamma_impl))
 floor_p = unop("floor", FLOAT, keep_dtype(np.floor))
 ceil_p = unop("ceil", FLOAT, keep_dtype(np.ceil))
 

@@ -262,12 +262,26 @@ def trigamma(x: Any) -> Any:
         series = B.mul(B.add(series, b), inv2)
     tail = B.mul(inv, B.add(B.add(series, B.mul(inv, 0.5)), 1))
     direct = B.add(acc, tail)
-    frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
-    sin_pi = B.apply(E.sin_p, B.mul(frac, math.pi))
-    reflected = B.sub(B.div(math.pi ** 2, _square(sin_pi)), direct)
+    def full(v: float) -> Any:
+        return broadcast_to(B.convert_element_type(v, dt), _shape(x))
+
     pole = B.apply(E.and_p, B.apply(E.le_p, x, 0), B.eq(x, B.apply(E.floor_p, x)))
-    inf = broadcast_to(B.convert_element_type(float("inf"), dt), _shape(x))
-    return B.select(pole, inf, B.select(reflect, reflected, direct))
+    frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
+    # Each branch sees only arguments it is finite at, so the discarded branches' derivatives
+    # (pi^2/sin^2 at an integer, say) cannot turn a gradient into NaN.
+    frac_r = B.select(B.apply(E.and_p, reflect, B.apply(E.not_p, pole)), frac, full(0.5))
+    sin_pi = B.apply(E.sin_p, B.mul(frac_r, math.pi))
+    reflected = B.sub(B.div(math.pi ** 2, _square(sin_pi)), direct)
+    # At a pole: +inf, whose derivative (polygamma(2, x)) is NaN, as in JAX: 1/sqrt(frac^2) at
+    # frac = 0, and sqrt(x^2) at x = -inf.
+    neg_inf = B.eq(x, float("-inf"))
+    frac_p = B.select(B.apply(E.and_p, pole, B.apply(E.not_p, neg_inf)), frac, full(1.0))
+    x_ni = B.select(neg_inf, x, full(1.0))
+    at_pole = B.select(neg_inf, B.apply(E.sqrt_p, _square(x_ni)), B.apply(E.rsqrt_p, _square(frac_p)))
+    # At +inf JAX's polygamma(1, x) is NaN (value and derivative): nan * x, with x zeroed elsewhere.
+    pos_inf = B.eq(x, float("inf"))
+    nan_at_inf = B.mul(B.select(pos_inf, x, full(0.0)), float("nan"))
+    return B.select(pos_inf, nan_at_inf, B.select(pole, at_pole, B.select(reflect, reflected, direct)))
 
 
 _unary(E.digamma_p, lambda x, y: trigamma(x))
