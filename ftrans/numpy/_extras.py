@@ -34,7 +34,7 @@ from ftrans.core.operands import (
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
-from ftrans.transforms.ad import float0
+from ftrans.transforms.ad import float0, jvp
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
@@ -386,21 +386,44 @@ def i0(x: Any) -> Any:
     """``jnp.i0``: modified Bessel function I0 from Cephes' Chebyshev expansions.
 
     The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
-    ones NumPy uses; the coefficient tables are read from NumPy.
+    ones NumPy uses; the coefficient tables are read from NumPy. The derivative
+    is JAX's: 0 at 0 (so the second derivative there is 0, too), and computed as
+    ``exp(|x|) (e + e')`` so that it is ``inf``, not NaN, where ``exp`` overflows.
     """
-    from numpy.lib import _function_base_impl as _fb
-
     check_arraylike("i0", x)
     (x,) = _inexact("i0", x)
     d = dtype_weak(x)[0]
     if d.kind == "c":
         raise FtransValueError(f"Unsupported input type to jnp.i0: {d}")
-    ax = jnp.abs(x)
+    return _i0(x)
+
+
+def _i0e_of_abs(ax: Any) -> Any:
+    """``exp(-ax) I0(ax)`` for ``ax >= 0``."""
+    from numpy.lib import _function_base_impl as _fb
+
     small = jnp.less_equal(ax, 8.0)
     safe_big = jnp.where(small, jnp.full_like(ax, 8.0), ax)
     e_small = _chbevl(jnp.subtract(jnp.multiply(ax, 0.5), 2.0), _fb._i0A)
     e_big = jnp.divide(_chbevl(jnp.subtract(jnp.divide(32.0, safe_big), 2.0), _fb._i0B), jnp.sqrt(safe_big))
-    return jnp.multiply(jnp.exp(ax), jnp.where(small, e_small, e_big))
+    return jnp.where(small, e_small, e_big)
+
+
+@custom_jvp
+def _i0(x: Any) -> Any:
+    ax = jnp.abs(x)
+    return jnp.multiply(jnp.exp(ax), _i0e_of_abs(ax))
+
+
+@_i0.defjvp
+def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    ax = jnp.abs(x)
+    e, de = jvp(_i0e_of_abs, (ax,), (jnp.ones_like(ax),))
+    scale = jnp.exp(ax)
+    slope = jnp.multiply(jnp.multiply(scale, jnp.add(e, de)), jnp.sign(x))
+    zero = jnp.zeros_like(t)
+    return jnp.multiply(scale, e), jnp.where(jnp.equal(x, zero), zero, jnp.multiply(t, slope))
 
 
 # ---------------------------------------------------------------- type predicates

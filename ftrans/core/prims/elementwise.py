@@ -116,6 +116,14 @@ def _pow_impl(x, y):
     if x.dtype in (dtypes.bfloat16, dtypes.float16):
         return np.power(x.astype(np.float32), y.astype(np.float32)).astype(x.dtype)
     out = np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+    if x.dtype.kind == "f":
+        # C99 (and XLA): (-inf) ** y is +inf for y > 0 and +0 for y < 0 unless y is an odd
+        # integer; NumPy's float32/float16 loops give NaN for non-integer y.
+        nan = np.isnan(out)
+        if nan.any():
+            fix = nan & np.isneginf(x) & ~np.isnan(y)
+            if fix.any():
+                out = np.where(fix, np.where(y > 0, np.asarray(np.inf, x.dtype), np.asarray(0, x.dtype)), out)
     if x.dtype.kind == "c":
         # XLA: 0 ** y is NaN unless y is real and non-negative (NumPy gives 0).
         bad = (x == 0) & ((y.imag != 0) | (y.real < 0))

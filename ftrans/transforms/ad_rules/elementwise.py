@@ -215,7 +215,8 @@ _unary(E.sinh_p, lambda x, y: B.apply(E.cosh_p, x))
 _unary(E.cosh_p, lambda x, y: B.apply(E.sinh_p, x))
 _unary(E.asinh_p, lambda x, y: B.apply(E.rsqrt_p, B.add(_square(x), 1)))
 _unary(E.acosh_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(_square(x), 1)))
-_unary(E.atanh_p, lambda x, y: B.div(1, B.mul(B.add(x, 1), B.sub(1, x))))
+# 1/(1+x) * 1/(1-x) (not 1/((1+x)(1-x))): its derivative at +-inf is 0, not inf/inf, as in JAX.
+_unary(E.atanh_p, lambda x, y: B.mul(B.div(1, B.add(x, 1)), B.div(1, B.sub(1, x))))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _unary(E.erf_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), _TWO_OVER_SQRT_PI))

@@ -79,9 +79,12 @@ def _chooser_rule(prim):
         shape = _shape(x)
         kept = tuple(i for i in range(len(shape)) if i not in axes)
         full = S.broadcast_in_dim_p.bind(out, shape=shape, broadcast_dimensions=kept)
-        mask = _as_float(E.eq_p.bind(x, full), t)
-        counts = R.reduce_sum_p.bind(mask, axes=axes)
-        total = R.reduce_sum_p.bind(E.mul_p.bind(t, mask), axes=axes)
+        hit = E.eq_p.bind(x, full)
+        counts = R.reduce_sum_p.bind(_as_float(hit, t), axes=axes)
+        # A select, not t * mask: transposed, positions that are not the result get exactly 0
+        # even where no position is (a NaN result: count 0), as XLA's simplified jax rule gives.
+        zeros = S.broadcast_in_dim_p.bind(_scalar(0, t), shape=shape, broadcast_dimensions=())
+        total = R.reduce_sum_p.bind(S.select_n_p.bind(hit, zeros, t), axes=axes)
         return out, E.div_p.bind(total, counts)
 
     rule.__name__ = f"{prim.name}_jvp"
