@@ -191,7 +191,34 @@ CASES = (
 
 # (case name, input row or None for every row) -> reason. A point listed here is excluded from the
 # comparisons named in its entry ("eager", "jit" or "all").
-SKIP: dict[tuple[str, object], tuple[str, str]] = {}
+# Elementwise cases are keyed by the input point (a float, or a pair for binary functions);
+# reductions by the row index of REDUCTION_ROWS.
+_ROW_EQUAL = 2  # [1, 1, 1]
+_ROW_OVERFLOW = 12  # [3e38, 3e38, -3e38]
+SKIP: dict[tuple[str, object], tuple[str, str]] = {
+    # sinc'' at +-1e-7 is computed through sin(t)/t**3-like terms that cancel catastrophically; the
+    # garbage (jax: -6.6e6, true value -3.29) depends on the last bits of sin: NumPy's are not XLA's.
+    ("np.sinc", F32(1e-7).item()): ("eager", "cancellation garbage, NumPy vs XLA sin"),
+    ("np.sinc", F32(-1e-7).item()): ("eager", "cancellation garbage, NumPy vs XLA sin"),
+    # d/dx1 ldexp(x1, x2) = 2**-e * 2**(e + x2) with 2**-128 a subnormal: NumPy keeps it, XLA
+    # flushes it to 0 (docs/differences.md, subnormals); under jit ftrans gives JAX's 0.
+    ("np.ldexp", (F32(3e38).item(), -2.0)): ("eager", "subnormal intermediate (docs/differences.md)"),
+    ("np.ldexp", (F32(-3e38).item(), -1.0)): ("eager", "subnormal intermediate (docs/differences.md)"),
+    # mish'' at 6 is a difference of nearly equal terms (tanh(softplus(6)) is 1 - 1.2e-5): a few ulps
+    # of NumPy's tanh/log1p against XLA's move it by 0.5%.
+    ("nn.mish", 6.0): ("eager", "cancellation, NumPy vs XLA tanh/log1p ulps"),
+    # standardize of equal entries divides by sqrt(var + 1e-5) with var exactly 0 in NumPy and a few
+    # ulps in XLA's mean; the derivative amplifies those ulps by 1/sqrt(1e-5)**3.
+    ("nn.standardize", _ROW_EQUAL): ("eager", "zero variance: NumPy vs XLA rounding of the mean"),
+    # cumprod of [3e38, 3e38, -3e38] overflows; XLA's simplifier folds a product of the overflowed
+    # inf with a padded zero that NumPy evaluates as NaN (under jit ftrans gives JAX's values).
+    ("np.cumprod", _ROW_OVERFLOW): ("eager", "overflow: inf * 0 folded by XLA, NaN in NumPy"),
+    # I0'(x) = I1(x) overflows float32 for |x| > ~88.7: ftrans gives +-inf, JAX's product rule
+    # exp(|x|) * i0e(x) gives inf * (i1e - i0e) - inf = NaN at some of these points (documented in
+    # docs/differences.md, pinned in tests/test_differences.py).
+    ("np.i0", 100.0): ("all", "documented: I0' overflows to inf (JAX: NaN)"),
+    ("np.i0", -100.0): ("all", "documented: I0' overflows to -inf (JAX: NaN)"),
+}
 
 
 def _program(M, case):
@@ -268,7 +295,12 @@ def _mismatches(case, ours, theirs, mode):
         assert a.dtype == b.dtype, (case.name, name, a.dtype, b.dtype)
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         rtol = 1e-5 if name == "value" else 1e-4
-        atol = _value_atol(case) if name == "value" else DERIV_ATOL
+        if name == "value":
+            atol = _value_atol(case)
+        else:
+            # A reduction's gradient is a vector per row: compared normwise (rtol of its largest entry).
+            mag = np.where(np.isfinite(b64), np.abs(b64), 0.0)
+            atol = DERIV_ATOL + (rtol * mag.reshape(len(mag), -1).max(axis=1) if mag.ndim > 1 else 0.0)
         if a64.ndim > 1 and np.ndim(atol):
             atol = atol.reshape((-1,) + (1,) * (a64.ndim - 1))
         both_nan = np.isnan(a64) & np.isnan(b64)
