@@ -13,8 +13,13 @@ jax's under ``jax.jit``, ftrans's eagerly and under ``ftrans.jit``.
 
 Comparisons are in float32 (x64 off). NaN equals NaN, infinities must match
 in sign, finite numbers within ``rtol`` (1e-5 for values, 1e-4 for
-derivatives) plus an absolute floor of float32's smallest normal (XLA flushes
-subnormal results to zero, see docs/differences.md). Every other difference
+derivatives) plus small absolute floors: float32's smallest normal (XLA flushes
+subnormal results to zero, see docs/differences.md), a few ulps of the row's
+input magnitude for values, 1e-6 for derivatives, and for the gradient of a
+reduction ``rtol`` of its largest entry (vectors are compared normwise).
+Eagerly, ftrans computes with NumPy, which keeps subnormals where XLA flushes
+them (a documented difference), so eager results at subnormal inputs
+(``1e-45``) are not compared; under ``jit`` they are. Every other difference
 fails, except for the short list of ``SKIP`` pairs below, each with its reason.
 """
 
