@@ -159,6 +159,21 @@ def test_tracer_is_not_an_array_instance():
     assert seen == {"jax": True, "ftrans": False}
 
 
+# ---------------------------------------------------------------- autodiff
+def test_i0_derivative_overflows_to_inf():
+    # I0'(x) = I1(x) overflows float32 beyond |x| ~ 88.7: ftrans says +-inf, JAX's product rule NaN.
+    x = np.array([100.0, -100.0], np.float32)
+    ours = np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(x))
+    theirs = np.asarray(jax.vmap(jax.grad(jnp.i0))(x))
+    np.testing.assert_array_equal(ours, [np.inf, -np.inf])
+    assert np.isnan(theirs).all()
+    # Where I1 is finite both agree, and at 0 both follow JAX's rule (derivative 0, second derivative 0).
+    y = np.array([0.0, 1.0, 30.0], np.float32)
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(y)),
+                               np.asarray(jax.vmap(jax.grad(jnp.i0))(y)), rtol=1e-5)
+    assert float(ftrans.grad(ftrans.grad(fnp.i0))(0.0)) == float(jax.grad(jax.grad(jnp.i0))(0.0)) == 0.0
+
+
 # ---------------------------------------------------------------- not deviations (kept out of the doc)
 def test_not_deviations():
     """Checked and found identical to jax 0.10.2, so not listed: lax on Python scalars, -0.0 in sort."""

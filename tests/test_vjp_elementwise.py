@@ -517,10 +517,6 @@ def test_fjnp_functions_grad_matches_jax():
         assert_leaves_close(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "outside linear_rules: ftrans/numpy/_elementwise.py _logaddexp_impl is differentiated through "
-    "max(a, b) + log1p(exp(-abs(a - b))), whose derivative at a == b (abs's derivative at 0 is +1) is "
-    "(0, 1) instead of the true (0.5, 0.5); JAX's logaddexp has a custom_jvp giving (0.5, 0.5)"))
 @pytest.mark.parametrize("fname", ["logaddexp", "logaddexp2"])
 def test_logaddexp_gradient_at_equal_arguments_like_jax(fname):
     x = np.array([0.7, -1.0], np.float32)

@@ -273,8 +273,9 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
             want_tree, want_avals = out_tree, out_avals
             _check_outs(where, "primal output", p_tree, want_tree, p_leaves, want_avals, False)
         t_leaves, t_tree = tree_util.tree_flatten(t_out, is_leaf=lambda x: type(x) is Zero)
+        t_leaves = [_tangent_leaf(t) for t in t_leaves]  # a float0 array (an integer output's tangent) is a zero
         _check_outs(where, "tangent output", t_tree, want_tree, t_leaves, want_avals, True)
-        return p_leaves, [_tangent_leaf(t) for t in t_leaves]
+        return p_leaves, t_leaves
 
     flat.__name__ = _name(rule)
     return flat
