@@ -1,0 +1,148 @@
+"""Places where ftrans used to differ from JAX (issue 14), each checked against jax itself."""
+
+
+import jax
+import jax.lax as jlax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.lax as flax
+import ftrans.numpy as fnp
+from ftrans import errors
+
+
+def _both(fn, *args):
+    """fn(mod, *args) run with (jax, jnp, lax) and with (ftrans, fnp, flax)."""
+    return fn((jax, jnp, jlax), *args), fn((ftrans, fnp, flax), *args)
+
+
+def _close(a, b, **kw):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    np.testing.assert_allclose(a, b, **kw)
+
+
+# ------------------------------------------------- 6: scalar type objects
+NAMES = ["bool_", "int8", "int16", "int32", "int64", "uint8", "uint32", "float16", "float32",
+         "float64", "bfloat16", "complex64"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("other", [np.float32, np.int32, np.dtype("float32"), "float32", None,
+                                   jnp.float32])
+def test_scalar_types_compare_like_jax(name, other):
+    jt, ft = getattr(jnp, name), getattr(fnp, name)
+    assert (ft == other) == (jt == other)
+    assert (ft != other) == (jt != other)
+    assert (other != ft) == (other != jt)
+    assert (other == ft) == (other == jt)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scalar_types_hash_and_work_as_dtypes(name):
+    jt, ft = getattr(jnp, name), getattr(fnp, name)
+    assert (hash(ft) == hash(np.dtype(ft).type)) == (hash(jt) == hash(np.dtype(jt).type))
+    assert {ft: 1}.get(np.dtype(jt).type) == {jt: 1}.get(np.dtype(jt).type)
+    assert fnp.zeros(2, ft).dtype == jnp.zeros(2, jt).dtype
+    assert fnp.ones(2).astype(ft).dtype == jnp.ones(2).astype(jt).dtype
+    assert (ft != getattr(fnp, "int16")) == (jt != jnp.int16)
+
+
+# ------------------------------------------------- 11 / 15: tracer and Array attributes
+@pytest.mark.parametrize("dtype", ["float32", "int8", "complex64", "bool"])
+def test_tracer_itemsize_nbytes_copy(dtype):
+    def f(mod, x):
+        _, np_, _ = mod
+        return mod[0].jit(lambda x: (x.copy(), np_.full((), x.itemsize), np_.full((), x.nbytes)))(x)
+
+    x = np.ones((2, 3), dtype)
+    for a, b in zip(*_both(f, x)):
+        _close(a, b)
+    g = ftrans.grad(lambda x: x * x.nbytes + x.itemsize)(1.0)
+    assert float(g) == float(jax.grad(lambda x: x * x.nbytes + x.itemsize)(1.0))
+    got = ftrans.vmap(lambda x: x.copy() + x.nbytes)(fnp.ones((4, 3)))
+    _close(got, jax.vmap(lambda x: x.copy() + x.nbytes)(jnp.ones((4, 3))))
+
+
+VIEW_CASES = [("float32", (2, 6), "int32"), ("float32", (6,), "uint8"), ("int8", (2, 8), "int32"),
+              ("int16", (4,), "float16"), ("bool", (4,), "uint8"), ("uint8", (4,), "bool"),
+              ("complex64", (3,), "float32"), ("float32", (4,), "complex64"),
+              ("int32", (), "float32"), ("float32", (3,), None)]
+
+
+@pytest.mark.parametrize("src, shape, dst", VIEW_CASES)
+@pytest.mark.parametrize("jit", [False, True])
+def test_view_matches_jax(src, shape, dst, jit):
+    rng = np.random.default_rng(0)
+    x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.standard_normal(shape) * 100)
+    x = np.asarray(x).astype(src)
+
+    def f(mod, x):
+        fn = lambda x: x.view(dst)  # noqa: E731
+        return (mod[0].jit(fn) if jit else fn)(mod[1].asarray(x))
+
+    a, b = _both(f, x)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_view_errors_like_jax():
+    for x, d in [(np.ones((), "int32"), "int8"), (np.ones(3, "int8"), "int16")]:
+        with pytest.raises(ValueError):
+            jnp.asarray(x).view(d)
+        with pytest.raises(ValueError):
+            fnp.asarray(x).view(d)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "int8", "uint16", "complex64", "float64"])
+def test_byteswap_matches_jax(dtype):
+    x = (np.arange(12).reshape(3, 4) * 1234567 - 5).astype(dtype)
+    a, b = _both(lambda m, x: m[1].asarray(x).byteswap(), x)
+    assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    assert np.asarray(b).tobytes() == x.astype(b.dtype).byteswap().tobytes()
+    b2 = ftrans.jit(lambda x: x.byteswap().byteswap())(fnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(b2), np.asarray(fnp.asarray(x)))
+
+
+def test_compress_argpartition_methods_match_jax():
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)[::-1]
+    cond = np.array([True, False, True, True])
+    for fn in [lambda x: x.compress(cond), lambda x: x.compress(cond, axis=1),
+               lambda x: x.compress(cond[:3], axis=0), lambda x: x.argpartition(1),
+               lambda x: x.argpartition(0, axis=0)]:
+        a, b = _both(lambda m, x: fn(m[1].asarray(x)), x)
+        _close(a, b)
+    a, b = _both(lambda m, x: m[0].jit(lambda x: x.compress(cond, size=3, fill_value=-1))(x), x)
+    _close(a, b)
+
+
+def test_tobytes_and_delete_like_jax():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert fnp.asarray(x).tobytes() == jnp.asarray(x).tobytes() == x.tobytes()
+    assert fnp.asarray(x).tobytes("F") == jnp.asarray(x).tobytes("F")
+    for mod, arr in [(jnp, jnp.asarray(x)), (fnp, fnp.asarray(x)), (fnp, ftrans.device_put(x)),
+                     (fnp, ftrans.jit(lambda v: v * 2)(x))]:
+        assert not arr.is_deleted()
+        arr.delete()
+        assert arr.is_deleted()
+        with pytest.raises(RuntimeError):
+            np.asarray(arr + 1)
+    y = fnp.asarray(x)
+    y.delete()
+    with pytest.raises(errors.DeletedArrayError):
+        ftrans.jit(lambda v: v + 1)(y)
+    with pytest.raises(errors.ConcretizationTypeError):
+        ftrans.jit(lambda v: v.tobytes())(x)
+
+
+@pytest.mark.parametrize("value", [2.5, 3.5, -2.5, 2.66, -7.49, 1e6 + 0.5])
+@pytest.mark.parametrize("ndigits", [None, 0, 1, -1])
+def test_round_builtin_matches_jax(value, ndigits):
+    def f(mod, v):
+        return round(mod[1].float32(v)) if ndigits is None else round(mod[1].float32(v), ndigits)
+
+    _close(*_both(f, value))
+    x = np.array([0.5, 1.5, 2.45, -3.5], np.float32)
+    _close(*_both(lambda m, x: m[0].jit(lambda x: round(x) if ndigits is None else round(x, ndigits))(x), x))
