@@ -1,11 +1,16 @@
 """Places where ftrans used to differ from JAX (issue 14), each checked against jax itself."""
 
+import copy
+import pickle
+import warnings
 
 import jax
 import jax.lax as jlax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import ftrans
 import ftrans.lax as flax
@@ -146,3 +151,98 @@ def test_round_builtin_matches_jax(value, ndigits):
     _close(*_both(f, value))
     x = np.array([0.5, 1.5, 2.45, -3.5], np.float32)
     _close(*_both(lambda m, x: m[0].jit(lambda x: round(x) if ndigits is None else round(x, ndigits))(x), x))
+
+
+# ------------------------------------------------- 12: check_grads treats NaN == NaN
+@pytest.mark.parametrize("fn, x", [
+    (lambda np_, x: x * np_.nan, 1.0),
+    (lambda np_, x: np_.sqrt(x), 0.0),
+    (lambda np_, x: x * np_.inf, 1.0),
+    (lambda np_, x: np_.where(x > 0, np_.nan, x), 1.0),
+    (lambda np_, x: np_.stack([x, np_.nan * x]), 2.0),
+    (lambda np_, x: np_.sin(x), 0.3),
+])
+@pytest.mark.parametrize("mode", ["fwd", "rev"])
+def test_check_grads_nan_handling_matches_jax(fn, x, mode):
+    import jax.test_util as jtu
+
+    import ftrans.test_util as ftu
+
+    def outcome(tu, np_):
+        try:
+            tu.check_grads(lambda v: fn(np_, v), (x,), 2, modes=[mode])
+            return True
+        except AssertionError:
+            return False
+
+    assert outcome(ftu, fnp) == outcome(jtu, jnp)
+
+
+# ------------------------------------------------- 14: argsort dtype, top_k axis
+@pytest.mark.parametrize("dtype", [None, "int32", "int16", "uint8", "int64", "float32"])
+def test_argsort_dtype_matches_jax(dtype):
+    x = np.array([[3, 1, 2, 2], [1, 2, 3, 0]], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b = _both(lambda m, x: m[1].argsort(x, dtype=dtype), x)
+        c, d = _both(lambda m, x: m[0].jit(lambda x: m[1].argsort(x, axis=0, descending=True,
+                                                                   dtype=dtype))(x), x)
+    _close(a, b)
+    _close(c, d)
+
+
+@given(st.integers(0, 2), st.integers(-3, 2), st.integers(0, 3))
+def test_top_k_axis_matches_jax(seed, axis, k):
+    x = np.random.default_rng(seed).integers(0, 4, (2, 3, 4)).astype(np.float32)
+    if k > x.shape[axis]:
+        with pytest.raises(ValueError):
+            jlax.top_k(x, k, axis=axis)
+        with pytest.raises(ValueError):
+            flax.top_k(x, k, axis=axis)
+        return
+    (a, ai), (b, bi) = _both(lambda m, x: m[2].top_k(x, k, axis=axis), x)
+    _close(a, b)
+    _close(ai, bi)
+    _, (c, ci) = _both(lambda m, x: m[0].jit(lambda x: m[2].top_k(x, k, axis=axis))(x), x)
+    _close(a, c)
+    _close(ai, ci)
+    with pytest.raises(ValueError):
+        flax.top_k(x, 1, axis=3)
+
+
+# ------------------------------------------------- 4: unroll arguments
+@pytest.mark.parametrize("unroll", [0, 1, 2, 3, 5, True, False, np.int32(0), np.int64(2)])
+def test_scan_and_fori_unroll_accepted_like_jax(unroll):
+    xs = np.arange(5.0, dtype=np.float32)
+
+    def f(mod, xs):
+        lax = mod[2]
+        s = lax.scan(lambda c, x: (c * 0.5 + x, c), 0.0, xs, unroll=unroll)
+        r = lax.fori_loop(0, 4, lambda i, c: c * 2 + i, 1, unroll=unroll)
+        j = mod[0].jit(lambda xs: lax.scan(lambda c, x: (c + x, c * x), 1.0, xs, unroll=unroll,
+                                         reverse=True))(xs)
+        return s, r, j
+
+    a, b = _both(f, xs)
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        _close(u, v, rtol=1e-6)
+
+
+@pytest.mark.parametrize("unroll, exc", [(-1, ValueError), (1.5, TypeError)])
+def test_scan_bad_unroll_raises_like_jax(unroll, exc):
+    for lax in (jlax, flax):
+        with pytest.raises(exc):
+            lax.scan(lambda c, x: (c + x, c), 0.0, np.arange(3.0), unroll=unroll)
+
+
+@pytest.mark.parametrize("unroll, ok", [(None, True), (False, True), (1, True), (True, True),
+                                        (0, False), (2, False)])
+def test_fori_unroll_with_traced_bounds_like_jax(unroll, ok):
+    for mod in (jax, ftrans):
+        lax = jlax if mod is jax else flax
+        f = mod.jit(lambda n: lax.fori_loop(0, n, lambda i, c: c + i, 0, unroll=unroll))
+        if ok:
+            assert int(f(4)) == 6
+        else:
+            with pytest.raises(ValueError):
+                f(4)
