@@ -215,3 +215,10 @@ def test_device_put_donation_deletes_on_every_backend():
     y = ftrans.device_put(fnp.ones(3), ftrans.devices()[0])
     ftrans.device_put(y, ftrans.devices()[0], donate=True)
     assert y.is_deleted()
+
+
+def test_full_with_big_python_int_raises():
+    assert np.asarray(jnp.full(3, 2**40)).tolist() == [0, 0, 0]  # JAX wraps silently
+    with pytest.raises(OverflowError):
+        fnp.full(3, 2**40)
+    assert np.asarray(fnp.full(3, 2**40, np.float32)).tolist() == [2.0**40] * 3

@@ -1,7 +1,5 @@
 """Places where ftrans used to differ from JAX (issue 14), each checked against jax itself."""
 
-import copy
-import pickle
 import warnings
 
 import jax
@@ -246,3 +244,124 @@ def test_fori_unroll_with_traced_bounds_like_jax(unroll, ok):
         else:
             with pytest.raises(ValueError):
                 f(4)
+
+
+# ------------------------------------------------- 1: Python ints outside the default int
+BIG = [2**31, 2**32, 2**40, -2**31 - 1, 2**63]
+OVERFLOW_CASES = {
+    "jit": lambda m, v: m[0].jit(lambda x: x)(v),
+    "jit_pytree": lambda m, v: m[0].jit(lambda x: x[0])((1, v)),
+    "jit_inside": lambda m, v: m[0].jit(lambda x: x * v)(1.0),
+    "add_f32": lambda m, v: m[1].ones(3) + v,
+    "radd_f32": lambda m, v: v + m[1].ones(3),
+    "add_i32": lambda m, v: m[1].ones(3, "int32") + v,
+    "uint32": lambda m, v: m[1].ones(3, "uint32") + v,
+    "maximum": lambda m, v: m[1].maximum(m[1].ones(3), v),
+    "where": lambda m, v: m[1].where(True, m[1].ones(3), v),
+    "lax_add": lambda m, v: m[2].add(m[1].ones(3), v),
+    "array": lambda m, v: m[1].array(v),
+    "at_set": lambda m, v: m[1].ones(3).at[0].set(v),
+    "grad": lambda m, v: m[0].grad(lambda x: x * v)(1.0),
+}
+FINE_CASES = {
+    "array_f32": lambda m, v: m[1].array(v, dtype="float32"),
+    "float32": lambda m, v: m[1].float32(v),
+    "full_f32": lambda m, v: m[1].full(2, v, dtype="float32"),
+    "jit_float": lambda m, v: m[0].jit(lambda x: x)(float(v)),
+    "jit_static": lambda m, v: m[0].jit(lambda x, n: x + float(n), static_argnums=1)(1.0, v),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OVERFLOW_CASES))
+@pytest.mark.parametrize("value", BIG)
+def test_big_python_int_overflows_like_jax(case, value):
+    fn = OVERFLOW_CASES[case]
+    with pytest.raises(OverflowError):
+        fn((jax, jnp, jlax), value)
+    with pytest.raises(errors.FtransOverflowError, match=str(value)):
+        fn((ftrans, fnp, flax), value)
+
+
+@pytest.mark.parametrize("case", sorted(FINE_CASES))
+@pytest.mark.parametrize("value", BIG[:4])
+def test_big_python_int_with_explicit_dtype_like_jax(case, value):
+    _close(*_both(FINE_CASES[case], value))
+
+
+@pytest.mark.parametrize("value", [2**31 - 1, -2**31, 0, -1])
+def test_edge_python_ints_pass_like_jax(value):
+    for case in ["jit", "jit_pytree", "add_i32", "array", "jit_inside"]:
+        _close(*_both(OVERFLOW_CASES[case], value))
+
+
+def test_big_python_int_under_x64_like_jax():
+    with jax.enable_x64(True), _x64(True):
+        for v in [2**62, -2**63, 2**40]:
+            _close(jax.jit(lambda x: x)(v), ftrans.jit(lambda x: x)(v))
+            _close(jnp.ones(2) + v, fnp.ones(2) + v)
+        for v in [2**63, -2**63 - 1, 2**64 - 1]:
+            with pytest.raises(OverflowError):
+                jax.jit(lambda x: x)(v)
+            with pytest.raises(errors.FtransOverflowError):
+                ftrans.jit(lambda x: x)(v)
+            with pytest.raises(errors.FtransOverflowError):
+                fnp.ones(2, "uint64") + v
+
+
+class _x64:
+    def __init__(self, on):
+        self.on = on
+
+    def __enter__(self):
+        self.old = ftrans.config.enable_x64
+        ftrans.config.update("jax_enable_x64", self.on)
+
+    def __exit__(self, *exc):
+        ftrans.config.update("jax_enable_x64", self.old)
+
+
+# ------------------------------------------------- 3: NumPy float64 into jit under transforms
+HOF = {
+    "jit": lambda m, x, y: m[0].jit(lambda a, b: a * b)(x, y),
+    "jit_kw": lambda m, x, y: m[0].jit(lambda a, b: a * b)(x, b=y),
+    "jit_nested": lambda m, x, y: m[0].jit(lambda a, b: m[0].jit(lambda c, d: c - d)(a, b) * b)(x, y),
+    "cond": lambda m, x, y: m[2].cond(True, lambda a, b: a * b, lambda a, b: a + b, x, y),
+    "switch": lambda m, x, y: m[2].switch(1, [lambda a, b: a * b, lambda a, b: a + b], x, y),
+    "scan": lambda m, x, y: m[2].scan(lambda c, b: (c * b, c), x, np.array([2.0, 3.0]))[0] * y,
+    "fori": lambda m, x, y: m[2].fori_loop(0, 2, lambda i, c: c * y, x),
+    "checkpoint": lambda m, x, y: m[0].checkpoint(lambda a, b: a * b)(x, y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOF))
+@pytest.mark.parametrize("how", ["vmap", "vmap_other", "jvp", "grad", "grad1", "jit", "eager"])
+@pytest.mark.parametrize("npdtype", [np.float64, np.int64, np.float32])
+def test_numpy_wide_args_canonicalized_under_transforms(name, how, npdtype):
+    f = HOF[name]
+    y = npdtype(3)
+    ya = np.arange(1, 4).astype(npdtype)
+
+    def run(m):
+        g = lambda x, y: f(m, x, y)  # noqa: E731
+        if how == "vmap":
+            return m[0].vmap(g, (0, None))(m[1].arange(3.0), y)
+        if how == "vmap_other":
+            return m[0].vmap(g, (None, 0))(2.0, ya)
+        if how == "jvp":
+            return m[0].jvp(g, (2.0, y), (1.0, np.float32(1) if npdtype != np.int64 else np.zeros((), jax.dtypes.float0)))
+        if how == "grad":
+            return m[0].grad(g)(2.0, y)
+        if how == "grad1":
+            if npdtype == np.int64:
+                return 0.0
+            return m[0].grad(g, 1)(2.0, y)
+        if how == "jit":
+            return m[0].jit(g)(2.0, y)
+        return g(2.0, y)
+
+    a, b = run((jax, jnp, jlax)), run((ftrans, fnp, flax))
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        u, v = np.asarray(u), np.asarray(v)
+        assert u.shape == v.shape
+        if u.dtype != jax.dtypes.float0:
+            np.testing.assert_allclose(u, v, rtol=1e-6)

@@ -35,7 +35,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
@@ -72,7 +72,10 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     if isinstance(x, Tracer):
         return x.aval
     if t in (int, float, complex, bool):
-        return ShapedArray((), dtypes.python_scalar_dtype(x), dtypes.is_weak_scalar(x))
+        d = dtypes.python_scalar_dtype(x)
+        if t is int and not _INT_MIN[d.itemsize] <= x <= _INT_MAX[d.itemsize]:
+            return _OVERFLOW
+        return ShapedArray((), d, dtypes.is_weak_scalar(x))
     if isinstance(x, (np.ndarray, np.generic)):
         try:
             return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
@@ -83,12 +86,24 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     return None
 
 
+_INT_MIN = {4: -2**31, 8: -2**63}
+_INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
+_OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
+
+
 def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTypeError:
     path = "?"
     for p, leaf in tree_util.tree_flatten_with_path((args, kwargs))[0]:
         if leaf is bad:
             path = _path_str(p)
             break
+    if type(bad) is int:
+        d = dtypes.default_int()
+        return FtransOverflowError(
+            f"jit({fname}): argument {path} is the Python int {bad}, which does not fit the default "
+            f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
+            "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
+        )
     hint = "a list" if isinstance(bad, list) else type(bad).__name__
     return FtransTypeError(
         f"jit({fname}): argument {path} is {hint} of type {type(bad).__name__}, which is not a valid array "
@@ -442,6 +457,10 @@ class JitWrapped:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         body, consts = hoist_consts(closed)
+        # NumPy leaves enter with the canonical dtype their aval was traced with
+        # (a float64 NumPy value is a float32 operand unless x64 is on).
+        leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
+                  else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
         outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
