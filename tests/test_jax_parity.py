@@ -365,3 +365,105 @@ def test_numpy_wide_args_canonicalized_under_transforms(name, how, npdtype):
         assert u.shape == v.shape
         if u.dtype != jax.dtypes.float0:
             np.testing.assert_allclose(u, v, rtol=1e-6)
+
+
+# ------------------------------------------------- 8 / 10: static_argnums / static_argnames
+def _f(x, y=2):
+    return x * (10 if isinstance(y, int) else 1) * y
+
+
+def _g(*a):
+    return a[0] * (10 if isinstance(a[-1], int) else 1)
+
+
+def _h(x, *, k=3):
+    return x * k
+
+
+def _kw(x, **kw):
+    return x * kw.get("k", 1)
+
+
+STATIC_CALLS = [
+    (_f, dict(static_argnums=1), (1.0,), {}),
+    (_f, dict(static_argnums=1), (1.0, 3), {}),
+    (_f, dict(static_argnums=1), (1.0,), dict(y=3)),
+    (_f, dict(static_argnums=-1), (1.0,), {}),
+    (_f, dict(static_argnums=-1), (1.0, 4), {}),
+    (_f, dict(static_argnames="y"), (1.0,), {}),
+    (_f, dict(static_argnames="y"), (1.0, 4), {}),
+    (_f, dict(static_argnames="y"), (1.0,), dict(y=5)),
+    (_f, dict(static_argnums=1, static_argnames="y"), (1.0,), {}),
+    (_g, dict(static_argnums=3), (1.0,), {}),
+    (_g, dict(static_argnums=3), (1.0, 2, 3, 4, 5), {}),
+    (_g, dict(static_argnums=-1), (1.0, 2), {}),
+    (_g, dict(static_argnums=-1), (1.0, 2, 3), {}),
+    (_g, dict(static_argnums=(0, -1)), (1.0, 2), {}),
+    (_h, dict(static_argnames="k"), (1.0,), {}),
+    (_h, dict(static_argnames="k"), (1.0,), dict(k=5)),
+    (_kw, dict(static_argnames="k"), (1.0,), dict(k=5)),
+    (_kw, dict(static_argnames="k"), (1.0,), {}),
+    (lambda x, y=(1, 2): x * len(y), dict(static_argnames="y"), (1.0,), {}),
+    (lambda x, y=[1]: x * len(y), dict(static_argnums=1), (1.0,), {}),
+]
+
+
+@pytest.mark.parametrize("i", range(len(STATIC_CALLS)))
+def test_static_args_like_jax(i):
+    fn, opts, args, kwargs = STATIC_CALLS[i]
+    want = jax.jit(fn, **opts)(*args, **kwargs)
+    jf = ftrans.jit(fn, **opts)
+    _close(want, jf(*args, **kwargs))
+    _close(want, jf(*args, **kwargs))  # the cached call agrees
+    if not kwargs:
+        _close(want, jf.lower(*args).compile()(*[a for j, a in enumerate(args)
+                                                 if j not in jf._static_positions(len(args))]))
+
+
+@pytest.mark.parametrize("fn, opts", [
+    (_f, dict(static_argnums=5)), (_f, dict(static_argnums=2)), (_f, dict(static_argnums=-3)),
+    (_f, dict(static_argnames="z")),
+])
+def test_bad_static_args_raise_value_error_like_jax(fn, opts):
+    with pytest.raises(ValueError):
+        jax.jit(fn, **opts)(1.0)
+    with pytest.raises(errors.FtransValueError):
+        ftrans.jit(fn, **opts)(1.0)
+
+
+def test_static_argnums_of_missing_required_arg_is_the_functions_type_error():
+    def k(x, y):
+        return x
+
+    with pytest.raises(TypeError):
+        jax.jit(k, static_argnums=1)(1.0)
+    with pytest.raises(TypeError, match="y"):
+        ftrans.jit(k, static_argnums=1)(1.0)
+
+
+# ------------------------------------------------- 9: copying jitted functions
+def _module_fn(x, n=2):
+    return x * n
+
+
+@pytest.mark.parametrize("opts", [{}, dict(static_argnums=1), dict(donate_argnums=0)])
+def test_copy_and_deepcopy_of_jit_like_jax(opts):
+    import copy
+
+    for mod in (jax, ftrans):
+        jf = mod.jit(_module_fn, **opts)
+        args = (np.float32(2.0), 3) if opts.get("static_argnums") else (np.float32(2.0),)
+        for cp in (copy.copy(jf), copy.deepcopy(jf), copy.deepcopy({"f": [jf]})["f"][0]):
+            assert cp is not jf
+            assert float(cp(*args)) == float(_module_fn(*args))
+            if mod is ftrans:  # (JAX's copies lose __name__)
+                assert cp.__name__ == jf.__name__
+
+
+def test_pickle_of_jit_roundtrips():
+    import pickle
+
+    jf = ftrans.jit(_module_fn, static_argnums=1)
+    again = pickle.loads(pickle.dumps(jf))
+    assert float(again(np.float32(2.0), 4)) == 8.0
+    assert again._static_argnums == jf._static_argnums

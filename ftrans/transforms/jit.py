@@ -240,6 +240,9 @@ class JitWrapped:
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
+        # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
+        self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
+                         max_cache_size, keep_unused, inline, compiler_options)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -247,8 +250,11 @@ class JitWrapped:
         self._sig = _signature(fun)
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
-        params = list(self._sig.parameters.values()) if self._sig is not None else []
-        self._static_num_names = {i: params[i].name for i in self._static_argnums if i < len(params)}
+        params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        # Static positions a call must fill (no default): leaving one out is the function's TypeError.
+        self._static_required = {i: params[i].name for i in self._static_argnums
+                                 if 0 <= i < len(params) and params[i].default is params[i].empty}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
             self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
         self._device = device
@@ -284,17 +290,18 @@ class JitWrapped:
         """Separate static arguments (hashed into the key) from dynamic ones."""
         statics = []
         if self._static_argnums:
-            n = len(args)
-            for i in self._static_argnums:
-                if i >= n and self._static_num_names.get(i) in kwargs:
-                    continue  # passed by keyword: handled with static_argnames below
-                if i >= n:
-                    raise FtransValueError(
-                        f"jit({self.__name__}): static_argnums includes {i}, but the function was called "
-                        f"with {n} positional argument(s)"
+            # A static position the call does not fill is left out, as in JAX: the
+            # parameter takes its default (or it is passed by keyword, a static_argnames).
+            pos = self._static_positions(len(args))
+            for i, nm in self._static_required.items():
+                if i >= len(args) and nm not in kwargs:
+                    raise FtransTypeError(
+                        f"jit({self.__name__}): missing required argument {nm!r} (position {i}, static); "
+                        f"the function was called with {len(args)} positional argument(s)"
                     )
+            for i in pos:
                 statics.append(("pos", i, _hashable(args[i], f"positional argument {i}", self.__name__)))
-            args = tuple(a for i, a in enumerate(args) if i not in self._static_argnums)
+            args = tuple(a for i, a in enumerate(args) if i not in pos)
         if self._static_argnames and kwargs:
             dyn_kw = {}
             for k, v in kwargs.items():
@@ -304,6 +311,11 @@ class JitWrapped:
                     dyn_kw[k] = v
             kwargs = dyn_kw
         return args, kwargs, tuple(statics)
+
+    def _static_positions(self, n: int) -> tuple:
+        """The static positions among ``n`` positional arguments (negative ones count from the end
+        of the call's arguments when the function takes ``*args``)."""
+        return tuple(sorted({j for j in (i + n if i < 0 else i for i in self._static_argnums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         if _config_mod.config.disable_jit:
@@ -401,7 +413,7 @@ class JitWrapped:
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         dyn_idx = [i for i in range(len(args)) if i not in static_pos]
         static_kw = {k: v for k, v in kwargs.items() if k in self._static_argnames}
         out_tree_box: list = []
@@ -442,7 +454,7 @@ class JitWrapped:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
         mask = []
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         for i, a in enumerate(args):
             if i in static_pos:
                 continue
@@ -513,6 +525,18 @@ class JitWrapped:
 
     def __repr__(self) -> str:
         return f"<ftrans.jit of {self.__qualname__}>"
+
+    # copy.copy / copy.deepcopy give a new jitted function of the same function and
+    # options with its own (empty) cache, as JAX's do; pickling works when the function
+    # pickles (JAX's jitted functions do not pickle at all).
+    def __reduce__(self) -> tuple:
+        return (JitWrapped, (self._fun, *self._options))
+
+    def __copy__(self) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
+
+    def __deepcopy__(self, memo: dict) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
 
 
 class Traced:
@@ -636,11 +660,13 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
                     f"jit({fname}): static_argnums {i} is out of range for a function with {n} positional "
                     "parameter(s)"
                 )
-            norm.append(j)
+            # With *args, a negative position past the named parameters counts from the
+            # end of each call's arguments (resolved per call, as in JAX).
+            norm.append(j if j >= 0 else i)
         nums = tuple(norm)
         # Like JAX: a static parameter may be named by position or name; fill in the other.
         by_name = {p.name: k for k, p in enumerate(positional)}
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if i < n)))
+        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
         nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
         known = {p.name for p in params}
         has_kw = any(p.kind == p.VAR_KEYWORD for p in params)
