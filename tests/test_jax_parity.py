@@ -467,3 +467,104 @@ def test_pickle_of_jit_roundtrips():
     again = pickle.loads(pickle.dumps(jf))
     assert float(again(np.float32(2.0), 4)) == 8.0
     assert again._static_argnums == jf._static_argnums
+
+
+# ------------------------------------------------- 5: size-1 broadcasting in binary lax ops
+BINOPS = ["add", "sub", "mul", "div", "max", "min", "atan2", "nextafter", "pow", "complex", "eq",
+          "lt", "ge", "ne", "rem"]
+INT_BINOPS = ["bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_logical",
+              "shift_right_arithmetic", "add", "rem"]
+SHAPES = [((3, 1), (3, 4)), ((1, 4), (3, 1)), ((2, 1, 5), (1, 3, 1)), ((), (3, 4)), ((3, 4), ()),
+          ((1,), (5,)), ((4,), (3, 4)), ((1,), (3, 4)), ((2, 4), (3, 4)), ((3, 1), (2, 1, 1))]
+
+
+@pytest.mark.parametrize("name", BINOPS)
+@pytest.mark.parametrize("sa, sb", SHAPES)
+def test_lax_binop_size1_broadcasting_matches_jax(name, sa, sb):
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal(sa) + 2).astype(np.float32)
+    b = (rng.standard_normal(sb) + 2).astype(np.float32)
+    try:
+        want = getattr(jlax, name)(a, b)
+    except TypeError:
+        with pytest.raises(TypeError):
+            getattr(flax, name)(a, b)
+        with pytest.raises(TypeError):
+            ftrans.jit(getattr(flax, name))(a, b)
+        return
+    _close(want, getattr(flax, name)(a, b), rtol=1e-5)
+    _close(want, ftrans.jit(getattr(flax, name))(a, b), rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", INT_BINOPS)
+def test_lax_int_binop_broadcasting_matches_jax(name):
+    a = np.arange(3, dtype=np.int32).reshape(3, 1) + 1
+    b = np.arange(4, dtype=np.int32).reshape(1, 4)
+    _close(getattr(jlax, name)(a, b), getattr(flax, name)(a, b))
+
+
+def test_lax_broadcasting_under_transforms_matches_jax():
+    a = np.arange(1.0, 4.0, dtype=np.float32).reshape(3, 1)
+    b = np.arange(1.0, 5.0, dtype=np.float32).reshape(1, 4)
+
+    def f(m):
+        lax = m[2]
+        g = lambda a, b: lax.mul(lax.add(a, b), lax.max(a, b)).sum()  # noqa: E731
+        return (m[0].grad(g, (0, 1))(a, b),
+                m[0].jvp(lambda a, b: lax.sub(a, b), (a, b), (a, b)),
+                m[0].vmap(lambda a, b: lax.div(a, b))(np.stack([a, a]), np.stack([b, b])),
+                m[0].vmap(lambda a: lax.atan2(a, b), in_axes=1, out_axes=1)(np.ones((3, 2, 1), np.float32)))
+
+    for u, v in zip(jax.tree_util.tree_leaves(f((jax, jnp, jlax))), jax.tree_util.tree_leaves(f((ftrans, fnp, flax)))):
+        _close(u, v, rtol=1e-6)
+
+
+def test_lax_select_and_clamp_do_not_broadcast_like_jax():
+    p = np.ones((3, 1), bool)
+    x = np.ones((3, 4), np.float32)
+    for lax in (jlax, flax):
+        with pytest.raises(TypeError):
+            lax.select(p, x, x)
+        with pytest.raises(TypeError):
+            lax.clamp(np.zeros((3, 1), np.float32), x, x)
+
+
+# ------------------------------------------------- 7: lax ops need one dtype; scalars are default-typed
+ARRS = {"f32": np.ones(3, np.float32), "i32": np.ones(3, np.int32), "u8": np.ones(3, np.uint8),
+        "f16": np.ones(3, np.float16), "bool": np.ones(3, bool), "f64": np.ones(3, np.float64),
+        "i64": np.ones(3, np.int64)}
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("arr", sorted(ARRS))
+@pytest.mark.parametrize("scalar", [0, 0.0, True, 1j, np.float32(2), np.int32(2)])
+@pytest.mark.parametrize("name", ["add", "mul", "max", "eq", "pow", "shift_left", "bitwise_and"])
+def test_lax_python_scalar_dtypes_like_jax(x64, arr, scalar, name):
+    def run(m):
+        x = m[1].asarray(ARRS[arr])
+        try:
+            return "ok", getattr(m[2], name)(x, scalar), getattr(m[2], name)(scalar, x) if name != "pow" else None
+        except TypeError:
+            return "TypeError", None, None
+
+    with jax.enable_x64(x64), _x64(x64), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b = run((jax, jnp, jlax)), run((ftrans, fnp, flax))
+    assert a[0] == b[0], (a, b)
+    if a[0] == "ok":
+        _close(a[1], b[1])
+        assert a[1].weak_type == b[1].weak_type
+        if a[2] is not None:
+            _close(a[2], b[2])
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_lax_scalar_strictness_under_jit_like_jax(x64):
+    with jax.enable_x64(x64), _x64(x64):
+        for mod, lax in ((jax, jlax), (ftrans, flax)):
+            with pytest.raises(TypeError):
+                mod.jit(lambda x: lax.add(x, 0))(np.ones(3, np.uint8))
+            with pytest.raises(TypeError):
+                mod.jit(lambda x: lax.clamp(0, x, 1))(np.ones(3, np.float32))
+            out = mod.jit(lambda x: lax.add(x, 0))(np.ones(3, np.int64 if x64 else np.int32))
+            assert out.dtype == (np.int64 if x64 else np.int32)
