@@ -568,3 +568,45 @@ def test_lax_scalar_strictness_under_jit_like_jax(x64):
                 mod.jit(lambda x: lax.clamp(0, x, 1))(np.ones(3, np.float32))
             out = mod.jit(lambda x: lax.add(x, 0))(np.ones(3, np.int64 if x64 else np.int32))
             assert out.dtype == (np.int64 if x64 else np.int32)
+
+
+# ------------------------------------------------- 13: vmap in_axes given as a list
+VMAP_CASES = [
+    ("list2", lambda v, x: v(lambda a, b: a + b, in_axes=[0, None])(x, 1.0)),
+    ("list1", lambda v, x: v(lambda a: a * 2, in_axes=[1])(x)),
+    ("positional", lambda v, x: v(lambda a, b: a - b, [None, 0])(1.0, x)),
+    ("dict_arg", lambda v, x: v(lambda d, y: d["a"] + d["b"] + y, [None, 0])({"a": 5.0, "b": np.ones(2)}, x[:, 0])),
+    ("nested", lambda v, x: v(lambda a: a[0] + a[1], in_axes=[[0, None]])([x, 1.0])),
+    ("tuple_in_list", lambda v, x: v(lambda a: a[0] * a[1], in_axes=[(0, None)])((x, 2.0))),
+    ("dict_in_list", lambda v, x: v(lambda a, b: a["u"] + b, in_axes=[{"u": 1}, None])({"u": x}, 1.0)),
+    ("out_list", lambda v, x: v(lambda a: [a, a], out_axes=[0, 1])(x)),
+    ("under_grad", lambda v, x: v(ftrans.grad(lambda a, b: (a * b).sum()) if v is ftrans.vmap else
+                                  jax.grad(lambda a, b: (a * b).sum()), in_axes=[0, None])(x, np.ones(2, np.float32))),
+]
+
+
+@pytest.mark.parametrize("i", range(len(VMAP_CASES)))
+def test_vmap_in_axes_list_matches_jax(i):
+    _, fn = VMAP_CASES[i]
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    for u, v in zip(jax.tree_util.tree_leaves(fn(jax.vmap, x)), jax.tree_util.tree_leaves(fn(ftrans.vmap, x))):
+        _close(u, v)
+
+
+@pytest.mark.parametrize("kw, exc", [
+    (dict(in_axes={"a": 0}), TypeError), (dict(in_axes=(np.int64(0),)), TypeError),
+    (dict(in_axes=[np.ones(2)]), TypeError), (dict(out_axes=(np.ones(2),)), TypeError),
+    (dict(in_axes=1.5), TypeError),
+])
+def test_vmap_bad_axes_raise_when_applied_like_jax(kw, exc):
+    with pytest.raises(exc):
+        jax.vmap(lambda x: x, **kw)
+    with pytest.raises(exc):
+        ftrans.vmap(lambda x: x, **kw)
+
+
+def test_vmap_list_length_mismatch_like_jax():
+    x = np.ones((3, 2), np.float32)
+    for v in (jax.vmap, ftrans.vmap):
+        with pytest.raises(ValueError, match="len\\(in_axes\\)=1, len\\(args\\)=2"):
+            v(lambda a, b: a + b, in_axes=[0])(x, x)
