@@ -610,3 +610,46 @@ def test_vmap_list_length_mismatch_like_jax():
     for v in (jax.vmap, ftrans.vmap):
         with pytest.raises(ValueError, match="len\\(in_axes\\)=1, len\\(args\\)=2"):
             v(lambda a, b: a + b, in_axes=[0])(x, x)
+
+
+# ------------------------------------------------- 2: eager float sums as accurate as XLA's
+def _rel_err(got, exact):
+    return float(np.abs(np.asarray(got, np.float64) - exact).max() / np.abs(exact).max())
+
+
+@pytest.mark.parametrize("shape", [(10000, 8), (8, 10000), (100000, 3), (300, 300), (20, 30, 40)])
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+@pytest.mark.parametrize("name", ["sum", "mean", "var", "std", "cumsum"])
+def test_eager_float32_reductions_as_accurate_as_xla(shape, axis, name):
+    if name == "cumsum" and axis is None:
+        axis = 0
+    rng = np.random.default_rng(len(shape) + (axis or 0))
+    x = (rng.standard_normal(shape) + 3).astype(np.float32)
+    exact = getattr(np, name)(x.astype(np.float64), axis=axis)
+    eager = getattr(fnp, name)(x, axis=axis)
+    staged = ftrans.jit(lambda v: getattr(fnp, name)(v, axis=axis))(x)
+    want = getattr(jnp, name)(x, axis=axis)
+    assert eager.dtype == want.dtype == np.float32
+    # XLA's own error on these is a few 1e-8..2e-7; a float32 running sum (NumPy along a
+    # non-contiguous axis, and cumsum) drifted to 1e-6..1e-5.
+    assert _rel_err(eager, exact) <= 1.5e-7 + 1.05 * _rel_err(want, exact)
+    assert _rel_err(eager, np.asarray(want, np.float64)) < 5e-7
+    assert _rel_err(eager, np.asarray(staged, np.float64)) < 5e-7
+    # a strided view of the same values gives the same answer
+    xs = np.asarray(fnp.asarray(np.asfortranarray(x)))
+    assert _rel_err(getattr(fnp, name)(fnp.asarray(xs), axis=axis), exact) <= 1.5e-7 + 1.05 * _rel_err(want, exact)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "complex64", "float64", "int32"])
+@pytest.mark.parametrize("axes", [(0,), (1,), (0, 2), None])
+def test_eager_sums_of_other_dtypes_match_jax(dtype, axes):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((50, 60, 70)) * 3 + 1)
+    x = (x + 1j * x[::-1] if dtype == "complex64" else x).astype(jnp.dtype(dtype))
+    a, b = jnp.sum(x, axis=axes), fnp.sum(x, axis=axes)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    t = {"float16": 2e-3, "bfloat16": 1e-2}.get(dtype, 2e-6)
+    np.testing.assert_allclose(np.asarray(b, np.complex128), np.asarray(a, np.complex128), rtol=t, atol=t * 50)
+    c = ftrans.jit(lambda v: fnp.cumsum(v, axis=1))(x)
+    np.testing.assert_allclose(np.asarray(fnp.cumsum(x, axis=1), np.complex128), np.asarray(c, np.complex128),
+                               rtol=t, atol=t * 50)
