@@ -653,3 +653,11 @@ def test_eager_sums_of_other_dtypes_match_jax(dtype, axes):
     c = ftrans.jit(lambda v: fnp.cumsum(v, axis=1))(x)
     np.testing.assert_allclose(np.asarray(fnp.cumsum(x, axis=1), np.complex128), np.asarray(c, np.complex128),
                                rtol=t, atol=t * 50)
+
+
+def test_choose_method_matches_jax():
+    i = np.array([0, 1, 2, 1, 5])
+    ch = [np.arange(5), np.arange(5) * 10, np.arange(5) * 100]
+    for mode in ["clip", "wrap"]:
+        _close(jnp.asarray(i).choose(ch, mode=mode), fnp.asarray(i).choose(ch, mode=mode))
+        _close(jnp.asarray(i).choose(ch, mode=mode), ftrans.jit(lambda i: i.choose(ch, mode=mode))(i))

@@ -59,7 +59,8 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"
 # Methods that take the array first and forward everything else.
 _METHODS = [
     "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap", "clip",
-    "compress", "conj", "conjugate", "copy", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "prod",
+    "choose", "compress", "conj", "conjugate", "copy", "cumprod", "cumsum", "diagonal", "dot", "flatten",
+    "max", "mean", "min", "nonzero", "prod",
     "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std", "sum",
     "swapaxes", "take", "trace", "transpose", "var", "view",
 ]
