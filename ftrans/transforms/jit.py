@@ -293,12 +293,13 @@ class JitWrapped:
             # A static position the call does not fill is left out, as in JAX: the
             # parameter takes its default (or it is passed by keyword, a static_argnames).
             pos = self._static_positions(len(args))
-            for i, nm in self._static_required.items():
-                if i >= len(args) and nm not in kwargs:
-                    raise FtransTypeError(
-                        f"jit({self.__name__}): missing required argument {nm!r} (position {i}, static); "
-                        f"the function was called with {len(args)} positional argument(s)"
-                    )
+            if len(pos) != len(self._static_argnums):
+                for i, nm in self._static_required.items():
+                    if i >= len(args) and nm not in kwargs:
+                        raise FtransTypeError(
+                            f"jit({self.__name__}): missing required argument {nm!r} (position {i}, static); "
+                            f"the function was called with {len(args)} positional argument(s)"
+                        )
             for i in pos:
                 statics.append(("pos", i, _hashable(args[i], f"positional argument {i}", self.__name__)))
             args = tuple(a for i, a in enumerate(args) if i not in pos)
@@ -315,7 +316,12 @@ class JitWrapped:
     def _static_positions(self, n: int) -> tuple:
         """The static positions among ``n`` positional arguments (negative ones count from the end
         of the call's arguments when the function takes ``*args``)."""
-        return tuple(sorted({j for j in (i + n if i < 0 else i for i in self._static_argnums) if 0 <= j < n}))
+        nums = self._static_argnums
+        if not nums:
+            return ()
+        if nums[0] >= 0 and nums[-1] < n:  # the common case: every static position is filled
+            return nums
+        return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         if _config_mod.config.disable_jit:
@@ -673,7 +679,7 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
         for nm in names:
             if nm not in known and not has_kw:
                 raise FtransValueError(f"jit({fname}): static_argnames {nm!r} is not a parameter of {fname}")
-    return nums, frozenset(names)
+    return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
