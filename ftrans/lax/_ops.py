@@ -1,13 +1,17 @@
 """The element-level API of JAX's ``lax``: thin, checked wrappers that bind one primitive each.
 
-lax is strict like XLA: operands must already agree in dtype (and, apart from
-rank-0 operands of elementwise operations, in shape); nothing is broadcast or
-promoted.  Two conveniences are allowed, as in JAX:
+lax is strict like XLA: operands must already agree in dtype; nothing is
+promoted.  What JAX 0.10 allows, ftrans allows:
 
-* Python scalars are weakly typed.  A Python ``int``/``float``/``complex``
-  takes the dtype of the first array operand when JAX's promotion lattice lets
-  that dtype absorb it (``lax.add(x_f32, 2)`` is float32); otherwise it keeps
-  its default dtype and the dtype check fails (``lax.add(x_i32, 2.5)``).
+* Binary elementwise ops (``add``, ``mul``, ``max``, comparisons, bitwise,
+  shifts, ...) take rank-0 operands next to arrays, and operands of one rank
+  whose dimensions match or are 1 (``lax.add(x[3,1], y[1,4])`` is ``[3,4]``,
+  staged as an explicit ``broadcast_in_dim``); other ranks are a TypeError.
+* Python scalars are weakly typed and have their default dtype: ``0`` is
+  int32 and ``0.`` float32 (64-bit under x64), so ``lax.add(x_f32, 0.)`` works
+  while ``lax.add(x_f32, 0)``, ``lax.add(x_u8, 0)`` and, under x64,
+  ``lax.add(x_f32, 0.)`` are dtype errors, exactly as in JAX.  (Other ``lax``
+  functions such as ``pad`` let a Python scalar take the array's dtype.)
 * NumPy arrays and scalars are canonicalised (float64 becomes float32 unless
   x64 is on).
 
