@@ -75,6 +75,10 @@ class FtransShapeError(_Located, FtransError, TypeError, ValueError):
     """
 
 
+class FtransOverflowError(_Located, FtransError, OverflowError):
+    """A Python int outside the range of the integer type it must become (as JAX raises)."""
+
+
 class FtransIndexError(_Located, FtransError, IndexError):
     """A static index out of range."""
 

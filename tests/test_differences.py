@@ -313,3 +313,10 @@ def test_from_dlpack_reads_read_only_host_arrays():
     with pytest.raises(BufferError):
         jnp.from_dlpack(ro)
     np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(ro)), X)
+
+
+def test_full_with_big_python_int_raises():
+    assert np.asarray(jnp.full(3, 2**40)).tolist() == [0, 0, 0]  # JAX wraps silently
+    with pytest.raises(OverflowError):
+        fnp.full(3, 2**40)
+    assert np.asarray(fnp.full(3, 2**40, np.float32)).tolist() == [2.0**40] * 3

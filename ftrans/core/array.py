@@ -116,6 +116,27 @@ class Array(ArrayMixin):
     def tolist(self) -> Any:
         return self._value.tolist()
 
+    def tobytes(self, order: str = "C") -> bytes:
+        return self._value.tobytes(order)
+
+    def is_deleted(self) -> bool:
+        return False
+
+    def delete(self) -> None:
+        """Free this Array's data; any later use raises ``DeletedArrayError`` (as in JAX)."""
+        global buffers_deleted
+        buf = getattr(self, "_buf", None)
+        if buf is not None:
+            buffers_deleted = True
+            buf.delete()
+        for slot in ("_value", "_buf"):
+            try:
+                delattr(self, slot)
+            except AttributeError:
+                pass
+        # The same slots, so the class can change in place; reads of ``_value`` then raise.
+        self.__class__ = _DeletedArray
+
     def copy(self) -> Array:
         return Array._new(self._value.copy(), self.weak_type)
 
@@ -299,6 +320,31 @@ class DeviceArray(Array):
 
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
+
+
+class _DeletedArray(Array):
+    """A host Array after ``.delete()``: its shape and dtype are gone with its data."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("_value", "_buf"):
+            raise AttributeError(name)
+        from ftrans.errors import DeletedArrayError
+
+        raise DeletedArrayError(
+            "this Array has been deleted with .delete() and can no longer be used; keep a copy "
+            "(x.copy()) if you need the values after deleting it"
+        )
+
+    def is_deleted(self) -> bool:
+        return True
+
+    def delete(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "Array(<deleted>)"
 
 
 # Set once any device buffer has been deleted (donation, ``Array.delete``): until

@@ -75,10 +75,11 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 # Methods that take the array first and forward everything else.
 _METHODS = [
-    "all", "any", "argmax", "argmin", "argsort", "astype", "clip", "conj", "conjugate",
-    "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "prod",
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap", "clip",
+    "choose", "compress", "conj", "conjugate", "copy", "cumprod", "cumsum", "diagonal", "dot", "flatten",
+    "max", "mean", "min", "nonzero", "prod",
     "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std", "sum",
-    "swapaxes", "take", "trace", "transpose", "var",
+    "swapaxes", "take", "trace", "transpose", "var", "view",
 ]
 
 
@@ -111,6 +112,7 @@ def install(jnp_module: Any) -> None:
     for slot, name in _UNARY.items():
         setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
     ArrayMixin.__getitem__ = jnp_module._getitem
+    ArrayMixin.__round__ = jnp_module._operator_round
     for name in _METHODS:
         setattr(ArrayMixin, name, _forward(name))
     _install_fast(jnp_module)

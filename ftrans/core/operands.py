@@ -20,7 +20,7 @@ from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
-from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, shapes_str
+from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
 
 _PY_SCALARS = (int, float, complex, bool)
 ArrayLike = Any
@@ -96,13 +96,19 @@ def ndim_of(x: Any) -> int:
 
 def scalar_to_array(x: Any, dtype: np.dtype, weak: bool) -> Array:
     """A Python or NumPy scalar as an ftrans Array of ``dtype``, with JAX's overflow check."""
-    if type(x) is int and dtype.kind in "iu":
-        # JAX reads a Python int as the default int (int32 unless x64), then
-        # converts with wraparound: uint8_array + -3 is fine, 2**40 is not.
+    if type(x) is int:
+        # JAX reads a Python int operand as the default int (int32 unless x64),
+        # then converts (with wraparound): uint8_array + -3 is fine, while 2**40
+        # is an OverflowError whatever the other operand is (float32_array + 2**40
+        # too).  ``jnp.array(2**40, float32)`` (an explicit dtype) does not come here.
         info = np.iinfo(dtypes.default_int())
         if not info.min <= x <= info.max:
-            raise OverflowError(f"Python int {x} too large to convert to {dtypes.default_int().name}")
-        return Array._new(np.asarray(x, np.int64).astype(dtype), weak)
+            raise FtransOverflowError(
+                f"Python int {x} too large to convert to {dtypes.default_int().name} (the default "
+                "integer type, which JAX reads Python ints as); pass it as a float or as an array "
+                "with an explicit dtype, or enable x64 for 64-bit integers")
+        if dtype.kind in "iu":
+            return Array._new(np.asarray(x, np.int64).astype(dtype), weak)
     with np.errstate(all="ignore"):
         return Array._new(np.asarray(x, dtype), weak)
 

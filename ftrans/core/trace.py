@@ -424,6 +424,15 @@ class Tracer(ArrayMixin):
     def size(self) -> int:
         return self.aval.size
 
+    @property
+    def itemsize(self) -> int:
+        return self.aval.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        aval = self.aval
+        return aval.size * aval.dtype.itemsize
+
     def __len__(self) -> int:
         if not self.aval.shape:
             raise errors.FtransTypeError("len() of a 0-d (scalar) array")
@@ -512,6 +521,13 @@ class Tracer(ArrayMixin):
 
     def tolist(self):
         raise self._lossy(".tolist()", "Keep the value as an array inside transformed code.")
+
+    def tobytes(self, order: str = "C"):
+        raise self._concretization(
+            ".tobytes()", errors.ConcretizationTypeError,
+            "Keep the value as an array inside transformed code (x.view(jnp.uint8) gives its bytes "
+            "as an array).",
+        )
 
     def __hash__(self):
         raise errors.FtransTypeError(

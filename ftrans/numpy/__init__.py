@@ -29,6 +29,14 @@ from ftrans.numpy._index_tricks import *  # noqa: F401,F403
 from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
 from ftrans.numpy._io import *  # noqa: F401,F403
+from ftrans.numpy._methods import (  # noqa: E402,F401
+    _method_argpartition,
+    _method_byteswap,
+    _method_compress,
+    _method_copy,
+    _method_view,
+    _operator_round,
+)
 from ftrans.numpy._products import *  # noqa: F401,F403
 from ftrans.numpy._reductions import *  # noqa: F401,F403
 

@@ -35,7 +35,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
@@ -137,7 +137,10 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     if isinstance(x, Tracer):
         return x.aval
     if t in (int, float, complex, bool):
-        return ShapedArray((), dtypes.python_scalar_dtype(x), dtypes.is_weak_scalar(x))
+        d = dtypes.python_scalar_dtype(x)
+        if t is int and not _INT_MIN[d.itemsize] <= x <= _INT_MAX[d.itemsize]:
+            return _OVERFLOW
+        return ShapedArray((), d, dtypes.is_weak_scalar(x))
     if isinstance(x, (np.ndarray, np.generic)):
         try:
             return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
@@ -151,12 +154,24 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     return None
 
 
+_INT_MIN = {4: -2**31, 8: -2**63}
+_INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
+_OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
+
+
 def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTypeError:
     path = "?"
     for p, leaf in tree_util.tree_flatten_with_path((args, kwargs))[0]:
         if leaf is bad:
             path = _path_str(p)
             break
+    if type(bad) is int:
+        d = dtypes.default_int()
+        return FtransOverflowError(
+            f"jit({fname}): argument {path} is the Python int {bad}, which does not fit the default "
+            f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
+            "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
+        )
     hint = "a list" if isinstance(bad, list) else type(bad).__name__
     return FtransTypeError(
         f"jit({fname}): argument {path} is {hint} of type {type(bad).__name__}, which is not a valid array "
@@ -311,6 +326,9 @@ class JitWrapped:
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
+        # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
+        self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
+                         max_cache_size, keep_unused, inline, compiler_options)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -318,8 +336,11 @@ class JitWrapped:
         self._sig = _signature(fun)
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
-        params = list(self._sig.parameters.values()) if self._sig is not None else []
-        self._static_num_names = {i: params[i].name for i in self._static_argnums if i < len(params)}
+        params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        # Static positions a call must fill (no default): leaving one out is the function's TypeError.
+        self._static_required = {i: params[i].name for i in self._static_argnums
+                                 if 0 <= i < len(params) and params[i].default is params[i].empty}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
             self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
         self._device = device
@@ -360,17 +381,19 @@ class JitWrapped:
         """Separate static arguments (hashed into the key) from dynamic ones."""
         statics = []
         if self._static_argnums:
-            n = len(args)
-            for i in self._static_argnums:
-                if i >= n and self._static_num_names.get(i) in kwargs:
-                    continue  # passed by keyword: handled with static_argnames below
-                if i >= n:
-                    raise FtransValueError(
-                        f"jit({self.__name__}): static_argnums includes {i}, but the function was called "
-                        f"with {n} positional argument(s)"
-                    )
+            # A static position the call does not fill is left out, as in JAX: the
+            # parameter takes its default (or it is passed by keyword, a static_argnames).
+            pos = self._static_positions(len(args))
+            if len(pos) != len(self._static_argnums):
+                for i, nm in self._static_required.items():
+                    if i >= len(args) and nm not in kwargs:
+                        raise FtransTypeError(
+                            f"jit({self.__name__}): missing required argument {nm!r} (position {i}, static); "
+                            f"the function was called with {len(args)} positional argument(s)"
+                        )
+            for i in pos:
                 statics.append(("pos", i, _hashable(args[i], f"positional argument {i}", self.__name__)))
-            args = tuple(a for i, a in enumerate(args) if i not in self._static_argnums)
+            args = tuple(a for i, a in enumerate(args) if i not in pos)
         if self._static_argnames and kwargs:
             dyn_kw = {}
             for k, v in kwargs.items():
@@ -380,6 +403,16 @@ class JitWrapped:
                     dyn_kw[k] = v
             kwargs = dyn_kw
         return args, kwargs, tuple(statics)
+
+    def _static_positions(self, n: int) -> tuple:
+        """The static positions among ``n`` positional arguments (negative ones count from the end
+        of the call's arguments when the function takes ``*args``)."""
+        nums = self._static_argnums
+        if not nums:
+            return ()
+        if nums[0] >= 0 and nums[-1] < n:  # the common case: every static position is filled
+            return nums
+        return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         if _config_mod.config.disable_jit:
@@ -513,7 +546,7 @@ class JitWrapped:
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         dyn_idx = [i for i in range(len(args)) if i not in static_pos]
         static_kw = {k: v for k, v in kwargs.items() if k in self._static_argnames}
         out_tree_box: list = []
@@ -554,7 +587,7 @@ class JitWrapped:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
         mask = []
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         for i, a in enumerate(args):
             if i in static_pos:
                 continue
@@ -569,6 +602,10 @@ class JitWrapped:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         body, consts = hoist_consts(closed)
+        # NumPy leaves enter with the canonical dtype their aval was traced with
+        # (a float64 NumPy value is a float32 operand unless x64 is on).
+        leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
+                  else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
         outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
@@ -622,6 +659,18 @@ class JitWrapped:
 
     def __repr__(self) -> str:
         return f"<ftrans.jit of {self.__qualname__}>"
+
+    # copy.copy / copy.deepcopy give a new jitted function of the same function and
+    # options with its own (empty) cache, as JAX's do; pickling works when the function
+    # pickles (JAX's jitted functions do not pickle at all).
+    def __reduce__(self) -> tuple:
+        return (JitWrapped, (self._fun, *self._options))
+
+    def __copy__(self) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
+
+    def __deepcopy__(self, memo: dict) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
 
 
 class Traced:
@@ -745,18 +794,20 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
                     f"jit({fname}): static_argnums {i} is out of range for a function with {n} positional "
                     "parameter(s)"
                 )
-            norm.append(j)
+            # With *args, a negative position past the named parameters counts from the
+            # end of each call's arguments (resolved per call, as in JAX).
+            norm.append(j if j >= 0 else i)
         nums = tuple(norm)
         # Like JAX: a static parameter may be named by position or name; fill in the other.
         by_name = {p.name: k for k, p in enumerate(positional)}
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if i < n)))
+        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
         nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
         known = {p.name for p in params}
         has_kw = any(p.kind == p.VAR_KEYWORD for p in params)
         for nm in names:
             if nm not in known and not has_kw:
                 raise FtransValueError(f"jit({fname}): static_argnames {nm!r} is not a parameter of {fname}")
-    return nums, frozenset(names)
+    return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
