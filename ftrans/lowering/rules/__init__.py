@@ -6,6 +6,7 @@ Importing this package registers every rule in ``ftrans.lowering.lower.lowering_
 from ftrans.lowering.rules import (
     calls,  # noqa: F401
     control_flow,  # noqa: F401
+    convolution,  # noqa: F401
     elementwise,  # noqa: F401
     indexing,  # noqa: F401
     reductions,  # noqa: F401

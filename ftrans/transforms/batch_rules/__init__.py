@@ -1,3 +1,3 @@
 """Batching rules, one module per primitive family; importing this package registers them all."""
 
-from . import calls, collectives, control_flow, elementwise, indexing, reductions, structural  # noqa: F401
+from . import calls, collectives, control_flow, convolution, elementwise, indexing, reductions, structural  # noqa: F401
