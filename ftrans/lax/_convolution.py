@@ -22,7 +22,7 @@ from ftrans.lax._windowed import padtype_to_pads
 
 __all__ = ["ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
            "conv_transpose", "conv_dimension_numbers", "conv_general_permutations",
-           "conv_general_dilated_patches", "conv_general_shape_tuple", "FftType", "fft"]
+           "conv_general_dilated_patches", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
 
 _PRECISION_NAMES = {
     "DEFAULT": "DEFAULT", "FASTEST": "DEFAULT", "BFLOAT16": "DEFAULT",
@@ -260,6 +260,23 @@ def conv_general_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
                                window_strides=tuple(window_strides), padding=tuple(map(tuple, padding)),
                                lhs_dilation=(1,) * nsp, rhs_dilation=(1,) * nsp, dimension_numbers=dn,
                                feature_group_count=1, batch_group_count=1)
+
+
+def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
+                               padding: Any, dimension_numbers: Any) -> tuple[int, ...]:
+    """The result shape of ``conv_transpose`` (Keras's ``Conv2DTranspose`` output size)."""
+    dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    lt = [lhs_shape[i] for i in dn.lhs_spec]
+    rt = [rhs_shape[i] for i in dn.rhs_spec]
+    if isinstance(padding, str):
+        padding = [_transpose_padding(k, s, padding) for k, s in zip(rt[2:], window_strides)]
+    totals = [int(lo) + int(hi) for lo, hi in padding]
+    space = [(i - 1) * s - k + 2 + p for i, k, s, p in zip(lt[2:], rt[2:], window_strides, totals)]
+    canon = (lt[0], rt[0], *space)
+    out = [0] * len(canon)
+    for pos, ax in enumerate(dn.out_spec):
+        out[ax] = canon[pos]
+    return tuple(out)
 
 
 def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_strides: Sequence[int],
