@@ -17,6 +17,7 @@ from ftrans.numpy import (  # noqa: F401
     _reductions,
     _shape,
     _sorting,
+    fft,  # noqa: F401
     linalg,  # noqa: F401,E402
 )
 from ftrans.numpy._conversion import *  # noqa: F401,F403
