@@ -60,6 +60,7 @@ from ftrans.numpy._scalar_types import (  # noqa: E402,F401
 )
 from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
+from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 dtype = _np.dtype
