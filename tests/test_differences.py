@@ -215,3 +215,18 @@ def test_device_put_donation_deletes_on_every_backend():
     y = ftrans.device_put(fnp.ones(3), ftrans.devices()[0])
     ftrans.device_put(y, ftrans.devices()[0], donate=True)
     assert y.is_deleted()
+
+
+# ---------------------------------------------------------------- convolutions
+def test_signal_fft_method_is_the_direct_convolution():
+    import jax.scipy.signal as jsignal
+
+    import ftrans.scipy.signal as fsignal
+
+    a = np.random.default_rng(0).standard_normal(50).astype(np.float32)
+    v = np.random.default_rng(1).standard_normal(9).astype(np.float32)
+    ours_fft, ours_direct = fsignal.convolve(a, v, method="fft"), fsignal.convolve(a, v, method="direct")
+    np.testing.assert_array_equal(np.asarray(ours_fft), np.asarray(ours_direct))
+    theirs_fft, theirs_direct = jsignal.convolve(a, v, method="fft"), jsignal.convolve(a, v, method="direct")
+    assert not np.array_equal(np.asarray(theirs_fft), np.asarray(theirs_direct))  # JAX really uses FFTs
+    np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)
