@@ -342,3 +342,13 @@ def test_stax_conv_net_grads_match_jax():
     gf = ftrans.jit(ftrans.grad(lambda p: fnp.sum(apply_f(p, x) ** 2)))(pf)
     for a, b in zip(jax.tree_util.tree_leaves(gf), jax.tree_util.tree_leaves(gj)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
+def test_conv_vmap_over_an_empty_axis(in_axes):
+    x = np.ones((0, 2, 3, 5) if in_axes[0] == 0 else (2, 3, 5), np.float32)
+    w = np.ones((0, 4, 3, 2) if in_axes[1] == 0 else (4, 3, 2), np.float32)
+    expected = jax.vmap(lambda a, b: jax.lax.conv_general_dilated(a, b, (1,), "VALID"), in_axes=in_axes)(x, w)
+    for fn in (ftrans.vmap, lambda f, **k: ftrans.jit(ftrans.vmap(f, **k))):
+        got = fn(lambda a, b: lax.conv_general_dilated(a, b, (1,), "VALID"), in_axes=in_axes)(x, w)
+        assert got.shape == expected.shape and got.dtype == expected.dtype

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ftrans.core.array import Array
+from ftrans.core.primitive import abstract_eval
 from ftrans.core.prims import convolution as C
 from ftrans.core.prims import fft as F
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import aval_of
 from ftrans.transforms.batching import moveaxis, not_mapped, register_batching
 from ftrans.transforms.linear_rules.convolution import reshape_axis_into as into
@@ -28,6 +33,13 @@ def _conv_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[A
     lspec, rspec, ospec = params["dimension_numbers"]
     fg, bg = params["feature_group_count"], params["batch_group_count"]
     bind = C.conv_general_dilated_p.bind
+    if frame.size == 0:  # folding an empty axis into another loses the other's size: build zeros directly
+        la, ra = aval_of(lhs), aval_of(rhs)
+        lu = la.update(shape=tuple(s for k, s in enumerate(la.shape) if k != dl)) if dl is not not_mapped else la
+        ru = ra.update(shape=tuple(s for k, s in enumerate(ra.shape) if k != dr)) if dr is not not_mapped else ra
+        out = abstract_eval(C.conv_general_dilated_p, [lu, ru], params)
+        zero = Array._new(np.zeros((), out.dtype), False)
+        return S.broadcast_in_dim_p.bind(zero, shape=(0, *out.shape), broadcast_dimensions=()), 0
     if dl is not not_mapped and dr is not not_mapped:
         size = aval_of(lhs).shape[dl]
         if bg > 1:
