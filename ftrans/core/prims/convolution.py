@@ -7,10 +7,11 @@ three arrays as ``(batch, feature, *spatial)`` axis permutations, feature
 grouping (depthwise convolutions) and batch grouping (the kernel gradient of a
 grouped convolution).
 
-The NumPy impl is im2col: the (dilated, padded) input is viewed as sliding
-windows with ``sliding_window_view`` (no copy), strided and dilated by
-slicing, gathered once into a ``(groups, positions, in_features * window)``
-matrix and multiplied by the kernel with one batched ``matmul``.
+The NumPy impl is im2col in a channels-last layout: the (dilated, padded)
+input is viewed as sliding windows with ``sliding_window_view`` (no copy),
+strided and dilated by slicing, gathered once into a ``(positions,
+in_features * window)`` matrix per group and multiplied by the kernel with one
+``matmul`` (a single 2-D BLAS product when there are no groups).
 """
 
 from __future__ import annotations
@@ -151,51 +152,54 @@ def conv_impl(lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding, lhs_
     lspec, rspec, ospec = dimension_numbers
     out_dtype = np.dtype(preferred_element_type) if preferred_element_type is not None else lhs.dtype
     calc = _compute_dtype(out_dtype)
-    x = np.transpose(lhs, lspec).astype(calc, copy=False)      # (N, C, *spatial)
-    w = np.transpose(rhs, rspec).astype(calc, copy=False)      # (O, I, *window)
-    nsp = x.ndim - 2
-    n, c = x.shape[:2]
+    nsp = lhs.ndim - 2
+    sp = tuple(range(1, 1 + nsp))
+    # Channels-last working layout: x is (N, *spatial, C), the kernel (O, I, *window).
+    x = np.transpose(lhs, (lspec[0], *lspec[2:], lspec[1])).astype(calc, copy=False)
+    w = np.transpose(rhs, rspec).astype(calc, copy=False)
+    n, c = x.shape[0], x.shape[-1]
     o, i = w.shape[:2]
     fg, bg = int(feature_group_count), int(batch_group_count)
     ksz = w.shape[2:]
-    # Output in canonical (N/bg, O, *spatial) order.
-    canon_out = [0] * x.ndim
     out_shape = conv_output_shape(
         _Shape(lhs.shape), _Shape(rhs.shape), window_strides=window_strides, padding=padding,
         lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers,
         feature_group_count=fg, batch_group_count=bg)
-    for pos, ax in enumerate(ospec):
-        canon_out[pos] = out_shape[ax]
+    last_order = (ospec[0], *ospec[2:], ospec[1])          # the output's axes in channels-last order
     if 0 in out_shape or math.prod(ksz) == 0 or i == 0:
-        res = np.zeros(canon_out, calc)
+        res = np.zeros(tuple(out_shape[a] for a in last_order), calc)
     else:
         if any(d > 1 for d in lhs_dilation):
-            spread = np.zeros((n, c, *(_dilate(s, d) for s, d in zip(x.shape[2:], lhs_dilation))), calc)
-            spread[(slice(None), slice(None), *(slice(None, None, d) for d in lhs_dilation))] = x
+            spread = np.zeros((n, *(_dilate(s, d) for s, d in zip(x.shape[1:-1], lhs_dilation)), c), calc)
+            spread[(slice(None), *(slice(None, None, d) for d in lhs_dilation))] = x
             x = spread
-        pads = [(0, 0), (0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
+        pads = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in padding] + [(0, 0)]
         if any(p != (0, 0) for p in pads):
             x = np.pad(x, pads)
         if any(lo < 0 or hi < 0 for lo, hi in padding):
-            x = x[(slice(None), slice(None),
-                   *(slice(-lo if lo < 0 else 0, x.shape[2 + k] + hi if hi < 0 else None)
+            x = x[(slice(None),
+                   *(slice(-lo if lo < 0 else 0, x.shape[1 + k] + hi if hi < 0 else None)
                      for k, (lo, hi) in enumerate(padding)))]
         eff = tuple(_dilate(k, d) for k, d in zip(ksz, rhs_dilation))
-        views = np.lib.stride_tricks.sliding_window_view(x, eff, axis=tuple(range(2, 2 + nsp)))
-        views = views[(slice(None), slice(None), *(slice(None, None, s) for s in window_strides),
+        views = np.lib.stride_tricks.sliding_window_view(x, eff, axis=sp)     # (N, *out, C, *eff)
+        views = views[(slice(None), *(slice(None, None, s) for s in window_strides), slice(None),
                        *(slice(None, None, d) for d in rhs_dilation))]
-        osp = views.shape[2:2 + nsp]
+        osp = views.shape[1:1 + nsp]
         p, kk = math.prod(osp), math.prod(ksz)
         nb, ig, og = n // bg, c // fg, o // (fg * bg)
-        # (bg, nb, fg, ig, *out, *k) -> (bg, nb, fg, P, ig*K)
-        v = views.reshape(bg, nb, fg, ig, *osp, *ksz)
-        perm = (0, 1, 2, *range(4, 4 + nsp), 3, *range(4 + nsp, 4 + 2 * nsp))
-        cols = np.transpose(v, perm).reshape(bg, nb, fg, p, ig * kk)
-        wm = w.reshape(bg, fg, og, ig * kk).transpose(0, 1, 3, 2)[:, None]   # (bg, 1, fg, ig*K, og)
+        wk = w.reshape(bg, fg, og, ig, *ksz)
+        wm = np.transpose(wk, (0, 1, *range(3, 4 + nsp), 2)).reshape(bg, fg, ig * kk, og)
         with np.errstate(all="ignore"):
-            prod = np.matmul(cols, wm)                                         # (bg, nb, fg, P, og)
-        res = prod.transpose(1, 0, 2, 4, 3).reshape(nb, o, *osp)
-    out = np.transpose(res, np.argsort(ospec))
+            if bg == 1 and fg == 1:   # the common case: one 2-D matrix product
+                prod = (views.reshape(nb * p, ig * kk) @ wm[0, 0]).reshape(1, 1, nb * p, og)
+            else:
+                v = views.reshape(bg, nb, *osp, fg, ig, *ksz)
+                perm = (0, 2 + nsp, 1, *range(2, 2 + nsp), 3 + nsp, *range(4 + nsp, 4 + 2 * nsp))
+                cols = np.transpose(v, perm).reshape(bg, fg, nb * p, ig * kk)
+                prod = np.matmul(cols, wm)                                      # (bg, fg, nb*P, og)
+        prod = prod.reshape(bg, fg, nb, *osp, og)
+        res = np.transpose(prod, (2, *range(3, 3 + nsp), 0, 1, 3 + nsp)).reshape(nb, *osp, o)
+    out = np.transpose(res, np.argsort(last_order))
     return np.ascontiguousarray(out).astype(out_dtype, copy=False)
 
 
