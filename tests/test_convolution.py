@@ -352,3 +352,16 @@ def test_conv_vmap_over_an_empty_axis(in_axes):
     for fn in (ftrans.vmap, lambda f, **k: ftrans.jit(ftrans.vmap(f, **k))):
         got = fn(lambda a, b: lax.conv_general_dilated(a, b, (1,), "VALID"), in_axes=in_axes)(x, w)
         assert got.shape == expected.shape and got.dtype == expected.dtype
+
+
+def test_precision_enum_matches_jax():
+    for name in ("default", "high", "highest", "bfloat16", "tensorfloat32", "float32", "fastest"):
+        assert lax.Precision(name).name == jax.lax.Precision(name).name
+    x = np.random.default_rng(4).standard_normal((1, 2, 6)).astype(np.float32)
+    w = np.random.default_rng(5).standard_normal((3, 2, 2)).astype(np.float32)
+    for p in (lax.Precision.HIGHEST, (lax.Precision.DEFAULT, lax.Precision.HIGH)):
+        got = ftrans.jit(lambda a, b, p=p: lax.conv(a, b, (1,), "VALID", precision=p))(x, w)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(jax.lax.conv(x, w, (1,), "VALID", precision="highest")),
+                                   rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="precision must be"):
+        lax.conv(x, w, (1,), "VALID", precision="sloppy")

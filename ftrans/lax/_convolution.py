@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import operator
 from collections.abc import Sequence
@@ -20,9 +21,30 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops
 from ftrans.lax._windowed import padtype_to_pads
 
-__all__ = ["ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
+__all__ = ["Precision", "ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
            "conv_transpose", "conv_dimension_numbers", "conv_general_permutations",
            "conv_general_dilated_patches", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
+
+class Precision(enum.Enum):
+    """Precision hint for convolutions and matrix products (JAX's ``lax.Precision``).
+
+    ``Precision("highest")`` and the other names JAX accepts (``"float32"``,
+    ``"tensorfloat32"``, ``"bfloat16"``, ...) give the matching member.
+    """
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.upper() in _PRECISION_NAMES:
+            return cls[_PRECISION_NAMES[value.upper()]]
+        return None
+
+    def __str__(self) -> str:
+        return self.name
+
 
 _PRECISION_NAMES = {
     "DEFAULT": "DEFAULT", "FASTEST": "DEFAULT", "BFLOAT16": "DEFAULT",
