@@ -320,3 +320,18 @@ def test_full_with_big_python_int_raises():
     with pytest.raises(OverflowError):
         fnp.full(3, 2**40)
     assert np.asarray(fnp.full(3, 2**40, np.float32)).tolist() == [2.0**40] * 3
+
+
+# ---------------------------------------------------------------- convolutions
+def test_signal_fft_method_is_the_direct_convolution():
+    import jax.scipy.signal as jsignal
+
+    import ftrans.scipy.signal as fsignal
+
+    a = np.random.default_rng(0).standard_normal(50).astype(np.float32)
+    v = np.random.default_rng(1).standard_normal(9).astype(np.float32)
+    ours_fft, ours_direct = fsignal.convolve(a, v, method="fft"), fsignal.convolve(a, v, method="direct")
+    np.testing.assert_array_equal(np.asarray(ours_fft), np.asarray(ours_direct))
+    theirs_fft, theirs_direct = jsignal.convolve(a, v, method="fft"), jsignal.convolve(a, v, method="direct")
+    assert not np.array_equal(np.asarray(theirs_fft), np.asarray(theirs_direct))  # JAX really uses FFTs
+    np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)

@@ -42,6 +42,13 @@ def test_data_parallel_digits_learns_like_train_digits():
     assert abs(float(re.search(r"test accuracy ([0-9.]+)", single.stdout).group(1)) - acc) <= 0.01
 
 
+def test_cnn_digits_learns():
+    r = run("cnn_digits.py", "--epochs", "2", "--channels", "8", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.85, r.stdout
+
+
 def test_rnn_scan_learns():
     r = run("rnn_scan.py", "--steps", "60", "--hidden", "16")
     assert r.returncode == 0, r.stderr
@@ -64,6 +71,10 @@ def test_per_example_grads_match_a_loop_and_learn():
     ("train_digits.py", ["--test-fraction", "1.5"]),
     ("data_parallel_digits.py", ["--batch-size", "60"]),
     ("data_parallel_digits.py", ["--host-devices", "0"]),
+
+
+    ("cnn_digits.py", ["--channels", "0"]),
+    ("cnn_digits.py", ["--epochs", "two"]),
     ("rnn_scan.py", ["--steps", "-3"]),
     ("per_example_grads.py", ["--clip", "0"]),
     ("per_example_grads.py", ["--noise", "loud"]),

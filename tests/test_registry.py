@@ -279,6 +279,41 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         s[name].append(((arr((4, 5), f32),), {"window_dimensions": (2, 3), "window_strides": (2, 1),
                                               "padding": ((1, 1), (0, 2)), "base_dilation": (2, 1),
                                               "window_dilation": (1, 2)}))
+    from ftrans.core.prims.convolution import ConvDimensionNumbers as _CDN
+    from ftrans.core.prims.fft import FftType as _Fft
+
+    def _conv(lhs, rhs, dn=None, strides=(1, 1), padding=((0, 0), (0, 0)), ld=(1, 1), rd=(1, 1), fg=1, bg=1,
+              pet=None, prec=None):
+        nd = lhs.ndim
+        dn = dn or _CDN(tuple(range(nd)), tuple(range(nd)), tuple(range(nd)))
+        return ((lhs, rhs), {"window_strides": strides, "padding": padding, "lhs_dilation": ld, "rhs_dilation": rd,
+                             "dimension_numbers": dn, "feature_group_count": fg, "batch_group_count": bg,
+                             "precision": prec, "preferred_element_type": pet})
+
+    s["conv_general_dilated"] = [
+        _conv(arr((2, 3, 5, 4), f32), arr((4, 3, 2, 2), f32, 1)),
+        _conv(arr((2, 4, 5, 4), f32), arr((6, 2, 3, 2), f32, 1), strides=(2, 1), padding=((1, 1), (0, -1)),
+              ld=(1, 2), rd=(2, 1), fg=2, prec=("HIGHEST", "HIGHEST")),
+        _conv(arr((4, 3, 6), f32), arr((4, 3, 2), f32, 1), strides=(1,), padding=((1, 0),), ld=(1,), rd=(1,),
+              bg=2),
+        _conv(arr((2, 5, 4, 3), f32), arr((2, 2, 3, 4), f32, 1),
+              dn=_CDN((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), padding=((1, 0), (0, 1))),
+        _conv(arr((1, 2, 4, 4), bf16), arr((3, 2, 2, 2), bf16, 1)),
+        _conv(arr((1, 2, 4, 4), bf16), arr((3, 2, 2, 2), bf16, 1), pet=f32),
+        _conv(arr((1, 2, 4), i32), arr((3, 2, 2), i32, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+        _conv(arr((1, 2, 4), c64), arr((3, 2, 2), c64, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+        _conv(arr((1, 2, 4), f32), arr((3, 2, 2), f32, 1), strides=(1,), padding=((1, 1),), ld=(2,), rd=(1,)),
+        _conv(arr((0, 2, 4), f32), arr((3, 2, 2), f32, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+    ]
+    s["fft"] = [
+        ((arr((3, 8), c64),), {"fft_type": _Fft.FFT, "fft_lengths": (8,)}),
+        ((arr((2, 4, 6), c64),), {"fft_type": _Fft.IFFT, "fft_lengths": (4, 6)}),
+        ((arr((3, 8), f32),), {"fft_type": _Fft.RFFT, "fft_lengths": (8,)}),
+        ((arr((2, 3, 5), f32),), {"fft_type": _Fft.RFFT, "fft_lengths": (3, 5)}),
+        ((arr((3, 5), c64),), {"fft_type": _Fft.IRFFT, "fft_lengths": (8,)}),
+        ((arr((2, 4, 4), c64),), {"fft_type": _Fft.IRFFT, "fft_lengths": (4, 7)}),
+        ((arr((2, 2, 3, 4), c64),), {"fft_type": _Fft.FFT, "fft_lengths": (2, 3, 4)}),
+    ]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),

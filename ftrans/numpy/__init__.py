@@ -17,6 +17,7 @@ from ftrans.numpy import (  # noqa: F401
     _reductions,
     _shape,
     _sorting,
+    fft,  # noqa: F401
     linalg,  # noqa: F401,E402
 )
 from ftrans.numpy._array_api import *  # noqa: F401,F403
@@ -69,6 +70,7 @@ from ftrans.numpy._scalar_types import (  # noqa: E402,F401
 )
 from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
+from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 dtype = _np.dtype

@@ -1,5 +1,5 @@
-"""``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``)."""
+"""``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``, ``scipy.signal``)."""
 
-from ftrans.scipy import special
+from ftrans.scipy import signal, special
 
-__all__ = ["special"]
+__all__ = ["signal", "special"]

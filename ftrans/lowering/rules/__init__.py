@@ -7,6 +7,7 @@ from ftrans.lowering.rules import (
     calls,  # noqa: F401
     collectives,  # noqa: F401
     control_flow,  # noqa: F401
+    convolution,  # noqa: F401
     elementwise,  # noqa: F401
     indexing,  # noqa: F401
     parallel,  # noqa: F401
