@@ -1,5 +1,13 @@
 """Batching rules, one module per primitive family; importing this package registers them all."""
 
 from . import (  # noqa: F401
-    calls, collectives, control_flow, convolution, elementwise, indexing, parallel, reductions, structural,
+    calls,
+    collectives,
+    control_flow,
+    convolution,
+    elementwise,
+    indexing,
+    parallel,
+    reductions,
+    structural,
 )
