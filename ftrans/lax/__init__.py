@@ -15,6 +15,7 @@ from ftrans.lax._control_flow import cond, fori_loop, map, scan, switch, while_l
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
 from ftrans.lax._reductions import *  # noqa: F401,F403
+from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

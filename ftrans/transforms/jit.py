@@ -29,7 +29,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
@@ -221,7 +221,8 @@ class JitWrapped:
 
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
-                 keep_unused: bool, inline: bool, compiler_options: tuple = ()):
+                 keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
+                 out_shardings: Any = None):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
@@ -242,6 +243,9 @@ class JitWrapped:
         self._inline = bool(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
+        self._in_shardings = in_shardings
+        self._out_shardings = out_shardings
+        self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._fast: dict[tuple, _Entry] = {}
         self._tree_fast: dict[tuple, _Entry] = {}
@@ -303,17 +307,26 @@ class JitWrapped:
                 return entry.invoke([x._buf for x in leaves], leaves)
         avals = []
         tracing = False
+        spread = self._in_shardings is not None or self._out_shardings is not None
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
                 raise _bad_leaf_error(self.__name__, args, kwargs, leaf)
             if isinstance(leaf, Tracer):
                 tracing = True
+            elif type(leaf) is ShardedArray:
+                spread = True
             avals.append(a)
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
                 return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
+        if spread:
+            from ftrans.transforms import sharded_jit
+
+            if sharded_jit.needs_spmd(self, leaves):
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
+                                                in_tree)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
@@ -461,7 +474,19 @@ class JitWrapped:
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                       self._target_device(leaves), self._keep_unused)
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        dargs, dkw, statics = self._split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        from ftrans.transforms import sharded_jit
+
+        if sharded_jit.needs_spmd(self, leaves):
+            avals = []
+            for leaf in leaves:
+                a = _leaf_aval(leaf)
+                if a is None:
+                    raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
+                avals.append(a)
+            return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
         return self.trace(*args, **kwargs).lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
@@ -477,6 +502,7 @@ class JitWrapped:
             self._cache.clear()
             self._fast.clear()
             self._tree_fast.clear()
+            self._spmd_cache.clear()
 
     _clear_cache = clear_cache
 
@@ -759,13 +785,12 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
     reach XLA's compile options and key its caches.
     """
-    if in_shardings is not None or out_shardings is not None:
-        raise NotImplementedError("jit: in_shardings/out_shardings are not supported yet (sharded jit comes later)")
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
-              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options))
+              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
+              in_shardings=in_shardings, out_shardings=out_shardings)
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)

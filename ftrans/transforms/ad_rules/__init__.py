@@ -8,4 +8,4 @@ from ftrans.transforms.ad_rules import elementwise  # noqa: F401
 
 # The structural, reduction, sorting, indexing and windowed families (a relative import keeps
 # this an appended line that ruff's import sorting accepts as its own block).
-from . import calls, collectives, control_flow, indexing, reductions, sorting, structural, windowed  # noqa: F401
+from . import calls, collectives, control_flow, indexing, reductions, sharding, sorting, structural, windowed  # noqa: F401

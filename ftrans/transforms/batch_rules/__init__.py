@@ -1,3 +1,13 @@
 """Batching rules, one module per primitive family; importing this package registers them all."""
 
-from . import calls, collectives, control_flow, elementwise, indexing, parallel, reductions, structural  # noqa: F401
+from . import (  # noqa: F401
+    calls,
+    collectives,
+    control_flow,
+    elementwise,
+    indexing,
+    parallel,
+    reductions,
+    sharding,
+    structural,
+)

@@ -5,4 +5,14 @@ marks the family's non-linear primitives as having no transpose (with the
 reason a user would see), so the registry-coverage test finds no gap.
 """
 
-from . import calls, collectives, control_flow, elementwise, indexing, reductions, structural, windowed  # noqa: F401
+from . import (  # noqa: F401
+    calls,
+    collectives,
+    control_flow,
+    elementwise,
+    indexing,
+    reductions,
+    sharding,
+    structural,
+    windowed,
+)
