@@ -279,6 +279,11 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         s[name].append(((arr((4, 5), f32),), {"window_dimensions": (2, 3), "window_strides": (2, 1),
                                               "padding": ((1, 1), (0, 2)), "base_dilation": (2, 1),
                                               "window_dilation": (1, 2)}))
+    from ftrans.sharding import NamedSharding, P, make_mesh
+
+    one = make_mesh((1,), ("x",))  # one device: the constraint is the identity wherever the tests run it
+    s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
+                                ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),

@@ -91,10 +91,10 @@ class PartitionSpec(tuple):
     def __eq__(self, other: Any) -> bool:
         if isinstance(other, PartitionSpec):
             return self._norm() == other._norm()
-        if isinstance(other, tuple):  # jax's PartitionSpec, or a plain tuple of entries
+        if isinstance(other, tuple) or type(other).__name__ in ("P", "PartitionSpec"):  # jax's, or a tuple
             try:
-                return self._norm() == PartitionSpec(*other)._norm()
-            except FtransTypeError:
+                return self._norm() == PartitionSpec(*tuple(other))._norm()
+            except (FtransTypeError, TypeError):
                 return False
         return NotImplemented
 
@@ -106,7 +106,7 @@ class PartitionSpec(tuple):
         return hash(self._norm())
 
     def __repr__(self) -> str:
-        return "PartitionSpec(" + ", ".join(repr(e) for e in self) + ")"
+        return "P(" + ", ".join(repr(e) for e in self) + ")"
 
     def __reduce__(self) -> Any:
         return (PartitionSpec, tuple(self))

@@ -309,7 +309,7 @@ def put_global(value: np.ndarray, sharding: Any) -> Any:
     """Place ``value`` (a whole, canonically typed array) on a runtime sharding: each device its block."""
     idx = sharding.addressable_devices_indices_map(value.shape)
     devs = list(idx)
-    pieces = [np.ascontiguousarray(value[idx[d]]) for d in devs]
+    pieces = [np.array(value[idx[d]], order="C") for d in devs]  # keeps rank 0 (ascontiguousarray would not)
     return put_pieces(pieces, value.shape, sharding, devs)
 
 

@@ -246,6 +246,8 @@ class JitWrapped:
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
+        # Every call is partitioned: shardings were given, or the body constrains some.
+        self._spmd_always = in_shardings is not None or out_shardings is not None
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._fast: dict[tuple, _Entry] = {}
         self._tree_fast: dict[tuple, _Entry] = {}
@@ -307,7 +309,7 @@ class JitWrapped:
                 return entry.invoke([x._buf for x in leaves], leaves)
         avals = []
         tracing = False
-        spread = self._in_shardings is not None or self._out_shardings is not None
+        spread = self._spmd_always
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
@@ -334,6 +336,11 @@ class JitWrapped:
         if entry is None:
             self.misses += 1
             entry = self._compile(full_args, full_kwargs, statics, in_tree, avals, device)
+            if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
+                from ftrans.transforms import sharded_jit
+
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves,
+                                                avals, in_tree)
             with self._lock:
                 self._cache[key] = entry
                 while len(self._cache) > self._max:
@@ -431,6 +438,11 @@ class JitWrapped:
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        from ftrans.transforms.sharded_jit import constraint_meshes
+
+        if constraint_meshes(closed.jaxpr):
+            self._spmd_always = True
+            return None
         donate_mask = self._donate_mask(args, kwargs, len(avals))
         program, kept = _prune_unused(closed, self._keep_unused)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)

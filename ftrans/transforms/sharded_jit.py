@@ -24,8 +24,27 @@ from ftrans.errors import FtransTypeError, FtransValueError
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
 
+def constraint_meshes(jaxpr: Any) -> list:
+    """The meshes (of several devices) that sharding constraints anywhere in ``jaxpr`` name."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    out: list = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is sharding_constraint_p:
+            m = eqn.params["sharding"].mesh
+            if m.size > 1 and m not in out:
+                out.append(m)
+        else:
+            for sub in subjaxprs(eqn):
+                for m in constraint_meshes(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub):
+                    if m not in out:
+                        out.append(m)
+    return out
+
+
 def needs_spmd(owner: Any, leaves: list) -> bool:
-    if owner._in_shardings is not None or owner._out_shardings is not None:
+    if owner._spmd_always:
         return True
     for x in leaves:
         if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
@@ -115,10 +134,12 @@ def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
     return out
 
 
-def _mesh_of(fname: str, shardings: list) -> Any:
+def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
     from ftrans.core.sharding import get_mesh
 
     mesh = None
+    if jaxpr is not None:
+        shardings = shardings + [NamedSharding(m) for m in constraint_meshes(jaxpr)]
     for s in shardings:
         if isinstance(s, NamedSharding):
             if mesh is None:
@@ -151,7 +172,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
-    mesh = _mesh_of(fname, in_sh + out_sh)
+    mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
