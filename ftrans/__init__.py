@@ -41,6 +41,7 @@ from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
 from ftrans.transforms.parallel import pmap
+from ftrans.transforms.shard_map import shard_map
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
@@ -64,7 +65,7 @@ __all__ = [
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
-    "NamedSharding", "PartitionSpec",
+    "NamedSharding", "PartitionSpec", "shard_map",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

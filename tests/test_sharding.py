@@ -356,3 +356,94 @@ def test_error_mesh_too_large():
 
 def test_error_bare_spec_without_mesh():
     _raises(ValueError, "no mesh is set", lambda: flax.with_sharding_constraint(arr(8), P("x")))
+
+
+# ----------------------------------------------------------------------------
+# shard_map against jax.shard_map
+
+
+def _smap_programs(lax_, np_):
+    return {
+        "psum_rows": (lambda a: lax_.psum(a, "y") + lax_.axis_index("x"), ("x", "y"), ("x",)),
+        "local_matmul_psum": (lambda a: lax_.psum(a @ a.T, ("x", "y")), (None, ("x", "y")), ()),
+        "all_gather": (lambda a: lax_.all_gather(a, "y", axis=1, tiled=True) * 2, ("x", "y"), ("x",)),
+        "ppermute": (lambda a: lax_.ppermute(a, "y", [(i, (i + 1) % 4) for i in range(4)]), ("x", "y"), ("x", "y")),
+        "pmax_pmean": (lambda a: lax_.pmax(a, "x") - lax_.pmean(a, "x"), ("x", "y"), (None, "y")),
+        "psum_scatter": (lambda a: lax_.psum_scatter(a, "y", scatter_dimension=0, tiled=True), (None, "x"),
+                         ("y", "x")),
+    }
+
+
+@pytest.mark.parametrize("prog", list(_smap_programs(flax, fjnp)))
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_shard_map_matches_jax(prog, under_jit):
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    ff, ins, outs = _smap_programs(flax, fjnp)[prog]
+    jf = _smap_programs(jax.lax, jjnp)[prog][0]
+    f = ftrans.shard_map(ff, mesh=fm, in_specs=P(*ins), out_specs=P(*outs))
+    j = jax.shard_map(jf, mesh=jm, in_specs=JP(*ins), out_specs=JP(*outs))
+    if under_jit:
+        f, j = ftrans.jit(f), jax.jit(j)
+    fo, jo = f(x), j(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5, atol=1e-5)
+    same_layout(fo, jo)
+
+
+def test_shard_map_lowers_to_manual_computation():
+    fm, _ = meshes((2, 4))
+    f = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x")))
+    text = f.lower(arr(8, 8)).as_text()
+    assert '"sdy.manual_computation"' in text and 'manual_axes = #sdy<manual_axes{"x", "y"}>' in text
+    assert "use_global_device_ids" in text and "channel_handle" in text
+    assert "dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>" in text  # psum over y: the devices of one x row
+
+
+def test_shard_map_pytrees_and_experimental_signature():
+    from ftrans.experimental.shard_map import shard_map as exp_shard_map
+
+    fm, jm = meshes((2, 4))
+    x, y = arr(8, 4), arr(4)
+    ff = exp_shard_map(lambda d: {"s": flax.psum(d["a"].sum(0), "x") + d["b"]}, fm, ({"a": P("x"), "b": P()},),
+                       {"s": P()})
+    jf = jax.shard_map(lambda d: {"s": jax.lax.psum(d["a"].sum(0), "x") + d["b"]}, mesh=jm,
+                       in_specs=({"a": JP("x"), "b": JP()},), out_specs={"s": JP()})
+    fo, jo = ff({"a": x, "b": y}), jf({"a": x, "b": y})
+    np.testing.assert_allclose(np.asarray(fo["s"]), np.asarray(jo["s"]), rtol=1e-5)
+
+
+def test_grad_of_shard_map_matches_jax():
+    fm, jm = meshes((2, 4))
+    w, x = arr(8, 4), arr(16, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum(np_.tanh(x @ w).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        return T.jit(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)))
+
+    fg = make(ftrans, flax, fjnp, fm, P)(w, x)
+    jg = make(jax, jax.lax, jjnp, jm, JP)(w, x)
+    for a, b in zip(fg, jg):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_of_shard_map_matches_jax():
+    fm, jm = meshes((2, 4))
+    xs = arr(3, 8, 8)
+    ff = ftrans.shard_map(lambda a: flax.psum(a, "y") * 2, mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))
+    jf = jax.shard_map(lambda a: jax.lax.psum(a, "y") * 2, mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))
+    fo = ftrans.jit(ftrans.vmap(ff))(xs)
+    jo = jax.jit(jax.vmap(jf))(xs)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
+
+
+def test_shard_map_errors():
+    fm, _ = meshes((2, 4))
+    _raises(ValueError, "names mesh axis 'z'",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P("z"), out_specs=P())(arr(8)))
+    _raises(ValueError, "not divisible by 4",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P("y"), out_specs=P("y"))(arr(6)))
+    _raises(ValueError, "in_specs has 2 entries",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=(P(), P()), out_specs=P())(arr(8)))

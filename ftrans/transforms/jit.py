@@ -491,7 +491,12 @@ class JitWrapped:
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         from ftrans.transforms import sharded_jit
 
-        if sharded_jit.needs_spmd(self, leaves):
+        traced = None
+        if not sharded_jit.needs_spmd(self, leaves):
+            traced = self.trace(*args, **kwargs)
+            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
+                self._spmd_always = True
+        if self._spmd_always or traced is None:
             avals = []
             for leaf in leaves:
                 a = _leaf_aval(leaf)
@@ -499,7 +504,7 @@ class JitWrapped:
                     raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
                 avals.append(a)
             return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
-        return self.trace(*args, **kwargs).lower()
+        return traced.lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         t = self.trace(*args, **kwargs)

@@ -27,13 +27,14 @@ __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 def constraint_meshes(jaxpr: Any) -> list:
     """The meshes (of several devices) that sharding constraints anywhere in ``jaxpr`` name."""
     from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.shard_map import shard_map_p
     from ftrans.core.prims.sharding import sharding_constraint_p
 
     out: list = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive is sharding_constraint_p:
-            m = eqn.params["sharding"].mesh
-            if m.size > 1 and m not in out:
+        if eqn.primitive is sharding_constraint_p or eqn.primitive is shard_map_p:
+            m = eqn.params["sharding"].mesh if eqn.primitive is sharding_constraint_p else eqn.params["mesh"]
+            if (m.size > 1 or eqn.primitive is shard_map_p) and m not in out:
                 out.append(m)
         else:
             for sub in subjaxprs(eqn):

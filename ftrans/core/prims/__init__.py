@@ -8,6 +8,7 @@ from ftrans.core.prims import (  # noqa: F401
     indexing,
     parallel,
     reductions,
+    shard_map,
     sharding,
     sorting,
     structural,
