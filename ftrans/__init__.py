@@ -41,7 +41,6 @@ from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
 from ftrans.transforms.jit import jit
 from ftrans.transforms.parallel import pmap
-from ftrans.transforms.shard_map import shard_map
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
@@ -53,6 +52,7 @@ from ftrans.transforms.reverse import (
     value_and_grad,
     vjp,
 )
+from ftrans.transforms.shard_map import shard_map
 
 __version__ = "0.1.0"
 

@@ -366,7 +366,7 @@ def _smap_programs(lax_, np_):
     return {
         "psum_rows": (lambda a: lax_.psum(a, "y") + lax_.axis_index("x"), ("x", "y"), ("x",)),
         "local_matmul_psum": (lambda a: lax_.psum(a @ a.T, ("x", "y")), (None, ("x", "y")), ()),
-        "all_gather": (lambda a: lax_.all_gather(a, "y", axis=1, tiled=True) * 2, ("x", "y"), ("x",)),
+        "all_gather": (lambda a: lax_.all_gather(a, "y", axis=1, tiled=True) * 2, ("x", "y"), ("x", "y")),
         "ppermute": (lambda a: lax_.ppermute(a, "y", [(i, (i + 1) % 4) for i in range(4)]), ("x", "y"), ("x", "y")),
         "pmax_pmean": (lambda a: lax_.pmax(a, "x") - lax_.pmean(a, "x"), ("x", "y"), (None, "y")),
         "psum_scatter": (lambda a: lax_.psum_scatter(a, "y", scatter_dimension=0, tiled=True), (None, "x"),

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
 from ftrans.core.sharding import Mesh, PartitionSpec, check_spec, get_mesh
-from ftrans.core.trace import aval_of, stage
+from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["shard_map"]
@@ -59,8 +60,20 @@ class _ShardMapped:
         self._in_specs = in_specs
         self._out_specs = out_specs
         self._check_vma = check_vma
+        self._jitted: Any = None
 
     def __call__(self, *args: Any) -> Any:
+        if _trace.eager_everywhere and _trace.is_eager() and not any(
+                isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
+            # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
+            if self._jitted is None:
+                from ftrans.transforms.jit import jit
+
+                self._jitted = jit(self._bind)
+            return self._jitted(*args)
+        return self._bind(*args)
+
+    def _bind(self, *args: Any) -> Any:
         fname = self.__name__
         mesh = self._mesh if self._mesh is not None else get_mesh()
         if mesh is None:
