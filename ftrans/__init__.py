@@ -3,6 +3,7 @@
 
 from ftrans import (  # noqa: E402  # noqa: E402
     debug,
+    distributed,
     dtypes,
     errors,
     example_libraries,
@@ -35,6 +36,11 @@ from ftrans.devices import (
     process_count,
     process_index,
 )
+from ftrans.distributed import (  # noqa: E402
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+)
 from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
@@ -65,7 +71,8 @@ __all__ = [
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
-    "NamedSharding", "PartitionSpec", "shard_map",
+    "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
+    "make_array_from_single_device_arrays", "make_array_from_process_local_data",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

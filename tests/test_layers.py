@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.tree", "core"),
     ("ftrans.lowering", "lowering"),
     ("ftrans.devices", "lowering"),
+    ("ftrans.distributed", "lowering"),
     ("ftrans.transforms", "transforms"),
     ("ftrans.lax", "lax"),
     ("ftrans.numpy", "numpy"),

@@ -360,3 +360,36 @@ def gspmd_sharding(devices: Sequence[Any], hlo: Any) -> Any:
     from jax._src.sharding_impls import GSPMDSharding
 
     return GSPMDSharding(tuple(devices), hlo)
+
+
+# ----------------------------------------------------------------------------
+# Several processes: jax's PJRT distributed runtime (coordination service)
+
+
+def backend_started() -> bool:
+    """Whether the runtime's backends exist already (processes must be joined before)."""
+    from jax._src import xla_bridge
+
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+def distributed_initialize(coordinator_address: str, num_processes: int, process_id: int,
+                           local_device_ids: Any, timeout_s: int) -> None:
+    """Join the coordination service (process 0 runs it); CPU collectives between processes use gloo."""
+    try:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:  # a jaxlib without the option: CPU programs stay within a process
+        pass
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id, local_device_ids=local_device_ids,
+                               initialization_timeout=int(timeout_s))
+
+
+def distributed_shutdown() -> None:
+    jax.distributed.shutdown()
+
+
+def distributed_is_initialized() -> bool:
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None

@@ -64,7 +64,7 @@ _config_mod.config._listeners.append(_on_config_change)
 def _leaf_aval(x: Any) -> ShapedArray | None:
     """The abstract value of a dynamic argument leaf, or None if it is not an array."""
     t = type(x)
-    if t is DeviceArray:
+    if t is DeviceArray or t is ShardedArray:  # never gathers a sharded argument to the host
         return x._aval
     if isinstance(x, Array):
         v = x._value
