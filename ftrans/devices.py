@@ -100,6 +100,14 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         dev = device
     elif isinstance(device, (NamedSharding, PartitionSpec)):
         return _put_sharded_tree(x, device)
+    elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
+        try:
+            return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
+                                      device, x, is_leaf=lambda d: d is None or _is_device(d) or
+                                      isinstance(d, (NamedSharding, PartitionSpec)) or hasattr(d, "device_set"))
+        except ValueError as e:
+            raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
+                                   ) from None
     elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         ds = getattr(device, "device_set", None)
         if ds is None or len(ds) != 1:
