@@ -447,3 +447,33 @@ def test_shard_map_errors():
             lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P("y"), out_specs=P("y"))(arr(6)))
     _raises(ValueError, "in_specs has 2 entries",
             lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=(P(), P()), out_specs=P())(arr(8)))
+
+
+# ----------------------------------------------------------------------------
+# Global arrays from blocks (one process)
+
+
+def test_make_array_helpers_match_jax():
+    fm, jm = meshes((2, 4))
+    full = arr(8, 8)
+    fs, js = NamedSharding(fm, P("x", "y")), JNamedSharding(jm, JP("x", "y"))
+    fa = ftrans.make_array_from_callback((8, 8), fs, lambda idx: full[idx])
+    ja = jax.make_array_from_callback((8, 8), js, lambda idx: full[idx])
+    np.testing.assert_array_equal(np.asarray(fa), np.asarray(ja))
+    same_layout(fa, ja)
+    fb = ftrans.make_array_from_process_local_data(NamedSharding(fm, P("x")), full)
+    assert fb.shape == (8, 8) and fb.sharding.spec == P("x")
+    np.testing.assert_array_equal(np.asarray(fb), full)
+    blocks = [ftrans.device_put(full[idx], d) for d, idx in fs.devices_indices_map((8, 8)).items()]
+    fc = ftrans.make_array_from_single_device_arrays((8, 8), fs, blocks)
+    np.testing.assert_array_equal(np.asarray(fc), full)
+    with pytest.raises(ValueError, match="block of shape"):
+        ftrans.make_array_from_callback((8, 8), fs, lambda idx: full)
+
+
+def test_device_put_tree_of_shardings():
+    fm, _ = meshes((2, 4))
+    tree = {"a": arr(8, 4), "b": arr(4, 8)}
+    out = ftrans.device_put(tree, {"a": NamedSharding(fm, P("x")), "b": NamedSharding(fm, P(None, "x"))})
+    assert out["a"].sharding.spec == P("x") and out["b"].sharding.spec == P(None, "x")
+    np.testing.assert_array_equal(np.asarray(out["b"]), tree["b"])
