@@ -85,7 +85,7 @@ def main() -> None:
         results[name] = (np.asarray(out[0]["w1"]), float(out[1]))
 
         def run_step(f=f, p=p, xs=xs, ys=ys):
-            jax.block_until_ready(f(p, xs, ys)[1]) if name == "jax" else f(p, xs, ys)[1].block_until_ready()
+            f(p, xs, ys)[1].block_until_ready()
 
         step_ms = median_time(run_step, reps) * 1e3
         tiny = lib.jit(lambda v: v * 2.0)

@@ -436,10 +436,27 @@ def remember_mesh(mesh: Mesh) -> None:
     _mesh_memo[_runtime_key(mesh)] = mesh
 
 
+_converted: dict = {}
+
+
 def from_runtime(sh: Any) -> Any:
     """ftrans's sharding for a runtime (jax) sharding object: NamedSharding, single device, or as is."""
     if isinstance(sh, Sharding):
         return sh
+    try:
+        return _converted[sh]
+    except (KeyError, TypeError):
+        pass
+    out = _from_runtime(sh)
+    if len(_converted) < 4096:
+        try:
+            _converted[sh] = out
+        except TypeError:
+            pass
+    return out
+
+
+def _from_runtime(sh: Any) -> Any:
     mesh = getattr(sh, "mesh", None)
     spec = getattr(sh, "spec", None)
     if mesh is not None and spec is not None and hasattr(mesh, "axis_names"):

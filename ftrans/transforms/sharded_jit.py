@@ -182,7 +182,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     from ftrans.lowering.spmd import SpmdExecutable
 
-    own = tuple(x.sharding if type(x) is ShardedArray else None for x in leaves)
+    own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
            _config_mod.config.enable_x64)
     entry = owner._spmd_cache.get(key)
