@@ -477,3 +477,16 @@ def test_device_put_tree_of_shardings():
     out = ftrans.device_put(tree, {"a": NamedSharding(fm, P("x")), "b": NamedSharding(fm, P(None, "x"))})
     assert out["a"].sharding.spec == P("x") and out["b"].sharding.spec == P(None, "x")
     np.testing.assert_array_equal(np.asarray(out["b"]), tree["b"])
+
+
+def test_sharded_jit_nested_in_jit_keeps_its_layout():
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    inner_f = ftrans.jit(lambda a: a * 2, in_shardings=NamedSharding(fm, P("x")), out_shardings=NamedSharding(fm,
+                                                                                                              P("y")))
+    inner_j = jax.jit(lambda a: a * 2, in_shardings=JNamedSharding(jm, JP("x")), out_shardings=JNamedSharding(jm,
+                                                                                                            JP("y")))
+    fo = ftrans.jit(lambda a: inner_f(a) + 1)(x)
+    jo = jax.jit(lambda a: inner_j(a) + 1)(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    same_layout(fo, jo)

@@ -468,8 +468,16 @@ class JitWrapped:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         body, consts = hoist_consts(closed)
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
+        if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
+            from ftrans.transforms import sharded_jit
+
+            leaves = sharded_jit.constrain_inputs(self, args, kwargs, statics, leaves)
         outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
+        if self._out_shardings is not None:
+            from ftrans.transforms import sharded_jit
+
+            outs = sharded_jit.constrain_outputs(self, out_tree, outs)
         return tree_util.tree_unflatten(out_tree, outs)
 
     # -- ahead-of-time API ------------------------------------------------------

@@ -267,3 +267,24 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
     return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate)
+
+
+def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leaves: list) -> list:
+    """Under an enclosing trace: the arguments constrained to ``in_shardings`` (when they can be matched)."""
+    if owner._in_shardings is None or statics:
+        return leaves
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    flat = _in_shardings(owner, args, kwargs, leaves)
+    return [sharding_constraint_p.bind(x, sharding=s) if isinstance(s, NamedSharding) else x
+            for x, s in zip(leaves, flat)]
+
+
+def constrain_outputs(owner: Any, out_tree: Any, outs: list) -> list:
+    """Under an enclosing trace: the results constrained to ``out_shardings``."""
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    flat = _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
+    return [sharding_constraint_p.bind(o, sharding=s) if isinstance(s, NamedSharding) else o
+            for o, s in zip(outs, flat)]
