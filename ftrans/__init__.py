@@ -1,7 +1,9 @@
 """ftrans: composable function transformations for numerical Python (JAX's API)."""
 
 
-from ftrans import (  # noqa: E402
+from ftrans import (  # noqa: E402  # noqa: E402
+    debug,
+    distributed,
     dtypes,
     errors,
     example_libraries,
@@ -10,6 +12,7 @@ from ftrans import (  # noqa: E402
     numpy,
     random,
     scipy,
+    sharding,
     test_util,
     tree,
     tree_util,
@@ -18,6 +21,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
 from ftrans.devices import (
     block_until_ready,
     default_backend,
@@ -32,6 +36,12 @@ from ftrans.devices import (
     process_count,
     process_index,
 )
+from ftrans.distributed import (  # noqa: E402
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+)
+from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
@@ -48,6 +58,7 @@ from ftrans.transforms.reverse import (
     value_and_grad,
     vjp,
 )
+from ftrans.transforms.shard_map import shard_map
 
 __version__ = "0.1.0"
 
@@ -59,7 +70,9 @@ __all__ = [
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
-    "nn", "scipy", "example_libraries",
+    "nn", "scipy", "example_libraries", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
+    "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
+    "make_array_from_single_device_arrays", "make_array_from_process_local_data",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

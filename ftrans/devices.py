@@ -16,6 +16,7 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
@@ -97,10 +98,20 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         dev = default_device()
     elif _is_device(device):
         dev = device
+    elif isinstance(device, (NamedSharding, PartitionSpec)):
+        return _put_sharded_tree(x, device)
+    elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
+        try:
+            return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
+                                      device, x, is_leaf=lambda d: d is None or _is_device(d) or
+                                      isinstance(d, (NamedSharding, PartitionSpec)) or hasattr(d, "device_set"))
+        except ValueError as e:
+            raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
+                                   ) from None
     elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         ds = getattr(device, "device_set", None)
         if ds is None or len(ds) != 1:
-            raise NotImplementedError("device_put: placing on a multi-device sharding is not supported yet")
+            raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
         dev = next(iter(ds))
     else:
         raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
@@ -120,6 +131,41 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev, src_dev, bool(d), may), sub)
 
     return _map_prefixes(put, x, donate, may_alias)
+
+
+def _put_sharded_tree(x: Any, sharding: Any) -> Any:
+    """``device_put(x, NamedSharding(...))``: each leaf split over the mesh (each device gets its block)."""
+    from ftrans.core.array import sharded_array
+    from ftrans.core.avals import ShapedArray
+    from ftrans.core.sharding import check_divisible, get_mesh
+    from ftrans.lowering import spmd
+
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
+                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+        sharding = NamedSharding(mesh, sharding)
+
+    def put(leaf: Any) -> Any:
+        if isinstance(leaf, Tracer):
+            from ftrans.core.prims.sharding import sharding_constraint_p
+
+            return sharding_constraint_p.bind(leaf, sharding=sharding)
+        if isinstance(leaf, Array):
+            aval = leaf.aval
+        else:
+            arr = np.asarray(leaf)
+            canon = dtypes.canonicalize(arr.dtype)
+            weak = isinstance(leaf, (bool, int, float, complex))
+            if weak:
+                canon = dtypes.python_scalar_dtype(leaf)
+            leaf = arr.astype(canon) if arr.dtype != canon else arr
+            aval = ShapedArray(leaf.shape, leaf.dtype, weak)
+        check_divisible(sharding, aval.shape, "device_put")
+        return sharded_array(spmd.put(leaf, sharding), aval)
+
+    return tree_util.tree_map(put, x)
 
 
 def _map_prefixes(put: Any, x: Any, donate: Any, may_alias: Any) -> Any:

@@ -115,6 +115,11 @@ class DeletedArrayError(_Located, FtransError, RuntimeError):
     """An Array whose buffer was donated (or deleted) was used again."""
 
 
+class DistributedInitError(_Located, FtransError, RuntimeError):
+    """``ftrans.distributed.initialize`` could not join the processes (an unreachable coordinator, a second
+    call, a backend that already started)."""
+
+
 class JaxprTypeError(FtransError, TypeError):
     """An ill-typed IR program (a bug in a pass, or a hand-built jaxpr)."""
 

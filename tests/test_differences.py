@@ -335,3 +335,41 @@ def test_signal_fft_method_is_the_direct_convolution():
     theirs_fft, theirs_direct = jsignal.convolve(a, v, method="fft"), jsignal.convolve(a, v, method="direct")
     assert not np.array_equal(np.asarray(theirs_fft), np.asarray(theirs_direct))  # JAX really uses FFTs
     np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------
+# Sharding (docs/differences.md, "Sharding")
+
+
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_shard_map_check_vma_is_not_enforced():
+    """An out_specs claiming replication over 'y' of a value that varies over 'y': jax raises, ftrans trusts it."""
+    from jax.sharding import AxisType as JA
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, P
+
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JA.Auto,) * 2)
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    with pytest.raises(ValueError, match="replicat"):
+        jax.shard_map(lambda a: a * 2, mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))(x)
+    out = ftrans.shard_map(lambda a: a * 2, mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))(x)
+    assert out.shape == (8, 2)  # one device's columns along y are kept
+
+
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_reshard_accepts_auto_axes():
+    from jax.sharding import AxisType as JA
+    from jax.sharding import NamedSharding as JNS
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, NamedSharding, P
+
+    x = np.ones((8, 8), np.float32)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JA.Auto,) * 2)
+    with pytest.raises(ValueError, match="Auto"):
+        jax.jit(lambda a: jax.reshard(a, JNS(jm, JP("x"))))(x)
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    out = ftrans.jit(lambda a: ftrans.reshard(a, NamedSharding(fm, P("x"))))(x)
+    assert out.sharding == NamedSharding(fm, P("x"))

@@ -84,3 +84,12 @@ def test_bad_arguments_give_a_message_not_a_traceback(script, args):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert "error:" in r.stderr
+
+
+def test_sharded_transformer_learns_with_split_weights():
+    r = run("sharded_transformer.py", "--steps", "120")
+    assert r.returncode == 0, r.stderr
+    assert "on 8 devices" in r.stdout and "each device holds (64, 16) of (64, 64)" in r.stdout, r.stdout
+    m = re.search(r"first loss ([0-9.]+), final loss ([0-9.]+), reversal accuracy ([0-9.]+)", r.stdout)
+    assert float(m.group(2)) < 0.1 * float(m.group(1)) and float(m.group(3)) >= 0.95, r.stdout
+    assert "parameters still split: P(None, 'model')" in r.stdout

@@ -314,6 +314,13 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((arr((2, 4, 4), c64),), {"fft_type": _Fft.IRFFT, "fft_lengths": (4, 7)}),
         ((arr((2, 2, 3, 4), c64),), {"fft_type": _Fft.FFT, "fft_lengths": (2, 3, 4)}),
     ]
+
+
+    from ftrans.sharding import NamedSharding, P, make_mesh
+
+    one = make_mesh((1,), ("x",))  # one device: the constraint is the identity wherever the tests run it
+    s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
+                                ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
@@ -432,6 +439,8 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "a collective: abstract eval and impl need its axis name bound by vmap/pmap, so it has no "
              "standalone samples; tests/test_collectives.py covers it against jax.vmap"
        for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index")},
+    "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
+                 "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
 }
 
 

@@ -214,6 +214,12 @@ class Array(ArrayMixin):
         return host_device()
 
     @property
+    def sharding(self) -> Any:
+        from ftrans.core.sharding import SingleDeviceSharding
+
+        return SingleDeviceSharding(self.device)
+
+    @property
     def is_fully_addressable(self) -> bool:
         return True
 
@@ -533,7 +539,9 @@ class ShardedArray(Array):
 
     @property
     def sharding(self) -> Any:
-        return self._sharded.sharding
+        from ftrans.core.sharding import from_runtime
+
+        return from_runtime(self._sharded.sharding)
 
     @property
     def addressable_shards(self) -> list:
@@ -554,7 +562,7 @@ class ShardedArray(Array):
 
     @property
     def device(self) -> Any:
-        return self._sharded.sharding
+        return self.sharding
 
     def block_until_ready(self) -> ShardedArray:
         buf = self._sharded

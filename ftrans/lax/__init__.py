@@ -16,6 +16,7 @@ from ftrans.lax._convolution import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
 from ftrans.lax._reductions import *  # noqa: F401,F403
+from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

@@ -314,3 +314,127 @@ def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
     if jaxlib_extension_version >= 467:
         return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy, dl_type)
     return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+
+
+# ----------------------------------------------------------------------------
+# One SPMD program partitioned over a mesh (sharded jit)
+
+
+def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+    """Compile a module of ``len(devices)`` partitions whose sharding annotations are Shardy's
+    (``sdy.mesh`` / ``sdy.sharding``): XLA's partitioner splits the program; partition ``i`` runs on
+    ``devices[i]``."""
+    opts = _compile_options(devices)
+    build = opts.executable_build_options
+    build.use_spmd_partitioning = True
+    build.use_shardy_partitioner = True
+    if options:
+        opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+
+
+def runtime_sharding(sharding: Any, ndim: int) -> Any:
+    """The runtime's sharding object for an ftrans NamedSharding / SingleDeviceSharding."""
+    from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+    if not hasattr(sharding, "mesh"):
+        return _sharding(next(iter(sharding.device_set)))
+    mesh = sharding.mesh
+    rt = mesh._runtime
+    if rt is None:
+        rt = mesh._runtime = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+        from ftrans.core.sharding import remember_mesh
+
+        remember_mesh(mesh)
+    spec = tuple(None if type(e).__name__ == "_Unconstrained" else e for e in sharding.spec)[:ndim]
+    return NamedSharding(rt, PartitionSpec(*spec))
+
+
+def put_global(value: np.ndarray, sharding: Any) -> Any:
+    """Place ``value`` (a whole, canonically typed array) on a runtime sharding: each device its block."""
+    idx = sharding.addressable_devices_indices_map(value.shape)
+    devs = list(idx)
+    pieces = [np.array(value[idx[d]], order="C") for d in devs]  # keeps rank 0 (ascontiguousarray would not)
+    return put_pieces(pieces, value.shape, sharding, devs)
+
+
+def reshard_buffer(buf: Any, sharding: Any) -> Any:
+    """A multi-device buffer moved to another runtime sharding (through the runtime)."""
+    return jax.device_put(buf, sharding)
+
+
+def output_hlo_shardings(executable: Any) -> list:
+    """The HLO shardings XLA chose for a partitioned program's results."""
+    return [_xc.HloSharding.from_proto(s) for s in executable.get_output_shardings()]
+
+
+def hlo_sharding_of(sharding: Any, ndim: int) -> Any:
+    """The HLO sharding of a runtime sharding for an array of rank ``ndim``."""
+    return sharding._to_xla_hlo_sharding(ndim)
+
+
+def spec_matching(hlo: Any, mesh: Any, ndim: int) -> Any:
+    """A PartitionSpec (as a tuple) over ``mesh`` whose layout is ``hlo``, or None if none is found.
+
+    Tries every assignment of distinct mesh axes (size > 1) to dimensions, replicated first.
+    """
+    import itertools
+
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    rt = mesh._runtime
+    if hlo.is_replicated():
+        return ()
+    axes = [a for a, s in zip(mesh.axis_names, mesh.devices.shape) if s > 1]
+    choices: list = [None]
+    for r in range(1, len(axes) + 1):
+        for perm in itertools.permutations(axes, r):
+            choices.append(perm[0] if r == 1 else perm)
+    for spec in itertools.product(choices, repeat=ndim):
+        used = [a for e in spec if e is not None for a in ((e,) if isinstance(e, str) else e)]
+        if len(used) != len(set(used)):
+            continue
+        cand = NamedSharding(rt, PartitionSpec(*spec))._to_xla_hlo_sharding(ndim)
+        if cand == hlo:
+            return spec
+    return None
+
+
+def gspmd_sharding(devices: Sequence[Any], hlo: Any) -> Any:
+    """A runtime sharding for an HLO sharding no mesh spec describes."""
+    from jax._src.sharding_impls import GSPMDSharding
+
+    return GSPMDSharding(tuple(devices), hlo)
+
+
+# ----------------------------------------------------------------------------
+# Several processes: jax's PJRT distributed runtime (coordination service)
+
+
+def backend_started() -> bool:
+    """Whether the runtime's backends exist already (processes must be joined before)."""
+    from jax._src import xla_bridge
+
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+def distributed_initialize(coordinator_address: str, num_processes: int, process_id: int,
+                           local_device_ids: Any, timeout_s: int) -> None:
+    """Join the coordination service (process 0 runs it); CPU collectives between processes use gloo."""
+    try:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:  # a jaxlib without the option: CPU programs stay within a process
+        pass
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id, local_device_ids=local_device_ids,
+                               initialization_timeout=int(timeout_s))
+
+
+def distributed_shutdown() -> None:
+    jax.distributed.shutdown()
+
+
+def distributed_is_initialized() -> bool:
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None

@@ -29,7 +29,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
@@ -129,7 +129,7 @@ _config_mod.config._listeners.append(_on_config_change)
 def _leaf_aval(x: Any) -> ShapedArray | None:
     """The abstract value of a dynamic argument leaf, or None if it is not an array."""
     t = type(x)
-    if t is DeviceArray:
+    if t is DeviceArray or t is ShardedArray:  # never gathers a sharded argument to the host
         return x._aval
     if isinstance(x, Array):
         v = x._value
@@ -322,13 +322,14 @@ class JitWrapped:
 
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
-                 keep_unused: bool, inline: bool, compiler_options: tuple = ()):
+                 keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
+                 out_shardings: Any = None):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
         # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
-                         max_cache_size, keep_unused, inline, compiler_options)
+                         max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -349,10 +350,16 @@ class JitWrapped:
         self._inline = bool(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
+        self._in_shardings = in_shardings
+        self._out_shardings = out_shardings
+        self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
+        # Every call is partitioned: shardings were given, or the body constrains some.
+        self._spmd_always = in_shardings is not None or out_shardings is not None
         # The cache is the function's, shared by every wrapper with these options (see _Store);
         # the wrapper keeps its dicts as attributes so the call path reads them directly.
         options = (self._static_argnums, self._static_argnames, self._donate_argnums, self._donate_argnames,
-                   device, backend, self._max, self._inline, self._keep_unused, compiler_options)
+                   device, backend, self._max, self._inline, self._keep_unused, compiler_options,
+                   in_shardings, out_shardings)
         store = self._store = _store_for(fun, options)
         self._cache = store.cache
         self._fast = store.fast
@@ -427,23 +434,37 @@ class JitWrapped:
                 return entry.invoke([x._buf for x in leaves], leaves)
         avals = []
         tracing = False
+        spread = self._spmd_always
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
                 raise _bad_leaf_error(self.__name__, args, kwargs, leaf)
             if isinstance(leaf, Tracer):
                 tracing = True
+            elif type(leaf) is ShardedArray:
+                spread = True
             avals.append(a)
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
                 return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
+        if spread:
+            from ftrans.transforms import sharded_jit
+
+            if sharded_jit.needs_spmd(self, leaves):
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
+                                                in_tree)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         if entry is None:
             entry = self._compile_once(key, full_args, full_kwargs, statics, in_tree, avals, device)
+            if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
+                from ftrans.transforms import sharded_jit
+
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves,
+                                                avals, in_tree)
         else:
             self.hits += 1
         bufs = [X.to_buffer(leaf, device) for leaf in leaves]
@@ -481,6 +502,8 @@ class JitWrapped:
         try:
             self.misses += 1
             entry = self._compile(args, kwargs, statics, in_tree, avals, device)
+            if entry is None:  # a partitioned program: the caller takes the sharded path, nothing to cache
+                return None
             with store.lock:
                 store.cache[key] = entry
                 while len(store.cache) > self._max:
@@ -578,6 +601,11 @@ class JitWrapped:
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        from ftrans.transforms.sharded_jit import constraint_meshes
+
+        if constraint_meshes(closed.jaxpr):
+            self._spmd_always = True
+            return None
         donate_mask = self._donate_mask(args, kwargs, len(avals))
         program, kept = _prune_unused(closed, self._keep_unused)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
@@ -607,8 +635,16 @@ class JitWrapped:
         leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
                   else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
+        if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
+            from ftrans.transforms import sharded_jit
+
+            leaves = sharded_jit.constrain_inputs(self, args, kwargs, statics, leaves)
         outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
+        if self._out_shardings is not None:
+            from ftrans.transforms import sharded_jit
+
+            outs = sharded_jit.constrain_outputs(self, out_tree, outs)
         return tree_util.tree_unflatten(out_tree, outs)
 
     # -- ahead-of-time API ------------------------------------------------------
@@ -625,8 +661,25 @@ class JitWrapped:
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                       self._target_device(leaves), self._keep_unused)
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.trace(*args, **kwargs).lower()
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        dargs, dkw, statics = self._split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        from ftrans.transforms import sharded_jit
+
+        traced = None
+        if not sharded_jit.needs_spmd(self, leaves):
+            traced = self.trace(*args, **kwargs)
+            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
+                self._spmd_always = True
+        if self._spmd_always or traced is None:
+            avals = []
+            for leaf in leaves:
+                a = _leaf_aval(leaf)
+                if a is None:
+                    raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
+                avals.append(a)
+            return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
+        return traced.lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         t = self.trace(*args, **kwargs)
@@ -642,6 +695,7 @@ class JitWrapped:
             self._cache.clear()
             self._fast.clear()
             self._tree_fast.clear()
+            self._spmd_cache.clear()
 
     _clear_cache = clear_cache
 
@@ -938,13 +992,12 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
     reach XLA's compile options and key its caches.
     """
-    if in_shardings is not None or out_shardings is not None:
-        raise NotImplementedError("jit: in_shardings/out_shardings are not supported yet (sharded jit comes later)")
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
-              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options))
+              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
+              in_shardings=in_shardings, out_shardings=out_shardings)
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)

@@ -10,6 +10,8 @@ from ftrans.core.prims import (  # noqa: F401
     indexing,
     parallel,
     reductions,
+    shard_map,
+    sharding,
     sorting,
     structural,
     windowed,

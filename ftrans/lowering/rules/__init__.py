@@ -12,6 +12,8 @@ from ftrans.lowering.rules import (
     indexing,  # noqa: F401
     parallel,  # noqa: F401
     reductions,  # noqa: F401
+    shard_map,  # noqa: F401
+    sharding,  # noqa: F401
     sorting,  # noqa: F401
     structural,  # noqa: F401
     windowed,  # noqa: F401

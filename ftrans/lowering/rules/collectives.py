@@ -35,8 +35,21 @@ def _mesh(ctx: LoweringContext) -> tuple[list, list[int]]:
             f"{ctx.eqn.primitive.name} (from {ctx.eqn.source_info}) names axis "
             f"{ctx.eqn.params.get('axis_name')!r}, but it is being compiled outside any pmap "
             "(a collective inside jit must run inside pmap or vmap binding its axis)")
-    rest = m.num_replicas // math.prod(sizes)
+    rest = (m.num_partitions if m.meshes else m.num_replicas) // math.prod(sizes)
     return names + [None], sizes + [rest]
+
+
+def _channel(ctx: LoweringContext, global_ids: bool = True) -> dict:
+    """In a partitioned program (shard_map), collectives name devices by global id over a fresh channel."""
+    m = ctx.module
+    if not m.meshes:
+        return {}
+    n = getattr(m, "_channels", 0) + 1
+    m._channels = n
+    out = {"channel_handle": f"#stablehlo.channel_handle<handle = {n}, type = 1>"}
+    if global_ids:
+        out["use_global_device_ids"] = "unit"
+    return out
 
 
 def _dims_of(ctx: LoweringContext, axis_names: Any) -> tuple[list[int], list[int]]:
@@ -74,7 +87,8 @@ def axis_index(ctx: LoweringContext, name: Any) -> str:
     """This replica's int32 index along the pmap axis ``name``."""
     (d,), sizes = _dims_of(ctx, name)
     stride = math.prod(sizes[d + 1:])
-    rid = ctx.emit1("stablehlo.replica_id", [], mt.tensor_type((), np.dtype(np.uint32)))
+    op = "stablehlo.partition_id" if ctx.module.meshes else "stablehlo.replica_id"
+    rid = ctx.emit1(op, [], mt.tensor_type((), np.dtype(np.uint32)))
     r = ctx.emit1("stablehlo.convert", [rid], mt.tensor_type((), I32))
     if stride != 1:
         r = ctx.emit1("stablehlo.divide", [r, ctx.scalar(stride, I32)], mt.tensor_type((), I32))
@@ -94,7 +108,7 @@ def _all_reduce(op: str, bool_op: str) -> Any:
         body = bool_op if aval.dtype == dtypes.bool_ else op
         region = ctx.reduce_region(body, aval.dtype)
         return ctx.emit1("stablehlo.all_reduce", [x], mt.aval_type(aval),
-                         {"replica_groups": _groups_attr(groups(ctx, axis_name))}, [region])
+                         {"replica_groups": _groups_attr(groups(ctx, axis_name)), **_channel(ctx)}, [region])
 
     return rule
 
@@ -115,7 +129,8 @@ def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: 
         shape = aval.shape[:axis] + (1,) + aval.shape[axis:]
         x = _reshape(ctx, x, shape, aval.dtype)
     return ctx.emit1("stablehlo.all_gather", [x], mt.aval_type(ctx.avals_out[0]), {
-        "all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups(ctx, axis_name))})
+        "all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups(ctx, axis_name)),
+        **_channel(ctx)})
 
 
 @register_lowering(C.all_to_all_p)
@@ -127,12 +142,12 @@ def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, split_
     if tiled:
         return ctx.emit1("stablehlo.all_to_all", [x], mt.aval_type(ctx.avals_out[0]), {
             "split_dimension": f"{split_axis} : i64", "concat_dimension": f"{concat_axis} : i64",
-            "split_count": f"{n} : i64", "replica_groups": _groups_attr(g)})
+            "split_count": f"{n} : i64", "replica_groups": _groups_attr(g), **_channel(ctx, False)})
     # Untiled: exchange one slice of the split axis with each member (their order then indexes that axis),
     # then move the axis to where the result keeps it.
     y = ctx.emit1("stablehlo.all_to_all", [x], mt.aval_type(aval), {
         "split_dimension": f"{split_axis} : i64", "concat_dimension": f"{split_axis} : i64",
-        "split_count": f"{n} : i64", "replica_groups": _groups_attr(g)})
+        "split_count": f"{n} : i64", "replica_groups": _groups_attr(g), **_channel(ctx, False)})
     perm = list(range(len(aval.shape)))
     d = perm.pop(split_axis)
     perm.insert(concat_axis, d)
@@ -151,7 +166,7 @@ def _ppermute_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, perm: tu
         zero = ctx.scalar(0, aval.dtype)
         return ctx.broadcast(zero, aval.update(shape=()), aval.shape, ())
     return ctx.emit1("stablehlo.collective_permute", [x], mt.aval_type(aval), {
-        "source_target_pairs": int_matrix(np.array(pairs))})
+        "source_target_pairs": int_matrix(np.array(pairs)), **_channel(ctx, False)})
 
 
 @register_lowering(C.psum_scatter_p)
@@ -164,7 +179,8 @@ def _psum_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, scat
     shape[scatter_dimension] //= g.shape[1]
     region = ctx.reduce_region("stablehlo.add", aval.dtype)
     y = ctx.emit1("stablehlo.reduce_scatter", [x], mt.tensor_type(tuple(shape), aval.dtype), {
-        "scatter_dimension": f"{scatter_dimension} : i64", "replica_groups": _groups_attr(g)}, [region])
+        "scatter_dimension": f"{scatter_dimension} : i64", "replica_groups": _groups_attr(g), **_channel(ctx)},
+        [region])
     if tuple(shape) != tuple(out.shape):
         y = _reshape(ctx, y, out.shape, out.dtype)
     return y

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     convolution,
     indexing,
     reductions,
+    sharding,
     sorting,
     structural,
     windowed,

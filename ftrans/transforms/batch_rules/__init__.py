@@ -9,5 +9,7 @@ from . import (  # noqa: F401
     indexing,
     parallel,
     reductions,
+    shard_map,
+    sharding,
     structural,
 )

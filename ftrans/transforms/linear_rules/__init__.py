@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     elementwise,
     indexing,
     reductions,
+    sharding,
     structural,
     windowed,
 )
