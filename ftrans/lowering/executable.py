@@ -138,6 +138,29 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     return held
 
 
+def compiled_program(key: tuple, build: Any, text: str) -> _Xla:
+    """A multi-device program (pmap's replicas, sharded jit's partitions) through the shared cache.
+
+    ``build()`` compiles on a miss. As with ``compiled``, the entry lives as
+    long as the caller keeps the returned holder.
+    """
+    with _xla_lock:
+        held = _xla_cache.get(key)
+        if held is not None:
+            stats["xla_cache_hits"] += 1
+            return held
+    try:
+        exe = build()
+    except Exception as e:  # XLA's own error types vary by release
+        raise _rejected(e, text) from None
+    stats["compiles"] += 1
+    with _xla_lock:
+        held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
+        if held is None:
+            held = _xla_cache[key] = _Xla(exe)
+    return held
+
+
 def _names_option(msg: str) -> bool:
     return "compile option" in msg or "setting option" in msg or "compiler option" in msg
 

@@ -85,28 +85,11 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
 
 
 def _compile(text: str, devices: list) -> Any:
-    """XLA-compile a replicated module, through the executable cache that jit's programs share.
-
-    Returns the cache's holder: the entry lives as long as a ``PmapExecutable`` keeps the holder.
-    """
+    """XLA-compile a replicated module through the cache jit's programs share (returns the cache's holder)."""
     from ftrans.lowering import executable as X
 
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",))
-    with X._xla_lock:
-        held = X._xla_cache.get(key)
-        if held is not None:
-            X.stats["xla_cache_hits"] += 1
-            return held
-    try:
-        exe = compat.compile_replicated(devices[0].client, text, devices)
-    except Exception as e:  # XLA's own error types vary by release
-        raise X._rejected(e, text) from None
-    X.stats["compiles"] += 1
-    with X._xla_lock:
-        held = X._xla_cache.get(key)  # another thread may have compiled the same program meanwhile
-        if held is None:
-            held = X._xla_cache[key] = X._Xla(exe)
-    return held
+    return X.compiled_program(key, lambda: compat.compile_replicated(devices[0].client, text, devices), text)
 
 
 class PmapExecutable:

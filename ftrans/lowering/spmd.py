@@ -57,25 +57,11 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
 
 
 def _compile(text: str, devices: list, options: tuple) -> Any:
+    """XLA-compile a partitioned module through the cache jit's programs share (returns the cache's holder)."""
     from ftrans.lowering import executable as X
 
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options))
-    with X._xla_lock:
-        exe = X._xla_cache.get(key)
-        if exe is not None:
-            X._xla_cache.move_to_end(key)
-            X.stats["xla_cache_hits"] += 1
-            return exe
-    try:
-        exe = compat.compile_spmd(devices[0].client, text, devices, options)
-    except Exception as e:  # XLA's own error types vary by release
-        raise X._rejected(e, text) from None
-    X.stats["compiles"] += 1
-    with X._xla_lock:
-        X._xla_cache[key] = exe
-        while len(X._xla_cache) > X.MAX_EXECUTABLES:
-            X._xla_cache.popitem(last=False)
-    return exe
+    return X.compiled_program(key, lambda: compat.compile_spmd(devices[0].client, text, devices, options), text)
 
 
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
@@ -119,7 +105,8 @@ class SpmdExecutable:
         self.in_avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
         self.out_avals = list(closed.out_avals)
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
-        self.xla = _compile(self.text, self.devices, options)
+        self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
+        self.xla = self._held.xla
         self._rt_in = [compat.runtime_sharding(s, len(a.shape)) for s, a in zip(self.in_shardings, self.in_avals)]
         hlos = compat.output_hlo_shardings(self.xla)
         compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # makes the mesh's runtime twin
