@@ -18,7 +18,9 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
+    Device,
     block_until_ready,
     default_backend,
     device_count,
@@ -32,10 +34,11 @@ from ftrans.devices import (
     process_count,
     process_index,
 )
+from ftrans.dtypes import float0
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
-from ftrans.transforms.jit import jit
+from ftrans.transforms.jit import clear_caches, disable_jit, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
@@ -49,6 +52,16 @@ from ftrans.transforms.reverse import (
     vjp,
 )
 
+jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
+
+
+def typeof(x):
+    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
+    from ftrans.core.trace import aval_of
+
+    return aval_of(x)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -60,6 +73,8 @@ __all__ = [
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries",
+    "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope", "clear_caches",
+    "jacobian", "typeof",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

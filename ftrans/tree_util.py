@@ -6,6 +6,7 @@ from jax.tree_util import (  # noqa: F401
     Partial,
     SequenceKey,
     keystr,
+    register_dataclass,
     register_pytree_node,
     register_pytree_node_class,
     register_pytree_with_keys,

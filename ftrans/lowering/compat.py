@@ -26,6 +26,9 @@ from jax._src.lib import xla_client as _xc
 
 JAX_VERSION: str = jax.__version__
 
+# The PJRT client's device class (what ``devices()`` returns): ``ftrans.Device`` for isinstance checks.
+Device: type = jax.Device
+
 
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
