@@ -198,16 +198,12 @@ def promote_dtypes(name: str, *args: Any) -> tuple[list, np.dtype, bool]:
     dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
     if weak:
         return [convert(a, dt, weak) for a in args], dt, weak
-    return [_strong(a, dt) for a in args], dt, weak
-
-
-def _strong(x: Any, dt: np.dtype) -> Any:
-    """``convert(x, dt, False)`` that also stages JAX's weak-stripping conversion for a weak traced operand
-    of the right dtype joined with a strong one: its transpose gives the cotangent back its weak type, as
-    JAX's does.  (Eager operands need none: the primitive's weak-type rule already makes the result strong.)"""
-    if isinstance(x, Tracer) and x.weak_type and x.dtype == dt:
-        return S.convert_element_type_p.bind(x, new_dtype=dt, weak_type=False)
-    return convert(x, dt, False)
+    # A weak traced operand of the right dtype joined with a strong one is made strong by a staged
+    # conversion, as JAX stages it: its transpose gives the cotangent back its weak type.  (Eager
+    # operands need none: the primitive's weak-type rule already makes the result strong.)
+    return [S.convert_element_type_p.bind(a, new_dtype=dt, weak_type=False)
+            if isinstance(a, Tracer) and a.weak_type and a.dtype == dt else convert(a, dt, False)
+            for a in args], dt, weak
 
 
 def promote_args(name: str, *args: Any) -> list:
