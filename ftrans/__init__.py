@@ -16,7 +16,7 @@ from ftrans import (  # noqa: E402
 )
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.config import config
+from ftrans.core.config import config, config_context
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
 from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
@@ -53,6 +53,9 @@ from ftrans.transforms.reverse import (
 )
 
 jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
+enable_x64 = config_context("enable_x64")
+debug_nans = config_context("debug_nans")
+debug_infs = config_context("debug_infs")
 
 
 def typeof(x):
@@ -74,7 +77,7 @@ __all__ = [
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope", "clear_caches",
-    "jacobian", "typeof",
+    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

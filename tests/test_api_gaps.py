@@ -324,3 +324,46 @@ def test_tree_util_register_dataclass_and_partial():
     assert ftrans.tree_util.Partial is jax.tree_util.Partial
     part = ftrans.tree_util.Partial(lambda a, x: a * x, fnp.float32(2.0))
     assert float(ftrans.jit(lambda f, x: f(x))(part, 3.0)) == 6.0
+
+
+# ---------------------------------------------------------------- config context managers, tree_util names
+
+
+@pytest.mark.parametrize("name", ["enable_x64", "debug_nans", "debug_infs"])
+def test_config_context_managers_like_jax(name):
+    ours, theirs = getattr(ftrans, name), getattr(jax, name)
+    assert not getattr(ftrans.config, name) and not getattr(jax.config, f"jax_{name}")
+    with ours(), theirs():  # no argument: turn the option on
+        assert getattr(ftrans.config, name) is True is getattr(jax.config, f"jax_{name}")
+        with ours(False), theirs(False):
+            assert getattr(ftrans.config, name) is False is getattr(jax.config, f"jax_{name}")
+        assert getattr(ftrans.config, name) is True
+    assert getattr(ftrans.config, name) is False is getattr(jax.config, f"jax_{name}")
+
+
+def test_enable_x64_context_changes_default_dtypes_like_jax():
+    with ftrans.enable_x64(True), jax.enable_x64(True):
+        assert fnp.ones(2).dtype == jnp.ones(2).dtype == np.float64
+        assert ftrans.jit(lambda x: x * 2)(fnp.arange(3)).dtype == jnp.arange(3).dtype == np.int64
+    assert fnp.ones(2).dtype == jnp.ones(2).dtype == np.float32
+    assert ftrans.jit(lambda x: x * 2)(fnp.arange(3)).dtype == np.int32
+
+
+def test_debug_nans_context_raises_like_jax():
+    with ftrans.debug_nans(True):
+        with pytest.raises(FloatingPointError):
+            fnp.log(fnp.float32(-1.0)) + 0
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError):
+            jnp.log(jnp.float32(-1.0)) + 0
+    assert bool(fnp.isnan(fnp.log(fnp.float32(-1.0))))
+
+
+def test_tree_util_reexports_jax_names():
+    names = [n for n in dir(jax.tree_util) if not n.startswith("_")]
+    missing = [n for n in names if not hasattr(ftrans.tree_util, n)]
+    assert missing == []
+    tree = {"a": fnp.ones(2), "b": (1.0, fnp.zeros(()))}
+    assert ftrans.tree_util.all_leaves(ftrans.tree_util.tree_leaves(tree))
+    assert len(ftrans.tree_util.treedef_children(ftrans.tree_util.tree_structure(tree))) == 2
+    assert isinstance(ftrans.tree_util.tree_structure(tree), ftrans.tree_util.PyTreeDef)
