@@ -25,6 +25,8 @@ __all__ = ["devices", "local_devices", "device_count", "local_device_count", "de
            "device_put", "device_get", "block_until_ready", "process_index", "process_count",
            "device_put_sharded", "device_put_replicated"]
 
+Device = compat.Device
+
 _PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
 

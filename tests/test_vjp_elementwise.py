@@ -212,10 +212,6 @@ def test_weak_scalar_vjp_like_jax():
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "outside linear_rules: ftrans/transforms/reverse.py _make_value_and_grad seeds the pullback with a "
-    "strongly typed 1.0 (Array._new(np.ones(...), False)); JAX seeds with the output's weak type, so grad "
-    "of a weakly typed scalar function is weakly typed in JAX and strong in ftrans"))
 def test_weak_scalar_grad_like_jax():
     g = ftrans.grad(lax.sin)(1.0)
     w = jax.grad(jax.lax.sin)(1.0)

@@ -6,6 +6,7 @@ eager dispatch) read a switch with a single attribute lookup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -91,3 +92,21 @@ class Config:
 
 
 config = Config()
+
+
+def config_context(name: str) -> Any:
+    """JAX's per-option context managers (``jax.enable_x64``, ``jax.debug_nans``, ...): ``with
+    ctx(value=True):`` sets option ``name`` for the block and restores the previous value after it."""
+
+    @contextlib.contextmanager
+    def ctx(new_val: Any = True) -> Any:
+        prev = config.read(name)
+        config.update(name, new_val)
+        try:
+            yield
+        finally:
+            config.update(name, prev)
+
+    ctx.__name__ = ctx.__qualname__ = name
+    ctx.__doc__ = f"Context manager for the ``jax_{name}`` config option (``with ftrans.{name}(True): ...``)."
+    return ctx

@@ -217,7 +217,14 @@ def broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
 def promote_dtypes(name: str, *args: Any) -> tuple[list, np.dtype, bool]:
     check_arraylike(name, *args)
     dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
-    return [convert(a, dt, weak) for a in args], dt, weak
+    if weak:
+        return [convert(a, dt, weak) for a in args], dt, weak
+    # A weak traced operand of the right dtype joined with a strong one is made strong by a staged
+    # conversion, as JAX stages it: its transpose gives the cotangent back its weak type.  (Eager
+    # operands need none: the primitive's weak-type rule already makes the result strong.)
+    return [S.convert_element_type_p.bind(a, new_dtype=dt, weak_type=False)
+            if isinstance(a, Tracer) and a.weak_type and a.dtype == dt else convert(a, dt, False)
+            for a in args], dt, weak
 
 
 def promote_args(name: str, *args: Any) -> list:

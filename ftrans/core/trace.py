@@ -11,6 +11,7 @@ primitive's NumPy rule: that is the eager fast path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import sys
 import threading
@@ -161,6 +162,54 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.dynamic = prev_dynamic
         main.alive = False
         st.refresh()
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Iterator[None]:
+    """JAX's ``ensure_compile_time_eval``: inside the block, a primitive whose operands are all concrete
+    runs at once even while ``jit`` (or ``make_jaxpr``) is staging a program, so its result is a concrete
+    Array Python can branch on; operations on traced values are still staged."""
+    st = state
+    prev = st.dynamic
+    st.dynamic = st.base
+    try:
+        yield
+    finally:
+        st.dynamic = prev
+
+
+_name_stack = threading.local()
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Iterator[None]:
+    """JAX's ``named_scope``: a name for the operations staged inside the block (kept on a per-thread
+    stack; ftrans's printed IR does not show it)."""
+    if not isinstance(name, str):
+        raise errors.FtransTypeError(f"named_scope name argument must be a string, got {type(name).__name__}")
+    stack = _name_stack.__dict__.setdefault("names", [])
+    stack.append(name)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def current_name_stack() -> tuple[str, ...]:
+    """The ``named_scope`` names active on this thread, outermost first."""
+    return tuple(_name_stack.__dict__.get("names", ()))
+
+
+def named_call(fun: Any, *, name: str | None = None) -> Any:
+    """JAX's ``named_call``: ``fun`` run inside ``named_scope(name)`` (default: ``fun.__name__``)."""
+    scope = name if name is not None else getattr(fun, "__name__", "named_call")
+
+    @functools.wraps(fun)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        with named_scope(scope):
+            return fun(*args, **kwargs)
+
+    return named
 
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:

@@ -26,6 +26,9 @@ from jax._src.lib import xla_client as _xc
 
 JAX_VERSION: str = jax.__version__
 
+# The PJRT client's device class (what ``devices()`` returns): ``ftrans.Device`` for isinstance checks.
+Device: type = jax.Device
+
 
 def _register_buffer_type() -> None:
     """Tell core what a device buffer (a jax.Array) is, so it takes them as operands without a copy."""

@@ -14,12 +14,13 @@ function appears in the IR as one call with its own jaxpr (or, with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,12 +98,15 @@ def _all_stores() -> list:
 
 
 def clear_caches() -> None:
-    """JAX's ``clear_caches``: drop every jitted function's compiled programs and the shared XLA cache."""
+    """JAX's ``clear_caches``: drop every jitted function's compiled programs (sharded ones included) and
+    the shared XLA cache; the on-disk compilation cache is kept."""
     for st in _all_stores():
         with st.lock:
             st.cache.clear()
             st.fast.clear()
             st.tree_fast.clear()
+    for f in list(_all_jitted):
+        f._spmd_cache.clear()
     with X._xla_lock:
         X._xla_cache.clear()
 
@@ -120,6 +124,19 @@ def _on_config_change(name: str, value: Any) -> None:
 
 
 _config_mod.config._listeners.append(_on_config_change)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Iterator[None]:
+    """JAX's ``disable_jit``: inside the block, jitted functions (and ``lax`` control flow) run their Python
+    directly, eagerly; the previous setting comes back on exit."""
+    cfg = _config_mod.config
+    prev = cfg.disable_jit
+    cfg.update("disable_jit", disable)
+    try:
+        yield
+    finally:
+        cfg.update("disable_jit", prev)
 
 
 # ----------------------------------------------------------------------------

@@ -310,7 +310,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         _check_scalar_output(where, name, out, holomorphic)
         pullback = _Pullback(name, lin, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
                              [aval_of(x) for x in p_out], out_tree_box[0])
-        one = Array._new(np.ones((), aval_of(p_out[0]).dtype), False)
+        o_aval = aval_of(p_out[0])
+        one = Array._new(np.ones((), o_aval.dtype), o_aval.weak_type)  # JAX's seed keeps the output's weak type
         g = pullback(tree_util.tree_unflatten(out_tree_box[0], [one]))
         g = g[0] if isinstance(argnums, int) else g
         value = (out, aux) if has_aux else out
@@ -491,7 +492,7 @@ def _std_basis(avals: list[ShapedArray]) -> tuple[int, list]:
     for a, size in zip(avals, sizes):
         block = np.zeros((n, size), a.dtype)
         block[start:start + size] = np.eye(size, dtype=a.dtype)
-        out.append(Array._new(block.reshape((n,) + tuple(a.shape)), False))
+        out.append(Array._new(block.reshape((n,) + tuple(a.shape)), a.weak_type))
         start += size
     return n, out
 
