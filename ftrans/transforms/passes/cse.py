@@ -1,0 +1,59 @@
+"""Common-subexpression elimination: an equation that repeats an earlier one (the same
+primitive, operands and params) is dropped and its results read the earlier ones.
+
+``exp x`` computed twice by ``softmax`` written by hand, the forward values ``grad``'s
+linearisation recomputes, two identical ``broadcast_in_dim`` of a zero: XLA would merge
+most of them too, but later passes (the stability rewrites, merged matmuls) match shared
+values by identity, so they need them merged here.  Equations with bodies are merged
+when they hold the very same body objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.ir import Jaxpr, Literal, Var
+from ftrans.transforms.passes._util import IMPURE, Rewriter, params_key
+from ftrans.transforms.passes.pipeline import Pass, PassContext
+
+__all__ = ["CommonSubexpressionElimination"]
+
+
+def _atom_key(a: Any) -> Any:
+    if isinstance(a, Literal):
+        v = np.asarray(a.val)
+        return ("lit", v.dtype.str, v.tobytes(), a.aval.dtype.str, a.aval.weak_type)
+    return id(a)
+
+
+class CommonSubexpressionElimination(Pass):
+    name = "cse"
+
+    def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
+        rw = Rewriter(jaxpr)
+        seen: dict[Any, Any] = {}
+        for eqn in jaxpr.eqns:
+            invars = [rw.read(a) for a in eqn.invars]
+            if eqn.primitive.name not in IMPURE:
+                try:
+                    key = (eqn.primitive, tuple(_atom_key(a) for a in invars), params_key(eqn.params))
+                except TypeError:
+                    key = None
+                if key is not None:
+                    prev = seen.get(key)
+                    if prev is not None and all(
+                            (p.aval.shape, p.aval.dtype, p.aval.weak_type) == (o.aval.shape, o.aval.dtype,
+                                                                               o.aval.weak_type)
+                            for p, o in zip(prev, eqn.outvars)):
+                        for o, p in zip(eqn.outvars, prev):
+                            rw.forward(o, p)
+                        ctx.record(eqn, f"reused an earlier identical `{eqn.primitive.name}`")
+                        continue
+                    seen[key] = eqn.outvars
+            rw.emit(eqn)
+        return rw.finish()
+
+
+del Var
