@@ -1,7 +1,7 @@
 """IR passes run by ``jit`` between tracing and lowering (see ``pipeline``).
 
 Registered, in order: ``cse`` (common subexpressions), ``simplify`` (algebraic identities),
-``fold_constants``, ``dce`` (dead-code elimination).  Switch one off with
+``fold_constants``, ``stability`` (numerically stable forms), ``dce`` (dead-code elimination).  Switch one off with
 ``ftrans.config.update("disabled_passes", ["dce"])`` (or the environment variable
 ``FTRANS_DISABLED_PASSES=dce``); see what the pipeline changed with
 ``last_report()`` or ``report_for(jit(f).trace(x).jaxpr)``.
@@ -15,7 +15,6 @@ from ftrans.core.config import config
 from ftrans.transforms.passes.cse import CommonSubexpressionElimination
 from ftrans.transforms.passes.dce import DeadCodeElimination
 from ftrans.transforms.passes.fold import ConstantFolding
-from ftrans.transforms.passes.simplify import AlgebraicSimplification
 from ftrans.transforms.passes.pipeline import (
     Pass,
     PassContext,
@@ -29,16 +28,19 @@ from ftrans.transforms.passes.pipeline import (
     report_for,
     run_pipeline,
 )
+from ftrans.transforms.passes.simplify import AlgebraicSimplification
+from ftrans.transforms.passes.stability import StabilityRewrites
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
     "registered_passes", "report_for", "run_pipeline", "DeadCodeElimination",
-    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding",
+    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites",
 ]
 
 register_pass(CommonSubexpressionElimination())
 register_pass(AlgebraicSimplification())
 register_pass(ConstantFolding())
+register_pass(StabilityRewrites())
 register_pass(DeadCodeElimination())
 
 config.register_validator("disabled_passes", check_pass_names)
