@@ -26,6 +26,7 @@ from ftrans.transforms.passes.pipeline import (
     register_pass,
     registered_passes,
     report_for,
+    resolve_optimizations,
     run_pipeline,
 )
 from ftrans.transforms.passes.simplify import AlgebraicSimplification
@@ -33,7 +34,7 @@ from ftrans.transforms.passes.stability import StabilityRewrites
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
-    "registered_passes", "report_for", "run_pipeline", "DeadCodeElimination",
+    "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "DeadCodeElimination",
     "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites",
 ]
 
@@ -44,11 +45,13 @@ register_pass(StabilityRewrites())
 register_pass(DeadCodeElimination())
 
 config.register_validator("disabled_passes", check_pass_names)
+config.register_validator("optimizations",
+                          lambda v: v is None or check_pass_names(v, option="optimizations"))
 
 
 def _on_config_change(name: str, value: Any) -> None:
     # Executables already compiled ran the old pipeline: jitted functions must trace again.
-    if name == "disabled_passes":
+    if name in ("disabled_passes", "optimizations"):
         from ftrans.transforms import jit as _jit
 
         for f in list(_jit._all_jitted):
