@@ -220,8 +220,8 @@ class _Broken(Pass):
         bad = JaxprEqn(e.primitive, list(e.invars), [type(e.outvars[0])(e.outvars[0].aval.update(shape=(7,)))
                                                      if hasattr(e.outvars[0].aval, "update") else e.outvars[0]],
                        e.params, e.source_info)
-        from ftrans.core.ir import Var
         from ftrans.core.avals import ShapedArray
+        from ftrans.core.ir import Var
         bad = bad._replace(outvars=[Var(ShapedArray((7,), e.outvars[0].aval.dtype, False))])
         ctx.record(e, "broke it")
         return Jaxpr(jaxpr.constvars, jaxpr.invars, [bad] + list(jaxpr.eqns[1:]), jaxpr.outvars)
