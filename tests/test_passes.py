@@ -1,3 +1,4 @@
+import re
 """The pass pipeline before lowering: DCE at every depth, reports naming the user's lines,
 switching passes off by name, and results unchanged (jax as the oracle)."""
 
@@ -129,7 +130,9 @@ def test_disabled_passes_accepts_a_comma_separated_string():
 
 
 def test_unknown_pass_name_raises():
-    with pytest.raises(ValueError, match="unknown pass name 'nosuchpass'; the passes are: cse, simplify, fold_constants, dce"):
+    expected = "unknown pass name 'nosuchpass'; the passes are: " + ", ".join(passes.registered_passes())
+    assert expected.endswith("dce")
+    with pytest.raises(ValueError, match=re.escape(expected)):
         ftrans.config.update("disabled_passes", ["dce", "nosuchpass"])
     assert ftrans.config.disabled_passes == ()
     with pytest.raises(TypeError, match="list of names"):
