@@ -1,10 +1,10 @@
-import re
 """The pass pipeline before lowering: DCE at every depth, reports naming the user's lines,
 switching passes off by name, and results unchanged (jax as the oracle)."""
 
 from __future__ import annotations
 
 import contextlib
+import re
 import inspect
 
 import jax
