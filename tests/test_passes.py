@@ -4,8 +4,8 @@ switching passes off by name, and results unchanged (jax as the oracle)."""
 from __future__ import annotations
 
 import contextlib
-import re
 import inspect
+import re
 
 import jax
 import jax.numpy as jjnp
