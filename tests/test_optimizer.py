@@ -292,3 +292,88 @@ def test_random_programs_agree_with_and_without_the_optimiser(ops):
                                    vref, rtol=2e-5, atol=1e-5)
         typecheck(ftrans.jit(ftrans.grad(ff), optimizations=opt).trace(x, w).jaxpr)
     np.testing.assert_allclose(ff(x, w), ref, rtol=2e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- licm and scan hoisting
+def _rnn(m, scan):
+    def f(W, U, xs):
+        def step(h, x):
+            h = m.tanh(x @ W + h @ U + m.sum(W * 2.0))
+            return h, h
+        return scan(step, m.zeros((2, 3)), xs)[1]
+    return f
+
+
+_R = np.random.default_rng(0)
+RNN_ARGS = (_R.normal(size=(5, 3)).astype(np.float32), _R.normal(size=(3, 3)).astype(np.float32),
+            _R.normal(size=(7, 2, 5)).astype(np.float32))
+
+
+def test_scan_hoists_invariants_and_the_input_projection():
+    j = trace(_rnn(fnp, flax.scan), *RNN_ARGS, optimizations=only("licm", "dce"))
+    top = [e.primitive.name for e in j.jaxpr.eqns]
+    assert "dot_general" in top and "reduce_sum" in top  # xs @ W and sum(W * 2) before the scan
+    (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    body = [e.primitive.name for e in s.params["jaxpr"].jaxpr.eqns]
+    assert body.count("dot_general") == 1 and "reduce_sum" not in body
+    (dot,) = [e for e in j.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert dot.outvars[0].aval.shape == (7, 2, 3)  # one product over the whole sequence
+    rep = passes.report_for(j)
+    assert any("batched over the sequence" in r.what for r in rep.by_pass("licm"))
+    np.testing.assert_allclose(ftrans.jit(_rnn(fnp, flax.scan))(*RNN_ARGS),
+                               jax.jit(_rnn(jnp, jax.lax.scan))(*RNN_ARGS), rtol=1e-5, atol=1e-6)
+
+
+def test_scan_hoisting_in_the_gradient():
+    def loss(m, scan):
+        return lambda *a: _rnn(m, scan)(*a).sum()
+
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan), (0, 1, 2)))
+    rep = g.lower(*RNN_ARGS).optimization_report
+    assert any("batched over the sequence" in r.what for r in rep.by_pass("licm"))
+    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    for got, want in zip(g(*RNN_ARGS), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    typecheck(g.trace(*RNN_ARGS).jaxpr)
+
+
+def test_while_moves_invariants_out():
+    def w(x, y):
+        return flax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] + fnp.sin(y) * 2), (0, x))[1]
+
+    j = trace(w, 1.0, 2.0, optimizations=only("licm"))
+    assert "sin" in [e.primitive.name for e in j.jaxpr.eqns]
+    (loop,) = [e for e in j.jaxpr.eqns if e.primitive.name == "while"]
+    assert "sin" not in [e.primitive.name for e in loop.params["body_jaxpr"].jaxpr.eqns]
+    assert float(ftrans.jit(w)(1.0, 2.0)) == pytest.approx(1 + 10 * np.sin(2.0), rel=1e-6)
+
+
+def _loopy(m, lax_, which):
+    def f(x, w):
+        if which == "scan":
+            def step(c, xt):
+                c = m.tanh(c * 0.5 + xt @ w)
+                return c, c * 1.0
+            return lax_.scan(step, m.zeros(4, x.dtype), x)[1].sum() + 0.0
+        if which == "while":
+            return lax_.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] @ w + m.sum(w * 1.0)),
+                                   (0, x))[1].sum()
+        return lax_.cond(m.sum(x) > 0, lambda v: m.sin(v) @ w, lambda v: v * 0.0, x).sum()
+    return f
+
+
+@pytest.mark.parametrize("which", ["scan", "while", "cond"])
+def test_control_flow_programs_agree_with_and_without_the_optimiser(which):
+    x = X
+    w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 8) / 32
+    ff, fj = _loopy(fnp, flax, which), _loopy(jnp, jax.lax, which)
+    for opt in ("all", "none"):
+        np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), fj(x, w), rtol=1e-5, atol=1e-5)
+        if which != "while":
+            gj = jax.grad(fj, (0, 1))(x, w)
+            for got, want in zip(ftrans.jit(ftrans.grad(ff, (0, 1)), optimizations=opt)(x, w), gj):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        xb = np.stack([x, -x])
+        np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(xb, w),
+                                   jax.vmap(fj, (0, None))(xb, w), rtol=1e-5, atol=1e-5)
+        typecheck(ftrans.jit(ff, optimizations=opt).trace(x, w).jaxpr)

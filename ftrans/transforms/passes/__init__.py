@@ -1,7 +1,8 @@
 """IR passes run by ``jit`` between tracing and lowering (see ``pipeline``).
 
 Registered, in order: ``cse`` (common subexpressions), ``simplify`` (algebraic identities),
-``fold_constants``, ``stability`` (numerically stable forms), ``dce`` (dead-code elimination).  Switch one off with
+``fold_constants``, ``stability`` (numerically stable forms), ``licm`` (loop-invariant
+code motion and batched hoisting out of ``scan``), ``dce`` (dead-code elimination).  Switch one off with
 ``ftrans.config.update("disabled_passes", ["dce"])`` (or the environment variable
 ``FTRANS_DISABLED_PASSES=dce``); see what the pipeline changed with
 ``last_report()`` or ``report_for(jit(f).trace(x).jaxpr)``.
@@ -15,6 +16,7 @@ from ftrans.core.config import config
 from ftrans.transforms.passes.cse import CommonSubexpressionElimination
 from ftrans.transforms.passes.dce import DeadCodeElimination
 from ftrans.transforms.passes.fold import ConstantFolding
+from ftrans.transforms.passes.licm import LoopInvariantCodeMotion
 from ftrans.transforms.passes.pipeline import (
     Pass,
     PassContext,
@@ -35,13 +37,14 @@ from ftrans.transforms.passes.stability import StabilityRewrites
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
     "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "DeadCodeElimination",
-    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites",
+    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion",
 ]
 
 register_pass(CommonSubexpressionElimination())
 register_pass(AlgebraicSimplification())
 register_pass(ConstantFolding())
 register_pass(StabilityRewrites())
+register_pass(LoopInvariantCodeMotion())
 register_pass(DeadCodeElimination())
 
 config.register_validator("disabled_passes", check_pass_names)
