@@ -377,3 +377,44 @@ def test_control_flow_programs_agree_with_and_without_the_optimiser(which):
         np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(xb, w),
                                    jax.vmap(fj, (0, None))(xb, w), rtol=1e-5, atol=1e-5)
         typecheck(ftrans.jit(ff, optimizations=opt).trace(x, w).jaxpr)
+
+
+# ---------------------------------------------------------------- merged matmuls
+def _lstm(m, sig):
+    def f(Ws, x, h, c):
+        i = sig(x @ Ws[0] + h @ Ws[1])
+        fg = sig(x @ Ws[2] + h @ Ws[3])
+        o = sig(x @ Ws[4] + h @ Ws[5])
+        g = m.tanh(x @ Ws[6] + h @ Ws[7])
+        c = fg * c + i * g
+        return o * m.tanh(c), c
+    return f
+
+
+def test_merge_dots_on_lstm_gates():
+    r = np.random.default_rng(1)
+    Ws = [r.normal(size=(4, 4)).astype(np.float32) for _ in range(8)]
+    x, h, c = (r.normal(size=(2, 4)).astype(np.float32) for _ in range(3))
+    j = trace(_lstm(fnp, ftrans.nn.sigmoid), Ws, x, h, c, optimizations=only("merge_dots", "dce"))
+    dots = [e for e in j.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert len(dots) == 2 and all(d.outvars[0].aval.shape == (2, 16) for d in dots)
+    assert len(passes.report_for(j).by_pass("merge_dots")) == 8
+    typecheck(j)
+    for got, want in zip(ftrans.jit(_lstm(fnp, ftrans.nn.sigmoid))(Ws, x, h, c),
+                         jax.jit(_lstm(jnp, jax.nn.sigmoid))(Ws, x, h, c)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    g = ftrans.jit(ftrans.grad(lambda *a: _lstm(fnp, ftrans.nn.sigmoid)(*a)[0].sum()))(Ws, x, h, c)
+    gj = jax.grad(lambda *a: _lstm(jnp, jax.nn.sigmoid)(*a)[0].sum())(Ws, x, h, c)
+    for a, b in zip(g, gj):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_merge_dots_leaves_dependent_weights_alone():
+    def f(x, w):
+        a = x @ w
+        return x @ (a[:, :4] * 2.0)  # the second weights read the first product
+
+    x = np.ones((4, 4), np.float32)
+    j = trace(f, x, x, optimizations=only("merge_dots"))
+    assert [e.primitive.name for e in j.jaxpr.eqns].count("dot_general") == 2
+    np.testing.assert_allclose(ftrans.jit(f)(x, x), f(x, x), rtol=1e-6)

@@ -1,7 +1,7 @@
 """IR passes run by ``jit`` between tracing and lowering (see ``pipeline``).
 
 Registered, in order: ``cse`` (common subexpressions), ``simplify`` (algebraic identities),
-``fold_constants``, ``stability`` (numerically stable forms), ``licm`` (loop-invariant
+``fold_constants``, ``stability`` (numerically stable forms), ``merge_dots`` (products sharing an operand), ``licm`` (loop-invariant
 code motion and batched hoisting out of ``scan``), ``dce`` (dead-code elimination).  Switch one off with
 ``ftrans.config.update("disabled_passes", ["dce"])`` (or the environment variable
 ``FTRANS_DISABLED_PASSES=dce``); see what the pipeline changed with
@@ -17,6 +17,7 @@ from ftrans.transforms.passes.cse import CommonSubexpressionElimination
 from ftrans.transforms.passes.dce import DeadCodeElimination
 from ftrans.transforms.passes.fold import ConstantFolding
 from ftrans.transforms.passes.licm import LoopInvariantCodeMotion
+from ftrans.transforms.passes.merge_dots import MergeDots
 from ftrans.transforms.passes.pipeline import (
     Pass,
     PassContext,
@@ -37,13 +38,14 @@ from ftrans.transforms.passes.stability import StabilityRewrites
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
     "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "DeadCodeElimination",
-    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion",
+    "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion", "MergeDots",
 ]
 
 register_pass(CommonSubexpressionElimination())
 register_pass(AlgebraicSimplification())
 register_pass(ConstantFolding())
 register_pass(StabilityRewrites())
+register_pass(MergeDots())
 register_pass(LoopInvariantCodeMotion())
 register_pass(DeadCodeElimination())
 
