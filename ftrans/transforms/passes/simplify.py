@@ -1,7 +1,7 @@
 """Algebraic simplification: identities that leave a value unchanged, chains of
 structural ops that collapse, and the zero-cotangent debris reverse mode leaves.
 
-- ``x * 1``, ``1 * x``, ``x + 0``, ``0 + x``, ``x - 0`` -> ``x``; ``neg (neg x)`` -> ``x``;
+- ``x * 1``, ``1 * x`` (also by a broadcast one), ``x + 0``, ``0 + x``, ``x - 0`` -> ``x``; ``neg (neg x)`` -> ``x``;
 - ``transpose`` of ``transpose`` -> one ``transpose`` (none when the permutations cancel);
   ``reshape`` of ``reshape`` -> one ``reshape``; a ``reshape`` to the same shape -> its operand;
 - ``convert_element_type`` to the operand's own type -> the operand; a conversion through a
@@ -66,8 +66,10 @@ class AlgebraicSimplification(Pass):
         def is_zero(a: Any) -> bool:
             return is_literal_value(a, 0) if isinstance(a, Literal) else id(a) in zero
 
+        ones: set[int] = set()
+
         def is_one(a: Any) -> bool:
-            return isinstance(a, Literal) and is_literal_value(a, 1)
+            return is_literal_value(a, 1) if isinstance(a, Literal) else id(a) in ones
 
         def fwd(eqn: JaxprEqn, to: Any, what: str) -> None:
             rw.forward(eqn.outvars[0], to)
@@ -87,6 +89,10 @@ class AlgebraicSimplification(Pass):
             if p is S.broadcast_in_dim_p and is_zero(ins[0]):
                 emit(eqn)
                 zero.add(id(out))
+                continue
+            if p is S.broadcast_in_dim_p and is_one(ins[0]):
+                emit(eqn)
+                ones.add(id(out))
                 continue
             if p in _ZERO_PRESERVING and is_zero(ins[0]) and (p is not S.convert_element_type_p
                                                                or np.issubdtype(out.aval.dtype, np.number)):
