@@ -418,3 +418,25 @@ def test_merge_dots_leaves_dependent_weights_alone():
     j = trace(f, x, x, optimizations=only("merge_dots"))
     assert [e.primitive.name for e in j.jaxpr.eqns].count("dot_general") == 2
     np.testing.assert_allclose(ftrans.jit(f)(x, x), f(x, x), rtol=1e-6)
+
+
+def test_scan_gradient_accumulators_become_one_product_after_the_loop():
+    def loss(m, scan):
+        def f(W, U, xs):
+            def step(h, x):
+                h = m.tanh(x @ W + h @ U)
+                return h, h
+            return scan(step, m.zeros((2, 3)), xs)[1].sum()
+        return f
+
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan), (0, 1, 2)))
+    j = g.trace(*RNN_ARGS).jaxpr
+    scans = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    back = [s for s in scans if s.params["reverse"]]
+    assert back and all(s.params["num_carry"] == 1 for s in back)  # only the hidden-state cotangent is carried
+    after = [e for e in j.jaxpr.eqns[j.jaxpr.eqns.index(back[0]):] if e.primitive.name == "dot_general"]
+    assert {e.outvars[0].aval.shape for e in after} == {(5, 3), (3, 3)}
+    assert any("after the loop" in r.what for r in passes.report_for(j).by_pass("licm"))
+    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    for got, want in zip(g(*RNN_ARGS), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -88,6 +88,9 @@ class LoopInvariantCodeMotion(Pass):
         for eqn in jaxpr.eqns:
             if eqn.primitive is CF.scan_p:
                 got = self._scan(eqn, ctx)
+                got = self._sink_all(got if got is not None else [eqn], ctx)
+                if got is not None and len(got) == 1 and got[0] is eqn:
+                    got = None
             elif eqn.primitive is CF.while_p:
                 got = self._while(eqn, ctx)
             else:
@@ -193,6 +196,83 @@ class LoopInvariantCodeMotion(Pass):
             return None
         del consts_in, inv_needed
         return closed.jaxpr, unb + bat
+
+    # -- accumulators: c <- c + a_t . b_t becomes one product over the sequence after the loop
+    def _sink_all(self, eqns: list[JaxprEqn], ctx: PassContext) -> list[JaxprEqn]:
+        scan = eqns[-1]
+        before, after = eqns[:-1], []
+        for _ in range(8):
+            got = self._sink(scan, ctx)
+            if got is None:
+                break
+            scan, extra = got
+            after = extra + after
+        return before + [scan] + after
+
+    def _sink(self, eqn: JaxprEqn, ctx: PassContext) -> tuple[JaxprEqn, list[JaxprEqn]] | None:
+        p = eqn.params
+        nc, nk, T = p["num_consts"], p["num_carry"], p["length"]
+        body: ClosedJaxpr = p["jaxpr"]
+        j = body.jaxpr
+        xs_in = j.invars[nc + nk:]
+        xs_outer = dict(zip([id(v) for v in xs_in], eqn.invars[nc + nk:]))
+        uses: dict[int, int] = {}
+        for e in j.eqns:
+            for a in e.invars:
+                if isinstance(a, Var):
+                    uses[id(a)] = uses.get(id(a), 0) + 1
+        for v in j.outvars:
+            if isinstance(v, Var):
+                uses[id(v)] = uses.get(id(v), 0) + 1
+        producer = {id(o): e for e in j.eqns for o in e.outvars}
+        for k in range(nk):
+            cin, cout = j.invars[nc + k], j.outvars[k]
+            add = producer.get(id(cout)) if isinstance(cout, Var) else None
+            if add is None or add.primitive.name != "add" or uses.get(id(cin)) != 1 or uses.get(id(cout)) != 1:
+                continue
+            a, b = add.invars
+            v = b if a is cin else a if b is cin else None
+            if not isinstance(v, Var) or v.aval.shape != cin.aval.shape or uses.get(id(v)) != 1:
+                continue
+            dot = producer.get(id(v))
+            if dot is None or dot.primitive is not R.dot_general_p:
+                continue
+            (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+            if lb or rb:
+                continue
+            ops = dot.invars
+            consts = {id(x) for x in j.invars[:nc]}
+            if any(not isinstance(x, Var) or id(x) in consts or id(x) == id(cin) for x in ops):
+                continue
+            # operands: an xs slice is read from outside; a computed value becomes a new ys output
+            new_outs: list[Var] = []
+            outer_ops: list[Any] = []
+            new_scan_outs: list[Var] = []
+            for x in ops:
+                if id(x) in xs_outer:
+                    outer_ops.append(xs_outer[id(x)])
+                else:
+                    new_outs.append(x)
+                    ov = Var(ShapedArray((T,) + x.aval.shape, x.aval.dtype, x.aval.weak_type))
+                    new_scan_outs.append(ov)
+                    outer_ops.append(ov)
+            body_eqns = [e for e in j.eqns if e is not add and e is not dot]
+            new_j = Jaxpr(j.constvars, j.invars[:nc + k] + j.invars[nc + k + 1:], body_eqns,
+                          j.outvars[:k] + j.outvars[k + 1:] + new_outs)
+            outvars = list(eqn.outvars)
+            carry_out = outvars.pop(k)
+            new_scan = eqn.replace(
+                invars=eqn.invars[:nc + k] + eqn.invars[nc + k + 1:],
+                outvars=outvars + new_scan_outs,
+                params=dict(p, jaxpr=ClosedJaxpr(new_j, body.consts), num_carry=nk - 1))
+            total = Var(v.aval)
+            dn = (((0,) + tuple(i + 1 for i in lc), (0,) + tuple(i + 1 for i in rc)), ((), ()))
+            extra = [dot.replace(invars=outer_ops, outvars=[total], params=dict(dot.params, dimension_numbers=dn)),
+                     add.replace(invars=[eqn.invars[nc + k], total], outvars=[carry_out])]
+            ctx.record(dot, "accumulated `dot_general` of a `scan` moved after the loop as one product "
+                            "over the whole sequence")
+            return new_scan, extra
+        return None
 
     # -- while
     def _while(self, eqn: JaxprEqn, ctx: PassContext) -> list[JaxprEqn] | None:
