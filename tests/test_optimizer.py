@@ -264,14 +264,26 @@ def _build(m, ops):
                 y = m.where(y > 0, y, y * 0.5)
             elif kind == "lse":
                 y = y - m.log(m.sum(m.exp(y), axis=1, keepdims=True))
+            elif kind == "scan":
+                def step(c, row):
+                    c = m.tanh(c * 0.5 + row @ w + m.sum(w) * 0.01)
+                    return c, c * 1.0 + row
+                y = lax_of(m).scan(step, m.zeros(4, y.dtype), y)[1]
+            elif kind == "cond":
+                y = lax_of(m).cond(m.sum(y) > 0, lambda v: m.sin(v) @ w, lambda v: v * 0.0 + v, y)
         return m.sum(y * y)
     return f
+
+
+def lax_of(m):
+    return jax.lax if m is jnp else flax
 
 
 _op = st.one_of(
     st.tuples(st.just("un"), st.sampled_from(["sin", "exp", "negative", "tanh"])),
     st.tuples(st.just("mul1")), st.tuples(st.just("zero")), st.tuples(st.just("sum"), st.sampled_from([0, 1])),
     st.tuples(st.just("matmul")), st.tuples(st.just("tt")), st.tuples(st.just("where")), st.tuples(st.just("lse")),
+    st.tuples(st.just("scan")), st.tuples(st.just("cond")),
 )
 
 
