@@ -11,6 +11,10 @@ computation (as RETURNN does for RNN cells).
   new ``xs``.  The batched form comes from ``vmap`` of the hoisted equations, so it is exactly
   what ``vmap`` would stage.
 
+- ``scan`` carries that only accumulate a ``dot_general`` (``c <- c + a_t . b_t``: the weight
+  gradient in an RNN's backward scan) leave the loop: the operands come out as stacked ``ys``
+  and one product contracting the sequence axis too follows the loop.
+
 Nested loops are handled innermost first (the pass runs on bodies before the jaxprs holding
 them), so an invariant of an inner loop may move on out of the outer one.
 """
