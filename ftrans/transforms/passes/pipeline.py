@@ -239,6 +239,21 @@ def registered_passes() -> tuple[str, ...]:
     return tuple(_passes)
 
 
+def _typecheck_result(snapshots: dict, out: ClosedJaxpr, name: str) -> None:
+    """Typecheck the final program once; when it fails, find the first pass whose result is
+    ill-typed (each pass's output is kept in ``snapshots``) and name it."""
+    from ftrans.errors import JaxprTypeError
+
+    try:
+        typecheck(out)
+        return
+    except JaxprTypeError:
+        pass
+    for pname, (_, after) in snapshots.items():
+        _typecheck_after(pname, after, name)
+    typecheck(out)  # unreachable unless typecheck is not deterministic
+
+
 def _typecheck_after(pname: str, out: ClosedJaxpr, name: str) -> None:
     from ftrans.errors import JaxprTypeError
 
@@ -292,7 +307,8 @@ def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[st
 
     Enabled: the passes named by ``optimizations`` (a ``jit``'s own choice) or else by
     ``config.optimizations`` (``None``: all), less ``config.disabled_passes``.  A pass whose
-    result does not typecheck raises ``PassError`` naming it.  The report is kept for
+    result does not typecheck raises ``PassError`` naming it (the final program is checked once;
+    when it fails, each pass's result in turn).  The report is kept for
     ``last_report()`` (this thread) and ``report_for(result)``.
     """
     disabled = config.disabled_passes
@@ -310,10 +326,21 @@ def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[st
             continue
         ran.append(pname)
         before = out
-        out = p.run(out, PassContext(pname, rewrites))
+        try:
+            out = p.run(out, PassContext(pname, rewrites))
+        except (PassError, RecursionError, MemoryError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a crashing pass is named, with the way to switch it off
+            if snapshots:
+                _typecheck_result(snapshots, before, name)  # blames an earlier pass that broke the program
+            raise PassError(
+                f"pass {pname!r} failed on {name or 'the program'} ({type(e).__name__}: {e}). This is a bug in "
+                f"the pass; switch it off to run the unoptimised program: "
+                f"ftrans.config.update('disabled_passes', [{pname!r}])") from e
         if out is not before:
-            _typecheck_after(pname, out, name)
             snapshots[pname] = (before, out)
+    if snapshots:
+        _typecheck_result(snapshots, out, name)
     report = PassReport(name, tuple(ran), tuple(n for n in _passes if n in disabled or
                                                  (chosen is not None and n not in chosen)), rewrites, snapshots)
     _local.last = report
