@@ -452,3 +452,22 @@ def test_scan_gradient_accumulators_become_one_product_after_the_loop():
     ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
     for got, want in zip(g(*RNN_ARGS), ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+class _Crashing(Pass):
+    name = "crashing_for_test"
+
+    def rewrite(self, jaxpr, ctx, *, top):
+        raise KeyError("boom")
+
+
+def test_a_crashing_pass_is_named():
+    from ftrans.transforms.passes import pipeline
+
+    register_pass(_Crashing())
+    try:
+        with pytest.raises(PassError, match="pass 'crashing_for_test' failed .*KeyError.*disabled_passes"):
+            ftrans.jit(lambda x: fnp.cos(x))(X)
+        np.testing.assert_allclose(ftrans.jit(lambda x: fnp.cos(x), optimizations=list(ALL))(X), np.cos(X), rtol=1e-6)
+    finally:
+        pipeline._passes.pop("crashing_for_test")

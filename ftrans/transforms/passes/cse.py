@@ -34,11 +34,15 @@ class CommonSubexpressionElimination(Pass):
     def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
         rw = Rewriter(jaxpr)
         seen: dict[Any, Any] = {}
+        pkeys: dict[int, Any] = {}  # params dicts are often shared between equations
         for eqn in jaxpr.eqns:
             invars = [rw.read(a) for a in eqn.invars]
             if eqn.primitive.name not in IMPURE:
                 try:
-                    key = (eqn.primitive, tuple(_atom_key(a) for a in invars), params_key(eqn.params))
+                    pk = pkeys.get(id(eqn.params))
+                    if pk is None:
+                        pk = pkeys[id(eqn.params)] = params_key(eqn.params) if eqn.params else ()
+                    key = (eqn.primitive, tuple(_atom_key(a) for a in invars), pk)
                 except TypeError:
                     key = None
                 if key is not None:
