@@ -471,3 +471,18 @@ def test_a_crashing_pass_is_named():
         np.testing.assert_allclose(ftrans.jit(lambda x: fnp.cos(x), optimizations=list(ALL))(X), np.cos(X), rtol=1e-6)
     finally:
         pipeline._passes.pop("crashing_for_test")
+
+
+def test_cse_keeps_one_of_two_identical_scan_outputs():
+    def f(xs):
+        def step(c, x):
+            y = fnp.sin(x) + c
+            return c + 1.0, (y, y)
+        _, (a, b) = flax.scan(step, 0.0, xs)
+        return a + 2 * b
+
+    xs = np.arange(4, dtype=np.float32)
+    j = trace(f, xs, optimizations=only("cse"))
+    (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(s.outvars) == 2
+    np.testing.assert_allclose(ftrans.jit(f)(xs), 3 * (np.sin(xs) + np.arange(4)), rtol=1e-6)

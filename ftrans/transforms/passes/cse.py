@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core.ir import Jaxpr, Literal, Var
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
+from ftrans.core.prims import control_flow as CF
 from ftrans.transforms.passes._util import IMPURE, Rewriter, params_key
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
@@ -56,8 +57,31 @@ class CommonSubexpressionElimination(Pass):
                         ctx.record(eqn, f"reused an earlier identical `{eqn.primitive.name}`")
                         continue
                     seen[key] = eqn.outvars
+            if eqn.primitive is CF.scan_p:
+                eqn = self._dedupe_ys(eqn, rw, ctx)
             rw.emit(eqn)
         return rw.finish()
 
+    def _dedupe_ys(self, eqn: Any, rw: Rewriter, ctx: PassContext) -> Any:
+        """A ``scan`` whose body returns the same value as two stacked outputs keeps one."""
+        nk = eqn.params["num_carry"]
+        j = eqn.params["jaxpr"].jaxpr
+        first: dict[Any, int] = {}
+        keep = [True] * len(j.outvars)
+        for i in range(nk, len(j.outvars)):
+            v = j.outvars[i]
+            if not isinstance(v, Var):
+                continue
+            if id(v) in first:
+                keep[i] = False
+                rw.forward(eqn.outvars[i], eqn.outvars[first[id(v)]])
+            else:
+                first[id(v)] = i
+        if all(keep):
+            return eqn
+        ctx.record(eqn, "`scan` stacked the same value twice: kept one output")
+        new_j = Jaxpr(j.constvars, j.invars, j.eqns, [v for v, k in zip(j.outvars, keep) if k])
+        body = ClosedJaxpr(new_j, eqn.params["jaxpr"].consts)
+        return eqn.replace(outvars=[o for o, k in zip(eqn.outvars, keep) if k],
+                           params=dict(eqn.params, jaxpr=body))
 
-del Var

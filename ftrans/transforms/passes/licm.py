@@ -252,9 +252,14 @@ class LoopInvariantCodeMotion(Pass):
             new_outs: list[Var] = []
             outer_ops: list[Any] = []
             new_scan_outs: list[Var] = []
+            ys_now = {id(v): eqn.outvars[i] for i, v in enumerate(j.outvars) if i >= nk and isinstance(v, Var)}
             for x in ops:
                 if id(x) in xs_outer:
                     outer_ops.append(xs_outer[id(x)])
+                elif id(x) in ys_now:  # already stacked by the loop
+                    outer_ops.append(ys_now[id(x)])
+                elif any(x is n for n in new_outs):
+                    outer_ops.append(new_scan_outs[[id(n) for n in new_outs].index(id(x))])
                 else:
                     new_outs.append(x)
                     ov = Var(ShapedArray((T,) + x.aval.shape, x.aval.dtype, x.aval.weak_type))
