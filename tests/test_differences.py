@@ -373,3 +373,29 @@ def test_reshard_accepts_auto_axes():
     fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
     out = ftrans.jit(lambda a: ftrans.reshard(a, NamedSharding(fm, P("x"))))(x)
     assert out.sharding == NamedSharding(fm, P("x"))
+
+
+# ---------------------------------------------------------------- jit: the stability rewrites
+def test_jit_rewrites_log_softmax_stably():
+    x = np.array([0., 100., 200., -300.], np.float32)
+
+    def naive(m):
+        return lambda v: m.log(m.exp(v) / m.sum(m.exp(v)))
+
+    with np.errstate(all="ignore"):
+        got_jax = np.asarray(jax.jit(naive(jnp))(x))
+    assert not np.all(np.isfinite(got_jax))
+    got = np.asarray(ftrans.jit(naive(fnp))(x))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, np.asarray(jax.nn.log_softmax(x)), rtol=1e-6)
+    eager = np.asarray(naive(fnp)(x))  # eager runs what was written
+    assert not np.all(np.isfinite(eager))
+    off = np.asarray(ftrans.jit(naive(fnp), optimizations=["cse", "simplify", "fold_constants", "dce"])(x))
+    assert not np.all(np.isfinite(off))
+
+
+def test_jit_times_literal_zero_is_zero():
+    f = lambda v: v * 0.0  # noqa: E731
+    x = np.array([np.inf, 1.0], np.float32)
+    assert np.isnan(np.asarray(jax.jit(f)(x))[0])
+    assert np.asarray(ftrans.jit(f)(x))[0] == 0.0

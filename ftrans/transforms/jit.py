@@ -340,13 +340,14 @@ class JitWrapped:
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
                  keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
-                 out_shardings: Any = None):
+                 out_shardings: Any = None, optimizations: Any = None):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
         # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
-                         max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings)
+                         max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings,
+                         optimizations)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -374,9 +375,12 @@ class JitWrapped:
         self._spmd_always = in_shardings is not None or out_shardings is not None
         # The cache is the function's, shared by every wrapper with these options (see _Store);
         # the wrapper keeps its dicts as attributes so the call path reads them directly.
+        from ftrans.transforms.passes import resolve_optimizations
+
+        self._optimizations = resolve_optimizations(optimizations, f"jit({self.__name__})")
         options = (self._static_argnums, self._static_argnames, self._donate_argnums, self._donate_argnames,
                    device, backend, self._max, self._inline, self._keep_unused, compiler_options,
-                   in_shardings, out_shardings)
+                   in_shardings, out_shardings, self._optimizations)
         store = self._store = _store_for(fun, options)
         self._cache = store.cache
         self._fast = store.fast
@@ -613,7 +617,7 @@ class JitWrapped:
         # nested ``jit_call`` body all see the same optimised program.
         from ftrans.transforms.passes import run_pipeline
 
-        return run_pipeline(closed, name=fname), out_tree_box[0]
+        return run_pipeline(closed, name=fname, optimizations=self._optimizations), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
@@ -774,6 +778,13 @@ class Lowered:
     def __init__(self, traced: Traced, text: str):
         self._traced = traced
         self._text = text
+
+    @property
+    def optimization_report(self) -> Any:
+        """What the IR passes did to this program (``ftrans.transforms.passes.PassReport``)."""
+        from ftrans.transforms.passes import report_for
+
+        return report_for(self._traced.jaxpr)
 
     def as_text(self, dialect: str | None = None) -> str:
         if dialect not in (None, "stablehlo"):
@@ -999,7 +1010,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
         keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool = False,
         abstracted_axes: Any = None, compiler_options: Any = None,
-        max_cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
+        max_cache_size: int = DEFAULT_CACHE_SIZE, optimizations: Any = None) -> Any:
     """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
@@ -1007,14 +1018,16 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     reads from the compiled parameters; ``inline=True`` makes a call under
     another trace record the body itself instead of a ``jit_call``;
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
-    reach XLA's compile options and key its caches.
+    reach XLA's compile options and key its caches.  ``optimizations`` picks the IR passes
+    this function's programs run (``None``: ``ftrans.config.optimizations``; ``"all"``;
+    ``"none"``; or a list of pass names, see ``docs/optimizer.md``).
     """
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
               keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
-              in_shardings=in_shardings, out_shardings=out_shardings)
+              in_shardings=in_shardings, out_shardings=out_shardings, optimizations=optimizations)
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)
