@@ -100,7 +100,8 @@ def test_fold_constants_small_and_not_large():
         return x * (fnp.arange(3.0) * 2 + 1).sum()
 
     j = trace(f, 2.0, optimizations=only("fold_constants", "dce"))
-    assert prims(j) == ["mul"] and "9.0" in str(j)
+    # the weak scalar argument becomes strong before meeting the strong constant, as JAX records it
+    assert prims(j) == ["convert_element_type", "mul"] and "9.0" in str(j)
     assert float(ftrans.jit(f)(2.0)) == 18.0
 
     def big(x):

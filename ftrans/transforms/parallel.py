@@ -256,7 +256,9 @@ class PmapWrapped:
             norm.append(od % nd)
         from ftrans.transforms.passes import run_pipeline
 
-        return run_pipeline(closed, name=f"pmap_{name}"), out_tree, tuple(norm)
+        with extend_axis_env(self._axis_name, size, None):  # the passes' typecheck sees the mapped axis
+            optimized = run_pipeline(closed, name=f"pmap_{name}")
+        return optimized, out_tree, tuple(norm)
 
     def _out_axes_flat(self, out: Any, n: int) -> list:
         out_axes = self._out_axes
