@@ -1,7 +1,9 @@
 """ftrans: composable function transformations for numerical Python (JAX's API)."""
 
 
-from ftrans import (  # noqa: E402
+from ftrans import (  # noqa: E402  # noqa: E402
+    debug,
+    distributed,
     dtypes,
     errors,
     example_libraries,
@@ -10,30 +12,44 @@ from ftrans import (  # noqa: E402
     numpy,
     random,
     scipy,
+    sharding,
     test_util,
     tree,
     tree_util,
 )
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.config import config
+from ftrans.core.config import config, config_context
 from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
+from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
+    Device,
     block_until_ready,
     default_backend,
     device_count,
     device_get,
     device_put,
+    device_put_replicated,
+    device_put_sharded,
     devices,
     local_device_count,
     local_devices,
     process_count,
     process_index,
 )
+from ftrans.distributed import (  # noqa: E402
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+)
+from ftrans.dtypes import float0
+from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
-from ftrans.transforms.jit import jit
+from ftrans.transforms.jit import clear_caches, disable_jit, jit
+from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
     grad,
@@ -45,17 +61,36 @@ from ftrans.transforms.reverse import (
     value_and_grad,
     vjp,
 )
+from ftrans.transforms.shard_map import shard_map
+
+jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
+enable_x64 = config_context("enable_x64")
+debug_nans = config_context("debug_nans")
+debug_infs = config_context("debug_infs")
+
+
+def typeof(x):
+    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
+    from ftrans.core.trace import aval_of
+
+    return aval_of(x)
+
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "devices", "local_devices", "device_count",
+    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
+    "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
-    "ad_checkpoint", "custom_derivatives", "vmap", "test_util",
-    "nn", "scipy", "example_libraries",
+    "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
+    "nn", "scipy", "example_libraries", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
+    "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
+    "make_array_from_single_device_arrays", "make_array_from_process_local_data",
+    "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
+    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

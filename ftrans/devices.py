@@ -16,12 +16,16 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
-           "device_put", "device_get", "block_until_ready", "process_index", "process_count"]
+           "device_put", "device_get", "block_until_ready", "process_index", "process_count",
+           "device_put_sharded", "device_put_replicated"]
+
+Device = compat.Device
 
 _PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
@@ -96,10 +100,20 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         dev = default_device()
     elif _is_device(device):
         dev = device
+    elif isinstance(device, (NamedSharding, PartitionSpec)):
+        return _put_sharded_tree(x, device)
+    elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
+        try:
+            return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
+                                      device, x, is_leaf=lambda d: d is None or _is_device(d) or
+                                      isinstance(d, (NamedSharding, PartitionSpec)) or hasattr(d, "device_set"))
+        except ValueError as e:
+            raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
+                                   ) from None
     elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         ds = getattr(device, "device_set", None)
         if ds is None or len(ds) != 1:
-            raise NotImplementedError("device_put: placing on a multi-device sharding is not supported yet")
+            raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
         dev = next(iter(ds))
     else:
         raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
@@ -119,6 +133,41 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev, src_dev, bool(d), may), sub)
 
     return _map_prefixes(put, x, donate, may_alias)
+
+
+def _put_sharded_tree(x: Any, sharding: Any) -> Any:
+    """``device_put(x, NamedSharding(...))``: each leaf split over the mesh (each device gets its block)."""
+    from ftrans.core.array import sharded_array
+    from ftrans.core.avals import ShapedArray
+    from ftrans.core.sharding import check_divisible, get_mesh
+    from ftrans.lowering import spmd
+
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
+                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+        sharding = NamedSharding(mesh, sharding)
+
+    def put(leaf: Any) -> Any:
+        if isinstance(leaf, Tracer):
+            from ftrans.core.prims.sharding import sharding_constraint_p
+
+            return sharding_constraint_p.bind(leaf, sharding=sharding)
+        if isinstance(leaf, Array):
+            aval = leaf.aval
+        else:
+            arr = np.asarray(leaf)
+            canon = dtypes.canonicalize(arr.dtype)
+            weak = isinstance(leaf, (bool, int, float, complex))
+            if weak:
+                canon = dtypes.python_scalar_dtype(leaf)
+            leaf = arr.astype(canon) if arr.dtype != canon else arr
+            aval = ShapedArray(leaf.shape, leaf.dtype, weak)
+        check_divisible(sharding, aval.shape, "device_put")
+        return sharded_array(spmd.put(leaf, sharding), aval)
+
+    return tree_util.tree_map(put, x)
 
 
 def _map_prefixes(put: Any, x: Any, donate: Any, may_alias: Any) -> Any:
@@ -200,7 +249,7 @@ def device_get(x: Any) -> Any:
     def get(leaf: Any) -> Any:
         if isinstance(leaf, Tracer):
             raise FtransTypeError("device_get: got a traced value; device_get works on concrete arrays")
-        if isinstance(leaf, Array):
+        if isinstance(leaf, Array) or hasattr(leaf, "__array__"):  # a jax.Array too, as in JAX
             return np.asarray(leaf)
         return leaf
 
@@ -213,3 +262,63 @@ def block_until_ready(x: Any) -> Any:
         if hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
     return x
+
+
+def _host_leaf(x: Any) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise FtransTypeError("device_put_sharded/device_put_replicated: got a traced value; they place concrete "
+                              "arrays (call them outside jit/grad/vmap)")
+    arr = x._value if isinstance(x, Array) else np.asarray(x)
+    canon = dtypes.canonicalize(arr.dtype)
+    return arr.astype(canon) if arr.dtype != canon else arr
+
+
+def _stacked_on(pieces: list, devices: list) -> Any:
+    from ftrans.core.array import sharded_array
+    from ftrans.core.avals import ShapedArray
+
+    n = len(devices)
+    shape = (n, *pieces[0].shape)
+    sharding = compat.mapped_sharding(compat.replica_mesh(devices, n), 0, len(shape))
+    buf = compat.put_pieces([np.ascontiguousarray(p[None]) for p in pieces], shape, sharding, devices)
+    return sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
+
+
+def _check_devices(op: str, devices: Any) -> list:
+    devices = list(devices)
+    if not devices or not all(_is_device(d) for d in devices):
+        raise FtransTypeError(f"{op}: devices must be a non-empty sequence of Devices (from ftrans.devices()), "
+                              f"got {devices!r}")
+    return devices
+
+
+def device_put_sharded(shards: Any, devices: Any) -> Any:
+    """JAX's ``device_put_sharded``: stack ``shards`` (a list of pytrees of one structure, one per device)
+    along a new leading axis, each on its device; the result is an Array split over ``devices``."""
+    devices = _check_devices("device_put_sharded", devices)
+    shards = list(shards)
+    if len(shards) != len(devices):
+        raise FtransValueError(f"device_put_sharded: got {len(shards)} shards for {len(devices)} devices; "
+                               "give one shard per device")
+    trees = [tree_util.tree_flatten(s) for s in shards]
+    tree0 = trees[0][1]
+    for k, (_, t) in enumerate(trees):
+        if t != tree0:
+            raise FtransValueError(f"device_put_sharded: shard {k} has tree structure {t}, but shard 0 has "
+                                   f"{tree0}; every shard must have the same structure")
+    out = []
+    for i in range(len(trees[0][0])):
+        pieces = [_host_leaf(leaves[i]) for leaves, _ in trees]
+        shapes = {(p.shape, p.dtype) for p in pieces}
+        if len(shapes) != 1:
+            raise FtransValueError(f"device_put_sharded: leaf {i} has differing shapes/dtypes across shards: "
+                                   f"{sorted(str(s) for s in shapes)}; shards must agree")
+        out.append(_stacked_on(pieces, devices))
+    return tree_util.tree_unflatten(tree0, out)
+
+
+def device_put_replicated(x: Any, devices: Any) -> Any:
+    """JAX's ``device_put_replicated``: a copy of ``x`` (a pytree) on each of ``devices``, stacked along a new
+    leading axis split over them."""
+    devices = _check_devices("device_put_replicated", devices)
+    return tree_util.tree_map(lambda leaf: _stacked_on([_host_leaf(leaf)] * len(devices), devices), x)

@@ -75,6 +75,10 @@ class FtransShapeError(_Located, FtransError, TypeError, ValueError):
     """
 
 
+class FtransOverflowError(_Located, FtransError, OverflowError):
+    """A Python int outside the range of the integer type it must become (as JAX raises)."""
+
+
 class FtransIndexError(_Located, FtransError, IndexError):
     """A static index out of range."""
 
@@ -103,12 +107,17 @@ class NonConcreteBooleanIndexError(FtransIndexError):
     """A boolean mask whose pattern is only known at run time."""
 
 
-class UnexpectedTracerError(_Located, FtransError):
-    """A tracer was used after the transform that created it finished."""
+class UnexpectedTracerError(_Located, FtransError, TypeError):
+    """A tracer was used after the transform that created it finished (a ``TypeError``, as in JAX)."""
 
 
 class DeletedArrayError(_Located, FtransError, RuntimeError):
     """An Array whose buffer was donated (or deleted) was used again."""
+
+
+class DistributedInitError(_Located, FtransError, RuntimeError):
+    """``ftrans.distributed.initialize`` could not join the processes (an unreachable coordinator, a second
+    call, a backend that already started)."""
 
 
 class JaxprTypeError(FtransError, TypeError):

@@ -161,10 +161,12 @@ def _assert_close(what: str, got: list, want: list, out_tree: Any, atol: float, 
         if gw.shape != ww.shape:
             raise AssertionError(f"{what}: output {_path_str(out_tree, i)} has shape {gw.shape}, "
                                  f"expected {ww.shape}")
-        both_nan = np.isnan(gw) & np.isnan(ww)
-        diff = np.where(both_nan, 0.0, np.abs(gw - ww))
-        bound = atol + rtol * np.abs(ww)
-        bad = ~(diff <= bound)  # a NaN in only one of them is bad as well
+        # NaN matches NaN and an infinity matches itself, as in numpy's assert_allclose.
+        same = (np.isnan(gw) & np.isnan(ww)) | (gw == ww)
+        with np.errstate(invalid="ignore"):
+            diff = np.where(same, 0.0, np.abs(gw - ww))
+            bound = atol + rtol * np.abs(ww)
+        bad = ~same & ~(diff <= bound)  # a NaN in only one of them is bad as well
         if np.any(bad):
             worst = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
             rel = float(np.max(np.where(bad, diff / np.maximum(np.abs(ww), 1e-300), 0.0)))
@@ -177,6 +179,8 @@ def _assert_close(what: str, got: list, want: list, out_tree: Any, atol: float, 
 
 
 def _assert_scalar_close(what: str, got: float, want: float, scale: float, atol: float, rtol: float) -> None:
+    if got == want or (np.isnan(got) and np.isnan(want)):
+        return
     diff = abs(got - want)
     if not diff <= atol + rtol * max(abs(want), scale):
         raise AssertionError(

@@ -525,8 +525,6 @@ _WEAK_LOOPS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="jvp of a loop: the tangent of a carry that starts weakly typed stays weak "
-                   "where the body makes the primal carry strongly typed (jax's tangent is strong, like its primal)")
 @pytest.mark.parametrize("loop", sorted(_WEAK_LOOPS))
 def test_jvp_loop_tangent_carry_weak_type_follows_primal(loop):
     p, t = ftrans.jvp(_WEAK_LOOPS[loop](*FT), (0.5,), (1.0,))

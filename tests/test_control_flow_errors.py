@@ -311,7 +311,8 @@ def test_scan_scalar_xs_and_bad_length():
 
 
 def test_bad_unroll():
-    expect(errors.FtransValueError, lambda: lax.scan(lambda c, x: (c, x), 0.0, X3, unroll=0), "unroll")
+    # unroll=0 is valid (JAX: it unrolls the whole loop); tests/test_jax_parity.py checks it.
+    expect(errors.FtransTypeError, lambda: lax.scan(lambda c, x: (c, x), 0.0, X3, unroll=1.5), "unroll")
     expect(errors.FtransValueError, lambda: lax.scan(lambda c, x: (c, x), 0.0, X3, unroll=-2), "unroll")
     f, line = jitted(lambda n: lax.fori_loop(0, n, lambda i, c: c, 0.0, unroll=2))
     expect(errors.FtransValueError, lambda: f(3), "unroll", "static", line=line)

@@ -159,6 +159,21 @@ def test_tracer_is_not_an_array_instance():
     assert seen == {"jax": True, "ftrans": False}
 
 
+# ---------------------------------------------------------------- autodiff
+def test_i0_derivative_overflows_to_inf():
+    # I0'(x) = I1(x) overflows float32 beyond |x| ~ 88.7: ftrans says +-inf, JAX's product rule NaN.
+    x = np.array([100.0, -100.0], np.float32)
+    ours = np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(x))
+    theirs = np.asarray(jax.vmap(jax.grad(jnp.i0))(x))
+    np.testing.assert_array_equal(ours, [np.inf, -np.inf])
+    assert np.isnan(theirs).all()
+    # Where I1 is finite both agree, and at 0 both follow JAX's rule (derivative 0, second derivative 0).
+    y = np.array([0.0, 1.0, 30.0], np.float32)
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(y)),
+                               np.asarray(jax.vmap(jax.grad(jnp.i0))(y)), rtol=1e-5)
+    assert float(ftrans.grad(ftrans.grad(fnp.i0))(0.0)) == float(jax.grad(jax.grad(jnp.i0))(0.0)) == 0.0
+
+
 # ---------------------------------------------------------------- not deviations (kept out of the doc)
 def test_not_deviations():
     """Checked and found identical to jax 0.10.2, so not listed: lax on Python scalars, -0.0 in sort."""
@@ -234,3 +249,172 @@ def test_qr_raw_mode_and_pivoting_are_not_implemented():
     assert len(jlax.linalg.qr(a, pivoting=True)) == 3
     with pytest.raises(NotImplementedError, match="pivoting"):
         flax.linalg.qr(a, pivoting=True)
+
+
+# ---------------------------------------------------------------- pmap
+_needs_devices = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (conftest)")
+
+
+@_needs_devices
+def test_pmap_inside_jit_is_not_supported():
+    x = np.ones((4, 2), np.float32)
+    assert jax.jit(jax.pmap(lambda a: a * 2))(x).shape == (4, 2)
+    with pytest.raises(NotImplementedError, match="inside a jitted function"):
+        ftrans.jit(ftrans.pmap(lambda a: a * 2))(x)
+
+
+@_needs_devices
+def test_pmap_axis_size_without_mapped_arguments():
+    with pytest.raises(ValueError, match="at least one argument with a mapped axis"):
+        jax.pmap(lambda: jlax.axis_index("i"), axis_name="i", axis_size=4)()
+    got = ftrans.pmap(lambda: flax.axis_index("i"), axis_name="i", axis_size=4)()
+    assert np.asarray(got).tolist() == [0, 1, 2, 3]
+
+
+@_needs_devices
+def test_nested_pmap_runs():
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match="mesh"):
+        jax.pmap(jax.pmap(lambda a: jlax.psum(a, "j"), axis_name="j"), axis_name="i")(x)
+    got = ftrans.pmap(ftrans.pmap(lambda a: flax.psum(a, "j"), axis_name="j"), axis_name="i")(x)
+    assert np.asarray(got).tolist() == [[4.0] * 4] * 2
+
+
+@_needs_devices
+def test_grad_of_pmap_gives_host_arrays():
+    x = np.ones((4, 2), np.float32)
+    g_j = jax.grad(lambda x: jax.pmap(lambda a: a ** 2)(x).sum())(x)
+    g_f = ftrans.grad(lambda x: ftrans.pmap(lambda a: a ** 2)(x).sum())(x)
+    np.testing.assert_allclose(np.asarray(g_f), np.asarray(g_j))
+    assert len(g_f.devices()) == 1
+
+
+# ---------------------------------------------------------------- autodiff
+def test_eager_scalar_residuals_are_literals_not_pullback_leaves():
+    leaves = jax.tree_util.tree_leaves
+    assert len(leaves(jax.vjp(jnp.sin, 1.0)[1])) == 1
+    _, pb = ftrans.vjp(fnp.sin, 1.0)
+    assert leaves(pb) == []
+    assert "0.5403" in str(pb.linear_jaxpr)  # cos(1.0), folded in as a literal
+    np.testing.assert_allclose(np.asarray(pb(1.0)[0]), np.cos(1.0), rtol=1e-6)
+    # array residuals, and residuals of a vjp taken inside jit, are leaves
+    assert len(leaves(ftrans.vjp(fnp.sin, X)[1])) == 1
+    assert len(leaves(ftrans.jit(lambda x: ftrans.vjp(fnp.sin, x))(1.0)[1])) == 1
+
+
+# ---------------------------------------------------------------- interop
+class _OnlyArray:
+    def __array__(self, dtype=None, copy=None):
+        return np.array(X, dtype=dtype, copy=True)
+
+
+class _OnlyDlpack:
+    def __dlpack__(self, **kwargs):
+        return X.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return X.__dlpack_device__()
+
+
+def test_array_like_objects_are_operands():
+    for obj in (_OnlyArray(), _OnlyDlpack()):
+        with pytest.raises(TypeError):
+            jnp.sin(obj)
+        np.testing.assert_allclose(np.asarray(fnp.sin(obj)), np.sin(X), rtol=1e-6)
+    with pytest.raises(TypeError):
+        jnp.asarray(_OnlyDlpack())
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(_OnlyDlpack())), X)
+
+
+def test_from_dlpack_reads_read_only_host_arrays():
+    ro = X.copy()
+    ro.flags.writeable = False
+    with pytest.raises(BufferError):
+        jnp.from_dlpack(ro)
+    np.testing.assert_array_equal(np.asarray(fnp.from_dlpack(ro)), X)
+
+
+def test_full_with_big_python_int_raises():
+    assert np.asarray(jnp.full(3, 2**40)).tolist() == [0, 0, 0]  # JAX wraps silently
+    with pytest.raises(OverflowError):
+        fnp.full(3, 2**40)
+    assert np.asarray(fnp.full(3, 2**40, np.float32)).tolist() == [2.0**40] * 3
+
+
+# ---------------------------------------------------------------- convolutions
+def test_signal_fft_method_is_the_direct_convolution():
+    import jax.scipy.signal as jsignal
+
+    import ftrans.scipy.signal as fsignal
+
+    a = np.random.default_rng(0).standard_normal(50).astype(np.float32)
+    v = np.random.default_rng(1).standard_normal(9).astype(np.float32)
+    ours_fft, ours_direct = fsignal.convolve(a, v, method="fft"), fsignal.convolve(a, v, method="direct")
+    np.testing.assert_array_equal(np.asarray(ours_fft), np.asarray(ours_direct))
+    theirs_fft, theirs_direct = jsignal.convolve(a, v, method="fft"), jsignal.convolve(a, v, method="direct")
+    assert not np.array_equal(np.asarray(theirs_fft), np.asarray(theirs_direct))  # JAX really uses FFTs
+    np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------
+# Sharding (docs/differences.md, "Sharding")
+
+
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_shard_map_check_vma_is_not_enforced():
+    """An out_specs claiming replication over 'y' of a value that varies over 'y': jax raises, ftrans trusts it."""
+    from jax.sharding import AxisType as JA
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, P
+
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JA.Auto,) * 2)
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    with pytest.raises(ValueError, match="replicat"):
+        jax.shard_map(lambda a: a * 2, mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))(x)
+    out = ftrans.shard_map(lambda a: a * 2, mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))(x)
+    assert out.shape == (8, 2)  # one device's columns along y are kept
+
+
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_reshard_accepts_auto_axes():
+    from jax.sharding import AxisType as JA
+    from jax.sharding import NamedSharding as JNS
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, NamedSharding, P
+
+    x = np.ones((8, 8), np.float32)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JA.Auto,) * 2)
+    with pytest.raises(ValueError, match="Auto"):
+        jax.jit(lambda a: jax.reshard(a, JNS(jm, JP("x"))))(x)
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    out = ftrans.jit(lambda a: ftrans.reshard(a, NamedSharding(fm, P("x"))))(x)
+    assert out.sharding == NamedSharding(fm, P("x"))
+
+
+# ---------------------------------------------------------------- jit: the stability rewrites
+def test_jit_rewrites_log_softmax_stably():
+    x = np.array([0., 100., 200., -300.], np.float32)
+
+    def naive(m):
+        return lambda v: m.log(m.exp(v) / m.sum(m.exp(v)))
+
+    with np.errstate(all="ignore"):
+        got_jax = np.asarray(jax.jit(naive(jnp))(x))
+    assert not np.all(np.isfinite(got_jax))
+    got = np.asarray(ftrans.jit(naive(fnp))(x))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, np.asarray(jax.nn.log_softmax(x)), rtol=1e-6)
+    eager = np.asarray(naive(fnp)(x))  # eager runs what was written
+    assert not np.all(np.isfinite(eager))
+    off = np.asarray(ftrans.jit(naive(fnp), optimizations=["cse", "simplify", "fold_constants", "dce"])(x))
+    assert not np.all(np.isfinite(off))
+
+
+def test_jit_times_literal_zero_is_zero():
+    f = lambda v: v * 0.0  # noqa: E731
+    x = np.array([np.inf, 1.0], np.float32)
+    assert np.isnan(np.asarray(jax.jit(f)(x))[0])
+    assert np.asarray(ftrans.jit(f)(x))[0] == 0.0

@@ -49,7 +49,7 @@ def _files(d: Path) -> list[Path]:
 
 def _fresh_call(f, *args):
     """Call ``f`` as a new process would: no in-memory executable, a new jit object."""
-    X._xla_cache.clear()
+    ftrans.clear_caches()  # jit objects of one function share its cache, as in JAX
     return ftrans.jit(f)(*args)
 
 

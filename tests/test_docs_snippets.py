@@ -16,8 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/write_a_pass.md",
-         "howto/debugging_with_ir.md",
-         "api/tree_util.md", "api/linalg.md", "autodiff.md", "vmap.md", "random.md", "nn.md", "../README.md"]
+         "howto/debugging_with_ir.md", "optimizer.md",
+         "api/tree_util.md", "api/linalg.md", "api/convolution_fft.md", "autodiff.md", "vmap.md", "random.md",
+         "nn.md", "parallelism.md", "../README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 _RUNNER = """
@@ -62,4 +63,6 @@ def test_doc_snippets_run(tmp_path):
     assert "sqrt" in out and "(layer)" in out          # the NaN hunt found the line
     assert "[-6. -4. -4. 14.]" in out                  # grad through forward_diff's transpose
     assert "[0.947667   0.9785799  0.33229148]" in out   # random.md: jax.random's bits for PRNGKey(0)
+    assert "[-200. -100.    0. -500.]" in out   # optimizer.md: the stable log-softmax under jit
     assert "[ 0.e+00 -1.e+30    -inf]" in out           # nn.md: log_softmax does not overflow
+    assert "[[28. 28. 28. 28.]" in out                   # parallelism.md: psum over both axes of a 2x4 pmap

@@ -31,6 +31,24 @@ def test_train_digits_learns():
     assert acc >= 0.9, r.stdout
 
 
+def test_data_parallel_digits_learns_like_train_digits():
+    r = run("data_parallel_digits.py", "--epochs", "4", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "on 8 devices" in r.stdout, r.stdout
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.9, r.stdout
+    single = run("train_digits.py", "--epochs", "4", "--no-progress")
+    # per-device gradients averaged with pmean are the whole batch's: the same training, the same accuracy
+    assert abs(float(re.search(r"test accuracy ([0-9.]+)", single.stdout).group(1)) - acc) <= 0.01
+
+
+def test_cnn_digits_learns():
+    r = run("cnn_digits.py", "--epochs", "2", "--channels", "8", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    acc = float(re.search(r"test accuracy ([0-9.]+)", r.stdout).group(1))
+    assert acc >= 0.85, r.stdout
+
+
 def test_rnn_scan_learns():
     r = run("rnn_scan.py", "--steps", "60", "--hidden", "16")
     assert r.returncode == 0, r.stderr
@@ -62,6 +80,12 @@ def test_gaussian_process_fits_its_hyperparameters():
     ("train_digits.py", ["--epochs", "0"]),
     ("train_digits.py", ["--batch-size", "many"]),
     ("train_digits.py", ["--test-fraction", "1.5"]),
+    ("data_parallel_digits.py", ["--batch-size", "60"]),
+    ("data_parallel_digits.py", ["--host-devices", "0"]),
+
+
+    ("cnn_digits.py", ["--channels", "0"]),
+    ("cnn_digits.py", ["--epochs", "two"]),
     ("rnn_scan.py", ["--steps", "-3"]),
     ("per_example_grads.py", ["--clip", "0"]),
     ("per_example_grads.py", ["--noise", "loud"]),
@@ -71,3 +95,12 @@ def test_bad_arguments_give_a_message_not_a_traceback(script, args):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert "error:" in r.stderr
+
+
+def test_sharded_transformer_learns_with_split_weights():
+    r = run("sharded_transformer.py", "--steps", "120")
+    assert r.returncode == 0, r.stderr
+    assert "on 8 devices" in r.stdout and "each device holds (64, 16) of (64, 64)" in r.stdout, r.stdout
+    m = re.search(r"first loss ([0-9.]+), final loss ([0-9.]+), reversal accuracy ([0-9.]+)", r.stdout)
+    assert float(m.group(2)) < 0.1 * float(m.group(1)) and float(m.group(3)) >= 0.95, r.stdout
+    assert "parameters still split: P(None, 'model')" in r.stdout

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.tree", "core"),
     ("ftrans.lowering", "lowering"),
     ("ftrans.devices", "lowering"),
+    ("ftrans.distributed", "lowering"),
     ("ftrans.transforms", "transforms"),
     ("ftrans.lax", "lax"),
     ("ftrans.numpy", "numpy"),
@@ -43,6 +44,9 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.ad_checkpoint", "top"),
     ("ftrans.custom_derivatives", "top"),
     ("ftrans.rules", "top"),
+    ("ftrans.sharding", "top"),
+    ("ftrans.debug", "top"),
+    ("ftrans.experimental", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

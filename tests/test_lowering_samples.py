@@ -24,7 +24,7 @@ _APPROX = {
     "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "erf", "erfc",
     "erf_inv", "lgamma", "digamma", "pow", "div", "integer_pow", "dot_general", "reduce_sum",
     "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum", "scatter_add",
-    "scatter_mul", "mul", "rem", "sign", "abs",
+    "scatter_mul", "mul", "rem", "sign", "abs", "conv_general_dilated", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig",
 }
 NAMES = sorted(n for n in SAMPLES if n in P.registry and P.registry[n] in lowering_rules)

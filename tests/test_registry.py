@@ -279,6 +279,48 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         s[name].append(((arr((4, 5), f32),), {"window_dimensions": (2, 3), "window_strides": (2, 1),
                                               "padding": ((1, 1), (0, 2)), "base_dilation": (2, 1),
                                               "window_dilation": (1, 2)}))
+    from ftrans.core.prims.convolution import ConvDimensionNumbers as _CDN
+    from ftrans.core.prims.fft import FftType as _Fft
+
+    def _conv(lhs, rhs, dn=None, strides=(1, 1), padding=((0, 0), (0, 0)), ld=(1, 1), rd=(1, 1), fg=1, bg=1,
+              pet=None, prec=None):
+        nd = lhs.ndim
+        dn = dn or _CDN(tuple(range(nd)), tuple(range(nd)), tuple(range(nd)))
+        return ((lhs, rhs), {"window_strides": strides, "padding": padding, "lhs_dilation": ld, "rhs_dilation": rd,
+                             "dimension_numbers": dn, "feature_group_count": fg, "batch_group_count": bg,
+                             "precision": prec, "preferred_element_type": pet})
+
+    s["conv_general_dilated"] = [
+        _conv(arr((2, 3, 5, 4), f32), arr((4, 3, 2, 2), f32, 1)),
+        _conv(arr((2, 4, 5, 4), f32), arr((6, 2, 3, 2), f32, 1), strides=(2, 1), padding=((1, 1), (0, -1)),
+              ld=(1, 2), rd=(2, 1), fg=2, prec=("HIGHEST", "HIGHEST")),
+        _conv(arr((4, 3, 6), f32), arr((4, 3, 2), f32, 1), strides=(1,), padding=((1, 0),), ld=(1,), rd=(1,),
+              bg=2),
+        _conv(arr((2, 5, 4, 3), f32), arr((2, 2, 3, 4), f32, 1),
+              dn=_CDN((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), padding=((1, 0), (0, 1))),
+        _conv(arr((1, 2, 4, 4), bf16), arr((3, 2, 2, 2), bf16, 1)),
+        _conv(arr((1, 2, 4, 4), bf16), arr((3, 2, 2, 2), bf16, 1), pet=f32),
+        _conv(arr((1, 2, 4), i32), arr((3, 2, 2), i32, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+        _conv(arr((1, 2, 4), c64), arr((3, 2, 2), c64, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+        _conv(arr((1, 2, 4), f32), arr((3, 2, 2), f32, 1), strides=(1,), padding=((1, 1),), ld=(2,), rd=(1,)),
+        _conv(arr((0, 2, 4), f32), arr((3, 2, 2), f32, 1), strides=(1,), padding=((0, 0),), ld=(1,), rd=(1,)),
+    ]
+    s["fft"] = [
+        ((arr((3, 8), c64),), {"fft_type": _Fft.FFT, "fft_lengths": (8,)}),
+        ((arr((2, 4, 6), c64),), {"fft_type": _Fft.IFFT, "fft_lengths": (4, 6)}),
+        ((arr((3, 8), f32),), {"fft_type": _Fft.RFFT, "fft_lengths": (8,)}),
+        ((arr((2, 3, 5), f32),), {"fft_type": _Fft.RFFT, "fft_lengths": (3, 5)}),
+        ((arr((3, 5), c64),), {"fft_type": _Fft.IRFFT, "fft_lengths": (8,)}),
+        ((arr((2, 4, 4), c64),), {"fft_type": _Fft.IRFFT, "fft_lengths": (4, 7)}),
+        ((arr((2, 2, 3, 4), c64),), {"fft_type": _Fft.FFT, "fft_lengths": (2, 3, 4)}),
+    ]
+
+
+    from ftrans.sharding import NamedSharding, P, make_mesh
+
+    one = make_mesh((1,), ("x",))  # one device: the constraint is the identity wherever the tests run it
+    s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
+                                ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
@@ -339,6 +381,7 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
         samples[name] = _elementwise_samples(name, 2)
     samples["integer_pow"] = _elementwise_samples("integer_pow", 1)
     samples["jit_call"] = _jit_call_samples()
+    samples["pmap"] = _pmap_samples()
     samples.update(_autodiff_samples())
     samples.update(_control_flow_samples())
     return samples
@@ -415,6 +458,16 @@ def _jit_call_samples() -> list[tuple[tuple, dict]]:
     return [((x,), dict(eqn.params))]
 
 
+def _pmap_samples() -> list[tuple[tuple, dict]]:
+    """A staged pmap (mapped and broadcast operands, a mapped and a replicated result), as make_jaxpr records it."""
+    from ftrans import lax as flax
+
+    x = arr((2, 3), f32)
+    y = arr((3,), f32)
+    f = ftrans.pmap(lambda b, c: (b * c, flax.psum(b.sum(), "i")), axis_name="i", in_axes=(0, None),
+                    out_axes=(0, None))
+    (eqn,) = ftrans.make_jaxpr(f)(x, y).eqns
+    return [((x, y), dict(eqn.params))]
 
 # Registered primitives that need no sample entry here, each with the reason.
 # (Empty: every primitive has samples. Add "name": "reason" only for a primitive
@@ -425,6 +478,8 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "a collective: abstract eval and impl need its axis name bound by vmap/pmap, so it has no "
              "standalone samples; tests/test_collectives.py covers it against jax.vmap"
        for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index")},
+    "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
+                 "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
 }
 
 

@@ -212,10 +212,6 @@ def test_weak_scalar_vjp_like_jax():
     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "outside linear_rules: ftrans/transforms/reverse.py _make_value_and_grad seeds the pullback with a "
-    "strongly typed 1.0 (Array._new(np.ones(...), False)); JAX seeds with the output's weak type, so grad "
-    "of a weakly typed scalar function is weakly typed in JAX and strong in ftrans"))
 def test_weak_scalar_grad_like_jax():
     g = ftrans.grad(lax.sin)(1.0)
     w = jax.grad(jax.lax.sin)(1.0)
@@ -517,10 +513,6 @@ def test_fjnp_functions_grad_matches_jax():
         assert_leaves_close(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "outside linear_rules: ftrans/numpy/_elementwise.py _logaddexp_impl is differentiated through "
-    "max(a, b) + log1p(exp(-abs(a - b))), whose derivative at a == b (abs's derivative at 0 is +1) is "
-    "(0, 1) instead of the true (0.5, 0.5); JAX's logaddexp has a custom_jvp giving (0.5, 0.5)"))
 @pytest.mark.parametrize("fname", ["logaddexp", "logaddexp2"])
 def test_logaddexp_gradient_at_equal_arguments_like_jax(fname):
     x = np.array([0.7, -1.0], np.float32)

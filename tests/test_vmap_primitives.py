@@ -292,6 +292,18 @@ CASES.update({
                                lambda np_, lx: lambda x, i, j, u: x.at[i, j].add(u)),
     "scatter_int": Case([((5,), ints(-9, 9)), ((3,), ints(0, 5)), ((3,), ints(-9, 9))],
                         lambda np_, lx: lambda x, i, u: x.at[i].add(u)),
+    # Convolutions (groups and dilations decide where the vmap axis is folded) and FFTs.
+    "conv_feature_groups": Case([((1, 5, 4, 4), normal), ((2, 3, 2, 4), normal)], lambda np_, lx: lambda x, w: (
+        lx.conv_general_dilated(x, w, (1, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                feature_group_count=2)), rtol=1e-4, atol=1e-4),
+    "conv_batch_groups": Case([((4, 3, 6), normal), ((4, 3, 2), normal)], lambda np_, lx: lambda x, w: (
+        lx.conv_general_dilated(x, w, (1,), ((1, 0),), batch_group_count=2)), rtol=1e-4, atol=1e-4),
+    "conv_dilated": Case([((2, 2, 5, 5), normal), ((3, 2, 2, 2), normal)], lambda np_, lx: lambda x, w: (
+        lx.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 1)), (1, 2), (2, 1))), rtol=1e-4, atol=1e-4),
+    "fft_rfft_irfft": Case([((3, 6), normal)], lambda np_, lx: lambda x: (
+        np_.fft.rfft(x, axis=0), np_.fft.irfft(np_.fft.rfft(x), n=6)), rtol=1e-4, atol=1e-4),
+    "fft_fft2_complex": Case([((3, 4), complexes)], lambda np_, lx: lambda z: (
+        np_.fft.fft2(z), np_.fft.ifftn(z, axes=(0,))), rtol=1e-4, atol=1e-4),
 })
 
 # Explicit mapping patterns: case -> tuples of mapped argument positions.
@@ -520,6 +532,7 @@ FAMILIES = {
     "gather": [n for n in CASES if "gather" in n or "take" in n],
     "scatter": [n for n in CASES if "scatter" in n or n.startswith("st_at_")],
     "linalg": [n for n in CASES if n.startswith("la_")],
+    "conv_fft": [n for n in CASES if n.startswith(("conv_", "fft_"))],
 }
 
 
@@ -539,14 +552,16 @@ def test_families_cover_every_case():
 
 
 def test_every_primitive_with_operands_has_a_batching_rule():
+    from ftrans.core.prims import convolution as C
     from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims import fft as F
     from ftrans.core.prims import indexing as I
     from ftrans.core.prims import reductions as R
     from ftrans.core.prims import sorting as So
     from ftrans.core.prims import structural as S
     from ftrans.core.prims import windowed as W
 
-    prims = {p for m in (E, S, R, So, W, I) for p in vars(m).values() if isinstance(p, Primitive)}
+    prims = {p for m in (E, S, R, So, W, I, C, F) for p in vars(m).values() if isinstance(p, Primitive)}
     missing = sorted(p.name for p in prims if p not in batching_rules)
     assert missing == ["iota"]
 

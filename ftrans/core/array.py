@@ -86,10 +86,28 @@ class Array(ArrayMixin):
         view.flags.writeable = False
         return view
 
-    def __dlpack__(self, *args, **kwargs):
-        return self._value.__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export through DLPack (array API 2023.12: ``stream``, ``max_version``, ``dl_device``, ``copy``).
 
-    def __dlpack_device__(self):
+        The data is immutable. A consumer that speaks DLPack 1.0 (``max_version
+        >= (1, 0)``, as ``np.from_dlpack`` does) gets the memory itself, marked
+        read-only; an older consumer (``jax.numpy.from_dlpack``) cannot be told
+        it is read-only, so it gets a copy, unless ``copy=False`` forbids that.
+        """
+        v = self._value
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return v.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        if copy is False:
+            raise BufferError(
+                f"Array.__dlpack__: this {self.aval.str_short()} array is immutable and a consumer that asks "
+                "for DLPack before 1.0 cannot be told it is read-only, so exporting it needs a copy, which "
+                "copy=False forbids; pass max_version=(1, 0) (or newer) or allow the copy"
+            )
+        w = v.copy()  # a fresh, writable copy the consumer may own
+        return w.__dlpack__(stream=stream, dl_device=dl_device)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()
 
     def item(self, *args) -> Any:
@@ -97,6 +115,27 @@ class Array(ArrayMixin):
 
     def tolist(self) -> Any:
         return self._value.tolist()
+
+    def tobytes(self, order: str = "C") -> bytes:
+        return self._value.tobytes(order)
+
+    def is_deleted(self) -> bool:
+        return False
+
+    def delete(self) -> None:
+        """Free this Array's data; any later use raises ``DeletedArrayError`` (as in JAX)."""
+        global buffers_deleted
+        buf = getattr(self, "_buf", None)
+        if buf is not None:
+            buffers_deleted = True
+            buf.delete()
+        for slot in ("_value", "_buf"):
+            try:
+                delattr(self, slot)
+            except AttributeError:
+                pass
+        # The same slots, so the class can change in place; reads of ``_value`` then raise.
+        self.__class__ = _DeletedArray
 
     def copy(self) -> Array:
         return Array._new(self._value.copy(), self.weak_type)
@@ -173,6 +212,12 @@ class Array(ArrayMixin):
         from ftrans.core.host import host_device
 
         return host_device()
+
+    @property
+    def sharding(self) -> Any:
+        from ftrans.core.sharding import SingleDeviceSharding
+
+        return SingleDeviceSharding(self.device)
 
     @property
     def is_fully_addressable(self) -> bool:
@@ -268,8 +313,44 @@ class DeviceArray(Array):
     def copy_to_host_async(self) -> None:
         self._buf.copy_to_host_async()
 
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export the device buffer through DLPack (no copy unless asked for), as a jax.Array does."""
+        buf = self._buf
+        if buf.is_deleted():
+            self._value  # raises DeletedArrayError  # noqa: B018
+        return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._buf.__dlpack_device__()
+
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
+
+
+class _DeletedArray(Array):
+    """A host Array after ``.delete()``: its shape and dtype are gone with its data."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("_value", "_buf"):
+            raise AttributeError(name)
+        from ftrans.errors import DeletedArrayError
+
+        raise DeletedArrayError(
+            "this Array has been deleted with .delete() and can no longer be used; keep a copy "
+            "(x.copy()) if you need the values after deleting it"
+        )
+
+    def is_deleted(self) -> bool:
+        return True
+
+    def delete(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "Array(<deleted>)"
 
 
 # Set once any device buffer has been deleted (donation, ``Array.delete``): until
@@ -285,6 +366,57 @@ def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
     out._sig = sig
     out.weak_type = aval.weak_type
     return out
+
+
+# The runtime's device-buffer type (jax's Array), registered by ``ftrans.lowering.compat`` so that core
+# can take a jax.Array as an operand without a copy (core never imports jax).
+buffer_type: type | None = None
+
+_NOT_ARRAYS = (str, bytes, list, tuple, dict, set, type)
+
+
+def is_foreign_array(x: Any) -> bool:
+    """A jax.Array, or an object that offers its data through ``__array__`` or ``__dlpack__``."""
+    if type(x) is buffer_type:
+        return True
+    if isinstance(x, (Array, np.ndarray, np.generic, *_NOT_ARRAYS)):
+        return False
+    return hasattr(x, "__array__") or hasattr(x, "__dlpack__")
+
+
+def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
+    """An ftrans Array holding a foreign array's data, or None if ``x`` is not one.
+
+    A jax.Array on one device whose dtype is already canonical is wrapped as it
+    is: its buffer becomes the DeviceArray's buffer (no copy; both are
+    immutable), keeping its weak type, unless ``copy`` is True. Anything else is
+    read through ``__array__`` (or ``np.from_dlpack``) and copied, since its
+    memory may change under us.
+    """
+    if type(x) is buffer_type and not copy and not x.is_deleted():
+        devs = x.devices()
+        dt = x.dtype
+        if len(devs) == 1 and dtypes.canonicalize(dt) == dt:
+            dev = next(iter(devs))
+            aval = ShapedArray(tuple(x.shape), dt, bool(getattr(x, "weak_type", False)))
+            return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+    if not is_foreign_array(x):
+        return None
+    if hasattr(x, "__array__"):
+        arr = np.asarray(x)
+    else:
+        try:
+            arr = np.from_dlpack(x)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"cannot read a {type(x).__name__} through DLPack: {e}. Convert it to a NumPy array first"
+            ) from None
+    if arr.dtype == object:
+        return None
+    weak = type(x) is buffer_type and bool(getattr(x, "weak_type", False))
+    return Array(arr, weak)  # copies: the foreign memory may change under us
 
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:
@@ -333,3 +465,134 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
 
     for slot, (prim, slow) in fallbacks.items():
         setattr(Array, slot, make(prim, slow))
+
+
+class Shard:
+    """One addressable piece of a sharded Array: its device, its index into the whole, its data."""
+
+    __slots__ = ("device", "index", "data", "replica_id")
+
+    def __init__(self, device: Any, index: tuple, data: Array, replica_id: int = 0):
+        self.device = device
+        self.index = index
+        self.data = data
+        self.replica_id = replica_id
+
+    def __repr__(self) -> str:
+        return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id}, data={self.data})"
+
+
+class ShardedArray(Array):
+    """An Array spread over several devices (a ``pmap`` result): ``_sharded`` is the runtime's multi-device buffer.
+
+    Its host value is gathered from the shards only when something needs it
+    (printing, NumPy conversion, an eager operation), as JAX does; passed to a
+    ``pmap`` that splits it the same way, its shards are used where they are.
+    """
+
+    __slots__ = ("_aval", "_sharded")
+
+    def __getattr__(self, name: str) -> Any:
+        if name != "_value":
+            raise AttributeError(name)
+        buf = self._sharded
+        if buf.is_deleted():
+            from ftrans.errors import DeletedArrayError
+
+            raise DeletedArrayError(
+                f"this Array ({self._aval.str_short()}) has been deleted: it was donated (to a pmapped or "
+                "jitted function through donate_argnums) or deleted with .delete(); use the outputs of the "
+                "call it was donated to instead, or stop donating it")
+        v = np.asarray(buf)
+        if v.flags.writeable:
+            v.flags.writeable = False
+        self._value = v
+        return v
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._aval.size
+
+    @property
+    def nbytes(self) -> int:
+        return self._aval.size * self._aval.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._aval.dtype.itemsize
+
+    @property
+    def sharding(self) -> Any:
+        from ftrans.core.sharding import from_runtime
+
+        return from_runtime(self._sharded.sharding)
+
+    @property
+    def addressable_shards(self) -> list:
+        out = []
+        seen: dict = {}
+        for s in self._sharded.addressable_shards:
+            key = str(s.index)
+            rid = seen.get(key, 0)
+            seen[key] = rid + 1
+            data = s.data
+            sub = ShapedArray(tuple(data.shape), self._aval.dtype, self._aval.weak_type)
+            out.append(Shard(s.device, s.index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
+                                                                          s.device.id)), rid))
+        return out
+
+    def devices(self) -> set:
+        return set(self._sharded.devices())
+
+    @property
+    def device(self) -> Any:
+        return self.sharding
+
+    def block_until_ready(self) -> ShardedArray:
+        buf = self._sharded
+        if not buf.is_deleted():
+            buf.block_until_ready()
+        return self
+
+    def is_deleted(self) -> bool:
+        return self._sharded.is_deleted()
+
+    def delete(self) -> None:
+        global buffers_deleted
+        buffers_deleted = True
+        self._sharded.delete()
+        try:
+            del self._value
+        except AttributeError:
+            pass
+
+    def copy_to_host_async(self) -> None:
+        self._sharded.copy_to_host_async()
+
+    def __reduce__(self):
+        return (_rebuild, (self._value, self.weak_type))
+
+
+def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
+    """Wrap a multi-device buffer holding ``aval`` (the caller guarantees they agree)."""
+    out = object.__new__(ShardedArray)
+    out._sharded = buf
+    out._aval = aval
+    out.weak_type = aval.weak_type
+    return out

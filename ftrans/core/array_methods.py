@@ -43,6 +43,23 @@ class ArrayMixin:
     def imag(self):
         return _jnp.imag(self)
 
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The array API namespace of these arrays: ``ftrans.numpy`` (as ``jax.numpy`` for jax's)."""
+        if api_version is not None and api_version != _jnp.__array_api_version__:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"api_version={api_version!r} is not available; available versions are: "
+                                   f"{[_jnp.__array_api_version__]}")
+        return _jnp
+
+    def to_device(self, device: Any, *, stream: Any = None) -> Any:
+        """Array API ``to_device``: this array on ``device`` (a copy there; committed, as ``device_put``)."""
+        if stream is not None:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError("to_device: stream is not supported (pass stream=None)")
+        return _jnp.asarray(self, device=device)
+
 
 _jnp: Any = None
 
@@ -58,10 +75,11 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
 _UNARY = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 # Methods that take the array first and forward everything else.
 _METHODS = [
-    "all", "any", "argmax", "argmin", "argsort", "astype", "clip", "conj", "conjugate",
-    "cumprod", "cumsum", "diagonal", "dot", "flatten", "max", "mean", "min", "nonzero", "prod",
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap", "clip",
+    "choose", "compress", "conj", "conjugate", "copy", "cumprod", "cumsum", "diagonal", "dot", "flatten",
+    "max", "mean", "min", "nonzero", "prod",
     "ptp", "ravel", "repeat", "reshape", "round", "searchsorted", "sort", "squeeze", "std", "sum",
-    "swapaxes", "take", "trace", "transpose", "var",
+    "swapaxes", "take", "trace", "transpose", "var", "view",
 ]
 
 
@@ -94,6 +112,7 @@ def install(jnp_module: Any) -> None:
     for slot, name in _UNARY.items():
         setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
     ArrayMixin.__getitem__ = jnp_module._getitem
+    ArrayMixin.__round__ = jnp_module._operator_round
     for name in _METHODS:
         setattr(ArrayMixin, name, _forward(name))
     _install_fast(jnp_module)

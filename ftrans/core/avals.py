@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -89,4 +90,13 @@ class ShapeDtypeStruct:
         return hash((self.shape, self.dtype, self.weak_type))
 
     def __repr__(self) -> str:
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
+
+    @classmethod
+    def like(cls, x: Any) -> ShapeDtypeStruct:
+        """JAX's ``ShapeDtypeStruct.like``: the shape, dtype and weak type of an array or scalar ``x``."""
+        from ftrans.core.trace import aval_of
+
+        a = aval_of(x)
+        return cls(a.shape, a.dtype, weak_type=a.weak_type)

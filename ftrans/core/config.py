@@ -6,6 +6,7 @@ eager dispatch) read a switch with a single attribute lookup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -32,6 +33,16 @@ def _names_tuple(value: Any) -> tuple[str, ...]:
     return names
 
 
+def _passes_option(value: Any) -> tuple[str, ...] | None:
+    """``optimizations``: ``None``/``"all"``/``True`` -> every pass (``None``); ``"none"``/``False``
+    -> ``()``; else a tuple of pass names."""
+    if value is None or value is True or (isinstance(value, str) and value.strip().lower() in ("all", "")):
+        return None
+    if value is False or (isinstance(value, str) and value.strip().lower() == "none"):
+        return ()
+    return _names_tuple(value)
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -42,6 +53,7 @@ class Config:
         "debug_infs": ("JAX_DEBUG_INFS", bool),
         "compilation_cache_dir": ("FTRANS_COMPILATION_CACHE_DIR", str),
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
+        "optimizations": ("FTRANS_OPTIMIZATIONS", "passes"),
     }
 
     def __init__(self) -> None:
@@ -53,6 +65,9 @@ class Config:
         # Names of IR passes ``jit`` skips (``ftrans.transforms.passes``); checked against the
         # registered passes when a pipeline runs, since core cannot see the pass registry.
         self.disabled_passes: tuple[str, ...] = _names_tuple(os.environ.get("FTRANS_DISABLED_PASSES", ""))
+        # The IR passes ``jit`` runs: ``None`` (every registered pass) or a tuple of names
+        # (``()``: none); ``disabled_passes`` is taken away from it.
+        self.optimizations: tuple[str, ...] | None = _passes_option(os.environ.get("FTRANS_OPTIMIZATIONS"))
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
@@ -73,6 +88,8 @@ class Config:
             value = bool(value)
         elif kind is tuple:
             value = _names_tuple(value)
+        elif kind == "passes":
+            value = _passes_option(value)
         check = self._validators.get(name)
         if check is not None:
             check(value)
@@ -91,3 +108,21 @@ class Config:
 
 
 config = Config()
+
+
+def config_context(name: str) -> Any:
+    """JAX's per-option context managers (``jax.enable_x64``, ``jax.debug_nans``, ...): ``with
+    ctx(value=True):`` sets option ``name`` for the block and restores the previous value after it."""
+
+    @contextlib.contextmanager
+    def ctx(new_val: Any = True) -> Any:
+        prev = config.read(name)
+        config.update(name, new_val)
+        try:
+            yield
+        finally:
+            config.update(name, prev)
+
+    ctx.__name__ = ctx.__qualname__ = name
+    ctx.__doc__ = f"Context manager for the ``jax_{name}`` config option (``with ftrans.{name}(True): ...``)."
+    return ctx

@@ -503,9 +503,14 @@ def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
             define(v)
         for eqn in jaxpr.eqns:
             in_avals = [read(a) for a in eqn.invars]
+            body_env = getattr(eqn.primitive, "body_env", None)  # pmap binds its axis name for the body
             for sub in subjaxprs(eqn):
                 try:
-                    check(sub)
+                    if body_env is None:
+                        check(sub)
+                    else:
+                        with body_env(eqn.params):
+                            check(sub)
                 except JaxprTypeError as e:
                     where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
                     raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None

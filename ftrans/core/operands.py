@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
-from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, shapes_str
+from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
 
 _PY_SCALARS = (int, float, complex, bool)
 ArrayLike = Any
@@ -32,7 +32,8 @@ def is_array(x: Any) -> bool:
 
 def check_arraylike(name: str, *args: Any) -> None:
     for i, a in enumerate(args):
-        if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS):
+        if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS
+                or is_foreign_array(a)):
             what = type(a).__name__
             hint = " Convert it with jnp.asarray first." if isinstance(a, (list, tuple)) else ""
             raise FtransTypeError(
@@ -55,6 +56,9 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
         return x._value.dtype, x.weak_type
     if isinstance(x, (np.ndarray, np.generic)):
         return dtypes.canonicalize(x.dtype), False
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return f.dtype, f.weak_type
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
 
 
@@ -75,6 +79,14 @@ def shape_of(x: Any) -> tuple[int, ...]:
         return x._value.shape
     if isinstance(x, Tracer):
         return x.aval.shape
+    if t is np.ndarray:
+        return x.shape
+    if t in _PY_SCALARS:
+        return ()
+    if isinstance(x, Array):
+        return x.shape
+    if not hasattr(x, "shape") and is_foreign_array(x):
+        return from_foreign(x).shape  # a __dlpack__-only object: np.shape would call it a scalar
     return np.shape(x)
 
 
@@ -84,13 +96,19 @@ def ndim_of(x: Any) -> int:
 
 def scalar_to_array(x: Any, dtype: np.dtype, weak: bool) -> Array:
     """A Python or NumPy scalar as an ftrans Array of ``dtype``, with JAX's overflow check."""
-    if type(x) is int and dtype.kind in "iu":
-        # JAX reads a Python int as the default int (int32 unless x64), then
-        # converts with wraparound: uint8_array + -3 is fine, 2**40 is not.
+    if type(x) is int:
+        # JAX reads a Python int operand as the default int (int32 unless x64),
+        # then converts (with wraparound): uint8_array + -3 is fine, while 2**40
+        # is an OverflowError whatever the other operand is (float32_array + 2**40
+        # too).  ``jnp.array(2**40, float32)`` (an explicit dtype) does not come here.
         info = np.iinfo(dtypes.default_int())
         if not info.min <= x <= info.max:
-            raise OverflowError(f"Python int {x} too large to convert to {dtypes.default_int().name}")
-        return Array._new(np.asarray(x, np.int64).astype(dtype), weak)
+            raise FtransOverflowError(
+                f"Python int {x} too large to convert to {dtypes.default_int().name} (the default "
+                "integer type, which JAX reads Python ints as); pass it as a float or as an array "
+                "with an explicit dtype, or enable x64 for 64-bit integers")
+        if dtype.kind in "iu":
+            return Array._new(np.asarray(x, np.int64).astype(dtype), weak)
     with np.errstate(all="ignore"):
         return Array._new(np.asarray(x, dtype), weak)
 
@@ -116,6 +134,9 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         return Array(arr, weak)
     if isinstance(x, Array):
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return convert(f, dtype, weak)
     raise FtransTypeError(f"value of type {type(x).__name__} is not an array")
 
 
@@ -196,7 +217,14 @@ def broadcast_to_shape(x: Any, shape: tuple[int, ...]) -> Any:
 def promote_dtypes(name: str, *args: Any) -> tuple[list, np.dtype, bool]:
     check_arraylike(name, *args)
     dt, weak = dtypes.promote(tuple(dtype_weak(a) for a in args))
-    return [convert(a, dt, weak) for a in args], dt, weak
+    if weak:
+        return [convert(a, dt, weak) for a in args], dt, weak
+    # A weak traced operand of the right dtype joined with a strong one is made strong by a staged
+    # conversion, as JAX stages it: its transpose gives the cotangent back its weak type.  (Eager
+    # operands need none: the primitive's weak-type rule already makes the result strong.)
+    return [S.convert_element_type_p.bind(a, new_dtype=dt, weak_type=False)
+            if isinstance(a, Tracer) and a.weak_type and a.dtype == dt else convert(a, dt, False)
+            for a in args], dt, weak
 
 
 def promote_args(name: str, *args: Any) -> list:
@@ -259,9 +287,25 @@ def check_dtype_arg(dtype: Any) -> np.dtype | None:
     return None if dtype is None else dtypes.to_dtype(dtype)
 
 
+def maybe_concrete(x: Any) -> Any:
+    """``x``, or its concrete value when ``x`` is a tracer that has one (an autodiff tracer outside ``jit``).
+
+    For arguments whose values decide shapes or Python-level choices (masks, sizes, repeats): such an
+    argument carries no derivative, so reading its value is what JAX does too.
+    """
+    if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is not None:
+            return v
+    return x
+
+
 def concrete_or_error(x: Any, what: str) -> Any:
     """A Python value for ``x`` when it is concrete; a concretization error otherwise."""
     if isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is not None:
+            return v._value
         from ftrans.errors import ConcretizationTypeError
 
         raise ConcretizationTypeError(

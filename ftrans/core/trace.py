@@ -11,6 +11,8 @@ primitive's NumPy rule: that is the eager fast path.
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ import numpy as np
 
 from ftrans import errors
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
@@ -162,6 +164,54 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.refresh()
 
 
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Iterator[None]:
+    """JAX's ``ensure_compile_time_eval``: inside the block, a primitive whose operands are all concrete
+    runs at once even while ``jit`` (or ``make_jaxpr``) is staging a program, so its result is a concrete
+    Array Python can branch on; operations on traced values are still staged."""
+    st = state
+    prev = st.dynamic
+    st.dynamic = st.base
+    try:
+        yield
+    finally:
+        st.dynamic = prev
+
+
+_name_stack = threading.local()
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Iterator[None]:
+    """JAX's ``named_scope``: a name for the operations staged inside the block (kept on a per-thread
+    stack; ftrans's printed IR does not show it)."""
+    if not isinstance(name, str):
+        raise errors.FtransTypeError(f"named_scope name argument must be a string, got {type(name).__name__}")
+    stack = _name_stack.__dict__.setdefault("names", [])
+    stack.append(name)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def current_name_stack() -> tuple[str, ...]:
+    """The ``named_scope`` names active on this thread, outermost first."""
+    return tuple(_name_stack.__dict__.get("names", ()))
+
+
+def named_call(fun: Any, *, name: str | None = None) -> Any:
+    """JAX's ``named_call``: ``fun`` run inside ``named_scope(name)`` (default: ``fun.__name__``)."""
+    scope = name if name is not None else getattr(fun, "__name__", "named_call")
+
+    @functools.wraps(fun)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        with named_scope(scope):
+            return fun(*args, **kwargs)
+
+    return named
+
+
 def _escaped(t: Tracer) -> UnexpectedTracerError:
     return UnexpectedTracerError(
         f"a traced value of type {t.aval.str_short()} was used after the transformation that "
@@ -235,6 +285,21 @@ def _wrap(out: Any, weak: bool) -> Array:
     return Array._new(out, weak)
 
 
+def concrete_value(x: Any) -> Any:
+    """``x`` itself if it is not a tracer; else its concrete value (an Array), or None if it has none."""
+    if isinstance(x, Tracer):
+        return x.to_concrete_value()
+    return x
+
+
+def as_concrete_array(x: Any) -> Array:
+    """A concrete primal as an Array (autodiff tracers may hold NumPy arrays or Python scalars)."""
+    if type(x) is Array:
+        return x
+    v, w = _concrete_operand(x)
+    return Array._new(np.asarray(v), w)
+
+
 def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if type(a) is Array:
         return a._value, a.weak_type
@@ -249,6 +314,9 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, (bool, int, float, complex)):
         d = dtypes.python_scalar_dtype(a)
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
+    f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return f._value, f.weak_type
     raise errors.FtransTypeError(
         f"a primitive got an operand of type {type(a).__name__}, which is not an array"
     )
@@ -405,10 +473,30 @@ class Tracer(ArrayMixin):
     def size(self) -> int:
         return self.aval.size
 
+    @property
+    def itemsize(self) -> int:
+        return self.aval.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        aval = self.aval
+        return aval.size * aval.dtype.itemsize
+
     def __len__(self) -> int:
         if not self.aval.shape:
             raise errors.FtransTypeError("len() of a 0-d (scalar) array")
         return self.aval.shape[0]
+
+    def to_concrete_value(self) -> Any:
+        """The concrete value this tracer stands for, or None when it has none.
+
+        A tracer of a staging or batching transform has none.  An autodiff
+        tracer (JVP, and so the primal side of ``linearize``/``grad``) whose
+        primal is concrete answers with it: outside ``jit``, Python control
+        flow, ``int()``, ``.item()`` and value-dependent shapes then work under
+        differentiation, as in JAX.
+        """
+        return None
 
     def _concretization(self, what: str, cls: type, hint: str) -> errors.ConcretizationTypeError:
         return cls(
@@ -418,6 +506,9 @@ class Tracer(ArrayMixin):
         )
 
     def __bool__(self) -> bool:
+        v = self.to_concrete_value()
+        if v is not None:
+            return bool(v)
         raise self._concretization(
             "Python control flow (`if`, `while`, `and`, `or`, `not`, bool())",
             errors.TracerBoolConversionError,
@@ -426,12 +517,18 @@ class Tracer(ArrayMixin):
         )
 
     def __int__(self) -> int:
+        v = self.to_concrete_value()
+        if v is not None:
+            return int(v)
         raise self._concretization(
             "int()", errors.TracerIntegerConversionError,
             "Shapes and Python integers must be static: pass the value as a static argument.",
         )
 
     def __index__(self) -> int:
+        v = self.to_concrete_value()
+        if v is not None:
+            return operator.index(v)
         raise self._concretization(
             "Using an array as a Python index or size (operator.index)",
             errors.TracerIntegerConversionError,
@@ -439,17 +536,21 @@ class Tracer(ArrayMixin):
             "static.",
         )
 
-    def __float__(self) -> float:
-        raise self._concretization(
-            "float()", errors.ConcretizationTypeError,
-            "Keep the value as an array, or make it a static argument.",
+    def _lossy(self, what: str, hint: str) -> errors.ConcretizationTypeError:
+        """``float()``/``complex()``/``.tolist()``: refused even for a concrete autodiff value, as in JAX."""
+        if self.to_concrete_value() is None:
+            return self._concretization(what, errors.ConcretizationTypeError, hint)
+        return errors.ConcretizationTypeError(
+            f"{what} of a value being differentiated ({self.aval.str_short()}) is refused, as in JAX: "
+            "the Python number would silently drop its derivative. Keep the value as an array; for "
+            "its value without the derivative use .item() (or lax.stop_gradient)."
         )
 
+    def __float__(self) -> float:
+        raise self._lossy("float()", "Keep the value as an array, or make it a static argument.")
+
     def __complex__(self) -> complex:
-        raise self._concretization(
-            "complex()", errors.ConcretizationTypeError,
-            "Keep the value as an array, or make it a static argument.",
-        )
+        raise self._lossy("complex()", "Keep the value as an array, or make it a static argument.")
 
     def __array__(self, dtype=None, copy=None):
         raise self._concretization(
@@ -459,15 +560,22 @@ class Tracer(ArrayMixin):
         )
 
     def item(self, *args):
+        v = self.to_concrete_value()
+        if v is not None:
+            return v.item(*args)
         raise self._concretization(
             ".item()", errors.ConcretizationTypeError,
             "Keep the value as an array inside transformed code.",
         )
 
     def tolist(self):
+        raise self._lossy(".tolist()", "Keep the value as an array inside transformed code.")
+
+    def tobytes(self, order: str = "C"):
         raise self._concretization(
-            ".tolist()", errors.ConcretizationTypeError,
-            "Keep the value as an array inside transformed code.",
+            ".tobytes()", errors.ConcretizationTypeError,
+            "Keep the value as an array inside transformed code (x.view(jnp.uint8) gives its bytes "
+            "as an array).",
         )
 
     def __hash__(self):

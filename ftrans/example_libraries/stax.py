@@ -5,8 +5,8 @@ and ``apply_fun(params, inputs, **kwargs) -> outputs``; combinators
 (``serial``, ``parallel``, ``shape_dependent``) build layers from layers. Keys
 are split exactly as in JAX's stax, and the default initializers are JAX's
 (``glorot_normal`` weights, ``normal`` biases), so the same key gives the same
-parameters. Convolutions are not provided (``ftrans.lax`` has no convolution
-yet); pooling layers are.
+parameters. Convolutions (``GeneralConv``/``Conv``, ``GeneralConvTranspose``/
+``ConvTranspose``/``Conv1DTranspose``) use ``lax.conv_general_dilated``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ftrans.nn import elu, gelu, leaky_relu, log_softmax, relu, selu, sigmoid, s
 from ftrans.nn.initializers import glorot_normal, normal, ones, zeros
 
 __all__ = [
-    "AvgPool", "BatchNorm", "Dense", "Dropout", "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut", "Flatten",
+    "AvgPool", "BatchNorm", "Conv", "Conv1DTranspose", "ConvTranspose", "GeneralConv", "GeneralConvTranspose", "Dense", "Dropout", "Elu", "Exp", "FanInConcat", "FanInSum", "FanOut", "Flatten",
     "Gelu", "Identity", "LeakyRelu", "LogSoftmax", "MaxPool", "Relu", "Selu", "Sigmoid", "Softmax",
     "Softplus", "SumPool", "Tanh", "elementwise", "glorot", "logsoftmax", "parallel", "randn", "serial",
     "shape_dependent",
@@ -54,6 +54,65 @@ def Dense(out_dim: int, W_init: Callable = glorot_normal(), b_init: Callable = n
         return jnp.dot(inputs, W) + b
 
     return init_fun, apply_fun
+
+
+def _conv_layer(dimension_numbers: Sequence[str], out_chan: int, filter_shape: Sequence[int], strides: Any,
+                padding: Any, W_init: Any, b_init: Callable, transpose: bool) -> Layer:  # noqa: N803
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    one = (1,) * len(filter_shape)
+    strides = strides or one
+    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))  # noqa: N806
+
+    def init_fun(rng: Any, input_shape: Sequence[int]) -> tuple:
+        spatial = iter(filter_shape)
+        kernel_shape = [out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I" else next(spatial)
+                        for c in rhs_spec]
+        shape_fn = lax.conv_transpose_shape_tuple if transpose else lax.conv_general_shape_tuple
+        output_shape = shape_fn(input_shape, kernel_shape, strides, padding, dimension_numbers)
+        bias_shape = [out_chan if c == "C" else 1 for c in out_spec]
+        k1, k2 = _random().split(rng)
+        return output_shape, (W_init(k1, kernel_shape), b_init(k2, bias_shape))
+
+    def apply_fun(params: Any, inputs: Any, **kwargs: Any) -> Any:
+        W, b = params  # noqa: N806
+        if transpose:
+            return lax.conv_transpose(inputs, W, strides, padding, dimension_numbers=dimension_numbers) + b
+        return lax.conv_general_dilated(inputs, W, strides, padding, one, one,
+                                        dimension_numbers=dimension_numbers) + b
+
+    return init_fun, apply_fun
+
+
+def GeneralConv(dimension_numbers: Sequence[str], out_chan: int, filter_shape: Sequence[int],  # noqa: N802
+                strides: Sequence[int] | None = None, padding: Any = "VALID", W_init: Any = None,  # noqa: N803
+                b_init: Callable = normal(1e-6)) -> Layer:
+    """A convolution layer with the given layouts (``dimension_numbers`` as three strings)."""
+    return _conv_layer(dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init, False)
+
+
+def GeneralConvTranspose(dimension_numbers: Sequence[str], out_chan: int, filter_shape: Sequence[int],  # noqa: N802
+                         strides: Sequence[int] | None = None, padding: Any = "VALID", W_init: Any = None,  # noqa: N803
+                         b_init: Callable = normal(1e-6)) -> Layer:
+    """A transposed-convolution layer (``lax.conv_transpose``) with the given layouts."""
+    return _conv_layer(dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init, True)
+
+
+def Conv(out_chan: int, filter_shape: Sequence[int], strides: Sequence[int] | None = None,  # noqa: N802
+         padding: Any = "VALID", W_init: Any = None, b_init: Callable = normal(1e-6)) -> Layer:  # noqa: N803
+    """A 2-D convolution layer in the ``NHWC``/``HWIO`` layout (JAX's ``stax.Conv``)."""
+    return GeneralConv(("NHWC", "HWIO", "NHWC"), out_chan, filter_shape, strides, padding, W_init, b_init)
+
+
+def ConvTranspose(out_chan: int, filter_shape: Sequence[int], strides: Sequence[int] | None = None,  # noqa: N802
+                  padding: Any = "VALID", W_init: Any = None, b_init: Callable = normal(1e-6)) -> Layer:  # noqa: N803
+    """A 2-D transposed-convolution layer in the ``NHWC``/``HWIO`` layout."""
+    return GeneralConvTranspose(("NHWC", "HWIO", "NHWC"), out_chan, filter_shape, strides, padding, W_init, b_init)
+
+
+def Conv1DTranspose(out_chan: int, filter_shape: Sequence[int], strides: Sequence[int] | None = None,  # noqa: N802
+                    padding: Any = "VALID", W_init: Any = None, b_init: Callable = normal(1e-6)) -> Layer:  # noqa: N803
+    """A 1-D transposed-convolution layer in the ``NHC``/``HIO`` layout."""
+    return GeneralConvTranspose(("NHC", "HIO", "NHC"), out_chan, filter_shape, strides, padding, W_init, b_init)
 
 
 def BatchNorm(axis: Any = (0, 1, 2), epsilon: float = 1e-5, center: bool = True, scale: bool = True,  # noqa: N802

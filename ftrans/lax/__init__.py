@@ -13,9 +13,11 @@ from ftrans.lax._collectives import (  # noqa: F401
     psum_scatter,
 )
 from ftrans.lax._control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: A004, F401
+from ftrans.lax._convolution import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
 from ftrans.lax._reductions import *  # noqa: F401,F403
+from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

@@ -154,7 +154,9 @@ def _check_callable(name: str, **funs: Any) -> None:
 def _concrete_scalar(x: Any) -> Any | None:
     """The Python value of a concrete scalar, or None when it is traced."""
     if isinstance(x, Tracer):
-        return None
+        x = x.to_concrete_value()
+        if x is None:
+            return None
     return np.asarray(x._value if isinstance(x, Array) else x).item()
 
 
@@ -301,13 +303,20 @@ def _static_length(name: str, what: str, x: Any) -> int:
 
 
 def _unroll(name: str, unroll: Any, length: int) -> int:
+    """The steps per rolled iteration: a bool (all or one), or a non-negative int where 0, as in
+    JAX, unrolls the whole loop."""
     if unroll is True:
         return max(length, 1)
     if unroll is False or unroll is None:
         return 1
-    if isinstance(unroll, (int, np.integer)) and unroll >= 1:
-        return int(unroll)
-    raise FtransValueError(f"{name}: unroll must be a positive int or a bool, got {unroll!r}")
+    if isinstance(unroll, (int, np.integer)) and not isinstance(unroll, np.bool_):
+        if unroll < 0:
+            raise FtransValueError(f"{name}: unroll must be a bool or a non-negative int, got {unroll!r}")
+        return int(unroll) if unroll else max(length, 1)
+    if isinstance(unroll, np.bool_):
+        return _unroll(name, bool(unroll), length)
+    raise FtransTypeError(
+        f"{name}: unroll must be a bool or a non-negative int, got {type(unroll).__name__} {unroll!r}")
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
@@ -430,7 +439,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
         n = max(hi - lo, 0)
         (_, out), _ = scan(step, (i0, init_val), None, length=n, unroll=1 if unroll is None else unroll)
         return out
-    if unroll not in (None, 1, False):
+    if unroll is not None and unroll is not False and unroll != 1:
         raise FtransValueError("fori_loop: unroll needs static (Python int) bounds, but lower or upper is traced")
     i0 = lax.convert_element_type(lower, d)
     hi_v = lax.convert_element_type(upper, d)

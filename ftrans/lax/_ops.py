@@ -1,13 +1,17 @@
 """The element-level API of JAX's ``lax``: thin, checked wrappers that bind one primitive each.
 
-lax is strict like XLA: operands must already agree in dtype (and, apart from
-rank-0 operands of elementwise operations, in shape); nothing is broadcast or
-promoted.  Two conveniences are allowed, as in JAX:
+lax is strict like XLA: operands must already agree in dtype; nothing is
+promoted.  What JAX 0.10 allows, ftrans allows:
 
-* Python scalars are weakly typed.  A Python ``int``/``float``/``complex``
-  takes the dtype of the first array operand when JAX's promotion lattice lets
-  that dtype absorb it (``lax.add(x_f32, 2)`` is float32); otherwise it keeps
-  its default dtype and the dtype check fails (``lax.add(x_i32, 2.5)``).
+* Binary elementwise ops (``add``, ``mul``, ``max``, comparisons, bitwise,
+  shifts, ...) take rank-0 operands next to arrays, and operands of one rank
+  whose dimensions match or are 1 (``lax.add(x[3,1], y[1,4])`` is ``[3,4]``,
+  staged as an explicit ``broadcast_in_dim``); other ranks are a TypeError.
+* Python scalars are weakly typed and have their default dtype: ``0`` is
+  int32 and ``0.`` float32 (64-bit under x64), so ``lax.add(x_f32, 0.)`` works
+  while ``lax.add(x_f32, 0)``, ``lax.add(x_u8, 0)`` and, under x64,
+  ``lax.add(x_f32, 0.)`` are dtype errors, exactly as in JAX.  (Other ``lax``
+  functions such as ``pad`` let a Python scalar take the array's dtype.)
 * NumPy arrays and scalars are canonicalised (float64 becomes float32 unless
   x64 is on).
 
@@ -79,6 +83,40 @@ def _operands(name: str, args: Sequence[Any], like: Any = None) -> list:
     return strict_operands(f"lax.{name}", args, like)
 
 
+def _same_dtype_operands(name: str, args: Sequence[Any]) -> list:
+    """Operands of a ``lax`` op that needs one dtype: as in JAX, a Python scalar is its default
+    dtype (``0`` int32, ``0.`` float32 unless x64), so ``lax.add(f32_array, 0)`` is a type error
+    (use ``0.`` or ``jnp.add``) and the primitive's check reports the mismatch."""
+    check_arraylike(f"lax.{name}", *args)
+    return [a if type(a) is Array or isinstance(a, Tracer) else as_operand(a) for a in args]
+
+
+def _broadcast_ones(name: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """Size-1 broadcasting of two operands of one rank, as JAX's binary ``lax`` ops allow
+    (``lax.add(x[3,1], y[1,4])`` is ``f32[3,4]``); rank-0 operands pass as they are."""
+    sa, sb = shape_of(a), shape_of(b)
+    if sa == sb or not sa or not sb:
+        return a, b
+    if len(sa) != len(sb):
+        raise FtransTypeError(
+            f"lax.{name}: arrays must have the same number of dimensions (or be rank-0), got shapes "
+            f"{tuple(sa)} and {tuple(sb)}; expand one with lax.expand_dims / lax.broadcast_in_dim, or "
+            "use ftrans.numpy for NumPy broadcasting")
+    out = []
+    for da, db in zip(sa, sb):
+        if da != db and da != 1 and db != 1:
+            raise FtransTypeError(
+                f"lax.{name}: incompatible shapes for broadcasting: {tuple(sa)} and {tuple(sb)} (each "
+                "dimension must match or be 1)")
+        out.append(db if da == 1 else da)
+    shape, dims = tuple(out), tuple(range(len(out)))
+    if tuple(sa) != shape:
+        a = S.broadcast_in_dim_p.bind(a, shape=shape, broadcast_dimensions=dims)
+    if tuple(sb) != shape:
+        b = S.broadcast_in_dim_p.bind(b, shape=shape, broadcast_dimensions=dims)
+    return a, b
+
+
 def _aval(x: Any) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
@@ -116,12 +154,14 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
 
 def _binop(prim: Primitive, name: str):
     def fn(x: Any, y: Any) -> Any:
-        a, b = _operands(name, (x, y))
+        a, b = _same_dtype_operands(name, (x, y))
+        a, b = _broadcast_ones(name, a, b)
         return _bind(prim, a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"``lax.{name}``: elementwise; operands must share a dtype and a shape "
-                  f"(or be rank-0). Use ``ftrans.numpy`` for broadcasting and promotion.")
+    fn.__doc__ = (f"``lax.{name}``: elementwise; operands must share a dtype (a Python scalar is "
+                  f"its default dtype) and a rank, with size-1 dimensions broadcast (or be rank-0). "
+                  f"Use ``ftrans.numpy`` for NumPy broadcasting and promotion.")
     return fn
 
 
@@ -153,13 +193,15 @@ def mul(x: Any, y: Any, *, out_dtype: Any = None) -> Any:
     """``lax.mul``: elementwise product of operands of one dtype."""
     if out_dtype is not None:
         raise NotImplementedError("lax.mul: the out_dtype argument is not supported")
-    a, b = _operands("mul", (x, y))
+    a, b = _same_dtype_operands("mul", (x, y))
+    a, b = _broadcast_ones("mul", a, b)
     return _bind(E.mul_p, a, b)
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - JAX's name
     """``lax.pow``: an inexact base to an exponent of its dtype or of any integer dtype."""
-    a, b = _operands("pow", (x, y))
+    a, b = _same_dtype_operands("pow", (x, y))
+    a, b = _broadcast_ones("pow", a, b)
     return _bind(E.pow_p, a, b)
 
 
@@ -251,7 +293,7 @@ def select_n(which: Any, *cases: Any) -> Any:
 
 def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
     """``lax.clamp``: ``x`` limited to [min, max]; min and max may be scalars."""
-    lo, xo, hi = _operands("clamp", (min, x, max), like=x if type(x) not in _WEAK_SCALARS else None)
+    lo, xo, hi = _same_dtype_operands("clamp", (min, x, max))
     return _bind(S.clamp_p, lo, xo, hi)
 
 

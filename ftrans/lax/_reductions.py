@@ -8,6 +8,7 @@ with the same message whether or not it is being traced.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,8 +58,9 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
     return k, v
 
 
-def top_k(operand: Any, k: int) -> tuple[Any, Any]:
-    """``lax.top_k``: the ``k`` largest entries of the last axis, largest first (NaN counts as largest).
+def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
+    """``lax.top_k``: the ``k`` largest entries along ``axis`` (default the last), largest first
+    (NaN counts as largest), and their int32 indices.
 
     Ties keep the lower index first, as XLA's TopK does: a stable ascending
     sort of the reversed axis, reversed back, orders ties that way.
@@ -68,18 +70,22 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     shape = tuple(shape_of(x))
     if not shape:
         raise FtransValueError("top_k: the operand must have at least one dimension")
+    ax = operator.index(axis)
+    if not -len(shape) <= ax < len(shape):
+        raise FtransValueError(f"top_k: axis {axis} is out of bounds for an array of dimension {len(shape)}")
+    ax %= len(shape)
     k = int(k)
-    n = shape[-1]
+    n = shape[ax]
     if not 0 <= k <= n:
         raise FtransValueError(
-            f"top_k: k argument must be no larger than size along the last axis; got k={k} with shape={list(shape)}"
+            f"top_k: k argument must be no larger than size along the axis; got k={k} with "
+            f"shape={list(shape)} and axis={ax}"
         )
-    ax = len(shape) - 1
     idx = S.iota_p.bind(dtype=dtypes.int32, shape=shape, dimension=ax)
     xr, ir = S.rev_p.bind(x, dimensions=(ax,)), S.rev_p.bind(idx, dimensions=(ax,))
     vals, perm = So.sort_p.bind(xr, ir, dimension=ax, is_stable=True, num_keys=1)
     vals, perm = S.rev_p.bind(vals, dimensions=(ax,)), S.rev_p.bind(perm, dimensions=(ax,))
-    starts, limits = (0,) * len(shape), shape[:-1] + (k,)
+    starts, limits = (0,) * len(shape), shape[:ax] + (k,) + shape[ax + 1:]
     take = [S.slice_p.bind(a, start_indices=starts, limit_indices=limits, strides=None) for a in (vals, perm)]
     return take[0], take[1]
 

@@ -26,6 +26,19 @@ from jax._src.lib import xla_client as _xc
 
 JAX_VERSION: str = jax.__version__
 
+# The PJRT client's device class (what ``devices()`` returns): ``ftrans.Device`` for isinstance checks.
+Device: type = jax.Device
+
+
+def _register_buffer_type() -> None:
+    """Tell core what a device buffer (a jax.Array) is, so it takes them as operands without a copy."""
+    from ftrans.core import array as _array
+
+    _array.buffer_type = _xc.ArrayImpl
+
+
+_register_buffer_type()
+
 
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
@@ -205,3 +218,246 @@ def ensure_lapack_targets() -> None:
 
     lapack._lapack.initialize()
     _lapack_ready = True
+
+
+# ----------------------------------------------------------------------------
+# Several replicas (pmap): one program, run by every device of an assignment
+
+
+def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = ()) -> Any:
+    """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``)."""
+    opts = _xc.CompileOptions()
+    build = opts.executable_build_options
+    build.num_replicas = len(devices)
+    build.num_partitions = 1
+    build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id] for d in devices]))
+    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+
+
+def replica_mesh(devices: Sequence[Any], size: int) -> Any:
+    """The devices of a replicated program as a (size, rest) mesh: replica ``r`` sits at ``divmod(r, rest)``
+    (a one-axis mesh when ``rest`` is 1)."""
+    from jax.sharding import Mesh
+
+    rest = len(devices) // size
+    if rest == 1:  # no nested pmap: a one-axis mesh, as jax.pmap's results carry
+        return Mesh(np.array(devices, dtype=object), ("pmap",))
+    return Mesh(np.array(devices, dtype=object).reshape(size, rest), ("pmap", "rest"))
+
+
+def mapped_sharding(mesh: Any, axis: int | None, ndim: int) -> Any:
+    """An array of rank ``ndim`` split along ``axis`` over the mesh's first axis (replicated for None)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if axis is None:
+        return NamedSharding(mesh, PartitionSpec())
+    return NamedSharding(mesh, PartitionSpec(*([None] * axis), "pmap"))
+
+
+def put_sharded(value: np.ndarray, sharding: Any, axis: int | None, devices: Sequence[Any], size: int) -> Any:
+    """Place ``value`` on ``devices`` as ``sharding`` says: each replica gets its block along ``axis``."""
+    rest = len(devices) // size
+    if axis is None:
+        pieces = [value] * len(devices)
+    else:
+        idx = [slice(None)] * value.ndim
+        pieces = []
+        for r in range(len(devices)):
+            i = r // rest
+            idx[axis] = slice(i, i + 1)
+            pieces.append(np.ascontiguousarray(value[tuple(idx)]))
+    return put_pieces(pieces, value.shape, sharding, devices)
+
+
+def put_pieces(pieces: Sequence[np.ndarray], shape: tuple, sharding: Any, devices: Sequence[Any]) -> Any:
+    """One multi-device buffer of ``shape`` from one (canonically typed) NumPy block per device."""
+    aval = _jax_aval(tuple(shape), pieces[0].dtype)
+    try:
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True, enable_x64=True)
+    except TypeError:  # a jaxlib whose batched_device_put has no enable_x64 keyword
+        return _xc.batched_device_put(aval, sharding, list(pieces), list(devices), True)
+
+
+def assemble(shape: tuple, sharding: Any, bufs: Sequence[Any]) -> Any:
+    """One multi-device buffer from single-device buffers (one per device of ``sharding``)."""
+    return jax.make_array_from_single_device_arrays(shape, sharding, list(bufs))
+
+
+def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardings: Sequence[Any]):
+    """``buffers -> outputs`` for a replicated program: each output one multi-device buffer."""
+    run = executable.execute_sharded
+    handlers = [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s, True, True)
+                for a, s in zip(out_avals, out_shardings)]
+
+    def call(buffers: list) -> list:
+        return run(buffers).consume_with_handlers(handlers)
+
+    return call
+
+
+def shards_of(buf: Any) -> list:
+    """``(device, index, single-device buffer)`` for each addressable shard of a buffer."""
+    return [(s.device, s.index, s.data) for s in buf.addressable_shards]
+
+
+def sharding_of(buf: Any) -> Any:
+    return buf.sharding
+
+
+# DLPack device types (the DLDeviceType enum) the PJRT clients can import from.
+_DL_PLATFORMS = {1: "cpu", 2: "cuda", 3: "cuda", 10: "rocm"}  # kDLCPU, kDLCUDA, kDLCUDAHost, kDLROCM
+
+
+def dlpack_device(dl_device: tuple) -> Any:
+    """The PJRT device a DLPack ``__dlpack_device__()`` pair names, or None for an unsupported kind."""
+    dl_type, dev_id = int(dl_device[0]), int(dl_device[1])
+    platform = _DL_PLATFORMS.get(dl_type)
+    if platform is None:
+        return None
+    try:
+        return backend(platform).device_from_local_hardware_id(dev_id)
+    except RuntimeError:  # no such backend on this machine
+        return None
+
+
+def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
+    """A device buffer over a DLPack producer's tensor on ``device`` (PJRT imports it without a copy
+    when the memory is aligned and ``copy`` is not True)."""
+    from jax._src.lib import _jax, jaxlib_extension_version
+
+    dl_type = int(external.__dlpack_device__()[0])
+    stream = None
+    if dl_type == 2:  # a CUDA producer makes its work visible on the stream we name
+        try:
+            stream = device.get_stream_for_external_ready_events()
+        except Exception as e:  # noqa: BLE001  (XLA's error type varies by release)
+            if "UNIMPLEMENTED" not in str(e):
+                raise
+    capsule = external.__dlpack__(stream=stream)
+    if jaxlib_extension_version >= 467:
+        return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy, dl_type)
+    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+
+
+# ----------------------------------------------------------------------------
+# One SPMD program partitioned over a mesh (sharded jit)
+
+
+def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+    """Compile a module of ``len(devices)`` partitions whose sharding annotations are Shardy's
+    (``sdy.mesh`` / ``sdy.sharding``): XLA's partitioner splits the program; partition ``i`` runs on
+    ``devices[i]``."""
+    opts = _compile_options(devices)
+    build = opts.executable_build_options
+    build.use_spmd_partitioning = True
+    build.use_shardy_partitioner = True
+    if options:
+        opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+
+
+def runtime_sharding(sharding: Any, ndim: int) -> Any:
+    """The runtime's sharding object for an ftrans NamedSharding / SingleDeviceSharding."""
+    from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+    if not hasattr(sharding, "mesh"):
+        return _sharding(next(iter(sharding.device_set)))
+    mesh = sharding.mesh
+    rt = mesh._runtime
+    if rt is None:
+        rt = mesh._runtime = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+        from ftrans.core.sharding import remember_mesh
+
+        remember_mesh(mesh)
+    spec = tuple(None if type(e).__name__ == "_Unconstrained" else e for e in sharding.spec)[:ndim]
+    return NamedSharding(rt, PartitionSpec(*spec))
+
+
+def put_global(value: np.ndarray, sharding: Any) -> Any:
+    """Place ``value`` (a whole, canonically typed array) on a runtime sharding: each device its block."""
+    idx = sharding.addressable_devices_indices_map(value.shape)
+    devs = list(idx)
+    pieces = [np.array(value[idx[d]], order="C") for d in devs]  # keeps rank 0 (ascontiguousarray would not)
+    return put_pieces(pieces, value.shape, sharding, devs)
+
+
+def reshard_buffer(buf: Any, sharding: Any) -> Any:
+    """A multi-device buffer moved to another runtime sharding (through the runtime)."""
+    return jax.device_put(buf, sharding)
+
+
+def output_hlo_shardings(executable: Any) -> list:
+    """The HLO shardings XLA chose for a partitioned program's results."""
+    return [_xc.HloSharding.from_proto(s) for s in executable.get_output_shardings()]
+
+
+def hlo_sharding_of(sharding: Any, ndim: int) -> Any:
+    """The HLO sharding of a runtime sharding for an array of rank ``ndim``."""
+    return sharding._to_xla_hlo_sharding(ndim)
+
+
+def spec_matching(hlo: Any, mesh: Any, ndim: int) -> Any:
+    """A PartitionSpec (as a tuple) over ``mesh`` whose layout is ``hlo``, or None if none is found.
+
+    Tries every assignment of distinct mesh axes (size > 1) to dimensions, replicated first.
+    """
+    import itertools
+
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    rt = mesh._runtime
+    if hlo.is_replicated():
+        return ()
+    axes = [a for a, s in zip(mesh.axis_names, mesh.devices.shape) if s > 1]
+    choices: list = [None]
+    for r in range(1, len(axes) + 1):
+        for perm in itertools.permutations(axes, r):
+            choices.append(perm[0] if r == 1 else perm)
+    for spec in itertools.product(choices, repeat=ndim):
+        used = [a for e in spec if e is not None for a in ((e,) if isinstance(e, str) else e)]
+        if len(used) != len(set(used)):
+            continue
+        cand = NamedSharding(rt, PartitionSpec(*spec))._to_xla_hlo_sharding(ndim)
+        if cand == hlo:
+            return spec
+    return None
+
+
+def gspmd_sharding(devices: Sequence[Any], hlo: Any) -> Any:
+    """A runtime sharding for an HLO sharding no mesh spec describes."""
+    from jax._src.sharding_impls import GSPMDSharding
+
+    return GSPMDSharding(tuple(devices), hlo)
+
+
+# ----------------------------------------------------------------------------
+# Several processes: jax's PJRT distributed runtime (coordination service)
+
+
+def backend_started() -> bool:
+    """Whether the runtime's backends exist already (processes must be joined before)."""
+    from jax._src import xla_bridge
+
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+def distributed_initialize(coordinator_address: str, num_processes: int, process_id: int,
+                           local_device_ids: Any, timeout_s: int) -> None:
+    """Join the coordination service (process 0 runs it); CPU collectives between processes use gloo."""
+    try:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:  # a jaxlib without the option: CPU programs stay within a process
+        pass
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id, local_device_ids=local_device_ids,
+                               initialization_timeout=int(timeout_s))
+
+
+def distributed_shutdown() -> None:
+    jax.distributed.shutdown()
+
+
+def distributed_is_initialized() -> bool:
+    from jax._src import distributed
+
+    return distributed.global_state.client is not None

@@ -15,6 +15,7 @@ host-only program never pays for the device check.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
 from ftrans.lowering.executable import Executable
 
-_cache: dict[tuple, Executable] = {}
+MAX_PROGRAMS = 1024  # one-primitive programs kept (least recently used dropped first)
+_cache: OrderedDict[tuple, Executable] = OrderedDict()
 _lock = threading.Lock()
 stats = {"compiles": 0, "calls": 0}
 
@@ -81,6 +83,8 @@ def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     key = (prim, _freeze(params), tuple(avals), device.id)
     with _lock:
         exe = _cache.get(key)
+        if exe is not None:
+            _cache.move_to_end(key)
     if exe is None:
         outs = abstract_eval_rules[prim](*avals, **params)
         outs = list(outs) if prim.multiple_results else [outs]
@@ -94,6 +98,8 @@ def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
         stats["compiles"] += 1
         with _lock:
             _cache[key] = exe
+            while len(_cache) > MAX_PROGRAMS:
+                _cache.popitem(last=False)
     stats["calls"] += 1
     res = exe(*args)
     return res if prim.multiple_results else res[0]

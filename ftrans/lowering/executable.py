@@ -1,31 +1,43 @@
 """Compiled programs: lowering a closed jaxpr, compiling it once, and running it on buffers.
 
-Two caches sit here.  ``_xla_cache`` maps (module text, device, donation) to
-the XLA executable, so two jitted functions (or two eager on-device ops) that
-lower to the same program share one compilation; it is bounded (LRU,
-``MAX_EXECUTABLES``).  The optional on-disk cache (``disk_cache``) sits behind
-it.  The per-function cache keyed by argument signatures lives with ``jit``.
+Two caches sit here.  ``_xla_cache`` maps (module text, device, compiler
+options) to the XLA executable, so two jitted functions (or two eager
+on-device ops) that lower to the same program share one compilation.  It holds
+its executables *weakly*: an entry lives exactly as long as some ``Executable``
+(kept by a jitted function's cache, the eager op cache, a ``Compiled``) uses
+it, so the programs of functions that are gone are released with them and the
+cache is bounded by what is alive.  The optional on-disk cache (``disk_cache``)
+sits behind it.  The per-function cache keyed by argument signatures lives with
+``jit``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.errors import FtransError, FtransValueError
 from ftrans.lowering import compat, lower
 
-MAX_EXECUTABLES = 4096  # compiled programs kept in memory (least recently used dropped first)
 
-_xla_cache: OrderedDict[tuple, Any] = OrderedDict()
+class _Xla:
+    """A compiled XLA program, as ``_xla_cache`` holds it (jaxlib's executables take no weak references)."""
+
+    __slots__ = ("xla", "__weakref__")
+
+    def __init__(self, xla: Any):
+        self.xla = xla
+
+
+_xla_cache: weakref.WeakValueDictionary[tuple, _Xla] = weakref.WeakValueDictionary()
 _xla_lock = threading.Lock()
 stats = {"compiles": 0, "xla_cache_hits": 0, "disk_hits": 0}
 
@@ -47,7 +59,7 @@ class Executable:
     """
 
     __slots__ = ("name", "text", "xla", "device", "device_id", "in_avals", "out_avals", "out_sigs",
-                 "const_bufs", "_run", "donated", "__weakref__")
+                 "const_bufs", "_run", "donated", "_held", "__weakref__")
 
     def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
                  donated: Sequence[bool] = (), compiler_options: tuple = ()):
@@ -60,7 +72,8 @@ class Executable:
         n_consts = len(closed.jaxpr.constvars)
         donated_args = (False,) * n_consts + self.donated if self.donated else ()
         self.text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
-        self.xla = compile_text(self.text, device, closed, compiler_options)
+        self._held = compiled(self.text, device, closed, compiler_options)  # keeps the shared entry alive
+        self.xla = self._held.xla
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
         self._run = compat.execute_fn(self.xla, self.out_avals, device)
@@ -87,14 +100,20 @@ def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, opti
 
     ``options`` (sorted ``(name, value)`` pairs) are part of both caches' keys:
     the same module compiled with other XLA options is another executable.
+    The in-memory entry lasts only while the caller keeps the result alive;
+    ``Executable`` holds it through ``compiled``.
     """
+    return compiled(text, device, closed, options).xla
+
+
+def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> _Xla:
+    """``compile_text``'s result in its cache holder: the in-memory entry lives as long as the holder."""
     key = (text, device.id, device.platform, options)
     with _xla_lock:
-        exe = _xla_cache.get(key)
-        if exe is not None:
-            _xla_cache.move_to_end(key)
+        held = _xla_cache.get(key)
+        if held is not None:
             stats["xla_cache_hits"] += 1
-            return exe
+            return held
     client = device.client
     from ftrans.lowering import disk_cache
 
@@ -113,10 +132,33 @@ def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, opti
         stats["compiles"] += 1
         disk_cache.store(client, disk_text, [device], exe)
     with _xla_lock:
-        _xla_cache[key] = exe
-        while len(_xla_cache) > MAX_EXECUTABLES:
-            _xla_cache.popitem(last=False)
-    return exe
+        held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
+        if held is None:
+            held = _xla_cache[key] = _Xla(exe)
+    return held
+
+
+def compiled_program(key: tuple, build: Any, text: str) -> _Xla:
+    """A multi-device program (pmap's replicas, sharded jit's partitions) through the shared cache.
+
+    ``build()`` compiles on a miss. As with ``compiled``, the entry lives as
+    long as the caller keeps the returned holder.
+    """
+    with _xla_lock:
+        held = _xla_cache.get(key)
+        if held is not None:
+            stats["xla_cache_hits"] += 1
+            return held
+    try:
+        exe = build()
+    except Exception as e:  # XLA's own error types vary by release
+        raise _rejected(e, text) from None
+    stats["compiles"] += 1
+    with _xla_lock:
+        held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
+        if held is None:
+            held = _xla_cache[key] = _Xla(exe)
+    return held
 
 
 def _names_option(msg: str) -> bool:
@@ -173,6 +215,8 @@ def to_buffer(x: Any, device: Any) -> Any:
         return buf
     if isinstance(x, DeviceArray):
         return compat.copy_to_device(x._buf, device)
+    if is_foreign_array(x):  # a jax.Array (its buffer, when it fits) or anything with __array__/__dlpack__
+        return to_buffer(from_foreign(x), device)
     arr = np.asarray(x)
     canon = dtypes.canonicalize(arr.dtype)
     if arr.dtype != canon:

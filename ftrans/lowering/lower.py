@@ -116,17 +116,33 @@ class LoweringContext:
 class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
-    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1):
+    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1):
         self.name = _sanitize(name)
         self.num_partitions = num_partitions
+        # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
+        # axes (name, size) the function being lowered is mapped over, outermost first.
+        self.num_replicas = num_replicas
+        self.replica_axes: list[tuple[Any, int]] = []
         self.private: list[str] = []
+        # Sharded programs: the meshes their Shardy annotations name (mesh -> symbol), declared first.
+        self.meshes: dict[Any, str] = {}
         self._func_names: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
 
+    def mesh_symbol(self, mesh: Any) -> str | None:
+        """The symbol of ``mesh``'s ``sdy.mesh`` declaration (None: the program is not partitioned)."""
+        if not self.meshes:
+            return None
+        sym = self.meshes.get(mesh)
+        if sym is None:
+            sym = self.meshes[mesh] = f"mesh_{len(self.meshes)}"
+        return sym
+
     def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
-                 donated_args: Sequence[bool] = ()) -> str:
+                 donated_args: Sequence[bool] = (), arg_attrs: Sequence[str] = (),
+                 result_attrs: Sequence[str] = ()) -> str:
         """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name."""
-        key = id(jaxpr)
+        key = (id(jaxpr), tuple(self.replica_axes)) if self.replica_axes else id(jaxpr)
         if not public and key in self._func_names:
             return self._func_names[key]
         sym = _sanitize(name)
@@ -138,14 +154,15 @@ class ModuleLowering:
         if not public:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
-        text = self._lower_func(jaxpr, sym, public, donated_args)
+        text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs)
         if public:
             self.main_text = text
         else:
             self.private.append(text)
         return sym
 
-    def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = ()) -> str:
+    def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = (),
+                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = ()) -> str:
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
@@ -154,8 +171,10 @@ class ModuleLowering:
             a = fn.argument(t)
             env[v] = a
             # A donated argument's buffer may be reused by XLA for an output of the same type.
-            donor = " {jax.buffer_donor = true}" if i < len(donated_args) and donated_args[i] else ""
-            args.append(f"{a}: {t}{donor}")
+            extra = [arg_attrs[i]] if i < len(arg_attrs) and arg_attrs[i] else []
+            if i < len(donated_args) and donated_args[i]:
+                extra.append("jax.buffer_donor = true")
+            args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -201,15 +220,23 @@ class ModuleLowering:
         out_types = [fn.types[r] for r in results]
         fn.emit("func.return", results, [])
         vis = "public" if public else "private"
-        ret = ", ".join(out_types)
+        ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
+                        for k, t in enumerate(out_types))
         body = "\n".join(fn.lines)
         return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
 
     def text(self) -> str:
         attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "
-                 "mhlo.num_replicas = 1 : i32")
-        funcs = "\n".join([self.main_text, *self.private])
+                 f"mhlo.num_replicas = {self.num_replicas} : i32")
+        decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
+        funcs = "\n".join([*decls, self.main_text, *self.private])
         return f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+
+
+def mesh_decl(sym: str, mesh: Any) -> str:
+    """Shardy's declaration of a mesh: its axis names and sizes (partition i is the i-th device of the mesh)."""
+    axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.devices.shape))
+    return f"  sdy.mesh @{sym} = <[{axes}]>"
 
 
 def _sanitize(name: str) -> str:

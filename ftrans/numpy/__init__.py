@@ -17,8 +17,11 @@ from ftrans.numpy import (  # noqa: F401
     _reductions,
     _shape,
     _sorting,
+    fft,  # noqa: F401
     linalg,  # noqa: F401,E402
 )
+from ftrans.numpy._array_api import *  # noqa: F401,F403
+from ftrans.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403
@@ -27,6 +30,14 @@ from ftrans.numpy._index_tricks import *  # noqa: F401,F403
 from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
 from ftrans.numpy._io import *  # noqa: F401,F403
+from ftrans.numpy._methods import (  # noqa: E402,F401
+    _method_argpartition,
+    _method_byteswap,
+    _method_compress,
+    _method_copy,
+    _method_view,
+    _operator_round,
+)
 from ftrans.numpy._products import *  # noqa: F401,F403
 from ftrans.numpy._reductions import *  # noqa: F401,F403
 
@@ -59,6 +70,7 @@ from ftrans.numpy._scalar_types import (  # noqa: E402,F401
 )
 from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
+from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
 
 dtype = _np.dtype

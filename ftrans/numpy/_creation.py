@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -26,6 +26,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    maybe_concrete,
     scalar_to_array,
     shape_of,
 )
@@ -101,17 +102,24 @@ def retype(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         if t is float and dtype.kind in "iu":
             # XLA's float->int conversion: truncate, saturate, NaN -> 0.
             return _frozen(S.convert_element_type_p.impl(np.asarray(x), new_dtype=dtype, weak_type=weak), weak)
+        if t is int and dtype.kind in "fc":  # an explicit inexact dtype takes any int (jnp.float32(2**40))
+            return Array._new(np.asarray(float(x), dtype), weak)
         return scalar_to_array(x, dtype, weak)
     if isinstance(x, (np.ndarray, np.generic)):
         # Always a copy: the caller may go on mutating its NumPy array.
         with np.errstate(all="ignore"):
             arr = np.array(x, dtype=dtype, copy=True)
         return _frozen(arr, weak)
+    f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
+    if f is not None:
+        return retype(f, dtype, weak)
     raise FtransTypeError(f"a value of type {type(x).__name__} is not an array")
 
 
 def _shape_arg(name: str, shape: Any) -> tuple[int, ...]:
     """A static shape: an int or a sequence of ints, each >= 0 (a TypeError otherwise, as in JAX)."""
+    if isinstance(shape, Tracer):
+        shape = maybe_concrete(shape)
     if isinstance(shape, Tracer):
         concrete_or_error(shape, f"{name}: the shape")
     seq = shape if isinstance(shape, (tuple, list)) else (shape,)
@@ -281,9 +289,12 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
         out = _from_sequence(obj, d)
     elif isinstance(obj, (str, bytes)):
         raise FtransTypeError(f"jnp.array: the string {obj!r} cannot be converted to an array")
-    elif hasattr(obj, "__array__"):
-        arr = np.asarray(obj)
-        out = retype(arr, d or _dtype_weak_of("jnp.array", arr)[0], False)
+    elif is_foreign_array(obj):  # a jax.Array (kept on its device, uncopied unless copy=True), or
+        f = from_foreign(obj, copy=copy)  # anything with __array__ / __dlpack__ (read and copied)
+        if f is None:
+            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} "
+                                  "(its __array__ gives an object array) to an array")
+        out = f if d is None else retype(f, d, False)
     else:
         raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
     nd = len(shape_of(out))

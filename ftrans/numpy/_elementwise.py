@@ -32,6 +32,7 @@ from ftrans.core.operands import (
     check_arraylike,
     convert,
     dtype_weak,
+    maybe_concrete,
     promote_args,
     promote_dtypes,
     shape_of,
@@ -42,6 +43,7 @@ from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
 from ftrans.core.trace import Tracer, can_shortcut
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__: list[str] = []
 
@@ -371,7 +373,9 @@ def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
 def _concrete_int(y: Any) -> int | None:
     """``y`` as a Python int when it is a concrete integer scalar (JAX's integer_pow case)."""
     if isinstance(y, Tracer):
-        return None
+        y = maybe_concrete(y)
+        if isinstance(y, Tracer):
+            return None
     try:
         return operator.index(y)
     except TypeError:
@@ -631,6 +635,7 @@ def round(a: Any, decimals: int = 0, out: None = None) -> Any:  # noqa: A001
     if out is not None:
         raise NotImplementedError("jnp.round: the 'out' argument is not supported (arrays are immutable)")
     check_arraylike("round", a)
+    decimals = maybe_concrete(decimals)
     if isinstance(decimals, Tracer):
         raise FtransTypeError("round: 'decimals' must be a static Python int, not a traced value")
     decimals = operator.index(decimals)
@@ -701,8 +706,7 @@ def _wrap_between(x: Any, a: float) -> Any:
     return E.sub_p.bind(r, ca)
 
 
-def _logaddexp_impl(name: str, x1: Any, x2: Any, exp_prim: Primitive, scale: float) -> Any:
-    a, b = _inexact(name, x1, x2)
+def _logaddexp_impl(a: Any, b: Any, exp_prim: Primitive, scale: float) -> Any:
     amax = E.max_p.bind(a, b)
     inv = _lax_const(amax, scale)
     if _dtype(a).kind == "c":
@@ -718,14 +722,51 @@ def _logaddexp_impl(name: str, x1: Any, x2: Any, exp_prim: Primitive, scale: flo
     return _select(E.ne_p.bind(delta, delta), E.add_p.bind(a, b), soft)
 
 
+def _pos_inf_to_zero(x: Any) -> Any:
+    """``x`` with its ``+inf`` entries (of the real part, if complex) replaced by zero."""
+    re = E.real_p.bind(x) if _dtype(x).kind == "c" else x
+    return _select(E.eq_p.bind(re, _lax_const(re, np.inf)), _lax_const(x, 0), x)
+
+
+def _logaddexp_jvp(fn: Any, exp_prim: Primitive, primals: tuple, tangents: tuple) -> tuple:
+    """d/dx_i = base ** (x_i - out): the operands' softmax weights, as in JAX's rule.
+
+    ``+inf`` operands and results count as 0 in the exponent, so equal
+    arguments share the derivative (0.5 each), an argument that is ``+inf``
+    against a finite one gets ``base ** x`` (its weight relative to the
+    unchanged result), and ties of infinities stay finite.
+    """
+    a, b = primals
+    ta, tb = tangents
+    out = fn(a, b)
+    r = _pos_inf_to_zero(out)
+    wa = exp_prim.bind(E.sub_p.bind(_pos_inf_to_zero(a), r))
+    wb = exp_prim.bind(E.sub_p.bind(_pos_inf_to_zero(b), r))
+    return out, E.add_p.bind(E.mul_p.bind(ta, wa), E.mul_p.bind(tb, wb))
+
+
+@custom_jvp
+def _logaddexp_e(a: Any, b: Any) -> Any:
+    return _logaddexp_impl(a, b, E.exp_p, 1.0)
+
+
+@custom_jvp
+def _logaddexp_2(a: Any, b: Any) -> Any:
+    return _logaddexp_impl(a, b, E.exp2_p, 1 / np.log(2))
+
+
+_logaddexp_e.defjvp(lambda p, t: _logaddexp_jvp(_logaddexp_e, E.exp_p, p, t))
+_logaddexp_2.defjvp(lambda p, t: _logaddexp_jvp(_logaddexp_2, E.exp2_p, p, t))
+
+
 @_export
 def logaddexp(x1: Any, x2: Any, /) -> Any:
-    return _logaddexp_impl("logaddexp", x1, x2, E.exp_p, 1.0)
+    return _logaddexp_e(*_inexact("logaddexp", x1, x2))
 
 
 @_export
 def logaddexp2(x1: Any, x2: Any, /) -> Any:
-    return _logaddexp_impl("logaddexp2", x1, x2, E.exp2_p, 1 / np.log(2))
+    return _logaddexp_2(*_inexact("logaddexp2", x1, x2))
 
 
 @_export

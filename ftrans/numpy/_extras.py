@@ -34,6 +34,8 @@ from ftrans.core.operands import (
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
+from ftrans.transforms.ad import float0, jvp
+from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "allclose", "isclose", "array_equal", "array_equiv", "diff", "ediff1d", "cross", "gcd", "lcm",
@@ -246,9 +248,13 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     """
     check_arraylike("frexp", x)
     (x,) = _inexact("frexp", x)
-    d = dtype_weak(x)[0]
-    if d.kind == "c":
+    if dtype_weak(x)[0].kind == "c":
         raise FtransTypeError("frexp does not support complex-valued inputs")
+    return _frexp(x)
+
+
+def _frexp_impl(x: Any) -> tuple[Any, Any]:
+    d = dtype_weak(x)[0]
     info = dtypes.finfo(d)
     nmant, nexp = int(info.nmant), int(info.nexp)
     idt = np.dtype(_INT_OF_WIDTH[d.itemsize])
@@ -266,6 +272,18 @@ def frexp(x: Any, /) -> tuple[Any, Any]:
     special = jnp.logical_or(jnp.logical_or(jnp.isinf(x), jnp.isnan(x)), jnp.equal(x, jnp.zeros_like(x)))
     e = jnp.where(special, jnp.zeros_like(e), e)
     return jnp.where(special, x, m), jnp.astype(e, np.int32)
+
+
+_frexp = custom_jvp(_frexp_impl)
+
+
+@_frexp.defjvp
+def _frexp_jvp(primals: tuple, tangents: tuple) -> tuple:
+    """The mantissa ``x * 2**-e`` moves with ``x`` at rate ``2**-e`` (the exponent is piecewise constant)."""
+    (x,), (t,) = primals, tangents
+    m, e = _frexp(x)
+    dm = jnp.multiply(t, jnp.exp2(jnp.negative(jnp.astype(e, t.dtype))))
+    return (m, e), (dm, np.zeros(np.shape(e), float0))
 
 
 def ldexp(x1: Any, x2: Any, /) -> Any:
@@ -314,14 +332,28 @@ def float_power(x: Any, y: Any, /) -> Any:
 
 
 def sinc(x: Any, /) -> Any:
-    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0."""
+    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0.
+
+    At 0 the value comes from ``_sinc_taylor``, whose derivatives of every order
+    are those of ``sin(t)/t`` at 0, so ``grad(grad(sinc))(0.)`` is ``-pi**2/3``
+    (JAX's choice), not the 0 a plain ``where`` would give.
+    """
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
     zero = jnp.equal(x, jnp.zeros_like(x))
     pix = jnp.multiply(x, np.pi)
     safe = jnp.where(zero, jnp.ones_like(x), pix)
-    one = jnp.add(jnp.multiply(pix, 0), 1)
-    return jnp.where(zero, one, jnp.divide(jnp.sin(safe), safe))
+    return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(safe), safe))
+
+
+def _sinc_taylor_impl(k: int, t: Any) -> Any:
+    """The k-th derivative of ``sin(t)/t`` at ``t = 0``, shaped (and traced) like ``t``."""
+    base = jnp.multiply(t, 0)
+    return base if k % 2 else jnp.add(base, (-1) ** (k // 2) / (k + 1))
+
+
+_sinc_taylor = custom_jvp(_sinc_taylor_impl, nondiff_argnums=(0,))
+_sinc_taylor.defjvp(lambda k, p, t: (_sinc_taylor(k, p[0]), jnp.multiply(_sinc_taylor(k + 1, p[0]), t[0])))
 
 
 def spacing(x: Any, /) -> Any:
@@ -354,21 +386,44 @@ def i0(x: Any) -> Any:
     """``jnp.i0``: modified Bessel function I0 from Cephes' Chebyshev expansions.
 
     The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
-    ones NumPy uses; the coefficient tables are read from NumPy.
+    ones NumPy uses; the coefficient tables are read from NumPy. The derivative
+    is JAX's: 0 at 0 (so the second derivative there is 0, too), and computed as
+    ``exp(|x|) (e + e')`` so that it is ``inf``, not NaN, where ``exp`` overflows.
     """
-    from numpy.lib import _function_base_impl as _fb
-
     check_arraylike("i0", x)
     (x,) = _inexact("i0", x)
     d = dtype_weak(x)[0]
     if d.kind == "c":
         raise FtransValueError(f"Unsupported input type to jnp.i0: {d}")
-    ax = jnp.abs(x)
+    return _i0(x)
+
+
+def _i0e_of_abs(ax: Any) -> Any:
+    """``exp(-ax) I0(ax)`` for ``ax >= 0``."""
+    from numpy.lib import _function_base_impl as _fb
+
     small = jnp.less_equal(ax, 8.0)
     safe_big = jnp.where(small, jnp.full_like(ax, 8.0), ax)
     e_small = _chbevl(jnp.subtract(jnp.multiply(ax, 0.5), 2.0), _fb._i0A)
     e_big = jnp.divide(_chbevl(jnp.subtract(jnp.divide(32.0, safe_big), 2.0), _fb._i0B), jnp.sqrt(safe_big))
-    return jnp.multiply(jnp.exp(ax), jnp.where(small, e_small, e_big))
+    return jnp.where(small, e_small, e_big)
+
+
+@custom_jvp
+def _i0(x: Any) -> Any:
+    ax = jnp.abs(x)
+    return jnp.multiply(jnp.exp(ax), _i0e_of_abs(ax))
+
+
+@_i0.defjvp
+def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    ax = jnp.abs(x)
+    e, de = jvp(_i0e_of_abs, (ax,), (jnp.ones_like(ax),))
+    scale = jnp.exp(ax)
+    slope = jnp.multiply(jnp.multiply(scale, jnp.add(e, de)), jnp.sign(x))
+    zero = jnp.zeros_like(t)
+    return jnp.multiply(scale, e), jnp.where(jnp.equal(x, zero), zero, jnp.multiply(t, slope))
 
 
 # ---------------------------------------------------------------- type predicates

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import (
@@ -39,6 +40,7 @@ from ftrans.core.operands import (
     concrete_or_error,
     convert,
     dtype_weak,
+    maybe_concrete,
     promote_dtypes,
     shape_of,
 )
@@ -229,6 +231,10 @@ def _entry(i: Any) -> _Entry:
         return _sequence_entry(i)
     if isinstance(i, (float, complex, np.generic)):
         raise _float_index_error(np.asarray(i).dtype)
+    if type(i) is _array_mod.buffer_type:  # a jax.Array index: as the ftrans array over its buffer
+        f = _array_mod.from_foreign(i)
+        if f is not None:
+            return _entry(f)
     raise FtransIndexError(
         "only integers, slices (`:`), ellipsis (`...`), newaxis (`None`) and integer or boolean "
         f"arrays are valid indices; got {i!r} of type {type(i).__name__}"
@@ -265,6 +271,8 @@ def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
 def _slice_entry(v: Any, where: str) -> int | None:
     if v is None:
         return None
+    if isinstance(v, Tracer):
+        v = maybe_concrete(v)  # an autodiff tracer outside jit has its value
     if isinstance(v, Tracer):
         raise FtransIndexError(
             f"Slice entries must be static integers, but the slice {where} is a traced value "
@@ -430,14 +438,15 @@ def _expand_bool(entries: list[_Entry], shape: tuple[int, ...]) -> tuple[list[_E
             out.append(e)
             scalar.append(False)
             continue
-        if isinstance(e.value, Tracer):
+        value = maybe_concrete(e.value)  # an autodiff tracer outside jit: its mask is known
+        if isinstance(value, Tracer):
             raise NonConcreteBooleanIndexError(
                 f"Array boolean indices must be concrete; got a traced mask {e.value.aval.str_short()}. "
                 "The result's shape would depend on the mask's values. Use jnp.where(mask, x, fill) "
                 "to keep the shape, or jnp.nonzero(mask, size=N) / jnp.where(mask, size=N) for a "
                 "static number of indices."
             )
-        mask = _host_value(e.value)
+        mask = _host_value(value)
         if mask.ndim == 0:
             out.append(_Entry("bool", bool(mask)))
             scalar.append(True)
@@ -788,6 +797,7 @@ class _IndexUpdateRef:
                   normalize=wrap_negative_indices)
         counts = _scatter_update(_full(shape_of(x), 0, dtypes.canonicalize(np.int32)), self.index, 1,
                                  I.scatter_add_p, "x.at[idx].apply", **kw)
+        counts = maybe_concrete(counts)
         if unique_indices or _to_gather(shape_of(x), _parse(self.index, shape_of(x)), True).unique_indices:
             most = 1
         elif isinstance(counts, Tracer):
@@ -993,6 +1003,7 @@ def _mask_of(name: str, a: Any) -> Any:
 
 def _static_size(name: str, mask: Any, size: Any) -> int:
     if size is None:
+        mask = maybe_concrete(mask)
         if isinstance(mask, Tracer):
             raise ConcretizationTypeError(
                 f"The size argument of jnp.{name} must be statically specified to use jnp.{name} "
@@ -1018,6 +1029,8 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     if len(shape_of(a)) == 0:
         raise FtransValueError("Calling nonzero on 0d arrays is not allowed. "
                                "Use jnp.atleast_1d(scalar).nonzero() instead.")
+    if size is None:
+        a = maybe_concrete(a)  # the indices carry no derivative: a concrete autodiff value counts as concrete
     mask = _mask_of("nonzero", a)
     shape = shape_of(mask)
     n_out = _static_size("nonzero", mask, size)
@@ -1159,6 +1172,7 @@ def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | Non
     if ax != 0:
         arr = S.transpose_p.bind(arr, permutation=perm)
     n, m = shape_of(arr)[0], shape_of(condition)[0]
+    condition = maybe_concrete(condition)
     if _is_host(condition) or not isinstance(condition, Tracer):
         # A concrete condition is checked (and cut to length) on the host, so it stays a constant.
         mask = np.asarray(_host_value(condition) if _is_host(condition) else condition) != 0

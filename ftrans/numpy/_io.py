@@ -20,7 +20,7 @@ from ftrans.core import dtypes
 __all__ = [
     "ComplexWarning", "printoptions", "get_printoptions", "set_printoptions", "array_repr", "array_str",
     "save", "savez", "load", "frombuffer", "fromstring", "fromfile", "fromiter", "fromfunction",
-    "from_dlpack", "einsum_path", "object_", "character", "flexible",
+    "einsum_path", "object_", "character", "flexible",
 ]
 
 ComplexWarning = np.exceptions.ComplexWarning
@@ -84,13 +84,6 @@ def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     grids = jnp.indices(shape, dtype=dtype)
     return function(*(grids[i] for i in range(len(shape))), **kwargs)
-
-
-def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Any:
-    """``jnp.from_dlpack``: import a DLPack-capable host array (through NumPy)."""
-    if device is not None:
-        raise NotImplementedError("from_dlpack: device is not supported")
-    return jnp.asarray(np.from_dlpack(x), copy=copy)
 
 
 def _unoptimized() -> Any:

@@ -15,11 +15,13 @@ from typing import Any
 from ftrans.core import dtypes
 from ftrans.core.operands import (
     as_operand,
+    broadcast_operands,
     broadcast_shapes,
     broadcast_to_shape,
     canonicalize_axis,
     check_arraylike,
     concrete_or_error,
+    convert,
     dtype_weak,
     promote_dtypes,
     shape_of,
@@ -46,14 +48,25 @@ def _check_precision(name: str, precision: Any) -> None:
 
 
 def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
-    (x, y), _, _ = promote_dtypes(name, a, b)
-    return x, y
+    # jnp.dot/matmul/... join the dtypes without JAX's weak-stripping conversion (they pass a preferred type
+    # to dot_general), so a weak operand's cotangent stays strong here, as in JAX.
+    check_arraylike(name, a, b)
+    dt, weak = dtypes.promote((dtype_weak(a), dtype_weak(b)))
+    return convert(a, dt, weak), convert(b, dt, weak)
 
 
 def _multiply(x: Any, y: Any) -> Any:
     from ftrans.numpy._elementwise import multiply
 
     return multiply(x, y)
+
+
+def _scalar_product(x: Any, y: Any) -> Any:
+    """``x * y`` for operands already joined to one dtype, with no weak-stripping conversion (JAX's
+    scalar ``dot``/``inner`` are a dot_general of the operands as given)."""
+    if dtype_weak(x)[0] == dtypes.bool_:
+        return _multiply(x, y)
+    return E.mul_p.bind(*broadcast_operands("dot", [x, y]))
 
 
 # ---------------------------------------------------------------- matmul, dot, vdot, inner, outer
@@ -70,7 +83,7 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
     x, y = _promote("dot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
-        out = _multiply(x, y)
+        out = _scalar_product(x, y)
         if preferred_element_type is not None:
             out = S.convert_element_type_p.bind(out, new_dtype=dtypes.to_dtype(preferred_element_type), weak_type=False)
         return out
@@ -136,7 +149,7 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
     x, y = _promote("inner", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
-        return _multiply(x, y)
+        return _scalar_product(x, y)
     if xs[-1] != ys[-1]:
         raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
     return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), preferred_element_type)

@@ -224,14 +224,22 @@ def _fast_operand(a: Any) -> np.ndarray | None:
     return None
 
 
+def _float_total(v: np.ndarray) -> Any:
+    """The sum of all of a float array, exactly as ``reduce_sum``'s rule computes it (a C-contiguous
+    array is one pairwise NumPy sum; anything else goes through the rule's wider accumulation)."""
+    if v.flags.c_contiguous:
+        return np.add.reduce(v, axis=None, dtype=v.dtype)
+    return R.sum_impl(v, axes=tuple(range(v.ndim)))
+
+
 @quiet
 def _fast_sum(v: np.ndarray) -> Array:
     """``sum`` over all axes: half floats accumulate in float32; small ints and bools widen."""
     d = v.dtype
     if d in _HALF:
-        r = np.add.reduce(v.astype(_F32), axis=None, dtype=_F32).astype(d)
+        r = _float_total(v.astype(_F32)).astype(d)
     elif dtypes.is_inexact(d):
-        r = np.add.reduce(v, axis=None, dtype=d)
+        r = np.add.reduce(v, axis=None, dtype=d) if v.flags.c_contiguous else _float_total(v)
     else:
         # Integer addition wraps identically in any order, so widening inside
         # the reduction equals the general path's convert-then-reduce.
@@ -257,7 +265,7 @@ def _fast_mean(v: np.ndarray) -> Array:
     else:
         result = compute = dtypes.default_float()
     x = v if compute == d else v.astype(compute)
-    total = np.add.reduce(x, axis=None, dtype=compute)
+    total = _float_total(x)
     r = np.true_divide(total, np.asarray(v.size).astype(compute)).astype(compute, copy=False)
     if result != compute:
         r = r.astype(result)

@@ -32,7 +32,8 @@ class _ScalarMeta(type):
         return other is cls or other == cls.dtype.type
 
     def __ne__(cls, other: Any) -> bool:
-        return not cls.__eq__(other)
+        # Not ``cls.__eq__``: on a class that finds ``object.__eq__`` unbound.
+        return not _ScalarMeta.__eq__(cls, other)
 
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, cls.dtype.type)

@@ -25,6 +25,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    maybe_concrete,
     shape_of,
 )
 from ftrans.core.prims import elementwise as E
@@ -176,6 +177,8 @@ def _as_list(name: str, arrays: Any) -> list:
 
 # ---------------------------------------------------------------- reshape family
 def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[int, ...]:
+    if isinstance(newshape, Tracer):
+        newshape = maybe_concrete(newshape)
     if isinstance(newshape, Tracer) or not isinstance(newshape, (Sequence, np.ndarray, Array)):
         newshape = (newshape,)
     dims = [concrete_or_error(d, f"{name}: the new shape") for d in newshape]
@@ -527,6 +530,7 @@ def column_stack(tup: Any) -> Any:
 
 # ---------------------------------------------------------------- splitting
 def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
+    ios = maybe_concrete(ios)
     if isinstance(ios, (list, tuple)) or (isinstance(ios, (np.ndarray, Array, Tracer)) and np.ndim(
             np.empty(shape_of(ios), np.int8)) > 0):
         if isinstance(ios, Tracer):
@@ -611,6 +615,7 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
 
 
 def _repeat_counts(name: str, repeats: Any, n: int, total: int | None) -> np.ndarray:
+    repeats = maybe_concrete(repeats)  # a concrete autodiff value (outside jit) decides the shape
     if isinstance(repeats, Tracer):
         if total is not None:
             raise NotImplementedError(
@@ -743,6 +748,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     nd = len(_shp(x))
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     axes = [canonicalize_axis("roll", _static_int("roll", "axis", ax), nd) for ax in axes]
+    shift = maybe_concrete(shift)
     if isinstance(shift, Tracer):
         sshape = _shp(shift)
         if len(sshape) > 1 or (sshape and sshape[0] not in (1, len(axes)) and len(axes) != 1):

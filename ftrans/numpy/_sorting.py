@@ -23,6 +23,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    maybe_concrete,
     promote_dtypes,
     shape_of,
 )
@@ -79,8 +80,10 @@ def sort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, 
 
 
 def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
-            descending: bool = False) -> Any:
-    """``jnp.argsort``: indices that sort ``a`` (stable: ties keep their order, reversed when descending)."""
+            descending: bool = False, dtype: Any = None) -> Any:
+    """``jnp.argsort``: indices that sort ``a`` (stable: ties keep their order, reversed when descending).
+
+    ``dtype`` is the index dtype (default int32, as in JAX; int64 is narrowed unless x64 is on)."""
     _check_unsupported("argsort", kind, order)
     x, ax = _sort_axis("argsort", _operand("argsort", a), axis)
     idx = _iota(tuple(shape_of(x)), ax)
@@ -90,6 +93,10 @@ def argsort(a: Any, axis: int | None = -1, *, kind: Any = None, order: Any = Non
     _, perm = So.sort_p.bind(x, idx, dimension=ax, is_stable=bool(stable), num_keys=1)
     if descending:
         perm = S.rev_p.bind(perm, dimensions=(ax,))
+    if dtype is not None:
+        d = dtypes.canonicalize(dtypes.to_dtype(dtype))
+        if d != dtype_weak(perm)[0]:
+            perm = S.convert_element_type_p.bind(perm, new_dtype=d, weak_type=False)
     return perm
 
 
@@ -226,6 +233,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     x = _operand("unique", ar)
     in_shape = tuple(shape_of(x))
     if size is None:
+        x = maybe_concrete(x)  # as in JAX, a concrete autodiff value is read as a constant (zero derivative)
         concrete_or_error(x, "unique: the input (when size= is not given, the output shape depends on its values)")
     else:
         size = int(concrete_or_error(size, "unique: size"))

@@ -506,7 +506,8 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
             return jnp.sqrt(jnp.sum(jnp.real(a * jnp.conj(a)) if a.dtype.kind == "c" else a * a,
                                     axis=ax, keepdims=keepdims))
         if ord == jnp.inf:
-            return jnp.max(absx, axis=ax, keepdims=keepdims)
+            # initial=0 as in JAX: at an all-zero vector the derivative is shared with the initial value.
+            return jnp.max(absx, axis=ax, keepdims=keepdims, initial=0)
         if ord == -jnp.inf:
             return jnp.min(absx, axis=ax, keepdims=keepdims)
         if ord == 0:
@@ -525,11 +526,11 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     if ord in (1, -1):
         red = jnp.max if ord == 1 else jnp.min
         col = jnp.sum(absx, axis=r, keepdims=True)
-        out = red(col, axis=c, keepdims=True)
+        out = red(col, axis=c, keepdims=True, **({"initial": 0} if ord == 1 else {}))
     elif ord in (jnp.inf, -jnp.inf):
         red = jnp.max if ord == jnp.inf else jnp.min
         row = jnp.sum(absx, axis=c, keepdims=True)
-        out = red(row, axis=r, keepdims=True)
+        out = red(row, axis=r, keepdims=True, **({"initial": 0} if ord == jnp.inf else {}))
     elif ord in (2, -2, "nuc"):
         moved = jnp.moveaxis(a, (r, c), (-2, -1))
         sv = svdvals(moved)

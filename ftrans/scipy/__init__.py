@@ -1,5 +1,6 @@
-"""``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``, ``scipy.linalg``)."""
+"""``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``, ``scipy.linalg``,
+``scipy.signal``)."""
 
-from ftrans.scipy import linalg, special
+from ftrans.scipy import linalg, signal, special
 
-__all__ = ["linalg", "special"]
+__all__ = ["linalg", "signal", "special"]

@@ -33,7 +33,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
+from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main, stage
 from ftrans.errors import FtransTypeError
 
 __all__ = [
@@ -178,6 +178,14 @@ class JVPTracer(Tracer):
     @property
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
+
+    def to_concrete_value(self) -> Any:
+        # The primal is the value; outside jit it is concrete (an Array), so Python control flow on a
+        # value being differentiated follows it, as in JAX (and define-by-run systems).
+        p = self.primal
+        if isinstance(p, Tracer):
+            return p.to_concrete_value()
+        return as_concrete_array(p)
 
 
 class JVPTrace(Trace):

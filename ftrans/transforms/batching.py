@@ -328,6 +328,17 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         raise NotImplementedError("vmap: spmd_axis_name is not supported (it needs sharded jit)")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # as in JAX: the positional arguments' entries may come as a list
+    # Checked when vmap is applied, as JAX does, not at the first call.
+    if not (in_axes is None or type(in_axes) is int or isinstance(in_axes, tuple)):
+        raise FtransTypeError(
+            "vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+            f"arguments passed to the function, but got {in_axes!r}.")
+    for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
+        bad = [leaf for leaf in tree_util.tree_leaves(spec) if type(leaf) is not int]
+        if bad:
+            raise FtransTypeError(
+                f"vmap {what} must be an int, None, or (nested) container with those types as leaves: "
+                f"vmap {what} entries must be ints or None, got {bad[0]!r} of type {type(bad[0]).__name__}")
     name = getattr(fun, "__name__", "fun")
 
     @functools.wraps(fun)

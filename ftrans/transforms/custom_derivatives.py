@@ -36,8 +36,9 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
-from ftrans.errors import FtransTypeError
-from ftrans.transforms.ad import Zero, float0, instantiate, tangent_aval
+from ftrans.errors import FtransTypeError, UnexpectedTracerError
+from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
+from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
 __all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
 
@@ -133,6 +134,58 @@ def _dn(d: np.dtype) -> str:
 
 
 # ----------------------------------------------------------------------------
+# Applying the rule directly (a JVP trace whose values are concrete: no staging)
+
+
+def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, diff: list) -> tuple | None:
+    """Apply ``f``'s rule at once when differentiating concrete values; ``(result,)``, or None if not.
+
+    When the innermost transform of the arguments is a JVP (``jvp``, ``grad`` and friends outside ``jit``)
+    and every argument has a concrete value, the function is not staged: as in JAX, the user's rule runs on
+    the primals and tangents, so the function and its rule may use Python control flow on their inputs.
+    Under ``jit``, ``vmap`` or ``make_jaxpr`` the function is staged as before (and such control flow raises
+    the usual concretization error).
+    """
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path(tuple(diff))
+    leaves = [_operand(name, "args" + tree_util.keystr(p), x) for p, x in leaves_paths]
+    trace = _trace.find_top_trace(leaves)
+    if type(trace) is _trace.EvalTrace:
+        # Concrete arguments, no staging: a transform is active but not on these values (e.g. the
+        # rule calling the function on its primals), so the function simply runs.
+        return (f.fun(*_merge_nondiff(nd, diff, nondiff)),)
+    if type(trace) is not JVPTrace:
+        return None
+    for x in leaves:
+        if isinstance(x, Tracer) and x.to_concrete_value() is None:
+            return None
+    tracers = [trace.full_raise(x) for x in leaves]
+    primals = [t.primal for t in tracers]
+    tangents = [t.tangent for t in tracers]
+    if all(type(t) is Zero for t in tangents):
+        # Nothing to differentiate at this level: the call happens at the level below.
+        return (f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)),)
+    box: list = []
+    if isinstance(f, custom_jvp):
+        rule = _flat_jvp(f.jvp, name, nd, nondiff, in_tree, None, None, f.symbolic_zeros, 0, box)
+        p_out, t_out = rule(primals, tangents)
+    else:
+        fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box)
+        p_out, res_dyn, res_info = fwd(primals)
+        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves])
+        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, tangents, bwd, name)
+    level = trace.main.level
+    if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
+        kind = "custom_jvp rule" if isinstance(f, custom_jvp) else "custom_vjp forward function"
+        raise UnexpectedTracerError(
+            f"the {kind} of {name} returned a value that depends on a value being differentiated which is "
+            f"not one of its arguments (the function closes over it). Pass that value as an argument of {name} "
+            "instead (as in JAX, custom-derivative functions must not close over differentiated values)."
+        )
+    outs = [JVPTracer(trace, p, t) for p, t in zip(p_out, t_out)]
+    return (tree_util.tree_unflatten(box[0], outs),)
+
+
+# ----------------------------------------------------------------------------
 # custom_jvp
 
 
@@ -182,6 +235,9 @@ class custom_jvp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        direct = _direct(self, name, nd, nondiff, diff)
+        if direct is not None:
+            return direct[0]
         leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
         out_tree = out_tree_box[0]
         flat_jvp = _flat_jvp(self.jvp, name, nd, nondiff, in_tree, out_tree, list(body.out_avals),
@@ -192,7 +248,11 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
 
 def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
-              out_avals: list, symbolic_zeros: bool, num_consts: int) -> Callable:
+              out_avals: list | None, symbolic_zeros: bool, num_consts: int, out_tree_box: list | None = None
+              ) -> Callable:
+    """The user's JVP rule on flat lists.  Without ``out_avals`` (the rule applied directly, the function
+    never staged) the tangents are checked against the rule's own primal outputs, whose structure goes
+    to ``out_tree_box``."""
     where = f"custom_jvp rule of {name}"
 
     def flat(primals: list, tangents: list) -> tuple[list, list]:
@@ -206,10 +266,16 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
             raise FtransTypeError(f"{where} must return a pair (primal_out, tangent_out), got {type(res).__name__}")
         p_out, t_out = res
         p_leaves, p_tree = tree_util.tree_flatten(p_out)
-        _check_outs(where, "primal output", p_tree, out_tree, p_leaves, out_avals, False)
+        if out_avals is None:
+            want_tree, want_avals = p_tree, [aval_of(p) for p in p_leaves]
+            out_tree_box.append(p_tree)
+        else:
+            want_tree, want_avals = out_tree, out_avals
+            _check_outs(where, "primal output", p_tree, want_tree, p_leaves, want_avals, False)
         t_leaves, t_tree = tree_util.tree_flatten(t_out, is_leaf=lambda x: type(x) is Zero)
-        _check_outs(where, "tangent output", t_tree, out_tree, t_leaves, out_avals, True)
-        return p_leaves, [_tangent_leaf(t) for t in t_leaves]
+        t_leaves = [_tangent_leaf(t) for t in t_leaves]  # a float0 array (an integer output's tangent) is a zero
+        _check_outs(where, "tangent output", t_tree, want_tree, t_leaves, want_avals, True)
+        return p_leaves, t_leaves
 
     flat.__name__ = _name(rule)
     return flat
@@ -258,6 +324,9 @@ class custom_vjp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        direct = _direct(self, name, nd, nondiff, diff)
+        if direct is not None:
+            return direct[0]
         leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
         out_tree = out_tree_box[0]
         in_avals = [aval_of(x) for x in leaves]
@@ -268,8 +337,10 @@ class custom_vjp:  # noqa: N801 - JAX's name
         return tree_util.tree_unflatten(out_tree, outs)
 
 
-def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any, out_avals: list,
-              num_consts: int) -> Callable:
+def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
+              out_avals: list | None, num_consts: int, out_tree_box: list | None = None) -> Callable:
+    """The user's forward function on flat lists; without ``out_avals`` (applied directly, the function never
+    staged) its output structure goes to ``out_tree_box`` instead of being checked."""
     where = f"custom_vjp forward function {_name(fwd)} of {name}"
 
     def flat(primals: list) -> tuple[list, list, Any]:
@@ -279,7 +350,10 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
             raise FtransTypeError(f"{where} must return a pair (output, residuals), got {type(res).__name__}")
         out, residuals = res
         o_leaves, o_tree = tree_util.tree_flatten(out)
-        _check_outs(where, "output", o_tree, out_tree, o_leaves, out_avals, False)
+        if out_avals is None:
+            out_tree_box.append(o_tree)
+        else:
+            _check_outs(where, "output", o_tree, out_tree, o_leaves, out_avals, False)
         r_leaves, r_tree = tree_util.tree_flatten(residuals)
         arrays = [isinstance(r, (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool))
                   for r in r_leaves]

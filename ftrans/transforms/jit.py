@@ -14,12 +14,13 @@ function appears in the IR as one call with its own jaxpr (or, with
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,17 +30,17 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
-__all__ = ["jit", "jit_call_p", "DEFAULT_CACHE_SIZE"]
+__all__ = ["jit", "jit_call_p", "clear_caches", "DEFAULT_CACHE_SIZE"]
 
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
@@ -47,14 +48,95 @@ _all_jitted: weakref.WeakSet = weakref.WeakSet()
 _new = object.__new__
 
 
+class _Store:
+    """The executable cache of one function under one set of ``jit`` options.
+
+    Every ``jit(f, **options)`` of the same ``f`` and options shares one store,
+    as in JAX, so a second wrapper of a function compiles nothing. The stores
+    live in ``_stores``, keyed weakly on the function: when the function is
+    gone its compiled programs go with it. Nothing in a store refers back to
+    the function (the staged jaxprs hold only values the function closed over).
+    ``pending`` marks the signatures being compiled right now, so a second
+    thread waits for the first thread's compile instead of repeating it.
+    """
+
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "__weakref__")
+
+    def __init__(self) -> None:
+        self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
+        self.fast: dict[tuple, _Entry] = {}
+        self.tree_fast: dict[tuple, _Entry] = {}
+        self.lock = threading.Lock()
+        self.pending: dict[tuple, tuple[int, threading.Event]] = {}
+
+
+# function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
+_stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def _store_for(fun: Callable, options: tuple) -> _Store:
+    """The shared store of ``fun`` under ``options`` (a private one when ``fun`` cannot key a weak dict)."""
+    try:
+        hash(options)
+        with _stores_lock:
+            per = _stores.get(fun)
+            if per is None:
+                per = _stores[fun] = {}
+            store = per.get(options)
+            if store is None:
+                store = per[options] = _Store()
+            return store
+    except Exception:  # noqa: BLE001  unhashable, no weak references (a __slots__ callable), or an
+        return _Store()  # __eq__/__hash__ that raises (a callable object compared by value): no sharing
+
+
+def _all_stores() -> list:
+    with _stores_lock:
+        stores = [s for per in list(_stores.values()) for s in per.values()]
+    return stores + [f._store for f in list(_all_jitted)]  # private stores live only in their wrappers
+
+
+def clear_caches() -> None:
+    """JAX's ``clear_caches``: drop every jitted function's compiled programs (sharded ones included) and
+    the shared XLA cache; the on-disk compilation cache is kept."""
+    for st in _all_stores():
+        with st.lock:
+            st.cache.clear()
+            st.fast.clear()
+            st.tree_fast.clear()
+    for f in list(_all_jitted):
+        f._spmd_cache.clear()
+    with X._xla_lock:
+        X._xla_cache.clear()
+
+
+# Waiting for another thread's compile: who waits for whom, so a cycle compiles instead of hanging.
+_waits_for: dict[int, int] = {}
+_waits_lock = threading.Lock()
+
+
 def _on_config_change(name: str, value: Any) -> None:
     if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
-        for f in list(_all_jitted):
-            f._fast.clear()
-            f._tree_fast.clear()
+        for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
+            st.fast.clear()
+            st.tree_fast.clear()
 
 
 _config_mod.config._listeners.append(_on_config_change)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Iterator[None]:
+    """JAX's ``disable_jit``: inside the block, jitted functions (and ``lax`` control flow) run their Python
+    directly, eagerly; the previous setting comes back on exit."""
+    cfg = _config_mod.config
+    prev = cfg.disable_jit
+    cfg.update("disable_jit", disable)
+    try:
+        yield
+    finally:
+        cfg.update("disable_jit", prev)
 
 
 # ----------------------------------------------------------------------------
@@ -64,7 +146,7 @@ _config_mod.config._listeners.append(_on_config_change)
 def _leaf_aval(x: Any) -> ShapedArray | None:
     """The abstract value of a dynamic argument leaf, or None if it is not an array."""
     t = type(x)
-    if t is DeviceArray:
+    if t is DeviceArray or t is ShardedArray:  # never gathers a sharded argument to the host
         return x._aval
     if isinstance(x, Array):
         v = x._value
@@ -72,7 +154,10 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     if isinstance(x, Tracer):
         return x.aval
     if t in (int, float, complex, bool):
-        return ShapedArray((), dtypes.python_scalar_dtype(x), dtypes.is_weak_scalar(x))
+        d = dtypes.python_scalar_dtype(x)
+        if t is int and not _INT_MIN[d.itemsize] <= x <= _INT_MAX[d.itemsize]:
+            return _OVERFLOW
+        return ShapedArray((), d, dtypes.is_weak_scalar(x))
     if isinstance(x, (np.ndarray, np.generic)):
         try:
             return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
@@ -80,7 +165,15 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return None
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
+        f = _array_mod.from_foreign(x)
+        return None if f is None else f.aval
     return None
+
+
+_INT_MIN = {4: -2**31, 8: -2**63}
+_INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
+_OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
 
 
 def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTypeError:
@@ -89,6 +182,13 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTy
         if leaf is bad:
             path = _path_str(p)
             break
+    if type(bad) is int:
+        d = dtypes.default_int()
+        return FtransOverflowError(
+            f"jit({fname}): argument {path} is the Python int {bad}, which does not fit the default "
+            f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
+            "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
+        )
     hint = "a list" if isinstance(bad, list) else type(bad).__name__
     return FtransTypeError(
         f"jit({fname}): argument {path} is {hint} of type {type(bad).__name__}, which is not a valid array "
@@ -181,6 +281,24 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     return invoke
 
 
+def _wait_for(owner: int, event: threading.Event) -> bool:
+    """Wait until thread ``owner`` finishes a compile; False (at once) if that would close a waiting cycle."""
+    me = threading.get_ident()
+    with _waits_lock:
+        t = owner
+        while t is not None:
+            if t == me:
+                return False
+            t = _waits_for.get(t)
+        _waits_for[me] = owner
+    try:
+        event.wait()
+    finally:
+        with _waits_lock:
+            del _waits_for[me]
+    return True
+
+
 def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> None:
     """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
@@ -221,10 +339,15 @@ class JitWrapped:
 
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
-                 keep_unused: bool, inline: bool, compiler_options: tuple = ()):
+                 keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
+                 out_shardings: Any = None, optimizations: Any = None):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
+        # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
+        self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
+                         max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings,
+                         optimizations)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -232,8 +355,11 @@ class JitWrapped:
         self._sig = _signature(fun)
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
-        params = list(self._sig.parameters.values()) if self._sig is not None else []
-        self._static_num_names = {i: params[i].name for i in self._static_argnums if i < len(params)}
+        params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        # Static positions a call must fill (no default): leaving one out is the function's TypeError.
+        self._static_required = {i: params[i].name for i in self._static_argnums
+                                 if 0 <= i < len(params) and params[i].default is params[i].empty}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
             self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
         self._device = device
@@ -242,12 +368,26 @@ class JitWrapped:
         self._inline = bool(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
-        self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
-        self._fast: dict[tuple, _Entry] = {}
-        self._tree_fast: dict[tuple, _Entry] = {}
+        self._in_shardings = in_shardings
+        self._out_shardings = out_shardings
+        self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
+        # Every call is partitioned: shardings were given, or the body constrains some.
+        self._spmd_always = in_shardings is not None or out_shardings is not None
+        # The cache is the function's, shared by every wrapper with these options (see _Store);
+        # the wrapper keeps its dicts as attributes so the call path reads them directly.
+        from ftrans.transforms.passes import resolve_optimizations
+
+        self._optimizations = resolve_optimizations(optimizations, f"jit({self.__name__})")
+        options = (self._static_argnums, self._static_argnames, self._donate_argnums, self._donate_argnames,
+                   device, backend, self._max, self._inline, self._keep_unused, compiler_options,
+                   in_shardings, out_shardings, self._optimizations)
+        store = self._store = _store_for(fun, options)
+        self._cache = store.cache
+        self._fast = store.fast
+        self._tree_fast = store.tree_fast
+        self._lock = store.lock
         self._fast_ok = not (self._static_argnums or self._static_argnames or self._donate_argnums
                              or self._donate_argnames)
-        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         _all_jitted.add(self)
@@ -269,17 +409,19 @@ class JitWrapped:
         """Separate static arguments (hashed into the key) from dynamic ones."""
         statics = []
         if self._static_argnums:
-            n = len(args)
-            for i in self._static_argnums:
-                if i >= n and self._static_num_names.get(i) in kwargs:
-                    continue  # passed by keyword: handled with static_argnames below
-                if i >= n:
-                    raise FtransValueError(
-                        f"jit({self.__name__}): static_argnums includes {i}, but the function was called "
-                        f"with {n} positional argument(s)"
-                    )
+            # A static position the call does not fill is left out, as in JAX: the
+            # parameter takes its default (or it is passed by keyword, a static_argnames).
+            pos = self._static_positions(len(args))
+            if len(pos) != len(self._static_argnums):
+                for i, nm in self._static_required.items():
+                    if i >= len(args) and nm not in kwargs:
+                        raise FtransTypeError(
+                            f"jit({self.__name__}): missing required argument {nm!r} (position {i}, static); "
+                            f"the function was called with {len(args)} positional argument(s)"
+                        )
+            for i in pos:
                 statics.append(("pos", i, _hashable(args[i], f"positional argument {i}", self.__name__)))
-            args = tuple(a for i, a in enumerate(args) if i not in self._static_argnums)
+            args = tuple(a for i, a in enumerate(args) if i not in pos)
         if self._static_argnames and kwargs:
             dyn_kw = {}
             for k, v in kwargs.items():
@@ -289,6 +431,16 @@ class JitWrapped:
                     dyn_kw[k] = v
             kwargs = dyn_kw
         return args, kwargs, tuple(statics)
+
+    def _static_positions(self, n: int) -> tuple:
+        """The static positions among ``n`` positional arguments (negative ones count from the end
+        of the call's arguments when the function takes ``*args``)."""
+        nums = self._static_argnums
+        if not nums:
+            return ()
+        if nums[0] >= 0 and nums[-1] < n:  # the common case: every static position is filled
+            return nums
+        return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         if _config_mod.config.disable_jit:
@@ -303,36 +455,88 @@ class JitWrapped:
                 return entry.invoke([x._buf for x in leaves], leaves)
         avals = []
         tracing = False
+        spread = self._spmd_always
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
                 raise _bad_leaf_error(self.__name__, args, kwargs, leaf)
             if isinstance(leaf, Tracer):
                 tracing = True
+            elif type(leaf) is ShardedArray:
+                spread = True
             avals.append(a)
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
                 return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
+        if spread:
+            from ftrans.transforms import sharded_jit
+
+            if sharded_jit.needs_spmd(self, leaves):
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
+                                                in_tree)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         if entry is None:
-            self.misses += 1
-            entry = self._compile(full_args, full_kwargs, statics, in_tree, avals, device)
-            with self._lock:
-                self._cache[key] = entry
-                while len(self._cache) > self._max:
-                    self._cache.popitem(last=False)
-                    self._fast.clear()
-                    self._tree_fast.clear()
+            entry = self._compile_once(key, full_args, full_kwargs, statics, in_tree, avals, device)
+            if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
+                from ftrans.transforms import sharded_jit
+
+                return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves,
+                                                avals, in_tree)
         else:
             self.hits += 1
         bufs = [X.to_buffer(leaf, device) for leaf in leaves]
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
+
+    def _compile_once(self, key: tuple, args: tuple, kwargs: dict, statics: tuple, in_tree: Any,
+                      avals: list, device: Any) -> _Entry:
+        """A cache miss: compile ``key`` once, however many threads ask for it at the same time.
+
+        The first thread marks the key pending and compiles without holding any
+        lock; the others wait for it and then read the cache. Re-entering from
+        the compiling thread, or a wait that would close a cycle of threads
+        waiting for each other's compiles, compiles instead of waiting. A failed
+        compile caches nothing: each waiting thread then tries (and fails) itself.
+        """
+        store = self._store
+        me = threading.get_ident()
+        while True:
+            with store.lock:
+                entry = store.cache.get(key)
+                if entry is not None:
+                    self.hits += 1
+                    return entry
+                pend = store.pending.get(key)
+                if pend is None:
+                    done = threading.Event()
+                    store.pending[key] = (me, done)
+                    break
+            owner, event = pend
+            if owner == me or not _wait_for(owner, event):
+                done = None  # compile here too, without taking over the mark
+                break
+        try:
+            self.misses += 1
+            entry = self._compile(args, kwargs, statics, in_tree, avals, device)
+            if entry is None:  # a partitioned program: the caller takes the sharded path, nothing to cache
+                return None
+            with store.lock:
+                store.cache[key] = entry
+                while len(store.cache) > self._max:
+                    store.cache.popitem(last=False)
+                    store.fast.clear()
+                    store.tree_fast.clear()
+        finally:
+            if done is not None:
+                with store.lock:
+                    del store.pending[key]
+                done.set()
+        return entry
 
     def _remember_fast(self, args: tuple, kwargs: dict, leaves: list, in_tree: Any, statics: tuple,
                        device: Any, entry: _Entry) -> None:
@@ -386,7 +590,7 @@ class JitWrapped:
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         dyn_idx = [i for i in range(len(args)) if i not in static_pos]
         static_kw = {k: v for k, v in kwargs.items() if k in self._static_argnames}
         out_tree_box: list = []
@@ -413,11 +617,16 @@ class JitWrapped:
         # nested ``jit_call`` body all see the same optimised program.
         from ftrans.transforms.passes import run_pipeline
 
-        return run_pipeline(closed, name=fname), out_tree_box[0]
+        return run_pipeline(closed, name=fname, optimizations=self._optimizations), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        from ftrans.transforms.sharded_jit import constraint_meshes
+
+        if constraint_meshes(closed.jaxpr):
+            self._spmd_always = True
+            return None
         donate_mask = self._donate_mask(args, kwargs, len(avals))
         program, kept = _prune_unused(closed, self._keep_unused)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
@@ -427,7 +636,7 @@ class JitWrapped:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
         mask = []
-        static_pos = set(self._static_argnums)
+        static_pos = set(self._static_positions(len(args)))
         for i, a in enumerate(args):
             if i in static_pos:
                 continue
@@ -442,9 +651,21 @@ class JitWrapped:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         body, consts = hoist_consts(closed)
+        # NumPy leaves enter with the canonical dtype their aval was traced with
+        # (a float64 NumPy value is a float32 operand unless x64 is on).
+        leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
+                  else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
+        if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
+            from ftrans.transforms import sharded_jit
+
+            leaves = sharded_jit.constrain_inputs(self, args, kwargs, statics, leaves)
         outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
                                donated_invars=donated)
+        if self._out_shardings is not None:
+            from ftrans.transforms import sharded_jit
+
+            outs = sharded_jit.constrain_outputs(self, out_tree, outs)
         return tree_util.tree_unflatten(out_tree, outs)
 
     # -- ahead-of-time API ------------------------------------------------------
@@ -461,8 +682,25 @@ class JitWrapped:
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                       self._target_device(leaves), self._keep_unused)
 
-    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        return self.trace(*args, **kwargs).lower()
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        dargs, dkw, statics = self._split(args, kwargs)
+        leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        from ftrans.transforms import sharded_jit
+
+        traced = None
+        if not sharded_jit.needs_spmd(self, leaves):
+            traced = self.trace(*args, **kwargs)
+            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
+                self._spmd_always = True
+        if self._spmd_always or traced is None:
+            avals = []
+            for leaf in leaves:
+                a = _leaf_aval(leaf)
+                if a is None:
+                    raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
+                avals.append(a)
+            return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
+        return traced.lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         t = self.trace(*args, **kwargs)
@@ -473,10 +711,12 @@ class JitWrapped:
         return len(self._cache)
 
     def clear_cache(self) -> None:
+        """Drop this function's compiled programs (shared by every ``jit`` of it with the same options)."""
         with self._lock:
             self._cache.clear()
             self._fast.clear()
             self._tree_fast.clear()
+            self._spmd_cache.clear()
 
     _clear_cache = clear_cache
 
@@ -494,6 +734,18 @@ class JitWrapped:
 
     def __repr__(self) -> str:
         return f"<ftrans.jit of {self.__qualname__}>"
+
+    # copy.copy / copy.deepcopy give a new jitted function of the same function and
+    # options with its own (empty) cache, as JAX's do; pickling works when the function
+    # pickles (JAX's jitted functions do not pickle at all).
+    def __reduce__(self) -> tuple:
+        return (JitWrapped, (self._fun, *self._options))
+
+    def __copy__(self) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
+
+    def __deepcopy__(self, memo: dict) -> JitWrapped:
+        return JitWrapped(self._fun, *self._options)
 
 
 class Traced:
@@ -526,6 +778,13 @@ class Lowered:
     def __init__(self, traced: Traced, text: str):
         self._traced = traced
         self._text = text
+
+    @property
+    def optimization_report(self) -> Any:
+        """What the IR passes did to this program (``ftrans.transforms.passes.PassReport``)."""
+        from ftrans.transforms.passes import report_for
+
+        return report_for(self._traced.jaxpr)
 
     def as_text(self, dialect: str | None = None) -> str:
         if dialect not in (None, "stablehlo"):
@@ -617,18 +876,20 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
                     f"jit({fname}): static_argnums {i} is out of range for a function with {n} positional "
                     "parameter(s)"
                 )
-            norm.append(j)
+            # With *args, a negative position past the named parameters counts from the
+            # end of each call's arguments (resolved per call, as in JAX).
+            norm.append(j if j >= 0 else i)
         nums = tuple(norm)
         # Like JAX: a static parameter may be named by position or name; fill in the other.
         by_name = {p.name: k for k, p in enumerate(positional)}
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if i < n)))
+        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
         nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
         known = {p.name for p in params}
         has_kw = any(p.kind == p.VAR_KEYWORD for p in params)
         for nm in names:
             if nm not in known and not has_kw:
                 raise FtransValueError(f"jit({fname}): static_argnames {nm!r} is not a parameter of {fname}")
-    return nums, frozenset(names)
+    return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
@@ -749,7 +1010,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
         keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool = False,
         abstracted_axes: Any = None, compiler_options: Any = None,
-        max_cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
+        max_cache_size: int = DEFAULT_CACHE_SIZE, optimizations: Any = None) -> Any:
     """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
@@ -757,15 +1018,16 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     reads from the compiled parameters; ``inline=True`` makes a call under
     another trace record the body itself instead of a ``jit_call``;
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
-    reach XLA's compile options and key its caches.
+    reach XLA's compile options and key its caches.  ``optimizations`` picks the IR passes
+    this function's programs run (``None``: ``ftrans.config.optimizations``; ``"all"``;
+    ``"none"``; or a list of pass names, see ``docs/optimizer.md``).
     """
-    if in_shardings is not None or out_shardings is not None:
-        raise NotImplementedError("jit: in_shardings/out_shardings are not supported yet (sharded jit comes later)")
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
-              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options))
+              keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
+              in_shardings=in_shardings, out_shardings=out_shardings, optimizations=optimizations)
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)

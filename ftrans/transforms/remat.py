@@ -143,8 +143,6 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
-        if _trace.is_eager():
-            return fun(*args, **kwargs)
         n = len(args)
         stat = {i % n for i in statics} if n else set()
         dyn = [a for i, a in enumerate(args) if i not in stat]
@@ -160,11 +158,17 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
             ) from None
         out_tree_box: list = []
 
-        def flat_fun(*ins: Any) -> list:
+        def call(*ins: Any) -> Any:
             d, kw = tree_util.tree_unflatten(in_tree, ins)
             it = iter(d)
             full = [args[i] if i in stat else next(it) for i in range(n)]
-            out, tree = tree_util.tree_flatten(fun(*full, **kw))
+            return fun(*full, **kw)
+
+        if _trace.is_eager():  # nothing to save or recompute; the arguments are arrays, as in JAX
+            return call(*leaves)
+
+        def flat_fun(*ins: Any) -> list:
+            out, tree = tree_util.tree_flatten(call(*ins))
             out_tree_box.append(tree)
             return out
 

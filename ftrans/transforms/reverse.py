@@ -55,7 +55,13 @@ def _float0_zeros(aval: ShapedArray) -> np.ndarray:
 
 
 class _Pullback:
-    """The function ``vjp`` returns: cotangents of the outputs -> cotangents of the primals."""
+    """The function ``vjp`` returns: cotangents of the outputs -> cotangents of the primals.
+
+    A pytree (JAX's is a ``tree_util.Partial``): its leaves are the residuals, the constants of the
+    linear jaxpr, and the rest (that jaxpr, compared by identity, and the shapes) is its structure, so
+    a pullback can be returned from ``jit``, passed into one, carried through ``scan``/``while_loop``
+    and called later.
+    """
 
     def __init__(self, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
                  in_tree: Any, out_avals: list, out_tree: Any):
@@ -109,6 +115,21 @@ class _Pullback:
         return tree_util.tree_unflatten(self._in_tree, out)
 
 
+def _pullback_flatten(pb: _Pullback) -> tuple[list, tuple]:
+    aux = (pb._name, pb._lin.jaxpr, tuple(pb._diff), tuple(pb._zero_out), tuple(pb._in_avals), pb._in_tree,
+           tuple(pb._out_avals), pb._out_tree)
+    return list(pb._lin.consts), aux
+
+
+def _pullback_unflatten(aux: tuple, leaves: Any) -> _Pullback:
+    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree = aux
+    return _Pullback(name, ClosedJaxpr(jaxpr, list(leaves)), list(diff), list(zero_out), list(in_avals), in_tree,
+                     list(out_avals), out_tree)
+
+
+tree_util.register_pytree_node(_Pullback, _pullback_flatten, _pullback_unflatten)
+
+
 def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
     leaves_paths, in_tree = tree_util.tree_flatten_with_path(tuple(primals))
     leaves = [_operand(where, "primals" + tree_util.keystr(p), x) for p, x in leaves_paths]
@@ -135,7 +156,10 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
 
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
     """JAX's ``vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
-    a tuple with one cotangent per primal."""
+    a tuple with one cotangent per primal.
+
+    The pullback is a pytree whose leaves are the residuals (as JAX's ``tree_util.Partial``), so it can be
+    returned from ``jit``, passed into one, or carried through ``scan``/``while_loop``."""
     if reduce_axes:
         raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
     if not callable(fun):
@@ -286,7 +310,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         _check_scalar_output(where, name, out, holomorphic)
         pullback = _Pullback(name, lin, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
                              [aval_of(x) for x in p_out], out_tree_box[0])
-        one = Array._new(np.ones((), aval_of(p_out[0]).dtype), False)
+        o_aval = aval_of(p_out[0])
+        one = Array._new(np.ones((), o_aval.dtype), o_aval.weak_type)  # JAX's seed keeps the output's weak type
         g = pullback(tree_util.tree_unflatten(out_tree_box[0], [one]))
         g = g[0] if isinstance(argnums, int) else g
         value = (out, aux) if has_aux else out
@@ -331,7 +356,8 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """JAX's ``linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
-    without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``)."""
+    without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``) and, like
+    ``vjp``'s pullback, is a pytree whose leaves are the residuals."""
     if not callable(fun):
         raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
@@ -339,9 +365,27 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]
-    name = _fname(fun)
+    f_jvp = _Linearized(_fname(fun), lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
+    out = tree_util.tree_unflatten(out_tree, p_out)
+    if has_aux:
+        return out, f_jvp, aux
+    return out, f_jvp
 
-    def f_jvp(*tangents: Any) -> Any:
+
+class _Linearized(_Pullback):
+    """The function ``linearize`` returns: tangents of the primals -> tangents of the outputs.
+
+    It evaluates the linear jaxpr (``make_jaxpr`` of it prints that program) and, like the pullback, is
+    a pytree whose leaves are the residuals.
+    """
+
+    def __init__(self, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
+                 in_tree: Any, out_avals: list, out_tree: Any):
+        super().__init__(name, lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
+        self.__name__ = f"linearize({name})"
+
+    def __call__(self, *tangents: Any) -> Any:
+        name, in_tree = self._name, self._in_tree
         t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
         if t_tree != in_tree:
             raise FtransTypeError(
@@ -349,7 +393,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                 f"but have structure {t_tree}"
             )
         ins = []
-        for i, (t, aval, d) in enumerate(zip(t_leaves, in_avals, diff)):
+        for i, (t, aval, d) in enumerate(zip(t_leaves, self._in_avals, self._diff)):
             if not d:
                 continue
             t = _operand(f"linearize({name})", f"tangent {i}", t)
@@ -360,16 +404,20 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                     f"{aval.str_short()}"
                 )
             ins.append(t)
+        lin = self._lin
         outs = iter(eval_jaxpr(lin.jaxpr, lin.consts, *ins))
         res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
-               for a, z in zip(out_avals, zero_out)]
-        return tree_util.tree_unflatten(out_tree, res)
+               for a, z in zip(self._out_avals, self._zero_out)]
+        return tree_util.tree_unflatten(self._out_tree, res)
 
-    f_jvp.__name__ = f"linearize({name})"
-    out = tree_util.tree_unflatten(out_tree, p_out)
-    if has_aux:
-        return out, f_jvp, aux
-    return out, f_jvp
+
+def _linearized_unflatten(aux: tuple, leaves: Any) -> _Linearized:
+    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree = aux
+    return _Linearized(name, ClosedJaxpr(jaxpr, list(leaves)), list(diff), list(zero_out), list(in_avals), in_tree,
+                       list(out_avals), out_tree)
+
+
+tree_util.register_pytree_node(_Linearized, _pullback_flatten, _linearized_unflatten)
 
 
 def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
@@ -444,7 +492,7 @@ def _std_basis(avals: list[ShapedArray]) -> tuple[int, list]:
     for a, size in zip(avals, sizes):
         block = np.zeros((n, size), a.dtype)
         block[start:start + size] = np.eye(size, dtype=a.dtype)
-        out.append(Array._new(block.reshape((n,) + tuple(a.shape)), False))
+        out.append(Array._new(block.reshape((n,) + tuple(a.shape)), a.weak_type))
         start += size
     return n, out
 

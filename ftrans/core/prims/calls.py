@@ -1,7 +1,7 @@
 """Call-like primitives: an equation that runs a nested jaxpr (its *body*) on its operands.
 
-``jit_call``, ``remat``, ``custom_jvp_call`` and ``custom_vjp_call`` (and the
-coming ``pmap``/``shard_map``) differ only in a few declared points; every
+``jit_call``, ``remat``, ``custom_jvp_call``, ``custom_vjp_call`` and ``pmap`` (and the
+coming ``shard_map``) differ only in a few declared points; every
 rule that follows from "this is a call of the body" is written once, in the
 ``calls`` module of each table's family directory, and installed on every
 :class:`CallPrimitive` through :func:`for_each_call_primitive`, including
@@ -19,6 +19,7 @@ primitives live here too: they exist for ``remat``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,10 @@ def _same_params(params: dict, rule: str, num_operands: int) -> dict:
     return params
 
 
+def _no_env(params: dict) -> Any:
+    return contextlib.nullcontext()
+
+
 class CallPrimitive(Primitive):
     """A primitive whose meaning is "evaluate the body in ``params[body_param]`` on the operands".
 
@@ -66,16 +71,33 @@ class CallPrimitive(Primitive):
     * ``inline_known``: whether linearization evaluates the known half of the
       body inline (``remat``: its residuals must stay visible as the values
       the policy chose) rather than as a new call of this primitive.
+    * ``map_params(params, rule, ins, outs)``: for a primitive whose operands
+      and results are not the body's one for one (``pmap`` maps an axis of
+      some of them), the params of a derived call given where each of its
+      operands (``ins``) and results (``outs``) comes from: ``("in", i)`` the
+      old operand ``i`` (or its tangent or cotangent), ``("out", j)`` the old
+      result ``j`` (or its tangent or cotangent), ``"const"`` a value that is
+      the same for every element (a hoisted constant), ``"res"`` a new value
+      computed per element (a residual).  The generic JVP, partial-evaluation
+      and transpose rules pass these; ``None`` (the default) skips the step.
+    * ``body_env(params)``: a context manager in effect while a rule stages,
+      differentiates or transposes the body (``pmap`` binds its axis name
+      there, so collectives in the body find it).
     """
 
-    __slots__ = ("body_param", "func_name", "update_params", "residual_policy", "inline_known")
+    __slots__ = ("body_param", "func_name", "update_params", "residual_policy", "inline_known", "map_params",
+                 "body_env")
 
     def __init__(self, name: str, *, body_param: str = "jaxpr",
                  func_name: Callable[[dict], str] | None = None,
                  update_params: Callable[[dict, str, int], dict] | None = None,
                  residual_policy: Callable[[dict], Callable[[JaxprEqn], bool] | None] | None = None,
-                 inline_known: bool = False):
+                 inline_known: bool = False,
+                 map_params: Callable[[dict, str, tuple, tuple], dict] | None = None,
+                 body_env: Callable[[dict], Any] | None = None):
         super().__init__(name, multiple_results=True, higher_order=True)
+        self.map_params = map_params
+        self.body_env = body_env or _no_env
         self.body_param = body_param
         self.func_name = func_name or (lambda params: str(params.get("name", name)))
         self.update_params = update_params or _same_params
@@ -91,9 +113,17 @@ class CallPrimitive(Primitive):
     def body(self, params: dict) -> ClosedJaxpr:
         return params[self.body_param]
 
-    def with_body(self, params: dict, body: ClosedJaxpr, rule: str, num_operands: int) -> dict:
-        """The params of a call derived by ``rule``: the new body, then the primitive's own updates."""
-        return self.update_params({**params, self.body_param: body}, rule, num_operands)
+    def with_body(self, params: dict, body: ClosedJaxpr, rule: str, num_operands: int,
+                  ins: tuple | None = None, outs: tuple | None = None) -> dict:
+        """The params of a call derived by ``rule``: the new body, then the primitive's own updates.
+
+        ``ins``/``outs`` say where the new call's operands and results come from
+        (see ``map_params``); rules that do not change the correspondence may omit them.
+        """
+        new = self.update_params({**params, self.body_param: body}, rule, num_operands)
+        if self.map_params is not None and ins is not None:
+            new = self.map_params(new, rule, tuple(ins), tuple(outs))
+        return new
 
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
         body = self.body(params)

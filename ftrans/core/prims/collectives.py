@@ -1,13 +1,14 @@
 """Collectives over named axes: the primitives ``psum``, ``pmax``, ``pmin``, ``all_gather``, ``all_to_all``,
 ``ppermute``, ``psum_scatter`` and ``axis_index``, their abstract evaluation and (error-only) eager rule.
 
-A collective names an axis that an enclosing ``vmap(..., axis_name=...)`` (or,
-later, ``pmap``) binds (``ftrans/core/axis_env.py``).  Under ``vmap`` the axis
+A collective names an axis that an enclosing ``vmap(..., axis_name=...)`` or
+``pmap`` binds (``ftrans/core/axis_env.py``).  Under ``vmap`` the axis
 is the batch dimension of the ``BatchTrace`` that owns the name, so each
 collective's batching rule (``transforms/batch_rules/collectives.py``)
-implements it with ordinary primitives on that dimension.  By the time a
-program is lowered no collective over a ``vmap`` axis is left, which is why the
-primitives have no lowering of their own yet (``pmap`` will add one).
+implements it with ordinary primitives on that dimension; by the time a
+program is lowered no collective over a ``vmap`` axis is left.  A ``pmap``
+axis is owned by no trace: the collective is staged into the pmap's body and
+lowered to a cross-replica op (``lowering/rules/collectives.py``).
 
 Binding.  A collective must reach the trace that owns its axis even when its
 operands do not carry that trace: ``psum(1.0, 'i')`` has no operand from the
@@ -36,7 +37,7 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import axis_size, frames_of
-from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, mark_unsupported, never_weak
+from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, never_weak
 from ftrans.core.prims._base import types_of
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -105,8 +106,8 @@ def _impl_error(prim: Primitive) -> Any:
     def impl(*args: Any, **params: Any) -> Any:
         frames = frames_of(prim.name, names_of(params))
         raise NotImplementedError(
-            f"{prim.name} over axis {frames[0].name!r}: collectives over pmap axes are not supported yet; "
-            "under vmap(..., axis_name=...) they are computed by vmap"
+            f"{prim.name} over axis {frames[0].name!r} applied outside a pmapped function's staged body: "
+            "collectives run inside pmap (compiled) or vmap(..., axis_name=...)"
         )
 
     impl.__name__ = f"{prim.name}_impl"
@@ -247,7 +248,3 @@ def _axis_index_abstract(*, axis_name: Any) -> ShapedArray:
 axis_index_p = _new("axis_index", _axis_index_abstract, never_weak)
 
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p)
-
-for _p in ALL:
-    mark_unsupported(_p, "lowering", "collectives lower with pmap (a later issue); under vmap they are batched "
-                                     "away before lowering")

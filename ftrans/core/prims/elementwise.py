@@ -116,6 +116,14 @@ def _pow_impl(x, y):
     if x.dtype in (dtypes.bfloat16, dtypes.float16):
         return np.power(x.astype(np.float32), y.astype(np.float32)).astype(x.dtype)
     out = np.asarray(np.power(x, y)).astype(x.dtype, copy=False)
+    if x.dtype.kind == "f":
+        # C99 (and XLA): (-inf) ** y is +inf for y > 0 and +0 for y < 0 unless y is an odd
+        # integer; NumPy's float32/float16 loops give NaN for non-integer y.
+        nan = np.isnan(out)
+        if nan.any():
+            fix = nan & np.isneginf(x) & ~np.isnan(y)
+            if fix.any():
+                out = np.where(fix, np.where(y > 0, np.asarray(np.inf, x.dtype), np.asarray(0, x.dtype)), out)
     if x.dtype.kind == "c":
         # XLA: 0 ** y is NaN unless y is real and non-negative (NumPy gives 0).
         bad = (x == 0) & ((y.imag != 0) | (y.real < 0))
@@ -244,7 +252,15 @@ erf_p = unop("erf", FLOAT, via_float32(sps.erf))
 erfc_p = unop("erfc", FLOAT, via_float32(sps.erfc))
 erf_inv_p = unop("erf_inv", FLOAT, via_float32(sps.erfinv))
 lgamma_p = unop("lgamma", FLOAT, via_float32(sps.gammaln))
-digamma_p = unop("digamma", FLOAT, via_float32(sps.psi))
+
+
+def _digamma_impl(x):
+    """SciPy's psi, except that psi(+-0) is NaN (a pole, as at -1, -2, ...), which XLA's digamma gives."""
+    out = sps.psi(x)
+    return np.where(x == 0, np.asarray(np.nan, out.dtype), out)
+
+
+digamma_p = unop("digamma", FLOAT, via_float32(_digamma_impl))
 floor_p = unop("floor", FLOAT, keep_dtype(np.floor))
 ceil_p = unop("ceil", FLOAT, keep_dtype(np.ceil))
 

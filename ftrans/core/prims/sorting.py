@@ -27,6 +27,7 @@ from ftrans.core.prims._base import (
     prim_value_error,
     standard_primitive,
 )
+from ftrans.core.prims.reductions import SUM_ACCUMULATOR
 
 # ---------------------------------------------------------------- sort
 
@@ -133,7 +134,9 @@ def _cumulative_impl(accumulate):
 
 
 def _cumsum(v: np.ndarray, axis: int) -> np.ndarray:
-    return np.cumsum(v, axis=axis, dtype=v.dtype)
+    # A running sum in float64 (for float32 and narrower; see reductions.SUM_ACCUMULATOR): NumPy's
+    # cumsum is sequential, XLA's a tree, so float32 accumulation drifted by 1e-6 relative.
+    return np.cumsum(v, axis=axis, dtype=SUM_ACCUMULATOR.get(v.dtype, v.dtype))
 
 
 def _cumprod(v: np.ndarray, axis: int) -> np.ndarray:

@@ -5,11 +5,16 @@ Importing this package registers every rule in ``ftrans.lowering.lower.lowering_
 
 from ftrans.lowering.rules import (
     calls,  # noqa: F401
+    collectives,  # noqa: F401
     control_flow,  # noqa: F401
+    convolution,  # noqa: F401
     elementwise,  # noqa: F401
     indexing,  # noqa: F401
     linalg,  # noqa: F401
+    parallel,  # noqa: F401
     reductions,  # noqa: F401
+    shard_map,  # noqa: F401
+    sharding,  # noqa: F401
     sorting,  # noqa: F401
     structural,  # noqa: F401
     windowed,  # noqa: F401

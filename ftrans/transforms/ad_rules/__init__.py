@@ -12,9 +12,11 @@ from . import (  # noqa: F401
     calls,
     collectives,
     control_flow,
+    convolution,
     indexing,
-    linalg,  # noqa: F401
+    linalg,
     reductions,
+    sharding,
     sorting,
     structural,
     windowed,

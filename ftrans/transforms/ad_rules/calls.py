@@ -45,11 +45,15 @@ def _call_jvp(prim: C.CallPrimitive) -> Callable:
     def rule(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
         body = prim.body(params)
         nonzeros = [type(t) is not Zero for t in tangents]
-        new, out_nz = jvp_jaxpr(body, nonzeros)
+        with prim.body_env(params):
+            new, out_nz = jvp_jaxpr(body, nonzeros)
         new, consts = C.hoist_consts(new)
         ops = [*consts, *primals, *[t for t in tangents if type(t) is not Zero]]
-        outs = prim.bind(*ops, **prim.with_body(params, new, "jvp", len(ops)))
         n_out = len(body.out_avals)
+        ins = ["const"] * len(consts) + [("in", i) for i in range(len(primals))] + \
+            [("in", i) for i, nz in enumerate(nonzeros) if nz]
+        outs_from = [("out", j) for j in range(n_out)] + [("out", j) for j, nz in enumerate(out_nz) if nz]
+        outs = prim.bind(*ops, **prim.with_body(params, new, "jvp", len(ops), ins, outs_from))
         rest = iter(outs[n_out:])
         return list(outs[:n_out]), [next(rest) if nz else Zero(tangent_aval(a))
                                     for a, nz in zip(body.out_avals, out_nz)]
@@ -64,21 +68,30 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
         knowns = [trace.known_value(t) for t in tracers]
         unknowns = [not k for k, _ in knowns]
         known_vals = [v for k, v in knowns if k]
-        known_j, unknown_j, out_unknowns, n_res = partial_eval_jaxpr(prim.body(params), unknowns,
-                                                                     prim.residual_policy(params))
+        known_idx = [i for i, u in enumerate(unknowns) if not u]
+        with prim.body_env(params):
+            known_j, unknown_j, out_unknowns, n_res = partial_eval_jaxpr(prim.body(params), unknowns,
+                                                                         prim.residual_policy(params))
         n_known_out = len(out_unknowns) - sum(out_unknowns)
         if prim.inline_known:
             outs = eval_jaxpr(known_j.jaxpr, list(known_j.consts), *known_vals)
             known_outs, res = list(outs[:n_known_out]), list(outs[n_known_out:])
+            res_from = ["res"] * len(res)
         else:
             known_j, sources = forward_input_residuals(known_j, n_res)
             kbody, kconsts = C.hoist_consts(known_j)
             ops = [*kconsts, *known_vals]
-            outs = prim.bind(*ops, **prim.with_body(params, kbody, "known", len(ops)))
+            k_ins = ["const"] * len(kconsts) + [("in", i) for i in known_idx]
+            k_outs = [("out", j) for j, u in enumerate(out_unknowns) if not u] + \
+                ["res"] * sum(s is None for s in sources)
+            outs = prim.bind(*ops, **prim.with_body(params, kbody, "known", len(ops), k_ins, k_outs))
             known_outs, computed = list(outs[:n_known_out]), iter(outs[n_known_out:])
             res = [next(computed) if s is None else known_vals[s] for s in sources]
+            res_from = ["res" if s is None else ("in", known_idx[s]) for s in sources]
         ops = [trace.full_raise(r) for r in res] + [t for t, u in zip(tracers, unknowns) if u]
-        unknown_outs = trace.record(prim, ops, prim.with_body(params, unknown_j, "unknown", len(ops)))
+        u_ins = res_from + [("in", i) for i, u in enumerate(unknowns) if u]
+        u_outs = [("out", j) for j, u in enumerate(out_unknowns) if u]
+        unknown_outs = trace.record(prim, ops, prim.with_body(params, unknown_j, "unknown", len(ops), u_ins, u_outs))
         return merge_known_unknown(out_unknowns, known_outs, unknown_outs)
 
     rule.__name__ = f"{prim.name}_partial_eval"
@@ -89,17 +102,26 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
     def rule(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
         """Split a call equation into a known call (returning the residuals too) and an unknown call."""
         params = eqn.params
-        k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, prim.residual_policy(params))
+        with prim.body_env(params):
+            k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, prim.residual_policy(params))
         k, sources = forward_input_residuals(k, n_res)
-        k_in = [a for a, un in zip(eqn.invars, unk_in) if not un]
+        known_idx = [i for i, un in enumerate(unk_in) if not un]
+        k_in = [eqn.invars[i] for i in known_idx]
         new_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - sum(s is None for s in sources):]]
         it = iter(new_vars)
         res = [next(it) if s is None else k_in[s] for s in sources]
         u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
         k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
         u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
-        k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=prim.with_body(params, k, "known", len(k_in)))
-        u_eqn = eqn.replace(invars=u_in, outvars=u_out, params=prim.with_body(params, u, "unknown", len(u_in)))
+        k_ins = [("in", i) for i in known_idx]
+        k_outs = [("out", j) for j, un in enumerate(out_unk) if not un] + ["res"] * len(new_vars)
+        u_ins = ["res" if s is None else ("in", known_idx[s]) for s in sources] + \
+            [("in", i) for i, un in enumerate(unk_in) if un]
+        u_outs = [("out", j) for j, un in enumerate(out_unk) if un]
+        k_eqn = eqn.replace(invars=k_in, outvars=k_out,
+                            params=prim.with_body(params, k, "known", len(k_in), k_ins, k_outs))
+        u_eqn = eqn.replace(invars=u_in, outvars=u_out,
+                            params=prim.with_body(params, u, "unknown", len(u_in), u_ins, u_outs))
         return k_eqn, u_eqn, out_unk
 
     rule.__name__ = f"{prim.name}_split"
@@ -131,16 +153,22 @@ def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: C
             "as an argument of the function instead"
         )
     outs, res_dyn, res_info = fwd(primals)
-    arg_tangents = tangents[num_consts:]
+    return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
+
+
+def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: list, bwd: Callable,
+                        name: str) -> list:
+    """The output tangents of a ``custom_vjp`` call: one ``custom_lin`` of the residuals and the input
+    tangents, which the transpose turns into a call of the user's backward function."""
     nonzero = tuple(type(t) is not Zero for t in arg_tangents)
     out_avals = tuple(tangent_aval(aval_of(o)) for o in outs)
     if not any(nonzero):
-        return outs, [Zero(a) for a in out_avals]
+        return [Zero(a) for a in out_avals]
     in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
     t_out = C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
                                 num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
                                 in_avals=in_avals, nonzero=nonzero, name=name)
-    return outs, list(t_out)
+    return list(t_out)
 
 
 def _inline(trace: LinearizeTrace, tracers: list, params: dict) -> list:

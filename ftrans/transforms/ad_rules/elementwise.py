@@ -53,6 +53,23 @@ def _unary(prim, deriv):
     return rule
 
 
+def _unary_t(prim, tangent):
+    """A rule for ``y = f(x)`` with ``dy = tangent(t, x, y)``: for derivatives JAX writes as a division
+    of the tangent (``t / x`` for log), which differs from ``t * (1/x)`` where ``1/x`` is subnormal
+    (XLA flushes it to 0: ``log``'s derivative at 3e38)."""
+
+    @register_jvp(prim)
+    def rule(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+        (x,), (t,) = primals, tangents
+        y = prim.bind(x, **params)
+        if type(t) is Zero:
+            return y, Zero.from_primal_value(y)
+        return y, tangent(t, x, y)
+
+    rule.__name__ = f"{prim.name}_jvp"
+    return rule
+
+
 def _binary(prim, dx, dy):
     """A rule for ``z = f(x, y)`` with ``dz = dx(tx, x, y, z) + dy(ty, x, y, z)``; zero terms are skipped."""
 
@@ -184,8 +201,8 @@ _binary(E.nextafter_p, lambda t, x, y, z: t, lambda t, x, y, z: Zero.from_primal
 _LOG2 = math.log(2.0)
 _unary(E.exp_p, lambda x, y: y)
 _unary(E.exp2_p, lambda x, y: B.mul(y, _LOG2))
-_unary(E.log_p, lambda x, y: B.div(1, x))
-_unary(E.log1p_p, lambda x, y: B.div(1, B.add(x, 1)))
+_unary_t(E.log_p, lambda t, x, y: B.div(t, x))
+_unary_t(E.log1p_p, lambda t, x, y: B.div(t, B.add(x, 1)))
 _unary(E.expm1_p, lambda x, y: B.add(y, 1))
 _unary(E.sqrt_p, lambda x, y: B.div(0.5, y))
 _unary(E.rsqrt_p, lambda x, y: B.mul(B.div(y, x), -0.5))
@@ -210,12 +227,13 @@ _unary(E.cos_p, lambda x, y: B.neg(B.apply(E.sin_p, x)))
 _unary(E.tan_p, lambda x, y: B.add(_square(y), 1))
 _unary(E.asin_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(1, _square(x))))
 _unary(E.acos_p, lambda x, y: B.neg(B.apply(E.rsqrt_p, B.sub(1, _square(x)))))
-_unary(E.atan_p, lambda x, y: B.div(1, B.add(_square(x), 1)))
+_unary_t(E.atan_p, lambda t, x, y: B.div(t, B.add(_square(x), 1)))
 _unary(E.sinh_p, lambda x, y: B.apply(E.cosh_p, x))
 _unary(E.cosh_p, lambda x, y: B.apply(E.sinh_p, x))
 _unary(E.asinh_p, lambda x, y: B.apply(E.rsqrt_p, B.add(_square(x), 1)))
 _unary(E.acosh_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(_square(x), 1)))
-_unary(E.atanh_p, lambda x, y: B.div(1, B.mul(B.add(x, 1), B.sub(1, x))))
+# 1/(1+x) * (t/(1-x)) (not t/((1+x)(1-x))): its derivative at +-inf is 0, not inf/inf, as in JAX.
+_unary_t(E.atanh_p, lambda t, x, y: B.mul(B.div(1, B.add(x, 1)), B.div(t, B.sub(1, x))))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _unary(E.erf_p, lambda x, y: B.mul(B.apply(E.exp_p, B.neg(_square(x))), _TWO_OVER_SQRT_PI))
@@ -262,12 +280,26 @@ def trigamma(x: Any) -> Any:
         series = B.mul(B.add(series, b), inv2)
     tail = B.mul(inv, B.add(B.add(series, B.mul(inv, 0.5)), 1))
     direct = B.add(acc, tail)
-    frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
-    sin_pi = B.apply(E.sin_p, B.mul(frac, math.pi))
-    reflected = B.sub(B.div(math.pi ** 2, _square(sin_pi)), direct)
+    def full(v: float) -> Any:
+        return broadcast_to(B.convert_element_type(v, dt), _shape(x))
+
     pole = B.apply(E.and_p, B.apply(E.le_p, x, 0), B.eq(x, B.apply(E.floor_p, x)))
-    inf = broadcast_to(B.convert_element_type(float("inf"), dt), _shape(x))
-    return B.select(pole, inf, B.select(reflect, reflected, direct))
+    frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
+    # Each branch sees only arguments it is finite at, so the discarded branches' derivatives
+    # (pi^2/sin^2 at an integer, say) cannot turn a gradient into NaN.
+    frac_r = B.select(B.apply(E.and_p, reflect, B.apply(E.not_p, pole)), frac, full(0.5))
+    sin_pi = B.apply(E.sin_p, B.mul(frac_r, math.pi))
+    reflected = B.sub(B.div(math.pi ** 2, _square(sin_pi)), direct)
+    # At a pole: +inf, whose derivative (polygamma(2, x)) is NaN, as in JAX: 1/sqrt(frac^2) at
+    # frac = 0, and sqrt(x^2) at x = -inf.
+    neg_inf = B.eq(x, float("-inf"))
+    frac_p = B.select(B.apply(E.and_p, pole, B.apply(E.not_p, neg_inf)), frac, full(1.0))
+    x_ni = B.select(neg_inf, x, full(1.0))
+    at_pole = B.select(neg_inf, B.apply(E.sqrt_p, _square(x_ni)), B.apply(E.rsqrt_p, _square(frac_p)))
+    # At +inf JAX's polygamma(1, x) is NaN (value and derivative): nan * x, with x zeroed elsewhere.
+    pos_inf = B.eq(x, float("inf"))
+    nan_at_inf = B.mul(B.select(pos_inf, x, full(0.0)), float("nan"))
+    return B.select(pos_inf, nan_at_inf, B.select(pole, at_pole, B.select(reflect, reflected, direct)))
 
 
 _unary(E.digamma_p, lambda x, y: trigamma(x))

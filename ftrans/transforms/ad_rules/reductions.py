@@ -79,9 +79,12 @@ def _chooser_rule(prim):
         shape = _shape(x)
         kept = tuple(i for i in range(len(shape)) if i not in axes)
         full = S.broadcast_in_dim_p.bind(out, shape=shape, broadcast_dimensions=kept)
-        mask = _as_float(E.eq_p.bind(x, full), t)
-        counts = R.reduce_sum_p.bind(mask, axes=axes)
-        total = R.reduce_sum_p.bind(E.mul_p.bind(t, mask), axes=axes)
+        hit = E.eq_p.bind(x, full)
+        counts = R.reduce_sum_p.bind(_as_float(hit, t), axes=axes)
+        # A select, not t * mask: transposed, positions that are not the result get exactly 0
+        # even where no position is (a NaN result: count 0), as XLA's simplified jax rule gives.
+        zeros = S.broadcast_in_dim_p.bind(_scalar(0, t), shape=shape, broadcast_dimensions=())
+        total = R.reduce_sum_p.bind(S.select_n_p.bind(hit, zeros, t), axes=axes)
         return out, E.div_p.bind(total, counts)
 
     rule.__name__ = f"{prim.name}_jvp"
@@ -111,10 +114,11 @@ def _shift_in(x: Any, axis: int, fill: Any, from_start: bool) -> Any:
 
 @register_jvp(R.reduce_prod_p)
 def _reduce_prod_jvp(primals: list, tangents: list, *, axes: tuple[int, ...]) -> Pair:
-    """``sum_i t_i * prod_{j != i} x_j`` with the products of the others from exclusive running products.
+    """The product rule applied along a balanced tree of pairwise products (JAX's rule).
 
-    No division by ``x``, so zeros in the operand give the exact derivative
-    (as JAX's rule does).
+    No division by ``x``, so zeros in the operand give the exact derivative, and
+    the same tree of ``mul``s as JAX's means higher derivatives meet infinities
+    (``inf * 0``) in the same places, so they agree with JAX's there too.
     """
     (x,), (t,) = primals, tangents
     out = R.reduce_prod_p.bind(x, axes=axes)
@@ -133,12 +137,19 @@ def _reduce_prod_jvp(primals: list, tangents: list, *, axes: tuple[int, ...]) ->
     def flat(v: Any) -> Any:
         return S.reshape_p.bind(S.transpose_p.bind(v, permutation=perm), new_sizes=flat_shape, dimensions=None)
 
-    xf, tf = flat(x), flat(t)
+    p, tp = flat(x), flat(t)
     last = len(flat_shape) - 1
-    before = _shift_in(So.cumprod_p.bind(xf, axis=last, reverse=False), last, 1, from_start=True)
-    after = _shift_in(So.cumprod_p.bind(xf, axis=last, reverse=True), last, 1, from_start=False)
-    others = E.mul_p.bind(before, after)
-    return out, R.reduce_sum_p.bind(E.mul_p.bind(tf, others), axes=(last,))
+    while n > 1:
+        n1 = (n + 1) // 2
+        pad = tuple((0, n1 - (n - n1), 0) if i == last else (0, 0, 0) for i in range(len(flat_shape)))
+        p1, t1 = _slice_axis(p, last, 0, n1), _slice_axis(tp, last, 0, n1)
+        p2, t2 = _slice_axis(p, last, n1, n), _slice_axis(tp, last, n1, n)
+        if n1 != n - n1:
+            p2 = S.pad_p.bind(p2, _scalar(1, p2), padding_config=pad)
+            t2 = S.pad_p.bind(t2, _scalar(0, t2), padding_config=pad)
+        p, tp = _mul_pair((p1, t1), (p2, t2))
+        n = n1
+    return out, S.reshape_p.bind(tp, new_sizes=_shape(out), dimensions=None)
 
 
 # ---------------------------------------------------------------- dot_general

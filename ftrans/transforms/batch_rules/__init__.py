@@ -4,9 +4,13 @@ from . import (  # noqa: F401
     calls,
     collectives,
     control_flow,
+    convolution,
     elementwise,
     indexing,
-    linalg,  # noqa: F401
+    linalg,
+    parallel,
     reductions,
+    shard_map,
+    sharding,
     structural,
 )

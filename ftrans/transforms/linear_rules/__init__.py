@@ -9,10 +9,12 @@ from . import (  # noqa: F401
     calls,
     collectives,
     control_flow,
+    convolution,
     elementwise,
     indexing,
-    linalg,  # noqa: F401
+    linalg,
     reductions,
+    sharding,
     structural,
     windowed,
 )

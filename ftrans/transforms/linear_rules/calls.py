@@ -32,9 +32,13 @@ def _call_transpose(prim: C.CallPrimitive) -> Callable:
     def rule(cts: list, *args: Any, **params: Any) -> list:
         linear = [is_undefined(a) for a in args]
         nonzero = [type(c) is not Zero for c in cts]
-        body, consts = C.hoist_consts(transpose_jaxpr(prim.body(params), linear, nonzero))
+        with prim.body_env(params):
+            body, consts = C.hoist_consts(transpose_jaxpr(prim.body(params), linear, nonzero))
         ops = [*consts, *[a for a in args if not is_undefined(a)], *[c for c in cts if type(c) is not Zero]]
-        outs = iter(prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops))))
+        ins = ["const"] * len(consts) + [("in", i) for i, lin in enumerate(linear) if not lin] + \
+            [("out", j) for j, nz in enumerate(nonzero) if nz]
+        outs_from = [("in", i) for i, lin in enumerate(linear) if lin]
+        outs = iter(prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops), ins, outs_from)))
         return [next(outs) if lin else None for lin in linear]
 
     rule.__name__ = f"{prim.name}_transpose"

@@ -24,7 +24,8 @@ from ftrans.transforms.transpose import is_undefined, register_transpose
 @register_transpose(S.convert_element_type_p)
 def _convert_t(ct: Any, x: Any, *, new_dtype: Any, weak_type: bool) -> list:
     old = x.aval
-    if aval_of(ct).dtype == old.dtype:
+    c = aval_of(ct)
+    if c.dtype == old.dtype and c.weak_type == old.weak_type:
         return [ct]
     if aval_of(ct).dtype.kind == "c" and old.dtype.kind != "c":
         from ftrans.core.prims import elementwise as E

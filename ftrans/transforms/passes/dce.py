@@ -3,18 +3,140 @@
 Every ftrans primitive is pure, so an unread result is dead (``grad``'s discarded
 forward value, a branch's unused intermediate).  XLA would drop it too, but only
 after parsing it; the report also tells a user which of their lines did no work.
-Nested bodies keep their signature (their unused inputs stay; their outputs are
-all kept, since the holding equation's results map to them one to one), and the
-program keeps its inputs; only its unread captured constants go, which also
-saves their transfer to the device.
+
+Control flow is pruned through its bodies: a ``cond`` output nobody reads goes from
+every branch (and the operands only it needed), a ``scan`` output or carry nobody
+reads, and a ``while`` carry that neither the result nor the loop's predicate
+needs, are removed from the equation and its bodies together (a carry stays when a
+carry that is needed reads it).  The program keeps its inputs and outputs; only its
+unread captured constants go, which also saves their transfer to the device.
 """
 
 from __future__ import annotations
 
-from ftrans.core.ir import Jaxpr, Var, dce_jaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
+from ftrans.core.prims import control_flow as CF
+from ftrans.transforms.passes._util import IMPURE
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
-__all__ = ["DeadCodeElimination"]
+__all__ = ["DeadCodeElimination", "dce"]
+
+
+def _sub(closed: ClosedJaxpr, used_outs: list[bool], ctx: PassContext | None) -> tuple[ClosedJaxpr, list[bool]]:
+    new, used_in = dce(closed.jaxpr, used_outs, ctx)
+    return (closed if new is closed.jaxpr else ClosedJaxpr(new, closed.consts)), used_in
+
+
+def _drop_inputs(closed: ClosedJaxpr, keep: list[bool]) -> ClosedJaxpr:
+    if all(keep):
+        return closed
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, [v for v, k in zip(j.invars, keep) if k], j.eqns, j.outvars), closed.consts)
+
+
+def _sel(xs: list, keep: list[bool]) -> list:
+    return [x for x, k in zip(xs, keep) if k]
+
+
+def _prune_cond(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+    branches = eqn.params["branches"]
+    outs = [_sub(b, used, ctx) for b in branches]
+    nops = len(eqn.invars) - 1
+    need = [any(u[i] for _, u in outs) for i in range(nops)]
+    new_br = tuple(_drop_inputs(b, need) for b, _ in outs)
+    if all(used) and all(need) and all(b is o for b, o in zip(new_br, branches)):
+        return eqn, [True] + need
+    params = dict(eqn.params, branches=new_br)
+    new = eqn.replace(invars=[eqn.invars[0]] + _sel(eqn.invars[1:], need), outvars=_sel(eqn.outvars, used),
+                      params=params)
+    return new, [True] + need
+
+
+def _prune_scan(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+    p = eqn.params
+    nc, nk = p["num_consts"], p["num_carry"]
+    body = p["jaxpr"]
+    carry_used = list(used[:nk])
+    ys_used = list(used[nk:])
+    while True:
+        new_body, used_in = _sub(body, carry_used + ys_used, None)
+        grown = [c or u for c, u in zip(carry_used, used_in[nc:nc + nk])]
+        if grown == carry_used:
+            break
+        carry_used = grown
+    new_body, used_in = _sub(body, carry_used + ys_used, ctx)
+    keep_in = used_in[:nc] + carry_used + used_in[nc + nk:]
+    if all(keep_in) and all(used):
+        return eqn, [True] * len(eqn.invars)
+    new_body = _drop_inputs(new_body, keep_in)
+    params = dict(p, jaxpr=new_body, num_consts=sum(used_in[:nc]), num_carry=sum(carry_used))
+    keep_out = carry_used + ys_used
+    new = eqn.replace(invars=_sel(eqn.invars, keep_in), outvars=_sel(eqn.outvars, keep_out), params=params)
+    return new, keep_in
+
+
+def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+    p = eqn.params
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+    new_cond, cond_in = _sub(cond, [True], ctx)
+    carry_used = [u or c for u, c in zip(used, cond_in[cn:])]
+    while True:
+        new_body, body_in = _sub(body, carry_used, None)
+        grown = [c or u for c, u in zip(carry_used, body_in[bn:])]
+        if grown == carry_used:
+            break
+        carry_used = grown
+    new_body, body_in = _sub(body, carry_used, ctx)
+    keep_c = cond_in[:cn] + carry_used
+    keep_b = body_in[:bn] + carry_used
+    keep_in = cond_in[:cn] + body_in[:bn] + carry_used
+    if all(keep_in):
+        return eqn, keep_in
+    j = new_body.jaxpr
+    new_body = ClosedJaxpr(Jaxpr(j.constvars, _sel(j.invars, keep_b), j.eqns, _sel(j.outvars, carry_used)),
+                           new_body.consts)
+    params = dict(p, cond_jaxpr=_drop_inputs(new_cond, keep_c), body_jaxpr=new_body,
+                  cond_nconsts=sum(cond_in[:cn]), body_nconsts=sum(body_in[:bn]))
+    new = eqn.replace(invars=_sel(eqn.invars, keep_in), outvars=_sel(eqn.outvars, carry_used), params=params)
+    return new, keep_in
+
+
+_PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while}
+
+
+def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) -> tuple[Jaxpr, list[bool]]:
+    """``jaxpr`` computing only the outputs marked used (the others are dropped from its outvars),
+    and which of its inputs it still reads.  Control-flow equations are pruned through their bodies."""
+    live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
+    kept: list[JaxprEqn] = []
+    changed = not all(used_outputs)
+    for eqn in reversed(jaxpr.eqns):
+        used = [id(v) in live for v in eqn.outvars]
+        if not any(used) and eqn.primitive.name not in IMPURE:
+            changed = True
+            if ctx is not None:
+                ctx.record(eqn, f"removed `{eqn.primitive.name}`: its result is never used")
+            continue
+        prune = _PRUNE.get(eqn.primitive)
+        if prune is not None and eqn.primitive.name not in IMPURE:
+            new, _ = prune(eqn, used, ctx)
+            if new is not eqn:
+                changed = True
+                if ctx is not None:
+                    dropped = len(eqn.outvars) - len(new.outvars)
+                    what = f"{dropped} unused result{'s' if dropped != 1 else ''}" if dropped else \
+                        "unused operands"
+                    ctx.record(eqn, f"pruned `{eqn.primitive.name}`: dropped {what} and the work only they needed")
+                eqn = new
+        kept.append(eqn)
+        live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    used_in = [id(v) in live for v in jaxpr.invars]
+    if not changed:
+        return jaxpr, used_in
+    kept.reverse()
+    outs = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs), used_in
 
 
 class DeadCodeElimination(Pass):
@@ -22,12 +144,7 @@ class DeadCodeElimination(Pass):
     order = "pre"  # outer first: bodies of removed equations are never visited
 
     def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
-        new, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
-        if new is not jaxpr:
-            kept = {id(e) for e in new.eqns}
-            for eqn in jaxpr.eqns:
-                if id(eqn) not in kept:
-                    ctx.record(eqn, f"removed `{eqn.primitive.name}`: its result is never used")
+        new, _ = dce(jaxpr, [True] * len(jaxpr.outvars), ctx)
         if not top or not new.constvars:
             return new
         read = {id(a) for e in new.eqns for a in e.invars if isinstance(a, Var)}

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ftrans.core.config import config
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, SourceInfo, map_subjaxprs
-from ftrans.errors import FtransError, FtransValueError
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, SourceInfo, map_subjaxprs, typecheck
+from ftrans.errors import FtransError, FtransTypeError, FtransValueError
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
-    "registered_passes", "report_for", "run_pipeline",
+    "registered_passes", "report_for", "resolve_optimizations", "run_pipeline",
 ]
 
 
@@ -55,14 +55,44 @@ class PassReport:
     """What the pipeline did to one program: the passes that ran, those switched off, and every
     rewrite in order."""
 
-    __slots__ = ("name", "passes_run", "disabled", "rewrites")
+    __slots__ = ("name", "passes_run", "disabled", "rewrites", "snapshots")
 
     def __init__(self, name: str, passes_run: tuple[str, ...], disabled: tuple[str, ...],
-                 rewrites: list[Rewrite]):
+                 rewrites: list[Rewrite], snapshots: dict | None = None):
         self.name = name
         self.passes_run = passes_run
         self.disabled = disabled
         self.rewrites = rewrites
+        # pass name -> (program before, program after), for the passes that changed it
+        self.snapshots: dict[str, tuple[ClosedJaxpr, ClosedJaxpr]] = snapshots or {}
+
+    def before_after(self, name: str) -> tuple[str, str] | None:
+        """The printed program before and after the pass ``name`` (``None`` if it changed nothing)."""
+        got = self.snapshots.get(name)
+        if got is None:
+            return None
+        return (got[0].pretty_print(source_info=False), got[1].pretty_print(source_info=False))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        parts = [f"<div><b>passes on {html.escape(self.name or 'program')}</b>: ran "
+                 f"{html.escape(', '.join(self.passes_run) or 'none')}"
+                 + (f"; disabled {html.escape(', '.join(self.disabled))}" if self.disabled else "") + "</div>"]
+        for pname in self.passes_run:
+            rws = self.by_pass(pname)
+            if not rws:
+                continue
+            rows = "".join(f"<tr><td>{html.escape(r.what)}</td><td><code>"
+                           f"{html.escape(str(r.source_info) if r.source_info else '')}</code></td></tr>" for r in rws)
+            ba = self.before_after(pname)
+            ir = ""
+            if ba is not None:
+                ir = ("<details><summary>IR before / after</summary><table><tr><td><pre>"
+                      f"{html.escape(ba[0])}</pre></td><td><pre>{html.escape(ba[1])}</pre></td></tr></table></details>")
+            parts.append(f"<details open><summary><b>{html.escape(pname)}</b>: {len(rws)} rewrite"
+                         f"{'s' if len(rws) != 1 else ''}</summary><table>{rows}</table>{ir}</details>")
+        return "\n".join(parts)
 
     def by_pass(self, name: str) -> list[Rewrite]:
         return [r for r in self.rewrites if r.pass_name == name]
@@ -209,12 +239,40 @@ def registered_passes() -> tuple[str, ...]:
     return tuple(_passes)
 
 
-def check_pass_names(names: tuple[str, ...]) -> None:
+def _typecheck_result(snapshots: dict, out: ClosedJaxpr, name: str) -> None:
+    """Typecheck the final program once; when it fails, find the first pass whose result is
+    ill-typed (each pass's output is kept in ``snapshots``) and name it."""
+    from ftrans.errors import JaxprTypeError
+
+    try:
+        typecheck(out)
+        return
+    except JaxprTypeError:
+        pass
+    for pname, (_, after) in snapshots.items():
+        _typecheck_after(pname, after, name)
+    typecheck(out)  # unreachable unless typecheck is not deterministic
+
+
+def _typecheck_after(pname: str, out: ClosedJaxpr, name: str) -> None:
+    from ftrans.errors import JaxprTypeError
+
+    try:
+        typecheck(out)
+    except JaxprTypeError as e:
+        raise PassError(
+            f"pass {pname!r} produced an ill-typed program for {name or 'the program'}: {e}. This is a bug in "
+            f"the pass; switch it off to run the unoptimised program: "
+            f"ftrans.config.update('disabled_passes', [{pname!r}]) or jit(f, optimizations=[...without {pname!r}])"
+        ) from None
+
+
+def check_pass_names(names: tuple[str, ...], option: str = "disabled_passes") -> None:
     """Raise if ``names`` (the ``disabled_passes`` option) names a pass that does not exist."""
     unknown = [n for n in names if n not in _passes]
     if unknown:
         raise FtransValueError(
-            f"disabled_passes: unknown pass name{'s' if len(unknown) > 1 else ''} "
+            f"{option}: unknown pass name{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(map(repr, unknown))}; the passes are: {', '.join(_passes) or '(none)'}"
         )
 
@@ -223,23 +281,68 @@ _local = threading.local()
 _reports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def run_pipeline(closed: ClosedJaxpr, *, name: str = "") -> ClosedJaxpr:
+def resolve_optimizations(value: Any, who: str = "optimizations") -> tuple[str, ...] | None:
+    """A per-``jit`` ``optimizations=`` argument as a tuple of pass names, ``None`` for the
+    global setting (``config.optimizations``); ``"all"``/``"none"`` as in the config option."""
+    if value is None:
+        return None
+    if value is True or (isinstance(value, str) and value.strip().lower() == "all"):
+        return tuple(_passes)
+    if value is False or (isinstance(value, str) and value.strip().lower() == "none"):
+        return ()
+    if isinstance(value, str):
+        names = tuple(n.strip() for n in value.split(",") if n.strip())
+    else:
+        try:
+            names = tuple(value)
+        except TypeError:
+            raise FtransTypeError(f"{who}: optimizations must be 'all', 'none' or a list of pass names, "
+                                  f"got {value!r}") from None
+    check_pass_names(names, option=f"{who}: optimizations")
+    return names
+
+
+def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[str, ...] | None = None) -> ClosedJaxpr:
     """Run every enabled pass on ``closed`` in order; the result has the same signature.
 
-    The report is kept for ``last_report()`` (this thread) and ``report_for(result)``.
+    Enabled: the passes named by ``optimizations`` (a ``jit``'s own choice) or else by
+    ``config.optimizations`` (``None``: all), less ``config.disabled_passes``.  A pass whose
+    result does not typecheck raises ``PassError`` naming it (the final program is checked once;
+    when it fails, each pass's result in turn).  The report is kept for
+    ``last_report()`` (this thread) and ``report_for(result)``.
     """
     disabled = config.disabled_passes
     if disabled:
         check_pass_names(disabled)  # the option may come from the environment, unchecked
+    chosen = optimizations if optimizations is not None else config.optimizations
+    if chosen is not None and optimizations is None:
+        check_pass_names(chosen, option="optimizations")
     rewrites: list[Rewrite] = []
     ran = []
+    snapshots: dict[str, tuple[ClosedJaxpr, ClosedJaxpr]] = {}
     out = closed
     for pname, p in _passes.items():
-        if pname in disabled:
+        if pname in disabled or (chosen is not None and pname not in chosen):
             continue
         ran.append(pname)
-        out = p.run(out, PassContext(pname, rewrites))
-    report = PassReport(name, tuple(ran), tuple(n for n in _passes if n in disabled), rewrites)
+        before = out
+        try:
+            out = p.run(out, PassContext(pname, rewrites))
+        except (PassError, RecursionError, MemoryError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a crashing pass is named, with the way to switch it off
+            if snapshots:
+                _typecheck_result(snapshots, before, name)  # blames an earlier pass that broke the program
+            raise PassError(
+                f"pass {pname!r} failed on {name or 'the program'} ({type(e).__name__}: {e}). This is a bug in "
+                f"the pass; switch it off to run the unoptimised program: "
+                f"ftrans.config.update('disabled_passes', [{pname!r}])") from e
+        if out is not before:
+            snapshots[pname] = (before, out)
+    if snapshots:
+        _typecheck_result(snapshots, out, name)
+    report = PassReport(name, tuple(ran), tuple(n for n in _passes if n in disabled or
+                                                 (chosen is not None and n not in chosen)), rewrites, snapshots)
     _local.last = report
     _reports[out] = report
     return out

@@ -1,0 +1,155 @@
+"""``shard_map``: a call-like primitive whose body is per-device code over the blocks of a mesh.
+
+``outs = shard_map[jaxpr, mesh, in_names, out_names, check_vma, name] ins``
+splits operand ``i`` into blocks as ``in_names[i]`` says (for each dimension,
+the tuple of mesh axes it is split over), runs the body once per device of
+``mesh`` on that device's blocks, with every mesh axis name bound (so
+collectives over them talk to the other devices), and assembles result ``j``
+from the devices' blocks as ``out_names[j]`` says.  A mesh axis an operand's
+names do not mention gives every device along it the same block; one a
+result's names do not mention must hold equal blocks (one is kept).
+
+An entry ``None`` instead of a tuple of per-dimension names marks a value
+*stacked* over the devices: one per device, along a new leading axis split
+over every mesh axis (the residuals reverse mode saves between the two halves
+of a differentiated body are these).
+
+``shard_map_p`` is a :class:`~ftrans.core.prims.calls.CallPrimitive`: the JVP,
+partial evaluation and transpose are the generic call rules, told by
+``map_params`` how the derived calls lay out their operands; as for ``pmap``,
+the transpose shares out the cotangent of a result unmapped over some axes and
+sums the cotangents of an operand unmapped over some axes over those axes.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import ExitStack
+from typing import Any
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.axis_env import extend_axis_env
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.prims.calls import CallPrimitive
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["shard_map_p", "local_aval", "global_aval", "names_of_spec", "unmentioned"]
+
+
+def names_of_spec(spec: Any, ndim: int) -> tuple:
+    """A PartitionSpec as one tuple of mesh axis names per dimension."""
+    out = []
+    for d in range(ndim):
+        e = spec[d] if d < len(spec) else None
+        out.append(() if e is None else (e,) if isinstance(e, str) else tuple(e))
+    return tuple(out)
+
+
+def _count(mesh: Any, axes: tuple) -> int:
+    sizes = mesh.shape
+    return math.prod(sizes[a] for a in axes)
+
+
+def local_aval(aval: ShapedArray, names: Any, mesh: Any) -> ShapedArray:
+    if names is None:
+        return aval.update(shape=aval.shape[1:])
+    return aval.update(shape=tuple(n // _count(mesh, ax) for n, ax in zip(aval.shape, names)))
+
+
+def global_aval(aval: ShapedArray, names: Any, mesh: Any) -> ShapedArray:
+    if names is None:
+        return aval.update(shape=(mesh.size,) + tuple(aval.shape))
+    return aval.update(shape=tuple(n * _count(mesh, ax) for n, ax in zip(aval.shape, names)))
+
+
+def unmentioned(mesh: Any, names: Any) -> tuple:
+    """The mesh axes a layout does not split over."""
+    if names is None:
+        return ()
+    used = {a for ax in names for a in ax}
+    return tuple(a for a in mesh.axis_names if a not in used)
+
+
+def _abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, mesh: Any, in_names: tuple, out_names: tuple,
+                   name: str, **_: Any) -> list[ShapedArray]:
+    if len(avals) != len(jaxpr.in_avals) or len(in_names) != len(avals) or len(out_names) != len(jaxpr.out_avals):
+        raise FtransTypeError(f"shard_map {name}: {len(avals)} operands and {len(in_names)} in_specs for a body of "
+                              f"{len(jaxpr.in_avals)} inputs")
+    for k, (a, ns, w) in enumerate(zip(avals, in_names, jaxpr.in_avals)):
+        if ns is not None:
+            for d, (n, ax) in enumerate(zip(a.shape, ns)):
+                if n % _count(mesh, ax):
+                    raise FtransValueError(
+                        f"shard_map {name}: operand {k} of type {a.str_short()} has dimension {d} of size {n}, "
+                        f"not divisible by the {_count(mesh, ax)} devices of mesh axes {ax}")
+        loc = local_aval(a, ns, mesh)
+        if (loc.shape, loc.dtype) != (w.shape, w.dtype):
+            raise FtransTypeError(f"shard_map {name}: operand {k} of type {a.str_short()} gives blocks of "
+                                  f"{loc.str_short()}, but the body takes {w.str_short()}")
+    return [global_aval(a, ns, mesh) for a, ns in zip(jaxpr.out_avals, out_names)]
+
+
+def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
+    in_names, out_names = params["in_names"], params["out_names"]
+    mesh = params["mesh"]
+
+    def names_of(origin: Any, ndim: int) -> Any:
+        if origin == "const":
+            return ((),) * ndim
+        if origin == "res":
+            return None
+        kind, i = origin
+        return in_names[i] if kind == "in" else out_names[i]
+
+    body = params["jaxpr"]
+    new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
+    new_out = tuple(names_of(o, len(a.shape)) for o, a in zip(outs, body.out_avals))
+    new = {**params, "in_names": new_in, "out_names": new_out}
+    if rule == "transpose":
+        scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
+                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]])) for o in ins]
+        total = [unmentioned(mesh, ns) for ns in new_out]
+        if any(s != 1.0 for s in scale) or any(total):
+            new["jaxpr"] = _share_and_sum(body, scale, total, params)
+    return new
+
+
+def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) -> ClosedJaxpr:
+    from ftrans.core.building import mul
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.prims.collectives import psum_p
+    from ftrans.core.trace import stage
+
+    def fun(*args: Any) -> list:
+        args = [mul(a, s) if s != 1.0 else a for a, s in zip(args, scale)]
+        outs = eval_jaxpr(body.jaxpr, list(body.consts), *args)
+        return [psum_p.bind(o, axis_name=tuple(t), axis_index_groups=None) if t else o for o, t in zip(outs, total)]
+
+    with _body_env(params):
+        new, _ = stage(fun, list(body.in_avals))
+    return new
+
+
+class _Env:
+    def __init__(self, mesh: Any):
+        self.mesh = mesh
+        self.stack = ExitStack()
+
+    def __enter__(self) -> None:
+        for n, s in zip(self.mesh.axis_names, self.mesh.devices.shape):
+            self.stack.enter_context(extend_axis_env(n, s, None))
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.close()
+
+
+def _body_env(params: dict) -> Any:
+    return _Env(params["mesh"])
+
+
+def _func_name(params: dict) -> str:
+    return f"shmap_{params['name']}"
+
+
+shard_map_p = CallPrimitive("shard_map", func_name=_func_name, map_params=_map_params, body_env=_body_env)
+shard_map_p.def_abstract_eval(_abstract_eval)

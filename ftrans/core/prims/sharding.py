@@ -1,0 +1,30 @@
+"""``sharding_constraint``: the identity on values that tells XLA's partitioner how to lay a value out.
+
+``sharding_constraint[sharding] x`` is ``x``; in a partitioned program it
+lowers to Shardy's ``sdy.sharding_constraint`` so the value between two
+operations has ``sharding`` (a ``NamedSharding``).  Outside a partitioned
+program (a single-device ``jit``, eager evaluation) it lowers to nothing.
+It is linear (its tangent and cotangent carry the same constraint) and a
+batched operand's spec gains an unsplit entry at the batch dimension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import Primitive
+
+__all__ = ["sharding_constraint_p"]
+
+sharding_constraint_p = Primitive("sharding_constraint")
+
+
+@sharding_constraint_p.def_abstract_eval
+def _abstract_eval(x: ShapedArray, *, sharding: Any, **_: Any) -> ShapedArray:
+    return x
+
+
+@sharding_constraint_p.def_impl
+def _impl(x: Any, *, sharding: Any, **_: Any) -> Any:
+    return x

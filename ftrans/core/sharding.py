@@ -1,0 +1,472 @@
+"""Shardings: how an array's elements are laid out over devices (JAX's ``jax.sharding``).
+
+* :class:`Mesh` — devices arranged in an n-dimensional grid with named axes.
+* :class:`PartitionSpec` (``P``) — for each dimension of an array, the mesh
+  axis (or axes, or ``None``) it is split over.
+* :class:`NamedSharding` — a mesh and a spec: dimension ``d`` of the array is
+  cut into as many blocks as the product of the sizes of ``spec[d]``'s axes.
+* :class:`SingleDeviceSharding` — the whole array on one device.
+
+These are plain Python values (hashable, compared by content); the lowering
+layer turns them into Shardy annotations and into the runtime's own sharding
+objects (``lowering/compat.py``).  The *current mesh* (``use_mesh`` /
+``set_mesh``) is a thread-local stack read by ``with_sharding_constraint``
+and ``reshard`` when given a bare ``PartitionSpec``.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import threading
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
+           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "check_spec"]
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is sharded: chosen by the compiler (``Auto``), fixed in the types (``Explicit``),
+    or handled by the user's per-device code (``Manual``, inside ``shard_map``)."""
+
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Unconstrained:
+    """``PartitionSpec.UNCONSTRAINED``: the compiler may choose this dimension's sharding."""
+
+    _inst = None
+
+    def __new__(cls) -> _Unconstrained:
+        if cls._inst is None:
+            cls._inst = super().__new__(cls)
+        return cls._inst
+
+    def __repr__(self) -> str:
+        return "UNCONSTRAINED"
+
+
+def _canon_entry(e: Any) -> Any:
+    if e is None or isinstance(e, (str, _Unconstrained)):
+        return e
+    if isinstance(e, (tuple, list)):
+        for a in e:
+            if not isinstance(a, str):
+                raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or "
+                                      f"None; got {a!r} inside {tuple(e)!r}")
+        return tuple(e)
+    raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or None; "
+                          f"got {e!r} of type {type(e).__name__}")
+
+
+class PartitionSpec(tuple):
+    """For each array dimension, the mesh axes it is split over (``None``: not split).
+
+    Trailing dimensions without an entry are not split; ``P('x', None)`` and
+    ``P('x')`` describe the same layout and compare equal.
+    """
+
+    UNCONSTRAINED = _Unconstrained()
+
+    def __new__(cls, *entries: Any) -> PartitionSpec:
+        return super().__new__(cls, tuple(_canon_entry(e) for e in entries))
+
+    def _norm(self) -> tuple:
+        t = tuple((e[0] if len(e) == 1 else (e or None)) if isinstance(e, tuple) else e for e in self)
+        while t and t[-1] is None:
+            t = t[:-1]
+        return t
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, PartitionSpec):
+            return self._norm() == other._norm()
+        if isinstance(other, tuple) or type(other).__name__ in ("P", "PartitionSpec"):  # jax's, or a tuple
+            try:
+                return self._norm() == PartitionSpec(*tuple(other))._norm()
+            except (FtransTypeError, TypeError):
+                return False
+        return NotImplemented
+
+    def __ne__(self, other: Any) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(self._norm())
+
+    def __repr__(self) -> str:
+        return "P(" + ", ".join(repr(e) for e in self) + ")"
+
+    def __reduce__(self) -> Any:
+        return (PartitionSpec, tuple(self))
+
+    def axes(self) -> list[str]:
+        """Every mesh axis named, in order."""
+        out = []
+        for e in self:
+            if isinstance(e, str):
+                out.append(e)
+            elif isinstance(e, tuple):
+                out.extend(e)
+        return out
+
+
+P = PartitionSpec
+
+
+class Mesh:
+    """Devices laid out in a grid whose axes have names (``Mesh(devices_ndarray, ('x', 'y'))``).
+
+    Usable as a context manager (``with mesh:``), which makes it the current mesh.
+    """
+
+    def __init__(self, devices: Any, axis_names: Any, axis_types: Any = None):
+        devs = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) else devices
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_names = tuple(axis_names)
+        if devs.ndim != len(axis_names):
+            raise FtransValueError(
+                f"Mesh: the devices array has {devs.ndim} dimensions (shape {devs.shape}) but {len(axis_names)} "
+                f"axis names were given ({axis_names}); give one name per dimension")
+        if len(set(axis_names)) != len(axis_names):
+            raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
+        ids = [d.id for d in devs.flat]
+        if len(set(ids)) != len(ids):
+            raise FtransValueError(f"Mesh: a device appears more than once in the mesh (ids {ids})")
+        if axis_types is None:
+            axis_types = (AxisType.Auto,) * len(axis_names)
+        elif isinstance(axis_types, AxisType):
+            axis_types = (axis_types,) * len(axis_names)
+        axis_types = tuple(axis_types)
+        if len(axis_types) != len(axis_names):
+            raise FtransValueError(f"Mesh: {len(axis_types)} axis_types for {len(axis_names)} axes")
+        self.devices = devs
+        self.axis_names = axis_names
+        self.axis_types = axis_types
+        self._key = (tuple(ids), devs.shape, axis_names, axis_types)
+        self._runtime: Any = None  # the runtime's mesh, made once by the lowering layer
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple:
+        return tuple(self.devices.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def device_ids(self) -> np.ndarray:
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+    @property
+    def devices_flat(self) -> list:
+        return list(self.devices.flat)
+
+    @property
+    def empty(self) -> bool:
+        return self.devices.size == 0
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Mesh) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.devices.shape))
+        types = ", ".join(t.name for t in self.axis_types)
+        return f"Mesh({axes}, axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))"
+
+    def __enter__(self) -> Mesh:
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _stack().pop()
+
+
+class Sharding:
+    """Base class of the shardings."""
+
+    @property
+    def device_set(self) -> set:
+        raise NotImplementedError
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.device_set)
+
+
+class SingleDeviceSharding(Sharding):
+    """The whole array on ``device``."""
+
+    def __init__(self, device: Any):
+        self._device = device
+
+    @property
+    def device_set(self) -> set:
+        return {self._device}
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple:
+        return tuple(global_shape)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return True
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        return {self._device: tuple(slice(None) for _ in global_shape)}
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, SingleDeviceSharding) and other._device == self._device
+
+    def __hash__(self) -> int:
+        return hash(("single", self._device.id))
+
+    def __repr__(self) -> str:
+        return f"SingleDeviceSharding(device={self._device!r})"
+
+
+class NamedSharding(Sharding):
+    """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
+
+    def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
+        if not isinstance(mesh, Mesh):
+            raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
+        if spec is None:
+            spec = PartitionSpec()
+        elif not isinstance(spec, PartitionSpec):
+            if isinstance(spec, tuple):
+                spec = PartitionSpec(*spec)
+            else:
+                raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
+        check_spec(spec, mesh, "NamedSharding")
+        self.mesh = mesh
+        self.spec = spec
+        self.memory_kind = memory_kind
+
+    @property
+    def device_set(self) -> set:
+        return set(self.mesh.devices.flat)
+
+    @property
+    def _device_assignment(self) -> tuple:
+        return tuple(self.mesh.devices.flat)
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        sizes = self.mesh.shape
+        return all(sizes[a] == 1 for a in self.spec.axes() if a in sizes)
+
+    def _parts(self, ndim: int) -> list[int]:
+        sizes = self.mesh.shape
+        out = []
+        for d in range(ndim):
+            e = self.spec[d] if d < len(self.spec) else None
+            names = (e,) if isinstance(e, str) else (e if isinstance(e, tuple) else ())
+            out.append(int(np.prod([sizes[a] for a in names])) if names else 1)
+        return out
+
+    def shard_shape(self, global_shape: Sequence[int]) -> tuple:
+        return tuple(-(-s // p) for s, p in zip(global_shape, self._parts(len(global_shape))))
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        """Each device's block of an array of ``global_shape``, as a tuple of slices."""
+        names = list(self.mesh.axis_names)
+        sizes = self.mesh.devices.shape
+        out = {}
+        for pos in itertools.product(*[range(s) for s in sizes]):
+            dev = self.mesh.devices[pos]
+            idx = []
+            for d, n in enumerate(global_shape):
+                e = self.spec[d] if d < len(self.spec) else None
+                axes = (e,) if isinstance(e, str) else (e if isinstance(e, tuple) else ())
+                if not axes:
+                    idx.append(slice(None))
+                    continue
+                block, count = 0, 1
+                for a in axes:  # the first named axis is the major one
+                    k = names.index(a)
+                    block = block * sizes[k] + pos[k]
+                    count *= sizes[k]
+                step = -(-n // count)
+                idx.append(slice(block * step, min(n, (block + 1) * step)))
+            out[dev] = tuple(idx)
+        return out
+
+    def with_spec(self, spec: Any) -> NamedSharding:
+        return NamedSharding(self.mesh, spec)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, NamedSharding) and self.mesh == other.mesh and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash((self.mesh, self.spec))
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
+def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
+               shape: Sequence[int] | None = None) -> None:
+    """A spec must name axes of ``mesh``, each at most once, and (given ``ndim``) fit the array's rank."""
+    seen: set = set()
+    for a in spec.axes():
+        if a not in mesh.axis_names:
+            raise FtransValueError(
+                f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has axes "
+                f"{mesh.axis_names} (shape {mesh.shape}); use one of those names")
+        if a in seen:
+            raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once; "
+                                   "an axis can split at most one dimension")
+        seen.add(a)
+    if ndim is not None and len(spec) > ndim:
+        raise FtransValueError(
+            f"{what}: the PartitionSpec {spec!r} has {len(spec)} entries, but the array has rank {ndim}"
+            + (f" (shape {tuple(shape)})" if shape is not None else "")
+            + "; give at most one entry per dimension")
+
+
+def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) -> None:
+    """Each split dimension must be a multiple of the number of blocks it is cut into (JAX requires it)."""
+    check_spec(sharding.spec, sharding.mesh, what, len(shape), shape)
+    for d, (n, p) in enumerate(zip(shape, sharding._parts(len(shape)))):
+        if n % p:
+            raise FtransValueError(
+                f"{what}: dimension {d} of an array of shape {tuple(shape)} has size {n}, which the sharding "
+                f"{sharding.spec!r} splits into {p} blocks over mesh axes {sharding.spec[d]!r} (mesh "
+                f"{sharding.mesh.shape}); {n} is not divisible by {p}. Pad the array, or shard another dimension")
+
+
+# ----------------------------------------------------------------------------
+# The current mesh
+
+
+_local = threading.local()
+
+
+def _stack() -> list:
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
+
+
+_global_mesh: list = [None]
+
+
+def get_mesh() -> Mesh | None:
+    """The mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one ``set_mesh`` installed."""
+    s = _stack()
+    return s[-1] if s else _global_mesh[0]
+
+
+@contextmanager
+def use_mesh(mesh: Mesh) -> Any:
+    """Make ``mesh`` the current mesh inside the ``with`` block."""
+    if not isinstance(mesh, Mesh):
+        raise FtransTypeError(f"use_mesh: expected a Mesh, got {type(mesh).__name__}")
+    _stack().append(mesh)
+    try:
+        yield mesh
+    finally:
+        _stack().pop()
+
+
+class _SetMesh:
+    """``set_mesh(mesh)``: installs ``mesh`` as the current mesh; as a context manager, restores the previous."""
+
+    def __init__(self, mesh: Mesh | None):
+        if mesh is not None and not isinstance(mesh, Mesh):
+            raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
+        self.prev = _global_mesh[0]
+        _global_mesh[0] = mesh
+
+    def __enter__(self) -> Mesh | None:
+        return _global_mesh[0]
+
+    def __exit__(self, *exc: Any) -> None:
+        _global_mesh[0] = self.prev
+
+
+def set_mesh(mesh: Mesh | None) -> _SetMesh:
+    return _SetMesh(mesh)
+
+
+# ----------------------------------------------------------------------------
+# The runtime's shardings (duck-typed: core never imports the runtime)
+
+
+_mesh_memo: dict = {}
+
+
+def _runtime_key(mesh: Any) -> tuple:
+    return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names))
+
+
+def remember_mesh(mesh: Mesh) -> None:
+    """Results laid out on ``mesh``'s runtime twin report ``mesh`` itself (its axis types included)."""
+    _mesh_memo[_runtime_key(mesh)] = mesh
+
+
+_converted: dict = {}
+
+
+def from_runtime(sh: Any) -> Any:
+    """ftrans's sharding for a runtime (jax) sharding object: NamedSharding, single device, or as is."""
+    if isinstance(sh, Sharding):
+        return sh
+    try:
+        return _converted[sh]
+    except (KeyError, TypeError):
+        pass
+    out = _from_runtime(sh)
+    if len(_converted) < 4096:
+        try:
+            _converted[sh] = out
+        except TypeError:
+            pass
+    return out
+
+
+def _from_runtime(sh: Any) -> Any:
+    mesh = getattr(sh, "mesh", None)
+    spec = getattr(sh, "spec", None)
+    if mesh is not None and spec is not None and hasattr(mesh, "axis_names"):
+        key = _runtime_key(mesh)
+        m = _mesh_memo.get(key)
+        if m is None:
+            m = _mesh_memo[key] = Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names))
+            m._runtime = mesh
+        return NamedSharding(m, PartitionSpec(*tuple(spec)))
+    ds = getattr(sh, "device_set", None)
+    if ds is not None and len(ds) == 1:
+        return SingleDeviceSharding(next(iter(ds)))
+    return sh

@@ -1,0 +1,156 @@
+"""Several processes, one program: JAX's ``jax.distributed`` on the PJRT distributed runtime jax ships.
+
+``initialize(coordinator_address, num_processes, process_id)`` joins this
+process to the others before anything runs on a device; process 0 hosts the
+coordination service at ``coordinator_address``.  Afterwards
+``ftrans.devices()`` lists every process's devices, ``ftrans.local_devices()``
+this one's, ``ftrans.process_index()``/``process_count()`` say who is who, and
+a mesh may span processes: each process passes its own blocks
+(``make_array_from_callback`` / ``make_array_from_single_device_arrays`` /
+``make_array_from_process_local_data``) and runs the same sharded ``jit``.
+
+A coordinator that cannot be reached is an error after
+``initialization_timeout`` seconds: the address is probed over TCP before the
+runtime is asked to connect (the runtime itself would abort the process).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import sharded_array
+from ftrans.core.avals import ShapedArray
+from ftrans.errors import DistributedInitError, FtransTypeError, FtransValueError
+from ftrans.lowering import compat
+
+__all__ = ["initialize", "shutdown", "is_initialized", "make_array_from_callback",
+           "make_array_from_single_device_arrays", "make_array_from_process_local_data"]
+
+
+def _wait_for(address: str, timeout_s: float) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise FtransValueError(f"distributed.initialize: coordinator_address must be 'host:port', got {address!r}")
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(2.0, max(0.1, timeout_s))):
+                return
+        except OSError as e:
+            last = e
+        if time.monotonic() >= deadline:
+            raise DistributedInitError(
+                f"distributed.initialize: the coordinator at {address} could not be reached within "
+                f"{timeout_s:g} s ({type(last).__name__}: {last}); start process 0 (which hosts it) first, check the "
+                "address and port, or raise initialization_timeout")
+        time.sleep(0.2)
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None, local_device_ids: int | Sequence[int] | None = None, *,
+               initialization_timeout: int = 300, **_: Any) -> None:
+    """Join the processes of one program (call once per process, before any computation)."""
+    if coordinator_address is None or num_processes is None or process_id is None:
+        raise FtransValueError("distributed.initialize: give coordinator_address ('host:port'), num_processes and "
+                               "process_id (ftrans does not detect clusters)")
+    if not isinstance(num_processes, int) or num_processes < 1:
+        raise FtransTypeError(f"distributed.initialize: num_processes must be a positive int, got {num_processes!r}")
+    if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
+        raise FtransValueError(f"distributed.initialize: process_id must be in [0, {num_processes}), got "
+                               f"{process_id!r}")
+    if compat.distributed_is_initialized():
+        raise DistributedInitError("distributed.initialize: this process has already joined; call it once")
+    if compat.backend_started():
+        raise DistributedInitError(
+            "distributed.initialize must be called before anything runs on a device (the devices of every "
+            "process are fixed when the runtime starts); move the call to the top of the program")
+    if process_id != 0:
+        _wait_for(coordinator_address, initialization_timeout)
+    if isinstance(local_device_ids, int):
+        local_device_ids = [local_device_ids]
+    compat.distributed_initialize(coordinator_address, num_processes, process_id, local_device_ids,
+                                  initialization_timeout)
+
+
+def shutdown() -> None:
+    if compat.distributed_is_initialized():
+        compat.distributed_shutdown()
+
+
+def is_initialized() -> bool:
+    return compat.distributed_is_initialized()
+
+
+def _canon(x: Any) -> np.ndarray:
+    arr = np.asarray(x)
+    canon = dtypes.canonicalize(arr.dtype)
+    return arr.astype(canon) if arr.dtype != canon else arr
+
+
+def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback: Callable[[tuple], Any]) -> Any:
+    """A global Array of ``shape`` laid out as ``sharding``; ``data_callback(index)`` gives this process's block
+    at ``index`` (a tuple of slices) for each of its devices."""
+    from ftrans.core.sharding import check_divisible
+
+    shape = tuple(shape)
+    check_divisible(sharding, shape, "make_array_from_callback")
+    rt = compat.runtime_sharding(sharding, len(shape))
+    idx = rt.addressable_devices_indices_map(shape)
+    devs = list(idx)
+    pieces = [_canon(data_callback(idx[d])) for d in devs]
+    want = sharding.shard_shape(shape)
+    for d, p in zip(devs, pieces):
+        if tuple(p.shape) != tuple(want):
+            raise FtransValueError(f"make_array_from_callback: the callback returned a block of shape {p.shape} "
+                                   f"for index {idx[d]} on {d}, but the sharding's blocks have shape {want}")
+    buf = compat.put_pieces(pieces, shape, rt, devs)
+    return sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
+
+
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Any:
+    """A global Array from this process's blocks, already on their devices (one per addressable device)."""
+    shape = tuple(shape)
+    rt = compat.runtime_sharding(sharding, len(shape))
+    bufs = []
+    for a in arrays:
+        buf = getattr(a, "_buf", None)
+        if buf is None:
+            raise FtransTypeError("make_array_from_single_device_arrays: each array must be a single-device Array "
+                                  f"(from ftrans.device_put(x, device)), got {type(a).__name__}")
+        bufs.append(buf)
+    buf = compat.assemble(shape, rt, bufs)
+    return sharded_array(buf, ShapedArray(shape, np.dtype(arrays[0].dtype), False))
+
+
+def make_array_from_process_local_data(sharding: Any, local_data: Any, global_shape: Sequence[int] | None = None
+                                       ) -> Any:
+    """A global Array whose blocks on this process's devices come from ``local_data``, the part of the global
+    array this process holds (its rows, for a batch split over processes along axis 0)."""
+    local = _canon(local_data)
+    nproc = len({d.process_index for d in compat.backend(None).devices()})
+    if global_shape is None:
+        global_shape = (local.shape[0] * nproc, *local.shape[1:])
+    global_shape = tuple(global_shape)
+    rt = compat.runtime_sharding(sharding, len(global_shape))
+    idx = rt.addressable_devices_indices_map(global_shape)
+    # This process's blocks cover a contiguous box of the global array; local_data is that box.
+    lo = [min(sl.indices(n)[0] for sl in (i[d] for i in idx.values())) for d, n in enumerate(global_shape)]
+    hi = [max(sl.indices(n)[1] for sl in (i[d] for i in idx.values())) for d, n in enumerate(global_shape)]
+    if tuple(h - lo_ for lo_, h in zip(lo, hi)) != local.shape:
+        raise FtransValueError(
+            f"make_array_from_process_local_data: this process's devices hold the box {tuple(zip(lo, hi))} of the "
+            f"global array of shape {global_shape}, of shape {tuple(h - a for a, h in zip(lo, hi))}, but local_data "
+            f"has shape {local.shape}")
+
+    def block(index: tuple) -> np.ndarray:
+        return local[tuple(slice(s.indices(n)[0] - o, s.indices(n)[1] - o) for s, n, o in zip(index, global_shape,
+                                                                                                lo))]
+
+    return make_array_from_callback(global_shape, sharding, block)

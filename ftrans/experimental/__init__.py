@@ -1,0 +1,1 @@
+"""JAX's ``jax.experimental`` names that ftrans provides."""

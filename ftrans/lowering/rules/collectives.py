@@ -1,0 +1,186 @@
+"""Lowering of the collectives over ``pmap`` axes: cross-replica StableHLO ops with replica groups.
+
+A ``pmap`` program runs as ``R`` replicas (``ftrans/lowering/parallel.py``).
+While its body is lowered, the module's ``replica_axes`` lists the named axes
+the code is mapped over, outermost first (one per enclosing ``pmap``).  Replica
+``r``'s position along them is ``r`` written in the mixed radix of their sizes,
+with a last digit for replicas no axis tells apart (``R`` may exceed the
+product when a sibling nested ``pmap`` is larger), exactly the layout XLA's
+device assignment gives.  A collective over some of the names talks to the
+replicas that agree on every other digit: those are its replica groups.
+Collectives over ``vmap`` axes never reach the lowering (vmap batches them away).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.prims import collectives as C
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, LoweringError, register_lowering
+
+I32 = np.dtype(np.int32)
+
+
+def _mesh(ctx: LoweringContext) -> tuple[list, list[int]]:
+    m = ctx.module
+    names = [n for n, _ in m.replica_axes]
+    sizes = [s for _, s in m.replica_axes]
+    if not names:
+        raise LoweringError(
+            f"{ctx.eqn.primitive.name} (from {ctx.eqn.source_info}) names axis "
+            f"{ctx.eqn.params.get('axis_name')!r}, but it is being compiled outside any pmap "
+            "(a collective inside jit must run inside pmap or vmap binding its axis)")
+    rest = (m.num_partitions if m.meshes else m.num_replicas) // math.prod(sizes)
+    return names + [None], sizes + [rest]
+
+
+def _channel(ctx: LoweringContext, global_ids: bool = True) -> dict:
+    """In a partitioned program (shard_map), collectives name devices by global id over a fresh channel."""
+    m = ctx.module
+    if not m.meshes:
+        return {}
+    n = getattr(m, "_channels", 0) + 1
+    m._channels = n
+    out = {"channel_handle": f"#stablehlo.channel_handle<handle = {n}, type = 1>"}
+    if global_ids:
+        out["use_global_device_ids"] = "unit"
+    return out
+
+
+def _dims_of(ctx: LoweringContext, axis_names: Any) -> tuple[list[int], list[int]]:
+    names, sizes = _mesh(ctx)
+    wanted = axis_names if isinstance(axis_names, tuple) else (axis_names,)
+    dims = []
+    for n in wanted:
+        # The innermost axis of that name (a nested pmap may shadow an outer one).
+        hits = [i for i, m in enumerate(names) if m == n]
+        if not hits:
+            raise LoweringError(f"{ctx.eqn.primitive.name}: axis {n!r} is not a pmap axis of this program")
+        dims.append(hits[-1])
+    return dims, sizes
+
+
+def groups(ctx: LoweringContext, axis_names: Any) -> np.ndarray:
+    """Replica groups (rows) for a collective over ``axis_names``; in each row, ordered along those axes."""
+    dims, sizes = _dims_of(ctx, axis_names)
+    ids = np.arange(math.prod(sizes)).reshape(sizes)
+    others = [d for d in range(len(sizes)) if d not in dims]
+    ids = np.transpose(ids, others + dims)
+    return ids.reshape(-1, math.prod(sizes[d] for d in dims))
+
+
+def int_matrix(g: np.ndarray) -> str:
+    """A 2-D i64 elements attribute written out (``dense<[[0, 1], [2, 3]]>``), readable in printed modules."""
+    g = np.asarray(g, np.int64)
+    return f"dense<{g.tolist()}> : tensor<{g.shape[0]}x{g.shape[1]}xi64>"
+
+
+_groups_attr = int_matrix
+
+
+def axis_index(ctx: LoweringContext, name: Any) -> str:
+    """This replica's int32 index along the pmap axis ``name``."""
+    (d,), sizes = _dims_of(ctx, name)
+    stride = math.prod(sizes[d + 1:])
+    op = "stablehlo.partition_id" if ctx.module.meshes else "stablehlo.replica_id"
+    rid = ctx.emit1(op, [], mt.tensor_type((), np.dtype(np.uint32)))
+    r = ctx.emit1("stablehlo.convert", [rid], mt.tensor_type((), I32))
+    if stride != 1:
+        r = ctx.emit1("stablehlo.divide", [r, ctx.scalar(stride, I32)], mt.tensor_type((), I32))
+    if sizes[d] * stride != math.prod(sizes):
+        r = ctx.emit1("stablehlo.remainder", [r, ctx.scalar(sizes[d], I32)], mt.tensor_type((), I32))
+    return r
+
+
+@register_lowering(C.axis_index_p)
+def _axis_index_lowering(ctx: LoweringContext, *, axis_name: Any) -> str:
+    return axis_index(ctx, axis_name)
+
+
+def _all_reduce(op: str, bool_op: str) -> Any:
+    def rule(ctx: LoweringContext, x: str, *, axis_name: Any, axis_index_groups: Any) -> str:
+        aval = ctx.avals_in[0]
+        body = bool_op if aval.dtype == dtypes.bool_ else op
+        region = ctx.reduce_region(body, aval.dtype)
+        return ctx.emit1("stablehlo.all_reduce", [x], mt.aval_type(aval),
+                         {"replica_groups": _groups_attr(groups(ctx, axis_name)), **_channel(ctx)}, [region])
+
+    return rule
+
+
+register_lowering(C.psum_p)(_all_reduce("stablehlo.add", "stablehlo.or"))
+register_lowering(C.pmax_p)(_all_reduce("stablehlo.maximum", "stablehlo.or"))
+register_lowering(C.pmin_p)(_all_reduce("stablehlo.minimum", "stablehlo.and"))
+
+
+def _reshape(ctx: LoweringContext, x: str, shape: tuple, dtype: Any) -> str:
+    return ctx.emit1("stablehlo.reshape", [x], mt.tensor_type(shape, dtype))
+
+
+@register_lowering(C.all_gather_p)
+def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: int, tiled: bool) -> str:
+    aval = ctx.avals_in[0]
+    if not tiled:
+        shape = aval.shape[:axis] + (1,) + aval.shape[axis:]
+        x = _reshape(ctx, x, shape, aval.dtype)
+    return ctx.emit1("stablehlo.all_gather", [x], mt.aval_type(ctx.avals_out[0]), {
+        "all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups(ctx, axis_name)),
+        **_channel(ctx)})
+
+
+@register_lowering(C.all_to_all_p)
+def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, split_axis: int, concat_axis: int,
+                         tiled: bool) -> str:
+    aval = ctx.avals_in[0]
+    g = groups(ctx, axis_name)
+    n = g.shape[1]
+    if tiled:
+        return ctx.emit1("stablehlo.all_to_all", [x], mt.aval_type(ctx.avals_out[0]), {
+            "split_dimension": f"{split_axis} : i64", "concat_dimension": f"{concat_axis} : i64",
+            "split_count": f"{n} : i64", "replica_groups": _groups_attr(g), **_channel(ctx, False)})
+    # Untiled: exchange one slice of the split axis with each member (their order then indexes that axis),
+    # then move the axis to where the result keeps it.
+    y = ctx.emit1("stablehlo.all_to_all", [x], mt.aval_type(aval), {
+        "split_dimension": f"{split_axis} : i64", "concat_dimension": f"{split_axis} : i64",
+        "split_count": f"{n} : i64", "replica_groups": _groups_attr(g), **_channel(ctx, False)})
+    perm = list(range(len(aval.shape)))
+    d = perm.pop(split_axis)
+    perm.insert(concat_axis, d)
+    if perm == sorted(perm):
+        return y
+    return ctx.emit1("stablehlo.transpose", [y], mt.aval_type(ctx.avals_out[0]),
+                     {"permutation": mt.i64_array(perm)})
+
+
+@register_lowering(C.ppermute_p)
+def _ppermute_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, perm: tuple) -> str:
+    aval = ctx.avals_in[0]
+    g = groups(ctx, axis_name)
+    pairs = [(int(row[s]), int(row[d])) for row in g for s, d in perm]
+    if not pairs:
+        zero = ctx.scalar(0, aval.dtype)
+        return ctx.broadcast(zero, aval.update(shape=()), aval.shape, ())
+    return ctx.emit1("stablehlo.collective_permute", [x], mt.aval_type(aval), {
+        "source_target_pairs": int_matrix(np.array(pairs)), **_channel(ctx, False)})
+
+
+@register_lowering(C.psum_scatter_p)
+def _psum_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, scatter_dimension: int,
+                           tiled: bool) -> str:
+    aval = ctx.avals_in[0]
+    out = ctx.avals_out[0]
+    g = groups(ctx, axis_name)
+    shape = list(aval.shape)
+    shape[scatter_dimension] //= g.shape[1]
+    region = ctx.reduce_region("stablehlo.add", aval.dtype)
+    y = ctx.emit1("stablehlo.reduce_scatter", [x], mt.tensor_type(tuple(shape), aval.dtype), {
+        "scatter_dimension": f"{scatter_dimension} : i64", "replica_groups": _groups_attr(g), **_channel(ctx)},
+        [region])
+    if tuple(shape) != tuple(out.shape):
+        y = _reshape(ctx, y, out.shape, out.dtype)
+    return y

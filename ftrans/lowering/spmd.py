@@ -1,0 +1,139 @@
+"""Sharded ``jit``: one StableHLO program annotated with Shardy shardings, partitioned by XLA.
+
+The program is written for the *whole* arrays (global shapes).  ``main``'s
+arguments and results carry ``sdy.sharding`` attributes over an ``sdy.mesh``
+declared at the top of the module, and ``with_sharding_constraint`` becomes
+``sdy.sharding_constraint``.  XLA compiles it with ``num_partitions`` = the
+mesh's devices and Shardy's partitioner on, which propagates the shardings
+through the program, splits every operation into per-device pieces and
+inserts the collectives that moving data between layouts needs.  Partition
+``i`` runs on the mesh's ``i``-th device (row-major), so the mesh needs no
+explicit device ids.
+
+An argument without a sharding is replicated (every device gets all of it);
+a result without one gets whatever layout the partitioner chose, read back
+from the executable and expressed over the mesh as a ``NamedSharding``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.array import Array, ShardedArray, sharded_array
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.sharding import Mesh, NamedSharding, PartitionSpec
+from ftrans.lowering import compat
+from ftrans.lowering.lower import ModuleLowering
+from ftrans.lowering.sdy import sharding_attr
+
+__all__ = ["SpmdExecutable", "lower_spmd", "put"]
+
+
+def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
+               out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
+    """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
+    result, replicated argument)."""
+    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size)
+    m.meshes[mesh] = "mesh"
+    jaxpr = closed.jaxpr
+    avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
+    arg_attrs = []
+    for a, s in zip(avals, in_shardings):
+        spec = s.spec if isinstance(s, NamedSharding) else PartitionSpec()
+        sym = m.mesh_symbol(s.mesh) if isinstance(s, NamedSharding) else "mesh"
+        arg_attrs.append(f"sdy.sharding = {sharding_attr(sym, spec, len(a.shape))}")
+    res_attrs = []
+    for a, s in zip(closed.out_avals, out_shardings):
+        if isinstance(s, NamedSharding):
+            res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape))}")
+        else:
+            res_attrs.append("")
+    m.function(jaxpr, "main", public=True, donated_args=donated, arg_attrs=arg_attrs, result_attrs=res_attrs)
+    return m.text()
+
+
+def _compile(text: str, devices: list, options: tuple) -> Any:
+    """XLA-compile a partitioned module through the cache jit's programs share (returns the cache's holder)."""
+    from ftrans.lowering import executable as X
+
+    key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options))
+    return X.compiled_program(key, lambda: compat.compile_spmd(devices[0].client, text, devices, options), text)
+
+
+def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
+    """``x`` (an Array of any kind, or a host value) as a buffer laid out as ``sharding``."""
+    if rt is None:
+        rt = compat.runtime_sharding(sharding, len(np.shape(x)))
+    if type(x) is ShardedArray:
+        buf = x._sharded
+        if buf.is_deleted():
+            x._value  # raises DeletedArrayError  # noqa: B018
+        if buf.sharding == rt:
+            return buf
+        return compat.reshard_buffer(buf, rt)
+    if isinstance(x, Array):
+        buf = getattr(x, "_buf", None) if type(x) is not Array else None
+        if buf is not None:
+            return compat.reshard_buffer(buf, rt)
+        value = np.asarray(x._value)
+    else:
+        value = np.asarray(x)
+        canon = dtypes.canonicalize(value.dtype)
+        if value.dtype != canon:
+            value = value.astype(canon)
+    return compat.put_global(value, rt)
+
+
+class SpmdExecutable:
+    """One partitioned program, its argument layouts and its results' shardings."""
+
+    def __init__(self, closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
+                 out_shardings: Sequence[Any], donated: Sequence[bool] = (), options: tuple = ()):
+        self.name = name
+        self.mesh = mesh
+        self.devices = list(mesh.devices.flat)
+        jaxpr = closed.jaxpr
+        self.consts = list(closed.consts)
+        n_consts = len(jaxpr.constvars)
+        self.in_shardings = [NamedSharding(mesh, PartitionSpec())] * n_consts + [
+            s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_shardings]
+        self.donated = (False,) * n_consts + tuple(donated) if any(donated) else ()
+        self.in_avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
+        self.out_avals = list(closed.out_avals)
+        self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
+        self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
+        self.xla = self._held.xla
+        self._rt_in = [compat.runtime_sharding(s, len(a.shape)) for s, a in zip(self.in_shardings, self.in_avals)]
+        hlos = compat.output_hlo_shardings(self.xla)
+        compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # makes the mesh's runtime twin
+        outs, rts = [], []
+        for a, s, h in zip(self.out_avals, out_shardings, hlos):
+            if not isinstance(s, NamedSharding):
+                spec = compat.spec_matching(h, mesh, len(a.shape))
+                if spec is not None:
+                    s = NamedSharding(mesh, PartitionSpec(*spec))
+            if isinstance(s, NamedSharding):
+                outs.append(s)
+                rts.append(compat.runtime_sharding(s, len(a.shape)))
+            else:
+                rt = compat.gspmd_sharding(self.devices, h)
+                outs.append(rt)
+                rts.append(rt)
+        self.out_shardings = outs
+        self._run = compat.execute_replicated_fn(self.xla, self.out_avals, rts)
+        self.const_bufs = [put(c, s, r) for c, s, r in zip(self.consts, self.in_shardings, self._rt_in)]
+
+    def buffers(self, args: Sequence[Any]) -> list:
+        k = len(self.const_bufs)
+        return self.const_bufs + [put(x, s, r) for x, s, r in zip(args, self.in_shardings[k:], self._rt_in[k:])]
+
+    def run(self, args: Sequence[Any]) -> list:
+        outs = self._run(self.buffers(args))
+        return [sharded_array(b, a) for b, a in zip(outs, self.out_avals)]
+
+    def compiled_text(self) -> str:
+        return self.xla.hlo_modules()[0].to_string()

@@ -1,0 +1,429 @@
+"""``pmap``: map a function over devices, one program run by each (JAX's ``jax.pmap``).
+
+``pmap(f)(*args)`` splits each mapped argument along its ``in_axes`` entry,
+runs ``f`` on every device with its block, and stacks the results along
+``out_axes``.  The body is traced once with the mapped axis removed and the
+axis name bound (``core/axis_env.py``), so collectives (``lax.psum``, ...) in it
+work over the devices.
+
+Called with concrete values, a pmapped function compiles the body into one
+replicated XLA program (``ftrans/lowering/parallel.py``), cached per argument
+signature, and returns Arrays spread over the devices (``ShardedArray``);
+passing such an Array to the next pmap that splits it the same way moves no
+data.  Under a transform (``grad``, ``vmap``, ``make_jaxpr``, an enclosing
+pmap) it binds the ``pmap`` primitive (``core/prims/parallel.py``), whose
+rules are the call primitives' generic ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import config as _config_mod
+from ftrans.core import trace as _trace
+from ftrans.core.array import Array
+from ftrans.core.axis_env import extend_axis_env
+from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.prims.parallel import pmap_p, unmapped_aval
+from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["pmap"]
+
+
+class _Spread:
+    __slots__ = ("axis", "count")
+
+    def __init__(self, axis: Any, count: int):
+        self.axis = axis
+        self.count = count
+
+
+def _axis_entry(what: str, ax: Any) -> Any:
+    if ax is not None and type(ax) is not int:
+        raise FtransTypeError(f"pmap {what} entries must be ints or None, got {ax!r}")
+    return ax
+
+
+def _flatten_axes(fname: str, what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
+    """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves."""
+    if spec is None or type(spec) is int:
+        return [spec] * n_leaves
+    for ax in tree_util.tree_leaves(spec):
+        _axis_entry(what, ax)
+    try:
+        nested = tree_util.tree_map(lambda ax, sub: _Spread(ax, len(tree_util.tree_leaves(sub))), spec, tree_arg,
+                                    is_leaf=lambda x: x is None)
+    except (ValueError, TypeError):
+        raise FtransValueError(
+            f"pmap({fname}) {what} specification must be a tree prefix of the corresponding value, got "
+            f"specification {spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
+        ) from None
+    out = []
+    for leaf in tree_util.tree_leaves(nested):
+        out.extend([_axis_entry(what, leaf.axis)] * leaf.count)
+    return out
+
+
+def _path(path: tuple) -> str:
+    if not path:
+        return "args"
+    head, *rest = path
+    root = "args" if getattr(head, "idx", None) == 0 else "kwargs"
+    return root + tree_util.keystr(tuple(rest))
+
+
+class _AnonymousAxis:
+    """The axis name of a pmap given none: unique to the pmapped function, never equal to a user's name."""
+
+    __slots__ = ("fname",)
+
+    def __init__(self, fname: str):
+        self.fname = fname
+
+    def __repr__(self) -> str:
+        return f"<unnamed pmap axis of {self.fname}>"
+
+
+class _Entry:
+    """One compiled signature: the program, the output tree, the hoisted constants, the donation mask."""
+
+    __slots__ = ("exe", "out_tree", "consts", "donated")
+
+    def __init__(self, exe: Any, out_tree: Any, consts: list, donated: tuple):
+        self.exe = exe
+        self.out_tree = out_tree
+        self.consts = consts
+        self.donated = donated
+
+
+class PmapWrapped:
+    """The function ``pmap`` returns."""
+
+    def __init__(self, fun: Callable, axis_name: Any, in_axes: Any, out_axes: Any, static_argnums: tuple,
+                 devices: Any, backend: str | None, axis_size: int | None, donate_argnums: tuple):
+        self._fun = fun
+        self.__name__ = getattr(fun, "__name__", "fun")
+        functools.update_wrapper(self, fun, updated=())
+        # An anonymous axis still needs a name of its own (a transposed body psums over it).
+        self._axis_name = axis_name if axis_name is not None else _AnonymousAxis(self.__name__)
+        self._in_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
+        self._out_axes = out_axes
+        self._static = static_argnums
+        self._devices = None if devices is None else tuple(devices)
+        self._backend = backend
+        self._axis_size = axis_size
+        self._donate = donate_argnums
+        self._cache: OrderedDict = OrderedDict()
+        self._fast: dict = {}  # (type, shape, dtype, weak) per positional Array -> entry
+        self._lock = threading.Lock()
+
+    # -- argument handling -------------------------------------------------------
+    def _split(self, args: tuple) -> tuple[tuple, tuple]:
+        n = len(args)
+        statics = []
+        for i in self._static:
+            j = i if i >= 0 else i + n
+            if not 0 <= j < n:
+                raise FtransValueError(
+                    f"pmap({self.__name__}): static_broadcasted_argnums={self._static} names argument {i}, but "
+                    f"the function was called with {n} positional arguments")
+            v = args[j]
+            try:
+                hash(v)
+            except TypeError:
+                raise FtransValueError(
+                    f"pmap({self.__name__}): static argument {j} (of static_broadcasted_argnums) has unhashable "
+                    f"type {type(v).__name__}; static arguments must be hashable (use a tuple instead of a list, "
+                    "or pass arrays as ordinary mapped or broadcast arguments)") from None
+            statics.append((j, v))
+        static_pos = {j for j, _ in statics}
+        dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        return dyn, tuple(statics)
+
+    def _in_axes_flat(self, dyn: tuple, dyn_pos: list, kwargs: dict) -> list:
+        in_axes = self._in_axes
+        if in_axes is None or type(in_axes) is int:
+            per_arg = [in_axes] * len(dyn)
+        elif isinstance(in_axes, tuple):
+            n_all = len(dyn) + len(self._static)
+            if len(in_axes) not in (len(dyn), n_all):
+                raise FtransValueError(
+                    f"pmap({self.__name__}) in_axes must be an int, None, or a tuple of entries corresponding to "
+                    f"the positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
+                    f"len(args)={n_all}")
+            per_arg = list(in_axes) if len(in_axes) == len(dyn) else [in_axes[i] for i in dyn_pos]
+        else:
+            raise FtransTypeError(
+                f"pmap({self.__name__}) in_axes must be an int, None, or a tuple of entries corresponding to the "
+                f"positional arguments passed to the function, but got {in_axes!r}")
+        dims: list = []
+        for spec, a in zip(per_arg, dyn):
+            dims.extend(_flatten_axes(self.__name__, "in_axes", spec, a, len(tree_util.tree_leaves(a))))
+        dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
+        return dims
+
+    def _size(self, leaves_paths: list, avals: list, dims: list) -> int:
+        sizes = []
+        for (path, _), a, d in zip(leaves_paths, avals, dims):
+            if d is None:
+                continue
+            nd = len(a.shape)
+            if not -nd <= d < nd or nd == 0:
+                raise FtransValueError(
+                    f"pmap({self.__name__}) was requested to map its argument along axis {d}, which implies "
+                    f"that its rank should be at least {max(d + 1, -d)}, but is only {nd} (its shape is "
+                    f"{a.shape}); argument {_path(path)}")
+            sizes.append((path, a.shape[d % nd]))
+        if not sizes:
+            if self._axis_size is None:
+                raise FtransValueError(
+                    f"pmap({self.__name__}) must have at least one non-None value in in_axes, or be given "
+                    "axis_size")
+            return int(self._axis_size)
+        distinct = {s for _, s in sizes}
+        if len(distinct) > 1:
+            lines = "\n".join(f"  argument {_path(p)} of shape {a.shape} has size {s} along its mapped axis"
+                              for (p, s), a in zip(sizes, [a for a, d in zip(avals, dims) if d is not None]))
+            raise FtransValueError(
+                f"pmap({self.__name__}) got inconsistent sizes for array axes to be mapped:\n{lines}")
+        return sizes[0][1]
+
+    def _device_list(self, size: int, replicas_per: int = 1) -> list:
+        from ftrans.devices import local_devices
+
+        devs = list(self._devices) if self._devices is not None else local_devices(backend=self._backend)
+        need = size * replicas_per
+        if need > len(devs):
+            where = f"devices={list(self._devices)}" if self._devices is not None else \
+                f"{len(devs)} local devices"
+            raise FtransValueError(
+                f"pmap({self.__name__}): compiling a computation that requires {need} logical devices, but only "
+                f"{len(devs)} XLA devices are available ({where}; the mapped axis has size {size}"
+                + (f" and nested pmaps need {replicas_per} each" if replicas_per > 1 else "")
+                + "). Map over at most that many elements, or reshape the batch so each device gets a block")
+        if self._devices is not None and len(devs) != need and replicas_per == 1:
+            raise FtransValueError(
+                f"pmap({self.__name__}): the mapped axis has size {size}, but devices= lists {len(devs)} devices; "
+                "they must be equal")
+        return devs[:need]
+
+    # -- tracing -------------------------------------------------------------------
+    def _trace(self, dyn: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list, dims: list,
+               size: int) -> tuple[ClosedJaxpr, Any, tuple]:
+        name = self.__name__
+        out_tree_box: list = []
+        full_n = len(dyn) + len(statics)
+        static_map = dict(statics)
+
+        def flat_fun(*flat_in: Any) -> list:
+            dargs, kw = tree_util.tree_unflatten(in_tree, flat_in)
+            it = iter(dargs)
+            full = [static_map[i] if i in static_map else next(it) for i in range(full_n)]
+            out = self._fun(*full, **kw)
+            paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
+            for path, o in paths_leaves:
+                if not isinstance(o, (Tracer, Array, np.ndarray, np.generic, bool, int, float, complex)):
+                    raise FtransTypeError(
+                        f"pmap({name}): the function returned a {type(o).__name__} at output "
+                        f"{tree_util.keystr(path) or '(the output)'}, which is not an array")
+            out_tree_box.append((out, out_tree))
+            return [o for _, o in paths_leaves]
+
+        body_avals = [unmapped_aval(a, None if d is None else d % len(a.shape)) for a, d in zip(avals, dims)]
+        with extend_axis_env(self._axis_name, size, None):
+            closed, _ = stage(flat_fun, body_avals)
+        out, out_tree = out_tree_box[0]
+        out_dims = self._out_axes_flat(out, len(closed.out_avals))
+        norm = []
+        for k, (a, od) in enumerate(zip(closed.out_avals, out_dims)):
+            if od is None:
+                norm.append(None)
+                continue
+            nd = len(a.shape) + 1
+            if not -nd <= od < nd:
+                raise FtransValueError(
+                    f"pmap({name}) out_axes={od} is out of range for output {k} of per-device type "
+                    f"{a.str_short()}: the mapped axis must be in [{-nd}, {nd - 1}]")
+            norm.append(od % nd)
+        from ftrans.transforms.passes import run_pipeline
+
+        with extend_axis_env(self._axis_name, size, None):  # the passes' typecheck sees the mapped axis
+            optimized = run_pipeline(closed, name=f"pmap_{name}")
+        return optimized, out_tree, tuple(norm)
+
+    def _out_axes_flat(self, out: Any, n: int) -> list:
+        out_axes = self._out_axes
+        if isinstance(out_axes, list):
+            out_axes = tuple(out_axes)
+        if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
+            out_axes = out_axes[0]
+        return _flatten_axes(self.__name__, "out_axes", out_axes, out, n)
+
+    def _donated_flat(self, args: tuple, static_pos: set) -> tuple:
+        if not self._donate:
+            return ()
+        n = len(args)
+        donate = {i if i >= 0 else i + n for i in self._donate}
+        mask: list = []
+        for i, a in enumerate(args):
+            if i in static_pos:
+                continue
+            mask += [i in donate] * len(tree_util.tree_leaves(a))
+        return tuple(mask)
+
+    # -- calling -------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and _trace.eager_everywhere:
+            # The common call: positional Arrays, nothing traced; one dict lookup finds the program.
+            try:
+                key = tuple([(type(a), a.shape, a.dtype, a.weak_type) for a in args])
+            except AttributeError:
+                key = None
+            entry = self._fast.get(key) if key is not None else None
+            if entry is not None:
+                return self._run(entry, list(args))
+        dyn, statics = self._split(args)
+        static_pos = {j for j, _ in statics}
+        dyn_pos = [i for i in range(len(args)) if i not in static_pos]
+        leaves_paths, in_tree = tree_util.tree_flatten_with_path((dyn, kwargs))
+        leaves = [x for _, x in leaves_paths]
+        avals = []
+        for path, x in leaves_paths:
+            try:
+                avals.append(aval_of(x))
+            except TypeError:
+                raise FtransTypeError(
+                    f"pmap({self.__name__}): argument {_path(path)} of type {type(x).__name__} is not a valid "
+                    "array type (use arrays, NumPy arrays, Python scalars, or mark it static with "
+                    "static_broadcasted_argnums)") from None
+        dims = self._in_axes_flat(dyn, dyn_pos, kwargs)
+        size = self._size(leaves_paths, avals, dims)
+        dims = [None if d is None else d % len(a.shape) for a, d in zip(avals, dims)]
+        donated = self._donated_flat(args, static_pos)
+        tracing = any(isinstance(x, Tracer) for x in leaves) or not _trace.is_eager()
+        if tracing:
+            closed, out_tree, out_axes = self._trace(dyn, kwargs, statics, in_tree, avals, dims, size)
+            body, consts = hoist_consts(closed)
+            outs = pmap_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__, axis_name=self._axis_name,
+                               axis_size=size, in_axes=(None,) * len(consts) + tuple(dims), out_axes=out_axes,
+                               devices=self._devices, backend=self._backend,
+                               donated_invars=(False,) * len(consts) + (donated or (False,) * len(leaves)))
+            return tree_util.tree_unflatten(out_tree, outs)
+        key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), tuple(dims), statics,
+               _config_mod.config.enable_x64)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size, donated)
+            with self._lock:
+                self._cache[key] = entry
+        if not kwargs and not statics and len(leaves) == len(args) and all(isinstance(a, Array) for a in args):
+            self._fast[tuple([(type(a), a.shape, a.dtype, a.weak_type) for a in args])] = entry
+        return self._run(entry, leaves)
+
+    def _run(self, entry: _Entry, leaves: list) -> Any:
+        outs = entry.exe.run([*entry.consts, *leaves] if entry.consts else leaves)
+        if entry.donated:
+            for x, d in zip(leaves, entry.donated):
+                if d and hasattr(x, "delete") and not (hasattr(x, "is_deleted") and x.is_deleted()):
+                    x.delete()
+        return tree_util.tree_unflatten(entry.out_tree, outs)
+
+    def _compile(self, dyn: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list, dims: list,
+                 size: int, donated: tuple) -> _Entry:
+        from ftrans.lowering.parallel import PmapExecutable, nested_replicas
+
+        if self._devices is None:
+            self._device_list(size)  # the error for too many elements names the axis before tracing
+        closed, out_tree, out_axes = self._trace(dyn, kwargs, statics, in_tree, avals, dims, size)
+        body, consts = hoist_consts(closed)
+        devs = self._device_list(size, nested_replicas(body.jaxpr))
+        in_axes = (None,) * len(consts) + tuple(dims)
+        mask = (False,) * len(consts) + donated if donated else ()
+        exe = PmapExecutable(body, self._axis_name, size, in_axes, out_axes, devs, self.__name__, mask)
+        consts = [c if isinstance(c, Array) else Array(np.asarray(c)) for c in consts]
+        return _Entry(exe, out_tree, consts, donated if any(donated) else ())
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """The compiled program's StableHLO text for these arguments (``.as_text()``, as jax's Lowered)."""
+        dyn, statics = self._split(args)
+        static_pos = {j for j, _ in statics}
+        dyn_pos = [i for i in range(len(args)) if i not in static_pos]
+        leaves_paths, in_tree = tree_util.tree_flatten_with_path((dyn, kwargs))
+        avals = [aval_of(x) for _, x in leaves_paths]
+        dims = self._in_axes_flat(dyn, dyn_pos, kwargs)
+        size = self._size(leaves_paths, avals, dims)
+        dims = [None if d is None else d % len(a.shape) for a, d in zip(avals, dims)]
+        entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size,
+                              self._donated_flat(args, static_pos))
+        return _Lowered(entry.exe.text)
+
+    def __repr__(self) -> str:
+        return f"<pmap-wrapped function {self.__name__}>"
+
+
+class _Lowered:
+    def __init__(self, text: str):
+        self._text = text
+
+    def as_text(self, dialect: str | None = None) -> str:
+        return self._text
+
+
+def _argnums(x: Any, what: str) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, int):
+        return (x,)
+    try:
+        out = tuple(x)
+    except TypeError:
+        raise FtransTypeError(f"pmap: {what} must be an int or a sequence of ints, got {x!r}") from None
+    for i in out:
+        if type(i) is not int:
+            raise FtransTypeError(f"pmap: {what} must be an int or a sequence of ints, got {x!r}")
+    return out
+
+
+def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,
+         static_broadcasted_argnums: int | Sequence[int] = (), devices: Sequence[Any] | None = None,
+         backend: str | None = None, axis_size: int | None = None, donate_argnums: int | Sequence[int] = (),
+         global_arg_shapes: Any = None) -> Any:
+    """JAX's ``pmap``: run ``fun`` on each device with its block of the mapped arguments.
+
+    ``in_axes``/``out_axes`` are as for ``vmap`` (``None``: broadcast an input to
+    every device, or return one copy of an output every device computed the same
+    way); ``axis_name`` names the mapped axis for collectives;
+    ``static_broadcasted_argnums`` are passed as Python values (hashable, part of
+    the compilation key); ``donate_argnums`` lets XLA reuse those arguments'
+    buffers (they are deleted after the call).  The mapped size may not exceed
+    the number of devices.
+    """
+    if global_arg_shapes is not None:
+        raise NotImplementedError("pmap: global_arg_shapes is not supported")
+    statics = _argnums(static_broadcasted_argnums, "static_broadcasted_argnums")
+    donate = _argnums(donate_argnums, "donate_argnums")
+    if set(statics) & set(donate):
+        raise FtransValueError(f"pmap: arguments {sorted(set(statics) & set(donate))} are both static and donated")
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
+                                 backend=backend, axis_size=axis_size, donate_argnums=donate_argnums)
+    if not callable(fun):
+        raise FtransTypeError(f"pmap: expected a function, got {type(fun).__name__}")
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    w = PmapWrapped(fun, axis_name, in_axes, out_axes, statics, devices, backend, axis_size, donate)
+    try:
+        w.__signature__ = inspect.signature(fun)
+    except (TypeError, ValueError):
+        pass
+    return w

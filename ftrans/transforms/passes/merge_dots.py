@@ -1,0 +1,133 @@
+"""Merged matmuls: ``dot_general``s that share their left operand (``x @ W_i``, ``x @ W_f``,
+``x @ W_o``, ``x @ W_g`` in an LSTM cell) become one product on the concatenated weights,
+``x @ concat(W_i, W_f, W_o, W_g)``, sliced after.
+
+Only plain matrix products are merged: no batch dimensions, a 2-D right operand contracted on
+its first axis, the same params and dtypes.  A product whose weights depend on another
+product of the group is left alone.  The equations are then put back in an order where
+every value is defined before it is read (a stable topological order).  When the weights
+are loop-invariant in a ``scan`` or ``while`` body, ``licm`` (which runs next) moves the
+concatenation out of the loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.ir import Jaxpr, JaxprEqn, Var
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.transforms.passes.pipeline import Pass, PassContext
+
+__all__ = ["MergeDots"]
+
+
+def _plain(e: JaxprEqn) -> bool:
+    if e.primitive is not R.dot_general_p:
+        return False
+    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+    lhs, rhs = e.invars
+    return (not lb and not rb and tuple(rc) == (0,) and len(lc) == 1 and isinstance(rhs, Var)
+            and isinstance(lhs, Var) and len(rhs.aval.shape) == 2)
+
+
+def _topo(eqns: list[JaxprEqn], defined: set[int]) -> list[JaxprEqn] | None:
+    """A stable topological order of ``eqns`` (None when there is a cycle)."""
+    producer = {id(o): i for i, e in enumerate(eqns) for o in e.outvars}
+    deps = [{producer[id(a)] for a in e.invars if isinstance(a, Var) and id(a) in producer} for e in eqns]
+    users: list[list[int]] = [[] for _ in eqns]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    import heapq
+
+    left = [len(d) for d in deps]
+    ready = [i for i, n in enumerate(left) if n == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(eqns[i])
+        for u in users[i]:
+            left[u] -= 1
+            if left[u] == 0:
+                heapq.heappush(ready, u)
+    return out if len(out) == len(eqns) else None
+
+
+class MergeDots(Pass):
+    name = "merge_dots"
+
+    def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
+        groups: dict[Any, list[int]] = {}
+        for i, e in enumerate(jaxpr.eqns):
+            if _plain(e):
+                (lc, _), _ = e.params["dimension_numbers"]
+                key = (id(e.invars[0]), tuple(lc), e.params.get("precision"), e.params.get("preferred_element_type"),
+                       e.invars[1].aval.dtype, e.outvars[0].aval.dtype)
+                groups.setdefault(key, []).append(i)
+        groups = {k: v for k, v in groups.items() if len(v) > 1}
+        if not groups:
+            return jaxpr
+        eqns = list(jaxpr.eqns)
+        # forward closure of each dot's result, to refuse a group whose weights read a member
+        readers: dict[int, list[int]] = {}
+        for i, e in enumerate(eqns):
+            for a in e.invars:
+                if isinstance(a, Var):
+                    readers.setdefault(id(a), []).append(i)
+        replaced: dict[int, list[JaxprEqn]] = {}
+        for idxs in groups.values():
+            downstream: set[int] = set()
+            stack = [id(o) for i in idxs for o in eqns[i].outvars]
+            seen_v: set[int] = set()
+            while stack:
+                v = stack.pop()
+                if v in seen_v:
+                    continue
+                seen_v.add(v)
+                for r in readers.get(v, ()):
+                    downstream.add(r)
+                    stack.extend(id(o) for o in eqns[r].outvars)
+            producer = {id(o): i for i, e in enumerate(eqns) for o in e.outvars}
+            idxs = [i for i in idxs if producer.get(id(eqns[i].invars[1])) not in downstream]
+            if len(idxs) < 2:
+                continue
+            first = eqns[idxs[0]]
+            x = first.invars[0]
+            ws = [eqns[i].invars[1] for i in idxs]
+            k = ws[0].aval.shape[0]
+            if any(w.aval.shape[0] != k for w in ws):
+                continue
+            n_total = sum(w.aval.shape[1] for w in ws)
+            wcat = Var(ws[0].aval.update(shape=(k, n_total)) if hasattr(ws[0].aval, "update")
+                       else type(ws[0].aval)((k, n_total), ws[0].aval.dtype, False))
+            out0 = first.outvars[0].aval
+            big = Var(type(out0)(out0.shape[:-1] + (n_total,), out0.dtype, out0.weak_type))
+            si = first.source_info
+            new = [JaxprEqn(S.concatenate_p, list(ws), [wcat], {"dimension": 1}, si),
+                   first.replace(invars=[x, wcat], outvars=[big])]
+            off = 0
+            nd = len(out0.shape)
+            for i, w in zip(idxs, ws):
+                n = w.aval.shape[1]
+                o = eqns[i].outvars[0]
+                new.append(JaxprEqn(S.slice_p, [big], [o],
+                                    {"start_indices": (0,) * (nd - 1) + (off,),
+                                     "limit_indices": tuple(o.aval.shape[:-1]) + (off + n,), "strides": None},
+                                    eqns[i].source_info))
+                off += n
+                ctx.record(eqns[i], f"merged into one `dot_general` with {len(idxs) - 1} other product"
+                                    f"{'s' if len(idxs) > 2 else ''} of the same operand")
+            replaced[idxs[0]] = new
+            for i in idxs[1:]:
+                replaced[i] = []
+        if not replaced:
+            return jaxpr
+        flat: list[JaxprEqn] = []
+        for i, e in enumerate(eqns):
+            flat.extend(replaced.get(i, [e]))
+        ordered = _topo(flat, set())
+        if ordered is None:
+            return jaxpr
+        return Jaxpr(jaxpr.constvars, jaxpr.invars, ordered, jaxpr.outvars)

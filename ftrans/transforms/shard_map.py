@@ -1,0 +1,159 @@
+"""``shard_map``: write the per-device program of a mesh yourself (JAX's ``jax.shard_map``).
+
+``shard_map(f, mesh=mesh, in_specs=..., out_specs=...)(*args)`` cuts each
+argument into blocks as its ``PartitionSpec`` says, runs ``f`` once per
+device of the mesh on that device's blocks (inside, ``lax.psum(x, 'x')`` and
+the other collectives talk over the mesh axes by name), and puts the results
+together from the devices' blocks as ``out_specs`` say.  The body is traced
+once on the block types; the call binds ``shard_map_p``
+(``core/prims/shard_map.py``), which ``jit`` lowers to Shardy's
+``sdy.manual_computation`` and which runs eagerly as a partitioned program.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import trace as _trace
+from ftrans.core.ir import hoist_consts
+from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
+from ftrans.core.sharding import Mesh, PartitionSpec, check_spec, get_mesh
+from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["shard_map"]
+
+
+def _is_spec(x: Any) -> bool:
+    return x is None or isinstance(x, PartitionSpec)
+
+
+def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
+    if _is_spec(specs):
+        return [specs] * n
+    try:
+        groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), specs, tree,
+                                    is_leaf=_is_spec)
+    except (ValueError, TypeError):
+        raise FtransValueError(
+            f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
+            f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
+            f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
+    out = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+    for s in out:
+        if not isinstance(s, PartitionSpec):
+            raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
+    return out
+
+
+class _ShardMapped:
+    def __init__(self, fun: Callable, mesh: Mesh | None, in_specs: Any, out_specs: Any, check_vma: bool):
+        self._fun = fun
+        self.__name__ = getattr(fun, "__name__", "f")
+        functools.update_wrapper(self, fun, updated=())
+        self._mesh = mesh
+        self._in_specs = in_specs
+        self._out_specs = out_specs
+        self._check_vma = check_vma
+        self._jitted: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if _trace.eager_everywhere and _trace.is_eager() and not any(
+                isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
+            # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
+            if self._jitted is None:
+                from ftrans.transforms.jit import jit
+
+                self._jitted = jit(self._bind)
+            return self._jitted(*args)
+        return self._bind(*args)
+
+    def _bind(self, *args: Any) -> Any:
+        fname = self.__name__
+        mesh = self._mesh if self._mesh is not None else get_mesh()
+        if mesh is None:
+            raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
+                                   "ftrans.sharding.use_mesh")
+        if not isinstance(mesh, Mesh):
+            raise FtransTypeError(f"shard_map({fname}): mesh must be an ftrans.sharding.Mesh, got "
+                                  f"{type(mesh).__name__}")
+        leaves, in_tree = tree_util.tree_flatten(args)
+        in_specs = self._in_specs
+        if isinstance(in_specs, list):
+            in_specs = tuple(in_specs)
+        if isinstance(in_specs, tuple) and not isinstance(in_specs, PartitionSpec) and len(in_specs) != len(args):
+            raise FtransValueError(
+                f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
+                f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
+        specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves))
+        avals = []
+        for k, (x, s) in enumerate(zip(leaves, specs)):
+            try:
+                a = aval_of(x)
+            except TypeError:
+                raise FtransTypeError(f"shard_map({fname}): argument leaf {k} of type {type(x).__name__} is not "
+                                      "an array") from None
+            check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
+            names = names_of_spec(s, len(a.shape))
+            for d, (n, ax) in enumerate(zip(a.shape, names)):
+                parts = int(np.prod([mesh.shape[x] for x in ax])) if ax else 1
+                if n % parts:
+                    raise FtransValueError(
+                        f"shard_map({fname}): argument leaf {k} of shape {a.shape} has dimension {d} of size {n}, "
+                        f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
+                        f"by {parts}")
+            avals.append((a, names))
+        out_box: list = []
+
+        def flat_fun(*xs: Any) -> list:
+            out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
+            flat, tree = tree_util.tree_flatten(out)
+            out_box.append((out, tree))
+            return flat
+
+        from ftrans.core.prims.shard_map import _body_env
+
+        with _body_env({"mesh": mesh}):
+            closed, _ = stage(flat_fun, [local_aval(a, ns, mesh) for a, ns in avals])
+        out, out_tree = out_box[0]
+        out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
+        out_names = []
+        for s, a in zip(out_specs, closed.out_avals):
+            check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
+            out_names.append(names_of_spec(s, len(a.shape)))
+        body, consts = hoist_consts(closed)
+        in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
+        outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
+                                out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+
+def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = None, mesh: Mesh | None = None,
+              axis_names: Any = frozenset(), check_vma: bool = True, check_rep: bool | None = None) -> Any:
+    """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring)."""
+    if check_rep is not None:
+        check_vma = check_rep
+    if axis_names and mesh is not None and set(axis_names) != set(mesh.axis_names):
+        raise NotImplementedError("shard_map: axis_names naming a subset of the mesh axes (the rest staying "
+                                  "automatic) is not supported; leave it out so every axis is manual")
+    if in_specs is None:
+        raise NotImplementedError("shard_map: in_specs must be given (inferring them from the arguments is not "
+                                  "supported)")
+    if f is None:
+        return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                 axis_names=axis_names, check_vma=check_vma)
+    if not callable(f):
+        raise FtransTypeError(f"shard_map: expected a function, got {type(f).__name__}")
+    return _ShardMapped(f, mesh, in_specs, out_specs, check_vma)
+
+
+def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep: bool = True) -> Any:
+    """``jax.experimental.shard_map.shard_map``'s positional signature."""
+    return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_rep)
+
+

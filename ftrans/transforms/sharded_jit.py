@@ -1,0 +1,290 @@
+"""``jit`` with shardings: ``in_shardings`` / ``out_shardings``, or arguments already spread over a mesh.
+
+A call takes this path when the jitted function was given shardings or when
+an argument is an Array laid out over several devices (``device_put`` with a
+``NamedSharding``, an earlier sharded result).  As in JAX, an argument with no
+sharding given follows its own layout (an Array's ``.sharding``) and is
+otherwise replicated; a result with no sharding given gets the layout XLA's
+partitioner chose.  The program is compiled once per argument signature and
+layout (``lowering/spmd.py``); the results come back as Arrays spread over the
+mesh, with ``.sharding`` a ``NamedSharding``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax import tree_util
+
+from ftrans.core import config as _config_mod
+from ftrans.core.array import ShardedArray
+from ftrans.core.sharding import NamedSharding, Sharding, SingleDeviceSharding, check_divisible, from_runtime
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
+
+
+def constraint_meshes(jaxpr: Any) -> list:
+    """The meshes (of several devices) that sharding constraints anywhere in ``jaxpr`` name."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.shard_map import shard_map_p
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    out: list = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is sharding_constraint_p or eqn.primitive is shard_map_p:
+            m = eqn.params["sharding"].mesh if eqn.primitive is sharding_constraint_p else eqn.params["mesh"]
+            if (m.size > 1 or eqn.primitive is shard_map_p) and m not in out:
+                out.append(m)
+        else:
+            for sub in subjaxprs(eqn):
+                for m in constraint_meshes(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub):
+                    if m not in out:
+                        out.append(m)
+    return out
+
+
+def needs_spmd(owner: Any, leaves: list) -> bool:
+    if owner._spmd_always:
+        return True
+    for x in leaves:
+        if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
+            return True
+    return False
+
+
+def _is_sharding_leaf(x: Any) -> bool:
+    return x is None or isinstance(x, Sharding)
+
+
+def _check_sharding(x: Any, what: str, fname: str) -> Any:
+    if x is None or isinstance(x, NamedSharding):
+        return x
+    if isinstance(x, SingleDeviceSharding):
+        return None
+    if isinstance(x, Sharding):
+        return x
+    if isinstance(x, tuple) and type(x).__name__ == "PartitionSpec":
+        raise FtransTypeError(
+            f"jit({fname}): {what} got a bare PartitionSpec {x!r}; wrap it in a NamedSharding(mesh, spec) "
+            "(a bare spec needs a mesh set with ftrans.sharding.use_mesh / ftrans.set_mesh)")
+    raise FtransTypeError(f"jit({fname}): {what} entries must be Shardings (NamedSharding, ...) or None, "
+                          f"got {type(x).__name__}: {x!r}")
+
+
+def _bare_spec(x: Any) -> Any:
+    from ftrans.core.sharding import PartitionSpec, get_mesh
+
+    if isinstance(x, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is not None:
+            return NamedSharding(mesh, x)
+    return x
+
+
+def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list:
+    """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves."""
+    if spec is None or isinstance(spec, Sharding):
+        return [_check_sharding(_bare_spec(spec), what, fname)] * n
+    try:
+        from ftrans.core.sharding import PartitionSpec
+
+        if isinstance(spec, PartitionSpec):
+            return [_check_sharding(_bare_spec(spec), what, fname)] * n
+        nested = tree_util.tree_map(
+            lambda s, sub: [_bare_spec(s)] * len(tree_util.tree_leaves(sub)), spec, tree,
+            is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
+    except (ValueError, TypeError) as e:
+        raise FtransValueError(
+            f"jit({fname}): {what} must be a sharding, or a tree prefix of the {'arguments' if 'in' in what else 'outputs'} "
+            f"with a sharding (or None) at each leaf; got {what}={spec!r} for a value of structure "
+            f"{tree_util.tree_structure(tree)} ({e})") from None
+    out: list = []
+    for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
+        out.extend(_check_sharding(s, what, fname) for s in group)
+    return out
+
+
+def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
+    fname = owner.__name__
+    n_pos = len(tree_util.tree_leaves(args))
+    spec = owner._in_shardings
+    if spec is None:
+        flat = [None] * len(leaves)
+    else:
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec" and len(spec) != len(args):
+            raise FtransValueError(
+                f"jit({fname}): in_shardings has {len(spec)} entries but the function was called with "
+                f"{len(args)} positional arguments; give one sharding (or None) per positional argument, or a "
+                "single sharding for all of them")
+        if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec":
+            flat = []
+            for s, a in zip(spec, args):
+                flat += _flatten_prefix(s, a, len(tree_util.tree_leaves(a)), "in_shardings", fname)
+        else:
+            flat = _flatten_prefix(spec, args, n_pos, "in_shardings", fname)
+        flat += [None] * (len(leaves) - n_pos)
+    out = []
+    for s, x in zip(flat, leaves):
+        if s is None and type(x) is ShardedArray:
+            own = x.sharding
+            s = own if isinstance(own, NamedSharding) else None
+        out.append(s)
+    return out
+
+
+def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
+    from ftrans.core.sharding import get_mesh
+
+    mesh = None
+    if jaxpr is not None:
+        shardings = shardings + [NamedSharding(m) for m in constraint_meshes(jaxpr)]
+    for s in shardings:
+        if isinstance(s, NamedSharding):
+            if mesh is None:
+                mesh = s.mesh
+            elif [d.id for d in s.mesh.devices.flat] != [d.id for d in mesh.devices.flat]:
+                raise FtransValueError(
+                    f"jit({fname}): the shardings use different device meshes ({mesh!r} and {s.mesh!r}); every "
+                    "argument and result of one program must be laid out over the same devices (move arguments "
+                    "with ftrans.device_put first)")
+    if mesh is None:
+        mesh = get_mesh()
+    if mesh is None:
+        raise FtransValueError(f"jit({fname}): no mesh to partition over: give NamedShardings or set a mesh")
+    return mesh
+
+
+def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
+             avals: list, in_tree: Any) -> tuple:
+    fname = owner.__name__
+    in_sh = _in_shardings(owner, args, kwargs, leaves)
+    for k, (s, a) in enumerate(zip(in_sh, avals)):
+        if isinstance(s, NamedSharding):
+            check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
+    closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
+    out_sh: list = [None] * len(closed.out_avals)
+    if owner._out_shardings is not None:
+        spec = owner._out_shardings
+        dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+        out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
+        for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
+            if isinstance(s, NamedSharding):
+                check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
+    mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
+    donate = owner._donate_mask(full_args, full_kwargs, len(avals))
+    return closed, out_tree, mesh, in_sh, out_sh, donate
+
+
+def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, statics: tuple,
+                 leaves: list, avals: list, in_tree: Any) -> Any:
+    from ftrans.lowering.spmd import SpmdExecutable
+
+    own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
+           _config_mod.config.enable_x64)
+    entry = owner._spmd_cache.get(key)
+    if entry is None:
+        closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
+                                                                  leaves, avals, in_tree)
+        exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
+        entry = owner._spmd_cache[key] = (exe, out_tree, donate)
+        owner.misses += 1
+    else:
+        owner.hits += 1
+    exe, out_tree, donate = entry
+    outs = exe.run(leaves)
+    if any(donate):
+        for x, d in zip(leaves, donate):
+            if d and hasattr(x, "delete") and type(x) is not type(None):
+                try:
+                    x.delete()
+                except Exception:  # a host value has nothing to delete
+                    pass
+    return tree_util.tree_unflatten(out_tree, outs)
+
+
+class ShardedLowered:
+    """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
+
+    def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
+                 donate: tuple):
+        from ftrans.lowering.spmd import lower_spmd
+
+        self._owner = owner
+        self._closed = closed
+        self.out_tree = out_tree
+        self._args = (mesh, in_sh, out_sh, donate)
+        n = len(closed.jaxpr.constvars)
+        from ftrans.core.sharding import PartitionSpec
+
+        ins = [NamedSharding(mesh, PartitionSpec())] * n + [
+            s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
+        self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
+                                (False,) * n + tuple(donate) if any(donate) else ())
+
+    def as_text(self, dialect: str | None = None) -> str:
+        return self._text
+
+    def compile(self) -> ShardedCompiled:
+        from ftrans.lowering.spmd import SpmdExecutable
+
+        mesh, in_sh, out_sh, donate = self._args
+        exe = SpmdExecutable(self._closed, self._owner.__name__, mesh, in_sh, out_sh, donate,
+                             self._owner._compiler_options)
+        return ShardedCompiled(exe, self.out_tree)
+
+    @property
+    def in_avals(self) -> list:
+        return self._closed.in_avals
+
+
+class ShardedCompiled:
+    def __init__(self, exe: Any, out_tree: Any):
+        self._exe = exe
+        self._out_tree = out_tree
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return tree_util.tree_unflatten(self._out_tree, self._exe.run(tree_util.tree_leaves((args, kwargs))))
+
+    def as_text(self) -> str:
+        return self._exe.compiled_text()
+
+    @property
+    def input_shardings(self) -> Any:
+        k = len(self._exe.const_bufs)
+        return self._exe.in_shardings[k:]
+
+    @property
+    def output_shardings(self) -> Any:
+        return tree_util.tree_unflatten(self._out_tree, [from_runtime(s) for s in self._exe.out_shardings])
+
+
+def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
+                  avals: list, in_tree: Any) -> ShardedLowered:
+    closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
+                                                              avals, in_tree)
+    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate)
+
+
+def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leaves: list) -> list:
+    """Under an enclosing trace: the arguments constrained to ``in_shardings`` (when they can be matched)."""
+    if owner._in_shardings is None or statics:
+        return leaves
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    flat = _in_shardings(owner, args, kwargs, leaves)
+    return [sharding_constraint_p.bind(x, sharding=s) if isinstance(s, NamedSharding) else x
+            for x, s in zip(leaves, flat)]
+
+
+def constrain_outputs(owner: Any, out_tree: Any, outs: list) -> list:
+    """Under an enclosing trace: the results constrained to ``out_shardings``."""
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    flat = _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
+    return [sharding_constraint_p.bind(o, sharding=s) if isinstance(s, NamedSharding) else o
+            for o, s in zip(outs, flat)]

@@ -1,0 +1,489 @@
+"""The optimiser passes (cse, simplify, fold_constants, stability, dce on control flow), each
+alone and together, against jax on the same inputs; the switches and the report."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ftrans
+import ftrans.numpy as fnp
+from ftrans import lax as flax
+from ftrans.core.ir import Jaxpr, JaxprEqn, typecheck
+from ftrans.transforms import passes
+from ftrans.transforms.passes import Pass, PassError, register_pass
+
+ALL = passes.registered_passes()
+
+
+def only(*names):
+    return list(names)
+
+
+def prims(closed):
+    from ftrans.core.ir import all_jaxprs
+
+    return [e.primitive.name for j in all_jaxprs(closed) for e in j.eqns]
+
+
+def trace(f, *args, optimizations=None):
+    return ftrans.jit(f, optimizations=optimizations).trace(*args).jaxpr
+
+
+X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+
+
+# ---------------------------------------------------------------- dce through control flow
+def test_dce_drops_unused_while_carries():
+    def f(x):
+        return flax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0, fnp.sin(c[2])), (0, x, x))[0]
+
+    j = trace(f, 1.0, optimizations=only("dce"))
+    (w,) = [e for e in j.jaxpr.eqns if e.primitive.name == "while"]
+    assert len(w.outvars) == 1 and "sin" not in prims(j)
+    assert int(ftrans.jit(f)(1.0)) == 3
+
+
+def test_dce_drops_unused_scan_carries_and_outputs():
+    def f(xs):
+        def step(c, x):
+            a, b = c
+            return (a + x, fnp.exp(b)), (a * x, fnp.cos(x))
+        (a, _), (ys, _) = flax.scan(step, (0.0, 1.0), xs)
+        return a + ys.sum()
+
+    xs = np.arange(5, dtype=np.float32)
+    j = trace(f, xs, optimizations=only("dce"))
+    (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    assert s.params["num_carry"] == 1 and len(s.outvars) == 2
+    assert "exp" not in prims(j) and "cos" not in prims(j)
+
+    def g(xs):
+        def step(c, x):
+            a, b = c
+            return (a + x, jnp.exp(b)), (a * x, jnp.cos(x))
+        (a, _), (ys, _) = jax.lax.scan(step, (0.0, 1.0), xs)
+        return a + ys.sum()
+
+    np.testing.assert_allclose(ftrans.jit(f)(xs), jax.jit(g)(xs), rtol=1e-6)
+
+
+def test_dce_drops_unused_cond_outputs_in_every_branch():
+    def f(p, x):
+        a, b = flax.cond(p, lambda v: (fnp.sin(v), fnp.exp(v)), lambda v: (v, fnp.tanh(v)), x)
+        return a
+
+    j = trace(f, True, 1.0, optimizations=only("dce"))
+    (c,) = [e for e in j.jaxpr.eqns if e.primitive.name == "cond"]
+    assert len(c.outvars) == 1 and "exp" not in prims(j) and "tanh" not in prims(j)
+    assert float(ftrans.jit(f)(True, 1.0)) == pytest.approx(np.sin(1.0))
+
+
+# ---------------------------------------------------------------- cse, fold, simplify
+def test_cse_merges_repeated_equations_in_bodies_too():
+    def f(x):
+        y = fnp.exp(x) + fnp.exp(x)
+        return flax.cond(True, lambda v: fnp.sin(v) * fnp.sin(v), lambda v: v, y)
+
+    assert prims(trace(f, 1.0, optimizations="none")).count("exp") == 2
+    j = trace(f, 1.0, optimizations=only("cse"))
+    assert prims(j).count("exp") == 1 and prims(j).count("sin") == 1
+    rep = passes.report_for(j)
+    assert len(rep.by_pass("cse")) == 2 and all(r.source_info.filename == __file__ for r in rep.by_pass("cse"))
+    np.testing.assert_allclose(ftrans.jit(f)(1.0), np.sin(2 * np.e) ** 2, rtol=1e-5)
+
+
+def test_fold_constants_small_and_not_large():
+    def f(x):
+        return x * (fnp.arange(3.0) * 2 + 1).sum()
+
+    j = trace(f, 2.0, optimizations=only("fold_constants", "dce"))
+    # the weak scalar argument becomes strong before meeting the strong constant, as JAX records it
+    assert prims(j) == ["convert_element_type", "mul"] and "9.0" in str(j)
+    assert float(ftrans.jit(f)(2.0)) == 18.0
+
+    def big(x):
+        return x + (fnp.arange(20000.0) * 2)
+
+    j = trace(big, 1.0, optimizations=only("fold_constants"))
+    assert "iota" in prims(j) and not j.consts
+    np.testing.assert_allclose(ftrans.jit(big)(1.0), np.arange(20000.0) * 2 + 1)
+
+
+@pytest.mark.parametrize("name, f, gone", [
+    ("mul_one", lambda x: x * 1.0 + 0.0, ["mul", "add"]),
+    ("neg_neg", lambda x: -(-x), ["neg"]),
+    ("transposes", lambda x: x.T.T, ["transpose"]),
+    ("reshapes", lambda x: x.reshape(12).reshape(3, 4), ["reshape"]),
+    ("converts", lambda x: x.astype(fnp.float64).astype(fnp.float32) if False else x.astype(fnp.float32), ["convert_element_type"]),
+    ("select_same", lambda x: fnp.where(x > 0, x, x), ["select_n"]),
+    ("sum_of_broadcast", lambda x: fnp.broadcast_to(x, (5, 3, 4)).sum(0), ["reduce_sum", "broadcast_in_dim"]),
+])
+def test_simplify(name, f, gone):
+    j = trace(f, X, optimizations=only("simplify", "dce"))
+    for p in gone:
+        assert p not in prims(j), (name, str(j))
+    np.testing.assert_allclose(ftrans.jit(f)(X), f(X), rtol=1e-6)
+    typecheck(j)
+
+
+def test_simplify_removes_zero_cotangent_debris_from_grad():
+    def loss(x):
+        return fnp.sum(fnp.where(x > 0, x * x, 0.0) + x * 0.0)
+
+    def jloss(x):
+        return jnp.sum(jnp.where(x > 0, x * x, 0.0) + x * 0.0)
+
+    raw = trace(ftrans.grad(loss), X, optimizations="none")
+    opt = trace(ftrans.grad(loss), X)
+    assert len(opt.jaxpr.eqns) < len(raw.jaxpr.eqns)
+    assert passes.report_for(opt).by_pass("simplify")
+    np.testing.assert_allclose(ftrans.jit(ftrans.grad(loss))(X), jax.grad(jloss)(X), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- stability
+V = np.array([0.0, 100.0, 200.0, -300.0], np.float32)
+
+
+def test_log_softmax_is_finite_and_matches_jax_nn():
+    f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
+    got = np.asarray(ftrans.jit(f)(V))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, jax.nn.log_softmax(V), rtol=1e-6)
+    g = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x), axis=-1, keepdims=True))  # noqa: E731
+    M = np.stack([V, V[::-1]])
+    np.testing.assert_allclose(ftrans.jit(g)(M), jax.nn.log_softmax(M, axis=-1), rtol=1e-6)
+    rep = passes.report_for(trace(f, V))
+    assert rep.by_pass("stability")[0].source_info.filename == __file__
+
+
+def test_stable_gradient_of_a_jitted_loss():
+    f = ftrans.jit(lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))[1])
+    g = np.asarray(ftrans.grad(f)(V))
+    np.testing.assert_allclose(g, jax.grad(lambda x: jax.nn.log_softmax(x)[1])(V), atol=1e-6)
+
+
+@pytest.mark.parametrize("f, ref", [
+    (lambda m: (lambda x: m.log(1 + x)), jnp.log1p),
+    (lambda m: (lambda x: m.exp(x) - 1), jnp.expm1),
+    (lambda m: (lambda x: m.log(m.sum(m.exp(x)))), jax.nn.logsumexp),
+])
+def test_stability_rewrites_match_the_stable_functions(f, ref):
+    x = np.array([1e-7, -0.5, 3.0, 80.0], np.float32)
+    np.testing.assert_allclose(ftrans.jit(f(fnp))(x), ref(x), rtol=1e-6)
+
+
+def test_log_sigmoid_forms():
+    x = np.array([-200.0, -1.0, 0.0, 3.0, 200.0], np.float32)
+    a = ftrans.jit(lambda v: fnp.log(ftrans.nn.sigmoid(v)))(x)
+    b = ftrans.jit(lambda v: fnp.log(1 - ftrans.nn.sigmoid(v)))(x)
+    np.testing.assert_allclose(a, jax.nn.log_sigmoid(x), rtol=1e-6)
+    np.testing.assert_allclose(b, jax.nn.log_sigmoid(-x), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- switches and report
+def test_config_optimizations_and_per_jit_option():
+    f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
+    before = ftrans.config.optimizations
+    try:
+        ftrans.config.update("optimizations", ["cse", "dce"])
+        assert passes.report_for(trace(f, V)).passes_run == ("cse", "dce")
+        assert not np.all(np.isfinite(ftrans.jit(f)(V)))
+        assert np.all(np.isfinite(ftrans.jit(f, optimizations="all")(V)))
+        with pytest.raises(ValueError, match="unknown pass name 'stabilty'"):
+            ftrans.config.update("optimizations", ["stabilty"])
+    finally:
+        ftrans.config.update("optimizations", before)
+    with pytest.raises(ftrans.errors.FtransValueError, match="unknown pass name 'cs'.*the passes are: cse"):
+        ftrans.jit(f, optimizations=["cs"])
+    assert passes.report_for(trace(f, V, optimizations="none")).passes_run == ()
+
+
+def test_lowered_report_lists_rewrites_and_ir_before_after():
+    f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
+    rep = ftrans.jit(f).lower(V).optimization_report
+    assert rep.by_pass("stability")
+    before, after = rep.before_after("stability")
+    assert "div" in before and "reduce_max" in after
+    html = rep._repr_html_()
+    assert "stability" in html and "test_optimizer.py" in html and "IR before / after" in html
+
+
+class _Broken(Pass):
+    name = "broken_for_test"
+
+    def rewrite(self, jaxpr, ctx, *, top):
+        if not top or not jaxpr.eqns:
+            return jaxpr
+        e = jaxpr.eqns[0]
+        bad = JaxprEqn(e.primitive, list(e.invars), [type(e.outvars[0])(e.outvars[0].aval.update(shape=(7,)))
+                                                     if hasattr(e.outvars[0].aval, "update") else e.outvars[0]],
+                       e.params, e.source_info)
+        from ftrans.core.avals import ShapedArray
+        from ftrans.core.ir import Var
+        bad = bad._replace(outvars=[Var(ShapedArray((7,), e.outvars[0].aval.dtype, False))])
+        ctx.record(e, "broke it")
+        return Jaxpr(jaxpr.constvars, jaxpr.invars, [bad] + list(jaxpr.eqns[1:]), jaxpr.outvars)
+
+
+def test_a_pass_that_breaks_typechecking_is_named_and_can_be_switched_off():
+    from ftrans.transforms.passes import pipeline
+
+    register_pass(_Broken())
+    try:
+        f = lambda x: fnp.sin(x) + 1.0  # noqa: E731
+        with pytest.raises(PassError, match="pass 'broken_for_test' produced an ill-typed program.*sin"):
+            ftrans.jit(f)(X)
+        np.testing.assert_allclose(ftrans.jit(f, optimizations=list(ALL))(X), np.sin(X) + 1, rtol=1e-6)
+    finally:
+        pipeline._passes.pop("broken_for_test")
+
+
+# ---------------------------------------------------------------- differential: random programs
+
+
+def _build(m, ops):
+    def f(x, w):
+        y = x
+        for op in ops:
+            kind = op[0]
+            if kind == "un":
+                y = getattr(m, op[1])(m.clip(y, -5, 5)) if op[1] == "exp" else getattr(m, op[1])(y)
+            elif kind == "mul1":
+                y = y * 1.0 + 0.0
+            elif kind == "zero":
+                y = y + 0.0 * m.sum(y)
+            elif kind == "sum":
+                y = y + m.sum(y, axis=op[1], keepdims=True)
+            elif kind == "matmul":
+                y = m.tanh(y @ w)
+            elif kind == "tt":
+                y = y.T.T + m.exp(m.clip(y, -3, 3)) * m.exp(m.clip(y, -3, 3))
+            elif kind == "where":
+                y = m.where(y > 0, y, y * 0.5)
+            elif kind == "lse":
+                y = y - m.log(m.sum(m.exp(y), axis=1, keepdims=True))
+            elif kind == "scan":
+                def step(c, row):
+                    c = m.tanh(c * 0.5 + row @ w + m.sum(w) * 0.01)
+                    return c, c * 1.0 + row
+                y = lax_of(m).scan(step, m.zeros(4, y.dtype), y)[1]
+            elif kind == "cond":
+                y = lax_of(m).cond(m.sum(y) > 0, lambda v: m.sin(v) @ w, lambda v: v * 0.0 + v, y)
+        return m.sum(y * y)
+    return f
+
+
+def lax_of(m):
+    return jax.lax if m is jnp else flax
+
+
+_op = st.one_of(
+    st.tuples(st.just("un"), st.sampled_from(["sin", "exp", "negative", "tanh"])),
+    st.tuples(st.just("mul1")), st.tuples(st.just("zero")), st.tuples(st.just("sum"), st.sampled_from([0, 1])),
+    st.tuples(st.just("matmul")), st.tuples(st.just("tt")), st.tuples(st.just("where")), st.tuples(st.just("lse")),
+    st.tuples(st.just("scan")), st.tuples(st.just("cond")),
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(_op, min_size=1, max_size=5))
+def test_random_programs_agree_with_and_without_the_optimiser(ops):
+    x = X
+    w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 8) / 16
+    ff, fj = _build(fnp, ops), _build(jnp, ops)
+    ref = np.asarray(fj(x, w))
+    gref = np.asarray(jax.grad(fj)(x, w))
+    vref = np.asarray(jax.vmap(fj, (0, None))(np.stack([x, x + 1]), w))
+    for opt in ("all", "none"):
+        np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), ref, rtol=2e-5, atol=1e-5)
+        np.testing.assert_allclose(ftrans.jit(ftrans.grad(ff), optimizations=opt)(x, w), gref, rtol=2e-4, atol=1e-4)
+        np.testing.assert_allclose(ftrans.grad(ftrans.jit(ff, optimizations=opt))(x, w), gref, rtol=2e-4, atol=1e-4)
+        np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(np.stack([x, x + 1]), w),
+                                   vref, rtol=2e-5, atol=1e-5)
+        typecheck(ftrans.jit(ftrans.grad(ff), optimizations=opt).trace(x, w).jaxpr)
+    np.testing.assert_allclose(ff(x, w), ref, rtol=2e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- licm and scan hoisting
+def _rnn(m, scan):
+    def f(W, U, xs):
+        def step(h, x):
+            h = m.tanh(x @ W + h @ U + m.sum(W * 2.0))
+            return h, h
+        return scan(step, m.zeros((2, 3)), xs)[1]
+    return f
+
+
+_R = np.random.default_rng(0)
+RNN_ARGS = (_R.normal(size=(5, 3)).astype(np.float32), _R.normal(size=(3, 3)).astype(np.float32),
+            _R.normal(size=(7, 2, 5)).astype(np.float32))
+
+
+def test_scan_hoists_invariants_and_the_input_projection():
+    j = trace(_rnn(fnp, flax.scan), *RNN_ARGS, optimizations=only("licm", "dce"))
+    top = [e.primitive.name for e in j.jaxpr.eqns]
+    assert "dot_general" in top and "reduce_sum" in top  # xs @ W and sum(W * 2) before the scan
+    (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    body = [e.primitive.name for e in s.params["jaxpr"].jaxpr.eqns]
+    assert body.count("dot_general") == 1 and "reduce_sum" not in body
+    (dot,) = [e for e in j.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert dot.outvars[0].aval.shape == (7, 2, 3)  # one product over the whole sequence
+    rep = passes.report_for(j)
+    assert any("batched over the sequence" in r.what for r in rep.by_pass("licm"))
+    np.testing.assert_allclose(ftrans.jit(_rnn(fnp, flax.scan))(*RNN_ARGS),
+                               jax.jit(_rnn(jnp, jax.lax.scan))(*RNN_ARGS), rtol=1e-5, atol=1e-6)
+
+
+def test_scan_hoisting_in_the_gradient():
+    def loss(m, scan):
+        return lambda *a: _rnn(m, scan)(*a).sum()
+
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan), (0, 1, 2)))
+    rep = g.lower(*RNN_ARGS).optimization_report
+    assert any("batched over the sequence" in r.what for r in rep.by_pass("licm"))
+    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    for got, want in zip(g(*RNN_ARGS), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    typecheck(g.trace(*RNN_ARGS).jaxpr)
+
+
+def test_while_moves_invariants_out():
+    def w(x, y):
+        return flax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, c[1] + fnp.sin(y) * 2), (0, x))[1]
+
+    j = trace(w, 1.0, 2.0, optimizations=only("licm"))
+    assert "sin" in [e.primitive.name for e in j.jaxpr.eqns]
+    (loop,) = [e for e in j.jaxpr.eqns if e.primitive.name == "while"]
+    assert "sin" not in [e.primitive.name for e in loop.params["body_jaxpr"].jaxpr.eqns]
+    assert float(ftrans.jit(w)(1.0, 2.0)) == pytest.approx(1 + 10 * np.sin(2.0), rel=1e-6)
+
+
+def _loopy(m, lax_, which):
+    def f(x, w):
+        if which == "scan":
+            def step(c, xt):
+                c = m.tanh(c * 0.5 + xt @ w)
+                return c, c * 1.0
+            return lax_.scan(step, m.zeros(4, x.dtype), x)[1].sum() + 0.0
+        if which == "while":
+            return lax_.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] @ w + m.sum(w * 1.0)),
+                                   (0, x))[1].sum()
+        return lax_.cond(m.sum(x) > 0, lambda v: m.sin(v) @ w, lambda v: v * 0.0, x).sum()
+    return f
+
+
+@pytest.mark.parametrize("which", ["scan", "while", "cond"])
+def test_control_flow_programs_agree_with_and_without_the_optimiser(which):
+    x = X
+    w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 8) / 32
+    ff, fj = _loopy(fnp, flax, which), _loopy(jnp, jax.lax, which)
+    for opt in ("all", "none"):
+        np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), fj(x, w), rtol=1e-5, atol=1e-5)
+        if which != "while":
+            gj = jax.grad(fj, (0, 1))(x, w)
+            for got, want in zip(ftrans.jit(ftrans.grad(ff, (0, 1)), optimizations=opt)(x, w), gj):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        xb = np.stack([x, -x])
+        np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(xb, w),
+                                   jax.vmap(fj, (0, None))(xb, w), rtol=1e-5, atol=1e-5)
+        typecheck(ftrans.jit(ff, optimizations=opt).trace(x, w).jaxpr)
+
+
+# ---------------------------------------------------------------- merged matmuls
+def _lstm(m, sig):
+    def f(Ws, x, h, c):
+        i = sig(x @ Ws[0] + h @ Ws[1])
+        fg = sig(x @ Ws[2] + h @ Ws[3])
+        o = sig(x @ Ws[4] + h @ Ws[5])
+        g = m.tanh(x @ Ws[6] + h @ Ws[7])
+        c = fg * c + i * g
+        return o * m.tanh(c), c
+    return f
+
+
+def test_merge_dots_on_lstm_gates():
+    r = np.random.default_rng(1)
+    Ws = [r.normal(size=(4, 4)).astype(np.float32) for _ in range(8)]
+    x, h, c = (r.normal(size=(2, 4)).astype(np.float32) for _ in range(3))
+    j = trace(_lstm(fnp, ftrans.nn.sigmoid), Ws, x, h, c, optimizations=only("merge_dots", "dce"))
+    dots = [e for e in j.jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert len(dots) == 2 and all(d.outvars[0].aval.shape == (2, 16) for d in dots)
+    assert len(passes.report_for(j).by_pass("merge_dots")) == 8
+    typecheck(j)
+    for got, want in zip(ftrans.jit(_lstm(fnp, ftrans.nn.sigmoid))(Ws, x, h, c),
+                         jax.jit(_lstm(jnp, jax.nn.sigmoid))(Ws, x, h, c)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    g = ftrans.jit(ftrans.grad(lambda *a: _lstm(fnp, ftrans.nn.sigmoid)(*a)[0].sum()))(Ws, x, h, c)
+    gj = jax.grad(lambda *a: _lstm(jnp, jax.nn.sigmoid)(*a)[0].sum())(Ws, x, h, c)
+    for a, b in zip(g, gj):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_merge_dots_leaves_dependent_weights_alone():
+    def f(x, w):
+        a = x @ w
+        return x @ (a[:, :4] * 2.0)  # the second weights read the first product
+
+    x = np.ones((4, 4), np.float32)
+    j = trace(f, x, x, optimizations=only("merge_dots"))
+    assert [e.primitive.name for e in j.jaxpr.eqns].count("dot_general") == 2
+    np.testing.assert_allclose(ftrans.jit(f)(x, x), f(x, x), rtol=1e-6)
+
+
+def test_scan_gradient_accumulators_become_one_product_after_the_loop():
+    def loss(m, scan):
+        def f(W, U, xs):
+            def step(h, x):
+                h = m.tanh(x @ W + h @ U)
+                return h, h
+            return scan(step, m.zeros((2, 3)), xs)[1].sum()
+        return f
+
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan), (0, 1, 2)))
+    j = g.trace(*RNN_ARGS).jaxpr
+    scans = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    back = [s for s in scans if s.params["reverse"]]
+    assert back and all(s.params["num_carry"] == 1 for s in back)  # only the hidden-state cotangent is carried
+    after = [e for e in j.jaxpr.eqns[j.jaxpr.eqns.index(back[0]):] if e.primitive.name == "dot_general"]
+    assert {e.outvars[0].aval.shape for e in after} == {(5, 3), (3, 3)}
+    assert any("after the loop" in r.what for r in passes.report_for(j).by_pass("licm"))
+    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    for got, want in zip(g(*RNN_ARGS), ref):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+class _Crashing(Pass):
+    name = "crashing_for_test"
+
+    def rewrite(self, jaxpr, ctx, *, top):
+        raise KeyError("boom")
+
+
+def test_a_crashing_pass_is_named():
+    from ftrans.transforms.passes import pipeline
+
+    register_pass(_Crashing())
+    try:
+        with pytest.raises(PassError, match="pass 'crashing_for_test' failed .*KeyError.*disabled_passes"):
+            ftrans.jit(lambda x: fnp.cos(x))(X)
+        np.testing.assert_allclose(ftrans.jit(lambda x: fnp.cos(x), optimizations=list(ALL))(X), np.cos(X), rtol=1e-6)
+    finally:
+        pipeline._passes.pop("crashing_for_test")
+
+
+def test_cse_keeps_one_of_two_identical_scan_outputs():
+    def f(xs):
+        def step(c, x):
+            y = fnp.sin(x) + c
+            return c + 1.0, (y, y)
+        _, (a, b) = flax.scan(step, 0.0, xs)
+        return a + 2 * b
+
+    xs = np.arange(4, dtype=np.float32)
+    j = trace(f, xs, optimizations=only("cse"))
+    (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(s.outvars) == 2
+    np.testing.assert_allclose(ftrans.jit(f)(xs), 3 * (np.sin(xs) + np.arange(4)), rtol=1e-6)

@@ -1,0 +1,192 @@
+"""``vjp``'s pullback and ``linearize``'s linear function are pytrees whose leaves are the residuals.
+
+JAX returns a ``tree_util.Partial`` from both, so a pullback can be returned from ``jit``, passed into
+one, traced by ``make_jaxpr``, carried through ``scan``/``while_loop`` and called later.  Each case runs
+the same program on ftrans and on jax and compares the results.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import errors
+from ftrans.core.array import Array
+from ftrans.core.jaxpr_api import eval_jaxpr
+
+API = {"ftrans": (ftrans, fjnp, ftrans.lax), "jax": (jax, jjnp, jax.lax)}
+
+
+def close(a, b, tol=1e-5):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert a.dtype == b.dtype, (a.dtype, b.dtype)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def tree_close(a, b, tol=1e-5):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        close(x, y, tol)
+
+
+def both(case):
+    """Run ``case(T, np_, lax_)`` for ftrans and for jax."""
+    return case(*API["ftrans"]), case(*API["jax"])
+
+
+X3 = np.array([0.3, -1.2, 2.0], np.float32)
+
+
+def _fn(np_):
+    return lambda x: np_.sin(x) * x + np_.exp(-x * x)
+
+
+def test_pullback_returned_from_jit():
+    def case(T, np_, lax_):
+        y, f_vjp = T.jit(lambda x: T.vjp(np_.sin, x))(1.0)
+        return y, f_vjp(1.0)
+
+    tree_close(*both(case))
+
+
+def test_pullback_from_jit_called_twice_with_new_values():
+    def case(T, np_, lax_):
+        g = T.jit(lambda x: T.vjp(_fn(np_), x))
+        _, p1 = g(X3)
+        _, p2 = g(X3 * 2)
+        ct = np.ones(3, np.float32)
+        return p1(ct), p2(ct)
+
+    f, j = both(case)
+    tree_close(f, j)
+    assert not np.allclose(np.asarray(f[0][0]), np.asarray(f[1][0]))
+
+
+def test_pullback_leaves_are_the_residual_arrays():
+    _, pf = ftrans.vjp(_fn(fjnp), X3)
+    _, pj = jax.vjp(_fn(jjnp), X3)
+    lf, lj = jax.tree_util.tree_leaves(pf), jax.tree_util.tree_leaves(pj)
+    assert lf and all(isinstance(x, Array) for x in lf)
+    assert all(tuple(x.shape) == (3,) for x in lf)
+    assert len(lf) <= len(lj) + 2  # same order of residuals as jax's (not necessarily the same count)
+    # the leaves are the linear program's constants
+    assert [id(c) for c in pf.linear_jaxpr.consts] == [id(x) for x in lf]
+
+
+def test_pullback_rebuilt_from_its_leaves():
+    """tree_map over the residuals gives a pullback that reads the new residuals, as jax's Partial does."""
+    def case(T, np_, lax_):
+        _, pb = T.vjp(_fn(np_), X3)
+        pb2 = jax.tree_util.tree_map(lambda r: r * 2, pb)
+        return pb(np.ones(3, np.float32)), pb2(np.ones(3, np.float32))
+
+    tree_close(*both(case))
+    _, pb = ftrans.vjp(_fn(fjnp), X3)
+    assert jax.tree_util.tree_structure(pb) == jax.tree_util.tree_structure(pb)
+    assert hash(jax.tree_util.tree_structure(pb)) == hash(jax.tree_util.tree_structure(pb))
+    _, other = ftrans.vjp(_fn(fjnp), X3)
+    assert jax.tree_util.tree_structure(pb) != jax.tree_util.tree_structure(other)
+
+
+def test_pullback_through_make_jaxpr():
+    jf = ftrans.make_jaxpr(lambda x: ftrans.vjp(fjnp.sin, x)[1])(1.0)
+    jj = jax.make_jaxpr(lambda x: jax.vjp(jjnp.sin, x)[1])(1.0)
+    # both return the residual (cos x) as the program's output
+    assert len(jf.jaxpr.outvars) == len(jj.jaxpr.outvars) == 1
+    assert "cos" in str(jf)
+    out_f = eval_jaxpr(jf.jaxpr, jf.consts, np.float32(1.0))
+    out_j = jax.core.eval_jaxpr(jj.jaxpr, jj.consts, np.float32(1.0))
+    close(out_f[0], out_j[0])
+
+
+def test_pullback_passed_into_jit():
+    def case(T, np_, lax_):
+        _, pb = T.vjp(_fn(np_), X3)
+        return T.jit(lambda pb, c: pb(c))(pb, np.ones(3, np.float32))
+
+    tree_close(*both(case))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_pullback_in_a_scan_carry(jit):
+    def case(T, np_, lax_):
+        _, pb = T.vjp(_fn(np_), X3)
+
+        def body(c, x):
+            return c, c(x)[0]
+
+        run = lambda pb: lax_.scan(body, pb, np.arange(12, dtype=np.float32).reshape(4, 3))[1]  # noqa: E731
+        return T.jit(run)(pb) if jit else run(pb)
+
+    tree_close(*both(case))
+
+
+def test_pullback_in_a_while_carry():
+    def case(T, np_, lax_):
+        _, pb = T.vjp(_fn(np_), X3)
+        init = (0, pb, np.ones(3, np.float32))
+        return lax_.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1], c[2] + c[1](c[2])[0]), init)[2]
+
+    tree_close(*both(case))
+
+
+def test_pullback_with_aux_from_jit():
+    def case(T, np_, lax_):
+        y, pb, aux = T.jit(lambda x: T.vjp(lambda x: (np_.sin(x), x * 2), x, has_aux=True))(1.0)
+        return y, pb(1.0), aux
+
+    tree_close(*both(case))
+
+
+def test_pullback_from_jit_keeps_its_cotangent_checks():
+    _, pb = ftrans.jit(lambda x: ftrans.vjp(fjnp.sin, x))(X3)
+    with pytest.raises(errors.FtransValueError, match="shape"):
+        pb(np.ones(2, np.float32))
+
+
+def test_linearized_function_returned_from_jit():
+    def case(T, np_, lax_):
+        y, f_jvp = T.jit(lambda x: T.linearize(_fn(np_), x))(X3)
+        return y, f_jvp(np.full(3, 2.0, np.float32)), len(jax.tree_util.tree_leaves(f_jvp)) > 0
+
+    tree_close(*both(case))
+
+
+def test_linearized_function_leaves_and_scan():
+    def case(T, np_, lax_):
+        _, f_jvp = T.linearize(_fn(np_), X3)
+        leaves = jax.tree_util.tree_leaves(f_jvp)
+        out = lax_.scan(lambda c, t: (c, c(t)), f_jvp, np.ones((2, 3), np.float32))[1]
+        return out, [tuple(x.shape) for x in leaves]
+
+    (of, lf), (oj, lj) = both(case)
+    close(of, oj)
+    assert lf and all(s == (3,) for s in lf)
+    _, f_jvp = ftrans.linearize(_fn(fjnp), X3)
+    assert f_jvp.__name__.startswith("linearize(")
+    assert "sin" not in str(ftrans.make_jaxpr(f_jvp)(X3))  # the linear program only: no primal recomputed
+
+
+@given(st.lists(st.floats(-2, 2, width=32), min_size=1, max_size=5))
+def test_hypothesis_pullback_from_jit_matches_jax(vals):
+    x = np.array(vals, np.float32)
+    ct = np.linspace(-1, 1, x.size).astype(np.float32)
+
+    def case(T, np_, lax_):
+        y, pb = T.jit(lambda x: T.vjp(lambda x: np_.tanh(x) * np_.cos(x) ** 2, x))(x)
+        return y, pb(ct)
+
+    tree_close(*both(case))

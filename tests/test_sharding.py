@@ -1,0 +1,492 @@
+"""Sharded ``jit`` and ``device_put`` on 8 host devices against jax running the same programs.
+
+Each program runs under ftrans and jax with the same mesh shape, the same
+``PartitionSpec``s and the same inputs; the values must agree and so must the
+results' layouts (their ``PartitionSpec`` over the mesh).  Also: the lowered
+module carries Shardy annotations and the compiled one is partitioned, grad and
+vmap through sharding constraints, and the errors (each naming the user's line).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from jax.sharding import AxisType as JAxisType
+from jax.sharding import NamedSharding as JNamedSharding
+from jax.sharding import PartitionSpec as JP
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import lax as flax
+from ftrans.core.array import ShardedArray
+from ftrans.sharding import AxisType, NamedSharding, P
+
+RNG = np.random.default_rng(0)
+HERE = os.path.abspath(__file__)
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+SHAPES = [(2, 4), (4, 2), (8,), (1, 8)]
+NAMES = {1: ("x",), 2: ("x", "y")}
+
+
+def meshes(shape):
+    names = NAMES[len(shape)]
+    fm = ftrans.make_mesh(shape, names, axis_types=(AxisType.Auto,) * len(shape))
+    jm = jax.make_mesh(shape, names, axis_types=(JAxisType.Auto,) * len(shape))
+    return fm, jm
+
+
+def norm(spec) -> tuple:
+    """A spec as a tuple with one-name tuples unwrapped and trailing Nones dropped."""
+    t = [e[0] if isinstance(e, tuple) and len(e) == 1 else (e or None) if isinstance(e, tuple) else e
+         for e in tuple(spec)]
+    while t and t[-1] is None:
+        t.pop()
+    return tuple(t)
+
+
+def arr(*shape):
+    return RNG.normal(size=shape).astype(np.float32)
+
+
+def same_layout(fx, jx):
+    assert isinstance(fx, ShardedArray), type(fx)
+    assert norm(fx.sharding.spec) == norm(jx.sharding.spec), (fx.sharding, jx.sharding)
+    assert fx.sharding.mesh.axis_names == jx.sharding.mesh.axis_names
+    assert [d.id for d in fx.sharding.mesh.devices.flat] == [d.id for d in jx.sharding.mesh.devices.flat]
+
+
+# ----------------------------------------------------------------------------
+# Meshes, specs, device_put
+
+
+def test_make_mesh_matches_jax():
+    fm = ftrans.make_mesh((2, 4), ("x", "y"))
+    jm = jax.make_mesh((2, 4), ("x", "y"))
+    assert fm.shape == dict(jm.shape)
+    assert [t.name for t in fm.axis_types] == [t.name for t in jm.axis_types]  # Explicit by default, as jax 0.10
+    assert [d.id for d in fm.devices.flat] == [d.id for d in jm.devices.flat]
+    assert fm.size == 8 and fm.axis_names == ("x", "y")
+
+
+def test_partition_spec_equality():
+    assert P("x", None) == P("x") and hash(P("x", None)) == hash(P("x"))
+    assert P(("x",)) == P("x")
+    assert P("x", "y") != P("y", "x")
+    assert P("x", "y") == JP("x", "y")
+
+
+@pytest.mark.parametrize("mshape", SHAPES)
+@pytest.mark.parametrize("spec", [(), ("x",), (None, "x"), ("x", "y"), ("y", "x"), (("x", "y"),), (None, ("y", "x"))])
+def test_device_put_shards_like_jax(mshape, spec):
+    fm, jm = meshes(mshape)
+    if any(a not in fm.axis_names for e in spec if e for a in ((e,) if isinstance(e, str) else e)):
+        pytest.skip("spec names an axis this mesh lacks")
+    x = arr(8, 8)
+    fx = ftrans.device_put(x, NamedSharding(fm, P(*spec)))
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    same_layout(fx, jx)
+    fs = sorted(fx.addressable_shards, key=lambda s: s.device.id)
+    js = sorted(jx.addressable_shards, key=lambda s: s.device.id)
+    assert len(fs) == len(js) == 8
+    for a, b in zip(fs, js):
+        assert a.device.id == b.device.id
+        assert a.index == b.index
+        np.testing.assert_array_equal(np.asarray(a.data), np.asarray(b.data))
+    np.testing.assert_array_equal(np.asarray(fx), x)
+    assert {d.id for d in fx.devices()} == set(range(8))
+
+
+def test_device_put_scalar_and_tree():
+    fm, _ = meshes((2, 4))
+    out = ftrans.device_put({"a": arr(4, 4), "b": np.float32(3)}, NamedSharding(fm, P()))
+    assert isinstance(out["a"], ShardedArray) and out["a"].sharding.spec == P()
+    assert float(out["b"]) == 3.0
+
+
+def test_sharding_shard_shape_and_indices_match_jax():
+    fm, jm = meshes((2, 4))
+    for spec in [("x", "y"), ("y",), (None, ("x", "y"))]:
+        fs, js = NamedSharding(fm, P(*spec)), JNamedSharding(jm, JP(*spec))
+        assert fs.shard_shape((8, 16)) == js.shard_shape((8, 16))
+        fi = {d.id: i for d, i in fs.devices_indices_map((8, 16)).items()}
+        ji = {d.id: i for d, i in js.devices_indices_map((8, 16)).items()}
+        assert fi == ji
+        assert fs.is_fully_replicated == js.is_fully_replicated
+
+
+def test_visualize_array_sharding(capsys):
+    fm, _ = meshes((2, 4))
+    x = ftrans.device_put(arr(8, 8), NamedSharding(fm, P("x", "y")))
+    table = ftrans.debug.visualize_array_sharding(x)
+    out = capsys.readouterr().out
+    assert out.count("CPU") == 8 and "CPU 5" in out
+    assert len(table.rows) == 2 and len(table.cols) == 4
+    assert "<table" in table._repr_html_()
+    y = ftrans.device_put(arr(8), NamedSharding(fm, P("y")))
+    t2 = ftrans.debug.visualize_array_sharding(y)
+    assert len(t2.cols) == 4 and all(len(v) == 2 for v in t2.cells.values())  # each block on 2 devices
+
+
+# ----------------------------------------------------------------------------
+# Sharded jit against jax
+
+
+def _programs(np_):
+    return {
+        "elementwise": lambda x, y: np_.sin(x) * y + 1.0,
+        "matmul": lambda x, y: x @ y,
+        "reduce": lambda x, y: (x * y).sum(axis=0),
+        "transpose": lambda x, y: (x + y).T,
+        "softmax": lambda x, y: np_.exp(x) / np_.exp(x).sum(axis=1, keepdims=True) + y,
+    }
+
+
+SPECS = [(), ("x",), ("x", "y"), (None, "y"), ("y", "x")]
+
+
+@pytest.mark.parametrize("prog", list(_programs(np)))
+@pytest.mark.parametrize("spec", SPECS)
+def test_jit_in_shardings_match_jax(prog, spec):
+    fm, jm = meshes((2, 4))
+    x, y = arr(8, 8), arr(8, 8)
+    ff = ftrans.jit(_programs(fjnp)[prog], in_shardings=(NamedSharding(fm, P(*spec)), NamedSharding(fm, P())))
+    jf = jax.jit(_programs(jjnp)[prog], in_shardings=(JNamedSharding(jm, JP(*spec)), JNamedSharding(jm, JP())))
+    fo, jo = ff(x, y), jf(x, y)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=2e-5, atol=2e-5)
+    same_layout(fo, jo)
+
+
+@pytest.mark.parametrize("spec", [("x",), ("y", "x"), (None, ("x", "y"))])
+def test_jit_out_shardings_match_jax(spec):
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    fo = ftrans.jit(lambda a: fjnp.tanh(a) @ a, out_shardings=NamedSharding(fm, P(*spec)))(x)
+    jo = jax.jit(lambda a: jjnp.tanh(a) @ a, out_shardings=JNamedSharding(jm, JP(*spec)))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=2e-5, atol=2e-5)
+    same_layout(fo, jo)
+    assert fo.sharding == NamedSharding(fm, P(*spec))
+
+
+@given(st.sampled_from(SHAPES), st.sampled_from(SPECS), st.integers(0, 4))
+def test_jit_follows_input_shardings(mshape, spec, k):
+    """No in_shardings: arguments laid out by device_put keep their layout, as in jax."""
+    fm, jm = meshes(mshape)
+    if any(a not in fm.axis_names for a in P(*spec).axes()):
+        return
+    x, y = arr(8, 8), arr(8, 8)
+    prog = list(_programs(np))[k]
+    fx = ftrans.device_put(x, NamedSharding(fm, P(*spec)))
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    fo = ftrans.jit(_programs(fjnp)[prog])(fx, y)
+    jo = jax.jit(_programs(jjnp)[prog])(jx, y)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=2e-5, atol=2e-5)
+    same_layout(fo, jo)
+
+
+def test_sharded_result_feeds_the_next_call_in_place():
+    fm, _ = meshes((2, 4))
+    s = NamedSharding(fm, P("x", "y"))
+    f = ftrans.jit(lambda a: a * 2.0, in_shardings=s, out_shardings=s)
+    a = f(arr(8, 8))
+    b = f(a)
+    assert b._sharded is not a._sharded and a.sharding == b.sharding == s
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a) * 2)
+    misses = f.cache_info()["misses"]
+    c = f(f(b))
+    assert f.cache_info()["misses"] == misses  # sharded results reuse the program
+    np.testing.assert_allclose(np.asarray(c), np.asarray(a) * 8)
+
+
+@pytest.mark.parametrize("spec", [("y", None), (None, "x"), ("x", "y")])
+def test_with_sharding_constraint_matches_jax(spec):
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+
+    def body(np_, lax_, sh):
+        return lambda a: lax_.with_sharding_constraint(np_.sin(a) * 2, sh) + 1.0
+
+    fo = ftrans.jit(body(fjnp, flax, NamedSharding(fm, P(*spec))))(x)
+    jo = jax.jit(body(jjnp, jax.lax, JNamedSharding(jm, JP(*spec))))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-6)
+    same_layout(fo, jo)
+
+
+def test_bare_spec_under_use_mesh_and_set_mesh():
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    with ftrans.sharding.use_mesh(fm):
+        fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 3, P("y")))(x)
+    with jax.set_mesh(jm):
+        jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 3, JP("y")))(x)
+    same_layout(fo, jo)
+    with ftrans.set_mesh(fm):
+        assert ftrans.sharding.get_mesh() == fm
+        r = ftrans.reshard(x, P(None, "x"))
+    assert ftrans.sharding.get_mesh() is None
+    assert r.sharding == NamedSharding(fm, P(None, "x"))
+    np.testing.assert_array_equal(np.asarray(r), x)
+
+
+def test_reshard_inside_jit_matches_jax():
+    fm, jm = ftrans.make_mesh((2, 4), ("x", "y")), jax.make_mesh((2, 4), ("x", "y"))  # reshard wants Explicit
+    x = arr(8, 8)
+    fo = ftrans.jit(lambda a: ftrans.reshard(a + 1, NamedSharding(fm, P("y", "x"))))(x)
+    with jax.set_mesh(jm):
+        jo = jax.jit(lambda a: jax.reshard(a + 1, JNamedSharding(jm, JP("y", "x"))))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    same_layout(fo, jo)
+
+
+def test_lowered_text_has_shardy_annotations_and_compiled_is_partitioned():
+    fm, _ = meshes((2, 4))
+    f = ftrans.jit(lambda a: flax.with_sharding_constraint(fjnp.sin(a), NamedSharding(fm, P("y"))).sum(0),
+                   in_shardings=NamedSharding(fm, P("x", "y")), out_shardings=NamedSharding(fm, P("y")))
+    lowered = f.lower(arr(8, 8))
+    text = lowered.as_text()
+    assert "mhlo.num_partitions = 8" in text
+    assert 'sdy.mesh @mesh = <["x"=2, "y"=4]>' in text
+    assert 'sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>' in text
+    assert '"sdy.sharding_constraint"' in text and '[{"y"}, {}]' in text
+    compiled = lowered.compile()
+    hlo = compiled.as_text()
+    assert "num_partitions=8" in hlo
+    assert "f32[4,2]" in hlo  # each device's block of the (8, 8) argument
+    np.testing.assert_allclose(np.asarray(compiled(arr(8, 8) * 0)), np.zeros(8))
+
+
+def test_grad_of_sharded_program_matches_jax():
+    fm, jm = meshes((2, 4))
+    w, x = arr(8, 4), arr(16, 8)
+
+    def loss(np_, lax_, sh):
+        def f(w, x):
+            h = lax_.with_sharding_constraint(np_.tanh(x @ w), sh)
+            return (h ** 2).mean()
+        return f
+
+    fs = (NamedSharding(fm, P(None, "y")), NamedSharding(fm, P("x")))
+    js = (JNamedSharding(jm, JP(None, "y")), JNamedSharding(jm, JP("x")))
+    fg = ftrans.jit(ftrans.grad(loss(fjnp, flax, NamedSharding(fm, P("x"))), argnums=(0, 1)), in_shardings=fs)(w, x)
+    jg = jax.jit(jax.grad(loss(jjnp, jax.lax, JNamedSharding(jm, JP("x"))), argnums=(0, 1)), in_shardings=js)(w, x)
+    for a, b in zip(fg, jg):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+        same_layout(a, b)
+    # grad outside the sharded jit: the values agree
+    fv = ftrans.grad(lambda w: ftrans.jit(loss(fjnp, flax, NamedSharding(fm, P("x"))), in_shardings=fs)(w, x))(w)
+    np.testing.assert_allclose(np.asarray(fv), np.asarray(jg[0]), rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_of_sharding_constraint_matches_jax():
+    fm, jm = meshes((2, 4))
+    xs = arr(3, 8, 8)
+    fo = ftrans.jit(ftrans.vmap(lambda a: flax.with_sharding_constraint(a * 2, NamedSharding(fm, P("x", "y")))))(xs)
+    jo = jax.jit(jax.vmap(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("x", "y")))))(xs)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    same_layout(fo, jo)
+    jaxpr = str(ftrans.make_jaxpr(ftrans.vmap(
+        lambda a: flax.with_sharding_constraint(a, NamedSharding(fm, P("x", "y")))))(xs))
+    assert "sharding_constraint" in jaxpr and "P(None, 'x', 'y')" in jaxpr
+
+
+def test_sharding_constraint_outside_a_sharded_program_is_identity():
+    fm, _ = meshes((2, 4))
+    x = arr(4, 8)
+    # a single-device jit of a constraint: the values are unchanged
+    out = ftrans.jit(lambda a: flax.with_sharding_constraint(a, NamedSharding(fm, P("x"))) * 1.0)(x)
+    np.testing.assert_array_equal(np.asarray(out), x)
+
+
+# ----------------------------------------------------------------------------
+# Errors, each naming the user's line
+
+
+def _raises(exc, match, fn):
+    with pytest.raises(exc, match=match) as info:
+        fn()
+    assert HERE in str(info.value), str(info.value)
+    return info.value
+
+
+def test_error_spec_names_missing_axis():
+    fm, jm = meshes((2, 4))
+    with pytest.raises(ValueError):
+        JNamedSharding(jm, JP("z"))
+    e = _raises(ValueError, "names mesh axis 'z'", lambda: NamedSharding(fm, P("z")))
+    assert "('x', 'y')" in str(e)
+
+
+def test_error_not_divisible():
+    fm, jm = meshes((2, 4))
+    x = arr(6, 8)
+    with pytest.raises(ValueError):
+        jax.jit(lambda a: a, in_shardings=JNamedSharding(jm, JP("y")))(x)
+    e = _raises(ValueError, "not divisible by 4",
+                lambda: ftrans.jit(lambda a: a, in_shardings=NamedSharding(fm, P("y")))(x))
+    assert "(6, 8)" in str(e)
+
+
+def test_error_in_shardings_tree_mismatch():
+    fm, jm = meshes((2, 4))
+    s = NamedSharding(fm, P())
+    x = arr(8, 8)
+    with pytest.raises(ValueError):
+        jax.jit(lambda a, b: a + b, in_shardings=(JNamedSharding(jm, JP()),) * 3)(x, x)
+    _raises(ValueError, "in_shardings has 3 entries",
+            lambda: ftrans.jit(lambda a, b: a + b, in_shardings=(s, s, s))(x, x))
+    _raises(ValueError, "tree prefix",
+            lambda: ftrans.jit(lambda a: a["u"], in_shardings=({"v": s},))({"u": x}))
+
+
+def test_error_mesh_too_large():
+    with pytest.raises(ValueError):
+        jax.make_mesh((4, 4), ("x", "y"))
+    e = _raises(ValueError, "needs 16 devices", lambda: ftrans.make_mesh((4, 4), ("x", "y")))
+    assert "xla_force_host_platform_device_count" in str(e)
+
+
+def test_error_bare_spec_without_mesh():
+    _raises(ValueError, "no mesh is set", lambda: flax.with_sharding_constraint(arr(8), P("x")))
+
+
+# ----------------------------------------------------------------------------
+# shard_map against jax.shard_map
+
+
+def _smap_programs(lax_, np_):
+    return {
+        "psum_rows": (lambda a: lax_.psum(a, "y") + lax_.axis_index("x"), ("x", "y"), ("x",)),
+        "local_matmul_psum": (lambda a: lax_.psum(a @ a.T, ("x", "y")), (None, ("x", "y")), ()),
+        "all_gather": (lambda a: lax_.all_gather(a, "y", axis=1, tiled=True) * 2, ("x", "y"), ("x", "y")),
+        "ppermute": (lambda a: lax_.ppermute(a, "y", [(i, (i + 1) % 4) for i in range(4)]), ("x", "y"), ("x", "y")),
+        "pmax_pmean": (lambda a: lax_.pmax(a, "x") - lax_.pmean(a, "x"), ("x", "y"), (None, "y")),
+        "psum_scatter": (lambda a: lax_.psum_scatter(a, "y", scatter_dimension=0, tiled=True), (None, "x"),
+                         ("y", "x")),
+    }
+
+
+@pytest.mark.parametrize("prog", list(_smap_programs(flax, fjnp)))
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_shard_map_matches_jax(prog, under_jit):
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    ff, ins, outs = _smap_programs(flax, fjnp)[prog]
+    jf = _smap_programs(jax.lax, jjnp)[prog][0]
+    f = ftrans.shard_map(ff, mesh=fm, in_specs=P(*ins), out_specs=P(*outs))
+    j = jax.shard_map(jf, mesh=jm, in_specs=JP(*ins), out_specs=JP(*outs))
+    if under_jit:
+        f, j = ftrans.jit(f), jax.jit(j)
+    fo, jo = f(x), j(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5, atol=1e-5)
+    same_layout(fo, jo)
+
+
+def test_shard_map_lowers_to_manual_computation():
+    fm, _ = meshes((2, 4))
+    f = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x")))
+    text = f.lower(arr(8, 8)).as_text()
+    assert '"sdy.manual_computation"' in text and 'manual_axes = #sdy<manual_axes{"x", "y"}>' in text
+    assert "use_global_device_ids" in text and "channel_handle" in text
+    assert "dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>" in text  # psum over y: the devices of one x row
+
+
+def test_shard_map_pytrees_and_experimental_signature():
+    from ftrans.experimental.shard_map import shard_map as exp_shard_map
+
+    fm, jm = meshes((2, 4))
+    x, y = arr(8, 4), arr(4)
+    ff = exp_shard_map(lambda d: {"s": flax.psum(d["a"].sum(0), "x") + d["b"]}, fm, ({"a": P("x"), "b": P()},),
+                       {"s": P()})
+    jf = jax.shard_map(lambda d: {"s": jax.lax.psum(d["a"].sum(0), "x") + d["b"]}, mesh=jm,
+                       in_specs=({"a": JP("x"), "b": JP()},), out_specs={"s": JP()})
+    fo, jo = ff({"a": x, "b": y}), jf({"a": x, "b": y})
+    np.testing.assert_allclose(np.asarray(fo["s"]), np.asarray(jo["s"]), rtol=1e-5)
+
+
+def test_grad_of_shard_map_matches_jax():
+    fm, jm = meshes((2, 4))
+    w, x = arr(8, 4), arr(16, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum(np_.tanh(x @ w).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        return T.jit(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)))
+
+    fg = make(ftrans, flax, fjnp, fm, P)(w, x)
+    jg = make(jax, jax.lax, jjnp, jm, JP)(w, x)
+    for a, b in zip(fg, jg):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_of_shard_map_matches_jax():
+    fm, jm = meshes((2, 4))
+    xs = arr(3, 8, 8)
+    ff = ftrans.shard_map(lambda a: flax.psum(a, "y") * 2, mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))
+    jf = jax.shard_map(lambda a: jax.lax.psum(a, "y") * 2, mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))
+    fo = ftrans.jit(ftrans.vmap(ff))(xs)
+    jo = jax.jit(jax.vmap(jf))(xs)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
+
+
+def test_shard_map_errors():
+    fm, _ = meshes((2, 4))
+    _raises(ValueError, "names mesh axis 'z'",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P("z"), out_specs=P())(arr(8)))
+    _raises(ValueError, "not divisible by 4",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P("y"), out_specs=P("y"))(arr(6)))
+    _raises(ValueError, "in_specs has 2 entries",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=(P(), P()), out_specs=P())(arr(8)))
+
+
+# ----------------------------------------------------------------------------
+# Global arrays from blocks (one process)
+
+
+def test_make_array_helpers_match_jax():
+    fm, jm = meshes((2, 4))
+    full = arr(8, 8)
+    fs, js = NamedSharding(fm, P("x", "y")), JNamedSharding(jm, JP("x", "y"))
+    fa = ftrans.make_array_from_callback((8, 8), fs, lambda idx: full[idx])
+    ja = jax.make_array_from_callback((8, 8), js, lambda idx: full[idx])
+    np.testing.assert_array_equal(np.asarray(fa), np.asarray(ja))
+    same_layout(fa, ja)
+    fb = ftrans.make_array_from_process_local_data(NamedSharding(fm, P("x")), full)
+    assert fb.shape == (8, 8) and fb.sharding.spec == P("x")
+    np.testing.assert_array_equal(np.asarray(fb), full)
+    blocks = [ftrans.device_put(full[idx], d) for d, idx in fs.devices_indices_map((8, 8)).items()]
+    fc = ftrans.make_array_from_single_device_arrays((8, 8), fs, blocks)
+    np.testing.assert_array_equal(np.asarray(fc), full)
+    with pytest.raises(ValueError, match="block of shape"):
+        ftrans.make_array_from_callback((8, 8), fs, lambda idx: full)
+
+
+def test_device_put_tree_of_shardings():
+    fm, _ = meshes((2, 4))
+    tree = {"a": arr(8, 4), "b": arr(4, 8)}
+    out = ftrans.device_put(tree, {"a": NamedSharding(fm, P("x")), "b": NamedSharding(fm, P(None, "x"))})
+    assert out["a"].sharding.spec == P("x") and out["b"].sharding.spec == P(None, "x")
+    np.testing.assert_array_equal(np.asarray(out["b"]), tree["b"])
+
+
+def test_sharded_jit_nested_in_jit_keeps_its_layout():
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    inner_f = ftrans.jit(lambda a: a * 2, in_shardings=NamedSharding(fm, P("x")), out_shardings=NamedSharding(fm,
+                                                                                                              P("y")))
+    inner_j = jax.jit(lambda a: a * 2, in_shardings=JNamedSharding(jm, JP("x")), out_shardings=JNamedSharding(jm,
+                                                                                                            JP("y")))
+    fo = ftrans.jit(lambda a: inner_f(a) + 1)(x)
+    jo = jax.jit(lambda a: inner_j(a) + 1)(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    same_layout(fo, jo)
