@@ -232,6 +232,25 @@ def test_device_put_donation_deletes_on_every_backend():
     assert y.is_deleted()
 
 
+def test_det_gradient_at_a_singular_matrix_is_nan():
+    a = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
+    np.testing.assert_allclose(np.asarray(jax.grad(jnp.linalg.det)(a)), [[4.0, -2.0], [-2.0, 1.0]], rtol=1e-5)
+    assert np.isnan(np.asarray(ftrans.grad(fnp.linalg.det)(a))).all()
+    b = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)  # away from singular matrices they agree
+    np.testing.assert_allclose(np.asarray(ftrans.grad(fnp.linalg.det)(b)), np.asarray(jax.grad(jnp.linalg.det)(b)),
+                               rtol=1e-5)
+
+
+def test_qr_raw_mode_and_pivoting_are_not_implemented():
+    a = np.eye(3, dtype=np.float32)
+    assert jnp.linalg.qr(a, mode="raw")[0].shape == (3, 3)
+    with pytest.raises(NotImplementedError, match="raw"):
+        fnp.linalg.qr(a, mode="raw")
+    assert len(jlax.linalg.qr(a, pivoting=True)) == 3
+    with pytest.raises(NotImplementedError, match="pivoting"):
+        flax.linalg.qr(a, pivoting=True)
+
+
 # ---------------------------------------------------------------- pmap
 _needs_devices = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (conftest)")
 

@@ -65,7 +65,18 @@ def test_per_example_grads_match_a_loop_and_learn():
     assert acc >= 0.8, r.stdout
 
 
+def test_gaussian_process_fits_its_hyperparameters():
+    r = run("gaussian_process.py", "--steps", "60", "--points", "40")
+    assert r.returncode == 0, r.stderr
+    nll = [float(v) for v in re.findall(r"negative log likelihood (-?[0-9.]+)", r.stdout)]
+    rmse = [float(v) for v in re.findall(r"test rmse ([0-9.]+)", r.stdout)]
+    assert len(nll) == 2 and nll[1] < nll[0] - 20, r.stdout
+    assert len(rmse) == 2 and rmse[1] < rmse[0] / 3 and rmse[1] < 0.2, r.stdout
+
+
 @pytest.mark.parametrize("script,args", [
+    ("gaussian_process.py", ["--steps", "0"]),
+    ("gaussian_process.py", ["--points", "few"]),
     ("train_digits.py", ["--epochs", "0"]),
     ("train_digits.py", ["--batch-size", "many"]),
     ("train_digits.py", ["--test-fraction", "1.5"]),

@@ -25,6 +25,7 @@ _APPROX = {
     "erf_inv", "lgamma", "digamma", "pow", "div", "integer_pow", "dot_general", "reduce_sum",
     "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum", "scatter_add",
     "scatter_mul", "mul", "rem", "sign", "abs", "conv_general_dilated", "fft",
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig",
 }
 NAMES = sorted(n for n in SAMPLES if n in P.registry and P.registry[n] in lowering_rules)
 

@@ -329,7 +329,46 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         kinds = (f32, bf16) if name == "cumlogsumexp" else (f32, i32, bf16)
         s[name] = [((arr((2, 4), d),), {"axis": 1, "reverse": rev}) for d in kinds for rev in (False, True)]
+    s.update(_linalg_samples())
     return s
+
+
+def _linalg_samples() -> dict[str, list[tuple[tuple, dict]]]:
+    """Well-conditioned matrices (the generic (0, 1) values plus a multiple of the identity)."""
+    def spd(n, batch=(), seed=0):
+        a = arr(batch + (n, n), np.float32, seed)
+        return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=np.float32)).astype(np.float32)
+
+    def gen(m, n, batch=(), seed=0):
+        a = arr(batch + (m, n), np.float32, seed) - 0.5
+        k = min(m, n)
+        a[..., range(k), range(k)] += 2.0
+        return a
+
+    def separated(m, n, batch=(), seed=0):  # distinct singular values, so their derivatives stay small
+        a = gen(m, n, batch, seed) * 0.2
+        k = min(m, n)
+        a[..., range(k), range(k)] += np.arange(k, 0, -1, dtype=np.float32) * 1.5
+        return a
+
+    tri = {"left_side": True, "lower": True, "transpose_a": False, "conjugate_a": False, "unit_diagonal": False}
+    return {
+        "cholesky": [((spd(3),), {}), ((spd(2, (2,)),), {})],
+        "triangular_solve": [
+            ((np.tril(spd(3)), gen(3, 2)), tri),
+            ((np.triu(spd(3, (2,))), gen(2, 3, (2,), 1)), dict(tri, left_side=False, lower=False, transpose_a=True)),
+            ((spd(3), gen(3, 3, (), 2)), dict(tri, unit_diagonal=True)),
+        ],
+        "lu": [((gen(3, 3),), {}), ((gen(2, 4, (2,)),), {}), ((gen(4, 2),), {})],
+        "lu_pivots_to_permutation": [((np.array([2, 2, 3], np.int32),), {"permutation_size": 4}),
+                                     ((np.array([[1, 1], [0, 1]], np.int32),), {"permutation_size": 2})],
+        "qr": [((gen(4, 3),), {"full_matrices": False}), ((gen(3, 3, (2,)),), {"full_matrices": True})],
+        "eigh": [((spd(3),), {"lower": True}), ((spd(3, (2,)),), {"lower": False})],
+        "svd": [((separated(4, 3),), {"full_matrices": False, "compute_uv": True}),
+                ((separated(3, 3, (2,)),), {"full_matrices": False, "compute_uv": False})],
+        "eig": [((gen(3, 3),), {"compute_left_eigenvectors": False, "compute_right_eigenvectors": False}),
+                ((gen(2, 2),), {"compute_left_eigenvectors": True, "compute_right_eigenvectors": True})],
+    }
 
 
 def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:

@@ -391,6 +391,36 @@ def _tuples(tree):
     return tree
 
 
+# Linear algebra: each primitive works on stacks of matrices; its batching rule moves the batch axis to the front.
+def spd_matrix(rng, shape):
+    a = rng.normal(size=shape)
+    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(np.float32)
+
+
+def general_matrix(rng, shape):
+    a = rng.normal(size=shape)
+    k = min(shape[-2:])
+    a[..., range(k), range(k)] += 4.0
+    return a.astype(np.float32)
+
+
+_LA = {"rtol": 1e-3, "atol": 1e-4}
+CASES["la_cholesky"] = Case(f32((3, 3), gen=spd_matrix), lambda jnp_, lx: lambda a: lx.linalg.cholesky(a), **_LA)
+CASES["la_triangular_solve"] = Case(
+    f32((3, 3), gen=spd_matrix) + f32((3, 2)),
+    lambda jnp_, lx: lambda a, b: lx.linalg.triangular_solve(a, b, left_side=True, lower=True), **_LA)
+CASES["la_lu"] = Case(f32((3, 3), gen=general_matrix), lambda jnp_, lx: lambda a: lx.linalg.lu(a), **_LA)
+CASES["la_qr"] = Case(f32((4, 3), gen=general_matrix),
+                      lambda jnp_, lx: lambda a: jnp_.abs(lx.linalg.qr(a, full_matrices=False)[1]), **_LA)
+CASES["la_eigh_values"] = Case(f32((3, 3), gen=spd_matrix), lambda jnp_, lx: lambda a: lx.linalg.eigh(a)[1], **_LA)
+CASES["la_svdvals"] = Case(f32((3, 4), gen=general_matrix),
+                           lambda jnp_, lx: lambda a: lx.linalg.svd(a, compute_uv=False), **_LA)
+CASES["la_pivots"] = Case([((3,), ints(0, 4))],
+                          lambda jnp_, lx: lambda p: lx.linalg.lu_pivots_to_permutation(p, 4))
+CASES["la_solve_det"] = Case(f32((3, 3), gen=general_matrix) + f32((3, 2)),
+                             lambda jnp_, lx: lambda a, b: (jnp_.linalg.solve(a, b), jnp_.linalg.det(a)), **_LA)
+
+
 def assert_matches(got, want, rtol, atol):
     g, gt = jax.tree_util.tree_flatten(_tuples(got))
     w, wt = jax.tree_util.tree_flatten(_tuples(want))
@@ -501,6 +531,7 @@ FAMILIES = {
         k in n for k in ("cum", "sort", "pool", "top_k", "median"))] + [n for n in CASES if n.startswith(("sort", "argsort"))],
     "gather": [n for n in CASES if "gather" in n or "take" in n],
     "scatter": [n for n in CASES if "scatter" in n or n.startswith("st_at_")],
+    "linalg": [n for n in CASES if n.startswith("la_")],
     "conv_fft": [n for n in CASES if n.startswith(("conv_", "fft_"))],
 }
 

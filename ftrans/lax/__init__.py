@@ -1,5 +1,6 @@
 """``ftrans.lax``: primitive-level operations (JAX's ``lax``), control flow and collectives over named axes."""
 
+from ftrans.lax import linalg  # noqa: F401,E402
 from ftrans.lax._collectives import (  # noqa: F401
     all_gather,
     all_to_all,

@@ -200,6 +200,26 @@ def is_deleted(buf: Any) -> bool:
     return buf.is_deleted()
 
 
+_lapack_ready = False
+
+
+def ensure_lapack_targets() -> None:
+    """Make the LAPACK custom-call targets jaxlib provides (``lapack_?getrf_ffi``, ...) callable.
+
+    jaxlib registers them with XLA's CPU client when jax's linear-algebra
+    module is imported, and binds them to SciPy's LAPACK on ``initialize``.
+    The linear-algebra lowerings call this before emitting such a call.
+    """
+    global _lapack_ready
+    if _lapack_ready:
+        return
+    import jax._src.lax.linalg  # noqa: F401  (registers the lapack_* targets with the CPU client)
+    from jaxlib import lapack
+
+    lapack._lapack.initialize()
+    _lapack_ready = True
+
+
 # ----------------------------------------------------------------------------
 # Several replicas (pmap): one program, run by every device of an assignment
 

@@ -1,25 +1,493 @@
-"""``ftrans.numpy.linalg``.
+"""``ftrans.numpy.linalg``: JAX's ``jax.numpy.linalg``.
 
-Norms are built from reductions here. The decompositions (``inv solve det
-slogdet cholesky qr svd eigh``) need XLA's linear-algebra custom calls and come
-with the lowering; calling them now raises ``NotImplementedError``, as does a
-norm that needs singular values (``ord`` 2, -2 or 'nuc' of a matrix).
+The decompositions bind the primitives of ``ftrans.lax.linalg`` (Cholesky,
+LU, QR, symmetric eigendecomposition, SVD, general eigendecomposition on the
+CPU); everything else is written with them and ``ftrans.numpy``: ``solve``
+and ``inv`` are an LU factorization and two triangular solves, ``det`` and
+``slogdet`` read the LU diagonal and the pivots' parity (``det`` has its own
+JVP, ``det(A) tr(A⁻¹ dA)``), ``lstsq``, ``pinv``, ``matrix_rank``, ``cond``
+and the 2-norms use the SVD.  Leading axes are batch axes and broadcast
+between operands, as in NumPy.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
+import numpy as np
+
+from ftrans import numpy as jnp
 from ftrans.core.operands import as_operand, canonicalize_axes, check_arraylike
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from ftrans.lax import linalg as lax_linalg
+from ftrans.transforms.ad_rules import linalg as M
+from ftrans.transforms.custom_derivatives import custom_jvp
 
-__all__ = ["norm"]
+__all__ = [
+    "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
+    "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
+    "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
+    "vecdot", "vector_norm", "EighResult", "EigResult", "QRResult", "SlogdetResult", "SVDResult",
+]
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+def _inexact(name: str, *xs: Any) -> list[Any]:
+    check_arraylike(name, *xs)
+    arrs = [jnp.asarray(as_operand(x)) for x in xs]
+    dtype = jnp.result_type(*arrs, 1.0)
+    if dtype in (np.dtype(np.float16), jnp.bfloat16):
+        raise FtransTypeError(f"{name}: {dtype} matrices are not supported (LAPACK has no half-precision "
+                              "routines); convert to float32 first")
+    return [a if a.dtype == dtype else a.astype(dtype) for a in arrs]
+
+
+def _square(name: str, a: Any) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise FtransShapeError(f"{name}: argument must have shape [..., n, n], got {a.shape}")
+
+
+def _matrix(name: str, a: Any) -> None:
+    if a.ndim < 2:
+        raise FtransShapeError(f"{name}: argument must have shape [..., m, n] (rank >= 2), got {a.shape}")
+
+
+def _batch(name: str, *shapes: tuple) -> tuple:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise FtransShapeError(
+            f"{name}: the batch shapes {' and '.join(str(s) for s in shapes)} of the operands do not broadcast "
+            "(their leading axes must be equal or 1)") from None
+
+
+# ---------------------------------------------------------------- decompositions
+
+
+def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+    """The Cholesky factor of Hermitian positive-definite ``a`` (lower, or upper with ``upper``).
+
+    Like JAX, a matrix that is not positive definite gives NaNs, not an error.
+    """
+    (a,) = _inexact("cholesky", a)
+    _square("cholesky", a)
+    lo = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
+    return M.mH(lo) if upper else lo
+
+
+def qr(a: Any, mode: str = "reduced") -> Any:
+    """``QRResult(Q, R)`` (``mode`` "reduced" or "complete"), or ``R`` alone (``mode="r"``)."""
+    (a,) = _inexact("qr", a)
+    _matrix("qr", a)
+    if mode not in ("reduced", "complete", "r"):
+        if mode == "raw":
+            raise NotImplementedError("qr: mode='raw' is not implemented in ftrans")
+        raise FtransValueError(f"qr: unsupported mode {mode!r}; use 'reduced', 'complete' or 'r'")
+    q, r = lax_linalg.qr(a, full_matrices=(mode == "complete"))
+    return r if mode == "r" else QRResult(q, r)
+
+
+def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
+        subset_by_index: Any = None) -> Any:
+    """``SVDResult(U, S, Vh)`` with descending ``S``, or ``S`` alone without ``compute_uv``."""
+    (a,) = _inexact("svd", a)
+    _matrix("svd", a)
+    if hermitian:
+        _square("svd", a)
+        v, w = lax_linalg.eigh(a, subset_by_index=subset_by_index)
+        s = jnp.abs(w)
+        order = jnp.flip(jnp.argsort(s, axis=-1, stable=True), axis=-1)
+        s = jnp.take_along_axis(s, order, axis=-1)
+        if not compute_uv:
+            return s
+        sign = jnp.take_along_axis(jnp.sign(w), order, axis=-1)
+        u = jnp.take_along_axis(v, order[..., None, :], axis=-1)
+        vh = M.mH(u * sign[..., None, :].astype(u.dtype))
+        return SVDResult(u, s, vh)
+    out = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv, subset_by_index=subset_by_index)
+    return SVDResult(*out) if compute_uv else out
+
+
+def svdvals(x: Any, /) -> Any:
+    """The singular values of ``x``, descending."""
+    return svd(x, compute_uv=False)
+
+
+def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:  # noqa: N803
+    """``EighResult(eigenvalues, eigenvectors)`` of Hermitian ``a``, eigenvalues ascending."""
+    (a,) = _inexact("eigh", a)
+    _square("eigh", a)
+    if UPLO not in (None, "L", "U"):
+        raise FtransValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    v, w = lax_linalg.eigh(a, lower=(UPLO != "U"), symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:  # noqa: N803
+    """The eigenvalues of Hermitian ``a``, ascending."""
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+def eig(a: Any) -> EigResult:
+    """``EigResult(eigenvalues, eigenvectors)`` of a general square matrix (complex; CPU only, as in JAX)."""
+    (a,) = _inexact("eig", a)
+    _square("eig", a)
+    w, v = lax_linalg.eig(a, compute_left_eigenvectors=False)
+    return EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    """The (complex) eigenvalues of a general square matrix."""
+    (a,) = _inexact("eigvals", a)
+    _square("eigvals", a)
+    return lax_linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)[0]
+
+
+# ---------------------------------------------------------------- solves, inverse, determinants
+
+
+def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
+    pb = jnp.take_along_axis(b, jnp.broadcast_to(perm[..., :, None], perm.shape + (b.shape[-1],)), axis=-2)
+    y = lax_linalg.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+    return lax_linalg.triangular_solve(lu, y, left_side=True, lower=False)
+
+
+def solve(a: Any, b: Any) -> Any:
+    """Solve ``a x = b``: ``b`` is a vector (1-D) or a stack of matrices; batch axes broadcast."""
+    a, b = _inexact("solve", a, b)
+    _square("solve", a)
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    if vector:
+        if b.shape[0] != n:
+            raise FtransShapeError(f"solve: b of shape {b.shape} does not match a of shape {a.shape} "
+                                   f"(b needs {n} entries)")
+        b = b[:, None]
+    elif b.shape[-2] != n:
+        raise FtransShapeError(
+            f"solve: b of shape {b.shape} does not match a of shape {a.shape}: b must be [..., {n}] (1-D) or "
+            f"[..., {n}, k] (for a stack of vectors use b[..., None] and take [..., 0] of the result)")
+    batch = _batch("solve", a.shape[:-2], b.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    lu, _, perm = lax_linalg.lu(a)
+    x = _lu_solve(lu, perm, b)
+    return x[..., 0] if vector else x
+
+
+def inv(a: Any) -> Any:
+    """The inverse of square ``a`` (a stack of them)."""
+    (a,) = _inexact("inv", a)
+    _square("inv", a)
+    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return solve(a, eye)
+
+
+def _lu_det_parts(a: Any) -> tuple[Any, Any]:
+    lu, piv, _ = lax_linalg.lu(a)
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = jnp.count_nonzero(piv != jnp.arange(piv.shape[-1], dtype=piv.dtype), axis=-1)
+    parity = jnp.where(swaps % 2 == 1, -1, 1).astype(a.dtype)
+    return diag, parity
+
+
+@custom_jvp
+def _det(a: Any) -> Any:
+    diag, parity = _lu_det_parts(a)
+    return parity * jnp.prod(diag, axis=-1)
+
+
+@_det.defjvp
+def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a,), (t,) = primals, tangents
+    y = _det(a)
+    z = solve(a, t)
+    return y, y * jnp.trace(z, axis1=-2, axis2=-1)
+
+
+def det(a: Any) -> Any:
+    """The determinant of square ``a``; its derivative is ``det(a) tr(a⁻¹ da)``."""
+    (a,) = _inexact("det", a)
+    _square("det", a)
+    return _det(a)
+
+
+def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
+    """``SlogdetResult(sign, logabsdet)`` of square ``a`` (by LU; ``method`` may be None or 'lu')."""
+    (a,) = _inexact("slogdet", a)
+    _square("slogdet", a)
+    if method not in (None, "lu"):
+        raise FtransValueError(f"slogdet: method must be None or 'lu' in ftrans, got {method!r}")
+    diag, parity = _lu_det_parts(a)
+    is_zero = jnp.any(diag == 0, axis=-1)
+    absd = jnp.abs(diag)
+    if jnp.iscomplexobj(a):
+        sign = parity * jnp.prod(diag / absd.astype(a.dtype), axis=-1)
+    else:
+        sign = parity * jnp.prod(jnp.sign(diag), axis=-1)
+    logdet = jnp.sum(jnp.log(absd), axis=-1)
+    sign = jnp.where(is_zero, jnp.zeros_like(sign), sign)
+    logdet = jnp.where(is_zero, -jnp.inf, logdet)
+    return SlogdetResult(sign, logdet)
+
+
+def lstsq(a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = False) -> tuple:
+    """Least squares by SVD: ``(x, residuals, rank, singular values)`` for 2-D ``a``."""
+    a, b = _inexact("lstsq", a, b)
+    if a.ndim != 2:
+        raise FtransShapeError(f"lstsq: a must be 2-D, got shape {a.shape}")
+    if b.ndim not in (1, 2):
+        raise FtransShapeError(f"lstsq: b must be 1-D or 2-D, got shape {b.shape}")
+    if a.shape[0] != b.shape[0]:
+        raise FtransShapeError(f"lstsq: leading dimensions of a {a.shape} and b {b.shape} must match")
+    vector = b.ndim == 1
+    if vector:
+        b = b[:, None]
+    m, n = a.shape
+    real = jnp.finfo(a.dtype).dtype
+    eps = float(jnp.finfo(a.dtype).eps)
+    if rcond is None:
+        rcond = eps * max(m, n)
+    elif rcond < 0:
+        rcond = eps
+    u, s, vt = svd(a, full_matrices=False)
+    if s.shape[-1] == 0:
+        mask = s > 0
+    else:
+        mask = s >= jnp.asarray(rcond, real) * s[0]
+    rank = jnp.sum(mask).astype(jnp.int32)
+    safe_s = jnp.where(mask, s, 1).astype(a.dtype)
+    s_inv = jnp.where(mask, 1 / safe_s, 0)[:, None]
+    x = jnp.matmul(M.mH(vt), s_inv * jnp.matmul(M.mH(u), b))
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid = jnp.asarray([], dtype=real)
+    else:
+        resid = norm(b - jnp.matmul(a, x), axis=0) ** 2
+    if vector:
+        x = jnp.ravel(x)
+    return x, resid, rank, s
+
+
+def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
+    """The Moore-Penrose pseudo-inverse by SVD; singular values ``<= rtol * max`` are dropped."""
+    (a,) = _inexact("pinv", a)
+    _matrix("pinv", a)
+    if rcond is not None:
+        if rtol is not None:
+            raise FtransValueError("pinv: pass rtol or its old name rcond, not both")
+        rtol = rcond
+    m, n = a.shape[-2:]
+    if m == 0 or n == 0:
+        return jnp.empty(a.shape[:-2] + (n, m), a.dtype)
+    arr = jnp.conj(a)
+    if rtol is None:
+        rtol = 10.0 * max(m, n) * float(jnp.finfo(a.dtype).eps)
+    u, s, vh = svd(arr, full_matrices=False, hermitian=hermitian)
+    rtol = jnp.asarray(rtol, s.dtype)
+    rtol = jnp.reshape(rtol, rtol.shape + (1,) * (s.ndim - rtol.ndim)) if rtol.ndim else rtol
+    cutoff = rtol * s[..., 0:1]
+    s = jnp.where(s > cutoff, s, jnp.inf).astype(u.dtype)
+    return jnp.matmul(M.mT(vh), M.mT(u) / s[..., None]).astype(a.dtype)
+
+
+def matrix_power(a: Any, n: int) -> Any:
+    """``a`` to the integer power ``n`` by repeated squaring (``inv`` first for negative ``n``)."""
+    a = jnp.asarray(as_operand(a))
+    _square("matrix_power", a)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise FtransTypeError(f"matrix_power: exponent must be an integer, got {type(n).__name__}") from None
+    if n == 0:
+        return jnp.broadcast_to(jnp.eye(a.shape[-2], dtype=a.dtype), a.shape)
+    if n < 0:
+        a = inv(a)
+        n = -n
+    z = result = None
+    while n > 0:
+        z = a if z is None else jnp.matmul(z, z)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = z if result is None else jnp.matmul(result, z)
+    return result
+
+
+def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any = None) -> Any:  # noqa: N803
+    """The number of singular values above ``tol`` (default ``max(s) * max(m, n) * eps``)."""
+    (m,) = _inexact("matrix_rank", M)
+    if m.ndim < 2:
+        return jnp.any(m != 0).astype(jnp.int32)
+    s = svd(m, full_matrices=False, compute_uv=False, hermitian=hermitian)
+    if tol is None:
+        if rtol is None:
+            rtol = max(m.shape[-2:]) * float(jnp.finfo(s.dtype).eps)
+        tol = jnp.max(s, axis=-1) * jnp.asarray(rtol, s.dtype)
+    tol = jnp.asarray(tol, s.dtype)
+    return jnp.sum(s > tol[..., None], axis=-1)
+
+
+def cond(x: Any, p: Any = None) -> Any:
+    """The condition number of ``x`` in the ``p`` norm (2-norm by SVD by default)."""
+    (x,) = _inexact("cond", x)
+    _matrix("cond", x)
+    if p is None or p == 2:
+        s = svdvals(x)
+        r = s[..., 0] / s[..., -1]
+    elif p == -2:
+        s = svdvals(x)
+        r = s[..., -1] / s[..., 0]
+    else:
+        _square("cond", x)
+        r = norm(x, ord=p, axis=(-2, -1)) * norm(inv(x), ord=p, axis=(-2, -1))
+    nan_mask = jnp.isnan(r) & ~jnp.any(jnp.isnan(x), axis=(-2, -1))
+    return jnp.where(nan_mask, jnp.inf, r)
+
+
+def tensorinv(a: Any, ind: int = 2) -> Any:
+    """The inverse of ``a`` seen as a matrix from its first ``ind`` axes to the rest."""
+    arr = jnp.asarray(as_operand(a))
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise FtransValueError(f"tensorinv: ind must be a positive integer, got {ind}")
+    contracting, batch = arr.shape[:ind], arr.shape[ind:]
+    flat = (math.prod(contracting), math.prod(batch))
+    if flat[0] != flat[1]:
+        raise FtransShapeError(
+            f"tensorinv: the product of the first ind={ind} dimensions must equal that of the others; "
+            f"got shape {arr.shape}")
+    return jnp.reshape(inv(jnp.reshape(arr, flat)), (*batch, *contracting))
+
+
+def tensorsolve(a: Any, b: Any, axes: tuple[int, ...] | None = None) -> Any:
+    """Solve ``tensordot(a, x, x.ndim) = b`` for ``x``."""
+    a_arr, b_arr = jnp.asarray(as_operand(a)), jnp.asarray(as_operand(b))
+    if axes is not None:
+        a_arr = jnp.moveaxis(a_arr, axes, len(axes) * (a_arr.ndim - 1,))
+    out_shape = a_arr.shape[b_arr.ndim:]
+    if a_arr.shape[:b_arr.ndim] != b_arr.shape:
+        raise FtransShapeError(f"tensorsolve: b.shape {b_arr.shape} must match a.shape[:b.ndim] "
+                               f"{a_arr.shape[:b_arr.ndim]}")
+    a_arr = jnp.reshape(a_arr, (b_arr.size, math.prod(out_shape)))
+    return jnp.reshape(solve(a_arr, jnp.ravel(b_arr)), out_shape)
+
+
+# ---------------------------------------------------------------- products and views
+
+
+def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
+    """``arrays[0] @ arrays[1] @ ...`` (the first may be 1-D, a row; the last 1-D, a column)."""
+    arrs = [jnp.asarray(as_operand(x)) for x in arrays]
+    if len(arrs) < 2:
+        raise FtransValueError(f"multi_dot: expects at least two arrays, got {len(arrs)}")
+    for i, x in enumerate(arrs):
+        ok = x.ndim == 2 or (x.ndim == 1 and i in (0, len(arrs) - 1))
+        if not ok:
+            raise FtransShapeError(f"multi_dot: array {i} must be 2-D (the first and last may be 1-D), got "
+                                   f"shape {x.shape}")
+    out = arrs[0]
+    for x in arrs[1:]:
+        out = jnp.matmul(out, x, precision=precision)
+    return out
+
+
+def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    return jnp.matmul(x1, x2, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None,
+              preferred_element_type: Any = None) -> Any:
+    return jnp.tensordot(x1, x2, axes=axes, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def outer(x1: Any, x2: Any, /) -> Any:
+    """The outer product of two 1-D arrays."""
+    a, b = jnp.asarray(as_operand(x1)), jnp.asarray(as_operand(x2))
+    if a.ndim != 1 or b.ndim != 1:
+        raise FtransShapeError(f"outer: inputs must be 1-D, got shapes {a.shape} and {b.shape}")
+    return jnp.outer(a, b)
+
+
+def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """The cross product of 3-vectors along ``axis``."""
+    a, b = jnp.asarray(as_operand(x1)), jnp.asarray(as_operand(x2))
+    if a.ndim == 0 or b.ndim == 0 or a.shape[axis] != 3 or b.shape[axis] != 3:
+        raise FtransShapeError(f"cross: both inputs must have size 3 along axis {axis}, got shapes {a.shape} "
+                               f"and {b.shape}")
+    return jnp.cross(a, b, axis=axis)
+
+
+def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+    """The sum of the ``offset`` diagonal of the last two axes."""
+    a = jnp.asarray(as_operand(x))
+    _matrix("trace", a)
+    return jnp.trace(a, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def diagonal(x: Any, /, *, offset: int = 0) -> Any:
+    """The ``offset`` diagonal of the last two axes."""
+    a = jnp.asarray(as_operand(x))
+    _matrix("diagonal", a)
+    return jnp.diagonal(a, offset=offset, axis1=-2, axis2=-1)
+
+
+def matrix_transpose(x: Any, /) -> Any:
+    """``x`` with its last two axes swapped."""
+    a = jnp.asarray(as_operand(x))
+    _matrix("matrix_transpose", a)
+    return jnp.swapaxes(a, -1, -2)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """``sum(conj(x1) * x2, axis)`` with broadcasting."""
+    return jnp.vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:  # noqa: A002
+    """The vector ``ord``-norm over ``axis`` (all axes, flattened, by default)."""
+    a = jnp.asarray(as_operand(x))
+    if axis is None:
+        out = norm(jnp.ravel(a), ord=ord)
+        return jnp.reshape(out, (1,) * a.ndim) if keepdims else out
+    return norm(a, ord=ord, axis=axis, keepdims=keepdims)
+
+
+def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:  # noqa: A002
+    """The matrix ``ord``-norm over the last two axes."""
+    a = jnp.asarray(as_operand(x))
+    _matrix("matrix_norm", a)
+    return norm(a, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
 def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
-    """``jnp.linalg.norm``: vector norms over one axis, matrix norms over two."""
-    from ftrans import numpy as jnp
-
+    """``jnp.linalg.norm``: vector norms over one axis, matrix norms over two (2, -2, 'nuc' by SVD)."""
     check_arraylike("norm", x)
     a = as_operand(x)
     if a.dtype.kind in "iub":
@@ -64,7 +532,12 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
         row = jnp.sum(absx, axis=c, keepdims=True)
         out = red(row, axis=r, keepdims=True, **({"initial": 0} if ord == jnp.inf else {}))
     elif ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"norm: ord={ord!r} of a matrix needs singular values (svd), not built yet")
+        moved = jnp.moveaxis(a, (r, c), (-2, -1))
+        sv = svdvals(moved)
+        out = jnp.sum(sv, axis=-1) if ord == "nuc" else (jnp.max if ord == 2 else jnp.min)(sv, axis=-1)
+        if keepdims:
+            out = jnp.expand_dims(out, axes)
+        return out
     else:
         raise FtransValueError(f"norm: invalid ord {ord!r} for a matrix norm")
     return out if keepdims else jnp.squeeze(out, axis=axes)

@@ -8,6 +8,7 @@ from ftrans.core.prims import (  # noqa: F401
     elementwise,
     fft,
     indexing,
+    linalg,
     parallel,
     reductions,
     shard_map,

@@ -10,6 +10,7 @@ from ftrans.lowering.rules import (
     convolution,  # noqa: F401
     elementwise,  # noqa: F401
     indexing,  # noqa: F401
+    linalg,  # noqa: F401
     parallel,  # noqa: F401
     reductions,  # noqa: F401
     shard_map,  # noqa: F401

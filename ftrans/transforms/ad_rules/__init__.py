@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     control_flow,
     convolution,
     indexing,
+    linalg,
     reductions,
     sharding,
     sorting,

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     convolution,
     elementwise,
     indexing,
+    linalg,
     parallel,
     reductions,
     shard_map,

@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     convolution,
     elementwise,
     indexing,
+    linalg,
     reductions,
     sharding,
     structural,

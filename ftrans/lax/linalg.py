@@ -1,0 +1,154 @@
+"""``ftrans.lax.linalg``: JAX's ``lax.linalg`` decompositions and triangular solves.
+
+Each function checks its operands (a stack of matrices in the last two axes,
+a float or complex dtype; integers are converted to the default float type)
+and binds one primitive of ``ftrans.core.prims.linalg``.  Like JAX, a failed
+factorization gives NaNs rather than an error: ``cholesky`` of a matrix that
+is not positive definite is all NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import dtypes
+from ftrans.core.operands import as_operand, aval_of
+from ftrans.core.prims import linalg as L
+from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from ftrans.transforms.ad_rules import linalg as M
+
+__all__ = ["cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve"]
+
+
+def _default_float() -> np.dtype:
+    return dtypes.canonicalize(np.dtype(np.float64))
+
+
+def _matrix(name: str, x: Any, *, square: bool) -> Any:
+    """``x`` as an operand of a linear-algebra primitive, or a specific error naming the user's line."""
+    x = as_operand(x)
+    aval = aval_of(x)
+    if aval.ndim < 2:
+        raise FtransShapeError(
+            f"{name}: expects a matrix or a stack of matrices (shape [..., m, n]), got shape {aval.shape}")
+    if square and aval.shape[-1] != aval.shape[-2]:
+        raise FtransShapeError(
+            f"{name}: expects square matrices in the last two axes (shape [..., n, n]), got shape {aval.shape}")
+    d = aval.dtype
+    if d.kind in "iub":
+        from ftrans.lax import convert_element_type
+
+        return convert_element_type(x, _default_float())
+    if d not in L.LINALG_DTYPES:
+        raise FtransTypeError(
+            f"{name}: expects float32, float64, complex64 or complex128 matrices, got {d} "
+            f"(convert with .astype(jnp.float32) first)")
+    return x
+
+
+def symmetrize(x: Any) -> Any:
+    """``(x + xᴴ) / 2``: the Hermitian part of ``x``."""
+    from ftrans import lax
+
+    return lax.div(lax.add(x, M.mH(x)), np.asarray(2, aval_of(x).dtype))
+
+
+def cholesky(x: Any, *, symmetrize_input: bool = True) -> Any:
+    """The lower Cholesky factor ``L`` of ``x = L Lᴴ`` (NaNs where ``x`` is not positive definite)."""
+    x = _matrix("cholesky", x, square=True)
+    if symmetrize_input:
+        x = symmetrize(x)
+    return L.cholesky_p.bind(x)
+
+
+def triangular_solve(a: Any, b: Any, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
+                     conjugate_a: bool = False, unit_diagonal: bool = False) -> Any:
+    """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` for triangular ``a``; batch shapes must agree."""
+    a = _matrix("triangular_solve", a, square=True)
+    b = _matrix("triangular_solve", b, square=False)
+    aa, ba = aval_of(a), aval_of(b)
+    if aa.dtype != ba.dtype:
+        from ftrans.lax import convert_element_type
+
+        d = np.promote_types(aa.dtype, ba.dtype)
+        a, b = convert_element_type(a, d), convert_element_type(b, d)
+    if aa.shape[:-2] != ba.shape[:-2]:
+        raise FtransShapeError(
+            f"triangular_solve: a and b must have the same batch dimensions, got shapes {aa.shape} and {ba.shape} "
+            "(ftrans.scipy.linalg.solve_triangular broadcasts them)")
+    n = aa.shape[-1]
+    k = ba.shape[-2] if left_side else ba.shape[-1]
+    if k != n:
+        raise FtransShapeError(
+            f"triangular_solve: with left_side={left_side}, b of shape {ba.shape} must have {n} "
+            f"{'rows' if left_side else 'columns'} to match a of shape {aa.shape}")
+    return L.triangular_solve_p.bind(a, b, left_side=bool(left_side), lower=bool(lower),
+                                     transpose_a=bool(transpose_a), conjugate_a=bool(conjugate_a),
+                                     unit_diagonal=bool(unit_diagonal))
+
+
+def lu(x: Any) -> tuple[Any, Any, Any]:
+    """``(lu, pivots, permutation)`` with ``x[..., permutation, :] = L U`` (partial pivoting)."""
+    x = _matrix("lu", x, square=False)
+    return tuple(L.lu_p.bind(x))
+
+
+def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
+    """The row permutation that LAPACK-style row swaps ``pivots`` amount to."""
+    p = as_operand(pivots)
+    aval = aval_of(p)
+    if aval.ndim < 1:
+        raise FtransShapeError(f"lu_pivots_to_permutation: pivots must have rank >= 1, got shape {aval.shape}")
+    if aval.dtype != np.int32:
+        from ftrans.lax import convert_element_type
+
+        if aval.dtype.kind not in "iu":
+            raise FtransTypeError(f"lu_pivots_to_permutation: pivots must be integers, got {aval.dtype}")
+        p = convert_element_type(p, np.dtype(np.int32))
+    if int(permutation_size) < aval.shape[-1]:
+        raise FtransValueError(
+            f"lu_pivots_to_permutation: permutation_size={permutation_size} is smaller than the number of "
+            f"pivots ({aval.shape[-1]})")
+    return L.lu_pivots_to_permutation_p.bind(p, permutation_size=int(permutation_size))
+
+
+def qr(x: Any, *, pivoting: bool = False, full_matrices: bool = True, use_magma: Any = None) -> tuple[Any, Any]:
+    """``(q, r)`` with ``x = q r``; ``q`` is ``m x m`` with ``full_matrices`` else ``m x min(m, n)``."""
+    if pivoting:
+        raise NotImplementedError("qr: pivoting=True (LAPACK geqp3) is not implemented in ftrans")
+    x = _matrix("qr", x, square=False)
+    return tuple(L.qr_p.bind(x, full_matrices=bool(full_matrices)))
+
+
+def eigh(x: Any, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index: Any = None) -> tuple[Any, Any]:
+    """``(v, w)``: eigenvectors (columns) and ascending eigenvalues of a Hermitian ``x``."""
+    if subset_by_index is not None:
+        raise NotImplementedError("eigh: subset_by_index is not implemented in ftrans")
+    x = _matrix("eigh", x, square=True)
+    if symmetrize_input:
+        x = symmetrize(x)
+    return tuple(L.eigh_p.bind(x, lower=bool(lower)))
+
+
+def svd(x: Any, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index: Any = None,
+        algorithm: Any = None) -> Any:
+    """``(u, s, vh)`` with ``x = u diag(s) vh`` (descending ``s``), or ``s`` alone without ``compute_uv``."""
+    if subset_by_index is not None:
+        raise NotImplementedError("svd: subset_by_index is not implemented in ftrans")
+    x = _matrix("svd", x, square=False)
+    outs = L.svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    if not compute_uv:
+        return outs[0]
+    s, u, vh = outs
+    return u, s, vh
+
+
+def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        use_magma: Any = None) -> list[Any]:
+    """``[w, vl, vr]`` (those requested): eigenvalues and eigenvectors of a general square matrix (CPU)."""
+    x = _matrix("eig", x, square=True)
+    return list(L.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                             compute_right_eigenvectors=bool(compute_right_eigenvectors)))

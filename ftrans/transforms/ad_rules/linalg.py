@@ -1,0 +1,364 @@
+"""JVP rules of the linear-algebra primitives.
+
+The derivations are the standard ones JAX uses (written here with ftrans's
+own primitives, since transforms sit below ``ftrans.numpy``):
+
+- ``cholesky``: ``dL = L · Φ(L⁻¹ dΣ L⁻ᴴ)`` with ``Φ`` the lower triangle with
+  a halved diagonal (two triangular solves and a product).
+- ``triangular_solve``: linear in ``b``; for ``a``, ``dX = -op(A)⁻¹ op(dA) X``
+  (or ``-X op(dA) op(A)⁻¹`` on the right side), ordered so the cheaper
+  product comes first.
+- ``lu``: with ``P A = L U``, ``L⁻¹ P dA U⁻¹ = dL' + dU'`` split into its
+  strictly lower and upper parts; the pivots are integers (zero tangent).
+- ``qr``: ``dQ = Q (dΩ - Qᴴ dA R⁻¹) + dA R⁻¹``, ``dR = (Qᴴ dA R⁻¹ - dΩ) R``
+  (for ``m >= n``, reduced or square).
+- ``eigh``: ``dw = diag(Vᴴ dA V)``, ``dV = V (F ∘ Vᴴ dA V)`` with
+  ``F_ij = 1/(w_j - w_i)`` off the diagonal.
+- ``svd``: the formulas of Townsend's notes as JAX writes them, with the
+  extra terms for non-square matrices (``full_matrices=False``).
+- ``eig``: eigenvalues only (``dw = diag(V⁻¹ dA V)``); like JAX, eigenvector
+  derivatives are not implemented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ftrans.core import building as B
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import linalg as L
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import aval_of
+from ftrans.transforms.ad import Zero, add_tangents, instantiate, register_jvp
+
+_I32 = np.dtype(np.int32)
+
+
+# ---------------------------------------------------------------- matrix helpers (primitives only)
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(aval_of(x).shape)
+
+
+def _dtype(x: Any) -> np.dtype:
+    return aval_of(x).dtype
+
+
+def mT(x: Any) -> Any:
+    nd = len(_shape(x))
+    return S.transpose_p.bind(x, permutation=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def conj(x: Any) -> Any:
+    return E.conj_p.bind(x) if _dtype(x).kind == "c" else x
+
+
+def mH(x: Any) -> Any:
+    return conj(mT(x))
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """Batched ``a @ b`` for operands of one rank and batch shape."""
+    nd = len(_shape(a))
+    batch = tuple(range(nd - 2))
+    return R.dot_general_p.bind(a, b, dimension_numbers=(((nd - 1,), (nd - 2,)), (batch, batch)),
+                                precision=None, preferred_element_type=None)
+
+
+def tri_mask(shape: tuple, lower: bool, k: int = 0) -> Any:
+    nd = len(shape)
+    rows = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 2)
+    cols = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 1)
+    if k:
+        rows = B.add(rows, np.int32(k))
+    return E.ge_p.bind(rows, cols) if lower else E.le_p.bind(rows, cols)
+
+
+def tril(x: Any, k: int = 0) -> Any:
+    return B.select(tri_mask(_shape(x), True, k), x, B.zeros(_shape(x), _dtype(x)))
+
+
+def triu(x: Any, k: int = 0) -> Any:
+    return B.select(tri_mask(_shape(x), False, k), x, B.zeros(_shape(x), _dtype(x)))
+
+
+def eye_like(shape: tuple, dtype: np.dtype) -> Any:
+    """Identity matrices (ones where row == col) of ``shape``."""
+    nd = len(shape)
+    rows = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 2)
+    cols = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 1)
+    return S.convert_element_type_p.bind(E.eq_p.bind(rows, cols), new_dtype=np.dtype(dtype), weak_type=False)
+
+
+def diagonal(x: Any) -> Any:
+    """The main diagonal of square matrices ``x`` (as a sum over the masked last axis)."""
+    shape = _shape(x)
+    return R.reduce_sum_p.bind(E.mul_p.bind(x, eye_like(shape, _dtype(x))), axes=(len(shape) - 1,))
+
+
+def real(x: Any) -> Any:
+    return E.real_p.bind(x) if _dtype(x).kind == "c" else x
+
+
+def as_dtype(x: Any, dtype: np.dtype) -> Any:
+    return B.convert_element_type(x, dtype)
+
+
+def expand_last(x: Any, axis: int) -> Any:
+    """Insert a unit axis at ``axis`` (-1 or -2) of ``x``."""
+    shape = _shape(x)
+    nd = len(shape)
+    pos = nd + 1 + axis
+    new = shape[:pos] + (1,) + shape[pos:]
+    return S.reshape_p.bind(x, new_sizes=new, dimensions=None)
+
+
+def bcast_to(x: Any, shape: tuple) -> Any:
+    xs = _shape(x)
+    if xs == shape:
+        return x
+    keep = tuple(i for i in range(len(xs)))
+    squeezed = [i for i, (a, b) in enumerate(zip(xs, shape)) if a == 1 and b != 1]
+    if squeezed:
+        x = S.reshape_p.bind(x, new_sizes=tuple(s for i, s in enumerate(xs) if i not in squeezed), dimensions=None)
+        keep = tuple(i for i in keep if i not in squeezed)
+    return S.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=keep)
+
+
+def permutation_matrix(perm: Any, dtype: np.dtype) -> Any:
+    """``P`` with ``P[..., i, j] = (perm[..., i] == j)``, so ``P @ x`` is ``x[..., perm, :]``."""
+    shape = _shape(perm)
+    m = shape[-1]
+    full = shape + (m,)
+    nd = len(full)
+    p = S.broadcast_in_dim_p.bind(perm, shape=full, broadcast_dimensions=tuple(range(nd - 1)))
+    cols = S.iota_p.bind(dtype=_I32, shape=full, dimension=nd - 1)
+    return S.convert_element_type_p.bind(E.eq_p.bind(p, cols), new_dtype=np.dtype(dtype), weak_type=False)
+
+
+def tsolve(a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool = False, conjugate_a: bool = False,
+           unit_diagonal: bool = False) -> Any:
+    return L.triangular_solve_p.bind(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                                     conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+
+
+def lu_solve(lu: Any, perm: Any, b: Any) -> Any:
+    """``A⁻¹ b`` from ``A``'s LU factorization (square ``A``, matrix ``b``)."""
+    pb = matmul(permutation_matrix(perm, _dtype(b)), b)
+    y = tsolve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+    return tsolve(lu, y, left_side=True, lower=False)
+
+
+# ---------------------------------------------------------------- cholesky
+
+
+@register_jvp(L.cholesky_p)
+def _cholesky_jvp(primals: list, tangents: list) -> tuple:
+    (x,), (t,) = primals, tangents
+    lo = L.cholesky_p.bind(x)
+    if type(t) is Zero:
+        return lo, Zero.from_primal_value(lo)
+    tmp = tsolve(lo, t, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
+    inner = tsolve(lo, tmp, left_side=True, lower=True)
+    shape, dtype = _shape(lo), _dtype(lo)
+    half_diag = B.sub(B.full(shape, 1, dtype), B.mul(eye_like(shape, dtype), np.asarray(0.5, dtype)))
+    phi = E.mul_p.bind(tril(inner), half_diag)
+    return lo, matmul(lo, phi)
+
+
+# ---------------------------------------------------------------- triangular_solve
+
+
+@register_jvp(L.triangular_solve_p)
+def _triangular_solve_jvp(primals: list, tangents: list, **params: Any) -> tuple:
+    a, b = primals
+    ta, tb = tangents
+    ans = L.triangular_solve_p.bind(a, b, **params)
+    out: Any = Zero.from_primal_value(ans)
+    if type(tb) is not Zero:
+        out = add_tangents(out, L.triangular_solve_p.bind(a, tb, **params))
+    if type(ta) is not Zero:
+        k = 1 if params["unit_diagonal"] else 0
+        g = tril(ta, -k) if params["lower"] else triu(ta, k)
+        g = E.neg_p.bind(g)
+        if params["transpose_a"]:
+            g = mT(g)
+        if params["conjugate_a"]:
+            g = conj(g)
+        m, n = _shape(b)[-2:]
+
+        def a_inv(rhs: Any) -> Any:
+            return L.triangular_solve_p.bind(a, rhs, **params)
+
+        if params["left_side"]:
+            d = a_inv(matmul(g, ans)) if m > n else matmul(a_inv(g), ans)
+        else:
+            d = a_inv(matmul(ans, g)) if m < n else matmul(ans, a_inv(g))
+        out = add_tangents(out, d)
+    return ans, out
+
+
+# ---------------------------------------------------------------- lu
+
+
+@register_jvp(L.lu_p)
+def _lu_jvp(primals: list, tangents: list) -> tuple:
+    (a,), (ta,) = primals, tangents
+    lu, piv, perm = L.lu_p.bind(a)
+    zeros = [Zero.from_primal_value(piv), Zero.from_primal_value(perm)]
+    if type(ta) is Zero:
+        return [lu, piv, perm], [Zero.from_primal_value(lu)] + zeros
+    shape = _shape(a)
+    m, n = shape[-2:]
+    k = min(m, n)
+    dtype = _dtype(a)
+    nd = len(shape)
+    batch = shape[:-2]
+    x = matmul(permutation_matrix(perm, dtype), ta)
+    zero = np.zeros((), dtype)
+    # l: m x m unit lower; u: n x n upper (identity padding beyond k).
+    lk = S.slice_p.bind(lu, start_indices=(0,) * nd, limit_indices=batch + (m, k), strides=None)
+    lpad = S.pad_p.bind(tril(lk, -1), zero, padding_config=((0, 0, 0),) * (nd - 1) + ((0, m - k, 0),))
+    l_full = B.add(lpad, eye_like(batch + (m, m), dtype))
+    uk = S.slice_p.bind(lu, start_indices=(0,) * nd, limit_indices=batch + (k, n), strides=None)
+    upad = S.pad_p.bind(triu(uk), zero, padding_config=((0, 0, 0),) * (nd - 2) + ((0, n - k, 0), (0, 0, 0)))
+    if n > k:
+        rows = S.iota_p.bind(dtype=_I32, shape=batch + (n, n), dimension=nd - 2)
+        extra = E.mul_p.bind(eye_like(batch + (n, n), dtype),
+                             S.convert_element_type_p.bind(E.ge_p.bind(rows, B.full(batch + (n, n), k, _I32)),
+                                                           new_dtype=dtype, weak_type=False))
+        upad = B.add(upad, extra)
+    la = tsolve(l_full, x, left_side=True, lower=True, unit_diagonal=True)
+    lau = tsolve(upad, la, left_side=False, lower=False)
+    l_dot = matmul(l_full, tril(lau, -1))
+    u_dot = matmul(triu(lau), upad)
+    return [lu, piv, perm], [B.add(l_dot, u_dot)] + zeros
+
+
+# ---------------------------------------------------------------- qr
+
+
+@register_jvp(L.qr_p)
+def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool) -> tuple:
+    (a,), (ta,) = primals, tangents
+    q, r = L.qr_p.bind(a, full_matrices=full_matrices)
+    if type(ta) is Zero:
+        return [q, r], [Zero.from_primal_value(q), Zero.from_primal_value(r)]
+    m, n = _shape(a)[-2:]
+    if m < n or (full_matrices and m != n):
+        raise NotImplementedError(
+            f"qr: the derivative is implemented for m >= n with full_matrices=False (or square matrices), "
+            f"got a {m}x{n} matrix with full_matrices={full_matrices} (as in JAX)")
+    dx_rinv = tsolve(r, ta, left_side=False, lower=False)
+    qt_dx_rinv = matmul(mH(q), dx_rinv)
+    low = tril(qt_dx_rinv, -1)
+    do = B.sub(low, mH(low))
+    if _dtype(a).kind == "c":
+        im_part = B.sub(qt_dx_rinv, as_dtype(real(qt_dx_rinv), _dtype(a)))
+        do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(a)), im_part))
+    dq = B.add(matmul(q, B.sub(do, qt_dx_rinv)), dx_rinv)
+    dr = matmul(B.sub(qt_dx_rinv, do), r)
+    return [q, r], [dq, dr]
+
+
+# ---------------------------------------------------------------- eigh
+
+
+@register_jvp(L.eigh_p)
+def _eigh_jvp(primals: list, tangents: list, *, lower: bool) -> tuple:
+    (a,), (ta,) = primals, tangents
+    v, w_real = L.eigh_p.bind(a, lower=lower)
+    if type(ta) is Zero:
+        return [v, w_real], [Zero.from_primal_value(v), Zero.from_primal_value(w_real)]
+    dtype = _dtype(a)
+    shape = _shape(a)
+    w = as_dtype(w_real, dtype)
+    eye = eye_like(shape, dtype)
+    diff = B.sub(bcast_to(expand_last(w, -2), shape), bcast_to(expand_last(w, -1), shape))
+    fmat = B.sub(E.integer_pow_p.bind(B.add(eye, diff), y=-1), eye)
+    vav = matmul(matmul(mH(v), ta), v)
+    dv = matmul(v, E.mul_p.bind(fmat, vav))
+    dw = real(diagonal(vav))
+    return [v, w_real], [dv, dw]
+
+
+# ---------------------------------------------------------------- svd
+
+
+@register_jvp(L.svd_p)
+def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: bool) -> tuple:
+    (a,), (da,) = primals, tangents
+    shape = _shape(a)
+    m, n = shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(
+            f"svd: the derivative with full_matrices=True is implemented for square matrices only, got {m}x{n} "
+            "(as in JAX; use full_matrices=False)")
+    s, u, vt = L.svd_p.bind(a, full_matrices=False, compute_uv=True)
+    primal_out = [s, u, vt] if compute_uv else [s]
+    if type(da) is Zero:
+        return primal_out, [Zero.from_primal_value(p) for p in primal_out]
+    dtype = _dtype(a)
+    ut, v = mH(u), mH(vt)
+    ds_mat = matmul(matmul(ut, da), v)
+    ds = real(diagonal(ds_mat))
+    if not compute_uv:
+        return [s], [ds]
+    k = min(m, n)
+    kk = shape[:-2] + (k, k)
+    rd = _dtype(s)
+    s_row = bcast_to(expand_last(s, -2), kk)  # s_j along columns
+    s_col = mT(s_row)
+    s_diffs = E.mul_p.bind(B.add(s_row, s_col), B.sub(s_row, s_col))
+    eye_r = eye_like(kk, rd)
+    f = B.sub(E.div_p.bind(B.full(kk, 1, rd), B.add(s_diffs, eye_r)), eye_r)
+    s_row_c = as_dtype(s_row, dtype)
+    dss = E.mul_p.bind(s_row_c, ds_mat)
+    sds = E.mul_p.bind(mT(s_row_c), ds_mat)
+    s_zeros = as_dtype(E.eq_p.bind(s, B.zeros(_shape(s), rd)), rd)
+    s_inv = B.sub(E.div_p.bind(B.full(_shape(s), 1, rd), B.add(s, s_zeros)), s_zeros)
+    s_inv_mat = E.mul_p.bind(bcast_to(expand_last(s_inv, -2), kk), eye_r)
+    du_dv_diag = E.mul_p.bind(B.mul(B.sub(ds_mat, mH(ds_mat)), np.asarray(0.5, dtype)), as_dtype(s_inv_mat, dtype))
+    fc = as_dtype(f, dtype)
+    du = matmul(u, B.add(E.mul_p.bind(fc, B.add(dss, mH(dss))), du_dv_diag))
+    dv = matmul(v, E.mul_p.bind(fc, B.add(sds, mH(sds))))
+    if m > n:
+        dav = matmul(da, v)
+        corr = B.sub(dav, matmul(u, matmul(ut, dav)))
+        du = B.add(du, E.div_p.bind(corr, bcast_to(expand_last(as_dtype(s, dtype), -2), _shape(corr))))
+    if n > m:
+        dahu = matmul(mH(da), u)
+        corr = B.sub(dahu, matmul(v, matmul(vt, dahu)))
+        dv = B.add(dv, E.div_p.bind(corr, bcast_to(expand_last(as_dtype(s, dtype), -2), _shape(corr))))
+    return [s, u, vt], [ds, du, mH(dv)]
+
+
+# ---------------------------------------------------------------- eig (eigenvalues only)
+
+
+@register_jvp(L.eig_p)
+def _eig_jvp(primals: list, tangents: list, *, compute_left_eigenvectors: bool,
+             compute_right_eigenvectors: bool) -> tuple:
+    if compute_left_eigenvectors or compute_right_eigenvectors:
+        raise NotImplementedError(
+            "eig: derivatives of eigenvectors are not implemented, only of eigenvalues (as in JAX); "
+            "use ftrans.numpy.linalg.eigvals, or eigh for Hermitian matrices")
+    (a,), (da,) = primals, tangents
+    w, v = L.eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    if type(da) is Zero:
+        return [w], [Zero.from_primal_value(w)]
+    c = _dtype(v)
+    lu, _, perm = L.lu_p.bind(v)
+    dw = diagonal(matmul(lu_solve(lu, perm, as_dtype(instantiate(da), c)), v))
+    return [w], [dw]
+
+
+# lu_pivots_to_permutation has integer outputs: its tangent is always zero.
+@register_jvp(L.lu_pivots_to_permutation_p)
+def _p2p_jvp(primals: list, tangents: list, **params: Any) -> tuple:
+    out = L.lu_pivots_to_permutation_p.bind(*primals, **params)
+    return out, Zero.from_primal_value(out)
