@@ -27,7 +27,11 @@ _APPROX = {
     "scatter_mul", "mul", "rem", "sign", "abs", "conv_general_dilated", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig",
 }
-NAMES = sorted(n for n in SAMPLES if n in P.registry and P.registry[n] in lowering_rules)
+# Lowered only inside a program of their own kind: pmap's rule needs a replicated module (its
+# lowering is checked against jax.pmap in tests/test_pmap.py); a one-equation jit program of it
+# must refuse with PmapInsideJitError instead.
+_OWN_PROGRAM = {"pmap"}
+NAMES = sorted(n for n in SAMPLES if n in P.registry and P.registry[n] in lowering_rules and n not in _OWN_PROGRAM)
 
 
 def _tol(dtype: np.dtype) -> float:
@@ -67,6 +71,16 @@ def test_lowering_matches_impl(name):
                 np.testing.assert_array_equal(g, e, err_msg=f"{where}\n{text}")
         ran += 1
     assert ran, f"no sample of {name} was accepted"
+
+
+def test_pmap_refuses_a_single_device_program():
+    from ftrans.lowering.rules.parallel import PmapInsideJitError
+
+    prim = P.registry["pmap"]
+    ops, params = SAMPLES["pmap"][0]
+    raw = [x._value if isinstance(x, Array) else np.asarray(x) for x in ops]
+    with pytest.raises(PmapInsideJitError, match="inside a jitted function"):
+        run_lowered(lambda *xs: list(prim.bind(*xs, **params)), *raw)
 
 
 def test_every_primitive_lowers():

@@ -61,7 +61,8 @@ M3 = (np.arange(24.0).reshape(2, 3, 4) ** 2).astype(np.float32)
 R = np.random.RandomState(0).randn(3, 7).astype(np.float32)
 RI = np.random.RandomState(1).randint(0, 4, (3, 7)).astype(np.int32)
 
-floats = hnp.arrays(np.float32, st.integers(1, 9), elements=st.floats(-1e3, 1e3, width=32))
+# subnormals excluded: eager NumPy keeps them where XLA flushes them (docs/differences.md)
+floats = hnp.arrays(np.float32, st.integers(1, 9), elements=st.floats(-1e3, 1e3, width=32, allow_subnormal=False))
 
 
 # ---------------------------------------------------------------- priority 1: math
