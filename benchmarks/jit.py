@@ -46,7 +46,7 @@ from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The comparison is of cold compiles: neither library may answer from a cache on disk.
-os.environ.pop("FTRANS_COMPILATION_CACHE_DIR", None)
+os.environ["FTRANS_ENABLE_COMPILATION_CACHE"] = "0"  # ftrans's disk cache is on by default
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Run from a checkout without installing: put the repository root on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,7 +96,7 @@ class Figure:
 
 def disable_persistent_caches() -> None:
     """Both libraries compile for real: ftrans's disk cache and jax's persistent cache are off."""
-    ftrans.config.update("compilation_cache_dir", None)
+    ftrans.config.update("enable_compilation_cache", False)
     if _ftrans_disk_cache.cache_dir() is not None:
         raise SystemExit("ftrans's on-disk compilation cache is still on; cannot measure cold compiles")
     try:
