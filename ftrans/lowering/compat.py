@@ -183,11 +183,20 @@ def host_putter(shape: tuple, dtype: np.dtype, device: Any) -> Any:
     sharding = _sharding(device)
     devices = [device]
     put = _xc.batched_device_put
+    if _put_takes_x64(device):
+        return lambda x: put(aval, sharding, [x], devices, True, enable_x64=True)
+    return lambda x: put(aval, sharding, [x], devices, True)
+
+
+@functools.lru_cache(maxsize=64)
+def _put_takes_x64(device: Any) -> bool:
+    """Whether this jaxlib's ``batched_device_put`` takes ``enable_x64`` (asked once, with a scalar)."""
     try:
-        put(aval, sharding, [np.zeros(shape, dtype)], devices, True, enable_x64=True)
-    except TypeError:  # a jaxlib whose batched_device_put has no enable_x64 keyword
-        return lambda x: put(aval, sharding, [x], devices, True)
-    return lambda x: put(aval, sharding, [x], devices, True, enable_x64=True)
+        _xc.batched_device_put(_jax_aval((), np.dtype(np.float32)), _sharding(device), [np.zeros((), np.float32)],
+                               [device], True, enable_x64=True)
+    except TypeError:
+        return False
+    return True
 
 
 def copy_to_device(buf: Any, device: Any) -> Any:

@@ -603,10 +603,7 @@ class JitWrapped:
                     return
             except TypeError:
                 return
-        try:
-            puts = [compat.host_putter(a.shape, a.dtype, device) for a in args]
-        except Exception:  # noqa: BLE001  a dtype the runtime cannot take: the general path explains
-            return
+        puts = [compat.host_putter(a.shape, a.dtype, device) for a in args]
         key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
         self._fast[key] = (entry, puts)
 
