@@ -833,7 +833,7 @@ class Lowered:
     def compile(self) -> Compiled:
         t = self._traced
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
-                           t._owner._compiler_options)
+                           t._owner._compiler_options, text=self._text)  # the module is not lowered twice
         return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
 
     @property
