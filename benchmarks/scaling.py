@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--max-layers {args.max_layers} leaves no size to run (sizes: {SIZES})")
     print(f"jax {jax.__version__}, ftrans {ftrans.__version__}, device {jax.devices()[0].platform}; "
           f"tanh MLP width {WIDTH}, batch {BATCH}")
+    for lib, np_mod in ((ftrans, fjnp), (jax, jjnp)):  # first-use costs (imports, backend start) off the clock
+        for kind in ("forward", "grad"):
+            stages(lib, np_mod, kind, args_for(2))
     print_header()
     rows = measure(sizes, args.runs, args.runs_large)
     print("\ntotal ratio = ftrans / jax of trace + lower + compile (lower is better)")
