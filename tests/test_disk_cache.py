@@ -610,3 +610,45 @@ def test_clear_explicit_path_and_when_off(tmp_path, cache):
     assert disk_cache.clear(cache) == 1
     assert _files(cache) == []
     assert disk_cache.clear(tmp_path / "does-not-exist") == 0
+
+
+def test_entry_of_another_jaxlib_version_is_never_opened(cache, caplog, monkeypatch):
+    r = np.asarray(_fresh_call(_f, X_IN))
+    (old_entry,) = _files(cache)
+    monkeypatch.setattr(compat, "JAX_VERSION", "0.0.1-other")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        np.testing.assert_allclose(np.asarray(_fresh_call(_f, X_IN)), r)
+    assert disk_cache.stats["hits"] == 0 and disk_cache.stats["writes"] == 2
+    assert old_entry.exists() and len(_files(cache)) == 2  # left alone, not "corrupt"
+    assert not [rec for rec in caplog.records if rec.name == LOGGER]
+
+
+def test_concurrent_processes_write_and_evict_one_directory(tmp_path):
+    """Several processes compiling into one small cache: all succeed, every file left is whole."""
+    d = tmp_path / "shared"
+    script = tmp_path / "writer.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import ftrans, ftrans.numpy as jnp
+        k = int(sys.argv[1])
+        x = np.arange(5, dtype=np.float32)
+        for j in range(4):
+            out = ftrans.jit(lambda x, j=j: jnp.sin(x) * float(j % 2 + 2) + float(k % 2))(x)
+            np.testing.assert_allclose(np.asarray(out), np.sin(x) * (j % 2 + 2) + k % 2, rtol=1e-6)
+        print("ok")
+    """))
+    env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(d), FTRANS_COMPILATION_CACHE_MAX_SIZE="40K",
+               JAX_PLATFORMS="cpu", PYTHONPATH=str(Path(ftrans.__file__).resolve().parents[1]))
+    procs = [subprocess.Popen([sys.executable, str(script), str(k)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "ok", err
+        assert "Traceback" not in err
+    files = [p for p in _files(d) if disk_cache._NAME.fullmatch(p.name)]
+    assert files  # something was cached
+    for path in files:
+        key = bytes.fromhex(path.name)
+        assert disk_cache.decode(key, path.read_bytes())  # whole, checked files only
+    assert not [p for p in _files(d) if p.name.startswith(disk_cache._TMP_PREFIX)]
