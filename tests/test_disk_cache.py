@@ -652,3 +652,8 @@ def test_concurrent_processes_write_and_evict_one_directory(tmp_path):
         key = bytes.fromhex(path.name)
         assert disk_cache.decode(key, path.read_bytes())  # whole, checked files only
     assert not [p for p in _files(d) if p.name.startswith(disk_cache._TMP_PREFIX)]
+
+
+def test_created_directory_is_private(cache):
+    _fresh_call(_f, X_IN)
+    assert cache.is_dir() and (cache.stat().st_mode & 0o077) == 0

@@ -463,3 +463,20 @@ def test_numpy_fast_key_does_not_apply_with_static_or_donated_arguments():
     for n in (2, 3, 2):
         np.testing.assert_array_equal(np.asarray(f(x, n)), x * n)
     assert _np_keys(f) == []
+
+
+def test_disable_jit_overrides_the_numpy_fast_key():
+    seen = []
+
+    @ftrans.jit
+    def f(x):
+        seen.append(1)
+        return x + 1
+
+    x = np.ones(2, np.float32)
+    for _ in range(3):
+        f(x)
+    assert len(seen) == 1 and _np_keys(f)
+    with ftrans.disable_jit():
+        np.testing.assert_array_equal(np.asarray(f(x)), x + 1)
+    assert len(seen) == 2

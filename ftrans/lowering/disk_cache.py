@@ -326,7 +326,8 @@ def _write_atomic(directory: Path, name: str, data: bytes) -> None:
     No fsync: it would cost the first call milliseconds, and a file a crash
     leaves short or empty fails the length and checksum checks on load (a miss).
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    # Only its owner may write executables there (loading one runs its code): 0700 when created here.
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
