@@ -47,7 +47,7 @@ from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The comparison is of cold compiles: neither library may answer from a cache on disk.
-os.environ.pop("FTRANS_COMPILATION_CACHE_DIR", None)
+os.environ["FTRANS_ENABLE_COMPILATION_CACHE"] = "0"  # ftrans's disk cache is on by default
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Run from a checkout without installing: put the repository root on the path.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -19,7 +19,7 @@ import sys
 _CHILD = r'''
 import ctypes, gc, os, sys
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.pop("FTRANS_COMPILATION_CACHE_DIR", None)
+os.environ["FTRANS_ENABLE_COMPILATION_CACHE"] = "0"  # ftrans's disk cache is on by default
 lib, n = sys.argv[1], int(sys.argv[2])
 if lib == "jax":
     import jax

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-os.environ.pop("FTRANS_COMPILATION_CACHE_DIR", None)
+os.environ["FTRANS_ENABLE_COMPILATION_CACHE"] = "0"  # ftrans's disk cache is on by default
 os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -76,7 +76,7 @@ def typeof(x):
     return aval_of(x)
 
 
-__version__ = "0.1.0"
+from ftrans.core.version import __version__ as __version__  # noqa: E402
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",

@@ -1,16 +1,34 @@
-"""Test set-up: eight host devices for multi-device tests, and hypothesis profiles.
+"""Test set-up: eight host devices for multi-device tests, a private compilation cache, and
+hypothesis profiles.
 
 XLA_FLAGS must be set before any XLA backend starts, so it is set here, at
 import time of the first thing pytest loads.
+
+The on-disk compilation cache is on by default; the tests must never write into
+the user's real cache (``~/.cache/ftrans``), and tests that count compiles must
+not find programs another run left there.  So each test process (each
+pytest-xdist worker too) gets its own empty temporary cache directory, set
+before ftrans is imported and removed when the process ends.
 """
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 _flags = os.environ["XLA_FLAGS"]
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_force_host_platform_device_count=8"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+_TEST_CACHE_DIR = tempfile.mkdtemp(prefix="ftrans-test-compilation-cache-")
+atexit.register(shutil.rmtree, _TEST_CACHE_DIR, ignore_errors=True)
+os.environ["FTRANS_COMPILATION_CACHE_DIR"] = _TEST_CACHE_DIR
+os.environ.pop("FTRANS_CACHE_DIR", None)
+if "ftrans.core.config" in sys.modules:  # imported already (a plugin): point the live config too
+    sys.modules["ftrans.core.config"].config.update("compilation_cache_dir", _TEST_CACHE_DIR)
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

@@ -20,7 +20,7 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
-from ftrans.core.config import Config
+from ftrans.core.config import DEFAULT_CACHE_MAX_SIZE, Config, default_cache_dir
 from ftrans.lowering import compat, disk_cache
 from ftrans.lowering import executable as X
 
@@ -268,8 +268,216 @@ def test_config_is_read_at_each_call(tmp_path, cache):
 def test_env_variable_enables_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("FTRANS_COMPILATION_CACHE_DIR", str(tmp_path))
     assert Config().compilation_cache_dir == str(tmp_path)
-    monkeypatch.delenv("FTRANS_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv("FTRANS_COMPILATION_CACHE_DIR", "")  # empty: off
     assert Config().compilation_cache_dir is None
+    monkeypatch.delenv("FTRANS_COMPILATION_CACHE_DIR")  # unset: the default directory (on by default)
+    monkeypatch.delenv("FTRANS_CACHE_DIR", raising=False)
+    assert Config().compilation_cache_dir == default_cache_dir()
+
+
+def test_default_directory_follows_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == str(tmp_path / "xdg" / "ftrans" / "compilation")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == str(tmp_path / "home" / ".cache" / "ftrans" / "compilation")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # not absolute: ignored, as the XDG spec says
+    assert default_cache_dir() == str(tmp_path / "home" / ".cache" / "ftrans" / "compilation")
+
+
+def test_default_on_and_short_env_alias(monkeypatch, tmp_path):
+    monkeypatch.delenv("FTRANS_COMPILATION_CACHE_DIR")
+    monkeypatch.delenv("FTRANS_ENABLE_COMPILATION_CACHE", raising=False)
+    monkeypatch.setenv("FTRANS_CACHE_DIR", str(tmp_path / "alias"))
+    c = Config()
+    assert c.enable_compilation_cache is True and c.compilation_cache_dir == str(tmp_path / "alias")
+    assert c.compilation_cache_max_size == DEFAULT_CACHE_MAX_SIZE
+    monkeypatch.setenv("FTRANS_CACHE_DIR", "")
+    assert Config().compilation_cache_dir is None
+    monkeypatch.setenv("FTRANS_ENABLE_COMPILATION_CACHE", "0")
+    monkeypatch.setenv("FTRANS_COMPILATION_CACHE_MAX_SIZE", "512M")
+    c = Config()
+    assert c.enable_compilation_cache is False and c.compilation_cache_max_size == 512 * 2**20
+
+
+def test_tests_never_use_the_real_home_cache():
+    """conftest points the cache at a private temporary directory before any compile."""
+    d = disk_cache.cache_dir()
+    assert d is not None and Path(d) != Path(default_cache_dir())
+    assert "ftrans-test-compilation-cache-" in str(d) or "xla-cache" in str(d)
+
+
+def test_enable_switch_turns_the_cache_off_and_on(cache):
+    ftrans.config.update("jax_enable_compilation_cache", False)  # JAX's spelling works too
+    try:
+        assert disk_cache.cache_dir() is None
+        _fresh_call(_f, X_IN)
+        assert not cache.exists() and disk_cache.stats["writes"] == 0
+    finally:
+        ftrans.config.update("enable_compilation_cache", True)
+    _fresh_call(_f, X_IN)
+    assert len(_files(cache)) == 1
+
+
+def test_max_size_option_parses_units_and_rejects_junk():
+    old = ftrans.config.compilation_cache_max_size
+    try:
+        ftrans.config.update("compilation_cache_max_size", "2G")
+        assert ftrans.config.compilation_cache_max_size == 2 * 2**30
+        ftrans.config.update("compilation_cache_max_size", -1)
+        assert ftrans.config.compilation_cache_max_size == -1
+        with pytest.raises(ValueError, match="size in bytes"):
+            ftrans.config.update("compilation_cache_max_size", "lots")
+        with pytest.raises(TypeError):
+            ftrans.config.update("compilation_cache_max_size", True)
+    finally:
+        ftrans.config.update("compilation_cache_max_size", old)
+
+
+# ----------------------------------------------------------------------------
+# Size bound: least recently used entries are evicted
+
+
+def _fill(cache, n):
+    """Write ``n`` distinct entries, oldest first (mtimes spaced a second apart)."""
+    fns = [lambda x, k=k: jnp.sin(x) * float(k + 2) for k in range(n)]
+    for f in fns:
+        _fresh_call(f, X_IN)
+    files = sorted(_files(cache), key=lambda p: p.stat().st_mtime_ns)
+    assert len(files) == n
+    for i, p in enumerate(files):
+        os.utime(p, (1_000_000 + i, 1_000_000 + i))
+    return files, fns
+
+
+def test_eviction_removes_least_recently_used_first(cache):
+    files, _ = _fill(cache, 4)
+    sizes = [p.stat().st_size for p in files]
+    # a hit on the oldest entry makes it the most recently used
+    ftrans.clear_caches()
+    X._xla_cache.clear()
+    client, dev = _cpu()
+    os.utime(files[1], (999_000, 999_000))  # now the least recently used
+    removed = disk_cache.evict(cache, max_size=sum(sizes) - 1)
+    assert removed == 1 and not files[1].exists()
+    assert all(p.exists() for i, p in enumerate(files) if i != 1)
+    assert disk_cache.stats["evictions"] == 1
+    assert disk_cache.size_of(cache) == sum(sizes) - sizes[1]
+
+
+def test_hit_refreshes_recency(cache):
+    r = np.asarray(_fresh_call(_f, X_IN))
+    (path,) = _files(cache)
+    os.utime(path, (1_000_000, 1_000_000))
+    np.testing.assert_allclose(np.asarray(_fresh_call(_f, X_IN)), r)
+    assert disk_cache.stats["hits"] == 1
+    assert path.stat().st_mtime > 1_000_000 + 3600
+
+
+def test_writes_keep_the_directory_under_its_bound(cache):
+    _fresh_call(_f, X_IN)
+    one = disk_cache.size_of(cache)
+    old = ftrans.config.compilation_cache_max_size
+    ftrans.config.update("compilation_cache_max_size", int(one * 2.5))
+    try:
+        disk_cache.evict(cache)  # reset the estimate under the new bound
+        for k in range(5):
+            _fresh_call(lambda x, k=k: jnp.cos(x) + float(k), X_IN)
+            assert disk_cache.size_of(cache) <= int(one * 2.5) * 1.2  # entries differ a little in size
+        assert 1 <= len(_files(cache)) <= 3
+        assert disk_cache.stats["evictions"] >= 3
+        # the newest entry survives and loads
+        ftrans.clear_caches()
+        X._xla_cache.clear()
+        r = np.asarray(ftrans.jit(lambda x, k=4: jnp.cos(x) + float(k))(X_IN))
+        np.testing.assert_allclose(r, np.cos(X_IN) + 4.0, rtol=1e-6)
+    finally:
+        ftrans.config.update("compilation_cache_max_size", old)
+
+
+def test_eviction_removes_stale_temporary_files_only(cache):
+    _fresh_call(_f, X_IN)
+    stale = cache / (disk_cache._TMP_PREFIX + "old")
+    fresh = cache / (disk_cache._TMP_PREFIX + "new")
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    os.utime(stale, (1_000_000, 1_000_000))
+    disk_cache.evict(cache)
+    assert not stale.exists() and fresh.exists() and len(_files(cache)) == 2
+
+
+def test_concurrent_evictors_never_raise(cache):
+    _fill(cache, 4)
+    errors = []
+
+    def work():
+        try:
+            disk_cache.evict(cache, max_size=0)
+        except Exception as e:  # pragma: no cover - the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and _files(cache) == []
+
+
+# ----------------------------------------------------------------------------
+# Bad directories: one warning, correct results, no exception
+
+
+def test_cache_path_that_is_a_file_warns_once(tmp_path, cache, caplog):
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("x")
+    ftrans.config.update("compilation_cache_dir", str(blocker))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        r1 = np.asarray(_fresh_call(_f, X_IN))
+        r2 = np.asarray(_fresh_call(_g, X_IN))
+    np.testing.assert_allclose(r1, np.sin(X_IN) * 2 + X_IN, rtol=1e-6)
+    np.testing.assert_allclose(r2, np.cos(X_IN) + X_IN * X_IN, rtol=1e-6)
+    warnings = [r for r in caplog.records if r.name == LOGGER]
+    assert len(warnings) == 1 and "cannot write" in warnings[0].getMessage()
+    assert blocker.read_text() == "x"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root ignores permissions")
+def test_read_only_directory_warns_once(tmp_path, cache, caplog):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    ftrans.config.update("compilation_cache_dir", str(ro))
+    try:
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            _fresh_call(_f, X_IN)
+            r = np.asarray(_fresh_call(_g, X_IN))
+        np.testing.assert_allclose(r, np.cos(X_IN) + X_IN * X_IN, rtol=1e-6)
+        assert len([r for r in caplog.records if r.name == LOGGER]) == 1
+    finally:
+        ro.chmod(0o700)
+
+
+def test_full_disk_warns_once_and_stops_writing(cache, caplog, monkeypatch):
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(disk_cache, "_write_atomic", full)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        r1 = np.asarray(_fresh_call(_f, X_IN))
+        r2 = np.asarray(_fresh_call(_g, X_IN))
+    np.testing.assert_allclose(r1, np.sin(X_IN) * 2 + X_IN, rtol=1e-6)
+    np.testing.assert_allclose(r2, np.cos(X_IN) + X_IN * X_IN, rtol=1e-6)
+    warnings = [r for r in caplog.records if r.name == LOGGER]
+    assert len(warnings) == 1 and "No space" in warnings[0].getMessage()
+    assert disk_cache.stats["errors"] == 1  # the second compile did not even try
+
+
+def test_key_covers_ftrans_version(monkeypatch):
+    dev = SimpleNamespace(device_kind="cpu")
+    base = disk_cache.key_for(_fake_client(), "m", [dev])
+    monkeypatch.setattr(disk_cache, "FTRANS_VERSION", "999.0")
+    assert disk_cache.key_for(_fake_client(), "m", [dev]) != base
 
 
 def test_different_modules_get_different_files(cache):
@@ -402,3 +610,50 @@ def test_clear_explicit_path_and_when_off(tmp_path, cache):
     assert disk_cache.clear(cache) == 1
     assert _files(cache) == []
     assert disk_cache.clear(tmp_path / "does-not-exist") == 0
+
+
+def test_entry_of_another_jaxlib_version_is_never_opened(cache, caplog, monkeypatch):
+    r = np.asarray(_fresh_call(_f, X_IN))
+    (old_entry,) = _files(cache)
+    monkeypatch.setattr(compat, "JAX_VERSION", "0.0.1-other")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        np.testing.assert_allclose(np.asarray(_fresh_call(_f, X_IN)), r)
+    assert disk_cache.stats["hits"] == 0 and disk_cache.stats["writes"] == 2
+    assert old_entry.exists() and len(_files(cache)) == 2  # left alone, not "corrupt"
+    assert not [rec for rec in caplog.records if rec.name == LOGGER]
+
+
+def test_concurrent_processes_write_and_evict_one_directory(tmp_path):
+    """Several processes compiling into one small cache: all succeed, every file left is whole."""
+    d = tmp_path / "shared"
+    script = tmp_path / "writer.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import ftrans, ftrans.numpy as jnp
+        k = int(sys.argv[1])
+        x = np.arange(5, dtype=np.float32)
+        for j in range(4):
+            out = ftrans.jit(lambda x, j=j: jnp.sin(x) * float(j % 2 + 2) + float(k % 2))(x)
+            np.testing.assert_allclose(np.asarray(out), np.sin(x) * (j % 2 + 2) + k % 2, rtol=1e-6)
+        print("ok")
+    """))
+    env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(d), FTRANS_COMPILATION_CACHE_MAX_SIZE="40K",
+               JAX_PLATFORMS="cpu", PYTHONPATH=str(Path(ftrans.__file__).resolve().parents[1]))
+    procs = [subprocess.Popen([sys.executable, str(script), str(k)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "ok", err
+        assert "Traceback" not in err
+    files = [p for p in _files(d) if disk_cache._NAME.fullmatch(p.name)]
+    assert files  # something was cached
+    for path in files:
+        key = bytes.fromhex(path.name)
+        assert disk_cache.decode(key, path.read_bytes())  # whole, checked files only
+    assert not [p for p in _files(d) if p.name.startswith(disk_cache._TMP_PREFIX)]
+
+
+def test_created_directory_is_private(cache):
+    _fresh_call(_f, X_IN)
+    assert cache.is_dir() and (cache.stat().st_mode & 0o077) == 0

@@ -362,3 +362,121 @@ def test_config_change_resets_fast_keys_of_functions_without_live_wrappers():
         assert not ftrans.jit(f)._fast
     finally:
         ftrans.config.update("enable_x64", old)
+
+
+# ---------------------------------------------------------------- NumPy arguments: their own fast key
+def _np_keys(f) -> list:
+    return [k for k in f._fast if k and k[0] is J._NP_KEY]
+
+
+def test_numpy_arguments_take_the_fast_key_and_match_jax():
+    rng = np.random.default_rng(0)
+    f = ftrans.jit(lambda a, b: a * b + 1.0)
+    g = jax.jit(lambda a, b: a * b + 1.0)
+    a, b = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((32, 64)).astype(np.float32)
+    first = f(a, b)
+    assert len(_np_keys(f)) == 1
+    hits = f.hits
+    for _ in range(3):
+        a2, b2 = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((32, 64)).astype(np.float32)
+        got = f(a2, b2)  # new values every call: nothing cached but the program
+        np.testing.assert_allclose(np.asarray(got), np.asarray(g(a2, b2)), rtol=1e-6, atol=1e-6)
+        assert got.dtype == np.float32 and got.shape == (32, 64) and not got.weak_type
+    assert f.hits == hits + 3
+    np.testing.assert_allclose(np.asarray(first), a * b + 1.0, rtol=1e-6, atol=1e-6)
+
+
+def test_numpy_fast_key_sees_mutation_between_calls():
+    f = ftrans.jit(lambda a: a * 2)
+    a = np.arange(6, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(f(a)), a * 2)
+    np.testing.assert_array_equal(np.asarray(f(a)), a * 2)
+    a[:] = 7.0
+    np.testing.assert_array_equal(np.asarray(f(a)), np.full(6, 14.0, np.float32))
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3, 0), (2, 3, 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.uint8, np.complex64])
+def test_numpy_fast_key_shapes_and_dtypes(shape, dtype):
+    x = np.asarray(np.arange(int(np.prod(shape))).reshape(shape) % 3, dtype=dtype)
+    assert type(x) is np.ndarray
+    f = ftrans.jit(lambda a: a + a)
+    g = jax.jit(lambda a: a + a)
+    for _ in range(3):
+        got, want = f(x), g(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert len(_np_keys(f)) == 1
+
+
+def test_numpy_arrays_needing_conversion_keep_the_general_path():
+    """float64 and int64 without x64: converted as before, never keyed."""
+    f = ftrans.jit(lambda a: a * 3)
+    g = jax.jit(lambda a: a * 3)
+    for x in (np.arange(4.0), np.arange(4, dtype=np.int64)):
+        for _ in range(2):
+            got, want = f(x), g(x)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert _np_keys(f) == [] or ftrans.config.enable_x64
+
+
+def test_numpy_fast_key_separates_signatures_and_mixed_arguments():
+    f = ftrans.jit(lambda a, b: a - b)
+    a32, b32 = np.ones(3, np.float32), np.arange(3, dtype=np.float32)
+    ai, bi = np.ones(3, np.int32), np.arange(3, dtype=np.int32)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(f(a32, b32)), a32 - b32)
+        np.testing.assert_array_equal(np.asarray(f(ai, bi)), ai - bi)
+        r = f(a32, 2.0)  # a Python scalar: not all arrays, the general path (weak type kept)
+        assert r.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(r), a32 - 2.0)
+        r = f(a32, ftrans.device_put(b32))  # mixed with a device array
+        np.testing.assert_array_equal(np.asarray(r), a32 - b32)
+        r = f(a32[:2], b32[:2])  # another shape
+        np.testing.assert_array_equal(np.asarray(r), a32[:2] - b32[:2])
+    assert len(_np_keys(f)) == 3
+    with pytest.raises(TypeError):
+        f(a32, "x")
+
+
+def test_numpy_fast_key_follows_x64():
+    f = ftrans.jit(lambda a: a + 1)  # the literal 1 widens with x64 only through the weak type
+    x = np.arange(3, dtype=np.int32)
+    f(x)
+    f(x)
+    old = ftrans.config.enable_x64
+    try:
+        ftrans.config.update("enable_x64", not old)
+        for _ in range(2):
+            got = f(x)
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(np.asarray(got), x + 1)
+        assert all(k[1] == (not old) for k in _np_keys(f))
+    finally:
+        ftrans.config.update("enable_x64", old)
+
+
+def test_numpy_fast_key_does_not_apply_with_static_or_donated_arguments():
+    f = ftrans.jit(lambda a, n: a * n, static_argnums=1)
+    x = np.arange(3, dtype=np.float32)
+    for n in (2, 3, 2):
+        np.testing.assert_array_equal(np.asarray(f(x, n)), x * n)
+    assert _np_keys(f) == []
+
+
+def test_disable_jit_overrides_the_numpy_fast_key():
+    seen = []
+
+    @ftrans.jit
+    def f(x):
+        seen.append(1)
+        return x + 1
+
+    x = np.ones(2, np.float32)
+    for _ in range(3):
+        f(x)
+    assert len(seen) == 1 and _np_keys(f)
+    with ftrans.disable_jit():
+        np.testing.assert_array_equal(np.asarray(f(x)), x + 1)
+    assert len(seen) == 2

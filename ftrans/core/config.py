@@ -18,6 +18,60 @@ def _env_flag(name: str, default: bool = False) -> bool:
     return v.strip().lower() in ("1", "true", "yes", "on")
 
 
+def default_cache_dir() -> str:
+    """Where the compilation cache lives unless configured: ``$XDG_CACHE_HOME/ftrans/compilation``
+    (``~/.cache/ftrans/compilation`` when XDG_CACHE_HOME is unset or not absolute)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ftrans", "compilation")
+
+
+def _cache_dir_from_env() -> str | None:
+    """``FTRANS_COMPILATION_CACHE_DIR`` (or its short alias ``FTRANS_CACHE_DIR``); empty turns the
+    cache off; unset means the default directory."""
+    for name in ("FTRANS_COMPILATION_CACHE_DIR", "FTRANS_CACHE_DIR"):
+        v = os.environ.get(name)
+        if v is not None:
+            return v.strip() or None
+    return default_cache_dir()
+
+
+def _size_from_env(name: str, default: int) -> int:
+    v = os.environ.get(name, "").strip()
+    if not v:
+        return default
+    try:
+        return _size_option(v)
+    except (TypeError, ValueError):
+        return default
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
+               "g": 2**30, "gb": 2**30, "gib": 2**30}
+
+
+def _size_option(value: Any) -> int:
+    """A byte count from an int or a string such as ``"512M"``/``"2GiB"``; ``-1`` means no limit."""
+    if isinstance(value, bool):
+        raise TypeError(f"expected a size in bytes, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        s = value.strip().lower()
+        num = s.rstrip("kmgib")
+        unit = s[len(num):]
+        if unit in _SIZE_UNITS:
+            try:
+                return int(float(num) * _SIZE_UNITS[unit])
+            except ValueError:
+                pass
+    raise ValueError(f"expected a size in bytes (an int, or a string like '512M' or '2G'), got {value!r}")
+
+
+DEFAULT_CACHE_MAX_SIZE = 2**30  # 1 GiB
+
+
 def _names_tuple(value: Any) -> tuple[str, ...]:
     """A tuple of names from ``"a,b"``, ``None`` or an iterable of strings."""
     if value is None:
@@ -52,6 +106,8 @@ class Config:
         "debug_nans": ("JAX_DEBUG_NANS", bool),
         "debug_infs": ("JAX_DEBUG_INFS", bool),
         "compilation_cache_dir": ("FTRANS_COMPILATION_CACHE_DIR", str),
+        "enable_compilation_cache": ("FTRANS_ENABLE_COMPILATION_CACHE", bool),
+        "compilation_cache_max_size": ("FTRANS_COMPILATION_CACHE_MAX_SIZE", "size"),
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
         "optimizations": ("FTRANS_OPTIMIZATIONS", "passes"),
     }
@@ -61,7 +117,12 @@ class Config:
         self.disable_jit = _env_flag("JAX_DISABLE_JIT")
         self.debug_nans = _env_flag("JAX_DEBUG_NANS")
         self.debug_infs = _env_flag("JAX_DEBUG_INFS")
-        self.compilation_cache_dir = os.environ.get("FTRANS_COMPILATION_CACHE_DIR")
+        # The on-disk compilation cache (``ftrans.lowering.disk_cache``): on by default, in the
+        # user's cache directory, bounded in size (least recently used entries go first).
+        self.compilation_cache_dir: str | None = _cache_dir_from_env()
+        self.enable_compilation_cache = _env_flag("FTRANS_ENABLE_COMPILATION_CACHE", True)
+        self.compilation_cache_max_size = _size_from_env("FTRANS_COMPILATION_CACHE_MAX_SIZE",
+                                                         DEFAULT_CACHE_MAX_SIZE)
         # Names of IR passes ``jit`` skips (``ftrans.transforms.passes``); checked against the
         # registered passes when a pipeline runs, since core cannot see the pass registry.
         self.disabled_passes: tuple[str, ...] = _names_tuple(os.environ.get("FTRANS_DISABLED_PASSES", ""))
@@ -90,6 +151,8 @@ class Config:
             value = _names_tuple(value)
         elif kind == "passes":
             value = _passes_option(value)
+        elif kind == "size":
+            value = _size_option(value)
         check = self._validators.get(name)
         if check is not None:
             check(value)

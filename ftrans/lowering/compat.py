@@ -171,6 +171,34 @@ def device_put(value: np.ndarray, device: Any) -> Any:
         return _xc.batched_device_put(aval, _sharding(device), [value], [device], True)
 
 
+def host_putter(shape: tuple, dtype: np.dtype, device: Any) -> Any:
+    """A callable ``ndarray -> device buffer`` for arrays of one (canonical) shape and dtype.
+
+    ``device_put`` with the per-call work done once: jit's NumPy fast path keeps
+    one per argument. Same transfer as ``device_put``: on the CPU an aligned
+    host array is shared rather than copied (PJRT keeps it alive while the
+    buffer lives), as jax does for NumPy arguments.
+    """
+    aval = _jax_aval(tuple(shape), np.dtype(dtype))
+    sharding = _sharding(device)
+    devices = [device]
+    put = _xc.batched_device_put
+    if _put_takes_x64(device):
+        return lambda x: put(aval, sharding, [x], devices, True, enable_x64=True)
+    return lambda x: put(aval, sharding, [x], devices, True)
+
+
+@functools.lru_cache(maxsize=64)
+def _put_takes_x64(device: Any) -> bool:
+    """Whether this jaxlib's ``batched_device_put`` takes ``enable_x64`` (asked once, with a scalar)."""
+    try:
+        _xc.batched_device_put(_jax_aval((), np.dtype(np.float32)), _sharding(device), [np.zeros((), np.float32)],
+                               [device], True, enable_x64=True)
+    except TypeError:
+        return False
+    return True
+
+
 def copy_to_device(buf: Any, device: Any) -> Any:
     """Move a device buffer to another device (through the runtime, not Python)."""
     if buf_device(buf) == device:

@@ -1,17 +1,22 @@
-"""The opt-in on-disk cache of compiled executables (``config.compilation_cache_dir``).
+"""The on-disk cache of compiled executables (on by default; ``docs/compilation_cache.md``).
 
 XLA compilation dominates the first call of a jitted function; a process that
-starts often (tests, scripts, notebooks) pays it every time.  When
-``ftrans.config.compilation_cache_dir`` names a directory, every executable
-compiled by ``executable.compile_text`` is also written there, and a later
-process that lowers the same module text for the same backend loads it instead
-of compiling.
+starts often (tests, scripts, notebooks) pays it every time.  Every executable
+compiled by ``executable.compile_text`` is also written to
+``config.compilation_cache_dir`` (by default ``$XDG_CACHE_HOME/ftrans/compilation``
+or ``~/.cache/ftrans/compilation``), and a later process that lowers the same
+module for the same backend loads it instead of compiling.  It is turned off
+with ``config.enable_compilation_cache = False`` (``FTRANS_ENABLE_COMPILATION_CACHE=0``)
+or an empty directory, and bounded by ``config.compilation_cache_max_size``
+bytes: after a write that takes the directory past the bound, the least
+recently used entries (oldest modification time; a hit touches its file) are
+removed.
 
 One file per executable, named by the hex of its key.  The key is a sha256 over
-the module text, the backend's identity (platform, platform version, jaxlib
-version), the kind and number of devices, and ``FORMAT_VERSION``: anything that
-could make a compiled program invalid changes the name, so a stale file is
-never even opened.
+the module text (compiler options included), the backend's identity (platform,
+platform version, jaxlib version), ftrans's version, the kind and number of
+devices, and ``FORMAT_VERSION``: anything that could make a compiled program
+invalid changes the name, so a stale file is never even opened.
 
 A file is a fixed header followed by the payload (the bytes PJRT's own
 serializer produced; no pickle anywhere)::
@@ -25,11 +30,13 @@ serializer produced; no pickle anywhere)::
     56      32    the key (raw sha256 digest; also the file's name, in hex)
     88      ...   payload
 
-Files are written to a temporary file in the same directory, fsynced and
+Files are written to a temporary file in the same directory and
 ``os.replace``d into place, so a reader sees either no file or a whole one,
-whatever crashes or races happen.  Every field is checked on load; a file that
-fails a check (or that PJRT cannot deserialize) is logged as a warning,
-removed, and treated as a miss, so the cache can only ever cost a compile,
+whatever races happen; a file a crash left short fails its checks.  Every
+field is checked on load; a file that fails a check (or that PJRT cannot
+deserialize) is logged as a warning, removed, and treated as a miss.  A
+directory that cannot be read or written is warned about once and then left
+alone for the rest of the process, so the cache can only ever cost a compile,
 never an error.
 """
 
@@ -42,15 +49,17 @@ import re
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ftrans.core.config import config
+from ftrans.core.version import __version__ as FTRANS_VERSION
 from ftrans.lowering import compat
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "HEADER", "stats", "cache_dir", "key_for", "path_for", "load",
-           "store", "clear"]
+           "store", "clear", "evict", "size_of"]
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +69,26 @@ HEADER = struct.Struct("<8sIIQ32s32s")  # magic, version, reserved, length, payl
 _TMP_PREFIX = ".ftrans-tmp-"
 _NAME = re.compile(r"[0-9a-f]{64}")
 
-stats: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0}
+stats: dict[str, int] = {"hits": 0, "misses": 0, "writes": 0, "corrupt": 0, "errors": 0, "evictions": 0}
 _stats_lock = threading.Lock()
+_STALE_TMP_S = 3600.0  # a temporary file this old was left by a writer that died; eviction removes it
+_RESCAN_EVERY = 64  # writes between rescans of the directory's size (other processes write too)
+
+# Per-process state of each directory: directories that failed a write (not tried again), the
+# warnings already given, and the running estimate of each directory's size in bytes.
+_dir_lock = threading.Lock()
+_unwritable: set[str] = set()
+_warned: set[tuple[str, str]] = set()
+_size_estimate: dict[str, list[int]] = {}  # dir -> [bytes, writes since the last scan]
+
+
+def _warn_once(directory: Path, what: str, msg: str, *args: Any) -> None:
+    key = (str(directory), what)
+    with _dir_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(msg, *args)
 
 
 def _count(name: str) -> None:
@@ -71,6 +98,8 @@ def _count(name: str) -> None:
 
 def cache_dir() -> Path | None:
     """The configured directory, or None when the cache is off (read at each call: it may change)."""
+    if not config.enable_compilation_cache:
+        return None
     d = config.compilation_cache_dir
     if d is None:
         return None
@@ -88,6 +117,7 @@ def key_for(client: Any, text: str, devices: Sequence[Any]) -> bytes:
     fields = [
         f"ftrans-xla-cache-v{FORMAT_VERSION}",
         compat.backend_version(client),
+        f"ftrans-{FTRANS_VERSION}",
         str(len(devices)),
         *(str(getattr(d, "device_kind", "")) for d in devices),
         text,
@@ -145,7 +175,7 @@ def load(client: Any, text: str, devices: list) -> Any:
         _count("misses")
         return None
     except OSError as e:
-        log.warning("ftrans compilation cache: cannot read %s (%s); compiling instead", path, e)
+        _warn_once(directory, "read", "ftrans compilation cache: cannot read %s (%s); compiling instead", path, e)
         _count("errors")
         _count("misses")
         return None
@@ -166,14 +196,23 @@ def load(client: Any, text: str, devices: list) -> Any:
         _count("errors")
         _count("misses")
         return None
+    _touch(path)
     _count("hits")
     return exe
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry as just used (its mtime orders eviction); best effort."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 def store(client: Any, text: str, devices: list, executable: Any) -> None:
     """Write ``executable`` to the cache atomically; failures are logged, never raised."""
     directory = cache_dir()
-    if directory is None:
+    if directory is None or str(directory) in _unwritable:
         return
     key = key_for(client, text, devices)
     try:
@@ -183,43 +222,120 @@ def store(client: Any, text: str, devices: list, executable: Any) -> None:
                     type(e).__name__, e)
         _count("errors")
         return
+    data = encode(key, bytes(payload))
     try:
-        _write_atomic(directory, key.hex(), encode(key, bytes(payload)))
+        _write_atomic(directory, key.hex(), data)
     except OSError as e:
-        log.warning("ftrans compilation cache: cannot write to %s (%s); not cached", directory, e)
+        with _dir_lock:
+            _unwritable.add(str(directory))
+        _warn_once(directory, "write", "ftrans compilation cache: cannot write to %s (%s); not caching "
+                   "executables there for the rest of this process", directory, e)
         _count("errors")
         return
     _count("writes")
+    _account(directory, key.hex(), len(data))
+
+
+def size_of(directory: Path) -> int:
+    """Total bytes of the cache's entries in ``directory``."""
+    return sum(size for _, size, _ in _entries(directory))
+
+
+def _entries(directory: Path) -> list[tuple[float, int, Path]]:
+    """(mtime, size, path) of each cache entry; stale temporary files are removed on the way."""
+    out = []
+    now = time.time()
+    try:
+        it = list(os.scandir(directory))
+    except OSError:
+        return out
+    for e in it:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if e.name.startswith(_TMP_PREFIX):
+            if now - st.st_mtime > _STALE_TMP_S:
+                _discard(Path(e.path))
+            continue
+        if _NAME.fullmatch(e.name) and e.is_file(follow_symlinks=False):
+            out.append((st.st_mtime, st.st_size, Path(e.path)))
+    return out
+
+
+def _account(directory: Path, name: str, nbytes: int) -> None:
+    """Add a write to the directory's size estimate; evict when it goes past the bound."""
+    limit = config.compilation_cache_max_size
+    if limit is None or limit < 0:
+        return
+    d = str(directory)
+    with _dir_lock:
+        est = _size_estimate.get(d)
+        if est is not None:
+            est[0] += nbytes
+            est[1] += 1
+            if est[0] <= limit and est[1] < _RESCAN_EVERY:
+                return
+    evict(directory, limit, keep=name)
+
+
+def evict(directory: Path | str | None = None, max_size: int | None = None, keep: str | None = None) -> int:
+    """Remove least recently used entries until ``directory`` holds at most ``max_size`` bytes.
+
+    Defaults: the configured directory and bound.  ``keep`` names an entry never
+    removed (the one just written).  Returns how many entries were removed.
+    Safe against other processes evicting or writing at the same time.
+    """
+    directory = Path(directory).expanduser() if directory is not None else cache_dir()
+    if directory is None:
+        return 0
+    limit = config.compilation_cache_max_size if max_size is None else max_size
+    entries = _entries(directory)
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    if limit is not None and limit >= 0 and total > limit:
+        entries.sort(key=lambda e: (e[0], e[2].name))
+        for _mtime, size, path in entries:
+            if total <= limit:
+                break
+            if path.name == keep:
+                continue
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass  # another process evicted it first
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        if removed:
+            _count_n("evictions", removed)
+    with _dir_lock:
+        _size_estimate[str(directory)] = [total, 0]
+    return removed
+
+
+def _count_n(name: str, n: int) -> None:
+    with _stats_lock:
+        stats[name] += n
 
 
 def _write_atomic(directory: Path, name: str, data: bytes) -> None:
-    """Temp file in the same directory, fsync, rename: readers see no file or a whole one."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Temp file in the same directory, then rename: readers see no file or a whole one.
+
+    No fsync: it would cost the first call milliseconds, and a file a crash
+    leaves short or empty fails the length and checksum checks on load (a miss).
+    """
+    # Only its owner may write executables there (loading one runs its code): 0700 when created here.
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, directory / name)
     except BaseException:
         _discard(Path(tmp))
         raise
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable too (best effort: not every platform can open a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _discard(path: Path) -> None:
@@ -249,4 +365,6 @@ def clear(path: str | os.PathLike | None = None) -> int:
         except FileNotFoundError:
             continue
         removed += 1
+    with _dir_lock:
+        _size_estimate.pop(str(directory), None)
     return removed

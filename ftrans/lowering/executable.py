@@ -62,7 +62,7 @@ class Executable:
                  "const_bufs", "_run", "donated", "_held", "__weakref__")
 
     def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
-                 donated: Sequence[bool] = (), compiler_options: tuple = ()):
+                 donated: Sequence[bool] = (), compiler_options: tuple = (), text: str | None = None):
         self.name = name
         self.device = device
         self.device_id = device.id
@@ -71,7 +71,8 @@ class Executable:
         self.donated = tuple(donated) if any(donated) else ()
         n_consts = len(closed.jaxpr.constvars)
         donated_args = (False,) * n_consts + self.donated if self.donated else ()
-        self.text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
+        # ``text``: the module already lowered (``Lowered.compile``) with these same arguments.
+        self.text = text if text is not None else lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
         self._held = compiled(self.text, device, closed, compiler_options)  # keeps the shared entry alive
         self.xla = self._held.xla
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]

@@ -46,6 +46,8 @@ DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
 _all_jitted: weakref.WeakSet = weakref.WeakSet()
 _new = object.__new__
+_ndarray = np.ndarray
+_NP_KEY = object()  # first item of the fast keys of NumPy-argument calls (never an argument signature)
 
 
 class _Store:
@@ -396,12 +398,23 @@ class JitWrapped:
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
-            entry = self._fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+            fast = self._fast
+            entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
             if entry is not None:
                 if _array_mod.buffers_deleted and not _all_resident(args):
                     return self._call(args, kwargs)  # the general path transfers or explains
                 self.hits += 1
                 return entry.invoke([a._buf for a in args], args)
+            if args and type(args[0]) is _ndarray:  # NumPy arguments: their own fast key
+                try:
+                    hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
+                                    *[(type(a), a.shape, a.dtype) for a in args]))
+                except AttributeError:  # an argument that is not an array
+                    hit = None
+                if hit is not None:
+                    self.hits += 1
+                    entry, puts = hit
+                    return entry.invoke([put(a) for put, a in zip(puts, args)], args)
         return self._call(args, kwargs)
 
     # -- everything else --------------------------------------------------------
@@ -559,6 +572,9 @@ class JitWrapped:
                 want = X.sig_of(leaf.aval, device.id)
                 leaf._sig = want
                 sigs.append(want)
+            elif t is _ndarray and not sigs:
+                self._remember_numpy(args, kwargs, leaves, device, entry)
+                return
             else:
                 return
         if len(self._tree_fast) >= self._max:
@@ -567,6 +583,29 @@ class JitWrapped:
         if self._fast_ok and not kwargs and len(leaves) == len(args) and \
                 all(type(a) is DeviceArray or type(a) is Array for a in args):
             self._fast[tuple(sigs)] = entry
+
+    def _remember_numpy(self, args: tuple, kwargs: dict, leaves: list, device: Any, entry: _Entry) -> None:
+        """The fast key of a call whose arguments are all NumPy arrays of canonical dtypes.
+
+        The key holds each array's type, shape and dtype, and the x64 switch (it
+        changes what a program compiles to); the entry keeps one transfer
+        function per argument, so a hit does no canonicalisation, aval or
+        device lookup. Arrays that would need converting (float64 without x64,
+        a non-native byte order) keep taking the general path.
+        """
+        if not (self._fast_ok and not kwargs and len(leaves) == len(args)) or len(self._fast) >= self._max:
+            return
+        for a in args:
+            if type(a) is not _ndarray:
+                return
+            try:
+                if dtypes.canonicalize(a.dtype) != a.dtype or not a.dtype.isnative:
+                    return
+            except TypeError:
+                return
+        puts = [compat.host_putter(a.shape, a.dtype, device) for a in args]
+        key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
+        self._fast[key] = (entry, puts)
 
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
@@ -794,7 +833,7 @@ class Lowered:
     def compile(self) -> Compiled:
         t = self._traced
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
-                           t._owner._compiler_options)
+                           t._owner._compiler_options, text=self._text)  # the module is not lowered twice
         return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
 
     @property
