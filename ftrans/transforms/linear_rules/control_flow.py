@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
-from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_p
+from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_lin_p, while_p
 from ftrans.core.trace import aval_of, current_source_info, stage
 from ftrans.errors import FtransValueError
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
@@ -23,6 +23,7 @@ from ftrans.transforms.transpose import (
     is_undefined,
     register_transpose,
     transpose_jaxpr,
+    transpose_rules,
 )
 
 
@@ -101,3 +102,19 @@ def _while_transpose(cts: list, *args: Any, **params: Any) -> list:
         "Python-int bounds (which is a scan), for a loop you need to differentiate in reverse mode; forward "
         "mode (jvp, jacfwd, linearize) works through while_loop"
     )
+
+
+def _while_lin_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, bwd: Any, num_res: int) -> list:
+    """The backward loop ``bwd`` built when the ``while`` was linearized (ad_rules/control_flow.py)."""
+    res, lin = list(args[:num_res]), list(args[num_res:])
+    if bwd is None or any(is_undefined(r) for r in res):
+        raise NotImplementedError(
+            "transposing a while_lin derived by another transform (jvp, vmap or partial evaluation of a "
+            "linearized while_loop) is not supported; differentiate the original while_loop instead")
+    outs = [instantiate(Zero(tangent_aval(av)) if type(c) is Zero else c)
+            for c, av in zip(cts, jaxpr.out_avals)]
+    in_cts = bwd(res, outs)
+    return [None] * num_res + [c if is_undefined(a) else None for c, a in zip(in_cts, lin)]
+
+
+transpose_rules[while_lin_p] = _while_lin_transpose
