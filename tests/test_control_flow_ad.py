@@ -42,7 +42,6 @@ import ftrans
 import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
-from ftrans.errors import FtransValueError
 from ftrans.test_util import check_grads
 
 FT, JX = (flax, fjnp), (jax.lax, jjnp)
