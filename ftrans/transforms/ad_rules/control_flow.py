@@ -530,6 +530,18 @@ def _slot(buf: Any, k: Any) -> Any:
     return B.reshape(row, shape[1:])
 
 
+def _write_rows(bufs: list, rows: list, idx: Any) -> list:
+    out = []
+    for buf, c in zip(bufs, rows):
+        sh = tuple(aval_of(buf).shape)
+        out.append(S.dynamic_update_slice_p.bind(buf, B.reshape(c, (1,) + sh[1:]), idx, *[_int32(0)] * (len(sh) - 1)))
+    return out
+
+
+# Buffer levels below the forward loop's in the backward pass (see _split_while_rev).
+_LEVELS = 2
+
+
 def _run_closed(closed: ClosedJaxpr, *args: Any) -> list:
     return list(eval_jaxpr(closed.jaxpr, list(closed.consts), *args))
 
@@ -577,11 +589,7 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
 
             stride, *bs = _bind_cond(full, keep, thin, [stride, *bs])
             idx = B.select(write, B.div(i, stride), _int32(n_slots))
-            new_bs = []
-            for buf, c in zip(bs, carry):
-                sh = tuple(aval_of(buf).shape)
-                new_bs.append(S.dynamic_update_slice_p.bind(buf, B.reshape(c, (1,) + sh[1:]), idx,
-                                                            *[_int32(0)] * (len(sh) - 1)))
+            new_bs = _write_rows(bs, carry, idx)
             new_carry = _run_closed(kbody, *bc_, *carry)
             return [B.add(i, _int32(1)), stride, *new_carry, *new_bs]
 
@@ -619,42 +627,90 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
     lin_closed, _ = stage(lin, k_bc_avals + buf_avals + [i32, i32] + u_bc_avals + u_avals)
     fwd_closed, _ = stage(fwd, list(cond_jaxpr.in_avals[:nc]) + k_bc_avals + k_avals)
 
-    def bwd(res: list, cts: list) -> list:
-        bc, bs, n, stride = list(res[:nkb]), list(res[nkb:nkb + nk]), res[nkb + nk], res[nkb + nk + 1]
-        acc0 = [zeros_like_aval(a) for a in u_bc_avals]
+    # The backward pass.  Level 0 is the forward loop's buffer (stride doubling, as the trip count was not
+    # known); each segment between two of its checkpoints has a known length, so the next level refills a
+    # buffer of the same size over it with a fixed stride, and so on for _LEVELS levels; the last level's
+    # segments (one step long unless n > S ** (_LEVELS + 1)) recompute each step from their start.
+    def advance(bc: list, c: list, m: Any) -> list:
+        def cond_fn(m_: Any, j: Any, *_: Any) -> list:
+            return [E.lt_p.bind(j, m_)]
+
+        def body_fn(*r: Any) -> list:
+            bcr, j, cr = list(r[:nkb]), r[nkb], list(r[nkb + 1:])
+            return [B.add(j, _int32(1)), *_run_closed(kbody, *bcr, *cr)]
+
+        return _bind_while(cond_fn, body_fn, [m], bc, [_int32(0), *c])[1:]
+
+    def vjp_step(bc: list, c: list, ct: list, acc: list) -> tuple[list, list]:
+        _, res_j = step(bc, c)
+        uj = ubody.jaxpr
+        args = list(res_j) + [UndefinedPrimal(v.aval) for v in uj.invars[n_res:]]
+        outs = backward_pass(uj, list(ubody.consts), args, ct)
+        o_bc, o_c = outs[n_res:n_res + nub], outs[n_res + nub:]
+        new_acc = [add_tangents(s_, o) if type(o) is not Zero else s_ for s_, o in zip(acc, o_bc)]
+        new_ct = [instantiate(o) if type(o) is not Zero else zeros_like_aval(av) for o, av in zip(o_c, u_avals)]
+        return new_ct, new_acc
+
+    def down_loop(consts: list, start: Any, ct: list, acc: list, each: Any) -> tuple[list, list]:
+        """``for j in range(start, -1, -1): ct, acc = each(consts, j, ct, acc)`` as a while loop."""
+        nct = len(ct)
 
         def cond_fn(j: Any, *_: Any) -> list:
             return [E.ge_p.bind(j, _int32(0))]
 
-        def body_fn(*a: Any) -> list:
-            bc_, bs_, stride_ = list(a[:nkb]), list(a[nkb:nkb + nk]), a[nkb + nk]
-            j = a[nkb + nk + 1]
-            acc, ct = list(a[nkb + nk + 2:nkb + nk + 2 + nub]), list(a[nkb + nk + 2 + nub:])
-            k = B.div(j, stride_)
-            c0 = [_slot(b, k) for b in bs_]
-            todo = B.sub(j, B.mul(k, stride_))
+        def body_fn(*r: Any) -> list:
+            cs, j = list(r[:len(consts)]), r[len(consts)]
+            ct_, acc_ = list(r[len(consts) + 1:len(consts) + 1 + nct]), list(r[len(consts) + 1 + nct:])
+            new_ct, new_acc = each(cs, j, ct_, acc_)
+            return [B.sub(j, _int32(1)), *new_ct, *new_acc]
 
-            def rc_cond(todo_: Any, m: Any, *_: Any) -> list:
-                return [E.lt_p.bind(m, todo_)]
+        outs = _bind_while(cond_fn, body_fn, [], consts, [start, *ct, *acc])
+        return outs[1:1 + nct], outs[1 + nct:]
 
-            def rc_body(*r: Any) -> list:
-                bcr, m, c = list(r[:nkb]), r[nkb], list(r[nkb + 1:])
-                return [B.add(m, _int32(1)), *_run_closed(kbody, *bcr, *c)]
+    def leaf(bc: list, c0: list, length: Any, ct: list, acc: list) -> tuple[list, list]:
+        def each(cs: list, j: Any, ct_: list, acc_: list) -> tuple[list, list]:
+            bc_, c0_ = cs[:nkb], cs[nkb:]
+            return vjp_step(bc_, advance(bc_, c0_, j), ct_, acc_)
 
-            c = _bind_while(rc_cond, rc_body, [todo], bc_, [_int32(0), *c0])[1:] if nk else []
-            _, res_j = step(bc_, c)
-            uj = ubody.jaxpr
-            args = list(res_j) + [UndefinedPrimal(v.aval) for v in uj.invars[n_res:]]
-            outs = backward_pass(uj, list(ubody.consts), args, ct)
-            o_bc, o_c = outs[n_res:n_res + nub], outs[n_res + nub:]
-            new_acc = [add_tangents(s, o) if type(o) is not Zero else s for s, o in zip(acc, o_bc)]
-            new_ct = [instantiate(o) if type(o) is not Zero else zeros_like_aval(av)
-                      for o, av in zip(o_c, u_avals)]
-            return [B.sub(j, _int32(1)), *new_acc, *new_ct]
+        return down_loop(bc + c0, B.sub(length, _int32(1)), ct, acc, each)
 
-        outs = _bind_while(cond_fn, body_fn, [], bc + bs + [stride],
-                           [B.sub(n, _int32(1)), *acc0, *[instantiate(c) for c in cts]])
-        return outs[1:]
+    def fill(bc: list, c0: list, length: Any, stride: Any) -> list:
+        bufs = [B.zeros((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+
+        def cond_fn(length_: Any, i: Any, *_: Any) -> list:
+            return [E.lt_p.bind(i, length_)]
+
+        def body_fn(*r: Any) -> list:
+            bc_, stride_, i = list(r[:nkb]), r[nkb], r[nkb + 1]
+            c, bs = list(r[nkb + 2:nkb + 2 + nk]), list(r[nkb + 2 + nk:])
+            write = B.eq(E.rem_p.bind(i, stride_), _int32(0))
+            idx = B.select(write, B.div(i, stride_), _int32(n_slots))
+            return [B.add(i, _int32(1)), *_run_closed(kbody, *bc_, *c), *_write_rows(bs, c, idx)]
+
+        return _bind_while(cond_fn, body_fn, [length], bc + [stride], [_int32(0), *c0, *bufs])[1 + nk:]
+
+    def segments(depth: int, bc: list, bs: list, stride: Any, length: Any, ct: list, acc: list
+                 ) -> tuple[list, list]:
+        def each(cs: list, k: Any, ct_: list, acc_: list) -> tuple[list, list]:
+            bc_, bs_, stride_, length_ = cs[:nkb], cs[nkb:nkb + nk], cs[nkb + nk], cs[nkb + nk + 1]
+            ck = [_slot(b, k) for b in bs_]
+            lk = B.apply(E.min_p, stride_, B.sub(length_, B.mul(k, stride_)))
+            return level(depth - 1, bc_, ck, lk, ct_, acc_)
+
+        last = B.sub(B.div(B.add(length, B.sub(stride, _int32(1))), stride), _int32(1))
+        return down_loop(bc + bs + [stride, length], last, ct, acc, each)
+
+    def level(depth: int, bc: list, c0: list, length: Any, ct: list, acc: list) -> tuple[list, list]:
+        if depth == 0:
+            return leaf(bc, c0, length, ct, acc)
+        stride = B.apply(E.max_p, B.div(B.add(length, _int32(n_slots - 1)), _int32(n_slots)), _int32(1))
+        return segments(depth, bc, fill(bc, c0, length, stride), stride, length, ct, acc)
+
+    def bwd(res: list, cts: list) -> list:
+        bc, bs, n, stride = list(res[:nkb]), list(res[nkb:nkb + nk]), res[nkb + nk], res[nkb + nk + 1]
+        acc0 = [zeros_like_aval(a) for a in u_bc_avals]
+        ct, acc = segments(_LEVELS + 1, bc, bs, stride, n, [instantiate(c) for c in cts], acc0)
+        return acc + ct
 
     out = _WhileRev()
     out.carry_unk = carry_unk
