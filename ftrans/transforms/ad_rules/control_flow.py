@@ -25,9 +25,12 @@ recorded into the linear jaxpr, that reads them:
   slices of the known ``xs`` are passed as those ``xs``; everything else is
   stacked by the known scan as extra ``ys`` and scanned over by the unknown one.
 * ``while``: the trip count is only known when the loop runs, so nothing can be
-  stacked.  The known carries are computed by a known loop; the unknown ones by
-  the whole loop, recorded (it recomputes the primal part), which is enough for
-  ``linearize`` and ``jvp``.
+  stacked ahead of time.  The known loop (a ``checkpointed_while`` call) keeps
+  the carry at every ``stride``-th step in a fixed number of slots, thinning
+  them and doubling the stride when they are full; the unknown part is one
+  ``while_lin`` whose transpose walks the steps backwards, recomputing each
+  step's carry from the nearest checkpoint (``_split_while_rev``; costs and
+  references in docs/autodiff.md).
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@ in ``transforms/ad_rules/control_flow.py``).
 
 ``cond`` transposes each branch (one new ``cond`` on the same index); ``scan``
 runs the transposed body in the opposite direction, carrying the cotangents of
-the carries and accumulating those of the linear consts.  ``while`` raises a
-clear error: its trip count is only known when it runs, so reverse mode through
-it is future work (the primitive's layout does not need to change for it).
+the carries and accumulating those of the linear consts.  A linearized ``while`` is a
+``checkpointed_while`` call (known) and a ``while_lin`` (tangents); ``while_lin``
+transposes into the checkpointed backward loop built with it (see
+``ad_rules/control_flow.py``).  A whole ``while`` reaches transposition only when
+its predicate depends on a differentiated value, which is an error.
 """
 
 from __future__ import annotations
@@ -97,10 +99,11 @@ def _while_transpose(cts: list, *args: Any, **params: Any) -> list:
     info = current_source_info()
     where = f" (the loop at {info})" if info is not None else ""
     raise FtransValueError(
-        "reverse-mode differentiation (grad, vjp, jacrev) of a lax.while_loop is not supported yet"
-        f"{where}: its trip count is only known when it runs. Use lax.scan, or lax.fori_loop with static "
-        "Python-int bounds (which is a scan), for a loop you need to differentiate in reverse mode; forward "
-        "mode (jvp, jacfwd, linearize) works through while_loop"
+        "reverse-mode differentiation (grad, vjp, jacrev) of this lax.while_loop is not supported"
+        f"{where}: its predicate depends on a value being differentiated, so the loop cannot be split into a "
+        "primal loop and a tangent loop. Compute the predicate from primal values (wrap them in "
+        "lax.stop_gradient), or use lax.scan / lax.fori_loop with static Python-int bounds (a scan); "
+        "forward mode (jvp, jacfwd, linearize) works through while_loop"
     )
 
 
