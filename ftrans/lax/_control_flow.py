@@ -10,6 +10,7 @@ The primitive is bound even when the operands are concrete, so eager,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -185,7 +186,7 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
 def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple) -> Any:
     site = _recursion_site(branches)
     if site is not None:
-        rec = _REC_ACTIVE.get(site[0])
+        rec = _REC.active.get(site[0])
         if rec is not None and rec.matches(index, operands, site):
             return rec.call(index, operands, site)
         if rec is None:
@@ -207,7 +208,12 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
 # A branch that returns those placeholders unchanged is a tail call, and the whole recursion becomes a
 # ``while_loop`` over that state; any other use of the recursive result is an error.
 
-_REC_ACTIVE: dict = {}
+class _RecState(threading.local):
+    def __init__(self) -> None:
+        self.active: dict = {}
+
+
+_REC = _RecState()  # per thread: tracing is per thread
 _STATE_TYPES = (Tracer, Array, np.ndarray, np.generic, float, int, complex)
 
 
@@ -307,7 +313,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
                         site: tuple) -> Any:
     key, cells, _ = site
     rec = _Recursion(index, operands, site)
-    _REC_ACTIVE[key] = rec
+    _REC.active[key] = rec
     try:
         ops, ops_tree = _flatten_operands(operands, "operand")
         avals = [_aval(x) for x in ops]
@@ -336,7 +342,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
                 "give one branch a result that does not recurse")
         return _recursion_loop(name, rec, index, ops, ops_tree, cells, branches, labels, recursive)
     finally:
-        del _REC_ACTIVE[key]
+        del _REC.active[key]
 
 
 def _recursion_loop(name: str, rec: _Recursion, index: Any, ops: list, ops_tree: Any, cells: list,
