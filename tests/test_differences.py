@@ -418,3 +418,23 @@ def test_jit_times_literal_zero_is_zero():
     x = np.array([np.inf, 1.0], np.float32)
     assert np.isnan(np.asarray(jax.jit(f)(x))[0])
     assert np.asarray(ftrans.jit(f)(x))[0] == 0.0
+
+
+# ---------------------------------------------------------------- control flow
+def test_reverse_mode_of_while_loop_works():
+    def loop(lax, np_):
+        return lambda x: lax.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, np_.sin(c[1])), (0, x))[1]
+
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for lax.while_loop"):
+        jax.grad(loop(jlax, jnp))(np.float32(0.3))
+    want = jax.grad(lambda x: jlax.fori_loop(0, 5, lambda i, y: jnp.sin(y), x))(np.float32(0.3))
+    np.testing.assert_allclose(ftrans.grad(loop(flax, fnp))(np.float32(0.3)), want, rtol=1e-6)
+
+
+def test_tail_recursion_through_cond_is_a_loop():
+    def factorial(lax, r, x):
+        return lax.cond(x <= 1.0, lambda: r, lambda: factorial(lax, r * x, x - 1))
+
+    with pytest.raises(RecursionError):
+        jax.jit(lambda r, x: factorial(jlax, r, x))(1.0, 5.0)
+    assert float(ftrans.jit(lambda r, x: factorial(flax, r, x))(1.0, 5.0)) == 120.0

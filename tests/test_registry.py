@@ -478,6 +478,9 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "a collective: abstract eval and impl need its axis name bound by vmap/pmap, so it has no "
              "standalone samples; tests/test_collectives.py covers it against jax.vmap"
        for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index")},
+    **{name: "built only by linearizing a while_loop (its params are staged programs and the backward "
+             "function); tests/test_while_grad.py covers it eagerly, in jit, under vmap and nested"
+       for name in ("checkpointed_while", "while_lin")},
     "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
                  "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
 }

@@ -10,6 +10,8 @@ import contextlib
 import os
 from typing import Any
 
+import numpy as np
+
 
 def _env_flag(name: str, default: bool = False) -> bool:
     v = os.environ.get(name)
@@ -97,6 +99,19 @@ def _passes_option(value: Any) -> tuple[str, ...] | None:
     return _names_tuple(value)
 
 
+def _slots_option(value: Any) -> int:
+    """``while_checkpoints``: a positive int (a string of one, from the environment)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(
+            f"config option while_checkpoints must be a positive integer (the number of carries reverse mode "
+            f"of a while_loop keeps), got {value!r}; e.g. ftrans.config.update('while_checkpoints', 64)")
+    return int(value)
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -110,6 +125,7 @@ class Config:
         "compilation_cache_max_size": ("FTRANS_COMPILATION_CACHE_MAX_SIZE", "size"),
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
         "optimizations": ("FTRANS_OPTIMIZATIONS", "passes"),
+        "while_checkpoints": ("FTRANS_WHILE_CHECKPOINTS", "slots"),
     }
 
     def __init__(self) -> None:
@@ -129,6 +145,8 @@ class Config:
         # The IR passes ``jit`` runs: ``None`` (every registered pass) or a tuple of names
         # (``()``: none); ``disabled_passes`` is taken away from it.
         self.optimizations: tuple[str, ...] | None = _passes_option(os.environ.get("FTRANS_OPTIMIZATIONS"))
+        # How many carries reverse mode of a while_loop keeps (docs/autodiff.md, "Reverse mode of while_loop").
+        self.while_checkpoints: int = _slots_option(os.environ.get("FTRANS_WHILE_CHECKPOINTS", "64"))
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
@@ -153,6 +171,8 @@ class Config:
             value = _passes_option(value)
         elif kind == "size":
             value = _size_option(value)
+        elif kind == "slots":
+            value = _slots_option(value)
         check = self._validators.get(name)
         if check is not None:
             check(value)

@@ -10,6 +10,7 @@ The primitive is bound even when the operands are concrete, so eager,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -183,6 +184,13 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
 
 
 def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple) -> Any:
+    site = _recursion_site(branches)
+    if site is not None:
+        rec = _REC.active.get(site[0])
+        if rec is not None and rec.matches(index, operands, site):
+            return rec.call(index, operands, site)
+        if rec is None:
+            return _bind_cond_watching(name, index, branches, labels, operands, site)
     ops, ops_tree = _flatten_operands(operands, "operand")
     avals = [_aval(x) for x in ops]
     traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
@@ -190,6 +198,207 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
     bodies, consts = _join_consts(traced)
     outs = cond_p.bind(index, *consts, *ops, branches=tuple(bodies))
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+# ----------------------------------------------------------------------------
+# Recursion through cond/switch (docs/control_flow.md, "Recursion").  A cond whose branches re-enter the same
+# cond call (same call site, same branch functions, same types of operands and of the arrays the branches
+# close over) would trace forever.  While a cond is traced it is registered here; the inner call returns
+# placeholders of the outer call's output types and records its state (index, operands, closed-over arrays).
+# A branch that returns those placeholders unchanged is a tail call, and the whole recursion becomes a
+# ``while_loop`` over that state; any other use of the recursive result is an error.
+
+class _RecState(threading.local):
+    def __init__(self) -> None:
+        self.active: dict = {}
+
+
+_REC = _RecState()  # per thread: tracing is per thread
+_STATE_TYPES = (Tracer, Array, np.ndarray, np.generic, float, int, complex)
+
+
+def _is_state(v: Any) -> bool:
+    return isinstance(v, _STATE_TYPES) and not isinstance(v, bool)
+
+
+class _NeedOutputs(Exception):
+    """Internal: the recursion was re-entered before any branch's output types were known."""
+
+
+def _recursion_site(branches: Sequence[Callable]) -> tuple | None:
+    """(key, closed-over arrays, other closed-over values) of a cond call, or None for non-Python branches."""
+    import sys
+
+    codes, cells, fixed = [], [], []
+    for b in branches:
+        code = getattr(b, "__code__", None)
+        if code is None:
+            return None
+        codes.append(code)
+        for c in b.__closure__ or ():
+            try:
+                v = c.cell_contents
+            except ValueError:
+                return None
+            (cells if _is_state(v) else fixed).append(v)
+    f = sys._getframe(3)  # the user's call of cond/switch
+    return (f.f_code, f.f_lasti, tuple(codes)), cells, fixed
+
+
+def _same_fixed(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def _state_avals(index: Any, operands: tuple, cells: list) -> list:
+    ops, _ = _flatten_operands(operands, "operand")
+    return [(a.shape, a.dtype) for a in _builtin_map(_aval, [index, *ops, *[_operand(c, 'a closed-over value') for c in cells]])]
+
+
+def _with_cells(b: Callable, vals: Any) -> Callable:
+    import types
+
+    if not b.__closure__:
+        return b
+    new = []
+    for c in b.__closure__:
+        new.append(types.CellType(next(vals)) if _is_state(c.cell_contents) else c)
+    f = types.FunctionType(b.__code__, b.__globals__, b.__name__, b.__defaults__, tuple(new))
+    f.__kwdefaults__ = b.__kwdefaults__
+    return f
+
+
+class _Recursion:
+    def __init__(self, index: Any, operands: tuple, site: tuple):
+        self.avals = _state_avals(index, operands, site[1])
+        self.fixed = site[2]
+        self.out_tree = None
+        self.out_avals: list | None = None
+        self.calls: list = []
+        self.placeholders: list = []
+
+    def matches(self, index: Any, operands: tuple, site: tuple) -> bool:
+        return _same_fixed(self.fixed, site[2]) and _state_avals(index, operands, site[1]) == self.avals
+
+    def call(self, index: Any, operands: tuple, site: tuple) -> Any:
+        if self.out_avals is None:
+            raise _NeedOutputs()
+        ops, _ = _flatten_operands(operands, "operand")
+        self.calls.append([index, *ops, *site[1]])
+        ph = [Array._new(np.zeros(a.shape, a.dtype), a.weak_type) for a in self.out_avals]
+        self.placeholders.append(ph)
+        return tree_util.tree_unflatten(self.out_tree, ph)
+
+
+def _not_tail(name: str) -> FtransValueError:
+    return FtransValueError(
+        f"{name}: this function calls itself from inside a branch of the {name} it is tracing, and uses the "
+        "result of that call in a further computation (or calls itself more than once). Only tail recursion "
+        "is supported under tracing: the recursive call must be the branch's whole result, e.g. "
+        "`lax.cond(x <= 1, lambda: acc, lambda: f(acc * x, x - 1))` (carry the pending work in an accumulator "
+        "argument), or write the loop with lax.while_loop"
+    )
+
+
+def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple,
+                        site: tuple) -> Any:
+    key, cells, _ = site
+    rec = _Recursion(index, operands, site)
+    _REC.active[key] = rec
+    try:
+        ops, ops_tree = _flatten_operands(operands, "operand")
+        avals = [_aval(x) for x in ops]
+        traced: list = []
+        recursive = []
+        for b, label in zip(branches, labels):
+            rec.calls = []
+            try:
+                t = _trace(b, ops_tree, avals, label)
+            except _NeedOutputs:
+                recursive.append(True)
+                traced.append(None)
+                continue
+            recursive.append(bool(rec.calls))
+            traced.append(None if rec.calls else t)
+            if rec.out_avals is None and not rec.calls:
+                rec.out_avals, rec.out_tree = list(t.out_avals), t.out_tree
+        if not any(recursive):
+            _check_branch_outputs(name, traced, labels)
+            bodies, consts = _join_consts(traced)
+            outs = cond_p.bind(index, *consts, *ops, branches=tuple(bodies))
+            return tree_util.tree_unflatten(traced[0].out_tree, outs)
+        if rec.out_avals is None:
+            raise FtransValueError(
+                f"{name}: every branch calls the function being traced again, so the recursion never ends; "
+                "give one branch a result that does not recurse")
+        return _recursion_loop(name, rec, index, ops, ops_tree, cells, branches, labels, recursive)
+    finally:
+        del _REC.active[key]
+
+
+def _recursion_loop(name: str, rec: _Recursion, index: Any, ops: list, ops_tree: Any, cells: list,
+                    branches: Sequence[Callable], labels: list[str], recursive: list[bool]) -> Any:
+    n_ops = len(ops)
+    counts = [sum(_is_state(c.cell_contents) for c in (b.__closure__ or ())) for b in branches]
+    starts = [sum(counts[:i]) for i in range(len(branches))]
+    state0 = [index, *ops, *[_operand(c, 'a closed-over value') for c in cells]]
+
+    def call_branch(i: int, st: list) -> Any:
+        cl = st[1 + n_ops:]
+        b = _with_cells(branches[i], iter(cl[starts[i]:starts[i] + counts[i]]))
+        return b(*tree_util.tree_unflatten(ops_tree, st[1:1 + n_ops]))
+
+    def step_branch(i: int) -> Callable:
+        def f(*st: Any) -> list:
+            st = list(st)
+            if not recursive[i]:
+                return st
+            rec.calls, rec.placeholders = [], []
+            out = call_branch(i, st)
+            leaves = tree_util.tree_leaves(out)
+            if len(rec.calls) != 1 or len(leaves) != len(rec.placeholders[0]) or \
+                    any(a is not b for a, b in zip(leaves, rec.placeholders[0])):
+                raise _not_tail(name)
+            return rec.calls[0]
+        return f
+
+    def final_branch(i: int) -> Callable:
+        def f(*st: Any) -> list:
+            if recursive[i]:
+                return [Array._new(np.zeros(a.shape, a.dtype), a.weak_type) for a in rec.out_avals]
+            return tree_util.tree_leaves(call_branch(i, list(st)))
+        return f
+
+    def switch_on(fns: list, st: list) -> list:
+        avals = [_aval(x) for x in st]
+        traced = [_trace(f, _tuple_tree(*[tree_util.tree_structure(0)] * len(st)), avals, labels[i])
+                  for i, f in enumerate(fns)]
+        bodies, consts = _join_consts(traced)
+        return list(cond_p.bind(st[0], *consts, *st, branches=tuple(bodies)))
+
+    rec_ids = [i for i, r in enumerate(recursive) if r]
+
+    def keep_going(st: tuple) -> Any:
+        out = lax.eq(st[0], np.int32(rec_ids[0]))
+        for i in rec_ids[1:]:
+            out = lax.bitwise_or(out, lax.eq(st[0], np.int32(i)))
+        return out
+
+    def body(st: tuple) -> tuple:
+        return tuple(switch_on([step_branch(i) for i in range(len(branches))], list(st)))
+
+    final_state = while_loop(keep_going, body, tuple(state0))
+    outs = switch_on([final_branch(i) for i in range(len(branches))], list(final_state))
+    return tree_util.tree_unflatten(rec.out_tree, outs)
 
 
 def _operands(name: str, operands: tuple, operand: Any) -> tuple:

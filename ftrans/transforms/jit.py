@@ -877,6 +877,10 @@ class Compiled:
     def cost_analysis(self) -> Any:
         return self._exe.xla.cost_analysis()
 
+    def memory_analysis(self) -> Any:
+        """XLA's sizes of the compiled program's buffers (arguments, outputs, temporaries), as in JAX."""
+        return self._exe.xla.get_compiled_memory_stats()
+
 
 # ----------------------------------------------------------------------------
 # Argument-number bookkeeping

@@ -275,3 +275,27 @@ def join_consts(pairs: Sequence[tuple[ClosedJaxpr, list]]) -> tuple[list[ClosedJ
         lead = [own[k] if k in own else Var(a) for k, a in enumerate(avals)]
         out.append(ClosedJaxpr(Jaxpr(j.constvars, lead + list(j.invars[n:]), j.eqns, j.outvars), body.consts))
     return out, all_consts
+
+
+# ----------------------------------------------------------------------------
+# Reverse mode of ``while`` (rules in transforms/ad_rules and linear_rules ``control_flow``).
+#
+# ``checkpointed_while``: the known half of a linearized ``while`` -- a call of a program that runs the primal
+# loop and also counts its steps and keeps checkpoints of the carry in a fixed number of slots.  A plain call:
+# every transform treats it as its body.
+#
+# ``while_lin``: the tangent half.  Its body is the forward tangent program (residuals and input tangents ->
+# output tangents, replaying the loop from the first checkpoint), which is what evaluating or lowering it
+# runs; its transpose is ``bwd`` (a Python function built with the body, staging the backward loop that
+# recomputes each step's carry from the nearest checkpoint).  A call derived from it by another transform
+# (jvp, vmap, partial evaluation) has no ``bwd`` and cannot be transposed.
+
+from ftrans.core.prims.calls import CallPrimitive  # noqa: E402
+
+
+def _while_lin_update(params: dict, rule: str, num_operands: int) -> dict:
+    return {**params, "bwd": None}
+
+
+checkpointed_while_p = CallPrimitive("checkpointed_while", func_name=lambda params: "checkpointed_while")
+while_lin_p = CallPrimitive("while_lin", func_name=lambda params: "while_lin", update_params=_while_lin_update)

@@ -25,9 +25,12 @@ recorded into the linear jaxpr, that reads them:
   slices of the known ``xs`` are passed as those ``xs``; everything else is
   stacked by the known scan as extra ``ys`` and scanned over by the unknown one.
 * ``while``: the trip count is only known when the loop runs, so nothing can be
-  stacked.  The known carries are computed by a known loop; the unknown ones by
-  the whole loop, recorded (it recomputes the primal part), which is enough for
-  ``linearize`` and ``jvp``.
+  stacked ahead of time.  The known loop (a ``checkpointed_while`` call) keeps
+  the carry at every ``stride``-th step in a fixed number of slots, thinning
+  them and doubling the stride when they are full; the unknown part is one
+  ``while_lin`` whose transpose walks the steps backwards, recomputing each
+  step's carry from the nearest checkpoint (``_split_while_rev``; costs and
+  references in docs/autodiff.md).
 """
 
 from __future__ import annotations
@@ -35,21 +38,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from ftrans.core import building as B
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Var, dce_jaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
 from ftrans.core.prims.control_flow import (
     add_unused_inputs,
+    checkpointed_while_p,
     cond_p,
     join_consts,
     permute_inputs,
     permute_outputs,
     scan_p,
     scan_split,
+    while_lin_p,
     while_p,
 )
-from ftrans.core.trace import stage
-from ftrans.transforms.ad import Zero, instantiate, jvp_jaxpr, register_jvp, tangent_aval, zeros_like_aval
+from ftrans.core.trace import aval_of, stage
+from ftrans.transforms.ad import (
+    Zero,
+    add_tangents,
+    instantiate,
+    jvp_jaxpr,
+    register_jvp,
+    tangent_aval,
+    zeros_like_aval,
+)
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
     _merge,
@@ -57,6 +75,7 @@ from ftrans.transforms.partial_eval import (
     partial_eval_jaxpr_rules,
     partial_eval_rules,
 )
+from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
 
 # ----------------------------------------------------------------------------
 # Forward mode
@@ -471,9 +490,269 @@ def _while_split(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, nb: 
     return carry_unk, known_cond, known_body
 
 
+class _WhileRev:
+    """How a linearized ``while`` splits for reverse mode (docs/autodiff.md, "Reverse mode of while_loop").
+
+    ``fwd``: (cond consts, known body consts, known init) -> (known final carry, step count n, stride,
+    checkpoint buffers) -- the primal loop, also writing carry ``i`` into slot ``i // stride`` whenever
+    ``stride`` divides ``i``; when the ``S`` slots are full, every other one is dropped and the stride doubles.
+    ``lin``: (known body consts, buffers, n, stride, unknown body consts, unknown init) -> unknown final
+    carry, the tangent loop replayed from the first checkpoint.  ``bwd`` transposes ``lin``.
+    """
+
+    __slots__ = ("carry_unk", "fwd", "lin", "bwd", "n_res")
+
+
+def _int32(x: Any) -> Any:
+    return np.asarray(x, np.int32)
+
+
+def _bind_while(cond_fn: Any, body_fn: Any, cconsts: list, bconsts: list, init: list) -> list:
+    """``while_p`` on Python functions of (consts, carry) (staged here)."""
+    ia = [aval_of(x) for x in init]
+    cj, _ = stage(cond_fn, [aval_of(c) for c in cconsts] + ia)
+    cj, chc = hoist_consts(cj)
+    bj, _ = stage(body_fn, [aval_of(c) for c in bconsts] + ia)
+    bj, bhc = hoist_consts(bj)
+    return list(while_p.bind(*chc, *cconsts, *bhc, *bconsts, *init, cond_jaxpr=cj, body_jaxpr=bj,
+                             cond_nconsts=len(chc) + len(cconsts), body_nconsts=len(bhc) + len(bconsts)))
+
+
+def _bind_cond(pred: Any, false_fn: Any, true_fn: Any, ops: list) -> list:
+    avals = [aval_of(o) for o in ops]
+    pairs = [hoist_consts(stage(f, avals)[0]) for f in (false_fn, true_fn)]
+    bodies, consts = join_consts(pairs)
+    idx = B.convert_element_type(pred, np.dtype(np.int32))
+    return list(cond_p.bind(idx, *consts, *ops, branches=tuple(bodies)))
+
+
+def _slot(buf: Any, k: Any) -> Any:
+    shape = tuple(aval_of(buf).shape)
+    z = [_int32(0)] * (len(shape) - 1)
+    row = S.dynamic_slice_p.bind(buf, k, *z, slice_sizes=(1,) + shape[1:])
+    return B.reshape(row, shape[1:])
+
+
+def _write_rows(bufs: list, rows: list, idx: Any) -> list:
+    out = []
+    for buf, c in zip(bufs, rows):
+        sh = tuple(aval_of(buf).shape)
+        out.append(S.dynamic_update_slice_p.bind(buf, B.reshape(c, (1,) + sh[1:]), idx, *[_int32(0)] * (len(sh) - 1)))
+    return out
+
+
+# Buffer levels below the forward loop's in the backward pass (see _split_while_rev).
+_LEVELS = 2
+
+
+def _run_closed(closed: ClosedJaxpr, *args: Any) -> list:
+    return list(eval_jaxpr(closed.jaxpr, list(closed.consts), *args))
+
+
+def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, nb: int, unk: list[bool]
+                     ) -> _WhileRev | None:
+    carry_unk, kcond, kbody = _while_split(cond_jaxpr, body_jaxpr, nc, nb, unk)
+    if kcond is None or all(carry_unk) or not any(carry_unk):
+        return None
+    from ftrans.core.config import config
+
+    n_slots = 2 * ((config.while_checkpoints + 1) // 2)  # even, so thinning halves it exactly
+    bc_unk = unk[nc:nc + nb]
+    kfull, ubody, _, n_res = partial_eval_jaxpr(body_jaxpr, bc_unk + carry_unk)
+    k_avals = [a for a, u in zip(body_jaxpr.out_avals, carry_unk) if not u]
+    nk = len(k_avals)
+    nkb = sum(not u for u in bc_unk)
+    nub = sum(bc_unk)
+    u_avals = [a for a, u in zip(body_jaxpr.out_avals, carry_unk) if u]
+
+    def fwd(*args: Any) -> list:
+        cc, bc, init = list(args[:nc]), list(args[nc:nc + nkb]), list(args[nc + nkb:])
+        bufs = [B.zeros((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+
+        def cond_fn(*a: Any) -> list:
+            return _run_closed(kcond, *a[:nc], *a[nc + 2:nc + 2 + nk])
+
+        def body_fn(*a: Any) -> list:
+            bc_, (i, stride), carry, bs = list(a[:nkb]), a[nkb:nkb + 2], list(a[nkb + 2:nkb + 2 + nk]), \
+                list(a[nkb + 2 + nk:])
+            write = B.eq(E.rem_p.bind(i, stride), _int32(0))
+            full = E.and_p.bind(write, B.eq(B.div(i, stride), _int32(n_slots)))
+
+            def keep(st: Any, *b: Any) -> list:
+                return [st, *b]
+
+            def thin(st: Any, *b: Any) -> list:
+                out = []
+                for buf in b:
+                    sh = tuple(aval_of(buf).shape)
+                    half = S.slice_p.bind(buf, start_indices=(0,) * len(sh), limit_indices=(n_slots,) + sh[1:],
+                                          strides=(2,) + (1,) * (len(sh) - 1))
+                    out.append(S.dynamic_update_slice_p.bind(buf, half, *[_int32(0)] * len(sh)))
+                return [B.mul(st, _int32(2)), *out]
+
+            stride, *bs = _bind_cond(full, keep, thin, [stride, *bs])
+            idx = B.select(write, B.div(i, stride), _int32(n_slots))
+            new_bs = _write_rows(bs, carry, idx)
+            new_carry = _run_closed(kbody, *bc_, *carry)
+            return [B.add(i, _int32(1)), stride, *new_carry, *new_bs]
+
+        outs = _bind_while(cond_fn, body_fn, cc, bc, [_int32(0), _int32(1), *init, *bufs])
+        n, stride, final, bs = outs[0], outs[1], outs[2:2 + nk], outs[2 + nk:]
+        return [*final, n, stride, *bs]
+
+    def step(bc: list, carry: list) -> tuple[list, list]:
+        outs = _run_closed(kfull, *bc, *carry)
+        return outs[:len(outs) - n_res], outs[len(outs) - n_res:]
+
+    def lin(*args: Any) -> list:
+        bc, bs = list(args[:nkb]), list(args[nkb:nkb + nk])
+        n = args[nkb + nk]
+        ubc, uinit = list(args[nkb + nk + 2:nkb + nk + 2 + nub]), list(args[nkb + nk + 2 + nub:])
+        c0 = [_slot(b, _int32(0)) for b in bs]
+
+        def cond_fn(n_: Any, i: Any, *_: Any) -> list:
+            return [E.lt_p.bind(i, n_)]
+
+        def body_fn(*a: Any) -> list:
+            bc_, ubc_ = list(a[:nkb]), list(a[nkb:nkb + nub])
+            i, c, t = a[nkb + nub], list(a[nkb + nub + 1:nkb + nub + 1 + nk]), list(a[nkb + nub + 1 + nk:])
+            new_c, res = step(bc_, c)
+            new_t = _run_closed(ubody, *res, *ubc_, *t)
+            return [B.add(i, _int32(1)), *new_c, *new_t]
+
+        outs = _bind_while(cond_fn, body_fn, [n], bc + ubc, [_int32(0), *c0, *uinit])
+        return outs[1 + nk:]
+
+    k_bc_avals = [a for a, u in zip(body_jaxpr.in_avals[:nb], bc_unk) if not u]
+    u_bc_avals = [a for a, u in zip(body_jaxpr.in_avals[:nb], bc_unk) if u]
+    buf_avals = [ShapedArray((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+    i32 = ShapedArray((), np.dtype(np.int32))
+    lin_closed, _ = stage(lin, k_bc_avals + buf_avals + [i32, i32] + u_bc_avals + u_avals)
+    fwd_closed, _ = stage(fwd, list(cond_jaxpr.in_avals[:nc]) + k_bc_avals + k_avals)
+
+    # The backward pass.  Level 0 is the forward loop's buffer (stride doubling, as the trip count was not
+    # known); each segment between two of its checkpoints has a known length, so the next level refills a
+    # buffer of the same size over it with a fixed stride, and so on for _LEVELS levels; the last level's
+    # segments (one step long unless n > S ** (_LEVELS + 1)) recompute each step from their start.
+    def advance(bc: list, c: list, m: Any) -> list:
+        def cond_fn(m_: Any, j: Any, *_: Any) -> list:
+            return [E.lt_p.bind(j, m_)]
+
+        def body_fn(*r: Any) -> list:
+            bcr, j, cr = list(r[:nkb]), r[nkb], list(r[nkb + 1:])
+            return [B.add(j, _int32(1)), *_run_closed(kbody, *bcr, *cr)]
+
+        return _bind_while(cond_fn, body_fn, [m], bc, [_int32(0), *c])[1:]
+
+    def vjp_step(bc: list, c: list, ct: list, acc: list) -> tuple[list, list]:
+        _, res_j = step(bc, c)
+        uj = ubody.jaxpr
+        args = list(res_j) + [UndefinedPrimal(v.aval) for v in uj.invars[n_res:]]
+        outs = backward_pass(uj, list(ubody.consts), args, ct)
+        o_bc, o_c = outs[n_res:n_res + nub], outs[n_res + nub:]
+        new_acc = [add_tangents(s_, o) if type(o) is not Zero else s_ for s_, o in zip(acc, o_bc)]
+        new_ct = [instantiate(o) if type(o) is not Zero else zeros_like_aval(av) for o, av in zip(o_c, u_avals)]
+        return new_ct, new_acc
+
+    def down_loop(consts: list, start: Any, ct: list, acc: list, each: Any) -> tuple[list, list]:
+        """``for j in range(start, -1, -1): ct, acc = each(consts, j, ct, acc)`` as a while loop."""
+        nct = len(ct)
+
+        def cond_fn(j: Any, *_: Any) -> list:
+            return [E.ge_p.bind(j, _int32(0))]
+
+        def body_fn(*r: Any) -> list:
+            cs, j = list(r[:len(consts)]), r[len(consts)]
+            ct_, acc_ = list(r[len(consts) + 1:len(consts) + 1 + nct]), list(r[len(consts) + 1 + nct:])
+            new_ct, new_acc = each(cs, j, ct_, acc_)
+            return [B.sub(j, _int32(1)), *new_ct, *new_acc]
+
+        outs = _bind_while(cond_fn, body_fn, [], consts, [start, *ct, *acc])
+        return outs[1:1 + nct], outs[1 + nct:]
+
+    def leaf(bc: list, c0: list, length: Any, ct: list, acc: list) -> tuple[list, list]:
+        def each(cs: list, j: Any, ct_: list, acc_: list) -> tuple[list, list]:
+            bc_, c0_ = cs[:nkb], cs[nkb:]
+            return vjp_step(bc_, advance(bc_, c0_, j), ct_, acc_)
+
+        return down_loop(bc + c0, B.sub(length, _int32(1)), ct, acc, each)
+
+    def fill(bc: list, c0: list, length: Any, stride: Any) -> list:
+        bufs = [B.zeros((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+
+        def cond_fn(length_: Any, i: Any, *_: Any) -> list:
+            return [E.lt_p.bind(i, length_)]
+
+        def body_fn(*r: Any) -> list:
+            bc_, stride_, i = list(r[:nkb]), r[nkb], r[nkb + 1]
+            c, bs = list(r[nkb + 2:nkb + 2 + nk]), list(r[nkb + 2 + nk:])
+            write = B.eq(E.rem_p.bind(i, stride_), _int32(0))
+            idx = B.select(write, B.div(i, stride_), _int32(n_slots))
+            return [B.add(i, _int32(1)), *_run_closed(kbody, *bc_, *c), *_write_rows(bs, c, idx)]
+
+        return _bind_while(cond_fn, body_fn, [length], bc + [stride], [_int32(0), *c0, *bufs])[1 + nk:]
+
+    def segments(depth: int, bc: list, bs: list, stride: Any, length: Any, ct: list, acc: list
+                 ) -> tuple[list, list]:
+        def each(cs: list, k: Any, ct_: list, acc_: list) -> tuple[list, list]:
+            bc_, bs_, stride_, length_ = cs[:nkb], cs[nkb:nkb + nk], cs[nkb + nk], cs[nkb + nk + 1]
+            ck = [_slot(b, k) for b in bs_]
+            lk = B.apply(E.min_p, stride_, B.sub(length_, B.mul(k, stride_)))
+            return level(depth - 1, bc_, ck, lk, ct_, acc_)
+
+        last = B.sub(B.div(B.add(length, B.sub(stride, _int32(1))), stride), _int32(1))
+        return down_loop(bc + bs + [stride, length], last, ct, acc, each)
+
+    def level(depth: int, bc: list, c0: list, length: Any, ct: list, acc: list) -> tuple[list, list]:
+        if depth == 0:
+            return leaf(bc, c0, length, ct, acc)
+        stride = B.apply(E.max_p, B.div(B.add(length, _int32(n_slots - 1)), _int32(n_slots)), _int32(1))
+        return segments(depth, bc, fill(bc, c0, length, stride), stride, length, ct, acc)
+
+    def bwd(res: list, cts: list) -> list:
+        bc, bs, n, stride = list(res[:nkb]), list(res[nkb:nkb + nk]), res[nkb + nk], res[nkb + nk + 1]
+        acc0 = [zeros_like_aval(a) for a in u_bc_avals]
+        ct, acc = segments(_LEVELS + 1, bc, bs, stride, n, [instantiate(c) for c in cts], acc0)
+        return acc + ct
+
+    out = _WhileRev()
+    out.carry_unk = carry_unk
+    out.fwd = fwd_closed
+    out.lin = lin_closed
+    out.bwd = bwd
+    out.n_res = nkb + nk + 2
+    return out
+
+
+def _rev_params(sp: _WhileRev, which: str) -> dict:
+    if which == "fwd":
+        return dict(jaxpr=sp.fwd)
+    return dict(jaxpr=sp.lin, bwd=sp.bwd, num_res=sp.n_res)
+
+
 def _while_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
     nc, nb = params["cond_nconsts"], params["body_nconsts"]
     unk, vals = _is_unknown(trace, tracers)
+    sp = _split_while_rev(params["cond_jaxpr"], params["body_jaxpr"], nc, nb, unk)
+    if sp is None:
+        return _while_partial_eval_whole(trace, tracers, params, unk, vals)
+    carry_unk = sp.carry_unk
+    bc_unk = unk[nc:nc + nb]
+    k_bc = [v for v, u in zip(vals[nc:nc + nb], bc_unk) if not u]
+    k_init = [v for v, u in zip(vals[nc + nb:], carry_unk) if not u]
+    fwd = checkpointed_while_p.bind(*vals[:nc], *k_bc, *k_init, **_rev_params(sp, "fwd"))
+    nk = len(k_init)
+    known_outs, ckpt = list(fwd[:nk]), list(fwd[nk:])
+    n, stride, bufs = ckpt[0], ckpt[1], ckpt[2:]
+    u_bc = [t for t, u in zip(tracers[nc:nc + nb], bc_unk) if u]
+    u_init = [t for t, u in zip(tracers[nc + nb:], carry_unk) if u]
+    ops = [trace.full_raise(r) for r in [*k_bc, *bufs, n, stride]] + u_bc + u_init
+    unknown_outs = trace.record(while_lin_p, ops, _rev_params(sp, "lin"))
+    return _merge(carry_unk, known_outs, list(unknown_outs))
+
+
+def _while_partial_eval_whole(trace: LinearizeTrace, tracers: list, params: dict, unk: list, vals: list) -> list:
+    nc, nb = params["cond_nconsts"], params["body_nconsts"]
     carry_unk, kcond, kbody = _while_split(params["cond_jaxpr"], params["body_jaxpr"], nc, nb, unk)
     unknown_outs = trace.record(while_p, tracers, params)  # the whole loop: it recomputes the known part
     if kcond is None or all(carry_unk):
@@ -490,6 +769,29 @@ def _while_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> l
 
 
 def _while_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    p = eqn.params
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    sp = _split_while_rev(p["cond_jaxpr"], p["body_jaxpr"], nc, nb, unk_in)
+    if sp is not None:
+        carry_unk = sp.carry_unk
+        bc_unk = unk_in[nc:nc + nb]
+        k_bc = [a for a, u in zip(eqn.invars[nc:nc + nb], bc_unk) if not u]
+        k_in = list(eqn.invars[:nc]) + k_bc + [a for a, u in zip(eqn.invars[nc + nb:], carry_unk) if not u]
+        ck_avals = sp.fwd.out_avals[sum(not u for u in carry_unk):]
+        ck_vars = [Var(a) for a in ck_avals]
+        k_eqn = eqn.replace(primitive=checkpointed_while_p, invars=k_in,
+                            outvars=[v for v, u in zip(eqn.outvars, carry_unk) if not u] + ck_vars,
+                            params=_rev_params(sp, "fwd"))
+        n, stride, bufs = ck_vars[0], ck_vars[1], ck_vars[2:]
+        u_in = (k_bc + bufs + [n, stride] + [a for a, u in zip(eqn.invars[nc:nc + nb], bc_unk) if u]
+                + [a for a, u in zip(eqn.invars[nc + nb:], carry_unk) if u])
+        u_eqn = eqn.replace(primitive=while_lin_p, invars=u_in,
+                            outvars=[v for v, u in zip(eqn.outvars, carry_unk) if u], params=_rev_params(sp, "lin"))
+        return k_eqn, u_eqn, carry_unk
+    return _while_split_eqn_whole(eqn, unk_in)
+
+
+def _while_split_eqn_whole(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
     p = eqn.params
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     carry_unk, kcond, kbody = _while_split(p["cond_jaxpr"], p["body_jaxpr"], nc, nb, unk_in)

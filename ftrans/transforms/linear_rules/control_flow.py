@@ -3,9 +3,11 @@ in ``transforms/ad_rules/control_flow.py``).
 
 ``cond`` transposes each branch (one new ``cond`` on the same index); ``scan``
 runs the transposed body in the opposite direction, carrying the cotangents of
-the carries and accumulating those of the linear consts.  ``while`` raises a
-clear error: its trip count is only known when it runs, so reverse mode through
-it is future work (the primitive's layout does not need to change for it).
+the carries and accumulating those of the linear consts.  A linearized ``while`` is a
+``checkpointed_while`` call (known) and a ``while_lin`` (tangents); ``while_lin``
+transposes into the checkpointed backward loop built with it (see
+``ad_rules/control_flow.py``).  A whole ``while`` reaches transposition only when
+its predicate depends on a differentiated value, which is an error.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
-from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_p
+from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_lin_p, while_p
 from ftrans.core.trace import aval_of, current_source_info, stage
 from ftrans.errors import FtransValueError
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
@@ -23,6 +25,7 @@ from ftrans.transforms.transpose import (
     is_undefined,
     register_transpose,
     transpose_jaxpr,
+    transpose_rules,
 )
 
 
@@ -96,8 +99,25 @@ def _while_transpose(cts: list, *args: Any, **params: Any) -> list:
     info = current_source_info()
     where = f" (the loop at {info})" if info is not None else ""
     raise FtransValueError(
-        "reverse-mode differentiation (grad, vjp, jacrev) of a lax.while_loop is not supported yet"
-        f"{where}: its trip count is only known when it runs. Use lax.scan, or lax.fori_loop with static "
-        "Python-int bounds (which is a scan), for a loop you need to differentiate in reverse mode; forward "
-        "mode (jvp, jacfwd, linearize) works through while_loop"
+        "reverse-mode differentiation (grad, vjp, jacrev) of this lax.while_loop is not supported"
+        f"{where}: its predicate depends on a value being differentiated, so the loop cannot be split into a "
+        "primal loop and a tangent loop. Compute the predicate from primal values (wrap them in "
+        "lax.stop_gradient), or use lax.scan / lax.fori_loop with static Python-int bounds (a scan); "
+        "forward mode (jvp, jacfwd, linearize) works through while_loop"
     )
+
+
+def _while_lin_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, bwd: Any, num_res: int) -> list:
+    """The backward loop ``bwd`` built when the ``while`` was linearized (ad_rules/control_flow.py)."""
+    res, lin = list(args[:num_res]), list(args[num_res:])
+    if bwd is None or any(is_undefined(r) for r in res):
+        raise NotImplementedError(
+            "transposing a while_lin derived by another transform (jvp, vmap or partial evaluation of a "
+            "linearized while_loop) is not supported; differentiate the original while_loop instead")
+    outs = [instantiate(Zero(tangent_aval(av)) if type(c) is Zero else c)
+            for c, av in zip(cts, jaxpr.out_avals)]
+    in_cts = bwd(res, outs)
+    return [None] * num_res + [c if is_undefined(a) else None for c, a in zip(in_cts, lin)]
+
+
+transpose_rules[while_lin_p] = _while_lin_transpose

@@ -94,8 +94,8 @@ def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[b
     if all(keep_in):
         return eqn, keep_in
     j = new_body.jaxpr
-    new_body = ClosedJaxpr(Jaxpr(j.constvars, _sel(j.invars, keep_b), j.eqns, _sel(j.outvars, carry_used)),
-                           new_body.consts)
+    # dce already dropped the body's unused outputs (its outvars are the used carries').
+    new_body = ClosedJaxpr(Jaxpr(j.constvars, _sel(j.invars, keep_b), j.eqns, list(j.outvars)), new_body.consts)
     params = dict(p, cond_jaxpr=_drop_inputs(new_cond, keep_c), body_jaxpr=new_body,
                   cond_nconsts=sum(cond_in[:cn]), body_nconsts=sum(body_in[:bn]))
     new = eqn.replace(invars=_sel(eqn.invars, keep_in), outvars=_sel(eqn.outvars, carry_used), params=params)
