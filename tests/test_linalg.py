@@ -345,3 +345,18 @@ def test_lowering_uses_lapack_custom_calls():
                        (fnp.linalg.eigh, "lapack_ssyevd_ffi"), (fnp.linalg.svd, "lapack_sgesdd_ffi"),
                        (fnp.linalg.eig, "lapack_sgeev_ffi")]:
         assert f'call_target_name = "{target}"' in ftrans.jit(fn).lower(a).as_text()
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0)])
+@pytest.mark.parametrize("name", ["inv", "det", "slogdet", "solve", "cholesky", "qr", "svd", "eigh"])
+def test_empty_matrices_like_jax(name, shape):
+    """0x0 matrices (the array API suite draws them): every function answers as jax does, eagerly and jitted."""
+    a = np.zeros(shape, np.float32)
+    args = (a, np.zeros(shape[:-1] + (1,), np.float32)) if name == "solve" else (a,)
+    want = jax.tree_util.tree_leaves(getattr(jnp.linalg, name)(*args))
+    for f in (getattr(fnp.linalg, name), ftrans.jit(getattr(fnp.linalg, name))):
+        got = jax.tree_util.tree_leaves(f(*args))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+            assert np.shape(g) == np.shape(w)

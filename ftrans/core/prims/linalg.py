@@ -53,7 +53,8 @@ def _check_matrix(name: str, a: ShapedArray, *, square: bool, others: tuple = ()
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
-    return a.reshape((-1,) + a.shape[-2:])
+    """The stack of matrices as one leading axis (its length spelled out: ``-1`` is ambiguous for 0x0 matrices)."""
+    return a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)),) + a.shape[-2:])
 
 
 def _each(fn, a: np.ndarray, out_shapes, out_dtypes):
@@ -171,7 +172,7 @@ triangular_solve_p.def_weak_type(never_weak)
 
 def pivots_to_permutation_np(pivots: np.ndarray, size: int) -> np.ndarray:
     batch = pivots.shape[:-1]
-    flat = pivots.reshape(-1, pivots.shape[-1])
+    flat = pivots.reshape(int(np.prod(batch, dtype=np.int64)), pivots.shape[-1])  # not -1: 0 pivots
     perm = np.broadcast_to(np.arange(size, dtype=np.int32), (flat.shape[0], size)).copy()
     rows = np.arange(flat.shape[0])
     for i in range(flat.shape[1]):
