@@ -558,7 +558,10 @@ def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = None, *, device: Any = N
     n = _dim("eye", "N", N)
     m = n if M is None else _dim("eye", "M", M)
     d = _dtype_arg("eye", dtype) or dtypes.default_float()
-    return retype(_diagonal_mask("eye", n, m, _offset_arg("eye", k), E.eq_p), d)
+    k = _offset_arg("eye", k)
+    if not isinstance(k, Tracer):  # JAX's eye takes any Python int: past an edge no diagonal element is set
+        k = max(-n, min(m, k))
+    return retype(_diagonal_mask("eye", n, m, k, E.eq_p), d)
 
 
 def identity(n: Any, dtype: Any = None) -> Any:
