@@ -92,7 +92,7 @@ class Array(ArrayMixin):
 
         The data is immutable. A consumer that speaks DLPack 1.0 (``max_version
         >= (1, 0)``, as ``np.from_dlpack`` does) gets the memory itself, marked
-        read-only; an older consumer (``jax.numpy.from_dlpack``) cannot be told
+        read-only; an older consumer (JAX's numpy ``from_dlpack``) cannot be told
         it is read-only, so it gets a copy, unless ``copy=False`` forbids that.
         """
         v = self._value

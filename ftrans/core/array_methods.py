@@ -44,7 +44,7 @@ class ArrayMixin:
         return _jnp.imag(self)
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
-        """The array API namespace of these arrays: ``ftrans.numpy`` (as ``jax.numpy`` for jax's)."""
+        """The array API namespace of these arrays: ``ftrans.numpy`` (as JAX's numpy module for its arrays)."""
         if api_version is not None and api_version != _jnp.__array_api_version__:
             from ftrans.errors import FtransValueError
 

@@ -268,7 +268,7 @@ def replica_mesh(devices: Sequence[Any], size: int) -> Any:
     from jax.sharding import Mesh
 
     rest = len(devices) // size
-    if rest == 1:  # no nested pmap: a one-axis mesh, as jax.pmap's results carry
+    if rest == 1:  # no nested pmap: a one-axis mesh, as JAX's pmap results carry
         return Mesh(np.array(devices, dtype=object), ("pmap",))
     return Mesh(np.array(devices, dtype=object).reshape(size, rest), ("pmap", "rest"))
 

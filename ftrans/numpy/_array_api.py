@@ -1,5 +1,5 @@
 """The array API's metadata for ``ftrans.numpy``: ``__array_api_version__``, ``__array_namespace_info__``,
-and DLPack import (``from_dlpack``), mirroring ``jax.numpy``'s."""
+and DLPack import (``from_dlpack``), mirroring JAX's numpy module."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["__array_api_version__", "__array_namespace_info__", "from_dlpack"]
 
-__array_api_version__ = "2024.12"  # what jax 0.10's jax.numpy implements
+__array_api_version__ = "2024.12"  # what jax 0.10's numpy module implements
 
 _KINDS = {
     "bool": ("bool",),
@@ -30,7 +30,7 @@ _X64_ONLY = {"int64", "uint64", "float64", "complex128"}
 
 
 class ArrayNamespaceInfo:
-    """Array API inspection: what ``ftrans.numpy`` supports, as ``jax.numpy.__array_namespace_info__()``."""
+    """Array API inspection: what ``ftrans.numpy`` supports, as JAX's numpy ``__array_namespace_info__()``."""
 
     _capabilities = {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": 64}
 

@@ -1,4 +1,4 @@
-"""``ftrans.numpy.fft``: JAX's ``jax.numpy.fft``, built on the ``fft`` primitive (``lax.fft``).
+"""``ftrans.numpy.fft``: JAX's ``numpy.fft``, built on the ``fft`` primitive (``lax.fft``).
 
 The transformed axes are moved last, cropped or zero-padded to ``s``, and
 transformed by one ``fft`` equation (XLA transforms up to three trailing

@@ -1,4 +1,4 @@
-"""``ftrans.numpy.linalg``: JAX's ``jax.numpy.linalg``.
+"""``ftrans.numpy.linalg``: JAX's ``numpy.linalg``.
 
 The decompositions bind the primitives of ``ftrans.lax.linalg`` (Cholesky,
 LU, QR, symmetric eigendecomposition, SVD, general eigendecomposition on the

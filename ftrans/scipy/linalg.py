@@ -1,4 +1,4 @@
-"""``ftrans.scipy.linalg``: JAX's ``jax.scipy.linalg`` subset.
+"""``ftrans.scipy.linalg``: JAX's ``scipy.linalg`` subset.
 
 Written with ``ftrans.lax.linalg`` and ``ftrans.numpy``: the factorizations
 bind the linear-algebra primitives; ``solve_triangular``, ``cho_solve`` and

@@ -1,4 +1,4 @@
-"""``ftrans.scipy.signal``: N-d and 2-d convolution and correlation (JAX's ``jax.scipy.signal`` subset).
+"""``ftrans.scipy.signal``: N-d and 2-d convolution and correlation (JAX's ``scipy.signal`` subset).
 
 All methods compute directly with ``lax.conv_general_dilated`` (``method='fft'``
 is accepted and gives the same values up to rounding).  As in JAX, only

@@ -1,4 +1,4 @@
-"""``pmap``: map a function over devices, one program run by each (JAX's ``jax.pmap``).
+"""``pmap``: map a function over devices, one program run by each (JAX's ``pmap``).
 
 ``pmap(f)(*args)`` splits each mapped argument along its ``in_axes`` entry,
 runs ``f`` on every device with its block, and stacks the results along
