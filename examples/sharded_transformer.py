@@ -90,9 +90,21 @@ def launch(args: argparse.Namespace) -> int:
         # Process 0 reports (its stdout and stderr are this one's); the others stay quiet unless they fail.
         procs.append(subprocess.Popen(cmd, env=env, stdout=None if i == 0 else subprocess.DEVNULL,
                                       stderr=None if i == 0 else subprocess.PIPE, text=True))
+    # Wait for all; if one fails, stop the others (they would wait for it in a collective).
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode for p in procs):
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
     rc = 0
     for i, p in enumerate(procs):
-        _, err = p.communicate()
+        err = p.stderr.read() if p.stderr else ""
         if p.returncode:
             rc = rc or p.returncode
             if err:
