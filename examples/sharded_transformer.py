@@ -1,6 +1,8 @@
 """Train a small transformer with sharded ``jit``: the batch split over one mesh axis, the weights over another.
 
     python examples/sharded_transformer.py [--steps 300] [--host-devices 8]
+    python examples/sharded_transformer.py --processes 2     # the same mesh over 2 processes of 4 devices
+    python examples/sharded_transformer.py --single-device   # the same training, unsharded, on one device
 
 The task: read a sequence of random digits and output it reversed (a
 one-layer, causal-mask-free transformer learns it from positions alone).  The
@@ -14,7 +16,14 @@ compiled with ``in_shardings``/``out_shardings``; the parameters and optimizer
 state stay on the devices, laid out the same way, from step to step.
 
 On a CPU the host is split into ``--host-devices`` XLA devices (default 8, a
-2x4 mesh).  Written against the JAX API: replace ``ftrans`` by ``jax`` in the
+2x4 mesh).  With ``--processes N`` the script starts itself N times on
+localhost (process 0 hosts the coordinator on a free port); each process
+joins with ``ftrans.distributed.initialize`` before the runtime starts, holds
+``host-devices / N`` of the devices, builds the same global mesh, and feeds
+only its own rows of every batch (``make_array_from_process_local_data``);
+process 0 prints the report.  Every process draws the same batches from the
+same seed, so the losses match the one-process run and ``--single-device``
+(the same steps with no sharding) up to float rounding.  Written against the JAX API: replace ``ftrans`` by ``jax`` in the
 imports and it runs on JAX unchanged.
 """
 
@@ -45,16 +54,71 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heads", type=positive_int, default=4, help="attention heads (default 4)")
     p.add_argument("--host-devices", type=int, default=8,
                    help="on a CPU, split the host into this many devices (default 8; 0 keeps XLA's default)")
+    p.add_argument("--processes", type=positive_int, default=1,
+                   help="run as this many processes on localhost, each with host-devices/N devices (default 1)")
+    p.add_argument("--single-device", action="store_true",
+                   help="train the same model on one device with no sharding (the reference for the losses)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
+    p.add_argument("--coordinator", help=argparse.SUPPRESS)  # set by --processes for the processes it starts
+    p.add_argument("--process-id", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.host_devices < 0:
         p.error("--host-devices must be >= 0")
+    if args.processes > 1:
+        if args.single_device:
+            p.error("--single-device runs in one process; leave out --processes")
+        if not args.host_devices or args.host_devices % args.processes:
+            p.error(f"--processes {args.processes} must divide --host-devices ({args.host_devices})")
     return args
 
 
+def launch(args: argparse.Namespace) -> int:
+    """Start this script as ``args.processes`` processes joined through a coordinator on a free local port."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    argv = [a for a in sys.argv[1:]]
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    procs = []
+    for i in range(args.processes):
+        cmd = [sys.executable, os.path.abspath(__file__), *argv, "--coordinator", f"localhost:{port}",
+               "--process-id", str(i)]
+        # Process 0 reports (its stdout and stderr are this one's); the others stay quiet unless they fail.
+        procs.append(subprocess.Popen(cmd, env=env, stdout=None if i == 0 else subprocess.DEVNULL,
+                                      stderr=None if i == 0 else subprocess.PIPE, text=True))
+    # Wait for all; if one fails, stop the others (they would wait for it in a collective).
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode for p in procs):
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    rc = 0
+    for i, p in enumerate(procs):
+        err = p.stderr.read() if p.stderr else ""
+        if p.returncode:
+            rc = rc or p.returncode
+            if err:
+                print(f"process {i} failed:\n{err[-3000:]}", file=sys.stderr)
+    return rc
+
+
 args = parse_args()
-if args.host_devices:
+if args.processes > 1 and args.coordinator is None:
+    sys.exit(launch(args))
+local_devices = args.host_devices // args.processes if args.coordinator else args.host_devices
+if local_devices:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={args.host_devices}")
+                               f" --xla_force_host_platform_device_count={local_devices}")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
@@ -64,6 +128,14 @@ import ftrans.numpy as jnp  # noqa: E402
 from ftrans.sharding import AxisType, NamedSharding  # noqa: E402
 from ftrans.sharding import PartitionSpec as P  # noqa: E402
 
+if args.coordinator:
+    ftrans.distributed.initialize(args.coordinator, num_processes=args.processes, process_id=args.process_id,
+                                  initialization_timeout=120)
+try:
+    from tqdm import tqdm  # noqa: E402
+except ImportError:
+    print("this example needs tqdm: pip install -e \".[examples]\"", file=sys.stderr)
+    raise SystemExit(1) from None
 VOCAB = 10
 
 
@@ -109,13 +181,71 @@ def loss_fn(p: dict, tokens, targets, heads: int):
     return -jnp.take_along_axis(logp, targets[..., None], axis=-1).mean()
 
 
+def put_global(x: np.ndarray, sharding: NamedSharding):
+    """``x`` (the same on every process) as a global Array: each process supplies its own devices' blocks."""
+    return ftrans.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+
+def put_batch(x: np.ndarray, sharding: NamedSharding):
+    """A batch split over ``data``: this process passes only the rows its devices hold."""
+    me = ftrans.process_index()
+    rows = [idx[0].indices(x.shape[0]) for d, idx in sharding.devices_indices_map(x.shape).items()
+            if d.process_index == me]
+    lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
+    return ftrans.make_array_from_process_local_data(sharding, x[lo:hi], x.shape)
+
+
+def local(x) -> np.ndarray:
+    """A replicated global Array's value, read from this process's first block."""
+    return np.asarray(x.addressable_shards[0].data)
+
+
+def main_single_device() -> None:
+    dev = ftrans.devices()[0]
+    rng = np.random.default_rng(0)
+    params = ftrans.device_put(init(rng, args.width, args.length), dev)
+    momentum = ftrans.device_put({k: np.zeros_like(np.asarray(v)) for k, v in params.items()}, dev)
+
+    def step(params, momentum, tokens, targets):
+        loss, g = ftrans.value_and_grad(loss_fn)(params, tokens, targets, args.heads)
+        momentum = {k: 0.9 * momentum[k] + g[k] for k in g}
+        params = {k: params[k] - 0.05 * momentum[k] for k in params}
+        return params, momentum, loss
+
+    train = ftrans.jit(step)
+    print(f"one device ({dev}); no sharding")
+    t0 = time.perf_counter()
+    first = last = None
+    bar = tqdm(total=args.steps, disable=args.no_progress, unit="step")
+    for i in range(args.steps):
+        tokens = rng.integers(0, VOCAB, size=(args.batch_size, args.length)).astype(np.int32)
+        params, momentum, loss = train(params, momentum, ftrans.device_put(tokens, dev),
+                                       ftrans.device_put(tokens[:, ::-1].copy(), dev))
+        if i == 0:
+            first = float(loss)
+        if (i + 1) % max(1, args.steps // 5) == 0 or i + 1 == args.steps:
+            last = float(loss)
+            bar.set_postfix(loss=f"{last:.4f}")
+            bar.write(f"step {i + 1:4d}  loss {last:.4f}")
+        bar.update(1)
+    bar.close()
+    tokens = rng.integers(0, VOCAB, size=(args.batch_size, args.length)).astype(np.int32)
+    pred = np.asarray(ftrans.jit(forward, static_argnums=2)(params, tokens, args.heads)).argmax(-1)
+    acc = float((pred == tokens[:, ::-1]).mean())
+    print(f"first loss {first:.4f}, final loss {last:.6f}, reversal accuracy {acc:.3f} "
+          f"({time.perf_counter() - t0:.1f} s)")
+
+
 def main() -> None:
     mesh = make_mesh()
     rng = np.random.default_rng(0)
     shard = {k: NamedSharding(mesh, s) for k, s in param_specs().items()}
     batch = NamedSharding(mesh, P("data"))
-    params = ftrans.device_put(init(rng, args.width, args.length), shard)
-    momentum = ftrans.device_put({k: np.zeros_like(np.asarray(v)) for k, v in params.items()}, shard)
+    replicated = NamedSharding(mesh, P())
+    p0 = init(rng, args.width, args.length)
+    params = {k: put_global(v, shard[k]) for k, v in p0.items()}
+    momentum = {k: put_global(np.zeros_like(v), shard[k]) for k, v in p0.items()}
+    report = ftrans.process_index() == 0
 
     def step(params, momentum, tokens, targets):
         loss, g = ftrans.value_and_grad(loss_fn)(params, tokens, targets, args.heads)
@@ -124,25 +254,38 @@ def main() -> None:
         return params, momentum, loss
 
     train = ftrans.jit(step, in_shardings=(shard, shard, batch, batch),
-                       out_shardings=(shard, shard, NamedSharding(mesh, P())))
-    print(f"mesh {dict(mesh.shape)} on {mesh.size} devices; wq is split {params['wq'].sharding.spec}, each "
-          f"device holds {params['wq'].addressable_shards[0].data.shape} of {params['wq'].shape}")
+                       out_shardings=(shard, shard, replicated))
+    procs = f" in {ftrans.process_count()} processes" if ftrans.process_count() > 1 else ""
+    if report:
+            print(f"mesh {dict(mesh.shape)} on {mesh.size} devices{procs}; wq is split "
+              f"{params['wq'].sharding.spec}, each device holds {params['wq'].addressable_shards[0].data.shape} "
+              f"of {params['wq'].shape}")
     t0 = time.perf_counter()
     first = last = None
+    bar = tqdm(total=args.steps, disable=args.no_progress or not report, unit="step")
     for i in range(args.steps):
         tokens = rng.integers(0, VOCAB, size=(args.batch_size, args.length)).astype(np.int32)
-        params, momentum, loss = train(params, momentum, tokens, tokens[:, ::-1].copy())
+        params, momentum, loss = train(params, momentum, put_batch(tokens, batch),
+                                       put_batch(tokens[:, ::-1].copy(), batch))
         if i == 0:
-            first = float(loss)
+            first = float(local(loss))
         if (i + 1) % max(1, args.steps // 5) == 0 or i + 1 == args.steps:
-            last = float(loss)
-            print(f"step {i + 1:4d}  loss {last:.4f}")
+            last = float(local(loss))
+            bar.set_postfix(loss=f"{last:.4f}")
+            if report:
+                bar.write(f"step {i + 1:4d}  loss {last:.4f}")
+        bar.update(1)
+    bar.close()
     tokens = rng.integers(0, VOCAB, size=(args.batch_size, args.length)).astype(np.int32)
-    pred = np.asarray(ftrans.jit(forward, static_argnums=2)(params, tokens, args.heads)).argmax(-1)
-    acc = float((pred == tokens[:, ::-1]).mean())
-    print(f"first loss {first:.4f}, final loss {last:.4f}, reversal accuracy {acc:.3f} "
-          f"({time.perf_counter() - t0:.1f} s); parameters still split: {params['w1'].sharding.spec}")
+    logits = ftrans.jit(forward, static_argnums=2, out_shardings=replicated)(params, put_batch(tokens, batch),
+                                                                             args.heads)
+    acc = float((local(logits).argmax(-1) == tokens[:, ::-1]).mean())
+    if report:
+        print(f"first loss {first:.4f}, final loss {last:.6f}, reversal accuracy {acc:.3f} "
+              f"({time.perf_counter() - t0:.1f} s); parameters still split: {params['w1'].sharding.spec}")
+    if args.coordinator:
+        ftrans.distributed.shutdown()
 
 
 if __name__ == "__main__":
-    main()
+    main_single_device() if args.single_device else main()

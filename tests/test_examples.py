@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import sklearn  # noqa: F401  (the examples' dependencies are test dependencies: missing ones fail here)
 import tqdm  # noqa: F401
@@ -104,3 +105,31 @@ def test_sharded_transformer_learns_with_split_weights():
     m = re.search(r"first loss ([0-9.]+), final loss ([0-9.]+), reversal accuracy ([0-9.]+)", r.stdout)
     assert float(m.group(2)) < 0.1 * float(m.group(1)) and float(m.group(3)) >= 0.95, r.stdout
     assert "parameters still split: P(None, 'model')" in r.stdout
+
+
+def test_sharded_transformer_losses_match_across_processes_and_one_device():
+    """The same 20 steps sharded over 8 devices in one process, over 2 processes of 4, and on one device unsharded:
+    the same seed gives the same batches, so the losses agree up to float rounding."""
+    losses = {}
+    for name, extra in [("one process", ()), ("two processes", ("--processes", "2")),
+                        ("one device", ("--single-device",))]:
+        r = run("sharded_transformer.py", "--steps", "20", "--no-progress", *extra, timeout=240)
+        assert r.returncode == 0, (name, r.stderr[-3000:])
+        m = re.search(r"first loss ([0-9.]+), final loss ([0-9.]+)", r.stdout)
+        assert m, (name, r.stdout)
+        losses[name] = float(m.group(2))
+        steps = [float(x) for x in re.findall(r"step +\d+  loss ([0-9.]+)", r.stdout)]
+        assert len(steps) == 5 and steps[-1] < steps[0], (name, r.stdout)
+        if name == "two processes":  # process 0 reports, once
+            assert r.stdout.count("on 8 devices in 2 processes; wq is split P(None, 'model'), each device holds "
+                                  "(64, 16)") == 1, r.stdout
+            assert r.stdout.count("final loss") == 1, r.stdout
+    assert losses["one process"] < 1.5, losses  # it learned something in 20 steps
+    np.testing.assert_allclose(losses["two processes"], losses["one process"], rtol=1e-4)
+    np.testing.assert_allclose(losses["one device"], losses["one process"], rtol=1e-4)
+
+
+def test_sharded_transformer_rejects_processes_that_do_not_divide_the_devices():
+    r = run("sharded_transformer.py", "--processes", "3")
+    assert r.returncode == 2 and "--processes 3 must divide --host-devices (8)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
