@@ -224,32 +224,31 @@ class Array(ArrayMixin):
         return True
 
 
-class DeviceArray(Array):
-    """An Array whose data lives in a device buffer (an output of a compiled program).
+class _LazyHostArray(Array):
+    """An Array whose data lives in device memory (``_device_buffer()``), fetched to the host only on demand.
 
-    The host copy (``_value``) is made only when something needs it (printing,
+    The host copy (``_value``) is made when something needs it (printing,
     NumPy conversion, an eager NumPy-rule operation) and is then kept; the
     ``__getattr__`` hook runs only while the slot is still empty, so reading a
-    fetched value costs the same as for a host Array.  Until then ``shape``,
+    fetched value costs the same as for a host Array. Until then ``shape``,
     ``dtype`` and friends answer from the abstract value without waiting for
-    the computation.  Dispatch is asynchronous: the buffer may still be being
-    computed.
+    the computation.
     """
 
     __slots__ = ("_aval",)
+    _deleted_how = "deleted with .delete()"
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
             raise AttributeError(name)
-        buf = self._buf
+        buf = self._device_buffer()
         if buf.is_deleted():
             from ftrans.errors import DeletedArrayError
 
             raise DeletedArrayError(
-                f"this Array ({self._aval.str_short()}) has been deleted: it was donated (to a jitted "
-                "function through donate_argnums/donate_argnames, or to device_put(donate=True)) or "
-                "deleted with .delete(), and its buffer may have been reused; use the outputs of the "
-                "call it was donated to instead, or stop donating it"
+                f"this Array ({self._aval.str_short()}) has been deleted: it was {self._deleted_how}, and its "
+                "buffer may have been reused; use the outputs of the call it was donated to instead, or stop "
+                "donating it"
             )
         v = np.asarray(buf)
         if v.flags.writeable:
@@ -284,6 +283,26 @@ class DeviceArray(Array):
     @property
     def itemsize(self) -> int:
         return self._aval.dtype.itemsize
+
+
+class DeviceArray(_LazyHostArray):
+    """An Array whose data lives in a device buffer (an output of a compiled program).
+
+    The host copy (``_value``) is made only when something needs it (printing,
+    NumPy conversion, an eager NumPy-rule operation) and is then kept; the
+    ``__getattr__`` hook runs only while the slot is still empty, so reading a
+    fetched value costs the same as for a host Array.  Until then ``shape``,
+    ``dtype`` and friends answer from the abstract value without waiting for
+    the computation.  Dispatch is asynchronous: the buffer may still be being
+    computed.
+    """
+
+    __slots__ = ()
+    _deleted_how = ("donated (to a jitted function through donate_argnums/donate_argnames, or to "
+                    "device_put(donate=True)) or deleted with .delete()")
+
+    def _device_buffer(self) -> Any:
+        return self._buf
 
     def block_until_ready(self) -> DeviceArray:
         buf = self._buf
@@ -482,7 +501,7 @@ class Shard:
         return f"Shard(device={self.device!r}, index={self.index}, replica_id={self.replica_id}, data={self.data})"
 
 
-class ShardedArray(Array):
+class ShardedArray(_LazyHostArray):
     """An Array spread over several devices (a ``pmap`` result): ``_sharded`` is the runtime's multi-device buffer.
 
     Its host value is gathered from the shards only when something needs it
@@ -490,52 +509,12 @@ class ShardedArray(Array):
     ``pmap`` that splits it the same way, its shards are used where they are.
     """
 
-    __slots__ = ("_aval", "_sharded")
+    __slots__ = ("_sharded",)
+    _deleted_how = ("donated (to a pmapped or jitted function through donate_argnums) or deleted with "
+                    ".delete()")
 
-    def __getattr__(self, name: str) -> Any:
-        if name != "_value":
-            raise AttributeError(name)
-        buf = self._sharded
-        if buf.is_deleted():
-            from ftrans.errors import DeletedArrayError
-
-            raise DeletedArrayError(
-                f"this Array ({self._aval.str_short()}) has been deleted: it was donated (to a pmapped or "
-                "jitted function through donate_argnums) or deleted with .delete(); use the outputs of the "
-                "call it was donated to instead, or stop donating it")
-        v = np.asarray(buf)
-        if v.flags.writeable:
-            v.flags.writeable = False
-        self._value = v
-        return v
-
-    @property
-    def aval(self) -> ShapedArray:
-        return self._aval
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._aval.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._aval.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self._aval.shape)
-
-    @property
-    def size(self) -> int:
-        return self._aval.size
-
-    @property
-    def nbytes(self) -> int:
-        return self._aval.size * self._aval.dtype.itemsize
-
-    @property
-    def itemsize(self) -> int:
-        return self._aval.dtype.itemsize
+    def _device_buffer(self) -> Any:
+        return self._sharded
 
     @property
     def sharding(self) -> Any:
