@@ -561,3 +561,17 @@ def test_transforms_of_pmap_reach_a_jit_inside():
         return g, m[0].vmap(p)(x)
 
     check(prog, x, tol=1e-4)
+
+
+def test_clear_caches_empties_pmap_caches():
+    from ftrans.lowering import executable as X
+
+    f = ftrans.pmap(lambda a: a * 3.0 + 1.0)
+    x = np.arange(8, dtype=np.float32).reshape(8, 1)
+    np.testing.assert_allclose(np.asarray(f(x)), x * 3 + 1)
+    n = X.stats["compiles"] + X.stats["disk_hits"]
+    f(x)
+    assert X.stats["compiles"] + X.stats["disk_hits"] == n  # cached: nothing compiled or loaded
+    ftrans.clear_caches()
+    np.testing.assert_allclose(np.asarray(f(x)), x * 3 + 1)
+    assert X.stats["compiles"] + X.stats["disk_hits"] == n + 1  # the program is built again

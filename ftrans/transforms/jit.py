@@ -109,6 +109,10 @@ def clear_caches() -> None:
             st.tree_fast.clear()
     for f in list(_all_jitted):
         f._spmd_cache.clear()
+    from ftrans.transforms import parallel
+
+    for p in list(parallel._all_pmapped):
+        p.clear_cache()
     with X._xla_lock:
         X._xla_cache.clear()
 

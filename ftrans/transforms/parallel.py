@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -105,6 +106,10 @@ class _Entry:
         self.donated = donated
 
 
+# Every live pmapped function, so clear_caches can empty their caches (weak: they go with their owners).
+_all_pmapped: weakref.WeakSet = weakref.WeakSet()
+
+
 class PmapWrapped:
     """The function ``pmap`` returns."""
 
@@ -125,6 +130,13 @@ class PmapWrapped:
         self._cache: OrderedDict = OrderedDict()
         self._fast: dict = {}  # (type, shape, dtype, weak) per positional Array -> entry
         self._lock = threading.Lock()
+        _all_pmapped.add(self)
+
+    def clear_cache(self) -> None:
+        """Drop this function's compiled programs (``ftrans.clear_caches`` calls it on every pmap)."""
+        with self._lock:
+            self._cache.clear()
+            self._fast.clear()
 
     # -- argument handling -------------------------------------------------------
     def _split(self, args: tuple) -> tuple[tuple, tuple]:
