@@ -270,30 +270,33 @@ class _Spread:
         self.count = count
 
 
-def _axis_entry(what: str, ax: Any) -> Any:
+def _axis_entry(what: str, ax: Any, owner: str = "vmap") -> Any:
     """An axis-spec leaf: an int or None (bools, numpy integers and other types are rejected, as in JAX)."""
     if ax is not None and type(ax) is not int:
-        raise FtransTypeError(f"vmap {what} entries must be ints or None, got {ax!r}")
+        raise FtransTypeError(f"{owner.split('(')[0]} {what} entries must be ints or None, got {ax!r}")
     return ax
 
 
-def _flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
-    """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves."""
+def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap") -> list:
+    """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves.
+
+    Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``).
+    """
     if spec is None or type(spec) is int:
         return [spec] * n_leaves
     for ax in tree_util.tree_leaves(spec):
-        _axis_entry(what, ax)
+        _axis_entry(what, ax, owner)
     try:
         nested = tree_util.tree_map(lambda ax, sub: _Spread(ax, len(tree_util.tree_leaves(sub))), spec, tree_arg,
                                     is_leaf=lambda x: x is None)
     except (ValueError, TypeError):
         raise FtransValueError(
-            f"vmap {what} specification must be a tree prefix of the corresponding value, got specification "
+            f"{owner} {what} specification must be a tree prefix of the corresponding value, got specification "
             f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
         ) from None
     out = []
     for leaf in tree_util.tree_leaves(nested):
-        out.extend([_axis_entry(what, leaf.axis)] * leaf.count)
+        out.extend([_axis_entry(what, leaf.axis, owner)] * leaf.count)
     return out
 
 
@@ -314,7 +317,7 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
         )
     dims: list = []
     for spec, a in zip(per_arg, args):
-        dims.extend(_flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
+        dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
     dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
     return dims
 
@@ -380,7 +383,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
 def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
     if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
         out_axes = out_axes[0]
-    return _flatten_axes("out_axes", out_axes, out, n)
+    return flatten_axes("out_axes", out_axes, out, n)
 
 
 def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) -> Any:

@@ -36,42 +36,9 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.prims.parallel import pmap_p, unmapped_aval
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.batching import flatten_axes
 
 __all__ = ["pmap"]
-
-
-class _Spread:
-    __slots__ = ("axis", "count")
-
-    def __init__(self, axis: Any, count: int):
-        self.axis = axis
-        self.count = count
-
-
-def _axis_entry(what: str, ax: Any) -> Any:
-    if ax is not None and type(ax) is not int:
-        raise FtransTypeError(f"pmap {what} entries must be ints or None, got {ax!r}")
-    return ax
-
-
-def _flatten_axes(fname: str, what: str, spec: Any, tree_arg: Any, n_leaves: int) -> list:
-    """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves."""
-    if spec is None or type(spec) is int:
-        return [spec] * n_leaves
-    for ax in tree_util.tree_leaves(spec):
-        _axis_entry(what, ax)
-    try:
-        nested = tree_util.tree_map(lambda ax, sub: _Spread(ax, len(tree_util.tree_leaves(sub))), spec, tree_arg,
-                                    is_leaf=lambda x: x is None)
-    except (ValueError, TypeError):
-        raise FtransValueError(
-            f"pmap({fname}) {what} specification must be a tree prefix of the corresponding value, got "
-            f"specification {spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
-        ) from None
-    out = []
-    for leaf in tree_util.tree_leaves(nested):
-        out.extend([_axis_entry(what, leaf.axis)] * leaf.count)
-    return out
 
 
 def _path(path: tuple) -> str:
@@ -179,7 +146,7 @@ class PmapWrapped:
                 f"positional arguments passed to the function, but got {in_axes!r}")
         dims: list = []
         for spec, a in zip(per_arg, dyn):
-            dims.extend(_flatten_axes(self.__name__, "in_axes", spec, a, len(tree_util.tree_leaves(a))))
+            dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a)), f"pmap({self.__name__})"))
         dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
         return dims
 
@@ -278,7 +245,7 @@ class PmapWrapped:
             out_axes = tuple(out_axes)
         if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
             out_axes = out_axes[0]
-        return _flatten_axes(self.__name__, "out_axes", out_axes, out, n)
+        return flatten_axes("out_axes", out_axes, out, n, f"pmap({self.__name__})")
 
     def _donated_flat(self, args: tuple, static_pos: set) -> tuple:
         if not self._donate:
