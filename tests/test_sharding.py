@@ -264,6 +264,39 @@ def test_lowered_text_has_shardy_annotations_and_compiled_is_partitioned():
     np.testing.assert_allclose(np.asarray(compiled(arr(8, 8) * 0)), np.zeros(8))
 
 
+def _collectives(hlo: str) -> dict:
+    import re
+
+    ops = re.findall(r"= [^=]*? (all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)(?:-start)?\(",
+                     hlo)
+    return {k: ops.count(k) for k in set(ops)}
+
+
+def test_sharded_products_of_one_operand_are_not_merged_into_reshards():
+    """Three products of one activation with column-split weights (attention's q, k, v): on one device the
+    ``merge_dots`` pass makes one product of the concatenated weights, but partitioned that concatenation
+    would cost all-to-alls on every step, so a sharded jit leaves them apart and partitions like jax."""
+    fm, jm = meshes((2, 4))
+
+    def qkv(np_):
+        def f(h, wq, wk, wv):
+            return np_.tanh(h @ wq) * (h @ wk) + h @ wv
+        return f
+
+    args = (arr(16, 8), arr(8, 16), arr(8, 16), arr(8, 16))
+    fcol, jcol = NamedSharding(fm, P(None, "y")), JNamedSharding(jm, JP(None, "y"))
+    f = ftrans.jit(qkv(fjnp), in_shardings=(NamedSharding(fm, P("x")), fcol, fcol, fcol))
+    j = jax.jit(qkv(jjnp), in_shardings=(JNamedSharding(jm, JP("x")), jcol, jcol, jcol))
+    flow = f.lower(*args)
+    assert "stablehlo.concatenate" not in flow.as_text()
+    got = _collectives(flow.compile().as_text())
+    assert got == _collectives(j.lower(*args).compile().as_text()), got
+    assert "all-to-all" not in got and "collective-permute" not in got, got
+    np.testing.assert_allclose(np.asarray(f(*args)), np.asarray(j(*args)), rtol=1e-5, atol=1e-5)
+    # unsharded, the pass still merges them
+    assert "stablehlo.concatenate" in ftrans.jit(qkv(fjnp)).lower(*args).as_text()
+
+
 def test_grad_of_sharded_program_matches_jax():
     fm, jm = meshes((2, 4))
     w, x = arr(8, 4), arr(16, 8)

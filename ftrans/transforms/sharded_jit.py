@@ -164,7 +164,10 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
-    closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
+    from ftrans.transforms.passes import partitioned
+
+    with partitioned():  # the passes that would add reshards (merge_dots) stay off
+        closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
     out_sh: list = [None] * len(closed.out_avals)
     if owner._out_shardings is not None:
         spec = owner._out_shardings
