@@ -472,6 +472,47 @@ def test_vmap_of_shard_map_matches_jax():
     np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
 
 
+@pytest.mark.parametrize("in_axes", [(None, 0), (0, 0), (0, None), (None, 1)])
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_vmap_of_grad_of_shard_map_matches_jax(in_axes, under_jit):
+    """Reverse mode splits the shard_map in two, passing residuals stacked one block per device; vmap batches
+    them behind that leading axis (per-example gradients of a sharded model)."""
+    fm, jm = meshes((2, 4))
+    ws = arr(3, 8, 4)
+    xs = arr(3, 16, 8) if in_axes[1] != 1 else arr(16, 3, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum((np_.tanh(x @ w) ** 2).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        g = T.vmap(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)), in_axes=in_axes)
+        return T.jit(g) if under_jit else g
+
+    w_in = ws if in_axes[0] == 0 else ws[0]
+    x_in = xs if in_axes[1] is not None else xs[0]
+    fg = make(ftrans, flax, fjnp, fm, P)(w_in, x_in)
+    jg = make(jax, jax.lax, jjnp, jm, JP)(w_in, x_in)
+    for a, b in zip(fg, jg):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_of_linearized_shard_map_batches_the_stacked_residuals():
+    fm, jm = meshes((2, 4))
+    x, ts = arr(8, 8), arr(5, 8, 8)
+    ff = ftrans.shard_map(lambda a: flax.psum(fjnp.sin(a), "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))
+    jf = jax.shard_map(lambda a: jax.lax.psum(jjnp.sin(a), "y"), mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))
+    _, f_lin = ftrans.linearize(ff, x)
+    _, j_lin = jax.linearize(jf, x)
+    fo, jo = ftrans.vmap(f_lin)(ts), jax.vmap(j_lin)(ts)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5, atol=1e-6)
+    cts = arr(5, 8, 2)
+    fv = ftrans.vmap(lambda t: ftrans.vjp(ff, x)[1](t)[0])(cts)
+    jv = jax.vmap(lambda t: jax.vjp(jf, x)[1](t)[0])(cts)
+    np.testing.assert_allclose(np.asarray(fv), np.asarray(jv), rtol=1e-5, atol=1e-6)
+
+
 def test_shard_map_errors():
     fm, _ = meshes((2, 4))
     _raises(ValueError, "names mesh axis 'z'",
