@@ -387,6 +387,62 @@ def test_error_mesh_too_large():
     assert "xla_force_host_platform_device_count" in str(e)
 
 
+def test_error_spec_names_missing_axis_in_every_place():
+    """The axis-name error reaches the user as itself (with their line) from a bare spec under a mesh, a
+    nested in_shardings tree, out_shardings, shard_map's out_specs and device_put."""
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    with jax.set_mesh(jm), pytest.raises(ValueError):
+        jax.jit(lambda a: a, in_shardings=JP("z"))(x)
+    with ftrans.set_mesh(fm):
+        e = _raises(ValueError, "names mesh axis 'z'", lambda: ftrans.jit(lambda a: a, in_shardings=P("z"))(x))
+        assert "tree prefix" not in str(e)
+        e = _raises(ValueError, "names mesh axis 'z'",
+                    lambda: ftrans.jit(lambda d: d["a"], in_shardings=({"a": P("z")},))({"a": x}))
+        assert "tree prefix" not in str(e)
+    _raises(ValueError, "names mesh axis 'z'",
+            lambda: ftrans.jit(lambda a: a, out_shardings=NamedSharding(fm, P(None, "z")))(x))
+    _raises(ValueError, "names mesh axis 'q'",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P(), out_specs=P("q"))(x))
+
+
+def test_error_not_divisible_where_jax_requires_it():
+    fm, jm = meshes((2, 4))
+    x = arr(6, 8)
+    for jfn in (lambda: jax.device_put(x, JNamedSharding(jm, JP("y"))),
+                lambda: jax.jit(lambda a: a, out_shardings=JNamedSharding(jm, JP("y")))(x),
+                lambda: jax.lax.with_sharding_constraint(x, JNamedSharding(jm, JP("y")))):
+        with pytest.raises(ValueError):
+            jfn()
+    for what, fn in [("device_put", lambda: ftrans.device_put(x, NamedSharding(fm, P("y")))),
+                     ("output 0", lambda: ftrans.jit(lambda a: a, out_shardings=NamedSharding(fm, P("y")))(x)),
+                     ("with_sharding_constraint",
+                      lambda: flax.with_sharding_constraint(x, NamedSharding(fm, P("y"))))]:
+        e = _raises(ValueError, "not divisible by 4", fn)
+        assert what in str(e) and "(6, 8)" in str(e) and "Pad the array" in str(e), str(e)
+
+
+def test_uneven_sharding_constraint_inside_a_program_is_allowed_like_jax():
+    """jax lets a constraint inside jit split a dimension unevenly (the partitioner pads); so does ftrans."""
+    fm, jm = meshes((2, 4))
+    x = arr(6, 8)
+    fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 2, NamedSharding(fm, P("y"))).sum(0))(x)
+    jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))).sum(0))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
+
+
+def test_error_out_shardings_tree_mismatch():
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    with pytest.raises(ValueError):
+        jax.jit(lambda a: (a, a), out_shardings=(JNamedSharding(jm, JP()),) * 3)(x)
+    e = _raises(ValueError, "out_shardings must be a sharding, or a tree prefix of the outputs",
+                lambda: ftrans.jit(lambda a: (a, a), out_shardings=(NamedSharding(fm, P()),) * 3)(x))
+    assert "PyTreeDef((*, *))" in str(e)
+    _raises(ValueError, "in_shardings must be a sharding, or a tree prefix of the arguments",
+            lambda: ftrans.jit(lambda d: d["a"], in_shardings=({"b": NamedSharding(fm, P())},))({"a": x}))
+
+
 def test_error_bare_spec_without_mesh():
     _raises(ValueError, "no mesh is set", lambda: flax.with_sharding_constraint(arr(8), P("x")))
 
