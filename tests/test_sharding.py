@@ -554,6 +554,22 @@ def test_vmap_of_grad_of_shard_map_matches_jax(in_axes, under_jit):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
 
 
+def test_vmap_of_grad_of_shard_map_with_an_unbatched_residual():
+    """A residual that reads only the unbatched argument (tanh(x)) stays unbatched beside batched ones."""
+    fm, jm = meshes((2, 4))
+    ws, x = arr(3, 8, 4), arr(16, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum(np_.sin(np_.tanh(x) @ w).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        return T.jit(T.vmap(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)), in_axes=(0, None)))
+
+    for a, b in zip(make(ftrans, flax, fjnp, fm, P)(ws, x), make(jax, jax.lax, jjnp, jm, JP)(ws, x)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
 def test_vmap_of_linearized_shard_map_batches_the_stacked_residuals():
     fm, jm = meshes((2, 4))
     x, ts = arr(8, 8), arr(5, 8, 8)
