@@ -193,6 +193,25 @@ def test_jit_follows_input_shardings(mshape, spec, k):
     same_layout(fo, jo)
 
 
+def test_block_until_ready_of_a_tree_of_sharded_results():
+    """ftrans.block_until_ready waits for a step's many outputs in one runtime call; a deleted (donated) leaf
+    and non-array leaves are passed over, as before."""
+    fm, _ = meshes((2, 4))
+    s = NamedSharding(fm, P("x", "y"))
+    xs = ftrans.device_put(arr(8, 8), s)
+    f = ftrans.jit(lambda a: {"a": a * 2, "b": a + 1, "c": (a ** 2).sum()}, in_shardings=s)
+    out = f(xs)
+    gone = ftrans.device_put(arr(8, 8), s)
+    gone.delete()
+    single = ftrans.device_put(arr(3))
+    tree = (out, gone, single, 3.0, np.ones(2))
+    assert ftrans.block_until_ready(tree) is tree
+    assert ftrans.block_until_ready(out["a"]) is out["a"]
+    assert not out["a"].is_deleted() and gone.is_deleted()
+    np.testing.assert_allclose(np.asarray(out["b"]), np.asarray(xs) + 1)
+    assert ftrans.block_until_ready((gone, gone)) is not None
+
+
 def test_sharded_result_feeds_the_next_call_in_place():
     fm, _ = meshes((2, 4))
     s = NamedSharding(fm, P("x", "y"))
