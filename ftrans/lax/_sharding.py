@@ -51,7 +51,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         traced = isinstance(leaf, Tracer) or not _trace.is_eager()
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
-        if traced or not _trace.is_eager() or not isinstance(s, NamedSharding):
+        if traced or not isinstance(s, NamedSharding):
             if isinstance(s, NamedSharding):
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
