@@ -112,13 +112,16 @@ def launch(args: argparse.Namespace) -> int:
     return rc
 
 
-args = parse_args()
-if args.processes > 1 and args.coordinator is None:
-    sys.exit(launch(args))
-local_devices = args.host_devices // args.processes if args.coordinator else args.host_devices
-if local_devices:
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={local_devices}")
+if __name__ == "__main__":
+    # Run as a script: read the arguments and split the host into devices before the runtime starts.  Imported
+    # (benchmarks/sharding.py does), the module only defines the model, the training step and the layout.
+    args = parse_args()
+    if args.processes > 1 and args.coordinator is None:
+        sys.exit(launch(args))
+    local_devices = args.host_devices // args.processes if args.coordinator else args.host_devices
+    if local_devices:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   f" --xla_force_host_platform_device_count={local_devices}")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
@@ -128,14 +131,15 @@ import ftrans.numpy as jnp  # noqa: E402
 from ftrans.sharding import AxisType, NamedSharding  # noqa: E402
 from ftrans.sharding import PartitionSpec as P  # noqa: E402
 
-if args.coordinator:
-    ftrans.distributed.initialize(args.coordinator, num_processes=args.processes, process_id=args.process_id,
-                                  initialization_timeout=120)
-try:
-    from tqdm import tqdm  # noqa: E402
-except ImportError:
-    print("this example needs tqdm: pip install -e \".[examples]\"", file=sys.stderr)
-    raise SystemExit(1) from None
+if __name__ == "__main__":
+    if args.coordinator:
+        ftrans.distributed.initialize(args.coordinator, num_processes=args.processes, process_id=args.process_id,
+                                      initialization_timeout=120)
+    try:
+        from tqdm import tqdm  # noqa: E402
+    except ImportError:
+        print("this example needs tqdm: pip install -e \".[examples]\"", file=sys.stderr)
+        raise SystemExit(1) from None
 VOCAB = 10
 
 
@@ -181,6 +185,23 @@ def loss_fn(p: dict, tokens, targets, heads: int):
     return -jnp.take_along_axis(logp, targets[..., None], axis=-1).mean()
 
 
+def make_step(heads: int):
+    """One training step: the loss, its gradient and an SGD-with-momentum update of every parameter."""
+    def step(params, momentum, tokens, targets):
+        loss, g = ftrans.value_and_grad(loss_fn)(params, tokens, targets, heads)
+        momentum = {k: 0.9 * momentum[k] + g[k] for k in g}
+        params = {k: params[k] - 0.05 * momentum[k] for k in params}
+        return params, momentum, loss
+
+    return step
+
+
+def shardings(mesh) -> tuple[dict, NamedSharding, NamedSharding]:
+    """The layout on ``mesh``: each parameter's (and its momentum's), a batch's (rows over ``data``), replicated."""
+    return ({k: NamedSharding(mesh, s) for k, s in param_specs().items()}, NamedSharding(mesh, P("data")),
+            NamedSharding(mesh, P()))
+
+
 def put_global(x: np.ndarray, sharding: NamedSharding):
     """``x`` (the same on every process) as a global Array: each process supplies its own devices' blocks."""
     return ftrans.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
@@ -206,13 +227,7 @@ def main_single_device() -> None:
     params = ftrans.device_put(init(rng, args.width, args.length), dev)
     momentum = ftrans.device_put({k: np.zeros_like(np.asarray(v)) for k, v in params.items()}, dev)
 
-    def step(params, momentum, tokens, targets):
-        loss, g = ftrans.value_and_grad(loss_fn)(params, tokens, targets, args.heads)
-        momentum = {k: 0.9 * momentum[k] + g[k] for k in g}
-        params = {k: params[k] - 0.05 * momentum[k] for k in params}
-        return params, momentum, loss
-
-    train = ftrans.jit(step)
+    train = ftrans.jit(make_step(args.heads))
     print(f"one device ({dev}); no sharding")
     t0 = time.perf_counter()
     first = last = None
@@ -239,25 +254,17 @@ def main_single_device() -> None:
 def main() -> None:
     mesh = make_mesh()
     rng = np.random.default_rng(0)
-    shard = {k: NamedSharding(mesh, s) for k, s in param_specs().items()}
-    batch = NamedSharding(mesh, P("data"))
-    replicated = NamedSharding(mesh, P())
+    shard, batch, replicated = shardings(mesh)
     p0 = init(rng, args.width, args.length)
     params = {k: put_global(v, shard[k]) for k, v in p0.items()}
     momentum = {k: put_global(np.zeros_like(v), shard[k]) for k, v in p0.items()}
     report = ftrans.process_index() == 0
 
-    def step(params, momentum, tokens, targets):
-        loss, g = ftrans.value_and_grad(loss_fn)(params, tokens, targets, args.heads)
-        momentum = {k: 0.9 * momentum[k] + g[k] for k in g}
-        params = {k: params[k] - 0.05 * momentum[k] for k in params}
-        return params, momentum, loss
-
-    train = ftrans.jit(step, in_shardings=(shard, shard, batch, batch),
+    train = ftrans.jit(make_step(args.heads), in_shardings=(shard, shard, batch, batch),
                        out_shardings=(shard, shard, replicated))
     procs = f" in {ftrans.process_count()} processes" if ftrans.process_count() > 1 else ""
     if report:
-            print(f"mesh {dict(mesh.shape)} on {mesh.size} devices{procs}; wq is split "
+        print(f"mesh {dict(mesh.shape)} on {mesh.size} devices{procs}; wq is split "
               f"{params['wq'].sharding.spec}, each device holds {params['wq'].addressable_shards[0].data.shape} "
               f"of {params['wq'].shape}")
     t0 = time.perf_counter()

@@ -15,7 +15,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, device_array
+from ftrans.core.array import Array, DeviceArray, ShardedArray, device_array
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -258,9 +258,24 @@ def device_get(x: Any) -> Any:
 
 def block_until_ready(x: Any) -> Any:
     """Wait until every array leaf of ``x`` is computed; returns ``x``."""
-    for leaf in tree_util.tree_leaves(x):
-        if hasattr(leaf, "block_until_ready"):
+    leaves = tree_util.tree_leaves(x)
+    if len(leaves) == 1:
+        if hasattr(leaves[0], "block_until_ready"):
+            leaves[0].block_until_ready()
+        return x
+    bufs = []  # the device buffers, waited for in one runtime call (a training step's many outputs)
+    for leaf in leaves:
+        t = type(leaf)
+        buf = leaf._buf if t is DeviceArray else leaf._sharded if t is ShardedArray else None
+        if buf is not None:
+            bufs.append(buf)
+        elif hasattr(leaf, "block_until_ready"):
             leaf.block_until_ready()
+    if bufs:
+        try:
+            compat.block_until_ready_all(bufs)
+        except RuntimeError:  # a deleted (donated) buffer has nothing to wait for; a failed computation re-raises
+            compat.block_until_ready_all([b for b in bufs if not b.is_deleted()])
     return x
 
 

@@ -66,7 +66,9 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         raise FtransValueError(f"distributed.initialize: process_id must be in [0, {num_processes}), got "
                                f"{process_id!r}")
     if compat.distributed_is_initialized():
-        raise DistributedInitError("distributed.initialize: this process has already joined; call it once")
+        raise DistributedInitError(
+            "distributed.initialize: this process has already joined the others; call initialize once per "
+            "process, at the top of the program (ftrans.distributed.is_initialized() tells whether it ran)")
     if compat.backend_started():
         raise DistributedInitError(
             "distributed.initialize must be called before anything runs on a device (the devices of every "

@@ -20,6 +20,11 @@ port, pid = int(sys.argv[1]), int(sys.argv[2])
 ftrans.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=pid, initialization_timeout=60)
 out = {"process_index": ftrans.process_index(), "process_count": ftrans.process_count(),
        "device_count": ftrans.device_count(), "local_device_count": ftrans.local_device_count()}
+try:  # a second call is an error naming this line, and leaves the first one in place
+    ftrans.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=pid)
+except ftrans.errors.DistributedInitError as e:
+    out["second_initialize"] = str(e)
+out["still_initialized"] = ftrans.distributed.is_initialized()
 mesh = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)  # x: one row per process
 full = np.arange(8 * 8, dtype=np.float32).reshape(8, 8)
 g = ftrans.make_array_from_callback((8, 8), NamedSharding(mesh, P("x", "y")), lambda idx: full[idx])

@@ -56,6 +56,9 @@ def test_two_processes_share_a_mesh():
         np.testing.assert_allclose(r["colsum"], (full * 2).sum(axis=0))
         assert r["local_shape"] == [8, 8]
         assert r["psum"] == pytest.approx(float(full.sum()))
+        assert "already joined" in r["second_initialize"] and "call initialize once" in r["second_initialize"]
+        assert worker in r["second_initialize"], r["second_initialize"]  # the worker's line
+        assert r["still_initialized"] is True
 
 
 def test_unreachable_coordinator_is_an_error_after_the_timeout():
@@ -73,6 +76,21 @@ def test_unreachable_coordinator_is_an_error_after_the_timeout():
     assert r.returncode == 0, r.stderr[-2000:]
     assert "ERR" in r.stdout and f"localhost:{port}" in r.stdout and "within 3 s" in r.stdout, r.stdout
     assert elapsed < 60
+
+
+def test_process_zero_whose_peers_never_join_stops_after_the_timeout():
+    """Process 0 hosts the coordinator; when the others never register, the runtime ends the process after
+    ``initialization_timeout`` (a fatal DEADLINE_EXCEEDED from the coordination service), never a hang."""
+    port = _free_port()
+    code = ("import ftrans\n"
+            f"ftrans.distributed.initialize('localhost:{port}', num_processes=2, process_id=0, "
+            "initialization_timeout=3)\n"
+            "print('JOINED')\n")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env())
+    assert r.returncode != 0 and "JOINED" not in r.stdout
+    assert "DEADLINE_EXCEEDED" in r.stderr, r.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
 
 
 def test_initialize_after_the_runtime_started_is_an_error():

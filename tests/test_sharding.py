@@ -193,6 +193,25 @@ def test_jit_follows_input_shardings(mshape, spec, k):
     same_layout(fo, jo)
 
 
+def test_block_until_ready_of_a_tree_of_sharded_results():
+    """ftrans.block_until_ready waits for a step's many outputs in one runtime call; a deleted (donated) leaf
+    and non-array leaves are passed over, as before."""
+    fm, _ = meshes((2, 4))
+    s = NamedSharding(fm, P("x", "y"))
+    xs = ftrans.device_put(arr(8, 8), s)
+    f = ftrans.jit(lambda a: {"a": a * 2, "b": a + 1, "c": (a ** 2).sum()}, in_shardings=s)
+    out = f(xs)
+    gone = ftrans.device_put(arr(8, 8), s)
+    gone.delete()
+    single = ftrans.device_put(arr(3))
+    tree = (out, gone, single, 3.0, np.ones(2))
+    assert ftrans.block_until_ready(tree) is tree
+    assert ftrans.block_until_ready(out["a"]) is out["a"]
+    assert not out["a"].is_deleted() and gone.is_deleted()
+    np.testing.assert_allclose(np.asarray(out["b"]), np.asarray(xs) + 1)
+    assert ftrans.block_until_ready((gone, gone)) is not None
+
+
 def test_sharded_result_feeds_the_next_call_in_place():
     fm, _ = meshes((2, 4))
     s = NamedSharding(fm, P("x", "y"))
@@ -262,6 +281,39 @@ def test_lowered_text_has_shardy_annotations_and_compiled_is_partitioned():
     assert "num_partitions=8" in hlo
     assert "f32[4,2]" in hlo  # each device's block of the (8, 8) argument
     np.testing.assert_allclose(np.asarray(compiled(arr(8, 8) * 0)), np.zeros(8))
+
+
+def _collectives(hlo: str) -> dict:
+    import re
+
+    ops = re.findall(r"= [^=]*? (all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all)(?:-start)?\(",
+                     hlo)
+    return {k: ops.count(k) for k in set(ops)}
+
+
+def test_sharded_products_of_one_operand_are_not_merged_into_reshards():
+    """Three products of one activation with column-split weights (attention's q, k, v): on one device the
+    ``merge_dots`` pass makes one product of the concatenated weights, but partitioned that concatenation
+    would cost all-to-alls on every step, so a sharded jit leaves them apart and partitions like jax."""
+    fm, jm = meshes((2, 4))
+
+    def qkv(np_):
+        def f(h, wq, wk, wv):
+            return np_.tanh(h @ wq) * (h @ wk) + h @ wv
+        return f
+
+    args = (arr(16, 8), arr(8, 16), arr(8, 16), arr(8, 16))
+    fcol, jcol = NamedSharding(fm, P(None, "y")), JNamedSharding(jm, JP(None, "y"))
+    f = ftrans.jit(qkv(fjnp), in_shardings=(NamedSharding(fm, P("x")), fcol, fcol, fcol))
+    j = jax.jit(qkv(jjnp), in_shardings=(JNamedSharding(jm, JP("x")), jcol, jcol, jcol))
+    flow = f.lower(*args)
+    assert "stablehlo.concatenate" not in flow.as_text()
+    got = _collectives(flow.compile().as_text())
+    assert got == _collectives(j.lower(*args).compile().as_text()), got
+    assert "all-to-all" not in got and "collective-permute" not in got, got
+    np.testing.assert_allclose(np.asarray(f(*args)), np.asarray(j(*args)), rtol=1e-5, atol=1e-5)
+    # unsharded, the pass still merges them
+    assert "stablehlo.concatenate" in ftrans.jit(qkv(fjnp)).lower(*args).as_text()
 
 
 def test_grad_of_sharded_program_matches_jax():
@@ -354,6 +406,62 @@ def test_error_mesh_too_large():
     assert "xla_force_host_platform_device_count" in str(e)
 
 
+def test_error_spec_names_missing_axis_in_every_place():
+    """The axis-name error reaches the user as itself (with their line) from a bare spec under a mesh, a
+    nested in_shardings tree, out_shardings, shard_map's out_specs and device_put."""
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    with jax.set_mesh(jm), pytest.raises(ValueError):
+        jax.jit(lambda a: a, in_shardings=JP("z"))(x)
+    with ftrans.set_mesh(fm):
+        e = _raises(ValueError, "names mesh axis 'z'", lambda: ftrans.jit(lambda a: a, in_shardings=P("z"))(x))
+        assert "tree prefix" not in str(e)
+        e = _raises(ValueError, "names mesh axis 'z'",
+                    lambda: ftrans.jit(lambda d: d["a"], in_shardings=({"a": P("z")},))({"a": x}))
+        assert "tree prefix" not in str(e)
+    _raises(ValueError, "names mesh axis 'z'",
+            lambda: ftrans.jit(lambda a: a, out_shardings=NamedSharding(fm, P(None, "z")))(x))
+    _raises(ValueError, "names mesh axis 'q'",
+            lambda: ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P(), out_specs=P("q"))(x))
+
+
+def test_error_not_divisible_where_jax_requires_it():
+    fm, jm = meshes((2, 4))
+    x = arr(6, 8)
+    for jfn in (lambda: jax.device_put(x, JNamedSharding(jm, JP("y"))),
+                lambda: jax.jit(lambda a: a, out_shardings=JNamedSharding(jm, JP("y")))(x),
+                lambda: jax.lax.with_sharding_constraint(x, JNamedSharding(jm, JP("y")))):
+        with pytest.raises(ValueError):
+            jfn()
+    for what, fn in [("device_put", lambda: ftrans.device_put(x, NamedSharding(fm, P("y")))),
+                     ("output 0", lambda: ftrans.jit(lambda a: a, out_shardings=NamedSharding(fm, P("y")))(x)),
+                     ("with_sharding_constraint",
+                      lambda: flax.with_sharding_constraint(x, NamedSharding(fm, P("y"))))]:
+        e = _raises(ValueError, "not divisible by 4", fn)
+        assert what in str(e) and "(6, 8)" in str(e) and "Pad the array" in str(e), str(e)
+
+
+def test_uneven_sharding_constraint_inside_a_program_is_allowed_like_jax():
+    """jax lets a constraint inside jit split a dimension unevenly (the partitioner pads); so does ftrans."""
+    fm, jm = meshes((2, 4))
+    x = arr(6, 8)
+    fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 2, NamedSharding(fm, P("y"))).sum(0))(x)
+    jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))).sum(0))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
+
+
+def test_error_out_shardings_tree_mismatch():
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    with pytest.raises(ValueError):
+        jax.jit(lambda a: (a, a), out_shardings=(JNamedSharding(jm, JP()),) * 3)(x)
+    e = _raises(ValueError, "out_shardings must be a sharding, or a tree prefix of the outputs",
+                lambda: ftrans.jit(lambda a: (a, a), out_shardings=(NamedSharding(fm, P()),) * 3)(x))
+    assert "PyTreeDef((*, *))" in str(e)
+    _raises(ValueError, "in_shardings must be a sharding, or a tree prefix of the arguments",
+            lambda: ftrans.jit(lambda d: d["a"], in_shardings=({"b": NamedSharding(fm, P())},))({"a": x}))
+
+
 def test_error_bare_spec_without_mesh():
     _raises(ValueError, "no mesh is set", lambda: flax.with_sharding_constraint(arr(8), P("x")))
 
@@ -437,6 +545,63 @@ def test_vmap_of_shard_map_matches_jax():
     fo = ftrans.jit(ftrans.vmap(ff))(xs)
     jo = jax.jit(jax.vmap(jf))(xs)
     np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5)
+
+
+@pytest.mark.parametrize("in_axes", [(None, 0), (0, 0), (0, None), (None, 1)])
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_vmap_of_grad_of_shard_map_matches_jax(in_axes, under_jit):
+    """Reverse mode splits the shard_map in two, passing residuals stacked one block per device; vmap batches
+    them behind that leading axis (per-example gradients of a sharded model)."""
+    fm, jm = meshes((2, 4))
+    ws = arr(3, 8, 4)
+    xs = arr(3, 16, 8) if in_axes[1] != 1 else arr(16, 3, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum((np_.tanh(x @ w) ** 2).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        g = T.vmap(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)), in_axes=in_axes)
+        return T.jit(g) if under_jit else g
+
+    w_in = ws if in_axes[0] == 0 else ws[0]
+    x_in = xs if in_axes[1] is not None else xs[0]
+    fg = make(ftrans, flax, fjnp, fm, P)(w_in, x_in)
+    jg = make(jax, jax.lax, jjnp, jm, JP)(w_in, x_in)
+    for a, b in zip(fg, jg):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_of_grad_of_shard_map_with_an_unbatched_residual():
+    """A residual that reads only the unbatched argument (tanh(x)) stays unbatched beside batched ones."""
+    fm, jm = meshes((2, 4))
+    ws, x = arr(3, 8, 4), arr(16, 8)
+
+    def make(T, lax_, np_, mesh, Pc):
+        def local(w, x):
+            return lax_.psum(np_.sin(np_.tanh(x) @ w).sum(), ("x", "y"))
+
+        sm = T.shard_map(local, mesh=mesh, in_specs=(Pc(None, "y"), Pc("x")), out_specs=Pc())
+        return T.jit(T.vmap(T.grad(lambda w, x: sm(w, x), argnums=(0, 1)), in_axes=(0, None)))
+
+    for a, b in zip(make(ftrans, flax, fjnp, fm, P)(ws, x), make(jax, jax.lax, jjnp, jm, JP)(ws, x)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_vmap_of_linearized_shard_map_batches_the_stacked_residuals():
+    fm, jm = meshes((2, 4))
+    x, ts = arr(8, 8), arr(5, 8, 8)
+    ff = ftrans.shard_map(lambda a: flax.psum(fjnp.sin(a), "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x"))
+    jf = jax.shard_map(lambda a: jax.lax.psum(jjnp.sin(a), "y"), mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))
+    _, f_lin = ftrans.linearize(ff, x)
+    _, j_lin = jax.linearize(jf, x)
+    fo, jo = ftrans.vmap(f_lin)(ts), jax.vmap(j_lin)(ts)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-5, atol=1e-6)
+    cts = arr(5, 8, 2)
+    fv = ftrans.vmap(lambda t: ftrans.vjp(ff, x)[1](t)[0])(cts)
+    jv = jax.vmap(lambda t: jax.vjp(jf, x)[1](t)[0])(cts)
+    np.testing.assert_allclose(np.asarray(fv), np.asarray(jv), rtol=1e-5, atol=1e-6)
 
 
 def test_shard_map_errors():

@@ -157,6 +157,7 @@ class Mesh:
         self.axis_types = axis_types
         self._key = (tuple(ids), devs.shape, axis_names, axis_types)
         self._runtime: Any = None  # the runtime's mesh, made once by the lowering layer
+        self._runtime_shardings: dict = {}  # spec -> the runtime's sharding over it (one object per layout)
 
     @property
     def shape(self) -> dict:

@@ -48,9 +48,10 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
     for leaf, s in zip(leaves, flat):
         s = _resolve(s, _what)
         shape = tuple(getattr(leaf, "shape", ()))
-        if isinstance(s, NamedSharding):
+        traced = isinstance(leaf, Tracer) or not _trace.is_eager()
+        if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
-        if isinstance(leaf, Tracer) or not _trace.is_eager() or not isinstance(s, NamedSharding):
+        if traced or not isinstance(s, NamedSharding):
             if isinstance(s, NamedSharding):
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:

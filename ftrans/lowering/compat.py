@@ -224,6 +224,11 @@ def block_until_ready(buf: Any) -> None:
     buf.block_until_ready()
 
 
+def block_until_ready_all(bufs: list) -> None:
+    """Wait for several (live) buffers in one runtime call."""
+    _xc.batched_block_until_ready(bufs)
+
+
 def is_deleted(buf: Any) -> bool:
     return buf.is_deleted()
 
@@ -398,7 +403,15 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
 
         remember_mesh(mesh)
     spec = tuple(None if type(e).__name__ == "_Unconstrained" else e for e in sharding.spec)[:ndim]
-    return NamedSharding(rt, PartitionSpec(*spec))
+    # One object per layout: buffers placed or computed on it carry this very object, so a sharded call can
+    # check an argument's layout by identity before comparing.
+    cache = mesh._runtime_shardings
+    out = cache.get(spec)
+    if out is None:
+        out = NamedSharding(rt, PartitionSpec(*spec))
+        if len(cache) < 1024:
+            cache[spec] = out
+    return out
 
 
 def put_global(value: np.ndarray, sharding: Any) -> Any:

@@ -72,7 +72,8 @@ def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
         buf = x._sharded
         if buf.is_deleted():
             x._value  # raises DeletedArrayError  # noqa: B018
-        if buf.sharding == rt:
+        bs = buf.sharding
+        if bs is rt or bs == rt:
             return buf
         return compat.reshard_buffer(buf, rt)
     if isinstance(x, Array):

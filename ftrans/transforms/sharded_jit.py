@@ -84,24 +84,23 @@ def _bare_spec(x: Any) -> Any:
 
 def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list:
     """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves."""
-    if spec is None or isinstance(spec, Sharding):
+    from ftrans.core.sharding import PartitionSpec
+
+    if spec is None or isinstance(spec, (Sharding, PartitionSpec)):
         return [_check_sharding(_bare_spec(spec), what, fname)] * n
     try:
-        from ftrans.core.sharding import PartitionSpec
-
-        if isinstance(spec, PartitionSpec):
-            return [_check_sharding(_bare_spec(spec), what, fname)] * n
         nested = tree_util.tree_map(
-            lambda s, sub: [_bare_spec(s)] * len(tree_util.tree_leaves(sub)), spec, tree,
+            lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
             is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
     except (ValueError, TypeError) as e:
+        whose = "arguments" if what.startswith("in") else "outputs"
         raise FtransValueError(
-            f"jit({fname}): {what} must be a sharding, or a tree prefix of the {'arguments' if 'in' in what else 'outputs'} "
-            f"with a sharding (or None) at each leaf; got {what}={spec!r} for a value of structure "
-            f"{tree_util.tree_structure(tree)} ({e})") from None
+            f"jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or None) "
+            f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
+            f"Match {what} to the structure of the {whose}, or give one sharding for all of them") from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
-        out.extend(_check_sharding(s, what, fname) for s in group)
+        out.extend(_check_sharding(_bare_spec(s), what, fname) for s in group)
     return out
 
 
@@ -164,7 +163,10 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
-    closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
+    from ftrans.transforms.passes import partitioned
+
+    with partitioned():  # the passes that would add reshards (merge_dots) stay off
+        closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
     out_sh: list = [None] * len(closed.out_avals)
     if owner._out_shardings is not None:
         spec = owner._out_shardings

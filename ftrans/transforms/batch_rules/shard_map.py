@@ -2,7 +2,10 @@
 
 Batched operands get their batch dimension at 0 and an unsplit entry there in
 their layout; the body is batched with its outputs batched at 0, and every
-result gets the unsplit leading entry too.
+result gets the unsplit leading entry too.  A stacked value (``None`` names:
+one block per device along a leading axis, the residuals of a differentiated
+shard_map) keeps that axis first: its batch dimension goes second, which is
+the body's first, and a stacked result comes out batched along its second axis.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ from ftrans.transforms.batching import batch_jaxpr, batching_rules, moveaxis, no
 
 def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: Any, in_names: tuple,
                      out_names: tuple, **params: Any) -> tuple[list, list]:
-    if any(ns is None for ns in (*in_names, *out_names)):
-        raise NotImplementedError("vmap of a shard_map with stacked (per-device residual) values is not supported")
     new_vals, body_dims, new_in = [], [], []
     for v, d, ns in zip(vals, dims, in_names):
         if d is not_mapped:
             new_vals.append(v)
             body_dims.append(not_mapped)
             new_in.append(ns)
+        elif ns is None:  # stacked: (devices, batch, ...) outside is (batch, ...) in the body
+            new_vals.append(moveaxis(v, d, 1))
+            body_dims.append(0)
+            new_in.append(None)
         else:
             new_vals.append(moveaxis(v, d, 0))
             body_dims.append(0)
@@ -36,8 +41,9 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
     outs = shard_map_p.bind(*consts, *new_vals, jaxpr=body, mesh=mesh,
                             in_names=tuple(((),) * len(np.shape(c)) for c in consts)
                             + tuple(new_in),
-                            out_names=tuple(((),) + tuple(ns) for ns in out_names), **params)
-    return outs, [0] * len(outs)
+                            out_names=tuple(None if ns is None else ((),) + tuple(ns) for ns in out_names),
+                            **params)
+    return outs, [1 if ns is None else 0 for ns in out_names]
 
 
 batching_rules[shard_map_p] = _shard_map_batch

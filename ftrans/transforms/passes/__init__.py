@@ -26,6 +26,7 @@ from ftrans.transforms.passes.pipeline import (
     Rewrite,
     check_pass_names,
     last_report,
+    partitioned,
     register_pass,
     registered_passes,
     report_for,
@@ -36,7 +37,7 @@ from ftrans.transforms.passes.simplify import AlgebraicSimplification
 from ftrans.transforms.passes.stability import StabilityRewrites
 
 __all__ = [
-    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
+    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "partitioned", "register_pass",
     "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "DeadCodeElimination",
     "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion", "MergeDots",
 ]

@@ -8,6 +8,10 @@ product of the group is left alone.  The equations are then put back in an order
 every value is defined before it is read (a stable topological order).  When the weights
 are loop-invariant in a ``scan`` or ``while`` body, ``licm`` (which runs next) moves the
 concatenation out of the loop.
+
+Not run on a program partitioned over a mesh (sharded ``jit``): weights split by columns over a
+mesh axis (Megatron-style ``wq``/``wk``/``wv``) would be concatenated and sliced across their
+shards, which costs all-to-alls and collective permutes on every step.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ def _topo(eqns: list[JaxprEqn], defined: set[int]) -> list[JaxprEqn] | None:
 
 class MergeDots(Pass):
     name = "merge_dots"
+    partition_safe = False
 
     def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
         groups: dict[Any, list[int]] = {}

@@ -19,6 +19,7 @@ wrote: ``last_report()`` after a ``jit`` trace, or ``report_for(traced.jaxpr)``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from ftrans.errors import FtransError, FtransTypeError, FtransValueError
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
-    "registered_passes", "report_for", "resolve_optimizations", "run_pipeline",
+    "partitioned", "registered_passes", "report_for", "resolve_optimizations", "run_pipeline",
 ]
 
 
@@ -202,6 +203,9 @@ class Pass:
 
     name: str = ""
     order: str = "post"  # see PassContext.map_jaxprs
+    # False: the pass does not run on a program XLA partitions over a mesh (``partitioned()``), where
+    # its rewrite would cost more than it saves (e.g. a concatenation of operands split over devices).
+    partition_safe: bool = True
 
     def run(self, closed: ClosedJaxpr, ctx: PassContext) -> ClosedJaxpr:
         return ctx.map_jaxprs(closed, self.rewrite, order=self.order)
@@ -278,6 +282,19 @@ def check_pass_names(names: tuple[str, ...], option: str = "disabled_passes") ->
 
 
 _local = threading.local()
+
+
+@contextlib.contextmanager
+def partitioned() -> Any:
+    """Within: the programs traced are partitioned over a mesh (sharded ``jit``), so the passes that are
+    not ``partition_safe`` are left out (nested ``jit`` bodies traced meanwhile included)."""
+    _local.partitioned = getattr(_local, "partitioned", 0) + 1
+    try:
+        yield
+    finally:
+        _local.partitioned -= 1
+
+
 _reports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -317,6 +334,8 @@ def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[st
     chosen = optimizations if optimizations is not None else config.optimizations
     if chosen is not None and optimizations is None:
         check_pass_names(chosen, option="optimizations")
+    if getattr(_local, "partitioned", 0):
+        disabled = (*disabled, *(n for n, p in _passes.items() if not p.partition_safe))
     rewrites: list[Rewrite] = []
     ran = []
     snapshots: dict[str, tuple[ClosedJaxpr, ClosedJaxpr]] = {}
