@@ -271,3 +271,31 @@ def test_platform_independent_program_lowers_the_same_everywhere():
     texts = {p: ftrans.jit(lambda v: fnp.sin(v) * 2).trace(x).lower(lowering_platforms=(p,)).as_text()
              for p in ("cpu", "cuda", "rocm")}
     assert len(set(texts.values())) == 1
+
+
+def test_batch_sharded_factorizations_stay_sharded():
+    """The Shardy rule on each call lets XLA split a stack of matrices over devices, as in jax."""
+    from ftrans.sharding import NamedSharding, P
+
+    n_dev = min(4, len(ftrans.devices()))
+    if n_dev < 2:
+        pytest.skip("needs several devices")
+    mesh = ftrans.make_mesh((n_dev,), ("b",))
+    jmesh = jax.make_mesh((n_dev,), ("b",))
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2 * n_dev, 5, 5)).astype(np.float32)
+    spd = a @ np.swapaxes(a, -1, -2) + 5 * np.eye(5, dtype=np.float32)
+
+    def f(x, lib):
+        c = lib.linalg.cholesky(x)
+        return c, lib.linalg.svd(x, compute_uv=False), lib.linalg.eigh(x)[0]
+
+    sh = NamedSharding(mesh, P("b"))
+    got = ftrans.jit(lambda x: f(x, fnp), in_shardings=sh, out_shardings=sh)(spd)
+    want = jax.jit(lambda x: f(x, jnp), in_shardings=jax.sharding.NamedSharding(jmesh, jax.sharding.PartitionSpec("b")),
+                   out_shardings=jax.sharding.NamedSharding(jmesh, jax.sharding.PartitionSpec("b")))(spd)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-4, atol=2e-4)
+        assert tuple(g.sharding.spec)[:1] == ("b",)
+    text = ftrans.jit(lambda x: f(x, fnp), in_shardings=sh, out_shardings=sh).lower(spd).as_text()
+    assert "sdy.op_sharding_rule" in text
