@@ -251,6 +251,31 @@ def test_qr_raw_mode_and_pivoting_are_not_implemented():
         flax.linalg.qr(a, pivoting=True)
 
 
+def test_lowering_platforms_is_one_known_platform():
+    a = np.eye(3, dtype=np.float32)
+    text = jax.jit(jnp.sin).trace(a).lower(lowering_platforms=("cuda", "cpu")).as_text()
+    assert "_platform_index" in text  # jax: one module for both
+    with pytest.raises(errors.FtransValueError, match="one platform at a time"):
+        ftrans.jit(fnp.sin).trace(a).lower(lowering_platforms=("cuda", "cpu"))
+    assert "stablehlo.sine" in jax.jit(jnp.sin).trace(a).lower(lowering_platforms=("vulkan",)).as_text()
+    with pytest.raises(errors.FtransValueError, match="unknown platform"):
+        ftrans.jit(fnp.sin).trace(a).lower(lowering_platforms=("vulkan",))
+
+
+def test_compiling_a_module_lowered_for_another_platform_is_refused():
+    a = np.eye(3, dtype=np.float32)
+    jax.jit(jnp.sin).trace(a).lower(lowering_platforms=("cuda",)).compile()  # jax compiles it for the CPU
+    with pytest.raises(errors.FtransValueError, match="lowered for cuda"):
+        ftrans.jit(fnp.sin).trace(a).lower(lowering_platforms=("cuda",)).compile()
+
+
+def test_tpu_lowers_only_the_xla_linalg_ops():
+    a = np.eye(3, dtype=np.float32)
+    assert "LuDecomposition" in jax.jit(jlax.linalg.lu).trace(a).lower(lowering_platforms=("tpu",)).as_text()
+    with pytest.raises(errors.FtransValueError, match="not for tpu"):
+        ftrans.jit(flax.linalg.lu).trace(a).lower(lowering_platforms=("tpu",))
+
+
 # ---------------------------------------------------------------- pmap
 _needs_devices = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (conftest)")
 

@@ -233,6 +233,96 @@ def is_deleted(buf: Any) -> bool:
     return buf.is_deleted()
 
 
+# ----------------------------------------------------------------------------
+# Which platform a program is lowered for
+
+
+_PLATFORM_OF: dict[str, str] = {"cpu": "cpu", "cuda": "cuda", "rocm": "rocm", "tpu": "tpu"}
+
+
+def lowering_platform(device: Any) -> str:
+    """The platform name the lowering rules key on for ``device``: ``cpu``, ``cuda``, ``rocm`` or ``tpu``.
+
+    A PJRT GPU device reports its platform as ``gpu``; which vendor's libraries
+    it runs (CUDA's cuSOLVER or ROCm's hipSOLVER) is the client's
+    ``platform_version`` (``"cuda 12080"``, ``"rocm 60300"``).
+    """
+    plat = device.platform
+    out = _PLATFORM_OF.get(plat)
+    if out is None:
+        version = str(getattr(device.client, "platform_version", "")).lower()
+        out = "rocm" if ("rocm" in version or "hip" in version) else ("cuda" if plat == "gpu" else plat)
+        _PLATFORM_OF[plat] = out
+    return out
+
+
+def canonical_platform(name: str) -> str | None:
+    """``name`` as a lowering platform (``gpu`` becomes the GPU platform present); None if no GPU is."""
+    name = name.lower()
+    if name != "gpu":
+        return name
+    for plat in ("cuda", "rocm"):
+        try:
+            client = backend(plat)
+        except Exception:  # that plugin is not installed
+            continue
+        return lowering_platform(client.devices()[0])
+    try:
+        client = backend("gpu")
+    except Exception:
+        return None
+    return lowering_platform(client.devices()[0])
+
+
+_gpu_solver_ready = False
+
+
+def ensure_gpu_solver_targets() -> None:
+    """Register the GPU linear-algebra custom-call targets (``cusolver_*``/``hipsolver_*``, ...) with XLA.
+
+    jaxlib's GPU plugin provides them; jax registers them when its
+    linear-algebra module is imported.  Without a GPU plugin (lowering for
+    ``cuda`` on a CPU-only machine) there is nothing to register, and the
+    module text is the same.
+    """
+    global _gpu_solver_ready
+    if _gpu_solver_ready:
+        return
+    import jax._src.lax.linalg  # noqa: F401  (registers gpu_solver's and gpu_linalg's targets when present)
+
+    _gpu_solver_ready = True
+
+
+def init_gpu_hybrid_kernels() -> None:
+    """Load the host LAPACK (or MAGMA) that the ``*hybrid_eig_*`` GPU kernels call; no-op without a GPU plugin."""
+    from jax._src.lib import gpu_solver
+
+    if gpu_solver is not None and hasattr(gpu_solver, "initialize_hybrid_kernels"):
+        gpu_solver.initialize_hybrid_kernels()
+
+
+def cusolver_version() -> int | None:
+    """cuSOLVER's version number (``11701`` for 11.7.1) when jaxlib's CUDA plugin is loaded, else None."""
+    try:
+        from jax._src.lib import cuda_versions
+    except ImportError:
+        return None
+    if cuda_versions is None:
+        return None
+    try:
+        return int(cuda_versions.cusolver_get_version())
+    except Exception:  # the plugin is there but no driver
+        return None
+
+
+def gpu_use_magma() -> str:
+    """jax's ``gpu_use_magma`` setting (``"auto"``, ``"on"`` or ``"off"``), which the hybrid eig kernel takes."""
+    try:
+        return str(jax.config.jax_use_magma)
+    except AttributeError:  # a jax release that spells it otherwise
+        return "auto"
+
+
 _lapack_ready = False
 
 

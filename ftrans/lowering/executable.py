@@ -72,7 +72,10 @@ class Executable:
         n_consts = len(closed.jaxpr.constvars)
         donated_args = (False,) * n_consts + self.donated if self.donated else ()
         # ``text``: the module already lowered (``Lowered.compile``) with these same arguments.
-        self.text = text if text is not None else lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args)
+        if text is None:
+            text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args,
+                                     platform=compat.lowering_platform(device))
+        self.text = text
         self._held = compiled(self.text, device, closed, compiler_options)  # keeps the shared entry alive
         self.xla = self._held.xla
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]

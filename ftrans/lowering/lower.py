@@ -25,6 +25,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import Jaxpr, Literal
 from ftrans.core.primitive import Primitive, rule_table
+from ftrans.errors import FtransError
 from ftrans.lowering import mlir_text as mt
 
 lowering_rules: dict[Primitive, Callable[..., Any]] = rule_table("lowering", owner=__name__)
@@ -65,6 +66,11 @@ class LoweringContext:
               attrs: dict[str, str] | None = None, regions: Sequence[str] = ()) -> str:
         t = [result_type] if result_type is not None else None
         return self.emit(name, operands, t, attrs, regions)[0]
+
+    @property
+    def platform(self) -> str:
+        """The platform the module is lowered for: ``cpu``, ``cuda``, ``rocm`` (or ``tpu``)."""
+        return self.module.platform
 
     def type_of(self, ssa: str) -> str:
         return self.fn.types[ssa]
@@ -116,8 +122,12 @@ class LoweringContext:
 class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
-    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1):
+    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1,
+                 platform: str = "cpu"):
         self.name = _sanitize(name)
+        # The target platform (``cpu``, ``cuda``, ``rocm``): rules whose XLA op or custom call differs
+        # between backends (the linear-algebra factorizations) read it as ``ctx.platform``.
+        self.platform = platform
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -201,7 +211,7 @@ class ModuleLowering:
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
-            except LoweringError:
+            except (LoweringError, FtransError):  # FtransError: a user error a rule reports (wrong platform, ...)
                 raise
             except Exception as e:  # a rule bug: say which equation it was lowering
                 raise LoweringError(
@@ -247,9 +257,9 @@ def _sanitize(name: str) -> str:
 
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
-                donated_args: Sequence[bool] = ()) -> str:
-    """The StableHLO module text for ``jaxpr``; its constvars are ``main``'s leading arguments."""
-    m = ModuleLowering(name, num_partitions)
+                donated_args: Sequence[bool] = (), platform: str = "cpu") -> str:
+    """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments."""
+    m = ModuleLowering(name, num_partitions, platform=platform)
     m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
 

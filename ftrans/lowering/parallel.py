@@ -59,9 +59,9 @@ def _with_unit(aval: ShapedArray, axis: int | None) -> ShapedArray:
 
 
 def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
-               replicas: int, name: str, donated: Sequence[bool] = ()) -> str:
+               replicas: int, name: str, donated: Sequence[bool] = (), platform: str = "cpu") -> str:
     """The module text of a pmap program (see the module docstring for ``main``'s convention)."""
-    m = ModuleLowering(f"pmap_{name}", num_replicas=replicas)
+    m = ModuleLowering(f"pmap_{name}", num_replicas=replicas, platform=platform)
     m.replica_axes.append((axis_name, axis_size))
     fn = mt.FuncEmitter()
     args, ins = [], []
@@ -112,7 +112,8 @@ class PmapExecutable:
         self.in_axes = tuple(in_axes)
         self.out_axes = tuple(out_axes)
         self.donated = tuple(donated) if any(donated) else ()
-        self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated)
+        self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated,
+                               compat.lowering_platform(devices[0]))
         self._held = _compile(self.text, devices)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
         mesh = compat.replica_mesh(devices, axis_size)

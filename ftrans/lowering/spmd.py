@@ -37,7 +37,8 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
                out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
     result, replicated argument)."""
-    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size)
+    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size,
+                       platform=compat.lowering_platform(next(iter(mesh.devices.flat))))
     m.meshes[mesh] = "mesh"
     jaxpr = closed.jaxpr
     avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]

@@ -804,23 +804,61 @@ class Traced:
         # What is lowered and compiled: ``jaxpr`` less the arguments it never reads (keep_unused=False).
         self._program, self._kept = _prune_unused(closed, keep_unused)
 
-    def lower(self) -> Lowered:
+    def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
+        """The StableHLO module, for the device the arguments live on or for ``lowering_platforms``.
+
+        ``lowering_platforms=("cuda",)`` (or ``"rocm"``, ``"cpu"``; ``"gpu"`` names the GPU
+        platform present) lowers for that platform whatever this machine has, as JAX's
+        ``Traced.lower`` does: the module can be read (``as_text``) but compiles only for a
+        device of that platform.
+        """
         from ftrans.lowering.lower import lower_jaxpr
 
+        if lowering_platforms is None:
+            platform = compat.lowering_platform(self._device)
+        else:
+            platform = _lowering_platform(self._owner.__name__, lowering_platforms)
         program = self._program
         donate = _select(self._donate, self._kept)
         n_consts = len(program.jaxpr.constvars)
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
-        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated)
-        return Lowered(self, text)
+        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform)
+        return Lowered(self, text, platform)
+
+
+_LOWERING_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+def _lowering_platform(fname: str, platforms: Any) -> str:
+    """The one platform ``Traced.lower(lowering_platforms=...)`` names, checked."""
+    if isinstance(platforms, str) or not isinstance(platforms, Sequence):
+        raise FtransTypeError(
+            f"jit({fname}).trace(...).lower: lowering_platforms must be a tuple of platform names such as "
+            f"('cuda',), got {platforms!r}")
+    if len(platforms) != 1:
+        raise FtransValueError(
+            f"jit({fname}).trace(...).lower: lowering_platforms={tuple(platforms)!r}: ftrans lowers for one "
+            "platform at a time; lower once per platform (JAX's multi-platform modules are not supported)")
+    name = platforms[0]
+    plat = compat.canonical_platform(name) if isinstance(name, str) else None
+    if plat is None and isinstance(name, str) and name.lower() == "gpu":
+        raise FtransValueError(
+            f"jit({fname}).trace(...).lower: lowering_platforms=('gpu',) needs a GPU to say whether it is "
+            "CUDA or ROCm, and none is present; name the platform: ('cuda',) or ('rocm',)")
+    if plat not in _LOWERING_PLATFORMS:
+        raise FtransValueError(
+            f"jit({fname}).trace(...).lower: unknown platform {name!r} in lowering_platforms; use one of "
+            f"{', '.join(repr(p) for p in _LOWERING_PLATFORMS)} or 'gpu'")
+    return plat
 
 
 class Lowered:
     """``jit(f).lower(*args)``: the StableHLO module; ``compile()`` builds the executable."""
 
-    def __init__(self, traced: Traced, text: str):
+    def __init__(self, traced: Traced, text: str, platform: str = "cpu"):
         self._traced = traced
         self._text = text
+        self._platform = platform
 
     @property
     def optimization_report(self) -> Any:
@@ -836,6 +874,13 @@ class Lowered:
 
     def compile(self) -> Compiled:
         t = self._traced
+        target = compat.lowering_platform(t._device)
+        if target != self._platform:
+            raise FtransValueError(
+                f"jit({t._owner.__name__}): this module was lowered for {self._platform} "
+                f"(lowering_platforms=('{self._platform}',)) but would compile for {t._device} ({target}); "
+                f"lower it again without lowering_platforms to run it here, or compile it on a {self._platform} "
+                "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
                            t._owner._compiler_options, text=self._text)  # the module is not lowered twice
         return Compiled(exe, t.out_tree, t.jaxpr, t._kept)

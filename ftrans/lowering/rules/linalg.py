@@ -1,17 +1,29 @@
-"""StableHLO lowering of the linear-algebra primitives.
+"""StableHLO lowering of the linear-algebra primitives, per platform.
 
-``cholesky`` and ``triangular_solve`` are StableHLO operations
-(``stablehlo.cholesky``, ``stablehlo.triangular_solve``), which XLA expands
-on every backend.  XLA has no operation for the other factorizations; as JAX
-does on CPU, they become typed-FFI custom calls into the LAPACK kernels that
-jaxlib registers with XLA's CPU client (``lapack_?getrf_ffi``,
-``lapack_?geqrf_ffi`` + ``lapack_?orgqr_ffi``/``?ungqr``, ``lapack_?syevd_ffi``
-/``?heevd``, ``lapack_?gesdd_ffi``, ``lapack_?geev_ffi``), with ``?`` the
-LAPACK type letter (``s d c z``).  The operands are passed column-major
-(``operand_layouts``), batch axes leading (``num_batch_dims``), and each call
-returns LAPACK's ``info``; a matrix whose factorization failed is replaced by
-NaNs, as in JAX.  The permutation of ``lu`` (and ``lu_pivots_to_permutation``)
-is an ftrans ``while`` loop over the pivots, lowered by the ordinary rules.
+XLA has operations for only two of these (``stablehlo.cholesky`` and
+``stablehlo.triangular_solve``); every other factorization is a typed-FFI
+custom call into a vendor library that jaxlib registers with XLA.  Which one
+depends on the platform the module is lowered for (``ctx.platform``), as it
+does in JAX, whose lowering ftrans's emits the same calls as:
+
+* ``cpu``: LAPACK, ``lapack_?potrf_ffi``, ``?trsm``, ``?getrf``, ``?geqrf`` +
+  ``?orgqr``/``?ungqr``, ``?syevd``/``?heevd``, ``?gesdd``, ``?geev`` (``?``
+  the type letter ``s d c z``), with character options (``uplo = 76 : ui8``).
+* ``cuda`` / ``rocm``: cuSOLVER / hipSOLVER, ``cusolver_potrf_ffi``,
+  ``_getrf``, ``_geqrf`` + ``_orgqr``, ``_syevd``, ``_gesvdj`` (matrices up to
+  1024x1024) or ``_gesvd``; ``cu_lu_pivots_to_permutation`` for the pivots;
+  for ``eig`` cuSOLVER's ``geev`` (cuSOLVER >= 11.7.1, right eigenvectors
+  only) or the hybrid kernel ``cuhybrid_eig_real``/``_comp`` (LAPACK or MAGMA
+  on the host); boolean options (``lower = true``).  ``triangular_solve`` is
+  ``stablehlo.triangular_solve``, which XLA's GPU backend runs as cuBLAS trsm.
+
+The operands are passed column-major (``operand_layouts``), batch axes leading
+(``num_batch_dims``), and each factorization returns its ``info``; a matrix
+whose factorization failed is replaced by NaNs, as in JAX.  Each call carries a
+Shardy rule (``sdy.sharding_rule``) saying its batch axes may be split across
+devices.  On the CPU the permutation of ``lu`` (and
+``lu_pivots_to_permutation``) is an ftrans ``while`` loop over the pivots,
+lowered by the ordinary rules.
 """
 
 from __future__ import annotations
@@ -26,7 +38,9 @@ from ftrans.core.prims import linalg as L
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.control_flow import while_p
+from ftrans.core.prims.sorting import cumsum_p
 from ftrans.core.trace import stage
+from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
@@ -34,20 +48,79 @@ from ftrans.lowering.lower import LoweringContext, register_lowering
 _I32 = np.dtype(np.int32)
 _BOOL = np.dtype(np.bool_)
 _LETTER = {dtypes.float32: "s", dtypes.float64: "d", dtypes.complex64: "c", dtypes.complex128: "z"}
+_GPU_PREFIX = {"cuda": "cu", "rocm": "hip"}
+# cuSOLVER's first release with a non-symmetric eigensolver (cusolverDnXgeev): 11.7.1.
+_CUSOLVER_GEEV = 11701
+
+
+def _gpu(ctx: LoweringContext, name: str) -> str | None:
+    """The GPU target prefix (``cu``, ``hip``) when lowering for a GPU, None for the CPU; others refused."""
+    plat = ctx.platform
+    if plat == "cpu":
+        return None
+    prefix = _GPU_PREFIX.get(plat)
+    if prefix is None:
+        raise FtransValueError(
+            f"{name}: ftrans lowers its linear algebra for cpu, cuda and rocm, not for {plat}; lower this "
+            "program for one of those (lowering_platforms=('cpu',)), or run it on such a device")
+    compat.ensure_gpu_solver_targets()
+    return prefix
+
+
+def _char(c: str) -> str:
+    """A LAPACK character option as the CPU kernels take it (``uplo = 76 : ui8``)."""
+    return f"{ord(c)} : ui8"
+
+
+def _bool(b: bool) -> str:
+    return mt.bool_attr(bool(b))
 
 
 def _layout(ndim: int, matrix: bool) -> str:
-    dims = ([ndim - 2, ndim - 1] + list(range(ndim - 3, -1, -1))) if matrix else list(range(ndim - 1, -1, -1))
+    if matrix and ndim >= 2:  # column-major matrices, batch axes major to minor
+        dims = [ndim - 2, ndim - 1] + list(range(ndim - 3, -1, -1))
+    else:
+        dims = list(range(ndim - 1, -1, -1))
     body = "" if not dims else (str(dims[0]) if len(dims) == 1 else "[" + ", ".join(map(str, dims)) + "]")
     return f"dense<{body}> : tensor<{ndim}xindex>"
 
 
+def _factor_name(i: int) -> str:
+    # Shardy's printed factor names: i, j, ..., z, then z_1, z_2, ...
+    return chr(ord("i") + i) if i < 18 else f"z_{i - 17}"
+
+
+def _sharding_rule(avals_in: list[ShapedArray], avals_out: list[ShapedArray], nbatch: int) -> str:
+    """The Shardy rule of a batched linear-algebra call: batch axes are shared factors, the rest private."""
+    sizes = list(avals_in[0].shape[:nbatch])
+
+    def dims(a: ShapedArray) -> str:
+        if a.ndim < nbatch:
+            return "[]"
+        names = [_factor_name(k) for k in range(nbatch)]
+        for d in a.shape[nbatch:]:
+            names.append(_factor_name(len(sizes)))
+            sizes.append(d)
+        return "[" + ", ".join(names) + "]"
+
+    lhs = ", ".join(dims(a) for a in avals_in)
+    rhs = ", ".join(dims(a) for a in avals_out)
+    factors = ", ".join(f"{_factor_name(k)}={n}" for k, n in enumerate(sizes))
+    return f"#sdy.op_sharding_rule<({lhs})->({rhs}) {{{factors}}}, custom>"
+
+
 def _custom_call(ctx: LoweringContext, target: str, operands: list[tuple[str, ShapedArray, bool]],
                  results: list[tuple[ShapedArray, bool]], config: dict[str, str], nbatch: int,
-                 alias: bool = True, alias_operand: int = 0) -> list[str]:
-    """One typed-FFI LAPACK call; ``operands``/``results`` carry (aval, is_matrix) for their layouts."""
-    compat.ensure_lapack_targets()
-    cfg = ", ".join(f"{k} = {ord(v)} : ui8" for k, v in config.items())
+                 aliases: dict[int, int] | None = None) -> list[str]:
+    """One typed-FFI call of ``target``.
+
+    ``operands``/``results`` carry (aval, is_matrix) for their layouts (a matrix
+    is column-major); ``config`` maps attribute names to their MLIR text;
+    ``aliases`` maps a result's index to the operand whose buffer it may reuse.
+    """
+    if ctx.platform == "cpu":
+        compat.ensure_lapack_targets()
+    cfg = ", ".join(f"{k} = {v}" for k, v in sorted(config.items()))
     attrs = {
         "api_version": "1 : i32",
         "backend_config": '""',
@@ -58,11 +131,13 @@ def _custom_call(ctx: LoweringContext, target: str, operands: list[tuple[str, Sh
         "result_layouts": "[" + ", ".join(_layout(a.ndim, m) for a, m in results) + "]",
         "mhlo.backend_config": "{" + cfg + "}",
         "mhlo.frontend_attributes": f'{{num_batch_dims = "{nbatch}"}}',
+        "sdy.sharding_rule": _sharding_rule([a for _, a, _ in operands], [a for a, _ in results], nbatch),
     }
-    if alias:
-        idx = "[0]" if len(results) > 1 else "[]"
-        attrs["output_operand_aliases"] = (f"[#stablehlo.output_operand_alias<output_tuple_indices = {idx}, "
-                                           f"operand_index = {alias_operand}, operand_tuple_indices = []>]")
+    if aliases:
+        idx = (lambda r: f"[{r}]") if len(results) > 1 else (lambda r: "[]")
+        attrs["output_operand_aliases"] = "[" + ", ".join(
+            f"#stablehlo.output_operand_alias<output_tuple_indices = {idx(r)}, operand_index = {o}, "
+            "operand_tuple_indices = []>" for r, o in sorted(aliases.items())) + "]"
     return ctx.emit("stablehlo.custom_call", [o for o, _, _ in operands], [mt.aval_type(a) for a, _ in results],
                     attrs)
 
@@ -112,9 +187,18 @@ def _cholesky_lowering(ctx: LoweringContext, a: str) -> str:
     nb = len(batch)
     if aval.size == 0:
         return a
-    out, info = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}potrf_ffi", [(a, aval, True)],
-                             [(aval, True), (ShapedArray(batch, _I32), False)], {"uplo": "L"}, nb)
-    # LAPACK leaves the upper triangle as it was; a failed factorization is NaN on and below the diagonal (JAX's).
+    info_aval = ShapedArray(batch, _I32)
+    if ctx.platform == "tpu":  # XLA's own Cholesky (JAX's lowering off CPU and GPU); it reports no failures
+        out = ctx.emit1("stablehlo.cholesky", [a], mt.aval_type(aval), {"lower": "true"})
+        return _zero_outside(ctx, out, aval, lower=True)
+    gpu = _gpu(ctx, "cholesky")
+    if gpu is None:
+        target, config = f"lapack_{_LETTER[aval.dtype]}potrf_ffi", {"uplo": _char("L")}
+    else:
+        target, config = f"{gpu}solver_potrf_ffi", {"lower": _bool(True)}
+    out, info = _custom_call(ctx, target, [(a, aval, True)], [(aval, True), (info_aval, False)], config, nb, {0: 0})
+    # The solvers leave the upper triangle as it was; a failed factorization is NaN on and below the
+    # diagonal (JAX's).
     out = _nan_unless(ctx, out, aval, _info_ok(ctx, info, batch), nb)
     return _zero_outside(ctx, out, aval, lower=True)
 
@@ -137,11 +221,18 @@ def _triangular_solve_lowering(ctx: LoweringContext, a: str, b: str, *, left_sid
     if conjugate_a and not transpose_a:
         a = _conj(ctx, a, a_aval)
         conjugate_a = False
-    trans = "N" if not transpose_a else ("C" if conjugate_a and a_aval.dtype.kind == "c" else "T")
+    adjoint = conjugate_a and a_aval.dtype.kind == "c"
+    if ctx.platform != "cpu":
+        # XLA's own op: on GPU it becomes cuBLAS's (hipBLAS's) batched trsm, as in JAX.
+        transpose = "NO_TRANSPOSE" if not transpose_a else ("ADJOINT" if adjoint else "TRANSPOSE")
+        return ctx.emit1("stablehlo.triangular_solve", [a, b], mt.aval_type(b_aval), {
+            "left_side": _bool(left_side), "lower": _bool(lower),
+            "transpose_a": f"#stablehlo<transpose {transpose}>", "unit_diagonal": _bool(unit_diagonal)})
+    trans = "N" if not transpose_a else ("C" if adjoint else "T")
     (out,) = _custom_call(
         ctx, f"lapack_{_LETTER[a_aval.dtype]}trsm_ffi", [(a, a_aval, True), (b, b_aval, True)], [(b_aval, True)],
-        {"diag": "U" if unit_diagonal else "N", "side": "L" if left_side else "R", "trans_x": trans,
-         "uplo": "L" if lower else "U"}, a_aval.ndim - 2, alias_operand=1)
+        {"diag": _char("U" if unit_diagonal else "N"), "side": _char("L" if left_side else "R"),
+         "trans_x": _char(trans), "uplo": _char("L" if lower else "U")}, a_aval.ndim - 2, {0: 1})
     return out
 
 
@@ -188,11 +279,16 @@ def _p2p_program(pivots_aval: ShapedArray, size: int):
 
 
 def _pivots_to_perm(ctx: LoweringContext, pivots: str, pivots_aval: ShapedArray, size: int) -> str:
+    out_aval = ShapedArray(pivots_aval.shape[:-1] + (size,), _I32)
+    gpu = _gpu(ctx, "lu_pivots_to_permutation")
+    if gpu is not None and pivots_aval.size and size:
+        (perm,) = _custom_call(ctx, f"{gpu}_lu_pivots_to_permutation", [(pivots, pivots_aval, False)],
+                               [(out_aval, False)], {}, pivots_aval.ndim - 1)
+        return perm
     closed = _p2p_program(pivots_aval, size)
     consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
     sym = ctx.module.function(closed.jaxpr, "lu_pivots_to_permutation")
-    out_t = mt.tensor_type(pivots_aval.shape[:-1] + (size,), _I32)
-    return ctx.fn.emit("func.call", consts + [pivots], [out_t], {"callee": f"@{sym}"})[0]
+    return ctx.fn.emit("func.call", consts + [pivots], [mt.aval_type(out_aval)], {"callee": f"@{sym}"})[0]
 
 
 @register_lowering(L.lu_pivots_to_permutation_p)
@@ -206,12 +302,14 @@ def _lu_lowering(ctx: LoweringContext, a: str) -> list[str]:
     lu_aval, piv_aval, _ = ctx.avals_out
     batch = aval.shape[:-2]
     nb = len(batch)
+    gpu = _gpu(ctx, "lu")
     if aval.size == 0:
         piv = ctx.broadcast(ctx.scalar(0, _I32), ShapedArray((), _I32), piv_aval.shape)
         return [a, piv, _pivots_to_perm(ctx, piv, piv_aval, aval.shape[-2])]
     info_aval = ShapedArray(batch, _I32)
-    lu, piv, info = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}getrf_ffi", [(a, aval, True)],
-                                 [(lu_aval, True), (piv_aval, False), (info_aval, False)], {}, nb)
+    target = f"lapack_{_LETTER[aval.dtype]}getrf_ffi" if gpu is None else f"{gpu}solver_getrf_ffi"
+    lu, piv, info = _custom_call(ctx, target, [(a, aval, True)],
+                                 [(lu_aval, True), (piv_aval, False), (info_aval, False)], {}, nb, {0: 0})
     one = ctx.broadcast(ctx.scalar(1, _I32), ShapedArray((), _I32), piv_aval.shape)
     piv = ctx.emit1("stablehlo.subtract", [piv, one], mt.aval_type(piv_aval))
     lu = _nan_unless(ctx, lu, lu_aval, _info_ok(ctx, info, batch, "GE"), nb)
@@ -244,6 +342,14 @@ def _slice_cols(ctx: LoweringContext, x: str, aval: ShapedArray, rows: int, cols
         "interior_padding": mt.i64_array([0] * nd)}), out_aval
 
 
+def _eye_like(ctx: LoweringContext, aval: ShapedArray) -> str:
+    z = ctx.broadcast(ctx.scalar(0, aval.dtype), aval.update(shape=()), aval.shape)
+    eye = ctx.emit1("stablehlo.and", [_tri_mask(ctx, aval.shape, True), _tri_mask(ctx, aval.shape, False)],
+                    mt.tensor_type(aval.shape, _BOOL))
+    one = ctx.broadcast(ctx.scalar(1, aval.dtype), aval.update(shape=()), aval.shape)
+    return ctx.emit1("stablehlo.select", [eye, one, z], mt.aval_type(aval))
+
+
 @register_lowering(L.qr_p)
 def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool) -> list[str]:
     (aval,) = ctx.avals_in
@@ -252,23 +358,22 @@ def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool) -> list[s
     k = min(m, n)
     batch = aval.shape[:-2]
     nb = len(batch)
+    gpu = _gpu(ctx, "qr")
     if aval.size == 0:
-        q = ctx.broadcast(ctx.scalar(0, aval.dtype), aval.update(shape=()), q_aval.shape)
-        eye = _tri_mask(ctx, q_aval.shape, True)
-        eye = ctx.emit1("stablehlo.and", [eye, _tri_mask(ctx, q_aval.shape, False)], mt.tensor_type(q_aval.shape, _BOOL))
-        one = ctx.broadcast(ctx.scalar(1, aval.dtype), aval.update(shape=()), q_aval.shape)
-        q = ctx.emit1("stablehlo.select", [eye, one, q], mt.aval_type(q_aval))
         r = ctx.broadcast(ctx.scalar(0, aval.dtype), aval.update(shape=()), r_aval.shape)
-        return [q, r]
+        return [_eye_like(ctx, q_aval), r]
     letter = _LETTER[aval.dtype]
     tau_aval = ShapedArray(batch + (k,), aval.dtype)
-    qr, tau = _custom_call(ctx, f"lapack_{letter}geqrf_ffi", [(a, aval, True)], [(aval, True), (tau_aval, False)],
-                           {}, nb)
+    if gpu is None:
+        geqrf = f"lapack_{letter}geqrf_ffi"
+        orgqr = f"lapack_{letter}{'ungqr' if aval.dtype.kind == 'c' else 'orgqr'}_ffi"
+    else:  # cuSOLVER's and hipSOLVER's orgqr kernels take complex matrices too (they call ungqr)
+        geqrf, orgqr = f"{gpu}solver_geqrf_ffi", f"{gpu}solver_orgqr_ffi"
+    qr, tau = _custom_call(ctx, geqrf, [(a, aval, True)], [(aval, True), (tau_aval, False)], {}, nb, {0: 0})
     qcols = q_aval.shape[-1]
     qin, qin_aval = _slice_cols(ctx, qr, aval, m, qcols)
-    gen = "ungqr" if aval.dtype.kind == "c" else "orgqr"
-    (q,) = _custom_call(ctx, f"lapack_{letter}{gen}_ffi", [(qin, qin_aval, True), (tau, tau_aval, False)],
-                        [(q_aval, True)], {}, nb)
+    (q,) = _custom_call(ctx, orgqr, [(qin, qin_aval, True), (tau, tau_aval, False)], [(q_aval, True)], {}, nb,
+                        {0: 0})
     r, r_av = _slice_cols(ctx, qr, aval, r_aval.shape[-2], n)
     r = _zero_outside(ctx, r, r_av, lower=False)
     return [q, r]
@@ -283,17 +388,78 @@ def _eigh_lowering(ctx: LoweringContext, a: str, *, lower: bool) -> list[str]:
     v_aval, w_aval = ctx.avals_out
     batch = aval.shape[:-2]
     nb = len(batch)
+    gpu = _gpu(ctx, "eigh")
     if aval.size == 0:
         return [a, ctx.broadcast(ctx.scalar(0, w_aval.dtype), w_aval.update(shape=()), w_aval.shape)]
-    name = "heevd" if aval.dtype.kind == "c" else "syevd"
-    v, w, info = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}{name}_ffi", [(a, aval, True)],
-                              [(v_aval, True), (w_aval, False), (ShapedArray(batch, _I32), False)],
-                              {"mode": "V", "uplo": "L" if lower else "U"}, nb)
+    if gpu is None:
+        name = "heevd" if aval.dtype.kind == "c" else "syevd"
+        target = f"lapack_{_LETTER[aval.dtype]}{name}_ffi"
+        config = {"mode": _char("V"), "uplo": _char("L" if lower else "U")}
+    else:  # algorithm 0: the solver's default (syevd, or syevj for small batched matrices)
+        target, config = f"{gpu}solver_syevd_ffi", {"algorithm": "0 : ui8", "lower": _bool(lower)}
+    v, w, info = _custom_call(ctx, target, [(a, aval, True)],
+                              [(v_aval, True), (w_aval, False), (ShapedArray(batch, _I32), False)], config, nb,
+                              {0: 0})
     ok = _info_ok(ctx, info, batch)
     return [_nan_unless(ctx, v, v_aval, ok, nb), _nan_unless(ctx, w, w_aval, ok, nb)]
 
 
 # ---------------------------------------------------------------- svd
+
+# The GPU SVD is Jacobi's (gesvdj) up to this size in both dimensions, QR-based gesvd beyond, as in JAX
+# (NVIDIA's measurements: Jacobi is the faster up to about 1024x1024).
+_GESVDJ_MAX = 1024
+# gesvdj's batched kernel has no economy mode; an economy SVD asks for it only past 32x32.
+_GESVDJ_ECON_MIN = 32
+
+
+def _transpose_last(ctx: LoweringContext, x: str, aval: ShapedArray) -> tuple[str, ShapedArray]:
+    nd = aval.ndim
+    out = aval.update(shape=aval.shape[:-2] + (aval.shape[-1], aval.shape[-2]))
+    return ctx.emit1("stablehlo.transpose", [x], mt.aval_type(out),
+                     {"permutation": mt.i64_array(list(range(nd - 2)) + [nd - 1, nd - 2])}), out
+
+
+def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: ShapedArray,
+             u_aval: ShapedArray, vt_aval: ShapedArray, full_matrices: bool, compute_uv: bool):
+    """cuSOLVER's / hipSOLVER's SVD: ``(s, u, vt, info)``, with ``u``/``vt`` of the shapes asked for."""
+    batch = aval.shape[:-2]
+    nb = len(batch)
+    m, n = aval.shape[-2:]
+    k = min(m, n)
+    info_aval = ShapedArray(batch, _I32)
+    if m <= _GESVDJ_MAX and n <= _GESVDJ_MAX:
+        econ = not full_matrices and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
+        # Jacobi computes U and V (not V^H) whether or not they are wanted.
+        uj = ShapedArray(batch + (m, k if econ else m), aval.dtype)
+        vj = ShapedArray(batch + (n, k if econ else n), aval.dtype)
+        _, s, u, v, info = _custom_call(
+            ctx, f"{gpu}solver_gesvdj_ffi", [(a, aval, True)],
+            [(aval, True), (s_aval, False), (uj, True), (vj, True), (info_aval, False)],
+            {"compute_uv": _bool(compute_uv), "full_matrices": _bool(not econ)}, nb, {0: 0})
+        if not compute_uv:
+            return s, None, None, info
+        vt, vt_j = _transpose_last(ctx, v, vj)
+        vt = _conj(ctx, vt, vt_j)
+        if not full_matrices and not econ:
+            u, _ = _slice_cols(ctx, u, uj, m, k)
+            vt, _ = _slice_cols(ctx, vt, vt_j, k, n)
+        return s, u, vt, info
+    # gesvd wants m >= n: a wide matrix goes in transposed (row-major), and U and V^H come back swapped.
+    transposed = m < n
+    if not compute_uv:
+        u_aval = vt_aval = ShapedArray((), aval.dtype)
+    outs = [(u_aval, not transposed), (vt_aval, not transposed)]
+    if transposed:
+        outs.reverse()
+    _, s, x, y, info = _custom_call(
+        ctx, f"{gpu}solver_gesvd_ffi", [(a, aval, not transposed)],
+        [(aval, not transposed), (s_aval, False), *outs, (info_aval, False)],
+        {"compute_uv": _bool(compute_uv), "full_matrices": _bool(full_matrices), "transposed": _bool(transposed)},
+        nb, {0: 0})
+    if not compute_uv:
+        return s, None, None, info
+    return (s, y, x, info) if transposed else (s, x, y, info)
 
 
 @register_lowering(L.svd_p)
@@ -307,23 +473,20 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
     ku, kv = (m, n) if full_matrices else (k, k)
     u_aval = ShapedArray(batch + (m, ku), aval.dtype)
     vt_aval = ShapedArray(batch + (kv, n), aval.dtype)
+    gpu = _gpu(ctx, "svd")
     if aval.size == 0:
         s = ctx.broadcast(ctx.scalar(0, s_aval.dtype), s_aval.update(shape=()), s_aval.shape)
         if not compute_uv:
             return [s]
-        outs = [s]
-        for av in (u_aval, vt_aval):
-            z = ctx.broadcast(ctx.scalar(0, av.dtype), av.update(shape=()), av.shape)
-            eye = ctx.emit1("stablehlo.and", [_tri_mask(ctx, av.shape, True), _tri_mask(ctx, av.shape, False)],
-                            mt.tensor_type(av.shape, _BOOL))
-            one = ctx.broadcast(ctx.scalar(1, av.dtype), av.update(shape=()), av.shape)
-            outs.append(ctx.emit1("stablehlo.select", [eye, one, z], mt.aval_type(av)))
-        return outs
-    mode = ("A" if full_matrices else "S") if compute_uv else "N"
-    _, s, u, vt, info = _custom_call(
-        ctx, f"lapack_{_LETTER[aval.dtype]}gesdd_ffi", [(a, aval, True)],
-        [(aval, True), (s_aval, False), (u_aval, True), (vt_aval, True), (ShapedArray(batch, _I32), False)],
-        {"mode": mode}, nb)
+        return [s, _eye_like(ctx, u_aval), _eye_like(ctx, vt_aval)]
+    if gpu is None:
+        mode = ("A" if full_matrices else "S") if compute_uv else "N"
+        _, s, u, vt, info = _custom_call(
+            ctx, f"lapack_{_LETTER[aval.dtype]}gesdd_ffi", [(a, aval, True)],
+            [(aval, True), (s_aval, False), (u_aval, True), (vt_aval, True), (ShapedArray(batch, _I32), False)],
+            {"mode": _char(mode)}, nb, {0: 0})
+    else:
+        s, u, vt, info = _svd_gpu(ctx, gpu, a, aval, s_aval, u_aval, vt_aval, full_matrices, compute_uv)
     ok = _info_ok(ctx, info, batch)
     s = _nan_unless(ctx, s, s_aval, ok, nb)
     if not compute_uv:
@@ -332,6 +495,86 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
 
 
 # ---------------------------------------------------------------- eig
+
+
+def _unpack_program(w_aval: ShapedArray, v_aval: ShapedArray):
+    """An ftrans program turning a real solver's packed eigenvectors into complex ones.
+
+    As LAPACK does, cuSOLVER's real ``geev`` stores a complex-conjugate pair of
+    eigenvectors as two real columns, the real part then the imaginary part:
+    for the pair starting at column ``j``, ``v_j = x_j + i x_{j+1}`` and
+    ``v_{j+1} = x_j - i x_{j+1}``.  A pair starts where an odd number of
+    non-real eigenvalues has been seen so far.
+    """
+    nd = v_aval.ndim
+    r = v_aval.dtype
+    wdims = tuple(d for d in range(nd) if d != nd - 2)  # w's axes within v's: all but the row axis
+
+    def run(w, v):
+        # A zero of the real dtype (a NumPy float64 literal would be narrowed to float32 without x64).
+        zero = S.convert_element_type_p.bind(np.int32(0), new_dtype=r, weak_type=False)
+        im = E.imag_p.bind(w)
+        nonreal = E.ne_p.bind(im, zero)
+        count = cumsum_p.bind(S.convert_element_type_p.bind(nonreal, new_dtype=_I32, weak_type=False),
+                              axis=nd - 2, reverse=False)
+        start = E.eq_p.bind(E.rem_p.bind(count, np.int32(2)), np.int32(1))
+        real_b = S.broadcast_in_dim_p.bind(E.not_p.bind(nonreal), shape=v_aval.shape, broadcast_dimensions=wdims)
+        start_b = S.broadcast_in_dim_p.bind(start, shape=v_aval.shape, broadcast_dimensions=wdims)
+        cfg = [(0, 0, 0)] * nd
+        left = S.pad_p.bind(v, zero, padding_config=tuple(cfg[:-1] + [(-1, 1, 0)]))   # column j+1 at j
+        right = S.pad_p.bind(v, zero, padding_config=tuple(cfg[:-1] + [(1, -1, 0)]))  # column j-1 at j
+        re = S.select_n_p.bind(E.or_p.bind(real_b, start_b), right, v)
+        imv = S.select_n_p.bind(start_b, E.neg_p.bind(v), left)
+        imv = S.select_n_p.bind(real_b, imv, S.broadcast_in_dim_p.bind(zero, shape=v_aval.shape,
+                                                                       broadcast_dimensions=()))
+        return [E.complex_p.bind(re, imv)]
+
+    return stage(run, [w_aval, v_aval])[0]
+
+
+def _unpack(ctx: LoweringContext, w: str, w_aval: ShapedArray, v: str, v_aval: ShapedArray) -> str:
+    closed = _unpack_program(w_aval, v_aval)
+    consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
+    sym = ctx.module.function(closed.jaxpr, "unpack_eigenvectors")
+    out_t = mt.tensor_type(v_aval.shape, w_aval.dtype)
+    return ctx.fn.emit("func.call", consts + [w, v], [out_t], {"callee": f"@{sym}"})[0]
+
+
+def _eig_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, c: np.dtype, left: bool, right: bool):
+    """``(w, vl, vr, info)`` from cuSOLVER's geev where it has one, else the hybrid (host LAPACK/MAGMA) kernel.
+
+    ``c`` is the complex dtype of the results.
+    """
+    batch = aval.shape[:-2]
+    nb = len(batch)
+    n = aval.shape[-1]
+    real = aval.dtype.kind != "c"
+    w_aval = ShapedArray(batch + (n,), c)
+    info_aval = ShapedArray(batch, _I32)
+    version = compat.cusolver_version() if gpu == "cu" else None
+    if version is not None and version >= _CUSOLVER_GEEV and not left:
+        v_aval = ShapedArray(aval.shape, aval.dtype)
+        _, w, vl, vr, info = _custom_call(
+            ctx, f"{gpu}solver_geev_ffi", [(a, aval, True)],
+            [(aval, True), (w_aval, False), (v_aval, True), (v_aval, True), (info_aval, False)],
+            {"left": _bool(left), "right": _bool(right)}, nb)
+        if real and right:
+            vr = _unpack(ctx, w, w_aval, vr, v_aval)
+        return w, vl, vr, info
+    compat.init_gpu_hybrid_kernels()
+    cv_aval = ShapedArray(aval.shape, c)
+    config = {"left": _bool(left), "magma": f'"{compat.gpu_use_magma()}"', "right": _bool(right)}
+    if real:
+        rw = ShapedArray(batch + (n,), aval.dtype)
+        wr, wi, vl, vr, info = _custom_call(
+            ctx, f"{gpu}hybrid_eig_real", [(a, aval, True)],
+            [(rw, False), (rw, False), (cv_aval, True), (cv_aval, True), (info_aval, False)], config, nb)
+        w = ctx.emit1("stablehlo.complex", [wr, wi], mt.aval_type(w_aval))
+    else:
+        w, vl, vr, info = _custom_call(
+            ctx, f"{gpu}hybrid_eig_comp", [(a, aval, True)],
+            [(w_aval, False), (cv_aval, True), (cv_aval, True), (info_aval, False)], config, nb)
+    return w, vl, vr, info
 
 
 @register_lowering(L.eig_p)
@@ -345,18 +588,20 @@ def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bo
     w_aval = ShapedArray(batch + (n,), c)
     v_aval = ShapedArray(aval.shape, c)
     info_aval = ShapedArray(batch, _I32)
-    config = {"compute_left": "V" if compute_left_eigenvectors else "N",
-              "compute_right": "V" if compute_right_eigenvectors else "N"}
-    if aval.dtype.kind == "c":
+    gpu = _gpu(ctx, "eig")
+    config = {"compute_left": _char("V" if compute_left_eigenvectors else "N"),
+              "compute_right": _char("V" if compute_right_eigenvectors else "N")}
+    if gpu is not None:
+        w, vl, vr, info = _eig_gpu(ctx, gpu, a, aval, c, compute_left_eigenvectors, compute_right_eigenvectors)
+    elif aval.dtype.kind == "c":
         w, vl, vr, info = _custom_call(
             ctx, f"lapack_{_LETTER[aval.dtype]}geev_ffi", [(a, aval, True)],
-            [(w_aval, False), (v_aval, True), (v_aval, True), (info_aval, False)], config, nb, alias=False)
+            [(w_aval, False), (v_aval, True), (v_aval, True), (info_aval, False)], config, nb)
     else:
         rw = ShapedArray(batch + (n,), aval.dtype)
         wr, wi, vl, vr, info = _custom_call(
             ctx, f"lapack_{_LETTER[aval.dtype]}geev_ffi", [(a, aval, True)],
-            [(rw, False), (rw, False), (v_aval, True), (v_aval, True), (info_aval, False)], config, nb,
-            alias=False)
+            [(rw, False), (rw, False), (v_aval, True), (v_aval, True), (info_aval, False)], config, nb)
         w = ctx.emit1("stablehlo.complex", [wr, wi], mt.aval_type(w_aval))
     ok = _info_ok(ctx, info, batch)
     outs = [_nan_unless(ctx, w, w_aval, ok, nb)]
