@@ -355,8 +355,7 @@ def _normal_real(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.mul(np.asarray(np.sqrt(2), dtype), lax.erf_inv(u))
 
 
-@jit(static_argnums=(1, 2))
-def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+def _normal_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     if dtypes.is_float(dtype):
         return _normal_real(k, shape, dtype)
     real = np.dtype(np.array(0, dtype).real.dtype)
@@ -364,6 +363,9 @@ def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     re = _normal_real(k_re, shape, real).astype(dtype)
     im = _normal_real(k_im, shape, real).astype(dtype)
     return (re + 1j * im) / np.asarray(np.sqrt(2), dtype)
+
+
+_normal = jit(_normal_core, static_argnums=(1, 2))
 
 
 def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
