@@ -410,3 +410,15 @@ def test_every_public_name_of_jax_random_exists():
     for n in ("gamma", "beta", "dirichlet", "poisson", "binomial", "multinomial", "orthogonal"):
         assert n in fr.__all__
     assert isinstance(fnp.asarray(fr.exponential(K)), ftrans.Array)
+
+
+def test_under_disable_jit():
+    # The samplers run eagerly through NumPy (their while loops stepped in Python, the
+    # per-element gamma loops batched by vmap): JAX's values to float tolerance.
+    ftrans.config.update("disable_jit", True)
+    try:
+        ours = [fr.gamma(KEYS[0], A4), fr.poisson(KEYS[0], np.array([3.0, 30.0], F32))]
+    finally:
+        ftrans.config.update("disable_jit", False)
+    close(ours[0], jax_call("gamma", KEYS[0], A4), rtol=1e-5, atol=1e-7)
+    same_bits(ours[1], jax_call("poisson", KEYS[0], np.array([3.0, 30.0], F32)))
