@@ -22,6 +22,9 @@ import jax.random as jr
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import ftrans
 import ftrans.numpy as fnp
@@ -153,6 +156,33 @@ def test_matches_jax(case):
         ours = getattr(fr, name)(KEYS[seed], *args, **kw)
         theirs = jax_call(name, KEYS[seed], *args, **kw)
         same_bits(ours, theirs)
+
+
+KEY_WORDS = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+
+
+def _key(words):
+    return np.array(words, np.uint32)
+
+
+@settings(max_examples=15, deadline=None)
+@given(KEY_WORDS, hnp.arrays(F32, (4,), elements=st.floats(1 / 64, 60.0, width=32)))
+def test_gamma_any_key_and_shape_parameter(words, a):
+    same_bits(fr.gamma(_key(words), a), jax_call("gamma", _key(words), a))
+    same_bits(fr.loggamma(_key(words), a), jax_call("loggamma", _key(words), a))
+
+
+@settings(max_examples=15, deadline=None)
+@given(KEY_WORDS, hnp.arrays(F32, (4,), elements=st.floats(0.0, 300.0, width=32)))
+def test_poisson_any_key_and_rate(words, lam):
+    same_bits(fr.poisson(_key(words), lam), jax_call("poisson", _key(words), lam))
+
+
+@settings(max_examples=15, deadline=None)
+@given(KEY_WORDS, hnp.arrays(F32, (3,), elements=st.floats(0.0, 500.0, width=32)),
+       hnp.arrays(F32, (3,), elements=st.floats(0.0, 1.0, width=32)))
+def test_binomial_any_key_count_and_probability(words, n, p):
+    same_bits(fr.binomial(_key(words), n, p), jax_call("binomial", _key(words), n, p))
 
 
 @pytest.mark.parametrize("method", ["svd", "eigh"])
