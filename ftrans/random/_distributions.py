@@ -205,7 +205,7 @@ def rademacher(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """-1 or +1 with equal probability, as JAX's ``random.rademacher`` (integers by default)."""
     k = _check_key("rademacher", key)
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
-    if d == np.bool_ or d.kind not in "iuf" and not (d == np.dtype(ml_dtypes.bfloat16)):
+    if d == np.bool_ or not (d.kind in "iuf" or d == np.dtype(ml_dtypes.bfloat16)):
         raise FtransValueError(
             f"ftrans.random.rademacher: dtype must be a signed integer or float dtype, got {d.name}")
     return _rademacher(k, _canonical_shape("rademacher", shape), d)
