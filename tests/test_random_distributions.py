@@ -131,6 +131,8 @@ CASES = [
     ("orthogonal", (3, (2,)), {}),
     ("orthogonal", (4,), {"m": 2}),
     ("orthogonal", (2,), {"m": 3}),
+    ("orthogonal", (3, (2,), np.complex64), {}),
+    ("orthogonal", (2, (), np.complex64), {"m": 3}),
     ("multivariate_normal", (MEAN, COV, (4,)), {}),
     ("multivariate_normal", (np.stack([MEAN, -MEAN]), COV), {}),
     ("binomial", (np.array([5.0, 20.0, 100.0, 1000.0, 0.0, 7.0], F32),

@@ -1095,7 +1095,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Any = None, dtype:
 
 @jit(static_argnums=(1, 2, 3, 4))
 def _orthogonal(k: Any, n: int, m: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    z = _normal_real(k, (*shape, max(n, m), min(n, m)), dtype)
+    z = _normal_core(k, (*shape, max(n, m), min(n, m)), dtype)
     q, r = jnp.linalg.qr(z)
     dg = jnp.diagonal(r, axis1=-2, axis2=-1)
     x = q * jnp.expand_dims(jnp.sign(dg), -2)
@@ -1103,10 +1103,11 @@ def _orthogonal(k: Any, n: int, m: int, shape: tuple[int, ...], dtype: np.dtype)
 
 
 def orthogonal(key: Any, n: int, shape: Any = (), dtype: Any = None, m: int | None = None) -> Any:
-    """Haar-random ``n x m`` matrices with orthonormal columns (or rows), as JAX's ``random.orthogonal``."""
+    """Haar-random ``n x m`` matrices with orthonormal columns (or rows), as JAX's ``random.orthogonal``
+    (unitary for a complex ``dtype``)."""
     shape = _canonical_shape("orthogonal", shape)
     k = _check_key("orthogonal", key)
-    d = _float_dtype("orthogonal", dtype)
+    d = _float_dtype("orthogonal", dtype, allow_complex=True)
     nn = _static_int("orthogonal", "n", n)
     mm = nn if m is None else _static_int("orthogonal", "m", m)
     if nn < 0 or mm < 0:
