@@ -746,3 +746,24 @@ def test_lax_exports_the_api_layer_functions():
         assert getattr(ftrans.lax, name) is getattr(_control_flow, name)
     for name in _collectives.__all__:
         assert getattr(ftrans.lax, name) is getattr(_collectives, name)
+
+
+def test_disable_jit_while_loop_under_vmap_falls_back_to_the_primitive():
+    """A vmapped while_loop's condition is traced: under disable_jit it runs as the primitive (as in JAX)."""
+    def f(x):
+        return FT.lax.while_loop(lambda v: v < 5.0, lambda v: v + 1.0, x)
+
+    def g(x):
+        return JX.lax.while_loop(lambda v: v < 5.0, lambda v: v + 1.0, x)
+
+    xs = np.array([1.0, 3.5, 7.0], np.float32)
+    ftrans.config.update("disable_jit", True)
+    try:
+        with jax.disable_jit():
+            want = jax.vmap(g)(xs)
+        got = ftrans.vmap(f)(xs)
+        # Unbatched, the loop still steps in Python with concrete values.
+        assert float(f(np.float32(2.5))) == 5.5
+    finally:
+        ftrans.config.update("disable_jit", False)
+    assert_same(got, want)

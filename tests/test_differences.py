@@ -212,6 +212,17 @@ def test_randint_empty_range_raises():
         fr.randint(fr.PRNGKey(0), (3,), 5, 2)
 
 
+def test_key_impl_and_key_dtype_describe_raw_keys():
+    import jax.random as jr
+
+    import ftrans.random as fr
+
+    assert fr.key_dtype() == np.dtype(np.uint32)
+    assert str(jr.key_dtype()) == "key<fry>"
+    assert fr.key_impl(fr.PRNGKey(0)) == "threefry2x32" == str(jr.key_impl(jr.key(0)))
+    assert not hasattr(fr, "random_gamma_p") and hasattr(jr, "random_gamma_p")
+
+
 def test_stax_parallel_init_returns_a_tuple():
     from jax.example_libraries import stax as jstax
 

@@ -472,10 +472,15 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """JAX's ``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
     _check_callable("while_loop", cond_fun=cond_fun, body_fun=body_fun)
     if config.disable_jit:
-        val = init_val
-        while bool(cond_fun(val)):
-            val = body_fun(val)
-        return val
+        # Stepped in Python; a traced condition (a vmap of the loop) falls back to the primitive,
+        # restarting from init_val (the functions are pure), as JAX does.
+        try:
+            val = init_val
+            while bool(cond_fun(val)):
+                val = body_fun(val)
+            return val
+        except ConcretizationTypeError:
+            pass
     init, tree = _flatten_operands(init_val, "init_val")
     paths = _leaf_paths(tree)
     arg_tree = _tuple_tree(tree)

@@ -6,6 +6,39 @@ JAX's default (``jax_threefry_partitionable``), so the same key, shape and
 dtype give the same bits as JAX's ``random``.  See ``docs/random.md``.
 """
 
+from ftrans.random._distributions import (
+    ball,
+    beta,
+    binomial,
+    cauchy,
+    chisquare,
+    clone,
+    dirichlet,
+    double_sided_maxwell,
+    exponential,
+    f,
+    gamma,
+    generalized_normal,
+    geometric,
+    key_dtype,
+    key_impl,
+    laplace,
+    loggamma,
+    logistic,
+    lognormal,
+    maxwell,
+    multinomial,
+    multivariate_normal,
+    orthogonal,
+    pareto,
+    poisson,
+    rademacher,
+    rayleigh,
+    t,
+    triangular,
+    wald,
+    weibull_min,
+)
 from ftrans.random._samplers import (
     PRNGKey,
     bernoulli,
@@ -29,5 +62,9 @@ from ftrans.random._samplers import (
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform", "normal",
     "randint", "bernoulli", "categorical", "choice", "permutation", "shuffle", "truncated_normal",
-    "gumbel",
+    "gumbel", "exponential", "laplace", "logistic", "cauchy", "rademacher", "maxwell",
+    "double_sided_maxwell", "weibull_min", "gamma", "loggamma", "beta", "dirichlet", "t", "chisquare",
+    "f", "pareto", "poisson", "geometric", "rayleigh", "wald", "triangular", "lognormal",
+    "generalized_normal", "ball", "orthogonal", "multivariate_normal", "binomial", "multinomial",
+    "clone", "key_impl", "key_dtype",
 ]

@@ -81,7 +81,7 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
             f"ftrans.random.PRNGKey/key/split/fold_in; got {d.name}{list(shape)}")
     if len(shape) > 1 and not allow_batched:
         raise FtransValueError(
-            f"ftrans.random.{name}: accepts a single key, but was given a key array of shape "
+            f"ftrans.random.{name}: {name} accepts a single key, but was given a key array of shape "
             f"{shape} (a batch of {shape[:-1]} keys); use ftrans.vmap to map over keys")
     return as_operand(k)
 
@@ -146,7 +146,8 @@ def _float_dtype(name: str, dtype: Any, *, allow_complex: bool = False) -> np.dt
     ok = dtypes.is_float(d) or (allow_complex and dtypes.is_inexact(d))
     if not ok:
         kind = "a float or complex" if allow_complex else "a float"
-        raise FtransValueError(f"ftrans.random.{name}: dtype must be {kind} dtype, got {d.name}")
+        raise FtransValueError(
+            f"ftrans.random.{name}: dtype argument to `{name}` must be {kind} dtype, got {d.name}")
     return d
 
 
@@ -355,8 +356,7 @@ def _normal_real(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.mul(np.asarray(np.sqrt(2), dtype), lax.erf_inv(u))
 
 
-@jit(static_argnums=(1, 2))
-def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+def _normal_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     if dtypes.is_float(dtype):
         return _normal_real(k, shape, dtype)
     real = np.dtype(np.array(0, dtype).real.dtype)
@@ -364,6 +364,9 @@ def _normal(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     re = _normal_real(k_re, shape, real).astype(dtype)
     im = _normal_real(k_im, shape, real).astype(dtype)
     return (re + 1j * im) / np.asarray(np.sqrt(2), dtype)
+
+
+_normal = jit(_normal_core, static_argnums=(1, 2))
 
 
 def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
