@@ -388,7 +388,7 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
 
 
 def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
-    """cond, while and scan as the lax API records them, with the operands they are bound to."""
+    """cond, while, scan and custom_linear_solve as the lax API records them, with the operands they are bound to."""
     from ftrans import lax as flax
     from ftrans.core.jaxpr_api import eval_jaxpr
 
@@ -402,6 +402,10 @@ def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "scan": [lambda a: flax.scan(lambda c, r: (c + r, c * r), a[0], a),
                  lambda a: flax.scan(lambda c, r: (c * a[0], (r, c.sum())), a[1], a, reverse=True, unroll=2),
                  lambda a: flax.scan(lambda c, _: (c + 1, None), 0, None, length=4)],
+        "custom_linear_solve": [
+            lambda a: flax.custom_linear_solve(lambda v: v * 2.0 + a, a, lambda mv, v: (v - a) / 2.0,
+                                               symmetric=True),
+            lambda a: flax.custom_linear_solve(lambda v: v * 3.0, a[0], lambda mv, v: v / 3.0)],
     }
     out: dict[str, list] = {}
     for name, fs in programs.items():
