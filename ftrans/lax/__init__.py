@@ -12,7 +12,15 @@ from ftrans.lax._collectives import (  # noqa: F401
     psum,
     psum_scatter,
 )
-from ftrans.lax._control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: A004, F401
+from ftrans.lax._control_flow import (  # noqa: A004, F401
+    associative_scan,
+    cond,
+    fori_loop,
+    map,
+    scan,
+    switch,
+    while_loop,
+)
 from ftrans.lax._convolution import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
