@@ -388,7 +388,7 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
 
 
 def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
-    """cond, while, scan and custom_linear_solve as the lax API records them, with the operands they are bound to."""
+    """cond, while, scan, custom_linear_solve and reduce as the lax API records them, with the operands they are bound to."""
     from ftrans import lax as flax
     from ftrans.core.jaxpr_api import eval_jaxpr
 
@@ -406,6 +406,11 @@ def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
             lambda a: flax.custom_linear_solve(lambda v: v * 2.0 + a, a, lambda mv, v: (v - a) / 2.0,
                                                symmetric=True),
             lambda a: flax.custom_linear_solve(lambda v: v * 3.0, a[0], lambda mv, v: v / 3.0)],
+        "reduce": [
+            lambda a: flax.reduce((a, a * 2.0), (np.float32(-np.inf), np.float32(0)),
+                                  lambda p, q: (flax.max(p[0], q[0]), p[1] + q[1]), (0,)),
+            lambda a: flax.reduce(a, np.float32(0.5), lambda p, q: flax.max(p, q), (0, 1)),
+            lambda a: flax.reduce(a, np.float32(0), lambda p, q: flax.select(q > p, q, p), (1,))],
     }
     out: dict[str, list] = {}
     for name, fs in programs.items():

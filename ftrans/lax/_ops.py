@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,6 +58,7 @@ __all__ = [
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count",
     # selection and types
     "select", "select_n", "clamp", "convert_element_type", "bitcast_convert_type", "stop_gradient",
+    "reduce_precision",
     # shapes
     "broadcast", "broadcast_in_dim", "broadcasted_iota", "iota", "reshape", "transpose", "squeeze",
     "expand_dims", "rev", "pad", "concatenate", "slice", "slice_in_dim", "index_in_dim",
@@ -312,6 +314,14 @@ def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
     d = dtypes.to_dtype(new_dtype)
     (x,) = _operands("bitcast_convert_type", (operand,))
     return _bind(S.bitcast_convert_type_p, x, new_dtype=d)
+
+
+def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Any:
+    """``lax.reduce_precision``: round to the nearest value with ``mantissa_bits`` of mantissa and
+    ``exponent_bits`` of exponent (out-of-range values become zero or infinity), keeping the dtype."""
+    (x,) = _operands("reduce_precision", (operand,))
+    return _bind(E.reduce_precision_p, x, exponent_bits=operator.index(exponent_bits),
+                 mantissa_bits=operator.index(mantissa_bits))
 
 
 def stop_gradient(x: Any) -> Any:

@@ -116,6 +116,12 @@ def _round(ctx: LoweringContext, x, *, rounding_method: int = 0):
     return ctx.emit1(op, [x])
 
 
+@register_lowering(E.reduce_precision_p)
+def _reduce_precision(ctx: LoweringContext, x, *, exponent_bits: int, mantissa_bits: int):
+    return ctx.emit1("stablehlo.reduce_precision", [x], attrs={
+        "exponent_bits": f"{int(exponent_bits)} : i32", "mantissa_bits": f"{int(mantissa_bits)} : i32"})
+
+
 @register_lowering(E.conj_p)
 def _conj(ctx: LoweringContext, x):
     a = ctx.avals_in[0]

@@ -187,6 +187,7 @@ def _abs_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
 
 defjvp_linear(E.neg_p)
 defjvp_linear(E.copy_p)
+defjvp_linear(E.reduce_precision_p)
 defjvp_zero(E.sign_p)
 defjvp_zero(E.floor_p)
 defjvp_zero(E.ceil_p)

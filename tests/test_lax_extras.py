@@ -1,0 +1,256 @@
+"""``lax.reduce`` (monoids and general computations), ``lax.reduce_precision`` and ``lax.ragged_dot`` /
+``ragged_dot_general`` against jax: values, gradients, vmap, jit, and the errors."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from jax import lax as jlax
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import lax as flax
+
+
+def close(a, b, tol=1e-5):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype, (x.dtype, y.dtype)
+        assert x.shape == y.shape, (x.shape, y.shape)
+        np.testing.assert_allclose(x.astype(np.float64), y.astype(np.float64), rtol=tol, atol=tol)
+
+
+rng = np.random.RandomState(0)
+X = rng.randn(3, 4, 5).astype(np.float32)
+
+
+# ---------------------------------------------------------------- lax.reduce
+
+MONOIDS = [("add", 0.0, "reduce_sum"), ("mul", 1.0, "reduce_prod"), ("max", -np.inf, "reduce_max"),
+           ("min", np.inf, "reduce_min")]
+
+
+@pytest.mark.parametrize("op,init,prim", MONOIDS)
+@pytest.mark.parametrize("dims", [(0,), (1, 2), (0, 1, 2)])
+def test_monoid_reduce_binds_the_reduction(op, init, prim, dims):
+    fo, jo = getattr(flax, op), getattr(jlax, op)
+    close(flax.reduce(X, np.float32(init), fo, dims), jlax.reduce(X, np.float32(init), jo, dims), 1e-4)
+    eqns = ftrans.make_jaxpr(lambda x: flax.reduce(x, np.float32(init), fo, dims))(X).eqns
+    assert [e.primitive.name for e in eqns] == [prim]
+    # a lambda of the same op is recognised too
+    eqns = ftrans.make_jaxpr(lambda x: flax.reduce(x, np.float32(init), lambda a, b: fo(a, b), dims))(X).eqns
+    assert [e.primitive.name for e in eqns] == [prim]
+
+
+@pytest.mark.parametrize("op,init,prim", [("bitwise_or", False, "reduce_or"), ("bitwise_and", True, "reduce_and"),
+                                          ("bitwise_xor", False, "reduce_xor")])
+def test_boolean_monoids(op, init, prim):
+    b = rng.rand(4, 6) > 0.5
+    close(flax.reduce(b, init, getattr(flax, op), (1,)), jlax.reduce(b, init, getattr(jlax, op), (1,)))
+    eqns = ftrans.make_jaxpr(lambda x: flax.reduce(x, np.bool_(init), getattr(flax, op), (1,)))(b).eqns
+    assert [e.primitive.name for e in eqns] == [prim]
+
+
+def test_weak_types_follow_jax():
+    for operand, init in [(2.0, 0.0), (np.float32(2), 0.0), (np.ones(3, np.float32), 0.0)]:
+        fo = flax.reduce(operand, init, flax.add, () if np.ndim(operand) == 0 else (0,))
+        jo = jlax.reduce(operand, init, jlax.add, () if np.ndim(operand) == 0 else (0,))
+        assert fo.weak_type == jo.weak_type
+        close(fo, jo)
+
+
+def _argmax_like(L):
+    def comp(a, b):
+        take = L.gt(b[0], a[0])
+        return (L.select(take, b[0], a[0]), L.select(take, b[1], a[1]))
+    return comp
+
+
+def _general(L, np_):
+    def f(x):
+        idx = L.broadcasted_iota(np.int32, x.shape, 1)
+        return L.reduce((x, idx), (np.float32(-np.inf), np.int32(0)), _argmax_like(L), (1,))
+    return f
+
+
+def test_general_variadic_reduce_values_jit_vmap():
+    ff, jf = _general(flax, fjnp), _general(jlax, jjnp)
+    close(ff(X), jf(X))
+    close(ftrans.jit(ff)(X), jf(X))
+    close(ftrans.vmap(ff)(X), jax.vmap(jf)(X))
+    close(ftrans.vmap(ff, in_axes=2)(X), jax.vmap(jf, in_axes=2)(X))
+    closed = ftrans.make_jaxpr(ff)(X)
+    assert [e.primitive.name for e in closed.eqns][-1] == "reduce"
+    assert "stablehlo.reduce" in ftrans.jit(ff).lower(X).as_text()
+
+
+def test_non_identity_init_is_the_general_reduce():
+    f = lambda L: (lambda x: L.reduce(x, np.float32(0.25), L.max, (0, 2)))  # noqa: E731
+    close(f(flax)(X), f(jlax)(X))
+    close(ftrans.jit(f(flax))(X), f(jlax)(X))
+    assert [e.primitive.name for e in ftrans.make_jaxpr(f(flax))(X).eqns] == ["reduce"]
+
+
+def _smooth(L, np_):
+    """A differentiable non-monoid computation: a sum of squares' accumulator (a + b*b is not associative in
+    general, so use a commutative, associative one: logaddexp)."""
+    def f(x):
+        comp = lambda a, b: L.max(a, b) + L.log1p(L.exp(-L.abs(a - b)))  # noqa: E731
+        return L.reduce(x, np.float32(-np.inf), comp, (1,))
+    return f
+
+
+def test_general_reduce_gradients():
+    ff, jf = _smooth(flax, fjnp), _smooth(jlax, jjnp)
+    close(ff(X), jf(X), 1e-4)
+    lf = lambda x: fjnp.sum(ff(x) ** 2)  # noqa: E731
+    lj = lambda x: jjnp.sum(jf(x) ** 2)  # noqa: E731
+    close(ftrans.grad(lf)(X), jax.grad(lj)(X), 1e-4)
+    close(ftrans.jit(ftrans.grad(lf))(X), jax.grad(lj)(X), 1e-4)
+    close(ftrans.vmap(ftrans.grad(lf))(X), jax.vmap(jax.grad(lj))(X), 1e-4)
+    t = np.ones_like(X)
+    close(ftrans.jvp(ff, (X,), (t,)), jax.jvp(jf, (X,), (t,)), 1e-4)
+    # and against the closed form: the gradient of logsumexp is softmax
+    close(ftrans.grad(lambda x: fjnp.sum(ff(x)))(X), jax.grad(lambda x: jjnp.sum(jax.nn.logsumexp(x, 1)))(X), 1e-4)
+
+
+@given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=3), seed=st.integers(0, 50))
+def test_general_reduce_hypothesis(shape, seed):
+    r = np.random.RandomState(seed)
+    x = r.randn(*shape).astype(np.float32)
+    dims = tuple(d for d in range(len(shape)) if r.rand() < 0.6)
+    ff = lambda L: (lambda x: L.reduce(x, np.float32(-3.0), L.max, dims))  # noqa: E731
+    close(flax.reduce(x, np.float32(-3.0), flax.max, dims), jlax.reduce(x, np.float32(-3.0), jlax.max, dims))
+    close(ftrans.jit(ff(flax))(x), ff(jlax)(x))
+
+
+def test_reduce_errors():
+    with pytest.raises(ValueError, match="tree structure"):
+        flax.reduce((X, X), (0.0,), flax.add, (0,))
+    with pytest.raises(TypeError, match="dtypes should match"):
+        flax.reduce(X, np.int32(0), flax.add, (0,))
+    with pytest.raises(ValueError, match="out of bounds"):
+        flax.reduce(X, 0.0, flax.add, (3,))
+    with pytest.raises(TypeError, match="structure"):
+        flax.reduce((X, X), (0.0, 0.0), lambda a, b: a[0] + b[0], (0,))
+
+
+def test_reduce_init_gradient_is_not_supported():
+    f = lambda i: fjnp.sum(flax.reduce(X, i, lambda a, b: flax.max(a, b) * 1.0, (0,)))  # noqa: E731
+    with pytest.raises(NotImplementedError, match="init"):
+        ftrans.jit(ftrans.grad(f))(np.float32(0.5))
+
+
+# ---------------------------------------------------------------- reduce_precision
+
+VALUES = np.concatenate([rng.randn(400) * 10.0 ** rng.randint(-40, 40, 400),
+                         [np.nan, np.inf, -np.inf, 0.0, -0.0, 65504, 65520, 1e-8, 6e-8, 3e-8, 3.0, 2.5]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("bits", [(5, 10), (8, 7), (4, 3), (5, 2), (2, 0), (8, 23), (11, 52)])
+def test_reduce_precision_bits_match_xla(dtype, bits):
+    with np.errstate(over="ignore"):
+        x = VALUES.astype(dtype)
+    e, m = bits
+    want = np.asarray(jlax.reduce_precision(x, e, m))
+    for got in (flax.reduce_precision(x, e, m), ftrans.jit(lambda x: flax.reduce_precision(x, e, m))(x)):
+        got = np.asarray(got)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_reduce_precision_transforms():
+    x = rng.randn(6).astype(np.float32)
+    f = lambda L, np_: (lambda x: np_.sum(L.reduce_precision(x * 3.0, 5, 2) ** 2))  # noqa: E731
+    close(ftrans.grad(f(flax, fjnp))(x), jax.grad(f(jlax, jjnp))(x))
+    close(ftrans.vmap(lambda x: flax.reduce_precision(x, 4, 3))(x.reshape(2, 3)),
+          jax.vmap(lambda x: jlax.reduce_precision(x, 4, 3))(x.reshape(2, 3)))
+    with pytest.raises(TypeError):
+        flax.reduce_precision(np.arange(3), 5, 2)
+
+
+# ---------------------------------------------------------------- ragged_dot
+
+
+def _sizes(m, g, r):
+    cuts = np.sort(r.choice(m + 1, size=g - 1))
+    return np.diff(np.concatenate([[0], cuts, [m]])).astype(np.int32)
+
+
+@pytest.mark.parametrize("m,k,n,g", [(11, 5, 7, 3), (8, 4, 3, 1), (9, 4, 3, 2)])
+def test_ragged_dot_values_grad_vmap(m, k, n, g):
+    r = np.random.RandomState(m)
+    lhs, rhs = r.randn(m, k).astype(np.float32), r.randn(g, k, n).astype(np.float32)
+    gs = _sizes(m, g, r)
+    close(flax.ragged_dot(lhs, rhs, gs), jlax.ragged_dot(lhs, rhs, gs), 1e-4)
+    close(ftrans.jit(flax.ragged_dot)(lhs, rhs, gs), jlax.ragged_dot(lhs, rhs, gs), 1e-4)
+    short = np.maximum(gs - 1, 0).astype(np.int32)  # rows past the last group are zero
+    close(flax.ragged_dot(lhs, rhs, short), jlax.ragged_dot(lhs, rhs, short), 1e-4)
+    lf = lambda a, b: fjnp.sum(flax.ragged_dot(a, b, gs) ** 2)  # noqa: E731
+    lj = lambda a, b: jjnp.sum(jlax.ragged_dot(a, b, gs) ** 2)  # noqa: E731
+    close(ftrans.grad(lf, (0, 1))(lhs, rhs), jax.grad(lj, (0, 1))(lhs, rhs), 1e-3)
+    gsb = np.stack([gs, gs[::-1].copy()])
+    args = (np.stack([lhs, 2 * lhs]), np.stack([rhs, rhs + 1]), gsb)
+    close(ftrans.vmap(flax.ragged_dot)(*args), jax.vmap(jlax.ragged_dot)(*args), 1e-4)
+
+
+GENERAL = [
+    ([11, 5], [5, 7], [3], (([1], [0]), ([], [])), [1], []),                       # ragged contracting
+    ([2, 11, 5], [2, 5, 7], [2, 3], (([2], [1]), ([0], [0])), [2], []),           # ... with a batch dim
+    ([19, 17, 11, 5], [3, 19, 5, 7], [19, 3], (([3], [2]), ([0], [1])), [1], [0]),  # non-contracting, batched
+    ([4, 6, 5], [4, 5, 7], [3], (([2], [1]), ([0], [0])), [0], []),                # ragged batch
+    ([2, 11, 5], [3, 2, 5, 7], [3], (([2], [2]), ([0], [1])), [1], [0]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GENERAL)))
+def test_ragged_dot_general_modes(case):
+    ls, rs, gsh, dd, lr, rg = GENERAL[case]
+    r = np.random.RandomState(case)
+    x, y = r.randn(*ls).astype(np.float32), r.randn(*rs).astype(np.float32)
+    g = r.randint(0, 4, size=gsh).astype(np.int32)
+    fd, jd = flax.RaggedDotDimensionNumbers(dd, lr, rg), jlax.RaggedDotDimensionNumbers(dd, lr, rg)
+    close(flax.ragged_dot_general(x, y, g, fd), jlax.ragged_dot_general(x, y, g, jd), 1e-4)
+    lf = lambda a, b: fjnp.sum(flax.ragged_dot_general(a, b, g, fd) ** 2)  # noqa: E731
+    lj = lambda a, b: jjnp.sum(jlax.ragged_dot_general(a, b, g, jd) ** 2)  # noqa: E731
+    if lr[0] not in dd[0][0] and lr[0] not in dd[1][0]:  # jax transposes the non-contracting mode only
+        close(ftrans.grad(lf, (0, 1))(x, y), jax.grad(lj, (0, 1))(x, y), 1e-3)
+    else:
+        close(ftrans.jvp(lambda a: flax.ragged_dot_general(a, y, g, fd), (x,), (x,)),
+              jax.jvp(lambda a: jlax.ragged_dot_general(a, y, g, jd), (x,), (x,)), 1e-4)
+
+
+FAILURES = [
+    ([11, 5], [3, 5, 7], [3], (([1], [1]), ([], [])), [0, 1], [0], "exactly one lhs ragged dimension"),
+    ([11, 5], [3, 5, 7], [3], (([1], [1]), ([], [])), [2], [0], "lhs ragged dimension numbers to be nonnegative"),
+    ([11, 5], [3, 5, 7], [2, 3], (([1], [1]), ([], [])), [0], [0], r"shape \(3,\), got \(2, 3\)"),
+    ([19, 11, 17, 5], [19, 17, 5, 7], [19, 11, 3], (([2, 3], [1, 2]), ([0], [0])), [3], [],
+     r"shape \(19, 17, 3\), got \(19, 11, 3\)"),
+    ([19, 11, 5], [19, 5, 7], [19, 3], (([2], [1]), ([0], [0])), [1], [0], "distinct from contracting"),
+    ([11, 5], [3, 5, 7], [2], (([1], [1]), ([], [])), [0], [0], "group dimension size to be 2, got 3"),
+    ([11, 5], [3, 5, 7], [3], (([1], [1]), ([], [])), [1], [0], "zero group dimensions"),
+    ([11, 5], [5, 7], [3], (([1], [0]), ([], [])), [0], [], "exactly one rhs group dimension"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(FAILURES)))
+def test_ragged_dot_general_errors_match_jax(case):
+    ls, rs, gsh, dd, lr, rg, msg = FAILURES[case]
+    x, y, g = np.ones(ls, np.float32), np.ones(rs, np.float32), np.ones(gsh, np.int32)
+    with pytest.raises(TypeError, match=msg):
+        jlax.ragged_dot_general(x, y, g, jlax.RaggedDotDimensionNumbers(dd, lr, rg))
+    with pytest.raises(TypeError, match=msg):
+        flax.ragged_dot_general(x, y, g, flax.RaggedDotDimensionNumbers(dd, lr, rg))
