@@ -24,6 +24,7 @@ from ftrans.lax._control_flow import (  # noqa: A004, F401
 from ftrans.lax._convolution import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
+from ftrans.lax._primitives import *  # noqa: F401,F403
 from ftrans.lax._ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general  # noqa: F401
 from ftrans.lax._reductions import *  # noqa: F401,F403
 from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
