@@ -254,3 +254,116 @@ def test_ragged_dot_general_errors_match_jax(case):
         jlax.ragged_dot_general(x, y, g, jlax.RaggedDotDimensionNumbers(dd, lr, rg))
     with pytest.raises(TypeError, match=msg):
         flax.ragged_dot_general(x, y, g, flax.RaggedDotDimensionNumbers(dd, lr, rg))
+
+
+# ---------------------------------------------------------------- thin wrappers (issue 18, item 5)
+
+
+def same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+    np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("args", [((2, 3), 1.5), ((2,), 3, np.int8), ((), True), ((0,), np.array(0, np.int32)),
+                                  ((3,), np.float32(2.0), np.float16)])
+def test_full(args):
+    a, b = flax.full(*args), jlax.full(*args)
+    same(a, b)
+    assert a.weak_type == b.weak_type
+    same(ftrans.jit(lambda v: flax.full(args[0], v, *args[2:]))(args[1]),
+         jax.jit(lambda v: jlax.full(args[0], v, *args[2:]))(args[1]))
+    with pytest.raises(TypeError, match="scalar fill_value"):
+        flax.full((2,), np.ones(2))
+
+
+def test_full_like_and_empty():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for args in [(x, 2.0), (x, 1, np.int32), (x, 1.0, None, (4,)), (2.0, 1)]:
+        a, b = flax.full_like(*args), jlax.full_like(*args)
+        same(a, b)
+        assert a.weak_type == b.weak_type
+    e = flax.empty((2, 3), np.int16)
+    assert e.shape == (2, 3) and e.dtype == np.int16
+
+
+def test_shape_helpers():
+    assert flax.broadcast_shapes((2, 1), (1, 3), (3,)) == jlax.broadcast_shapes((2, 1), (1, 3), (3,))
+    with pytest.raises(ValueError, match="Incompatible shapes"):
+        flax.broadcast_shapes((2,), (3,))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same(flax.broadcast_to_rank(x, 4), jlax.broadcast_to_rank(x, 4))
+    same(flax.broadcast_like(np.arange(3.0), np.zeros((2, 3))),
+         jlax.broadcast_like(np.arange(3.0), np.zeros((2, 3))))
+    y = np.arange(24.0).reshape(2, 3, 4)
+    for a in [(0, 2), (1, None), (0, 3), (1, 1), (-2, None)]:
+        same(flax.collapse(y, *a), jlax.collapse(y, *a))
+    same(flax.tile(x, (2, 3)), jlax.tile(x, (2, 3)))
+    for a, b in zip(flax.split(y, (1, 0, 3), 2), jlax.split(y, (1, 0, 3), 2)):
+        same(a, b)
+    with pytest.raises(ValueError):
+        flax.split(y, (1, 1), 2)
+    same(flax.shape_as_value((2, 3)), jlax.shape_as_value((2, 3)))
+    assert flax.conv_shape_tuple((2, 3, 10, 10), (4, 3, 3, 3), (1, 2), "SAME") == \
+        jlax.conv_shape_tuple((2, 3, 10, 10), (4, 3, 3, 3), (1, 2), "SAME")
+    args = ((10, 7), (3, 2), (2, 1), ((1, 1), (0, 0)), (1, 2), (2, 1))
+    assert flax.reduce_window_shape_tuple(*args) == jlax.reduce_window_shape_tuple(*args)
+    assert flax.dtype(1.0) == jlax.dtype(1.0) and flax.dtype(np.int8) == jlax.dtype(np.int8)
+
+
+def test_wrappers_differentiate_and_batch():
+    x = rng.randn(2, 3, 4).astype(np.float32)
+    fns = [lambda L: (lambda v: (L.tile(v, (1, 2, 1)) ** 2).sum()),
+           lambda L: (lambda v: (L.split(v, (1, 3), 2)[1] ** 3).sum()),
+           lambda L: (lambda v: L.batch_matmul(v, v.transpose(0, 2, 1)).sum()),
+           lambda L: (lambda v: (L.reciprocal(v + 3.0) * 2.0).sum()),
+           lambda L: (lambda v: (L.collapse(v, 1) ** 2).sum())]
+    for f in fns:
+        same(ftrans.grad(f(flax))(x), jax.grad(f(jlax))(x))
+        xs = np.stack([x, 2 * x])
+        same(ftrans.vmap(f(flax))(xs), jax.vmap(f(jlax))(xs))
+        same(ftrans.jit(f(flax))(x), jax.jit(f(jlax))(x))
+
+
+@pytest.mark.parametrize("d", [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32])
+def test_clz_and_mulhi(d):
+    info = np.iinfo(d)
+    r = np.random.RandomState(3)
+    v = np.concatenate([[info.min, info.max, 0, 1, 2, 3], r.randint(info.min, int(info.max) + 1, 30)]).astype(d)
+    w = np.concatenate([[info.max, info.min, 5, info.max, 2, 7], r.randint(info.min, int(info.max) + 1, 30)]
+                       ).astype(d)
+    same(flax.clz(v), jlax.clz(v))
+    same(flax.mulhi(v, w), jlax.mulhi(v, w))
+    same(ftrans.jit(flax.mulhi)(v, w), jlax.mulhi(v, w))
+    same(ftrans.vmap(flax.clz)(v.reshape(6, 6)), jlax.clz(v.reshape(6, 6)))
+    with pytest.raises(TypeError):
+        flax.clz(np.ones(3, np.float32))
+
+
+def test_index_take_and_approx_k():
+    src = np.arange(60.0, dtype=np.float32).reshape(3, 4, 5)
+    idx = (np.array([0, 2, -1], np.int32), np.array([1, 3, 5], np.int32))
+    same(flax.index_take(src, idx, (0, 2)), jlax.index_take(src, idx, (0, 2)))
+    same(ftrans.grad(lambda s: flax.index_take(s, idx, (0, 2)).sum())(src),
+         jax.grad(lambda s: jlax.index_take(s, idx, (0, 2)).sum())(src))
+    z = rng.randn(3, 10).astype(np.float32)
+    for f, j in [(flax.approx_max_k, jlax.approx_max_k), (flax.approx_min_k, jlax.approx_min_k)]:
+        for a, b in zip(f(z, 3), j(z, 3)):
+            same(a, b)
+        for a, b in zip(f(z, 2, reduction_dimension=0), j(z, 2, reduction_dimension=0)):
+            same(a, b)
+
+
+def test_platform_composite_axis_size_types():
+    assert float(flax.platform_dependent(2.0, cpu=lambda x: x * 3, default=lambda x: x)) == 6.0
+    assert float(flax.platform_dependent(2.0, tpu=lambda x: x * 3, default=lambda x: x)) == 2.0
+    with pytest.raises(NotImplementedError):
+        flax.platform_dependent(2.0, tpu=lambda x: x)
+    sq = flax.composite(lambda x: x ** 2, name="my.square")
+    assert float(sq(2.0)) == 4.0 and float(ftrans.grad(sq)(3.0)) == 6.0 and float(ftrans.jit(sq)(2.0)) == 4.0
+    same(ftrans.vmap(lambda x: x * flax.axis_size("i"), axis_name="i")(np.ones(3, np.float32)),
+         jax.vmap(lambda x: x * jlax.axis_size("i"), axis_name="i")(np.ones(3, np.float32)))
+    assert flax.dce_sink(np.ones(2)) is None
+    assert {m.name for m in flax.RandomAlgorithm} == {m.name for m in jlax.RandomAlgorithm}
+    assert {m.name for m in flax.DotAlgorithmPreset} >= {"DEFAULT", "F32_F32_F32", "BF16_BF16_F32"}
+    assert {m.name for m in flax.AccuracyMode} == {m.name for m in jlax.AccuracyMode}

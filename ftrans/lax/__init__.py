@@ -22,6 +22,7 @@ from ftrans.lax._control_flow import (  # noqa: A004, F401
     while_loop,
 )
 from ftrans.lax._convolution import *  # noqa: F401,F403
+from ftrans.lax._extras import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
 from ftrans.lax._primitives import *  # noqa: F401,F403
