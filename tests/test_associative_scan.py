@@ -102,5 +102,10 @@ def test_errors():
         flax.associative_scan(flax.add, fjnp.ones(3), axis=1)
     with pytest.raises(ValueError, match="out of range"):
         flax.associative_scan(flax.add, fjnp.float32(1))
-    with pytest.raises(TypeError, match="structure"):
-        flax.associative_scan(lambda a, b: (a[0],), (fjnp.ones(3), fjnp.ones(3)))
+    with pytest.raises(ValueError, match="structure"):
+        flax.associative_scan(lambda a, b: (a[0] + b[0],), (fjnp.ones(3), fjnp.ones(3)))
+    with pytest.raises(ValueError):
+        jlax.associative_scan(lambda a, b: (a[0] + b[0],), (jjnp.ones(3), jjnp.ones(3)))
+    # a list for a tuple (same leaves) is accepted, as in jax
+    close(flax.associative_scan(lambda a, b: [a[0] + b[0], a[1] * b[1]], (np.ones(3, np.float32),) * 2),
+          jlax.associative_scan(lambda a, b: [a[0] + b[0], a[1] * b[1]], (np.ones(3, np.float32),) * 2))

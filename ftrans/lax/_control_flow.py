@@ -740,9 +740,10 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
     def combine(a: list, b: list) -> list:
         out = fn(tree_util.tree_unflatten(tree, a), tree_util.tree_unflatten(tree, b))
         flat, out_tree = _flatten_operands(out, "the output of associative_scan's fn at ")
-        if out_tree != tree:
-            raise FtransTypeError(
-                f"associative_scan: fn must return the structure of elems, {tree}, but returned {out_tree}"
+        if len(flat) != len(a):
+            raise FtransValueError(
+                f"associative_scan: fn must return the structure of elems, {tree} ({len(a)} arrays), but "
+                f"returned {out_tree} ({len(flat)} arrays)"
             )
         return flat
 
