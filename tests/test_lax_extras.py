@@ -367,3 +367,32 @@ def test_platform_composite_axis_size_types():
     assert {m.name for m in flax.RandomAlgorithm} == {m.name for m in jlax.RandomAlgorithm}
     assert {m.name for m in flax.DotAlgorithmPreset} >= {"DEFAULT", "F32_F32_F32", "BF16_BF16_F32"}
     assert {m.name for m in flax.AccuracyMode} == {m.name for m in jlax.AccuracyMode}
+
+
+# ---------------------------------------------------------------- bessel_i0e, bessel_i1e
+
+BESSEL_X = np.concatenate([np.linspace(-40, 40, 801), [0.0, 1e-6, -1e-6, 14.99, 15.0, 15.01, 29.9, 30.1, 100.0, 1e4,
+                                                       np.inf, -np.inf, np.nan]]).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["bessel_i0e", "bessel_i1e"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_bessel_values_eager_and_jit(name, dtype):
+    f, j = getattr(flax, name), getattr(jlax, name)
+    x = BESSEL_X.astype(dtype)
+    want = np.asarray(j(x)).astype(np.float64)
+    tol = 2e-6 if dtype == np.float32 else 1e-2
+    for got in (f(x), ftrans.jit(f)(x)):
+        got = np.asarray(got)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["bessel_i0e", "bessel_i1e"])
+def test_bessel_grad_vmap(name):
+    f, j = getattr(flax, name), getattr(jlax, name)
+    x = BESSEL_X[:-3]
+    close(ftrans.grad(lambda v: f(v).sum())(x), jax.grad(lambda v: j(v).sum())(x), 1e-6)
+    close(ftrans.jit(ftrans.grad(lambda v: f(v).sum()))(x), jax.grad(lambda v: j(v).sum())(x), 1e-6)
+    close(ftrans.vmap(f)(x[:810].reshape(-1, 2)), jax.vmap(j)(x[:810].reshape(-1, 2)), 2e-6)
+    assert f(2.0).weak_type == j(2.0).weak_type

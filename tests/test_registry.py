@@ -138,7 +138,7 @@ UNARY = [
     "cosh", "digamma", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "imag",
     "is_finite", "lgamma", "log", "log1p", "logistic", "neg", "not", "population_count", "real",
     "round", "rsqrt", "sign", "sin", "sinh", "sqrt", "stop_gradient", "tan", "tanh", "clz",
-    "square", "reduce_precision",
+    "square", "reduce_precision", "bessel_i0e", "bessel_i1e",
 ]
 BINARY = [
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "complex", "eq",

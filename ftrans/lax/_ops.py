@@ -50,7 +50,7 @@ __all__ = [
     # float functions
     "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt",
-    "erf", "erfc", "erf_inv", "lgamma", "digamma",
+    "erf", "erfc", "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
     # complex
     "real", "imag", "conj", "complex",
     # comparisons and bits
@@ -239,6 +239,8 @@ erfc = _unop(E.erfc_p, "erfc")
 erf_inv = _unop(E.erf_inv_p, "erf_inv")
 lgamma = _unop(E.lgamma_p, "lgamma")
 digamma = _unop(E.digamma_p, "digamma")
+bessel_i0e = _unop(E.bessel_i0e_p, "bessel_i0e")
+bessel_i1e = _unop(E.bessel_i1e_p, "bessel_i1e")
 real = _unop(E.real_p, "real")
 imag = _unop(E.imag_p, "imag")
 conj = _unop(E.conj_p, "conj")

@@ -294,6 +294,11 @@ round_p = standard_primitive("round", elementwise_shape("round"), _round_params,
 is_finite_p = unop("is_finite", FLOAT, np.isfinite, result="bool")
 
 
+# ---------------------------------------------------------------- exponentially scaled Bessel functions
+bessel_i0e_p = unop("bessel_i0e", FLOAT, via_float32(sps.i0e))
+bessel_i1e_p = unop("bessel_i1e", FLOAT, via_float32(sps.i1e))
+
+
 # ---------------------------------------------------------------- reduce_precision
 def _float_layout(d: np.dtype) -> tuple[int, int, np.dtype]:
     """(exponent bits, mantissa bits, unsigned integer type of the same width) of a float dtype."""
