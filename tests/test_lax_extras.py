@@ -396,3 +396,42 @@ def test_bessel_grad_vmap(name):
     close(ftrans.jit(ftrans.grad(lambda v: f(v).sum()))(x), jax.grad(lambda v: j(v).sum())(x), 1e-6)
     close(ftrans.vmap(f)(x[:810].reshape(-1, 2)), jax.vmap(j)(x[:810].reshape(-1, 2)), 2e-6)
     assert f(2.0).weak_type == j(2.0).weak_type
+
+
+# ---------------------------------------------------------------- igamma, igammac
+
+
+def test_igamma_special_values_match_jax():
+    a = np.array([0.0, -1.0, 1.0, 2.0, 0.5, 1.0, 1.0, np.nan, 3.0], np.float32)
+    x = np.array([1.0, 1.0, 0.0, -1.0, np.inf, np.nan, 1e-30, 1.0, 1e3], np.float32)
+    for f, j in [(flax.igamma, jlax.igamma), (flax.igammac, jlax.igammac)]:
+        np.testing.assert_allclose(np.asarray(f(a, x)), np.asarray(j(a, x)), rtol=1e-6, equal_nan=True)
+    with pytest.raises(TypeError, match="floating"):
+        flax.igamma(1, 2.0)
+
+
+@given(seed=st.integers(0, 100))
+def test_igamma_against_scipy_and_jax(seed):
+    import scipy.special as sps
+
+    r = np.random.RandomState(seed)
+    a = np.concatenate([r.rand(40) * 30 + 0.01, [1000, 100, 0.1, 50]]).astype(np.float32)
+    x = np.concatenate([r.rand(40) * 40, [990, 120, 30, 0.01]]).astype(np.float32)
+    want_p = sps.gammainc(a.astype(np.float64), x.astype(np.float64))
+    for fn, want, jf in [(flax.igamma, want_p, jlax.igamma), (flax.igammac, 1 - want_p, jlax.igammac)]:
+        got = np.asarray(ftrans.jit(fn)(a, x)).astype(np.float64)
+        ref = np.asarray(jf(a, x)).astype(np.float64)
+        err, jerr = np.abs(got - want), np.abs(ref - want)
+        assert np.all(err <= np.maximum(3 * jerr, 2e-5)), (a[err.argmax()], x[err.argmax()], err.max(), jerr.max())
+
+
+def test_igamma_derivatives_vmap():
+    a = np.array([0.5, 1.0, 3.0, 10.0], np.float32)
+    x = np.array([0.3, 2.0, 2.5, 14.0], np.float32)
+    for f, j in [(flax.igamma, jlax.igamma), (flax.igammac, jlax.igammac)]:
+        close(ftrans.grad(lambda x: f(a, x).sum())(x), jax.grad(lambda x: j(a, x).sum())(x), 1e-4)
+        close(ftrans.grad(lambda a: f(a, x).sum())(a), jax.grad(lambda a: j(a, x).sum())(a), 1e-4)
+        close(ftrans.jit(ftrans.grad(lambda x: f(a, x).sum()))(x), jax.grad(lambda x: j(a, x).sum())(x), 1e-4)
+        close(ftrans.vmap(f)(a.reshape(2, 2), x.reshape(2, 2)), jax.vmap(j)(a.reshape(2, 2), x.reshape(2, 2)), 1e-5)
+        close(f(a.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16)),
+              j(a.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16)), 2e-2)
