@@ -435,3 +435,34 @@ def test_igamma_derivatives_vmap():
         close(ftrans.vmap(f)(a.reshape(2, 2), x.reshape(2, 2)), jax.vmap(j)(a.reshape(2, 2), x.reshape(2, 2)), 1e-5)
         close(f(a.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16)),
               j(a.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16)), 2e-2)
+
+
+def test_betainc_against_scipy_and_jax():
+    import scipy.special as sps
+
+    a = np.array([1.0, 2.0, 0.0, -1.0, 1.0, 2.0, np.nan, 0.5, 3.0], np.float32)
+    b = np.array([1.0, 3.0, 1.0, 1.0, 0.0, 2.0, 1.0, 0.5, 0.5], np.float32)
+    x = np.array([0.5, 0.3, 0.5, 0.5, 0.5, -0.1, 0.5, 1.0, 0.0], np.float32)
+    np.testing.assert_allclose(np.asarray(flax.betainc(a, b, x)), np.asarray(jlax.betainc(a, b, x)), rtol=2e-6,
+                               atol=2e-6, equal_nan=True)
+    r = np.random.RandomState(0)
+    A, B = (r.rand(200) * 20 + 0.05).astype(np.float32), (r.rand(200) * 20 + 0.05).astype(np.float32)
+    X = r.rand(200).astype(np.float32)
+    want = sps.betainc(A.astype(np.float64), B.astype(np.float64), X.astype(np.float64))
+    jerr = np.abs(np.asarray(jlax.betainc(A, B, X)) - want).max()
+    for got in (flax.betainc(A, B, X), ftrans.jit(flax.betainc)(A, B, X)):
+        assert np.abs(np.asarray(got) - want).max() <= max(2 * jerr, 1e-5)
+    close(ftrans.grad(lambda x: flax.betainc(2.0, 3.0, x))(0.3), jax.grad(lambda x: jlax.betainc(2.0, 3.0, x))(0.3))
+    close(ftrans.vmap(flax.betainc)(A[:4], B[:4], X[:4]), jax.vmap(jlax.betainc)(A[:4], B[:4], X[:4]), 2e-6)
+    with pytest.raises(ValueError, match="with respect to a and b"):
+        ftrans.grad(lambda a: flax.betainc(a, 3.0, 0.3))(2.0)
+    with pytest.raises(ValueError, match="with respect to a and b"):
+        jax.grad(lambda a: jlax.betainc(a, 3.0, 0.3))(2.0)
+
+
+def test_padtype_to_pads_gives_python_ints_and_clz_keeps_weak_type():
+    pads = flax.padtype_to_pads(np.array([5, 6]), np.array([2, 3]), np.array([1, 2]), "SAME")
+    assert pads == jlax.padtype_to_pads(np.array([5, 6]), np.array([2, 3]), np.array([1, 2]), "SAME")
+    assert all(type(v) is int for p in pads for v in p)
+    assert flax.clz(5).weak_type == jlax.clz(5).weak_type is True
+    assert flax.clz(np.int32(5)).weak_type == jlax.clz(np.int32(5)).weak_type is False

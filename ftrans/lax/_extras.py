@@ -265,7 +265,10 @@ def clz(x: Any) -> Any:
         v = lax.bitwise_or(v, lax.shift_right_logical(v, full_like(v, shift)))
         shift *= 2
     out = lax.sub(full_like(v, bits), lax.population_count(v))
-    return out if d == u else lax.bitcast_convert_type(out, d)
+    out = out if d == u else lax.bitcast_convert_type(out, d)
+    if dtype_weak(op)[1]:  # a Python int in, a weakly typed count out (as JAX's clz_p keeps weak types)
+        out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
+    return out
 
 
 def mulhi(x: Any, y: Any, /) -> Any:

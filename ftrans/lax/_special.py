@@ -16,14 +16,14 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.operands import dtype_weak
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
 from ftrans.lax._control_flow import while_loop
 from ftrans.lax._extras import full_like
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.custom_derivatives import SymbolicZero, custom_jvp
 
-__all__ = ["igamma", "igammac"]
+__all__ = ["betainc", "igamma", "igammac"]
 
 _MAX_ITERATIONS = 2000
 
@@ -159,3 +159,108 @@ def igammac(a: Any, x: Any) -> Any:
     """``lax.igammac``: the regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
     a, x, _ = _operands("igammac", a, x)
     return _igammac(a, x)
+
+
+# ---------------------------------------------------------------- betainc
+
+
+def _betainc(a: Any, b: Any, x: Any) -> Any:
+    """I_x(a, b) by its continued fraction (modified Lentz), using I_x(a, b) = 1 - I_(1-x)(b, a) where x is past
+    the fraction's region of fast convergence, x > (a + 1) / (a + b + 2)."""
+    d = dtype_weak(a)[0]
+    calc = np.dtype(np.float32) if d in (dtypes.bfloat16, dtypes.float16) else d
+    if calc != d:
+        a, b, x = (lax.convert_element_type(v, calc) for v in (a, b, x))
+    eps = float(np.finfo(calc).eps)
+    tiny = float(np.finfo(calc).tiny) * 1e4
+    one, zero, two = full_like(a, 1.0), full_like(a, 0.0), full_like(a, 2.0)
+    flip = lax.gt(x, lax.div(lax.add(a, one), lax.add(lax.add(a, b), two)))
+    good = lax.bitwise_and(lax.bitwise_and(lax.gt(a, zero), lax.gt(b, zero)),
+                           lax.bitwise_and(lax.gt(x, zero), lax.lt(x, one)))
+    half = full_like(a, 0.5)
+    pa = lax.select(good, lax.select(flip, b, a), one)
+    pb = lax.select(good, lax.select(flip, a, b), one)
+    px = lax.select(good, lax.select(flip, lax.sub(one, x), x), half)
+
+    def guard(v: Any) -> Any:
+        return lax.select(lax.lt(lax.abs(v), full_like(v, tiny)), full_like(v, tiny), v)
+
+    def cond(c: tuple) -> Any:
+        n, _, _, _, delta = c
+        live = lax.gt(lax.abs(lax.sub(delta, one)), full_like(delta, eps))
+        return lax.bitwise_and(lax.lt(n, _MAX_ITERATIONS), lax.reduce_or(live, tuple(range(len(delta.shape)))))
+
+    def body(c: tuple) -> tuple:
+        n, cc, dd, h, _ = c
+        m = lax.convert_element_type(n, calc)
+        m2 = lax.add(m, m)
+        even = lax.div(lax.mul(lax.mul(m, lax.sub(pb, m)), px),
+                       lax.mul(lax.add(lax.sub(pa, one), m2), lax.add(pa, m2)))
+        dd = lax.div(one, guard(lax.add(one, lax.mul(even, dd))))
+        cc = guard(lax.add(one, lax.div(even, cc)))
+        h = lax.mul(h, lax.mul(dd, cc))
+        odd = lax.neg(lax.div(lax.mul(lax.mul(lax.add(pa, m), lax.add(lax.add(pa, pb), m)), px),
+                              lax.mul(lax.add(pa, m2), lax.add(lax.add(pa, one), m2))))
+        dd = lax.div(one, guard(lax.add(one, lax.mul(odd, dd))))
+        cc = guard(lax.add(one, lax.div(odd, cc)))
+        delta = lax.mul(dd, cc)
+        return n + 1, cc, dd, lax.mul(h, delta), delta
+
+    d0 = lax.div(one, guard(lax.sub(one, lax.div(lax.mul(lax.add(pa, pb), px), lax.add(pa, one)))))
+    h = while_loop(cond, body, (np.int32(1), one, d0, d0, two))[3]
+    log_front = lax.sub(lax.add(lax.mul(pa, lax.log(px)), lax.mul(pb, lax.log1p(lax.neg(px)))),
+                        lax.sub(lax.add(lax.lgamma(pa), lax.lgamma(pb)), lax.lgamma(lax.add(pa, pb))))
+    val = lax.div(lax.mul(lax.exp(log_front), h), pa)
+    out = lax.select(flip, lax.sub(one, val), val)
+    # edges, as XLA's: x = 0 -> 0, x = 1 -> 1; a = 0 (b > 0) -> 1, b = 0 (a > 0) -> 0; otherwise out of domain -> nan
+    out = lax.select(lax.eq(x, zero), zero, lax.select(lax.eq(x, one), one, out))
+    a0, b0 = lax.eq(a, zero), lax.eq(b, zero)
+    out = lax.select(lax.bitwise_and(a0, lax.gt(b, zero)), one, lax.select(lax.bitwise_and(b0, lax.gt(a, zero)), zero,
+                                                                            out))
+    bad = lax.bitwise_or(lax.bitwise_or(lax.lt(a, zero), lax.lt(b, zero)),
+                         lax.bitwise_or(lax.lt(x, zero), lax.gt(x, one)))
+    bad = lax.bitwise_or(bad, lax.bitwise_or(lax.bitwise_and(a0, b0),
+                                             lax.bitwise_or(lax.ne(a, a), lax.bitwise_or(lax.ne(b, b), lax.ne(x, x)))))
+    out = lax.select(bad, full_like(out, np.nan), out)
+    return lax.convert_element_type(out, d) if calc != d else out
+
+
+@custom_jvp
+def _betainc_fn(a: Any, b: Any, x: Any) -> Any:
+    return _betainc(a, b, x)
+
+
+def _betainc_jvp(primals: tuple, tangents: tuple) -> tuple:
+    a, b, x = primals
+    ta, tb, tx = tangents
+    if type(ta) is not SymbolicZero or type(tb) is not SymbolicZero:
+        raise FtransValueError("Betainc gradient with respect to a and b not supported.")
+    out = _betainc_fn(a, b, x)
+    if type(tx) is SymbolicZero:
+        return out, full_like(out, 0.0)
+    one = full_like(a, 1.0)
+    log_density = lax.sub(lax.add(lax.mul(lax.sub(a, one), lax.log(x)), lax.mul(lax.sub(b, one), lax.log1p(lax.neg(x)))),
+                          lax.sub(lax.add(lax.lgamma(a), lax.lgamma(b)), lax.lgamma(lax.add(a, b))))
+    return out, lax.mul(tx, lax.exp(log_density))
+
+
+_betainc_fn.defjvp(_betainc_jvp, symbolic_zeros=True)
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """``lax.betainc``: the regularized incomplete beta function ``I_x(a, b)`` (differentiable in ``x``;
+    in ``a`` and ``b`` a ``ValueError``, as in JAX)."""
+    ops = lax._same_dtype_operands("betainc", (a, b, x))
+    a, b = lax._broadcast_ones("betainc", ops[0], ops[1])
+    a, x = lax._broadcast_ones("betainc", a, ops[2])
+    b, x = lax._broadcast_ones("betainc", b, x)
+    for i, v in enumerate((a, b, x)):
+        d = dtype_weak(v)[0]
+        if not dtypes.is_float(d):
+            raise FtransTypeError(
+                f"betainc does not accept dtype {d.name} at position {i}. Accepted dtypes at position {i} are "
+                "subtypes of floating."
+            )
+    if len({dtype_weak(v)[0] for v in (a, b, x)}) != 1:
+        raise FtransTypeError("lax.betainc: a, b and x must have one dtype")
+    return _betainc_fn(a, b, x)
