@@ -466,3 +466,27 @@ def test_padtype_to_pads_gives_python_ints_and_clz_keeps_weak_type():
     assert all(type(v) is int for p in pads for v in p)
     assert flax.clz(5).weak_type == jlax.clz(5).weak_type is True
     assert flax.clz(np.int32(5)).weak_type == jlax.clz(np.int32(5)).weak_type is False
+
+
+SCATTER_APPLY = [
+    ((5,), [[0], [2], [2]], (3,), dict(update_window_dims=(), inserted_window_dims=(0,),
+                                       scatter_dims_to_operand_dims=(0,))),
+    ((10,), [[0], [0], [1]], (3, 2), dict(update_window_dims=(1,), inserted_window_dims=(),
+                                          scatter_dims_to_operand_dims=(0,))),
+    ((10, 5), [[0], [2], [1]], (3, 3), dict(update_window_dims=(1,), inserted_window_dims=(0,),
+                                            scatter_dims_to_operand_dims=(0,))),
+    ((2, 5), [[[0], [2]], [[1], [1]]], (2, 2), dict(update_window_dims=(), inserted_window_dims=(1,),
+                                                    scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                                    scatter_indices_batching_dims=(0,))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SCATTER_APPLY)))
+def test_scatter_apply_repeats_func_per_window(case):
+    shape, idx, us, dn = SCATTER_APPLY[case]
+    idx = np.asarray(idx, np.int32)
+    x = rng.rand(*shape).astype(np.float32)
+    want = jlax.scatter_apply(x, idx, jjnp.sin, jlax.ScatterDimensionNumbers(**dn), update_shape=us)
+    f = lambda x: flax.scatter_apply(x, idx, fjnp.sin, flax.ScatterDimensionNumbers(**dn), update_shape=us)  # noqa: E731
+    close(f(x), want)
+    close(ftrans.jit(f)(x), want)

@@ -28,7 +28,7 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "DotDimensionNumbers", "PrecisionLike",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
 ]
@@ -442,3 +442,40 @@ class RandomAlgorithm(enum.IntEnum):
     RNG_DEFAULT = 0
     RNG_THREE_FRY = 1
     RNG_PHILOX = 2
+
+
+def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_numbers: Any, *,
+                  update_shape: Sequence[int] = (), indices_are_sorted: bool = False, unique_indices: bool = False,
+                  mode: Any = None) -> Any:
+    """``lax.scatter_apply``: ``func`` (a scalar function) applied to every element of ``operand`` that the
+    scatter windows cover, once per window covering it (as XLA applies the update computation per update).
+
+    The hits per element are counted with a ``scatter_add`` of ones; a ``while_loop`` then applies ``func``
+    (vmapped over the elements) to the elements with hits left, so repeated indices compose ``func``.
+    """
+    from ftrans.lax._control_flow import while_loop
+    from ftrans.transforms.batching import vmap
+
+    op = as_operand(operand)
+    shape = tuple(shape_of(op))
+    counts = _indexing.scatter_add(full(shape, 0, dtypes.int32), scatter_indices,
+                                   full(_shape("scatter_apply", update_shape), 1, dtypes.int32), dimension_numbers,
+                                   indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
+    flat = vmap(func)
+    total = math.prod(shape)
+
+    def apply(v: Any) -> Any:
+        out = flat(lax.reshape(v, (total,)))
+        return lax.reshape(lax.convert_element_type(out, dtype_weak(v)[0]), shape)
+
+    most = lax.reduce_max(counts, tuple(range(len(shape)))) if total else np.int32(0)
+
+    def cond(c: tuple) -> Any:
+        return lax.lt(c[0], most)
+
+    def body(c: tuple) -> tuple:
+        i, v = c
+        hit = lax.gt(counts, lax.broadcast_in_dim(i, shape, ()))
+        return lax.add(i, np.int32(1)), lax.select(hit, apply(v), v)
+
+    return while_loop(cond, body, (np.int32(0), op))[1]
