@@ -490,3 +490,24 @@ def test_scatter_apply_repeats_func_per_window(case):
     f = lambda x: flax.scatter_apply(x, idx, fjnp.sin, flax.ScatterDimensionNumbers(**dn), update_shape=us)  # noqa: E731
     close(f(x), want)
     close(ftrans.jit(f)(x), want)
+
+
+@pytest.mark.parametrize("specs", [("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC"), ("CHWN", "IHOW", "WNCH")])
+def test_conv_general_dilated_local(specs):
+    lhs_spec, rhs_spec, out_spec = specs
+    r = np.random.RandomState(0)
+    n, c, h, w, o = 2, 3, 6, 6, 4
+    fs, strides = (3, 2), (1, 2)
+    sizes = {"N": n, "C": c, "H": h, "W": w}
+    lhs = r.randn(*[sizes[ch] for ch in lhs_spec]).astype(np.float32)
+    rsizes = {"O": o, "I": c * fs[0] * fs[1], "H": h, "W": -(-w // strides[1])}
+    rhs = r.randn(*[rsizes[ch] for ch in rhs_spec]).astype(np.float32)
+
+    def run(L):
+        return lambda a, b: L.conv_general_dilated_local(a, b, strides, "SAME", fs, dimension_numbers=specs)
+
+    close(run(flax)(lhs, rhs), run(jlax)(lhs, rhs), 1e-5)
+    close(ftrans.jit(run(flax))(lhs, rhs), run(jlax)(lhs, rhs), 1e-5)
+    lf = lambda a, b: (run(flax)(a, b) ** 2).sum()  # noqa: E731
+    lj = lambda a, b: (run(jlax)(a, b) ** 2).sum()  # noqa: E731
+    close(ftrans.grad(lf, (0, 1))(lhs, rhs), jax.grad(lj, (0, 1))(lhs, rhs), 1e-4)
