@@ -511,3 +511,30 @@ def test_conv_general_dilated_local(specs):
     lf = lambda a, b: (run(flax)(a, b) ** 2).sum()  # noqa: E731
     lj = lambda a, b: (run(jlax)(a, b) ** 2).sum()  # noqa: E731
     close(ftrans.grad(lf, (0, 1))(lhs, rhs), jax.grad(lj, (0, 1))(lhs, rhs), 1e-4)
+
+
+def test_zeta_and_polygamma_match_jax():
+    import scipy.special as sps
+
+    s = np.array([2, 2, 2.5, 2.5, 3, 2, 2.5, 1.5, 1.0001, 2.0, 1.0, 0.5, 3.0, 2.0, 2.0, np.nan, -1.0, 2.5], np.float32)
+    q = np.array([0, -2, -1, 0, 0, -0.5, -0.5, 3, 1, 1.0, 1.0, 1.0, 0.5, -1.0, -1.5, 1.0, 2.0, 0.0], np.float32)
+    np.testing.assert_allclose(np.asarray(flax.zeta(s, q)), np.asarray(jlax.zeta(s, q)), rtol=2e-6, equal_nan=True)
+    r = np.random.RandomState(0)
+    S, Q = (r.rand(200) * 10 + 1.05).astype(np.float32), (r.rand(200) * 10 + 0.01).astype(np.float32)
+    want = sps.zeta(S.astype(np.float64), Q.astype(np.float64))
+    for got in (flax.zeta(S, Q), ftrans.jit(flax.zeta)(S, Q)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=2e-6)
+    m = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 0.5, 1, 4, 6], np.float32)
+    x = np.array([2.0, 2.0, 2.0, 0.5, -1.5, 1.0, 0, 0.3, 7.0], np.float32)
+    np.testing.assert_allclose(np.asarray(flax.polygamma(m, x)), np.asarray(jlax.polygamma(m, x)), rtol=2e-6,
+                               equal_nan=True)
+    close(ftrans.grad(lambda x: flax.polygamma(1.0, x))(2.0), jax.grad(lambda x: jlax.polygamma(1.0, x))(2.0))
+    close(ftrans.vmap(flax.zeta)(S[:4], Q[:4]), jax.vmap(jlax.zeta)(S[:4], Q[:4]), 1e-5)
+
+
+def test_igamma_grad_a_and_random_gamma_grad():
+    a = np.array([0.5, 1.0, 3.0, 10.0], np.float32)
+    x = np.array([0.3, 2.0, 2.5, 14.0], np.float32)
+    close(flax.igamma_grad_a(a, x), jlax.igamma_grad_a(a, x), 2e-6)
+    close(flax.random_gamma_grad(a, x), jlax.random_gamma_grad(a, x), 2e-6)
+    close(ftrans.jit(flax.random_gamma_grad)(a, x), jlax.random_gamma_grad(a, x), 2e-6)

@@ -30,7 +30,7 @@ from ftrans.lax._ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot
 from ftrans.lax._reductions import *  # noqa: F401,F403
 from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
 from ftrans.lax._solves import custom_linear_solve, custom_root, linear_solve_p  # noqa: F401
-from ftrans.lax._special import betainc, igamma, igammac  # noqa: F401
+from ftrans.lax._special import *  # noqa: F401,F403
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

@@ -23,7 +23,7 @@ from ftrans.lax._extras import full_like
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.custom_derivatives import SymbolicZero, custom_jvp
 
-__all__ = ["betainc", "igamma", "igammac"]
+__all__ = ["betainc", "igamma", "igamma_grad_a", "igammac", "polygamma", "random_gamma_grad", "zeta"]
 
 _MAX_ITERATIONS = 2000
 
@@ -264,3 +264,92 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
     if len({dtype_weak(v)[0] for v in (a, b, x)}) != 1:
         raise FtransTypeError("lax.betainc: a, b and x must have one dtype")
     return _betainc_fn(a, b, x)
+
+
+# ---------------------------------------------------------------- zeta, polygamma
+
+# B_2j / (2j)! for j = 1..8 (Bernoulli numbers over factorials), the Euler-Maclaurin correction terms
+_BERNOULLI_OVER_FACTORIAL = [
+    (1 / 6) / 2, (-1 / 30) / 24, (1 / 42) / 720, (-1 / 30) / 40320, (5 / 66) / 3628800,
+    (-691 / 2730) / 479001600, (7 / 6) / 87178291200, (-3617 / 510) / 20922789888000,
+]
+_ZETA_TERMS = 9
+
+
+def _zeta(s: Any, q: Any) -> Any:
+    """Hurwitz zeta by Euler-Maclaurin: the first terms summed, the rest as an integral plus Bernoulli
+    corrections at ``q + N``; XLA's values at the poles (q a non-positive integer: inf for even integer s,
+    else nan) and for s <= 1 (1: inf, below: nan)."""
+    d = dtype_weak(s)[0]
+    calc = np.dtype(np.float32) if d in (dtypes.bfloat16, dtypes.float16) else d
+    if calc != d:
+        s, q = lax.convert_element_type(s, calc), lax.convert_element_type(q, calc)
+    one, zero = full_like(s, 1.0), full_like(s, 0.0)
+    total = zero
+    for k in range(_ZETA_TERMS):
+        total = lax.add(total, lax.pow(lax.add(q, full_like(q, float(k))), lax.neg(s)))
+    a = lax.add(q, full_like(q, float(_ZETA_TERMS)))
+    a_s = lax.pow(a, lax.neg(s))
+    total = lax.add(total, lax.div(lax.mul(a_s, a), lax.sub(s, one)))  # integral: a^(1-s) / (s-1)
+    total = lax.add(total, lax.mul(a_s, full_like(s, 0.5)))
+    rising = s                                  # s (s+1) ... (s+2j-2)
+    power = lax.div(a_s, a)                     # a^(-s-2j+1)
+    inv_a2 = lax.div(one, lax.mul(a, a))
+    for j, coef in enumerate(_BERNOULLI_OVER_FACTORIAL, start=1):
+        total = lax.add(total, lax.mul(lax.mul(rising, power), full_like(s, coef)))
+        rising = lax.mul(rising, lax.mul(lax.add(s, full_like(s, 2.0 * j - 1)), lax.add(s, full_like(s, 2.0 * j))))
+        power = lax.mul(power, inv_a2)
+    inf, nan = full_like(s, np.inf), full_like(s, np.nan)
+    pole = lax.bitwise_and(lax.le(q, zero), lax.eq(q, lax.floor(q)))
+    even = lax.bitwise_and(lax.eq(s, lax.floor(s)), lax.eq(lax.rem(s, full_like(s, 2.0)), zero))
+    total = lax.select(pole, lax.select(even, inf, nan), total)
+    total = lax.select(lax.eq(s, one), inf, lax.select(lax.lt(s, one), nan, total))
+    return lax.convert_element_type(total, d) if calc != d else total
+
+
+def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
+    a, b = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b)))
+    for i, v in enumerate((a, b)):
+        d = dtype_weak(v)[0]
+        if not dtypes.is_float(d):
+            raise FtransTypeError(
+                f"{name} does not accept dtype {d.name} at position {i}. Accepted dtypes at position {i} are "
+                "subtypes of floating."
+            )
+    if dtype_weak(a)[0] != dtype_weak(b)[0]:
+        raise FtransTypeError(f"lax.{name}: operands must have one dtype, got {dtype_weak(a)[0].name} and "
+                              f"{dtype_weak(b)[0].name}")
+    return a, b
+
+
+def zeta(x: Any, q: Any) -> Any:
+    """``lax.zeta``: the Hurwitz zeta function ``sum_k (q + k)^-x``."""
+    x, q = _float_pair("zeta", x, q)
+    return _zeta(x, q)
+
+
+def polygamma(m: Any, x: Any) -> Any:
+    """``lax.polygamma``: the m-th derivative of the digamma function, ``(-1)^(m+1) m! zeta(m+1, x)`` for
+    integer ``m >= 1``, ``digamma`` for ``m = 0``, NaN for other ``m``."""
+    m, x = _float_pair("polygamma", m, x)
+    one = full_like(m, 1.0)
+    mm = lax.select(lax.ge(m, one), m, one)  # keep the unused branch finite
+    fact = lax.exp(lax.lgamma(lax.add(mm, one)))
+    sign = lax.sub(one, lax.mul(full_like(m, 2.0), lax.rem(lax.add(mm, one), full_like(m, 2.0))))  # (-1)^(m+1)
+    val = lax.mul(lax.mul(sign, fact), _zeta(lax.add(mm, one), x))
+    val = lax.select(lax.eq(m, full_like(m, 0.0)), lax.digamma(x), val)
+    ok = lax.bitwise_and(lax.ge(m, full_like(m, 0.0)), lax.eq(m, lax.floor(m)))
+    return lax.select(ok, val, full_like(val, np.nan))
+
+
+def igamma_grad_a(a: Any, x: Any) -> Any:
+    """``lax.igamma_grad_a``: dP(a, x)/da, the forward derivative of ``igamma``'s iteration in ``a``."""
+    a, x, _ = _operands("igamma_grad_a", a, x)
+    return jvp(lambda a_: _both(a_, x)[0], (a,), (full_like(a, 1.0),))[1]
+
+
+def random_gamma_grad(a: Any, x: Any) -> Any:
+    """``lax.random_gamma_grad``: d x / d a of a Gamma(a) sample ``x`` (implicit differentiation of
+    ``P(a, x) = u``): ``-(dP/da) / (dP/dx)``."""
+    a, x, _ = _operands("random_gamma_grad", a, x)
+    return lax.neg(lax.div(igamma_grad_a(a, x), _density(a, x)))
