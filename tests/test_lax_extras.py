@@ -538,3 +538,13 @@ def test_igamma_grad_a_and_random_gamma_grad():
     close(flax.igamma_grad_a(a, x), jlax.igamma_grad_a(a, x), 2e-6)
     close(flax.random_gamma_grad(a, x), jlax.random_gamma_grad(a, x), 2e-6)
     close(ftrans.jit(flax.random_gamma_grad)(a, x), jlax.random_gamma_grad(a, x), 2e-6)
+
+
+def test_stack_unstack():
+    xs = [rng.randn(2, 3).astype(np.float32) for _ in range(3)]
+    for axis in (0, 1, 2, -1):
+        same(flax.stack(xs, axis), jlax.stack(xs, axis))
+        for a, b in zip(flax.unstack(xs[0], axis if axis != 2 else 1), jlax.unstack(xs[0], axis if axis != 2 else 1)):
+            same(a, b)
+    close(ftrans.grad(lambda v: (flax.stack([v, v * 2], 1) ** 2).sum())(xs[0]),
+          jax.grad(lambda v: (jlax.stack([v, v * 2], 1) ** 2).sum())(xs[0]))

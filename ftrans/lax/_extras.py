@@ -28,7 +28,7 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "scatter_apply", "DotDimensionNumbers", "PrecisionLike",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
 ]
@@ -479,3 +479,21 @@ def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_
         return lax.add(i, np.int32(1)), lax.select(hit, apply(v), v)
 
     return while_loop(cond, body, (np.int32(0), op))[1]
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Any:
+    """``lax.stack``: arrays of one shape and dtype joined along a new ``axis``."""
+    ops = [as_operand(o) for o in operands]
+    if not ops:
+        raise FtransValueError("lax.stack: needs at least one array")
+    nd = len(shape_of(ops[0])) + 1
+    ax = lax._axis("stack", axis, nd)
+    return lax.concatenate([lax.expand_dims(o, (ax,)) for o in ops], ax)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple:
+    """``lax.unstack``: the slices of ``x`` along ``axis``, that axis removed."""
+    op = as_operand(x)
+    shape = tuple(shape_of(op))
+    ax = lax._axis("unstack", axis, len(shape))
+    return tuple(lax.squeeze(lax.slice_in_dim(op, i, i + 1, axis=ax), (ax,)) for i in range(shape[ax]))
