@@ -7,6 +7,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
     dtypes,
     errors,
     example_libraries,
+    extend,
     lax,
     nn,
     numpy,
@@ -47,7 +48,7 @@ from ftrans.dtypes import float0
 from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
-from ftrans.transforms.custom_derivatives import custom_jvp, custom_vjp
+from ftrans.transforms.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
 from ftrans.transforms.jit import clear_caches, disable_jit, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
@@ -84,9 +85,9 @@ __all__ = [
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
-    "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
+    "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
-    "nn", "scipy", "example_libraries", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
+    "nn", "scipy", "example_libraries", "extend", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
     "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",

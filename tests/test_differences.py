@@ -474,3 +474,33 @@ def test_tail_recursion_through_cond_is_a_loop():
     with pytest.raises(RecursionError):
         jax.jit(lambda r, x: factorial(jlax, r, x))(1.0, 5.0)
     assert float(ftrans.jit(lambda r, x: factorial(flax, r, x))(1.0, 5.0)) == 120.0
+
+
+# ---------------------------------------------------------------- lax extras (issue 18)
+def test_composite_is_inlined():
+    f = lambda x: x * x  # noqa: E731
+    x = np.float32(2.0)
+    assert "stablehlo.composite" in jax.jit(jlax.composite(f, name="my.square")).lower(x).as_text()
+    text = ftrans.jit(flax.composite(f, name="my.square")).lower(x).as_text()
+    assert "composite" not in text and "stablehlo.multiply" in text
+    assert float(flax.composite(f, name="my.square")(x)) == float(jlax.composite(f, name="my.square")(x))
+
+
+def test_empty_is_zeros():
+    assert not np.asarray(flax.empty((4,), np.float32)).any()
+    assert jlax.empty((4,), np.float32).shape == (4,)
+
+
+def test_zeta_differentiates():
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda q: jlax.zeta(3.0, q))(2.0)
+    g = ftrans.grad(lambda q: flax.zeta(3.0, q))(2.0)
+    assert abs(float(g) - (-3.0 * float(flax.zeta(4.0, 2.0)))) < 1e-5  # d/dq zeta(s, q) = -s zeta(s+1, q)
+    assert not hasattr(flax, "igamma_p") and hasattr(jlax, "igamma_p")
+
+
+def test_composite_differentiates():
+    f = lambda x: x * x  # noqa: E731
+    with pytest.raises(ValueError):
+        jax.grad(jlax.composite(f, name="my.square"))(3.0)
+    assert float(ftrans.grad(flax.composite(f, name="my.square"))(3.0)) == 6.0

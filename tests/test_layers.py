@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.sharding", "top"),
     ("ftrans.debug", "top"),
     ("ftrans.experimental", "top"),
+    ("ftrans.extend", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

@@ -25,7 +25,7 @@ _APPROX = {
     "erf_inv", "lgamma", "digamma", "pow", "div", "integer_pow", "dot_general", "reduce_sum",
     "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum", "scatter_add",
     "scatter_mul", "mul", "rem", "sign", "abs", "conv_general_dilated", "fft",
-    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig",
+    "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "bessel_i0e", "bessel_i1e",
 }
 # Lowered only inside a program of their own kind: pmap's rule needs a replicated module (its
 # lowering is checked against jax.pmap in tests/test_pmap.py); a one-equation jit program of it

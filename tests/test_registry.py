@@ -138,7 +138,7 @@ UNARY = [
     "cosh", "digamma", "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "imag",
     "is_finite", "lgamma", "log", "log1p", "logistic", "neg", "not", "population_count", "real",
     "round", "rsqrt", "sign", "sin", "sinh", "sqrt", "stop_gradient", "tan", "tanh", "clz",
-    "square", "reduce_precision",
+    "square", "reduce_precision", "bessel_i0e", "bessel_i1e",
 ]
 BINARY = [
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "complex", "eq",
@@ -388,7 +388,7 @@ def _all_samples() -> dict[str, list[tuple[tuple, dict]]]:
 
 
 def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
-    """cond, while and scan as the lax API records them, with the operands they are bound to."""
+    """cond, while, scan, custom_linear_solve and reduce as the lax API records them, with the operands they are bound to."""
     from ftrans import lax as flax
     from ftrans.core.jaxpr_api import eval_jaxpr
 
@@ -402,6 +402,15 @@ def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "scan": [lambda a: flax.scan(lambda c, r: (c + r, c * r), a[0], a),
                  lambda a: flax.scan(lambda c, r: (c * a[0], (r, c.sum())), a[1], a, reverse=True, unroll=2),
                  lambda a: flax.scan(lambda c, _: (c + 1, None), 0, None, length=4)],
+        "custom_linear_solve": [
+            lambda a: flax.custom_linear_solve(lambda v: v * 2.0 + a, a, lambda mv, v: (v - a) / 2.0,
+                                               symmetric=True),
+            lambda a: flax.custom_linear_solve(lambda v: v * 3.0, a[0], lambda mv, v: v / 3.0)],
+        "reduce": [
+            lambda a: flax.reduce((a, a * 2.0), (np.float32(-np.inf), np.float32(0)),
+                                  lambda p, q: (flax.max(p[0], q[0]), p[1] + q[1]), (0,)),
+            lambda a: flax.reduce(a, np.float32(0.5), lambda p, q: flax.max(p, q), (0, 1)),
+            lambda a: flax.reduce(a, np.float32(0), lambda p, q: flax.select(q > p, q, p), (1,))],
     }
     out: dict[str, list] = {}
     for name, fs in programs.items():

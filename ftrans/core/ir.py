@@ -121,6 +121,11 @@ class ClosedJaxpr:
         self.consts = list(consts)
 
     @property
+    def literals(self) -> list:
+        """JAX's name for ``consts`` (the values of the constvars), as custom interpreters read it."""
+        return self.consts
+
+    @property
     def in_avals(self) -> list[ShapedArray]:
         return self.jaxpr.in_avals
 

@@ -12,12 +12,25 @@ from ftrans.lax._collectives import (  # noqa: F401
     psum,
     psum_scatter,
 )
-from ftrans.lax._control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: A004, F401
+from ftrans.lax._control_flow import (  # noqa: A004, F401
+    associative_scan,
+    cond,
+    fori_loop,
+    map,
+    scan,
+    switch,
+    while_loop,
+)
 from ftrans.lax._convolution import *  # noqa: F401,F403
+from ftrans.lax._extras import *  # noqa: F401,F403
 from ftrans.lax._indexing import *  # noqa: F401,F403
 from ftrans.lax._ops import *  # noqa: F401,F403
+from ftrans.lax._primitives import *  # noqa: F401,F403
+from ftrans.lax._ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general  # noqa: F401
 from ftrans.lax._reductions import *  # noqa: F401,F403
 from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
+from ftrans.lax._solves import custom_linear_solve, custom_root, linear_solve_p  # noqa: F401
+from ftrans.lax._special import *  # noqa: F401,F403
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

@@ -29,7 +29,7 @@ from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueE
 from ftrans.lax import _ops as lax
 from ftrans.transforms.batching import vmap
 
-__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
+__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan"]
 
 _builtin_map = map
 
@@ -695,3 +695,79 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
     if len(outs) == 1:
         return outs[0]
     return tree_util.tree_map(lambda a, b: lax.concatenate([a, b], 0), *outs)
+
+
+# ----------------------------------------------------------------------------
+# associative_scan: a parallel prefix scan written with slices and concatenation
+
+
+def _interleave(evens: Any, odds: Any, axis: int) -> Any:
+    """Elements of ``evens`` and ``odds`` alternating along ``axis`` (``evens`` first, as long or one longer)."""
+    n_odd = odds.shape[axis]
+    shape = tuple(odds.shape)
+    head = lax.slice_in_dim(evens, 0, n_odd, axis=axis) if evens.shape[axis] != n_odd else evens
+    pairs = lax.concatenate([lax.expand_dims(head, (axis + 1,)), lax.expand_dims(odds, (axis + 1,))], axis + 1)
+    merged = lax.reshape(pairs, shape[:axis] + (2 * n_odd,) + shape[axis + 1:])
+    if evens.shape[axis] == n_odd:
+        return merged
+    return lax.concatenate([merged, lax.slice_in_dim(evens, n_odd, n_odd + 1, axis=axis)], axis)
+
+
+def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int = 0) -> Any:
+    """JAX's ``lax.associative_scan``: all prefix combinations ``fn(... fn(fn(x0, x1), x2) ..., xk)`` along
+    ``axis``, for an associative ``fn`` on pytrees of arrays, in ``O(log n)`` depth.
+
+    ``fn`` must work on whole slices (it is applied to every pair of a level at once). Adjacent pairs are
+    combined, the half-length result is scanned recursively, which gives the prefixes ending at odd positions,
+    and one more combination gives those ending at even positions; the two are interleaved.
+    """
+    _check_callable("associative_scan", fn=fn)
+    leaves, tree = _flatten_operands(elems, "associative_scan: elems")
+    if not leaves:
+        raise FtransValueError("associative_scan: elems has no arrays to scan")
+    ndim = len(leaves[0].shape)
+    if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < max(ndim, 1) or ndim == 0:
+        raise FtransValueError(
+            f"associative_scan: axis {axis!r} is out of range for elements of rank {ndim} "
+            f"(shape {tuple(leaves[0].shape)})"
+        )
+    axis = int(axis) % ndim
+    n = leaves[0].shape[axis]
+    for x in leaves:
+        if len(x.shape) <= axis or x.shape[axis] != n:
+            raise FtransValueError(
+                "associative_scan: every array in elems must have the same size along the scanned axis "
+                f"{axis}; saw shapes {[tuple(x.shape) for x in leaves]}"
+            )
+    if reverse:
+        leaves = [lax.rev(x, (axis,)) for x in leaves]
+
+    def combine(a: list, b: list) -> list:
+        out = fn(tree_util.tree_unflatten(tree, a), tree_util.tree_unflatten(tree, b))
+        flat, out_tree = _flatten_operands(out, "the output of associative_scan's fn at ")
+        if len(flat) != len(a):
+            raise FtransValueError(
+                f"associative_scan: fn must return the structure of elems, {tree} ({len(a)} arrays), but "
+                f"returned {out_tree} ({len(flat)} arrays)"
+            )
+        return flat
+
+    def prefix(xs: list) -> list:
+        m = xs[0].shape[axis]
+        if m < 2:
+            return xs
+        pairs = combine([lax.slice_in_dim(x, 0, m - 1, 2, axis) for x in xs],
+                        [lax.slice_in_dim(x, 1, m, 2, axis) for x in xs])
+        odds = prefix(pairs)  # prefixes ending at 1, 3, 5, ...
+        rest = [lax.slice_in_dim(x, 2, m, 2, axis) for x in xs]  # x2, x4, ...
+        if m % 2 == 0:
+            evens = combine([lax.slice_in_dim(o, 0, m // 2 - 1, axis=axis) for o in odds], rest)
+        else:
+            evens = combine(odds, rest)
+        evens = [lax.concatenate([lax.slice_in_dim(x, 0, 1, axis=axis), e], axis) for x, e in zip(xs, evens)]
+        return [_interleave(e, o, axis) for e, o in zip(evens, odds)]
+
+    out = prefix(leaves)
+    if reverse:
+        out = [lax.rev(x, (axis,)) for x in out]
+    return tree_util.tree_unflatten(tree, out)

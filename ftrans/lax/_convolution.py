@@ -23,7 +23,7 @@ from ftrans.lax._windowed import padtype_to_pads
 
 __all__ = ["Precision", "ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
            "conv_transpose", "conv_dimension_numbers", "conv_general_permutations",
-           "conv_general_dilated_patches", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
+           "conv_general_dilated_patches", "conv_general_dilated_local", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
 
 class Precision(enum.Enum):
     """Precision hint for convolutions and matrix products (JAX's ``lax.Precision``).
@@ -328,6 +328,41 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
                                 feature_group_count=c, precision=precision,
                                 preferred_element_type=preferred_element_type)
 
+
+
+def conv_general_dilated_local(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                               filter_shape: Sequence[int], lhs_dilation: Sequence[int] | None = None,
+                               rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                               precision: Any = None) -> Any:
+    """JAX's ``lax.conv_general_dilated_local``: an unshared convolution, one filter per output position.
+
+    ``rhs`` is laid out like a convolution kernel whose input-feature axis holds ``C * prod(filter_shape)``
+    entries (the patch, input channel major) and whose spatial axes are the *output's* spatial sizes. The
+    patches of ``lhs`` (``conv_general_dilated_patches``) are contracted with ``rhs`` over that feature axis,
+    position by position (the spatial axes are batch axes of one ``dot_general``).
+    """
+    check_arraylike("lax.conv_general_dilated_local", lhs, rhs)
+    x, w = as_operand(lhs), as_operand(rhs)
+    lhs_precision = None
+    if precision is not None:
+        p = canonicalize_precision("conv_general_dilated_local", precision)
+        lhs_precision = p[0] if isinstance(p, tuple) else p
+    patches = conv_general_dilated_patches(x, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                           dimension_numbers, precision=lhs_precision)
+    _, rspec, ospec = conv_dimension_numbers(x.shape, (1, 1) + tuple(int(k) for k in filter_shape),
+                                             dimension_numbers)
+    out_space, rhs_space = list(ospec[2:]), list(rspec[2:])
+    order = sorted(range(len(out_space)), key=lambda k: out_space[k])
+    dn = (((ospec[1],), (rspec[1],)), (tuple(sorted(out_space)), tuple(rhs_space[k] for k in order)))
+    out = _ops.dot_general(patches, w, dn, precision=precision)
+    # dot_general gives (spatial in order of their output positions..., N, O); put N and O where ospec says
+    nd = len(ospec)
+    src = list(range(nd))
+    dest = [d for d in range(nd) if d not in (ospec[0], ospec[1])] + [ospec[0], ospec[1]]
+    perm = [0] * nd
+    for s_, d_ in zip(src, dest):
+        perm[d_] = s_
+    return _ops.transpose(out, tuple(perm))
 
 def fft(x: Any, fft_type: Any, fft_lengths: Sequence[int]) -> Any:
     """``lax.fft``: a 1-3 dimensional DFT over the trailing axes (``fft_type`` FFT, IFFT, RFFT or IRFFT)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,7 @@ __all__ = [
     # float functions
     "exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "asin",
     "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "cbrt",
-    "erf", "erfc", "erf_inv", "lgamma", "digamma",
+    "erf", "erfc", "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
     # complex
     "real", "imag", "conj", "complex",
     # comparisons and bits
@@ -57,6 +58,7 @@ __all__ = [
     "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count",
     # selection and types
     "select", "select_n", "clamp", "convert_element_type", "bitcast_convert_type", "stop_gradient",
+    "reduce_precision",
     # shapes
     "broadcast", "broadcast_in_dim", "broadcasted_iota", "iota", "reshape", "transpose", "squeeze",
     "expand_dims", "rev", "pad", "concatenate", "slice", "slice_in_dim", "index_in_dim",
@@ -237,6 +239,8 @@ erfc = _unop(E.erfc_p, "erfc")
 erf_inv = _unop(E.erf_inv_p, "erf_inv")
 lgamma = _unop(E.lgamma_p, "lgamma")
 digamma = _unop(E.digamma_p, "digamma")
+bessel_i0e = _unop(E.bessel_i0e_p, "bessel_i0e")
+bessel_i1e = _unop(E.bessel_i1e_p, "bessel_i1e")
 real = _unop(E.real_p, "real")
 imag = _unop(E.imag_p, "imag")
 conj = _unop(E.conj_p, "conj")
@@ -312,6 +316,14 @@ def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:
     d = dtypes.to_dtype(new_dtype)
     (x,) = _operands("bitcast_convert_type", (operand,))
     return _bind(S.bitcast_convert_type_p, x, new_dtype=d)
+
+
+def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Any:
+    """``lax.reduce_precision``: round to the nearest value with ``mantissa_bits`` of mantissa and
+    ``exponent_bits`` of exponent (out-of-range values become zero or infinity), keeping the dtype."""
+    (x,) = _operands("reduce_precision", (operand,))
+    return _bind(E.reduce_precision_p, x, exponent_bits=operator.index(exponent_bits),
+                 mantissa_bits=operator.index(mantissa_bits))
 
 
 def stop_gradient(x: Any) -> Any:

@@ -9,19 +9,29 @@ with the same message whether or not it is being traced.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+from jax import tree_util
+
 from ftrans.core import dtypes
-from ftrans.core.operands import as_operand, aval_of, check_arraylike, shape_of
+from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.operands import as_operand, aval_of, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
-from ftrans.errors import FtransValueError
+from ftrans.core.trace import Tracer, stage
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
-    "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
+    "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce",
+    "reduce_p",
 ]
+
+reduce_p = R.reduce_p
 
 
 def _bind(prim: Primitive, *args: Any, **params: Any) -> Any:
@@ -107,3 +117,117 @@ cumprod = _cumulative(So.cumprod_p)
 cummax = _cumulative(So.cummax_p)
 cummin = _cumulative(So.cummin_p)
 cumlogsumexp = _cumulative(So.cumlogsumexp_p)
+
+
+# ---------------------------------------------------------------- reduce with a user computation
+_MONOID_PRIMS: dict[str, str] = {"add": "sum", "mul": "prod", "max": "max", "min": "min", "and": "and",
+                                 "or": "or", "xor": "xor"}
+_MONOID_REDUCERS = {"sum": R.reduce_sum_p, "prod": R.reduce_prod_p, "max": R.reduce_max_p,
+                    "min": R.reduce_min_p, "and": R.reduce_and_p, "or": R.reduce_or_p, "xor": R.reduce_xor_p}
+
+
+def _is_identity(kind: str, value: np.ndarray) -> bool:
+    d = value.dtype
+    if kind in ("sum", "or", "xor"):
+        return bool(value == 0)
+    if kind == "prod":
+        return bool(value == 1)
+    if kind == "and":
+        return bool(value) if d == np.bool_ else bool(value == -1 if d.kind == "i" else value == np.iinfo(d).max)
+    if d == np.bool_:
+        return bool(value) == (kind == "min")
+    if dtypes.is_float(d):
+        return bool(value == (-np.inf if kind == "max" else np.inf))
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return bool(value == (info.min if kind == "max" else info.max))
+    return False
+
+
+def _monoid(body: ClosedJaxpr, init: Any, dtype: np.dtype) -> str | None:
+    """The reduction kind when ``body`` is one monoid op of its two arguments and ``init`` (concrete) is its
+    identity, as JAX recognises ``lax.add`` with init 0 and so on; None otherwise."""
+    j = body.jaxpr
+    if len(j.eqns) != 1 or len(j.outvars) != 1 or j.constvars:
+        return None
+    (eqn,) = j.eqns
+    kind = _MONOID_PRIMS.get(eqn.primitive.name)
+    if kind is None or eqn.outvars[0] is not j.outvars[0]:
+        return None
+    if sorted(map(id, eqn.invars)) != sorted(map(id, j.invars)) or len(set(map(id, eqn.invars))) != 2:
+        return None
+    if kind in ("and", "or", "xor") and not (dtype == np.bool_ or np.dtype(dtype).kind in "iu"):
+        return None
+    if dtype == np.bool_ and kind in ("sum", "prod"):
+        return None
+    value = init.to_concrete_value() if isinstance(init, Tracer) else np.asarray(init)
+    if value is None:
+        return None
+    return kind if _is_identity(kind, np.asarray(value)) else None
+
+
+def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: Sequence[int]) -> Any:  # noqa: A001
+    """``lax.reduce``: reduce ``operands`` (a pytree of same-shaped arrays) over ``dimensions`` with
+    ``computation(accumulators, elements) -> accumulators`` from ``init_values`` (one scalar per operand).
+
+    A single operand whose computation is ``add``, ``mul``, ``max``, ``min`` (or a bitwise ``and``/``or``/
+    ``xor``) with that monoid's identity as init binds the matching reduction primitive, as in JAX; anything
+    else binds the general ``reduce`` primitive with the traced computation (``stablehlo.reduce``). The
+    computation should be associative and commutative: XLA may combine elements in any order.
+    """
+    flat_ops, tree = tree_util.tree_flatten(operands)
+    flat_inits, init_tree = tree_util.tree_flatten(init_values)
+    if tree != init_tree:
+        raise FtransValueError(
+            f"reduce: operands must have the same tree structure as init_values: {tree} vs. {init_tree}"
+        )
+    if not flat_ops:
+        raise FtransValueError("reduce: no operands to reduce")
+    check_arraylike("reduce", *flat_ops, *flat_inits)
+    ops = [as_operand(o) for o in flat_ops]
+    shape = tuple(shape_of(ops[0]))
+    dims = tuple(sorted(_dimension("reduce", d, len(shape)) for d in dimensions)) if shape else ()
+    if len(set(dims)) != len(dims):
+        raise FtransValueError(f"reduce: dimensions {tuple(dimensions)} contain duplicates")
+    inits = []
+    for o, i in zip(ops, flat_inits):
+        od, _ = dtype_weak(o)
+        idt, iweak = dtype_weak(i)
+        if idt != od and not iweak:
+            raise FtransTypeError(
+                f"reduce: operand dtypes should match corresponding initial value dtypes, got operand "
+                f"{od.name} and init value {idt.name}"
+            )
+        inits.append(convert(i, od) if idt != od else as_operand(i))
+    scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
+    box: list = []
+
+    def flat_computation(*args: Any) -> list:
+        n = len(ops)
+        acc = tree_util.tree_unflatten(tree, args[:n])
+        elem = tree_util.tree_unflatten(tree, args[n:])
+        out = computation(acc, elem)
+        leaves, out_tree = tree_util.tree_flatten(out)
+        box.append(out_tree)
+        return [as_operand(x) for x in leaves]
+
+    closed, _ = stage(flat_computation, scalar + scalar)
+    if box[0] != tree:
+        raise FtransTypeError(
+            f"reduce: the computation must return the structure of the operands, {tree}, but returned {box[0]}"
+        )
+    if closed.consts:
+        raise NotImplementedError(
+            "reduce: the computation closes over array values; reduction computations may use only their "
+            "scalar arguments and Python constants"
+        )
+    if len(ops) == 1:
+        kind = _monoid(closed, inits[0], scalar[0].dtype)
+        if kind is not None:
+            out = _bind(_MONOID_REDUCERS[kind], ops[0], axes=dims)
+            weak = dtype_weak(ops[0])[1] and dtype_weak(flat_inits[0])[1]
+            if dtype_weak(out)[1] != weak:
+                out = S.convert_element_type_p.bind(out, new_dtype=scalar[0].dtype, weak_type=weak)
+            return tree_util.tree_unflatten(tree, [out])
+    outs = _bind(R.reduce_p, *ops, *inits, jaxpr=closed, dimensions=dims)
+    return tree_util.tree_unflatten(tree, list(outs))

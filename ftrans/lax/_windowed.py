@@ -27,9 +27,9 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     if kind in ("SAME", "SAME_LOWER"):
         out = []
         for n, w, s in zip(in_shape, window_shape, window_strides):
-            out_size = -(-n // s)
-            total = max(0, (out_size - 1) * s + w - n)
-            lo, hi = total // 2, total - total // 2
+            out_size = -(-int(n) // int(s))
+            total = max(0, (out_size - 1) * int(s) + int(w) - int(n))
+            lo, hi = int(total // 2), int(total - total // 2)
             out.append((hi, lo) if kind == "SAME_LOWER" else (lo, hi))
         return out
     raise FtransValueError(f"unknown padding {padding!r}; use 'VALID', 'SAME', 'SAME_LOWER' or (low, high) pairs")

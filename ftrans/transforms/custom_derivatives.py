@@ -34,13 +34,14 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, UnexpectedTracerError
 from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
 from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
-__all__ = ["custom_jvp", "custom_vjp", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
+__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
 
 SymbolicZero = Zero  # what a rule registered with symbolic_zeros=True receives for a zero tangent
 
@@ -422,3 +423,124 @@ def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> list:
         for p, c in zip(positions, ct_leaves):
             leaves[p] = c
     return leaves
+
+
+# ----------------------------------------------------------------------------
+# custom_gradient and closure_convert
+
+
+class _GradientRule:
+    """A ``custom_gradient`` backward function, staged: a jaxpr (static) over its captured values (residuals)."""
+
+    __slots__ = ("jaxpr", "out_tree")
+
+    def __init__(self, jaxpr: ClosedJaxpr, out_tree: Any):
+        self.jaxpr, self.out_tree = jaxpr, out_tree
+
+
+def custom_gradient(fun: Callable) -> Any:
+    """JAX's ``custom_gradient``: ``fun(*args)`` returns ``(value, vjp_fn)``; ``vjp_fn(ct)`` gives the
+    cotangents of the arguments (a tuple, one per argument; a bare value for a single argument).
+
+    Built on ``custom_vjp``: the forward function stages ``vjp_fn`` on the cotangent types of the value,
+    so what it closes over (values computed on the way) become the residuals the backward pass reads.
+    As in JAX, ``vjp_fn`` may not branch in Python on those values or on its cotangent.
+    """
+    if not callable(fun):
+        raise FtransTypeError(f"custom_gradient: expected a function, got {type(fun).__name__}")
+    name = _name(fun)
+
+    def _pair(out: Any) -> tuple:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
+            raise FtransTypeError(
+                f"custom_gradient: {name} must return a pair (value, vjp_fn) with vjp_fn a function of the "
+                f"value's cotangent, got {type(out).__name__}"
+            )
+        return tuple(out)
+
+    def primal(*args: Any) -> Any:
+        return _pair(fun(*args))[0]
+
+    primal.__name__ = name
+    primal.__qualname__ = getattr(fun, "__qualname__", name)
+    wrapped = custom_vjp(primal)
+
+    def fwd(*args: Any) -> tuple:
+        ans, rule = _pair(fun(*args))
+        ans_leaves, ans_tree = tree_util.tree_flatten(ans)
+        ct_avals = [tangent_aval(aval_of(_operand(name, "output", x))) for x in ans_leaves]
+        rule_tree: list = []
+
+        def flat_rule(*cts: Any) -> list:
+            out = rule(tree_util.tree_unflatten(ans_tree, cts))
+            leaves, tree = tree_util.tree_flatten(out)
+            rule_tree.append(tree)
+            return leaves
+
+        closed, _ = stage(flat_rule, ct_avals)
+        body, consts = hoist_consts(closed)
+        return ans, (_GradientRule(body, rule_tree[0]), ans_tree, consts)
+
+    def bwd(res: tuple, ct: Any) -> Any:
+        rule, ans_tree, consts = res
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != ans_tree:
+            raise FtransTypeError(
+                f"custom_gradient: the cotangent of {name}'s output has structure {ct_tree}, expected {ans_tree}"
+            )
+        out = tree_util.tree_unflatten(rule.out_tree, eval_jaxpr(rule.jaxpr, [], *consts, *ct_leaves))
+        if not isinstance(out, tuple):
+            out = (out,)
+        return out
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped
+
+
+def _maybe_perturbed(x: Any) -> bool:
+    """Whether ``x`` may carry a tangent: a tracer of a differentiable (inexact) type."""
+    if not isinstance(x, Tracer):
+        return False
+    if isinstance(x, JVPTracer) and type(x.tangent) is Zero:
+        return _maybe_perturbed(x.primal)
+    return tangent_aval(x.aval).dtype != float0
+
+
+def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
+    """JAX's ``closure_convert``: ``(converted, consts)`` where ``converted(*args, *consts)`` equals
+    ``fun(*args)`` for arguments of the example arguments' types, and ``consts`` are the values ``fun``
+    closes over that a transform may differentiate (tracers of inexact type), now explicit arguments.
+    """
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path(example_args)
+    in_avals = [aval_of(_operand("closure_convert", "example_args" + tree_util.keystr(p), x))
+                for p, x in leaves_paths]
+    out_tree_box: list = []
+
+    def flat_fun(*ins: Any) -> list:
+        out, tree = tree_util.tree_flatten(fun(*tree_util.tree_unflatten(in_tree, ins)))
+        out_tree_box.append(tree)
+        return out
+
+    closed, _ = stage(flat_fun, in_avals)
+    body, consts = hoist_consts(closed)
+    out_tree = out_tree_box[0]
+    hoisted_mask = [_maybe_perturbed(c) for c in consts]
+    hoisted = [c for c, m in zip(consts, hoisted_mask) if m]
+    kept = [c for c, m in zip(consts, hoisted_mask) if not m]
+    n_hoisted = len(hoisted)
+
+    def converted(*args_and_consts: Any) -> Any:
+        n_args = len(args_and_consts) - n_hoisted
+        args, given = args_and_consts[:n_args], args_and_consts[n_args:]
+        leaves, tree = tree_util.tree_flatten(tuple(args))
+        if tree != in_tree:
+            raise FtransTypeError(
+                "closure_convert: the converted function's arguments must have the structure of the example "
+                f"arguments given to closure_convert, {in_tree}, but they have structure {tree}"
+            )
+        k_it, g_it = iter(kept), iter(given)
+        all_consts = [next(g_it) if m else next(k_it) for m in hoisted_mask]
+        return tree_util.tree_unflatten(out_tree, eval_jaxpr(body, [], *all_consts, *leaves))
+
+    converted.__name__ = _name(fun)
+    return converted, hoisted

@@ -39,7 +39,8 @@ from ftrans.errors import FtransTypeError
 
 __all__ = [
     "cond_p", "while_p", "scan_p", "same_type", "type_str", "scan_split", "clamp_index",
-    "permute_inputs", "permute_outputs", "add_unused_inputs", "join_consts",
+    "permute_inputs", "permute_outputs", "add_unused_inputs", "join_consts", "linear_solve_p",
+    "linear_solve_parts", "linear_solve_transpose_params",
 ]
 
 
@@ -299,3 +300,76 @@ def _while_lin_update(params: dict, rule: str, num_operands: int) -> dict:
 
 checkpointed_while_p = CallPrimitive("checkpointed_while", func_name=lambda params: "checkpointed_while")
 while_lin_p = CallPrimitive("while_lin", func_name=lambda params: "while_lin", update_params=_while_lin_update)
+
+
+# ----------------------------------------------------------------------------
+# custom_linear_solve
+#
+# ``custom_linear_solve``  ``(*matvec_consts, *vecmat_consts, *solve_consts, *transpose_solve_consts, *b)`` with
+# ``const_lengths`` (four counts, in that order) and ``jaxprs``: ``(matvec, solve)`` or, when a transpose solve
+# was given, ``(matvec, vecmat, solve, transpose_solve)``.  Each body takes its consts and a vector shaped like
+# ``b``; ``solve``/``transpose_solve`` return the solution followed by any auxiliary outputs (``has_aux``), and
+# so does the primitive.  Evaluating it runs ``solve``; its derivatives come from ``matvec`` (implicit
+# differentiation at the solution), its transpose solves with ``transpose_solve`` against ``vecmat``.
+
+linear_solve_p = Primitive("custom_linear_solve", multiple_results=True, higher_order=True)
+
+
+def linear_solve_parts(jaxprs: tuple) -> tuple:
+    """``(matvec, vecmat, solve, transpose_solve)`` from the ``jaxprs`` param (None for the absent two)."""
+    if len(jaxprs) == 2:
+        return jaxprs[0], None, jaxprs[1], None
+    return tuple(jaxprs)
+
+
+def linear_solve_transpose_params(const_lengths: tuple, jaxprs: tuple) -> tuple[tuple, tuple]:
+    """The params of the transposed solve: matvec and vecmat swapped, solve and transpose_solve swapped."""
+    mv, vm, sv, ts = linear_solve_parts(jaxprs)
+    a, b, c, d = const_lengths
+    return (b, a, d, c), (vm, mv, ts, sv)
+
+
+@linear_solve_p.def_abstract_eval
+def _linear_solve_abstract_eval(*avals: ShapedArray, const_lengths: tuple, jaxprs: tuple) -> list[ShapedArray]:
+    if len(const_lengths) != 4 or len(jaxprs) not in (2, 4):
+        raise FtransTypeError("custom_linear_solve: const_lengths must hold 4 counts and jaxprs 2 or 4 ClosedJaxprs")
+    parts = linear_solve_parts(jaxprs)
+    n = sum(const_lengths)
+    if len(avals) < n:
+        raise FtransTypeError(f"custom_linear_solve: {len(avals)} operands but const_lengths needs {n} consts")
+    b = list(avals[n:])
+    start = 0
+    for name, body, k in zip(("matvec", "vecmat", "solve", "transpose_solve"), parts, const_lengths):
+        consts = list(avals[start:start + k])
+        start += k
+        if body is None:
+            if k:
+                raise FtransTypeError(f"custom_linear_solve: {name} is absent but has {k} consts")
+            continue
+        _check_closed("custom_linear_solve", name, body)
+        _check_inputs("custom_linear_solve", name, body, consts + b)
+        outs = body.out_avals[:len(b)]
+        if len(outs) != len(b) or not all(same_type(o, a) for o, a in zip(outs, b)):
+            raise FtransTypeError(
+                f"custom_linear_solve: {name} returns ({', '.join(map(type_str, body.out_avals))}) but b is "
+                f"({', '.join(map(type_str, b))})"
+            )
+    aux = list(parts[2].out_avals[len(b):])
+    return b + aux
+
+
+@linear_solve_p.def_weak_type
+def _linear_solve_weak(weaks: tuple, *, const_lengths: tuple, jaxprs: tuple) -> tuple:
+    n = sum(const_lengths)
+    solve = linear_solve_parts(jaxprs)[2]
+    b = weaks[n:]
+    return tuple(b) + tuple(a.weak_type for a in solve.out_avals[len(b):])
+
+
+@linear_solve_p.def_impl
+def _linear_solve_impl(*vals: Any, const_lengths: tuple, jaxprs: tuple) -> list:
+    mv, vm, sv, ts = const_lengths
+    solve = linear_solve_parts(jaxprs)[2]
+    n = sum(const_lengths)
+    args = list(vals[mv + vm:mv + vm + sv]) + list(vals[n:])
+    return _unwrap(_run(solve, *_wrap_in(args)), solve.out_avals)

@@ -8,6 +8,7 @@ more give 0 (or the sign fill), rounding can be half-away-from-zero.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import scipy.special as sps
 
@@ -291,6 +292,61 @@ def _round_params(x, *, rounding_method: int = 0):
 
 round_p = standard_primitive("round", elementwise_shape("round"), _round_params, _round_impl)
 is_finite_p = unop("is_finite", FLOAT, np.isfinite, result="bool")
+
+
+# ---------------------------------------------------------------- exponentially scaled Bessel functions
+bessel_i0e_p = unop("bessel_i0e", FLOAT, via_float32(sps.i0e))
+bessel_i1e_p = unop("bessel_i1e", FLOAT, via_float32(sps.i1e))
+
+
+# ---------------------------------------------------------------- reduce_precision
+def _float_layout(d: np.dtype) -> tuple[int, int, np.dtype]:
+    """(exponent bits, mantissa bits, unsigned integer type of the same width) of a float dtype."""
+    info = ml_dtypes.finfo(d)
+    return int(info.nexp), int(info.nmant), np.dtype(f"uint{np.dtype(d).itemsize * 8}")
+
+
+@quiet
+def _reduce_precision_impl(x, *, exponent_bits: int, mantissa_bits: int):
+    """XLA's ReducePrecision on the bits: round the mantissa to nearest even, then flush exponents out of the
+    smaller range to signed zero / infinity; NaN stays NaN."""
+    d = x.dtype
+    src_e, src_m, ut = _float_layout(d)
+    nbits = ut.itemsize * 8
+    bits = np.ascontiguousarray(x).view(ut).copy()
+    one = ut.type(1)
+    if mantissa_bits < src_m:
+        shift = src_m - mantissa_bits
+        last = ut.type(1 << shift)
+        bias = ut.type((1 << (shift - 1)) - 1)
+        last_bit = (bits & last) >> ut.type(shift)
+        bits = (bits + last_bit + bias) & ~ut.type((1 << shift) - 1)
+    if exponent_bits < src_e:
+        exp_mask = ut.type(((1 << src_e) - 1) << src_m)
+        sign_mask = ut.type(one << ut.type(nbits - 1))
+        bias = (1 << (src_e - 1)) - 1
+        reduced = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        over = exponent > ut.type((bias + reduced) << src_m)
+        under = exponent <= ut.type((bias - reduced) << src_m)
+        signed_zero = bits & sign_mask
+        bits = np.where(over, signed_zero | exp_mask, np.where(under, signed_zero, bits)).astype(ut)
+    out = bits.view(d).reshape(x.shape)
+    return np.where(np.isnan(x), x, out).astype(d)
+
+
+def _reduce_precision_dtype(x, *, exponent_bits, mantissa_bits):
+    d = elementwise_dtype("reduce_precision", FLOAT)(x)
+    if not (isinstance(exponent_bits, (int, np.integer)) and exponent_bits >= 1):
+        raise prim_type_error("reduce_precision", [x], f"exponent_bits must be an int >= 1, got {exponent_bits!r}")
+    if not (isinstance(mantissa_bits, (int, np.integer)) and mantissa_bits >= 0):
+        raise prim_type_error("reduce_precision", [x], f"mantissa_bits must be an int >= 0, got {mantissa_bits!r}")
+    return d
+
+
+reduce_precision_p = standard_primitive(
+    "reduce_precision", elementwise_shape("reduce_precision"), _reduce_precision_dtype, _reduce_precision_impl,
+)
 
 # ---------------------------------------------------------------- complex
 real_p = unop("real", COMPLEX, np.real, result="real")

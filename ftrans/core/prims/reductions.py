@@ -336,3 +336,105 @@ dot_general_p = standard_primitive(
 )
 
 __all__ = [n for n in dir() if n.endswith("_p")]
+
+
+# ---------------------------------------------------------------- reduce with a user computation
+#
+# ``reduce``  ``(*operands, *init_values)`` with ``jaxpr`` (a ClosedJaxpr over 2n scalars -- n accumulators,
+# then n elements -- returning n scalars) and ``dimensions`` (distinct, non-negative).  JAX's ``reduce_p``:
+# what ``lax.reduce`` binds when its computation is not a monoid it knows (``add``, ``max``, ...).
+
+from ftrans.core.avals import ShapedArray  # noqa: E402
+from ftrans.core.primitive import Primitive  # noqa: E402
+
+reduce_p = Primitive("reduce", multiple_results=True, higher_order=True)
+
+
+def _reduce_check(avals: tuple, jaxpr, dimensions) -> tuple[list, list, tuple]:
+    n = len(avals) // 2
+    if n == 0 or len(avals) != 2 * n:
+        raise prim_type_error("reduce", list(avals), "takes n operands followed by n init values (n >= 1)")
+    ops, inits = list(avals[:n]), list(avals[n:])
+    shape = ops[0].shape
+    for o in ops:
+        if o.shape != shape:
+            raise prim_type_error("reduce", ops, "operands must all have the same shape")
+    for o, i in zip(ops, inits):
+        if i.shape != () or i.dtype != o.dtype:
+            raise prim_type_error("reduce", [o, i], "each init value must be a scalar of its operand's dtype")
+    dims = strict_axes("reduce", dimensions, len(shape))
+    want = [ShapedArray((), a.dtype, False) for a in ops]
+    ins, outs = jaxpr.in_avals, jaxpr.out_avals
+    if (len(ins) != 2 * n or len(outs) != n
+            or any(a.shape != () or a.dtype != w.dtype for a, w in zip(ins, want + want))
+            or any(a.shape != () or a.dtype != w.dtype for a, w in zip(outs, want))):
+        sig = ", ".join(a.str_short() for a in ins) + " -> " + ", ".join(a.str_short() for a in outs)
+        raise prim_type_error(
+            "reduce", list(avals),
+            f"the computation must map {2 * n} scalars (accumulators, then elements) of the operands' dtypes "
+            f"to {n}, but it is ({sig})",
+        )
+    return ops, inits, dims
+
+
+@reduce_p.def_abstract_eval
+def _reduce_abstract_eval(*avals, jaxpr, dimensions):
+    ops, inits, dims = _reduce_check(avals, jaxpr, dimensions)
+    shape = tuple(s for i, s in enumerate(ops[0].shape) if i not in dims)
+    return [ShapedArray(shape, o.dtype, o.weak_type and i.weak_type) for o, i in zip(ops, inits)]
+
+
+@reduce_p.def_weak_type
+def _reduce_weak(weaks: tuple, *, jaxpr, dimensions) -> tuple:
+    n = len(weaks) // 2
+    return tuple(a and b for a, b in zip(weaks[:n], weaks[n:]))
+
+
+_ELEMENTWISE: set = set()
+
+
+def _elementwise_body(jaxpr) -> bool:
+    """Whether every equation of ``jaxpr`` is elementwise, so it can run on whole arrays at once."""
+    if not _ELEMENTWISE:
+        from ftrans.core.prims import elementwise as E
+        from ftrans.core.prims import structural as S
+
+        _ELEMENTWISE.update(v for v in vars(E).values() if isinstance(v, Primitive))
+        _ELEMENTWISE.update((S.select_n_p, S.convert_element_type_p, S.clamp_p))
+    return all(e.primitive in _ELEMENTWISE for e in jaxpr.jaxpr.eqns)
+
+
+@reduce_p.def_impl
+def _reduce_impl(*vals, jaxpr, dimensions):
+    """A fold from the init values over the reduced elements: vectorised over the kept positions when the
+    computation is elementwise, element by element otherwise."""
+    from ftrans.core.array import Array
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    n = len(vals) // 2
+    ops = [np.asarray(v) for v in vals[:n]]
+    inits = [np.asarray(v) for v in vals[n:]]
+    dims = tuple(sorted(int(d) for d in dimensions))
+    keep = [d for d in range(ops[0].ndim) if d not in dims]
+    out_shape = tuple(ops[0].shape[d] for d in keep)
+    k = math.prod(ops[0].shape[d] for d in dims)
+    flat = [np.transpose(o, dims + tuple(keep)).reshape((k,) + out_shape) for o in ops]
+    run = lambda *a: eval_jaxpr(jaxpr.jaxpr, list(jaxpr.consts), *a)  # noqa: E731
+
+    def wrap(x):
+        return Array._new(np.asarray(x), False)
+
+    if _elementwise_body(jaxpr):
+        acc = [np.broadcast_to(i, out_shape).copy() for i in inits]
+        for j in range(k):
+            res = run(*[wrap(a) for a in acc], *[wrap(f[j]) for f in flat])
+            acc = [np.broadcast_to(np.asarray(r, o.dtype), out_shape) for r, o in zip(res, ops)]
+        return [np.array(a, dtype=o.dtype) for a, o in zip(acc, ops)]
+    outs = [np.empty(out_shape, o.dtype) for o in ops]
+    for idx in np.ndindex(*out_shape):
+        acc = [wrap(i) for i in inits]
+        for j in range(k):
+            acc = run(*acc, *[wrap(f[(j,) + idx]) for f in flat])
+        for o, a in zip(outs, acc):
+            o[idx] = np.asarray(a)
+    return outs

@@ -26,7 +26,14 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.prims.control_flow import cond_p, scan_p, scan_split, while_p
+from ftrans.core.prims.control_flow import (
+    cond_p,
+    linear_solve_p,
+    linear_solve_parts,
+    scan_p,
+    scan_split,
+    while_p,
+)
 from ftrans.core.trace import aval_of, stage
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import register_lowering
@@ -51,6 +58,16 @@ def _cond_lowering(ctx: Any, index: str, *ops: str, branches: tuple) -> list[str
                     mt.tensor_type((), _I32))
     regions = [ctx.fn.region([], lambda f, _, s=s: _call(f, s, list(ops), out_types)) for s in syms]
     return ctx.emit("stablehlo.case", [idx], out_types, regions=regions)
+
+
+@register_lowering(linear_solve_p)
+def _linear_solve_lowering(ctx: Any, *args: str, const_lengths: tuple, jaxprs: tuple) -> list[str]:
+    """The solve, as a call of its body (matvec and the transpose only matter to derivatives)."""
+    mv, vm, sv, _ = const_lengths
+    solve = linear_solve_parts(jaxprs)[2]
+    sym = ctx.module.function(solve.jaxpr, "custom_linear_solve")
+    ops = list(args[mv + vm:mv + vm + sv]) + list(args[sum(const_lengths):])
+    return _call(ctx.fn, sym, ops, [mt.aval_type(a) for a in ctx.avals_out])
 
 
 @register_lowering(while_p)

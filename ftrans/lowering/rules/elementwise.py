@@ -9,6 +9,8 @@ ops, which XLA expands during compilation.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ftrans.core import dtypes
@@ -116,6 +118,12 @@ def _round(ctx: LoweringContext, x, *, rounding_method: int = 0):
     return ctx.emit1(op, [x])
 
 
+@register_lowering(E.reduce_precision_p)
+def _reduce_precision(ctx: LoweringContext, x, *, exponent_bits: int, mantissa_bits: int):
+    return ctx.emit1("stablehlo.reduce_precision", [x], attrs={
+        "exponent_bits": f"{int(exponent_bits)} : i32", "mantissa_bits": f"{int(mantissa_bits)} : i32"})
+
+
 @register_lowering(E.conj_p)
 def _conj(ctx: LoweringContext, x):
     a = ctx.avals_in[0]
@@ -169,3 +177,70 @@ def _identity(ctx: LoweringContext, x):
 
 
 register_lowering(E.copy_p)(_identity)
+
+
+# ---------------------------------------------------------------- bessel_i0e, bessel_i1e
+#
+# StableHLO has no Bessel functions (CHLO has only i1e, and not i0e), so both lower to an ftrans program:
+# the power series of I_nu(x) (nu = 0, 1) times exp(-|x|) below a threshold, and the large-argument
+# expansion  e^-x I_nu(x) ~ (2 pi x)^-1/2 sum_k (-1)^k a_k(nu) / x^k  above it, with term counts that reach
+# the dtype's precision on each side (float32: threshold 15, 40 series / 12 asymptotic terms; float64: 30,
+# 90 / 24).  The program is staged once per type and called as a private function.
+
+
+def _bessel_program(nu: int, aval: Any) -> Any:
+    from ftrans.core import building as B
+    from ftrans.core.prims import structural as S
+    from ftrans.core.trace import stage
+
+    calc = np.dtype(np.float64) if aval.dtype == np.float64 else np.dtype(np.float32)
+    wide = calc == np.float64
+    threshold, n_series, n_asym = (30.0, 90, 24) if wide else (15.0, 40, 12)
+
+    def const(v: float) -> Any:
+        return np.asarray(v, calc)
+
+    def fun(x: Any) -> list:
+        xc = B.convert_element_type(x, calc) if x.aval.dtype != calc else x
+        ax = E.abs_p.bind(xc)
+        small = E.min_p.bind(ax, B.full(aval.shape, threshold, calc))  # keep the unused branch finite
+        q = B.mul(B.mul(small, small), const(0.25))
+        term = B.full(aval.shape, 1.0, calc) if nu == 0 else B.mul(small, const(0.5))
+        total = term
+        for k in range(1, n_series):
+            term = B.mul(term, B.div(q, const(float(k * (k + nu)))))
+            total = B.add(total, term)
+        series = B.mul(total, E.exp_p.bind(E.neg_p.bind(small)))
+        big = E.max_p.bind(ax, B.full(aval.shape, threshold, calc))
+        inv = B.div(const(1.0), big)
+        term = B.full(aval.shape, 1.0, calc)
+        acc = term
+        for k in range(1, n_asym):
+            ratio = ((2 * k - 1) ** 2 - 4 * nu * nu) / (8.0 * k)
+            term = B.mul(term, B.mul(inv, const(ratio)))
+            acc = B.add(acc, term)
+        asym = B.mul(acc, E.rsqrt_p.bind(B.mul(big, const(2 * np.pi))))
+        out = B.select(E.lt_p.bind(ax, B.full(aval.shape, threshold, calc)), series, asym)
+        if nu == 1:
+            out = B.mul(out, E.sign_p.bind(xc))
+        if calc != aval.dtype:
+            out = S.convert_element_type_p.bind(out, new_dtype=aval.dtype, weak_type=False)
+        return [out]
+
+    closed, _ = stage(fun, [aval.update(weak_type=False)])
+    return closed
+
+
+def _bessel_lowering(nu: int):
+    def rule(ctx: LoweringContext, x):
+        closed = _bessel_program(nu, ctx.avals_in[0])
+        consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
+        sym = ctx.module.function(closed.jaxpr, f"bessel_i{nu}e")
+        return ctx.fn.emit("func.call", consts + [x], [mt.aval_type(ctx.avals_out[0])], {"callee": f"@{sym}"})[0]
+
+    rule.__name__ = f"_bessel_i{nu}e_lowering"
+    return rule
+
+
+register_lowering(E.bessel_i0e_p)(_bessel_lowering(0))
+register_lowering(E.bessel_i1e_p)(_bessel_lowering(1))

@@ -195,3 +195,19 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
         zero = ctx.broadcast(ctx.scalar(0, calc), ShapedArray((), calc), out.shape)
         return compare(ctx.fn, y, zero, calc, "NE", shape=tuple(out.shape))
     return ctx.convert(y, out.update(dtype=calc), out.dtype)
+
+
+# ---------------------------------------------------------------- reduce with a user computation
+@register_lowering(R.reduce_p)
+def _lower_reduce_general(ctx: LoweringContext, *args: str, jaxpr, dimensions) -> list[str]:
+    """One variadic ``stablehlo.reduce`` whose region calls the computation's function."""
+    n = len(args) // 2
+    sym = ctx.module.function(jaxpr.jaxpr, "reduce_computation")
+    scalar_types = [mt.tensor_type((), a.dtype) for a in ctx.avals_in[:n]]
+
+    def body(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
+        return f.emit("func.call", xs, scalar_types, {"callee": f"@{sym}"})
+
+    return ctx.emit("stablehlo.reduce", list(args), [mt.aval_type(a) for a in ctx.avals_out],
+                    attrs={"dimensions": mt.i64_array(sorted(int(d) for d in dimensions))},
+                    regions=[ctx.fn.region(scalar_types + scalar_types, body)])

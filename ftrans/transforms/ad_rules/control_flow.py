@@ -51,6 +51,8 @@ from ftrans.core.prims.control_flow import (
     checkpointed_while_p,
     cond_p,
     join_consts,
+    linear_solve_p,
+    linear_solve_parts,
     permute_inputs,
     permute_outputs,
     scan_p,
@@ -63,6 +65,7 @@ from ftrans.transforms.ad import (
     Zero,
     add_tangents,
     instantiate,
+    jvp_flat,
     jvp_jaxpr,
     register_jvp,
     tangent_aval,
@@ -809,3 +812,61 @@ def _while_split_eqn_whole(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn,
 
 partial_eval_rules[while_p] = _while_partial_eval
 partial_eval_jaxpr_rules[while_p] = _while_split_eqn
+
+
+# ----------------------------------------------------------------------------
+# custom_linear_solve: implicit differentiation at the solution
+#
+# With A x = b:  dA x + A dx = db, so dx = A^{-1} (db - dA x).  ``dA x`` is the JVP of ``matvec`` in its consts
+# at the solution (its operand held fixed); the tangent solve is the same primitive on the new right-hand side,
+# which is linear in it, so reverse mode transposes it (``linear_rules/control_flow.py``).
+
+
+def _split_solve(vals: Sequence[Any], const_lengths: tuple) -> tuple[list[list], list]:
+    groups, start = [], 0
+    for k in const_lengths:
+        groups.append(list(vals[start:start + k]))
+        start += k
+    return groups, list(vals[start:])
+
+
+@register_jvp(linear_solve_p)
+def _linear_solve_jvp(primals: list, tangents: list, *, const_lengths: tuple, jaxprs: tuple) -> tuple[list, list]:
+    params = dict(const_lengths=const_lengths, jaxprs=jaxprs)
+    x = list(linear_solve_p.bind(*primals, **params))
+    consts, b = _split_solve(primals, const_lengths)
+    consts_dot, b_dot = _split_solve(tangents, const_lengths)
+    n_b = len(b)
+    x_vec = x[:n_b]
+    matvec = linear_solve_parts(jaxprs)[0]
+    rhs = list(b_dot)
+    if any(type(t) is not Zero for t in consts_dot[0]):
+        def apply(*ins: Any) -> tuple[list, None]:
+            return eval_jaxpr(matvec.jaxpr, list(matvec.consts), *ins), None
+
+        zeros = [Zero(tangent_aval(aval_of(v))) for v in x_vec]
+        _, dax, _ = jvp_flat(apply, consts[0] + x_vec, consts_dot[0] + zeros)
+        rhs = [add_tangents(r, B.neg(t)) if type(t) is not Zero else r for r, t in zip(rhs, dax)]
+    if all(type(r) is Zero for r in rhs):
+        return x, [Zero(tangent_aval(aval_of(v))) for v in x]
+    rhs = [instantiate(r) for r in rhs]
+    x_dot = list(linear_solve_p.bind(*[c for g in consts for c in g], *rhs, **params))
+    aux_zero = [Zero(tangent_aval(aval_of(v))) for v in x[n_b:]]
+    return x, x_dot[:n_b] + aux_zero
+
+
+def _linear_solve_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
+    """Any unknown operand makes the whole solve unknown: the tangent solve reads known consts (residuals)
+    and an unknown right-hand side, and is recorded as is."""
+    unk, vals = _is_unknown(trace, tracers)
+    if not any(unk):
+        return linear_solve_p.bind(*vals, **params)
+    return trace.record(linear_solve_p, tracers, params)
+
+
+def _linear_solve_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    return None, eqn, [True] * len(eqn.outvars)
+
+
+partial_eval_rules[linear_solve_p] = _linear_solve_partial_eval
+partial_eval_jaxpr_rules[linear_solve_p] = _linear_solve_split_eqn

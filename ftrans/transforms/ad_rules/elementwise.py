@@ -187,6 +187,15 @@ def _abs_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
 
 defjvp_linear(E.neg_p)
 defjvp_linear(E.copy_p)
+defjvp_linear(E.reduce_precision_p)
+# d/dx e^-|x| I0(x) = e^-|x| I1(x) - sign(x) e^-|x| I0(x);  d/dx e^-|x| I1(x) = i0e(x) - i1e(x) (sign(x) + 1/x),
+# which is 1/2 at 0 (the limit; the formula is 0/0 there).
+_unary(E.bessel_i0e_p, lambda x, y: B.sub(B.apply(E.bessel_i1e_p, x), B.mul(B.apply(E.sign_p, x), y)))
+_unary(E.bessel_i1e_p, lambda x, y: B.select(
+    B.eq(x, 0.0), B.add(B.mul(x, 0.0), 0.5),
+    B.sub(B.apply(E.bessel_i0e_p, x),
+          B.mul(y, B.add(B.apply(E.sign_p, x),
+                         B.div(1.0, B.select(B.eq(x, 0.0), B.add(B.mul(x, 0.0), 1.0), x)))))))
 defjvp_zero(E.sign_p)
 defjvp_zero(E.floor_p)
 defjvp_zero(E.ceil_p)

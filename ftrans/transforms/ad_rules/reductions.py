@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import building as B
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.prims import elementwise as E
@@ -35,8 +36,11 @@ from ftrans.transforms.ad import (
     defjvp_linear,
     defjvp_zero,
     instantiate,
+    jvp_flat,
     register_jvp,
+    tangent_aval,
 )
+from ftrans.transforms.partial_eval import partial_eval_jaxpr_rules, partial_eval_rules
 
 Pair = tuple[Any, Any]
 
@@ -282,3 +286,80 @@ _cumulative_rule(So.cumprod_p, _mul_pair)
 _cumulative_rule(So.cummax_p, _chooser_pair(E.max_p))
 _cumulative_rule(So.cummin_p, _chooser_pair(E.min_p))
 _cumulative_rule(So.cumlogsumexp_p, _logaddexp_pair)
+
+
+# ---------------------------------------------------------------- reduce with a user computation
+#
+# As JAX does: the reduced positions are flattened into one leading axis and combined pairwise, halving it
+# each round (an odd half padded with the init values), with the computation vmapped over the kept
+# positions; that program of ordinary primitives is what gets differentiated.  The init values must have
+# zero tangents (JAX's restriction too).
+
+
+def _reduce_tree(jaxpr, dimensions: tuple, inits: list, shape: tuple) -> Callable:
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.transforms.batching import vmap
+
+    dims = tuple(sorted(int(d) for d in dimensions))
+    keep = tuple(d for d in range(len(shape)) if d not in dims)
+    out_shape = tuple(shape[d] for d in keep)
+    k = int(np.prod([shape[d] for d in dims], dtype=np.int64))
+    m = int(np.prod(out_shape, dtype=np.int64))
+    n = len(inits)
+    combine = vmap(lambda *a: eval_jaxpr(jaxpr.jaxpr, list(jaxpr.consts), *a))
+
+    def cut(x: Any, lo: int, hi: int) -> Any:
+        return S.slice_p.bind(x, start_indices=(lo, 0), limit_indices=(hi, m), strides=None)
+
+    def tree(*xs: Any) -> list:
+        xs = [B.reshape(S.transpose_p.bind(x, permutation=dims + keep), (k, m)) for x in xs]
+        if k == 0:
+            return [B.broadcast_in_dim(i, out_shape, ()) for i in inits]
+        rows = k
+        while rows > 1:
+            r1 = (rows + 1) // 2
+            first = [cut(x, 0, r1) for x in xs]
+            second = [cut(x, r1, rows) for x in xs]
+            if rows - r1 != r1:
+                second = [S.concatenate_p.bind(s, B.broadcast_in_dim(i, (1, m), ()), dimension=0)
+                          for s, i in zip(second, inits)]
+            outs = combine(*[B.reshape(a, (r1 * m,)) for a in first], *[B.reshape(b, (r1 * m,)) for b in second])
+            xs = [B.reshape(o, (r1, m)) for o in list(outs)[:n]]
+            rows = r1
+        return [B.reshape(x, out_shape) for x in xs]
+
+    return tree
+
+
+@register_jvp(R.reduce_p)
+def _reduce_general_jvp(primals: list, tangents: list, *, jaxpr: Any, dimensions: tuple) -> tuple[list, list]:
+    n = len(primals) // 2
+    ops, inits = list(primals[:n]), list(primals[n:])
+    if any(type(t) is not Zero for t in tangents[n:]):
+        raise NotImplementedError(
+            "lax.reduce: differentiating with respect to the init values of a reduction with a general "
+            "computation is not supported (as in JAX); pass init values that do not depend on the "
+            "differentiated inputs"
+        )
+    if all(type(t) is Zero for t in tangents[:n]):
+        outs = R.reduce_p.bind(*primals, jaxpr=jaxpr, dimensions=dimensions)
+        return outs, [Zero(tangent_aval(aval_of(o))) for o in outs]
+    tree = _reduce_tree(jaxpr, dimensions, inits, tuple(aval_of(ops[0]).shape))
+    p_out, t_out, _ = jvp_flat(lambda *xs: (tree(*xs), None), ops, list(tangents[:n]))
+    return p_out, t_out
+
+
+def _reduce_partial_eval(trace: Any, tracers: list, params: dict) -> list:
+    """The JVP never binds ``reduce`` on tangents, so a ``reduce`` with an unknown operand is kept whole."""
+    knowns = [trace.known_value(t) for t in tracers]
+    if all(k for k, _ in knowns):
+        return R.reduce_p.bind(*[v for _, v in knowns], **params)
+    return trace.record(R.reduce_p, tracers, params)
+
+
+def _reduce_split_eqn(eqn: Any, unk_in: list) -> tuple:
+    return None, eqn, [True] * len(eqn.outvars)
+
+
+partial_eval_rules[R.reduce_p] = _reduce_partial_eval
+partial_eval_jaxpr_rules[R.reduce_p] = _reduce_split_eqn

@@ -42,7 +42,15 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
-from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_p
+from ftrans.core.prims.control_flow import (
+    cond_p,
+    join_consts,
+    linear_solve_p,
+    linear_solve_parts,
+    scan_p,
+    scan_split,
+    while_p,
+)
 from ftrans.core.trace import aval_of, stage
 from ftrans.transforms.batching import (
     AxisFrame,
@@ -251,3 +259,36 @@ def _scan_batch(vals: list, dims: list, *, frame: AxisFrame, jaxpr: ClosedJaxpr,
     outs = scan_p.bind(*body_consts, *consts, *init, *xs, jaxpr=body, num_consts=len(body_consts) + num_consts,
                        num_carry=n, length=length, reverse=reverse, unroll=unroll)
     return list(outs), _dims(carry_b) + [1 if _mapped(d) else not_mapped for d in out_d[n:]]
+
+
+# ----------------------------------------------------------------------------
+# custom_linear_solve
+
+
+@register_batching(linear_solve_p)
+def _linear_solve_batch(vals: list, dims: list, *, frame: AxisFrame, const_lengths: tuple,
+                        jaxprs: tuple) -> tuple[list, list]:
+    """Every body batched with ``b`` and the solution at the front.
+
+    The right-hand side and the solution are always batched (an unbatched ``b`` is broadcast): the four
+    bodies map between the same vector space, so batching all of it keeps them consistent without the
+    fixed point over which parts become batched; each const keeps its own batch dimension.
+    """
+    n = sum(const_lengths)
+    consts, c_dims = vals[:n], dims[:n]
+    b = [bdim_at_front(x, d, frame.size) for x, d in zip(vals[n:], dims[n:])]
+    b_dims = [0] * len(b)
+    new_bodies, new_consts, new_lengths = [], [], []
+    start = 0
+    for body, k in zip(linear_solve_parts(jaxprs), const_lengths):
+        group, g_dims = consts[start:start + k], c_dims[start:start + k]
+        start += k
+        if body is None:
+            new_lengths.append(0)
+            continue
+        nb, captured, _ = _batch_body(body, list(g_dims) + b_dims, frame, [True] * len(body.out_avals))
+        new_bodies.append(nb)
+        new_consts.extend(captured + list(group))
+        new_lengths.append(len(captured) + k)
+    outs = linear_solve_p.bind(*new_consts, *b, const_lengths=tuple(new_lengths), jaxprs=tuple(new_bodies))
+    return list(outs), [0] * len(outs)

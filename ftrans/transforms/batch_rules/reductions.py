@@ -109,3 +109,17 @@ def _windowed(prim: Any) -> None:
 
 for _p in (W.reduce_window_sum_p, W.reduce_window_max_p, W.reduce_window_min_p):
     _windowed(_p)
+
+
+@register_batching(R.reduce_p)
+def _reduce_general_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, dimensions: tuple) -> tuple[list, list]:
+    """Operands batched at the front (broadcast where unbatched), the reduced dimensions shifted past it."""
+    n = len(vals) // 2
+    if any(d is not not_mapped for d in dims[n:]):
+        raise NotImplementedError(
+            "lax.reduce: vmap over the init values of a reduction with a general computation is not "
+            "supported (as in JAX); pass unbatched init values"
+        )
+    ops = [bdim_at_front(v, d, frame.size) for v, d in zip(vals[:n], dims[:n])]
+    outs = R.reduce_p.bind(*ops, *vals[n:], jaxpr=jaxpr, dimensions=tuple(int(d) + 1 for d in dimensions))
+    return list(outs), [0] * len(outs)

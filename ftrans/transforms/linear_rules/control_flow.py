@@ -15,9 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
-from ftrans.core.prims.control_flow import cond_p, join_consts, scan_p, scan_split, while_lin_p, while_p
+from ftrans.core.prims.control_flow import (
+    cond_p,
+    join_consts,
+    linear_solve_p,
+    linear_solve_transpose_params,
+    scan_p,
+    scan_split,
+    while_lin_p,
+    while_p,
+)
 from ftrans.core.trace import aval_of, current_source_info, stage
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
 from ftrans.transforms.transpose import (
     UndefinedPrimal,
@@ -121,3 +130,33 @@ def _while_lin_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, bwd: Any, nu
 
 
 transpose_rules[while_lin_p] = _while_lin_transpose
+
+
+@register_transpose(linear_solve_p)
+def _linear_solve_transpose(cts: list, *args: Any, const_lengths: tuple, jaxprs: tuple) -> list:
+    """The cotangent of ``b`` solves the transposed system: ``transpose_solve`` against ``vecmat``."""
+    if len(jaxprs) == 2:
+        raise FtransTypeError(
+            "custom_linear_solve: reverse-mode differentiation (grad, vjp) needs transpose_solve; pass "
+            "transpose_solve=..., or symmetric=True when the linear map is symmetric"
+        )
+    n = sum(const_lengths)
+    consts, b = list(args[:n]), list(args[n:])
+    if any(is_undefined(c) for c in consts):
+        raise FtransTypeError(
+            "custom_linear_solve: cannot transpose a solve whose linear map depends on the value being "
+            "differentiated in a linear position (differentiate through matvec's arguments, not its structure)"
+        )
+    x_cts = cts[:len(b)]
+    if all(type(c) is Zero for c in x_cts):
+        return [None] * n + [Zero(v.aval) if is_undefined(v) else None for v in b]
+    x_cts = [instantiate(c) for c in x_cts]
+    new_lengths, new_jaxprs = linear_solve_transpose_params(const_lengths, jaxprs)
+    groups, start = [], 0
+    for k in const_lengths:
+        groups.append(consts[start:start + k])
+        start += k
+    mv, vm, sv, ts = groups
+    out = linear_solve_p.bind(*vm, *mv, *ts, *sv, *x_cts, const_lengths=new_lengths, jaxprs=new_jaxprs)
+    b_cts = list(out[:len(b)])
+    return [None] * n + [c if is_undefined(v) else None for c, v in zip(b_cts, b)]

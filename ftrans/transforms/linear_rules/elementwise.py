@@ -63,6 +63,11 @@ def _copy_t(ct: Any, x: Any) -> list:
     return [ct]
 
 
+@register_transpose(E.reduce_precision_p)
+def _reduce_precision_t(ct: Any, x: Any, **params: Any) -> list:
+    return [E.reduce_precision_p.bind(ct, **params)]
+
+
 @register_transpose(E.real_p)
 def _real_t(ct: Any, x: Any) -> list:
     return [E.complex_p.bind(ct, zeros(_aval_of(ct)))]
@@ -94,7 +99,8 @@ def _aval_of(x: Any) -> Any:
     return aval_of(x)
 
 
-_LINEAR = {E.add_p, E.sub_p, E.neg_p, E.mul_p, E.div_p, E.copy_p, E.real_p, E.imag_p, E.complex_p, E.conj_p}
+_LINEAR = {E.add_p, E.sub_p, E.neg_p, E.mul_p, E.div_p, E.copy_p, E.real_p, E.imag_p, E.complex_p, E.conj_p,
+           E.reduce_precision_p}
 for _p in list(vars(E).values()):
     if isinstance(_p, Primitive) and _p not in _LINEAR:
         mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")

@@ -1,0 +1,63 @@
+"""``ftrans.extend.core``: the IR and primitives for writing interpreters over ftrans programs
+(JAX's ``jax.extend.core``, as used by its "Writing custom interpreters" tutorial).
+
+``ftrans.make_jaxpr(f)(*args)`` returns a :class:`ClosedJaxpr`; its ``jaxpr`` has ``constvars``, ``invars``,
+``eqns`` (each a :class:`JaxprEqn` with ``primitive``, ``invars`` -- :class:`Var` or :class:`Literal` --,
+``outvars`` and ``params``) and ``outvars``, and ``literals`` (also ``consts``) holds the constants' values.
+An interpreter reads them, dispatches on ``eqn.primitive`` (compare with ``ftrans.lax.exp_p`` and friends, or
+``primitives.exp_p``) and calls ``eqn.primitive.bind(*values, **eqn.params)`` to apply a primitive, which
+composes with every transform.  Build new programs by tracing a Python function that does the rewriting
+(``make_jaxpr`` of an interpreter), not by assembling equations by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ftrans.core.ir import (
+    ClosedJaxpr,
+    DropVar,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Var,
+    subjaxprs,
+)
+from ftrans.core.ir import typecheck as check_jaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import Primitive
+from ftrans.core.prims.calls import CallPrimitive
+from ftrans.extend.core import primitives
+
+__all__ = [
+    "CallPrimitive", "ClosedJaxpr", "DropVar", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "Var",
+    "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params", "primitives", "subjaxprs",
+]
+
+
+def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable[..., list]:
+    """JAX's ``jaxpr_as_fun``: a function evaluating ``closed`` on flat arguments, returning the list of
+    its outputs (by binding each equation's primitive, so it can itself be traced and transformed)."""
+    if isinstance(closed, Jaxpr):
+        closed = ClosedJaxpr(closed, [])
+    if not isinstance(closed, ClosedJaxpr):
+        from ftrans.errors import FtransTypeError
+
+        raise FtransTypeError(f"jaxpr_as_fun: expected a ClosedJaxpr, got {type(closed).__name__}")
+
+    def fun(*args: Any) -> list:
+        return eval_jaxpr(closed.jaxpr, list(closed.consts), *args)
+
+    return fun
+
+
+def jaxprs_in_params(params: dict) -> list:
+    """The jaxprs held in an equation's params (a higher-order primitive's bodies), in parameter order."""
+    out: list = []
+    for v in params.values():
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            out.extend(x for x in v if isinstance(x, (Jaxpr, ClosedJaxpr)))
+    return out

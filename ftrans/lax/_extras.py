@@ -1,0 +1,499 @@
+"""The rest of ``jax.lax``'s public names that are thin compositions of existing primitives: array creation
+(``full``, ``full_like``, ``empty``), shape helpers, ``batch_matmul``, ``index_take``, ``tile``, ``split``,
+integer bit tricks (``clz``, ``mulhi``), ``approx_max_k``/``approx_min_k`` (exact, as JAX on CPU),
+``platform_dependent``, ``composite`` (its decomposition, inlined) and the type names JAX exports."""
+
+from __future__ import annotations
+
+import enum
+import math
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.axis_env import frames_of
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
+from ftrans.core.prims import structural as S
+from ftrans.core.prims.indexing import GatherDimensionNumbers
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax import _indexing
+from ftrans.lax import _ops as lax
+from ftrans.lax._reductions import top_k
+
+__all__ = [
+    "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
+    "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
+    "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "DotDimensionNumbers", "PrecisionLike",
+    "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
+    "RandomAlgorithm",
+]
+
+
+def _shape(name: str, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise FtransTypeError(f"{name}: shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise FtransTypeError(f"{name}: shape {out} has a negative dimension")
+    return out
+
+
+# ---------------------------------------------------------------- creation
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: Any = None) -> Any:
+    """``lax.full``: an array of ``shape`` filled with the scalar ``fill_value`` (weakly typed when
+    ``dtype`` is None and the fill value is a Python scalar)."""
+    if sharding is not None:
+        raise NotImplementedError("lax.full: sharding is not supported; use jax.device_put / a sharded jit")
+    shape = _shape("lax.full", shape)
+    if np.shape(fill_value) if not hasattr(fill_value, "aval") else fill_value.aval.shape:
+        raise FtransTypeError(
+            f"full must be called with scalar fill_value, got fill_value.shape {tuple(shape_of(fill_value))}."
+        )
+    check_arraylike("lax.full", fill_value)
+    if dtype is None:
+        d, weak = dtype_weak(fill_value)
+    else:
+        d, weak = dtypes.to_dtype(dtype), False
+    v = convert(fill_value, d, weak)
+    return lax.broadcast_in_dim(v, shape, ())
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sharding: Any = None) -> Any:
+    """``lax.full_like``: ``full`` with ``x``'s shape and dtype (and weak type, when ``dtype`` is None)."""
+    if sharding is not None:
+        raise NotImplementedError("lax.full_like: sharding is not supported")
+    xd, xw = dtype_weak(x)
+    d = xd if dtype is None else dtypes.to_dtype(dtype)
+    weak = dtype is None and xw
+    out = full(tuple(shape_of(x)) if shape is None else shape, fill_value, d)
+    if weak:
+        out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
+    return out
+
+
+def empty(shape: Any, dtype: Any, *, out_sharding: Any = None) -> Any:
+    """``lax.empty``: an array whose contents are unspecified (ftrans fills it with zeros)."""
+    if out_sharding is not None:
+        raise NotImplementedError("lax.empty: out_sharding is not supported")
+    return full(shape, 0, dtypes.to_dtype(dtype))
+
+
+# ---------------------------------------------------------------- shapes
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """``lax.broadcast_shapes``: the NumPy broadcast of the given shapes."""
+    shapes = [_shape("lax.broadcast_shapes", s) for s in shapes]
+    if not shapes:
+        return ()
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + s for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        big = {d for d in sizes if d != 1}
+        if len(big) > 1:
+            raise FtransValueError(f"Incompatible shapes for broadcasting: shapes={[list(s) for s in shapes]}")
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def broadcast_to_rank(x: Any, rank: int) -> Any:
+    """``lax.broadcast_to_rank``: ``x`` with leading size-1 dimensions added up to ``rank``."""
+    op = as_operand(x)
+    nd = len(shape_of(op))
+    return op if nd == rank else lax.broadcast(op, (1,) * (rank - nd))
+
+
+def broadcast_like(arr: Any, like_arr: Any) -> Any:
+    """``lax.broadcast_like``: ``arr`` broadcast (NumPy rules) to the shape of ``like_arr``."""
+    op = as_operand(arr)
+    shape = tuple(shape_of(like_arr))
+    src = tuple(shape_of(op))
+    if src == shape:
+        return op
+    if len(src) > len(shape) or any(a not in (1, b) for a, b in zip(src[::-1], shape[::-1])):
+        raise FtransValueError(f"broadcast_like: cannot broadcast shape {src} to {shape}")
+    lead = len(shape) - len(src)
+    keep = [i for i, a in enumerate(src) if a == shape[lead + i]]
+    squeezed = lax.reshape(op, tuple(src[i] for i in keep)) if len(keep) != len(src) else op
+    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in keep))
+
+
+def collapse(operand: Any, start_dimension: int, stop_dimension: int | None = None) -> Any:
+    """``lax.collapse``: dimensions ``[start, stop)`` merged into one (row-major)."""
+    op = as_operand(operand)
+    shape = tuple(shape_of(op))
+    lo, hi, _ = slice(start_dimension, stop_dimension).indices(len(shape))
+    if hi < lo:
+        raise FtransValueError(f"Invalid dimension range passed to collapse: {shape}[{start_dimension}:{stop_dimension}]")
+    return lax.reshape(op, shape[:lo] + (math.prod(shape[lo:hi]),) + shape[hi:])
+
+
+def tile(operand: Any, reps: Sequence[int]) -> Any:
+    """``lax.tile``: repeat ``operand`` ``reps[i]`` times along each axis (``len(reps) == ndim``)."""
+    op = as_operand(operand)
+    shape = tuple(shape_of(op))
+    reps = tuple(operator.index(r) for r in reps)
+    if len(reps) != len(shape):
+        raise FtransValueError(f"len(reps) must be equal to the rank of operand, got {len(reps)} and {len(shape)}")
+    # broadcast to interleaved (r0, s0, r1, s1, ...) and merge each pair
+    inter = tuple(v for r, s in zip(reps, shape) for v in (r, s))
+    b = lax.broadcast_in_dim(op, inter, tuple(range(1, 2 * len(shape), 2)))
+    return lax.reshape(b, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list:
+    """``lax.split``: consecutive pieces of ``sizes`` along ``axis`` (the sizes must add up to its length)."""
+    op = as_operand(operand)
+    shape = tuple(shape_of(op))
+    ax = lax._axis("split", axis, len(shape))
+    sizes = [operator.index(s) for s in sizes]
+    if any(s < 0 for s in sizes) or sum(sizes) != shape[ax]:
+        raise FtransValueError(
+            f"Sum of sizes {sum(sizes)} must be equal to dimension {shape[ax]} of the operand shape {shape}"
+            if all(s >= 0 for s in sizes) else f"Sizes must be nonnegative, got {sizes}"
+        )
+    out, start = [], 0
+    for s in sizes:
+        out.append(lax.slice_in_dim(op, start, start + s, axis=ax))
+        start += s
+    return out
+
+
+def shape_as_value(shape: Sequence[int]) -> Any:
+    """``lax.shape_as_value``: a shape as an int32 vector."""
+    return np.asarray(_shape("shape_as_value", shape), dtype=dtypes.int32)
+
+
+def _stride(d: int, w: int, s: int) -> int:
+    return 0 if d < w else (d - w) // s + 1
+
+
+def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides: Sequence[int], pads: Any,
+                     batch_group_count: int = 1) -> tuple[int, ...]:
+    """``lax.conv_shape_tuple``: a convolution's output shape in (N, C, spatial...) order."""
+    from ftrans.lax._windowed import padtype_to_pads
+
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise FtransTypeError(
+            f"Wrong number of explicit pads for convolution: expected {len(lhs_shape) - 2}, got {len(pads)}."
+        )
+    padded = [d + lo + hi for d, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if any(p < 0 for p in padded):
+        raise FtransValueError(
+            "Negative padding is larger than the size of the corresponding dimension: "
+            f"got padding={pads} for lhs_shape[2:]={tuple(lhs_shape[2:])}"
+        )
+    space = tuple(_stride(p, w, s) for p, w, s in zip(padded, rhs_shape[2:], strides))
+    n = lhs_shape[0] // batch_group_count if batch_group_count > 1 else lhs_shape[0]
+    return (n, rhs_shape[0]) + space
+
+
+def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: Sequence[int],
+                              window_strides: Sequence[int], padding: Sequence[tuple[int, int]],
+                              base_dilation: Sequence[int] | None = None,
+                              window_dilation: Sequence[int] | None = None) -> tuple[int, ...]:
+    """``lax.reduce_window_shape_tuple``: the output shape of a windowed reduction."""
+    def dilate(shape: Sequence[int], dil: Sequence[int]) -> list[int]:
+        return [0 if d == 0 else 1 + k * (d - 1) for d, k in zip(shape, dil)]
+
+    if base_dilation is not None:
+        operand_shape = dilate(operand_shape, base_dilation)
+    if window_dilation is not None:
+        window_dimensions = dilate(window_dimensions, window_dilation)
+    padded = [d + lo + hi for d, (lo, hi) in zip(operand_shape, padding)]
+    return tuple(_stride(p, w, s) for p, w, s in zip(padded, window_dimensions, window_strides))
+
+
+def dtype(x: Any) -> np.dtype:
+    """``lax.dtype``: the canonical dtype of an array, scalar or dtype-like."""
+    if isinstance(x, (type, np.dtype, str)) and not isinstance(x, (np.ndarray,)):
+        try:
+            return dtypes.to_dtype(x)
+        except (TypeError, ValueError):
+            pass
+    return dtype_weak(x)[0]
+
+
+# ---------------------------------------------------------------- arithmetic
+def reciprocal(x: Any) -> Any:
+    """``lax.reciprocal``: ``1 / x`` (``integer_pow(x, -1)``)."""
+    return lax.integer_pow(x, -1)
+
+
+def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
+    """``lax.batch_matmul``: matrix products over the leading (batch) dimensions of two arrays of one rank."""
+    a, b = as_operand(lhs), as_operand(rhs)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    if min(na, nb) < 2:
+        raise FtransValueError(f"Arguments to batch_matmul must be at least 2D, got {na}, {nb}")
+    if na != nb:
+        raise FtransValueError(f"Arguments to batch_matmul must have same ndim, got {na}, {nb}")
+    batch = tuple(range(na - 2))
+    return lax.dot_general(a, b, (((na - 1,), (nb - 2,)), (batch, batch)), precision=precision)
+
+
+def _unsigned(d: np.dtype) -> np.dtype:
+    return np.dtype(f"uint{np.dtype(d).itemsize * 8}")
+
+
+def _int_operand(name: str, x: Any) -> Any:
+    op = as_operand(x)
+    d = dtype_weak(op)[0]
+    if d.kind not in "iu":
+        raise FtransTypeError(f"lax.{name}: expects integer operands, got {d.name}")
+    return op
+
+
+def clz(x: Any) -> Any:
+    """``lax.clz``: the number of leading zero bits of each integer."""
+    op = _int_operand("clz", x)
+    d = dtype_weak(op)[0]
+    u = _unsigned(d)
+    bits = u.itemsize * 8
+    v = op if d == u else lax.bitcast_convert_type(op, u)
+    shift = 1
+    while shift < bits:  # smear the highest set bit into every lower position
+        v = lax.bitwise_or(v, lax.shift_right_logical(v, full_like(v, shift)))
+        shift *= 2
+    out = lax.sub(full_like(v, bits), lax.population_count(v))
+    out = out if d == u else lax.bitcast_convert_type(out, d)
+    if dtype_weak(op)[1]:  # a Python int in, a weakly typed count out (as JAX's clz_p keeps weak types)
+        out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
+    return out
+
+
+def mulhi(x: Any, y: Any, /) -> Any:
+    """``lax.mulhi``: the upper N bits of the 2N-bit product of two N-bit integers (signed or unsigned)."""
+    a, b = _int_operand("mulhi", x), _int_operand("mulhi", y)
+    a, b = lax._broadcast_ones("mulhi", *lax._same_dtype_operands("mulhi", (a, b)))
+    d = dtype_weak(a)[0]
+    if dtype_weak(b)[0] != d:
+        raise FtransTypeError(f"lax.mulhi: operands must have one dtype, got {d.name} and {dtype_weak(b)[0].name}")
+    u = _unsigned(d)
+    h = u.itemsize * 4
+    ua = a if d == u else lax.bitcast_convert_type(a, u)
+    ub = b if d == u else lax.bitcast_convert_type(b, u)
+    mask, sh = full_like(ua, (1 << h) - 1), full_like(ua, h)
+    a_lo, a_hi = lax.bitwise_and(ua, mask), lax.shift_right_logical(ua, sh)
+    b_lo, b_hi = lax.bitwise_and(ub, mask), lax.shift_right_logical(ub, sh)
+    lo_lo, hi_lo, lo_hi, hi_hi = lax.mul(a_lo, b_lo), lax.mul(a_hi, b_lo), lax.mul(a_lo, b_hi), lax.mul(a_hi, b_hi)
+    cross = lax.add(lax.add(lax.shift_right_logical(lo_lo, sh), lax.bitwise_and(hi_lo, mask)), lo_hi)
+    out = lax.add(lax.add(hi_hi, lax.shift_right_logical(hi_lo, sh)), lax.shift_right_logical(cross, sh))
+    if d == u:
+        return out
+    # signed: subtract y where x < 0 and x where y < 0 (mod 2^N)
+    zero = full_like(ua, 0)
+    out = lax.sub(out, lax.select(lax.lt(a, full_like(a, 0)), ub, zero))
+    out = lax.sub(out, lax.select(lax.lt(b, full_like(b, 0)), ua, zero))
+    return lax.bitcast_convert_type(out, d)
+
+
+# ---------------------------------------------------------------- indexing
+def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
+    """``lax.index_take``: ``src`` indexed by one index array per axis in ``axes`` (indices wrap around)."""
+    s = as_operand(src)
+    shape = tuple(shape_of(s))
+    axes = tuple(operator.index(a) for a in axes)
+    cols = [lax.expand_dims(as_operand(i), (1,)) for i in idxs]
+    indices = lax.concatenate(cols, 1)
+    d = dtype_weak(indices)[0]
+    bound = np.array([shape[a] for a in axes], dtype=d)
+    lead = len(shape_of(indices)) - 1
+    indices = lax.rem(lax.add(lax.rem(indices, lax.broadcast_in_dim(bound, shape_of(indices), (lead,))),
+                              lax.broadcast_in_dim(bound, shape_of(indices), (lead,))),
+                      lax.broadcast_in_dim(bound, shape_of(indices), (lead,)))
+    sizes = [1 if i in axes else n for i, n in enumerate(shape)]
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(1, len(shape) - len(axes) + 1)),
+                                collapsed_slice_dims=axes, start_index_map=axes)
+    return _indexing.gather(s, indices, dn, tuple(sizes))
+
+
+def _approx_k(largest: bool):
+    def fn(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
+           reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+        op = as_operand(operand)
+        if not largest:
+            vals, idx = top_k(lax.neg(op) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(op), k,
+                              axis=reduction_dimension)
+            return (lax.neg(vals) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(vals)), idx
+        return top_k(op, k, axis=reduction_dimension)
+
+    fn.__name__ = "approx_max_k" if largest else "approx_min_k"
+    fn.__doc__ = (f"``lax.{fn.__name__}``: the {'largest' if largest else 'smallest'} ``k`` entries along "
+                  "``reduction_dimension`` and their indices; exact here (JAX is exact on CPU and GPU too).")
+    return fn
+
+
+approx_max_k = _approx_k(True)
+approx_min_k = _approx_k(False)
+
+
+# ---------------------------------------------------------------- platforms, composites, named axes
+def platform_dependent(*args: Any, default: Callable | None = None, **per_platform: Callable) -> Any:
+    """``lax.platform_dependent``: call the branch for the platform ftrans runs on (``cpu``, ``cuda``/``rocm``
+    or ``gpu``, ``tpu``), else ``default``."""
+    from ftrans.devices import default_backend
+
+    plat = default_backend()
+    names = {"cpu": ("cpu",), "gpu": ("cuda", "rocm", "gpu"), "cuda": ("cuda", "gpu"), "rocm": ("rocm", "gpu"),
+             "tpu": ("tpu",)}.get(plat, (plat,))
+    for n in names:
+        if n in per_platform:
+            return per_platform[n](*args)
+    if default is None:
+        raise NotImplementedError(
+            f"platform_dependent: no branch for platform {plat!r} (given: {sorted(per_platform)}) and no default"
+        )
+    return default(*args)
+
+
+def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
+    """``lax.composite``: ``decomposition`` under a name. ftrans inlines the decomposition (XLA would inline
+    a ``stablehlo.composite`` op on these platforms anyway), so values and derivatives are the
+    decomposition's."""
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        return decomposition(*args, **kwargs)
+
+    wrapped.__name__ = getattr(decomposition, "__name__", name)
+    wrapped.__doc__ = getattr(decomposition, "__doc__", None)
+    return wrapped
+
+
+def axis_size(axis_name: Any) -> int:
+    """``lax.axis_size``: the size of a named axis bound by ``vmap``/``pmap`` (the product, for several)."""
+    names = axis_name if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    return math.prod(f.size for f in frames_of("axis_size", tuple(names)))
+
+
+def dce_sink(val: Any, *, prevent_mlir_dce: bool = False) -> None:
+    """``lax.dce_sink``: keep values alive for dead-code elimination. ftrans has no effects for this to hold
+    on to, so it checks the pytree holds arrays and returns None, as JAX does."""
+    for leaf in tree_util.tree_leaves(val):
+        check_arraylike("lax.dce_sink", leaf)
+
+
+# ---------------------------------------------------------------- type names
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
+PrecisionLike = Any
+ConvGeneralDilatedDimensionNumbers = Any
+
+
+class DotAlgorithmPreset(enum.Enum):
+    """JAX's ``lax.DotAlgorithmPreset``: accepted as a ``precision``; ftrans passes it to XLA as a hint only."""
+
+    DEFAULT = enum.auto()
+    ANY_F8_ANY_F8_F32 = enum.auto()
+    ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+    ANY_F8_ANY_F8_ANY = enum.auto()
+    ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+    F16_F16_F16 = enum.auto()
+    F16_F16_F32 = enum.auto()
+    BF16_BF16_BF16 = enum.auto()
+    BF16_BF16_F32 = enum.auto()
+    BF16_BF16_F32_X3 = enum.auto()
+    BF16_BF16_F32_X6 = enum.auto()
+    BF16_BF16_F32_X9 = enum.auto()
+    TF32_TF32_F32 = enum.auto()
+    TF32_TF32_F32_X3 = enum.auto()
+    F32_F32_F32 = enum.auto()
+    F64_F64_F64 = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"DotAlgorithmPreset.{self.name}"
+
+
+class DotAlgorithm(tuple):
+    """JAX's ``lax.DotAlgorithm`` (lhs/rhs/accumulation types and options): accepted as a ``precision`` hint."""
+
+    def __new__(cls, lhs_precision_type: Any, rhs_precision_type: Any, accumulation_type: Any,
+                lhs_component_count: int = 1, rhs_component_count: int = 1, num_primitive_operations: int = 1,
+                allow_imprecise_accumulation: bool = False) -> DotAlgorithm:
+        return super().__new__(cls, (lhs_precision_type, rhs_precision_type, accumulation_type,
+                                     lhs_component_count, rhs_component_count, num_primitive_operations,
+                                     allow_imprecise_accumulation))
+
+
+class AccuracyMode(enum.Enum):
+    """JAX's ``lax.AccuracyMode`` for transcendental functions' ``accuracy`` argument."""
+
+    HIGHEST = 1
+    DEFAULT = 2
+
+
+class Tolerance(tuple):
+    """JAX's ``lax.Tolerance(atol, rtol, ulps)`` for transcendental functions' ``accuracy`` argument."""
+
+    def __new__(cls, atol: float = 0.0, rtol: float = 0.0, ulps: int = 0) -> Tolerance:
+        return super().__new__(cls, (float(atol), float(rtol), int(ulps)))
+
+
+class RandomAlgorithm(enum.IntEnum):
+    """JAX's ``lax.RandomAlgorithm`` (the algorithms of XLA's RngBitGenerator)."""
+
+    RNG_DEFAULT = 0
+    RNG_THREE_FRY = 1
+    RNG_PHILOX = 2
+
+
+def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_numbers: Any, *,
+                  update_shape: Sequence[int] = (), indices_are_sorted: bool = False, unique_indices: bool = False,
+                  mode: Any = None) -> Any:
+    """``lax.scatter_apply``: ``func`` (a scalar function) applied to every element of ``operand`` that the
+    scatter windows cover, once per window covering it (as XLA applies the update computation per update).
+
+    The hits per element are counted with a ``scatter_add`` of ones; a ``while_loop`` then applies ``func``
+    (vmapped over the elements) to the elements with hits left, so repeated indices compose ``func``.
+    """
+    from ftrans.lax._control_flow import while_loop
+    from ftrans.transforms.batching import vmap
+
+    op = as_operand(operand)
+    shape = tuple(shape_of(op))
+    counts = _indexing.scatter_add(full(shape, 0, dtypes.int32), scatter_indices,
+                                   full(_shape("scatter_apply", update_shape), 1, dtypes.int32), dimension_numbers,
+                                   indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)
+    flat = vmap(func)
+    total = math.prod(shape)
+
+    def apply(v: Any) -> Any:
+        out = flat(lax.reshape(v, (total,)))
+        return lax.reshape(lax.convert_element_type(out, dtype_weak(v)[0]), shape)
+
+    most = lax.reduce_max(counts, tuple(range(len(shape)))) if total else np.int32(0)
+
+    def cond(c: tuple) -> Any:
+        return lax.lt(c[0], most)
+
+    def body(c: tuple) -> tuple:
+        i, v = c
+        hit = lax.gt(counts, lax.broadcast_in_dim(i, shape, ()))
+        return lax.add(i, np.int32(1)), lax.select(hit, apply(v), v)
+
+    return while_loop(cond, body, (np.int32(0), op))[1]
+
+
+def stack(operands: Sequence[Any], axis: int = 0) -> Any:
+    """``lax.stack``: arrays of one shape and dtype joined along a new ``axis``."""
+    ops = [as_operand(o) for o in operands]
+    if not ops:
+        raise FtransValueError("lax.stack: needs at least one array")
+    nd = len(shape_of(ops[0])) + 1
+    ax = lax._axis("stack", axis, nd)
+    return lax.concatenate([lax.expand_dims(o, (ax,)) for o in ops], ax)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple:
+    """``lax.unstack``: the slices of ``x`` along ``axis``, that axis removed."""
+    op = as_operand(x)
+    shape = tuple(shape_of(op))
+    ax = lax._axis("unstack", axis, len(shape))
+    return tuple(lax.squeeze(lax.slice_in_dim(op, i, i + 1, axis=ax), (ax,)) for i in range(shape[ax]))
