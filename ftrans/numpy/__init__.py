@@ -26,6 +26,7 @@ from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403
 from ftrans.numpy._extras import *  # noqa: F401,F403
+from ftrans.numpy._functional import *  # noqa: F401,F403
 from ftrans.numpy._index_tricks import *  # noqa: F401,F403
 from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
