@@ -21,7 +21,7 @@ from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
 from ftrans.errors import FtransValueError
 from ftrans.numpy._elementwise import _inexact
-from ftrans.scipy.special import logsumexp
+from ftrans.scipy.special import _log_softmax, _softmax, logsumexp
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
@@ -237,15 +237,7 @@ def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = Fal
 
 def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """``x - logsumexp(x, axis)``, computed from ``x - stop_gradient(max x)``; masked entries give ``-inf``."""
-    x = _arraylike("log_softmax", x)
-    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
-    x_safe = x if where is None else jnp.where(where, x, -np.inf)
-    shifted = x_safe - lax.stop_gradient(x_max)
-    shifted_lse = jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
-    result = shifted - shifted_lse
-    if where is not None:
-        return jnp.where(where, result, -np.inf)
-    return result
+    return _log_softmax(_arraylike("log_softmax", x), axis, where)
 
 
 def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
@@ -255,15 +247,7 @@ def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     ``jax_softmax_custom_jvp=False``), so derivatives flow through the
     exponentials and the sum alone.
     """
-    x = _arraylike("softmax", x)
-    initial = -np.inf
-    x_max = jnp.max(x, axis, where=where, initial=initial, keepdims=True)
-    x_safe = x if where is None else jnp.where(where, x, initial)
-    unnormalized = jnp.exp(x_safe - lax.stop_gradient(x_max))
-    result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
-    if where is not None:
-        result = jnp.where(where, result, 0)
-    return result
+    return _softmax(_arraylike("softmax", x), axis, where)
 
 
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
