@@ -90,7 +90,7 @@ def xlogy(x: Any, y: Any) -> Any:
     """``x * log(y)``, defined as 0 where ``x == 0`` (unless ``y`` is NaN)."""
     x, y = _inexact("xlogy", x, y)
     x_ok = x != 0.0
-    return jnp.where(x_ok | jnp.isnan(y), lax.mul(x, lax.log(y)), jnp.zeros_like(x))
+    return jnp.where(x_ok | jnp.isnan(y), x * lax.log(y), jnp.zeros_like(x))
 
 
 @xlogy.defjvp
@@ -106,7 +106,7 @@ def xlog1py(x: Any, y: Any) -> Any:
     """``x * log1p(y)``, defined as 0 where ``x == 0`` (unless ``y`` is NaN)."""
     x, y = _inexact("xlog1py", x, y)
     x_ok = x != 0.0
-    return jnp.where(x_ok | jnp.isnan(y), lax.mul(x, lax.log1p(y)), jnp.zeros_like(x))
+    return jnp.where(x_ok | jnp.isnan(y), x * lax.log1p(y), jnp.zeros_like(x))
 
 
 @xlog1py.defjvp
