@@ -227,3 +227,44 @@ def test_mixed_rank_arguments_broadcast(dist, fn):
     shape = [np.linspace(1.5, 3.0, 4, dtype=F)] * len(DISTS[dist][1])
     f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
     close(f(first, *shape), g(first, *shape))
+
+
+_rng = np.random.default_rng(1)
+D1 = _rng.standard_normal(30).astype(F)
+D2 = _rng.standard_normal((2, 40)).astype(F)
+W2 = _rng.random(40).astype(F)
+P2 = _rng.standard_normal((2, 5)).astype(F)
+PTS1 = np.linspace(-2, 2, 7).astype(F)
+
+
+@pytest.mark.parametrize("bw", [None, "scott", "silverman", 0.4, lambda k: 0.3])
+def test_gaussian_kde_1d(bw):
+    ours, theirs = fst.gaussian_kde(D1, bw), jst.gaussian_kde(D1, bw)
+    close(ours(PTS1), theirs(PTS1), 1e-5, 1e-7)
+    close(ours.logpdf(PTS1), theirs.logpdf(PTS1), 1e-5, 1e-6)
+    close(ours.pdf(PTS1), theirs.pdf(PTS1), 1e-5, 1e-7)
+    close(ours.integrate_box_1d(-1.0, 0.5), theirs.integrate_box_1d(-1.0, 0.5), 1e-5, 1e-7)
+    close(ours.covariance, theirs.covariance, 1e-5, 1e-7)
+
+
+def test_gaussian_kde_weighted_2d_jit_grad_resample():
+    ours, theirs = fst.gaussian_kde(D2, weights=W2), jst.gaussian_kde(D2, weights=W2)
+    close(ours(P2), theirs(P2), 1e-5, 1e-7)
+    close(ours.logpdf(P2), theirs.logpdf(P2), 1e-5, 1e-6)
+    close(ours.neff, theirs.neff, 1e-5, 1e-6)
+    z, eye = np.zeros(2, F), np.eye(2, dtype=F)
+    close(ours.integrate_gaussian(z, eye), theirs.integrate_gaussian(z, eye), 1e-5, 1e-7)
+    close(ours.integrate_kde(fst.gaussian_kde(D2[:, :10])), theirs.integrate_kde(jst.gaussian_kde(D2[:, :10])),
+          1e-5, 1e-7)
+    close(ftrans.jit(lambda k, p: k.evaluate(p))(ours, P2), theirs(P2), 1e-5, 1e-7)  # a pytree argument
+    close(ftrans.grad(lambda d: fst.gaussian_kde(d).logpdf(P2).sum())(D2),
+          jax.grad(lambda d: jst.gaussian_kde(d).logpdf(P2).sum())(D2), 1e-3, 1e-5)
+    close(ours.resample(ftrans.random.PRNGKey(0), (4,)), theirs.resample(jax.random.PRNGKey(0), (4,)), 1e-5, 1e-6)
+    with pytest.raises(ValueError, match="dimension"):
+        ours(np.ones((3, 2), F))
+    with pytest.raises(ValueError, match="1D"):
+        ours.integrate_box_1d(0.0, 1.0)
+    with pytest.raises(NotImplementedError):
+        ours.set_bandwidth("scott")
+    with pytest.raises(ValueError, match="bw_method"):
+        fst.gaussian_kde(D1, "bogus")

@@ -34,11 +34,12 @@ from ftrans.scipy.stats import (
     vonmises,
     wrapcauchy,
 )
+from ftrans.scipy.stats._kde import gaussian_kde
 from ftrans.scipy.stats._stats import ModeResult, mode, rankdata, sem
 
 __all__ = [
     "ModeResult", "bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma",
-    "gennorm", "geom", "gumbel_l", "gumbel_r", "laplace", "logistic", "mode", "multinomial",
+    "gaussian_kde", "gennorm", "geom", "gumbel_l", "gumbel_r", "laplace", "logistic", "mode", "multinomial",
     "multivariate_normal", "nbinom", "norm", "pareto", "poisson", "rankdata", "sem", "t", "truncnorm",
     "uniform", "vonmises", "wrapcauchy",
 ]
