@@ -48,6 +48,15 @@ CASES = {
                   (0, 1), 2e-5, 1e-6),
     "betainc": ((a(0.5, 1, 2, 5, 0, 1, -1, 2, 30), a(0.5, 3, 2, 1, 1, 0, 1, 2, 40), a(0.3, 0.9, 0.5, 0.99, .5, .5, .5, 0, .45)),
                 (2,), 2e-5, 1e-6),
+    "erfcx": ((a(-30, -5, -1, -1e-3, 0, 1e-3, 0.5, 1, 1.99, 2, 5, 10, 30, 100, np.inf, -np.inf, np.nan),), (0,),
+              2e-5, 1e-7),
+    "expi": ((a(-30, -5, -1, -1e-3, 0, 1e-3, 0.5, 1, 2, 5, 10, 30, 39.9, 41, 80, np.inf, -np.inf, np.nan),), (0,),
+             2e-5, 1e-7),
+    "exp1": ((a(-1, 0, 1e-3, 0.5, 1, 1.01, 2, 5, 10, 30, 100, np.inf, np.nan),), (0,), 2e-5, 1e-7),
+    "spence": ((a(-1, 0, 1e-3, 0.3, 0.5, 0.9, 1, 1.2, 1.5, 2, 2.5, 10, 100, 1e4, np.inf, np.nan),), (0,), 2e-5, 1e-7),
+    # (expn(n >= 2, 0) differs from jax's on purpose: docs/differences.md)
+    "expn": ((a(0, 1, 2, 3, 5, 0, -1, 1, 2, 10, 4, 1, 2), a(1, 1, 2, 0.5, 10, 0, 1, 0.3, 0.05, 3, 1.5, 0, -1)), (1,),
+             2e-5, 1e-7),
 }
 # gradient inputs: away from poles and edges, where the derivative is finite
 GRAD_ARGS = {
@@ -64,6 +73,12 @@ GRAD_ARGS = {
     "gammaincc": (a(0.1, 0.5, 1, 2, 5, 20), a(0.05, 3, 1, 1.5, 12, 18)),
     "betainc": (a(0.5, 1, 2, 5, 30), a(0.5, 3, 2, 1, 40), a(0.3, 0.9, 0.5, 0.95, .45)),
     "log_ndtr": (a(-40, -12, -9, -3, 0, 2, 4.9, 5.5),),
+    "erfcx": (a(-5, -1, 0.5, 1, 1.99, 2, 5, 30),),
+    "expi": (a(-5, -1, 0.5, 1, 2, 30, 41),),
+    "exp1": (a(0.5, 1, 1.01, 2, 5, 30),),
+    # jax's own spence derivative is NaN on (1, 2] and 0 at 1 (the true one is log(x)/(1-x)); compare elsewhere
+    "spence": (a(1e-3, 0.3, 0.5, 0.9, 2.5, 10),),
+    "expn": (a(1, 2, 3, 5, 2), a(1, 2, 0.5, 10, 0.3)),
 }
 
 
@@ -120,6 +135,12 @@ def test_softmax_axes(axis):
               1e-4, 1e-6)
 
 
+def test_spence_derivative_is_the_true_one_where_jax_gives_nan():
+    x = a(0.999, 1.0, 1.001, 1.5)
+    ours = np.asarray(ftrans.vmap(ftrans.grad(fsp.spence))(x))
+    np.testing.assert_allclose(ours, [-1.0005, -1.0, -0.9995, np.log(1.5) / -0.5], rtol=1e-3)
+
+
 def test_polygamma():
     n = np.array([0, 1, 2, 3, 1, 4], np.int32)
     x = a(-1.5, 2, 0.5, -0.5, 10, 3.3)
@@ -156,7 +177,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)

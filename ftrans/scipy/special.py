@@ -27,10 +27,11 @@ from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
-    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfc",
+    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e",
     "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
-    "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "xlog1py", "xlogy", "zeta",
+    "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "spence", "xlog1py", "xlogy",
+    "zeta",
 ]
 
 
@@ -883,3 +884,224 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("betainc does not support complex-valued inputs.")
     return _betainc(a, b, x)
+
+
+# ----------------------------------------------------------------------------
+# erfcx, exponential integrals, Spence's function
+
+_ERFCX_CF_TERMS = 60
+
+
+def _erfcx_impl(x: Any) -> Any:
+    t = x.dtype.type
+    ax = jnp.abs(x)
+    small = ax < t(2)
+    xs = jnp.where(small, ax, t(0))
+    near = lax.exp(xs * xs) * lax.erfc(xs)
+    xl = jnp.where(small, t(2), ax)
+    cf = xl  # erfc's continued fraction x + (1/2)/(x + 1/(x + (3/2)/(x + ...))), evaluated backwards
+    for k in range(_ERFCX_CF_TERMS, 0, -1):
+        cf = xl + t(k / 2) / cf
+    far = t(1 / np.sqrt(np.pi)) / cf
+    pos = jnp.where(small, near, far)
+    neg = t(2) * lax.exp(x * x) - pos  # erfcx(-|x|) = 2 exp(x^2) - erfcx(|x|)
+    return jnp.where(x < t(0), neg, pos)
+
+
+@custom_jvp
+def _erfcx(x: Any) -> Any:
+    return _erfcx_impl(x)
+
+
+@_erfcx.defjvp
+def _erfcx_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (g,) = primals, tangents
+    y = _erfcx(x)
+    return y, g * (x.dtype.type(2) * x * y - x.dtype.type(2 / np.sqrt(np.pi)))
+
+
+def erfcx(x: Any) -> Any:
+    """The scaled complementary error function ``exp(x**2) erfc(x)`` (real arguments).
+
+    ``exp(x**2) erfc(x)`` for ``|x| < 2``, erfc's continued fraction beyond
+    (no overflow or underflow), ``2 exp(x**2) - erfcx(-x)`` for negative ``x``.
+    Its derivative is ``2 x erfcx(x) - 2/sqrt(pi)``.
+    """
+    (x,) = _inexact("erfcx", x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("ftrans.scipy.special.erfcx does not support complex-valued inputs.")
+    return _erfcx(x)
+
+
+_EXPN_TERMS = 100
+
+
+def _expn_cf(n: Any, x: Any) -> Any:
+    """``E_n(x)`` for ``x > 1`` from its continued fraction (modified Lentz, a fixed number of steps)."""
+    t = x.dtype.type
+    tiny = t(_tiny(x.dtype))
+
+    def guard(v: Any) -> Any:
+        return jnp.where(jnp.abs(v) < tiny, tiny, v)
+
+    b0 = x + n
+
+    def body(i: Any, s: Any) -> Any:
+        b, c, d, h = s
+        k = t(1) * i
+        an = -k * (n - t(1) + k)
+        b = b + t(2)
+        d = t(1) / guard(an * d + b)
+        c = guard(b + an / c)
+        return b, c, d, h * (c * d)
+
+    d0 = t(1) / b0
+    h = lax.fori_loop(1, _EXPN_TERMS, body, (b0, jnp.full_like(x, t(1) / tiny), d0, d0))[3]
+    return h * lax.exp(-x)
+
+
+def _expn_series(n: Any, x: Any) -> Any:
+    """``E_n(x)`` for ``0 < x <= 1`` from its power series (the ``k = n - 1`` term carries ``digamma(n)``)."""
+    t = x.dtype.type
+    lx = lax.log(x)
+    n1 = n - t(1)
+    first = jnp.where(n1 != t(0), t(1) / jnp.where(n1 != t(0), n1, t(1)), -lx - t(np.euler_gamma))
+
+    def body(i: Any, s: Any) -> Any:
+        fact, ans = s
+        k = t(1) * i
+        fact = fact * -x / k
+        regular = -fact / jnp.where(k == n1, t(1), k - n1)
+        special_term = fact * (-lx + lax.digamma(n))
+        return fact, ans + jnp.where(k == n1, special_term, regular)
+
+    return lax.fori_loop(1, 30, body, (jnp.ones_like(x), first))[1]
+
+
+def _expn_impl(n: Any, x: Any) -> Any:
+    t = x.dtype.type
+    big = x > t(1)
+    xs = jnp.where(big, t(0.5), jnp.where(x > t(0), x, t(0.5)))
+    xl = jnp.where(big, x, t(2))
+    ns = jnp.where(n >= t(0), n, t(1))
+    val = jnp.where(big, _expn_cf(ns, xl), _expn_series(ns, xs))
+    val = jnp.where(n == t(0), lax.exp(-x) / x, val)
+    at_zero = jnp.where(n < t(2), t(np.inf), t(1) / jnp.where(n < t(2), t(1), n - t(1)))
+    val = jnp.where(x == t(0), at_zero, val)
+    return jnp.where((n < t(0)) | (x < t(0)) | jnp.isnan(x) | jnp.isinf(x), t(np.nan), val)
+
+
+@custom_jvp
+def _expn(n: Any, x: Any) -> Any:
+    return _expn_impl(n, x)
+
+
+@_expn.defjvp
+def _expn_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (n, x), (_, tx) = primals, tangents
+    return _expn(n, x), -tx * _expn(n - n.dtype.type(1), x)
+
+
+def expn(n: Any, x: Any) -> Any:
+    """The generalized exponential integral ``E_n(x) = int_1^inf exp(-x t) / t**n dt`` (integer ``n >= 0``).
+
+    A power series for ``x <= 1``, a continued fraction above; ``dE_n/dx =
+    -E_{n-1}``.
+    """
+    n, x = _inexact("expn", n, x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("expn does not support complex-valued inputs.")
+    return _expn(n, x)
+
+
+def exp1(x: Any) -> Any:
+    """The exponential integral ``E_1(x)`` (``expn(1, x)``; NaN for negative ``x``)."""
+    (x,) = _inexact("exp1", x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("exp1 does not support complex-valued inputs.")
+    return _expn(jnp.ones_like(x), x)
+
+
+def _expi_pos(x: Any) -> Any:
+    """``Ei(x)`` for ``x > 0``: its power series up to 40, the asymptotic series ``e^x/x sum k!/x^k`` beyond."""
+    t = x.dtype.type
+    small = x <= t(40)
+    xs = jnp.where(small, x, t(1))
+
+    def body(k: Any, s: Any) -> Any:
+        term, total = s
+        kk = t(1) * k
+        term = term * xs / kk
+        return term, total + term / kk
+
+    series = lax.fori_loop(1, 160, body, (jnp.ones_like(xs), jnp.zeros_like(xs)))[1]
+    series = series + t(np.euler_gamma) + lax.log(xs)
+    xl = jnp.where(small, t(50), x)
+    acc = jnp.ones_like(xl)
+    term = jnp.ones_like(xl)
+    for k in range(1, 40):
+        term = term * t(k) / xl
+        acc = acc + term
+    asym = lax.exp(xl) / xl * acc
+    return jnp.where(small, series, asym)
+
+
+@custom_jvp
+def _expi(x: Any) -> Any:
+    t = x.dtype.type
+    pos = _expi_pos(jnp.where(x > t(0), x, t(1)))
+    neg = -_expn(jnp.ones_like(x), jnp.where(x < t(0), -x, t(1)))
+    out = jnp.where(x > t(0), pos, neg)
+    return jnp.where((x == t(0)) | jnp.isinf(x) | jnp.isnan(x), t(np.nan), out)
+
+
+@_expi.defjvp
+def _expi_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (g,) = primals, tangents
+    return _expi(x), g * lax.exp(x) / x
+
+
+def expi(x: Any) -> Any:
+    """The exponential integral ``Ei(x)``; ``-E_1(-x)`` for negative ``x``; derivative ``exp(x)/x``."""
+    (x,) = _inexact("expi", x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("expi does not support complex-valued inputs.")
+    return _expi(x)
+
+
+def _li2_series(w: Any) -> Any:
+    """``sum_k w**k / k**2`` for ``0 <= w <= 1/2`` (Horner, 60 terms)."""
+    t = w.dtype.type
+    acc = jnp.zeros_like(w)
+    for k in range(60, 0, -1):
+        acc = (acc + t(1.0 / (k * k))) * w
+    return acc
+
+
+def spence(x: Any) -> Any:
+    """Spence's function ``int_1^x log(t)/(1 - t) dt = Li2(1 - x)`` for ``x >= 0`` (NaN below).
+
+    The dilogarithm's power series after the reflection
+    ``Li2(v) = pi^2/6 - log v log(1 - v) - Li2(1 - v)`` and, for ``x > 1``,
+    Landen's identity, so the series always runs on an argument in [0, 1/2].
+    """
+    x = jnp.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported types.")
+    t = x.dtype.type
+    pi2_6 = t(np.pi**2 / 6)
+    above = x > t(1)
+    xs = jnp.where((x > t(0)) & jnp.isfinite(x), x, t(0.5))
+    # Li2(u) with u = 1 - x: for x > 1 by Landen, Li2(u) = -Li2(v) - log(x)^2 / 2 with v = 1 - 1/x
+    v = jnp.where(above, t(1) - t(1) / xs, t(1) - xs)
+    one_minus_v = jnp.where(above, t(1) / xs, xs)
+    lo = v <= t(0.5)
+    w = jnp.where(lo, v, one_minus_v)
+    s = _li2_series(w)
+    lv = lax.log(jnp.where(lo, t(0.5), v))
+    l1v = lax.log(jnp.where(lo, t(0.5), one_minus_v))
+    li2v = jnp.where(lo, s, pi2_6 - lv * l1v - s)
+    lx = lax.log(xs)
+    out = jnp.where(above, -li2v - t(0.5) * lx * lx, li2v)
+    out = jnp.where(x == t(0), pi2_6, out)
+    return jnp.where((x < t(0)) | jnp.isnan(x) | jnp.isinf(x), t(np.nan), out)
