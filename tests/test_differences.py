@@ -462,3 +462,9 @@ def test_spence_derivative_near_one():
     np.testing.assert_allclose(ours, [-1.0, np.log(1.5) / -0.5], rtol=1e-5)
     theirs = np.asarray(jax.vmap(jax.grad(jsp.spence))(x))
     assert theirs[0] == 0.0 and np.isnan(theirs[1])
+
+
+def test_builtin_ufuncs_are_functions_with_the_methods():
+    assert isinstance(jnp.add, jnp.ufunc)
+    assert not isinstance(fnp.add, fnp.ufunc) and callable(fnp.add.outer)
+    np.testing.assert_array_equal(np.asarray(fnp.add.outer(X, X)), np.asarray(jnp.add.outer(X, X)))

@@ -73,6 +73,7 @@ from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
 from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
+from ftrans.numpy._ufunc import frompyfunc, ufunc  # noqa: F401
 
 dtype = _np.dtype
 promote_types = _dtypes.promote_types
@@ -88,3 +89,7 @@ newaxis = None
 
 
 _array_methods.install(__import__(__name__, fromlist=["_"]))
+
+from ftrans.numpy import _ufunc  # noqa: E402
+
+_ufunc._install()
