@@ -177,8 +177,19 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
     assert added <= set(dir(jsp))
+
+
+def test_bessel_jn():
+    z = np.array([[1.0, 3.0, 5.5], [7.5, 12.0, 20.0]], F)
+    close(fsp.bessel_jn(z, v=4), jsp.bessel_jn(z, v=4), 1e-4, 1e-6)
+    close(ftrans.jit(lambda u: fsp.bessel_jn(u, v=2, n_iter=80))(z), jsp.bessel_jn(z, v=2, n_iter=80), 1e-4, 1e-6)
+    close(fsp.bessel_jn(a(0.5, 2.0), v=0), jsp.bessel_jn(a(0.5, 2.0), v=0), 1e-4, 1e-6)  # both NaN at 0.5 (float32)
+    ours = ftrans.grad(lambda u: fsp.bessel_jn(u, v=1)[1].sum())(z)
+    theirs = jax.grad(lambda u: jsp.bessel_jn(u, v=1)[1].sum())(z)
+    close(ours, theirs, 1e-3, 1e-5)
+    close(ftrans.vmap(lambda u: fsp.bessel_jn(u, v=3))(z), jax.vmap(lambda u: jsp.bessel_jn(u, v=3))(z), 1e-4, 1e-6)

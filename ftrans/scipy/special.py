@@ -27,7 +27,7 @@ from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
-    "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc",
+    "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e",
     "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "spence", "xlog1py", "xlogy",
@@ -1105,3 +1105,37 @@ def spence(x: Any) -> Any:
     out = jnp.where(above, -li2v - t(0.5) * lx * lx, li2v)
     out = jnp.where(x == t(0), pi2_6, out)
     return jnp.where((x < t(0)) | jnp.isnan(x) | jnp.isinf(x), t(np.nan), out)
+
+
+# ----------------------------------------------------------------------------
+# Bessel functions of the first kind
+
+
+def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
+    """``J_0(z) .. J_v(z)`` stacked on a new leading axis, by Miller's backward recurrence.
+
+    ``J_{k-1} = 2k/z J_k - J_{k+1}`` runs down from ``k = n_iter`` (a concrete
+    int, more iterations for larger ``z``) and is normalized by
+    ``J_0 + 2 (J_2 + J_4 + ...) = 1``.
+    """
+    import operator
+
+    from ftrans.core.operands import concrete_or_error
+
+    (z,) = _inexact("bessel_jn", z)
+    if dtypes.issubdtype(z.dtype, np.complexfloating):
+        raise ValueError("complex input not supported.")
+    v = operator.index(concrete_or_error(v, "bessel_jn's order v"))
+    n_iter = int(concrete_or_error(n_iter, "bessel_jn's n_iter"))
+    t = z.dtype.type
+
+    def step(carry: tuple, k: Any) -> tuple:
+        f_next, f_cur, even_sum = carry  # f_{k+2}, f_{k+1}
+        f = t(2) * (k + t(1)) * f_cur / z - f_next
+        even_sum = jnp.where(lax.rem(k, t(2)) == t(0), even_sum + t(2) * f, even_sum)
+        return (f_cur, f, even_sum), f
+
+    init = (jnp.zeros_like(z), jnp.full_like(z, t(1e-16)), jnp.zeros_like(z))
+    ks = jnp.arange(n_iter + 1, dtype=z.dtype)
+    (_, _, even_sum), vals = lax.scan(step, init, ks, reverse=True)
+    return vals[: v + 1] / (even_sum - vals[0])
