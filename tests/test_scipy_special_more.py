@@ -53,6 +53,8 @@ CASES = {
     "expi": ((a(-30, -5, -1, -1e-3, 0, 1e-3, 0.5, 1, 2, 5, 10, 30, 39.9, 41, 80, np.inf, -np.inf, np.nan),), (0,),
              2e-5, 1e-7),
     "exp1": ((a(-1, 0, 1e-3, 0.5, 1, 1.01, 2, 5, 10, 30, 100, np.inf, np.nan),), (0,), 2e-5, 1e-7),
+    "dawsn": ((a(-30, -5, -1, -0.1, 0, 1e-3, 0.19, 0.2, 0.5, 1, 2, 2.5, 5, 10, 100, 1e4, np.inf, np.nan),), (0,),
+              2e-5, 1e-7),
     "spence": ((a(-1, 0, 1e-3, 0.3, 0.5, 0.9, 1, 1.2, 1.5, 2, 2.5, 10, 100, 1e4, np.inf, np.nan),), (0,), 2e-5, 1e-7),
     # (expn(n >= 2, 0) differs from jax's on purpose: docs/differences.md)
     "expn": ((a(0, 1, 2, 3, 5, 0, -1, 1, 2, 10, 4, 1, 2), a(1, 1, 2, 0.5, 10, 0, 1, 0.3, 0.05, 3, 1.5, 0, -1)), (1,),
@@ -79,6 +81,7 @@ GRAD_ARGS = {
     # jax's own spence derivative is NaN on (1, 2] and 0 at 1 (the true one is log(x)/(1-x)); compare elsewhere
     "spence": (a(1e-3, 0.3, 0.5, 0.9, 2.5, 10),),
     "expn": (a(1, 2, 3, 5, 2), a(1, 2, 0.5, 10, 0.3)),
+    "dawsn": (a(-5, -1, 0.1, 0.5, 1, 2.5, 7),),
 }
 
 
@@ -177,7 +180,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
@@ -193,3 +196,16 @@ def test_bessel_jn():
     theirs = jax.grad(lambda u: jsp.bessel_jn(u, v=1)[1].sum())(z)
     close(ours, theirs, 1e-3, 1e-5)
     close(ftrans.vmap(lambda u: fsp.bessel_jn(u, v=3))(z), jax.vmap(lambda u: jsp.bessel_jn(u, v=3))(z), 1e-4, 1e-6)
+
+
+def test_sici():
+    x = a(-5, -1, 0, 1e-3, 0.5, 1, 2, 2.01, 2.5, 5, 10, 100, 1e4, np.inf, np.nan)
+    for o, t in zip(fsp.sici(x), jsp.sici(x)):
+        close(o, t, 2e-5, 1e-7)
+    for o, t in zip(ftrans.jit(fsp.sici)(x), jsp.sici(x)):
+        close(o, t, 2e-5, 1e-7)
+    xs = a(-3, 0.3, 1, 2.5, 7)
+    for k in (0, 1):
+        ours = ftrans.vmap(ftrans.grad(lambda v: fsp.sici(v)[k]))(xs)
+        theirs = jax.vmap(jax.grad(lambda v: jsp.sici(v)[k]))(xs)
+        close(ours, theirs, 1e-4, 1e-6)
