@@ -180,7 +180,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
@@ -209,3 +209,16 @@ def test_sici():
         ours = ftrans.vmap(ftrans.grad(lambda v: fsp.sici(v)[k]))(xs)
         theirs = jax.vmap(jax.grad(lambda v: jsp.sici(v)[k]))(xs)
         close(ours, theirs, 1e-4, 1e-6)
+
+
+def test_fresnel():
+    x = a(-5, -1, 0, 1e-3, 0.5, 1, 1.5, 1.51, 2, 2.5, 5, 10, 100, np.inf, np.nan)
+    for o, t in zip(fsp.fresnel(x), jsp.fresnel(x)):
+        close(o, t, 2e-5, 1e-6)
+    for o, t in zip(ftrans.jit(ftrans.vmap(fsp.fresnel))(x), jsp.fresnel(x)):
+        close(o, t, 2e-5, 1e-6)
+    xs = a(-3, 0.3, 1, 2.5, 7)
+    for k in (0, 1):
+        ours = ftrans.vmap(ftrans.grad(lambda v: fsp.fresnel(v)[k]))(xs)
+        theirs = jax.vmap(jax.grad(lambda v: jsp.fresnel(v)[k]))(xs)
+        close(ours, theirs, 1e-4, 1e-5)

@@ -27,7 +27,7 @@ from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
-    "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc",
+    "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e",
     "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "xlog1py", "xlogy",
@@ -1257,3 +1257,91 @@ def dawsn(x: Any) -> Any:
     far = t(1 / np.sqrt(np.pi)) * jnp.sign(x) * lax.exp(-xp * xp) * total
     far = jnp.where(jnp.isinf(x), jnp.zeros_like(x) * jnp.sign(x), far)
     return jnp.where(big, far, near)
+
+
+# ----------------------------------------------------------------------------
+# Fresnel integrals
+
+
+def _fresnel_series(x: Any) -> tuple[Any, Any]:
+    """``S`` and ``C`` for ``0 <= x <= 1.5`` from their power series in ``pi x^2 / 2``."""
+    t = x.dtype.type
+    fact = t(np.pi / 2) * x * x
+    term = x
+    s = jnp.zeros_like(x)
+    c = x
+    for k in range(1, 40):
+        term = term * fact / t(k)
+        sign = t(-1.0 if (k // 2) % 2 else 1.0)  # (-1)^n for the k = 2n (C) and k = 2n + 1 (S) terms
+        if k % 2:
+            s = s + sign * term / t(2 * k + 1)
+        else:
+            c = c + sign * term / t(2 * k + 1)
+    return s, c
+
+
+def _fresnel_cf(x: Any) -> tuple[Any, Any]:
+    """``S`` and ``C`` for ``x > 1.5`` from the complex continued fraction of ``erfc`` (modified Lentz)."""
+    t = x.dtype.type
+    cdt = np.complex128 if x.dtype == np.float64 else np.complex64
+    tiny = t(_tiny(x.dtype))
+    xc = x.astype(cdt)
+    b0 = jnp.ones_like(xc) - 1j * cdt(np.pi) * xc * xc
+    d0 = 1 / b0
+
+    def guard(v: Any) -> Any:
+        return jnp.where(jnp.abs(v) < tiny, cdt(tiny), v)
+
+    def body(k: Any, st: Any) -> Any:
+        b, cc, d, h = st
+        n = (2 * k - 3).astype(x.dtype)  # 1, 3, 5, ...
+        an = (-n * (n + t(1))).astype(cdt)
+        b = b + cdt(4)
+        d = 1 / guard(an * d + b)
+        cc = guard(b + an / cc)
+        return b, cc, d, h * (cc * d)
+
+    h = lax.fori_loop(2, 100, body, (b0, jnp.full_like(xc, cdt(1 / tiny)), d0, d0))[3]
+    h = h * (xc - 1j * xc)
+    arg = t(np.pi / 2) * x * x
+    cs = cdt(0.5 + 0.5j) * (1 - (jnp.cos(arg) + 1j * jnp.sin(arg)).astype(cdt) * h)
+    return jnp.imag(cs), jnp.real(cs)
+
+
+@custom_jvp
+def _fresnel(x: Any) -> tuple[Any, Any]:
+    t = x.dtype.type
+    ax = jnp.abs(x)
+    small = ax <= t(1.5)
+    xs = jnp.where(small, ax, t(1))
+    xl = jnp.where(small | jnp.isinf(ax), t(2), ax)
+    s_s, c_s = _fresnel_series(xs)
+    s_l, c_l = _fresnel_cf(xl)
+    s = jnp.where(small, s_s, s_l)
+    c = jnp.where(small, c_s, c_l)
+    s = jnp.where(jnp.isinf(ax), t(0.5), s)
+    c = jnp.where(jnp.isinf(ax), t(0.5), c)
+    neg = x < t(0)
+    nan = jnp.isnan(x)
+    s = jnp.where(neg, -s, s)
+    c = jnp.where(neg, -c, c)
+    return jnp.where(nan, t(np.nan), s), jnp.where(nan, t(np.nan), c)
+
+
+@_fresnel.defjvp
+def _fresnel_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (g,) = primals, tangents
+    arg = x.dtype.type(np.pi / 2) * x * x
+    return _fresnel(x), (g * jnp.sin(arg), g * jnp.cos(arg))
+
+
+def fresnel(x: Any) -> tuple[Any, Any]:
+    """The Fresnel integrals ``(S(x), C(x))`` = ``int_0^x (sin, cos)(pi t^2 / 2) dt``.
+
+    Power series up to ``|x| = 1.5``, a complex continued fraction beyond;
+    derivatives ``sin(pi x^2/2)`` and ``cos(pi x^2/2)``.
+    """
+    (x,) = _inexact("fresnel", x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("fresnel does not support complex-valued inputs.")
+    return _fresnel(x)
