@@ -180,7 +180,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"hyp1f1", "owens_t", "fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
@@ -222,3 +222,28 @@ def test_fresnel():
         ours = ftrans.vmap(ftrans.grad(lambda v: fsp.fresnel(v)[k]))(xs)
         theirs = jax.vmap(jax.grad(lambda v: jsp.fresnel(v)[k]))(xs)
         close(ours, theirs, 1e-4, 1e-5)
+
+
+def test_hyp1f1():
+    A = a(0.5, 1, 2, 0, 3, -1.5, 2.5, 1, 0.7)
+    B = a(1.5, 2, 2, 1, 0, 2.5, 4, 3, 1.2)
+    X = a(0.3, -2, 5, 1, 1, 10, 150, -5, -120)  # (the series cancels badly in float32 for x ~ -20)
+    close(fsp.hyp1f1(A, B, X), jsp.hyp1f1(A, B, X), 1e-4, 1e-6)
+    close(ftrans.jit(fsp.hyp1f1)(A, B, X), jsp.hyp1f1(A, B, X), 1e-4, 1e-6)
+    close(fsp.hyp1f1(A[:3], B[:3], F(0.5)), jsp.hyp1f1(A[:3], B[:3], F(0.5)), 1e-5, 1e-6)  # broadcasting
+    args = (a(0.5, 1, 2, 1.5), a(1.5, 2, 2, 3.0), a(0.3, -2, 5, 1.0))
+    for k in range(3):
+        ours = ftrans.grad(lambda *v: fsp.hyp1f1(*v).sum(), k)(*args)
+        theirs = jax.grad(lambda *v: jsp.hyp1f1(*v).sum(), k)(*args)
+        close(ours, theirs, 1e-4, 1e-5)
+
+
+def test_owens_t():
+    H = a(0, 0.5, 1, 2, 5, -1, 0.3, 10, 1, np.nan)
+    A = a(0.5, 1, 2, 0.3, -3, 1.5, 0, 0.9, 0.4, 1)
+    close(fsp.owens_t(H, A), jsp.owens_t(H, A), 1e-5, 1e-7)
+    close(ftrans.jit(ftrans.vmap(fsp.owens_t))(H, A), jsp.owens_t(H, A), 1e-5, 1e-7)
+    ours = ftrans.grad(lambda h, al: fsp.owens_t(h, al).sum(), (0, 1))(H[:-1], A[:-1])
+    theirs = jax.grad(lambda h, al: jsp.owens_t(h, al).sum(), (0, 1))(H[:-1], A[:-1])
+    for o, t in zip(ours, theirs):
+        close(o, t, 1e-4, 1e-7)
