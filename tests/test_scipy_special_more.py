@@ -180,7 +180,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"hyp1f1", "owens_t", "fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"sph_harm_y", "hyp1f1", "owens_t", "fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
@@ -247,3 +247,19 @@ def test_owens_t():
     theirs = jax.grad(lambda h, al: jsp.owens_t(h, al).sum(), (0, 1))(H[:-1], A[:-1])
     for o, t in zip(ours, theirs):
         close(o, t, 1e-4, 1e-7)
+
+
+def test_sph_harm_y():
+    n = np.array([0, 1, 2, 3, 2, 4, 5, 1])
+    m = np.array([0, 1, -1, 2, 0, -3, 5, -1])
+    th = a(0.3, 1.0, 2.0, 0.5, 1.5, 2.5, 0.1, 3.0)
+    ph = a(0.1, 0.7, 2.0, 3.0, -1, 5, 0.4, 1.0)
+    close(fsp.sph_harm_y(n, m, th, ph), jsp.sph_harm_y(n, m, th, ph), 1e-5, 1e-6)
+    close(ftrans.jit(lambda *v: fsp.sph_harm_y(*v, n_max=6))(n, m, th, ph), jsp.sph_harm_y(n, m, th, ph, n_max=6),
+          1e-5, 1e-6)
+    ours = ftrans.grad(lambda t, p: fsp.sph_harm_y(n, m, t, p).imag.sum(), (0, 1))(th, ph)
+    theirs = jax.grad(lambda t, p: jsp.sph_harm_y(n, m, t, p).imag.sum(), (0, 1))(th, ph)
+    for o, t in zip(ours, theirs):
+        close(o, t, 1e-4, 1e-5)
+    with pytest.raises(NotImplementedError):
+        fsp.sph_harm_y(n, m, th, ph, diff_n=1)

@@ -30,7 +30,7 @@ __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
     "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
-    "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "xlog1py", "xlogy",
+    "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "xlog1py", "xlogy",
     "zeta",
 ]
 
@@ -1484,3 +1484,62 @@ def owens_t(h: Any, a: Any) -> Any:
     h, a = _inexact("owens_t", h, a)
     h, a = jnp.broadcast_arrays(h, a)
     return _owens_t(h, a)
+
+
+# ----------------------------------------------------------------------------
+# spherical harmonics
+
+
+def _normalized_legendre_table(n_max: int, x: Any) -> Any:
+    """Orthonormal associated Legendre values ``P_l^m(x) sqrt((2l+1)/(4 pi) (l-m)!/(l+m)!)`` (with the
+    Condon-Shortley phase) for ``0 <= m, l <= n_max``: shape ``(n_max+1, n_max+1, *x.shape)``, 0 for ``l < m``.
+
+    The diagonal by ``P_m^m = -sqrt((2m+1)/(2m)) sqrt(1-x^2) P_{m-1}^{m-1}``, then up in ``l`` by the
+    stable three-term recurrence of the normalized functions.
+    """
+    t = x.dtype.type
+    s = jnp.sqrt(jnp.maximum(t(1) - x * x, t(0)))
+    zero = jnp.zeros_like(x)
+    table = [[zero] * (n_max + 1) for _ in range(n_max + 1)]
+    diag = jnp.full_like(x, t(np.sqrt(1 / (4 * np.pi))))
+    for m in range(n_max + 1):
+        if m > 0:
+            diag = -t(np.sqrt((2 * m + 1) / (2 * m))) * s * diag
+        table[m][m] = diag
+        if m + 1 <= n_max:
+            table[m][m + 1] = t(np.sqrt(2 * m + 3)) * x * diag
+        for ell in range(m + 2, n_max + 1):
+            a_lm = np.sqrt((4 * ell * ell - 1) / (ell * ell - m * m))
+            b_lm = np.sqrt(((ell - 1) ** 2 - m * m) / (4 * (ell - 1) ** 2 - 1))
+            table[m][ell] = t(a_lm) * (x * table[m][ell - 1] - t(b_lm) * table[m][ell - 2])
+    return jnp.stack([jnp.stack(row) for row in table])
+
+
+def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, diff_n: int | None = None, n_max: int | None = None) -> Any:
+    """The spherical harmonic ``Y_n^m(theta, phi)`` (``theta`` the polar angle, ``phi`` the azimuth), SciPy's
+    convention, for 1-d ``n``, ``m``, ``theta``, ``phi`` of one length.
+
+    ``n_max`` (default ``max(n)``, which needs concrete ``n``) sizes the
+    Legendre table and must be static under ``jit``; ``diff_n`` is not
+    supported (as in JAX).
+    """
+    from ftrans.core.operands import concrete_or_error
+
+    if diff_n is not None:
+        raise NotImplementedError("The 'diff_n' argument to sph_harm_y is not supported.")
+    if jnp.isscalar(theta):
+        theta = jnp.array([theta])
+    if n_max is None:
+        n_max = np.max(np.asarray(concrete_or_error(n, "sph_harm_y's n (pass n_max to trace n)")))
+    n_max = int(concrete_or_error(n_max, "sph_harm_y's n_max"))
+    n, m = jnp.asarray(n), jnp.asarray(m)
+    (theta,) = _inexact("sph_harm_y", theta)
+    (phi,) = _inexact("sph_harm_y", phi)
+    table = _normalized_legendre_table(n_max, jnp.cos(theta))
+    am = jnp.abs(m)
+    idx = jnp.arange(theta.shape[0])
+    val = table.at[am, n, idx].get(mode="clip")
+    ang = am.astype(phi.dtype) * phi
+    y = lax.complex(val * jnp.cos(ang), val * jnp.sin(ang))
+    sign = jnp.where(am % 2 == 1, -1.0, 1.0).astype(val.dtype)
+    return jnp.where(m < 0, sign * jnp.conj(y), y)
