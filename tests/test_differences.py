@@ -504,3 +504,33 @@ def test_composite_differentiates():
     with pytest.raises(ValueError):
         jax.grad(jlax.composite(f, name="my.square"))(3.0)
     assert float(ftrans.grad(flax.composite(f, name="my.square"))(3.0)) == 6.0
+
+
+# ---------------------------------------------------------------- scipy.special
+def test_expn_at_zero_is_one_over_n_minus_one():
+    import jax.scipy.special as jsp
+
+    from ftrans.scipy import special as fsp
+
+    n = np.array([2.0, 3.0, 5.0], np.float32)
+    z = np.zeros(3, np.float32)
+    np.testing.assert_allclose(np.asarray(fsp.expn(n, z)), 1 / (n - 1))
+    np.testing.assert_allclose(np.asarray(jsp.expn(n, z)), 1 / n)
+
+
+def test_spence_derivative_near_one():
+    import jax.scipy.special as jsp
+
+    from ftrans.scipy import special as fsp
+
+    x = np.array([1.0, 1.5], np.float32)
+    ours = np.asarray(ftrans.vmap(ftrans.grad(fsp.spence))(x))
+    np.testing.assert_allclose(ours, [-1.0, np.log(1.5) / -0.5], rtol=1e-5)
+    theirs = np.asarray(jax.vmap(jax.grad(jsp.spence))(x))
+    assert theirs[0] == 0.0 and np.isnan(theirs[1])
+
+
+def test_builtin_ufuncs_are_functions_with_the_methods():
+    assert isinstance(jnp.add, jnp.ufunc)
+    assert not isinstance(fnp.add, fnp.ufunc) and callable(fnp.add.outer)
+    np.testing.assert_array_equal(np.asarray(fnp.add.outer(X, X)), np.asarray(jnp.add.outer(X, X)))

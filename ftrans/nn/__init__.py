@@ -8,6 +8,7 @@ Activations, ``softmax``/``log_softmax``/``logsumexp``, ``one_hot`` and
 from ftrans.nn import initializers
 from ftrans.nn._functions import (
     celu,
+    dot_product_attention,
     elu,
     gelu,
     glu,
@@ -41,7 +42,7 @@ from ftrans.nn._functions import (
 )
 
 __all__ = [
-    "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity",
+    "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity",
     "initializers", "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp", "logsumexp",
     "mish", "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus",
     "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh",

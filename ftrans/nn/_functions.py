@@ -19,12 +19,13 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
+from ftrans.errors import FtransValueError
 from ftrans.numpy._elementwise import _inexact
-from ftrans.scipy.special import logsumexp
+from ftrans.scipy.special import _log_softmax, _softmax, logsumexp
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
-    "celu", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity",
+    "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity",
     "leaky_relu", "log1mexp", "log_sigmoid", "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot",
     "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax", "softplus", "sparse_plus",
     "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh",
@@ -236,15 +237,7 @@ def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = Fal
 
 def log_softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     """``x - logsumexp(x, axis)``, computed from ``x - stop_gradient(max x)``; masked entries give ``-inf``."""
-    x = _arraylike("log_softmax", x)
-    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
-    x_safe = x if where is None else jnp.where(where, x, -np.inf)
-    shifted = x_safe - lax.stop_gradient(x_max)
-    shifted_lse = jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
-    result = shifted - shifted_lse
-    if where is not None:
-        return jnp.where(where, result, -np.inf)
-    return result
+    return _log_softmax(_arraylike("log_softmax", x), axis, where)
 
 
 def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
@@ -254,15 +247,7 @@ def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
     ``jax_softmax_custom_jvp=False``), so derivatives flow through the
     exponentials and the sum alone.
     """
-    x = _arraylike("softmax", x)
-    initial = -np.inf
-    x_max = jnp.max(x, axis, where=where, initial=initial, keepdims=True)
-    x_safe = x if where is None else jnp.where(where, x, initial)
-    unnormalized = jnp.exp(x_safe - lax.stop_gradient(x_max))
-    result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
-    if where is not None:
-        result = jnp.where(where, result, 0)
-    return result
+    return _softmax(_arraylike("softmax", x), axis, where)
 
 
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,
@@ -322,3 +307,139 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
     if num_classes != size:
         raise ValueError(f"Expected num_classes to match the size of axis {axis}, but {num_classes} != {size}")
     return jnp.asarray(x == lax.axis_index(axis), dtype=dtype)
+
+
+# ----------------------------------------------------------------------------
+# attention
+
+
+def _large_negative(dtype: Any) -> Any:
+    """The fill for masked logits: -0.7 of the dtype's (float32-capped) maximum, finite in float32 (JAX's)."""
+    big = min(float(np.finfo(dtype).max), float(np.finfo(np.float32).max))
+    return jnp.asarray(-0.7 * big, dtype=dtype)
+
+
+def _as_4d(t: Any) -> Any:
+    t = jnp.asarray(t)
+    return lax.expand_dims(t, tuple(range(4 - t.ndim))) if t.ndim < 4 else t
+
+
+def _check_attention_operand(t: Any, shape: Any, dtype: Any, name: str) -> None:
+    if t is None:
+        return
+    if t.ndim != len(shape):
+        raise FtransValueError(f"dot_product_attention: {name} should have rank {len(shape)} "
+                               f"(shape {tuple(shape)}, -1 = any), got shape {t.shape}")
+    if dtype is not None and t.dtype != dtype:
+        raise FtransValueError(f"dot_product_attention: {name} dtype should be {np.dtype(dtype).name}, "
+                               f"got {t.dtype}; convert it with .astype")
+    for want, got in zip(shape, t.shape):
+        if want != -1 and want != got:
+            raise FtransValueError(f"dot_product_attention: {name} shape should be {tuple(shape)} "
+                                   f"(-1 = any), got {t.shape}")
+
+
+def _grouped(t: Any, k: int, g: int) -> Any:
+    """A (B, N|1, T, S) bias or mask as (B, K|1, G|1, T, S), the query heads split into K groups of G."""
+    if t is None:
+        return None
+    b, n, tt, s = t.shape
+    if n == 1:
+        return lax.expand_dims(t, (2,))
+    return jnp.reshape(t, (b, k, g, tt, s))
+
+
+def _attention_xla(q: Any, k: Any, v: Any, bias: Any, mask: Any, is_causal: bool, scale: float,
+                   q_len: Any, kv_len: Any, window: Any, return_residual: bool) -> Any:
+    b, t, n, h = q.shape
+    s, kh = k.shape[1], k.shape[2]
+    g = n // kh
+    q = jnp.reshape(q, (b, t, kh, g, h))
+    logits_dtype = dtypes.promote_types(q.dtype, np.float32)
+    logits = jnp.einsum("BTKGH,BSKH->BKGTS", q, k, preferred_element_type=logits_dtype)
+    logits = logits * jnp.asarray(scale, dtype=logits.dtype)
+    if bias is not None:
+        logits = (logits + _grouped(bias, kh, g)).astype(logits.dtype)
+    if mask is not None or is_causal or q_len is not None or kv_len is not None or window is not None:
+        keep = jnp.ones(logits.shape, dtype=bool)
+        if mask is not None:
+            keep = keep & _grouped(mask, kh, g)
+        qpos = lax.broadcasted_iota(np.int32, (t, s), 0)
+        kpos = lax.broadcasted_iota(np.int32, (t, s), 1)
+        if is_causal:
+            keep = keep & (qpos >= kpos)
+        if window is not None:
+            left, right = window
+            keep = keep & (qpos <= kpos + left) & (qpos >= kpos - right)
+        if q_len is not None:
+            keep = keep & (qpos[None] < q_len[:, None, None])[:, None, None]
+        if kv_len is not None:
+            keep = keep & (kpos[None] < kv_len[:, None, None])[:, None, None]
+        logits = jnp.where(keep, logits, _large_negative(logits.dtype))
+    logits = logits.astype(np.float32)  # the softmax runs in float32, as in JAX
+    probs = softmax(logits, axis=-1).astype(k.dtype)
+    out = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v)
+    if q_len is not None:
+        valid = lax.broadcasted_iota(np.int32, (b, t), 1) < q_len[:, None]
+        out = out * valid[:, :, None, None, None].astype(out.dtype)
+    out = jnp.reshape(out, (b, t, n, h))
+    if return_residual:
+        lse = logsumexp(logits, axis=-1).astype(k.dtype)  # (B, K, G, T)
+        lse = jnp.reshape(jnp.transpose(lse, (0, 3, 1, 2)), (b, t, n))
+        return out, lax.stop_gradient(lse)
+    return out
+
+
+def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, mask: Any = None, *,
+                          scale: Any = None, is_causal: bool = False, query_seq_lengths: Any = None,
+                          key_value_seq_lengths: Any = None, local_window_size: Any = None,
+                          implementation: Any = None, return_residual: bool = False) -> Any:
+    """Scaled dot-product attention, ``softmax(q k^T * scale + bias, masked) v`` (JAX's ``nn.dot_product_attention``).
+
+    Operands are laid out ``(B, T, N, H)`` (query) and ``(B, S, K, H)``
+    (key, value); the leading batch axis may be left out. ``N`` must be a
+    multiple of ``K`` (grouped-query attention). ``bias`` and the boolean
+    ``mask`` broadcast to ``(B, N, T, S)``. ``scale`` defaults to
+    ``1/sqrt(H)``. ``is_causal``, ``query_seq_lengths``/``key_value_seq_lengths``
+    (int32, shape ``(B,)``) and ``local_window_size`` (``w`` or ``(left,
+    right)``) add the corresponding masks; masked logits become a large
+    negative number (not ``-inf``), and query rows past their length give 0.
+    The logits are accumulated in at least float32 and the softmax runs in
+    float32. Only the ``'xla'`` implementation exists (``None`` selects it);
+    ``'cudnn'`` raises. ``return_residual=True`` also returns the softmax's
+    log-sum-exp, ``(B, T, N)``.
+    """
+    out_shape = jnp.shape(query)
+    q = _as_4d(query)
+    k = _as_4d(key)
+    v = _as_4d(value)
+    bias = _as_4d(bias) if bias is not None else None
+    mask = _as_4d(mask) if mask is not None else None
+    if query_seq_lengths is not None:
+        query_seq_lengths = jnp.asarray(query_seq_lengths)
+    if key_value_seq_lengths is not None:
+        key_value_seq_lengths = jnp.asarray(key_value_seq_lengths)
+    if isinstance(local_window_size, (int, np.integer)):
+        local_window_size = (int(local_window_size), int(local_window_size))
+    b, s, kh, h = k.shape
+    _check_attention_operand(v, (b, s, kh, h), k.dtype, "value")
+    _check_attention_operand(q, (b, -1, -1, h), k.dtype, "query")
+    _check_attention_operand(mask, (-1,) * 4, np.dtype(bool), "mask")
+    _check_attention_operand(bias, (-1,) * 4, None, "bias")
+    _check_attention_operand(query_seq_lengths, (b,), np.dtype(np.int32), "query_seq_lengths")
+    _check_attention_operand(key_value_seq_lengths, (b,), np.dtype(np.int32), "key_value_seq_lengths")
+    if q.shape[-2] % kh != 0:
+        raise FtransValueError(f"dot_product_attention: the number of query heads must be a multiple of the "
+                               f"key/value heads, but got {q.shape[-2]} vs {kh}")
+    if implementation == "cudnn":
+        raise FtransValueError("dot_product_attention: implementation='cudnn' is not available in ftrans; "
+                               "use implementation=None or 'xla'")
+    if implementation not in (None, "xla"):
+        raise FtransValueError(f"Unsupported implementation option: {implementation}")
+    scale = (1.0 / np.sqrt(h)) if scale is None else scale
+    out = _attention_xla(q, k, v, bias, mask, is_causal, scale, query_seq_lengths, key_value_seq_lengths,
+                         local_window_size, return_residual)
+    if return_residual:
+        out, res = out
+        return jnp.reshape(out, out_shape), jnp.reshape(res, out_shape[:-1])
+    return jnp.reshape(out, out_shape)

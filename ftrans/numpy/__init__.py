@@ -26,6 +26,7 @@ from ftrans.numpy._conversion import *  # noqa: F401,F403
 from ftrans.numpy._creation import *  # noqa: F401,F403
 from ftrans.numpy._elementwise import *  # noqa: F401,F403
 from ftrans.numpy._extras import *  # noqa: F401,F403
+from ftrans.numpy._functional import *  # noqa: F401,F403
 from ftrans.numpy._index_tricks import *  # noqa: F401,F403
 from ftrans.numpy._indexing import *  # noqa: F401,F403
 from ftrans.numpy._indexing import _getitem, _IndexUpdateHelper  # noqa: F401
@@ -72,6 +73,7 @@ from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
 from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
+from ftrans.numpy._ufunc import frompyfunc, ufunc  # noqa: F401
 
 dtype = _np.dtype
 promote_types = _dtypes.promote_types
@@ -87,3 +89,7 @@ newaxis = None
 
 
 _array_methods.install(__import__(__name__, fromlist=["_"]))
+
+from ftrans.numpy import _ufunc  # noqa: E402
+
+_ufunc._install()

@@ -1,0 +1,270 @@
+"""``ftrans.scipy.stats`` against ``jax.scipy.stats``: every function of every distribution module on inputs
+covering the support, its edges and outside it (values eager and under ``jit``, ``vmap``), gradients of the
+differentiable ones, and ``mode``/``rankdata``/``sem``."""
+
+from __future__ import annotations
+
+import jax
+import jax.scipy.stats as jst
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.scipy.stats as fst
+
+F = np.float32
+
+
+def a(*v):
+    return np.array(v, F)
+
+
+X = a(-3.0, -0.5, 0.0, 0.3, 0.7, 1.0, 1.5, 4.0, 12.0)
+N = X.size
+Q = a(0.0, 1e-4, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.2)
+K = a(-1, 0, 1, 2, 3, 5, 7, 2.5, 10)
+POS = np.full(N, 2.5, F)
+
+
+def full(v):
+    return np.full(N, v, F)
+
+
+UNIT = a(0.01, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 0.99)
+LOC_SCALE = (full(0.2), full(1.5))
+# distribution -> (first-argument kind, shape parameters, takes loc/scale)
+DISTS = {
+    "norm": ("x", (), LOC_SCALE),
+    "uniform": ("x", (), (full(-0.5), full(2.0))),
+    "expon": ("x", (), LOC_SCALE),
+    "laplace": ("x", (), LOC_SCALE),
+    "logistic": ("x", (), LOC_SCALE),
+    "cauchy": ("x", (), LOC_SCALE),
+    "t": ("x", (full(3.5),), LOC_SCALE),
+    "gamma": ("x", (full(2.5),), LOC_SCALE),
+    "chi2": ("x", (full(3.0),), LOC_SCALE),
+    "beta": ("unit", (full(2.0), full(3.5)), ()),
+    "pareto": ("x", (full(2.5),), (full(0.0), full(0.8))),
+    "gumbel_l": ("x", (), LOC_SCALE),
+    "gumbel_r": ("x", (), LOC_SCALE),
+    "gennorm": ("x", (full(1.5),), None),
+    "vonmises": ("x", (full(2.0),), None),
+    "wrapcauchy": ("x", (full(0.4),), None),
+    "truncnorm": ("x", (full(-1.0), full(2.0)), LOC_SCALE),
+    "bernoulli": ("k", (full(0.3),), None),
+    "binom": ("k", (full(8.0), full(0.35)), (full(0.0),)),
+    "poisson": ("k", (full(3.5),), (full(0.0),)),
+    "geom": ("k", (full(0.3),), (full(0.0),)),
+    "nbinom": ("k", (full(4.0), full(0.4)), (full(0.0),)),
+    "betabinom": ("k", (full(8.0), full(2.0), full(3.0)), (full(0.0),)),
+}
+FIRST = {"x": X, "unit": UNIT, "k": K}
+FUNCS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf", "logpmf", "pmf")
+
+
+def jax_funcs(name):
+    mod = getattr(jst, name)
+    return [f for f in FUNCS if hasattr(mod, f)]
+
+
+CASES = [(d, f) for d in sorted(DISTS) for f in jax_funcs(d)]
+
+
+def args_for(dist, fn):
+    kind, shape, extra = DISTS[dist]
+    first = Q if fn in ("ppf", "isf") else FIRST[kind]
+    args = (first, *shape)
+    if extra is not None and not (dist == "bernoulli" and fn in ("cdf", "ppf")):
+        args = args + tuple(extra)
+    return args
+
+
+def close(ours, theirs, rtol=2e-5, atol=2e-6):
+    x, y = np.asarray(ours), np.asarray(theirs)
+    assert x.shape == y.shape and x.dtype == y.dtype, (x.shape, x.dtype, y.shape, y.dtype)
+    np.testing.assert_allclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
+
+
+def test_every_jax_distribution_function_exists():
+    for dist in [n for n in dir(jst) if not n.startswith("_")]:
+        if dist == "gaussian_kde":
+            continue
+        theirs = getattr(jst, dist)
+        ours = getattr(fst, dist)
+        if callable(theirs):
+            continue
+        for fn in [f for f in dir(theirs) if f in FUNCS or f == "entropy"]:
+            assert callable(getattr(ours, fn)), (dist, fn)
+
+
+@pytest.mark.parametrize("dist,fn", CASES)
+def test_values(dist, fn):
+    args = args_for(dist, fn)
+    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
+    want = jax.jit(g)(*args)
+    close(f(*args), want)
+    close(ftrans.jit(f)(*args), want)
+
+
+@pytest.mark.parametrize("dist,fn", [c for c in CASES if c[1] in ("logpdf", "cdf", "logpmf", "ppf", "sf")])
+def test_vmap(dist, fn):
+    args = args_for(dist, fn)
+    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
+    close(ftrans.vmap(f)(*args), jax.vmap(g)(*args))
+
+
+GRAD_X = {"x": a(0.3, 0.7, 1.0, 1.5, 4.0), "unit": a(0.1, 0.25, 0.5, 0.75, 0.9)}
+GRAD_CASES = [(d, f) for d, f in CASES if DISTS[d][0] != "k" and f in ("logpdf", "cdf", "logcdf", "logsf")
+              and not (d == "beta" and f != "logpdf")]
+
+
+@pytest.mark.parametrize("dist,fn", GRAD_CASES)
+def test_grads(dist, fn):
+    kind, shape, extra = DISTS[dist]
+    x = GRAD_X[kind]
+    m = x.size
+    params = tuple(p[:m] for p in shape) + (tuple(e[:m] for e in extra) if extra else ())
+    if dist == "truncnorm" or (dist in ("gamma", "chi2") and fn != "logpdf"):
+        argnums = (0,)  # jax's derivative in a Gamma shape runs through igamma_grad_a; checked in special
+    elif dist.startswith("gumbel") and fn == "logpdf":
+        argnums = (0, 1)  # jax's own grad in scale fails there (xlogy(-1, scale) with an int -1: a float0)
+    else:
+        argnums = tuple(range(1 + len(params)))
+    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
+    ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(x, *params)
+    theirs = jax.jit(jax.grad(lambda *v: g(*v).sum(), argnums))(x, *params)
+    for i, (o, t) in enumerate(zip(ours, theirs)):
+        close(o, t, 2e-4, 2e-5)
+
+
+def test_discrete_grads_in_parameters():
+    k = a(0, 1, 2, 3, 5)
+    cases = [("poisson", (a(3.5, 1, 2, 7, 4),)), ("binom", (full(8)[:5], a(0.3, 0.4, 0.5, 0.6, 0.7))),
+             ("nbinom", (full(4)[:5], a(0.3, 0.4, 0.5, 0.6, 0.7))), ("geom", (a(0.3, 0.4, 0.5, 0.6, 0.7),))]
+    for dist, params in cases:
+        f, g = getattr(fst, dist).logpmf, getattr(jst, dist).logpmf
+        argnums = tuple(range(1, 1 + len(params)))
+        ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(k, *params)
+        theirs = jax.grad(lambda *v: g(*v).sum(), argnums)(k, *params)
+        for o, t in zip(ours, theirs):
+            close(o, t, 2e-4, 2e-5)
+
+
+def test_poisson_cdf_and_entropy():
+    mu = a(0.0, 0.5, 3.0, 9.9, 25.0, 99.0, 150.0)
+    close(fst.poisson.entropy(mu), jst.poisson.entropy(mu), 1e-4, 1e-5)
+    close(fst.poisson.cdf(K, 3.5), jst.poisson.cdf(K, 3.5))
+
+
+def test_multivariate_normal():
+    rng = np.random.default_rng(0)
+    m = rng.standard_normal((4, 3)).astype(F)
+    cov = (m.T @ m + np.eye(3)).astype(F)
+    x = rng.standard_normal((5, 3)).astype(F)
+    mean = a(0.1, -0.2, 0.3)
+    for args in [(x, mean, cov), (x, mean, F(2.0)), (x[:, 0], F(0.5), F(1.5)), (x, np.stack([mean] * 5), cov)]:
+        close(fst.multivariate_normal.logpdf(*args), jst.multivariate_normal.logpdf(*args), 1e-4, 1e-5)
+        close(ftrans.jit(fst.multivariate_normal.pdf)(*args), jst.multivariate_normal.pdf(*args), 1e-4, 1e-7)
+    ours = ftrans.grad(lambda mu, c: fst.multivariate_normal.logpdf(x, mu, c).sum(), (0, 1))(mean, cov)
+    theirs = jax.grad(lambda mu, c: jst.multivariate_normal.logpdf(x, mu, c).sum(), (0, 1))(mean, cov)
+    for o, t in zip(ours, theirs):
+        close(o, t, 1e-3, 1e-5)
+    with pytest.raises(ValueError, match="incompatible"):
+        fst.multivariate_normal.logpdf(x, mean, np.eye(2, dtype=F))
+    with pytest.raises(NotImplementedError):
+        fst.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+
+
+def test_dirichlet_and_multinomial():
+    alpha = a(1.5, 2.0, 0.7)
+    x = a(0.2, 0.5, 0.3)
+    xs = np.array([[0.2, 0.1], [0.5, 0.6]], F)  # the last component implied
+    for args in [(x, alpha), (xs, alpha), (a(0.2, 0.9, 0.3), alpha)]:
+        close(fst.dirichlet.logpdf(*args), jst.dirichlet.logpdf(*args), 1e-5, 1e-5)
+    close(ftrans.grad(lambda al: fst.dirichlet.logpdf(x, al))(alpha), jax.grad(lambda al: jst.dirichlet.logpdf(x, al))(alpha),
+          1e-4, 1e-5)
+    counts = np.array([2, 3, 5], np.int32)
+    p = a(0.2, 0.3, 0.5)
+    for n in (10, 9):
+        close(fst.multinomial.logpmf(counts, n, p), jst.multinomial.logpmf(counts, n, p), 1e-5, 1e-5)
+    close(fst.multinomial.pmf(counts, 10, p), jst.multinomial.pmf(counts, 10, p), 1e-5, 1e-6)
+    with pytest.raises(ValueError, match="integer"):
+        fst.multinomial.logpmf(counts.astype(F), 10, p)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        fst.dirichlet.logpdf(x, alpha[None])
+
+
+@pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
+def test_rankdata(method):
+    v = a(3, 1, 4, 1, 5, 9, 2, 6, 5, 3)
+    close(fst.rankdata(v, method), jst.rankdata(v, method))
+    m = v.reshape(2, 5)
+    close(fst.rankdata(m, method, axis=1), jst.rankdata(m, method, axis=1))
+    close(ftrans.jit(lambda u: fst.rankdata(u, method))(v), jst.rankdata(v, method))
+    close(fst.rankdata(a(1, np.nan, 2), method), jst.rankdata(a(1, np.nan, 2), method))
+
+
+def test_mode_and_sem():
+    v = np.array([[1, 2, 2, 3], [3, 3, 1, 1], [0, 2, 2, 1]], np.int32)
+    for kw in [{}, dict(axis=1), dict(axis=None), dict(axis=0, keepdims=True), dict(axis=None, keepdims=True)]:
+        ours, theirs = fst.mode(v, **kw), jst.mode(v, **kw)
+        close(ours.mode, theirs.mode)
+        close(ours.count, theirs.count)
+    x = np.linspace(0, 3, 12, dtype=F).reshape(3, 4)
+    x[1, 2] = np.nan
+    for kw in [{}, dict(axis=1, ddof=0), dict(axis=None), dict(nan_policy="omit", axis=1), dict(keepdims=True)]:
+        close(fst.sem(x, **kw), jst.sem(x, **kw), 1e-5, 1e-6)
+    with pytest.raises(ValueError):
+        fst.rankdata(x, "bogus")
+    with pytest.raises(NotImplementedError):
+        fst.mode(v, nan_policy="omit")
+
+
+@pytest.mark.parametrize("dist,fn", [("norm", "logpdf"), ("gamma", "cdf"), ("beta", "sf"), ("pareto", "ppf"),
+                                     ("poisson", "logpmf"), ("t", "logpdf"), ("chi2", "logsf")])
+def test_mixed_rank_arguments_broadcast(dist, fn):
+    first = (Q if fn == "ppf" else (UNIT if dist == "beta" else np.abs(X)))[:, None]
+    shape = [np.linspace(1.5, 3.0, 4, dtype=F)] * len(DISTS[dist][1])
+    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
+    close(f(first, *shape), g(first, *shape))
+
+
+_rng = np.random.default_rng(1)
+D1 = _rng.standard_normal(30).astype(F)
+D2 = _rng.standard_normal((2, 40)).astype(F)
+W2 = _rng.random(40).astype(F)
+P2 = _rng.standard_normal((2, 5)).astype(F)
+PTS1 = np.linspace(-2, 2, 7).astype(F)
+
+
+@pytest.mark.parametrize("bw", [None, "scott", "silverman", 0.4, lambda k: 0.3])
+def test_gaussian_kde_1d(bw):
+    ours, theirs = fst.gaussian_kde(D1, bw), jst.gaussian_kde(D1, bw)
+    close(ours(PTS1), theirs(PTS1), 1e-5, 1e-7)
+    close(ours.logpdf(PTS1), theirs.logpdf(PTS1), 1e-5, 1e-6)
+    close(ours.pdf(PTS1), theirs.pdf(PTS1), 1e-5, 1e-7)
+    close(ours.integrate_box_1d(-1.0, 0.5), theirs.integrate_box_1d(-1.0, 0.5), 1e-5, 1e-7)
+    close(ours.covariance, theirs.covariance, 1e-5, 1e-7)
+
+
+def test_gaussian_kde_weighted_2d_jit_grad_resample():
+    ours, theirs = fst.gaussian_kde(D2, weights=W2), jst.gaussian_kde(D2, weights=W2)
+    close(ours(P2), theirs(P2), 1e-5, 1e-7)
+    close(ours.logpdf(P2), theirs.logpdf(P2), 1e-5, 1e-6)
+    close(ours.neff, theirs.neff, 1e-5, 1e-6)
+    z, eye = np.zeros(2, F), np.eye(2, dtype=F)
+    close(ours.integrate_gaussian(z, eye), theirs.integrate_gaussian(z, eye), 1e-5, 1e-7)
+    close(ours.integrate_kde(fst.gaussian_kde(D2[:, :10])), theirs.integrate_kde(jst.gaussian_kde(D2[:, :10])),
+          1e-5, 1e-7)
+    close(ftrans.jit(lambda k, p: k.evaluate(p))(ours, P2), theirs(P2), 1e-5, 1e-7)  # a pytree argument
+    close(ftrans.grad(lambda d: fst.gaussian_kde(d).logpdf(P2).sum())(D2),
+          jax.grad(lambda d: jst.gaussian_kde(d).logpdf(P2).sum())(D2), 1e-3, 1e-5)
+    close(ours.resample(ftrans.random.PRNGKey(0), (4,)), theirs.resample(jax.random.PRNGKey(0), (4,)), 1e-5, 1e-6)
+    with pytest.raises(ValueError, match="dimension"):
+        ours(np.ones((3, 2), F))
+    with pytest.raises(ValueError, match="1D"):
+        ours.integrate_box_1d(0.0, 1.0)
+    with pytest.raises(NotImplementedError):
+        ours.set_bandwidth("scott")
+    with pytest.raises(ValueError, match="bw_method"):
+        fst.gaussian_kde(D1, "bogus")
