@@ -365,6 +365,7 @@ def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> Non
 # Background compilation
 
 _COMPILED = object()  # _call_in_background's answer: let the cached executable run the call
+_FIRST_ANSWER_HEAD_START = 0.05  # seconds the background compile waits for the first host answer, at most
 stats = {"host_calls": 0, "background_compiles": 0}  # calls answered on the host; compiles finished in threads
 
 
@@ -376,12 +377,13 @@ class _BackgroundJob:
     """One signature compiling in a background thread: the traced program the host interpreter runs
     meanwhile, and events for "traced" and "compiled (or failed)"."""
 
-    __slots__ = ("closed", "out_tree", "traced", "ready", "error", "host_calls")
+    __slots__ = ("closed", "out_tree", "traced", "answered", "ready", "error", "host_calls")
 
     def __init__(self) -> None:
         self.closed: ClosedJaxpr | None = None
         self.out_tree: Any = None
         self.traced = threading.Event()
+        self.answered = threading.Event()  # the first host answer is out (the compile may take the GIL)
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.host_calls = 0
@@ -850,14 +852,18 @@ class JitWrapped:
         try:
             outs = _host_evaluate(job.closed, leaves, avals)
         except NotImplementedError:  # a primitive without a host rule: the executable answers
+            job.answered.set()
             job.ready.wait()
             return _COMPILED
+        job.answered.set()
         job.host_calls += 1
         stats["host_calls"] += 1
         return tree_util.tree_unflatten(job.out_tree, outs)
 
     def _compile_in_background(self, job: _BackgroundJob, key: tuple, device: Any) -> None:
         store = self._store
+        # Lowering is Python and holds the GIL: let the first host answer finish first, unless it is slow.
+        job.answered.wait(_FIRST_ANSWER_HEAD_START)
         try:
             entry = self._entry_for(job.closed, job.out_tree, (), device)
         except BaseException as e:  # noqa: BLE001  the next call compiles in the foreground and raises it
