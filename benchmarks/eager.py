@@ -16,7 +16,8 @@
 
 Targets (DESIGN.md: "small eager operations close to NumPy's own speed"):
 eager ``x + y`` and ``x * 2.0`` at most 2x NumPy, ``jnp.sin(x)`` and
-``jnp.sum(x)`` at most 3x; ``make_jaxpr`` at most 0.5x jax.
+``jnp.sum(x)`` at most 3x; ``make_jaxpr`` at most 0.5x jax.  ``lax.add`` and ``lax.sin``
+(bind's eager path, no fast path in front of it) are shown for information.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jjnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax import lax as jlax  # noqa: E402
 
 import ftrans  # noqa: E402
 import ftrans.numpy as fjnp  # noqa: E402
+from ftrans import lax as flax  # noqa: E402
 
 EAGER_TARGETS = {"x + y": 2.0, "x * 2.0": 2.0, "jnp.sin(x)": 3.0, "jnp.sum(x)": 3.0}  # ftrans / NumPy
 TRACE_TARGET = 0.5  # ftrans / jax
@@ -71,6 +74,11 @@ def eager_cases():
          lambda: xf * 2.0, lambda: (xj * 2.0).block_until_ready(), lambda: xn * 2.0),
         ("jnp.sum(x)",
          lambda: fjnp.sum(xf), lambda: jjnp.sum(xj).block_until_ready(), lambda: np.sum(xn)),
+        # lax functions bind their primitive: bind's eager path, no jnp fast path in front of it
+        ("lax.add(x,y)",
+         lambda: flax.add(xf, yf), lambda: jlax.add(xj, yj).block_until_ready(), lambda: xn + yn),
+        ("lax.sin(x)",
+         lambda: flax.sin(xf), lambda: jlax.sin(xj).block_until_ready(), lambda: np.sin(xn)),
     ]
 
 

@@ -294,3 +294,40 @@ def test_bind_eager_branch_matches_jax(case):
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.weak_type == want.aval.weak_type
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- lax's eager type check is remembered only on success
+def test_lax_eager_check_cache_still_raises_every_error():
+    from ftrans import lax as flax
+
+    f32 = fnp.asarray(np.ones(3, np.float32))
+    i32 = fnp.asarray(np.ones(3, np.int32))
+    f32_4 = fnp.asarray(np.ones(4, np.float32))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(flax.add(f32, f32)), np.full(3, 2.0, np.float32))
+        with pytest.raises(TypeError):
+            flax.add(f32, i32)  # a dtype mismatch: the rule raises every time
+        with pytest.raises(TypeError):
+            flax.add(f32, f32_4)  # shapes that do not match
+        with pytest.raises(TypeError):
+            flax.sin(i32)  # sin of an integer
+        assert flax.sin(f32).dtype == np.float32
+    w = fnp.asarray(2.0)  # weak: a different key, same check
+    assert flax.add(w, w).weak_type and not flax.add(f32, f32).weak_type
+
+
+def test_lax_functions_on_arrays_match_jax():
+    from jax import lax as jlax
+
+    from ftrans import lax as flax
+
+    x = np.linspace(0.1, 0.9, 6, dtype=np.float32).reshape(2, 3)
+    y = np.linspace(1.0, 2.0, 3, dtype=np.float32).reshape(1, 3)
+    for name in ("add", "sub", "max", "atan2"):
+        got = getattr(flax, name)(fnp.asarray(x), fnp.asarray(y))  # size-1 broadcasting of Arrays
+        want = getattr(jlax, name)(jnp.asarray(x), jnp.asarray(y))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    for name in ("sin", "exp", "tanh"):
+        got, want = getattr(flax, name)(fnp.asarray(x)), getattr(jlax, name)(jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
