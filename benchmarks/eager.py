@@ -16,7 +16,8 @@
 
 Targets (DESIGN.md: "small eager operations close to NumPy's own speed"):
 eager ``x + y`` and ``x * 2.0`` at most 2x NumPy, ``jnp.sin(x)`` and
-``jnp.sum(x)`` at most 3x; ``make_jaxpr`` at most 0.5x jax.
+``jnp.sum(x)`` at most 3x; ``make_jaxpr`` at most 0.5x jax.  ``lax.add`` and ``lax.sin``
+(bind's eager path, no fast path in front of it) are shown for information.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 import timeit
 from collections.abc import Callable
 
@@ -36,18 +38,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jjnp  # noqa: E402
 import numpy as np  # noqa: E402
+from jax import lax as jlax  # noqa: E402
 
 import ftrans  # noqa: E402
 import ftrans.numpy as fjnp  # noqa: E402
+from ftrans import lax as flax  # noqa: E402
 
 EAGER_TARGETS = {"x + y": 2.0, "x * 2.0": 2.0, "jnp.sin(x)": 3.0, "jnp.sum(x)": 3.0}  # ftrans / NumPy
 TRACE_TARGET = 0.5  # ftrans / jax
 
 
+# The clock of the per-call figures (--cpu-time picks the process's CPU time).
+PER_CALL_TIMER = time.perf_counter
+
 def per_call_us(fn: Callable[[], object], number: int, repeat: int, runs: int) -> float:
     """Median over ``runs`` of the best of ``repeat`` timings of ``number`` calls, in us per call."""
     fn()  # warm up caches (jax compiles its one-op programs here)
-    timer = timeit.Timer(fn)
+    timer = timeit.Timer(fn, timer=PER_CALL_TIMER)
     bests = [min(timer.repeat(repeat=repeat, number=number)) / number for _ in range(runs)]
     return statistics.median(bests) * 1e6
 
@@ -67,6 +74,11 @@ def eager_cases():
          lambda: xf * 2.0, lambda: (xj * 2.0).block_until_ready(), lambda: xn * 2.0),
         ("jnp.sum(x)",
          lambda: fjnp.sum(xf), lambda: jjnp.sum(xj).block_until_ready(), lambda: np.sum(xn)),
+        # lax functions bind their primitive: bind's eager path, no jnp fast path in front of it
+        ("lax.add(x,y)",
+         lambda: flax.add(xf, yf), lambda: jlax.add(xj, yj).block_until_ready(), lambda: xn + yn),
+        ("lax.sin(x)",
+         lambda: flax.sin(xf), lambda: jlax.sin(xj).block_until_ready(), lambda: np.sin(xn)),
     ]
 
 
@@ -114,7 +126,13 @@ def verdict(ratio: float, target: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke test, noisier)")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time per-call figures in this process's CPU time (all its threads) instead of wall "
+                         "time: steadier on a loaded shared machine, where waiting for a core is not the "
+                         "library's cost")
     args = ap.parse_args(argv)
+    global PER_CALL_TIMER
+    PER_CALL_TIMER = time.process_time if args.cpu_time else time.perf_counter
     number, repeat, runs, trace_runs = (200, 3, 3, 5) if args.quick else (2000, 5, 7, 21)
 
     print(f"python {platform.python_version()}, numpy {np.__version__}, jax {jax.__version__}, "

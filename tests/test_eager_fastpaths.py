@@ -232,3 +232,102 @@ def test_no_warnings_under_python_W_error():
 
 def test_jax_oracle_is_jax():
     assert jax.__version__.startswith("0.10")
+
+
+# ---------------------------------------------------------------- the error state is skipped only when safe
+def test_error_state_is_skipped_only_behind_ftrans_filter():
+    from ftrans.core.prims import _base
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ftrans(\.|$)")
+        # catch_warnings copied the list: ftrans's filter is an equal tuple, not the same one
+        warnings.filters[0] = _base._FTRANS_FILTER
+        assert _base.warnings_filtered()
+        warnings.simplefilter("always", DeprecationWarning)  # cannot match a RuntimeWarning: still safe
+        assert _base.warnings_filtered()
+        z = fnp.zeros(3)
+        with warnings.catch_warnings(record=True) as seen:
+            assert np.all(np.isneginf(np.asarray(fnp.log(z))))
+            assert np.all(np.isnan(np.asarray(fnp.arcsin(z + 2.0))))
+        assert not [w for w in seen if issubclass(w.category, RuntimeWarning)]
+        warnings.simplefilter("error")  # ahead of ftrans's filter: the rules set the error state again
+        assert not _base.warnings_filtered()
+        assert np.all(np.isneginf(np.asarray(fnp.log(z))))
+        assert np.all(np.isnan(np.asarray(fnp.arcsin(z + 2.0))))
+
+
+def test_no_floating_point_error_under_user_seterr_raise():
+    from ftrans.core.prims import _base
+
+    z = fnp.zeros(2)
+    with np.errstate(all="raise"):
+        assert not _base.warnings_filtered()
+        assert np.all(np.isneginf(np.asarray(fnp.log(z))))
+        assert np.all(np.isnan(np.asarray(fnp.sqrt(z - 1.0))))
+        assert np.all(np.isinf(np.asarray(fnp.exp(z + 1000.0))))
+
+
+# ---------------------------------------------------------------- bind's eager branch for one or two Arrays
+@pytest.mark.parametrize("case", ["sin", "add", "add_weak", "mul_scalar", "max_mixed", "atan2"])
+def test_bind_eager_branch_matches_jax(case):
+    from jax import lax as jlax
+
+    from ftrans import lax as flax
+
+    x = np.linspace(0.1, 0.9, 6, dtype=np.float32)
+    y = np.linspace(1.0, 2.0, 6, dtype=np.float32)
+    fx, fy = fnp.asarray(x), fnp.asarray(y)
+    jx, jy = jnp.asarray(x), jnp.asarray(y)
+    fw, jw = fnp.asarray(2.0), jnp.asarray(2.0)  # weakly typed rank-0 values
+    cases = {
+        "sin": (lambda: flax.sin(fx), lambda: jlax.sin(jx)),
+        "add": (lambda: flax.add(fx, fy), lambda: jlax.add(jx, jy)),
+        "add_weak": (lambda: flax.add(fw, fw), lambda: jlax.add(jw, jw)),
+        "mul_scalar": (lambda: flax.mul(fx, 3.0), lambda: jlax.mul(jx, 3.0)),  # a Python float: the general path
+        "max_mixed": (lambda: flax.max(x, fy), lambda: jlax.max(x, jy)),  # a NumPy operand
+        "atan2": (lambda: flax.atan2(fx, fy), lambda: jlax.atan2(jx, jy)),
+    }
+    f, j = cases[case]
+    got, want = f(), j()
+    assert isinstance(got, Array)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.weak_type == want.aval.weak_type
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- lax's eager type check is remembered only on success
+def test_lax_eager_check_cache_still_raises_every_error():
+    from ftrans import lax as flax
+
+    f32 = fnp.asarray(np.ones(3, np.float32))
+    i32 = fnp.asarray(np.ones(3, np.int32))
+    f32_4 = fnp.asarray(np.ones(4, np.float32))
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(flax.add(f32, f32)), np.full(3, 2.0, np.float32))
+        with pytest.raises(TypeError):
+            flax.add(f32, i32)  # a dtype mismatch: the rule raises every time
+        with pytest.raises(TypeError):
+            flax.add(f32, f32_4)  # shapes that do not match
+        with pytest.raises(TypeError):
+            flax.sin(i32)  # sin of an integer
+        assert flax.sin(f32).dtype == np.float32
+    w = fnp.asarray(2.0)  # weak: a different key, same check
+    assert flax.add(w, w).weak_type and not flax.add(f32, f32).weak_type
+
+
+def test_lax_functions_on_arrays_match_jax():
+    from jax import lax as jlax
+
+    from ftrans import lax as flax
+
+    x = np.linspace(0.1, 0.9, 6, dtype=np.float32).reshape(2, 3)
+    y = np.linspace(1.0, 2.0, 3, dtype=np.float32).reshape(1, 3)
+    for name in ("add", "sub", "max", "atan2"):
+        got = getattr(flax, name)(fnp.asarray(x), fnp.asarray(y))  # size-1 broadcasting of Arrays
+        want = getattr(jlax, name)(jnp.asarray(x), jnp.asarray(y))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    for name in ("sin", "exp", "tanh"):
+        got, want = getattr(flax, name)(fnp.asarray(x)), getattr(jlax, name)(jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

@@ -480,3 +480,34 @@ def test_disable_jit_overrides_the_numpy_fast_key():
     with ftrans.disable_jit():
         np.testing.assert_array_equal(np.asarray(f(x)), x + 1)
     assert len(seen) == 2
+
+
+# One call of compat.host_execute_fn per NumPy hit: every program shape it specialises must agree with jax.
+_CONST = np.linspace(-1.0, 1.0, 6, dtype=np.float32)
+
+
+@pytest.mark.parametrize("case", ["one", "two", "three", "unused", "none_used", "pytree_out", "const"])
+def test_numpy_fast_key_program_shapes_match_jax(case):
+    fns = {
+        "one": (lambda a: jnp.sin(a), lambda a: jjnp.sin(a), 1),
+        "two": (lambda a, b: a * b - 1.0, lambda a, b: a * b - 1.0, 2),
+        "three": (lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, 3),
+        "unused": (lambda a, b, c: a - c, lambda a, b, c: a - c, 3),  # b pruned: not transferred
+        "none_used": (lambda a, b: jnp.zeros(6) + 2.0, lambda a, b: jjnp.zeros(6) + 2.0, 2),
+        "pytree_out": (lambda a, b: {"s": a + b, "p": (a * b, b)}, lambda a, b: {"s": a + b, "p": (a * b, b)}, 2),
+        "const": (lambda a: a * jnp.asarray(_CONST) + 1.0, lambda a: a * jjnp.asarray(_CONST) + 1.0, 1),
+    }
+    ff, gf, n = fns[case]
+    f, g = ftrans.jit(ff), jax.jit(gf)
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        args = [rng.standard_normal(6).astype(np.float32) for _ in range(n)]
+        got, want = f(*args), g(*args)
+        got_l, want_l = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        for x, y in zip(got_l, want_l):
+            assert isinstance(x, ftrans.Array) and x.dtype == y.dtype and x.shape == y.shape
+            np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-6)
+        if i == 0:
+            hits = f.hits
+    assert len(_np_keys(f)) == 1 and f.hits == hits + 2  # the second and third calls took the NumPy key

@@ -463,7 +463,7 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         keep_weak = prim.weak_type_rule is _all_weak
 
         def op(self, other):
-            if _trace.eager_everywhere and type(other) is Array:
+            if type(other) is Array and _trace.eager_everywhere:
                 xv = self._value
                 yv = other._value
                 if xv.dtype is yv.dtype:
@@ -471,10 +471,8 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                         r = impl(xv, yv)
                     except ValueError:  # shapes that do not broadcast: let the API path explain
                         return slow(self, other)
-                    if type(r) is not ndarray:  # 0-d operands give NumPy scalars
-                        r = asarray(r)
                     out = new(Array)
-                    out._value = r
+                    out._value = r if type(r) is ndarray else asarray(r)  # 0-d operands give NumPy scalars
                     out.weak_type = keep_weak and self.weak_type and other.weak_type
                     return out
             return slow(self, other)

@@ -112,6 +112,9 @@ def _slots_option(value: Any) -> int:
     return int(value)
 
 
+DEFAULT_BACKGROUND_COMPILATION = False  # measured in benchmarks/first_result.py; argued in docs/compilation_cache.md
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -126,6 +129,8 @@ class Config:
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
         "optimizations": ("FTRANS_OPTIMIZATIONS", "passes"),
         "while_checkpoints": ("FTRANS_WHILE_CHECKPOINTS", "slots"),
+        "background_compilation": ("FTRANS_BACKGROUND_COMPILATION", bool),
+        "deterministic": ("FTRANS_DETERMINISTIC", bool),
     }
 
     def __init__(self) -> None:
@@ -147,6 +152,12 @@ class Config:
         self.optimizations: tuple[str, ...] | None = _passes_option(os.environ.get("FTRANS_OPTIMIZATIONS"))
         # How many carries reverse mode of a while_loop keeps (docs/autodiff.md, "Reverse mode of while_loop").
         self.while_checkpoints: int = _slots_option(os.environ.get("FTRANS_WHILE_CHECKPOINTS", "64"))
+        # The first calls of a new jit signature run on ftrans's host interpreter while XLA compiles in
+        # a background thread (docs/compilation_cache.md, "Background compilation").
+        self.background_compilation = _env_flag("FTRANS_BACKGROUND_COMPILATION", DEFAULT_BACKGROUND_COMPILATION)
+        # Every call of a jitted function runs the one compiled program (no host-interpreted first
+        # calls, whose results agree only to float tolerance).
+        self.deterministic = _env_flag("FTRANS_DETERMINISTIC")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

@@ -27,7 +27,7 @@ from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
-from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 
 
@@ -251,8 +251,33 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
 
     This is ``eager_apply`` until a runtime installs a device backend or a
     debug check is switched on: the host-only path then carries no test for
-    either.
+    either. One or two Array operands of a primitive whose results are weak
+    only when all operands are (the elementwise ones) take the first branch,
+    without comprehensions or a call of the weak-type rule: it is the eager
+    cost of every ``lax``/``jnp`` function not answered by a fast path.
     """
+    impl = prim.impl
+    n = len(args)
+    if 0 < n <= 2 and impl is not None and prim.weak_type_rule is _all_weak and not prim.multiple_results:
+        try:
+            if n == 2:
+                x, y = args
+                vals = (x._value, y._value)
+                weak = x.weak_type and y.weak_type
+            else:
+                x = args[0]
+                vals = (x._value,)
+                weak = x.weak_type
+        except AttributeError:  # an operand that is not an Array: the general path below
+            pass
+        else:
+            out = impl(*vals, **params)
+            if type(out) is not ndarray:
+                out = np.asarray(out)
+            obj = _new_object(Array)
+            obj._value = out
+            obj.weak_type = weak
+            return obj
     try:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])
@@ -260,7 +285,6 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         pairs = [_concrete_operand(a) for a in args]
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
-    impl = prim.impl
     if impl is None:
         raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
     out = impl(*vals, **params)
@@ -756,6 +780,18 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
 import ftrans.core.primitive as _primitive_module  # noqa: E402
 
 _primitive_module._bind = bind  # Primitive.bind goes straight to the stack-aware bind
+
+
+def _primitive_bind(self: Primitive, *args: Any, **params: Any) -> Any:
+    """``Primitive.bind``: ``bind`` inlined, so an eager call costs one Python frame less."""
+    if not active_anywhere or state.eval_only:
+        return eager_apply(self, args, params)
+    trace = find_top_trace(args)
+    raise_ = trace.full_raise
+    return trace.process_primitive(self, [raise_(a) for a in args], params)
+
+
+_primitive_module.Primitive.bind = _primitive_bind
 
 _config._listeners.append(_on_config)
 _on_config("debug_nans", None)  # flags set through the environment

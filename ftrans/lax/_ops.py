@@ -126,11 +126,32 @@ def _aval(x: Any) -> ShapedArray:
     return ShapedArray(shape_of(x), d, w)
 
 
+# Eager type checks that passed, keyed by primitive, params and each Array operand's shape, dtype and
+# weak type: a repeated eager ``lax`` call skips rebuilding avals and re-running the abstract-eval rule
+# (most of its cost). Only successes are kept, so every error is still raised by the rule itself.
+_checked: set = set()
+_CHECKED_MAX = 4096
+
+
 def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     """Bind after type-checking eagerly (staging traces run the same rule themselves)."""
     if is_eager():
-        abstract_eval(prim, [_aval(o) for o in ops], params)
+        try:
+            key = (prim, tuple(params.items()) if params else (),
+                   *[(o._value.shape, o._value.dtype, o.weak_type) if type(o) is Array else _UNKEYED for o in ops])
+            known = key in _checked
+        except TypeError:  # unhashable params (a jaxpr's list, an array): check every time
+            key, known = None, False
+        if not known:
+            abstract_eval(prim, [_aval(o) for o in ops], params)
+            if key is not None and _UNKEYED not in key[2:]:
+                if len(_checked) >= _CHECKED_MAX:
+                    _checked.clear()
+                _checked.add(key)
     return prim.bind(*ops, **params)
+
+
+_UNKEYED = object()  # an operand that is not a concrete Array: its check is never remembered
 
 
 def _no_accuracy(name: str, accuracy: Any) -> None:
@@ -139,14 +160,17 @@ def _no_accuracy(name: str, accuracy: Any) -> None:
 
 
 def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
+    # An Array operand is its own operand: only other values go through _operands.
     if with_accuracy:
         def fn(x: Any, *, accuracy: Any = None) -> Any:
             _no_accuracy(name, accuracy)
-            (x,) = _operands(name, (x,))
+            if type(x) is not Array:
+                (x,) = _operands(name, (x,))
             return _bind(prim, x)
     else:
         def fn(x: Any) -> Any:
-            (x,) = _operands(name, (x,))
+            if type(x) is not Array:
+                (x,) = _operands(name, (x,))
             return _bind(prim, x)
 
     fn.__name__ = fn.__qualname__ = name
@@ -156,7 +180,10 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
 
 def _binop(prim: Primitive, name: str):
     def fn(x: Any, y: Any) -> Any:
-        a, b = _same_dtype_operands(name, (x, y))
+        if type(x) is Array and type(y) is Array:  # Arrays are their own operands
+            a, b = x, y
+        else:
+            a, b = _same_dtype_operands(name, (x, y))
         a, b = _broadcast_ones(name, a, b)
         return _bind(prim, a, b)
 

@@ -151,6 +151,50 @@ def execute_fn(executable: Any, out_avals: Sequence[Any], device: Any):
     return call
 
 
+def host_execute_fn(executable: Any, out_avals: Sequence[Any], device: Any, shapes: Sequence[tuple],
+                    dtypes: Sequence[np.dtype], lead: Sequence[Any] = ()) -> Any:
+    """A callable ``tuple of host arrays -> list of output buffers``: transfer, execute, collect in one frame.
+
+    jit's NumPy fast path: the arrays (one per entry of ``shapes``/``dtypes``,
+    canonical dtypes) are put on ``device`` by ``batched_device_put`` and run
+    after the device buffers ``lead`` (the program's constants). The one- and
+    two-argument cases, the common ones, run without a loop or extra call.
+    """
+    put_all = host_putter_many(shapes, dtypes, device)
+    run = execute_fn(executable, out_avals, device)
+    lead = list(lead)
+    if lead:
+        return lambda xs: run(lead + put_all(xs))
+    try:
+        handlers = result_handlers(out_avals, device)
+    except (AttributeError, TypeError):
+        return lambda xs: run(put_all(xs))
+    execute_sharded = executable.execute_sharded
+    avals = [_jax_aval(tuple(s), np.dtype(d)) for s, d in zip(shapes, dtypes)]
+    sharding = _sharding(device)
+    devices = [device]
+    put = _xc.batched_device_put
+    if not _put_takes_x64(device) or len(avals) not in (1, 2):
+        return lambda xs: execute_sharded(put_all(xs)).consume_with_handlers(handlers)
+    if len(avals) == 1:
+        (a0,) = avals
+
+        def run1(xs: tuple) -> list:
+            return execute_sharded([put(a0, sharding, [xs[0]], devices, True, enable_x64=True)]
+                                   ).consume_with_handlers(handlers)
+
+        return run1
+    a0, a1 = avals
+
+    def run2(xs: tuple) -> list:
+        x0, x1 = xs
+        return execute_sharded([put(a0, sharding, [x0], devices, True, enable_x64=True),
+                                put(a1, sharding, [x1], devices, True, enable_x64=True)]
+                               ).consume_with_handlers(handlers)
+
+    return run2
+
+
 @functools.lru_cache(maxsize=4096)
 def _jax_aval(shape: tuple, dtype: np.dtype) -> Any:
     return _jcore.ShapedArray(shape, dtype)
@@ -171,21 +215,44 @@ def device_put(value: np.ndarray, device: Any) -> Any:
         return _xc.batched_device_put(aval, _sharding(device), [value], [device], True)
 
 
-def host_putter(shape: tuple, dtype: np.dtype, device: Any) -> Any:
-    """A callable ``ndarray -> device buffer`` for arrays of one (canonical) shape and dtype.
+def host_putter_many(shapes: Sequence[tuple], dtypes: Sequence[np.dtype], device: Any) -> Any:
+    """A callable ``tuple of ndarrays -> list of device buffers`` for one signature of (canonical) arrays.
 
-    ``device_put`` with the per-call work done once: jit's NumPy fast path keeps
-    one per argument. Same transfer as ``device_put``: on the CPU an aligned
-    host array is shared rather than copied (PJRT keeps it alive while the
-    buffer lives), as jax does for NumPy arguments.
+    jit's NumPy fast path keeps one per compiled signature, so a call does one
+    Python call for all its transfers: the per-argument abstract values,
+    sharding and device list are built here, once, and the one- and
+    two-argument cases (the common ones) run without a loop.
     """
-    aval = _jax_aval(tuple(shape), np.dtype(dtype))
+    avals = [_jax_aval(tuple(s), np.dtype(d)) for s, d in zip(shapes, dtypes)]
     sharding = _sharding(device)
     devices = [device]
     put = _xc.batched_device_put
-    if _put_takes_x64(device):
-        return lambda x: put(aval, sharding, [x], devices, True, enable_x64=True)
-    return lambda x: put(aval, sharding, [x], devices, True)
+    if not _put_takes_x64(device):
+        def put_x64(aval: Any, s: Any, xs: list, ds: list, committed: bool, enable_x64: bool) -> Any:
+            return put(aval, s, xs, ds, committed)
+    else:
+        put_x64 = put
+    if len(avals) == 1:
+        (a0,) = avals
+
+        def put1(xs: tuple) -> list:
+            return [put_x64(a0, sharding, [xs[0]], devices, True, enable_x64=True)]
+
+        return put1
+    if len(avals) == 2:
+        a0, a1 = avals
+
+        def put2(xs: tuple) -> list:
+            x0, x1 = xs
+            return [put_x64(a0, sharding, [x0], devices, True, enable_x64=True),
+                    put_x64(a1, sharding, [x1], devices, True, enable_x64=True)]
+
+        return put2
+
+    def put_n(xs: tuple) -> list:
+        return [put_x64(a, sharding, [x], devices, True, enable_x64=True) for a, x in zip(avals, xs)]
+
+    return put_n
 
 
 @functools.lru_cache(maxsize=64)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.operands import (
     as_operand,
@@ -230,13 +231,17 @@ def _unary(prim: Primitive, name: str):
     """
     impl = prim.impl
     keep_weak = prim.weak_type_rule is _all_weak
-    new = Array._new
+    new, ndarray = object.__new__, np.ndarray
 
     def fn(x: Any, /) -> Any:
-        if type(x) is Array and can_shortcut():
+        if type(x) is Array and (_trace.eager_everywhere or can_shortcut()):
             xv = x._value
             if xv.dtype in INEXACT and (not x.weak_type or _weak_stable(xv.dtype)):
-                return new(impl(xv), keep_weak and x.weak_type)
+                r = impl(xv)
+                out = new(Array)
+                out._value = r if type(r) is ndarray else np.asarray(r)
+                out.weak_type = keep_weak and x.weak_type
+                return out
         (x,) = _inexact(name, x)
         return prim.bind(x)
 

@@ -62,7 +62,7 @@ class _Store:
     thread waits for the first thread's compile instead of repeating it.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
@@ -70,6 +70,7 @@ class _Store:
         self.tree_fast: dict[tuple, _Entry] = {}
         self.lock = threading.Lock()
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
+        self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
 
 
 # function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
@@ -107,6 +108,7 @@ def clear_caches() -> None:
             st.cache.clear()
             st.fast.clear()
             st.tree_fast.clear()
+            st.background.clear()
     for f in list(_all_jitted):
         f._spmd_cache.clear()
     from ftrans.transforms import parallel
@@ -287,6 +289,42 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     return invoke
 
 
+def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Callable[[tuple], Any]:
+    """The NumPy fast key's counterpart of ``_executor``: host arrays in, the output pytree out.
+
+    Transfer, execution and result collection happen in one call of
+    ``compat.host_execute_fn``; arguments the program does not use (``kept``)
+    are not transferred. Only reached when nothing is donated and no transform
+    or debug check is active anywhere (``_trace.eager_everywhere``), so there
+    is nothing to check after the run.
+    """
+    exe, kept = entry.exe, entry.kept
+    if kept is not None:
+        shapes, dts = [shapes[i] for i in kept], [dts[i] for i in kept]
+    run = compat.host_execute_fn(exe.xla, exe.out_avals, device, shapes, dts, exe.const_bufs)
+    if kept is not None:
+        run_all = run
+
+        def run(args: tuple) -> list:
+            return run_all(tuple([args[i] for i in kept]))
+
+    if entry.single:
+        aval0, sig0 = entry.aval0, entry.sig0
+        weak0 = aval0.weak_type
+
+        def call_single(args: tuple) -> Any:
+            res = _new(DeviceArray)
+            res._buf = run(args)[0]
+            res._aval = aval0
+            res._sig = sig0
+            res.weak_type = weak0
+            return res
+
+        return call_single
+    out_tree, wrap = entry.out_tree, exe.wrap
+    return lambda args: tree_util.tree_unflatten(out_tree, wrap(run(args)))
+
+
 def _wait_for(owner: int, event: threading.Event) -> bool:
     """Wait until thread ``owner`` finishes a compile; False (at once) if that would close a waiting cycle."""
     me = threading.get_ident()
@@ -324,6 +362,62 @@ def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> Non
 
 
 # ----------------------------------------------------------------------------
+# Background compilation
+
+_COMPILED = object()  # _call_in_background's answer: let the cached executable run the call
+_FIRST_ANSWER_HEAD_START = 0.05  # seconds the background compile waits for the first host answer, at most
+stats = {"host_calls": 0, "background_compiles": 0}  # calls answered on the host; compiles finished in threads
+
+
+class _NotInBackground(Exception):
+    """The traced program must take the ordinary path (it is partitioned over a mesh)."""
+
+
+class _BackgroundJob:
+    """One signature compiling in a background thread: the traced program the host interpreter runs
+    meanwhile, and events for "traced" and "compiled (or failed)"."""
+
+    __slots__ = ("closed", "out_tree", "traced", "answered", "ready", "error", "host_calls")
+
+    def __init__(self) -> None:
+        self.closed: ClosedJaxpr | None = None
+        self.out_tree: Any = None
+        self.traced = threading.Event()
+        self.answered = threading.Event()  # the first host answer is out (the compile may take the GIL)
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.host_calls = 0
+
+
+def _host_evaluate(closed: ClosedJaxpr, leaves: list, avals: list) -> list:
+    """Run a traced program with the primitives' NumPy rules: host Arrays of the program's output types.
+
+    Each argument enters with its abstract value's dtype and weak type (a
+    float64 NumPy array is float32 without x64, a Python float is weak), as
+    the compiled program would see it. Nested ``jit_call`` bodies are
+    interpreted too rather than compiled (``calls.host_only``).
+    """
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.lowering.rules import calls
+
+    ops = []
+    for leaf, aval in zip(leaves, avals):
+        v = leaf._value if isinstance(leaf, Array) else np.asarray(leaf)
+        if v.dtype != aval.dtype:
+            v = v.astype(aval.dtype)
+        ops.append(Array._new(v, aval.weak_type))
+    with calls.host_only():
+        outs = eval_jaxpr(closed, list(closed.consts), *ops)
+    res = []
+    for o, aval in zip(outs, closed.out_avals):
+        v = o._value if isinstance(o, Array) else np.asarray(o)
+        if v.dtype != aval.dtype:
+            v = v.astype(aval.dtype)
+        res.append(Array._new(v, aval.weak_type))
+    return res
+
+
+# ----------------------------------------------------------------------------
 # The jitted function
 
 
@@ -346,14 +440,14 @@ class JitWrapped:
     def __init__(self, fun: Callable, static_argnums: Any, static_argnames: Any, donate_argnums: Any,
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
                  keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
-                 out_shardings: Any = None, optimizations: Any = None):
+                 out_shardings: Any = None, optimizations: Any = None, background_compilation: bool | None = None):
         if not callable(fun):
             raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
         self._fun = fun
         # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
                          max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings,
-                         optimizations)
+                         optimizations, background_compilation)
         self.__name__ = getattr(fun, "__name__", "fn")
         self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -374,6 +468,10 @@ class JitWrapped:
         self._inline = bool(inline)
         self._keep_unused = bool(keep_unused)
         self._compiler_options = compiler_options
+        if background_compilation is not None and not isinstance(background_compilation, bool):
+            raise FtransTypeError(f"jit({self.__name__}): background_compilation must be True, False or None "
+                                  f"(None follows ftrans.config.background_compilation), got {background_compilation!r}")
+        self._background = background_compilation
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
@@ -386,7 +484,7 @@ class JitWrapped:
         self._optimizations = resolve_optimizations(optimizations, f"jit({self.__name__})")
         options = (self._static_argnums, self._static_argnames, self._donate_argnums, self._donate_argnames,
                    device, backend, self._max, self._inline, self._keep_unused, compiler_options,
-                   in_shardings, out_shardings, self._optimizations)
+                   in_shardings, out_shardings, self._optimizations, background_compilation)
         store = self._store = _store_for(fun, options)
         self._cache = store.cache
         self._fast = store.fast
@@ -411,14 +509,18 @@ class JitWrapped:
                 return entry.invoke([a._buf for a in args], args)
             if args and type(args[0]) is _ndarray:  # NumPy arguments: their own fast key
                 try:
-                    hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
-                                    *[(type(a), a.shape, a.dtype) for a in args]))
+                    if len(args) == 2:  # the common case, without a comprehension
+                        a0, a1 = args
+                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64, (_ndarray, a0.shape, a0.dtype),
+                                        (type(a1), a1.shape, a1.dtype)))
+                    else:
+                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
+                                        *[(type(a), a.shape, a.dtype) for a in args]))
                 except AttributeError:  # an argument that is not an array
                     hit = None
                 if hit is not None:
                     self.hits += 1
-                    entry, puts = hit
-                    return entry.invoke([put(a) for put, a in zip(puts, args)], args)
+                    return hit(args)
         return self._call(args, kwargs)
 
     # -- everything else --------------------------------------------------------
@@ -496,6 +598,11 @@ class JitWrapped:
         x64 = _config_mod.config.enable_x64
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
+        if entry is None and self._background_applies(leaves):
+            out = self._call_in_background(key, full_args, full_kwargs, in_tree, avals, device, leaves)
+            if out is not _COMPILED:
+                return out
+            entry = self._cache.get(key)
         if entry is None:
             entry = self._compile_once(key, full_args, full_kwargs, statics, in_tree, avals, device)
             if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
@@ -593,8 +700,9 @@ class JitWrapped:
 
         The key holds each array's type, shape and dtype, and the x64 switch (it
         changes what a program compiles to); the entry keeps one transfer
-        function per argument, so a hit does no canonicalisation, aval or
-        device lookup. Arrays that would need converting (float64 without x64,
+        function for all the arguments (``compat.host_putter_many``), so a hit
+        makes one Python call for its transfers and does no canonicalisation,
+        aval or device lookup. Arrays that would need converting (float64 without x64,
         a non-native byte order) keep taking the general path.
         """
         if not (self._fast_ok and not kwargs and len(leaves) == len(args)) or len(self._fast) >= self._max:
@@ -607,9 +715,8 @@ class JitWrapped:
                     return
             except TypeError:
                 return
-        puts = [compat.host_putter(a.shape, a.dtype, device) for a in args]
         key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
-        self._fast[key] = (entry, puts)
+        self._fast[key] = _numpy_executor(entry, [a.shape for a in args], [a.dtype for a in args], device)
 
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
@@ -670,10 +777,108 @@ class JitWrapped:
         if constraint_meshes(closed.jaxpr):
             self._spmd_always = True
             return None
-        donate_mask = self._donate_mask(args, kwargs, len(avals))
+        return self._entry_for(closed, out_tree, self._donate_mask(args, kwargs, len(avals)), device)
+
+    def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
+        """Lower and compile a traced program (the part of a miss that may run in a background thread)."""
         program, kept = _prune_unused(closed, self._keep_unused)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
         return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept, self.__name__)
+
+    # -- background compilation ---------------------------------------------------
+    def _background_applies(self, leaves: list) -> bool:
+        """Whether a miss may answer on the host interpreter while XLA compiles in the background.
+
+        On when asked for (the jit option, else ``config.background_compilation``),
+        never under ``config.deterministic``, with donated arguments, under a debug
+        check, or when an argument lives on an accelerator (its data would have to
+        come to the host, and the device would compute it faster).
+        """
+        on = self._background if self._background is not None else _config_mod.config.background_compilation
+        if not on or _config_mod.config.deterministic or self._donate_argnums or self._donate_argnames:
+            return False
+        if not _trace.eager_everywhere:
+            return False
+        for leaf in leaves:
+            t = type(leaf)
+            if t is ShardedArray or (t is DeviceArray and leaf.device.platform != "cpu"):
+                return False
+        return True
+
+    def _call_in_background(self, key: tuple, args: tuple, kwargs: dict, in_tree: Any, avals: list, device: Any,
+                            leaves: list) -> Any:
+        """A miss in background mode: trace here, compile in a thread, answer on the host meanwhile.
+
+        The first call of a signature traces the function (in this thread: it is
+        the user's Python) and starts the compile; it and every call of the same
+        signature until the executable is cached evaluate the traced program with
+        the primitives' NumPy rules (``_host_evaluate``). Returns ``_COMPILED``
+        when the cached executable should answer instead: the compile finished,
+        failed (the ordinary path then compiles again and reports the error), the
+        program is a partitioned one, or a primitive in it has no host rule.
+        """
+        store = self._store
+        with store.lock:
+            job = store.background.get(key)
+            first = job is None
+            if first:
+                job = store.background[key] = _BackgroundJob()
+        if first:
+            try:
+                self.misses += 1
+                closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+                from ftrans.transforms.sharded_jit import constraint_meshes
+
+                if constraint_meshes(closed.jaxpr):
+                    raise _NotInBackground
+            except BaseException as e:
+                self.misses -= 1
+                with store.lock:
+                    store.background.pop(key, None)
+                job.traced.set()
+                job.ready.set()
+                if isinstance(e, _NotInBackground):
+                    return _COMPILED
+                raise
+            job.closed, job.out_tree = closed, out_tree
+            job.traced.set()
+            # Not a daemon: the interpreter waits for it at exit instead of tearing XLA down mid-compile.
+            threading.Thread(target=self._compile_in_background, args=(job, key, device),
+                             name=f"ftrans-compile-{self.__name__}", daemon=False).start()
+        else:
+            job.traced.wait()
+        if job.ready.is_set() or job.closed is None:
+            return _COMPILED
+        try:
+            outs = _host_evaluate(job.closed, leaves, avals)
+        except NotImplementedError:  # a primitive without a host rule: the executable answers
+            job.answered.set()
+            job.ready.wait()
+            return _COMPILED
+        job.answered.set()
+        job.host_calls += 1
+        stats["host_calls"] += 1
+        return tree_util.tree_unflatten(job.out_tree, outs)
+
+    def _compile_in_background(self, job: _BackgroundJob, key: tuple, device: Any) -> None:
+        store = self._store
+        # Lowering is Python and holds the GIL: let the first host answer finish first, unless it is slow.
+        job.answered.wait(_FIRST_ANSWER_HEAD_START)
+        try:
+            entry = self._entry_for(job.closed, job.out_tree, (), device)
+        except BaseException as e:  # noqa: BLE001  the next call compiles in the foreground and raises it
+            job.error = e  # the job stays in ``background``, so later calls do not start another
+        else:
+            with store.lock:
+                store.cache[key] = entry
+                while len(store.cache) > self._max:
+                    store.cache.popitem(last=False)
+                    store.fast.clear()
+                    store.tree_fast.clear()
+                store.background.pop(key, None)
+            stats["background_compiles"] += 1
+        finally:
+            job.ready.set()
 
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):
@@ -1102,7 +1307,8 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
         keep_unused: bool = False, device: Any = None, backend: str | None = None, inline: bool = False,
         abstracted_axes: Any = None, compiler_options: Any = None,
-        max_cache_size: int = DEFAULT_CACHE_SIZE, optimizations: Any = None) -> Any:
+        max_cache_size: int = DEFAULT_CACHE_SIZE, optimizations: Any = None,
+        background_compilation: bool | None = None) -> Any:
     """JAX's ``jit``: compile ``fun`` with XLA for each new argument signature.
 
     Usable as ``@jit``, ``@jit(static_argnums=...)`` or ``jit(f, ...)``.
@@ -1112,14 +1318,18 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     ``compiler_options`` (a dict of XLA option names to str/bool/int/float)
     reach XLA's compile options and key its caches.  ``optimizations`` picks the IR passes
     this function's programs run (``None``: ``ftrans.config.optimizations``; ``"all"``;
-    ``"none"``; or a list of pass names, see ``docs/optimizer.md``).
+    ``"none"``; or a list of pass names, see ``docs/optimizer.md``).  ``background_compilation``
+    (``None``: ``ftrans.config.background_compilation``) lets the first calls of a new signature
+    run on ftrans's host interpreter while XLA compiles in a background thread
+    (``docs/compilation_cache.md``).
     """
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
               keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
-              in_shardings=in_shardings, out_shardings=out_shardings, optimizations=optimizations)
+              in_shardings=in_shardings, out_shardings=out_shardings, optimizations=optimizations,
+              background_compilation=background_compilation)
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)

@@ -9,7 +9,10 @@ registers it explicitly; the generic rule never replaces it.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -50,6 +53,21 @@ def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
     return exe
 
 
+_host = threading.local()
+
+
+@contextlib.contextmanager
+def host_only() -> Iterator[None]:
+    """In this thread, a ``jit_call`` applied to concrete values interprets its body with the NumPy
+    rules instead of compiling it: jit's background compilation runs first calls this way."""
+    prev = getattr(_host, "on", False)
+    _host.on = True
+    try:
+        yield
+    finally:
+        _host.on = prev
+
+
 @C.jit_call_p.def_impl
 def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tuple, **params: Any) -> list:
     """A jitted function stays compiled when its staged call is applied to concrete values."""
@@ -58,6 +76,12 @@ def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tup
 
     abstract_eval(C.jit_call_p, [ShapedArray(np.shape(v), np.asarray(v).dtype) for v in vals],
                   dict(params, jaxpr=jaxpr, name=name, donated_invars=donated_invars))
+    if getattr(_host, "on", False):
+        from ftrans.core.array import Array
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        outs = eval_jaxpr(jaxpr, list(jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
+        return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, jaxpr.out_avals)]
     exe = _executable_for_jaxpr(jaxpr, default_device(), name)
     outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
     return [np.asarray(o) for o in outs]
