@@ -183,6 +183,125 @@ def test_log_sigmoid_forms():
     np.testing.assert_allclose(b, jax.nn.log_sigmoid(-x), rtol=1e-6)
 
 
+# ------------------------------------------- stability of gradients under jit(grad), vmap(grad)
+_XS = np.array([[0.0, 100.0, 200.0, -300.0], [3.0, -1.0, 0.5, 90.0]], np.float32)
+_SIG = np.array([-200.0, -1.0, 0.0, 3.0, 200.0], np.float32)
+_SMALL = np.array([1e-7, -0.5, 3.0, 80.0], np.float32)
+_Y = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]], np.float32)
+_B = np.array([1.0, 0.0, 1.0, 0.0, 1.0], np.float32)
+
+# (name, loss written naively in module m (fnp or jnp), its stable reference in jax, input batch
+# (vmap maps axis 0), whether the naive gradient is non-finite on the input)
+_GRAD_FORMS = [
+    ("log_softmax", lambda m: lambda x: m.log(m.exp(x) / m.sum(m.exp(x)))[1],
+     lambda x: jax.nn.log_softmax(x)[1], _XS, True),
+    ("logsumexp", lambda m: lambda x: m.log(m.sum(m.exp(x))), jax.nn.logsumexp, _XS, True),
+    ("log1p", lambda m: lambda x: m.sum(m.log(1 + x)), lambda x: jnp.sum(jnp.log1p(x)),
+     np.stack([_SMALL, _SMALL * 0.5]), False),
+    ("expm1", lambda m: lambda x: m.sum(m.exp(x) - 1), lambda x: jnp.sum(jnp.expm1(x)),
+     np.stack([_SMALL, -_SMALL]), False),
+    ("log_sigmoid", lambda m: lambda x: m.sum(m.log(_sig(m)(x))), lambda x: jnp.sum(jax.nn.log_sigmoid(x)),
+     np.stack([_SIG, _SIG[::-1]]), True),
+    ("log_one_minus_sigmoid", lambda m: lambda x: m.sum(m.log(1 - _sig(m)(x))),
+     lambda x: jnp.sum(jax.nn.log_sigmoid(-x)), np.stack([_SIG, _SIG[::-1]]), True),
+    ("softmax_cross_entropy",
+     lambda m: lambda x: -m.sum(_Y * m.log(m.exp(x) / m.sum(m.exp(x), axis=-1, keepdims=True))),
+     lambda x: -jnp.sum(_Y * jax.nn.log_softmax(x, axis=-1)), np.stack([_XS, _XS[::-1]]), True),
+    ("log_of_nn_softmax", lambda m: lambda x: m.log(_nn(m).softmax(x))[2] - m.log(_nn(m).softmax(x))[3],
+     lambda x: jax.nn.log_softmax(x)[2] - jax.nn.log_softmax(x)[3], _XS, True),
+    ("binary_cross_entropy",
+     lambda m: lambda z: -m.mean(_B * m.log(_sig(m)(z)) + (1 - _B) * m.log(1 - _sig(m)(z))),
+     lambda z: -jnp.mean(_B * jax.nn.log_sigmoid(z) + (1 - _B) * jax.nn.log_sigmoid(-z)),
+     np.stack([_SIG, -_SIG]), True),
+]
+
+
+def _sig(m):
+    return ftrans.nn.sigmoid if m is fnp else jax.nn.sigmoid
+
+
+def _nn(m):
+    return ftrans.nn if m is fnp else jax.nn
+
+
+@pytest.mark.parametrize("name, loss, ref, xs, naive_nonfinite", _GRAD_FORMS, ids=[f[0] for f in _GRAD_FORMS])
+def test_stable_gradients_under_jit_grad_grad_jit_and_vmap(name, loss, ref, xs, naive_nonfinite):
+    f = loss(fnp)
+    want = np.stack([np.asarray(jax.grad(ref)(x)) for x in xs])
+    assert np.all(np.isfinite(want))
+    naive = np.stack([np.asarray(ftrans.grad(f)(x)) for x in xs])  # eager: what the user wrote
+    if naive_nonfinite:
+        assert not np.all(np.isfinite(naive))
+        # so is jax's gradient of the naive form, and ours with the pass switched off
+        assert not np.all(np.isfinite(np.stack([jax.grad(loss(jnp))(x) for x in xs])))
+        off = ftrans.jit(ftrans.grad(f), optimizations=["cse", "simplify", "dce"])
+        assert not np.all(np.isfinite(np.stack([off(x) for x in xs])))
+    else:
+        np.testing.assert_allclose(naive, want, rtol=1e-5, atol=1e-6)
+    got = {
+        "jit(grad)": np.stack([ftrans.jit(ftrans.grad(f))(x) for x in xs]),
+        "grad(jit)": np.stack([ftrans.grad(ftrans.jit(f))(x) for x in xs]),
+        "jit(vmap(grad))": ftrans.jit(ftrans.vmap(ftrans.grad(f)))(xs),
+        "vmap(grad(jit))": ftrans.vmap(ftrans.grad(ftrans.jit(f)))(xs),
+        "jit(value_and_grad)": np.stack([ftrans.jit(ftrans.value_and_grad(f))(x)[1] for x in xs]),
+        "jit(vjp)": np.stack([ftrans.jit(lambda x: ftrans.vjp(f, x)[1](np.float32(1.0))[0])(x) for x in xs]),
+    }
+    for how, g in got.items():
+        assert np.all(np.isfinite(g)), how
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6, err_msg=how)
+
+
+def test_stable_forward_derivative_under_jit_jvp():
+    f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
+    t = np.array([1.0, 0.0, -1.0, 2.0], np.float32)
+    _, got = ftrans.jit(lambda x: ftrans.jvp(f, (x,), (t,)))(V)
+    _, want = jax.jvp(jax.nn.log_softmax, (V,), (t,))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert not np.all(np.isfinite(ftrans.jvp(f, (V,), (t,))[1]))  # eager: as written
+
+
+def test_differentiated_function_is_traced_once_and_make_jaxpr_shows_it_as_written():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return fnp.log(fnp.sum(fnp.exp(x)))
+
+    g = ftrans.jit(ftrans.grad(f))
+    np.testing.assert_allclose(g(V), jax.grad(jax.nn.logsumexp)(V), atol=1e-6)
+    assert len(calls) == 1
+    rep = ftrans.jit(ftrans.grad(f)).lower(V).optimization_report
+    [rw] = [r for r in rep.by_pass("stability") if "before differentiating" in r.what]
+    assert rw.source_info.filename == __file__
+    assert "reduce_max" not in prims(ftrans.make_jaxpr(ftrans.grad(f))(V))
+    assert "reduce_max" in prims(trace(ftrans.grad(f), V))
+
+
+def test_rewriting_before_differentiation_keeps_aux_and_python_control_flow():
+    def f(x, flag):
+        if flag > 0:  # concrete: a Python branch
+            x = x * 2.0
+        return fnp.log(fnp.sum(fnp.exp(x))), {"x": x, "tag": "seen"}
+
+    tags = []
+
+    def outer(x):
+        g, aux = ftrans.grad(f, has_aux=True)(x, 1.0)
+        tags.append(aux["tag"])
+        return g, aux["x"]
+
+    g, ax = ftrans.jit(outer)(V)
+    np.testing.assert_allclose(g, 2 * jax.grad(jax.nn.logsumexp)(2 * V), atol=1e-6)
+    np.testing.assert_allclose(ax, 2 * V)
+    assert tags == ["seen"]
+
+    def k(x):  # staging fails (a concretization on a traced value): the same error as without it
+        return x if x > 0 else -x
+
+    with pytest.raises(ftrans.errors.ConcretizationTypeError):
+        ftrans.jit(ftrans.grad(k))(np.float32(1.0))
+
+
 # ---------------------------------------------------------------- switches and report
 def test_config_optimizations_and_per_jit_option():
     f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731

@@ -655,12 +655,21 @@ class JitWrapped:
             out_tree_box.append(out_tree)
             return flat_out
 
-        closed, _ = stage(flat_fun, [a for a in avals])
         # The IR passes (DCE, ...) run here, so the call path, ``trace``/``lower`` and a
-        # nested ``jit_call`` body all see the same optimised program.
-        from ftrans.transforms.passes import run_pipeline
+        # nested ``jit_call`` body all see the same optimised program.  While staging, the
+        # passes that change values also rewrite each function ``grad``/``jvp`` differentiate
+        # (``ad.rewritten_primal``), so the derivative is that of the program run.
+        from ftrans.transforms.passes import primal_rewriter, run_pipeline
 
-        return run_pipeline(closed, name=fname, optimizations=self._optimizations), out_tree_box[0]
+        rewriter = primal_rewriter(self._optimizations)
+        st = _trace.state
+        prev, st.primal_rewriter = st.primal_rewriter, rewriter
+        try:
+            closed, _ = stage(flat_fun, [a for a in avals])
+        finally:
+            st.primal_rewriter = prev
+        return run_pipeline(closed, name=fname, optimizations=self._optimizations,
+                            prior_rewrites=rewriter.rewrites if rewriter is not None else None), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
@@ -872,7 +881,12 @@ class Compiled:
         return tree_util.tree_unflatten(self._out_tree, outs)
 
     def as_text(self) -> str:
-        return self._exe.text
+        """The program XLA compiled (optimised HLO: fusions, layouts, copies), as JAX's
+        ``Compiled.as_text``; ``Lowered.as_text`` is the StableHLO handed to XLA."""
+        try:
+            return self._exe.xla.hlo_modules()[0].to_string()
+        except Exception:  # noqa: BLE001 - an executable that cannot show its HLO shows its input
+            return self._exe.text
 
     @property
     def executable(self) -> Any:
