@@ -541,6 +541,47 @@ def test_merge_dots_on_lstm_gates():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+def _lstm_seq(m, sig, scan):
+    cell = _lstm(m, sig)
+
+    def f(Ws, xs, h, c):
+        def step(hc, x):
+            h, c = cell(Ws, x, *hc)
+            return (h, c), h
+        return scan(step, (h, c), xs)[1]
+    return f
+
+
+def test_merge_dots_cost_rule_large_argument_weights_stay_apart_loop_invariant_ones_merge():
+    r = np.random.default_rng(2)
+    Ws = [r.normal(size=(128, 128)).astype(np.float32) * 0.1 for _ in range(8)]
+    x, h, c = (r.normal(size=(4, 128)).astype(np.float32) for _ in range(3))
+    # one step, weights are arguments: concatenating 4 x 64 KiB on every call costs more than
+    # the 3 dispatches it saves, so the products stay apart
+    j = trace(_lstm(fnp, ftrans.nn.sigmoid), Ws, x, h, c)
+    assert prims(j).count("dot_general") == 8 and "concatenate" not in prims(j)
+    assert not passes.report_for(j).by_pass("merge_dots")
+    # the same cell in a scan: the weights are loop constants, so the concatenations leave the
+    # loop (licm) and each step runs one product per shared operand
+    xs = r.normal(size=(6, 4, 128)).astype(np.float32)
+    j = trace(_lstm_seq(fnp, ftrans.nn.sigmoid, flax.scan), Ws, xs, h, c)
+    [scan] = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    body = [e.primitive.name for e in scan.params["jaxpr"].jaxpr.eqns]
+    assert body.count("dot_general") == 1 and "concatenate" not in body  # h @ concat(W_h...)
+    top = [e.primitive.name for e in j.jaxpr.eqns]
+    assert top.count("concatenate") == 2 and top.count("dot_general") == 1  # xs @ concat(W_x...)
+    assert "slice" not in top  # the batched gate product enters the loop whole, sliced per step
+    assert len(passes.report_for(j).by_pass("merge_dots")) == 8
+    got = ftrans.jit(_lstm_seq(fnp, ftrans.nn.sigmoid, flax.scan))(Ws, xs, h, c)
+    want = jax.jit(_lstm_seq(jnp, jax.nn.sigmoid, jax.lax.scan))(Ws, xs, h, c)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    loss = lambda m, sc: lambda *a: _lstm_seq(m, ftrans.nn.sigmoid if m is fnp else jax.nn.sigmoid, sc)(*a).sum()  # noqa: E731
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan)))(Ws, xs, h, c)
+    gj = jax.grad(loss(jnp, jax.lax.scan))(Ws, xs, h, c)
+    for a, b in zip(g, gj):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
 def test_merge_dots_leaves_dependent_weights_alone():
     def f(x, w):
         a = x @ w
