@@ -245,6 +245,7 @@ def test_stable_gradients_under_jit_grad_grad_jit_and_vmap(name, loss, ref, xs, 
         "vmap(grad(jit))": ftrans.vmap(ftrans.grad(ftrans.jit(f)))(xs),
         "jit(value_and_grad)": np.stack([ftrans.jit(ftrans.value_and_grad(f))(x)[1] for x in xs]),
         "jit(vjp)": np.stack([ftrans.jit(lambda x: ftrans.vjp(f, x)[1](np.float32(1.0))[0])(x) for x in xs]),
+        "pmap(grad)": np.concatenate([ftrans.pmap(ftrans.grad(f))(x[None]) for x in xs]),
     }
     for how, g in got.items():
         assert np.all(np.isfinite(g)), how
