@@ -470,6 +470,17 @@ class JitWrapped:
             if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
                 self.hits += 1
                 return entry.invoke([x._buf for x in leaves], leaves)
+            if leaves and type(leaves[0]) is _ndarray:  # a pytree of NumPy arrays: its own fast key
+                try:
+                    hit = self._tree_fast.get((_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
+                                               tuple([(type(x), x.shape, x.dtype) for x in leaves])))
+                except AttributeError:  # a leaf that is not an array
+                    hit = None
+                if hit is not None:
+                    self.hits += 1
+                    entry, puts = hit  # no transfer for a leaf the program does not read (None)
+                    return entry.invoke([put(x) if put is not None else None for put, x in zip(puts, leaves)],
+                                        leaves)
         avals = []
         tracing = False
         spread = self._spmd_always
@@ -577,7 +588,7 @@ class JitWrapped:
                 leaf._sig = want
                 sigs.append(want)
             elif t is _ndarray and not sigs:
-                self._remember_numpy(args, kwargs, leaves, device, entry)
+                self._remember_numpy(args, kwargs, leaves, device, entry, in_tree, statics)
                 return
             else:
                 return
@@ -588,16 +599,23 @@ class JitWrapped:
                 all(type(a) is DeviceArray or type(a) is Array for a in args):
             self._fast[tuple(sigs)] = entry
 
-    def _remember_numpy(self, args: tuple, kwargs: dict, leaves: list, device: Any, entry: _Entry) -> None:
+    def _remember_numpy(self, args: tuple, kwargs: dict, leaves: list, device: Any, entry: _Entry,
+                        in_tree: Any = None, statics: tuple = ()) -> None:
         """The fast key of a call whose arguments are all NumPy arrays of canonical dtypes.
 
         The key holds each array's type, shape and dtype, and the x64 switch (it
         changes what a program compiles to); the entry keeps one transfer
         function per argument, so a hit does no canonicalisation, aval or
         device lookup. Arrays that would need converting (float64 without x64,
-        a non-native byte order) keep taking the general path.
+        a non-native byte order) keep taking the general path.  Arguments that
+        are pytrees of NumPy arrays (a list of weights) get a key of the tree
+        and its leaves, looked up after flattening; a leaf the program does not
+        read (``keep_unused=False``) is not transferred at all.
         """
-        if not (self._fast_ok and not kwargs and len(leaves) == len(args)) or len(self._fast) >= self._max:
+        if not (self._fast_ok and not kwargs and len(leaves) == len(args)):
+            self._remember_numpy_tree(leaves, device, entry, in_tree, statics)
+            return
+        if len(self._fast) >= self._max:
             return
         for a in args:
             if type(a) is not _ndarray:
@@ -610,6 +628,23 @@ class JitWrapped:
         puts = [compat.host_putter(a.shape, a.dtype, device) for a in args]
         key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
         self._fast[key] = (entry, puts)
+
+    def _remember_numpy_tree(self, leaves: list, device: Any, entry: _Entry, in_tree: Any, statics: tuple) -> None:
+        if in_tree is None or len(self._tree_fast) >= self._max:
+            return
+        for a in leaves:
+            if type(a) is not _ndarray:
+                return
+            try:
+                if dtypes.canonicalize(a.dtype) != a.dtype or not a.dtype.isnative:
+                    return
+            except TypeError:
+                return
+        kept = set(range(len(leaves)) if entry.kept is None else entry.kept)
+        puts = [compat.host_putter(a.shape, a.dtype, device) if i in kept else None for i, a in enumerate(leaves)]
+        key = (_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
+               tuple([(type(a), a.shape, a.dtype) for a in leaves]))
+        self._tree_fast[key] = (entry, puts)
 
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
