@@ -449,6 +449,21 @@ def test_jit_rewrites_log_softmax_stably():
     assert not np.all(np.isfinite(off))
 
 
+def test_jit_grad_differentiates_the_stable_form():
+    x = np.array([0., 100., 200., -300.], np.float32)
+
+    def naive(m):
+        return lambda v: m.log(m.exp(v) / m.sum(m.exp(v)))[1]
+
+    with np.errstate(all="ignore"):
+        got_jax = np.asarray(jax.jit(jax.grad(naive(jnp)))(x))
+    assert not np.all(np.isfinite(got_jax))
+    want = np.asarray(jax.grad(lambda v: jax.nn.log_softmax(v)[1])(x))
+    for g in (ftrans.jit(ftrans.grad(naive(fnp))), ftrans.grad(ftrans.jit(naive(fnp)))):
+        np.testing.assert_allclose(np.asarray(g(x)), want, atol=1e-6)
+    assert not np.all(np.isfinite(np.asarray(ftrans.grad(naive(fnp))(x))))  # eager: as written
+
+
 def test_jit_times_literal_zero_is_zero():
     f = lambda v: v * 0.0  # noqa: E731
     x = np.array([np.inf, 1.0], np.float32)

@@ -511,3 +511,40 @@ def test_numpy_fast_key_program_shapes_match_jax(case):
         if i == 0:
             hits = f.hits
     assert len(_np_keys(f)) == 1 and f.hits == hits + 2  # the second and third calls took the NumPy key
+
+
+def _np_tree_keys(f) -> list:
+    return [k for k in f._tree_fast if k and k[0] is J._NP_KEY]
+
+
+def test_pytrees_of_numpy_arrays_take_their_own_fast_key():
+    """A list of weights (the LSTM step of benchmarks/optimizer.py): one key of the tree and
+    its leaves, no transfer for a leaf the program does not read, new values seen every call."""
+    f = ftrans.jit(lambda ws, x: x @ ws[0] + ws[2][0])
+    g = jax.jit(lambda ws, x: x @ ws[0] + ws[2][0])
+    rng = np.random.default_rng(0)
+
+    def args():
+        return ([rng.standard_normal((3, 3)).astype(np.float32) for _ in range(4)],
+                rng.standard_normal((2, 3)).astype(np.float32))
+
+    f(*args())
+    [key] = _np_tree_keys(f)
+    _, puts = f._tree_fast[key]
+    assert [p is None for p in puts] == [False, True, False, True, False]  # ws[1], ws[3] unread
+    hits = f.hits
+    for _ in range(3):
+        a = args()
+        np.testing.assert_allclose(np.asarray(f(*a)), np.asarray(g(*a)), rtol=1e-6, atol=1e-6)
+    assert f.hits == hits + 3
+    ws, x = args()
+    ws[0][:] = 0.0  # mutation between calls is seen
+    np.testing.assert_allclose(np.asarray(f(ws, x)), np.broadcast_to(ws[2][0], (2, 3)), rtol=1e-6)
+    # another leaf dtype or shape, or a leaf that is not a NumPy array: another key or the general path
+    ws, x = args()
+    np.testing.assert_allclose(np.asarray(f(ws, x[:1])), np.asarray(g(ws, x[:1])), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(f([ftrans.device_put(w) for w in ws], x)), np.asarray(g(ws, x)),
+                               rtol=1e-6, atol=1e-6)
+    assert len(_np_tree_keys(f)) == 2
+    with pytest.raises(TypeError):
+        f(ws[:3] + ["x"], x)

@@ -183,6 +183,126 @@ def test_log_sigmoid_forms():
     np.testing.assert_allclose(b, jax.nn.log_sigmoid(-x), rtol=1e-6)
 
 
+# ------------------------------------------- stability of gradients under jit(grad), vmap(grad)
+_XS = np.array([[0.0, 100.0, 200.0, -300.0], [3.0, -1.0, 0.5, 90.0]], np.float32)
+_SIG = np.array([-200.0, -1.0, 0.0, 3.0, 200.0], np.float32)
+_SMALL = np.array([1e-7, -0.5, 3.0, 80.0], np.float32)
+_Y = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]], np.float32)
+_B = np.array([1.0, 0.0, 1.0, 0.0, 1.0], np.float32)
+
+# (name, loss written naively in module m (fnp or jnp), its stable reference in jax, input batch
+# (vmap maps axis 0), whether the naive gradient is non-finite on the input)
+_GRAD_FORMS = [
+    ("log_softmax", lambda m: lambda x: m.log(m.exp(x) / m.sum(m.exp(x)))[1],
+     lambda x: jax.nn.log_softmax(x)[1], _XS, True),
+    ("logsumexp", lambda m: lambda x: m.log(m.sum(m.exp(x))), jax.nn.logsumexp, _XS, True),
+    ("log1p", lambda m: lambda x: m.sum(m.log(1 + x)), lambda x: jnp.sum(jnp.log1p(x)),
+     np.stack([_SMALL, _SMALL * 0.5]), False),
+    ("expm1", lambda m: lambda x: m.sum(m.exp(x) - 1), lambda x: jnp.sum(jnp.expm1(x)),
+     np.stack([_SMALL, -_SMALL]), False),
+    ("log_sigmoid", lambda m: lambda x: m.sum(m.log(_sig(m)(x))), lambda x: jnp.sum(jax.nn.log_sigmoid(x)),
+     np.stack([_SIG, _SIG[::-1]]), True),
+    ("log_one_minus_sigmoid", lambda m: lambda x: m.sum(m.log(1 - _sig(m)(x))),
+     lambda x: jnp.sum(jax.nn.log_sigmoid(-x)), np.stack([_SIG, _SIG[::-1]]), True),
+    ("softmax_cross_entropy",
+     lambda m: lambda x: -m.sum(_Y * m.log(m.exp(x) / m.sum(m.exp(x), axis=-1, keepdims=True))),
+     lambda x: -jnp.sum(_Y * jax.nn.log_softmax(x, axis=-1)), np.stack([_XS, _XS[::-1]]), True),
+    ("log_of_nn_softmax", lambda m: lambda x: m.log(_nn(m).softmax(x))[2] - m.log(_nn(m).softmax(x))[3],
+     lambda x: jax.nn.log_softmax(x)[2] - jax.nn.log_softmax(x)[3], _XS, True),
+    ("binary_cross_entropy",
+     lambda m: lambda z: -m.mean(_B * m.log(_sig(m)(z)) + (1 - _B) * m.log(1 - _sig(m)(z))),
+     lambda z: -jnp.mean(_B * jax.nn.log_sigmoid(z) + (1 - _B) * jax.nn.log_sigmoid(-z)),
+     np.stack([_SIG, -_SIG]), True),
+]
+
+
+def _sig(m):
+    return ftrans.nn.sigmoid if m is fnp else jax.nn.sigmoid
+
+
+def _nn(m):
+    return ftrans.nn if m is fnp else jax.nn
+
+
+@pytest.mark.parametrize("name, loss, ref, xs, naive_nonfinite", _GRAD_FORMS, ids=[f[0] for f in _GRAD_FORMS])
+def test_stable_gradients_under_jit_grad_grad_jit_and_vmap(name, loss, ref, xs, naive_nonfinite):
+    f = loss(fnp)
+    want = np.stack([np.asarray(jax.grad(ref)(x)) for x in xs])
+    assert np.all(np.isfinite(want))
+    naive = np.stack([np.asarray(ftrans.grad(f)(x)) for x in xs])  # eager: what the user wrote
+    if naive_nonfinite:
+        assert not np.all(np.isfinite(naive))
+        # so is jax's gradient of the naive form, and ours with the pass switched off
+        assert not np.all(np.isfinite(np.stack([jax.grad(loss(jnp))(x) for x in xs])))
+        off = ftrans.jit(ftrans.grad(f), optimizations=["cse", "simplify", "dce"])
+        assert not np.all(np.isfinite(np.stack([off(x) for x in xs])))
+    else:
+        np.testing.assert_allclose(naive, want, rtol=1e-5, atol=1e-6)
+    got = {
+        "jit(grad)": np.stack([ftrans.jit(ftrans.grad(f))(x) for x in xs]),
+        "grad(jit)": np.stack([ftrans.grad(ftrans.jit(f))(x) for x in xs]),
+        "jit(vmap(grad))": ftrans.jit(ftrans.vmap(ftrans.grad(f)))(xs),
+        "vmap(grad(jit))": ftrans.vmap(ftrans.grad(ftrans.jit(f)))(xs),
+        "jit(value_and_grad)": np.stack([ftrans.jit(ftrans.value_and_grad(f))(x)[1] for x in xs]),
+        "jit(vjp)": np.stack([ftrans.jit(lambda x: ftrans.vjp(f, x)[1](np.float32(1.0))[0])(x) for x in xs]),
+        "pmap(grad)": np.concatenate([ftrans.pmap(ftrans.grad(f))(x[None]) for x in xs]),
+    }
+    for how, g in got.items():
+        assert np.all(np.isfinite(g)), how
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6, err_msg=how)
+
+
+def test_stable_forward_derivative_under_jit_jvp():
+    f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
+    t = np.array([1.0, 0.0, -1.0, 2.0], np.float32)
+    _, got = ftrans.jit(lambda x: ftrans.jvp(f, (x,), (t,)))(V)
+    _, want = jax.jvp(jax.nn.log_softmax, (V,), (t,))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert not np.all(np.isfinite(ftrans.jvp(f, (V,), (t,))[1]))  # eager: as written
+
+
+def test_differentiated_function_is_traced_once_and_make_jaxpr_shows_it_as_written():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return fnp.log(fnp.sum(fnp.exp(x)))
+
+    g = ftrans.jit(ftrans.grad(f))
+    np.testing.assert_allclose(g(V), jax.grad(jax.nn.logsumexp)(V), atol=1e-6)
+    assert len(calls) == 1
+    rep = ftrans.jit(ftrans.grad(f)).lower(V).optimization_report
+    [rw] = [r for r in rep.by_pass("stability") if "before differentiating" in r.what]
+    assert rw.source_info.filename == __file__
+    assert "reduce_max" not in prims(ftrans.make_jaxpr(ftrans.grad(f))(V))
+    assert "reduce_max" in prims(trace(ftrans.grad(f), V))
+
+
+def test_rewriting_before_differentiation_keeps_aux_and_python_control_flow():
+    def f(x, flag):
+        if flag > 0:  # concrete: a Python branch
+            x = x * 2.0
+        return fnp.log(fnp.sum(fnp.exp(x))), {"x": x, "tag": "seen"}
+
+    tags = []
+
+    def outer(x):
+        g, aux = ftrans.grad(f, has_aux=True)(x, 1.0)
+        tags.append(aux["tag"])
+        return g, aux["x"]
+
+    g, ax = ftrans.jit(outer)(V)
+    np.testing.assert_allclose(g, 2 * jax.grad(jax.nn.logsumexp)(2 * V), atol=1e-6)
+    np.testing.assert_allclose(ax, 2 * V)
+    assert tags == ["seen"]
+
+    def k(x):  # staging fails (a concretization on a traced value): the same error as without it
+        return x if x > 0 else -x
+
+    with pytest.raises(ftrans.errors.ConcretizationTypeError):
+        ftrans.jit(ftrans.grad(k))(np.float32(1.0))
+
+
 # ---------------------------------------------------------------- switches and report
 def test_config_optimizations_and_per_jit_option():
     f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
@@ -265,6 +385,10 @@ def _build(m, ops):
                 y = m.where(y > 0, y, y * 0.5)
             elif kind == "lse":
                 y = y - m.log(m.sum(m.exp(y), axis=1, keepdims=True))
+            elif kind == "log1p":
+                y = m.log(1 + m.abs(y)) + m.exp(m.clip(y, -3, 3)) - 1
+            elif kind == "lsig":
+                y = m.log(_sig(m)(y)) - m.log(1 - _sig(m)(y))
             elif kind == "scan":
                 def step(c, row):
                     c = m.tanh(c * 0.5 + row @ w + m.sum(w) * 0.01)
@@ -284,7 +408,7 @@ _op = st.one_of(
     st.tuples(st.just("un"), st.sampled_from(["sin", "exp", "negative", "tanh"])),
     st.tuples(st.just("mul1")), st.tuples(st.just("zero")), st.tuples(st.just("sum"), st.sampled_from([0, 1])),
     st.tuples(st.just("matmul")), st.tuples(st.just("tt")), st.tuples(st.just("where")), st.tuples(st.just("lse")),
-    st.tuples(st.just("scan")), st.tuples(st.just("cond")),
+    st.tuples(st.just("scan")), st.tuples(st.just("cond")), st.tuples(st.just("log1p")), st.tuples(st.just("lsig")),
 )
 
 
@@ -420,6 +544,51 @@ def test_merge_dots_on_lstm_gates():
     gj = jax.grad(lambda *a: _lstm(jnp, jax.nn.sigmoid)(*a)[0].sum())(Ws, x, h, c)
     for a, b in zip(g, gj):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _lstm_seq(m, sig, scan):
+    cell = _lstm(m, sig)
+
+    def f(Ws, xs, h, c):
+        def step(hc, x):
+            h, c = cell(Ws, x, *hc)
+            return (h, c), h
+        return scan(step, (h, c), xs)[1]
+    return f
+
+
+def test_merge_dots_cost_rule_large_argument_weights_stay_apart_loop_invariant_ones_merge():
+    r = np.random.default_rng(2)
+    Ws = [r.normal(size=(128, 128)).astype(np.float32) * 0.1 for _ in range(8)]
+    x, h, c = (r.normal(size=(4, 128)).astype(np.float32) for _ in range(3))
+    # one step, weights are arguments: concatenating 4 x 64 KiB on every call costs more than
+    # the 3 dispatches it saves, so the products stay apart
+    j = trace(_lstm(fnp, ftrans.nn.sigmoid), Ws, x, h, c)
+    assert prims(j).count("dot_general") == 8 and "concatenate" not in prims(j)
+    assert not passes.report_for(j).by_pass("merge_dots")
+    # what XLA compiled (``Compiled.as_text`` is the optimised HLO, as in JAX): no weight copies
+    hlo = ftrans.jit(_lstm(fnp, ftrans.nn.sigmoid)).lower(Ws, x, h, c).compile().as_text()
+    assert "HloModule" in hlo and "concatenate(" not in hlo
+    assert "HloModule" in jax.jit(_lstm(jnp, jax.nn.sigmoid)).lower(Ws, x, h, c).compile().as_text()
+    # the same cell in a scan: the weights are loop constants, so the concatenations leave the
+    # loop (licm) and each step runs one product per shared operand
+    xs = r.normal(size=(6, 4, 128)).astype(np.float32)
+    j = trace(_lstm_seq(fnp, ftrans.nn.sigmoid, flax.scan), Ws, xs, h, c)
+    [scan] = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
+    body = [e.primitive.name for e in scan.params["jaxpr"].jaxpr.eqns]
+    assert body.count("dot_general") == 1 and "concatenate" not in body  # h @ concat(W_h...)
+    top = [e.primitive.name for e in j.jaxpr.eqns]
+    assert top.count("concatenate") == 2 and top.count("dot_general") == 1  # xs @ concat(W_x...)
+    assert "slice" not in top  # the batched gate product enters the loop whole, sliced per step
+    assert len(passes.report_for(j).by_pass("merge_dots")) == 8
+    got = ftrans.jit(_lstm_seq(fnp, ftrans.nn.sigmoid, flax.scan))(Ws, xs, h, c)
+    want = jax.jit(_lstm_seq(jnp, jax.nn.sigmoid, jax.lax.scan))(Ws, xs, h, c)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    loss = lambda m, sc: lambda *a: _lstm_seq(m, ftrans.nn.sigmoid if m is fnp else jax.nn.sigmoid, sc)(*a).sum()  # noqa: E731
+    g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan)))(Ws, xs, h, c)
+    gj = jax.grad(loss(jnp, jax.lax.scan))(Ws, xs, h, c)
+    for a, b in zip(g, gj):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
 def test_merge_dots_leaves_dependent_weights_alone():

@@ -54,7 +54,12 @@ def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tup
         out_tree_box.append(out_tree)
         return flat_out
 
-    closed, _ = stage(flat_fun, in_avals)
+    st = _trace_state
+    prev, st.primal_rewriter = st.primal_rewriter, None  # make_jaxpr shows the program as written
+    try:
+        closed, _ = stage(flat_fun, in_avals)
+    finally:
+        st.primal_rewriter = prev
     return closed, out_tree_box[0], in_avals
 
 

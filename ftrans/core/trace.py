@@ -104,6 +104,11 @@ class _TraceState(threading.local):
         # Set while a transform replays an equation (transposition): the IR it
         # emits is attributed to the user's line that equation came from.
         self.source_override: SourceInfo | None = None
+        # Set by ``jit`` while it stages a program (None otherwise, and while ``make_jaxpr``
+        # stages): a function ``ClosedJaxpr -> ClosedJaxpr | None`` that the differentiation
+        # entry points run on the function they differentiate before differentiating it, so
+        # the IR passes that change values (``stability``) reach the derivative too.
+        self.primal_rewriter: Any = None
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base

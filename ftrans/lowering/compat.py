@@ -255,6 +255,12 @@ def host_putter_many(shapes: Sequence[tuple], dtypes: Sequence[np.dtype], device
     return put_n
 
 
+def host_putter(shape: tuple, dtype: np.dtype, device: Any) -> Any:
+    """``host_putter_many`` for one array: a callable ``ndarray -> device buffer`` (the pytree key's leaves)."""
+    put = host_putter_many([shape], [dtype], device)
+    return lambda x: put((x,))[0]
+
+
 @functools.lru_cache(maxsize=64)
 def _put_takes_x64(device: Any) -> bool:
     """Whether this jaxlib's ``batched_device_put`` takes ``enable_x64`` (asked once, with a scalar)."""

@@ -34,11 +34,13 @@ from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main, stage
+from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError
 
 __all__ = [
     "Zero", "float0", "instantiate", "jvp_rules", "register_jvp", "defjvp_linear", "defjvp_zero",
     "JVPTrace", "JVPTracer", "jvp", "jvp_jaxpr", "tangent_aval", "zeros_like_aval", "add_tangents",
+    "rewritten_primal",
 ]
 
 # JAX's dtype for the tangents of integer and boolean values: zero bytes per element.
@@ -294,6 +296,55 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
 
 
 # ----------------------------------------------------------------------------
+# Differentiating the program jit will run
+
+
+def rewritten_primal(flat_fun: Callable, primals: Sequence[Any], out_tree_box: list) -> Callable:
+    """``flat_fun`` (flat ins -> ``(flat outs, aux)``), or, while ``jit`` stages a program whose
+    passes change values (``stability``), the same function staged, rewritten by those passes
+    and replayed: what ``jvp``/``vjp``/``grad``/``linearize`` then differentiate.
+
+    ``jit(grad(f))`` thus differentiates the stable form of ``f`` (``x - logsumexp(x)``, not
+    ``log(exp(x) / sum(exp(x)))``), as ``grad(jit(f))`` differentiates ``jit``'s rewritten
+    body.  Only inside a ``jit`` trace (``make_jaxpr`` shows what was written, eager runs
+    it) and only on traced primals: concrete ones may drive Python control flow in
+    ``flat_fun``, which staging on abstract values cannot follow.  ``flat_fun`` runs once
+    either way (staged, then the jaxpr is replayed); if staging fails, or the passes
+    change nothing, the program as written is what is differentiated.
+    """
+    rewrite = _trace_state.primal_rewriter
+    if rewrite is None or not any(isinstance(p, Tracer) for p in primals):
+        return flat_fun
+    aux_box: list = []
+
+    def staged(*ins: Any) -> list:
+        flat, aux = flat_fun(*ins)
+        leaves, tree = tree_util.tree_flatten(aux)
+        traced = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Tracer)]
+        aux_box.append((len(flat), leaves, tree, traced))
+        return list(flat) + [leaves[i] for i in traced]
+
+    try:
+        closed, _ = stage(staged, [aval_of(p) for p in primals])
+    except Exception:  # noqa: BLE001 - what fails staged fails the same way as written, with its own error
+        del out_tree_box[:]
+        return flat_fun
+    new = rewrite(closed)
+    if new is None:
+        new = closed
+    n, aux_leaves, aux_tree, traced = aux_box[0]
+
+    def replay(*ins: Any) -> tuple[list, Any]:
+        outs = eval_jaxpr(new.jaxpr, list(new.consts), *ins)
+        leaves = list(aux_leaves)
+        for i, v in zip(traced, outs[n:]):
+            leaves[i] = v
+        return outs[:n], tree_util.tree_unflatten(aux_tree, leaves)
+
+    return replay
+
+
+# ----------------------------------------------------------------------------
 # The public API
 
 
@@ -402,7 +453,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         out_tree_box.append(tree)
         return flat, aux
 
-    p_out, t_out, aux = jvp_flat(flat_fun, p_leaves, t_in)
+    p_out, t_out, aux = jvp_flat(rewritten_primal(flat_fun, p_leaves, out_tree_box), p_leaves, t_in)
     out_tree = out_tree_box[0]
     primals_out = tree_util.tree_unflatten(out_tree, p_out)
     tangents_out = tree_util.tree_unflatten(out_tree, [_output(t) for t in t_out])

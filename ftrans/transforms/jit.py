@@ -572,6 +572,17 @@ class JitWrapped:
             if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
                 self.hits += 1
                 return entry.invoke([x._buf for x in leaves], leaves)
+            if leaves and type(leaves[0]) is _ndarray:  # a pytree of NumPy arrays: its own fast key
+                try:
+                    hit = self._tree_fast.get((_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
+                                               tuple([(type(x), x.shape, x.dtype) for x in leaves])))
+                except AttributeError:  # a leaf that is not an array
+                    hit = None
+                if hit is not None:
+                    self.hits += 1
+                    entry, puts = hit  # no transfer for a leaf the program does not read (None)
+                    return entry.invoke([put(x) if put is not None else None for put, x in zip(puts, leaves)],
+                                        leaves)
         avals = []
         tracing = False
         spread = self._spmd_always
@@ -684,7 +695,7 @@ class JitWrapped:
                 leaf._sig = want
                 sigs.append(want)
             elif t is _ndarray and not sigs:
-                self._remember_numpy(args, kwargs, leaves, device, entry)
+                self._remember_numpy(args, kwargs, leaves, device, entry, in_tree, statics)
                 return
             else:
                 return
@@ -695,7 +706,8 @@ class JitWrapped:
                 all(type(a) is DeviceArray or type(a) is Array for a in args):
             self._fast[tuple(sigs)] = entry
 
-    def _remember_numpy(self, args: tuple, kwargs: dict, leaves: list, device: Any, entry: _Entry) -> None:
+    def _remember_numpy(self, args: tuple, kwargs: dict, leaves: list, device: Any, entry: _Entry,
+                        in_tree: Any = None, statics: tuple = ()) -> None:
         """The fast key of a call whose arguments are all NumPy arrays of canonical dtypes.
 
         The key holds each array's type, shape and dtype, and the x64 switch (it
@@ -703,9 +715,15 @@ class JitWrapped:
         function for all the arguments (``compat.host_putter_many``), so a hit
         makes one Python call for its transfers and does no canonicalisation,
         aval or device lookup. Arrays that would need converting (float64 without x64,
-        a non-native byte order) keep taking the general path.
+        a non-native byte order) keep taking the general path.  Arguments that
+        are pytrees of NumPy arrays (a list of weights) get a key of the tree
+        and its leaves, looked up after flattening; a leaf the program does not
+        read (``keep_unused=False``) is not transferred at all.
         """
-        if not (self._fast_ok and not kwargs and len(leaves) == len(args)) or len(self._fast) >= self._max:
+        if not (self._fast_ok and not kwargs and len(leaves) == len(args)):
+            self._remember_numpy_tree(leaves, device, entry, in_tree, statics)
+            return
+        if len(self._fast) >= self._max:
             return
         for a in args:
             if type(a) is not _ndarray:
@@ -717,6 +735,23 @@ class JitWrapped:
                 return
         key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
         self._fast[key] = _numpy_executor(entry, [a.shape for a in args], [a.dtype for a in args], device)
+
+    def _remember_numpy_tree(self, leaves: list, device: Any, entry: _Entry, in_tree: Any, statics: tuple) -> None:
+        if in_tree is None or len(self._tree_fast) >= self._max:
+            return
+        for a in leaves:
+            if type(a) is not _ndarray:
+                return
+            try:
+                if dtypes.canonicalize(a.dtype) != a.dtype or not a.dtype.isnative:
+                    return
+            except TypeError:
+                return
+        kept = set(range(len(leaves)) if entry.kept is None else entry.kept)
+        puts = [compat.host_putter(a.shape, a.dtype, device) if i in kept else None for i, a in enumerate(leaves)]
+        key = (_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
+               tuple([(type(a), a.shape, a.dtype) for a in leaves]))
+        self._tree_fast[key] = (entry, puts)
 
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
@@ -762,12 +797,21 @@ class JitWrapped:
             out_tree_box.append(out_tree)
             return flat_out
 
-        closed, _ = stage(flat_fun, [a for a in avals])
         # The IR passes (DCE, ...) run here, so the call path, ``trace``/``lower`` and a
-        # nested ``jit_call`` body all see the same optimised program.
-        from ftrans.transforms.passes import run_pipeline
+        # nested ``jit_call`` body all see the same optimised program.  While staging, the
+        # passes that change values also rewrite each function ``grad``/``jvp`` differentiate
+        # (``ad.rewritten_primal``), so the derivative is that of the program run.
+        from ftrans.transforms.passes import primal_rewriter, run_pipeline
 
-        return run_pipeline(closed, name=fname, optimizations=self._optimizations), out_tree_box[0]
+        rewriter = primal_rewriter(self._optimizations)
+        st = _trace.state
+        prev, st.primal_rewriter = st.primal_rewriter, rewriter
+        try:
+            closed, _ = stage(flat_fun, [a for a in avals])
+        finally:
+            st.primal_rewriter = prev
+        return run_pipeline(closed, name=fname, optimizations=self._optimizations,
+                            prior_rewrites=rewriter.rewrites if rewriter is not None else None), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
@@ -1122,7 +1166,12 @@ class Compiled:
         return tree_util.tree_unflatten(self._out_tree, outs)
 
     def as_text(self) -> str:
-        return self._exe.text
+        """The program XLA compiled (optimised HLO: fusions, layouts, copies), as JAX's
+        ``Compiled.as_text``; ``Lowered.as_text`` is the StableHLO handed to XLA."""
+        try:
+            return self._exe.xla.hlo_modules()[0].to_string()
+        except Exception:  # noqa: BLE001 - an executable that cannot show its HLO shows its input
+            return self._exe.text
 
     @property
     def executable(self) -> Any:

@@ -218,8 +218,17 @@ class PmapWrapped:
             return [o for _, o in paths_leaves]
 
         body_avals = [unmapped_aval(a, None if d is None else d % len(a.shape)) for a, d in zip(avals, dims)]
-        with extend_axis_env(self._axis_name, size, None):
-            closed, _ = stage(flat_fun, body_avals)
+        from ftrans.core import trace as _trace
+        from ftrans.transforms.passes import primal_rewriter, run_pipeline
+
+        rewriter = primal_rewriter(None)  # grad inside differentiates the rewritten body, as under jit
+        st = _trace.state
+        prev, st.primal_rewriter = st.primal_rewriter, rewriter
+        try:
+            with extend_axis_env(self._axis_name, size, None):
+                closed, _ = stage(flat_fun, body_avals)
+        finally:
+            st.primal_rewriter = prev
         out, out_tree = out_tree_box[0]
         out_dims = self._out_axes_flat(out, len(closed.out_avals))
         norm = []
@@ -233,10 +242,9 @@ class PmapWrapped:
                     f"pmap({name}) out_axes={od} is out of range for output {k} of per-device type "
                     f"{a.str_short()}: the mapped axis must be in [{-nd}, {nd - 1}]")
             norm.append(od % nd)
-        from ftrans.transforms.passes import run_pipeline
-
         with extend_axis_env(self._axis_name, size, None):  # the passes' typecheck sees the mapped axis
-            optimized = run_pipeline(closed, name=f"pmap_{name}")
+            optimized = run_pipeline(closed, name=f"pmap_{name}",
+                                     prior_rewrites=rewriter.rewrites if rewriter is not None else None)
         return optimized, out_tree, tuple(norm)
 
     def _out_axes_flat(self, out: Any, n: int) -> list:

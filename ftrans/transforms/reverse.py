@@ -25,7 +25,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.ad import float0, instantiate, jvp, tangent_aval
+from ftrans.transforms.ad import float0, instantiate, jvp, rewritten_primal, tangent_aval
 from ftrans.transforms.partial_eval import linearize_flat
 from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
 
@@ -165,7 +165,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     if not callable(fun):
         raise FtransTypeError(f"vjp: expected a function as the first argument, got {type(fun).__name__}")
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
-    p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]
@@ -305,7 +305,7 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
 
         restricted.__name__ = name  # errors raised while tracing name the user's function
         leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
-        p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+        p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
         _check_scalar_output(where, name, out, holomorphic)
         pullback = _Pullback(name, lin, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
@@ -361,7 +361,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     if not callable(fun):
         raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
-    p_out, lin, diff, zero_out, aux = linearize_flat(flat_fun, leaves)
+    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]

@@ -27,6 +27,7 @@ from ftrans.transforms.passes.pipeline import (
     check_pass_names,
     last_report,
     partitioned,
+    primal_rewriter,
     register_pass,
     registered_passes,
     report_for,
@@ -38,7 +39,7 @@ from ftrans.transforms.passes.stability import StabilityRewrites
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "partitioned", "register_pass",
-    "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "DeadCodeElimination",
+    "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "primal_rewriter", "DeadCodeElimination",
     "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion", "MergeDots",
 ]
 

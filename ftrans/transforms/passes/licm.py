@@ -59,6 +59,20 @@ def _split(eqns: list[JaxprEqn], invariant_in: set[int], mapped_in: set[int]) ->
     return inv, mapped, rest
 
 
+def _feeding_dots(mapped: list[JaxprEqn]) -> list[JaxprEqn]:
+    """The ``dot_general``s of ``mapped`` and the equations of ``mapped`` they read from, in order."""
+    producer = {id(o): e for e in mapped for o in e.outvars}
+    keep: set[int] = set()
+    todo = [e for e in mapped if e.primitive is R.dot_general_p]
+    while todo:
+        e = todo.pop()
+        if id(e) in keep:
+            continue
+        keep.add(id(e))
+        todo.extend(producer[id(a)] for a in e.invars if isinstance(a, Var) and id(a) in producer)
+    return [e for e in mapped if id(e) in keep]
+
+
 def _needed(outs_of: list[JaxprEqn], readers: list[JaxprEqn], body_outs: list) -> list[Var]:
     """Results of ``outs_of`` that ``readers`` or the body's outputs read, in order."""
     made = {id(o): o for e in outs_of for o in e.outvars}
@@ -118,6 +132,13 @@ class LoopInvariantCodeMotion(Pass):
         if not has_dot:
             rest = [e for e in j.eqns if e not in inv]
             mapped = []
+        else:
+            # Hoist the products and what feeds them; what only reads a product (the slices of
+            # a merged gate product, a bias add) stays in the body, where it fuses into the
+            # step's elementwise work instead of becoming one more stacked array to copy.
+            mapped = _feeding_dots(mapped)
+            keep = {id(e) for e in inv} | {id(e) for e in mapped}
+            rest = [e for e in j.eqns if id(e) not in keep]
         if not inv and not mapped:
             return None
         outer_ops = list(eqn.invars)

@@ -9,6 +9,20 @@ every value is defined before it is read (a stable topological order).  When the
 are loop-invariant in a ``scan`` or ``while`` body, ``licm`` (which runs next) moves the
 concatenation out of the loop.
 
+A cost rule decides whether a group is merged: the concatenation copies every weight
+(``K x N_total`` elements, read and written) each time it runs, while merging saves one
+product's dispatch per member after the first.  So a group is merged when
+
+- its weights are loop-invariant in the ``scan``/``while`` body holding it (constants of the
+  loop, or computed from them only): ``licm`` hoists the concatenation, paid once per loop
+  rather than once per step; or
+- the concatenated weights are small (at most ``_FREE_BYTES`` per product saved): copying them
+  costs less than the dispatch of the products merged away.
+
+Otherwise (an LSTM step whose 256x256 weights are arguments of the program) the products stay
+apart: on CPU, concatenating four 256x256 matrices on every call made the step 1.7-2x slower
+than the four products (see ``docs/optimizer.md``).
+
 Not run on a program partitioned over a mesh (sharded ``jit``): weights split by columns over a
 mesh axis (Megatron-style ``wq``/``wk``/``wv``) would be concatenated and sliced across their
 shards, which costs all-to-alls and collective permutes on every step.
@@ -18,9 +32,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.ir import Jaxpr, JaxprEqn, Var
+import numpy as np
+
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, all_jaxprs
+from ftrans.core.prims import control_flow as CF
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.transforms.passes._util import IMPURE, has_bodies
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
 __all__ = ["MergeDots"]
@@ -59,11 +77,51 @@ def _topo(eqns: list[JaxprEqn], defined: set[int]) -> list[JaxprEqn] | None:
     return out if len(out) == len(eqns) else None
 
 
+# Copying this many bytes costs about as much as one product's dispatch on a CPU (a few
+# microseconds): below it per product saved, concatenating the weights on every run pays.
+_FREE_BYTES = 16 * 1024
+
+
+def _loop_invariant(j: Jaxpr, nconsts: int) -> set[int]:
+    """Ids of ``j``'s values that are the same in every iteration of the loop whose body it is
+    (its first ``nconsts`` inputs, and what pure equations compute from them alone)."""
+    inv = {id(v) for v in j.invars[:nconsts]} | {id(v) for v in j.constvars}
+    for e in j.eqns:
+        if not has_bodies(e) and e.primitive.name not in IMPURE and \
+                all(not isinstance(a, Var) or id(a) in inv for a in e.invars):
+            inv.update(id(o) for o in e.outvars)
+    return inv
+
+
 class MergeDots(Pass):
     name = "merge_dots"
     partition_safe = False
 
+    def run(self, closed: ClosedJaxpr, ctx: PassContext) -> ClosedJaxpr:
+        # Which loop bodies there are, and how many of their inputs are loop constants.
+        self._loop_consts: dict[int, int] = {}
+        for j in all_jaxprs(closed):
+            for e in j.eqns:
+                if e.primitive is CF.scan_p:
+                    self._loop_consts[id(e.params["jaxpr"].jaxpr)] = e.params["num_consts"]
+                elif e.primitive is CF.while_p:
+                    self._loop_consts[id(e.params["body_jaxpr"].jaxpr)] = e.params["body_nconsts"]
+        try:
+            return ctx.map_jaxprs(closed, self.rewrite, order=self.order)
+        finally:
+            self._loop_consts = {}
+
+    def _pays(self, jaxpr: Jaxpr, ws: list[Var], invariant: set[int] | None) -> bool:
+        """The cost rule (module docstring): merge when the concatenation leaves the loop, or is
+        cheap next to the dispatches it saves."""
+        if invariant is not None and all(id(w) in invariant for w in ws):
+            return True
+        nbytes = sum(int(np.prod(w.aval.shape)) * np.dtype(w.aval.dtype).itemsize for w in ws)
+        return nbytes <= _FREE_BYTES * (len(ws) - 1)
+
     def rewrite(self, jaxpr: Jaxpr, ctx: PassContext, *, top: bool) -> Jaxpr:
+        nconsts = getattr(self, "_loop_consts", {}).get(id(jaxpr))
+        invariant = _loop_invariant(jaxpr, nconsts) if nconsts is not None else None
         groups: dict[Any, list[int]] = {}
         for i, e in enumerate(jaxpr.eqns):
             if _plain(e):
@@ -103,6 +161,8 @@ class MergeDots(Pass):
             ws = [eqns[i].invars[1] for i in idxs]
             k = ws[0].aval.shape[0]
             if any(w.aval.shape[0] != k for w in ws):
+                continue
+            if not self._pays(jaxpr, ws, invariant):
                 continue
             n_total = sum(w.aval.shape[1] for w in ws)
             wcat = Var(ws[0].aval.update(shape=(k, n_total)) if hasattr(ws[0].aval, "update")

@@ -31,7 +31,7 @@ from ftrans.errors import FtransError, FtransTypeError, FtransValueError
 
 __all__ = [
     "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "register_pass",
-    "partitioned", "registered_passes", "report_for", "resolve_optimizations", "run_pipeline",
+    "partitioned", "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "primal_rewriter",
 ]
 
 
@@ -319,7 +319,76 @@ def resolve_optimizations(value: Any, who: str = "optimizations") -> tuple[str, 
     return names
 
 
-def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[str, ...] | None = None) -> ClosedJaxpr:
+def _enabled(optimizations: tuple[str, ...] | None) -> list[str]:
+    disabled = config.disabled_passes
+    chosen = optimizations if optimizations is not None else config.optimizations
+    return [n for n in _passes if n not in disabled and (chosen is None or n in chosen)]
+
+
+# Passes that change the values a program computes, so that a derivative of the program as
+# written would differ from the derivative of the program run: ``primal_rewriter`` runs them
+# on a function before ``grad``/``jvp`` differentiate it inside ``jit``.
+VALUE_CHANGING = ("stability",)
+_PRIMAL_ROOTS = frozenset({"log", "sub"})  # the primitives the stability patterns end in
+
+
+class _PrimalRewriter:
+    """What ``jit`` installs while it stages (``core.trace.state.primal_rewriter``): called by
+    ``ad.rewritten_primal`` with the staged function a ``jvp``/``vjp``/``grad``/``linearize``
+    is about to differentiate; returns it rewritten (``cse``, when enabled, then the
+    value-changing passes, then ``dce``) or ``None`` when they change nothing.  The rewrites
+    it made go into the ``jit``'s report."""
+
+    __slots__ = ("names", "rewrites")
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.rewrites: list[Rewrite] = []
+
+    def __call__(self, closed: ClosedJaxpr) -> ClosedJaxpr | None:
+        from ftrans.core.ir import all_jaxprs
+
+        # Most differentiated functions hold nothing to rewrite: the stability patterns all
+        # end in a ``log`` or a ``sub``, so without one there is no pass to run.
+        if not any(e.primitive.name in _PRIMAL_ROOTS for j in all_jaxprs(closed) for e in j.eqns):
+            return None
+        scratch: list[Rewrite] = []
+        try:
+            out = closed
+            if "cse" in self.names:
+                out = _passes["cse"].run(out, PassContext("cse", scratch))
+            changed = False
+            for n in VALUE_CHANGING:
+                if n in self.names:
+                    mine: list[Rewrite] = []
+                    new = _passes[n].run(out, PassContext(n, mine))
+                    if new is not out:
+                        changed = True
+                        out = new
+                        self.rewrites.extend(r._replace(what=r.what + " (in the function differentiated, "
+                                                                      "before differentiating it)")
+                                             for r in mine)
+            if not changed:
+                return None
+            if "dce" in _passes:
+                out = _passes["dce"].run(out, PassContext("dce", scratch))
+            typecheck(out)
+            return out
+        except Exception:  # noqa: BLE001 - a failing rewrite leaves the function as written
+            return None
+
+
+def primal_rewriter(optimizations: tuple[str, ...] | None) -> _PrimalRewriter | None:
+    """The rewriter ``jit`` installs while staging (see ``_PrimalRewriter``), or ``None`` when
+    no value-changing pass is enabled for it."""
+    names = _enabled(optimizations)
+    if not any(n in names for n in VALUE_CHANGING):
+        return None
+    return _PrimalRewriter(names)
+
+
+def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[str, ...] | None = None,
+                 prior_rewrites: list[Rewrite] | None = None) -> ClosedJaxpr:
     """Run every enabled pass on ``closed`` in order; the result has the same signature.
 
     Enabled: the passes named by ``optimizations`` (a ``jit``'s own choice) or else by
@@ -336,7 +405,7 @@ def run_pipeline(closed: ClosedJaxpr, *, name: str = "", optimizations: tuple[st
         check_pass_names(chosen, option="optimizations")
     if getattr(_local, "partitioned", 0):
         disabled = (*disabled, *(n for n, p in _passes.items() if not p.partition_safe))
-    rewrites: list[Rewrite] = []
+    rewrites: list[Rewrite] = list(prior_rewrites or ())
     ran = []
     snapshots: dict[str, tuple[ClosedJaxpr, ClosedJaxpr]] = {}
     out = closed

@@ -8,10 +8,11 @@ floating point become their stable equivalents.
 
 The results differ from the naive forms wherever those round, overflow or underflow (that is
 the point), so the pass is listed in ``docs/differences.md``; switch it off by name
-(``stability``).  It runs on the program ``jit`` lowers: for ``grad(jit(f))`` the body of
-``f`` is rewritten before it is differentiated, so the gradient is stable too; under
-``jit(grad(f))`` the backward pass already holds the naive form's derivative, and only the
-forward value is rewritten.
+(``stability``).  It runs on the program ``jit`` lowers, and, while ``jit`` stages, on each
+function ``grad``/``vjp``/``jvp``/``linearize`` differentiate before they differentiate it
+(``ad.rewritten_primal``): under ``grad(jit(f))`` and ``jit(grad(f))`` alike the gradient is
+that of the stable form.  A max-shifted ``log(sum(exp(x - max(x))))`` (this pass's own
+output, or a user's) is left alone.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def _logsumexp(x: Any, axes: tuple[int, ...], keep_shape: bool) -> Any:
     m = R.reduce_max_p.bind(x, axes=axes)
     m = S.select_n_p.bind(E.is_finite_p.bind(m), S.broadcast_in_dim_p.bind(_zero(dt), shape=m.aval.shape,
                                                                             broadcast_dimensions=()), m)
+    # The shift cancels in value and in derivative: differentiate as if it were a constant (as
+    # ``jax.nn.logsumexp`` does), so the gradient carries no derivative of ``reduce_max``.
+    m = E.stop_gradient_p.bind(m)
     mb = S.broadcast_in_dim_p.bind(m, shape=shape, broadcast_dimensions=kept)
     s = R.reduce_sum_p.bind(E.exp_p.bind(E.sub_p.bind(x, mb)), axes=axes)
     lse = E.add_p.bind(E.log_p.bind(s), m)
@@ -59,10 +63,12 @@ def _zero(dt: Any) -> Any:
 
 
 def _log_sigmoid(x: Any) -> Any:
-    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``."""
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``, with ``-|x|`` as ``min(x, -x)``: a tie
+    of ``min`` splits its derivative evenly, so the derivative at 0 is ``1/2`` as it should be
+    (``abs``'s derivative at 0 is 1, which would make it 1)."""
     dt = x.aval.dtype
     z = S.broadcast_in_dim_p.bind(_zero(dt), shape=x.aval.shape, broadcast_dimensions=())
-    return E.sub_p.bind(E.min_p.bind(x, z), E.log1p_p.bind(E.exp_p.bind(E.neg_p.bind(E.abs_p.bind(x)))))
+    return E.sub_p.bind(E.min_p.bind(x, z), E.log1p_p.bind(E.exp_p.bind(E.min_p.bind(x, E.neg_p.bind(x)))))
 
 
 class StabilityRewrites(Pass):
@@ -123,6 +129,20 @@ class StabilityRewrites(Pass):
                 return ex.invars[0], axes
             return None
 
+        def shifted(y: Any) -> bool:
+            """``y`` is ``x - max(x)`` as ``_logsumexp`` (or a user's stable form) computes it."""
+            sb = prod(y, E.sub_p)
+            if sb is None:
+                return False
+            chain = sb.invars[1]
+            for prim in (S.broadcast_in_dim_p, E.stop_gradient_p):
+                e = prod(chain, prim)
+                chain = e.invars[0] if e is not None else chain
+            sel = prod(chain, S.select_n_p)
+            chain = sel.invars[-1] if sel is not None else chain
+            mx = prod(chain, R.reduce_max_p)
+            return mx is not None and mx.invars[0] is sb.invars[0]
+
         for eqn in jaxpr.eqns:
             p = eqn.primitive
             ins = [rw.read(a) for a in eqn.invars]
@@ -144,7 +164,7 @@ class StabilityRewrites(Pass):
                         continue
                 red = prod(y, R.reduce_sum_p)
                 ex = prod(red.invars[0], E.exp_p) if red is not None else None
-                if ex is not None:
+                if ex is not None and not shifted(ex.invars[0]):
                     axes = tuple(sorted(red.params["axes"]))
                     replace(eqn, lambda x, axes=axes: _logsumexp(x, axes, False), [ex.invars[0]],
                             "`log(sum(exp(x)))` became a max-shifted `logsumexp`")
