@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.rules", "top"),
     ("ftrans.sharding", "top"),
     ("ftrans.debug", "top"),
+    ("ftrans._callback", "top"),
     ("ftrans.experimental", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,

@@ -77,7 +77,10 @@ class Executable:
         self.xla = self._held.xla
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
-        self._run = compat.execute_fn(self.xla, self.out_avals, device)
+        if lower.host_callbacks_of(self.text):  # it calls back into Python: run to completion, map errors
+            self._run = _reporting_callback_errors(compat.execute_fn_sync(self.xla, self.out_avals, device))
+        else:
+            self._run = compat.execute_fn(self.xla, self.out_avals, device)
         if device.platform != "cpu":
             from ftrans.lowering import device_eager
 
@@ -96,6 +99,23 @@ class Executable:
         return self.wrap(self.run([to_buffer(a, self.device) for a in arrays]))
 
 
+def _reporting_callback_errors(run: Any) -> Any:
+    """``run`` re-raising the exception a host callback raised (the runtime only reports its text)."""
+    from ftrans.core.prims.callbacks import take_callback_error
+
+    def call(bufs: list) -> list:
+        take_callback_error()  # a stale one from a program that failed elsewhere
+        try:
+            return run(bufs)
+        except Exception as e:  # the runtime's error type varies by release
+            err = take_callback_error()
+            if err is not None:
+                raise err from None
+            raise e
+
+    return call
+
+
 def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> Any:
     """XLA-compile ``text`` for ``device``, through the in-memory and on-disk caches.
 
@@ -109,7 +129,11 @@ def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, opti
 
 def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> _Xla:
     """``compile_text``'s result in its cache holder: the in-memory entry lives as long as the holder."""
-    key = (text, device.id, device.platform, options)
+    callbacks = lower.host_callbacks_of(text)
+    # A program calling back into Python is bound to those functions: they are part of its key, and
+    # it never goes to disk (the functions cannot be stored with it).
+    key = (text, device.id, device.platform, options, callbacks) if callbacks else \
+        (text, device.id, device.platform, options)
     with _xla_lock:
         held = _xla_cache.get(key)
         if held is not None:
@@ -120,18 +144,19 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
 
     # The disk cache keys on the text: options ride along as a trailing comment.
     disk_text = text if not options else f"{text}\n// compiler_options: {options!r}"
-    exe = disk_cache.load(client, disk_text, [device])
+    exe = disk_cache.load(client, disk_text, [device]) if not callbacks else None
     if exe is not None:
         stats["disk_hits"] += 1
     else:
         try:
-            exe = compat.compile(client, text, [device], options)
+            exe = compat.compile(client, text, [device], options, callbacks)
         except Exception as e:  # XLA's own error types vary by release
             if options and _names_option(str(e)):
                 raise FtransValueError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
             raise _rejected(e, text) from None
         stats["compiles"] += 1
-        disk_cache.store(client, disk_text, [device], exe)
+        if not callbacks:
+            disk_cache.store(client, disk_text, [device], exe)
     with _xla_lock:
         held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
         if held is None:

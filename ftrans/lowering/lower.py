@@ -128,6 +128,13 @@ class ModuleLowering:
         self.meshes: dict[Any, str] = {}
         self._func_names: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
+        # Python functions the program calls back (host callbacks), by the index its custom calls name.
+        self.host_callbacks: list[Callable] = []
+
+    def add_host_callback(self, fn: Callable) -> int:
+        """Register ``fn`` for a host-callback custom call; returns the index the call names."""
+        self.host_callbacks.append(fn)
+        return len(self.host_callbacks) - 1
 
     def mesh_symbol(self, mesh: Any) -> str | None:
         """The symbol of ``mesh``'s ``sdy.mesh`` declaration (None: the program is not partitioned)."""
@@ -230,7 +237,25 @@ class ModuleLowering:
                  f"mhlo.num_replicas = {self.num_replicas} : i32")
         decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
         funcs = "\n".join([*decls, self.main_text, *self.private])
-        return f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        if self.host_callbacks:
+            return ModuleText(text, self.host_callbacks)
+        return text
+
+
+class ModuleText(str):
+    """A module's text that also carries the Python functions its host-callback custom calls run
+    (``host_callbacks[i]`` for ``mhlo.backend_config = {index = i}``): compiling the text needs them."""
+
+    def __new__(cls, text: str, host_callbacks: Sequence[Callable]) -> ModuleText:
+        obj = super().__new__(cls, text)
+        obj.host_callbacks = tuple(host_callbacks)
+        return obj
+
+
+def host_callbacks_of(text: str) -> tuple:
+    """The host callbacks a module's text needs (empty for an ordinary module)."""
+    return getattr(text, "host_callbacks", ())
 
 
 def mesh_decl(sym: str, mesh: Any) -> str:
