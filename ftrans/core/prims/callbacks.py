@@ -112,7 +112,7 @@ class HostCallback:
                 raise self._mismatch(
                     f"result #{i} has shape {arr.shape} and dtype {canon}, but the callback declared "
                     f"{aval.str_short()} (shape {tuple(aval.shape)}, dtype {aval.dtype})")
-            res.append(np.ascontiguousarray(arr.astype(aval.dtype, copy=False)))
+            res.append(np.asarray(arr, dtype=aval.dtype, order="C"))  # keeps rank 0 (ascontiguousarray would not)
         return res
 
     def _mismatch(self, what: str) -> CallbackResultError:
