@@ -76,6 +76,8 @@ jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
 enable_x64 = config_context("enable_x64")
 debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
+log_compiles = config_context("log_compiles")
+explain_cache_misses = config_context("explain_cache_misses")
 
 
 def typeof(x):
@@ -100,7 +102,7 @@ __all__ = [
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
-    "effects_barrier", "experimental",
+    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -126,6 +126,8 @@ class Config:
         "disabled_passes": ("FTRANS_DISABLED_PASSES", tuple),
         "optimizations": ("FTRANS_OPTIMIZATIONS", "passes"),
         "while_checkpoints": ("FTRANS_WHILE_CHECKPOINTS", "slots"),
+        "log_compiles": ("JAX_LOG_COMPILES", bool),
+        "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES", bool),
     }
 
     def __init__(self) -> None:
@@ -147,6 +149,10 @@ class Config:
         self.optimizations: tuple[str, ...] | None = _passes_option(os.environ.get("FTRANS_OPTIMIZATIONS"))
         # How many carries reverse mode of a while_loop keeps (docs/autodiff.md, "Reverse mode of while_loop").
         self.while_checkpoints: int = _slots_option(os.environ.get("FTRANS_WHILE_CHECKPOINTS", "64"))
+        # Log each compilation (function, argument types, the user's line) at WARNING instead of DEBUG,
+        # and say why a jitted function was traced again (``ftrans.transforms.jit``), as JAX does.
+        self.log_compiles = _env_flag("JAX_LOG_COMPILES")
+        self.explain_cache_misses = _env_flag("JAX_EXPLAIN_CACHE_MISSES")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
