@@ -334,3 +334,33 @@ def test_format_unused_arguments():
         ftrans.debug.print("x", x=1.0)
     with pytest.raises(ValueError, match="Unused positional"):
         jax.debug.print("{}", 1.0, 2.0)
+
+
+# ----------------------------------------------------------------------------
+# Multi-device programs
+
+
+def test_callback_inside_pmap_runs_per_device():
+    got = []
+    n = 4
+    f = ftrans.pmap(lambda x: (ftrans.debug.callback(lambda v: got.append(float(v)), x), lax.psum(x, "i"))[1],
+                    axis_name="i", devices=ftrans.devices()[:n])
+    out = f(jnp.arange(float(n)))
+    ftrans.block_until_ready(out)
+    np.testing.assert_allclose(np.asarray(out), [6.0] * n)
+    assert sorted(got) == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_print_inside_sharded_jit_runs_once(capsys):
+    from ftrans.sharding import PartitionSpec as P
+
+    mesh = ftrans.make_mesh((4,), ("x",), devices=ftrans.devices()[:4])
+    s = ftrans.NamedSharding(mesh, P("x"))
+    f = ftrans.jit(lambda x: (ftrans.debug.print("total {}", x.sum()), x * 2)[1], in_shardings=s, out_shardings=s)
+    capsys.readouterr()
+    out = f(jnp.arange(8.0))
+    ftrans.block_until_ready(out)
+    np.testing.assert_allclose(np.asarray(out), np.arange(8.0) * 2)
+    assert capsys.readouterr().out.splitlines() == ["total 28.0"]
+    text = f.lower(jnp.arange(8.0)).as_text()
+    assert "sdy.mesh @maximal_mesh_0" in text

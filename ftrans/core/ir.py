@@ -51,11 +51,13 @@ Atom = Var | Literal
 
 
 class SourceInfo(NamedTuple):
-    """Where in the user's program an equation came from."""
+    """Where in the user's program an equation came from, and the ``named_scope`` names around it
+    (``name_stack``: outermost first, joined by ``/``; empty outside any scope)."""
 
     filename: str
     lineno: int
     function: str
+    name_stack: str = ""
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -91,8 +93,10 @@ class Jaxpr:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
-    def pretty_print(self, *, source_info: bool = False) -> str:
-        return _Printer(source_info).jaxpr(self, indent=0)
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+        """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
+        ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer."""
+        return _Printer(source_info, name_stack).jaxpr(self, indent=0)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -133,8 +137,8 @@ class ClosedJaxpr:
     def eqns(self) -> list[JaxprEqn]:
         return self.jaxpr.eqns
 
-    def pretty_print(self, *, source_info: bool = False) -> str:
-        return self.jaxpr.pretty_print(source_info=source_info)
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+        return self.jaxpr.pretty_print(source_info=source_info, name_stack=name_stack)
 
     def __str__(self) -> str:
         return str(self.jaxpr)
@@ -289,10 +293,11 @@ def _names():
 
 
 class _Printer:
-    def __init__(self, source_info: bool):
+    def __init__(self, source_info: bool, name_stack: bool = False):
         self.names: dict[int, str] = {}
         self.gen = _names()
         self.source_info = source_info
+        self.name_stack = name_stack
 
     def name(self, v: Var) -> str:
         k = id(v)
@@ -357,8 +362,14 @@ class _Printer:
         args = " ".join(self.atom(a) for a in eqn.invars)
         eq = f"{lhs} = " if lhs else ""  # an equation with no results (a debug callback) binds nothing
         line = f"{pad}{eq}{eqn.primitive.name}{ps} {args}".rstrip()
-        if self.source_info and eqn.source_info is not None:
-            line += f"  # {eqn.source_info.filename.rsplit('/', 1)[-1]}:{eqn.source_info.lineno}"
+        info = eqn.source_info
+        notes = []
+        if self.source_info and info is not None:
+            notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
+        if self.name_stack and info is not None and info.name_stack:
+            notes.append(f"[{info.name_stack}]")
+        if notes:
+            line += "  # " + " ".join(notes)
         return line
 
 

@@ -104,6 +104,8 @@ class _TraceState(threading.local):
         # Set while a transform replays an equation (transposition): the IR it
         # emits is attributed to the user's line that equation came from.
         self.source_override: SourceInfo | None = None
+        # The ``named_scope`` names active on this thread, joined by "/" (recorded on each staged equation).
+        self.name_stack = ""
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -178,26 +180,26 @@ def ensure_compile_time_eval() -> Iterator[None]:
         st.dynamic = prev
 
 
-_name_stack = threading.local()
-
-
 @contextlib.contextmanager
 def named_scope(name: str) -> Iterator[None]:
-    """JAX's ``named_scope``: a name for the operations staged inside the block (kept on a per-thread
-    stack; ftrans's printed IR does not show it)."""
+    """JAX's ``named_scope``: a name for the operations staged inside the block. Each staged equation
+    records the names around it (``SourceInfo.name_stack``): ``jaxpr.pretty_print(name_stack=True)``
+    shows them, and the StableHLO locations carry them (``loc("jit(f)/outer/inner/sin"(...))``)."""
     if not isinstance(name, str):
         raise errors.FtransTypeError(f"named_scope name argument must be a string, got {type(name).__name__}")
-    stack = _name_stack.__dict__.setdefault("names", [])
-    stack.append(name)
+    st = state
+    prev = st.name_stack
+    st.name_stack = f"{prev}/{name}" if prev else name
     try:
         yield
     finally:
-        stack.pop()
+        st.name_stack = prev
 
 
 def current_name_stack() -> tuple[str, ...]:
     """The ``named_scope`` names active on this thread, outermost first."""
-    return tuple(_name_stack.__dict__.get("names", ()))
+    s = state.name_stack
+    return tuple(s.split("/")) if s else ()
 
 
 def named_call(fun: Any, *, name: str | None = None) -> Any:
@@ -601,7 +603,8 @@ _LIBRARY_DIRS = errors.LIBRARY_DIRS
 
 
 def current_source_info() -> SourceInfo | None:
-    override = state.source_override
+    st = state
+    override = st.source_override
     if override is not None:
         return override
     f = sys._getframe(2)
@@ -609,7 +612,7 @@ def current_source_info() -> SourceInfo | None:
         f = f.f_back
     if f is None:
         return None
-    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, st.name_stack)
 
 
 class StagingTracer(Tracer):

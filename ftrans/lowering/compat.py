@@ -76,7 +76,15 @@ def compile(client: Any, module_text: str, devices: Sequence[Any], options: tupl
     opts = _compile_options(devices)
     if options:
         opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
+
+
+def _compile_and_load(client: Any, module_text: str, devices: Sequence[Any], opts: Any,
+                      host_callbacks: Sequence[Any]) -> Any:
     dl = _xc.DeviceList(tuple(devices))
+    if not host_callbacks and "_python_cpu_callback" in module_text:  # would crash the process when run
+        raise ValueError("compile: the module calls back into Python but no host callbacks were given "
+                         "(pass the lowering's host_callbacks)")
     if host_callbacks:
         return client.compile_and_load(_parsed_module(_for_platform(module_text, devices)), dl, opts,
                                        list(host_callbacks))
@@ -297,14 +305,15 @@ def ensure_lapack_targets() -> None:
 # Several replicas (pmap): one program, run by every device of an assignment
 
 
-def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = ()) -> Any:
+def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = (),
+                       host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``)."""
     opts = _xc.CompileOptions()
     build = opts.executable_build_options
     build.num_replicas = len(devices)
     build.num_partitions = 1
     build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id] for d in devices]))
-    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
 def replica_mesh(devices: Sequence[Any], size: int) -> Any:
@@ -416,7 +425,8 @@ def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
 # One SPMD program partitioned over a mesh (sharded jit)
 
 
-def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = (),
+                 host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a module of ``len(devices)`` partitions whose sharding annotations are Shardy's
     (``sdy.mesh`` / ``sdy.sharding``): XLA's partitioner splits the program; partition ``i`` runs on
     ``devices[i]``."""
@@ -426,7 +436,7 @@ def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options:
     build.use_shardy_partitioner = True
     if options:
         opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
-    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
 def runtime_sharding(sharding: Any, ndim: int) -> Any:

@@ -116,8 +116,11 @@ class LoweringContext:
 class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
-    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1):
+    def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1,
+                 scope: str | None = None):
         self.name = _sanitize(name)
+        # The first part of every op's location name (``jit(f)``), before its ``named_scope`` names.
+        self.scope = scope if scope is not None else f"jit({name})"
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -130,6 +133,15 @@ class ModuleLowering:
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
         # Python functions the program calls back (host callbacks), by the index its custom calls name.
         self.host_callbacks: list[Callable] = []
+        self.extra_decls: dict[str, str] = {}  # symbol -> declaration (the maximal mesh)
+
+    def maximal_mesh(self) -> str:
+        """The symbol of a one-device mesh (the first device) that side-effecting ops of a partitioned
+        program are placed on (XLA's partitioner needs a sharding on them), declared once."""
+        sym = "maximal_mesh_0"
+        if sym not in self.extra_decls:
+            self.extra_decls[sym] = f"  sdy.mesh @{sym} = <[], device_ids=[0]>"
+        return sym
 
     def add_host_callback(self, fn: Callable) -> int:
         """Register ``fn`` for a host-callback custom call; returns the index the call names."""
@@ -204,7 +216,10 @@ class ModuleLowering:
                     f"(equation from {eqn.source_info})"
                 )
             ins = [read(a) for a in eqn.invars]
-            fn.location = mt.loc(eqn.source_info)
+            info = eqn.source_info
+            stack = info.name_stack if info is not None and info.name_stack else ""
+            fn.location = mt.loc(info, f"{self.scope}/{stack}/{eqn.primitive.name}" if stack
+                                 else f"{self.scope}/{eqn.primitive.name}")
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
@@ -236,6 +251,7 @@ class ModuleLowering:
         attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "
                  f"mhlo.num_replicas = {self.num_replicas} : i32")
         decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
+        decls += list(self.extra_decls.values())
         funcs = "\n".join([*decls, self.main_text, *self.private])
         text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
         if self.host_callbacks:

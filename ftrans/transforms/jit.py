@@ -963,7 +963,10 @@ class Lowered:
 
         return report_for(self._traced.jaxpr)
 
-    def as_text(self, dialect: str | None = None) -> str:
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
+        (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
+        with ``debug_info=True``)."""
         if dialect not in (None, "stablehlo"):
             raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
         return self._text

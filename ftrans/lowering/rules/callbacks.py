@@ -45,6 +45,10 @@ def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, or
         "call_target_name": f'"{TARGET}"',
         "has_side_effect": "true" if side_effect else "false",
     }
+    if ctx.module.meshes:  # a partitioned program: the call runs once, on the first device
+        sym = ctx.module.maximal_mesh()
+        attrs["sdy.sharding"] = "#sdy.sharding_per_value<[" + ", ".join(
+            [f"<@{sym}, []>"] * max(1, len(result_types))) + "]>"
     outs = ctx.emit("stablehlo.custom_call", operands, result_types, attrs)
     if ordered:
         fn.callback_token = outs[0]
