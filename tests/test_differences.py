@@ -438,3 +438,53 @@ def test_tail_recursion_through_cond_is_a_loop():
     with pytest.raises(RecursionError):
         jax.jit(lambda r, x: factorial(jlax, r, x))(1.0, 5.0)
     assert float(ftrans.jit(lambda r, x: factorial(flax, r, x))(1.0, 5.0)) == 120.0
+
+
+# ---------------------------------------------------------------- debugging and callbacks
+def test_callbacks_finish_before_a_jitted_call_returns():
+    got = []
+    ftrans.jit(lambda x: ftrans.debug.callback(got.append, x))(np.float32(1))
+    assert len(got) == 1  # no effects_barrier needed
+    assert ftrans.effects_barrier() is None and jax.effects_barrier() is None
+
+
+def test_print_in_checkpoint_prints_once_under_grad(capsys):
+    def f(J, np_):
+        return J.grad(J.checkpoint(lambda x: (J.debug.print("ckpt {}", x), np_.sin(x))[1]))
+
+    capsys.readouterr()
+    f(jax, jnp)(np.float32(1))
+    jax.effects_barrier()
+    assert capsys.readouterr().out.splitlines() == ["ckpt 1.0", "ckpt 1.0"]
+    f(ftrans, fnp)(np.float32(1))
+    assert capsys.readouterr().out.splitlines() == ["ckpt 1.0"]
+
+
+def test_debug_print_equation_and_sequential_unrolling():
+    jx = jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0)
+    fx = ftrans.make_jaxpr(lambda x: ftrans.debug.print("{}", x))(1.0)
+    assert jx.eqns[0].primitive.name == "debug_print" and fx.eqns[0].primitive.name == "debug_callback"
+
+    def seq(J):
+        return lambda x: J.pure_callback(lambda v: v, J.ShapeDtypeStruct((), np.float32), x, vmap_method="sequential")
+
+    jnames = [e.primitive.name for e in jax.make_jaxpr(jax.vmap(seq(jax)))(X).eqns]
+    fnames = [e.primitive.name for e in ftrans.make_jaxpr(ftrans.vmap(seq(ftrans)))(X).eqns]
+    assert "scan" in jnames and fnames.count("pure_callback") == len(X)
+
+
+def test_as_text_locations_and_name_stack_under_grad():
+    import re
+
+    def f(J, np_):
+        def g(x):
+            with J.named_scope("block"):
+                return np_.sin(x) * x
+        return g
+
+    assert "loc(" not in jax.jit(f(jax, jnp)).lower(1.0).as_text()
+    assert 'loc("jit(g)/block/sin"' in ftrans.jit(f(ftrans, fnp)).lower(1.0).as_text()
+    jt = jax.jit(jax.grad(f(jax, jnp))).lower(1.0).as_text(debug_info=True)
+    ft = ftrans.jit(ftrans.grad(f(ftrans, fnp))).lower(1.0).as_text()
+    assert "jvp(block)" in jt and "jvp(" not in ft
+    assert re.search(r'loc\("jit\(g\)/block/cos"', ft)
