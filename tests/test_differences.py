@@ -460,17 +460,10 @@ def test_print_in_checkpoint_prints_once_under_grad(capsys):
     assert capsys.readouterr().out.splitlines() == ["ckpt 1.0"]
 
 
-def test_debug_print_equation_and_sequential_unrolling():
+def test_debug_print_equation():
     jx = jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0)
     fx = ftrans.make_jaxpr(lambda x: ftrans.debug.print("{}", x))(1.0)
     assert jx.eqns[0].primitive.name == "debug_print" and fx.eqns[0].primitive.name == "debug_callback"
-
-    def seq(J):
-        return lambda x: J.pure_callback(lambda v: v, J.ShapeDtypeStruct((), np.float32), x, vmap_method="sequential")
-
-    jnames = [e.primitive.name for e in jax.make_jaxpr(jax.vmap(seq(jax)))(X).eqns]
-    fnames = [e.primitive.name for e in ftrans.make_jaxpr(ftrans.vmap(seq(ftrans)))(X).eqns]
-    assert "scan" in jnames and fnames.count("pure_callback") == len(X)
 
 
 def test_as_text_locations_and_name_stack_under_grad():

@@ -83,6 +83,23 @@ def test_pure_callback_vmap_methods(method):
     assert results[1][1] == results[0][1]
 
 
+@pytest.mark.parametrize("method, unroll", [("sequential", 1), ("sequential_unrolled", 5)])
+def test_sequential_is_a_loop_as_jax(method, unroll):
+    """``sequential`` loops over the batch with a ``scan`` (one call in the program, as JAX's ``lax.map``);
+    ``sequential_unrolled`` unrolls that scan."""
+    def f(J):
+        return J.vmap(lambda v: J.pure_callback(lambda a: np.asarray(a) + 1, J.ShapeDtypeStruct((), np.float32), v,
+                                                vmap_method=method))
+
+    x = np.arange(5, dtype=np.float32)
+    (scan,) = ftrans.make_jaxpr(f(ftrans))(x).eqns
+    (jscan,) = jax.make_jaxpr(f(jax))(x).eqns
+    assert scan.primitive.name == jscan.primitive.name == "scan"
+    assert scan.params["unroll"] == jscan.params["unroll"] == unroll
+    big = np.arange(3000 if unroll == 1 else 5, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(f(ftrans))(big)), big + 1)
+
+
 def test_pure_callback_vmap_axis_1_and_nested():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     outs = []

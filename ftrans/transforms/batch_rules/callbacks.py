@@ -2,13 +2,14 @@
 
 * ``debug_callback`` is unrolled over the batch, as in JAX: one call per element, on that
   element's values (``vmap`` of a ``debug.print`` prints each element on its own line).
-* ``pure_callback`` follows its ``vmap_method``: ``sequential``/``sequential_unrolled``
-  call it once per element (unrolled here; JAX loops with ``lax.map``: the calls and
-  their order are the same); ``expand_dims`` calls it once with batched operands first
+* ``pure_callback`` follows its ``vmap_method``: ``sequential`` calls it once per element
+  in a ``scan`` over the batch (JAX's ``lax.map``), ``sequential_unrolled`` in a fully
+  unrolled one; ``expand_dims`` calls it once with batched operands first
   and a size-1 leading axis on the others; ``broadcast_all`` broadcasts the others to the
   batch; ``legacy_vectorized`` moves batched operands' axis first and leaves the others.
   Without a ``vmap_method`` it cannot be batched (JAX's ``NotImplementedError``).
-* an unordered ``io_callback`` is called once per element; an ordered one cannot be batched.
+* an unordered ``io_callback`` is called once per element (a ``scan``); an ordered one cannot be
+  batched.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import hoist_consts
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
-from ftrans.core.trace import aval_of
+from ftrans.core.prims.control_flow import scan_p
+from ftrans.core.trace import aval_of, stage
 from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import broadcast_batch, moveaxis, not_mapped, register_batching
 
@@ -39,29 +42,38 @@ def _element(x: Any, d: Any, i: int) -> Any:
     return S.squeeze_p.bind(piece, dimensions=(d,))
 
 
-def _stack(outs: list, n_results: int) -> list:
-    stacked = []
-    for j in range(n_results):
-        parts = [S.broadcast_in_dim_p.bind(o[j], shape=(1, *aval_of(o[j]).shape),
-                                           broadcast_dimensions=tuple(range(1, len(aval_of(o[j]).shape) + 1)))
-                 for o in outs]
-        stacked.append(parts[0] if len(parts) == 1 else S.concatenate_p.bind(*parts, dimension=0))
-    return stacked
+def _unrolled(prim: Any, vals: list, dims: list, params: dict) -> tuple[list, list]:
+    """One call per batch element, each on that element's values, unrolled in the program (JAX's rule for
+    debug callbacks: they have no results to stack)."""
+    for i in range(_size(vals, dims)):
+        prim.bind(*[_element(v, d, i) for v, d in zip(vals, dims)], **params)
+    return [], []
 
 
-def _unrolled(prim: Any, vals: list, dims: list, params: dict, n_results: int) -> tuple[list, list]:
+def _looped(prim: Any, vals: list, dims: list, params: dict, unrolled: bool = False) -> tuple[list, list]:
+    """One call per batch element, in a ``scan`` over the batched operands (JAX's ``lax.map``): the
+    program holds one call however large the batch."""
     n = _size(vals, dims)
-    outs = [prim.bind(*[_element(v, d, i) for v, d in zip(vals, dims)], **params) for i in range(n)]
-    if not n_results:
-        return [], []
-    if n == 0:
-        raise FtransValueError(f"vmap of {prim.name} over an axis of size 0 is not supported")
-    return _stack(outs, n_results), [0] * n_results
+    fixed = [v for v, d in zip(vals, dims) if d is not_mapped]
+    xs = [moveaxis(v, d, 0) for v, d in zip(vals, dims) if d is not not_mapped]
+
+    def body(*args: Any) -> list:
+        c, x = iter(args[:len(fixed)]), iter(args[len(fixed):])
+        ops = [next(c) if d is not_mapped else next(x) for d in dims]
+        return list(prim.bind(*ops, **params))
+
+    in_avals = [aval_of(v) for v in fixed] + [ShapedArray(aval_of(x).shape[1:], aval_of(x).dtype, aval_of(x).weak_type)
+                                              for x in xs]
+    closed, _ = stage(body, in_avals)
+    body_jaxpr, consts = hoist_consts(closed)
+    outs = scan_p.bind(*consts, *fixed, *xs, jaxpr=body_jaxpr, num_consts=len(consts) + len(fixed), num_carry=0,
+                       length=n, reverse=False, unroll=max(n, 1) if unrolled else 1)
+    return list(outs), [0] * len(outs)
 
 
 @register_batching(debug_callback_p)
 def _debug_callback_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
-    return _unrolled(debug_callback_p, vals, dims, params, 0)
+    return _unrolled(debug_callback_p, vals, dims, params)
 
 
 def _batched_avals(result_avals: tuple, n: int) -> tuple:
@@ -73,7 +85,7 @@ def _pure_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, r
                          vmap_method: Any) -> tuple[list, list]:
     params = dict(callback=callback, result_avals=result_avals, vmap_method=vmap_method)
     if vmap_method in ("sequential", "sequential_unrolled"):
-        return _unrolled(pure_callback_p, vals, dims, params, len(result_avals))
+        return _looped(pure_callback_p, vals, dims, params, unrolled=vmap_method == "sequential_unrolled")
     n = _size(vals, dims)
     front = [v if d is not_mapped else moveaxis(v, d, 0) for v, d in zip(vals, dims)]
     if vmap_method == "legacy_vectorized":
@@ -97,5 +109,4 @@ def _io_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, res
     if ordered:
         raise FtransValueError(f"Cannot `vmap` ordered IO callback ({callback!r}): its calls would have no "
                                "order; use ordered=False, or loop with lax.map / lax.scan")
-    return _unrolled(io_callback_p, vals, dims, dict(callback=callback, result_avals=result_avals,
-                                                     ordered=ordered), len(result_avals))
+    return _looped(io_callback_p, vals, dims, dict(callback=callback, result_avals=result_avals, ordered=ordered))
