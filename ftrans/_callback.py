@@ -49,16 +49,26 @@ def _split_args(fn: Callable, args: tuple, kwargs: dict, kind: str) -> tuple[Hos
     return HostCallback(fn, in_tree, static, len(leaves), user_location(), kind, weak), dynamic
 
 
-def debug_callback(callback: Callable[..., Any], *args: Any, ordered: bool = False, partitioned: bool = False,
-                   **kwargs: Any) -> None:
+def debug_callback(callback: Callable[..., Any] | None = None, *args: Any, ordered: bool = False,
+                   partitioned: bool = False, **kwargs: Any) -> Any:
     """JAX's ``jax.debug.callback``: call ``callback(*args, **kwargs)`` on the arguments' values, eagerly
     at once and, under ``jit``, when the program runs; under ``vmap`` once per batch element, under
     ``grad`` on the primal values. ``ordered=True`` keeps program order among ordered callbacks.
-    Its return value is ignored."""
-    if not callable(callback):
-        raise FtransTypeError(f"debug.callback: expected a callable, got {type(callback).__name__}")
-    cb, dynamic = _split_args(callback, args, kwargs, "debug")
-    debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered))
+    Its return value is ignored. The two-call form ``debug.callback(ordered=True)(fn, *args)`` takes the
+    options first."""
+    def do_callback(callback: Callable[..., Any], *c_args: Any, **c_kwargs: Any) -> None:
+        if not callable(callback):
+            raise FtransTypeError(f"debug.callback: expected a callable, got {type(callback).__name__}")
+        cb, dynamic = _split_args(callback, c_args, c_kwargs, "debug")
+        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered))
+
+    if callback is not None:
+        do_callback(callback, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise FtransTypeError(f"debug_callback received unexpected arguments in the two-call form: {args=} "
+                              f"{kwargs=}; pass the callback and its arguments to the function it returns")
+    return do_callback
 
 
 class _FormatChecker(string.Formatter):
@@ -71,11 +81,11 @@ class _FormatChecker(string.Formatter):
         unused = [a for i, a in enumerate(args) if i not in used_args]
         unused_kw = [k for k in kwargs if k not in used_args]
         if unused:
-            raise _Unused(f"Unused positional arguments to `debug.print`: {len(unused)} argument(s) "
+            raise _Unused(f"Unused positional arguments to `jax.debug.print`: {len(unused)} argument(s) "
                           "no placeholder of the format string takes; add a {} for each")
         if unused_kw:
             raise _Unused(
-                f"Unused keyword arguments to `debug.print`: {unused_kw}. You may be passing an f-string "
+                f"Unused keyword arguments to `jax.debug.print`: {unused_kw}. You may be passing an f-string "
                 "(i.e, `f\"{x}\"`) into `debug.print` and instead should pass in a regular string.")
 
 
@@ -146,7 +156,8 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         do_print(fmt, *args, **kwargs)
         return None
     if args or kwargs:
-        raise FtransTypeError(f"debug.print received unexpected arguments in the two-call form: {args=} {kwargs=}")
+        raise FtransTypeError(f"debug_print received unexpected arguments in the two-call form: {args=} {kwargs=}; "
+                              "pass the format and its arguments to the function it returns")
     return do_print
 
 

@@ -364,3 +364,23 @@ def test_print_inside_sharded_jit_runs_once(capsys):
     assert capsys.readouterr().out.splitlines() == ["total 28.0"]
     text = f.lower(jnp.arange(8.0)).as_text()
     assert "sdy.mesh @maximal_mesh_0" in text
+
+
+@pytest.mark.parametrize("policy, times", [("everything_saveable", 1), ("nothing_saveable", 2), (None, 2)])
+@pytest.mark.parametrize("wrap", ["eager", "jit"])
+def test_print_in_checkpoint_reruns_when_recomputed(capsys, policy, times, wrap):
+    """As JAX: a print the remat policy does not save runs again when the backward pass recomputes."""
+    def make(J, np_, _):
+        pol = getattr(J.checkpoint_policies, policy) if policy else None
+
+        def f(x):
+            y = x + 1.0
+            J.debug.print("y: {}, z: {}", y, y * 2.0)
+            return np_.exp(y * 2.0)
+
+        g = J.grad(J.checkpoint(f, policy=pol))
+        return J.jit(g) if wrap == "jit" else g
+
+    jl, fl, jout, fout = _both(capsys, make, np.float32(2.0))
+    assert fl == jl == ["y: 3.0, z: 6.0"] * times
+    np.testing.assert_allclose(float(fout), float(jout), rtol=1e-6)

@@ -448,18 +448,6 @@ def test_callbacks_finish_before_a_jitted_call_returns():
     assert ftrans.effects_barrier() is None and jax.effects_barrier() is None
 
 
-def test_print_in_checkpoint_prints_once_under_grad(capsys):
-    def f(J, np_):
-        return J.grad(J.checkpoint(lambda x: (J.debug.print("ckpt {}", x), np_.sin(x))[1]))
-
-    capsys.readouterr()
-    f(jax, jnp)(np.float32(1))
-    jax.effects_barrier()
-    assert capsys.readouterr().out.splitlines() == ["ckpt 1.0", "ckpt 1.0"]
-    f(ftrans, fnp)(np.float32(1))
-    assert capsys.readouterr().out.splitlines() == ["ckpt 1.0"]
-
-
 def test_debug_print_equation():
     jx = jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0)
     fx = ftrans.make_jaxpr(lambda x: ftrans.debug.print("{}", x))(1.0)
