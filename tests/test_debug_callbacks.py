@@ -384,3 +384,12 @@ def test_print_in_checkpoint_reruns_when_recomputed(capsys, policy, times, wrap)
     jl, fl, jout, fout = _both(capsys, make, np.float32(2.0))
     assert fl == jl == ["y: 3.0, z: 6.0"] * times
     np.testing.assert_allclose(float(fout), float(jout), rtol=1e-6)
+
+
+def test_ordered_print_refused_on_several_devices():
+    f = ftrans.pmap(lambda x: ftrans.debug.print("{}", x, ordered=True), devices=ftrans.devices()[:2])
+    with pytest.raises(ValueError, match="ordered effects are not supported for more than 1 device"):
+        f(jnp.arange(2.0))
+    g = jax.pmap(lambda x: jax.debug.print("{}", x, ordered=True), devices=jax.devices()[:2])
+    with pytest.raises(ValueError, match="ordered effects are not supported for more than 1 device"):
+        g(np.arange(2.0))

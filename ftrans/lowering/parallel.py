@@ -61,6 +61,9 @@ def _with_unit(aval: ShapedArray, axis: int | None) -> ShapedArray:
 def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
                replicas: int, name: str, donated: Sequence[bool] = ()) -> str:
     """The module text of a pmap program (see the module docstring for ``main``'s convention)."""
+    from ftrans.lowering.rules.callbacks import check_no_ordered_effects
+
+    check_no_ordered_effects(body, replicas, f"pmap({name})")
     m = ModuleLowering(f"pmap_{name}", num_replicas=replicas, scope=f"pmap({name})")
     m.replica_axes.append((axis_name, axis_size))
     fn = mt.FuncEmitter()

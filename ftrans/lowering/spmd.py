@@ -37,6 +37,9 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
                out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
     result, replicated argument)."""
+    from ftrans.lowering.rules.callbacks import check_no_ordered_effects
+
+    check_no_ordered_effects(closed, mesh.size, f"jit({name})")
     m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})")
     m.meshes[mesh] = "mesh"
     jaxpr = closed.jaxpr

@@ -75,3 +75,20 @@ def _pure_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, res
 def _io_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, result_avals: tuple,
                           ordered: bool) -> list[str]:
     return _emit(ctx, callback.host_fn(result_avals), args, True, True)
+
+
+def check_no_ordered_effects(jaxpr: Any, devices: int, what: str) -> None:
+    """An ordered callback has one program order; a program run by several devices has one per device, so
+    ordered callbacks are refused there (JAX's ``ValueError``)."""
+    if devices <= 1:
+        return
+    from ftrans.core.ir import all_jaxprs
+    from ftrans.errors import FtransValueError
+
+    for j in all_jaxprs(jaxpr):
+        for e in j.eqns:
+            if e.primitive in (debug_callback_p, io_callback_p) and e.params.get("ordered"):
+                raise FtransValueError(
+                    f"The following ordered effects are not supported for more than 1 device: "
+                    f"[ordered {e.primitive.name} at {e.source_info}] in {what} over {devices} devices; "
+                    "use ordered=False there")
