@@ -170,7 +170,13 @@ def _result_avals(result_shape_dtypes: Any, what: str) -> tuple[list, Any]:
             raise FtransTypeError(
                 f"{what}: result_shape_dtypes must be a pytree of values with .shape and .dtype (for example "
                 f"ShapeDtypeStruct), got a leaf of type {type(leaf).__name__}")
-        avals.append(ShapedArray(tuple(shape), dtypes.canonicalize(np.dtype(dtype)), False))
+        dt = np.dtype(dtype)
+        if dtypes.canonicalize(dt) != dt:
+            raise FtransValueError(
+                f"{what}: result_shape_dtypes cannot specify 64-bit types when `jax_enable_x64` is disabled (got "
+                f"{dt}); declare {dtypes.canonicalize(dt)} (a 64-bit result the callback returns is converted), "
+                "or enable x64")
+        avals.append(ShapedArray(tuple(shape), dt, False))
     return avals, tree
 
 

@@ -469,3 +469,13 @@ def test_as_text_locations_and_name_stack_under_grad():
     ft = ftrans.jit(ftrans.grad(f(ftrans, fnp))).lower(1.0).as_text()
     assert "jvp(block)" in jt and "jvp(" not in ft
     assert re.search(r'loc\("jit\(g\)/block/cos"', ft)
+
+
+def test_callback_exception_keeps_its_type():
+    def fail(x):
+        raise KeyError("Ooops")
+
+    with pytest.raises(RuntimeError, match="Ooops"):
+        jax.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct((), np.float32), x))(1.0).block_until_ready()
+    with pytest.raises(KeyError, match="Ooops"):
+        ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)

@@ -3,6 +3,7 @@
 drops an unused ``pure_callback`` but never an ``io_callback``; a result of the wrong shape or dtype is an
 error naming the user's line."""
 
+import logging
 import os
 
 import jax
@@ -296,3 +297,65 @@ def test_callbacks_in_while_loop_jit():
 def test_errors_module_types():
     assert issubclass(CallbackResultError, RuntimeError) and issubclass(CallbackResultError, errors.FtransError)
     assert lax is not None and jnp_jax is not None
+
+
+# ----------------------------------------------------------------------------
+# What JAX refuses
+
+
+def test_io_callback_refused_in_batched_cond_and_while():
+    def f(pred):
+        return lax.cond(pred, lambda: io_callback(lambda: None, None), lambda: io_callback(lambda: None, None))
+
+    with pytest.raises(NotImplementedError, match="IO effect not supported in vmap-of-cond"):
+        ftrans.vmap(f)(jnp.array([True, False]))
+
+    def g(i):
+        return lax.while_loop(lambda i: i < 5, lambda i: (io_callback(lambda v: None, None, i), i + 1)[1], i)
+
+    with pytest.raises(NotImplementedError, match="IO effect not supported in vmap-of-while"):
+        ftrans.vmap(g)(jnp.arange(3))
+    # an unbatched predicate is fine: the I/O happens as the program says
+    got = []
+    ftrans.vmap(lambda x: lax.cond(True, lambda v: io_callback(got.append, None, v), lambda v: None, x))(
+        jnp.arange(2.0))
+    assert [float(v) for v in got] == [0.0, 1.0]
+
+
+def test_io_callback_refused_in_checkpoint_under_grad():
+    def f(x, y):
+        io_callback(lambda v: v, y, y)
+        return x
+
+    with pytest.raises(NotImplementedError, match="Effects not supported in partial-eval of `checkpoint`"):
+        ftrans.grad(ftrans.checkpoint(f))(2.0, 3.0)
+    with pytest.raises(NotImplementedError, match="Effects not supported in partial-eval of `checkpoint`"):
+        jax.grad(jax.checkpoint(lambda x, y: (jax_io_callback(lambda v: v, y, y), x)[1]))(2.0, 3.0)
+
+
+def test_callbacks_refused_by_linear_transpose():
+    s = ftrans.ShapeDtypeStruct((), np.float32)
+    with pytest.raises(ValueError, match="IO callbacks do not support transpose"):
+        ftrans.linear_transpose(lambda x: io_callback(lambda v: v, s, x), 1.0)(1.0)
+    with pytest.raises(ValueError, match="Pure callbacks do not support transpose"):
+        ftrans.linear_transpose(lambda x: ftrans.pure_callback(lambda v: v, s, x), 1.0)(1.0)
+
+
+def test_64_bit_result_declaration_without_x64():
+    import types
+
+    decl = types.SimpleNamespace(shape=(), dtype=np.float64)
+    with pytest.raises(ValueError, match="cannot specify 64-bit types"):
+        ftrans.pure_callback(lambda: np.float64(1.0), decl)
+    with pytest.raises(ValueError, match="cannot specify 64-bit types"):
+        jax.pure_callback(lambda: np.float64(1.0), jax.ShapeDtypeStruct((), np.float64))
+
+
+def test_callback_exception_is_logged_with_traceback(caplog):
+    def fail(x):
+        raise KeyError("Ooops")
+
+    with pytest.raises(KeyError, match="Ooops"):
+        ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)
+    rec = [r for r in caplog.records if r.name == "ftrans.callback" and r.levelno == logging.ERROR]
+    assert rec and "pure_callback failed" in rec[0].getMessage() and rec[0].exc_info is not None

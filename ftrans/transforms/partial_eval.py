@@ -155,6 +155,12 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
         needed.update(id(a) for a in eqn.invars if isinstance(a, Var) and id(a) not in unknown)
     recompute: list[JaxprEqn] = []
     if saveable is not None:
+        for eqn in known_eqns:
+            if eqn.primitive.name == "io_callback":
+                raise NotImplementedError(
+                    f"Effects not supported in partial-eval of `checkpoint`: an io_callback (from "
+                    f"{eqn.source_info}) inside a checkpointed function would run again when the backward pass "
+                    "recomputes it; move it out of the checkpoint (debug callbacks are allowed)")
         for eqn in reversed(known_eqns):
             if (any(id(v) in needed for v in eqn.outvars) or eqn_has_effects(eqn)) and not saveable(eqn):
                 recompute.append(eqn)

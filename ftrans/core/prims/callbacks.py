@@ -17,6 +17,7 @@ the user's line of the call so a mismatch names it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,6 +32,8 @@ from ftrans.errors import FtransError
 
 __all__ = ["debug_callback_p", "pure_callback_p", "io_callback_p", "HostCallback", "CallbackResultError",
            "take_callback_error", "VMAP_METHODS"]
+
+logger = logging.getLogger("ftrans.callback")
 
 VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all", "legacy_vectorized", None)
 
@@ -97,7 +100,13 @@ class HostCallback:
         from jax import tree_util
 
         args, kwargs = self._args(flat)
-        out = self.fn(*args, **kwargs)
+        try:
+            out = self.fn(*args, **kwargs)
+        except Exception:
+            # As JAX: the traceback is logged where it happened (inside a compiled program the runtime
+            # would otherwise keep only its text); the exception itself is raised again by the caller.
+            logger.exception("%s failed: the callback %r raised", self.api_name(), self)
+            raise
         if not result_avals and self.kind == "debug":
             return []
         leaves = tree_util.tree_leaves(out)
@@ -114,6 +123,10 @@ class HostCallback:
                     f"{aval.str_short()} (shape {tuple(aval.shape)}, dtype {aval.dtype})")
             res.append(np.asarray(arr, dtype=aval.dtype, order="C"))  # keeps rank 0 (ascontiguousarray would not)
         return res
+
+    def api_name(self) -> str:
+        return {"pure": "ftrans.pure_callback", "io": "ftrans.experimental.io_callback"}.get(
+            self.kind, "ftrans.debug.callback")
 
     def _mismatch(self, what: str) -> CallbackResultError:
         name = {"pure": "pure_callback", "io": "io_callback"}.get(self.kind, "callback")
