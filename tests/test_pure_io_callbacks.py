@@ -313,7 +313,7 @@ def test_io_callback_refused_in_batched_cond_and_while():
     def g(i):
         return lax.while_loop(lambda i: i < 5, lambda i: (io_callback(lambda v: None, None, i), i + 1)[1], i)
 
-    with pytest.raises(NotImplementedError, match="IO effect not supported in vmap-of-while"):
+    with pytest.raises(NotImplementedError, match="IO effect not supported in while_loop with batched predicate"):
         ftrans.vmap(g)(jnp.arange(3))
     # an unbatched predicate is fine: the I/O happens as the program says
     got = []

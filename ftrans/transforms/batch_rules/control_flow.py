@@ -134,8 +134,9 @@ def _refuse_io_effects(jaxprs: Any, what: str) -> None:
     for j in jaxprs:
         for sub in all_jaxprs(j):
             if any(e.primitive.name == "io_callback" for e in sub.eqns):
+                where = "while_loop with batched predicate" if what == "while" else f"vmap-of-{what}"
                 raise NotImplementedError(
-                    f"IO effect not supported in vmap-of-{what}: the {what}'s predicate is batched, so every "
+                    f"IO effect not supported in {where}: the {what}'s predicate is batched, so every "
                     f"branch/iteration would run for every element; move the io_callback out of the {what}, "
                     "or use debug.callback")
 
