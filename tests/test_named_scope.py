@@ -83,8 +83,13 @@ def test_names_inside_control_flow_and_nested_jit():
 
     text = ftrans.jit(f).lower(np.float32(1)).as_text()
     names = _loc_names(text)
-    assert "jit(f)/loop/add" in names
-    assert any(n.endswith("loop/in_jit/mul") for n in names)
+    # a body's names restart (as JAX's) and the lowering joins them to the equation that runs it
+    assert "jit(f)/loop/scan" in names
+    assert any(n.startswith("jit(f)/loop/scan/") and n.endswith("/jit(inner)/in_jit/mul") for n in names)
+    closed = ftrans.make_jaxpr(f)(np.float32(1))
+    (scan,) = closed.eqns
+    assert scan.source_info.name_stack == "loop"
+    assert all(e.source_info.name_stack == "" for e in scan.params["jaxpr"].eqns)
     assert float(ftrans.jit(f)(np.float32(1))) == float(jax.jit(
         lambda x: jax.lax.fori_loop(0, 3, lambda i, c: c * 2 + 1, x))(np.float32(1)))
 
@@ -103,8 +108,10 @@ def test_name_stack_is_per_thread():
     seen = {}
 
     def work(tag):
-        with ftrans.named_scope(tag):
-            closed = ftrans.make_jaxpr(lambda x: x + 1)(1.0)
+        def f(x):
+            with ftrans.named_scope(tag):
+                return x + 1
+        closed = ftrans.make_jaxpr(f)(1.0)
         seen[tag] = closed.eqns[0].source_info.name_stack
 
     threads = [threading.Thread(target=work, args=(f"t{i}",)) for i in range(4)]
@@ -114,6 +121,28 @@ def test_name_stack_is_per_thread():
         t.join()
     assert seen == {f"t{i}": f"t{i}" for i in range(4)}
     assert ftrans.core.trace.current_name_stack() == ()
+
+
+def test_jit_body_does_not_store_outer_name_stack_like_jax():
+    def make(J, np_):
+        def f(x):
+            with J.named_scope("foo"):
+                @J.jit
+                def g(v):
+                    with J.named_scope("bar"):
+                        return v + 1
+                return g(x)
+        return f
+
+    for J, np_ in ((jax, jnp_jax), (ftrans, jnp)):
+        closed = J.make_jaxpr(make(J, np_))(2.0)
+        assert str(closed.eqns[0].source_info.name_stack) == "foo"
+        assert str(closed.eqns[0].params["jaxpr"].eqns[0].source_info.name_stack) == "bar"
+    text = ftrans.jit(make(ftrans, jnp)).lower(2.0).as_text()
+    assert "jit(f)/foo/jit(g)/bar/add" in _loc_names(text)
+    assert "foo/jit(g)" in jax.jit(make(jax, jnp_jax)).lower(2.0).as_text(debug_info=True)
+    with ftrans.named_scope("outside"):  # make_jaxpr starts a fresh stack, as JAX's
+        assert ftrans.make_jaxpr(lambda x: x + 1)(1.0).eqns[0].source_info.name_stack == ""
 
 
 def test_scope_restored_after_error():

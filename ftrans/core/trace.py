@@ -748,12 +748,20 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     ``fun`` takes and returns flat lists.
     """
     builder = JaxprBuilder()
-    with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
-        trace: DynamicJaxprTrace = main.trace
-        in_tracers = [trace.new_arg(a) for a in in_avals]
-        outs = fun(*in_tracers)
-        out_tracers = [trace.full_raise(o) for o in outs]
-        jaxpr, consts = builder.build(in_tracers, out_tracers)
+    # A staged body's name stacks start afresh (as JAX's): the equation that runs it carries the
+    # enclosing scopes, and the lowering joins the two.
+    st = state
+    outer_names = st.name_stack
+    st.name_stack = ""
+    try:
+        with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
+            trace: DynamicJaxprTrace = main.trace
+            in_tracers = [trace.new_arg(a) for a in in_avals]
+            outs = fun(*in_tracers)
+            out_tracers = [trace.full_raise(o) for o in outs]
+            jaxpr, consts = builder.build(in_tracers, out_tracers)
+    finally:
+        st.name_stack = outer_names
     return ClosedJaxpr(jaxpr, consts), consts
 
 import ftrans.core.primitive as _primitive_module  # noqa: E402

@@ -121,6 +121,10 @@ class ModuleLowering:
         self.name = _sanitize(name)
         # The first part of every op's location name (``jit(f)``), before its ``named_scope`` names.
         self.scope = scope if scope is not None else f"jit({name})"
+        # While an equation's rule runs: the location prefix its nested bodies get (the enclosing
+        # function's prefix, then the equation's own name stack), and the equation.
+        self._body_prefix = self.scope
+        self._body_eqn: Any = None
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -173,7 +177,19 @@ class ModuleLowering:
         if not public:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
-        text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs)
+        # Equations of a body name their place by the equation that runs it (as JAX's name stacks,
+        # which restart in each body): ``jit(f)/outer/jit(g)/inner/mul``, ``jit(f)/while_body/add``.
+        if public:
+            prefix = self.scope
+        else:
+            eqn = self._body_eqn
+            label = f"jit({name})" if eqn is not None and eqn.primitive.name == "jit_call" else name
+            prefix = f"{self._body_prefix}/{label}"
+        saved = self._body_prefix, self._body_eqn
+        try:
+            text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix)
+        finally:
+            self._body_prefix, self._body_eqn = saved
         if public:
             self.main_text = text
         else:
@@ -181,7 +197,8 @@ class ModuleLowering:
         return sym
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = (),
-                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = ()) -> str:
+                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = (), prefix: str = "") -> str:
+        prefix = prefix or self.scope
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
@@ -218,8 +235,9 @@ class ModuleLowering:
             ins = [read(a) for a in eqn.invars]
             info = eqn.source_info
             stack = info.name_stack if info is not None and info.name_stack else ""
-            fn.location = mt.loc(info, f"{self.scope}/{stack}/{eqn.primitive.name}" if stack
-                                 else f"{self.scope}/{eqn.primitive.name}")
+            here = f"{prefix}/{stack}" if stack else prefix
+            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")
+            self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
