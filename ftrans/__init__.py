@@ -7,6 +7,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
     dtypes,
     errors,
     example_libraries,
+    experimental,
     extend,
     lax,
     nn,
@@ -18,6 +19,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
     tree,
     tree_util,
 )
+from ftrans._callback import pure_callback
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
@@ -64,10 +66,19 @@ from ftrans.transforms.reverse import (
 )
 from ftrans.transforms.shard_map import shard_map
 
+
+def effects_barrier() -> None:
+    """JAX's ``effects_barrier``: wait until every host callback of the programs run so far has finished.
+    ftrans's compiled programs that call back into Python finish before their call returns, so there is
+    nothing left to wait for."""
+
+
 jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
 enable_x64 = config_context("enable_x64")
 debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
+log_compiles = config_context("log_compiles")
+explain_cache_misses = config_context("explain_cache_misses")
 
 
 def typeof(x):
@@ -91,7 +102,8 @@ __all__ = [
     "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
-    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs",
+    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
+    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

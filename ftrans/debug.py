@@ -1,12 +1,16 @@
-"""JAX's ``jax.debug`` helpers for looking at layouts: ``visualize_array_sharding``."""
+"""JAX's ``jax.debug``: ``print`` and ``callback`` (host callbacks that work under every transform), and
+``visualize_array_sharding`` for looking at layouts."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
+from ftrans._callback import debug_callback as callback
+from ftrans._callback import debug_print as print  # noqa: A004 - JAX's name
 from ftrans.errors import FtransValueError
 
-__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable"]
+__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print"]
 
 
 class ShardingTable:
@@ -82,5 +86,5 @@ def visualize_array_sharding(arr: Any, **kwargs: Any) -> ShardingTable:
     """Print which device holds each block of ``arr`` (rank 1 or 2) and return the table (it shows as
     HTML in a notebook)."""
     table = visualize_sharding(arr.shape, arr.sharding, **kwargs)
-    print(table)
+    builtins.print(table)
     return table

@@ -83,6 +83,13 @@ class FtransIndexError(_Located, FtransError, IndexError):
     """A static index out of range."""
 
 
+class FtransKeyError(_Located, FtransError, KeyError):
+    """A name that is not there: a ``debug.print`` placeholder with no keyword argument of that name."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted, as a key
+        return str(self.args[0]) if self.args else ""
+
+
 class FtransNameError(_Located, FtransError, NameError):
     """An unbound name: a collective's axis name that no enclosing ``vmap``/``pmap`` binds."""
 

@@ -549,3 +549,44 @@ def test_builtin_ufuncs_are_functions_with_the_methods():
     assert isinstance(jnp.add, jnp.ufunc)
     assert not isinstance(fnp.add, fnp.ufunc) and callable(fnp.add.outer)
     np.testing.assert_array_equal(np.asarray(fnp.add.outer(X, X)), np.asarray(jnp.add.outer(X, X)))
+
+
+# ---------------------------------------------------------------- debugging and callbacks
+def test_callbacks_finish_before_a_jitted_call_returns():
+    got = []
+    ftrans.jit(lambda x: ftrans.debug.callback(got.append, x))(np.float32(1))
+    assert len(got) == 1  # no effects_barrier needed
+    assert ftrans.effects_barrier() is None and jax.effects_barrier() is None
+
+
+def test_debug_print_equation():
+    jx = jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0)
+    fx = ftrans.make_jaxpr(lambda x: ftrans.debug.print("{}", x))(1.0)
+    assert jx.eqns[0].primitive.name == "debug_print" and fx.eqns[0].primitive.name == "debug_callback"
+
+
+def test_as_text_locations_and_name_stack_under_grad():
+    import re
+
+    def f(J, np_):
+        def g(x):
+            with J.named_scope("block"):
+                return np_.sin(x) * x
+        return g
+
+    assert "loc(" not in jax.jit(f(jax, jnp)).lower(1.0).as_text()
+    assert 'loc("jit(g)/block/sin"' in ftrans.jit(f(ftrans, fnp)).lower(1.0).as_text()
+    jt = jax.jit(jax.grad(f(jax, jnp))).lower(1.0).as_text(debug_info=True)
+    ft = ftrans.jit(ftrans.grad(f(ftrans, fnp))).lower(1.0).as_text()
+    assert "jvp(block)" in jt and "jvp(" not in ft
+    assert re.search(r'loc\("jit\(g\)/block/cos"', ft)
+
+
+def test_callback_exception_keeps_its_type():
+    def fail(x):
+        raise KeyError("Ooops")
+
+    with pytest.raises(RuntimeError, match="Ooops"):
+        jax.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct((), np.float32), x))(1.0).block_until_ready()
+    with pytest.raises(KeyError, match="Ooops"):
+        ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)

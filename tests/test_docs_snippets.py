@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/write_a_pass.md",
          "howto/debugging_with_ir.md", "optimizer.md",
          "api/tree_util.md", "api/extend.md", "api/linalg.md", "api/convolution_fft.md", "autodiff.md", "vmap.md", "random.md",
-         "nn.md", "parallelism.md", "../README.md"]
+         "nn.md", "parallelism.md", "debugging.md", "../README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 _RUNNER = """
@@ -66,3 +66,7 @@ def test_doc_snippets_run(tmp_path):
     assert "[-200. -100.    0. -500.]" in out   # optimizer.md: the stable log-softmax under jit
     assert "[ 0.e+00 -1.e+30    -inf]" in out           # nn.md: log_softmax does not overflow
     assert "[[28. 28. 28. 28.]" in out                   # parallelism.md: psum over both axes of a 2x4 pmap
+    # debugging.md: debug.print under vmap and in a scan, callbacks, the NaN hunt, named scopes
+    assert "element 0\nelement 1\nelement 2\n" in out and "carry 1.0 x 2.0" in out
+    assert "[2.0, 1.0, 0.5]" in out and "invalid value (nan) encountered in log" in out
+    assert "c:f32[] = mul b 2.0:f32[]  # [attention/proj]" in out

@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.rules", "top"),
     ("ftrans.sharding", "top"),
     ("ftrans.debug", "top"),
+    ("ftrans._callback", "top"),
     ("ftrans.experimental", "top"),
     ("ftrans.extend", "top"),
 )

@@ -330,6 +330,19 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         kinds = (f32, bf16) if name == "cumlogsumexp" else (f32, i32, bf16)
         s[name] = [((arr((2, 4), d),), {"axis": 1, "reverse": rev}) for d in kinds for rev in (False, True)]
     s.update(_linalg_samples())
+    # Host callbacks: the callback is a parameter (a HostCallback over flat arguments).
+    from jax import tree_util as _tu
+
+    from ftrans.core.prims.callbacks import HostCallback
+
+    def host_cb(fn, kind):
+        return HostCallback(fn, _tu.tree_flatten(((0,), {}))[1], {}, 1, "tests/test_registry.py", kind)
+
+    s["debug_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
+    s["pure_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: np.asarray(x) * 2, "pure"),
+                                                "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
+    s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),
+                                             "result_avals": (ShapedArray((2,), i32),), "ordered": True})]
     return s
 
 

@@ -131,6 +131,8 @@ class Config:
         "while_checkpoints": ("FTRANS_WHILE_CHECKPOINTS", "slots"),
         "background_compilation": ("FTRANS_BACKGROUND_COMPILATION", bool),
         "deterministic": ("FTRANS_DETERMINISTIC", bool),
+        "log_compiles": ("JAX_LOG_COMPILES", bool),
+        "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES", bool),
     }
 
     def __init__(self) -> None:
@@ -158,6 +160,10 @@ class Config:
         # Every call of a jitted function runs the one compiled program (no host-interpreted first
         # calls, whose results agree only to float tolerance).
         self.deterministic = _env_flag("FTRANS_DETERMINISTIC")
+        # Log each compilation (function, argument types, the user's line) at WARNING instead of DEBUG,
+        # and say why a jitted function was traced again (``ftrans.transforms.jit``), as JAX does.
+        self.log_compiles = _env_flag("JAX_LOG_COMPILES")
+        self.explain_cache_misses = _env_flag("JAX_EXPLAIN_CACHE_MISSES")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

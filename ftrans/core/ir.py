@@ -9,6 +9,7 @@ IR and error messages point at the user's code rather than at ftrans.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -50,11 +51,13 @@ Atom = Var | Literal
 
 
 class SourceInfo(NamedTuple):
-    """Where in the user's program an equation came from."""
+    """Where in the user's program an equation came from, and the ``named_scope`` names around it
+    (``name_stack``: outermost first, joined by ``/``; empty outside any scope)."""
 
     filename: str
     lineno: int
     function: str
+    name_stack: str = ""
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -90,8 +93,10 @@ class Jaxpr:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
-    def pretty_print(self, *, source_info: bool = False) -> str:
-        return _Printer(source_info).jaxpr(self, indent=0)
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+        """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
+        ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer."""
+        return _Printer(source_info, name_stack).jaxpr(self, indent=0)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -137,8 +142,8 @@ class ClosedJaxpr:
     def eqns(self) -> list[JaxprEqn]:
         return self.jaxpr.eqns
 
-    def pretty_print(self, *, source_info: bool = False) -> str:
-        return self.jaxpr.pretty_print(source_info=source_info)
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+        return self.jaxpr.pretty_print(source_info=source_info, name_stack=name_stack)
 
     def __str__(self) -> str:
         return str(self.jaxpr)
@@ -293,10 +298,11 @@ def _names():
 
 
 class _Printer:
-    def __init__(self, source_info: bool):
+    def __init__(self, source_info: bool, name_stack: bool = False):
         self.names: dict[int, str] = {}
         self.gen = _names()
         self.source_info = source_info
+        self.name_stack = name_stack
 
     def name(self, v: Var) -> str:
         k = id(v)
@@ -359,9 +365,16 @@ class _Printer:
             else:
                 ps = "[" + " ".join(rendered) + "]"
         args = " ".join(self.atom(a) for a in eqn.invars)
-        line = f"{pad}{lhs} = {eqn.primitive.name}{ps} {args}".rstrip()
-        if self.source_info and eqn.source_info is not None:
-            line += f"  # {eqn.source_info.filename.rsplit('/', 1)[-1]}:{eqn.source_info.lineno}"
+        eq = f"{lhs} = " if lhs else ""  # an equation with no results (a debug callback) binds nothing
+        line = f"{pad}{eq}{eqn.primitive.name}{ps} {args}".rstrip()
+        info = eqn.source_info
+        notes = []
+        if self.source_info and info is not None:
+            notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
+        if self.name_stack and info is not None and info.name_stack:
+            notes.append(f"[{info.name_stack}]")
+        if notes:
+            line += "  # " + " ".join(notes)
         return line
 
 
@@ -550,15 +563,47 @@ def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
 # Dead-code elimination (every primitive is pure, so an unread result is dead)
 
 
+# ----------------------------------------------------------------------------
+# Effects
+#
+# A primitive in ``effectful_primitives`` (a host callback that prints or does I/O) does
+# something besides computing its results: no pass may drop, merge or move it, even when
+# nobody reads its results.  An equation whose bodies hold such a primitive is effectful too.
+
+effectful_primitives: set = set()
+_effects_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
+    """Whether ``jaxpr`` (at any depth) holds an effectful equation."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    if not effectful_primitives:
+        return False
+    hit = _effects_cache.get(jaxpr)
+    if hit is None:
+        hit = _effects_cache[jaxpr] = any(eqn_has_effects(e) for e in jaxpr.eqns)
+    return hit
+
+
+def eqn_has_effects(eqn: JaxprEqn) -> bool:
+    """Whether ``eqn`` is effectful: an effectful primitive, or one whose bodies hold one."""
+    prim = eqn.primitive
+    if prim in effectful_primitives:
+        return True
+    return prim.higher_order and any(jaxpr_has_effects(j) for j in subjaxprs(eqn))
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: list[bool] | tuple[bool, ...]) -> tuple[Jaxpr, list[bool]]:
     """Drop equations whose outputs nobody reads; returns the jaxpr and which inputs it still reads.
 
     Inputs are kept (the signature does not change); the list says which are read.
+    Effectful equations (host callbacks) are always kept.
     """
     live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
     kept: list[JaxprEqn] = []
     for eqn in reversed(jaxpr.eqns):
-        if any(id(v) in live for v in eqn.outvars):
+        if any(id(v) in live for v in eqn.outvars) or eqn_has_effects(eqn):
             kept.append(eqn)
             live.update(id(a) for a in eqn.invars if isinstance(a, Var))
     kept.reverse()

@@ -109,6 +109,8 @@ class _TraceState(threading.local):
         # entry points run on the function they differentiate before differentiating it, so
         # the IR passes that change values (``stability``) reach the derivative too.
         self.primal_rewriter: Any = None
+        # The ``named_scope`` names active on this thread, joined by "/" (recorded on each staged equation).
+        self.name_stack = ""
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -183,26 +185,26 @@ def ensure_compile_time_eval() -> Iterator[None]:
         st.dynamic = prev
 
 
-_name_stack = threading.local()
-
-
 @contextlib.contextmanager
 def named_scope(name: str) -> Iterator[None]:
-    """JAX's ``named_scope``: a name for the operations staged inside the block (kept on a per-thread
-    stack; ftrans's printed IR does not show it)."""
+    """JAX's ``named_scope``: a name for the operations staged inside the block. Each staged equation
+    records the names around it (``SourceInfo.name_stack``): ``jaxpr.pretty_print(name_stack=True)``
+    shows them, and the StableHLO locations carry them (``loc("jit(f)/outer/inner/sin"(...))``)."""
     if not isinstance(name, str):
         raise errors.FtransTypeError(f"named_scope name argument must be a string, got {type(name).__name__}")
-    stack = _name_stack.__dict__.setdefault("names", [])
-    stack.append(name)
+    st = state
+    prev = st.name_stack
+    st.name_stack = f"{prev}/{name}" if prev else name
     try:
         yield
     finally:
-        stack.pop()
+        st.name_stack = prev
 
 
 def current_name_stack() -> tuple[str, ...]:
     """The ``named_scope`` names active on this thread, outermost first."""
-    return tuple(_name_stack.__dict__.get("names", ()))
+    s = state.name_stack
+    return tuple(s.split("/")) if s else ()
 
 
 def named_call(fun: Any, *, name: str | None = None) -> Any:
@@ -630,7 +632,8 @@ _LIBRARY_DIRS = errors.LIBRARY_DIRS
 
 
 def current_source_info() -> SourceInfo | None:
-    override = state.source_override
+    st = state
+    override = st.source_override
     if override is not None:
         return override
     f = sys._getframe(2)
@@ -638,7 +641,7 @@ def current_source_info() -> SourceInfo | None:
         f = f.f_back
     if f is None:
         return None
-    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, st.name_stack)
 
 
 class StagingTracer(Tracer):
@@ -774,12 +777,20 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     ``fun`` takes and returns flat lists.
     """
     builder = JaxprBuilder()
-    with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
-        trace: DynamicJaxprTrace = main.trace
-        in_tracers = [trace.new_arg(a) for a in in_avals]
-        outs = fun(*in_tracers)
-        out_tracers = [trace.full_raise(o) for o in outs]
-        jaxpr, consts = builder.build(in_tracers, out_tracers)
+    # A staged body's name stacks start afresh (as JAX's): the equation that runs it carries the
+    # enclosing scopes, and the lowering joins the two.
+    st = state
+    outer_names = st.name_stack
+    st.name_stack = ""
+    try:
+        with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
+            trace: DynamicJaxprTrace = main.trace
+            in_tracers = [trace.new_arg(a) for a in in_avals]
+            outs = fun(*in_tracers)
+            out_tracers = [trace.full_raise(o) for o in outs]
+            jaxpr, consts = builder.build(in_tracers, out_tracers)
+    finally:
+        st.name_stack = outer_names
     return ClosedJaxpr(jaxpr, consts), consts
 
 import ftrans.core.primitive as _primitive_module  # noqa: E402

@@ -64,17 +64,70 @@ def _compile_options(devices: Sequence[Any]) -> Any:
     return opts
 
 
-def compile(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+def compile(client: Any, module_text: str, devices: Sequence[Any], options: tuple = (),
+            host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a StableHLO module (text) for ``devices``; returns a loaded executable.
 
     ``options`` are ``(name, value)`` pairs of XLA debug options (``jit``'s
     ``compiler_options``); XLA itself rejects a name it does not know.
+    ``host_callbacks`` are the Python functions the module's host-callback custom
+    calls run (by index); the client takes them only with a parsed module.
     """
     opts = _compile_options(devices)
     if options:
         opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
+
+
+def _compile_and_load(client: Any, module_text: str, devices: Sequence[Any], opts: Any,
+                      host_callbacks: Sequence[Any]) -> Any:
     dl = _xc.DeviceList(tuple(devices))
+    if not host_callbacks and "_python_cpu_callback" in module_text:  # would crash the process when run
+        raise ValueError("compile: the module calls back into Python but no host callbacks were given "
+                         "(pass the lowering's host_callbacks)")
+    if host_callbacks:
+        return client.compile_and_load(_parsed_module(_for_platform(module_text, devices)), dl, opts,
+                                       list(host_callbacks))
     return client.compile_and_load(module_text.encode(), dl, opts)
+
+
+def _for_platform(text: str, devices: Sequence[Any]) -> str:
+    """The host-callback custom call's target for the devices' platform (the lowering writes the CPU one)."""
+    platform = devices[0].platform
+    if platform in ("gpu", "cuda", "rocm"):
+        return str(text).replace("@xla_ffi_python_cpu_callback", "@xla_ffi_python_gpu_callback").replace(
+            '"xla_ffi_python_cpu_callback"', '"xla_ffi_python_gpu_callback"')
+    if platform != "cpu":
+        raise NotImplementedError(f"host callbacks are supported on CPU and GPU, not on {platform}")
+    return str(text)
+
+
+def _parsed_module(text: str) -> Any:
+    """``text`` parsed into an MLIR module in jax's context (where the StableHLO dialects are loaded)."""
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib.mlir import ir as _ir
+
+    with _mlir.make_ir_context():
+        return _ir.Module.parse(text)
+
+
+def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
+    """``execute_fn`` for a program that calls back into Python: each call waits until the program
+    (and so every callback it made) has finished, so a print shows before the call returns and a
+    failing callback's exception surfaces here."""
+    run = executable.execute_sharded
+    handlers = result_handlers(out_avals, device)
+
+    def call(buffers: list) -> list:
+        results = run(buffers, with_tokens=True)
+        token = results.consume_token()
+        outs = results.consume_with_handlers(handlers)
+        token.block_until_ready()
+        for o in outs:
+            o.block_until_ready()
+        return outs
+
+    return call
 
 
 def _option_value(v: Any) -> Any:
@@ -420,14 +473,15 @@ def ensure_lapack_targets() -> None:
 # Several replicas (pmap): one program, run by every device of an assignment
 
 
-def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = ()) -> Any:
+def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = (),
+                       host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``)."""
     opts = _xc.CompileOptions()
     build = opts.executable_build_options
     build.num_replicas = len(devices)
     build.num_partitions = 1
     build.device_assignment = _xc.DeviceAssignment.create(np.array([[d.id] for d in devices]))
-    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
 def replica_mesh(devices: Sequence[Any], size: int) -> Any:
@@ -539,7 +593,8 @@ def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
 # One SPMD program partitioned over a mesh (sharded jit)
 
 
-def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = ()) -> Any:
+def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options: tuple = (),
+                 host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a module of ``len(devices)`` partitions whose sharding annotations are Shardy's
     (``sdy.mesh`` / ``sdy.sharding``): XLA's partitioner splits the program; partition ``i`` runs on
     ``devices[i]``."""
@@ -549,7 +604,7 @@ def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options:
     build.use_shardy_partitioner = True
     if options:
         opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
-    return client.compile_and_load(module_text.encode(), _xc.DeviceList(tuple(devices)), opts)
+    return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
 def runtime_sharding(sharding: Any, ndim: int) -> Any:

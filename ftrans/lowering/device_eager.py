@@ -43,9 +43,13 @@ def install() -> None:
 def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
     """Core's device backend: run on the operands' accelerator, or NotImplemented for the host."""
     dev = on_accelerator(args)
-    if dev is None:
+    if dev is None or prim.name in _HOST_ONLY:
         return NotImplemented
     return apply(prim, args, params, dev)
+
+
+# Primitives that run Python on the host (the callbacks): eagerly they always take the host rule.
+_HOST_ONLY = frozenset({"debug_callback", "pure_callback", "io_callback"})
 
 
 def on_accelerator(args: Any) -> Any:

@@ -13,7 +13,9 @@ sits behind it.  The per-function cache keyed by argument signatures lives with
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +25,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.errors import FtransError, FtransValueError
 from ftrans.lowering import compat, lower
@@ -40,6 +43,8 @@ class _Xla:
 _xla_cache: weakref.WeakValueDictionary[tuple, _Xla] = weakref.WeakValueDictionary()
 _xla_lock = threading.Lock()
 stats = {"compiles": 0, "xla_cache_hits": 0, "disk_hits": 0}
+# Compilations (``ftrans.log_compiles``) and ``explain_cache_misses`` reports go to this logger.
+logger = logging.getLogger("ftrans.jit")
 
 
 class XlaRejectedError(FtransError, RuntimeError):
@@ -73,14 +78,21 @@ class Executable:
         donated_args = (False,) * n_consts + self.donated if self.donated else ()
         # ``text``: the module already lowered (``Lowered.compile``) with these same arguments.
         if text is None:
+            t0 = time.perf_counter()
             text = lower.lower_jaxpr(closed.jaxpr, name, donated_args=donated_args,
                                      platform=compat.lowering_platform(device))
+            log_compile_step("Finished jaxpr to MLIR module conversion jit(%s) in %.9f sec", name,
+                             time.perf_counter() - t0)
         self.text = text
-        self._held = compiled(self.text, device, closed, compiler_options)  # keeps the shared entry alive
+        # keeps the shared entry alive
+        self._held = compiled(self.text, device, closed, compiler_options, log_name=f"jit({name})")
         self.xla = self._held.xla
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
         self.const_bufs = [to_buffer(c, device) for c in closed.consts]
-        self._run = compat.execute_fn(self.xla, self.out_avals, device)
+        if lower.host_callbacks_of(self.text):  # it calls back into Python: run to completion, map errors
+            self._run = _reporting_callback_errors(compat.execute_fn_sync(self.xla, self.out_avals, device))
+        else:
+            self._run = compat.execute_fn(self.xla, self.out_avals, device)
         if device.platform != "cpu":
             from ftrans.lowering import device_eager
 
@@ -99,6 +111,23 @@ class Executable:
         return self.wrap(self.run([to_buffer(a, self.device) for a in arrays]))
 
 
+def _reporting_callback_errors(run: Any) -> Any:
+    """``run`` re-raising the exception a host callback raised (the runtime only reports its text)."""
+    from ftrans.core.prims.callbacks import take_callback_error
+
+    def call(bufs: list) -> list:
+        take_callback_error()  # a stale one from a program that failed elsewhere
+        try:
+            return run(bufs)
+        except Exception as e:  # the runtime's error type varies by release
+            err = take_callback_error()
+            if err is not None:
+                raise err from None
+            raise e
+
+    return call
+
+
 def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> Any:
     """XLA-compile ``text`` for ``device``, through the in-memory and on-disk caches.
 
@@ -110,9 +139,28 @@ def compile_text(text: str, device: Any, closed: ClosedJaxpr | None = None, opti
     return compiled(text, device, closed, options).xla
 
 
-def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = ()) -> _Xla:
-    """``compile_text``'s result in its cache holder: the in-memory entry lives as long as the holder."""
-    key = (text, device.id, device.platform, options)
+def compile_log_level() -> int:
+    """The level compilations are logged at: WARNING with ``config.log_compiles`` (``ftrans.log_compiles()``),
+    else DEBUG, as JAX logs them."""
+    return logging.WARNING if _config.log_compiles else logging.DEBUG
+
+
+def log_compile_step(msg: str, *args: Any) -> None:
+    level = compile_log_level()
+    if logger.isEnabledFor(level):
+        logger.log(level, msg, *args)
+
+
+def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = (),
+             log_name: str | None = None) -> _Xla:
+    """``compile_text``'s result in its cache holder: the in-memory entry lives as long as the holder.
+
+    ``log_name`` (``jit(f)``) names the program in the compile log."""
+    callbacks = lower.host_callbacks_of(text)
+    # A program calling back into Python is bound to those functions: they are part of its key, and
+    # it never goes to disk (the functions cannot be stored with it).
+    key = (text, device.id, device.platform, options, callbacks) if callbacks else \
+        (text, device.id, device.platform, options)
     with _xla_lock:
         held = _xla_cache.get(key)
         if held is not None:
@@ -123,18 +171,24 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
 
     # The disk cache keys on the text: options ride along as a trailing comment.
     disk_text = text if not options else f"{text}\n// compiler_options: {options!r}"
-    exe = disk_cache.load(client, disk_text, [device])
+    exe = disk_cache.load(client, disk_text, [device]) if not callbacks else None
     if exe is not None:
         stats["disk_hits"] += 1
+        if log_name:
+            log_compile_step("Loaded %s from the persistent compilation cache", log_name)
     else:
+        t0 = time.perf_counter()
         try:
-            exe = compat.compile(client, text, [device], options)
+            exe = compat.compile(client, text, [device], options, callbacks)
         except Exception as e:  # XLA's own error types vary by release
             if options and _names_option(str(e)):
                 raise FtransValueError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
             raise _rejected(e, text) from None
         stats["compiles"] += 1
-        disk_cache.store(client, disk_text, [device], exe)
+        if log_name:
+            log_compile_step("Finished XLA compilation of %s in %.9f sec", log_name, time.perf_counter() - t0)
+        if not callbacks:
+            disk_cache.store(client, disk_text, [device], exe)
     with _xla_lock:
         held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
         if held is None:

@@ -123,11 +123,17 @@ class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
     def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1,
-                 platform: str = "cpu"):
+                 platform: str = "cpu", scope: str | None = None):
         self.name = _sanitize(name)
         # The target platform (``cpu``, ``cuda``, ``rocm``): rules whose XLA op or custom call differs
         # between backends (the linear-algebra factorizations) read it as ``ctx.platform``.
         self.platform = platform
+        # The first part of every op's location name (``jit(f)``), before its ``named_scope`` names.
+        self.scope = scope if scope is not None else f"jit({name})"
+        # While an equation's rule runs: the location prefix its nested bodies get (the enclosing
+        # function's prefix, then the equation's own name stack), and the equation.
+        self._body_prefix = self.scope
+        self._body_eqn: Any = None
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -138,6 +144,22 @@ class ModuleLowering:
         self.meshes: dict[Any, str] = {}
         self._func_names: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps keyed jaxprs alive so ids stay unique
+        # Python functions the program calls back (host callbacks), by the index its custom calls name.
+        self.host_callbacks: list[Callable] = []
+        self.extra_decls: dict[str, str] = {}  # symbol -> declaration (the maximal mesh)
+
+    def maximal_mesh(self) -> str:
+        """The symbol of a one-device mesh (the first device) that side-effecting ops of a partitioned
+        program are placed on (XLA's partitioner needs a sharding on them), declared once."""
+        sym = "maximal_mesh_0"
+        if sym not in self.extra_decls:
+            self.extra_decls[sym] = f"  sdy.mesh @{sym} = <[], device_ids=[0]>"
+        return sym
+
+    def add_host_callback(self, fn: Callable) -> int:
+        """Register ``fn`` for a host-callback custom call; returns the index the call names."""
+        self.host_callbacks.append(fn)
+        return len(self.host_callbacks) - 1
 
     def mesh_symbol(self, mesh: Any) -> str | None:
         """The symbol of ``mesh``'s ``sdy.mesh`` declaration (None: the program is not partitioned)."""
@@ -164,7 +186,19 @@ class ModuleLowering:
         if not public:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
-        text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs)
+        # Equations of a body name their place by the equation that runs it (as JAX's name stacks,
+        # which restart in each body): ``jit(f)/outer/jit(g)/inner/mul``, ``jit(f)/while_body/add``.
+        if public:
+            prefix = self.scope
+        else:
+            eqn = self._body_eqn
+            label = f"jit({name})" if eqn is not None and eqn.primitive.name == "jit_call" else name
+            prefix = f"{self._body_prefix}/{label}"
+        saved = self._body_prefix, self._body_eqn
+        try:
+            text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix)
+        finally:
+            self._body_prefix, self._body_eqn = saved
         if public:
             self.main_text = text
         else:
@@ -172,7 +206,8 @@ class ModuleLowering:
         return sym
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = (),
-                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = ()) -> str:
+                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = (), prefix: str = "") -> str:
+        prefix = prefix or self.scope
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
@@ -207,7 +242,11 @@ class ModuleLowering:
                     f"(equation from {eqn.source_info})"
                 )
             ins = [read(a) for a in eqn.invars]
-            fn.location = mt.loc(eqn.source_info)
+            info = eqn.source_info
+            stack = info.name_stack if info is not None and info.name_stack else ""
+            here = f"{prefix}/{stack}" if stack else prefix
+            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")
+            self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
@@ -239,8 +278,27 @@ class ModuleLowering:
         attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "
                  f"mhlo.num_replicas = {self.num_replicas} : i32")
         decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
+        decls += list(self.extra_decls.values())
         funcs = "\n".join([*decls, self.main_text, *self.private])
-        return f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        if self.host_callbacks:
+            return ModuleText(text, self.host_callbacks)
+        return text
+
+
+class ModuleText(str):
+    """A module's text that also carries the Python functions its host-callback custom calls run
+    (``host_callbacks[i]`` for ``mhlo.backend_config = {index = i}``): compiling the text needs them."""
+
+    def __new__(cls, text: str, host_callbacks: Sequence[Callable]) -> ModuleText:
+        obj = super().__new__(cls, text)
+        obj.host_callbacks = tuple(host_callbacks)
+        return obj
+
+
+def host_callbacks_of(text: str) -> tuple:
+    """The host callbacks a module's text needs (empty for an ordinary module)."""
+    return getattr(text, "host_callbacks", ())
 
 
 def mesh_decl(sym: str, mesh: Any) -> str:

@@ -106,12 +106,22 @@ def _nested(value: np.ndarray) -> str:
     return "[" + ", ".join(_nested(v) for v in value) + "]"
 
 
-def loc(source_info: Any) -> str:
-    """An MLIR location naming the user's line (shown by XLA's errors and profiles)."""
+def _quoted(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def loc(source_info: Any, name: str | None = None) -> str:
+    """An MLIR location naming the user's line (shown by XLA's errors and profiles).
+
+    With ``name`` (``jit(f)/outer/inner/sin``: the program, the ``named_scope`` names, the
+    primitive) it is a name location around the line, as JAX writes them, which XLA keeps as
+    the op's name in its HLO metadata and profiles."""
     if source_info is None:
-        return ""
-    fname = source_info.filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f' loc("{fname}":{source_info.lineno}:0)'
+        return f' loc("{_quoted(name)}")' if name else ""
+    where = f'"{_quoted(source_info.filename)}":{source_info.lineno}:0'
+    if name:
+        return f' loc("{_quoted(name)}"({where}))'
+    return f" loc({where})"
 
 
 class FuncEmitter:

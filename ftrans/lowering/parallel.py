@@ -35,7 +35,7 @@ from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
 from ftrans.errors import FtransValueError
-from ftrans.lowering import compat
+from ftrans.lowering import compat, lower
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import ModuleLowering
 
@@ -61,7 +61,10 @@ def _with_unit(aval: ShapedArray, axis: int | None) -> ShapedArray:
 def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
                replicas: int, name: str, donated: Sequence[bool] = (), platform: str = "cpu") -> str:
     """The module text of a pmap program (see the module docstring for ``main``'s convention)."""
-    m = ModuleLowering(f"pmap_{name}", num_replicas=replicas, platform=platform)
+    from ftrans.lowering.rules.callbacks import check_no_ordered_effects
+
+    check_no_ordered_effects(body, replicas, f"pmap({name})")
+    m = ModuleLowering(f"pmap_{name}", num_replicas=replicas, platform=platform, scope=f"pmap({name})")
     m.replica_axes.append((axis_name, axis_size))
     fn = mt.FuncEmitter()
     args, ins = [], []
@@ -88,8 +91,10 @@ def _compile(text: str, devices: list) -> Any:
     """XLA-compile a replicated module through the cache jit's programs share (returns the cache's holder)."""
     from ftrans.lowering import executable as X
 
-    key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",))
-    return X.compiled_program(key, lambda: compat.compile_replicated(devices[0].client, text, devices), text)
+    callbacks = lower.host_callbacks_of(text)
+    key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",), callbacks)
+    return X.compiled_program(key, lambda: compat.compile_replicated(devices[0].client, text, devices, (), callbacks),
+                              text)
 
 
 class PmapExecutable:

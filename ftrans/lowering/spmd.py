@@ -26,7 +26,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array, ShardedArray, sharded_array
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.sharding import Mesh, NamedSharding, PartitionSpec
-from ftrans.lowering import compat
+from ftrans.lowering import compat, lower
 from ftrans.lowering.lower import ModuleLowering
 from ftrans.lowering.sdy import sharding_attr
 
@@ -37,7 +37,10 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
                out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
     result, replicated argument)."""
-    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size,
+    from ftrans.lowering.rules.callbacks import check_no_ordered_effects
+
+    check_no_ordered_effects(closed, mesh.size, f"jit({name})")
+    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})",
                        platform=compat.lowering_platform(next(iter(mesh.devices.flat))))
     m.meshes[mesh] = "mesh"
     jaxpr = closed.jaxpr
@@ -61,8 +64,10 @@ def _compile(text: str, devices: list, options: tuple) -> Any:
     """XLA-compile a partitioned module through the cache jit's programs share (returns the cache's holder)."""
     from ftrans.lowering import executable as X
 
-    key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options))
-    return X.compiled_program(key, lambda: compat.compile_spmd(devices[0].client, text, devices, options), text)
+    callbacks = lower.host_callbacks_of(text)
+    key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options), callbacks)
+    return X.compiled_program(key, lambda: compat.compile_spmd(devices[0].client, text, devices, options, callbacks),
+                              text)
 
 
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:

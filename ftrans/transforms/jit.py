@@ -18,6 +18,7 @@ import contextlib
 import functools
 import inspect
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,12 +32,12 @@ from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError
+from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError, user_frame
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
@@ -323,6 +324,128 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
         return call_single
     out_tree, wrap = entry.out_tree, exe.wrap
     return lambda args: tree_util.tree_unflatten(out_tree, wrap(run(args)))
+
+
+# ----------------------------------------------------------------------------
+# Compile logs and explanations of cache misses (``log_compiles``, ``explain_cache_misses``)
+
+
+def _call_site() -> str:
+    """The user's line calling into ftrans now: ``file:line (function)``."""
+    f = user_frame()
+    if f is None:
+        return "<unknown location>"
+    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
+
+
+def _definition_site(fun: Any) -> str:
+    code = getattr(inspect.unwrap(fun), "__code__", None) if callable(fun) else None
+    if code is None:
+        return "<unknown location>"
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _leaf_names(jitted: JitWrapped, args: tuple, kwargs: dict) -> list[str]:
+    """A name for each dynamic argument leaf, as the user would write it: ``x``, ``params['w']``, ``args[2][0]``."""
+    dyn_args, dyn_kw, _ = jitted._split(args, kwargs)
+    static_pos = set(jitted._static_positions(len(args)))
+    positions = [i for i in range(len(args)) if i not in static_pos]
+    params = [p for p in (jitted._sig.parameters.values() if jitted._sig is not None else ())
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for path, _ in tree_util.tree_flatten_with_path((dyn_args, dyn_kw))[0]:
+        head, first, *rest = path
+        if getattr(head, "idx", None) == 0:  # a positional argument
+            pos = positions[first.idx] if first.idx < len(positions) else first.idx
+            root = params[pos].name if pos < len(params) else f"args[{pos}]"
+        else:
+            root = str(getattr(first, "key", first))
+        names.append(root + tree_util.keystr(tuple(rest)))
+    return names
+
+
+def _aval_text(a: tuple) -> str:
+    shape, dtype, weak = a
+    return type_str(shape, dtype) + ("{weak_type=True}" if weak else "")
+
+
+def _static_name(jitted: JitWrapped, entry: tuple) -> str:
+    kind, where, _ = entry
+    if kind == "kw":
+        return f"static argument {where!r}"
+    params = [p for p in (jitted._sig.parameters.values() if jitted._sig is not None else ())
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    name = f" {params[where].name!r}" if where < len(params) else ""
+    return f"static argument{name} (position {where})"
+
+
+def _static_text(v: tuple) -> str:
+    """A static value as the cache key holds it, ``(type, value)``, shown as the user passed it."""
+    typ, val = v
+    return f"{val!r}" if type(val) is typ else f"{val!r} (of type {typ.__name__})"
+
+
+def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str]) -> list[str]:
+    """What differs between two of jit's cache keys ``(in_tree, avals, statics, device, x64)``, in words."""
+    tree, avals, statics, dev, x64 = new
+    otree, oavals, ostatics, odev, ox64 = old
+    out = []
+    if tree != otree:
+        out.append(f"different input pytree:\n  * now {tree} and before {otree}")
+    elif avals != oavals:
+        lines = []
+        for name, a, b in zip(names, avals, oavals):
+            if a == b:
+                continue
+            what = "weak type" if (a[0], a[1]) == (b[0], b[1]) else "type"
+            lines.append(f"  * at {name}, now {_aval_text(a)} and before {_aval_text(b)}"
+                         + (" (only the weak type differs: a Python scalar vs an array)" if what == "weak type" else ""))
+        out.append("different input types:\n" + "\n".join(lines))
+    if statics != ostatics:
+        lines = []
+        old_by = {(k, w): v for k, w, v in ostatics}
+        for k, w, v in statics:
+            if (k, w) not in old_by:
+                lines.append(f"  * {_static_name(jitted, (k, w, v))} is new: now {_static_text(v)}")
+            elif old_by[(k, w)] != v:
+                lines.append(f"  * {_static_name(jitted, (k, w, v))}: now {_static_text(v)} and before "
+                             f"{_static_text(old_by[(k, w)])}")
+        new_by = {(k, w) for k, w, _ in statics}
+        for k, w, v in ostatics:
+            if (k, w) not in new_by:
+                lines.append(f"  * {_static_name(jitted, (k, w, v))} was {_static_text(v)} and is now not given")
+        out.append("different static arguments:\n" + "\n".join(lines))
+    if dev != odev:
+        out.append(f"different device: now device {dev} and before device {odev}")
+    if x64 != ox64:
+        out.append(f"different enable_x64: now {x64} and before {ox64}")
+    return out
+
+
+def _explain_miss(jitted: JitWrapped, key: tuple, args: tuple, kwargs: dict, store: Any) -> None:
+    """``explain_cache_misses``: log (WARNING) why ``jitted`` is traced again for ``key``, against the
+    closest key it has compiled before, as JAX's "TRACING CACHE MISS" report does."""
+    head = f"TRACING CACHE MISS at {_call_site()}:"
+    previous = list(store.cache.keys())
+    if not previous:
+        X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, jitted.__name__,
+                         id(jitted._fun), _definition_site(jitted._fun))
+        return
+    try:
+        names = _leaf_names(jitted, args, kwargs)
+    except Exception:  # noqa: BLE001 - naming is best effort; the report still lists positions
+        names = [f"leaf {i}" for i in range(len(key[1]))]
+
+    def distance(old: tuple) -> tuple:
+        parts = sum(a != b for a, b in zip(key, old))
+        if key[0] != old[0]:
+            return (parts, 5 * len(key[1]))
+        return (parts, sum(2 * (a[0] != b[0]) + 2 * (a[1] != b[1]) + (a[2] != b[2]) for a, b in zip(key[1], old[1])))
+
+    closest = min(previous, key=distance)
+    diffs = _key_differences(jitted, key, closest, names)
+    X.logger.warning("%s\n  for %s defined at %s\n  all previously seen cache keys differ. For the closest previous "
+                     "key:\n  %s", head, jitted.__name__, _definition_site(jitted._fun), "\n  ".join(diffs))
 
 
 def _wait_for(owner: int, event: threading.Event) -> bool:
@@ -657,6 +780,8 @@ class JitWrapped:
                 break
         try:
             self.misses += 1
+            if _config_mod.config.explain_cache_misses:
+                _explain_miss(self, key, args, kwargs, store)
             entry = self._compile(args, kwargs, statics, in_tree, avals, device)
             if entry is None:  # a partitioned program: the caller takes the sharded path, nothing to cache
                 return None
@@ -815,7 +940,16 @@ class JitWrapped:
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:
+        level = X.compile_log_level()
+        logging_on = X.logger.isEnabledFor(level)
+        t0 = time.perf_counter() if logging_on else 0.0
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        if logging_on:
+            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
+                         time.perf_counter() - t0)
+            X.logger.log(level, "Compiling jit(%s) with global shapes and types %s, called at %s, for %s defined at %s",
+                         self.__name__, "(" + "".join(f"{a!r}, " for a in avals).rstrip(" ") + ")", _call_site(),
+                         self.__name__, _definition_site(self._fun))
         from ftrans.transforms.sharded_jit import constraint_meshes
 
         if constraint_meshes(closed.jaxpr):
@@ -1116,7 +1250,10 @@ class Lowered:
 
         return report_for(self._traced.jaxpr)
 
-    def as_text(self, dialect: str | None = None) -> str:
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
+        (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
+        with ``debug_info=True``)."""
         if dialect not in (None, "stablehlo"):
             raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
         return self._text

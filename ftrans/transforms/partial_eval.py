@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.array import Array
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, eqn_has_effects
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
 
@@ -123,7 +123,9 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
     and returns the unknown outputs.  An equation is unknown when it reads an
     unknown value.  With ``saveable`` (a remat policy), a known value the
     unknown part needs is passed as a residual only if its equation is
-    saveable; otherwise that equation is recomputed in the unknown part.
+    saveable; otherwise that equation is recomputed in the unknown part. An
+    effectful known equation (a debug callback) the policy does not save is
+    recomputed too, so it runs again with the recomputation, as in JAX.
     """
     jaxpr = closed.jaxpr
     unknown: set[int] = {id(v) for v, u in zip(jaxpr.invars, unknowns) if u}
@@ -153,8 +155,14 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
         needed.update(id(a) for a in eqn.invars if isinstance(a, Var) and id(a) not in unknown)
     recompute: list[JaxprEqn] = []
     if saveable is not None:
+        for eqn in known_eqns:
+            if eqn.primitive.name == "io_callback":
+                raise NotImplementedError(
+                    f"Effects not supported in partial-eval of `checkpoint`: an io_callback (from "
+                    f"{eqn.source_info}) inside a checkpointed function would run again when the backward pass "
+                    "recomputes it; move it out of the checkpoint (debug callbacks are allowed)")
         for eqn in reversed(known_eqns):
-            if any(id(v) in needed for v in eqn.outvars) and not saveable(eqn):
+            if (any(id(v) in needed for v in eqn.outvars) or eqn_has_effects(eqn)) and not saveable(eqn):
                 recompute.append(eqn)
                 needed.difference_update(id(v) for v in eqn.outvars)
                 needed.update(id(a) for a in eqn.invars if isinstance(a, Var))

@@ -4,6 +4,7 @@ Importing this package registers every rule in ``ftrans.lowering.lower.lowering_
 """
 
 from ftrans.lowering.rules import (
+    callbacks,  # noqa: F401
     calls,  # noqa: F401
     collectives,  # noqa: F401
     control_flow,  # noqa: F401

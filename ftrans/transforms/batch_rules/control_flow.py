@@ -37,7 +37,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.ir import ClosedJaxpr, all_jaxprs, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
@@ -135,12 +135,27 @@ def _bcast_front(x: Any, shape: tuple) -> Any:
 # cond
 
 
+def _refuse_io_effects(jaxprs: Any, what: str) -> None:
+    """``io_callback`` in a ``cond``/``while`` whose predicate is batched: running it for every element
+    (the branches as a select, the loop until every element is done) would do I/O that the program did
+    not ask for, so it is refused as in JAX (debug callbacks are allowed)."""
+    for j in jaxprs:
+        for sub in all_jaxprs(j):
+            if any(e.primitive.name == "io_callback" for e in sub.eqns):
+                where = "while_loop with batched predicate" if what == "while" else f"vmap-of-{what}"
+                raise NotImplementedError(
+                    f"IO effect not supported in {where}: the {what}'s predicate is batched, so every "
+                    f"branch/iteration would run for every element; move the io_callback out of the {what}, "
+                    "or use debug.callback")
+
+
 @register_batching(cond_p)
 def _cond_batch(vals: list, dims: list, *, frame: AxisFrame, branches: tuple) -> tuple[list, list]:
     index, ops = vals[0], list(vals[1:])
     index_dim, op_dims = dims[0], list(dims[1:])
     n_out = len(branches[0].out_avals)
     if _mapped(index_dim):
+        _refuse_io_effects(branches, "cond")  # a select runs every branch: their I/O would all happen
         return _cond_as_select(index, index_dim, ops, op_dims, frame, branches)
 
     # An unbatched index: one cond whose branches agree on which outputs are batched.
@@ -210,6 +225,7 @@ def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: Closed
         return list(outs), _dims(carry_b)
 
     # A batched predicate: loop while any element continues; finished elements keep their carries.
+    _refuse_io_effects([cond_jaxpr, body_jaxpr], "while")  # finished elements would still do the I/O
     n_cc = len(cnd_consts) + nc
     n_bc = len(body_consts) + nb
     cnd_in = cnd.in_avals  # [cnd_consts, cc, carry]

@@ -13,8 +13,12 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Va
 
 __all__ = ["Rewriter", "stage_expr", "literal_value", "is_literal_value", "params_key", "IMPURE"]
 
-# Primitives a pass must never merge, move or drop as if pure.
-IMPURE = frozenset({"optimization_barrier"})
+# Primitives a pass must never merge, move or fold as if pure (a host callback runs Python: folding
+# one would call it at compile time). All but ``pure_callback`` are never dropped either; effectful
+# equations (``core.ir.eqn_has_effects``: callbacks that print or do I/O, or bodies holding them) are
+# never dropped, merged or moved.
+IMPURE = frozenset({"optimization_barrier", "pure_callback", "debug_callback", "io_callback"})
+DROPPABLE_IMPURE = frozenset({"pure_callback"})
 
 
 def literal_value(a: Any) -> Any:

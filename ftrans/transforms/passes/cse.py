@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, Var
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, Var, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
 from ftrans.transforms.passes._util import IMPURE, Rewriter, params_key
 from ftrans.transforms.passes.pipeline import Pass, PassContext
@@ -38,7 +38,7 @@ class CommonSubexpressionElimination(Pass):
         pkeys: dict[int, Any] = {}  # params dicts are often shared between equations
         for eqn in jaxpr.eqns:
             invars = [rw.read(a) for a in eqn.invars]
-            if eqn.primitive.name not in IMPURE:
+            if eqn.primitive.name not in IMPURE and not eqn_has_effects(eqn):
                 try:
                     pk = pkeys.get(id(eqn.params))
                     if pk is None:

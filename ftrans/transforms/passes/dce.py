@@ -14,9 +14,9 @@ unread captured constants go, which also saves their transfer to the device.
 
 from __future__ import annotations
 
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
-from ftrans.transforms.passes._util import IMPURE
+from ftrans.transforms.passes._util import DROPPABLE_IMPURE, IMPURE
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
 __all__ = ["DeadCodeElimination", "dce"]
@@ -102,6 +102,11 @@ def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[b
     return new, keep_in
 
 
+def _must_keep(eqn: JaxprEqn) -> bool:
+    name = eqn.primitive.name
+    return (name in IMPURE and name not in DROPPABLE_IMPURE) or eqn_has_effects(eqn)
+
+
 _PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while}
 
 
@@ -113,7 +118,7 @@ def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) 
     changed = not all(used_outputs)
     for eqn in reversed(jaxpr.eqns):
         used = [id(v) in live for v in eqn.outvars]
-        if not any(used) and eqn.primitive.name not in IMPURE:
+        if not any(used) and not _must_keep(eqn):
             changed = True
             if ctx is not None:
                 ctx.record(eqn, f"removed `{eqn.primitive.name}`: its result is never used")

@@ -1,0 +1,94 @@
+"""Lowering of the host callbacks (``ftrans/core/prims/callbacks.py``).
+
+Each becomes XLA's host-callback custom call, the typed-FFI target jaxlib registers
+(``xla_ffi_python_cpu_callback``; the GPU one on a GPU, see ``compat.compile``): the
+call names an index into the module's ``host_callbacks``, the Python functions handed
+to the compiler with the module. ``debug_callback`` and ``io_callback`` are marked
+``has_side_effect`` so XLA keeps them when nothing reads their results; an ordered
+one also takes and returns a token, threaded through the function (or loop body,
+branch) being lowered, so they run in program order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, register_lowering
+
+TARGET = "xla_ffi_python_cpu_callback"
+
+
+def _with_token(host_fn: Any) -> Any:
+    """The runtime passes an ordered call's token to the callback first and expects it back first."""
+    def run(token: Any, *arrays: Any) -> tuple:
+        return (token, *host_fn(*arrays))
+
+    return run
+
+
+def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, ordered: bool) -> list[str]:
+    index = ctx.module.add_host_callback(_with_token(host_fn) if ordered else host_fn)
+    fn = ctx.fn
+    operands = list(args)
+    result_types = [mt.aval_type(a) for a in ctx.avals_out]
+    if ordered:
+        token = getattr(fn, "callback_token", None)
+        if token is None:
+            token = fn.emit("stablehlo.create_token", [], ["!stablehlo.token"])[0]
+        operands = [token, *operands]
+        result_types = ["!stablehlo.token", *result_types]
+    attrs = {
+        "api_version": "4 : i32",
+        "backend_config": f"{{index = {index} : ui64}}",
+        "call_target_name": f'"{TARGET}"',
+        "has_side_effect": "true" if side_effect else "false",
+    }
+    if ctx.module.meshes:  # a partitioned program: the call runs once, on the first device
+        sym = ctx.module.maximal_mesh()
+        attrs["sdy.sharding"] = "#sdy.sharding_per_value<[" + ", ".join(
+            [f"<@{sym}, []>"] * max(1, len(result_types))) + "]>"
+    outs = ctx.emit("stablehlo.custom_call", operands, result_types, attrs)
+    if ordered:
+        fn.callback_token = outs[0]
+        outs = outs[1:]
+    return outs
+
+
+# Every effectful callback threads the token, ordered or not: unordered prints then also come out in
+# program order (JAX gives no guarantee for them; XLA's CPU runtime would otherwise reorder them).
+
+
+@register_lowering(debug_callback_p)
+def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, ordered: bool) -> list[str]:
+    return _emit(ctx, callback.host_fn(()), args, True, True)
+
+
+@register_lowering(pure_callback_p)
+def _pure_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, result_avals: tuple,
+                            vmap_method: Any) -> list[str]:
+    return _emit(ctx, callback.host_fn(result_avals), args, False, False)
+
+
+@register_lowering(io_callback_p)
+def _io_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, result_avals: tuple,
+                          ordered: bool) -> list[str]:
+    return _emit(ctx, callback.host_fn(result_avals), args, True, True)
+
+
+def check_no_ordered_effects(jaxpr: Any, devices: int, what: str) -> None:
+    """An ordered callback has one program order; a program run by several devices has one per device, so
+    ordered callbacks are refused there (JAX's ``ValueError``)."""
+    if devices <= 1:
+        return
+    from ftrans.core.ir import all_jaxprs
+    from ftrans.errors import FtransValueError
+
+    for j in all_jaxprs(jaxpr):
+        for e in j.eqns:
+            if e.primitive in (debug_callback_p, io_callback_p) and e.params.get("ordered"):
+                raise FtransValueError(
+                    f"The following ordered effects are not supported for more than 1 device: "
+                    f"[ordered {e.primitive.name} at {e.source_info}] in {what} over {devices} devices; "
+                    "use ordered=False there")
