@@ -156,3 +156,16 @@ def test_names_match_jax():
              "histogramdd", "matvec", "piecewise", "place", "poly", "polydiv", "polyfit", "roots", "vecmat",
              "vectorize"}
     assert not (missing & added)
+
+
+def test_piecewise_traces_each_function_once():
+    def g(x):
+        g.num_traces += 1
+        return x
+
+    g.num_traces = 0
+    x = fjnp.arange(10.0)
+    for _ in range(5):
+        out = fjnp.piecewise(x, [x < 3], [g, 0.0])
+    assert g.num_traces == 1
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(jjnp.piecewise(jjnp.arange(10.0), [jjnp.arange(10.0) < 3], [g, 0.0])))

@@ -180,7 +180,7 @@ def test_errors_match_jax():
 
 
 def test_names_match_jax():
-    added = {"sph_harm_y", "hyp1f1", "owens_t", "fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
+    added = {"wofz", "sph_harm_y", "hyp1f1", "owens_t", "fresnel", "sici", "dawsn", "bessel_jn", "erfcx", "exp1", "expi", "expn", "spence", "bernoulli", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "factorial", "gamma", "gammainc",
              "gammaincc", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma",
              "multigammaln", "ndtri", "poch", "polygamma", "rel_entr", "softmax", "zeta"}
     assert added <= set(fsp.__all__)
@@ -263,3 +263,13 @@ def test_sph_harm_y():
         close(o, t, 1e-4, 1e-5)
     with pytest.raises(NotImplementedError):
         fsp.sph_harm_y(n, m, th, ph, diff_n=1)
+
+
+def test_wofz_and_complex_erfcx():
+    z = np.array([0.5 + 0.3j, -1 + 2j, 3 - 1j, -2 - 0.5j, 0j, 10 + 10j, 0.1 - 5j], np.complex64)
+    close(fsp.wofz(z), jsp.wofz(z), 1e-5, 1e-6)
+    close(ftrans.jit(ftrans.vmap(fsp.wofz))(z), jsp.wofz(z), 1e-5, 1e-6)
+    close(fsp.wofz(a(0.5, -1, 3)), jsp.wofz(a(0.5, -1, 3)), 1e-5, 1e-6)
+    close(fsp.erfcx(z), jsp.erfcx(z), 1e-4, 1e-6)
+    t = np.ones_like(z)
+    close(ftrans.jvp(fsp.wofz, (z,), (t,))[1], jax.jvp(jsp.wofz, (z,), (t,))[1], 1e-5, 1e-6)

@@ -73,7 +73,7 @@ from ftrans.numpy._shape import *  # noqa: F401,F403
 from ftrans.numpy._shape import _method_reshape, _method_transpose  # noqa: F401
 from ftrans.numpy._signal import *  # noqa: F401,F403
 from ftrans.numpy._sorting import *  # noqa: F401,F403
-from ftrans.numpy._ufunc import frompyfunc, ufunc  # noqa: F401
+from ftrans.numpy._ufunc import *  # noqa: F401,F403
 
 dtype = _np.dtype
 promote_types = _dtypes.promote_types

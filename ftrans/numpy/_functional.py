@@ -27,6 +27,7 @@ from ftrans.core.operands import canonicalize_axis, check_arraylike, concrete_or
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._extras import _inexact_nobcast
 from ftrans.transforms.batching import vmap
+from ftrans.transforms.jit import jit
 
 __all__ = [
     "angle", "apply_along_axis", "apply_over_axes", "block", "extract", "gradient", "histogram2d",
@@ -297,19 +298,32 @@ def piecewise(x: Any, condlist: Any, funclist: list, *args: Any, **kw: Any) -> A
     else:
         raise FtransValueError(f"piecewise: with {nc} condition(s), either {nc} or {nc + 1} functions are "
                                f"expected; got {nf}")
-    conds = jnp.asarray(condlist, dtype=bool)
+    consts = {i: f for i, f in enumerate(funclist) if not callable(f)}
+    funcs = frozenset((i, f) for i, f in enumerate(funclist) if callable(f))
+    return _piecewise_jit(x, jnp.asarray(condlist, dtype=bool), consts, funcs, *args, **kw)
+
+
+def _piecewise(x: Any, conds: Any, consts: dict, funcs: frozenset, *args: Any, **kw: Any) -> Any:
+    """``piecewise`` proper, compiled once per set of functions (they are static, so calling ``piecewise``
+    again with the same functions does not retrace them)."""
+    table = dict(funcs)
     index = jnp.zeros(jnp.broadcast_shapes(x.shape, conds.shape[1:]), dtype=np.int32)
-    for i in range(nc):
+    for i in range(conds.shape[0]):
         index = jnp.where(conds[i], np.int32(i + 1), index)
     dt = x.dtype
 
-    def branch(f: Any) -> Callable:
-        if callable(f):
+    def branch(i: int) -> Callable:
+        if i in table:
+            f = table[i]
             return lambda v: jnp.asarray(f(v, *args, **kw)).astype(dt)
-        return lambda v: jnp.asarray(f, dtype=dt)
+        c = consts[i]
+        return lambda v: jnp.asarray(c, dtype=dt)
 
-    branches = [branch(f) for f in funclist]
+    branches = [branch(i) for i in range(conds.shape[0] + 1)]
     return vectorize(lambda i, v: lax.switch(i, branches, v))(index, x)
+
+
+_piecewise_jit = jit(_piecewise, static_argnames=("funcs",))
 
 
 # ---------------------------------------------------------------- numerical gradient
