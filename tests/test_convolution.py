@@ -155,6 +155,35 @@ def test_conv_check_grads(kw):
         ftrans.config.update("enable_x64", before)
 
 
+@pytest.mark.parametrize("dtype, pet", [(np.int8, np.float32), (np.uint8, np.float32), (np.int16, np.float32),
+                                        (np.int8, np.int32)])
+def test_integer_operands_with_a_wider_preferred_type_like_jax(dtype, pet):
+    """JAX's one mixed combination: integral operands, floating-point result (conv and dot_general)."""
+    rng = np.random.default_rng(2)
+    x = rng.integers(-3, 4, (2, 3, 6, 7)).astype(dtype)
+    w = rng.integers(-3, 4, (2, 3, 2, 3)).astype(dtype)
+    want = jax.lax.conv(x, w, (1, 1), "VALID", preferred_element_type=pet)
+    def conv(a, b):
+        return lax.conv(a, b, (1, 1), "VALID", preferred_element_type=pet)
+
+    for f in (conv, ftrans.jit(conv)):
+        got = f(x, w)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    m = x.reshape(6, -1)[:, :5]
+    dn = (((1,), (1,)), ((), ()))
+    want = jax.lax.dot_general(m, m, dn, preferred_element_type=pet)
+    for f in (lambda a: lax.dot_general(a, a, dn, preferred_element_type=pet),
+              ftrans.jit(lambda a: lax.dot_general(a, a, dn, preferred_element_type=pet))):
+        got = f(m)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(TypeError, match="narrower"):  # as in JAX: never narrower than the operands
+        lax.conv(x.astype(np.int32), w.astype(np.int32), (1, 1), "VALID", preferred_element_type=np.float16)
+    with pytest.raises(TypeError, match="preferred_element_type"):  # float operands, integral result: as JAX
+        lax.conv(x.astype(np.float32), w.astype(np.float32), (1, 1), "VALID", preferred_element_type=np.int32)
+
+
 def test_conv_dtypes_precision_and_preferred_element_type():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 2, 5, 5)).astype(jnp.bfloat16)

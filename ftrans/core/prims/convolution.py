@@ -130,9 +130,16 @@ def _conv_dtype(lhs, rhs, *, preferred_element_type=None, **_: Any) -> np.dtype:
         return lhs.dtype
     if not isinstance(pet, np.dtype) or pet not in ANY:
         raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type must be a supported dtype, got {pet!r}")
-    if (pet.kind == "c") != (lhs.dtype.kind == "c") or dtypes.is_float(pet) != dtypes.is_float(lhs.dtype):
+    # JAX's combinations: integral -> integral or floating, floating -> floating, complex -> complex.
+    int_to_float = lhs.dtype.kind in "iu" and dtypes.is_float(pet)
+    if not int_to_float and ((pet.kind == "c") != (lhs.dtype.kind == "c")
+                             or dtypes.is_float(pet) != dtypes.is_float(lhs.dtype)):
         raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type {pet} and the operand dtype {lhs.dtype} "
-                                                 "must both be integral, both floating-point or both complex")
+                                                 "must both be integral (or integral and floating-point), both "
+                                                 "floating-point or both complex")
+    if pet.itemsize < lhs.dtype.itemsize:
+        raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type {pet} must not be narrower than the "
+                                                 f"operand dtype {lhs.dtype}")
     return pet
 
 
