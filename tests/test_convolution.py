@@ -184,6 +184,21 @@ def test_integer_operands_with_a_wider_preferred_type_like_jax(dtype, pet):
         lax.conv(x.astype(np.float32), w.astype(np.float32), (1, 1), "VALID", preferred_element_type=np.int32)
 
 
+def test_operands_of_different_ranks_raise_value_error_like_jax():
+    lhs, rhs = np.ones((1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
+    kw = dict(window_strides=(1,), padding=((0, 0),), dimension_numbers=((0, 1, 2), (0, 1, 2), (0, 1, 2)))
+    jdn = jax.lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2), rhs_spec=(0, 1, 2), out_spec=(0, 1, 2))
+    with pytest.raises(ValueError, match="same number of dimensions"):  # jax's own test of this (issue 4316)
+        jax.lax.conv_general_dilated(lhs, rhs, **{**kw, "dimension_numbers": jdn})
+    fdn = lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2), rhs_spec=(0, 1, 2), out_spec=(0, 1, 2))
+    with pytest.raises(ValueError, match=r"same number of dimensions.*f32\[1,1,1\], f32\[1,1,1,1\]"):
+        lax.conv_general_dilated(lhs, rhs, **{**kw, "dimension_numbers": fdn})
+    with pytest.raises(TypeError, match="ndim to be equal"):  # spelled as a tuple: TypeError in both
+        jax.lax.conv_general_dilated(lhs, rhs, **kw)
+    with pytest.raises(TypeError, match="ndim to be equal"):
+        lax.conv_general_dilated(lhs, rhs, **kw)
+
+
 def test_conv_dtypes_precision_and_preferred_element_type():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 2, 5, 5)).astype(jnp.bfloat16)
