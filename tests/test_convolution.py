@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.scipy.signal as jsignal
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.example_libraries import stax as jstax
 
@@ -409,3 +409,37 @@ def test_precision_enum_matches_jax():
                                    rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="precision must be"):
         lax.conv(x, w, (1,), "VALID", precision="sloppy")
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([None, ("NHWC", "HWIO", "NHWC"), ("NCHW", "HWIO", "NHWC"), ("NWC", "WIO", "NCW")]),
+       st.sampled_from(["SAME", "VALID", "explicit"]), st.integers(1, 2), st.integers(0, 2**16))
+def test_conv_general_dilated_local_matches_jax(dn, pad, stride, seed):
+    """An unshared convolution (a kernel per output position), eagerly, under jit and its gradient, against jax."""
+    rng = np.random.default_rng(seed)
+    nsp = 1 if dn is not None and len(dn[0]) == 3 else 2
+    fs = (3, 2)[:nsp]
+    lshape = {None: (2, 3, 7, 6), ("NHWC", "HWIO", "NHWC"): (2, 7, 6, 3), ("NCHW", "HWIO", "NHWC"): (2, 3, 7, 6),
+              ("NWC", "WIO", "NCW"): (2, 7, 3)}[dn]
+    padding = ((1, 0), (0, 2))[:nsp] if pad == "explicit" else pad
+    strides = (stride,) * nsp
+    x = rng.standard_normal(lshape).astype(np.float32)
+    p = jax.lax.conv_general_dilated_patches(x, fs, strides, padding, dimension_numbers=dn)
+    _, rspec, ospec = jax.lax.conv_dimension_numbers(x.shape, (1, 1) + fs, dn)
+    shape = [0] * len(lshape)
+    shape[rspec[0]], shape[rspec[1]] = 4, p.shape[ospec[1]]
+    for k, a in enumerate(rspec[2:]):
+        shape[a] = p.shape[ospec[2 + k]]
+    w = rng.standard_normal(shape).astype(np.float32)
+
+    def f(mod):
+        return lambda a, b: mod.conv_general_dilated_local(a, b, strides, padding, fs, dimension_numbers=dn,
+                                                           precision="highest")
+
+    want = jax.lax.conv_general_dilated_local(x, w, strides, padding, fs, dimension_numbers=dn, precision="highest")
+    for got in (f(lax)(x, w), ftrans.jit(f(lax))(x, w)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+    gw = jax.grad(lambda b: jnp.sum(f(jax.lax)(x, b) ** 2))(w)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda b: fnp.sum(f(lax)(x, b) ** 2))(w)), np.asarray(gw),
+                               rtol=1e-3, atol=1e-3)

@@ -23,7 +23,7 @@ from ftrans.lax._windowed import padtype_to_pads
 
 __all__ = ["Precision", "ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
            "conv_transpose", "conv_dimension_numbers", "conv_general_permutations",
-           "conv_general_dilated_patches", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
+           "conv_general_dilated_patches", "conv_general_dilated_local", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
 
 class Precision(enum.Enum):
     """Precision hint for convolutions and matrix products (JAX's ``lax.Precision``).
@@ -327,6 +327,40 @@ def conv_general_dilated_patches(lhs: Any, filter_shape: Sequence[int], window_s
     return conv_general_dilated(x, kernel, window_strides, padding, lhs_dilation, rhs_dilation, dn,
                                 feature_group_count=c, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_local(lhs: Any, rhs: Any, window_strides: Sequence[int], padding: Any,
+                               filter_shape: Sequence[int], lhs_dilation: Sequence[int] | None = None,
+                               rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                               precision: Any = None) -> Any:
+    """An unshared (locally connected) convolution: a separate kernel at each output position.
+
+    ``rhs`` is laid out as ``dimension_numbers``' kernel spec with its spatial
+    axes the *output's* spatial size and its input-feature axis ``C *
+    prod(filter_shape)`` (the patch, input channel major, as
+    ``conv_general_dilated_patches`` flattens it).  Computed as those patches
+    contracted with ``rhs`` position by position (one ``dot_general`` batched
+    over the spatial axes), as JAX defines it.
+    """
+    check_arraylike("lax.conv_general_dilated_local", lhs, rhs)
+    x = as_operand(lhs)
+    prec = canonicalize_precision("conv_general_dilated_local", precision)
+    patches = conv_general_dilated_patches(x, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+                                           dimension_numbers, precision=None if prec is None else prec[0])
+    _, rspec, ospec = conv_dimension_numbers(x.shape, (1, 1) + tuple(int(k) for k in filter_shape),
+                                             dimension_numbers)
+    # Batch over the spatial axes (the patches' in increasing order, rhs's matched to them), contract the
+    # patch features with rhs's input features; the result is (*spatial, N, O).
+    order = sorted(range(len(ospec) - 2), key=lambda k: ospec[2 + k])
+    lhs_batch = tuple(ospec[2 + k] for k in order)
+    rhs_batch = tuple(rspec[2 + k] for k in order)
+    dn = (((ospec[1],), (rspec[1],)), (lhs_batch, rhs_batch))
+    out = _ops.dot_general(patches, rhs, dn, precision=precision)
+    nd = len(ospec)
+    # Put N and O where the output spec wants them; the spatial axes keep their increasing order.
+    rest = iter(range(nd - 2))
+    perm = [nd - 2 if i == ospec[0] else nd - 1 if i == ospec[1] else next(rest) for i in range(nd)]
+    return _ops.transpose(out, perm)
 
 
 def fft(x: Any, fft_type: Any, fft_lengths: Sequence[int]) -> Any:
