@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.scipy.signal as jsignal
 import numpy as np
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.example_libraries import stax as jstax
 
@@ -153,6 +153,50 @@ def test_conv_check_grads(kw):
         check_grads(lambda a, b: lax.conv_general_dilated(a, b, **kw), (x, w), order=2)
     finally:
         ftrans.config.update("enable_x64", before)
+
+
+@pytest.mark.parametrize("dtype, pet", [(np.int8, np.float32), (np.uint8, np.float32), (np.int16, np.float32),
+                                        (np.int8, np.int32)])
+def test_integer_operands_with_a_wider_preferred_type_like_jax(dtype, pet):
+    """JAX's one mixed combination: integral operands, floating-point result (conv and dot_general)."""
+    rng = np.random.default_rng(2)
+    x = rng.integers(-3, 4, (2, 3, 6, 7)).astype(dtype)
+    w = rng.integers(-3, 4, (2, 3, 2, 3)).astype(dtype)
+    want = jax.lax.conv(x, w, (1, 1), "VALID", preferred_element_type=pet)
+    def conv(a, b):
+        return lax.conv(a, b, (1, 1), "VALID", preferred_element_type=pet)
+
+    for f in (conv, ftrans.jit(conv)):
+        got = f(x, w)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    m = x.reshape(6, -1)[:, :5]
+    dn = (((1,), (1,)), ((), ()))
+    want = jax.lax.dot_general(m, m, dn, preferred_element_type=pet)
+    for f in (lambda a: lax.dot_general(a, a, dn, preferred_element_type=pet),
+              ftrans.jit(lambda a: lax.dot_general(a, a, dn, preferred_element_type=pet))):
+        got = f(m)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(TypeError, match="narrower"):  # as in JAX: never narrower than the operands
+        lax.conv(x.astype(np.int32), w.astype(np.int32), (1, 1), "VALID", preferred_element_type=np.float16)
+    with pytest.raises(TypeError, match="preferred_element_type"):  # float operands, integral result: as JAX
+        lax.conv(x.astype(np.float32), w.astype(np.float32), (1, 1), "VALID", preferred_element_type=np.int32)
+
+
+def test_operands_of_different_ranks_raise_value_error_like_jax():
+    lhs, rhs = np.ones((1, 1, 1), np.float32), np.ones((1, 1, 1, 1), np.float32)
+    kw = dict(window_strides=(1,), padding=((0, 0),), dimension_numbers=((0, 1, 2), (0, 1, 2), (0, 1, 2)))
+    jdn = jax.lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2), rhs_spec=(0, 1, 2), out_spec=(0, 1, 2))
+    with pytest.raises(ValueError, match="same number of dimensions"):  # jax's own test of this (issue 4316)
+        jax.lax.conv_general_dilated(lhs, rhs, **{**kw, "dimension_numbers": jdn})
+    fdn = lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2), rhs_spec=(0, 1, 2), out_spec=(0, 1, 2))
+    with pytest.raises(ValueError, match=r"same number of dimensions.*f32\[1,1,1\], f32\[1,1,1,1\]"):
+        lax.conv_general_dilated(lhs, rhs, **{**kw, "dimension_numbers": fdn})
+    with pytest.raises(TypeError, match="ndim to be equal"):  # spelled as a tuple: TypeError in both
+        jax.lax.conv_general_dilated(lhs, rhs, **kw)
+    with pytest.raises(TypeError, match="ndim to be equal"):
+        lax.conv_general_dilated(lhs, rhs, **kw)
 
 
 def test_conv_dtypes_precision_and_preferred_element_type():
@@ -365,3 +409,37 @@ def test_precision_enum_matches_jax():
                                    rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="precision must be"):
         lax.conv(x, w, (1,), "VALID", precision="sloppy")
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([None, ("NHWC", "HWIO", "NHWC"), ("NCHW", "HWIO", "NHWC"), ("NWC", "WIO", "NCW")]),
+       st.sampled_from(["SAME", "VALID", "explicit"]), st.integers(1, 2), st.integers(0, 2**16))
+def test_conv_general_dilated_local_matches_jax(dn, pad, stride, seed):
+    """An unshared convolution (a kernel per output position), eagerly, under jit and its gradient, against jax."""
+    rng = np.random.default_rng(seed)
+    nsp = 1 if dn is not None and len(dn[0]) == 3 else 2
+    fs = (3, 2)[:nsp]
+    lshape = {None: (2, 3, 7, 6), ("NHWC", "HWIO", "NHWC"): (2, 7, 6, 3), ("NCHW", "HWIO", "NHWC"): (2, 3, 7, 6),
+              ("NWC", "WIO", "NCW"): (2, 7, 3)}[dn]
+    padding = ((1, 0), (0, 2))[:nsp] if pad == "explicit" else pad
+    strides = (stride,) * nsp
+    x = rng.standard_normal(lshape).astype(np.float32)
+    p = jax.lax.conv_general_dilated_patches(x, fs, strides, padding, dimension_numbers=dn)
+    _, rspec, ospec = jax.lax.conv_dimension_numbers(x.shape, (1, 1) + fs, dn)
+    shape = [0] * len(lshape)
+    shape[rspec[0]], shape[rspec[1]] = 4, p.shape[ospec[1]]
+    for k, a in enumerate(rspec[2:]):
+        shape[a] = p.shape[ospec[2 + k]]
+    w = rng.standard_normal(shape).astype(np.float32)
+
+    def f(mod):
+        return lambda a, b: mod.conv_general_dilated_local(a, b, strides, padding, fs, dimension_numbers=dn,
+                                                           precision="highest")
+
+    want = jax.lax.conv_general_dilated_local(x, w, strides, padding, fs, dimension_numbers=dn, precision="highest")
+    for got in (f(lax)(x, w), ftrans.jit(f(lax))(x, w)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+    gw = jax.grad(lambda b: jnp.sum(f(jax.lax)(x, b) ** 2))(w)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda b: fnp.sum(f(lax)(x, b) ** 2))(w)), np.asarray(gw),
+                               rtol=1e-3, atol=1e-3)

@@ -234,9 +234,20 @@ def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def det(a: Any) -> Any:
-    """The determinant of square ``a``; its derivative is ``det(a) tr(a⁻¹ da)``."""
+    """The determinant of square ``a``; its derivative is ``det(a) tr(a⁻¹ da)``.
+
+    2x2 and 3x3 matrices use the expansion formula, as JAX does (no factorization, and
+    its derivative, the adjugate, is exact at singular matrices too).
+    """
     (a,) = _inexact("det", a)
     _square("det", a)
+    n = a.shape[-1]
+    if n == 2:
+        return a[..., 0, 0] * a[..., 1, 1] - a[..., 0, 1] * a[..., 1, 0]
+    if n == 3:
+        return (a[..., 0, 0] * a[..., 1, 1] * a[..., 2, 2] + a[..., 0, 1] * a[..., 1, 2] * a[..., 2, 0]
+                + a[..., 0, 2] * a[..., 1, 0] * a[..., 2, 1] - a[..., 0, 2] * a[..., 1, 1] * a[..., 2, 0]
+                - a[..., 0, 0] * a[..., 1, 2] * a[..., 2, 1] - a[..., 0, 1] * a[..., 1, 0] * a[..., 2, 2])
     return _det(a)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.prims._base import ANY, prim_type_error, prim_value_error, standard_primitive, types_of
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransShapeError, FtransValueError
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -54,9 +54,9 @@ def conv_output_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_di
                       feature_group_count, batch_group_count, **_: Any) -> tuple[int, ...]:
     """The result shape, with an error naming the dimension that does not fit."""
     lspec, rspec, ospec = dimension_numbers
-    if lhs.ndim != rhs.ndim:
-        raise prim_type_error(_NAME, [lhs, rhs],
-                              f"lhs and rhs must have the same number of dimensions, got {lhs.ndim} and {rhs.ndim}")
+    if lhs.ndim != rhs.ndim:  # JAX raises ValueError here: FtransShapeError is both TypeError and ValueError
+        raise FtransShapeError(f"{_NAME}: lhs and rhs must have the same number of dimensions, got {lhs.ndim} and "
+                               f"{rhs.ndim} (operands: {types_of([lhs, rhs])})")
     if lhs.ndim < 2:
         raise prim_type_error(_NAME, [lhs, rhs], "operands need at least a batch and a feature dimension")
     for what, spec in (("lhs_spec", lspec), ("rhs_spec", rspec), ("out_spec", ospec)):
@@ -130,9 +130,16 @@ def _conv_dtype(lhs, rhs, *, preferred_element_type=None, **_: Any) -> np.dtype:
         return lhs.dtype
     if not isinstance(pet, np.dtype) or pet not in ANY:
         raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type must be a supported dtype, got {pet!r}")
-    if (pet.kind == "c") != (lhs.dtype.kind == "c") or dtypes.is_float(pet) != dtypes.is_float(lhs.dtype):
+    # JAX's combinations: integral -> integral or floating, floating -> floating, complex -> complex.
+    int_to_float = lhs.dtype.kind in "iu" and dtypes.is_float(pet)
+    if not int_to_float and ((pet.kind == "c") != (lhs.dtype.kind == "c")
+                             or dtypes.is_float(pet) != dtypes.is_float(lhs.dtype)):
         raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type {pet} and the operand dtype {lhs.dtype} "
-                                                 "must both be integral, both floating-point or both complex")
+                                                 "must both be integral (or integral and floating-point), both "
+                                                 "floating-point or both complex")
+    if pet.itemsize < lhs.dtype.itemsize:
+        raise prim_type_error(_NAME, [lhs, rhs], f"preferred_element_type {pet} must not be narrower than the "
+                                                 f"operand dtype {lhs.dtype}")
     return pet
 
 

@@ -279,11 +279,14 @@ def _dot_dtype(lhs, rhs, *, dimension_numbers, precision=None, preferred_element
         raise prim_type_error(
             "dot_general", [lhs, rhs], f"preferred_element_type must be a supported dtype, got {pet!r}",
         )
-    if _kind(pet) != _kind(lhs.dtype) and lhs.dtype != np.bool_:
+    # JAX's combinations: integral -> integral or floating-point (its one mixed case), floating -> floating,
+    # complex -> complex.
+    int_to_float = _kind(lhs.dtype) == "integer" and _kind(pet) == "floating-point"
+    if _kind(pet) != _kind(lhs.dtype) and lhs.dtype != np.bool_ and not int_to_float:
         raise prim_type_error(
             "dot_general", [lhs, rhs],
-            f"preferred_element_type {pet} and the operand dtype {lhs.dtype} must both be integral, "
-            "both floating-point or both complex",
+            f"preferred_element_type {pet} and the operand dtype {lhs.dtype} must both be integral (or "
+            "integral and floating-point), both floating-point or both complex",
         )
     if not dtypes.is_float(lhs.dtype) and _bits(pet) < _bits(lhs.dtype):
         raise prim_type_error(
