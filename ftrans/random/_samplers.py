@@ -29,7 +29,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.random import _threefry as _tf
 from ftrans.transforms.jit import jit
 
@@ -86,9 +86,16 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
     return as_operand(k)
 
 
+def _traced_shape(name: str, shape: Any) -> None:
+    raise ConcretizationTypeError(
+        f"ftrans.random.{name}: Shapes must be 1D sequences of concrete values of integer type, got "
+        f"{shape!r}: a traced value cannot set a shape. Pass the size as a static argument of jit "
+        "(static_argnums) or compute it outside the traced function")
+
+
 def _dim(name: str, d: Any, shape: Any) -> int:
     if isinstance(d, Tracer):
-        operator.index(d)  # raises the concretization error that names the user's line
+        _traced_shape(name, shape)
     if isinstance(d, (bool, np.bool_)) or isinstance(d, (float, np.floating)):
         raise FtransTypeError(
             f"ftrans.random.{name}: shape must be a sequence of integers, got {shape!r}")
@@ -106,7 +113,7 @@ def _dim(name: str, d: Any, shape: Any) -> int:
 def _canonical_shape(name: str, shape: Any) -> tuple[int, ...]:
     """JAX's ``canonicalize_shape``: an int or a sequence of non-negative ints."""
     if isinstance(shape, Tracer):
-        operator.index(shape)  # raises the concretization error that names the user's line
+        _traced_shape(name, shape)
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         return (_dim(name, shape, (shape,)),)
     if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
@@ -646,7 +653,7 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
                 f"got a {d.name} scalar")
         n = _concrete(x)
         if n is None:
-            raise FtransTypeError(
+            raise ConcretizationTypeError(
                 "ftrans.random.permutation: an integer x must be concrete (it sets the output size); "
                 "pass it as a static argument of jit")
         n = int(n)
@@ -702,7 +709,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
         d, _ = dtype_weak(arr)
         n = _concrete(a)
         if n is None:
-            raise FtransTypeError(
+            raise ConcretizationTypeError(
                 "ftrans.random.choice: an integer a must be concrete (it sets the population size); "
                 "pass it as a static argument of jit")
         if not dtypes.is_int(d) or d == np.bool_:
@@ -797,6 +804,6 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, replac
         kk = math.prod(shape[:len(shape) - len(batch_shape)])
         if kk > lshape[axis]:
             raise FtransValueError(
-                f"ftrans.random.categorical: number of samples without replacement ({kk}) cannot "
+                f"ftrans.random.categorical: Number of samples without replacement ({kk}) cannot "
                 f"exceed the number of categories ({lshape[axis]})")
     return _categorical(k, logits, shape, batch_shape, axis, bool(replace), mode)
