@@ -548,3 +548,29 @@ def test_stack_unstack():
             same(a, b)
     close(ftrans.grad(lambda v: (flax.stack([v, v * 2], 1) ** 2).sum())(xs[0]),
           jax.grad(lambda v: (jlax.stack([v, v * 2], 1) ** 2).sum())(xs[0]))
+
+
+@pytest.mark.parametrize("algorithm", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_rng_bit_generator_bits_are_xlas(algorithm, dtype):
+    key = np.array([1, 2, 3, 4], np.uint32)
+    want = jlax.rng_bit_generator(key, (3, 2), dtype, jlax.RandomAlgorithm(algorithm))
+    for got in (flax.rng_bit_generator(key, (3, 2), dtype, algorithm),
+                ftrans.jit(lambda k: flax.rng_bit_generator(k, (3, 2), dtype, algorithm))(key)):
+        for g, w in zip(got, want):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_rng_bit_generator_vmap_and_errors():
+    keys = np.arange(12, dtype=np.uint32).reshape(3, 4)
+    f = lambda L: (lambda k: L.rng_bit_generator(k, (2,)))  # noqa: E731
+    for got, want in [(ftrans.vmap(f(flax))(keys), jax.vmap(f(jlax))(keys)),
+                      (ftrans.vmap(ftrans.vmap(f(flax)))(keys.reshape(3, 1, 4)),
+                       jax.vmap(jax.vmap(f(jlax)))(keys.reshape(3, 1, 4)))]:
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        flax.rng_bit_generator(keys[0], (2,), np.int32)
+    with pytest.raises(TypeError, match="uint32"):
+        flax.rng_bit_generator(keys[0, :2], (2,))

@@ -188,6 +188,10 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((arr((3,), np.int16),), {"new_dtype": bf16}),
         ((arr((3,), f16),), {"new_dtype": np.dtype(np.uint16)}),
     ]
+    s["rng_bit_generator"] = [
+        ((np.array([1, 2, 3, 4], np.uint32),), {"shape": (3,), "dtype": np.dtype(np.uint32), "algorithm": 0}),
+        ((np.array([5, 6, 7, 8], np.uint32),), {"shape": (2, 2), "dtype": np.dtype(np.uint8), "algorithm": 2}),
+    ]
     s["select_n"] = [
         ((arr((3,), b), arr((3,), f32, 1), arr((3,), f32, 2)), {}),
         ((np.array([0, 2, 1], i32), arr((3,), i32, 1), arr((3,), i32, 2), arr((3,), i32, 3)), {}),

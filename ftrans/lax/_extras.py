@@ -28,7 +28,8 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "DotDimensionNumbers", "PrecisionLike",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator",
+    "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
 ]
@@ -497,3 +498,18 @@ def unstack(x: Any, axis: int = 0) -> tuple:
     shape = tuple(shape_of(op))
     ax = lax._axis("unstack", axis, len(shape))
     return tuple(lax.squeeze(lax.slice_in_dim(op, i, i + 1, axis=ax), (ax,)) for i in range(shape[ax]))
+
+
+def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
+                      algorithm: RandomAlgorithm = RandomAlgorithm.RNG_DEFAULT, *, out_sharding: Any = None
+                      ) -> tuple[Any, Any]:
+    """``lax.rng_bit_generator``: XLA's stateless bit generator; ``(new_key, bits)`` from a uint32[4] key.
+    The bits are XLA's (and so JAX's) for the algorithm; prefer ``ftrans.random`` for portable streams."""
+    if out_sharding is not None:
+        raise NotImplementedError("lax.rng_bit_generator: out_sharding is not supported")
+    d = dtypes.to_dtype(dtype)
+    if d not in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64):
+        raise FtransTypeError(f"rng_bit_generator: unsupported dtype {d.name}")
+    k = as_operand(key)
+    return tuple(lax._bind(S.rng_bit_generator_p, k, shape=_shape("rng_bit_generator", shape), dtype=d,
+                           algorithm=int(RandomAlgorithm(algorithm))))

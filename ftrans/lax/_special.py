@@ -1,11 +1,14 @@
-"""``lax.igamma`` and ``lax.igammac``: the regularized incomplete gamma functions ``P(a, x)`` and ``Q(a, x)``.
+"""The special functions of ``jax.lax`` that XLA has no op for: ``igamma``, ``igammac`` (the regularized
+incomplete gamma functions ``P(a, x)``, ``Q(a, x)``), ``igamma_grad_a``, ``random_gamma_grad``, ``betainc``,
+``zeta`` and ``polygamma``.
 
-Written with ``lax`` operations and ``while_loop`` (so they run eagerly, under ``jit``, ``vmap`` and the
-autodiff transforms like any program): the power series of ``P`` where ``x < a + 1`` and a continued
-fraction for ``Q`` elsewhere (evaluated by the modified Lentz method), each iterated until every element has
-converged to the dtype's precision.  Half-precision inputs are computed in float32.  Derivatives are a
-``custom_jvp``: in ``x`` the closed form ``x^(a-1) e^-x / Gamma(a)``; in ``a`` the forward derivative of the
-same iteration.
+Written with ``lax`` operations and ``while_loop`` (so they run under ``jit``, ``vmap`` and the autodiff
+transforms like any program): for ``P`` the power series where ``x < a + 1`` and a continued fraction for
+``Q`` elsewhere (modified Lentz), for ``betainc`` its continued fraction, each iterated until every element
+has converged to the dtype's precision; ``zeta`` by Euler-Maclaurin.  Half-precision inputs are computed in
+float32.  Called eagerly, each runs as one compiled program (its loops in XLA, and the same bits as under
+``jit``).  Derivatives are ``custom_jvp``s: in ``x`` the closed-form densities; in ``a`` (``igamma``) the
+forward derivative of the same iteration.
 """
 
 from __future__ import annotations
@@ -16,16 +19,30 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.operands import dtype_weak
+from ftrans.core.trace import is_eager
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
 from ftrans.lax._control_flow import while_loop
 from ftrans.lax._extras import full_like
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.custom_derivatives import SymbolicZero, custom_jvp
+from ftrans.transforms.jit import jit
 
 __all__ = ["betainc", "igamma", "igamma_grad_a", "igammac", "polygamma", "random_gamma_grad", "zeta"]
 
 _MAX_ITERATIONS = 2000
+
+
+def _compiled_when_eager(fn: Any) -> Any:
+    """``fn`` as one compiled program when called eagerly (as ``ftrans.random``'s samplers are): its loops
+    then run in XLA, not step by step on the host, and eager results equal ``jit``'s bit for bit."""
+    compiled = jit(fn)
+
+    def run(*args: Any) -> Any:
+        return compiled(*args) if is_eager() else fn(*args)
+
+    run.__name__ = getattr(fn, "__name__", "special")
+    return run
 
 
 def _operands(name: str, a: Any, x: Any) -> tuple[Any, Any, np.dtype]:
@@ -145,8 +162,8 @@ def _make(which: int, sign: float) -> Any:
     return fn
 
 
-_igamma = _make(0, 1.0)
-_igammac = _make(1, -1.0)
+_igamma = _compiled_when_eager(_make(0, 1.0))
+_igammac = _compiled_when_eager(_make(1, -1.0))
 
 
 def igamma(a: Any, x: Any) -> Any:
@@ -245,6 +262,7 @@ def _betainc_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 _betainc_fn.defjvp(_betainc_jvp, symbolic_zeros=True)
+_betainc_compiled = _compiled_when_eager(_betainc_fn)
 
 
 def betainc(a: Any, b: Any, x: Any) -> Any:
@@ -263,7 +281,7 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
             )
     if len({dtype_weak(v)[0] for v in (a, b, x)}) != 1:
         raise FtransTypeError("lax.betainc: a, b and x must have one dtype")
-    return _betainc_fn(a, b, x)
+    return _betainc_compiled(a, b, x)
 
 
 # ---------------------------------------------------------------- zeta, polygamma
@@ -307,6 +325,9 @@ def _zeta(s: Any, q: Any) -> Any:
     return lax.convert_element_type(total, d) if calc != d else total
 
 
+_zeta_compiled = _compiled_when_eager(_zeta)
+
+
 def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
     a, b = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b)))
     for i, v in enumerate((a, b)):
@@ -325,13 +346,17 @@ def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
 def zeta(x: Any, q: Any) -> Any:
     """``lax.zeta``: the Hurwitz zeta function ``sum_k (q + k)^-x``."""
     x, q = _float_pair("zeta", x, q)
-    return _zeta(x, q)
+    return _zeta_compiled(x, q)
 
 
 def polygamma(m: Any, x: Any) -> Any:
     """``lax.polygamma``: the m-th derivative of the digamma function, ``(-1)^(m+1) m! zeta(m+1, x)`` for
     integer ``m >= 1``, ``digamma`` for ``m = 0``, NaN for other ``m``."""
     m, x = _float_pair("polygamma", m, x)
+    return _polygamma_compiled(m, x)
+
+
+def _polygamma(m: Any, x: Any) -> Any:
     one = full_like(m, 1.0)
     mm = lax.select(lax.ge(m, one), m, one)  # keep the unused branch finite
     fact = lax.exp(lax.lgamma(lax.add(mm, one)))
@@ -345,6 +370,10 @@ def polygamma(m: Any, x: Any) -> Any:
 def igamma_grad_a(a: Any, x: Any) -> Any:
     """``lax.igamma_grad_a``: dP(a, x)/da, the forward derivative of ``igamma``'s iteration in ``a``."""
     a, x, _ = _operands("igamma_grad_a", a, x)
+    return _igamma_grad_a_compiled(a, x)
+
+
+def _igamma_grad_a(a: Any, x: Any) -> Any:
     return jvp(lambda a_: _both(a_, x)[0], (a,), (full_like(a, 1.0),))[1]
 
 
@@ -352,4 +381,13 @@ def random_gamma_grad(a: Any, x: Any) -> Any:
     """``lax.random_gamma_grad``: d x / d a of a Gamma(a) sample ``x`` (implicit differentiation of
     ``P(a, x) = u``): ``-(dP/da) / (dP/dx)``."""
     a, x, _ = _operands("random_gamma_grad", a, x)
-    return lax.neg(lax.div(igamma_grad_a(a, x), _density(a, x)))
+    return _random_gamma_grad_compiled(a, x)
+
+
+def _random_gamma_grad(a: Any, x: Any) -> Any:
+    return lax.neg(lax.div(_igamma_grad_a(a, x), _density(a, x)))
+
+
+_polygamma_compiled = _compiled_when_eager(_polygamma)
+_igamma_grad_a_compiled = _compiled_when_eager(_igamma_grad_a)
+_random_gamma_grad_compiled = _compiled_when_eager(_random_gamma_grad)

@@ -402,3 +402,29 @@ iota_p.def_impl(_iota_impl)
 iota_p.def_weak_type(never_weak)
 
 __all__ = [n for n in dir() if n.endswith("_p")]
+
+
+# ---------------------------------------------------------------- rng_bit_generator
+#
+# XLA's RngBitGenerator: ``(key uint32[4]) -> (new key uint32[4], bits of shape/dtype)``.  Its bits are the
+# backend's (the algorithm's reference is XLA's implementation), so its eager impl compiles the one op; that
+# impl is registered by ``lowering/rules/structural.py``, as ``jit_call``'s is by the lowering layer.
+
+rng_bit_generator_p = Primitive("rng_bit_generator", multiple_results=True)
+_RNG_DTYPES = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+
+
+@rng_bit_generator_p.def_abstract_eval
+def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
+    if key.dtype != dtypes.uint32 or tuple(key.shape) != (4,):
+        raise prim_type_error("rng_bit_generator", [key], "the key must be a uint32[4] array")
+    if np.dtype(dtype) not in _RNG_DTYPES:
+        raise prim_type_error("rng_bit_generator", [key], f"unsupported dtype {np.dtype(dtype).name}")
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        raise prim_type_error("rng_bit_generator", [key], f"shape must be non-negative ints, got {shape}")
+    return [ShapedArray((4,), dtypes.uint32, key.weak_type), ShapedArray(tuple(shape), np.dtype(dtype), False)]
+
+
+@rng_bit_generator_p.def_weak_type
+def _rng_bit_generator_weak(weaks, *, shape, dtype, algorithm):
+    return (weaks[0], False)

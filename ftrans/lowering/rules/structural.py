@@ -230,3 +230,44 @@ def _dynamic_update_slice(ctx: LoweringContext, x, update, *idx):
 @register_lowering(S.iota_p)
 def _iota(ctx: LoweringContext, *, dtype, shape, dimension):
     return ctx.emit1("stablehlo.iota", [], attrs={"iota_dimension": f"{int(dimension)} : i64"})
+
+
+# ---------------------------------------------------------------- rng_bit_generator
+_U64 = np.dtype(np.uint64)
+
+
+@register_lowering(S.rng_bit_generator_p)
+def _rng_bit_generator(ctx: LoweringContext, key, *, shape, dtype, algorithm):
+    """The uint32[4] key as XLA's uint64[2] state, one ``stablehlo.rng_bit_generator``, and back."""
+    u32 = np.dtype(np.uint32)
+    pair = ctx.emit1("stablehlo.reshape", [key], mt.tensor_type((2, 2), u32))
+    state = ctx.emit1("stablehlo.bitcast_convert", [pair], mt.tensor_type((2,), _U64))
+    name = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}[int(algorithm)]
+    new_state, bits = ctx.emit("stablehlo.rng_bit_generator", [state],
+                               [mt.tensor_type((2,), _U64), mt.aval_type(ctx.avals_out[1])],
+                               {"rng_algorithm": f"#stablehlo<rng_algorithm {name}>"})
+    back = ctx.emit1("stablehlo.bitcast_convert", [new_state], mt.tensor_type((2, 2), u32))
+    return [ctx.emit1("stablehlo.reshape", [back], mt.tensor_type((4,), u32)), bits]
+
+
+_rng_programs: dict = {}
+
+
+@S.rng_bit_generator_p.def_impl
+def _rng_bit_generator_impl(key, *, shape, dtype, algorithm):
+    """Eagerly: the one op, compiled (its bits are XLA's, so they cannot come from NumPy)."""
+    from ftrans.core.trace import stage
+    from ftrans.devices import default_device
+    from ftrans.lowering import executable as X
+    from ftrans.lowering.rules.calls import _executable_for_jaxpr
+
+    params = dict(shape=tuple(int(d) for d in shape), dtype=np.dtype(dtype), algorithm=int(algorithm))
+    k = (params["shape"], params["dtype"], params["algorithm"])
+    closed = _rng_programs.get(k)
+    if closed is None:
+        closed, _ = stage(lambda key: list(S.rng_bit_generator_p.bind(key, **params)),
+                          [ShapedArray((4,), np.dtype(np.uint32), False)])
+        _rng_programs[k] = closed
+    exe = _executable_for_jaxpr(closed, default_device(), "rng_bit_generator")
+    outs = exe.run([X.to_buffer(np.asarray(key, np.uint32), exe.device)])
+    return [np.asarray(o) for o in outs]

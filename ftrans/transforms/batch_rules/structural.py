@@ -186,3 +186,23 @@ def _dynamic_update_slice_batch(vals: list, dims: list, *, frame: Any):
 
 
 mark_unsupported(S.iota_p, "batching", "iota takes no operands, so it never has a batched input to batch over")
+
+
+@register_batching(S.rng_bit_generator_p)
+def _rng_bit_generator_batch(vals: list, dims: list, *, frame: Any, shape: tuple, dtype: Any,
+                             algorithm: int) -> tuple[list, list]:
+    """JAX's rule, for the same bits: the first key of the batch draws all the rows (a leading batch axis on
+    the shape) and only that key advances."""
+    (keys,), (d,) = vals, dims
+    if d is not_mapped:
+        return list(S.rng_bit_generator_p.bind(keys, shape=shape, dtype=dtype, algorithm=algorithm)), \
+            [not_mapped, not_mapped]
+    keys = moveaxis(keys, d, 0)
+    first = S.reshape_p.bind(S.slice_p.bind(keys, start_indices=(0, 0), limit_indices=(1, 4), strides=None),
+                             new_sizes=(4,), dimensions=None)
+    new_key, bits = S.rng_bit_generator_p.bind(first, shape=(frame.size,) + tuple(shape), dtype=dtype,
+                                               algorithm=algorithm)
+    row = S.reshape_p.bind(new_key, new_sizes=(1, 4), dimensions=None)
+    zero = np.zeros((), np.int32)
+    new_keys = S.dynamic_update_slice_p.bind(keys, row, zero, zero)
+    return [new_keys, bits], [0, 0]
