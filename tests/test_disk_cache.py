@@ -526,7 +526,7 @@ def test_concurrent_writes_never_leave_partial_files(cache):
     client, dev = _cpu()
     _fresh_call(_f, X_IN)
     (path,) = _files(cache)
-    text = next(k[0] for k in X._xla_cache)
+    text = next(X.disk_text_of(k[0], k[3]) for k in X._xla_cache)  # the text the entry was stored under
     exe = disk_cache.load(client, text, [dev])
     assert exe is not None
     key = bytes.fromhex(path.name)

@@ -147,3 +147,39 @@ def test_no_catch_all_in_the_call_path():
 
     src = inspect.getsource(J.JitWrapped)
     assert "except Exception" not in src
+
+
+# ---------------------------------------------------------------- the XLA options ftrans compiles with by default
+def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatch):
+    from ftrans.lowering import compat
+    from ftrans.lowering import executable as X
+
+    seen = []
+    real = compat.compile
+
+    def spy(client, text, devices, options=()):
+        seen.append(dict(options))
+        return real(client, text, devices, options)
+
+    monkeypatch.setattr(compat, "compile", spy)
+    monkeypatch.setattr(ftrans.config, "enable_compilation_cache", False)
+    x = np.linspace(-1, 1, 7, dtype=np.float32)
+    want = np.asarray(jax.jit(lambda a: jjnp.tanh(a) * 2.0 + 1.0)(x))
+    for opts in (None, {"xla_backend_optimization_level": 2}, {"xla_llvm_disable_expensive_passes": True}):
+        X._xla_cache.clear()
+        got = ftrans.jit(lambda a: jnp.tanh(a) * 2.0 + 1.0, compiler_options=opts)(x)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+    defaults = dict(X.DEFAULT_COMPILER_OPTIONS["cpu"])
+    assert seen[0] == defaults  # no options asked for: the platform's defaults
+    assert seen[1] == {"xla_backend_optimization_level": 2}  # the jit's own value wins
+    assert seen[2] == {**defaults, "xla_llvm_disable_expensive_passes": True}  # merged with other options
+
+
+def test_default_options_are_part_of_the_cache_keys():
+    from ftrans.lowering import executable as X
+
+    assert X.with_default_options((), "cpu") == X.DEFAULT_COMPILER_OPTIONS["cpu"]
+    assert X.with_default_options((("xla_backend_optimization_level", 3),), "cpu") == (
+        ("xla_backend_optimization_level", 3),)
+    assert X.with_default_options((), "no-such-platform") == ()
+    assert X.disk_text_of("m", X.with_default_options((), "cpu")) != X.disk_text_of("m", ())

@@ -151,11 +151,35 @@ def log_compile_step(msg: str, *args: Any) -> None:
         logger.log(level, msg, *args)
 
 
+
+# XLA options ftrans compiles with unless a jit's compiler_options name them, per platform.
+# benchmarks/README.md ("compile_options.py") has the measurements: on the CPU, LLVM's level 1
+# instead of XLA's default 2 cut compile CPU time to 0.55-1.0x on first_result's programs with
+# run times equal within noise (medians 0.95-1.02x), elementwise, reduction and loop programs included.
+DEFAULT_COMPILER_OPTIONS: dict[str, tuple] = {"cpu": (("xla_backend_optimization_level", 1),)}
+
+
+def with_default_options(options: tuple, platform: str) -> tuple:
+    """``options`` (sorted ``(name, value)`` pairs) plus the platform's defaults they do not name."""
+    defaults = DEFAULT_COMPILER_OPTIONS.get(platform, ())
+    if not defaults:
+        return options
+    named = {k for k, _ in options}
+    extra = tuple(kv for kv in defaults if kv[0] not in named)
+    return tuple(sorted(options + extra)) if extra else options
+
+
+def disk_text_of(text: str, options: tuple) -> str:
+    """What the disk cache keys a program on: its text, with the XLA options as a trailing comment."""
+    return text if not options else f"{text}\n// compiler_options: {options!r}"
+
+
 def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options: tuple = (),
              log_name: str | None = None) -> _Xla:
     """``compile_text``'s result in its cache holder: the in-memory entry lives as long as the holder.
 
     ``log_name`` (``jit(f)``) names the program in the compile log."""
+    options = with_default_options(options, device.platform)
     callbacks = lower.host_callbacks_of(text)
     # A program calling back into Python is bound to those functions: they are part of its key, and
     # it never goes to disk (the functions cannot be stored with it).
@@ -170,7 +194,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     from ftrans.lowering import disk_cache
 
     # The disk cache keys on the text: options ride along as a trailing comment.
-    disk_text = text if not options else f"{text}\n// compiler_options: {options!r}"
+    disk_text = disk_text_of(text, options)
     exe = disk_cache.load(client, disk_text, [device]) if not callbacks else None
     if exe is not None:
         stats["disk_hits"] += 1
