@@ -1,4 +1,4 @@
-"""The rest of ``jax.lax``'s public names that are thin compositions of existing primitives: array creation
+"""The rest of JAX's public ``lax`` names that are thin compositions of existing primitives: array creation
 (``full``, ``full_like``, ``empty``), shape helpers, ``batch_matmul``, ``index_take``, ``tile``, ``split``,
 integer bit tricks (``clz``, ``mulhi``), ``approx_max_k``/``approx_min_k`` (exact, as JAX on CPU),
 ``platform_dependent``, ``composite`` (its decomposition, inlined) and the type names JAX exports."""

@@ -1,5 +1,5 @@
 """The primitives of ``ftrans.lax`` under JAX's names (``lax.add_p``, ``lax.exp_p``, ...): every ftrans
-primitive whose name is that of a ``jax.lax.*_p``, for interpreters that dispatch on ``eqn.primitive``
+primitive whose name is that of one of JAX's ``lax.*_p``, for interpreters that dispatch on ``eqn.primitive``
 (``ftrans.extend.core``)."""
 
 from __future__ import annotations

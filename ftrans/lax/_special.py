@@ -1,4 +1,4 @@
-"""The special functions of ``jax.lax`` that XLA has no op for: ``igamma``, ``igammac`` (the regularized
+"""The special functions of JAX's ``lax`` that XLA has no op for: ``igamma``, ``igammac`` (the regularized
 incomplete gamma functions ``P(a, x)``, ``Q(a, x)``), ``igamma_grad_a``, ``random_gamma_grad``, ``betainc``,
 ``zeta`` and ``polygamma``.
 

@@ -46,7 +46,7 @@ def _logsumexp(x: Any, axes: tuple[int, ...], keep_shape: bool) -> Any:
     m = S.select_n_p.bind(E.is_finite_p.bind(m), S.broadcast_in_dim_p.bind(_zero(dt), shape=m.aval.shape,
                                                                             broadcast_dimensions=()), m)
     # The shift cancels in value and in derivative: differentiate as if it were a constant (as
-    # ``jax.nn.logsumexp`` does), so the gradient carries no derivative of ``reduce_max``.
+    # JAX's ``nn.logsumexp`` does), so the gradient carries no derivative of ``reduce_max``.
     m = E.stop_gradient_p.bind(m)
     mb = S.broadcast_in_dim_p.bind(m, shape=shape, broadcast_dimensions=kept)
     s = R.reduce_sum_p.bind(E.exp_p.bind(E.sub_p.bind(x, mb)), axes=axes)
