@@ -35,6 +35,8 @@ SKIP = {
                 "checked through ftrans.numpy.linalg in test_linalg",
     "eigh": "its JVP (as JAX's) assumes a Hermitian tangent; checked through ftrans.numpy.linalg in test_linalg",
     "eig": "eigenvector derivatives are not implemented (as in JAX); eigenvalue gradients are checked in test_linalg",
+    "pure_callback": "not differentiable (as in JAX: its JVP raises); checked in test_pure_io_callbacks",
+    "io_callback": "not differentiable (as in JAX: its JVP raises); checked in test_pure_io_callbacks",
 }
 
 

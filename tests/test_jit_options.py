@@ -157,9 +157,9 @@ def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatc
     seen = []
     real = compat.compile
 
-    def spy(client, text, devices, options=()):
+    def spy(client, text, devices, options=(), *rest):
         seen.append(dict(options))
-        return real(client, text, devices, options)
+        return real(client, text, devices, options, *rest)
 
     monkeypatch.setattr(compat, "compile", spy)
     monkeypatch.setattr(ftrans.config, "enable_compilation_cache", False)
