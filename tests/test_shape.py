@@ -445,14 +445,52 @@ def test_pad_traced_constant_and_weak():
     check(lambda m, x: m.pad(x, 7, mode="symmetric", reflect_type="odd"), np.arange(3, dtype=np.float32))
 
 
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.int32, np.uint8)), st.data())
+def test_pad_stat_modes(x, data):
+    """'maximum'/'minimum'/'mean'/'median' with and without stat_length, against jnp.pad."""
+    pw = data.draw(_pad_width_strategy(x.ndim))
+    mode = data.draw(st.sampled_from(["maximum", "minimum", "mean", "median"]))
+    sl = data.draw(st.sampled_from([None, 1, 2, (1, 3), ((2, 1),)]))
+    check(lambda m, x: m.pad(x, pw, mode=mode, stat_length=sl), x)
+
+
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.complex64)), st.data())
+def test_pad_linear_ramp(x, data):
+    pw = data.draw(_pad_width_strategy(x.ndim))
+    ev = data.draw(st.sampled_from([0, 3.5, -5, (1, 2), ((2.0, 3.14),)]))
+    check(lambda m, x: m.pad(x, pw, mode="linear_ramp", end_values=ev), x)
+
+
+def test_pad_new_modes_weak_type_and_callable():
+    for mode in ["linear_ramp", "maximum", "minimum", "mean", "median"]:
+        check(lambda m, mode=mode: m.pad(m.atleast_1d(2.0), 2, mode=mode))
+        check(lambda m, x, mode=mode: m.pad(x, ((1, 2), (2, 0)), mode=mode),
+              np.arange(12, dtype=np.int32).reshape(3, 4))
+
+    def padder(m):
+        def f(v, pw, iaxis, kwargs):
+            v = v.at[:pw[0]].set(kwargs.get("padder", 10))
+            return v.at[v.shape[0] - pw[1]:].set(kwargs.get("padder", 10))
+        return f
+
+    check(lambda m, x: m.pad(x, 1, padder(m), padder=100), np.arange(24).reshape(2, 3, 4))
+    check(lambda m, x: m.pad(x, (2, 1), padder(m)), np.arange(6.0).reshape(2, 3))
+
+
 def test_pad_errors():
     x = fnp.ones(3)
     with pytest.raises(ValueError, match="negative"):
         fnp.pad(x, -1)
     with pytest.raises(NotImplementedError, match="foo"):
         fnp.pad(x, 1, mode="foo")
-    with pytest.raises(NotImplementedError, match="linear_ramp"):
-        fnp.pad(x, 1, mode="linear_ramp")
+    with pytest.raises(NotImplementedError, match="Unimplemented padding mode 'None'"):
+        fnp.pad(x, 1, mode=None)
+    with pytest.raises(ValueError, match="stat_length of 0"):
+        fnp.pad(x, 1, mode="mean", stat_length=0)
+    with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'maximum'"):
+        fnp.pad(x, 1, mode="maximum", end_values=0)
     with pytest.raises(ValueError, match="constant_values"):
         fnp.pad(x, 1, mode="edge", constant_values=1)
     with pytest.raises(ValueError, match="empty axis 0"):
