@@ -462,6 +462,42 @@ def test_interp_cov_corrcoef():
     check("corrcoef", RI, rowvar=False)
 
 
+def test_interp_extrapolate_period_and_errors():
+    f = np.array([0.5, 2.2, -1, 7, 3, 3.0, 9.5], np.float32)
+    xp = np.array([0.0, 1.0, 2.5, 4.0], np.float32)
+    fp = np.array([1.0, -1.0, 3.0, 0.0], np.float32)
+    check("interp", f, xp, fp, left="extrapolate")
+    check("interp", f, xp, fp, right="extrapolate")
+    check("interp", f, xp, fp, left="extrapolate", right=2.0)
+    check("interp", 0.5, np.array([1.0, 2.0, 3.0], np.float32), np.array([10.0, 20.0, 30.0], np.float32),
+          left="extrapolate")
+    # With a period, left/right are ignored (as JAX and NumPy), not an error.
+    check("interp", f, xp, fp, period=0.59, left=0, right=1)
+    z = np.exp(np.linspace(-90, -20, 200)).astype(np.float32)
+    g = ftrans.grad(lambda z: fn.sum(fn.interp(z, z, fn.ones_like(z), period=0.59, left=0)))(z)
+    assert np.isfinite(np.asarray(g)).all()
+    with pytest.raises(FtransValueError, match="only valid string value of `left` is 'extrapolate'"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), left="interpolate")
+    with pytest.raises(FtransValueError, match="only valid string value of `right`"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), right="interpolate")
+    with pytest.raises(FtransValueError, match="complex x values not supported"):
+        fn.interp(1j, 1j * np.arange(3.0), np.arange(3.0))
+    with pytest.raises(FtransValueError, match="period must be a scalar"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
+
+
+def test_cov_corrcoef_dtype():
+    x = np.arange(5, dtype=np.int32)
+    check("corrcoef", x, x, dtype="bfloat16", tol=1e-2)
+    check("corrcoef", R, dtype=np.float16, tol=1e-2)
+    check("cov", R, dtype="float16", tol=1e-2)
+    check("cov", RI, fweights=np.array([1, 2, 1, 3, 1, 1, 2], np.int32), dtype=np.float16, tol=1e-1)
+    with pytest.raises(FtransValueError, match="corrcoef: dtype must be a subclass of float or complex"):
+        fn.corrcoef(x, x, dtype=int)
+    with pytest.raises(FtransValueError, match="cov: dtype must be a subclass of float or complex"):
+        fn.cov(x, dtype=np.int32)
+
+
 def test_unwrap_bits():
     ph = np.cumsum(np.random.RandomState(2).randn(2, 12) * 2.5, 1).astype(np.float32)
     check("unwrap", ph, tol=1e-4)

@@ -1321,9 +1321,17 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
                                f"got {shape_of(xp)} and {shape_of(fp)}")
     x, xp = _inexact_nobcast("interp", x, xp)
     (fp,) = _inexact("interp", fp)
+    for name, v in (("left", left), ("right", right)):
+        if isinstance(v, str) and v != "extrapolate":
+            raise FtransValueError(f"interp: the only valid string value of `{name}` is 'extrapolate', "
+                                   f"but got: {v!r}")
+    if dtype_weak(x)[0].kind == "c":
+        raise FtransValueError("interp: complex x values not supported; interpolate the real and "
+                               "imaginary parts separately")
     if period is not None:
-        if left is not None or right is not None:
-            raise FtransValueError("interp: left and right must be None when period is given")
+        # As JAX (and NumPy): left and right are ignored for periodic interpolation.
+        if len(shape_of(period)) != 0:
+            raise FtransValueError(f"interp: period must be a scalar; got {period}")
         period = jnp.abs(jnp.asarray(period))
         x = jnp.remainder(x, period)
         xp = jnp.remainder(xp, period)
@@ -1339,14 +1347,28 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     dx0 = jnp.less_equal(jnp.abs(dx), eps)
     f = jnp.where(dx0, fp[i - 1], jnp.add(fp[i - 1], jnp.multiply(jnp.divide(delta, jnp.where(dx0, 1, dx)), df)))
     if period is None:
-        f = jnp.where(jnp.less(x, xp[0]), fp[0] if left is None else left, f)
-        f = jnp.where(jnp.greater(x, xp[-1]), fp[-1] if right is None else right, f)
+        # 'extrapolate' keeps the end segments' lines (the clipped index already selects them).
+        if not isinstance(left, str):
+            f = jnp.where(jnp.less(x, xp[0]), fp[0] if left is None else left, f)
+        if not isinstance(right, str):
+            f = jnp.where(jnp.greater(x, xp[-1]), fp[-1] if right is None else right, f)
     return f
 
 
+def _cov_dtype(name: str, dtype: Any) -> Any:
+    if dtype is None:
+        return None
+    d = dtypes.to_dtype(dtype)
+    if not dtypes.is_inexact(d):
+        raise FtransValueError(f"{name}: dtype must be a subclass of float or complex; got dtype={dtype!r}")
+    return d
+
+
 def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
-        fweights: Any = None, aweights: Any = None) -> Any:
-    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``)."""
+        fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
+    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``);
+    ``dtype`` (inexact) is the type the data and weights are computed in."""
+    dtype = _cov_dtype("cov", dtype)
     if y is not None:
         check_arraylike("cov", m, y)
         m, y = _inexact_nobcast("cov", m, y)
@@ -1380,6 +1402,9 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         if aw.ndim != 1 or aw.shape[0] != n:
             raise FtransValueError(f"cov: aweights must be 1-d with length {n}, got shape {aw.shape}")
         w = aw if w is None else jnp.multiply(w, aw)
+    if dtype is not None:
+        x = x.astype(dtype)
+        w = None if w is None else w.astype(dtype)
     if w is None:
         avg = jnp.mean(x, axis=1)
         wsum = n
@@ -1398,9 +1423,9 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     return jnp.squeeze(jnp.true_divide(jnp.dot(x, jnp.conj(xt)), fact))
 
 
-def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
+def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
     """``jnp.corrcoef``: correlation coefficients, clipped to [-1, 1] for real input."""
-    c = cov(x, y, rowvar)
+    c = cov(x, y, rowvar, dtype=_cov_dtype("corrcoef", dtype))
     if c.ndim == 0:
         return jnp.divide(c, c)
     d = jnp.diag(c)
