@@ -5,6 +5,8 @@ and compared with jax: values, shapes, dtypes and weak types exactly.  Staged
 creation with static arguments must not capture large constants.
 """
 
+import array as pyarray
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,6 +166,22 @@ def test_array_errors():
         fnp.array([1, 2], order="F")
     with pytest.raises(TypeError, match="dtype"):
         fnp.array([1, 2], dtype="not-a-dtype")
+
+
+@pytest.mark.parametrize("make", [lambda: pyarray.array("l", [0, 1, 2, 3]), lambda: pyarray.array("d", [1.5, -2]),
+                                  lambda: bytearray(b"\x2a\xf3"), lambda: memoryview(b"ab")])
+@pytest.mark.parametrize("kw", [{}, {"copy": False}, {"copy": True}, {"ndmin": 2}, {"dtype": np.float32}])
+def test_array_from_buffer_protocol_objects(make, kw):
+    """array.array, bytearray and memoryview are read through the buffer protocol, as JAX does."""
+    for f_fn, j_fn in ((fnp.array, jnp.array), (fnp.asarray, jnp.asarray)):
+        if "ndmin" in kw and f_fn is fnp.asarray:
+            continue
+        got, exp = f_fn(make(), **kw), j_fn(make(), **kw)
+        assert isinstance(got, ftrans.Array)
+        assert (got.shape, got.dtype, got.weak_type) == (exp.shape, exp.dtype, exp.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(exp))
+    with pytest.raises(TypeError, match="object"):
+        fnp.array(object())
 
 
 def test_array_x64_off_narrowing():

@@ -265,6 +265,16 @@ def _stack_nested(obj: Any, target: np.dtype) -> Any:
     return _shape.stack([_stack_nested(e, target) for e in obj])
 
 
+def _buffer_array(obj: Any) -> np.ndarray | None:
+    """A NumPy array over an object with the buffer protocol (``bytearray``, ``array.array``,
+    ``memoryview``), as JAX reads them; None for anything else."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        return None
+    return np.array(view)
+
+
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = "K",  # noqa: A002
           ndmin: int = 0, *, device: Any = None) -> Any:
     """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
@@ -296,7 +306,10 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
                                   "(its __array__ gives an object array) to an array")
         out = f if d is None else retype(f, d, False)
     else:
-        raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+        buf = _buffer_array(obj)
+        if buf is None:
+            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+        return array(buf, dtype, copy=False, ndmin=ndmin, device=device)
     nd = len(shape_of(out))
     if ndmin > nd:
         out = _shape.reshape(out, (1,) * (ndmin - nd) + tuple(shape_of(out)))
