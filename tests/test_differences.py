@@ -89,13 +89,6 @@ def test_broadcast_mismatch_is_type_and_value_error():
 
 
 # ---------------------------------------------------------------- unsupported arguments
-def test_searchsorted_sorter_unsupported():
-    a = np.array([3.0, 1.0, 2.0], np.float32)
-    jnp.searchsorted(jnp.asarray(a), 2.0, sorter=jnp.asarray([1, 2, 0]))  # jax supports it
-    with pytest.raises(NotImplementedError, match="sorter"):
-        fnp.searchsorted(fnp.asarray(a), 2.0, sorter=fnp.asarray([1, 2, 0]))
-
-
 def test_unique_axis_unsupported():
     m = np.array([[1, 2], [1, 2], [0, 1]])
     assert jnp.unique(jnp.asarray(m), axis=0).shape == (2, 2)
