@@ -346,10 +346,28 @@ def test_repeat_weak_and_errors():
         fnp.repeat(fnp.ones(3), -1)
     with pytest.raises(ConcretizationTypeError, match="repeats"):
         ftrans.make_jaxpr(lambda x, r: fnp.repeat(x, r))(np.ones(3), np.array([1, 2, 3]))
-    with pytest.raises(NotImplementedError, match="total_repeat_length"):
-        ftrans.make_jaxpr(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.array([1, 2, 1]))
+    with pytest.raises(ValueError, match=r"\(2,\).*size 3"):
+        ftrans.jit(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.array([1, 2]))
+    with pytest.raises(TypeError, match="integers"):
+        ftrans.jit(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match="non-negative"):
         fnp.tile(fnp.ones(2), -1)
+
+
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, max_side=5), st.data())
+def test_repeat_traced_repeats_with_total(x, data):
+    """Traced repeats need total_repeat_length (as JAX): runs past it are cut, a short total is
+    filled with the last element."""
+    ax = data.draw(st.sampled_from([None] + list(range(-x.ndim, x.ndim))))
+    n = x.size if ax is None else x.shape[ax]
+    per = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
+    rep = data.draw(st.sampled_from([per, np.int32(2), np.array([3], np.int32)]))
+    total = data.draw(st.sampled_from([0, 1, 7, int(np.repeat(np.zeros(x.shape), rep, ax).shape[ax or 0])]))
+    fj = jax.jit(lambda x, r: jnp.repeat(x, r, axis=ax, total_repeat_length=total))
+    ff = ftrans.jit(lambda x, r: fnp.repeat(x, r, axis=ax, total_repeat_length=total))
+    _assert_leaf(ff(x, rep), fj(x, rep), "jit")
+    check(lambda m, x, r: m.repeat(x, r, axis=ax, total_repeat_length=total), x, rep)
 
 
 def test_repeat_stages_few_equations():

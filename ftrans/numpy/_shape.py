@@ -642,6 +642,29 @@ def _repeat_counts(name: str, repeats: Any, n: int, total: int | None) -> np.nda
     return counts
 
 
+def _repeat_traced(x: Any, repeats: Any, ax: int, n: int, total: int) -> Any:
+    """Traced ``repeats`` with a static ``total_repeat_length``: mark where each element's run starts
+    in a length-``total`` buffer, and a cumulative sum of the marks gathers the elements (runs past
+    ``total`` are cut, a short total is filled with the last element), as JAX does."""
+    from ftrans.numpy._creation import zeros
+    from ftrans.numpy._indexing import take
+    from ftrans.numpy._reductions import cumsum
+
+    if not dtypes.is_int(dtype_weak(repeats)[0]) and dtype_weak(repeats)[0] != np.bool_:
+        raise FtransTypeError(f"repeat: repeats must be integers, got dtype {dtype_weak(repeats)[0]}")
+    r = ravel(repeats)
+    if _shp(r)[0] not in (1, n):
+        raise FtransValueError(
+            f"repeat: repeats of shape {_shp(repeats)} do not match the axis of size {n} (need a scalar or ({n},))")
+    if total == 0 or n == 0:
+        return _slice_axis(x, ax, 0, 0)
+    r = broadcast_to(r, (n,))
+    starts = cumsum(S.concatenate_p.bind(zeros((1,), dtype_weak(r)[0]), _slice_axis(r, 0, 0, n - 1), dimension=0))
+    marks = zeros((total,), np.int32).at[starts].add(1)
+    idx = E.sub_p.bind(cumsum(marks), Array._new(np.asarray(1, np.int32), False))
+    return take(x, idx, axis=ax)
+
+
 def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:
     """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
 
@@ -656,6 +679,8 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
     total = None if total_repeat_length is None else _static_int("repeat", "total_repeat_length",
                                                                   total_repeat_length)
     n = _shp(x)[ax]
+    if total is not None and isinstance(maybe_concrete(repeats), Tracer):
+        return _repeat_traced(x, repeats, ax, n, total)
     counts = _repeat_counts("repeat", repeats, n, total)
     if n and (counts == counts[0]).all():
         return _repeat_each(x, ax, int(counts[0]))
