@@ -448,3 +448,21 @@ def test_jax_interop_via_numpy():
     np.testing.assert_array_equal(np.asarray(j), M23)
     assert isinstance(a.devices(), set) and len(a.devices()) == 1
     assert next(iter(a.devices())).platform == jax.devices("cpu")[0].platform
+
+
+def test_contains_matches_jax():
+    """``v in x`` (Array.__contains__): 1-d arrays and scalar queries only, as JAX."""
+    for v in (1, 100, 2.0, np.int32(3), -0.5):
+        assert (v in jnp.arange(4)) == (v in jjnp.arange(4))
+    assert (1.5 in jnp.array([0.5, 1.5])) and (1.5 in jjnp.array([0.5, 1.5]))
+    bad = [(ValueError, "search array must be one-dimensional", lambda m: 1 in m.array(1)),
+           (ValueError, "search array must be one-dimensional", lambda m: 1 in m.ones((2, 2))),
+           (ValueError, "query value must be a scalar", lambda m: m.arange(2) in m.arange(2)),
+           (TypeError, "unsupported operand type", lambda m: "abc" in m.arange(2)),
+           (TypeError, "unsupported operand type", lambda m: None in m.arange(2))]
+    for exc, msg, f in bad:
+        with pytest.raises(exc, match=msg):
+            f(jjnp)
+        with pytest.raises(exc, match=msg):
+            f(jnp)
+    assert bool(ftrans.jit(lambda x: x.__contains__(2))(jnp.arange(3)))

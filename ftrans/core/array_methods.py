@@ -113,6 +113,7 @@ def install(jnp_module: Any) -> None:
         setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
     ArrayMixin.__getitem__ = jnp_module._getitem
     ArrayMixin.__round__ = jnp_module._operator_round
+    ArrayMixin.__contains__ = jnp_module._operator_contains
     for name in _METHODS:
         setattr(ArrayMixin, name, _forward(name))
     _install_fast(jnp_module)
