@@ -198,8 +198,15 @@ def test_rollaxis_unravel_ravel():
     check("ravel_multi_index", (I, J), (3, 4), mode="wrap", order="F")
     with pytest.raises(FtransValueError, match="invalid entry"):
         fn.ravel_multi_index((I, J), (3, 4))
+    # The message starts as JAX's and NumPy's, so code that matches on it works alike.
+    for m in (np, jn, fn):
+        with pytest.raises(ValueError) as info:
+            m.ravel_multi_index((np.array([1, 5]),), (3,))
+        assert str(info.value).startswith("invalid entry in coordinates array")
     with pytest.raises(ConcretizationTypeError, match="mode='raise'"):
         ftrans.make_jaxpr(lambda a: fn.ravel_multi_index((a, a), (3, 4)))(I)
+    with pytest.raises(ConcretizationTypeError, match="ravel_multi_index was jit-compiled with mode='raise'"):
+        ftrans.jit(lambda a: fn.ravel_multi_index((a,), (3,), mode="raise"))(np.array([1], np.int32))
 
 
 def test_vander_trapezoid():

@@ -564,15 +564,18 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         )
     for a in arrs:
         if mode == "raise":
-            concrete_or_error(a, "ravel_multi_index with mode='raise' needs concrete indices; "
-                                 "use mode='wrap' or mode='clip' instead. The index")
+            concrete_or_error(a, "The error occurred because ravel_multi_index was jit-compiled with "
+                                 "mode='raise'. Use mode='wrap' or mode='clip' instead. The index")
         if dtype_weak(a)[0].kind not in "iu":
             raise FtransTypeError("ravel_multi_index: only int indices permitted")
     if mode == "raise":
         for a, d in zip(arrs, dims):
             v = np.asarray(concrete_or_error(a, "ravel_multi_index index"))
             if np.any((v < 0) | (v >= d)):
-                raise FtransValueError("ravel_multi_index: invalid entry in coordinates array")
+                # The message starts as NumPy's and JAX's do (code matches on it).
+                raise FtransValueError(
+                    f"invalid entry in coordinates array (ravel_multi_index, mode='raise'): an index is "
+                    f"outside [0, {d}); use mode='wrap' or mode='clip' to map it into range")
     elif mode == "clip":
         arrs = [jnp.clip(a, 0, d - 1) for a, d in zip(arrs, dims)]
     elif mode == "wrap":
