@@ -505,6 +505,16 @@ def test_cov_corrcoef_dtype():
         fn.cov(x, dtype=np.int32)
 
 
+def test_unwrap_integer_period_keeps_integer_dtype():
+    """As JAX: p and period promote together (int data, int period -> int result, half-period rounded down)."""
+    x = (np.random.RandomState(3).randn(3, 7) * 6).astype(np.int16)
+    check("unwrap", x, period=4)
+    check("unwrap", x, period=5, discont=2, axis=0)
+    check("unwrap", x.astype(np.uint8), period=2)
+    check("unwrap", x, period=np.pi, tol=1e-3)
+    check("unwrap", x.astype(np.float16), period=4, tol=1e-2)
+
+
 def test_unwrap_bits():
     ph = np.cumsum(np.random.RandomState(2).randn(2, 12) * 2.5, 1).astype(np.float32)
     check("unwrap", ph, tol=1e-4)

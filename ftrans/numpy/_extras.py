@@ -1442,13 +1442,17 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
     """``jnp.unwrap``: remove jumps larger than ``discont`` by adding multiples of ``period``."""
     check_arraylike("unwrap", p)
-    (p,) = _inexact("unwrap", p)
+    # As JAX: p and period are promoted together, so integer data with an integer period stays
+    # integer (half the period rounds down) and a float period makes the result float.
+    (p, period), _, _ = promote_dtypes("unwrap", p, period)
     if dtype_weak(p)[0].kind == "c":
         raise FtransValueError("unwrap does not support complex inputs.")
     if p.ndim == 0 or p.shape[axis] == 0:
         return p
     axis = canonicalize_axis("unwrap", axis, p.ndim)
-    half = jnp.divide(period, 2)
+    half = jnp.floor_divide(period, 2) if dtypes.is_int(dtype_weak(p)[0]) else jnp.divide(period, 2)
+    if discont is None:
+        discont = jnp.divide(period, 2)
     discont = half if discont is None else discont
     dd = diff(p, axis=axis)
     ddmod = jnp.subtract(jnp.remainder(jnp.add(dd, half), period), half)
