@@ -176,6 +176,10 @@ def test_lexsort():
     check(lambda m, a, b: m.lexsort((b, a)), k1, k2)
     check(lambda m, a: m.lexsort(a), np.stack([k1, k1[::-1]]))
     check(lambda m, a: m.lexsort([a], axis=0), np.arange(6, dtype=np.int8).reshape(3, 2)[::-1])
+    # Scalar keys (e.g. a tuple of a 1-d array's elements): index 0, as JAX and NumPy.
+    check(lambda m, a: m.lexsort(tuple(a)), k1, staged=False)
+    check(lambda m, a: m.lexsort(a), k1)
+    check(lambda m: m.lexsort((np.float32(2.0), np.float32(1.0))))
 
 
 def test_sort_errors():

@@ -124,8 +124,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
     if len(shapes) != 1:
         raise FtransValueError(f"lexsort: all keys need to be the same shape; got {sorted(shapes)}")
     shape = shapes.pop()
-    if not shape:
-        raise FtransValueError("lexsort: keys must have at least one dimension")
+    if not shape:  # scalar keys: one element, at index 0 (as NumPy and JAX)
+        return Array._new(np.zeros((), dtypes.default_int()), False)
     ax = canonicalize_axis("lexsort", axis, len(shape))
     idx = _iota(shape, ax)
     *_, perm = So.sort_p.bind(*ops[::-1], idx, dimension=ax, is_stable=True, num_keys=len(ops))
