@@ -184,6 +184,13 @@ def test_array_from_buffer_protocol_objects(make, kw):
         fnp.array(object())
 
 
+def test_array_none_is_a_value_error():
+    for obj, kw in ((None, {}), ([0.0, None], {}), ([[1, 2], [None, 3]], {}), ([1.0, None], {"dtype": np.float32})):
+        for m in (jnp, fnp):
+            with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+                m.array(obj, **kw)
+
+
 def test_array_x64_off_narrowing():
     a = fnp.asarray(np.ones(3, np.float64))
     assert a.dtype == np.float32 and not a.weak_type

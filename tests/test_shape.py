@@ -539,7 +539,11 @@ def test_atleast_weak_and_sizes():
     check(lambda m: m.atleast_2d(2.0))
     check(lambda m: m.atleast_3d(2, 3.0))
     assert fnp.atleast_1d() == []
-    assert fnp.shape([[1, 2, 3]]) == (1, 3)
+    for fn in ("shape", "ndim", "size"):  # sequences still work but are deprecated, as in JAX
+        for m in (jnp, fnp):
+            with pytest.warns(DeprecationWarning, match=f"{fn} requires ndarray or scalar arguments"):
+                got = getattr(m, fn)([[1, 2, 3]])
+            assert got == {"shape": (1, 3), "ndim": 2, "size": 3}[fn]
     assert fnp.size(fnp.ones((2, 3, 4)), (0, 2)) == 8
     assert fnp.ndim(3.0) == 0
     closed = ftrans.make_jaxpr(lambda x: fnp.size(x) + fnp.ndim(x))(np.ones((2, 3)))

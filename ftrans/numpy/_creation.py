@@ -207,11 +207,18 @@ def _host(obj: Any) -> Any:
     return obj._value if isinstance(obj, Array) else obj
 
 
+def _none_error() -> None:
+    raise FtransValueError("None is not a valid value for jnp.array (as in JAX); use jnp.nan or a "
+                           "masked value for missing entries")
+
+
 def _from_sequence(obj: Any, dtype: np.dtype | None) -> Any:
     """A nested list/tuple as one array; traced elements are stacked so the result stays traced."""
     obj = _map_nested(_jax_array, obj)
     leaves: list = []
     _leaves(obj, leaves)
+    if any(leaf is None for leaf in leaves):
+        _none_error()
     target = dtype or _nested_dtype(leaves)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
         return _stack_nested(obj, target)
@@ -306,6 +313,8 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
                                   "(its __array__ gives an object array) to an array")
         out = f if d is None else retype(f, d, False)
     else:
+        if obj is None:
+            _none_error()
         buf = _buffer_array(obj)
         if buf is None:
             raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")

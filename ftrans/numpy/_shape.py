@@ -1066,18 +1066,31 @@ def atleast_3d(*arys: Any) -> Any:
     return _atleast("atleast_3d", arys, fix)
 
 
+def _warn_sequence(name: str, a: Any) -> None:
+    """JAX deprecates lists and tuples here (they are still measured, with a DeprecationWarning)."""
+    if isinstance(a, (list, tuple)):
+        import warnings
+
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. In a "
+                      f"future release this will be an error (as in JAX); pass jnp.asarray(...) instead.",
+                      DeprecationWarning, stacklevel=3)
+
+
 def shape(a: Any) -> tuple[int, ...]:
-    """``jnp.shape``: the shape of an array, scalar or nested sequence."""
+    """``jnp.shape``: the shape of an array or scalar (a nested sequence warns, as in JAX)."""
+    _warn_sequence("shape", a)
     return tuple(shape_of(a))
 
 
 def ndim(a: Any) -> int:
     """``jnp.ndim``: the number of dimensions."""
+    _warn_sequence("ndim", a)
     return len(shape_of(a))
 
 
 def size(a: Any, axis: int | Sequence[int] | None = None) -> int:
     """``jnp.size``: the number of elements, in total or along the given axes."""
+    _warn_sequence("size", a)
     s = tuple(shape_of(a))
     if axis is None:
         return math.prod(s)
