@@ -311,7 +311,8 @@ def test_c_(key):
 
 
 @pytest.mark.parametrize("key", [slice(0, 5), (slice(0, 3), slice(1, 4, 2)), (slice(0, 1, 3j), slice(0, 3)),
-                                 (slice(0.0, 2), slice(3)), ()])
+                                 (slice(0.0, 2), slice(3)), (), slice(None), slice(3, None),
+                                 slice(7, None, 2), (slice(2), slice(None))])
 def test_mgrid_ogrid(key):
     _check_index_obj("mgrid", key)
     _check_index_obj("ogrid", key)
