@@ -466,3 +466,15 @@ def test_contains_matches_jax():
         with pytest.raises(exc, match=msg):
             f(jnp)
     assert bool(ftrans.jit(lambda x: x.__contains__(2))(jnp.arange(3)))
+
+
+def test_deepcopy_of_traced_values():
+    """copy.deepcopy of a traced array is a copy inside the trace (it escaped the trace before)."""
+    x = np.arange(4.0, dtype=np.float32)
+    for f in (copy.copy, copy.deepcopy):
+        np.testing.assert_array_equal(np.asarray(ftrans.jit(f)(x)), np.asarray(jax.jit(f)(x)))
+        np.testing.assert_array_equal(np.asarray(ftrans.vmap(f)(x)), np.asarray(jax.vmap(f)(x)))
+        g = ftrans.grad(lambda v, f=f: (f(v) * v).sum())(x)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(jax.grad(lambda v, f=f: (f(v) * v).sum())(x)))
+    c = copy.deepcopy({"a": jnp.arange(3), "b": 2.0 * jnp.ones(2)})
+    assert c["a"].dtype == jnp.int32 and c["b"].weak_type is False

@@ -23,6 +23,10 @@ class ArrayMixin:
             "Use x = x.at[idx].set(value) (or .add, .multiply, .min, .max) instead."
         )
 
+    def __deepcopy__(self, memo: Any) -> Any:
+        """``copy.deepcopy``: a copy of the array (a traced one stays in its trace, as in JAX)."""
+        return self.copy()
+
     @property
     def T(self):
         return _jnp.transpose(self)
