@@ -460,3 +460,21 @@ def test_diag_weak_and_errors():
         fnp.diag(fnp.ones((2, 2, 2)))
     with pytest.raises(ValueError, match="1-D or 2-D"):
         fnp.diag(fnp.asarray(2.0))
+
+
+def test_array_copy_of_traced_value_is_a_copy_equation():
+    """jnp.array(tracer) stages a copy (as JAX), so transformed results are new arrays."""
+    x = fnp.ones(10)
+    f = lambda v: fnp.array(v, copy=True)  # noqa: E731
+    y, ydot = ftrans.jvp(f, (x,), (x,))
+    assert y is not x and ydot is not x
+    y, f_vjp = ftrans.vjp(f, x)
+    ybar = fnp.ones(10)
+    (xbar,) = f_vjp(ybar)
+    assert y is not x and xbar is not ybar
+    np.testing.assert_array_equal(np.asarray(xbar), np.ones(10))
+    assert ftrans.vmap(f)(x) is not x
+    for fn in (lambda m, v: m.array(v), lambda m, v: m.array(v, dtype=m.int32), lambda m, v: m.asarray(v)):
+        got = [e.primitive.name for e in ftrans.make_jaxpr(lambda v: fn(fnp, v))(np.ones(3, np.float32)).eqns]
+        want = [e.primitive.name for e in jax.make_jaxpr(lambda v: fn(jnp, v))(np.ones(3, np.float32)).eqns]
+        assert got == want

@@ -294,6 +294,8 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
         raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
     obj = _jax_array(object)
     if isinstance(obj, (Array, Tracer)):
+        if copy and isinstance(obj, Tracer):  # a traced copy is a copy equation, as in JAX
+            obj = E.copy_p.bind(obj)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
         if type(obj) is int and d is not None and dtypes.is_int(d):
