@@ -448,3 +448,33 @@ def test_jax_interop_via_numpy():
     np.testing.assert_array_equal(np.asarray(j), M23)
     assert isinstance(a.devices(), set) and len(a.devices()) == 1
     assert next(iter(a.devices())).platform == jax.devices("cpu")[0].platform
+
+
+def test_contains_matches_jax():
+    """``v in x`` (Array.__contains__): 1-d arrays and scalar queries only, as JAX."""
+    for v in (1, 100, 2.0, np.int32(3), -0.5):
+        assert (v in jnp.arange(4)) == (v in jjnp.arange(4))
+    assert (1.5 in jnp.array([0.5, 1.5])) and (1.5 in jjnp.array([0.5, 1.5]))
+    bad = [(ValueError, "search array must be one-dimensional", lambda m: 1 in m.array(1)),
+           (ValueError, "search array must be one-dimensional", lambda m: 1 in m.ones((2, 2))),
+           (ValueError, "query value must be a scalar", lambda m: m.arange(2) in m.arange(2)),
+           (TypeError, "unsupported operand type", lambda m: "abc" in m.arange(2)),
+           (TypeError, "unsupported operand type", lambda m: None in m.arange(2))]
+    for exc, msg, f in bad:
+        with pytest.raises(exc, match=msg):
+            f(jjnp)
+        with pytest.raises(exc, match=msg):
+            f(jnp)
+    assert bool(ftrans.jit(lambda x: x.__contains__(2))(jnp.arange(3)))
+
+
+def test_deepcopy_of_traced_values():
+    """copy.deepcopy of a traced array is a copy inside the trace (it escaped the trace before)."""
+    x = np.arange(4.0, dtype=np.float32)
+    for f in (copy.copy, copy.deepcopy):
+        np.testing.assert_array_equal(np.asarray(ftrans.jit(f)(x)), np.asarray(jax.jit(f)(x)))
+        np.testing.assert_array_equal(np.asarray(ftrans.vmap(f)(x)), np.asarray(jax.vmap(f)(x)))
+        g = ftrans.grad(lambda v, f=f: (f(v) * v).sum())(x)
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(jax.grad(lambda v, f=f: (f(v) * v).sum())(x)))
+    c = copy.deepcopy({"a": jnp.arange(3), "b": 2.0 * jnp.ones(2)})
+    assert c["a"].dtype == jnp.int32 and c["b"].weak_type is False

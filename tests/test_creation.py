@@ -5,6 +5,8 @@ and compared with jax: values, shapes, dtypes and weak types exactly.  Staged
 creation with static arguments must not capture large constants.
 """
 
+import array as pyarray
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,6 +166,29 @@ def test_array_errors():
         fnp.array([1, 2], order="F")
     with pytest.raises(TypeError, match="dtype"):
         fnp.array([1, 2], dtype="not-a-dtype")
+
+
+@pytest.mark.parametrize("make", [lambda: pyarray.array("l", [0, 1, 2, 3]), lambda: pyarray.array("d", [1.5, -2]),
+                                  lambda: bytearray(b"\x2a\xf3"), lambda: memoryview(b"ab")])
+@pytest.mark.parametrize("kw", [{}, {"copy": False}, {"copy": True}, {"ndmin": 2}, {"dtype": np.float32}])
+def test_array_from_buffer_protocol_objects(make, kw):
+    """array.array, bytearray and memoryview are read through the buffer protocol, as JAX does."""
+    for f_fn, j_fn in ((fnp.array, jnp.array), (fnp.asarray, jnp.asarray)):
+        if "ndmin" in kw and f_fn is fnp.asarray:
+            continue
+        got, exp = f_fn(make(), **kw), j_fn(make(), **kw)
+        assert isinstance(got, ftrans.Array)
+        assert (got.shape, got.dtype, got.weak_type) == (exp.shape, exp.dtype, exp.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(exp))
+    with pytest.raises(TypeError, match="object"):
+        fnp.array(object())
+
+
+def test_array_none_is_a_value_error():
+    for obj, kw in ((None, {}), ([0.0, None], {}), ([[1, 2], [None, 3]], {}), ([1.0, None], {"dtype": np.float32})):
+        for m in (jnp, fnp):
+            with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+                m.array(obj, **kw)
 
 
 def test_array_x64_off_narrowing():
@@ -435,3 +460,21 @@ def test_diag_weak_and_errors():
         fnp.diag(fnp.ones((2, 2, 2)))
     with pytest.raises(ValueError, match="1-D or 2-D"):
         fnp.diag(fnp.asarray(2.0))
+
+
+def test_array_copy_of_traced_value_is_a_copy_equation():
+    """jnp.array(tracer) stages a copy (as JAX), so transformed results are new arrays."""
+    x = fnp.ones(10)
+    f = lambda v: fnp.array(v, copy=True)  # noqa: E731
+    y, ydot = ftrans.jvp(f, (x,), (x,))
+    assert y is not x and ydot is not x
+    y, f_vjp = ftrans.vjp(f, x)
+    ybar = fnp.ones(10)
+    (xbar,) = f_vjp(ybar)
+    assert y is not x and xbar is not ybar
+    np.testing.assert_array_equal(np.asarray(xbar), np.ones(10))
+    assert ftrans.vmap(f)(x) is not x
+    for fn in (lambda m, v: m.array(v), lambda m, v: m.array(v, dtype=m.int32), lambda m, v: m.asarray(v)):
+        got = [e.primitive.name for e in ftrans.make_jaxpr(lambda v: fn(fnp, v))(np.ones(3, np.float32)).eqns]
+        want = [e.primitive.name for e in jax.make_jaxpr(lambda v: fn(jnp, v))(np.ones(3, np.float32)).eqns]
+        assert got == want

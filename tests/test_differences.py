@@ -89,30 +89,11 @@ def test_broadcast_mismatch_is_type_and_value_error():
 
 
 # ---------------------------------------------------------------- unsupported arguments
-def test_searchsorted_sorter_unsupported():
-    a = np.array([3.0, 1.0, 2.0], np.float32)
-    jnp.searchsorted(jnp.asarray(a), 2.0, sorter=jnp.asarray([1, 2, 0]))  # jax supports it
-    with pytest.raises(NotImplementedError, match="sorter"):
-        fnp.searchsorted(fnp.asarray(a), 2.0, sorter=fnp.asarray([1, 2, 0]))
-
-
 def test_unique_axis_unsupported():
     m = np.array([[1, 2], [1, 2], [0, 1]])
     assert jnp.unique(jnp.asarray(m), axis=0).shape == (2, 2)
     with pytest.raises(NotImplementedError, match="axis"):
         fnp.unique(fnp.asarray(m), axis=0)
-
-
-@pytest.mark.parametrize("mode", ["linear_ramp", "maximum", "minimum", "mean", "median"])
-def test_pad_modes_unsupported(mode):
-    assert jnp.pad(jnp.asarray(X), 2, mode=mode).shape == (9,)
-    with pytest.raises(NotImplementedError, match=mode):
-        fnp.pad(fnp.asarray(X), 2, mode=mode)
-
-
-def test_pad_callable_mode_unsupported():
-    with pytest.raises(NotImplementedError, match="callable"):
-        fnp.pad(fnp.asarray(X), 2, mode=lambda v, w, i, k: None)
 
 
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])

@@ -550,8 +550,19 @@ def test_take_along_axis_matches_jax(shape, data):
     ishape = ishape[:axis % len(shape)] + (data.draw(st.integers(1, 5)),) + ishape[axis % len(shape) + 1:]
     n = shape[axis]
     idx = np.random.default_rng(data.draw(st.integers(0, 99))).integers(-n - 1, n + 1, ishape).astype(np.int32)
-    mode = data.draw(st.sampled_from([None, "clip", "fill"]))
+    mode = data.draw(st.sampled_from([None, "clip", "fill", "one_hot"]))
     both(lambda m, x, i: m.take_along_axis(x, i, axis=axis, mode=mode), x, idx)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.complex64])
+def test_take_along_axis_one_hot(dtype):
+    """mode='one_hot' (a one-hot contraction): broadcasting index/array dims, axis=None, out of range -> 0."""
+    x = arr((2, 3, 4), dtype)
+    idx = np.array([[[0, -1, 3, 7]], [[2, 1, -4, 0]]], np.int32)  # (2, 1, 4) against (2, 3, 4)
+    both(lambda m, x, i: m.take_along_axis(x, i, axis=0, mode="one_hot"),
+         x, np.concatenate([idx] * 3, axis=1)[:, :, :1])
+    both(lambda m, x, i: m.take_along_axis(x, i, axis=2, mode="one_hot"), x, idx)
+    both(lambda m, x: m.take_along_axis(x, np.array([0, 23, -1, 30]), axis=None, mode="one_hot"), x)
 
 
 def test_take_along_axis_none_and_errors():

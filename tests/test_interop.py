@@ -299,3 +299,29 @@ def test_jax_arrays_as_indices_and_device_get():
         ours, theirs = ftrans.device_get({"a": leaf}), jax.device_get({"a": leaf})
         assert type(ours["a"]) is type(theirs["a"]) is np.ndarray
         _same(ours["a"], theirs["a"])
+
+
+class _JaxArrayLike:
+    """An object standing for an array through JAX's ``__jax_array__`` protocol."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __jax_array__(self):
+        return self.value
+
+
+def test_jax_array_protocol_operands():
+    """``obj * x`` with an ``__jax_array__`` object, eagerly and under jit/grad/vmap, as in JAX."""
+    want = jjnp.array(3.0) * jjnp.arange(10.0)
+    got = _JaxArrayLike(jnp.array(3.0)) * jnp.arange(10.0)
+    assert isinstance(got, ftrans.Array) and got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    got = ftrans.jit(lambda x: _JaxArrayLike(x) * jnp.arange(3.0))(2.0)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.jit(lambda x: _JaxArrayLike(x) * jjnp.arange(3.0))(2.0)))
+    x = np.arange(3.0, dtype=np.float32)
+    got = ftrans.vmap(lambda v: _JaxArrayLike(v) * jnp.arange(2.0))(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.vmap(lambda v: _JaxArrayLike(v) * jjnp.arange(2.0))(x)))
+    gr = ftrans.grad(lambda v: (_JaxArrayLike(v) * jnp.arange(3.0)).sum())(2.0)
+    assert float(gr) == float(jax.grad(lambda v: (_JaxArrayLike(v) * jjnp.arange(3.0)).sum())(2.0))
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(_JaxArrayLike(jnp.arange(3)))), np.arange(3))

@@ -198,8 +198,15 @@ def test_rollaxis_unravel_ravel():
     check("ravel_multi_index", (I, J), (3, 4), mode="wrap", order="F")
     with pytest.raises(FtransValueError, match="invalid entry"):
         fn.ravel_multi_index((I, J), (3, 4))
+    # The message starts as JAX's and NumPy's, so code that matches on it works alike.
+    for m in (np, jn, fn):
+        with pytest.raises(ValueError) as info:
+            m.ravel_multi_index((np.array([1, 5]),), (3,))
+        assert str(info.value).startswith("invalid entry in coordinates array")
     with pytest.raises(ConcretizationTypeError, match="mode='raise'"):
         ftrans.make_jaxpr(lambda a: fn.ravel_multi_index((a, a), (3, 4)))(I)
+    with pytest.raises(ConcretizationTypeError, match="ravel_multi_index was jit-compiled with mode='raise'"):
+        ftrans.jit(lambda a: fn.ravel_multi_index((a,), (3,), mode="raise"))(np.array([1], np.int32))
 
 
 def test_vander_trapezoid():
@@ -304,7 +311,8 @@ def test_c_(key):
 
 
 @pytest.mark.parametrize("key", [slice(0, 5), (slice(0, 3), slice(1, 4, 2)), (slice(0, 1, 3j), slice(0, 3)),
-                                 (slice(0.0, 2), slice(3)), ()])
+                                 (slice(0.0, 2), slice(3)), (), slice(None), slice(3, None),
+                                 slice(7, None, 2), (slice(2), slice(None))])
 def test_mgrid_ogrid(key):
     _check_index_obj("mgrid", key)
     _check_index_obj("ogrid", key)
@@ -460,6 +468,52 @@ def test_interp_cov_corrcoef():
     check("corrcoef", R)
     check("corrcoef", R[0], R[1])
     check("corrcoef", RI, rowvar=False)
+
+
+def test_interp_extrapolate_period_and_errors():
+    f = np.array([0.5, 2.2, -1, 7, 3, 3.0, 9.5], np.float32)
+    xp = np.array([0.0, 1.0, 2.5, 4.0], np.float32)
+    fp = np.array([1.0, -1.0, 3.0, 0.0], np.float32)
+    check("interp", f, xp, fp, left="extrapolate")
+    check("interp", f, xp, fp, right="extrapolate")
+    check("interp", f, xp, fp, left="extrapolate", right=2.0)
+    check("interp", 0.5, np.array([1.0, 2.0, 3.0], np.float32), np.array([10.0, 20.0, 30.0], np.float32),
+          left="extrapolate")
+    # With a period, left/right are ignored (as JAX and NumPy), not an error.
+    check("interp", f, xp, fp, period=0.59, left=0, right=1)
+    z = np.exp(np.linspace(-90, -20, 200)).astype(np.float32)
+    g = ftrans.grad(lambda z: fn.sum(fn.interp(z, z, fn.ones_like(z), period=0.59, left=0)))(z)
+    assert np.isfinite(np.asarray(g)).all()
+    with pytest.raises(FtransValueError, match="only valid string value of `left` is 'extrapolate'"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), left="interpolate")
+    with pytest.raises(FtransValueError, match="only valid string value of `right`"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), right="interpolate")
+    with pytest.raises(FtransValueError, match="complex x values not supported"):
+        fn.interp(1j, 1j * np.arange(3.0), np.arange(3.0))
+    with pytest.raises(FtransValueError, match="period must be a scalar"):
+        fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
+
+
+def test_cov_corrcoef_dtype():
+    x = np.arange(5, dtype=np.int32)
+    check("corrcoef", x, x, dtype="bfloat16", tol=1e-2)
+    check("corrcoef", R, dtype=np.float16, tol=1e-2)
+    check("cov", R, dtype="float16", tol=1e-2)
+    check("cov", RI, fweights=np.array([1, 2, 1, 3, 1, 1, 2], np.int32), dtype=np.float16, tol=1e-1)
+    with pytest.raises(FtransValueError, match="corrcoef: dtype must be a subclass of float or complex"):
+        fn.corrcoef(x, x, dtype=int)
+    with pytest.raises(FtransValueError, match="cov: dtype must be a subclass of float or complex"):
+        fn.cov(x, dtype=np.int32)
+
+
+def test_unwrap_integer_period_keeps_integer_dtype():
+    """As JAX: p and period promote together (int data, int period -> int result, half-period rounded down)."""
+    x = (np.random.RandomState(3).randn(3, 7) * 6).astype(np.int16)
+    check("unwrap", x, period=4)
+    check("unwrap", x, period=5, discont=2, axis=0)
+    check("unwrap", x.astype(np.uint8), period=2)
+    check("unwrap", x, period=np.pi, tol=1e-3)
+    check("unwrap", x.astype(np.float16), period=4, tol=1e-2)
 
 
 def test_unwrap_bits():

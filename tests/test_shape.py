@@ -346,10 +346,28 @@ def test_repeat_weak_and_errors():
         fnp.repeat(fnp.ones(3), -1)
     with pytest.raises(ConcretizationTypeError, match="repeats"):
         ftrans.make_jaxpr(lambda x, r: fnp.repeat(x, r))(np.ones(3), np.array([1, 2, 3]))
-    with pytest.raises(NotImplementedError, match="total_repeat_length"):
-        ftrans.make_jaxpr(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.array([1, 2, 1]))
+    with pytest.raises(ValueError, match=r"\(2,\).*size 3"):
+        ftrans.jit(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.array([1, 2]))
+    with pytest.raises(TypeError, match="integers"):
+        ftrans.jit(lambda x, r: fnp.repeat(x, r, total_repeat_length=4))(np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match="non-negative"):
         fnp.tile(fnp.ones(2), -1)
+
+
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, max_side=5), st.data())
+def test_repeat_traced_repeats_with_total(x, data):
+    """Traced repeats need total_repeat_length (as JAX): runs past it are cut, a short total is
+    filled with the last element."""
+    ax = data.draw(st.sampled_from([None] + list(range(-x.ndim, x.ndim))))
+    n = x.size if ax is None else x.shape[ax]
+    per = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
+    rep = data.draw(st.sampled_from([per, np.int32(2), np.array([3], np.int32)]))
+    total = data.draw(st.sampled_from([0, 1, 7, int(np.repeat(np.zeros(x.shape), rep, ax).shape[ax or 0])]))
+    fj = jax.jit(lambda x, r: jnp.repeat(x, r, axis=ax, total_repeat_length=total))
+    ff = ftrans.jit(lambda x, r: fnp.repeat(x, r, axis=ax, total_repeat_length=total))
+    _assert_leaf(ff(x, rep), fj(x, rep), "jit")
+    check(lambda m, x, r: m.repeat(x, r, axis=ax, total_repeat_length=total), x, rep)
 
 
 def test_repeat_stages_few_equations():
@@ -445,14 +463,52 @@ def test_pad_traced_constant_and_weak():
     check(lambda m, x: m.pad(x, 7, mode="symmetric", reflect_type="odd"), np.arange(3, dtype=np.float32))
 
 
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.int32, np.uint8)), st.data())
+def test_pad_stat_modes(x, data):
+    """'maximum'/'minimum'/'mean'/'median' with and without stat_length, against jnp.pad."""
+    pw = data.draw(_pad_width_strategy(x.ndim))
+    mode = data.draw(st.sampled_from(["maximum", "minimum", "mean", "median"]))
+    sl = data.draw(st.sampled_from([None, 1, 2, (1, 3), ((2, 1),)]))
+    check(lambda m, x: m.pad(x, pw, mode=mode, stat_length=sl), x)
+
+
+@settings(max_examples=8)
+@given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.complex64)), st.data())
+def test_pad_linear_ramp(x, data):
+    pw = data.draw(_pad_width_strategy(x.ndim))
+    ev = data.draw(st.sampled_from([0, 3.5, -5, (1, 2), ((2.0, 3.14),)]))
+    check(lambda m, x: m.pad(x, pw, mode="linear_ramp", end_values=ev), x)
+
+
+def test_pad_new_modes_weak_type_and_callable():
+    for mode in ["linear_ramp", "maximum", "minimum", "mean", "median"]:
+        check(lambda m, mode=mode: m.pad(m.atleast_1d(2.0), 2, mode=mode))
+        check(lambda m, x, mode=mode: m.pad(x, ((1, 2), (2, 0)), mode=mode),
+              np.arange(12, dtype=np.int32).reshape(3, 4))
+
+    def padder(m):
+        def f(v, pw, iaxis, kwargs):
+            v = v.at[:pw[0]].set(kwargs.get("padder", 10))
+            return v.at[v.shape[0] - pw[1]:].set(kwargs.get("padder", 10))
+        return f
+
+    check(lambda m, x: m.pad(x, 1, padder(m), padder=100), np.arange(24).reshape(2, 3, 4))
+    check(lambda m, x: m.pad(x, (2, 1), padder(m)), np.arange(6.0).reshape(2, 3))
+
+
 def test_pad_errors():
     x = fnp.ones(3)
     with pytest.raises(ValueError, match="negative"):
         fnp.pad(x, -1)
     with pytest.raises(NotImplementedError, match="foo"):
         fnp.pad(x, 1, mode="foo")
-    with pytest.raises(NotImplementedError, match="linear_ramp"):
-        fnp.pad(x, 1, mode="linear_ramp")
+    with pytest.raises(NotImplementedError, match="Unimplemented padding mode 'None'"):
+        fnp.pad(x, 1, mode=None)
+    with pytest.raises(ValueError, match="stat_length of 0"):
+        fnp.pad(x, 1, mode="mean", stat_length=0)
+    with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'maximum'"):
+        fnp.pad(x, 1, mode="maximum", end_values=0)
     with pytest.raises(ValueError, match="constant_values"):
         fnp.pad(x, 1, mode="edge", constant_values=1)
     with pytest.raises(ValueError, match="empty axis 0"):
@@ -483,7 +539,11 @@ def test_atleast_weak_and_sizes():
     check(lambda m: m.atleast_2d(2.0))
     check(lambda m: m.atleast_3d(2, 3.0))
     assert fnp.atleast_1d() == []
-    assert fnp.shape([[1, 2, 3]]) == (1, 3)
+    for fn in ("shape", "ndim", "size"):  # sequences still work but are deprecated, as in JAX
+        for m in (jnp, fnp):
+            with pytest.warns(DeprecationWarning, match=f"{fn} requires ndarray or scalar arguments"):
+                got = getattr(m, fn)([[1, 2, 3]])
+            assert got == {"shape": (1, 3), "ndim": 2, "size": 3}[fn]
     assert fnp.size(fnp.ones((2, 3, 4)), (0, 2)) == 8
     assert fnp.ndim(3.0) == 0
     closed = ftrans.make_jaxpr(lambda x: fnp.size(x) + fnp.ndim(x))(np.ones((2, 3)))

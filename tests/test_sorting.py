@@ -176,6 +176,10 @@ def test_lexsort():
     check(lambda m, a, b: m.lexsort((b, a)), k1, k2)
     check(lambda m, a: m.lexsort(a), np.stack([k1, k1[::-1]]))
     check(lambda m, a: m.lexsort([a], axis=0), np.arange(6, dtype=np.int8).reshape(3, 2)[::-1])
+    # Scalar keys (e.g. a tuple of a 1-d array's elements): index 0, as JAX and NumPy.
+    check(lambda m, a: m.lexsort(tuple(a)), k1, staged=False)
+    check(lambda m, a: m.lexsort(a), k1)
+    check(lambda m: m.lexsort((np.float32(2.0), np.float32(1.0))))
 
 
 def test_sort_errors():
@@ -236,11 +240,24 @@ def test_searchsorted(data, a):
     check(lambda m, p: m.searchsorted(p, 1.5, side=side), a)
 
 
+@settings(max_examples=6)
+@given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, max_dims=1))
+def test_searchsorted_sorter(data, a):
+    """With sorter, ``a[sorter]`` is searched (a stays unsorted), as NumPy and JAX."""
+    srt = np.argsort(a, kind="stable").astype(np.int32)
+    v = data.draw(arrays(dtypes=[np.float32, np.int32], max_dims=2))
+    side = data.draw(st.sampled_from(["left", "right"]))
+    check(lambda m, p, q, s: m.searchsorted(p, q, side=side, sorter=s), a, v, srt)
+    check(lambda m, p, s: m.asarray(p).searchsorted(2, side=side, sorter=s), a, srt)
+    np.testing.assert_array_equal(np.asarray(fnp.searchsorted(a, v, side=side, sorter=srt)),
+                                  np.searchsorted(a, v, side=side, sorter=srt))
+
+
 def test_searchsorted_errors():
     with pytest.raises(ValueError, match="1-dimensional"):
         fnp.searchsorted(np.ones((2, 2)), 1.0)
-    with pytest.raises(NotImplementedError, match="sorter"):
-        fnp.searchsorted(np.ones(3), 1.0, sorter=np.arange(3))
+    with pytest.raises(ValueError, match="sorter must be a 1-d integer array"):
+        fnp.searchsorted(np.ones(3), 1.0, sorter=np.ones(3))
     with pytest.raises(ValueError, match="side"):
         fnp.searchsorted(np.ones(3), 1.0, side="middle")
 

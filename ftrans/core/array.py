@@ -400,7 +400,7 @@ def is_foreign_array(x: Any) -> bool:
         return True
     if isinstance(x, (Array, np.ndarray, np.generic, *_NOT_ARRAYS)):
         return False
-    return hasattr(x, "__array__") or hasattr(x, "__dlpack__")
+    return hasattr(x, "__array__") or hasattr(x, "__dlpack__") or hasattr(x, "__jax_array__")
 
 
 def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
@@ -421,6 +421,12 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
             return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
     if not is_foreign_array(x):
         return None
+    conv = getattr(x, "__jax_array__", None)
+    if conv is not None:  # JAX's protocol: the object names the array it stands for
+        r = conv()
+        if isinstance(r, Array) or (hasattr(r, "aval") and hasattr(r, "weak_type")):
+            return r  # an Array, or a traced value of the enclosing transform
+        return from_foreign(r, copy)
     if hasattr(x, "__array__"):
         arr = np.asarray(x)
     else:

@@ -23,6 +23,10 @@ class ArrayMixin:
             "Use x = x.at[idx].set(value) (or .add, .multiply, .min, .max) instead."
         )
 
+    def __deepcopy__(self, memo: Any) -> Any:
+        """``copy.deepcopy``: a copy of the array (a traced one stays in its trace, as in JAX)."""
+        return self.copy()
+
     @property
     def T(self):
         return _jnp.transpose(self)
@@ -113,6 +117,7 @@ def install(jnp_module: Any) -> None:
         setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
     ArrayMixin.__getitem__ = jnp_module._getitem
     ArrayMixin.__round__ = jnp_module._operator_round
+    ArrayMixin.__contains__ = jnp_module._operator_contains
     for name in _METHODS:
         setattr(ArrayMixin, name, _forward(name))
     _install_fast(jnp_module)

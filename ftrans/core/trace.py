@@ -345,8 +345,8 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, (bool, int, float, complex)):
         d = dtypes.python_scalar_dtype(a)
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
-    f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__
-    if f is not None:
+    f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__ / __jax_array__
+    if isinstance(f, Array):
         return f._value, f.weak_type
     raise errors.FtransTypeError(
         f"a primitive got an operand of type {type(a).__name__}, which is not an array"

@@ -37,6 +37,7 @@ from ftrans.numpy._methods import (  # noqa: E402,F401
     _method_compress,
     _method_copy,
     _method_view,
+    _operator_contains,
     _operator_round,
 )
 from ftrans.numpy._products import *  # noqa: F401,F403

@@ -207,11 +207,18 @@ def _host(obj: Any) -> Any:
     return obj._value if isinstance(obj, Array) else obj
 
 
+def _none_error() -> None:
+    raise FtransValueError("None is not a valid value for jnp.array (as in JAX); use jnp.nan or a "
+                           "masked value for missing entries")
+
+
 def _from_sequence(obj: Any, dtype: np.dtype | None) -> Any:
     """A nested list/tuple as one array; traced elements are stacked so the result stays traced."""
     obj = _map_nested(_jax_array, obj)
     leaves: list = []
     _leaves(obj, leaves)
+    if any(leaf is None for leaf in leaves):
+        _none_error()
     target = dtype or _nested_dtype(leaves)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
         return _stack_nested(obj, target)
@@ -265,6 +272,16 @@ def _stack_nested(obj: Any, target: np.dtype) -> Any:
     return _shape.stack([_stack_nested(e, target) for e in obj])
 
 
+def _buffer_array(obj: Any) -> np.ndarray | None:
+    """A NumPy array over an object with the buffer protocol (``bytearray``, ``array.array``,
+    ``memoryview``), as JAX reads them; None for anything else."""
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        return None
+    return np.array(view)
+
+
 def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = "K",  # noqa: A002
           ndmin: int = 0, *, device: Any = None) -> Any:
     """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
@@ -277,6 +294,8 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
         raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
     obj = _jax_array(object)
     if isinstance(obj, (Array, Tracer)):
+        if copy and isinstance(obj, Tracer):  # a traced copy is a copy equation, as in JAX
+            obj = E.copy_p.bind(obj)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
         if type(obj) is int and d is not None and dtypes.is_int(d):
@@ -296,7 +315,12 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
                                   "(its __array__ gives an object array) to an array")
         out = f if d is None else retype(f, d, False)
     else:
-        raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+        if obj is None:
+            _none_error()
+        buf = _buffer_array(obj)
+        if buf is None:
+            raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
+        return array(buf, dtype, copy=False, ndmin=ndmin, device=device)
     nd = len(shape_of(out))
     if ndmin > nd:
         out = _shape.reshape(out, (1,) * (ndmin - nd) + tuple(shape_of(out)))

@@ -564,15 +564,18 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         )
     for a in arrs:
         if mode == "raise":
-            concrete_or_error(a, "ravel_multi_index with mode='raise' needs concrete indices; "
-                                 "use mode='wrap' or mode='clip' instead. The index")
+            concrete_or_error(a, "The error occurred because ravel_multi_index was jit-compiled with "
+                                 "mode='raise'. Use mode='wrap' or mode='clip' instead. The index")
         if dtype_weak(a)[0].kind not in "iu":
             raise FtransTypeError("ravel_multi_index: only int indices permitted")
     if mode == "raise":
         for a, d in zip(arrs, dims):
             v = np.asarray(concrete_or_error(a, "ravel_multi_index index"))
             if np.any((v < 0) | (v >= d)):
-                raise FtransValueError("ravel_multi_index: invalid entry in coordinates array")
+                # The message starts as NumPy's and JAX's do (code matches on it).
+                raise FtransValueError(
+                    f"invalid entry in coordinates array (ravel_multi_index, mode='raise'): an index is "
+                    f"outside [0, {d}); use mode='wrap' or mode='clip' to map it into range")
     elif mode == "clip":
         arrs = [jnp.clip(a, 0, d - 1) for a, d in zip(arrs, dims)]
     elif mode == "wrap":
@@ -1321,9 +1324,17 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
                                f"got {shape_of(xp)} and {shape_of(fp)}")
     x, xp = _inexact_nobcast("interp", x, xp)
     (fp,) = _inexact("interp", fp)
+    for name, v in (("left", left), ("right", right)):
+        if isinstance(v, str) and v != "extrapolate":
+            raise FtransValueError(f"interp: the only valid string value of `{name}` is 'extrapolate', "
+                                   f"but got: {v!r}")
+    if dtype_weak(x)[0].kind == "c":
+        raise FtransValueError("interp: complex x values not supported; interpolate the real and "
+                               "imaginary parts separately")
     if period is not None:
-        if left is not None or right is not None:
-            raise FtransValueError("interp: left and right must be None when period is given")
+        # As JAX (and NumPy): left and right are ignored for periodic interpolation.
+        if len(shape_of(period)) != 0:
+            raise FtransValueError(f"interp: period must be a scalar; got {period}")
         period = jnp.abs(jnp.asarray(period))
         x = jnp.remainder(x, period)
         xp = jnp.remainder(xp, period)
@@ -1339,14 +1350,28 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     dx0 = jnp.less_equal(jnp.abs(dx), eps)
     f = jnp.where(dx0, fp[i - 1], jnp.add(fp[i - 1], jnp.multiply(jnp.divide(delta, jnp.where(dx0, 1, dx)), df)))
     if period is None:
-        f = jnp.where(jnp.less(x, xp[0]), fp[0] if left is None else left, f)
-        f = jnp.where(jnp.greater(x, xp[-1]), fp[-1] if right is None else right, f)
+        # 'extrapolate' keeps the end segments' lines (the clipped index already selects them).
+        if not isinstance(left, str):
+            f = jnp.where(jnp.less(x, xp[0]), fp[0] if left is None else left, f)
+        if not isinstance(right, str):
+            f = jnp.where(jnp.greater(x, xp[-1]), fp[-1] if right is None else right, f)
     return f
 
 
+def _cov_dtype(name: str, dtype: Any) -> Any:
+    if dtype is None:
+        return None
+    d = dtypes.to_dtype(dtype)
+    if not dtypes.is_inexact(d):
+        raise FtransValueError(f"{name}: dtype must be a subclass of float or complex; got dtype={dtype!r}")
+    return d
+
+
 def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
-        fweights: Any = None, aweights: Any = None) -> Any:
-    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``)."""
+        fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
+    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``);
+    ``dtype`` (inexact) is the type the data and weights are computed in."""
+    dtype = _cov_dtype("cov", dtype)
     if y is not None:
         check_arraylike("cov", m, y)
         m, y = _inexact_nobcast("cov", m, y)
@@ -1380,6 +1405,9 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         if aw.ndim != 1 or aw.shape[0] != n:
             raise FtransValueError(f"cov: aweights must be 1-d with length {n}, got shape {aw.shape}")
         w = aw if w is None else jnp.multiply(w, aw)
+    if dtype is not None:
+        x = x.astype(dtype)
+        w = None if w is None else w.astype(dtype)
     if w is None:
         avg = jnp.mean(x, axis=1)
         wsum = n
@@ -1398,9 +1426,9 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     return jnp.squeeze(jnp.true_divide(jnp.dot(x, jnp.conj(xt)), fact))
 
 
-def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
+def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
     """``jnp.corrcoef``: correlation coefficients, clipped to [-1, 1] for real input."""
-    c = cov(x, y, rowvar)
+    c = cov(x, y, rowvar, dtype=_cov_dtype("corrcoef", dtype))
     if c.ndim == 0:
         return jnp.divide(c, c)
     d = jnp.diag(c)
@@ -1414,13 +1442,17 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True) -> Any:
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
     """``jnp.unwrap``: remove jumps larger than ``discont`` by adding multiples of ``period``."""
     check_arraylike("unwrap", p)
-    (p,) = _inexact("unwrap", p)
+    # As JAX: p and period are promoted together, so integer data with an integer period stays
+    # integer (half the period rounds down) and a float period makes the result float.
+    (p, period), _, _ = promote_dtypes("unwrap", p, period)
     if dtype_weak(p)[0].kind == "c":
         raise FtransValueError("unwrap does not support complex inputs.")
     if p.ndim == 0 or p.shape[axis] == 0:
         return p
     axis = canonicalize_axis("unwrap", axis, p.ndim)
-    half = jnp.divide(period, 2)
+    half = jnp.floor_divide(period, 2) if dtypes.is_int(dtype_weak(p)[0]) else jnp.divide(period, 2)
+    if discont is None:
+        discont = jnp.divide(period, 2)
     discont = half if discont is None else discont
     dd = diff(p, axis=axis)
     ddmod = jnp.subtract(jnp.remainder(jnp.add(dd, half), period), half)

@@ -145,10 +145,12 @@ def _grid_from_slice(s: slice, op_name: str) -> Any:
     start = concrete_or_error(s.start, f"slice start of jnp.{op_name}") or 0
     stop = concrete_or_error(s.stop, f"slice stop of jnp.{op_name}")
     step = concrete_or_error(s.step, f"slice step of jnp.{op_name}") or 1
-    if stop is None:
-        raise FtransValueError(f"jnp.{op_name}: slices need an explicit stop, got {s}")
     if np.iscomplex(step):
+        if stop is None:
+            raise FtransTypeError(f"jnp.{op_name}: a slice with an imaginary step (a point count) needs an "
+                                  f"explicit stop, got {s}")
         return jnp.linspace(start, stop, int(abs(step)))
+    # No stop: arange(start, None, step), i.e. [0, start) as NumPy and JAX (``mgrid[:]`` is empty).
     return jnp.arange(start, stop, step)
 
 

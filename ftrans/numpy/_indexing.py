@@ -907,6 +907,28 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     )
 
 
+def _take_along_one_hot(a: Any, indices: Any, ax: int, n: int, out_shape: tuple) -> Any:
+    """``mode='one_hot'``: a contraction of a one-hot encoding of ``indices`` with ``a`` along ``ax``
+    (as JAX: out-of-range indices give 0, and a NaN/inf anywhere along the axis reaches the result)."""
+    from ftrans.numpy._reductions import sum as _sum
+
+    d, _ = dtype_weak(a)
+    rank = len(out_shape)
+    full = (*out_shape, n)
+    idx = _broadcast(indices, full, tuple(range(rank)))
+    pos = _broadcast(_iota(n, dtype_weak(indices)[0]), full, (rank,))
+    hot = _convert(E.eq_p.bind(idx, pos), d)
+    moved = S.transpose_p.bind(a, permutation=tuple(i for i in range(rank) if i != ax) + (ax,))
+    vals = _broadcast(moved, full, tuple(i for i in range(rank) if i != ax) + (rank,))
+    if d == np.bool_:
+        return _sum(E.and_p.bind(hot, vals), axis=-1, dtype=d)
+    # A dot (not multiply-and-sum, which XLA may simplify to a select) so NaNs propagate as in JAX.
+    from ftrans.lax import dot_general
+
+    batch = tuple(range(rank))
+    return dot_general(hot, vals, (((rank,), (rank,)), (batch, batch)), preferred_element_type=d)
+
+
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: Any = None,
                     fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
     """``jnp.take_along_axis``: ``arr`` indexed along ``axis`` by ``indices`` that broadcast against it.
@@ -930,8 +952,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: Any = N
             f"{len(idx_shape)} vs. {rank}"
         )
     ax = canonicalize_axis("take_along_axis", axis, rank)
-    if mode == "one_hot":
-        raise NotImplementedError("take_along_axis: mode='one_hot' is not supported")
     axis_size = shape_of(a)[ax]
     arr_shape = tuple(1 if i == ax else s for i, s in enumerate(shape_of(a)))
     out_shape = broadcast_shapes("take_along_axis", [idx_shape, arr_shape])
@@ -942,6 +962,8 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: Any = N
         wrap_negative_indices = mode != "promise_in_bounds"
     if wrap_negative_indices:
         indices = _normalize(_convert(indices, _index_dtype((axis_size,))), axis_size)
+    if mode == "one_hot":
+        return _take_along_one_hot(a, indices, ax, axis_size, out_shape)
     index_dims = [i for i, s in enumerate(idx_shape) if i == ax or s != 1]
     gather_indices = _reshape(indices, (*[out_shape[i] for i in index_dims], 1))
     sizes, offset, start_map, collapsed, op_batch, idx_batch, squeeze = [], [], [], [], [], [], []

@@ -14,7 +14,7 @@ import numpy as np
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__: list[str] = []
 
@@ -94,3 +94,17 @@ def _operator_round(a: Any, ndigits: int | None = None) -> Any:
     """``round(x)`` gives integers (as Python's ``round`` of a float does); ``round(x, n)`` keeps the dtype."""
     out = jnp.round(a, decimals=ndigits or 0)
     return out.astype(int) if ndigits is None else out
+
+
+def _operator_contains(a: Any, other: Any) -> Any:
+    """``other in x``: whether the 1-d ``x`` holds the scalar ``other`` (JAX's rule: no NumPy-style
+    search of N-d arrays or of sub-arrays)."""
+    if other is None or isinstance(other, str):
+        raise FtransTypeError(f"Array.__contains__: unsupported operand type {type(other)}.")
+    query = jnp.asarray(other)
+    if a.ndim != 1:
+        raise FtransValueError(f"Array.__contains__: search array must be one-dimensional, got arr.shape={a.shape}; "
+                               "ravel it first (x.ravel()) to search every element")
+    if query.ndim != 0:
+        raise FtransValueError(f"Array.__contains__: query value must be a scalar, got query.shape={query.shape}")
+    return jnp.any(jnp.equal(a, query))

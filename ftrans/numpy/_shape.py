@@ -642,6 +642,29 @@ def _repeat_counts(name: str, repeats: Any, n: int, total: int | None) -> np.nda
     return counts
 
 
+def _repeat_traced(x: Any, repeats: Any, ax: int, n: int, total: int) -> Any:
+    """Traced ``repeats`` with a static ``total_repeat_length``: mark where each element's run starts
+    in a length-``total`` buffer, and a cumulative sum of the marks gathers the elements (runs past
+    ``total`` are cut, a short total is filled with the last element), as JAX does."""
+    from ftrans.numpy._creation import zeros
+    from ftrans.numpy._indexing import take
+    from ftrans.numpy._reductions import cumsum
+
+    if not dtypes.is_int(dtype_weak(repeats)[0]) and dtype_weak(repeats)[0] != np.bool_:
+        raise FtransTypeError(f"repeat: repeats must be integers, got dtype {dtype_weak(repeats)[0]}")
+    r = ravel(repeats)
+    if _shp(r)[0] not in (1, n):
+        raise FtransValueError(
+            f"repeat: repeats of shape {_shp(repeats)} do not match the axis of size {n} (need a scalar or ({n},))")
+    if total == 0 or n == 0:
+        return _slice_axis(x, ax, 0, 0)
+    r = broadcast_to(r, (n,))
+    starts = cumsum(S.concatenate_p.bind(zeros((1,), dtype_weak(r)[0]), _slice_axis(r, 0, 0, n - 1), dimension=0))
+    marks = zeros((total,), np.int32).at[starts].add(1)
+    idx = E.sub_p.bind(cumsum(marks), Array._new(np.asarray(1, np.int32), False))
+    return take(x, idx, axis=ax)
+
+
 def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:
     """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
 
@@ -656,6 +679,8 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
     total = None if total_repeat_length is None else _static_int("repeat", "total_repeat_length",
                                                                   total_repeat_length)
     n = _shp(x)[ax]
+    if total is not None and isinstance(maybe_concrete(repeats), Tracer):
+        return _repeat_traced(x, repeats, ax, n, total)
     counts = _repeat_counts("repeat", repeats, n, total)
     if n and (counts == counts[0]).all():
         return _repeat_each(x, ax, int(counts[0]))
@@ -773,9 +798,9 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
 # ---------------------------------------------------------------- pad
 _PAD_KWARGS = {
     "constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty": set(),
-    "reflect": {"reflect_type"}, "symmetric": {"reflect_type"},
+    "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
+    "maximum": {"stat_length"}, "minimum": {"stat_length"}, "mean": {"stat_length"}, "median": {"stat_length"},
 }
-_PAD_UNSUPPORTED = ("linear_ramp", "maximum", "mean", "median", "minimum")
 
 
 def _pad_width(pad_width: Any, nd: int) -> list[tuple[int, int]]:
@@ -851,6 +876,91 @@ def _pad_index_map(x: Any, widths: list, mode: str) -> Any:
     return x
 
 
+def _pairs(name: str, v: Any, nd: int, cast: Any = None) -> np.ndarray:
+    """A static ``(nd, 2)`` table from a scalar, ``(before, after)``, ``((before, after),)`` or one pair per axis."""
+    a = np.asarray(concrete_or_error(v, f"pad: argument {name!r}"))
+    if a.shape not in ((), (1,), (2,), (1, 2), (nd, 2)):
+        raise FtransValueError(
+            f"pad: {name} of shape {a.shape} does not fit an array with {nd} dimensions; valid shapes "
+            f"are ({nd}, 2), (1, 2), (2,), (1,) or ()"
+        )
+    return np.broadcast_to(a if cast is None else a.astype(cast), (nd, 2))
+
+
+def _pad_concat(x: Any, before: Any, after: Any, ax: int, lo: int, hi: int) -> Any:
+    parts = ([before] if lo else []) + [x] + ([after] if hi else [])
+    return x if len(parts) == 1 else S.concatenate_p.bind(*parts, dimension=ax)
+
+
+def _pad_linear_ramp(x: Any, widths: list, end_values: Any) -> Any:
+    """Ramps from ``end_values`` to the edge values (exclusive), as NumPy's 'linear_ramp'."""
+    from ftrans.numpy._creation import linspace, retype
+
+    d, w = dtype_weak(x)
+    ends = _pairs("end_values", end_values, len(widths))
+    for ax, (lo, hi) in enumerate(widths):
+        if not (lo or hi):
+            continue
+        n = _shp(x)[ax]
+        if n == 0:
+            raise FtransValueError(f"pad: cannot apply 'linear_ramp' padding to the empty axis {ax}")
+        ramps = []
+        for side, amount in ((0, lo), (1, hi)):
+            edge = _slice_axis(x, ax, 0, 1) if side == 0 else _slice_axis(x, ax, n - 1, n)
+            edge = reshape(edge, _shp(edge)[:ax] + _shp(edge)[ax + 1:])
+            r = retype(linspace(ends[ax, side][()], edge, amount, endpoint=False, dtype=d, axis=ax), d, w)
+            ramps.append(_rev(r, (ax,)) if side == 1 else r)
+        x = _pad_concat(x, ramps[0], ramps[1], ax, lo, hi)
+    return x
+
+
+def _pad_stats(x: Any, widths: list, mode: str, stat_length: Any) -> Any:
+    """Pads with the maximum/minimum/mean/median of the first/last ``stat_length`` elements of each axis."""
+    from ftrans.numpy._creation import retype
+    from ftrans.numpy._elementwise import round as round_
+    from ftrans.numpy._reductions import amax, amin, mean, median
+
+    stat = {"maximum": amax, "minimum": amin, "mean": mean, "median": median}[mode]
+    d, w = dtype_weak(x)
+    nd = len(widths)
+    lengths = None if stat_length is None else _pairs("stat_length", stat_length, nd, np.int64)
+    for ax, (lo, hi) in enumerate(widths):
+        n = _shp(x)[ax]
+        if lengths is None:
+            if n == 0 and (lo or hi):
+                raise FtransValueError(f"pad: cannot apply {mode!r} padding to the empty axis {ax}")
+            sb = sa = stat(x, axis=ax, keepdims=True)
+        else:
+            lb, la = (int(v) for v in lengths[ax])
+            if lb <= 0 or la <= 0:
+                raise FtransValueError(
+                    f"pad: stat_length of 0 yields no value for padding (axis {ax} has stat_length ({lb}, {la}))")
+            lb, la = min(lb, n), min(la, n)
+            sb = stat(_slice_axis(x, ax, 0, lb), axis=ax, keepdims=True)
+            sa = stat(_slice_axis(x, ax, n - la, n), axis=ax, keepdims=True)
+        if dtypes.is_int(d):
+            sb, sa = round_(sb), round_(sa)
+        sb, sa = retype(sb, d, w), retype(sa, d, w)
+
+        def grow(v: Any, amount: int, ax: int = ax) -> Any:
+            shp = list(_shp(v))
+            shp[ax] = amount
+            return broadcast_to(v, tuple(shp))
+
+        x = _pad_concat(x, grow(sb, lo), grow(sa, hi), ax, lo, hi)
+    return x
+
+
+def _pad_func(x: Any, widths: list, func: Any, kwargs: dict) -> Any:
+    """A callable mode: zero-pad, then ``func(vector, (before, after), axis, kwargs)`` along each axis."""
+    from ftrans.numpy._functional import apply_along_axis
+
+    padded = _pad_constant(x, widths, 0)
+    for ax in range(len(widths)):
+        padded = apply_along_axis(func, ax, padded, widths[ax], ax, kwargs)
+    return padded
+
+
 def _reflect_side(x: Any, ax: int, amount: int, before: bool, offset: int, period: int, odd: bool) -> Any:
     """Grow one side of ``ax`` by reflection, at most ``period`` elements per step (NumPy's rule for
     pads longer than the axis)."""
@@ -890,18 +1000,19 @@ def _pad_reflect(x: Any, widths: list, mode: str, reflect_type: str) -> Any:
 
 
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
-    """``jnp.pad`` with modes 'constant', 'edge', 'wrap', 'reflect', 'symmetric' and 'empty'.
+    """``jnp.pad`` with every NumPy mode (constant, edge, wrap, reflect, symmetric, empty, linear_ramp,
+    maximum, minimum, mean, median) or a callable mode.
 
     ``pad_width`` is an int, ``(before, after)``, or one pair per axis, and
     must be static; ``constant_values`` may be traced.
     """
     x = _operand("pad", array)
     if callable(mode):
-        raise NotImplementedError("pad: a callable mode is not supported")
-    if mode in _PAD_UNSUPPORTED:
-        raise NotImplementedError(f"pad: mode={mode!r} is not supported")
-    if mode not in _PAD_KWARGS:
-        raise NotImplementedError(f"pad: mode={mode!r} is not supported (unknown padding mode)")
+        return _pad_func(x, _pad_width(pad_width, len(_shp(x))), mode, kwargs)
+    if not isinstance(mode, str) or mode not in _PAD_KWARGS:
+        raise NotImplementedError(
+            f"pad: Unimplemented padding mode '{mode}' for np.pad; the modes are {sorted(_PAD_KWARGS)} "
+            "or a callable")
     extra = set(kwargs) - _PAD_KWARGS[mode]
     if extra:
         raise FtransValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(extra)}")
@@ -913,6 +1024,10 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> An
         return _pad_constant(x, widths, kwargs.get("constant_values", 0))
     if mode in ("edge", "wrap"):
         return _pad_index_map(x, widths, mode)
+    if mode == "linear_ramp":
+        return _pad_linear_ramp(x, widths, kwargs.get("end_values", 0))
+    if mode in ("maximum", "minimum", "mean", "median"):
+        return _pad_stats(x, widths, mode, kwargs.get("stat_length"))
     return _pad_reflect(x, widths, mode, kwargs.get("reflect_type", "even"))
 
 
@@ -951,18 +1066,31 @@ def atleast_3d(*arys: Any) -> Any:
     return _atleast("atleast_3d", arys, fix)
 
 
+def _warn_sequence(name: str, a: Any) -> None:
+    """JAX deprecates lists and tuples here (they are still measured, with a DeprecationWarning)."""
+    if isinstance(a, (list, tuple)):
+        import warnings
+
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. In a "
+                      f"future release this will be an error (as in JAX); pass jnp.asarray(...) instead.",
+                      DeprecationWarning, stacklevel=3)
+
+
 def shape(a: Any) -> tuple[int, ...]:
-    """``jnp.shape``: the shape of an array, scalar or nested sequence."""
+    """``jnp.shape``: the shape of an array or scalar (a nested sequence warns, as in JAX)."""
+    _warn_sequence("shape", a)
     return tuple(shape_of(a))
 
 
 def ndim(a: Any) -> int:
     """``jnp.ndim``: the number of dimensions."""
+    _warn_sequence("ndim", a)
     return len(shape_of(a))
 
 
 def size(a: Any, axis: int | Sequence[int] | None = None) -> int:
     """``jnp.size``: the number of elements, in total or along the given axes."""
+    _warn_sequence("size", a)
     s = tuple(shape_of(a))
     if axis is None:
         return math.prod(s)

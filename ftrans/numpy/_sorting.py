@@ -124,8 +124,8 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
     if len(shapes) != 1:
         raise FtransValueError(f"lexsort: all keys need to be the same shape; got {sorted(shapes)}")
     shape = shapes.pop()
-    if not shape:
-        raise FtransValueError("lexsort: keys must have at least one dimension")
+    if not shape:  # scalar keys: one element, at index 0 (as NumPy and JAX)
+        return Array._new(np.zeros((), dtypes.default_int()), False)
     ax = canonicalize_axis("lexsort", axis, len(shape))
     idx = _iota(shape, ax)
     *_, perm = So.sort_p.bind(*ops[::-1], idx, dimension=ax, is_stable=True, num_keys=len(ops))
@@ -153,8 +153,6 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     Every ``method`` gives the same result; this one compares each query with
     every element (the host NumPy rule makes that a vectorised count).
     """
-    if sorter is not None:
-        raise NotImplementedError("searchsorted: sorter is not supported; sort a first (a[sorter])")
     if side not in ("left", "right"):
         raise FtransValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
@@ -165,6 +163,15 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     if len(shape_of(a)) != 1:
         raise FtransValueError(f"searchsorted: a should be 1-dimensional, got shape {tuple(shape_of(a))}")
     (x, q), _, _ = promote_dtypes("searchsorted", a, v)
+    if sorter is not None:
+        # ``a[sorter]`` is the sorted array; the indices are into it (as NumPy and JAX).
+        from ftrans.numpy._indexing import take
+
+        check_arraylike("searchsorted", sorter)
+        if len(shape_of(sorter)) != 1 or not dtypes.is_int(dtype_weak(sorter)[0]):
+            raise FtransValueError(f"searchsorted: sorter must be a 1-d integer array, got "
+                                   f"{dtype_weak(sorter)[0]}{list(shape_of(sorter))}")
+        x = take(x, sorter, axis=0)
     n = shape_of(x)[0]
     qshape = tuple(shape_of(q))
     full = qshape + (n,)

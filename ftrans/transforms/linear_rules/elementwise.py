@@ -60,7 +60,7 @@ def _div_t(ct: Any, x: Any, y: Any) -> list:
 
 @register_transpose(E.copy_p)
 def _copy_t(ct: Any, x: Any) -> list:
-    return [ct]
+    return [E.copy_p.bind(ct)]  # a copy's cotangent is a copy too (as JAX), not the same object
 
 
 @register_transpose(E.reduce_precision_p)
