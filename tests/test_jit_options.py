@@ -157,9 +157,9 @@ def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatc
     seen = []
     real = compat.compile
 
-    def spy(client, text, devices, options=()):
+    def spy(client, text, devices, options=(), host_callbacks=()):
         seen.append(dict(options))
-        return real(client, text, devices, options)
+        return real(client, text, devices, options, host_callbacks)
 
     monkeypatch.setattr(compat, "compile", spy)
     monkeypatch.setattr(ftrans.config, "enable_compilation_cache", False)
@@ -183,3 +183,164 @@ def test_default_options_are_part_of_the_cache_keys():
         ("xla_backend_optimization_level", 3),)
     assert X.with_default_options((), "no-such-platform") == ()
     assert X.disk_text_of("m", X.with_default_options((), "cpu")) != X.disk_text_of("m", ())
+
+
+# ------------------------------------------- argument-name/number validation (JAX's rules)
+def _f3(a, b, c):
+    return a
+
+
+def _g_kw(a, b, **kwargs):
+    return a
+
+
+def _h_mixed(a, /, b, c, *args, **kwargs):
+    return a
+
+
+@pytest.mark.parametrize("what", ["static_argnames", "donate_argnames"])
+@pytest.mark.parametrize("fun, names, ok", [
+    (_f3, ("b", "c"), True),
+    (_f3, ("b", "c", "not_defined"), False),   # unknown name, no **kwargs
+    (_g_kw, ("a", "b", "not_defined"), True),  # **kwargs takes any name
+    (_h_mixed, ("b", "c", "not_defined"), True),
+    (_h_mixed, ("a", "c"), False),             # positional-only
+    (_h_mixed, ("args", "c"), False),          # *args
+])
+def test_argnames_validated_like_jax(what, fun, names, ok):
+    def build(mod):
+        try:
+            mod.jit(fun, **{what: names})
+            return None
+        except ValueError as e:
+            return e
+
+    j, f = build(jax), build(ftrans)
+    assert (j is None) == ok
+    assert (f is None) == (j is None), (j, f)
+    if f is not None:
+        assert isinstance(f, FtransValueError)
+        assert repr(list(set(names) - {"b", "c"})[0]) in str(f)
+
+
+@pytest.mark.parametrize("nums", [(3,), (5,), (-4,)])
+def test_donate_argnums_out_of_range_raises_like_jax(nums):
+    with pytest.raises(ValueError):
+        jax.jit(_f3, donate_argnums=nums)
+    with pytest.raises(FtransValueError, match="donate_argnums .* out of range"):
+        ftrans.jit(_f3, donate_argnums=nums)
+    ftrans.jit(lambda *a: a[0], donate_argnums=nums)  # *args: any position
+    jax.jit(lambda *a: a[0], donate_argnums=nums)
+
+
+def test_static_and_donate_argnames_cannot_intersect():
+    with pytest.raises(ValueError, match="cannot intersect"):
+        jax.jit(lambda x: x, static_argnames="x", donate_argnames="x")
+    with pytest.raises(FtransValueError, match="static_argnames and donate_argnames cannot intersect"):
+        ftrans.jit(lambda x: x, static_argnames="x", donate_argnames="x")
+
+
+def test_donate_argnames_without_a_signature_raises():
+    class NoSignature:
+        @property
+        def __signature__(self):
+            raise TypeError("no signature")
+
+        def __call__(self, *args, **kwargs):
+            return None
+
+    inp = np.arange(4)
+    with pytest.raises(ValueError, match="Pass donate_argnums"):
+        jax.jit(NoSignature(), donate_argnames="a")(inp, inp)
+    with pytest.raises(FtransValueError, match="pass donate_argnums instead of donate_argnames"):
+        ftrans.jit(NoSignature(), donate_argnames="a")(inp, inp)
+    assert ftrans.jit(NoSignature(), donate_argnums=0)(inp, inp) is None  # argnums need no signature
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_staticmethod_classmethod_and_generators_are_refused(mod):
+    with pytest.raises(TypeError, match="staticmethod arguments are not supported"):
+        class A:
+            @mod.jit
+            @staticmethod
+            def m(x):
+                return x + 2
+
+    with pytest.raises(TypeError, match="Expected a callable value"):
+        class B:
+            @mod.jit(static_argnums=(0,))
+            @classmethod
+            def m(cls, x):
+                return x + 2
+
+    def gen(x):
+        yield x
+
+    with pytest.raises(TypeError, match="generator function"):
+        mod.jit(gen)
+
+    class C:  # the supported spelling: staticmethod over jit
+        @staticmethod
+        @mod.jit
+        def m(x):
+            return x + 2
+
+    assert int(C.m(1)) == 3
+
+
+# ----------------------------------------------------------- args_info, compile options
+def _fn_tree(x, y):
+    return jax.tree.map(lambda i: i * 2, x), y * 2
+
+
+def _info(tree):
+    return jax.tree.map(lambda i: (i.shape, np.dtype(i.dtype), i.donated), tree,
+                        is_leaf=lambda i: hasattr(i, "donated"))
+
+
+@pytest.mark.parametrize("kw, call", [
+    ({"donate_argnums": 1}, "pos"),
+    ({"donate_argnums": 0}, "pos"),
+    ({"donate_argnames": ("z", "y")}, "kw"),
+    ({"donate_argnums": (0, 1)}, "kw"),
+    ({"donate_argnames": ("z", "y")}, "mixed"),
+    ({"donate_argnums": (0, 1)}, "mixed"),
+    ({"static_argnums": 2}, "mixed"),
+])
+def test_args_info_matches_jax(kw, call):
+    def f(z, y, x):
+        return z, y
+
+    z, y, x = {"c": 3.0}, {"b": np.ones(2, np.int32)}, 1.0
+    args = {"pos": ((z, y, x), {}), "kw": ((), {"z": z, "y": y, "x": x}), "mixed": ((z,), {"y": y, "x": x})}[call]
+    want = jax.jit(f, **kw).lower(*args[0], **args[1]).args_info
+    got_lowered = ftrans.jit(f, **kw).lower(*args[0], **args[1]).args_info
+    got_traced = ftrans.jit(f, **kw).trace(*args[0], **args[1]).args_info
+    assert _info(got_lowered) == _info(want)
+    assert _info(got_traced) == _info(want)
+
+
+def test_lowered_compile_takes_compiler_options():
+    def f(x):
+        return jnp.sqrt(x ** 2) + 1.0
+
+    lowered = ftrans.jit(f).lower(1.0)
+    c = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 200})
+    assert float(c(2.0)) == 3.0
+    assert float(lowered.compile()(2.0)) == 3.0
+    with pytest.raises(FtransValueError, match="no_such_option"):
+        lowered.compile(compiler_options={"no_such_option": 1})
+    with pytest.raises(FtransTypeError, match="compiler_options"):
+        lowered.compile(compiler_options=[("a", 1)])
+
+
+@pytest.mark.parametrize("opts", [{"optimization_level": 19}, {"memory_fitting_level": 9},
+                                  {"exec_time_optimization_effort": 0.0}, {"memory_fitting_effort": 0.5}])
+def test_build_option_names_are_accepted_like_jax(opts):
+    def f(x):
+        return x * 2.0 + 1.0
+
+    want = jax.jit(f, compiler_options=opts)(3.0)
+    got = ftrans.jit(f, compiler_options=opts)(3.0)
+    assert float(got) == float(want) == 7.0
+    assert float(ftrans.jit(f).lower(3.0).compile(compiler_options=opts)(3.0)) == 7.0

@@ -80,6 +80,11 @@ class ShapeDtypeStruct:
     def size(self) -> int:
         return math.prod(self.shape)
 
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object: this ShapeDtypeStruct is a scalar (shape ())")
+        return self.shape[0]
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, ShapeDtypeStruct)

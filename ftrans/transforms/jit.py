@@ -564,8 +564,7 @@ class JitWrapped:
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
                  keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
                  out_shardings: Any = None, optimizations: Any = None, background_compilation: bool | None = None):
-        if not callable(fun):
-            raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
+        _check_jittable(fun)
         self._fun = fun
         # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
@@ -576,6 +575,11 @@ class JitWrapped:
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
         self._sig = _signature(fun)
+        if self._sig is None and donate_argnames is not None:
+            raise FtransValueError(
+                f"jit({self.__name__}): donate_argnames={donate_argnames!r} needs the function's signature to "
+                f"map names to arguments, and getting the signature of {fun!r} failed; pass donate_argnums "
+                "instead of donate_argnames")
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
         params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
@@ -584,7 +588,8 @@ class JitWrapped:
         self._static_required = {i: params[i].name for i in self._static_argnums
                                  if 0 <= i < len(params) and params[i].default is params[i].empty}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
-            self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
+            self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__,
+            self._static_argnames)
         self._device = device
         self._backend = backend
         self._max = int(max_cache_size)
@@ -1106,7 +1111,7 @@ class JitWrapped:
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
-                      self._target_device(leaves), self._keep_unused)
+                      self._target_device(leaves), self._keep_unused, in_tree)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
@@ -1178,14 +1183,23 @@ class Traced:
     """``jit(f).trace(*args)``: the staged program, before lowering."""
 
     def __init__(self, owner: JitWrapped, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any,
-                 keep_unused: bool = True):
+                 keep_unused: bool = True, in_tree: Any = None):
         self._owner = owner
+        self._in_tree = in_tree
         self.jaxpr = closed
         self.out_tree = out_tree
         self._donate = donate_mask
         self._device = device
         # What is lowered and compiled: ``jaxpr`` less the arguments it never reads (keep_unused=False).
         self._program, self._kept = _prune_unused(closed, keep_unused)
+
+    @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments, each leaf an ``ArgInfo`` (its abstract value and
+        whether it is donated), as JAX's ``Traced.args_info``."""
+        avals = self.jaxpr.in_avals
+        donate = self._donate or (False,) * len(avals)
+        return tree_util.tree_unflatten(self._in_tree, [ArgInfo(a, bool(d)) for a, d in zip(avals, donate)])
 
     def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
         """The StableHLO module, for the device the arguments live on or for ``lowering_platforms``.
@@ -1235,6 +1249,34 @@ def _lowering_platform(fname: str, platforms: Any) -> str:
     return plat
 
 
+class ArgInfo:
+    """One argument leaf of a traced/lowered ``jit``: its abstract value and whether it is donated
+    (JAX's ``jax.stages.ArgInfo``)."""
+
+    __slots__ = ("_aval", "donated")
+
+    def __init__(self, aval: Any, donated: bool):
+        self._aval = aval
+        self.donated = donated
+
+    @property
+    def shape(self) -> tuple:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> Any:
+        return self._aval.dtype
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArgInfo) and (self._aval, self.donated) == (other._aval, other.donated)
+
+    def __hash__(self) -> int:
+        return hash((self._aval, self.donated))
+
+    def __repr__(self) -> str:
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
 class Lowered:
     """``jit(f).lower(*args)``: the StableHLO module; ``compile()`` builds the executable."""
 
@@ -1258,8 +1300,18 @@ class Lowered:
             raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
         return self._text
 
-    def compile(self) -> Compiled:
+    @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments, each leaf an ``ArgInfo`` (see ``Traced.args_info``)."""
+        return self._traced.args_info
+
+    def compile(self, compiler_options: dict | None = None) -> Compiled:
+        """The executable. ``compiler_options`` (XLA option names to values) add to, and override, the
+        ones given to ``jit``."""
         t = self._traced
+        options = t._owner._compiler_options
+        if compiler_options is not None:
+            options = tuple(sorted({**dict(options), **dict(_compiler_options(compiler_options))}.items()))
         target = compat.lowering_platform(t._device)
         if target != self._platform:
             raise FtransValueError(
@@ -1268,7 +1320,7 @@ class Lowered:
                 f"lower it again without lowering_platforms to run it here, or compile it on a {self._platform} "
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
-                           t._owner._compiler_options, text=self._text)  # the module is not lowered twice
+                           options, text=self._text)  # the module is not lowered twice
         return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
 
     @property
@@ -1333,6 +1385,43 @@ def _signature(fun: Callable) -> inspect.Signature | None:
         return None
 
 
+def _check_jittable(fun: Any) -> None:
+    """What ``jit`` refuses to wrap, as JAX does: a ``staticmethod``/``classmethod`` object (decorate
+    the plain function, then apply ``staticmethod``), anything not callable, a generator function."""
+    if isinstance(fun, (staticmethod, classmethod)):
+        kind = type(fun).__name__
+        raise FtransTypeError(
+            f"jit: {kind} arguments are not supported (Expected a callable value, got a {kind} object "
+            f"wrapping {getattr(fun.__func__, '__qualname__', fun.__func__)!r}); put @{kind} above @jit so "
+            f"jit wraps the plain function")
+    if not callable(fun):
+        raise FtransTypeError(f"jit: expected a function (Expected a callable value), got {type(fun).__name__}")
+    if inspect.isgeneratorfunction(fun):
+        raise FtransTypeError(
+            f"jit: expected a function, got a generator function {getattr(fun, '__qualname__', fun)!r}; jit "
+            "traces a function once and a generator's body runs only when iterated. Return the values "
+            "(a list or a stacked array) instead of yielding them")
+
+
+def _check_argnames(sig: inspect.Signature, names: tuple, what: str, fname: str) -> None:
+    """JAX's rule for ``static_argnames``/``donate_argnames``: a name must be a parameter that can be
+    passed by keyword (any name, with ``**kwargs``); positional-only and ``*args`` names never can."""
+    params = sig.parameters
+    never = [nm for nm in names if nm in params
+             and params[nm].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)]
+    if never:
+        raise FtransValueError(
+            f"jit({fname}): {what} {never} name positional-only (or *args) parameters of {fname}, which a call "
+            f"cannot pass by keyword; use {what.replace('names', 'nums')} for them")
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [nm for nm in names if nm not in params or params[nm].kind == inspect.Parameter.VAR_KEYWORD]
+    if unknown:
+        raise FtransValueError(
+            f"jit({fname}): {what} {unknown}: not a parameter of {fname} (which takes "
+            f"{', '.join(params) or 'no parameters'})")
+
+
 def _as_tuple(x: Any, what: str, fname: str) -> tuple:
     if x is None:
         return ()
@@ -1345,6 +1434,7 @@ def _as_tuple(x: Any, what: str, fname: str) -> tuple:
 
 def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname: str) -> tuple:
     nums = tuple(int(i) for i in _as_tuple(nums, "static_argnums", fname))
+    names0 = names
     names = tuple(_as_tuple(names, "static_argnames", fname))
     params = list(sig.parameters.values()) if sig is not None else None
     if params is not None:
@@ -1367,23 +1457,32 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
         by_name = {p.name: k for k, p in enumerate(positional)}
         names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
         nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
-        known = {p.name for p in params}
-        has_kw = any(p.kind == p.VAR_KEYWORD for p in params)
-        for nm in names:
-            if nm not in known and not has_kw:
-                raise FtransValueError(f"jit({fname}): static_argnames {nm!r} is not a parameter of {fname}")
+        _check_argnames(sig, tuple(_as_tuple(names0, "static_argnames", fname)), "static_argnames", fname)
     return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
-                      fname: str) -> tuple:
+                      fname: str, static_names: frozenset = frozenset()) -> tuple:
     nums = tuple(int(i) for i in _as_tuple(nums, "donate_argnums", fname))
     names = tuple(_as_tuple(names, "donate_argnames", fname))
     if sig is not None:
+        _check_argnames(sig, names, "donate_argnames", fname)
         positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        n = len(positional)
+        if not any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+            bad = [i for i in nums if not -n <= i < n]
+            if bad:
+                raise FtransValueError(
+                    f"jit({fname}): donate_argnums {bad} out of range for a function with {n} positional "
+                    "parameter(s)")
         by_name = {p.name: k for k, p in enumerate(positional)}
         nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if i < len(positional))))
+        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < len(positional))))
+    both = sorted(set(names) & set(static_names))
+    if both:
+        raise FtransValueError(
+            f"jit({fname}): static_argnames and donate_argnames cannot intersect: {both} cannot be both static "
+            "and donated (a static argument is a Python value keying the cache, a donated one a buffer)")
     overlap = set(nums) & set(static_nums)
     if overlap:
         raise FtransValueError(f"jit({fname}): arguments {sorted(overlap)} cannot be both static and donated")
