@@ -344,3 +344,19 @@ def test_build_option_names_are_accepted_like_jax(opts):
     got = ftrans.jit(f, compiler_options=opts)(3.0)
     assert float(got) == float(want) == 7.0
     assert float(ftrans.jit(f).lower(3.0).compile(compiler_options=opts)(3.0)) == 7.0
+
+
+@pytest.mark.parametrize("v", [2**31, -2**31 - 1, 2**31 - 1, -2**31])
+def test_returned_python_int_overflow_like_jax(v):
+    def run(mod):
+        try:
+            return mod.jit(lambda: v)()
+        except OverflowError as e:
+            return e
+
+    j, f = run(jax), run(ftrans)
+    assert isinstance(f, OverflowError) == isinstance(j, OverflowError)
+    if isinstance(f, OverflowError):
+        assert str(v) in str(f) and "default integer type" in str(f)
+    else:
+        assert f.dtype == j.dtype and int(f) == int(j) == v

@@ -920,6 +920,12 @@ class JitWrapped:
             flat_out, out_tree = tree_util.tree_flatten(out)
             for o in flat_out:
                 if _leaf_aval(o) is None:
+                    if type(o) is int:  # a Python int the default integer type cannot hold
+                        d = dtypes.python_scalar_dtype(o)
+                        raise FtransOverflowError(
+                            f"jit({fname}): the function returned the Python int {o}, which does not fit the "
+                            f"default integer type {d.name}; return it as an array with an explicit dtype "
+                            "(int64 needs jax_enable_x64) or as a float")
                     raise FtransTypeError(
                         f"jit({fname}): the function returned a {type(o).__name__}, which is not an array; "
                         "jitted functions must return arrays, scalars or pytrees of them"
