@@ -9,6 +9,7 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
+from ftrans.core.trace import Tracer as _FTracer
 from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
 
 
@@ -252,7 +253,7 @@ def test_donate_argnames_without_a_signature_raises():
     inp = np.arange(4)
     with pytest.raises(ValueError, match="Pass donate_argnums"):
         jax.jit(NoSignature(), donate_argnames="a")(inp, inp)
-    with pytest.raises(FtransValueError, match="pass donate_argnums instead of donate_argnames"):
+    with pytest.raises(FtransValueError, match="Pass donate_argnums instead of donate_argnames"):
         ftrans.jit(NoSignature(), donate_argnames="a")(inp, inp)
     assert ftrans.jit(NoSignature(), donate_argnums=0)(inp, inp) is None  # argnums need no signature
 
@@ -360,3 +361,72 @@ def test_returned_python_int_overflow_like_jax(v):
         assert str(v) in str(f) and "default integer type" in str(f)
     else:
         assert f.dtype == j.dtype and int(f) == int(j) == v
+
+
+def test_static_argnums_and_argnames_both_given_are_taken_as_given():
+    # JAX: given both, neither is inferred from the other (a parameter static by position is
+    # dynamic when passed by keyword, and the other way round).
+    tracers = (jax.core.Tracer, _FTracer)
+
+    def run(mod):
+        want = {}
+        traced = []
+
+        def f(x, y):
+            got = (isinstance(x, tracers), isinstance(y, tracers))
+            assert got == want["v"], (got, want["v"])
+            traced.append(got)
+            return 1
+
+        def call(fn, expect, *a, **k):
+            want["v"] = expect
+            assert int(fn(*a, **k)) == 1
+
+        f_nums = mod.jit(f, static_argnums=1, static_argnames=())
+        call(f_nums, (True, False), 2, "foo")
+        call(f_nums, (True, True), 1, y=2)
+        f_names = mod.jit(f, static_argnums=(), static_argnames="y")
+        call(f_names, (True, True), 2, 3)
+        call(f_names, (True, False), 1, y="foo")
+        f_mixed = mod.jit(f, static_argnums=(1,), static_argnames="x")
+        call(f_mixed, (True, False), 2, "foo")
+        call(f_mixed, (True, True), 1, y=3)
+        call(f_mixed, (False, True), x="foo", y=3)
+        return traced
+
+    assert run(jax)
+    assert run(ftrans)
+    # One of the two given: the other is still inferred.
+    assert run_one(ftrans) == run_one(jax) == [False, False]
+
+
+def run_one(mod):
+    out = []
+
+    def f(x, y):
+        out.append(isinstance(y, (jax.core.Tracer, _FTracer)))
+        return 1
+
+    mod.jit(f, static_argnums=1)(1, y=2)
+    mod.jit(f, static_argnames="y")(1, 2)
+    return out
+
+
+@pytest.mark.parametrize("kw", [{"donate_argnums": (0,)}, {"donate_argnames": "b"},
+                                {"static_argnums": 0, "donate_argnums": 1},
+                                {"static_argnums": 1, "donate_argnums": (0, 2)}])
+def test_lowered_and_compiled_donate_argnums_like_jax(kw):
+    def f(a, b, c=1.0):
+        return a + b + c
+
+    jl = jax.jit(f, **kw).lower(1.0, 1.0, 2.0)
+    fl = ftrans.jit(f, **kw).lower(1.0, 1.0, 2.0)
+    assert fl.donate_argnums == jl.donate_argnums
+    assert fl.compile().donate_argnums == jl.compile().donate_argnums
+
+
+def test_shape_dtype_struct_needs_a_dtype():
+    with pytest.raises(ValueError, match="dtype must be specified"):
+        jax.ShapeDtypeStruct(shape=(), dtype=None)
+    with pytest.raises(FtransValueError, match="dtype must be specified"):
+        ftrans.ShapeDtypeStruct(shape=(), dtype=None)

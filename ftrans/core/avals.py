@@ -67,6 +67,10 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type", "sharding")
 
     def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None):
+        if dtype is None:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(int(d) for d in shape)
         self.dtype = dtypes.to_dtype(dtype)
         self.weak_type = weak_type

@@ -577,9 +577,9 @@ class JitWrapped:
         self._sig = _signature(fun)
         if self._sig is None and donate_argnames is not None:
             raise FtransValueError(
-                f"jit({self.__name__}): donate_argnames={donate_argnames!r} needs the function's signature to "
-                f"map names to arguments, and getting the signature of {fun!r} failed; pass donate_argnums "
-                "instead of donate_argnames")
+                f"jit({self.__name__}): donate_argnames={donate_argnames!r} maps names to arguments through the "
+                f"function's signature: Getting the signature of function {fun!r} failed. Pass donate_argnums "
+                "instead of donate_argnames.")
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
         params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
@@ -1069,6 +1069,11 @@ class JitWrapped:
         finally:
             job.ready.set()
 
+    def _dynamic_donate_argnums(self) -> tuple:
+        """``donate_argnums`` counted among the dynamic positional arguments (statics taken out)."""
+        statics = [i for i in self._static_argnums if i >= 0]
+        return tuple(i - sum(s < i for s in statics) for i in sorted(set(self._donate_argnums)) if i >= 0)
+
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
@@ -1311,6 +1316,11 @@ class Lowered:
         """``(args, kwargs)`` of the dynamic arguments, each leaf an ``ArgInfo`` (see ``Traced.args_info``)."""
         return self._traced.args_info
 
+    @property
+    def donate_argnums(self) -> tuple:
+        """The donated positions among the dynamic (non-static) positional arguments, as JAX's."""
+        return self._traced._owner._dynamic_donate_argnums()
+
     def compile(self, compiler_options: dict | None = None) -> Compiled:
         """The executable. ``compiler_options`` (XLA option names to values) add to, and override, the
         ones given to ``jit``."""
@@ -1327,7 +1337,9 @@ class Lowered:
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
                            options, text=self._text)  # the module is not lowered twice
-        return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
+        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept)
+        out.donate_argnums = self.donate_argnums
+        return out
 
     @property
     def in_avals(self) -> list:
@@ -1341,6 +1353,8 @@ class Lowered:
 
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
+
+    donate_argnums: tuple = ()  # set by Lowered.compile
 
     def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None):
         self._exe = exe
@@ -1404,7 +1418,7 @@ def _check_jittable(fun: Any) -> None:
         raise FtransTypeError(f"jit: expected a function (Expected a callable value), got {type(fun).__name__}")
     if inspect.isgeneratorfunction(fun):
         raise FtransTypeError(
-            f"jit: expected a function, got a generator function {getattr(fun, '__qualname__', fun)!r}; jit "
+            f"jit: Expected a function, got a generator function {getattr(fun, '__qualname__', fun)!r}; jit "
             "traces a function once and a generator's body runs only when iterated. Return the values "
             "(a list or a stacked array) instead of yielding them")
 
@@ -1439,8 +1453,8 @@ def _as_tuple(x: Any, what: str, fname: str) -> tuple:
 
 
 def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname: str) -> tuple:
+    nums0, names0 = nums, names
     nums = tuple(int(i) for i in _as_tuple(nums, "static_argnums", fname))
-    names0 = names
     names = tuple(_as_tuple(names, "static_argnames", fname))
     params = list(sig.parameters.values()) if sig is not None else None
     if params is not None:
@@ -1459,16 +1473,20 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
             # end of each call's arguments (resolved per call, as in JAX).
             norm.append(j if j >= 0 else i)
         nums = tuple(norm)
-        # Like JAX: a static parameter may be named by position or name; fill in the other.
-        by_name = {p.name: k for k, p in enumerate(positional)}
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
-        nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
+        # Like JAX: a static parameter may be named by position or name; given one of
+        # static_argnums/static_argnames, the other is filled in. Given both, each is taken as
+        # it is (a parameter static by position only is dynamic when passed by keyword).
+        if nums0 is None or names0 is None:
+            by_name = {p.name: k for k, p in enumerate(positional)}
+            names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
+            nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
         _check_argnames(sig, tuple(_as_tuple(names0, "static_argnames", fname)), "static_argnames", fname)
     return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
                       fname: str, static_names: frozenset = frozenset()) -> tuple:
+    infer = nums is None or names is None  # given both, neither is filled in from the other (as JAX)
     nums = tuple(int(i) for i in _as_tuple(nums, "donate_argnums", fname))
     names = tuple(_as_tuple(names, "donate_argnames", fname))
     if sig is not None:
@@ -1481,9 +1499,10 @@ def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, stat
                 raise FtransValueError(
                     f"jit({fname}): donate_argnums {bad} out of range for a function with {n} positional "
                     "parameter(s)")
-        by_name = {p.name: k for k, p in enumerate(positional)}
-        nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < len(positional))))
+        if infer:
+            by_name = {p.name: k for k, p in enumerate(positional)}
+            nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
+            names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
     both = sorted(set(names) & set(static_names))
     if both:
         raise FtransValueError(
