@@ -236,7 +236,7 @@ def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias
         aval = ShapedArray(arr.shape, arr.dtype, False)
     else:
         raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
-    buf = compat.device_put(np.ascontiguousarray(arr), dev)
+    buf = compat.device_put(np.asarray(arr, order="C"), dev)
     if dev.platform != "cpu":
         from ftrans.lowering import device_eager
 

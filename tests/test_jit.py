@@ -433,3 +433,18 @@ def test_creation_functions_honour_device_and_process_queries():
     assert "zeros" not in str(ftrans.make_jaxpr(lambda x: jnp.zeros(3, device=d) + x)(1.0))  # traced: staged
     assert ftrans.local_devices(process_index=0) == ftrans.local_devices()
     assert ftrans.local_devices(process_index=1) == [] and ftrans.process_count() == jax.process_count() == 1
+
+
+@pytest.mark.parametrize("v", [1.0, 1, True, 1j, np.float32(2.5), np.array(3.0), np.int8(-4)])
+def test_device_put_of_a_scalar_keeps_rank_0_like_jax(v):
+    # np.ascontiguousarray makes a rank-0 array rank 1; the device buffer must stay rank 0.
+    want = jax.device_put(v)
+    got = ftrans.device_put(v)
+    assert got.shape == want.shape == ()
+    assert np.asarray(got).shape == () and got._buf.shape == ()
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    assert np.asarray(got) == np.asarray(want)
+    tree = ftrans.block_until_ready((ftrans.device_put(v), np.ones(3), 4))
+    assert np.asarray(tree[0]).shape == () and tree[2] == 4
+    assert np.asarray(ftrans.jit(lambda x: x * 2)(got)).shape == ()
+    assert repr(got) == repr(want)
