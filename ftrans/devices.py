@@ -16,6 +16,7 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, device_array
+from ftrans.core.operands import masked_array_error
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -227,6 +228,8 @@ def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias
 
         aval = ShapedArray((), d, dtypes.is_weak_scalar(x))
     elif isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__"):
+        if isinstance(x, np.ma.MaskedArray):
+            raise masked_array_error("device_put")
         arr = np.asarray(x)
         canon = dtypes.canonicalize(arr.dtype)
         if arr.dtype != canon:

@@ -430,3 +430,50 @@ def test_shape_dtype_struct_needs_a_dtype():
         jax.ShapeDtypeStruct(shape=(), dtype=None)
     with pytest.raises(FtransValueError, match="dtype must be specified"):
         ftrans.ShapeDtypeStruct(shape=(), dtype=None)
+
+
+# ------------------------------------------------------- inputs JAX refuses
+def _masked():
+    return np.ma.array([1, 2, 3], mask=[True, False, True])
+
+
+@pytest.mark.parametrize("use", [
+    lambda m, x: m.jit(lambda a: a)(_masked()),
+    lambda m, x: m.jit(lambda a: a["k"])({"k": _masked()}),
+    lambda m, x: x.asarray(_masked()),
+    lambda m, x: x.array(_masked(), copy=False),
+    lambda m, x: m.device_put(_masked()),
+    lambda m, x: x.sin(_masked()),
+    lambda m, x: x.ones(3) + _masked(),
+    lambda m, x: x.sum(_masked()),
+], ids=["jit", "jit-tree", "asarray", "array", "device_put", "sin", "add", "sum"])
+def test_numpy_masked_arrays_are_refused_like_jax(use):
+    with pytest.raises(ValueError, match="masked arrays are not supported"):
+        use(jax, jjnp)
+    with pytest.raises(FtransValueError, match="masked arrays are not supported.*filled"):
+        use(ftrans, jnp)
+    # As JAX: a copy or a conversion reads the data (the mask is dropped).
+    for f in (lambda m: m.array(_masked()), lambda m: m.asarray(_masked(), dtype="float32")):
+        assert np.asarray(f(jnp)).tolist() == np.asarray(f(jjnp)).tolist()
+    # the filled array is fine
+    assert np.asarray(ftrans.jit(lambda a: a * 2)(_masked().filled(0))).tolist() == [0, 4, 0]
+
+
+@pytest.mark.parametrize("bad", [lambda c: c([1.0]), lambda c: c((1.0,)), lambda c: c(1.0, 2.0),
+                                 lambda c: c(x=1.0)])
+def test_compiled_refuses_another_pytree_like_jax(bad):
+    def f(x):
+        return jnp.sqrt(x ** 2) + 1.0
+
+    with pytest.raises(TypeError):
+        bad(jax.jit(lambda x: jjnp.sqrt(x ** 2) + 1.0).lower(1.0).compile())
+    c = ftrans.jit(f).lower(1.0).compile()
+    with pytest.raises(FtransTypeError, match="pytree structure does not match"):
+        bad(c)
+    assert float(c(2.0)) == 3.0
+    cs = ftrans.jit(lambda x, n: x * n, static_argnums=1).lower(1.0, 2).compile()
+    assert float(cs(3.0)) == 6.0  # static arguments are left out of the call
+    ck = ftrans.jit(lambda x, d: x * d["a"]).lower(1.0, {"a": 2.0}).compile()
+    assert float(ck(3.0, {"a": 4.0})) == 12.0
+    with pytest.raises(FtransTypeError, match="pytree structure"):
+        ck(3.0, {"b": 4.0})

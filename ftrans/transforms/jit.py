@@ -34,6 +34,7 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
@@ -168,6 +169,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return _OVERFLOW
         return ShapedArray((), d, dtypes.is_weak_scalar(x))
     if isinstance(x, (np.ndarray, np.generic)):
+        if t is not _ndarray and isinstance(x, np.ma.MaskedArray):
+            return None  # refused (_bad_leaf_error says why)
         try:
             return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
         except TypeError:
@@ -185,12 +188,14 @@ _INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
 _OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
 
 
-def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTypeError:
+def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> Exception:
     path = "?"
     for p, leaf in tree_util.tree_flatten_with_path((args, kwargs))[0]:
         if leaf is bad:
             path = _path_str(p)
             break
+    if isinstance(bad, np.ma.MaskedArray):
+        return masked_array_error(f"jit({fname}): argument {path}")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(
@@ -1337,7 +1342,7 @@ class Lowered:
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
                            options, text=self._text)  # the module is not lowered twice
-        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept)
+        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree)
         out.donate_argnums = self.donate_argnums
         return out
 
@@ -1351,19 +1356,32 @@ class Lowered:
         return tree_util.tree_unflatten(self._traced.out_tree, shapes)
 
 
+def _tree_text(tree: Any) -> str:
+    """``(args, kwargs)`` treedef as the structure with ``*`` for leaves, e.g. ``((*, [*]), {})``."""
+    return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+
+
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
     donate_argnums: tuple = ()  # set by Lowered.compile
 
-    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None):
+    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
+                 in_tree: Any = None):
         self._exe = exe
+        self._in_tree = in_tree  # (dynamic args, kwargs) as lowered
         self._out_tree = out_tree
         self._closed = closed
         self._kept = kept
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves = tree_util.tree_leaves((args, kwargs))
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        if self._in_tree is not None and tree != self._in_tree:
+            raise FtransTypeError(
+                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                "the same structure (static arguments left out), or lower again")
         want = self._closed.in_avals
         got = [_leaf_aval(x) for x in leaves]
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
