@@ -118,6 +118,11 @@ class UnexpectedTracerError(_Located, FtransError, TypeError):
     """A tracer was used after the transform that created it finished (a ``TypeError``, as in JAX)."""
 
 
+class FtransRuntimeError(_Located, FtransError, RuntimeError):
+    """Something the current settings forbid at run time (``no_tracing``, ``no_execution``), as JAX's
+    ``RuntimeError``."""
+
+
 class DeletedArrayError(_Located, FtransError, RuntimeError):
     """An Array whose buffer was donated (or deleted) was used again."""
 

@@ -9,6 +9,7 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
+from ftrans import errors
 from ftrans.core.trace import Tracer as _FTracer
 from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
 
@@ -477,3 +478,53 @@ def test_compiled_refuses_another_pytree_like_jax(bad):
     assert float(ck(3.0, {"a": 4.0})) == 12.0
     with pytest.raises(FtransTypeError, match="pytree structure"):
         ck(3.0, {"b": 4.0})
+
+
+# ------------------------------------------------------- no_tracing / no_execution
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_no_execution_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+
+    @mod.jit
+    def f():
+        return np_.ones(3)
+
+    assert np.asarray(f()).tolist() == [1.0, 1.0, 1.0]
+    with mod.no_execution():
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f()
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f()  # the fast tiers do not answer either
+        compiled = mod.jit(lambda x: x + 1).lower(1.0).compile()
+        with pytest.raises(RuntimeError, match="no_execution"):
+            compiled(1.0)
+        jaxpr = mod.make_jaxpr(lambda x: mod.jit(lambda y: y * 2)(x))(1.0)  # tracing is fine
+        assert "mul" in str(jaxpr)
+    assert np.asarray(f()).tolist() == [1.0, 1.0, 1.0]
+    if mod is ftrans:
+        with pytest.raises(errors.FtransRuntimeError, match="jit\\(f\\)"):
+            with mod.no_execution():
+                f()
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_no_tracing_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+
+    @mod.jit
+    def g(x):
+        return x
+
+    x, y = np_.arange(3), np_.arange(4)
+    g(x)
+    with mod.no_tracing():
+        assert np.asarray(g(x)).tolist() == [0, 1, 2]  # a cache hit needs no tracing
+        with pytest.raises(RuntimeError, match="no_tracing"):
+            g(y)
+        with pytest.raises(RuntimeError, match="no_tracing"):
+            mod.make_jaxpr(lambda a: a * 2)(1.0)
+    assert np.asarray(g(y)).tolist() == [0, 1, 2, 3]
+    if mod is ftrans:
+        with pytest.raises(errors.FtransRuntimeError, match="re-tracing function g"):
+            with mod.no_tracing():
+                g(np_.arange(5))

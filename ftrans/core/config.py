@@ -133,6 +133,8 @@ class Config:
         "deterministic": ("FTRANS_DETERMINISTIC", bool),
         "log_compiles": ("JAX_LOG_COMPILES", bool),
         "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES", bool),
+        "no_tracing": ("JAX_NO_TRACING", bool),
+        "no_execution": ("JAX_NO_EXECUTION", bool),
     }
 
     def __init__(self) -> None:
@@ -164,6 +166,10 @@ class Config:
         # and say why a jitted function was traced again (``ftrans.transforms.jit``), as JAX does.
         self.log_compiles = _env_flag("JAX_LOG_COMPILES")
         self.explain_cache_misses = _env_flag("JAX_EXPLAIN_CACHE_MISSES")
+        # Tracing (a jit cache miss, make_jaxpr, staged control flow) / running a compiled program
+        # raises instead (JAX's ``jax.no_tracing()`` / ``jax.no_execution()``).
+        self.no_tracing = _env_flag("JAX_NO_TRACING")
+        self.no_execution = _env_flag("JAX_NO_EXECUTION")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

@@ -38,7 +38,13 @@ from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError, user_frame
+from ftrans.errors import (
+    FtransOverflowError,
+    FtransRuntimeError,
+    FtransTypeError,
+    FtransValueError,
+    user_frame,
+)
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
@@ -126,11 +132,19 @@ _waits_for: dict[int, int] = {}
 _waits_lock = threading.Lock()
 
 
+# ``disable_jit`` or ``no_execution`` is set: ``_call`` (which the fast tiers, cleared when either
+# changes, fall back to) must look at them; one global read while neither is.
+_call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution)  # JAX_DISABLE_JIT=1
+
+
 def _on_config_change(name: str, value: Any) -> None:
-    if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
+    global _call_guard
+    if name in ("enable_x64", "disable_jit", "no_execution"):  # the fast tiers must not answer: start over
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
             st.tree_fast.clear()
+        cfg = _config_mod.config
+        _call_guard = bool(cfg.disable_jit or cfg.no_execution)
 
 
 _config_mod.config._listeners.append(_on_config_change)
@@ -695,8 +709,11 @@ class JitWrapped:
         return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        if _config_mod.config.disable_jit:
-            return self._fun(*args, **kwargs)
+        if _call_guard:
+            if _config_mod.config.disable_jit:
+                return self._fun(*args, **kwargs)
+            if _trace.is_eager() and not any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
+                raise _no_execution_error(self.__name__)
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
@@ -910,6 +927,11 @@ class JitWrapped:
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
+        if _config_mod.config.no_tracing:
+            raise FtransRuntimeError(
+                f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
+                "'no_tracing' is set (ftrans.no_tracing()); call it with argument types already compiled, or "
+                "leave the no_tracing block")
         static_pos = set(self._static_positions(len(args)))
         dyn_idx = [i for i in range(len(args)) if i not in static_pos]
         static_kw = {k: v for k, v in kwargs.items() if k in self._static_argnames}
@@ -1356,6 +1378,12 @@ class Lowered:
         return tree_util.tree_unflatten(self._traced.out_tree, shapes)
 
 
+def _no_execution_error(name: str) -> FtransRuntimeError:
+    return FtransRuntimeError(
+        f"ftrans tried to execute function jit({name}), but the no_execution config option is set "
+        "(ftrans.no_execution()); leave the no_execution block to run it")
+
+
 def _tree_text(tree: Any) -> str:
     """``(args, kwargs)`` treedef as the structure with ``*`` for leaves, e.g. ``((*, [*]), {})``."""
     return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
@@ -1389,6 +1417,8 @@ class Compiled:
             gs = ", ".join("?" if g is None else g.str_short() for g in got)
             ws = ", ".join(w.str_short() for w in want)
             raise FtransTypeError(f"Compiled: called with ({gs}) but compiled for ({ws})")
+        if _call_guard and _config_mod.config.no_execution:
+            raise _no_execution_error(self._exe.name)
         outs = self._exe(*_select(leaves, self._kept))
         return tree_util.tree_unflatten(self._out_tree, outs)
 
