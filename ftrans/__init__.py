@@ -29,6 +29,7 @@ from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
     Device,
     block_until_ready,
+    copy_to_host_async,
     default_backend,
     device_count,
     device_get,
@@ -95,7 +96,7 @@ from ftrans.core.version import __version__ as __version__  # noqa: E402
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
-    "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
+    "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",

@@ -23,7 +23,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
-           "device_put", "device_get", "block_until_ready", "process_index", "process_count",
+           "device_put", "device_get", "block_until_ready", "copy_to_host_async", "process_index", "process_count",
            "device_put_sharded", "device_put_replicated"]
 
 Device = compat.Device
@@ -257,6 +257,18 @@ def device_get(x: Any) -> Any:
         return leaf
 
     return tree_util.tree_map(get, x)
+
+
+def copy_to_host_async(x: Any) -> Any:
+    """Start copying every array leaf of ``x`` to the host (leaves with a ``copy_to_host_async`` method;
+    others are left alone); returns ``x``, as JAX's."""
+    for leaf in tree_util.tree_leaves(x):
+        try:
+            start = leaf.copy_to_host_async
+        except AttributeError:
+            continue
+        start()
+    return x
 
 
 def block_until_ready(x: Any) -> Any:

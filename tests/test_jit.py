@@ -448,3 +448,38 @@ def test_device_put_of_a_scalar_keeps_rank_0_like_jax(v):
     assert np.asarray(tree[0]).shape == () and tree[2] == 4
     assert np.asarray(ftrans.jit(lambda x: x * 2)(got)).shape == ()
     assert repr(got) == repr(want)
+
+
+def test_copy_to_host_async_like_jax():
+    from unittest import mock
+
+    for mod in (jax, ftrans):
+        d = mod.device_put(1.0)
+        assert mod.copy_to_host_async(d) is d and float(np.asarray(d)) == 1.0
+        o, m = object(), mock.Mock()
+        m.copy_to_host_async.return_value = None
+        tree = [o, 1, 2, 3, m]
+        assert mod.copy_to_host_async(tree) is tree
+        m.copy_to_host_async.assert_called_once()
+        bad = mock.Mock()
+        bad.copy_to_host_async.side_effect = AttributeError("foo")
+        with pytest.raises(AttributeError, match="foo"):
+            mod.copy_to_host_async(bad)
+    h = jnp.ones(3) * 2  # a host Array: nothing to start, no error
+    assert ftrans.copy_to_host_async(h) is h and np.asarray(h).tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_jit_outputs_are_fresh_buffers_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+    x = np_.array([1, 2, 3])
+    y = mod.jit(lambda a: a)(x)
+    assert isinstance(x.unsafe_buffer_pointer(), int)
+    assert x.unsafe_buffer_pointer() != y.unsafe_buffer_pointer()
+    z1, z2 = mod.jit(lambda a: (a, a))(x)
+    assert z1.unsafe_buffer_pointer() != z2.unsafe_buffer_pointer()
+    x1, x2 = np_.array([1, 2]), np_.array([2, 3])
+    z1, z2, z3 = mod.jit(lambda a, b: (b, 1, a))(x1, x2)
+    assert z1.unsafe_buffer_pointer() != x2.unsafe_buffer_pointer()
+    assert z3.unsafe_buffer_pointer() != x1.unsafe_buffer_pointer()
+    assert int(z2) == 1
