@@ -84,6 +84,15 @@ no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
 
 
+def default_device(device):
+    """JAX's ``jax.default_device``: inside ``with ftrans.default_device(d):`` jitted functions run and
+    ``device_put`` places on ``d`` (a Device, or a platform name such as ``"cpu"``) unless their arguments
+    or options say otherwise; ``None`` restores the default backend's first device."""
+    return config_context("default_device")(device)
+
+
+
+
 def typeof(x):
     """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
     from ftrans.core.trace import aval_of
@@ -107,6 +116,7 @@ __all__ = [
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
+    "default_device",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

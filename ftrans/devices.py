@@ -16,6 +16,7 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, device_array
+from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
@@ -78,8 +79,39 @@ def _default_device_cached() -> Any:
     return _client().local_devices()[0]
 
 
+# The device ``config.default_device`` names (``ftrans.default_device(...)``), resolved; None: none named.
+_default_override: Any = None
+
+
+def _resolve_default(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _client(value).local_devices()[0]  # a platform name: its first device
+    if _is_device(value):
+        return value
+    raise FtransValueError(
+        f"default_device: expected a Device (from ftrans.devices()), a platform name such as 'cpu', or None, "
+        f"got {type(value).__name__} {value!r}")
+
+
+def _on_config(name: str, value: Any) -> None:
+    global _default_override
+    if name == "default_device":
+        _default_override = _resolve_default(value)
+
+
+config.register_validator("default_device", _resolve_default)
+config._listeners.append(_on_config)
+if config.default_device is not None:  # JAX_DEFAULT_DEVICE=cpu in the environment
+    _default_override = _resolve_default(config.default_device)
+
+
 def default_device() -> Any:
-    return _default_device_cached()
+    """The device ``jit`` runs on and ``device_put`` places on when nothing else says: the one
+    ``ftrans.default_device(...)`` names, else the default backend's first device."""
+    d = _default_override
+    return d if d is not None else _default_device_cached()
 
 
 def _is_device(d: Any) -> bool:

@@ -483,3 +483,29 @@ def test_jit_outputs_are_fresh_buffers_like_jax(mod):
     assert z1.unsafe_buffer_pointer() != x2.unsafe_buffer_pointer()
     assert z3.unsafe_buffer_pointer() != x1.unsafe_buffer_pointer()
     assert int(z2) == 1
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_default_device_context_like_jax(mod):
+    with mod.default_device("cpu"):
+        result = mod.jit(lambda x: x + 1)(1)
+        placed = mod.device_put(np.float32(2))
+    assert result.device.platform == "cpu" and result.device == mod.local_devices(backend="cpu")[0]
+    assert placed.device == mod.local_devices(backend="cpu")[0]
+    last = mod.devices()[-1]
+    with mod.default_device(last):
+        assert mod.device_put(1.0).device == last
+        assert mod.jit(lambda x: x * 3)(2).device == last
+    result = mod.jit(lambda x: x + 1)(1)
+    assert result.device == mod.local_devices()[0] and int(result) == 2
+    for bad in ("nonexistent", 3):
+        with pytest.raises(ValueError):
+            with mod.default_device(bad):
+                mod.jit(lambda x: x + 1)(1)
+    with mod.default_device(None):
+        assert int(mod.jit(lambda x: x * 2)(2)) == 4
+    mod.config.update("jax_default_device", mod.devices()[0])
+    try:
+        assert mod.device_put(2).device == mod.devices()[0]
+    finally:
+        mod.config.update("jax_default_device", None)
