@@ -149,7 +149,10 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
             raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
         dev = next(iter(ds))
     else:
-        raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
+        raise FtransValueError(
+            f"device_put: device must be None, a Device (from ftrans.devices()), a Sharding, or a pytree of "
+            f"these; received invalid value {device!r} of type {type(device).__name__}"
+            + (f" (for the platform, pass ftrans.devices({device!r})[0])" if isinstance(device, str) else ""))
     if donate is True and may_alias is True:
         raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined: a donated "
                                "array is deleted, so its result cannot alias it; leave may_alias=None")

@@ -509,3 +509,11 @@ def test_default_device_context_like_jax(mod):
         assert mod.device_put(2).device == mod.devices()[0]
     finally:
         mod.config.update("jax_default_device", None)
+
+
+@pytest.mark.parametrize("bad", ["cpu", 3, object()])
+def test_device_put_invalid_device_is_a_value_error_like_jax(bad):
+    with pytest.raises(ValueError, match="Received invalid value"):
+        jax.device_put(jjnp.arange(8), bad)
+    with pytest.raises(FtransValueError, match="received invalid value"):
+        ftrans.device_put(jnp.arange(8), bad)
