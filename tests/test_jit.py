@@ -517,3 +517,16 @@ def test_device_put_invalid_device_is_a_value_error_like_jax(bad):
         jax.device_put(jjnp.arange(8), bad)
     with pytest.raises(FtransValueError, match="received invalid value"):
         ftrans.device_put(jnp.arange(8), bad)
+
+
+def test_bad_argument_is_named_by_parameter_like_jax():
+    def f(x, params=None):
+        return x
+
+    for call, name in [(lambda m: m.jit(f)("foo"), "x"), (lambda m: m.jit(f)(1.0, {"w": "bad"}), "params['w']"),
+                       (lambda m: m.jit(f)(x="kw"), "x"), (lambda m: m.jit(f).lower("foo"), "x")]:
+        with pytest.raises(TypeError, match="path " + name.replace("[", r"\[").replace("]", r"\]")):
+            call(jax)
+        with pytest.raises(FtransTypeError, match=r"argument " + name.replace("[", r"\[").replace("]", r"\]")
+                           + r" (\(.*\) )?is '\w+' of type str"):
+            call(ftrans)

@@ -202,11 +202,22 @@ _INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
 _OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
 
 
-def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> Exception:
+def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any = None,
+                    full: tuple | None = None) -> Exception:
+    """The error for a dynamic argument leaf that is not an array. ``args``/``kwargs`` are the dynamic
+    arguments; given the wrapper and the call's ``full`` (args, kwargs), the leaf is named as the user
+    wrote it (``x``, ``params['w']``) rather than by position."""
     path = "?"
-    for p, leaf in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+    for i, (p, leaf) in enumerate(tree_util.tree_flatten_with_path((args, kwargs))[0]):
         if leaf is bad:
             path = _path_str(p)
+            if jitted is not None and full is not None:
+                try:
+                    named = _leaf_names(jitted, *full)[i]
+                except (IndexError, TypeError, ValueError):  # an odd signature: keep the positional name
+                    named = path
+                if named != path:
+                    path = f"{named} ({path})"
             break
     if isinstance(bad, np.ma.MaskedArray):
         return masked_array_error(f"jit({fname}): argument {path}")
@@ -217,9 +228,10 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> Exceptio
             f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
             "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
         )
-    hint = "a list" if isinstance(bad, list) else type(bad).__name__
+    shown = repr(bad)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return FtransTypeError(
-        f"jit({fname}): argument {path} is {hint} of type {type(bad).__name__}, which is not a valid array "
+        f"jit({fname}): argument {path} is {shown} of type {type(bad).__name__}, which is not a valid array "
         "type. Pass arrays, NumPy arrays or Python scalars (containers of them are pytrees), or mark the "
         "argument static with static_argnums / static_argnames."
     )
@@ -739,7 +751,7 @@ class JitWrapped:
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, args, kwargs, leaf)
+                raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
             if isinstance(leaf, Tracer):
                 tracing = True
             elif type(leaf) is ShardedArray:
@@ -1145,7 +1157,7 @@ class JitWrapped:
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
+                raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
