@@ -123,6 +123,11 @@ class FtransRuntimeError(_Located, FtransError, RuntimeError):
     ``RuntimeError``."""
 
 
+class CompilerOptionError(FtransValueError, RuntimeError):
+    """XLA refused a ``compiler_options`` entry (an unknown name, a value of the wrong kind): a
+    ``RuntimeError`` as JAX's ``JaxRuntimeError``, and a ``ValueError`` (a bad option value)."""
+
+
 class DeletedArrayError(_Located, FtransError, RuntimeError):
     """An Array whose buffer was donated (or deleted) was used again."""
 

@@ -528,3 +528,21 @@ def test_no_tracing_like_jax(mod):
         with pytest.raises(errors.FtransRuntimeError, match="re-tracing function g"):
             with mod.no_tracing():
                 g(np_.arange(5))
+
+
+def test_rejected_compiler_option_is_a_runtime_error_like_jax():
+    def f(x):
+        return x + 1.0
+
+    with pytest.raises(RuntimeError, match="No such compile option: 'invalid_key'"):
+        jax.jit(f, compiler_options={"invalid_key": "invalid_value"})(1.0)
+    with pytest.raises(RuntimeError, match="No such compile option: 'invalid_key'"):
+        ftrans.jit(f, compiler_options={"invalid_key": "invalid_value"})(1.0)
+    lowered = ftrans.jit(f).lower(1.0)
+    with pytest.raises(errors.CompilerOptionError, match="invalid_key"):
+        lowered.compile(compiler_options={"invalid_key": "invalid_value"})
+    with pytest.raises(RuntimeError):
+        jax.jit(f).lower(1.0).compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
+    with pytest.raises(RuntimeError, match="xla_embed_ir_in_executable"):
+        lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
+    assert float(lowered.compile()(1.0)) == 2.0  # valid compiles still work afterwards
