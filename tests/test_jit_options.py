@@ -546,3 +546,29 @@ def test_rejected_compiler_option_is_a_runtime_error_like_jax():
     with pytest.raises(RuntimeError, match="xla_embed_ir_in_executable"):
         lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
     assert float(lowered.compile()(1.0)) == 2.0  # valid compiles still work afterwards
+
+
+@pytest.mark.parametrize("fn, args, kw", [
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": (0, 1)}),
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnames": ("x", "y")}),
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": 0}),
+    (lambda x, y: (x * 2, y + 1), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1)}),  # both reused
+    (lambda x, y: x * 2, ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1)}),  # y is pruned, not compiled
+    (lambda x, y: x.astype(np.int32), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": 0}),  # same bytes
+    (lambda x, y: (x.sum(), y), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1), "keep_unused": True}),
+])
+def test_unusable_donation_warns_like_jax(fn, args, kw):
+    import warnings
+
+    def run(mod, np_):
+        a = [np_.asarray(np.asarray(v, dtype=np.float32 if isinstance(v[0], float) else np.int32)) for v in args]
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            mod.jit(fn, **kw)(*a)
+        return [str(x.message) for x in w if "donated buffers" in str(x.message)]
+
+    want, got = run(jax, jjnp), run(ftrans, jnp)
+    assert len(got) == len(want)
+    for g, j in zip(got, want):
+        listed = j.split("usable: ")[1].split(".")[0]
+        assert f"Some donated buffers were not usable: {listed}." in g

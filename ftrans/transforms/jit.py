@@ -19,6 +19,7 @@ import functools
 import inspect
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1010,6 +1011,7 @@ class JitWrapped:
     def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
         """Lower and compile a traced program (the part of a miss that may run in a background thread)."""
         program, kept = _prune_unused(closed, self._keep_unused)
+        _warn_unusable_donations(program, _select(donate_mask, kept), self.__name__)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
         return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept, self.__name__)
 
@@ -1267,6 +1269,7 @@ class Traced:
             platform = _lowering_platform(self._owner.__name__, lowering_platforms)
         program = self._program
         donate = _select(self._donate, self._kept)
+        _warn_unusable_donations(program, donate, self._owner.__name__)
         n_consts = len(program.jaxpr.constvars)
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
         text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform)
@@ -1388,6 +1391,42 @@ class Lowered:
     def out_info(self) -> Any:
         shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in self._traced.jaxpr.out_avals]
         return tree_util.tree_unflatten(self._traced.out_tree, shapes)
+
+
+def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str) -> None:
+    """JAX's warning for donated arguments no output can reuse. A donated (and kept: read by the
+    program) argument is taken over by an output of the same shape and dtype, else by one of the same
+    size in bytes (each output by one argument, in order); the rest are wasted."""
+    if not donate_mask or not any(donate_mask):
+        return
+    outs = [(a.shape, a.dtype) for a in closed.out_avals]
+    donated = [(a.shape, a.dtype) for a, d in zip(closed.in_avals, donate_mask) if d]
+    left = []
+    for k in donated:
+        if k in outs:
+            outs.remove(k)
+        else:
+            left.append(k)
+    sizes = [int(np.prod(sh)) * dt.itemsize for sh, dt in outs]
+    unusable = []
+    for sh, dt in left:
+        n = int(np.prod(sh)) * dt.itemsize
+        if n in sizes:
+            sizes.remove(n)
+        else:
+            unusable.append(f"{dt.name}[{','.join(map(str, sh))}]")
+    if not unusable:
+        return
+    msg = (f"jit({fname}): Some donated buffers were not usable: {', '.join(unusable)}. No output of the same "
+           "shape and dtype is left to take over their memory, so donating them saves nothing (the arguments "
+           "are still invalidated); donate only arguments an output can replace")
+    f = user_frame()
+    if f is None:
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(msg, UserWarning, f.f_code.co_filename, f.f_lineno,
+                               module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(
+                                   "__warningregistry__", {}))
 
 
 def _no_execution_error(name: str) -> FtransRuntimeError:
