@@ -29,6 +29,7 @@ from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
     Device,
     block_until_ready,
+    copy_to_host_async,
     default_backend,
     device_count,
     device_get,
@@ -79,6 +80,17 @@ debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
 log_compiles = config_context("log_compiles")
 explain_cache_misses = config_context("explain_cache_misses")
+no_tracing = config_context("no_tracing")
+no_execution = config_context("no_execution")
+
+
+def default_device(device):
+    """JAX's ``jax.default_device``: inside ``with ftrans.default_device(d):`` jitted functions run and
+    ``device_put`` places on ``d`` (a Device, or a platform name such as ``"cpu"``) unless their arguments
+    or options say otherwise; ``None`` restores the default backend's first device."""
+    return config_context("default_device")(device)
+
+
 
 
 def typeof(x):
@@ -93,7 +105,7 @@ from ftrans.core.version import __version__ as __version__  # noqa: E402
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
-    "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready",
+    "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
@@ -103,7 +115,8 @@ __all__ = [
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
-    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses",
+    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
+    "default_device",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -16,13 +16,15 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, device_array
+from ftrans.core.config import config
+from ftrans.core.operands import masked_array_error
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
-           "device_put", "device_get", "block_until_ready", "process_index", "process_count",
+           "device_put", "device_get", "block_until_ready", "copy_to_host_async", "process_index", "process_count",
            "device_put_sharded", "device_put_replicated"]
 
 Device = compat.Device
@@ -77,8 +79,39 @@ def _default_device_cached() -> Any:
     return _client().local_devices()[0]
 
 
+# The device ``config.default_device`` names (``ftrans.default_device(...)``), resolved; None: none named.
+_default_override: Any = None
+
+
+def _resolve_default(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _client(value).local_devices()[0]  # a platform name: its first device
+    if _is_device(value):
+        return value
+    raise FtransValueError(
+        f"default_device: expected a Device (from ftrans.devices()), a platform name such as 'cpu', or None, "
+        f"got {type(value).__name__} {value!r}")
+
+
+def _on_config(name: str, value: Any) -> None:
+    global _default_override
+    if name == "default_device":
+        _default_override = _resolve_default(value)
+
+
+config.register_validator("default_device", _resolve_default)
+config._listeners.append(_on_config)
+if config.default_device is not None:  # JAX_DEFAULT_DEVICE=cpu in the environment
+    _default_override = _resolve_default(config.default_device)
+
+
 def default_device() -> Any:
-    return _default_device_cached()
+    """The device ``jit`` runs on and ``device_put`` places on when nothing else says: the one
+    ``ftrans.default_device(...)`` names, else the default backend's first device."""
+    d = _default_override
+    return d if d is not None else _default_device_cached()
 
 
 def _is_device(d: Any) -> bool:
@@ -116,7 +149,10 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
             raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
         dev = next(iter(ds))
     else:
-        raise FtransTypeError(f"device_put: device must be a Device (from ftrans.devices()), got {device!r}")
+        raise FtransValueError(
+            f"device_put: device must be None, a Device (from ftrans.devices()), a Sharding, or a pytree of "
+            f"these; received invalid value {device!r} of type {type(device).__name__}"
+            + (f" (for the platform, pass ftrans.devices({device!r})[0])" if isinstance(device, str) else ""))
     if donate is True and may_alias is True:
         raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined: a donated "
                                "array is deleted, so its result cannot alias it; leave may_alias=None")
@@ -227,6 +263,8 @@ def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias
 
         aval = ShapedArray((), d, dtypes.is_weak_scalar(x))
     elif isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "__array__"):
+        if isinstance(x, np.ma.MaskedArray):
+            raise masked_array_error("device_put")
         arr = np.asarray(x)
         canon = dtypes.canonicalize(arr.dtype)
         if arr.dtype != canon:
@@ -236,7 +274,7 @@ def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias
         aval = ShapedArray(arr.shape, arr.dtype, False)
     else:
         raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
-    buf = compat.device_put(np.ascontiguousarray(arr), dev)
+    buf = compat.device_put(np.asarray(arr, order="C"), dev)
     if dev.platform != "cpu":
         from ftrans.lowering import device_eager
 
@@ -254,6 +292,18 @@ def device_get(x: Any) -> Any:
         return leaf
 
     return tree_util.tree_map(get, x)
+
+
+def copy_to_host_async(x: Any) -> Any:
+    """Start copying every array leaf of ``x`` to the host (leaves with a ``copy_to_host_async`` method;
+    others are left alone); returns ``x``, as JAX's."""
+    for leaf in tree_util.tree_leaves(x):
+        try:
+            start = leaf.copy_to_host_async
+        except AttributeError:
+            continue
+        start()
+    return x
 
 
 def block_until_ready(x: Any) -> Any:

@@ -118,6 +118,16 @@ class UnexpectedTracerError(_Located, FtransError, TypeError):
     """A tracer was used after the transform that created it finished (a ``TypeError``, as in JAX)."""
 
 
+class FtransRuntimeError(_Located, FtransError, RuntimeError):
+    """Something the current settings forbid at run time (``no_tracing``, ``no_execution``), as JAX's
+    ``RuntimeError``."""
+
+
+class CompilerOptionError(FtransValueError, RuntimeError):
+    """XLA refused a ``compiler_options`` entry (an unknown name, a value of the wrong kind): a
+    ``RuntimeError`` as JAX's ``JaxRuntimeError``, and a ``ValueError`` (a bad option value)."""
+
+
 class DeletedArrayError(_Located, FtransError, RuntimeError):
     """An Array whose buffer was donated (or deleted) was used again."""
 

@@ -575,3 +575,19 @@ def test_callback_exception_keeps_its_type():
         jax.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct((), np.float32), x))(1.0).block_until_ready()
     with pytest.raises(KeyError, match="Ooops"):
         ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)
+
+
+def test_no_execution_and_no_tracing_leave_eager_host_operations_running():
+    x = np.arange(3.0, dtype=np.float32)
+    with jax.no_execution():
+        with pytest.raises(RuntimeError, match="no_execution"):
+            jnp.sin(jnp.asarray(x)) + 1  # JAX: every eager op is a compiled program
+    with ftrans.no_execution():
+        np.testing.assert_allclose(np.asarray(fnp.sin(fnp.asarray(x)) + 1), np.sin(x) + 1, rtol=1e-6)
+        with pytest.raises(errors.FtransRuntimeError, match="no_execution"):
+            ftrans.jit(lambda a: a + 1)(x)
+    with jax.no_tracing():
+        with pytest.raises(RuntimeError, match="no_tracing"):
+            jnp.cos(jnp.asarray(np.arange(7.0, dtype=np.float32)))
+    with ftrans.no_tracing():
+        np.testing.assert_allclose(np.asarray(fnp.cos(fnp.asarray(x))), np.cos(x), rtol=1e-6)

@@ -661,3 +661,18 @@ def test_choose_method_matches_jax():
     for mode in ["clip", "wrap"]:
         _close(jnp.asarray(i).choose(ch, mode=mode), fnp.asarray(i).choose(ch, mode=mode))
         _close(jnp.asarray(i).choose(ch, mode=mode), ftrans.jit(lambda i: i.choose(ch, mode=mode))(i))
+
+
+# ------------------------------------------------- ShapeDtypeStruct is Sized like an array
+@pytest.mark.parametrize("shape", [(0, 2, 3), (4, 2, 3), (5,), ()])
+def test_shape_dtype_struct_len_like_jax(shape):
+    j = jax.ShapeDtypeStruct(shape=shape, dtype=jnp.float32)
+    f = ftrans.ShapeDtypeStruct(shape=shape, dtype=fnp.float32)
+    assert (f.ndim, f.size, str(f), repr(f)) == (j.ndim, j.size, str(j), repr(j))
+    if shape:
+        assert len(f) == len(j) == shape[0]
+    else:
+        with pytest.raises(TypeError):
+            len(j)
+        with pytest.raises(TypeError, match="unsized"):
+            len(f)

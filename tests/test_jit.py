@@ -433,3 +433,100 @@ def test_creation_functions_honour_device_and_process_queries():
     assert "zeros" not in str(ftrans.make_jaxpr(lambda x: jnp.zeros(3, device=d) + x)(1.0))  # traced: staged
     assert ftrans.local_devices(process_index=0) == ftrans.local_devices()
     assert ftrans.local_devices(process_index=1) == [] and ftrans.process_count() == jax.process_count() == 1
+
+
+@pytest.mark.parametrize("v", [1.0, 1, True, 1j, np.float32(2.5), np.array(3.0), np.int8(-4)])
+def test_device_put_of_a_scalar_keeps_rank_0_like_jax(v):
+    # np.ascontiguousarray makes a rank-0 array rank 1; the device buffer must stay rank 0.
+    want = jax.device_put(v)
+    got = ftrans.device_put(v)
+    assert got.shape == want.shape == ()
+    assert np.asarray(got).shape == () and got._buf.shape == ()
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    assert np.asarray(got) == np.asarray(want)
+    tree = ftrans.block_until_ready((ftrans.device_put(v), np.ones(3), 4))
+    assert np.asarray(tree[0]).shape == () and tree[2] == 4
+    assert np.asarray(ftrans.jit(lambda x: x * 2)(got)).shape == ()
+    assert repr(got) == repr(want)
+
+
+def test_copy_to_host_async_like_jax():
+    from unittest import mock
+
+    for mod in (jax, ftrans):
+        d = mod.device_put(1.0)
+        assert mod.copy_to_host_async(d) is d and float(np.asarray(d)) == 1.0
+        o, m = object(), mock.Mock()
+        m.copy_to_host_async.return_value = None
+        tree = [o, 1, 2, 3, m]
+        assert mod.copy_to_host_async(tree) is tree
+        m.copy_to_host_async.assert_called_once()
+        bad = mock.Mock()
+        bad.copy_to_host_async.side_effect = AttributeError("foo")
+        with pytest.raises(AttributeError, match="foo"):
+            mod.copy_to_host_async(bad)
+    h = jnp.ones(3) * 2  # a host Array: nothing to start, no error
+    assert ftrans.copy_to_host_async(h) is h and np.asarray(h).tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_jit_outputs_are_fresh_buffers_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+    x = np_.array([1, 2, 3])
+    y = mod.jit(lambda a: a)(x)
+    assert isinstance(x.unsafe_buffer_pointer(), int)
+    assert x.unsafe_buffer_pointer() != y.unsafe_buffer_pointer()
+    z1, z2 = mod.jit(lambda a: (a, a))(x)
+    assert z1.unsafe_buffer_pointer() != z2.unsafe_buffer_pointer()
+    x1, x2 = np_.array([1, 2]), np_.array([2, 3])
+    z1, z2, z3 = mod.jit(lambda a, b: (b, 1, a))(x1, x2)
+    assert z1.unsafe_buffer_pointer() != x2.unsafe_buffer_pointer()
+    assert z3.unsafe_buffer_pointer() != x1.unsafe_buffer_pointer()
+    assert int(z2) == 1
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_default_device_context_like_jax(mod):
+    with mod.default_device("cpu"):
+        result = mod.jit(lambda x: x + 1)(1)
+        placed = mod.device_put(np.float32(2))
+    assert result.device.platform == "cpu" and result.device == mod.local_devices(backend="cpu")[0]
+    assert placed.device == mod.local_devices(backend="cpu")[0]
+    last = mod.devices()[-1]
+    with mod.default_device(last):
+        assert mod.device_put(1.0).device == last
+        assert mod.jit(lambda x: x * 3)(2).device == last
+    result = mod.jit(lambda x: x + 1)(1)
+    assert result.device == mod.local_devices()[0] and int(result) == 2
+    for bad in ("nonexistent", 3):
+        with pytest.raises(ValueError):
+            with mod.default_device(bad):
+                mod.jit(lambda x: x + 1)(1)
+    with mod.default_device(None):
+        assert int(mod.jit(lambda x: x * 2)(2)) == 4
+    mod.config.update("jax_default_device", mod.devices()[0])
+    try:
+        assert mod.device_put(2).device == mod.devices()[0]
+    finally:
+        mod.config.update("jax_default_device", None)
+
+
+@pytest.mark.parametrize("bad", ["cpu", 3, object()])
+def test_device_put_invalid_device_is_a_value_error_like_jax(bad):
+    with pytest.raises(ValueError, match="Received invalid value"):
+        jax.device_put(jjnp.arange(8), bad)
+    with pytest.raises(FtransValueError, match="received invalid value"):
+        ftrans.device_put(jnp.arange(8), bad)
+
+
+def test_bad_argument_is_named_by_parameter_like_jax():
+    def f(x, params=None):
+        return x
+
+    for call, name in [(lambda m: m.jit(f)("foo"), "x"), (lambda m: m.jit(f)(1.0, {"w": "bad"}), "params['w']"),
+                       (lambda m: m.jit(f)(x="kw"), "x"), (lambda m: m.jit(f).lower("foo"), "x")]:
+        with pytest.raises(TypeError, match="path " + name.replace("[", r"\[").replace("]", r"\]")):
+            call(jax)
+        with pytest.raises(FtransTypeError, match=r"argument " + name.replace("[", r"\[").replace("]", r"\]")
+                           + r" (\(.*\) )?is '\w+' of type str"):
+            call(ftrans)

@@ -9,6 +9,8 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
+from ftrans import errors
+from ftrans.core.trace import Tracer as _FTracer
 from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
 
 
@@ -157,9 +159,9 @@ def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatc
     seen = []
     real = compat.compile
 
-    def spy(client, text, devices, options=(), *rest):
+    def spy(client, text, devices, options=(), host_callbacks=()):
         seen.append(dict(options))
-        return real(client, text, devices, options, *rest)
+        return real(client, text, devices, options, host_callbacks)
 
     monkeypatch.setattr(compat, "compile", spy)
     monkeypatch.setattr(ftrans.config, "enable_compilation_cache", False)
@@ -183,3 +185,390 @@ def test_default_options_are_part_of_the_cache_keys():
         ("xla_backend_optimization_level", 3),)
     assert X.with_default_options((), "no-such-platform") == ()
     assert X.disk_text_of("m", X.with_default_options((), "cpu")) != X.disk_text_of("m", ())
+
+
+# ------------------------------------------- argument-name/number validation (JAX's rules)
+def _f3(a, b, c):
+    return a
+
+
+def _g_kw(a, b, **kwargs):
+    return a
+
+
+def _h_mixed(a, /, b, c, *args, **kwargs):
+    return a
+
+
+@pytest.mark.parametrize("what", ["static_argnames", "donate_argnames"])
+@pytest.mark.parametrize("fun, names, ok", [
+    (_f3, ("b", "c"), True),
+    (_f3, ("b", "c", "not_defined"), False),   # unknown name, no **kwargs
+    (_g_kw, ("a", "b", "not_defined"), True),  # **kwargs takes any name
+    (_h_mixed, ("b", "c", "not_defined"), True),
+    (_h_mixed, ("a", "c"), False),             # positional-only
+    (_h_mixed, ("args", "c"), False),          # *args
+])
+def test_argnames_validated_like_jax(what, fun, names, ok):
+    def build(mod):
+        try:
+            mod.jit(fun, **{what: names})
+            return None
+        except ValueError as e:
+            return e
+
+    j, f = build(jax), build(ftrans)
+    assert (j is None) == ok
+    assert (f is None) == (j is None), (j, f)
+    if f is not None:
+        assert isinstance(f, FtransValueError)
+        assert repr(list(set(names) - {"b", "c"})[0]) in str(f)
+
+
+@pytest.mark.parametrize("nums", [(3,), (5,), (-4,)])
+def test_donate_argnums_out_of_range_raises_like_jax(nums):
+    with pytest.raises(ValueError):
+        jax.jit(_f3, donate_argnums=nums)
+    with pytest.raises(FtransValueError, match="donate_argnums .* out of range"):
+        ftrans.jit(_f3, donate_argnums=nums)
+    ftrans.jit(lambda *a: a[0], donate_argnums=nums)  # *args: any position
+    jax.jit(lambda *a: a[0], donate_argnums=nums)
+
+
+def test_static_and_donate_argnames_cannot_intersect():
+    with pytest.raises(ValueError, match="cannot intersect"):
+        jax.jit(lambda x: x, static_argnames="x", donate_argnames="x")
+    with pytest.raises(FtransValueError, match="static_argnames and donate_argnames cannot intersect"):
+        ftrans.jit(lambda x: x, static_argnames="x", donate_argnames="x")
+
+
+def test_donate_argnames_without_a_signature_raises():
+    class NoSignature:
+        @property
+        def __signature__(self):
+            raise TypeError("no signature")
+
+        def __call__(self, *args, **kwargs):
+            return None
+
+    inp = np.arange(4)
+    with pytest.raises(ValueError, match="Pass donate_argnums"):
+        jax.jit(NoSignature(), donate_argnames="a")(inp, inp)
+    with pytest.raises(FtransValueError, match="Pass donate_argnums instead of donate_argnames"):
+        ftrans.jit(NoSignature(), donate_argnames="a")(inp, inp)
+    assert ftrans.jit(NoSignature(), donate_argnums=0)(inp, inp) is None  # argnums need no signature
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_staticmethod_classmethod_and_generators_are_refused(mod):
+    with pytest.raises(TypeError, match="staticmethod arguments are not supported"):
+        class A:
+            @mod.jit
+            @staticmethod
+            def m(x):
+                return x + 2
+
+    with pytest.raises(TypeError, match="Expected a callable value"):
+        class B:
+            @mod.jit(static_argnums=(0,))
+            @classmethod
+            def m(cls, x):
+                return x + 2
+
+    def gen(x):
+        yield x
+
+    with pytest.raises(TypeError, match="generator function"):
+        mod.jit(gen)
+
+    class C:  # the supported spelling: staticmethod over jit
+        @staticmethod
+        @mod.jit
+        def m(x):
+            return x + 2
+
+    assert int(C.m(1)) == 3
+
+
+# ----------------------------------------------------------- args_info, compile options
+def _fn_tree(x, y):
+    return jax.tree.map(lambda i: i * 2, x), y * 2
+
+
+def _info(tree):
+    return jax.tree.map(lambda i: (i.shape, np.dtype(i.dtype), i.donated), tree,
+                        is_leaf=lambda i: hasattr(i, "donated"))
+
+
+@pytest.mark.parametrize("kw, call", [
+    ({"donate_argnums": 1}, "pos"),
+    ({"donate_argnums": 0}, "pos"),
+    ({"donate_argnames": ("z", "y")}, "kw"),
+    ({"donate_argnums": (0, 1)}, "kw"),
+    ({"donate_argnames": ("z", "y")}, "mixed"),
+    ({"donate_argnums": (0, 1)}, "mixed"),
+    ({"static_argnums": 2}, "mixed"),
+])
+def test_args_info_matches_jax(kw, call):
+    def f(z, y, x):
+        return z, y
+
+    z, y, x = {"c": 3.0}, {"b": np.ones(2, np.int32)}, 1.0
+    args = {"pos": ((z, y, x), {}), "kw": ((), {"z": z, "y": y, "x": x}), "mixed": ((z,), {"y": y, "x": x})}[call]
+    want = jax.jit(f, **kw).lower(*args[0], **args[1]).args_info
+    got_lowered = ftrans.jit(f, **kw).lower(*args[0], **args[1]).args_info
+    got_traced = ftrans.jit(f, **kw).trace(*args[0], **args[1]).args_info
+    assert _info(got_lowered) == _info(want)
+    assert _info(got_traced) == _info(want)
+
+
+def test_lowered_compile_takes_compiler_options():
+    def f(x):
+        return jnp.sqrt(x ** 2) + 1.0
+
+    lowered = ftrans.jit(f).lower(1.0)
+    c = lowered.compile(compiler_options={"xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 200})
+    assert float(c(2.0)) == 3.0
+    assert float(lowered.compile()(2.0)) == 3.0
+    with pytest.raises(FtransValueError, match="no_such_option"):
+        lowered.compile(compiler_options={"no_such_option": 1})
+    with pytest.raises(FtransTypeError, match="compiler_options"):
+        lowered.compile(compiler_options=[("a", 1)])
+
+
+@pytest.mark.parametrize("opts", [{"optimization_level": 19}, {"memory_fitting_level": 9},
+                                  {"exec_time_optimization_effort": 0.0}, {"memory_fitting_effort": 0.5}])
+def test_build_option_names_are_accepted_like_jax(opts):
+    def f(x):
+        return x * 2.0 + 1.0
+
+    want = jax.jit(f, compiler_options=opts)(3.0)
+    got = ftrans.jit(f, compiler_options=opts)(3.0)
+    assert float(got) == float(want) == 7.0
+    assert float(ftrans.jit(f).lower(3.0).compile(compiler_options=opts)(3.0)) == 7.0
+
+
+@pytest.mark.parametrize("v", [2**31, -2**31 - 1, 2**31 - 1, -2**31])
+def test_returned_python_int_overflow_like_jax(v):
+    def run(mod):
+        try:
+            return mod.jit(lambda: v)()
+        except OverflowError as e:
+            return e
+
+    j, f = run(jax), run(ftrans)
+    assert isinstance(f, OverflowError) == isinstance(j, OverflowError)
+    if isinstance(f, OverflowError):
+        assert str(v) in str(f) and "default integer type" in str(f)
+    else:
+        assert f.dtype == j.dtype and int(f) == int(j) == v
+
+
+def test_static_argnums_and_argnames_both_given_are_taken_as_given():
+    # JAX: given both, neither is inferred from the other (a parameter static by position is
+    # dynamic when passed by keyword, and the other way round).
+    tracers = (jax.core.Tracer, _FTracer)
+
+    def run(mod):
+        want = {}
+        traced = []
+
+        def f(x, y):
+            got = (isinstance(x, tracers), isinstance(y, tracers))
+            assert got == want["v"], (got, want["v"])
+            traced.append(got)
+            return 1
+
+        def call(fn, expect, *a, **k):
+            want["v"] = expect
+            assert int(fn(*a, **k)) == 1
+
+        f_nums = mod.jit(f, static_argnums=1, static_argnames=())
+        call(f_nums, (True, False), 2, "foo")
+        call(f_nums, (True, True), 1, y=2)
+        f_names = mod.jit(f, static_argnums=(), static_argnames="y")
+        call(f_names, (True, True), 2, 3)
+        call(f_names, (True, False), 1, y="foo")
+        f_mixed = mod.jit(f, static_argnums=(1,), static_argnames="x")
+        call(f_mixed, (True, False), 2, "foo")
+        call(f_mixed, (True, True), 1, y=3)
+        call(f_mixed, (False, True), x="foo", y=3)
+        return traced
+
+    assert run(jax)
+    assert run(ftrans)
+    # One of the two given: the other is still inferred.
+    assert run_one(ftrans) == run_one(jax) == [False, False]
+
+
+def run_one(mod):
+    out = []
+
+    def f(x, y):
+        out.append(isinstance(y, (jax.core.Tracer, _FTracer)))
+        return 1
+
+    mod.jit(f, static_argnums=1)(1, y=2)
+    mod.jit(f, static_argnames="y")(1, 2)
+    return out
+
+
+@pytest.mark.parametrize("kw", [{"donate_argnums": (0,)}, {"donate_argnames": "b"},
+                                {"static_argnums": 0, "donate_argnums": 1},
+                                {"static_argnums": 1, "donate_argnums": (0, 2)}])
+def test_lowered_and_compiled_donate_argnums_like_jax(kw):
+    def f(a, b, c=1.0):
+        return a + b + c
+
+    jl = jax.jit(f, **kw).lower(1.0, 1.0, 2.0)
+    fl = ftrans.jit(f, **kw).lower(1.0, 1.0, 2.0)
+    assert fl.donate_argnums == jl.donate_argnums
+    assert fl.compile().donate_argnums == jl.compile().donate_argnums
+
+
+def test_shape_dtype_struct_needs_a_dtype():
+    with pytest.raises(ValueError, match="dtype must be specified"):
+        jax.ShapeDtypeStruct(shape=(), dtype=None)
+    with pytest.raises(FtransValueError, match="dtype must be specified"):
+        ftrans.ShapeDtypeStruct(shape=(), dtype=None)
+
+
+# ------------------------------------------------------- inputs JAX refuses
+def _masked():
+    return np.ma.array([1, 2, 3], mask=[True, False, True])
+
+
+@pytest.mark.parametrize("use", [
+    lambda m, x: m.jit(lambda a: a)(_masked()),
+    lambda m, x: m.jit(lambda a: a["k"])({"k": _masked()}),
+    lambda m, x: x.asarray(_masked()),
+    lambda m, x: x.array(_masked(), copy=False),
+    lambda m, x: m.device_put(_masked()),
+    lambda m, x: x.sin(_masked()),
+    lambda m, x: x.ones(3) + _masked(),
+    lambda m, x: x.sum(_masked()),
+], ids=["jit", "jit-tree", "asarray", "array", "device_put", "sin", "add", "sum"])
+def test_numpy_masked_arrays_are_refused_like_jax(use):
+    with pytest.raises(ValueError, match="masked arrays are not supported"):
+        use(jax, jjnp)
+    with pytest.raises(FtransValueError, match="masked arrays are not supported.*filled"):
+        use(ftrans, jnp)
+    # As JAX: a copy or a conversion reads the data (the mask is dropped).
+    for f in (lambda m: m.array(_masked()), lambda m: m.asarray(_masked(), dtype="float32")):
+        assert np.asarray(f(jnp)).tolist() == np.asarray(f(jjnp)).tolist()
+    # the filled array is fine
+    assert np.asarray(ftrans.jit(lambda a: a * 2)(_masked().filled(0))).tolist() == [0, 4, 0]
+
+
+@pytest.mark.parametrize("bad", [lambda c: c([1.0]), lambda c: c((1.0,)), lambda c: c(1.0, 2.0),
+                                 lambda c: c(x=1.0)])
+def test_compiled_refuses_another_pytree_like_jax(bad):
+    def f(x):
+        return jnp.sqrt(x ** 2) + 1.0
+
+    with pytest.raises(TypeError):
+        bad(jax.jit(lambda x: jjnp.sqrt(x ** 2) + 1.0).lower(1.0).compile())
+    c = ftrans.jit(f).lower(1.0).compile()
+    with pytest.raises(FtransTypeError, match="pytree structure does not match"):
+        bad(c)
+    assert float(c(2.0)) == 3.0
+    cs = ftrans.jit(lambda x, n: x * n, static_argnums=1).lower(1.0, 2).compile()
+    assert float(cs(3.0)) == 6.0  # static arguments are left out of the call
+    ck = ftrans.jit(lambda x, d: x * d["a"]).lower(1.0, {"a": 2.0}).compile()
+    assert float(ck(3.0, {"a": 4.0})) == 12.0
+    with pytest.raises(FtransTypeError, match="pytree structure"):
+        ck(3.0, {"b": 4.0})
+
+
+# ------------------------------------------------------- no_tracing / no_execution
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_no_execution_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+
+    @mod.jit
+    def f():
+        return np_.ones(3)
+
+    assert np.asarray(f()).tolist() == [1.0, 1.0, 1.0]
+    with mod.no_execution():
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f()
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f()  # the fast tiers do not answer either
+        compiled = mod.jit(lambda x: x + 1).lower(1.0).compile()
+        with pytest.raises(RuntimeError, match="no_execution"):
+            compiled(1.0)
+        jaxpr = mod.make_jaxpr(lambda x: mod.jit(lambda y: y * 2)(x))(1.0)  # tracing is fine
+        assert "mul" in str(jaxpr)
+    assert np.asarray(f()).tolist() == [1.0, 1.0, 1.0]
+    if mod is ftrans:
+        with pytest.raises(errors.FtransRuntimeError, match="jit\\(f\\)"):
+            with mod.no_execution():
+                f()
+
+
+@pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
+def test_no_tracing_like_jax(mod):
+    np_ = jjnp if mod is jax else jnp
+
+    @mod.jit
+    def g(x):
+        return x
+
+    x, y = np_.arange(3), np_.arange(4)
+    g(x)
+    with mod.no_tracing():
+        assert np.asarray(g(x)).tolist() == [0, 1, 2]  # a cache hit needs no tracing
+        with pytest.raises(RuntimeError, match="no_tracing"):
+            g(y)
+        with pytest.raises(RuntimeError, match="no_tracing"):
+            mod.make_jaxpr(lambda a: a * 2)(1.0)
+    assert np.asarray(g(y)).tolist() == [0, 1, 2, 3]
+    if mod is ftrans:
+        with pytest.raises(errors.FtransRuntimeError, match="re-tracing function g"):
+            with mod.no_tracing():
+                g(np_.arange(5))
+
+
+def test_rejected_compiler_option_is_a_runtime_error_like_jax():
+    def f(x):
+        return x + 1.0
+
+    with pytest.raises(RuntimeError, match="No such compile option: 'invalid_key'"):
+        jax.jit(f, compiler_options={"invalid_key": "invalid_value"})(1.0)
+    with pytest.raises(RuntimeError, match="No such compile option: 'invalid_key'"):
+        ftrans.jit(f, compiler_options={"invalid_key": "invalid_value"})(1.0)
+    lowered = ftrans.jit(f).lower(1.0)
+    with pytest.raises(errors.CompilerOptionError, match="invalid_key"):
+        lowered.compile(compiler_options={"invalid_key": "invalid_value"})
+    with pytest.raises(RuntimeError):
+        jax.jit(f).lower(1.0).compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
+    with pytest.raises(RuntimeError, match="xla_embed_ir_in_executable"):
+        lowered.compile(compiler_options={"xla_embed_ir_in_executable": "invalid_value"})
+    assert float(lowered.compile()(1.0)) == 2.0  # valid compiles still work afterwards
+
+
+@pytest.mark.parametrize("fn, args, kw", [
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": (0, 1)}),
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnames": ("x", "y")}),
+    (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": 0}),
+    (lambda x, y: (x * 2, y + 1), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1)}),  # both reused
+    (lambda x, y: x * 2, ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1)}),  # y is pruned, not compiled
+    (lambda x, y: x.astype(np.int32), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": 0}),  # same bytes
+    (lambda x, y: (x.sum(), y), ([1.0, 2.0], [1.0, 3.0]), {"donate_argnums": (0, 1), "keep_unused": True}),
+])
+def test_unusable_donation_warns_like_jax(fn, args, kw):
+    import warnings
+
+    def run(mod, np_):
+        a = [np_.asarray(np.asarray(v, dtype=np.float32 if isinstance(v[0], float) else np.int32)) for v in args]
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            mod.jit(fn, **kw)(*a)
+        return [str(x.message) for x in w if "donated buffers" in str(x.message)]
+
+    want, got = run(jax, jjnp), run(ftrans, jnp)
+    assert len(got) == len(want)
+    for g, j in zip(got, want):
+        listed = j.split("usable: ")[1].split(".")[0]
+        assert f"Some donated buffers were not usable: {listed}." in g

@@ -143,6 +143,13 @@ class Array(ArrayMixin):
     def block_until_ready(self) -> Array:
         return self
 
+    def copy_to_host_async(self) -> None:
+        """Nothing to start: a host Array's value is on the host already."""
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the array's data (a host Array's NumPy data; a device-resident one's buffer)."""
+        return int(self._value.ctypes.data)
+
     def __bool__(self) -> bool:
         return bool(self._value)
 
@@ -303,6 +310,10 @@ class DeviceArray(_LazyHostArray):
 
     def _device_buffer(self) -> Any:
         return self._buf
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The device buffer's address (JAX's ``Array.unsafe_buffer_pointer``)."""
+        return int(self._buf.unsafe_buffer_pointer())
 
     def block_until_ready(self) -> DeviceArray:
         buf = self._buf

@@ -67,6 +67,10 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type", "sharding")
 
     def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None):
+        if dtype is None:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(int(d) for d in shape)
         self.dtype = dtypes.to_dtype(dtype)
         self.weak_type = weak_type
@@ -79,6 +83,11 @@ class ShapeDtypeStruct:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object: this ShapeDtypeStruct is a scalar (shape ())")
+        return self.shape[0]
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -133,6 +133,9 @@ class Config:
         "deterministic": ("FTRANS_DETERMINISTIC", bool),
         "log_compiles": ("JAX_LOG_COMPILES", bool),
         "explain_cache_misses": ("JAX_EXPLAIN_CACHE_MISSES", bool),
+        "no_tracing": ("JAX_NO_TRACING", bool),
+        "no_execution": ("JAX_NO_EXECUTION", bool),
+        "default_device": ("JAX_DEFAULT_DEVICE", "any"),
     }
 
     def __init__(self) -> None:
@@ -164,6 +167,13 @@ class Config:
         # and say why a jitted function was traced again (``ftrans.transforms.jit``), as JAX does.
         self.log_compiles = _env_flag("JAX_LOG_COMPILES")
         self.explain_cache_misses = _env_flag("JAX_EXPLAIN_CACHE_MISSES")
+        # Tracing (a jit cache miss, make_jaxpr, staged control flow) / running a compiled program
+        # raises instead (JAX's ``jax.no_tracing()`` / ``jax.no_execution()``).
+        self.no_tracing = _env_flag("JAX_NO_TRACING")
+        self.no_execution = _env_flag("JAX_NO_EXECUTION")
+        # Where jit runs and device_put places by default: None (the default backend's first device),
+        # a Device, or a platform name ("cpu"); resolved by ftrans.devices (JAX's ``jax.default_device``).
+        self.default_device: Any = os.environ.get("JAX_DEFAULT_DEVICE") or None
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

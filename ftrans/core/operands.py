@@ -26,6 +26,14 @@ _PY_SCALARS = (int, float, complex, bool)
 ArrayLike = Any
 
 
+def masked_array_error(where: str) -> FtransValueError:
+    """JAX refuses NumPy masked arrays as inputs (their mask would be silently dropped)."""
+    return FtransValueError(
+        f"{where}: numpy masked arrays are not supported as direct inputs to JAX functions (the mask would be "
+        "dropped). Use arr.filled(fill_value) to convert the value to a standard numpy array, or pass "
+        "arr.data and arr.mask as two arrays")
+
+
 def is_array(x: Any) -> bool:
     return type(x) is Array or isinstance(x, (Array, Tracer))
 
@@ -123,7 +131,9 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
     if t in _PY_SCALARS:
         return scalar_to_array(x, dtype, weak)
     if isinstance(x, (np.ndarray, np.generic)):
-        if not is_eager() and type(x) is np.ndarray and x.dtype == dtype:
+        if t is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+            raise masked_array_error("an operand")
+        if not is_eager() and t is np.ndarray and x.dtype == dtype:
             # Staging captures the NumPy array itself, so one array used twice
             # becomes one constvar.
             return x

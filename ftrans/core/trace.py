@@ -776,6 +776,10 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     outer transforms (empty unless staging happens inside another transform).
     ``fun`` takes and returns flat lists.
     """
+    if _config.no_tracing:
+        raise errors.FtransRuntimeError(
+            f"tracing {getattr(fun, '__qualname__', fun)}, but 'no_tracing' is set (ftrans.no_tracing() or "
+            "config no_tracing); call it with argument types already compiled, or leave the no_tracing block")
     builder = JaxprBuilder()
     # A staged body's name stacks start afresh (as JAX's): the equation that runs it carries the
     # enclosing scopes, and the lowering joins the two.

@@ -64,6 +64,25 @@ def _compile_options(devices: Sequence[Any]) -> Any:
     return opts
 
 
+# ``compiler_options`` names that are fields of XLA's build options rather than debug options
+# (JAX routes them the same way).
+_BUILD_OPTION_NAMES = ("exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",
+                       "memory_fitting_level")
+
+
+def _set_options(opts: Any, options: tuple) -> None:
+    """``compiler_options`` onto ``opts``: the build-option fields directly, the rest as debug-option overrides."""
+    build = opts.executable_build_options
+    rest = []
+    for k, v in options:
+        if k in _BUILD_OPTION_NAMES:
+            setattr(build, k, getattr(v, "value", v))
+        else:
+            rest.append((str(k), _option_value(v)))
+    if rest:
+        opts.env_option_overrides = rest
+
+
 def compile(client: Any, module_text: str, devices: Sequence[Any], options: tuple = (),
             host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a StableHLO module (text) for ``devices``; returns a loaded executable.
@@ -75,7 +94,7 @@ def compile(client: Any, module_text: str, devices: Sequence[Any], options: tupl
     """
     opts = _compile_options(devices)
     if options:
-        opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+        _set_options(opts, options)
     return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
@@ -603,7 +622,7 @@ def compile_spmd(client: Any, module_text: str, devices: Sequence[Any], options:
     build.use_spmd_partitioning = True
     build.use_shardy_partitioner = True
     if options:
-        opts.env_option_overrides = [(str(k), _option_value(v)) for k, v in options]
+        _set_options(opts, options)
     return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 

@@ -27,7 +27,7 @@ from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
-from ftrans.errors import FtransError, FtransValueError
+from ftrans.errors import CompilerOptionError, FtransError
 from ftrans.lowering import compat, lower
 
 
@@ -206,7 +206,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
             exe = compat.compile(client, text, [device], options, callbacks)
         except Exception as e:  # XLA's own error types vary by release
             if options and _names_option(str(e)):
-                raise FtransValueError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
+                raise CompilerOptionError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
             raise _rejected(e, text) from None
         stats["compiles"] += 1
         if log_name:

@@ -26,6 +26,7 @@ from ftrans.core.operands import (
     check_arraylike,
     concrete_or_error,
     dtype_weak,
+    masked_array_error,
     maybe_concrete,
     scalar_to_array,
     shape_of,
@@ -298,6 +299,10 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
             obj = E.copy_p.bind(obj)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
+        if isinstance(obj, np.ma.MaskedArray) and d is None and not copy:
+            # As JAX: an uncopied masked array (jnp.asarray(m)) is refused; jnp.array(m) and a
+            # dtype conversion read its data (the mask is dropped).
+            raise masked_array_error("jnp.asarray" if copy is False else "jnp.array")
         if type(obj) is int and d is not None and dtypes.is_int(d):
             info = np.iinfo(d)
             if not info.min <= obj <= info.max:

@@ -19,6 +19,7 @@ import functools
 import inspect
 import threading
 import time
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,10 +35,17 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
-from ftrans.errors import FtransOverflowError, FtransTypeError, FtransValueError, user_frame
+from ftrans.errors import (
+    FtransOverflowError,
+    FtransRuntimeError,
+    FtransTypeError,
+    FtransValueError,
+    user_frame,
+)
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
@@ -125,11 +133,19 @@ _waits_for: dict[int, int] = {}
 _waits_lock = threading.Lock()
 
 
+# ``disable_jit`` or ``no_execution`` is set: ``_call`` (which the fast tiers, cleared when either
+# changes, fall back to) must look at them; one global read while neither is.
+_call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution)  # JAX_DISABLE_JIT=1
+
+
 def _on_config_change(name: str, value: Any) -> None:
-    if name in ("enable_x64", "disable_jit"):  # the fast tiers must not answer: start over
+    global _call_guard
+    if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
             st.tree_fast.clear()
+        cfg = _config_mod.config
+        _call_guard = bool(cfg.disable_jit or cfg.no_execution)
 
 
 _config_mod.config._listeners.append(_on_config_change)
@@ -168,6 +184,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return _OVERFLOW
         return ShapedArray((), d, dtypes.is_weak_scalar(x))
     if isinstance(x, (np.ndarray, np.generic)):
+        if t is not _ndarray and isinstance(x, np.ma.MaskedArray):
+            return None  # refused (_bad_leaf_error says why)
         try:
             return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
         except TypeError:
@@ -185,12 +203,25 @@ _INT_MAX = {4: 2**31 - 1, 8: 2**63 - 1}
 _OVERFLOW = None  # what _leaf_aval answers for a Python int the default int cannot hold
 
 
-def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTypeError:
+def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any = None,
+                    full: tuple | None = None) -> Exception:
+    """The error for a dynamic argument leaf that is not an array. ``args``/``kwargs`` are the dynamic
+    arguments; given the wrapper and the call's ``full`` (args, kwargs), the leaf is named as the user
+    wrote it (``x``, ``params['w']``) rather than by position."""
     path = "?"
-    for p, leaf in tree_util.tree_flatten_with_path((args, kwargs))[0]:
+    for i, (p, leaf) in enumerate(tree_util.tree_flatten_with_path((args, kwargs))[0]):
         if leaf is bad:
             path = _path_str(p)
+            if jitted is not None and full is not None:
+                try:
+                    named = _leaf_names(jitted, *full)[i]
+                except (IndexError, TypeError, ValueError):  # an odd signature: keep the positional name
+                    named = path
+                if named != path:
+                    path = f"{named} ({path})"
             break
+    if isinstance(bad, np.ma.MaskedArray):
+        return masked_array_error(f"jit({fname}): argument {path}")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(
@@ -198,9 +229,10 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any) -> FtransTy
             f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
             "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
         )
-    hint = "a list" if isinstance(bad, list) else type(bad).__name__
+    shown = repr(bad)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
     return FtransTypeError(
-        f"jit({fname}): argument {path} is {hint} of type {type(bad).__name__}, which is not a valid array "
+        f"jit({fname}): argument {path} is {shown} of type {type(bad).__name__}, which is not a valid array "
         "type. Pass arrays, NumPy arrays or Python scalars (containers of them are pytrees), or mark the "
         "argument static with static_argnums / static_argnames."
     )
@@ -564,8 +596,7 @@ class JitWrapped:
                  donate_argnames: Any, device: Any, backend: str | None, max_cache_size: int,
                  keep_unused: bool, inline: bool, compiler_options: tuple = (), in_shardings: Any = None,
                  out_shardings: Any = None, optimizations: Any = None, background_compilation: bool | None = None):
-        if not callable(fun):
-            raise FtransTypeError(f"jit: expected a function, got {type(fun).__name__}")
+        _check_jittable(fun)
         self._fun = fun
         # The options as given, for copy/deepcopy/pickle (which build a fresh wrapper).
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
@@ -576,6 +607,11 @@ class JitWrapped:
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
         self._sig = _signature(fun)
+        if self._sig is None and donate_argnames is not None:
+            raise FtransValueError(
+                f"jit({self.__name__}): donate_argnames={donate_argnames!r} maps names to arguments through the "
+                f"function's signature: Getting the signature of function {fun!r} failed. Pass donate_argnums "
+                "instead of donate_argnames.")
         self._static_argnums, self._static_argnames = _resolve_statics(
             self._sig, static_argnums, static_argnames, self.__name__)
         params = [p for p in (self._sig.parameters.values() if self._sig is not None else ())
@@ -584,7 +620,8 @@ class JitWrapped:
         self._static_required = {i: params[i].name for i in self._static_argnums
                                  if 0 <= i < len(params) and params[i].default is params[i].empty}
         self._donate_argnums, self._donate_argnames = _resolve_donation(
-            self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__)
+            self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__,
+            self._static_argnames)
         self._device = device
         self._backend = backend
         self._max = int(max_cache_size)
@@ -685,8 +722,11 @@ class JitWrapped:
         return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        if _config_mod.config.disable_jit:
-            return self._fun(*args, **kwargs)
+        if _call_guard:
+            if _config_mod.config.disable_jit:
+                return self._fun(*args, **kwargs)
+            if _trace.is_eager() and not any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
+                raise _no_execution_error(self.__name__)
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
@@ -712,7 +752,7 @@ class JitWrapped:
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, args, kwargs, leaf)
+                raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
             if isinstance(leaf, Tracer):
                 tracing = True
             elif type(leaf) is ShardedArray:
@@ -900,6 +940,11 @@ class JitWrapped:
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
+        if _config_mod.config.no_tracing:
+            raise FtransRuntimeError(
+                f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
+                "'no_tracing' is set (ftrans.no_tracing()); call it with argument types already compiled, or "
+                "leave the no_tracing block")
         static_pos = set(self._static_positions(len(args)))
         dyn_idx = [i for i in range(len(args)) if i not in static_pos]
         static_kw = {k: v for k, v in kwargs.items() if k in self._static_argnames}
@@ -915,6 +960,12 @@ class JitWrapped:
             flat_out, out_tree = tree_util.tree_flatten(out)
             for o in flat_out:
                 if _leaf_aval(o) is None:
+                    if type(o) is int:  # a Python int the default integer type cannot hold
+                        d = dtypes.python_scalar_dtype(o)
+                        raise FtransOverflowError(
+                            f"jit({fname}): the function returned the Python int {o}, which does not fit the "
+                            f"default integer type {d.name}; return it as an array with an explicit dtype "
+                            "(int64 needs jax_enable_x64) or as a float")
                     raise FtransTypeError(
                         f"jit({fname}): the function returned a {type(o).__name__}, which is not an array; "
                         "jitted functions must return arrays, scalars or pytrees of them"
@@ -960,6 +1011,7 @@ class JitWrapped:
     def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
         """Lower and compile a traced program (the part of a miss that may run in a background thread)."""
         program, kept = _prune_unused(closed, self._keep_unused)
+        _warn_unusable_donations(program, _select(donate_mask, kept), self.__name__)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
         return _Entry(exe, out_tree, donate_mask if any(donate_mask) else (), closed, kept, self.__name__)
 
@@ -1058,6 +1110,11 @@ class JitWrapped:
         finally:
             job.ready.set()
 
+    def _dynamic_donate_argnums(self) -> tuple:
+        """``donate_argnums`` counted among the dynamic positional arguments (statics taken out)."""
+        statics = [i for i in self._static_argnums if i >= 0]
+        return tuple(i - sum(s < i for s in statics) for i in sorted(set(self._donate_argnums)) if i >= 0)
+
     def _donate_mask(self, args: tuple, kwargs: dict, n: int) -> tuple:
         if not (self._donate_argnums or self._donate_argnames):
             return (False,) * n
@@ -1102,11 +1159,11 @@ class JitWrapped:
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, dargs, dkw, leaf)
+                raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
-                      self._target_device(leaves), self._keep_unused)
+                      self._target_device(leaves), self._keep_unused, in_tree)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
@@ -1178,14 +1235,23 @@ class Traced:
     """``jit(f).trace(*args)``: the staged program, before lowering."""
 
     def __init__(self, owner: JitWrapped, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any,
-                 keep_unused: bool = True):
+                 keep_unused: bool = True, in_tree: Any = None):
         self._owner = owner
+        self._in_tree = in_tree
         self.jaxpr = closed
         self.out_tree = out_tree
         self._donate = donate_mask
         self._device = device
         # What is lowered and compiled: ``jaxpr`` less the arguments it never reads (keep_unused=False).
         self._program, self._kept = _prune_unused(closed, keep_unused)
+
+    @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments, each leaf an ``ArgInfo`` (its abstract value and
+        whether it is donated), as JAX's ``Traced.args_info``."""
+        avals = self.jaxpr.in_avals
+        donate = self._donate or (False,) * len(avals)
+        return tree_util.tree_unflatten(self._in_tree, [ArgInfo(a, bool(d)) for a, d in zip(avals, donate)])
 
     def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
         """The StableHLO module, for the device the arguments live on or for ``lowering_platforms``.
@@ -1203,6 +1269,7 @@ class Traced:
             platform = _lowering_platform(self._owner.__name__, lowering_platforms)
         program = self._program
         donate = _select(self._donate, self._kept)
+        _warn_unusable_donations(program, donate, self._owner.__name__)
         n_consts = len(program.jaxpr.constvars)
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
         text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform)
@@ -1235,6 +1302,34 @@ def _lowering_platform(fname: str, platforms: Any) -> str:
     return plat
 
 
+class ArgInfo:
+    """One argument leaf of a traced/lowered ``jit``: its abstract value and whether it is donated
+    (JAX's ``jax.stages.ArgInfo``)."""
+
+    __slots__ = ("_aval", "donated")
+
+    def __init__(self, aval: Any, donated: bool):
+        self._aval = aval
+        self.donated = donated
+
+    @property
+    def shape(self) -> tuple:
+        return self._aval.shape
+
+    @property
+    def dtype(self) -> Any:
+        return self._aval.dtype
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ArgInfo) and (self._aval, self.donated) == (other._aval, other.donated)
+
+    def __hash__(self) -> int:
+        return hash((self._aval, self.donated))
+
+    def __repr__(self) -> str:
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
 class Lowered:
     """``jit(f).lower(*args)``: the StableHLO module; ``compile()`` builds the executable."""
 
@@ -1258,8 +1353,23 @@ class Lowered:
             raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
         return self._text
 
-    def compile(self) -> Compiled:
+    @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments, each leaf an ``ArgInfo`` (see ``Traced.args_info``)."""
+        return self._traced.args_info
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The donated positions among the dynamic (non-static) positional arguments, as JAX's."""
+        return self._traced._owner._dynamic_donate_argnums()
+
+    def compile(self, compiler_options: dict | None = None) -> Compiled:
+        """The executable. ``compiler_options`` (XLA option names to values) add to, and override, the
+        ones given to ``jit``."""
         t = self._traced
+        options = t._owner._compiler_options
+        if compiler_options is not None:
+            options = tuple(sorted({**dict(options), **dict(_compiler_options(compiler_options))}.items()))
         target = compat.lowering_platform(t._device)
         if target != self._platform:
             raise FtransValueError(
@@ -1268,8 +1378,10 @@ class Lowered:
                 f"lower it again without lowering_platforms to run it here, or compile it on a {self._platform} "
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
-                           t._owner._compiler_options, text=self._text)  # the module is not lowered twice
-        return Compiled(exe, t.out_tree, t.jaxpr, t._kept)
+                           options, text=self._text)  # the module is not lowered twice
+        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree)
+        out.donate_argnums = self.donate_argnums
+        return out
 
     @property
     def in_avals(self) -> list:
@@ -1281,17 +1393,74 @@ class Lowered:
         return tree_util.tree_unflatten(self._traced.out_tree, shapes)
 
 
+def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str) -> None:
+    """JAX's warning for donated arguments no output can reuse. A donated (and kept: read by the
+    program) argument is taken over by an output of the same shape and dtype, else by one of the same
+    size in bytes (each output by one argument, in order); the rest are wasted."""
+    if not donate_mask or not any(donate_mask):
+        return
+    outs = [(a.shape, a.dtype) for a in closed.out_avals]
+    donated = [(a.shape, a.dtype) for a, d in zip(closed.in_avals, donate_mask) if d]
+    left = []
+    for k in donated:
+        if k in outs:
+            outs.remove(k)
+        else:
+            left.append(k)
+    sizes = [int(np.prod(sh)) * dt.itemsize for sh, dt in outs]
+    unusable = []
+    for sh, dt in left:
+        n = int(np.prod(sh)) * dt.itemsize
+        if n in sizes:
+            sizes.remove(n)
+        else:
+            unusable.append(f"{dt.name}[{','.join(map(str, sh))}]")
+    if not unusable:
+        return
+    msg = (f"jit({fname}): Some donated buffers were not usable: {', '.join(unusable)}. No output of the same "
+           "shape and dtype is left to take over their memory, so donating them saves nothing (the arguments "
+           "are still invalidated); donate only arguments an output can replace")
+    f = user_frame()
+    if f is None:
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(msg, UserWarning, f.f_code.co_filename, f.f_lineno,
+                               module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(
+                                   "__warningregistry__", {}))
+
+
+def _no_execution_error(name: str) -> FtransRuntimeError:
+    return FtransRuntimeError(
+        f"ftrans tried to execute function jit({name}), but the no_execution config option is set "
+        "(ftrans.no_execution()); leave the no_execution block to run it")
+
+
+def _tree_text(tree: Any) -> str:
+    """``(args, kwargs)`` treedef as the structure with ``*`` for leaves, e.g. ``((*, [*]), {})``."""
+    return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+
+
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
-    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None):
+    donate_argnums: tuple = ()  # set by Lowered.compile
+
+    def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
+                 in_tree: Any = None):
         self._exe = exe
+        self._in_tree = in_tree  # (dynamic args, kwargs) as lowered
         self._out_tree = out_tree
         self._closed = closed
         self._kept = kept
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves = tree_util.tree_leaves((args, kwargs))
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        if self._in_tree is not None and tree != self._in_tree:
+            raise FtransTypeError(
+                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                "the same structure (static arguments left out), or lower again")
         want = self._closed.in_avals
         got = [_leaf_aval(x) for x in leaves]
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
@@ -1299,6 +1468,8 @@ class Compiled:
             gs = ", ".join("?" if g is None else g.str_short() for g in got)
             ws = ", ".join(w.str_short() for w in want)
             raise FtransTypeError(f"Compiled: called with ({gs}) but compiled for ({ws})")
+        if _call_guard and _config_mod.config.no_execution:
+            raise _no_execution_error(self._exe.name)
         outs = self._exe(*_select(leaves, self._kept))
         return tree_util.tree_unflatten(self._out_tree, outs)
 
@@ -1333,6 +1504,43 @@ def _signature(fun: Callable) -> inspect.Signature | None:
         return None
 
 
+def _check_jittable(fun: Any) -> None:
+    """What ``jit`` refuses to wrap, as JAX does: a ``staticmethod``/``classmethod`` object (decorate
+    the plain function, then apply ``staticmethod``), anything not callable, a generator function."""
+    if isinstance(fun, (staticmethod, classmethod)):
+        kind = type(fun).__name__
+        raise FtransTypeError(
+            f"jit: {kind} arguments are not supported (Expected a callable value, got a {kind} object "
+            f"wrapping {getattr(fun.__func__, '__qualname__', fun.__func__)!r}); put @{kind} above @jit so "
+            f"jit wraps the plain function")
+    if not callable(fun):
+        raise FtransTypeError(f"jit: expected a function (Expected a callable value), got {type(fun).__name__}")
+    if inspect.isgeneratorfunction(fun):
+        raise FtransTypeError(
+            f"jit: Expected a function, got a generator function {getattr(fun, '__qualname__', fun)!r}; jit "
+            "traces a function once and a generator's body runs only when iterated. Return the values "
+            "(a list or a stacked array) instead of yielding them")
+
+
+def _check_argnames(sig: inspect.Signature, names: tuple, what: str, fname: str) -> None:
+    """JAX's rule for ``static_argnames``/``donate_argnames``: a name must be a parameter that can be
+    passed by keyword (any name, with ``**kwargs``); positional-only and ``*args`` names never can."""
+    params = sig.parameters
+    never = [nm for nm in names if nm in params
+             and params[nm].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)]
+    if never:
+        raise FtransValueError(
+            f"jit({fname}): {what} {never} name positional-only (or *args) parameters of {fname}, which a call "
+            f"cannot pass by keyword; use {what.replace('names', 'nums')} for them")
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [nm for nm in names if nm not in params or params[nm].kind == inspect.Parameter.VAR_KEYWORD]
+    if unknown:
+        raise FtransValueError(
+            f"jit({fname}): {what} {unknown}: not a parameter of {fname} (which takes "
+            f"{', '.join(params) or 'no parameters'})")
+
+
 def _as_tuple(x: Any, what: str, fname: str) -> tuple:
     if x is None:
         return ()
@@ -1344,6 +1552,7 @@ def _as_tuple(x: Any, what: str, fname: str) -> tuple:
 
 
 def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname: str) -> tuple:
+    nums0, names0 = nums, names
     nums = tuple(int(i) for i in _as_tuple(nums, "static_argnums", fname))
     names = tuple(_as_tuple(names, "static_argnames", fname))
     params = list(sig.parameters.values()) if sig is not None else None
@@ -1363,27 +1572,41 @@ def _resolve_statics(sig: inspect.Signature | None, nums: Any, names: Any, fname
             # end of each call's arguments (resolved per call, as in JAX).
             norm.append(j if j >= 0 else i)
         nums = tuple(norm)
-        # Like JAX: a static parameter may be named by position or name; fill in the other.
-        by_name = {p.name: k for k, p in enumerate(positional)}
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
-        nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
-        known = {p.name for p in params}
-        has_kw = any(p.kind == p.VAR_KEYWORD for p in params)
-        for nm in names:
-            if nm not in known and not has_kw:
-                raise FtransValueError(f"jit({fname}): static_argnames {nm!r} is not a parameter of {fname}")
+        # Like JAX: a static parameter may be named by position or name; given one of
+        # static_argnums/static_argnames, the other is filled in. Given both, each is taken as
+        # it is (a parameter static by position only is dynamic when passed by keyword).
+        if nums0 is None or names0 is None:
+            by_name = {p.name: k for k, p in enumerate(positional)}
+            names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
+            nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
+        _check_argnames(sig, tuple(_as_tuple(names0, "static_argnames", fname)), "static_argnames", fname)
     return tuple(sorted(set(nums))), frozenset(names)
 
 
 def _resolve_donation(sig: inspect.Signature | None, nums: Any, names: Any, static_nums: tuple,
-                      fname: str) -> tuple:
+                      fname: str, static_names: frozenset = frozenset()) -> tuple:
+    infer = nums is None or names is None  # given both, neither is filled in from the other (as JAX)
     nums = tuple(int(i) for i in _as_tuple(nums, "donate_argnums", fname))
     names = tuple(_as_tuple(names, "donate_argnames", fname))
     if sig is not None:
+        _check_argnames(sig, names, "donate_argnames", fname)
         positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        by_name = {p.name: k for k, p in enumerate(positional)}
-        nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
-        names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if i < len(positional))))
+        n = len(positional)
+        if not any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+            bad = [i for i in nums if not -n <= i < n]
+            if bad:
+                raise FtransValueError(
+                    f"jit({fname}): donate_argnums {bad} out of range for a function with {n} positional "
+                    "parameter(s)")
+        if infer:
+            by_name = {p.name: k for k, p in enumerate(positional)}
+            nums = tuple(sorted(set(nums) | {by_name[nm] for nm in names if nm in by_name}))
+            names = tuple(dict.fromkeys(names + tuple(positional[i].name for i in nums if 0 <= i < n)))
+    both = sorted(set(names) & set(static_names))
+    if both:
+        raise FtransValueError(
+            f"jit({fname}): static_argnames and donate_argnames cannot intersect: {both} cannot be both static "
+            "and donated (a static argument is a Python value keying the cache, a donated one a buffer)")
     overlap = set(nums) & set(static_nums)
     if overlap:
         raise FtransValueError(f"jit({fname}): arguments {sorted(overlap)} cannot be both static and donated")
