@@ -5,7 +5,7 @@ become the default float), as JAX's do. The functions without an XLA
 primitive of their own are compositions: ``gammainc``/``gammaincc``/``betainc``
 are series and continued fractions in ``lax.while_loop`` (with custom JVPs
 for their derivatives), ``zeta``/``polygamma`` an Euler-Maclaurin sum,
-``i0e``/``i1e`` Chebyshev expansions, ``ndtri``/``log_ndtr`` Cephes'
+``ndtri``/``log_ndtr`` Cephes'
 approximations. ``logit``, ``xlogy``, ``xlog1py`` and
 ``entr`` carry JAX's custom derivative rules, so their gradients agree with
 JAX's at the special points too (``xlogy(0, y)``, ``entr(0)``).
@@ -517,83 +517,16 @@ def ndtri(p: Any) -> Any:
 # modified Bessel functions of order 0 and 1
 
 
-@functools.cache
-def _i1e_tables() -> tuple[np.ndarray, np.ndarray]:
-    """Chebyshev coefficients of ``i1e(x)/x`` on [0, 8] (in ``x/4 - 1``) and of ``sqrt(x) i1e(x)`` on
-    (8, inf) (in ``16/x - 1``), interpolated from SciPy once, in float64."""
-    import scipy.special as sps
-    from numpy.polynomial import chebyshev as C
-
-    def small(t: np.ndarray) -> np.ndarray:
-        x = 4.0 * (t + 1.0)
-        return sps.i1e(x) / x
-
-    def large(t: np.ndarray) -> np.ndarray:
-        x = 16.0 / (t + 1.0)
-        return np.sqrt(x) * sps.i1e(x)
-
-    return C.chebinterpolate(small, 40), C.chebinterpolate(large, 40)
-
-
-def _clenshaw(coeffs: np.ndarray, t: Any) -> Any:
-    """``sum_k c_k T_k(t)`` by Clenshaw's recurrence, in ``t``'s dtype."""
-    ty = t.dtype.type
-    b1 = jnp.zeros_like(t)
-    b2 = jnp.zeros_like(t)
-    two_t = t + t
-    for c in coeffs[:0:-1]:
-        b1, b2 = two_t * b1 - b2 + ty(c), b1
-    return t * b1 - b2 + ty(coeffs[0])
-
-
-def _i0e_impl(x: Any) -> Any:
-    from ftrans.numpy._extras import _i0e_of_abs
-
-    return _i0e_of_abs(jnp.abs(x))
-
-
-def _i1e_impl(x: Any) -> Any:
-    small_c, large_c = _i1e_tables()
-    t = x.dtype.type
-    ax = jnp.abs(x)
-    is_small = ax <= t(8)
-    xs = jnp.where(is_small, ax, t(8))
-    xl = jnp.where(is_small, t(8), ax)
-    val_small = _clenshaw(small_c, xs * t(0.25) - t(1)) * xs
-    val_large = _clenshaw(large_c, t(16) / xl - t(1)) / jnp.sqrt(xl)
-    return jnp.sign(x) * jnp.where(is_small, val_small, val_large)
-
-
-@custom_jvp
 def i0e(x: Any) -> Any:
-    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)``."""
+    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)`` (``lax.bessel_i0e``)."""
     (x,) = _inexact("i0e", x)
-    return _i0e_impl(x)
+    return lax.bessel_i0e(x)
 
 
-@i0e.defjvp
-def _i0e_jvp(primals: tuple, tangents: tuple) -> tuple:
-    (x,), (g,) = _inexact("i0e", *primals), tangents
-    y = i0e(x)
-    return y, g * (i1e(x) - jnp.sign(x) * y)
-
-
-@custom_jvp
 def i1e(x: Any) -> Any:
-    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)``."""
+    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)`` (``lax.bessel_i1e``)."""
     (x,) = _inexact("i1e", x)
-    return _i1e_impl(x)
-
-
-@i1e.defjvp
-def _i1e_jvp(primals: tuple, tangents: tuple) -> tuple:
-    (x,), (g,) = _inexact("i1e", *primals), tangents
-    y = i1e(x)
-    eps = np.finfo(x.dtype).eps
-    not_tiny = jnp.abs(x) > eps
-    sx = jnp.where(not_tiny, x, jnp.full_like(x, eps))
-    d = jnp.where(not_tiny, i0e(sx) - y * (jnp.sign(sx) + 1 / sx), jnp.full_like(x, 0.5))
-    return y, g * d
+    return lax.bessel_i1e(x)
 
 
 def i0(x: Any) -> Any:
