@@ -113,6 +113,17 @@ def _shape_for(name: str, shape: Any, *params: Any) -> tuple[int, ...]:
     return shape
 
 
+def _float_sampler_args(name: str, key: Any, dtype: Any, shape: Any, *params: Any) -> tuple[Any, np.dtype, tuple]:
+    """The checks every float sampler with real parameters makes, in JAX's order: the key, the float
+    dtype, real parameters, the output shape they broadcast to, and a safe cast of them to the dtype."""
+    k = _check_key(name, key)
+    d = _float_dtype(name, dtype)
+    _real_param(name, *params)
+    shape = _shape_for(name, shape, *params)
+    _check_safe_cast(name, d, *params)
+    return k, d, shape
+
+
 def _static_int(name: str, what: str, v: Any) -> int:
     if isinstance(v, Tracer):
         operator.index(v)  # raises the concretization error that names the user's line
@@ -274,11 +285,7 @@ def _pareto(k: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 def pareto(key: Any, b: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Pareto floats with shape parameter ``b``, as JAX's ``random.pareto``."""
-    k = _check_key("pareto", key)
-    d = _float_dtype("pareto", dtype)
-    _real_param("pareto", b)
-    shape = _shape_for("pareto", shape, b)
-    _check_safe_cast("pareto", d, b)
+    k, d, shape = _float_sampler_args("pareto", key, dtype, shape, b)
     return _pareto(k, _param(b), shape, d)
 
 
@@ -292,11 +299,7 @@ def _rayleigh(k: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
 
 def rayleigh(key: Any, scale: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Rayleigh floats, as JAX's ``random.rayleigh``."""
-    k = _check_key("rayleigh", key)
-    d = _float_dtype("rayleigh", dtype)
-    _real_param("rayleigh", scale)
-    shape = _shape_for("rayleigh", shape, scale)
-    _check_safe_cast("rayleigh", d, scale)
+    k, d, shape = _float_sampler_args("rayleigh", key, dtype, shape, scale)
     return _rayleigh(k, _param(scale), shape, d)
 
 
@@ -316,11 +319,7 @@ def _wald(k: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 def wald(key: Any, mean: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Wald (inverse Gaussian) floats, as JAX's ``random.wald``."""
-    k = _check_key("wald", key)
-    d = _float_dtype("wald", dtype)
-    _real_param("wald", mean)
-    shape = _shape_for("wald", shape, mean)
-    _check_safe_cast("wald", d, mean)
+    k, d, shape = _float_sampler_args("wald", key, dtype, shape, mean)
     return _wald(k, _param(mean), shape, d)
 
 
@@ -338,11 +337,7 @@ def _triangular(k: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...]
 
 def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Triangular floats on ``[left, right]`` peaking at ``mode``, as JAX's ``random.triangular``."""
-    k = _check_key("triangular", key)
-    d = _float_dtype("triangular", dtype)
-    _real_param("triangular", left, mode, right)
-    shape = _shape_for("triangular", shape, left, mode, right)
-    _check_safe_cast("triangular", d, left, mode, right)
+    k, d, shape = _float_sampler_args("triangular", key, dtype, shape, left, mode, right)
     return _triangular(k, _param(left), _param(mode), _param(right), shape, d)
 
 
@@ -691,11 +686,7 @@ def _t(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 def t(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Student's t floats with ``df`` degrees of freedom, as JAX's ``random.t``."""
-    k = _check_key("t", key)
-    d = _float_dtype("t", dtype)
-    _real_param("t", df)
-    shape = _shape_for("t", shape, df)
-    _check_safe_cast("t", d, df)
+    k, d, shape = _float_sampler_args("t", key, dtype, shape, df)
     return _t(k, _param(df), shape, d)
 
 
@@ -711,11 +702,7 @@ _chisquare = jit(_chisquare_core, static_argnums=(2, 3))
 
 def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Chi-square floats with ``df`` degrees of freedom, as JAX's ``random.chisquare``."""
-    k = _check_key("chisquare", key)
-    d = _float_dtype("chisquare", dtype)
-    _real_param("chisquare", df)
-    shape = _shape_for("chisquare", shape, df)
-    _check_safe_cast("chisquare", d, df)
+    k, d, shape = _float_sampler_args("chisquare", key, dtype, shape, df)
     return _chisquare(k, _param(df), shape, d)
 
 
@@ -731,11 +718,7 @@ def _f(k: Any, dfnum: Any, dfden: Any, shape: tuple[int, ...], dtype: np.dtype) 
 
 def f(key: Any, dfnum: Any, dfden: Any, shape: Any = None, dtype: Any = None) -> Any:
     """F-distributed floats, as JAX's ``random.f``."""
-    k = _check_key("f", key)
-    d = _float_dtype("f", dtype)
-    _real_param("f", dfnum, dfden)
-    shape = _shape_for("f", shape, dfnum, dfden)
-    _check_safe_cast("f", d, dfnum, dfden)
+    k, d, shape = _float_sampler_args("f", key, dtype, shape, dfnum, dfden)
     return _f(k, _param(dfnum), _param(dfden), shape, d)
 
 
