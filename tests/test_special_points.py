@@ -354,3 +354,23 @@ def test_cases_cover_every_function():
     assert len(CASES) == len({c.name for c in CASES})
     for case in CASES:
         assert callable(case.get(FT)) and callable(case.get(JX)), case.name
+
+
+def test_complex_expm1_edges_match_jax_eagerly_and_under_jit():
+    """Eager complex expm1 follows XLA's at infinities, NaN, zero imaginary parts and signed zeros.
+
+    NumPy's complex expm1 gives ``inf + nan j`` at ``inf + 0j`` and keeps the
+    sign of ``-0``; XLA (and so jax and ftrans under ``jit``) gives
+    ``inf + 0j`` and unsigned zeros. Large imaginary parts are compared to
+    float32 tolerance only (XLA's range reduction of sin/cos is less exact).
+    """
+    edges = [0.0, -0.0, 1.0, -1.0, 1e-5, -1e-5, 2.5, -3.0, 88.0, -88.0, 100.0, np.inf, -np.inf, np.nan, 1e-30]
+    z = np.array([complex(a, b) for a, b in itertools.product(edges, edges)], np.complex64)
+    want = np.asarray(jjnp.expm1(z))
+    for got in (np.asarray(fnp.expm1(fnp.asarray(z))), np.asarray(ftrans.jit(fnp.expm1)(z))):
+        assert got.dtype == np.complex64
+        for part in ("real", "imag"):
+            g, w = getattr(got, part), getattr(want, part)
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)  # NaN equals NaN, infinities by sign
+            zero = (w == 0) & (g == 0)
+            assert (np.signbit(g[zero]) == np.signbit(w[zero])).all(), part

@@ -40,13 +40,13 @@ class ArrayNamespaceInfo:
     def default_device(self) -> None:
         return None  # arrays are uncommitted until placed, as in JAX
 
-    def devices(self) -> tuple:
+    def devices(self) -> list:
         from ftrans.devices import default_backend, devices
 
         out: list = [None, *devices()]
         if default_backend() != "cpu":
             out += devices("cpu")
-        return tuple(out)
+        return out
 
     def default_dtypes(self, *, device: Any = None) -> dict:
         del device  # the same on every device

@@ -199,7 +199,38 @@ exp_p = unop("exp", INEXACT, keep_dtype(np.exp))
 exp2_p = unop("exp2", INEXACT, keep_dtype(np.exp2))
 log_p = unop("log", INEXACT, keep_dtype(np.log))
 log1p_p = unop("log1p", INEXACT, keep_dtype(np.log1p))
-expm1_p = unop("expm1", INEXACT, keep_dtype(np.expm1))
+
+
+@quiet
+def _expm1_complex(z):
+    """XLA's complex expm1 at the edges, which NumPy's (exp(z) - 1) does not reproduce.
+
+    exp(x + iy) - 1 is split as expm1(x)·cos(y) - 2·sin²(y/2) + i·exp(x)·sin(y)
+    so that small arguments keep their digits; a zero imaginary part gives a
+    real result with +0 imaginary part (never exp(x)·0, which is NaN at x=inf),
+    and zeros come out unsigned, as XLA's do.
+    """
+    x, y = z.real, z.imag
+    em1 = np.expm1(x)
+    half = np.sin(y * y.dtype.type(0.5))
+    re = np.where(y == 0, em1, em1 * np.cos(y) - 2 * half * half) + 0.0
+    im = np.where(y == 0, 0, np.exp(x) * np.sin(y))
+    out = np.empty(z.shape, z.dtype)
+    out.real = re
+    out.imag = im
+    return out
+
+
+_expm1_real = keep_dtype(np.expm1)
+
+
+def _expm1_impl(x):
+    if x.dtype.kind == "c":
+        return _expm1_complex(x)
+    return _expm1_real(x)
+
+
+expm1_p = unop("expm1", INEXACT, _expm1_impl)
 sqrt_p = unop("sqrt", INEXACT, keep_dtype(np.sqrt))
 rsqrt_p = unop("rsqrt", INEXACT, keep_dtype(lambda x: 1 / np.sqrt(x)))
 cbrt_p = unop("cbrt", FLOAT, via_float32(np.cbrt))
