@@ -144,7 +144,7 @@ def test_freqs_and_shifts(n, d):
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
     x = np.arange(max(n, 1) * 3).reshape(max(n, 1), 3)
     for name in ("fftshift", "ifftshift"):
-        for axes in (None, 0, (1,), (0, 1)):
+        for axes in (None, 0, (1,), (0, 1), ()):  # axes=() shifts nothing
             np.testing.assert_array_equal(np.asarray(getattr(fnp.fft, name)(x, axes)),
                                           np.asarray(getattr(jnp.fft, name)(x, axes)))
 
@@ -166,7 +166,14 @@ def test_fft_errors_name_the_axis_and_the_line():
         fnp.fft.fft(np.ones(3), n=0)
     with pytest.raises(ValueError, match="invalid norm"):
         fnp.fft.fft(np.ones(3), norm="sideways")
-    with pytest.raises(TypeError, match="trailing axes"):
+    # Shapes that do not fit fft_lengths are ValueErrors, as in JAX, and name the input shape.
+    with pytest.raises(ValueError, match=r"input shape \(2, 3\): the trailing axes"):
         lax.fft(np.ones((2, 3), np.complex64), "FFT", (4,))
+    with pytest.raises(ValueError, match="rank >= 3"):
+        lax.fft(np.ones((14, 15), np.complex64), "FFT", (4, 5, 6))
+    with pytest.raises(ValueError, match="n must be an integer"):
+        fnp.fft.fftfreq([0, 1, 2])
+    with pytest.raises(ValueError, match="d must be a single value"):
+        fnp.fft.rfftfreq(10, d=[0, 1, 2])
     with pytest.raises(TypeError, match="RFFT needs a real operand"):
         lax.fft(np.ones(4, np.complex64), "RFFT", (4,))

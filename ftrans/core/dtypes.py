@@ -164,6 +164,7 @@ def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
 
 
 _WEAK_WIDE = {_WEAK_INT: int64, _WEAK_FLOAT: float64, _WEAK_COMPLEX: complex128}
+_PY_SCALAR_NODE = {int: _WEAK_INT, float: _WEAK_FLOAT, complex: _WEAK_COMPLEX}
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
@@ -173,7 +174,9 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     themselves, so ``promote_types(int64, float32)`` is float64 even with x64 off.
     """
     da, db = to_dtype_wide(a), to_dtype_wide(b)
-    j = _join((da, db))
+    # Python's scalar types stand for weakly typed values, as in JAX: promote_types(float, float16)
+    # is float16 and promote_types(complex, float32) complex64.
+    j = _join((_PY_SCALAR_NODE.get(a, da), _PY_SCALAR_NODE.get(b, db)))
     out = _WEAK_WIDE[j] if isinstance(j, str) else j
     # In 32-bit mode a join that only 64-bit types can hold (int32 with uint32)
     # narrows back, unless an input was itself 64-bit.

@@ -781,6 +781,8 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
         shifts = list(unstack(shift)) if sshape else [shift]
     else:
         shifts = np.asarray(concrete_or_error(shift, "roll: argument 'shift'"))
+        if shifts.size == 0 and not axes:  # nothing to roll (fftshift with axes=())
+            return x
         if shifts.dtype.kind not in "iub":
             raise FtransTypeError(f"roll: shift must be integers, got {shifts.tolist()!r}")
         shifts = [int(s) for s in np.ravel(shifts)]

@@ -226,7 +226,9 @@ def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> A
     """Sample frequencies ``[0, 1, ..., n/2-1, -n/2, ..., -1] / (d * n)``."""
     jnp = _jnp()
     if not isinstance(n, (int, np.integer)):
-        raise FtransTypeError(f"jnp.fft.fftfreq: n must be an integer, got {n!r}")
+        raise FtransValueError(f"jnp.fft.fftfreq: n must be an integer, got n={n!r}")
+    if np.ndim(d) != 0:
+        raise FtransValueError(f"jnp.fft.fftfreq: d must be a single value (the sample spacing), got d={d!r}")
     dt = _freq_dtype(dtype)
     k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)]).astype(dt)
     return jnp.asarray(k, dtype=dt, device=device) / (jnp.asarray(d, dtype=dt) * n)
@@ -236,7 +238,9 @@ def rfftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> 
     """Sample frequencies of ``rfft``: ``[0, 1, ..., n // 2] / (d * n)``."""
     jnp = _jnp()
     if not isinstance(n, (int, np.integer)):
-        raise FtransTypeError(f"jnp.fft.rfftfreq: n must be an integer, got {n!r}")
+        raise FtransValueError(f"jnp.fft.rfftfreq: n must be an integer, got n={n!r}")
+    if np.ndim(d) != 0:
+        raise FtransValueError(f"jnp.fft.rfftfreq: d must be a single value (the sample spacing), got d={d!r}")
     dt = _freq_dtype(dtype)
     k = np.arange(0, n // 2 + 1).astype(dt)
     return jnp.asarray(k, dtype=dt, device=device) / (jnp.asarray(d, dtype=dt) * n)

@@ -38,25 +38,29 @@ def _fft_shape(x, *, fft_type, fft_lengths):
     if not 1 <= k <= 3:
         raise prim_value_error("fft", f"fft_lengths {lens} must name 1 to 3 trailing axes")
     if x.ndim < k:
-        raise prim_type_error("fft", [x], f"a {k}-dimensional transform needs an operand of rank >= {k}")
+        raise prim_value_error("fft", f"input shape {tuple(x.shape)}: a {k}-dimensional transform needs an "
+                                      f"operand of rank >= {k} (fft_lengths {lens})")
+    if fft_type == FftType.RFFT:
+        _fft_dtype(x, fft_type=fft_type, fft_lengths=lens)  # a wrong dtype is named before any shape, as in JAX
     tail = tuple(x.shape[x.ndim - k:])
     if fft_type in (FftType.FFT, FftType.IFFT, FftType.RFFT):
         if tail != lens:
-            raise prim_type_error("fft", [x], f"{FftType(fft_type).name}: the trailing axes {tail} must equal "
-                                              f"fft_lengths {lens}")
+            raise prim_value_error("fft", f"{FftType(fft_type).name} input shape {tuple(x.shape)}: the trailing "
+                                          f"axes {tail} must equal fft_lengths {lens}")
         if fft_type != FftType.RFFT:
             return tuple(x.shape)
         return tuple(x.shape[:-1]) + (lens[-1] // 2 + 1,)
     want = lens[:-1] + (lens[-1] // 2 + 1,)
     if tail != want:
-        raise prim_type_error("fft", [x], f"IRFFT: the trailing axes {tail} must be {want} for fft_lengths {lens}")
+        raise prim_value_error("fft", f"IRFFT input shape {tuple(x.shape)}: the trailing axes {tail} must be "
+                                      f"{want} for fft_lengths {lens}")
     return tuple(x.shape[:-1]) + (lens[-1],)
 
 
 def _fft_dtype(x, *, fft_type, fft_lengths):
     if fft_type == FftType.RFFT:
         if x.dtype not in FLOAT or x.dtype not in _COMPLEX_OF:
-            raise prim_type_error("fft", [x], "RFFT expects a float32 or float64 operand")
+            raise prim_value_error("fft", f"RFFT input must be float32 or float64, got {x.dtype}")
         return _COMPLEX_OF[x.dtype]
     if x.dtype not in COMPLEX:
         raise prim_type_error("fft", [x], f"{FftType(fft_type).name} expects a complex operand")
