@@ -300,8 +300,10 @@ def test_one_hot():
     close(got, want)
     with pytest.raises(ValueError, match="num_classes"):
         ftrans.vmap(lambda i: nn.one_hot(i, 4, axis="b"), axis_name="b")(jnp.array([0, 2, 2]))
-    with pytest.raises(TypeError, match="num_classes"):
+    with pytest.raises(ftrans.errors.ConcretizationTypeError, match="num_classes"):  # as JAX raises
         ftrans.jit(lambda i, n: nn.one_hot(i, n))(idx, 3)
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(lambda i, n: jax.nn.one_hot(i, n))(idx, 3)
 
 
 def test_python_scalars_and_lists():

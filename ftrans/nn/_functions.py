@@ -19,7 +19,7 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
-from ftrans.errors import FtransValueError
+from ftrans.errors import ConcretizationTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
 from ftrans.scipy.special import _log_softmax, _softmax, logsumexp
 from ftrans.transforms.custom_derivatives import custom_jvp
@@ -283,13 +283,14 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
     try:
         num_classes = operator.index(num_classes)
     except TypeError:
-        raise TypeError(
-            "one_hot: num_classes must be a concrete Python integer (it sets the output shape), got "
-            f"{type(num_classes).__name__}. Pass the number of classes as an int, or mark it static under jit (static_argnums)."
-        ) from None
+        msg = ("one_hot: num_classes must be a concrete Python integer (it sets the output shape), got "
+               f"{type(num_classes).__name__}. Pass the number of classes as an int, or mark it static under jit "
+               "(static_argnums).")
+        # A traced count is a concretization problem, as in JAX; anything else is a plain wrong type.
+        raise (ConcretizationTypeError if hasattr(num_classes, "aval") else TypeError)(msg) from None
     x = jnp.asarray(x)
     if not dtypes.is_int(x.dtype):
-        warnings.warn(f"one_hot input should be integer-typed (as in JAX); got dtype={x.dtype}",
+        warnings.warn(f"nn.one_hot input should be integer-typed (as in JAX); got dtype={x.dtype}",
                       DeprecationWarning, stacklevel=2)
     dtype = dtypes.default_float() if dtype is None else dtype
     nd = ndim_of(x)
