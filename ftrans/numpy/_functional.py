@@ -188,6 +188,9 @@ def vectorize(pyfunc: Callable, *, excluded: Any = frozenset(), signature: str |
         operands = [jnp.asarray(a) for a in mapped + list(mapped_kw.values())]
         if signature is not None:
             in_core, out_core = _parse_signature(signature)
+            if none_pos:  # a None has no shape to give its core dimensions
+                raise FtransValueError(f"vectorize: cannot pass None at locations {sorted(none_pos)} with "
+                                       f"signature={signature!r}; pass an array there, or exclude the argument")
             if len(in_core) != len(operands):
                 raise FtransTypeError(f"vectorize: wrong number of positional arguments: expected {len(in_core)}, "
                                       f"got {len(operands)} (signature {signature!r})")
@@ -232,10 +235,13 @@ def vectorize(pyfunc: Callable, *, excluded: Any = frozenset(), signature: str |
 def _checked(func: Callable, sizes: dict, out_core: list, signature: str) -> Callable:
     def run(*vals: Any) -> Any:
         out = func(*vals)
+        if len(out_core) > 1 and not isinstance(out, tuple):  # TypeErrors, as in JAX
+            raise FtransTypeError(f"vectorize: the signature {signature!r} declares {len(out_core)} outputs, so "
+                                  f"the function's output must be a tuple, got {type(out).__name__}")
         outs = out if isinstance(out, tuple) else (out,)
         if len(outs) != len(out_core):
-            raise FtransValueError(f"vectorize: function returned {len(outs)} outputs but the signature "
-                                   f"{signature!r} declares {len(out_core)}")
+            raise FtransTypeError(f"vectorize: wrong number of output arguments: the function returned "
+                                  f"{len(outs)} but the signature {signature!r} declares {len(out_core)}")
         for o, core in zip(outs, out_core):
             shape = jnp.shape(o)
             if len(shape) != len(core):
