@@ -530,3 +530,27 @@ def test_bad_argument_is_named_by_parameter_like_jax():
         with pytest.raises(FtransTypeError, match=r"argument " + name.replace("[", r"\[").replace("]", r"\]")
                            + r" (\(.*\) )?is '\w+' of type str"):
             call(ftrans)
+
+
+def test_jit_drops_closed_over_values_with_the_function():
+    """JAX's test_jit_reference_dropping: once the jitted function (and the function it wraps) are
+    gone, a value the function closed over is freed at once, without waiting for the garbage
+    collector (staging leaves no reference cycle holding it)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = jnp.ones(10)
+        f = (lambda x: lambda: x)(x)
+        g = ftrans.jit(f)
+        x = weakref.ref(x)
+        g()
+        g()
+        del f
+        assert x() is not None
+        np.testing.assert_array_equal(np.asarray(g()), np.ones(10, np.float32))
+        del g
+        assert x() is None
+    finally:
+        gc.enable()

@@ -131,15 +131,40 @@ def test_deleted_argument_raises_on_every_cache_tier():
         g({"a": x})
 
 
-def test_host_array_donated_then_reused_is_retransferred():
-    """A host Array keeps its value when donated (only its device copy goes): reuse still works."""
-    d = ftrans.jit(lambda x: x + 1, donate_argnums=0)
-    f = ftrans.jit(lambda x: x * 2)
-    a = jnp.ones(3)
-    for _ in range(2):
+@pytest.mark.parametrize("how", ["argnums", "argnames"])
+def test_host_array_donated_is_deleted_as_in_jax(how):
+    """An eagerly made (host) Array donated to a jitted call is gone afterwards, as a jax.Array is:
+    ``is_deleted()`` and any later use raises DeletedArrayError, even after other jits cached its copy."""
+    kw = {"donate_argnums": 0} if how == "argnums" else {"donate_argnames": "x"}
+    for lib, np_ in ((jax, jjnp), (ftrans, jnp)):
+        d = lib.jit(lambda x: x + x - x, **kw)
+        f = lib.jit(lambda x: x * 2)
+        a = np_.ones(3)
+        for _ in range(2):
+            f(a)
+        out = d(a)
+        assert a.is_deleted(), lib
+        np.testing.assert_array_equal(np.asarray(out), np.ones(3, np.float32))
+        with pytest.raises(RuntimeError):  # jax's RuntimeError; ftrans's DeletedArrayError subclasses it
+            np.asarray(a)
+    with pytest.raises(DeletedArrayError, match="donated"):
         f(a)
-    d(a)
-    np.testing.assert_array_equal(np.asarray(f(a)), 2 * np.ones(3, np.float32))
+    with pytest.raises(DeletedArrayError, match="donated"):
+        a + 1  # noqa: B018
+
+
+def test_host_array_donated_weak_type_and_several_names_are_deleted():
+    """JAX's test_jit_donate_weak_type and test_specify_donate_argnums_and_argnames on host Arrays."""
+    move = ftrans.jit(lambda x: x.astype(int), donate_argnums=0)
+    x = jnp.broadcast_to(2, (3,))
+    assert x.weak_type
+    move(x)
+    assert x.is_deleted()
+    f = ftrans.jit(lambda inp1, inp2, inp3: (inp1 * 2, inp2 * 2, inp3 * 2), donate_argnums=0,
+                   donate_argnames=("inp2", "inp3"))
+    x, y, z = jnp.ones((2, 5)) * 4, jnp.ones((2, 5)) * 2, jnp.ones((2, 5))
+    f(x, inp2=y, inp3=z)
+    assert x.is_deleted() and y.is_deleted() and z.is_deleted()
 
 
 def test_no_catch_all_in_the_call_path():

@@ -795,6 +795,11 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
             jaxpr, consts = builder.build(in_tracers, out_tracers)
     finally:
         st.name_stack = outer_names
+        # The trace and its main point at each other (a cycle): empty the builder they hold so the
+        # values the function closed over go with the jaxpr, not at the next garbage collection.
+        builder.const_tracers = {}
+        builder.const_vals = []
+        builder.keepalive = []
     return ClosedJaxpr(jaxpr, consts), consts
 
 import ftrans.core.primitive as _primitive_module  # noqa: E402

@@ -284,12 +284,13 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     single, aval0, sig0 = entry.single, entry.aval0, entry.sig0
     weak0 = aval0.weak_type if aval0 is not None else False
     out_tree, wrap, trace = entry.out_tree, entry.exe.wrap, _trace
+    closed = entry.closed  # not ``entry``: the closure is ``entry.invoke``, and a cycle would outlive the cache
 
     if kept is None and not donate and single:  # the common signature: one array out, nothing special
         def invoke_plain(bufs: list, leaves: Any) -> Any:
             out = run(bufs)
             if not trace.eager_everywhere and trace.debug_checks_on():
-                _check_outputs(name, entry, out, leaves)
+                _check_outputs(name, closed, donate, out, leaves)
             res = _new(DeviceArray)
             res._buf = out[0]
             res._aval = aval0
@@ -309,7 +310,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         else:
             out = run(bufs)
         if not trace.eager_everywhere and trace.debug_checks_on():
-            _check_outputs(name, entry, out, leaves)
+            _check_outputs(name, closed, donate, out, leaves)
         if single:
             res = _new(DeviceArray)
             res._buf = out[0]
@@ -498,19 +499,18 @@ def _wait_for(owner: int, event: threading.Event) -> bool:
     return True
 
 
-def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> None:
+def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: list, leaves: Any) -> None:
     """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
     if kind is None:
         return
-    if not entry.donate_mask:  # donated inputs are gone: nothing to re-run on
+    if not donated:  # donated inputs are gone: nothing to re-run on
         from ftrans.core.jaxpr_api import eval_jaxpr
 
-        closed = entry.closed
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
         f"invalid value ({kind}) encountered in the output of jit({name}); re-running it "
-        "op by op did not reproduce it" if not entry.donate_mask else
+        "op by op did not reproduce it" if not donated else
         f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
         "donated, so it cannot be re-run op by op to find the operation)"
     )
@@ -1682,15 +1682,13 @@ def _forget_donated(leaves: list, mask: tuple) -> None:
                     del leaf._value
                 except AttributeError:
                     pass
+            elif type(leaf) is Array:  # a host Array is gone too, as in JAX (its data may be reused)
+                _array_mod.mark_donated(leaf)
             else:
-                _mark_host_donated(leaf)
-
-
-def _mark_host_donated(leaf: Array) -> None:
-    try:
-        del leaf._buf
-    except AttributeError:
-        pass
+                try:
+                    del leaf._buf
+                except AttributeError:
+                    pass
 
 
 def _compiler_options(options: Any) -> tuple:
