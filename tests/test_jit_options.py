@@ -573,6 +573,25 @@ def test_rejected_compiler_option_is_a_runtime_error_like_jax():
     assert float(lowered.compile()(1.0)) == 2.0  # valid compiles still work afterwards
 
 
+@pytest.mark.parametrize("opts, msg", [
+    ({"invalid_key": "invalid_value"}, "No such compile option: 'invalid_key'"),
+    ({"exec_time_compilation_effort": 0.0}, "No such"),
+    ({"xla_embed_ir_in_executable": "invalid_value"}, "is not a valid bool value."),
+])
+def test_rejected_compiler_option_is_errors_JaxRuntimeError(opts, msg):
+    """``except jax.errors.JaxRuntimeError`` (JAX's public name) catches ftrans's, from jit and AOT alike."""
+    def f(x):
+        return x + 1.0
+
+    for mod in (jax, ftrans):
+        with pytest.raises(mod.errors.JaxRuntimeError, match=msg):
+            mod.jit(f, compiler_options=opts)(1.0)
+        with pytest.raises(mod.errors.JaxRuntimeError, match=msg):
+            mod.jit(f).lower(1.0).compile(compiler_options=opts)
+    ok = ftrans.jit(f, compiler_options={"exec_time_optimization_effort": 0.0})
+    assert float(ok(1.0)) == float(jax.jit(f, compiler_options={"exec_time_optimization_effort": 0.0})(1.0))
+
+
 @pytest.mark.parametrize("fn, args, kw", [
     (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": (0, 1)}),
     (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnames": ("x", "y")}),
