@@ -616,3 +616,44 @@ def test_unusable_donation_warns_like_jax(fn, args, kw):
     for g, j in zip(got, want):
         listed = j.split("usable: ")[1].split(".")[0]
         assert f"Some donated buffers were not usable: {listed}." in g
+
+
+# ---------------------------------------------------------------- the AOT stages' introspection, as JAX's
+def _aot_pair(fn, *args, **kwargs):
+    return (jax.jit(fn).lower(*args, **kwargs), ftrans.jit(fn).lower(*args, **kwargs))
+
+
+@pytest.mark.parametrize("fn", [lambda x, y=2.0: x + y, lambda x, y=2.0: x])
+def test_lowered_and_compiled_in_avals_and_in_tree_like_jax(fn):
+    jl, fl = _aot_pair(fn, 1.0, y=np.ones(3, np.float32))
+    jc, fc = jl.compile(), fl.compile()
+    for j, f in ((jl, fl), (jc, fc), (jl, fc)):
+        assert f.in_tree == j.in_tree
+        fa, ja = f.in_avals, j.in_avals
+        assert jax.tree_util.tree_structure(fa) == jax.tree_util.tree_structure(ja)
+        for a, b in zip(jax.tree_util.tree_leaves(fa), jax.tree_util.tree_leaves(ja)):
+            assert (a.shape, a.dtype, a.weak_type) == (b.shape, b.dtype, b.weak_type)
+    assert fl.in_avals == fc.in_avals
+
+
+@pytest.mark.parametrize("fn, jfn", [(lambda x: x, None), (lambda x: x + 4, None),
+                                     (lambda x: jnp.sin(x) * x, lambda x: jjnp.sin(x) * x)])
+def test_lowered_hlo_compiler_ir_and_cost_analysis_like_jax(fn, jfn):
+    jfn = jfn or fn
+    jl, fl = jax.jit(jfn).lower(np.ones(4, np.float32)), ftrans.jit(fn).lower(np.ones(4, np.float32))
+    for dialect in (None, "stablehlo", "hlo"):
+        assert fl.compiler_ir(dialect) is not None
+        assert type(fl.compiler_ir(dialect)) is type(jl.compiler_ir(dialect))
+    hlo = fl.as_text("hlo")
+    assert hlo.startswith("HloModule") and "ENTRY" in hlo
+    assert isinstance(fl.as_text(dialect="stablehlo"), str)
+    jcost, fcost = jl.cost_analysis(), fl.cost_analysis()
+    assert fcost.get("flops", 0.0) == jcost.get("flops", 0.0)
+    with pytest.raises(ValueError, match="dialect"):
+        fl.as_text("mhlo")
+    with pytest.raises(ValueError, match="dialect"):
+        fl.compiler_ir("mhlo")
+    fc = fl.compile()
+    assert type(fc.runtime_executable()) is type(jl.compile().runtime_executable())
+    np.testing.assert_allclose(np.asarray(fc(np.ones(4, np.float32))),
+                               np.asarray(jl.compile()(np.ones(4, np.float32))), rtol=1e-6)

@@ -1349,9 +1349,25 @@ class Lowered:
         """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
         (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
         with ``debug_info=True``)."""
+        if dialect == "hlo":
+            return compat.hlo_text(self._text, debug_info)
         if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
+            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
         return self._text
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        """The module as an object, as JAX's: an MLIR ``ir.Module`` (``"stablehlo"``, the default)
+        or XLA's ``XlaComputation`` (``"hlo"``)."""
+        if dialect in (None, "stablehlo"):
+            return compat.parsed_module(self._text)
+        if dialect == "hlo":
+            return compat.xla_computation(self._text)
+        raise FtransValueError(f"Lowered.compiler_ir: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+
+    def cost_analysis(self) -> Any:
+        """XLA's estimate of the program's cost before optimisation (flops, bytes accessed), as JAX's;
+        ``compile().cost_analysis()`` estimates the optimised program."""
+        return compat.hlo_cost_analysis(self._traced._device.client, self._text)
 
     @property
     def args_info(self) -> Any:
@@ -1384,8 +1400,14 @@ class Lowered:
         return out
 
     @property
-    def in_avals(self) -> list:
-        return self._traced.jaxpr.in_avals
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` (static arguments left out), as JAX's."""
+        return self._traced._in_tree
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        return tree_util.tree_unflatten(self._traced._in_tree, self._traced.jaxpr.in_avals)
 
     @property
     def out_info(self) -> Any:
@@ -1482,7 +1504,21 @@ class Compiled:
             return self._exe.text
 
     @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` it takes (static arguments left out), as JAX's."""
+        return self._in_tree
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        return tree_util.tree_unflatten(self._in_tree, self._closed.in_avals)
+
+    @property
     def executable(self) -> Any:
+        return self._exe.xla
+
+    def runtime_executable(self) -> Any:
+        """The loaded XLA executable the PJRT runtime runs (JAX's ``Compiled.runtime_executable``)."""
         return self._exe.xla
 
     def cost_analysis(self) -> Any:
