@@ -554,3 +554,34 @@ def test_jit_drops_closed_over_values_with_the_function():
         assert x() is None
     finally:
         gc.enable()
+
+
+def test_jit_repr_and_wrapped_attributes_like_jax():
+    def my_function(x: int) -> int:
+        """docstring of f."""
+        return x + 1
+
+    my_function.some_value = 4
+    for mod in (jax, ftrans):
+        jf = mod.jit(my_function)
+        assert repr(jf) == f"<PjitFunction of {my_function!r}>"
+        for attr in ("doc", "name", "module", "qualname", "annotations"):
+            assert getattr(jf, f"__{attr}__") == getattr(my_function, f"__{attr}__")
+        assert jf.some_value == 4
+        with pytest.raises(AttributeError):
+            jf.no_such_attribute  # noqa: B018
+
+    class BadRepr:
+        def __call__(self):
+            return 1.0
+
+        def __repr__(self):
+            raise ValueError("invalid repr")
+
+    for mod in (jax, ftrans):
+        jitted = mod.jit(BadRepr())
+        assert repr(jitted) == "<PjitFunction>"  # the function's repr failing does not fail jit's
+        del jitted.__wrapped__
+        assert repr(jitted) == "<PjitFunction>"
+    nested = ftrans.jit(ftrans.jit(my_function))
+    assert nested.some_value == 4 and int(nested(1)) == 2  # ftrans's own fields are not replaced

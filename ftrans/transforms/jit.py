@@ -656,6 +656,14 @@ class JitWrapped:
         self.misses = 0
         _all_jitted.add(self)
         functools.update_wrapper(self, fun, updated=())
+        # The function's own attributes (``f.some_value``) show on the jitted one, as functools.wraps
+        # (and JAX's jit) copy them; only public names, so ftrans's ``_`` fields are never replaced.
+        own = getattr(fun, "__dict__", None)
+        if isinstance(own, dict):
+            mine = self.__dict__
+            for k, v in own.items():
+                if not k.startswith("_") and k not in mine:
+                    mine[k] = v
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -1216,7 +1224,11 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def __repr__(self) -> str:
-        return f"<ftrans.jit of {self.__qualname__}>"
+        # JAX's spelling; the wrapped function's own repr, and a bare one when that fails or is gone.
+        try:
+            return f"<PjitFunction of {self.__dict__['__wrapped__']!r}>"
+        except Exception:  # noqa: BLE001 - a user __repr__ may raise anything; repr must not
+            return "<PjitFunction>"
 
     # copy.copy / copy.deepcopy give a new jitted function of the same function and
     # options with its own (empty) cache, as JAX's do; pickling works when the function
