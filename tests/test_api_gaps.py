@@ -367,3 +367,30 @@ def test_tree_util_reexports_jax_names():
     assert ftrans.tree_util.all_leaves(ftrans.tree_util.tree_leaves(tree))
     assert len(ftrans.tree_util.treedef_children(ftrans.tree_util.tree_structure(tree))) == 2
     assert isinstance(ftrans.tree_util.tree_structure(tree), ftrans.tree_util.PyTreeDef)
+
+
+# ---------------------------------------------------------------- print_environment_info
+@pytest.mark.parametrize("return_string", [True, False])
+def test_print_environment_info_like_jax(return_string, capsys, monkeypatch):
+    """The lines JAX's report has (jax, jaxlib, numpy, python, devices, process count, platform,
+    JAX_/XLA_ variables), under ftrans's own version line; printed or returned as JAX's."""
+    from jax._src import lib
+
+    monkeypatch.setenv("XLA_FLAGS_FOR_THIS_TEST", "1")
+    capsys.readouterr()
+    result = ftrans.print_environment_info(return_string=return_string)
+    out = capsys.readouterr().out
+    if return_string:
+        assert out == ""
+    else:
+        assert result is None
+        result = out
+    want = jax.print_environment_info(return_string=True)
+    assert result.startswith(f"ftrans: {ftrans.__version__}\n")
+    assert f"jax:    {jax.__version__}" in result
+    assert f"jaxlib: {lib.version_str}" in result
+    assert f"numpy:  {np.__version__}" in result
+    for line in want.splitlines():
+        if line.startswith(("python:", "process_count:", "platform:", "XLA_FLAGS_FOR_THIS_TEST")):
+            assert line in result.splitlines()
+    assert f"device info: {jax.devices()[0].device_kind}-{jax.device_count()}," in result

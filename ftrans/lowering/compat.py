@@ -40,6 +40,13 @@ def _register_buffer_type() -> None:
 _register_buffer_type()
 
 
+def jaxlib_version() -> str:
+    """The installed jaxlib's version (the PJRT runtime ftrans runs on)."""
+    from jax._src import lib as _lib
+
+    return _lib.version_str
+
+
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
     return _backend_api.get_backend(platform)
