@@ -394,3 +394,24 @@ def test_print_environment_info_like_jax(return_string, capsys, monkeypatch):
         if line.startswith(("python:", "process_count:", "platform:", "XLA_FLAGS_FOR_THIS_TEST")):
             assert line in result.splitlines()
     assert f"device info: {jax.devices()[0].device_kind}-{jax.device_count()}," in result
+
+
+# ---------------------------------------------------------------- make_jaxpr(axis_env=...)
+def test_make_jaxpr_axis_env_like_jax():
+    """Collectives over the names axis_env binds stage as inside a pmap of that size, as in JAX."""
+    def f(lib):
+        return lambda x: x - lib.lax.psum(x, "i") + lib.lax.axis_index("i") + lib.lax.psum(1, "i")
+
+    fj = ftrans.make_jaxpr(f(ftrans), axis_env=[("i", 4)])(2)
+    jj = jax.make_jaxpr(f(jax), axis_env=[("i", 4)])(2)
+    prims = lambda c: [e.primitive.name for e in c.eqns if e.primitive.name != "convert_element_type"]  # noqa: E731
+    assert prims(fj) == prims(jj) == ["psum", "sub", "axis_index", "add", "add"]
+    assert "4:i32[]" in str(fj) and "4:i32[]" in str(jj)  # psum(1) over the 4-wide axis folds to 4
+    with pytest.raises(NameError, match="unbound axis name"):
+        ftrans.make_jaxpr(f(ftrans))(2)
+    with pytest.raises(NameError, match="unbound axis name"):  # the names are bound only while staging
+        ftrans.make_jaxpr(f(ftrans), axis_env=[("j", 2)])(2)
+    with pytest.raises(TypeError, match="axis_env"):
+        ftrans.make_jaxpr(f(ftrans), axis_env=["i"])
+    with pytest.raises(ValueError, match="positive"):
+        ftrans.make_jaxpr(f(ftrans), axis_env=[("i", 0)])
