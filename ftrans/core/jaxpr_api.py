@@ -13,8 +13,8 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core.array import Array
-from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.trace import aval_of, stage
 from ftrans.core.trace import state as _trace_state
