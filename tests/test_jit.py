@@ -585,3 +585,24 @@ def test_jit_repr_and_wrapped_attributes_like_jax():
         assert repr(jitted) == "<PjitFunction>"
     nested = ftrans.jit(ftrans.jit(my_function))
     assert nested.some_value == 4 and int(nested(1)) == 2  # ftrans's own fields are not replaced
+
+
+@pytest.mark.parametrize("num_args", [2, 3, 4])
+def test_pruned_arguments_are_not_transferred(num_args, monkeypatch):
+    """JAX's test_jit_with_pruned_args: arguments the program never reads (keep_unused=False) are not
+    moved to the device; only the one it reads is."""
+    from ftrans.lowering import compat
+
+    def f(*args):
+        return args[1] + np.array(2)
+
+    g = ftrans.jit(f)
+    assert int(g(*range(num_args))) == int(jax.jit(f)(*range(num_args))) == 3
+    puts = []
+    real = compat.device_put
+    monkeypatch.setattr(compat, "device_put", lambda v, d: puts.append(np.shape(v)) or real(v, d))
+    np.testing.assert_allclose(np.asarray(g(*range(num_args))), 3)
+    assert len(puts) == 1
+    puts.clear()
+    np.testing.assert_allclose(np.asarray(ftrans.jit(f, keep_unused=True)(*range(num_args))), 3)
+    assert len(puts) == num_args

@@ -794,7 +794,13 @@ class JitWrapped:
                                                 avals, in_tree)
         else:
             self.hits += 1
-        bufs = [X.to_buffer(leaf, device) for leaf in leaves]
+        kept = entry.kept
+        if kept is None:
+            bufs = [X.to_buffer(leaf, device) for leaf in leaves]
+        else:  # an argument the program never reads is not transferred (invoke selects the kept ones)
+            bufs = [None] * len(leaves)
+            for i in kept:
+                bufs[i] = X.to_buffer(leaves[i], device)
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
