@@ -1230,11 +1230,7 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def __repr__(self) -> str:
-        # JAX's spelling; the wrapped function's own repr, and a bare one when that fails or is gone.
-        try:
-            return f"<PjitFunction of {self.__dict__['__wrapped__']!r}>"
-        except Exception:  # noqa: BLE001 - a user __repr__ may raise anything; repr must not
-            return "<PjitFunction>"
+        return _jitted_repr(self)
 
     # copy.copy / copy.deepcopy give a new jitted function of the same function and
     # options with its own (empty) cache, as JAX's do; pickling works when the function
@@ -1247,6 +1243,14 @@ class JitWrapped:
 
     def __deepcopy__(self, memo: dict) -> JitWrapped:
         return JitWrapped(self._fun, *self._options)
+
+
+def _jitted_repr(jitted: JitWrapped) -> str:
+    """JAX's spelling: the wrapped function's own repr, and a bare one when that fails or is gone."""
+    try:
+        return f"<PjitFunction of {jitted.__dict__['__wrapped__']!r}>"
+    except Exception:  # noqa: BLE001 - a user __repr__ may raise anything; repr must not
+        return "<PjitFunction>"
 
 
 class Traced:
