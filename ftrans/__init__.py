@@ -39,6 +39,7 @@ from ftrans.devices import (
     devices,
     local_device_count,
     local_devices,
+    print_environment_info,
     process_count,
     process_index,
 )
@@ -116,7 +117,7 @@ __all__ = [
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
-    "default_device",
+    "default_device", "print_environment_info",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

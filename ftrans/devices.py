@@ -25,7 +25,7 @@ from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
            "device_put", "device_get", "block_until_ready", "copy_to_host_async", "process_index", "process_count",
-           "device_put_sharded", "device_put_replicated"]
+           "device_put_sharded", "device_put_replicated", "print_environment_info"]
 
 Device = compat.Device
 
@@ -67,6 +67,50 @@ def process_index(backend: str | None = None) -> int:
 def process_count(backend: str | None = None) -> int:
     """How many processes own devices of ``backend`` (one until ftrans joins several processes)."""
     return len({d.process_index for d in _client(backend).devices()})
+
+
+def print_environment_info(return_string: bool = False) -> str | None:
+    """JAX's ``print_environment_info``: ftrans's version and the versions of what it runs on (jax's
+    PJRT runtime, jaxlib, NumPy, Python), the devices, the process count, the platform, the
+    ``FTRANS_``/``JAX_``/``XLA_`` environment variables and ``nvidia-smi``'s report when there is
+    one; useful in a bug report. Printed, or returned with ``return_string=True``."""
+    import os
+    import platform
+    import sys
+
+    import jax
+
+    from ftrans.core.version import __version__
+
+    devs = devices()
+    lines = [
+        f"ftrans: {__version__}",
+        f"jax:    {jax.__version__}",
+        f"jaxlib: {compat.jaxlib_version()}",
+        f"numpy:  {np.__version__}",
+        f"python: {sys.version.replace(chr(10), ' ')}",
+        f"device info: {devs[0].device_kind}-{device_count()}, {local_device_count()} local devices",
+        f"process_count: {process_count()}",
+        f"platform: {platform.uname()}",
+    ]
+    lines += [f"{k}={v}" for k, v in os.environ.items() if k.startswith(("FTRANS_", "JAX_", "XLA_"))]
+    info = "\n".join(lines)
+    smi = _nvidia_smi()
+    if smi:
+        info += "\n\n$ nvidia-smi\n" + smi
+    if return_string:
+        return info
+    print(info)
+    return None
+
+
+def _nvidia_smi() -> str | None:
+    import subprocess
+
+    try:
+        return subprocess.check_output(["nvidia-smi"], timeout=10, stderr=subprocess.DEVNULL).decode()
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def default_backend() -> str:

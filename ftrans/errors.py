@@ -123,9 +123,15 @@ class FtransRuntimeError(_Located, FtransError, RuntimeError):
     ``RuntimeError``."""
 
 
-class CompilerOptionError(FtransValueError, RuntimeError):
-    """XLA refused a ``compiler_options`` entry (an unknown name, a value of the wrong kind): a
-    ``RuntimeError`` as JAX's ``JaxRuntimeError``, and a ``ValueError`` (a bad option value)."""
+class JaxRuntimeError(FtransError, RuntimeError):
+    """JAX's ``jax.errors.JaxRuntimeError``: XLA refused to compile or run a program (a bad
+    ``compiler_options`` entry, a module it cannot take). ``except jax.errors.JaxRuntimeError``
+    written for JAX catches ftrans's."""
+
+
+class CompilerOptionError(FtransValueError, JaxRuntimeError):
+    """XLA refused a ``compiler_options`` entry (an unknown name, a value of the wrong kind): JAX's
+    ``JaxRuntimeError``, and a ``ValueError`` (a bad option value)."""
 
 
 class DeletedArrayError(_Located, FtransError, RuntimeError):

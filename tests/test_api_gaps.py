@@ -367,3 +367,51 @@ def test_tree_util_reexports_jax_names():
     assert ftrans.tree_util.all_leaves(ftrans.tree_util.tree_leaves(tree))
     assert len(ftrans.tree_util.treedef_children(ftrans.tree_util.tree_structure(tree))) == 2
     assert isinstance(ftrans.tree_util.tree_structure(tree), ftrans.tree_util.PyTreeDef)
+
+
+# ---------------------------------------------------------------- print_environment_info
+@pytest.mark.parametrize("return_string", [True, False])
+def test_print_environment_info_like_jax(return_string, capsys, monkeypatch):
+    """The lines JAX's report has (jax, jaxlib, numpy, python, devices, process count, platform,
+    JAX_/XLA_ variables), under ftrans's own version line; printed or returned as JAX's."""
+    from jax._src import lib
+
+    monkeypatch.setenv("XLA_FLAGS_FOR_THIS_TEST", "1")
+    capsys.readouterr()
+    result = ftrans.print_environment_info(return_string=return_string)
+    out = capsys.readouterr().out
+    if return_string:
+        assert out == ""
+    else:
+        assert result is None
+        result = out
+    want = jax.print_environment_info(return_string=True)
+    assert result.startswith(f"ftrans: {ftrans.__version__}\n")
+    assert f"jax:    {jax.__version__}" in result
+    assert f"jaxlib: {lib.version_str}" in result
+    assert f"numpy:  {np.__version__}" in result
+    for line in want.splitlines():
+        if line.startswith(("python:", "process_count:", "platform:", "XLA_FLAGS_FOR_THIS_TEST")):
+            assert line in result.splitlines()
+    assert f"device info: {jax.devices()[0].device_kind}-{jax.device_count()}," in result
+
+
+# ---------------------------------------------------------------- make_jaxpr(axis_env=...)
+def test_make_jaxpr_axis_env_like_jax():
+    """Collectives over the names axis_env binds stage as inside a pmap of that size, as in JAX."""
+    def f(lib):
+        return lambda x: x - lib.lax.psum(x, "i") + lib.lax.axis_index("i") + lib.lax.psum(1, "i")
+
+    fj = ftrans.make_jaxpr(f(ftrans), axis_env=[("i", 4)])(2)
+    jj = jax.make_jaxpr(f(jax), axis_env=[("i", 4)])(2)
+    prims = lambda c: [e.primitive.name for e in c.eqns if e.primitive.name != "convert_element_type"]  # noqa: E731
+    assert prims(fj) == prims(jj) == ["psum", "sub", "axis_index", "add", "add"]
+    assert "4:i32[]" in str(fj) and "4:i32[]" in str(jj)  # psum(1) over the 4-wide axis folds to 4
+    with pytest.raises(NameError, match="unbound axis name"):
+        ftrans.make_jaxpr(f(ftrans))(2)
+    with pytest.raises(NameError, match="unbound axis name"):  # the names are bound only while staging
+        ftrans.make_jaxpr(f(ftrans), axis_env=[("j", 2)])(2)
+    with pytest.raises(TypeError, match="axis_env"):
+        ftrans.make_jaxpr(f(ftrans), axis_env=["i"])
+    with pytest.raises(ValueError, match="positive"):
+        ftrans.make_jaxpr(f(ftrans), axis_env=[("i", 0)])

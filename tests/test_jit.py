@@ -530,3 +530,120 @@ def test_bad_argument_is_named_by_parameter_like_jax():
         with pytest.raises(FtransTypeError, match=r"argument " + name.replace("[", r"\[").replace("]", r"\]")
                            + r" (\(.*\) )?is '\w+' of type str"):
             call(ftrans)
+
+
+def test_jit_drops_closed_over_values_with_the_function():
+    """JAX's test_jit_reference_dropping: once the jitted function (and the function it wraps) are
+    gone, a value the function closed over is freed at once, without waiting for the garbage
+    collector (staging leaves no reference cycle holding it)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = jnp.ones(10)
+        f = (lambda x: lambda: x)(x)
+        g = ftrans.jit(f)
+        x = weakref.ref(x)
+        g()
+        g()
+        del f
+        assert x() is not None
+        np.testing.assert_array_equal(np.asarray(g()), np.ones(10, np.float32))
+        del g
+        assert x() is None
+    finally:
+        gc.enable()
+
+
+def test_jit_repr_and_wrapped_attributes_like_jax():
+    def my_function(x: int) -> int:
+        """docstring of f."""
+        return x + 1
+
+    my_function.some_value = 4
+    for mod in (jax, ftrans):
+        jf = mod.jit(my_function)
+        assert repr(jf) == f"<PjitFunction of {my_function!r}>"
+        for attr in ("doc", "name", "module", "qualname", "annotations"):
+            assert getattr(jf, f"__{attr}__") == getattr(my_function, f"__{attr}__")
+        assert jf.some_value == 4
+        with pytest.raises(AttributeError):
+            jf.no_such_attribute  # noqa: B018
+
+    class BadRepr:
+        def __call__(self):
+            return 1.0
+
+        def __repr__(self):
+            raise ValueError("invalid repr")
+
+    for mod in (jax, ftrans):
+        jitted = mod.jit(BadRepr())
+        assert repr(jitted) == "<PjitFunction>"  # the function's repr failing does not fail jit's
+        del jitted.__wrapped__
+        assert repr(jitted) == "<PjitFunction>"
+    nested = ftrans.jit(ftrans.jit(my_function))
+    assert nested.some_value == 4 and int(nested(1)) == 2  # ftrans's own fields are not replaced
+
+
+@pytest.mark.parametrize("num_args", [2, 3, 4])
+def test_pruned_arguments_are_not_transferred(num_args, monkeypatch):
+    """JAX's test_jit_with_pruned_args: arguments the program never reads (keep_unused=False) are not
+    moved to the device; only the one it reads is."""
+    from ftrans.lowering import compat
+
+    def f(*args):
+        return args[1] + np.array(2)
+
+    g = ftrans.jit(f)
+    assert int(g(*range(num_args))) == int(jax.jit(f)(*range(num_args))) == 3
+    puts = []
+    real = compat.device_put
+    monkeypatch.setattr(compat, "device_put", lambda v, d: puts.append(np.shape(v)) or real(v, d))
+    np.testing.assert_allclose(np.asarray(g(*range(num_args))), 3)
+    assert len(puts) == 1
+    puts.clear()
+    np.testing.assert_allclose(np.asarray(ftrans.jit(f, keep_unused=True)(*range(num_args))), 3)
+    assert len(puts) == num_args
+
+
+_CLOSURES = {
+    "grad": lambda x: ftrans.grad(lambda y: jnp.sum(y * x)),
+    "vmap": lambda x: ftrans.vmap(lambda y: y * x),
+    "scan": lambda x: (lambda y: ftrans.lax.scan(lambda c, a: (c + a * x[0], c), 0.0, y)[1]),
+    "cond": lambda x: (lambda y: ftrans.lax.cond(y[0] > 0, lambda: y * x, lambda: y)),
+    "inner jit": lambda x: (lambda y: ftrans.jit(lambda z: z * x)(y)),
+    "checkpoint": lambda x: ftrans.grad(ftrans.checkpoint(lambda y: jnp.sum(jnp.sin(y) * x))),
+    "rewritten": lambda x: (lambda y: y * x + 0.0),  # the passes rewrite it: their report must not hold it
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_CLOSURES))
+def test_closed_over_values_are_freed_without_the_collector(kind):
+    """Whatever transform staged the function (linearize, vmap, scan bodies, the pass pipeline's report),
+    a value it closed over is freed as soon as the jitted function is gone, and eager grad/vjp drop it
+    as soon as they return: staging leaves no reference cycle that only the garbage collector breaks."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = jnp.ones(10)
+        f = _CLOSURES[kind](x)
+        g = ftrans.jit(f)
+        first = np.asarray(g(jnp.ones(10)))
+        np.testing.assert_array_equal(np.asarray(g(jnp.ones(10))), first)
+        ref = weakref.ref(x)
+        del x, f, g
+        assert ref() is None
+        if kind in ("grad", "checkpoint"):
+            y = jnp.ones(10)
+            fn = _CLOSURES[kind](y)
+            fn(jnp.ones(10))
+            ftrans.vjp(lambda z, y=y: z * y, jnp.ones(10))[1](jnp.ones(10))
+            ref = weakref.ref(y)
+            del y, fn
+            assert ref() is None
+    finally:
+        gc.enable()

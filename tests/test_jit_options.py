@@ -131,15 +131,40 @@ def test_deleted_argument_raises_on_every_cache_tier():
         g({"a": x})
 
 
-def test_host_array_donated_then_reused_is_retransferred():
-    """A host Array keeps its value when donated (only its device copy goes): reuse still works."""
-    d = ftrans.jit(lambda x: x + 1, donate_argnums=0)
-    f = ftrans.jit(lambda x: x * 2)
-    a = jnp.ones(3)
-    for _ in range(2):
+@pytest.mark.parametrize("how", ["argnums", "argnames"])
+def test_host_array_donated_is_deleted_as_in_jax(how):
+    """An eagerly made (host) Array donated to a jitted call is gone afterwards, as a jax.Array is:
+    ``is_deleted()`` and any later use raises DeletedArrayError, even after other jits cached its copy."""
+    kw = {"donate_argnums": 0} if how == "argnums" else {"donate_argnames": "x"}
+    for lib, np_ in ((jax, jjnp), (ftrans, jnp)):
+        d = lib.jit(lambda x: x + x - x, **kw)
+        f = lib.jit(lambda x: x * 2)
+        a = np_.ones(3)
+        for _ in range(2):
+            f(a)
+        out = d(a)
+        assert a.is_deleted(), lib
+        np.testing.assert_array_equal(np.asarray(out), np.ones(3, np.float32))
+        with pytest.raises(RuntimeError):  # jax's RuntimeError; ftrans's DeletedArrayError subclasses it
+            np.asarray(a)
+    with pytest.raises(DeletedArrayError, match="donated"):
         f(a)
-    d(a)
-    np.testing.assert_array_equal(np.asarray(f(a)), 2 * np.ones(3, np.float32))
+    with pytest.raises(DeletedArrayError, match="donated"):
+        a + 1  # noqa: B018
+
+
+def test_host_array_donated_weak_type_and_several_names_are_deleted():
+    """JAX's test_jit_donate_weak_type and test_specify_donate_argnums_and_argnames on host Arrays."""
+    move = ftrans.jit(lambda x: x.astype(int), donate_argnums=0)
+    x = jnp.broadcast_to(2, (3,))
+    assert x.weak_type
+    move(x)
+    assert x.is_deleted()
+    f = ftrans.jit(lambda inp1, inp2, inp3: (inp1 * 2, inp2 * 2, inp3 * 2), donate_argnums=0,
+                   donate_argnames=("inp2", "inp3"))
+    x, y, z = jnp.ones((2, 5)) * 4, jnp.ones((2, 5)) * 2, jnp.ones((2, 5))
+    f(x, inp2=y, inp3=z)
+    assert x.is_deleted() and y.is_deleted() and z.is_deleted()
 
 
 def test_no_catch_all_in_the_call_path():
@@ -548,6 +573,25 @@ def test_rejected_compiler_option_is_a_runtime_error_like_jax():
     assert float(lowered.compile()(1.0)) == 2.0  # valid compiles still work afterwards
 
 
+@pytest.mark.parametrize("opts, msg", [
+    ({"invalid_key": "invalid_value"}, "No such compile option: 'invalid_key'"),
+    ({"exec_time_compilation_effort": 0.0}, "No such"),
+    ({"xla_embed_ir_in_executable": "invalid_value"}, "is not a valid bool value."),
+])
+def test_rejected_compiler_option_is_errors_JaxRuntimeError(opts, msg):
+    """``except jax.errors.JaxRuntimeError`` (JAX's public name) catches ftrans's, from jit and AOT alike."""
+    def f(x):
+        return x + 1.0
+
+    for mod in (jax, ftrans):
+        with pytest.raises(mod.errors.JaxRuntimeError, match=msg):
+            mod.jit(f, compiler_options=opts)(1.0)
+        with pytest.raises(mod.errors.JaxRuntimeError, match=msg):
+            mod.jit(f).lower(1.0).compile(compiler_options=opts)
+    ok = ftrans.jit(f, compiler_options={"exec_time_optimization_effort": 0.0})
+    assert float(ok(1.0)) == float(jax.jit(f, compiler_options={"exec_time_optimization_effort": 0.0})(1.0))
+
+
 @pytest.mark.parametrize("fn, args, kw", [
     (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnums": (0, 1)}),
     (lambda x, y: x.sum() + y.sum().astype(np.float32), ([1.0, 2.0], [1, 2]), {"donate_argnames": ("x", "y")}),
@@ -572,3 +616,44 @@ def test_unusable_donation_warns_like_jax(fn, args, kw):
     for g, j in zip(got, want):
         listed = j.split("usable: ")[1].split(".")[0]
         assert f"Some donated buffers were not usable: {listed}." in g
+
+
+# ---------------------------------------------------------------- the AOT stages' introspection, as JAX's
+def _aot_pair(fn, *args, **kwargs):
+    return (jax.jit(fn).lower(*args, **kwargs), ftrans.jit(fn).lower(*args, **kwargs))
+
+
+@pytest.mark.parametrize("fn", [lambda x, y=2.0: x + y, lambda x, y=2.0: x])
+def test_lowered_and_compiled_in_avals_and_in_tree_like_jax(fn):
+    jl, fl = _aot_pair(fn, 1.0, y=np.ones(3, np.float32))
+    jc, fc = jl.compile(), fl.compile()
+    for j, f in ((jl, fl), (jc, fc), (jl, fc)):
+        assert f.in_tree == j.in_tree
+        fa, ja = f.in_avals, j.in_avals
+        assert jax.tree_util.tree_structure(fa) == jax.tree_util.tree_structure(ja)
+        for a, b in zip(jax.tree_util.tree_leaves(fa), jax.tree_util.tree_leaves(ja)):
+            assert (a.shape, a.dtype, a.weak_type) == (b.shape, b.dtype, b.weak_type)
+    assert fl.in_avals == fc.in_avals
+
+
+@pytest.mark.parametrize("fn, jfn", [(lambda x: x, None), (lambda x: x + 4, None),
+                                     (lambda x: jnp.sin(x) * x, lambda x: jjnp.sin(x) * x)])
+def test_lowered_hlo_compiler_ir_and_cost_analysis_like_jax(fn, jfn):
+    jfn = jfn or fn
+    jl, fl = jax.jit(jfn).lower(np.ones(4, np.float32)), ftrans.jit(fn).lower(np.ones(4, np.float32))
+    for dialect in (None, "stablehlo", "hlo"):
+        assert fl.compiler_ir(dialect) is not None
+        assert type(fl.compiler_ir(dialect)) is type(jl.compiler_ir(dialect))
+    hlo = fl.as_text("hlo")
+    assert hlo.startswith("HloModule") and "ENTRY" in hlo
+    assert isinstance(fl.as_text(dialect="stablehlo"), str)
+    jcost, fcost = jl.cost_analysis(), fl.cost_analysis()
+    assert fcost.get("flops", 0.0) == jcost.get("flops", 0.0)
+    with pytest.raises(ValueError, match="dialect"):
+        fl.as_text("mhlo")
+    with pytest.raises(ValueError, match="dialect"):
+        fl.compiler_ir("mhlo")
+    fc = fl.compile()
+    assert type(fc.runtime_executable()) is type(jl.compile().runtime_executable())
+    np.testing.assert_allclose(np.asarray(fc(np.ones(4, np.float32))),
+                               np.asarray(jl.compile()(np.ones(4, np.float32))), rtol=1e-6)

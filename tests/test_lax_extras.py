@@ -574,3 +574,35 @@ def test_rng_bit_generator_vmap_and_errors():
         flax.rng_bit_generator(keys[0], (2,), np.int32)
     with pytest.raises(TypeError, match="uint32"):
         flax.rng_bit_generator(keys[0, :2], (2,))
+
+
+# ---------------------------------------------------------------- convert_element_type of a scalar constant
+_CET_CASES = [(3.0, "float16"), (3, "float32"), (True, "int32"), (3.7, "int32"), (-3.7, "int32"),
+              (np.float32(2.5), "int8"), (np.int64(300), "uint8"), (2.5, "bool"), (0.0, "bool"),
+              (2 ** 40, "float16"), (3.0, "float64"), (5, "complex64")]
+
+
+@pytest.mark.parametrize("v, d", _CET_CASES)
+def test_convert_element_type_of_a_scalar_folds_like_jax(v, d):
+    """JAX folds convert_element_type of a Python/NumPy scalar into a constant: no equation is staged."""
+    f_eqns = ftrans.make_jaxpr(lambda: ftrans.lax.convert_element_type(v, d))().eqns
+    j_eqns = jax.make_jaxpr(lambda: jax.lax.convert_element_type(v, d))().eqns
+    assert len(f_eqns) == len(j_eqns) == 0
+    want = jax.lax.convert_element_type(v, d)
+    for got in (ftrans.lax.convert_element_type(v, d), ftrans.jit(lambda: ftrans.lax.convert_element_type(v, d))()):
+        assert got.dtype == want.dtype and not got.weak_type
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("v, d", [(1e10, "int32"), (-1.5, "uint8"), (300, "uint8"), (float("nan"), "int32")])
+def test_convert_element_type_of_a_scalar_keeps_xla_semantics_out_of_range(v, d):
+    """Where NumPy's cast and XLA's differ (out of range, NaN to an integer) the conversion stays an
+    operation, so staged and eager results agree with jax's eager (XLA) answer."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = np.asarray(jax.lax.convert_element_type(v, d))
+    assert len(ftrans.make_jaxpr(lambda: ftrans.lax.convert_element_type(v, d))().eqns) == 1
+    for got in (ftrans.lax.convert_element_type(v, d), ftrans.jit(lambda: ftrans.lax.convert_element_type(v, d))()):
+        np.testing.assert_array_equal(np.asarray(got), want)

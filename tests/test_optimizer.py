@@ -656,3 +656,22 @@ def test_cse_keeps_one_of_two_identical_scan_outputs():
     (s,) = [e for e in j.jaxpr.eqns if e.primitive.name == "scan"]
     assert len(s.outvars) == 2
     np.testing.assert_allclose(ftrans.jit(f)(xs), 3 * (np.sin(xs) + np.arange(4)), rtol=1e-6)
+
+
+def test_pass_reports_do_not_outlive_their_programs():
+    """``report_for`` keys reports weakly on the program; a report must not hold its program (or the
+    program's constants), else every rewritten jit would stay in memory for good."""
+    import gc
+
+    from ftrans.transforms.passes import pipeline
+
+    before = len(pipeline._reports)
+    for _ in range(5):
+        c = fnp.ones(100)
+        g = ftrans.jit(lambda y, c=c: y * c + 0.0)
+        g(fnp.ones(100))
+        rep = ftrans.jit(lambda y, c=c: y * c + 0.0).lower(fnp.ones(100)).optimization_report
+        assert rep is not None and rep.before_after("simplify") is not None  # the report still reads
+        del g, rep
+    gc.collect()
+    assert len(pipeline._reports) <= before

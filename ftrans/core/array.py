@@ -383,6 +383,34 @@ class _DeletedArray(Array):
         return "Array(<deleted>)"
 
 
+class _DonatedArray(_DeletedArray):
+    """A host Array after it was donated to a jitted function: gone, as a donated device Array is."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("_value", "_buf"):
+            raise AttributeError(name)
+        from ftrans.errors import DeletedArrayError
+
+        raise DeletedArrayError(
+            "this Array has been deleted: it was donated to a jitted function (donate_argnums/donate_argnames), "
+            "and its buffer may have been reused; use the outputs of the call it was donated to instead, or "
+            "stop donating it"
+        )
+
+
+
+def mark_donated(x: Array) -> None:
+    """A host Array donated to a compiled call: drop its data and device copy, so any later use raises."""
+    for slot in ("_value", "_buf"):
+        try:
+            delattr(x, slot)
+        except AttributeError:
+            pass
+    x.__class__ = _DonatedArray
+
+
 # Set once any device buffer has been deleted (donation, ``Array.delete``): until
 # then jit's call path skips checking its arguments' buffers for deletion.
 buffers_deleted = False

@@ -3,7 +3,9 @@ running a staged one."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,10 +14,11 @@ from jax import tree_util
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.trace import aval_of, stage
 from ftrans.core.trace import state as _trace_state
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 
 def _arg_aval(path: str, x: Any) -> ShapedArray:
@@ -63,18 +66,44 @@ def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tup
     return closed, out_tree_box[0], in_avals
 
 
+def _axis_env_pairs(axis_env: Any) -> list:
+    """``make_jaxpr``'s ``axis_env``: a sequence of ``(axis_name, size)`` pairs, checked."""
+    if axis_env is None:
+        return []
+    try:
+        pairs = [tuple(p) for p in axis_env]
+    except TypeError:
+        pairs = None
+    if pairs is None or any(len(p) != 2 for p in pairs):
+        raise FtransTypeError(f"make_jaxpr: axis_env must be a sequence of (axis_name, size) pairs, such as "
+                              f"[('i', 4)]; got {axis_env!r}")
+    out = []
+    for name, size in pairs:
+        try:
+            n = operator.index(size)
+        except TypeError:
+            raise FtransTypeError(f"make_jaxpr: the size of axis {name!r} in axis_env must be an int, got "
+                                  f"{size!r}") from None
+        if n < 1:
+            raise FtransValueError(f"make_jaxpr: the size of axis {name!r} in axis_env must be positive, got {n}")
+        out.append((name, n))
+    return out
+
+
 def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env: Any = None,
                return_shape: bool = False, abstracted_axes: Any = None) -> Callable[..., Any]:
     """JAX's ``make_jaxpr``: a function that returns the IR ``fun`` stages to for given arguments."""
-    if axis_env is not None:
-        raise NotImplementedError("make_jaxpr: axis_env is not supported yet")
+    axes = _axis_env_pairs(axis_env)
     if abstracted_axes is not None:
         raise NotImplementedError("make_jaxpr: abstracted_axes (dynamic shapes) is not supported")
     static = _static_tuple(static_argnums)
 
     @functools.wraps(fun)
     def make(*args: Any, **kwargs: Any):
-        closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, static)
+        with contextlib.ExitStack() as stack:
+            for name, size in axes:  # collectives over these names stage as inside a pmap of that size
+                stack.enter_context(extend_axis_env(name, size, None))
+            closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, static)
         if return_shape:
             shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
             return closed, tree_util.tree_unflatten(out_tree, shapes)

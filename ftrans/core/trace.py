@@ -673,6 +673,14 @@ class JaxprBuilder:
         jaxpr = Jaxpr(constvars, [t.atom for t in in_tracers], self.eqns, [t.atom for t in out_tracers])
         return jaxpr, consts
 
+    def release(self) -> None:
+        """Staging is over: drop the captured values and their tracers. A trace and its main point at
+        each other (a cycle the garbage collector must break); emptied, the builder they hold no
+        longer keeps the values the function closed over alive once the jaxpr is gone."""
+        self.const_tracers = {}
+        self.const_vals = []
+        self.keepalive = []
+
 
 _LITERAL_TYPES = (bool, int, float, complex)
 
@@ -795,6 +803,7 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
             jaxpr, consts = builder.build(in_tracers, out_tracers)
     finally:
         st.name_stack = outer_names
+        builder.release()
     return ClosedJaxpr(jaxpr, consts), consts
 
 import ftrans.core.primitive as _primitive_module  # noqa: E402

@@ -331,11 +331,45 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
     d = dtypes.to_dtype(new_dtype)
+    if type(operand) in _SCALAR_TYPES or isinstance(operand, np.generic):
+        folded = _fold_scalar_convert(operand, d)
+        if folded is not None:  # a constant, as JAX folds it: no equation when staged
+            return folded
     (x,) = _operands("convert_element_type", (operand,))
     xd, xw = dtype_weak(x)
     if xd == d and not xw:
         return x
     return _bind(S.convert_element_type_p, x, new_dtype=d, weak_type=False)
+
+
+_SCALAR_TYPES = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+
+
+def _fold_scalar_convert(v: Any, d: np.dtype) -> Array | None:
+    """``convert_element_type`` of a Python or NumPy scalar, done now (JAX folds it too) when NumPy's
+    conversion is the one XLA makes: to a float or complex type, or a finite value that fits the integer
+    type. The rest (out of range, NaN to int: XLA saturates) stay an operation, so a staged and an eager
+    conversion agree."""
+    if not isinstance(d, np.dtype) or d.kind not in "biufc":  # float0, extended types: as given
+        return None
+    if isinstance(v, (builtins.complex, np.complexfloating)) and d.kind != "c":
+        return None  # XLA takes the real part; NumPy warns
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(v, dtype=d) if d.kind in "fc" or type(v) in (builtins.bool, builtins.int) or \
+                isinstance(v, (np.bool_, np.integer)) else None
+            if out is None:  # float -> int/bool: only a finite value inside the type's range
+                f = builtins.float(v)
+                if d.kind == "b":
+                    out = np.asarray(f != 0.0)
+                else:
+                    info = np.iinfo(d)
+                    if not (np.isfinite(f) and info.min <= np.trunc(f) <= info.max):
+                        return None
+                    out = np.asarray(np.trunc(f)).astype(d)
+    except OverflowError:  # an int outside the target's range: XLA wraps it, NumPy refuses
+        return None
+    return Array._new(out, False)
 
 
 def bitcast_convert_type(operand: Any, new_dtype: Any) -> Any:

@@ -40,6 +40,13 @@ def _register_buffer_type() -> None:
 _register_buffer_type()
 
 
+def jaxlib_version() -> str:
+    """The installed jaxlib's version (the PJRT runtime ftrans runs on)."""
+    from jax._src import lib as _lib
+
+    return _lib.version_str
+
+
 def backend(platform: str | None = None) -> Any:
     """The PJRT client for ``platform`` (the default backend when None)."""
     return _backend_api.get_backend(platform)
@@ -128,6 +135,36 @@ def _parsed_module(text: str) -> Any:
 
     with _mlir.make_ir_context():
         return _ir.Module.parse(text)
+
+
+def parsed_module(text: str) -> Any:
+    """``Lowered.compiler_ir("stablehlo")``: the module as an MLIR ``ir.Module`` (as JAX returns)."""
+    return _parsed_module(text)
+
+
+def xla_computation(text: str) -> Any:
+    """``Lowered.compiler_ir("hlo")``: the module converted to XLA's HLO (an ``XlaComputation``)."""
+    from jax._src.lib import _jax
+
+    return _jax.mlir.mlir_module_to_xla_computation(str(text), use_tuple_args=False)
+
+
+def hlo_text(text: str, debug_info: bool = False) -> str:
+    """``Lowered.as_text("hlo")``: the HLO text of a StableHLO module, printed as JAX prints it."""
+    try:
+        from jax._src.lib import hlo as _hlo
+    except ImportError:  # pragma: no cover - older jaxlib keeps it on the client module
+        _hlo = _xc._xla
+    opts = _hlo.HloPrintOptions.short_parsable()
+    opts.print_metadata = debug_info
+    return xla_computation(text).as_hlo_module().to_string(opts)
+
+
+def hlo_cost_analysis(client: Any, text: str) -> dict:
+    """``Lowered.cost_analysis()``: XLA's cost estimate of the module before optimisation."""
+    from jax._src.lib import _jax
+
+    return _jax.hlo_module_cost_analysis(client, xla_computation(text).as_hlo_module())
 
 
 def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):

@@ -27,7 +27,7 @@ from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
-from ftrans.errors import CompilerOptionError, FtransError
+from ftrans.errors import CompilerOptionError, JaxRuntimeError
 from ftrans.lowering import compat, lower
 
 
@@ -47,7 +47,7 @@ stats = {"compiles": 0, "xla_cache_hits": 0, "disk_hits": 0}
 logger = logging.getLogger("ftrans.jit")
 
 
-class XlaRejectedError(FtransError, RuntimeError):
+class XlaRejectedError(JaxRuntimeError):
     """XLA refused a module ftrans produced: a bug in ftrans's lowering, reported with its context."""
 
 

@@ -284,12 +284,13 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     single, aval0, sig0 = entry.single, entry.aval0, entry.sig0
     weak0 = aval0.weak_type if aval0 is not None else False
     out_tree, wrap, trace = entry.out_tree, entry.exe.wrap, _trace
+    closed = entry.closed  # not ``entry``: the closure is ``entry.invoke``, and a cycle would outlive the cache
 
     if kept is None and not donate and single:  # the common signature: one array out, nothing special
         def invoke_plain(bufs: list, leaves: Any) -> Any:
             out = run(bufs)
             if not trace.eager_everywhere and trace.debug_checks_on():
-                _check_outputs(name, entry, out, leaves)
+                _check_outputs(name, closed, donate, out, leaves)
             res = _new(DeviceArray)
             res._buf = out[0]
             res._aval = aval0
@@ -309,7 +310,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         else:
             out = run(bufs)
         if not trace.eager_everywhere and trace.debug_checks_on():
-            _check_outputs(name, entry, out, leaves)
+            _check_outputs(name, closed, donate, out, leaves)
         if single:
             res = _new(DeviceArray)
             res._buf = out[0]
@@ -498,19 +499,18 @@ def _wait_for(owner: int, event: threading.Event) -> bool:
     return True
 
 
-def _check_outputs(name: str, entry: _Entry, out_bufs: list, leaves: Any) -> None:
+def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: list, leaves: Any) -> None:
     """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
     if kind is None:
         return
-    if not entry.donate_mask:  # donated inputs are gone: nothing to re-run on
+    if not donated:  # donated inputs are gone: nothing to re-run on
         from ftrans.core.jaxpr_api import eval_jaxpr
 
-        closed = entry.closed
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
         f"invalid value ({kind}) encountered in the output of jit({name}); re-running it "
-        "op by op did not reproduce it" if not entry.donate_mask else
+        "op by op did not reproduce it" if not donated else
         f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
         "donated, so it cannot be re-run op by op to find the operation)"
     )
@@ -656,6 +656,14 @@ class JitWrapped:
         self.misses = 0
         _all_jitted.add(self)
         functools.update_wrapper(self, fun, updated=())
+        # The function's own attributes (``f.some_value``) show on the jitted one, as functools.wraps
+        # (and JAX's jit) copy them; only public names, so ftrans's ``_`` fields are never replaced.
+        own = getattr(fun, "__dict__", None)
+        if isinstance(own, dict):
+            mine = self.__dict__
+            for k, v in own.items():
+                if not k.startswith("_") and k not in mine:
+                    mine[k] = v
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -786,7 +794,13 @@ class JitWrapped:
                                                 avals, in_tree)
         else:
             self.hits += 1
-        bufs = [X.to_buffer(leaf, device) for leaf in leaves]
+        kept = entry.kept
+        if kept is None:
+            bufs = [X.to_buffer(leaf, device) for leaf in leaves]
+        else:  # an argument the program never reads is not transferred (invoke selects the kept ones)
+            bufs = [None] * len(leaves)
+            for i in kept:
+                bufs[i] = X.to_buffer(leaves[i], device)
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
@@ -1216,7 +1230,7 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def __repr__(self) -> str:
-        return f"<ftrans.jit of {self.__qualname__}>"
+        return _jitted_repr(self)
 
     # copy.copy / copy.deepcopy give a new jitted function of the same function and
     # options with its own (empty) cache, as JAX's do; pickling works when the function
@@ -1229,6 +1243,14 @@ class JitWrapped:
 
     def __deepcopy__(self, memo: dict) -> JitWrapped:
         return JitWrapped(self._fun, *self._options)
+
+
+def _jitted_repr(jitted: JitWrapped) -> str:
+    """JAX's spelling: the wrapped function's own repr, and a bare one when that fails or is gone."""
+    try:
+        return f"<PjitFunction of {jitted.__dict__['__wrapped__']!r}>"
+    except Exception:  # noqa: BLE001 - a user __repr__ may raise anything; repr must not
+        return "<PjitFunction>"
 
 
 class Traced:
@@ -1349,9 +1371,25 @@ class Lowered:
         """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
         (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
         with ``debug_info=True``)."""
+        if dialect == "hlo":
+            return compat.hlo_text(self._text, debug_info)
         if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
+            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
         return self._text
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        """The module as an object, as JAX's: an MLIR ``ir.Module`` (``"stablehlo"``, the default)
+        or XLA's ``XlaComputation`` (``"hlo"``)."""
+        if dialect in (None, "stablehlo"):
+            return compat.parsed_module(self._text)
+        if dialect == "hlo":
+            return compat.xla_computation(self._text)
+        raise FtransValueError(f"Lowered.compiler_ir: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+
+    def cost_analysis(self) -> Any:
+        """XLA's estimate of the program's cost before optimisation (flops, bytes accessed), as JAX's;
+        ``compile().cost_analysis()`` estimates the optimised program."""
+        return compat.hlo_cost_analysis(self._traced._device.client, self._text)
 
     @property
     def args_info(self) -> Any:
@@ -1384,8 +1422,14 @@ class Lowered:
         return out
 
     @property
-    def in_avals(self) -> list:
-        return self._traced.jaxpr.in_avals
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` (static arguments left out), as JAX's."""
+        return self._traced._in_tree
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        return tree_util.tree_unflatten(self._traced._in_tree, self._traced.jaxpr.in_avals)
 
     @property
     def out_info(self) -> Any:
@@ -1482,7 +1526,21 @@ class Compiled:
             return self._exe.text
 
     @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` it takes (static arguments left out), as JAX's."""
+        return self._in_tree
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        return tree_util.tree_unflatten(self._in_tree, self._closed.in_avals)
+
+    @property
     def executable(self) -> Any:
+        return self._exe.xla
+
+    def runtime_executable(self) -> Any:
+        """The loaded XLA executable the PJRT runtime runs (JAX's ``Compiled.runtime_executable``)."""
         return self._exe.xla
 
     def cost_analysis(self) -> Any:
@@ -1682,15 +1740,13 @@ def _forget_donated(leaves: list, mask: tuple) -> None:
                     del leaf._value
                 except AttributeError:
                     pass
+            elif type(leaf) is Array:  # a host Array is gone too, as in JAX (its data may be reused)
+                _array_mod.mark_donated(leaf)
             else:
-                _mark_host_donated(leaf)
-
-
-def _mark_host_donated(leaf: Array) -> None:
-    try:
-        del leaf._buf
-    except AttributeError:
-        pass
+                try:
+                    del leaf._buf
+                except AttributeError:
+                    pass
 
 
 def _compiler_options(options: Any) -> tuple:

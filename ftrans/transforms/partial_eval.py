@@ -48,6 +48,10 @@ class _LinearizeBuilder(JaxprBuilder):
         super().__init__()
         self.known: dict[int, Any] = {}  # id(var) -> the known value it stands for
 
+    def release(self) -> None:
+        super().release()
+        self.known = {}
+
 
 class LinearizeTrace(DynamicJaxprTrace):
     """Records only operations that read a tangent; everything else runs at the level below."""
@@ -97,14 +101,17 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJ
     builder = _LinearizeBuilder()
     in_avals = [tangent_aval(aval_of(p)) for p in primals]
     diff = [a.dtype != float0 for a in in_avals]
-    with new_main(LinearizeTrace, builder) as main:
-        trace: LinearizeTrace = main.trace
-        tangents = [trace.new_arg(a) if d else Zero(a) for a, d in zip(in_avals, diff)]
-        p_out, t_out, aux = jvp_flat(fun, primals, tangents)
-        zero_out = [type(t) is Zero for t in t_out]
-        out_tracers = [trace.full_raise(instantiate(t)) for t, z in zip(t_out, zero_out) if not z]
-        in_tracers = [t for t in tangents if type(t) is not Zero]
-        jaxpr, consts = builder.build(in_tracers, out_tracers)
+    try:
+        with new_main(LinearizeTrace, builder) as main:
+            trace: LinearizeTrace = main.trace
+            tangents = [trace.new_arg(a) if d else Zero(a) for a, d in zip(in_avals, diff)]
+            p_out, t_out, aux = jvp_flat(fun, primals, tangents)
+            zero_out = [type(t) is Zero for t in t_out]
+            out_tracers = [trace.full_raise(instantiate(t)) for t, z in zip(t_out, zero_out) if not z]
+            in_tracers = [t for t in tangents if type(t) is not Zero]
+            jaxpr, consts = builder.build(in_tracers, out_tracers)
+    finally:
+        builder.release()  # the residuals live on in the linear jaxpr alone
     return p_out, ClosedJaxpr(jaxpr, consts), diff, zero_out, aux
 
 

@@ -64,8 +64,12 @@ class PassReport:
         self.passes_run = passes_run
         self.disabled = disabled
         self.rewrites = rewrites
-        # pass name -> (program before, program after), for the passes that changed it
-        self.snapshots: dict[str, tuple[ClosedJaxpr, ClosedJaxpr]] = snapshots or {}
+        # pass name -> (program before, program after), for the passes that changed it: the jaxprs
+        # only, so a report (kept while its program lives, see ``report_for``) neither holds the
+        # program's constants nor the program itself (which keys ``_reports`` weakly)
+        self.snapshots: dict[str, tuple[Jaxpr, Jaxpr]] = {
+            k: (b.jaxpr if isinstance(b, ClosedJaxpr) else b, a.jaxpr if isinstance(a, ClosedJaxpr) else a)
+            for k, (b, a) in (snapshots or {}).items()}
 
     def before_after(self, name: str) -> tuple[str, str] | None:
         """The printed program before and after the pass ``name`` (``None`` if it changed nothing)."""
