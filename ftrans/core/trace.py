@@ -703,6 +703,9 @@ class DynamicJaxprTrace(Trace):
             if arr.dtype != dtypes.canonicalize(arr.dtype):
                 arr = arr.astype(dtypes.canonicalize(arr.dtype))
         else:
+            base = dtypes.python_scalar_base(val)  # an IntEnum member: the scalar it extends
+            if base is not None:
+                return self.pure(base)
             raise errors.FtransTypeError(
                 f"a value of type {type(val).__name__} cannot be used as an array in traced code"
             )
@@ -766,6 +769,9 @@ def aval_of(x: Any) -> ShapedArray:
         return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return ShapedArray(tuple(x.shape), dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False)))
+    base = dtypes.python_scalar_base(x)  # an IntEnum member: the scalar it extends
+    if base is not None:
+        return aval_of(base)
     raise errors.FtransTypeError(f"value of type {type(x).__name__} is not a valid array")
 
 
