@@ -34,6 +34,7 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
@@ -69,9 +70,13 @@ class _Store:
     the function (the staged jaxprs hold only values the function closed over).
     ``pending`` marks the signatures being compiled right now, so a second
     thread waits for the first thread's compile instead of repeating it.
+    ``traced`` keeps the staged programs (``_Jitted._trace``) by abstract
+    signature, so a call under a transform (``grad(jit(f))``), ``trace``/
+    ``lower``/``eval_shape`` and a compile share one trace of the function, as
+    JAX's trace cache does.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traced", "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
@@ -80,6 +85,7 @@ class _Store:
         self.lock = threading.Lock()
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
         self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
+        self.traced: OrderedDict[tuple, tuple] = OrderedDict()  # signature -> (closed jaxpr, out tree)
 
 
 # function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
@@ -118,6 +124,7 @@ def clear_caches() -> None:
             st.fast.clear()
             st.tree_fast.clear()
             st.background.clear()
+            st.traced.clear()
     for f in list(_all_jitted):
         f._spmd_cache.clear()
     from ftrans.transforms import parallel
@@ -938,8 +945,35 @@ class JitWrapped:
                     )
         return dev if dev is not None else default_device()
 
-    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
-        """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
+    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
+               statics: tuple | None = None) -> tuple[ClosedJaxpr, Any]:
+        """Stage the function on abstract arguments: the closed jaxpr and the output tree.
+
+        Given the call's ``statics``, the result is remembered by abstract signature (``_Store.traced``):
+        the function is traced once per signature whatever asks (a call under ``grad``/``vmap``, a compile,
+        ``trace``/``lower``), as in JAX. A program that captured a tracer of an enclosing transform (the
+        function closes over one) is not remembered: that tracer belongs to this call only (JAX reuses it
+        and raises UnexpectedTracerError on the next call).
+        """
+        if statics is None:
+            return self._trace_uncached(args, kwargs, avals, in_tree)
+        from ftrans.transforms.passes import pipeline_state
+
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics,
+               _config_mod.config.enable_x64, tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state())
+        store = self._store
+        hit = store.traced.get(key)
+        if hit is not None:
+            return hit
+        closed, out_tree = self._trace_uncached(args, kwargs, avals, in_tree)
+        if not any(isinstance(c, Tracer) for c in closed.consts):
+            with store.lock:
+                store.traced[key] = (closed, out_tree)
+                while len(store.traced) > self._max:
+                    store.traced.popitem(last=False)
+        return closed, out_tree
+
+    def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -994,7 +1028,7 @@ class JitWrapped:
         level = X.compile_log_level()
         logging_on = X.logger.isEnabledFor(level)
         t0 = time.perf_counter() if logging_on else 0.0
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         if logging_on:
             X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
                          time.perf_counter() - t0)
@@ -1056,7 +1090,7 @@ class JitWrapped:
         if first:
             try:
                 self.misses += 1
-                closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+                closed, out_tree = self._trace(args, kwargs, avals, in_tree, key[2])
                 from ftrans.transforms.sharded_jit import constraint_meshes
 
                 if constraint_meshes(closed.jaxpr):
@@ -1132,7 +1166,7 @@ class JitWrapped:
 
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         body, consts = hoist_consts(closed)
         # NumPy leaves enter with the canonical dtype their aval was traced with
         # (a float64 NumPy value is a float32 operand unless x64 is on).
@@ -1153,7 +1187,7 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
-        dargs, dkw, _ = self._split(args, kwargs)
+        dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         avals = []
         for leaf in leaves:
@@ -1161,7 +1195,7 @@ class JitWrapped:
             if a is None:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                       self._target_device(leaves), self._keep_unused, in_tree)
 
@@ -1200,6 +1234,7 @@ class JitWrapped:
             self._fast.clear()
             self._tree_fast.clear()
             self._spmd_cache.clear()
+            self._store.traced.clear()
 
     _clear_cache = clear_cache
 
