@@ -102,3 +102,44 @@ def test_isscalar_of_jax_array_protocol():
         jval = jjnp.asarray(np.asarray(val))
         assert jnp.isscalar(Wrapper(val)) == jjnp.isscalar(Wrapper(jval))
     assert jnp.isscalar(Color.RED) and jnp.isscalar(MyFloat(1.0))
+
+
+class _StandsForArray:
+    """Not a pytree: stands for an array only through ``__jax_array__``."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __jax_array__(self):
+        return self.v
+
+
+def _transform_calls(lib, a):
+    return {
+        "jit": lambda: lib.jit(lambda x: x)(a),
+        "grad": lambda: lib.grad(lambda x: x.sum())(a),
+        "vmap": lambda: lib.vmap(lambda x: x)(a),
+        "device_put": lambda: lib.device_put(a),
+        "eval_shape": lambda: lib.eval_shape(lambda x: x, a),
+        "make_jaxpr": lambda: lib.make_jaxpr(lambda x: x)(a),
+        "jvp": lambda: lib.jvp(lambda x: x, (a,), (a,)),
+        "vjp": lambda: lib.vjp(lambda x: x, a),
+        "linearize": lambda: lib.linearize(lambda x: x * 2, a),
+        "hessian": lambda: lib.hessian(lambda x: (x ** 3).sum())(a),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_transform_calls(jax, None)))
+def test_jax_array_object_as_transform_argument_is_a_value_error(name):
+    # JAX: "Triggering __jax_array__() during abstractification is no longer supported" (ValueError).
+    with pytest.raises(ValueError):
+        _transform_calls(jax, _StandsForArray(jjnp.arange(4.0)))[name]()
+    with pytest.raises(ValueError, match="__jax_array__"):
+        _transform_calls(ftrans, _StandsForArray(jnp.arange(4.0)))[name]()
+
+
+def test_jax_array_object_still_an_operand_and_convertible():
+    a = _StandsForArray(jnp.arange(4.0))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda x: x)(jnp.asarray(a))), np.arange(4.0))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda y: y * _StandsForArray(y))(2.0)), 4.0)
+    np.testing.assert_array_equal(np.asarray(jnp.sin(a)), np.sin(np.arange(4.0, dtype=np.float32)))

@@ -418,6 +418,24 @@ def is_foreign_array(x: Any) -> bool:
     return hasattr(x, "__array__") or hasattr(x, "__dlpack__") or hasattr(x, "__jax_array__")
 
 
+def jax_array_argument(x: Any) -> bool:
+    """An object that is not an array but stands for one through ``__jax_array__`` (and is not a pytree
+    node): JAX refuses it as an argument of a transformation (``jit``, ``grad``, ``vmap``, ``device_put``,
+    ...), while primitives and ``jnp`` functions take it as an operand."""
+    if isinstance(x, (Array, np.ndarray, np.generic)):
+        return False
+    return getattr(x, "__jax_array__", None) is not None
+
+
+def jax_array_argument_error(where: str) -> Exception:
+    """The error for a ``__jax_array__`` object given where JAX abstracts an argument (see above)."""
+    from ftrans.errors import FtransValueError
+
+    return FtransValueError(
+        f"{where}: triggering __jax_array__() during abstractification is not supported (as in JAX). Convert "
+        "the object explicitly with jnp.asarray(), or register its type as a pytree")
+
+
 def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
     """An ftrans Array holding a foreign array's data, or None if ``x`` is not one.
 

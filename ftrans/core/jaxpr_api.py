@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.trace import aval_of, stage
@@ -21,6 +21,8 @@ from ftrans.errors import FtransTypeError
 def _arg_aval(path: str, x: Any) -> ShapedArray:
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if jax_array_argument(x):
+        raise jax_array_argument_error(f"argument {path}")
     try:
         return aval_of(x)
     except TypeError:

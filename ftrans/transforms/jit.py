@@ -32,7 +32,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
@@ -200,6 +200,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
     if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
+        if jax_array_argument(x):  # refused, as in JAX (_bad_leaf_error says why)
+            return None
         f = _array_mod.from_foreign(x)
         return None if f is None else f.aval
     return None
@@ -229,6 +231,8 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
             break
     if isinstance(bad, np.ma.MaskedArray):
         return masked_array_error(f"jit({fname}): argument {path}")
+    if jax_array_argument(bad):
+        return jax_array_argument_error(f"jit({fname}): argument {path}")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(

@@ -18,7 +18,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import building, dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -41,6 +41,8 @@ def _operand(where: str, path: str, x: Any) -> Any:
 
     if isinstance(x, (Array, Tracer)):
         return x
+    if jax_array_argument(x):
+        raise jax_array_argument_error(f"{where}: argument {path}")
     try:
         return as_operand(x)
     except TypeError:
@@ -321,6 +323,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
 
 
 def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
+    if jax_array_argument(leaf):
+        raise jax_array_argument_error(f"{where}: argument {i}")
     try:
         return aval_of(leaf)
     except TypeError:
