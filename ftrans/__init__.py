@@ -56,6 +56,7 @@ from ftrans.transforms.jit import clear_caches, disable_jit, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
+    fwd_and_bwd,
     grad,
     hessian,
     jacfwd,
@@ -107,7 +108,7 @@ __all__ = [
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
-    "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
+    "process_index", "process_count", "jvp", "vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries", "extend", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
