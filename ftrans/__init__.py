@@ -103,6 +103,8 @@ def typeof(x):
 
 from ftrans.core.version import __version__ as __version__  # noqa: E402
 
+P = PartitionSpec  # JAX's short name (jax.P)
+
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
@@ -112,7 +114,7 @@ __all__ = [
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries", "extend", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
-    "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
+    "NamedSharding", "PartitionSpec", "P", "shard_map", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
