@@ -81,6 +81,7 @@ debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
 log_compiles = config_context("log_compiles")
 explain_cache_misses = config_context("explain_cache_misses")
+allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
 
@@ -118,7 +119,7 @@ __all__ = [
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
-    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
+    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing", "no_execution",
     "default_device",
 ]
 

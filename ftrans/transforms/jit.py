@@ -147,6 +147,9 @@ _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execu
 
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
+    if name == "allow_f16_reductions":  # decides at trace time whether a program is allowed: trace again
+        clear_caches()
+        return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
