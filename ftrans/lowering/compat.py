@@ -130,6 +130,19 @@ def _parsed_module(text: str) -> Any:
         return _ir.Module.parse(text)
 
 
+def stablehlo_module(text: str) -> Any:
+    """The StableHLO module text as an MLIR ``Module`` object (``Lowered.compiler_ir()``, as JAX's)."""
+    return _parsed_module(text)
+
+
+def hlo_computation(text: str) -> Any:
+    """The StableHLO module text converted to an XLA HLO computation (``Lowered.compiler_ir("hlo")``;
+    ``.as_hlo_text()`` prints it)."""
+    from jax._src.lib import _jax
+
+    return _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False)
+
+
 def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
     """``execute_fn`` for a program that calls back into Python: each call waits until the program
     (and so every callback it made) has finished, so a print shows before the call returns and a

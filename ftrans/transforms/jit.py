@@ -1372,7 +1372,33 @@ class ArgInfo:
         return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
 
 
-class Lowered:
+class LoweredText:
+    """``as_text`` and ``compiler_ir`` of a lowered program held as StableHLO text (``self._text``):
+    ``jit``'s ``Lowered``, the partitioned one, ``pmap``'s."""
+
+    _text: str
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The StableHLO module (``dialect="hlo"``: the XLA HLO it converts to). Every StableHLO op carries
+        its location, ``loc("jit(f)/scope/prim"("file":line:0))`` (the ``named_scope`` names and the
+        user's line), whatever ``debug_info`` says (JAX shows them only with ``debug_info=True``)."""
+        if dialect == "hlo":
+            return self.compiler_ir("hlo").as_hlo_text()
+        if dialect not in (None, "stablehlo"):
+            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+        return self._text
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        """JAX's ``Lowered.compiler_ir``: the program as the compiler's objects, for inspection: an MLIR
+        module (``dialect`` None or ``"stablehlo"``) or an XLA computation (``"hlo"``; ``.as_hlo_text()``)."""
+        if dialect in (None, "stablehlo"):
+            return compat.stablehlo_module(self._text)
+        if dialect == "hlo":
+            return compat.hlo_computation(self._text)
+        raise FtransValueError(f"Lowered.compiler_ir: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+
+
+class Lowered(LoweredText):
     """``jit(f).lower(*args)``: the StableHLO module; ``compile()`` builds the executable."""
 
     def __init__(self, traced: Traced, text: str, platform: str = "cpu"):
@@ -1386,14 +1412,6 @@ class Lowered:
         from ftrans.transforms.passes import report_for
 
         return report_for(self._traced.jaxpr)
-
-    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
-        (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
-        with ``debug_info=True``)."""
-        if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
-        return self._text
 
     @property
     def args_info(self) -> Any:

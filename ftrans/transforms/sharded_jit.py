@@ -20,6 +20,7 @@ from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
 from ftrans.core.sharding import NamedSharding, Sharding, SingleDeviceSharding, check_divisible, from_runtime
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.jit import LoweredText
 
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
@@ -208,7 +209,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     return tree_util.tree_unflatten(out_tree, outs)
 
 
-class ShardedLowered:
+class ShardedLowered(LoweredText):
     """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
@@ -226,9 +227,6 @@ class ShardedLowered:
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else ())
-
-    def as_text(self, dialect: str | None = None) -> str:
-        return self._text
 
     def compile(self) -> ShardedCompiled:
         from ftrans.lowering.spmd import SpmdExecutable
