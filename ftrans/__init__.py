@@ -23,7 +23,7 @@ from ftrans._callback import pure_callback
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
-from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr
 from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
 from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
@@ -52,7 +52,7 @@ from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
-from ftrans.transforms.jit import clear_caches, disable_jit, jit
+from ftrans.transforms.jit import clear_caches, disable_jit, eval_shape, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (

@@ -24,7 +24,7 @@ from ftrans import errors
 from ftrans.core import dtypes
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
-from ftrans.core.avals import ShapedArray
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
@@ -702,6 +702,17 @@ class DynamicJaxprTrace(Trace):
             arr, weak = np.asarray(val), False
             if arr.dtype != dtypes.canonicalize(arr.dtype):
                 arr = arr.astype(dtypes.canonicalize(arr.dtype))
+        elif isinstance(val, ShapeDtypeStruct):
+            # As in JAX: a shape-only value (an argument of a jitted function called while staging, e.g.
+            # under eval_shape) is a constant of the jaxpr with no value. Its shape is all eval_shape
+            # needs; running or compiling the program raises (ir.py, ``constant_value``).
+            aval = ShapedArray(tuple(val.shape), dtypes.canonicalize(val.dtype), bool(val.weak_type))
+            v = Var(aval)
+            t = StagingTracer(self, aval, v)
+            builder.const_tracers[id(val)] = t
+            builder.keepalive.append(val)
+            builder.const_vals.append((v, val))
+            return t
         else:
             base = dtypes.python_scalar_base(val)  # an IntEnum member: the scalar it extends
             if base is not None:

@@ -33,9 +33,10 @@ from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
@@ -50,7 +51,7 @@ from ftrans.errors import (
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
-__all__ = ["jit", "jit_call_p", "clear_caches", "DEFAULT_CACHE_SIZE"]
+__all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZE"]
 
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
@@ -1227,8 +1228,19 @@ class JitWrapped:
         return traced.lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs' shapes and dtypes (``ShapeDtypeStruct``s) without running the function; each carries
+        its ``out_shardings`` entry as ``.sharding`` when the function was given them, as in JAX."""
         t = self.trace(*args, **kwargs)
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in t.jaxpr.out_avals]
+        avals = t.jaxpr.out_avals
+        shardings: list = [None] * len(avals)
+        if self._out_shardings is not None:
+            from ftrans.transforms.sharded_jit import _flatten_prefix
+
+            dummy = tree_util.tree_unflatten(t.out_tree, [0] * len(avals))
+            shardings = _flatten_prefix(self._out_shardings, dummy, len(avals), "out_shardings", self.__name__,
+                                        as_given=True)
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=s)
+                  for a, s in zip(avals, shardings)]
         return tree_util.tree_unflatten(t.out_tree, shapes)
 
     def _cache_size(self) -> int:
@@ -1305,6 +1317,9 @@ class Traced:
         """
         from ftrans.lowering.lower import lower_jaxpr
 
+        for c in self.jaxpr.consts:
+            if isinstance(c, ShapeDtypeStruct):
+                raise shape_only_constant_error(c)
         if lowering_platforms is None:
             platform = compat.lowering_platform(self._device)
         else:
@@ -1802,3 +1817,11 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)
+
+
+def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
+    answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""
+    if isinstance(fun, JitWrapped):
+        return fun.eval_shape(*args, **kwargs)
+    return _core_eval_shape(fun, *args, **kwargs)

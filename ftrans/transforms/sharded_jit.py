@@ -83,12 +83,17 @@ def _bare_spec(x: Any) -> Any:
     return x
 
 
-def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list:
-    """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves."""
+def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_given: bool = False) -> list:
+    """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves (``as_given``: each entry as the user
+    gave it, for ``eval_shape``; else normalised for partitioning: a single-device sharding is None)."""
     from ftrans.core.sharding import PartitionSpec
 
+    def norm(s: Any) -> Any:
+        checked = _check_sharding(_bare_spec(s), what, fname)
+        return _bare_spec(s) if as_given else checked
+
     if spec is None or isinstance(spec, (Sharding, PartitionSpec)):
-        return [_check_sharding(_bare_spec(spec), what, fname)] * n
+        return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
             lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
@@ -101,7 +106,7 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list
             f"Match {what} to the structure of the {whose}, or give one sharding for all of them") from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
-        out.extend(_check_sharding(_bare_spec(s), what, fname) for s in group)
+        out.extend(norm(s) for s in group)
     return out
 
 
