@@ -126,6 +126,9 @@ def _transform_calls(lib, a):
         "vjp": lambda: lib.vjp(lambda x: x, a),
         "linearize": lambda: lib.linearize(lambda x: x * 2, a),
         "hessian": lambda: lib.hessian(lambda x: (x ** 3).sum())(a),
+        "checkpoint": lambda: lib.checkpoint(lambda x: x * 2)(a),
+        "cond_operand": lambda: lib.lax.cond(True, lambda x: x, lambda x: x, a),
+        "scan_xs": lambda: lib.lax.scan(lambda c, x: (c, x), 0.0, a),
     }
 
 
