@@ -106,3 +106,24 @@ def test_axis_env_is_part_of_the_signature():
     # Same argument signature inside the body (a scalar), another axis size: a trace of its own.
     c = ftrans.vmap(f, axis_name="i")(jnp.ones(5))
     np.testing.assert_array_equal(np.asarray(c), 5 * np.ones(5))
+
+
+def test_registering_a_pass_traces_again():
+    from ftrans.transforms.passes import pipeline
+
+    class Noop(pipeline.Pass):
+        name = "apiA_noop_for_trace_cache_test"
+
+        def rewrite(self, jaxpr, ctx, *, top):
+            return jaxpr
+
+    h, calls = _counting(ftrans)
+    h.trace(1.0)
+    h.trace(1.0)
+    assert len(calls) == 1
+    pipeline.register_pass(Noop())
+    try:
+        h.trace(1.0)
+        assert len(calls) == 2
+    finally:
+        pipeline._passes.pop(Noop.name, None)
