@@ -23,7 +23,7 @@ from ftrans._callback import pure_callback
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
-from ftrans.core.jaxpr_api import eval_jaxpr, eval_shape, make_jaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr
 from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
 from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
@@ -53,10 +53,11 @@ from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
-from ftrans.transforms.jit import clear_caches, disable_jit, jit
+from ftrans.transforms.jit import clear_caches, disable_jit, eval_shape, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
+    fwd_and_bwd,
     grad,
     hessian,
     jacfwd,
@@ -81,6 +82,7 @@ debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
 log_compiles = config_context("log_compiles")
 explain_cache_misses = config_context("explain_cache_misses")
+allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
 
@@ -103,21 +105,23 @@ def typeof(x):
 
 from ftrans.core.version import __version__ as __version__  # noqa: E402
 
+P = PartitionSpec  # JAX's short name (jax.P)
+
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
-    "process_index", "process_count", "jvp", "vjp", "grad", "value_and_grad", "linearize", "linear_transpose",
+    "process_index", "process_count", "jvp", "vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_transpose",
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "example_libraries", "extend", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
-    "NamedSharding", "PartitionSpec", "shard_map", "distributed", "make_array_from_callback",
+    "NamedSharding", "PartitionSpec", "P", "shard_map", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
-    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
-    "default_device", "print_environment_info",
+    "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
+    "no_execution", "default_device", "print_environment_info",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -15,7 +15,14 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, ShardedArray, device_array
+from ftrans.core.array import (
+    Array,
+    DeviceArray,
+    ShardedArray,
+    device_array,
+    jax_array_argument,
+    jax_array_argument_error,
+)
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
 from ftrans.core.sharding import NamedSharding, PartitionSpec
@@ -316,6 +323,8 @@ def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias
         from ftrans.core.avals import ShapedArray
 
         aval = ShapedArray(arr.shape, arr.dtype, False)
+    elif jax_array_argument(x):
+        raise jax_array_argument_error("device_put")
     else:
         raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
     buf = compat.device_put(np.asarray(arr, order="C"), dev)

@@ -655,3 +655,15 @@ def test_sharded_jit_nested_in_jit_keeps_its_layout():
     jo = jax.jit(lambda a: inner_j(a) + 1)(x)
     np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
     same_layout(fo, jo)
+
+
+def test_P_is_PartitionSpec_as_jax_P():
+    import jax
+
+    assert ftrans.P is ftrans.sharding.PartitionSpec and jax.P is jax.sharding.PartitionSpec
+    assert ftrans.P("x", None) == ftrans.sharding.PartitionSpec("x", None)
+    # jax-ml/jax test_frexp_sharded: jacrev of frexp on an array placed with P
+    mesh = ftrans.sharding.Mesh(ftrans.devices()[:1], ("x",))
+    x = ftrans.device_put(np.ones(8, np.float32), ftrans.NamedSharding(mesh, ftrans.P("x")))
+    jac = ftrans.jacrev(lambda v: ftrans.numpy.frexp(v)[0])(x)
+    np.testing.assert_array_equal(np.asarray(jac), np.asarray(jax.jacrev(lambda v: jax.numpy.frexp(v)[0])(np.ones(8, np.float32))))

@@ -434,12 +434,34 @@ _NOT_ARRAYS = (str, bytes, list, tuple, dict, set, type)
 
 
 def is_foreign_array(x: Any) -> bool:
-    """A jax.Array, or an object that offers its data through ``__array__`` or ``__dlpack__``."""
+    """A jax.Array, an object that offers its data through ``__array__`` or ``__dlpack__``, or a
+    scalar of a subclass of int/float/complex (an ``enum.IntEnum`` member: JAX reads it as the
+    builtin scalar)."""
     if type(x) is buffer_type:
         return True
     if isinstance(x, (Array, np.ndarray, np.generic, *_NOT_ARRAYS)):
         return False
+    if isinstance(x, (int, float, complex)):
+        return dtypes.python_scalar_base(x) is not None
     return hasattr(x, "__array__") or hasattr(x, "__dlpack__") or hasattr(x, "__jax_array__")
+
+
+def jax_array_argument(x: Any) -> bool:
+    """An object that is not an array but stands for one through ``__jax_array__`` (and is not a pytree
+    node): JAX refuses it as an argument of a transformation (``jit``, ``grad``, ``vmap``, ``device_put``,
+    ...), while primitives and ``jnp`` functions take it as an operand."""
+    if isinstance(x, (Array, np.ndarray, np.generic)):
+        return False
+    return getattr(x, "__jax_array__", None) is not None
+
+
+def jax_array_argument_error(where: str) -> Exception:
+    """The error for a ``__jax_array__`` object given where JAX abstracts an argument (see above)."""
+    from ftrans.errors import FtransValueError
+
+    return FtransValueError(
+        f"{where}: triggering __jax_array__() during abstractification is not supported (as in JAX). Convert "
+        "the object explicitly with jnp.asarray(), or register its type as a pytree")
 
 
 def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
@@ -460,6 +482,9 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
             return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
     if not is_foreign_array(x):
         return None
+    v = dtypes.python_scalar_base(x)
+    if v is not None:  # an IntEnum member and the like: the weakly typed scalar it extends
+        return Array._new(np.asarray(v, dtypes.python_scalar_dtype(v)), True)
     conv = getattr(x, "__jax_array__", None)
     if conv is not None:  # JAX's protocol: the object names the array it stands for
         r = conv()

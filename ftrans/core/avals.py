@@ -61,6 +61,17 @@ def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"{dtypes.SHORT_NAMES.get(dtype, dtype.name)}[{','.join(map(str, shape))}]"
 
 
+def shape_only_constant_error(x: Any) -> Exception:
+    """A ``ShapeDtypeStruct`` reached a place that needs a value (a jitted call's argument, or a constant
+    staged under ``eval_shape``, when the program runs or is lowered)."""
+    from ftrans.errors import FtransTypeError
+
+    return FtransTypeError(
+        f"a ShapeDtypeStruct ({x.dtype}{list(x.shape)}) has no value: it can stand for an argument of "
+        "jit(f).trace/lower or eval_shape, but cannot be used as an argument or a constant of a program "
+        "that runs or is lowered; pass an array of that shape and dtype")
+
+
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 

@@ -136,6 +136,7 @@ class Config:
         "no_tracing": ("JAX_NO_TRACING", bool),
         "no_execution": ("JAX_NO_EXECUTION", bool),
         "default_device": ("JAX_DEFAULT_DEVICE", "any"),
+        "allow_f16_reductions": ("JAX_ALLOW_F16_REDUCTIONS", bool),
     }
 
     def __init__(self) -> None:
@@ -174,6 +175,8 @@ class Config:
         # Where jit runs and device_put places by default: None (the default backend's first device),
         # a Device, or a platform name ("cpu"); resolved by ftrans.devices (JAX's ``jax.default_device``).
         self.default_device: Any = os.environ.get("JAX_DEFAULT_DEVICE") or None
+        # False: ``reduce_sum`` of float16/bfloat16 over an axis longer than one raises (JAX's option).
+        self.allow_f16_reductions = _env_flag("JAX_ALLOW_F16_REDUCTIONS", True)
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

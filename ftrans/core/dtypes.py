@@ -209,8 +209,26 @@ def python_scalar_dtype(x: Any) -> np.dtype:
 
 
 def is_weak_scalar(x: Any) -> bool:
-    """Python int/float/complex are weakly typed; Python bool is not (as in JAX)."""
-    return type(x) in (int, float, complex)
+    """Python int/float/complex are weakly typed; Python bool is not (as in JAX). So are instances of
+    their subclasses (an ``enum.IntEnum`` member), which JAX reads as the builtin scalar they extend."""
+    t = type(x)
+    if t in (int, float, complex):
+        return True
+    return t is not bool and python_scalar_base(x) is not None
+
+
+def python_scalar_base(x: Any) -> int | float | complex | None:
+    """An instance of a subclass of Python's int, float or complex (an ``enum.IntEnum`` member, a
+    ``float`` subclass) as the builtin scalar it extends, which is how JAX reads such a value (its
+    type handlers walk the class's MRO); None for anything else, the builtins themselves and NumPy
+    scalars (``np.float64`` subclasses ``float``) included."""
+    t = type(x)
+    if t in (int, float, complex, bool) or isinstance(x, np.generic):
+        return None
+    for base in (int, float, complex):  # bool cannot be subclassed
+        if isinstance(x, base):
+            return base(x)
+    return None
 
 
 def issubdtype(a: Any, b: Any) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
@@ -24,6 +24,8 @@ from ftrans.errors import FtransTypeError, FtransValueError
 def _arg_aval(path: str, x: Any) -> ShapedArray:
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
+    if jax_array_argument(x):
+        raise jax_array_argument_error(f"argument {path}")
     try:
         return aval_of(x)
     except TypeError:

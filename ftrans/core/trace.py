@@ -24,7 +24,7 @@ from ftrans import errors
 from ftrans.core import dtypes
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
-from ftrans.core.avals import ShapedArray
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
@@ -710,7 +710,21 @@ class DynamicJaxprTrace(Trace):
             arr, weak = np.asarray(val), False
             if arr.dtype != dtypes.canonicalize(arr.dtype):
                 arr = arr.astype(dtypes.canonicalize(arr.dtype))
+        elif isinstance(val, ShapeDtypeStruct):
+            # As in JAX: a shape-only value (an argument of a jitted function called while staging, e.g.
+            # under eval_shape) is a constant of the jaxpr with no value. Its shape is all eval_shape
+            # needs; running or compiling the program raises (ir.py, ``constant_value``).
+            aval = ShapedArray(tuple(val.shape), dtypes.canonicalize(val.dtype), bool(val.weak_type))
+            v = Var(aval)
+            t = StagingTracer(self, aval, v)
+            builder.const_tracers[id(val)] = t
+            builder.keepalive.append(val)
+            builder.const_vals.append((v, val))
+            return t
         else:
+            base = dtypes.python_scalar_base(val)  # an IntEnum member: the scalar it extends
+            if base is not None:
+                return self.pure(base)
             raise errors.FtransTypeError(
                 f"a value of type {type(val).__name__} cannot be used as an array in traced code"
             )
@@ -774,6 +788,9 @@ def aval_of(x: Any) -> ShapedArray:
         return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return ShapedArray(tuple(x.shape), dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False)))
+    base = dtypes.python_scalar_base(x)  # an IntEnum member: the scalar it extends
+    if base is not None:
+        return aval_of(base)
     raise errors.FtransTypeError(f"value of type {type(x).__name__} is not a valid array")
 
 

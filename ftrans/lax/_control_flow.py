@@ -18,7 +18,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
@@ -49,6 +49,8 @@ _MISSING = _Missing()
 def _operand(x: Any, what: str) -> Any:
     if isinstance(x, (Array, Tracer)):
         return x
+    if jax_array_argument(x):  # as JAX: such an object is converted explicitly or registered as a pytree
+        raise jax_array_argument_error(what)
     try:
         out = as_operand(x)
     except TypeError:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ftrans import tree_util
+from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
@@ -130,6 +131,14 @@ def _aval(x: Any) -> ShapedArray:
 # weak type: a repeated eager ``lax`` call skips rebuilding avals and re-running the abstract-eval rule
 # (most of its cost). Only successes are kept, so every error is still raised by the rule itself.
 _checked: set = set()
+
+
+def _on_config_change(name: str, value: Any) -> None:
+    if name == "allow_f16_reductions":  # a signature checked under the other setting must be checked again
+        _checked.clear()
+
+
+_config.config._listeners.append(_on_config_change)
 _CHECKED_MAX = 4096
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
-from ftrans.core.avals import ShapedArray
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.errors import CompilerOptionError, JaxRuntimeError
@@ -299,6 +299,8 @@ def to_buffer(x: Any, device: Any) -> Any:
         return compat.copy_to_device(x._buf, device)
     if is_foreign_array(x):  # a jax.Array (its buffer, when it fits) or anything with __array__/__dlpack__
         return to_buffer(from_foreign(x), device)
+    if isinstance(x, ShapeDtypeStruct):
+        raise shape_only_constant_error(x)
     arr = np.asarray(x)
     canon = dtypes.canonicalize(arr.dtype)
     if arr.dtype != canon:

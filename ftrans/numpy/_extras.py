@@ -433,6 +433,8 @@ def isscalar(element: Any) -> bool:
         return True
     if isinstance(element, (np.ndarray, jnp.ndarray, Tracer)):
         return len(shape_of(element)) == 0
+    if getattr(element, "__jax_array__", None) is not None:  # what the object stands for, as in JAX
+        return len(shape_of(jnp.asarray(element))) == 0
     return False
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import building, dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -404,6 +404,8 @@ def _operand(x: Any) -> Any:
 
     if isinstance(x, (Array, Tracer)):
         return x
+    if jax_array_argument(x):
+        raise jax_array_argument_error("jvp: a primal")
     try:
         return as_operand(x)
     except TypeError:

@@ -27,6 +27,7 @@ from typing import Any
 
 from jax import tree_util
 
+from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
@@ -425,6 +426,8 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None)
     for (path, x), d in zip(leaves_paths, dims):
         if d is None:
             continue
+        if jax_array_argument(x):
+            raise jax_array_argument_error(f"vmap({name}): argument {_path(path)}")
         try:
             shape = tuple(aval_of(x).shape)
         except TypeError:

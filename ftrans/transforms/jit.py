@@ -32,9 +32,11 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray
-from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
+from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.trace import Tracer, stage
@@ -49,7 +51,7 @@ from ftrans.errors import (
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
 
-__all__ = ["jit", "jit_call_p", "clear_caches", "DEFAULT_CACHE_SIZE"]
+__all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZE"]
 
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
@@ -69,9 +71,13 @@ class _Store:
     the function (the staged jaxprs hold only values the function closed over).
     ``pending`` marks the signatures being compiled right now, so a second
     thread waits for the first thread's compile instead of repeating it.
+    ``traced`` keeps the staged programs (``_Jitted._trace``) by abstract
+    signature, so a call under a transform (``grad(jit(f))``), ``trace``/
+    ``lower``/``eval_shape`` and a compile share one trace of the function, as
+    JAX's trace cache does.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traced", "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
@@ -80,6 +86,7 @@ class _Store:
         self.lock = threading.Lock()
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
         self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
+        self.traced: OrderedDict[tuple, tuple] = OrderedDict()  # signature -> (closed jaxpr, out tree)
 
 
 # function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
@@ -118,6 +125,7 @@ def clear_caches() -> None:
             st.fast.clear()
             st.tree_fast.clear()
             st.background.clear()
+            st.traced.clear()
     for f in list(_all_jitted):
         f._spmd_cache.clear()
     from ftrans.transforms import parallel
@@ -140,6 +148,9 @@ _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execu
 
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
+    if name == "allow_f16_reductions":  # decides at trace time whether a program is allowed: trace again
+        clear_caches()
+        return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
@@ -193,6 +204,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, x.dtype, x.weak_type)
     if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
+        if jax_array_argument(x):  # refused, as in JAX (_bad_leaf_error says why)
+            return None
         f = _array_mod.from_foreign(x)
         return None if f is None else f.aval
     return None
@@ -222,6 +235,8 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
             break
     if isinstance(bad, np.ma.MaskedArray):
         return masked_array_error(f"jit({fname}): argument {path}")
+    if jax_array_argument(bad):
+        return jax_array_argument_error(f"jit({fname}): argument {path}")
     if type(bad) is int:
         d = dtypes.default_int()
         return FtransOverflowError(
@@ -952,8 +967,35 @@ class JitWrapped:
                     )
         return dev if dev is not None else default_device()
 
-    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
-        """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
+    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
+               statics: tuple | None = None) -> tuple[ClosedJaxpr, Any]:
+        """Stage the function on abstract arguments: the closed jaxpr and the output tree.
+
+        Given the call's ``statics``, the result is remembered by abstract signature (``_Store.traced``):
+        the function is traced once per signature whatever asks (a call under ``grad``/``vmap``, a compile,
+        ``trace``/``lower``), as in JAX. A program that captured a tracer of an enclosing transform (the
+        function closes over one) is not remembered: that tracer belongs to this call only (JAX reuses it
+        and raises UnexpectedTracerError on the next call).
+        """
+        if statics is None:
+            return self._trace_uncached(args, kwargs, avals, in_tree)
+        from ftrans.transforms.passes import pipeline_state
+
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics,
+               _config_mod.config.enable_x64, tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state())
+        store = self._store
+        hit = store.traced.get(key)
+        if hit is not None:
+            return hit
+        closed, out_tree = self._trace_uncached(args, kwargs, avals, in_tree)
+        if not any(isinstance(c, Tracer) for c in closed.consts):
+            with store.lock:
+                store.traced[key] = (closed, out_tree)
+                while len(store.traced) > self._max:
+                    store.traced.popitem(last=False)
+        return closed, out_tree
+
+    def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -1008,7 +1050,7 @@ class JitWrapped:
         level = X.compile_log_level()
         logging_on = X.logger.isEnabledFor(level)
         t0 = time.perf_counter() if logging_on else 0.0
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         if logging_on:
             X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
                          time.perf_counter() - t0)
@@ -1070,7 +1112,7 @@ class JitWrapped:
         if first:
             try:
                 self.misses += 1
-                closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+                closed, out_tree = self._trace(args, kwargs, avals, in_tree, key[2])
                 from ftrans.transforms.sharded_jit import constraint_meshes
 
                 if constraint_meshes(closed.jaxpr):
@@ -1146,7 +1188,7 @@ class JitWrapped:
 
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         body, consts = hoist_consts(closed)
         # NumPy leaves enter with the canonical dtype their aval was traced with
         # (a float64 NumPy value is a float32 operand unless x64 is on).
@@ -1167,7 +1209,7 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
-        dargs, dkw, _ = self._split(args, kwargs)
+        dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         avals = []
         for leaf in leaves:
@@ -1175,7 +1217,7 @@ class JitWrapped:
             if a is None:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                       self._target_device(leaves), self._keep_unused, in_tree)
 
@@ -1200,8 +1242,19 @@ class JitWrapped:
         return traced.lower()
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs' shapes and dtypes (``ShapeDtypeStruct``s) without running the function; each carries
+        its ``out_shardings`` entry as ``.sharding`` when the function was given them, as in JAX."""
         t = self.trace(*args, **kwargs)
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in t.jaxpr.out_avals]
+        avals = t.jaxpr.out_avals
+        shardings: list = [None] * len(avals)
+        if self._out_shardings is not None:
+            from ftrans.transforms.sharded_jit import _flatten_prefix
+
+            dummy = tree_util.tree_unflatten(t.out_tree, [0] * len(avals))
+            shardings = _flatten_prefix(self._out_shardings, dummy, len(avals), "out_shardings", self.__name__,
+                                        as_given=True)
+        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, sharding=s)
+                  for a, s in zip(avals, shardings)]
         return tree_util.tree_unflatten(t.out_tree, shapes)
 
     def _cache_size(self) -> int:
@@ -1214,6 +1267,7 @@ class JitWrapped:
             self._fast.clear()
             self._tree_fast.clear()
             self._spmd_cache.clear()
+            self._store.traced.clear()
 
     _clear_cache = clear_cache
 
@@ -1285,6 +1339,9 @@ class Traced:
         """
         from ftrans.lowering.lower import lower_jaxpr
 
+        for c in self.jaxpr.consts:
+            if isinstance(c, ShapeDtypeStruct):
+                raise shape_only_constant_error(c)
         if lowering_platforms is None:
             platform = compat.lowering_platform(self._device)
         else:
@@ -1352,7 +1409,33 @@ class ArgInfo:
         return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
 
 
-class Lowered:
+class LoweredText:
+    """``as_text`` and ``compiler_ir`` of a lowered program held as StableHLO text (``self._text``):
+    ``jit``'s ``Lowered``, the partitioned one, ``pmap``'s."""
+
+    _text: str
+
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The StableHLO module (``dialect="hlo"``: the XLA HLO it converts to). Every StableHLO op carries
+        its location, ``loc("jit(f)/scope/prim"("file":line:0))`` (the ``named_scope`` names and the
+        user's line), whatever ``debug_info`` says (JAX shows them only with ``debug_info=True``)."""
+        if dialect == "hlo":
+            return compat.hlo_text(self._text, debug_info)
+        if dialect not in (None, "stablehlo"):
+            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+        return self._text
+
+    def compiler_ir(self, dialect: str | None = None) -> Any:
+        """JAX's ``Lowered.compiler_ir``: the program as the compiler's objects, for inspection: an MLIR
+        module (``dialect`` None or ``"stablehlo"``) or an XLA computation (``"hlo"``; ``.as_hlo_text()``)."""
+        if dialect in (None, "stablehlo"):
+            return compat.parsed_module(self._text)
+        if dialect == "hlo":
+            return compat.xla_computation(self._text)
+        raise FtransValueError(f"Lowered.compiler_ir: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
+
+
+class Lowered(LoweredText):
     """``jit(f).lower(*args)``: the StableHLO module; ``compile()`` builds the executable."""
 
     def __init__(self, traced: Traced, text: str, platform: str = "cpu"):
@@ -1366,25 +1449,6 @@ class Lowered:
         from ftrans.transforms.passes import report_for
 
         return report_for(self._traced.jaxpr)
-
-    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
-        (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
-        with ``debug_info=True``)."""
-        if dialect == "hlo":
-            return compat.hlo_text(self._text, debug_info)
-        if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
-        return self._text
-
-    def compiler_ir(self, dialect: str | None = None) -> Any:
-        """The module as an object, as JAX's: an MLIR ``ir.Module`` (``"stablehlo"``, the default)
-        or XLA's ``XlaComputation`` (``"hlo"``)."""
-        if dialect in (None, "stablehlo"):
-            return compat.parsed_module(self._text)
-        if dialect == "hlo":
-            return compat.xla_computation(self._text)
-        raise FtransValueError(f"Lowered.compiler_ir: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
 
     def cost_analysis(self) -> Any:
         """XLA's estimate of the program's cost before optimisation (flops, bytes accessed), as JAX's;
@@ -1798,3 +1862,11 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     if fun is None:
         return lambda f: JitWrapped(f, **kw)
     return JitWrapped(fun, **kw)
+
+
+def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
+    answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""
+    if isinstance(fun, JitWrapped):
+        return fun.eval_shape(*args, **kwargs)
+    return _core_eval_shape(fun, *args, **kwargs)

@@ -37,6 +37,7 @@ from ftrans.core.prims.parallel import pmap_p, unmapped_aval
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.batching import flatten_axes
+from ftrans.transforms.jit import LoweredText
 
 __all__ = ["pmap"]
 
@@ -357,12 +358,9 @@ class PmapWrapped:
         return f"<pmap-wrapped function {self.__name__}>"
 
 
-class _Lowered:
+class _Lowered(LoweredText):
     def __init__(self, text: str):
         self._text = text
-
-    def as_text(self, dialect: str | None = None) -> str:
-        return self._text
 
 
 def _argnums(x: Any, what: str) -> tuple:

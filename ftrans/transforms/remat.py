@@ -26,7 +26,7 @@ from typing import Any
 from jax import tree_util
 
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import hoist_consts
 from ftrans.core.primitive import Primitive
@@ -149,6 +149,9 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         from ftrans.core.operands import as_operand
 
+        for x in leaves:
+            if jax_array_argument(x):
+                raise jax_array_argument_error(f"checkpoint({name}): an argument")
         try:
             leaves = [x if isinstance(x, (Array, Tracer)) else as_operand(x) for x in leaves]
         except TypeError:

@@ -18,7 +18,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import building, dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -29,7 +29,7 @@ from ftrans.transforms.ad import float0, instantiate, jvp, rewritten_primal, tan
 from ftrans.transforms.partial_eval import linearize_flat
 from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
 
-__all__ = ["vjp", "grad", "value_and_grad", "linearize", "linear_transpose", "jacfwd", "jacrev", "hessian"]
+__all__ = ["vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_transpose", "jacfwd", "jacrev", "hessian"]
 
 
 def _fname(fun: Callable) -> str:
@@ -41,6 +41,8 @@ def _operand(where: str, path: str, x: Any) -> Any:
 
     if isinstance(x, (Array, Tracer)):
         return x
+    if jax_array_argument(x):
+        raise jax_array_argument_error(f"{where}: argument {path}")
     try:
         return as_operand(x)
     except TypeError:
@@ -321,6 +323,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
 
 
 def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
+    if jax_array_argument(leaf):
+        raise jax_array_argument_error(f"{where}: argument {i}")
     try:
         return aval_of(leaf)
     except TypeError:
@@ -348,6 +352,51 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
         return g
 
     return grad_f
+
+
+def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = False,
+                jitted: bool = True) -> tuple[Callable, Callable]:
+    """JAX's ``fwd_and_bwd``: ``vjp`` split into two functions that can each be compiled once.
+
+    ``fwd(*args)`` is ``vjp`` of ``fun`` with respect to the ``argnums`` arguments: ``(out, residuals)``
+    (``(out, residuals, aux)`` with ``has_aux``), where ``residuals`` is the pullback, a pytree of arrays.
+    ``bwd(residuals, cotangent)`` applies it: the cotangents of the ``argnums`` arguments (one value when
+    ``argnums`` is an int, else a tuple). With ``jitted`` (the default) both are ``jit``-ed, so a loop
+    calling them compiles each once, where ``jit(f_vjp)`` of a fresh pullback compiles every iteration.
+    """
+    if not callable(fun):
+        raise FtransTypeError(f"fwd_and_bwd: expected a function, got {type(fun).__name__}")
+    nums = _argnums_tuple(argnums)
+    name = _fname(fun)
+
+    def fwd(*args: Any) -> Any:
+        n = len(args)
+        for i in nums:
+            if not -n <= i < n:
+                raise FtransTypeError(
+                    f"fwd_and_bwd({name}): differentiating with respect to argnums={argnums!r} requires at least "
+                    f"{max(i + 1 if i >= 0 else -i for i in nums)} positional arguments, but got {n}")
+        pos = [i % n for i in nums]
+
+        def partial_fun(*dyn: Any) -> Any:
+            full = list(args)
+            for i, v in zip(pos, dyn):
+                full[i] = v
+            return fun(*full)
+
+        partial_fun.__name__ = name
+        return vjp(partial_fun, *[args[i] for i in pos], has_aux=has_aux)
+
+    def bwd(f_vjp: Callable, cotangent: Any) -> Any:
+        g = f_vjp(cotangent)
+        return g[0] if isinstance(argnums, int) else g
+
+    fwd.__name__, bwd.__name__ = f"fwd_{name}", f"bwd_{name}"
+    if jitted:
+        from ftrans.transforms.jit import jit
+
+        return jit(fwd), jit(bwd)
+    return fwd, bwd
 
 
 # ----------------------------------------------------------------------------

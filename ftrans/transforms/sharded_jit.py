@@ -20,6 +20,7 @@ from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
 from ftrans.core.sharding import NamedSharding, Sharding, SingleDeviceSharding, check_divisible, from_runtime
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.jit import LoweredText
 
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
@@ -82,12 +83,17 @@ def _bare_spec(x: Any) -> Any:
     return x
 
 
-def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list:
-    """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves."""
+def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_given: bool = False) -> list:
+    """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves (``as_given``: each entry as the user
+    gave it, for ``eval_shape``; else normalised for partitioning: a single-device sharding is None)."""
     from ftrans.core.sharding import PartitionSpec
 
+    def norm(s: Any) -> Any:
+        checked = _check_sharding(_bare_spec(s), what, fname)
+        return _bare_spec(s) if as_given else checked
+
     if spec is None or isinstance(spec, (Sharding, PartitionSpec)):
-        return [_check_sharding(_bare_spec(spec), what, fname)] * n
+        return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
             lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
@@ -100,7 +106,7 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str) -> list
             f"Match {what} to the structure of the {whose}, or give one sharding for all of them") from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
-        out.extend(_check_sharding(_bare_spec(s), what, fname) for s in group)
+        out.extend(norm(s) for s in group)
     return out
 
 
@@ -208,7 +214,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     return tree_util.tree_unflatten(out_tree, outs)
 
 
-class ShardedLowered:
+class ShardedLowered(LoweredText):
     """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
@@ -226,9 +232,6 @@ class ShardedLowered:
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else ())
-
-    def as_text(self, dialect: str | None = None) -> str:
-        return self._text
 
     def compile(self) -> ShardedCompiled:
         from ftrans.lowering.spmd import SpmdExecutable

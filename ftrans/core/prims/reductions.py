@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.config import config as _config
 from ftrans.core.primitive import first_weak, never_weak
 from ftrans.core.prims._base import (
     ANY,
@@ -122,8 +123,20 @@ def _reduce_minmax(fn, name):
     return impl
 
 
+def _reduce_sum_dtype(x, *, axes):
+    # JAX's ``allow_f16_reductions=False``: a sum of half-precision values over an axis longer than one
+    # is refused (it loses precision quickly); summing over size-1 axes only is allowed.
+    if (x.dtype in (dtypes.float16, dtypes.bfloat16) and not _config.allow_f16_reductions
+            and any(x.shape[a] != 1 for a in axes)):
+        raise prim_value_error(
+            "reduce_sum", f"reduce_sum on operand {x.dtype.name}{list(x.shape)} over axes {tuple(axes)} is not "
+            "allowed when allow_f16_reductions=False; convert the operand to float32 first, or allow it "
+            "(ftrans.allow_f16_reductions(True))")
+    return x.dtype
+
+
 reduce_sum_p = standard_primitive(
-    "reduce_sum", _reduce_shape("reduce_sum", NUM), lambda x, **p: x.dtype, sum_impl,
+    "reduce_sum", _reduce_shape("reduce_sum", NUM), _reduce_sum_dtype, sum_impl,
     weak_type_rule=first_weak,
 )
 reduce_prod_p = standard_primitive(

@@ -27,6 +27,7 @@ from ftrans.transforms.passes.pipeline import (
     check_pass_names,
     last_report,
     partitioned,
+    pipeline_state,
     primal_rewriter,
     register_pass,
     registered_passes,
@@ -38,7 +39,7 @@ from ftrans.transforms.passes.simplify import AlgebraicSimplification
 from ftrans.transforms.passes.stability import StabilityRewrites
 
 __all__ = [
-    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "partitioned", "register_pass",
+    "Pass", "PassContext", "PassError", "PassReport", "Rewrite", "last_report", "partitioned", "pipeline_state", "register_pass",
     "registered_passes", "report_for", "resolve_optimizations", "run_pipeline", "primal_rewriter", "DeadCodeElimination",
     "CommonSubexpressionElimination", "AlgebraicSimplification", "ConstantFolding", "StabilityRewrites", "LoopInvariantCodeMotion", "MergeDots",
 ]

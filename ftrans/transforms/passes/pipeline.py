@@ -299,6 +299,14 @@ def partitioned() -> Any:
         _local.partitioned -= 1
 
 
+def pipeline_state() -> tuple:
+    """What decides, besides a function's own ``optimizations``, which passes a pipeline run here runs
+    (the registered passes, the two options, partitioning): part of the key under which ``jit``
+    remembers a staged program."""
+    return (tuple(_passes), config.disabled_passes, config.optimizations,
+            bool(getattr(_local, "partitioned", 0)))
+
+
 _reports: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
