@@ -140,7 +140,23 @@ def _broadcast_in_dim_shape(x, *, shape, broadcast_dimensions):
             "broadcast_in_dim", [x],
             f"broadcast_dimensions {broadcast_dimensions} must name one output axis per operand axis",
         )
-    if any(not 0 <= d < len(shape) for d in broadcast_dimensions) or list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+    if len(shape) < x.ndim:
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"target broadcast shape must have equal or higher rank to the operand shape; got {shape}",
+        )
+    if any(not 0 <= d < len(shape) for d in broadcast_dimensions):
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"broadcast_in_dim broadcast_dimensions must be a subset of output dimensions "
+            f"(axes of {shape}), got {broadcast_dimensions}",
+        )
+    if len(set(broadcast_dimensions)) != len(broadcast_dimensions):
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"broadcast_in_dim broadcast_dimensions must not contain duplicates, got {broadcast_dimensions}",
+        )
+    if list(broadcast_dimensions) != sorted(broadcast_dimensions):
         raise prim_value_error(
             "broadcast_in_dim",
             f"broadcast_dimensions {broadcast_dimensions} must be strictly increasing axes of {shape}",
@@ -246,7 +262,9 @@ rev_p = standard_primitive(
 
 
 def _pad_shape(x, padval, *, padding_config):
-    if padval.shape != () or padval.dtype != x.dtype:
+    if padval.shape != ():
+        raise prim_value_error("pad", f"padding_value must be a scalar; got shape {padval.shape}")
+    if padval.dtype != x.dtype:
         raise prim_type_error("pad", [x, padval], "the padding value must be a scalar of the operand's dtype")
     if len(padding_config) != x.ndim:
         raise prim_value_error("pad", f"padding_config needs one (low, high, interior) per axis; got {padding_config} for rank {x.ndim}")

@@ -19,6 +19,7 @@ from ftrans.core.prims._base import (
     prim_value_error,
     standard_primitive,
 )
+from ftrans.errors import FtransTypeError
 
 
 def window_output_shape(name, shape, window_dimensions, window_strides, padding, base_dilation,
@@ -33,7 +34,9 @@ def window_output_shape(name, shape, window_dimensions, window_strides, padding,
     for n, w, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding,
                                           base_dilation, window_dilation):
         if w < 1 or s < 1 or bd < 1 or wd < 1:
-            raise prim_value_error(name, "window sizes, strides and dilations must be positive")
+            raise FtransTypeError(f"{name}: window_dimensions, window_strides, base_dilation and window_dilation "
+                                  f"must have every element be strictly positive; got {tuple(window_dimensions)}, "
+                                  f"{tuple(window_strides)}, {tuple(base_dilation)}, {tuple(window_dilation)}")
         dilated = 0 if n == 0 else (n - 1) * bd + 1
         padded = dilated + lo + hi
         eff = (w - 1) * wd + 1

@@ -189,8 +189,10 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
     # (bfloat16 inputs keep using bfloat16 matrix units), as jax emits preferred_element_type.
     dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
              f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
-    y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc),
-                  {"dot_dimension_numbers": dnums})
+    attrs = {"dot_dimension_numbers": dnums}
+    if precision is not None:  # a pair of Precision members (their str is the StableHLO name)
+        attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in precision) + "]"
+    y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc), attrs)
     if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"
         zero = ctx.broadcast(ctx.scalar(0, calc), ShapedArray((), calc), out.shape)
         return compare(ctx.fn, y, zero, calc, "NE", shape=tuple(out.shape))

@@ -1,0 +1,121 @@
+"""``ftrans.lax`` argument checks and edge cases, each compared with ``jax.lax`` (0.10.2): which inputs are
+accepted, what they compute, and which exception type a wrong call raises."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from functools import partial
+
+import jax
+import jax.lax as jlax
+import numpy as np
+import pytest
+
+import ftrans
+from ftrans import lax
+
+
+@pytest.mark.parametrize("inshape,outshape,dims", [((3, 1), (2, 3, 4), (1, 0)), ((2, 3), (3, 4, 2), (2, 0)),
+                                                   ((2, 3, 4), (4, 2, 3), (1, 2, 0))])
+def test_broadcast_in_dim_any_axis_order(inshape, outshape, dims):
+    x = np.arange(np.prod(inshape), dtype=np.float32).reshape(inshape)
+    want = jlax.broadcast_in_dim(x, outshape, dims)
+    np.testing.assert_array_equal(lax.broadcast_in_dim(x, outshape, dims), want)
+    np.testing.assert_array_equal(ftrans.jit(lambda a: lax.broadcast_in_dim(a, outshape, dims))(x), want)
+    g = ftrans.grad(lambda a: (lax.broadcast_in_dim(a, outshape, dims) * np.arange(np.prod(outshape)).reshape(outshape)).sum())(x)
+    # jax.grad itself fails on unsorted dims (its transpose mixes up the axis order), so the reference
+    # transposes the operand into output order first.
+    perm = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+    jg = jax.grad(lambda a: (jlax.broadcast_in_dim(jlax.transpose(a, perm), outshape, sorted(dims))
+                             * np.arange(np.prod(outshape)).reshape(outshape)).sum())(x)
+    np.testing.assert_allclose(g, jg)
+
+
+@pytest.mark.parametrize("inshape,outshape,dims", [([2], [2, 2], [0, 1]), ([2, 2], [2], [0, 1]),
+                                                   ([2], [2, 3], [2]), ([2], [3], [0]), ([2, 2], [2, 2], [0, 0])])
+def test_broadcast_in_dim_shape_errors_are_type_errors(inshape, outshape, dims):
+    x = np.ones(inshape, np.float32)
+    with pytest.raises(TypeError):
+        jlax.broadcast_in_dim(x, outshape, dims)
+    with pytest.raises(TypeError):
+        lax.broadcast_in_dim(x, outshape, dims)
+
+
+def test_squeeze_repeated_dimensions():
+    x = np.ones((1, 2, 3), np.float32)
+    with pytest.raises(ValueError, match="not unique"):
+        jlax.squeeze(x, (0, 0))
+    with pytest.raises(ValueError, match="not unique"):
+        lax.squeeze(x, (0, 0))
+
+
+@pytest.mark.parametrize("args,exc", [
+    ((np.zeros(2), np.zeros(2), [(0, 0, 0)]), ValueError),
+    ((np.zeros(2), 0., [(0, 1, 0), (0, 1, 0)]), ValueError),
+    ((np.zeros(2), 0., [(0, 1, -1)]), ValueError),
+    ((np.zeros(2), 0., [(-3, 0, 0)]), ValueError),
+])
+def test_pad_errors(args, exc):
+    with pytest.raises(exc):
+        jlax.pad(*args)
+    with pytest.raises(exc, match="padding"):
+        lax.pad(*args)
+
+
+@pytest.mark.parametrize("idx", [(np.int32(1), np.int16(2)), (np.int16(1), 2), (np.uint32(1), np.int32(2))])
+def test_dynamic_slice_mixed_index_dtypes(idx):
+    x = np.ones((3, 4), np.float32)
+    u = np.zeros((2, 2), np.float32)
+    for mod in (jlax, lax):
+        with pytest.raises(TypeError, match="integers of the same type"):
+            mod.dynamic_slice(x, idx, (2, 2))
+        with pytest.raises(TypeError, match="integers of the same type"):
+            mod.dynamic_update_slice(x, u, idx)
+
+
+@pytest.mark.parametrize("idx", [(np.int32(1), 2), (np.int64(1), np.int32(2)), (np.int16(1), np.int16(2))])
+def test_dynamic_slice_one_index_dtype(idx):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(lax.dynamic_slice(x, idx, (2, 2)), jlax.dynamic_slice(x, idx, (2, 2)))
+
+
+def test_top_k_index_overflow():
+    x = jax.ShapeDtypeStruct((2 ** 31 + 1,), np.dtype("bfloat16"))
+    with pytest.raises(ValueError, match="int32 indices"):
+        jax.eval_shape(lambda a: jlax.top_k(a, 100), x)
+    with pytest.raises(ValueError, match="int32 indices"):
+        ftrans.eval_shape(lambda a: lax.top_k(a, 100), ftrans.ShapeDtypeStruct((2 ** 31 + 1,), np.dtype("bfloat16")))
+
+
+@pytest.mark.parametrize("value,dtype", [(2 ** 32, "int32"), (-1, "uint8"), (2 ** 31, "int32"), (3, "float32"),
+                                         (300, "int8")])
+def test_convert_element_type_python_int_wraps(value, dtype):
+    got, want = lax.convert_element_type(value, dtype), jlax.convert_element_type(value, dtype)
+    assert got.dtype == want.dtype and not got.weak_type
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dims,strides", [((0,), (1,)), ((1,), (0,))])
+def test_reduce_window_nonpositive_window_is_type_error(dims, strides):
+    for mod in (jlax, lax):
+        with pytest.raises(TypeError, match="strictly positive"):
+            mod.reduce_window(np.ones((1,), np.float32), np.float32(0), mod.add, dims, strides, "VALID")
+
+
+@pytest.mark.parametrize("prec", [jlax.Precision.HIGHEST, "highest", ("high", "highest")])
+def test_dot_general_precision_kept_as_pair_through_transpose(prec):
+    fprec = prec if isinstance(prec, (str, tuple)) else lax.Precision.HIGHEST
+    x, y = np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)
+    dot = partial(lax.dot, precision=fprec)
+    r, pb = ftrans.vjp(dot, x, y)
+    eqns = ftrans.make_jaxpr(pb)(r).jaxpr.eqns
+    precs = [e.params["precision"] for e in eqns if e.primitive.name == "dot_general"]
+    assert precs and all(len(p) == 2 and all(isinstance(q, lax.Precision) for q in p) for p in precs)
+    jr, jpb = jax.vjp(partial(jlax.dot, precision=prec), x, y)
+    assert "Precision.HIGHEST" in str(jax.make_jaxpr(jpb)(jr))
+    assert "Precision.HIGHEST" in str(ftrans.make_jaxpr(pb)(r))
+    assert "precision_config" in ftrans.jit(dot).lower(x, y).as_text()
+    np.testing.assert_allclose(dot(x, y), jlax.dot(x, y, precision=prec))
