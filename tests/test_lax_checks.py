@@ -119,3 +119,19 @@ def test_dot_general_precision_kept_as_pair_through_transpose(prec):
     assert "Precision.HIGHEST" in str(ftrans.make_jaxpr(pb)(r))
     assert "precision_config" in ftrans.jit(dot).lower(x, y).as_text()
     np.testing.assert_allclose(dot(x, y), jlax.dot(x, y, precision=prec))
+
+
+@pytest.mark.parametrize("dx,dy,out", [(np.int8, np.int8, np.float32), (np.float16, np.float32, np.float32),
+                                       (np.int8, np.int8, np.int16), (np.float32, np.float32, np.float16)])
+def test_mul_out_dtype(dx, dy, out):
+    x, y = np.arange(1, 5).astype(dx), (np.arange(4) * 3 - 2).astype(dy)
+    got, want = lax.mul(x, y, out_dtype=out), jlax.mul(x, y, out_dtype=out)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(ftrans.jit(partial(lax.mul, out_dtype=out))(x, y), want)
+    if np.issubdtype(dx, np.floating) and np.issubdtype(out, np.floating):
+        g = ftrans.grad(lambda a, b: lax.mul(a, b, out_dtype=out).astype(np.float32).sum(), (0, 1))(x, y)
+        jg = jax.grad(lambda a, b: jlax.mul(a, b, out_dtype=out).astype(np.float32).sum(), (0, 1))(x, y)
+        for a, b in zip(g, jg):
+            assert a.dtype == b.dtype
+            np.testing.assert_allclose(a, b)

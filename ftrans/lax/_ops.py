@@ -219,9 +219,16 @@ shift_right_arithmetic = _binop(E.shift_right_arithmetic_p, "shift_right_arithme
 
 
 def mul(x: Any, y: Any, *, out_dtype: Any = None) -> Any:
-    """``lax.mul``: elementwise product of operands of one dtype."""
+    """``lax.mul``: elementwise product of operands of one dtype.
+
+    With ``out_dtype`` the operands may differ in dtype: each is converted to ``out_dtype`` and the
+    product taken there (what JAX's lowering of ``mul(..., out_dtype=)`` does), so gradients come back
+    in each operand's own dtype.
+    """
     if out_dtype is not None:
-        raise NotImplementedError("lax.mul: the out_dtype argument is not supported")
+        d = dtypes.to_dtype(out_dtype)
+        x, y = _operands("mul", (x, y))
+        x, y = convert_element_type(x, d), convert_element_type(y, d)
     a, b = _same_dtype_operands("mul", (x, y))
     a, b = _broadcast_ones("mul", a, b)
     return _bind(E.mul_p, a, b)
