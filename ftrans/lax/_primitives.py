@@ -150,6 +150,7 @@ from ftrans.core.prims.structural import (  # noqa: F401
 from ftrans.core.prims.windowed import (  # noqa: F401
     reduce_window_max_p,
     reduce_window_min_p,
+    reduce_window_p,
     reduce_window_sum_p,
 )
 
@@ -246,6 +247,7 @@ __all__ = [
     "reduce_window_max_p",
     "reduce_window_min_p",
     "reduce_window_sum_p",
+    "reduce_window_p",
     "reduce_xor_p",
     "rem_p",
     "reshape_p",

@@ -204,6 +204,9 @@ def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: S
                 f"{od.name} and init value {idt.name}"
             )
         inits.append(convert(i, od) if idt != od else as_operand(i))
+        if tuple(shape_of(inits[-1])) != ():
+            raise FtransValueError(f"reduce found non-scalar initial value: shape {tuple(shape_of(inits[-1]))}; "
+                                   "init values must be scalars")
     scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
     box: list = []
 
