@@ -135,3 +135,22 @@ def test_mul_out_dtype(dx, dy, out):
         for a, b in zip(g, jg):
             assert a.dtype == b.dtype
             np.testing.assert_allclose(a, b)
+
+
+def test_exp_expm1_rounded_like_xla():
+    # NumPy's float32 exp is an ulp off in places (exp(77)); ftrans's eager exp and expm1 round the double
+    # result once, so exp(x) and expm1(x) + 1 agree as XLA's do.
+    x = np.arange(-80.0, 80.0, 1.0, dtype=np.float32)
+    np.testing.assert_array_equal(lax.exp(x), np.exp(x.astype(np.float64)).astype(np.float32))
+    np.testing.assert_allclose(lax.exp(x), jlax.exp(x), rtol=2e-7)
+    e = ftrans.vmap(ftrans.grad(lax.exp))(x)
+    a = ftrans.vmap(ftrans.grad(lax.expm1))(x)
+    np.testing.assert_allclose(a, e, atol=1e-6, rtol=0)
+
+
+def test_complex_log1p_near_zero():
+    want = np.log1p(np.float32(1e-5))
+    np.testing.assert_array_almost_equal_nulp(want.astype(np.complex64), lax.log1p(np.complex64(1e-5)))
+    z = ((np.random.RandomState(0).randn(200) + 1j * np.random.RandomState(1).randn(200)) * 0.3).astype(np.complex64)
+    z = np.concatenate([z, np.array([-1 + 0j, -1 + 1e-3j, 1e-30 + 1e-30j, -2 + 0j, 1e-6 - 1e-6j], np.complex64)])
+    np.testing.assert_allclose(lax.log1p(z), jlax.log1p(z), rtol=3e-6, atol=1e-30)

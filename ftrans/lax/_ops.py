@@ -155,8 +155,20 @@ _UNKEYED = object()  # an operand that is not a concrete Array: its check is nev
 
 
 def _no_accuracy(name: str, accuracy: Any) -> None:
-    if accuracy is not None:
-        raise NotImplementedError(f"lax.{name}: the accuracy argument is not supported")
+    """``accuracy`` (``None``, ``lax.AccuracyMode`` or ``lax.Tolerance``, ftrans's or JAX's) is accepted and
+    checked; ftrans lowers every transcendental op to its one StableHLO op without XLA's
+    ``result_accuracy`` attribute, so the result is XLA's default implementation whatever is asked
+    (docs/differences.md)."""
+    if accuracy is None:
+        return
+    kind = type(accuracy).__name__
+    if kind == "AccuracyMode" and getattr(accuracy, "name", None) in ("HIGHEST", "DEFAULT"):
+        return
+    if kind == "Tolerance" and isinstance(accuracy, tuple) or hasattr(accuracy, "atol"):
+        return
+    raise FtransTypeError(
+        f"lax.{name}: accuracy must be None, a lax.AccuracyMode or a lax.Tolerance, got {accuracy!r}"
+    )
 
 
 def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):

@@ -195,11 +195,41 @@ integer_pow_p = standard_primitive(
 )
 
 # ---------------------------------------------------------------- float math
-exp_p = unop("exp", INEXACT, keep_dtype(np.exp))
+_WIDER = {dtypes.float32: dtypes.float64, dtypes.complex64: dtypes.complex128}
+
+
+def _rounded(fn):
+    """``fn`` of single-precision operands computed in double and rounded once: NumPy's float32 ``exp``
+    and ``expm1`` loops are up to an ulp off the correctly rounded value XLA gives (so ``exp(x)`` and
+    ``expm1(x) + 1`` would disagree by an ulp where JAX's agree)."""
+    def impl(x):
+        wide = _WIDER.get(x.dtype)
+        if wide is None:
+            return fn(x)
+        return fn(x.astype(wide)).astype(x.dtype)
+
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
+def _log1p(x):
+    """NumPy's complex ``log1p`` is ``log(1 + z)``, which loses every digit of a small ``z``; this is
+    ``log|1 + z| + i arg(1 + z)`` with the modulus from ``log1p`` of ``2 re + |z|^2``."""
+    if x.dtype.kind != "c":
+        return np.log1p(x)
+    re, im = x.real, x.imag
+    big = np.abs(x) > 0.5  # far from -1's neighbourhood of 0 the plain formula is exact enough
+    with np.errstate(all="ignore"):
+        small = 0.5 * np.log1p(2 * re + re * re + im * im) + 1j * np.arctan2(im, 1 + re)
+        out = np.where(big, np.log1p(x), small)
+    return out.astype(x.dtype)
+
+
+exp_p = unop("exp", INEXACT, keep_dtype(_rounded(np.exp)))
 exp2_p = unop("exp2", INEXACT, keep_dtype(np.exp2))
 log_p = unop("log", INEXACT, keep_dtype(np.log))
-log1p_p = unop("log1p", INEXACT, keep_dtype(np.log1p))
-expm1_p = unop("expm1", INEXACT, keep_dtype(np.expm1))
+log1p_p = unop("log1p", INEXACT, keep_dtype(_rounded(_log1p)))
+expm1_p = unop("expm1", INEXACT, keep_dtype(_rounded(np.expm1)))
 sqrt_p = unop("sqrt", INEXACT, keep_dtype(np.sqrt))
 rsqrt_p = unop("rsqrt", INEXACT, keep_dtype(lambda x: 1 / np.sqrt(x)))
 cbrt_p = unop("cbrt", FLOAT, via_float32(np.cbrt))
