@@ -154,3 +154,89 @@ def test_complex_log1p_near_zero():
     z = ((np.random.RandomState(0).randn(200) + 1j * np.random.RandomState(1).randn(200)) * 0.3).astype(np.complex64)
     z = np.concatenate([z, np.array([-1 + 0j, -1 + 1e-3j, 1e-30 + 1e-30j, -2 + 0j, 1e-6 - 1e-6j], np.complex64)])
     np.testing.assert_allclose(lax.log1p(z), jlax.log1p(z), rtol=3e-6, atol=1e-30)
+
+
+# ---------------------------------------------------------------- narrow storage dtypes (int4, float8, ...)
+import ml_dtypes  # noqa: E402
+
+_INT4S = [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2]
+
+
+def _narrow(values, dt):
+    return np.asarray(values, np.int8).astype(dt)
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got).astype(np.int16), np.asarray(want).astype(np.int16))
+
+
+@pytest.mark.parametrize("dt", _INT4S, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "rem", "max", "min", "shift_left",
+                                  "shift_right_arithmetic", "shift_right_logical", "bitwise_and", "bitwise_or",
+                                  "bitwise_xor", "eq", "ne", "gt", "ge", "lt", "le"])
+def test_narrow_int_binary_ops_match_jax(name, dt):
+    x = _narrow([1, -2, 7, -8, 3, 0, 5, 1], dt)
+    y = _narrow([2, 3, -1, -1, 4, 2, 1, 7], dt)
+    if name in ("div", "rem"):
+        y = np.where(np.asarray(y).astype(np.int8) == 0, np.asarray(1, dt), y).astype(dt)
+    want = getattr(jlax, name)(x, y)
+    _same(getattr(lax, name)(x, y), want)
+    _same(ftrans.jit(getattr(lax, name))(x, y), want)
+
+
+@pytest.mark.parametrize("dt", _INT4S, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", ["bitwise_not", "neg", "sign", "population_count", "clz"])
+def test_narrow_int_unary_ops_match_jax(name, dt):
+    x = _narrow([1, -2, 7, -8, 3, 0, 5], dt)
+    if name == "population_count" and dt is ml_dtypes.int4:
+        # XLA on CPU counts the bits of a negative int4 sign-extended to 8 bits (popcount(-2) = 7, where
+        # it gives 2 for int2's -2); ftrans's eager rule counts the 4-bit pattern.
+        np.testing.assert_array_equal(np.asarray(lax.population_count(x)).astype(np.int8), [1, 3, 3, 1, 2, 0, 2])
+        return
+    want = getattr(jlax, name)(x)
+    _same(getattr(lax, name)(x), want)
+    _same(ftrans.jit(getattr(lax, name))(x), want)
+
+
+@pytest.mark.parametrize("dt", [ml_dtypes.int4, ml_dtypes.uint4])
+def test_narrow_int_refusals(dt):
+    for mod in (jlax, lax):
+        with pytest.raises(TypeError, match=f"abs does not accept dtype {np.dtype(dt).name}"):
+            mod.abs(mod.iota(dt, 3))
+    with pytest.raises(ValueError, match="promotion"):
+        ftrans.numpy.add(np.ones(2, dt), np.ones(2, np.int8))
+
+
+@pytest.mark.parametrize("src", [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8])
+@pytest.mark.parametrize("dst", [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8, np.bool_,
+                                 ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+def test_narrow_conversions_match_jax(src, dst):
+    x = np.array([-100, -7.6, -2, 0, 1.5, 3, 7, 100], np.float32)
+    x = x.astype(src) if np.dtype(src) not in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)) \
+        else _narrow([-8, -2, 0, 1, 3, 7, 5, -1], src)
+    want = jlax.convert_element_type(x, dst)
+    for got in (lax.convert_element_type(x, dst), ftrans.jit(lambda v: lax.convert_element_type(v, dst))(x)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32))
+
+
+@pytest.mark.parametrize("da,db", [(ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2),
+                                   (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn)])
+def test_mixed_fp8_dot_with_preferred_type(da, db):
+    a = np.array([[1, 2, 3], [0.5, -1, 2]], np.float32).astype(da)
+    b = np.array([[1, -2], [0.25, 4], [3, 1]], np.float32).astype(db)
+    want = jlax.dot(a, b, preferred_element_type=np.float32)
+    for got in (lax.dot(a, b, preferred_element_type=np.float32),
+                ftrans.jit(lambda u, v: lax.dot(u, v, preferred_element_type=np.float32))(a, b)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fp8_arrays_and_jaxprs():
+    x = ftrans.numpy.arange(8, dtype=ftrans.numpy.float8_e4m3fn)
+    assert x.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(np.asarray(x).astype(np.float32), np.arange(8))
+    assert "f8_e4m3fn[8]" in str(ftrans.make_jaxpr(lambda v: v * 2)(x))
+    assert "i4[3]" in str(ftrans.make_jaxpr(lambda v: lax.add(v, v))(_narrow([1, 2, 3], ml_dtypes.int4)))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda v: v * 2)(x)).astype(np.float32), np.arange(8) * 2)

@@ -166,8 +166,8 @@ def _no_accuracy(name: str, accuracy: Any) -> None:
         return
     if kind == "Tolerance" and isinstance(accuracy, tuple) or hasattr(accuracy, "atol"):
         return
-    raise FtransTypeError(
-        f"lax.{name}: accuracy must be None, a lax.AccuracyMode or a lax.Tolerance, got {accuracy!r}"
+    raise NotImplementedError(  # as JAX
+        f"lax.{name}: accuracy {accuracy!r} is not supported; pass None, a lax.AccuracyMode or a lax.Tolerance"
     )
 
 
@@ -721,10 +721,19 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
         raise NotImplementedError("lax.dot_general: out_sharding is not supported")
     a, b = _operands("dot_general", (lhs, rhs))
     da, db = dtype_weak(a)[0], dtype_weak(b)[0]
-    if da != db:
+    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    if da != db and da in dtypes.SMALL_FLOATS and db in dtypes.SMALL_FLOATS:
+        # Mixed 8-bit floats (JAX takes them as they are): a wider preferred type holds both exactly;
+        # otherwise XLA's choice, the type of the larger range (then the more mantissa bits).
+        if pref is not None and dtypes.is_float(pref) and pref not in dtypes.SMALL_FLOATS:
+            d = pref
+        else:
+            fa, fb = dtypes.finfo(da), dtypes.finfo(db)
+            d = da if (fa.maxexp, fa.nmant) >= (fb.maxexp, fb.nmant) else db
+        a, b = convert(a, d), convert(b, d)
+    elif da != db:
         d = dtypes.promote_types(da, db)
         a, b = convert(a, d, dtype_weak(a)[1]), convert(b, d, dtype_weak(b)[1])
-    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
     dn = _dimension_numbers("dot_general", dimension_numbers)
     return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=canonicalize_precision("dot_general", precision),
                  preferred_element_type=pref)

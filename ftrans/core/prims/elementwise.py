@@ -20,6 +20,7 @@ from ftrans.core.prims._base import (
     INEXACT,
     INT,
     INT_OR_BOOL,
+    NARROW_INT,
     NUM,
     SIGNED_NUM,
     binop,
@@ -141,7 +142,7 @@ def _abs_impl(x):
     return out
 
 
-abs_p = unop("abs", SIGNED_NUM, _abs_impl, result="real")
+abs_p = unop("abs", SIGNED_NUM - NARROW_INT, _abs_impl, result="real")
 
 
 @quiet
@@ -446,8 +447,29 @@ xor_p = binop("xor", INT_OR_BOOL, np.bitwise_xor)
 not_p = unop("not", INT_OR_BOOL, np.invert)
 
 
+def _narrow_shift(kind: str, x, y):
+    """Shifts of the 2/4-bit integers on their bit patterns, in int16."""
+    bits = dtypes.iinfo(x.dtype).bits
+    mask = (1 << bits) - 1
+    xi = x.astype(np.int16)
+    amount = y.astype(np.int16) & mask
+    big = amount >= bits
+    s = np.where(big, 0, amount)
+    if kind == "left":
+        r = np.where(big, 0, (xi & mask) << s)
+    elif kind == "logical":
+        r = np.where(big, 0, (xi & mask) >> s)
+    else:  # the bit pattern read as signed, unsigned types included
+        sign = 1 << (bits - 1)
+        xs = ((xi & mask) ^ sign) - sign
+        r = np.where(big, np.where(xs < 0, -1, 0), xs >> s)
+    return (r & mask).astype(x.dtype)
+
+
 def _shift_impl(kind: str):
     def impl(x, y):
+        if x.dtype in NARROW_INT:
+            return _narrow_shift(kind, x, y)
         bits = x.dtype.itemsize * 8
         udt = np.dtype(f"u{x.dtype.itemsize}")
         ys = y.astype(udt)
@@ -468,17 +490,20 @@ def _shift_impl(kind: str):
     return quiet(impl)
 
 
-shift_left_p = binop("shift_left", INT, _shift_impl("left"))
-shift_right_logical_p = binop("shift_right_logical", INT, _shift_impl("logical"))
-shift_right_arithmetic_p = binop("shift_right_arithmetic", INT, _shift_impl("arithmetic"))
+shift_left_p = binop("shift_left", INT, _shift_impl("left"), narrow_native=True)
+shift_right_logical_p = binop("shift_right_logical", INT, _shift_impl("logical"), narrow_native=True)
+shift_right_arithmetic_p = binop("shift_right_arithmetic", INT, _shift_impl("arithmetic"), narrow_native=True)
 
 
 def _popcount_impl(x):
+    if x.dtype in NARROW_INT:  # count the bits of the 2/4-bit pattern only
+        u = (x.astype(np.int16) & ((1 << dtypes.iinfo(x.dtype).bits) - 1)).astype(np.uint16)
+        return np.bitwise_count(u).astype(x.dtype)
     u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
     return np.bitwise_count(u).astype(x.dtype)
 
 
-population_count_p = unop("population_count", INT, _popcount_impl)
+population_count_p = unop("population_count", INT, _popcount_impl, narrow_native=True)
 
 # ---------------------------------------------------------------- identity-like
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)

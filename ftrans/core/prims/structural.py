@@ -38,11 +38,21 @@ def _convert_impl(x, *, new_dtype, weak_type):
             return x != 0
         if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
             # XLA saturates float->int conversion and maps NaN to 0.
-            info = np.iinfo(new_dtype)
+            info = dtypes.iinfo(new_dtype)
             xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
             xf = np.clip(np.trunc(xf), info.min, info.max)
-            return xf.astype(new_dtype)
+            return _astype(xf, new_dtype)
+        return _astype(x, new_dtype)
+
+
+def _astype(x, new_dtype):
+    """``astype``, through float64 or int64 between ml_dtypes types NumPy has no direct cast for
+    (int4 -> uint4, float8_e4m3fn -> float8_e5m2, ...); integer casts keep the low bits, as XLA's do."""
+    try:
         return x.astype(new_dtype)
+    except TypeError:
+        mid = np.float64 if dtypes.is_float(x.dtype) or dtypes.is_float(new_dtype) else np.int64
+        return x.astype(mid).astype(new_dtype)
 
 
 convert_element_type_p = standard_primitive(

@@ -42,7 +42,7 @@ def identity(kind: str, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "c":
         v = -np.inf if kind == "max" else np.inf
         return np.asarray(complex(v, v), dtype)
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
 
 
@@ -63,7 +63,7 @@ def compare(f: mt.FuncEmitter, x: str, y: str, dtype: np.dtype, direction: str,
     if compare_type is None:
         if dtypes.is_float(dtype) or dtype.kind == "c":
             compare_type = "FLOAT"
-        elif dtype.kind == "u" or dtype == _BOOL:
+        elif dtypes.is_unsigned(dtype) or dtype == _BOOL:
             compare_type = "UNSIGNED"
         else:
             compare_type = "SIGNED"

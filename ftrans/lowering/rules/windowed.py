@@ -27,7 +27,7 @@ def _identity(kind: str, dtype: np.dtype) -> np.ndarray:
         return np.asarray(kind == "min")
     if dtypes.is_float(dtype):
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
 
 
