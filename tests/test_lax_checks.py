@@ -240,3 +240,13 @@ def test_fp8_arrays_and_jaxprs():
     assert "f8_e4m3fn[8]" in str(ftrans.make_jaxpr(lambda v: v * 2)(x))
     assert "i4[3]" in str(ftrans.make_jaxpr(lambda v: lax.add(v, v))(_narrow([1, 2, 3], ml_dtypes.int4)))
     np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda v: v * 2)(x)).astype(np.float32), np.arange(8) * 2)
+
+
+@pytest.mark.parametrize("prec", ["F32_F32_F32", "DEFAULT", jlax.DotAlgorithmPreset.F32_F32_F32])
+def test_dot_algorithm_presets_accepted(prec):
+    a, b = np.ones((3, 4), np.float16), np.ones((4, 3), np.float16)
+    want = jlax.dot(a, b, precision=prec)
+    fprec = getattr(lax.DotAlgorithmPreset, prec.name) if not isinstance(prec, str) else prec
+    for got in (lax.dot(a, b, precision=fprec), ftrans.jit(lambda u, v: lax.dot(u, v, precision=fprec))(a, b)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)

@@ -775,6 +775,13 @@ def canonicalize_precision(name: str, precision: Any) -> tuple[Precision, Precis
     strings, JAX's or ftrans's ``Precision`` enums, or pairs of them)."""
     if precision is None:
         return None
+    if type(precision).__name__ in ("DotAlgorithm", "DotAlgorithmPreset"):  # ftrans's or JAX's: a hint, kept
+        return precision
+    if isinstance(precision, str) and precision.upper() not in _PRECISION_NAMES:
+        from ftrans.lax._extras import DotAlgorithmPreset  # a preset's name ("F32_F32_F32"), as JAX takes
+
+        if precision.upper() in DotAlgorithmPreset.__members__:
+            return DotAlgorithmPreset[precision.upper()]
 
     def one(p: Any) -> Precision:
         key = p if isinstance(p, str) else getattr(p, "name", None)

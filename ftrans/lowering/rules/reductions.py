@@ -190,7 +190,9 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
     dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
              f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
     attrs = {"dot_dimension_numbers": dnums}
-    if precision is not None:  # a pair of Precision members (their str is the StableHLO name)
+    if isinstance(precision, tuple) and len(precision) == 2 and all(type(p).__name__ == "Precision"
+                                                                    for p in precision):
+        # a pair of Precision members (their str is the StableHLO name); a dot algorithm stays a hint
         attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in precision) + "]"
     y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc), attrs)
     if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"
