@@ -268,6 +268,15 @@ def is_int(d: np.dtype) -> bool:
     return d.kind in "iu" or d in NARROW_INTS
 
 
+_SUB_BYTE = {int2: 2, uint2: 2, int4: 4, uint4: 4, float4_e2m1fn: 4}
+
+
+def itemsize_bits(d: Any) -> int:
+    """Bits per element (JAX's ``dtypes.itemsize_bits``): 4 for int4 and float4, 2 for int2."""
+    d = np.dtype(d)
+    return _SUB_BYTE.get(d, d.itemsize * 8)
+
+
 def is_unsigned(d: np.dtype) -> bool:
     return d.kind == "u" or d == uint4 or d == uint2
 

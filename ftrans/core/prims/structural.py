@@ -68,7 +68,7 @@ def _bitcast_shape(x, *, new_dtype):
             "bitcast_convert_type", [x],
             f"cannot bitcast to {new_dtype.name}: bool and complex values only bitcast to their own type",
         )
-    a, b = x.dtype.itemsize, new_dtype.itemsize
+    a, b = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
     if a == b:
         return x.shape
     if a > b:
@@ -81,7 +81,47 @@ def _bitcast_shape(x, *, new_dtype):
     return x.shape[:-1]
 
 
+def _bits_of(x) -> np.ndarray:
+    """Each element's bit pattern as uint64 (sub-byte types: their low bits)."""
+    n = dtypes.itemsize_bits(x.dtype)
+    raw = np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64)
+    return raw & np.uint64((1 << n) - 1) if n < 8 else raw
+
+
+def _from_bits(bits: np.ndarray, dtype) -> np.ndarray:
+    n = dtypes.itemsize_bits(dtype)
+    if n >= 8:
+        return bits.astype(np.dtype(f"u{n // 8}")).view(dtype)
+    if dtypes.is_int(dtype):  # ml_dtypes' narrow ints take their value (two's complement for the signed ones)
+        v = bits.astype(np.int16)
+        if not dtypes.is_unsigned(dtype):
+            sign = 1 << (n - 1)
+            v = (v ^ sign) - sign
+        return v.astype(dtype)
+    return bits.astype(np.uint8).view(dtype)  # float4: the pattern sits in the byte's low bits
+
+
+def _bitcast_sub_byte(x, new_dtype):
+    """Bitcasts involving 2/4-bit types, on bit patterns; narrower elements take the lower bits first."""
+    a, b = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
+    bits = _bits_of(x)
+    if a == b:
+        return _from_bits(bits, new_dtype)
+    if a < b:
+        k = b // a
+        acc = np.zeros(x.shape[:-1], np.uint64)
+        for j in range(k):
+            acc |= bits[..., j] << np.uint64(j * a)
+        return _from_bits(acc, new_dtype)
+    k = a // b
+    mask = np.uint64((1 << b) - 1)
+    parts = np.stack([(bits >> np.uint64(j * b)) & mask for j in range(k)], axis=-1)
+    return _from_bits(parts, new_dtype)
+
+
 def _bitcast_impl(x, *, new_dtype):
+    if dtypes.itemsize_bits(x.dtype) < 8 or dtypes.itemsize_bits(new_dtype) < 8:
+        return _bitcast_sub_byte(x, new_dtype)
     a, b = x.dtype.itemsize, new_dtype.itemsize
     if a == b:
         return x.view(new_dtype)
