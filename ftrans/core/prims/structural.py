@@ -84,7 +84,7 @@ def _bitcast_shape(x, *, new_dtype):
 def _bits_of(x) -> np.ndarray:
     """Each element's bit pattern as uint64 (sub-byte types: their low bits)."""
     n = dtypes.itemsize_bits(x.dtype)
-    raw = np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64)
+    raw = np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64).reshape(x.shape)
     return raw & np.uint64((1 << n) - 1) if n < 8 else raw
 
 
