@@ -270,3 +270,22 @@ def _check_bitcast(src, dst, base, nin, nout):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(np.atleast_1d(np.asarray(got)).view(np.uint8),
                                       np.atleast_1d(np.asarray(want)).view(np.uint8))
+
+
+def test_dce_sink_keeps_values_alive():
+    x = np.float32(1.0)
+
+    def f(a, prevent):
+        y = a + 1
+        assert lax.dce_sink(y, prevent_mlir_dce=prevent) is None
+        return a
+
+    jaxpr = ftrans.make_jaxpr(lambda a: f(a, True))(x)
+    assert [e.primitive.name for e in jaxpr.jaxpr.eqns] == ["add", "dce_sink"]
+    hlo = ftrans.jit(lambda a: f(a, True)).lower(x).compile().as_text()
+    jhlo = jax.jit(lambda a: (jlax.dce_sink(a + 1, prevent_mlir_dce=True), a)[1]).lower(x).compile().as_text()
+    for text in (hlo, jhlo):
+        assert "custom_call" in text and "dce_sink" in text and "add" in text
+    assert "add" not in ftrans.jit(lambda a: f(a, False)).lower(x).compile().as_text()
+    assert float(ftrans.grad(lambda a: f(a, True))(x)) == 1.0
+    np.testing.assert_array_equal(ftrans.vmap(lambda a: f(a, True))(np.ones(3, np.float32)), np.ones(3))

@@ -380,10 +380,14 @@ def axis_size(axis_name: Any) -> int:
 
 
 def dce_sink(val: Any, *, prevent_mlir_dce: bool = False) -> None:
-    """``lax.dce_sink``: keep values alive for dead-code elimination. ftrans has no effects for this to hold
-    on to, so it checks the pytree holds arrays and returns None, as JAX does."""
+    """``lax.dce_sink``: mark every array of ``val`` as used, so dead-code elimination keeps what computes
+    it (an effectful ``dce_sink`` equation per leaf, as JAX binds); with ``prevent_mlir_dce`` XLA keeps it
+    too (a side-effecting custom call). Returns None."""
+    from ftrans.core.prims.callbacks import dce_sink_p
+
     for leaf in tree_util.tree_leaves(val):
         check_arraylike("lax.dce_sink", leaf)
+        dce_sink_p.bind(as_operand(leaf), prevent_mlir_dce=bool(prevent_mlir_dce))
 
 
 # ---------------------------------------------------------------- type names

@@ -4,6 +4,7 @@ primitive whose name is that of one of JAX's ``lax.*_p``, for interpreters that 
 
 from __future__ import annotations
 
+from ftrans.core.prims.callbacks import dce_sink_p  # noqa: F401
 from ftrans.core.prims.calls import (  # noqa: F401
     optimization_barrier_p,
 )
@@ -156,6 +157,7 @@ from ftrans.core.prims.windowed import (  # noqa: F401
 
 __all__ = [
     "abs_p",
+    "dce_sink_p",
     "acos_p",
     "acosh_p",
     "add_p",

@@ -137,18 +137,19 @@ _NARROW_WIDE = {dtypes.int2: dtypes.int8, dtypes.int4: dtypes.int8, dtypes.uint2
                 dtypes.uint4: dtypes.uint8}
 
 
-def narrow_ints_via_bytes(impl: Callable) -> Callable:
+def narrow_ints_via_bytes(numpy_rule: Callable) -> Callable:
     """Run an integer rule on 2/4-bit operands in int8/uint8 and wrap the result back to the narrow type
     (``astype`` keeps the low bits, which is two's-complement wraparound): NumPy's loops for ml_dtypes'
     int4 return int8 for some functions and have none for others."""
     def run(*args: Any, **params: Any) -> Any:
         d = args[0].dtype
         if d.kind != "V" or d not in _NARROW_WIDE:  # bfloat16 and the small floats are kind "V" too
-            return impl(*args, **params)
-        out = impl(*[a.astype(_NARROW_WIDE[a.dtype]) if a.dtype in _NARROW_WIDE else a for a in args], **params)
+            return numpy_rule(*args, **params)
+        out = numpy_rule(*[a.astype(_NARROW_WIDE[a.dtype]) if a.dtype in _NARROW_WIDE else a for a in args], **params)
         return out.astype(d) if out.dtype == _NARROW_WIDE[d] else out
 
-    run.__name__ = getattr(impl, "__name__", "impl")
+    run.__name__ = getattr(numpy_rule, "__name__", "impl")
+    run.__wrapped__ = numpy_rule  # type: ignore[attr-defined]  # python -m ftrans.rules shows the NumPy rule
     return run
 
 
