@@ -65,6 +65,22 @@ def test_precision_accepted_and_ignored_eagerly(fn):
         getattr(fnp, fn)(a, a, precision="bogus")
 
 
+def test_accuracy_accepted_and_ignored():
+    x = np.linspace(-3, 3, 7, dtype=np.float32)
+    for name in ("exp", "tanh", "logistic", "sin"):
+        plain = np.asarray(getattr(flax, name)(x))
+        for acc in (flax.AccuracyMode.HIGHEST, jlax.AccuracyMode.DEFAULT, flax.Tolerance(atol=1e-3)):
+            assert np.asarray(getattr(flax, name)(x, accuracy=acc)).tobytes() == plain.tobytes()
+        text = ftrans.jit(lambda a, n=name: getattr(flax, n)(a, accuracy=flax.AccuracyMode.HIGHEST)).lower(x).as_text()
+        assert "result_accuracy" not in text
+        jtext = jax.jit(lambda a, n=name: getattr(jlax, n)(a, accuracy=jlax.AccuracyMode.HIGHEST)).lower(x).as_text()
+        assert ("result_accuracy" in jtext) == (name != "logistic")  # JAX spells logistic out with exp
+    with pytest.raises(NotImplementedError):
+        jlax.exp(x, accuracy="highest")
+    with pytest.raises(NotImplementedError, match="accuracy"):
+        flax.exp(x, accuracy="highest")
+
+
 # ---------------------------------------------------------------- indexing and shapes
 @pytest.mark.parametrize("i", [10, -10])
 def test_static_out_of_range_index_raises(i):

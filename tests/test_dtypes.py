@@ -26,6 +26,10 @@ SUPPORTED = [np.dtype(d) for d in (
     ml_dtypes.bfloat16, np.float16, np.float32, np.float64, np.complex64, np.complex128,
 )]
 IDS = [d.name for d in SUPPORTED]
+# JAX's narrow storage types: supported, but outside implicit promotion (tested on their own below).
+NARROW = [np.dtype(getattr(ml_dtypes, n)) for n in (
+    "int2", "int4", "uint2", "uint4", "float4_e2m1fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")]
 SCALARS = [True, 1, 1.0, 1j]
 
 
@@ -51,10 +55,33 @@ def x64(on: bool = True):
 
 
 def test_supported_dtypes_are_the_documented_set():
-    assert set(SUPPORTED) == set(D.SUPPORTED)
+    assert set(SUPPORTED) | set(NARROW) == set(D.SUPPORTED)
     for name in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64",
                  "uint8", "uint32", "bool_", "complex64"):
         assert np.dtype(getattr(jnp, name)) == np.dtype(getattr(jjnp, name)), name
+    for d in NARROW:
+        assert np.dtype(getattr(jnp, d.name)) == np.dtype(getattr(jjnp, d.name)) == d
+
+
+@pytest.mark.parametrize("a", NARROW, ids=[d.name for d in NARROW])
+def test_narrow_dtypes_promote_only_with_themselves_and_weak_scalars(a):
+    for b in SUPPORTED + NARROW:
+        try:
+            theirs = jjnp.promote_types(a, b)
+        except ValueError:  # jax.dtypes.TypePromotionError
+            with pytest.raises(ValueError, match="promotion"):
+                jnp.promote_types(a, b)
+            continue
+        assert jnp.promote_types(a, b) == theirs, (a, b)
+    for scalar in (1, 1.0):
+        try:
+            theirs = jjnp.result_type(a, scalar)
+        except ValueError:
+            continue
+        assert jnp.result_type(a, scalar) == theirs, (a, scalar)
+    assert D.issubdtype(a, np.integer) == jjnp.issubdtype(a, np.integer)
+    assert D.issubdtype(a, np.floating) == jjnp.issubdtype(a, np.floating)
+    assert D.issubdtype(a, np.signedinteger) == jjnp.issubdtype(a, np.signedinteger)
 
 
 def test_promote_types_all_pairs():

@@ -428,6 +428,14 @@ def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
                                   lambda p, q: (flax.max(p[0], q[0]), p[1] + q[1]), (0,)),
             lambda a: flax.reduce(a, np.float32(0.5), lambda p, q: flax.max(p, q), (0, 1)),
             lambda a: flax.reduce(a, np.float32(0), lambda p, q: flax.select(q > p, q, p), (1,))],
+        "dce_sink": [lambda a: (flax.dce_sink(a * 2.0, prevent_mlir_dce=True), a)[1],
+                     lambda a: (flax.dce_sink((a, a.sum())), a + 1.0)[1]],
+        "reduce_window": [
+            lambda a: flax.reduce_window((a, a * 2.0), (np.float32(0), np.float32(-np.inf)),
+                                         lambda p, q: (p[0] + q[0], flax.max(p[1], q[1])), (2, 1), (1, 1),
+                                         "SAME"),
+            lambda a: flax.reduce_window(a, np.float32(1), lambda p, q: p * q, (1, 2), (1, 1), [(0, 1), (1, 0)],
+                                         (1, 2), (1, 1))],
     }
     out: dict[str, list] = {}
     for name, fs in programs.items():

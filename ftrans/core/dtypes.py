@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -25,11 +25,23 @@ float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.fl
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
+# Narrow storage types, as in JAX: 2- and 4-bit integers and the 4/8-bit floats (ml_dtypes). They take
+# part in arithmetic but never in implicit promotion (each is a dead end of the lattice).
+int2, int4 = np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.int4)
+uint2, uint4 = np.dtype(ml_dtypes.uint2), np.dtype(ml_dtypes.uint4)
+NARROW_INTS = (int2, int4, uint2, uint4)
+SMALL_FLOATS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in (
+    "float4_e2m1fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"))
+(float4_e2m1fn, float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
+ float8_e5m2fnuz, float8_e8m0fnu) = SMALL_FLOATS
+ML_DTYPES = frozenset((bfloat16, *NARROW_INTS, *SMALL_FLOATS))  # NumPy's dtype kind 'V' for most of these
+
 _SIGNED = (int8, int16, int32, int64)
 _UNSIGNED = (uint8, uint16, uint32, uint64)
 _FLOATS = (bfloat16, float16, float32, float64)
 _COMPLEX = (complex64, complex128)
-SUPPORTED = frozenset((bool_, *_SIGNED, *_UNSIGNED, *_FLOATS, *_COMPLEX))
+SUPPORTED = frozenset((bool_, *_SIGNED, *_UNSIGNED, *_FLOATS, *_COMPLEX, *NARROW_INTS, *SMALL_FLOATS))
 
 # Short names used by the IR printer (f32[3], i32[], bool[2,2]).
 SHORT_NAMES = {
@@ -37,6 +49,8 @@ SHORT_NAMES = {
     uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
     bfloat16: "bf16", float16: "f16", float32: "f32", float64: "f64",
     complex64: "c64", complex128: "c128",
+    int2: "i2", int4: "i4", uint2: "u2", uint4: "u4",
+    **{d: "f" + d.name[5:] if d.name.startswith("float") else d.name for d in SMALL_FLOATS},
 }
 
 # The weak kinds are lattice nodes that stand for a Python scalar of that kind.
@@ -44,11 +58,13 @@ _WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
 
 _LATTICE: dict[Any, tuple[Any, ...]] = {
     bool_: (_WEAK_INT,),
-    _WEAK_INT: (uint8, int8),
+    _WEAK_INT: (uint8, int8, *NARROW_INTS),
+    **{d: () for d in NARROW_INTS},
+    **{d: () for d in SMALL_FLOATS},
     uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64),
     uint64: (_WEAK_FLOAT,),
     int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
-    _WEAK_FLOAT: (bfloat16, float16, _WEAK_COMPLEX),
+    _WEAK_FLOAT: (*SMALL_FLOATS, bfloat16, float16, _WEAK_COMPLEX),
     bfloat16: (float32,), float16: (float32,), float32: (float64, complex64),
     float64: (complex128,),
     _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
@@ -152,7 +168,11 @@ def _join(nodes: tuple) -> Any:
     for c in common:
         if all(o in _UPPER[c] for o in common):
             return c
-    raise TypeError(f"no common type for {nodes}")  # unreachable on this lattice
+    names = ", ".join(repr(n if isinstance(n, str) else n.name) for n in nodes)
+    raise FtransValueError(  # JAX's TypePromotionError is a ValueError
+        f"Input dtypes ({names}) have no available implicit dtype promotion path: the 2- and 4-bit integers "
+        "and the 4- and 8-bit floats do not promote implicitly (as in JAX); convert explicitly, e.g. "
+        "x.astype('int32')")
 
 
 def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
@@ -231,28 +251,55 @@ def python_scalar_base(x: Any) -> int | float | complex | None:
     return None
 
 
+_ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS)}, int2: np.signedinteger,
+            int4: np.signedinteger, uint2: np.unsignedinteger, uint4: np.unsignedinteger}
+
+
 def issubdtype(a: Any, b: Any) -> bool:
-    """``jnp.issubdtype``; bfloat16 counts as a floating type, which NumPy does not know."""
-    if np.dtype(a) == bfloat16:
-        if b in (np.floating, np.inexact, np.number, np.generic):
+    """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
+    them (floating, signed or unsigned integer), which NumPy does not know."""
+    try:
+        da = np.dtype(a)
+    except TypeError:
+        return bool(np.issubdtype(a, b))
+    kind = _ML_KIND.get(da)
+    if kind is not None:
+        if isinstance(b, type) and issubclass(kind, b):
             return True
         try:
-            return np.dtype(b) == bfloat16
+            return np.dtype(b) == da
         except TypeError:
             return False
     return bool(np.issubdtype(a, b))
 
 
+_FLOAT_SET = frozenset((*_FLOATS, *SMALL_FLOATS))
+_INT_SET = frozenset((*_SIGNED, *_UNSIGNED, *NARROW_INTS))
+
+
 def is_float(d: np.dtype) -> bool:
-    return d.kind == "f" or d == bfloat16
+    return d.kind == "f" or d in _FLOAT_SET
 
 
 def is_inexact(d: np.dtype) -> bool:
-    return d.kind in "fc" or d == bfloat16
+    return d.kind in "fc" or d in _FLOAT_SET
 
 
 def is_int(d: np.dtype) -> bool:
-    return d.kind in "iu"
+    return d.kind in "iu" or d in NARROW_INTS
+
+
+_SUB_BYTE = {int2: 2, uint2: 2, int4: 4, uint4: 4, float4_e2m1fn: 4}
+
+
+def itemsize_bits(d: Any) -> int:
+    """Bits per element (JAX's ``dtypes.itemsize_bits``): 4 for int4 and float4, 2 for int2."""
+    d = np.dtype(d)
+    return _SUB_BYTE.get(d, d.itemsize * 8)
+
+
+def is_unsigned(d: np.dtype) -> bool:
+    return d.kind == "u" or d == uint4 or d == uint2
 
 
 class finfo:
@@ -260,8 +307,9 @@ class finfo:
 
     def __new__(cls, dtype: Any):
         d = np.dtype(dtype)
-        return ml_dtypes.finfo(d) if d == bfloat16 else np.finfo(d)
+        return ml_dtypes.finfo(d) if d in ML_DTYPES else np.finfo(d)
 
 
 def iinfo(dtype: Any):
-    return np.iinfo(np.dtype(dtype))
+    d = np.dtype(dtype)
+    return ml_dtypes.iinfo(d) if d in NARROW_INTS else np.iinfo(d)

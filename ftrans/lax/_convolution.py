@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import math
 import operator
 from collections.abc import Sequence
@@ -19,59 +18,12 @@ from ftrans.core.prims.convolution import ConvDimensionNumbers
 from ftrans.core.prims.fft import FftType
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops
+from ftrans.lax._ops import Precision, canonicalize_precision
 from ftrans.lax._windowed import padtype_to_pads
 
 __all__ = ["Precision", "ConvDimensionNumbers", "conv_general_dilated", "conv", "conv_with_general_padding",
            "conv_transpose", "conv_dimension_numbers", "conv_general_permutations",
            "conv_general_dilated_patches", "conv_general_dilated_local", "conv_general_shape_tuple", "conv_transpose_shape_tuple", "FftType", "fft"]
-
-class Precision(enum.Enum):
-    """Precision hint for convolutions and matrix products (JAX's ``lax.Precision``).
-
-    ``Precision("highest")`` and the other names JAX accepts (``"float32"``,
-    ``"tensorfloat32"``, ``"bfloat16"``, ...) give the matching member.
-    """
-
-    DEFAULT = 0
-    HIGH = 1
-    HIGHEST = 2
-
-    @classmethod
-    def _missing_(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.upper() in _PRECISION_NAMES:
-            return cls[_PRECISION_NAMES[value.upper()]]
-        return None
-
-    def __str__(self) -> str:
-        return self.name
-
-
-_PRECISION_NAMES = {
-    "DEFAULT": "DEFAULT", "FASTEST": "DEFAULT", "BFLOAT16": "DEFAULT",
-    "HIGH": "HIGH", "TENSORFLOAT32": "HIGH", "BFLOAT16_3X": "HIGH",
-    "HIGHEST": "HIGHEST", "FLOAT32": "HIGHEST",
-}
-
-
-def canonicalize_precision(name: str, precision: Any) -> tuple[str, str] | None:
-    """``None``, or one precision name per operand (accepts strings, JAX's ``Precision`` enums, or pairs)."""
-    if precision is None:
-        return None
-
-    def one(p: Any) -> str:
-        key = p if isinstance(p, str) else getattr(p, "name", None)
-        if isinstance(key, str) and key.upper() in _PRECISION_NAMES:
-            return _PRECISION_NAMES[key.upper()]
-        raise FtransValueError(f"lax.{name}: precision must be None, 'default', 'high', 'highest', a "
-                               f"Precision value or a pair of them, got {precision!r}")
-
-    if isinstance(precision, (tuple, list)):
-        if len(precision) != 2:
-            raise FtransValueError(f"lax.{name}: a precision pair needs two entries, got {precision!r}")
-        return (one(precision[0]), one(precision[1]))
-    p = one(precision)
-    return (p, p)
-
 
 def conv_general_permutations(dimension_numbers: Sequence[str]) -> tuple[tuple[int, ...], ...]:
     """The ``(batch, feature, *spatial)`` axis orders of the three layout strings."""

@@ -243,13 +243,16 @@ def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:
 
 
 def _unsigned(d: np.dtype) -> np.dtype:
-    return np.dtype(f"uint{np.dtype(d).itemsize * 8}")
+    d = np.dtype(d)
+    if d in dtypes.NARROW_INTS:
+        return {dtypes.int2: dtypes.uint2, dtypes.int4: dtypes.uint4}.get(d, d)
+    return np.dtype(f"uint{d.itemsize * 8}")
 
 
 def _int_operand(name: str, x: Any) -> Any:
     op = as_operand(x)
     d = dtype_weak(op)[0]
-    if d.kind not in "iu":
+    if not dtypes.is_int(d):
         raise FtransTypeError(f"lax.{name}: expects integer operands, got {d.name}")
     return op
 
@@ -259,14 +262,15 @@ def clz(x: Any) -> Any:
     op = _int_operand("clz", x)
     d = dtype_weak(op)[0]
     u = _unsigned(d)
-    bits = u.itemsize * 8
-    v = op if d == u else lax.bitcast_convert_type(op, u)
+    bits = dtypes.iinfo(u).bits
+    reinterpret = lax.convert_element_type if d in dtypes.NARROW_INTS else lax.bitcast_convert_type  # same bits
+    v = op if d == u else reinterpret(op, u)
     shift = 1
     while shift < bits:  # smear the highest set bit into every lower position
         v = lax.bitwise_or(v, lax.shift_right_logical(v, full_like(v, shift)))
         shift *= 2
     out = lax.sub(full_like(v, bits), lax.population_count(v))
-    out = out if d == u else lax.bitcast_convert_type(out, d)
+    out = out if d == u else reinterpret(out, d)
     if dtype_weak(op)[1]:  # a Python int in, a weakly typed count out (as JAX's clz_p keeps weak types)
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
     return out
@@ -376,10 +380,14 @@ def axis_size(axis_name: Any) -> int:
 
 
 def dce_sink(val: Any, *, prevent_mlir_dce: bool = False) -> None:
-    """``lax.dce_sink``: keep values alive for dead-code elimination. ftrans has no effects for this to hold
-    on to, so it checks the pytree holds arrays and returns None, as JAX does."""
+    """``lax.dce_sink``: mark every array of ``val`` as used, so dead-code elimination keeps what computes
+    it (an effectful ``dce_sink`` equation per leaf, as JAX binds); with ``prevent_mlir_dce`` XLA keeps it
+    too (a side-effecting custom call). Returns None."""
+    from ftrans.core.prims.callbacks import dce_sink_p
+
     for leaf in tree_util.tree_leaves(val):
         check_arraylike("lax.dce_sink", leaf)
+        dce_sink_p.bind(as_operand(leaf), prevent_mlir_dce=bool(prevent_mlir_dce))
 
 
 # ---------------------------------------------------------------- type names

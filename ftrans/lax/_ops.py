@@ -41,7 +41,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
-from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
+from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 
 __all__ = [
     "RoundingMethod",
@@ -164,8 +164,20 @@ _UNKEYED = object()  # an operand that is not a concrete Array: its check is nev
 
 
 def _no_accuracy(name: str, accuracy: Any) -> None:
-    if accuracy is not None:
-        raise NotImplementedError(f"lax.{name}: the accuracy argument is not supported")
+    """``accuracy`` (``None``, ``lax.AccuracyMode`` or ``lax.Tolerance``, ftrans's or JAX's) is accepted and
+    checked; ftrans lowers every transcendental op to its one StableHLO op without XLA's
+    ``result_accuracy`` attribute, so the result is XLA's default implementation whatever is asked
+    (docs/differences.md)."""
+    if accuracy is None:
+        return
+    kind = type(accuracy).__name__
+    if kind == "AccuracyMode" and getattr(accuracy, "name", None) in ("HIGHEST", "DEFAULT"):
+        return
+    if kind == "Tolerance" and isinstance(accuracy, tuple) or hasattr(accuracy, "atol"):
+        return
+    raise NotImplementedError(  # as JAX
+        f"lax.{name}: accuracy {accuracy!r} is not supported; pass None, a lax.AccuracyMode or a lax.Tolerance"
+    )
 
 
 def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
@@ -228,9 +240,16 @@ shift_right_arithmetic = _binop(E.shift_right_arithmetic_p, "shift_right_arithme
 
 
 def mul(x: Any, y: Any, *, out_dtype: Any = None) -> Any:
-    """``lax.mul``: elementwise product of operands of one dtype."""
+    """``lax.mul``: elementwise product of operands of one dtype.
+
+    With ``out_dtype`` the operands may differ in dtype: each is converted to ``out_dtype`` and the
+    product taken there (what JAX's lowering of ``mul(..., out_dtype=)`` does), so gradients come back
+    in each operand's own dtype.
+    """
     if out_dtype is not None:
-        raise NotImplementedError("lax.mul: the out_dtype argument is not supported")
+        d = dtypes.to_dtype(out_dtype)
+        x, y = _operands("mul", (x, y))
+        x, y = convert_element_type(x, d), convert_element_type(y, d)
     a, b = _same_dtype_operands("mul", (x, y))
     a, b = _broadcast_ones("mul", a, b)
     return _bind(E.mul_p, a, b)
@@ -340,6 +359,15 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
     d = dtypes.to_dtype(new_dtype)
+    if type(operand) is int and d.kind in "iu":
+        # JAX converts a Python int straight to the target with NumPy (wrapping), so 2**32 -> int32 is 0
+        # rather than the default-int overflow error other operands raise.
+        try:
+            wide = np.asarray(operand, np.uint64 if operand > 0 else np.int64)
+        except OverflowError:
+            raise FtransOverflowError(f"lax.convert_element_type: Python int {operand} does not fit in 64 bits") from None
+        with np.errstate(all="ignore"):
+            return convert(wide.astype(d), d, False)
     if type(operand) in _SCALAR_TYPES or isinstance(operand, np.generic):
         folded = _fold_scalar_convert(operand, d)
         if folded is not None:  # a constant, as JAX folds it: no equation when staged
@@ -435,6 +463,12 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
     dims = _ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
     if shape_of(x) == shape and dims == tuple(range(len(shape))):
         return x
+    if (len(dims) == len(shape_of(x)) and len(set(dims)) == len(dims) and list(dims) != sorted(dims)
+            and all(0 <= d < len(shape) for d in dims)):
+        # JAX accepts the operand's axes in any order; the primitive keeps them increasing, so put the
+        # operand's axes in output order first.
+        perm = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+        x, dims = transpose(x, perm), tuple(sorted(dims))
     return _bind(S.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=dims)
 
 
@@ -489,7 +523,10 @@ def squeeze(array: Any, dimensions: Sequence[int]) -> Any:
     """``lax.squeeze``: remove the given size-1 axes (negative axes count from the end)."""
     (x,) = _operands("squeeze", (array,))
     nd = len(shape_of(x))
-    dims = tuple(sorted({_axis("squeeze", d, nd) for d in _ints("squeeze", "dimensions", dimensions)}))
+    given = [_axis("squeeze", d, nd) for d in _ints("squeeze", "dimensions", dimensions)]
+    if len(set(given)) != len(given):
+        raise FtransValueError(f"lax.squeeze: dimensions are not unique: {tuple(dimensions)}")
+    dims = tuple(sorted(given))
     if not dims:
         return x
     return _bind(S.squeeze_p, x, dimensions=dims)
@@ -604,9 +641,20 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
             f"lax.{name}: got {len(items)} start indices for an operand of rank {len(shape)} (shape {shape})"
         )
     negs = [allow_negative] * len(items) if isinstance(allow_negative, bool) else list(allow_negative)
+    kinds = set()
+    for i in items:  # JAX requires one index dtype (a Python int counts as the default int)
+        if type(i) is int:
+            kinds.add(dtypes.default_int())
+        elif isinstance(i, (np.integer, np.ndarray, Array, Tracer)) and np.dtype(i.dtype).kind in "iu":
+            kinds.add(dtypes.canonicalize(i.dtype))
+    if len(kinds) > 1:
+        raise FtransTypeError(
+            f"index arguments to {name} must be integers of the same type, got: "
+            f"{', '.join(sorted(d.name for d in kinds))}; convert them to one dtype (lax.convert_element_type)"
+        )
     out = []
     for i, n, neg_ok in zip(items, shape, negs):
-        if type(i) is int or isinstance(i, np.integer):
+        if type(i) is int or (isinstance(i, np.integer) and dtypes.canonicalize(i.dtype) == dtypes.default_int()):
             iv = int(i)
             if neg_ok and iv < 0:
                 iv += n
@@ -716,20 +764,82 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
         raise NotImplementedError("lax.dot_general: out_sharding is not supported")
     a, b = _operands("dot_general", (lhs, rhs))
     da, db = dtype_weak(a)[0], dtype_weak(b)[0]
-    if da != db:
+    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    if da != db and da in dtypes.SMALL_FLOATS and db in dtypes.SMALL_FLOATS:
+        # Mixed 8-bit floats (JAX takes them as they are): a wider preferred type holds both exactly;
+        # otherwise XLA's choice, the type of the larger range (then the more mantissa bits).
+        if pref is not None and dtypes.is_float(pref) and pref not in dtypes.SMALL_FLOATS:
+            d = pref
+        else:
+            fa, fb = dtypes.finfo(da), dtypes.finfo(db)
+            d = da if (fa.maxexp, fa.nmant) >= (fb.maxexp, fb.nmant) else db
+        a, b = convert(a, d), convert(b, d)
+    elif da != db:
         d = dtypes.promote_types(da, db)
         a, b = convert(a, d, dtype_weak(a)[1]), convert(b, d, dtype_weak(b)[1])
-    pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
     dn = _dimension_numbers("dot_general", dimension_numbers)
-    return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=_precision(precision),
+    return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=canonicalize_precision("dot_general", precision),
                  preferred_element_type=pref)
 
 
-def _precision(precision: Any) -> Any:
-    """Precision is only a hint to XLA; keep it hashable for the IR."""
-    if isinstance(precision, list):
-        return tuple(precision)
-    return precision
+class Precision(enum.Enum):
+    """Precision hint for convolutions and matrix products (JAX's ``lax.Precision``).
+
+    ``Precision("highest")`` and the other names JAX accepts (``"float32"``,
+    ``"tensorfloat32"``, ``"bfloat16"``, ...) give the matching member.
+    """
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.upper() in _PRECISION_NAMES:
+            return cls[_PRECISION_NAMES[value.upper()]]
+        return None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"Precision.{self.name}"
+
+
+_PRECISION_NAMES = {
+    "DEFAULT": "DEFAULT", "FASTEST": "DEFAULT", "BFLOAT16": "DEFAULT",
+    "HIGH": "HIGH", "TENSORFLOAT32": "HIGH", "BFLOAT16_3X": "HIGH",
+    "HIGHEST": "HIGHEST", "FLOAT32": "HIGHEST",
+}
+
+
+def canonicalize_precision(name: str, precision: Any) -> tuple[Precision, Precision] | None:
+    """``None``, or one ``Precision`` per operand, as JAX keeps it in the equation's params (accepts
+    strings, JAX's or ftrans's ``Precision`` enums, or pairs of them)."""
+    if precision is None:
+        return None
+    if type(precision).__name__ in ("DotAlgorithm", "DotAlgorithmPreset"):  # ftrans's or JAX's: a hint, kept
+        return precision
+    if isinstance(precision, str) and precision.upper() not in _PRECISION_NAMES:
+        from ftrans.lax._extras import DotAlgorithmPreset  # a preset's name ("F32_F32_F32"), as JAX takes
+
+        if precision.upper() in DotAlgorithmPreset.__members__:
+            return DotAlgorithmPreset[precision.upper()]
+
+    def one(p: Any) -> Precision:
+        key = p if isinstance(p, str) else getattr(p, "name", None)
+        if isinstance(key, str) and key.upper() in _PRECISION_NAMES:
+            return Precision[_PRECISION_NAMES[key.upper()]]
+        raise FtransValueError(f"lax.{name}: precision must be None, 'default', 'high', 'highest', a "
+                               f"Precision value or a pair of them, got {precision!r}")
+
+    if isinstance(precision, (tuple, list)):
+        if len(precision) != 2:
+            raise FtransValueError(f"lax.{name}: a precision pair needs two entries, got {precision!r}")
+        return (one(precision[0]), one(precision[1]))
+    p = one(precision)
+    return (p, p)
+
 
 
 def dot(lhs: Any, rhs: Any, *, dimension_numbers: Any = None, precision: Any = None,

@@ -4,6 +4,7 @@ primitive whose name is that of one of JAX's ``lax.*_p``, for interpreters that 
 
 from __future__ import annotations
 
+from ftrans.core.prims.callbacks import dce_sink_p  # noqa: F401
 from ftrans.core.prims.calls import (  # noqa: F401
     optimization_barrier_p,
 )
@@ -150,11 +151,13 @@ from ftrans.core.prims.structural import (  # noqa: F401
 from ftrans.core.prims.windowed import (  # noqa: F401
     reduce_window_max_p,
     reduce_window_min_p,
+    reduce_window_p,
     reduce_window_sum_p,
 )
 
 __all__ = [
     "abs_p",
+    "dce_sink_p",
     "acos_p",
     "acosh_p",
     "add_p",
@@ -246,6 +249,7 @@ __all__ = [
     "reduce_window_max_p",
     "reduce_window_min_p",
     "reduce_window_sum_p",
+    "reduce_window_p",
     "reduce_xor_p",
     "rem_p",
     "reshape_p",

@@ -91,6 +91,11 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
             f"top_k: k argument must be no larger than size along the axis; got k={k} with "
             f"shape={list(shape)} and axis={ax}"
         )
+    if n > np.iinfo(np.int32).max:
+        raise FtransValueError(
+            f"top_k returns int32 indices, which will overflow for an axis of size {n} "
+            f"(shape {list(shape)}, axis {ax}); split the axis into pieces of at most 2**31 - 1 elements"
+        )
     idx = S.iota_p.bind(dtype=dtypes.int32, shape=shape, dimension=ax)
     xr, ir = S.rev_p.bind(x, dimensions=(ax,)), S.rev_p.bind(idx, dimensions=(ax,))
     vals, perm = So.sort_p.bind(xr, ir, dimension=ax, is_stable=True, num_keys=1)
@@ -199,6 +204,9 @@ def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: S
                 f"{od.name} and init value {idt.name}"
             )
         inits.append(convert(i, od) if idt != od else as_operand(i))
+        if tuple(shape_of(inits[-1])) != ():
+            raise FtransValueError(f"reduce found non-scalar initial value: shape {tuple(shape_of(inits[-1]))}; "
+                                   "init values must be scalars")
     scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
     box: list = []
 

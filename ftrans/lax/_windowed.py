@@ -7,10 +7,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from jax import tree_util
 
-from ftrans.core.operands import as_operand, check_arraylike, concrete_or_error, convert, dtype_weak
+from ftrans.core.avals import ShapedArray
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W
+from ftrans.core.trace import Tracer, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops
 
@@ -99,8 +102,15 @@ def _traced_monoid_kind(computation: Callable, dtype: np.dtype) -> str | None:
     from ftrans.core.jaxpr_api import make_jaxpr
 
     probe = np.zeros((), dtype)
-    jaxpr = make_jaxpr(computation)(probe, probe).jaxpr
-    if len(jaxpr.eqns) != 1 or len(jaxpr.outvars) != 1:
+    leaf: list = []
+
+    def call(a: Any, b: Any) -> Any:
+        out = computation(a, b)
+        leaf.append(tree_util.treedef_is_leaf(tree_util.tree_structure(out)))
+        return out
+
+    jaxpr = make_jaxpr(call)(probe, probe).jaxpr
+    if not leaf[0] or len(jaxpr.eqns) != 1 or len(jaxpr.outvars) != 1:
         return None
     (eqn,) = jaxpr.eqns
     if set(map(id, eqn.invars)) != set(map(id, jaxpr.invars)) or eqn.outvars[0] is not jaxpr.outvars[0]:
@@ -110,34 +120,85 @@ def _traced_monoid_kind(computation: Callable, dtype: np.dtype) -> str | None:
 
 
 def reduce_window(operand: Any, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
-                  window_strides: Sequence[int], padding: Any, base_dilation: Sequence[int] | None = None,
+                  window_strides: Sequence[int] | None = None, padding: Any = "VALID",
+                  base_dilation: Sequence[int] | None = None,
                   window_dilation: Sequence[int] | None = None) -> Any:
-    """``lax.reduce_window`` for add, max and min computations (sum/max/min pooling).
+    """``lax.reduce_window``: reduce each window of ``operand`` (an array or a pytree of same-shaped arrays)
+    with ``computation(accumulators, elements)`` from ``init_value`` (one scalar per operand).
 
-    A max or min with any init value is exact (both are idempotent); a sum needs
-    init 0, because XLA would add a non-zero init once per padded element.
+    As in JAX, one operand whose computation is add, max or min binds the matching windowed reduction (a
+    sum only with a static init value of 0; max and min combine any init value afterwards, which is exact
+    as both are idempotent); anything else binds the general ``reduce_window`` primitive with the traced
+    computation (``stablehlo.reduce_window``), where padding and base-dilation holes hold the init value.
     """
-    if isinstance(operand, (list, tuple)):
-        raise NotImplementedError("reduce_window: multiple operands are not supported")
-    check_arraylike("reduce_window", operand)
-    x = as_operand(operand)
-    d, _ = dtype_weak(x)
-    kind = _monoid_kind(computation, d)
-    if kind is None:
-        name = getattr(computation, "__name__", "")
-        raise NotImplementedError(
-            f"reduce_window: computation {name or computation!r} is not supported; "
-            "use lax.add, lax.max or lax.min"
+    flat_ops, tree = tree_util.tree_flatten(operand)
+    flat_inits, init_tree = tree_util.tree_flatten(init_value)
+    if tree != init_tree:
+        raise FtransValueError(
+            f"reduce_window: operands must have the same tree structure as init_values: {tree} vs. {init_tree}"
         )
-    params = _params(x, window_dimensions, window_strides, padding, base_dilation, window_dilation)
-    init = convert(init_value, d)
-    if kind == "sum":
-        iv = np.asarray(concrete_or_error(init, "reduce_window's init_value for a sum"))
-        if iv.shape != () or iv != 0:
-            raise NotImplementedError("reduce_window: a sum needs init_value 0")
-        return W.reduce_window_sum_p.bind(x, **params)
-    if len(getattr(init, "shape", ())) != 0:
-        raise FtransTypeError(f"reduce_window: init_value must be a scalar, got shape {init.shape}")
-    prim = W.reduce_window_max_p if kind == "max" else W.reduce_window_min_p
-    combine = E.max_p if kind == "max" else E.min_p
-    return combine.bind(prim.bind(x, **params), init)
+    if not flat_ops:
+        raise FtransValueError("reduce_window: no operands to reduce")
+    check_arraylike("reduce_window", *flat_ops, *flat_inits)
+    ops = [as_operand(o) for o in flat_ops]
+    params = _params(ops[0], window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    if tree_util.treedef_is_leaf(tree):
+        x = ops[0]
+        d, _ = dtype_weak(x)
+        kind = _monoid_kind(computation, d)
+        init = convert(flat_inits[0], d)
+        if len(getattr(init, "shape", ())) != 0:
+            raise FtransTypeError(f"reduce_window: init_value must be a scalar, got shape {tuple(init.shape)}")
+        if kind == "sum" and not isinstance(init, Tracer) and np.asarray(init) == 0:
+            return W.reduce_window_sum_p.bind(x, **params)
+        if kind in ("max", "min"):
+            prim = W.reduce_window_max_p if kind == "max" else W.reduce_window_min_p
+            combine = E.max_p if kind == "max" else E.min_p
+            return combine.bind(prim.bind(x, **params), init)
+    inits = []
+    for o, i in zip(ops, flat_inits):
+        od, _ = dtype_weak(o)
+        idt, iweak = dtype_weak(i)
+        if idt != od and not iweak:
+            raise FtransTypeError(
+                f"reduce_window: operand dtypes should match corresponding initial value dtypes, got operand "
+                f"{od.name} and init value {idt.name}"
+            )
+        iv = convert(i, od) if idt != od else as_operand(i)
+        if len(getattr(iv, "shape", ())) != 0:
+            raise FtransTypeError(f"reduce_window: init values must be scalars, got shape {tuple(iv.shape)}")
+        inits.append(iv)
+    scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
+    box: list = []
+
+    def flat_computation(*args: Any) -> list:
+        n = len(ops)
+        acc = tree_util.tree_unflatten(tree, args[:n])
+        elem = tree_util.tree_unflatten(tree, args[n:])
+        leaves, out_tree = tree_util.tree_flatten(computation(acc, elem))
+        box.append(out_tree)
+        return [as_operand(v) for v in leaves]
+
+    closed, _ = stage(flat_computation, scalar + scalar)
+    if box[0] != tree:
+        raise FtransValueError(
+            f"reduce_window output must have the same tree structure as the operands {tree} as init_values "
+            f"{init_tree}, but the computation returned {box[0]}"
+        )
+    if closed.consts:
+        raise NotImplementedError(
+            "reduce_window: the computation closes over array values; window computations may use only their "
+            "scalar arguments and Python constants"
+        )
+    if closed.out_avals and any(a.dtype != s.dtype for a, s in zip(closed.out_avals, scalar)):
+        raise FtransTypeError(
+            "reduce_window: the computation must return scalars of the operands' dtypes, got "
+            + ", ".join(a.str_short() for a in closed.out_avals)
+        )
+    for o in ops[1:]:
+        if tuple(o.shape) != tuple(ops[0].shape):
+            raise FtransTypeError(
+                f"reduce_window: operands must all have the same shape, got {[tuple(o.shape) for o in ops]}"
+            )
+    outs = W.reduce_window_p.bind(*ops, *inits, jaxpr=closed, **params)
+    return tree_util.tree_unflatten(tree, list(outs))

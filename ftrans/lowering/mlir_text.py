@@ -31,7 +31,18 @@ _ELEMENT = {
     np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
     np.dtype(np.complex64): "complex<f32>", np.dtype(np.complex128): "complex<f64>",
+    np.dtype(ml_dtypes.int2): "i2", np.dtype(ml_dtypes.int4): "i4", np.dtype(ml_dtypes.uint2): "ui2",
+    np.dtype(ml_dtypes.uint4): "ui4",
+    np.dtype(ml_dtypes.float4_e2m1fn): "f4E2M1FN", np.dtype(ml_dtypes.float8_e3m4): "f8E3M4",
+    np.dtype(ml_dtypes.float8_e4m3): "f8E4M3", np.dtype(ml_dtypes.float8_e4m3b11fnuz): "f8E4M3B11FNUZ",
+    np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN", np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ",
+    np.dtype(ml_dtypes.float8_e5m2): "f8E5M2", np.dtype(ml_dtypes.float8_e5m2fnuz): "f8E5M2FNUZ",
+    np.dtype(ml_dtypes.float8_e8m0fnu): "f8E8M0FNU",
 }
+_NARROW_INTS = {np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint2),
+                np.dtype(ml_dtypes.uint4)}
+_FLOAT_LIKE = {d for d, name in _ELEMENT.items() if name.startswith(("f", "bf"))}
+_UNSIGNED_LIKE = {np.dtype(ml_dtypes.uint2), np.dtype(ml_dtypes.uint4)}
 
 
 def element_type(dtype: np.dtype) -> str:
@@ -50,9 +61,9 @@ def aval_type(aval: ShapedArray) -> str:
 def compare_type(dtype: np.dtype) -> str:
     """StableHLO's comparison type for operands of ``dtype``."""
     dtype = np.dtype(dtype)
-    if dtype.kind in "fc" or dtype == np.dtype(ml_dtypes.bfloat16):
+    if dtype.kind in "fc" or dtype in _FLOAT_LIKE:
         return "FLOAT"
-    if dtype.kind in "ub":
+    if dtype.kind in "ub" or dtype in _UNSIGNED_LIKE:
         return "UNSIGNED"
     return "SIGNED"
 
@@ -88,6 +99,11 @@ def dense(value: np.ndarray) -> str:
         if value.size and (value.all() or not value.any()):
             return f"dense<{bool_attr(bool(value.flat[0]))}>"
         return f"dense<{_nested(value)}>"
+    if value.dtype in _NARROW_INTS:  # sub-byte integers: decimal literals, whatever MLIR's storage layout
+        ints = value.astype(np.int8)
+        if ints.size and ints.ndim and _all_equal(ints):
+            return f"dense<{int(ints.reshape(-1)[0])}>"
+        return f"dense<{int(ints)}>" if ints.ndim == 0 else f"dense<{_nested_ints(ints)}>"
     if value.size and value.ndim and _all_equal(value):
         value = value.reshape(-1)[:1].reshape(())  # a splat: one element stands for all
     raw = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"), copy=False).tobytes()
@@ -104,6 +120,12 @@ def _nested(value: np.ndarray) -> str:
     if value.ndim == 0:
         return bool_attr(bool(value))
     return "[" + ", ".join(_nested(v) for v in value) + "]"
+
+
+def _nested_ints(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return str(int(value))
+    return "[" + ", ".join(_nested_ints(v) for v in value) + "]"
 
 
 def _quoted(s: str) -> str:

@@ -62,6 +62,20 @@ float64 = _make("float64", np.float64)
 bfloat16 = _make("bfloat16", _dtypes.bfloat16)
 complex64 = _make("complex64", np.complex64)
 complex128 = _make("complex128", np.complex128)
+# JAX's narrow storage types (ml_dtypes): no implicit promotion, basic arithmetic and conversions.
+int2 = _make("int2", _dtypes.int2)
+int4 = _make("int4", _dtypes.int4)
+uint2 = _make("uint2", _dtypes.uint2)
+uint4 = _make("uint4", _dtypes.uint4)
+float4_e2m1fn = _make("float4_e2m1fn", _dtypes.float4_e2m1fn)
+float8_e3m4 = _make("float8_e3m4", _dtypes.float8_e3m4)
+float8_e4m3 = _make("float8_e4m3", _dtypes.float8_e4m3)
+float8_e4m3b11fnuz = _make("float8_e4m3b11fnuz", _dtypes.float8_e4m3b11fnuz)
+float8_e4m3fn = _make("float8_e4m3fn", _dtypes.float8_e4m3fn)
+float8_e4m3fnuz = _make("float8_e4m3fnuz", _dtypes.float8_e4m3fnuz)
+float8_e5m2 = _make("float8_e5m2", _dtypes.float8_e5m2)
+float8_e5m2fnuz = _make("float8_e5m2fnuz", _dtypes.float8_e5m2fnuz)
+float8_e8m0fnu = _make("float8_e8m0fnu", _dtypes.float8_e8m0fnu)
 
 # NumPy-style aliases.  As in JAX, the 64-bit names stay 64-bit dtypes; arrays
 # built from them are narrowed to 32 bits unless x64 is enabled.

@@ -57,10 +57,14 @@ def standard_primitive(
 # Dtype classes accepted by elementwise primitives
 
 BOOL = frozenset({dtypes.bool_})
-SINT = frozenset({dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64})
-UINT = frozenset({dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64})
+# The 2/4-bit integers and 4/8-bit floats (JAX's narrow storage types) are in their classes, so the basic
+# arithmetic, comparisons, conversions and data movement take them; a primitive JAX refuses them for
+# excludes them (``abs``: ``SIGNED_NUM - NARROW_INT``).
+NARROW_INT = frozenset(dtypes.NARROW_INTS)
+SINT = frozenset({dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.int2, dtypes.int4})
+UINT = frozenset({dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.uint2, dtypes.uint4})
 INT = SINT | UINT
-FLOAT = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float64})
+FLOAT = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float64, *dtypes.SMALL_FLOATS})
 COMPLEX = frozenset({dtypes.complex64, dtypes.complex128})
 INEXACT = FLOAT | COMPLEX
 NUM = INT | INEXACT
@@ -113,6 +117,10 @@ def elementwise_dtype(prim_name: str, allowed: frozenset, result: str | np.dtype
                     "or use ftrans.numpy functions, which promote)",
                 )
         if d not in allowed:
+            if d in NARROW_INT:
+                raise prim_type_error(prim_name, avals, f"{prim_name} does not accept dtype {d.name}. Support "
+                                      "for narrow-width integers is limited to basic arithmetic, comparisons "
+                                      "and conversions; convert to a wider integer type first")
             raise prim_type_error(prim_name, avals, f"expects {class_name(allowed)} operands")
         if result == "same":
             return d
@@ -125,11 +133,37 @@ def elementwise_dtype(prim_name: str, allowed: frozenset, result: str | np.dtype
     return rule
 
 
-def unop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", **kw) -> Primitive:
+_NARROW_WIDE = {dtypes.int2: dtypes.int8, dtypes.int4: dtypes.int8, dtypes.uint2: dtypes.uint8,
+                dtypes.uint4: dtypes.uint8}
+
+
+def narrow_ints_via_bytes(numpy_rule: Callable) -> Callable:
+    """Run an integer rule on 2/4-bit operands in int8/uint8 and wrap the result back to the narrow type
+    (``astype`` keeps the low bits, which is two's-complement wraparound): NumPy's loops for ml_dtypes'
+    int4 return int8 for some functions and have none for others."""
+    def run(*args: Any, **params: Any) -> Any:
+        d = args[0].dtype
+        if d.kind != "V" or d not in _NARROW_WIDE:  # bfloat16 and the small floats are kind "V" too
+            return numpy_rule(*args, **params)
+        out = numpy_rule(*[a.astype(_NARROW_WIDE[a.dtype]) if a.dtype in _NARROW_WIDE else a for a in args], **params)
+        return out.astype(d) if out.dtype == _NARROW_WIDE[d] else out
+
+    run.__name__ = getattr(numpy_rule, "__name__", "impl")
+    run.__wrapped__ = numpy_rule  # type: ignore[attr-defined]  # python -m ftrans.rules shows the NumPy rule
+    return run
+
+
+def unop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", narrow_native: bool = False,
+         **kw) -> Primitive:
+    if allowed & NARROW_INT and not narrow_native:
+        impl = narrow_ints_via_bytes(impl)
     return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
 
 
-def binop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", **kw) -> Primitive:
+def binop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same", narrow_native: bool = False,
+          **kw) -> Primitive:
+    if allowed & NARROW_INT and not narrow_native:
+        impl = narrow_ints_via_bytes(impl)
     return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
 
 

@@ -199,3 +199,22 @@ def _io_abstract(*avals: ShapedArray, callback: HostCallback, result_avals: tupl
 @io_callback_p.def_impl
 def _io_impl(*vals: Any, callback: HostCallback, result_avals: tuple, ordered: bool) -> list:
     return callback.call(vals, result_avals)
+
+
+# ---------------------------------------------------------------- dce_sink
+# JAX's ``dce_sink_p``: marks its operands as used, so dead-code elimination keeps what computes them. It
+# is effectful (no pass drops it) and has no results; with ``prevent_mlir_dce`` its lowering is a
+# side-effecting custom call, which keeps the computation alive through XLA's dead-code elimination too.
+dce_sink_p = Primitive("dce_sink", multiple_results=True)
+dce_sink_p.def_weak_type(never_weak)
+effectful_primitives.add(dce_sink_p)
+
+
+@dce_sink_p.def_abstract_eval
+def _dce_sink_abstract(*avals: ShapedArray, prevent_mlir_dce: bool) -> list:
+    return []
+
+
+@dce_sink_p.def_impl
+def _dce_sink_impl(*args: Any, prevent_mlir_dce: bool) -> list:
+    return []

@@ -20,6 +20,7 @@ from ftrans.core.prims._base import (
     INEXACT,
     INT,
     INT_OR_BOOL,
+    NARROW_INT,
     NUM,
     SIGNED_NUM,
     binop,
@@ -141,7 +142,7 @@ def _abs_impl(x):
     return out
 
 
-abs_p = unop("abs", SIGNED_NUM, _abs_impl, result="real")
+abs_p = unop("abs", SIGNED_NUM - NARROW_INT, _abs_impl, result="real")
 
 
 @quiet
@@ -195,10 +196,40 @@ integer_pow_p = standard_primitive(
 )
 
 # ---------------------------------------------------------------- float math
-exp_p = unop("exp", INEXACT, keep_dtype(np.exp))
+_WIDER = {dtypes.float32: dtypes.float64, dtypes.complex64: dtypes.complex128}
+
+
+def _rounded(fn):
+    """``fn`` of single-precision operands computed in double and rounded once: NumPy's float32 ``exp``
+    and ``expm1`` loops are up to an ulp off the correctly rounded value XLA gives (so ``exp(x)`` and
+    ``expm1(x) + 1`` would disagree by an ulp where JAX's agree)."""
+    def impl(x):
+        wide = _WIDER.get(x.dtype)
+        if wide is None:
+            return fn(x)
+        return fn(x.astype(wide)).astype(x.dtype)
+
+    impl.__name__ = getattr(fn, "__name__", "impl")
+    return impl
+
+
+def _log1p(x):
+    """NumPy's complex ``log1p`` is ``log(1 + z)``, which loses every digit of a small ``z``; this is
+    ``log|1 + z| + i arg(1 + z)`` with the modulus from ``log1p`` of ``2 re + |z|^2``."""
+    if x.dtype.kind != "c":
+        return np.log1p(x)
+    re, im = x.real, x.imag
+    big = np.abs(x) > 0.5  # far from -1's neighbourhood of 0 the plain formula is exact enough
+    with np.errstate(all="ignore"):
+        small = 0.5 * np.log1p(2 * re + re * re + im * im) + 1j * np.arctan2(im, 1 + re)
+        out = np.where(big, np.log1p(x), small)
+    return out.astype(x.dtype)
+
+
+exp_p = unop("exp", INEXACT, keep_dtype(_rounded(np.exp)))
 exp2_p = unop("exp2", INEXACT, keep_dtype(np.exp2))
 log_p = unop("log", INEXACT, keep_dtype(np.log))
-log1p_p = unop("log1p", INEXACT, keep_dtype(np.log1p))
+log1p_p = unop("log1p", INEXACT, keep_dtype(_rounded(_log1p)))
 
 
 @quiet
@@ -221,16 +252,16 @@ def _expm1_complex(z):
     return out
 
 
-_expm1_real = keep_dtype(np.expm1)
+_expm1_real = _rounded(np.expm1)
 
 
 def _expm1_impl(x):
-    if x.dtype.kind == "c":
+    if x.dtype.kind == "c":  # in its own precision: widening would keep signs of zeros float32 loses
         return _expm1_complex(x)
     return _expm1_real(x)
 
 
-expm1_p = unop("expm1", INEXACT, _expm1_impl)
+expm1_p = unop("expm1", INEXACT, keep_dtype(_expm1_impl))
 sqrt_p = unop("sqrt", INEXACT, keep_dtype(np.sqrt))
 rsqrt_p = unop("rsqrt", INEXACT, keep_dtype(lambda x: 1 / np.sqrt(x)))
 cbrt_p = unop("cbrt", FLOAT, via_float32(np.cbrt))
@@ -447,8 +478,29 @@ xor_p = binop("xor", INT_OR_BOOL, np.bitwise_xor)
 not_p = unop("not", INT_OR_BOOL, np.invert)
 
 
+def _narrow_shift(kind: str, x, y):
+    """Shifts of the 2/4-bit integers on their bit patterns, in int16."""
+    bits = dtypes.iinfo(x.dtype).bits
+    mask = (1 << bits) - 1
+    xi = x.astype(np.int16)
+    amount = y.astype(np.int16) & mask
+    big = amount >= bits
+    s = np.where(big, 0, amount)
+    if kind == "left":
+        r = np.where(big, 0, (xi & mask) << s)
+    elif kind == "logical":
+        r = np.where(big, 0, (xi & mask) >> s)
+    else:  # the bit pattern read as signed, unsigned types included
+        sign = 1 << (bits - 1)
+        xs = ((xi & mask) ^ sign) - sign
+        r = np.where(big, np.where(xs < 0, -1, 0), xs >> s)
+    return (r & mask).astype(x.dtype)
+
+
 def _shift_impl(kind: str):
     def impl(x, y):
+        if x.dtype in NARROW_INT:
+            return _narrow_shift(kind, x, y)
         bits = x.dtype.itemsize * 8
         udt = np.dtype(f"u{x.dtype.itemsize}")
         ys = y.astype(udt)
@@ -469,17 +521,20 @@ def _shift_impl(kind: str):
     return quiet(impl)
 
 
-shift_left_p = binop("shift_left", INT, _shift_impl("left"))
-shift_right_logical_p = binop("shift_right_logical", INT, _shift_impl("logical"))
-shift_right_arithmetic_p = binop("shift_right_arithmetic", INT, _shift_impl("arithmetic"))
+shift_left_p = binop("shift_left", INT, _shift_impl("left"), narrow_native=True)
+shift_right_logical_p = binop("shift_right_logical", INT, _shift_impl("logical"), narrow_native=True)
+shift_right_arithmetic_p = binop("shift_right_arithmetic", INT, _shift_impl("arithmetic"), narrow_native=True)
 
 
 def _popcount_impl(x):
+    if x.dtype in NARROW_INT:  # count the bits of the 2/4-bit pattern only
+        u = (x.astype(np.int16) & ((1 << dtypes.iinfo(x.dtype).bits) - 1)).astype(np.uint16)
+        return np.bitwise_count(u).astype(x.dtype)
     u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
     return np.bitwise_count(u).astype(x.dtype)
 
 
-population_count_p = unop("population_count", INT, _popcount_impl)
+population_count_p = unop("population_count", INT, _popcount_impl, narrow_native=True)
 
 # ---------------------------------------------------------------- identity-like
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)

@@ -224,7 +224,7 @@ def default_gather_fill_value(dtype: np.dtype) -> Any:
         return float("nan")
     if dtype == dtypes.bool_:
         return True
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return int(info.min) if dtype.kind == "i" else int(info.max)
 
 

@@ -114,7 +114,7 @@ def _reduce_minmax(fn, name):
             elif dtypes.is_float(x.dtype):
                 ident = np.inf if name == "min" else -np.inf
             else:
-                info = np.iinfo(x.dtype)
+                info = dtypes.iinfo(x.dtype)
                 ident = info.max if name == "min" else info.min
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
             return np.full(shape, ident, dtype=x.dtype)

@@ -38,11 +38,21 @@ def _convert_impl(x, *, new_dtype, weak_type):
             return x != 0
         if dtypes.is_int(new_dtype) and dtypes.is_float(x.dtype):
             # XLA saturates float->int conversion and maps NaN to 0.
-            info = np.iinfo(new_dtype)
+            info = dtypes.iinfo(new_dtype)
             xf = np.nan_to_num(x.astype(np.float64), nan=0.0)
             xf = np.clip(np.trunc(xf), info.min, info.max)
-            return xf.astype(new_dtype)
+            return _astype(xf, new_dtype)
+        return _astype(x, new_dtype)
+
+
+def _astype(x, new_dtype):
+    """``astype``, through float64 or int64 between ml_dtypes types NumPy has no direct cast for
+    (int4 -> uint4, float8_e4m3fn -> float8_e5m2, ...); integer casts keep the low bits, as XLA's do."""
+    try:
         return x.astype(new_dtype)
+    except TypeError:
+        mid = np.float64 if dtypes.is_float(x.dtype) or dtypes.is_float(new_dtype) else np.int64
+        return x.astype(mid).astype(new_dtype)
 
 
 convert_element_type_p = standard_primitive(
@@ -58,7 +68,7 @@ def _bitcast_shape(x, *, new_dtype):
             "bitcast_convert_type", [x],
             f"cannot bitcast to {new_dtype.name}: bool and complex values only bitcast to their own type",
         )
-    a, b = x.dtype.itemsize, new_dtype.itemsize
+    a, b = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
     if a == b:
         return x.shape
     if a > b:
@@ -71,7 +81,47 @@ def _bitcast_shape(x, *, new_dtype):
     return x.shape[:-1]
 
 
+def _bits_of(x) -> np.ndarray:
+    """Each element's bit pattern as uint64 (sub-byte types: their low bits)."""
+    n = dtypes.itemsize_bits(x.dtype)
+    raw = np.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}")).astype(np.uint64).reshape(x.shape)
+    return raw & np.uint64((1 << n) - 1) if n < 8 else raw
+
+
+def _from_bits(bits: np.ndarray, dtype) -> np.ndarray:
+    n = dtypes.itemsize_bits(dtype)
+    if n >= 8:
+        return bits.astype(np.dtype(f"u{n // 8}")).view(dtype)
+    if dtypes.is_int(dtype):  # ml_dtypes' narrow ints take their value (two's complement for the signed ones)
+        v = bits.astype(np.int16)
+        if not dtypes.is_unsigned(dtype):
+            sign = 1 << (n - 1)
+            v = (v ^ sign) - sign
+        return v.astype(dtype)
+    return bits.astype(np.uint8).view(dtype)  # float4: the pattern sits in the byte's low bits
+
+
+def _bitcast_sub_byte(x, new_dtype):
+    """Bitcasts involving 2/4-bit types, on bit patterns; narrower elements take the lower bits first."""
+    a, b = dtypes.itemsize_bits(x.dtype), dtypes.itemsize_bits(new_dtype)
+    bits = _bits_of(x)
+    if a == b:
+        return _from_bits(bits, new_dtype)
+    if a < b:
+        k = b // a
+        acc = np.zeros(x.shape[:-1], np.uint64)
+        for j in range(k):
+            acc |= bits[..., j] << np.uint64(j * a)
+        return _from_bits(acc, new_dtype)
+    k = a // b
+    mask = np.uint64((1 << b) - 1)
+    parts = np.stack([(bits >> np.uint64(j * b)) & mask for j in range(k)], axis=-1)
+    return _from_bits(parts, new_dtype)
+
+
 def _bitcast_impl(x, *, new_dtype):
+    if dtypes.itemsize_bits(x.dtype) < 8 or dtypes.itemsize_bits(new_dtype) < 8:
+        return _bitcast_sub_byte(x, new_dtype)
     a, b = x.dtype.itemsize, new_dtype.itemsize
     if a == b:
         return x.view(new_dtype)
@@ -140,7 +190,23 @@ def _broadcast_in_dim_shape(x, *, shape, broadcast_dimensions):
             "broadcast_in_dim", [x],
             f"broadcast_dimensions {broadcast_dimensions} must name one output axis per operand axis",
         )
-    if any(not 0 <= d < len(shape) for d in broadcast_dimensions) or list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+    if len(shape) < x.ndim:
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"target broadcast shape must have equal or higher rank to the operand shape; got {shape}",
+        )
+    if any(not 0 <= d < len(shape) for d in broadcast_dimensions):
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"broadcast_in_dim broadcast_dimensions must be a subset of output dimensions "
+            f"(axes of {shape}), got {broadcast_dimensions}",
+        )
+    if len(set(broadcast_dimensions)) != len(broadcast_dimensions):
+        raise prim_type_error(
+            "broadcast_in_dim", [x],
+            f"broadcast_in_dim broadcast_dimensions must not contain duplicates, got {broadcast_dimensions}",
+        )
+    if list(broadcast_dimensions) != sorted(broadcast_dimensions):
         raise prim_value_error(
             "broadcast_in_dim",
             f"broadcast_dimensions {broadcast_dimensions} must be strictly increasing axes of {shape}",
@@ -246,7 +312,9 @@ rev_p = standard_primitive(
 
 
 def _pad_shape(x, padval, *, padding_config):
-    if padval.shape != () or padval.dtype != x.dtype:
+    if padval.shape != ():
+        raise prim_value_error("pad", f"padding_value must be a scalar; got shape {padval.shape}")
+    if padval.dtype != x.dtype:
         raise prim_type_error("pad", [x, padval], "the padding value must be a scalar of the operand's dtype")
     if len(padding_config) != x.ndim:
         raise prim_value_error("pad", f"padding_config needs one (low, high, interior) per axis; got {padding_config} for rank {x.ndim}")

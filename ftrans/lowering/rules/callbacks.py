@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -92,3 +92,16 @@ def check_no_ordered_effects(jaxpr: Any, devices: int, what: str) -> None:
                     f"The following ordered effects are not supported for more than 1 device: "
                     f"[ordered {e.primitive.name} at {e.source_info}] in {what} over {devices} devices; "
                     "use ordered=False there")
+
+
+@register_lowering(dce_sink_p)
+def _dce_sink_lowering(ctx: LoweringContext, *args: str, prevent_mlir_dce: bool) -> list[str]:
+    """Nothing, or (``prevent_mlir_dce``) the side-effecting ``dce_sink`` FFI call XLA keeps, as JAX emits."""
+    if prevent_mlir_dce:
+        ctx.emit("stablehlo.custom_call", list(args), [], {
+            "api_version": "4 : i32",
+            "backend_config": "{}",
+            "call_target_name": '"dce_sink"',
+            "has_side_effect": "true",
+        })
+    return []

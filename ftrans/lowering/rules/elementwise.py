@@ -98,7 +98,7 @@ _minmax(E.min_p, "stablehlo.minimum", "LT")
 @register_lowering(E.sign_p)
 def _sign(ctx: LoweringContext, x):
     a = ctx.avals_in[0]
-    if a.dtype.kind == "u":  # StableHLO's sign takes signless types only: sign(u) = (u != 0)
+    if dtypes.is_unsigned(a.dtype):  # StableHLO's sign takes signless types only: sign(u) = (u != 0)
         zero = ctx.broadcast(ctx.scalar(0, a.dtype), a.update(shape=()), a.shape)
         nz = ctx.compare(x, zero, "NE", a.dtype, a.shape)
         return ctx.emit1("stablehlo.convert", [nz])

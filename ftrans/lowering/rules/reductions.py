@@ -42,7 +42,7 @@ def identity(kind: str, dtype: np.dtype) -> np.ndarray:
     if dtype.kind == "c":
         v = -np.inf if kind == "max" else np.inf
         return np.asarray(complex(v, v), dtype)
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
 
 
@@ -63,7 +63,7 @@ def compare(f: mt.FuncEmitter, x: str, y: str, dtype: np.dtype, direction: str,
     if compare_type is None:
         if dtypes.is_float(dtype) or dtype.kind == "c":
             compare_type = "FLOAT"
-        elif dtype.kind == "u" or dtype == _BOOL:
+        elif dtypes.is_unsigned(dtype) or dtype == _BOOL:
             compare_type = "UNSIGNED"
         else:
             compare_type = "SIGNED"
@@ -189,8 +189,12 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
     # (bfloat16 inputs keep using bfloat16 matrix units), as jax emits preferred_element_type.
     dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
              f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
-    y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc),
-                  {"dot_dimension_numbers": dnums})
+    attrs = {"dot_dimension_numbers": dnums}
+    if isinstance(precision, tuple) and len(precision) == 2 and all(type(p).__name__ == "Precision"
+                                                                    for p in precision):
+        # a pair of Precision members (their str is the StableHLO name); a dot algorithm stays a hint
+        attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in precision) + "]"
+    y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc), attrs)
     if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"
         zero = ctx.broadcast(ctx.scalar(0, calc), ShapedArray((), calc), out.shape)
         return compare(ctx.fn, y, zero, calc, "NE", shape=tuple(out.shape))

@@ -52,7 +52,7 @@ def _sort_keys(f: mt.FuncEmitter, x: str, dtype: np.dtype) -> list[tuple[str, np
                 (_canonical_float(f, im, part), part, "TOTALORDER")]
     if dtypes.is_float(dtype):
         return [(_canonical_float(f, x, dtype), dtype, "TOTALORDER")]
-    ct = "UNSIGNED" if dtype.kind == "u" or dtype == _BOOL else "SIGNED"
+    ct = "UNSIGNED" if dtypes.is_unsigned(dtype) or dtype == _BOOL else "SIGNED"
     return [(x, dtype, ct)]
 
 

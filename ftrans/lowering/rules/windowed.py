@@ -27,7 +27,7 @@ def _identity(kind: str, dtype: np.dtype) -> np.ndarray:
         return np.asarray(kind == "min")
     if dtypes.is_float(dtype):
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
-    info = np.iinfo(dtype)
+    info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
 
 
@@ -66,3 +66,29 @@ def _rule(kind: str):
 register_lowering(W.reduce_window_sum_p)(_rule("sum"))
 register_lowering(W.reduce_window_max_p)(_rule("max"))
 register_lowering(W.reduce_window_min_p)(_rule("min"))
+
+
+@register_lowering(W.reduce_window_p)
+def _lower_reduce_window_general(ctx: LoweringContext, *args: str, jaxpr, window_dimensions, window_strides,
+                                 padding, base_dilation, window_dilation) -> list[str]:
+    """One variadic ``stablehlo.reduce_window`` whose region calls the computation's function."""
+    n = len(args) // 2
+    a = ctx.avals_in[0]
+    if a.ndim == 0:  # no window dimensions: each output is computation(init, element)
+        sym0 = ctx.module.function(jaxpr.jaxpr, "reduce_window_computation")
+        types = [mt.tensor_type((), x.dtype) for x in ctx.avals_in[:n]]
+        return ctx.emit("func.call", list(args[n:]) + list(args[:n]), types, {"callee": f"@{sym0}"})
+    sym = ctx.module.function(jaxpr.jaxpr, "reduce_window_computation")
+    scalar_types = [mt.tensor_type((), x.dtype) for x in ctx.avals_in[:n]]
+
+    def body(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
+        return f.emit("func.call", xs, scalar_types, {"callee": f"@{sym}"})
+
+    pads = [int(v) for pair in padding for v in pair]
+    return ctx.emit("stablehlo.reduce_window", list(args), [mt.aval_type(o) for o in ctx.avals_out], attrs={
+        "window_dimensions": mt.i64_array(window_dimensions),
+        "window_strides": mt.i64_array(window_strides),
+        "base_dilations": mt.i64_array(base_dilation),
+        "window_dilations": mt.i64_array(window_dilation),
+        "padding": mt.i64_elements(pads, (a.ndim, 2)),
+    }, regions=[ctx.fn.region(scalar_types + scalar_types, body)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
 from ftrans.errors import FtransValueError
 from ftrans.transforms.ad import register_jvp
 
@@ -34,3 +34,8 @@ def _io_callback_jvp(primals: list, tangents: list, *, callback: Any, **params: 
     raise FtransValueError(
         f"IO callbacks do not support JVP: io_callback({callback!r}) was differentiated. Wrap it in "
         "`ftrans.custom_jvp`/`custom_vjp`, or stop_gradient its operands.")
+
+
+@register_jvp(dce_sink_p)
+def _dce_sink_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+    return dce_sink_p.bind(*primals, **params), []

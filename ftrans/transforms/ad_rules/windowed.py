@@ -19,15 +19,20 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import building as B
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
+from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims import windowed as W
-from ftrans.core.trace import aval_of
-from ftrans.transforms.ad import Zero, defjvp_linear, register_jvp
+from ftrans.core.trace import aval_of, stage
+from ftrans.errors import FtransTypeError
+from ftrans.transforms.ad import Zero, defjvp_linear, instantiate, jvp_jaxpr, register_jvp, tangent_aval
+from ftrans.transforms.partial_eval import partial_eval_jaxpr_rules, partial_eval_rules
 
 defjvp_linear(W.reduce_window_sum_p)
 
@@ -113,3 +118,59 @@ def _eq_last(which: Any, shape: tuple[int, ...]) -> Any:
 
 _chooser_rule(W.reduce_window_max_p, R.argmax_p, -np.inf)
 _chooser_rule(W.reduce_window_min_p, R.argmin_p, np.inf)
+
+
+# ---------------------------------------------------------------- reduce_window with a user computation
+@register_jvp(W.reduce_window_p)
+def _reduce_window_general_jvp(primals: list, tangents: list, *, jaxpr: Any, **window: Any) -> tuple[list, list]:
+    """JAX's rule: one ``reduce_window`` over (operands, tangents) whose computation is the JVP of the
+    user's (accumulators and elements each carry their tangent), from (init values, zeros)."""
+    n = len(primals) // 2
+    ops, inits = list(primals[:n]), list(primals[n:])
+    if any(type(t) is not Zero for t in tangents[n:]):
+        raise FtransTypeError(
+            "reduce_window: differentiating with respect to the init values of a windowed reduction with a "
+            "general computation is not supported (as in JAX); pass init values that do not depend on the "
+            "differentiated inputs"
+        )
+    nz = [type(t) is not Zero for t in tangents[:n]]
+    if not any(nz):
+        outs = W.reduce_window_p.bind(*primals, jaxpr=jaxpr, **window)
+        return outs, [Zero(tangent_aval(aval_of(o))) for o in outs]
+    while True:  # the tangents that flow: those given, and any the computation makes from them
+        _, out_nz = jvp_jaxpr(jaxpr, nz + nz, instantiate=nz)
+        grown = [a or b for a, b in zip(nz, out_nz)]
+        if grown == nz:
+            break
+        nz = grown
+    jvp_closed, _ = jvp_jaxpr(jaxpr, nz + nz, instantiate=nz)
+    k = sum(nz)
+    scalars = [ShapedArray((), aval_of(o).dtype) for o in ops]
+    tan_scalars = [tangent_aval(s) for s, z in zip(scalars, nz) if z]
+
+    def paired(*args: Any) -> list:
+        # (acc primals, acc tangents, elem primals, elem tangents) -> (primals, tangents)
+        acc_p, acc_t = args[:n], args[n:n + k]
+        el_p, el_t = args[n + k:2 * n + k], args[2 * n + k:]
+        return eval_jaxpr(jvp_closed.jaxpr, list(jvp_closed.consts), *acc_p, *el_p, *acc_t, *el_t)
+
+    closed, _ = stage(paired, scalars + tan_scalars + scalars + tan_scalars)
+    ts = [instantiate(t) for t, z in zip(tangents[:n], nz) if z]
+    t_inits = [B.zeros(a.shape, a.dtype) for a in tan_scalars]
+    outs = W.reduce_window_p.bind(*ops, *ts, *inits, *t_inits, jaxpr=closed, **window)
+    p_out, t_iter = list(outs[:n]), iter(outs[n:])
+    t_out = [next(t_iter) if z else Zero(tangent_aval(aval_of(p))) for p, z in zip(p_out, nz)]
+    return p_out, t_out
+
+
+def _reduce_window_partial_eval(trace: Any, tracers: list, params: dict) -> list:
+    """The JVP binds ``reduce_window`` on primals and tangents together, so one with an unknown operand is
+    kept whole (its reverse mode is not supported, as in JAX)."""
+    knowns = [trace.known_value(t) for t in tracers]
+    if all(k for k, _ in knowns):
+        return W.reduce_window_p.bind(*[v for _, v in knowns], **params)
+    return trace.record(W.reduce_window_p, tracers, params)
+
+
+partial_eval_rules[W.reduce_window_p] = _reduce_window_partial_eval
+partial_eval_jaxpr_rules[W.reduce_window_p] = lambda eqn, unk_in: (None, eqn, [True] * len(eqn.outvars))

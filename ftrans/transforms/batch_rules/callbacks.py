@@ -19,7 +19,7 @@ from typing import Any
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims import structural as S
-from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
 from ftrans.core.prims.control_flow import scan_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.errors import FtransValueError
@@ -110,3 +110,8 @@ def _io_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, res
         raise FtransValueError(f"Cannot `vmap` ordered IO callback ({callback!r}): its calls would have no "
                                "order; use ordered=False, or loop with lax.map / lax.scan")
     return _looped(io_callback_p, vals, dims, dict(callback=callback, result_avals=result_avals, ordered=ordered))
+
+
+@register_batching(dce_sink_p)
+def _dce_sink_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
+    return list(dce_sink_p.bind(*vals, **params)), []

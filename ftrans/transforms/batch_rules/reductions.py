@@ -123,3 +123,22 @@ def _reduce_general_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, dim
     ops = [bdim_at_front(v, d, frame.size) for v, d in zip(vals[:n], dims[:n])]
     outs = R.reduce_p.bind(*ops, *vals[n:], jaxpr=jaxpr, dimensions=tuple(int(d) + 1 for d in dimensions))
     return list(outs), [0] * len(outs)
+
+
+@register_batching(W.reduce_window_p)
+def _reduce_window_general_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, window_dimensions: tuple,
+                                 window_strides: tuple, padding: tuple, base_dilation: tuple,
+                                 window_dilation: tuple) -> tuple[list, list]:
+    """Operands batched at the front (broadcast where unbatched), with a window of size 1 along it."""
+    n = len(vals) // 2
+    if any(d is not not_mapped for d in dims[n:]):
+        raise NotImplementedError(
+            "lax.reduce_window: vmap over the init values of a windowed reduction with a general computation "
+            "is not supported; pass unbatched init values"
+        )
+    ops = [bdim_at_front(v, d, frame.size) for v, d in zip(vals[:n], dims[:n])]
+    outs = W.reduce_window_p.bind(
+        *ops, *vals[n:], jaxpr=jaxpr, window_dimensions=(1,) + tuple(window_dimensions),
+        window_strides=(1,) + tuple(window_strides), padding=((0, 0),) + tuple(padding),
+        base_dilation=(1,) + tuple(base_dilation), window_dilation=(1,) + tuple(window_dilation))
+    return list(outs), [0] * len(outs)

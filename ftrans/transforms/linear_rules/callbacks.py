@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
 from ftrans.errors import FtransValueError
 from ftrans.transforms.transpose import register_transpose
 
@@ -29,3 +29,8 @@ def _pure_callback_transpose(cts: list, *args: Any, callback: Any, **params: Any
 def _io_callback_transpose(cts: list, *args: Any, callback: Any, **params: Any) -> list:
     raise FtransValueError(f"IO callbacks do not support transpose. (io_callback({callback!r}) was applied to a "
                            "linear value)")
+
+
+@register_transpose(dce_sink_p)
+def _dce_sink_transpose(cts: list, *args: Any, **params: Any) -> list:
+    return [None] * len(args)

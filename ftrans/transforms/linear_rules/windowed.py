@@ -46,5 +46,5 @@ def _reduce_window_sum_t(ct: Any, x: Any, *, window_dimensions: tuple, window_st
     return [out]
 
 
-for _p in (W.reduce_window_max_p, W.reduce_window_min_p):
+for _p in (W.reduce_window_max_p, W.reduce_window_min_p, W.reduce_window_p):
     mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear")
