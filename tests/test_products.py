@@ -149,6 +149,18 @@ def test_matmul(xy):
     check(lambda m, a, b: a @ m.asarray(b), x, y)
 
 
+@pytest.mark.parametrize("xs,ys", [((1, 5, 4), (1, 4, 3)), ((1, 1, 5, 4), (4, 3)), ((2, 1, 5, 4), (1, 4, 3)),
+                                     ((1, 2, 5, 4), (1, 2, 4, 3)), ((1, 4), (1, 4, 3))])
+def test_matmul_squeezes_batch_axes_of_size_one_like_jax(xs, ys):
+    """Batch axes of size 1 on both sides are squeezed before the dot_general, as in JAX's jaxpr."""
+    x, y = np.ones(xs, np.float32), np.ones(ys, np.float32)
+    check(lambda m, a, b: m.matmul(a, b), x, y)
+    dots = [e for e in ftrans.make_jaxpr(fnp.matmul)(x, y).jaxpr.eqns if e.primitive.name == "dot_general"]
+    want = [e for e in jax.make_jaxpr(jnp.matmul)(x, y).jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert [[v.aval.shape for v in e.invars] for e in dots] == [[v.aval.shape for v in e.invars] for e in want]
+    assert [e.params["dimension_numbers"] for e in dots] == [e.params["dimension_numbers"] for e in want]
+
+
 @settings(max_examples=10)
 @given(st.data(), arrays(dtypes=NUMS, min_dims=0, max_dims=3, min_side=1))
 def test_dot_inner_vdot_outer(data, x):
