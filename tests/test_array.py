@@ -505,3 +505,18 @@ def test_deepcopy_of_traced_values():
         np.testing.assert_array_equal(np.asarray(g), np.asarray(jax.grad(lambda v, f=f: (f(v) * v).sum())(x)))
     c = copy.deepcopy({"a": jnp.arange(3), "b": 2.0 * jnp.ones(2)})
     assert c["a"].dtype == jnp.int32 and c["b"].weak_type is False
+
+
+def test_the_array_type_cannot_be_instantiated_like_jax():
+    """jnp.ndarray / ftrans.Array is for isinstance checks, as jax.Array: calling it raises TypeError."""
+    for make in (lambda: jjnp.ndarray((1, 1)), lambda: jax.Array(np.ones(2))):
+        with pytest.raises(TypeError):
+            make()
+    for make in (lambda: jnp.ndarray((1, 1)), lambda: ftrans.Array(np.ones(2)), lambda: ftrans.Array()):
+        with pytest.raises(TypeError, match="jnp.array") as e:
+            make()
+        assert __file__ in str(e.value)
+    a = jnp.asarray(np.arange(3))
+    assert isinstance(a, jnp.ndarray) and isinstance(a, ftrans.Array)
+    b = pickle.loads(pickle.dumps(a))
+    assert isinstance(b, ftrans.Array) and np.array_equal(np.asarray(b), np.arange(3))

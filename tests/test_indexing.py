@@ -28,7 +28,7 @@ def staged(f, *args):
     closed = ftrans.make_jaxpr(f)(*args)
     typecheck(closed)
     outs = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *[fnp.asarray(a) for a in args])
-    outs = [ftrans.Array(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
+    outs = [ftrans.Array._make(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
     return outs
 
 
