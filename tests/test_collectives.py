@@ -522,3 +522,29 @@ def test_axis_owner_handles_collectives_through_its_trace():
     assert seen == ["psum", "axis_index"]
     np.testing.assert_allclose(np.asarray(out), jax.vmap(lambda v: jlax.psum(v, "i") + jlax.axis_index("i"),
                                                          axis_name="i")(X), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["while", "cond", "scan", "jit"])
+def test_body_reading_the_axis_with_unbatched_operands_matches_jax(kind):
+    """No operand is batched, yet the body reads axis_index: the loop / call is per element, as in jax."""
+    def build(t, np_, lax):
+        def per_element(x):
+            if kind == "while":
+                return lax.while_loop(lambda v: v < lax.axis_index("i"), lambda v: v + 2, x)
+            if kind == "cond":
+                return lax.cond(x < 5, lambda v: v + lax.axis_index("i"), lambda v: v, x)
+            if kind == "scan":
+                return lax.scan(lambda c, _: (c + lax.axis_index("i"), None), x, None, length=3)[0]
+            return t.jit(lambda v: v * lax.axis_index("i"))(x)
+
+        return t.jit(t.vmap(lambda _, x: per_element(x), axis_name="i", in_axes=(0, None)))
+
+    got = both(build, np.zeros(4, np.float32), np.int32(1))
+    assert got.shape == (4,)
+    eager = ftrans.vmap(lambda _, x: lax_while(x), axis_name="i", in_axes=(0, None)) if kind == "while" else None
+    if eager is not None:
+        np.testing.assert_array_equal(np.asarray(eager(np.zeros(4), np.int32(0))), [0, 2, 2, 4])
+
+
+def lax_while(x):
+    return flax.while_loop(lambda v: v < flax.axis_index("i"), lambda v: v + 2, x)

@@ -27,7 +27,7 @@ from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
-from ftrans.transforms.batching import vmap
+from ftrans.transforms.batching import to_axis_owner, vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan"]
 
@@ -224,6 +224,8 @@ def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
     """``cond_p`` of ``bodies`` on ``args``, except that an output every branch returns straight from the
     same input is that input (as JAX forwards it: a vmap then keeps it unbatched, and it is the very
     object passed in)."""
+    args = to_axis_owner(bodies, [index, *args])
+    index, args = args[0], args[1:]
     js = [b.jaxpr for b in bodies]
     src: dict[int, int] = {}
     for o, v in enumerate(js[0].outvars):
@@ -539,6 +541,10 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             f"while_loop: cond_fun must return a boolean scalar, but it returned ({got}). Reduce an array "
             "condition with jnp.all/jnp.any, or compare with a scalar"
         )
+    lifted = to_axis_owner([cnd.jaxpr, body.jaxpr], [*cnd.consts, *body.consts, *init])
+    cnd_consts, body_consts = lifted[:len(cnd.consts)], lifted[len(cnd.consts):len(cnd.consts) + len(body.consts)]
+    init = lifted[len(cnd.consts) + len(body.consts):]
+    cnd, body = _Traced(cnd.jaxpr, cnd_consts, cnd.out_tree), _Traced(body.jaxpr, body_consts, body.out_tree)
     fwd = _forwarded_carries(body.jaxpr, len(body.consts), len(init))
     if fwd:
         n = len(init)
@@ -652,6 +658,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
         body = trace_body([_aval(c) for c in carry])
     _carry_mismatch("scan", "the body's carry output", c_paths, [_aval(c) for c in carry], body.out_avals[:nc])
     y_tree = y_tree_box[-1]
+    lifted = to_axis_owner([body.jaxpr], [*body.consts, *carry, *x_ops])
+    nb = len(body.consts)
+    body = _Traced(body.jaxpr, lifted[:nb], body.out_tree)
+    carry, x_ops = lifted[nb:nb + nc], lifted[nb + nc:]
     fwd = _forwarded_carries(body.jaxpr, len(body.consts), nc)
     jaxpr = body.jaxpr
     consts, rest = list(body.consts), list(carry)

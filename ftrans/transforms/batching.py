@@ -30,7 +30,7 @@ from jax import tree_util
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, aval_of, new_main
+from ftrans.core.trace import Trace, Tracer, aval_of, find_top_trace, new_main
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -128,6 +128,40 @@ class BatchTracer(Tracer):
         return ShapedArray(shape, a.dtype, a.weak_type)
 
 
+def _axis_names_used(jaxpr: Any, out: set) -> None:
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.collectives import CollectivePrimitive, names_of
+
+    j = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+    for eqn in j.eqns:
+        if isinstance(eqn.primitive, CollectivePrimitive):
+            out.update(names_of(eqn.params))
+        for sub in subjaxprs(eqn):
+            _axis_names_used(sub, out)
+
+
+def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
+    """``args`` raised into the trace owning a named axis the bodies' collectives use, when that trace is
+    above every operand's (under ``vmap(..., axis_name=...)`` a loop or a jitted call whose operands are all
+    unbatched but whose body reads ``axis_index``): the primitive then reaches that trace (which batches it,
+    see ``BatchTrace._body_uses_axis``), as the collective alone would."""
+    if not axis_env.frames:
+        return args
+    names: set = set()
+    for b in bodies:
+        _axis_names_used(b, names)
+    top = find_top_trace(args).main
+    owner = top
+    for n in names:
+        f = axis_env.lookup(n)
+        m = f.main if f is not None else None
+        if m is not None and m.alive and m.level > owner.level:
+            owner = m
+    if owner is top:
+        return args
+    return [owner.trace.full_raise(a) for a in args]
+
+
 class BatchTrace(Trace):
     """Interprets each primitive by its batching rule; ``main.payload`` is the AxisFrame."""
 
@@ -145,7 +179,8 @@ class BatchTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
         vals = [t.val for t in tracers]
         dims = [t.bdim for t in tracers]
-        if all(d is not_mapped for d in dims):
+        if all(d is not_mapped for d in dims) and not (prim.higher_order and self.axis.name is not None
+                                                       and self._body_uses_axis(params)):
             return prim.bind(*vals, **params)
         rule = batching_rules.get(prim)
         if rule is None:
@@ -157,6 +192,31 @@ class BatchTrace(Trace):
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
         return BatchTracer(self, out, out_dim)
+
+    def _body_uses_axis(self, params: dict) -> bool:
+        """Whether a body in ``params`` holds a collective over this trace's axis: then the primitive is
+        batched even with no batched operand (``axis_index`` in a loop condition makes it per-element)."""
+        from ftrans.core.ir import ClosedJaxpr, Jaxpr
+        from ftrans.core.prims.collectives import CollectivePrimitive, names_of
+
+        def uses(j: Any) -> bool:
+            j = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+            for eqn in j.eqns:
+                if isinstance(eqn.primitive, CollectivePrimitive) and any(
+                        (f := axis_env.lookup(n)) is not None and f.main is self.main for n in names_of(eqn.params)):
+                    return True
+                if eqn.primitive.higher_order and self._body_uses_axis(eqn.params):
+                    return True
+            return False
+
+        for v in params.values():
+            if isinstance(v, (ClosedJaxpr, Jaxpr)):
+                if uses(v):
+                    return True
+            elif isinstance(v, (tuple, list)) and v and isinstance(v[0], (ClosedJaxpr, Jaxpr)):
+                if any(uses(b) for b in v):
+                    return True
+        return False
 
     def process_collective(self, prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         """A collective over this trace's own axis: its batching rule computes it here, even when no operand

@@ -34,6 +34,7 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
+from ftrans.core.axis_env import axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
@@ -48,6 +49,7 @@ from ftrans.errors import (
 )
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
+from ftrans.transforms.batching import to_axis_owner
 
 __all__ = ["jit", "jit_call_p", "clear_caches", "DEFAULT_CACHE_SIZE"]
 
@@ -1143,8 +1145,10 @@ class JitWrapped:
             from ftrans.transforms import sharded_jit
 
             leaves = sharded_jit.constrain_inputs(self, args, kwargs, statics, leaves)
-        outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
-                               donated_invars=donated)
+        ops = [*consts, *leaves]
+        if axis_env.frames:  # under vmap(axis_name=...): a body reading the axis is batched even if no operand is
+            ops = to_axis_owner([body], ops)
+        outs = jit_call_p.bind(*ops, jaxpr=body, name=self.__name__, donated_invars=donated)
         if self._out_shardings is not None:
             from ftrans.transforms import sharded_jit
 
