@@ -572,3 +572,23 @@ def test_unusable_donation_warns_like_jax(fn, args, kw):
     for g, j in zip(got, want):
         listed = j.split("usable: ")[1].split(".")[0]
         assert f"Some donated buffers were not usable: {listed}." in g
+
+
+def test_lowered_as_text_hlo_like_jax():
+    """``as_text('hlo')``: the program as HLO text (XLA converts the StableHLO), as JAX's."""
+    def make(t):
+        def f(c, xs):
+            return t.lax.scan(lambda c, x: (c * x + 1.0, c), c, xs, unroll=2)
+
+        return t.jit(f)
+
+    c, xs = np.float32(1.0), np.arange(6, dtype=np.float32)
+    got = make(ftrans).lower(c, xs).as_text("hlo")
+    want = make(jax).lower(c, xs).as_text("hlo")
+    for text in (got, want):
+        assert text.startswith("HloModule ") and "while(" in text
+        assert "entry_computation_layout={(f32[], f32[6]{0})->(f32[], f32[6]{0})}" in text
+    assert "stablehlo." not in got
+    assert ftrans.jit(jnp.sin).lower(c).as_text(dialect="hlo").count("sine(") == 1
+    with pytest.raises(FtransValueError, match="'hlo'"):
+        ftrans.jit(jnp.sin).lower(c).as_text(dialect="mhlo")

@@ -130,6 +130,16 @@ def _parsed_module(text: str) -> Any:
         return _ir.Module.parse(text)
 
 
+def hlo_text(text: str) -> str:
+    """The HLO text of a StableHLO module (``Lowered.as_text(dialect='hlo')``), converted by XLA."""
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib import _jax
+
+    with _mlir.make_ir_context():
+        code = _mlir.module_to_bytecode(_parsed_module(text))
+    return _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False, return_tuple=False).as_hlo_text()
+
+
 def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
     """``execute_fn`` for a program that calls back into Python: each call waits until the program
     (and so every callback it made) has finished, so a print shows before the call returns and a

@@ -1353,8 +1353,11 @@ class Lowered:
         """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
         (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
         with ``debug_info=True``)."""
+        if dialect == "hlo":
+            return compat.hlo_text(self._text)
         if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
+            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo' or "
+                                   "'hlo'")
         return self._text
 
     @property
