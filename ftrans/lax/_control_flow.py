@@ -714,16 +714,24 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
         except TypeError:
             raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {type(b).__name__}") from None
         shape = b.shape if isinstance(b, (Array, Tracer)) else np.shape(b)
-        if not dtypes.issubdtype(d, np.integer) or shape != ():
-            raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {b!r}")
+        if not (dtypes.issubdtype(d, np.integer) or dtypes.is_float(d)) or shape != ():
+            raise FtransTypeError(f"fori_loop: {what} must be an integer (or float) scalar, got {b!r}")
+    (dl, wl), (du, wu) = dtype_weak(lower), dtype_weak(upper)
+    if dl == du:
+        d = dl
+    elif dtypes.issubdtype(dl, np.signedinteger) and dtypes.issubdtype(du, np.signedinteger) and wl != wu:
+        d = du if wl else dl  # a Python int bound takes the other bound's type, as in JAX
+    else:
+        raise FtransTypeError(
+            f"fori_loop: lower and upper must have equal types (a Python int bound takes the other's signed "
+            f"integer type), got {dl.name} and {du.name}; convert one with .astype")
     try:
         lo, hi = int(lower), int(upper)
         static = True
     except ConcretizationTypeError:
         static = False
-    d, _ = dtypes.promote((dtype_weak(lower), dtype_weak(upper)))
     if static:
-        i0 = lax.convert_element_type(lower, d) if not isinstance(lower, int) else lower
+        i0 = lo  # the counter of a static loop is a Python int (weakly typed), whatever the bounds' type, as in JAX
 
         def step(carry: Any, _: Any) -> Any:
             i, x = carry
