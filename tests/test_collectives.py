@@ -541,9 +541,10 @@ def test_body_reading_the_axis_with_unbatched_operands_matches_jax(kind):
 
     got = both(build, np.zeros(4, np.float32), np.int32(1))
     assert got.shape == (4,)
-    eager = ftrans.vmap(lambda _, x: lax_while(x), axis_name="i", in_axes=(0, None)) if kind == "while" else None
-    if eager is not None:
-        np.testing.assert_array_equal(np.asarray(eager(np.zeros(4), np.int32(0))), [0, 2, 2, 4])
+    if kind == "while":  # eager, and a jitted loop (its body batched as a jaxpr) on an unbatched operand
+        for f in (lax_while, ftrans.jit(lax_while)):
+            eager = ftrans.vmap(lambda _, x, f=f: f(x), axis_name="i", in_axes=(0, None))
+            np.testing.assert_array_equal(np.asarray(eager(np.zeros(4), np.int32(0))), [0, 2, 2, 4])
 
 
 def lax_while(x):

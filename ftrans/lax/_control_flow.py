@@ -723,8 +723,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
         d = du if wl else dl  # a Python int bound takes the other bound's type, as in JAX
     else:
         raise FtransTypeError(
-            f"fori_loop: lower and upper must have equal types (a Python int bound takes the other's signed "
-            f"integer type), got {dl.name} and {du.name}; convert one with .astype")
+            f"lower and upper arguments to fori_loop must have equal types, got {dl.name} and {du.name} (a "
+            "Python int bound takes the other's signed integer type); convert one with .astype")
     try:
         lo, hi = int(lower), int(upper)
         static = True

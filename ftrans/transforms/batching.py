@@ -239,7 +239,7 @@ class BatchTrace(Trace):
 
 
 def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: AxisFrame,
-                force_front: bool = False) -> tuple[list, list]:
+                force_front: bool = False, lift_unmapped: bool = False) -> tuple[list, list]:
     """Run ``fun`` (flat list -> flat list) on batched values under a new batch trace for ``axis``.
 
     Returns the outputs' values and batch dimensions (all 0 with ``force_front``;
@@ -257,8 +257,10 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
                 # A zero is the same for every batch element: inside, it has the unbatched type (so that a rule
                 # that instantiates it gets zeros of one element's shape).
                 ins.append(a if d is not_mapped else Zero(_unbatched_aval(a.aval, d)))
-            else:
-                ins.append(a if d is not_mapped else BatchTracer(trace, a, d))
+            elif d is not_mapped and not lift_unmapped:
+                ins.append(a)
+            else:  # ``lift_unmapped``: unbatched inputs too, so a body reading the axis reaches this trace
+                ins.append(BatchTracer(trace, a, d))
         with extend_axis_env(axis.name, frame.size, main):
             outs = fun(*ins)
         res, odims = [], []
@@ -307,8 +309,10 @@ def batch_jaxpr(closed: Any, dims: Sequence[Any], axis: AxisFrame, force_front: 
     out_dims_box: list = []
 
     def fun(*args: Any) -> list:
+        # Under a named axis, unbatched inputs enter the batch trace too: an equation whose body reads the axis
+        # (a loop on unbatched operands whose condition calls axis_index) must reach its batching rule.
         res, odims = run_batched(lambda *ins: eval_jaxpr(closed.jaxpr, list(closed.consts), *ins), args, dims,
-                                 axis, force_front)
+                                 axis, force_front, lift_unmapped=axis.name is not None)
         out_dims_box.append(odims)
         return res
 
