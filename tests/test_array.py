@@ -98,6 +98,33 @@ def test_astype(dtype):
     check(ai.astype(dtype), ji.astype(dtype))
 
 
+@pytest.mark.parametrize("change_dtype", [False, True])
+def test_astype_copy_gives_a_new_array_like_jax(change_dtype):
+    dtype = "float32" if change_dtype else "int32"
+    for lib in (jnp, jjnp):
+        x = lib.arange(5, dtype="int32")
+        y = x.astype(dtype, copy=True)
+        assert y is not x
+        y.delete()
+        assert not x.is_deleted()
+        assert x.astype("int32", copy=False) is x
+    got = [str(e.primitive) for e in ftrans.make_jaxpr(lambda v: v.astype(dtype, copy=True))(I23).jaxpr.eqns]
+    want = [str(e.primitive) for e in jax.make_jaxpr(lambda v: v.astype(dtype, copy=True))(I23).jaxpr.eqns]
+    assert got == want
+
+
+def test_astype_from_complex_like_jax():
+    z = np.array([1j, 0, 2 + 0j, -1 - 1j], np.complex64)
+    a, j = pair(z)
+    check(a.astype(bool), j.astype(bool))  # nonzero, imaginary part included
+    check(jnp.astype(a, None), jjnp.astype(j, None))
+    for lib, v in ((jnp, a), (jjnp, j)):
+        with pytest.warns(DeprecationWarning, match="Casting from complex to real dtypes") as rec:
+            out = lib.astype(v, "float32")
+        assert rec[0].filename == __file__
+        np.testing.assert_array_equal(np.asarray(out), z.real)
+
+
 def test_reshape():
     a, j = pair(M23)
     for args in [((3, 2),), (3, 2), ((-1,),), (-1,), ((1, 6),), (6, 1, 1), ((-1, 2),)]:
@@ -478,3 +505,18 @@ def test_deepcopy_of_traced_values():
         np.testing.assert_array_equal(np.asarray(g), np.asarray(jax.grad(lambda v, f=f: (f(v) * v).sum())(x)))
     c = copy.deepcopy({"a": jnp.arange(3), "b": 2.0 * jnp.ones(2)})
     assert c["a"].dtype == jnp.int32 and c["b"].weak_type is False
+
+
+def test_the_array_type_cannot_be_instantiated_like_jax():
+    """jnp.ndarray / ftrans.Array is for isinstance checks, as jax.Array: calling it raises TypeError."""
+    for make in (lambda: jjnp.ndarray((1, 1)), lambda: jax.Array(np.ones(2))):
+        with pytest.raises(TypeError):
+            make()
+    for make in (lambda: jnp.ndarray((1, 1)), lambda: ftrans.Array(np.ones(2)), lambda: ftrans.Array()):
+        with pytest.raises(TypeError, match="jnp.array") as e:
+            make()
+        assert __file__ in str(e.value)
+    a = jnp.asarray(np.arange(3))
+    assert isinstance(a, jnp.ndarray) and isinstance(a, ftrans.Array)
+    b = pickle.loads(pickle.dumps(a))
+    assert isinstance(b, ftrans.Array) and np.array_equal(np.asarray(b), np.arange(3))

@@ -215,6 +215,61 @@ def test_all_gather_over_two_names_is_row_major():
     np.testing.assert_allclose(np.asarray(tiled), np.broadcast_to(Y.reshape(24), (2, 3, 24)))
 
 
+@pytest.mark.parametrize("tiled", [False, True])
+@pytest.mark.parametrize("split,concat,in_axis", [(0, 0, 0), (0, 1, 1), (1, 0, 2), (1, 1, 0), (1, 0, 1)])
+def test_all_to_all_over_two_names_matches_jax(split, concat, in_axis, tiled):
+    """Several names act as one axis of their product size, indexed row-major (as jax's batching test)."""
+    x = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+    shape = [4, 4, 4]
+    shape[in_axis:in_axis + 1] = [2, 2]
+
+    def build(t, np_, lax):
+        inner = t.vmap(lambda v: lax.all_to_all(v, ("i", "j"), split, concat, tiled=tiled), in_axes=in_axis,
+                       axis_name="j")
+        return t.vmap(inner, in_axes=in_axis, axis_name="i")
+
+    got = both(build, x.reshape(shape))
+    # Negative axes count from the end (jax's vmap asserts on them here).
+    neg = ftrans.vmap(ftrans.vmap(lambda v: flax.all_to_all(v, ("i", "j"), split - 2, concat - 2, tiled=tiled),
+                                  in_axes=in_axis, axis_name="j"), in_axes=in_axis, axis_name="i")
+    np.testing.assert_array_equal(np.asarray(neg(x.reshape(shape))), np.asarray(got))
+
+
+def test_all_to_all_over_two_names_grad_and_jit():
+    y = arr(2, 2, 4, 3)
+    c = arr(2, 2, 3, 4)
+
+    def build(t, np_, lax):
+        f = t.vmap(t.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 0, 1), axis_name="j"), axis_name="i")
+        return t.jit(t.grad(lambda v: (f(v) * c).sum()))
+
+    both(build, y)
+
+
+def test_all_to_all_over_two_names_checks_the_product_size():
+    def build(t, lax):
+        return t.vmap(t.vmap(lambda v: lax.all_to_all(v, ("i", "j"), 0, 0), axis_name="j"), axis_name="i")
+
+    z = arr(2, 3, 5, 2)  # the split axis has 5 elements, the two axes 6
+    with pytest.raises(ValueError):
+        build(jax, jlax)(z)
+    with pytest.raises(ValueError, match="size 6") as e:
+        build(ftrans, flax)(z)
+    _located(e)
+
+
+@pytest.mark.parametrize("tiled", [False, True])
+def test_psum_scatter_over_two_names_is_row_major(tiled):
+    """jax's own vmap fails on this (an internal assertion); the result is checked against NumPy."""
+    k = 2 if tiled else 1
+    x = arr(2, 3, 6 * k, 5)
+    got = ftrans.vmap(ftrans.vmap(lambda v: flax.psum_scatter(v, ("i", "j"), tiled=tiled), axis_name="j"),
+                      axis_name="i")(x)
+    total = x.sum((0, 1)).reshape(2, 3, k, 5)
+    want = total if tiled else total[:, :, 0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------
 # jit
 
@@ -467,3 +522,30 @@ def test_axis_owner_handles_collectives_through_its_trace():
     assert seen == ["psum", "axis_index"]
     np.testing.assert_allclose(np.asarray(out), jax.vmap(lambda v: jlax.psum(v, "i") + jlax.axis_index("i"),
                                                          axis_name="i")(X), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["while", "cond", "scan", "jit"])
+def test_body_reading_the_axis_with_unbatched_operands_matches_jax(kind):
+    """No operand is batched, yet the body reads axis_index: the loop / call is per element, as in jax."""
+    def build(t, np_, lax):
+        def per_element(x):
+            if kind == "while":
+                return lax.while_loop(lambda v: v < lax.axis_index("i"), lambda v: v + 2, x)
+            if kind == "cond":
+                return lax.cond(x < 5, lambda v: v + lax.axis_index("i"), lambda v: v, x)
+            if kind == "scan":
+                return lax.scan(lambda c, _: (c + lax.axis_index("i"), None), x, None, length=3)[0]
+            return t.jit(lambda v: v * lax.axis_index("i"))(x)
+
+        return t.jit(t.vmap(lambda _, x: per_element(x), axis_name="i", in_axes=(0, None)))
+
+    got = both(build, np.zeros(4, np.float32), np.int32(1))
+    assert got.shape == (4,)
+    if kind == "while":  # eager, and a jitted loop (its body batched as a jaxpr) on an unbatched operand
+        for f in (lax_while, ftrans.jit(lax_while)):
+            eager = ftrans.vmap(lambda _, x, f=f: f(x), axis_name="i", in_axes=(0, None))
+            np.testing.assert_array_equal(np.asarray(eager(np.zeros(4), np.int32(0))), [0, 2, 2, 4])
+
+
+def lax_while(x):
+    return flax.while_loop(lambda v: v < flax.axis_index("i"), lambda v: v + 2, x)

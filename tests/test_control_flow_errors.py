@@ -328,14 +328,32 @@ def test_fori_loop_bad_bounds():
     expect(errors.FtransTypeError, lambda: lax.fori_loop(0, "3", lambda i, c: c, 0.0), "upper")
 
 
-@pytest.mark.xfail(strict=True, reason="fori_loop promotes bounds of different integer dtypes; jax raises TypeError "
-                   "unless one bound is a weak Python int")
 def test_fori_loop_bounds_of_different_dtypes():
     # jax: "lower and upper arguments to fori_loop must have equal types, got int16 and int32".
     with pytest.raises(TypeError):
         jax.lax.fori_loop(np.int16(0), np.int32(3), lambda i, c: c, 0.0)
     expect(errors.FtransTypeError, lambda: lax.fori_loop(np.int16(0), np.int32(3), lambda i, c: c, 0.0),
            "int16", "int32")
+
+
+def test_fori_loop_bound_types_like_jax():
+    """Equal types (floats too), or a Python int beside a signed integer; static float bounds give a scan, so
+    reverse mode works, as in JAX."""
+    for lo, hi in [(np.int16(0), 3), (0, np.int16(3)), (0.5, 3.0), (np.float32(1.0), np.float32(4.0))]:
+        got = lax.fori_loop(lo, hi, lambda i, c: c + i, 0.0)
+        want = jax.lax.fori_loop(lo, hi, lambda i, c: c + i, 0.0)
+        assert float(got) == float(want)
+    for lo, hi in [(np.uint8(0), 3), (0.0, 3)]:
+        with pytest.raises(TypeError):
+            jax.lax.fori_loop(lo, hi, lambda i, c: c, 0.0)
+        expect(errors.FtransTypeError, lambda lo=lo, hi=hi: lax.fori_loop(lo, hi, lambda i, c: c, 0.0), "equal types")
+
+    def f(t):
+        return lambda x: t.lax.fori_loop(x, x + 2.0, lambda i, c: c * i, x)
+
+    assert float(ftrans.grad(f(ftrans))(1.5)) == float(jax.grad(f(jax))(1.5))
+    y, f_lin = ftrans.linearize(f(ftrans), 1.5)
+    assert float(f_lin(1.0)) == float(jax.linearize(f(jax), 1.5)[1](1.0))
 
 
 def test_map_bad_batch_size():

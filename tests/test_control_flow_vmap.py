@@ -546,3 +546,64 @@ def test_jvp_of_vmap_while_batched_predicate():
     got = prog(SimpleNamespace(**vars(FT), jvp=ftrans.jvp))(x, t)
     want = prog(SimpleNamespace(**vars(JX), jvp=jax.jvp))(x, t)
     assert_same(got, want)
+
+
+# ----------------------------------------------------------------------------
+# Read-only carries and forwarded cond outputs stay unbatched (JAX forwards them out of the loop / cond)
+
+
+def test_while_read_only_carry_is_forwarded_like_jax():
+    def make(L):
+        def foo(w, x, c_max):
+            def body(val):
+                c, x, w = val
+                return c + 1, x @ w, w
+
+            _, x, w = L.lax.while_loop(lambda val: val[0] < c_max, body, (0, x, w))
+            return w, x
+
+        return L.vmap(foo, in_axes=(None, 0, 0), out_axes=(None, 0))
+
+    w = np.array([[1.0, 0.5], [0.0, 1.0]], F32)
+    xs = rng.standard_normal((4, 2)).astype(F32)
+    c_max = np.arange(4, dtype=I32)
+    got, want = make(FT)(w, xs, c_max), make(JX)(w, xs, c_max)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5)
+    eqn = [e for e in ftrans.make_jaxpr(lambda x: lax.while_loop(lambda v: v[0] < 3, lambda v: (v[0] + 1, v[1]),
+                                                                 (0, x)))(W3).jaxpr.eqns if e.primitive.name == "while"]
+    assert len(eqn) == 1 and len(eqn[0].outvars) == 1  # the read-only carry is a constant of the loop
+
+
+def test_scan_read_only_carry_inside_a_batched_cond_is_unbatched():
+    def make(L):
+        def f(x, y):
+            def g(_, y):
+                y, _ = L.lax.scan(lambda y, _: (y, None), y, None, length=1)
+                return y
+
+            return L.lax.cond(x < 0, g, g, x, y)
+
+        return L.vmap(f, (0, None), None)
+
+    xs = np.arange(3.0, dtype=F32)
+    got, want = make(FT)(xs, 3.0), make(JX)(xs, 3.0)
+    assert np.asarray(got) == np.asarray(want) == 3.0
+    carry, ys = lax.scan(lambda c, x: (c, x * c), np.float32(2.0), XS[0])
+    want_c, want_ys = jax.lax.scan(lambda c, x: (c, x * c), np.float32(2.0), XS[0])
+    np.testing.assert_allclose(np.asarray(ys), np.asarray(want_ys))
+    assert float(carry) == float(want_c) == 2.0
+
+
+def test_cond_output_forwarded_from_an_operand_is_that_operand():
+    def make(L):
+        def f(x, y):
+            return L.lax.cond(x < 3, lambda x, y: (x * 2, y), lambda x, y: (x * 3, y), x, y)
+
+        return L.vmap(f, in_axes=(0, None), out_axes=(0, None))
+
+    for L, np_ in ((FT, jnp), (JX, jjnp)):
+        x, y = np_.arange(3), np_.array(3.0)
+        x2, y2 = make(L)(x, y)
+        assert x2 is not x and y2 is y
+        np.testing.assert_array_equal(np.asarray(x2), [0, 2, 4])

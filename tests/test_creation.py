@@ -478,3 +478,20 @@ def test_array_copy_of_traced_value_is_a_copy_equation():
         got = [e.primitive.name for e in ftrans.make_jaxpr(lambda v: fn(fnp, v))(np.ones(3, np.float32)).eqns]
         want = [e.primitive.name for e in jax.make_jaxpr(lambda v: fn(jnp, v))(np.ones(3, np.float32)).eqns]
         assert got == want
+
+
+def test_array_positional_copy_order_ndmin_warn_like_jax():
+    """jnp.array(x, dtype, copy, order, ndmin): still accepted, with JAX's DeprecationWarning."""
+    for lib in (fnp, jnp):
+        x = lib.array([1, 2, 3])
+        with pytest.warns(DeprecationWarning, match="Passing the copy, order, and ndmin arguments") as rec:
+            same = lib.array(x, None, False)
+        assert same is x and rec[0].filename == __file__
+        with pytest.warns(DeprecationWarning, match="positionally"):
+            assert lib.array(x, None, True) is not x
+        with pytest.warns(DeprecationWarning):
+            assert lib.array([1, 2], "float32", True, "K", 3).shape == (1, 1, 2)
+        with pytest.raises(TypeError, match="got multiple values for argument 'copy'"):
+            lib.array(x, None, True, copy=False)
+        with pytest.raises(TypeError, match="takes at most 5 positional arguments but 6 were given"):
+            lib.array(x, None, True, "K", 0, "extra")

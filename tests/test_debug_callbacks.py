@@ -165,6 +165,29 @@ def test_print_in_while_and_cond(capsys):
     assert int(fout) == int(jout) == 3
 
 
+@pytest.mark.parametrize("batch", [[1], [1, 2]])
+def test_print_in_a_while_with_a_batched_predicate_like_jax(capsys, batch):
+    """Under vmap a batched predicate is evaluated by the loop and again in the body (for the mask), as in
+    JAX, and in JAX's order: the body's prints before the mask's."""
+    def make(J, np_, lax_):
+        def cond(c):
+            J.debug.print("cond {}", c)
+            return c < 3
+
+        def body(c):
+            J.debug.print("body {}", c)
+            return c + 1
+
+        return J.vmap(lambda x: lax_.while_loop(cond, body, x))
+
+    jl, fl, jout, fout = _both(capsys, make, np.array(batch, np.int32))
+    assert len(fl) == len(jl)
+    if len(batch) == 1:
+        assert fl == jl
+    assert sorted(fl) == sorted(jl)
+    np.testing.assert_array_equal(np.asarray(fout), np.asarray(jout))
+
+
 def test_ordered_prints_keep_program_order(capsys):
     def make(J, np_, _):
         def f(x):

@@ -101,7 +101,7 @@ def staged(f, *args):
     (out,) = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *args)
     aval = closed.out_avals[0]
     if not isinstance(out, ftrans.Array):  # an identity program hands back its input
-        out = ftrans.Array(np.asarray(out, aval.dtype), aval.weak_type)
+        out = ftrans.Array._make(np.asarray(out, aval.dtype), aval.weak_type)
     return out, aval
 
 

@@ -28,7 +28,7 @@ def staged(f, *args):
     closed = ftrans.make_jaxpr(f)(*args)
     typecheck(closed)
     outs = ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *[fnp.asarray(a) for a in args])
-    outs = [ftrans.Array(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
+    outs = [ftrans.Array._make(np.asarray(o), aval.weak_type) for o, aval in zip(outs, closed.out_avals)]
     return outs
 
 
@@ -653,3 +653,30 @@ def test_methods_forward():
     x = fnp.asarray(arr((3, 4)))
     assert_same(x.take(np.array([1, 0]), axis=1), jnp.asarray(np.asarray(x)).take(jnp.array([1, 0]), axis=1))
     assert_same(x.nonzero(size=2)[0], jnp.asarray(np.asarray(x)).nonzero(size=2)[0])
+
+
+def test_narrow_negative_indices_are_widened_before_wrapping():
+    """``i + size`` does not fit int8 on an axis of 200: the indices are widened first, as JAX's
+    take_along_axis does (JAX's x[i] raises OverflowError here and its take wraps around into the fill
+    value; ftrans gives the element, as NumPy does)."""
+    arr = np.arange(200, dtype=np.float32)
+    idx = np.array([1, -2, -100], dtype=np.int8)
+    want = arr[idx]
+    np.testing.assert_array_equal(np.asarray(jnp.take_along_axis(arr, idx, 0)), want)
+    got = [fnp.take_along_axis(arr, idx, 0), fnp.take(arr, idx), fnp.asarray(arr)[idx],
+           fnp.asarray(arr)[fnp.asarray(idx)], ftrans.jit(lambda a, i: a[i])(arr, idx),
+           ftrans.jit(lambda i: fnp.take_along_axis(arr, i, 0))(idx)]
+    for g in got:
+        np.testing.assert_array_equal(np.asarray(g), want)
+    upd = ftrans.jit(lambda a, i: a.at[i].set(-1.0))(arr, idx)
+    np.testing.assert_array_equal(np.asarray(upd)[np.array([1, 198, 100])], [-1.0, -1.0, -1.0])
+
+    def gather_index_dtypes(wrap):
+        def f(i):
+            return fnp.take_along_axis(arr, i, axis=0, mode="promise_in_bounds", wrap_negative_indices=wrap)
+
+        return [[str(e.invars[1].aval.dtype) for e in j.jaxpr.eqns if e.primitive.name == "gather"]
+                for j in (ftrans.make_jaxpr(f)(idx),)]
+
+    assert gather_index_dtypes(True) == [["int32"]]  # widened to wrap
+    assert gather_index_dtypes(False) == [["int8"]]  # kept when nothing is added, as in JAX

@@ -657,3 +657,21 @@ def test_lowered_hlo_compiler_ir_and_cost_analysis_like_jax(fn, jfn):
     assert type(fc.runtime_executable()) is type(jl.compile().runtime_executable())
     np.testing.assert_allclose(np.asarray(fc(np.ones(4, np.float32))),
                                np.asarray(jl.compile()(np.ones(4, np.float32))), rtol=1e-6)
+def test_lowered_as_text_hlo_like_jax():
+    """``as_text('hlo')``: the program as HLO text (XLA converts the StableHLO), as JAX's."""
+    def make(t):
+        def f(c, xs):
+            return t.lax.scan(lambda c, x: (c * x + 1.0, c), c, xs, unroll=2)
+
+        return t.jit(f)
+
+    c, xs = np.float32(1.0), np.arange(6, dtype=np.float32)
+    got = make(ftrans).lower(c, xs).as_text("hlo")
+    want = make(jax).lower(c, xs).as_text("hlo")
+    for text in (got, want):
+        assert text.startswith("HloModule ") and "while(" in text
+        assert "entry_computation_layout={(f32[], f32[6]{0})->(f32[], f32[6]{0})}" in text
+    assert "stablehlo." not in got
+    assert ftrans.jit(jnp.sin).lower(c).as_text(dialect="hlo").count("sine(") == 1
+    with pytest.raises(FtransValueError, match="'hlo'"):
+        ftrans.jit(jnp.sin).lower(c).as_text(dialect="mhlo")

@@ -360,3 +360,52 @@ def test_empty_matrices_like_jax(name, shape):
         for g, w in zip(got, want):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w))
             assert np.shape(g) == np.shape(w)
+
+
+def _tridiagonal(batch, m, n, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    dl, du = (rng.normal(size=batch + (m,)).astype(dtype) for _ in range(2))
+    d = (rng.normal(size=batch + (m,)) + 4.0).astype(dtype)  # diagonally dominant: no pivoting needed
+    b = rng.normal(size=batch + (m, n)).astype(dtype)
+    return dl, d, du, b
+
+
+@pytest.mark.parametrize("batch,m,n", [((), 1, 1), ((), 5, 3), ((2,), 4, 2), ((2, 3), 6, 1), ((), 0, 2)])
+def test_tridiagonal_solve_matches_jax(batch, m, n):
+    args = _tridiagonal(batch, m, n, seed=m + n)
+    got = flax.linalg.tridiagonal_solve(*args)
+    want = jax.lax.linalg.tridiagonal_solve(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    jitted = ftrans.jit(flax.linalg.tridiagonal_solve)(*args)
+    np.testing.assert_allclose(np.asarray(jitted), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_tridiagonal_solve_vmap_and_grad_match_jax():
+    dl, d, du, b = _tridiagonal((4,), 10, 5, seed=1)
+    bb = np.stack([b[0], 2 * b[0], -b[0]], -1)  # [10, 5, 3]: batched over the last axis
+    for in_axes, args in [((1, 1, 1, 2), (dl.T.copy(), d.T.copy(), du.T.copy(), np.moveaxis(b, 0, -1))),
+                          ((None, None, None, 2), (dl[0], d[0], du[0], bb)),
+                          ((0, 0, 0, None), (dl, d, du, b[0]))]:
+        got = ftrans.vmap(flax.linalg.tridiagonal_solve, in_axes=in_axes)(*args)
+        want = jax.vmap(jax.lax.linalg.tridiagonal_solve, in_axes=in_axes)(*args)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+    def loss(lib):
+        return lambda *a: (lib.linalg.tridiagonal_solve(*a) ** 2).sum()
+
+    got = ftrans.grad(loss(flax), argnums=(0, 1, 2, 3))(dl, d, du, b)
+    want = jax.grad(loss(jax.lax), argnums=(0, 1, 2, 3))(dl, d, du, b)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
+def test_tridiagonal_solve_bad_operands():
+    dl, d, du, b = _tridiagonal((), 4, 2, seed=0)
+    for args in [(dl[:3], d, du, b), (dl, d, du, b[:3]), (dl.astype(np.int32), d, du, b),
+                 (dl.astype(np.complex64), d, du, b)]:
+        with pytest.raises(TypeError):
+            jax.lax.linalg.tridiagonal_solve(*args)
+        with pytest.raises(TypeError, match="tridiagonal_solve") as e:
+            flax.linalg.tridiagonal_solve(*args)
+        assert e.value.__class__.__module__.startswith("ftrans")

@@ -50,7 +50,7 @@ def _assert_leaf(got, exp, what):
 
 def _arrays(args):
     """NumPy inputs as ftrans Arrays, so an output that is an input comes back as an Array."""
-    return [ftrans.Array(a) if isinstance(a, np.ndarray) else a for a in args]
+    return [ftrans.Array._make(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
 def check(fn, *args, staged=True):
@@ -147,6 +147,18 @@ def test_matmul(xy):
     x, y = xy
     check(lambda m, a, b: m.matmul(a, b), x, y)
     check(lambda m, a, b: a @ m.asarray(b), x, y)
+
+
+@pytest.mark.parametrize("xs,ys", [((1, 5, 4), (1, 4, 3)), ((1, 1, 5, 4), (4, 3)), ((2, 1, 5, 4), (1, 4, 3)),
+                                     ((1, 2, 5, 4), (1, 2, 4, 3)), ((1, 4), (1, 4, 3))])
+def test_matmul_squeezes_batch_axes_of_size_one_like_jax(xs, ys):
+    """Batch axes of size 1 on both sides are squeezed before the dot_general, as in JAX's jaxpr."""
+    x, y = np.ones(xs, np.float32), np.ones(ys, np.float32)
+    check(lambda m, a, b: m.matmul(a, b), x, y)
+    dots = [e for e in ftrans.make_jaxpr(fnp.matmul)(x, y).jaxpr.eqns if e.primitive.name == "dot_general"]
+    want = [e for e in jax.make_jaxpr(jnp.matmul)(x, y).jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert [[v.aval.shape for v in e.invars] for e in dots] == [[v.aval.shape for v in e.invars] for e in want]
+    assert [e.params["dimension_numbers"] for e in dots] == [e.params["dimension_numbers"] for e in want]
 
 
 @settings(max_examples=10)

@@ -555,7 +555,7 @@ def _captured_samples() -> tuple[dict[str, list[tuple[tuple, dict]]], list[str]]
             errors.append(f"{type(e).__name__}: {e}")
             continue
         env = {id(v): c for v, c in zip(closed.jaxpr.constvars, closed.consts)}
-        env[id(closed.jaxpr.invars[0])] = Array(arg)
+        env[id(closed.jaxpr.invars[0])] = Array._make(arg)
 
         def read(a):
             if isinstance(a, ir.Literal):
@@ -602,7 +602,7 @@ def test_every_registered_primitive_has_samples():
 
 
 def _operand(x):
-    return x if isinstance(x, Array) else Array(x)
+    return x if isinstance(x, Array) else Array._make(x)
 
 
 def _aval(x) -> ShapedArray:

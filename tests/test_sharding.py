@@ -85,6 +85,23 @@ def test_partition_spec_equality():
     assert P("x", "y") == JP("x", "y")
 
 
+def test_sharding_equals_jaxs_sharding_of_the_same_layout():
+    """ftrans takes jax's sharding objects wherever it takes a sharding; its own then compares equal to them
+    (as ``P`` equals jax's), as in JAX where ``jnp.zeros(3, device=s).sharding == s``."""
+    dev = jax.devices()[-1]
+    js = jax.sharding.SingleDeviceSharding(dev)
+    for make in (lambda: fjnp.zeros(3, device=js), lambda: fjnp.arange(5, device=js),
+                 lambda: fjnp.full((2,), 1.0, device=js), lambda: ftrans.device_put(np.ones(2), js)):
+        out = make()
+        assert out.sharding == js
+        assert out.sharding == jax.device_put(np.ones(2), js).sharding
+    assert fjnp.zeros(3, device=js).sharding != jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    fm, jm = ftrans.make_mesh((2, 4), ("x", "y")), jax.make_mesh((2, 4), ("x", "y"))
+    assert NamedSharding(fm, P("x", "y")) == JNamedSharding(jm, JP("x", "y"))
+    assert NamedSharding(fm, P("x")) != JNamedSharding(jm, JP("y"))
+    assert NamedSharding(fm, P("x")) != js and fjnp.zeros(3).sharding != JNamedSharding(jm, JP())
+
+
 @pytest.mark.parametrize("mshape", SHAPES)
 @pytest.mark.parametrize("spec", [(), ("x",), (None, "x"), ("x", "y"), ("y", "x"), (("x", "y"),), (None, ("y", "x"))])
 def test_device_put_shards_like_jax(mshape, spec):

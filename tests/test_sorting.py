@@ -51,7 +51,7 @@ def _assert_leaf(got, exp, what):
 
 def _arrays(args):
     """NumPy inputs as ftrans Arrays, so an output that is an input comes back as an Array."""
-    return [ftrans.Array(a) if isinstance(a, np.ndarray) else a for a in args]
+    return [ftrans.Array._make(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
 def check(fn, *args, staged=True):

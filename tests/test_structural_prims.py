@@ -247,15 +247,15 @@ def test_iota(dtype):
 
 def test_structural_weak_types_follow_jax():
     """Weak-type rules as in JAX: pad/clamp/dynamic_update_slice need every operand weak."""
-    w = ftrans.Array(np.ones(3, np.float32), weak_type=True)
-    s = ftrans.Array(np.ones(3, np.float32), weak_type=False)
-    wz = ftrans.Array(np.float32(0), weak_type=True)
+    w = ftrans.Array._make(np.ones(3, np.float32), weak_type=True)
+    s = ftrans.Array._make(np.ones(3, np.float32), weak_type=False)
+    wz = ftrans.Array._make(np.float32(0), weak_type=True)
     assert S.pad_p.bind(w, wz, padding_config=((1, 1, 0),)).weak_type
-    assert not S.pad_p.bind(w, ftrans.Array(np.float32(0)), padding_config=((1, 1, 0),)).weak_type
+    assert not S.pad_p.bind(w, ftrans.Array._make(np.float32(0)), padding_config=((1, 1, 0),)).weak_type
     assert S.clamp_p.bind(wz, w, wz).weak_type and not S.clamp_p.bind(wz, s, wz).weak_type
-    assert not S.dynamic_update_slice_p.bind(w, w, ftrans.Array(np.int32(0))).weak_type
-    assert S.dynamic_slice_p.bind(w, ftrans.Array(np.int32(0)), slice_sizes=(2,)).weak_type
-    assert S.select_n_p.bind(ftrans.Array(np.array(True)), w, w).weak_type
+    assert not S.dynamic_update_slice_p.bind(w, w, ftrans.Array._make(np.int32(0))).weak_type
+    assert S.dynamic_slice_p.bind(w, ftrans.Array._make(np.int32(0)), slice_sizes=(2,)).weak_type
+    assert S.select_n_p.bind(ftrans.Array._make(np.array(True)), w, w).weak_type
     assert not S.bitcast_convert_type_p.bind(w, new_dtype=np.dtype(np.int32)).weak_type
     assert E.lt_p.bind(w, w).weak_type  # comparisons keep weakness, as in JAX
 

@@ -23,7 +23,17 @@ class Array(ArrayMixin):
     __slots__ = ("_value", "weak_type", "_buf", "_sig", "__weakref__")
     __array_priority__ = 1000
 
-    def __init__(self, value: Any, weak_type: bool = False):
+    def __init__(self, *args: Any, **kwargs: Any):
+        # As jax.Array (jnp.ndarray): the type is for isinstance checks; arrays come from jnp.array/asarray.
+        from ftrans.errors import FtransTypeError
+
+        raise FtransTypeError("ftrans.Array (jnp.ndarray) cannot be instantiated directly; create arrays with "
+                              "jnp.array or jnp.asarray")
+
+    @classmethod
+    def _make(cls, value: Any, weak_type: bool = False) -> Array:
+        """An Array holding (a canonical-dtype copy of) ``value``, a NumPy array or anything NumPy reads."""
+        self = object.__new__(cls)
         arr = np.asarray(value)
         canon = dtypes.canonicalize(arr.dtype)
         if arr.dtype != canon:
@@ -35,6 +45,7 @@ class Array(ArrayMixin):
         arr.flags.writeable = False
         self._value = arr
         self.weak_type = weak_type
+        return self
 
     @classmethod
     def _new(cls, value: np.ndarray, weak_type: bool) -> Array:
@@ -505,11 +516,11 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
     if arr.dtype == object:
         return None
     weak = type(x) is buffer_type and bool(getattr(x, "weak_type", False))
-    return Array(arr, weak)  # copies: the foreign memory may change under us
+    return Array._make(arr, weak)  # copies: the foreign memory may change under us
 
 
 def _rebuild(value: np.ndarray, weak: bool) -> Array:
-    return Array(value, weak)
+    return Array._make(value, weak)
 
 
 def install_fast_operators(fallbacks: dict[str, Any]) -> None:

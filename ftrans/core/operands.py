@@ -141,7 +141,7 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         if arr.dtype != dtype:
             with np.errstate(all="ignore"):
                 arr = arr.astype(dtype)
-        return Array(arr, weak)
+        return Array._make(arr, weak)
     if isinstance(x, Array):
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
     f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__

@@ -242,6 +242,7 @@ class SingleDeviceSharding(Sharding):
         return {self._device: tuple(slice(None) for _ in global_shape)}
 
     def __eq__(self, other: Any) -> bool:
+        other = _as_ftrans(other)
         return isinstance(other, SingleDeviceSharding) and other._device == self._device
 
     def __hash__(self) -> int:
@@ -326,6 +327,7 @@ class NamedSharding(Sharding):
         return NamedSharding(self.mesh, spec)
 
     def __eq__(self, other: Any) -> bool:
+        other = _as_ftrans(other)
         return isinstance(other, NamedSharding) and self.mesh == other.mesh and self.spec == other.spec
 
     def __hash__(self) -> int:
@@ -440,6 +442,14 @@ def remember_mesh(mesh: Mesh) -> None:
 _converted: dict = {}
 
 
+def _as_ftrans(other: Any) -> Any:
+    """For ``==``: a runtime (jax) sharding as ftrans's, so it equals the ftrans sharding with the same
+    layout (ftrans accepts those objects wherever it takes a sharding, as PartitionSpec equals jax's P)."""
+    if isinstance(other, Sharding) or getattr(other, "device_set", None) is None:
+        return other
+    return from_runtime(other)
+
+
 def from_runtime(sh: Any) -> Any:
     """ftrans's sharding for a runtime (jax) sharding object: NamedSharding, single device, or as is."""
     if isinstance(sh, Sharding):
@@ -464,7 +474,12 @@ def _from_runtime(sh: Any) -> Any:
         key = _runtime_key(mesh)
         m = _mesh_memo.get(key)
         if m is None:
-            m = _mesh_memo[key] = Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names))
+            types = getattr(mesh, "axis_types", None)
+            try:  # the runtime's axis types, by name (Auto, Explicit, Manual)
+                types = tuple(AxisType[t.name] for t in types) if types is not None else None
+            except (KeyError, AttributeError, TypeError):
+                types = None
+            m = _mesh_memo[key] = Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names), types)
             m._runtime = mesh
         return NamedSharding(m, PartitionSpec(*tuple(spec)))
     ds = getattr(sh, "device_set", None)

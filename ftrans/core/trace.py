@@ -735,7 +735,7 @@ class DynamicJaxprTrace(Trace):
         t = StagingTracer(self, aval, v)
         builder.const_tracers[id(val)] = t
         builder.keepalive.append(val)  # its id keys const_tracers while we stage
-        builder.const_vals.append((v, val if isinstance(val, Array) else Array(arr, False)))
+        builder.const_vals.append((v, val if isinstance(val, Array) else Array._make(arr, False)))
         return t
 
     def lift(self, tracer: Tracer) -> StagingTracer:

@@ -193,10 +193,17 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axis_index_groups: Any = None,
                tiled: bool = False) -> Any:
     """JAX's ``lax.all_to_all``: split ``x`` (a pytree) along ``split_axis`` over the axis's elements and
-    concatenate what each receives along ``concat_axis``."""
+    concatenate what each receives along ``concat_axis``.
+
+    Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    """
     _no_groups("all_to_all", axis_index_groups)
-    name = _single_name("all_to_all", axis_name)
-    frames_of("all_to_all", (name,))
+    names = _as_names("all_to_all", axis_name)
+    if not names:
+        raise FtransValueError("all_to_all: axis_name is an empty tuple; give at least one axis name")
+    frames = frames_of("all_to_all", names)
+    sizes = tuple(f.size for f in frames)
+    total = math.prod(sizes)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -206,9 +213,57 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
             raise FtransValueError(f"all_to_all: the operand must have rank at least 1, got {aval.str_short()}")
         s = _canon("all_to_all", "split_axis", split_axis, nd, aval)
         c = _canon("all_to_all", "concat_axis", concat_axis, nd, aval)
-        return all_to_all_p.bind(v, axis_name=name, split_axis=s, concat_axis=c, tiled=bool(tiled))
+        if len(names) == 1:
+            return all_to_all_p.bind(v, axis_name=names[0], split_axis=s, concat_axis=c, tiled=bool(tiled))
+        k = aval.shape[s]
+        if tiled:
+            if k % total:
+                raise FtransValueError(
+                    f"all_to_all: with tiled=True the split axis ({s}) of the operand {aval.str_short()} must be "
+                    f"divisible by the size {total} of the axes {names!r}")
+            # Split the axis into (receiver, chunk); exchange the receiver axis untiled; the senders' blocks
+            # then go in front of the concat axis and merge with it.
+            shape = list(aval.shape)
+            shape[s:s + 1] = [total, k // total]
+            v = _multi_all_to_all(_reshape(v, shape), names, sizes, s, c)
+            shape = list(aval_of(v).shape)
+            shape[c:c + 2] = [shape[c] * shape[c + 1]]
+            return _reshape(v, shape)
+        if k != total:
+            raise FtransValueError(
+                f"all_to_all: the split axis ({s}) of the operand {aval.str_short()} has size {k}, but it must "
+                f"equal the size {total} of the axes {names!r} (or pass tiled=True to split it into {total} "
+                "chunks)")
+        return _multi_all_to_all(v, names, sizes, s, c)
 
     return _tree_map(one, x)
+
+
+def _reshape(v: Any, shape: Sequence[int]) -> Any:
+    return S.reshape_p.bind(v, new_sizes=tuple(shape), dimensions=None)
+
+
+def _move_last(v: Any, to: int) -> Any:
+    nd = len(aval_of(v).shape)
+    perm = list(range(nd - 1))
+    perm.insert(to, nd - 1)
+    return v if perm == list(range(nd)) else S.transpose_p.bind(v, permutation=tuple(perm))
+
+
+def _multi_all_to_all(v: Any, names: tuple, sizes: tuple, s: int, c: int) -> Any:
+    """Untiled ``all_to_all`` over several names: the split axis (of size ``prod(sizes)``) is split into one
+    axis per name, each exchanged over its name in turn (each received sender axis goes last), and the
+    senders' axes, in the names' order, merge row-major into the new axis at ``c``."""
+    shape = list(aval_of(v).shape)
+    shape[s:s + 1] = list(sizes)
+    v = _reshape(v, shape)
+    last = len(shape) - 1
+    for n in names:  # the next name's axis is always at ``s`` once the earlier ones have gone
+        v = all_to_all_p.bind(v, axis_name=n, split_axis=s, concat_axis=last, tiled=False)
+    shape = list(aval_of(v).shape)
+    m = len(names)
+    v = _reshape(v, shape[:-m] + [math.prod(shape[-m:])])
+    return _move_last(v, c)
 
 
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
@@ -228,10 +283,17 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
                  tiled: bool = False) -> Any:
     """JAX's ``lax.psum_scatter``: the sum over the axis of ``x`` (a pytree), of which element ``k`` keeps
-    block ``k`` along ``scatter_dimension``."""
+    block ``k`` along ``scatter_dimension``.
+
+    Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    """
     _no_groups("psum_scatter", axis_index_groups)
-    name = _single_name("psum_scatter", axis_name)
-    frames_of("psum_scatter", (name,))
+    names = _as_names("psum_scatter", axis_name)
+    if not names:
+        raise FtransValueError("psum_scatter: axis_name is an empty tuple; give at least one axis name")
+    frames = frames_of("psum_scatter", names)
+    sizes = tuple(f.size for f in frames)
+    total = math.prod(sizes)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -239,7 +301,24 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
         sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)
-        return psum_scatter_p.bind(v, axis_name=name, scatter_dimension=sd, tiled=bool(tiled))
+        if len(names) == 1:
+            return psum_scatter_p.bind(v, axis_name=names[0], scatter_dimension=sd, tiled=bool(tiled))
+        k = aval.shape[sd]
+        if tiled and k % total:
+            raise FtransValueError(
+                f"psum_scatter: with tiled=True the scatter dimension ({sd}) of the operand {aval.str_short()} "
+                f"must be divisible by the size {total} of the axes {names!r}")
+        if not tiled and k != total:
+            raise FtransValueError(
+                f"psum_scatter: the scatter dimension ({sd}) of the operand {aval.str_short()} has size {k}, but "
+                f"it must equal the size {total} of the axes {names!r}")
+        # One axis per name (then, tiled, the chunk): each name sums and keeps its own block in turn.
+        shape = list(aval.shape)
+        shape[sd:sd + 1] = list(sizes) + ([k // total] if tiled else [])
+        v = _reshape(v, shape)
+        for n in names:
+            v = psum_scatter_p.bind(v, axis_name=n, scatter_dimension=sd, tiled=False)
+        return v
 
     return _tree_map(one, x)
 

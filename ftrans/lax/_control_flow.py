@@ -21,13 +21,13 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
-from ftrans.core.ir import ClosedJaxpr, hoist_consts
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, hoist_consts, jaxpr_has_effects
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
-from ftrans.transforms.batching import vmap
+from ftrans.transforms.batching import to_axis_owner, vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan"]
 
@@ -148,6 +148,26 @@ def _join_consts(traced: Sequence[_Traced]) -> tuple[list[ClosedJaxpr], list]:
     return join_consts([(t.jaxpr, t.consts) for t in traced])
 
 
+def _forwarded_carries(jaxpr: ClosedJaxpr, nconsts: int, ncarry: int) -> list[int]:
+    """The carries a loop body returns unchanged (output ``i`` is input carry ``i``): read-only, so they go
+    to the loop as constants, and the loop's result for them is the initial value (as JAX forwards them,
+    so a vmap keeps such a carry unbatched)."""
+    j = jaxpr.jaxpr
+    return [i for i in range(ncarry) if j.outvars[i] is j.invars[nconsts + i]]
+
+
+def _without_carries(jaxpr: ClosedJaxpr, nconsts: int, ncarry: int, fwd: list[int], outputs: bool) -> ClosedJaxpr:
+    """``jaxpr`` with the carries ``fwd`` moved behind its constants (and, ``outputs``, dropped from its
+    carry outputs)."""
+    j = jaxpr.jaxpr
+    carries = j.invars[nconsts:nconsts + ncarry]
+    keep = [i for i in range(ncarry) if i not in fwd]
+    invars = (j.invars[:nconsts] + [carries[i] for i in fwd] + [carries[i] for i in keep]
+              + j.invars[nconsts + ncarry:])
+    outvars = [j.outvars[i] for i in keep] + j.outvars[ncarry:] if outputs else j.outvars
+    return ClosedJaxpr(Jaxpr(j.constvars, invars, j.eqns, outvars), jaxpr.consts)
+
+
 def _check_callable(name: str, **funs: Any) -> None:
     for arg, f in funs.items():
         if not callable(f):
@@ -198,8 +218,32 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
     traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
     _check_branch_outputs(name, traced, labels)
     bodies, consts = _join_consts(traced)
-    outs = cond_p.bind(index, *consts, *ops, branches=tuple(bodies))
+    outs = _cond_forwarding(index, bodies, [*consts, *ops])
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
+    """``cond_p`` of ``bodies`` on ``args``, except that an output every branch returns straight from the
+    same input is that input (as JAX forwards it: a vmap then keeps it unbatched, and it is the very
+    object passed in)."""
+    args = to_axis_owner(bodies, [index, *args])
+    index, args = args[0], args[1:]
+    js = [b.jaxpr for b in bodies]
+    src: dict[int, int] = {}
+    for o, v in enumerate(js[0].outvars):
+        k = next((k for k, w in enumerate(js[0].invars) if w is v), None)
+        if k is not None and all(j.outvars[o] is j.invars[k] for j in js[1:]):
+            src[o] = k
+    if not src:
+        return cond_p.bind(index, *args, branches=tuple(bodies))
+    keep = [o for o in range(len(js[0].outvars)) if o not in src]
+    trimmed = [ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, [j.outvars[o] for o in keep]), b.consts)
+               for j, b in zip(js, bodies)]
+    rest: Any = ()
+    if keep or any(jaxpr_has_effects(b) for b in trimmed):
+        rest = cond_p.bind(index, *args, branches=tuple(trimmed))
+    rest = iter(rest)
+    return [args[src[o]] if o in src else next(rest) for o in range(len(js[0].outvars))]
 
 
 # ----------------------------------------------------------------------------
@@ -336,7 +380,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
         if not any(recursive):
             _check_branch_outputs(name, traced, labels)
             bodies, consts = _join_consts(traced)
-            outs = cond_p.bind(index, *consts, *ops, branches=tuple(bodies))
+            outs = _cond_forwarding(index, bodies, [*consts, *ops])
             return tree_util.tree_unflatten(traced[0].out_tree, outs)
         if rec.out_avals is None:
             raise FtransValueError(
@@ -499,8 +543,27 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             f"while_loop: cond_fun must return a boolean scalar, but it returned ({got}). Reduce an array "
             "condition with jnp.all/jnp.any, or compare with a scalar"
         )
-    outs = while_p.bind(*cnd.consts, *body.consts, *init, cond_jaxpr=cnd.jaxpr, body_jaxpr=body.jaxpr,
-                        cond_nconsts=len(cnd.consts), body_nconsts=len(body.consts))
+    lifted = to_axis_owner([cnd.jaxpr, body.jaxpr], [*cnd.consts, *body.consts, *init])
+    cnd_consts, body_consts = lifted[:len(cnd.consts)], lifted[len(cnd.consts):len(cnd.consts) + len(body.consts)]
+    init = lifted[len(cnd.consts) + len(body.consts):]
+    cnd, body = _Traced(cnd.jaxpr, cnd_consts, cnd.out_tree), _Traced(body.jaxpr, body_consts, body.out_tree)
+    fwd = _forwarded_carries(body.jaxpr, len(body.consts), len(init))
+    if fwd:
+        n = len(init)
+        cond_j = _without_carries(cnd.jaxpr, len(cnd.consts), n, fwd, outputs=False)
+        body_j = _without_carries(body.jaxpr, len(body.consts), n, fwd, outputs=True)
+        fixed = [init[i] for i in fwd]
+        rest = [init[i] for i in range(n) if i not in fwd]
+        looped: Any = ()
+        if rest or jaxpr_has_effects(body_j) or jaxpr_has_effects(cond_j):
+            looped = while_p.bind(*cnd.consts, *fixed, *body.consts, *fixed, *rest, cond_jaxpr=cond_j,
+                                  body_jaxpr=body_j, cond_nconsts=len(cnd.consts) + len(fwd),
+                                  body_nconsts=len(body.consts) + len(fwd))
+        looped = iter(looped)
+        outs = [init[i] if i in fwd else next(looped) for i in range(n)]
+    else:
+        outs = while_p.bind(*cnd.consts, *body.consts, *init, cond_jaxpr=cnd.jaxpr, body_jaxpr=body.jaxpr,
+                            cond_nconsts=len(cnd.consts), body_nconsts=len(body.consts))
     return tree_util.tree_unflatten(tree, outs)
 
 
@@ -597,9 +660,25 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
         body = trace_body([_aval(c) for c in carry])
     _carry_mismatch("scan", "the body's carry output", c_paths, [_aval(c) for c in carry], body.out_avals[:nc])
     y_tree = y_tree_box[-1]
-    outs = scan_p.bind(*body.consts, *carry, *x_ops, jaxpr=body.jaxpr, num_consts=len(body.consts), num_carry=nc,
-                       length=length, reverse=bool(reverse), unroll=unroll_n)
-    return tree_util.tree_unflatten(c_tree, outs[:nc]), tree_util.tree_unflatten(y_tree, outs[nc:])
+    lifted = to_axis_owner([body.jaxpr], [*body.consts, *carry, *x_ops])
+    nb = len(body.consts)
+    body = _Traced(body.jaxpr, lifted[:nb], body.out_tree)
+    carry, x_ops = lifted[nb:nb + nc], lifted[nb + nc:]
+    fwd = _forwarded_carries(body.jaxpr, len(body.consts), nc)
+    jaxpr = body.jaxpr
+    consts, rest = list(body.consts), list(carry)
+    if fwd:
+        jaxpr = _without_carries(jaxpr, len(consts), nc, fwd, outputs=True)
+        consts += [carry[i] for i in fwd]
+        rest = [carry[i] for i in range(nc) if i not in fwd]
+    if rest or jaxpr.jaxpr.outvars or jaxpr_has_effects(jaxpr):
+        outs = scan_p.bind(*consts, *rest, *x_ops, jaxpr=jaxpr, num_consts=len(consts), num_carry=len(rest),
+                           length=length, reverse=bool(reverse), unroll=unroll_n)
+    else:  # every carry is read-only and there are no outputs: nothing to run
+        outs = []
+    looped = iter(outs[:len(rest)])
+    carry_out = [carry[i] if i in fwd else next(looped) for i in range(nc)]
+    return tree_util.tree_unflatten(c_tree, carry_out), tree_util.tree_unflatten(y_tree, outs[len(rest):])
 
 
 def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, length: int, reverse: bool) -> Any:
@@ -637,16 +716,24 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
         except TypeError:
             raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {type(b).__name__}") from None
         shape = b.shape if isinstance(b, (Array, Tracer)) else np.shape(b)
-        if not dtypes.issubdtype(d, np.integer) or shape != ():
-            raise FtransTypeError(f"fori_loop: {what} must be an integer scalar, got {b!r}")
+        if not (dtypes.issubdtype(d, np.integer) or dtypes.is_float(d)) or shape != ():
+            raise FtransTypeError(f"fori_loop: {what} must be an integer (or float) scalar, got {b!r}")
+    (dl, wl), (du, wu) = dtype_weak(lower), dtype_weak(upper)
+    if dl == du:
+        d = dl
+    elif dtypes.issubdtype(dl, np.signedinteger) and dtypes.issubdtype(du, np.signedinteger) and wl != wu:
+        d = du if wl else dl  # a Python int bound takes the other bound's type, as in JAX
+    else:
+        raise FtransTypeError(
+            f"lower and upper arguments to fori_loop must have equal types, got {dl.name} and {du.name} (a "
+            "Python int bound takes the other's signed integer type); convert one with .astype")
     try:
         lo, hi = int(lower), int(upper)
         static = True
     except ConcretizationTypeError:
         static = False
-    d, _ = dtypes.promote((dtype_weak(lower), dtype_weak(upper)))
     if static:
-        i0 = lax.convert_element_type(lower, d) if not isinstance(lower, int) else lower
+        i0 = lo  # the counter of a static loop is a Python int (weakly typed), whatever the bounds' type, as in JAX
 
         def step(carry: Any, _: Any) -> Any:
             i, x = carry

@@ -19,7 +19,8 @@ from ftrans.core.prims import linalg as L
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.transforms.ad_rules import linalg as M
 
-__all__ = ["cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve"]
+__all__ = ["cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve",
+           "tridiagonal_solve"]
 
 
 def _default_float() -> np.dtype:
@@ -152,3 +153,66 @@ def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenve
     x = _matrix("eig", x, square=True)
     return list(L.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                              compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+
+
+def tridiagonal_solve(dl: Any, d: Any, du: Any, b: Any, *, perturb_singular: bool = False) -> Any:
+    """Solve ``A x = b`` for the tridiagonal ``A`` with sub-, main and super-diagonals ``dl``, ``d``, ``du``
+    (each ``[..., m]``; ``dl[..., 0]`` and ``du[..., m - 1]`` are not used) and ``b`` of shape ``[..., m, n]``.
+
+    The Thomas algorithm (elimination without pivoting) as two ``scan``s over the ``m`` rows, so vmap, grad
+    and jit follow from ``scan``'s rules.
+    """
+    from ftrans import lax
+
+    if perturb_singular:
+        raise NotImplementedError("tridiagonal_solve: perturb_singular=True is not implemented in ftrans")
+    ops = [as_operand(v) for v in (dl, d, du, b)]
+    avals = [aval_of(v) for v in ops]
+    for nm, a in zip(("dl", "d", "du", "b"), avals):
+        if a.dtype not in L.LINALG_DTYPES:
+            raise FtransTypeError(
+                f"tridiagonal_solve: {nm} must be float32, float64, complex64 or complex128, got {a.dtype}")
+    if len({a.dtype for a in avals}) != 1:
+        raise FtransTypeError(
+            "tridiagonal_solve: all four operands must have the same dtype, got "
+            f"{', '.join(str(a.dtype) for a in avals)}")
+    if not avals[0].shape == avals[1].shape == avals[2].shape:
+        raise FtransTypeError(
+            "tridiagonal_solve: the diagonals dl, d and du must have the same shape, got "
+            f"{avals[0].shape}, {avals[1].shape} and {avals[2].shape}")
+    if avals[0].ndim < 1 or avals[3].shape[:-1] != avals[0].shape:
+        raise FtransTypeError(
+            f"tridiagonal_solve: b must have shape [..., m, n] with [..., m] the diagonals' shape "
+            f"{avals[0].shape}, got {avals[3].shape}")
+    dl, d, du, b = ops
+    nd = avals[0].ndim
+    m = avals[0].shape[-1]
+    if m == 0:
+        return b
+    front = (nd - 1,) + tuple(range(nd - 1))  # rows first: [m, ...] and [m, ..., n]
+    rows = [lax.transpose(v, front) for v in (dl, d, du)]
+    rhs = lax.transpose(b, front + (nd,))
+    dtype = avals[0].dtype
+
+    def col(v: Any) -> Any:  # [...] -> [..., 1], against the right-hand sides' columns
+        return lax.expand_dims(v, (v.ndim,))
+
+    def eliminate(carry: Any, row: Any) -> Any:
+        cp, dp = carry
+        lo, mid, up, r = row
+        denom = lax.sub(mid, lax.mul(lo, cp))
+        cp = lax.div(up, denom)
+        dp = lax.div(lax.sub(r, lax.mul(col(lo), dp)), col(denom))
+        return (cp, dp), (cp, dp)
+
+    zeros = (lax.full(avals[0].shape[:-1], 0, dtype), lax.full(avals[3].shape[:-2] + avals[3].shape[-1:], 0, dtype))
+    _, (cps, dps) = lax.scan(eliminate, zeros, (*rows, rhs))
+
+    def substitute(x_next: Any, row: Any) -> Any:
+        cp, dp = row
+        x = lax.sub(dp, lax.mul(col(cp), x_next))
+        return x, x
+
+    _, xs = lax.scan(substitute, zeros[1], (cps, dps), reverse=True)
+    back = tuple(range(1, nd)) + (0, nd)
+    return lax.transpose(xs, back)

@@ -104,7 +104,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
                 raise
             # A read-only host producer (a read-only NumPy array) exports only through DLPack 1.0,
             # which NumPy speaks: read it there and copy (JAX raises BufferError here).
-            out = Array(np.from_dlpack(x), False)
+            out = Array._make(np.from_dlpack(x), False)
     if device is not None and device != src:
         out = device_put(out, device)
     return out

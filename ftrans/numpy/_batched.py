@@ -87,11 +87,27 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
         out = S.transpose_p.bind(out, permutation=(*range(1, nb + 1), 0, nb + 1))
     else:
         batch = broadcast_shapes(name, [xb, yb], (x, y))
+        if 1 in batch:
+            # Batch axes of size 1 on both sides (as JAX, which squeezes them): the product without them,
+            # then the axes put back.
+            def drop(v: Any, vb: tuple) -> Any:
+                off = len(batch) - len(vb)
+                kept = tuple(d for i, d in enumerate(vb) if batch[off + i] != 1)
+                return _reshape(v, kept + tuple(shape_of(v))[-2:])
+
+            inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type)
+            out = _reshape(inner, batch + tuple(shape_of(inner))[-2:])
+            return _unvec(out, x_vec, y_vec)
         x = broadcast_to_shape(x, batch + xs2[-2:])
         y = broadcast_to_shape(y, batch + ys2[-2:])
         nb = len(batch)
         dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
         out = dot_general(x, y, dn, preferred_element_type)
+    return _unvec(out, x_vec, y_vec)
+
+
+def _unvec(out: Any, x_vec: bool, y_vec: bool) -> Any:
+    """Drop the unit axes a 1-D operand of matmul was given."""
     oshape = tuple(shape_of(out))
     if x_vec and y_vec:
         return _reshape(out, oshape[:-2])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.operands import as_operand, check_arraylike, dtype_weak
+from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 
@@ -15,21 +16,29 @@ __all__ = ["astype", "can_cast"]
 
 
 def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
-    """``jnp.astype``: convert to ``dtype``; the result is never weakly typed.
+    """``jnp.astype``: convert to ``dtype`` (None: the default float type); the result is never weakly typed.
 
-    Complex to real keeps the real part (NumPy and JAX do the same).
+    Complex to real keeps the real part with JAX's DeprecationWarning (NumPy and JAX do the same); complex
+    to bool is ``x != 0``.  ``copy=True`` always gives a new array, as in JAX.
     """
     if device is not None:
         raise NotImplementedError("astype: the 'device' argument is not supported yet")
     check_arraylike("astype", x)
     arr = as_operand(x)
-    target = dtypes.to_dtype(dtype)
+    target = dtypes.default_float() if dtype is None else dtypes.to_dtype(dtype)
     src, weak = dtype_weak(arr)
-    if src == target and not weak:
-        return arr
     if src.kind == "c" and target.kind != "c":
-        arr = E.real_p.bind(arr)
-    return S.convert_element_type_p.bind(arr, new_dtype=target, weak_type=False)
+        if target == dtypes.bool_:
+            arr = E.ne_p.bind(arr, convert(0, src, False))
+        else:
+            warnings.warn("Casting from complex to real dtypes will soon raise a ValueError. Please first use "
+                          "jnp.real or jnp.imag to take the real/imaginary component of your input.",
+                          DeprecationWarning, stacklevel=2)
+            arr = E.real_p.bind(arr)
+    out = arr
+    if dtype_weak(arr) != (target, False):
+        out = S.convert_element_type_p.bind(arr, new_dtype=target, weak_type=False)
+    return E.copy_p.bind(out) if copy else out
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from typing import Any
 
 import numpy as np
@@ -283,13 +284,16 @@ def _buffer_array(obj: Any) -> np.ndarray | None:
     return np.array(view)
 
 
-def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None = "K",  # noqa: A002
-          ndmin: int = 0, *, device: Any = None) -> Any:
+def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: str | None = "K",  # noqa: A002
+          ndmin: int = 0, device: Any = None) -> Any:
     """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
 
     The result is weakly typed only when ``dtype`` is None and ``object`` is
-    itself weak (a Python scalar or a weak array); lists never are.
+    itself weak (a Python scalar or a weak array); lists never are.  ``copy``, ``order`` and ``ndmin``
+    given positionally still work, with JAX's DeprecationWarning.
     """
+    if args:
+        copy, order, ndmin = _positional_array_args(args, copy, order, ndmin)
     d = _dtype_arg("jnp.array", dtype)
     if order not in (None, "K"):
         raise NotImplementedError(f"jnp.array: order={order!r} is not supported (only 'K')")
@@ -332,6 +336,18 @@ def array(object: Any, dtype: Any = None, copy: bool = True, order: str | None =
     if copy and out is object and type(out) is Array:
         out = Array._new(out._value, out.weak_type)
     return out if device is None else _place(out, device)
+
+
+def _positional_array_args(args: tuple, copy: Any, order: Any, ndmin: Any) -> tuple:
+    if len(args) > 3:
+        raise FtransTypeError(f"array() takes at most 5 positional arguments but {len(args) + 2} were given")
+    given = [copy, order, ndmin]
+    for i, (name, default) in enumerate(zip(("copy", "order", "ndmin"), (True, "K", 0))):
+        if i < len(args) and given[i] != default:
+            raise FtransTypeError(f"array() got multiple values for argument '{name}'")
+    warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is deprecated. Use "
+                  "keyword arguments instead.", DeprecationWarning, stacklevel=3)
+    return tuple(list(args) + given[len(args):])
 
 
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,

@@ -134,13 +134,16 @@ def _normalize(idx: Any, size: int) -> Any:
     """Wrap negative indices once (``i + size`` where ``i < 0``); unsigned indices are left alone."""
     if isinstance(idx, (int, np.integer)):
         return idx + size if idx < 0 else idx
+    d = _host_value(idx).dtype if _is_host(idx) else idx.dtype
+    if d.kind == "u":
+        return idx
+    if d.kind == "i" and np.iinfo(d).max < size:
+        # A narrow index type cannot hold ``i + size``: widen it first (as JAX does), so -1 of int8 on an
+        # axis of 200 is 199, not an overflow.
+        idx = _convert(idx, _index_dtype((size,)))
     if _is_host(idx):
         v = _host_value(idx)
-        if v.dtype.kind == "u":
-            return idx
         return _const(np.where(v < 0, v + size, v), v.dtype)
-    if idx.dtype.kind == "u":
-        return idx
     size_c = _scalar(size, idx.dtype)
     zero = _scalar(0, idx.dtype)
     return S.select_n_p.bind(E.lt_p.bind(idx, _broadcast_scalar(zero, idx)), idx,

@@ -209,7 +209,7 @@ def _seed_from_concrete(name: str, seed: Any) -> Array:
         v = int(a)
     v &= (1 << 64) - 1
     hi = (v >> 32) if wide else 0
-    return Array(np.array([hi, v & 0xFFFFFFFF], _U32))
+    return Array._make(np.array([hi, v & 0xFFFFFFFF], _U32))
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Any:

@@ -31,7 +31,7 @@ from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, aval_of, new_main
+from ftrans.core.trace import Trace, Tracer, aval_of, find_top_trace, new_main
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -129,6 +129,40 @@ class BatchTracer(Tracer):
         return ShapedArray(shape, a.dtype, a.weak_type)
 
 
+def _axis_names_used(jaxpr: Any, out: set) -> None:
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.collectives import CollectivePrimitive, names_of
+
+    j = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+    for eqn in j.eqns:
+        if isinstance(eqn.primitive, CollectivePrimitive):
+            out.update(names_of(eqn.params))
+        for sub in subjaxprs(eqn):
+            _axis_names_used(sub, out)
+
+
+def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
+    """``args`` raised into the trace owning a named axis the bodies' collectives use, when that trace is
+    above every operand's (under ``vmap(..., axis_name=...)`` a loop or a jitted call whose operands are all
+    unbatched but whose body reads ``axis_index``): the primitive then reaches that trace (which batches it,
+    see ``BatchTrace._body_uses_axis``), as the collective alone would."""
+    if not axis_env.frames:
+        return args
+    names: set = set()
+    for b in bodies:
+        _axis_names_used(b, names)
+    top = find_top_trace(args).main
+    owner = top
+    for n in names:
+        f = axis_env.lookup(n)
+        m = f.main if f is not None else None
+        if m is not None and m.alive and m.level > owner.level:
+            owner = m
+    if owner is top:
+        return args
+    return [owner.trace.full_raise(a) for a in args]
+
+
 class BatchTrace(Trace):
     """Interprets each primitive by its batching rule; ``main.payload`` is the AxisFrame."""
 
@@ -146,7 +180,8 @@ class BatchTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
         vals = [t.val for t in tracers]
         dims = [t.bdim for t in tracers]
-        if all(d is not_mapped for d in dims):
+        if all(d is not_mapped for d in dims) and not (prim.higher_order and self.axis.name is not None
+                                                       and self._body_uses_axis(params)):
             return prim.bind(*vals, **params)
         rule = batching_rules.get(prim)
         if rule is None:
@@ -158,6 +193,31 @@ class BatchTrace(Trace):
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
         return BatchTracer(self, out, out_dim)
+
+    def _body_uses_axis(self, params: dict) -> bool:
+        """Whether a body in ``params`` holds a collective over this trace's axis: then the primitive is
+        batched even with no batched operand (``axis_index`` in a loop condition makes it per-element)."""
+        from ftrans.core.ir import ClosedJaxpr, Jaxpr
+        from ftrans.core.prims.collectives import CollectivePrimitive, names_of
+
+        def uses(j: Any) -> bool:
+            j = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+            for eqn in j.eqns:
+                if isinstance(eqn.primitive, CollectivePrimitive) and any(
+                        (f := axis_env.lookup(n)) is not None and f.main is self.main for n in names_of(eqn.params)):
+                    return True
+                if eqn.primitive.higher_order and self._body_uses_axis(eqn.params):
+                    return True
+            return False
+
+        for v in params.values():
+            if isinstance(v, (ClosedJaxpr, Jaxpr)):
+                if uses(v):
+                    return True
+            elif isinstance(v, (tuple, list)) and v and isinstance(v[0], (ClosedJaxpr, Jaxpr)):
+                if any(uses(b) for b in v):
+                    return True
+        return False
 
     def process_collective(self, prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         """A collective over this trace's own axis: its batching rule computes it here, even when no operand
@@ -180,7 +240,7 @@ class BatchTrace(Trace):
 
 
 def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: AxisFrame,
-                force_front: bool = False) -> tuple[list, list]:
+                force_front: bool = False, lift_unmapped: bool = False) -> tuple[list, list]:
     """Run ``fun`` (flat list -> flat list) on batched values under a new batch trace for ``axis``.
 
     Returns the outputs' values and batch dimensions (all 0 with ``force_front``;
@@ -198,8 +258,10 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
                 # A zero is the same for every batch element: inside, it has the unbatched type (so that a rule
                 # that instantiates it gets zeros of one element's shape).
                 ins.append(a if d is not_mapped else Zero(_unbatched_aval(a.aval, d)))
-            else:
-                ins.append(a if d is not_mapped else BatchTracer(trace, a, d))
+            elif d is not_mapped and not lift_unmapped:
+                ins.append(a)
+            else:  # ``lift_unmapped``: unbatched inputs too, so a body reading the axis reaches this trace
+                ins.append(BatchTracer(trace, a, d))
         with extend_axis_env(axis.name, frame.size, main):
             outs = fun(*ins)
         res, odims = [], []
@@ -248,8 +310,10 @@ def batch_jaxpr(closed: Any, dims: Sequence[Any], axis: AxisFrame, force_front: 
     out_dims_box: list = []
 
     def fun(*args: Any) -> list:
+        # Under a named axis, unbatched inputs enter the batch trace too: an equation whose body reads the axis
+        # (a loop on unbatched operands whose condition calls axis_index) must reach its batching rule.
         res, odims = run_batched(lambda *ins: eval_jaxpr(closed.jaxpr, list(closed.consts), *ins), args, dims,
-                                 axis, force_front)
+                                 axis, force_front, lift_unmapped=axis.name is not None)
         out_dims_box.append(odims)
         return res
 

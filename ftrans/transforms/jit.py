@@ -50,6 +50,7 @@ from ftrans.errors import (
 )
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
+from ftrans.transforms.batching import to_axis_owner
 
 __all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZE"]
 
@@ -1199,8 +1200,10 @@ class JitWrapped:
             from ftrans.transforms import sharded_jit
 
             leaves = sharded_jit.constrain_inputs(self, args, kwargs, statics, leaves)
-        outs = jit_call_p.bind(*consts, *leaves, jaxpr=body, name=self.__name__,
-                               donated_invars=donated)
+        ops = [*consts, *leaves]
+        if _axis_env.frames:  # under vmap(axis_name=...): a body reading the axis is batched even if no operand is
+            ops = to_axis_owner([body], ops)
+        outs = jit_call_p.bind(*ops, jaxpr=body, name=self.__name__, donated_invars=donated)
         if self._out_shardings is not None:
             from ftrans.transforms import sharded_jit
 

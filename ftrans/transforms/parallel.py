@@ -337,7 +337,7 @@ class PmapWrapped:
         in_axes = (None,) * len(consts) + tuple(dims)
         mask = (False,) * len(consts) + donated if donated else ()
         exe = PmapExecutable(body, self._axis_name, size, in_axes, out_axes, devs, self.__name__, mask)
-        consts = [c if isinstance(c, Array) else Array(np.asarray(c)) for c in consts]
+        consts = [c if isinstance(c, Array) else Array._make(np.asarray(c)) for c in consts]
         return _Entry(exe, out_tree, consts, donated if any(donated) else ())
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:

@@ -238,8 +238,8 @@ def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: Closed
 
     def masked_body(*args: Any) -> list:
         c_consts, b_consts, carry = args[:n_cc], args[n_cc:n_cc + n_bc], args[n_cc + n_bc:]
+        new = _call(body, *b_consts, *carry)  # the body before the predicate, as JAX orders their effects
         (pred,) = _call(cnd, *c_consts, *carry)
-        new = _call(body, *b_consts, *carry)
         return [S.select_n_p.bind(_bcast_front(pred, aval_of(old).shape), old, nw) for old, nw in zip(carry, new)]
 
     any_cnd, h_c = _stage(any_cond, cnd_in)
