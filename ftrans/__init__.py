@@ -65,6 +65,7 @@ from ftrans.transforms.reverse import (
     value_and_grad,
     vjp,
 )
+from ftrans.transforms.reverse import std_basis as _std_basis  # noqa: F401  (JAX's private api._std_basis)
 from ftrans.transforms.shard_map import shard_map
 
 

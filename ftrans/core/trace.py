@@ -513,6 +513,21 @@ class Tracer(ArrayMixin):
         aval = self.aval
         return aval.size * aval.dtype.itemsize
 
+    @property
+    def sharding(self) -> Any:
+        # JAX's message: a traced value has a type, not a placement (an AttributeError, so
+        # ``hasattr(x, "sharding")`` is False for tracers as in JAX).
+        raise AttributeError(
+            f"The 'sharding' attribute is not available on a traced array of type {self.aval.str_short()}: "
+            "inside a transform a value has no placement yet. Use `ftrans.typeof(x)` for its type, and "
+            "read .sharding from the concrete array outside the transform.")
+
+    def devices(self) -> Any:
+        raise self._concretization(
+            ".devices()", errors.ConcretizationTypeError,
+            "A traced value is not placed on devices yet; call .devices() on the concrete array outside the "
+            "transform.")
+
     def __len__(self) -> int:
         if not self.aval.shape:
             raise errors.FtransTypeError("len() of a 0-d (scalar) array")

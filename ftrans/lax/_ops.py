@@ -40,7 +40,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
-from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
+from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 
 __all__ = [
     "RoundingMethod",
@@ -331,6 +331,16 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
     d = dtypes.to_dtype(new_dtype)
+    if type(operand) is int:
+        # A Python int need not fit the default integer type when the target holds it
+        # (``convert_element_type(2 ** 100, float32)``): convert it on the host, as JAX does
+        # (NumPy's cast, which raises OverflowError for an int no integer type of NumPy holds).
+        try:
+            operand = np.asarray(operand).astype(d)
+        except OverflowError:
+            raise FtransOverflowError(
+                f"lax.convert_element_type: the Python int {operand} does not fit {d.name} (nor any NumPy "
+                "integer type); convert it to a float dtype, or pass a smaller value") from None
     (x,) = _operands("convert_element_type", (operand,))
     xd, xw = dtype_weak(x)
     if xd == d and not xw:

@@ -377,6 +377,11 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 results.append(_out_value(name, main, o, od, size, path))
         return tree_util.tree_unflatten(out_tree_box[0], results)
 
+    doc = (f"Vectorized version of {name}. Takes similar arguments as {name} but with additional array axes over "
+           f"which {name} is mapped.")
+    if getattr(fun, "__doc__", None):
+        doc += "\n\nOriginal documentation:\n\n" + fun.__doc__
+    batched.__doc__ = doc
     return batched
 
 
