@@ -152,3 +152,104 @@ def test_linear_transpose_result_is_a_pytree_through_jit():
     assert len(jax.tree_util.tree_leaves(ft)) >= 1  # its constant (w) is a leaf
     c = np.array([1.0, -2.0], np.float32)
     np.testing.assert_allclose(np.asarray(ftrans.jit(lambda t, c: t(c))(ft, c)[0]), np.asarray(jt(c)[0]))
+
+
+def _count_traces(lib):
+    counts = {"inner": 0, "outer": 0}
+
+    @lib.jit
+    def inner(s):
+        counts["inner"] += 1
+        return 2 * s
+
+    @lib.jit
+    def outer(x):
+        counts["outer"] += 1
+        old = x
+        for _ in range(10):
+            x = inner(x)
+        return x + old
+
+    state = np.arange(5, dtype=np.uint32)
+    out1 = outer(state)
+    outer(state)
+    after_outer = dict(counts)
+    out2 = inner(state)  # at top level: the trace done inside outer is reused
+    return after_outer, dict(counts), np.asarray(out1), np.asarray(out2)
+
+
+def test_inner_jit_is_traced_once_like_jax():
+    f_outer, f_all, f1, f2 = _count_traces(ftrans)
+    j_outer, j_all, j1, j2 = _count_traces(jax)
+    assert f_outer == j_outer == {"inner": 1, "outer": 1}
+    assert f_all == j_all
+    np.testing.assert_array_equal(f1, j1)
+    np.testing.assert_array_equal(f2, j2)
+
+
+def test_inner_jit_trace_cache_respects_context():
+    calls = []
+
+    @ftrans.jit
+    def g(x):
+        calls.append(1)
+        return x * 2
+
+    g(1.0)
+    g(np.float32(1.0))  # same signature (weak f32[] vs strong f32[] differ): traced per type
+    n = len(calls)
+    ftrans.jit(lambda x: g(x))(np.float32(3.0))
+    assert len(calls) == n  # reused inside another jit
+    with ftrans.enable_x64(True):
+        ftrans.jit(lambda x: g(x))(np.float32(3.0))
+    assert len(calls) == n + 1  # another config: traced again
+
+    # A function closing over a value of an enclosing trace is traced each time (its program holds
+    # that tracer), and gives the right values.
+    box = {}
+
+    @ftrans.jit
+    def h(x):
+        calls.append(2)
+        return x + box["y"]
+
+    def outer(y):
+        box["y"] = y
+        return h(1.0)
+
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(outer)(np.arange(3.0, dtype=np.float32))), [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(np.asarray(ftrans.jit(outer)(5.0)), 6.0)
+    assert calls.count(2) == 2
+
+
+def test_jit_of_grad_with_an_integer_argument_returns_float0_like_jax():
+    def body(x, i):
+        return x[i]
+
+    f_g = ftrans.jit(ftrans.grad(body, argnums=(0, 1), allow_int=True))
+    j_g = jax.jit(jax.grad(body, argnums=(0, 1), allow_int=True))
+    (fx, fi), (jx, ji) = f_g(np.ones(2, np.float32), 1), j_g(np.ones(2, np.float32), 1)
+    np.testing.assert_array_equal(np.asarray(fx), np.asarray(jx))
+    assert isinstance(fi, np.ndarray) and fi.dtype == ftrans.dtypes.float0 == ji.dtype and fi.shape == ji.shape
+    # inside another jit and under vmap of the inner jit's float argument
+    gx, gi = ftrans.jit(lambda x: f_g(x, 1))(np.ones(2, np.float32))
+    np.testing.assert_array_equal(np.asarray(gx), [0.0, 1.0])
+    assert gi.dtype == ftrans.dtypes.float0
+
+
+def test_jit_takes_and_returns_float0_arrays_like_jax():
+    z = np.zeros((), ftrans.dtypes.float0)
+    _, f_vjp = ftrans.vjp(lambda x, y: x + y, 2, 1)
+    _, j_vjp = jax.vjp(lambda x, y: x + y, 2, 1)
+    f_out, j_out = ftrans.jit(f_vjp)(z), jax.jit(j_vjp)(z)
+    assert [(o.dtype, o.shape) for o in f_out] == [(o.dtype, o.shape) for o in j_out]
+    z2 = np.zeros((2, 3), ftrans.dtypes.float0)
+    f_id, j_id = ftrans.jit(lambda a, b: (a, b * 2))(z2, 1.5), jax.jit(lambda a, b: (a, b * 2))(z2, 1.5)
+    assert f_id[0].dtype == j_id[0].dtype and f_id[0].shape == j_id[0].shape == (2, 3)
+    assert float(f_id[1]) == float(j_id[1]) == 3.0
+    # a float0 argument and a bool one of the same shape are different signatures
+    seen = []
+    g = ftrans.jit(lambda a: seen.append(a.dtype) or 1.0)
+    g(np.zeros(3, ftrans.dtypes.float0))
+    g(np.zeros(3, np.bool_))
+    assert seen == [ftrans.dtypes.float0, np.dtype(np.bool_)]

@@ -34,6 +34,7 @@ from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, type_str
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
@@ -71,7 +72,7 @@ class _Store:
     thread waits for the first thread's compile instead of repeating it.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traces", "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
@@ -80,6 +81,9 @@ class _Store:
         self.lock = threading.Lock()
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
         self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
+        # Staged programs by signature and tracing context (``JitWrapped._trace``): a jitted function
+        # called again inside another trace, or first inside one and then at top level, is not traced again.
+        self.traces: OrderedDict[tuple, tuple] = OrderedDict()
 
 
 # function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
@@ -118,6 +122,7 @@ def clear_caches() -> None:
             st.fast.clear()
             st.tree_fast.clear()
             st.background.clear()
+            st.traces.clear()
     for f in list(_all_jitted):
         f._spmd_cache.clear()
     from ftrans.transforms import parallel
@@ -166,6 +171,28 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 
 # ----------------------------------------------------------------------------
 # Argument handling
+
+
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's (and ftrans.dtypes') tangent dtype of integers
+
+
+def _is_float0(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == _FLOAT0
+
+
+class _Float0Result:
+    """A float0 result of a jitted function in its output tree: the program returns a bool
+    placeholder of its shape, and unflattening gives back ``numpy.zeros(shape, float0)``."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple):
+        self.shape = tuple(shape)
+
+
+tree_util.register_pytree_node(
+    _Float0Result, lambda r: ((np.zeros(r.shape, np.bool_),), r.shape),
+    lambda shape, _: np.zeros(shape, _FLOAT0))
 
 
 def _leaf_aval(x: Any) -> ShapedArray | None:
@@ -749,15 +776,21 @@ class JitWrapped:
         avals = []
         tracing = False
         spread = self._spmd_always
+        float0_in = False
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
+                if not _is_float0(leaf):
+                    raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
+                a = ShapedArray(leaf.shape, _FLOAT0, False)
+                float0_in = True
             if isinstance(leaf, Tracer):
                 tracing = True
             elif type(leaf) is ShardedArray:
                 spread = True
             avals.append(a)
+        if float0_in:  # a float0 argument carries no data: the program gets a bool placeholder (as in JAX)
+            leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
                 return self._fun(*full_args, **full_kwargs)
@@ -938,8 +971,36 @@ class JitWrapped:
                     )
         return dev if dev is not None else default_device()
 
-    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
-        """Stage the function on abstract arguments: the closed jaxpr and the output tree."""
+    def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
+               statics: tuple | None = None) -> tuple[ClosedJaxpr, Any]:
+        """Stage the function on abstract arguments: the closed jaxpr and the output tree.
+
+        With ``statics`` (the hashed static arguments) the result is remembered per signature and
+        tracing context, as JAX caches a jitted function's trace: calling it again with the same
+        argument types inside another trace (a loop in an outer ``jit``) or later at top level does
+        not run the Python function again.  A program that closed over a value of an enclosing trace
+        (a tracer constant), or one staged under a bound axis name, is not remembered.
+        """
+        key = None
+        if statics is not None:
+            st = _trace.state
+            if not _axis_env.frames and st.source_override is None:
+                cfg = _config_mod.config
+                key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, st.name_stack,
+                       cfg.enable_x64, cfg.optimizations, cfg.disabled_passes, cfg.debug_nans, cfg.debug_infs)
+                hit = self._store.traces.get(key)
+                if hit is not None:
+                    return hit
+        out = self._trace_uncached(args, kwargs, avals, in_tree)
+        if key is not None and not any(isinstance(c, Tracer) for c in out[0].consts):
+            traces = self._store.traces
+            with self._store.lock:
+                traces[key] = out
+                while len(traces) > self._max:
+                    traces.popitem(last=False)
+        return out
+
+    def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -951,13 +1012,24 @@ class JitWrapped:
         out_tree_box: list = []
         fname = self.__name__
 
+        float0_in = [i for i, a in enumerate(avals) if a.dtype == _FLOAT0]
+
         def flat_fun(*flat_in: Any) -> list:
+            if float0_in:  # the function sees its float0 arguments as they are (zeros of no data)
+                flat_in = list(flat_in)
+                for i in float0_in:
+                    flat_in[i] = np.zeros(avals[i].shape, _FLOAT0)
             dargs, dkw = tree_util.tree_unflatten(in_tree, flat_in)
             full = list(args)
             for i, a in zip(dyn_idx, dargs):
                 full[i] = a
             out = self._fun(*full, **dkw, **static_kw)
             flat_out, out_tree = tree_util.tree_flatten(out)
+            if any(_is_float0(o) for o in flat_out if _leaf_aval(o) is None):
+                # float0 results (an integer input's gradient) come back as float0 zeros of their
+                # shape; the program carries a bool placeholder, as JAX's does.
+                out = tree_util.tree_map(lambda o: _Float0Result(o.shape) if _is_float0(o) else o, out)
+                flat_out, out_tree = tree_util.tree_flatten(out)
             for o in flat_out:
                 if _leaf_aval(o) is None:
                     if type(o) is int:  # a Python int the default integer type cannot hold
@@ -983,7 +1055,8 @@ class JitWrapped:
         st = _trace.state
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
-            closed, _ = stage(flat_fun, [a for a in avals])
+            closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
+                                         else a for a in avals])
         finally:
             st.primal_rewriter = prev
         return run_pipeline(closed, name=fname, optimizations=self._optimizations,
@@ -994,7 +1067,7 @@ class JitWrapped:
         level = X.compile_log_level()
         logging_on = X.logger.isEnabledFor(level)
         t0 = time.perf_counter() if logging_on else 0.0
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         if logging_on:
             X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
                          time.perf_counter() - t0)
@@ -1132,12 +1205,12 @@ class JitWrapped:
 
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
-        closed, out_tree = self._trace(args, kwargs, avals, in_tree)
+        closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         body, consts = hoist_consts(closed)
         # NumPy leaves enter with the canonical dtype their aval was traced with
         # (a float64 NumPy value is a float32 operand unless x64 is on).
         leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
-                  else x for x, a in zip(leaves, avals)]
+                  and a.dtype != _FLOAT0 else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
         if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
             from ftrans.transforms import sharded_jit
@@ -1199,6 +1272,7 @@ class JitWrapped:
             self._cache.clear()
             self._fast.clear()
             self._tree_fast.clear()
+            self._store.traces.clear()
             self._spmd_cache.clear()
 
     _clear_cache = clear_cache
