@@ -253,3 +253,33 @@ def test_jit_takes_and_returns_float0_arrays_like_jax():
     g(np.zeros(3, ftrans.dtypes.float0))
     g(np.zeros(3, np.bool_))
     assert seen == [ftrans.dtypes.float0, np.dtype(np.bool_)]
+
+
+def test_core_eval_jaxpr_under_vmap_closing_over_a_tracer():
+    def run(lib, inp):
+        g = lambda x: x + inp  # noqa: E731
+        closed = lib.make_jaxpr(g)(1)
+        return lib.core.eval_jaxpr(closed.jaxpr, closed.consts, 1)
+
+    got = ftrans.vmap(lambda v: run(ftrans, v))(np.arange(2, dtype=np.int32))
+    want = jax.vmap(lambda v: run(jax, v))(np.arange(2, dtype=np.int32))
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_every_jit_compile_logs_its_xla_step_at_debug(caplog):
+    import logging
+
+    def twice(x):
+        return x * 2
+
+    def twice_again(x):  # a second function staging the same program: the executable is shared
+        return x * 2
+
+    caplog.set_level(logging.DEBUG, logger="ftrans")
+    for fun in (twice, twice_again):
+        caplog.clear()
+        ftrans.jit(fun)(np.float32(2.0))
+        msgs = [r.getMessage() for r in caplog.records if r.name.startswith("ftrans")]
+        assert any(m.startswith("Finished tracing + transforming") for m in msgs)
+        assert any(m.startswith(f"Compiling jit({fun.__name__})") for m in msgs)
+        assert any(m.startswith(f"Finished XLA compilation of jit({fun.__name__})") for m in msgs), msgs
