@@ -83,6 +83,13 @@ log_compiles = config_context("log_compiles")
 explain_cache_misses = config_context("explain_cache_misses")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
+check_tracer_leaks = config_context("check_tracer_leaks")
+
+
+def checking_leaks():
+    """JAX's ``checking_leaks()``: ``check_tracer_leaks(True)`` for the ``with`` block."""
+    return check_tracer_leaks(True)
+
 
 
 def default_device(device):
@@ -117,7 +124,7 @@ __all__ = [
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "no_tracing", "no_execution",
-    "default_device",
+    "default_device", "check_tracer_leaks", "checking_leaks",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -7,6 +7,7 @@ Docstrings of transformed functions, ``_std_basis``, attributes tracers refuse,
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import jax
@@ -283,3 +284,72 @@ def test_every_jit_compile_logs_its_xla_step_at_debug(caplog):
         assert any(m.startswith("Finished tracing + transforming") for m in msgs)
         assert any(m.startswith(f"Compiling jit({fun.__name__})") for m in msgs)
         assert any(m.startswith(f"Finished XLA compilation of jit({fun.__name__})") for m in msgs), msgs
+
+
+def test_check_tracer_leaks_reports_a_leaked_tracer_and_its_reference_chain():
+    class Holder:
+        def __init__(self, dct):
+            self.dct = dct
+
+    holder = Holder({})
+
+    def sketch(x):
+        def foo():
+            return x
+
+        holder.dct["hi"] = [foo]
+        return x
+
+    with ftrans.check_tracer_leaks():
+        with pytest.raises(ftrans.errors.UnexpectedTracerError) as e:
+            ftrans.vmap(sketch)(np.arange(3))
+    msg = str(e.value)
+    assert "Leaked trace" in msg
+    assert re.search(r"This BatchTracer with object id [0-9]+ was created on line:\n  .*test_api_behaviour.py", msg)
+    assert re.search(r"<BatchTracer [0-9]+> is referred to by <function [0-9]+> \(.*foo\) closed-over variable x\n"
+                     r"<function [0-9]+> is referred to by <list [0-9]+>\[0\]\n"
+                     r"<list [0-9]+> is referred to by <dict [0-9]+>\['hi'\]", msg), msg
+    ftrans.vmap(sketch)(np.arange(3))  # off again: nothing is checked
+
+
+def test_check_tracer_leaks_catches_jit_scan_and_nested_leaks():
+    kept = []
+    with ftrans.checking_leaks():
+        with pytest.raises(ftrans.errors.UnexpectedTracerError, match="Leaked trace"):
+            ftrans.jit(lambda x: kept.append(x) or x)(3)
+        with pytest.raises(ftrans.errors.UnexpectedTracerError, match="Leaked trace"):
+            flax.scan(lambda c, x: (kept.append(c) or fjnp.sin(c), None), 1.0, np.arange(3.0))
+
+        def outer(x):
+            inner_kept = []
+            y = ftrans.jit(lambda v: inner_kept.append(v) or v)(x)
+            return y
+
+        with pytest.raises(ftrans.errors.UnexpectedTracerError, match="Leaked trace"):
+            ftrans.jit(outer)(3)
+
+
+def test_check_tracer_leaks_has_no_false_positives():
+    @ftrans.custom_jvp
+    def t(y):
+        return y
+
+    t.defjvp(lambda p, tan: None)
+
+    def apply_fn(inp):
+        fn = ftrans.checkpoint(lambda x: ftrans.nn.relu(1.0 * x))
+        return ftrans.vjp(fn, inp)
+
+    with ftrans.check_tracer_leaks():
+        f = ftrans.jit(lambda x: x)
+        f(3)
+        ftrans.vmap(f)(np.arange(3))
+        ftrans.grad(f)(3.0)
+        ftrans.jit(apply_fn)(1.0)
+        flax.scan(lambda c, x: (fjnp.sin(c), None), 1.0, np.arange(3.0))
+        ftrans.jvp(lambda x: flax.scan(lambda c, _: (c, None), x, None, length=1), (3.0,), (1.0,))
+        ftrans.vmap(lambda x: flax.scan(lambda c, _: (c, None), x, None, length=1))(np.arange(5.0))
+        ftrans.jit(ftrans.remat(lambda x: x + 1))(fjnp.arange(3))
+        ftrans.jit(lambda y: t(y))(3)
+        ftrans.jacrev(fjnp.sin)(fjnp.ones(3))
+        ftrans.grad(lambda x: flax.cond(x > 0, fjnp.sin, fjnp.cos, x))(1.0)

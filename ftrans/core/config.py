@@ -136,6 +136,7 @@ class Config:
         "no_tracing": ("JAX_NO_TRACING", bool),
         "no_execution": ("JAX_NO_EXECUTION", bool),
         "default_device": ("JAX_DEFAULT_DEVICE", "any"),
+        "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS", bool),
     }
 
     def __init__(self) -> None:
@@ -174,6 +175,9 @@ class Config:
         # Where jit runs and device_put places by default: None (the default backend's first device),
         # a Device, or a platform name ("cpu"); resolved by ftrans.devices (JAX's ``jax.default_device``).
         self.default_device: Any = os.environ.get("JAX_DEFAULT_DEVICE") or None
+        # Each transform level checks, when it ends, that none of its tracers outlived it
+        # (``ftrans.core.leaks``; a full garbage collection per level, so off by default).
+        self.check_tracer_leaks = _env_flag("JAX_CHECK_TRACER_LEAKS")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
