@@ -353,3 +353,27 @@ def test_check_tracer_leaks_has_no_false_positives():
         ftrans.jit(lambda y: t(y))(3)
         ftrans.jacrev(fjnp.sin)(fjnp.ones(3))
         ftrans.grad(lambda x: flax.cond(x > 0, fjnp.sin, fjnp.cos, x))(1.0)
+
+
+@pytest.mark.parametrize("case", ["kwargs", "two", "most", "nested", "starargs", "axis_size"])
+def test_vmap_inconsistent_sizes_summary_matches_jax(case):
+    def f3(x1, x2, a3):
+        return x1
+
+    x, u = np.ones((10, 4), np.float32), np.ones((10, 2), np.float32)
+    cases = {
+        "kwargs": (lambda lib: lib.vmap(f3), (np.ones(2, np.float32),),
+                   {"a3": np.ones(1, np.float32), "x2": np.ones(2, np.float32)}),
+        "two": (lambda lib: lib.vmap(lambda a, b: a, in_axes=(0, 1)), (x, u), {}),
+        "most": (lambda lib: lib.vmap(lambda x, y, z: x, in_axes=(0, 1, 0)), (x, u, x), {}),
+        "nested": (lambda lib: lib.vmap(lambda a, b: a, in_axes=(0, 1)), (x, [u, u]), {}),
+        "starargs": (lambda lib: lib.vmap(lambda *a: a[0]),
+                     (np.ones(4, np.float32), np.ones(2, np.float32), np.ones(2, np.float32)), {}),
+        "axis_size": (lambda lib: lib.vmap(lambda v: v, axis_size=2), (np.ones(3, np.float32),), {}),
+    }
+    build, args, kwargs = cases[case]
+    with pytest.raises(ValueError) as je:
+        build(jax)(*args, **kwargs)
+    with pytest.raises(ValueError) as fe:
+        build(ftrans)(*args, **kwargs)
+    assert str(fe.value).startswith(str(je.value) + "\n"), (str(fe.value), str(je.value))

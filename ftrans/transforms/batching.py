@@ -348,7 +348,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     def batched(*args: Any, **kwargs: Any) -> Any:
         leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
         dims = _in_dims(in_axes, args, kwargs)
-        size = _axis_size(name, leaves_paths, dims, axis_size)
+        size = _axis_size(name, leaves_paths, dims, axis_size, fun, args, kwargs)
         from ftrans.core.operands import as_operand
 
         ops, norm = [], []
@@ -425,7 +425,8 @@ def _check_out_axis(name: str, od: int, nd: int, where: str) -> None:
         )
 
 
-def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None) -> int:
+def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None, fun: Any = None,
+               args: tuple = (), kwargs: dict | None = None) -> int:
     sizes = []
     for (path, x), d in zip(leaves_paths, dims):
         if d is None:
@@ -453,10 +454,58 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None)
     if axis_size is not None:
         distinct.add(int(axis_size))
     if len(distinct) > 1:
-        lines = "\n".join(f"  argument {_path(p)} has size {s} along its mapped axis" for p, s in sizes)
-        extra = f"\n  axis_size={axis_size}" if axis_size is not None else ""
-        raise FtransValueError(f"vmap({name}) got inconsistent sizes for the mapped axis:\n{lines}{extra}")
+        raise _inconsistent_sizes(name, leaves_paths, dims, sizes, axis_size, fun, args, kwargs or {})
     return sizes[0][1]
+
+
+def _inconsistent_sizes(name: str, leaves_paths: list, dims: list, sizes: list, axis_size: int | None, fun: Any,
+                        args: tuple, kwargs: dict) -> FtransValueError:
+    """JAX's report of mapped axes that disagree: each size, how many axes have it, and an example
+    named by the function's parameter (``argument x``, ``argument b[0]``, ``kwargs['y']``)."""
+    import collections
+    import inspect
+
+    try:
+        inspect.signature(fun).bind(*args, **kwargs)
+        params: list | None = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def label(path: tuple, x: Any) -> str:
+        head, *rest = path
+        if getattr(head, "idx", None) != 0:
+            where = "kwargs" + tree_util.keystr(tuple(rest))
+        elif params is None or not rest or rest[0].idx >= len(params):
+            where = "args" + tree_util.keystr(tuple(rest))
+        else:
+            where = f"argument {params[rest[0].idx]}" + tree_util.keystr(tuple(rest[1:]))
+        try:
+            a = aval_of(x)
+            ty = f"{a.dtype.name}[{','.join(str(d) for d in a.shape)}]"
+        except TypeError:
+            ty = "unknown"
+        return f"{where} of type {ty}"
+
+    mapped = [(p, x, d) for (p, x), d in zip(leaves_paths, dims) if d is not None]
+    counts = collections.Counter(s for _, s in sizes).most_common()
+    msg = ["vmap got inconsistent sizes for array axes to be mapped:"]
+    if axis_size is not None:
+        msg.append(f"  * the `axis_size` argument was {axis_size};")
+    for k, (sz, ct) in enumerate(counts):
+        i = next(j for j, (_, s) in enumerate(sizes) if s == sz)
+        p, x, d = mapped[i]
+        if ct == 1:
+            msg.append(f"  * one axis had size {sz}: axis {d} of {label(p, x)};")
+        else:
+            kind = "most" if k == 0 else "some"
+            msg.append(f"  * {kind} axes ({ct} of them) had size {sz}, e.g. axis {d} of {label(p, x)};")
+    msg[-1] = msg[-1][:-1]
+    # then every mapped argument, by its position in the call
+    msg.append(f"vmap({name}) got inconsistent sizes for the mapped axis:")
+    msg.extend(f"  argument {_path(p)} has size {s} along its mapped axis" for p, s in sizes)
+    if axis_size is not None:
+        msg.append(f"  axis_size={axis_size}")
+    return FtransValueError("\n".join(msg))
 
 
 def _path(path: tuple) -> str:

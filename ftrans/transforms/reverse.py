@@ -439,7 +439,7 @@ class _Linearized(_Pullback):
         hint = (" (an integer or bool primal's tangent is numpy.zeros(shape, dtype=ftrans.dtypes.float0))"
                 if want.dtype == float0 else "")
         return FtransValueError(  # JAX: ValueError
-            f"linearize({self._name}): the linearized function was called on tangent values inconsistent with "
+            f"linearize({self._name}): linearized function called on tangent values inconsistent with "
             f"the original primal values: tangent {i} has type {short(np.shape(t), d)} but its primal has type "
             f"{aval.str_short()}, so the tangent must be {short(want.shape, want.dtype)}{hint}")
 
