@@ -40,15 +40,6 @@ def test_grad_docstring_names_tuple_argnums_like_jax():
     assert ftrans.grad(_doc_fun, argnums=[0, 1]).__doc__ == jax.grad(_doc_fun, argnums=(0, 1)).__doc__
 
 
-def test_make_jaxpr_wrapper_name():
-    def foo(x):
-        return x
-
-    mk = ftrans.make_jaxpr(foo)
-    assert mk.__name__ == jax.make_jaxpr(foo).__name__ == "make_jaxpr(foo)"
-    assert mk.__qualname__ == jax.make_jaxpr(foo).__qualname__
-
-
 @pytest.mark.parametrize("tree", [
     np.zeros(3, np.float32),
     np.zeros((3, 3), np.float32),

@@ -80,8 +80,6 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
             return closed, tree_util.tree_unflatten(out_tree, shapes)
         return closed
 
-    make.__name__ = f"make_jaxpr({getattr(fun, '__name__', type(fun).__name__)})"
-    make.__qualname__ = f"make_jaxpr({getattr(fun, '__qualname__', make.__name__)})"
     return make
 
 
