@@ -368,3 +368,11 @@ def test_vmap_inconsistent_sizes_summary_matches_jax(case):
     with pytest.raises(ValueError) as fe:
         build(ftrans)(*args, **kwargs)
     assert str(fe.value).startswith(str(je.value) + "\n"), (str(fe.value), str(je.value))
+
+
+def test_vmap_of_a_scalar_names_the_problem_like_jax():
+    with pytest.raises(ValueError) as je:
+        jax.vmap(lambda x: x)(np.float32(1.0))
+    with pytest.raises(ValueError) as fe:
+        ftrans.vmap(lambda x: x)(np.float32(1.0))
+    assert str(fe.value).startswith(str(je.value) + "; argument args[0] of vmap(<lambda>)")

@@ -439,9 +439,9 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
             ) from None
         if not -len(shape) <= d < len(shape) or not shape:
             raise FtransValueError(
-                f"vmap({name}) was requested to map its argument along axis {d}, which implies that its rank "
+                f"vmap was requested to map its argument along axis {d}, which implies that its rank "
                 f"should be at least {max(d + 1, -d)}, but is only {len(shape)} (its shape is {shape}); "
-                f"argument {_path(path)}"
+                f"argument {_path(path)} of vmap({name})"
             )
         sizes.append((path, shape[d % len(shape)]))
     if not sizes:
