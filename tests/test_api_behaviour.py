@@ -376,3 +376,10 @@ def test_vmap_of_a_scalar_names_the_problem_like_jax():
     with pytest.raises(ValueError) as fe:
         ftrans.vmap(lambda x: x)(np.float32(1.0))
     assert str(fe.value).startswith(str(je.value) + "; argument args[0] of vmap(<lambda>)")
+
+
+def test_vmap_mapping_nothing_is_refused_like_jax():
+    with pytest.raises(ValueError, match="vmap must have at least one non-None value in in_axes"):
+        jax.vmap(lambda x: x, in_axes=None)(np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="vmap must have at least one non-None value in in_axes.*vmap\\(<lambda>\\)"):
+        ftrans.vmap(lambda x: x, in_axes=None)(np.ones(2, np.float32))

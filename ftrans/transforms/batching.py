@@ -447,7 +447,8 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
     if not sizes:
         if axis_size is None:
             raise FtransValueError(
-                f"vmap({name}) must have at least one non-None value in in_axes, or be given axis_size"
+                f"vmap must have at least one non-None value in in_axes, or be given axis_size: vmap({name}) "
+                "maps none of its arguments"
             )
         return int(axis_size)
     distinct = {s for _, s in sizes}
