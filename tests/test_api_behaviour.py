@@ -383,3 +383,13 @@ def test_vmap_mapping_nothing_is_refused_like_jax():
         jax.vmap(lambda x: x, in_axes=None)(np.ones(2, np.float32))
     with pytest.raises(ValueError, match="vmap must have at least one non-None value in in_axes.*vmap\\(<lambda>\\)"):
         ftrans.vmap(lambda x: x, in_axes=None)(np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("axis_name", [None, "foo"])
+def test_vmap_batched_output_with_out_axes_none_like_jax(axis_name):
+    x = np.array([1.0, 2.0], np.float32)
+    with pytest.raises(ValueError) as je:
+        jax.vmap(lambda v: v, out_axes=None, axis_name=axis_name)(x)
+    with pytest.raises(ValueError) as fe:
+        ftrans.vmap(lambda v: v, out_axes=None, axis_name=axis_name)(x)
+    assert str(fe.value).startswith(str(je.value) + ": vmap(<lambda>) has out_axes=None")

@@ -374,7 +374,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
             results = []
             for (path, o), od in zip(paths_leaves, out_dims):
-                results.append(_out_value(name, main, o, od, size, path))
+                results.append(_out_value(name, main, o, od, size, path, axis_name))
         return tree_util.tree_unflatten(out_tree_box[0], results)
 
     doc = (f"Vectorized version of {name}. Takes similar arguments as {name} but with additional array axes over "
@@ -391,7 +391,7 @@ def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
     return flatten_axes("out_axes", out_axes, out, n)
 
 
-def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) -> Any:
+def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, axis_name: Any = None) -> Any:
     from ftrans.core.operands import as_operand
 
     where = f"output {tree_util.keystr(path)}" if path else "the output"
@@ -400,8 +400,10 @@ def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) ->
         o, batched = o.val, False
     if od is None:
         if batched:
+            head = (f"vmap has mapped output (axis_name={axis_name}) but out_axes is None" if axis_name is not None
+                    else f"at vmap out_axes, got axis spec None but output was batched on axis {o.bdim}")
             raise FtransValueError(
-                f"vmap({name}) has out_axes=None for {where}, but that output is batched (it depends on a "
+                f"{head}: vmap({name}) has out_axes=None for {where}, but that output is batched (it depends on a "
                 "mapped input); give it an out_axes entry or make it independent of the mapped axis"
             )
         return o
