@@ -67,6 +67,7 @@ from ftrans.transforms.reverse import (
     value_and_grad,
     vjp,
 )
+from ftrans.transforms.reverse import std_basis as _std_basis  # noqa: F401  (JAX's private api._std_basis)
 from ftrans.transforms.shard_map import shard_map
 
 
@@ -85,6 +86,13 @@ explain_cache_misses = config_context("explain_cache_misses")
 allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
+check_tracer_leaks = config_context("check_tracer_leaks")
+
+
+def checking_leaks():
+    """JAX's ``checking_leaks()``: ``check_tracer_leaks(True)`` for the ``with`` block."""
+    return check_tracer_leaks(True)
+
 
 
 def default_device(device):
@@ -121,7 +129,7 @@ __all__ = [
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
-    "no_execution", "default_device", "print_environment_info",
+    "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

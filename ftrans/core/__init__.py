@@ -7,3 +7,13 @@ import warnings as _warnings
 # wrapping every NumPy rule in ``np.errstate`` costs ~2 us per eager op, so we
 # silence exactly the warnings raised from ftrans's own modules instead.
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"ftrans(\.|$)")
+
+
+def __getattr__(name: str):
+    # ``jax.core.eval_jaxpr`` is public in JAX; import it on first use so that importing
+    # ``ftrans.core`` (which every module does) does not pull in tracing.
+    if name == "eval_jaxpr":
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        return eval_jaxpr
+    raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")

@@ -137,6 +137,7 @@ class Config:
         "no_execution": ("JAX_NO_EXECUTION", bool),
         "default_device": ("JAX_DEFAULT_DEVICE", "any"),
         "allow_f16_reductions": ("JAX_ALLOW_F16_REDUCTIONS", bool),
+        "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS", bool),
     }
 
     def __init__(self) -> None:
@@ -177,6 +178,9 @@ class Config:
         self.default_device: Any = os.environ.get("JAX_DEFAULT_DEVICE") or None
         # False: ``reduce_sum`` of float16/bfloat16 over an axis longer than one raises (JAX's option).
         self.allow_f16_reductions = _env_flag("JAX_ALLOW_F16_REDUCTIONS", True)
+        # Each transform level checks, when it ends, that none of its tracers outlived it
+        # (``ftrans.core.leaks``; a full garbage collection per level, so off by default).
+        self.check_tracer_leaks = _env_flag("JAX_CHECK_TRACER_LEAKS")
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

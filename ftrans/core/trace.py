@@ -34,7 +34,7 @@ from ftrans.errors import UnexpectedTracerError
 class MainTrace:
     """One active transform: its level on the stack, its Trace class, its state."""
 
-    __slots__ = ("level", "trace_type", "payload", "alive", "trace")
+    __slots__ = ("level", "trace_type", "payload", "alive", "trace", "origin")
 
     def __init__(self, level: int, trace_type: type, payload: Any = None):
         self.level = level
@@ -42,6 +42,7 @@ class MainTrace:
         self.payload = payload
         self.alive = True
         self.trace = trace_type(self)
+        self.origin: str | None = None  # the user's line that began it (recorded for the leak checker)
 
     def __repr__(self) -> str:
         return f"MainTrace({self.level}, {self.trace_type.__name__})"
@@ -161,6 +162,11 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.dynamic = main
     st.eval_only = False
     _count_active(1)
+    checking = _config.check_tracer_leaks
+    if checking:
+        from ftrans.core import leaks
+
+        main.origin = leaks.origin()
     try:
         yield main
     finally:
@@ -169,6 +175,12 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.dynamic = prev_dynamic
         main.alive = False
         st.refresh()
+    if checking:  # the block ended normally: none of its tracers may outlive it
+        from ftrans.core import leaks
+
+        found = leaks.find_leaks(main, Tracer)
+        if found:
+            raise leaks.leak_error(main, found)
 
 
 @contextlib.contextmanager
@@ -512,6 +524,21 @@ class Tracer(ArrayMixin):
     def nbytes(self) -> int:
         aval = self.aval
         return aval.size * aval.dtype.itemsize
+
+    @property
+    def sharding(self) -> Any:
+        # JAX's message: a traced value has a type, not a placement (an AttributeError, so
+        # ``hasattr(x, "sharding")`` is False for tracers as in JAX).
+        raise AttributeError(
+            f"The 'sharding' attribute is not available on a traced array of type {self.aval.str_short()}: "
+            "inside a transform a value has no placement yet. Use `ftrans.typeof(x)` for its type, and "
+            "read .sharding from the concrete array outside the transform.")
+
+    def devices(self) -> Any:
+        raise self._concretization(
+            ".devices()", errors.ConcretizationTypeError,
+            "A traced value is not placed on devices yet; call .devices() on the concrete array outside the "
+            "transform.")
 
     def __len__(self) -> int:
         if not self.aval.shape:

@@ -365,7 +365,8 @@ def convert_element_type(operand: Any, new_dtype: Any) -> Any:
         try:
             wide = np.asarray(operand, np.uint64 if operand > 0 else np.int64)
         except OverflowError:
-            raise FtransOverflowError(f"lax.convert_element_type: Python int {operand} does not fit in 64 bits") from None
+            raise FtransOverflowError(f"lax.convert_element_type: the Python int {operand} does not fit {d.name} (nor "
+                                      "any 64-bit integer); pass a smaller value, or convert to a float dtype") from None
         with np.errstate(all="ignore"):
             return convert(wide.astype(d), d, False)
     if type(operand) in _SCALAR_TYPES or isinstance(operand, np.generic):

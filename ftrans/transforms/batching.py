@@ -413,7 +413,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     def batched(*args: Any, **kwargs: Any) -> Any:
         leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
         dims = _in_dims(in_axes, args, kwargs)
-        size = _axis_size(name, leaves_paths, dims, axis_size)
+        size = _axis_size(name, leaves_paths, dims, axis_size, fun, args, kwargs)
         from ftrans.core.operands import as_operand
 
         ops, norm = [], []
@@ -439,9 +439,14 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
             results = []
             for (path, o), od in zip(paths_leaves, out_dims):
-                results.append(_out_value(name, main, o, od, size, path))
+                results.append(_out_value(name, main, o, od, size, path, axis_name))
         return tree_util.tree_unflatten(out_tree_box[0], results)
 
+    doc = (f"Vectorized version of {name}. Takes similar arguments as {name} but with additional array axes over "
+           f"which {name} is mapped.")
+    if getattr(fun, "__doc__", None):
+        doc += "\n\nOriginal documentation:\n\n" + fun.__doc__
+    batched.__doc__ = doc
     return batched
 
 
@@ -451,7 +456,7 @@ def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
     return flatten_axes("out_axes", out_axes, out, n)
 
 
-def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) -> Any:
+def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, axis_name: Any = None) -> Any:
     from ftrans.core.operands import as_operand
 
     where = f"output {tree_util.keystr(path)}" if path else "the output"
@@ -460,8 +465,10 @@ def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple) ->
         o, batched = o.val, False
     if od is None:
         if batched:
+            head = (f"vmap has mapped output (axis_name={axis_name}) but out_axes is None" if axis_name is not None
+                    else f"at vmap out_axes, got axis spec None but output was batched on axis {o.bdim}")
             raise FtransValueError(
-                f"vmap({name}) has out_axes=None for {where}, but that output is batched (it depends on a "
+                f"{head}: vmap({name}) has out_axes=None for {where}, but that output is batched (it depends on a "
                 "mapped input); give it an out_axes entry or make it independent of the mapped axis"
             )
         return o
@@ -485,7 +492,8 @@ def _check_out_axis(name: str, od: int, nd: int, where: str) -> None:
         )
 
 
-def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None) -> int:
+def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None, fun: Any = None,
+               args: tuple = (), kwargs: dict | None = None) -> int:
     sizes = []
     for (path, x), d in zip(leaves_paths, dims):
         if d is None:
@@ -500,25 +508,74 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None)
             ) from None
         if not -len(shape) <= d < len(shape) or not shape:
             raise FtransValueError(
-                f"vmap({name}) was requested to map its argument along axis {d}, which implies that its rank "
+                f"vmap was requested to map its argument along axis {d}, which implies that its rank "
                 f"should be at least {max(d + 1, -d)}, but is only {len(shape)} (its shape is {shape}); "
-                f"argument {_path(path)}"
+                f"argument {_path(path)} of vmap({name})"
             )
         sizes.append((path, shape[d % len(shape)]))
     if not sizes:
         if axis_size is None:
             raise FtransValueError(
-                f"vmap({name}) must have at least one non-None value in in_axes, or be given axis_size"
+                f"vmap must have at least one non-None value in in_axes, or be given axis_size: vmap({name}) "
+                "maps none of its arguments"
             )
         return int(axis_size)
     distinct = {s for _, s in sizes}
     if axis_size is not None:
         distinct.add(int(axis_size))
     if len(distinct) > 1:
-        lines = "\n".join(f"  argument {_path(p)} has size {s} along its mapped axis" for p, s in sizes)
-        extra = f"\n  axis_size={axis_size}" if axis_size is not None else ""
-        raise FtransValueError(f"vmap({name}) got inconsistent sizes for the mapped axis:\n{lines}{extra}")
+        raise _inconsistent_sizes(name, leaves_paths, dims, sizes, axis_size, fun, args, kwargs or {})
     return sizes[0][1]
+
+
+def _inconsistent_sizes(name: str, leaves_paths: list, dims: list, sizes: list, axis_size: int | None, fun: Any,
+                        args: tuple, kwargs: dict) -> FtransValueError:
+    """JAX's report of mapped axes that disagree: each size, how many axes have it, and an example
+    named by the function's parameter (``argument x``, ``argument b[0]``, ``kwargs['y']``)."""
+    import collections
+    import inspect
+
+    try:
+        inspect.signature(fun).bind(*args, **kwargs)
+        params: list | None = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def label(path: tuple, x: Any) -> str:
+        head, *rest = path
+        if getattr(head, "idx", None) != 0:
+            where = "kwargs" + tree_util.keystr(tuple(rest))
+        elif params is None or not rest or rest[0].idx >= len(params):
+            where = "args" + tree_util.keystr(tuple(rest))
+        else:
+            where = f"argument {params[rest[0].idx]}" + tree_util.keystr(tuple(rest[1:]))
+        try:
+            a = aval_of(x)
+            ty = f"{a.dtype.name}[{','.join(str(d) for d in a.shape)}]"
+        except TypeError:
+            ty = "unknown"
+        return f"{where} of type {ty}"
+
+    mapped = [(p, x, d) for (p, x), d in zip(leaves_paths, dims) if d is not None]
+    counts = collections.Counter(s for _, s in sizes).most_common()
+    msg = ["vmap got inconsistent sizes for array axes to be mapped:"]
+    if axis_size is not None:
+        msg.append(f"  * the `axis_size` argument was {axis_size};")
+    for k, (sz, ct) in enumerate(counts):
+        i = next(j for j, (_, s) in enumerate(sizes) if s == sz)
+        p, x, d = mapped[i]
+        if ct == 1:
+            msg.append(f"  * one axis had size {sz}: axis {d} of {label(p, x)};")
+        else:
+            kind = "most" if k == 0 else "some"
+            msg.append(f"  * {kind} axes ({ct} of them) had size {sz}, e.g. axis {d} of {label(p, x)};")
+    msg[-1] = msg[-1][:-1]
+    # then every mapped argument, by its position in the call
+    msg.append(f"vmap({name}) got inconsistent sizes for the mapped axis:")
+    msg.extend(f"  argument {_path(p)} has size {s} along its mapped axis" for p, s in sizes)
+    if axis_size is not None:
+        msg.append(f"  axis_size={axis_size}")
+    return FtransValueError("\n".join(msg))
 
 
 def _path(path: tuple) -> str:

@@ -180,6 +180,28 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 # Argument handling
 
 
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's (and ftrans.dtypes') tangent dtype of integers
+
+
+def _is_float0(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype == _FLOAT0
+
+
+class _Float0Result:
+    """A float0 result of a jitted function in its output tree: the program returns a bool
+    placeholder of its shape, and unflattening gives back ``numpy.zeros(shape, float0)``."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple):
+        self.shape = tuple(shape)
+
+
+tree_util.register_pytree_node(
+    _Float0Result, lambda r: ((np.zeros(r.shape, np.bool_),), r.shape),
+    lambda shape, _: np.zeros(shape, _FLOAT0))
+
+
 def _leaf_aval(x: Any) -> ShapedArray | None:
     """The abstract value of a dynamic argument leaf, or None if it is not an array."""
     t = type(x)
@@ -773,15 +795,21 @@ class JitWrapped:
         avals = []
         tracing = False
         spread = self._spmd_always
+        float0_in = False
         for leaf in leaves:
             a = _leaf_aval(leaf)
             if a is None:
-                raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
+                if not _is_float0(leaf):
+                    raise _bad_leaf_error(self.__name__, args, kwargs, leaf, self, (full_args, full_kwargs))
+                a = ShapedArray(leaf.shape, _FLOAT0, False)
+                float0_in = True
             if isinstance(leaf, Tracer):
                 tracing = True
             elif type(leaf) is ShardedArray:
                 spread = True
             avals.append(a)
+        if float0_in:  # a float0 argument carries no data: the program gets a bool placeholder (as in JAX)
+            leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
                 return self._fun(*full_args, **full_kwargs)
@@ -982,8 +1010,13 @@ class JitWrapped:
             return self._trace_uncached(args, kwargs, avals, in_tree)
         from ftrans.transforms.passes import pipeline_state
 
-        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics,
-               _config_mod.config.enable_x64, tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state())
+        st = _trace.state
+        if st.source_override is not None:
+            return self._trace_uncached(args, kwargs, avals, in_tree)
+        cfg = _config_mod.config
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, st.name_stack,
+               cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
+               tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state())
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:
@@ -1008,13 +1041,24 @@ class JitWrapped:
         out_tree_box: list = []
         fname = self.__name__
 
+        float0_in = [i for i, a in enumerate(avals) if a.dtype == _FLOAT0]
+
         def flat_fun(*flat_in: Any) -> list:
+            if float0_in:  # the function sees its float0 arguments as they are (zeros of no data)
+                flat_in = list(flat_in)
+                for i in float0_in:
+                    flat_in[i] = np.zeros(avals[i].shape, _FLOAT0)
             dargs, dkw = tree_util.tree_unflatten(in_tree, flat_in)
             full = list(args)
             for i, a in zip(dyn_idx, dargs):
                 full[i] = a
             out = self._fun(*full, **dkw, **static_kw)
             flat_out, out_tree = tree_util.tree_flatten(out)
+            if any(_is_float0(o) for o in flat_out if _leaf_aval(o) is None):
+                # float0 results (an integer input's gradient) come back as float0 zeros of their
+                # shape; the program carries a bool placeholder, as JAX's does.
+                out = tree_util.tree_map(lambda o: _Float0Result(o.shape) if _is_float0(o) else o, out)
+                flat_out, out_tree = tree_util.tree_flatten(out)
             for o in flat_out:
                 if _leaf_aval(o) is None:
                     if type(o) is int:  # a Python int the default integer type cannot hold
@@ -1040,7 +1084,8 @@ class JitWrapped:
         st = _trace.state
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
-            closed, _ = stage(flat_fun, [a for a in avals])
+            closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
+                                         else a for a in avals])
         finally:
             st.primal_rewriter = prev
         return run_pipeline(closed, name=fname, optimizations=self._optimizations,
@@ -1194,7 +1239,7 @@ class JitWrapped:
         # NumPy leaves enter with the canonical dtype their aval was traced with
         # (a float64 NumPy value is a float32 operand unless x64 is on).
         leaves = [x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype
-                  else x for x, a in zip(leaves, avals)]
+                  and a.dtype != _FLOAT0 else x for x, a in zip(leaves, avals)]
         donated = (False,) * len(consts) + self._donate_mask(args, kwargs, len(leaves))
         if self._in_shardings is not None:  # the layouts asked for survive inside an enclosing program
             from ftrans.transforms import sharded_jit

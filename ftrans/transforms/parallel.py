@@ -159,9 +159,9 @@ class PmapWrapped:
             nd = len(a.shape)
             if not -nd <= d < nd or nd == 0:
                 raise FtransValueError(
-                    f"pmap({self.__name__}) was requested to map its argument along axis {d}, which implies "
+                    f"pmap was requested to map its argument along axis {d}, which implies "
                     f"that its rank should be at least {max(d + 1, -d)}, but is only {nd} (its shape is "
-                    f"{a.shape}); argument {_path(path)}")
+                    f"{a.shape}); argument {_path(path)} of pmap({self.__name__})")
             sizes.append((path, a.shape[d % nd]))
         if not sizes:
             if self._axis_size is None:

@@ -36,6 +36,26 @@ def _fname(fun: Callable) -> str:
     return getattr(fun, "__name__", type(fun).__name__)
 
 
+_DOCS = {
+    "grad": "Gradient of {fun} with respect to positional argument(s) {argnums}. Takes the same arguments as "
+            "{fun} but returns the gradient, which has the same shape as the arguments at positions {argnums}.",
+    "value_and_grad": "Value and gradient of {fun} with respect to positional argument(s) {argnums}. Takes the "
+                      "same arguments as {fun} but returns a two-element tuple where the first element is the "
+                      "value of {fun} and the second element is the gradient, which has the same shape as the "
+                      "arguments at positions {argnums}.",
+    "jac": "Jacobian of {fun} with respect to positional argument(s) {argnums}. Takes the same arguments as {fun} "
+           "but returns the jacobian of the output with respect to the arguments at positions {argnums}.",
+}
+
+
+def _describe(wrapper: Callable, fun: Callable, kind: str, argnums: Any) -> Callable:
+    """Give a differentiated function JAX's docstring for it (what it computes, of which function)."""
+    if not isinstance(argnums, int):
+        argnums = tuple(argnums)
+    wrapper.__doc__ = _DOCS[kind].format(fun=_fname(fun), argnums=argnums)
+    return wrapper
+
+
 def _operand(where: str, path: str, x: Any) -> Any:
     from ftrans.core.operands import as_operand
 
@@ -319,7 +339,7 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         value = (out, aux) if has_aux else out
         return value, g
 
-    return value_and_grad_f
+    return _describe(value_and_grad_f, fun, "value_and_grad", argnums)
 
 
 def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
@@ -351,7 +371,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
             return g, value[1]
         return g
 
-    return grad_f
+    return _describe(grad_f, fun, "grad", argnums)
 
 
 def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = False,
@@ -444,20 +464,33 @@ class _Linearized(_Pullback):
         ins = []
         for i, (t, aval, d) in enumerate(zip(t_leaves, self._in_avals, self._diff)):
             if not d:
+                # An integer or bool primal: its tangent is a float0 zero of the primal's shape.
+                if not (isinstance(t, np.ndarray) and t.dtype == float0 and t.shape == tuple(aval.shape)):
+                    raise self._inconsistent(i, t, aval)
                 continue
             t = _operand(f"linearize({name})", f"tangent {i}", t)
             ta = aval_of(t)
             if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
-                raise FtransValueError(  # JAX: ValueError
-                    f"linearize({name}): tangent {i} has type {ta.str_short()} but its primal has type "
-                    f"{aval.str_short()}"
-                )
+                raise self._inconsistent(i, t, aval)
             ins.append(t)
         lin = self._lin
         outs = iter(eval_jaxpr(lin.jaxpr, lin.consts, *ins))
         res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
                for a, z in zip(self._out_avals, self._zero_out)]
         return tree_util.tree_unflatten(self._out_tree, res)
+
+    def _inconsistent(self, i: int, t: Any, aval: ShapedArray) -> FtransValueError:
+        def short(shape: tuple, d: np.dtype) -> str:
+            return f"float0{list(shape)}" if d == float0 else ShapedArray(tuple(shape), d, False).str_short()
+
+        want = tangent_aval(aval)
+        d = np.asarray(t).dtype if isinstance(t, np.ndarray) else aval_of(t).dtype
+        hint = (" (an integer or bool primal's tangent is numpy.zeros(shape, dtype=ftrans.dtypes.float0))"
+                if want.dtype == float0 else "")
+        return FtransValueError(  # JAX: ValueError
+            f"linearize({self._name}): linearized function called on tangent values inconsistent with "
+            f"the original primal values: tangent {i} has type {short(np.shape(t), d)} but its primal has type "
+            f"{aval.str_short()}, so the tangent must be {short(want.shape, want.dtype)}{hint}")
 
 
 def _linearized_unflatten(aux: tuple, leaves: Any) -> _Linearized:
@@ -470,18 +503,17 @@ tree_util.register_pytree_node(_Linearized, _pullback_flatten, _linearized_unfla
 
 
 def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
-    """``jax.linear_transpose``: the transpose of a linear ``fun``; ``primals`` give only shapes and dtypes."""
+    """``jax.linear_transpose``: the transpose of a linear ``fun``; ``primals`` give only shapes and dtypes.
+
+    As in JAX the function is linear over floating/complex values, or over integers (``2 * x`` on
+    int32 transposes to ``2 * ct``), never a mix of the two.
+    """
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes is not supported")
     leaves, in_tree = tree_util.tree_flatten(tuple(primals))
     in_avals = []
-    for i, x in enumerate(leaves):
+    for x in leaves:
         a = x if isinstance(x, ShapedArray) else _shape_dtype(x)
-        if not dtypes.issubdtype(a.dtype, np.inexact):
-            raise FtransTypeError(
-                f"linear_transpose: linear functions take floating or complex inputs, but input {i} has "
-                f"dtype {a.dtype.name}"
-            )
         in_avals.append(ShapedArray(tuple(a.shape), a.dtype, False))
     out_tree_box: list = []
     name = _fname(fun)
@@ -493,18 +525,42 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -
         return flat
 
     closed, _ = stage(flat_fun, in_avals)
-    out_tree = out_tree_box[0]
     out_avals = closed.out_avals
+    in_d = [a.dtype for a in in_avals]
+    out_d = [a.dtype for a in out_avals]
+    if not (all(dtypes.issubdtype(d, np.inexact) for d in in_d + out_d)
+            or all(dtypes.issubdtype(d, np.integer) for d in in_d + out_d)):
+        raise FtransTypeError(
+            f"linear_transpose({name}): linear_transpose only supports [float or complex] -> [float or complex], "
+            f"and integer -> integer functions, but got {[d.name for d in in_d]} -> {[d.name for d in out_d]}; "
+            "pass primals of the dtype the function is linear in")
+    return _Transposed(name, closed, in_avals, in_tree, list(out_avals), out_tree_box[0])
 
-    def transposed(ct: Any) -> tuple:
+
+class _Transposed:
+    """The function ``linear_transpose`` returns: output cotangents -> input cotangents.
+
+    Like the ``vjp`` pullback (and JAX's ``Partial``) it is a pytree whose leaves are the constants of
+    the linear program, so it can be returned from ``jit`` and passed into one.
+    """
+
+    def __init__(self, name: str, closed: ClosedJaxpr, in_avals: list, in_tree: Any, out_avals: list,
+                 out_tree: Any):
+        self._name, self._closed = name, closed
+        self._in_avals, self._in_tree = in_avals, in_tree
+        self._out_avals, self._out_tree = out_avals, out_tree
+        self.__name__ = f"transpose({name})"
+
+    def __call__(self, ct: Any) -> tuple:
+        name, closed = self._name, self._closed
         c_leaves, c_tree = tree_util.tree_flatten(ct)
-        if c_tree != out_tree:
+        if c_tree != self._out_tree:
             raise FtransTypeError(
-                f"linear_transpose({name}): the cotangent must have the output's structure {out_tree}, "
+                f"linear_transpose({name}): the cotangent must have the output's structure {self._out_tree}, "
                 f"got {c_tree}"
             )
         cts = []
-        for i, (c, a) in enumerate(zip(c_leaves, out_avals)):
+        for i, (c, a) in enumerate(zip(c_leaves, self._out_avals)):
             c = _operand(f"linear_transpose({name})", f"cotangent {i}", c)
             ca = aval_of(c)
             if (tuple(ca.shape), ca.dtype) != (tuple(a.shape), a.dtype):
@@ -513,11 +569,22 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -
                     f"type {a.str_short()}"
                 )
             cts.append(c)
-        args = [UndefinedPrimal(a) for a in in_avals]
+        args = [UndefinedPrimal(a) for a in self._in_avals]
         outs = backward_pass(closed.jaxpr, closed.consts, args, cts)
-        return tree_util.tree_unflatten(in_tree, [instantiate(o) for o in outs])
+        return tree_util.tree_unflatten(self._in_tree, [instantiate(o) for o in outs])
 
-    return transposed
+
+def _transposed_flatten(t: _Transposed) -> tuple[list, tuple]:
+    return list(t._closed.consts), (t._name, t._closed.jaxpr, tuple(t._in_avals), t._in_tree,
+                                    tuple(t._out_avals), t._out_tree)
+
+
+def _transposed_unflatten(aux: tuple, leaves: Any) -> _Transposed:
+    name, jaxpr, in_avals, in_tree, out_avals, out_tree = aux
+    return _Transposed(name, ClosedJaxpr(jaxpr, list(leaves)), list(in_avals), in_tree, list(out_avals), out_tree)
+
+
+tree_util.register_pytree_node(_Transposed, _transposed_flatten, _transposed_unflatten)
 
 
 def _shape_dtype(x: Any) -> ShapedArray:
@@ -544,6 +611,20 @@ def _std_basis(avals: list[ShapedArray]) -> tuple[int, list]:
         out.append(Array._new(block.reshape((n,) + tuple(a.shape)), a.weak_type))
         start += size
     return n, out
+
+
+def std_basis(pytree: Any) -> Any:
+    """JAX's ``jax._std_basis``: the standard basis of ``pytree``'s flattened leaves, as a pytree like it.
+
+    Each leaf becomes an array ``[n, *leaf.shape]`` (``n`` the total number of elements) in the
+    leaves' promoted dtype; row ``k`` is one-hot in the ``k``-th element of all leaves together.
+    """
+    from ftrans.core.operands import result_type, shape_of
+
+    leaves, tree = tree_util.tree_flatten(pytree)
+    dtype = result_type(*leaves)
+    _, basis = _std_basis([ShapedArray(tuple(shape_of(x)), dtype, False) for x in leaves])
+    return tree_util.tree_unflatten(tree, basis)
 
 
 def _split_blocks(stacked: Any, axis_first: bool, inner_shape: tuple, avals: list[ShapedArray]) -> list:
@@ -640,7 +721,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
         return (jac, aux) if has_aux else jac
 
-    return jac_f
+    return _describe(jac_f, fun, "jac", argnums)
 
 
 def _zeros_like(x: Any) -> Any:
@@ -685,7 +766,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
         return (jac, aux) if has_aux else jac
 
-    return jac_f
+    return _describe(jac_f, fun, "jac", argnums)
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
