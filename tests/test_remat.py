@@ -144,3 +144,66 @@ def test_bad_arguments():
     f = ftrans.checkpoint(lambda s, x: x * 2.0)
     with pytest.raises(TypeError, match="mark other arguments with static_argnums"):
         ftrans.grad(lambda x: f("not an array", x))(1.0)
+
+
+# ---------------------------------------------------------------- HLO text: the no-CSE barrier, as XLA sees it
+def _sin_sin_remat(T, lax_, **kw):
+    @T.checkpoint if not kw else (lambda f: T.checkpoint(f, **kw))
+    def g(x):
+        return lax_.sin(lax_.sin(x)), 3.0
+
+    return lambda x: g(x)[0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"policy": cp.nothing_saveable}, {"prevent_cse": False}])
+def test_hlo_text_shows_the_barrier_only_in_the_backward_pass(kw):
+    jkw = {k: (jax.checkpoint_policies.nothing_saveable if k == "policy" else v) for k, v in kw.items()}
+    for T, lax_, k in ((ftrans, ftrans.lax, kw), (jax, jax.lax, jkw)):
+        f = _sin_sin_remat(T, lax_, **k)
+        fwd = T.jit(f).lower(2.0).as_text("hlo")
+        bwd = T.jit(T.grad(f)).lower(2.0).as_text("hlo")
+        assert fwd.startswith("HloModule") and "sine(" in fwd
+        assert "opt-barrier" not in fwd and "while" not in fwd and "conditional" not in fwd
+        assert ("opt-barrier" in bwd) == kw.get("prevent_cse", True), (T.__name__, bwd)
+        assert "cosine(" in bwd
+
+
+def test_hlo_text_of_a_program_and_unknown_dialect():
+    lowered = ftrans.jit(lambda x, y: fjnp.dot(x, y) + 1.0).lower(W1, X)
+    text = lowered.as_text("hlo")
+    assert text.startswith("HloModule") and " dot(" in text and "ROOT" in text
+    assert lowered.as_text() == lowered.as_text("stablehlo")
+    with pytest.raises(ValueError, match="dialect"):
+        lowered.as_text("llvm")
+
+
+# ---------------------------------------------------------------- a custom_jvp rule that applies the function to tangents
+def _linear_custom_sum(T, np_):
+    @T.custom_jvp
+    def csum(x):
+        return np_.sum(x, axis=0)
+
+    @csum.defjvp
+    def csum_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        return csum(x), csum(xdot)  # the function itself, on the tangent
+
+    return csum
+
+
+def test_custom_jvp_applied_to_tangents_inside_checkpoint_transposes():
+    """Its tangent half is a custom_jvp call on a linear value; reverse mode transposes it through its body."""
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    outs = []
+    for T, np_, lax_, pol in ((ftrans, fjnp, ftrans.lax, cp.checkpoint_dots),
+                              (jax, jjnp, jax.lax, jax.checkpoint_policies.checkpoint_dots)):
+        csum = _linear_custom_sum(T, np_)
+        f = T.checkpoint(lambda v: np_.sin(csum(v)), policy=pol)
+        g = lambda xs: lax_.scan(lambda _, v: (None, f(v)), None, xs)[1]  # noqa: E731
+        outs.append((T.grad(lambda v: f(v).sum())(x[0]), T.grad(lambda xs: g(xs).sum())(x),
+                     T.jvp(g, (x,), (np.ones_like(x),))[1]))
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (x[0],), order=2, modes=["fwd", "rev"])
+            ftrans.test_util.check_grads(g, (x,), order=2, modes=["fwd", "rev"])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

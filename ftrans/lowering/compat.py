@@ -130,6 +130,22 @@ def _parsed_module(text: str) -> Any:
         return _ir.Module.parse(text)
 
 
+def hlo_text(module_text: str, *, debug_info: bool = False) -> str:
+    """The HLO text of a StableHLO module (``Lowered.as_text("hlo")``), converted by XLA's own translator."""
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib import _jax
+    from jax._src.lib import hlo as _hlo
+
+    with _mlir.make_ir_context():
+        from jax._src.lib.mlir import ir as _ir
+
+        code = _mlir.module_to_bytecode(_ir.Module.parse(module_text))
+    computation = _jax.mlir.mlir_module_to_xla_computation(code, use_tuple_args=False)
+    opts = _hlo.HloPrintOptions.short_parsable()
+    opts.print_metadata = debug_info
+    return computation.as_hlo_module().to_string(opts)
+
+
 def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
     """``execute_fn`` for a program that calls back into Python: each call waits until the program
     (and so every callback it made) has finished, so a print shows before the call returns and a

@@ -1346,11 +1346,13 @@ class Lowered:
         return report_for(self._traced.jaxpr)
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
-        """The StableHLO module. Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
+        """The StableHLO module (``dialect="hlo"``: XLA's HLO text of it). Every op carries its location, ``loc("jit(f)/scope/prim"("file":line:0))``
         (the ``named_scope`` names and the user's line), whatever ``debug_info`` says (JAX shows them only
         with ``debug_info=True``)."""
+        if dialect == "hlo":  # XLA's HLO text, as XLA's own translator makes it from the StableHLO
+            return compat.hlo_text(self._text, debug_info=debug_info)
         if dialect not in (None, "stablehlo"):
-            raise FtransValueError(f"Lowered.as_text: dialect {dialect!r} is not available; use 'stablehlo'")
+            raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
         return self._text
 
     @property

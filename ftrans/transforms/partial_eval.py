@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, eqn_has_effects
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
@@ -55,6 +56,20 @@ class LinearizeTrace(DynamicJaxprTrace):
     __slots__ = ()
 
     def pure(self, val: Any) -> StagingTracer:
+        if type(val) is Array and val._value.ndim == 0:
+            # A scalar array the linear program reads is a residual (a constant of the jaxpr, a leaf of the
+            # pullback), as in JAX; only Python scalars become literals.
+            builder = self.main.payload
+            t = builder.const_tracers.get(id(val))
+            if t is None:
+                aval = ShapedArray((), val._value.dtype, val.weak_type)
+                v = Var(aval)
+                t = StagingTracer(self, aval, v)
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                builder.const_vals.append((v, val))
+                builder.known[id(v)] = val
+            return t
         t = super().pure(val)
         if isinstance(t.atom, Var):
             self.main.payload.known[id(t.atom)] = val
@@ -105,7 +120,19 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJ
         out_tracers = [trace.full_raise(instantiate(t)) for t, z in zip(t_out, zero_out) if not z]
         in_tracers = [t for t in tangents if type(t) is not Zero]
         jaxpr, consts = builder.build(in_tracers, out_tracers)
-    return p_out, ClosedJaxpr(jaxpr, consts), diff, zero_out, aux
+    return p_out, _prune_linear(jaxpr, consts), diff, zero_out, aux
+
+
+def _prune_linear(jaxpr: Jaxpr, consts: list) -> ClosedJaxpr:
+    """Drop the linear program's dead equations (a tangent nobody reads) and the residuals only they read,
+    as JAX's linearize does, so a pullback keeps no value alive that its backward pass never uses."""
+    new, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    read = {id(a) for e in new.eqns for a in e.invars} | {id(v) for v in new.outvars}
+    if new is jaxpr and all(id(v) in read for v in jaxpr.constvars):
+        return ClosedJaxpr(jaxpr, consts)
+    keep = [id(v) in read for v in jaxpr.constvars]
+    return ClosedJaxpr(Jaxpr([v for v, k in zip(jaxpr.constvars, keep) if k], new.invars, new.eqns, new.outvars),
+                       [c for c, k in zip(consts, keep) if k])
 
 
 # ----------------------------------------------------------------------------
