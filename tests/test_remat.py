@@ -18,6 +18,8 @@ from ftrans.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_r
 from ftrans.core.ir import typecheck
 
 cp = ftrans.checkpoint_policies
+API_F = (ftrans, fjnp, ftrans.lax)
+API_J = (jax, jjnp, jax.lax)
 RNG = np.random.RandomState(0)
 W1 = (RNG.randn(6, 6) / 3).astype(np.float32)
 W2 = (RNG.randn(6, 6) / 3).astype(np.float32)
@@ -207,3 +209,111 @@ def test_custom_jvp_applied_to_tangents_inside_checkpoint_transposes():
             ftrans.test_util.check_grads(g, (x,), order=2, modes=["fwd", "rev"])
     for a, b in zip(*outs):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- the policy reaches into cond / scan / jit bodies
+def _counts(text):
+    return text.count(" sin "), text.count(" cos "), text.count(" dot_general")
+
+
+def _funky_sin(T, np_, lax_, inner):
+    """A custom_jvp sin whose rule computes sin and cos together inside a jit (or a cond)."""
+    @T.custom_jvp
+    def sin(x):
+        return np_.sin(x)
+
+    def sin_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        if inner == "jit":
+            y, c = T.jit(lambda: (np_.sin(x), np_.cos(x)))()
+        else:
+            y, c = lax_.cond(True, lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), lambda xs: xs, (x, x))
+        return y, c * xdot
+
+    sin.defjvp(sin_jvp)
+    return sin
+
+
+def _policies(T):
+    save = lambda name: (lambda prim, *_, **__: str(prim) == name)  # noqa: E731
+    cps = T.checkpoint_policies
+    return {"save_cos": save("cos"), "save_sin": save("sin"), "everything": cps.everything_saveable,
+            "nothing": cps.nothing_saveable}
+
+
+@pytest.mark.parametrize("inner", ["jit", "cond"])
+@pytest.mark.parametrize("pol", ["save_cos", "save_sin", "everything", "nothing"])
+def test_policy_inside_cond_saves_and_recomputes_like_jax(pol, inner):
+    """What the linear program of checkpoint(cond(custom_jvp sin)) recomputes follows the policy inside the
+    branch and inside the jit/cond of the rule (JAX: sin 0 and cos 0 when cos may be saved, cos 1 when not)."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        sin = _funky_sin(T, np_, lax_, inner)
+        f = T.checkpoint(lambda x: lax_.cond(x.sum() > -np.inf, sin, lambda x: x, x), policy=_policies(T)[pol])
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        np.testing.assert_allclose(np.asarray(T.grad(f)(3.0)), np.cos(3.0), rtol=1e-5)
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (3.0,), order=2, modes=["rev"])
+    assert got[0] == got[1]
+
+
+def test_policy_inside_nested_conds_recomputes_the_inner_output():
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        sin = _funky_sin(T, np_, lax_, "cond")
+        app = lambda x: lax_.cond(True, sin, lambda x: x, x)  # noqa: E731
+        f = T.checkpoint(lambda x: app(app(x)), policy=T.checkpoint_policies.nothing_saveable)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        np.testing.assert_allclose(np.asarray(T.grad(f)(3.0)), np.cos(np.sin(3.0)) * np.cos(3.0), rtol=1e-5)
+    assert got[0] == got[1] == (1, 2, 0)
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_checkpoint_dots_with_cond_saves_the_dots(where):
+    """Under checkpoint_dots the backward pass recomputes the sins and cosines of a cond's branch from the
+    saved dots (2 sin, 3 cos, 5 dots in the backward program), as JAX's does."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        x = np_.ones((5,))
+
+        def f(W):
+            def body(x):
+                for _ in range(3):
+                    x = np_.sin(np_.dot(x, W))
+                return x
+            return lax_.cond(x.sum() > 0, body, lambda x: x, x)
+
+        f = T.checkpoint(f, policy=T.checkpoint_policies.checkpoint_dots)
+        y, f_vjp = T.vjp(f, np_.ones((5, 5)))
+        got.append(_counts(str(T.make_jaxpr(f_vjp)(y))))
+        got.append(np.asarray(f_vjp(np_.ones((5,)))[0]))
+    assert got[0] == got[2] == (2, 3, 5)
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-5, atol=1e-6)
+
+
+def test_policy_inside_scan_saves_what_it_may():
+    """checkpoint(scan) with a policy saving cos: the linear program recomputes nothing (JAX: 0 sin, 0 cos);
+    without a policy the scan is recomputed (sin and cos both appear)."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        to_scan = lambda c, _: (np_.sin(c), np_.sin(c))  # noqa: E731
+        f = T.checkpoint(lambda x: lax_.scan(to_scan, x, None, length=3),
+                         policy=lambda prim, *_, **__: str(prim) == "cos")
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        g = T.checkpoint(lambda x: lax_.scan(to_scan, x, None, length=3))
+        text = str(T.make_jaxpr(T.linearize(g, 4.0)[1])(1.0))
+        assert " sin " in text and " cos " in text
+        got.append(np.asarray(T.grad(lambda x: f(x)[1].sum())(3.0)))
+    assert got[0] == got[2] == (0, 0, 0)
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-5)
+
+
+def test_known_output_of_a_split_jit_feeds_a_later_one_under_checkpoint():
+    """remat(f) where f calls a jitted multiply twice: the second call's known operand (the first's primal
+    output) is recomputed under the policy, and the backward pass stays linear."""
+    for pol in (None, cp.nothing_saveable, cp.everything_saveable):
+        mul = ftrans.jit(lambda a, b: a * b)
+        f = ftrans.checkpoint(lambda w, x: mul(mul(w, x), mul(w, x)), policy=pol)
+        g = ftrans.grad(f, argnums=(0, 1))(1.5, 2.0)
+        np.testing.assert_allclose([float(v) for v in g], [2 * 1.5 * 4.0, 2 * 2.0 * 2.25], rtol=1e-6)
+        ftrans.test_util.check_grads(f, (1.5, 2.0), order=2, modes=["rev"])

@@ -99,11 +99,20 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
 
 
 def _call_split(prim: C.CallPrimitive) -> Callable:
-    def rule(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
-        """Split a call equation into a known call (returning the residuals too) and an unknown call."""
+    def rule(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable | None = None,
+             force: list[bool] | None = None) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+        """Split a call equation into a known call (returning the residuals too) and an unknown call.
+
+        ``saveable`` is an enclosing checkpoint's policy: it decides, inside the body too, what the known
+        call may save (JAX's ``call_partial_eval_custom_rule``); without one a call uses its own (a
+        ``remat``'s). ``force`` marks known outputs the unknown call must produce as well (the unknown side
+        of the enclosing split reads them).
+        """
         params = eqn.params
+        policy = saveable if saveable is not None else prim.residual_policy(params)
         with prim.body_env(params):
-            k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, prim.residual_policy(params))
+            k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, policy, also=force)
+        force = force or [False] * len(out_unk)
         k, sources = forward_input_residuals(k, n_res)
         known_idx = [i for i, un in enumerate(unk_in) if not un]
         k_in = [eqn.invars[i] for i in known_idx]
@@ -112,12 +121,12 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         res = [next(it) if s is None else k_in[s] for s in sources]
         u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
         k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
-        u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
+        u_out = [v for v, un, f in zip(eqn.outvars, out_unk, force) if un or f]
         k_ins = [("in", i) for i in known_idx]
         k_outs = [("out", j) for j, un in enumerate(out_unk) if not un] + ["res"] * len(new_vars)
         u_ins = ["res" if s is None else ("in", known_idx[s]) for s in sources] + \
             [("in", i) for i, un in enumerate(unk_in) if un]
-        u_outs = [("out", j) for j, un in enumerate(out_unk) if un]
+        u_outs = [("out", j) for j, (un, f) in enumerate(zip(out_unk, force)) if un or f]
         k_eqn = eqn.replace(invars=k_in, outvars=k_out,
                             params=prim.with_body(params, k, "known", len(k_in), k_ins, k_outs))
         u_eqn = eqn.replace(invars=u_in, outvars=u_out,
@@ -125,6 +134,7 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         return k_eqn, u_eqn, out_unk
 
     rule.__name__ = f"{prim.name}_split"
+    rule.policy_aware = True  # type: ignore[attr-defined]
     return rule
 
 
