@@ -317,3 +317,25 @@ def test_known_output_of_a_split_jit_feeds_a_later_one_under_checkpoint():
         g = ftrans.grad(f, argnums=(0, 1))(1.5, 2.0)
         np.testing.assert_allclose([float(v) for v in g], [2 * 1.5 * 4.0, 2 * 2.0 * 2.25], rtol=1e-6)
         ftrans.test_util.check_grads(f, (1.5, 2.0), order=2, modes=["rev"])
+
+
+def test_prevent_cse_per_argument_barrier_text_and_gradients():
+    """prevent_cse as a tuple (one flag per argument): the backward pass's barrier prints as MLIR's
+    custom assembly (``stablehlo.optimization_barrier %a, %b : ...``), as JAX's lowering does."""
+    import re
+
+    outs = []
+    for T, np_, _ in (API_F, API_J):
+        layer = T.checkpoint(lambda W, x: x @ W + np_.array([1.0, 2.0, 3.0]), prevent_cse=(False, True))
+
+        def loss(Ws, x, layer=layer, np_=np_):
+            for W in Ws:
+                x = layer(W, x)
+            return np_.sum(x ** 2)
+
+        Ws = [np_.ones((3, 3)) * 0.5 for _ in range(2)]
+        txt = T.jit(T.grad(loss, (0, 1))).lower(Ws, np_.ones(3)).as_text()
+        assert re.search(r"optimization_barrier %[a-z0-9]+, %[a-z0-9]+ :", txt), T.__name__
+        outs.append(T.jit(T.grad(loss, (0, 1)))(Ws, np_.ones(3)))
+    for a, b in zip(jax.tree_util.tree_leaves(outs[0]), jax.tree_util.tree_leaves(outs[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5)
