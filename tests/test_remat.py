@@ -339,3 +339,26 @@ def test_prevent_cse_per_argument_barrier_text_and_gradients():
         outs.append(T.jit(T.grad(loss, (0, 1)))(Ws, np_.ones(3)))
     for a, b in zip(jax.tree_util.tree_leaves(outs[0]), jax.tree_util.tree_leaves(outs[1])):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5)
+
+
+def test_residual_logging_at_debug_level(caplog):
+    """As JAX does, linearizing a checkpoint logs (DEBUG) which inputs and intermediates it saves."""
+    import logging
+
+    def f(x):
+        return fjnp.cos(fjnp.sin(x).sum())
+
+    x = fjnp.arange(3.0)
+    cases = [(None, True, False), (cp.everything_saveable, False, True),
+             (lambda p, *_, **__: str(p) == "cos", True, True)]
+    for pol, inputs, intermediates in cases:
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="ftrans.ad_checkpoint"):
+            g = ftrans.grad(ftrans.checkpoint(f, policy=pol))(x)
+        text = "\n".join(r.getMessage() for r in caplog.records if r.name == "ftrans.ad_checkpoint")
+        assert ("saving inputs with shapes:\n  f32[3]" in text) == inputs, text
+        assert ("saving these intermediates:" in text) == intermediates, text
+        if intermediates:
+            assert "output of cos from" in text and "test_remat.py" in text
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(
+            lambda v: jjnp.cos(jjnp.sin(v).sum()))(np.arange(3.0, dtype=np.float32))), rtol=1e-5)

@@ -19,6 +19,7 @@ partial-evaluation rules here.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,8 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
                                                                          prim.residual_policy(params))
         n_known_out = len(out_unknowns) - sum(out_unknowns)
         if prim.inline_known:
+            if _logger.isEnabledFor(logging.DEBUG):
+                _log_residuals(known_j, n_res)
             outs = eval_jaxpr(known_j.jaxpr, list(known_j.consts), *known_vals)
             known_outs, res = list(outs[:n_known_out]), list(outs[n_known_out:])
             res_from = ["res"] * len(res)
@@ -96,6 +99,36 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
 
     rule.__name__ = f"{prim.name}_partial_eval"
     return rule
+
+
+_logger = logging.getLogger("ftrans.ad_checkpoint")
+
+
+def _log_residuals(known: ClosedJaxpr, n_res: int) -> None:
+    """At DEBUG level, what a checkpointed function saves for the backward pass (JAX logs the same)."""
+    j = known.jaxpr
+    res = j.outvars[len(j.outvars) - n_res:]
+    ins = {id(v) for v in j.invars}
+    producer = {id(v): e for e in j.eqns for v in e.outvars}
+    inputs = [v for v in res if isinstance(v, Var) and id(v) in ins]
+    body = []
+    for v in res:
+        if not isinstance(v, Var) or id(v) in ins:
+            continue
+        e = producer.get(id(v))
+        src = f"output of {e.primitive.name}" + (f" from {e.source_info}" if e and e.source_info else "") \
+            if e is not None else "a constant"
+        body.append((v.aval.str_short(), src))
+    if not inputs and not body:
+        return
+    msg = "remat-decorated function "
+    if inputs:
+        msg += "saving inputs with shapes:\n" + "".join(f"  {v.aval.str_short()}\n" for v in inputs)
+    if inputs and body:
+        msg += "and "
+    if body:
+        msg += "saving these intermediates:\n" + "".join(f"  {a} from {w}\n" for a, w in body)
+    _logger.debug(msg)
 
 
 def _call_split(prim: C.CallPrimitive) -> Callable:
