@@ -56,13 +56,13 @@ class LinearizeTrace(DynamicJaxprTrace):
     __slots__ = ()
 
     def pure(self, val: Any) -> StagingTracer:
-        if type(val) is Array and val._value.ndim == 0:
+        if isinstance(val, Array) and val.ndim == 0:
             # A scalar array the linear program reads is a residual (a constant of the jaxpr, a leaf of the
             # pullback), as in JAX; only Python scalars become literals.
             builder = self.main.payload
             t = builder.const_tracers.get(id(val))
             if t is None:
-                aval = ShapedArray((), val._value.dtype, val.weak_type)
+                aval = ShapedArray((), val.dtype, val.weak_type)
                 v = Var(aval)
                 t = StagingTracer(self, aval, v)
                 builder.const_tracers[id(val)] = t
