@@ -97,7 +97,10 @@ def test_explicit_rules_are_not_replaced_by_the_generic_ones():
     assert jvp_rules[C.custom_jvp_call_p] is ad_calls._custom_jvp_call_jvp
     assert partial_eval_rules[C.custom_vjp_call_p] is ad_calls._inline
     assert transpose_rules[C.remat_p] is lin_calls._remat_transpose
-    assert (C.custom_jvp_call_p, "transpose") in P.not_supported and C.custom_jvp_call_p not in transpose_rules
+    # custom_jvp_call transposes through its body (JAX's rule, for a rule that applies the function to its
+    # tangent), not through the generic call rule; custom_vjp_call has no transpose at all
+    assert transpose_rules[C.custom_jvp_call_p] is lin_calls._custom_jvp_call_transpose
+    assert (C.custom_vjp_call_p, "transpose") in P.not_supported and C.custom_vjp_call_p not in transpose_rules
 
 
 def test_eager_and_jit(probe_prim):

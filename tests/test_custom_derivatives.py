@@ -293,3 +293,38 @@ def test_eager_calls_run_the_function():
     f = make_clip_gradient(ftrans.custom_vjp, fjnp)
     close(f(-1.0, 1.0, np.arange(3.0, dtype=np.float32)), np.arange(3.0))
     close(F_SP(np.float32(2.0)), J_SP(np.float32(2.0)))
+
+
+def test_custom_vjp_bwd_cotangent_of_another_float_dtype_passes_through():
+    """bwd returning f32 for a bf16 argument: the cotangent keeps bwd's dtype (JAX's exception for inexact
+    arguments), so no precision is lost rounding it to bf16 -- also through a checkpoint under jit."""
+    from functools import partial
+
+    def build(T, np_):
+        @T.custom_vjp
+        def foo(x):
+            return np_.float32(1.0) * x.astype("float32")
+
+        foo.defvjp(lambda x: (foo(x), x), lambda x, _: (np_.float32(1.0) * x.astype("float32"),))
+
+        @T.custom_vjp
+        def sq(x):
+            return np_.dot(x, x)
+
+        sq.defvjp(lambda x: (sq(x), None), lambda _, g: (g,))
+        return foo, T.jit(partial(T.checkpoint, policy=lambda *_, **__: True)(lambda x: foo(sq(x))))
+
+    eps = np.float32(jjnp.finfo("bfloat16").eps)
+    outs = []
+    for T, np_ in ((ftrans, fjnp), (jax, jjnp)):
+        foo, f = build(T, np_)
+        x = np_.ones(2, dtype="bfloat16")
+        y, pb = T.vjp(foo, x)
+        (ct,) = pb(np_.ones_like(y))
+        xe = (np_.bfloat16(1) + eps) * np_.eye(2, dtype="bfloat16")
+        y2, pb2 = T.vjp(f, xe)
+        (ct2,) = pb2(np_.ones_like(y2))
+        outs.append((ct.dtype, ct2.dtype, np.asarray(y2), np.asarray(ct2)))
+    assert outs[0][:2] == outs[1][:2] == (np.dtype("float32"), np.dtype("float32"))
+    np.testing.assert_array_equal(outs[0][2], outs[0][3])  # y == its cotangent exactly (no bf16 rounding)
+    np.testing.assert_array_equal(outs[0][3], outs[1][3])

@@ -326,19 +326,6 @@ def test_grad_of_pmap_gives_host_arrays():
     assert len(g_f.devices()) == 1
 
 
-# ---------------------------------------------------------------- autodiff
-def test_eager_scalar_residuals_are_literals_not_pullback_leaves():
-    leaves = jax.tree_util.tree_leaves
-    assert len(leaves(jax.vjp(jnp.sin, 1.0)[1])) == 1
-    _, pb = ftrans.vjp(fnp.sin, 1.0)
-    assert leaves(pb) == []
-    assert "0.5403" in str(pb.linear_jaxpr)  # cos(1.0), folded in as a literal
-    np.testing.assert_allclose(np.asarray(pb(1.0)[0]), np.cos(1.0), rtol=1e-6)
-    # array residuals, and residuals of a vjp taken inside jit, are leaves
-    assert len(leaves(ftrans.vjp(fnp.sin, X)[1])) == 1
-    assert len(leaves(ftrans.jit(lambda x: ftrans.vjp(fnp.sin, x))(1.0)[1])) == 1
-
-
 # ---------------------------------------------------------------- interop
 class _OnlyArray:
     def __array__(self, dtype=None, copy=None):

@@ -190,3 +190,110 @@ def test_hypothesis_pullback_from_jit_matches_jax(vals):
         return y, pb(ct)
 
     tree_close(*both(case))
+
+
+# ---------------------------------------------------------------- residuals: args_res / opaque_residuals
+def test_eager_scalar_residual_is_a_leaf_as_in_jax():
+    """cos(1.0), computed eagerly, is a residual (a leaf and a constant of the linear program), not a literal."""
+    leaves = jax.tree_util.tree_leaves
+    _, pb = ftrans.vjp(fjnp.sin, 1.0)
+    lf, lj = leaves(pb), leaves(jax.vjp(jjnp.sin, 1.0)[1])
+    assert len(lf) == len(lj) == 1
+    close(lf[0], lj[0])
+    assert "0.5403" not in str(pb.linear_jaxpr.jaxpr)
+    close(pb(1.0)[0], np.float32(np.cos(1.0)))
+    # tree_map over the leaves reaches the scalar residual
+    pb2 = jax.tree_util.tree_map(lambda r: r * 2, pb)
+    close(pb2(1.0)[0], np.float32(2 * np.cos(1.0)))
+
+
+def _kinds(pb, T):
+    """'in' for an input the backward pass reads, '-' for one it does not (JAX's NotNeeded)."""
+    from jax._src.api import NotNeeded as JNotNeeded
+
+    from ftrans.transforms.reverse import NotNeeded as FNotNeeded
+
+    nn = FNotNeeded if T is ftrans else JNotNeeded
+    return [jax.tree_util.tree_map(lambda x: "-" if isinstance(x, nn) else "in", a,
+                                   is_leaf=lambda x: isinstance(x, nn)) for a in pb.args_res]
+
+
+def _fsdp(np_):
+    def f2(x, w):
+        x = 1. * x
+        x = x @ w
+        x = 2. * x
+        return x
+    return f2
+
+
+@pytest.mark.parametrize("case", ["sin", "fsdp", "cond", "pytree"])
+def test_args_res_and_opaque_residuals_match_jax(case):
+    x = np.linspace(0.5, 1.5, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+
+    def run(T, np_, lax_):
+        if case == "sin":
+            return T.vjp(np_.sin, np_.asarray(x))
+        if case == "fsdp":
+            return T.vjp(_fsdp(np_), np_.asarray(x), np_.asarray(w))
+        if case == "cond":
+            return T.vjp(lambda a: lax_.cond(a.sum() > 0, np_.sin, np_.cos, a), np_.asarray(x))
+        return T.vjp(lambda d: d["w"] @ d["x"].T, {"x": np_.asarray(x), "w": np_.asarray(w)})
+
+    (yf, pf), (yj, pj) = run(*API["ftrans"]), run(*API["jax"])
+    tree_close(yf, yj)
+    assert _kinds(pf, ftrans) == _kinds(pj, jax)
+    assert bool(pf.opaque_residuals) == bool(pj.opaque_residuals)
+    ct = np.ones(np.shape(yj), np.float32)
+    tree_close(pf(ct), pj(ct))
+
+
+def test_args_res_input_can_be_dropped_and_put_back():
+    """The FSDP pattern: drop the weight while holding the pullback, restore it before calling."""
+    x = np.linspace(0.5, 1.5, 12, dtype=np.float32).reshape(3, 4)
+    w = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    outs = []
+    for T, np_, _ in (API["ftrans"], API["jax"]):
+        wa = np_.asarray(w)
+        y, pb = T.vjp(_fsdp(np_), np_.asarray(x), wa)
+        assert pb.args_res[1] is wa
+        pb.args_res[1] = None
+        pb.args_res[1] = wa * 2  # a different weight: the pullback reads what args_res holds
+        outs.append(pb(np.ones(np.shape(y), np.float32)))
+    tree_close(*outs)
+
+
+def test_pullback_with_a_dropped_input_says_to_put_it_back():
+    x, w = fjnp.ones((3, 4)), fjnp.ones((4, 4))
+    y, pb = ftrans.vjp(_fsdp(fjnp), x, w)
+    pb.args_res[1] = None
+    with pytest.raises(errors.FtransValueError, match="put back"):
+        pb(fjnp.ones_like(y))
+    pb.args_res[1] = fjnp.ones((4, 5))
+    with pytest.raises(errors.FtransValueError, match="f32\\[4,5\\].*f32\\[4,4\\]"):
+        pb(fjnp.ones_like(y))
+
+
+def test_pullback_with_args_res_through_jit():
+    def case(T, np_, lax_):
+        def f(a, b):
+            return a * np_.sin(b)
+        y, pb = T.jit(lambda a, b: T.vjp(f, a, b))(X3, X3 + 1)
+        return T.jit(lambda p: p(np.ones(3, np.float32)))(pb)
+    tree_close(*both(case))
+
+
+def test_linearized_function_has_partials_shape():
+    """JAX's f_jvp is a Partial: f_jvp.func is a partial whose first argument is the linear jaxpr."""
+    @ftrans.checkpoint
+    def f(x):
+        return fjnp.sin(fjnp.sin(x))
+
+    _, f_lin = ftrans.linearize(f, 2.0)
+    text = str(f_lin.func.args[0])
+    assert "cos" in text and "remat" in text
+    (res,) = f_lin.args
+    close(f_lin.func(res, 1.0), f_lin(1.0))
+    _, j_lin = jax.linearize(jax.checkpoint(lambda x: jjnp.sin(jjnp.sin(x))), 2.0)
+    close(f_lin(1.0), j_lin(1.0))

@@ -18,6 +18,8 @@ from ftrans.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_r
 from ftrans.core.ir import typecheck
 
 cp = ftrans.checkpoint_policies
+API_F = (ftrans, fjnp, ftrans.lax)
+API_J = (jax, jjnp, jax.lax)
 RNG = np.random.RandomState(0)
 W1 = (RNG.randn(6, 6) / 3).astype(np.float32)
 W2 = (RNG.randn(6, 6) / 3).astype(np.float32)
@@ -144,3 +146,219 @@ def test_bad_arguments():
     f = ftrans.checkpoint(lambda s, x: x * 2.0)
     with pytest.raises(TypeError, match="mark other arguments with static_argnums"):
         ftrans.grad(lambda x: f("not an array", x))(1.0)
+
+
+# ---------------------------------------------------------------- HLO text: the no-CSE barrier, as XLA sees it
+def _sin_sin_remat(T, lax_, **kw):
+    @T.checkpoint if not kw else (lambda f: T.checkpoint(f, **kw))
+    def g(x):
+        return lax_.sin(lax_.sin(x)), 3.0
+
+    return lambda x: g(x)[0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"policy": cp.nothing_saveable}, {"prevent_cse": False}])
+def test_hlo_text_shows_the_barrier_only_in_the_backward_pass(kw):
+    jkw = {k: (jax.checkpoint_policies.nothing_saveable if k == "policy" else v) for k, v in kw.items()}
+    for T, lax_, k in ((ftrans, ftrans.lax, kw), (jax, jax.lax, jkw)):
+        f = _sin_sin_remat(T, lax_, **k)
+        fwd = T.jit(f).lower(2.0).as_text("hlo")
+        bwd = T.jit(T.grad(f)).lower(2.0).as_text("hlo")
+        assert fwd.startswith("HloModule") and "sine(" in fwd
+        assert "opt-barrier" not in fwd and "while" not in fwd and "conditional" not in fwd
+        assert ("opt-barrier" in bwd) == kw.get("prevent_cse", True), (T.__name__, bwd)
+        assert "cosine(" in bwd
+
+
+def test_hlo_text_of_a_program_and_unknown_dialect():
+    lowered = ftrans.jit(lambda x, y: fjnp.dot(x, y) + 1.0).lower(W1, X)
+    text = lowered.as_text("hlo")
+    assert text.startswith("HloModule") and " dot(" in text and "ROOT" in text
+    assert lowered.as_text() == lowered.as_text("stablehlo")
+    with pytest.raises(ValueError, match="dialect"):
+        lowered.as_text("llvm")
+
+
+# ---------------------------------------------------------------- a custom_jvp rule that applies the function to tangents
+def _linear_custom_sum(T, np_):
+    @T.custom_jvp
+    def csum(x):
+        return np_.sum(x, axis=0)
+
+    @csum.defjvp
+    def csum_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        return csum(x), csum(xdot)  # the function itself, on the tangent
+
+    return csum
+
+
+def test_custom_jvp_applied_to_tangents_inside_checkpoint_transposes():
+    """Its tangent half is a custom_jvp call on a linear value; reverse mode transposes it through its body."""
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    outs = []
+    for T, np_, lax_, pol in ((ftrans, fjnp, ftrans.lax, cp.checkpoint_dots),
+                              (jax, jjnp, jax.lax, jax.checkpoint_policies.checkpoint_dots)):
+        csum = _linear_custom_sum(T, np_)
+        f = T.checkpoint(lambda v: np_.sin(csum(v)), policy=pol)
+        g = lambda xs: lax_.scan(lambda _, v: (None, f(v)), None, xs)[1]  # noqa: E731
+        outs.append((T.grad(lambda v: f(v).sum())(x[0]), T.grad(lambda xs: g(xs).sum())(x),
+                     T.jvp(g, (x,), (np.ones_like(x),))[1]))
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (x[0],), order=2, modes=["fwd", "rev"])
+            ftrans.test_util.check_grads(g, (x,), order=2, modes=["fwd", "rev"])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- the policy reaches into cond / scan / jit bodies
+def _counts(text):
+    return text.count(" sin "), text.count(" cos "), text.count(" dot_general")
+
+
+def _funky_sin(T, np_, lax_, inner):
+    """A custom_jvp sin whose rule computes sin and cos together inside a jit (or a cond)."""
+    @T.custom_jvp
+    def sin(x):
+        return np_.sin(x)
+
+    def sin_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        if inner == "jit":
+            y, c = T.jit(lambda: (np_.sin(x), np_.cos(x)))()
+        else:
+            y, c = lax_.cond(True, lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), lambda xs: xs, (x, x))
+        return y, c * xdot
+
+    sin.defjvp(sin_jvp)
+    return sin
+
+
+def _policies(T):
+    save = lambda name: (lambda prim, *_, **__: str(prim) == name)  # noqa: E731
+    cps = T.checkpoint_policies
+    return {"save_cos": save("cos"), "save_sin": save("sin"), "everything": cps.everything_saveable,
+            "nothing": cps.nothing_saveable}
+
+
+@pytest.mark.parametrize("inner", ["jit", "cond"])
+@pytest.mark.parametrize("pol", ["save_cos", "save_sin", "everything", "nothing"])
+def test_policy_inside_cond_saves_and_recomputes_like_jax(pol, inner):
+    """What the linear program of checkpoint(cond(custom_jvp sin)) recomputes follows the policy inside the
+    branch and inside the jit/cond of the rule (JAX: sin 0 and cos 0 when cos may be saved, cos 1 when not)."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        sin = _funky_sin(T, np_, lax_, inner)
+        f = T.checkpoint(lambda x: lax_.cond(x.sum() > -np.inf, sin, lambda x: x, x), policy=_policies(T)[pol])
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        np.testing.assert_allclose(np.asarray(T.grad(f)(3.0)), np.cos(3.0), rtol=1e-5)
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (3.0,), order=2, modes=["rev"])
+    assert got[0] == got[1]
+
+
+def test_policy_inside_nested_conds_recomputes_the_inner_output():
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        sin = _funky_sin(T, np_, lax_, "cond")
+        app = lambda x: lax_.cond(True, sin, lambda x: x, x)  # noqa: E731
+        f = T.checkpoint(lambda x: app(app(x)), policy=T.checkpoint_policies.nothing_saveable)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        np.testing.assert_allclose(np.asarray(T.grad(f)(3.0)), np.cos(np.sin(3.0)) * np.cos(3.0), rtol=1e-5)
+    assert got[0] == got[1] == (1, 2, 0)
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_checkpoint_dots_with_cond_saves_the_dots(where):
+    """Under checkpoint_dots the backward pass recomputes the sins and cosines of a cond's branch from the
+    saved dots (2 sin, 3 cos, 5 dots in the backward program), as JAX's does."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        x = np_.ones((5,))
+
+        def f(W):
+            def body(x):
+                for _ in range(3):
+                    x = np_.sin(np_.dot(x, W))
+                return x
+            return lax_.cond(x.sum() > 0, body, lambda x: x, x)
+
+        f = T.checkpoint(f, policy=T.checkpoint_policies.checkpoint_dots)
+        y, f_vjp = T.vjp(f, np_.ones((5, 5)))
+        got.append(_counts(str(T.make_jaxpr(f_vjp)(y))))
+        got.append(np.asarray(f_vjp(np_.ones((5,)))[0]))
+    assert got[0] == got[2] == (2, 3, 5)
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-5, atol=1e-6)
+
+
+def test_policy_inside_scan_saves_what_it_may():
+    """checkpoint(scan) with a policy saving cos: the linear program recomputes nothing (JAX: 0 sin, 0 cos);
+    without a policy the scan is recomputed (sin and cos both appear)."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        to_scan = lambda c, _: (np_.sin(c), np_.sin(c))  # noqa: E731
+        f = T.checkpoint(lambda x: lax_.scan(to_scan, x, None, length=3),
+                         policy=lambda prim, *_, **__: str(prim) == "cos")
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        g = T.checkpoint(lambda x: lax_.scan(to_scan, x, None, length=3))
+        text = str(T.make_jaxpr(T.linearize(g, 4.0)[1])(1.0))
+        assert " sin " in text and " cos " in text
+        got.append(np.asarray(T.grad(lambda x: f(x)[1].sum())(3.0)))
+    assert got[0] == got[2] == (0, 0, 0)
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-5)
+
+
+def test_known_output_of_a_split_jit_feeds_a_later_one_under_checkpoint():
+    """remat(f) where f calls a jitted multiply twice: the second call's known operand (the first's primal
+    output) is recomputed under the policy, and the backward pass stays linear."""
+    for pol in (None, cp.nothing_saveable, cp.everything_saveable):
+        mul = ftrans.jit(lambda a, b: a * b)
+        f = ftrans.checkpoint(lambda w, x: mul(mul(w, x), mul(w, x)), policy=pol)
+        g = ftrans.grad(f, argnums=(0, 1))(1.5, 2.0)
+        np.testing.assert_allclose([float(v) for v in g], [2 * 1.5 * 4.0, 2 * 2.0 * 2.25], rtol=1e-6)
+        ftrans.test_util.check_grads(f, (1.5, 2.0), order=2, modes=["rev"])
+
+
+def test_prevent_cse_per_argument_barrier_text_and_gradients():
+    """prevent_cse as a tuple (one flag per argument): the backward pass's barrier prints as MLIR's
+    custom assembly (``stablehlo.optimization_barrier %a, %b : ...``), as JAX's lowering does."""
+    import re
+
+    outs = []
+    for T, np_, _ in (API_F, API_J):
+        layer = T.checkpoint(lambda W, x: x @ W + np_.array([1.0, 2.0, 3.0]), prevent_cse=(False, True))
+
+        def loss(Ws, x, layer=layer, np_=np_):
+            for W in Ws:
+                x = layer(W, x)
+            return np_.sum(x ** 2)
+
+        Ws = [np_.ones((3, 3)) * 0.5 for _ in range(2)]
+        txt = T.jit(T.grad(loss, (0, 1))).lower(Ws, np_.ones(3)).as_text()
+        assert re.search(r"optimization_barrier %[a-z0-9]+, %[a-z0-9]+ :", txt), T.__name__
+        outs.append(T.jit(T.grad(loss, (0, 1)))(Ws, np_.ones(3)))
+    for a, b in zip(jax.tree_util.tree_leaves(outs[0]), jax.tree_util.tree_leaves(outs[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5)
+
+
+def test_residual_logging_at_debug_level(caplog):
+    """As JAX does, linearizing a checkpoint logs (DEBUG) which inputs and intermediates it saves."""
+    import logging
+
+    def f(x):
+        return fjnp.cos(fjnp.sin(x).sum())
+
+    x = fjnp.arange(3.0)
+    cases = [(None, True, False), (cp.everything_saveable, False, True),
+             (lambda p, *_, **__: str(p) == "cos", True, True)]
+    for pol, inputs, intermediates in cases:
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="ftrans.ad_checkpoint"):
+            g = ftrans.grad(ftrans.checkpoint(f, policy=pol))(x)
+        text = "\n".join(r.getMessage() for r in caplog.records if r.name == "ftrans.ad_checkpoint")
+        assert ("saving inputs with shapes:\n  f32[3]" in text) == inputs, text
+        assert ("saving these intermediates:" in text) == intermediates, text
+        if intermediates:
+            assert "output of cos from" in text and "test_remat.py" in text
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(
+            lambda v: jjnp.cos(jjnp.sin(v).sum()))(np.arange(3.0, dtype=np.float32))), rtol=1e-5)

@@ -203,6 +203,22 @@ class FuncEmitter:
         )
         return outs
 
+    def emit_barrier(self, operands: Sequence[str]) -> list[str]:
+        """``stablehlo.optimization_barrier`` in its custom assembly form (the form MLIR prints and JAX's
+        ``as_text`` shows: ``%r:2 = stablehlo.optimization_barrier %a, %b : t1, t2``); results typed as
+        the operands."""
+        types = self.types
+        in_types = [types[o] for o in operands]
+        r = self.fresh()
+        n = len(operands)
+        outs = [r] if n == 1 else [f"{r}#{i}" for i in range(n)]
+        for o, t in zip(outs, in_types):
+            types[o] = t
+        lhs = f"{r} = " if n == 1 else f"{r}:{n} = "
+        self.lines.append(f"{self.indent}{lhs}stablehlo.optimization_barrier {', '.join(operands)} : "
+                          f"{', '.join(in_types)}{self.location}")
+        return outs
+
     def constant(self, value: np.ndarray) -> str:
         value = np.asarray(value)
         t = tensor_type(value.shape, value.dtype)

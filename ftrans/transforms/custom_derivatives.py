@@ -395,11 +395,8 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
                     f"{where}: cotangent {i} has shape {tuple(got.shape)} but the argument it belongs to has "
                     f"shape {tuple(want.shape)} (dtype {want.dtype.name})"
                 )
-            if got.dtype != want.dtype:
-                from ftrans.core.prims import structural as S
-
-                c = S.convert_element_type_p.bind(_operand(where, f"cotangent {i}", c), new_dtype=want.dtype,
-                                                  weak_type=False)
+            # A cotangent of another floating dtype (f32 for a bf16 argument) passes through as bwd made it,
+            # as in JAX (its custom_vjp allows that for inexact arguments): no rounding to the argument's dtype.
             result.append(c)
         return result
 

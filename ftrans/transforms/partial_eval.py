@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.array import Array
+from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, eqn_has_effects
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
@@ -59,6 +60,20 @@ class LinearizeTrace(DynamicJaxprTrace):
     __slots__ = ()
 
     def pure(self, val: Any) -> StagingTracer:
+        if isinstance(val, Array) and val.ndim == 0:
+            # A scalar array the linear program reads is a residual (a constant of the jaxpr, a leaf of the
+            # pullback), as in JAX; only Python scalars become literals.
+            builder = self.main.payload
+            t = builder.const_tracers.get(id(val))
+            if t is None:
+                aval = ShapedArray((), val.dtype, val.weak_type)
+                v = Var(aval)
+                t = StagingTracer(self, aval, v)
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                builder.const_vals.append((v, val))
+                builder.known[id(v)] = val
+            return t
         t = super().pure(val)
         if isinstance(t.atom, Var):
             self.main.payload.known[id(t.atom)] = val
@@ -112,7 +127,19 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJ
             jaxpr, consts = builder.build(in_tracers, out_tracers)
     finally:
         builder.release()  # the residuals live on in the linear jaxpr alone
-    return p_out, ClosedJaxpr(jaxpr, consts), diff, zero_out, aux
+    return p_out, _prune_linear(jaxpr, consts), diff, zero_out, aux
+
+
+def _prune_linear(jaxpr: Jaxpr, consts: list) -> ClosedJaxpr:
+    """Drop the linear program's dead equations (a tangent nobody reads) and the residuals only they read,
+    as JAX's linearize does, so a pullback keeps no value alive that its backward pass never uses."""
+    new, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    read = {id(a) for e in new.eqns for a in e.invars} | {id(v) for v in new.outvars}
+    if new is jaxpr and all(id(v) in read for v in jaxpr.constvars):
+        return ClosedJaxpr(jaxpr, consts)
+    keep = [id(v) in read for v in jaxpr.constvars]
+    return ClosedJaxpr(Jaxpr([v for v, k in zip(jaxpr.constvars, keep) if k], new.invars, new.eqns, new.outvars),
+                       [c for c, k in zip(consts, keep) if k])
 
 
 # ----------------------------------------------------------------------------
@@ -120,7 +147,8 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJ
 
 
 def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
-                       saveable: Callable[[JaxprEqn], bool] | None = None
+                       saveable: Callable[[JaxprEqn], bool] | None = None,
+                       instantiate: Sequence[bool] | None = None, also: Sequence[bool] | None = None
                        ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """Split ``closed`` given which inputs are unknown.
 
@@ -133,47 +161,126 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
     saveable; otherwise that equation is recomputed in the unknown part. An
     effectful known equation (a debug callback) the policy does not save is
     recomputed too, so it runs again with the recomputation, as in JAX.
+
+    The policy reaches into nested bodies (a ``cond``'s branches, a ``scan``'s
+    body, a ``jit`` call): their split rules apply it, so a saveable value
+    inside a branch is a residual of the known branch and the rest of the
+    branch is recomputed by the unknown one, as JAX's ``partial_eval_jaxpr_custom``
+    does, instead of the whole equation being recomputed.
+
+    ``instantiate`` marks outputs that must come out of the unknown part even
+    when known (they count as unknown in ``out_unknowns`` and leave the known
+    outputs); ``also`` marks known outputs the unknown part must produce as
+    well (they stay known outputs; the unknown part's outputs are the
+    positions that are unknown or ``also``, in order).  Either kind is a
+    residual, or, under a policy, recomputed unless saveable.
     """
     jaxpr = closed.jaxpr
     unknown: set[int] = {id(v) for v, u in zip(jaxpr.invars, unknowns) if u}
-    known_eqns: list[JaxprEqn] = []
-    unknown_eqns: list[JaxprEqn] = []
+    # items in program order: ["known", eqn] | ["unknown", eqn] | ["split", eqn, unk_in, known eqn, unknown eqn,
+    # out_unk, rule]
+    items: list[list] = []
     for eqn in jaxpr.eqns:
         unk_in = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
         if not any(unk_in):
-            known_eqns.append(eqn)
+            items.append(["known", eqn])
             continue
         rule = partial_eval_jaxpr_rules.get(eqn.primitive)
         if rule is not None and not all(unk_in):
             # A call mixing known and unknown operands: split its body too, so its known
             # outputs stay known (and are not treated as linear by the transpose).
-            k_eqn, u_eqn, out_unk = rule(eqn, unk_in)
-            if k_eqn is not None:  # None: nothing of the equation is known
-                known_eqns.append(k_eqn)
-            unknown_eqns.append(u_eqn)
+            aware = saveable is not None and getattr(rule, "policy_aware", False)
+            split = rule(eqn, unk_in, saveable=saveable) if aware else None
+            if split is None:  # no policy, or the rule declined to apply it (the whole known half is saved
+                aware = False  # or recomputed, below)
+                split = rule(eqn, unk_in)
+            k_eqn, u_eqn, out_unk = split
+            items.append(["split", eqn, unk_in, k_eqn, u_eqn, out_unk, rule if aware else None])
             unknown.update(id(v) for v, u in zip(eqn.outvars, out_unk) if u)
             continue
-        unknown_eqns.append(eqn)
+        items.append(["unknown", eqn])
         unknown.update(id(v) for v in eqn.outvars)
-    out_unknowns = [isinstance(v, Var) and id(v) in unknown for v in jaxpr.outvars]
+    real_unk = [isinstance(v, Var) and id(v) in unknown for v in jaxpr.outvars]
+    inst = list(instantiate) if instantiate is not None else [False] * len(real_unk)
+    also_l = list(also) if also is not None else [False] * len(real_unk)
+    force = [not u and i for u, i in zip(real_unk, inst)]
+    extra = [not u and not i and a for u, i, a in zip(real_unk, inst, also_l)]
+    out_unknowns = [u or f for u, f in zip(real_unk, force)]
 
-    needed: set[int] = set()
-    for eqn in unknown_eqns:
-        needed.update(id(a) for a in eqn.invars if isinstance(a, Var) and id(a) not in unknown)
-    recompute: list[JaxprEqn] = []
     if saveable is not None:
-        for eqn in known_eqns:
-            if eqn.primitive.name == "io_callback":
+        for it in items:
+            if it[0] == "known" and it[1].primitive.name == "io_callback":
                 raise NotImplementedError(
                     f"Effects not supported in partial-eval of `checkpoint`: an io_callback (from "
-                    f"{eqn.source_info}) inside a checkpointed function would run again when the backward pass "
+                    f"{it[1].source_info}) inside a checkpointed function would run again when the backward pass "
                     "recomputes it; move it out of the checkpoint (debug callbacks are allowed)")
-        for eqn in reversed(known_eqns):
-            if (any(id(v) in needed for v in eqn.outvars) or eqn_has_effects(eqn)) and not saveable(eqn):
-                recompute.append(eqn)
-                needed.difference_update(id(v) for v in eqn.outvars)
-                needed.update(id(a) for a in eqn.invars if isinstance(a, Var))
-        recompute.reverse()
+
+    # Walk back from the outputs: what the unknown part needs from the known side, and, under a policy,
+    # which known equations it recomputes (in place, so the unknown part keeps program order).
+    needed: set[int] = {id(v) for v, f, e in zip(jaxpr.outvars, force, extra) if (f or e) and isinstance(v, Var)}
+    staged: list[list[JaxprEqn]] = [[] for _ in items]
+
+    def need_known_ins(eqn: JaxprEqn) -> None:
+        needed.update(id(a) for a in eqn.invars if isinstance(a, Var) and id(a) not in unknown)
+
+    for idx in range(len(items) - 1, -1, -1):
+        it = items[idx]
+        kind = it[0]
+        if kind == "unknown":
+            staged[idx] = [it[1]]
+            need_known_ins(it[1])
+            continue
+        if kind == "split":
+            eqn, unk_in, k_eqn, u_eqn, out_unk, rule = it[1:]
+            if rule is not None and k_eqn is not None:
+                # The known half's residuals were chosen by the policy inside the body: they may be saved.
+                # Known outputs the unknown side reads are recomputed under the policy by a second split
+                # of the known half (all of whose operands are known, so the backward pass evaluates that
+                # recomputation forward; the unknown half reads tangents, so it could not carry them).
+                want = [id(v) in needed for v in k_eqn.outvars]
+                group = [u_eqn]
+                if any(want):
+                    k2, u2, _ = rule(k_eqn, [False] * len(k_eqn.invars), saveable=saveable, force=want) or \
+                        (None, None, None)
+                    if k2 is not None:
+                        it[3] = k2
+                        group = [u2, u_eqn]
+                        needed.difference_update(id(v) for v, w in zip(k_eqn.outvars, want) if w)
+                        need_known_ins(u2)
+                staged[idx] = group
+                need_known_ins(u_eqn)
+                continue
+            staged[idx] = [u_eqn]
+            need_known_ins(u_eqn)
+            if (saveable is not None and k_eqn is not None and any(id(v) in needed for v in k_eqn.outvars)
+                    and not saveable(k_eqn)):  # a split the policy cannot reach into: recompute its known half
+                staged[idx] = [k_eqn, u_eqn]
+                needed.difference_update(id(v) for v in k_eqn.outvars)
+                needed.update(id(a) for a in k_eqn.invars if isinstance(a, Var))
+            continue
+        eqn = it[1]
+        if saveable is None:
+            continue
+        wanted = [id(v) in needed for v in eqn.outvars]
+        if not (any(wanted) or eqn_has_effects(eqn)) or saveable(eqn):
+            continue
+        rule = partial_eval_jaxpr_rules.get(eqn.primitive)
+        if rule is not None and any(wanted) and getattr(rule, "policy_aware", False):
+            # A known call / cond / scan the policy does not save whole: split it under the policy too, so
+            # what the policy saves inside it is a residual and only the rest is recomputed.
+            k2, u2, _ = rule(eqn, [False] * len(eqn.invars), saveable=saveable, force=wanted) or (None, None, None)
+            if k2 is not None:
+                items[idx] = ["split", eqn, None, k2, u2, None, None]
+                staged[idx] = [u2]
+                needed.difference_update(id(v) for v, w in zip(eqn.outvars, wanted) if w)
+                need_known_ins(u2)
+                continue
+        staged[idx] = [eqn]
+        needed.difference_update(id(v) for v in eqn.outvars)
+        needed.update(id(a) for a in eqn.invars if isinstance(a, Var))
+
+    known_eqns = [it[1] if it[0] == "known" else it[3] for it in items if it[0] != "unknown"]
+    known_eqns = [e for e in known_eqns if e is not None]
 
     # Residuals in definition order: constants, known inputs, then known equations' outputs.
     residuals: list[Var] = []
@@ -197,7 +304,8 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
     known_j = Jaxpr(jaxpr.constvars, [v for v, u in zip(jaxpr.invars, unknowns) if not u], known_eqns,
                     known_outs + residuals)
     unknown_j = Jaxpr([], residuals + [v for v, u in zip(jaxpr.invars, unknowns) if u],
-                      recompute + unknown_eqns, [v for v, u in zip(jaxpr.outvars, out_unknowns) if u])
+                      [e for group in staged for e in group],
+                      [v for v, u, e in zip(jaxpr.outvars, out_unknowns, extra) if u or e])
     known_j, _ = dce_jaxpr(known_j, [True] * len(known_j.outvars))
     return ClosedJaxpr(known_j, closed.consts), ClosedJaxpr(unknown_j, []), out_unknowns, len(residuals)
 

@@ -20,7 +20,7 @@ from jax import tree_util
 from ftrans.core import building, dtypes
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, aval_of, stage
@@ -76,31 +76,126 @@ def _float0_zeros(aval: ShapedArray) -> np.ndarray:
     return np.zeros(aval.shape, float0)
 
 
+class NotNeeded:
+    """Stands in ``vjp``'s ``args_res`` for a primal input the backward pass does not read (JAX's
+    ``api.NotNeeded``): a pytree with no leaves."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NotNeeded)
+
+    def __hash__(self) -> int:
+        return hash(NotNeeded)
+
+    def __repr__(self) -> str:
+        return "NotNeeded()"
+
+
+tree_util.register_pytree_node(NotNeeded, lambda _: ((), None), lambda _aux, _children: NotNeeded())
+
+
+def _is_not_needed(x: Any) -> bool:
+    return isinstance(x, NotNeeded)
+
+
+def _split_residuals(lin: ClosedJaxpr, leaves: list, in_tree: Any) -> tuple[Jaxpr, list, list, list[int]]:
+    """Sort a linear jaxpr's residuals into the primal inputs they are and the rest, as JAX's ``vjp`` does.
+
+    Returns ``(jaxpr, args_res, opaque_residuals, used)``: ``jaxpr`` is the linear program with its
+    constvars reordered to the inputs it reads (in argument order) followed by the other residuals;
+    ``args_res`` has one entry per positional primal, that argument with its containers as tuples and each
+    leaf either the input (a residual) or :class:`NotNeeded`; ``opaque_residuals`` lists the other
+    residuals; ``used`` the indices of the input leaves that are residuals.
+    """
+    pos = {id(x): i for i, x in enumerate(leaves)}
+    j = lin.jaxpr
+    by_leaf: dict[int, Any] = {}
+    opaque: list = []
+    opaque_vars: list = []
+    for v, c in zip(j.constvars, lin.consts):
+        i = pos.get(id(c))
+        if i is not None and i not in by_leaf:
+            by_leaf[i] = v
+        else:
+            opaque_vars.append(v)
+            opaque.append(c)
+    used = sorted(by_leaf)
+    if by_leaf:
+        j = Jaxpr([by_leaf[i] for i in used] + opaque_vars, j.invars, j.eqns, j.outvars)
+    tagged = [x if i in by_leaf else NotNeeded() for i, x in enumerate(leaves)]
+    as_tuples = in_tree.walk(lambda xs, _: tuple(xs), lambda x: x, tagged)
+    return j, list(as_tuples), opaque, used
+
+
 class _Pullback:
     """The function ``vjp`` returns: cotangents of the outputs -> cotangents of the primals.
 
-    A pytree (JAX's is a ``tree_util.Partial``): its leaves are the residuals, the constants of the
-    linear jaxpr, and the rest (that jaxpr, compared by identity, and the shapes) is its structure, so
-    a pullback can be returned from ``jit``, passed into one, carried through ``scan``/``while_loop``
-    and called later.
+    Like JAX's (``api.VJP``) it keeps its residuals in two public lists: ``args_res``, one entry per
+    positional primal holding the inputs the backward pass reads (the others :class:`NotNeeded`), and
+    ``opaque_residuals``, everything else it saved.  A caller may drop an input from ``args_res`` (set
+    it to ``None``) while it holds the pullback and put it back before calling it, so a large input
+    (a sharded weight) need not stay alive twice.  It is a pytree whose leaves are those two lists, so a
+    pullback can be returned from ``jit``, passed into one, carried through ``scan``/``while_loop`` and
+    called later.
     """
 
-    def __init__(self, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
-                 in_tree: Any, out_avals: list, out_tree: Any):
+    def __init__(self, name: str, jaxpr: Jaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
+                 in_tree: Any, out_avals: list, out_tree: Any, args_res: list, opaque_residuals: list,
+                 used: list[int]):
         self._name = name
-        self._lin = lin
+        self._jaxpr = jaxpr
         self._diff = diff
         self._zero_out = zero_out
         self._in_avals = in_avals
         self._in_tree = in_tree
         self._out_avals = out_avals
         self._out_tree = out_tree
+        self._used = used  # the primal input leaves that are residuals, in order (the leading constvars)
+        self.args_res = args_res
+        self.opaque_residuals = opaque_residuals
         self.__name__ = f"vjp({name})"
+
+    @classmethod
+    def _of(cls, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], leaves: list,
+            in_tree: Any, out_avals: list, out_tree: Any) -> _Pullback:
+        jaxpr, args_res, opaque, used = _split_residuals(lin, leaves, in_tree)
+        return cls(name, jaxpr, diff, zero_out, [aval_of(x) for x in leaves], in_tree, out_avals, out_tree,
+                   args_res, opaque, used)
+
+    def _residuals(self) -> list:
+        if not self._used:
+            return list(self.opaque_residuals)
+        args = tree_util.tree_leaves(self.args_res, is_leaf=_is_not_needed)
+        if len(args) != len(self._in_avals):
+            raise FtransValueError(
+                f"{self.__name__}: args_res must hold the {len(self._in_avals)} primal input(s) it was built "
+                f"with (put back every input that was removed before calling it), but it has {len(args)} leaves")
+        out = []
+        for i in self._used:
+            x = args[i]
+            if isinstance(x, NotNeeded):
+                raise FtransValueError(
+                    f"{self.__name__}: the backward pass reads primal input {i}, but args_res holds "
+                    f"{x!r} there; put the input back before calling the pullback")
+            x = _operand(self.__name__, f"args_res leaf {i}", x)
+            got, want = aval_of(x), self._in_avals[i]
+            if (tuple(got.shape), got.dtype) != (tuple(want.shape), want.dtype):
+                raise FtransValueError(
+                    f"{self.__name__}: args_res leaf {i} has type {got.str_short()} but the primal input it "
+                    f"replaces had type {want.str_short()}")
+            out.append(x)
+        return out + list(self.opaque_residuals)
 
     @property
     def linear_jaxpr(self) -> ClosedJaxpr:
         """The linearized forward program this pullback transposes (its constants are the residuals)."""
-        return self._lin
+        return ClosedJaxpr(self._jaxpr, self._residuals())
+
+    @property
+    def jaxpr(self) -> Jaxpr:
+        """JAX's ``VJP.jaxpr``: the linear program (its constvars are the residuals)."""
+        return self._jaxpr
 
     def __call__(self, ct: Any) -> tuple:
         leaves, tree = tree_util.tree_flatten(ct)
@@ -128,25 +223,26 @@ class _Pullback:
                 )
             if not z:
                 cts.append(c)
-        lin = self._lin
-        args = [UndefinedPrimal(v.aval) for v in lin.jaxpr.invars]
-        in_cts = iter(backward_pass(lin.jaxpr, lin.consts, args, cts))
+        j = self._jaxpr
+        args = [UndefinedPrimal(v.aval) for v in j.invars]
+        in_cts = iter(backward_pass(j, self._residuals(), args, cts))
         out = []
         for aval, d in zip(self._in_avals, self._diff):
             out.append(instantiate(next(in_cts)) if d else _float0_zeros(tangent_aval(aval)))
         return tree_util.tree_unflatten(self._in_tree, out)
 
 
-def _pullback_flatten(pb: _Pullback) -> tuple[list, tuple]:
-    aux = (pb._name, pb._lin.jaxpr, tuple(pb._diff), tuple(pb._zero_out), tuple(pb._in_avals), pb._in_tree,
-           tuple(pb._out_avals), pb._out_tree)
-    return list(pb._lin.consts), aux
+def _pullback_flatten(pb: _Pullback) -> tuple[tuple, tuple]:
+    aux = (pb._name, pb._jaxpr, tuple(pb._diff), tuple(pb._zero_out), tuple(pb._in_avals), pb._in_tree,
+           tuple(pb._out_avals), pb._out_tree, tuple(pb._used))
+    return (pb.args_res, pb.opaque_residuals), aux
 
 
-def _pullback_unflatten(aux: tuple, leaves: Any) -> _Pullback:
-    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree = aux
-    return _Pullback(name, ClosedJaxpr(jaxpr, list(leaves)), list(diff), list(zero_out), list(in_avals), in_tree,
-                     list(out_avals), out_tree)
+def _pullback_unflatten(aux: tuple, children: Any) -> _Pullback:
+    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree, used = aux
+    args_res, opaque = children
+    return _Pullback(name, jaxpr, list(diff), list(zero_out), list(in_avals), in_tree, list(out_avals), out_tree,
+                     list(args_res), list(opaque), list(used))
 
 
 tree_util.register_pytree_node(_Pullback, _pullback_flatten, _pullback_unflatten)
@@ -189,9 +285,8 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
     p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
     out_tree = out_tree_box[0]
-    in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]
-    pullback = _Pullback(_fname(fun), lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
+    pullback = _Pullback._of(_fname(fun), lin, diff, zero_out, leaves, in_tree, out_avals, out_tree)
     out = tree_util.tree_unflatten(out_tree, p_out)
     if has_aux:
         return out, pullback, aux
@@ -330,8 +425,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
         _check_scalar_output(where, name, out, holomorphic)
-        pullback = _Pullback(name, lin, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
-                             [aval_of(x) for x in p_out], out_tree_box[0])
+        pullback = _Pullback(name, lin.jaxpr, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
+                             [aval_of(x) for x in p_out], out_tree_box[0], [], list(lin.consts), [])
         o_aval = aval_of(p_out[0])
         one = Array._new(np.ones((), o_aval.dtype), o_aval.weak_type)  # JAX's seed keeps the output's weak type
         g = pullback(tree_util.tree_unflatten(out_tree_box[0], [one]))
@@ -441,65 +536,98 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     return out, f_jvp
 
 
-class _Linearized(_Pullback):
+def _inconsistent_tangent(name: str, i: int, t: Any, aval: ShapedArray) -> FtransValueError:
+    def short(shape: tuple, d: np.dtype) -> str:
+        return f"float0{list(shape)}" if d == float0 else ShapedArray(tuple(shape), d, False).str_short()
+
+    want = tangent_aval(aval)
+    d = np.asarray(t).dtype if isinstance(t, np.ndarray) else aval_of(t).dtype
+    hint = (" (an integer or bool primal's tangent is numpy.zeros(shape, dtype=ftrans.dtypes.float0))"
+            if want.dtype == float0 else "")
+    return FtransValueError(  # JAX: ValueError
+        f"linearize({name}): linearized function called on tangent values inconsistent with "
+        f"the original primal values: tangent {i} has type {short(np.shape(t), d)} but its primal has type "
+        f"{aval.str_short()}, so the tangent must be {short(want.shape, want.dtype)}{hint}")
+
+
+def _lift_linearized(jaxpr: Jaxpr, meta: tuple, consts: list, *tangents: Any) -> Any:
+    """Evaluate a linearized function's linear program on ``tangents`` (the body of ``linearize``'s
+    ``f_jvp``, which holds it as ``functools.partial(_lift_linearized, jaxpr, meta)`` as JAX does)."""
+    name, diff, in_avals, in_tree, out_avals, zero_out, out_tree = meta
+    t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
+    if t_tree != in_tree:
+        raise FtransTypeError(
+            f"linearize({name}): the tangents must have the structure of the primals, {in_tree}, "
+            f"but have structure {t_tree}"
+        )
+    ins = []
+    for i, (t, aval, d) in enumerate(zip(t_leaves, in_avals, diff)):
+        if not d:
+            # An integer or bool primal: its tangent is a float0 zero of the primal's shape.
+            if not (isinstance(t, np.ndarray) and t.dtype == float0 and t.shape == tuple(aval.shape)):
+                raise _inconsistent_tangent(name, i, t, aval)
+            continue
+        t = _operand(f"linearize({name})", f"tangent {i}", t)
+        ta = aval_of(t)
+        if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
+            raise _inconsistent_tangent(name, i, t, aval)
+        ins.append(t)
+    outs = iter(eval_jaxpr(jaxpr, list(consts), *ins))
+    res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
+           for a, z in zip(out_avals, zero_out)]
+    return tree_util.tree_unflatten(out_tree, res)
+
+
+class _Linearized:
     """The function ``linearize`` returns: tangents of the primals -> tangents of the outputs.
 
     It evaluates the linear jaxpr (``make_jaxpr`` of it prints that program) and, like the pullback, is
-    a pytree whose leaves are the residuals.
+    a pytree whose leaves are the residuals.  Its shape is that of JAX's ``tree_util.Partial``:
+    ``f_jvp.func`` is a ``functools.partial`` whose first argument is the linear jaxpr (its constvars are
+    the residuals) and ``f_jvp.args`` is ``(residuals,)``.
     """
 
     def __init__(self, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
                  in_tree: Any, out_avals: list, out_tree: Any):
-        super().__init__(name, lin, diff, zero_out, in_avals, in_tree, out_avals, out_tree)
+        self._name = name
+        self._lin = lin
+        self._meta = (name, tuple(diff), tuple(in_avals), in_tree, tuple(out_avals), tuple(zero_out), out_tree)
         self.__name__ = f"linearize({name})"
 
+    @property
+    def linear_jaxpr(self) -> ClosedJaxpr:
+        """The linear program (its constants are the residuals)."""
+        return self._lin
+
+    @property
+    def func(self) -> functools.partial:
+        return functools.partial(_lift_linearized, self._lin.jaxpr, self._meta)
+
+    @property
+    def args(self) -> tuple:
+        return (list(self._lin.consts),)
+
+    @property
+    def keywords(self) -> dict:
+        return {}
+
     def __call__(self, *tangents: Any) -> Any:
-        name, in_tree = self._name, self._in_tree
-        t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
-        if t_tree != in_tree:
-            raise FtransTypeError(
-                f"linearize({name}): the tangents must have the structure of the primals, {in_tree}, "
-                f"but have structure {t_tree}"
-            )
-        ins = []
-        for i, (t, aval, d) in enumerate(zip(t_leaves, self._in_avals, self._diff)):
-            if not d:
-                # An integer or bool primal: its tangent is a float0 zero of the primal's shape.
-                if not (isinstance(t, np.ndarray) and t.dtype == float0 and t.shape == tuple(aval.shape)):
-                    raise self._inconsistent(i, t, aval)
-                continue
-            t = _operand(f"linearize({name})", f"tangent {i}", t)
-            ta = aval_of(t)
-            if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
-                raise self._inconsistent(i, t, aval)
-            ins.append(t)
-        lin = self._lin
-        outs = iter(eval_jaxpr(lin.jaxpr, lin.consts, *ins))
-        res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
-               for a, z in zip(self._out_avals, self._zero_out)]
-        return tree_util.tree_unflatten(self._out_tree, res)
+        return _lift_linearized(self._lin.jaxpr, self._meta, self._lin.consts, *tangents)
 
-    def _inconsistent(self, i: int, t: Any, aval: ShapedArray) -> FtransValueError:
-        def short(shape: tuple, d: np.dtype) -> str:
-            return f"float0{list(shape)}" if d == float0 else ShapedArray(tuple(shape), d, False).str_short()
 
-        want = tangent_aval(aval)
-        d = np.asarray(t).dtype if isinstance(t, np.ndarray) else aval_of(t).dtype
-        hint = (" (an integer or bool primal's tangent is numpy.zeros(shape, dtype=ftrans.dtypes.float0))"
-                if want.dtype == float0 else "")
-        return FtransValueError(  # JAX: ValueError
-            f"linearize({self._name}): linearized function called on tangent values inconsistent with "
-            f"the original primal values: tangent {i} has type {short(np.shape(t), d)} but its primal has type "
-            f"{aval.str_short()}, so the tangent must be {short(want.shape, want.dtype)}{hint}")
+def _linearized_flatten(f: _Linearized) -> tuple[list, tuple]:
+    return list(f._lin.consts), (f._lin.jaxpr, f._meta)
+
 
 
 def _linearized_unflatten(aux: tuple, leaves: Any) -> _Linearized:
-    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree = aux
+    jaxpr, meta = aux
+    name, diff, in_avals, in_tree, out_avals, zero_out, out_tree = meta
     return _Linearized(name, ClosedJaxpr(jaxpr, list(leaves)), list(diff), list(zero_out), list(in_avals), in_tree,
                        list(out_avals), out_tree)
 
 
-tree_util.register_pytree_node(_Linearized, _pullback_flatten, _linearized_unflatten)
+tree_util.register_pytree_node(_Linearized, _linearized_flatten, _linearized_unflatten)
 
 
 def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:

@@ -100,7 +100,7 @@ def _name_lowering(ctx: LoweringContext, x: str, *, name: str) -> str:
 def _barrier_lowering(ctx: LoweringContext, *args: str) -> list[str]:
     if not args:
         return []
-    return ctx.emit("stablehlo.optimization_barrier", list(args))
+    return ctx.fn.emit_barrier(list(args))
 
 
 @register_lowering(C.custom_lin_p)

@@ -19,6 +19,7 @@ partial-evaluation rules here.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,8 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
                                                                          prim.residual_policy(params))
         n_known_out = len(out_unknowns) - sum(out_unknowns)
         if prim.inline_known:
+            if _logger.isEnabledFor(logging.DEBUG):
+                _log_residuals(known_j, n_res)
             outs = eval_jaxpr(known_j.jaxpr, list(known_j.consts), *known_vals)
             known_outs, res = list(outs[:n_known_out]), list(outs[n_known_out:])
             res_from = ["res"] * len(res)
@@ -98,12 +101,51 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
     return rule
 
 
+_logger = logging.getLogger("ftrans.ad_checkpoint")
+
+
+def _log_residuals(known: ClosedJaxpr, n_res: int) -> None:
+    """At DEBUG level, what a checkpointed function saves for the backward pass (JAX logs the same)."""
+    j = known.jaxpr
+    res = j.outvars[len(j.outvars) - n_res:]
+    ins = {id(v) for v in j.invars}
+    producer = {id(v): e for e in j.eqns for v in e.outvars}
+    inputs = [v for v in res if isinstance(v, Var) and id(v) in ins]
+    body = []
+    for v in res:
+        if not isinstance(v, Var) or id(v) in ins:
+            continue
+        e = producer.get(id(v))
+        src = f"output of {e.primitive.name}" + (f" from {e.source_info}" if e and e.source_info else "") \
+            if e is not None else "a constant"
+        body.append((v.aval.str_short(), src))
+    if not inputs and not body:
+        return
+    msg = "remat-decorated function "
+    if inputs:
+        msg += "saving inputs with shapes:\n" + "".join(f"  {v.aval.str_short()}\n" for v in inputs)
+    if inputs and body:
+        msg += "and "
+    if body:
+        msg += "saving these intermediates:\n" + "".join(f"  {a} from {w}\n" for a, w in body)
+    _logger.debug(msg)
+
+
 def _call_split(prim: C.CallPrimitive) -> Callable:
-    def rule(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
-        """Split a call equation into a known call (returning the residuals too) and an unknown call."""
+    def rule(eqn: JaxprEqn, unk_in: list[bool], saveable: Callable | None = None,
+             force: list[bool] | None = None) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+        """Split a call equation into a known call (returning the residuals too) and an unknown call.
+
+        ``saveable`` is an enclosing checkpoint's policy: it decides, inside the body too, what the known
+        call may save (JAX's ``call_partial_eval_custom_rule``); without one a call uses its own (a
+        ``remat``'s). ``force`` marks known outputs the unknown call must produce as well (the unknown side
+        of the enclosing split reads them).
+        """
         params = eqn.params
+        policy = saveable if saveable is not None else prim.residual_policy(params)
         with prim.body_env(params):
-            k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, prim.residual_policy(params))
+            k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, policy, also=force)
+        force = force or [False] * len(out_unk)
         k, sources = forward_input_residuals(k, n_res)
         known_idx = [i for i, un in enumerate(unk_in) if not un]
         k_in = [eqn.invars[i] for i in known_idx]
@@ -112,12 +154,12 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         res = [next(it) if s is None else k_in[s] for s in sources]
         u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
         k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
-        u_out = [v for v, un in zip(eqn.outvars, out_unk) if un]
+        u_out = [v for v, un, f in zip(eqn.outvars, out_unk, force) if un or f]
         k_ins = [("in", i) for i in known_idx]
         k_outs = [("out", j) for j, un in enumerate(out_unk) if not un] + ["res"] * len(new_vars)
         u_ins = ["res" if s is None else ("in", known_idx[s]) for s in sources] + \
             [("in", i) for i, un in enumerate(unk_in) if un]
-        u_outs = [("out", j) for j, un in enumerate(out_unk) if un]
+        u_outs = [("out", j) for j, (un, f) in enumerate(zip(out_unk, force)) if un or f]
         k_eqn = eqn.replace(invars=k_in, outvars=k_out,
                             params=prim.with_body(params, k, "known", len(k_in), k_ins, k_outs))
         u_eqn = eqn.replace(invars=u_in, outvars=u_out,
@@ -125,6 +167,7 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         return k_eqn, u_eqn, out_unk
 
     rule.__name__ = f"{prim.name}_split"
+    rule.policy_aware = True  # type: ignore[attr-defined]
     return rule
 
 

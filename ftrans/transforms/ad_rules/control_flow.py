@@ -74,6 +74,7 @@ from ftrans.transforms.ad import (
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
     _merge,
+    forward_input_residuals,
     partial_eval_jaxpr,
     partial_eval_jaxpr_rules,
     partial_eval_rules,
@@ -202,35 +203,13 @@ def _stacked(a: Any, length: int) -> Any:
 # Splitting with forced-unknown outputs
 
 
-def partial_eval_jaxpr_inst(closed: ClosedJaxpr, unknowns: Sequence[bool], instantiate: Sequence[bool]
+def partial_eval_jaxpr_inst(closed: ClosedJaxpr, unknowns: Sequence[bool], instantiate: Sequence[bool],
+                            saveable: Any = None, also: Sequence[bool] | None = None
                             ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """``partial_eval_jaxpr`` where the outputs marked in ``instantiate`` come out of the unknown part even
-    when they are known (they travel as residuals): branches and loop bodies must agree on which outputs
-    are unknown."""
-    known, unknown, out_unk, n_res = partial_eval_jaxpr(closed, unknowns)
-    force = [i and not u for i, u in zip(instantiate, out_unk)]
-    if not any(force):
-        return known, unknown, out_unk, n_res
-    kj, uj = known.jaxpr, unknown.jaxpr
-    n_known_out = len(kj.outvars) - n_res
-    known_outs, res = list(kj.outvars[:n_known_out]), list(kj.outvars[n_known_out:])
-    known_pos = [i for i, u in enumerate(out_unk) if not u]
-    keep, moved = [], []
-    for v, pos in zip(known_outs, known_pos):
-        (moved if force[pos] else keep).append(v)
-    new_k = Jaxpr(kj.constvars, kj.invars, kj.eqns, keep + res + moved)
-    new_vars = [Var(v.aval) for v in moved]
-    u_in = list(uj.invars[:n_res]) + new_vars + list(uj.invars[n_res:])
-    u_out_old, u_new = iter(uj.outvars), iter(new_vars)
-    u_out = []
-    for u, f in zip(out_unk, force):
-        if u:
-            u_out.append(next(u_out_old))
-        elif f:
-            u_out.append(next(u_new))
-    new_u = Jaxpr(uj.constvars, u_in, uj.eqns, u_out)
-    return (ClosedJaxpr(new_k, known.consts), ClosedJaxpr(new_u, unknown.consts),
-            [u or f for u, f in zip(out_unk, force)], n_res + len(moved))
+    when they are known (they travel as residuals, or under a policy are recomputed unless saveable):
+    branches and loop bodies must agree on which outputs are unknown."""
+    return partial_eval_jaxpr(closed, unknowns, saveable, instantiate=instantiate, also=also)
 
 
 def _is_unknown(trace: LinearizeTrace, tracers: list) -> tuple[list[bool], list]:
@@ -242,37 +221,54 @@ def _is_unknown(trace: LinearizeTrace, tracers: list) -> tuple[list[bool], list]
 # cond
 
 
-def _split_cond(branches: tuple, ops_unk: list[bool]) -> tuple[list[ClosedJaxpr], list[ClosedJaxpr], list[bool],
-                                                              list[ShapedArray]]:
-    """Known branches (known ops -> known outs + all residuals) and unknown ones (all residuals + unknown ops
-    -> unknown outs), the unknown-output mask, and the residuals' types."""
+def _split_cond(branches: tuple, ops_unk: list[bool], saveable: Any = None, force: list[bool] | None = None
+                ) -> tuple[list, list[ClosedJaxpr], list[bool], list[ShapedArray], list[int]]:
+    """Known branches (known ops -> known outs + computed residuals) and unknown ones (computed residuals +
+    the forwarded known ops + unknown ops -> unknown outs, then the known outs ``force`` marks), the
+    unknown-output mask, the computed residuals' types, and which known operands (positions among the known
+    ones) the unknown branches read directly: a residual that is just a known operand is not passed through
+    the known cond. ``saveable`` (an enclosing checkpoint's policy) decides what the branches save and
+    recompute."""
     out_unk = [False] * len(branches[0].out_avals)
     for b in branches:
-        out_unk = _or(out_unk, partial_eval_jaxpr(b, ops_unk)[2])
-    splits = [partial_eval_jaxpr_inst(b, ops_unk, out_unk) for b in branches]
-    res_avals = [[v.aval for v in k.jaxpr.outvars[len(k.jaxpr.outvars) - n:]] for k, _, _, n in splits]
+        out_unk = _or(out_unk, partial_eval_jaxpr(b, ops_unk, saveable)[2])
+    also = [bool(f) and not u for f, u in zip(force, out_unk)] if force is not None else None
+    splits = []
+    for b in branches:
+        k, u, _, n = partial_eval_jaxpr_inst(b, ops_unk, out_unk, saveable, also)
+        k, sources = forward_input_residuals(k, n)
+        splits.append((k, u, n, sources))
+    fwd = sorted({src for *_, sources in splits for src in sources if src is not None})
+    known_avals = [a for a, un in zip(branches[0].in_avals, ops_unk) if not un]
+    res_avals = [[v.aval for v in k.jaxpr.outvars[len(k.jaxpr.outvars) - sum(s is None for s in src):]]
+                 for k, _, _, src in splits]
     all_res = [a for r in res_avals for a in r]
     offsets = [sum(len(r) for r in res_avals[:i]) for i in range(len(splits))]
     known_b, unknown_b = [], []
-    for i, (k, u, _, n) in enumerate(splits):
+    for i, (k, u, n, sources) in enumerate(splits):
         off = offsets[i]
+        n_comp = len(res_avals[i])
 
-        def known_fun(*args: Any, k=k, n=n, off=off) -> list:
+        def known_fun(*args: Any, k=k, n_comp=n_comp, off=off) -> list:
             outs = eval_jaxpr(k.jaxpr, list(k.consts), *args)
-            m = len(outs) - n
+            m = len(outs) - n_comp
             zeros = [zeros_like_aval(a) for a in all_res]
-            zeros[off:off + n] = outs[m:]
+            zeros[off:off + n_comp] = outs[m:]
             return list(outs[:m]) + zeros
 
         kc, _ = stage(known_fun, k.in_avals)
         known_b.append(hoist_consts(kc))
         uj = u.jaxpr
-        lead = [Var(a) for a in all_res[:off]] + list(uj.invars[:n]) + [Var(a) for a in all_res[off + n:]]
-        unknown_b.append((ClosedJaxpr(Jaxpr(uj.constvars, lead + list(uj.invars[n:]), uj.eqns, uj.outvars),
+        res_in, rest = list(uj.invars[:n]), list(uj.invars[n:])
+        computed = [v for v, src in zip(res_in, sources) if src is None]
+        by_src = {src: v for v, src in zip(res_in, sources) if src is not None}
+        lead = [Var(a) for a in all_res[:off]] + computed + [Var(a) for a in all_res[off + n_comp:]]
+        fwd_in = [by_src.get(j) or Var(known_avals[j]) for j in fwd]
+        unknown_b.append((ClosedJaxpr(Jaxpr(uj.constvars, lead + fwd_in + rest, uj.eqns, uj.outvars),
                                       u.consts), []))
     kb, kconsts = join_consts(known_b)
     ub, _ = join_consts(unknown_b)
-    return [(b, kconsts) for b in kb], ub, out_unk, all_res
+    return [(b, kconsts) for b in kb], ub, out_unk, all_res, fwd
 
 
 def _cond_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
@@ -281,33 +277,40 @@ def _cond_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> li
     if unk[0]:  # an index computed from tangents cannot happen (integers have no tangents)
         return trace.record(cond_p, tracers, params)
     ops_unk = unk[1:]
-    known_b, unknown_b, out_unk, res_avals = _split_cond(branches, ops_unk)
+    known_b, unknown_b, out_unk, res_avals, fwd = _split_cond(branches, ops_unk)
     kconsts = known_b[0][1]
     known_ops = [v for v, u in zip(vals[1:], ops_unk) if not u]
     outs = cond_p.bind(vals[0], *kconsts, *known_ops, branches=tuple(b for b, _ in known_b))
     n_res = len(res_avals)
     n_known = len(outs) - n_res
     known_outs, res = list(outs[:n_known]), list(outs[n_known:])
-    ops = ([tracers[0]] + [trace.full_raise(r) for r in res]
+    ops = ([tracers[0]] + [trace.full_raise(r) for r in res] + [trace.full_raise(known_ops[j]) for j in fwd]
            + [t for t, u in zip(tracers[1:], ops_unk) if u])
     unknown_outs = trace.record(cond_p, ops, dict(params, branches=tuple(unknown_b)))
     return _merge(out_unk, known_outs, unknown_outs)
 
 
-def _cond_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+def _cond_split_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Any = None, force: list[bool] | None = None
+                    ) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
     if unk_in[0]:
         return None, eqn, [True] * len(eqn.outvars)  # pragma: no cover - see _cond_partial_eval
     ops_unk = unk_in[1:]
-    known_b, unknown_b, out_unk, res_avals = _split_cond(eqn.params["branches"], ops_unk)
+    known_b, unknown_b, out_unk, res_avals, fwd = _split_cond(eqn.params["branches"], ops_unk, saveable, force)
+    force = force or [False] * len(out_unk)
     kconsts = known_b[0][1]
     res_vars = [Var(a) for a in res_avals]
-    k_in = [eqn.invars[0]] + _as_atoms(kconsts) + [a for a, u in zip(eqn.invars[1:], ops_unk) if not u]
+    known_ops = [a for a, u in zip(eqn.invars[1:], ops_unk) if not u]
+    k_in = [eqn.invars[0]] + _as_atoms(kconsts) + known_ops
     k_out = [v for v, u in zip(eqn.outvars, out_unk) if not u] + res_vars
     k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=dict(branches=tuple(b for b, _ in known_b)))
-    u_in = [eqn.invars[0]] + res_vars + [a for a, u in zip(eqn.invars[1:], ops_unk) if u]
-    u_eqn = eqn.replace(invars=u_in, outvars=[v for v, u in zip(eqn.outvars, out_unk) if u],
+    u_in = [eqn.invars[0]] + res_vars + [known_ops[j] for j in fwd] + \
+        [a for a, u in zip(eqn.invars[1:], ops_unk) if u]
+    u_eqn = eqn.replace(invars=u_in, outvars=[v for v, u, f in zip(eqn.outvars, out_unk, force) if u or f],
                         params=dict(branches=tuple(unknown_b)))
     return k_eqn, u_eqn, out_unk
+
+
+_cond_split_eqn.policy_aware = True  # type: ignore[attr-defined]
 
 
 def _as_atoms(consts: list) -> list:
@@ -339,15 +342,20 @@ partial_eval_jaxpr_rules[cond_p] = _cond_split_eqn
 class _ScanSplit:
     """How a scan splits: the known scan's body and the unknown scan's body, and where residuals go."""
 
-    __slots__ = ("known", "unknown", "carry_unk", "ys_unk", "res_kind", "res_src", "n_stacked")
+    __slots__ = ("known", "unknown", "carry_unk", "ys_unk", "ys_also", "res_kind", "res_src", "n_stacked",
+                 "carry_saved")
 
 
-def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: list[bool]) -> _ScanSplit:
+def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: list[bool], saveable: Any = None,
+                ys_force: list[bool] | None = None) -> _ScanSplit:
+    """``saveable``: an enclosing checkpoint's policy, applied in the body. ``ys_force``: known ``ys`` the
+    unknown scan must produce as well (recomputed per step, or stacked residuals)."""
     consts_unk, carry_unk, xs_unk = scan_split(unk_in, num_consts, num_carry)
     n_ys = len(jaxpr.out_avals) - num_carry
     while True:
+        also = [False] * num_carry + list(ys_force) if ys_force is not None else None
         k, u, out_unk, n_res = partial_eval_jaxpr_inst(jaxpr, consts_unk + carry_unk + xs_unk,
-                                                       carry_unk + [False] * n_ys)
+                                                       carry_unk + [False] * n_ys, saveable, also)
         new = _or(carry_unk, out_unk[:num_carry])
         if new == carry_unk:
             break
@@ -359,6 +367,7 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
     n_kr = num_carry - sum(carry_unk)
     pos = {id(v): i for i, v in enumerate(kj.invars)}
     kinds, srcs = [], []  # per residual: "const" / "xs" (a known input passed as is) or "stacked"
+    out_carry_saved = False
     for v in res:
         i = pos.get(id(v)) if isinstance(v, Var) else None
         if i is not None and i < n_kc:
@@ -368,6 +377,8 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
             kinds.append("xs")
             srcs.append(i - n_kc - n_kr)
         else:
+            if i is not None:  # a known carry, saved at every step
+                out_carry_saved = True
             kinds.append("stacked")
             srcs.append(None)
     # The known body returns its known carry and ys, then only the stacked residuals.
@@ -386,9 +397,11 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
     out.unknown = ClosedJaxpr(Jaxpr(uj.constvars, invars, uj.eqns, uj.outvars), u.consts)
     out.carry_unk = carry_unk
     out.ys_unk = out_unk[num_carry:]
+    out.ys_also = [bool(f) and not u for f, u in zip(ys_force, out.ys_unk)] if ys_force else [False] * n_ys
     out.res_kind = kinds
     out.res_src = srcs
     out.n_stacked = len(stacked_outs)
+    out.carry_saved = out_carry_saved
     return out
 
 
@@ -426,10 +439,18 @@ def _scan_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> li
     return carry_out + ys_out
 
 
-def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Any = None, force: list[bool] | None = None
+                    ) -> tuple[JaxprEqn | None, JaxprEqn, list[bool]]:
     p = eqn.params
     nk, nc = p["num_consts"], p["num_carry"]
-    sp = _split_scan(p["jaxpr"], nk, nc, unk_in)
+    if force is not None and any(force[:nc]):
+        return None, eqn, [True] * len(eqn.outvars)  # a known final carry the unknown side reads: not split
+    sp = _split_scan(p["jaxpr"], nk, nc, unk_in, saveable, list(force[nc:]) if force is not None else None)
+    if saveable is not None and sp.carry_saved:
+        # The unknown scan would read a known carry at every step: a value of the previous step the policy
+        # did not choose. The unknown (linear) scan cannot recompute the carry chain, so decline: the
+        # enclosing split saves or recomputes this scan whole, as without a policy.
+        return None
     if sp.known.consts or sp.unknown.consts:
         raise NotImplementedError("scan split produced constants")  # pragma: no cover - bodies close over nothing
     consts_unk, _, xs_unk = scan_split(unk_in, nk, nc)
@@ -450,7 +471,8 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprE
     u_consts = [a for a, u in zip(c_in, consts_unk) if u]
     u_carry = [a for a, u in zip(r_in, sp.carry_unk) if u]
     u_xs = [a for a, u in zip(x_in, xs_unk) if u]
-    u_out = [v for v, u in zip(c_out, sp.carry_unk) if u] + [v for v, u in zip(y_out, sp.ys_unk) if u]
+    u_out = [v for v, u in zip(c_out, sp.carry_unk) if u] + \
+        [v for v, u, a in zip(y_out, sp.ys_unk, sp.ys_also) if u or a]
     u_eqn = eqn.replace(invars=res_const + u_consts + u_carry + stacked_vars + res_xs + u_xs, outvars=u_out,
                         params=dict(p, jaxpr=sp.unknown, num_consts=len(res_const) + len(u_consts),
                                     num_carry=len(u_carry)))
@@ -458,6 +480,7 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprE
 
 
 partial_eval_rules[scan_p] = _scan_partial_eval
+_scan_split_eqn.policy_aware = True  # type: ignore[attr-defined]
 partial_eval_jaxpr_rules[scan_p] = _scan_split_eqn
 
 

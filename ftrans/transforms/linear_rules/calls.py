@@ -6,8 +6,10 @@ cotangents, so the backward pass of a jitted function is itself one compiled
 call.  ``remat`` differs: its backward pass must recompute the primal values
 the forward pass did not save, visibly and (with ``prevent_cse``) behind an
 optimization barrier, so its transposed body is evaluated in place.  The
-custom-derivative calls are never transposed: their linear part is a
-``custom_lin``, whose transpose is the user's backward function.
+``custom_vjp`` calls are never transposed: their linear part is a
+``custom_lin``, whose transpose is the user's backward function; a ``custom_jvp``
+call met on tangents (its rule applied the function to them) is transposed
+through its body.
 """
 
 from __future__ import annotations
@@ -63,8 +65,16 @@ def _remat_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, prevent_cse: boo
     return [o if lin else None for o, lin in zip(out, linear)]
 
 
+@register_transpose(C.custom_jvp_call_p)
+def _custom_jvp_call_transpose(cts: list, *args: Any, call_jaxpr: ClosedJaxpr, **_: Any) -> list:
+    """A ``custom_jvp`` function applied to a tangent (its JVP rule may call it on ``xdot``, as a linear
+    function's rule does) is transposed through its own body, as JAX does: on linear inputs it is linear."""
+    out = backward_pass(call_jaxpr.jaxpr, list(call_jaxpr.consts), list(args), cts)
+    return [o if is_undefined(a) else None for o, a in zip(out, args)]
+
+
 _UNSUPPORTED = set()
-for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
+for _p in (C.custom_vjp_call_p,):
     mark_unsupported(_p, "transpose", "a custom-derivative call is not linear; its derivative comes from the "
                                       "user's rule")
     _UNSUPPORTED.add((_p, "transpose"))
