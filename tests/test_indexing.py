@@ -411,8 +411,32 @@ def test_at_apply():
     assert_same(got, jnp.asarray(x).at[i].apply(lambda v: v * 2 + 1))
     want = jnp.asarray(x).at[1:3].apply(fnp_sq := (lambda v: v * v))
     assert_same(staged(lambda x: x.at[1:3].apply(fnp_sq), x), want)
-    with pytest.raises(NotImplementedError, match="unique_indices"):
-        ftrans.make_jaxpr(lambda x, i: x.at[i].apply(fnp_sq))(x, i)
+    # traced indices that may repeat: func runs once per occurrence (JAX's scatter-apply semantics),
+    # checked against NumPy's ufunc.at (out-of-bounds 9 is dropped) and against jax
+    idx = np.array([0, 1, 1, 3, -1, 4, 4, 4, 9])
+    ref = x.copy()
+    with np.errstate(over="ignore"):
+        np.exp.at(ref, idx[idx < 5])
+    got = ftrans.jit(lambda x, i: x.at[i].apply(fnp.exp))(x, idx)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5)
+    assert_same(ftrans.jit(lambda x, i: x.at[i].apply(fnp.sin))(x, idx),
+                jax.jit(lambda x, i: x.at[i].apply(jnp.sin))(x, idx))
+    # under vmap (JAX issue 16655): the batched counts drive the loop
+    arr, ind = np.array([[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]), np.array([3, 0])
+    g = lambda a, i: a.at[i].apply(lambda v: v - 1)  # noqa: E731
+    assert_same(ftrans.vmap(g)(fnp.asarray(arr), fnp.asarray(ind)), jax.vmap(g)(jnp.asarray(arr), jnp.asarray(ind)))
+    rep = np.array([[0, 0, 2], [1, 1, 1]])
+    assert_same(ftrans.vmap(g)(fnp.asarray(arr), fnp.asarray(rep)), jax.vmap(g)(jnp.asarray(arr), jnp.asarray(rep)))
+    # forward-mode derivative through the loop: the chain rule once per occurrence
+    f = ftrans.jit(lambda x, i: x.at[i].apply(fnp.sin))
+    _, t = ftrans.jvp(lambda x: f(x, idx), (x,), (np.ones(5, np.float32),))
+    v, want_t = x.astype(np.float64), np.ones(5)
+    for k in idx[idx < 5]:
+        want_t[k] *= np.cos(v[k])
+        v[k] = np.sin(v[k])
+    np.testing.assert_allclose(np.asarray(t), want_t, rtol=1e-5)
+    g = ftrans.grad(lambda x: f(x, idx).sum())(x)  # reverse mode too (JAX's scatter-apply has neither)
+    np.testing.assert_allclose(np.asarray(g), want_t, rtol=1e-5)
 
 
 def test_at_errors():

@@ -786,10 +786,12 @@ class _IndexUpdateRef:
               unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """``func`` applied (elementwise) at idx, once per occurrence of a repeated index.
 
-        Without a general scatter combiner, repeats are handled by counting the
-        occurrences of every position and applying ``func`` that many times;
-        the count must then be concrete, so traced indices that may repeat are
-        only accepted with ``unique_indices=True``.
+        The occurrences of every position are counted (a scatter-add of ones);
+        with concrete counts ``func`` is applied as many rounds as the largest
+        count, each round selecting the positions with occurrences left.  With
+        traced counts (traced indices, or under ``vmap``) the rounds run in a
+        ``while_loop``, as JAX's scatter-apply does (and, as there, reverse-mode
+        differentiation of that loop is not supported).
         """
         x = as_operand(self.array)
         d, weak = dtype_weak(x)
@@ -798,21 +800,22 @@ class _IndexUpdateRef:
         counts = _scatter_update(_full(shape_of(x), 0, dtypes.canonicalize(np.int32)), self.index, 1,
                                  I.scatter_add_p, "x.at[idx].apply", **kw)
         counts = maybe_concrete(counts)
+
+        def step(v: Any) -> Any:
+            applied = func(v)
+            return convert(applied, d, weak) if dtype_weak(applied) != (d, weak) else applied
+
         if unique_indices or _to_gather(shape_of(x), _parse(self.index, shape_of(x)), True).unique_indices:
             most = 1
         elif isinstance(counts, Tracer):
-            raise NotImplementedError(
-                "x.at[idx].apply: traced indices that may repeat are not supported; pass "
-                "unique_indices=True if they do not repeat"
-            )
+            from ftrans.lax._extras import apply_counted
+
+            return apply_counted(x, counts, step)
         else:
             most = int(counts._value.max()) if counts._value.size else 0
         out = x
         for k in range(1, most + 1):
-            applied = func(out)
-            if dtype_weak(applied) != (d, weak):
-                applied = convert(applied, d, weak)
-            out = S.select_n_p.bind(E.ge_p.bind(counts, _scalar(k, counts.dtype)), out, applied)
+            out = S.select_n_p.bind(E.ge_p.bind(counts, _scalar(k, counts.dtype)), out, step(out))
         return out
 
 
