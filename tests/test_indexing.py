@@ -677,3 +677,38 @@ def test_methods_forward():
     x = fnp.asarray(arr((3, 4)))
     assert_same(x.take(np.array([1, 0]), axis=1), jnp.asarray(np.asarray(x)).take(jnp.array([1, 0]), axis=1))
     assert_same(x.nonzero(size=2)[0], jnp.asarray(np.asarray(x)).nonzero(size=2)[0])
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype,warns", [
+    (np.int32, np.int32, False), (np.float32, np.int32, False), (np.complex64, np.float32, False),
+    (np.int32, np.int16, False), (np.int16, np.int32, True), (np.int32, np.float32, True),
+    (np.float16, np.float32, True), (np.bool_, np.int32, True),
+])
+def test_at_update_warns_when_values_do_not_promote_to_x(x_dtype, y_dtype, warns):
+    """JAX's FutureWarning ("scatter inputs have incompatible types") when the values' dtype does not
+    promote to x's; x keeps its dtype either way, and a weak Python scalar of x's kind never warns."""
+    import warnings
+
+    def run(m):
+        x = m.zeros(4, x_dtype)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = x.at[1].set(m.asarray(1, y_dtype))
+        return out, [str(r.message) for r in w if issubclass(r.category, FutureWarning)]
+
+    got, gw = run(fnp)
+    want, jw = run(jnp)
+    assert_same(got, want)
+    assert bool(jw) is warns and bool(gw) is warns
+    if warns:
+        assert "scatter inputs have incompatible types" in gw[0]
+    if x_dtype != np.bool_:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fnp.zeros(3, x_dtype).at[0].set(1)  # weak Python int: no warning
+    else:  # a Python int into a bool array does warn, in JAX too
+        with pytest.warns(FutureWarning, match="incompatible types"):
+            fnp.zeros(3, x_dtype).at[0].set(1)
+    with pytest.warns(FutureWarning, match="incompatible types") as rec:
+        fnp.arange(5).at[0].divide(2.0)  # as JAX: the scale is scattered into ones of x's dtype
+    assert rec[0].filename == __file__

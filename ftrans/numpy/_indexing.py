@@ -23,6 +23,7 @@ when updating (jax's default FILL_OR_DROP scatter).
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -640,6 +641,8 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if 0 in ix.slice_shape:
         return x
     (xp, yp), pd, _ = promote_dtypes(name, x, y)
+    if pd != d:
+        _unsafe_cast_warning(name, dtype_weak(y)[0], d)
     if prim in (I.scatter_add_p, I.scatter_mul_p) and pd == np.bool_:
         raise FtransTypeError(
             f"{name}: boolean arrays do not support this update (x has dtype bool); "
@@ -676,6 +679,28 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if dtype_weak(out) != (d, weak):
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=weak)
     return out
+
+
+def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:
+    """JAX's FutureWarning for update values whose dtype does not promote to x's (int32 into int16,
+    float into int, ...): the values are still cast to x's dtype, as JAX does for now."""
+    warnings.warn(
+        f"scatter inputs have incompatible types: cannot safely cast value from dtype={src.name} to "
+        f"dtype={dst.name} in {name} (x keeps its dtype; the values are cast). JAX will make this an "
+        f"error in a future release: convert the values first, e.g. values.astype({dst.name}).",
+        FutureWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` (for a warning raised by this function's caller) of the user's frame."""
+    import sys
+
+    from ftrans.errors import LIBRARY_DIRS
+
+    f, level = sys._getframe(2), 2
+    while f is not None and f.f_code.co_filename.startswith(LIBRARY_DIRS):
+        f, level = f.f_back, level + 1
+    return level
 
 
 def _no_sharding(name: str, out_sharding: Any) -> None:
