@@ -494,6 +494,23 @@ def test_interp_extrapolate_period_and_errors():
         fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
 
 
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)])
+@pytest.mark.parametrize("rowvar", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
+    """No observations give NaN covariances (not -0.0: n - ddof <= 0), and a (1, n) input with
+    rowvar=False holds n variables (NumPy 2.2), both as JAX."""
+    import warnings
+
+    x = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        check("cov", x, rowvar=rowvar)
+        if shape[0] in (0, 1) or not rowvar:
+            return
+        check("cov", x, x, rowvar=rowvar)
+
+
 def test_cov_corrcoef_dtype():
     x = np.arange(5, dtype=np.int32)
     check("corrcoef", x, x, dtype="bfloat16", tol=1e-2)

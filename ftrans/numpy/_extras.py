@@ -1381,7 +1381,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     if m.ndim > 2:
         raise FtransValueError(f"cov: m has more than 2 dimensions (shape {m.shape})")
     x = jnp.atleast_2d(m)
-    if not rowvar and x.shape[0] != 1:
+    if not rowvar and m.ndim != 1:  # a (1, n) m with rowvar=False is n variables (NumPy 2.2, JAX)
         x = x.T
     if x.shape[0] == 0:
         return jnp.array([]).reshape(0, 0)
@@ -1392,6 +1392,8 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         if not rowvar and y2.shape[0] != 1:
             y2 = y2.T
         x = jnp.concatenate((x, y2), axis=0)
+    if x.shape[1] == 0:  # no observations: NaN covariances (as NumPy and JAX), in x's dtype
+        return jnp.full(() if x.shape[0] == 1 else (x.shape[0], x.shape[0]), np.nan, dtype=x.dtype)
     if ddof is None:
         ddof = 0 if bias else 1
     n = x.shape[1]
