@@ -12,6 +12,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
     lax,
     nn,
     numpy,
+    ops,
     random,
     scipy,
     sharding,
@@ -117,7 +118,7 @@ P = PartitionSpec  # JAX's short name (jax.P)
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
+    "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_transpose",

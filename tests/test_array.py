@@ -520,3 +520,75 @@ def test_the_array_type_cannot_be_instantiated_like_jax():
     assert isinstance(a, jnp.ndarray) and isinstance(a, ftrans.Array)
     b = pickle.loads(pickle.dumps(a))
     assert isinstance(b, ftrans.Array) and np.array_equal(np.asarray(b), np.arange(3))
+
+
+_OPERATOR_NAMES = [f"__{p}{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                                           "and", "or", "xor", "lshift", "rshift") for p in ("", "r")]
+_OPERATOR_NAMES += ["__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"]
+
+
+class _OverrideEverything:
+    pass
+
+
+class _OverrideNothing:
+    pass
+
+
+for _n in _OPERATOR_NAMES:
+    setattr(_OverrideEverything, _n, lambda self, other: self)
+    setattr(_OverrideNothing, _n, lambda self, other: NotImplemented)
+
+
+@pytest.mark.parametrize("op", [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+                                operator.mod, operator.pow, operator.and_, operator.or_, operator.xor,
+                                operator.lshift, operator.rshift, operator.lt, operator.le, operator.gt,
+                                operator.ge, operator.matmul])
+@pytest.mark.parametrize("traced", [False, True])
+def test_binary_operators_defer_to_unknown_operand_types(op, traced):
+    """As JAX's: an Array operator returns NotImplemented for an operand type it does not know, so
+    Python tries the other operand's (reflected) method; with none, the result is Python's TypeError."""
+    x = jnp.asarray(np.int32(3)) if op is not operator.matmul else jnp.ones(2, np.int32)
+
+    def run(x):
+        other = _OverrideEverything()
+        assert op(other, x) is other and op(x, other) is other
+        for a, b in ((_OverrideNothing(), x), (x, _OverrideNothing())):
+            with pytest.raises(TypeError):
+                op(a, b)
+        return x
+
+    if traced:
+        ftrans.make_jaxpr(run)(x)
+    else:
+        run(x)
+    # the operators the shim's jax test checks behave the same on jax arrays
+    other = _OverrideEverything()
+    jx = jjnp.asarray(np.asarray(x))
+    assert op(jx, other) is other
+
+
+def test_eq_ne_with_unknown_operands_fall_back_to_identity():
+    x = jnp.asarray(np.float32(1.0))
+    assert (x == _OverrideNothing()) is False and (_OverrideNothing() == x) is False
+    assert (x != _OverrideNothing()) is True
+
+
+def test_operators_defer_to_a_namedtuple_wrapper():
+    from typing import NamedTuple
+
+    class MyArray(NamedTuple):
+        arr: object
+
+        def __mul__(self, other):
+            return MyArray(self.arr * other)
+
+        def __rmul__(self, other):
+            return MyArray(other * self.arr)
+
+    a, b = MyArray(jnp.ones(4)), jnp.ones(4)
+    assert isinstance(a * b, MyArray) and isinstance(b * a, MyArray)
+    assert isinstance(ftrans.jit(operator.mul)(a, b), MyArray)
+    assert isinstance(ftrans.jit(operator.mul)(b, a), MyArray)
+    with pytest.raises(TypeError, match="list"):
+        b + [1.0, 2.0, 3.0, 4.0]  # containers are still refused, not deferred

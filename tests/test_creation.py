@@ -495,3 +495,27 @@ def test_array_positional_copy_order_ndmin_warn_like_jax():
             lib.array(x, None, True, copy=False)
         with pytest.raises(TypeError, match="takes at most 5 positional arguments but 6 were given"):
             lib.array(x, None, True, "K", 0, "extra")
+
+
+@pytest.mark.parametrize("value", [2**32 - 1, 2**31, 2**31 - 1, -1, 300, 2**33, -2**31, 2**63])
+@pytest.mark.parametrize("dtype", ["uint32", "int32", "uint8", "int8", "bfloat16", "float16", "complex64", "bool"])
+def test_python_int_with_an_explicit_dtype(value, dtype):
+    """An explicit dtype takes any Python int it can hold (jnp.uint32(2**32 - 1)), and raises
+    OverflowError for one it cannot, as JAX does; the default int32 range does not apply."""
+    if dtype == "bfloat16" and value == 2**63:
+        # JAX raises "TypeError: expected number, got int" here (ml_dtypes rejects ints past int64);
+        # ftrans gives 9.2e18, as jnp.float16 / float32 do: not copied
+        assert float(fnp.array(value, dtype=dtype)) == float(np.float32(2.0**63))
+        return
+    check(lambda m: m.array(value, dtype=dtype), staged=False)
+    check(lambda m: m.asarray(value, dtype=dtype), staged=False)
+    if dtype not in ("bool", "bfloat16", "float16", "complex64"):
+        check(lambda m: getattr(m, dtype)(value), staged=False)
+    check(lambda m: m.zeros(2, dtype).at[0].set(m.asarray(value, dtype=dtype)) if value < 2**32 else m.asarray(0),
+          staged=False)
+
+
+def test_scatter_of_a_large_python_int_into_uint32():
+    a = fnp.zeros(1, dtype=fnp.uint32)
+    assert int(a.at[0].set(fnp.uint32(2**32 - 1))[0]) == 2**32 - 1
+    assert int(a.at[0].set(2**32 - 1)[0]) == 2**32 - 1

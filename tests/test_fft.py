@@ -177,3 +177,25 @@ def test_fft_errors_name_the_axis_and_the_line():
         fnp.fft.rfftfreq(10, d=[0, 1, 2])
     with pytest.raises(TypeError, match="RFFT needs a real operand"):
         lax.fft(np.ones(4, np.complex64), "RFFT", (4,))
+
+
+@pytest.mark.parametrize("fft_type", ["FFT", "IFFT", "RFFT", "IRFFT"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_lax_fft_with_no_lengths_is_the_identity(fft_type, dtype):
+    """``fft_lengths=()`` (JAX accepts it): the operand converted to the transform's dtype, also under vmap."""
+    import jax
+    from jax import lax as jlax
+
+    from ftrans import lax as flax
+
+    if fft_type == "RFFT" and dtype == np.complex64:
+        with pytest.raises(TypeError):
+            flax.fft(np.ones((2, 3), dtype), fft_type, ())
+        return
+    x = (np.arange(6).reshape(2, 3) + (1j if dtype == np.complex64 else 0)).astype(dtype)
+    want = jlax.fft(x, fft_type, ())
+    got = flax.fft(x, fft_type, ())
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    vg = ftrans.vmap(lambda a: flax.fft(a, fft_type, ()))(x)
+    np.testing.assert_array_equal(np.asarray(vg), np.asarray(jax.vmap(lambda a: jlax.fft(a, fft_type, ()))(x)))

@@ -411,8 +411,32 @@ def test_at_apply():
     assert_same(got, jnp.asarray(x).at[i].apply(lambda v: v * 2 + 1))
     want = jnp.asarray(x).at[1:3].apply(fnp_sq := (lambda v: v * v))
     assert_same(staged(lambda x: x.at[1:3].apply(fnp_sq), x), want)
-    with pytest.raises(NotImplementedError, match="unique_indices"):
-        ftrans.make_jaxpr(lambda x, i: x.at[i].apply(fnp_sq))(x, i)
+    # traced indices that may repeat: func runs once per occurrence (JAX's scatter-apply semantics),
+    # checked against NumPy's ufunc.at (out-of-bounds 9 is dropped) and against jax
+    idx = np.array([0, 1, 1, 3, -1, 4, 4, 4, 9])
+    ref = x.copy()
+    with np.errstate(over="ignore"):
+        np.exp.at(ref, idx[idx < 5])
+    got = ftrans.jit(lambda x, i: x.at[i].apply(fnp.exp))(x, idx)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5)
+    assert_same(ftrans.jit(lambda x, i: x.at[i].apply(fnp.sin))(x, idx),
+                jax.jit(lambda x, i: x.at[i].apply(jnp.sin))(x, idx))
+    # under vmap (JAX issue 16655): the batched counts drive the loop
+    arr, ind = np.array([[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]), np.array([3, 0])
+    g = lambda a, i: a.at[i].apply(lambda v: v - 1)  # noqa: E731
+    assert_same(ftrans.vmap(g)(fnp.asarray(arr), fnp.asarray(ind)), jax.vmap(g)(jnp.asarray(arr), jnp.asarray(ind)))
+    rep = np.array([[0, 0, 2], [1, 1, 1]])
+    assert_same(ftrans.vmap(g)(fnp.asarray(arr), fnp.asarray(rep)), jax.vmap(g)(jnp.asarray(arr), jnp.asarray(rep)))
+    # forward-mode derivative through the loop: the chain rule once per occurrence
+    f = ftrans.jit(lambda x, i: x.at[i].apply(fnp.sin))
+    _, t = ftrans.jvp(lambda x: f(x, idx), (x,), (np.ones(5, np.float32),))
+    v, want_t = x.astype(np.float64), np.ones(5)
+    for k in idx[idx < 5]:
+        want_t[k] *= np.cos(v[k])
+        v[k] = np.sin(v[k])
+    np.testing.assert_allclose(np.asarray(t), want_t, rtol=1e-5)
+    g = ftrans.grad(lambda x: f(x, idx).sum())(x)  # reverse mode too (JAX's scatter-apply has neither)
+    np.testing.assert_allclose(np.asarray(g), want_t, rtol=1e-5)
 
 
 def test_at_errors():
@@ -680,3 +704,38 @@ def test_narrow_negative_indices_are_widened_before_wrapping():
 
     assert gather_index_dtypes(True) == [["int32"]]  # widened to wrap
     assert gather_index_dtypes(False) == [["int8"]]  # kept when nothing is added, as in JAX
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype,warns", [
+    (np.int32, np.int32, False), (np.float32, np.int32, False), (np.complex64, np.float32, False),
+    (np.int32, np.int16, False), (np.int16, np.int32, True), (np.int32, np.float32, True),
+    (np.float16, np.float32, True), (np.bool_, np.int32, True),
+])
+def test_at_update_warns_when_values_do_not_promote_to_x(x_dtype, y_dtype, warns):
+    """JAX's FutureWarning ("scatter inputs have incompatible types") when the values' dtype does not
+    promote to x's; x keeps its dtype either way, and a weak Python scalar of x's kind never warns."""
+    import warnings
+
+    def run(m):
+        x = m.zeros(4, x_dtype)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = x.at[1].set(m.asarray(1, y_dtype))
+        return out, [str(r.message) for r in w if issubclass(r.category, FutureWarning)]
+
+    got, gw = run(fnp)
+    want, jw = run(jnp)
+    assert_same(got, want)
+    assert bool(jw) is warns and bool(gw) is warns
+    if warns:
+        assert "scatter inputs have incompatible types" in gw[0]
+    if x_dtype != np.bool_:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fnp.zeros(3, x_dtype).at[0].set(1)  # weak Python int: no warning
+    else:  # a Python int into a bool array does warn, in JAX too
+        with pytest.warns(FutureWarning, match="incompatible types"):
+            fnp.zeros(3, x_dtype).at[0].set(1)
+    with pytest.warns(FutureWarning, match="incompatible types") as rec:
+        fnp.arange(5).at[0].divide(2.0)  # as JAX: the scale is scattered into ones of x's dtype
+    assert rec[0].filename == __file__

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.lax", "lax"),
     ("ftrans.numpy", "numpy"),
     ("ftrans.nn", "libraries"),
+    ("ftrans.ops", "libraries"),
     ("ftrans.random", "libraries"),
     ("ftrans.scipy", "libraries"),
     ("ftrans.example_libraries", "libraries"),

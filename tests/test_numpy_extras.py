@@ -494,6 +494,70 @@ def test_interp_extrapolate_period_and_errors():
         fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
 
 
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)])
+@pytest.mark.parametrize("rowvar", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
+    """No observations give NaN covariances (not -0.0: n - ddof <= 0), and a (1, n) input with
+    rowvar=False holds n variables (NumPy 2.2), both as JAX."""
+    import warnings
+
+    x = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        check("cov", x, rowvar=rowvar)
+        if shape[0] in (0, 1) or not rowvar:
+            return
+        check("cov", x, x, rowvar=rowvar)
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile", "nanpercentile"])
+@pytest.mark.parametrize("shape,axis", [((10,), 0), ((4, 3, 5), -1), ((4, 3, 5), None), ((2, 3, 4, 5), (0, 2)),
+                                        ((4, 3, 5), 0)])
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_weighted_quantile_inverted_cdf(name, shape, axis, keepdims, dtype):
+    """``weights=`` with method='inverted_cdf' (JAX 0.10): against jax and against NumPy's weighted
+    quantile, for scalar and vector q, eager and staged."""
+    import warnings
+    import zlib
+
+    rng = np.random.default_rng(zlib.crc32(repr((name, shape, axis, keepdims, dtype)).encode()))
+    data = rng.normal(size=shape).astype(dtype)
+    if name.startswith("nan"):
+        data[rng.random(shape) < 0.3] = np.nan
+    scale = 100.0 if "percentile" in name else 1.0
+    # float16: small integer weights, so the cumulative weights and q * total are exact in any
+    # accumulation order (else a rounding tie decides between neighbouring order statistics)
+    w = (rng.integers(1, 4, size=shape) if dtype == np.float16 else rng.uniform(0.1, 2.0, size=shape)).astype(dtype)
+    for q in (np.array([0.0, 0.25, 0.5, 0.75, 1.0], dtype) * scale, dtype(0.5 * scale)):
+        check(name, data, q, axis=axis, weights=w, method="inverted_cdf", keepdims=keepdims, tol=1e-3)
+        check(name, data, q, axis=axis, method="inverted_cdf", keepdims=keepdims, tol=1e-3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = getattr(np, name)(data.astype(np.float32), np.asarray(q, np.float32), axis=axis,
+                                     weights=w.astype(np.float32), method="inverted_cdf", keepdims=keepdims)
+        got = getattr(fn, name)(data, q, axis=axis, weights=w, method="inverted_cdf", keepdims=keepdims)
+        np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=1e-2, equal_nan=True)
+
+
+def test_weighted_quantile_weights_by_reduced_axes_and_errors():
+    data = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    for w in (np.array([1.0, 2.0, 0.5, 1.0], np.float32), np.array([1.0, -1.0, 2.0, 1.0], np.float32),
+              np.array([1.0, np.nan, 2.0, 1.0], np.float32), np.ones(4, np.int32)):
+        check("quantile", data, np.float32(0.5), axis=1, weights=w, method="inverted_cdf")
+    check("quantile", data.astype(np.float16), np.float32(0.3), axis=1, weights=np.ones(4, np.float32),
+          method="inverted_cdf")  # data and weights promote together, as in JAX
+    with pytest.raises(NotImplementedError, match="inverted_cdf"):
+        fn.quantile(data, 0.5, axis=1, weights=np.ones(4))
+    with pytest.raises(ValueError, match="axis=None"):
+        fn.quantile(data, 0.5, weights=np.ones(4), method="inverted_cdf")
+    with pytest.raises(ValueError, match="reduced axes"):
+        fn.quantile(data, 0.5, axis=0, weights=np.ones(4), method="inverted_cdf")
+    with pytest.raises(ValueError, match="complex"):
+        fn.quantile(data, 0.5, axis=1, weights=np.ones(4, np.complex64), method="inverted_cdf")
+
+
 def test_cov_corrcoef_dtype():
     x = np.arange(5, dtype=np.int32)
     check("corrcoef", x, x, dtype="bfloat16", tol=1e-2)

@@ -87,10 +87,28 @@ _METHODS = [
 ]
 
 
-def _reflected(fn):
-    def op(self, other):
-        return fn(other, self)
+# Operand types a binary operator handles itself; for any other type it returns NotImplemented, so
+# Python asks the other operand (its reflected method), as JAX's operators do.  The plain containers are
+# still handled here, and rejected with the jnp function's TypeError.
+_OWN_TYPES: set = {int, float, complex, bool, list, tuple, set, dict}
+_accepts: Any = None  # (x) -> bool, installed with the Array / Tracer types
 
+
+def _deferring(fn, reflected: bool = False):
+    """``fn`` as an operator slot: NotImplemented for an operand of a type ftrans does not know (an object
+    with its own reflected operator, a NamedTuple of arrays, ...)."""
+    if reflected:
+        def op(self, other):
+            if type(other) in _OWN_TYPES or _accepts(other):
+                return fn(other, self)
+            return NotImplemented
+    else:
+        def op(self, other):
+            if type(other) in _OWN_TYPES or _accepts(other):
+                return fn(self, other)
+            return NotImplemented
+    op.__name__ = getattr(fn, "__name__", "op")
+    op.__doc__ = getattr(fn, "__doc__", None)
     return op
 
 
@@ -105,14 +123,21 @@ def _forward(name: str):
 
 def install(jnp_module: Any) -> None:
     """Bind the operator slots of ArrayMixin to ``ftrans.numpy``'s functions."""
-    global _jnp
+    global _jnp, _accepts
     _jnp = jnp_module
+    import numpy as np
+
+    from ftrans.core.array import Array, is_foreign_array
+    from ftrans.core.trace import Tracer
+
+    known = (Array, Tracer, np.ndarray, np.generic)
+    _accepts = lambda x: isinstance(x, known) or is_foreign_array(x)  # noqa: E731
     for slot, name in _BINARY.items():
         fn = getattr(jnp_module, name)
-        setattr(ArrayMixin, f"__{slot}__", fn)
-        setattr(ArrayMixin, f"__r{slot}__", _reflected(fn))
+        setattr(ArrayMixin, f"__{slot}__", _deferring(fn))
+        setattr(ArrayMixin, f"__r{slot}__", _deferring(fn, reflected=True))
     for slot, name in _COMPARE.items():
-        setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
+        setattr(ArrayMixin, f"__{slot}__", _deferring(getattr(jnp_module, name)))
     for slot, name in _UNARY.items():
         setattr(ArrayMixin, f"__{slot}__", getattr(jnp_module, name))
     ArrayMixin.__getitem__ = jnp_module._getitem
@@ -128,11 +153,11 @@ def _install_fast(jnp_module: Any) -> None:
     from ftrans.core.prims import elementwise as E
 
     install_fast_operators({
-        "__add__": (E.add_p, jnp_module.add),
-        "__sub__": (E.sub_p, jnp_module.subtract),
-        "__mul__": (E.mul_p, jnp_module.multiply),
-        "__lt__": (E.lt_p, jnp_module.less),
-        "__le__": (E.le_p, jnp_module.less_equal),
-        "__gt__": (E.gt_p, jnp_module.greater),
-        "__ge__": (E.ge_p, jnp_module.greater_equal),
+        "__add__": (E.add_p, _deferring(jnp_module.add)),
+        "__sub__": (E.sub_p, _deferring(jnp_module.subtract)),
+        "__mul__": (E.mul_p, _deferring(jnp_module.multiply)),
+        "__lt__": (E.lt_p, _deferring(jnp_module.less)),
+        "__le__": (E.le_p, _deferring(jnp_module.less_equal)),
+        "__gt__": (E.gt_p, _deferring(jnp_module.greater)),
+        "__ge__": (E.ge_p, _deferring(jnp_module.greater_equal)),
     })

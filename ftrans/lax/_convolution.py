@@ -317,7 +317,8 @@ def conv_general_dilated_local(lhs: Any, rhs: Any, window_strides: Sequence[int]
     return _ops.transpose(out, tuple(perm))
 
 def fft(x: Any, fft_type: Any, fft_lengths: Sequence[int]) -> Any:
-    """``lax.fft``: a 1-3 dimensional DFT over the trailing axes (``fft_type`` FFT, IFFT, RFFT or IRFFT)."""
+    """``lax.fft``: a 1-3 dimensional DFT over the trailing axes (``fft_type`` FFT, IFFT, RFFT or IRFFT);
+    ``fft_lengths=()`` transforms no axes (the operand, converted to the transform's dtype)."""
     check_arraylike("lax.fft", x)
     x = as_operand(x)
     if isinstance(fft_type, str):
@@ -341,4 +342,6 @@ def fft(x: Any, fft_type: Any, fft_lengths: Sequence[int]) -> Any:
         want = np.dtype(np.complex128) if d in (np.float64, np.complex128) else np.dtype(np.complex64)
     if d != want:
         x = _ops.convert_element_type(x, want)
+    if not lens:  # a 0-dimensional transform is the identity (after the dtype conversion), as in JAX
+        return x
     return _ops._bind(F.fft_p, x, fft_type=fft_type, fft_lengths=lens)

@@ -462,7 +462,6 @@ def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_
     The hits per element are counted with a ``scatter_add`` of ones; a ``while_loop`` then applies ``func``
     (vmapped over the elements) to the elements with hits left, so repeated indices compose ``func``.
     """
-    from ftrans.lax._control_flow import while_loop
     from ftrans.transforms.batching import vmap
 
     op = as_operand(operand)
@@ -477,7 +476,17 @@ def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_
         out = flat(lax.reshape(v, (total,)))
         return lax.reshape(lax.convert_element_type(out, dtype_weak(v)[0]), shape)
 
-    most = lax.reduce_max(counts, tuple(range(len(shape)))) if total else np.int32(0)
+    return apply_counted(op, counts, apply)
+
+
+def apply_counted(x: Any, counts: Any, step: Callable[[Any], Any]) -> Any:
+    """``x`` with ``step`` (an elementwise map of the whole array) applied ``counts[i]`` times at element i:
+    a ``while_loop`` over the largest count, each round updating the elements with applications left.
+    The counts may be traced (or batched under ``vmap``); ``x.at[idx].apply`` and ``scatter_apply`` use it."""
+    from ftrans.lax._control_flow import while_loop
+
+    shape = tuple(shape_of(x))
+    most = lax.reduce_max(counts, tuple(range(len(shape)))) if math.prod(shape) else np.int32(0)
 
     def cond(c: tuple) -> Any:
         return lax.lt(c[0], most)
@@ -485,9 +494,9 @@ def scatter_apply(operand: Any, scatter_indices: Any, func: Callable, dimension_
     def body(c: tuple) -> tuple:
         i, v = c
         hit = lax.gt(counts, lax.broadcast_in_dim(i, shape, ()))
-        return lax.add(i, np.int32(1)), lax.select(hit, apply(v), v)
+        return lax.add(i, np.int32(1)), lax.select(hit, step(v), v)
 
-    return while_loop(cond, body, (np.int32(0), op))[1]
+    return while_loop(cond, body, (np.int32(0), x))[1]
 
 
 def stack(operands: Sequence[Any], axis: int = 0) -> Any:

@@ -104,8 +104,13 @@ def retype(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
         if t is float and dtype.kind in "iu":
             # XLA's float->int conversion: truncate, saturate, NaN -> 0.
             return _frozen(S.convert_element_type_p.impl(np.asarray(x), new_dtype=dtype, weak_type=weak), weak)
-        if t is int and dtype.kind in "fc":  # an explicit inexact dtype takes any int (jnp.float32(2**40))
+        if t is int and dtypes.is_inexact(dtype):  # an explicit inexact dtype takes any int (jnp.float32(2**40))
             return Array._new(np.asarray(float(x), dtype), weak)
+        if t is int and dtype == np.bool_:
+            return Array._new(np.asarray(bool(x)), weak)
+        if t is int and dtype.kind in "iu" and np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
+            # an explicit integer dtype takes any int it can hold (jnp.uint32(2**32 - 1)), as in JAX
+            return Array._new(np.asarray(x, dtype), weak)
         return scalar_to_array(x, dtype, weak)
     if isinstance(x, (np.ndarray, np.generic)):
         # Always a copy: the caller may go on mutating its NumPy array.

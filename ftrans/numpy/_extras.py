@@ -1198,12 +1198,66 @@ def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
 
 
 # ---------------------------------------------------------------- quantiles
-_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 
 
-def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, squash_nans: bool) -> Any:
+def _quantile_weights(name: str, x: Any, weights: Any, axes: tuple, method: str) -> tuple[Any, Any]:
+    """``x`` and the weights promoted together (as JAX) and the weights broadcast to ``x``'s shape: they
+    are given either with ``x``'s shape or with the shape of the reduced axes."""
+    check_arraylike(name, weights)
+    if dtype_weak(weights)[0].kind == "c":
+        raise FtransValueError(f"{name}: weights cannot be complex (got dtype {dtype_weak(weights)[0].name})")
+    if method != "inverted_cdf":
+        raise NotImplementedError(
+            f"{name}: method={method!r} does not support weights; only method='inverted_cdf' does (as in JAX)")
+    x, w = _inexact(name, x, weights)
+    shape, wshape = tuple(shape_of(x)), tuple(shape_of(w))
+    if wshape != shape:
+        if axes is None:
+            raise FtransValueError(
+                f"{name}: with axis=None the weights must have a's shape {shape}, got {wshape}")
+        want = tuple(shape[ax] for ax in axes)
+        if wshape != want:
+            raise FtransValueError(
+                f"{name}: weights of shape {wshape} match neither a's shape {shape} nor the shape {want} "
+                f"of the reduced axes {axes}")
+        w = lax.broadcast_in_dim(w, shape, axes)
+    return x, w
+
+
+def _inverted_cdf(x: Any, w: Any, q: Any, qshape: tuple, bshape: tuple, squash_nans: bool) -> Any:
+    """Method ``inverted_cdf`` on ``x`` (the reduced axis last): the first sorted value whose cumulative
+    weight reaches ``q`` times the total.  Negative or NaN weights, and NaN data (in the nan-variants:
+    a slice with no valid value), make the result NaN, as in JAX."""
+    n = x.shape[-1]
+    x = jnp.where(jnp.isnan(x), np.nan, x)  # NaNs (of either sign) sort last
+    if w is None:
+        srt, w = jnp.sort(x, axis=-1), jnp.ones_like(x)
+    else:
+        srt, w = lax.sort((x, w), dimension=len(bshape), num_keys=1)
+    bad = jnp.logical_or(jnp.less(w, 0), jnp.isnan(w))
+    nan_data = jnp.isnan(srt)
+    # Half-precision weights are accumulated in float32: a float16 running sum rounds at every step and
+    # can move the crossing point by one element (JAX's results agree with the float32 accumulation).
+    acc = np.float32 if dtypes.finfo(dtype_weak(w)[0]).bits < 32 else None
+    cum = jnp.cumsum(jnp.where(jnp.logical_or(bad, nan_data), 0, w), axis=-1, dtype=acc)
+    qq = jnp.reshape(q, qshape + (1,) * len(bshape))
+    target = jnp.multiply(qq, cum[..., -1])
+    idx = jnp.sum(jnp.less(cum, target[..., None]), axis=-1, dtype=np.int32)
+    valid = jnp.sum(jnp.logical_not(nan_data), axis=-1, dtype=np.int32) if squash_nans else jnp.full(bshape, n, np.int32)
+    idx = jnp.maximum(0, jnp.minimum(idx, jnp.subtract(valid, 1)))
+    full = qshape + bshape
+    res = jnp.take_along_axis(jnp.broadcast_to(srt, full + (n,)), idx[..., None], axis=-1)[..., 0]
+    bad_slice = jnp.any(bad, axis=-1)
+    nan_slice = jnp.equal(valid, 0) if squash_nans else jnp.any(nan_data, axis=-1)
+    return jnp.where(jnp.logical_or(bad_slice, nan_slice), np.nan, res)
+
+
+def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool, squash_nans: bool,
+              weights: Any = None) -> Any:
     """Sort along the reduced axes (merged into one), then gather the two order
-    statistics around ``q * (count - 1)`` and combine them per ``method``.
+    statistics around ``q * (count - 1)`` and combine them per ``method``
+    (``inverted_cdf``, the one method that takes ``weights``, walks the cumulative weights instead).
 
     ``squash_nans`` (the nan-variants) counts only non-NaN values per slice,
     which sort last; otherwise a NaN anywhere in a slice makes its result NaN.
@@ -1226,10 +1280,20 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
                      for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
         if len(set(axes)) != len(axes):
             raise FtransValueError(f"{name}: repeated axis in {axis}")
+    w = None
+    if weights is not None:
+        x, w = _quantile_weights(name, x, weights, None if axis is None else axes, method)
     keep = [i for i in range(len(shape)) if i not in axes]
     bshape = tuple(shape[i] for i in keep)
     n = math.prod(shape[i] for i in axes)
     x = jnp.reshape(jnp.transpose(x, tuple(keep) + axes), bshape + (n,))
+    if method == "inverted_cdf":
+        if w is not None:
+            w = jnp.reshape(jnp.transpose(w, tuple(keep) + axes), bshape + (n,))
+        res = _inverted_cdf(x, w, q, qshape, bshape, squash_nans)
+        if keepdims:
+            res = jnp.reshape(res, qshape + tuple(1 if i in axes else s for i, s in enumerate(shape)))
+        return res
     nan = jnp.isnan(x)
     if not squash_nans:
         x = jnp.where(jnp.any(nan, axis=-1, keepdims=True), np.nan, x)
@@ -1277,17 +1341,20 @@ def _check_quantile_args(name: str, out: Any, overwrite_input: bool, interpolati
 
 
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
-    """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN."""
+             method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+             interpolation: Any = None) -> Any:
+    """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
+    the reduced axes' shape) need ``method='inverted_cdf'``; a negative or NaN weight gives NaN."""
     method = _check_quantile_args("quantile", out, overwrite_input, interpolation, method)
-    return _quantile("quantile", a, q, axis, method, keepdims, False)
+    return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
-    """``jnp.nanquantile``: ``quantile`` ignoring NaNs."""
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+                interpolation: Any = None) -> Any:
+    """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
     method = _check_quantile_args("nanquantile", out, overwrite_input, interpolation, method)
-    return _quantile("nanquantile", a, q, axis, method, keepdims, True)
+    return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
 
 def _q_from_percent(name: str, q: Any) -> Any:
@@ -1297,17 +1364,20 @@ def _q_from_percent(name: str, q: Any) -> Any:
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
-    """``jnp.percentile``: ``quantile`` with ``q`` in percent."""
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+               interpolation: Any = None) -> Any:
+    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
     method = _check_quantile_args("percentile", out, overwrite_input, interpolation, method)
-    return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False)
+    return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False, *, interpolation: Any = None) -> Any:
-    """``jnp.nanpercentile``: ``percentile`` ignoring NaNs."""
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+                  interpolation: Any = None) -> Any:
+    """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
     method = _check_quantile_args("nanpercentile", out, overwrite_input, interpolation, method)
-    return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True)
+    return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True,
+                     weights)
 
 
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
@@ -1383,7 +1453,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     if m.ndim > 2:
         raise FtransValueError(f"cov: m has more than 2 dimensions (shape {m.shape})")
     x = jnp.atleast_2d(m)
-    if not rowvar and x.shape[0] != 1:
+    if not rowvar and m.ndim != 1:  # a (1, n) m with rowvar=False is n variables (NumPy 2.2, JAX)
         x = x.T
     if x.shape[0] == 0:
         return jnp.array([]).reshape(0, 0)
@@ -1394,6 +1464,8 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         if not rowvar and y2.shape[0] != 1:
             y2 = y2.T
         x = jnp.concatenate((x, y2), axis=0)
+    if x.shape[1] == 0:  # no observations: NaN covariances (as NumPy and JAX), in x's dtype
+        return jnp.full(() if x.shape[0] == 1 else (x.shape[0], x.shape[0]), np.nan, dtype=x.dtype)
     if ddof is None:
         ddof = 0 if bias else 1
     n = x.shape[1]

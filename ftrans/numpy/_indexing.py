@@ -23,6 +23,7 @@ when updating (jax's default FILL_OR_DROP scatter).
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -643,6 +644,8 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if 0 in ix.slice_shape:
         return x
     (xp, yp), pd, _ = promote_dtypes(name, x, y)
+    if pd != d:
+        _unsafe_cast_warning(name, dtype_weak(y)[0], d)
     if prim in (I.scatter_add_p, I.scatter_mul_p) and pd == np.bool_:
         raise FtransTypeError(
             f"{name}: boolean arrays do not support this update (x has dtype bool); "
@@ -679,6 +682,28 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if dtype_weak(out) != (d, weak):
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=weak)
     return out
+
+
+def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:
+    """JAX's FutureWarning for update values whose dtype does not promote to x's (int32 into int16,
+    float into int, ...): the values are still cast to x's dtype, as JAX does for now."""
+    warnings.warn(
+        f"scatter inputs have incompatible types: cannot safely cast value from dtype={src.name} to "
+        f"dtype={dst.name} in {name} (x keeps its dtype; the values are cast). JAX will make this an "
+        f"error in a future release: convert the values first, e.g. values.astype({dst.name}).",
+        FutureWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` (for a warning raised by this function's caller) of the user's frame."""
+    import sys
+
+    from ftrans.errors import LIBRARY_DIRS
+
+    f, level = sys._getframe(2), 2
+    while f is not None and f.f_code.co_filename.startswith(LIBRARY_DIRS):
+        f, level = f.f_back, level + 1
+    return level
 
 
 def _no_sharding(name: str, out_sharding: Any) -> None:
@@ -789,10 +814,12 @@ class _IndexUpdateRef:
               unique_indices: bool = False, mode: Any = None, wrap_negative_indices: bool = True) -> Any:
         """``func`` applied (elementwise) at idx, once per occurrence of a repeated index.
 
-        Without a general scatter combiner, repeats are handled by counting the
-        occurrences of every position and applying ``func`` that many times;
-        the count must then be concrete, so traced indices that may repeat are
-        only accepted with ``unique_indices=True``.
+        The occurrences of every position are counted (a scatter-add of ones);
+        with concrete counts ``func`` is applied as many rounds as the largest
+        count, each round selecting the positions with occurrences left.  With
+        traced counts (traced indices, or under ``vmap``) the rounds run in a
+        ``while_loop``, as JAX's scatter-apply does (and, as there, reverse-mode
+        differentiation of that loop is not supported).
         """
         x = as_operand(self.array)
         d, weak = dtype_weak(x)
@@ -801,21 +828,22 @@ class _IndexUpdateRef:
         counts = _scatter_update(_full(shape_of(x), 0, dtypes.canonicalize(np.int32)), self.index, 1,
                                  I.scatter_add_p, "x.at[idx].apply", **kw)
         counts = maybe_concrete(counts)
+
+        def step(v: Any) -> Any:
+            applied = func(v)
+            return convert(applied, d, weak) if dtype_weak(applied) != (d, weak) else applied
+
         if unique_indices or _to_gather(shape_of(x), _parse(self.index, shape_of(x)), True).unique_indices:
             most = 1
         elif isinstance(counts, Tracer):
-            raise NotImplementedError(
-                "x.at[idx].apply: traced indices that may repeat are not supported; pass "
-                "unique_indices=True if they do not repeat"
-            )
+            from ftrans.lax._extras import apply_counted
+
+            return apply_counted(x, counts, step)
         else:
             most = int(counts._value.max()) if counts._value.size else 0
         out = x
         for k in range(1, most + 1):
-            applied = func(out)
-            if dtype_weak(applied) != (d, weak):
-                applied = convert(applied, d, weak)
-            out = S.select_n_p.bind(E.ge_p.bind(counts, _scalar(k, counts.dtype)), out, applied)
+            out = S.select_n_p.bind(E.ge_p.bind(counts, _scalar(k, counts.dtype)), out, step(out))
         return out
 
 
