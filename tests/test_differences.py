@@ -606,3 +606,19 @@ def test_checkpoint_outside_a_transform_runs_the_function_directly():
         jax.checkpoint(f)(3.0)
     with pytest.raises(ftrans.errors.ConcretizationTypeError):  # under a transform ftrans traces it too
         ftrans.jit(ftrans.checkpoint(f))(3.0)
+
+
+def test_pbroadcast_works_under_vmap_where_jax_raises():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    got = ftrans.vmap(lambda v: flax.pbroadcast(v, "i", 2), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x[2], x.shape))
+    with pytest.raises(TypeError):
+        jax.vmap(lambda v: jlax.pbroadcast(v, "i", 2), axis_name="i")(jnp.asarray(x))
+
+
+def test_pcast_varying_outside_shard_map_is_identity():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    got = ftrans.vmap(lambda v: flax.pcast(v, "i", to="varying"), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(got), x)
+    with pytest.raises(ValueError, match="shard_map"):
+        jax.vmap(lambda v: jlax.pcast(v, "i", to="varying"), axis_name="i")(x)

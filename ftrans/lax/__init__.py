@@ -5,12 +5,16 @@ from ftrans.lax._collectives import (  # noqa: F401
     all_gather,
     all_to_all,
     axis_index,
+    pbroadcast,
+    pcast,
     pmax,
     pmean,
     pmin,
     ppermute,
+    pshuffle,
     psum,
     psum_scatter,
+    pswapaxes,
 )
 from ftrans.lax._control_flow import (  # noqa: A004, F401
     associative_scan,

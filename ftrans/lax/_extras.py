@@ -28,7 +28,7 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage",
     "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
@@ -530,3 +530,10 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
     k = as_operand(key)
     return tuple(lax._bind(S.rng_bit_generator_p, k, shape=_shape("rng_bit_generator", shape), dtype=d,
                            algorithm=int(RandomAlgorithm(algorithm))))
+
+
+def stage(x: Any, /) -> Any:
+    """``lax.stage``: the identity, lifting ``x`` (an array or scalar, e.g. a NumPy array or Python number) into
+    the current trace; outside any trace it returns an ftrans Array (a Python scalar keeps its weak type)."""
+    check_arraylike("stage", x)
+    return as_operand(x)
