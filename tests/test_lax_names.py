@@ -237,3 +237,44 @@ def test_stage_errors():
             flax.stage(bad)
         with pytest.raises(TypeError, match="stage"):
             jlax.stage(bad)
+
+
+# ----------------------------------------------------------------------------
+# rng_uniform: XLA's stateful generator, whose values are unspecified (not seeded): shape, dtype, weak type and
+# range are checked against jax, not the values.
+
+
+@pytest.mark.parametrize("a,b,shape", [(0.0, 1.0, (3,)), (np.float32(-2), np.float32(5), (4, 5)), (0, 10, (50,)),
+                                       (np.int32(3), np.int32(7), ()), (np.float16(0), np.float16(1), (8,))])
+def test_rng_uniform_shape_dtype_range(a, b, shape):
+    for f in (lambda: flax.rng_uniform(a, b, shape), ftrans.jit(lambda: flax.rng_uniform(a, b, shape))):
+        got = f()
+        want = jlax.rng_uniform(a, b, shape)
+        assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+        v = np.asarray(got)
+        assert np.all(v >= a) and np.all(v < b), v
+    if shape == (50,):
+        assert len(np.unique(np.asarray(flax.rng_uniform(a, b, shape)))) > 1
+
+
+def test_rng_uniform_traced_bounds():
+    got = ftrans.jit(lambda lo, hi: flax.rng_uniform(lo, hi, (100,)))(np.float32(3), np.float32(4))
+    assert got.shape == (100,) and got.dtype == np.float32
+    v = np.asarray(got)
+    assert v.min() >= 3 and v.max() < 4
+
+
+def test_rng_uniform_errors():
+    for lib in (flax, jlax):
+        with pytest.raises(ValueError, match="identical dtypes"):
+            lib.rng_uniform(0, 1.0, (2,))
+        with pytest.raises(ValueError, match="must be scalars"):
+            lib.rng_uniform(np.zeros(2, np.float32), np.float32(1), (2,))
+    with pytest.raises(TypeError, match="integers or real floats"):
+        flax.rng_uniform(True, False, (2,))
+    with pytest.raises(TypeError, match="rng_uniform"):
+        flax.rng_uniform("a", 1.0, (2,))
+    with pytest.raises(NotImplementedError, match="derivative"):
+        ftrans.grad(lambda a: flax.rng_uniform(a, 2.0, (2,)).sum())(1.0)
+    with pytest.raises(NotImplementedError, match="vmap"):
+        ftrans.vmap(lambda a: flax.rng_uniform(a, np.float32(2), (2,)))(np.zeros(3, np.float32))

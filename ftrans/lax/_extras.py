@@ -28,7 +28,7 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage", "rng_uniform",
     "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
@@ -537,3 +537,11 @@ def stage(x: Any, /) -> Any:
     the current trace; outside any trace it returns an ftrans Array (a Python scalar keeps its weak type)."""
     check_arraylike("stage", x)
     return as_operand(x)
+
+
+def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Any:
+    """``lax.rng_uniform``: ``shape`` values uniform in ``[a, b)`` (scalars of one integer or float dtype) from
+    XLA's stateful generator.  Its values are the backend's and unspecified: not seeded, not reproducible, not
+    JAX's; like JAX's it has no derivative or ``vmap`` rule.  Prefer ``ftrans.random``."""
+    check_arraylike("rng_uniform", a, b)
+    return lax._bind(S.rng_uniform_p, as_operand(a), as_operand(b), shape=_shape("rng_uniform", shape))
