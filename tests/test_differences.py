@@ -622,3 +622,12 @@ def test_pcast_varying_outside_shard_map_is_identity():
     np.testing.assert_array_equal(np.asarray(got), x)
     with pytest.raises(ValueError, match="shard_map"):
         jax.vmap(lambda v: jlax.pcast(v, "i", to="varying"), axis_name="i")(x)
+
+
+def test_scaled_dot_differentiates_where_jax_raises():
+    lhs = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+    rhs = np.linspace(1, 2, 16, dtype=np.float32).reshape(8, 2)
+    g = ftrans.grad(lambda a: flax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)
+    np.testing.assert_allclose(np.asarray(g), np.broadcast_to(rhs.sum(1), (3, 8)), rtol=1e-2)
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda a: jlax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)

@@ -278,3 +278,91 @@ def test_rng_uniform_errors():
         ftrans.grad(lambda a: flax.rng_uniform(a, 2.0, (2,)).sum())(1.0)
     with pytest.raises(NotImplementedError, match="vmap"):
         ftrans.vmap(lambda a: flax.rng_uniform(a, np.float32(2), (2,)))(np.zeros(3, np.float32))
+
+
+# ----------------------------------------------------------------------------
+# scaled_dot
+
+
+def _sd_inputs(lshape, rshape, lsshape, rsshape):
+    r = np.random.default_rng(7)
+    return (r.normal(size=lshape).astype(np.float32), r.normal(size=rshape).astype(np.float32),
+            r.uniform(0.5, 2, size=lsshape).astype(np.float32), r.uniform(0.5, 2, size=rsshape).astype(np.float32))
+
+
+SD_CASES = [
+    ((3, 8), (8, 2), (3, 2), (2, 2), None),
+    ((3, 8), (2, 8), (3, 4), (2, 4), (((1,), (1,)), ((), ()))),
+    ((2, 3, 8), (2, 8, 5), (2, 3, 4), (2, 2, 5), None),
+    ((8, 3), (8, 2), (2, 3), (4, 2), (((0,), (0,)), ((), ()))),
+    ((2, 6, 3), (3, 2, 6), (2, 3, 3), (3, 2, 2), (((1,), (2,)), ((0,), (1,)))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SD_CASES)))
+@pytest.mark.parametrize("pref", [None, np.float32])
+def test_scaled_dot_values(case, pref):
+    *shapes, dn = SD_CASES[case]
+    lhs, rhs, ls, rs = _sd_inputs(*shapes)
+    for kw in ({}, {"lhs_scale": ls, "rhs_scale": rs}, {"lhs_scale": ls.astype(jjnp.float8_e8m0fnu)},
+               {"rhs_scale": rs}):
+        want = jlax.scaled_dot(lhs, rhs, dimension_numbers=dn, preferred_element_type=pref, **kw)
+        got = flax.scaled_dot(lhs, rhs, dimension_numbers=dn, preferred_element_type=pref, **kw)
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        # eagerly each bfloat16 product is rounded; XLA's fused program (jax's, or ftrans's under jit) may not round
+        np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=3e-2, atol=3e-2)
+        jitted = ftrans.jit(lambda *a, kw=kw: flax.scaled_dot(*a, dimension_numbers=dn, preferred_element_type=pref,
+                                                               **kw))(lhs, rhs)
+        np.testing.assert_allclose(np.asarray(jitted, np.float32), np.asarray(want, np.float32), rtol=1e-2,
+                                   atol=1e-2)
+
+
+def test_scaled_dot_vmap():
+    lhs, rhs, ls, rs = _sd_inputs((4, 3, 8), (8, 2), (4, 3, 2), (2, 2))
+
+    def f(lib):
+        return lambda a, s: lib.scaled_dot(a, rhs, lhs_scale=s, rhs_scale=rs, preferred_element_type=np.float32)
+
+    got = ftrans.jit(ftrans.vmap(f(flax)))(lhs, ls)
+    want = jax.vmap(f(jlax))(lhs, ls)
+    # the closed-over rhs * rhs_scale is folded eagerly (rounded to bfloat16 per product), not in XLA's fusion
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=3e-2, atol=6e-2)
+    got = ftrans.vmap(f(flax))(lhs, ls)
+    assert got.shape == want.shape == (4, 3, 2) and got.dtype == want.dtype
+
+
+def test_scaled_dot_grad():
+    # jax's scaled_dot has no differentiation rule; ftrans's composition differentiates like jax's reference
+    lhs, rhs, ls, rs = _sd_inputs((3, 8), (8, 2), (3, 2), (2, 2))
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda a: jlax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)
+
+    def ref(a):
+        s = jjnp.repeat(jjnp.asarray(ls, jjnp.bfloat16), 4, axis=1)
+        r_ = jjnp.asarray(rhs, jjnp.bfloat16) * jjnp.repeat(jjnp.asarray(rs, jjnp.bfloat16), 4, axis=0)
+        return jlax.dot(a.astype(jjnp.bfloat16) * s, r_, preferred_element_type=jjnp.float32).sum()
+
+    got = ftrans.grad(lambda a: flax.scaled_dot(a, rhs, lhs_scale=ls, rhs_scale=rs,
+                                                preferred_element_type=np.float32).sum())(lhs)
+    want = jax.grad(ref)(lhs)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("args,kw,match", [
+    ((np.ones(8, np.float32), np.ones(8, np.float32)), {}, "0-rank and 1-rank"),
+    ((np.ones((3, 8), np.float32), np.ones((8, 2), np.float32)), {"lhs_scale": np.ones((3, 3), np.float32)},
+     "must be divisible"),
+    ((np.ones((3, 8), np.float32), np.ones((8, 2), np.float32)), {"lhs_scale": np.ones((3, 8), np.float32)},
+     "at least 2"),
+    ((np.ones((3, 8), np.float32), np.ones((8, 2), np.float32)), {"lhs_scale": np.ones((3,), np.float32)},
+     "same rank"),
+    ((np.ones((3, 8), np.float32), np.ones((8, 2), np.float32)), {"rhs_scale": np.ones((2, 3), np.float32)},
+     "does not match scale dim size"),
+    ((np.ones((3, 8), np.float32), np.ones((6, 2), np.float32)), {}, "does not match RHS"),
+])
+def test_scaled_dot_errors(args, kw, match):
+    with pytest.raises(TypeError, match=match):
+        flax.scaled_dot(*args, **kw)
+    with pytest.raises(TypeError):
+        jlax.scaled_dot(*args, **kw)
