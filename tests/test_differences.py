@@ -631,3 +631,11 @@ def test_scaled_dot_differentiates_where_jax_raises():
     np.testing.assert_allclose(np.asarray(g), np.broadcast_to(rhs.sum(1), (3, 8)), rtol=1e-2)
     with pytest.raises(NotImplementedError):
         jax.grad(lambda a: jlax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)
+
+
+def test_token_is_a_pytree_without_leaves():
+    t = flax.create_token()
+    assert jax.tree_util.tree_leaves(t) == []
+    assert len(jax.tree_util.tree_leaves(jlax.create_token())) == 1
+    jp = ftrans.make_jaxpr(lambda x: flax.after_all(flax.create_token(x)))(1.0)
+    assert not jp.jaxpr.eqns

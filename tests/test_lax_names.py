@@ -366,3 +366,32 @@ def test_scaled_dot_errors(args, kw, match):
         flax.scaled_dot(*args, **kw)
     with pytest.raises(TypeError):
         jlax.scaled_dot(*args, **kw)
+
+
+# ----------------------------------------------------------------------------
+# create_token / after_all: ftrans's tokens carry no data (a pytree with no leaves), so they pass through
+# jit / vmap / grad as jax's do.
+
+
+def test_tokens_pass_through_jit_vmap_grad():
+    ft, jt = flax.create_token(), jlax.create_token()
+    for t, lib, tr in ((ft, flax, ftrans), (jt, jlax, jax)):
+        tok, y = tr.jit(lambda t, x, lib=lib: (lib.after_all(t, lib.create_token(x)), x + 1))(t, 1.0)
+        assert type(tok) is type(t)
+        assert float(y) == 2.0
+        tok2 = tr.jit(lambda x, lib=lib: lib.create_token(x))(1.0)
+        assert type(tok2) is type(t)
+    # (jax 0.10.2's vmap cannot return a token: AttributeError on AbstractToken.sharding)
+    got = ftrans.vmap(lambda x: (flax.create_token(x), x * 2))(X)
+    assert type(got[0]) is flax.Token
+    assert_tree(got[1], jax.vmap(lambda x: x * 2)(X))
+    g = ftrans.grad(lambda x: flax.after_all(flax.create_token(x)) and x * 3.0)(2.0)
+    assert float(g) == float(jax.grad(lambda x: jlax.after_all(jlax.create_token(x)) and x * 3.0)(2.0)) == 3.0
+    assert flax.after_all() == ft and ft.block_until_ready() is ft
+
+
+def test_after_all_rejects_non_tokens():
+    with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
+        flax.after_all(flax.create_token(), 1.0)
+    with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
+        ftrans.jit(lambda x: flax.after_all(x))(1.0)
