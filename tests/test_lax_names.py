@@ -395,3 +395,31 @@ def test_after_all_rejects_non_tokens():
         flax.after_all(flax.create_token(), 1.0)
     with pytest.raises(TypeError, match="Arguments to after_all must be tokens"):
         ftrans.jit(lambda x: flax.after_all(x))(1.0)
+
+
+# ----------------------------------------------------------------------------
+# shard_map: the collectives over a mesh axis, against jax.shard_map
+
+
+@multi
+@pytest.mark.parametrize("which", ["pswapaxes", "pshuffle", "pbroadcast", "pcast"])
+def test_collectives_shard_map(which):
+    from jax.sharding import AxisType as JA
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, P
+
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    fm = ftrans.make_mesh((4,), ("i",), axis_types=(AxisType.Auto,), devices=ftrans.devices()[:4])
+    jm = jax.make_mesh((4,), ("i",), axis_types=(JA.Auto,), devices=jax.devices()[:4])
+    body = {
+        "pswapaxes": lambda lax: (lambda a: lax.pswapaxes(a.reshape(4, 4), "i", 0).reshape(1, 16)),
+        "pshuffle": lambda lax: (lambda a: lax.pshuffle(a, "i", [2, 0, 3, 1])),
+        "pbroadcast": lambda lax: (lambda a: lax.pbroadcast(a, "i", 2)) if lax is flax else
+        (lambda a: _jax_pbroadcast(a, "i", 2)),
+        # psum's result is invariant over "i" (jax refuses to pcast a value that already varies)
+        "pcast": lambda lax: (lambda a: lax.pcast(lax.psum(a, "i"), "i", to="varying") + a),
+    }[which]
+    got = ftrans.shard_map(body(flax), mesh=fm, in_specs=P("i"), out_specs=P("i"))(x)
+    want = jax.shard_map(body(jlax), mesh=jm, in_specs=JP("i"), out_specs=JP("i"))(x)
+    assert_tree(got, want)
