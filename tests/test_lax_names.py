@@ -423,3 +423,14 @@ def test_collectives_shard_map(which):
     got = ftrans.shard_map(body(flax), mesh=fm, in_specs=P("i"), out_specs=P("i"))(x)
     want = jax.shard_map(body(jlax), mesh=jm, in_specs=JP("i"), out_specs=JP("i"))(x)
     assert_tree(got, want)
+
+
+@multi
+def test_pbroadcast_pmap_grad_and_vmap_inside():
+    """jax's own (GPU-only) pmap tests of pbroadcast: grad sends every device's cotangent to the source."""
+    f = lambda x: flax.pbroadcast(x, source=0, axis_name="i")  # noqa: E731
+    x = np.arange(1, 5, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(ftrans.pmap(ftrans.grad(f), "i")(x)), [4.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(ftrans.pmap(f, "i")(x)), [1.0] * 4)
+    x3 = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+    np.testing.assert_array_equal(np.asarray(ftrans.pmap(ftrans.vmap(f), "i")(x3)), np.broadcast_to(x3[:1], x3.shape))
