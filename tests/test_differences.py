@@ -606,3 +606,36 @@ def test_checkpoint_outside_a_transform_runs_the_function_directly():
         jax.checkpoint(f)(3.0)
     with pytest.raises(ftrans.errors.ConcretizationTypeError):  # under a transform ftrans traces it too
         ftrans.jit(ftrans.checkpoint(f))(3.0)
+
+
+def test_pbroadcast_works_under_vmap_where_jax_raises():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    got = ftrans.vmap(lambda v: flax.pbroadcast(v, "i", 2), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x[2], x.shape))
+    with pytest.raises(TypeError):
+        jax.vmap(lambda v: jlax.pbroadcast(v, "i", 2), axis_name="i")(jnp.asarray(x))
+
+
+def test_pcast_varying_outside_shard_map_is_identity():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    got = ftrans.vmap(lambda v: flax.pcast(v, "i", to="varying"), axis_name="i")(x)
+    np.testing.assert_array_equal(np.asarray(got), x)
+    with pytest.raises(ValueError, match="shard_map"):
+        jax.vmap(lambda v: jlax.pcast(v, "i", to="varying"), axis_name="i")(x)
+
+
+def test_scaled_dot_differentiates_where_jax_raises():
+    lhs = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+    rhs = np.linspace(1, 2, 16, dtype=np.float32).reshape(8, 2)
+    g = ftrans.grad(lambda a: flax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)
+    np.testing.assert_allclose(np.asarray(g), np.broadcast_to(rhs.sum(1), (3, 8)), rtol=1e-2)
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda a: jlax.scaled_dot(a, rhs, preferred_element_type=np.float32).sum())(lhs)
+
+
+def test_token_is_a_pytree_without_leaves():
+    t = flax.create_token()
+    assert jax.tree_util.tree_leaves(t) == []
+    assert len(jax.tree_util.tree_leaves(jlax.create_token())) == 1
+    jp = ftrans.make_jaxpr(lambda x: flax.after_all(flax.create_token(x)))(1.0)
+    assert not jp.jaxpr.eqns

@@ -192,6 +192,10 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((np.array([1, 2, 3, 4], np.uint32),), {"shape": (3,), "dtype": np.dtype(np.uint32), "algorithm": 0}),
         ((np.array([5, 6, 7, 8], np.uint32),), {"shape": (2, 2), "dtype": np.dtype(np.uint8), "algorithm": 2}),
     ]
+    s["rng_uniform"] = [
+        ((np.array(0.0, f32), np.array(1.0, f32)), {"shape": (3,)}),
+        ((np.array(0, i32), np.array(10, i32)), {"shape": (2, 2)}),
+    ]
     s["select_n"] = [
         ((arr((3,), b), arr((3,), f32, 1), arr((3,), f32, 2)), {}),
         ((np.array([0, 2, 1], i32), arr((3,), i32, 1), arr((3,), i32, 2), arr((3,), i32, 3)), {}),

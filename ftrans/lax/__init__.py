@@ -5,12 +5,16 @@ from ftrans.lax._collectives import (  # noqa: F401
     all_gather,
     all_to_all,
     axis_index,
+    pbroadcast,
+    pcast,
     pmax,
     pmean,
     pmin,
     ppermute,
+    pshuffle,
     psum,
     psum_scatter,
+    pswapaxes,
 )
 from ftrans.lax._control_flow import (  # noqa: A004, F401
     associative_scan,
@@ -31,6 +35,7 @@ from ftrans.lax._reductions import *  # noqa: F401,F403
 from ftrans.lax._sharding import with_sharding_constraint  # noqa: F401
 from ftrans.lax._solves import custom_linear_solve, custom_root, linear_solve_p  # noqa: F401
 from ftrans.lax._special import *  # noqa: F401,F403
+from ftrans.lax._tokens import Token, after_all, create_token  # noqa: F401
 from ftrans.lax._windowed import *  # noqa: F401,F403
 
 

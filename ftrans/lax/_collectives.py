@@ -9,6 +9,7 @@ maps over the leaves of a pytree, and binds one primitive of
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,8 @@ from ftrans.core.prims.collectives import (
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
 
-__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index"]
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
+           "pswapaxes", "pshuffle", "pbroadcast", "pcast"]
 
 
 def _no_groups(op: str, axis_index_groups: Any) -> None:
@@ -339,3 +341,96 @@ def axis_index(axis_name: Any) -> Any:
 def _scale(x: Any, n: int) -> Any:
     """``x * n`` in ``x``'s own dtype (wrapping around for a narrow integer type, as the sum would)."""
     return E.mul_p.bind(x, Array._new(np.asarray(n).astype(aval_of(x).dtype), True))
+
+
+def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.pswapaxes``: swap the named axis ``axis_name`` with the positional axis ``axis`` of ``x``
+    (a pytree), whose size must equal the named axis's size; the same as
+    ``all_to_all(x, axis_name, axis, axis)``."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
+    """JAX's ``lax.pshuffle``: element ``i`` of the named axis gets ``x`` (a pytree) of element ``perm[i]``.
+
+    ``perm`` lists every index of the axis exactly once; it is ``ppermute`` with the pairs
+    ``(perm[i], i)``.
+    """
+    try:
+        perm = [operator.index(p) for p in perm]
+    except TypeError:
+        raise FtransTypeError(f"pshuffle: perm must be a sequence of ints (the source of each axis index), "
+                              f"got {perm!r}") from None
+    if set(perm) != set(range(len(perm))):
+        raise FtransValueError(f"`perm` does not represent a permutation: {perm}")
+    name = _single_name("pshuffle", axis_name)
+    n = axis_size("pshuffle", name)
+    if len(perm) != n:
+        raise FtransValueError(f"pshuffle: perm {perm} has {len(perm)} entries but the axis {name!r} has size {n}; "
+                               "give the source index of every element of the axis")
+    return ppermute(x, name, [(src, dst) for dst, src in enumerate(perm)])
+
+
+def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
+    """JAX's ``lax.pbroadcast``: every element of the named axis gets ``x`` (a pytree) of element ``source``.
+
+    Computed as JAX documents it: ``psum(where(axis_index(axis_name) == source, x, 0), axis_name)`` (JAX 0.10.2
+    itself binds a ``pbroadcast`` primitive that fails under ``vmap`` and has no CPU lowering; see
+    ``docs/differences.md``).  Several axis names act as one axis indexed row-major.
+    """
+    names = _as_names("pbroadcast", axis_name)
+    if not names:
+        raise FtransValueError("pbroadcast: axis_name is an empty tuple; give at least one axis name")
+    total = math.prod(f.size for f in frames_of("pbroadcast", names))
+    if isinstance(source, bool) or not isinstance(source, (int, np.integer)):
+        raise FtransTypeError(f"pbroadcast: source must be a Python int (an index into the axis), got {source!r}")
+    source = int(source)
+    if not 0 <= source < total:
+        raise FtransValueError(f"pbroadcast: source {source} is out of range for the axis {axis_name!r} of size "
+                               f"{total}; give an index in [0, {total})")
+
+    def one(leaf: Any) -> Any:
+        v = _operand(leaf)
+        aval = aval_of(v)
+        is_bool = aval.dtype == dtypes.bool_
+        if is_bool:
+            v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
+            aval = aval_of(v)
+        here = E.eq_p.bind(axis_index(names), np.int32(source))
+        here = S.broadcast_in_dim_p.bind(here, shape=aval.shape, broadcast_dimensions=()) \
+            if aval.shape else here
+        zero = S.broadcast_in_dim_p.bind(convert(0, aval.dtype, aval.weak_type), shape=aval.shape,
+                                         broadcast_dimensions=()) if aval.shape \
+            else convert(0, aval.dtype, aval.weak_type)
+        out = psum_p.bind(S.select_n_p.bind(here, zero, v), axis_name=names, axis_index_groups=None)
+        if is_bool:
+            out = E.ne_p.bind(out, convert(0, dtypes.int32))
+        return out
+
+    return _tree_map(one, x)
+
+
+_PCAST_TO = ("varying", "reduced", "unreduced")
+
+
+def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
+    """JAX's ``lax.pcast``: change how ``x`` (a pytree) varies over the named axes in ``shard_map``'s
+    varying-manual-axes type system.
+
+    ftrans tracks no such types, so ``to='varying'`` (JAX's ``pvary``) is the identity on values once the names
+    are checked to be bound; ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name``
+    returns ``x`` as JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by
+    ``vmap``/``pmap``: see ``docs/differences.md``.)
+    """
+    if isinstance(axis_name, (set, frozenset)):
+        raise FtransTypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    if not axis_name:
+        return x
+    if to not in _PCAST_TO:
+        raise FtransValueError(f"Got unexpected `to` value {to!r}. Allowed `to` values are: {set(_PCAST_TO)}")
+    frames_of("pcast", names)
+    if to != "varying":
+        raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "
+                                  "not track; only to='varying' is supported")
+    return _tree_map(_operand, x)

@@ -28,7 +28,7 @@ __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
     "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
-    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator",
+    "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage", "rng_uniform", "scaled_dot",
     "DotDimensionNumbers", "PrecisionLike",
     "ConvGeneralDilatedDimensionNumbers", "DotAlgorithmPreset", "DotAlgorithm", "AccuracyMode", "Tolerance",
     "RandomAlgorithm",
@@ -530,3 +530,112 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
     k = as_operand(key)
     return tuple(lax._bind(S.rng_bit_generator_p, k, shape=_shape("rng_bit_generator", shape), dtype=d,
                            algorithm=int(RandomAlgorithm(algorithm))))
+
+
+def stage(x: Any, /) -> Any:
+    """``lax.stage``: the identity, lifting ``x`` (an array or scalar, e.g. a NumPy array or Python number) into
+    the current trace; outside any trace it returns an ftrans Array (a Python scalar keeps its weak type)."""
+    check_arraylike("stage", x)
+    return as_operand(x)
+
+
+def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Any:
+    """``lax.rng_uniform``: ``shape`` values uniform in ``[a, b)`` (scalars of one integer or float dtype) from
+    XLA's stateful generator.  Its values are the backend's and unspecified: not seeded, not reproducible, not
+    JAX's; like JAX's it has no derivative or ``vmap`` rule.  Prefer ``ftrans.random``."""
+    check_arraylike("rng_uniform", a, b)
+    return lax._bind(S.rng_uniform_p, as_operand(a), as_operand(b), shape=_shape("rng_uniform", shape))
+
+
+def _scaled_dot_check_scale(side: str, shape: tuple, sshape: tuple, contracting: Sequence[int]) -> None:
+    for i, size in enumerate(shape):
+        if i in contracting:
+            if sshape[i] == 0 or size % sshape[i]:
+                raise FtransTypeError(f"scaled_dot: {side} contracting dim {i} of size {size} must be divisible by "
+                                      f"its scale's dim size {sshape[i]}")
+            if size // sshape[i] < 2:
+                raise FtransTypeError(f"scaled_dot: the ratio of {side} contracting dim {i} to its scale's dim size "
+                                      f"({size // sshape[i]}) must be at least 2; give a scale with at most "
+                                      f"{size // 2} entries along dim {i}")
+        elif sshape[i] != size:
+            raise FtransTypeError(f"scaled_dot: {side} dim {i} of size {size} does not match scale dim size "
+                                  f"{sshape[i]} (only contracting dims may be blocked)")
+
+
+def _scaled_dot_operand(x: Any, scale: Any, contracting: Sequence[int]) -> Any:
+    """``x * scale`` in bfloat16, each scale entry repeated over its block of the contracting dims."""
+    bf16 = dtypes.bfloat16
+    x = lax.convert_element_type(x, bf16)
+    if scale is None:
+        return x
+    shape = tuple(shape_of(x))
+    scale = lax.convert_element_type(scale, bf16)
+    for i in contracting:
+        sshape = tuple(shape_of(scale))
+        if sshape[i] != shape[i]:
+            block = shape[i] // sshape[i]
+            wide = sshape[:i + 1] + (block,) + sshape[i + 1:]
+            dims = tuple(d for d in range(len(wide)) if d != i + 1)
+            scale = lax.reshape(lax.broadcast_in_dim(scale, wide, dims),
+                                sshape[:i] + (shape[i],) + sshape[i + 1:])
+    return lax.mul(x, scale)
+
+
+def scaled_dot(lhs: Any, rhs: Any, *, lhs_scale: Any = None, rhs_scale: Any = None, dimension_numbers: Any = None,
+               preferred_element_type: Any = None) -> Any:
+    """``lax.scaled_dot``: ``dot_general(lhs * lhs_scale, rhs * rhs_scale)`` with block scales (microscaling).
+
+    Each scale has its operand's shape except along the contracting dims, where it is smaller by an integer
+    factor of at least 2 (the block size) and each entry scales its block.  As in JAX the operands and scales
+    are taken to bfloat16 and multiplied there, and the product is a ``dot_general`` with
+    ``preferred_element_type`` (default bfloat16).  ``dimension_numbers`` defaults to a matmul over the last two
+    dims with the leading ones batched (rank >= 2).  Unlike JAX's (no differentiation rule) this composition has
+    a gradient.
+    """
+    check_arraylike("scaled_dot", lhs, rhs, *(s for s in (lhs_scale, rhs_scale) if s is not None))
+    lhs, rhs = as_operand(lhs), as_operand(rhs)
+    lshape, rshape = tuple(shape_of(lhs)), tuple(shape_of(rhs))
+    if dimension_numbers is None:
+        if len(lshape) < 2:
+            raise FtransTypeError(f"scaled_dot does not support 0-rank and 1-rank operands (got lhs of shape "
+                                  f"{lshape}); pass dimension_numbers or operands of rank >= 2")
+        n = len(lshape)
+        dimension_numbers = (((n - 1,), (n - 2,)), (tuple(range(n - 2)), tuple(range(n - 2))))
+    try:
+        (lc, rc), (lb, rb) = dimension_numbers
+        lc, rc, lb, rb = (tuple(operator.index(d) for d in ds) for ds in (lc, rc, lb, rb))
+    except (TypeError, ValueError):
+        raise FtransTypeError("scaled_dot: dimension_numbers must be ((lhs_contracting, rhs_contracting), "
+                              f"(lhs_batch, rhs_batch)) of int tuples, got {dimension_numbers!r}") from None
+    scales = [as_operand(s) if s is not None else None for s in (lhs_scale, rhs_scale)]
+    ranks = [len(lshape), len(rshape)] + [len(shape_of(s)) for s in scales if s is not None]
+    if len(set(ranks)) != 1:
+        raise FtransTypeError(f"scaled_dot: all input tensors must have the same rank; got lhs {lshape}, rhs "
+                              f"{rshape}, scales {[tuple(shape_of(s)) if s is not None else None for s in scales]}")
+    if len(lb) != len(rb):
+        raise FtransTypeError(f"scaled_dot: LHS and RHS must have the same number of batch dimensions, got "
+                              f"{len(lb)} and {len(rb)}")
+    if len(lc) != len(rc):
+        raise FtransTypeError(f"scaled_dot: LHS and RHS must have the same number of contracting dimensions, got "
+                              f"{len(lc)} and {len(rc)}")
+    for d in lc + lb:
+        lax._axis("scaled_dot", d, len(lshape))
+    for d in rc + rb:
+        lax._axis("scaled_dot", d, len(rshape))
+    for i, j in zip(lc, rc):
+        if lshape[i] != rshape[j]:
+            raise FtransTypeError(f"scaled_dot: LHS contracting dim {i} of size {lshape[i]} does not match RHS "
+                                  f"contracting dim {j} of size {rshape[j]}")
+    for i, j in zip(lb, rb):
+        sizes = {lshape[i], rshape[j]} | {tuple(shape_of(s))[d] for s, d in zip(scales, (i, j)) if s is not None}
+        if len(sizes) != 1:
+            raise FtransTypeError(f"scaled_dot: all input tensors must have the same batch dimension size for "
+                                  f"batch dims ({i}, {j})")
+    if scales[0] is not None:
+        _scaled_dot_check_scale("LHS", lshape, tuple(shape_of(scales[0])), lc)
+    if scales[1] is not None:
+        _scaled_dot_check_scale("RHS", rshape, tuple(shape_of(scales[1])), rc)
+    pref = dtypes.bfloat16 if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
+    a = _scaled_dot_operand(lhs, scales[0], lc)
+    b = _scaled_dot_operand(rhs, scales[1], rc)
+    return lax.dot_general(a, b, ((lc, rc), (lb, rb)), preferred_element_type=pref)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
-from ftrans.core.primitive import Primitive, first_weak, never_weak
+from ftrans.core.primitive import Primitive, first_weak, mark_unsupported, never_weak
 from ftrans.core.prims._base import (
     ANY,
     INT,
@@ -496,3 +496,39 @@ def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
 @rng_bit_generator_p.def_weak_type
 def _rng_bit_generator_weak(weaks, *, shape, dtype, algorithm):
     return (weaks[0], False)
+
+
+# ---------------------------------------------------------------- rng_uniform
+#
+# XLA's stateful ``Rng`` op with the UNIFORM distribution: ``shape`` values in ``[a, b)`` from scalars ``a``, ``b``
+# of one dtype.  Its values are the backend's and unspecified (neither seeded nor reproducible), so it has no
+# NumPy impl (``lowering/rules/structural.py`` registers one that compiles the op), no derivative and no batching
+# rule, as in JAX.
+
+rng_uniform_p = Primitive("rng_uniform")
+
+
+@rng_uniform_p.def_abstract_eval
+def _rng_uniform_abstract_eval(a, b, *, shape):
+    if a.dtype != b.dtype:
+        raise prim_value_error("rng_uniform", f"Arguments to rng_uniform must have identical dtypes, got "
+                                              f"{a.dtype.name} and {b.dtype.name}")
+    if a.shape != () or b.shape != ():
+        raise prim_value_error("rng_uniform", f"Arguments to rng_uniform must be scalars; got shapes "
+                                              f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if not (dtypes.issubdtype(a.dtype, np.integer) or dtypes.issubdtype(a.dtype, np.floating)):
+        raise prim_type_error("rng_uniform", [a, b], "the bounds must be integers or real floats")
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        raise prim_type_error("rng_uniform", [a, b], f"shape must be non-negative ints, got {shape}")
+    return ShapedArray(tuple(int(d) for d in shape), a.dtype, a.weak_type and b.weak_type)
+
+
+@rng_uniform_p.def_weak_type
+def _rng_uniform_weak(weaks, *, shape):
+    return weaks[0] and weaks[1]
+
+
+for _table, _why in (("jvp", "rng_uniform's values are an unseeded generator's; it has no derivative (as in JAX)"),
+                     ("transpose", "rng_uniform makes random values; it is not linear"),
+                     ("batching", "rng_uniform has no vmap rule (as in JAX); call it with the batch in `shape`")):
+    mark_unsupported(rng_uniform_p, _table, _why)

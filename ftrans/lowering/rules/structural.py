@@ -271,3 +271,34 @@ def _rng_bit_generator_impl(key, *, shape, dtype, algorithm):
     exe = _executable_for_jaxpr(closed, default_device(), "rng_bit_generator")
     outs = exe.run([X.to_buffer(np.asarray(key, np.uint32), exe.device)])
     return [np.asarray(o) for o in outs]
+
+
+# ---------------------------------------------------------------- rng_uniform
+@register_lowering(S.rng_uniform_p)
+def _rng_uniform(ctx: LoweringContext, a, b, *, shape):
+    dims = ctx.constant(np.asarray(ctx.avals_out[0].shape, np.int64))
+    return [ctx.emit1("stablehlo.rng", [a, b, dims], attrs={"rng_distribution": "#stablehlo<rng_distribution UNIFORM>"})]
+
+
+_rng_uniform_programs: dict = {}
+
+
+@S.rng_uniform_p.def_impl
+def _rng_uniform_impl(a, b, *, shape):
+    """Eagerly: the one op, compiled (its values are XLA's stateful generator's)."""
+    from ftrans.core.trace import stage
+    from ftrans.devices import default_device
+    from ftrans.lowering import executable as X
+    from ftrans.lowering.rules.calls import _executable_for_jaxpr
+
+    a, b = np.asarray(a), np.asarray(b)
+    shape = tuple(int(d) for d in shape)
+    k = (shape, a.dtype)
+    closed = _rng_uniform_programs.get(k)
+    if closed is None:
+        closed, _ = stage(lambda lo, hi: [S.rng_uniform_p.bind(lo, hi, shape=shape)],
+                          [ShapedArray((), a.dtype, False)] * 2)
+        _rng_uniform_programs[k] = closed
+    exe = _executable_for_jaxpr(closed, default_device(), "rng_uniform")
+    out, = exe.run([X.to_buffer(a, exe.device), X.to_buffer(b, exe.device)])
+    return np.asarray(out)
