@@ -684,3 +684,27 @@ def test_P_is_PartitionSpec_as_jax_P():
     x = ftrans.device_put(np.ones(8, np.float32), ftrans.NamedSharding(mesh, ftrans.P("x")))
     jac = ftrans.jacrev(lambda v: ftrans.numpy.frexp(v)[0])(x)
     np.testing.assert_array_equal(np.asarray(jac), np.asarray(jax.jacrev(lambda v: jax.numpy.frexp(v)[0])(np.ones(8, np.float32))))
+
+
+@pytest.mark.parametrize("mshape,spec", [((1,), ()), ((1,), ("x",)), ((8,), ("x",)), ((2, 4), ("y", "x"))])
+@pytest.mark.parametrize("which", ["jax", "ftrans"])
+def test_device_put_named_sharding_keeps_named_sharding(mshape, spec, which):
+    """device_put on a NamedSharding (JAX's or ftrans's, one device included) gives an array whose .sharding
+    is a NamedSharding of that mesh and spec, as in JAX (a 1-device jax mesh used to give SingleDeviceSharding)."""
+    names = NAMES[len(mshape)]
+    devs = np.array(jax.devices()[:int(np.prod(mshape))]).reshape(mshape)
+    jm = jax.sharding.Mesh(devs, names)
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:int(np.prod(mshape))]).reshape(mshape), names)
+    x = arr(8, 8)
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    sh = JNamedSharding(jm, JP(*spec)) if which == "jax" else NamedSharding(fm, P(*spec))
+    fx = ftrans.device_put(x, sh)
+    assert isinstance(jx.sharding, JNamedSharding)
+    assert isinstance(fx.sharding, NamedSharding), type(fx.sharding)
+    assert norm(fx.sharding.spec) == norm(jx.sharding.spec)
+    assert fx.sharding.mesh.shape == dict(jm.shape)
+    assert fx.sharding == jx.sharding
+    np.testing.assert_array_equal(np.asarray(fx), x)
+    # as a tree prefix too
+    ft = ftrans.device_put({"a": x}, {"a": sh})
+    assert isinstance(ft["a"].sharding, NamedSharding)
