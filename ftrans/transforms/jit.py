@@ -1030,6 +1030,17 @@ class JitWrapped:
         return closed, out_tree
 
     def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
+        # A real trace (not one from the per-signature store) outside any transform is logged, as JAX logs
+        # its top-level traces (a call's, trace()'s or lower()'s).
+        level = X.compile_log_level()
+        t0 = time.perf_counter() if _trace.state.eval_only and X.logger.isEnabledFor(level) else None
+        out = self._trace_staged(args, kwargs, avals, in_tree)
+        if t0 is not None:
+            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
+                         time.perf_counter() - t0)
+        return out
+
+    def _trace_staged(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -1095,11 +1106,8 @@ class JitWrapped:
                  device: Any) -> _Entry:
         level = X.compile_log_level()
         logging_on = X.logger.isEnabledFor(level)
-        t0 = time.perf_counter() if logging_on else 0.0
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         if logging_on:
-            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
-                         time.perf_counter() - t0)
             X.logger.log(level, "Compiling jit(%s) with global shapes and types %s, called at %s, for %s defined at %s",
                          self.__name__, "(" + "".join(f"{a!r}, " for a in avals).rstrip(" ") + ")", _call_site(),
                          self.__name__, _definition_site(self._fun))
