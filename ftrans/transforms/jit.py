@@ -339,12 +339,13 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         return invoke_plain
 
     def invoke(bufs: list, leaves: Any) -> Any:
+        given = bufs
         if kept is not None:
             bufs = [bufs[i] for i in kept]
         if donate:
             _check_donation(leaves, donate, name)
             out = run(bufs)
-            _forget_donated(leaves, donate)
+            _forget_donated(leaves, donate, given)
         else:
             out = run(bufs)
         if not trace.eager_everywhere and trace.debug_checks_on():
@@ -1582,8 +1583,8 @@ def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str
     if not unusable:
         return
     msg = (f"jit({fname}): Some donated buffers were not usable: {', '.join(unusable)}. No output of the same "
-           "shape and dtype is left to take over their memory, so donating them saves nothing (the arguments "
-           "are still invalidated); donate only arguments an output can replace")
+           "shape and dtype is left to take over their memory, so donating them saves nothing (those arguments "
+           "stay alive); donate only arguments an output can replace")
     f = user_frame()
     if f is None:
         warnings.warn(msg, UserWarning, stacklevel=2)
@@ -1847,11 +1848,15 @@ def _check_donation(leaves: list, mask: tuple, fname: str) -> None:
             seen.add(id(leaf))
 
 
-def _forget_donated(leaves: list, mask: tuple) -> None:
-    """Donated inputs may now alias outputs: drop their buffers and host copies so reuse raises."""
-    _array_mod.buffers_deleted = True
-    for leaf, d in zip(leaves, mask):
+def _forget_donated(leaves: list, mask: tuple, bufs: list) -> None:
+    """Donated inputs whose buffer the runtime gave to an output (it invalidated the buffer ``bufs`` passed)
+    are gone: drop their buffers and host copies so reuse raises. A donated input no output reused stays
+    alive, as in JAX."""
+    for leaf, d, passed in zip(leaves, mask, bufs):
         if d and isinstance(leaf, Array):
+            if passed is None or not passed.is_deleted():
+                continue
+            _array_mod.buffers_deleted = True
             buf = getattr(leaf, "_buf", None)
             if buf is not None and not buf.is_deleted():
                 buf.delete()
