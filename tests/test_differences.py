@@ -602,3 +602,24 @@ def test_checkpoint_outside_a_transform_runs_the_function_directly():
         jax.checkpoint(f)(3.0)
     with pytest.raises(ftrans.errors.ConcretizationTypeError):  # under a transform ftrans traces it too
         ftrans.jit(ftrans.checkpoint(f))(3.0)
+
+
+def test_default_matmul_precision_change_drops_every_trace():
+    """Changing default_matmul_precision clears ftrans's jit caches, so returning to an earlier value traces
+    again; JAX keys its caches on the option and reuses the earlier trace."""
+    x = np.ones((2, 2), np.float32)
+    counts = {}
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        n = [0]
+
+        @lib.jit
+        def f(a, n=n, m=m):
+            n[0] += 1
+            return m.dot(a, a)
+
+        f(x)
+        with lib.default_matmul_precision("float32"):
+            f(x)
+        f(x)
+        counts[lib.__name__] = n[0]
+    assert counts == {"jax": 2, "ftrans": 3}

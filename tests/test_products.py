@@ -409,3 +409,50 @@ def test_products_reject_unknown_precision_with_value_error():
             getattr(fnp, fn)(a, a, precision="bogus")
     with pytest.raises(ValueError, match="precision"):
         fnp.einsum("ij,jk", a, a, precision="bogus")
+
+
+@pytest.mark.parametrize("value", [None, "bfloat16", "tensorfloat32", "float32", "highest"])
+def test_default_matmul_precision_fills_in_an_unset_precision(value):
+    """JAX's default_matmul_precision option (and context manager) sets the precision of products given
+    none; an explicit precision wins; a jitted function traces again when it changes."""
+    import operator
+
+    x = np.linspace(-1, 1, 4, dtype=np.float32).reshape(2, 2)
+    fns = [lambda m, lib: m.dot, lambda m, lib: operator.matmul, lambda m, lib: (lambda a, b: m.einsum("ij,jk", a, b)),
+           lambda m, lib: (lambda a, b: lib.lax.dot_general(a, b, (((1,), (0,)), ((), ())))),
+           lambda m, lib: (lambda a, b: m.dot(a, b, precision="bfloat16"))]
+    got, want = [], []
+    for lib, m, res in ((jax, jnp, want), (ftrans, fnp, got)):
+        with lib.default_matmul_precision(value):
+            for mk in fns:
+                res.append(str(lib.make_jaxpr(mk(m, lib))(x, x).jaxpr.eqns[0].params["precision"]))
+    assert got == want
+    assert ftrans.config.default_matmul_precision is None
+    with pytest.raises(ValueError):
+        ftrans.config.update("jax_default_matmul_precision", "bogus")
+    assert ftrans.config.default_matmul_precision is None
+
+
+def test_default_matmul_precision_change_retraces_jit():
+    """Entering and leaving the context changes what a jitted function stages, in ftrans as in JAX (ftrans
+    may trace again when the option returns to a value it traced before: tests/test_differences.py)."""
+    x = np.ones((2, 2), np.float32)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        n = [0]
+
+        @lib.jit
+        def f(a, n=n, m=m):
+            n[0] += 1
+            return m.dot(a, a)
+
+        f(x)
+        f(x)
+        assert n[0] == 1
+        with lib.default_matmul_precision("tensorfloat32"):
+            np.testing.assert_allclose(np.asarray(f(x)), np.full((2, 2), 2.0))
+            assert n[0] == 2
+            assert "Precision.HIGH" in str(f.trace(x).jaxpr)
+            f(x)
+            assert n[0] == 2
+        f(x)
+        assert "Precision" not in str(f.trace(x).jaxpr)

@@ -37,8 +37,9 @@ __all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "ei
 
 
 def _precision(name: str, precision: Any) -> Any:
-    """The canonical precision (``None`` or one per operand) that the staged ``dot_general`` keeps, as JAX."""
-    return None if precision is None else canonicalize_precision(name, precision)
+    """The canonical precision (``None`` or one per operand) that the staged ``dot_general`` keeps, as JAX
+    (``None`` takes the ``default_matmul_precision`` config option)."""
+    return canonicalize_precision(name, precision)
 
 
 def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
