@@ -708,3 +708,11 @@ def test_device_put_named_sharding_keeps_named_sharding(mshape, spec, which):
     # as a tree prefix too
     ft = ftrans.device_put({"a": x}, {"a": sh})
     assert isinstance(ft["a"].sharding, NamedSharding)
+
+
+def test_named_sharding_takes_jax_partition_spec():
+    fm, jm = meshes((8,))
+    s = NamedSharding(fm, JP("x"))
+    assert s.spec == P("x") and s == JNamedSharding(jm, JP("x"))
+    fx = ftrans.device_put(arr(8, 2), s)
+    same_layout(fx, jax.device_put(arr(8, 2), JNamedSharding(jm, JP("x"))))
