@@ -716,3 +716,23 @@ def test_named_sharding_takes_jax_partition_spec():
     assert s.spec == P("x") and s == JNamedSharding(jm, JP("x"))
     fx = ftrans.device_put(arr(8, 2), s)
     same_layout(fx, jax.device_put(arr(8, 2), JNamedSharding(jm, JP("x"))))
+
+
+@pytest.mark.parametrize("donate", [False, True])
+@pytest.mark.parametrize("spec", [(), ("x",)])
+def test_jit_on_a_one_device_mesh_like_jax(spec, donate):
+    """An array placed on a 1-device mesh (JAX's NamedSharding or ftrans's) runs through jit, donated or not
+    (XLA reports no output shardings for a one-device program)."""
+    jm = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:1]), ("x",))
+    kw = {"donate_argnums": 0} if donate else {}
+    x = np.arange(8, dtype=np.float32)
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    jo = jax.jit(lambda a: a * 2, **kw)(jx)
+    for sh in (JNamedSharding(jm, JP(*spec)), NamedSharding(fm, P(*spec))):
+        fx = ftrans.device_put(x, sh)
+        fo = ftrans.jit(lambda a: a * 2, **kw)(fx)
+        np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+        assert fx.is_deleted() == jx.is_deleted()
+        assert isinstance(fo.sharding, NamedSharding) and isinstance(jo.sharding, JNamedSharding)
+        assert fo.sharding.mesh.shape == dict(jm.shape)
