@@ -82,6 +82,7 @@ jacobian = jacrev  # JAX's name for the reverse-mode Jacobian
 enable_x64 = config_context("enable_x64")
 debug_nans = config_context("debug_nans")
 debug_infs = config_context("debug_infs")
+default_matmul_precision = config_context("default_matmul_precision")
 log_compiles = config_context("log_compiles")
 explain_cache_misses = config_context("explain_cache_misses")
 allow_f16_reductions = config_context("allow_f16_reductions")
@@ -128,7 +129,7 @@ __all__ = [
     "NamedSharding", "PartitionSpec", "P", "shard_map", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
-    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "pure_callback",
+    "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
 ]

@@ -25,7 +25,7 @@ from ftrans.core.array import (
 )
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
-from ftrans.core.sharding import NamedSharding, PartitionSpec
+from ftrans.core.sharding import NamedSharding, PartitionSpec, from_runtime
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
@@ -195,6 +195,8 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
             raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
                                    ) from None
     elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
+        if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)
+            return _put_sharded_tree(x, conv)
         ds = getattr(device, "device_set", None)
         if ds is None or len(ds) != 1:
             raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")

@@ -137,3 +137,36 @@ def test_explain_off_by_default(caplog):
     g = ftrans.jit(lambda x: x)
     g(np.ones(2, np.float32))
     assert _explained(caplog, lambda: g(np.ones(3, np.float32))) == []
+
+
+@pytest.mark.parametrize("first", ["grad", "trace", "lower", "call"])
+def test_finished_tracing_logged_only_on_a_real_top_level_trace(caplog, first):
+    """JAX logs "Finished tracing" when it really traces at top level (a call, trace(), lower()), not when a
+    call compiles a trace it already has (e.g. the one grad staged); ftrans logs the same number of times."""
+    def counts(lib, np_, prefix):
+        def scaled(x):
+            return (x * 2).sum()
+
+        f = lib.jit(scaled)
+        x = np_.ones(3)
+        caplog.clear()
+        caplog.set_level(logging.WARNING)
+        with lib.log_compiles():
+            if first == "grad":
+                lib.grad(f)(x)
+            elif first == "trace":
+                f.trace(x)
+            elif first == "lower":
+                f.lower(x)
+            else:
+                f(x)
+            before = sum(m.startswith("Finished tracing") for m in _warnings(caplog, prefix))
+            f(x)
+            f(x)
+        after = sum(m.startswith("Finished tracing") for m in _warnings(caplog, prefix))
+        return before, after
+
+    want = counts(jax, jnp_jax, "jax")
+    got = counts(ftrans, jnp, "ftrans")
+    assert got == want
+    assert want == ((0, 0) if first == "grad" else (1, 1))

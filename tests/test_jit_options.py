@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jjnp
 import numpy as np
@@ -675,3 +677,41 @@ def test_lowered_as_text_hlo_like_jax():
     assert ftrans.jit(jnp.sin).lower(c).as_text(dialect="hlo").count("sine(") == 1
     with pytest.raises(FtransValueError, match="'hlo'"):
         ftrans.jit(jnp.sin).lower(c).as_text(dialect="mhlo")
+
+
+_DONATION_CASES = {
+    "scalar_out": (lambda x: x.sum(), [(3,)]),
+    "same_aval": (lambda x: x + 1, [(3,)]),
+    "same_bytes_other_dtype": (lambda x: (x + 1).astype(np.int32), [(3,)]),
+    "identity": (lambda x: x, [(3,)]),
+    "two_in_one_out": (lambda x, y: x + y, [(3,), (3,)]),
+    "unused": (lambda x, y: y * 2, [(3,), (3,)]),
+    "bigger_out": (lambda x: _repeat_rows(x), [(3,)]),
+    "tuple_out": (lambda x, y: (x.sum(), y * 2), [(2, 2), (4,)]),
+}
+
+
+def _repeat_rows(x):
+    return x.reshape(1, -1).repeat(2, axis=0)
+
+
+@pytest.mark.parametrize("host", [False, True])
+@pytest.mark.parametrize("case", sorted(_DONATION_CASES))
+def test_donated_argument_deleted_only_when_an_output_reuses_it(case, host):
+    """JAX (CPU) invalidates a donated argument only when an output took its buffer; one no output can
+    reuse (jit(lambda x: x.sum(), donate_argnums=0)) stays alive and usable. ftrans does the same."""
+    f, shapes = _DONATION_CASES[case]
+    res = {}
+    for lib, np_ in ((jax, jjnp), (ftrans, jnp)):
+        args = [np.arange(int(np.prod(s)), dtype=np.float32).reshape(s) for s in shapes]
+        args = [np_.asarray(a) if host else lib.device_put(a) for a in args]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = lib.jit(f, donate_argnums=tuple(range(len(args))))(*args)
+        res[lib.__name__] = [a.is_deleted() for a in args]
+        for a, d, s in zip(args, res[lib.__name__], shapes):
+            if not d:  # still usable, with its value
+                np.testing.assert_array_equal(np.asarray(a), np.arange(int(np.prod(s)), dtype=np.float32)
+                                              .reshape(s))
+        jax.tree_util.tree_map(lambda o: np.asarray(o), out)
+    assert res["ftrans"] == res["jax"]

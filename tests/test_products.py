@@ -4,6 +4,8 @@ Every function runs eagerly and staged (make_jaxpr, typecheck, eval_jaxpr) and
 is compared with jax on the same inputs: values, shapes, dtypes, weak types.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -337,3 +339,120 @@ def test_lax_dot_general(data, d):
     pet = np.float32 if d in (BF16, np.float32) else np.int32
     check_lax(lambda mod, p, q: mod.dot_general(p, q, dn, preferred_element_type=pet), x, y)
     check_lax(lambda mod, p, q: mod.dot(p, q), x[:, 0, :].T, y[0].T)
+
+
+# ---------------------------------------------------------------- precision / preferred_element_type in the equation
+def _dot_params(make_jaxpr, f, *args):
+    eqns = [e for e in make_jaxpr(f)(*args).jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert eqns, "no dot_general staged"
+    return [(str(e.params["precision"]), np.dtype(e.params["preferred_element_type"])
+             if e.params["preferred_element_type"] is not None else None) for e in eqns]
+
+
+_PREC_CASES = [
+    ("dot", lambda m, p: (lambda x, y: m.dot(x, y, **p)), (3, 4), (4, 5)),
+    ("matmul", lambda m, p: (lambda x, y: m.matmul(x, y, **p)), (2, 3, 4), (2, 4, 5)),
+    ("matmul_bcast", lambda m, p: (lambda x, y: m.matmul(x, y, **p)), (2, 3, 4), (4, 5)),
+    ("inner", lambda m, p: (lambda x, y: m.inner(x, y, **p)), (3, 4), (5, 4)),
+    ("vdot", lambda m, p: (lambda x, y: m.vdot(x, y, **p)), (3, 4), (3, 4)),
+    ("vecdot", lambda m, p: (lambda x, y: m.vecdot(x, y, **p)), (3, 4), (3, 4)),
+    ("tensordot", lambda m, p: (lambda x, y: m.tensordot(x, y, axes=1, **p)), (3, 4), (4, 5)),
+    ("einsum", lambda m, p: (lambda x, y: m.einsum("ij,jk->ik", x, y, **p)), (3, 4), (4, 5)),
+    ("einsum3", lambda m, p: (lambda x, y: m.einsum("ij,jk,kl->il", x, y, y.T, **p)), (3, 4), (4, 4)),
+    ("linalg.matmul", lambda m, p: (lambda x, y: m.linalg.matmul(x, y, **p)), (3, 4), (4, 5)),
+    ("linalg.multi_dot", lambda m, p: (lambda x, y: m.linalg.multi_dot([x, y, y.T],
+                                                                       precision=p.get("precision"))), (3, 4), (4, 5)),
+]
+
+
+@pytest.mark.parametrize("name,make,sa,sb", _PREC_CASES, ids=[c[0] for c in _PREC_CASES])
+@pytest.mark.parametrize("prec", ["highest", ("high", "highest"), None])
+def test_products_keep_precision_in_staged_dot_general(name, make, sa, sb, prec):
+    a = np.linspace(-1, 1, math.prod(sa), dtype=np.float32).reshape(sa)
+    b = np.linspace(-2, 1, math.prod(sb), dtype=np.float32).reshape(sb)
+    jprec = None if prec is None else (jax.lax.Precision(prec) if isinstance(prec, str)
+                                       else tuple(jax.lax.Precision(p) for p in prec))
+    fprec = None if prec is None else (flax.Precision(prec) if isinstance(prec, str)
+                                       else tuple(flax.Precision(p) for p in prec))
+    want = [p for p, _ in _dot_params(jax.make_jaxpr, make(jnp, {"precision": jprec}), a, b)]
+    got = [p for p, _ in _dot_params(ftrans.make_jaxpr, make(fnp, {"precision": fprec}), a, b)]
+    assert got == want
+    # the string form and ftrans's or JAX's enum are all accepted
+    for p in (prec, jprec):
+        assert [q for q, _ in _dot_params(ftrans.make_jaxpr, make(fnp, {"precision": p}), a, b)] == want
+    np.testing.assert_allclose(np.asarray(ftrans.jit(make(fnp, {"precision": fprec}))(a, b)),
+                               np.asarray(jax.jit(make(jnp, {"precision": jprec}))(a, b)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["dot", "matmul", "inner", "tensordot", "einsum", "vdot"])
+@pytest.mark.parametrize("dt,pet", [(np.float32, np.float32), (np.int8, np.int32), (np.float16, np.float32)])
+def test_products_keep_explicit_preferred_element_type(name, dt, pet):
+    make = dict((c[0], c[1]) for c in _PREC_CASES)[name]
+    sa, sb = {"vdot": ((3, 4), (3, 4)), "inner": ((3, 4), (5, 4))}.get(name, ((3, 4), (4, 5)))
+    a = (np.arange(math.prod(sa)) % 5 - 2).astype(dt).reshape(sa)
+    b = (np.arange(math.prod(sb)) % 3 - 1).astype(dt).reshape(sb)
+    p = {"preferred_element_type": pet, "precision": "highest"}
+    want = _dot_params(jax.make_jaxpr, make(jnp, p), a, b)
+    got = _dot_params(ftrans.make_jaxpr, make(fnp, p), a, b)
+    assert [g[1] for g in got] == [w[1] for w in want]
+    r, e = ftrans.jit(make(fnp, p))(a, b), jax.jit(make(jnp, p))(a, b)
+    assert r.dtype == e.dtype
+    np.testing.assert_allclose(np.asarray(r), np.asarray(e), rtol=1e-3)
+
+
+def test_products_reject_unknown_precision_with_value_error():
+    a = np.ones((2, 2), np.float32)
+    for fn in ("dot", "matmul", "inner", "tensordot", "vdot"):
+        with pytest.raises(ValueError):
+            getattr(jnp, fn)(a, a, precision="bogus")
+        with pytest.raises(ValueError, match="precision"):
+            getattr(fnp, fn)(a, a, precision="bogus")
+    with pytest.raises(ValueError, match="precision"):
+        fnp.einsum("ij,jk", a, a, precision="bogus")
+
+
+@pytest.mark.parametrize("value", [None, "bfloat16", "tensorfloat32", "float32", "highest"])
+def test_default_matmul_precision_fills_in_an_unset_precision(value):
+    """JAX's default_matmul_precision option (and context manager) sets the precision of products given
+    none; an explicit precision wins; a jitted function traces again when it changes."""
+    import operator
+
+    x = np.linspace(-1, 1, 4, dtype=np.float32).reshape(2, 2)
+    fns = [lambda m, lib: m.dot, lambda m, lib: operator.matmul, lambda m, lib: (lambda a, b: m.einsum("ij,jk", a, b)),
+           lambda m, lib: (lambda a, b: lib.lax.dot_general(a, b, (((1,), (0,)), ((), ())))),
+           lambda m, lib: (lambda a, b: m.dot(a, b, precision="bfloat16"))]
+    got, want = [], []
+    for lib, m, res in ((jax, jnp, want), (ftrans, fnp, got)):
+        with lib.default_matmul_precision(value):
+            for mk in fns:
+                res.append(str(lib.make_jaxpr(mk(m, lib))(x, x).jaxpr.eqns[0].params["precision"]))
+    assert got == want
+    assert ftrans.config.default_matmul_precision is None
+    with pytest.raises(ValueError):
+        ftrans.config.update("jax_default_matmul_precision", "bogus")
+    assert ftrans.config.default_matmul_precision is None
+
+
+def test_default_matmul_precision_change_retraces_jit():
+    """Entering and leaving the context changes what a jitted function stages, in ftrans as in JAX (ftrans
+    may trace again when the option returns to a value it traced before: tests/test_differences.py)."""
+    x = np.ones((2, 2), np.float32)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        n = [0]
+
+        @lib.jit
+        def f(a, n=n, m=m):
+            n[0] += 1
+            return m.dot(a, a)
+
+        f(x)
+        f(x)
+        assert n[0] == 1
+        with lib.default_matmul_precision("tensorfloat32"):
+            np.testing.assert_allclose(np.asarray(f(x)), np.full((2, 2), 2.0))
+            assert n[0] == 2
+            assert "Precision.HIGH" in str(f.trace(x).jaxpr)
+            f(x)
+            assert n[0] == 2
+        f(x)
+        assert "Precision" not in str(f.trace(x).jaxpr)

@@ -684,3 +684,55 @@ def test_P_is_PartitionSpec_as_jax_P():
     x = ftrans.device_put(np.ones(8, np.float32), ftrans.NamedSharding(mesh, ftrans.P("x")))
     jac = ftrans.jacrev(lambda v: ftrans.numpy.frexp(v)[0])(x)
     np.testing.assert_array_equal(np.asarray(jac), np.asarray(jax.jacrev(lambda v: jax.numpy.frexp(v)[0])(np.ones(8, np.float32))))
+
+
+@pytest.mark.parametrize("mshape,spec", [((1,), ()), ((1,), ("x",)), ((8,), ("x",)), ((2, 4), ("y", "x"))])
+@pytest.mark.parametrize("which", ["jax", "ftrans"])
+def test_device_put_named_sharding_keeps_named_sharding(mshape, spec, which):
+    """device_put on a NamedSharding (JAX's or ftrans's, one device included) gives an array whose .sharding
+    is a NamedSharding of that mesh and spec, as in JAX (a 1-device jax mesh used to give SingleDeviceSharding)."""
+    names = NAMES[len(mshape)]
+    devs = np.array(jax.devices()[:int(np.prod(mshape))]).reshape(mshape)
+    jm = jax.sharding.Mesh(devs, names)
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:int(np.prod(mshape))]).reshape(mshape), names)
+    x = arr(8, 8)
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    sh = JNamedSharding(jm, JP(*spec)) if which == "jax" else NamedSharding(fm, P(*spec))
+    fx = ftrans.device_put(x, sh)
+    assert isinstance(jx.sharding, JNamedSharding)
+    assert isinstance(fx.sharding, NamedSharding), type(fx.sharding)
+    assert norm(fx.sharding.spec) == norm(jx.sharding.spec)
+    assert fx.sharding.mesh.shape == dict(jm.shape)
+    assert fx.sharding == jx.sharding
+    np.testing.assert_array_equal(np.asarray(fx), x)
+    # as a tree prefix too
+    ft = ftrans.device_put({"a": x}, {"a": sh})
+    assert isinstance(ft["a"].sharding, NamedSharding)
+
+
+def test_named_sharding_takes_jax_partition_spec():
+    fm, jm = meshes((8,))
+    s = NamedSharding(fm, JP("x"))
+    assert s.spec == P("x") and s == JNamedSharding(jm, JP("x"))
+    fx = ftrans.device_put(arr(8, 2), s)
+    same_layout(fx, jax.device_put(arr(8, 2), JNamedSharding(jm, JP("x"))))
+
+
+@pytest.mark.parametrize("donate", [False, True])
+@pytest.mark.parametrize("spec", [(), ("x",)])
+def test_jit_on_a_one_device_mesh_like_jax(spec, donate):
+    """An array placed on a 1-device mesh (JAX's NamedSharding or ftrans's) runs through jit, donated or not
+    (XLA reports no output shardings for a one-device program)."""
+    jm = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    fm = ftrans.sharding.Mesh(np.array(ftrans.devices()[:1]), ("x",))
+    kw = {"donate_argnums": 0} if donate else {}
+    x = np.arange(8, dtype=np.float32)
+    jx = jax.device_put(x, JNamedSharding(jm, JP(*spec)))
+    jo = jax.jit(lambda a: a * 2, **kw)(jx)
+    for sh in (JNamedSharding(jm, JP(*spec)), NamedSharding(fm, P(*spec))):
+        fx = ftrans.device_put(x, sh)
+        fo = ftrans.jit(lambda a: a * 2, **kw)(fx)
+        np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+        assert fx.is_deleted() == jx.is_deleted()
+        assert isinstance(fo.sharding, NamedSharding) and isinstance(jo.sharding, JNamedSharding)
+        assert fo.sharding.mesh.shape == dict(jm.shape)

@@ -484,3 +484,36 @@ def test_no_mapped_input_and_no_axis_size():
 def test_not_a_function():
     with pytest.raises(TypeError, match="vmap: expected a function, got int"):
         ftrans.vmap(3)
+
+
+# ---------------------------------------------------------------- float0 outputs
+def _float0_cases(lib):
+    g1 = lib.grad(lambda x, n: x * n, argnums=1, allow_int=True)
+    g2 = lib.grad(lambda x, n: (x * n).sum(), argnums=(0, 1), allow_int=True)
+    return [
+        ("scalar_int_unbatched", lib.vmap(g1, in_axes=(0, None)), (np.arange(3.0, dtype=np.float32), 2)),
+        ("scalar_int_batched", lib.vmap(g1, in_axes=(0, 0)),
+         (np.arange(3.0, dtype=np.float32), np.arange(3, dtype=np.int32))),
+        ("pytree_out_axes1", lib.vmap(g2, in_axes=(0, None), out_axes=1),
+         (np.ones((4, 2), np.float32), np.arange(2, dtype=np.int32))),
+        ("nested", lib.vmap(lib.vmap(g1, in_axes=(0, None)), in_axes=(0, None)),
+         (np.ones((2, 3), np.float32), 3)),
+        ("out_axes_none", lib.vmap(g1, in_axes=(0, None), out_axes=None), (np.arange(3.0, dtype=np.float32), 2)),
+    ]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("case", range(5))
+def test_vmap_of_float0_output_matches_jax(case, jit):
+    name, f, args = _float0_cases(ftrans)[case]
+    _, jf, _ = _float0_cases(jax)[case]
+    if jit:
+        f, jf = ftrans.jit(f), jax.jit(jf)
+    got, want = f(*args), jf(*args)
+    gl, wl = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(gl) == len(wl), name
+    for g, w in zip(gl, wl):
+        assert np.shape(g) == np.shape(w), name
+        assert np.asarray(g).dtype == np.asarray(w).dtype, name
+        if np.asarray(w).dtype != jax.dtypes.float0:
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w))

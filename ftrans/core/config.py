@@ -138,6 +138,7 @@ class Config:
         "default_device": ("JAX_DEFAULT_DEVICE", "any"),
         "allow_f16_reductions": ("JAX_ALLOW_F16_REDUCTIONS", bool),
         "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS", bool),
+        "default_matmul_precision": ("JAX_DEFAULT_MATMUL_PRECISION", "any"),
     }
 
     def __init__(self) -> None:
@@ -181,6 +182,9 @@ class Config:
         # Each transform level checks, when it ends, that none of its tracers outlived it
         # (``ftrans.core.leaks``; a full garbage collection per level, so off by default).
         self.check_tracer_leaks = _env_flag("JAX_CHECK_TRACER_LEAKS")
+        # The precision of a matrix product or convolution given no precision (None: the platform's
+        # default), e.g. "float32" or "tensorfloat32"; checked by ftrans.lax (JAX's option).
+        self.default_matmul_precision: Any = os.environ.get("JAX_DEFAULT_MATMUL_PRECISION") or None
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

@@ -263,6 +263,9 @@ class NamedSharding(Sharding):
         elif not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
                 spec = PartitionSpec(*spec)
+            elif type(spec).__name__ in ("PartitionSpec", "P") and type(spec).__module__.split(".")[0] == "jax":
+                # JAX's PartitionSpec (not a tuple): the same entries
+                spec = PartitionSpec(*tuple(spec))
             else:
                 raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
         check_spec(spec, mesh, "NamedSharding")

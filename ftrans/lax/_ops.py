@@ -816,9 +816,12 @@ _PRECISION_NAMES = {
 
 def canonicalize_precision(name: str, precision: Any) -> tuple[Precision, Precision] | None:
     """``None``, or one ``Precision`` per operand, as JAX keeps it in the equation's params (accepts
-    strings, JAX's or ftrans's ``Precision`` enums, or pairs of them)."""
+    strings, JAX's or ftrans's ``Precision`` enums, or pairs of them). ``None`` takes the
+    ``default_matmul_precision`` config option, as in JAX."""
     if precision is None:
-        return None
+        precision = _config.config.default_matmul_precision
+        if precision is None:
+            return None
     if type(precision).__name__ in ("DotAlgorithm", "DotAlgorithmPreset"):  # ftrans's or JAX's: a hint, kept
         return precision
     if isinstance(precision, str) and precision.upper() not in _PRECISION_NAMES:
@@ -907,3 +910,11 @@ def _arg_reducer(prim: Primitive, name: str):
 
 argmax = _arg_reducer(R.argmax_p, "argmax")
 argmin = _arg_reducer(R.argmin_p, "argmin")
+
+
+def _check_default_matmul_precision(value: Any) -> None:
+    if value is not None:
+        canonicalize_precision("default_matmul_precision", value)
+
+
+_config.config.register_validator("default_matmul_precision", _check_default_matmul_precision)

@@ -701,9 +701,13 @@ def reshard_buffer(buf: Any, sharding: Any) -> Any:
     return jax.device_put(buf, sharding)
 
 
-def output_hlo_shardings(executable: Any) -> list:
-    """The HLO shardings XLA chose for a partitioned program's results."""
-    return [_xc.HloSharding.from_proto(s) for s in executable.get_output_shardings()]
+def output_hlo_shardings(executable: Any, n_out: int) -> list:
+    """The HLO shardings XLA chose for a partitioned program's results (a program on one device reports
+    none: each result is then whole, replicated)."""
+    shardings = executable.get_output_shardings()
+    if shardings is None:
+        return [_xc.HloSharding.replicate()] * n_out
+    return [_xc.HloSharding.from_proto(s) for s in shardings]
 
 
 def hlo_sharding_of(sharding: Any, ndim: int) -> Any:

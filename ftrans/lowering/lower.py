@@ -211,13 +211,18 @@ class ModuleLowering:
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
+        aliases = _donation_aliases(list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars, donated_args) \
+            if any(donated_args) else {}
         for i, v in enumerate(list(jaxpr.constvars) + list(jaxpr.invars)):
             t = mt.aval_type(v.aval)
             a = fn.argument(t)
             env[v] = a
-            # A donated argument's buffer may be reused by XLA for an output of the same type.
+            # A donated argument is aliased to the first free output of its shape and dtype (as JAX sets
+            # up aliases); one with no such output is a buffer donor XLA may still give to an output.
             extra = [arg_attrs[i]] if i < len(arg_attrs) and arg_attrs[i] else []
-            if i < len(donated_args) and donated_args[i]:
+            if i in aliases:
+                extra.append(f"tf.aliasing_output = {aliases[i]} : i32")
+            elif i < len(donated_args) and donated_args[i]:
                 extra.append("jax.buffer_donor = true")
             args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
         lit_cache: dict[tuple, str] = {}
@@ -324,3 +329,18 @@ def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
 
 # Registers every rule (the rule modules import this one, so this comes last).
 from ftrans.lowering import rules as _rules  # noqa: E402,F401
+
+
+def _donation_aliases(invars: Sequence[Any], outvars: Sequence[Any], donated: Sequence[bool]) -> dict[int, int]:
+    """Argument index -> output index: each output, in order, takes the first donated argument of its shape
+    and dtype not yet taken (JAX's rule), so the same arguments are invalidated as in JAX."""
+    free: dict[tuple, list[int]] = {}
+    for i, (v, d) in enumerate(zip(invars, donated)):
+        if d:
+            free.setdefault((tuple(v.aval.shape), v.aval.dtype), []).append(i)
+    out: dict[int, int] = {}
+    for k, o in enumerate(outvars):
+        waiting = free.get((tuple(o.aval.shape), o.aval.dtype))
+        if waiting:
+            out[waiting.pop(0)] = k
+    return out

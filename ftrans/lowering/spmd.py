@@ -115,7 +115,7 @@ class SpmdExecutable:
         self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
         self._rt_in = [compat.runtime_sharding(s, len(a.shape)) for s, a in zip(self.in_shardings, self.in_avals)]
-        hlos = compat.output_hlo_shardings(self.xla)
+        hlos = compat.output_hlo_shardings(self.xla, len(self.out_avals))
         compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # makes the mesh's runtime twin
         outs, rts = [], []
         for a, s, h in zip(self.out_avals, out_shardings, hlos):

@@ -27,26 +27,24 @@ def _kind(d: np.dtype) -> str:
     return "i"
 
 
-def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None) -> Any:
+def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, precision: Any = None) -> Any:
     """``dot_general`` on operands already promoted to one dtype.
 
     A ``preferred_element_type`` the primitive can take (same kind, not narrower)
     is passed on, so int8 x int8 accumulates in int32; otherwise the operands are
     converted to it first, which is what jnp does for, e.g., a float result of an
-    integer product.
+    integer product.  ``precision`` (already canonical) is kept in the equation, as JAX does.
     """
     if preferred_element_type is None:
-        return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
+        return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
     pet = dtypes.to_dtype(preferred_element_type)
     d = dtype_weak(x)[0]
-    if pet == d:
-        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
-    elif d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize):
-        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=pet)
+    if pet == d or (d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize)):
+        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=pet)
     else:
         x = S.convert_element_type_p.bind(x, new_dtype=pet, weak_type=False)
         y = S.convert_element_type_p.bind(y, new_dtype=pet, weak_type=False)
-        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=None, preferred_element_type=None)
+        out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
     if dtype_weak(out)[1]:
         out = S.convert_element_type_p.bind(out, new_dtype=pet, weak_type=False)
     return out
@@ -58,7 +56,7 @@ def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     return S.reshape_p.bind(x, new_sizes=tuple(shape), dimensions=None)
 
 
-def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None) -> Any:
+def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None, precision: Any = None) -> Any:
     """``x @ y`` for operands of one dtype, with NumPy's rules for 1-D operands and batch axes."""
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
@@ -79,10 +77,10 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
     xb, yb = xs2[:-2], ys2[:-2]
     if not yb:
         # Fold x's batch axes into its free axes: one plain matrix product.
-        out = dot_general(x, y, (((len(xs2) - 1,), (0,)), ((), ())), preferred_element_type)
+        out = dot_general(x, y, (((len(xs2) - 1,), (0,)), ((), ())), preferred_element_type, precision)
     elif not xb:
         # (n, k) @ (..., k, m): contract, then move n behind the batch axes.
-        out = dot_general(x, y, (((1,), (len(ys2) - 2,)), ((), ())), preferred_element_type)
+        out = dot_general(x, y, (((1,), (len(ys2) - 2,)), ((), ())), preferred_element_type, precision)
         nb = len(yb)
         out = S.transpose_p.bind(out, permutation=(*range(1, nb + 1), 0, nb + 1))
     else:
@@ -95,14 +93,14 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
                 kept = tuple(d for i, d in enumerate(vb) if batch[off + i] != 1)
                 return _reshape(v, kept + tuple(shape_of(v))[-2:])
 
-            inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type)
+            inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type, precision)
             out = _reshape(inner, batch + tuple(shape_of(inner))[-2:])
             return _unvec(out, x_vec, y_vec)
         x = broadcast_to_shape(x, batch + xs2[-2:])
         y = broadcast_to_shape(y, batch + ys2[-2:])
         nb = len(batch)
         dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
-        out = dot_general(x, y, dn, preferred_element_type)
+        out = dot_general(x, y, dn, preferred_element_type, precision)
     return _unvec(out, x_vec, y_vec)
 
 

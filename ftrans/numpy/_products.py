@@ -30,21 +30,16 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax._ops import canonicalize_precision
 from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
 
 __all__ = ["matmul", "dot", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum", "kron", "trace", "diagonal"]
 
 
-def _check_precision(name: str, precision: Any) -> None:
-    """Every XLA precision gives the exact (float32-or-better) product on the host."""
-    ok = (None, "default", "high", "highest", "DEFAULT", "HIGH", "HIGHEST", "bfloat16", "tensorfloat32", "float32")
-    if isinstance(precision, (tuple, list)):
-        for p in precision:
-            _check_precision(name, p)
-        return
-    if precision in ok or type(precision).__name__ == "Precision":
-        return
-    raise NotImplementedError(f"{name}: precision={precision!r} is not supported")
+def _precision(name: str, precision: Any) -> Any:
+    """The canonical precision (``None`` or one per operand) that the staged ``dot_general`` keeps, as JAX
+    (``None`` takes the ``default_matmul_precision`` config option)."""
+    return canonicalize_precision(name, precision)
 
 
 def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
@@ -72,14 +67,14 @@ def _scalar_product(x: Any, y: Any) -> Any:
 # ---------------------------------------------------------------- matmul, dot, vdot, inner, outer
 def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.matmul`` / ``@``: batched matrix product with NumPy's broadcasting of batch axes."""
-    _check_precision("matmul", precision)
+    prec = _precision("matmul", precision)
     x, y = _promote("matmul", a, b)
-    return batched_matmul("matmul", x, y, preferred_element_type)
+    return batched_matmul("matmul", x, y, preferred_element_type, prec)
 
 
 def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.dot``: sums over the last axis of ``a`` and the second-to-last of ``b``."""
-    _check_precision("dot", precision)
+    prec = _precision("dot", precision)
     x, y = _promote("dot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
@@ -94,7 +89,7 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
             f"dot: shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
             f"!= axis {rc} of the second ({ys[rc]})"
         )
-    return dot_general(x, y, (((lc,), (rc,)), ((), ())), preferred_element_type)
+    return dot_general(x, y, (((lc,), (rc,)), ((), ())), preferred_element_type, prec)
 
 
 def _ravel(x: Any) -> Any:
@@ -103,7 +98,7 @@ def _ravel(x: Any) -> Any:
 
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.vdot``: the dot product of the flattened operands, conjugating the first."""
-    _check_precision("vdot", precision)
+    prec = _precision("vdot", precision)
     x, y = _promote("vdot", a, b)
     if dtype_weak(x)[0].kind == "c":
         x = E.conj_p.bind(x)
@@ -112,12 +107,12 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
         raise FtransTypeError(
             f"vdot: the operands must have the same number of elements; got shapes {shape_of(x)} and {shape_of(y)}"
         )
-    return dot_general(xr, yr, (((0,), (0,)), ((), ())), preferred_element_type)
+    return dot_general(xr, yr, (((0,), (0,)), ((), ())), preferred_element_type, prec)
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.vecdot``: conjugated dot product along ``axis`` with broadcasting of the rest."""
-    _check_precision("vecdot", precision)
+    prec = _precision("vecdot", precision)
     x, y = _promote("vecdot", x1, x2)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     ax_x = canonicalize_axis("vecdot", axis, len(xs))
@@ -132,7 +127,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
     y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
     nb = len(shape_of(x)) - 1
-    return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), preferred_element_type)
+    return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), preferred_element_type, prec)
 
 
 def _moveaxis(x: Any, src: int, dst: int) -> Any:
@@ -145,14 +140,14 @@ def _moveaxis(x: Any, src: int, dst: int) -> Any:
 
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.inner``: sums over the last axes of both operands."""
-    _check_precision("inner", precision)
+    prec = _precision("inner", precision)
     x, y = _promote("inner", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
         return _scalar_product(x, y)
     if xs[-1] != ys[-1]:
         raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
-    return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), preferred_element_type)
+    return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), preferred_element_type, prec)
 
 
 def outer(a: Any, b: Any, out: None = None) -> Any:
@@ -173,7 +168,7 @@ def _axes_list(name: str, axes: Any, ndim: int) -> tuple[int, ...]:
 
 def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists."""
-    _check_precision("tensordot", precision)
+    prec = _precision("tensordot", precision)
     x, y = _promote("tensordot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if isinstance(axes, int) and not isinstance(axes, bool):
@@ -199,7 +194,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred
             raise FtransTypeError(
                 f"tensordot: shape mismatch between axis {i} of {xs} ({xs[i]}) and axis {j} of {ys} ({ys[j]})"
             )
-    return dot_general(x, y, ((lc, rc), ((), ())), preferred_element_type)
+    return dot_general(x, y, ((lc, rc), ((), ())), preferred_element_type, prec)
 
 
 def kron(a: Any, b: Any) -> Any:
@@ -358,7 +353,7 @@ def _sum_unneeded(op: _Operand, needed: set[str]) -> _Operand:
     return _Operand(_sum_axes(op.x, drop), [c for i, c in enumerate(op.labels) if i not in drop])
 
 
-def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any) -> _Operand:
+def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: Any = None) -> _Operand:
     """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes."""
     a = _sum_unneeded(a, needed | set(b.labels))
     b = _sum_unneeded(b, needed | set(a.labels))
@@ -367,7 +362,7 @@ def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any) -> _Ope
     contract = [c for c in shared if c not in needed]
     dn = ((tuple(a.labels.index(c) for c in contract), tuple(b.labels.index(c) for c in contract)),
           (tuple(a.labels.index(c) for c in batch), tuple(b.labels.index(c) for c in batch)))
-    out = dot_general(a.x, b.x, dn, pet)
+    out = dot_general(a.x, b.x, dn, pet, prec)
     labels = batch + [c for c in a.labels if c not in shared] + [c for c in b.labels if c not in shared]
     return _Operand(out, labels)
 
@@ -421,7 +416,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         raise NotImplementedError("einsum: the out argument is not supported")
     if _dot_general is not None:
         raise NotImplementedError("einsum: _dot_general is not supported")
-    _check_precision("einsum", precision)
+    prec = _precision("einsum", precision)
     if not isinstance(subscripts, str):
         subscripts, ops = _interleaved_to_subscripts((subscripts, *operands))
     else:
@@ -450,7 +445,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         acc = picked[0]
         for k, nxt in enumerate(picked[1:]):
             later = {c for o in picked[k + 2:] for c in o.labels}
-            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet)
+            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec)
         if len(picked) == 1:
             acc = _sum_unneeded(acc, set(output) | rest)
         work.append(acc)
@@ -458,7 +453,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         b = work.pop()
         a = work.pop()
         rest = {c for o in work for c in o.labels}
-        work.append(_contract_pair(a, b, set(output) | rest, pet))
+        work.append(_contract_pair(a, b, set(output) | rest, pet, prec))
     res = _sum_unneeded(work[0], set(output))
     return _finish(res, output, pet)
 

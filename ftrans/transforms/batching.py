@@ -25,6 +25,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from jax import tree_util
 
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
@@ -456,6 +457,9 @@ def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:
     return flatten_axes("out_axes", out_axes, out, n)
 
 
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # the tangent dtype of integers (ftrans.dtypes.float0)
+
+
 def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, axis_name: Any = None) -> Any:
     from ftrans.core.operands import as_operand
 
@@ -473,6 +477,13 @@ def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, ax
             )
         return o
     if not batched:
+        if isinstance(o, np.ndarray) and o.dtype == _FLOAT0:
+            # a float0 output (an integer input's gradient) carries no data: zeros of the batched shape, as JAX
+            nd = o.ndim + 1
+            _check_out_axis(name, od, nd, where)
+            shape = list(o.shape)
+            shape.insert(od % nd, size)
+            return np.zeros(tuple(shape), _FLOAT0)
         o = as_operand(o)
         nd = len(aval_of(o).shape) + 1
         _check_out_axis(name, od, nd, where)

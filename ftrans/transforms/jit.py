@@ -149,7 +149,7 @@ _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execu
 
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
-    if name == "allow_f16_reductions":  # decides at trace time whether a program is allowed: trace again
+    if name in ("allow_f16_reductions", "default_matmul_precision"):  # read while tracing: trace again
         clear_caches()
         return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
@@ -339,12 +339,13 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         return invoke_plain
 
     def invoke(bufs: list, leaves: Any) -> Any:
+        given = bufs
         if kept is not None:
             bufs = [bufs[i] for i in kept]
         if donate:
             _check_donation(leaves, donate, name)
             out = run(bufs)
-            _forget_donated(leaves, donate)
+            _forget_donated(leaves, donate, given)
         else:
             out = run(bufs)
         if not trace.eager_everywhere and trace.debug_checks_on():
@@ -1030,6 +1031,17 @@ class JitWrapped:
         return closed, out_tree
 
     def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
+        # A real trace (not one from the per-signature store) outside any transform is logged, as JAX logs
+        # its top-level traces (a call's, trace()'s or lower()'s).
+        level = X.compile_log_level()
+        t0 = time.perf_counter() if _trace.state.eval_only and X.logger.isEnabledFor(level) else None
+        out = self._trace_staged(args, kwargs, avals, in_tree)
+        if t0 is not None:
+            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
+                         time.perf_counter() - t0)
+        return out
+
+    def _trace_staged(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -1095,11 +1107,8 @@ class JitWrapped:
                  device: Any) -> _Entry:
         level = X.compile_log_level()
         logging_on = X.logger.isEnabledFor(level)
-        t0 = time.perf_counter() if logging_on else 0.0
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         if logging_on:
-            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
-                         time.perf_counter() - t0)
             X.logger.log(level, "Compiling jit(%s) with global shapes and types %s, called at %s, for %s defined at %s",
                          self.__name__, "(" + "".join(f"{a!r}, " for a in avals).rstrip(" ") + ")", _call_site(),
                          self.__name__, _definition_site(self._fun))
@@ -1574,8 +1583,8 @@ def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str
     if not unusable:
         return
     msg = (f"jit({fname}): Some donated buffers were not usable: {', '.join(unusable)}. No output of the same "
-           "shape and dtype is left to take over their memory, so donating them saves nothing (the arguments "
-           "are still invalidated); donate only arguments an output can replace")
+           "shape and dtype is left to take over their memory, so donating them saves nothing (those arguments "
+           "stay alive); donate only arguments an output can replace")
     f = user_frame()
     if f is None:
         warnings.warn(msg, UserWarning, stacklevel=2)
@@ -1839,11 +1848,15 @@ def _check_donation(leaves: list, mask: tuple, fname: str) -> None:
             seen.add(id(leaf))
 
 
-def _forget_donated(leaves: list, mask: tuple) -> None:
-    """Donated inputs may now alias outputs: drop their buffers and host copies so reuse raises."""
-    _array_mod.buffers_deleted = True
-    for leaf, d in zip(leaves, mask):
+def _forget_donated(leaves: list, mask: tuple, bufs: list) -> None:
+    """Donated inputs whose buffer the runtime gave to an output (it invalidated the buffer ``bufs`` passed)
+    are gone: drop their buffers and host copies so reuse raises. A donated input no output reused stays
+    alive, as in JAX."""
+    for leaf, d, passed in zip(leaves, mask, bufs):
         if d and isinstance(leaf, Array):
+            if passed is None or not passed.is_deleted():
+                continue
+            _array_mod.buffers_deleted = True
             buf = getattr(leaf, "_buf", None)
             if buf is not None and not buf.is_deleted():
                 buf.delete()
