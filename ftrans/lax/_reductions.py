@@ -16,15 +16,15 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import dtypes
-from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
-from ftrans.core.operands import as_operand, aval_of, check_arraylike, convert, dtype_weak, shape_of
+from ftrans.core.operands import as_operand, aval_of, check_arraylike, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive, abstract_eval_rules
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, stage
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lax._computation import flat_operands, matching_init, staged_computation
 
 __all__ = [
     "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce",
@@ -180,54 +180,21 @@ def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: S
     else binds the general ``reduce`` primitive with the traced computation (``stablehlo.reduce``). The
     computation should be associative and commutative: XLA may combine elements in any order.
     """
-    flat_ops, tree = tree_util.tree_flatten(operands)
-    flat_inits, init_tree = tree_util.tree_flatten(init_values)
-    if tree != init_tree:
-        raise FtransValueError(
-            f"reduce: operands must have the same tree structure as init_values: {tree} vs. {init_tree}"
-        )
-    if not flat_ops:
-        raise FtransValueError("reduce: no operands to reduce")
-    check_arraylike("reduce", *flat_ops, *flat_inits)
-    ops = [as_operand(o) for o in flat_ops]
+    ops, flat_inits, tree, _ = flat_operands("reduce", operands, init_values)
     shape = tuple(shape_of(ops[0]))
     dims = tuple(sorted(_dimension("reduce", d, len(shape)) for d in dimensions)) if shape else ()
     if len(set(dims)) != len(dims):
         raise FtransValueError(f"reduce: dimensions {tuple(dimensions)} contain duplicates")
     inits = []
     for o, i in zip(ops, flat_inits):
-        od, _ = dtype_weak(o)
-        idt, iweak = dtype_weak(i)
-        if idt != od and not iweak:
-            raise FtransTypeError(
-                f"reduce: operand dtypes should match corresponding initial value dtypes, got operand "
-                f"{od.name} and init value {idt.name}"
-            )
-        inits.append(convert(i, od) if idt != od else as_operand(i))
+        inits.append(matching_init("reduce", o, i))
         if tuple(shape_of(inits[-1])) != ():
             raise FtransValueError(f"reduce found non-scalar initial value: shape {tuple(shape_of(inits[-1]))}; "
                                    "init values must be scalars")
-    scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
-    box: list = []
-
-    def flat_computation(*args: Any) -> list:
-        n = len(ops)
-        acc = tree_util.tree_unflatten(tree, args[:n])
-        elem = tree_util.tree_unflatten(tree, args[n:])
-        out = computation(acc, elem)
-        leaves, out_tree = tree_util.tree_flatten(out)
-        box.append(out_tree)
-        return [as_operand(x) for x in leaves]
-
-    closed, _ = stage(flat_computation, scalar + scalar)
-    if box[0] != tree:
+    closed, scalar, out_tree = staged_computation("reduce", computation, ops, tree)
+    if out_tree != tree:
         raise FtransTypeError(
-            f"reduce: the computation must return the structure of the operands, {tree}, but returned {box[0]}"
-        )
-    if closed.consts:
-        raise NotImplementedError(
-            "reduce: the computation closes over array values; reduction computations may use only their "
-            "scalar arguments and Python constants"
+            f"reduce: the computation must return the structure of the operands, {tree}, but returned {out_tree}"
         )
     if len(ops) == 1:
         kind = _monoid(closed, inits[0], scalar[0].dtype)

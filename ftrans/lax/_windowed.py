@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
-from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W
-from ftrans.core.trace import Tracer, stage
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops
+from ftrans.lax._computation import flat_operands, matching_init, staged_computation
 
 __all__ = ["reduce_window", "padtype_to_pads", "reduce_window_sum", "reduce_window_max",
            "reduce_window_min"]
@@ -131,16 +131,7 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
     as both are idempotent); anything else binds the general ``reduce_window`` primitive with the traced
     computation (``stablehlo.reduce_window``), where padding and base-dilation holes hold the init value.
     """
-    flat_ops, tree = tree_util.tree_flatten(operand)
-    flat_inits, init_tree = tree_util.tree_flatten(init_value)
-    if tree != init_tree:
-        raise FtransValueError(
-            f"reduce_window: operands must have the same tree structure as init_values: {tree} vs. {init_tree}"
-        )
-    if not flat_ops:
-        raise FtransValueError("reduce_window: no operands to reduce")
-    check_arraylike("reduce_window", *flat_ops, *flat_inits)
-    ops = [as_operand(o) for o in flat_ops]
+    ops, flat_inits, tree, init_tree = flat_operands("reduce_window", operand, init_value)
     params = _params(ops[0], window_dimensions, window_strides, padding, base_dilation, window_dilation)
     if tree_util.treedef_is_leaf(tree):
         x = ops[0]
@@ -157,38 +148,15 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable, window_d
             return combine.bind(prim.bind(x, **params), init)
     inits = []
     for o, i in zip(ops, flat_inits):
-        od, _ = dtype_weak(o)
-        idt, iweak = dtype_weak(i)
-        if idt != od and not iweak:
-            raise FtransTypeError(
-                f"reduce_window: operand dtypes should match corresponding initial value dtypes, got operand "
-                f"{od.name} and init value {idt.name}"
-            )
-        iv = convert(i, od) if idt != od else as_operand(i)
+        iv = matching_init("reduce_window", o, i)
         if len(getattr(iv, "shape", ())) != 0:
             raise FtransTypeError(f"reduce_window: init values must be scalars, got shape {tuple(iv.shape)}")
         inits.append(iv)
-    scalar = [ShapedArray((), dtype_weak(o)[0], False) for o in ops]
-    box: list = []
-
-    def flat_computation(*args: Any) -> list:
-        n = len(ops)
-        acc = tree_util.tree_unflatten(tree, args[:n])
-        elem = tree_util.tree_unflatten(tree, args[n:])
-        leaves, out_tree = tree_util.tree_flatten(computation(acc, elem))
-        box.append(out_tree)
-        return [as_operand(v) for v in leaves]
-
-    closed, _ = stage(flat_computation, scalar + scalar)
-    if box[0] != tree:
+    closed, scalar, out_tree = staged_computation("reduce_window", computation, ops, tree)
+    if out_tree != tree:
         raise FtransValueError(
             f"reduce_window output must have the same tree structure as the operands {tree} as init_values "
-            f"{init_tree}, but the computation returned {box[0]}"
-        )
-    if closed.consts:
-        raise NotImplementedError(
-            "reduce_window: the computation closes over array values; window computations may use only their "
-            "scalar arguments and Python constants"
+            f"{init_tree}, but the computation returned {out_tree}"
         )
     if closed.out_avals and any(a.dtype != s.dtype for a, s in zip(closed.out_avals, scalar)):
         raise FtransTypeError(
