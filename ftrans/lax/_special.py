@@ -45,18 +45,23 @@ def _compiled_when_eager(fn: Any) -> Any:
     return run
 
 
-def _operands(name: str, a: Any, x: Any) -> tuple[Any, Any, np.dtype]:
-    a, x = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, x)))
-    for i, v in enumerate((a, x)):
+def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
+    a, b = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b)))
+    for i, v in enumerate((a, b)):
         d = dtype_weak(v)[0]
         if not dtypes.is_float(d):
             raise FtransTypeError(
                 f"{name} does not accept dtype {d.name} at position {i}. Accepted dtypes at position {i} are "
                 "subtypes of floating."
             )
-    if dtype_weak(a)[0] != dtype_weak(x)[0]:
-        raise FtransTypeError(f"lax.{name}: a and x must have one dtype, got {dtype_weak(a)[0].name} and "
-                              f"{dtype_weak(x)[0].name}")
+    if dtype_weak(a)[0] != dtype_weak(b)[0]:
+        raise FtransTypeError(f"lax.{name}: operands must have one dtype, got {dtype_weak(a)[0].name} and "
+                              f"{dtype_weak(b)[0].name}")
+    return a, b
+
+
+def _operands(name: str, a: Any, x: Any) -> tuple[Any, Any, np.dtype]:
+    a, x = _float_pair(name, a, x)
     return a, x, dtype_weak(a)[0]
 
 
@@ -326,21 +331,6 @@ def _zeta(s: Any, q: Any) -> Any:
 
 
 _zeta_compiled = _compiled_when_eager(_zeta)
-
-
-def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
-    a, b = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b)))
-    for i, v in enumerate((a, b)):
-        d = dtype_weak(v)[0]
-        if not dtypes.is_float(d):
-            raise FtransTypeError(
-                f"{name} does not accept dtype {d.name} at position {i}. Accepted dtypes at position {i} are "
-                "subtypes of floating."
-            )
-    if dtype_weak(a)[0] != dtype_weak(b)[0]:
-        raise FtransTypeError(f"lax.{name}: operands must have one dtype, got {dtype_weak(a)[0].name} and "
-                              f"{dtype_weak(b)[0].name}")
-    return a, b
 
 
 def zeta(x: Any, q: Any) -> Any:
