@@ -15,29 +15,7 @@ from ftrans import lax as flax
 from ftrans.errors import FtransNameError
 
 FT, JX = (ftrans, fjnp, flax), (jax, jjnp, jlax)
-RNG = np.random.default_rng(18)
-
-
-def arr(*shape, dtype=np.float32):
-    return RNG.normal(size=shape).astype(dtype)
-
-
-def assert_tree(got, want, tol=1e-5):
-    g, gt = jax.tree_util.tree_flatten(got)
-    w, wt = jax.tree_util.tree_flatten(want)
-    assert gt == wt, (gt, wt)
-    for a, b in zip(g, w):
-        a, b = np.asarray(a), np.asarray(b)
-        assert (a.shape, a.dtype) == (b.shape, b.dtype), ((a.shape, a.dtype), (b.shape, b.dtype))
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-
-def both(build, *args, tol=1e-5):
-    got = build(*FT)(*args)
-    want = build(*JX)(*args)
-    assert_tree(got, want, tol)
-    return got
-
+from tests.test_collectives import arr, assert_tree, both  # noqa: E402  the shared differential helpers
 
 X = arr(4, 3)
 SQ = arr(4, 4)
