@@ -434,12 +434,15 @@ _mesh_memo: dict = {}
 
 
 def _runtime_key(mesh: Any) -> tuple:
-    return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names))
+    """A runtime mesh's identity: devices, shape, names and axis types (a user's jax mesh with Explicit axes
+    must not map to an ftrans mesh remembered under its Auto twin)."""
+    types = tuple(getattr(t, "name", str(t)) for t in (getattr(mesh, "axis_types", None) or ()))
+    return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
 
 
 def remember_mesh(mesh: Mesh) -> None:
     """Results laid out on ``mesh``'s runtime twin report ``mesh`` itself (its axis types included)."""
-    _mesh_memo[_runtime_key(mesh)] = mesh
+    _mesh_memo[_runtime_key(mesh._runtime)] = mesh
 
 
 _converted: dict = {}
