@@ -141,6 +141,13 @@ def test_scalar_binary(case):
             check(f"{name}({_id(case)}, {c})", lambda x, n=name, c=c: getattr(fnp, n)(x, c),
                   lambda x, n=name, c=c: getattr(jnp, n)(x, c), x_f, x_j, s == (5,) and c == 2.0)
     check(f"x * 2.0 ({_id(case)})", lambda x: x * 2.0, lambda x: x * 2.0, x_f, x_j, False)
+    # The operator slots' own scalar path (float arrays, Python float or int32-sized int, either side).
+    for c in (2.0, -3, 1e30, 7):
+        for name, op in (("x + c", lambda x, c=c: x + c), ("c + x", lambda x, c=c: c + x),
+                         ("x - c", lambda x, c=c: x - c), ("c - x", lambda x, c=c: c - x),
+                         ("x * c", lambda x, c=c: x * c), ("c * x", lambda x, c=c: c * x),
+                         ("x < c", lambda x, c=c: x < c), ("c >= x", lambda x, c=c: c >= x)):
+            check(f"{name} ({_id(case)}, {c})", op, op, x_f, x_j, s == (5,))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
@@ -180,7 +187,7 @@ def test_special_values_bitwise():
 @pytest.mark.parametrize("expr", [
     lambda x: fnp.sin(x), lambda x: fnp.tanh(x), lambda x: fnp.negative(x), lambda x: fnp.abs(x),
     lambda x: x * 2.0, lambda x: fnp.sum(x), lambda x: fnp.max(x), lambda x: fnp.min(x),
-    lambda x: fnp.mean(x),
+    lambda x: fnp.mean(x), lambda x: x + x, lambda x: 2.0 * x, lambda x: 1 - x, lambda x: x + 3,
 ])
 def test_fast_path_skips_bind(expr, monkeypatch):
     """On a float32 Array these run no primitive through ``bind``: that is what makes them fast."""
@@ -215,6 +222,10 @@ def test_no_warnings_even_when_warnings_are_errors():
         assert np.isnan(float(fnp.mean(fnp.zeros((0,)))))
         assert np.asarray(fnp.asarray([1, 2]) // 0).tolist() == np.asarray(
             jnp.asarray([1, 2]) // 0).tolist()
+        # the cheap rules (add, mul) and the operator slots' fast paths overflow without raising
+        h = fnp.asarray(np.array([6e4], np.float16))
+        for big in (h + h, h * 1e30, 1e30 * h, h - (-h), ftrans.lax.add(h, h), fnp.multiply(h, h)):
+            assert np.isinf(np.asarray(big)).all() and big.dtype == np.float16
 
 
 def test_no_warnings_under_python_W_error():

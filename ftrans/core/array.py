@@ -527,9 +527,11 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     """Give ``Array`` operator slots that skip the API layer in the common eager case.
 
     ``x + y`` on two Arrays of one dtype with no transform active anywhere is
-    just the primitive's NumPy rule (NumPy's broadcasting is jnp's); this path
-    is what keeps a small eager op within a small factor of NumPy.  Anything
-    else (other dtypes, scalars, tracing) goes to the ``jnp`` function.
+    just the primitive's NumPy rule (NumPy's broadcasting is jnp's), and so is
+    ``x * 2.0`` (or ``2.0 * x``) on a float array, where the weak Python scalar
+    leaves the dtype alone in both libraries; this path is what keeps a small
+    eager op within a small factor of NumPy.  Anything else (other dtypes,
+    integer arrays with scalars, tracing) goes to the ``jnp`` function.
     ``fallbacks`` maps a slot name to (primitive, jnp function).
     """
     from ftrans.core import trace as _trace
@@ -539,30 +541,54 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     ndarray = np.ndarray
     asarray = np.asarray
 
-    def make(prim, slow):
+    def make(prim, slow, reflected=False):
         impl = prim.impl
+        # The NumPy rule without the narrow-integer wrapper (a Python frame, a third of the op's overhead),
+        # for every dtype kind but "V" (int2/int4 and the ml_dtypes floats, which go through the wrapper).
+        wide = getattr(impl, "wide_rule", impl)
         keep_weak = prim.weak_type_rule is _all_weak
 
+        def scalar(self, other, xv):
+            # A Python float, or an int that fits int32, beside a float16/32/64 array: the scalar is weak, so
+            # the result keeps the array's dtype, which is NumPy's (NEP 50) promotion for these operands too.
+            try:
+                r = wide(other, xv) if reflected else wide(xv, other)
+            except RuntimeWarning:  # a user's warnings filter made NumPy's overflow warning an error
+                return slow(self, other)
+            out = new(Array)
+            out._value = r if type(r) is ndarray else asarray(r)
+            out.weak_type = keep_weak and self.weak_type
+            return out
+
         def op(self, other):
-            if type(other) is Array and _trace.eager_everywhere:
-                xv = self._value
-                yv = other._value
-                if xv.dtype is yv.dtype:
-                    try:
-                        r = impl(xv, yv)
-                    except ValueError:  # shapes that do not broadcast: let the API path explain
-                        return slow(self, other)
-                    out = new(Array)
-                    out._value = r if type(r) is ndarray else asarray(r)  # 0-d operands give NumPy scalars
-                    out.weak_type = keep_weak and self.weak_type and other.weak_type
-                    return out
+            if _trace.eager_everywhere:
+                t = type(other)
+                if t is Array and not reflected:
+                    xv = self._value
+                    yv = other._value
+                    dt = xv.dtype
+                    if dt is yv.dtype:
+                        try:
+                            r = wide(xv, yv) if dt.kind != "V" else impl(xv, yv)
+                        except (ValueError, RuntimeWarning):
+                            # shapes that do not broadcast (the API path explains), or NumPy's overflow
+                            # warning made an error by a user's filter (the API path computes quietly)
+                            return slow(self, other)
+                        out = new(Array)
+                        out._value = r if type(r) is ndarray else asarray(r)  # 0-d operands give NumPy scalars
+                        out.weak_type = keep_weak and self.weak_type and other.weak_type
+                        return out
+                elif t is float or (t is int and -2147483648 <= other <= 2147483647):
+                    xv = self._value
+                    if xv.dtype.kind == "f":
+                        return scalar(self, other, xv)
             return slow(self, other)
 
         op.__name__ = slow.__name__
         return op
 
     for slot, (prim, slow) in fallbacks.items():
-        setattr(Array, slot, make(prim, slow))
+        setattr(Array, slot, make(prim, slow, reflected=slot.startswith("__r")))
 
 
 class Shard:

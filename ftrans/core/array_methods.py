@@ -154,6 +154,9 @@ def _install_fast(jnp_module: Any) -> None:
 
     install_fast_operators({
         "__add__": (E.add_p, _deferring(jnp_module.add)),
+        "__radd__": (E.add_p, _deferring(jnp_module.add, reflected=True)),
+        "__rsub__": (E.sub_p, _deferring(jnp_module.subtract, reflected=True)),
+        "__rmul__": (E.mul_p, _deferring(jnp_module.multiply, reflected=True)),
         "__sub__": (E.sub_p, _deferring(jnp_module.subtract)),
         "__mul__": (E.mul_p, _deferring(jnp_module.multiply)),
         "__lt__": (E.lt_p, _deferring(jnp_module.less)),

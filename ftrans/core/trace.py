@@ -265,6 +265,17 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
 # Eager application
 
 
+def _impl_quietly(impl: Any, vals: Any, params: dict) -> Any:
+    """A NumPy rule run again with NumPy's floating-point warnings off: XLA never warns, and the cheap rules
+    (``add``, ``mul``, ...) rely on ftrans's ``warnings`` filter, which a user's ``simplefilter("error")``
+    ahead of it turns into a raised RuntimeWarning. Costs nothing on the path that does not warn."""
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return impl(*vals, **params)
+
+
 def _host_apply(prim: Primitive, args, params: dict) -> Any:
     """Run a primitive's NumPy rule on concrete operands and wrap the result.
 
@@ -290,7 +301,10 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         except AttributeError:  # an operand that is not an Array: the general path below
             pass
         else:
-            out = impl(*vals, **params)
+            try:
+                out = impl(*vals, **params)
+            except RuntimeWarning:  # see _impl_quietly
+                out = _impl_quietly(impl, vals, params)
             if type(out) is not ndarray:
                 out = np.asarray(out)
             obj = _new_object(Array)
@@ -306,7 +320,10 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         weaks = tuple(w for _, w in pairs)
     if impl is None:
         raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
-    out = impl(*vals, **params)
+    try:
+        out = impl(*vals, **params)
+    except RuntimeWarning:
+        out = _impl_quietly(impl, vals, params)
     weak = prim.weak_type_rule(weaks, **params)
     if prim.multiple_results:
         if type(weak) is tuple:  # one flag per result (e.g. sort keeps each operand's)

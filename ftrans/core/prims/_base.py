@@ -150,6 +150,7 @@ def narrow_ints_via_bytes(numpy_rule: Callable) -> Callable:
 
     run.__name__ = getattr(numpy_rule, "__name__", "impl")
     run.__wrapped__ = numpy_rule  # type: ignore[attr-defined]  # python -m ftrans.rules shows the NumPy rule
+    run.wide_rule = numpy_rule  # type: ignore[attr-defined]  # Array's fast operators call it for kinds other than "V"
     return run
 
 
