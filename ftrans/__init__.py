@@ -38,11 +38,15 @@ from ftrans.devices import (
     device_put_replicated,
     device_put_sharded,
     devices,
+    host_count,
+    host_id,
+    host_ids,
     local_device_count,
     local_devices,
     print_environment_info,
     process_count,
     process_index,
+    process_indices,
 )
 from ftrans.distributed import (  # noqa: E402
     make_array_from_callback,
@@ -132,6 +136,7 @@ __all__ = [
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
+    "process_indices", "host_id", "host_count", "host_ids", "stages", "typing",
 ]
 
-from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402
+from ftrans import ad_checkpoint, custom_derivatives, stages, typing  # noqa: E402

@@ -32,7 +32,8 @@ from ftrans.lowering import compat
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
            "device_put", "device_get", "block_until_ready", "copy_to_host_async", "process_index", "process_count",
-           "device_put_sharded", "device_put_replicated", "print_environment_info"]
+           "device_put_sharded", "device_put_replicated", "print_environment_info",
+           "process_indices", "host_id", "host_count", "host_ids"]
 
 Device = compat.Device
 
@@ -74,6 +75,26 @@ def process_index(backend: str | None = None) -> int:
 def process_count(backend: str | None = None) -> int:
     """How many processes own devices of ``backend`` (one until ftrans joins several processes)."""
     return len({d.process_index for d in _client(backend).devices()})
+
+
+def process_indices(backend: str | None = None) -> list:
+    """The indices of the processes that own devices of ``backend``, in order."""
+    return sorted({d.process_index for d in _client(backend).devices()})
+
+
+def host_id(backend: str | None = None) -> int:
+    """JAX's older name for :func:`process_index`."""
+    return process_index(backend)
+
+
+def host_count(backend: str | None = None) -> int:
+    """JAX's older name for :func:`process_count`."""
+    return process_count(backend)
+
+
+def host_ids(backend: str | None = None) -> list:
+    """JAX's older name for :func:`process_indices`."""
+    return process_indices(backend)
 
 
 def print_environment_info(return_string: bool = False) -> str | None:
