@@ -93,6 +93,8 @@ allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
 check_tracer_leaks = config_context("check_tracer_leaks")
+numpy_rank_promotion = config_context("numpy_rank_promotion")
+numpy_dtype_promotion = config_context("numpy_dtype_promotion")
 
 
 def checking_leaks():
@@ -136,7 +138,8 @@ __all__ = [
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
-    "process_indices", "host_id", "host_count", "host_ids", "stages", "typing",
+    "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
+    "numpy_dtype_promotion",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives, stages, typing  # noqa: E402

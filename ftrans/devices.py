@@ -47,6 +47,14 @@ def _client(backend: str | None = None) -> Any:
         raise FtransValueError(f"backend {backend!r} is not available: {e}") from None
 
 
+def _on_config(name: str, value: Any) -> None:
+    if name == "platforms":
+        compat.set_platforms(value)
+
+
+config._listeners.append(_on_config)
+
+
 def devices(backend: str | None = None) -> list:
     """All devices of ``backend`` (default: the default backend)."""
     return list(_client(backend).devices())

@@ -75,6 +75,11 @@ class FtransShapeError(_Located, FtransError, TypeError, ValueError):
     """
 
 
+class FtransConfigError(_Located, FtransError, AttributeError, ValueError):
+    """An unknown configuration option: JAX raises ``AttributeError`` here, and ftrans used to raise
+    ``ValueError``; this is both."""
+
+
 class FtransOverflowError(_Located, FtransError, OverflowError):
     """A Python int outside the range of the integer type it must become (as JAX raises)."""
 

@@ -112,6 +112,24 @@ def _slots_option(value: Any) -> int:
     return int(value)
 
 
+def _choice_option(name: str, value: Any, choices: tuple) -> str:
+    """One of ``choices`` (case-insensitive), else a ValueError listing them."""
+    v = getattr(value, "value", value)  # an enum member, as JAX's own option values are
+    if isinstance(v, str) and v.strip().lower() in choices:
+        return v.strip().lower()
+    from ftrans.errors import FtransValueError
+
+    raise FtransValueError(f"config option {name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _choice_from_env(env: str, known: dict, default: str) -> str:
+    v = os.environ.get(env, "").strip().lower()
+    for _name, (var, kind) in known.items():
+        if var == env:
+            return v if v in kind else default
+    return default
+
+
 DEFAULT_BACKGROUND_COMPILATION = False  # measured in benchmarks/first_result.py; argued in docs/compilation_cache.md
 
 
@@ -139,6 +157,32 @@ class Config:
         "allow_f16_reductions": ("JAX_ALLOW_F16_REDUCTIONS", bool),
         "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS", bool),
         "default_matmul_precision": ("JAX_DEFAULT_MATMUL_PRECISION", "any"),
+        "numpy_rank_promotion": ("JAX_NUMPY_RANK_PROMOTION", ("allow", "warn", "raise")),
+        "numpy_dtype_promotion": ("JAX_NUMPY_DTYPE_PROMOTION", ("standard", "strict")),
+        "platforms": ("JAX_PLATFORMS", "any"),
+    }
+    # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
+    # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
+    # accepted (a swapped-in JAX script sets them at its top) and read back; any other value is an error
+    # that says why, never a silent difference (docs/differences.md, "Configuration options").
+    _accepted = {
+        "traceback_filtering": ("auto", None, "tracebacks"),
+        "softmax_custom_jvp": (False, None, "softmax's derivative"),
+        "use_shardy_partitioner": (True, None, "the sharding annotation format"),
+        "enable_checks": (False, None, "internal checks"),
+        "persistent_cache_min_compile_time_secs": (1.0, None, "the compilation cache"),
+        "persistent_cache_min_entry_size_bytes": (0, None, "the compilation cache"),
+        "raise_persistent_cache_errors": (False, None, "the compilation cache"),
+        "logging_level": ("NOTSET", None, "logging"),
+        "pprint_use_color": (True, None, "printing"),
+        "captured_constants_warn_bytes": (2_000_000_000, None, "constants"),
+        "traceback_in_locations_limit": (100, None, "locations"),
+        "include_full_tracebacks_in_locations": (True, None, "locations"),
+        "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
+        "debug_key_reuse": (False, (False,), "key-reuse checking, which ftrans does not do"),
+        "transfer_guard": (None, (None, "allow"), "transfer guards, which ftrans does not have"),
+        "legacy_prng_key": ("allow", ("allow",), "raw uint32 keys, which ftrans always allows"),
+        "random_seed_offset": (0, (0,), "seed offsets, which ftrans does not apply"),
     }
 
     def __init__(self) -> None:
@@ -185,6 +229,14 @@ class Config:
         # The precision of a matrix product or convolution given no precision (None: the platform's
         # default), e.g. "float32" or "tensorfloat32"; checked by ftrans.lax (JAX's option).
         self.default_matmul_precision: Any = os.environ.get("JAX_DEFAULT_MATMUL_PRECISION") or None
+        # Implicit rank promotion in jnp's broadcasting ("allow", "warn" or "raise") and the dtype
+        # promotion lattice ("standard", or "strict": only a Python scalar's kind promotes), JAX's options.
+        self.numpy_rank_promotion: str = _choice_from_env("JAX_NUMPY_RANK_PROMOTION", self._known, "allow")
+        self.numpy_dtype_promotion: str = _choice_from_env("JAX_NUMPY_DTYPE_PROMOTION", self._known, "standard")
+        # JAX's platform list (``JAX_PLATFORMS``, e.g. "cpu"): handed to the runtime, which reads it when
+        # it starts its backends (as in JAX, a change after that has no effect).
+        self.platforms: str | None = os.environ.get("JAX_PLATFORMS") or None
+        self._accepted_values: dict[str, Any] = {n: d for n, (d, _, _) in self._accepted.items()}
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
@@ -196,9 +248,15 @@ class Config:
     def update(self, name: str, value: Any) -> None:
         if name.startswith("jax_"):
             name = name[4:]
+        if name in self._accepted:
+            self._accept(name, value)
+            return
         if name not in self._known:
-            raise ValueError(
-                f"unknown config option {name!r}; ftrans knows: {', '.join(sorted(self._known))}"
+            from ftrans.errors import FtransConfigError
+
+            raise FtransConfigError(
+                f"unknown config option {name!r}; ftrans knows: "
+                f"{', '.join(sorted([*self._known, *self._accepted]))}"
             )
         kind = self._known[name][1]
         if kind is bool:
@@ -211,12 +269,26 @@ class Config:
             value = _size_option(value)
         elif kind == "slots":
             value = _slots_option(value)
+        elif isinstance(kind, tuple):
+            value = _choice_option(name, value, kind)
         check = self._validators.get(name)
         if check is not None:
             check(value)
         setattr(self, name, value)
         for fn in self._listeners:
             fn(name, value)
+
+    def _accept(self, name: str, value: Any) -> None:
+        _default, supported, about = self._accepted[name]
+        v = getattr(value, "value", value)  # an enum member, as some of JAX's option values are
+        if supported is not None and v not in supported:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"config option jax_{name}={value!r} is not supported by ftrans (it is about {about}); ftrans runs "
+                f"as JAX does with {' or '.join(map(repr, supported))}. See docs/differences.md, 'Configuration "
+                "options'")
+        self._accepted_values[name] = v
 
     def read(self, name: str) -> Any:
         return getattr(self, name.removeprefix("jax_"))
@@ -225,6 +297,9 @@ class Config:
         # ``config.jax_enable_x64`` as JAX spells it.
         if name.startswith("jax_"):
             return getattr(self, name[4:])
+        accepted = self.__dict__.get("_accepted_values")
+        if accepted is not None and name in accepted:
+            return accepted[name]
         raise AttributeError(name)
 
 

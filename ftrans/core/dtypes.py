@@ -90,6 +90,18 @@ def _upper_sets() -> dict[Any, frozenset]:
 
 _UPPER = _upper_sets()
 
+# ``numpy_dtype_promotion="strict"`` (JAX's option): a Python scalar's kind joins any dtype of its kind or
+# above (a weak int any integer, float or complex type; a weak float any float or complex type), and
+# otherwise only equal dtypes meet; every other mix is an error the user resolves with an explicit cast.
+_INT_TYPES = (*_SIGNED, *_UNSIGNED, *NARROW_INTS)
+_FLOAT_TYPES = (*_FLOATS, *SMALL_FLOATS)
+_UPPER_STRICT: dict[Any, frozenset] = {
+    **{d: frozenset((d,)) for d in _LATTICE if not isinstance(d, str)},
+    _WEAK_COMPLEX: frozenset((_WEAK_COMPLEX, *_COMPLEX)),
+    _WEAK_FLOAT: frozenset((_WEAK_FLOAT, _WEAK_COMPLEX, *_FLOAT_TYPES, *_COMPLEX)),
+    _WEAK_INT: frozenset((_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX, *_INT_TYPES, *_FLOAT_TYPES, *_COMPLEX)),
+}
+
 
 def x64_enabled() -> bool:
     return _config.config.enable_x64
@@ -161,14 +173,24 @@ def _node(dtype: np.dtype, weak: bool):
 _WEAK_DEFAULT = {_WEAK_INT: default_int, _WEAK_FLOAT: default_float, _WEAK_COMPLEX: default_complex}
 
 
-@functools.lru_cache(maxsize=4096)
 def _join(nodes: tuple) -> Any:
-    common = frozenset.intersection(*(_UPPER[n] for n in nodes))
+    return _join_in(nodes, _config.config.numpy_dtype_promotion == "strict")
+
+
+@functools.lru_cache(maxsize=4096)
+def _join_in(nodes: tuple, strict: bool) -> Any:
+    upper = _UPPER_STRICT if strict else _UPPER
+    common = frozenset.intersection(*(upper[n] for n in nodes))
     # The least upper bound is the common node that is below all the others.
     for c in common:
-        if all(o in _UPPER[c] for o in common):
+        if all(o in upper[c] for o in common):
             return c
     names = ", ".join(repr(n if isinstance(n, str) else n.name) for n in nodes)
+    if strict:
+        raise FtransValueError(
+            f"Input dtypes ({names}) have no implicit dtype promotion path with "
+            "numpy_dtype_promotion='strict': convert the operands explicitly (e.g. x.astype(y.dtype)), "
+            "or set ftrans.config.update('jax_numpy_dtype_promotion', 'standard')")
     raise FtransValueError(  # JAX's TypePromotionError is a ValueError
         f"Input dtypes ({names}) have no available implicit dtype promotion path: the 2- and 4-bit integers "
         "and the 4- and 8-bit floats do not promote implicitly (as in JAX); convert explicitly, e.g. "

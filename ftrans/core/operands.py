@@ -18,6 +18,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.config import config as _config
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
@@ -257,10 +258,38 @@ def broadcast_operands(name: str, ops: list) -> list:
     if all(s == shapes[0] for s in shapes):
         return ops
     nonscalar = [s for s in shapes if s]
+    if _config.numpy_rank_promotion != "allow" and len({len(s) for s in nonscalar}) > 1:
+        rank_promotion(name, shapes)
     shape = broadcast_shapes(name, nonscalar, ops) if nonscalar else ()
     if is_eager():
         return ops
     return [o if (s == shape or not s) else broadcast_to_shape(o, shape) for o, s in zip(ops, shapes)]
+
+
+def rank_promotion(name: str, shapes: list) -> None:
+    """JAX's ``numpy_rank_promotion`` option: operands of different ranks (rank-0 ones aside) are
+    broadcast silently ("allow"), with a warning ("warn"), or not at all ("raise")."""
+    import warnings
+
+    from ftrans.errors import user_frame
+
+    listed = " ".join(str(tuple(s)) for s in shapes)
+    if _config.numpy_rank_promotion == "warn":
+        f = user_frame()
+        msg = (f"{name}: implicit rank promotion of operands with shapes {listed} (NumPy broadcasting); "
+               "set ftrans.config.update('jax_numpy_rank_promotion', 'allow') to silence this warning")
+        if f is None:
+            warnings.warn(msg, stacklevel=2)
+        else:  # attributed to the user's line, wherever in ftrans the broadcast happens
+            warnings.warn_explicit(msg, UserWarning, f.f_code.co_filename, f.f_lineno,
+                                   module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(
+                                       "__warningregistry__", {}))
+    elif _config.numpy_rank_promotion == "raise":
+        raise FtransValueError(
+            f"{name}: operands with shapes {listed} could not be broadcast together with "
+            "numpy_rank_promotion='raise' (their ranks differ); add the missing leading axes explicitly "
+            "(e.g. x[None, :] or jnp.expand_dims), or set ftrans.config.update('jax_numpy_rank_promotion', "
+            "'allow')")
 
 
 def canonicalize_axis(name: str, axis: Any, ndim: int) -> int:

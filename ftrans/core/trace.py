@@ -134,7 +134,7 @@ def _count_active(delta: int) -> None:
     global active_anywhere, eager_everywhere
     with _active_lock:
         active_anywhere += delta
-        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs)
+        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks)
 
 
 def is_eager() -> bool:
@@ -148,7 +148,7 @@ def can_shortcut() -> bool:
     Like ``is_eager``, but false while a debug check (``debug_nans``/``debug_infs``)
     must see every primitive.
     """
-    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs))
+    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs or _numpy_checks))
 
 
 @contextlib.contextmanager
@@ -396,6 +396,9 @@ eager_apply = _host_apply
 _device_backend: Any = None
 _debug_nans = False
 _debug_infs = False
+# numpy_rank_promotion or numpy_dtype_promotion is not the default: the fast paths, which skip jnp's
+# promotion and broadcasting, must let the API layer check every operation.
+_numpy_checks = False
 
 
 def set_device_backend(fn: Any) -> None:
@@ -491,11 +494,14 @@ def _rebuild_eager() -> None:
 
 
 def _on_config(name: str, value: Any) -> None:
-    global _debug_nans, _debug_infs
+    global _debug_nans, _debug_infs, _numpy_checks
     if name in ("debug_nans", "debug_infs"):
         _debug_nans = bool(_config.debug_nans)
         _debug_infs = bool(_config.debug_infs)
         _rebuild_eager()
+        _count_active(0)
+    elif name in ("numpy_rank_promotion", "numpy_dtype_promotion"):
+        _numpy_checks = _config.numpy_rank_promotion != "allow" or _config.numpy_dtype_promotion != "standard"
         _count_active(0)
 
 
@@ -885,3 +891,4 @@ _primitive_module.Primitive.bind = _primitive_bind
 
 _config._listeners.append(_on_config)
 _on_config("debug_nans", None)  # flags set through the environment
+_on_config("numpy_rank_promotion", None)

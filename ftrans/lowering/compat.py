@@ -52,6 +52,14 @@ def backend(platform: str | None = None) -> Any:
     return _backend_api.get_backend(platform)
 
 
+def set_platforms(platforms: str | None) -> None:
+    """Hand JAX's ``jax_platforms`` setting (``"cpu"``, ``"cuda,cpu"``) to the runtime, which reads it when it
+    starts its backends."""
+    import jax
+
+    jax.config.update("jax_platforms", platforms)
+
+
 def backend_version(client: Any) -> str:
     """What identifies compiled code as reusable: platform, its version, jaxlib's."""
     return f"{client.platform}/{client.platform_version}/jaxlib-{JAX_VERSION}"
