@@ -173,11 +173,6 @@ def _node(dtype: np.dtype, weak: bool):
 _WEAK_DEFAULT = {_WEAK_INT: default_int, _WEAK_FLOAT: default_float, _WEAK_COMPLEX: default_complex}
 
 
-def _join(nodes: tuple) -> Any:
-    return _join_in(nodes, _config.config.numpy_dtype_promotion == "strict")
-
-
-@functools.lru_cache(maxsize=4096)
 def _join_in(nodes: tuple, strict: bool) -> Any:
     upper = _UPPER_STRICT if strict else _UPPER
     common = frozenset.intersection(*(upper[n] for n in nodes))
@@ -195,6 +190,30 @@ def _join_in(nodes: tuple, strict: bool) -> Any:
         f"Input dtypes ({names}) have no available implicit dtype promotion path: the 2- and 4-bit integers "
         "and the 4- and 8-bit floats do not promote implicitly (as in JAX); convert explicitly, e.g. "
         "x.astype('int32')")
+
+
+@functools.lru_cache(maxsize=4096)
+def _join_standard(nodes: tuple) -> Any:
+    return _join_in(nodes, False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _join_strict(nodes: tuple) -> Any:
+    return _join_in(nodes, True)
+
+
+# The join in force: rebound when ``numpy_dtype_promotion`` changes, so promotion reads no option.
+_join = _join_standard
+
+
+def _on_config(name: str, value: Any) -> None:
+    global _join
+    if name == "numpy_dtype_promotion":
+        _join = _join_strict if _config.config.numpy_dtype_promotion == "strict" else _join_standard
+
+
+_config.config._listeners.append(_on_config)
+_on_config("numpy_dtype_promotion", None)
 
 
 def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
