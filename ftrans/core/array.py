@@ -557,7 +557,7 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                 return slow(self, other)
             out = new(Array)
             out._value = r if type(r) is ndarray else asarray(r)
-            out.weak_type = keep_weak and self.weak_type
+            out.weak_type = False
             return out
 
         def op(self, other):
@@ -578,7 +578,8 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                         out._value = r if type(r) is ndarray else asarray(r)  # 0-d operands give NumPy scalars
                         out.weak_type = keep_weak and self.weak_type and other.weak_type
                         return out
-                elif t is float or (t is int and -2147483648 <= other <= 2147483647):
+                elif (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
+                    # (a weak array joins the scalar on the lattice's weak side: the general path decides)
                     xv = self._value
                     if xv.dtype.kind == "f":
                         return scalar(self, other, xv)
