@@ -75,6 +75,10 @@ class FtransShapeError(_Located, FtransError, TypeError, ValueError):
     """
 
 
+class FtransAttributeError(_Located, FtransError, AttributeError):
+    """Something missing on an object the user defined: a ``custom_vmap`` function without a vmap rule."""
+
+
 class FtransConfigError(_Located, FtransError, AttributeError, ValueError):
     """An unknown configuration option: JAX raises ``AttributeError`` here, and ftrans used to raise
     ``ValueError``; this is both."""

@@ -98,7 +98,8 @@ def test_higher_order_flag_matches_the_params_primitives_are_bound_with():
         f"bound with jaxpr params but not flagged higher_order: {sorted(HIGHER_ORDER - flagged)}; "
         f"flagged but never bound with a jaxpr: {sorted(with_samples - HIGHER_ORDER)}"
     )
-    assert {"cond", "while", "scan", "jit_call", "remat", "custom_jvp_call", "custom_vjp_call"} <= HIGHER_ORDER
+    assert {"cond", "while", "scan", "jit_call", "remat", "custom_jvp_call", "custom_vjp_call",
+            "custom_vmap_call"} <= HIGHER_ORDER
 
 
 def test_eager_fast_path_uses_the_registered_impl():
@@ -474,7 +475,13 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
         return a.sum()
 
     cv.defvjp(lambda a: (a.sum(), None), lambda res, g: (g * 1.0,))
+    @ftrans.custom_batching.custom_vmap
+    def cm(a):
+        return a * 2.0
+
+    cm.def_vmap(lambda n, in_batched, a: (a * 2.0, in_batched[0]))
     programs = {
+        "custom_vmap_call": lambda a: cm(a),
         "custom_jvp_call": lambda a: cj(a),
         "custom_vjp_call": lambda a: cv(a),
         "remat": lambda a: ftrans.checkpoint(lambda b: (b * 2.0, b.sum()))(a),

@@ -763,14 +763,15 @@ def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa:
     if batch_size is None:
         _, ys = scan(lambda c, x: (c, f(x)), (), xs)
         return ys
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise FtransValueError(f"map: batch_size must be a positive int, got {batch_size!r}")
+    if not isinstance(batch_size, int) or batch_size < 0:
+        raise FtransValueError(f"map: batch_size must be a non-negative int (0: one vmap over everything), "
+                               f"got {batch_size!r}")
     leaves, tree = tree_util.tree_flatten(xs)
     if not leaves:
         raise FtransValueError("map: xs has no arrays to map over")
     leaves = [as_operand(x) for x in leaves]
     n = leaves[0].shape[0]
-    full, rem = divmod(n, batch_size)
+    full, rem = divmod(n, batch_size) if batch_size else (0, n)
     outs = []
     if full:
         main = tree_util.tree_unflatten(tree, [

@@ -190,6 +190,15 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
 # custom_jvp
 
 
+def _forward_attr(self: Any, name: str) -> Any:
+    """Attributes the wrapper lacks come from the wrapped function (as in JAX), so ``custom_vjp`` around a
+    ``custom_vmap`` function still offers ``def_vmap``."""
+    fun = self.__dict__.get("fun")
+    if fun is None or name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(fun, name)
+
+
 class custom_jvp:  # noqa: N801 - JAX's name
     """JAX's ``custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
 
@@ -541,3 +550,8 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
 
     converted.__name__ = _name(fun)
     return converted, hoisted
+
+
+custom_jvp.__getattr__ = _forward_attr  # type: ignore[attr-defined]
+custom_vjp.__getattr__ = _forward_attr  # type: ignore[attr-defined]
+

@@ -33,7 +33,7 @@ from ftrans.errors import FtransTypeError
 
 __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
-    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p",
+    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_lin_p",
     "name_p", "optimization_barrier_p",
 ]
 
@@ -193,6 +193,9 @@ remat_p = CallPrimitive("remat", func_name=lambda params: "checkpoint", update_p
 # ``calls``) use the user's rules; everything else treats them as plain calls of the user's function.
 custom_jvp_call_p = CallPrimitive("custom_jvp_call", body_param="call_jaxpr")
 custom_vjp_call_p = CallPrimitive("custom_vjp_call", body_param="call_jaxpr")
+# ``custom_batching.custom_vmap``: its batching rule calls the user's vmap rule and its JVP makes a call of
+# the JVP whose rule is derived from the user's (batch_rules / ad_rules ``calls``); otherwise a plain call.
+custom_vmap_call_p = CallPrimitive("custom_vmap_call", body_param="call_jaxpr")
 
 
 # ----------------------------------------------------------------------------

@@ -228,9 +228,99 @@ def _all_unknown(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[None, JaxprEqn, lis
     return None, eqn, [True] * len(eqn.outvars)
 
 
-for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
+for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p, C.custom_vmap_call_p):
     partial_eval_rules[_p] = _inline
     partial_eval_jaxpr_rules[_p] = _all_unknown
+
+
+@register_jvp(C.custom_vmap_call_p)
+def _custom_vmap_call_jvp(primals: list, tangents: list, *, call_jaxpr: ClosedJaxpr, rule: Callable, in_tree: Any,
+                          out_tree: Any, num_consts: int, name: str) -> tuple[list, list]:
+    """A ``custom_vmap`` call of the function's JVP, whose vmap rule is the JVP of the user's rule (so the JVP
+    of a ``custom_vmap`` function is batched by the user's rule too, as in JAX)."""
+    from jax import tree_util
+
+    from ftrans.transforms.ad import instantiate
+
+    if any(type(t) is not Zero for t in tangents[:num_consts]):
+        raise FtransTypeError(
+            f"custom_vmap function {name} closes over a value that is being differentiated; pass that value as "
+            "an argument of the function instead")
+    n = len(primals) - num_consts
+    arg_tangents = [instantiate(t) for t in tangents[num_consts:]]
+    body, out_nz = jvp_jaxpr(call_jaxpr, [False] * num_consts + [True] * n, instantiate=True)
+    if not all(out_nz):  # an integer or boolean output (a float0 tangent): differentiate the function itself
+        from ftrans.transforms.ad import jvp_flat
+
+        def f(*ins: Any) -> tuple[list, None]:
+            return eval_jaxpr(call_jaxpr.jaxpr, list(call_jaxpr.consts), *ins), None
+
+        p_out, t_out, _ = jvp_flat(f, primals, tangents)
+        return list(p_out), list(t_out)
+    body, consts = C.hoist_consts(body)
+    pair = lambda tree: tree_util.tree_structure((tree_util.tree_unflatten(tree, [0] * tree.num_leaves),) * 2)  # noqa: E731
+    outs = C.custom_vmap_call_p.bind(
+        *consts, *primals, *arg_tangents, call_jaxpr=body, rule=_jvp_of_rule(rule, out_tree, name),
+        in_tree=pair(in_tree), out_tree=pair(out_tree), num_consts=len(consts) + num_consts, name=name)
+    n_out = len(call_jaxpr.out_avals)
+    return list(outs[:n_out]), list(outs[n_out:])
+
+
+def _jvp_of_rule(rule: Callable, out_tree: Any, name: str) -> Callable:
+    """The vmap rule of a ``custom_vmap`` function's JVP: the JVP of the user's rule, applied to the
+    arguments batched in both primal and tangent, and mapped (by ``vmap``) over those batched in only one."""
+    import operator
+
+    from jax import tree_util
+
+    from ftrans.core.axis_env import AxisFrame
+    from ftrans.transforms.ad import jvp
+    from ftrans.transforms.batching import moveaxis, not_mapped, run_batched
+
+    def jvp_rule(axis_size: int, in_batched: list, primals: Any, tangents: Any) -> tuple:
+        pb, tb = in_batched
+        both = tree_util.tree_map(operator.and_, pb, tb)
+        extra_p = tree_util.tree_map(lambda p, t: 0 if p and not t else None, pb, tb)
+        extra_t = tree_util.tree_map(lambda p, t: 0 if t and not p else None, pb, tb)
+        box: list = []
+
+        def to_jvp(*ps: Any) -> Any:
+            out, out_batched = rule(axis_size, list(both), *ps)
+            if tree_util.tree_structure(out) != out_tree:
+                from ftrans.errors import FtransValueError
+
+                raise FtransValueError(
+                    f"custom_vmap rule of {name}: its output has structure {tree_util.tree_structure(out)}, "
+                    f"but the function's output has structure {out_tree}")
+            box.append(out_batched)
+            return out
+
+        def jvp_of(ps: Any, ts: Any) -> tuple:
+            return jvp(to_jvp, tuple(ps), tuple(ts))
+
+        flat_in, in_tree = tree_util.tree_flatten((tuple(primals), tuple(tangents)))
+        flat_extra = tree_util.tree_leaves((tuple(extra_p), tuple(extra_t)), is_leaf=lambda x: x is None)
+        out_box: list = []
+
+        def flat_jvp(*xs: Any) -> list:
+            ps, ts = tree_util.tree_unflatten(in_tree, xs)
+            out, tree = tree_util.tree_flatten(jvp_of(ps, ts))
+            out_box.append(tree)
+            return out
+
+        # Mapped over the arguments batched in only one of primal and tangent; each output's batch
+        # dimension is what the mapping gives it (moved to the front), none where it gives none.
+        outs, out_dims = run_batched(flat_jvp, flat_in, [not_mapped if a is None else 0 for a in flat_extra],
+                                     AxisFrame(None, axis_size, None))
+        outs = [o if d is not_mapped else moveaxis(o, d, 0) for o, d in zip(outs, out_dims)]
+        out_p, out_t = tree_util.tree_unflatten(out_box[0], outs)
+        extra_p_out, extra_t_out = tree_util.tree_unflatten(out_box[0], [d is not not_mapped for d in out_dims])
+        mutual = box[0]
+        return (out_p, out_t), (tree_util.tree_map(operator.or_, mutual, extra_p_out),
+                                tree_util.tree_map(operator.or_, mutual, extra_t_out))
+
+    jvp_rule.__name__ = f"jvp_of_{getattr(rule, '__name__', 'rule')}"
+    return jvp_rule
 
 
 @register_jvp(C.custom_lin_p)

@@ -21,6 +21,7 @@ from ftrans.core.prims.calls import (
     custom_jvp_call_p,
     custom_lin_p,
     custom_vjp_call_p,
+    custom_vmap_call_p,
     hoist_consts,
     name_p,
     optimization_barrier_p,
@@ -143,3 +144,46 @@ def _install(prim: C.CallPrimitive) -> None:
 
 
 C.for_each_call_primitive(_install)
+
+
+@register_batching(custom_vmap_call_p)
+def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, rule: Callable, in_tree: Any,
+                            out_tree: Any, num_consts: int, name: str) -> tuple[list, list]:
+    """The user's vmap rule, given the arguments with their batch dimension in front and which are batched."""
+    from jax import tree_util
+
+    from ftrans.errors import FtransTypeError, FtransValueError
+
+    if any(d is not not_mapped for d in dims[:num_consts]):
+        raise FtransTypeError(
+            f"custom_vmap function {name} closes over a value this vmap batches; pass that value as an argument "
+            "of the function instead, so its rule sees it")
+    size = frame.size
+    flat_args = [v if d is not_mapped else moveaxis(v, d, 0) for v, d in zip(vals[num_consts:], dims[num_consts:])]
+    flat_batched = [d is not not_mapped for d in dims[num_consts:]]
+    args = tree_util.tree_unflatten(in_tree, flat_args)
+    in_batched = list(tree_util.tree_unflatten(in_tree, flat_batched))
+    out, out_batched = rule(size, in_batched, *args)
+    flat_out, tree1 = tree_util.tree_flatten(out)
+    flat_ob, tree2 = tree_util.tree_flatten(out_batched)
+    rule_name = getattr(rule, "__name__", "<unnamed rule>")
+    if tree1 != tree2:
+        raise FtransValueError(
+            f"custom_vmap rule {rule_name} of {name}: its output values have structure {tree1} but its output "
+            f"batching specification has structure {tree2}; they must match")
+    if tree1 != out_tree:
+        raise FtransValueError(
+            f"custom_vmap rule {rule_name} of {name}: its output has structure {tree1}, but the function's output "
+            f"has structure {out_tree}")
+    from ftrans.core.trace import aval_of
+
+    out_dims = []
+    for i, (o, b) in enumerate(zip(flat_out, flat_ob)):
+        shape = tuple(aval_of(o).shape)
+        if b and (not shape or shape[0] != size):  # (JAX checks no more than this either)
+            raise FtransTypeError(
+                f"custom_vmap rule {rule_name} of {name}: output {i} is marked batched, so its leading dimension "
+                f"must be the batch size {size}, but its shape is {shape}")
+        out_dims.append(0 if b else not_mapped)
+    return flat_out, out_dims
+
