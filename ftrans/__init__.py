@@ -139,7 +139,7 @@ __all__ = [
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
-    "numpy_dtype_promotion", "custom_batching",
+    "numpy_dtype_promotion", "custom_batching", "profiler",
 ]
 
-from ftrans import ad_checkpoint, custom_batching, custom_derivatives, stages, typing  # noqa: E402
+from ftrans import ad_checkpoint, custom_batching, custom_derivatives, profiler, stages, typing  # noqa: E402

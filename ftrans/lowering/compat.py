@@ -52,6 +52,13 @@ def backend(platform: str | None = None) -> Any:
     return _backend_api.get_backend(platform)
 
 
+def profiler_runtime() -> Any:
+    """The runtime's profiler bindings (sessions, trace annotations, the profiler server) that jaxlib ships."""
+    from jax._src.lib import _profiler
+
+    return _profiler
+
+
 def set_platforms(platforms: str | None) -> None:
     """Hand JAX's ``jax_platforms`` setting (``"cpu"``, ``"cuda,cpu"``) to the runtime, which reads it when it
     starts its backends."""
