@@ -154,6 +154,11 @@ def test_poisson_cdf_and_entropy():
     mu = a(0.0, 0.5, 3.0, 9.9, 25.0, 99.0, 150.0)
     close(fst.poisson.entropy(mu), jst.poisson.entropy(mu), 1e-4, 1e-5)
     close(fst.poisson.cdf(K, 3.5), jst.poisson.cdf(K, 3.5))
+    # loc does not change the entropy, but its shape broadcasts into the result's (as in JAX)
+    m, loc = np.full((3, 1), 2.5, np.float32), np.zeros((2, 3, 4), np.float32)
+    got, want = fst.poisson.entropy(m, loc), jst.poisson.entropy(m, loc)
+    assert got.shape == want.shape == (2, 3, 4)
+    close(got, want, 1e-4, 1e-5)
 
 
 def test_multivariate_normal():

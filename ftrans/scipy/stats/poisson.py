@@ -43,10 +43,10 @@ def _entropy_by_sum(mu: Any, terms: int, upper: Any) -> Any:
 
 def entropy(mu: Any, loc: Any = 0) -> Any:
     """The entropy ``-sum_k p_k log p_k``: summed directly for ``mu < 100``, Stirling's expansion above."""
-    mu, _ = promote("poisson.entropy", mu, loc)
+    mu, loc = promote("poisson.entropy", mu, loc)  # loc shifts the support, not the entropy: only its shape counts
     m = jnp.ravel(mu)
     small = _entropy_by_sum(m, 35, jnp.ceil(m + 20))
     medium = _entropy_by_sum(m, 250, jnp.ceil(m + 10 * jnp.sqrt(m) + 20))
     large = const(m, 0.5) * jnp.log(const(m, 2 * np.pi * np.e) * m) - const(m, 1) / (12 * m)
     out = jnp.where(m == 0, jnp.zeros_like(m), jnp.where(m < 10, small, jnp.where(m < 100, medium, large)))
-    return jnp.reshape(out, mu.shape)
+    return jnp.broadcast_to(jnp.reshape(out, mu.shape), jnp.broadcast_shapes(mu.shape, loc.shape))
