@@ -139,7 +139,16 @@ __all__ = [
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
-    "numpy_dtype_promotion", "custom_batching", "profiler",
+    "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring",
 ]
 
-from ftrans import ad_checkpoint, custom_batching, custom_derivatives, profiler, stages, typing  # noqa: E402
+from ftrans import (  # noqa: E402
+    ad_checkpoint,
+    custom_batching,
+    custom_derivatives,
+    dlpack,
+    monitoring,
+    profiler,
+    stages,
+    typing,
+)

@@ -91,9 +91,17 @@ def _warn_once(directory: Path, what: str, msg: str, *args: Any) -> None:
     log.warning(msg, *args)
 
 
+_EVENTS = {"hits": "/jax/compilation_cache/cache_hits", "misses": "/jax/compilation_cache/cache_misses"}
+
+
 def _count(name: str) -> None:
     with _stats_lock:
         stats[name] += 1
+    event = _EVENTS.get(name)
+    if event is not None:  # JAX's monitoring events for the persistent cache
+        from ftrans import monitoring
+
+        monitoring.record_event(event)
 
 
 def cache_dir() -> Path | None:
@@ -343,6 +351,11 @@ def _discard(path: Path) -> None:
         path.unlink()
     except OSError:
         pass
+
+
+def reset() -> None:
+    """Forget this process's cache state (the once-per-directory warnings): the files stay."""
+    _warned.clear()
 
 
 def clear(path: str | os.PathLike | None = None) -> int:
