@@ -20,8 +20,27 @@ from ftrans.core.operands import as_operand
 from ftrans.errors import FtransShapeError, FtransValueError
 from ftrans.lax import linalg as lax_linalg
 from ftrans.numpy import linalg as jnp_linalg
+from ftrans.scipy._special_matrices import (
+    circulant,
+    companion,
+    convolution_matrix,
+    dft,
+    fiedler,
+    fiedler_companion,
+    hadamard,
+    hankel,
+    helmert,
+    hilbert,
+    invhilbert,
+    invpascal,
+    leslie,
+    pascal,
+    toeplitz,
+)
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "det", "eigh", "expm", "inv", "lu", "lu_factor", "lu_solve",
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu", "lu_factor",
+           "lu_solve", "circulant", "companion", "convolution_matrix", "dft", "fiedler", "fiedler_companion",
+           "hadamard", "hankel", "helmert", "hilbert", "invhilbert", "invpascal", "leslie", "pascal", "toeplitz",
            "qr", "solve", "solve_triangular", "svd"]
 
 _inexact = jnp_linalg._inexact
@@ -61,6 +80,12 @@ def solve_triangular(a: Any, b: Any, trans: int | str = 0, lower: bool = False, 
     x = lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=transpose_a,
                                     conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
     return x[..., 0] if vector else x
+
+
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """SciPy's Cholesky factor: upper triangular ``U`` with ``a = U^H U`` unless ``lower`` (then ``L`` with
+    ``a = L L^H``); only the named triangle of ``a`` is read."""
+    return cho_factor(a, lower)[0]
 
 
 def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, bool]:

@@ -1,0 +1,108 @@
+"""``scipy.linalg``'s structured matrices and SciPy-style ``cholesky``, against jax (and SciPy)."""
+
+from __future__ import annotations
+
+import jax
+import jax.scipy.linalg as jsl
+import numpy as np
+import pytest
+import scipy.linalg as osl
+
+import ftrans
+import ftrans.scipy.linalg as fsl
+
+RNG = np.random.default_rng(0)
+
+
+def same(name, *args, **kw):
+    got, want = getattr(fsl, name)(*args, **kw), getattr(jsl, name)(*args, **kw)
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.shape == w.shape and g.dtype == w.dtype, (name, g.shape, g.dtype, w.shape, w.dtype)
+    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
+    return g
+
+
+VEC = RNG.standard_normal(5).astype(np.float32)
+ROW = RNG.standard_normal(3).astype(np.float32)
+BATCH = RNG.standard_normal((2, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("args", [(VEC,), (VEC, ROW), (BATCH, ROW), (BATCH,), (np.array([1, 2 + 1j, 3]),),
+                                  (np.arange(4),), (np.zeros(0, np.float32), ROW)], ids=str)
+def test_toeplitz_and_hankel(args):
+    t = same("toeplitz", *args)
+    if len(args) == 2 and args[0].ndim == 1 and args[0].size:
+        np.testing.assert_allclose(t, osl.toeplitz(*args), rtol=1e-6)
+    if args[0].size:
+        same("hankel", *args)
+
+
+def test_vector_built_matrices():
+    same("circulant", VEC)
+    same("circulant", BATCH)
+    same("leslie", np.array([0.1, 2.0, 1.0, 0.1], np.float32), np.array([0.2, 0.8, 0.7], np.float32))
+    for a in (np.array([1.0, -10, 31, -30], np.float32), np.array([1, 2, 3]), BATCH):
+        same("companion", a)
+    same("fiedler", VEC)
+    for k in range(1, 7):
+        m = same("fiedler_companion", np.arange(1.0, k + 1, dtype=np.float32))
+        if k > 1:  # same spectrum as the companion matrix
+            np.testing.assert_allclose(np.sort_complex(np.linalg.eigvals(m)),
+                                       np.sort_complex(np.linalg.eigvals(osl.companion(np.arange(1.0, k + 1)))),
+                                       rtol=1e-3, atol=1e-3)
+    for mode in ("full", "same", "valid"):
+        for n in (1, 2, 4, 6):
+            m = same("convolution_matrix", np.array([1.0, 2.0, 3.0, 4.0], np.float32), n, mode)
+            v = np.arange(1.0, n + 1)
+            np.testing.assert_allclose(m @ v, np.convolve([1.0, 2.0, 3.0, 4.0], v, mode), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 8])
+def test_size_built_matrices(n):
+    for name, kws in [("hilbert", {}), ("invhilbert", {}), ("pascal", {}), ("pascal", {"kind": "lower"}),
+                      ("pascal", {"kind": "upper"}), ("invpascal", {}), ("invpascal", {"kind": "upper"}),
+                      ("dft", {}), ("dft", {"scale": "n"}), ("dft", {"scale": "sqrtn"})]:
+        same(name, n, **kws)
+    if n:
+        same("helmert", n)
+        same("helmert", n, full=True)
+        if n <= 5:  # (beyond, float32 cannot hold the inverse's large integers exactly enough)
+            np.testing.assert_allclose(np.asarray(fsl.invhilbert(n)) @ osl.hilbert(n), np.eye(n), atol=1e-3)
+    if n and not n & (n - 1):
+        same("hadamard", n)
+        same("hadamard", n, np.float32)
+
+
+def test_gradients_jit_and_vmap():
+    np.testing.assert_allclose(ftrans.grad(lambda c: (fsl.toeplitz(c) ** 2).sum())(VEC),
+                               jax.grad(lambda c: (jsl.toeplitz(c) ** 2).sum())(VEC), rtol=1e-5)
+    np.testing.assert_allclose(ftrans.jit(fsl.hankel)(VEC, ROW), jsl.hankel(VEC, ROW), rtol=1e-6)
+    np.testing.assert_allclose(ftrans.vmap(fsl.circulant)(BATCH), jsl.circulant(BATCH), rtol=1e-6)
+
+
+def test_cholesky_scipy_convention():
+    a = RNG.standard_normal((2, 4, 4)).astype(np.float32)
+    spd = a @ np.swapaxes(a, -1, -2) + 4 * np.eye(4, dtype=np.float32)
+    u = same("cholesky", spd)
+    np.testing.assert_allclose(u[0], osl.cholesky(spd[0]), rtol=1e-4, atol=1e-4)
+    same("cholesky", spd, lower=True)
+    same("cholesky", np.triu(spd[0]))  # only the upper triangle is read
+    np.testing.assert_allclose(ftrans.grad(lambda x: fsl.cholesky(x).sum())(spd[0]),
+                               jax.grad(lambda x: jsl.cholesky(x).sum())(spd[0]), rtol=1e-3, atol=1e-4)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="at least 1-dimensional"):
+        fsl.hankel(1.0)
+    with pytest.raises(ValueError, match="one shorter"):
+        fsl.leslie([1.0, 2.0, 3.0], [1.0])
+    with pytest.raises(ValueError, match="at least 2"):
+        fsl.companion([1.0])
+    with pytest.raises(ValueError, match="power of 2"):
+        fsl.hadamard(6)
+    with pytest.raises(ValueError, match="mode"):
+        fsl.convolution_matrix([1.0, 2.0], 3, "wide")
+    with pytest.raises(ValueError, match="kind"):
+        fsl.pascal(3, "diagonal")
+    with pytest.raises(ValueError, match="complex"):
+        fsl.dft(3, dtype=np.float32)
