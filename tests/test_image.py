@@ -24,7 +24,7 @@ def _close(a, b, tol=2e-5):
 
 @pytest.mark.parametrize("method", _METHODS)
 @pytest.mark.parametrize("antialias", [True, False])
-@pytest.mark.parametrize("shape", [(2, 9, 4, 3), (2, 3, 11, 3), (2, 5, 7, 3), (1, 1, 2, 3)])
+@pytest.mark.parametrize("shape", [(2, 9, 4, 3), (2, 3, 11, 3), (1, 1, 2, 3)])
 def test_resize_matches_jax(method, antialias, shape):
     x = np.random.default_rng(0).standard_normal((2, 5, 7, 3)).astype(np.float32)
     if shape[0] == 1:
@@ -85,7 +85,7 @@ def test_scale_and_translate(method, antialias):
         if method == "cubic-pytorch" and not antialias and argnum > 0:
             continue
         fg = ftrans.jit(ftrans.grad(lambda *a: loss(ftrans, *a), argnums=argnum))(x, scale, trans)
-        jg = jax.grad(lambda *a: loss(jax, *a), argnums=argnum)(x, scale, trans)
+        jg = jax.jit(jax.grad(lambda *a: loss(jax, *a), argnums=argnum))(x, scale, trans)
         _close(fg, jg, tol=1e-4)
 
 
@@ -108,3 +108,14 @@ def test_errors():
         fimage.scale_and_translate(x, (5, 5), (0, 1), np.ones(2), np.zeros(2), "nearest")
     with pytest.raises(FtransTypeError):
         fimage.resize([[1.0]], (2, 2), "linear")
+
+
+def test_vmap_over_images_and_transforms():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    s = np.array([[1.5, 0.7], [0.5, 2.0], [1.0, 1.2]], np.float32)
+    t = np.array([[0.1, -0.3], [0.0, 0.5], [1.0, 0.0]], np.float32)
+    _close(ftrans.vmap(lambda im, a, b: fimage.scale_and_translate(im, (6, 3), (0, 1), a, b, "lanczos3"))(x, s, t),
+           jax.vmap(lambda im, a, b: jax.image.scale_and_translate(im, (6, 3), (0, 1), a, b, "lanczos3"))(x, s, t))
+    _close(ftrans.vmap(lambda im: fimage.resize(im, (6, 3), "nearest"))(x),
+           jax.vmap(lambda im: jax.image.resize(im, (6, 3), "nearest"))(x))
