@@ -191,6 +191,15 @@ def test_rotation_grad_jit_vmap():
     _close(fv, jv)
     out = ftrans.jit(lambda x: ftransform.Rotation.from_quat(x))(q)
     assert isinstance(out, ftransform.Rotation)
+    t = np.array([0.3, 1.6], np.float32)
+    fs = ftrans.grad(lambda x: ftransform.Slerp.init(np.arange(3.0), ftransform.Rotation.from_quat(x))(t)
+                     .as_rotvec().sum())(q)
+    js = jax.grad(lambda x: jtransform.Slerp.init(np.arange(3.0), jtransform.Rotation.from_quat(x))(t)
+                  .as_rotvec().sum())(q)
+    _close(fs, js, 1e-4)
+    fm = ftrans.grad(lambda x: ftransform.Rotation.from_quat(x).mean().as_matrix()[0, 0])(q)
+    jm = jax.grad(lambda x: jtransform.Rotation.from_quat(x).mean().as_matrix()[0, 0])(q)
+    _close(fm, jm, 1e-4)
 
 
 @pytest.mark.parametrize("times", [0.0, 0.5, np.array([0.0, 0.25, 1.0, 1.7, 2.0])])
