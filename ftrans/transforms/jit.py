@@ -674,8 +674,11 @@ class JitWrapped:
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
-        # Every call is partitioned: shardings were given, or the body constrains some.
-        self._spmd_always = in_shardings is not None or out_shardings is not None
+        # Every call is partitioned: shardings over a mesh were given, or the body constrains some (shardings
+        # that all name one device just place the program there).
+        from ftrans.transforms.sharded_jit import placement
+
+        self._spmd_always, self._sharding_device = placement(in_shardings, out_shardings)
         # The cache is the function's, shared by every wrapper with these options (see _Store);
         # the wrapper keeps its dicts as attributes so the call path reads them directly.
         from ftrans.transforms.passes import resolve_optimizations
@@ -980,6 +983,8 @@ class JitWrapped:
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
             return self._device
+        if self._sharding_device is not None:
+            return self._sharding_device
         if self._backend is not None:
             return _client(self._backend).local_devices()[0]
         dev = None

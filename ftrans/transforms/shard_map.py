@@ -22,7 +22,7 @@ from jax import tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
-from ftrans.core.sharding import Mesh, PartitionSpec, check_spec, get_mesh
+from ftrans.core.sharding import Mesh, PartitionSpec, as_mesh, check_spec, get_mesh
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -75,7 +75,7 @@ class _ShardMapped:
 
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
-        mesh = self._mesh if self._mesh is not None else get_mesh()
+        mesh = as_mesh(self._mesh) if self._mesh is not None else get_mesh()  # a jax mesh: as ftrans's
         if mesh is None:
             raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
                                    "ftrans.sharding.use_mesh")

@@ -18,7 +18,14 @@ from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
-from ftrans.core.sharding import NamedSharding, Sharding, SingleDeviceSharding, check_divisible, from_runtime
+from ftrans.core.sharding import (
+    NamedSharding,
+    Sharding,
+    SingleDeviceSharding,
+    as_sharding,
+    check_divisible,
+    from_runtime,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.jit import LoweredText
 
@@ -54,11 +61,33 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
     return False
 
 
+def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
+    """What jit's ``in_shardings``/``out_shardings`` ask for: (partition over a mesh?, the one device every
+    single-device sharding among them names, or None). Shardings that are all single-device (JAX's or ftrans's)
+    need no partitioner: the program just runs on that device, as in JAX."""
+    from ftrans.core.sharding import PartitionSpec
+
+    devices = set()
+    for s in tree_util.tree_leaves((in_shardings, out_shardings),
+                                   is_leaf=lambda x: _is_sharding_leaf(x) or isinstance(x, PartitionSpec)):
+        s = as_sharding(s)
+        if s is None:
+            continue
+        if isinstance(s, SingleDeviceSharding):
+            devices.add(next(iter(s.device_set)))
+        else:
+            return True, None
+    if len(devices) > 1:
+        return True, None  # the partitioner reports the clash
+    return False, (devices.pop() if devices else None)
+
+
 def _is_sharding_leaf(x: Any) -> bool:
-    return x is None or isinstance(x, Sharding)
+    return x is None or isinstance(as_sharding(x), Sharding)
 
 
 def _check_sharding(x: Any, what: str, fname: str) -> Any:
+    x = as_sharding(x)  # a runtime (jax) sharding: as ftrans's
     if x is None or isinstance(x, NamedSharding):
         return x
     if isinstance(x, SingleDeviceSharding):
@@ -90,9 +119,9 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
 
     def norm(s: Any) -> Any:
         checked = _check_sharding(_bare_spec(s), what, fname)
-        return _bare_spec(s) if as_given else checked
+        return as_sharding(_bare_spec(s)) if as_given else checked
 
-    if spec is None or isinstance(spec, (Sharding, PartitionSpec)):
+    if spec is None or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
         return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
