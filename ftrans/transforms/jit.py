@@ -1280,8 +1280,13 @@ class JitWrapped:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
-        return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
-                      self._target_device(leaves), self._keep_unused, in_tree)
+        t = Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
+                   self._target_device(leaves), self._keep_unused, in_tree)
+        try:
+            t._names = _leaf_names(self, args, kwargs)
+        except Exception:  # noqa: BLE001 - names only label error messages
+            pass
+        return t
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
@@ -1376,6 +1381,7 @@ class Traced:
                  keep_unused: bool = True, in_tree: Any = None):
         self._owner = owner
         self._in_tree = in_tree
+        self._names: list | None = None  # each dynamic leaf as the user wrote it (``x``, ``params['w']``)
         self.jaxpr = closed
         self.out_tree = out_tree
         self._donate = donate_mask
@@ -1543,7 +1549,7 @@ class Lowered(LoweredText):
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
                            options, text=self._text)  # the module is not lowered twice
-        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree)
+        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree, t._names)
         out.donate_argnums = self.donate_argnums
         return out
 
@@ -1610,21 +1616,33 @@ def _tree_text(tree: Any) -> str:
     return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
 
 
+def _long_type(a: Any) -> str:
+    return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+
+
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
     donate_argnums: tuple = ()  # set by Lowered.compile
 
     def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
-                 in_tree: Any = None):
+                 in_tree: Any = None, names: list | None = None):
         self._exe = exe
         self._in_tree = in_tree  # (dynamic args, kwargs) as lowered
         self._out_tree = out_tree
         self._closed = closed
         self._kept = kept
+        self._names = names
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
+        traced = next((x for x in leaves if isinstance(x, Tracer)), None)
+        if traced is not None or not _trace.is_eager():
+            what = f"a {type(traced).__name__} ({traced.aval.str_short()})" if traced is not None else "a trace"
+            raise FtransTypeError(
+                f"Compiled: a program lowered and compiled for fixed argument types cannot be transformed or "
+                f"staged (vmap, grad, jit, ...): it was called under {what}. Transform the function itself, "
+                "and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
         if self._in_tree is not None and tree != self._in_tree:
             raise FtransTypeError(
                 "Compiled: the arguments' pytree structure does not match the one it was lowered with "
@@ -1635,13 +1653,32 @@ class Compiled:
         got = [_leaf_aval(x) for x in leaves]
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
                                         for g, w in zip(got, want)):
-            gs = ", ".join("?" if g is None else g.str_short() for g in got)
-            ws = ", ".join(w.str_short() for w in want)
-            raise FtransTypeError(f"Compiled: called with ({gs}) but compiled for ({ws})")
+            raise self._type_error(leaves, got, want)
         if _call_guard and _config_mod.config.no_execution:
             raise _no_execution_error(self._exe.name)
         outs = self._exe(*_select(leaves, self._kept))
         return tree_util.tree_unflatten(self._out_tree, outs)
+
+    def _type_error(self, leaves: list, got: list, want: list) -> FtransTypeError:
+        """Which arguments differ from the types compiled for, each named as the user wrote it."""
+        names = self._names if self._names is not None and len(self._names) == len(want) else None
+        if names is None:
+            names = [f"argument {k}" for k in range(len(want))]
+        else:
+            names = [f"argument {n!r}" for n in names]
+        lines = []
+        for name, g, w, x in zip(names, got, want, leaves):
+            if g is None:
+                lines.append(f"  {name}: compiled for {_long_type(w)}, called with a {type(x).__name__}, "
+                             "which is not an array")
+            elif (g.shape, g.dtype) != (w.shape, w.dtype):
+                lines.append(f"  {name}: compiled for {_long_type(w)}, called with {_long_type(g)}")
+        if len(got) != len(want):
+            lines.append(f"  called with {len(got)} array arguments, compiled for {len(want)}")
+        return FtransTypeError(
+            "Compiled: the arguments' types differ from the ones it was compiled for:\n" + "\n".join(lines)
+            + "\nCall it with arguments of the compiled shapes and dtypes (convert them with .astype), or lower "
+            "and compile again for the new types")
 
     def as_text(self) -> str:
         """The program XLA compiled (optimised HLO: fusions, layouts, copies), as JAX's
