@@ -39,6 +39,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
+from ftrans.core.prims.parallel import pmap_in_program, without_pmap_donation
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
 from ftrans.errors import (
@@ -308,6 +309,38 @@ class _Entry:
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
         self.kept = kept
         self.invoke = _executor(self, name)
+
+
+class Interpreted:
+    """A program that calls ``pmap`` (``pmap_in_program``): it cannot be one single-device executable, so its
+    equations run one by one, each pmap as its own multi-device program and the rest eagerly, as JAX runs a
+    pmap inside jit. A nested pmap's donation is ignored, as in JAX."""
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.program = without_pmap_donation(closed)
+        self.avals = self.program.in_avals
+
+    def run(self, leaves: Sequence[Any]) -> list:
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        args = [x if isinstance(x, Array) else Array._new(np.asarray(x, a.dtype), a.weak_type)
+                for x, a in zip(leaves, self.avals)]
+        return eval_jaxpr(self.program, list(self.program.consts), *args)
+
+
+class _InterpretedEntry:
+    """A jit signature run by ``Interpreted``; the fast keys never hold it (``exe`` is None)."""
+
+    __slots__ = ("exe", "out_tree", "donate_mask", "closed", "kept", "invoke")
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any):
+        self.exe = None
+        self.out_tree = out_tree
+        self.donate_mask = ()
+        self.closed = closed
+        self.kept = None
+        run = Interpreted(closed).run
+        self.invoke = lambda bufs, leaves: tree_util.tree_unflatten(out_tree, run(leaves))
 
 
 def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
@@ -907,6 +940,8 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
+        if entry.exe is None:  # an interpreted program (it calls pmap) has no executable to run directly
+            return
         sigs = []
         for leaf in leaves:
             t = type(leaf)
@@ -1126,6 +1161,8 @@ class JitWrapped:
 
     def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
         """Lower and compile a traced program (the part of a miss that may run in a background thread)."""
+        if pmap_in_program(closed):
+            return _InterpretedEntry(closed, out_tree)
         program, kept = _prune_unused(closed, self._keep_unused)
         _warn_unusable_donations(program, _select(donate_mask, kept), self.__name__)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)

@@ -18,6 +18,7 @@ from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
+from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
     Sharding,
@@ -226,7 +227,12 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
                                                                   leaves, avals, in_tree)
-        exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
+        if pmap_in_program(closed):  # not one partitioned program: each pmap runs as its own (transforms/jit.py)
+            from ftrans.transforms.jit import Interpreted
+
+            exe, donate = Interpreted(closed), ()
+        else:
+            exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
         entry = owner._spmd_cache[key] = (exe, out_tree, donate)
         owner.misses += 1
     else:
