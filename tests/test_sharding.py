@@ -784,6 +784,13 @@ def test_jax_meshes_and_shardings_are_taken_wherever_ftrans_takes_one():
     jo = jax.shard_map(lambda a: jax.lax.psum(a, "y"), mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))(x)
     np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-6)
     same_layout(fo, jo)
+    js = JNamedSharding(jm, JP("x", "y"))
+    for fa in (ftrans.make_array_from_callback((8, 8), js, lambda idx: x[idx]),
+               ftrans.make_array_from_process_local_data(js, x),
+               ftrans.make_array_from_single_device_arrays(
+                   (8, 8), js, [ftrans.device_put(x[i], d) for d, i in js.devices_indices_map((8, 8)).items()])):
+        same_layout(fa, jax.make_array_from_callback((8, 8), js, lambda idx: x[idx]))
+        np.testing.assert_array_equal(np.asarray(fa), x)
     with pytest.raises(TypeError, match="NamedSharding: mesh must be"):
         NamedSharding("not a mesh", P())
 
