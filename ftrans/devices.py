@@ -25,7 +25,7 @@ from ftrans.core.array import (
 )
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
-from ftrans.core.sharding import NamedSharding, PartitionSpec, from_runtime
+from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_runtime
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
@@ -181,6 +181,7 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     given, must be the device the arrays are on.
     """
     dev = sharding = None  # device None: each device array stays where it is, a host value goes to the default
+    device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
     if device is None:
         pass
     elif _is_device(device):

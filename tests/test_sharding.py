@@ -791,6 +791,18 @@ def test_jax_meshes_and_shardings_are_taken_wherever_ftrans_takes_one():
                    (8, 8), js, [ftrans.device_put(x[i], d) for d, i in js.devices_indices_map((8, 8)).items()])):
         same_layout(fa, jax.make_array_from_callback((8, 8), js, lambda idx: x[idx]))
         np.testing.assert_array_equal(np.asarray(fa), x)
+    # a bare jax PartitionSpec (no tuple, unlike ftrans's) under a current mesh, everywhere a spec is taken
+    with ftrans.sharding.use_mesh(fm):
+        fouts = [ftrans.jit(lambda a: a * 2, in_shardings=JP("y"))(x),
+                 ftrans.jit(lambda a: (a * 2,), out_shardings=(JP("y"),))(x)[0],
+                 ftrans.jit(lambda a: flax.with_sharding_constraint(a, JP("y")))(x),
+                 ftrans.device_put(x, JP("y")), ftrans.device_put({"a": x}, {"a": JP("y")})["a"],
+                 ftrans.shard_map(lambda a: a * 2, mesh=fm, in_specs=(JP("y"),), out_specs=JP("y"))(x)]
+    with jax.set_mesh(jm):
+        jo = jax.device_put(x * 2, JP("y"))
+    for fo, want in zip(fouts, [x * 2, x * 2, x, x, x, x * 2]):
+        same_layout(fo, jo)
+        np.testing.assert_array_equal(np.asarray(fo), want)
     with pytest.raises(TypeError, match="NamedSharding: mesh must be"):
         NamedSharding("not a mesh", P())
 

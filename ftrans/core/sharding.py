@@ -28,7 +28,7 @@ import numpy as np
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
-           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_mesh", "check_spec"]
+           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec"]
 
 
 class AxisType(enum.Enum):
@@ -265,9 +265,8 @@ class NamedSharding(Sharding):
         elif not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
                 spec = PartitionSpec(*spec)
-            elif type(spec).__name__ in ("PartitionSpec", "P") and type(spec).__module__.split(".")[0] == "jax":
-                # JAX's PartitionSpec (not a tuple): the same entries
-                spec = PartitionSpec(*tuple(spec))
+            elif _is_jax_spec(spec):  # JAX's PartitionSpec (not a tuple): the same entries
+                spec = as_spec(spec)
             else:
                 raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
         check_spec(spec, mesh, "NamedSharding")
@@ -491,11 +490,23 @@ def as_mesh(mesh: Any) -> Any:
     return m
 
 
+def _is_jax_spec(x: Any) -> bool:
+    t = type(x)
+    return t.__name__ in ("PartitionSpec", "P") and t.__module__.split(".")[0] == "jax"
+
+
+def as_spec(x: Any) -> Any:
+    """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
+    return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
+
+
 def as_sharding(sh: Any) -> Any:
-    """ftrans's sharding for a runtime (jax) sharding object; anything else (an ftrans sharding, a spec, a
-    value that is no sharding at all) as is, for the caller to check."""
-    if isinstance(sh, Sharding) or getattr(sh, "device_set", None) is None or isinstance(sh, type):
+    """ftrans's sharding for a runtime (jax) sharding object, ftrans's PartitionSpec for JAX's; anything else (an
+    ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
+    if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    if getattr(sh, "device_set", None) is None:
+        return as_spec(sh)
     return from_runtime(sh)
 
 

@@ -106,6 +106,7 @@ def _check_sharding(x: Any, what: str, fname: str) -> Any:
 def _bare_spec(x: Any) -> Any:
     from ftrans.core.sharding import PartitionSpec, get_mesh
 
+    x = as_sharding(x)  # JAX's spec or sharding: as ftrans's
     if isinstance(x, PartitionSpec):
         mesh = get_mesh()
         if mesh is not None:
