@@ -546,6 +546,13 @@ def test_compiled_under_a_transform_is_refused_like_jax(transform):
     with pytest.raises(FtransTypeError, match="compiled for fixed argument types cannot be transformed"):
         run(ftrans, c, jnp)
     assert float(c(1.0)) == 5.0
+    if jax.local_device_count() >= 2:  # a partitioned one too
+        from ftrans.sharding import NamedSharding, P
+
+        mesh = ftrans.make_mesh((2,), ("x",))
+        cs = ftrans.jit(lambda x: x + 4, in_shardings=NamedSharding(mesh, P())).lower(1.0).compile()
+        with pytest.raises(FtransTypeError, match="compiled for fixed argument types cannot be transformed"):
+            run(ftrans, cs, jnp)
 
 
 # ------------------------------------------------------- no_tracing / no_execution

@@ -1653,6 +1653,17 @@ def _tree_text(tree: Any) -> str:
     return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
 
 
+def check_not_traced(leaves: list) -> None:
+    """A ``Compiled`` program takes concrete arrays only: called under a transform or a trace, say so."""
+    traced = next((x for x in leaves if isinstance(x, Tracer)), None)
+    if traced is not None or not _trace.is_eager():
+        what = f"a {type(traced).__name__} ({traced.aval.str_short()})" if traced is not None else "a trace"
+        raise FtransTypeError(
+            f"Compiled: a program lowered and compiled for fixed argument types cannot be transformed or "
+            f"staged (vmap, grad, jit, ...): it was called under {what}. Transform the function itself, "
+            "and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
+
+
 def _long_type(a: Any) -> str:
     return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
 
@@ -1673,13 +1684,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
-        traced = next((x for x in leaves if isinstance(x, Tracer)), None)
-        if traced is not None or not _trace.is_eager():
-            what = f"a {type(traced).__name__} ({traced.aval.str_short()})" if traced is not None else "a trace"
-            raise FtransTypeError(
-                f"Compiled: a program lowered and compiled for fixed argument types cannot be transformed or "
-                f"staged (vmap, grad, jit, ...): it was called under {what}. Transform the function itself, "
-                "and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
+        check_not_traced(leaves)
         if self._in_tree is not None and tree != self._in_tree:
             raise FtransTypeError(
                 "Compiled: the arguments' pytree structure does not match the one it was lowered with "

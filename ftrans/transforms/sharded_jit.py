@@ -288,7 +288,11 @@ class ShardedCompiled:
         self._out_tree = out_tree
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return tree_util.tree_unflatten(self._out_tree, self._exe.run(tree_util.tree_leaves((args, kwargs))))
+        from ftrans.transforms.jit import check_not_traced
+
+        leaves = tree_util.tree_leaves((args, kwargs))
+        check_not_traced(leaves)
+        return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
 
     def as_text(self) -> str:
         return self._exe.compiled_text()
