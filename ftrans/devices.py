@@ -25,7 +25,7 @@ from ftrans.core.array import (
 )
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
-from ftrans.core.sharding import NamedSharding, PartitionSpec, from_runtime
+from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_runtime
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
@@ -209,12 +209,14 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     donated device array is deleted once its copy exists. ``src``, where
     given, must be the device the arrays are on.
     """
+    dev = sharding = None  # device None: each device array stays where it is, a host value goes to the default
+    device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
     if device is None:
-        dev = default_device()
+        pass
     elif _is_device(device):
         dev = device
     elif isinstance(device, (NamedSharding, PartitionSpec)):
-        return _put_sharded_tree(x, device)
+        sharding = device
     elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
         try:
             return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
@@ -225,11 +227,12 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
                                    ) from None
     elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
         if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)
-            return _put_sharded_tree(x, conv)
-        ds = getattr(device, "device_set", None)
-        if ds is None or len(ds) != 1:
-            raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
-        dev = next(iter(ds))
+            sharding = conv
+        else:
+            ds = getattr(device, "device_set", None)
+            if ds is None or len(ds) != 1:
+                raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
+            dev = next(iter(ds))
     else:
         raise FtransValueError(
             f"device_put: device must be None, a Device (from ftrans.devices()), a Sharding, or a pytree of "
@@ -238,7 +241,28 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     if donate is True and may_alias is True:
         raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined: a donated "
                                "array is deleted, so its result cannot alias it; leave may_alias=None")
+    if isinstance(sharding, PartitionSpec):
+        from ftrans.core.sharding import get_mesh
+
+        mesh = get_mesh()
+        if mesh is None:
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
+                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+        sharding = NamedSharding(mesh, sharding)
     src_dev = _source_device(src)
+
+    def one(leaf: Any, donate: bool, may_alias: bool) -> Any:
+        if sharding is not None:
+            return _put_sharded_leaf(leaf, sharding, donate, may_alias)
+        if dev is None and type(leaf) is ShardedArray:  # stays laid out as it is
+            if src_dev is not None and leaf.devices() != {src_dev}:
+                raise FtransValueError(f"device_put: src={src_dev} but the array lives on {leaf.devices()}")
+            return _keep_sharded(leaf, leaf._sharded, donate, may_alias)
+        if dev is None:
+            where = leaf.device if isinstance(leaf, DeviceArray) else default_device()
+        else:
+            where = dev
+        return _put_leaf(leaf, where, src_dev, donate, may_alias)
 
     def put(sub: Any, d: Any, alias: Any) -> Any:
         for flag, what in ((d, "donate"), (alias, "may_alias")):
@@ -248,44 +272,54 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         if d and alias:
             raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined for one leaf")
         may = (not d) if alias is None else alias
-        return tree_util.tree_map(lambda leaf: _put_leaf(leaf, dev, src_dev, bool(d), may), sub)
+        return tree_util.tree_map(lambda leaf: one(leaf, bool(d), may), sub)
 
     return _map_prefixes(put, x, donate, may_alias)
 
 
-def _put_sharded_tree(x: Any, sharding: Any) -> Any:
-    """``device_put(x, NamedSharding(...))``: each leaf split over the mesh (each device gets its block)."""
+def _keep_sharded(x: ShardedArray, buf: Any, donate: bool, may_alias: bool) -> Any:
+    """``x`` placed as it already is (``buf`` is its own buffer): ``x`` itself where it may alias (as JAX
+    returns the same object), else a fresh copy (and ``x`` deleted where donated)."""
+    from ftrans.core.array import sharded_array
+
+    if may_alias:
+        return x
+    out = sharded_array(compat.copy_buffer(buf), x.aval)
+    if donate:
+        x.delete()
+    return out
+
+
+def _put_sharded_leaf(leaf: Any, sharding: NamedSharding, donate: bool = False, may_alias: bool = True) -> Any:
+    """``device_put(leaf, NamedSharding(...))``: the leaf split over the mesh (each device gets its block)."""
     from ftrans.core.array import sharded_array
     from ftrans.core.avals import ShapedArray
-    from ftrans.core.sharding import check_divisible, get_mesh
+    from ftrans.core.sharding import check_divisible
     from ftrans.lowering import spmd
 
-    if isinstance(sharding, PartitionSpec):
-        mesh = get_mesh()
-        if mesh is None:
-            raise FtransValueError(f"device_put: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
-                                   "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
-        sharding = NamedSharding(mesh, sharding)
+    if isinstance(leaf, Tracer):
+        from ftrans.core.prims.sharding import sharding_constraint_p
 
-    def put(leaf: Any) -> Any:
-        if isinstance(leaf, Tracer):
-            from ftrans.core.prims.sharding import sharding_constraint_p
-
-            return sharding_constraint_p.bind(leaf, sharding=sharding)
-        if isinstance(leaf, Array):
-            aval = leaf.aval
-        else:
-            arr = np.asarray(leaf)
-            canon = dtypes.canonicalize(arr.dtype)
-            weak = isinstance(leaf, (bool, int, float, complex))
-            if weak:
-                canon = dtypes.python_scalar_dtype(leaf)
-            leaf = arr.astype(canon) if arr.dtype != canon else arr
-            aval = ShapedArray(leaf.shape, leaf.dtype, weak)
-        check_divisible(sharding, aval.shape, "device_put")
-        return sharded_array(spmd.put(leaf, sharding), aval)
-
-    return tree_util.tree_map(put, x)
+        return sharding_constraint_p.bind(leaf, sharding=sharding)
+    if isinstance(leaf, Array):
+        aval = leaf.aval
+    else:
+        arr = np.asarray(leaf)
+        canon = dtypes.canonicalize(arr.dtype)
+        weak = isinstance(leaf, (bool, int, float, complex))
+        if weak:
+            canon = dtypes.python_scalar_dtype(leaf)
+        leaf = arr.astype(canon) if arr.dtype != canon else arr
+        aval = ShapedArray(leaf.shape, leaf.dtype, weak)
+    check_divisible(sharding, aval.shape, "device_put")
+    buf = spmd.put(leaf, sharding)
+    if type(leaf) is ShardedArray and buf is leaf._sharded:  # already laid out so
+        return _keep_sharded(leaf, buf, donate, may_alias)
+    if not may_alias and isinstance(leaf, (DeviceArray, ShardedArray)):
+        buf = compat.copy_buffer(buf)  # the runtime may have moved no data: never share the source's buffer
+        if donate:
+            leaf.delete()
+    return sharded_array(buf, aval)
 
 
 def _map_prefixes(put: Any, x: Any, donate: Any, may_alias: Any) -> Any:

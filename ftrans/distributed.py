@@ -26,6 +26,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import sharded_array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.sharding import as_sharding
 from ftrans.errors import DistributedInitError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
@@ -102,6 +103,7 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     from ftrans.core.sharding import check_divisible
 
     shape = tuple(shape)
+    sharding = as_sharding(sharding)  # a runtime (jax) sharding: as ftrans's
     check_divisible(sharding, shape, "make_array_from_callback")
     rt = compat.runtime_sharding(sharding, len(shape))
     idx = rt.addressable_devices_indices_map(shape)
@@ -119,7 +121,7 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
 def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Any:
     """A global Array from this process's blocks, already on their devices (one per addressable device)."""
     shape = tuple(shape)
-    rt = compat.runtime_sharding(sharding, len(shape))
+    rt = compat.runtime_sharding(as_sharding(sharding), len(shape))
     bufs = []
     for a in arrays:
         buf = getattr(a, "_buf", None)
@@ -140,6 +142,7 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     if global_shape is None:
         global_shape = (local.shape[0] * nproc, *local.shape[1:])
     global_shape = tuple(global_shape)
+    sharding = as_sharding(sharding)
     rt = compat.runtime_sharding(sharding, len(global_shape))
     idx = rt.addressable_devices_indices_map(global_shape)
     # This process's blocks cover a contiguous box of the global array; local_data is that box.

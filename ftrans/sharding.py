@@ -71,19 +71,6 @@ def get_abstract_mesh() -> Mesh | None:
     return get_mesh()
 
 
-def _as_sharding(s: Any, what: str) -> Any:
-    if isinstance(s, PartitionSpec):
-        mesh = get_mesh()
-        if mesh is None:
-            raise FtransValueError(
-                f"{what}: got a bare PartitionSpec {s!r} but no mesh is set; wrap it in NamedSharding(mesh, spec) "
-                "or set a mesh with ftrans.set_mesh(mesh) / ftrans.sharding.use_mesh(mesh)")
-        return NamedSharding(mesh, s)
-    if not isinstance(s, Sharding):
-        raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
-    return s
-
-
 def reshard(xs: Any, out_shardings: Any) -> Any:
     """Lay ``xs`` out as ``out_shardings`` (a sharding, a bare spec under the current mesh, or a tree of them):
     a copy between devices eagerly, a sharding constraint inside ``jit``."""

@@ -507,6 +507,54 @@ def test_compiled_refuses_another_pytree_like_jax(bad):
         ck(3.0, {"b": 4.0})
 
 
+def test_compiled_names_each_argument_whose_type_differs_like_jax():
+    def f(x, n, p):
+        return jnp.sqrt(x ** 2) * n + p["w"]
+
+    def jf(x, n, p):
+        return jjnp.sqrt(x ** 2) * n + p["w"]
+
+    args = (np.float32(1), 2, {"w": np.ones(3, np.float32)})
+    c = ftrans.jit(f, static_argnums=1).lower(*args).compile()
+    jc = jax.jit(jf, static_argnums=1).lower(*args).compile()
+    for call in (lambda k: k(np.int32(1), {"w": np.ones(3, np.float32)}),
+                 lambda k: k(np.float32(1), {"w": np.ones(2, np.float32)})):
+        with pytest.raises(TypeError):
+            call(jc)
+    with pytest.raises(FtransTypeError, match=r"differ.*\n  argument 'x': compiled for float32\[\], called with "
+                                              r"int32\[\]\n") as e:
+        c(np.int32(1), {"w": np.ones(3, np.float32)})
+    assert "p['w']" not in str(e.value)
+    with pytest.raises(FtransTypeError, match=r"argument \"p\['w'\]\": compiled for float32\[3\], called with "
+                                              r"float32\[2\]"):
+        c(np.float32(1), {"w": np.ones(2, np.float32)})
+    np.testing.assert_allclose(c(np.float32(-2), {"w": np.ones(3, np.float32)}),
+                               jc(np.float32(-2), {"w": np.ones(3, np.float32)}))
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jit"])
+def test_compiled_under_a_transform_is_refused_like_jax(transform):
+    """A Compiled program takes concrete arrays only: under vmap/grad/jit it says so (it used to fail deep inside,
+    converting a tracer to NumPy)."""
+    c = ftrans.jit(lambda x: x + 4).lower(1.0).compile()
+    jc = jax.jit(lambda x: x + 4).lower(1.0).compile()
+    run = {"vmap": lambda t, k, m: t.vmap(lambda x: k(x) + 2)(m.ones(3)),
+           "grad": lambda t, k, m: t.grad(lambda x: k(x))(1.0),
+           "jit": lambda t, k, m: t.jit(lambda x: k(x))(1.0)}[transform]
+    with pytest.raises(TypeError):
+        run(jax, jc, jjnp)
+    with pytest.raises(FtransTypeError, match="compiled for fixed argument types cannot be transformed"):
+        run(ftrans, c, jnp)
+    assert float(c(1.0)) == 5.0
+    if jax.local_device_count() >= 2:  # a partitioned one too
+        from ftrans.sharding import NamedSharding, P
+
+        mesh = ftrans.make_mesh((2,), ("x",))
+        cs = ftrans.jit(lambda x: x + 4, in_shardings=NamedSharding(mesh, P())).lower(1.0).compile()
+        with pytest.raises(FtransTypeError, match="compiled for fixed argument types cannot be transformed"):
+            run(ftrans, cs, jnp)
+
+
 # ------------------------------------------------------- no_tracing / no_execution
 @pytest.mark.parametrize("mod", [jax, ftrans], ids=["jax", "ftrans"])
 def test_no_execution_like_jax(mod):

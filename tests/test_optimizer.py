@@ -143,6 +143,27 @@ def test_simplify_removes_zero_cotangent_debris_from_grad():
     np.testing.assert_allclose(ftrans.jit(ftrans.grad(loss))(X), jax.grad(jloss)(X), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name,f", [
+    ("mul", lambda np_, x: 1 + x * 0),
+    ("mul_left", lambda np_, x: 0.0 * x - 2),
+    ("broadcast_zero", lambda np_, x: x * np_.zeros((3, 4), np_.float32)),
+    ("dot", lambda np_, x: x @ np_.zeros((4, 2), np_.float32)),
+    ("neg_reshaped", lambda np_, x: (-x).reshape(12) * 0.0),
+])
+def test_simplify_keeps_ieee_inf_and_nan_times_zero_like_jax(name, f):
+    """jax-ml/jax#4780: under jit, nan * 0 and inf * 0 stay nan, as eagerly and in jax.jit (the pass folds
+    x * 0 only where x is known finite, as the ones seeding a cotangent)."""
+    x = X.copy()
+    x[0, 0], x[1, 2], x[2, 3] = np.nan, np.inf, -np.inf
+    got = np.asarray(ftrans.jit(lambda a: f(fnp, a))(x))
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(lambda a: f(jnp, a))(x)))
+    np.testing.assert_array_equal(got, np.asarray(f(fnp, x)))
+    assert np.isnan(np.asarray(ftrans.jit(lambda a: 1 + a * 0)(np.nan)))
+    # an integer or finite operand still folds
+    j = trace(lambda a: (a.astype(fnp.int32) * 0).astype(fnp.float32) + fnp.ones_like(a) * 0.0, X)
+    assert "mul" not in prims(j), str(j)
+
+
 # ---------------------------------------------------------------- stability
 V = np.array([0.0, 100.0, 200.0, -300.0], np.float32)
 

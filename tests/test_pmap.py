@@ -467,12 +467,38 @@ def test_error_rank_too_small():
     _raises(ValueError, lambda: ftrans.pmap(lambda a: a, in_axes=1)(arr(4)), "rank")
 
 
-def test_pmap_inside_jit_is_a_clear_error():
+def test_pmap_inside_jit_runs_like_jax():
+    """A jitted function calling pmap (alone, among other operations, through a nested jit, under grad and
+    vmap) computes what JAX's does; a nested pmap's donation is ignored, as in JAX (jax-ml/jax
+    test_pmap_nested_donate_ignored). Only lowering it into one module is refused, naming the line."""
     from ftrans.lowering.rules.parallel import PmapInsideJitError
 
-    f = ftrans.jit(ftrans.pmap(lambda a: a * 2))
+    x = arr(4, 2)
+    progs = [
+        (lambda t, a: t.pmap(lambda y: y * 2)(a)),
+        (lambda t, a: t.pmap(lambda y: y ** 2, donate_argnums=0)(a) + 1),
+        (lambda t, a: t.jit(lambda b: t.pmap(lambda y: t.lax.psum(y, "i"), axis_name="i")(b) * 3)(a).sum()),
+    ]
+    for prog in progs:
+        f = ftrans.jit(lambda a, prog=prog: prog(ftrans, a))
+        j = jax.jit(lambda a, prog=prog: prog(jax, a))
+        np.testing.assert_allclose(np.asarray(f(x)), np.asarray(j(x)), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(f(x)), np.asarray(j(x)), rtol=1e-6)  # the cached signature
+        np.testing.assert_allclose(np.asarray(ftrans.jit(lambda a, prog=prog: prog(ftrans, a).sum())(x)),
+                                   np.asarray(jax.jit(lambda a, prog=prog: prog(jax, a).sum())(x)), rtol=1e-6)
+    a = ftrans.pmap(lambda v: v)(x)
+    out = ftrans.jit(lambda b: progs[1](ftrans, b))(a)
+    assert not a.is_deleted()
+    np.testing.assert_allclose(np.asarray(out), x ** 2 + 1, rtol=1e-6)
+    loss_f = lambda a: progs[2](ftrans, a)  # noqa: E731
+    loss_j = lambda a: progs[2](jax, a)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(ftrans.grad(ftrans.jit(loss_f))(x)), np.asarray(jax.grad(jax.jit(loss_j))(x)))
+    np.testing.assert_allclose(np.asarray(ftrans.jit(ftrans.grad(loss_f))(x)), np.asarray(jax.grad(loss_j)(x)))
+    xs = np.stack([x, x + 1])
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(ftrans.jit(lambda a: progs[0](ftrans, a)))(xs)),
+                               np.asarray(jax.vmap(jax.jit(lambda a: progs[0](jax, a)))(xs)))
     with pytest.raises(NotImplementedError, match="inside a jitted function") as info:
-        f(arr(4, 2))
+        ftrans.jit(ftrans.pmap(lambda v: v * 2)).lower(x)
     assert isinstance(info.value, PmapInsideJitError)
     assert HERE in str(info.value)
 

@@ -746,3 +746,88 @@ def test_a_jax_explicit_mesh_is_not_taken_for_an_auto_meshs_runtime_twin():
     fm, jm = ftrans.make_mesh((2, 4), ("x", "y")), jax.make_mesh((2, 4), ("x", "y"))
     assert NamedSharding(fm, P("x", "y")) == JNamedSharding(jm, JP("x", "y"))
     assert NamedSharding(auto, P("x", "y")) != JNamedSharding(jm, JP("x", "y"))
+
+
+def test_jax_meshes_and_shardings_are_taken_wherever_ftrans_takes_one():
+    """A jax Mesh (NamedSharding, use_mesh, set_mesh, shard_map) and jax's sharding objects (a single-device one
+    included: with_sharding_constraint, jit's out_shardings, eval_shape) work as their ftrans twins, as in JAX."""
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    s = NamedSharding(jm, P("x", "y"))
+    assert s == NamedSharding(fm, P("x", "y")) == JNamedSharding(jm, JP("x", "y")) and s.mesh == fm
+    same_layout(ftrans.device_put(x, s), jax.device_put(x, JNamedSharding(jm, JP("x", "y"))))
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    for f_fn, j_fn in [(lambda a: flax.with_sharding_constraint(a * 2, one),
+                        lambda a: jax.lax.with_sharding_constraint(a * 2, one)),
+                       (lambda a: flax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))),
+                        lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))))]:
+        fo, jo = ftrans.jit(f_fn)(x), jax.jit(j_fn)(x)
+        np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+        assert fo.sharding == jo.sharding
+    fo = ftrans.jit(lambda a: a * 2, out_shardings=one)(x)
+    jo = jax.jit(lambda a: a * 2, out_shardings=one)(x)
+    assert fo.sharding == jo.sharding == one
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    fe = ftrans.jit(lambda a: a * 2, out_shardings=one).eval_shape(x)
+    je = jax.jit(lambda a: a * 2, out_shardings=one).eval_shape(x)
+    assert fe.sharding == je.sharding == one and fe.shape == je.shape
+    fo = ftrans.jit(lambda a: a + 1, out_shardings=JNamedSharding(jm, JP("y")))(x)
+    same_layout(fo, jax.jit(lambda a: a + 1, out_shardings=JNamedSharding(jm, JP("y")))(x))
+    with ftrans.sharding.use_mesh(jm):
+        fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a, P("y")))(x)
+    with ftrans.set_mesh(jm):
+        assert ftrans.sharding.get_mesh() == fm
+    with jax.set_mesh(jm):
+        jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a, JP("y")))(x)
+    same_layout(fo, jo)
+    fo = ftrans.shard_map(lambda a: flax.psum(a, "y"), mesh=jm, in_specs=P("x", "y"), out_specs=P("x"))(x)
+    jo = jax.shard_map(lambda a: jax.lax.psum(a, "y"), mesh=jm, in_specs=JP("x", "y"), out_specs=JP("x"))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-6)
+    same_layout(fo, jo)
+    js = JNamedSharding(jm, JP("x", "y"))
+    for fa in (ftrans.make_array_from_callback((8, 8), js, lambda idx: x[idx]),
+               ftrans.make_array_from_process_local_data(js, x),
+               ftrans.make_array_from_single_device_arrays(
+                   (8, 8), js, [ftrans.device_put(x[i], d) for d, i in js.devices_indices_map((8, 8)).items()])):
+        same_layout(fa, jax.make_array_from_callback((8, 8), js, lambda idx: x[idx]))
+        np.testing.assert_array_equal(np.asarray(fa), x)
+    # a bare jax PartitionSpec (no tuple, unlike ftrans's) under a current mesh, everywhere a spec is taken
+    with ftrans.sharding.use_mesh(fm):
+        fouts = [ftrans.jit(lambda a: a * 2, in_shardings=JP("y"))(x),
+                 ftrans.jit(lambda a: (a * 2,), out_shardings=(JP("y"),))(x)[0],
+                 ftrans.jit(lambda a: flax.with_sharding_constraint(a, JP("y")))(x),
+                 ftrans.device_put(x, JP("y")), ftrans.device_put({"a": x}, {"a": JP("y")})["a"],
+                 ftrans.shard_map(lambda a: a * 2, mesh=fm, in_specs=(JP("y"),), out_specs=JP("y"))(x)]
+    with jax.set_mesh(jm):
+        jo = jax.device_put(x * 2, JP("y"))
+    for fo, want in zip(fouts, [x * 2, x * 2, x, x, x, x * 2]):
+        same_layout(fo, jo)
+        np.testing.assert_array_equal(np.asarray(fo), want)
+    with pytest.raises(TypeError, match="NamedSharding: mesh must be"):
+        NamedSharding("not a mesh", P())
+
+
+def test_device_put_of_an_array_already_so_placed_is_that_array():
+    """As in JAX: device_put onto the sharding an array already has (or with no device, for a device array)
+    returns the array itself; may_alias=False copies; a donated one is given up for its copy."""
+    fm, jm = meshes((8,))
+    for mesh in (fm, jm):
+        s = NamedSharding(mesh, P("x"))
+        y = ftrans.device_put(fjnp.arange(8), s)
+        jy = jax.device_put(jjnp.arange(8), JNamedSharding(jm, JP("x")))
+        for f_put, j_put in [(lambda a: ftrans.device_put(a, s), lambda a: jax.device_put(a, jy.sharding)),
+                             (lambda a: ftrans.device_put(a), lambda a: jax.device_put(a)),
+                             (lambda a: ftrans.device_put(a, s, may_alias=False),
+                              lambda a: jax.device_put(a, jy.sharding, may_alias=False))]:
+            fz, jz = f_put(y), j_put(jy)
+            assert (fz is y) == (jz is jy)
+            assert fz.sharding == jz.sharding and fz.sharding == s
+            np.testing.assert_array_equal(np.asarray(fz), np.asarray(jz))
+        z = ftrans.device_put(y, s, donate=True)
+        assert z is not y and y.is_deleted()
+        np.testing.assert_array_equal(np.asarray(z), np.arange(8))
+    dev = ftrans.devices()[3]
+    y = ftrans.device_put(fjnp.arange(3), dev)
+    jy = jax.device_put(jjnp.arange(3), jax.devices()[3])
+    assert (ftrans.device_put(y) is y) == (jax.device_put(jy) is jy)
+    assert ftrans.device_put(y).devices() == jax.device_put(jy).devices() == {dev}

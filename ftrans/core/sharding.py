@@ -28,7 +28,7 @@ import numpy as np
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
-           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "check_spec"]
+           "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec"]
 
 
 class AxisType(enum.Enum):
@@ -184,6 +184,7 @@ class Mesh:
         return self.devices.size == 0
 
     def __eq__(self, other: Any) -> bool:
+        other = as_mesh(other)  # a runtime (jax) mesh equals its ftrans twin
         return isinstance(other, Mesh) and self._key == other._key
 
     def __hash__(self) -> int:
@@ -242,7 +243,7 @@ class SingleDeviceSharding(Sharding):
         return {self._device: tuple(slice(None) for _ in global_shape)}
 
     def __eq__(self, other: Any) -> bool:
-        other = _as_ftrans(other)
+        other = as_sharding(other)
         return isinstance(other, SingleDeviceSharding) and other._device == self._device
 
     def __hash__(self) -> int:
@@ -256,6 +257,7 @@ class NamedSharding(Sharding):
     """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
 
     def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
+        mesh = as_mesh(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
         if spec is None:
@@ -263,9 +265,8 @@ class NamedSharding(Sharding):
         elif not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
                 spec = PartitionSpec(*spec)
-            elif type(spec).__name__ in ("PartitionSpec", "P") and type(spec).__module__.split(".")[0] == "jax":
-                # JAX's PartitionSpec (not a tuple): the same entries
-                spec = PartitionSpec(*tuple(spec))
+            elif _is_jax_spec(spec):  # JAX's PartitionSpec (not a tuple): the same entries
+                spec = as_spec(spec)
             else:
                 raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
         check_spec(spec, mesh, "NamedSharding")
@@ -330,7 +331,7 @@ class NamedSharding(Sharding):
         return NamedSharding(self.mesh, spec)
 
     def __eq__(self, other: Any) -> bool:
-        other = _as_ftrans(other)
+        other = as_sharding(other)
         return isinstance(other, NamedSharding) and self.mesh == other.mesh and self.spec == other.spec
 
     def __hash__(self) -> int:
@@ -397,6 +398,7 @@ def get_mesh() -> Mesh | None:
 @contextmanager
 def use_mesh(mesh: Mesh) -> Any:
     """Make ``mesh`` the current mesh inside the ``with`` block."""
+    mesh = as_mesh(mesh)
     if not isinstance(mesh, Mesh):
         raise FtransTypeError(f"use_mesh: expected a Mesh, got {type(mesh).__name__}")
     _stack().append(mesh)
@@ -410,6 +412,7 @@ class _SetMesh:
     """``set_mesh(mesh)``: installs ``mesh`` as the current mesh; as a context manager, restores the previous."""
 
     def __init__(self, mesh: Mesh | None):
+        mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
         self.prev = _global_mesh[0]
@@ -448,14 +451,6 @@ def remember_mesh(mesh: Mesh) -> None:
 _converted: dict = {}
 
 
-def _as_ftrans(other: Any) -> Any:
-    """For ``==``: a runtime (jax) sharding as ftrans's, so it equals the ftrans sharding with the same
-    layout (ftrans accepts those objects wherever it takes a sharding, as PartitionSpec equals jax's P)."""
-    if isinstance(other, Sharding) or getattr(other, "device_set", None) is None:
-        return other
-    return from_runtime(other)
-
-
 def from_runtime(sh: Any) -> Any:
     """ftrans's sharding for a runtime (jax) sharding object: NamedSharding, single device, or as is."""
     if isinstance(sh, Sharding):
@@ -473,21 +468,53 @@ def from_runtime(sh: Any) -> Any:
     return out
 
 
+def _is_runtime_mesh(mesh: Any) -> bool:
+    return not isinstance(mesh, Mesh) and hasattr(mesh, "axis_names") and hasattr(mesh, "devices")
+
+
+def as_mesh(mesh: Any) -> Any:
+    """ftrans's mesh for a runtime (jax) mesh, so a user's jax ``Mesh`` works wherever ftrans takes one (as its
+    shardings do); anything else as is (the caller reports what is not a mesh)."""
+    if not _is_runtime_mesh(mesh):
+        return mesh
+    key = _runtime_key(mesh)
+    m = _mesh_memo.get(key)
+    if m is None:
+        types = getattr(mesh, "axis_types", None)
+        try:  # the runtime's axis types, by name (Auto, Explicit, Manual)
+            types = tuple(AxisType[t.name] for t in types) if types is not None else None
+        except (KeyError, AttributeError, TypeError):
+            types = None
+        m = _mesh_memo[key] = Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names), types)
+        m._runtime = mesh
+    return m
+
+
+def _is_jax_spec(x: Any) -> bool:
+    t = type(x)
+    return t.__name__ in ("PartitionSpec", "P") and t.__module__.split(".")[0] == "jax"
+
+
+def as_spec(x: Any) -> Any:
+    """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
+    return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
+
+
+def as_sharding(sh: Any) -> Any:
+    """ftrans's sharding for a runtime (jax) sharding object, ftrans's PartitionSpec for JAX's; anything else (an
+    ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
+    if isinstance(sh, Sharding) or isinstance(sh, type):
+        return sh
+    if getattr(sh, "device_set", None) is None:
+        return as_spec(sh)
+    return from_runtime(sh)
+
+
 def _from_runtime(sh: Any) -> Any:
     mesh = getattr(sh, "mesh", None)
     spec = getattr(sh, "spec", None)
     if mesh is not None and spec is not None and hasattr(mesh, "axis_names"):
-        key = _runtime_key(mesh)
-        m = _mesh_memo.get(key)
-        if m is None:
-            types = getattr(mesh, "axis_types", None)
-            try:  # the runtime's axis types, by name (Auto, Explicit, Manual)
-                types = tuple(AxisType[t.name] for t in types) if types is not None else None
-            except (KeyError, AttributeError, TypeError):
-                types = None
-            m = _mesh_memo[key] = Mesh(np.asarray(mesh.devices), tuple(mesh.axis_names), types)
-            m._runtime = mesh
-        return NamedSharding(m, PartitionSpec(*tuple(spec)))
+        return NamedSharding(as_mesh(mesh), PartitionSpec(*tuple(spec)))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))

@@ -8,7 +8,14 @@ from jax import tree_util
 
 from ftrans.core import trace as _trace
 from ftrans.core.prims.sharding import sharding_constraint_p
-from ftrans.core.sharding import NamedSharding, PartitionSpec, Sharding, check_divisible, get_mesh
+from ftrans.core.sharding import (
+    NamedSharding,
+    PartitionSpec,
+    Sharding,
+    as_sharding,
+    check_divisible,
+    get_mesh,
+)
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -16,6 +23,7 @@ __all__ = ["with_sharding_constraint"]
 
 
 def _resolve(s: Any, what: str) -> Any:
+    s = as_sharding(s)  # a runtime (jax) sharding: as ftrans's
     if isinstance(s, PartitionSpec):
         mesh = get_mesh()
         if mesh is None:
@@ -32,7 +40,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
     """``x`` unchanged, laid out as ``shardings`` (a tree prefix of ``x``): inside a sharded ``jit`` it pins
     the partitioner's choice; on concrete arrays it moves them (as ``device_put``)."""
     leaves, tree = tree_util.tree_flatten(x)
-    is_leaf = lambda s: isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
+    is_leaf = lambda s: isinstance(as_sharding(s), (Sharding, PartitionSpec))  # noqa: E731
     if is_leaf(shardings):
         flat = [shardings] * len(leaves)
     else:

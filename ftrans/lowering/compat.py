@@ -404,8 +404,8 @@ def copy_to_device(buf: Any, device: Any) -> Any:
 
 
 def copy_buffer(buf: Any) -> Any:
-    """A new buffer with ``buf``'s contents on the same device (never an alias of it)."""
-    return jax.device_put(buf, buf_device(buf), may_alias=False)
+    """A new buffer with ``buf``'s contents laid out as it is (never an alias of it)."""
+    return jax.device_put(buf, buf.sharding, may_alias=False)
 
 
 def buf_device(buf: Any) -> Any:

@@ -39,6 +39,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
+from ftrans.core.prims.parallel import pmap_in_program, without_pmap_donation
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
 from ftrans.errors import (
@@ -309,6 +310,38 @@ class _Entry:
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
         self.kept = kept
         self.invoke = _executor(self, name)
+
+
+class Interpreted:
+    """A program that calls ``pmap`` (``pmap_in_program``): it cannot be one single-device executable, so its
+    equations run one by one, each pmap as its own multi-device program and the rest eagerly, as JAX runs a
+    pmap inside jit. A nested pmap's donation is ignored, as in JAX."""
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.program = without_pmap_donation(closed)
+        self.avals = self.program.in_avals
+
+    def run(self, leaves: Sequence[Any]) -> list:
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        args = [x if isinstance(x, Array) else Array._new(np.asarray(x, a.dtype), a.weak_type)
+                for x, a in zip(leaves, self.avals)]
+        return eval_jaxpr(self.program, list(self.program.consts), *args)
+
+
+class _InterpretedEntry:
+    """A jit signature run by ``Interpreted``; the fast keys never hold it (``exe`` is None)."""
+
+    __slots__ = ("exe", "out_tree", "donate_mask", "closed", "kept", "invoke")
+
+    def __init__(self, closed: ClosedJaxpr, out_tree: Any):
+        self.exe = None
+        self.out_tree = out_tree
+        self.donate_mask = ()
+        self.closed = closed
+        self.kept = None
+        run = Interpreted(closed).run
+        self.invoke = lambda bufs, leaves: tree_util.tree_unflatten(out_tree, run(leaves))
 
 
 def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
@@ -675,8 +708,11 @@ class JitWrapped:
         self._in_shardings = in_shardings
         self._out_shardings = out_shardings
         self._spmd_cache: dict = {}  # sharded calls (transforms/sharded_jit.py)
-        # Every call is partitioned: shardings were given, or the body constrains some.
-        self._spmd_always = in_shardings is not None or out_shardings is not None
+        # Every call is partitioned: shardings over a mesh were given, or the body constrains some (shardings
+        # that all name one device just place the program there).
+        from ftrans.transforms.sharded_jit import placement
+
+        self._spmd_always, self._sharding_device = placement(in_shardings, out_shardings)
         # The cache is the function's, shared by every wrapper with these options (see _Store);
         # the wrapper keeps its dicts as attributes so the call path reads them directly.
         from ftrans.transforms.passes import resolve_optimizations
@@ -905,6 +941,8 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
+        if entry.exe is None:  # an interpreted program (it calls pmap) has no executable to run directly
+            return
         sigs = []
         for leaf in leaves:
             t = type(leaf)
@@ -981,6 +1019,8 @@ class JitWrapped:
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
             return self._device
+        if self._sharding_device is not None:
+            return self._sharding_device
         if self._backend is not None:
             return _client(self._backend).local_devices()[0]
         dev = None
@@ -1122,6 +1162,8 @@ class JitWrapped:
 
     def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
         """Lower and compile a traced program (the part of a miss that may run in a background thread)."""
+        if pmap_in_program(closed):
+            return _InterpretedEntry(closed, out_tree)
         program, kept = _prune_unused(closed, self._keep_unused)
         _warn_unusable_donations(program, _select(donate_mask, kept), self.__name__)
         exe = X.Executable(program, device, self.__name__, _select(donate_mask, kept), self._compiler_options)
@@ -1276,8 +1318,13 @@ class JitWrapped:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
-        return Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
-                      self._target_device(leaves), self._keep_unused, in_tree)
+        t = Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
+                   self._target_device(leaves), self._keep_unused, in_tree)
+        try:
+            t._names = _leaf_names(self, args, kwargs)
+        except Exception:  # noqa: BLE001 - names only label error messages
+            pass
+        return t
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
@@ -1372,6 +1419,7 @@ class Traced:
                  keep_unused: bool = True, in_tree: Any = None):
         self._owner = owner
         self._in_tree = in_tree
+        self._names: list | None = None  # each dynamic leaf as the user wrote it (``x``, ``params['w']``)
         self.jaxpr = closed
         self.out_tree = out_tree
         self._donate = donate_mask
@@ -1539,7 +1587,7 @@ class Lowered(LoweredText):
                 "device")
         exe = X.Executable(t._program, t._device, t._owner.__name__, _select(t._donate, t._kept),
                            options, text=self._text)  # the module is not lowered twice
-        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree)
+        out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree, t._names)
         out.donate_argnums = self.donate_argnums
         return out
 
@@ -1606,21 +1654,38 @@ def _tree_text(tree: Any) -> str:
     return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
 
 
+def check_not_traced(leaves: list) -> None:
+    """A ``Compiled`` program takes concrete arrays only: called under a transform or a trace, say so."""
+    traced = next((x for x in leaves if isinstance(x, Tracer)), None)
+    if traced is not None or not _trace.is_eager():
+        what = f"a {type(traced).__name__} ({traced.aval.str_short()})" if traced is not None else "a trace"
+        raise FtransTypeError(
+            f"Compiled: a program lowered and compiled for fixed argument types cannot be transformed or "
+            f"staged (vmap, grad, jit, ...): it was called under {what}. Transform the function itself, "
+            "and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
+
+
+def _long_type(a: Any) -> str:
+    return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+
+
 class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
     donate_argnums: tuple = ()  # set by Lowered.compile
 
     def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
-                 in_tree: Any = None):
+                 in_tree: Any = None, names: list | None = None):
         self._exe = exe
         self._in_tree = in_tree  # (dynamic args, kwargs) as lowered
         self._out_tree = out_tree
         self._closed = closed
         self._kept = kept
+        self._names = names
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
+        check_not_traced(leaves)
         if self._in_tree is not None and tree != self._in_tree:
             raise FtransTypeError(
                 "Compiled: the arguments' pytree structure does not match the one it was lowered with "
@@ -1631,13 +1696,32 @@ class Compiled:
         got = [_leaf_aval(x) for x in leaves]
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
                                         for g, w in zip(got, want)):
-            gs = ", ".join("?" if g is None else g.str_short() for g in got)
-            ws = ", ".join(w.str_short() for w in want)
-            raise FtransTypeError(f"Compiled: called with ({gs}) but compiled for ({ws})")
+            raise self._type_error(leaves, got, want)
         if _call_guard and _config_mod.config.no_execution:
             raise _no_execution_error(self._exe.name)
         outs = self._exe(*_select(leaves, self._kept))
         return tree_util.tree_unflatten(self._out_tree, outs)
+
+    def _type_error(self, leaves: list, got: list, want: list) -> FtransTypeError:
+        """Which arguments differ from the types compiled for, each named as the user wrote it."""
+        names = self._names if self._names is not None and len(self._names) == len(want) else None
+        if names is None:
+            names = [f"argument {k}" for k in range(len(want))]
+        else:
+            names = [f"argument {n!r}" for n in names]
+        lines = []
+        for name, g, w, x in zip(names, got, want, leaves):
+            if g is None:
+                lines.append(f"  {name}: compiled for {_long_type(w)}, called with a {type(x).__name__}, "
+                             "which is not an array")
+            elif (g.shape, g.dtype) != (w.shape, w.dtype):
+                lines.append(f"  {name}: compiled for {_long_type(w)}, called with {_long_type(g)}")
+        if len(got) != len(want):
+            lines.append(f"  called with {len(got)} array arguments, compiled for {len(want)}")
+        return FtransTypeError(
+            "Compiled: the arguments' types differ from the ones it was compiled for:\n" + "\n".join(lines)
+            + "\nCall it with arguments of the compiled shapes and dtypes (convert them with .astype), or lower "
+            "and compile again for the new types")
 
     def as_text(self) -> str:
         """The program XLA compiled (optimised HLO: fusions, layouts, copies), as JAX's

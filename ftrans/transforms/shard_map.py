@@ -22,7 +22,7 @@ from jax import tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
-from ftrans.core.sharding import Mesh, PartitionSpec, check_spec, get_mesh
+from ftrans.core.sharding import Mesh, PartitionSpec, as_mesh, as_spec, check_spec, get_mesh
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -30,12 +30,12 @@ __all__ = ["shard_map"]
 
 
 def _is_spec(x: Any) -> bool:
-    return x is None or isinstance(x, PartitionSpec)
+    return x is None or isinstance(as_spec(x), PartitionSpec)
 
 
 def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
     if _is_spec(specs):
-        return [specs] * n
+        return [as_spec(specs)] * n
     try:
         groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), specs, tree,
                                     is_leaf=_is_spec)
@@ -44,7 +44,7 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> li
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
-    out = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+    out = [as_spec(s) for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
     for s in out:
         if not isinstance(s, PartitionSpec):
             raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
@@ -75,7 +75,7 @@ class _ShardMapped:
 
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
-        mesh = self._mesh if self._mesh is not None else get_mesh()
+        mesh = as_mesh(self._mesh) if self._mesh is not None else get_mesh()  # a jax mesh: as ftrans's
         if mesh is None:
             raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
                                    "ftrans.sharding.use_mesh")

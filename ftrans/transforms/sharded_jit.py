@@ -18,7 +18,15 @@ from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
-from ftrans.core.sharding import NamedSharding, Sharding, SingleDeviceSharding, check_divisible, from_runtime
+from ftrans.core.prims.parallel import pmap_in_program
+from ftrans.core.sharding import (
+    NamedSharding,
+    Sharding,
+    SingleDeviceSharding,
+    as_sharding,
+    check_divisible,
+    from_runtime,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.jit import LoweredText
 
@@ -54,11 +62,33 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
     return False
 
 
+def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
+    """What jit's ``in_shardings``/``out_shardings`` ask for: (partition over a mesh?, the one device every
+    single-device sharding among them names, or None). Shardings that are all single-device (JAX's or ftrans's)
+    need no partitioner: the program just runs on that device, as in JAX."""
+    from ftrans.core.sharding import PartitionSpec
+
+    devices = set()
+    for s in tree_util.tree_leaves((in_shardings, out_shardings),
+                                   is_leaf=lambda x: _is_sharding_leaf(x) or isinstance(x, PartitionSpec)):
+        s = as_sharding(s)
+        if s is None:
+            continue
+        if isinstance(s, SingleDeviceSharding):
+            devices.add(next(iter(s.device_set)))
+        else:
+            return True, None
+    if len(devices) > 1:
+        return True, None  # the partitioner reports the clash
+    return False, (devices.pop() if devices else None)
+
+
 def _is_sharding_leaf(x: Any) -> bool:
-    return x is None or isinstance(x, Sharding)
+    return x is None or isinstance(as_sharding(x), Sharding)
 
 
 def _check_sharding(x: Any, what: str, fname: str) -> Any:
+    x = as_sharding(x)  # a runtime (jax) sharding: as ftrans's
     if x is None or isinstance(x, NamedSharding):
         return x
     if isinstance(x, SingleDeviceSharding):
@@ -76,6 +106,7 @@ def _check_sharding(x: Any, what: str, fname: str) -> Any:
 def _bare_spec(x: Any) -> Any:
     from ftrans.core.sharding import PartitionSpec, get_mesh
 
+    x = as_sharding(x)  # JAX's spec or sharding: as ftrans's
     if isinstance(x, PartitionSpec):
         mesh = get_mesh()
         if mesh is not None:
@@ -90,9 +121,9 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
 
     def norm(s: Any) -> Any:
         checked = _check_sharding(_bare_spec(s), what, fname)
-        return _bare_spec(s) if as_given else checked
+        return as_sharding(_bare_spec(s)) if as_given else checked
 
-    if spec is None or isinstance(spec, (Sharding, PartitionSpec)):
+    if spec is None or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
         return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
@@ -197,7 +228,12 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
                                                                   leaves, avals, in_tree)
-        exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
+        if pmap_in_program(closed):  # not one partitioned program: each pmap runs as its own (transforms/jit.py)
+            from ftrans.transforms.jit import Interpreted
+
+            exe, donate = Interpreted(closed), ()
+        else:
+            exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
         entry = owner._spmd_cache[key] = (exe, out_tree, donate)
         owner.misses += 1
     else:
@@ -252,7 +288,11 @@ class ShardedCompiled:
         self._out_tree = out_tree
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return tree_util.tree_unflatten(self._out_tree, self._exe.run(tree_util.tree_leaves((args, kwargs))))
+        from ftrans.transforms.jit import check_not_traced
+
+        leaves = tree_util.tree_leaves((args, kwargs))
+        check_not_traced(leaves)
+        return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
 
     def as_text(self) -> str:
         return self._exe.compiled_text()

@@ -131,3 +131,29 @@ def _func_name(params: dict) -> str:
 
 pmap_p = CallPrimitive("pmap", func_name=_func_name, map_params=_map_params, body_env=_body_env)
 pmap_p.def_abstract_eval(_abstract_eval)
+
+
+def pmap_in_program(jaxpr: Any) -> bool:
+    """Whether running ``jaxpr`` (a Jaxpr or ClosedJaxpr) calls a ``pmap`` outside every other ``pmap``: at its
+    top level or in a ``jit_call`` it makes. Such a program cannot be one single-device executable (a pmap is a
+    multi-device program of its own), so a jit of it runs equation by equation (``transforms/jit.py``)."""
+    from ftrans.core.prims.calls import jit_call_p
+
+    j = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+    for eqn in j.eqns:
+        if eqn.primitive is pmap_p:
+            return True
+        if eqn.primitive is jit_call_p and pmap_in_program(eqn.params["jaxpr"]):
+            return True
+    return False
+
+
+def without_pmap_donation(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """``closed`` with its top-level pmaps donating nothing: a pmap called inside a jitted function ignores its
+    ``donate_argnums``, as in JAX (its operands belong to the enclosing program)."""
+    from ftrans.core.ir import Jaxpr
+
+    j = closed.jaxpr
+    eqns = [e.replace(params={**e.params, "donated_invars": (False,) * len(e.invars)})
+            if e.primitive is pmap_p and any(e.params.get("donated_invars", ())) else e for e in j.eqns]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)

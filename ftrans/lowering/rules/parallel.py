@@ -23,7 +23,8 @@ from ftrans.lowering.rules.collectives import axis_index, groups, int_matrix
 
 
 class PmapInsideJitError(LoweringError, NotImplementedError):
-    """A pmap staged into a jitted (single-device) program: ftrans runs pmap only as its own program."""
+    """A pmap lowered into a single-device module: ftrans runs pmap only as its own program (a jitted function
+    that calls one runs it so; only lowering it into one module is refused)."""
 
 
 @register_lowering(pmap_p)
@@ -32,9 +33,11 @@ def _pmap_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, axis_name: Any,
     m = ctx.module
     if not m.replica_axes:
         raise PmapInsideJitError(
-            f"pmap {name} (from {ctx.eqn.source_info}) is inside a jitted function: ftrans runs a pmap as a "
-            "multi-device program of its own, so call the pmapped function outside jit (jit inside pmap "
-            "works, and pmap already compiles its body); see docs/differences.md")
+            f"pmap {name} (from {ctx.eqn.source_info}) is inside a jitted function's single-device module: ftrans "
+            "runs a pmap as a multi-device program of its own, so it cannot be lowered into one (jit(f).lower, "
+            "or a pmap inside a cond/while/scan body under jit). Calling the jitted function works (its pmaps "
+            "run as their own programs); or call the pmapped function outside jit, or the control flow inside "
+            "the pmap; see docs/differences.md")
     m.replica_axes.append((axis_name, axis_size))
     try:
         idx = axis_index(ctx, axis_name)

@@ -10,11 +10,14 @@ structural ops that collapse, and the zero-cotangent debris reverse mode leaves.
 - ``reduce_sum`` over exactly the axes a ``broadcast_in_dim`` added -> ``x * n``;
   ``reduce_max``/``reduce_min`` of the same -> ``x``;
 - zeros (a zero literal, a broadcast of one, and anything below computed from zeros only):
-  ``x * 0`` -> zeros, ``x + 0``/``0 + x`` -> ``x``, ``0 - x`` -> ``neg x``, ``select_n`` of zeros,
-  a reduction, ``dot_general``, transpose/reshape/broadcast/convert of zeros -> zeros.
+  ``x * 0`` -> zeros where ``x`` is known finite, ``x + 0``/``0 + x`` -> ``x``, ``0 - x`` -> ``neg x``,
+  ``select_n`` of zeros, a reduction, ``dot_general`` (with a known-finite other operand),
+  transpose/reshape/broadcast/convert of zeros -> zeros.
 
-``x * 0`` -> ``0`` differs from IEEE arithmetic when ``x`` is ``inf`` or ``nan``; JAX's own
-symbolic zeros make the same choice for cotangents (``docs/differences.md``).
+``x * 0`` is ``nan`` in IEEE arithmetic when ``x`` is ``inf`` or ``nan``, so it folds only where ``x``
+cannot be either: an integer, a finite literal, or (through broadcasts, reshapes, transposes, negation,
+widening conversions and selects) one of those, as the ones seeding a cotangent. A jitted function thus
+computes what the same function computes eagerly, and what ``jax.jit`` computes.
 """
 
 from __future__ import annotations
@@ -71,6 +74,18 @@ class AlgebraicSimplification(Pass):
         def is_one(a: Any) -> bool:
             return is_literal_value(a, 1) if isinstance(a, Literal) else id(a) in ones
 
+        finite: set[int] = set()  # values that can hold no inf or nan (x * 0 of them is 0)
+
+        def is_finite(a: Any) -> bool:
+            if not np.issubdtype(a.aval.dtype, np.inexact):
+                return True
+            if isinstance(a, Literal):
+                try:
+                    return bool(np.all(np.isfinite(np.asarray(a.val))))
+                except TypeError:
+                    return False
+            return id(a) in finite or id(a) in zero or id(a) in ones
+
         def fwd(eqn: JaxprEqn, to: Any, what: str) -> None:
             rw.forward(eqn.outvars[0], to)
             ctx.record(eqn, what)
@@ -101,7 +116,8 @@ class AlgebraicSimplification(Pass):
                 ctx.record(eqn, f"`{name}` of zeros is zeros")
                 continue
             if p is E.mul_p or p is R.dot_general_p:
-                if any(is_zero(a) for a in ins) and np.issubdtype(out.aval.dtype, np.number):
+                if (any(is_zero(a) for a in ins) and all(is_finite(a) for a in ins)
+                        and np.issubdtype(out.aval.dtype, np.number)):
                     zeros_like_var(rw, out, eqn.source_info)
                     zero.add(id(out))
                     ctx.record(eqn, f"`{name}` by zero is zeros")
@@ -212,4 +228,21 @@ class AlgebraicSimplification(Pass):
                             ctx.record(eqn, f"`reduce_sum` of a broadcast became a `mul` by {n}")
                         continue
             emit(eqn)
+            if out is not None and len(eqn.outvars) == 1 and _keeps_finite(eqn, ins, is_finite):
+                finite.add(id(out))
         return rw.finish()
+
+
+_FINITE_PRESERVING = {S.broadcast_in_dim_p, S.reshape_p, S.transpose_p, E.neg_p, R.reduce_max_p, R.reduce_min_p}
+
+
+def _keeps_finite(eqn: JaxprEqn, ins: list, is_finite: Any) -> bool:
+    """Whether ``eqn``'s result is finite because its operands are (it computes no new values)."""
+    p = eqn.primitive
+    if p in _FINITE_PRESERVING:
+        return is_finite(ins[0])
+    if p is S.convert_element_type_p:  # a widening conversion cannot overflow to inf
+        return is_finite(ins[0]) and np.can_cast(ins[0].aval.dtype, eqn.outvars[0].aval.dtype, "safe")
+    if p is S.select_n_p:
+        return all(is_finite(c) for c in ins[1:])
+    return False
