@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.dtypes import SHORT_NAMES
 
 
 class Var:
@@ -73,6 +72,12 @@ class JaxprEqn(NamedTuple):
     def replace(self, **kw) -> JaxprEqn:
         return self._replace(**kw)
 
+    def __str__(self) -> str:
+        """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
+        return _render(_Printer(False).eqn_doc(self))
+
+    __repr__ = __str__
+
 
 class Jaxpr:
     """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
@@ -96,7 +101,7 @@ class Jaxpr:
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
         ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer."""
-        return _Printer(source_info, name_stack).jaxpr(self, indent=0)
+        return _Printer(source_info, name_stack).render(self)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -285,6 +290,104 @@ def all_jaxprs(jaxpr: Jaxpr | ClosedJaxpr) -> list[Jaxpr]:
 
 # ----------------------------------------------------------------------------
 # Printing
+#
+# The text is laid out the way JAX's printer lays it out, so a printed ftrans program reads (and
+# diffs) like a printed JAX one: a bracketed part (a whole jaxpr, an equation's parameters, a tuple
+# of branches) stays on one line when it fits in the rest of an 80-column line, and otherwise each
+# of its breaks becomes a new line indented by its nesting.  ``{ lambda ; a:f32[3]. let b:f32[3] =
+# sin a in (b,) }`` is one line; a longer program puts one equation on each line.
+#
+# The layout engine is the classic one of Oppen, Wadler and Lindig ("strictly pretty"): a document
+# is text, a break (printed as its separator or as a newline), a nested part (more indentation
+# after its newlines), a group (all its own breaks flat, or all of them newlines) or a list of
+# these.  Whether a group fits is decided when the printer reaches it, from its flat width alone.
+
+_WIDTH = 80
+_INF = float("inf")
+
+
+class _Brk:
+    __slots__ = ("sep",)
+
+    def __init__(self, sep: str = " "):
+        self.sep = sep
+
+
+class _Nest:
+    __slots__ = ("n", "body")
+
+    def __init__(self, n: int, body):
+        self.n, self.body = n, body
+
+
+class _Group:
+    __slots__ = ("body", "_w")
+
+    def __init__(self, body):
+        self.body, self._w = body, None
+
+
+class _Hard:
+    """Text that keeps every group around it broken (an equation's ``# file:line`` note)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _flat_width(doc) -> float:
+    if isinstance(doc, str):
+        return _INF if "\n" in doc else len(doc)
+    if isinstance(doc, list):
+        return sum(_flat_width(d) for d in doc)
+    if isinstance(doc, _Group):
+        if doc._w is None:
+            doc._w = _flat_width(doc.body)
+        return doc._w
+    if isinstance(doc, _Brk):
+        return len(doc.sep)
+    if isinstance(doc, _Nest):
+        return _flat_width(doc.body)
+    return _INF  # _Hard
+
+
+def _render(doc, width: int = _WIDTH) -> str:
+    out: list[str] = []
+    col = 0
+    todo = [(0, False, doc)]
+    while todo:
+        ind, flat, d = todo.pop()
+        if isinstance(d, str):
+            out.append(d)
+            nl = d.rfind("\n")
+            col = col + len(d) if nl < 0 else len(d) - nl - 1
+        elif isinstance(d, list):
+            todo.extend((ind, flat, c) for c in reversed(d))
+        elif isinstance(d, _Brk):
+            if flat:
+                out.append(d.sep)
+                col += len(d.sep)
+            else:
+                out.append("\n" + " " * ind)
+                col = ind
+        elif isinstance(d, _Group):
+            todo.append((ind, flat or col + _flat_width(d) <= width, d.body))
+        elif isinstance(d, _Nest):
+            todo.append((ind + d.n, flat, d.body))
+        else:  # _Hard
+            out.append(d.text)
+            col += len(d.text)
+    return "\n".join(line.rstrip() for line in "".join(out).split("\n"))
+
+
+def _join(sep, docs: list) -> list:
+    out: list = []
+    for i, d in enumerate(docs):
+        if i:
+            out.append(sep)
+        out.append(d)
+    return out
 
 
 def _names():
@@ -321,61 +424,62 @@ class _Printer:
             return f"_:{v.aval.str_short()}"
         return f"{self.name(v)}:{v.aval.str_short()}"
 
-    def jaxpr(self, jaxpr: Jaxpr, indent: int) -> str:
-        pad = " " * indent
-        consts = " ".join(self.binder(v) for v in jaxpr.constvars)
-        ins = " ".join(self.binder(v) for v in jaxpr.invars)
-        head = f"{{ lambda {consts}; {ins}. let"
-        lines = [head]
-        for eqn in jaxpr.eqns:
-            lines.append(self.eqn(eqn, indent + 4))
-        outs = ", ".join(self.atom(a) for a in jaxpr.outvars)
-        lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
-        return "\n".join(lines)
-
-    def nested_param(self, k: str, v: Any, indent: int) -> str:
-        if isinstance(v, ClosedJaxpr):
-            v = v.jaxpr
-        if isinstance(v, Jaxpr):
-            return f"{k}=" + self.jaxpr(v, indent + len(k) + 1)
-        inner = (",\n" + " " * (indent + 2)).join(
-            self.jaxpr(x.jaxpr if isinstance(x, ClosedJaxpr) else x, indent + 2) for x in v
-        )
-        return f"{k}=(\n{' ' * (indent + 2)}{inner}\n{' ' * indent})"
-
-    def param(self, k: str, v: Any, indent: int) -> str:
+    def param(self, k: str, v: Any) -> str:
         if isinstance(v, np.dtype):
-            return f"{k}={SHORT_NAMES.get(v, v.name)}"
+            return f"{k}={v}"  # as JAX prints it: new_dtype=int32
         if callable(v) and hasattr(v, "__name__"):
             return f"{k}={v.__name__}"
         return f"{k}={v}"
 
-    def eqn(self, eqn: JaxprEqn, indent: int) -> str:
-        pad = " " * indent
-        lhs = " ".join(self.binder(v) for v in eqn.outvars)
-        ps = ""
+    def render(self, jaxpr: Jaxpr) -> str:
+        return _render(self.jaxpr_doc(jaxpr))
+
+    # The documents.  A list of names fills its lines: each separator is a group of its own, so
+    # it breaks only once the line is full.
+
+    @staticmethod
+    def _words(words: list[str], sep: str = "") -> _Nest:
+        return _Nest(2, _Group(_join([sep, _Group(_Brk())] if sep else _Group(_Brk()), words)))
+
+    def jaxpr_doc(self, jaxpr: Jaxpr) -> list:
+        consts = self._words([self.binder(v) for v in jaxpr.constvars])
+        ins = self._words([self.binder(v) for v in jaxpr.invars])
+        eqns = _join(_Brk("; "), [self.eqn_doc(e) for e in jaxpr.eqns])
+        outs = self._words([self.atom(a) for a in jaxpr.outvars], ",")
+        close = ",)" if len(jaxpr.outvars) == 1 else ")"
+        body = ["{ lambda ", consts, "; ", ins, ". let", _Nest(2, [_Brk(), eqns]), _Brk(), "in (", outs, close]
+        return [_Group(_Nest(2, body)), " }"]
+
+    def _bracketed(self, opening: str, items: list, closing: str) -> _Group:
+        return _Group([_Nest(2, [opening, _Brk(""), _join(_Brk(), items)]), _Brk(""), closing])
+
+    def param_doc(self, k: str, v: Any, nested: bool) -> Any:
+        if not nested:
+            return self.param(k, v)
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            return [f"{k}=", self.jaxpr_doc(v.jaxpr if isinstance(v, ClosedJaxpr) else v)]
+        docs = [self.jaxpr_doc(x.jaxpr if isinstance(x, ClosedJaxpr) else x) for x in v]
+        return [f"{k}=", self._bracketed("(", docs, ")")]
+
+    def eqn_doc(self, eqn: JaxprEqn) -> list:
+        doc: list = []
+        if eqn.outvars:  # an equation with no results (a debug callback) binds nothing
+            doc += [self._words([self.binder(v) for v in eqn.outvars]), " = "]
+        doc.append(eqn.primitive.name)
         if eqn.params:
-            inner_indent = indent + 2
             nested = subjaxpr_params(eqn)
-            rendered = [self.nested_param(k, v, inner_indent) if k in nested else self.param(k, v, inner_indent)
-                        for k, v in sorted(eqn.params.items())]
-            if any("\n" in r for r in rendered) or sum(map(len, rendered)) > 60:
-                sep = "\n" + " " * inner_indent
-                ps = "[" + sep + sep.join(rendered) + "\n" + pad + "]"
-            else:
-                ps = "[" + " ".join(rendered) + "]"
-        args = " ".join(self.atom(a) for a in eqn.invars)
-        eq = f"{lhs} = " if lhs else ""  # an equation with no results (a debug callback) binds nothing
-        line = f"{pad}{eq}{eqn.primitive.name}{ps} {args}".rstrip()
+            kvs = [self.param_doc(k, v, k in nested) for k, v in sorted(eqn.params.items())]
+            doc.append(self._bracketed("[", kvs, "]"))
+        doc += [" ", self._words([self.atom(a) for a in eqn.invars])]
         info = eqn.source_info
         notes = []
         if self.source_info and info is not None:
             notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
         if self.name_stack and info is not None and info.name_stack:
             notes.append(f"[{info.name_stack}]")
-        if notes:
-            line += "  # " + " ".join(notes)
-        return line
+        if notes:  # one equation a line, each with its note
+            doc.append(_Hard("  # " + " ".join(notes)))
+        return doc
 
 
 # HTML for notebooks (``_repr_html_``).  It walks the program in the same order as
@@ -455,7 +559,7 @@ class _HtmlPrinter(_Printer):
         held = subjaxpr_params(eqn)
         for k, v in sorted(eqn.params.items()):
             if k not in held:
-                simple.append(_esc(self.param(k, v, 0)))
+                simple.append(_esc(self.param(k, v)))
             elif isinstance(v, (Jaxpr, ClosedJaxpr)):
                 nested.append(self.nested_html(k, v))
             else:
