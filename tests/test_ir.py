@@ -446,8 +446,17 @@ def test_make_jaxpr_preserves_function_metadata():
         """doc"""
         return x
 
-    m = ftrans.make_jaxpr(my_function)
-    assert m.__name__ == "my_function" and m.__doc__ == "doc"
+    class C:
+        def method(self, x):
+            return x
+
+    for f in (my_function, C().method):
+        m, jm = ftrans.make_jaxpr(f), jax.make_jaxpr(f)
+        assert (m.__name__, m.__qualname__) == (jm.__name__, jm.__qualname__)
+        assert m.__wrapped__ is f and m.__module__ == "ftrans"  # JAX's is "jax"
+    assert ftrans.make_jaxpr(my_function).__name__ == "make_jaxpr(my_function)"
+    assert ftrans.make_jaxpr(my_function).__doc__ == "doc"
+    assert ftrans.make_jaxpr(C().method).__qualname__.endswith("C.method)")
 
 
 def test_staged_operations_on_constants_are_recorded():
