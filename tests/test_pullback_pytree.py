@@ -349,3 +349,16 @@ def test_with_refs_errors():
         f_vjp.with_refs("x", ftrans.ad.GradValue())
     with pytest.raises(NotImplementedError, match="mutable ref"):
         f_vjp.with_refs(fjnp.zeros(()), ftrans.ad.GradValue())
+
+
+def test_pullback_called_with_several_arguments_says_it_takes_one():
+    def foo(x):
+        return x, x
+
+    _, f_vjp = ftrans.vjp(foo, 1.0)
+    _, j_vjp = jax.vjp(foo, 1.0)
+    with pytest.raises(TypeError):  # JAX's is a TypeError too
+        j_vjp(1.0, 1.0)
+    with pytest.raises(errors.FtransTypeError, match=r"applied to foo was called with 2 arguments.*one tuple"):
+        f_vjp(1.0, 1.0)
+    assert len(f_vjp((1.0, 1.0))) == 1

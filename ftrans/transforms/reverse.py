@@ -291,7 +291,13 @@ class _Pullback:
         got = iter(eval_jaxpr(ClosedJaxpr(pruned, closed.consts), closed.consts, *cts))
         return [next(got) if w else None for w in wanted]
 
-    def __call__(self, ct: Any) -> tuple:
+    def __call__(self, ct: Any, *extra: Any) -> tuple:
+        if extra:
+            raise FtransTypeError(
+                f"vjp({self._name}) pullback: the function returned by vjp applied to {self._name} was called "
+                f"with {1 + len(extra)} arguments, but it takes one, the cotangent of {self._name}'s output "
+                f"(structured as that output, {self._out_tree}: when {self._name} returns a tuple, pass one "
+                "tuple of cotangents)")
         leaves, tree = tree_util.tree_flatten(ct)
         if tree != self._out_tree:  # JAX raises ValueError for a wrong cotangent (structure, shape, dtype)
             raise FtransValueError(
