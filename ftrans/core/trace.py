@@ -241,14 +241,17 @@ def _escaped(t: Tracer) -> UnexpectedTracerError:
 
 def find_top_trace(args) -> Trace:
     top = state.dynamic
+    culprit = None  # the argument whose transform is `top`, if one is
     for a in args:
         if isinstance(a, Tracer):
             m = a._trace.main
             if m.level > top.level:
-                top = m
+                top, culprit = m, a
             elif not m.alive:
                 raise _escaped(a)
     if not top.alive:
+        if culprit is not None:  # a tracer of a finished transform, deeper than any live one
+            raise _escaped(culprit)
         raise UnexpectedTracerError("bind found a finished transform on the trace stack")
     return top.trace
 
