@@ -102,6 +102,7 @@ def _layout_cases(np_mod, lax_mod):
         (lambda x: lax_mod.scan(lambda c, y: (c + y, c * y), x[0], x), (x3,)),  # a broken body
         (lambda x: lax_mod.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.), (0, x)), (x3,)),
         (lambda *a: sum(a), (x3,) * 12),  # a binder list that fills its lines
+        (lambda *a: lax_mod.concatenate(a, 0), (x3,) * 30),  # an equation too long for its line
     ]
 
 

@@ -8,6 +8,7 @@ IR and error messages point at the user's code rather than at ftrans.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import weakref
 from typing import Any, NamedTuple
@@ -336,6 +337,17 @@ class _Hard:
         self.text = text
 
 
+class _Line:
+    """A part whose one-line text is known; ``build()`` makes the document that lays it out
+    when that text does not fit."""
+
+    __slots__ = ("flat", "build", "width")
+
+    def __init__(self, flat: str, build):
+        self.flat, self.build = flat, build
+        self.width = _INF if "\n" in flat else len(flat)
+
+
 def _flat_width(doc) -> float:
     if isinstance(doc, str):
         return _INF if "\n" in doc else len(doc)
@@ -349,6 +361,8 @@ def _flat_width(doc) -> float:
         return len(doc.sep)
     if isinstance(doc, _Nest):
         return _flat_width(doc.body)
+    if isinstance(doc, _Line):
+        return doc.width
     return _INF  # _Hard
 
 
@@ -375,6 +389,12 @@ def _render(doc, width: int = _WIDTH) -> str:
             todo.append((ind, flat or col + _flat_width(d) <= width, d.body))
         elif isinstance(d, _Nest):
             todo.append((ind + d.n, flat, d.body))
+        elif isinstance(d, _Line):
+            if flat or col + d.width <= width:
+                out.append(d.flat)
+                col += d.width
+            else:
+                todo.append((ind, False, d.build()))
         else:  # _Hard
             out.append(d.text)
             col += len(d.text)
@@ -432,13 +452,23 @@ class _Printer:
         return f"{k}={v}"
 
     def render(self, jaxpr: Jaxpr) -> str:
-        return _render(self.jaxpr_doc(jaxpr))
+        # The document is many small objects that all die together: collecting garbage while it
+        # is built would only walk them (it tripled the time of a 10,000-equation program).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return _render(self.jaxpr_doc(jaxpr))
+        finally:
+            if enabled:
+                gc.enable()
 
     # The documents.  A list of names fills its lines: each separator is a group of its own, so
     # it breaks only once the line is full.
 
     @staticmethod
-    def _words(words: list[str], sep: str = "") -> _Nest:
+    def _words(words: list[str], sep: str = "") -> Any:
+        if len(words) <= 1:
+            return words[0] if words else ""
         return _Nest(2, _Group(_join([sep, _Group(_Brk())] if sep else _Group(_Brk()), words)))
 
     def jaxpr_doc(self, jaxpr: Jaxpr) -> list:
@@ -461,25 +491,36 @@ class _Printer:
         docs = [self.jaxpr_doc(x.jaxpr if isinstance(x, ClosedJaxpr) else x) for x in v]
         return [f"{k}=", self._bracketed("(", docs, ")")]
 
-    def eqn_doc(self, eqn: JaxprEqn) -> list:
-        doc: list = []
-        if eqn.outvars:  # an equation with no results (a debug callback) binds nothing
-            doc += [self._words([self.binder(v) for v in eqn.outvars]), " = "]
-        doc.append(eqn.primitive.name)
-        if eqn.params:
-            nested = subjaxpr_params(eqn)
+    def eqn_doc(self, eqn: JaxprEqn) -> Any:
+        outs = [self.binder(v) for v in eqn.outvars]
+        nested = subjaxpr_params(eqn) if eqn.params else ()
+        if nested:
             kvs = [self.param_doc(k, v, k in nested) for k, v in sorted(eqn.params.items())]
-            doc.append(self._bracketed("[", kvs, "]"))
-        doc += [" ", self._words([self.atom(a) for a in eqn.invars])]
+            ins = [self.atom(a) for a in eqn.invars]
+            body = self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]"), ins)
+        else:
+            # A plain equation (most of them): its one-line text is built directly, and the
+            # document that may break it is built only if it does not fit (_Line).
+            kvs = [self.param(k, v) for k, v in sorted(eqn.params.items())]
+            ins = [self.atom(a) for a in eqn.invars]
+            flat = (f"{' '.join(outs)} = " if outs else "") + eqn.primitive.name + \
+                (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
+            body = _Line(flat, lambda: self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]") if kvs else "", ins))
+        notes = self._notes(eqn)
+        return [body, _Hard(notes)] if notes else body
+
+    def _eqn_parts(self, eqn: JaxprEqn, outs: list[str], params: Any, ins: list[str]) -> list:
+        doc: list = [self._words(outs), " = "] if outs else []  # a debug callback binds nothing
+        return doc + [eqn.primitive.name, params, " ", self._words(ins)]
+
+    def _notes(self, eqn: JaxprEqn) -> str:
         info = eqn.source_info
         notes = []
         if self.source_info and info is not None:
             notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
         if self.name_stack and info is not None and info.name_stack:
             notes.append(f"[{info.name_stack}]")
-        if notes:  # one equation a line, each with its note
-            doc.append(_Hard("  # " + " ".join(notes)))
-        return doc
+        return "  # " + " ".join(notes) if notes else ""  # one equation a line, each with its note
 
 
 # HTML for notebooks (``_repr_html_``).  It walks the program in the same order as
