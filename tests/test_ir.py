@@ -103,7 +103,30 @@ def _layout_cases(np_mod, lax_mod):
         (lambda x: lax_mod.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.), (0, x)), (x3,)),
         (lambda *a: sum(a), (x3,) * 12),  # a binder list that fills its lines
         (lambda *a: lax_mod.concatenate(a, 0), (x3,) * 30),  # an equation too long for its line
+        (lambda x: lax_mod.scan(_long_body(np_mod), x[0], x), (x3,)),  # a body printed first, by name
     ]
+
+
+def _long_body(np_mod):
+    def body(c, y):
+        for _ in range(11):
+            c = np_mod.sin(c)
+        return c, c * y
+
+    return body
+
+
+def test_shared_bodies_print_once_by_name():
+    """A body used twice (here a jitted function's, cached) is printed once, before the program,
+    named after the call (JAX's `let name = { lambda ... } in`); its uses name it."""
+    f = ftrans.jit(lambda x: x * 2.0)
+    text = str(ftrans.make_jaxpr(lambda x: f(x) + f(x + 1.0))(x3))
+    assert text.startswith("let lambda = { lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b,) } in\n{ lambda ; c:f32[3]. let")
+    assert text.count("jaxpr=lambda") == 2 and text.count("{ lambda") == 2
+    # Two different shared bodies under the same name are told apart by a number.
+    g = ftrans.jit(lambda x: x * 3.0)
+    text = str(ftrans.make_jaxpr(lambda x: f(x) + f(x) + g(x) + g(x))(x3))
+    assert "let lambda = " in text and "let lambda1 = " in text and text.count("jaxpr=lambda1") == 2
 
 
 def test_layout_matches_jax():

@@ -8,6 +8,7 @@ IR and error messages point at the user's code rather than at ftrans.
 
 from __future__ import annotations
 
+import collections
 import gc
 import itertools
 import weakref
@@ -426,6 +427,7 @@ class _Printer:
         self.gen = _names()
         self.source_info = source_info
         self.name_stack = name_stack
+        self.shared: dict[int, str] = {}  # id(jaxpr) -> its name, for bodies printed once (_shared)
 
     def name(self, v: Var) -> str:
         k = id(v)
@@ -457,10 +459,56 @@ class _Printer:
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return _render(self.jaxpr_doc(jaxpr))
+            docs: list = []
+            for name, j in self._shared(jaxpr):
+                docs += ["let ", name, " = ", self.jaxpr_doc(j, define=True), " in", _Brk()]
+            docs.append(self.jaxpr_doc(jaxpr))
+            return _render(docs)
         finally:
             if enabled:
                 gc.enable()
+
+    def _shared(self, top: Jaxpr) -> list[tuple[str, Jaxpr]]:
+        """The nested bodies printed once, before the program (``let name = { lambda ... } in``),
+        and referred to by name where they are used, by JAX's rule: a body reached more than once
+        (each visit of a shared body counts again for the bodies inside it) or holding more than
+        ten equations.  A body is named after the ``name`` parameter of the first equation found
+        holding it (``<lambda>`` gives ``lambda``), else ``jaxpr``; a name already taken gets a
+        number (``jaxpr1``)."""
+        counts: dict[int, int] = {}
+        visits: dict[int, int] = {}
+        bodies: dict[int, Jaxpr] = {}
+        names: dict[int, str] = {}
+        todo = collections.deque([top])
+        while todo:
+            j = todo.popleft()
+            k = id(j)
+            counts[k] = counts.get(k, 0) + (2 if j is not top and len(j.eqns) > 10 else 1)
+            bodies[k] = j
+            visits[k] = v = visits.get(k, 0) + 1
+            if v > 2:  # two visits already made everything inside it shared: no need to walk it again
+                continue
+            for eqn in j.eqns:
+                subs = [x.jaxpr if isinstance(x, ClosedJaxpr) else x for x in subjaxprs(eqn)]
+                name = eqn.params.get("name") if subs else None
+                if isinstance(name, str):
+                    for x in subs:
+                        names.setdefault(id(x), name.strip("<>"))
+                todo.extend(subs)
+        taken: dict[str, int] = {}
+        out = []
+        for k, c in counts.items():
+            if c == 1:
+                continue
+            name = names.get(k, "jaxpr")
+            n = taken.get(name, 0)
+            taken[name] = n + 1
+            if n:
+                name += str(n)
+                taken[name] = taken.get(name, 0) + 1
+            self.shared[k] = name
+            out.append((name, bodies[k]))
+        return out
 
     # The documents.  A list of names fills its lines: each separator is a group of its own, so
     # it breaks only once the line is full.
@@ -471,7 +519,11 @@ class _Printer:
             return words[0] if words else ""
         return _Nest(2, _Group(_join([sep, _Group(_Brk())] if sep else _Group(_Brk()), words)))
 
-    def jaxpr_doc(self, jaxpr: Jaxpr) -> list:
+    def jaxpr_doc(self, jaxpr: Jaxpr, define: bool = False) -> Any:
+        if not define and self.shared:
+            name = self.shared.get(id(jaxpr))
+            if name is not None:
+                return name
         consts = self._words([self.binder(v) for v in jaxpr.constvars])
         ins = self._words([self.binder(v) for v in jaxpr.invars])
         eqns = _join(_Brk("; "), [self.eqn_doc(e) for e in jaxpr.eqns])
