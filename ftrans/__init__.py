@@ -63,6 +63,7 @@ from ftrans.transforms.jit import clear_caches, disable_jit, eval_shape, jit
 from ftrans.transforms.parallel import pmap
 from ftrans.transforms.remat import checkpoint, checkpoint_policies, remat
 from ftrans.transforms.reverse import (
+    NotNeeded,  # noqa: F401  (JAX's api.NotNeeded, in a pullback's args_res)
     fwd_and_bwd,
     grad,
     hessian,
@@ -124,6 +125,18 @@ from ftrans.core.version import __version__ as __version__  # noqa: E402
 
 P = PartitionSpec  # JAX's short name (jax.P)
 
+
+def _ad_namespace():
+    from types import SimpleNamespace
+
+    from ftrans.transforms import reverse
+
+    return SimpleNamespace(DontWant=reverse.DontWant, DidntWant=reverse.DidntWant, GradRef=reverse.GradRef,
+                           GradValue=reverse.GradValue)
+
+
+ad = _ad_namespace()  # JAX's jax.ad: the markers of a pullback's with_refs
+
 __all__ = [
     "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
@@ -140,7 +153,7 @@ __all__ = [
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
-    "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring",
+    "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
 ]
 
 from ftrans import (  # noqa: E402

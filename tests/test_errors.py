@@ -261,6 +261,49 @@ def test_escaped_tracer():
     assert_clean_trace_state()
 
 
+def test_escaped_staged_tracer_says_where_it_was_created():
+    """As JAX's "The leaked intermediate value was created on line ...": the equation that made the
+    escaped value names the user's line; an escaped input says it was one."""
+    leaked = []
+
+    def f(x):
+        y = jnp.sin(x)
+        leaked.append(y)
+        leaked.append(x)
+        return y
+
+    line = here() - 5
+    ftrans.jit(f)(1.0)
+    with pytest.raises(errors.UnexpectedTracerError, match=r"created by `sin` at .*test_errors.py:\d+ \(f\)") as ei:
+        leaked[0] + 1.0
+    assert f"{ME}:{line} (f)" in str(ei.value)
+    with pytest.raises(errors.UnexpectedTracerError, match="It was an input of the traced function"):
+        leaked[1] * 2.0
+    assert_clean_trace_state()
+
+
+@pytest.mark.parametrize("inner, outer", [(ftrans.grad, ftrans.grad), (ftrans.grad, ftrans.jit),
+                                          (ftrans.jit, ftrans.jit)])
+def test_escaped_inner_tracer_used_in_outer_transform_names_it(inner, outer):
+    """A tracer leaked from a transform nested inside a live one (deeper than any live trace) is
+    reported as the escaped value it is, with its type, like any other escaped tracer (JAX raises
+    UnexpectedTracerError here too)."""
+    leaked = []
+
+    def save(v):
+        leaked.append(v)
+        return v
+
+    def f(x):
+        leaked.clear()
+        inner(lambda v: save(v) * 1.0)(0.0)
+        return x + leaked[0]
+
+    with pytest.raises(errors.UnexpectedTracerError, match=r"traced value of type f32\[\] was used after"):
+        outer(f)(2.0)
+    assert_clean_trace_state()
+
+
 def test_failed_make_jaxpr_leaves_state_clean():
     def boom(x):
         y = jnp.sin(x)

@@ -32,23 +32,27 @@ def staged_str(f, *args, **kw) -> str:
 
 
 def test_print_unary():
-    assert staged_str(jnp.sin, x3) == "{ lambda ; a:f32[3]. let\n    b:f32[3] = sin a\n  in (b,) }"
+    assert staged_str(jnp.sin, x3) == "{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }"
 
 
 def test_print_chain_and_literal():
+    # Short enough for one line: the equations are separated by "; ", as JAX prints them.
+    expected = "{ lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = mul b 2.0:f32[] in (c,) }"
+    assert staged_str(lambda x: jnp.sin(x) * 2.0, x3) == expected
     expected = (
         "{ lambda ; a:f32[3]. let\n"
         "    b:f32[3] = sin a\n"
         "    c:f32[3] = mul b 2.0:f32[]\n"
-        "  in (c,) }"
+        "    d:f32[3] = add c a\n"
+        "  in (d,) }"
     )
-    assert staged_str(lambda x: jnp.sin(x) * 2.0, x3) == expected
+    assert staged_str(lambda x: jnp.sin(x) * 2.0 + x, x3) == expected
 
 
 def test_print_int_literal_and_weak_scalar_input():
     xi = np.arange(3, dtype=np.int32)
     assert staged_str(lambda x: x + 1, xi) == (
-        "{ lambda ; a:i32[3]. let\n    b:i32[3] = add a 1:i32[]\n  in (b,) }"
+        "{ lambda ; a:i32[3]. let b:i32[3] = add a 1:i32[] in (b,) }"
     )
     # A Python float argument is a weakly typed f32[] input.
     closed = ftrans.make_jaxpr(lambda x, s: x * s)(x3, 2.0)
@@ -57,7 +61,7 @@ def test_print_int_literal_and_weak_scalar_input():
     # gives the cotangent back its weak type).
     assert str(closed) == (
         "{ lambda ; a:f32[3] b:f32[]. let\n"
-        "    c:f32[] = convert_element_type[new_dtype=f32 weak_type=False] b\n"
+        "    c:f32[] = convert_element_type[new_dtype=float32 weak_type=False] b\n"
         "    d:f32[3] = mul a c\n  in (d,) }"
     )
 
@@ -77,6 +81,76 @@ def test_names_past_z():
     out = staged_str(f, np.float32(1.0))
     assert out == "\n".join(lines)
     assert "ba:f32[] = sin z" in out and "be:f32[] = sin bd" in out
+
+
+def _layout_cases(np_mod, lax_mod):
+    """Programs whose ftrans and JAX jaxprs have the same equations and parameters, so the printed
+    texts differ only if the layouts do."""
+    x3 = np.arange(3, dtype=np.float32)
+    c1 = np.zeros(1, np.float32)
+
+    def cond3(x):
+        return lax_mod.cond(x >= 0., lambda xt, _: xt + x, lambda _, xf: xf - x, x + 1., x + 2.)
+
+    return [
+        (np_mod.sin, (x3,)),  # one line
+        (lambda x: np_mod.sin(x) * 2.0, (x3,)),  # one line, equations joined by "; "
+        (lambda x: x, (x3,)),  # no equations: "let  in"
+        (lambda x: (x, 1., c1), (np.float32(0.),)),  # a constvar and a literal output
+        (lambda x: np_mod.sin(np_mod.cos(x)) * 2.0 + x, (x3,)),  # too long: one equation a line
+        (cond3, (np.float32(3.),)),  # branches that fit on a line each, inside a broken equation
+        (lambda x: lax_mod.scan(lambda c, y: (c + y, c * y), x[0], x), (x3,)),  # a broken body
+        (lambda x: lax_mod.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.), (0, x)), (x3,)),
+        (lambda *a: sum(a), (x3,) * 12),  # a binder list that fills its lines
+        (lambda *a: lax_mod.concatenate(a, 0), (x3,) * 30),  # an equation too long for its line
+        (lambda x: lax_mod.scan(_long_body(np_mod), x[0], x), (x3,)),  # a body printed first, by name
+    ]
+
+
+def _long_body(np_mod):
+    def body(c, y):
+        for _ in range(11):
+            c = np_mod.sin(c)
+        return c, c * y
+
+    return body
+
+
+def test_shared_bodies_print_once_by_name():
+    """A body used twice (here a jitted function's, cached) is printed once, before the program,
+    named after the call (JAX's `let name = { lambda ... } in`); its uses name it."""
+    f = ftrans.jit(lambda x: x * 2.0)
+    text = str(ftrans.make_jaxpr(lambda x: f(x) + f(x + 1.0))(x3))
+    assert text.startswith("let lambda = { lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b,) } in\n{ lambda ; c:f32[3]. let")
+    assert text.count("jaxpr=lambda") == 2 and text.count("{ lambda") == 2
+    # Two different shared bodies under the same name are told apart by a number.
+    g = ftrans.jit(lambda x: x * 3.0)
+    text = str(ftrans.make_jaxpr(lambda x: f(x) + f(x) + g(x) + g(x))(x3))
+    assert "let lambda = " in text and "let lambda1 = " in text and text.count("jaxpr=lambda1") == 2
+
+
+def test_layout_matches_jax():
+    """Where the programs agree, ftrans prints them exactly as JAX does: a jaxpr, a parameter list
+    or a tuple of branches stays on one line when it fits in 80 columns, else breaks at each part."""
+    ours = _layout_cases(jnp, ftrans.lax)
+    theirs = _layout_cases(jjnp, jax.lax)
+    for (f, args), (g, _) in zip(ours, theirs):
+        want = jax.make_jaxpr(g)(*args).pretty_print(use_color=False)
+        assert str(ftrans.make_jaxpr(f)(*args)) == want
+
+
+def test_eqn_str_matches_jax():
+    x3 = np.arange(3, dtype=np.float32)
+    ours = ftrans.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(x3).eqns
+    theirs = jax.make_jaxpr(lambda x: jjnp.sin(x) * 2.0)(x3).eqns
+    assert [str(e) for e in ours] == [str(e) for e in theirs] == ["a:f32[3] = sin b", "a:f32[3] = mul b 2.0:f32[]"]
+
+
+def test_source_info_keeps_one_equation_a_line():
+    x3 = np.arange(3, dtype=np.float32)
+    text = ftrans.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(x3).pretty_print(source_info=True)
+    lines = text.splitlines()
+    assert len(lines) == 4 and lines[1].strip().startswith("b:f32[3] = sin a  # test_ir.py:")
 
 
 def test_names_match_jax_past_z():
@@ -103,23 +177,24 @@ def test_print_params():
     assert "reduce_sum[axes=(0,)] a" in staged_str(jnp.sum, x3)
 
 
-def test_print_dtype_param_uses_short_name():
+def test_print_dtype_param_uses_numpy_name():
+    # A dtype parameter prints as NumPy names it (JAX's printer), unlike the short names of types.
     closed = ftrans.make_jaxpr(
         lambda x: ftrans.core.prims.structural.convert_element_type_p.bind(x, new_dtype=I32, weak_type=False)
     )(x3)
-    assert "convert_element_type[new_dtype=i32 weak_type=False] a" in str(closed)
+    assert "b:i32[3] = convert_element_type[new_dtype=int32 weak_type=False] a" in str(closed)
 
 
 def test_print_constvars_exact():
     c = np.arange(3, dtype=np.float32)
     assert staged_str(lambda x: x + c, x3) == (
-        "{ lambda a:f32[3]; b:f32[3]. let\n    c:f32[3] = add b a\n  in (c,) }"
+        "{ lambda a:f32[3]; b:f32[3]. let c:f32[3] = add b a in (c,) }"
     )
 
 
 def test_print_multiple_outputs_exact():
     assert staged_str(lambda x: (x * 2.0, 3), x3) == (
-        "{ lambda ; a:f32[3]. let\n    b:f32[3] = mul a 2.0:f32[]\n  in (b, 3:i32[]) }"
+        "{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b, 3:i32[]) }"
     )
 
 
@@ -128,7 +203,7 @@ def test_print_dropvar_and_no_eqns():
     d = ir.DropVar(ShapedArray((3,), F32))
     jaxpr = ir.Jaxpr([], [a], [ir.JaxprEqn(registry["sin"], [a], [d], {}, None)], [a])
     assert "_:f32[3] = sin a" in str(jaxpr)
-    assert staged_str(lambda x: x, x3) == "{ lambda ; a:f32[3]. let\n  in (a,) }"
+    assert staged_str(lambda x: x, x3) == "{ lambda ; a:f32[3]. let  in (a,) }"
 
 
 # ----------------------------------------------------------------------------
@@ -395,8 +470,17 @@ def test_make_jaxpr_preserves_function_metadata():
         """doc"""
         return x
 
-    m = ftrans.make_jaxpr(my_function)
-    assert m.__name__ == "my_function" and m.__doc__ == "doc"
+    class C:
+        def method(self, x):
+            return x
+
+    for f in (my_function, C().method):
+        m, jm = ftrans.make_jaxpr(f), jax.make_jaxpr(f)
+        assert (m.__name__, m.__qualname__) == (jm.__name__, jm.__qualname__)
+        assert m.__wrapped__ is f and m.__module__ == "ftrans"  # JAX's is "jax"
+    assert ftrans.make_jaxpr(my_function).__name__ == "make_jaxpr(my_function)"
+    assert ftrans.make_jaxpr(my_function).__doc__ == "doc"
+    assert ftrans.make_jaxpr(C().method).__qualname__.endswith("C.method)")
 
 
 def test_staged_operations_on_constants_are_recorded():

@@ -297,3 +297,68 @@ def test_linearized_function_has_partials_shape():
     close(f_lin.func(res, 1.0), f_lin(1.0))
     _, j_lin = jax.linearize(jax.checkpoint(lambda x: jjnp.sin(jjnp.sin(x))), 2.0)
     close(f_lin(1.0), j_lin(1.0))
+
+
+# ----------------------------------------------------------------------------
+# with_refs: which input cotangents are wanted (JAX's jax.ad markers)
+
+
+def _with_refs_results(lib, lnp, wants_names):
+    def f(x, y):
+        return lnp.sin(x) * y
+
+    x, y = lnp.arange(3.0), lnp.arange(3.0) + 1.0
+    _, f_vjp = lib.vjp(f, x, y)
+    wants = [getattr(lib.ad, n)() for n in wants_names]
+    return f_vjp.with_refs(*wants)(lnp.ones(3)), lib.ad
+
+
+@pytest.mark.parametrize("wants", [("GradValue", "GradValue"), ("DontWant", "GradValue"),
+                                   ("GradValue", "DontWant"), ("DontWant", "DontWant")])
+def test_with_refs_matches_jax(wants):
+    ours, fad = _with_refs_results(ftrans, fjnp, wants)
+    theirs, jad = _with_refs_results(jax, jjnp, wants)
+    for o, t, w in zip(ours, theirs, wants):
+        if w == "DontWant":
+            assert isinstance(t, jad.DidntWant) and isinstance(o, fad.DidntWant) and o == fad.DidntWant()
+        else:
+            np.testing.assert_allclose(np.asarray(o), np.asarray(t), rtol=1e-6)
+
+
+def test_with_refs_drops_the_work_of_unwanted_cotangents():
+    def f(x, y):
+        return x * y
+
+    x = y = fjnp.arange(3.0)
+    _, f_vjp = ftrans.vjp(f, x, y)
+    pb = f_vjp.with_refs(ftrans.ad.DontWant(), ftrans.ad.GradValue())
+    closed = ftrans.make_jaxpr(pb)(fjnp.ones(3))
+    assert [e.primitive.name for e in closed.eqns] == ["mul"]  # only y's cotangent, ct * x
+    assert len(ftrans.make_jaxpr(f_vjp)(fjnp.ones(3)).eqns) == 2
+    # The pullback stays a pytree: through jit, the unwanted cotangent comes back as DidntWant().
+    xg, yg = ftrans.jit(lambda p, o: p(o))(pb, fjnp.ones(3))
+    assert xg == ftrans.ad.DidntWant()
+    np.testing.assert_allclose(np.asarray(yg), [0.0, 1.0, 2.0])
+
+
+def test_with_refs_errors():
+    _, f_vjp = ftrans.vjp(lambda x, y: x * y, 1.0, 2.0)
+    with pytest.raises(errors.FtransValueError, match="one GradValue"):
+        f_vjp.with_refs(ftrans.ad.DontWant())
+    with pytest.raises(errors.FtransTypeError, match="GradValue\\(\\) or DontWant\\(\\), got str"):
+        f_vjp.with_refs("x", ftrans.ad.GradValue())
+    with pytest.raises(NotImplementedError, match="mutable ref"):
+        f_vjp.with_refs(fjnp.zeros(()), ftrans.ad.GradValue())
+
+
+def test_pullback_called_with_several_arguments_says_it_takes_one():
+    def foo(x):
+        return x, x
+
+    _, f_vjp = ftrans.vjp(foo, 1.0)
+    _, j_vjp = jax.vjp(foo, 1.0)
+    with pytest.raises(TypeError):  # JAX's is a TypeError too
+        j_vjp(1.0, 1.0)
+    with pytest.raises(errors.FtransTypeError, match=r"applied to foo was called with 2 arguments.*one tuple"):
+        f_vjp(1.0, 1.0)
+    assert len(f_vjp((1.0, 1.0))) == 1

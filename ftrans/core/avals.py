@@ -58,7 +58,8 @@ class ShapedArray:
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
-    return f"{dtypes.SHORT_NAMES.get(dtype, dtype.name)}[{','.join(map(str, shape))}]"
+    short = dtypes.SHORT_NAMES.get(dtype) or dtype.name  # (NumPy's dtype.name is slow: only when needed)
+    return f"{short}[{','.join(map(str, shape))}]"
 
 
 def shape_only_constant_error(x: Any) -> Exception:

@@ -8,6 +8,8 @@ IR and error messages point at the user's code rather than at ftrans.
 
 from __future__ import annotations
 
+import collections
+import gc
 import itertools
 import weakref
 from typing import Any, NamedTuple
@@ -15,7 +17,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.dtypes import SHORT_NAMES
 
 
 class Var:
@@ -73,6 +74,12 @@ class JaxprEqn(NamedTuple):
     def replace(self, **kw) -> JaxprEqn:
         return self._replace(**kw)
 
+    def __str__(self) -> str:
+        """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
+        return _render(_Printer(False).eqn_doc(self))
+
+    __repr__ = __str__
+
 
 class Jaxpr:
     """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
@@ -96,7 +103,7 @@ class Jaxpr:
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
         ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer."""
-        return _Printer(source_info, name_stack).jaxpr(self, indent=0)
+        return _Printer(source_info, name_stack).render(self)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -285,6 +292,123 @@ def all_jaxprs(jaxpr: Jaxpr | ClosedJaxpr) -> list[Jaxpr]:
 
 # ----------------------------------------------------------------------------
 # Printing
+#
+# The text is laid out the way JAX's printer lays it out, so a printed ftrans program reads (and
+# diffs) like a printed JAX one: a bracketed part (a whole jaxpr, an equation's parameters, a tuple
+# of branches) stays on one line when it fits in the rest of an 80-column line, and otherwise each
+# of its breaks becomes a new line indented by its nesting.  ``{ lambda ; a:f32[3]. let b:f32[3] =
+# sin a in (b,) }`` is one line; a longer program puts one equation on each line.
+#
+# The layout engine is the classic one of Oppen, Wadler and Lindig ("strictly pretty"): a document
+# is text, a break (printed as its separator or as a newline), a nested part (more indentation
+# after its newlines), a group (all its own breaks flat, or all of them newlines) or a list of
+# these.  Whether a group fits is decided when the printer reaches it, from its flat width alone.
+
+_WIDTH = 80
+_INF = float("inf")
+
+
+class _Brk:
+    __slots__ = ("sep",)
+
+    def __init__(self, sep: str = " "):
+        self.sep = sep
+
+
+class _Nest:
+    __slots__ = ("n", "body")
+
+    def __init__(self, n: int, body):
+        self.n, self.body = n, body
+
+
+class _Group:
+    __slots__ = ("body", "_w")
+
+    def __init__(self, body):
+        self.body, self._w = body, None
+
+
+class _Hard:
+    """Text that keeps every group around it broken (an equation's ``# file:line`` note)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+class _Line:
+    """A part whose one-line text is known; ``build()`` makes the document that lays it out
+    when that text does not fit."""
+
+    __slots__ = ("flat", "build", "width")
+
+    def __init__(self, flat: str, build):
+        self.flat, self.build = flat, build
+        self.width = _INF if "\n" in flat else len(flat)
+
+
+def _flat_width(doc) -> float:
+    if isinstance(doc, str):
+        return _INF if "\n" in doc else len(doc)
+    if isinstance(doc, list):
+        return sum(_flat_width(d) for d in doc)
+    if isinstance(doc, _Group):
+        if doc._w is None:
+            doc._w = _flat_width(doc.body)
+        return doc._w
+    if isinstance(doc, _Brk):
+        return len(doc.sep)
+    if isinstance(doc, _Nest):
+        return _flat_width(doc.body)
+    if isinstance(doc, _Line):
+        return doc.width
+    return _INF  # _Hard
+
+
+def _render(doc, width: int = _WIDTH) -> str:
+    out: list[str] = []
+    col = 0
+    todo = [(0, False, doc)]
+    while todo:
+        ind, flat, d = todo.pop()
+        if isinstance(d, str):
+            out.append(d)
+            nl = d.rfind("\n")
+            col = col + len(d) if nl < 0 else len(d) - nl - 1
+        elif isinstance(d, list):
+            todo.extend((ind, flat, c) for c in reversed(d))
+        elif isinstance(d, _Brk):
+            if flat:
+                out.append(d.sep)
+                col += len(d.sep)
+            else:
+                out.append("\n" + " " * ind)
+                col = ind
+        elif isinstance(d, _Group):
+            todo.append((ind, flat or col + _flat_width(d) <= width, d.body))
+        elif isinstance(d, _Nest):
+            todo.append((ind + d.n, flat, d.body))
+        elif isinstance(d, _Line):
+            if flat or col + d.width <= width:
+                out.append(d.flat)
+                col += d.width
+            else:
+                todo.append((ind, False, d.build()))
+        else:  # _Hard
+            out.append(d.text)
+            col += len(d.text)
+    return "\n".join(line.rstrip() for line in "".join(out).split("\n"))
+
+
+def _join(sep, docs: list) -> list:
+    out: list = []
+    for i, d in enumerate(docs):
+        if i:
+            out.append(sep)
+        out.append(d)
+    return out
 
 
 def _names():
@@ -303,6 +427,7 @@ class _Printer:
         self.gen = _names()
         self.source_info = source_info
         self.name_stack = name_stack
+        self.shared: dict[int, str] = {}  # id(jaxpr) -> its name, for bodies printed once (_shared)
 
     def name(self, v: Var) -> str:
         k = id(v)
@@ -321,61 +446,133 @@ class _Printer:
             return f"_:{v.aval.str_short()}"
         return f"{self.name(v)}:{v.aval.str_short()}"
 
-    def jaxpr(self, jaxpr: Jaxpr, indent: int) -> str:
-        pad = " " * indent
-        consts = " ".join(self.binder(v) for v in jaxpr.constvars)
-        ins = " ".join(self.binder(v) for v in jaxpr.invars)
-        head = f"{{ lambda {consts}; {ins}. let"
-        lines = [head]
-        for eqn in jaxpr.eqns:
-            lines.append(self.eqn(eqn, indent + 4))
-        outs = ", ".join(self.atom(a) for a in jaxpr.outvars)
-        lines.append(f"{pad}  in ({outs}{',' if len(jaxpr.outvars) == 1 else ''}) }}")
-        return "\n".join(lines)
-
-    def nested_param(self, k: str, v: Any, indent: int) -> str:
-        if isinstance(v, ClosedJaxpr):
-            v = v.jaxpr
-        if isinstance(v, Jaxpr):
-            return f"{k}=" + self.jaxpr(v, indent + len(k) + 1)
-        inner = (",\n" + " " * (indent + 2)).join(
-            self.jaxpr(x.jaxpr if isinstance(x, ClosedJaxpr) else x, indent + 2) for x in v
-        )
-        return f"{k}=(\n{' ' * (indent + 2)}{inner}\n{' ' * indent})"
-
-    def param(self, k: str, v: Any, indent: int) -> str:
+    def param(self, k: str, v: Any) -> str:
         if isinstance(v, np.dtype):
-            return f"{k}={SHORT_NAMES.get(v, v.name)}"
+            return f"{k}={v}"  # as JAX prints it: new_dtype=int32
         if callable(v) and hasattr(v, "__name__"):
             return f"{k}={v.__name__}"
         return f"{k}={v}"
 
-    def eqn(self, eqn: JaxprEqn, indent: int) -> str:
-        pad = " " * indent
-        lhs = " ".join(self.binder(v) for v in eqn.outvars)
-        ps = ""
-        if eqn.params:
-            inner_indent = indent + 2
-            nested = subjaxpr_params(eqn)
-            rendered = [self.nested_param(k, v, inner_indent) if k in nested else self.param(k, v, inner_indent)
-                        for k, v in sorted(eqn.params.items())]
-            if any("\n" in r for r in rendered) or sum(map(len, rendered)) > 60:
-                sep = "\n" + " " * inner_indent
-                ps = "[" + sep + sep.join(rendered) + "\n" + pad + "]"
-            else:
-                ps = "[" + " ".join(rendered) + "]"
-        args = " ".join(self.atom(a) for a in eqn.invars)
-        eq = f"{lhs} = " if lhs else ""  # an equation with no results (a debug callback) binds nothing
-        line = f"{pad}{eq}{eqn.primitive.name}{ps} {args}".rstrip()
+    def render(self, jaxpr: Jaxpr) -> str:
+        # The document is many small objects that all die together: collecting garbage while it
+        # is built would only walk them (it tripled the time of a 10,000-equation program).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            docs: list = []
+            for name, j in self._shared(jaxpr):
+                docs += ["let ", name, " = ", self.jaxpr_doc(j, define=True), " in", _Brk()]
+            docs.append(self.jaxpr_doc(jaxpr))
+            return _render(docs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _shared(self, top: Jaxpr) -> list[tuple[str, Jaxpr]]:
+        """The nested bodies printed once, before the program (``let name = { lambda ... } in``),
+        and referred to by name where they are used, by JAX's rule: a body reached more than once
+        (each visit of a shared body counts again for the bodies inside it) or holding more than
+        ten equations.  A body is named after the ``name`` parameter of the first equation found
+        holding it (``<lambda>`` gives ``lambda``), else ``jaxpr``; a name already taken gets a
+        number (``jaxpr1``)."""
+        counts: dict[int, int] = {}
+        visits: dict[int, int] = {}
+        bodies: dict[int, Jaxpr] = {}
+        names: dict[int, str] = {}
+        todo = collections.deque([top])
+        while todo:
+            j = todo.popleft()
+            k = id(j)
+            counts[k] = counts.get(k, 0) + (2 if j is not top and len(j.eqns) > 10 else 1)
+            bodies[k] = j
+            visits[k] = v = visits.get(k, 0) + 1
+            if v > 2:  # two visits already made everything inside it shared: no need to walk it again
+                continue
+            for eqn in j.eqns:
+                subs = [x.jaxpr if isinstance(x, ClosedJaxpr) else x for x in subjaxprs(eqn)]
+                name = eqn.params.get("name") if subs else None
+                if isinstance(name, str):
+                    for x in subs:
+                        names.setdefault(id(x), name.strip("<>"))
+                todo.extend(subs)
+        taken: dict[str, int] = {}
+        out = []
+        for k, c in counts.items():
+            if c == 1:
+                continue
+            name = names.get(k, "jaxpr")
+            n = taken.get(name, 0)
+            taken[name] = n + 1
+            if n:
+                name += str(n)
+                taken[name] = taken.get(name, 0) + 1
+            self.shared[k] = name
+            out.append((name, bodies[k]))
+        return out
+
+    # The documents.  A list of names fills its lines: each separator is a group of its own, so
+    # it breaks only once the line is full.
+
+    @staticmethod
+    def _words(words: list[str], sep: str = "") -> Any:
+        if len(words) <= 1:
+            return words[0] if words else ""
+        return _Nest(2, _Group(_join([sep, _Group(_Brk())] if sep else _Group(_Brk()), words)))
+
+    def jaxpr_doc(self, jaxpr: Jaxpr, define: bool = False) -> Any:
+        if not define and self.shared:
+            name = self.shared.get(id(jaxpr))
+            if name is not None:
+                return name
+        consts = self._words([self.binder(v) for v in jaxpr.constvars])
+        ins = self._words([self.binder(v) for v in jaxpr.invars])
+        eqns = _join(_Brk("; "), [self.eqn_doc(e) for e in jaxpr.eqns])
+        outs = self._words([self.atom(a) for a in jaxpr.outvars], ",")
+        close = ",)" if len(jaxpr.outvars) == 1 else ")"
+        body = ["{ lambda ", consts, "; ", ins, ". let", _Nest(2, [_Brk(), eqns]), _Brk(), "in (", outs, close]
+        return [_Group(_Nest(2, body)), " }"]
+
+    def _bracketed(self, opening: str, items: list, closing: str) -> _Group:
+        return _Group([_Nest(2, [opening, _Brk(""), _join(_Brk(), items)]), _Brk(""), closing])
+
+    def param_doc(self, k: str, v: Any, nested: bool) -> Any:
+        if not nested:
+            return self.param(k, v)
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            return [f"{k}=", self.jaxpr_doc(v.jaxpr if isinstance(v, ClosedJaxpr) else v)]
+        docs = [self.jaxpr_doc(x.jaxpr if isinstance(x, ClosedJaxpr) else x) for x in v]
+        return [f"{k}=", self._bracketed("(", docs, ")")]
+
+    def eqn_doc(self, eqn: JaxprEqn) -> Any:
+        outs = [self.binder(v) for v in eqn.outvars]
+        nested = subjaxpr_params(eqn) if eqn.params else ()
+        if nested:
+            kvs = [self.param_doc(k, v, k in nested) for k, v in sorted(eqn.params.items())]
+            ins = [self.atom(a) for a in eqn.invars]
+            body = self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]"), ins)
+        else:
+            # A plain equation (most of them): its one-line text is built directly, and the
+            # document that may break it is built only if it does not fit (_Line).
+            kvs = [self.param(k, v) for k, v in sorted(eqn.params.items())]
+            ins = [self.atom(a) for a in eqn.invars]
+            flat = (f"{' '.join(outs)} = " if outs else "") + eqn.primitive.name + \
+                (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
+            body = _Line(flat, lambda: self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]") if kvs else "", ins))
+        notes = self._notes(eqn)
+        return [body, _Hard(notes)] if notes else body
+
+    def _eqn_parts(self, eqn: JaxprEqn, outs: list[str], params: Any, ins: list[str]) -> list:
+        doc: list = [self._words(outs), " = "] if outs else []  # a debug callback binds nothing
+        return doc + [eqn.primitive.name, params, " ", self._words(ins)]
+
+    def _notes(self, eqn: JaxprEqn) -> str:
         info = eqn.source_info
         notes = []
         if self.source_info and info is not None:
             notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
         if self.name_stack and info is not None and info.name_stack:
             notes.append(f"[{info.name_stack}]")
-        if notes:
-            line += "  # " + " ".join(notes)
-        return line
+        return "  # " + " ".join(notes) if notes else ""  # one equation a line, each with its note
 
 
 # HTML for notebooks (``_repr_html_``).  It walks the program in the same order as
@@ -455,7 +652,7 @@ class _HtmlPrinter(_Printer):
         held = subjaxpr_params(eqn)
         for k, v in sorted(eqn.params.items()):
             if k not in held:
-                simple.append(_esc(self.param(k, v, 0)))
+                simple.append(_esc(self.param(k, v)))
             elif isinstance(v, (Jaxpr, ClosedJaxpr)):
                 nested.append(self.nested_html(k, v))
             else:

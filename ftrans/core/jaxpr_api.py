@@ -111,6 +111,11 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
             return closed, tree_util.tree_unflatten(out_tree, shapes)
         return closed
 
+    name = getattr(fun, "__name__", None)
+    if name is not None:  # named as JAX names it: make_jaxpr(foo), from the public module
+        make.__name__ = f"make_jaxpr({name})"
+        make.__qualname__ = f"make_jaxpr({getattr(fun, '__qualname__', name)})"
+        make.__module__ = "ftrans"
     return make
 
 

@@ -235,20 +235,40 @@ def _escaped(t: Tracer) -> UnexpectedTracerError:
     return UnexpectedTracerError(
         f"a traced value of type {t.aval.str_short()} was used after the transformation that "
         "created it had finished (it escaped, e.g. through a global, a closure kept past the "
-        "call, or a side effect). Return it from the transformed function instead."
+        "call, or a side effect). Return it from the transformed function instead." + _escaped_origin(t)
     )
+
+
+def _escaped_origin(t: Tracer) -> str:
+    """Where an escaped staged value came from, when its (finished) trace still knows: the equation
+    that made it (its user line, as JAX's "was created on line"), or the function's inputs."""
+    builder = getattr(t._trace.main, "payload", None)
+    atom = getattr(t, "atom", None)
+    if not isinstance(builder, JaxprBuilder) or not isinstance(atom, Var):
+        return ""
+    if any(v is atom for v in builder.invars):
+        return " It was an input of the traced function."
+    for eqn in reversed(builder.eqns):
+        if any(v is atom for v in eqn.outvars):
+            info = eqn.source_info
+            where = f" at {info}" if info is not None else ""
+            return f" It was created by `{eqn.primitive.name}`{where}."
+    return ""
 
 
 def find_top_trace(args) -> Trace:
     top = state.dynamic
+    culprit = None  # the argument whose transform is `top`, if one is
     for a in args:
         if isinstance(a, Tracer):
             m = a._trace.main
             if m.level > top.level:
-                top = m
+                top, culprit = m, a
             elif not m.alive:
                 raise _escaped(a)
     if not top.alive:
+        if culprit is not None:  # a tracer of a finished transform, deeper than any live one
+            raise _escaped(culprit)
         raise UnexpectedTracerError("bind found a finished transform on the trace stack")
     return top.trace
 

@@ -20,7 +20,7 @@ from jax import tree_util
 from ftrans.core import building, dtypes
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, Jaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, aval_of, stage
@@ -99,6 +99,68 @@ def _is_not_needed(x: Any) -> bool:
     return isinstance(x, NotNeeded)
 
 
+class _Marker:
+    """A stateless tag (JAX's ``jax.ad`` classes): every instance equals every other of its class."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class GradValue(_Marker):
+    """``pullback.with_refs`` argument: return this input's cotangent (what a plain call does)."""
+
+
+class DontWant(_Marker):
+    """``pullback.with_refs`` argument: this input's cotangent is not wanted, so the backward pass
+    leaves out the work that only it needs; the pullback returns :class:`DidntWant` in its place."""
+
+
+class DidntWant(_Marker):
+    """What a ``with_refs`` pullback returns for an input marked :class:`DontWant` (a pytree with no
+    leaves, so it can leave a ``jit``)."""
+
+
+class GradRef(_Marker):
+    """JAX returns it for an input whose cotangent was accumulated into a mutable ref; ftrans has no
+    mutable refs, so it is never returned (kept for ``isinstance`` checks)."""
+
+
+for _cls in (DidntWant, GradRef):
+    tree_util.register_pytree_node(_cls, lambda _: ((), None), lambda _aux, _children, _c=_cls: _c())
+
+
+def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple[bool, ...]:
+    """One flag per input leaf, from ``with_refs``'s arguments (one per positional primal, each a
+    ``GradValue()`` or ``DontWant()``, or a pytree of them matching that primal)."""
+    leaves, tree = tree_util.tree_flatten(wants, is_leaf=lambda x: isinstance(x, _Marker))
+    if tree != in_tree:
+        raise FtransValueError(
+            f"{name}.with_refs: expected one GradValue() or DontWant() per primal input leaf, structured "
+            f"as the primals ({in_tree}), got {tree}")
+    out = []
+    for i, x in enumerate(leaves):
+        if isinstance(x, (GradValue, DontWant)):
+            out.append(isinstance(x, GradValue))
+        elif hasattr(x, "aval") or hasattr(x, "shape"):
+            raise NotImplementedError(
+                f"{name}.with_refs: input {i} is given an array, but accumulating a cotangent into a "
+                "mutable ref is not supported (ftrans has no mutable refs); pass GradValue() and add "
+                "the returned cotangent yourself")
+        else:
+            raise FtransTypeError(
+                f"{name}.with_refs: input {i} must be given GradValue() or DontWant(), got "
+                f"{type(x).__name__}")
+    return tuple(out)
+
+
 def _split_residuals(lin: ClosedJaxpr, leaves: list, in_tree: Any) -> tuple[Jaxpr, list, list, list[int]]:
     """Sort a linear jaxpr's residuals into the primal inputs they are and the rest, as JAX's ``vjp`` does.
 
@@ -142,8 +204,9 @@ class _Pullback:
 
     def __init__(self, name: str, jaxpr: Jaxpr, diff: list[bool], zero_out: list[bool], in_avals: list,
                  in_tree: Any, out_avals: list, out_tree: Any, args_res: list, opaque_residuals: list,
-                 used: list[int]):
+                 used: list[int], wants: tuple[bool, ...] | None = None):
         self._name = name
+        self._wants = wants  # None: every input's cotangent; else one flag per input leaf (with_refs)
         self._jaxpr = jaxpr
         self._diff = diff
         self._zero_out = zero_out
@@ -197,7 +260,44 @@ class _Pullback:
         """JAX's ``VJP.jaxpr``: the linear program (its constvars are the residuals)."""
         return self._jaxpr
 
-    def __call__(self, ct: Any) -> tuple:
+    def with_refs(self, *wants: Any) -> _Pullback:
+        """JAX's ``VJP.with_refs``: this pullback, told per primal input whether its cotangent is
+        wanted (``GradValue()``) or not (``DontWant()``).  The backward pass is then staged, the work
+        only unwanted cotangents need is dropped from it (dead-code elimination), and the result has
+        ``DidntWant()`` for those inputs.  JAX also accepts a mutable ref there to accumulate into;
+        ftrans has no refs and says so."""
+        flags = _wants_of(self.__name__, self._in_tree, wants)
+        return _Pullback(self._name, self._jaxpr, list(self._diff), list(self._zero_out), list(self._in_avals),
+                         self._in_tree, list(self._out_avals), self._out_tree, self.args_res,
+                         self.opaque_residuals, list(self._used), flags)
+
+    def _backward(self, cts: list) -> list:
+        """One cotangent per differentiable input (symbolic zeros allowed); with ``with_refs``
+        flags, the unwanted ones are None and nothing is computed for them alone."""
+        j = self._jaxpr
+        res = self._residuals()
+        if self._wants is None or all(self._wants):
+            args = [UndefinedPrimal(v.aval) for v in j.invars]
+            return list(backward_pass(j, res, args, cts))
+        wanted = [w for w, d in zip(self._wants, self._diff) if d]
+
+        def bwd(*cts_in: Any) -> list:
+            args = [UndefinedPrimal(v.aval) for v in j.invars]
+            outs = backward_pass(j, res, args, list(cts_in))
+            return [instantiate(c) for c, w in zip(outs, wanted) if w]
+
+        closed, _ = stage(bwd, [aval_of(c) for c in cts])
+        pruned, _ = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+        got = iter(eval_jaxpr(ClosedJaxpr(pruned, closed.consts), closed.consts, *cts))
+        return [next(got) if w else None for w in wanted]
+
+    def __call__(self, ct: Any, *extra: Any) -> tuple:
+        if extra:
+            raise FtransTypeError(
+                f"vjp({self._name}) pullback: the function returned by vjp applied to {self._name} was called "
+                f"with {1 + len(extra)} arguments, but it takes one, the cotangent of {self._name}'s output "
+                f"(structured as that output, {self._out_tree}: when {self._name} returns a tuple, pass one "
+                "tuple of cotangents)")
         leaves, tree = tree_util.tree_flatten(ct)
         if tree != self._out_tree:  # JAX raises ValueError for a wrong cotangent (structure, shape, dtype)
             raise FtransValueError(
@@ -223,26 +323,29 @@ class _Pullback:
                 )
             if not z:
                 cts.append(c)
-        j = self._jaxpr
-        args = [UndefinedPrimal(v.aval) for v in j.invars]
-        in_cts = iter(backward_pass(j, self._residuals(), args, cts))
-        out = []
-        for aval, d in zip(self._in_avals, self._diff):
-            out.append(instantiate(next(in_cts)) if d else _float0_zeros(tangent_aval(aval)))
+        in_cts = iter(self._backward(cts))
+        wants = self._wants or (True,) * len(self._in_avals)
+        out: list = []
+        for aval, d, w in zip(self._in_avals, self._diff, wants):
+            ct_in = next(in_cts) if d else None
+            if not w:
+                out.append(DidntWant())
+            else:
+                out.append(instantiate(ct_in) if d else _float0_zeros(tangent_aval(aval)))
         return tree_util.tree_unflatten(self._in_tree, out)
 
 
 def _pullback_flatten(pb: _Pullback) -> tuple[tuple, tuple]:
     aux = (pb._name, pb._jaxpr, tuple(pb._diff), tuple(pb._zero_out), tuple(pb._in_avals), pb._in_tree,
-           tuple(pb._out_avals), pb._out_tree, tuple(pb._used))
+           tuple(pb._out_avals), pb._out_tree, tuple(pb._used), pb._wants)
     return (pb.args_res, pb.opaque_residuals), aux
 
 
 def _pullback_unflatten(aux: tuple, children: Any) -> _Pullback:
-    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree, used = aux
+    name, jaxpr, diff, zero_out, in_avals, in_tree, out_avals, out_tree, used, wants = aux
     args_res, opaque = children
     return _Pullback(name, jaxpr, list(diff), list(zero_out), list(in_avals), in_tree, list(out_avals), out_tree,
-                     list(args_res), list(opaque), list(used))
+                     list(args_res), list(opaque), list(used), wants)
 
 
 tree_util.register_pytree_node(_Pullback, _pullback_flatten, _pullback_unflatten)
