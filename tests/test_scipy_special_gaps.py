@@ -8,6 +8,7 @@ import jax
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
+import scipy.special as osp
 
 import ftrans
 from ftrans.scipy import special as fsp
@@ -40,3 +41,52 @@ def test_lax_bessel_scalar_programs():
     for v in (3.5, 6.0, 12.0):
         close(ftrans.jit(ftrans.lax.bessel_i0e)(F(v)), jax.jit(jax.lax.bessel_i0e)(F(v)), 2e-6)
         close(ftrans.jit(ftrans.lax.bessel_i1e)(F(v)), jax.jit(jax.lax.bessel_i1e)(F(v)), 2e-6)
+
+
+# ---------------------------------------------------------------- sici, betainc, expn, ndtri
+
+def test_sici_edge_values_and_complex_error():
+    x = np.array([0.0, np.inf, -np.inf, -0.5, 3.0], F)
+    for o, t in zip(fsp.sici(x), jsp.sici(x)):
+        close(o, t, 1e-6, 1e-6)
+    for o, t in zip(ftrans.jit(fsp.sici)(x), jsp.sici(x)):
+        close(o, t, 1e-6, 1e-6)
+    assert np.isnan(np.asarray(fsp.sici(x)[1])[2])  # Ci(-inf) is NaN, as SciPy's
+    with pytest.raises(ValueError, match="Argument `x` to sici must be real-valued"):
+        fsp.sici(np.arange(3, dtype=np.complex64))
+
+
+def test_betainc_boundary_values():
+    fi = np.finfo(F)
+    s = np.array([np.nan, -0.5, np.inf, 0, fi.eps, 1, 0.5, 3], F)
+    xs = np.array([np.nan, -0.5, 0, 0.2, 0.5, 1, 1.5], F)
+    A, B, X = np.meshgrid(s, s, xs)
+    want = osp.betainc(A, B, X)
+    close(fsp.betainc(A, B, X), want.astype(F), 5e-5, 1e-6)
+    close(ftrans.jit(fsp.betainc)(A, B, X), want.astype(F), 5e-5, 1e-6)
+    # the grid JAX's own test checks, against jax
+    g = np.array([np.nan, -0.5, np.inf, 0, fi.eps, 1], F)
+    A, B, X = np.meshgrid(g, g, np.array([np.nan, -0.5, 0, 0.5, 1, 1.5], F))
+    close(fsp.betainc(A, B, X), jsp.betainc(A, B, X), 5e-5, 1e-6)
+
+
+def test_expn_broadcast_int_order():
+    n = np.array([[1], [2], [3]], np.int32)
+    x = np.linspace(0.2, 3.0, 8, dtype=F).reshape(2, 1, 4)
+    close(fsp.expn(n, x), jsp.expn(n, x), 1e-5, 1e-7)
+    close(ftrans.jit(fsp.expn)(n, x), jsp.expn(n, x), 1e-5, 1e-7)
+    ours = ftrans.grad(lambda v: fsp.expn(n, v).sum())(x)
+    close(ours, jax.grad(lambda v: jsp.expn(n, v).sum())(x), 1e-4, 1e-6)
+
+
+@pytest.mark.parametrize("with_jit", [False, True])
+def test_ndtri_debug_infs(with_jit):
+    f = ftrans.jit(fsp.ndtri) if with_jit else fsp.ndtri
+    g = jax.jit(jsp.ndtri) if with_jit else jsp.ndtri
+    with ftrans.debug_infs(True), jax.debug_infs(True):
+        close(f(0.5), g(0.5), 0, 0)  # no inf on the way: no error
+        for p in (0.0, 1.0):
+            with pytest.raises(FloatingPointError, match=r"invalid value \(inf\)"):
+                g(p)
+            with pytest.raises(FloatingPointError, match=r"invalid value \(inf\)"):
+                f(p)

@@ -774,11 +774,14 @@ def _betacf(a: Any, b: Any, x: Any, active: Any) -> Any:
 
 def _betainc_impl(a: Any, b: Any, x: Any) -> Any:
     t = x.dtype.type
+    inf = t(np.inf)
     nan = (x < t(0)) | (x > t(1)) | (a < t(0)) | (b < t(0)) | ((a == t(0)) & (b == t(0))) | \
-        jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x)
-    trivial = nan | (x == t(0)) | (x == t(1)) | (a == t(0)) | (b == t(0))
-    edge = jnp.where((a == t(0)) | (x == t(1)), t(1), t(0))  # a == 0 or x == 1: 1; b == 0 or x == 0: 0
-    edge = jnp.where((b == t(0)) & (a != t(0)), t(0), edge)
+        ((a == inf) & (b == inf)) | jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x)
+    # SciPy's boundary values: the ends of [0, 1] first (0 at x == 0, 1 at x == 1), then the limits in
+    # the parameters (a -> 0 or b -> inf: 1; b -> 0 or a -> inf: 0)
+    trivial = nan | (x == t(0)) | (x == t(1)) | (a == t(0)) | (b == t(0)) | (a == inf) | (b == inf)
+    one = (x == t(1)) | ((x != t(0)) & ((a == t(0)) | (b == inf)))
+    edge = jnp.where(one, t(1), t(0))
     flip = x > (a + t(1)) / (a + b + t(2))
     aa = jnp.where(trivial, t(1), jnp.where(flip, b, a))
     bb = jnp.where(trivial, t(1), jnp.where(flip, a, b))
@@ -944,6 +947,8 @@ def expn(n: Any, x: Any) -> Any:
     n, x = _inexact("expn", n, x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expn does not support complex-valued inputs.")
+    # the series and continued fraction carry values of the result's shape through their loops
+    n, x = jnp.broadcast_arrays(n, x)
     return _expn(n, x)
 
 
@@ -1134,9 +1139,10 @@ def _sici(x: Any) -> tuple[Any, Any]:
     ci = jnp.where(small, ci_s, ci_l)
     si = jnp.where(jnp.isinf(t), ty(np.pi / 2), jnp.where(t == ty(0), ty(0), si))
     ci = jnp.where(jnp.isinf(t), ty(0), jnp.where(t == ty(0), ty(-np.inf), ci))
-    si = jnp.where(x < ty(0), -si, si)
+    si = jnp.where(jnp.signbit(x), -si, si)  # (Si(-0.0) is -0.0)
     nan = jnp.isnan(x)
-    return jnp.where(nan, ty(np.nan), si), jnp.where(nan, ty(np.nan), ci)
+    # Ci has no real value on the negative axis's far end: Ci(-inf) is NaN (SciPy), Ci(inf) is 0
+    return jnp.where(nan, ty(np.nan), si), jnp.where(nan | (x == ty(-np.inf)), ty(np.nan), ci)
 
 
 @_sici.defjvp
@@ -1147,14 +1153,14 @@ def _sici_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def sici(x: Any) -> tuple[Any, Any]:
-    """The sine and cosine integrals ``(Si(x), Ci(x))``; ``Ci`` of a negative argument is ``Ci(|x|)``.
+    """The sine and cosine integrals ``(Si(x), Ci(x))``; ``Ci`` of a negative argument is ``Ci(|x|)`` (NaN at ``-inf``).
 
     Power series up to ``|x| = 2``, the continued fraction of ``E1(i x)``
     beyond; derivatives ``sin(x)/x`` and ``cos(x)/x``.
     """
     (x,) = _inexact("sici", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("sici does not support complex-valued inputs.")
+        raise ValueError(f"Argument `x` to sici must be real-valued. Got dtype {x.dtype}.")
     return _sici(x)
 
 
