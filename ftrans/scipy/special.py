@@ -208,19 +208,64 @@ def gammasgn(x: Any) -> Any:
                       [t(np.nan), t(-1.0)], t(1.0))
 
 
+# B_2k / (2k (2k - 1)) for k = 1..9: the coefficients of Stirling's series for log Gamma
+_STIRLING_COEFFS = tuple(float(b) / ((2 * k) * (2 * k - 1)) for k, b in enumerate(
+    (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798), start=1))
+_STIRLING_FROM = 9.0  # Re(z) from which Stirling's series (nine terms) reaches float64 precision
+
+
+def _complex_loggamma(z: Any) -> Any:
+    """The principal branch of ``log Gamma(z)`` for complex ``z`` (one cut, along the negative real axis).
+
+    ``z`` is moved right by ``n = max(0, ceil(9 - Re z))`` with ``log Gamma(z) =
+    log Gamma(z + n) - sum_{k<n} log(z + k)``: a sum of principal logarithms, so
+    the imaginary part is the one that is continuous off the negative real
+    axis, as SciPy's. ``log Gamma(z + n)`` is Stirling's series. The poles
+    (non-positive integers) and NaN inputs give ``nan+nanj``.
+    """
+    ct = z.dtype.type
+    rt = np.dtype(np.float64 if z.dtype == np.complex128 else np.float32).type
+    re, im = jnp.real(z), jnp.imag(z)
+    bad = jnp.isnan(re) | jnp.isnan(im) | ((im == rt(0)) & (re <= rt(0)) & (re == lax.floor(re)))
+    zs = jnp.where(bad, ct(1), z)
+    n = jnp.maximum(lax.ceil(rt(_STIRLING_FROM) - jnp.real(zs)), rt(0))
+
+    def cond(s: Any) -> Any:
+        k, _ = s
+        return jnp.any(k < n)
+
+    def body(s: Any) -> Any:
+        k, acc = s
+        more = k < n
+        return k + rt(1), acc + jnp.where(more, jnp.log(jnp.where(more, zs + k.astype(z.dtype), ct(1))), ct(0))
+
+    _, shift = lax.while_loop(cond, body, (rt(0), jnp.zeros_like(zs)))
+    w = zs + n.astype(z.dtype)
+    iw = ct(1) / w
+    iw2 = iw * iw
+    series = jnp.full_like(w, ct(_STIRLING_COEFFS[-1]))
+    for c in _STIRLING_COEFFS[-2::-1]:
+        series = series * iw2 + ct(c)
+    lg = (w - ct(0.5)) * jnp.log(w) - w + ct(0.5 * np.log(2 * np.pi)) + series * iw
+    return jnp.where(bad, ct(complex(np.nan, np.nan)), lg - shift)
+
+
 def gamma(x: Any) -> Any:
-    """The Gamma function, ``gammasgn(x) * exp(gammaln(x))`` (real arguments)."""
+    """The Gamma function: ``gammasgn(x) * exp(gammaln(x))`` for real ``x``; ``exp(loggamma(z))`` for
+    complex ``z`` (``nan+nanj`` at the poles, the non-positive integers)."""
     (x,) = _inexact("gamma", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("ftrans.scipy.special.gamma does not support complex-valued inputs.")
+        return jnp.exp(_complex_loggamma(x))
     return gammasgn(x) * lax.exp(lax.lgamma(x))
 
 
 def loggamma(x: Any) -> Any:
-    """``log Gamma(x)`` for real ``x > 0`` (NaN elsewhere, as SciPy's real ``loggamma``)."""
+    """The principal branch of ``log Gamma``: ``gammaln(x)`` for real ``x > 0`` (NaN for other real
+    ``x``, as SciPy's); for complex ``z`` the analytic continuation with one branch cut along the
+    negative real axis (a shift to the right half-plane, then Stirling's series)."""
     (x,) = _inexact("loggamma", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("ftrans.scipy.special.loggamma does not support complex-valued inputs.")
+        return _complex_loggamma(x)
     return jnp.where(x > _const(x, 0), lax.lgamma(x), _const(x, np.nan))
 
 
