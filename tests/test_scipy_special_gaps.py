@@ -133,3 +133,71 @@ def test_complex_gamma_jvp():
         theirs = jax.jvp(getattr(jsp, name), (z,), (t,))
         close(ours[0], theirs[0], 1e-4, 1e-5)
         close(ours[1], theirs[1], 1e-3, 1e-4)
+
+
+# ---------------------------------------------------------------- hyp2f1
+
+_SPECIAL = tuple(np.array(v, F) for v in (
+    [0, 1, 1, 1, 1, 5, 5, 0.245, 0.45, 0.45, 2, 0.4, 0.32, 4, 4],
+    [1, 0, 1, 1, 1, 1, 1, 3, 0.7, 0.7, 1, 0.7, 0.76, 2, 3],
+    [1, 1, 0, 1, -1, 3, 3, 3, 0.45, 0.45, 5, 0.3, 0.11, 7, 7],
+    [1, 1, 1, 0, 1, 0.5, 1, 0.35, 0.35, 1.5, 1, 0.4, 0.95, 0.95, 0.95]))
+
+
+def test_hyp2f1_special_cases():
+    want = jsp.hyp2f1(*_SPECIAL)
+    close(fsp.hyp2f1(*_SPECIAL), want, 5e-5)
+    close(ftrans.jit(fsp.hyp2f1)(*_SPECIAL), want, 5e-5)
+    close(fsp.hyp2f1(*_SPECIAL), osp.hyp2f1(*_SPECIAL), 5e-5)
+
+
+def test_hyp2f1_values_broadcast_vmap():
+    rng = np.random.RandomState(1)
+    a, b = rng.uniform(0.1, 0.9, (3, 1)).astype(F), rng.uniform(0.1, 0.9, (3, 1)).astype(F)
+    c, x = rng.uniform(0.1, 0.9, (2, 1, 4)).astype(F), rng.uniform(0.1, 0.9, (2, 1, 4)).astype(F)
+    want = jsp.hyp2f1(a, b, c, x)
+    close(fsp.hyp2f1(a, b, c, x), want, 1e-5)
+    close(ftrans.jit(fsp.hyp2f1)(a, b, c, x), want, 1e-5)
+    close(fsp.hyp2f1(F(0.5), F(0.25), c, x), jsp.hyp2f1(F(0.5), F(0.25), c, x), 1e-5)
+    A, B, C, X = (rng.uniform(0.1, 0.9, (4, 5)).astype(F) for _ in range(4))
+    close(ftrans.vmap(fsp.hyp2f1)(A, B, C, X), jax.vmap(jsp.hyp2f1)(A, B, C, X), 1e-5)
+    # terminating series, x near 1 (connection formula), negative x (Pfaff), c - a - b <= -1 (Euler): SciPy
+    A = np.array([-3, 2.5, 0.3, 1.5, 0.5, 2.0, 1.2, -2], F)
+    B = np.array([1.5, 0.7, 0.4, 2.5, 0.5, 3.0, 0.8, 4], F)
+    C = np.array([2.0, 1.1, 1.6, 1.0, 1.5, 4.0, 2.5, 1.5], F)
+    X = np.array([0.7, 0.99, 0.98, 0.5, -0.5, -3.0, -10.0, 0.3], F)
+    close(fsp.hyp2f1(A, B, C, X), osp.hyp2f1(A, B, C, X).astype(F), 1e-4)
+
+
+@pytest.mark.parametrize("argnum", [0, 1, 2, 3])
+def test_hyp2f1_grads(argnum):
+    rng = np.random.RandomState(2)
+    args = tuple(rng.uniform(0.1, 0.9, (6,)).astype(F) for _ in range(4))
+    ours = ftrans.grad(lambda *v: fsp.hyp2f1(*v).sum(), argnum)(*args)
+    theirs = jax.grad(lambda *v: jsp.hyp2f1(*v).sum(), argnum)(*args)
+    close(ours, theirs, 1e-4, 1e-5)
+    fwd = ftrans.jvp(lambda v: fsp.hyp2f1(*args[:argnum], v, *args[argnum + 1:]), (args[argnum],),
+                     (np.ones(6, F),))[1]
+    close(fwd, theirs, 1e-4, 1e-5)
+    close(ftrans.vmap(ftrans.grad(lambda *v: fsp.hyp2f1(*v), argnum))(*args), theirs, 1e-4, 1e-5)
+
+
+def test_hyp2f1_complex_error():
+    with pytest.raises(ValueError, match="complex"):
+        fsp.hyp2f1(1.0, 2.0, 3.0, np.complex64(0.5))
+
+
+def test_double_precision():
+    # complex128 loggamma/gamma and float64 hyp2f1 reach double precision (against SciPy)
+    rng = np.random.RandomState(3)
+    z = (rng.randn(40) + 1j * rng.randn(40)) * 4
+    A, B, C = (rng.uniform(0.1, 3.0, 30) for _ in range(3))
+    X = rng.uniform(-2.0, 0.97, 30)
+    with ftrans.enable_x64(True):
+        lg = fsp.loggamma(z)
+        assert lg.dtype == np.complex128
+        np.testing.assert_allclose(np.asarray(lg), osp.loggamma(z), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(fsp.gamma(z)), osp.gamma(z), rtol=1e-11)
+        h = fsp.hyp2f1(A, B, C, X)
+        assert h.dtype == np.float64
+        np.testing.assert_allclose(np.asarray(h), osp.hyp2f1(A, B, C, X), rtol=1e-9)

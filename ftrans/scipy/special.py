@@ -4,7 +4,9 @@ Every function promotes its arguments to an inexact dtype first (integers
 become the default float), as JAX's do. The functions without an XLA
 primitive of their own are compositions: ``gammainc``/``gammaincc``/``betainc``
 are series and continued fractions in ``lax.while_loop`` (with custom JVPs
-for their derivatives), ``zeta``/``polygamma`` an Euler-Maclaurin sum,
+for their derivatives), ``zeta``/``polygamma`` an Euler-Maclaurin sum, ``hyp2f1``
+Gauss's series with the classical transformations, complex ``gamma``/``loggamma``
+a shift to the right half-plane and Stirling's series,
 ``ndtri``/``log_ndtr`` Cephes'
 approximations. ``logit``, ``xlogy``, ``xlog1py`` and
 ``entr`` carry JAX's custom derivative rules, so their gradients agree with
@@ -29,7 +31,7 @@ from ftrans.transforms.custom_derivatives import custom_jvp
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
-    "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
+    "hyp2f1", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py", "xlogy",
     "zeta",
 ]
@@ -1404,6 +1406,150 @@ def hyp1f1(a: Any, b: Any, x: Any) -> Any:
         raise ValueError("hyp1f1 does not support complex-valued inputs.")
     a, b, x = jnp.broadcast_arrays(a, b, x)
     return _hyp1f1(a, b, x)
+
+
+# ----------------------------------------------------------------------------
+# Gauss's hypergeometric function 2F1
+
+_HYP2F1_MAX_TERMS = 3000
+
+
+def _hyp2f1_series(a: Any, b: Any, c: Any, x: Any, derivs: bool = False) -> Any:
+    """Gauss's series ``sum_k (a)_k (b)_k / ((c)_k k!) x**k`` until every term is below eps of its sum.
+
+    With ``derivs`` it also sums the series' derivatives in ``a``, ``b`` and
+    ``c``: ``d term_k / da = term_k * sum_{j<k} 1 / (a + j)`` (and alike), the
+    harmonic sums carried along; returns ``(F, dF/da, dF/db, dF/dc)``. A
+    non-positive integer ``a`` or ``b`` ends the series exactly.
+    """
+    t = x.dtype.type
+    eps = t(np.finfo(x.dtype).eps)
+    zero = jnp.zeros_like(x)
+
+    def inv(v: Any) -> Any:
+        return jnp.where(v == t(0), t(0), t(1) / jnp.where(v == t(0), t(1), v))
+
+    def cond(s: Any) -> Any:
+        k, term, total = s[0], s[1], s[2]
+        big = jnp.abs(term) > eps * jnp.abs(total)
+        if derivs:
+            for h, dsum in zip(s[3:6], s[6:9]):
+                big = big | (jnp.abs(term * h) > eps * jnp.abs(dsum))
+        return (k < t(_HYP2F1_MAX_TERMS)) & jnp.any(big)
+
+    def body(s: Any) -> Any:
+        k, term, total = s[0], s[1], s[2]
+        nxt = term * ((a + k) * (b + k) / ((c + k) * (k + t(1)))) * x
+        out = (k + t(1), nxt, total + nxt)
+        if derivs:
+            ha, hb, hc = s[3] + inv(a + k), s[4] + inv(b + k), s[5] - inv(c + k)
+            out = out + (ha, hb, hc, s[6] + nxt * ha, s[7] + nxt * hb, s[8] + nxt * hc)
+        return out
+
+    init = (t(0), jnp.ones_like(x), jnp.ones_like(x))
+    if derivs:
+        init = init + (zero,) * 6
+    res = lax.while_loop(cond, body, init)
+    return (res[2], res[6], res[7], res[8]) if derivs else res[2]
+
+
+def _rgamma(x: Any) -> Any:
+    """``1 / Gamma(x)``, 0 at the poles."""
+    t = x.dtype.type
+    pole = (x <= t(0)) & (x == lax.floor(x))
+    return jnp.where(pole, t(0), t(1) / gamma(jnp.where(pole, t(1), x)))
+
+
+def _hyp2f1_unit(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """``2F1`` for ``0 <= x < 1`` (and ``c - a - b > -1`` or no transformation needed).
+
+    Near 1, where the series converges slowly, a ``c - a - b`` away from the
+    integers takes the connection formula to series in ``1 - x``; otherwise (and
+    for terminating series) Gauss's series itself.
+    """
+    t = x.dtype.type
+    d = c - a - b
+    whole = lambda v: (v <= t(0)) & (v == lax.floor(v))  # noqa: E731
+    terminating = whole(a) | whole(b)
+    far = jnp.abs(d - lax.round(d)) > t(0.01)
+    use_cf = (x > t(0.9)) & far & ~terminating
+    xs = jnp.where(use_cf, t(0), x)
+    direct = _hyp2f1_series(a, b, c, xs)
+    dd = jnp.where(use_cf, d, t(0.5))
+    y = jnp.where(use_cf, t(1) - x, t(0))
+    g_c = gamma(c)
+    first = g_c * gamma(dd) * _rgamma(c - a) * _rgamma(c - b) * _hyp2f1_series(a, b, t(1) - dd, y)
+    second = g_c * gamma(-dd) * _rgamma(a) * _rgamma(b) * y ** dd * _hyp2f1_series(c - a, c - b, dd + t(1), y)
+    return jnp.where(use_cf, first + second, direct)
+
+
+def _hyp2f1_general(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """``2F1`` for ``x < 1``: negative ``x`` by Pfaff's transformation
+    ``(1 - x)**-a 2F1(a, c - b; c; x / (x - 1))`` onto ``[0, 1)``."""
+    t = x.dtype.type
+    neg = x < t(0)
+    xn = jnp.where(neg, x, t(-1))
+    pfaff = (t(1) - xn) ** -a * _hyp2f1_unit(a, c - b, c, xn / (xn - t(1)))
+    xp = jnp.where(neg | (x >= t(1)), t(0), x)
+    return jnp.where(neg, pfaff, _hyp2f1_unit(a, b, c, xp))
+
+
+def _hyp2f1_impl(a: Any, b: Any, c: Any, x: Any) -> Any:
+    t = x.dtype.type
+    inf = t(np.inf)
+    d = c - a - b
+    s = t(1) - x
+    whole_d = d == lax.round(d)
+    c_pole = (c <= t(0)) & (c == lax.floor(c))
+    # Euler's transformation 2F1(a, b; c; x) = (1 - x)**d 2F1(c - a, c - b; c; x) for d <= -1
+    euler = (d <= t(-1)) & (whole_d | (s >= t(0)))
+    xe = jnp.where(euler & (x < t(1)), x, t(0))
+    out = jnp.where(x < t(1), _hyp2f1_general(a, b, c, jnp.where(euler, t(0), x)), inf)
+    out = jnp.where(euler, s ** d * _hyp2f1_general(c - a, c - b, c, xe), out)
+    # Gauss's sum at x = 1 (c - a - b > 0)
+    gauss = gamma(c) * gamma(jnp.where(d > t(0), d, t(1))) * _rgamma(c - a) * _rgamma(c - b)
+    out = jnp.where((x == t(1)) & ~euler, jnp.where(d > t(0), gauss, inf), out)
+    out = jnp.where((x < t(1)) & (a == c) & ~euler, s ** -b, out)
+    out = jnp.where((x < t(1)) & (b == c) & ~euler, s ** -a, out)
+    out = jnp.where(c_pole, inf, out)
+    one = (x == t(0)) | (((a == t(0)) | (b == t(0))) & (c != t(0)))
+    out = jnp.where(one, t(1), out)
+    return jnp.where(jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(c) | jnp.isnan(x), t(np.nan), out)
+
+
+@custom_jvp
+def _hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
+    return _hyp2f1_impl(a, b, c, x)
+
+
+@_hyp2f1.defjvp
+def _hyp2f1_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a, b, c, x), (ta, tb, tc, tx) = primals, tangents
+    t = x.dtype.type
+    y = _hyp2f1(a, b, c, x)
+    # d/dx = ab/c 2F1(a+1, b+1; c+1; x); d/da, d/db, d/dc from Gauss's series (|x| < 1)
+    dx = a * b / c * _hyp2f1(a + t(1), b + t(1), c + t(1), x)
+    _, da, db, dc = _hyp2f1_series(a, b, c, jnp.where(jnp.abs(x) < t(1), x, t(0)), derivs=True)
+    return y, ta * da + tb * db + tc * dc + tx * dx
+
+
+def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """Gauss's hypergeometric function ``2F1(a, b; c; x) = sum_k (a)_k (b)_k / (c)_k x**k / k!``.
+
+    Real arguments. Gauss's series on ``[0, 1)``, with the ``1 - x``
+    connection formula near 1 (when ``c - a - b`` is not near an integer),
+    Euler's transformation for ``c - a - b <= -1`` and Pfaff's for ``x < 0``;
+    closed forms where ``a`` or ``b`` equals ``c``, Gauss's sum at ``x = 1``.
+    1 at ``x = 0`` or ``a = 0`` or ``b = 0``; ``inf`` at non-positive integer
+    ``c``, beyond 1 and where the sum at 1 diverges, as in JAX. Derivatives:
+    ``d/dx = ab/c 2F1(a+1, b+1; c+1; x)``, ``d/da``, ``d/db``, ``d/dc`` from
+    the series (for ``|x| < 1``).
+    """
+    a, b, c, x = _inexact("hyp2f1", a, b, c, x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("hyp2f1 does not support complex-valued inputs.")
+    a, b, c, x = jnp.broadcast_arrays(a, b, c, x)
+    return _hyp2f1(a, b, c, x)
 
 
 @functools.cache
