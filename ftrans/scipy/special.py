@@ -4,7 +4,9 @@ Every function promotes its arguments to an inexact dtype first (integers
 become the default float), as JAX's do. The functions without an XLA
 primitive of their own are compositions: ``gammainc``/``gammaincc``/``betainc``
 are series and continued fractions in ``lax.while_loop`` (with custom JVPs
-for their derivatives), ``zeta``/``polygamma`` an Euler-Maclaurin sum,
+for their derivatives), ``zeta``/``polygamma`` an Euler-Maclaurin sum, ``hyp2f1``
+Gauss's series with the classical transformations, complex ``gamma``/``loggamma``
+a shift to the right half-plane and Stirling's series,
 ``ndtri``/``log_ndtr`` Cephes'
 approximations. ``logit``, ``xlogy``, ``xlog1py`` and
 ``entr`` carry JAX's custom derivative rules, so their gradients agree with
@@ -29,7 +31,7 @@ from ftrans.transforms.custom_derivatives import custom_jvp
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr", "erf", "erfcx", "exp1", "expi", "expn", "erfc", "fresnel",
     "erfinv", "expit", "factorial", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "hyp1f1", "i0", "i0e",
-    "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
+    "hyp2f1", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln",
     "ndtr", "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py", "xlogy",
     "zeta",
 ]
@@ -208,19 +210,64 @@ def gammasgn(x: Any) -> Any:
                       [t(np.nan), t(-1.0)], t(1.0))
 
 
+# B_2k / (2k (2k - 1)) for k = 1..9: the coefficients of Stirling's series for log Gamma
+_STIRLING_COEFFS = tuple(float(b) / ((2 * k) * (2 * k - 1)) for k, b in enumerate(
+    (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798), start=1))
+_STIRLING_FROM = 9.0  # Re(z) from which Stirling's series (nine terms) reaches float64 precision
+
+
+def _complex_loggamma(z: Any) -> Any:
+    """The principal branch of ``log Gamma(z)`` for complex ``z`` (one cut, along the negative real axis).
+
+    ``z`` is moved right by ``n = max(0, ceil(9 - Re z))`` with ``log Gamma(z) =
+    log Gamma(z + n) - sum_{k<n} log(z + k)``: a sum of principal logarithms, so
+    the imaginary part is the one that is continuous off the negative real
+    axis, as SciPy's. ``log Gamma(z + n)`` is Stirling's series. The poles
+    (non-positive integers) and NaN inputs give ``nan+nanj``.
+    """
+    ct = z.dtype.type
+    rt = np.dtype(np.float64 if z.dtype == np.complex128 else np.float32).type
+    re, im = jnp.real(z), jnp.imag(z)
+    bad = jnp.isnan(re) | jnp.isnan(im) | ((im == rt(0)) & (re <= rt(0)) & (re == lax.floor(re)))
+    zs = jnp.where(bad, ct(1), z)
+    n = jnp.maximum(lax.ceil(rt(_STIRLING_FROM) - jnp.real(zs)), rt(0))
+
+    def cond(s: Any) -> Any:
+        k, _ = s
+        return jnp.any(k < n)
+
+    def body(s: Any) -> Any:
+        k, acc = s
+        more = k < n
+        return k + rt(1), acc + jnp.where(more, jnp.log(jnp.where(more, zs + k.astype(z.dtype), ct(1))), ct(0))
+
+    _, shift = lax.while_loop(cond, body, (rt(0), jnp.zeros_like(zs)))
+    w = zs + n.astype(z.dtype)
+    iw = ct(1) / w
+    iw2 = iw * iw
+    series = jnp.full_like(w, ct(_STIRLING_COEFFS[-1]))
+    for c in _STIRLING_COEFFS[-2::-1]:
+        series = series * iw2 + ct(c)
+    lg = (w - ct(0.5)) * jnp.log(w) - w + ct(0.5 * np.log(2 * np.pi)) + series * iw
+    return jnp.where(bad, ct(complex(np.nan, np.nan)), lg - shift)
+
+
 def gamma(x: Any) -> Any:
-    """The Gamma function, ``gammasgn(x) * exp(gammaln(x))`` (real arguments)."""
+    """The Gamma function: ``gammasgn(x) * exp(gammaln(x))`` for real ``x``; ``exp(loggamma(z))`` for
+    complex ``z`` (``nan+nanj`` at the poles, the non-positive integers)."""
     (x,) = _inexact("gamma", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("ftrans.scipy.special.gamma does not support complex-valued inputs.")
+        return jnp.exp(_complex_loggamma(x))
     return gammasgn(x) * lax.exp(lax.lgamma(x))
 
 
 def loggamma(x: Any) -> Any:
-    """``log Gamma(x)`` for real ``x > 0`` (NaN elsewhere, as SciPy's real ``loggamma``)."""
+    """The principal branch of ``log Gamma``: ``gammaln(x)`` for real ``x > 0`` (NaN for other real
+    ``x``, as SciPy's); for complex ``z`` the analytic continuation with one branch cut along the
+    negative real axis (a shift to the right half-plane, then Stirling's series)."""
     (x,) = _inexact("loggamma", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("ftrans.scipy.special.loggamma does not support complex-valued inputs.")
+        return _complex_loggamma(x)
     return jnp.where(x > _const(x, 0), lax.lgamma(x), _const(x, np.nan))
 
 
@@ -774,11 +821,14 @@ def _betacf(a: Any, b: Any, x: Any, active: Any) -> Any:
 
 def _betainc_impl(a: Any, b: Any, x: Any) -> Any:
     t = x.dtype.type
+    inf = t(np.inf)
     nan = (x < t(0)) | (x > t(1)) | (a < t(0)) | (b < t(0)) | ((a == t(0)) & (b == t(0))) | \
-        jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x)
-    trivial = nan | (x == t(0)) | (x == t(1)) | (a == t(0)) | (b == t(0))
-    edge = jnp.where((a == t(0)) | (x == t(1)), t(1), t(0))  # a == 0 or x == 1: 1; b == 0 or x == 0: 0
-    edge = jnp.where((b == t(0)) & (a != t(0)), t(0), edge)
+        ((a == inf) & (b == inf)) | jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x)
+    # SciPy's boundary values: the ends of [0, 1] first (0 at x == 0, 1 at x == 1), then the limits in
+    # the parameters (a -> 0 or b -> inf: 1; b -> 0 or a -> inf: 0)
+    trivial = nan | (x == t(0)) | (x == t(1)) | (a == t(0)) | (b == t(0)) | (a == inf) | (b == inf)
+    one = (x == t(1)) | ((x != t(0)) & ((a == t(0)) | (b == inf)))
+    edge = jnp.where(one, t(1), t(0))
     flip = x > (a + t(1)) / (a + b + t(2))
     aa = jnp.where(trivial, t(1), jnp.where(flip, b, a))
     bb = jnp.where(trivial, t(1), jnp.where(flip, a, b))
@@ -944,6 +994,8 @@ def expn(n: Any, x: Any) -> Any:
     n, x = _inexact("expn", n, x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
         raise ValueError("expn does not support complex-valued inputs.")
+    # the series and continued fraction carry values of the result's shape through their loops
+    n, x = jnp.broadcast_arrays(n, x)
     return _expn(n, x)
 
 
@@ -1134,9 +1186,10 @@ def _sici(x: Any) -> tuple[Any, Any]:
     ci = jnp.where(small, ci_s, ci_l)
     si = jnp.where(jnp.isinf(t), ty(np.pi / 2), jnp.where(t == ty(0), ty(0), si))
     ci = jnp.where(jnp.isinf(t), ty(0), jnp.where(t == ty(0), ty(-np.inf), ci))
-    si = jnp.where(x < ty(0), -si, si)
+    si = jnp.where(jnp.signbit(x), -si, si)  # (Si(-0.0) is -0.0)
     nan = jnp.isnan(x)
-    return jnp.where(nan, ty(np.nan), si), jnp.where(nan, ty(np.nan), ci)
+    # Ci has no real value on the negative axis's far end: Ci(-inf) is NaN (SciPy), Ci(inf) is 0
+    return jnp.where(nan, ty(np.nan), si), jnp.where(nan | (x == ty(-np.inf)), ty(np.nan), ci)
 
 
 @_sici.defjvp
@@ -1147,14 +1200,14 @@ def _sici_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def sici(x: Any) -> tuple[Any, Any]:
-    """The sine and cosine integrals ``(Si(x), Ci(x))``; ``Ci`` of a negative argument is ``Ci(|x|)``.
+    """The sine and cosine integrals ``(Si(x), Ci(x))``; ``Ci`` of a negative argument is ``Ci(|x|)`` (NaN at ``-inf``).
 
     Power series up to ``|x| = 2``, the continued fraction of ``E1(i x)``
     beyond; derivatives ``sin(x)/x`` and ``cos(x)/x``.
     """
     (x,) = _inexact("sici", x)
     if dtypes.issubdtype(x.dtype, np.complexfloating):
-        raise ValueError("sici does not support complex-valued inputs.")
+        raise ValueError(f"Argument `x` to sici must be real-valued. Got dtype {x.dtype}.")
     return _sici(x)
 
 
@@ -1353,6 +1406,150 @@ def hyp1f1(a: Any, b: Any, x: Any) -> Any:
         raise ValueError("hyp1f1 does not support complex-valued inputs.")
     a, b, x = jnp.broadcast_arrays(a, b, x)
     return _hyp1f1(a, b, x)
+
+
+# ----------------------------------------------------------------------------
+# Gauss's hypergeometric function 2F1
+
+_HYP2F1_MAX_TERMS = 3000
+
+
+def _hyp2f1_series(a: Any, b: Any, c: Any, x: Any, derivs: bool = False) -> Any:
+    """Gauss's series ``sum_k (a)_k (b)_k / ((c)_k k!) x**k`` until every term is below eps of its sum.
+
+    With ``derivs`` it also sums the series' derivatives in ``a``, ``b`` and
+    ``c``: ``d term_k / da = term_k * sum_{j<k} 1 / (a + j)`` (and alike), the
+    harmonic sums carried along; returns ``(F, dF/da, dF/db, dF/dc)``. A
+    non-positive integer ``a`` or ``b`` ends the series exactly.
+    """
+    t = x.dtype.type
+    eps = t(np.finfo(x.dtype).eps)
+    zero = jnp.zeros_like(x)
+
+    def inv(v: Any) -> Any:
+        return jnp.where(v == t(0), t(0), t(1) / jnp.where(v == t(0), t(1), v))
+
+    def cond(s: Any) -> Any:
+        k, term, total = s[0], s[1], s[2]
+        big = jnp.abs(term) > eps * jnp.abs(total)
+        if derivs:
+            for h, dsum in zip(s[3:6], s[6:9]):
+                big = big | (jnp.abs(term * h) > eps * jnp.abs(dsum))
+        return (k < t(_HYP2F1_MAX_TERMS)) & jnp.any(big)
+
+    def body(s: Any) -> Any:
+        k, term, total = s[0], s[1], s[2]
+        nxt = term * ((a + k) * (b + k) / ((c + k) * (k + t(1)))) * x
+        out = (k + t(1), nxt, total + nxt)
+        if derivs:
+            ha, hb, hc = s[3] + inv(a + k), s[4] + inv(b + k), s[5] - inv(c + k)
+            out = out + (ha, hb, hc, s[6] + nxt * ha, s[7] + nxt * hb, s[8] + nxt * hc)
+        return out
+
+    init = (t(0), jnp.ones_like(x), jnp.ones_like(x))
+    if derivs:
+        init = init + (zero,) * 6
+    res = lax.while_loop(cond, body, init)
+    return (res[2], res[6], res[7], res[8]) if derivs else res[2]
+
+
+def _rgamma(x: Any) -> Any:
+    """``1 / Gamma(x)``, 0 at the poles."""
+    t = x.dtype.type
+    pole = (x <= t(0)) & (x == lax.floor(x))
+    return jnp.where(pole, t(0), t(1) / gamma(jnp.where(pole, t(1), x)))
+
+
+def _hyp2f1_unit(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """``2F1`` for ``0 <= x < 1`` (and ``c - a - b > -1`` or no transformation needed).
+
+    Near 1, where the series converges slowly, a ``c - a - b`` away from the
+    integers takes the connection formula to series in ``1 - x``; otherwise (and
+    for terminating series) Gauss's series itself.
+    """
+    t = x.dtype.type
+    d = c - a - b
+    whole = lambda v: (v <= t(0)) & (v == lax.floor(v))  # noqa: E731
+    terminating = whole(a) | whole(b)
+    far = jnp.abs(d - lax.round(d)) > t(0.01)
+    use_cf = (x > t(0.9)) & far & ~terminating
+    xs = jnp.where(use_cf, t(0), x)
+    direct = _hyp2f1_series(a, b, c, xs)
+    dd = jnp.where(use_cf, d, t(0.5))
+    y = jnp.where(use_cf, t(1) - x, t(0))
+    g_c = gamma(c)
+    first = g_c * gamma(dd) * _rgamma(c - a) * _rgamma(c - b) * _hyp2f1_series(a, b, t(1) - dd, y)
+    second = g_c * gamma(-dd) * _rgamma(a) * _rgamma(b) * y ** dd * _hyp2f1_series(c - a, c - b, dd + t(1), y)
+    return jnp.where(use_cf, first + second, direct)
+
+
+def _hyp2f1_general(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """``2F1`` for ``x < 1``: negative ``x`` by Pfaff's transformation
+    ``(1 - x)**-a 2F1(a, c - b; c; x / (x - 1))`` onto ``[0, 1)``."""
+    t = x.dtype.type
+    neg = x < t(0)
+    xn = jnp.where(neg, x, t(-1))
+    pfaff = (t(1) - xn) ** -a * _hyp2f1_unit(a, c - b, c, xn / (xn - t(1)))
+    xp = jnp.where(neg | (x >= t(1)), t(0), x)
+    return jnp.where(neg, pfaff, _hyp2f1_unit(a, b, c, xp))
+
+
+def _hyp2f1_impl(a: Any, b: Any, c: Any, x: Any) -> Any:
+    t = x.dtype.type
+    inf = t(np.inf)
+    d = c - a - b
+    s = t(1) - x
+    whole_d = d == lax.round(d)
+    c_pole = (c <= t(0)) & (c == lax.floor(c))
+    # Euler's transformation 2F1(a, b; c; x) = (1 - x)**d 2F1(c - a, c - b; c; x) for d <= -1
+    euler = (d <= t(-1)) & (whole_d | (s >= t(0)))
+    xe = jnp.where(euler & (x < t(1)), x, t(0))
+    out = jnp.where(x < t(1), _hyp2f1_general(a, b, c, jnp.where(euler, t(0), x)), inf)
+    out = jnp.where(euler, s ** d * _hyp2f1_general(c - a, c - b, c, xe), out)
+    # Gauss's sum at x = 1 (c - a - b > 0)
+    gauss = gamma(c) * gamma(jnp.where(d > t(0), d, t(1))) * _rgamma(c - a) * _rgamma(c - b)
+    out = jnp.where((x == t(1)) & ~euler, jnp.where(d > t(0), gauss, inf), out)
+    out = jnp.where((x < t(1)) & (a == c) & ~euler, s ** -b, out)
+    out = jnp.where((x < t(1)) & (b == c) & ~euler, s ** -a, out)
+    out = jnp.where(c_pole, inf, out)
+    one = (x == t(0)) | (((a == t(0)) | (b == t(0))) & (c != t(0)))
+    out = jnp.where(one, t(1), out)
+    return jnp.where(jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(c) | jnp.isnan(x), t(np.nan), out)
+
+
+@custom_jvp
+def _hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
+    return _hyp2f1_impl(a, b, c, x)
+
+
+@_hyp2f1.defjvp
+def _hyp2f1_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (a, b, c, x), (ta, tb, tc, tx) = primals, tangents
+    t = x.dtype.type
+    y = _hyp2f1(a, b, c, x)
+    # d/dx = ab/c 2F1(a+1, b+1; c+1; x); d/da, d/db, d/dc from Gauss's series (|x| < 1)
+    dx = a * b / c * _hyp2f1(a + t(1), b + t(1), c + t(1), x)
+    _, da, db, dc = _hyp2f1_series(a, b, c, jnp.where(jnp.abs(x) < t(1), x, t(0)), derivs=True)
+    return y, ta * da + tb * db + tc * dc + tx * dx
+
+
+def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
+    """Gauss's hypergeometric function ``2F1(a, b; c; x) = sum_k (a)_k (b)_k / (c)_k x**k / k!``.
+
+    Real arguments. Gauss's series on ``[0, 1)``, with the ``1 - x``
+    connection formula near 1 (when ``c - a - b`` is not near an integer),
+    Euler's transformation for ``c - a - b <= -1`` and Pfaff's for ``x < 0``;
+    closed forms where ``a`` or ``b`` equals ``c``, Gauss's sum at ``x = 1``.
+    1 at ``x = 0`` or ``a = 0`` or ``b = 0``; ``inf`` at non-positive integer
+    ``c``, beyond 1 and where the sum at 1 diverges, as in JAX. Derivatives:
+    ``d/dx = ab/c 2F1(a+1, b+1; c+1; x)``, ``d/da``, ``d/db``, ``d/dc`` from
+    the series (for ``|x| < 1``).
+    """
+    a, b, c, x = _inexact("hyp2f1", a, b, c, x)
+    if dtypes.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError("hyp2f1 does not support complex-valued inputs.")
+    a, b, c, x = jnp.broadcast_arrays(a, b, c, x)
+    return _hyp2f1(a, b, c, x)
 
 
 @functools.cache

@@ -205,20 +205,21 @@ def _bessel_program(nu: int, aval: Any) -> Any:
         ax = E.abs_p.bind(xc)
         small = E.min_p.bind(ax, B.full(aval.shape, threshold, calc))  # keep the unused branch finite
         q = B.mul(B.mul(small, small), const(0.25))
-        term = B.full(aval.shape, 1.0, calc) if nu == 0 else B.mul(small, const(0.5))
-        total = term
-        for k in range(1, n_series):
-            term = B.mul(term, B.div(q, const(float(k * (k + nu)))))
-            total = B.add(total, term)
+        # Nested (Horner) form, 1 + q/(1(1+nu)) (1 + q/(2(2+nu)) (1 + ...)): every partial value stays
+        # moderate, so XLA's reassociation of a running product (q**k / (k!)**2 overflowing to inf * 0)
+        # cannot turn a finite sum into NaN.
+        total = B.full(aval.shape, 1.0, calc)
+        for k in range(n_series - 1, 0, -1):
+            total = B.add(const(1.0), B.mul(total, B.div(q, const(float(k * (k + nu))))))
+        if nu == 1:
+            total = B.mul(total, B.mul(small, const(0.5)))
         series = B.mul(total, E.exp_p.bind(E.neg_p.bind(small)))
         big = E.max_p.bind(ax, B.full(aval.shape, threshold, calc))
         inv = B.div(const(1.0), big)
-        term = B.full(aval.shape, 1.0, calc)
-        acc = term
-        for k in range(1, n_asym):
+        acc = B.full(aval.shape, 1.0, calc)
+        for k in range(n_asym - 1, 0, -1):
             ratio = ((2 * k - 1) ** 2 - 4 * nu * nu) / (8.0 * k)
-            term = B.mul(term, B.mul(inv, const(ratio)))
-            acc = B.add(acc, term)
+            acc = B.add(const(1.0), B.mul(acc, B.mul(inv, const(ratio))))
         asym = B.mul(acc, E.rsqrt_p.bind(B.mul(big, const(2 * np.pi))))
         out = B.select(E.lt_p.bind(ax, B.full(aval.shape, threshold, calc)), series, asym)
         if nu == 1:
