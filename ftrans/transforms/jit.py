@@ -1322,7 +1322,7 @@ class JitWrapped:
                    self._target_device(leaves), self._keep_unused, in_tree)
         try:
             t._names = _leaf_names(self, args, kwargs)
-        except Exception:  # noqa: BLE001 - names only label error messages
+        except (TypeError, ValueError, AttributeError, KeyError):  # names only label error messages
             pass
         return t
 
