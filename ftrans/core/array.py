@@ -540,6 +540,13 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     new = object.__new__
     ndarray = np.ndarray
     asarray = np.asarray
+    # Dtype classes (a class test costs a third of reading ``dtype.kind``): NumPy's own numeric and boolean
+    # types, whose rules need no narrow-integer wrapper, and its float types, which keep their dtype beside
+    # a weak Python scalar.
+    wide_kinds = frozenset(type(np.dtype(c)) for c in (
+        np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+        np.float16, np.float32, np.float64, np.complex64, np.complex128))
+    float_kinds = frozenset(type(np.dtype(c)) for c in (np.float16, np.float32, np.float64))
 
     def make(prim, slow, reflected=False):
         impl = prim.impl
@@ -563,13 +570,13 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         def op(self, other):
             if _trace.eager_everywhere:
                 t = type(other)
-                if t is Array and not reflected:
+                if t is Array:
                     xv = self._value
                     yv = other._value
                     dt = xv.dtype
                     if dt is yv.dtype:
                         try:
-                            r = wide(xv, yv) if dt.kind != "V" else impl(xv, yv)
+                            r = wide(xv, yv) if type(dt) in wide_kinds else impl(xv, yv)
                         except (ValueError, RuntimeWarning):
                             # shapes that do not broadcast (the API path explains), or NumPy's overflow
                             # warning made an error by a user's filter (the API path computes quietly)
@@ -581,10 +588,21 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                 elif (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
                     # (a weak array joins the scalar on the lattice's weak side: the general path decides)
                     xv = self._value
-                    if xv.dtype.kind == "f":
+                    if type(xv.dtype) in float_kinds:
                         return scalar(self, other, xv)
             return slow(self, other)
 
+        def rop(self, other):  # reflected: only the scalar case (an Array on the left took its own slot)
+            if _trace.eager_everywhere:
+                t = type(other)
+                if (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
+                    xv = self._value
+                    if type(xv.dtype) in float_kinds:
+                        return scalar(self, other, xv)
+            return slow(self, other)
+
+        if reflected:
+            op = rop
         op.__name__ = slow.__name__
         return op
 
