@@ -140,6 +140,65 @@ def test_static_argnums_and_jvp_and_linearize():
     np.testing.assert_allclose(np.asarray(f_lin(np.ones_like(X))), np.asarray(jt), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("static", [False, True])
+def test_checkpoint_traces_once_per_signature_like_jax(static):
+    """Calling a checkpointed function again (eagerly or under grad) reuses its staged body: the Python
+    function runs once per argument signature and static arguments, as in JAX."""
+    counts = []
+    for T, lax_ in ((ftrans, ftrans.lax), (jax, jax.lax)):
+        n = [0]
+
+        def g(x, k, lax_=lax_, n=n):
+            n[0] += 1
+            return lax_.sin(x) * k, 3.0
+
+        h = T.checkpoint(g, static_argnums=(1,)) if static else T.checkpoint(lambda x: g(x, 2.0))
+        call = (lambda x, h=h: h(x, 2.0)[0]) if static else (lambda x, h=h: h(x)[0])
+        vals = [np.asarray(call(2.0)) for _ in range(5)]
+        vals.append(np.asarray(T.grad(call)(2.0)))
+        vals.append(np.asarray(call(np.float32(1.0))))  # a new signature (a strong float): traced again
+        counts.append(n[0])
+        if T is ftrans:
+            got = vals
+    assert counts[0] == counts[1]
+    for a, b in zip(got, vals):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_checkpoint_static_arguments_are_part_of_the_trace_key():
+    n = [0]
+
+    def g(x, k):
+        n[0] += 1
+        return x * k
+
+    h = ftrans.checkpoint(g, static_argnums=1)
+    assert [float(h(1.0, k)) for k in (2.0, 3.0, 2.0)] == [2.0, 3.0, 2.0]
+    assert n[0] == 2
+    unhashable = ftrans.checkpoint(lambda x, d: x * d["k"], static_argnums=-1)  # by identity, as in JAX
+    assert float(unhashable(2.0, {"k": 4.0})) == 8.0
+    with pytest.raises(ValueError, match="static_argnums"):
+        h(1.0)
+    with pytest.raises(ValueError):
+        jax.checkpoint(lambda x, k: x * k, static_argnums=1)(1.0)
+
+
+def test_python_control_flow_inside_checkpoint_raises_like_jax():
+    """As in JAX, checkpoint stages its function even outside any transform: a Python ``if`` on an
+    argument is a concretization error naming the user's line (JAX: the same class of error)."""
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.checkpoint(f)(3.0)
+    with pytest.raises(ftrans.errors.TracerBoolConversionError, match="test_remat.py"):
+        ftrans.checkpoint(f)(3.0)
+    with pytest.raises(ftrans.errors.TracerBoolConversionError):
+        ftrans.checkpoint(lambda x, _: f(x), static_argnums=(1,))(3.0, 1.0)
+
+
 def test_bad_arguments():
     with pytest.raises(TypeError, match="checkpoint: expected a function"):
         ftrans.checkpoint(3)

@@ -20,6 +20,7 @@ Policies have JAX's signature ``policy(prim, *avals, **params) -> bool``
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from ftrans.core.primitive import Primitive
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims.calls import name_p, optimization_barrier_p, remat_p
 from ftrans.core.trace import StagingTracer, Tracer, aval_of, stage
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "remat_p", "name_p",
@@ -132,19 +133,74 @@ class checkpoint_policies:  # noqa: N801 - JAX's name
 # The API
 
 
+class _Static:
+    """A static argument as part of a trace-cache key: by value when hashable, else by identity (as JAX)."""
+
+    __slots__ = ("val", "hashable", "h")
+
+    def __init__(self, val: Any):
+        self.val = val
+        try:
+            self.h, self.hashable = hash(val), True
+        except TypeError:
+            self.h, self.hashable = id(val), False
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Static):
+            return False
+        if self.hashable and other.hashable:
+            try:
+                return type(self.val) is type(other.val) and bool(self.val == other.val)
+            except Exception:  # noqa: BLE001 - an __eq__ that cannot answer: not the same argument
+                return False
+        return self.val is other.val
+
+
+_TRACE_CACHE_SIZE = 64
+
+
+def _trace_key(in_tree: Any, avals: list, statics: tuple) -> tuple | None:
+    """What a checkpointed function's staged body depends on besides the function: the arguments' structure
+    and types, the static arguments, and the tracing context (64-bit mode, debug checks, bound axis names)."""
+    from ftrans.core.axis_env import axis_env as _axis_env
+    from ftrans.core.config import config as cfg
+
+    if _trace.state.source_override is not None:
+        return None
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, cfg.enable_x64,
+            cfg.debug_nans, cfg.debug_infs,
+            tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]))
+
+
 def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,
                static_argnums: int | Sequence[int] = ()) -> Callable:
     """JAX's ``checkpoint``: ``fun``'s intermediate values are recomputed in the backward pass instead of
-    saved, except those ``policy`` allows saving."""
+    saved, except those ``policy`` allows saving.
+
+    As in JAX, ``fun`` is staged (traced on abstract values) on every use, differentiated or not, so a
+    Python ``if`` on an argument fails alike everywhere; the staged body is remembered per argument
+    signature and static arguments, so calling the function again does not trace it again.
+    """
     if not callable(fun):
         raise FtransTypeError(f"checkpoint: expected a function, got {type(fun).__name__}")
     statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in statics):
+        raise FtransTypeError(f"checkpoint: static_argnums must be an int or a tuple of ints, got {static_argnums!r}")
     name = getattr(fun, "__name__", "fun")
+    traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
-        stat = {i % n for i in statics} if n else set()
+        bad = [i for i in statics if not -n <= i < n]
+        if bad:
+            raise FtransValueError(
+                f"checkpoint({name}): static_argnums {statics} must lie in [-{n}, {n}) for a call with {n} "
+                f"positional arguments (got {bad[0]})")
+        stat = {i % n for i in statics}
         dyn = [a for i, a in enumerate(args) if i not in stat]
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         from ftrans.core.operands import as_operand
@@ -159,27 +215,39 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
                 f"checkpoint({name}): every non-static argument must be an array or a pytree of arrays; "
                 "mark other arguments with static_argnums"
             ) from None
-        out_tree_box: list = []
+        avals = [aval_of(x) for x in leaves]
+        key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat)))
+        hit = traced.get(key) if key is not None else None
+        if hit is None:
+            out_tree_box: list = []
 
-        def call(*ins: Any) -> Any:
-            d, kw = tree_util.tree_unflatten(in_tree, ins)
-            it = iter(d)
-            full = [args[i] if i in stat else next(it) for i in range(n)]
-            return fun(*full, **kw)
+            def flat_fun(*ins: Any) -> list:
+                d, kw = tree_util.tree_unflatten(in_tree, ins)
+                it = iter(d)
+                full = [args[i] if i in stat else next(it) for i in range(n)]
+                out, tree = tree_util.tree_flatten(fun(*full, **kw))
+                out_tree_box.append(tree)
+                return out
 
-        if _trace.is_eager():  # nothing to save or recompute; the arguments are arrays, as in JAX
-            return call(*leaves)
+            closed, _ = stage(flat_fun, avals)
+            body, consts = hoist_consts(closed)
+            hit = (body, consts, out_tree_box[0])
+            # A body that captured a tracer of an enclosing transform belongs to this call only.
+            if key is not None and not any(isinstance(c, Tracer) for c in consts):
+                traced[key] = hit
+                while len(traced) > _TRACE_CACHE_SIZE:
+                    traced.popitem(last=False)
+        else:
+            traced.move_to_end(key)
+        body, consts, out_tree = hit
+        if _trace.is_eager():  # nothing to save or recompute: run the staged body now, on the arrays
+            from ftrans.core.jaxpr_api import eval_jaxpr
 
-        def flat_fun(*ins: Any) -> list:
-            out, tree = tree_util.tree_flatten(call(*ins))
-            out_tree_box.append(tree)
-            return out
-
-        closed, _ = stage(flat_fun, [aval_of(x) for x in leaves])
-        body, consts = hoist_consts(closed)
-        outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=prevent_cse, differentiated=False,
-                            policy=policy)
-        return tree_util.tree_unflatten(out_tree_box[0], outs)
+            outs = eval_jaxpr(body.jaxpr, [], *consts, *leaves)
+        else:
+            outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=prevent_cse, differentiated=False,
+                                policy=policy)
+        return tree_util.tree_unflatten(out_tree, outs)
 
     return remat_f
 
