@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -419,5 +420,11 @@ def test_residual_logging_at_debug_level(caplog):
         assert ("saving these intermediates:" in text) == intermediates, text
         if intermediates:
             assert "output of cos from" in text and "test_remat.py" in text
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="jax._src.ad_checkpoint"):
+            jax.grad(jax.checkpoint(lambda v: jjnp.cos(jjnp.sin(v).sum()), policy=pol))(np.arange(3.0))
+        jtext = "\n".join(r.getMessage() for r in caplog.records if r.name == "jax._src.ad_checkpoint")
+        # the same residuals as JAX's: cos x for sin, and sin (not -sin) for cos under everything_saveable
+        assert re.findall(r"output of (\w+) from", text) == re.findall(r"output of (\w+) from", jtext), (text, jtext)
         np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(
             lambda v: jjnp.cos(jjnp.sin(v).sum()))(np.arange(3.0, dtype=np.float32))), rtol=1e-5)
