@@ -368,6 +368,72 @@ def test_policy_inside_scan_saves_what_it_may():
     np.testing.assert_allclose(got[1], got[3], rtol=1e-5)
 
 
+def _dots_in_scan(T, np_, lax_, n_layers):
+    x0 = np_.ones((5,))
+
+    def f(W):
+        def layer(x):
+            for _ in range(n_layers):
+                x = np_.sin(np_.dot(x, W, precision=lax_.Precision.HIGHEST))
+            return x
+
+        return lax_.scan(lambda x, _: (layer(x), None), x0, None, length=2)[0]
+
+    return T.checkpoint(f, policy=T.checkpoint_policies.checkpoint_dots)
+
+
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_checkpoint_dots_outside_scan_saves_the_dots_and_recomputes_the_carry_chain(n_layers):
+    """checkpoint(scan) saving only the dots: the carry (the previous step's sin) is not saved per step, so
+    the backward pass reruns the scan forward from the saved dots (sin/cos only) and then the transposed scan
+    (two dots per forward one), as JAX does; gradients agree."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = _dots_in_scan(T, np_, lax_, n_layers)
+        W = np_.ones((5, 5)) * 0.1
+        y, f_vjp = T.vjp(f, W)
+        got.append(_counts(str(T.make_jaxpr(f_vjp)(y))))
+        got.append(np.asarray(f_vjp(np_.ones((5,)))[0]))
+        got.append(np.asarray(T.jit(T.grad(lambda w, f=f: f(w).sum()))(W)))
+    assert got[0] == got[3] == (n_layers, n_layers, 2 * n_layers)
+    np.testing.assert_allclose(got[1], got[4], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], got[5], rtol=1e-5, atol=1e-6)
+    ftrans.test_util.check_grads(_dots_in_scan(*API_F, n_layers), (np.ones((5, 5), np.float32) * 0.1,), order=2,
+                                 modes=["fwd", "rev"])
+
+
+@pytest.mark.parametrize("pol", ["save_cos", "save_sin", "everything", "nothing"])
+def test_policy_reaches_a_scan_inside_a_custom_jvp_rule_inside_a_scan(pol):
+    """The custom_jvp rule runs a scan returning (sin x, cos x) as its carries; the outer tangent reads the
+    inner scan's final cos carry. Under a policy saving cos, that known final carry comes from the saved
+    value (the inner scan is split, its carry threaded) instead of the inner scan being recomputed whole."""
+    def build(T, np_, lax_):
+        def scan_apply(f, x):
+            return lax_.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+        @T.custom_jvp
+        def sin(x):
+            return np_.sin(x)
+
+        def sin_jvp(primals, tangents):
+            (x,), (xdot,) = primals, tangents
+            y, c = scan_apply(lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), (x, x))
+            return y, c * xdot
+
+        sin.defjvp(sin_jvp)
+        return T.checkpoint(lambda x: scan_apply(sin, x), policy=_policies(T)[pol])
+
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = build(T, np_, lax_)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        got.append(np.asarray(T.grad(f)(3.0)))
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (3.0,), order=2, modes=["rev"])
+    assert got[0] == got[2], got
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-6)
+
+
 def test_known_output_of_a_split_jit_feeds_a_later_one_under_checkpoint():
     """remat(f) where f calls a jitted multiply twice: the second call's known operand (the first's primal
     output) is recomputed under the policy, and the backward pass stays linear."""
