@@ -96,7 +96,7 @@ def test_saved_residuals_follow_the_policy():
     assert len(nothing) < len(dots) < len(everything)
     assert len(everything) >= len(plain) - 1
     assert sum("dot_general" in what for _, what in dots) == 4  # two dots per block, two blocks
-    assert sum("output of name" in what for _, what in names) == 2  # the tagged hidden value per block
+    assert sum(what.startswith("named 'hidden' from") for _, what in names) == 2  # the tagged value per block
     assert _count("default") == nothing
 
 
@@ -104,8 +104,43 @@ def test_print_saved_residuals_names_sources(capsys):
     f = loss(fjnp, ftrans.checkpoint, checkpoint_name, policy=cp.dots_saveable)
     print_saved_residuals(f, W1, W2, X)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "f32[6,6] from the argument args[0][0]"
+    assert lines[0] == "f32[6,6] from the argument w1"
     assert any("output of dot_general from" in ln and "test_remat.py" in ln for ln in lines)
+
+
+def _describe(res):
+    """(shape, description) per residual, without the column and function qualname JAX adds to source lines."""
+    return [(tuple(a.shape), re.sub(r"(\.py:\d+)(:\d+)?( \(.*\))?$", r"\1", what)) for a, what in res]
+
+
+def test_saved_residuals_describe_and_order_like_jax():
+    """Constants, then arguments by parameter name and path, then intermediates in program order, with a
+    ``checkpoint_name`` tag shown as ``named '...'``: JAX's descriptions, word for word."""
+    from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
+
+    def make(np_, name_fn):
+        def f(x, y):
+            x1, x2 = x
+            z = name_fn(np_.sin(3.0), "z")
+            return z * ((x1 * x2) * y) * np.array([3.0])
+
+        return f
+
+    def make_named(T, np_, name_fn):
+        def g(w, *rest, scale):
+            h = name_fn(np_.dot(w, w), "foo")
+            return np_.dot(h, w) * scale + rest[0]["b"]
+
+        return T.checkpoint(g, policy=T.checkpoint_policies.save_only_these_names("foo"))
+
+    got = _describe(saved_residuals(make(fjnp, checkpoint_name), (2.0, 3.0), y=4.0))
+    want = _describe(jax_saved_residuals(make(jjnp, jax.ad_checkpoint.checkpoint_name), (2.0, 3.0), y=4.0))
+    assert got == want, (got, want)
+    w = np.ones((3, 3), np.float32)
+    got = _describe(saved_residuals(make_named(ftrans, fjnp, checkpoint_name), w, {"b": w}, scale=2.0))
+    want = _describe(jax_saved_residuals(make_named(jax, jjnp, jax.ad_checkpoint.checkpoint_name), w, {"b": w},
+                                         scale=2.0))
+    assert got == want, (got, want)
 
 
 def test_backward_program_recomputes_behind_a_barrier():

@@ -255,14 +255,44 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 remat = checkpoint
 
 
+def _arg_names(fun: Callable, args: tuple, kwargs: dict) -> list[str] | None:
+    """Each flattened argument's name as JAX's ``saved_residuals`` writes it: the parameter's name and the
+    path into it (``x[0]``, ``y``, ``params['w']``); ``None`` where ``fun`` has no usable signature."""
+    import inspect
+
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    by_pos = {}
+    names_of_pos = list(bound.arguments)
+    for i, _ in enumerate(args):
+        by_pos[i] = names_of_pos[i] if i < len(names_of_pos) else None
+    params = inspect.signature(fun).parameters
+    out: list[str] = []
+    flat_args = tree_util.tree_flatten_with_path(args)[0]
+    for path, _ in flat_args:
+        i = path[0].idx  # type: ignore[attr-defined]
+        name = by_pos.get(i)
+        if name is not None and params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+            name = f"{name}[{i - list(params).index(name)}]"
+        out.append((name or f"args[{i}]") + tree_util.keystr(path[1:]))
+    for path, _ in tree_util.tree_flatten_with_path(kwargs)[0]:
+        out.append(str(path[0].key) + tree_util.keystr(path[1:]))  # type: ignore[attr-defined]
+    return out
+
+
 def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[ShapedArray, str]]:
-    """What reverse mode of ``fun`` at ``args`` keeps for the backward pass: (type, where it came from) each."""
+    """What reverse mode of ``fun`` at ``args`` keeps for the backward pass: (type, where it came from) each,
+    in JAX's order and words: constants, then arguments (by parameter name), then intermediate values in
+    program order (``named 'n'`` for a ``checkpoint_name`` tag, ``output of jitted function 'f'``)."""
     from ftrans.transforms.partial_eval import linearize_flat
 
     leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
     from ftrans.core.operands import as_operand
 
     leaves = [as_operand(x) for _, x in leaves_paths]
+    names = _arg_names(fun, args, kwargs) or [None] * len(leaves)
     box: list = []
 
     def staged(*ins: Any) -> list:
@@ -276,27 +306,40 @@ def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shap
 
     closed, _ = stage(staged, [aval_of(x) for x in leaves])
     lin = box[0]
-    arg_names = {id(v): "from the argument " + ("args" + tree_util.keystr(p)) for v, (p, _) in
-                 zip(closed.jaxpr.invars, leaves_paths)}
+    arg_index = {id(v): i for i, v in enumerate(closed.jaxpr.invars)}
     producers = {}
-    for eqn in closed.jaxpr.eqns:
+    for n, eqn in enumerate(closed.jaxpr.eqns):
         for v in eqn.outvars:
-            producers[id(v)] = eqn
-    out = []
+            producers[id(v)] = (n, eqn)
+    keyed = []
     for c in lin.consts:
         aval = aval_of(c)
         if isinstance(c, StagingTracer):
             k = id(c.atom)
-            if k in arg_names:
-                out.append((aval, arg_names[k]))
+            if k in arg_index:
+                i = arg_index[k]
+                what = (f"from the argument {names[i]}" if names[i] is not None
+                        else f"from the argument at flattened index {i}")
+                keyed.append(((1, i), aval, what))
                 continue
-            eqn = producers.get(k)
-            if eqn is not None:
-                src = f" from {eqn.source_info}" if eqn.source_info else ""
-                out.append((aval, f"output of {eqn.primitive.name}{src}"))
+            hit = producers.get(k)
+            if hit is not None:
+                n, eqn = hit
+                src = str(eqn.source_info) if eqn.source_info else "unknown"
+                if eqn.primitive is name_p:
+                    what = f"named '{eqn.params['name']}' from {src}"
+                elif eqn.primitive.name == "jit_call":
+                    fname = str(eqn.params.get("name", ""))
+                    while fname.startswith("jvp(") and fname.endswith(")"):  # the user's function's name
+                        fname = fname[4:-1]
+                    what = f"output of jitted function '{fname}' from {src}"
+                else:
+                    what = f"output of {eqn.primitive.name} from {src}"
+                keyed.append(((2, n), aval, what))
                 continue
-        out.append((aval, "a constant"))
-    return out
+        keyed.append(((0, 0), aval, "from a constant"))
+    keyed.sort(key=lambda t: t[0])  # stable: residuals of one equation keep their order
+    return [(aval, what) for _, aval, what in keyed]
 
 
 def print_saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> None:
