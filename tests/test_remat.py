@@ -529,3 +529,28 @@ def test_residual_logging_at_debug_level(caplog):
         assert re.findall(r"output of (\w+) from", text) == re.findall(r"output of (\w+) from", jtext), (text, jtext)
         np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(
             lambda v: jjnp.cos(jjnp.sin(v).sum()))(np.arange(3.0, dtype=np.float32))), rtol=1e-5)
+
+
+def test_checkpoint_of_jit_compiles_once_across_calls(caplog):
+    """vjp/linearize of checkpoint(jit(f)) in a loop: the checkpointed body is traced and split once, so the
+    jit calls inside its halves are the same programs each time and compile once (JAX: one lowering)."""
+    import logging
+
+    def compiles():
+        return sum(r.getMessage().startswith("Finished jaxpr to MLIR module conversion") for r in caplog.records
+                   if r.name.startswith("ftrans"))
+
+    caplog.set_level(logging.DEBUG, logger="ftrans")
+    for static in (False, True):
+        identity = (ftrans.checkpoint(ftrans.jit(lambda x: 2 * x), static_argnums=(0,)) if static
+                    else ftrans.checkpoint(ftrans.jit(lambda x: 2 * x)))
+        caplog.clear()
+        for _ in range(4):
+            y = identity(1.0) if static else ftrans.vjp(identity, 1.0)[0]
+            assert float(y) == 2.0
+        assert compiles() == 1, [r.getMessage() for r in caplog.records]
+    identity = ftrans.checkpoint(ftrans.jit(lambda x: 2 * x))
+    _, f_lin = ftrans.linearize(identity, 1.0)
+    caplog.clear()
+    assert [float(f_lin(1.0)) for _ in range(4)] == [2.0] * 4
+    assert compiles() <= 1
