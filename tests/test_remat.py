@@ -554,3 +554,31 @@ def test_checkpoint_of_jit_compiles_once_across_calls(caplog):
     caplog.clear()
     assert [float(f_lin(1.0)) for _ in range(4)] == [2.0] * 4
     assert compiles() <= 1
+
+
+def test_static_argnames_concrete_and_prevent_cse_arguments():
+    """static_argnames marks keyword arguments static (JAX's checkpoint with remat3, which honours it);
+    the removed ``concrete`` option and a prevent_cse that is not a bool or tuple are errors, as in JAX."""
+    from jax._src import config as jax_config
+
+    n = [0]
+
+    def f(x, *, flag):
+        n[0] += 1
+        return x * 2.0 if flag else -x
+
+    g = ftrans.checkpoint(f, static_argnames="flag")
+    got = [float(g(3.0, flag=True)), float(ftrans.grad(lambda x: g(x, flag=False))(3.0)), float(g(3.0, flag=True))]
+    with jax_config.remat3(True):
+        jg = jax.checkpoint(f, static_argnames="flag")
+        want = [float(jg(3.0, flag=True)), float(jax.grad(lambda x: jg(x, flag=False))(3.0)),
+                float(jg(3.0, flag=True))]
+    assert got == want == [6.0, -1.0, 6.0]
+    with pytest.raises(NotImplementedError, match="static_argnums"):
+        ftrans.checkpoint(f, concrete=True)
+    with pytest.raises(NotImplementedError):
+        jax.checkpoint(f, concrete=True)
+    with pytest.raises(TypeError, match="prevent_cse"):
+        ftrans.checkpoint(f, prevent_cse=None)
+    with pytest.raises(TypeError):
+        jax.checkpoint(f, prevent_cse=None)

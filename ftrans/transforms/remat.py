@@ -175,17 +175,33 @@ def _trace_key(in_tree: Any, avals: list, statics: tuple) -> tuple | None:
             tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]))
 
 
-def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,
-               static_argnums: int | Sequence[int] = ()) -> Callable:
+_NO_CONCRETE = object()
+
+
+def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, policy: Callable | None = None,
+               static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
+               concrete: Any = _NO_CONCRETE) -> Callable:
     """JAX's ``checkpoint``: ``fun``'s intermediate values are recomputed in the backward pass instead of
     saved, except those ``policy`` allows saving.
 
     As in JAX, ``fun`` is staged (traced on abstract values) on every use, differentiated or not, so a
     Python ``if`` on an argument fails alike everywhere; the staged body is remembered per argument
-    signature and static arguments, so calling the function again does not trace it again.
+    signature and static arguments, so calling the function again does not trace it again. Arguments
+    named in ``static_argnums`` (positions) or ``static_argnames`` (keywords) are passed through as Python
+    values and are part of that key.
     """
+    if concrete is not _NO_CONCRETE:
+        raise NotImplementedError(
+            "checkpoint's `concrete` option was removed (as in JAX v0.10); mark the arguments Python control "
+            "flow depends on with static_argnums instead")
     if not callable(fun):
         raise FtransTypeError(f"checkpoint: expected a function, got {type(fun).__name__}")
+    if isinstance(prevent_cse, Sequence) and not isinstance(prevent_cse, str):
+        prevent_cse = tuple(prevent_cse)
+    if not isinstance(prevent_cse, (tuple, bool)):
+        raise FtransTypeError(f"checkpoint: prevent_cse must be a bool or a tuple of bools, got "
+                              f"{type(prevent_cse).__name__}")
+    static_names = frozenset((static_argnames,) if isinstance(static_argnames, str) else static_argnames)
     statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in statics):
         raise FtransTypeError(f"checkpoint: static_argnums must be an int or a tuple of ints, got {static_argnums!r}")
@@ -202,6 +218,9 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
                 f"positional arguments (got {bad[0]})")
         stat = {i % n for i in statics}
         dyn = [a for i, a in enumerate(args) if i not in stat]
+        static_kw = {k: v for k, v in kwargs.items() if k in static_names}
+        if static_kw:
+            kwargs = {k: v for k, v in kwargs.items() if k not in static_names}
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         from ftrans.core.operands import as_operand
 
@@ -213,10 +232,11 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         except TypeError:
             raise FtransTypeError(
                 f"checkpoint({name}): every non-static argument must be an array or a pytree of arrays; "
-                "mark other arguments with static_argnums"
+                "mark other arguments with static_argnums (or static_argnames)"
             ) from None
         avals = [aval_of(x) for x in leaves]
-        key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat)))
+        key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat))
+                         + tuple((k, _Static(static_kw[k])) for k in sorted(static_kw)))
         hit = traced.get(key) if key is not None else None
         if hit is None:
             out_tree_box: list = []
@@ -225,7 +245,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
                 d, kw = tree_util.tree_unflatten(in_tree, ins)
                 it = iter(d)
                 full = [args[i] if i in stat else next(it) for i in range(n)]
-                out, tree = tree_util.tree_flatten(fun(*full, **kw))
+                out, tree = tree_util.tree_flatten(fun(*full, **kw, **static_kw))
                 out_tree_box.append(tree)
                 return out
 
