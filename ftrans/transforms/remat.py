@@ -20,6 +20,7 @@ Policies have JAX's signature ``policy(prim, *avals, **params) -> bool``
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -207,6 +208,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
         raise FtransTypeError(f"checkpoint: static_argnums must be an int or a tuple of ints, got {static_argnums!r}")
     name = getattr(fun, "__name__", "fun")
     traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
+    lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
@@ -254,11 +256,14 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
             hit = (body, consts, out_tree_box[0])
             # A body that captured a tracer of an enclosing transform belongs to this call only.
             if key is not None and not any(isinstance(c, Tracer) for c in consts):
-                traced[key] = hit
-                while len(traced) > _TRACE_CACHE_SIZE:
-                    traced.popitem(last=False)
+                with lock:
+                    traced[key] = hit
+                    while len(traced) > _TRACE_CACHE_SIZE:
+                        traced.popitem(last=False)
         else:
-            traced.move_to_end(key)
+            with lock:
+                if key in traced:
+                    traced.move_to_end(key)
         body, consts, out_tree = hit
         if _trace.is_eager():  # nothing to save or recompute: run the staged body now, on the arrays
             from ftrans.core.jaxpr_api import eval_jaxpr
