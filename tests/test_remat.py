@@ -582,3 +582,40 @@ def test_static_argnames_concrete_and_prevent_cse_arguments():
         ftrans.checkpoint(f, prevent_cse=None)
     with pytest.raises(TypeError):
         jax.checkpoint(f, prevent_cse=None)
+
+
+@pytest.mark.parametrize("inner", ["jit", "scan"])
+def test_nested_scans_share_the_recomputed_carry_under_nothing_saveable(inner):
+    """checkpoint(scan(sin, scan(sin, x))) where sin's custom JVP computes (sin, cos) in a jit or a scan:
+    the first scan's primal carry, which the second reads, is recomputed once (the unknown scan threads it)
+    rather than by a second copy of the scan, and the backward pass transposes only the tangent halves
+    (JAX: 2 sin, 2 cos in the linear program); gradients agree."""
+    def build(T, np_, lax_):
+        def scan_apply(f, x):
+            return lax_.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+        @T.custom_jvp
+        def sin(x):
+            return np_.sin(x)
+
+        def sin_jvp(primals, tangents):
+            (x,), (xdot,) = primals, tangents
+            if inner == "jit":
+                y, c = T.jit(lambda: (np_.sin(x), np_.cos(x)))()
+            else:
+                y, c = scan_apply(lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), (x, x))
+            return y, c * xdot
+
+        sin.defjvp(sin_jvp)
+        return T.checkpoint(lambda x: scan_apply(sin, scan_apply(sin, x)),
+                            policy=T.checkpoint_policies.nothing_saveable)
+
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = build(T, np_, lax_)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        got.append(float(T.grad(f)(3.0)))
+    assert got[0] == got[2], got
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.cos(np.sin(3.0)) * np.cos(3.0), rtol=1e-5)
+    ftrans.test_util.check_grads(build(*API_F), (3.0,), order=2, modes=["rev"])
