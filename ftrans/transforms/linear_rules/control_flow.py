@@ -58,7 +58,9 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
     """Run the transposed body backwards: carry the carries' cotangents, accumulate the linear consts'."""
     consts, init, xs = scan_split(args, num_consts, num_carry)
     if not all(is_undefined(c) for c in init):
-        return _scan_transpose_mixed(cts, list(args), jaxpr, num_consts, num_carry, length, reverse, unroll)
+        mixed = _scan_transpose_mixed(cts, list(args), jaxpr, num_consts, num_carry, length, reverse, unroll)
+        if mixed is not None:
+            return mixed
     c_lin = [is_undefined(c) for c in consts]
     x_lin = [is_undefined(x) for x in xs]
     res_c = [c for c in consts if not is_undefined(c)]
@@ -106,15 +108,17 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
 
 
 def _scan_transpose_mixed(cts: list, args: list, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
-                          length: int, reverse: bool, unroll: int) -> list:
+                          length: int, reverse: bool, unroll: int) -> list | None:
     """A scan carrying primal values beside linear ones (a checkpoint's backward pass recomputing a known
     carry chain): run its primal half forward now, a scan that also stacks the residuals the linear half
     reads, then transpose the linear half (the split of partial evaluation, as JAX's checkpoint transpose
-    does)."""
+    does). ``None`` when every carry turns out linear: the plain rule applies."""
     from ftrans.transforms.ad_rules.control_flow import _split_scan
 
     unk = [is_undefined(a) for a in args]
     sp = _split_scan(jaxpr, num_consts, num_carry, unk)
+    if all(sp.carry_unk):  # every carry is linear (a primal initial value is an instantiated zero tangent)
+        return None
     consts, init, xs = scan_split(args, num_consts, num_carry)
     consts_unk, _, xs_unk = scan_split(unk, num_consts, num_carry)
     k_consts = [c for c, u in zip(consts, consts_unk) if not u]
