@@ -1,6 +1,7 @@
 """``checkpoint`` / ``remat``: trade memory for recomputation in reverse mode.
 
-``checkpoint(f)`` stages ``f`` and binds ``remat`` with the staged body.
+``checkpoint(f)`` stages ``f`` (on every use, eager included, remembering the staged body per
+signature) and binds ``remat`` with the staged body.
 Evaluated, lowered or differentiated forward, ``remat`` is just a call (a
 call-like primitive, ``ftrans/core/prims/calls.py``, whose rules are the
 shared ones of every call).  The difference is in linearization: the shared
