@@ -599,18 +599,6 @@ def test_no_execution_and_no_tracing_leave_eager_host_operations_running():
         np.testing.assert_allclose(np.asarray(fnp.cos(fnp.asarray(x))), np.cos(x), rtol=1e-6)
 
 
-# ---------------------------------------------------------------- checkpoint outside a transform
-def test_checkpoint_outside_a_transform_runs_the_function_directly():
-    def f(x):
-        return x * 2 if x > 0 else -x  # Python control flow on the argument
-
-    assert float(ftrans.checkpoint(f)(3.0)) == 6.0
-    with pytest.raises(jax.errors.TracerBoolConversionError):
-        jax.checkpoint(f)(3.0)
-    with pytest.raises(ftrans.errors.ConcretizationTypeError):  # under a transform ftrans traces it too
-        ftrans.jit(ftrans.checkpoint(f))(3.0)
-
-
 def test_pbroadcast_works_under_vmap_where_jax_raises():
     x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
     got = ftrans.vmap(lambda v: flax.pbroadcast(v, "i", 2), axis_name="i")(x)

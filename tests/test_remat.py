@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -95,7 +96,7 @@ def test_saved_residuals_follow_the_policy():
     assert len(nothing) < len(dots) < len(everything)
     assert len(everything) >= len(plain) - 1
     assert sum("dot_general" in what for _, what in dots) == 4  # two dots per block, two blocks
-    assert sum("output of name" in what for _, what in names) == 2  # the tagged hidden value per block
+    assert sum(what.startswith("named 'hidden' from") for _, what in names) == 2  # the tagged value per block
     assert _count("default") == nothing
 
 
@@ -103,8 +104,43 @@ def test_print_saved_residuals_names_sources(capsys):
     f = loss(fjnp, ftrans.checkpoint, checkpoint_name, policy=cp.dots_saveable)
     print_saved_residuals(f, W1, W2, X)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "f32[6,6] from the argument args[0][0]"
+    assert lines[0] == "f32[6,6] from the argument w1"
     assert any("output of dot_general from" in ln and "test_remat.py" in ln for ln in lines)
+
+
+def _describe(res):
+    """(shape, description) per residual, without the column and function qualname JAX adds to source lines."""
+    return [(tuple(a.shape), re.sub(r"(\.py:\d+)(:\d+)?( \(.*\))?$", r"\1", what)) for a, what in res]
+
+
+def test_saved_residuals_describe_and_order_like_jax():
+    """Constants, then arguments by parameter name and path, then intermediates in program order, with a
+    ``checkpoint_name`` tag shown as ``named '...'``: JAX's descriptions, word for word."""
+    from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
+
+    def make(np_, name_fn):
+        def f(x, y):
+            x1, x2 = x
+            z = name_fn(np_.sin(3.0), "z")
+            return z * ((x1 * x2) * y) * np.array([3.0])
+
+        return f
+
+    def make_named(T, np_, name_fn):
+        def g(w, *rest, scale):
+            h = name_fn(np_.dot(w, w), "foo")
+            return np_.dot(h, w) * scale + rest[0]["b"]
+
+        return T.checkpoint(g, policy=T.checkpoint_policies.save_only_these_names("foo"))
+
+    got = _describe(saved_residuals(make(fjnp, checkpoint_name), (2.0, 3.0), y=4.0))
+    want = _describe(jax_saved_residuals(make(jjnp, jax.ad_checkpoint.checkpoint_name), (2.0, 3.0), y=4.0))
+    assert got == want, (got, want)
+    w = np.ones((3, 3), np.float32)
+    got = _describe(saved_residuals(make_named(ftrans, fjnp, checkpoint_name), w, {"b": w}, scale=2.0))
+    want = _describe(jax_saved_residuals(make_named(jax, jjnp, jax.ad_checkpoint.checkpoint_name), w, {"b": w},
+                                         scale=2.0))
+    assert got == want, (got, want)
 
 
 def test_backward_program_recomputes_behind_a_barrier():
@@ -138,6 +174,65 @@ def test_static_argnums_and_jvp_and_linearize():
     np.testing.assert_allclose(np.asarray(t), np.asarray(jt), rtol=1e-5, atol=1e-6)
     _, f_lin = ftrans.linearize(lambda x: f(x, 3), X)
     np.testing.assert_allclose(np.asarray(f_lin(np.ones_like(X))), np.asarray(jt), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_checkpoint_traces_once_per_signature_like_jax(static):
+    """Calling a checkpointed function again (eagerly or under grad) reuses its staged body: the Python
+    function runs once per argument signature and static arguments, as in JAX."""
+    counts = []
+    for T, lax_ in ((ftrans, ftrans.lax), (jax, jax.lax)):
+        n = [0]
+
+        def g(x, k, lax_=lax_, n=n):
+            n[0] += 1
+            return lax_.sin(x) * k, 3.0
+
+        h = T.checkpoint(g, static_argnums=(1,)) if static else T.checkpoint(lambda x: g(x, 2.0))
+        call = (lambda x, h=h: h(x, 2.0)[0]) if static else (lambda x, h=h: h(x)[0])
+        vals = [np.asarray(call(2.0)) for _ in range(5)]
+        vals.append(np.asarray(T.grad(call)(2.0)))
+        vals.append(np.asarray(call(np.float32(1.0))))  # a new signature (a strong float): traced again
+        counts.append(n[0])
+        if T is ftrans:
+            got = vals
+    assert counts[0] == counts[1]
+    for a, b in zip(got, vals):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_checkpoint_static_arguments_are_part_of_the_trace_key():
+    n = [0]
+
+    def g(x, k):
+        n[0] += 1
+        return x * k
+
+    h = ftrans.checkpoint(g, static_argnums=1)
+    assert [float(h(1.0, k)) for k in (2.0, 3.0, 2.0)] == [2.0, 3.0, 2.0]
+    assert n[0] == 2
+    unhashable = ftrans.checkpoint(lambda x, d: x * d["k"], static_argnums=-1)  # by identity, as in JAX
+    assert float(unhashable(2.0, {"k": 4.0})) == 8.0
+    with pytest.raises(ValueError, match="static_argnums"):
+        h(1.0)
+    with pytest.raises(ValueError):
+        jax.checkpoint(lambda x, k: x * k, static_argnums=1)(1.0)
+
+
+def test_python_control_flow_inside_checkpoint_raises_like_jax():
+    """As in JAX, checkpoint stages its function even outside any transform: a Python ``if`` on an
+    argument is a concretization error naming the user's line (JAX: the same class of error)."""
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.checkpoint(f)(3.0)
+    with pytest.raises(ftrans.errors.TracerBoolConversionError, match="test_remat.py"):
+        ftrans.checkpoint(f)(3.0)
+    with pytest.raises(ftrans.errors.TracerBoolConversionError):
+        ftrans.checkpoint(lambda x, _: f(x), static_argnums=(1,))(3.0, 1.0)
 
 
 def test_bad_arguments():
@@ -308,6 +403,72 @@ def test_policy_inside_scan_saves_what_it_may():
     np.testing.assert_allclose(got[1], got[3], rtol=1e-5)
 
 
+def _dots_in_scan(T, np_, lax_, n_layers):
+    x0 = np_.ones((5,))
+
+    def f(W):
+        def layer(x):
+            for _ in range(n_layers):
+                x = np_.sin(np_.dot(x, W, precision=lax_.Precision.HIGHEST))
+            return x
+
+        return lax_.scan(lambda x, _: (layer(x), None), x0, None, length=2)[0]
+
+    return T.checkpoint(f, policy=T.checkpoint_policies.checkpoint_dots)
+
+
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_checkpoint_dots_outside_scan_saves_the_dots_and_recomputes_the_carry_chain(n_layers):
+    """checkpoint(scan) saving only the dots: the carry (the previous step's sin) is not saved per step, so
+    the backward pass reruns the scan forward from the saved dots (sin/cos only) and then the transposed scan
+    (two dots per forward one), as JAX does; gradients agree."""
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = _dots_in_scan(T, np_, lax_, n_layers)
+        W = np_.ones((5, 5)) * 0.1
+        y, f_vjp = T.vjp(f, W)
+        got.append(_counts(str(T.make_jaxpr(f_vjp)(y))))
+        got.append(np.asarray(f_vjp(np_.ones((5,)))[0]))
+        got.append(np.asarray(T.jit(T.grad(lambda w, f=f: f(w).sum()))(W)))
+    assert got[0] == got[3] == (n_layers, n_layers, 2 * n_layers)
+    np.testing.assert_allclose(got[1], got[4], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], got[5], rtol=1e-5, atol=1e-6)
+    ftrans.test_util.check_grads(_dots_in_scan(*API_F, n_layers), (np.ones((5, 5), np.float32) * 0.1,), order=2,
+                                 modes=["fwd", "rev"])
+
+
+@pytest.mark.parametrize("pol", ["save_cos", "save_sin", "everything", "nothing"])
+def test_policy_reaches_a_scan_inside_a_custom_jvp_rule_inside_a_scan(pol):
+    """The custom_jvp rule runs a scan returning (sin x, cos x) as its carries; the outer tangent reads the
+    inner scan's final cos carry. Under a policy saving cos, that known final carry comes from the saved
+    value (the inner scan is split, its carry threaded) instead of the inner scan being recomputed whole."""
+    def build(T, np_, lax_):
+        def scan_apply(f, x):
+            return lax_.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+        @T.custom_jvp
+        def sin(x):
+            return np_.sin(x)
+
+        def sin_jvp(primals, tangents):
+            (x,), (xdot,) = primals, tangents
+            y, c = scan_apply(lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), (x, x))
+            return y, c * xdot
+
+        sin.defjvp(sin_jvp)
+        return T.checkpoint(lambda x: scan_apply(sin, x), policy=_policies(T)[pol])
+
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = build(T, np_, lax_)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        got.append(np.asarray(T.grad(f)(3.0)))
+        if T is ftrans:
+            ftrans.test_util.check_grads(f, (3.0,), order=2, modes=["rev"])
+    assert got[0] == got[2], got
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-6)
+
+
 def test_known_output_of_a_split_jit_feeds_a_later_one_under_checkpoint():
     """remat(f) where f calls a jitted multiply twice: the second call's known operand (the first's primal
     output) is recomputed under the policy, and the backward pass stays linear."""
@@ -360,5 +521,101 @@ def test_residual_logging_at_debug_level(caplog):
         assert ("saving these intermediates:" in text) == intermediates, text
         if intermediates:
             assert "output of cos from" in text and "test_remat.py" in text
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="jax._src.ad_checkpoint"):
+            jax.grad(jax.checkpoint(lambda v: jjnp.cos(jjnp.sin(v).sum()), policy=pol))(np.arange(3.0))
+        jtext = "\n".join(r.getMessage() for r in caplog.records if r.name == "jax._src.ad_checkpoint")
+        # the same residuals as JAX's: cos x for sin, and sin (not -sin) for cos under everything_saveable
+        assert re.findall(r"output of (\w+) from", text) == re.findall(r"output of (\w+) from", jtext), (text, jtext)
         np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(
             lambda v: jjnp.cos(jjnp.sin(v).sum()))(np.arange(3.0, dtype=np.float32))), rtol=1e-5)
+
+
+def test_checkpoint_of_jit_compiles_once_across_calls(caplog):
+    """vjp/linearize of checkpoint(jit(f)) in a loop: the checkpointed body is traced and split once, so the
+    jit calls inside its halves are the same programs each time and compile once (JAX: one lowering)."""
+    import logging
+
+    def compiles():
+        return sum(r.getMessage().startswith("Finished jaxpr to MLIR module conversion") for r in caplog.records
+                   if r.name.startswith("ftrans"))
+
+    caplog.set_level(logging.DEBUG, logger="ftrans")
+    for static in (False, True):
+        identity = (ftrans.checkpoint(ftrans.jit(lambda x: 2 * x), static_argnums=(0,)) if static
+                    else ftrans.checkpoint(ftrans.jit(lambda x: 2 * x)))
+        caplog.clear()
+        for _ in range(4):
+            y = identity(1.0) if static else ftrans.vjp(identity, 1.0)[0]
+            assert float(y) == 2.0
+        assert compiles() == 1, [r.getMessage() for r in caplog.records]
+    identity = ftrans.checkpoint(ftrans.jit(lambda x: 2 * x))
+    _, f_lin = ftrans.linearize(identity, 1.0)
+    caplog.clear()
+    assert [float(f_lin(1.0)) for _ in range(4)] == [2.0] * 4
+    assert compiles() <= 1
+
+
+def test_static_argnames_concrete_and_prevent_cse_arguments():
+    """static_argnames marks keyword arguments static (JAX's checkpoint with remat3, which honours it);
+    the removed ``concrete`` option and a prevent_cse that is not a bool or tuple are errors, as in JAX."""
+    from jax._src import config as jax_config
+
+    n = [0]
+
+    def f(x, *, flag):
+        n[0] += 1
+        return x * 2.0 if flag else -x
+
+    g = ftrans.checkpoint(f, static_argnames="flag")
+    got = [float(g(3.0, flag=True)), float(ftrans.grad(lambda x: g(x, flag=False))(3.0)), float(g(3.0, flag=True))]
+    with jax_config.remat3(True):
+        jg = jax.checkpoint(f, static_argnames="flag")
+        want = [float(jg(3.0, flag=True)), float(jax.grad(lambda x: jg(x, flag=False))(3.0)),
+                float(jg(3.0, flag=True))]
+    assert got == want == [6.0, -1.0, 6.0]
+    with pytest.raises(NotImplementedError, match="static_argnums"):
+        ftrans.checkpoint(f, concrete=True)
+    with pytest.raises(NotImplementedError):
+        jax.checkpoint(f, concrete=True)
+    with pytest.raises(TypeError, match="prevent_cse"):
+        ftrans.checkpoint(f, prevent_cse=None)
+    with pytest.raises(TypeError):
+        jax.checkpoint(f, prevent_cse=None)
+
+
+@pytest.mark.parametrize("inner", ["jit", "scan"])
+def test_nested_scans_share_the_recomputed_carry_under_nothing_saveable(inner):
+    """checkpoint(scan(sin, scan(sin, x))) where sin's custom JVP computes (sin, cos) in a jit or a scan:
+    the first scan's primal carry, which the second reads, is recomputed once (the unknown scan threads it)
+    rather than by a second copy of the scan, and the backward pass transposes only the tangent halves
+    (JAX: 2 sin, 2 cos in the linear program); gradients agree."""
+    def build(T, np_, lax_):
+        def scan_apply(f, x):
+            return lax_.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+        @T.custom_jvp
+        def sin(x):
+            return np_.sin(x)
+
+        def sin_jvp(primals, tangents):
+            (x,), (xdot,) = primals, tangents
+            if inner == "jit":
+                y, c = T.jit(lambda: (np_.sin(x), np_.cos(x)))()
+            else:
+                y, c = scan_apply(lambda xs: (np_.sin(xs[0]), np_.cos(xs[1])), (x, x))
+            return y, c * xdot
+
+        sin.defjvp(sin_jvp)
+        return T.checkpoint(lambda x: scan_apply(sin, scan_apply(sin, x)),
+                            policy=T.checkpoint_policies.nothing_saveable)
+
+    got = []
+    for T, np_, lax_ in (API_F, API_J):
+        f = build(T, np_, lax_)
+        got.append(_counts(str(T.make_jaxpr(T.linearize(f, 4.0)[1])(1.0))))
+        got.append(float(T.grad(f)(3.0)))
+    assert got[0] == got[2], got
+    np.testing.assert_allclose(got[1], got[3], rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.cos(np.sin(3.0)) * np.cos(3.0), rtol=1e-5)
+    ftrans.test_util.check_grads(build(*API_F), (3.0,), order=2, modes=["rev"])

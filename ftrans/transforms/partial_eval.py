@@ -240,6 +240,16 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
                 want = [id(v) in needed for v in k_eqn.outvars]
                 group = [u_eqn]
                 if any(want):
+                    # First choice: split the equation again, its unknown half producing those known outputs
+                    # as well (a scan threads the known carries it already recomputes), so nothing runs twice.
+                    want_out = [id(v) in needed for v in eqn.outvars]
+                    again = rule(eqn, unk_in, saveable=saveable, force=want_out) if any(want_out) else None
+                    if again is not None and again[0] is not None and list(again[2]) == list(out_unk):
+                        it[3], u_eqn = again[0], again[1]
+                        staged[idx] = [u_eqn]
+                        needed.difference_update(id(v) for v, w in zip(eqn.outvars, want_out) if w)
+                        need_known_ins(u_eqn)
+                        continue
                     k2, u2, _ = rule(k_eqn, [False] * len(k_eqn.invars), saveable=saveable, force=want) or \
                         (None, None, None)
                     if k2 is not None:

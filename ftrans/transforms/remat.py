@@ -1,6 +1,7 @@
 """``checkpoint`` / ``remat``: trade memory for recomputation in reverse mode.
 
-``checkpoint(f)`` stages ``f`` and binds ``remat`` with the staged body.
+``checkpoint(f)`` stages ``f`` (on every use, eager included, remembering the staged body per
+signature) and binds ``remat`` with the staged body.
 Evaluated, lowered or differentiated forward, ``remat`` is just a call (a
 call-like primitive, ``ftrans/core/prims/calls.py``, whose rules are the
 shared ones of every call).  The difference is in linearization: the shared
@@ -20,6 +21,8 @@ Policies have JAX's signature ``policy(prim, *avals, **params) -> bool``
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,7 +36,7 @@ from ftrans.core.primitive import Primitive
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims.calls import name_p, optimization_barrier_p, remat_p
 from ftrans.core.trace import StagingTracer, Tracer, aval_of, stage
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "remat_p", "name_p",
@@ -132,20 +135,95 @@ class checkpoint_policies:  # noqa: N801 - JAX's name
 # The API
 
 
-def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | None = None,
-               static_argnums: int | Sequence[int] = ()) -> Callable:
+class _Static:
+    """A static argument as part of a trace-cache key: by value when hashable, else by identity (as JAX)."""
+
+    __slots__ = ("val", "hashable", "h")
+
+    def __init__(self, val: Any):
+        self.val = val
+        try:
+            self.h, self.hashable = hash(val), True
+        except TypeError:
+            self.h, self.hashable = id(val), False
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Static):
+            return False
+        if self.hashable and other.hashable:
+            try:
+                return type(self.val) is type(other.val) and bool(self.val == other.val)
+            except Exception:  # noqa: BLE001 - an __eq__ that cannot answer: not the same argument
+                return False
+        return self.val is other.val
+
+
+_TRACE_CACHE_SIZE = 64
+
+
+def _trace_key(in_tree: Any, avals: list, statics: tuple) -> tuple | None:
+    """What a checkpointed function's staged body depends on besides the function: the arguments' structure
+    and types, the static arguments, and the tracing context (64-bit mode, debug checks, bound axis names)."""
+    from ftrans.core.axis_env import axis_env as _axis_env
+    from ftrans.core.config import config as cfg
+
+    if _trace.state.source_override is not None:
+        return None
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, cfg.enable_x64,
+            cfg.debug_nans, cfg.debug_infs,
+            tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]))
+
+
+_NO_CONCRETE = object()
+
+
+def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, policy: Callable | None = None,
+               static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
+               concrete: Any = _NO_CONCRETE) -> Callable:
     """JAX's ``checkpoint``: ``fun``'s intermediate values are recomputed in the backward pass instead of
-    saved, except those ``policy`` allows saving."""
+    saved, except those ``policy`` allows saving.
+
+    As in JAX, ``fun`` is staged (traced on abstract values) on every use, differentiated or not, so a
+    Python ``if`` on an argument fails alike everywhere; the staged body is remembered per argument
+    signature and static arguments, so calling the function again does not trace it again. Arguments
+    named in ``static_argnums`` (positions) or ``static_argnames`` (keywords) are passed through as Python
+    values and are part of that key.
+    """
+    if concrete is not _NO_CONCRETE:
+        raise NotImplementedError(
+            "checkpoint's `concrete` option was removed (as in JAX v0.10); mark the arguments Python control "
+            "flow depends on with static_argnums instead")
     if not callable(fun):
         raise FtransTypeError(f"checkpoint: expected a function, got {type(fun).__name__}")
+    if isinstance(prevent_cse, Sequence) and not isinstance(prevent_cse, str):
+        prevent_cse = tuple(prevent_cse)
+    if not isinstance(prevent_cse, (tuple, bool)):
+        raise FtransTypeError(f"checkpoint: prevent_cse must be a bool or a tuple of bools, got "
+                              f"{type(prevent_cse).__name__}")
+    static_names = frozenset((static_argnames,) if isinstance(static_argnames, str) else static_argnames)
     statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in statics):
+        raise FtransTypeError(f"checkpoint: static_argnums must be an int or a tuple of ints, got {static_argnums!r}")
     name = getattr(fun, "__name__", "fun")
+    traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
+    lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
-        stat = {i % n for i in statics} if n else set()
+        bad = [i for i in statics if not -n <= i < n]
+        if bad:
+            raise FtransValueError(
+                f"checkpoint({name}): static_argnums {statics} must lie in [-{n}, {n}) for a call with {n} "
+                f"positional arguments (got {bad[0]})")
+        stat = {i % n for i in statics}
         dyn = [a for i, a in enumerate(args) if i not in stat]
+        static_kw = {k: v for k, v in kwargs.items() if k in static_names}
+        if static_kw:
+            kwargs = {k: v for k, v in kwargs.items() if k not in static_names}
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         from ftrans.core.operands import as_operand
 
@@ -157,29 +235,45 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
         except TypeError:
             raise FtransTypeError(
                 f"checkpoint({name}): every non-static argument must be an array or a pytree of arrays; "
-                "mark other arguments with static_argnums"
+                "mark other arguments with static_argnums (or static_argnames)"
             ) from None
-        out_tree_box: list = []
+        avals = [aval_of(x) for x in leaves]
+        key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat))
+                         + tuple((k, _Static(static_kw[k])) for k in sorted(static_kw)))
+        hit = traced.get(key) if key is not None else None
+        if hit is None:
+            out_tree_box: list = []
 
-        def call(*ins: Any) -> Any:
-            d, kw = tree_util.tree_unflatten(in_tree, ins)
-            it = iter(d)
-            full = [args[i] if i in stat else next(it) for i in range(n)]
-            return fun(*full, **kw)
+            def flat_fun(*ins: Any) -> list:
+                d, kw = tree_util.tree_unflatten(in_tree, ins)
+                it = iter(d)
+                full = [args[i] if i in stat else next(it) for i in range(n)]
+                out, tree = tree_util.tree_flatten(fun(*full, **kw, **static_kw))
+                out_tree_box.append(tree)
+                return out
 
-        if _trace.is_eager():  # nothing to save or recompute; the arguments are arrays, as in JAX
-            return call(*leaves)
+            closed, _ = stage(flat_fun, avals)
+            body, consts = hoist_consts(closed)
+            hit = (body, consts, out_tree_box[0])
+            # A body that captured a tracer of an enclosing transform belongs to this call only.
+            if key is not None and not any(isinstance(c, Tracer) for c in consts):
+                with lock:
+                    traced[key] = hit
+                    while len(traced) > _TRACE_CACHE_SIZE:
+                        traced.popitem(last=False)
+        else:
+            with lock:
+                if key in traced:
+                    traced.move_to_end(key)
+        body, consts, out_tree = hit
+        if _trace.is_eager():  # nothing to save or recompute: run the staged body now, on the arrays
+            from ftrans.core.jaxpr_api import eval_jaxpr
 
-        def flat_fun(*ins: Any) -> list:
-            out, tree = tree_util.tree_flatten(call(*ins))
-            out_tree_box.append(tree)
-            return out
-
-        closed, _ = stage(flat_fun, [aval_of(x) for x in leaves])
-        body, consts = hoist_consts(closed)
-        outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=prevent_cse, differentiated=False,
-                            policy=policy)
-        return tree_util.tree_unflatten(out_tree_box[0], outs)
+            outs = eval_jaxpr(body.jaxpr, [], *consts, *leaves)
+        else:
+            outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=prevent_cse, differentiated=False,
+                                policy=policy)
+        return tree_util.tree_unflatten(out_tree, outs)
 
     return remat_f
 
@@ -187,14 +281,44 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 remat = checkpoint
 
 
+def _arg_names(fun: Callable, args: tuple, kwargs: dict) -> list[str] | None:
+    """Each flattened argument's name as JAX's ``saved_residuals`` writes it: the parameter's name and the
+    path into it (``x[0]``, ``y``, ``params['w']``); ``None`` where ``fun`` has no usable signature."""
+    import inspect
+
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    by_pos = {}
+    names_of_pos = list(bound.arguments)
+    for i, _ in enumerate(args):
+        by_pos[i] = names_of_pos[i] if i < len(names_of_pos) else None
+    params = inspect.signature(fun).parameters
+    out: list[str] = []
+    flat_args = tree_util.tree_flatten_with_path(args)[0]
+    for path, _ in flat_args:
+        i = path[0].idx  # type: ignore[attr-defined]
+        name = by_pos.get(i)
+        if name is not None and params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+            name = f"{name}[{i - list(params).index(name)}]"
+        out.append((name or f"args[{i}]") + tree_util.keystr(path[1:]))
+    for path, _ in tree_util.tree_flatten_with_path(kwargs)[0]:
+        out.append(str(path[0].key) + tree_util.keystr(path[1:]))  # type: ignore[attr-defined]
+    return out
+
+
 def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[ShapedArray, str]]:
-    """What reverse mode of ``fun`` at ``args`` keeps for the backward pass: (type, where it came from) each."""
+    """What reverse mode of ``fun`` at ``args`` keeps for the backward pass: (type, where it came from) each,
+    in JAX's order and words: constants, then arguments (by parameter name), then intermediate values in
+    program order (``named 'n'`` for a ``checkpoint_name`` tag, ``output of jitted function 'f'``)."""
     from ftrans.transforms.partial_eval import linearize_flat
 
     leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
     from ftrans.core.operands import as_operand
 
     leaves = [as_operand(x) for _, x in leaves_paths]
+    names = _arg_names(fun, args, kwargs) or [None] * len(leaves)
     box: list = []
 
     def staged(*ins: Any) -> list:
@@ -208,27 +332,40 @@ def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shap
 
     closed, _ = stage(staged, [aval_of(x) for x in leaves])
     lin = box[0]
-    arg_names = {id(v): "from the argument " + ("args" + tree_util.keystr(p)) for v, (p, _) in
-                 zip(closed.jaxpr.invars, leaves_paths)}
+    arg_index = {id(v): i for i, v in enumerate(closed.jaxpr.invars)}
     producers = {}
-    for eqn in closed.jaxpr.eqns:
+    for n, eqn in enumerate(closed.jaxpr.eqns):
         for v in eqn.outvars:
-            producers[id(v)] = eqn
-    out = []
+            producers[id(v)] = (n, eqn)
+    keyed = []
     for c in lin.consts:
         aval = aval_of(c)
         if isinstance(c, StagingTracer):
             k = id(c.atom)
-            if k in arg_names:
-                out.append((aval, arg_names[k]))
+            if k in arg_index:
+                i = arg_index[k]
+                what = (f"from the argument {names[i]}" if names[i] is not None
+                        else f"from the argument at flattened index {i}")
+                keyed.append(((1, i), aval, what))
                 continue
-            eqn = producers.get(k)
-            if eqn is not None:
-                src = f" from {eqn.source_info}" if eqn.source_info else ""
-                out.append((aval, f"output of {eqn.primitive.name}{src}"))
+            hit = producers.get(k)
+            if hit is not None:
+                n, eqn = hit
+                src = str(eqn.source_info) if eqn.source_info else "unknown"
+                if eqn.primitive is name_p:
+                    what = f"named '{eqn.params['name']}' from {src}"
+                elif eqn.primitive.name == "jit_call":
+                    fname = str(eqn.params.get("name", ""))
+                    while fname.startswith("jvp(") and fname.endswith(")"):  # the user's function's name
+                        fname = fname[4:-1]
+                    what = f"output of jitted function '{fname}' from {src}"
+                else:
+                    what = f"output of {eqn.primitive.name} from {src}"
+                keyed.append(((2, n), aval, what))
                 continue
-        out.append((aval, "a constant"))
-    return out
+        keyed.append(((0, 0), aval, "from a constant"))
+    keyed.sort(key=lambda t: t[0])  # stable: residuals of one equation keep their order
+    return [(aval, what) for _, aval, what in keyed]
 
 
 def print_saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> None:

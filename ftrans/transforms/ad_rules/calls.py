@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import calls as C
-from ftrans.core.trace import aval_of
+from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError
 from ftrans.transforms.ad import Zero, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
 from ftrans.transforms.partial_eval import (
@@ -70,9 +71,7 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
         unknowns = [not k for k, _ in knowns]
         known_vals = [v for k, v in knowns if k]
         known_idx = [i for i, u in enumerate(unknowns) if not u]
-        with prim.body_env(params):
-            known_j, unknown_j, out_unknowns, n_res = partial_eval_jaxpr(prim.body(params), unknowns,
-                                                                         prim.residual_policy(params))
+        known_j, unknown_j, out_unknowns, n_res = _split_body(prim, params, unknowns)
         n_known_out = len(out_unknowns) - sum(out_unknowns)
         if prim.inline_known:
             if _logger.isEnabledFor(logging.DEBUG):
@@ -99,6 +98,28 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
 
     rule.__name__ = f"{prim.name}_partial_eval"
     return rule
+
+
+# body -> {(unknowns, policy): split}: linearizing the same call again (a checkpointed function under vjp in
+# a loop) reuses the split, so the calls inside its halves are the same jaxprs and hit their compile caches.
+_split_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _split_body(prim: C.CallPrimitive, params: dict, unknowns: list[bool]) -> tuple:
+    body = prim.body(params)
+    try:
+        key = (tuple(unknowns), params.get("policy"))
+        hash(key)
+    except TypeError:  # an unhashable policy object: split afresh
+        key = None
+    per = _split_cache.get(body)
+    if key is not None and per is not None and key in per:
+        return per[key]
+    with prim.body_env(params):
+        split = partial_eval_jaxpr(body, unknowns, prim.residual_policy(params))
+    if key is not None and not any(isinstance(c, Tracer) for c in body.consts):
+        _split_cache.setdefault(body, {})[key] = split
+    return split
 
 
 _logger = logging.getLogger("ftrans.ad_checkpoint")

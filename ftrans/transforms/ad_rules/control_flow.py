@@ -340,33 +340,64 @@ partial_eval_jaxpr_rules[cond_p] = _cond_split_eqn
 
 
 class _ScanSplit:
-    """How a scan splits: the known scan's body and the unknown scan's body, and where residuals go."""
+    """How a scan splits: the known scan's body and the unknown scan's body, and where residuals go.
+
+    ``thread`` marks known carries the unknown scan carries too (only under a checkpoint policy): the
+    unknown body recomputes their per-step values from the saved ones instead of reading them as stacked
+    residuals. The unknown scan's carries are those unknown or threaded, in the original order.
+    """
 
     __slots__ = ("known", "unknown", "carry_unk", "ys_unk", "ys_also", "res_kind", "res_src", "n_stacked",
-                 "carry_saved")
+                 "carry_saved", "thread")
 
 
 def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: list[bool], saveable: Any = None,
-                ys_force: list[bool] | None = None) -> _ScanSplit:
+                ys_force: list[bool] | None = None, carry_force: list[bool] | None = None) -> _ScanSplit:
     """``saveable``: an enclosing checkpoint's policy, applied in the body. ``ys_force``: known ``ys`` the
-    unknown scan must produce as well (recomputed per step, or stacked residuals)."""
+    unknown scan must produce as well (recomputed per step, or stacked residuals); ``carry_force``: known
+    final carries it must produce as well (under a policy: they are threaded, below).
+
+    Under a policy, a known carry the unknown body reads is not saved at every step (the policy did not
+    choose it): the unknown scan carries it as well, recomputing the known carry chain from what the policy
+    saved (JAX's ``partial_eval_jaxpr_custom`` rule for scan does the same). Which carries that takes is a
+    fixed point: producing a threaded carry's next value may read further known carries.
+    """
     consts_unk, carry_unk, xs_unk = scan_split(unk_in, num_consts, num_carry)
     n_ys = len(jaxpr.out_avals) - num_carry
+    thread = [bool(f) and not u for f, u in zip(carry_force, carry_unk)] if carry_force else [False] * num_carry
     while True:
-        also = [False] * num_carry + list(ys_force) if ys_force is not None else None
+        also = thread + (list(ys_force) if ys_force is not None else [False] * n_ys)
         k, u, out_unk, n_res = partial_eval_jaxpr_inst(jaxpr, consts_unk + carry_unk + xs_unk,
-                                                       carry_unk + [False] * n_ys, saveable, also)
+                                                       carry_unk + [False] * n_ys, saveable,
+                                                       also if any(also) else None)
         new = _or(carry_unk, out_unk[:num_carry])
-        if new == carry_unk:
+        if new != carry_unk:
+            carry_unk = new
+            thread = [t and not c for t, c in zip(thread, carry_unk)]
+            continue
+        if saveable is None:
             break
-        carry_unk = new
+        kj = k.jaxpr
+        n_kc = num_consts - sum(consts_unk)
+        known_carries = [j for j, c in enumerate(carry_unk) if not c]
+        pos = {id(v): i for i, v in enumerate(kj.invars)}
+        read = set()
+        for v in kj.outvars[len(kj.outvars) - n_res:]:
+            i = pos.get(id(v)) if isinstance(v, Var) else None
+            if i is not None and n_kc <= i < n_kc + len(known_carries):
+                read.add(known_carries[i - n_kc])
+        new_thread = [t or j in read for j, t in enumerate(thread)]
+        if new_thread == thread:
+            break
+        thread = new_thread
     kj = k.jaxpr
     n_k_out = len(kj.outvars) - n_res
     res = kj.outvars[n_k_out:]
     n_kc = num_consts - sum(consts_unk)
     n_kr = num_carry - sum(carry_unk)
+    known_carries = [j for j, c in enumerate(carry_unk) if not c]
     pos = {id(v): i for i, v in enumerate(kj.invars)}
-    kinds, srcs = [], []  # per residual: "const" / "xs" (a known input passed as is) or "stacked"
+    kinds, srcs = [], []  # per residual: "const" / "xs" (a known input passed as is), "carry", or "stacked"
     out_carry_saved = False
     for v in res:
         i = pos.get(id(v)) if isinstance(v, Var) else None
@@ -376,6 +407,9 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
         elif i is not None and i >= n_kc + n_kr:
             kinds.append("xs")
             srcs.append(i - n_kc - n_kr)
+        elif i is not None and thread[known_carries[i - n_kc]]:
+            kinds.append("carry")  # a threaded known carry: the unknown scan carries it
+            srcs.append(known_carries[i - n_kc])
         else:
             if i is not None:  # a known carry, saved at every step
                 out_carry_saved = True
@@ -385,13 +419,23 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
     stacked_outs = [v for v, kd in zip(res, kinds) if kd == "stacked"]
     known = ClosedJaxpr(Jaxpr(kj.constvars, kj.invars, kj.eqns, list(kj.outvars[:n_k_out]) + stacked_outs),
                         k.consts)
-    # The unknown body takes [const res, unknown consts, unknown carry, stacked res, xs res, unknown xs].
+    # The unknown body takes [const res, unknown consts, unknown and threaded carries (in order), stacked res,
+    # xs res, unknown xs].
     uj = u.jaxpr
     r_in, rest = list(uj.invars[:n_res]), list(uj.invars[n_res:])
     n_uc, n_ur = sum(consts_unk), sum(carry_unk)
     u_consts, u_carry, u_xs = rest[:n_uc], rest[n_uc:n_uc + n_ur], rest[n_uc + n_ur:]
     by = {kd: [v for v, k2 in zip(r_in, kinds) if k2 == kd] for kd in ("const", "stacked", "xs")}
-    invars = by["const"] + u_consts + u_carry + by["stacked"] + by["xs"] + u_xs
+    threaded = {src: v for v, kd, src in zip(r_in, kinds, srcs) if kd == "carry"}
+    unk_it = iter(u_carry)
+    carries = []
+    for j in range(num_carry):
+        if carry_unk[j]:
+            carries.append(next(unk_it))
+        elif thread[j]:  # a threaded carry the body does not read still needs its slot
+            v = threaded.get(j)
+            carries.append(v if v is not None else Var(jaxpr.in_avals[num_consts + j]))
+    invars = by["const"] + u_consts + carries + by["stacked"] + by["xs"] + u_xs
     out = _ScanSplit()
     out.known = known
     out.unknown = ClosedJaxpr(Jaxpr(uj.constvars, invars, uj.eqns, uj.outvars), u.consts)
@@ -402,6 +446,7 @@ def _split_scan(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int, unk_in: lis
     out.res_src = srcs
     out.n_stacked = len(stacked_outs)
     out.carry_saved = out_carry_saved
+    out.thread = thread
     return out
 
 
@@ -443,14 +488,11 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Any = None, for
                     ) -> tuple[JaxprEqn | None, JaxprEqn, list[bool]]:
     p = eqn.params
     nk, nc = p["num_consts"], p["num_carry"]
-    if force is not None and any(force[:nc]):
+    carry_force = list(force[:nc]) if force is not None else [False] * nc
+    if saveable is None and any(carry_force):
         return None, eqn, [True] * len(eqn.outvars)  # a known final carry the unknown side reads: not split
-    sp = _split_scan(p["jaxpr"], nk, nc, unk_in, saveable, list(force[nc:]) if force is not None else None)
-    if saveable is not None and sp.carry_saved:
-        # The unknown scan would read a known carry at every step: a value of the previous step the policy
-        # did not choose. The unknown (linear) scan cannot recompute the carry chain, so decline: the
-        # enclosing split saves or recomputes this scan whole, as without a policy.
-        return None
+    sp = _split_scan(p["jaxpr"], nk, nc, unk_in, saveable, list(force[nc:]) if force is not None else None,
+                     carry_force)
     if sp.known.consts or sp.unknown.consts:
         raise NotImplementedError("scan split produced constants")  # pragma: no cover - bodies close over nothing
     consts_unk, _, xs_unk = scan_split(unk_in, nk, nc)
@@ -469,9 +511,12 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Any = None, for
     res_const = [k_consts[s] for kd, s in zip(sp.res_kind, sp.res_src) if kd == "const"]
     res_xs = [k_xs[s] for kd, s in zip(sp.res_kind, sp.res_src) if kd == "xs"]
     u_consts = [a for a, u in zip(c_in, consts_unk) if u]
-    u_carry = [a for a, u in zip(r_in, sp.carry_unk) if u]
+    u_carry = [a for a, u, t in zip(r_in, sp.carry_unk, sp.thread) if u or t]
     u_xs = [a for a, u in zip(x_in, xs_unk) if u]
-    u_out = [v for v, u in zip(c_out, sp.carry_unk) if u] + \
+    # A threaded carry's final value is the known scan's output; the unknown scan's copy goes unread unless
+    # the unknown side asked for it (``force``).
+    u_out = [v if u or f else Var(v.aval) for v, u, t, f in zip(c_out, sp.carry_unk, sp.thread, carry_force)
+             if u or t] + \
         [v for v, u, a in zip(y_out, sp.ys_unk, sp.ys_also) if u or a]
     u_eqn = eqn.replace(invars=res_const + u_consts + u_carry + stacked_vars + res_xs + u_xs, outvars=u_out,
                         params=dict(p, jaxpr=sp.unknown, num_consts=len(res_const) + len(u_consts),

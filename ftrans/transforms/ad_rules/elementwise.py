@@ -232,7 +232,8 @@ def _tanh_jvp(primals: list, tangents: list) -> tuple[Any, Any]:
 
 _unary(E.logistic_p, lambda x, y: B.mul(y, B.sub(1, y)))
 _unary(E.sin_p, lambda x, y: B.apply(E.cos_p, x))
-_unary(E.cos_p, lambda x, y: B.neg(B.apply(E.sin_p, x)))
+# JAX's form, -(t * sin x): reverse mode keeps sin x (not its negation) as the residual.
+_unary_t(E.cos_p, lambda t, x, y: B.neg(B.mul(t, B.apply(E.sin_p, x))))
 _unary(E.tan_p, lambda x, y: B.add(_square(y), 1))
 _unary(E.asin_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(1, _square(x))))
 _unary(E.acos_p, lambda x, y: B.neg(B.apply(E.rsqrt_p, B.sub(1, _square(x)))))

@@ -14,13 +14,17 @@ through its body.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
+from ftrans.core.trace import Tracer
 from ftrans.transforms.ad import Zero, instantiate
+from ftrans.transforms.partial_eval import partial_eval_jaxpr
 from ftrans.transforms.transpose import (
     backward_pass,
     is_undefined,
@@ -52,17 +56,41 @@ def _install(prim: C.CallPrimitive) -> None:
         transpose_rules.setdefault(prim, _call_transpose(prim))
 
 
+# body -> {linear mask: (primal half, linear half, output mask, residual count)}
+_remat_split_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _split_primal_linear(jaxpr: ClosedJaxpr, linear: list[bool]) -> tuple:
+    key = tuple(linear)
+    per = _remat_split_cache.get(jaxpr)
+    if per is not None and key in per:
+        return per[key]
+    split = partial_eval_jaxpr(jaxpr, linear)
+    if not any(isinstance(c, Tracer) for c in jaxpr.consts):
+        _remat_split_cache.setdefault(jaxpr, {})[key] = split
+    return split
+
+
 @register_transpose(C.remat_p)
 def _remat_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, prevent_cse: bool, **_: Any) -> list:
-    """Recompute the body's primal values from the residuals, then transpose its linear part."""
+    """Recompute the body's primal values from the residuals, then transpose its linear part.
+
+    The body is split by linearity first (partial evaluation with the linear inputs unknown, as JAX's
+    checkpoint transpose does): an equation mixing both (a scan recomputing a known carry beside its
+    tangents, a call that also returns primal values) contributes its primal half to the recomputation and
+    only its linear half to the transposition.
+    """
     linear = [is_undefined(a) for a in args]
     res = [a for a in args if not is_undefined(a)]
     if prevent_cse and res:
         res = C.optimization_barrier_p.bind(*res)
-    it = iter(res)
-    full = [a if lin else next(it) for a, lin in zip(args, linear)]
-    out = backward_pass(jaxpr.jaxpr, list(jaxpr.consts), full, cts)
-    return [o if lin else None for o, lin in zip(out, linear)]
+    primal, lin_j, out_unk, n_res = _split_primal_linear(jaxpr, linear)
+    residuals = eval_jaxpr(primal.jaxpr, list(primal.consts), *res)
+    residuals = list(residuals[len(residuals) - n_res:]) if n_res else []
+    lin_args = residuals + [a for a in args if is_undefined(a)]
+    out = backward_pass(lin_j.jaxpr, list(lin_j.consts), lin_args, [c for c, u in zip(cts, out_unk) if u])
+    it = iter(out[n_res:])
+    return [next(it) if lin else None for lin in linear]
 
 
 @register_transpose(C.custom_jvp_call_p)

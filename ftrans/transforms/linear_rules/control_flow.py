@@ -57,6 +57,10 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
                     reverse: bool, unroll: int) -> list:
     """Run the transposed body backwards: carry the carries' cotangents, accumulate the linear consts'."""
     consts, init, xs = scan_split(args, num_consts, num_carry)
+    if not all(is_undefined(c) for c in init):
+        mixed = _scan_transpose_mixed(cts, list(args), jaxpr, num_consts, num_carry, length, reverse, unroll)
+        if mixed is not None:
+            return mixed
     c_lin = [is_undefined(c) for c in consts]
     x_lin = [is_undefined(x) for x in xs]
     res_c = [c for c in consts if not is_undefined(c)]
@@ -101,6 +105,52 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
     return ([next(acc_it) if lin_i else None for lin_i in c_lin]
             + [c if is_undefined(i) else None for c, i in zip(ct_init, init)]
             + [next(xs_it) if lin_i else None for lin_i in x_lin])
+
+
+def _scan_transpose_mixed(cts: list, args: list, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
+                          length: int, reverse: bool, unroll: int) -> list | None:
+    """A scan carrying primal values beside linear ones (a checkpoint's backward pass recomputing a known
+    carry chain): run its primal half forward now, a scan that also stacks the residuals the linear half
+    reads, then transpose the linear half (the split of partial evaluation, as JAX's checkpoint transpose
+    does). ``None`` when every carry turns out linear: the plain rule applies."""
+    from ftrans.transforms.ad_rules.control_flow import _split_scan
+
+    unk = [is_undefined(a) for a in args]
+    sp = _split_scan(jaxpr, num_consts, num_carry, unk)
+    if all(sp.carry_unk):  # every carry is linear (a primal initial value is an instantiated zero tangent)
+        return None
+    consts, init, xs = scan_split(args, num_consts, num_carry)
+    consts_unk, _, xs_unk = scan_split(unk, num_consts, num_carry)
+    k_consts = [c for c, u in zip(consts, consts_unk) if not u]
+    k_carry = [c for c, u in zip(init, sp.carry_unk) if not u]
+    k_xs = [x for x, u in zip(xs, xs_unk) if not u]
+    kbody, hc = hoist_consts(sp.known)
+    outs = scan_p.bind(*hc, *k_consts, *k_carry, *k_xs, jaxpr=kbody, num_consts=len(hc) + len(k_consts),
+                       num_carry=len(k_carry), length=length, reverse=reverse, unroll=unroll)
+    stacked = list(outs[len(outs) - sp.n_stacked:]) if sp.n_stacked else []
+    res_const = [k_consts[i] for kd, i in zip(sp.res_kind, sp.res_src) if kd == "const"]
+    res_xs = [k_xs[i] for kd, i in zip(sp.res_kind, sp.res_src) if kd == "xs"]
+    u_consts = [c for c, u in zip(consts, consts_unk) if u]
+    # A carry the linear half carries but whose initial value is a primal one (an instantiated zero tangent)
+    # is transposed as linear, as every carry of a wholly linear scan is; its cotangent goes nowhere.
+    u_carry = [(c if is_undefined(c) else UndefinedPrimal(tangent_aval(aval_of(c))))
+               for c, u in zip(init, sp.carry_unk) if u]
+    u_xs = [x for x, u in zip(xs, xs_unk) if u]
+    ubody, uhc = hoist_consts(sp.unknown)
+    u_args = [*uhc, *res_const, *u_consts, *u_carry, *stacked, *res_xs, *u_xs]
+    ct_carry, ct_ys = cts[:num_carry], cts[num_carry:]
+    u_cts = [c for c, u in zip(ct_carry, sp.carry_unk) if u] + [c for c, u in zip(ct_ys, sp.ys_unk) if u]
+    n_c = len(uhc) + len(res_const) + len(u_consts)
+    ct_in = _scan_transpose(u_cts, *u_args, jaxpr=ubody, num_consts=n_c, num_carry=len(u_carry), length=length,
+                            reverse=reverse, unroll=unroll)
+    ct_c, ct_r, ct_x = scan_split(list(ct_in), n_c, len(u_carry))
+    ct_c_it = iter(ct_c[len(uhc) + len(res_const):])
+    ct_r_it = iter(ct_r)
+    ct_x_it = iter(ct_x[len(stacked) + len(res_xs):])
+    ct_init = [next(ct_r_it) if u else None for u in sp.carry_unk]
+    return ([next(ct_c_it) if u else None for u in consts_unk]
+            + [ct if is_undefined(c) else None for ct, c in zip(ct_init, init)]
+            + [next(ct_x_it) if u else None for u in xs_unk])
 
 
 @register_transpose(while_p)
