@@ -88,6 +88,7 @@ explain_cache_misses = config_context("explain_cache_misses")
 allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
+default_prng_impl = config_context("default_prng_impl")
 check_tracer_leaks = config_context("check_tracer_leaks")
 
 
@@ -131,7 +132,7 @@ __all__ = [
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
-    "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
+    "no_execution", "default_prng_impl", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
 ]
 
 from ftrans import ad_checkpoint, custom_derivatives  # noqa: E402

@@ -472,8 +472,8 @@ def test_other_argument_errors():
     k = fr.PRNGKey(0)
     _raises(errors.FtransTypeError, "integer", lambda: fr.PRNGKey(1.5))
     _raises(errors.FtransTypeError, "scalar seed", lambda: fr.PRNGKey(np.arange(2)))
-    _raises(errors.FtransValueError, "64-bit", lambda: fr.PRNGKey(2**64))
-    _raises(errors.FtransValueError, "implementation", lambda: fr.PRNGKey(0, impl="rbg"))
+    _raises(errors.FtransOverflowError, "64-bit", lambda: fr.PRNGKey(2**64))  # OverflowError, as in JAX
+    _raises(errors.FtransValueError, "implementation", lambda: fr.PRNGKey(0, impl="no_such_prng"))
     _raises(errors.FtransValueError, "float dtype", lambda: fr.uniform(k, (2,), np.int32))
     _raises(errors.FtransValueError, "float", lambda: fr.normal(k, (2,), np.int32))
     _raises(errors.FtransValueError, "unsigned", lambda: fr.bits(k, (2,), np.float32))

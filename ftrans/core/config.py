@@ -139,6 +139,7 @@ class Config:
         "allow_f16_reductions": ("JAX_ALLOW_F16_REDUCTIONS", bool),
         "check_tracer_leaks": ("JAX_CHECK_TRACER_LEAKS", bool),
         "default_matmul_precision": ("JAX_DEFAULT_MATMUL_PRECISION", "any"),
+        "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
     }
 
     def __init__(self) -> None:
@@ -185,6 +186,9 @@ class Config:
         # The precision of a matrix product or convolution given no precision (None: the platform's
         # default), e.g. "float32" or "tensorfloat32"; checked by ftrans.lax (JAX's option).
         self.default_matmul_precision: Any = os.environ.get("JAX_DEFAULT_MATMUL_PRECISION") or None
+        # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
+        # "unsafe_rbg"; validated by ftrans.random), JAX's option.
+        self.default_prng_impl: str = os.environ.get("JAX_DEFAULT_PRNG_IMPL") or "threefry2x32"
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
