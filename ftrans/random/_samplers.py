@@ -286,7 +286,7 @@ def fold_in(key: Any, data: Any) -> Any:
     k = _check_key("fold_in", key)
     if type(data) is int:
         if not 0 <= data < 2**32:
-            raise FtransValueError(
+            raise FtransOverflowError(
                 f"ftrans.random.fold_in: data {data} is out of bounds for uint32 (0 <= data < 2**32)")
         d = np.uint32(data)
     else:
