@@ -208,6 +208,14 @@ def test_impl_names_and_errors():
     assert isinstance(jnp.zeros(1), ftrans.Array)
 
 
+def test_poisson_is_threefry_only_as_in_jax():
+    k = fr.PRNGKey(0, impl="rbg")
+    with pytest.raises(NotImplementedError, match="threefry2x32"):
+        jr.poisson(jkey(k, "rbg"), 3.0)
+    with pytest.raises(NotImplementedError, match="threefry2x32"):
+        fr.poisson(k, 3.0)
+
+
 def test_extend_random_matches_jax():
     assert fer.rbg_prng_impl.key_shape == jer.rbg_prng_impl.key_shape == (4,)
     assert fer.threefry_prng_impl.name == jer.threefry_prng_impl.name

@@ -842,6 +842,11 @@ def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 def poisson(key: Any, lam: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Poisson(lam) integers, as JAX's ``random.poisson`` (rates are computed in float32)."""
     k = _check_key("poisson", key)
+    impl = _prng.impl_of_key(k).name
+    if impl != "threefry2x32":
+        raise NotImplementedError(
+            f"ftrans.random.poisson: poisson is only implemented for the threefry2x32 PRNG, not {impl} "
+            "(as in JAX)")
     d = _int_dtype("poisson", dtype)
     _real_param("poisson", lam)
     if shape is None:
