@@ -183,6 +183,12 @@ def test_rng_bit_generator_eager_equals_compiled():
         for a, b, c in zip(eager, staged, theirs, strict=True):
             same(a, b)
             same(a, c)
+    # With jit disabled the samplers run primitive by primitive: the same bits.
+    k = fr.PRNGKey(3, impl="rbg")
+    with ftrans.disable_jit():
+        eager = (fr.uniform(k, (4,)), fr.split(k), fr.randint(k, (3,), 0, 9))
+    for a, b in zip(eager, (fr.uniform(k, (4,)), fr.split(k), fr.randint(k, (3,), 0, 9)), strict=True):
+        same(a, b)
 
 
 def test_impl_names_and_errors():
