@@ -241,3 +241,30 @@ def test_default_prng_impl_context():
         same(fr.PRNGKey(6), jr.PRNGKey(6, impl="rbg"))
         assert fr.key_impl(fr.key(6)) == "rbg"
     same(fr.PRNGKey(6), jr.PRNGKey(6))
+
+
+def test_threefry_counters_past_2_to_32():
+    # Draws of 2**32 elements or more number their elements with 64-bit positions (JAX's counters): the
+    # arithmetic on word pairs, checked at chosen indices against Python integers.
+    from ftrans.random import _threefry as tf
+
+    shape = (5, 3, 2**31 + 11, 7)
+    rng = np.random.default_rng(0)
+    idx = [rng.integers(0, d, 64, dtype=np.uint64).astype(np.uint32) for d in shape]
+    idx[2][:2] = [0, 2**31 + 10]
+    hi, lo = ftrans.jit(lambda *i: tf.positions(list(i), shape))(*idx)
+    want = np.ravel_multi_index([i.astype(np.int64) for i in idx], shape).astype(object)
+    np.testing.assert_array_equal(np.asarray(hi).astype(object) * 2**32 + np.asarray(lo), want)
+    # An axis of 2**32 or more takes its indices as (high, low) pairs.
+    shape = (3, 2**40 + 5)
+    big = rng.integers(0, 2**40 + 5, 64, dtype=np.int64)
+    pair = ((big >> 32).astype(np.uint32), (big & 0xFFFFFFFF).astype(np.uint32))
+    hi, lo = ftrans.jit(lambda i, h, w: tf.positions([i, (h, w)], shape))(idx[1], *pair)
+    want = (idx[1].astype(object) * (2**40 + 5) + big.astype(object))
+    np.testing.assert_array_equal(np.asarray(hi).astype(object) * 2**32 + np.asarray(lo), want)
+    # The big draws trace (eval_shape) and lower like JAX's instead of being refused.
+    out = ftrans.eval_shape(lambda k: fr.normal(k, (10**12,)), fr.PRNGKey(0))
+    assert out.shape == (10**12,)
+    # Below 2**32 the counters are the plain positions (JAX's bits, see test_random.py).
+    hi, lo = tf.counters((3, 4))
+    same(lo, np.arange(12, dtype=np.uint32).reshape(3, 4))
