@@ -196,6 +196,9 @@ def test_impl_names_and_errors():
     # JAX's implementation objects name an implementation too.
     same(fr.PRNGKey(2, impl=jer.unsafe_rbg_prng_impl), jr.PRNGKey(2, impl="unsafe_rbg"))
     same(fr.PRNGKey(2, impl=fer.rbg_prng_impl), jr.PRNGKey(2, impl="rbg"))
+    same(fr.key(2, dtype=jr.key_dtype("unsafe_rbg")), jdata(jr.key(2, dtype=jr.key_dtype("unsafe_rbg"))))
+    with default_impl("rbg"):
+        same(fr.key(2, dtype=fr.key_dtype()), jr.PRNGKey(2, impl="rbg"))
     with pytest.raises(errors.FtransValueError, match="no_such"):
         fr.PRNGKey(0, impl="no_such")
     with pytest.raises(errors.FtransValueError, match="default_prng_impl"):

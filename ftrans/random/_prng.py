@@ -136,19 +136,21 @@ def default_prng_impl() -> PRNGImpl:
 
 
 def resolve_impl(name: str, spec: Any) -> PRNGImpl:
-    """The implementation ``spec`` names: None (the default), a name, a ``PRNGImpl``, or an object
-    with the ``name`` of a known one (JAX's implementation objects and key dtypes)."""
+    """The implementation ``spec`` names: None or ``uint32`` (the default), a name, a ``PRNGImpl``, or an
+    object with the ``name`` of a known one (JAX's implementation objects, key dtypes and specs)."""
     if spec is None:
         return default_prng_impl()
     if isinstance(spec, PRNGImpl):
         return spec
     if isinstance(spec, str):
         label = spec
+    elif isinstance(spec, (np.dtype, type)) and np.dtype(spec) == _U32:
+        # ``key_dtype()``'s answer: ftrans keys are raw uint32 data, of the default implementation.
+        return default_prng_impl()
     else:
-        label = getattr(spec, "name", None)
+        # JAX's implementation objects have a ``name``; its key dtypes and specs wrap one in ``_impl``.
         inner = getattr(spec, "_impl", None)
-        if not isinstance(label, str) and inner is not None:
-            label = getattr(inner, "name", None)
+        label = getattr(inner if inner is not None else spec, "name", None)
         if not isinstance(label, str):
             raise FtransTypeError(
                 f"ftrans.random.{name}: unrecognized type {type(spec).__name__} for specifying a PRNG "
