@@ -210,6 +210,7 @@ def test_impl_names_and_errors():
         fr.wrap_key_data(np.zeros((3, 4), np.uint32), impl="threefry2x32")
     same(fr.wrap_key_data(np.arange(8, dtype=np.uint32).reshape(2, 4), impl="unsafe_rbg"),
          np.arange(8, dtype=np.uint32).reshape(2, 4))
+    same(fr.wrap_key_data(np.arange(4, dtype=np.uint32)), np.arange(4, dtype=np.uint32))
     with pytest.raises(errors.FtransTypeError, match="key"):
         fr.uniform(np.zeros(3, np.uint32), (2,))
     with pytest.raises(errors.FtransValueError, match="single key"):

@@ -254,10 +254,11 @@ def key_data(keys: Any) -> Any:
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
     """Checks that ``key_bits_array`` is key data of the implementation (``uint32[..., 2]`` for
-    threefry2x32, ``uint32[..., 4]`` for rbg and unsafe_rbg) and returns it (ftrans has no typed keys)."""
-    im = _impl_arg("wrap_key_data", impl, dtype)
+    threefry2x32, ``uint32[..., 4]`` for rbg and unsafe_rbg; either without ``impl``, since the data's
+    width names its implementation) and returns it (ftrans has no typed keys)."""
+    im = None if impl is None and dtype is None else _impl_arg("wrap_key_data", impl, dtype)
     k = _check_key("wrap_key_data", key_bits_array, allow_batched=True)
-    if tuple(k.shape[-len(im.key_shape):]) != im.key_shape:
+    if im is not None and tuple(k.shape[-len(im.key_shape):]) != im.key_shape:
         raise FtransTypeError(
             f"ftrans.random.wrap_key_data: {im.name} key data must end with shape {im.key_shape}; got "
             f"shape {tuple(k.shape)}")
