@@ -94,6 +94,7 @@ explain_cache_misses = config_context("explain_cache_misses")
 allow_f16_reductions = config_context("allow_f16_reductions")
 no_tracing = config_context("no_tracing")
 no_execution = config_context("no_execution")
+default_prng_impl = config_context("default_prng_impl")
 check_tracer_leaks = config_context("check_tracer_leaks")
 numpy_rank_promotion = config_context("numpy_rank_promotion")
 numpy_dtype_promotion = config_context("numpy_dtype_promotion")
@@ -154,6 +155,7 @@ __all__ = [
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
     "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
+    "default_prng_impl",
 ]
 
 from ftrans import (  # noqa: E402

@@ -472,8 +472,8 @@ def test_other_argument_errors():
     k = fr.PRNGKey(0)
     _raises(errors.FtransTypeError, "integer", lambda: fr.PRNGKey(1.5))
     _raises(errors.FtransTypeError, "scalar seed", lambda: fr.PRNGKey(np.arange(2)))
-    _raises(errors.FtransValueError, "64-bit", lambda: fr.PRNGKey(2**64))
-    _raises(errors.FtransValueError, "implementation", lambda: fr.PRNGKey(0, impl="rbg"))
+    _raises(errors.FtransOverflowError, "64-bit", lambda: fr.PRNGKey(2**64))  # OverflowError, as in JAX
+    _raises(errors.FtransValueError, "implementation", lambda: fr.PRNGKey(0, impl="no_such_prng"))
     _raises(errors.FtransValueError, "float dtype", lambda: fr.uniform(k, (2,), np.int32))
     _raises(errors.FtransValueError, "float", lambda: fr.normal(k, (2,), np.int32))
     _raises(errors.FtransValueError, "unsigned", lambda: fr.bits(k, (2,), np.float32))
@@ -483,7 +483,7 @@ def test_other_argument_errors():
     _raises(errors.FtransValueError, "mode", lambda: fr.bernoulli(k, 0.5, mode="mid"))
     _raises(errors.FtransValueError, "mode", lambda: fr.gumbel(k, mode="mid"))
     _raises(errors.FtransValueError, "categories", lambda: fr.categorical(k, np.zeros(3), shape=(4,), replace=False))
-    _raises(errors.FtransValueError, "out of bounds", lambda: fr.fold_in(k, -1))
+    _raises(errors.FtransOverflowError, "out of bounds", lambda: fr.fold_in(k, -1))  # OverflowError, as in JAX
     _raises(errors.FtransTypeError, "scalar", lambda: fr.fold_in(k, np.arange(2)))
     _raises(errors.FtransTypeError, "integer or at least 1-dimensional", lambda: fr.permutation(k, 2.5))
     _raises(errors.FtransValueError, "axis", lambda: fr.permutation(k, X, axis=2))

@@ -160,6 +160,7 @@ class Config:
         "numpy_rank_promotion": ("JAX_NUMPY_RANK_PROMOTION", ("allow", "warn", "raise")),
         "numpy_dtype_promotion": ("JAX_NUMPY_DTYPE_PROMOTION", ("standard", "strict")),
         "platforms": ("JAX_PLATFORMS", "any"),
+        "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -237,6 +238,9 @@ class Config:
         # it starts its backends (as in JAX, a change after that has no effect).
         self.platforms: str | None = os.environ.get("JAX_PLATFORMS") or None
         self._accepted_values: dict[str, Any] = {n: d for n, (d, _, _) in self._accepted.items()}
+        # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
+        # "unsafe_rbg"; validated by ftrans.random), JAX's option.
+        self.default_prng_impl: str = os.environ.get("JAX_DEFAULT_PRNG_IMPL") or "threefry2x32"
         self._listeners: list = []
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}

@@ -3,7 +3,9 @@
 A key is a ``uint32[2]`` array (what JAX's ``random.PRNGKey`` returns); every
 sampler is a pure function of its key, and the threefry2x32 counter scheme is
 JAX's default (``jax_threefry_partitionable``), so the same key, shape and
-dtype give the same bits as JAX's ``random``.  See ``docs/random.md``.
+dtype give the same bits as JAX's ``random``.  JAX's ``rbg`` and ``unsafe_rbg``
+implementations (``uint32[4]`` keys, bits from XLA's RngBitGenerator) exist too
+(``PRNGKey(seed, impl="rbg")``, ``config.default_prng_impl``).  See ``docs/random.md``.
 """
 
 from ftrans.random._distributions import (

@@ -35,7 +35,8 @@ from ftrans.core import dtypes
 from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.random import _threefry as _tf
+from ftrans.random import _prng
+from ftrans.random._prng import core_jit
 from ftrans.random._samplers import (
     _asarray,
     _broadcast_param_shapes,
@@ -52,7 +53,6 @@ from ftrans.random._samplers import (
 )
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp
-from ftrans.transforms.jit import jit
 
 __all__ = [
     "exponential", "laplace", "logistic", "cauchy", "rademacher", "maxwell", "double_sided_maxwell",
@@ -71,7 +71,7 @@ def _c(v: Any, d: np.dtype) -> np.ndarray:
 
 
 def _split2(k: Any) -> tuple[Any, Any]:
-    ks = _tf.split_keys(k, (2,))
+    ks = _prng.split(k, (2,))
     return ks[0], ks[1]
 
 
@@ -151,7 +151,7 @@ def _exponential_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.neg(lax.log1p(lax.neg(u)))  # log of 1 - u: (0, 1] keeps the log finite
 
 
-_exponential = jit(_exponential_core, static_argnums=(1, 2))
+_exponential = core_jit(_exponential_core, static_argnums=(1, 2))
 
 
 def exponential(key: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -161,7 +161,7 @@ def exponential(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     return _exponential(k, _canonical_shape("exponential", shape), d)
 
 
-@jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2))
 def _laplace(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     lo = -1.0 + float(_finfo(dtype).epsneg)
     u = _uniform_core(k, lo, 1.0, shape, dtype)
@@ -175,7 +175,7 @@ def laplace(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     return _laplace(k, _canonical_shape("laplace", shape), d)
 
 
-@jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2))
 def _logistic(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     x = _uniform_core(k, float(_finfo(dtype).tiny), 1.0, shape, dtype)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
@@ -188,7 +188,7 @@ def logistic(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     return _logistic(k, _canonical_shape("logistic", shape), d)
 
 
-@jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2))
 def _cauchy(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     u = _uniform_core(k, float(_finfo(dtype).eps), 1.0, shape, dtype)
     return lax.tan(lax.mul(_c(np.pi, dtype), lax.sub(u, _c(0.5, dtype))))
@@ -209,7 +209,7 @@ def _rademacher_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return (2 * b - 1).astype(dtype)
 
 
-_rademacher = jit(_rademacher_core, static_argnums=(1, 2))
+_rademacher = core_jit(_rademacher_core, static_argnums=(1, 2))
 
 
 def rademacher(key: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -227,7 +227,7 @@ def _maxwell_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return jnp.sqrt(jnp.sum(x * x, axis=-1))
 
 
-_maxwell = jit(_maxwell_core, static_argnums=(1, 2))
+_maxwell = core_jit(_maxwell_core, static_argnums=(1, 2))
 
 
 def maxwell(key: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -237,7 +237,7 @@ def maxwell(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     return _maxwell(k, _canonical_shape("maxwell", shape), d)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _double_sided_maxwell(k: Any, loc: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     km, kr = _split2(k)
     m = _maxwell_core(km, shape, dtype)
@@ -261,7 +261,7 @@ def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Any = (), dtype:
     return _double_sided_maxwell(k, _param(loc), _param(scale), shape + pshape, d)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _weibull_min(k: Any, scale: Any, concentration: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     u = _uniform_core(k, 0.0, 1.0, shape, dtype)
     return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
@@ -277,7 +277,7 @@ def weibull_min(key: Any, scale: Any, concentration: Any, shape: Any = (), dtype
     return _weibull_min(k, _param(scale), _param(concentration), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _pareto(k: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     b = lax.convert_element_type(b, dtype)
     return lax.exp(_exponential_core(k, shape, dtype) / b)
@@ -289,7 +289,7 @@ def pareto(key: Any, b: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _pareto(k, _param(b), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _rayleigh(k: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     u = _uniform_core(k, 0.0, 1.0, shape, dtype)
     scale = jnp.broadcast_to(jnp.asarray(scale).astype(dtype), shape)
@@ -303,7 +303,7 @@ def rayleigh(key: Any, scale: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _rayleigh(k, _param(scale), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _wald(k: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     k1, k2 = _split2(k)
     mean = jnp.broadcast_to(jnp.asarray(mean).astype(dtype), shape)
@@ -323,7 +323,7 @@ def wald(key: Any, mean: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _wald(k, _param(mean), shape, d)
 
 
-@jit(static_argnums=(4, 5))
+@core_jit(static_argnums=(4, 5))
 def _triangular(k: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     left = jnp.broadcast_to(lax.convert_element_type(left, dtype), shape)
     right = jnp.broadcast_to(lax.convert_element_type(right, dtype), shape)
@@ -341,7 +341,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Any = None, dt
     return _triangular(k, _param(left), _param(mode), _param(right), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _lognormal(k: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     sigma = lax.convert_element_type(sigma, dtype)
     return lax.exp(_normal_core(k, shape, dtype) * sigma)
@@ -357,7 +357,7 @@ def lognormal(key: Any, sigma: Any = np.float32(1), shape: Any = None, dtype: An
     return _lognormal(k, _param(sigma), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _geometric(k: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     (p,) = _promote_inexact(p)
     pd = np.dtype(p.dtype)
@@ -399,7 +399,7 @@ def _gamma_one(k: Any, alpha: Any, log_space: bool) -> Any:
                                        lax.mul(dd, lax.add(lax.sub(one, v3), lax.log(v3))))))
 
     def propose(state):
-        ks = _tf.split_keys(state[0], (3,))
+        ks = _prng.split(state[0], (3,))
         key, x_key, u_key = ks[0], ks[1], ks[2]
 
         def next_normal(kxv):
@@ -428,8 +428,14 @@ def _gamma_samples(k: Any, a: Any, log_space: bool) -> Any:
     n = math.prod(shape)
     if n == 0:
         return jnp.zeros(shape, a.dtype)
-    keys = _tf.split_keys(k, (n,))
-    flat = vmap(lambda kk, aa: _gamma_one(kk, aa, log_space))(keys, lax.reshape(a, (n,)))
+    keys = _prng.split(k, (n,))
+    one = lambda kk, aa: _gamma_one(kk, aa, log_space)  # noqa: E731
+    if _prng.impl_of_key(k).name == "threefry2x32":
+        flat = vmap(one)(keys, lax.reshape(a, (n,)))
+    else:
+        # JAX maps over the elements one at a time for other implementations: under vmap, an
+        # RngBitGenerator key would draw every element's bits (from the first key of the batch).
+        flat = lax.map(lambda ka: one(*ka), (keys, lax.reshape(a, (n,))))
     return lax.reshape(flat, shape)
 
 
@@ -581,7 +587,7 @@ def _gamma_core(k: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_spa
     return _random_gamma(k, a, log_space)
 
 
-_gamma = jit(_gamma_core, static_argnums=(2, 3, 4))
+_gamma = core_jit(_gamma_core, static_argnums=(2, 3, 4))
 
 
 def _gamma_public(name: str, key: Any, a: Any, shape: Any, dtype: Any, log_space: bool) -> Any:
@@ -610,7 +616,7 @@ def loggamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _gamma_public("loggamma", key, a, shape, dtype, True)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _beta(k: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     a = lax.convert_element_type(a, dtype)
     b = lax.convert_element_type(b, dtype)
@@ -641,7 +647,7 @@ def _softmax_last(x: Any) -> Any:
     return e / jnp.sum(e, axis=-1, keepdims=True)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _dirichlet(k: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     alpha = lax.convert_element_type(alpha, dtype)
     # Log space keeps small concentrations from underflowing to 0/0.
@@ -674,7 +680,7 @@ def dirichlet(key: Any, alpha: Any, shape: Any = None, dtype: Any = None) -> Any
     return _dirichlet(k, _param(alpha), shape, d)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _t(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     df = lax.convert_element_type(df, dtype)
     kn, kg = _split2(k)
@@ -697,7 +703,7 @@ def _chisquare_core(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) ->
     return lax.mul(jnp.exp(log_g), two)
 
 
-_chisquare = jit(_chisquare_core, static_argnums=(2, 3))
+_chisquare = core_jit(_chisquare_core, static_argnums=(2, 3))
 
 
 def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
@@ -706,7 +712,7 @@ def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _chisquare(k, _param(df), shape, d)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _f(k: Any, dfnum: Any, dfden: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     dfden = lax.convert_element_type(dfden, dtype)
     dfnum = lax.convert_element_type(dfnum, dtype)
@@ -729,7 +735,7 @@ def _generalized_normal_core(k: Any, p: Any, shape: tuple[int, ...], dtype: np.d
     return r * g ** (1 / p)
 
 
-_generalized_normal = jit(_generalized_normal_core, static_argnums=(2, 3))
+_generalized_normal = core_jit(_generalized_normal_core, static_argnums=(2, 3))
 
 
 def generalized_normal(key: Any, p: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -743,7 +749,7 @@ def generalized_normal(key: Any, p: Any, shape: Any = (), dtype: Any = None) -> 
     return _generalized_normal(k, _param(p), shape, d)
 
 
-@jit(static_argnums=(2, 3, 4))
+@core_jit(static_argnums=(2, 3, 4))
 def _ball(k: Any, p: Any, dim: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     k1, k2 = _split2(k)
     g = _generalized_normal_core(k1, p, (*shape, dim), dtype)
@@ -796,7 +802,7 @@ def _poisson_rejection(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype
 
     def body(carry):
         i, k_out, accepted, key = carry
-        ks = _tf.split_keys(key, (3,))
+        ks = _prng.split(key, (3,))
         key = ks[0]
         u = _uniform_core(ks[1], 0.0, 1.0, shape, ld) - 0.5
         v = _uniform_core(ks[2], 0.0, 1.0, shape, ld)
@@ -819,7 +825,7 @@ def _poisson_rejection(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype
     return lax.while_loop(cond, body, init)[1].astype(dtype)
 
 
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
     # Knuth's method for lam < 10 (and NaN), transformed rejection above, as TensorFlow and NumPy.
@@ -836,6 +842,11 @@ def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 def poisson(key: Any, lam: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Poisson(lam) integers, as JAX's ``random.poisson`` (rates are computed in float32)."""
     k = _check_key("poisson", key)
+    impl = _prng.impl_of_key(k).name
+    if impl != "threefry2x32":
+        raise NotImplementedError(
+            f"ftrans.random.poisson: poisson is only implemented for the threefry2x32 PRNG, not {impl} "
+            "(as in JAX)")
     d = _int_dtype("poisson", dtype)
     _real_param("poisson", lam)
     if shape is None:
@@ -871,7 +882,7 @@ def _binomial_inversion(k: Any, count: Any, prob: Any, shape: tuple[int, ...], d
 
     def body(carry):
         i, num_geom, geom_sum, key = carry
-        ks = _tf.split_keys(key, (2,))
+        ks = _prng.split(key, (2,))
         sub, key = ks[0], ks[1]
         num_geom_out = lax.select(geom_sum <= count, num_geom + 1, num_geom)
         u = _uniform_core(sub, 0.0, 1.0, shape, pd)
@@ -901,7 +912,7 @@ def _btrs(k: Any, count: Any, prob: Any, shape: tuple[int, ...], dtype: np.dtype
 
     def body(carry):
         i, k_out, accepted, key = carry
-        ks = _tf.split_keys(key, (3,))
+        ks = _prng.split(key, (3,))
         key = ks[0]
         u = _uniform_core(ks[1], 0.0, 1.0, shape, pd)
         v = _uniform_core(ks[2], 0.0, 1.0, shape, pd)
@@ -958,7 +969,7 @@ def _binomial_core(k: Any, count: Any, prob: Any, shape: tuple[int, ...] | None,
     return lax.select(p_lt_half | count_bad | q_nan | count_inf, samples, count.astype(dtype) - samples)
 
 
-_binomial = jit(_binomial_core, static_argnums=(3, 4))
+_binomial = core_jit(_binomial_core, static_argnums=(3, 4))
 
 
 def binomial(key: Any, n: Any, p: Any, shape: Any = None, dtype: Any = None) -> Any:
@@ -971,7 +982,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Any = None, dtype: Any = None) -> 
     return _binomial(k, _param(n), _param(p), shape, d)
 
 
-@jit(static_argnums=(3, 4, 5))
+@core_jit(static_argnums=(3, 4, 5))
 def _multinomial(k: Any, n: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype, unroll: Any) -> Any:
     n, p = _promote_inexact(n, p)
     n = jnp.broadcast_to(n, shape[:-1])
@@ -979,7 +990,7 @@ def _multinomial(k: Any, n: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype
     p = jnp.moveaxis(p, -1, 0)
     remaining = lax.cumsum(p, 0, reverse=True)
     ratios = p / jnp.where(remaining == 0, 1, remaining)
-    keys = _tf.split_keys(k, (shape_of(ratios)[0],))
+    keys = _prng.split(k, (shape_of(ratios)[0],))
 
     def step(remainder, ratio_key):
         ratio, kk = ratio_key
@@ -1022,7 +1033,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Any = None, dtype: Any = Non
 
 
 # ---------------------------------------------------------------- linear-algebra samplers
-@jit(static_argnums=(3, 4, 5))
+@core_jit(static_argnums=(3, 4, 5))
 def _multivariate_normal(k: Any, mean: Any, cov: Any, shape: tuple[int, ...], dtype: np.dtype,
                          method: str) -> Any:
     if method == "svd":
@@ -1076,7 +1087,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Any = None, dtype:
     return _multivariate_normal(k, mean, cov, shape, d, method)
 
 
-@jit(static_argnums=(1, 2, 3, 4))
+@core_jit(static_argnums=(1, 2, 3, 4))
 def _orthogonal(k: Any, n: int, m: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     z = _normal_core(k, (*shape, max(n, m), min(n, m)), dtype)
     q, r = jnp.linalg.qr(z)
@@ -1105,15 +1116,14 @@ def clone(key: Any) -> Any:
 
 
 def key_impl(keys: Any) -> str:
-    """The name of the keys' PRNG implementation: always ``'threefry2x32'`` in ftrans."""
-    _check_key("key_impl", keys, allow_batched=True)
-    return "threefry2x32"
+    """The name of the keys' PRNG implementation (``'threefry2x32'`` for ``uint32[..., 2]`` data; ``'rbg'``,
+    or ``'unsafe_rbg'`` while that is the default, for ``uint32[..., 4]``)."""
+    k = _check_key("key_impl", keys, allow_batched=True)
+    return _prng.impl_of_key(k).name
 
 
 def key_dtype(impl: Any = None) -> np.dtype:
-    """The dtype of ftrans keys: ``uint32`` (the raw key data; JAX's typed keys are ``key<fry>``)."""
-    if impl is not None and impl != "threefry2x32" and getattr(impl, "name", None) != "threefry2x32":
-        raise FtransValueError(
-            f"ftrans.random.key_dtype: unknown PRNG implementation {impl!r}; ftrans implements only "
-            "'threefry2x32' (JAX's default)")
+    """The dtype of ftrans keys: ``uint32`` (the raw key data; JAX's typed keys are ``key<fry>``), after
+    checking that ``impl`` names an implementation."""
+    _prng.resolve_impl("key_dtype", impl)
     return _U32

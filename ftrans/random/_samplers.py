@@ -29,8 +29,9 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
-from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
-from ftrans.random import _threefry as _tf
+from ftrans.errors import ConcretizationTypeError, FtransOverflowError, FtransTypeError, FtransValueError
+from ftrans.random import _prng
+from ftrans.random._prng import core_jit
 from ftrans.transforms.jit import jit
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
 ]
 
 _U32 = np.dtype(np.uint32)
-_IMPL = "threefry2x32"
 
 
 # ---------------------------------------------------------------- argument checks
@@ -51,11 +51,15 @@ def _concrete(x: Any) -> np.ndarray | None:
     return np.asarray(x)
 
 
-def _check_impl(name: str, impl: Any) -> None:
-    if impl is not None and impl != _IMPL and getattr(impl, "name", None) != _IMPL:
-        raise FtransValueError(
-            f"ftrans.random.{name}: unknown PRNG implementation {impl!r}; ftrans implements only "
-            f"{_IMPL!r} (JAX's default)")
+def _impl_arg(name: str, impl: Any, dtype: Any) -> _prng.PRNGImpl:
+    """The implementation named by ``impl`` or (JAX's alternative spelling) ``dtype``; the default if neither."""
+    if impl is not None and dtype is not None:
+        raise FtransValueError(f"ftrans.random.{name}: give impl or dtype, not both")
+    return _prng.resolve_impl(name, impl if impl is not None else dtype)
+
+
+_KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key) or (4,) (an rbg or unsafe_rbg key) made by "
+             "ftrans.random.PRNGKey/key/split/fold_in")
 
 
 def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
@@ -71,14 +75,11 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
         k = np.asarray(key)
     else:
         raise FtransTypeError(
-            f"ftrans.random.{name}: the key must be a uint32 array of shape (2,) made by "
-            f"ftrans.random.PRNGKey/key/split/fold_in; got a value of type {type(key).__name__}")
+            f"ftrans.random.{name}: the key must be a {_KEY_HELP}; got a value of type {type(key).__name__}")
     d = np.dtype(k.dtype)
     shape = tuple(k.shape)
-    if d != _U32 or len(shape) < 1 or shape[-1] != 2:
-        raise FtransTypeError(
-            f"ftrans.random.{name}: the key must be a uint32 array of shape (2,) made by "
-            f"ftrans.random.PRNGKey/key/split/fold_in; got {d.name}{list(shape)}")
+    if d != _U32 or len(shape) < 1 or _prng.impl_for_width(shape[-1]) is None:
+        raise FtransTypeError(f"ftrans.random.{name}: the key must be a {_KEY_HELP}; got {d.name}{list(shape)}")
     if len(shape) > 1 and not allow_batched:
         raise FtransValueError(
             f"ftrans.random.{name}: {name} accepts a single key, but was given a key array of shape "
@@ -187,12 +188,13 @@ def _finfo(d: np.dtype):
 
 
 # ---------------------------------------------------------------- keys
-def _seed_from_concrete(name: str, seed: Any) -> Array:
+def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
+    """The threefry2x32 key data of a concrete integer seed (JAX's seed rule, see ``_threefry.seed_key``)."""
     if isinstance(seed, (bool, np.bool_)):
         raise FtransTypeError(f"ftrans.random.{name}: the seed must be an integer, got a bool")
     if isinstance(seed, int):
         if not -(2**63) <= seed < 2**63:
-            raise FtransValueError(
+            raise FtransOverflowError(
                 f"ftrans.random.{name}: seed {seed} does not fit in a 64-bit integer")
         wide = dtypes.x64_enabled()
         v = int(seed)
@@ -209,24 +211,21 @@ def _seed_from_concrete(name: str, seed: Any) -> Array:
         v = int(a)
     v &= (1 << 64) - 1
     hi = (v >> 32) if wide else 0
-    return Array._make(np.array([hi, v & 0xFFFFFFFF], _U32))
+    return np.array([hi, v & 0xFFFFFFFF], _U32)
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
-    """A threefry2x32 key (``uint32[2]``) from an integer seed, as JAX's ``random.PRNGKey``."""
-    _check_impl("PRNGKey", impl)
-    return _make_key("PRNGKey", seed)
+    """A key's raw data from an integer seed, as JAX's ``random.PRNGKey``: ``uint32[2]`` for threefry2x32
+    (the default), ``uint32[4]`` for ``impl="rbg"``/``"unsafe_rbg"``."""
+    return _make_key("PRNGKey", seed, _prng.resolve_impl("PRNGKey", impl))
 
 
 def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """JAX's ``random.key``; ftrans returns the raw ``uint32[2]`` key data (like ``PRNGKey``)."""
-    if impl is not None and dtype is not None:
-        raise FtransValueError("ftrans.random.key: give impl or dtype, not both")
-    _check_impl("key", impl if impl is not None else dtype)
-    return _make_key("key", seed)
+    """JAX's ``random.key``; ftrans returns the raw key data (like ``PRNGKey``)."""
+    return _make_key("key", seed, _impl_arg("key", impl, dtype))
 
 
-def _make_key(name: str, seed: Any) -> Any:
+def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
     if isinstance(seed, Tracer):
         if seed.ndim:
             raise FtransTypeError(
@@ -235,32 +234,40 @@ def _make_key(name: str, seed: Any) -> Any:
         if not dtypes.is_int(np.dtype(seed.dtype)) or np.dtype(seed.dtype) == np.bool_:
             raise FtransTypeError(
                 f"ftrans.random.{name}: the seed must be an integer, got {np.dtype(seed.dtype).name}")
-        return _seed_jit(seed)
+        return _seed_jit(seed, impl.name)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
             f"ftrans.random.{name}: the seed must be an integer, got a value of type {type(seed).__name__}")
-    return _seed_from_concrete(name, seed)
+    return Array._make(_prng.concrete_seed(impl, _seed_from_concrete(name, seed)))
 
 
-_seed_jit = jit(_tf.seed_key)
+@jit(static_argnums=(1,))
+def _seed_jit(seed: Any, impl: str) -> Any:
+    return _prng.prngs[impl].seed(seed)
 
 
 def key_data(keys: Any) -> Any:
-    """The ``uint32[..., 2]`` data of keys; ftrans keys are that data already."""
+    """The ``uint32[..., 2]`` (threefry2x32) or ``uint32[..., 4]`` (rbg) data of keys; ftrans keys are
+    that data already."""
     return _check_key("key_data", keys, allow_batched=True)
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """Checks ``uint32[..., 2]`` key data and returns it (ftrans has no typed key arrays)."""
-    if impl is not None and dtype is not None:
-        raise FtransValueError("ftrans.random.wrap_key_data: give impl or dtype, not both")
-    _check_impl("wrap_key_data", impl if impl is not None else dtype)
-    return _check_key("wrap_key_data", key_bits_array, allow_batched=True)
+    """Checks that ``key_bits_array`` is key data of the implementation (``uint32[..., 2]`` for
+    threefry2x32, ``uint32[..., 4]`` for rbg and unsafe_rbg; either without ``impl``, since the data's
+    width names its implementation) and returns it (ftrans has no typed keys)."""
+    im = None if impl is None and dtype is None else _impl_arg("wrap_key_data", impl, dtype)
+    k = _check_key("wrap_key_data", key_bits_array, allow_batched=True)
+    if im is not None and tuple(k.shape[-len(im.key_shape):]) != im.key_shape:
+        raise FtransTypeError(
+            f"ftrans.random.wrap_key_data: {im.name} key data must end with shape {im.key_shape}; got "
+            f"shape {tuple(k.shape)}")
+    return k
 
 
-@jit(static_argnums=(1,))
+@core_jit(static_argnums=(1,))
 def _split(k: Any, shape: tuple[int, ...]) -> Any:
-    return _tf.split_keys(k, shape)
+    return _prng.split(k, shape)
 
 
 def split(key: Any, num: int | Sequence[int] = 2) -> Any:
@@ -270,9 +277,9 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     return _split(k, shape)
 
 
-@jit
+@core_jit
 def _fold_in(k: Any, data: Any) -> Any:
-    return _tf.fold_in_key(k, data)
+    return _prng.fold_in(k, data)
 
 
 def fold_in(key: Any, data: Any) -> Any:
@@ -280,7 +287,7 @@ def fold_in(key: Any, data: Any) -> Any:
     k = _check_key("fold_in", key)
     if type(data) is int:
         if not 0 <= data < 2**32:
-            raise FtransValueError(
+            raise FtransOverflowError(
                 f"ftrans.random.fold_in: data {data} is out of bounds for uint32 (0 <= data < 2**32)")
         d = np.uint32(data)
     else:
@@ -294,9 +301,9 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 # ---------------------------------------------------------------- bits and uniform
-@jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2))
 def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
-    return _tf.random_bits(k, bit_width, shape)
+    return _prng.random_bits(k, bit_width, shape)
 
 
 def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -331,7 +338,7 @@ def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtyp
     nbits, nmant = fi.bits, fi.nmant
     rng_bits = 8 if nmant < 8 else nbits
     uint = _UINT[nbits]
-    b = _tf.random_bits(k, rng_bits, shape)
+    b = _prng.random_bits(k, rng_bits, shape)
     if rng_bits != nbits:
         b = lax.convert_element_type(b, uint)
     # Random mantissa under the exponent of 1.0: a float in [1, 2), shifted to [0, 1).
@@ -342,7 +349,7 @@ def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtyp
     return jnp.maximum(minval, jnp.add(jnp.multiply(floats, jnp.subtract(maxval, minval)), minval))
 
 
-_uniform = jit(_uniform_core, static_argnums=(3, 4))
+_uniform = core_jit(_uniform_core, static_argnums=(3, 4))
 
 
 def uniform(key: Any, shape: Any = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
@@ -367,13 +374,13 @@ def _normal_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     if dtypes.is_float(dtype):
         return _normal_real(k, shape, dtype)
     real = np.dtype(np.array(0, dtype).real.dtype)
-    k_re, k_im = _tf.split_keys(k, (2,))
+    k_re, k_im = _prng.split(k, (2,))
     re = _normal_real(k_re, shape, real).astype(dtype)
     im = _normal_real(k_im, shape, real).astype(dtype)
     return (re + 1j * im) / np.asarray(np.sqrt(2), dtype)
 
 
-_normal = jit(_normal_core, static_argnums=(1, 2))
+_normal = core_jit(_normal_core, static_argnums=(1, 2))
 
 
 def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
@@ -384,7 +391,7 @@ def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     return _normal(k, shape, d)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _truncated_normal(k: Any, lower: Any, upper: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     sqrt2 = np.asarray(np.sqrt(2), dtype)
     lower = lax.convert_element_type(lower, dtype)
@@ -441,7 +448,7 @@ def _u32_pair_to_f32(hi: Any, lo: Any) -> Any:
 def _gumbel_core(k: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> Any:
     fi = _finfo(dtype)
     if dtype == np.dtype(np.float32) and mode == "highest":
-        b = _tf.random_bits(k, 32, (2, *shape))
+        b = _prng.random_bits(k, 32, (2, *shape))
         b_hi, b_lo = b[0], b[1]
         neg = lax.bitwise_not(b)
         n_lo = neg[1]
@@ -462,7 +469,7 @@ def _gumbel_core(k: Any, shape: tuple[int, ...], dtype: np.dtype, mode: str) -> 
     return -jnp.log(-jnp.log(u))
 
 
-_gumbel = jit(_gumbel_core, static_argnums=(1, 2, 3))
+_gumbel = core_jit(_gumbel_core, static_argnums=(1, 2, 3))
 
 
 def _gumbel_mode(name: str, mode: Any) -> str:
@@ -483,7 +490,7 @@ def gumbel(key: Any, shape: Any = (), dtype: Any = None, mode: str | None = None
 
 
 # ---------------------------------------------------------------- bernoulli
-@jit(static_argnums=(2, 3))
+@core_jit(static_argnums=(2, 3))
 def _bernoulli(k: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
     d = np.dtype(p.dtype)
     if mode == "high":
@@ -524,7 +531,7 @@ def _clip_convert(val: Any, dtype: np.dtype) -> Any:
     return lax.convert_element_type(clipped, dtype)
 
 
-@jit(static_argnums=(3, 4))
+@core_jit(static_argnums=(3, 4))
 def _randint(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     minval = jnp.asarray(minval)
     maxval = jnp.asarray(maxval)
@@ -538,9 +545,9 @@ def _randint(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtype: np
     maxval = _rank_broadcast(_clip_convert(maxval, dtype), len(shape))
     nbits = np.iinfo(dtype).bits
     # Two draws of nbits each, combined modulo the span, keep the modulo bias small.
-    k1, k2 = _tf.split_keys(k, (2,))
-    higher = _tf.random_bits(k1, nbits, shape)
-    lower = _tf.random_bits(k2, nbits, shape)
+    k1, k2 = _prng.split(k, (2,))
+    higher = _prng.random_bits(k1, nbits, shape)
+    lower = _prng.random_bits(k2, nbits, shape)
     udt = _UINT[nbits]
     span = lax.convert_element_type(maxval - minval, udt)
     # An empty range gives minval (span 1); a maxval past the dtype's range widens the span by one.
@@ -607,22 +614,22 @@ def _shuffle_core(k: Any, x: Any, axis: int) -> Any:
     size = math.prod(shape_of(x))
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
-        pair = _tf.split_keys(k, (2,))
+        pair = _prng.split(k, (2,))
         k, sub = pair[0], pair[1]
-        sort_keys = _tf.random_bits(sub, 32, tuple(shape_of(x)))
+        sort_keys = _prng.random_bits(sub, 32, tuple(shape_of(x)))
         _, x = lax.sort_key_val(sort_keys, x, axis)
     return x
 
 
-_shuffle = jit(_shuffle_core, static_argnums=(2,))
+_shuffle = core_jit(_shuffle_core, static_argnums=(2,))
 
 
-@jit(static_argnums=(1,))
+@core_jit(static_argnums=(1,))
 def _permute_range(k: Any, n: int) -> Any:
     return _shuffle_core(k, jnp.arange(n), 0)
 
 
-@jit(static_argnums=(2,))
+@core_jit(static_argnums=(2,))
 def _permute_rows(k: Any, x: Any, axis: int) -> Any:
     ind = _shuffle_core(k, jnp.arange(shape_of(x)[axis]), 0)
     return jnp.take(x, ind, axis=axis, unique_indices=True)
@@ -684,7 +691,7 @@ def shuffle(key: Any, x: Any, axis: int = 0) -> Any:
 
 
 # ---------------------------------------------------------------- choice and categorical
-@jit(static_argnums=(2, 3, 4, 5))
+@core_jit(static_argnums=(2, 3, 4, 5))
 def _choice_p(k: Any, p: Any, shape: tuple[int, ...], replace: bool, n_draws: int, mode: str) -> Any:
     if replace:
         p_cuml = jnp.cumsum(p)
@@ -753,7 +760,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
     return result.reshape(out_shape)
 
 
-@jit(static_argnums=(2, 3, 4, 5, 6))
+@core_jit(static_argnums=(2, 3, 4, 5, 6))
 def _categorical(k: Any, logits: Any, shape: tuple[int, ...], batch_shape: tuple[int, ...],
                  axis: int, replace: bool, mode: str) -> Any:
     nd = len(shape_of(logits))

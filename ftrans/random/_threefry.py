@@ -30,7 +30,6 @@ import numpy as np
 
 from ftrans import lax
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransValueError
 
 __all__ = ["threefry2x32", "counters", "random_bits", "split_keys", "fold_in_key", "seed_key"]
 
@@ -76,17 +75,77 @@ def threefry2x32(k0, k1, x0, x1):
 def counters(shape: tuple[int, ...]):
     """The high and low words of the row-major position of each element of ``shape``."""
     n = math.prod(shape)
-    if n >= 2**32:
-        raise FtransValueError(
-            f"ftrans.random: cannot draw {n} values in one call (at most 2**32 - 1 per call); "
-            "split the key and draw in pieces")
     if not shape:
         zero = _u32(0)
         return zero, zero
-    lo = lax.iota(_U32, n)
-    if len(shape) != 1:
-        lo = lax.reshape(lo, shape)
-    hi = lax.broadcast_in_dim(_u32(0), shape, ())
+    if n < 2**32:
+        lo = lax.iota(_U32, n)
+        if len(shape) != 1:
+            lo = lax.reshape(lo, shape)
+        hi = lax.broadcast_in_dim(_u32(0), shape, ())
+        return hi, lo
+    return _wide_counters(shape)
+
+
+def _mul_wide(a, b: int):
+    """The 64-bit product of the ``uint32`` array ``a`` and the 32-bit ``b``, as (high, low) words: four
+    16-bit partial products, each exact in 32 bits, summed with their carries."""
+    m16 = _u32(0xFFFF)
+    a0, a1 = lax.bitwise_and(a, m16), lax.shift_right_logical(a, _u32(16))
+    p00, p01 = lax.mul(a0, _u32(b & 0xFFFF)), lax.mul(a0, _u32(b >> 16))
+    p10, p11 = lax.mul(a1, _u32(b & 0xFFFF)), lax.mul(a1, _u32(b >> 16))
+    mid = lax.add(p01, p10)
+    mid_carry = lax.convert_element_type(lax.lt(mid, p01), _U32)
+    lo = lax.add(p00, lax.shift_left(mid, _u32(16)))
+    lo_carry = lax.convert_element_type(lax.lt(lo, p00), _U32)
+    hi = lax.add(lax.add(p11, lax.shift_right_logical(mid, _u32(16))),
+                 lax.add(lax.shift_left(mid_carry, _u32(16)), lo_carry))
+    return hi, lo
+
+
+def _axis_index(shape: tuple[int, ...], axis: int):
+    """The index along ``axis`` of each element of ``shape``: a ``uint32`` array, or a (high, low) pair of
+    them for an axis of ``2**32`` or more (built from a ``(rows, 2**16)`` grid of two short iotas)."""
+    n = shape[axis]
+    if n < 2**32:
+        return lax.broadcasted_iota(_U32, shape, axis)
+    rows = -(-n // 2**16)
+    r = lax.broadcasted_iota(_U32, (rows, 2**16), 0)
+    c = lax.broadcasted_iota(_U32, (rows, 2**16), 1)
+    hi = lax.slice(lax.reshape(lax.shift_right_logical(r, _u32(16)), (rows * 2**16,)), (0,), (n,))
+    lo = lax.slice(lax.reshape(lax.bitwise_or(lax.shift_left(r, _u32(16)), c), (rows * 2**16,)), (0,), (n,))
+    return (lax.broadcast_in_dim(hi, shape, (axis,)), lax.broadcast_in_dim(lo, shape, (axis,)))
+
+
+def _wide_counters(shape: tuple[int, ...]):
+    """``counters`` for ``2**32`` elements or more (JAX's counters there)."""
+    return positions([_axis_index(shape, axis) for axis in range(len(shape))], shape)
+
+
+def positions(indices, shape: tuple[int, ...]):
+    """The row-major positions in ``shape`` of the elements at ``indices`` (per axis, a ``uint32`` index
+    array or a (high, low) pair of them; all of one shape) as (high, low) words: the sum over axes of the
+    index times the axis stride, in 64-bit arithmetic on pairs of ``uint32`` words."""
+    hi = lo = None
+    stride = 1
+    for axis in reversed(range(len(shape))):
+        if shape[axis] > 1:
+            idx = indices[axis]
+            i_hi, idx = idx if isinstance(idx, tuple) else (None, idx)
+            p_hi, p_lo = _mul_wide(idx, stride & 0xFFFFFFFF)
+            p_hi = lax.add(p_hi, lax.mul(idx, _u32(stride >> 32)))
+            if i_hi is not None:
+                p_hi = lax.add(p_hi, lax.mul(i_hi, _u32(stride & 0xFFFFFFFF)))
+            if hi is None:
+                hi, lo = p_hi, p_lo
+            else:
+                new_lo = lax.add(lo, p_lo)
+                carry = lax.convert_element_type(lax.lt(new_lo, lo), _U32)
+                hi, lo = lax.add(lax.add(hi, p_hi), carry), new_lo
+        stride *= shape[axis]
+    if hi is None:
+        first = indices[0][1] if isinstance(indices[0], tuple) else indices[0]
+        hi = lo = lax.mul(first, _u32(0))
     return hi, lo
 
 

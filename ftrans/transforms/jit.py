@@ -151,7 +151,7 @@ _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execu
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
-                "numpy_dtype_promotion"):  # read while tracing: trace again
+                "numpy_dtype_promotion", "default_prng_impl"):  # read while tracing: trace again
         clear_caches()
         return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over

@@ -1,0 +1,67 @@
+"""``ftrans.extend.random``: ftrans's PRNG implementations and the threefry cipher (JAX's ``jax.extend.random``).
+
+ftrans keys are raw ``uint32`` data, so ``random_seed``/``seed_with_impl`` return the data of the keys (JAX
+returns typed key arrays).  ``define_prng_impl`` is not offered: an implementation is found from the key
+data's trailing axis (``ftrans.random._prng``), so there is no way to use a new one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ftrans import lax
+from ftrans.core.operands import as_operand, shape_of
+from ftrans.errors import FtransTypeError
+from ftrans.random import _samplers
+from ftrans.random._prng import (
+    PRNGImpl,
+    rbg_prng_impl,
+    resolve_impl,
+    threefry_prng_impl,
+    unsafe_rbg_prng_impl,
+)
+from ftrans.random._threefry import threefry2x32
+from ftrans.transforms.batching import vmap
+
+__all__ = ["PRNGImpl", "threefry_prng_impl", "rbg_prng_impl", "unsafe_rbg_prng_impl", "threefry_2x32",
+           "random_seed", "seed_with_impl"]
+
+_U32 = np.dtype(np.uint32)
+
+
+def threefry_2x32(keypair: Any, count: Any) -> Any:
+    """The threefry2x32 cipher of ``count`` (uint32, any shape) under the key ``(k1, k2)``: the flattened
+    counts (padded with a zero to an even length) are enciphered as the pairs ``(x[i], x[n/2 + i])`` and
+    the two halves of the result laid back in place (JAX's function)."""
+    k1, k2 = (as_operand(k) for k in keypair)
+    count = as_operand(count)
+    got = [np.dtype(x.dtype) for x in (k1, k2, count)]
+    if any(d != _U32 for d in got):
+        raise FtransTypeError(f"threefry_2x32 requires uint32 arguments, got {[d.name for d in got]}")
+    shape = tuple(shape_of(count))
+    n = math.prod(shape)
+    flat = lax.reshape(count, (n,))
+    if n % 2:
+        flat = lax.concatenate([flat, np.zeros((1,), _U32)], 0)
+    half = (n + 1) // 2
+    a, b = threefry2x32(k1, k2, lax.slice(flat, (0,), (half,)), lax.slice(flat, (half,), (2 * half,)))
+    out = lax.concatenate([a, b], 0)
+    if n % 2:
+        out = lax.slice(out, (0,), (n,))
+    return lax.reshape(out, shape)
+
+
+def random_seed(seeds: Any, impl: Any) -> Any:
+    """The key data ``impl`` makes from each integer of ``seeds`` (shape ``seeds.shape + key_shape``)."""
+    im = resolve_impl("random_seed", impl)
+    if np.ndim(seeds) == 0:
+        return _samplers.PRNGKey(seeds, impl=im)
+    return vmap(lambda s: random_seed(s, im))(seeds)
+
+
+def seed_with_impl(impl: Any, seed: Any) -> Any:
+    """``random_seed(seed, impl)``."""
+    return random_seed(seed, impl)

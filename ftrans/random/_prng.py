@@ -1,0 +1,240 @@
+"""PRNG implementations: how a key is seeded, split, folded and turned into bits.
+
+ftrans keys are raw ``uint32`` arrays whose trailing axis is the key data, so
+the implementation of a key is read from that axis and the configured default
+(``config.default_prng_impl``, JAX's ``jax_default_prng_impl``):
+
+``threefry2x32`` (``uint32[2]``, JAX's default)
+    everything from the threefry2x32 cipher (``_threefry.py``).
+``rbg`` (``uint32[4]``)
+    two threefry half keys side by side: seeding repeats the threefry key of
+    the seed, ``split`` and ``fold_in`` apply threefry's to each half; the bits
+    come from XLA's RngBitGenerator (``lax.rng_bit_generator``, XLA's default
+    algorithm), so they are the backend's, as in JAX.
+``unsafe_rbg`` (``uint32[4]``)
+    as ``rbg`` for seeds and bits, but ``split`` takes every tenth row of
+    ``10 * n`` four-word draws of the generator and ``fold_in`` xors the key with
+    the last of ten rows drawn from the ``rbg`` seed of the data: cheaper, with
+    weaker guarantees (JAX's definitions).
+
+A ``uint32[..., 4]`` key is an ``unsafe_rbg`` key while that is the default and an
+``rbg`` key otherwise; a ``uint32[..., 2]`` key is always threefry2x32.  The jitted
+cores of the samplers take the implementation as a static argument
+(``core_jit``), so changing the default never reuses a program traced for another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ftrans import lax
+from ftrans.core import config as _config
+from ftrans.core.operands import shape_of
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.random import _threefry as _tf
+from ftrans.transforms.jit import jit
+
+__all__ = ["PRNGImpl", "prngs", "default_prng_impl", "resolve_impl", "impl_of_key", "seed", "split",
+           "fold_in", "random_bits", "core_jit", "threefry_prng_impl", "rbg_prng_impl",
+           "unsafe_rbg_prng_impl"]
+
+_U32 = np.dtype(np.uint32)
+
+
+class PRNGImpl:
+    """A PRNG implementation (JAX's ``PRNGImpl``): the key data's shape and the four operations
+    ``seed(seed) -> key``, ``split(key, shape) -> keys``, ``fold_in(key, uint32 data) -> key`` and
+    ``random_bits(key, bit_width, shape) -> uint bits`` on one key's ``uint32`` data."""
+
+    __slots__ = ("key_shape", "seed", "split", "fold_in", "random_bits", "name", "tag")
+
+    def __init__(self, key_shape: tuple[int, ...], seed: Callable, split: Callable, random_bits: Callable,
+                 fold_in: Callable, name: str, tag: str) -> None:
+        self.key_shape = tuple(key_shape)
+        self.seed, self.split, self.random_bits, self.fold_in = seed, split, random_bits, fold_in
+        self.name, self.tag = name, tag
+
+    def __repr__(self) -> str:
+        return f"PRNGImpl({self.name!r}, key_shape={self.key_shape})"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, PRNGImpl) and other.name == self.name
+
+
+# ---------------------------------------------------------------- rbg and unsafe_rbg
+_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
+
+
+def _halves(key):
+    return lax.slice(key, (0,), (2,)), lax.slice(key, (2,), (4,))
+
+
+def _rbg_seed(seed):
+    half = _tf.seed_key(seed)
+    return lax.concatenate([half, half], 0)
+
+
+def _rbg_split(key, shape: tuple[int, ...]):
+    a, b = _halves(key)
+    return lax.concatenate([_tf.split_keys(a, shape), _tf.split_keys(b, shape)], len(shape))
+
+
+def _rbg_fold_in(key, data):
+    a, b = _halves(key)
+    return lax.concatenate([_tf.fold_in_key(a, data), _tf.fold_in_key(b, data)], 0)
+
+
+def _rbg_random_bits(key, bit_width: int, shape: tuple[int, ...]):
+    return lax.rng_bit_generator(key, shape, dtype=_UINT[bit_width])[1]
+
+
+def _unsafe_rbg_split(key, shape: tuple[int, ...]):
+    n = math.prod(shape)
+    rows = lax.rng_bit_generator(key, (10 * n, 4), dtype=_U32)[1]
+    return lax.reshape(lax.slice(rows, (0, 0), (10 * n, 4), (10, 1)), (*shape, 4))
+
+
+def _unsafe_rbg_fold_in(key, data):
+    rows = lax.rng_bit_generator(_rbg_seed(data), (10, 4), dtype=_U32)[1]
+    return lax.bitwise_xor(key, lax.reshape(lax.slice(rows, (9, 0), (10, 4)), (4,)))
+
+
+threefry_prng_impl = PRNGImpl((2,), _tf.seed_key, _tf.split_keys, _tf.random_bits, _tf.fold_in_key,
+                              "threefry2x32", "fry")
+rbg_prng_impl = PRNGImpl((4,), _rbg_seed, _rbg_split, _rbg_random_bits, _rbg_fold_in, "rbg", "rbg")
+unsafe_rbg_prng_impl = PRNGImpl((4,), _rbg_seed, _unsafe_rbg_split, _rbg_random_bits, _unsafe_rbg_fold_in,
+                                "unsafe_rbg", "urbg")
+prngs: dict[str, PRNGImpl] = {i.name: i for i in (threefry_prng_impl, rbg_prng_impl, unsafe_rbg_prng_impl)}
+
+
+def _check_default(value: Any) -> None:
+    if not isinstance(value, str) or value not in prngs:
+        raise FtransValueError(
+            f"config option default_prng_impl must be one of {', '.join(map(repr, prngs))}, got {value!r}")
+
+
+_config.config.register_validator("default_prng_impl", _check_default)
+
+
+# ---------------------------------------------------------------- resolving an implementation
+def default_prng_impl() -> PRNGImpl:
+    """The implementation named by ``config.default_prng_impl`` (JAX's ``jax_default_prng_impl``)."""
+    return prngs[_config.config.default_prng_impl]
+
+
+def resolve_impl(name: str, spec: Any) -> PRNGImpl:
+    """The implementation ``spec`` names: None or ``uint32`` (the default), a name, a ``PRNGImpl``, or an
+    object with the ``name`` of a known one (JAX's implementation objects, key dtypes and specs)."""
+    if spec is None:
+        return default_prng_impl()
+    if isinstance(spec, PRNGImpl):
+        return spec
+    if isinstance(spec, str):
+        label = spec
+    elif isinstance(spec, (np.dtype, type)) and np.dtype(spec) == _U32:
+        # ``key_dtype()``'s answer: ftrans keys are raw uint32 data, of the default implementation.
+        return default_prng_impl()
+    else:
+        # JAX's implementation objects have a ``name``; its key dtypes and specs wrap one in ``_impl``.
+        inner = getattr(spec, "_impl", None)
+        label = getattr(inner if inner is not None else spec, "name", None)
+        if not isinstance(label, str):
+            raise FtransTypeError(
+                f"ftrans.random.{name}: unrecognized type {type(spec).__name__} for specifying a PRNG "
+                f"implementation; give one of the names {', '.join(map(repr, prngs))}")
+    impl = prngs.get(label)
+    if impl is None:
+        raise FtransValueError(
+            f"ftrans.random.{name}: unrecognized PRNG implementation {label!r}; ftrans implements "
+            f"{', '.join(map(repr, prngs))}")
+    return impl
+
+
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def _impl_scope(impl: PRNGImpl):
+    prev = getattr(_scope, "impl", None)
+    _scope.impl = impl
+    try:
+        yield
+    finally:
+        _scope.impl = prev
+
+
+def impl_for_width(width: int) -> PRNGImpl | None:
+    """The implementation of key data whose trailing axis is ``width`` long (None: no such key)."""
+    inner = getattr(_scope, "impl", None)
+    if inner is not None and inner.key_shape == (width,):
+        return inner
+    d = default_prng_impl()
+    if d.key_shape == (width,):
+        return d
+    return {2: threefry_prng_impl, 4: rbg_prng_impl}.get(width)
+
+
+def impl_of_key(key: Any) -> PRNGImpl:
+    s = tuple(shape_of(key))
+    impl = impl_for_width(s[-1]) if s else None
+    if impl is None:
+        raise FtransTypeError(f"ftrans.random: {s} is not the shape of PRNG key data")
+    return impl
+
+
+def concrete_seed(impl: PRNGImpl, half: np.ndarray) -> np.ndarray:
+    """``impl``'s key data from the threefry2x32 key data ``half`` of the same (concrete) seed: rbg and
+    unsafe_rbg seed by repeating it."""
+    return half if impl.key_shape == (2,) else np.concatenate([half, half])
+
+
+# ---------------------------------------------------------------- the operations, by the key's implementation
+def seed(impl: PRNGImpl, s: Any) -> Any:
+    return impl.seed(s)
+
+
+def split(key: Any, shape: tuple[int, ...]) -> Any:
+    """``shape`` new keys from one key."""
+    return impl_of_key(key).split(key, tuple(shape))
+
+
+def fold_in(key: Any, data: Any) -> Any:
+    return impl_of_key(key).fold_in(key, data)
+
+
+def random_bits(key: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    return impl_of_key(key).random_bits(key, bit_width, tuple(shape))
+
+
+def core_jit(fun: Callable | None = None, *, static_argnums: Any = ()) -> Any:
+    """``jit(fun, static_argnums)`` for a sampler core whose first argument is a key: the key's
+    implementation is a static argument too (so a program traced for one is never reused for
+    another) and is in force while ``fun`` traces, for the key operations inside it."""
+    if fun is None:
+        return functools.partial(core_jit, static_argnums=static_argnums)
+
+    def traced(*args: Any, _prng_impl: str) -> Any:
+        with _impl_scope(prngs[_prng_impl]):
+            return fun(*args)
+
+    traced.__name__ = traced.__qualname__ = getattr(fun, "__name__", "core")
+    compiled = jit(traced, static_argnums=static_argnums, static_argnames=("_prng_impl",))
+
+    @functools.wraps(fun)
+    def call(k: Any, *args: Any) -> Any:
+        return compiled(k, *args, _prng_impl=impl_of_key(k).name)
+
+    return call
