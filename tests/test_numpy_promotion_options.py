@@ -142,3 +142,15 @@ def test_jax_options_ftrans_accepts():
         jax.config.update("jax_no_such_option", 1)
     with pytest.raises(AttributeError, match="no_such_option"):
         ftrans.config.update("jax_no_such_option", 1)
+
+
+def test_default_prng_impl_change_retraces_a_jitted_function():
+    split = ftrans.jit(lambda k: ftrans.random.split(k))
+    raw = np.arange(4, dtype=np.uint32)
+    with ftrans.default_prng_impl("rbg"):
+        a = np.asarray(split(raw))
+    with ftrans.default_prng_impl("unsafe_rbg"):
+        b = np.asarray(split(raw))
+        want = jax.random.key_data(jax.random.split(jax.random.wrap_key_data(raw, impl="unsafe_rbg")))
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(b, np.asarray(want))
