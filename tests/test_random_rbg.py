@@ -272,3 +272,24 @@ def test_threefry_counters_past_2_to_32():
     # Below 2**32 the counters are the plain positions (JAX's bits, see test_random.py).
     hi, lo = tf.counters((3, 4))
     same(lo, np.arange(12, dtype=np.uint32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_vmap_of_gamma_and_its_relatives_over_rbg_keys_matches_jax(impl):
+    """Batched like JAX's gamma primitive: a batched split of each key, then every element in one loop."""
+    raw = np.arange(12, dtype=np.uint32).reshape(3, 4)
+    alphas = np.array([0.5, 1.0, 3.0], np.float32)
+    with ftrans.default_prng_impl(impl):
+        got = [ftrans.vmap(lambda k: ftrans.random.gamma(k, 2.0, (3,)))(raw),
+               ftrans.vmap(lambda k, a: ftrans.random.gamma(k, a, (3,)))(raw, alphas),
+               ftrans.vmap(lambda k: ftrans.random.beta(k, 2.0, 3.0, (2,)))(raw),
+               ftrans.vmap(lambda k: ftrans.random.dirichlet(k, alphas))(raw),
+               ftrans.vmap(ftrans.grad(lambda a, k: ftrans.random.gamma(k, a)), in_axes=(None, 0))(2.0, raw)]
+    keys = jax.vmap(lambda r: jax.random.wrap_key_data(r, impl=impl))(raw)
+    want = [jax.vmap(lambda k: jax.random.gamma(k, 2.0, (3,)))(keys),
+            jax.vmap(lambda k, a: jax.random.gamma(k, a, (3,)))(keys, alphas),
+            jax.vmap(lambda k: jax.random.beta(k, 2.0, 3.0, (2,)))(keys),
+            jax.vmap(lambda k: jax.random.dirichlet(k, alphas))(keys),
+            jax.vmap(jax.grad(lambda a, k: jax.random.gamma(k, a)), in_axes=(None, 0))(2.0, keys)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-6)

@@ -439,6 +439,35 @@ def _gamma_samples(k: Any, a: Any, log_space: bool) -> Any:
     return lax.reshape(flat, shape)
 
 
+def _sequential_gamma(log_space: bool) -> Any:
+    """``_gamma_samples`` for RngBitGenerator keys, batched by ``vmap`` as JAX's gamma primitive is: one
+    draw per batch element in a loop (its batch inside the bit generator would use the first key alone)."""
+    from ftrans.custom_batching import custom_vmap
+
+    f = custom_vmap(lambda k, a: _gamma_samples(k, a, log_space))
+
+    @f.def_vmap
+    def rule(axis_size: int, in_batched: list, k: Any, a: Any) -> tuple[Any, bool]:
+        kb, ab = in_batched
+        k = k if kb else jnp.broadcast_to(k, (axis_size,) + tuple(shape_of(k)))
+        a = a if ab else jnp.broadcast_to(a, (axis_size,) + tuple(shape_of(a)))
+        shape = tuple(shape_of(a))
+        n = math.prod(shape[1:])
+        if n == 0:
+            return jnp.zeros(shape, a.dtype), True
+        # As JAX's gamma batches: each key split (a batched split, so unsafe_rbg's draws come from the
+        # batch's first key, as its bit generator batches), then every element drawn in one loop.
+        keys = vmap(lambda kk: _prng.split(kk, (n,)))(k)
+        keys = lax.reshape(keys, (axis_size * n,) + tuple(shape_of(keys))[2:])
+        flat = lax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, lax.reshape(a, (axis_size * n,))))
+        return lax.reshape(flat, shape), True
+
+    return f
+
+
+_SEQUENTIAL_GAMMA = {True: _sequential_gamma(True), False: _sequential_gamma(False)}
+
+
 def _any(pred: Any) -> Any:
     return jnp.any(pred)
 
@@ -566,7 +595,9 @@ def _gamma_grad(sample: Any, a: Any, log_space: bool) -> Any:
 
 
 def _random_gamma(k: Any, a: Any, log_space: bool) -> Any:
-    return _gamma_samples(k, a, log_space)
+    if _prng.impl_of_key(k).name == "threefry2x32":
+        return _gamma_samples(k, a, log_space)
+    return _SEQUENTIAL_GAMMA[log_space](k, a)
 
 
 _random_gamma = custom_jvp(_random_gamma, nondiff_argnums=(2,))
