@@ -1,6 +1,7 @@
 """``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``, ``scipy.linalg``,
-``scipy.signal``)."""
+``scipy.signal``, ``scipy.stats``, ``scipy.fft``, ``scipy.integrate``, ``scipy.optimize``,
+``scipy.sparse``)."""
 
-from ftrans.scipy import linalg, signal, special, stats
+from ftrans.scipy import fft, integrate, linalg, optimize, signal, sparse, special, stats
 
-__all__ = ["linalg", "signal", "special", "stats"]
+__all__ = ["fft", "integrate", "linalg", "optimize", "signal", "sparse", "special", "stats"]
