@@ -11,6 +11,7 @@ from ftrans.core.operands import check_arraylike
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.scipy.optimize._bfgs import minimize_bfgs
 from ftrans.scipy.optimize._lbfgs import minimize_lbfgs
+from ftrans.transforms.jit import jit
 
 
 class OptimizeResults(NamedTuple):
@@ -75,8 +76,8 @@ def minimize(fun: Callable, x0: Any, args: tuple = (), *, method: str, tol: floa
     Returns:
         An :class:`OptimizeResults`.
 
-    The whole search is one ``lax.while_loop``, so ``minimize`` works under ``jit``; it is not
-    differentiable.  Results can differ from SciPy's, whose line search differs in details.
+    The whole search is one ``lax.while_loop``, compiled even when called eagerly (as JAX compiles an
+    eager loop), and works under ``jit`` and ``vmap``; it is not differentiable.  Results can differ from SciPy's, whose line search differs in details.
     """
     del tol  # JAX accepts and ignores it too.
     if not isinstance(args, tuple):
@@ -99,6 +100,8 @@ def minimize(fun: Callable, x0: Any, args: tuple = (), *, method: str, tol: floa
     def objective(x: Any) -> Any:
         return fun(x, *args)
 
-    r = solver(objective, x0, **options)
+    # The search runs compiled, as JAX's eager ``while_loop`` does: its path through line searches that
+    # barely succeed or fail depends on rounding, so it must round as JAX's does to take the same steps.
+    r = jit(lambda x: solver(objective, x, **options))(x0)
     return OptimizeResults(x=r.x_k, success=r.converged & jnp.logical_not(r.failed), status=r.status, fun=r.f_k,
                            jac=r.g_k, hess_inv=getattr(r, "H_k", None), nfev=r.nfev, njev=r.ngev, nit=r.k)
