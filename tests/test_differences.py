@@ -378,6 +378,20 @@ def test_signal_fft_method_is_the_direct_convolution():
     np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)
 
 
+def test_dctn_goes_axis_by_axis_and_checks_s_against_axes():
+    import jax.scipy.fft as jfft
+
+    import ftrans.scipy.fft as ffft
+
+    x = np.random.default_rng(0).standard_normal((4, 6, 5)).astype(np.float32)
+    for fn in ("dctn", "idctn"):
+        np.testing.assert_allclose(np.asarray(getattr(ffft, fn)(x, s=(3, 7), axes=(0, 2))),
+                                   np.asarray(getattr(jfft, fn)(x, s=(3, 7), axes=(0, 2))), rtol=1e-4, atol=1e-4)
+        assert getattr(jfft, fn)(x, s=(3, 7), axes=(0,)).shape == (3, 6, 5)  # JAX drops the extra length
+        with pytest.raises(errors.FtransValueError, match="s and axes must have the same length"):
+            getattr(ffft, fn)(x, s=(3, 7), axes=(0,))
+
+
 # ----------------------------------------------------------------------------
 # Sharding (docs/differences.md, "Sharding")
 

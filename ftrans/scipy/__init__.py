@@ -1,7 +1,21 @@
 """``ftrans.scipy``: the JAX's ``scipy`` subset ftrans provides (``scipy.special``, ``scipy.linalg``,
-``scipy.signal``, ``scipy.stats``, ``scipy.ndimage``, ``scipy.interpolate``, ``scipy.spatial``,
-``scipy.cluster``)."""
+``scipy.signal``, ``scipy.stats``, ``scipy.fft``, ``scipy.integrate``, ``scipy.optimize``, ``scipy.sparse``,
+``scipy.ndimage``, ``scipy.interpolate``, ``scipy.spatial``, ``scipy.cluster``)."""
 
-from ftrans.scipy import cluster, interpolate, linalg, ndimage, signal, spatial, special, stats
+from ftrans.scipy import (
+    cluster,
+    fft,
+    integrate,
+    interpolate,
+    linalg,
+    ndimage,
+    optimize,
+    signal,
+    sparse,
+    spatial,
+    special,
+    stats,
+)
 
-__all__ = ["cluster", "interpolate", "linalg", "ndimage", "signal", "spatial", "special", "stats"]
+__all__ = ["cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal", "sparse",
+           "spatial", "special", "stats"]
