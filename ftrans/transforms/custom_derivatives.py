@@ -22,6 +22,7 @@ function is simply called.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -37,13 +38,48 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
-from ftrans.errors import FtransTypeError, UnexpectedTracerError
+from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
 from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
 from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
-__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
+__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
+           "custom_vjp_primal_tree_values", "zero_from_primal", "custom_jvp_call_p", "custom_vjp_call_p",
+           "custom_lin_p"]
 
 SymbolicZero = Zero  # what a rule registered with symbolic_zeros=True receives for a zero tangent
+
+
+@dataclasses.dataclass(slots=True)
+class CustomVJPPrimal:
+    """What a ``custom_vjp`` forward function registered with ``symbolic_zeros=True`` receives for each
+    array leaf of its differentiable arguments: the ``value`` and whether it is ``perturbed`` (carries a
+    tangent that is not a symbolic zero), as in JAX."""
+
+    value: Any
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree: Any) -> Any:
+    """Replace each :class:`CustomVJPPrimal` leaf of ``tree`` by its value (JAX's helper of the same name)."""
+
+    def value(leaf: Any) -> Any:
+        if type(leaf) is not CustomVJPPrimal:
+            raise FtransTypeError(f"custom_vjp_primal_tree_values: unexpected leaf type {type(leaf)}")
+        return leaf.value
+
+    return tree_util.tree_map(value, tree)
+
+
+def zero_from_primal(val: Any, symbolic_zeros: bool = False) -> Any:
+    """Zero tangents for each leaf of ``val``: :class:`SymbolicZero` objects if ``symbolic_zeros``, else
+    zero arrays of the tangent type (float0 for integer and boolean leaves)."""
+    from ftrans.transforms.ad import zeros_like_aval
+
+    def zero(x: Any) -> Any:
+        z = Zero.from_primal_value(x)
+        return z if symbolic_zeros else zeros_like_aval(z.aval)
+
+    return tree_util.tree_map(zero, val)
 
 
 def _name(f: Any) -> str:
@@ -65,6 +101,27 @@ def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict) -> tuple:
             f"keyword-only arguments {sorted(bound.kwargs)} are not supported"
         )
     return tuple(bound.args)
+
+
+def _nondiff_positions(api: str, fun: Callable, nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
+    """``nondiff_argnums`` together with the positions of the parameters named in ``nondiff_argnames``."""
+    out = {int(i) for i in nums}
+    if isinstance(names, str):
+        names = (names,)
+    if names:
+        try:
+            params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            raise FtransTypeError(f"{api}: nondiff_argnames needs a function with a signature") from None
+        positional = [p.name for p in params
+                      if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        for n in names:
+            if n in positional:
+                out.add(positional.index(n))
+            elif not any(p.name == n for p in params):
+                raise FtransValueError(f"{api}: nondiff_argnames names {n!r}, which is not a parameter of "
+                                       f"{_name(fun)}")
+    return tuple(sorted(out))
 
 
 def _split_nondiff(args: tuple, nondiff: tuple[int, ...]) -> tuple[list, list]:
@@ -170,9 +227,9 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         rule = _flat_jvp(f.jvp, name, nd, nondiff, in_tree, None, None, f.symbolic_zeros, 0, box)
         p_out, t_out = rule(primals, tangents)
     else:
-        fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box)
-        p_out, res_dyn, res_info = fwd(primals)
-        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves])
+        fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
+        p_out, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
+        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros)
         t_out = custom_vjp_tangents(p_out, res_dyn, res_info, tangents, bwd, name)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
@@ -202,12 +259,12 @@ def _forward_attr(self: Any, name: str) -> Any:
 class custom_jvp:  # noqa: N801 - JAX's name
     """JAX's ``custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames: Sequence[str] = ()):
         if not callable(fun):
             raise FtransTypeError(f"custom_jvp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions("custom_jvp", fun, nondiff_argnums, nondiff_argnames)
         self.jvp: Callable | None = None
         self.symbolic_zeros = False
 
@@ -306,24 +363,35 @@ def _tangent_leaf(t: Any) -> Any:
 class custom_vjp:  # noqa: N801 - JAX's name
     """JAX's ``custom_vjp``: a function with a user-defined VJP (``defvjp(fwd, bwd)``)."""
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames: Sequence[str] = ()):
         if not callable(fun):
             raise FtransTypeError(f"custom_vjp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions("custom_vjp", fun, nondiff_argnums, nondiff_argnames)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+        self.symbolic_zeros = False
+        self.optimize_remat = False
 
     def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
                optimize_remat: bool = False) -> None:
-        """Register ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals, ct) -> input cts``."""
-        if symbolic_zeros:
-            raise NotImplementedError("custom_vjp.defvjp: symbolic_zeros=True is not supported")
-        if optimize_remat:
-            raise NotImplementedError("custom_vjp.defvjp: optimize_remat=True is not supported")
+        """Register ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals, ct) -> input cts``.
+
+        ``symbolic_zeros=True``: ``fwd`` receives each array leaf of its differentiable arguments as a
+        :class:`CustomVJPPrimal` (``value``, ``perturbed``), and ``bwd`` receives a :class:`SymbolicZero`
+        for each output cotangent known to be zero; either way ``bwd`` may give ``None`` (or a
+        ``SymbolicZero``) for an argument with a zero cotangent.
+
+        ``optimize_remat=True`` (JAX's remat optimization) is accepted: it only changes what a checkpointed
+        program recomputes, not any value, so ftrans runs ``fwd`` as usual.
+        """
+        if symbolic_zeros and optimize_remat:
+            raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
         self.fwd = fwd
         self.bwd = bwd
+        self.symbolic_zeros = bool(symbolic_zeros)
+        self.optimize_remat = bool(optimize_remat)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _name(self.fun)
@@ -340,21 +408,28 @@ class custom_vjp:  # noqa: N801 - JAX's name
         leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
         out_tree = out_tree_box[0]
         in_avals = [aval_of(x) for x in leaves]
-        fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts))
-        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals)
+        fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),
+                        symbolic_zeros=self.symbolic_zeros)
+        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
                                       name=name)
         return tree_util.tree_unflatten(out_tree, outs)
 
 
 def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
-              out_avals: list | None, num_consts: int, out_tree_box: list | None = None) -> Callable:
-    """The user's forward function on flat lists; without ``out_avals`` (applied directly, the function never
-    staged) its output structure goes to ``out_tree_box`` instead of being checked."""
+              out_avals: list | None, num_consts: int, out_tree_box: list | None = None,
+              symbolic_zeros: bool = False) -> Callable:
+    """The user's forward function on flat lists, ``flat(primals, perturbed)``; without ``out_avals``
+    (applied directly, the function never staged) its output structure goes to ``out_tree_box`` instead of
+    being checked.  With ``symbolic_zeros`` each argument leaf reaches the function as a
+    :class:`CustomVJPPrimal` saying whether it is perturbed."""
     where = f"custom_vjp forward function {_name(fwd)} of {name}"
 
-    def flat(primals: list) -> tuple[list, list, Any]:
-        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals[num_consts:]), nondiff)
+    def flat(primals: list, perturbed: Sequence[bool]) -> tuple[list, list, Any]:
+        primals = list(primals[num_consts:])
+        if symbolic_zeros:
+            primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, list(perturbed)[num_consts:])]
+        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)
         res = fwd(*full)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise FtransTypeError(f"{where} must return a pair (output, residuals), got {type(res).__name__}")
@@ -374,35 +449,54 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
     return flat
 
 
-def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list) -> Callable:
-    where = f"custom_vjp backward function {_name(bwd)} of {name}"
+def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list,
+              symbolic_zeros: bool = False) -> Callable:
+    """The user's backward function on flat lists: ``flat(res_info, res_dyn, cts)`` gives one cotangent per
+    argument leaf (a :class:`Zero` where the rule gives none).  Zero output cotangents reach the rule as
+    :class:`SymbolicZero` objects when ``symbolic_zeros``, else as zero arrays."""
+    where = f"Custom VJP bwd rule {_name(bwd)} of {name}"
 
     def flat(res_info: Any, res_dyn: list, cts: list) -> list:
         r_tree, arrays, static = res_info
         d_it, s_it = iter(res_dyn), iter(static)
         res = tree_util.tree_unflatten(r_tree, [next(d_it) if a else next(s_it) for a in arrays])
+        if not symbolic_zeros:
+            cts = [instantiate(c) for c in cts]
         ct_tree = tree_util.tree_unflatten(out_tree, cts)
         out = bwd(*nd, res, ct_tree)
         n_args = len(in_tree.children())
-        if not isinstance(out, (tuple, list)) or len(out) != n_args:
+        if isinstance(out, list) and len(out) == n_args:
+            out = tuple(out)
+        if not isinstance(out, tuple) or len(out) != n_args:
             got = f"a {type(out).__name__} of length {len(out)}" if isinstance(out, (tuple, list)) else \
                 type(out).__name__
             raise FtransTypeError(
-                f"{where} must return a tuple with one cotangent per differentiable argument of {name} "
-                f"({n_args}), got {got}"
+                f"{where} must produce a tuple with one cotangent per differentiable "
+                f"argument of {name} ({n_args}), got {got}"
             )
-        leaves = _cts_leaves(where, name, tuple(out), in_tree)
+        leaves, paths = _cts_leaves(where, name, out, in_tree)
         result = []
-        for i, (c, a) in enumerate(zip(leaves, in_avals)):
+        for c, a, kp in zip(leaves, in_avals, paths):
             want = tangent_aval(a)
             if c is None or want.dtype == float0:
                 result.append(Zero(want))
                 continue
+            if type(c) is Zero:
+                if tuple(c.shape) != tuple(want.shape) or c.dtype != want.dtype:
+                    raise FtransValueError(
+                        f"{where} produced a SymbolicZero with a shape/dtype that does not "
+                        f"match the corresponding input tangent shape/dtype: at output{kp} the SymbolicZero had "
+                        f"shape/dtype {c.aval.str_short()} while the corresponding input had shape/dtype "
+                        f"{want.str_short()}. Consider just returning a None here instead of a SymbolicZero object."
+                    )
+                result.append(Zero(want))
+                continue
             got = aval_of(c)
             if tuple(got.shape) != tuple(want.shape):
-                raise FtransTypeError(
-                    f"{where}: cotangent {i} has shape {tuple(got.shape)} but the argument it belongs to has "
-                    f"shape {tuple(want.shape)} (dtype {want.dtype.name})"
+                raise FtransValueError(
+                    f"{where} must produce an output with the same type as the args tuple of "
+                    f"the primal function, but at output{kp} the bwd rule produced an output of type "
+                    f"{got.str_short()} corresponding to an input of type {want.str_short()}"
                 )
             # A cotangent of another floating dtype (f32 for a bf16 argument) passes through as bwd made it,
             # as in JAX (its custom_vjp allows that for inexact arguments): no rounding to the argument's dtype.
@@ -412,23 +506,28 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
     return flat
 
 
-def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> list:
-    """Flatten ``bwd``'s output against the arguments' structure; ``None`` stands for a zero subtree."""
+def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> tuple[list, list]:
+    """Flatten ``bwd``'s output against the arguments' structure, with each leaf's key path.  ``None`` stands
+    for a zero subtree, and (as in JAX) a value where the arguments have a subtree serves all its leaves."""
     args_tree = tree_util.tree_unflatten(in_tree, list(range(in_tree.num_leaves)))
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args_tree)[0]]
     leaves: list = [None] * in_tree.num_leaves
-    for arg_struct, ct in zip(args_tree, out):
-        positions, struct = tree_util.tree_flatten(arg_struct)
-        if ct is None:
-            continue
-        ct_leaves, ct_tree = tree_util.tree_flatten(ct, is_leaf=lambda x: x is None)
-        if ct_tree != struct:
-            raise FtransTypeError(
-                f"{where}: the cotangents must match the structure of {name}'s arguments; expected "
-                f"{struct}, received {ct_tree}"
-            )
-        for p, c in zip(positions, ct_leaves):
-            leaves[p] = c
-    return leaves
+
+    def put(ct: Any, positions: Any) -> Any:
+        if ct is not None:
+            for p in tree_util.tree_leaves(positions):
+                leaves[p] = ct
+        return ct  # (tree_map rebuilds ``out``'s structure from these: the user's own leaves)
+
+    try:
+        tree_util.tree_map(put, out, tuple(args_tree), is_leaf=lambda x: x is None or type(x) is Zero)
+    except ValueError:
+        got = tree_util.tree_structure(out, is_leaf=lambda x: x is None or type(x) is Zero)
+        raise FtransTypeError(
+            f"{where} must produce an output with the same container (pytree) structure as "
+            f"the args tuple of the primal function {name}; expected {in_tree}, received {got}"
+        ) from None
+    return leaves, paths
 
 
 # ----------------------------------------------------------------------------

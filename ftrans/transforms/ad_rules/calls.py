@@ -195,7 +195,7 @@ def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: C
             f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
             "as an argument of the function instead"
         )
-    outs, res_dyn, res_info = fwd(primals)
+    outs, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
     return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
 
 
