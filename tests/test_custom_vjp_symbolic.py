@@ -179,3 +179,79 @@ def test_bwd_shape_mismatch_is_value_error():
     foo.defvjp(lambda x, y: (x, None), lambda _, g: (fjnp.zeros(3), fjnp.zeros(3)))
     with pytest.raises(ValueError, match=r"output\[1\] the bwd rule produced an output of type f32\[3\]"):
         ftrans.grad(lambda x, y: foo(x, y * y).sum(), 1)(fjnp.ones(3), fjnp.ones(4))
+
+
+@pytest.mark.parametrize("make", [
+    lambda np_, f0: np_.zeros((2, 3), f0), lambda np_, f0: np_.ones((2,), f0), lambda np_, f0: np_.full((), 0, f0),
+    lambda np_, f0: np_.empty((1,), dtype=f0), lambda np_, f0: np_.zeros_like(np.ones(3), dtype=f0),
+    lambda np_, f0: np_.zeros_like(np.zeros(2, f0)),
+])
+def test_float0_creation(make):
+    f0 = jax.dtypes.float0
+    j, f = make(jjnp, f0), make(fjnp, f0)
+    assert f.dtype == j.dtype == f0 and f.shape == j.shape
+
+
+def test_float0_tangents_through_custom_rules_in_scan():
+    out = []
+    for api, cd, jnp_ in LIBS:
+        f0 = jax.dtypes.float0
+
+        @api.custom_vjp
+        def f(x):
+            return x
+
+        f.defvjp(lambda x: (x, (2.0, x)), lambda *_: ((2.0, jnp_.zeros((), f0)),))
+
+        def foo(x, y):
+            out, _ = api.lax.scan(lambda c, _: (f(c), None), (x, y), None, length=1)
+            return out[0]
+
+        @api.custom_jvp
+        def g(x, y):
+            return x, y
+
+        g.defjvp(lambda p, t: (p, (2.0, cd.zero_from_primal(p[1]))))
+
+        def goo(x, y):
+            out, _ = api.lax.scan(lambda c, _: (g(*c), None), (x, y), None, length=1)
+            return out
+
+        gr = api.grad(foo, allow_int=True, argnums=(0, 1))(2.0, 3)
+        assert gr[1].dtype == f0
+        p, t = api.jvp(goo, (2.0, 3), (np.ones((), np.float32), np.zeros((), f0)))
+        assert t[1].dtype == f0
+        out.append((gr[0], p, t[0]))
+    close(out[1], out[0])
+
+
+def test_custom_jvp_traced_nondiff_arg_under_vmap():
+    import functools
+
+    out = []
+    for api, _, jnp_ in LIBS:
+        @functools.partial(api.custom_jvp, nondiff_argnums=(0,))
+        def f(x, y):
+            return x * y
+
+        f.defjvp(lambda x, p, t: (f(x, p[0]), 5 * x * t[0]))
+        g = api.vmap(f)
+        out.append((api.jvp(lambda y: g(jnp_.array([2.0, 3.0]), y), (jnp_.array([3.0, 4.0]),),
+                            (jnp_.array([1.0, 1.0]),)),
+                    api.grad(lambda y: g(jnp_.array([2.0, 3.0]), y).sum())(jnp_.array([3.0, 4.0])),
+                    api.vmap(lambda x: api.grad(lambda y: f(x, y))(2.0))(jnp_.array([1.0, 2.0]))))
+    close(out[1], out[0])
+
+
+def test_custom_vjp_traced_nondiff_arg_is_unexpected_tracer_error():
+    import functools
+
+    @functools.partial(ftrans.custom_vjp, nondiff_argnums=(0,))
+    def f(x, y):
+        return x * y
+
+    f.defvjp(lambda x, y: (f(x, y), fjnp.cos(y)), lambda x, c, g: (c * g,))
+    with pytest.raises(ftrans.errors.UnexpectedTracerError, match="custom_vjp"):
+        ftrans.jit(lambda x, y: f(x, y))(2, 3.0)
+    with pytest.raises(ftrans.errors.UnexpectedTracerError, match="custom_vjp"):
+        ftrans.grad(ftrans.jit(lambda x, y: f(x, y)), 1)(2.0, 3.0)

@@ -302,6 +302,8 @@ class custom_jvp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(nd)):
+            return self._call_traced_nondiff(name, nd, diff)
         direct = _direct(self, name, nd, nondiff, diff)
         if direct is not None:
             return direct[0]
@@ -312,6 +314,33 @@ class custom_jvp:  # noqa: N801 - JAX's name
         outs = custom_jvp_call_p.bind(*consts, *leaves, call_jaxpr=body, jvp=flat_jvp, num_consts=len(consts),
                                       symbolic_zeros=self.symbolic_zeros, name=name)
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+    def _call_traced_nondiff(self, name: str, nd: list, diff: list) -> Any:
+        """Traced values among the ``nondiff_argnums`` arguments (a ``vmap``'s batched value, say): as in JAX
+        they are constants of the function and its rule, with no tangent.  They become leading operands of
+        an inner ``custom_jvp`` function, so every transform sees them (batching them, for one), and its rule
+        drops their tangents."""
+        nondiff = self.nondiff_argnums
+        nd_leaves, nd_tree = tree_util.tree_flatten(nd)
+        pos = [i for i, x in enumerate(nd_leaves) if isinstance(x, Tracer)]
+
+        def rebuild(vals: Sequence) -> list:
+            leaves = list(nd_leaves)
+            for i, v in zip(pos, vals):
+                leaves[i] = v
+            return tree_util.tree_unflatten(nd_tree, leaves)
+
+        def fun(traced: list, *rest: Any) -> Any:
+            return self.fun(*_merge_nondiff(rebuild(traced), rest, nondiff))
+
+        def jvp(primals: tuple, tangents: tuple) -> Any:
+            return self.jvp(*rebuild(primals[0]), tuple(primals[1:]), tuple(tangents[1:]))
+
+        fun.__name__, jvp.__name__ = name, _name(self.jvp)
+        inner = custom_jvp(fun)
+        inner.defjvp(jvp, symbolic_zeros=self.symbolic_zeros)
+        return inner([nd_leaves[i] for i in pos], *diff)
 
 
 def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
@@ -402,6 +431,14 @@ class custom_vjp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        for i in nondiff:
+            if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args[i])):
+                raise UnexpectedTracerError(
+                    f"custom_vjp function {name}: argument {i} is listed in nondiff_argnums but is a traced value "
+                    "(of jit, vmap or a derivative). As in JAX, a custom_vjp function's nondiff_argnums must be "
+                    "static Python values; pass array values as ordinary arguments (and return None as their "
+                    "cotangent from bwd)."
+                )
         direct = _direct(self, name, nd, nondiff, diff)
         if direct is not None:
             return direct[0]
