@@ -255,3 +255,22 @@ def test_custom_vjp_traced_nondiff_arg_is_unexpected_tracer_error():
         ftrans.jit(lambda x, y: f(x, y))(2, 3.0)
     with pytest.raises(ftrans.errors.UnexpectedTracerError, match="custom_vjp"):
         ftrans.grad(ftrans.jit(lambda x, y: f(x, y)), 1)(2.0, 3.0)
+
+
+def test_pretty_print_use_color_and_rule_names():
+    texts = []
+    for api, _, jnp_ in LIBS:
+        @api.custom_vjp
+        def f(x):
+            return x + 1
+
+        def f_fwd(x):
+            return f(x), ()
+
+        def f_bwd(_, g):
+            return (g,)
+
+        f.defvjp(f_fwd, f_bwd)
+        texts.append(api.make_jaxpr(f)(jnp_.ones(1)).pretty_print(use_color=False))
+    for t in texts:
+        assert "fwd=f_fwd" in t and "bwd=f_bwd" in t and "custom_vjp_call[" in t

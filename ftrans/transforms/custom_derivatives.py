@@ -483,6 +483,7 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
         static = [r for r, a in zip(r_leaves, arrays) if not a]
         return o_leaves, dyn, (r_tree, tuple(arrays), static)
 
+    flat.__name__ = _name(fwd)  # (what a printed jaxpr shows as the call's fwd)
     return flat
 
 
@@ -540,6 +541,7 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
             result.append(c)
         return result
 
+    flat.__name__ = _name(bwd)
     return flat
 
 
