@@ -274,3 +274,63 @@ def test_pretty_print_use_color_and_rule_names():
         texts.append(api.make_jaxpr(f)(jnp_.ones(1)).pretty_print(use_color=False))
     for t in texts:
         assert "fwd=f_fwd" in t and "bwd=f_bwd" in t and "custom_vjp_call[" in t
+
+
+def _message(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the message is what is compared
+        return type(e), str(e).split("\n  (in your code at")[0]
+    raise AssertionError("no error")
+
+
+@pytest.mark.parametrize("case", ["not_pair", "tree", "tangent_shape", "primal_shape", "fwd_tree", "kwargs"])
+def test_rule_error_messages_match_jax(case):
+    msgs = []
+    for api, _, jnp_ in LIBS:
+        @api.custom_jvp
+        def f(x):
+            return x ** 2
+
+        def foo_jvp(primals, tangents):
+            x, = primals
+            t, = tangents
+            if case == "not_pair":
+                return 1.0
+            if case == "tree":
+                return f(x), [2 * x * t, x]
+            if case == "tangent_shape":
+                return f(x), jnp_.reshape(t, (1,))
+            return jnp_.zeros((3,), jnp_.float32), t
+
+        f.defjvp(foo_jvp)
+
+        @api.custom_vjp
+        def h(x):
+            return x
+
+        def f_fwd(x):
+            return (x, x), None
+
+        h.defvjp(f_fwd, lambda _, g: (g,))
+
+        @api.custom_jvp
+        def k(x, y):
+            return x * y
+
+        k.defjvp(lambda p, t: (k(*p), t[0]))
+        x = jnp_.float32(2.0)
+        if case == "fwd_tree":
+            scan_apply = lambda x: api.lax.scan(lambda c, _: (h(c), None), x, None, length=1)[0]  # noqa: E731
+            msgs.append(_message(lambda: api.grad(scan_apply)(x)))
+        elif case == "kwargs":
+            msgs.append(_message(lambda: k(0.5)))
+            msgs.append(_message(lambda: k(0.5, 0.1, z=1.0)))
+        else:
+            msgs.append(_message(lambda: api.jvp(f, (x,), (x,))))
+    half = len(msgs) // 2
+    for (jt, jm), (ft, fm) in zip(msgs[:half], msgs[half:]):
+        assert issubclass(ft, jt)
+        if case == "kwargs":  # the qualified name of the function differs between the two spellings
+            jm, fm = jm.split("Binding failed")[1], fm.split("Binding failed")[1]
+        assert fm == jm

@@ -86,20 +86,26 @@ def _name(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict) -> tuple:
-    """Keyword arguments become positional (the rules take positional arguments only), as in JAX."""
-    if not kwargs:
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, deco: str = "custom_jvp") -> tuple:
+    """Keyword arguments become positional (the rules take positional arguments only), as in JAX; ``deco``
+    names the decorator in the error."""
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        if kwargs:
+            raise FtransTypeError(f"{_name(fun)}: keyword arguments need a function with a signature") from None
         return args
     try:
-        bound = inspect.signature(fun).bind(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        passed = [k for k in bound.kwargs if k in kwargs]
+        if passed:
+            raise TypeError(f"The following keyword arguments could not be resolved to positions: {', '.join(passed)}")
     except (TypeError, ValueError) as e:
-        raise FtransTypeError(f"{_name(fun)}: {e}") from None
-    bound.apply_defaults()
-    if bound.kwargs:
         raise FtransTypeError(
-            f"{_name(fun)}: a custom_jvp/custom_vjp function takes its arguments positionally; "
-            f"keyword-only arguments {sorted(bound.kwargs)} are not supported"
-        )
+            f"The input arguments to the {deco}-decorated function {_name(fun)} could not be resolved to "
+            f"positional-only arguments. Binding failed with the error:\n{e}"
+        ) from None
     return tuple(bound.args)
 
 
@@ -169,21 +175,61 @@ def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list
     return leaves, in_tree, body, consts, out_tree_box
 
 
-def _check_outs(where: str, what: str, tree: Any, want_tree: Any, leaves: list, want_avals: list,
-                tangent: bool) -> None:
+def _long(a: ShapedArray) -> str:
+    """An abstract value as JAX's messages write it: ``float32[3,4]``."""
+    return f"{_dn(a.dtype)}[{','.join(str(d) for d in a.shape)}]"
+
+
+class _Shown:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _tree_text(tree: Any, avals: list) -> str:
+    """A pytree structure with each leaf written as its type (``(float32[], float32[])``)."""
+    return str(tree_util.tree_unflatten(tree, [_Shown(_long(a)) for a in avals]))
+
+
+def _leaf_aval(x: Any) -> ShapedArray:
+    return x.aval if type(x) is Zero else aval_of(x)
+
+
+def _check_primal_outs(intro_tree: str, intro_shape: str, kind: str, deco: str, name: str, tree: Any,
+                       want_tree: Any, leaves: list, want_avals: list) -> None:
+    """A rule's primal output against the function's: structure, then shapes and dtypes (JAX's wording)."""
     if tree != want_tree:
         raise FtransTypeError(
-            f"{where}: the {what} must have the structure of the function's output, {want_tree}, but it has "
-            f"structure {tree}"
+            f"{intro_tree}, but instead the {kind} rule output's first element had container/pytree structure:\n"
+            f"    {_tree_text(tree, [_leaf_aval(x) for x in leaves])}\nwhile the {deco}-decorated function {name} "
+            f"had output container/pytree structure:\n    {_tree_text(want_tree, want_avals)}."
         )
-    for i, (x, a) in enumerate(zip(leaves, want_avals)):
-        want = tangent_aval(a) if tangent else a
-        got = x.aval if type(x) is Zero else aval_of(x)
+    got = [_leaf_aval(x) for x in leaves]
+    if any(tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype for g, w in zip(got, want_avals)):
+        raise FtransTypeError(
+            f"{intro_shape}, but instead the {kind} rule output's first element had shapes/dtypes of:\n"
+            f"    {', '.join(_long(g) for g in got)}\nwhile the {deco}-decorated function {name} had output "
+            f"shapes/dtypes of:\n    {', '.join(_long(w) for w in want_avals)}"
+        )
+
+
+def _check_tangent_outs(rule: str, name: str, tree: Any, want_tree: Any, leaves: list, want_avals: list) -> None:
+    """A JVP rule's tangent output against its primal output (JAX's wording)."""
+    if tree != want_tree:
+        raise FtransTypeError(
+            f"Custom JVP rule {rule} for function {name} must produce primal and tangent outputs with equal "
+            f"container (pytree) structures, but got {want_tree} and {tree} respectively."
+        )
+    for x, a in zip(leaves, want_avals):
+        want, got = tangent_aval(a), _leaf_aval(x)
         if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
             raise FtransTypeError(
-                f"{where}: {what} {i} has type {got.str_short()} (shape {tuple(got.shape)}, dtype "
-                f"{_dn(got.dtype)}) but the function's output {i} needs {want.str_short()} (shape "
-                f"{tuple(want.shape)}, dtype {_dn(want.dtype)})"
+                f"Custom JVP rule must produce primal and tangent outputs with corresponding shapes and dtypes. "
+                f"Expected {_long(want)} (tangent type of {_long(a)}) but got {_long(got)}."
             )
 
 
@@ -349,7 +395,9 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
     """The user's JVP rule on flat lists.  Without ``out_avals`` (the rule applied directly, the function
     never staged) the tangents are checked against the rule's own primal outputs, whose structure goes
     to ``out_tree_box``."""
-    where = f"custom_jvp rule of {name}"
+    rule_name = _name(rule)
+    intro = (f"Custom JVP rule {rule_name} for function {name} must produce a pair (list or tuple of length two) "
+             "where the first element represents the primal output")
 
     def flat(primals: list, tangents: list) -> tuple[list, list]:
         primals, tangents = primals[num_consts:], tangents[num_consts:]
@@ -359,7 +407,9 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
         t_args = tree_util.tree_unflatten(in_tree, tangents)
         res = rule(*nd, tuple(p_args), tuple(t_args))
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
-            raise FtransTypeError(f"{where} must return a pair (primal_out, tangent_out), got {type(res).__name__}")
+            raise FtransTypeError(
+                f"Custom JVP rule {rule_name} for function {name} must produce a pair (list or tuple of length two) "
+                f"representing primal and tangent outputs, but got {res}.")
         p_out, t_out = res
         p_leaves, p_tree = tree_util.tree_flatten(p_out)
         if out_avals is None:
@@ -367,10 +417,15 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
             out_tree_box.append(p_tree)
         else:
             want_tree, want_avals = out_tree, out_avals
-            _check_outs(where, "primal output", p_tree, want_tree, p_leaves, want_avals, False)
+            _check_primal_outs(
+                f"{intro} (equal in value to the output of the custom_jvp-decorated function {name}, and in "
+                "particular of the same container/pytree structure)",
+                f"{intro} (equal in value to the output of the custom_jvp-decorated function {name}, and in "
+                "particular with leaves of the same shape/dtype)",
+                "JVP", "custom_jvp", name, p_tree, want_tree, p_leaves, want_avals)
         t_leaves, t_tree = tree_util.tree_flatten(t_out, is_leaf=lambda x: type(x) is Zero)
         t_leaves = [_tangent_leaf(t) for t in t_leaves]  # a float0 array (an integer output's tangent) is a zero
-        _check_outs(where, "tangent output", t_tree, want_tree, t_leaves, want_avals, True)
+        _check_tangent_outs(rule_name, name, t_tree, want_tree, t_leaves, want_avals)
         return p_leaves, t_leaves
 
     flat.__name__ = _name(rule)
@@ -426,7 +481,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         name = _name(self.fun)
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs)
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
@@ -460,7 +515,10 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
     (applied directly, the function never staged) its output structure goes to ``out_tree_box`` instead of
     being checked.  With ``symbolic_zeros`` each argument leaf reaches the function as a
     :class:`CustomVJPPrimal` saying whether it is perturbed."""
-    where = f"custom_vjp forward function {_name(fwd)} of {name}"
+    intro = (f"Custom VJP fwd rule {_name(fwd)} for function {name} must produce a pair (list or tuple of length "
+             "two) where the first element represents the primal output")
+    pair = (f"{intro} (equal to the output of the custom_vjp-decorated function {name}) and the second element "
+            "represents residuals (i.e. values stored from the forward pass for use on the backward pass)")
 
     def flat(primals: list, perturbed: Sequence[bool]) -> tuple[list, list, Any]:
         primals = list(primals[num_consts:])
@@ -469,13 +527,13 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
         full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)
         res = fwd(*full)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
-            raise FtransTypeError(f"{where} must return a pair (output, residuals), got {type(res).__name__}")
+            raise FtransTypeError(f"{pair}, but instead of a pair the fwd rule {_name(fwd)} produced {res}.")
         out, residuals = res
         o_leaves, o_tree = tree_util.tree_flatten(out)
         if out_avals is None:
             out_tree_box.append(o_tree)
         else:
-            _check_outs(where, "output", o_tree, out_tree, o_leaves, out_avals, False)
+            _check_primal_outs(pair, pair, "fwd", "custom_vjp", name, o_tree, out_tree, o_leaves, out_avals)
         r_leaves, r_tree = tree_util.tree_flatten(residuals)
         arrays = [isinstance(r, (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool))
                   for r in r_leaves]
