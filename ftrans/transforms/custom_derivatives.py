@@ -737,8 +737,8 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
         leaves, tree = tree_util.tree_flatten(tuple(args))
         if tree != in_tree:
             raise FtransTypeError(
-                "closure_convert: the converted function's arguments must have the structure of the example "
-                f"arguments given to closure_convert, {in_tree}, but they have structure {tree}"
+                "The inputs to the closure produced by closure_convert must have the same Pytree structure as the "
+                f"example arguments passed when closure_convert was called: expected {in_tree}, got {tree}"
             )
         k_it, g_it = iter(kept), iter(given)
         all_consts = [next(g_it) if m else next(k_it) for m in hoisted_mask]

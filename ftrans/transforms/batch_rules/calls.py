@@ -187,12 +187,13 @@ def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: A
     rule_name = getattr(rule, "__name__", "<unnamed rule>")
     if tree1 != tree2:
         raise FtransValueError(
-            f"custom_vmap rule {rule_name} of {name}: its output values have structure {tree1} but its output "
-            f"batching specification has structure {tree2}; they must match")
+            f"structure of output value and output batching specification returned by custom vmap rule "
+            f"({rule_name}) do not match: the rule (for function {name}) returned values of structure {tree1} "
+            f"and a batching specification of structure {tree2}")
     if tree1 != out_tree:
         raise FtransValueError(
-            f"custom_vmap rule {rule_name} of {name}: its output has structure {tree1}, but the function's output "
-            f"has structure {out_tree}")
+            f"structure of output returned by custom vmap rule ({rule_name}) does not match that of original "
+            f"custom-vmapped function ({name}): {tree1} vs. {out_tree}")
     from ftrans.core.trace import aval_of
 
     out_dims = []
