@@ -334,3 +334,36 @@ def test_rule_error_messages_match_jax(case):
         if case == "kwargs":  # the qualified name of the function differs between the two spellings
             jm, fm = jm.split("Binding failed")[1], fm.split("Binding failed")[1]
         assert fm == jm
+
+
+def test_rules_closing_over_vmap_values_under_differentiation():
+    out = []
+    for api, _, jnp_ in LIBS:
+        def h_jvp(z):
+            def f(x):
+                @api.custom_jvp
+                def g(y):
+                    return x * y
+
+                @g.defjvp
+                def g_jvp(primals, tangents):
+                    (y,), (ydot,) = primals, tangents
+                    return x * y, 3 * x * ydot  # (not the true derivative: the rule must be the one used)
+
+                return g(z)
+
+            return api.vmap(f)(jnp_.arange(3.0, dtype="float32"))
+
+        def h_vjp(z):
+            def f(x):
+                @api.custom_vjp
+                def g(y):
+                    return x * y
+
+                g.defvjp(lambda y: (x * y, (x, y)), lambda res, w: (5 * res[0] * w,))
+                return g(z)
+
+            return api.vmap(f)(jnp_.arange(3.0, dtype="float32")).sum()
+
+        out.append((api.jvp(h_jvp, (np.float32(1.0),), (np.float32(2.0),)), api.grad(h_vjp)(np.float32(3.0))))
+    close(out[1], out[0])

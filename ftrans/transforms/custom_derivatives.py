@@ -259,6 +259,12 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         return (f.fun(*_merge_nondiff(nd, diff, nondiff)),)
     if type(trace) is not JVPTrace:
         return None
+    from ftrans.transforms.batching import BatchTrace
+
+    if any(m.trace_type is BatchTrace for m in _trace.state.stack[trace.main.level + 1:]):
+        # A vmap inside the differentiation is active: the function or its rule may close over its batched
+        # values, which the staged call sees as operands and the rule (run under that vmap) as its own.
+        return None
     for x in leaves:
         if isinstance(x, Tracer) and x.to_concrete_value() is None:
             return None

@@ -75,7 +75,7 @@ def _custom_jvp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
         primals, tangents = primals[n_new:], tangents[n_new:]
         n = len(primals)
         outs, _ = run_batched(lambda *xs: _concat(jvp(list(xs[:n]), list(xs[n:]))), primals + tangents,
-                              list(dims) + list(dims), frame, force_front=True)
+                              list(dims) + list(dims), frame, force_front=True, reuse=True)
         half = len(outs) // 2
         return outs[:half], outs[half:]
 
@@ -107,7 +107,7 @@ def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
             info_box.append((info, len(r)))
             return list(o) + list(r)
 
-        outs, _ = run_batched(run, primals, list(dims), frame, force_front=True)
+        outs, _ = run_batched(run, primals, list(dims), frame, force_front=True, reuse=True)
         info, _ = info_box[-1]
         return outs[:n_out], outs[n_out:], info
 
