@@ -210,10 +210,13 @@ def _check_primal_outs(intro_tree: str, intro_shape: str, kind: str, deco: str, 
         )
     got = [_leaf_aval(x) for x in leaves]
     if any(tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype for g, w in zip(got, want_avals)):
+        bad = next(i for i, (g, w) in enumerate(zip(got, want_avals))
+                   if tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype)
         raise FtransTypeError(
             f"{intro_shape}, but instead the {kind} rule output's first element had shapes/dtypes of:\n"
             f"    {', '.join(_long(g) for g in got)}\nwhile the {deco}-decorated function {name} had output "
-            f"shapes/dtypes of:\n    {', '.join(_long(w) for w in want_avals)}"
+            f"shapes/dtypes of:\n    {', '.join(_long(w) for w in want_avals)}\n(at output {bad}: got {kind} "
+            f"output type {_long(got[bad])} which doesn't match the function's output type {_long(want_avals[bad])})"
         )
 
 
