@@ -86,14 +86,41 @@ def _name(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, deco: str = "custom_jvp") -> tuple:
-    """Keyword arguments become positional (the rules take positional arguments only), as in JAX; ``deco``
-    names the decorator in the error."""
+_SIGNATURES: dict = {}
+
+
+def _signature(fun: Callable) -> tuple[inspect.Signature | None, int]:
+    """``fun``'s signature and, when it has only plain positional parameters, their number (else -1); cached
+    (custom functions are called often, and reading a signature is slow)."""
+    try:
+        return _SIGNATURES[fun]
+    except (KeyError, TypeError):
+        pass
     try:
         sig = inspect.signature(fun)
     except (TypeError, ValueError):
+        return None, -1
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = list(sig.parameters.values())
+    n = len(params) if all(p.kind in plain for p in params) else -1
+    try:
+        if len(_SIGNATURES) > 4096:
+            _SIGNATURES.clear()
+        _SIGNATURES[fun] = (sig, n)
+    except TypeError:  # an unhashable callable
+        pass
+    return sig, n
+
+
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, deco: str = "custom_jvp") -> tuple:
+    """Keyword arguments become positional (the rules take positional arguments only), as in JAX; ``deco``
+    names the decorator in the error."""
+    sig, n_plain = _signature(fun)
+    if sig is None:
         if kwargs:
             raise FtransTypeError(f"{_name(fun)}: keyword arguments need a function with a signature") from None
+        return args
+    if not kwargs and len(args) == n_plain:  # every parameter given positionally: nothing to resolve
         return args
     try:
         bound = sig.bind(*args, **kwargs)
