@@ -55,9 +55,9 @@ class custom_vmap:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = getattr(self.fun, "__name__", type(self.fun).__name__)
         if self.vmap_rule is None:
-            raise FtransAttributeError(f"custom_vmap function {name} has no vmap rule: define one with "
-                                  f"@{name}.def_vmap before calling it")
-        args = _resolve_kwargs(self.fun, args, kwargs)
+            raise FtransAttributeError(f"No batching rule defined for custom_vmap function {name} using "
+                                       f"def_vmap: define one with @{name}.def_vmap before calling it")
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vmap")
         if _trace.is_eager():  # no transform anywhere on this thread: the rule cannot come into play
             return self.fun(*args)
         leaves_paths, in_tree = tree_util.tree_flatten_with_path(args)

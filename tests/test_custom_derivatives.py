@@ -167,7 +167,7 @@ def test_custom_jvp_bad_rules_are_named():
         return x * 2.0
 
     f.defjvp(lambda p, t: (f(*p), fjnp.ones(3)))  # wrong tangent shape
-    with pytest.raises(TypeError, match=r"custom_jvp rule of f: tangent output 0 has type f32\[3\]"):
+    with pytest.raises(TypeError, match=r"Expected float32\[\] \(tangent type of float32\[\]\) but got float32\[3\]"):
         ftrans.jvp(f, (1.0,), (1.0,))
 
     @ftrans.custom_jvp
@@ -256,7 +256,7 @@ def test_custom_vjp_bad_backward_structure_is_named():
         return x * y
 
     f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))  # one cotangent for two arguments
-    with pytest.raises(TypeError, match=r"backward function <lambda> of f must return a tuple with one "
+    with pytest.raises(TypeError, match=r"Custom VJP bwd rule <lambda> of f must produce a tuple with one "
                                         r"cotangent per differentiable argument of f \(2\)"):
         ftrans.grad(f)(1.0, 2.0)
 
@@ -265,8 +265,8 @@ def test_custom_vjp_bad_backward_structure_is_named():
         return x.sum()
 
     h.defvjp(lambda x: (x.sum(), None), lambda res, g: (fjnp.ones(4),))
-    with pytest.raises(TypeError, match=r"cotangent 0 has shape \(4,\) but the argument it belongs to has "
-                                        r"shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"at output\[0\] the bwd rule produced an output of type f32\[4\] "
+                                         r"corresponding to an input of type f32\[3\]"):  # a ValueError, as in JAX
         ftrans.grad(h)(np.ones(3, np.float32))
 
     @ftrans.custom_vjp
@@ -274,7 +274,7 @@ def test_custom_vjp_bad_backward_structure_is_named():
         return p["a"]
 
     k.defvjp(lambda p: (p["a"], None), lambda res, g: ([g],))
-    with pytest.raises(TypeError, match="must match the structure of k's arguments"):
+    with pytest.raises(TypeError, match="same container \\(pytree\\) structure as the args tuple"):
         ftrans.grad(k)({"a": 1.0})
 
 

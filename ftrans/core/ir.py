@@ -100,9 +100,10 @@ class Jaxpr:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
-    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
-        ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer."""
+        ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer.
+        ``use_color`` is accepted as in JAX; ftrans's text is never coloured."""
         return _Printer(source_info, name_stack).render(self)
 
     def __str__(self) -> str:
@@ -149,8 +150,8 @@ class ClosedJaxpr:
     def eqns(self) -> list[JaxprEqn]:
         return self.jaxpr.eqns
 
-    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False) -> str:
-        return self.jaxpr.pretty_print(source_info=source_info, name_stack=name_stack)
+    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
+        return self.jaxpr.pretty_print(source_info=source_info, name_stack=name_stack, use_color=use_color)
 
     def __str__(self) -> str:
         return str(self.jaxpr)

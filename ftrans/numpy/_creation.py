@@ -373,6 +373,8 @@ def copy(a: Any, order: str | None = None) -> Any:
 def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
     """``jnp.full``: weakly typed when ``dtype`` is None and ``fill_value`` is a Python scalar."""
     shp = _shape_arg("full", shape)
+    if _is_float0(dtype):
+        return _float0_array(shp)
     d = _dtype_arg("full", dtype)
     if isinstance(fill_value, (list, tuple)) or np.ndim(_shape_probe(fill_value)) > 0:
         return _shape.broadcast_to(asarray(fill_value, dtype=d), shp)
@@ -386,8 +388,27 @@ def _shape_probe(x: Any) -> Any:
     return np.empty(shape_of(x), np.int8) if isinstance(x, (Array, Tracer)) else x
 
 
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's float0 (the tangent type of integers), as NumPy spells it
+
+
+def _is_float0(dtype: Any) -> bool:
+    if dtype is None or isinstance(dtype, str):
+        return False
+    try:
+        return np.dtype(dtype) == _FLOAT0
+    except TypeError:
+        return False
+
+
+def _float0_array(shape: tuple) -> np.ndarray:
+    """An array of float0 (it holds no data): a plain NumPy array, as JAX's creation functions give."""
+    return np.zeros(shape, _FLOAT0)
+
+
 def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
     shp = _shape_arg(name, shape)
+    if _is_float0(dtype):
+        return _float0_array(shp)
     d = _dtype_arg(name, dtype) or dtypes.default_float()
     if is_eager():
         return _frozen(np.full(shp, value, d), False)
@@ -415,6 +436,8 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
 
 def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     """``full_like`` and friends: ``a``'s dtype and shape, weak when ``a`` is and no dtype is given."""
+    if _is_float0(dtype) or (dtype is None and _is_float0(getattr(a, "dtype", None))):
+        return _float0_array(tuple(np.shape(a)) if shape is None else _shape_arg(name, shape))
     ad, aw = _dtype_weak_of(name, a)
     d = _dtype_arg(name, dtype)
     shp = tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) if shape is None else _shape_arg(name, shape)

@@ -241,44 +241,58 @@ class BatchTrace(Trace):
 
 
 def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: AxisFrame,
-                force_front: bool = False, lift_unmapped: bool = False) -> tuple[list, list]:
+                force_front: bool = False, lift_unmapped: bool = False, reuse: bool = False) -> tuple[list, list]:
     """Run ``fun`` (flat list -> flat list) on batched values under a new batch trace for ``axis``.
 
     Returns the outputs' values and batch dimensions (all 0 with ``force_front``;
     unmapped outputs are then broadcast).  Symbolic zero tangents pass through.
-    """
-    from ftrans.transforms.ad import Zero
 
+    ``reuse``: while the batch trace that owns ``axis`` is still running (a batching rule's own rule
+    functions called during that ``vmap``), run ``fun`` under that same trace instead of a new one, as JAX
+    does: a user's rule that closes over that ``vmap``'s batched values then sees them as its own.
+    """
+    owner = axis.main
+    if (reuse and owner is not None and owner.alive and getattr(owner, "trace_type", None) is BatchTrace
+            and not any(isinstance(a, Tracer) and a._trace.main.level >= owner.level for a in args)):
+        return _run_in(owner, fun, args, dims, force_front, lift_unmapped)
     frame = AxisFrame(axis.name, axis.size, None)
     with new_main(BatchTrace, frame) as main:
         frame.main = main
-        trace = main.trace
-        ins = []
-        for a, d in zip(args, dims):
-            if type(a) is Zero:
-                # A zero is the same for every batch element: inside, it has the unbatched type (so that a rule
-                # that instantiates it gets zeros of one element's shape).
-                ins.append(a if d is not_mapped else Zero(_unbatched_aval(a.aval, d)))
-            elif d is not_mapped and not lift_unmapped:
-                ins.append(a)
-            else:  # ``lift_unmapped``: unbatched inputs too, so a body reading the axis reaches this trace
-                ins.append(BatchTracer(trace, a, d))
         with extend_axis_env(axis.name, frame.size, main):
-            outs = fun(*ins)
-        res, odims = [], []
-        for o in outs:
-            if isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not not_mapped:
-                v, d = o.val, o.bdim
+            return _run_in(main, fun, args, dims, force_front, lift_unmapped)
+
+
+def _run_in(main: Any, fun: Callable, args: Sequence[Any], dims: Sequence[Any], force_front: bool,
+            lift_unmapped: bool) -> tuple[list, list]:
+    from ftrans.transforms.ad import Zero
+
+    frame = main.payload
+    trace = main.trace
+    ins = []
+    for a, d in zip(args, dims):
+        if type(a) is Zero:
+            # A zero is the same for every batch element: inside, it has the unbatched type (so that a rule
+            # that instantiates it gets zeros of one element's shape).
+            ins.append(a if d is not_mapped else Zero(_unbatched_aval(a.aval, d)))
+        elif d is not_mapped and not lift_unmapped:
+            ins.append(a)
+        else:  # ``lift_unmapped``: unbatched inputs too, so a body reading the axis reaches this trace
+            ins.append(BatchTracer(trace, a, d))
+    outs = fun(*ins)
+    res, odims = [], []
+    for o in outs:
+        if isinstance(o, BatchTracer) and o._trace.main is main and o.bdim is not not_mapped:
+            v, d = o.val, o.bdim
+        else:
+            v, d = (o.val if isinstance(o, BatchTracer) and o._trace.main is main else o), not_mapped
+        if force_front:
+            if type(v) is Zero:
+                v = Zero(_batched_aval(v.aval, 0, frame.size))  # the caller expects every output batched at 0
             else:
-                v, d = (o.val if isinstance(o, BatchTracer) and o._trace.main is main else o), not_mapped
-            if force_front:
-                if type(v) is Zero:
-                    v = Zero(_batched_aval(v.aval, 0, frame.size))  # the caller expects every output batched at 0
-                else:
-                    v = bdim_at_front(v, d, frame.size)
-                d = 0
-            res.append(v)
-            odims.append(d)
+                v = bdim_at_front(v, d, frame.size)
+            d = 0
+        res.append(v)
+        odims.append(d)
     return res, odims
 
 

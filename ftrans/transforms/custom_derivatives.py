@@ -22,6 +22,7 @@ function is simply called.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -37,34 +38,123 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
-from ftrans.errors import FtransTypeError, UnexpectedTracerError
+from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
 from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
 from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
-__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "custom_jvp_call_p", "custom_vjp_call_p", "custom_lin_p"]
+__all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
+           "custom_vjp_primal_tree_values", "zero_from_primal", "custom_jvp_call_p", "custom_vjp_call_p",
+           "custom_lin_p"]
 
 SymbolicZero = Zero  # what a rule registered with symbolic_zeros=True receives for a zero tangent
+
+
+@dataclasses.dataclass(slots=True)
+class CustomVJPPrimal:
+    """What a ``custom_vjp`` forward function registered with ``symbolic_zeros=True`` receives for each
+    array leaf of its differentiable arguments: the ``value`` and whether it is ``perturbed`` (carries a
+    tangent that is not a symbolic zero), as in JAX."""
+
+    value: Any
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree: Any) -> Any:
+    """Replace each :class:`CustomVJPPrimal` leaf of ``tree`` by its value (JAX's helper of the same name)."""
+
+    def value(leaf: Any) -> Any:
+        if type(leaf) is not CustomVJPPrimal:
+            raise FtransTypeError(f"custom_vjp_primal_tree_values: unexpected leaf type {type(leaf)}")
+        return leaf.value
+
+    return tree_util.tree_map(value, tree)
+
+
+def zero_from_primal(val: Any, symbolic_zeros: bool = False) -> Any:
+    """Zero tangents for each leaf of ``val``: :class:`SymbolicZero` objects if ``symbolic_zeros``, else
+    zero arrays of the tangent type (float0 for integer and boolean leaves)."""
+    from ftrans.transforms.ad import zeros_like_aval
+
+    def zero(x: Any) -> Any:
+        z = Zero.from_primal_value(x)
+        return z if symbolic_zeros else zeros_like_aval(z.aval)
+
+    return tree_util.tree_map(zero, val)
 
 
 def _name(f: Any) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
-def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict) -> tuple:
-    """Keyword arguments become positional (the rules take positional arguments only), as in JAX."""
-    if not kwargs:
+_SIGNATURES: dict = {}
+
+
+def _signature(fun: Callable) -> tuple[inspect.Signature | None, int]:
+    """``fun``'s signature and, when it has only plain positional parameters, their number (else -1); cached
+    (custom functions are called often, and reading a signature is slow)."""
+    try:
+        return _SIGNATURES[fun]
+    except (KeyError, TypeError):
+        pass
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None, -1
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = list(sig.parameters.values())
+    n = len(params) if all(p.kind in plain for p in params) else -1
+    try:
+        if len(_SIGNATURES) > 4096:
+            _SIGNATURES.clear()
+        _SIGNATURES[fun] = (sig, n)
+    except TypeError:  # an unhashable callable
+        pass
+    return sig, n
+
+
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, deco: str = "custom_jvp") -> tuple:
+    """Keyword arguments become positional (the rules take positional arguments only), as in JAX; ``deco``
+    names the decorator in the error."""
+    sig, n_plain = _signature(fun)
+    if sig is None:
+        if kwargs:
+            raise FtransTypeError(f"{_name(fun)}: keyword arguments need a function with a signature") from None
+        return args
+    if not kwargs and len(args) == n_plain:  # every parameter given positionally: nothing to resolve
         return args
     try:
-        bound = inspect.signature(fun).bind(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        passed = [k for k in bound.kwargs if k in kwargs]
+        if passed:
+            raise TypeError(f"The following keyword arguments could not be resolved to positions: {', '.join(passed)}")
     except (TypeError, ValueError) as e:
-        raise FtransTypeError(f"{_name(fun)}: {e}") from None
-    bound.apply_defaults()
-    if bound.kwargs:
         raise FtransTypeError(
-            f"{_name(fun)}: a custom_jvp/custom_vjp function takes its arguments positionally; "
-            f"keyword-only arguments {sorted(bound.kwargs)} are not supported"
-        )
+            f"The input arguments to the {deco}-decorated function {_name(fun)} could not be resolved to "
+            f"positional-only arguments. Binding failed with the error:\n{e}"
+        ) from None
     return tuple(bound.args)
+
+
+def _nondiff_positions(api: str, fun: Callable, nums: Sequence[int], names: Sequence[str]) -> tuple[int, ...]:
+    """``nondiff_argnums`` together with the positions of the parameters named in ``nondiff_argnames``."""
+    out = {int(i) for i in nums}
+    if isinstance(names, str):
+        names = (names,)
+    if names:
+        try:
+            params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            raise FtransTypeError(f"{api}: nondiff_argnames needs a function with a signature") from None
+        positional = [p.name for p in params
+                      if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        for n in names:
+            if n in positional:
+                out.add(positional.index(n))
+            elif not any(p.name == n for p in params):
+                raise FtransValueError(f"{api}: nondiff_argnames names {n!r}, which is not a parameter of "
+                                       f"{_name(fun)}")
+    return tuple(sorted(out))
 
 
 def _split_nondiff(args: tuple, nondiff: tuple[int, ...]) -> tuple[list, list]:
@@ -112,21 +202,64 @@ def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list
     return leaves, in_tree, body, consts, out_tree_box
 
 
-def _check_outs(where: str, what: str, tree: Any, want_tree: Any, leaves: list, want_avals: list,
-                tangent: bool) -> None:
+def _long(a: ShapedArray) -> str:
+    """An abstract value as JAX's messages write it: ``float32[3,4]``."""
+    return f"{_dn(a.dtype)}[{','.join(str(d) for d in a.shape)}]"
+
+
+class _Shown:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _tree_text(tree: Any, avals: list) -> str:
+    """A pytree structure with each leaf written as its type (``(float32[], float32[])``)."""
+    return str(tree_util.tree_unflatten(tree, [_Shown(_long(a)) for a in avals]))
+
+
+def _leaf_aval(x: Any) -> ShapedArray:
+    return x.aval if type(x) is Zero else aval_of(x)
+
+
+def _check_primal_outs(intro_tree: str, intro_shape: str, kind: str, deco: str, name: str, tree: Any,
+                       want_tree: Any, leaves: list, want_avals: list) -> None:
+    """A rule's primal output against the function's: structure, then shapes and dtypes (JAX's wording)."""
     if tree != want_tree:
         raise FtransTypeError(
-            f"{where}: the {what} must have the structure of the function's output, {want_tree}, but it has "
-            f"structure {tree}"
+            f"{intro_tree}, but instead the {kind} rule output's first element had container/pytree structure:\n"
+            f"    {_tree_text(tree, [_leaf_aval(x) for x in leaves])}\nwhile the {deco}-decorated function {name} "
+            f"had output container/pytree structure:\n    {_tree_text(want_tree, want_avals)}."
         )
-    for i, (x, a) in enumerate(zip(leaves, want_avals)):
-        want = tangent_aval(a) if tangent else a
-        got = x.aval if type(x) is Zero else aval_of(x)
+    got = [_leaf_aval(x) for x in leaves]
+    if any(tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype for g, w in zip(got, want_avals)):
+        bad = next(i for i, (g, w) in enumerate(zip(got, want_avals))
+                   if tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype)
+        raise FtransTypeError(
+            f"{intro_shape}, but instead the {kind} rule output's first element had shapes/dtypes of:\n"
+            f"    {', '.join(_long(g) for g in got)}\nwhile the {deco}-decorated function {name} had output "
+            f"shapes/dtypes of:\n    {', '.join(_long(w) for w in want_avals)}\n(at output {bad}: got {kind} "
+            f"output type {_long(got[bad])} which doesn't match the function's output type {_long(want_avals[bad])})"
+        )
+
+
+def _check_tangent_outs(rule: str, name: str, tree: Any, want_tree: Any, leaves: list, want_avals: list) -> None:
+    """A JVP rule's tangent output against its primal output (JAX's wording)."""
+    if tree != want_tree:
+        raise FtransTypeError(
+            f"Custom JVP rule {rule} for function {name} must produce primal and tangent outputs with equal "
+            f"container (pytree) structures, but got {want_tree} and {tree} respectively."
+        )
+    for x, a in zip(leaves, want_avals):
+        want, got = tangent_aval(a), _leaf_aval(x)
         if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
             raise FtransTypeError(
-                f"{where}: {what} {i} has type {got.str_short()} (shape {tuple(got.shape)}, dtype "
-                f"{_dn(got.dtype)}) but the function's output {i} needs {want.str_short()} (shape "
-                f"{tuple(want.shape)}, dtype {_dn(want.dtype)})"
+                f"Custom JVP rule must produce primal and tangent outputs with corresponding shapes and dtypes. "
+                f"Expected {_long(want)} (tangent type of {_long(a)}) but got {_long(got)}."
             )
 
 
@@ -156,6 +289,12 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         return (f.fun(*_merge_nondiff(nd, diff, nondiff)),)
     if type(trace) is not JVPTrace:
         return None
+    from ftrans.transforms.batching import BatchTrace
+
+    if any(m.trace_type is BatchTrace for m in _trace.state.stack[trace.main.level + 1:]):
+        # A vmap inside the differentiation is active: the function or its rule may close over its batched
+        # values, which the staged call sees as operands and the rule (run under that vmap) as its own.
+        return None
     for x in leaves:
         if isinstance(x, Tracer) and x.to_concrete_value() is None:
             return None
@@ -170,9 +309,9 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         rule = _flat_jvp(f.jvp, name, nd, nondiff, in_tree, None, None, f.symbolic_zeros, 0, box)
         p_out, t_out = rule(primals, tangents)
     else:
-        fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box)
-        p_out, res_dyn, res_info = fwd(primals)
-        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves])
+        fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
+        p_out, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
+        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros)
         t_out = custom_vjp_tangents(p_out, res_dyn, res_info, tangents, bwd, name)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
@@ -202,12 +341,12 @@ def _forward_attr(self: Any, name: str) -> Any:
 class custom_jvp:  # noqa: N801 - JAX's name
     """JAX's ``custom_jvp``: a function with a user-defined JVP rule (``defjvp`` or ``defjvps``)."""
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames: Sequence[str] = ()):
         if not callable(fun):
             raise FtransTypeError(f"custom_jvp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions("custom_jvp", fun, nondiff_argnums, nondiff_argnames)
         self.jvp: Callable | None = None
         self.symbolic_zeros = False
 
@@ -245,6 +384,8 @@ class custom_jvp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(nd)):
+            return self._call_traced_nondiff(name, nd, diff)
         direct = _direct(self, name, nd, nondiff, diff)
         if direct is not None:
             return direct[0]
@@ -257,13 +398,42 @@ class custom_jvp:  # noqa: N801 - JAX's name
         return tree_util.tree_unflatten(out_tree, outs)
 
 
+    def _call_traced_nondiff(self, name: str, nd: list, diff: list) -> Any:
+        """Traced values among the ``nondiff_argnums`` arguments (a ``vmap``'s batched value, say): as in JAX
+        they are constants of the function and its rule, with no tangent.  They become leading operands of
+        an inner ``custom_jvp`` function, so every transform sees them (batching them, for one), and its rule
+        drops their tangents."""
+        nondiff = self.nondiff_argnums
+        nd_leaves, nd_tree = tree_util.tree_flatten(nd)
+        pos = [i for i, x in enumerate(nd_leaves) if isinstance(x, Tracer)]
+
+        def rebuild(vals: Sequence) -> list:
+            leaves = list(nd_leaves)
+            for i, v in zip(pos, vals):
+                leaves[i] = v
+            return tree_util.tree_unflatten(nd_tree, leaves)
+
+        def fun(traced: list, *rest: Any) -> Any:
+            return self.fun(*_merge_nondiff(rebuild(traced), rest, nondiff))
+
+        def jvp(primals: tuple, tangents: tuple) -> Any:
+            return self.jvp(*rebuild(primals[0]), tuple(primals[1:]), tuple(tangents[1:]))
+
+        fun.__name__, jvp.__name__ = name, _name(self.jvp)
+        inner = custom_jvp(fun)
+        inner.defjvp(jvp, symbolic_zeros=self.symbolic_zeros)
+        return inner([nd_leaves[i] for i in pos], *diff)
+
+
 def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
               out_avals: list | None, symbolic_zeros: bool, num_consts: int, out_tree_box: list | None = None
               ) -> Callable:
     """The user's JVP rule on flat lists.  Without ``out_avals`` (the rule applied directly, the function
     never staged) the tangents are checked against the rule's own primal outputs, whose structure goes
     to ``out_tree_box``."""
-    where = f"custom_jvp rule of {name}"
+    rule_name = _name(rule)
+    intro = (f"Custom JVP rule {rule_name} for function {name} must produce a pair (list or tuple of length two) "
+             "where the first element represents the primal output")
 
     def flat(primals: list, tangents: list) -> tuple[list, list]:
         primals, tangents = primals[num_consts:], tangents[num_consts:]
@@ -273,7 +443,9 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
         t_args = tree_util.tree_unflatten(in_tree, tangents)
         res = rule(*nd, tuple(p_args), tuple(t_args))
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
-            raise FtransTypeError(f"{where} must return a pair (primal_out, tangent_out), got {type(res).__name__}")
+            raise FtransTypeError(
+                f"Custom JVP rule {rule_name} for function {name} must produce a pair (list or tuple of length two) "
+                f"representing primal and tangent outputs, but got {res}.")
         p_out, t_out = res
         p_leaves, p_tree = tree_util.tree_flatten(p_out)
         if out_avals is None:
@@ -281,10 +453,15 @@ def _flat_jvp(rule: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any,
             out_tree_box.append(p_tree)
         else:
             want_tree, want_avals = out_tree, out_avals
-            _check_outs(where, "primal output", p_tree, want_tree, p_leaves, want_avals, False)
+            _check_primal_outs(
+                f"{intro} (equal in value to the output of the custom_jvp-decorated function {name}, and in "
+                "particular of the same container/pytree structure)",
+                f"{intro} (equal in value to the output of the custom_jvp-decorated function {name}, and in "
+                "particular with leaves of the same shape/dtype)",
+                "JVP", "custom_jvp", name, p_tree, want_tree, p_leaves, want_avals)
         t_leaves, t_tree = tree_util.tree_flatten(t_out, is_leaf=lambda x: type(x) is Zero)
         t_leaves = [_tangent_leaf(t) for t in t_leaves]  # a float0 array (an integer output's tangent) is a zero
-        _check_outs(where, "tangent output", t_tree, want_tree, t_leaves, want_avals, True)
+        _check_tangent_outs(rule_name, name, t_tree, want_tree, t_leaves, want_avals)
         return p_leaves, t_leaves
 
     flat.__name__ = _name(rule)
@@ -306,64 +483,93 @@ def _tangent_leaf(t: Any) -> Any:
 class custom_vjp:  # noqa: N801 - JAX's name
     """JAX's ``custom_vjp``: a function with a user-defined VJP (``defvjp(fwd, bwd)``)."""
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = (), nondiff_argnames: Sequence[str] = ()):
         if not callable(fun):
             raise FtransTypeError(f"custom_vjp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions("custom_vjp", fun, nondiff_argnums, nondiff_argnames)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+        self.symbolic_zeros = False
+        self.optimize_remat = False
 
     def defvjp(self, fwd: Callable, bwd: Callable, symbolic_zeros: bool = False,
                optimize_remat: bool = False) -> None:
-        """Register ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals, ct) -> input cts``."""
-        if symbolic_zeros:
-            raise NotImplementedError("custom_vjp.defvjp: symbolic_zeros=True is not supported")
-        if optimize_remat:
-            raise NotImplementedError("custom_vjp.defvjp: optimize_remat=True is not supported")
+        """Register ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals, ct) -> input cts``.
+
+        ``symbolic_zeros=True``: ``fwd`` receives each array leaf of its differentiable arguments as a
+        :class:`CustomVJPPrimal` (``value``, ``perturbed``), and ``bwd`` receives a :class:`SymbolicZero`
+        for each output cotangent known to be zero; either way ``bwd`` may give ``None`` (or a
+        ``SymbolicZero``) for an argument with a zero cotangent.
+
+        ``optimize_remat=True`` (JAX's remat optimization) is accepted: it only changes what a checkpointed
+        program recomputes, not any value, so ftrans runs ``fwd`` as usual.
+        """
+        if symbolic_zeros and optimize_remat:
+            raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
         self.fwd = fwd
         self.bwd = bwd
+        self.symbolic_zeros = bool(symbolic_zeros)
+        self.optimize_remat = bool(optimize_remat)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _name(self.fun)
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs)
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
         nd, diff = _split_nondiff(args, nondiff)
+        for i in nondiff:
+            if any(isinstance(x, Tracer) for x in tree_util.tree_leaves(args[i])):
+                raise UnexpectedTracerError(
+                    f"custom_vjp function {name}: argument {i} is listed in nondiff_argnums but is a traced value "
+                    "(of jit, vmap or a derivative). As in JAX, a custom_vjp function's nondiff_argnums must be "
+                    "static Python values; pass array values as ordinary arguments (and return None as their "
+                    "cotangent from bwd)."
+                )
         direct = _direct(self, name, nd, nondiff, diff)
         if direct is not None:
             return direct[0]
         leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
         out_tree = out_tree_box[0]
         in_avals = [aval_of(x) for x in leaves]
-        fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts))
-        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals)
+        fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),
+                        symbolic_zeros=self.symbolic_zeros)
+        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
                                       name=name)
         return tree_util.tree_unflatten(out_tree, outs)
 
 
 def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, out_tree: Any,
-              out_avals: list | None, num_consts: int, out_tree_box: list | None = None) -> Callable:
-    """The user's forward function on flat lists; without ``out_avals`` (applied directly, the function never
-    staged) its output structure goes to ``out_tree_box`` instead of being checked."""
-    where = f"custom_vjp forward function {_name(fwd)} of {name}"
+              out_avals: list | None, num_consts: int, out_tree_box: list | None = None,
+              symbolic_zeros: bool = False) -> Callable:
+    """The user's forward function on flat lists, ``flat(primals, perturbed)``; without ``out_avals``
+    (applied directly, the function never staged) its output structure goes to ``out_tree_box`` instead of
+    being checked.  With ``symbolic_zeros`` each argument leaf reaches the function as a
+    :class:`CustomVJPPrimal` saying whether it is perturbed."""
+    intro = (f"Custom VJP fwd rule {_name(fwd)} for function {name} must produce a pair (list or tuple of length "
+             "two) where the first element represents the primal output")
+    pair = (f"{intro} (equal to the output of the custom_vjp-decorated function {name}) and the second element "
+            "represents residuals (i.e. values stored from the forward pass for use on the backward pass)")
 
-    def flat(primals: list) -> tuple[list, list, Any]:
-        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals[num_consts:]), nondiff)
+    def flat(primals: list, perturbed: Sequence[bool]) -> tuple[list, list, Any]:
+        primals = list(primals[num_consts:])
+        if symbolic_zeros:
+            primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, list(perturbed)[num_consts:])]
+        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)
         res = fwd(*full)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
-            raise FtransTypeError(f"{where} must return a pair (output, residuals), got {type(res).__name__}")
+            raise FtransTypeError(f"{pair}, but instead of a pair the fwd rule {_name(fwd)} produced {res}.")
         out, residuals = res
         o_leaves, o_tree = tree_util.tree_flatten(out)
         if out_avals is None:
             out_tree_box.append(o_tree)
         else:
-            _check_outs(where, "output", o_tree, out_tree, o_leaves, out_avals, False)
+            _check_primal_outs(pair, pair, "fwd", "custom_vjp", name, o_tree, out_tree, o_leaves, out_avals)
         r_leaves, r_tree = tree_util.tree_flatten(residuals)
         arrays = [isinstance(r, (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool))
                   for r in r_leaves]
@@ -371,64 +577,90 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
         static = [r for r, a in zip(r_leaves, arrays) if not a]
         return o_leaves, dyn, (r_tree, tuple(arrays), static)
 
+    flat.__name__ = _name(fwd)  # (what a printed jaxpr shows as the call's fwd)
     return flat
 
 
-def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list) -> Callable:
-    where = f"custom_vjp backward function {_name(bwd)} of {name}"
+def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list,
+              symbolic_zeros: bool = False) -> Callable:
+    """The user's backward function on flat lists: ``flat(res_info, res_dyn, cts)`` gives one cotangent per
+    argument leaf (a :class:`Zero` where the rule gives none).  Zero output cotangents reach the rule as
+    :class:`SymbolicZero` objects when ``symbolic_zeros``, else as zero arrays."""
+    where = f"Custom VJP bwd rule {_name(bwd)} of {name}"
 
     def flat(res_info: Any, res_dyn: list, cts: list) -> list:
         r_tree, arrays, static = res_info
         d_it, s_it = iter(res_dyn), iter(static)
         res = tree_util.tree_unflatten(r_tree, [next(d_it) if a else next(s_it) for a in arrays])
+        if not symbolic_zeros:
+            cts = [instantiate(c) for c in cts]
         ct_tree = tree_util.tree_unflatten(out_tree, cts)
         out = bwd(*nd, res, ct_tree)
         n_args = len(in_tree.children())
-        if not isinstance(out, (tuple, list)) or len(out) != n_args:
+        if isinstance(out, list) and len(out) == n_args:
+            out = tuple(out)
+        if not isinstance(out, tuple) or len(out) != n_args:
             got = f"a {type(out).__name__} of length {len(out)}" if isinstance(out, (tuple, list)) else \
                 type(out).__name__
             raise FtransTypeError(
-                f"{where} must return a tuple with one cotangent per differentiable argument of {name} "
-                f"({n_args}), got {got}"
+                f"{where} must produce a tuple with one cotangent per differentiable "
+                f"argument of {name} ({n_args}), got {got}"
             )
-        leaves = _cts_leaves(where, name, tuple(out), in_tree)
+        leaves, paths = _cts_leaves(where, name, out, in_tree)
         result = []
-        for i, (c, a) in enumerate(zip(leaves, in_avals)):
+        for c, a, kp in zip(leaves, in_avals, paths):
             want = tangent_aval(a)
             if c is None or want.dtype == float0:
                 result.append(Zero(want))
                 continue
+            if type(c) is Zero:
+                if tuple(c.shape) != tuple(want.shape) or c.dtype != want.dtype:
+                    raise FtransValueError(
+                        f"{where} produced a SymbolicZero with a shape/dtype that does not "
+                        f"match the corresponding input tangent shape/dtype: at output{kp} the SymbolicZero had "
+                        f"shape/dtype {c.aval.str_short()} while the corresponding input had shape/dtype "
+                        f"{want.str_short()}. Consider just returning a None here instead of a SymbolicZero object."
+                    )
+                result.append(Zero(want))
+                continue
             got = aval_of(c)
             if tuple(got.shape) != tuple(want.shape):
-                raise FtransTypeError(
-                    f"{where}: cotangent {i} has shape {tuple(got.shape)} but the argument it belongs to has "
-                    f"shape {tuple(want.shape)} (dtype {want.dtype.name})"
+                raise FtransValueError(
+                    f"{where} must produce an output with the same type as the args tuple of "
+                    f"the primal function, but at output{kp} the bwd rule produced an output of type "
+                    f"{got.str_short()} corresponding to an input of type {want.str_short()}"
                 )
             # A cotangent of another floating dtype (f32 for a bf16 argument) passes through as bwd made it,
             # as in JAX (its custom_vjp allows that for inexact arguments): no rounding to the argument's dtype.
             result.append(c)
         return result
 
+    flat.__name__ = _name(bwd)
     return flat
 
 
-def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> list:
-    """Flatten ``bwd``'s output against the arguments' structure; ``None`` stands for a zero subtree."""
+def _cts_leaves(where: str, name: str, out: tuple, in_tree: Any) -> tuple[list, list]:
+    """Flatten ``bwd``'s output against the arguments' structure, with each leaf's key path.  ``None`` stands
+    for a zero subtree, and (as in JAX) a value where the arguments have a subtree serves all its leaves."""
     args_tree = tree_util.tree_unflatten(in_tree, list(range(in_tree.num_leaves)))
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path(args_tree)[0]]
     leaves: list = [None] * in_tree.num_leaves
-    for arg_struct, ct in zip(args_tree, out):
-        positions, struct = tree_util.tree_flatten(arg_struct)
-        if ct is None:
-            continue
-        ct_leaves, ct_tree = tree_util.tree_flatten(ct, is_leaf=lambda x: x is None)
-        if ct_tree != struct:
-            raise FtransTypeError(
-                f"{where}: the cotangents must match the structure of {name}'s arguments; expected "
-                f"{struct}, received {ct_tree}"
-            )
-        for p, c in zip(positions, ct_leaves):
-            leaves[p] = c
-    return leaves
+
+    def put(ct: Any, positions: Any) -> Any:
+        if ct is not None:
+            for p in tree_util.tree_leaves(positions):
+                leaves[p] = ct
+        return ct  # (tree_map rebuilds ``out``'s structure from these: the user's own leaves)
+
+    try:
+        tree_util.tree_map(put, out, tuple(args_tree), is_leaf=lambda x: x is None or type(x) is Zero)
+    except ValueError:
+        got = tree_util.tree_structure(out, is_leaf=lambda x: x is None or type(x) is Zero)
+        raise FtransTypeError(
+            f"{where} must produce an output with the same container (pytree) structure as "
+            f"the args tuple of the primal function {name}; expected {in_tree}, received {got}"
+        ) from None
+    return leaves, paths
 
 
 # ----------------------------------------------------------------------------
@@ -541,8 +773,8 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
         leaves, tree = tree_util.tree_flatten(tuple(args))
         if tree != in_tree:
             raise FtransTypeError(
-                "closure_convert: the converted function's arguments must have the structure of the example "
-                f"arguments given to closure_convert, {in_tree}, but they have structure {tree}"
+                "The inputs to the closure produced by closure_convert must have the same Pytree structure as the "
+                f"example arguments passed when closure_convert was called: expected {in_tree}, got {tree}"
             )
         k_it, g_it = iter(kept), iter(given)
         all_consts = [next(g_it) if m else next(k_it) for m in hoisted_mask]

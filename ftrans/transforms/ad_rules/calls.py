@@ -18,7 +18,6 @@ partial-evaluation rules here.
 
 from __future__ import annotations
 
-import functools
 import logging
 import weakref
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError
-from ftrans.transforms.ad import Zero, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
+from ftrans.transforms.ad import Zero, float0, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
     forward_input_residuals,
@@ -216,7 +215,7 @@ def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: C
             f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
             "as an argument of the function instead"
         )
-    outs, res_dyn, res_info = fwd(primals)
+    outs, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
     return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
 
 
@@ -229,10 +228,22 @@ def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: 
     if not any(nonzero):
         return [Zero(a) for a in out_avals]
     in_avals = tuple(t.aval if type(t) is Zero else aval_of(t) for t in arg_tangents)
-    t_out = C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
-                                num_res=len(res_dyn), bwd=functools.partial(bwd, res_info), out_avals=out_avals,
-                                in_avals=in_avals, nonzero=nonzero, name=name)
-    return list(t_out)
+    # An integer or boolean output's tangent (float0) is a symbolic zero, not a result of custom_lin: the
+    # backward function gets a zero cotangent for it.
+    live = [a.dtype != float0 for a in out_avals]
+    if not any(live):
+        return [Zero(a) for a in out_avals]
+
+    def full_bwd(res: list, cts: list) -> list:
+        it = iter(cts)
+        return bwd(res_info, res, [next(it) if lv else Zero(a) for a, lv in zip(out_avals, live)])
+
+    full_bwd.__name__ = getattr(bwd, "__name__", "bwd")
+    t_out = iter(C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
+                                     num_res=len(res_dyn), bwd=full_bwd,
+                                     out_avals=tuple(a for a, lv in zip(out_avals, live) if lv),
+                                     in_avals=in_avals, nonzero=nonzero, name=name))
+    return [next(t_out) if lv else Zero(a) for a, lv in zip(out_avals, live)]
 
 
 def _inline(trace: LinearizeTrace, tracers: list, params: dict) -> list:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.prims import reductions as R
@@ -26,7 +27,8 @@ from ftrans.core.prims.calls import (
     name_p,
     optimization_barrier_p,
 )
-from ftrans.transforms.ad import Zero
+from ftrans.core.trace import aval_of
+from ftrans.transforms.ad import Zero, tangent_aval
 from ftrans.transforms.batching import (
     batch_jaxpr,
     batching_rules,
@@ -73,7 +75,7 @@ def _custom_jvp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
         primals, tangents = primals[n_new:], tangents[n_new:]
         n = len(primals)
         outs, _ = run_batched(lambda *xs: _concat(jvp(list(xs[:n]), list(xs[n:]))), primals + tangents,
-                              list(dims) + list(dims), frame, force_front=True)
+                              list(dims) + list(dims), frame, force_front=True, reuse=True)
         half = len(outs) // 2
         return outs[:half], outs[half:]
 
@@ -93,33 +95,49 @@ def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: An
     body, consts, out_dims = _batched_body(call_jaxpr, dims, frame, force_front=True)
     n_new = len(consts)
     arg_dims = list(dims[num_consts:])
+    arg_avals = [aval_of(v) for v in vals[num_consts:]]
     info_box: list = []
 
-    def batched_fwd(primals: list) -> tuple[list, list, Any]:
-        primals = primals[n_new:]
+    def batched_fwd(primals: list, perturbed: list) -> tuple[list, list, Any]:
+        primals, perturbed = primals[n_new:], list(perturbed)[n_new:]
         n_out = len(body.out_avals)
 
         def run(*xs: Any) -> list:
-            o, r, info = fwd(list(xs))
+            o, r, info = fwd(list(xs), perturbed)
             info_box.append((info, len(r)))
             return list(o) + list(r)
 
-        outs, _ = run_batched(run, primals, list(dims), frame, force_front=True)
+        outs, _ = run_batched(run, primals, list(dims), frame, force_front=True, reuse=True)
         info, _ = info_box[-1]
         return outs[:n_out], outs[n_out:], info
 
     def batched_bwd(res_info: Any, res: list, cts: list) -> list:
         n_res = len(res)
+        # Symbolic-zero cotangents stay symbolic: the rule sees them unbatched (per example).
+        zero = [type(c) is Zero for c in cts]
+        inner_zero = [Zero(ShapedArray(c.aval.shape[1:], c.aval.dtype, c.aval.weak_type)) if z else None
+                      for c, z in zip(cts, zero)]
+        live = [c for c, z in zip(cts, zero) if not z]
+        zero_out: list = []
 
         def run(*xs: Any) -> list:
-            return bwd(res_info, list(xs[:n_res]), list(xs[n_res:]))
+            it = iter(xs[n_res:])
+            full = [iz if z else next(it) for iz, z in zip(inner_zero, zero)]
+            got = bwd(res_info, list(xs[:n_res]), full)
+            zero_out[:] = [type(c) is Zero for c in got]
+            return [c for c in got if type(c) is not Zero]
 
-        in_cts, ct_dims = run_batched(run, list(res) + list(cts), [0] * (n_res + len(cts)), frame)
+        got, got_dims = run_batched(run, list(res) + live, [0] * (n_res + len(live)), frame)
+        g_it = iter(zip(got, got_dims))
         out = []
-        for c, d, want in zip(in_cts, ct_dims, arg_dims):
-            if type(c) is Zero or d is not_mapped:
+        for z, want, a in zip(zero_out, arg_dims, arg_avals):
+            if z:
+                out.append(Zero(tangent_aval(a)))
+                continue
+            c, d = next(g_it)
+            if d is not_mapped:
                 out.append(c)  # an unbatched cotangent serves an unbatched argument; a batched one is broadcast
-                if d is not_mapped and want is not not_mapped and type(c) is not Zero:
+                if want is not not_mapped:
                     from ftrans.transforms.batching import broadcast_batch
 
                     out[-1] = broadcast_batch(c, frame.size, want)
@@ -169,12 +187,13 @@ def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: A
     rule_name = getattr(rule, "__name__", "<unnamed rule>")
     if tree1 != tree2:
         raise FtransValueError(
-            f"custom_vmap rule {rule_name} of {name}: its output values have structure {tree1} but its output "
-            f"batching specification has structure {tree2}; they must match")
+            f"structure of output value and output batching specification returned by custom vmap rule "
+            f"({rule_name}) do not match: the rule (for function {name}) returned values of structure {tree1} "
+            f"and a batching specification of structure {tree2}")
     if tree1 != out_tree:
         raise FtransValueError(
-            f"custom_vmap rule {rule_name} of {name}: its output has structure {tree1}, but the function's output "
-            f"has structure {out_tree}")
+            f"structure of output returned by custom vmap rule ({rule_name}) does not match that of original "
+            f"custom-vmapped function ({name}): {tree1} vs. {out_tree}")
     from ftrans.core.trace import aval_of
 
     out_dims = []

@@ -23,7 +23,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer
-from ftrans.transforms.ad import Zero, instantiate
+from ftrans.transforms.ad import Zero
 from ftrans.transforms.partial_eval import partial_eval_jaxpr
 from ftrans.transforms.transpose import (
     backward_pass,
@@ -113,16 +113,15 @@ C.for_each_call_primitive(_install)
 @register_transpose(C.custom_lin_p)
 def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, out_avals: tuple, in_avals: tuple,
                           nonzero: tuple, name: str) -> list:
-    """The user's backward function, on the residuals and the (instantiated) output cotangents."""
+    """The user's backward function, on the residuals and the output cotangents."""
     res = list(args[:num_res])
     if any(is_undefined(r) for r in res):
         raise NotImplementedError(f"custom_vjp function {name}: its residuals cannot depend on a tangent")
-    cts = [instantiate(c) for c in cts]
-    in_cts = bwd(res, cts)
+    in_cts = bwd(res, list(cts))  # (the backward function instantiates zero cotangents unless it wants them symbolic)
     out: list = [None] * num_res
     for c, nz in zip(in_cts, nonzero):
         if nz:
-            out.append(c)
+            out.append(None if type(c) is Zero else c)
     return out
 
 
