@@ -37,6 +37,7 @@ from ftrans.scipy._special_matrices import (
     pascal,
     toeplitz,
 )
+from ftrans.transforms.jit import jit
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal", "expm",
            "expm_frechet", "funm", "inv", "lu", "lu_factor", "lu_solve", "polar", "rsf2csf", "schur",
@@ -305,6 +306,10 @@ def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: float | Non
         raise NotImplementedError(f"polar: method='qdwh' only supports m x n matrices with m >= n for "
                                   f"side='right' and m < n for side='left', got shape {tuple(a.shape)} with "
                                   f"side={side!r}; use method='svd'")
+    return _polar_jit(a, side)
+
+
+def _polar_core(a: Any, side: str) -> tuple[Any, Any]:
     u, s, vh = jnp_linalg.svd(a, full_matrices=False)
     s = s.astype(u.dtype)
     unitary = jnp.matmul(u, vh)
@@ -314,6 +319,10 @@ def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: float | Non
     else:
         posdef = jnp.matmul(u * s[..., None, :], jnp.conj(jnp.swapaxes(u, -1, -2)))
     return unitary, posdef
+
+
+# Compiled as one program each (as JAX's are), so eager calls give the values jit does.
+_polar_jit = jit(_polar_core, static_argnums=(1,))
 
 
 def expm_frechet(A: Any, E: Any, *, method: str | None = None, compute_expm: bool = True) -> Any:  # noqa: N803
@@ -346,15 +355,14 @@ def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str 
     and superdiagonal ``e`` (``[n - 1]``; the subdiagonal is its conjugate).
 
     The eigenvalues, ascending, are found by parallel bisection on Sturm-sequence counts,
-    starting from the Gershgorin interval, to within ``max(tol, eps * ‖T‖)``.
+    starting from the Gershgorin interval, until every interval is narrower than
+    ``max(tol, eps * ‖T‖)`` (at most as many halvings as the mantissa has bits).
     ``select='a'`` gives all of them, ``select='i'`` those with indices
     ``select_range[0] <= i <= select_range[1]``; ``select='v'`` is not implemented (as in
     JAX).  With ``eigvals_only=False`` the matching eigenvectors (columns of ``[n, k]``)
     come from a Hermitian eigensolver on the assembled matrix; ``key`` is accepted for
     JAX's signature (JAX seeds an inverse iteration with it).
     """
-    from ftrans import lax
-
     name = "eigh_tridiagonal"
     alpha, beta = jnp.asarray(as_operand(d)), jnp.asarray(as_operand(e))
     if alpha.dtype != beta.dtype:
@@ -386,6 +394,13 @@ def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str 
     if n <= 1:
         w = jnp.real(alpha)
         return w if eigvals_only else (w, jnp.eye(n, dtype=alpha.dtype))
+    return _tridiag_jit(alpha, beta, tol, bool(eigvals_only), lo_i, hi_i)
+
+
+def _tridiag_core(alpha: Any, beta: Any, tol: Any, eigvals_only: bool, lo_i: int, hi_i: int) -> Any:
+    from ftrans import lax
+
+    n = alpha.shape[0]
     real = jnp.real(alpha)
     beta_sq = jnp.real(beta * jnp.conj(beta))
     beta_abs = jnp.sqrt(beta_sq)
@@ -416,19 +431,30 @@ def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str 
 
         return lax.fori_loop(1, n, step, (q, count))[1]
 
-    def bisect(_: Any, lu: Any) -> Any:
-        lower, upper = lu
+    abs_tol = float(finfo.eps) * t_norm
+    if tol is not None:
+        abs_tol = jnp.maximum(tol, abs_tol)
+
+    def unconverged(state: Any) -> Any:
+        i, lower, upper = state
+        return (i < finfo.nmant + 1) & (jnp.max(upper - lower) > abs_tol)
+
+    def bisect(state: Any) -> Any:
+        i, lower, upper = state
         mid = 0.5 * (lower + upper)
         below = count_below(mid) <= targets
-        return jnp.where(below, mid, lower), jnp.where(below, upper, mid)
+        return i + 1, jnp.where(below, mid, lower), jnp.where(below, upper, mid)
 
-    lower, upper = lax.fori_loop(0, finfo.nmant + 1, bisect, (lower, upper))
+    _, lower, upper = lax.while_loop(unconverged, bisect, (0, lower, upper))
     w = 0.5 * (lower + upper)
     if eigvals_only:
         return w
     t = jnp.diag(alpha) + jnp.diag(beta, 1) + jnp.diag(jnp.conj(beta), -1)
     _, v = jnp_linalg.eigh(t)
     return w, v[:, lo_i:hi_i + 1]
+
+
+_tridiag_jit = jit(_tridiag_core, static_argnums=(3, 4, 5))
 
 
 # ---------------------------------------------------------------- solve_sylvester
@@ -463,6 +489,10 @@ def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float
     a = jnp.broadcast_to(a, batch + (m, m))
     b = jnp.broadcast_to(b, batch + (n, n))
     c = jnp.broadcast_to(c, batch + (m, n))
+    return _sylvester_jit(a, b, c, tol, method)
+
+
+def _sylvester_core(a: Any, b: Any, c: Any, tol: Any, method: str) -> Any:
     wa = jnp_linalg.eigvals(a)
     wb = jnp_linalg.eigvals(b)
     if method == "eigen":
@@ -481,6 +511,9 @@ def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float
         x = jnp.real(x)
     singular = jnp.any(jnp.abs(wa[..., :, None] + wb[..., None, :]) < tol, axis=(-2, -1))
     return jnp.where(singular[..., None, None], jnp.full_like(x, np.nan), x)
+
+
+_sylvester_jit = jit(_sylvester_core, static_argnums=(4,))
 
 
 def _sylvester_triangular(r: Any, s: Any, f: Any) -> Any:
@@ -562,14 +595,21 @@ def sqrtm(A: Any, blocksize: int = 1) -> Any:  # noqa: N803
     """
     if blocksize > 1:
         raise NotImplementedError("sqrtm: the blocked version (blocksize > 1) is not implemented, as in JAX")
-    from ftrans import lax
-
     (a,) = _inexact("sqrtm", A)
     jnp_linalg._square("sqrtm", a)
-    t, z = schur(a, output="complex")
+    return _sqrtm_jit(a.astype(jnp.result_type(a, 1j)))
+
+
+def _sqrtm_core(a: Any) -> Any:
+    from ftrans import lax
+
+    t, z = lax_linalg.schur(a)
     r = jnp.vectorize(_sqrtm_upper, signature="(n,n)->(n,n)")(t)
     hi = lax.Precision.HIGHEST
     return jnp.matmul(jnp.matmul(z, r, precision=hi), _ct(z), precision=hi)
+
+
+_sqrtm_jit = jit(_sqrtm_core)
 
 
 def _rsf2csf_2d(t: Any, z: Any) -> tuple[Any, Any]:
@@ -626,7 +666,14 @@ def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:  # no
     if t.shape[-1] != z.shape[-1]:
         raise FtransShapeError(f"rsf2csf: input array shapes must match: Z: {tuple(z.shape)} vs. T: "
                                f"{tuple(t.shape)}")
+    return _rsf2csf_jit(t, z)
+
+
+def _rsf2csf_core(t: Any, z: Any) -> tuple[Any, Any]:
     return jnp.vectorize(_rsf2csf_2d, signature="(n,n),(n,n)->(n,n),(n,n)")(t, z)
+
+
+_rsf2csf_jit = jit(_rsf2csf_core)
 
 
 def _parlett(f: Any, t: Any) -> tuple[Any, Any]:
