@@ -211,3 +211,37 @@ def test_funm(n, dtype, disp):
         assert np.asarray(ours[1]).shape == ()
     with pytest.raises(FtransShapeError):
         fsl.funm(np.ones((2, 3)), func)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 6, 4)])
+@pytest.mark.parametrize("mode", ["left", "right"])
+@pytest.mark.parametrize("onedim", [False, True])
+@pytest.mark.parametrize("conjugate", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_qr_multiply(shape, mode, onedim, conjugate, dtype):
+    m, n = shape[-2:]
+    k = min(m, n)
+    a = _mat(shape, dtype, 13)
+    if onedim:
+        cshape = (k,) if mode == "left" else (m,)
+    else:
+        cshape = shape[:-2] + ((k, 2) if mode == "left" else (2, m))
+    c = _mat(cshape, dtype, 14)
+    ours = fsl.qr_multiply(a, c, mode=mode, conjugate=conjugate)
+    theirs = jsl.qr_multiply(a, c, mode=mode, conjugate=conjugate)
+    for o, t in zip(ours, theirs):
+        assert o.dtype == t.dtype
+        _close(o, t, 1e-5)
+    for o, t in zip(ftrans.jit(lambda x, y: fsl.qr_multiply(x, y, mode=mode, conjugate=conjugate))(a, c), ours):
+        _close(o, t, 1e-6)
+
+
+def test_qr_multiply_errors():
+    with pytest.raises(FtransValueError):
+        fsl.qr_multiply(np.ones((3, 3)), np.ones((3, 3)), mode="middle")
+    with pytest.raises(FtransShapeError):
+        fsl.qr_multiply(np.ones((4, 3)), np.ones((4, 2)), mode="left")
+    with pytest.raises(FtransShapeError):
+        fsl.qr_multiply(np.ones((4, 3)), np.ones((2, 3)), mode="right")
+    with pytest.raises(NotImplementedError):
+        fsl.qr_multiply(np.ones((3, 3)), np.ones((3, 3)), pivoting=True)

@@ -41,7 +41,7 @@ from ftrans.transforms.jit import jit
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal", "expm",
            "expm_frechet", "funm", "inv", "lu", "lu_factor", "lu_solve", "polar", "rsf2csf", "schur",
-           "solve_sylvester", "sqrtm", "circulant", "companion", "convolution_matrix", "dft", "fiedler", "fiedler_companion",
+           "qr_multiply", "solve_sylvester", "sqrtm", "circulant", "companion", "convolution_matrix", "dft", "fiedler", "fiedler_companion",
            "hadamard", "hankel", "helmert", "hilbert", "invhilbert", "invpascal", "leslie", "pascal", "toeplitz",
            "qr", "solve", "solve_triangular", "svd"]
 
@@ -729,3 +729,54 @@ def funm(A: Any, func: Any, disp: bool = True) -> Any:  # noqa: N803
     err = jnp.where(jnp.any(jnp.isinf(f)), np.inf,
                     jnp.minimum(1, jnp.maximum(tol, (tol / minden) * jnp_linalg.norm(jnp.triu(t, 1), 1))))
     return f, err
+
+
+# ---------------------------------------------------------------- qr_multiply
+
+def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False) -> tuple:
+    """The QR decomposition ``a = Q R`` of ``a`` (``[..., m, n]``, ``k = min(m, n)``) with ``Q`` applied to ``c``.
+
+    ``mode='left'`` returns ``(Q[:, :k] @ c, R)`` for ``c`` ``[..., k, p]``; ``mode='right'`` returns
+    ``(c @ Q[:, :k], R)`` for ``c`` ``[..., p, m]``; ``R`` is ``[..., k, n]``.  ``conjugate`` uses
+    ``conj(Q)``.  A 1-D ``c`` is a column (left) or a row (right) and the product is raveled back.
+    The batch axes of ``a`` and ``c`` broadcast.  ``pivoting=True`` is not implemented in ftrans.
+    """
+    if pivoting:
+        raise NotImplementedError("qr_multiply: pivoting=True is not implemented in ftrans")
+    if mode not in ("right", "left"):
+        raise FtransValueError(f"qr_multiply: mode must be 'right' or 'left', got {mode!r}")
+    a, c = _inexact("qr_multiply", a, c)
+    jnp_linalg._matrix("qr_multiply", a)
+    onedim = c.ndim == 1
+    if onedim:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise FtransShapeError(f"qr_multiply: array shapes are not compatible for Q @ c: a has shape "
+                               f"{tuple(a.shape)} so Q has {k} columns, but c has {c.shape[-2]} rows (expected {k})")
+    if mode == "right" and c.shape[-1] != m:
+        raise FtransShapeError(f"qr_multiply: array shapes are not compatible for c @ Q: a has shape "
+                               f"{tuple(a.shape)} so Q has {m} rows, but c has {c.shape[-1]} columns (expected {m})")
+    batch = jnp_linalg._batch("qr_multiply", a.shape[:-2], c.shape[:-2])
+    a = jnp.broadcast_to(a, batch + a.shape[-2:])
+    c = jnp.broadcast_to(c, batch + c.shape[-2:])
+    return _qr_multiply_jit(a, c, mode, bool(conjugate), onedim)
+
+
+def _qr_multiply_core(a: Any, c: Any, mode: str, conjugate: bool, onedim: bool) -> tuple:
+    from ftrans import lax
+
+    k = min(a.shape[-2:])
+    q, r = lax_linalg.qr(a, full_matrices=False)
+    if conjugate:
+        q = jnp.conj(q)
+    hi = lax.Precision.HIGHEST
+    out = jnp.matmul(q, c, precision=hi) if mode == "left" else jnp.matmul(c, q, precision=hi)
+    if onedim:
+        out = jnp.ravel(out)
+    return out, jnp.triu(r[..., :k, :])
+
+
+_qr_multiply_jit = jit(_qr_multiply_core, static_argnums=(2, 3, 4))
