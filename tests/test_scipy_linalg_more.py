@@ -245,3 +245,26 @@ def test_qr_multiply_errors():
         fsl.qr_multiply(np.ones((4, 3)), np.ones((2, 3)), mode="right")
     with pytest.raises(NotImplementedError):
         fsl.qr_multiply(np.ones((3, 3)), np.ones((3, 3)), pivoting=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("calc_q", [False, True])
+def test_hessenberg(shape, dtype, calc_q):
+    a = _mat(shape, dtype, 15)
+    ours = fsl.hessenberg(a, calc_q=calc_q)
+    theirs = jsl.hessenberg(a, calc_q=calc_q)
+    for o, t in zip(ours if calc_q else [ours], theirs if calc_q else [theirs]):
+        assert o.dtype == t.dtype
+        _close(o, t, 1e-5)
+    h = np.asarray(ours[0] if calc_q else ours)
+    assert np.all(np.tril(h, -2) == 0)
+    if len(shape) == 2 and shape[0] > 2:
+        _close(h, osl.hessenberg(a), 1e-5)
+    jitted = ftrans.jit(lambda x: fsl.hessenberg(x, calc_q=calc_q))(a)
+    _close(jitted[0] if calc_q else jitted, h, 1e-6)
+    if len(shape) == 3 and shape[0]:
+        _close(ftrans.vmap(lambda x: fsl.hessenberg(x, calc_q=calc_q))(a)[0] if calc_q else
+               ftrans.vmap(fsl.hessenberg)(a), h, 1e-6)
+    with pytest.raises(FtransShapeError):
+        fsl.hessenberg(np.ones((2, 3)))

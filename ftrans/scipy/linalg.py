@@ -40,7 +40,7 @@ from ftrans.scipy._special_matrices import (
 from ftrans.transforms.jit import jit
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal", "expm",
-           "expm_frechet", "funm", "inv", "lu", "lu_factor", "lu_solve", "polar", "rsf2csf", "schur",
+           "expm_frechet", "funm", "hessenberg", "inv", "lu", "lu_factor", "lu_solve", "polar", "rsf2csf", "schur",
            "qr_multiply", "solve_sylvester", "sqrtm", "circulant", "companion", "convolution_matrix", "dft", "fiedler", "fiedler_companion",
            "hadamard", "hankel", "helmert", "hilbert", "invhilbert", "invpascal", "leslie", "pascal", "toeplitz",
            "qr", "solve", "solve_triangular", "svd"]
@@ -780,3 +780,67 @@ def _qr_multiply_core(a: Any, c: Any, mode: str, conjugate: bool, onedim: bool) 
 
 
 _qr_multiply_jit = jit(_qr_multiply_core, static_argnums=(2, 3, 4))
+
+
+# ---------------------------------------------------------------- hessenberg
+
+def _hessenberg_2d(a: Any) -> tuple[Any, Any]:
+    """Householder reduction to upper-Hessenberg form with LAPACK's reflector convention (``?gehd2``):
+    ``H(i) = I - tau v vᴴ`` with ``v[i+1] = 1``, ``beta = -sign(re α) ‖(α, x)‖``; ``A := H(i)ᴴ A H(i)``
+    and ``Q := Q H(i)`` for each column ``i < n - 1``."""
+    from ftrans import lax
+
+    n = a.shape[-1]
+    rows = jnp.arange(n)
+    complex_ = jnp.iscomplexobj(a)
+
+    def step(i: Any, aq: Any) -> Any:
+        a, q = aq
+        col = a[:, i]
+        alpha = col[i + 1]
+        below = rows > i + 1
+        xnorm = jnp.sqrt(jnp.sum(jnp.where(below, jnp.abs(col) ** 2, 0)))
+        trivial = (xnorm == 0) & (jnp.imag(alpha) == 0)
+        beta = -jnp.where(jnp.real(alpha) >= 0, 1, -1) * jnp.sqrt(jnp.abs(alpha) ** 2 + xnorm ** 2)
+        beta = jnp.where(trivial, jnp.real(alpha), beta)
+        safe = jnp.where(trivial, 1, beta)
+        tau = jnp.where(trivial, 0, (beta - alpha) / safe).astype(a.dtype)
+        denom = jnp.where(trivial, 1, alpha - beta)
+        v = jnp.where(below, col / denom, 0).astype(a.dtype)
+        v = jnp.where(rows == i + 1, jnp.ones_like(v), v)
+        vh = jnp.conj(v) if complex_ else v
+        a = a - tau * jnp.outer(jnp.matmul(a, v), vh)            # A H
+        ctau = jnp.conj(tau) if complex_ else tau
+        a = a - ctau * jnp.outer(v, jnp.matmul(vh, a))           # Hᴴ (A H)
+        newcol = jnp.where(rows == i + 1, beta.astype(a.dtype), jnp.where(rows > i + 1, 0, col)).astype(a.dtype)
+        a = jnp.where((rows == i)[None, :], newcol[:, None], a)
+        q = q - tau * jnp.outer(jnp.matmul(q, v), vh)
+        return a, q
+
+    q = jnp.eye(n, dtype=a.dtype)
+    if n <= 1:
+        return a, q
+    return lax.fori_loop(0, n - 1, step, (a, q))  # the last one only makes a complex subdiagonal real
+
+
+def _hessenberg_core(a: Any) -> tuple[Any, Any]:
+    return jnp.vectorize(_hessenberg_2d, signature="(n,n)->(n,n),(n,n)")(a)
+
+
+_hessenberg_jit = jit(_hessenberg_core)
+
+
+def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The Hessenberg form ``H`` of a square matrix (``[..., n, n]``), and the unitary ``Q`` with
+    ``a = Q H Qᴴ`` when ``calc_q``.
+
+    ``H`` is zero below its first subdiagonal.  It is reached by Householder reflections
+    with LAPACK's conventions (as ``?gehrd``, whose values SciPy returns), one column at a
+    time in a ``fori_loop``; ``Q`` is the product of the reflections.  As JAX (LAPACK's
+    ``gehrd``), a complex 2x2 matrix also gets its subdiagonal made real (SciPy returns 2x2
+    input unchanged).
+    """
+    (x,) = _inexact("hessenberg", a)
+    jnp_linalg._square("hessenberg", x)
+    h, q = _hessenberg_jit(x)
+    return (h, q) if calc_q else h
