@@ -6,7 +6,15 @@ bind the linear-algebra primitives; ``solve_triangular``, ``cho_solve`` and
 the scaling-and-squaring Padé method (Higham 2005) with the top-order
 approximant for the dtype (13 for float64, 7 for float32) and the squarings
 as selects, so it is one fixed program under ``jit`` and differentiable.
-``overwrite_*`` and ``check_finite`` are accepted and ignored, as in JAX.
+``expm_frechet`` is the forward-mode derivative of ``expm``; ``polar`` comes
+from the SVD.  ``schur`` binds LAPACK's ``gees`` (CPU only, as in JAX), and
+``sqrtm`` (Björck–Hammarling), ``funm`` (Schur–Parlett), ``rsf2csf`` and
+``solve_sylvester`` (Bartels–Stewart, or eigendecomposition) build on it;
+``hessenberg`` is a Householder reduction with LAPACK's conventions and
+``eigh_tridiagonal`` bisects on Sturm counts.  Those written as loops run as
+one compiled program even when called eagerly, so eager and ``jit`` values
+agree, as in JAX.  ``overwrite_*`` and ``check_finite`` are accepted and
+ignored, as in JAX.
 """
 
 from __future__ import annotations
