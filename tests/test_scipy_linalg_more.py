@@ -243,8 +243,6 @@ def test_qr_multiply_errors():
         fsl.qr_multiply(np.ones((4, 3)), np.ones((4, 2)), mode="left")
     with pytest.raises(FtransShapeError):
         fsl.qr_multiply(np.ones((4, 3)), np.ones((2, 3)), mode="right")
-    with pytest.raises(NotImplementedError):
-        fsl.qr_multiply(np.ones((3, 3)), np.ones((3, 3)), pivoting=True)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])
@@ -268,3 +266,36 @@ def test_hessenberg(shape, dtype, calc_q):
                ftrans.vmap(fsl.hessenberg)(a), h, 1e-6)
     with pytest.raises(FtransShapeError):
         fsl.hessenberg(np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (4, 4), (2, 6, 4), (1, 1)])
+@pytest.mark.parametrize("mode", ["full", "economic", "r"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_qr_pivoting(shape, mode, dtype):
+    a = _mat(shape, dtype, 16)
+    ours = fsl.qr(a, mode=mode, pivoting=True)
+    theirs = jsl.qr(a, mode=mode, pivoting=True)
+    assert len(ours) == len(theirs)
+    for o, t in zip(ours, theirs):
+        assert o.dtype == t.dtype
+        _close(o, t, 1e-5)
+    if mode != "r" and len(shape) == 2:
+        q, r, p = (np.asarray(x) for x in ours)
+        _close(q @ r, a[:, p], 1e-5)
+        _, _, sp = osl.qr(a, mode=mode, pivoting=True)
+        np.testing.assert_array_equal(p, sp)
+    jitted = ftrans.jit(lambda x: fsl.qr(x, mode=mode, pivoting=True))(a)
+    for o, t in zip(jitted, ours):
+        _close(o, t, 1e-6)
+
+
+@pytest.mark.parametrize("mode", ["left", "right"])
+def test_qr_multiply_pivoting(mode):
+    a = _mat((5, 3), np.float32, 17)
+    c = _mat((3, 2) if mode == "left" else (2, 5), np.float32, 18)
+    ours = fsl.qr_multiply(a, c, mode=mode, pivoting=True)
+    theirs = jsl.qr_multiply(a, c, mode=mode, pivoting=True)
+    assert len(ours) == 3
+    for o, t in zip(ours, theirs):
+        assert o.dtype == t.dtype
+        _close(o, t, 1e-5)

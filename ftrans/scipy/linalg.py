@@ -170,15 +170,18 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
 
 def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:
-    """``(q, r)`` (``mode`` "full" or "economic") or ``(r,)`` (``mode="r"``)."""
-    if pivoting:
-        raise NotImplementedError("qr: pivoting=True is not implemented in ftrans")
+    """``(q, r)`` (``mode`` "full" or "economic") or ``(r,)`` (``mode="r"``); with ``pivoting`` also the
+    zero-based column permutation ``p`` (``a[..., :, p] = q r``, ``|diag r|`` non-increasing), as
+    ``(q, r, p)`` or ``(r, p)``: Householder QR with column pivoting, as LAPACK's ``geqp3``."""
     if mode not in ("full", "economic", "r"):
         if mode == "raw":
             raise NotImplementedError("qr: mode='raw' is not implemented in ftrans")
         raise FtransValueError(f"qr: unsupported mode {mode!r}; use 'full', 'economic' or 'r'")
     (a,) = _inexact("qr", a)
     jnp_linalg._matrix("qr", a)
+    if pivoting:
+        q, r, p = _qr_pivoted(a, full=mode != "economic")
+        return (r, p) if mode == "r" else (q, r, p)
     q, r = lax_linalg.qr(a, full_matrices=(mode == "full"))
     if mode == "r":
         if a.shape[-2] > a.shape[-1]:  # scipy's mode='r' keeps the full m x n R
@@ -748,10 +751,9 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
     ``mode='left'`` returns ``(Q[:, :k] @ c, R)`` for ``c`` ``[..., k, p]``; ``mode='right'`` returns
     ``(c @ Q[:, :k], R)`` for ``c`` ``[..., p, m]``; ``R`` is ``[..., k, n]``.  ``conjugate`` uses
     ``conj(Q)``.  A 1-D ``c`` is a column (left) or a row (right) and the product is raveled back.
-    The batch axes of ``a`` and ``c`` broadcast.  ``pivoting=True`` is not implemented in ftrans.
+    The batch axes of ``a`` and ``c`` broadcast.  ``pivoting=True`` uses the column-pivoted QR
+    (as ``qr(..., pivoting=True)``) and also returns the permutation: ``(result, R, P)``.
     """
-    if pivoting:
-        raise NotImplementedError("qr_multiply: pivoting=True is not implemented in ftrans")
     if mode not in ("right", "left"):
         raise FtransValueError(f"qr_multiply: mode must be 'right' or 'left', got {mode!r}")
     a, c = _inexact("qr_multiply", a, c)
@@ -770,24 +772,28 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
     batch = jnp_linalg._batch("qr_multiply", a.shape[:-2], c.shape[:-2])
     a = jnp.broadcast_to(a, batch + a.shape[-2:])
     c = jnp.broadcast_to(c, batch + c.shape[-2:])
-    return _qr_multiply_jit(a, c, mode, bool(conjugate), onedim)
+    return _qr_multiply_jit(a, c, mode, bool(conjugate), onedim, bool(pivoting))
 
 
-def _qr_multiply_core(a: Any, c: Any, mode: str, conjugate: bool, onedim: bool) -> tuple:
+def _qr_multiply_core(a: Any, c: Any, mode: str, conjugate: bool, onedim: bool, pivoting: bool) -> tuple:
     from ftrans import lax
 
     k = min(a.shape[-2:])
-    q, r = lax_linalg.qr(a, full_matrices=False)
+    if pivoting:
+        q, r, p = _qr_pivoted(a, full=False)
+    else:
+        q, r = lax_linalg.qr(a, full_matrices=False)
     if conjugate:
         q = jnp.conj(q)
     hi = lax.Precision.HIGHEST
     out = jnp.matmul(q, c, precision=hi) if mode == "left" else jnp.matmul(c, q, precision=hi)
     if onedim:
         out = jnp.ravel(out)
-    return out, jnp.triu(r[..., :k, :])
+    r = jnp.triu(r[..., :k, :])
+    return (out, r, p) if pivoting else (out, r)
 
 
-_qr_multiply_jit = jit(_qr_multiply_core, static_argnums=(2, 3, 4))
+_qr_multiply_jit = jit(_qr_multiply_core, static_argnums=(2, 3, 4, 5))
 
 
 # ---------------------------------------------------------------- hessenberg
@@ -852,3 +858,73 @@ def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check
     jnp_linalg._square("hessenberg", x)
     h, q = _hessenberg_jit(x)
     return (h, q) if calc_q else h
+
+
+# ---------------------------------------------------------------- column-pivoted QR
+
+def _qr_pivoted_2d(a: Any) -> tuple[Any, Any, Any]:
+    """Householder QR with column pivoting, LAPACK's conventions (``?geqp3``): at step ``j`` the remaining
+    column of largest norm (below row ``j``; the first on ties) is swapped into place, then reflected
+    onto ``beta e_j`` (``beta = -sign(re α) ‖x‖``).  Returns the full ``Q`` (``m x m``), the reduced
+    matrix (``R`` in its upper triangle) and the zero-based column permutation."""
+    from ftrans import lax
+
+    m, n = a.shape
+    k = min(m, n)
+    rows = jnp.arange(m)
+    cols = jnp.arange(n)
+    complex_ = jnp.iscomplexobj(a)
+
+    def step(j: Any, state: Any) -> Any:
+        a, q, perm = state
+        live = rows >= j
+        norms = jnp.sum(jnp.where(live[:, None], jnp.abs(a) ** 2, 0), axis=0)
+        norms = jnp.where(cols >= j, norms, -1)
+        p = jnp.argmax(norms)
+        swap_j, swap_p = cols == j, cols == p
+        a_j, a_p = a[:, j], a[:, p]
+        a = jnp.where(swap_j[None, :], a_p[:, None], jnp.where(swap_p[None, :], a_j[:, None], a))
+        perm = jnp.where(swap_j, perm[p], jnp.where(swap_p, perm[j], perm))
+        col = a[:, j]
+        alpha = col[j]
+        below = rows > j
+        xnorm = jnp.sqrt(jnp.sum(jnp.where(below, jnp.abs(col) ** 2, 0)))
+        trivial = (xnorm == 0) & (jnp.imag(alpha) == 0)
+        beta = -jnp.where(jnp.real(alpha) >= 0, 1, -1) * jnp.sqrt(jnp.abs(alpha) ** 2 + xnorm ** 2)
+        beta = jnp.where(trivial, jnp.real(alpha), beta)
+        tau = jnp.where(trivial, 0, (beta - alpha) / jnp.where(trivial, 1, beta)).astype(a.dtype)
+        v = jnp.where(below, col / jnp.where(trivial, 1, alpha - beta), 0).astype(a.dtype)
+        v = jnp.where(rows == j, jnp.ones_like(v), v)
+        vh = jnp.conj(v) if complex_ else v
+        ctau = jnp.conj(tau) if complex_ else tau
+        rest = (cols > j)[None, :]
+        a = jnp.where(rest, a - ctau * jnp.outer(v, jnp.matmul(vh, a)), a)      # H(j)ᴴ A on columns > j
+        newcol = jnp.where(rows == j, beta.astype(a.dtype), jnp.where(below, 0, col)).astype(a.dtype)
+        a = jnp.where(swap_j[None, :], newcol[:, None], a)
+        q = q - tau * jnp.outer(jnp.matmul(q, v), vh)                           # Q H(j)
+        return a, q, perm
+
+    q = jnp.eye(m, dtype=a.dtype)
+    perm = jnp.arange(n, dtype=np.int32)
+    if k == 0:
+        return q, a, perm
+    a, q, perm = lax.fori_loop(0, k, step, (a, q, perm))
+    return q, a, perm
+
+
+def _qr_pivoted_core(a: Any) -> tuple[Any, Any, Any]:
+    return jnp.vectorize(_qr_pivoted_2d, signature="(m,n)->(m,m),(m,n),(n)")(a)
+
+
+_qr_pivoted_jit = jit(_qr_pivoted_core)
+
+
+def _qr_pivoted(a: Any, full: bool) -> tuple[Any, Any, Any]:
+    """``(q, r, p)`` of the column-pivoted QR ``a[..., :, p] = q r`` (``q`` full or reduced)."""
+    q, r, p = _qr_pivoted_jit(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    r = jnp.triu(r)
+    if not full:
+        q, r = q[..., :, :k], r[..., :k, :]
+    return q, r, p
