@@ -170,3 +170,19 @@ def test_istft_errors():
         fss.istft(z, nperseg=8, noverlap=8)
     with pytest.raises(FtransValueError):
         fss.istft(z, nfft=4, nperseg=8)
+
+
+def test_callable_detrend_sees_segments_as_scipy():
+    x = _rng(9).standard_normal((30, 2))
+
+    def first_sample(d):  # depends on the layout: along axis 0 of what it receives
+        return d - d[:1]
+
+    ours = fss.stft(x.astype(np.float32), nperseg=8, axis=0, detrend=first_sample)[2]
+    np.testing.assert_allclose(np.asarray(ours), oss.stft(x, nperseg=8, axis=0, detrend=first_sample)[2], atol=1e-5)
+
+    def last_first(d):
+        return d - d[..., :1]
+
+    ours = fss.welch(x[:, 0].astype(np.float32), nperseg=8, detrend=last_first)[1]
+    np.testing.assert_allclose(np.asarray(ours), oss.welch(x[:, 0], nperseg=8, detrend=last_first)[1], atol=1e-5)
