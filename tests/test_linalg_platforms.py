@@ -300,3 +300,17 @@ def test_batch_sharded_factorizations_stay_sharded():
         assert tuple(g.sharding.spec)[:1] == ("b",)
     text = ftrans.jit(lambda x: f(x, fnp), in_shardings=sh, out_shardings=sh).lower(spd).as_text()
     assert "sdy.op_sharding_rule" in text
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 5])
+def test_schur_call_matches_jax_on_cpu(batch, dtype, n):
+    """schur is LAPACK's gees on the CPU (JAX has it nowhere else); ftrans refuses other platforms."""
+    if dtype in (np.float64, np.complex128) and not jax.config.jax_enable_x64:
+        dtype = np.float32 if dtype == np.float64 else np.complex64
+    x = np.zeros(batch + (n, n), dtype)
+    want, got = both(lax.linalg.schur, flax.linalg.schur, (x,), "cpu")
+    assert want and got == want
+    with pytest.raises(FtransValueError, match="CPU only"):
+        ftrans.jit(flax.linalg.schur).trace(x).lower(lowering_platforms=("cuda",))

@@ -390,6 +390,7 @@ def _linalg_samples() -> dict[str, list[tuple[tuple, dict]]]:
                 ((separated(3, 3, (2,)),), {"full_matrices": False, "compute_uv": False})],
         "eig": [((gen(3, 3),), {"compute_left_eigenvectors": False, "compute_right_eigenvectors": False}),
                 ((gen(2, 2),), {"compute_left_eigenvectors": True, "compute_right_eigenvectors": True})],
+        "schur": [((gen(3, 3),), {}), ((gen(4, 4, (2,)),), {})],
     }
 
 

@@ -19,7 +19,7 @@ from ftrans.core.prims import linalg as L
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.transforms.ad_rules import linalg as M
 
-__all__ = ["cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve",
+__all__ = ["cholesky", "eig", "eigh", "lu", "lu_pivots_to_permutation", "qr", "schur", "svd", "triangular_solve",
            "tridiagonal_solve"]
 
 
@@ -153,6 +153,19 @@ def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenve
     x = _matrix("eig", x, square=True)
     return list(L.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
                              compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+
+
+def schur(x: Any, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable: Any = None) -> tuple[Any, Any] | Any:
+    """``(t, z)`` with ``x = z t zᴴ``: the Schur form ``t`` (quasi-upper-triangular with 2x2 blocks for
+    complex-conjugate eigenvalue pairs when ``x`` is real, upper triangular when complex) and the unitary
+    Schur vectors ``z`` (LAPACK's ``gees``; CPU only, as in JAX).  Only ``t`` when ``compute_schur_vectors``
+    is false.  Sorting the eigenvalues is not implemented (as in JAX); no derivative rule."""
+    if sort_eig_vals:
+        raise NotImplementedError("schur: the sort feature of LAPACK's gees routine is not implemented")
+    x = _matrix("schur", x, square=True)
+    t, z = L.schur_p.bind(x)
+    return (t, z) if compute_schur_vectors else t
 
 
 def tridiagonal_solve(dl: Any, d: Any, du: Any, b: Any, *, perturb_singular: bool = False) -> Any:

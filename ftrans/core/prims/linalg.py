@@ -393,4 +393,37 @@ eig_p.def_impl(_eig_impl)
 eig_p.def_weak_type(never_weak)
 
 
+# ---------------------------------------------------------------- schur (CPU)
+
+
+def _schur_abstract(a: ShapedArray) -> list[ShapedArray]:
+    _check_matrix("schur", a, square=True)
+    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape, a.dtype, False)]
+
+
+@quiet
+def _schur_impl(a):
+    if a.size == 0:
+        return [np.zeros(a.shape, a.dtype), np.zeros(a.shape, a.dtype)]
+    import scipy.linalg
+
+    out = "complex" if a.dtype.kind == "c" else "real"
+
+    def one(m):
+        try:
+            return scipy.linalg.schur(m, output=out, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):
+            nan = np.full(m.shape, np.nan, m.dtype)
+            return nan, nan
+
+    t, z = _each(one, a, [a.shape[-2:], a.shape[-2:]], [a.dtype, a.dtype])
+    return [t, z]
+
+
+schur_p = Primitive("schur", multiple_results=True)
+schur_p.def_abstract_eval(_schur_abstract)
+schur_p.def_impl(_schur_impl)
+schur_p.def_weak_type(never_weak)
+
+
 __all__ = [n for n in dir() if n.endswith("_p")]

@@ -610,3 +610,30 @@ def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bo
     if compute_right_eigenvectors:
         outs.append(_nan_unless(ctx, vr, v_aval, ok, nb))
     return outs
+
+
+# ---------------------------------------------------------------- schur
+
+
+@register_lowering(L.schur_p)
+def _schur_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    (aval,) = ctx.avals_in
+    batch = aval.shape[:-2]
+    nb = len(batch)
+    if ctx.platform != "cpu":
+        raise FtransValueError(
+            f"schur: the Schur decomposition is implemented for the CPU only (LAPACK's gees), as in JAX; this "
+            f"program is being lowered for {ctx.platform}")
+    if aval.size == 0:
+        return [a, a]
+    w_aval = ShapedArray(batch + (aval.shape[-1],), aval.dtype)
+    info_aval = ShapedArray(batch, _I32)
+    config = {"mode": _char("V"), "sort": _char("N")}
+    results = [(aval, True), (aval, True), (w_aval, False)]
+    if aval.dtype.kind != "c":
+        results.append((w_aval, False))  # real and imaginary parts of the eigenvalues
+    results += [(info_aval, False), (info_aval, False)]  # selected-eigenvalue count, info
+    outs = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}gees_ffi", [(a, aval, True)], results, config, nb,
+                        {0: 0})
+    ok = _info_ok(ctx, outs[-1], batch)
+    return [_nan_unless(ctx, outs[0], aval, ok, nb), _nan_unless(ctx, outs[1], aval, ok, nb)]

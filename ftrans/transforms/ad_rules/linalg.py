@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import building as B
+from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import linalg as L
 from ftrans.core.prims import reductions as R
@@ -362,3 +363,7 @@ def _eig_jvp(primals: list, tangents: list, *, compute_left_eigenvectors: bool,
 def _p2p_jvp(primals: list, tangents: list, **params: Any) -> tuple:
     out = L.lu_pivots_to_permutation_p.bind(*primals, **params)
     return out, Zero.from_primal_value(out)
+
+
+# schur: no derivative rule (JAX defines none either).
+mark_unsupported(L.schur_p, "jvp", "schur has no derivative rule (JAX defines none either)")

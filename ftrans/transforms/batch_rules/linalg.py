@@ -24,7 +24,7 @@ def _leading(prim: Any) -> None:
     register_batching(prim)(rule)
 
 
-for _p in (L.cholesky_p, L.lu_p, L.qr_p, L.eigh_p, L.svd_p, L.eig_p, L.lu_pivots_to_permutation_p):
+for _p in (L.cholesky_p, L.lu_p, L.qr_p, L.eigh_p, L.svd_p, L.eig_p, L.lu_pivots_to_permutation_p, L.schur_p):
     _leading(_p)
 
 

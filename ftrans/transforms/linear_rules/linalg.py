@@ -27,5 +27,5 @@ def _triangular_solve_t(ct: Any, a: Any, b: Any, *, left_side: bool, lower: bool
     return [None, ct_b]
 
 
-for _p in (L.cholesky_p, L.lu_p, L.qr_p, L.eigh_p, L.svd_p, L.eig_p, L.lu_pivots_to_permutation_p):
+for _p in (L.cholesky_p, L.lu_p, L.qr_p, L.eigh_p, L.svd_p, L.eig_p, L.lu_pivots_to_permutation_p, L.schur_p):
     mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")
