@@ -357,8 +357,9 @@ def test_fori_loop_bound_types_like_jax():
 
 
 def test_map_bad_batch_size():
-    expect(errors.FtransValueError, lambda: lax.map(lambda x: x, X3, batch_size=0), "batch_size")
+    # (batch_size=0 is one vmap over everything, as in JAX)
     expect(errors.FtransValueError, lambda: lax.map(lambda x: x, X3, batch_size=-1), "batch_size")
+    expect(errors.FtransValueError, lambda: lax.map(lambda x: x, X3, batch_size=1.5), "batch_size")
 
 
 # ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.errors", "core"),
     ("ftrans.tree_util", "core"),
     ("ftrans.tree", "core"),
+    ("ftrans.monitoring", "core"),
     ("ftrans.lowering", "lowering"),
     ("ftrans.devices", "lowering"),
     ("ftrans.distributed", "lowering"),
@@ -50,6 +51,12 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans._callback", "top"),
     ("ftrans.experimental", "top"),
     ("ftrans.extend", "top"),
+    ("ftrans.custom_batching", "lax"),
+    ("ftrans.image", "libraries"),
+    ("ftrans.dlpack", "top"),
+    ("ftrans.profiler", "top"),
+    ("ftrans.stages", "top"),
+    ("ftrans.typing", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

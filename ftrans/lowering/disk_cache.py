@@ -99,9 +99,9 @@ def _count(name: str) -> None:
         stats[name] += 1
     event = _EVENTS.get(name)
     if event is not None:  # JAX's monitoring events for the persistent cache
-        from ftrans import monitoring
+        from ftrans.monitoring import record_event
 
-        monitoring.record_event(event)
+        record_event(event)
 
 
 def cache_dir() -> Path | None:

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from ftrans import monitoring
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error
@@ -30,6 +29,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.errors import CompilerOptionError, JaxRuntimeError
 from ftrans.lowering import compat, lower
+from ftrans.monitoring import record_event_duration_secs
 
 
 class _Xla:
@@ -215,8 +215,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
                 raise CompilerOptionError(f"jit: XLA rejected compiler_options {dict(options)!r}: {e}") from None
             raise _rejected(e, text) from None
         stats["compiles"] += 1
-        monitoring.record_event_duration_secs("/jax/core/compile/backend_compile_duration",
-                                              time.perf_counter() - t_compile)
+        record_event_duration_secs("/jax/core/compile/backend_compile_duration", time.perf_counter() - t_compile)
         if log_name:
             log_compile_step("Finished XLA compilation of %s in %.9f sec", log_name, time.perf_counter() - t0)
         if not callbacks:

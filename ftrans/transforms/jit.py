@@ -39,7 +39,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
-from ftrans.core.prims.parallel import pmap_in_program, without_pmap_donation
+from ftrans.core.prims.parallel import Interpreted, pmap_in_program
 from ftrans.core.trace import Tracer, stage
 from ftrans.devices import _client, default_device
 from ftrans.errors import (
@@ -310,23 +310,6 @@ class _Entry:
         self.sig0 = exe.out_sigs[0] if exe.out_avals else None
         self.kept = kept
         self.invoke = _executor(self, name)
-
-
-class Interpreted:
-    """A program that calls ``pmap`` (``pmap_in_program``): it cannot be one single-device executable, so its
-    equations run one by one, each pmap as its own multi-device program and the rest eagerly, as JAX runs a
-    pmap inside jit. A nested pmap's donation is ignored, as in JAX."""
-
-    def __init__(self, closed: ClosedJaxpr):
-        self.program = without_pmap_donation(closed)
-        self.avals = self.program.in_avals
-
-    def run(self, leaves: Sequence[Any]) -> list:
-        from ftrans.core.jaxpr_api import eval_jaxpr
-
-        args = [x if isinstance(x, Array) else Array._new(np.asarray(x, a.dtype), a.weak_type)
-                for x, a in zip(leaves, self.avals)]
-        return eval_jaxpr(self.program, list(self.program.consts), *args)
 
 
 class _InterpretedEntry:

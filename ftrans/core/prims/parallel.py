@@ -30,7 +30,10 @@ mapped one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import extend_axis_env
@@ -157,3 +160,21 @@ def without_pmap_donation(closed: ClosedJaxpr) -> ClosedJaxpr:
     eqns = [e.replace(params={**e.params, "donated_invars": (False,) * len(e.invars)})
             if e.primitive is pmap_p and any(e.params.get("donated_invars", ())) else e for e in j.eqns]
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
+
+
+class Interpreted:
+    """A program that calls ``pmap`` (``pmap_in_program``): it cannot be one single-device executable, so its
+    equations run one by one, each pmap as its own multi-device program and the rest eagerly, as JAX runs a
+    pmap inside jit. A nested pmap's donation is ignored, as in JAX."""
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.program = without_pmap_donation(closed)
+        self.avals = self.program.in_avals
+
+    def run(self, leaves: Sequence[Any]) -> list:
+        from ftrans.core.array import Array
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        args = [x if isinstance(x, Array) else Array._new(np.asarray(x, a.dtype), a.weak_type)
+                for x, a in zip(leaves, self.avals)]
+        return eval_jaxpr(self.program, list(self.program.consts), *args)

@@ -76,11 +76,9 @@ def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tup
 
     abstract_eval(C.jit_call_p, [ShapedArray(np.shape(v), np.asarray(v).dtype) for v in vals],
                   dict(params, jaxpr=jaxpr, name=name, donated_invars=donated_invars))
-    from ftrans.core.prims.parallel import pmap_in_program
+    from ftrans.core.prims.parallel import Interpreted, pmap_in_program
 
     if pmap_in_program(jaxpr):  # not one executable: each pmap runs as its own program (as under jit)
-        from ftrans.transforms.jit import Interpreted
-
         return [np.asarray(o) for o in Interpreted(jaxpr).run(vals)]
     if getattr(_host, "on", False):
         from ftrans.core.array import Array
