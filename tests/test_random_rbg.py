@@ -22,6 +22,7 @@ import ftrans.numpy as jnp
 import ftrans.random as fr
 from ftrans import errors
 from ftrans.extend import random as fer
+from tests.test_random import x64  # 64-bit mode in both libraries, restored after
 
 IMPLS = ["rbg", "unsafe_rbg"]
 F32 = np.dtype(np.float32)
@@ -35,18 +36,6 @@ def default_impl(name):
         yield
     finally:
         ftrans.config.update("default_prng_impl", prev)
-
-
-@contextlib.contextmanager
-def x64():
-    ours, theirs = ftrans.config.enable_x64, jax.config.jax_enable_x64
-    ftrans.config.update("enable_x64", True)
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        ftrans.config.update("enable_x64", ours)
-        jax.config.update("jax_enable_x64", theirs)
 
 
 def same(ours, theirs):
