@@ -17,7 +17,7 @@ structural ops that collapse, and the zero-cotangent debris reverse mode leaves.
 ``x * 0`` is ``nan`` in IEEE arithmetic when ``x`` is ``inf`` or ``nan``, so it folds only where ``x``
 cannot be either: an integer, a finite literal, or (through broadcasts, reshapes, transposes, negation,
 widening conversions and selects) one of those, as the ones seeding a cotangent. A jitted function thus
-computes what the same function computes eagerly, and what ``jax.jit`` computes.
+computes what the same function computes eagerly, and what JAX's ``jit`` computes.
 """
 
 from __future__ import annotations
