@@ -134,35 +134,10 @@ def _method(method: Any) -> ResizeMethod:
 
 
 def _output_shape(shape: Any) -> tuple[int, ...]:
-    """JAX's shape canonicalisation: a sequence (or array) of non-negative integers."""
-    if isinstance(shape, Tracer):
-        raise ConcretizationTypeError(
-            "image: the output shape must be concrete (static), got a traced array")
+    """The output shape as ``jnp``'s creation functions read a shape: concrete non-negative integers."""
+    from ftrans.numpy._creation import _shape_arg
 
-    def dim(d: Any) -> int:
-        if isinstance(d, Tracer):
-            raise ConcretizationTypeError(
-                "image: the output shape must be concrete (static), got a traced entry")
-        if isinstance(d, (bool, np.bool_)) or (hasattr(d, "dtype") and not np.issubdtype(d.dtype, np.integer)):
-            raise FtransTypeError(f"Shapes must be 1D sequences of concrete values of integer type, got {shape!r}")
-        try:
-            v = operator.index(d)
-        except TypeError:
-            raise FtransTypeError(
-                f"Shapes must be 1D sequences of concrete values of integer type, got {shape!r}") from None
-        if v < 0:
-            raise FtransTypeError(f"Shapes must be 1D sequences of non-negative integers, got {shape!r}")
-        return v
-
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
-        return (dim(shape),)
-    if hasattr(shape, "shape") and hasattr(shape, "dtype"):
-        if np.ndim(shape) == 0:
-            return (dim(np.asarray(shape)[()]),)
-        return tuple(dim(d) for d in np.asarray(shape))
-    if not isinstance(shape, Sequence) or isinstance(shape, str):
-        raise FtransTypeError(f"Shapes must be 1D sequences of concrete values of integer type, got {shape!r}")
-    return tuple(dim(d) for d in shape)
+    return _shape_arg("image", shape)
 
 
 def _weights(in_size: int, out_size: int, scale: Any, translation: Any, kernel: Any, antialias: bool,
