@@ -37,7 +37,13 @@ def cache(tmp_path):
     saved = dict(disk_cache.stats)
     for k in disk_cache.stats:
         disk_cache.stats[k] = 0
+    # These tests count writes right after a call: write in the caller's thread
+    # (the background writer has its own tests below).
+    disk_cache.flush()
+    background = disk_cache.background_writes
+    disk_cache.background_writes = False
     yield d
+    disk_cache.background_writes = background
     ftrans.config.update("compilation_cache_dir", old)
     X._xla_cache.clear()
     disk_cache.stats.update(saved)
@@ -116,6 +122,7 @@ def test_cross_process_hit(tmp_path):
         import ftrans, ftrans.numpy as jnp
         from ftrans.lowering import disk_cache
         out = ftrans.jit(lambda x: jnp.sin(x) + x * 3.0)(np.arange(5, dtype=np.float32))
+        disk_cache.flush()  # the write runs on the background writer
         print(disk_cache.stats["hits"], disk_cache.stats["writes"], np.asarray(out).tolist())
     """))
     env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(tmp_path / "c"), JAX_PLATFORMS="cpu",
@@ -657,3 +664,54 @@ def test_concurrent_processes_write_and_evict_one_directory(tmp_path):
 def test_created_directory_is_private(cache):
     _fresh_call(_f, X_IN)
     assert cache.is_dir() and (cache.stat().st_mode & 0o077) == 0
+
+
+# ----------------------------------------------------------------------------
+# Background writes: the first result does not wait for serialising and writing
+
+
+def test_background_write_lands_and_is_loaded(cache):
+    """With background writes on, the call returns; the file appears once ``flush`` returns, and loads."""
+    disk_cache.background_writes = True
+    out = _fresh_call(_f, X_IN)
+    assert disk_cache.flush(timeout=60)
+    assert disk_cache.stats["writes"] == 1
+    assert len(_files(cache)) == 1
+    again = _fresh_call(_f, X_IN)
+    assert disk_cache.stats["hits"] == 1
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(again))
+
+
+def test_background_write_survives_an_immediate_exit(tmp_path):
+    """A script that exits right after its first call still leaves the entry (flushed at exit)."""
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        import ftrans, ftrans.numpy as jnp
+        from ftrans.lowering import disk_cache
+        assert disk_cache.background_writes
+        ftrans.jit(lambda x: jnp.cos(x) * 5.0)(np.arange(3, dtype=np.float32)).block_until_ready()
+    """))
+    env = dict(os.environ, FTRANS_COMPILATION_CACHE_DIR=str(tmp_path / "c"), JAX_PLATFORMS="cpu",
+               PYTHONPATH=str(Path(ftrans.__file__).resolve().parents[1]))
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert len(list((tmp_path / "c").iterdir())) == 1
+
+
+def test_background_write_to_an_unwritable_directory_warns_and_never_raises(tmp_path, caplog):
+    """The writer thread reports a bad directory as the foreground write does: a warning, no exception."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    old = ftrans.config.compilation_cache_dir
+    ftrans.config.update("compilation_cache_dir", str(blocker / "sub"))
+    X._xla_cache.clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            out = _fresh_call(_g, X_IN)
+            assert disk_cache.flush(timeout=60)
+        np.testing.assert_allclose(np.asarray(out), np.cos(X_IN) + X_IN * X_IN, rtol=1e-6)
+        assert any("cannot write" in r.getMessage() for r in caplog.records)
+    finally:
+        ftrans.config.update("compilation_cache_dir", old)
+        X._xla_cache.clear()

@@ -42,6 +42,8 @@ never an error.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import hashlib
 import logging
 import os
@@ -59,7 +61,7 @@ from ftrans.core.version import __version__ as FTRANS_VERSION
 from ftrans.lowering import compat
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "HEADER", "stats", "cache_dir", "key_for", "path_for", "load",
-           "store", "clear", "evict", "size_of"]
+           "store", "store_soon", "flush", "clear", "evict", "size_of"]
 
 log = logging.getLogger(__name__)
 
@@ -217,9 +219,12 @@ def _touch(path: Path) -> None:
         pass
 
 
-def store(client: Any, text: str, devices: list, executable: Any) -> None:
-    """Write ``executable`` to the cache atomically; failures are logged, never raised."""
-    directory = cache_dir()
+def store(client: Any, text: str, devices: list, executable: Any, directory: Path | None = None) -> None:
+    """Write ``executable`` to the cache atomically; failures are logged, never raised.
+
+    ``directory`` defaults to the configured one, read now.
+    """
+    directory = directory if directory is not None else cache_dir()
     if directory is None or str(directory) in _unwritable:
         return
     key = key_for(client, text, devices)
@@ -242,6 +247,73 @@ def store(client: Any, text: str, devices: list, executable: Any) -> None:
         return
     _count("writes")
     _account(directory, key.hex(), len(data))
+
+
+# Background writes. Serialising an executable and writing it took 7-55 ms on first_result.py's
+# programs (49 ms of it serialising the 60-layer gradient): time the first call need not wait for,
+# since the result does not depend on it. ``compiled`` hands the write to one writer thread; a
+# process that exits right after its first call still writes, because ``flush`` runs at exit.
+# Tests that count writes set ``background_writes = False`` or call ``flush`` first.
+background_writes = True
+_jobs: collections.deque = collections.deque()
+_jobs_cv = threading.Condition()
+_pending = 0
+_writer: threading.Thread | None = None
+
+
+def store_soon(client: Any, text: str, devices: list, executable: Any) -> None:
+    """``store``, on the writer thread when ``background_writes`` is on (the directory is read now)."""
+    global _pending, _writer
+    directory = cache_dir()
+    if directory is None or str(directory) in _unwritable:
+        return
+    if not background_writes:
+        store(client, text, devices, executable, directory)
+        return
+    with _jobs_cv:
+        _jobs.append((client, text, list(devices), executable, directory))
+        _pending += 1
+        if _writer is None or not _writer.is_alive():
+            _writer = threading.Thread(target=_write_jobs, name="ftrans-cache-writer", daemon=True)
+            _writer.start()
+        _jobs_cv.notify()
+
+
+def _write_jobs() -> None:
+    global _pending
+    while True:
+        with _jobs_cv:
+            while not _jobs:
+                _jobs_cv.wait()
+            job = _jobs.popleft()
+        try:
+            store(*job)
+        except Exception as e:  # ``store`` logs its own failures; this is a last guard for the thread
+            log.warning("ftrans compilation cache: background write failed (%s: %s)", type(e).__name__, e)
+        finally:
+            with _jobs_cv:
+                _pending -= 1
+                _jobs_cv.notify_all()
+
+
+def flush(timeout: float | None = None) -> bool:
+    """Wait until every background write has finished; False if ``timeout`` seconds passed first."""
+    with _jobs_cv:
+        return _jobs_cv.wait_for(lambda: _pending == 0, timeout)
+
+
+def _forget_writer_in_child() -> None:
+    """A forked child has no writer thread and must not wait for its parent's jobs."""
+    global _pending, _writer, _jobs_cv
+    _jobs.clear()
+    _pending = 0
+    _writer = None
+    _jobs_cv = threading.Condition()
+
+
+atexit.register(flush)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_writer_in_child)
 
 
 def size_of(directory: Path) -> int:
@@ -364,6 +436,7 @@ def clear(path: str | os.PathLike | None = None) -> int:
     Only files the cache wrote are touched (64-hex-digit names and leftover
     temporary files), so pointing the cache at a shared directory is safe.
     """
+    flush()  # a write still in flight would otherwise land after the clear
     directory = Path(path).expanduser() if path is not None else cache_dir()
     if directory is None or not directory.is_dir():
         return 0

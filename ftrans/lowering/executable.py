@@ -219,7 +219,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
         if log_name:
             log_compile_step("Finished XLA compilation of %s in %.9f sec", log_name, time.perf_counter() - t0)
         if not callbacks:
-            disk_cache.store(client, disk_text, [device], exe)
+            disk_cache.store_soon(client, disk_text, [device], exe)
     with _xla_lock:
         held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
         if held is None:
