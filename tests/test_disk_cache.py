@@ -682,6 +682,29 @@ def test_background_write_lands_and_is_loaded(cache):
     np.testing.assert_array_equal(np.asarray(out), np.asarray(again))
 
 
+def test_load_waits_for_this_process_own_pending_write(cache):
+    """A lookup of an entry the writer thread has not finished yet waits for it: a hit, not a second compile."""
+    disk_cache.background_writes = True
+    release = threading.Event()
+    real = disk_cache._store_at
+
+    def slow_store(*a):
+        release.wait(30)
+        real(*a)
+
+    disk_cache._store_at = slow_store
+    try:
+        _fresh_call(_g, X_IN)
+        assert disk_cache.stats["writes"] == 0  # still queued behind the event
+        threading.Timer(0.2, release.set).start()
+        _fresh_call(_g, X_IN)
+    finally:
+        disk_cache._store_at = real
+        release.set()
+    assert disk_cache.stats["writes"] == 1 and disk_cache.stats["hits"] == 1
+    assert X.stats["compiles"] >= 1
+
+
 def test_background_write_survives_an_immediate_exit(tmp_path):
     """A script that exits right after its first call still leaves the entry (flushed at exit)."""
     script = tmp_path / "prog.py"

@@ -95,6 +95,9 @@ def test_experimental_compilation_cache_set_cache_dir(tmp_path):
         cc.set_cache_dir(tmp_path / "cc")
         assert ftrans.config.compilation_cache_dir == str(tmp_path / "cc")
         ftrans.jit(lambda x: x - 7.0)(np.ones(2, np.float32))
+        from ftrans.lowering import disk_cache
+
+        disk_cache.flush()  # entries are written on a background thread
         assert list((tmp_path / "cc").iterdir())
         cc.reset_cache()
     finally:

@@ -179,6 +179,8 @@ def load(client: Any, text: str, devices: list) -> Any:
         return None
     key = key_for(client, text, devices)
     path = directory / key.hex()
+    if _pending_paths and str(path) in _pending_paths:
+        flush()  # this process is still writing this very entry (on the background writer)
     try:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):  # a plain miss; ``store`` reports a bad directory
@@ -227,7 +229,10 @@ def store(client: Any, text: str, devices: list, executable: Any, directory: Pat
     directory = directory if directory is not None else cache_dir()
     if directory is None or str(directory) in _unwritable:
         return
-    key = key_for(client, text, devices)
+    _store_at(client, devices, executable, directory, key_for(client, text, devices))
+
+
+def _store_at(client: Any, devices: list, executable: Any, directory: Path, key: bytes) -> None:
     try:
         payload = compat.serialize(client, executable)
     except Exception as e:  # some backends cannot serialize; the in-memory cache still works
@@ -258,6 +263,7 @@ background_writes = True
 _jobs: collections.deque = collections.deque()
 _jobs_cv = threading.Condition()
 _pending = 0
+_pending_paths: collections.Counter = collections.Counter()  # entries queued or being written
 _writer: threading.Thread | None = None
 
 
@@ -270,9 +276,12 @@ def store_soon(client: Any, text: str, devices: list, executable: Any) -> None:
     if not background_writes:
         store(client, text, devices, executable, directory)
         return
+    key = key_for(client, text, devices)
+    path = str(directory / key.hex())
     with _jobs_cv:
-        _jobs.append((client, text, list(devices), executable, directory))
+        _jobs.append((client, list(devices), executable, directory, key, path))
         _pending += 1
+        _pending_paths[path] += 1
         if _writer is None or not _writer.is_alive():
             _writer = threading.Thread(target=_write_jobs, name="ftrans-cache-writer", daemon=True)
             _writer.start()
@@ -286,13 +295,18 @@ def _write_jobs() -> None:
             while not _jobs:
                 _jobs_cv.wait()
             job = _jobs.popleft()
+        client, devices, executable, directory, key, path = job
         try:
-            store(*job)
-        except Exception as e:  # ``store`` logs its own failures; this is a last guard for the thread
+            if str(directory) not in _unwritable:
+                _store_at(client, devices, executable, directory, key)
+        except Exception as e:  # ``_store_at`` logs its own failures; this is a last guard for the thread
             log.warning("ftrans compilation cache: background write failed (%s: %s)", type(e).__name__, e)
         finally:
             with _jobs_cv:
                 _pending -= 1
+                _pending_paths[path] -= 1
+                if _pending_paths[path] <= 0:
+                    del _pending_paths[path]
                 _jobs_cv.notify_all()
 
 
@@ -307,6 +321,7 @@ def _forget_writer_in_child() -> None:
     global _pending, _writer, _jobs_cv
     _jobs.clear()
     _pending = 0
+    _pending_paths.clear()
     _writer = None
     _jobs_cv = threading.Condition()
 
