@@ -85,3 +85,34 @@ def test_builtins_stay_plain_functions_under_jit_and_grad():
     close(ftrans.jit(lambda a, b: fjnp.add.outer(a, b))(X[0], X[1]), jjnp.add.outer(X[0], X[1]))
     close(ftrans.grad(lambda x: fjnp.multiply.reduce(x, axis=None))(X), jax.grad(lambda x: jjnp.multiply.reduce(x, axis=None))(X))
     close(fjnp.add(X, 1.0), X + 1.0)
+
+
+def test_isinstance_of_ufunc_matches_jax_for_every_name():
+    names = sorted(n for n in dir(jjnp) if isinstance(getattr(jjnp, n), jjnp.ufunc))
+    ours = sorted(n for n in dir(fjnp) if isinstance(getattr(fjnp, n), fjnp.ufunc))
+    assert ours == names
+    for n in names:
+        f, j = getattr(fjnp, n), getattr(jjnp, n)
+        assert (f.nin, f.nout, f.nargs, f.identity) == (j.nin, j.nout, j.nargs, j.identity), n
+
+
+def test_frompyfunc_is_read_only_and_equal_by_definition():
+    def f(a, b):
+        return a + 2 * b
+
+    u, v = fjnp.frompyfunc(f, 2, 1, identity=0), fjnp.frompyfunc(f, 2, 1, identity=0)
+    assert u == v and hash(u) == hash(v)
+    assert u != fjnp.frompyfunc(f, 2, 1, identity=1)
+    for attr in ("nin", "nout", "nargs", "identity", "_func"):
+        with pytest.raises(AttributeError):
+            setattr(u, attr, None)
+
+
+def test_negative_at_matches_numpy_with_repeated_indices():
+    x = np.arange(6, dtype=np.float32)
+    idx = np.array([0, 2, 2, 5, -1], np.int32)
+    want = x.copy()
+    np.negative.at(want, idx)
+    got = fjnp.negative.at(x, idx, inplace=False)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(jjnp.negative.at(x, idx, inplace=False)), want)

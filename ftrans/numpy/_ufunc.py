@@ -30,20 +30,51 @@ _AT_INPLACE = ("ufunc.at cannot modify arrays in-place, because arrays are immut
                "to get the updated array back")
 
 
-class ufunc:  # noqa: N801 - NumPy's name
+class _UfuncType(type):
+    """``isinstance(jnp.add, jnp.ufunc)`` is True, as in JAX, though the builtins stay plain functions."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return type.__instancecheck__(cls, obj) or type.__instancecheck__(cls, getattr(obj, "_ftrans_ufunc", None))
+
+
+class ufunc(metaclass=_UfuncType):  # noqa: N801 - NumPy's name
     """A universal function of ``nin`` inputs and ``nout`` outputs (``jnp.ufunc``)."""
 
     def __init__(self, func: Callable, /, nin: int, nout: int, *, name: str | None = None, nargs: int | None = None,
                  identity: Any = None, call: Callable | None = None, reduce: Callable | None = None,
                  accumulate: Callable | None = None, at: Callable | None = None, reduceat: Callable | None = None):
-        self.__doc__ = func.__doc__
-        self.__name__ = name or func.__name__
-        self._func = func
-        self.nin = operator.index(nin)
-        self.nout = operator.index(nout)
-        self.nargs = operator.index(nargs or nin)
-        self.identity = identity
-        self._call, self._reduce, self._accumulate, self._at, self._reduceat = call, reduce, accumulate, at, reduceat
+        put = object.__setattr__
+        put(self, "__doc__", func.__doc__)
+        put(self, "__name__", name or func.__name__)
+        put(self, "_func", func)
+        put(self, "nin", operator.index(nin))
+        put(self, "nout", operator.index(nout))
+        put(self, "nargs", operator.index(nargs or nin))
+        put(self, "identity", identity)
+        for k, v in (("_call", call), ("_reduce", reduce), ("_accumulate", accumulate), ("_at", at),
+                     ("_reduceat", reduceat)):
+            put(self, k, v)
+
+    # As in JAX, a ufunc's defining properties cannot be changed after it is made.
+    _READ_ONLY = frozenset({"nin", "nout", "nargs", "identity", "_func"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._READ_ONLY:
+            raise AttributeError(f"{self!r}: the attribute {name!r} is read-only")
+        object.__setattr__(self, name, value)
+
+    def _key(self) -> tuple:
+        return (self._func, self.nin, self.nout, self.nargs, self.identity, self._call, self._reduce,
+                self._accumulate, self._at, self._reduceat)
+
+    def __eq__(self, other: object) -> bool:
+        """Two ufuncs made from the same function with the same properties are equal (and hash alike)."""
+        if not isinstance(other, ufunc) or type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"<jnp.ufunc '{self.__name__}'>"
@@ -283,5 +314,8 @@ def _install() -> None:
         for attr in ("reduce", "accumulate", "outer", "at", "reduceat"):
             setattr(fn, attr, getattr(u, attr))
         fn.nin, fn.nout, fn.nargs, fn.identity = 2, 1, 2, u.identity
+        fn._ftrans_ufunc = u
     neg = jnp.negative
     neg.nin, neg.nout, neg.nargs, neg.identity = 1, 1, 1, None
+    neg._ftrans_ufunc = u = ufunc(neg, 1, 1, name="negative", call=neg)
+    neg.at = u.at
