@@ -366,6 +366,18 @@ def test_set_operations(name):
         ftrans.make_jaxpr(lambda a, b: getattr(fn, name)(a, b))(SA, SB)
 
 
+def test_intersect1d_return_indices_and_setxor1d_of_repeated_values():
+    check("intersect1d", SA, SB, staged=False, return_indices=True)
+    check("intersect1d", SA, SB, size=6, fill_value=-1, return_indices=True)
+    check("intersect1d", SA, SB, assume_unique=True, staged=False, return_indices=True)
+    # NumPy's definition with assume_unique: a value repeated inside one input is not in the result.
+    np.testing.assert_array_equal(np.asarray(fn.setxor1d(SA, SB, assume_unique=True)),
+                                  np.setxor1d(SA, SB, assume_unique=True))
+    inf = np.array([np.inf, np.inf, 1.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(fn.setxor1d(inf, np.array([np.inf], np.float32))),
+                                  np.setxor1d(inf, np.array([np.inf], np.float32)))
+
+
 @given(hnp.arrays(np.int32, 7, elements=st.integers(0, 6)), hnp.arrays(np.int32, 5, elements=st.integers(0, 6)))
 def test_set_operations_hypothesis(a, b):
     # Fixed shapes keep jax's compilation cache warm; the values vary.

@@ -289,8 +289,29 @@ def test_unique_needs_size_under_tracing():
     np.testing.assert_array_equal(np.asarray(ftrans.eval_jaxpr(closed.jaxpr, closed.consts, x)[0]), [1, 2, 3])
     check(lambda m, a: m.unique(a, size=2, fill_value=0), np.zeros((0,), np.float32), staged=False)
     check(lambda m, a: _unique_all(m, a), np.zeros((0, 2), np.float32), staged=False)
-    with pytest.raises(NotImplementedError, match="axis"):
-        fnp.unique(x, axis=0)
+
+
+@settings(max_examples=8)
+@given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, max_dims=3))
+def test_unique_along_an_axis(data, x):
+    x = np.nan_to_num(x % 3 if x.dtype.kind == "i" else np.round(np.clip(x, -2, 2)))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    check(lambda m, a: _unique_all(m, a, axis=axis), x, staged=False)
+    if x.size:
+        check(lambda m, a: _unique_all(m, a, axis=axis, size=4, fill_value=-1), x)
+
+
+def test_unique_groups_nans_as_numpy_does():
+    base = [-0.0, 0.0, 1.0, 1.0, np.nan, -np.nan]
+    for x in (np.array(base, np.float32),
+              np.array([complex(i, j) for i in base for j in base], np.complex64)):
+        want = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        got = fnp.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        for w, g in zip(want, got):
+            g = np.asarray(g)
+            assert w.shape == g.shape
+            np.testing.assert_allclose(g.real, w.real, equal_nan=True)
+            np.testing.assert_allclose(np.imag(g), np.imag(w), equal_nan=True)
 
 
 # ---------------------------------------------------------------- primitive

@@ -236,8 +236,11 @@ def _store_at(client: Any, devices: list, executable: Any, directory: Path, key:
     try:
         payload = compat.serialize(client, executable)
     except Exception as e:  # some backends cannot serialize; the in-memory cache still works
-        log.warning("ftrans compilation cache: cannot serialize the executable (%s: %s); not cached",
-                    type(e).__name__, e)
+        # Some programs never serialize (XLA's CPU sort with a custom comparator, for one): say so once per
+        # reason, not at every such compile.
+        _warn_once(directory, f"serialize {type(e).__name__}: {e}"[:300],
+                   "ftrans compilation cache: cannot serialize the executable (%s: %s); not cached (said once "
+                   "per reason)", type(e).__name__, e)
         _count("errors")
         return
     data = encode(key, bytes(payload))

@@ -923,8 +923,9 @@ def _compact(name: str, cand: Any, mask: Any, size: int | None, fill_value: Any,
         srt = jnp.concatenate([srt, jnp.zeros(size - n, d)])
     srt = srt[:size]
     count = jnp.sum(mask)
-    fill = (srt[0] if default_fill is None else jnp.asarray(default_fill, d)) if fill_value is None \
-        else jnp.asarray(fill_value, d)
+    # The default fill is the smallest value picked (zero when nothing is), as in JAX.
+    fill = (jnp.where(count > 0, srt[0], jnp.zeros((), d)) if default_fill is None else jnp.asarray(default_fill, d)) \
+        if fill_value is None else jnp.asarray(fill_value, d)
     return jnp.where(jnp.less(jnp.arange(size), count), srt, fill)
 
 
@@ -948,32 +949,132 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
     """``jnp.setdiff1d``: sorted unique values of ``ar1`` not in ``ar2`` (``size=`` for traced inputs)."""
     a = jnp.ravel(_arr("setdiff1d", ar1))
     b = jnp.ravel(_arr("setdiff1d", ar2))
-    cand, first = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
+    if assume_unique:  # NumPy's definition: the entries of ``ar1`` not in ``ar2``, in their order
+        (out,) = _pick("setdiff1d", isin(a, b, invert=True), size, 0 if fill_value is None else fill_value,
+                       (a, None))
+        return out
+    cand, first = _sorted_distinct(a)
     mask = jnp.logical_and(first, isin(cand, b, invert=True))
     return _compact("setdiff1d", cand, mask, size, fill_value, 0)
 
 
 def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
                 size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.intersect1d``: sorted unique values in both inputs (``size=`` for traced inputs)."""
+    """``jnp.intersect1d``: sorted unique values in both inputs (``size=`` for traced inputs).
+
+    With ``return_indices`` also the index of each value's first occurrence in
+    each (flattened) input; entries past the intersection's end, when ``size``
+    pads it, hold each input's length, as in JAX.
+    """
+    if assume_unique:
+        return _intersect1d_assumed_unique(ar1, ar2, return_indices, size, fill_value)
     if return_indices:
-        raise NotImplementedError("intersect1d: return_indices is not supported")
+        return _intersect1d_indices(ar1, ar2, size, fill_value)
     a, b = _set_operands("intersect1d", ar1, ar2)
-    cand, first = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
+    cand, first = _sorted_distinct(a)
     mask = jnp.logical_and(first, isin(cand, b))
     return _compact("intersect1d", cand, mask, size, fill_value, None)
 
 
+def _intersect1d_assumed_unique(ar1: Any, ar2: Any, return_indices: bool, size: int | None, fill_value: Any) -> Any:
+    """NumPy's definition under ``assume_unique``: equal neighbours in the sorted concatenation (so a value
+    repeated inside one input counts too)."""
+    a, b = _set_operands("intersect1d", ar1, ar2)
+    n1, n2 = shape_of(a)[0], shape_of(b)[0]
+    di = dtypes.default_int()
+    aux, perm = lax.sort((jnp.concatenate([a, b]), lax.iota(di, n1 + n2)), num_keys=1, is_stable=True)
+    if n1 + n2 < 2:
+        mask = jnp.zeros(0, np.bool_)
+        aux, lo, hi = aux[:0], perm[:0], perm[:0]
+    else:
+        mask = jnp.equal(aux[1:], aux[:-1])
+        aux, lo, hi = aux[:-1], perm[:-1], perm[1:] - n1
+    if not return_indices:
+        return _compact("intersect1d", aux, mask, size, fill_value, None)
+    return _pick("intersect1d", mask, size, fill_value, (aux, None), (lo, n1), (hi, n2))
+
+
+def _pick(name: str, mask: Any, size: int | None, fill_value: Any, *cols: tuple) -> tuple:
+    """The entries of each column where ``mask`` holds, in order; padded to ``size`` when given.
+
+    ``cols`` are ``(array, pad)`` pairs: the first is the values (padded with
+    ``fill_value``, default its first picked entry), the others indices padded
+    with their ``pad``.
+    """
+    if size is None:
+        count = int(np.asarray(concrete_or_error(jnp.sum(mask), f"{name} needs a static `size` for traced "
+                                                                 "inputs; the number of results")))
+        (pos,) = jnp.nonzero(mask, size=count)
+        return tuple(c[pos] for c, _ in cols)
+    size = _index(name, size, "size")
+    (pos,) = jnp.nonzero(mask, size=size, fill_value=0)
+    valid = jnp.less(jnp.arange(size), jnp.sum(mask))
+    (vals, _), *rest = cols
+    d = dtype_weak(vals)[0]
+    if shape_of(vals)[0] == 0:
+        return (jnp.full((size,), 0 if fill_value is None else fill_value, d),
+                *(jnp.full((size,), pad, dtypes.default_int()) for _, pad in rest))
+    picked = vals[pos]
+    fill = jnp.where(valid[0], picked[0], jnp.zeros((), d)) if fill_value is None else jnp.asarray(fill_value, d)
+    return (jnp.where(valid, picked, fill),
+            *(jnp.where(valid, c[pos], pad).astype(dtypes.default_int()) for c, pad in rest))
+
+
+def _intersect1d_indices(ar1: Any, ar2: Any, size: int | None, fill_value: Any) -> Any:
+    a, b = _set_operands("intersect1d", ar1, ar2)
+    n1, n2 = shape_of(a)[0], shape_of(b)[0]
+    di = dtypes.default_int()
+    cand, perm = lax.sort((a, lax.iota(di, n1)), num_keys=1, is_stable=True)
+    if n1 == 0 or n2 == 0:
+        k = 0 if size is None else _index("intersect1d", size, "size")
+        vals = jnp.full((k,), 0 if fill_value is None else fill_value, dtype_weak(a)[0])
+        return vals, jnp.full((k,), n1, di), jnp.full((k,), n2, di)
+    first = jnp.concatenate([jnp.ones(1, np.bool_), jnp.not_equal(cand[1:], cand[:-1])])
+    eq = jnp.equal(jnp.expand_dims(cand, -1), b)
+    mask = jnp.logical_and(first, jnp.any(eq, axis=-1))
+    in_b = jnp.argmax(eq, axis=-1).astype(di)  # the first match in ``b``
+    return _pick("intersect1d", mask, size, fill_value, (cand, None), (perm, n1), (in_b, n2))
+
+
 def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
              fill_value: Any = None) -> Any:
-    """``jnp.setxor1d``: sorted unique values in exactly one input (``size=`` for traced inputs)."""
+    """``jnp.setxor1d``: sorted values that occur once in the concatenation of the (unique'd) inputs.
+
+    NumPy's definition: with ``assume_unique`` the inputs are taken as they
+    are, so a value repeated inside one input is not in the result.
+    """
     a, b = _set_operands("setxor1d", ar1, ar2)
-    ca, fa = (a, jnp.ones(shape_of(a), np.bool_)) if assume_unique else _sorted_distinct(a)
-    cb, fb = (b, jnp.ones(shape_of(b), np.bool_)) if assume_unique else _sorted_distinct(b)
-    cand = jnp.concatenate([ca, cb])
-    mask = jnp.concatenate([jnp.logical_and(fa, isin(ca, b, invert=True)),
-                            jnp.logical_and(fb, isin(cb, a, invert=True))])
-    return _compact("setxor1d", cand, mask, size, fill_value, None)
+    if not assume_unique:
+        sa, fa = _sorted_distinct(a)
+        sb, fb = _sorted_distinct(b)
+        big = _largest(dtype_weak(sa)[0])
+        # Repeats become the dtype's largest value, marked so they never count (see ``keep`` below).
+        a = jnp.where(fa, sa, big)
+        b = jnp.where(fb, sb, big)
+        real = jnp.concatenate([fa, fb])
+    else:
+        real = jnp.ones(shape_of(a)[0] + shape_of(b)[0], np.bool_)
+    # Sorted by value, real entries before padded repeats of the same value, so equal real values sit together.
+    aux, fake = lax.sort((jnp.concatenate([a, b]), jnp.logical_not(real)), num_keys=2, is_stable=True)
+    real = jnp.logical_not(fake)
+    n = shape_of(aux)[0]
+    if n == 0:
+        return _compact("setxor1d", aux, jnp.zeros(0, np.bool_), size, fill_value, None)
+    diff = jnp.not_equal(aux[1:], aux[:-1])
+    before = jnp.concatenate([jnp.ones(1, np.bool_), diff])
+    after = jnp.concatenate([diff, jnp.ones(1, np.bool_)])
+    if not assume_unique:
+        # Only real neighbours count: a padded repeat equal to a real value must not hide it.
+        same_prev = jnp.logical_and(jnp.logical_not(before), jnp.concatenate([jnp.zeros(1, np.bool_), real[:-1]]))
+        same_next = jnp.logical_and(jnp.logical_not(after), jnp.concatenate([real[1:], jnp.zeros(1, np.bool_)]))
+        keep = jnp.logical_and(real, jnp.logical_not(jnp.logical_or(same_prev, same_next)))
+    else:
+        keep = jnp.logical_and(before, after)
+    return _compact("setxor1d", aux, keep, size, fill_value, None)
+
+
+def _largest(d: np.dtype) -> Any:
+    return np.inf if d.kind in "fc" else (True if d == np.bool_ else np.iinfo(d).max)
 
 
 class UniqueCountsResult(tuple):

@@ -180,7 +180,9 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
     if isinstance(newshape, Tracer):
         newshape = maybe_concrete(newshape)
     if isinstance(newshape, Tracer) or not isinstance(newshape, (Sequence, np.ndarray, Array)):
-        newshape = (newshape,)
+        # Any sized iterable is a shape (JAX reads it with ``tuple``); anything else is one dimension.
+        newshape = tuple(newshape) if hasattr(newshape, "__len__") and hasattr(newshape, "__getitem__") \
+            and not isinstance(newshape, Tracer) else (newshape,)
     dims = [concrete_or_error(d, f"{name}: the new shape") for d in newshape]
     try:
         new = tuple(operator.index(d) for d in dims)

@@ -235,9 +235,9 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     ``size`` entries, padded with ``fill_value`` (default: the smallest unique
     value), and works under tracing.
     """
-    if axis is not None:
-        raise NotImplementedError("unique: axis is not supported; use axis=None (flattened)")
     x = _operand("unique", ar)
+    if axis is not None:
+        return _unique_along(x, axis, return_index, return_inverse, return_counts, equal_nan, size, fill_value)
     in_shape = tuple(shape_of(x))
     if size is None:
         x = maybe_concrete(x)  # as in JAX, a concrete autodiff value is read as a constant (zero derivative)
@@ -251,7 +251,11 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     if n == 0:
         return _unique_empty(flat, size, fill_value, return_index, return_inverse, return_counts, in_shape)
     iota = _iota((n,), 0)
-    srt, perm = So.sort_p.bind(flat, iota, dimension=0, is_stable=True, num_keys=1)
+    if equal_nan and dtypes.is_inexact(dtype_weak(flat)[0]):
+        keys = _nan_last_keys(flat)
+        *_, srt, perm = So.sort_p.bind(*keys, flat, iota, dimension=0, is_stable=True, num_keys=len(keys))
+    else:
+        srt, perm = So.sort_p.bind(flat, iota, dimension=0, is_stable=True, num_keys=1)
     starts = _run_starts(srt, equal_nan)
     starts_i = S.convert_element_type_p.bind(starts, new_dtype=dtypes.default_int(), weak_type=False)
     one = Array._new(np.asarray(1, dtypes.default_int()), False)
@@ -274,6 +278,82 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
         outs.append(S.reshape_p.bind(inv, new_sizes=in_shape, dimensions=None) if in_shape != (n,) else inv)
     if return_counts:
         outs.append(_counts(u_pos, n_unique, n, size, valid))
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _nan_last_keys(x: Any) -> list:
+    """Sort keys that order ``x`` as NumPy's sort does: NaNs (of either part) last, together.
+
+    Complex NaNs come as NumPy orders them, ``R + nan j`` before ``nan + R j``
+    before ``nan + nan j``, so the NaN kept by ``unique`` is NumPy's.
+    """
+    def isnan(v: Any) -> Any:
+        return E.ne_p.bind(v, v)
+
+    if dtype_weak(x)[0].kind != "c":
+        return [isnan(x), x]
+    re, im = E.real_p.bind(x), E.imag_p.bind(x)
+    return [isnan(x), isnan(re), re, isnan(im), im]
+
+
+def _unique_along(x: Any, axis: Any, return_index: bool, return_inverse: bool, return_counts: bool,
+                  equal_nan: bool, size: int | None, fill_value: Any) -> Any:
+    """``unique`` of the slices of ``x`` along ``axis``, compared whole, in lexicographic order."""
+    import ftrans.numpy as jnp
+    from ftrans import lax
+
+    ndim = len(shape_of(x))
+    axis = canonicalize_axis("unique", concrete_or_error(axis, "unique: axis"), ndim)
+    rows = jnp.moveaxis(x, axis, 0)
+    rest = tuple(shape_of(rows))[1:]
+    n = shape_of(rows)[0]
+    if size is None:
+        rows = maybe_concrete(rows)
+        concrete_or_error(rows, "unique: the input (when size= is not given, the output shape depends on its values)")
+    else:
+        size = int(concrete_or_error(size, "unique: size"))
+        if size < 0:
+            raise FtransValueError(f"unique: size must be non-negative, got {size}")
+    di = dtypes.default_int()
+    flat = jnp.reshape(rows, (n, math.prod(rest)))
+    m = shape_of(flat)[1]
+    if n == 0 or m == 0:
+        k = min(n, 1) if size is None else size
+        vals = jnp.zeros((k, *rest), dtype_weak(x)[0]) if fill_value is None else \
+            jnp.full((k, *rest), fill_value, dtype_weak(x)[0])
+        outs = [jnp.moveaxis(vals, 0, axis) if ndim else vals]
+        if return_index:
+            outs.append(jnp.zeros((k,), di))
+        if return_inverse:
+            outs.append(jnp.zeros((n,), di))
+        if return_counts:
+            outs.append(jnp.full((k,), n, di) if k else jnp.zeros((0,), di))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    cols = [flat[:, j] for j in range(m)]
+    *srt_cols, perm = lax.sort((*cols, lax.iota(di, n)), num_keys=m, is_stable=True)
+    srt = jnp.stack(srt_cols, axis=1)
+    same = jnp.equal(srt[1:], srt[:-1])
+    if equal_nan and dtypes.is_inexact(dtype_weak(x)[0]):
+        same = jnp.logical_or(same, jnp.logical_and(jnp.isnan(srt[1:]), jnp.isnan(srt[:-1])))
+    starts = jnp.concatenate([jnp.ones(1, np.bool_), jnp.logical_not(jnp.all(same, axis=1))])
+    run_id = (jnp.cumsum(starts.astype(di)) - 1).astype(di)
+    n_unique = run_id[-1] + 1
+    if size is None:
+        size = int(np.asarray(concrete_or_error(n_unique, "unique: the number of unique values")))
+    (pos,) = jnp.nonzero(starts, size=size, fill_value=0)
+    valid = jnp.less(jnp.arange(size), n_unique)
+    vals = srt[pos]
+    fill = vals[0] if fill_value is None else jnp.asarray(fill_value, dtype_weak(x)[0])
+    vals = jnp.where(valid[:, None], vals, fill)
+    outs = [jnp.moveaxis(jnp.reshape(vals, (size, *rest)), 0, axis)]
+    if return_index:
+        outs.append(jnp.where(valid, perm[pos], perm[0]).astype(di))
+    if return_inverse:
+        outs.append(jnp.zeros((n,), di).at[perm].set(run_id))
+    if return_counts:
+        nxt = jnp.concatenate([pos[1:], jnp.full((1,), n, di)]).astype(di)
+        nxt = jnp.where(jnp.less(jnp.arange(size) + 1, n_unique), nxt, n)
+        outs.append(jnp.where(valid, nxt - pos, 0).astype(di))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
