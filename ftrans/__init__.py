@@ -168,6 +168,6 @@ from ftrans import (  # noqa: E402
     stages,
     typing,
 )
-from ftrans import flatten_util  # noqa: E402
 
 __all__ += ["flatten_util"]
+from ftrans import flatten_util  # noqa: E402
