@@ -225,3 +225,12 @@ def test_errors_name_the_problem():
         jet(jnp.sort, (x,), ([x],))
     with pytest.raises(NotImplementedError, match="'while'"):
         jet(lambda a: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.0), (0, a))[1], (x,), ([x],))
+
+
+def test_jit_inside_jet_stays_one_compiled_call():
+    x = np.linspace(0.0, 1.0, 3).astype(np.float32)
+    f = ftrans.jit(lambda y: y * jnp.sin(y))
+    jaxpr = ftrans.make_jaxpr(lambda x: jet(f, (x,), ([x, x],)))(x)
+    calls = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "jit_call"]
+    assert len(calls) == 1 and len(calls[0].outvars) == 3  # the primal and two terms
+    _check(jet(f, (x,), ([x, x],)), jjet_mod.jet(jax.jit(lambda y: y * jjnp.sin(y)), (x,), ([x, x],)))

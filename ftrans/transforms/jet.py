@@ -55,7 +55,7 @@ from ftrans.core.prims import indexing as I
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as SO
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main
+from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -160,10 +160,41 @@ class JetTrace(Trace):
         return JetTracer(self, primal_out, _fit(primal_out, terms_out))
 
     def _call(self, prim: C.CallPrimitive, tracers: list, params: dict) -> list:
-        """A call-like primitive: its body, evaluated on the jet tracers (the Taylor series of the call)."""
+        """A call-like primitive: the Taylor series of its body.
+
+        A ``jit_call`` stays one compiled call: its body's jet (primals and non-zero series in,
+        primals and non-zero series out) is staged once and called.  The other calls (``remat``,
+        the custom-derivative calls, whose custom rule does not change the function's Taylor
+        series) are evaluated through their bodies on the jet tracers.
+        """
         body = prim.body(params)
+        if prim is not C.jit_call_p:
+            with prim.body_env(params):
+                return eval_jaxpr(body.jaxpr, list(body.consts), *tracers)
+        order = self.main.payload
+        primals = [t.primal for t in tracers]
+        has = [t.terms is not zero_series for t in tracers]
+        flat_in = primals + [term for t in tracers if t.terms is not zero_series for term in t.terms]
+        n = len(primals)
+        out_has_box: list = []
+
+        def body_jet(*flat: Any) -> list:
+            rest = iter(flat[n:])
+            series = [[next(rest) for _ in range(order)] if h else zero_series for h in has]
+            outs, out_series = jet_flat(lambda *xs: eval_jaxpr(body.jaxpr, list(body.consts), *xs),
+                                        flat[:n], series, order)
+            out_has_box.append([s is not zero_series for s in out_series])
+            return list(outs) + [t for s in out_series if s is not zero_series for t in s]
+
         with prim.body_env(params):
-            return eval_jaxpr(body.jaxpr, list(body.consts), *tracers)
+            new, _ = stage(body_jet, [aval_of(x) for x in flat_in])
+        new, consts = C.hoist_consts(new)
+        ops = [*consts, *flat_in]
+        outs = prim.bind(*ops, **prim.with_body(params, new, "jet", len(ops)))
+        n_out = len(body.out_avals)
+        rest = iter(outs[n_out:])
+        out_series = [[next(rest) for _ in range(order)] if h else zero_series for h in out_has_box[0]]
+        return [JetTracer(self, p, s) for p, s in zip(outs[:n_out], out_series)]
 
 
 def _zeros_like(x: Any) -> Any:
@@ -180,6 +211,7 @@ def _fit(primal: Any, terms: Any) -> Any:
 
 
 def _unpack(main: Any, x: Any) -> tuple[Any, Any]:
+    """(primal, series) of an output: values not traced at ``main`` have zero series."""
     if isinstance(x, JetTracer) and x._trace.main is main:
         return x.primal, x.terms
     return x, zero_series
@@ -263,8 +295,8 @@ def jet(fun: Callable, primals: Sequence[Any], series: Sequence[Sequence[Any]],
     ss = [[_operand(f"term {j} for argument {i}", t) for j, t in enumerate(terms)]
           for i, terms in enumerate(series)]
     if factorial_scaled:
-        ss = [[building.div(_inexact(t), float(math.factorial(k + 1))) for k, t in enumerate(terms)]
-              for terms in ss]
+        ss = [[_scale(t, building.div, math.factorial(k + 1))
+               for k, t in enumerate(terms)] for terms in ss]
     out_tree_box: list = []
 
     def flat_fun(*xs: Any) -> list:
@@ -275,7 +307,7 @@ def jet(fun: Callable, primals: Sequence[Any], series: Sequence[Sequence[Any]],
     outs, out_series = jet_flat(flat_fun, ps, ss, order)
     out_series = [[_zeros_like(p)] * order if s is zero_series else s for p, s in zip(outs, out_series)]
     if factorial_scaled:
-        out_series = [[building.mul(_inexact(t), float(math.factorial(k + 1))) for k, t in enumerate(terms)]
+        out_series = [[_scale(t, building.mul, math.factorial(k + 1)) for k, t in enumerate(terms)]
                       for terms in out_series]
     tree = out_tree_box[0]
     return tree_util.tree_unflatten(tree, outs), tree_util.tree_unflatten(tree, out_series)
@@ -284,6 +316,12 @@ def jet(fun: Callable, primals: Sequence[Any], series: Sequence[Sequence[Any]],
 def jet2(fun: Callable, primals: Sequence[Any], series: Sequence[Sequence[Any]], **kw: Any) -> tuple[Any, Any]:
     """``jet`` on plain Taylor coefficients (``factorial_scaled=False``)."""
     return jet(fun, primals, series, factorial_scaled=False, **kw)
+
+
+def _scale(t: Any, op: Callable, factor: int) -> Any:
+    """``op(t, factor)`` (divide or multiply a term by ``k!``) on a float term; nothing for ``1!``."""
+    t = _inexact(t)
+    return t if factor == 1 else op(t, float(factor))
 
 
 def _inexact(t: Any) -> Any:
