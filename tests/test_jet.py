@@ -234,3 +234,13 @@ def test_jit_inside_jet_stays_one_compiled_call():
     calls = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "jit_call"]
     assert len(calls) == 1 and len(calls[0].outvars) == 3  # the primal and two terms
     _check(jet(f, (x,), ([x, x],)), jjet_mod.jet(jax.jit(lambda y: y * jjnp.sin(y)), (x,), ([x, x],)))
+
+
+def test_window_sum_and_psum_under_vmap():
+    x = np.linspace(0.1, 1.0, 8).astype(np.float32).reshape(2, 4)
+    f = lambda lx, np_: lambda a: lx.reduce_window(np_.sin(a), 0.0, lx.add, (1, 2), (1, 1), "VALID")  # noqa: E731
+    _check(jet(f(lax, jnp), (x,), ([x, x],)), jjet_mod.jet(f(jax.lax, jjnp), (x,), ([x, x],)))
+    # JAX's jet has no psum rule; the first term is the JVP
+    got = ftrans.vmap(lambda v: jet(lambda a: lax.psum(a * a, "i"), (v,), ([v],))[1][0], axis_name="i")(x)
+    want = jax.vmap(lambda v: jax.jvp(lambda a: jax.lax.psum(a * a, "i"), (v,), (v,))[1], axis_name="i")(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)

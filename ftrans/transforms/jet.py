@@ -48,13 +48,16 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import calls as C
+from ftrans.core.prims import collectives as CO
 from ftrans.core.prims import convolution as CV
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import fft as F
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims import reductions as R
+from ftrans.core.prims import sharding as SH
 from ftrans.core.prims import sorting as SO
 from ftrans.core.prims import structural as S
+from ftrans.core.prims import windowed as W
 from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -410,13 +413,14 @@ def _scatter_like(prim: Primitive) -> None:
 for _p in (E.le_p, E.lt_p, E.gt_p, E.ge_p, E.eq_p, E.ne_p, E.not_p, E.and_p, E.or_p, E.xor_p, E.floor_p,
            E.ceil_p, E.round_p, E.sign_p, E.stop_gradient_p, E.is_finite_p, E.shift_left_p,
            E.shift_right_arithmetic_p, E.shift_right_logical_p, E.population_count_p, S.bitcast_convert_type_p,
-           R.argmax_p, R.argmin_p, E.nextafter_p):
+           R.argmax_p, R.argmin_p, E.nextafter_p, R.reduce_and_p, R.reduce_or_p, R.reduce_xor_p):
     defzero(_p)
 
 for _p in (E.neg_p, E.real_p, E.imag_p, E.conj_p, E.complex_p, E.add_p, E.sub_p, E.copy_p,
            S.convert_element_type_p, S.broadcast_in_dim_p, S.concatenate_p, S.pad_p, S.reshape_p, S.squeeze_p,
            S.expand_dims_p, S.rev_p, S.transpose_p, S.slice_p, R.reduce_sum_p, SO.cumsum_p, F.fft_p,
-           C.optimization_barrier_p):
+           C.optimization_barrier_p, C.name_p, W.reduce_window_sum_p, SH.sharding_constraint_p, CO.psum_p,
+           CO.all_gather_p, E.reduce_precision_p):
     deflinear(_p)
 
 _deflinear_in_first(S.dynamic_slice_p, 1)
