@@ -168,3 +168,6 @@ from ftrans import (  # noqa: E402
     stages,
     typing,
 )
+
+__all__ += ["flatten_util"]
+from ftrans import flatten_util  # noqa: E402

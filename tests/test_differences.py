@@ -669,3 +669,35 @@ def test_default_matmul_precision_change_drops_every_trace():
         f(x)
         counts[lib.__name__] = n[0]
     assert counts == {"jax": 2, "ftrans": 3}
+
+
+# ---------------------------------------------------------------- experimental.jet
+def test_jet_has_rules_jax_lacks():
+    from jax.experimental.jet import jet as jjet
+
+    from ftrans.experimental.jet import jet as fjet
+
+    x, terms = np.float32(0.3), [np.float32(1.0), np.float32(0.5)]
+    for jf, ff in ((jnp.tan, fnp.tan), (lambda v: jax.checkpoint(jnp.sin)(v), lambda v: ftrans.checkpoint(fnp.sin)(v))):
+        with pytest.raises(KeyError):
+            jjet(jf, (x,), (terms,))
+        y, (t1, t2) = fjet(ff, (x,), (terms,))
+        assert np.isfinite([float(y), float(t1), float(t2)]).all()
+    with pytest.raises(KeyError):
+        jjet(lambda v: jnp.sort(v), (X,), ([X],))
+    with pytest.raises(NotImplementedError, match="'sort'"):
+        fjet(lambda v: fnp.sort(v), (X,), ([X],))
+
+
+def test_jet_min_and_clamp_take_a_scalar_operand():
+    from jax.experimental.jet import jet as jjet
+
+    from ftrans.experimental.jet import jet as fjet
+
+    x = np.full(3, 0.5, np.float32)
+    with pytest.raises(TypeError):
+        jjet(lambda v: jlax.clamp(0.0, v, 1.0), (x,), ([x],))
+    y, (t,) = fjet(lambda v: flax.clamp(0.0, v, 1.0), (x,), ([x],))
+    np.testing.assert_array_equal(np.asarray(t), x)
+    y, (t,) = fjet(lambda v: flax.min(v, 1.0), (x,), ([x],))
+    np.testing.assert_array_equal(np.asarray(t), x)
