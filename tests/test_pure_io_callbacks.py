@@ -359,3 +359,43 @@ def test_callback_exception_is_logged_with_traceback(caplog):
         ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)
     rec = [r for r in caplog.records if r.name == "ftrans.callback" and r.levelno == logging.ERROR]
     assert rec and "pure_callback failed" in rec[0].getMessage() and rec[0].exc_info is not None
+
+
+@pytest.mark.parametrize("where", ["jit", "eager"])
+@pytest.mark.parametrize("api", ["pure", "io"])
+def test_callback_exception_is_its_own_type_and_a_runtime_error_as_in_jax(where, api):
+    """JAX raises a RuntimeError for a failing callback; ftrans's exception is both that and the callback's own."""
+    def fail(x):
+        raise KeyError("Ooops")
+
+    def wrong_arity():
+        return np.float32(0)
+
+    def call(fn, *args):
+        spec = ftrans.ShapeDtypeStruct((), np.float32)
+        if api == "pure":
+            return ftrans.pure_callback(fn, spec, *args)
+        return io_callback(fn, spec, *args)
+
+    run = (lambda g, *a: ftrans.jit(g)(*a)) if where == "jit" else (lambda g, *a: g(*a))
+    for exc in (KeyError, RuntimeError):
+        with pytest.raises(exc, match="Ooops"):
+            run(lambda x: call(fail, x), 1.0)
+    with pytest.raises(RuntimeError):  # the callback called with an argument it does not take (JAX: RuntimeError)
+        run(lambda x: call(wrong_arity, x), 1.0)
+    # jax: the same program raises a RuntimeError
+    with pytest.raises(RuntimeError):
+        jax.jit(lambda x: jax.pure_callback(fail, jax.ShapeDtypeStruct((), np.float32), x))(1.0).block_until_ready()
+
+
+def test_pjit_is_jit_under_its_old_name():
+    from jax.experimental.pjit import pjit as jax_pjit
+
+    from ftrans.experimental.pjit import pjit
+
+    x = np.arange(6.0, dtype=np.float32)
+    f = pjit(lambda a: a * 2 + 1)
+    g = pjit(static_argnums=1)(lambda a, k: a * k)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(jax_pjit(lambda a: a * 2 + 1)(x)))
+    np.testing.assert_array_equal(np.asarray(g(x, 3)), x * 3)
+    assert isinstance(f, type(ftrans.jit(lambda a: a)))

@@ -7,3 +7,6 @@ __all__ = ["io_callback", "compilation_cache"]
 from ftrans.experimental import jet, ode  # noqa: E402
 
 __all__ += ["jet", "ode"]
+from ftrans.experimental import pjit  # noqa: E402
+
+__all__ += ["pjit"]

@@ -49,6 +49,41 @@ _errors_lock = threading.Lock()
 _last_error: list[BaseException] = []
 
 
+_both: dict[type, type | None] = {}
+
+
+def also_runtime_error(e: Exception) -> Exception:
+    """``e`` as an instance of a subclass of both its own class and ``RuntimeError``.
+
+    JAX reports a failing callback as a ``RuntimeError`` (its runtime error);
+    ftrans raises the callback's own exception. This way ``except ValueError``
+    written for the callback and ``except RuntimeError`` written for JAX both
+    catch it. Classes that cannot be combined (a layout conflict, a final
+    class) are raised as they are.
+    """
+    cls = type(e)
+    if isinstance(e, RuntimeError):
+        return e
+    if cls not in _both:
+        try:
+            _both[cls] = type(cls.__name__, (cls, RuntimeError), {
+                "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                "__doc__": f"{cls.__qualname__} raised by a host callback (also a RuntimeError, as in JAX)"})
+        except TypeError:
+            _both[cls] = None
+    both = _both[cls]
+    if both is None:
+        return e
+    try:
+        new = both.__new__(both, *e.args)
+        new.__dict__.update(getattr(e, "__dict__", {}))
+        new.args = e.args
+    except Exception:  # an exception class with an unusual constructor
+        return e
+    new.__context__ = e.__context__
+    return new
+
+
 def take_callback_error() -> BaseException | None:
     """The exception the last failing host callback raised (and forget it), or None."""
     with _errors_lock:
@@ -102,11 +137,12 @@ class HostCallback:
         args, kwargs = self._args(flat)
         try:
             out = self.fn(*args, **kwargs)
-        except Exception:
+        except Exception as e:
             # As JAX: the traceback is logged where it happened (inside a compiled program the runtime
-            # would otherwise keep only its text); the exception itself is raised again by the caller.
+            # would otherwise keep only its text); the exception itself is raised again by the caller,
+            # as its own type and, as JAX's runtime error is, a RuntimeError.
             logger.exception("%s failed: the callback %r raised", self.api_name(), self)
-            raise
+            raise also_runtime_error(e).with_traceback(e.__traceback__) from e.__cause__
         if not result_avals and self.kind == "debug":
             return []
         leaves = tree_util.tree_leaves(out)
