@@ -4,3 +4,7 @@ from ftrans._callback import io_callback
 from ftrans.experimental import compilation_cache
 
 __all__ = ["io_callback", "compilation_cache"]
+
+from ftrans.experimental import checkify  # noqa: E402
+
+__all__ += ["checkify"]
