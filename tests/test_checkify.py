@@ -409,3 +409,15 @@ def test_checkify_of_vmap_of_while_with_a_check_is_refused_as_in_jax():
     np.testing.assert_array_equal(np.asarray(out), [5, 5, 5, 5, 5])
     assert _msg(err) == "\n".join(f"at mapped index {i}: x {3 if i < 4 else 4} too big (`check` failed)"
                                    for i in range(5))
+
+
+def test_static_out_of_range_index_is_an_index_check_under_checkify():
+    x = np.ones((2, 3), np.float32)
+    for wrap in WRAPS:
+        _assert_same(lambda J, np_, lax_, c: lambda x: np_.asarray(x)[5], ck_jax.index_checks, (x,), wrap=wrap)
+        _assert_same(lambda J, np_, lax_, c: lambda x: np_.asarray(x)[-5], ck_jax.automatic_checks, (x,),
+                     wrap=wrap)
+        _assert_same(lambda J, np_, lax_, c: lambda x: np_.asarray(x)[1, 9], ck_jax.all_checks, (x,), wrap=wrap)
+    # Without index_checks ftrans still refuses it while tracing (docs/differences.md).
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 2"):
+        ck.checkify(lambda x: x[5])(jnp.ones((2, 3)))
