@@ -339,7 +339,12 @@ def _stage_body(body: Any, enabled: frozenset, keys: tuple, metadata: dict, spli
     staged, _ = stage(fn, in_avals)
     hoisted, consts = hoist_consts(staged)
     keys_out, meta = box[0]
-    return _Staged(hoisted, consts, keys, keys_out, meta)
+    out = _Staged(hoisted, consts, keys, keys_out, meta)
+    # Whether the body checks nothing: its error outputs are its error inputs, untouched.
+    hj = hoisted.jaxpr
+    err_in = hj.invars[len(consts) + split:len(consts) + split + n_err]
+    out.passthrough = keys_out == keys and all(o is i for o, i in zip(hj.outvars[:n_err], err_in))
+    return out
 
 
 def _stage_bodies(bodies: list, enabled: frozenset, err: Error, splits: list) -> tuple[list[_Staged], tuple]:
@@ -354,7 +359,7 @@ def _stage_bodies(bodies: list, enabled: frozenset, err: Error, splits: list) ->
 
 
 def _no_checks(staged: list[_Staged], err: Error) -> bool:
-    return all(st.keys_out == st.keys_in and st.metadata.keys() == err._metadata.keys() for st in staged)
+    return all(st.passthrough for st in staged)
 
 
 def _merge_metadata(err: Error, staged: list[_Staged]) -> dict:
@@ -365,7 +370,8 @@ def _merge_metadata(err: Error, staged: list[_Staged]) -> dict:
 
 
 def _call_rule(prim: Primitive, key: str = "jaxpr") -> Callable:
-    """``jit_call``/``remat``-like: one body, operands in order; the error goes in and out first."""
+    """``jit_call``/``remat``-like (and the two halves of a linearized ``while``): one body, operands in
+    order; the error goes in and out first."""
 
     def rule(err: Error, enabled: frozenset, where: str, *vals: Any, **params: Any) -> tuple[Error, list]:
         (st,), keys = _stage_bodies([params[key]], enabled, err, [0])
@@ -376,6 +382,8 @@ def _call_rule(prim: Primitive, key: str = "jaxpr") -> Callable:
         n_err = len(_leaf_avals(keys))
         if "donated_invars" in new:
             new["donated_invars"] = (False,) * (len(st.consts) + n_err) + tuple(new["donated_invars"])
+        if "bwd" in new:  # while_lin's transpose is built for its own body: a changed body has none
+            new["bwd"] = None
         outs = _bind(prim, (*st.consts, *_leaves(err, keys), *vals), new)
         out_err = _from_leaves(st.keys_out, outs[:n_err], _merge_metadata(err, [st]))
         return out_err, outs[n_err:]
@@ -383,7 +391,7 @@ def _call_rule(prim: Primitive, key: str = "jaxpr") -> Callable:
     return rule
 
 
-for _name in ("jit_call", "remat"):
+for _name in ("jit_call", "remat", "checkpointed_while", "while_lin"):
     checkify_rules[registry[_name]] = _call_rule(registry[_name])
 
 
