@@ -444,3 +444,33 @@ def test_checkify_of_grad_of_while_loop_checks_the_forward_loop():
         fe, fg = ck.checkify(ftrans.grad(make(ftrans, jnp, lax, ck, "while")))(x)
         assert _msg(fe) == _jax_msg(je)
         np.testing.assert_allclose(np.asarray(fg), np.asarray(jg), rtol=1e-6)
+
+
+def test_shard_map_bodies_are_checked():
+    """Each device checks its blocks. JAX keeps the per-device errors (``at mapped index i:``); ftrans reports
+    the first failing device's, as for ``pmap``: the same message as JAX's first line."""
+    if len(jax.devices()) < 4:
+        pytest.skip("needs four devices")
+
+    def run(J, np_, lax_, c, sharding, x):
+        mesh = sharding.Mesh(np.array(J.devices()[:4]), ("dev",))
+
+        def body(x):
+            c.check(np_.all(x > 0), "block {} not positive", x)
+            return x / x
+
+        f = J.shard_map(body, mesh=mesh, in_specs=sharding.PartitionSpec("dev"),
+                        out_specs=sharding.PartitionSpec("dev"))
+        return c.checkify(f, errors=c.all_checks)(np_.asarray(x))
+
+    import jax.sharding as jsh
+
+    import ftrans.sharding as fsh
+
+    for x in ([1.0, 2, 3, 4, 5, 6, 7, 8], [1.0, 2, 3, 4, 5, 6, -7, 0], [1.0, 0, 3, 4, 0, 6, 7, 8]):
+        x = np.array(x, np.float32)
+        je, jo = run(jax, jnp_jax, lax_jax, ck_jax, jsh, x)
+        fe, fo = run(ftrans, jnp, lax, ck, fsh, x)
+        first = None if je.get() is None else _jax_msg(je).split("\n")[0].split(": ", 1)[1]
+        assert _msg(fe) == first
+        np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))

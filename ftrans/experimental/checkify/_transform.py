@@ -13,9 +13,13 @@ error:
   (``index_checks``), reporting the first bad index, its axis and the axis size;
 * ``check`` (a user's ``check``/``check_error``) is discharged: its error merged in;
 * the higher-order primitives (``jit_call``, ``remat``, ``cond``, ``while``, ``scan``,
-  ``custom_jvp_call``, ``custom_vjp_call``) run checkify on their bodies, which then take
-  the error leaves as extra inputs and return them as extra outputs: a loop carries the
-  error (a boolean, a code and the payload per error key) in its carry.
+  ``checkpointed_while``/``while_lin``, ``pmap``, ``shard_map``, ``custom_jvp_call``,
+  ``custom_vjp_call``) run checkify on their bodies, which then take the error leaves as
+  extra inputs and return them as extra outputs: a loop carries the error (a boolean, a
+  code and the payload per error key) in its carry; ``pmap``/``shard_map`` return one error
+  per device, reduced to the first failing device. The other higher-order primitives
+  (``custom_vmap_call``, ``custom_linear_solve``, ``reduce``, ``reduce_window``) are bound
+  unchanged, their bodies unchecked (the last three get the NaN check on their results).
 
 A body's error keys are found by staging it once with the incoming keys; when it adds keys
 it is staged again with all of them, so a loop's carry has the same structure in and out,
@@ -417,6 +421,31 @@ def _pmap_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxpr: An
 
 
 checkify_rules[registry["pmap"]] = _pmap_rule
+
+
+def _shard_map_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxpr: Any, in_names: tuple,
+                    out_names: tuple, **params: Any) -> tuple[Error, list]:
+    """Each device checks its own blocks; the per-device errors come back stacked over the devices and are
+    reduced to the first failing device."""
+    from ftrans.core.prims.shard_map import _body_env
+
+    with _body_env(params):
+        (st,), keys = _stage_bodies([jaxpr], enabled, err, [0])
+    prim = registry["shard_map"]
+    if _no_checks([st], err):
+        return err, _bind(prim, vals, dict(params, jaxpr=jaxpr, in_names=in_names, out_names=out_names))
+    n_err = len(_leaf_avals(keys))
+    leaves = _leaves(err, keys)
+    lead = [*st.consts, *leaves]
+    unsplit = tuple(tuple(() for _ in range(np.ndim(x))) for x in lead)
+    outs = _bind(prim, (*lead, *vals),
+                 dict(params, jaxpr=st.jaxpr, in_names=unsplit + tuple(in_names),
+                      out_names=(None,) * n_err + tuple(out_names)))
+    per_device = _from_leaves(keys, outs[:n_err], _merge_metadata(err, [st]))
+    return reduce_any_error(per_device), outs[n_err:]
+
+
+checkify_rules[registry["shard_map"]] = _shard_map_rule
 
 
 def _cond_rule(err: Error, enabled: frozenset, where: str, index: Any, *ops: Any,
