@@ -474,3 +474,23 @@ def test_shard_map_bodies_are_checked():
         first = None if je.get() is None else _jax_msg(je).split("\n")[0].split(": ", 1)[1]
         assert _msg(fe) == first
         np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+
+
+def test_checkify_of_jit_compiles_its_checked_body_once():
+    """As JAX caches the checkified body of a jitted function, repeated calls reuse one compiled program."""
+    from ftrans.lowering import executable as X
+
+    @ftrans.jit
+    def f(x):
+        ck.check(jnp.all(x > 0), "neg")
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x))[1]
+
+    g = ck.checkify(f, errors=ck.all_checks)
+    g(jnp.ones(5))
+    before = X.stats["compiles"] + X.stats["disk_hits"]
+    for _ in range(3):
+        err, _ = g(jnp.ones(5))
+        assert err.get() is None
+    err, _ = g(-jnp.ones(5))
+    assert _msg(err) == "neg (`check` failed)"
+    assert X.stats["compiles"] + X.stats["disk_hits"] == before

@@ -35,6 +35,7 @@ its batching rule to the first failing element.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +48,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, registry
 from ftrans.core.prims.control_flow import join_consts
-from ftrans.core.trace import source_info_as, stage
+from ftrans.core.trace import Tracer, source_info_as, stage
 from ftrans.experimental.checkify._check import check_p, reduce_any_error
 from ftrans.experimental.checkify._errors import (
     DivisionByZeroError,
@@ -323,17 +324,32 @@ class _Staged:
     def __init__(self, jaxpr: ClosedJaxpr, consts: list, keys_in: tuple, keys_out: tuple, metadata: dict):
         self.jaxpr, self.consts = jaxpr, consts
         self.keys_in, self.keys_out, self.metadata = keys_in, keys_out, metadata
+        self.passthrough = False
+        self.loops: dict = {}  # the cond _Staged -> the combined while body made with it
 
 
-def _stage_body(body: Any, enabled: frozenset, keys: tuple, metadata: dict, split: int) -> _Staged:
+# body (Jaxpr or ClosedJaxpr) -> {(enabled, keys, split): _Staged}: a body checkified once is reused, so
+# checkify of a jitted function stages (and compiles) its checked body once, not on every call.
+_body_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _stage_body(body: Any, enabled: frozenset, keys: tuple, split: int) -> _Staged:
+    """``body`` checkified with an incoming error of ``keys`` (its leaves after the first ``split`` inputs).
+    The metadata recorded is only what the body adds."""
     closed = body if isinstance(body, ClosedJaxpr) else ClosedJaxpr(body, [])
+    cacheable = not any(isinstance(c, Tracer) for c in closed.consts)
+    ck = (enabled, keys, split)
+    if cacheable:
+        hit = _body_cache.get(body, {}).get(ck)
+        if hit is not None:
+            return hit
     j = closed.jaxpr
     n_err = len(_leaf_avals(keys))
     box: list = []
 
     def fn(*vals: Any) -> list:
         before, errs, after = vals[:split], vals[split:split + n_err], vals[split + n_err:]
-        err = _from_leaves(keys, list(errs), metadata)
+        err = _from_leaves(keys, list(errs), {})
         err, outs = checkify_jaxpr(j, closed.consts, enabled, err, *before, *after)
         keys_out = tuple(sorted(set(err._pred) | set(keys)))
         box.append((keys_out, err._metadata))
@@ -348,6 +364,8 @@ def _stage_body(body: Any, enabled: frozenset, keys: tuple, metadata: dict, spli
     hj = hoisted.jaxpr
     err_in = hj.invars[len(consts) + split:len(consts) + split + n_err]
     out.passthrough = keys_out == keys and all(o is i for o, i in zip(hj.outvars[:n_err], err_in))
+    if cacheable and not any(isinstance(c, Tracer) for c in consts):
+        _body_cache.setdefault(body, {})[ck] = out
     return out
 
 
@@ -355,7 +373,7 @@ def _stage_bodies(bodies: list, enabled: frozenset, err: Error, splits: list) ->
     """Stage every body with one set of error keys that none of them adds to (a fixpoint)."""
     keys = err._keys()
     while True:
-        staged = [_stage_body(b, enabled, keys, err._metadata, s) for b, s in zip(bodies, splits)]
+        staged = [_stage_body(b, enabled, keys, s) for b, s in zip(bodies, splits)]
         union = set(keys).union(*(st.keys_out for st in staged))
         if union == set(keys):
             return staged, keys
@@ -496,15 +514,17 @@ def _while_rule(err: Error, enabled: frozenset, where: str, *vals: Any, cond_jax
     b_lead = [*bst.consts, *bconsts]
     nc, nb = len(c_lead), len(b_lead)
     err_leaves = eval_jaxpr(c, [], *c_lead, *_leaves(err, keys), *init)[:n_err]
-    cond_new = ClosedJaxpr(Jaxpr([], c.invars, c.eqns, c.outvars[n_err:]), [])
 
     def body_fn(*args: Any) -> list:
         bl, cl, carry = args[:nb], args[nb:nb + nc], args[nb + nc:]
         outs = eval_jaxpr(b, [], *bl, *carry)
         return list(eval_jaxpr(c, [], *cl, *outs)[:n_err]) + list(outs[n_err:])
 
-    body_closed, _ = stage(body_fn, list(b.in_avals[:nb]) + list(c.in_avals[:nc]) + list(b.in_avals[nb:]))
-    body_new, body_consts = hoist_consts(body_closed)
+    if cst not in bst.loops:  # (made once per pair of checked bodies, so a cached loop is the same program)
+        body_closed, _ = stage(body_fn, list(b.in_avals[:nb]) + list(c.in_avals[:nc]) + list(b.in_avals[nb:]))
+        cond_new = ClosedJaxpr(Jaxpr([], c.invars, c.eqns, c.outvars[n_err:]), [])
+        bst.loops[cst] = (cond_new, *hoist_consts(body_closed))
+    cond_new, body_new, body_consts = bst.loops[cst]
     outs = _bind(registry["while"], (*c_lead, *body_consts, *b_lead, *c_lead, *err_leaves, *init),
                  dict(params, cond_jaxpr=cond_new, body_jaxpr=body_new, cond_nconsts=nc,
                       body_nconsts=len(body_consts) + nb + nc))
