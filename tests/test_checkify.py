@@ -494,3 +494,14 @@ def test_checkify_of_jit_compiles_its_checked_body_once():
     err, _ = g(-jnp.ones(5))
     assert _msg(err) == "neg (`check` failed)"
     assert X.stats["compiles"] + X.stats["disk_hits"] == before
+
+
+def test_check_takes_its_host_rule_even_for_accelerator_operands(monkeypatch):
+    """On an accelerator the eager path would lower the one primitive, which refuses ``check``: it always runs
+    its host rule (raising the failed check's error), like the host callbacks."""
+    from ftrans.experimental.checkify._check import check_p
+    from ftrans.lowering import device_eager
+
+    monkeypatch.setattr(device_eager, "on_accelerator", lambda args: "a fake accelerator")
+    monkeypatch.setattr(device_eager, "apply", lambda *a: pytest.fail("check was sent to the device"))
+    assert device_eager.dispatch(check_p, [np.bool_(True), np.int32(1)], {}) is NotImplemented
