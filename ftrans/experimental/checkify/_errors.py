@@ -77,7 +77,7 @@ class FailedCheckError(JaxException):
 
 
 class NaNError(JaxException):
-    """A primitive produced a NaN from operands that had none (``nan_checks``)."""
+    """A NaN in the float result of a primitive that can make one (``nan_checks``)."""
 
     def __init__(self, where: str = "", prim: str = "", payload: tuple = ()):
         super().__init__(where, payload)

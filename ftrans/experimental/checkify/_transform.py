@@ -136,7 +136,8 @@ def _check_nans(err: Error, enabled: frozenset, where: str, name: str, outs: lis
     return assert_func(err, found, NaNError(where, name))
 
 
-# The primitives whose float results can be a NaN made from operands that had none (JAX's list).
+# The primitives whose float results can hold a NaN that their operands did not (JAX's list); the check looks
+# at the results only, as JAX's does.
 NAN_PRIMITIVES = tuple(registry[n] for n in (
     "acos", "acosh", "add", "asin", "asinh", "atan2", "atan", "atanh", "bessel_i0e", "bessel_i1e", "cbrt",
     "conv_general_dilated", "cos", "cosh", "cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "digamma",
