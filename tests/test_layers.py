@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.stages", "top"),
     ("ftrans.typing", "top"),
     ("ftrans.flatten_util", "libraries"),
+    ("ftrans.experimental.checkify", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

@@ -352,6 +352,12 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
                                                 "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
     s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),
                                              "result_avals": (ShapedArray((2,), i32),), "ordered": True})]
+    # checkify's check: the operands are an Error's leaves (no error set here, so the impl returns nothing).
+    from ftrans.experimental import checkify
+
+    chk = ftrans.make_jaxpr(lambda x: checkify.check(x.sum() > 0, "{}", x))(np.ones(3, f32)).eqns[-1]
+    s["check"] = [((np.array(False), np.array(7, i32), arr((3,), f32)), dict(chk.params)),
+                  ((np.array(True), np.array(7, i32), arr((3,), f32)), dict(chk.params, debug=True))]
     return s
 
 

@@ -10,3 +10,7 @@ __all__ += ["jet", "ode"]
 from ftrans.experimental import pjit  # noqa: E402
 
 __all__ += ["pjit"]
+
+from ftrans.experimental import checkify  # noqa: E402
+
+__all__ += ["checkify"]

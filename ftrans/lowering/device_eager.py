@@ -48,8 +48,9 @@ def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
     return apply(prim, args, params, dev)
 
 
-# Primitives that run Python on the host (the callbacks): eagerly they always take the host rule.
-_HOST_ONLY = frozenset({"debug_callback", "pure_callback", "io_callback"})
+# Primitives that run Python on the host (the callbacks, and checkify's check, which raises a failed check's
+# error): eagerly they always take the host rule.
+_HOST_ONLY = frozenset({"debug_callback", "pure_callback", "io_callback", "check"})
 
 
 def on_accelerator(args: Any) -> Any:

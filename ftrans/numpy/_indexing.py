@@ -22,7 +22,9 @@ when updating (jax's default FILL_OR_DROP scatter).
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -304,6 +306,33 @@ def _axes_of(entries: list[_Entry]) -> list[int]:
     for e in entries:
         out.append(ax)
         ax += _consumed(e)
+    return out
+
+
+_deferred = threading.local()
+
+
+@contextlib.contextmanager
+def static_index_errors_reported_later():
+    """Inside: a static integer index out of range is not refused while tracing but indexed as a traced one
+    (clamped), so a run-time index check sees it (``checkify`` with ``index_checks`` reports it in its error
+    value, as JAX does)."""
+    prev = getattr(_deferred, "on", False)
+    _deferred.on = True
+    try:
+        yield
+    finally:
+        _deferred.on = prev
+
+
+def _static_ints_traced(entries: list[_Entry], shape: tuple[int, ...], normalize: bool) -> list[_Entry]:
+    """``entries`` with each out-of-range static integer made an index array (a run-time index)."""
+    out = []
+    for e, ax in zip(entries, _axes_of(entries)):
+        if e.kind == "int" and shape[ax] and not 0 <= (e.value + shape[ax] if normalize and e.value < 0
+                                                       else e.value) < shape[ax]:
+            e = _Entry("array", np.asarray(e.value, dtypes.canonicalize(np.int32)))
+        out.append(e)
     return out
 
 
@@ -603,7 +632,10 @@ def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = Non
     entries = _parse(idx, shape)
     parsed = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
     if parsed is GatherScatterMode.PROMISE_IN_BOUNDS:
-        _check_static_ints(entries, shape, normalize)
+        if getattr(_deferred, "on", False):
+            entries = _static_ints_traced(entries, shape, normalize)
+        else:
+            _check_static_ints(entries, shape, normalize)
     if parsed is not GatherScatterMode.FILL_OR_DROP:
         kinds = {e.kind for e in entries}
         if kinds <= {"none", "slice", "int"}:

@@ -52,6 +52,7 @@ from ftrans.core.prims.control_flow import (
     while_p,
 )
 from ftrans.core.trace import aval_of, stage
+from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import (
     AxisFrame,
     bdim_at_front,
@@ -149,6 +150,18 @@ def _refuse_io_effects(jaxprs: Any, what: str) -> None:
                     "or use debug.callback")
 
 
+def _refuse_checks(jaxprs: Any) -> None:
+    """A ``checkify.check`` in a ``while`` whose predicate is batched would keep checking the elements that
+    have finished (their carries stay, the body still runs on them), so it is refused as in JAX."""
+    for j in jaxprs:
+        for sub in all_jaxprs(j):
+            if any(e.primitive.name == "check" for e in sub.eqns):
+                raise FtransValueError(
+                    "checkify does not support a check in a while_loop with a batched predicate "
+                    "(checkify-of-vmap-of-while): elements that have finished would still be checked. Move the "
+                    "vmap outside the checkify (vmap of checkify of while_loop) if you can")
+
+
 @register_batching(cond_p)
 def _cond_batch(vals: list, dims: list, *, frame: AxisFrame, branches: tuple) -> tuple[list, list]:
     index, ops = vals[0], list(vals[1:])
@@ -226,6 +239,7 @@ def _while_batch(vals: list, dims: list, *, frame: AxisFrame, cond_jaxpr: Closed
 
     # A batched predicate: loop while any element continues; finished elements keep their carries.
     _refuse_io_effects([cond_jaxpr, body_jaxpr], "while")  # finished elements would still do the I/O
+    _refuse_checks([cnd, body])  # finished elements would still be checked
     n_cc = len(cnd_consts) + nc
     n_bc = len(body_consts) + nb
     cnd_in = cnd.in_avals  # [cnd_consts, cc, carry]
