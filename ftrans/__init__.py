@@ -168,3 +168,4 @@ from ftrans import (  # noqa: E402
     stages,
     typing,
 )
+from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)

@@ -352,6 +352,15 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
                                                 "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
     s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),
                                              "result_avals": (ShapedArray((2,), i32),), "ordered": True})]
+    # ffi_call: jaxlib's LAPACK QR target, with the params ftrans.ffi.ffi_call binds.
+    import ftrans.ffi
+
+    qr_in = arr((4, 3), f32)
+    qr = lambda x: ftrans.ffi.ffi_call(  # noqa: E731
+        "lapack_sgeqrf_ffi", (ftrans.ShapeDtypeStruct((4, 3), f32), ftrans.ShapeDtypeStruct((3,), f32)),
+        input_layouts=[(1, 0)], output_layouts=[(1, 0), None], input_output_aliases={0: 0})(x)
+    (qr_eqn,) = ftrans.make_jaxpr(qr)(qr_in).eqns
+    s["ffi_call"] = [((qr_in,), dict(qr_eqn.params))]
     return s
 
 
