@@ -168,4 +168,5 @@ from ftrans import (  # noqa: E402
     stages,
     typing,
 )
+from ftrans import export as export  # noqa: E402,I001  (jax.export)
 from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)

@@ -825,3 +825,10 @@ def ffi_include_dir() -> str:
     base = jaxlib.__file__
     root = os.path.dirname(os.path.abspath(base)) if base is not None else list(jaxlib.__path__)[0]
     return os.path.join(root, "include")
+
+
+def pytree_node_registered(nodetype: type) -> bool:
+    """Whether ``nodetype`` was registered as a pytree node with ``tree_util.register_pytree_node``."""
+    from jax._src import tree_util as _tu
+
+    return nodetype in _tu._registry

@@ -7,6 +7,7 @@ from ftrans.core.prims import (  # noqa: F401
     control_flow,
     convolution,
     elementwise,
+    exported,
     ffi,
     fft,
     indexing,

@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     collectives,
     control_flow,
     convolution,
+    exported,
     ffi,
     indexing,
     linalg,

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     control_flow,
     convolution,
     elementwise,
+    exported,
     ffi,
     indexing,
     linalg,
