@@ -361,6 +361,12 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         input_layouts=[(1, 0)], output_layouts=[(1, 0), None], input_output_aliases={0: 0})(x)
     (qr_eqn,) = ftrans.make_jaxpr(qr)(qr_in).eqns
     s["ffi_call"] = [((qr_in,), dict(qr_eqn.params))]
+    # call_exported: a function exported with ftrans.export.
+    import ftrans.export
+
+    exp_in = arr((2, 3), f32)
+    exported = ftrans.export.export(ftrans.jit(lambda x: (ftrans.numpy.sin(x), x.sum(0))))(exp_in)
+    s["call_exported"] = [((exp_in,), {"exported": exported})]
     return s
 
 

@@ -29,11 +29,13 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.platform import tracing_for_platform
 from ftrans.core.prims.exported import call_exported_p
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.export._shape_poly import is_symbolic_dim, shape_polymorphism_unsupported
 from ftrans.lowering import compat
+from ftrans.transforms.ad import float0
 
 __all__ = ["DisabledSafetyCheck", "Exported", "export", "call_exported", "default_export_platform",
            "minimum_supported_calling_convention_version", "maximum_supported_calling_convention_version"]
@@ -328,21 +330,26 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise NotImplementedError(
                 "export: the function is partitioned over several devices (in_shardings/out_shardings or "
                 "arguments sharded over a mesh); ftrans exports single-device programs only")
-        traced = jitted.trace(*args, **kw)
-        closed = traced.jaxpr
-        return _exported_of(closed, jitted.__name__, traced._in_tree, traced.out_tree, plats, disabled)
+        # Traced once per platform (``lax.platform_dependent`` takes that platform's branch).
+        texts, closed, traced = [], None, None
+        for p in plats:
+            with tracing_for_platform(p):
+                traced = jitted.trace(*args, **kw)
+            closed = traced.jaxpr
+            texts.append(_module_text(closed, jitted.__name__, p))
+        if any(t != texts[0] for t in texts[1:]):
+            raise NotImplementedError(
+                f"export: the function lowers differently for the platforms {plats} (a platform_dependent "
+                "branch or a platform-specific custom call, such as a factorization's); ftrans writes "
+                "single-platform modules only (no platform-index argument), so export it once per platform")
+        return _exported_of(closed, texts[0], jitted.__name__, traced._in_tree, traced.out_tree, plats, disabled)
 
     return do_export
 
 
-def _exported_of(closed: Any, name: str, in_tree: Any, out_tree: Any, platforms: tuple,
+def _exported_of(closed: Any, text: str, name: str, in_tree: Any, out_tree: Any, platforms: tuple,
                  disabled: tuple) -> Exported:
-    texts = [_module_text(closed, name, p) for p in platforms]
-    if any(t != texts[0] for t in texts[1:]):
-        raise NotImplementedError(
-            f"export: the function lowers differently for the platforms {platforms} (a platform-specific "
-            "custom call, such as a factorization); ftrans writes single-platform modules only, so export it "
-            "once per platform")
+    texts = [text]
     _check_module(texts[0], disabled)
     in_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.in_avals)
     out_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.out_avals)
@@ -368,7 +375,7 @@ def _export_vjp(primal: Exported, closed: Any, name: str, disabled: tuple) -> Ex
     def fun_vjp(*args: Any) -> list:
         primals, cts = args[:n_in], args[n_in:]
         _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
-        fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, dtypes.float0)
+        fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
                  for ct, a in zip(cts, out_avals)]
         in_cts = pullback(fixed)
         return [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_) for ct, a in zip(in_cts, in_avals)]
@@ -415,7 +422,7 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
             fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
                      for ct, a in zip(cts, exported.out_avals)]
             in_cts = call_exported(exp_vjp)(*res, *fixed)
-            return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, dtypes.float0)
+            return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
                          for ct, a in zip(in_cts, exported.in_avals))
 
         f_flat.defvjp(fwd, bwd)
