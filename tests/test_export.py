@@ -257,3 +257,19 @@ def test_shape_polymorphism_is_refused_clearly():
     assert export.symbolic_shape("4, ...", like=(4, 5, 6)) == (4, 5, 6)
     assert export.minimum_supported_calling_convention_version == \
         jax.export.minimum_supported_calling_convention_version
+
+
+def test_platform_names_and_multi_device_programs():
+    x = np.arange(4, dtype=np.float32)
+    e = export.export(jnp.sin, platforms=("tpu", "cpu", "cuda", "other"))(x)
+    j = jax.export.export(jjnp.sin, platforms=("tpu", "cpu", "cuda", "other"))(x)
+    assert e.platforms == j.platforms
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.sin(x), rtol=1e-6)
+    mesh = ftrans.make_mesh((2,), ("i",))
+
+    @ftrans.jit
+    def f(x):
+        return lax.with_sharding_constraint(x, ftrans.NamedSharding(mesh, ftrans.P("i")))
+
+    with pytest.raises(NotImplementedError, match="single-device programs"):
+        export.export(f)(x)
