@@ -303,6 +303,14 @@ def _module_text(closed: Any, name: str, platform: str) -> str:
     return m.text()
 
 
+_LOCATION = re.compile(r" loc\(.*\)$", re.M)
+
+
+def _without_locations(text: str) -> str:
+    """The module without its ops' locations (a trace remembered from another call names other lines)."""
+    return _LOCATION.sub("", str(text))
+
+
 def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
            disabled_checks: Sequence[DisabledSafetyCheck] = (), _override_lowering_rules: Any = None,
            **kwargs: Any) -> Callable[..., Exported]:
@@ -340,7 +348,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
                     "export: the function constrains shardings over a mesh of several devices "
                     "(with_sharding_constraint, shard_map); ftrans exports single-device programs only")
             texts.append(_module_text(closed, jitted.__name__, p))
-        if any(t != texts[0] for t in texts[1:]):
+        if any(_without_locations(t) != _without_locations(texts[0]) for t in texts[1:]):
             raise NotImplementedError(
                 f"export: the function lowers differently for the platforms {plats} (a platform_dependent "
                 "branch or a platform-specific custom call, such as a factorization's); ftrans writes "
