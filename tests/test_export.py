@@ -273,3 +273,35 @@ def test_platform_names_and_multi_device_programs():
 
     with pytest.raises(NotImplementedError, match="single-device programs"):
         export.export(f)(x)
+
+
+def test_deserialized_nodes_see_their_leaves_shapes():
+    """A registered node whose unflatten checks its children's shapes is rebuilt on the abstract values."""
+
+    @jax.tree_util.register_pytree_node_class
+    class Described:
+        def __init__(self, array, names):
+            assert len(array.shape) == 1 and len(names) == array.shape[0]
+            self.array, self.names = array, names
+
+        def tree_flatten(self):
+            return (self.array,), self.names
+
+        @classmethod
+        def tree_unflatten(cls, names, children):
+            return cls(children[0], names)
+
+    export.register_pytree_node_serialization(Described, serialized_name="tests.test_export.Described",
+                                              serialize_auxdata=lambda a: "/".join(a).encode(),
+                                              deserialize_auxdata=lambda b: tuple(b.decode().split("/")))
+
+    def d(n):
+        return Described(np.arange(n, dtype=np.float32), tuple(str(i) for i in range(n)))
+
+    x1 = collections.OrderedDict([("foo", d(2)), ("baz", d(3))])
+    x2 = ([d(4), d(5)], {"b": d(6), "a": d(7)})
+    e = export.export(ftrans.jit(lambda x1, x2: (x1, x2, x1)))(x1, x2)
+    e2 = export.deserialize(e.serialize())
+    assert e2.in_tree == e.in_tree and e2.out_tree == e.out_tree
+    res = e2.call(x1, x2)
+    assert jax.tree.structure(res) == jax.tree.structure((x1, x2, x1))

@@ -125,22 +125,21 @@ def _tree_to_json(t: Any) -> Any:
     return {"t": "custom", "n": name, "a": base64.b64encode(bytes(ser(aux))).decode("ascii"), "c": children}
 
 
-class _Leaf:
-    """A placeholder leaf while a structure is rebuilt."""
+def _tree_from_json(j: Any, leaves: Sequence[Any]) -> Any:
+    """The PyTreeDef written by ``_tree_to_json``, rebuilt as a pytree whose leaves are ``leaves`` (the abstract
+    values, so a node whose unflatten looks at its children's shapes sees the right ones), then flattened."""
+    it = iter(leaves)
+    tree = _example(j, it)
+    return tree_util.tree_structure(tree)
 
 
-def _tree_from_json(j: Any) -> Any:
-    """The PyTreeDef written by ``_tree_to_json``."""
-    return tree_util.tree_structure(_example(j), is_leaf=lambda x: isinstance(x, _Leaf))
-
-
-def _example(j: Any) -> Any:
-    """An object of the structure ``j`` with ``_Leaf`` leaves."""
+def _example(j: Any, leaves: Any) -> Any:
+    """An object of the structure ``j`` with the next ``leaves`` as its leaves."""
     if j == "*":
-        return _Leaf()
+        return next(leaves)
     if j is None:
         return None
-    kind, children = j["t"], [_example(c) for c in j["c"]]
+    kind, children = j["t"], [_example(c, leaves) for c in j["c"]]
     if kind == "tuple":
         return tuple(children)
     if kind == "list":
@@ -149,16 +148,17 @@ def _example(j: Any) -> Any:
         return dict(zip(j["k"], children))
     name = j["n"]
     if name not in _deserialization_registry:
-        raise FtransValueError(f"Cannot deserialize a PyTreeDef containing the type serialized as `{name}`: no type "
-                               "is registered under that name (register_pytree_node_serialization)")
+        raise FtransValueError(f"Cannot deserialize a PyTreeDef containing an unregistered type `{name}`. Use "
+                               "`export.register_pytree_node_serialization` or "
+                               "`export.register_namedtuple_serialization`.")
     nodetype, deser, from_children = _deserialization_registry[name]
     aux = deser(base64.b64decode(j["a"]))
     if from_children is not None:
         return from_children(aux, children)
-    leafdefs = [tree_util.tree_structure(c, is_leaf=lambda x: isinstance(x, _Leaf)) for c in children]
-    node = tree_util.PyTreeDef.from_node_data_and_children(tree_util.default_registry, (nodetype, aux), leafdefs)
-    flat = [leaf for c in children for leaf in tree_util.tree_leaves(c, is_leaf=lambda x: isinstance(x, _Leaf))]
-    return tree_util.tree_unflatten(node, flat)
+    # the unflatten function the type was registered with, on these children
+    node = tree_util.PyTreeDef.from_node_data_and_children(
+        tree_util.default_registry, (nodetype, aux), [tree_util.tree_structure(c) for c in children])
+    return tree_util.tree_unflatten(node, [leaf for c in children for leaf in tree_util.tree_leaves(c)])
 
 
 # ---------------------------------------------------------------- Exported
@@ -207,10 +207,10 @@ def _from_json(doc: dict) -> Any:
     get_vjp = None
     if vjp_doc is not None:
         get_vjp = lambda _exp: _from_json(vjp_doc)  # noqa: E731
-    return Exported(fun_name=doc["fun_name"], in_tree=_tree_from_json(doc["in_tree"]),
-                    in_avals=tuple(_aval_from_json(a) for a in doc["in_avals"]),
-                    out_tree=_tree_from_json(doc["out_tree"]),
-                    out_avals=tuple(_aval_from_json(a) for a in doc["out_avals"]),
+    in_avals = tuple(_aval_from_json(a) for a in doc["in_avals"])
+    out_avals = tuple(_aval_from_json(a) for a in doc["out_avals"])
+    return Exported(fun_name=doc["fun_name"], in_tree=_tree_from_json(doc["in_tree"], in_avals), in_avals=in_avals,
+                    out_tree=_tree_from_json(doc["out_tree"], out_avals), out_avals=out_avals,
                     platforms=tuple(doc["platforms"]), module_text=doc["module"],
                     disabled_safety_checks=tuple(DisabledSafetyCheck._parse(s) for s in doc["disabled_safety_checks"]),
                     calling_convention_version=doc["calling_convention_version"], nr_devices=doc["nr_devices"],
