@@ -422,8 +422,12 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
     def bind(*flat: Any) -> list:
         return list(call_exported_p.bind(*flat, exported=exported))
 
+    def call_flat(*flat: Any) -> tuple:
+        return tuple(bind(*flat))
+
+    call_flat.__name__ = f"call_exported({exported.fun_name})"
     if exported.has_vjp():
-        f_flat = custom_vjp(lambda *flat: tuple(bind(*flat)))
+        f_flat = custom_vjp(call_flat)
 
         def fwd(*flat: Any) -> tuple:  # through f_flat, so a higher-order derivative reaches the next VJP
             return f_flat(*flat), flat
@@ -438,8 +442,7 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
 
         f_flat.defvjp(fwd, bwd)
     else:
-        def f_flat(*flat: Any) -> tuple:
-            return tuple(bind(*flat))
+        f_flat = call_flat
 
     def f_imported(*args: Any, **kwargs: Any) -> Any:
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
