@@ -170,3 +170,5 @@ from ftrans import (  # noqa: E402
 )
 from ftrans import export as export  # noqa: E402,I001  (jax.export)
 from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)
+
+__all__ += ["export", "ffi"]  # noqa: E402
