@@ -305,3 +305,16 @@ def test_deserialized_nodes_see_their_leaves_shapes():
     assert e2.in_tree == e.in_tree and e2.out_tree == e.out_tree
     res = e2.call(x1, x2)
     assert jax.tree.structure(res) == jax.tree.structure((x1, x2, x1))
+
+
+def test_shardings_on_one_device_export_a_single_device_program():
+    mesh_1 = ftrans.make_mesh((1,), ("i",))
+    f = ftrans.jit(lambda x: jnp.sum(x ** 2, axis=0), in_shardings=ftrans.NamedSharding(mesh_1, ftrans.P("i")))
+    a = np.arange(80, dtype=np.float32).reshape(8, 10)
+    e = export.export(f)(a)
+    assert e.nr_devices == 1
+    np.testing.assert_allclose(np.asarray(e.call(a)), np.sum(a ** 2, axis=0))
+    mesh = ftrans.make_mesh((2,), ("i",))
+    g = ftrans.jit(lambda x: x * 2, in_shardings=ftrans.NamedSharding(mesh, ftrans.P("i")))
+    with pytest.raises(NotImplementedError, match="single-device programs"):
+        export.export(g)(a)

@@ -311,6 +311,22 @@ def _without_locations(text: str) -> str:
     return _LOCATION.sub("", str(text))
 
 
+def _on_one_device(jitted: Any) -> bool:
+    """Whether every sharding ``jit`` was given names one device (a single-device sharding, a mesh of one device):
+    the program is then a single-device one."""
+    from ftrans.core.sharding import NamedSharding, SingleDeviceSharding, as_sharding
+    from ftrans.transforms.sharded_jit import _is_sharding_leaf
+
+    given = (getattr(jitted, "_in_shardings", None), getattr(jitted, "_out_shardings", None))
+    for s in tree_util.tree_leaves(given, is_leaf=_is_sharding_leaf):
+        s = as_sharding(s)
+        if s is None or isinstance(s, SingleDeviceSharding):
+            continue
+        if not (isinstance(s, NamedSharding) and s.mesh.size == 1):
+            return False
+    return True
+
+
 def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
            disabled_checks: Sequence[DisabledSafetyCheck] = (), _override_lowering_rules: Any = None,
            **kwargs: Any) -> Callable[..., Exported]:
@@ -333,7 +349,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
-        if sharded_jit.needs_spmd(jitted, tree_util.tree_leaves((dargs, dkw))):
+        if sharded_jit.needs_spmd(jitted, tree_util.tree_leaves((dargs, dkw))) and not _on_one_device(jitted):
             raise NotImplementedError(
                 "export: the function is partitioned over several devices (in_shardings/out_shardings or "
                 "arguments sharded over a mesh); ftrans exports single-device programs only")
