@@ -224,10 +224,32 @@ def test_platform_dependent_takes_the_export_platform_branch():
     assert float(export.export(ftrans.jit(f), platforms=("cuda",), disabled_checks=off)(x).call(x)[0]) == 2.0
     assert float(export.export(ftrans.jit(f), platforms=("tpu",), disabled_checks=off)(x).call(x)[0]) == 3.0
     assert float(ftrans.jit(f)(x)[0]) == 1.0  # the cached trace of the default platform is not disturbed
-    with pytest.raises(NotImplementedError, match="once per platform"):
-        export.export(ftrans.jit(f), platforms=("cpu", "cuda"))(x)
-    e = export.export(jnp.sin, platforms=("cpu", "cuda"))(x)  # the same module on both
-    assert e.platforms == ("cpu", "cuda")
+    e = export.export(jnp.sin, platforms=("cpu", "cuda"))(x)  # the same module on both: no platform index
+    assert e.platforms == ("cpu", "cuda") and not e.uses_global_constants
+
+
+def test_multi_platform_module_takes_the_platform_index():
+    def f(J, L):
+        return lambda x: J.sin(x) + L.platform_dependent(tpu=lambda: 3.0, cuda=lambda: 4.0, default=lambda: 2.0)
+
+    x = np.arange(3, dtype=np.float32)
+    plats = ("tpu", "cpu", "cuda", "rocm")
+    e = export.deserialize(export.export(ftrans.jit(f(jnp, lax)), platforms=plats)(x).serialize(vjp_order=1))
+    j = jax.export.export(jax.jit(f(jjnp, jax.lax)), platforms=plats)(x)
+    assert e.platforms == j.platforms and e.uses_global_constants == j.uses_global_constants is True
+    text = e.mlir_module()
+    assert '%arg0: tensor<i32> {jax.global_constant = "_platform_index"}, %arg1: tensor<3xf32>' in text
+    from ftrans.lowering import compat
+
+    compat.parsed_module(text)  # a valid module
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.asarray(j.call(x)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(lambda x: e.call(x) * 2)(x)), 2 * np.asarray(j.call(x)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda x: e.call(x).sum())(x)), np.cos(x), rtol=1e-6)
+    # platform check off: the first platform's program runs (as in JAX)
+    off = export.export(ftrans.jit(f(jnp, lax)), platforms=("cuda", "tpu"),
+                        disabled_checks=[export.DisabledSafetyCheck.platform()])(x)
+    np.testing.assert_allclose(np.asarray(off.call(x)), np.sin(x) + 4.0, rtol=1e-6)
 
 
 def test_custom_calls_without_compatibility_guarantee_are_refused():

@@ -182,7 +182,7 @@ class Exported:
     def __init__(self, *, fun_name: str, in_tree: Any, in_avals: tuple, out_tree: Any, out_avals: tuple,
                  platforms: tuple, module_text: str, disabled_safety_checks: tuple = (),
                  calling_convention_version: int = _CALLING_CONVENTION, nr_devices: int = 1,
-                 get_vjp: Callable[[Exported], Exported] | None = None):
+                 get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -197,7 +197,8 @@ class Exported:
         self.disabled_safety_checks = tuple(disabled_safety_checks)
         self.calling_convention_version = calling_convention_version
         self.module_kept_var_idx = tuple(range(len(self.in_avals)))
-        self.uses_global_constants = False
+        # main takes the platform's index first (a module for several platforms whose programs differ)
+        self.uses_global_constants = bool(uses_global_constants)
         self._module_text = str(module_text)
         self._get_vjp = get_vjp
         self._vjp: Exported | None = None
@@ -354,45 +355,83 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
                 "export: the function is partitioned over several devices (in_shardings/out_shardings or "
                 "arguments sharded over a mesh); ftrans exports single-device programs only")
         # Traced once per platform (``lax.platform_dependent`` takes that platform's branch).
-        texts, closed, traced = [], None, None
+        texts, closeds, traced = [], {}, None
         for p in plats:
             with tracing_for_platform(p):
                 traced = jitted.trace(*args, **kw)
-            closed = traced.jaxpr
-            if sharded_jit.constraint_meshes(closed.jaxpr):
+            closeds[p] = traced.jaxpr
+            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
                 raise NotImplementedError(
                     "export: the function constrains shardings over a mesh of several devices "
                     "(with_sharding_constraint, shard_map); ftrans exports single-device programs only")
-            texts.append(_module_text(closed, jitted.__name__, p))
-        if any(_without_locations(t) != _without_locations(texts[0]) for t in texts[1:]):
-            raise NotImplementedError(
-                f"export: the function lowers differently for the platforms {plats} (a platform_dependent "
-                "branch or a platform-specific custom call, such as a factorization's); ftrans writes "
-                "single-platform modules only (no platform-index argument), so export it once per platform")
-        return _exported_of(closed, texts[0], jitted.__name__, traced._in_tree, traced.out_tree, plats, disabled)
+            texts.append(_module_text(traced.jaxpr, jitted.__name__, p))
+        for t in texts:
+            _check_module(t, disabled)
+        if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
+            text, indexed = texts[0], False
+        else:
+            text, indexed = _multi_platform_module(texts, plats, jitted.__name__, traced.jaxpr), True
+        return _exported_of(closeds, text, indexed, jitted.__name__, traced._in_tree, traced.out_tree, plats,
+                            disabled)
 
     return do_export
 
 
-def _exported_of(closed: Any, text: str, name: str, in_tree: Any, out_tree: Any, platforms: tuple,
-                 disabled: tuple) -> Exported:
-    texts = [text]
-    _check_module(texts[0], disabled)
+def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any) -> str:
+    """One module for several platforms whose programs differ (JAX's convention): ``main`` takes the platform's
+    index in ``platforms`` first (``jax.global_constant = "_platform_index"``), then the arguments, and runs
+    that platform's program (each distinct program once, as private functions) in a ``stablehlo.case``."""
+    from ftrans.lowering import mlir_text as mt
+    from ftrans.lowering.lower import _sanitize
+    from ftrans.lowering.rules.exported import module_functions
+
+    funcs: list[str] = []
+    main_of: dict[str, str] = {}  # a program (its text without locations) -> its function
+    mains = []
+    for p, t in zip(platforms, texts):
+        key = _without_locations(t)
+        if key not in main_of:
+            body, main_of[key] = module_functions(t, f"_{_sanitize(p)}_")
+            funcs.extend(body)
+        mains.append(main_of[key])
+    in_types = [mt.aval_type(a) for a in closed.in_avals]
+    out_types = [mt.aval_type(a) for a in closed.out_avals]
+    fn = mt.FuncEmitter()
+    fn.types["%arg0"] = "tensor<i32>"
+    args = [f"%arg{i + 1}" for i in range(len(in_types))]
+    fn.types.update(zip(args, in_types))
+    regions = [fn.region([], lambda f, _, s=s: f.emit("func.call", args, out_types, {"callee": f"@{s}"}))
+               for s in mains]
+    outs = fn.emit("stablehlo.case", ["%arg0"], out_types, regions=regions)
+    fn.emit("func.return", outs, [])
+    sig = ", ".join(['%arg0: tensor<i32> {jax.global_constant = "_platform_index"}'] +
+                    [f"{a}: {t}" for a, t in zip(args, in_types)])
+    main = f"  func.func public @main({sig}) -> ({', '.join(out_types)}) {{\n" + "\n".join(fn.lines) + "\n  }"
+    attrs = "jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32"
+    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([main, *funcs]) + "\n}\n"
+
+
+def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
+                 platforms: tuple, disabled: tuple) -> Exported:
+    closed = closeds[platforms[0]]
     in_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.in_avals)
     out_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.out_avals)
-    get_vjp = lambda exp: _export_vjp(exp, closed, name, disabled)  # noqa: E731
+    get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled)  # noqa: E731
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
-                    platforms=platforms, module_text=texts[0], disabled_safety_checks=disabled, get_vjp=get_vjp)
+                    platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
+                    uses_global_constants=indexed)
 
 
 def _differentiable(dtype: Any) -> bool:
     return dtypes.is_inexact(np.dtype(dtype))
 
 
-def _export_vjp(primal: Exported, closed: Any, name: str, disabled: tuple) -> Exported:
-    """The VJP of ``closed`` exported: ``(primals..., output cotangents...) -> input cotangents``; booleans
-    stand in for the ``float0`` cotangents of non-float values."""
+def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple) -> Exported:
+    """The VJP of the program exported: ``(primals..., output cotangents...) -> input cotangents``; booleans
+    stand in for the ``float0`` cotangents of non-float values. ``closeds`` has the program traced for each
+    platform; the VJP is traced for each from that platform's."""
     from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.platform import platform_override
     from ftrans.transforms.jit import jit
     from ftrans.transforms.reverse import vjp
 
@@ -401,6 +440,7 @@ def _export_vjp(primal: Exported, closed: Any, name: str, disabled: tuple) -> Ex
 
     def fun_vjp(*args: Any) -> list:
         primals, cts = args[:n_in], args[n_in:]
+        closed = closeds.get(platform_override.get()) or closeds[primal.platforms[0]]
         _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
         fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
                  for ct, a in zip(cts, out_avals)]

@@ -183,6 +183,7 @@ def _to_json(exp: Any, vjp_order: int) -> dict:
         "in_avals": [_aval_to_json(a) for a in exp.in_avals],
         "out_avals": [_aval_to_json(a) for a in exp.out_avals],
         "module": exp.mlir_module(),
+        "uses_global_constants": exp.uses_global_constants,
     }
     if vjp_order > 0:
         if not exp.has_vjp():
@@ -214,7 +215,7 @@ def _from_json(doc: dict) -> Any:
                     platforms=tuple(doc["platforms"]), module_text=doc["module"],
                     disabled_safety_checks=tuple(DisabledSafetyCheck._parse(s) for s in doc["disabled_safety_checks"]),
                     calling_convention_version=doc["calling_convention_version"], nr_devices=doc["nr_devices"],
-                    get_vjp=get_vjp)
+                    get_vjp=get_vjp, uses_global_constants=doc.get("uses_global_constants", False))
 
 
 def deserialize(blob: bytes | bytearray) -> Any:

@@ -3,9 +3,10 @@
 The exported module's functions are copied into the calling program once per program
 (every symbol renamed with a prefix of its own, so two exported functions, or an exported
 function and the caller, never clash; the exported ``main`` becomes private), and the
-equation is a ``func.call`` of the copied ``main``. The module must have been exported for
-the platform being lowered for, unless the platform check was disabled
-(``DisabledSafetyCheck.platform()``), as in JAX.
+equation is a ``func.call`` of the copied ``main`` (given first, for a module exported for
+several platforms whose programs differ, the index of the platform being lowered for). The
+module must have been exported for that platform, unless the platform check was disabled
+(``DisabledSafetyCheck.platform()``; the first platform's program runs then), as in JAX.
 """
 
 from __future__ import annotations
@@ -38,18 +39,19 @@ def module_functions(text: str, prefix: str) -> tuple[list[str], str]:
     return [body], f"{prefix}main"
 
 
-def _check_platform(exported: Any, platform: str) -> None:
+def _platform_index(exported: Any, platform: str) -> int:
+    """The index of ``platform`` among the exported platforms (0 when the platform check is disabled)."""
     if platform in exported.platforms:
-        return
+        return exported.platforms.index(platform)
     if any(getattr(c, "_kind", None) == "platform" for c in exported.disabled_safety_checks):
-        return
+        return 0
     raise FtransValueError(f"Function '{exported.fun_name}' was exported for platforms '{exported.platforms}' but "
                            f"it is used on '{(platform,)}'.")
 
 
 @register_lowering(call_exported_p)
 def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> list[str]:
-    _check_platform(exported, ctx.platform)
+    index = _platform_index(exported, ctx.platform)
     module = ctx.module
     embedded = module.__dict__.setdefault("_exported_mains", {})
     entry = embedded.get(id(exported))
@@ -58,8 +60,11 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
         funcs, main = module_functions(exported.mlir_module(), prefix)
         module.private.extend(funcs)
         entry = embedded[id(exported)] = (main, exported)  # the Exported is kept so its id stays unique
+    operands = list(args)
+    if exported.uses_global_constants:  # a module for several platforms: main takes the platform's index first
+        operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
     result_types = [mt.aval_type(a) for a in ctx.avals_out]
-    return ctx.emit("func.call", list(args), result_types, {"callee": f"@{entry[0]}"})
+    return ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
 
 
 def _call_exported_impl(*args: Any, exported: Any) -> list:
