@@ -41,9 +41,10 @@ __all__ = ["DisabledSafetyCheck", "Exported", "export", "call_exported", "defaul
            "minimum_supported_calling_convention_version", "maximum_supported_calling_convention_version"]
 
 # The calling conventions of the modules ftrans writes: one ``main`` taking the flattened
-# arguments (all of them, in order, constants inlined) and returning the flattened results; no
-# platform-index or dimension-variable arguments, no tokens. JAX's numbering is kept so code
-# checking the versions JAX supports keeps working.
+# arguments (all of them, in order, constants inlined) and returning the flattened results,
+# preceded by the platform index for a module of several platforms whose programs differ (as
+# JAX's); no dimension-variable arguments, no tokens. JAX's numbering is kept so code checking
+# the versions JAX supports keeps working.
 minimum_supported_calling_convention_version = 9
 maximum_supported_calling_convention_version = 10
 _CALLING_CONVENTION = maximum_supported_calling_convention_version
