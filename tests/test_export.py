@@ -77,6 +77,8 @@ def test_library_functions_export_as_jax_jitted_ones():
     np.testing.assert_allclose(np.asarray(e.call(x)), np.asarray(j.call(x)), rtol=1e-6)
     with pytest.raises(ValueError, match="Function to be exported must be the result of `jit`"):
         export.export(lambda x: jnp.sin(x))
+    with pytest.raises(ValueError, match="Function to be exported must be the result of `jit`"):
+        export.export(ftrans.grad(jnp.sin))  # a transformed library function is not one of the library's
 
 
 def test_call_inside_jit_twice_nested_and_under_vmap():

@@ -21,6 +21,7 @@ functions cannot be stored).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -258,15 +259,18 @@ class Exported:
         return f"argument {leaf}"
 
 
+_LIBRARIES = ("ftrans.numpy", "ftrans.lax", "ftrans.nn", "ftrans.scipy", "ftrans.random", "ftrans.image")
+
+
 def _as_jitted(fun: Any) -> Any:
     from ftrans.transforms.jit import JitWrapped, jit
 
     if isinstance(fun, JitWrapped):
         return fun
     # ftrans's own library functions (ftrans.numpy.sin, ...) stand for JAX's, which are jitted functions.
-    if callable(fun) and str(getattr(fun, "__module__", "") or "").startswith("ftrans.") \
-            and not getattr(fun, "__name__", "").startswith("<"):
-        return jit(fun)
+    module = str(getattr(fun, "__module__", "") or "")
+    if module.startswith(_LIBRARIES) and getattr(sys.modules.get(module), getattr(fun, "__name__", "<"), None) is fun:
+        return jit(fun)  # the library's own function (not a transformed wrapper that took its name)
     raise FtransValueError(f"Function to be exported must be the result of `jit` but is: {fun!r}")
 
 
