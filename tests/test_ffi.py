@@ -195,3 +195,48 @@ def test_include_dir_and_pycapsule_registration():
     assert type(cap).__name__ == "PyCapsule"
     # registration goes through XLA's registry (a legacy api_version 0 target; never called here)
     ffi.register_ffi_target("ftrans_test_abs_target", cap, platform="cpu", api_version=0)
+
+
+_HANDLER = r"""
+#include <cstdint>
+#include "xla/ffi/api/ffi.h"
+namespace ffi = xla::ffi;
+// y = x * scale + delta, with a float32 and an int64 attribute
+static ffi::Error Impl(ffi::Buffer<ffi::F32> x, ffi::ResultBuffer<ffi::F32> y, float delta, int64_t scale) {
+  for (size_t i = 0; i < x.element_count(); ++i) y->typed_data()[i] = x.typed_data()[i] * scale + delta;
+  return ffi::Error::Success();
+}
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FtransTestScaleAdd, Impl,
+    ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>().Attr<float>("delta")
+        .Attr<int64_t>("scale"));
+"""
+
+
+def test_a_registered_handler_of_our_own_matches_jax(tmp_path):
+    """A typed-FFI handler compiled against ``include_dir()``, registered through ``pycapsule`` and
+    ``register_ffi_target``, called with attributes eagerly, in jit and under vmap."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    if shutil.which("g++") is None:
+        pytest.skip("needs a C++ compiler")
+    src, lib = tmp_path / "scale_add.cc", tmp_path / "libscaleadd.so"
+    src.write_text(_HANDLER)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{ffi.include_dir()}", "-o", str(lib),
+                    str(src)], check=True, capture_output=True)
+    handler = ctypes.CDLL(str(lib)).FtransTestScaleAdd
+    ffi.register_ffi_target("ftrans_test_scale_add", ffi.pycapsule(handler), platform="cpu")
+    x = np.arange(5, dtype=np.float32)
+
+    def call(F, x, **kw):
+        return F.ffi.ffi_call("ftrans_test_scale_add", F.ShapeDtypeStruct(x.shape, x.dtype), **kw)(
+            x, delta=np.float32(0.5), scale=3)
+
+    want = jax.jit(lambda x: call(jax, x))(x)
+    np.testing.assert_array_equal(np.asarray(call(ftrans, x)), np.asarray(want))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda x: call(ftrans, x))(x)), np.asarray(want))
+    xs = np.stack([x, 2 * x])
+    np.testing.assert_array_equal(
+        np.asarray(ftrans.vmap(lambda x: call(ftrans, x, vmap_method="broadcast_all"))(xs)),
+        np.asarray(jax.vmap(lambda x: call(jax, x, vmap_method="broadcast_all"))(xs)))
