@@ -342,3 +342,12 @@ def test_shardings_on_one_device_export_a_single_device_program():
     g = ftrans.jit(lambda x: x * 2, in_shardings=ftrans.NamedSharding(mesh, ftrans.P("i")))
     with pytest.raises(NotImplementedError, match="single-device programs"):
         export.export(g)(a)
+
+
+def test_weak_types_are_kept_as_jax_keeps_them():
+    e = export.deserialize(export.export(ftrans.jit(lambda x: x * 2))(1.0).serialize())
+    j = jax.export.export(jax.jit(lambda x: x * 2))(1.0)
+    assert [a.weak_type for a in e.in_avals] == [a.weak_type for a in j.in_avals] == [True]
+    assert [a.weak_type for a in e.out_avals] == [a.weak_type for a in j.out_avals] == [True]
+    assert e.call(1.0).weak_type and ftrans.jit(e.call)(1.0).weak_type
+    np.testing.assert_allclose(np.asarray(e.call(np.float32(1.0))), 2.0)

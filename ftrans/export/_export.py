@@ -419,8 +419,8 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
                  platforms: tuple, disabled: tuple) -> Exported:
     closed = closeds[platforms[0]]
-    in_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.in_avals)
-    out_avals = tuple(ShapedArray(a.shape, a.dtype, False) for a in closed.out_avals)
+    in_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.in_avals)
+    out_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.out_avals)
     get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled)  # noqa: E731
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
                     platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
@@ -453,7 +453,7 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple) -> 
         return [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_) for ct, a in zip(in_cts, in_avals)]
 
     fun_vjp.__name__ = f"{name}_vjp"
-    specs = [ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals] + [
+    specs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in in_avals] + [
         ShapeDtypeStruct(a.shape, a.dtype if _differentiable(a.dtype) else np.bool_) for a in out_avals]
     return export(jit(fun_vjp), platforms=primal.platforms, disabled_checks=disabled)(*specs)
 

@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 import numpy as np
 from jax import tree_util
 
-from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
@@ -164,11 +163,11 @@ def _example(j: Any, leaves: Any) -> Any:
 # ---------------------------------------------------------------- Exported
 
 def _aval_to_json(a: ShapedArray) -> list:
-    return [list(a.shape), np.dtype(a.dtype).name]
+    return [list(a.shape), np.dtype(a.dtype).name, bool(a.weak_type)]
 
 
 def _aval_from_json(j: list) -> ShapedArray:
-    return ShapedArray(tuple(j[0]), dtypes.to_dtype(j[1]), False)
+    return ShapedArray(tuple(j[0]), np.dtype(j[1]), bool(j[2]) if len(j) > 2 else False)
 
 
 def _to_json(exp: Any, vjp_order: int) -> dict:

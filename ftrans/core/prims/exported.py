@@ -13,13 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.primitive import Primitive, never_weak
+from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransValueError
 
 __all__ = ["call_exported_p"]
 
 call_exported_p = Primitive("call_exported", multiple_results=True)
-call_exported_p.def_weak_type(never_weak)
+
+
+@call_exported_p.def_weak_type
+def _call_exported_weak(weaks: tuple, *, exported: Any) -> tuple:
+    return tuple(bool(a.weak_type) for a in exported.out_avals)  # as exported (JAX keeps weak types there)
+
 
 
 @call_exported_p.def_abstract_eval
@@ -29,4 +34,4 @@ def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
         got = ", ".join(a.str_short() for a in avals)
         raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
                                f"({', '.join(w.str_short() for w in want)}), called with ({got})")
-    return [ShapedArray(a.shape, a.dtype, False) for a in exported.out_avals]
+    return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported.out_avals]
