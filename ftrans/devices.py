@@ -40,11 +40,16 @@ Device = compat.Device
 _PLATFORM_ALIASES = {"cuda": "gpu", "rocm": "gpu"}
 
 
+class BackendUnavailableError(FtransValueError, RuntimeError):
+    """A backend that is not present was asked for (JAX raises ``RuntimeError`` here, which code probing for
+    platforms catches)."""
+
+
 def _client(backend: str | None = None) -> Any:
     try:
         return compat.backend(_PLATFORM_ALIASES.get(backend, backend) if backend else None)
     except RuntimeError as e:
-        raise FtransValueError(f"backend {backend!r} is not available: {e}") from None
+        raise BackendUnavailableError(f"backend {backend!r} is not available: {e}") from None
 
 
 def _on_config(name: str, value: Any) -> None:

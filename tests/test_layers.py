@@ -59,6 +59,8 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.typing", "top"),
     ("ftrans.flatten_util", "libraries"),
     ("ftrans.experimental.checkify", "top"),
+    ("ftrans.ffi", "top"),
+    ("ftrans.export", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

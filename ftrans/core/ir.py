@@ -769,6 +769,8 @@ def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
 # nobody reads its results.  An equation whose bodies hold such a primitive is effectful too.
 
 effectful_primitives: set = set()
+# A primitive effectful only for some params (``ffi_call`` with ``has_side_effect=True``): params -> bool.
+effectful_if: dict = {}
 _effects_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -776,7 +778,7 @@ def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
     """Whether ``jaxpr`` (at any depth) holds an effectful equation."""
     if isinstance(jaxpr, ClosedJaxpr):
         jaxpr = jaxpr.jaxpr
-    if not effectful_primitives:
+    if not effectful_primitives and not effectful_if:
         return False
     hit = _effects_cache.get(jaxpr)
     if hit is None:
@@ -788,6 +790,9 @@ def eqn_has_effects(eqn: JaxprEqn) -> bool:
     """Whether ``eqn`` is effectful: an effectful primitive, or one whose bodies hold one."""
     prim = eqn.primitive
     if prim in effectful_primitives:
+        return True
+    when = effectful_if.get(prim)
+    if when is not None and when(eqn.params):
         return True
     return prim.higher_order and any(jaxpr_has_effects(j) for j in subjaxprs(eqn))
 

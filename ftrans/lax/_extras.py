@@ -346,9 +346,10 @@ approx_min_k = _approx_k(False)
 def platform_dependent(*args: Any, default: Callable | None = None, **per_platform: Callable) -> Any:
     """``lax.platform_dependent``: call the branch for the platform ftrans runs on (``cpu``, ``cuda``/``rocm``
     or ``gpu``, ``tpu``), else ``default``."""
+    from ftrans.core.platform import platform_override
     from ftrans.devices import default_backend
 
-    plat = default_backend()
+    plat = platform_override.get() or default_backend()
     names = {"cpu": ("cpu",), "gpu": ("cuda", "rocm", "gpu"), "cuda": ("cuda", "gpu"), "rocm": ("rocm", "gpu"),
              "tpu": ("tpu",)}.get(plat, (plat,))
     for n in names:

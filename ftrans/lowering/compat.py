@@ -795,3 +795,40 @@ def distributed_is_initialized() -> bool:
     from jax._src import distributed
 
     return distributed.global_state.client is not None
+
+
+# ----------------------------------------------------------------------------
+# Foreign-function (typed FFI) targets: XLA's custom-call registry that jaxlib ships
+
+
+def register_custom_call_target(name: str, fn: Any, platform: str, api_version: int, **kwargs: Any) -> None:
+    """Register a native custom-call target (a PyCapsule, or a dict of them per FFI stage) with XLA."""
+    return _xc.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+
+
+def register_custom_type(name: str, type_registration: Any, platform: str) -> None:
+    """Register a custom type that typed-FFI targets take (``type_id``, optional ``type_info``)."""
+    return _xc.register_custom_type(name, type_registration, platform=platform)
+
+
+def register_custom_call_as_batch_partitionable(name: str) -> None:
+    """Tell XLA's partitioner that the target's leading axes are batch axes it may split."""
+    _xc.register_custom_call_as_batch_partitionable(name)
+
+
+def ffi_include_dir() -> str:
+    """The directory of the XLA FFI headers bundled with jaxlib (``xla/ffi/api/ffi.h``, ...)."""
+    import os
+
+    import jaxlib
+
+    base = jaxlib.__file__
+    root = os.path.dirname(os.path.abspath(base)) if base is not None else list(jaxlib.__path__)[0]
+    return os.path.join(root, "include")
+
+
+def pytree_node_registered(nodetype: type) -> bool:
+    """Whether ``nodetype`` was registered as a pytree node with ``tree_util.register_pytree_node``."""
+    from jax._src import tree_util as _tu
+
+    return nodetype in _tu._registry

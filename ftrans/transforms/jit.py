@@ -31,6 +31,7 @@ from jax import tree_util
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import platform as _platform
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
@@ -1041,7 +1042,8 @@ class JitWrapped:
         cfg = _config_mod.config
         key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, st.name_stack,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
-               tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state())
+               tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
+               _platform.platform_override.get())
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:

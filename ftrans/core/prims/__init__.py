@@ -7,6 +7,8 @@ from ftrans.core.prims import (  # noqa: F401
     control_flow,
     convolution,
     elementwise,
+    exported,
+    ffi,
     fft,
     indexing,
     linalg,

@@ -10,6 +10,8 @@ from ftrans.lowering.rules import (
     control_flow,  # noqa: F401
     convolution,  # noqa: F401
     elementwise,  # noqa: F401
+    exported,  # noqa: F401
+    ffi,  # noqa: F401
     indexing,  # noqa: F401
     linalg,  # noqa: F401
     parallel,  # noqa: F401

@@ -14,6 +14,8 @@ from . import (  # noqa: F401
     collectives,
     control_flow,
     convolution,
+    exported,
+    ffi,
     indexing,
     linalg,
     reductions,

@@ -7,6 +7,8 @@ from . import (  # noqa: F401
     control_flow,
     convolution,
     elementwise,
+    exported,
+    ffi,
     indexing,
     linalg,
     parallel,

@@ -12,6 +12,8 @@ from . import (  # noqa: F401
     control_flow,
     convolution,
     elementwise,
+    exported,
+    ffi,
     indexing,
     linalg,
     reductions,

@@ -1,0 +1,37 @@
+"""``call_exported``: a call of a function exported with ``ftrans.export`` (JAX's ``call_exported_p``).
+
+Its one param, ``exported``, is the ``Exported`` being called (equal only to itself): the
+results are its ``out_avals``, and the StableHLO module it holds is what runs (the lowering
+in ``ftrans/lowering/rules/exported.py`` embeds that module's functions in the calling
+program). The arguments were checked against ``in_avals`` by ``Exported.call``, which also
+gives the call its derivative (the exported VJP, through ``custom_vjp``); the primitive
+itself has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftrans.core.avals import ShapedArray
+from ftrans.core.primitive import Primitive
+from ftrans.errors import FtransValueError
+
+__all__ = ["call_exported_p"]
+
+call_exported_p = Primitive("call_exported", multiple_results=True)
+
+
+@call_exported_p.def_weak_type
+def _call_exported_weak(weaks: tuple, *, exported: Any) -> tuple:
+    return tuple(bool(a.weak_type) for a in exported.out_avals)  # as exported (JAX keeps weak types there)
+
+
+
+@call_exported_p.def_abstract_eval
+def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
+    want = exported.in_avals
+    if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
+        got = ", ".join(a.str_short() for a in avals)
+        raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
+                               f"({', '.join(w.str_short() for w in want)}), called with ({got})")
+    return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported.out_avals]

@@ -1,0 +1,34 @@
+"""JAX's ``jax.export``: exporting jitted functions as StableHLO modules, calling and serializing them.
+
+``export(jit(f))(*args)`` gives an :class:`Exported` (the module and its calling conventions);
+``Exported.call`` runs it from ftrans code (eagerly, in ``jit``, ``vmap``, and under ``grad``
+through its exported VJP); ``Exported.serialize``/``deserialize`` store it in ftrans's own
+versioned format (not JAX's flatbuffer: see docs/differences.md). Shape polymorphism is
+parsed (``symbolic_shape``) but not supported: a symbolic dimension raises
+``NotImplementedError`` saying what is missing.
+"""
+
+from ftrans.export._export import (
+    DisabledSafetyCheck,
+    Exported,
+    call_exported,
+    default_export_platform,
+    export,
+    maximum_supported_calling_convention_version,
+    minimum_supported_calling_convention_version,
+)
+from ftrans.export._serialization import (
+    deserialize,
+    register_namedtuple_serialization,
+    register_pytree_node_serialization,
+)
+from ftrans.export._shape_poly import SymbolicScope, is_symbolic_dim, symbolic_args_specs, symbolic_shape
+
+call = call_exported
+
+__all__ = [
+    "DisabledSafetyCheck", "Exported", "SymbolicScope", "call", "call_exported", "default_export_platform",
+    "deserialize", "export", "is_symbolic_dim", "maximum_supported_calling_convention_version",
+    "minimum_supported_calling_convention_version", "register_namedtuple_serialization",
+    "register_pytree_node_serialization", "symbolic_args_specs", "symbolic_shape",
+]

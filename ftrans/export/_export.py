@@ -1,0 +1,519 @@
+"""``export``: a jitted function as a StableHLO module with its calling conventions (JAX's ``jax.export``).
+
+``export(jit(f))(*args)`` traces ``f`` for the arguments' shapes and dtypes (arrays or
+``ShapeDtypeStruct``s), lowers the program for the target platforms with ftrans's lowering
+(constants captured by ``f`` inlined in the module, every argument kept) and returns an
+:class:`Exported`: the module text, the input and output pytree structures and abstract
+values, the platforms and the safety checks that were disabled.
+
+``Exported.call`` runs it from ftrans code, eagerly or inside ``jit``/``vmap``: a
+``call_exported`` primitive whose lowering embeds the module in the calling program. The
+call is differentiable in reverse mode through the exported VJP: an Exported made by
+``export`` can export its VJP on demand (``vjp()``), and ``serialize(vjp_order=n)`` stores
+``n`` orders of them, so the deserialized function has ``n`` orders of ``grad``.
+
+The module is checked before it is accepted, as JAX checks it: custom calls only to targets
+with a compatibility guarantee (jaxlib's LAPACK and GPU solver kernels, ...) unless
+``DisabledSafetyCheck.custom_call(name)`` allows one, and no host callbacks (their Python
+functions cannot be stored).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core import dtypes
+from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.platform import tracing_for_platform
+from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.trace import aval_of
+from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.export._shape_poly import is_symbolic_dim, shape_polymorphism_unsupported
+from ftrans.lowering import compat
+from ftrans.transforms.ad import float0
+
+__all__ = ["DisabledSafetyCheck", "Exported", "export", "call_exported", "default_export_platform",
+           "minimum_supported_calling_convention_version", "maximum_supported_calling_convention_version"]
+
+# The calling conventions of the modules ftrans writes: one ``main`` taking the flattened
+# arguments (all of them, in order, constants inlined) and returning the flattened results,
+# preceded by the platform index for a module of several platforms whose programs differ (as
+# JAX's); no dimension-variable arguments, no tokens. JAX's numbering is kept so code checking
+# the versions JAX supports keeps working.
+minimum_supported_calling_convention_version = 9
+maximum_supported_calling_convention_version = 10
+_CALLING_CONVENTION = maximum_supported_calling_convention_version
+
+_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+class DisabledSafetyCheck:
+    """A safety check of ``export``/``Exported.call`` to skip (JAX's ``DisabledSafetyCheck``):
+    ``platform()`` lets a module run on a platform it was not exported for, ``custom_call(target)`` lets a
+    module call ``target`` although it has no compatibility guarantee, ``shape_assertions()`` is accepted for
+    compatibility (ftrans's modules have none)."""
+
+    __slots__ = ("_kind", "_arg")
+
+    def __init__(self, kind: str, arg: str | None = None):
+        self._kind = kind
+        self._arg = arg
+
+    @classmethod
+    def platform(cls) -> DisabledSafetyCheck:
+        return cls("platform")
+
+    @classmethod
+    def custom_call(cls, target_name: str) -> DisabledSafetyCheck:
+        return cls("custom_call", str(target_name))
+
+    @classmethod
+    def shape_assertions(cls) -> DisabledSafetyCheck:
+        return cls("shape_assertions")
+
+    def is_custom_call(self) -> str | None:
+        """The allowed target's name for a ``custom_call`` check, else None."""
+        return self._arg if self._kind == "custom_call" else None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DisabledSafetyCheck) and (self._kind, self._arg) == (other._kind, other._arg)
+
+    def __hash__(self) -> int:
+        return hash((self._kind, self._arg))
+
+    def __str__(self) -> str:
+        return f"custom_call:{self._arg}" if self._kind == "custom_call" else self._kind
+
+    def __repr__(self) -> str:
+        return f"DisabledSafetyCheck({str(self)!r})"
+
+    @classmethod
+    def _parse(cls, s: str) -> DisabledSafetyCheck:
+        if s.startswith("custom_call:"):
+            return cls.custom_call(s[len("custom_call:"):])
+        if s not in ("platform", "shape_assertions"):
+            raise FtransValueError(f"unknown disabled safety check {s!r}")
+        return cls(s)
+
+
+# Custom-call targets whose behaviour XLA and jaxlib keep stable across releases (what a module that is stored
+# and run later may call).
+_STABLE_TARGET_PATTERNS = (
+    re.compile(r"lapack_[sdcz](potrf|geqrf|orgqr|ungqr|syevd|heevd|geev|gesdd|getrf|sytrd|hetrd|gehrd|gees|"
+               r"trsm|gtsv)_ffi"),
+    re.compile(r"(cu|hip)solver_(getrf|geqrf|orgqr|potrf|syevd|gesvd|gesvdj|gesdd|sytrd)_ffi"),
+)
+_STABLE_TARGETS = frozenset({
+    "cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation", "cusparse_gtsv2_ffi", "Sharding",
+    "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement", "cu_threefry2x32_ffi",
+    "hip_threefry2x32_ffi", "Eigh", "Qr", "ProductOfElementaryHouseholderReflectors", "LuDecomposition",
+    "ApproxTopK", "stablehlo.dynamic_approx_top_k", "tpu_custom_call", "AllocateBuffer", "shape_assertion",
+})
+_TARGET = re.compile(r'call_target_name = "((?:[^"\\]|\\.)*)"')
+
+
+def _is_stable_target(name: str) -> bool:
+    return name in _STABLE_TARGETS or any(p.fullmatch(name) for p in _STABLE_TARGET_PATTERNS)
+
+
+def _check_module(text: str, disabled: Sequence[DisabledSafetyCheck]) -> None:
+    from ftrans.lowering.lower import host_callbacks_of
+
+    if host_callbacks_of(text):
+        raise NotImplementedError(
+            "export: the function calls back into Python (pure_callback, io_callback, debug.print or "
+            "debug.callback); a host callback's Python function cannot be stored with the module, so such a "
+            "function cannot be exported")
+    allowed = {c.is_custom_call() for c in disabled} - {None}
+    if "ALL" in allowed:
+        return
+    bad = []
+    for line in str(text).splitlines():
+        m = _TARGET.search(line)
+        if m and not _is_stable_target(m.group(1)) and m.group(1) not in allowed:
+            bad.append(line.strip())
+    if bad:
+        raise FtransValueError(
+            "Cannot serialize code with custom calls whose targets have no compatibility guarantees (allow one "
+            "with export(..., disabled_checks=[DisabledSafetyCheck.custom_call(target)])). Examples are:\n"
+            + "\n".join(bad[:5]))
+
+
+def default_export_platform() -> str:
+    """The platform ``export`` lowers for when none is named: the default device's (``cpu``, ``cuda``,
+    ``rocm`` or ``tpu``)."""
+    from ftrans.devices import default_device
+
+    return compat.lowering_platform(default_device())
+
+
+def _canonical_platforms(platforms: Any) -> tuple[str, ...]:
+    if platforms is None:
+        return (default_export_platform(),)
+    if isinstance(platforms, str):
+        platforms = (platforms,)
+    out = []
+    for p in platforms:
+        c = compat.canonical_platform(str(p)) if isinstance(p, str) else None
+        if c is None and str(p).lower() == "gpu":
+            raise FtransValueError("export: platforms=('gpu',) needs a GPU to say whether it is CUDA or ROCm; "
+                                   "name the platform: 'cuda' or 'rocm'")
+        if not isinstance(p, str) or not p:
+            raise FtransValueError(f"export: platforms must be platform names such as {_PLATFORMS}, got {p!r}")
+        out.append(c)  # another name (a plugin's platform) is lowered by the rules that do not depend on it
+    if len(set(out)) != len(out):
+        raise FtransValueError(f"export: platforms={tuple(platforms)!r} names a platform twice")
+    return tuple(out)
+
+
+class Exported:
+    """A function exported as a StableHLO module (JAX's ``jax.export.Exported``).
+
+    ``fun_name``; ``in_tree``/``out_tree`` (pytree structures of ``(args, kwargs)`` and of the result);
+    ``in_avals``/``out_avals`` (their leaves' abstract values); ``in_shardings_hlo``/``out_shardings_hlo``
+    (None per leaf: ftrans exports single-device programs); ``nr_devices``; ``platforms``;
+    ``disabled_safety_checks``; ``mlir_module_serialized`` (the module, UTF-8 text); ``calling_convention_version``.
+    """
+
+    def __init__(self, *, fun_name: str, in_tree: Any, in_avals: tuple, out_tree: Any, out_avals: tuple,
+                 platforms: tuple, module_text: str, disabled_safety_checks: tuple = (),
+                 calling_convention_version: int = _CALLING_CONVENTION, nr_devices: int = 1,
+                 get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False):
+        self.fun_name = fun_name
+        self.in_tree = in_tree
+        self.in_avals = tuple(in_avals)
+        self.out_tree = out_tree
+        self.out_avals = tuple(out_avals)
+        self.in_shardings_hlo = (None,) * len(self.in_avals)
+        self.out_shardings_hlo = (None,) * len(self.out_avals)
+        self.nr_devices = nr_devices
+        self.platforms = tuple(platforms)
+        self.ordered_effects = ()
+        self.unordered_effects = ()
+        self.disabled_safety_checks = tuple(disabled_safety_checks)
+        self.calling_convention_version = calling_convention_version
+        self.module_kept_var_idx = tuple(range(len(self.in_avals)))
+        # main takes the platform's index first (a module for several platforms whose programs differ)
+        self.uses_global_constants = bool(uses_global_constants)
+        self._module_text = str(module_text)
+        self._get_vjp = get_vjp
+        self._vjp: Exported | None = None
+
+    @property
+    def mlir_module_serialized(self) -> bytes:
+        return self._module_text.encode("utf-8")
+
+    def mlir_module(self) -> str:
+        """The StableHLO module, as text."""
+        return self._module_text
+
+    def in_shardings_jax(self, mesh: Any) -> tuple:
+        return self.in_shardings_hlo
+
+    def out_shardings_jax(self, mesh: Any) -> tuple:
+        return self.out_shardings_hlo
+
+    def has_vjp(self) -> bool:
+        """Whether the VJP is available (always after ``export``; after ``deserialize``, if it was serialized)."""
+        return self._get_vjp is not None
+
+    def vjp(self) -> Exported:
+        """The exported VJP: takes the primal arguments' leaves then one cotangent per result leaf (booleans
+        standing for the ``float0`` cotangents of non-float results) and returns one cotangent per argument
+        leaf (booleans for non-float arguments)."""
+        if self._get_vjp is None:
+            raise FtransValueError("No VJP is available")
+        if self._vjp is None:
+            self._vjp = self._get_vjp(self)
+        return self._vjp
+
+    def serialize(self, vjp_order: int = 0) -> bytearray:
+        """ftrans's versioned serialization (not JAX's flatbuffer format): the module, the calling conventions
+        and ``vjp_order`` orders of the VJP."""
+        from ftrans.export._serialization import serialize
+
+        return serialize(self, vjp_order=vjp_order)
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the exported function on arguments of the exported structure, shapes and dtypes."""
+        return call_exported(self)(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return f"Exported(fun_name={self.fun_name!r}, platforms={self.platforms})"
+
+    __repr__ = __str__
+
+    def _arg_name(self, leaf: int) -> str:
+        """``args[0]``, ``kwargs['b']``: the leaf's place in ``(args, kwargs)``."""
+        dummy = tree_util.tree_unflatten(self.in_tree, list(range(self.in_tree.num_leaves)))
+        for path, v in tree_util.tree_flatten_with_path(dummy)[0]:
+            if v == leaf:
+                head = "args" if getattr(path[0], "idx", 0) == 0 else "kwargs"
+                return head + tree_util.keystr(tuple(path[1:]))
+        return f"argument {leaf}"
+
+
+_LIBRARIES = ("ftrans.numpy", "ftrans.lax", "ftrans.nn", "ftrans.scipy", "ftrans.random", "ftrans.image")
+
+
+def _as_jitted(fun: Any) -> Any:
+    from ftrans.transforms.jit import JitWrapped, jit
+
+    if isinstance(fun, JitWrapped):
+        return fun
+    # ftrans's own library functions (ftrans.numpy.sin, ...) stand for JAX's, which are jitted functions.
+    module = str(getattr(fun, "__module__", "") or "")
+    if module.startswith(_LIBRARIES) and getattr(sys.modules.get(module), getattr(fun, "__name__", "<"), None) is fun:
+        return jit(fun)  # the library's own function (not a transformed wrapper that took its name)
+    raise FtransValueError(f"Function to be exported must be the result of `jit` but is: {fun!r}")
+
+
+def _refuse_symbolic(leaves: list) -> None:
+    for leaf in leaves:
+        shape = getattr(leaf, "shape", None)
+        if shape is not None and any(is_symbolic_dim(d) for d in shape):
+            raise shape_polymorphism_unsupported(f"export: an argument of shape {tuple(shape)}")
+
+
+def _module_text(closed: Any, name: str, platform: str) -> str:
+    """The module of ``closed``: ``main`` takes every argument; captured constants are inlined."""
+    from ftrans.lowering import mlir_text as mt
+    from ftrans.lowering.lower import ModuleLowering
+
+    m = ModuleLowering(f"jit_{name}", platform=platform, scope=f"jit({name})")
+    jaxpr = closed.jaxpr
+    if not jaxpr.constvars:
+        m.function(jaxpr, "main", public=True)
+        return m.text()
+    for c in closed.consts:
+        if isinstance(c, ShapeDtypeStruct):
+            from ftrans.core.avals import shape_only_constant_error
+
+            raise shape_only_constant_error(c)
+    inner = m.function(jaxpr, name, public=False)
+    fn = mt.FuncEmitter()
+    args = [fn.argument(mt.aval_type(v.aval)) for v in jaxpr.invars]
+    consts = [fn.constant(np.asarray(c, dtype=v.aval.dtype)) for c, v in zip(closed.consts, jaxpr.constvars)]
+    out_types = [mt.aval_type(v.aval) for v in jaxpr.outvars]
+    outs = fn.emit("func.call", consts + args, out_types, {"callee": f"@{inner}"}) if out_types or consts or args \
+        else []
+    fn.emit("func.return", outs, [])
+    sig = ", ".join(f"{a}: {fn.types[a]}" for a in args)
+    m.main_text = f"  func.func public @main({sig}) -> ({', '.join(out_types)}) {{\n" + "\n".join(fn.lines) + "\n  }"
+    return m.text()
+
+
+_LOCATION = re.compile(r" loc\(.*\)$", re.M)
+
+
+def _without_locations(text: str) -> str:
+    """The module without its ops' locations (a trace remembered from another call names other lines)."""
+    return _LOCATION.sub("", str(text))
+
+
+def _on_one_device(jitted: Any) -> bool:
+    """Whether every sharding ``jit`` was given names one device (a single-device sharding, a mesh of one device):
+    the program is then a single-device one."""
+    from ftrans.core.sharding import NamedSharding, SingleDeviceSharding, as_sharding
+    from ftrans.transforms.sharded_jit import _is_sharding_leaf
+
+    given = (getattr(jitted, "_in_shardings", None), getattr(jitted, "_out_shardings", None))
+    for s in tree_util.tree_leaves(given, is_leaf=_is_sharding_leaf):
+        s = as_sharding(s)
+        if s is None or isinstance(s, SingleDeviceSharding):
+            continue
+        if not (isinstance(s, NamedSharding) and s.mesh.size == 1):
+            return False
+    return True
+
+
+def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
+           disabled_checks: Sequence[DisabledSafetyCheck] = (), _override_lowering_rules: Any = None,
+           **kwargs: Any) -> Callable[..., Exported]:
+    """``export(jit(f), platforms=None, disabled_checks=())(*args, **kwargs)``: the ``Exported`` of ``f`` for
+    arguments of the shapes and dtypes of ``args``/``kwargs`` (arrays or ``ShapeDtypeStruct``s)."""
+    if _override_lowering_rules is not None:
+        raise NotImplementedError("export(_override_lowering_rules=...) replaces rules of JAX's MLIR lowering, "
+                                  "which ftrans does not use (its lowering rules are its own)")
+    if kwargs:
+        raise FtransTypeError(f"export() got unexpected keyword arguments {sorted(kwargs)}")
+    jitted = _as_jitted(fun_jit)
+    plats = _canonical_platforms(platforms)
+    disabled = tuple(disabled_checks)
+    for c in disabled:
+        if not isinstance(c, DisabledSafetyCheck):
+            raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
+
+    def do_export(*args: Any, **kw: Any) -> Exported:
+        _refuse_symbolic(tree_util.tree_leaves((args, kw)))
+        from ftrans.transforms import sharded_jit
+
+        dargs, dkw, _ = jitted._split(args, kw)
+        if sharded_jit.needs_spmd(jitted, tree_util.tree_leaves((dargs, dkw))) and not _on_one_device(jitted):
+            raise NotImplementedError(
+                "export: the function is partitioned over several devices (in_shardings/out_shardings or "
+                "arguments sharded over a mesh); ftrans exports single-device programs only")
+        # Traced once per platform (``lax.platform_dependent`` takes that platform's branch).
+        texts, closeds, traced = [], {}, None
+        for p in plats:
+            with tracing_for_platform(p):
+                traced = jitted.trace(*args, **kw)
+            closeds[p] = traced.jaxpr
+            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
+                raise NotImplementedError(
+                    "export: the function constrains shardings over a mesh of several devices "
+                    "(with_sharding_constraint, shard_map); ftrans exports single-device programs only")
+            texts.append(_module_text(traced.jaxpr, jitted.__name__, p))
+        for t in texts:
+            _check_module(t, disabled)
+        if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
+            text, indexed = texts[0], False
+        else:
+            text, indexed = _multi_platform_module(texts, plats, jitted.__name__, traced.jaxpr), True
+        return _exported_of(closeds, text, indexed, jitted.__name__, traced._in_tree, traced.out_tree, plats,
+                            disabled)
+
+    return do_export
+
+
+def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any) -> str:
+    """One module for several platforms whose programs differ (JAX's convention): ``main`` takes the platform's
+    index in ``platforms`` first (``jax.global_constant = "_platform_index"``), then the arguments, and runs
+    that platform's program (each distinct program once, as private functions) in a ``stablehlo.case``."""
+    from ftrans.lowering import mlir_text as mt
+    from ftrans.lowering.lower import _sanitize
+    from ftrans.lowering.rules.exported import module_functions
+
+    funcs: list[str] = []
+    main_of: dict[str, str] = {}  # a program (its text without locations) -> its function
+    mains = []
+    for p, t in zip(platforms, texts):
+        key = _without_locations(t)
+        if key not in main_of:
+            body, main_of[key] = module_functions(t, f"_{_sanitize(p)}_")
+            funcs.extend(body)
+        mains.append(main_of[key])
+    in_types = [mt.aval_type(a) for a in closed.in_avals]
+    out_types = [mt.aval_type(a) for a in closed.out_avals]
+    fn = mt.FuncEmitter()
+    fn.types["%arg0"] = "tensor<i32>"
+    args = [f"%arg{i + 1}" for i in range(len(in_types))]
+    fn.types.update(zip(args, in_types))
+    regions = [fn.region([], lambda f, _, s=s: f.emit("func.call", args, out_types, {"callee": f"@{s}"}))
+               for s in mains]
+    outs = fn.emit("stablehlo.case", ["%arg0"], out_types, regions=regions)
+    fn.emit("func.return", outs, [])
+    sig = ", ".join(['%arg0: tensor<i32> {jax.global_constant = "_platform_index"}'] +
+                    [f"{a}: {t}" for a, t in zip(args, in_types)])
+    main = f"  func.func public @main({sig}) -> ({', '.join(out_types)}) {{\n" + "\n".join(fn.lines) + "\n  }"
+    attrs = "jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32"
+    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([main, *funcs]) + "\n}\n"
+
+
+def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
+                 platforms: tuple, disabled: tuple) -> Exported:
+    closed = closeds[platforms[0]]
+    in_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.in_avals)
+    out_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.out_avals)
+    get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled)  # noqa: E731
+    return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
+                    platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
+                    uses_global_constants=indexed)
+
+
+def _differentiable(dtype: Any) -> bool:
+    return dtypes.is_inexact(np.dtype(dtype))
+
+
+def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple) -> Exported:
+    """The VJP of the program exported: ``(primals..., output cotangents...) -> input cotangents``; booleans
+    stand in for the ``float0`` cotangents of non-float values. ``closeds`` has the program traced for each
+    platform; the VJP is traced for each from that platform's."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+    from ftrans.core.platform import platform_override
+    from ftrans.transforms.jit import jit
+    from ftrans.transforms.reverse import vjp
+
+    n_in = len(primal.in_avals)
+    out_avals, in_avals = primal.out_avals, primal.in_avals
+
+    def fun_vjp(*args: Any) -> list:
+        primals, cts = args[:n_in], args[n_in:]
+        closed = closeds.get(platform_override.get()) or closeds[primal.platforms[0]]
+        _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
+        fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
+                 for ct, a in zip(cts, out_avals)]
+        in_cts = pullback(fixed)
+        return [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_) for ct, a in zip(in_cts, in_avals)]
+
+    fun_vjp.__name__ = f"{name}_vjp"
+    specs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in in_avals] + [
+        ShapeDtypeStruct(a.shape, a.dtype if _differentiable(a.dtype) else np.bool_) for a in out_avals]
+    return export(jit(fun_vjp), platforms=primal.platforms, disabled_checks=disabled)(*specs)
+
+
+def _check_args(exported: Exported, leaves: list) -> None:
+    for i, (x, want) in enumerate(zip(leaves, exported.in_avals)):
+        got = aval_of(x)
+        if len(got.shape) != len(want.shape):
+            raise FtransValueError(f"Rank mismatch for {exported._arg_name(i)}: expected {want.shape} and called "
+                                   f"with {got.shape}")
+        if np.dtype(got.dtype) != np.dtype(want.dtype):
+            raise FtransValueError(f"Dtype mismatch for {exported._arg_name(i)}: expected {want.dtype} and called "
+                                   f"with {got.dtype}")
+        for d, (g, w) in enumerate(zip(got.shape, want.shape)):
+            if g != w:
+                raise FtransValueError(f"Shape mismatch for {exported._arg_name(i)}.shape[{d}] (expected same "
+                                       f"constant): expected {want.shape} and called with {got.shape}")
+
+
+def call_exported(exported: Exported) -> Callable[..., Any]:
+    """The function that runs ``exported`` (``Exported.call``): eagerly, under ``jit``/``vmap``, and under
+    ``grad`` through its exported VJP."""
+    if not isinstance(exported, Exported):
+        raise FtransValueError(f"The exported argument must be an export.Exported. Found {exported}.")
+    from ftrans.transforms.custom_derivatives import custom_vjp
+
+    def bind(*flat: Any) -> list:
+        return list(call_exported_p.bind(*flat, exported=exported))
+
+    def call_flat(*flat: Any) -> tuple:
+        return tuple(bind(*flat))
+
+    call_flat.__name__ = f"call_exported({exported.fun_name})"
+    if exported.has_vjp():
+        f_flat = custom_vjp(call_flat)
+
+        def fwd(*flat: Any) -> tuple:  # through f_flat, so a higher-order derivative reaches the next VJP
+            return f_flat(*flat), flat
+
+        def bwd(res: tuple, cts: Any) -> tuple:
+            exp_vjp = exported.vjp()
+            fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
+                     for ct, a in zip(cts, exported.out_avals)]
+            in_cts = call_exported(exp_vjp)(*res, *fixed)
+            return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
+                         for ct, a in zip(in_cts, exported.in_avals))
+
+        f_flat.defvjp(fwd, bwd)
+    else:
+        f_flat = call_flat
+
+    def f_imported(*args: Any, **kwargs: Any) -> Any:
+        leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != exported.in_tree:
+            raise FtransValueError(
+                "The invocation args and kwargs must have the same pytree structure as when the function "
+                f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
+                f"{exported.in_tree}")
+        _check_args(exported, leaves)
+        outs = f_flat(*leaves)
+        return tree_util.tree_unflatten(exported.out_tree, list(outs))
+
+    return f_imported

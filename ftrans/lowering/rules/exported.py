@@ -1,0 +1,79 @@
+"""Lowering of ``call_exported`` (``ftrans/core/prims/exported.py``) and its eager rule.
+
+The exported module's functions are copied into the calling program once per program
+(every symbol renamed with a prefix of its own, so two exported functions, or an exported
+function and the caller, never clash; the exported ``main`` becomes private), and the
+equation is a ``func.call`` of the copied ``main`` (given first, for a module exported for
+several platforms whose programs differ, the index of the platform being lowered for). The
+module must have been exported for that platform, unless the platform check was disabled
+(``DisabledSafetyCheck.platform()``; the first platform's program runs then), as in JAX.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ftrans.core.prims.exported import call_exported_p
+from ftrans.errors import FtransValueError
+from ftrans.lowering import mlir_text as mt
+from ftrans.lowering.lower import LoweringContext, register_lowering
+
+_FUNC = re.compile(r"func\.func\s+(?:public|private)\s+@([A-Za-z_][\w$.]*)")
+
+
+def module_functions(text: str, prefix: str) -> tuple[list[str], str]:
+    """The functions of a module's text (``module @m attributes {...} { ... }``) with every function symbol
+    prefixed, ``main`` private; returns (function texts, the new name of ``main``)."""
+    lines = str(text).rstrip().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("module"))
+    body = "\n".join(lines[start + 1:-1])  # between the module's braces
+    names = set(_FUNC.findall(body))
+    if "main" not in names:
+        raise FtransValueError("call_exported: the exported module has no public main function")
+    sym = re.compile(r"@([A-Za-z_][\w$.]*)")
+    body = sym.sub(lambda m: f"@{prefix}{m.group(1)}" if m.group(1) in names else m.group(0), body)
+    body = body.replace(f"func.func public @{prefix}", f"func.func private @{prefix}")
+    return [body], f"{prefix}main"
+
+
+def _platform_index(exported: Any, platform: str) -> int:
+    """The index of ``platform`` among the exported platforms (0 when the platform check is disabled)."""
+    if platform in exported.platforms:
+        return exported.platforms.index(platform)
+    if any(getattr(c, "_kind", None) == "platform" for c in exported.disabled_safety_checks):
+        return 0
+    raise FtransValueError(f"Function '{exported.fun_name}' was exported for platforms '{exported.platforms}' but "
+                           f"it is used on '{(platform,)}'.")
+
+
+@register_lowering(call_exported_p)
+def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> list[str]:
+    index = _platform_index(exported, ctx.platform)
+    module = ctx.module
+    embedded = module.__dict__.setdefault("_exported_mains", {})
+    entry = embedded.get(id(exported))
+    if entry is None:
+        prefix = f"_exported{len(embedded)}_"
+        funcs, main = module_functions(exported.mlir_module(), prefix)
+        module.private.extend(funcs)
+        entry = embedded[id(exported)] = (main, exported)  # the Exported is kept so its id stays unique
+    operands = list(args)
+    if exported.uses_global_constants:  # a module for several platforms: main takes the platform's index first
+        operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
+    result_types = [mt.aval_type(a) for a in ctx.avals_out]
+    return ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
+
+
+def _call_exported_impl(*args: Any, exported: Any) -> list:
+    """The host rule (NumPy arrays in and out): the exported program, compiled for the default device."""
+    from ftrans.devices import default_device
+    from ftrans.lowering import device_eager
+
+    outs = device_eager.apply(call_exported_p, args, {"exported": exported}, default_device())
+    return [np.asarray(o) for o in outs]
+
+
+call_exported_p.def_impl(_call_exported_impl)

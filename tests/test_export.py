@@ -1,0 +1,353 @@
+"""``ftrans.export`` against ``jax.export``: the exported function's calling conventions (trees, abstract
+values, platforms), running it eagerly, in ``jit`` and ``vmap``, its derivatives through exported VJPs,
+serialization round trips with registered pytree types, and JAX's errors."""
+
+import collections
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans import export, lax
+
+
+def _both(f_ft, f_jax, *args, ser=True, vjp_order=0, **kwargs):
+    """The ftrans and jax Exported of the same function (ftrans's after a serialization round trip)."""
+    e = export.export(ftrans.jit(f_ft))(*args, **kwargs)
+    if ser:
+        e = export.deserialize(e.serialize(vjp_order=vjp_order))
+    j = jax.export.export(jax.jit(f_jax))(*args, **kwargs)
+    return e, j
+
+
+def _same_conventions(e, j):
+    assert e.in_tree == j.in_tree and e.out_tree == j.out_tree
+    assert [(a.shape, a.dtype) for a in e.in_avals] == [(a.shape, a.dtype) for a in j.in_avals]
+    assert [(a.shape, a.dtype) for a in e.out_avals] == [(a.shape, a.dtype) for a in j.out_avals]
+    assert e.platforms == j.platforms and e.nr_devices == j.nr_devices == 1
+    assert e.in_shardings_hlo == (None,) * len(e.in_avals)
+
+
+@pytest.mark.parametrize("ser", [False, True])
+def test_pytree_kwargs_and_results_match_jax(ser):
+    a, b = np.arange(4, dtype=np.float32), np.arange(6, dtype=np.float32)
+
+    def f(J):
+        return lambda pair, *, a, b: (dict(res=pair, a=a, b=b), J.sin(a), J.cos(b))
+
+    e, j = _both(f(jnp), f(jjnp), (a, b), a=a, b=b, ser=ser)
+    _same_conventions(e, j)
+    assert e.fun_name == j.fun_name == "<lambda>"
+    got, want = e.call((a, b), a=a, b=b), j.call((a, b), a=a, b=b)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6)
+
+
+def test_static_args_constants_and_the_module():
+    c = np.linspace(0, 1, 5).astype(np.float32)
+    x = np.arange(5, dtype=np.float32)
+
+    @ftrans.jit(static_argnums=1)
+    def g(x, k):
+        return k * jnp.sin(x) + c
+
+    e = export.export(g)(x, 3.0)
+    assert e.fun_name == "g" and len(e.in_avals) == 1
+    np.testing.assert_allclose(np.asarray(e.call(x)), 3.0 * np.sin(x) + c, rtol=1e-6)
+    text = e.mlir_module()
+    assert "func.func public @main" in text and "stablehlo.sine" in text
+    assert e.mlir_module_serialized == text.encode()
+    assert e.calling_convention_version == jax.export.maximum_supported_calling_convention_version
+    # every argument stays in the signature, used or not (as JAX's)
+    e2 = export.export(ftrans.jit(lambda x, y: jnp.sin(x)))(x, np.ones(3, np.float32))
+    assert len(e2.in_avals) == 2
+    np.testing.assert_allclose(np.asarray(e2.call(x, np.ones(3, np.float32))), np.sin(x), rtol=1e-6)
+
+
+def test_library_functions_export_as_jax_jitted_ones():
+    x = np.float32(1.5)
+    e = export.export(jnp.sin)(x)
+    j = jax.export.export(jjnp.sin)(x)
+    assert e.platforms == j.platforms == (export.default_export_platform(),)
+    assert export.default_export_platform() == jax.export.default_export_platform()
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.asarray(j.call(x)), rtol=1e-6)
+    with pytest.raises(ValueError, match="Function to be exported must be the result of `jit`"):
+        export.export(lambda x: jnp.sin(x))
+    with pytest.raises(ValueError, match="Function to be exported must be the result of `jit`"):
+        export.export(ftrans.grad(jnp.sin))  # a transformed library function is not one of the library's
+
+
+def test_call_inside_jit_twice_nested_and_under_vmap():
+    x = np.arange(4, dtype=np.float32)
+    e = export.export(ftrans.jit(jnp.sin))(x)
+    got = ftrans.jit(lambda x: e.call(x) + e.call(e.call(x)))(x)
+    np.testing.assert_allclose(np.asarray(got), np.sin(x) + np.sin(np.sin(x)), rtol=1e-6)
+    # an exported function calling another exported function, exported again
+    e2 = export.export(ftrans.jit(lambda x: jnp.cos(e.call(e.call(x)))))(x)
+    np.testing.assert_allclose(np.asarray(export.deserialize(e2.serialize()).call(x)),
+                               np.cos(np.sin(np.sin(x))), rtol=1e-6)
+    xs = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(e.call)(xs)), np.sin(xs), rtol=1e-6)
+
+
+def test_grad_through_serialized_vjps_matches_jax():
+    f = lambda x: x ** 3  # noqa: E731
+    x = np.float32(4.0)
+    e, j = _both(f, f, x, vjp_order=3)
+    g, jg = e.call, j.call
+    for _ in range(3):
+        g, jg = ftrans.grad(g), jax.grad(jg)
+        np.testing.assert_allclose(np.asarray(g(x)), np.asarray(jg(x)), rtol=1e-6)
+    with pytest.raises(ValueError, match="cannot be differentiated: no VJP is available"):
+        ftrans.grad(g)(x)
+    # without serialization the VJPs are exported on demand
+    e0 = export.export(ftrans.jit(lambda x: jnp.sum(jnp.sin(x) * x)))(np.arange(3, dtype=np.float32))
+    np.testing.assert_allclose(np.asarray(ftrans.grad(e0.call)(np.arange(3, dtype=np.float32))),
+                               np.asarray(jax.grad(lambda x: jjnp.sum(jjnp.sin(x) * x))(np.arange(3.0,
+                                                                                          dtype=np.float32))),
+                               rtol=1e-6)
+    e_none = export.deserialize(e0.serialize())
+    with pytest.raises(ValueError, match="no VJP is available"):
+        ftrans.grad(e_none.call)(np.arange(3, dtype=np.float32))
+
+
+def test_vjp_with_integer_inputs_and_outputs_matches_jax():
+    def f(xi, xf):
+        return 2 * xi.T, xf.T * xf.T
+
+    xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+    xf = np.arange(12, dtype=np.float32).reshape(3, 4)
+    e, j = _both(f, f, xi, xf, vjp_order=2)
+    (oi, of), pb = ftrans.vjp(e.call, xi, xf)
+    (joi, jof), jpb = jax.vjp(j.call, xi, xf)
+    np.testing.assert_array_equal(np.asarray(oi), np.asarray(joi))
+    cts = (np.zeros(oi.shape, jax.dtypes.float0), np.ones(of.shape, np.float32))
+    ci, cf = pb(cts)
+    jci, jcf = jpb(cts)
+    assert ci.dtype == jci.dtype == jax.dtypes.float0
+    np.testing.assert_allclose(np.asarray(cf), np.asarray(jcf))
+
+
+def test_serialization_of_registered_pytree_types():
+    T = collections.namedtuple("T", ("a", "b"))
+    export.register_namedtuple_serialization(T, serialized_name="tests.test_export.T")
+
+    @jax.tree_util.register_pytree_node_class
+    class Box:
+        def __init__(self, x, tag):
+            self.x, self.tag = x, tag
+
+        def tree_flatten(self):
+            return (self.x,), self.tag
+
+        @classmethod
+        def tree_unflatten(cls, tag, children):
+            return cls(children[0], tag)
+
+    export.register_pytree_node_serialization(Box, serialized_name="tests.test_export.Box",
+                                              serialize_auxdata=lambda t: t.encode(),
+                                              deserialize_auxdata=lambda b: b.decode())
+    od = collections.OrderedDict([("z", np.float32(1.0)), ("y", np.float32(2.0))])
+    args = (T(np.float32(1.0), np.float32(2.0)), Box(np.arange(3, dtype=np.float32), "tag"), od)
+    e = export.export(ftrans.jit(lambda t, b, o: (t, b, o, t)))(*args)
+    e2 = export.deserialize(e.serialize())
+    assert e2.in_tree == e.in_tree and e2.out_tree == e.out_tree
+    res = e2.call(*args)
+    assert type(res[0]) is T and type(res[1]) is Box and res[1].tag == "tag" and type(res[2]) is type(od)
+    assert list(res[2]) == ["z", "y"]
+
+    with pytest.raises(ValueError, match="Duplicate serialization registration .*tests.test_export.T"):
+        export.register_namedtuple_serialization(T, serialized_name="other")
+    with pytest.raises(ValueError, match="Use .*register_pytree_node_serialization"):
+        export.register_namedtuple_serialization(str, serialized_name="n/a")
+    U = collections.namedtuple("U", ("a",))
+    with pytest.raises(ValueError, match="If `from_children` is not present.*register_pytree_node"):
+        export.register_pytree_node_serialization(U, serialized_name="U", serialize_auxdata=lambda x: b"",
+                                                  deserialize_auxdata=lambda b: None)
+    with pytest.raises(ValueError, match="Cannot serialize .* unregistered type .*U"):
+        export.export(ftrans.jit(lambda x: x))(U(np.float32(1))).serialize()
+    with pytest.raises(TypeError, match="Serialization is supported only for dictionaries with string keys"):
+        export.export(ftrans.jit(lambda d: d[(0, 1)]))({(0, 1): np.float32(1)}).serialize()
+
+
+def test_serialized_bytes_are_ftrans_own_versioned_format():
+    x = np.arange(3, dtype=np.float32)
+    blob = export.export(ftrans.jit(jnp.sin))(x).serialize()
+    assert isinstance(blob, bytearray) and bytes(blob).startswith(b"FTRANS-EXPORT")
+    try:  # JAX's flatbuffer bytes, when flatbuffers is installed
+        foreign = bytes(jax.export.export(jax.jit(jjnp.sin))(x).serialize())
+    except ImportError:
+        foreign = bytes(range(64))
+    with pytest.raises(ValueError, match="not an ftrans serialization"):
+        export.deserialize(foreign)
+    newer = bytearray(blob)
+    newer[len(b"FTRANS-EXPORT\x00")] = 99
+    with pytest.raises(ValueError, match="newer"):
+        export.deserialize(newer)
+
+
+def test_call_errors_follow_jax():
+    f32 = np.arange(4, dtype=np.float32)
+    e = export.deserialize(export.export(ftrans.jit(lambda a, *, b: jnp.sin(a) + jnp.cos(b)))(f32, b=f32).serialize())
+    with pytest.raises(ValueError, match=r"Shape mismatch for args\[0\].shape\[0\]"):
+        e.call(np.arange(6, dtype=np.float32), b=f32)
+    with pytest.raises(ValueError, match=r"Shape mismatch for kwargs\['b'\].shape\[0\]"):
+        e.call(f32, b=np.arange(6, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"Rank mismatch for args\[0\]"):
+        e.call(f32.reshape(1, 4), b=f32)
+    with pytest.raises(ValueError, match=r"Dtype mismatch for args\[0\]"):
+        e.call(f32.astype(np.float16), b=f32)
+    with pytest.raises(ValueError, match="must have the same pytree structure"):
+        e.call(f32, f32, b=f32)
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm", "tpu"])
+def test_platform_check_and_disabling_it(platform):
+    a = np.arange(4, dtype=np.float32)
+    e = export.deserialize(export.export(jnp.sin, platforms=(platform,))(a).serialize())
+    assert e.platforms == (platform,)
+    with pytest.raises(ValueError, match="Function .* was exported for platform"):
+        e.call(a)
+    e2 = export.export(jnp.sin, platforms=(platform,), disabled_checks=[export.DisabledSafetyCheck.platform()])(a)
+    np.testing.assert_allclose(np.asarray(export.deserialize(e2.serialize()).call(a)), np.sin(a), rtol=1e-6)
+
+
+def test_platform_dependent_takes_the_export_platform_branch():
+    def f(x):
+        return x + lax.platform_dependent(cpu=lambda: 1.0, cuda=lambda: 2.0, default=lambda: 3.0)
+
+    x = np.zeros(2, np.float32)
+    off = [export.DisabledSafetyCheck.platform()]
+    assert float(export.export(ftrans.jit(f))(x).call(x)[0]) == 1.0
+    assert float(export.export(ftrans.jit(f), platforms=("cuda",), disabled_checks=off)(x).call(x)[0]) == 2.0
+    assert float(export.export(ftrans.jit(f), platforms=("tpu",), disabled_checks=off)(x).call(x)[0]) == 3.0
+    assert float(ftrans.jit(f)(x)[0]) == 1.0  # the cached trace of the default platform is not disturbed
+    e = export.export(jnp.sin, platforms=("cpu", "cuda"))(x)  # the same module on both: no platform index
+    assert e.platforms == ("cpu", "cuda") and not e.uses_global_constants
+
+
+def test_multi_platform_module_takes_the_platform_index():
+    def f(J, L):
+        return lambda x: J.sin(x) + L.platform_dependent(tpu=lambda: 3.0, cuda=lambda: 4.0, default=lambda: 2.0)
+
+    x = np.arange(3, dtype=np.float32)
+    plats = ("tpu", "cpu", "cuda", "rocm")
+    e = export.deserialize(export.export(ftrans.jit(f(jnp, lax)), platforms=plats)(x).serialize(vjp_order=1))
+    j = jax.export.export(jax.jit(f(jjnp, jax.lax)), platforms=plats)(x)
+    assert e.platforms == j.platforms and e.uses_global_constants == j.uses_global_constants is True
+    text = e.mlir_module()
+    assert '%arg0: tensor<i32> {jax.global_constant = "_platform_index"}, %arg1: tensor<3xf32>' in text
+    from ftrans.lowering import compat
+
+    compat.parsed_module(text)  # a valid module
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.asarray(j.call(x)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(lambda x: e.call(x) * 2)(x)), 2 * np.asarray(j.call(x)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda x: e.call(x).sum())(x)), np.cos(x), rtol=1e-6)
+    # platform check off: the first platform's program runs (as in JAX)
+    off = export.export(ftrans.jit(f(jnp, lax)), platforms=("cuda", "tpu"),
+                        disabled_checks=[export.DisabledSafetyCheck.platform()])(x)
+    np.testing.assert_allclose(np.asarray(off.call(x)), np.sin(x) + 4.0, rtol=1e-6)
+
+
+def test_custom_calls_without_compatibility_guarantee_are_refused():
+    from ftrans import ffi
+
+    x = np.ones(3, np.float32)
+    f = ftrans.jit(lambda x: ffi.ffi_call("my_target", x)(x))
+    with pytest.raises(ValueError, match="Cannot serialize code with custom calls whose targets"):
+        export.export(f)(x)
+    e = export.export(f, disabled_checks=[export.DisabledSafetyCheck.custom_call("my_target")])(x)
+    assert "my_target" in e.mlir_module()
+    # jaxlib's LAPACK kernels have the guarantee
+    export.export(ftrans.jit(lambda x: jnp.linalg.cholesky(x)))(np.eye(3, dtype=np.float32))
+    with pytest.raises(NotImplementedError, match="host callback"):
+        export.export(ftrans.jit(lambda x: ftrans.pure_callback(np.sin, x, x)))(x)
+
+
+def test_shape_polymorphism_is_refused_clearly():
+    dims = export.symbolic_shape("b, 2*w, 3")
+    assert str(dims[0]) == "b" and str(dims[1]) == "2*w" and dims[2] == 3
+    assert export.is_symbolic_dim(dims[0]) and not export.is_symbolic_dim(3)
+    assert str(jax.export.symbolic_shape("b, 2*w, 3")) == str(dims).replace("'", "")
+    with pytest.raises(NotImplementedError, match="shape polymorphism is not supported by ftrans"):
+        ftrans.ShapeDtypeStruct(dims, np.float32)
+    with pytest.raises(NotImplementedError, match="shape polymorphism"):
+        export.symbolic_args_specs([np.ones((2, 3))], shapes_specs=["a, 3"])
+    assert export.symbolic_shape("4, ...", like=(4, 5, 6)) == (4, 5, 6)
+    assert export.minimum_supported_calling_convention_version == \
+        jax.export.minimum_supported_calling_convention_version
+
+
+def test_platform_names_and_multi_device_programs():
+    x = np.arange(4, dtype=np.float32)
+    e = export.export(jnp.sin, platforms=("tpu", "cpu", "cuda", "other"))(x)
+    j = jax.export.export(jjnp.sin, platforms=("tpu", "cpu", "cuda", "other"))(x)
+    assert e.platforms == j.platforms
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.sin(x), rtol=1e-6)
+    mesh = ftrans.make_mesh((2,), ("i",))
+
+    @ftrans.jit
+    def f(x):
+        return lax.with_sharding_constraint(x, ftrans.NamedSharding(mesh, ftrans.P("i")))
+
+    with pytest.raises(NotImplementedError, match="single-device programs"):
+        export.export(f)(x)
+
+
+def test_deserialized_nodes_see_their_leaves_shapes():
+    """A registered node whose unflatten checks its children's shapes is rebuilt on the abstract values."""
+
+    @jax.tree_util.register_pytree_node_class
+    class Described:
+        def __init__(self, array, names):
+            assert len(array.shape) == 1 and len(names) == array.shape[0]
+            self.array, self.names = array, names
+
+        def tree_flatten(self):
+            return (self.array,), self.names
+
+        @classmethod
+        def tree_unflatten(cls, names, children):
+            return cls(children[0], names)
+
+    export.register_pytree_node_serialization(Described, serialized_name="tests.test_export.Described",
+                                              serialize_auxdata=lambda a: "/".join(a).encode(),
+                                              deserialize_auxdata=lambda b: tuple(b.decode().split("/")))
+
+    def d(n):
+        return Described(np.arange(n, dtype=np.float32), tuple(str(i) for i in range(n)))
+
+    x1 = collections.OrderedDict([("foo", d(2)), ("baz", d(3))])
+    x2 = ([d(4), d(5)], {"b": d(6), "a": d(7)})
+    e = export.export(ftrans.jit(lambda x1, x2: (x1, x2, x1)))(x1, x2)
+    e2 = export.deserialize(e.serialize())
+    assert e2.in_tree == e.in_tree and e2.out_tree == e.out_tree
+    res = e2.call(x1, x2)
+    assert jax.tree.structure(res) == jax.tree.structure((x1, x2, x1))
+
+
+def test_shardings_on_one_device_export_a_single_device_program():
+    mesh_1 = ftrans.make_mesh((1,), ("i",))
+    f = ftrans.jit(lambda x: jnp.sum(x ** 2, axis=0), in_shardings=ftrans.NamedSharding(mesh_1, ftrans.P("i")))
+    a = np.arange(80, dtype=np.float32).reshape(8, 10)
+    e = export.export(f)(a)
+    assert e.nr_devices == 1
+    np.testing.assert_allclose(np.asarray(e.call(a)), np.sum(a ** 2, axis=0))
+    mesh = ftrans.make_mesh((2,), ("i",))
+    g = ftrans.jit(lambda x: x * 2, in_shardings=ftrans.NamedSharding(mesh, ftrans.P("i")))
+    with pytest.raises(NotImplementedError, match="single-device programs"):
+        export.export(g)(a)
+
+
+def test_weak_types_are_kept_as_jax_keeps_them():
+    e = export.deserialize(export.export(ftrans.jit(lambda x: x * 2))(1.0).serialize())
+    j = jax.export.export(jax.jit(lambda x: x * 2))(1.0)
+    assert [a.weak_type for a in e.in_avals] == [a.weak_type for a in j.in_avals] == [True]
+    assert [a.weak_type for a in e.out_avals] == [a.weak_type for a in j.out_avals] == [True]
+    assert e.call(1.0).weak_type and ftrans.jit(e.call)(1.0).weak_type
+    np.testing.assert_allclose(np.asarray(e.call(np.float32(1.0))), 2.0)
