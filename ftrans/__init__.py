@@ -170,8 +170,8 @@ from ftrans import (  # noqa: E402
 )
 
 __all__ += ["flatten_util"]
-from ftrans import flatten_util  # noqa: E402
 from ftrans import export as export  # noqa: E402,I001  (jax.export)
 from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)
+from ftrans import flatten_util  # noqa: E402
 
 __all__ += ["export", "ffi"]  # noqa: E402

@@ -359,19 +359,19 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     s["check"] = [((np.array(False), np.array(7, i32), arr((3,), f32)), dict(chk.params)),
                   ((np.array(True), np.array(7, i32), arr((3,), f32)), dict(chk.params, debug=True))]
     # ffi_call: jaxlib's LAPACK QR target, with the params ftrans.ffi.ffi_call binds.
-    import ftrans.ffi
+    from ftrans import ffi as ftrans_ffi
 
     qr_in = arr((4, 3), f32)
-    qr = lambda x: ftrans.ffi.ffi_call(  # noqa: E731
+    qr = lambda x: ftrans_ffi.ffi_call(  # noqa: E731
         "lapack_sgeqrf_ffi", (ftrans.ShapeDtypeStruct((4, 3), f32), ftrans.ShapeDtypeStruct((3,), f32)),
         input_layouts=[(1, 0)], output_layouts=[(1, 0), None], input_output_aliases={0: 0})(x)
     (qr_eqn,) = ftrans.make_jaxpr(qr)(qr_in).eqns
     s["ffi_call"] = [((qr_in,), dict(qr_eqn.params))]
     # call_exported: a function exported with ftrans.export.
-    import ftrans.export
+    from ftrans import export as ftrans_export
 
     exp_in = arr((2, 3), f32)
-    exported = ftrans.export.export(ftrans.jit(lambda x: (ftrans.numpy.sin(x), x.sum(0))))(exp_in)
+    exported = ftrans_export.export(ftrans.jit(lambda x: (ftrans.numpy.sin(x), x.sum(0))))(exp_in)
     s["call_exported"] = [((exp_in,), {"exported": exported})]
     return s
 
