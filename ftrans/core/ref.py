@@ -63,7 +63,8 @@ class AbstractRef:
         return hash(("Ref", self.inner_aval))
 
     def str_short(self) -> str:
-        return f"Ref{{{self.inner_aval.str_short()}}}"
+        a = self.inner_aval
+        return f"Ref{{{a.dtype.name}[{','.join(map(str, a.shape))}]}}"
 
     __str__ = str_short
 

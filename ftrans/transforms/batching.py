@@ -130,6 +130,10 @@ class BatchTracer(Tracer):
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         return ShapedArray(shape, a.dtype, a.weak_type)
 
+    def full_lower(self) -> Any:
+        """The value itself when it is not batched (what a ref outside this vmap may hold)."""
+        return self.val if self.bdim is not_mapped else self
+
 
 def _axis_names_used(jaxpr: Any, out: set) -> None:
     from ftrans.core.ir import ClosedJaxpr, subjaxprs
