@@ -135,9 +135,10 @@ class Ref:
     ``r[idx]`` (``r[...]`` for the whole value), write with ``r[idx] = v`` and ``r[idx] += v``.  A
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
-    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "__weakref__")
+    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "_kind", "__weakref__")
 
-    def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None):
+    def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
+                 kind: str | None = None):
         global created
         created += 1
         self._value = value
@@ -147,6 +148,7 @@ class Ref:
         self._freed: str | None = None
         self._origin = origin
         self._arg_name = arg_name
+        self._kind = kind
 
     # -- type-level information ------------------------------------------------------------------
     @property
@@ -193,6 +195,9 @@ class Ref:
 
     def _write(self, value: Any, what: str) -> None:
         v = _lower(value)
+        if self._kind == "no_grad_no_remat":  # derivatives stop at this ref: keep only the primal
+            while isinstance(v, Tracer) and hasattr(v, "tangent") and v._trace.main.level >= self._level:
+                v = _lower(v.primal)
         if isinstance(v, Tracer):
             lvl = v._trace.main.level
             if lvl >= self._level:
@@ -391,7 +396,11 @@ def _leak_error(ref: Ref, v: Tracer, what: str) -> Exception:
 
 
 def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref:
-    """JAX's ``jax.new_ref``: a mutable array reference holding ``init_val``."""
+    """JAX's ``jax.new_ref``: a mutable array reference holding ``init_val``.  ``kind='no_grad_no_remat'``
+    makes a ref whose contents no derivative flows through: a differentiated value written into it
+    keeps only its primal (so a function being differentiated may write into it)."""
+    if kind not in (None, "no_grad_no_remat"):
+        raise FtransValueError(f"new_ref: kind must be None or 'no_grad_no_remat', got {kind!r}")
     if isinstance(init_val, (Ref, RefView)):
         raise FtransTypeError("new_ref: the initial value is a ref; read it first (r[...])")
     try:
@@ -400,7 +409,7 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
         raise FtransTypeError(f"new_ref: the initial value of type {type(init_val).__name__} is not an "
                               f"array ({e})") from None
     v = _lower(v)
-    return Ref(v, aval_of(v), user_location())
+    return Ref(v, aval_of(v), user_location(), kind=kind)
 
 
 def empty_ref(ty: Any, memory_space: Any = None) -> Ref:
@@ -475,9 +484,9 @@ def is_ref(x: Any) -> bool:
 # Scopes: what a staging transform uses to thread refs
 
 
-def view_ref(value: Any, origin: str, arg_name: str | None) -> Ref:
+def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None) -> Ref:
     """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument."""
-    return Ref(value, aval_of(value), origin, arg_name)
+    return Ref(value, aval_of(value), origin, arg_name, kind)
 
 
 def run_scoped(fn: Callable[[], Any], refs: Sequence[Ref], vals: Sequence[Any], owner: Any,

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
@@ -155,6 +156,25 @@ def _nondiff_positions(api: str, fun: Callable, nums: Sequence[int], names: Sequ
                 raise FtransValueError(f"{api}: nondiff_argnames names {n!r}, which is not a parameter of "
                                        f"{_name(fun)}")
     return tuple(sorted(out))
+
+
+def _has_refs(args: tuple) -> bool:
+    return any(isinstance(x, _ref_mod.Ref) for x in tree_util.tree_leaves(args))
+
+
+def _call_with_refs(fun: Callable, name: str, args: tuple, what: str) -> Any:
+    """A custom-derivative function called with mutable refs: as in JAX's fallback path, the function
+    itself runs (and is differentiated as written, its custom rule unused); the refs must be distinct
+    and none may be returned."""
+    from ftrans.transforms import refs
+
+    names = refs._param_names(fun, len(args))
+    found = [(names[i] + tree_util.keystr(p), x) for i, a in enumerate(args)
+             for p, x in tree_util.tree_flatten_with_path(a)[0] if isinstance(x, _ref_mod.Ref)]
+    refs._check_aliases([x for _, x in found], [n for n, _ in found], f"{what} function {name}")
+    out = fun(*args)
+    _ref_mod.check_no_refs(out, what, name)
+    return out
 
 
 def _split_nondiff(args: tuple, nondiff: tuple[int, ...]) -> tuple[list, list]:
@@ -380,6 +400,8 @@ class custom_jvp:  # noqa: N801 - JAX's name
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _resolve_kwargs(self.fun, args, kwargs)
+        if _ref_mod.created and _has_refs(args):
+            return _call_with_refs(self.fun, name, args, "custom_jvp")
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
@@ -518,6 +540,8 @@ class custom_vjp:  # noqa: N801 - JAX's name
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
         args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
+        if _ref_mod.created and _has_refs(args):
+            return _call_with_refs(self.fun, name, args, "custom_vjp")
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums

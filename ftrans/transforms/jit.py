@@ -1307,6 +1307,13 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        if _ref_mod.created:  # refs exist: a function taking or closing over refs traces its twin (refs.py)
+            from ftrans.transforms import refs
+
+            return refs.jit_trace(self, args, kwargs, lambda: self._trace_plain(args, kwargs))
+        return self._trace_plain(args, kwargs)
+
+    def _trace_plain(self, args: tuple, kwargs: dict) -> Traced:
         dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         avals = []
@@ -1330,6 +1337,8 @@ class JitWrapped:
         from ftrans.transforms import sharded_jit
 
         traced = None
+        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves):
+            return self.trace(*args, **kwargs).lower()
         if not sharded_jit.needs_spmd(self, leaves):
             traced = self.trace(*args, **kwargs)
             if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):

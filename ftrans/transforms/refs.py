@@ -101,6 +101,72 @@ def _store_refs(jitted: Any) -> _JitRefs:
 def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> Any:
     """A call of ``jitted`` once refs exist: refs among its arguments or closed over by its body are
     threaded through a twin program; otherwise the plain call path."""
+    def act(twin: Any, dvals: Any, dkw_vals: Any, closed_vals: list) -> Any:
+        return twin(dvals, dkw_vals, closed_vals)
+
+    got = _with_refs(jitted, args, kwargs, lambda: call_plain(args, kwargs), act)
+    if not got[0]:
+        return got[1]
+    _, (out, new_arg, new_closed), arg_refs, closed = got
+    for r, v in zip(arg_refs, new_arg):
+        R.write_back(r, v)
+    for r, v in zip(closed, new_closed):
+        R.write_back(r, v)
+    return out
+
+
+def jit_trace(jitted: Any, args: tuple, kwargs: dict, trace_plain: Callable) -> Any:
+    """``jit(f).trace(*args)`` once refs exist: the twin's trace, wrapped so that its ``lower().compile()``
+    gives a callable taking (and updating) the refs, as the jitted function does."""
+    def act(twin: Any, dvals: Any, dkw_vals: Any, closed_vals: list) -> Any:
+        return twin.trace(dvals, dkw_vals, closed_vals)
+
+    got = _with_refs(jitted, args, kwargs, trace_plain, act)
+    if not got[0]:
+        return got[1]
+    return _RefStage(got[1], jitted, args, kwargs)
+
+
+class _RefStage:
+    """A ``Traced``/``Lowered``/``Compiled`` of a jitted function that takes refs: everything as the
+    twin program's, except that ``compile()`` gives a callable taking the refs themselves."""
+
+    def __init__(self, inner: Any, jitted: Any, args: tuple, kwargs: dict):
+        self._inner, self._jitted, self._args, self._kwargs = inner, jitted, args, kwargs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def lower(self, *a: Any, **k: Any) -> _RefStage:
+        return _RefStage(self._inner.lower(*a, **k), self._jitted, self._args, self._kwargs)
+
+    def compile(self, *a: Any, **k: Any) -> _RefStage:
+        return _RefStage(self._inner.compile(*a, **k), self._jitted, self._args, self._kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self._inner
+
+        def act(twin: Any, dvals: Any, dkw_vals: Any, closed_vals: list) -> Any:
+            return compiled(dvals, dkw_vals, closed_vals)
+
+        def plain() -> Any:
+            raise FtransValueError(f"jit({self._jitted.__name__}): this compiled program takes refs, but the call "
+                                   "passes none")
+
+        got = _with_refs(self._jitted, args, kwargs, plain, act, discover=False)
+        _, (out, new_arg, new_closed), arg_refs, closed = got
+        for r, v in zip(arg_refs, new_arg):
+            R.write_back(r, v)
+        for r, v in zip(closed, new_closed):
+            R.write_back(r, v)
+        return out
+
+
+def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Callable,
+               discover: bool = True) -> tuple:
+    """Run ``act(twin, arg_values, kwarg_values, closed_values)`` for the twin program of this call's refs,
+    discovering closed-over refs on the way; ``plain()`` when there are none.  Returns ``(False, plain
+    result)`` or ``(True, act's result, argument refs, closed-over refs)``."""
     info = _store_refs(jitted)
     fname = jitted.__name__
     while True:
@@ -115,9 +181,9 @@ def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> An
         closed = list(info.closed)
         if not ref_pos and not closed:
             try:
-                return call_plain(args, kwargs)
+                return False, plain()
             except R.NeedsRef as e:
-                if e.owner is not jitted._store:
+                if e.owner is not jitted._store or not discover:
                     raise
                 info.closed.append(e.ref)
                 continue
@@ -149,9 +215,9 @@ def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> An
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
         try:
-            out, new_arg, new_closed = twin(dvals, dkw_vals, closed_vals)
+            res = act(twin, dvals, dkw_vals, closed_vals)
         except R.NeedsRef as e:
-            if e.owner is not twin._ref_owner:
+            if e.owner is not twin._ref_owner or not discover:
                 raise
             for k, r in enumerate(arg_refs):
                 if e.ref is r:
@@ -160,11 +226,7 @@ def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> An
                     raise _alias_closure_error(r, labels[ref_pos[k]], f"jit({fname})") from None
             info.closed.append(e.ref)
             continue
-        for r, v in zip(arg_refs, new_arg):
-            R.write_back(r, v)
-        for r, v in zip(closed, new_closed):
-            R.write_back(r, v)
-        return out
+        return True, res, arg_refs, closed
 
 
 def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], tree: Any, ref_pos: tuple,
@@ -296,7 +358,7 @@ class Threaded:
         leaves, t = tree_util.tree_flatten(tree_obj)
         views = []
         for i, r in pos:
-            v = R.view_ref(leaves[i], r._origin, self._names[id(r)])
+            v = R.view_ref(leaves[i], r._origin, self._names[id(r)], r._kind)
             leaves[i] = v
             views.append(v)
         return tree_util.tree_unflatten(t, leaves), views
