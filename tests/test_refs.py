@@ -393,3 +393,82 @@ def test_jitted_function_with_closed_over_ref_dces_internal_refs():
         _ = g(y)
         return x
     assert "add" not in f.lower(1, 2).as_text()
+
+
+def test_aot_lower_compile_with_refs():
+    def scenario(lib, jnp):
+        @lib.jit
+        def f(x_mut):
+            x_mut[...] += 1.
+            x_mut[0] += 1
+
+        x_mut = lib.new_ref(jnp.zeros(3))
+        f.lower(x_mut).compile()(x_mut)
+        y_mut = lib.new_ref(jnp.zeros(3))
+
+        @lib.jit
+        def g():
+            y_mut[1] += 5
+
+        c = g.lower().compile()
+        c()
+        c()
+        return val(x_mut), val(y_mut)
+    both(scenario)
+
+
+def test_make_jaxpr_of_ref_functions_is_functional():
+    r = ftrans.new_ref(fjnp.zeros(3))
+
+    def f(x_ref):
+        x_ref[...] += 1.
+        return x_ref[0] * 2
+
+    closed = ftrans.make_jaxpr(f)(r)
+    assert [str(a) for a in closed.in_avals] == ["f32[3]"]
+    assert [str(a) for a in closed.out_avals] == ["f32[]", "f32[3]"]  # the output, then the ref's value
+    np.testing.assert_allclose(np.asarray(r[...]), 0.)  # tracing changes nothing
+
+    def g():
+        r[1] += 5.
+    assert len(ftrans.make_jaxpr(g)().jaxpr.invars) == 1  # the closed-over ref's value
+    assert str(ftrans.make_jaxpr(lambda x: x * 2)(1.)) == str(jax.make_jaxpr(lambda x: x * 2)(1.))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_custom_vjp_and_remat_with_refs(jit):
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def f(x_ref):
+            return x_ref[...]
+        f.defvjp(lambda x_ref: (f(x_ref), None), lambda _, g: (g,))
+        ff = lib.jit(f) if jit else f
+        y = ff(lib.new_ref(3.14))
+        _, pb = lib.vjp(lambda x: ff(lib.new_ref(x)), 3.14)
+
+        @lib.remat
+        def h(y, x_ref):
+            out = y * y
+            x_ref[...] += out
+            return out
+        hh = lib.jit(h) if jit else h
+        x_ref = lib.new_ref(1., kind="no_grad_no_remat")
+        gr = lib.grad(lambda y: hh(y, x_ref))(2.)
+
+        @lib.remat
+        def k(y):
+            out = y * z_ref[...]
+            z_ref[...] += 1
+            return out
+        kk = lib.jit(k) if jit else k
+        z_ref = lib.new_ref(1., kind="no_grad_no_remat")
+        gk = lib.grad(kk)(2.)
+        return y, pb(1.), gr, val(x_ref), gk, val(z_ref)
+    both(scenario)
+
+    @ftrans.custom_vjp
+    def ret(ref):
+        return ref
+    ret.defvjp(lambda ref: ..., lambda *_: ...)
+    with pytest.raises(errors.FtransValueError, match="returned a mutable array"):
+        (ftrans.jit(ret) if jit else ret)(ftrans.new_ref(0.))

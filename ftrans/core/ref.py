@@ -28,7 +28,6 @@ from typing import Any
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.operands import as_operand
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError, user_location
 
@@ -209,6 +208,8 @@ class Ref:
     def _coerce(self, x: Any, shape: tuple, what: str) -> Any:
         if isinstance(x, Ref):
             raise FtransTypeError(f"`{what}` into a ref: the value is itself a ref; read it first (r2[...])")
+        from ftrans.core.operands import as_operand
+
         try:
             x = as_operand(x)
         except Exception as e:  # noqa: BLE001 - reported as the ref's own error
@@ -403,6 +404,8 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
         raise FtransValueError(f"new_ref: kind must be None or 'no_grad_no_remat', got {kind!r}")
     if isinstance(init_val, (Ref, RefView)):
         raise FtransTypeError("new_ref: the initial value is a ref; read it first (r[...])")
+    from ftrans.core.operands import as_operand
+
     try:
         v = as_operand(init_val)
     except Exception as e:  # noqa: BLE001
