@@ -472,3 +472,36 @@ def test_custom_vjp_and_remat_with_refs(jit):
     ret.defvjp(lambda ref: ..., lambda *_: ...)
     with pytest.raises(errors.FtransValueError, match="returned a mutable array"):
         (ftrans.jit(ret) if jit else ret)(ftrans.new_ref(0.))
+
+
+def test_custom_vjp_bwd_writes_into_a_ref_it_saved():
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def stash_grads(grads_ref, x):
+            return x
+        stash_grads.defvjp(lambda r, x: (x, r), lambda r, g: (r.__setitem__(..., g), g)[1:] and (None, g))
+
+        def primal(grads_ref, x):
+            x = jnp.sin(x)
+            x = stash_grads(grads_ref, x)
+            x = jnp.sin(x)
+            return stash_grads(grads_ref, x)  # its bwd runs first; the earlier one's write is the last
+
+        grads_ref = lib.new_ref(jnp.float32(0.))
+        g = lib.grad(primal, 1)(grads_ref, jnp.float32(1.0))
+        stash = lib.new_ref(jnp.float32(0.))
+        _, pb = lib.vjp(lambda x: primal(stash, x), jnp.float32(0.5))
+        g2 = pb(jnp.float32(1.))
+        return g, val(grads_ref), g2, val(stash)
+    both(scenario)
+
+    @ftrans.custom_vjp
+    def g(x, ref):
+        return x
+
+    def g_fwd(x, _):
+        return x, ftrans.new_ref(0)
+    g.defvjp(g_fwd, lambda ref, ct: (ct, None))
+    with pytest.raises(errors.FtransValueError, match="custom_vjp fwd function"):
+        r = ftrans.new_ref(0.)
+        ftrans.vjp(lambda x: g(x, r), 3.)

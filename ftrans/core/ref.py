@@ -178,6 +178,12 @@ class Ref:
         sc = _current()
         if self._scope is sc:
             return
+        if self._scope is not None and not self._scope.alive and self._arg_name is not None:
+            raise FtransRefError(
+                f"{what} of the ref {self.aval.str_short()} passed as the argument {self._arg_name} of a function "
+                f"staged for {self._scope.what}, after that function returned (a custom_vjp backward pass run "
+                "later, say): ftrans threads refs through a staged function while tracing it, so its refs can "
+                "be used only while it runs; call that function unstaged, or return the values instead")
         if self._scope is not None and not self._scope.alive:
             raise FtransRefError(
                 f"{what} of the ref {self.aval.str_short()} created at {self._origin} inside a function "
