@@ -10,6 +10,7 @@ ref: the effects are discharged into explicit state while tracing.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -234,8 +235,14 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
     from ftrans.transforms.jit import JitWrapped
 
     owner = object()
-    fun = jitted._fun
+    # The twin lives in the function's store, which lives as long as the function (the store map is
+    # weak in it): the twin must not keep the function alive.
+    try:
+        fun_ref = weakref.ref(jitted._fun)
+    except TypeError:
+        fun_ref = (lambda f: lambda: f)(jitted._fun)
     fname = jitted.__name__
+    qualname = getattr(jitted._fun, "__qualname__", fname)
     n_args = len(dyn_idx) + len(statics)
 
     def twin(dargs: tuple, dkw: dict, closed_vals: list) -> Any:
@@ -252,6 +259,8 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
         for i, x in zip(dyn_idx, a):
             full[i] = x
 
+        fun = fun_ref()
+
         def call() -> Any:
             out = fun(*full, **k, **static_kw)
             R.check_no_refs(out, "jit", _fname_of(fun, fname))
@@ -262,7 +271,7 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
         return out, finals[:len(views)], finals[len(views):]
 
     twin.__name__ = fname
-    twin.__qualname__ = getattr(fun, "__qualname__", fname)
+    twin.__qualname__ = qualname
     o = jitted._options
     # (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend, max_cache_size,
     #  keep_unused, inline, compiler_options, in_shardings, out_shardings, optimizations, background)

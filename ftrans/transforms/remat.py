@@ -211,6 +211,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     name = getattr(fun, "__name__", "fun")
     traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
     lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
+    ref_owner = object()  # whose NeedsRef a staging of the body raises (a ref it closes over)
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
@@ -254,7 +255,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
                 it = iter(d)
                 full = [args[i] if i in stat else next(it) for i in range(n)]
                 if _ref_mod.created:  # a closed-over ref the body touches: see below
-                    res, _ = _ref_mod.run_scoped(lambda: fun(*full, **kw, **static_kw), [], [], remat_f,
+                    res, _ = _ref_mod.run_scoped(lambda: fun(*full, **kw, **static_kw), [], [], ref_owner,
                                                  f"checkpoint({name})")
                 else:
                     res = fun(*full, **kw, **static_kw)
@@ -265,7 +266,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
             try:
                 closed, _ = stage(flat_fun, avals)
             except _ref_mod.NeedsRef as e:
-                if e.owner is not remat_f:
+                if e.owner is not ref_owner:
                     raise
                 # The body touches a ref it closes over: it runs as written, without rematerialisation.
                 return fun(*args, **kwargs, **static_kw)
