@@ -505,3 +505,38 @@ def test_custom_vjp_bwd_writes_into_a_ref_it_saved():
     with pytest.raises(errors.FtransValueError, match="custom_vjp fwd function"):
         r = ftrans.new_ref(0.)
         ftrans.vjp(lambda x: g(x, r), 3.)
+
+
+def test_documented_differences_from_jax():
+    """docs/differences.md "Mutable array references", asserted against jax itself."""
+    # A frozen (or freed) ref cannot be read afterwards, even eagerly; JAX reads it outside jit.
+    jr = jax.new_ref(jjnp.arange(3.))
+    jax.freeze(jr)
+    np.testing.assert_allclose(np.asarray(jr[...]), [0., 1., 2.])
+    fr = ftrans.new_ref(fjnp.arange(3.))
+    ftrans.freeze(fr)
+    with pytest.raises(errors.FtransValueError, match="frozen at"):
+        fr[...]
+    # make_jaxpr shows the discharged, functional program: no Ref types, no ref effects.
+    def f(r):
+        r[...] += 1.
+    assert "Ref{" in str(jax.make_jaxpr(f)(jax.new_ref(jjnp.zeros(3))))
+    text = str(ftrans.make_jaxpr(f)(ftrans.new_ref(fjnp.zeros(3))))
+    assert "Ref" not in text and "f32[3]" in text
+    # ShapeDtypeStruct(is_ref=True) is JAX's only.
+    jax.ShapeDtypeStruct((3,), jjnp.float32, is_ref=True)
+    with pytest.raises(TypeError):
+        ftrans.ShapeDtypeStruct((3,), fjnp.float32, is_ref=True)
+
+
+def test_custom_vjp_with_refs_inside_jit_differentiates_the_function():
+    """docs/differences.md: inside jit a custom_vjp called with refs takes JAX's fallback path (the
+    function itself is differentiated), so a bwd that writes into a ref does not run there."""
+    @ftrans.custom_vjp
+    def stash(r, x):
+        return x
+    stash.defvjp(lambda r, x: (x, r), lambda r, g: (r.__setitem__(..., g), g)[1:] and (None, g))
+    r = ftrans.new_ref(fjnp.float32(0.))
+    g = ftrans.grad(ftrans.jit(lambda r, x: stash(r, fjnp.sin(x))), 1)(r, fjnp.float32(1.))
+    np.testing.assert_allclose(np.asarray(g), np.cos(1.), rtol=1e-6)
+    assert float(r[...]) == 0.  # JAX's bwd would have stored cos(1.) there
