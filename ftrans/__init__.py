@@ -26,6 +26,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
 from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr
+from ftrans.core.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
 from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
@@ -119,6 +120,8 @@ def typeof(x):
     """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
     from ftrans.core.trace import aval_of
 
+    if isinstance(x, Ref):
+        return x.aval
     return aval_of(x)
 
 
@@ -156,6 +159,7 @@ __all__ = [
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
     "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
     "default_prng_impl",
+    "ref", "Ref", "new_ref", "empty_ref", "free_ref", "freeze",
 ]
 
 from ftrans import (  # noqa: E402
@@ -165,6 +169,7 @@ from ftrans import (  # noqa: E402
     dlpack,
     monitoring,
     profiler,
+    ref,
     stages,
     typing,
 )

@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.experimental.checkify", "top"),
     ("ftrans.ffi", "top"),
     ("ftrans.export", "top"),
+    ("ftrans.ref", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import ref as _ref
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
@@ -43,6 +44,73 @@ def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = ()):
     """Stage ``fun(*args, **kwargs)``: the closed jaxpr, output tree, and flat input avals."""
+    if _ref.created:
+        return _trace_with_refs(fun, args, kwargs, static_argnums)
+    return _trace_plain(fun, args, kwargs, static_argnums)
+
+
+def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...]):
+    """``trace_to_jaxpr`` once refs exist: the refs among the arguments, and those the function closes
+    over (found on first touch), enter as values after the arguments, and their final values are extra
+    outputs after the function's (the output tree is then that of ``(out, final ref values)``)."""
+    dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path((tuple(args[i] for i in dyn_idx), kwargs))
+    ref_pos = [k for k, (_, x) in enumerate(leaves_paths) if isinstance(x, _ref.Ref)]
+    seen: dict[int, str] = {}
+    for k in ref_pos:
+        name = "args" + tree_util.keystr(leaves_paths[k][0])
+        if id(leaves_paths[k][1]) in seen:
+            raise FtransValueError(
+                f"only one reference to a mutable array may be passed as an argument to a function, but the "
+                f"mutable array reference of type {leaves_paths[k][1].aval.str_short()} appeared at both "
+                f"{seen[id(leaves_paths[k][1])]} and {name}")
+        seen[id(leaves_paths[k][1])] = name
+    closed: list = []
+    owner = object()
+    while True:
+        vals = [x for _, x in leaves_paths]
+        for k in ref_pos:
+            vals[k] = _ref.read_for_thread(vals[k])
+        cvals = [_ref.read_for_thread(r) for r in closed]
+        run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner)
+        try:
+            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {})
+        except _ref.NeedsRef as e:
+            if e.owner is not owner:
+                raise
+            closed.append(e.ref)
+            continue
+        if not ref_pos and not closed:  # no refs: the output tree is the function's own
+            out_tree = out_tree.children()[0]
+        return closed_j, out_tree, avals
+
+
+def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_paths: list, ref_pos: list,
+                n: int, closed: list, owner: Any) -> Callable:
+    """The function ``_trace_with_refs`` stages: argument values and closed-over refs' values in,
+    ``(out, final ref values)`` out."""
+    def run(*flat: Any) -> Any:
+        ins = list(flat[:n])
+        views = []
+        for k in ref_pos:
+            v = _ref.view_ref(ins[k], "", "args" + tree_util.keystr(leaves_paths[k][0]))
+            ins[k] = v
+            views.append(v)
+        dargs, kw = tree_util.tree_unflatten(in_tree, ins)
+        full = list(args)
+        for i, a in zip(dyn_idx, dargs):
+            full[i] = a
+
+        def call() -> Any:
+            out = fun(*full, **kw)
+            _ref.check_no_refs(out, "make_jaxpr", getattr(fun, "__name__", "fun"))
+            return out
+        return _ref.run_scoped(call, views + closed, [v._value for v in views] + list(flat[n:]), owner,
+                               "make_jaxpr")
+    return run
+
+
+def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = ()):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))

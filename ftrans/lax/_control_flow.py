@@ -27,6 +27,7 @@ from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
+from ftrans.transforms import refs as _refs
 from ftrans.transforms.batching import to_axis_owner, vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "associative_scan"]
@@ -457,6 +458,14 @@ def _operands(name: str, operands: tuple, operand: Any) -> tuple:
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
+    if _refs.any_refs():  # refs among the operands or closed over by a branch are threaded (transforms/refs.py)
+        ops = _operands("cond", operands, operand)
+        return _refs.branches(lambda fs, vals: _cond_plain(pred, fs[1], fs[0], *vals), "cond",
+                              [false_fun, true_fun], ops)
+    return _cond_plain(pred, true_fun, false_fun, *operands, operand=operand)
+
+
+def _cond_plain(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
     _check_callable("cond", true_fun=true_fun, false_fun=false_fun)
     operands = _operands("cond", operands, operand)
     if pred is None:
@@ -485,6 +494,13 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
 
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    if _refs.any_refs() and isinstance(branches, (list, tuple)) and branches:
+        ops = _operands("switch", operands, operand)
+        return _refs.branches(lambda fs, vals: _switch_plain(index, fs, *vals), "switch", list(branches), ops)
+    return _switch_plain(index, branches, *operands, operand=operand)
+
+
+def _switch_plain(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
     if not isinstance(branches, (list, tuple)) or not branches:
         raise FtransValueError("switch: branches must be a non-empty sequence of functions")
     _check_callable("switch", **{f"branches[{i}]": b for i, b in enumerate(branches)})
@@ -516,6 +532,13 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: An
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """JAX's ``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
+    if _refs.any_refs():  # refs in the carry or closed over are threaded (transforms/refs.py)
+        _check_callable("while_loop", cond_fun=cond_fun, body_fun=body_fun)
+        return _refs.while_loop(_while_plain, cond_fun, body_fun, init_val)
+    return _while_plain(cond_fun, body_fun, init_val)
+
+
+def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     _check_callable("while_loop", cond_fun=cond_fun, body_fun=body_fun)
     if config.disable_jit:
         # Stepped in Python; a traced condition (a vmap of the loop) falls back to the primitive,
@@ -601,6 +624,14 @@ def _unroll(name: str, unroll: Any, length: int) -> int:
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``, as one primitive."""
+    if _refs.any_refs():  # refs carried, scanned over or closed over are threaded (transforms/refs.py)
+        _check_callable("scan", f=f)
+        return _refs.scan(_scan_plain, f, init, xs, length, reverse, unroll, _split_transpose)
+    return _scan_plain(f, init, xs, length, reverse, unroll, _split_transpose)
+
+
+def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+                unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     _check_callable("scan", f=f)
     x_ops, x_tree = _flatten_operands(xs, "xs")
     x_paths = _leaf_paths(x_tree)

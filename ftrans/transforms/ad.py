@@ -181,6 +181,14 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    def full_lower(self) -> Any:
+        """The primal when the tangent is a symbolic zero (or carries nothing, float0): what a mutable
+        ref created outside this differentiation may hold (``core/ref.py``)."""
+        t = self.tangent
+        if type(t) is Zero or getattr(t, "dtype", None) == float0:
+            return self.primal
+        return self
+
     def to_concrete_value(self) -> Any:
         # The primal is the value; outside jit it is concrete (an Array), so Python control flow on a
         # value being differentiated follows it, as in JAX (and define-by-run systems).

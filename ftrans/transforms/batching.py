@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import ref as _ref_mod
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
@@ -128,6 +129,10 @@ class BatchTracer(Tracer):
             return a
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         return ShapedArray(shape, a.dtype, a.weak_type)
+
+    def full_lower(self) -> Any:
+        """The value itself when it is not batched (what a ref outside this vmap may hold)."""
+        return self.val if self.bdim is not_mapped else self
 
 
 def _axis_names_used(jaxpr: Any, out: set) -> None:
@@ -432,11 +437,16 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         from ftrans.core.operands import as_operand
 
         ops, norm = [], []
-        for (_path, x), d in zip(leaves_paths, dims):
+        ref_at: dict[int, Any] = {}  # leaf position -> the caller's ref mapped there (its value is batched)
+        if _ref_mod.created:
+            ref_at = _mapped_refs(name, leaves_paths, dims)
+        for k, ((_path, x), d) in enumerate(zip(leaves_paths, dims)):
             if d is None:
                 ops.append(x)
                 norm.append(not_mapped)
                 continue
+            if k in ref_at:
+                x = _ref_mod.read_for_thread(x)
             x = x if isinstance(x, Tracer) else as_operand(x)
             ops.append(x)
             norm.append(d % len(aval_of(x).shape))
@@ -446,9 +456,17 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             frame.main = main
             trace = main.trace
             tracers = [x if d is not_mapped else BatchTracer(trace, x, d) for x, d in zip(ops, norm)]
+            views = {}
+            for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
+                views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
             a, kw = tree_util.tree_unflatten(in_tree, tracers)
             with extend_axis_env(axis_name, size, main):
                 out = fun(*a, **kw)
+            if ref_at:
+                _ref_mod.check_no_refs(out, "vmap", name)
+                for k, v in views.items():
+                    _ref_mod.write_back(ref_at[k], _out_value(name, main, _ref_mod.read_for_thread(v), norm[k], size,
+                                                              leaves_paths[k][0], axis_name))
             paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
             out_tree_box.append(out_tree)
             out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
@@ -463,6 +481,22 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         doc += "\n\nOriginal documentation:\n\n" + fun.__doc__
     batched.__doc__ = doc
     return batched
+
+
+def _mapped_refs(name: str, leaves_paths: list, dims: list) -> dict:
+    """The arguments of a vmapped call that are refs mapped over an axis, by leaf position; a ref passed
+    twice is an error (the function would see two refs of one array)."""
+    found = {k: x for k, ((_p, x), d) in enumerate(zip(leaves_paths, dims)) if isinstance(x, _ref_mod.Ref)}
+    seen: dict[int, str] = {}
+    for k, r in found.items():
+        where = tree_util.keystr(leaves_paths[k][0])
+        if id(r) in seen:
+            raise FtransValueError(
+                f"vmap({name}): only one reference to a mutable array may be passed as an argument to a function, "
+                f"but the mutable array reference of type {r.aval.str_short()} appeared at both {seen[id(r)]} "
+                f"and {where}")
+        seen[id(r)] = where
+    return {k: r for k, r in found.items() if dims[k] is not None}
 
 
 def _flatten_out_axes(out_axes: Any, out: Any, n: int) -> list:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
@@ -155,6 +156,122 @@ def _nondiff_positions(api: str, fun: Callable, nums: Sequence[int], names: Sequ
                 raise FtransValueError(f"{api}: nondiff_argnames names {n!r}, which is not a parameter of "
                                        f"{_name(fun)}")
     return tuple(sorted(out))
+
+
+def _has_refs(args: tuple) -> bool:
+    return any(isinstance(x, _ref_mod.Ref) for x in tree_util.tree_leaves(args))
+
+
+def _call_with_refs(fun: Callable, name: str, args: tuple, what: str) -> Any:
+    """A custom-derivative function called with mutable refs: as in JAX's fallback path, the function
+    itself runs (and is differentiated as written, its custom rule unused); the refs must be distinct
+    and none may be returned."""
+    from ftrans.transforms import refs
+
+    names = refs._param_names(fun, len(args))
+    found = [(names[i] + tree_util.keystr(p), x) for i, a in enumerate(args)
+             for p, x in tree_util.tree_flatten_with_path(a)[0] if isinstance(x, _ref_mod.Ref)]
+    refs._check_aliases([x for _, x in found], [n for n, _ in found], f"{what} function {name}")
+    out = fun(*args)
+    _ref_mod.check_no_refs(out, what, name)
+    return out
+
+
+def _differentiated_refs(args: tuple) -> bool:
+    """Whether a ref among ``args`` holds a value being differentiated (then it is not plumbing), or one
+    staged by ``jit`` or a loop body (which may be differentiated later: the refs then take JAX's fallback
+    path too, see docs/differences.md)."""
+    for x in tree_util.tree_leaves(args):
+        if isinstance(x, _ref_mod.Ref):
+            if x._scope is not None:
+                return True
+            v = x._value
+            while isinstance(v, Tracer):
+                if hasattr(v, "tangent"):
+                    return True
+                v = getattr(v, "primal", None) if hasattr(v, "primal") else getattr(v, "val", None)
+    return False
+
+
+def _custom_vjp_with_refs(f: Any, name: str, args: tuple) -> Any:
+    """A ``custom_vjp`` function called with mutable refs among its (differentiable-position) arguments:
+    the refs are not differentiated but passed through, so ``fwd`` may save them as residuals and ``bwd``
+    write into them (JAX's gradient-statistics plumbing).  Built as a custom_vjp of the other arguments
+    that closes over the refs; ``bwd``'s cotangents for the refs (None) are dropped."""
+    from ftrans.transforms import refs as _refs_mod
+
+    nd = set(f.nondiff_argnums)
+    names = _refs_mod._param_names(f.fun, len(args))
+    found = [(names[i] + tree_util.keystr(p), x) for i, a in enumerate(args)
+             for p, x in tree_util.tree_flatten_with_path(a)[0] if isinstance(x, _ref_mod.Ref)]
+    _refs_mod._check_aliases([x for _, x in found], [n for n, _ in found], f"custom_vjp function {name}")
+    diff_pos = [i for i in range(len(args)) if i not in nd]
+    per_arg = [tree_util.tree_flatten(args[i]) for i in diff_pos]
+    kinds = [[isinstance(x, _ref_mod.Ref) for x in leaves] for leaves, _ in per_arg]
+    others = [x for (leaves, _), k in zip(per_arg, kinds) for x, r in zip(leaves, k) if not r]
+
+    def full_args(vals: Sequence) -> list:
+        it = iter(vals)
+        out = list(args)
+        for i, (leaves, tree), k in zip(diff_pos, per_arg, kinds):
+            out[i] = tree_util.tree_unflatten(tree, [x if r else next(it) for x, r in zip(leaves, k)])
+        return out
+
+    refs = [x for _, x in found]
+    res_box: list = []
+
+    def fun2(*vals: Any) -> Any:
+        out = f.fun(*full_args(vals))
+        _ref_mod.check_no_refs(out, "custom_vjp", name)
+        return out
+
+    def fwd2(*vals: Any) -> Any:
+        got = f.fwd(*full_args(vals))
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return got  # the usual error, from custom_vjp itself
+        out, res = got
+        _ref_mod.check_no_refs(out, "custom_vjp fwd function", name)
+        leaves, tree = tree_util.tree_flatten(res)
+        slots = []
+        for k, x in enumerate(leaves):
+            if isinstance(x, _ref_mod.Ref):
+                j = next((j for j, r in enumerate(refs) if r is x), None)
+                if j is None:
+                    raise FtransValueError(
+                        f"custom_vjp fwd function of {name} returned, among its residuals, a mutable array "
+                        f"reference of type {x.aval.str_short()} that is not one of its arguments; a fwd function "
+                        "may only save the refs it was given")
+                slots.append((k, j))
+        res_box[:] = [(tree, slots)]
+        return out, tuple(x for k, x in enumerate(leaves) if not any(k == s for s, _ in slots))
+
+    def bwd2(res: Any, g: Any) -> Any:
+        tree, slots = res_box[0]
+        it = iter(res)
+        pos = dict(slots)
+        leaves = [refs[pos[k]] if k in pos else next(it) for k in range(tree.num_leaves)]
+        nd_vals = [args[i] for i in sorted(nd)]
+        cts = f.bwd(*nd_vals, tree_util.tree_unflatten(tree, leaves), g)
+        if not isinstance(cts, (tuple, list)) or len(cts) != len(diff_pos):
+            raise FtransTypeError(
+                f"custom_vjp bwd function of {name} must return a tuple with one cotangent per "
+                f"differentiable argument ({len(diff_pos)}), got {type(cts).__name__}")
+        out = []
+        for ct, (_leaves_i, tree_i), k in zip(cts, per_arg, kinds):
+            if ct is None:
+                out += [None for r in k if not r]
+                continue
+            ct_leaves = tree_util.tree_flatten(ct, is_leaf=lambda x: x is None)[0]
+            if len(ct_leaves) != len(k):
+                raise FtransTypeError(
+                    f"custom_vjp bwd function of {name}: a cotangent's structure does not match its argument's "
+                    f"({tree_i})")
+            out += [c for c, r in zip(ct_leaves, k) if not r]
+        return tuple(out)
+
+    g2 = custom_vjp(fun2)
+    g2.defvjp(fwd2, bwd2, symbolic_zeros=False)
+    return g2(*others)
 
 
 def _split_nondiff(args: tuple, nondiff: tuple[int, ...]) -> tuple[list, list]:
@@ -380,6 +497,8 @@ class custom_jvp:  # noqa: N801 - JAX's name
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _resolve_kwargs(self.fun, args, kwargs)
+        if _ref_mod.created and _has_refs(args):
+            return _call_with_refs(self.fun, name, args, "custom_jvp")
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums
@@ -518,6 +637,10 @@ class custom_vjp:  # noqa: N801 - JAX's name
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
         args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
+        if _ref_mod.created and _has_refs(args):
+            if _differentiated_refs(args):  # JAX's fallback: the function itself is differentiated
+                return _call_with_refs(self.fun, name, args, "custom_vjp")
+            return _custom_vjp_with_refs(self, name, args)
         if _trace.is_eager():
             return self.fun(*args)
         nondiff = self.nondiff_argnums

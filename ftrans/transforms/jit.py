@@ -32,6 +32,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import platform as _platform
+from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
@@ -80,7 +81,8 @@ class _Store:
     JAX's trace cache does.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traced", "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traced", "ref_info",
+                 "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
@@ -90,6 +92,7 @@ class _Store:
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
         self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
         self.traced: OrderedDict[tuple, tuple] = OrderedDict()  # signature -> (closed jaxpr, out tree)
+        self.ref_info: Any = None  # the refs the function closes over, and its ref-threading twins (refs.py)
 
 
 # function -> {jit options: _Store}; weak in the function, like JAX's cache of jitted functions.
@@ -790,6 +793,13 @@ class JitWrapped:
         return tuple(sorted({j for j in (i + n if i < 0 else i for i in nums) if 0 <= j < n}))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
+        if _ref_mod.created:  # refs exist: those among the arguments or closed over are threaded (refs.py)
+            from ftrans.transforms import refs
+
+            return refs.jit_call(self, args, kwargs, self._call_plain)
+        return self._call_plain(args, kwargs)
+
+    def _call_plain(self, args: tuple, kwargs: dict) -> Any:
         if _call_guard:
             if _config_mod.config.disable_jit:
                 return self._fun(*args, **kwargs)
@@ -1090,7 +1100,12 @@ class JitWrapped:
             full = list(args)
             for i, a in zip(dyn_idx, dargs):
                 full[i] = a
-            out = self._fun(*full, **dkw, **static_kw)
+            if _ref_mod.created:  # a ref the body touches makes the caller thread it (refs.py)
+                out, _ = _ref_mod.run_scoped(lambda: self._fun(*full, **dkw, **static_kw), [], [], self._store,
+                                             f"jit({fname})")
+                _ref_mod.check_no_refs(out, "jit", fname)
+            else:
+                out = self._fun(*full, **dkw, **static_kw)
             flat_out, out_tree = tree_util.tree_flatten(out)
             if any(_is_float0(o) for o in flat_out if _leaf_aval(o) is None):
                 # float0 results (an integer input's gradient) come back as float0 zeros of their
@@ -1294,6 +1309,13 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        if _ref_mod.created:  # refs exist: a function taking or closing over refs traces its twin (refs.py)
+            from ftrans.transforms import refs
+
+            return refs.jit_trace(self, args, kwargs, lambda: self._trace_plain(args, kwargs))
+        return self._trace_plain(args, kwargs)
+
+    def _trace_plain(self, args: tuple, kwargs: dict) -> Traced:
         dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         avals = []
@@ -1317,6 +1339,8 @@ class JitWrapped:
         from ftrans.transforms import sharded_jit
 
         traced = None
+        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves):
+            return self.trace(*args, **kwargs).lower()
         if not sharded_jit.needs_spmd(self, leaves):
             traced = self.trace(*args, **kwargs)
             if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):

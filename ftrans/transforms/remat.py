@@ -28,6 +28,7 @@ from typing import Any
 
 from jax import tree_util
 
+from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
@@ -210,6 +211,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     name = getattr(fun, "__name__", "fun")
     traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
     lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
+    ref_owner = object()  # whose NeedsRef a staging of the body raises (a ref it closes over)
 
     @functools.wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
@@ -227,6 +229,10 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
         leaves, in_tree = tree_util.tree_flatten((dyn, kwargs))
         from ftrans.core.operands import as_operand
 
+        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves):
+            # Refs passed in: the body runs as written, without rematerialisation (which would repeat
+            # its writes); the values are the same, only the memory saving is lost.
+            return fun(*args, **kwargs, **static_kw)
         for x in leaves:
             if jax_array_argument(x):
                 raise jax_array_argument_error(f"checkpoint({name}): an argument")
@@ -248,11 +254,22 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
                 d, kw = tree_util.tree_unflatten(in_tree, ins)
                 it = iter(d)
                 full = [args[i] if i in stat else next(it) for i in range(n)]
-                out, tree = tree_util.tree_flatten(fun(*full, **kw, **static_kw))
+                if _ref_mod.created:  # a closed-over ref the body touches: see below
+                    res, _ = _ref_mod.run_scoped(lambda: fun(*full, **kw, **static_kw), [], [], ref_owner,
+                                                 f"checkpoint({name})")
+                else:
+                    res = fun(*full, **kw, **static_kw)
+                out, tree = tree_util.tree_flatten(res)
                 out_tree_box.append(tree)
                 return out
 
-            closed, _ = stage(flat_fun, avals)
+            try:
+                closed, _ = stage(flat_fun, avals)
+            except _ref_mod.NeedsRef as e:
+                if e.owner is not ref_owner:
+                    raise
+                # The body touches a ref it closes over: it runs as written, without rematerialisation.
+                return fun(*args, **kwargs, **static_kw)
             body, consts = hoist_consts(closed)
             hit = (body, consts, out_tree_box[0])
             # A body that captured a tracer of an enclosing transform belongs to this call only.

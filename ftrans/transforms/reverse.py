@@ -18,6 +18,7 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import building, dtypes
+from ftrans.core import ref as _ref
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
@@ -129,18 +130,19 @@ class DidntWant(_Marker):
 
 
 class GradRef(_Marker):
-    """JAX returns it for an input whose cotangent was accumulated into a mutable ref; ftrans has no
-    mutable refs, so it is never returned (kept for ``isinstance`` checks)."""
+    """What a ``with_refs`` pullback returns for an input whose cotangent it added into the ref it was
+    given (a pytree with no leaves)."""
 
 
 for _cls in (DidntWant, GradRef):
     tree_util.register_pytree_node(_cls, lambda _: ((), None), lambda _aux, _children, _c=_cls: _c())
 
 
-def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple[bool, ...]:
+def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple:
     """One flag per input leaf, from ``with_refs``'s arguments (one per positional primal, each a
-    ``GradValue()`` or ``DontWant()``, or a pytree of them matching that primal)."""
-    leaves, tree = tree_util.tree_flatten(wants, is_leaf=lambda x: isinstance(x, _Marker))
+    ``GradValue()``, ``DontWant()`` or a ref to add the cotangent into, or a pytree of them matching
+    that primal): True, False, or the ref (which counts as wanted)."""
+    leaves, tree = tree_util.tree_flatten(wants, is_leaf=lambda x: isinstance(x, (_Marker, _ref.Ref)))
     if tree != in_tree:
         raise FtransValueError(
             f"{name}.with_refs: expected one GradValue() or DontWant() per primal input leaf, structured "
@@ -149,11 +151,12 @@ def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple[bool, ...]:
     for i, x in enumerate(leaves):
         if isinstance(x, (GradValue, DontWant)):
             out.append(isinstance(x, GradValue))
+        elif isinstance(x, _ref.Ref):
+            out.append(x)  # the cotangent is added into this ref
         elif hasattr(x, "aval") or hasattr(x, "shape"):
-            raise NotImplementedError(
-                f"{name}.with_refs: input {i} is given an array, but accumulating a cotangent into a "
-                "mutable ref is not supported (ftrans has no mutable refs); pass GradValue() and add "
-                "the returned cotangent yourself")
+            raise FtransTypeError(
+                f"{name}.with_refs: input {i} is given an array; to accumulate its cotangent pass a ref "
+                "(ftrans.new_ref(jnp.zeros_like(x))), else GradValue() or DontWant()")
         else:
             raise FtransTypeError(
                 f"{name}.with_refs: input {i} must be given GradValue() or DontWant(), got "
@@ -276,10 +279,10 @@ class _Pullback:
         flags, the unwanted ones are None and nothing is computed for them alone."""
         j = self._jaxpr
         res = self._residuals()
-        if self._wants is None or all(self._wants):
+        if self._wants is None or all(w is not False for w in self._wants):
             args = [UndefinedPrimal(v.aval) for v in j.invars]
             return list(backward_pass(j, res, args, cts))
-        wanted = [w for w, d in zip(self._wants, self._diff) if d]
+        wanted = [w is not False for w, d in zip(self._wants, self._diff) if d]
 
         def bwd(*cts_in: Any) -> list:
             args = [UndefinedPrimal(v.aval) for v in j.invars]
@@ -328,8 +331,12 @@ class _Pullback:
         out: list = []
         for aval, d, w in zip(self._in_avals, self._diff, wants):
             ct_in = next(in_cts) if d else None
-            if not w:
+            if w is False:
                 out.append(DidntWant())
+            elif isinstance(w, _ref.Ref):  # with_refs: accumulate into the ref given for this input
+                if d:
+                    w.addupdate(instantiate(ct_in))
+                out.append(GradRef())
             else:
                 out.append(instantiate(ct_in) if d else _float0_zeros(tangent_aval(aval)))
         return tree_util.tree_unflatten(self._in_tree, out)
