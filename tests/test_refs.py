@@ -540,3 +540,17 @@ def test_custom_vjp_with_refs_inside_jit_differentiates_the_function():
     g = ftrans.grad(ftrans.jit(lambda r, x: stash(r, fjnp.sin(x))), 1)(r, fjnp.float32(1.))
     np.testing.assert_allclose(np.asarray(g), np.cos(1.), rtol=1e-6)
     assert float(r[...]) == 0.  # JAX's bwd would have stored cos(1.) there
+
+
+def test_control_flow_that_touches_no_ref_is_unchanged_once_refs_exist():
+    """Refs existing somewhere must not change the errors (or programs) of control flow that never touches one."""
+    keep = ftrans.new_ref(fjnp.zeros(2))  # noqa: F841 - a ref alive during the calls below
+    with pytest.raises(TypeError, match=r"carry\['b'\]"):
+        ftrans.lax.scan(lambda c, x: ({"b": c["b"] * 1.5}, x), {"b": fjnp.int32(1)}, fjnp.arange(3.0))
+    with pytest.raises(TypeError, match=r"output\['x'\]\[1\]"):
+        ftrans.lax.cond(True, lambda: {"x": (1.0, fjnp.ones(3))}, lambda: {"x": (1.0, fjnp.ones(3, "int32"))})
+    closed = ftrans.make_jaxpr(lambda x: ftrans.lax.fori_loop(0, 3, lambda i, c: c + i, x))(1.0)
+    assert "scan[" in str(closed)  # fori_loop with static bounds is a scan, as in JAX
+    r = ftrans.new_ref(0.0)  # a closed-over ref is still threaded
+    ftrans.lax.fori_loop(0, 3, lambda i, c: (r.__setitem__(..., r[...] + 1.0), c)[1], 0.0)
+    assert float(r[...]) == 3.0

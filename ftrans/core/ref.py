@@ -32,8 +32,11 @@ from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError, user_location
 
 # How many refs were ever created: while it is zero no ref can be touched anywhere, so the
-# transforms that thread refs skip their checks entirely.
+# transforms that thread refs skip their checks entirely. (Once refs exist, control flow still runs
+# its plain path first, ``transforms/refs.py``'s ``_plain_first``, so its programs and errors do
+# not change for code that touches no ref.)
 created = 0
+_count_lock = threading.Lock()
 
 
 class FtransRefError(FtransValueError):
@@ -139,7 +142,8 @@ class Ref:
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
         global created
-        created += 1
+        with _count_lock:
+            created += 1
         self._value = value
         self._aval = aval
         self._scope = _current()

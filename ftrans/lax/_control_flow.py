@@ -95,12 +95,16 @@ class _Traced:
 
 
 def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
-           post: Callable[[Any], Any] | None = None) -> _Traced:
-    """Stage ``fun(*unflatten(in_tree, args))``; ``post`` may check/reshape its output first."""
+           post: Callable[[Any], Any] | None = None, prim: str = "cond") -> _Traced:
+    """Stage ``fun(*unflatten(in_tree, args))``; ``post`` may check/reshape its output first.
+
+    ``prim`` names the primitive in the error for a body that returns a mutable array reference."""
     box: list = []
 
     def flat(*ins: Any) -> list:
         out = fun(*tree_util.tree_unflatten(in_tree, ins))
+        if _refs.any_refs():
+            _refs.no_refs_out(out, prim, fun)
         if post is not None:
             out = post(out)
         leaves, tree = _flatten_operands(out, f"the output of {what} at ")
@@ -369,7 +373,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
         for b, label in zip(branches, labels):
             rec.calls = []
             try:
-                t = _trace(b, ops_tree, avals, label)
+                t = _trace(b, ops_tree, avals, label, prim=name)
             except _NeedOutputs:
                 recursive.append(True)
                 traced.append(None)
@@ -461,7 +465,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, ope
     if _refs.any_refs():  # refs among the operands or closed over by a branch are threaded (transforms/refs.py)
         ops = _operands("cond", operands, operand)
         return _refs.branches(lambda fs, vals: _cond_plain(pred, fs[1], fs[0], *vals), "cond",
-                              [false_fun, true_fun], ops)
+                              [false_fun, true_fun], ops,
+                              lambda fs, vals: _cond_plain(pred, true_fun, false_fun, *operands, operand=operand))
     return _cond_plain(pred, true_fun, false_fun, *operands, operand=operand)
 
 
@@ -496,7 +501,8 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: An
     """JAX's ``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
     if _refs.any_refs() and isinstance(branches, (list, tuple)) and branches:
         ops = _operands("switch", operands, operand)
-        return _refs.branches(lambda fs, vals: _switch_plain(index, fs, *vals), "switch", list(branches), ops)
+        return _refs.branches(lambda fs, vals: _switch_plain(index, fs, *vals), "switch", list(branches), ops,
+                              lambda fs, vals: _switch_plain(index, branches, *operands, operand=operand))
     return _switch_plain(index, branches, *operands, operand=operand)
 
 
@@ -553,13 +559,13 @@ def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     init, tree = _flatten_operands(init_val, "init_val")
     paths = _leaf_paths(tree)
     arg_tree = _tuple_tree(tree)
-    body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun")
+    body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun", prim="while_loop")
     _check_same_tree("while_loop", "body_fun's output", tree, body.out_tree)
     init, changed = _promote_weak(init, [_aval(x) for x in init], body.out_avals)
     if changed:
-        body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun")
+        body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun", prim="while_loop")
     _carry_mismatch("while_loop", "body_fun's output", paths, [_aval(x) for x in init], body.out_avals)
-    cnd = _trace(cond_fun, arg_tree, [_aval(x) for x in init], "cond_fun")
+    cnd = _trace(cond_fun, arg_tree, [_aval(x) for x in init], "cond_fun", prim="while_loop")
     if len(cnd.out_avals) != 1 or cnd.out_avals[0].shape != () or cnd.out_avals[0].dtype != dtypes.bool_:
         got = ", ".join(_builtin_map(type_str, cnd.out_avals)) or "nothing"
         raise FtransTypeError(
@@ -682,7 +688,7 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
 
     def trace_body(c_avals: list[ShapedArray]) -> _Traced:
         y_tree_box.clear()
-        return _trace(body_fun, in_tree, c_avals + slices, "the scan body", post=split_pair)
+        return _trace(body_fun, in_tree, c_avals + slices, "the scan body", post=split_pair, prim="scan")
 
     body = trace_body([_aval(c) for c in carry])
     nc = len(carry)

@@ -1114,6 +1114,8 @@ class JitWrapped:
                 flat_out, out_tree = tree_util.tree_flatten(out)
             for o in flat_out:
                 if _leaf_aval(o) is None:
+                    if isinstance(o, (_ref_mod.Ref, _ref_mod.RefView)):  # JAX's error for a returned ref
+                        _ref_mod.check_no_refs(out, "jit", fname)
                     if type(o) is int:  # a Python int the default integer type cannot hold
                         d = dtypes.python_scalar_dtype(o)
                         raise FtransOverflowError(

@@ -386,6 +386,26 @@ class Threaded:
             R.write_back(r, v)
 
 
+_THREAD = object()
+
+
+def _plain_first(th: Threaded, run_plain: Callable[[], Any]) -> Any:
+    """Without ref arguments, run the call as the user made it, watching for refs its bodies touch.
+
+    Most control flow in a process that holds refs never touches one: it then runs exactly as it would
+    with no refs about (the same program, the same errors). A closed-over ref the bodies touch raises
+    ``NeedsRef`` for this call: it is recorded, and ``_THREAD`` says to thread it.
+    """
+    if th.has_refs():
+        return _THREAD
+    try:
+        out, _ = R.run_scoped(run_plain, [], [], th.owner, th.what)
+    except R.NeedsRef as e:
+        th.add_closed(e)
+        return _THREAD
+    return out
+
+
 def no_refs_out(out: Any, what: str, fun: Callable) -> None:
     R.check_no_refs(out, what, _fname_of(fun, getattr(fun, "__name__", "fun")))
 
@@ -436,6 +456,9 @@ def scan(plain: Callable, f: Callable, init: Any, xs: Any, length: Any, reverse:
     th = Threaded("scan", {cname: init, xname: xs} if cname != xname else {"c": init, "xs": xs})
     cname, xname = list(th.arg_refs)
     c_refs = th.arg_refs[cname]
+    first = _plain_first(th, lambda: plain(f, init, xs, length, reverse, unroll, split))
+    if first is not _THREAD:
+        return first
     while True:
         cvals, xvals, cl = th.values_of(cname, init), th.values_of(xname, xs), th.closed_values()
 
@@ -464,6 +487,9 @@ def while_loop(plain: Callable, cond_fun: Callable, body_fun: Callable, init_val
     """``lax.while_loop`` with refs: refs in the carry and closed-over refs become carried values."""
     th = Threaded("while_loop", {"init_val": init_val})
     v_refs = th.arg_refs["init_val"]
+    first = _plain_first(th, lambda: plain(cond_fun, body_fun, init_val))
+    if first is not _THREAD:
+        return first
     while True:
         ivals, cl = th.values_of("init_val", init_val), th.closed_values()
 
@@ -489,11 +515,16 @@ def while_loop(plain: Callable, cond_fun: Callable, body_fun: Callable, init_val
         return refs_back(v_fin, v_refs)
 
 
-def branches(plain: Callable, what: str, funs: list[Callable], operands: tuple) -> Any:
+def branches(plain: Callable, what: str, funs: list[Callable], operands: tuple,
+             plain_direct: Callable) -> Any:
     """``lax.cond``/``switch`` with refs: ``plain(wrapped_branches, operand_values)`` runs the primitive;
-    each branch returns its output, the final values of the operand refs and of the closed-over ones."""
+    each branch returns its output, the final values of the operand refs and of the closed-over ones.
+    ``plain_direct(funs, operands)`` is the call as the user made it (tried first, see ``_plain_first``)."""
     names = _param_names(funs[0], len(operands))
     th = Threaded(what, dict(zip(names, operands)))
+    first = _plain_first(th, lambda: plain_direct(funs, operands))
+    if first is not _THREAD:
+        return first
     while True:
         vals = tuple(th.values_of(n, o) for n, o in zip(names, operands))
         cl = th.closed_values()
