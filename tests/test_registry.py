@@ -529,6 +529,8 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
        for name in ("checkpointed_while", "while_lin")},
     "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
                  "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
+    "ragged_all_to_all": "a collective whose axis must be bound by shard_map or pmap (JAX has no rule for its "
+                         "vmap axis either); tests/test_ragged_all_to_all.py covers it (jit, jvp, grad, vmap)",
 }
 
 

@@ -183,6 +183,13 @@ class Mesh:
     def empty(self) -> bool:
         return self.devices.size == 0
 
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        """The mesh's axis sizes, names and types without its devices."""
+        d = self.devices.flat[0] if self.devices.size else None
+        dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
+
     def __eq__(self, other: Any) -> bool:
         other = as_mesh(other)  # a runtime (jax) mesh equals its ftrans twin
         return isinstance(other, Mesh) and self._key == other._key
@@ -519,3 +526,132 @@ def _from_runtime(sh: Any) -> Any:
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))
     return sh
+
+
+# ----------------------------------------------------------------------------
+# Meshes without devices
+
+
+class AbstractDevice:
+    """What an abstract mesh knows of its devices: their kind, core count and platform."""
+
+    __slots__ = ("device_kind", "num_cores", "platform")
+
+    def __init__(self, device_kind: str, num_cores: int | None = None, platform: str | None = None):
+        self.device_kind = device_kind
+        self.num_cores = num_cores
+        self.platform = platform
+
+    def _key(self) -> tuple:
+        return (self.device_kind, self.num_cores, self.platform)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AbstractDevice) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _repr(self) -> str:
+        return f"device_kind={self.device_kind}, num_cores={self.num_cores}, platform={self.platform}"
+
+    def __repr__(self) -> str:
+        return f"AbstractDevice({self._repr()})"
+
+
+class AbstractMesh:
+    """A mesh's axis sizes, names and types, with no devices (JAX's ``AbstractMesh``): what a traced program
+    needs to know of a mesh.  It cannot be entered or asked for devices."""
+
+    def __init__(self, axis_sizes: Sequence[int], axis_names: Any, axis_types: Any = None, *,
+                 abstract_device: AbstractDevice | None = None):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_sizes, axis_names = tuple(int(s) for s in axis_sizes), tuple(axis_names)
+        if len(axis_sizes) != len(axis_names):
+            raise FtransValueError(f"AbstractMesh: {len(axis_sizes)} axis sizes {axis_sizes} but {len(axis_names)} "
+                                   f"axis names {axis_names}")
+        if axis_types is None:
+            axis_types = (AxisType.Auto,) * len(axis_names)
+        elif isinstance(axis_types, AxisType):
+            axis_types = (axis_types,)
+        axis_types = tuple(axis_types)
+        if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType) for t in axis_types):
+            raise FtransValueError(f"AbstractMesh: axis_types must be one AxisType per axis name {axis_names}, got "
+                                   f"{axis_types}")
+        self.axis_sizes = axis_sizes
+        self.axis_names = axis_names
+        self.axis_types = axis_types
+        self.abstract_device = abstract_device
+        self.size = int(np.prod(axis_sizes)) if axis_sizes else 0
+
+    def _key(self) -> tuple:
+        return (self.axis_sizes, self.axis_names, self.axis_types, self.abstract_device)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.axis_sizes)) or "()"
+        dev = "" if self.abstract_device is None else f", {self.abstract_device._repr()}"
+        return f"AbstractMesh({axes}, axis_types={self.axis_types}{dev})"
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        return self
+
+    def _of_type(self, t: AxisType) -> tuple:
+        return tuple(n for n, a in zip(self.axis_names, self.axis_types) if a == t)
+
+    @property
+    def auto_axes(self) -> tuple:
+        return self._of_type(AxisType.Auto)
+
+    @property
+    def explicit_axes(self) -> tuple:
+        return self._of_type(AxisType.Explicit)
+
+    @property
+    def manual_axes(self) -> tuple:
+        return self._of_type(AxisType.Manual)
+
+    def update(self, axis_sizes: Any = None, axis_names: Any = None, axis_types: Any = None,
+               **kwargs: Any) -> AbstractMesh:
+        kwargs.setdefault("abstract_device", self.abstract_device)
+        return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                            self.axis_names if axis_names is None else axis_names,
+                            self.axis_types if axis_types is None else axis_types, **kwargs)
+
+    def update_axis_types(self, name_to_type: dict) -> AbstractMesh:
+        return self.update(axis_types=tuple(name_to_type.get(n, t) for n, t in zip(self.axis_names,
+                                                                                  self.axis_types)))
+
+    def _no(self, what: str) -> Any:
+        raise FtransValueError(f"AbstractMesh does not implement {what}: it has no devices; use a Mesh "
+                               "(ftrans.make_mesh or ftrans.sharding.Mesh) for that")
+
+    devices = property(lambda self: self._no("devices"))
+    device_ids = property(lambda self: self._no("device_ids"))
+    local_devices = property(lambda self: self._no("local_devices"))
+    local_mesh = property(lambda self: self._no("local_mesh"))
+    is_multi_process = property(lambda self: self._no("is_multi_process"))
+
+    def __enter__(self) -> Any:
+        return self._no("__enter__ (use ftrans.sharding.use_abstract_mesh)")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._no("__exit__")

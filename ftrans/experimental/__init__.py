@@ -4,3 +4,6 @@ from ftrans._callback import io_callback
 from ftrans.experimental import compilation_cache
 
 __all__ = ["io_callback", "compilation_cache"]
+from ftrans.experimental import mesh_utils, multihost_utils  # noqa: E402
+
+__all__ += ["mesh_utils", "multihost_utils"]
