@@ -109,9 +109,9 @@ def _allgather_leaf(x: Any, tiled: bool) -> np.ndarray:
     if _process_count() == 1:
         return h if tiled else h[None]
     mesh = _process_mesh()
-    if h.ndim == 0:
+    if h.ndim == 0:  # a scalar is stacked: one entry per process
         h = h[None]
-        tiled = False
+        tiled = True
     out = _replicated_on_host(lambda a: a, _stacked_global(h, mesh), mesh)
     return out.reshape(-1, *h.shape[1:]) if tiled else out
 
