@@ -7,3 +7,6 @@ __all__ = ["io_callback", "compilation_cache"]
 from ftrans.experimental import mesh_utils, multihost_utils  # noqa: E402
 
 __all__ += ["mesh_utils", "multihost_utils"]
+from ftrans.experimental import custom_partitioning, layout  # noqa: E402
+
+__all__ += ["custom_partitioning", "layout"]
