@@ -256,3 +256,58 @@ def test_auto_and_explicit_axes_give_jax_values_and_layouts():
     with pytest.raises(ValueError, match="Context mesh cannot be empty"):
         explicit_axes(f, in_sharding=P("x"))(x)
     np.testing.assert_array_equal(np.asarray(auto_axes(f, out_sharding=P())(x)), f(x))  # no mesh: a plain call
+
+
+# ---------------------------------------------------------------- Mesh and Sharding attributes
+
+
+def test_mesh_attributes_match_jax():
+    types = (AxisType.Explicit, AxisType.Auto)
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=types)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto))
+    for name in ("shape_tuple", "auto_axes", "explicit_axes", "manual_axes", "are_all_axes_auto",
+                 "are_all_axes_explicit", "are_all_axes_manual", "is_scalar", "is_multi_process"):
+        assert getattr(fm, name) == getattr(jm, name), name
+    assert [d.id for d in fm.local_devices] == [d.id for d in jm.local_devices]
+    np.testing.assert_array_equal(ids(fm.local_mesh.devices), ids(jm.local_mesh.devices))
+    assert fm.local_mesh.axis_names == jm.local_mesh.axis_names
+    up, jup = fm.update(axis_names=("a", "b")), jm.update(axis_names=("a", "b"))
+    assert up.axis_names == jup.axis_names and [t.name for t in up.axis_types] == [t.name for t in jup.axis_types]
+
+
+@pytest.mark.parametrize("spec", [("x",), ("x", "y"), (None, "y"), ()])
+def test_named_sharding_attributes_match_jax(spec):
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    fs, js = NamedSharding(fm, P(*spec)), jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec(*spec))
+    assert {d.id for d in fs.addressable_devices} == {d.id for d in js.addressable_devices}
+    assert fs.is_fully_addressable == js.is_fully_addressable and fs.has_addressable_devices
+    assert fs.replicated_axes == js.replicated_axes
+    fmap = {d.id: i for d, i in fs.addressable_devices_indices_map((8, 8)).items()}
+    jmap = {d.id: i for d, i in js.addressable_devices_indices_map((8, 8)).items()}
+    assert fmap == jmap
+    assert fs.is_equivalent_to(fs.update(spec=P(*spec, None)), 2)
+    assert js.is_equivalent_to(js.update(spec=jax.sharding.PartitionSpec(*spec, None)), 2)
+    other = P("y") if spec != ("y",) else P("x")
+    assert fs.is_equivalent_to(fs.update(spec=other), 2) == js.is_equivalent_to(
+        js.update(spec=jax.sharding.PartitionSpec(*other)), 2)
+    assert fs.with_memory_kind("device") == fs
+    if len(spec) > 1:  # a spec longer than the rank
+        with pytest.raises(ValueError):
+            js.check_compatible_aval((8,))
+        with pytest.raises(ValueError):
+            fs.check_compatible_aval((8,))
+    fs.check_compatible_aval((8, 8))
+    js.check_compatible_aval((8, 8))
+
+
+def test_single_device_sharding_attributes_match_jax():
+    from ftrans.sharding import SingleDeviceSharding
+
+    fs, js = SingleDeviceSharding(ftrans.devices()[2]), jax.sharding.SingleDeviceSharding(jax.devices()[2])
+    assert {d.id for d in fs.addressable_devices} == {d.id for d in js.addressable_devices}
+    assert fs.is_fully_addressable and js.is_fully_addressable
+    fmap = {d.id: i for d, i in fs.addressable_devices_indices_map((4, 2)).items()}
+    assert fmap == {d.id: i for d, i in js.addressable_devices_indices_map((4, 2)).items()}
+    fm = ftrans.make_mesh((1,), ("x",), devices=[ftrans.devices()[2]])
+    assert fs.is_equivalent_to(NamedSharding(fm, P("x")), 1)

@@ -190,6 +190,52 @@ class Mesh:
         dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
         return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
 
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    def _of_type(self, t: AxisType) -> tuple:
+        return tuple(n for n, a in zip(self.axis_names, self.axis_types) if a == t)
+
+    auto_axes = property(lambda self: self._of_type(AxisType.Auto))
+    explicit_axes = property(lambda self: self._of_type(AxisType.Explicit))
+    manual_axes = property(lambda self: self._of_type(AxisType.Manual))
+    are_all_axes_auto = property(lambda self: all(t == AxisType.Auto for t in self.axis_types))
+    are_all_axes_explicit = property(lambda self: all(t == AxisType.Explicit for t in self.axis_types))
+    are_all_axes_manual = property(lambda self: all(t == AxisType.Manual for t in self.axis_types))
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.size == 1 and not self.axis_names
+
+    @property
+    def local_devices(self) -> list:
+        """The mesh's devices that belong to this process."""
+        return [d for d in self.devices.flat if _is_local(d)]
+
+    @property
+    def is_multi_process(self) -> bool:
+        return self.devices.size != len(self.local_devices)
+
+    @property
+    def local_mesh(self) -> Mesh:
+        """The sub-mesh of this process's devices (they must form a box of the mesh), with the same axes."""
+        local = np.vectorize(_is_local, otypes=[bool])(self.devices)
+        pos = np.argwhere(local)
+        if not len(pos):
+            raise FtransValueError(f"{self!r} has none of this process's devices, so it has no local mesh")
+        lo, hi = pos.min(axis=0), pos.max(axis=0) + 1
+        box = tuple(slice(int(a), int(b)) for a, b in zip(lo, hi))
+        if not local[box].all():
+            raise FtransValueError(f"this process's devices do not form a box of {self!r}, so it has no local "
+                                   "mesh; use make_array_from_callback / make_array_from_single_device_arrays")
+        return Mesh(self.devices[box], self.axis_names, self.axis_types)
+
+    def update(self, devices: Any = None, axis_names: Any = None, axis_types: Any = None) -> Mesh:
+        return Mesh(self.devices if devices is None else devices,
+                    self.axis_names if axis_names is None else axis_names,
+                    self.axis_types if axis_types is None else axis_types)
+
     def __eq__(self, other: Any) -> bool:
         other = as_mesh(other)  # a runtime (jax) mesh equals its ftrans twin
         return isinstance(other, Mesh) and self._key == other._key
@@ -210,8 +256,58 @@ class Mesh:
         _stack().pop()
 
 
+def _is_local(device: Any) -> bool:
+    """Whether ``device`` belongs to this process (asked of the runtime client the device comes from)."""
+    client = getattr(device, "client", None)
+    if client is None:
+        return True
+    return device.process_index == client.process_index()
+
+
 class Sharding:
     """Base class of the shardings."""
+
+    memory_kind: str | None = None
+
+    @property
+    def addressable_devices(self) -> set:
+        """The devices of this sharding that belong to this process."""
+        return {d for d in self.device_set if _is_local(d)}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return all(_is_local(d) for d in self.device_set)
+
+    @property
+    def has_addressable_devices(self) -> bool:
+        return any(_is_local(d) for d in self.device_set)
+
+    def addressable_devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if _is_local(d)}
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        raise NotImplementedError
+
+    def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
+        """Raises unless this sharding can lay out an array of shape ``aval_shape``."""
+
+    def is_equivalent_to(self, other: Any, ndim: int) -> bool:
+        """Whether ``other`` puts the same blocks of any rank-``ndim`` array on the same devices."""
+        other = as_sharding(other)
+        if not isinstance(other, Sharding) or self.device_set != other.device_set:
+            return False
+        shape = (self.num_devices * other.num_devices,) * ndim  # divisible by every split
+
+        def norm(m: dict) -> dict:
+            return {d: tuple(s.indices(n)[:2] for s, n in zip(idx, shape)) for d, idx in m.items()}
+
+        return norm(self.devices_indices_map(shape)) == norm(other.devices_indices_map(shape))
+
+    def with_memory_kind(self, kind: str) -> Sharding:
+        if kind not in (None, "device"):
+            raise NotImplementedError(f"with_memory_kind({kind!r}): ftrans places arrays in the device's default "
+                                      "memory only")
+        return self
 
     @property
     def device_set(self) -> set:
@@ -336,6 +432,22 @@ class NamedSharding(Sharding):
 
     def with_spec(self, spec: Any) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
+
+    def update(self, **kwargs: Any) -> NamedSharding:
+        """A copy with ``mesh``, ``spec`` or ``memory_kind`` replaced."""
+        unknown = set(kwargs) - {"mesh", "spec", "memory_kind"}
+        if unknown:
+            raise FtransTypeError(f"NamedSharding.update: unexpected arguments {sorted(unknown)}")
+        return NamedSharding(kwargs.get("mesh", self.mesh), kwargs.get("spec", self.spec),
+                             memory_kind=kwargs.get("memory_kind", self.memory_kind))
+
+    @property
+    def replicated_axes(self) -> frozenset:
+        """The mesh axes the spec does not split over (each device along them holds the same block)."""
+        return frozenset(n for n in self.mesh.axis_names if n not in self.spec.axes())
+
+    def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
+        check_spec(self.spec, self.mesh, "NamedSharding", len(aval_shape), aval_shape)
 
     def __eq__(self, other: Any) -> bool:
         other = as_sharding(other)
