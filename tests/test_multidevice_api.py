@@ -311,3 +311,20 @@ def test_single_device_sharding_attributes_match_jax():
     assert fmap == {d.id: i for d, i in js.addressable_devices_indices_map((4, 2)).items()}
     fm = ftrans.make_mesh((1,), ("x",), devices=[ftrans.devices()[2]])
     assert fs.is_equivalent_to(NamedSharding(fm, P("x")), 1)
+
+
+def test_array_shard_accessors_match_jax():
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    for fa, ja in ((fjnp.asarray(x), jax.numpy.asarray(x)),
+                   (ftrans.device_put(x, ftrans.devices()[1]), jax.device_put(x, jax.devices()[1]))):
+        assert len(fa.addressable_shards) == len(ja.addressable_shards) == 1
+        assert fa.addressable_shards[0].index == ja.addressable_shards[0].index
+        np.testing.assert_array_equal(np.asarray(fa.addressable_data(0)), np.asarray(ja.addressable_data(0)))
+        assert fa.is_fully_replicated == ja.is_fully_replicated and fa.is_fully_addressable
+    fm = ftrans.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    jm = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    fs = ftrans.device_put(x, NamedSharding(fm, P("x")))
+    js = jax.device_put(x, jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x")))
+    np.testing.assert_array_equal(np.asarray(fs.addressable_data(3)), np.asarray(js.addressable_data(3)))
+    assert fs.is_fully_replicated == js.is_fully_replicated is False
+    assert fs.is_fully_addressable and js.is_fully_addressable
