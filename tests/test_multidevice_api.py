@@ -328,3 +328,29 @@ def test_array_shard_accessors_match_jax():
     np.testing.assert_array_equal(np.asarray(fs.addressable_data(3)), np.asarray(js.addressable_data(3)))
     assert fs.is_fully_replicated == js.is_fully_replicated is False
     assert fs.is_fully_addressable and js.is_fully_addressable
+
+
+def test_grad_of_a_jitted_shard_map_matches_jax():
+    """grad(jit(shard_map(f))): the known half of the linearized call holds the shard_map and must run
+    partitioned (it used to be compiled for one device and fail)."""
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = np.arange(32.0, dtype=np.float32).reshape(4, 8) / 10
+    w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+
+    def body(lax):
+        def f(a):
+            return lax.psum(jax.numpy.sin(a) if lax is jax.lax else fjnp.sin(a), "y") * \
+                lax.all_to_all(a, "x", 1, 1, tiled=True)
+        return f
+
+    jf = jax.jit(jax.shard_map(body(jax.lax), mesh=jm, in_specs=jax.sharding.PartitionSpec("x", "y"),
+                               out_specs=jax.sharding.PartitionSpec("x", "y")))
+    ff = ftrans.jit(ftrans.shard_map(body(ftrans.lax), mesh=fm, in_specs=P("x", "y"), out_specs=P("x", "y")))
+    want = jax.grad(lambda a: (jf(a) * w).sum())(x)
+    got = ftrans.grad(lambda a: (ff(a) * w).sum())(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+    val, vjp = ftrans.vjp(ff, x)
+    jval, jvjp = jax.vjp(jf, x)
+    np.testing.assert_allclose(np.asarray(val), np.asarray(jval), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(vjp(w)[0]), np.asarray(jvjp(w)[0]), rtol=1e-5, atol=1e-6)

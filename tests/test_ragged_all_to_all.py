@@ -244,3 +244,12 @@ def test_psend_and_precv_say_which_backend_lacks_them():
                          mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     with pytest.raises(NotImplementedError, match="precv"):
         g(np.zeros((2,), np.float32))
+
+
+def test_under_pmap_and_eager_shard_map():
+    args = (np.array([[1, 2, 2], [3, 4, 0]], np.int32), np.zeros((2, 4), np.int32),
+            np.array([[0, 1], [0, 1]], np.int32), np.array([[1, 2], [1, 1]], np.int32),
+            np.array([[0, 0], [1, 2]], np.int32), np.array([[1, 1], [2, 1]], np.int32))
+    out = ftrans.pmap(lambda *a: flax.ragged_all_to_all(*a, axis_name="i"), axis_name="i")(*args)
+    np.testing.assert_array_equal(np.asarray(out), reference(*args))
+    np.testing.assert_array_equal(np.asarray(ragged_fn(2)(*args)), reference(*args))
