@@ -330,6 +330,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     one = make_mesh((1,), ("x",))  # one device: the constraint is the identity wherever the tests run it
     s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
                                 ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
+    s["shard_alike"] = [((arr((4, 2), f32), arr((4, 2), f32, 1)), {}), ((arr((3,), i32), arr((3,), i32, 2)), {})]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),

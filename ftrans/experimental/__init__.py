@@ -10,3 +10,6 @@ __all__ += ["mesh_utils", "multihost_utils"]
 from ftrans.experimental import custom_partitioning, layout  # noqa: E402
 
 __all__ += ["custom_partitioning", "layout"]
+from ftrans.experimental import shard_alike  # noqa: E402
+
+__all__ += ["shard_alike"]
