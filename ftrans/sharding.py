@@ -74,9 +74,13 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
 
 
 def get_abstract_mesh() -> Any:
-    """The innermost ``use_abstract_mesh`` mesh, else the current (concrete) mesh, else None."""
+    """The innermost ``use_abstract_mesh`` mesh, else the current (concrete) mesh, else an empty AbstractMesh
+    (``.empty`` is True), as in JAX."""
     s = _abstract_stack()
-    return s[-1] if s else get_mesh()
+    if s:
+        return s[-1]
+    mesh = get_mesh()
+    return mesh if mesh is not None else AbstractMesh((), ())
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:

@@ -21,6 +21,8 @@ from ftrans.experimental import mesh_utils as fmu
 from ftrans.experimental import multihost_utils as fmh
 from ftrans.sharding import AxisType, NamedSharding, P
 
+JNS, JP = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
+
 pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
 HERE = os.path.abspath(__file__)
 
@@ -354,3 +356,21 @@ def test_grad_of_a_jitted_shard_map_matches_jax():
     jval, jvjp = jax.vjp(jf, x)
     np.testing.assert_allclose(np.asarray(val), np.asarray(jval), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(vjp(w)[0]), np.asarray(jvjp(w)[0]), rtol=1e-5, atol=1e-6)
+
+
+def test_deprecated_pjit_is_jit_with_shardings():
+    from jax.experimental import pjit as jpjit_mod
+
+    from ftrans.experimental import pjit as fpjit_mod
+
+    with pytest.warns(DeprecationWarning, match="pjit has been deprecated"):
+        jpjit = jpjit_mod.pjit
+    with pytest.warns(DeprecationWarning, match="pjit has been deprecated"):
+        fpjit = fpjit_mod.pjit
+    fm = ftrans.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    jm = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    x = np.arange(16.0, dtype=np.float32)
+    jo = jpjit(lambda a: a * 2, in_shardings=JNS(jm, JP("x")), out_shardings=JNS(jm, JP()))(x)
+    fo = fpjit(lambda a: a * 2, in_shardings=NamedSharding(fm, P("x")), out_shardings=NamedSharding(fm, P()))(x)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert fo.sharding == NamedSharding(fm, P()) and jo.sharding.is_fully_replicated

@@ -1,0 +1,30 @@
+"""JAX's deprecated ``jax.experimental.pjit.pjit``: ``jit`` with ``in_shardings``/``out_shardings``.
+
+Reading ``pjit`` warns (``DeprecationWarning``), as in JAX; it is ``ftrans.jit`` with the same arguments.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+__all__: list[str] = []
+
+
+def _pjit(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``ftrans.jit(fun, ...)``: sharded when ``in_shardings``/``out_shardings`` or the arguments say so."""
+    from ftrans.transforms.jit import jit
+
+    return jit(fun, *args, **kwargs)
+
+
+_pjit.__name__ = _pjit.__qualname__ = "pjit"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "pjit":
+        warnings.warn("jax.experimental.pjit.pjit has been deprecated. Please use `ftrans.jit` instead.",
+                      DeprecationWarning, stacklevel=2)
+        return _pjit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
