@@ -374,3 +374,27 @@ def test_deprecated_pjit_is_jit_with_shardings():
     fo = fpjit(lambda a: a * 2, in_shardings=NamedSharding(fm, P("x")), out_shardings=NamedSharding(fm, P()))(x)
     np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
     assert fo.sharding == NamedSharding(fm, P()) and jo.sharding.is_fully_replicated
+
+
+def test_named_sharding_over_an_abstract_mesh_uses_the_current_mesh():
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    with jax.set_mesh(jm):
+        jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(
+            a * 2, JNS(jax.sharding.get_abstract_mesh(), JP("y"))))(x)
+    with ftrans.sharding.set_mesh(fm):
+        s = NamedSharding(fm.abstract_mesh, P("y"))
+        assert s.mesh is fm
+        fo = ftrans.jit(lambda a: ftrans.lax.with_sharding_constraint(a * 2, s))(x)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert fo.sharding.spec == P(*jo.sharding.spec)
+    with pytest.raises(ValueError, match="needs a current mesh with the same axes"):
+        NamedSharding(fm.abstract_mesh, P("y"))
+
+
+def test_jax_abstract_mesh_is_accepted_as_ftrans_one():
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jam = jax.sharding.AbstractMesh((2, 4), ("x", "y"), (jax.sharding.AxisType.Auto,) * 2)
+    with ftrans.sharding.set_mesh(fm):
+        assert NamedSharding(jam, P("x")).mesh is fm

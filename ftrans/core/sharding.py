@@ -361,6 +361,8 @@ class NamedSharding(Sharding):
 
     def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
         mesh = as_mesh(mesh)
+        if isinstance(mesh, AbstractMesh):
+            mesh = _concrete_for(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
         if spec is None:
@@ -588,12 +590,20 @@ def from_runtime(sh: Any) -> Any:
 
 
 def _is_runtime_mesh(mesh: Any) -> bool:
-    return not isinstance(mesh, Mesh) and hasattr(mesh, "axis_names") and hasattr(mesh, "devices")
+    if isinstance(mesh, (Mesh, AbstractMesh)) or type(mesh).__name__ == "AbstractMesh":
+        return False
+    return hasattr(mesh, "axis_names") and hasattr(mesh, "devices")
 
 
 def as_mesh(mesh: Any) -> Any:
     """ftrans's mesh for a runtime (jax) mesh, so a user's jax ``Mesh`` works wherever ftrans takes one (as its
     shardings do); anything else as is (the caller reports what is not a mesh)."""
+    if type(mesh).__name__ == "AbstractMesh" and not isinstance(mesh, AbstractMesh):  # JAX's: ftrans's twin
+        try:
+            types = tuple(AxisType[t.name] for t in mesh.axis_types)
+        except (KeyError, AttributeError, TypeError):
+            types = None
+        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types)
     if not _is_runtime_mesh(mesh):
         return mesh
     key = _runtime_key(mesh)
@@ -668,6 +678,18 @@ class AbstractDevice:
 
     def __repr__(self) -> str:
         return f"AbstractDevice({self._repr()})"
+
+
+def _concrete_for(abstract: AbstractMesh) -> Mesh:
+    """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding over an abstract mesh
+    lays values out on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
+    cur = get_mesh()
+    if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+        raise FtransValueError(
+            f"NamedSharding over {abstract!r} needs a current mesh with the same axes to take its devices from "
+            f"(the current mesh is {cur!r}); enter one with ftrans.sharding.use_mesh / set_mesh, or pass the "
+            "Mesh itself")
+    return cur
 
 
 class AbstractMesh:
