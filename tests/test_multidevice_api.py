@@ -398,3 +398,18 @@ def test_jax_abstract_mesh_is_accepted_as_ftrans_one():
     jam = jax.sharding.AbstractMesh((2, 4), ("x", "y"), (jax.sharding.AxisType.Auto,) * 2)
     with ftrans.sharding.set_mesh(fm):
         assert NamedSharding(jam, P("x")).mesh is fm
+
+
+def test_shard_map_over_an_abstract_mesh_uses_the_current_mesh():
+    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    with jax.set_mesh(jm):
+        jo = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "y"), mesh=jm.abstract_mesh, in_specs=JP("x", "y"),
+                                   out_specs=JP("x")))(x)
+    with ftrans.sharding.set_mesh(fm):
+        fo = ftrans.jit(ftrans.shard_map(lambda a: ftrans.lax.psum(a, "y"), mesh=fm.abstract_mesh,
+                                         in_specs=P("x", "y"), out_specs=P("x")))(x)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    with pytest.raises(ValueError, match="needs a current mesh with the same axes"):
+        ftrans.shard_map(lambda a: a, mesh=fm.abstract_mesh, in_specs=P("x"), out_specs=P("x"))(x)

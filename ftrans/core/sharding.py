@@ -362,7 +362,7 @@ class NamedSharding(Sharding):
     def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
         mesh = as_mesh(mesh)
         if isinstance(mesh, AbstractMesh):
-            mesh = _concrete_for(mesh)
+            mesh = concrete_for(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
         if spec is None:
@@ -680,13 +680,13 @@ class AbstractDevice:
         return f"AbstractDevice({self._repr()})"
 
 
-def _concrete_for(abstract: AbstractMesh) -> Mesh:
-    """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding over an abstract mesh
-    lays values out on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
+def concrete_for(abstract: AbstractMesh) -> Mesh:
+    """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding or shard_map over an
+    abstract mesh works on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
     cur = get_mesh()
     if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
         raise FtransValueError(
-            f"NamedSharding over {abstract!r} needs a current mesh with the same axes to take its devices from "
+            f"A sharding or shard_map over {abstract!r} needs a current mesh with the same axes to take its devices from "
             f"(the current mesh is {cur!r}); enter one with ftrans.sharding.use_mesh / set_mesh, or pass the "
             "Mesh itself")
     return cur
