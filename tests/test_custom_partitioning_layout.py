@@ -156,3 +156,27 @@ def test_with_layout_constraint_errors():
     # JAX on CPU lays the value out column-major; ftrans keeps row-major only and says so.
     with pytest.raises(NotImplementedError, match="not the default layout"):
         flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
+
+
+def test_formats_with_the_default_layout_stand_for_their_sharding():
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2,
+                          devices=ftrans.devices()[:4])
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2, devices=jax.devices()[:4])
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    fs, js = NamedSharding(fm, P("x", "y")), jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x", "y"))
+    fx = ftrans.device_put(x, flayout.Format(flayout.Layout((0, 1)), fs))
+    jx = jax.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js))
+    assert fx.sharding == fs and repr(fx.format.layout) == repr(jx.format.layout)
+    fo = ftrans.jit(lambda a: a * 2, in_shardings=flayout.Format(flayout.Layout((0, 1)), fs),
+                    out_shardings=flayout.Format(flayout.Layout.AUTO, NamedSharding(fm, P("x"))))(fx)
+    jo = jax.jit(lambda a: a * 2, in_shardings=jlayout.Format(jlayout.Layout((0, 1)), js),
+                 out_shardings=jlayout.Format(jlayout.Layout.AUTO, jax.sharding.NamedSharding(
+                     jm, jax.sharding.PartitionSpec("x"))))(jx)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert fo.sharding == NamedSharding(fm, P("x"))
+    got = ftrans.jit(lambda a: ftrans.lax.with_sharding_constraint(
+        a + 1, flayout.Format(flayout.Layout((0, 1)), NamedSharding(fm, P("y")))))(fx)
+    np.testing.assert_array_equal(np.asarray(got), x + 1)
+    assert ftrans.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js)).sharding == fs  # JAX's Format too
+    with pytest.raises(NotImplementedError, match="not the default layout"):
+        ftrans.device_put(x, flayout.Format(flayout.Layout((1, 0)), fs))

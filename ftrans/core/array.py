@@ -254,6 +254,13 @@ class Array(ArrayMixin):
     def is_fully_replicated(self) -> bool:
         return self.sharding.is_fully_replicated
 
+    @property
+    def format(self) -> Any:
+        """The array's layout (always XLA's default: row-major, untiled) and sharding."""
+        from ftrans.core.layout import Format, default_layout
+
+        return Format(default_layout(len(self.shape)), self.sharding)
+
 
 class _LazyHostArray(Array):
     """An Array whose data lives in device memory (``_device_buffer()``), fetched to the host only on demand.

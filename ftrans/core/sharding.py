@@ -624,8 +624,26 @@ def _is_jax_spec(x: Any) -> bool:
     return t.__name__ in ("PartitionSpec", "P") and t.__module__.split(".")[0] == "jax"
 
 
+def _unformat(x: Any) -> Any:
+    """A ``Format`` (ftrans's or JAX's: a layout and a sharding) stands for its sharding when its layout is one
+    ftrans gives (the default, AUTO or None); anything else as is."""
+    if type(x).__name__ != "Format" or not hasattr(x, "layout") or not hasattr(x, "sharding"):
+        return x
+    from ftrans.core.layout import Format, Layout, format_sharding
+
+    if not isinstance(x, Format):  # JAX's: its layout as ftrans's
+        lay = x.layout
+        if lay is not None and hasattr(lay, "major_to_minor"):
+            lay = Layout(lay.major_to_minor, lay.tiling, lay.sub_byte_element_size_in_bits)
+        elif lay is not None:
+            lay = Layout.AUTO
+        x = Format(lay, x.sharding)
+    return format_sharding(x)
+
+
 def as_spec(x: Any) -> Any:
     """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
+    x = _unformat(x)
     return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
 
 
@@ -634,6 +652,7 @@ def as_sharding(sh: Any) -> Any:
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    sh = _unformat(sh)
     if getattr(sh, "device_set", None) is None:
         return as_spec(sh)
     return from_runtime(sh)
