@@ -7,12 +7,17 @@ helpers that reach devices (``make_mesh``) and the current-mesh context.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from ftrans.core.sharding import (
+    AbstractDevice,
+    AbstractMesh,
     AxisType,
     Mesh,
     NamedSharding,
@@ -27,7 +32,9 @@ from ftrans.core.sharding import (
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "P", "PartitionSpec", "Sharding", "SingleDeviceSharding",
-           "make_mesh", "use_mesh", "set_mesh", "get_mesh", "get_abstract_mesh", "reshard"]
+           "make_mesh", "use_mesh", "set_mesh", "get_mesh", "get_abstract_mesh", "reshard",
+           "AbstractMesh", "AbstractDevice", "ManualAxisType", "use_abstract_mesh", "auto_axes", "explicit_axes",
+           "make_single_device_sharding"]
 
 
 def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types: Any = None, *,
@@ -66,9 +73,14 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
     return Mesh(arr.reshape(shape), names, tuple(axis_types))
 
 
-def get_abstract_mesh() -> Mesh | None:
-    """The current mesh (ftrans has no separate abstract mesh)."""
-    return get_mesh()
+def get_abstract_mesh() -> Any:
+    """The innermost ``use_abstract_mesh`` mesh, else the current (concrete) mesh, else an empty AbstractMesh
+    (``.empty`` is True), as in JAX."""
+    s = _abstract_stack()
+    if s:
+        return s[-1]
+    mesh = get_mesh()
+    return mesh if mesh is not None else AbstractMesh((), ())
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:
@@ -77,3 +89,177 @@ def reshard(xs: Any, out_shardings: Any) -> Any:
     from ftrans.lax import with_sharding_constraint
 
     return with_sharding_constraint(xs, out_shardings, _what="reshard")
+
+
+# ----------------------------------------------------------------------------
+# Abstract meshes, axis-type scopes, and the rest of JAX's jax.sharding names
+
+
+class ManualAxisType:
+    """The mesh axes along which a value inside ``shard_map`` varies, is unreduced, or is reduced (JAX's
+    ``ManualAxisType``).  ftrans keeps no varying-axes types, so it is a plain value: sets of axis names,
+    compared by content; ``varying`` may share no axis with the other two."""
+
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, *, varying: Any = frozenset(), unreduced: Any = frozenset(), reduced: Any = frozenset()):
+        varying, unreduced, reduced = frozenset(varying), frozenset(unreduced), frozenset(reduced)
+        for name, other in (("unreduced", unreduced), ("reduced", reduced)):
+            if varying & other:
+                raise FtransValueError(f"varying and {name} cannot have common mesh axes. Got varying={varying} "
+                                       f"and {name}={other}")
+        object.__setattr__(self, "varying", varying)
+        object.__setattr__(self, "unreduced", unreduced)
+        object.__setattr__(self, "reduced", reduced)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ManualAxisType is immutable; use .update(...)")
+
+    def _key(self) -> tuple:
+        return (self.varying, self.unreduced, self.reduced)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, ManualAxisType) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, reduced={self.reduced})"
+
+    def update(self, **kwargs: Any) -> ManualAxisType:
+        for k in ("varying", "unreduced", "reduced"):
+            kwargs.setdefault(k, getattr(self, k))
+        return ManualAxisType(**kwargs)
+
+    def to_ct_mat(self) -> ManualAxisType:
+        return self.update(unreduced=self.reduced, reduced=self.unreduced)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.varying or self.unreduced or self.reduced)
+
+    @property
+    def vur(self) -> frozenset:
+        return self.varying | self.unreduced | self.reduced
+
+
+_abstract_local = threading.local()
+
+
+def _abstract_stack() -> list:
+    s = getattr(_abstract_local, "stack", None)
+    if s is None:
+        s = _abstract_local.stack = []
+    return s
+
+
+@contextmanager
+def use_abstract_mesh(mesh: Any) -> Any:
+    """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block.  It names
+    no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to lay values
+    out."""
+    if isinstance(mesh, Mesh):
+        mesh = mesh.abstract_mesh
+    if not isinstance(mesh, AbstractMesh):
+        raise FtransTypeError(f"use_abstract_mesh: expected an AbstractMesh, got {type(mesh).__name__}")
+    s = _abstract_stack()
+    s.append(mesh)
+    try:
+        yield mesh
+    finally:
+        s.pop()
+
+
+def make_single_device_sharding(device: Any, *, memory_kind: str | None = None) -> SingleDeviceSharding:
+    """``SingleDeviceSharding(device)``: the whole array on ``device`` (only the default memory kind)."""
+    if memory_kind not in (None, "device"):
+        raise NotImplementedError(f"make_single_device_sharding: memory_kind={memory_kind!r} (ftrans places arrays "
+                                  "in the device's default memory only)")
+    return SingleDeviceSharding(device)
+
+
+def _mesh_of(shardings: Any) -> Any:
+    from jax import tree_util
+
+    found = None
+    for sh in tree_util.tree_leaves(shardings, is_leaf=lambda x: isinstance(x, (NamedSharding, PartitionSpec))):
+        if isinstance(sh, NamedSharding):
+            if found is not None and found != sh.mesh:
+                raise FtransValueError(f"Shardings passed to auto_axes should have the same mesh. Got one mesh "
+                                       f"{found} and another {sh.mesh}")
+            found = sh.mesh
+    return found
+
+
+def _retyped(what: str, axes: Any, axis_type: AxisType, shardings: Any = None) -> Mesh | None:
+    """The context mesh (or the shardings' one) with ``axes`` (default: all) given ``axis_type``."""
+    cur, given = get_mesh(), _mesh_of(shardings)
+    if cur is not None and given is not None and cur != given:
+        raise FtransValueError(f"Context mesh {cur} must match the mesh passed to shardings {given}. Recommended "
+                               "approach is to use `ftrans.set_mesh` context manager.")
+    mesh = cur if cur is not None else given
+    if mesh is None:
+        return None
+    axes = mesh.axis_names if axes is None else (axes if isinstance(axes, tuple) else (axes,))
+    for a in axes:
+        if a not in mesh.axis_names:
+            raise FtransValueError(f"{what}: axis {a!r} is not an axis of the mesh {mesh}")
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    for a in axes:
+        if types[a] == AxisType.Manual:
+            raise NotImplementedError(f"{what}: going from `Manual` AxisType to `{axis_type.name}` AxisType is "
+                                      f"not allowed (axis {a!r})")
+        types[a] = axis_type
+    return Mesh(mesh.devices, mesh.axis_names, tuple(types[n] for n in mesh.axis_names))
+
+
+def auto_axes(f: Callable | None = None, /, *, axes: Any = None, out_sharding: Any = None) -> Any:
+    """Run ``f`` with ``axes`` of the current mesh (default: all) typed ``Auto``, and lay its result out as
+    ``out_sharding`` (given here or as the keyword ``out_sharding=`` of the call).  ftrans partitions Explicit
+    axes as Auto ones (docs/differences.md), so the values are ``reshard(f(...), out_sharding)``."""
+    if f is None:
+        return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if out_sharding is None:
+            if "out_sharding" not in kwargs:
+                raise FtransTypeError("Missing required keyword argument: 'out_sharding'")
+            target = kwargs.pop("out_sharding")
+        else:
+            target = out_sharding
+        mesh = _retyped("auto_axes", axes, AxisType.Auto, target)
+        if mesh is None:
+            return f(*args, **kwargs)
+        with use_mesh(mesh):
+            out = f(*args, **kwargs)
+        return reshard(out, target)
+
+    return wrapped
+
+
+def explicit_axes(f: Callable | None = None, /, *, axes: Any = None, in_sharding: Any = None) -> Any:
+    """Lay ``f``'s arguments out as ``in_sharding`` (given here or as the keyword ``in_sharding=`` of the call)
+    and run ``f`` with ``axes`` of the current mesh (default: all) typed ``Explicit``; a current mesh is
+    required (``set_mesh``/``use_mesh``)."""
+    if f is None:
+        return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if in_sharding is None:
+            if "in_sharding" not in kwargs:
+                raise FtransTypeError("Missing required keyword argument: 'in_sharding'")
+            target = kwargs.pop("in_sharding")
+        else:
+            target = in_sharding
+        if get_mesh() is None:
+            raise FtransValueError("Context mesh cannot be empty. Please use `ftrans.set_mesh` API to enter into a "
+                                   "mesh context when using `explicit_axes` API.")
+        mesh = _retyped("explicit_axes", axes, AxisType.Explicit)
+        args = reshard(args, target)
+        with use_mesh(mesh):
+            return f(*args, **kwargs)
+
+    return wrapped

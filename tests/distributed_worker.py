@@ -37,5 +37,25 @@ out["local_shape"] = list(h.shape)
 s = ftrans.jit(ftrans.shard_map(lambda a: lax.psum(a.sum(keepdims=True), ("x", "y")), mesh=mesh,
                                 in_specs=P("x", "y"), out_specs=P()))(g)
 out["psum"] = float(np.asarray(s.addressable_shards[0].data).reshape(()))
+from ftrans.experimental import multihost_utils as mh  # noqa: E402
+
+out["bcast_default"] = mh.broadcast_one_to_all({"v": np.full(3, pid + 5, np.int32)})["v"].tolist()
+out["bcast_from_1"] = mh.broadcast_one_to_all(np.array([pid + 1.0], np.float32), is_source=pid == 1).tolist()
+out["allgather"] = mh.process_allgather(np.array([pid, pid * 10], np.int32)).tolist()
+out["allgather_tiled"] = mh.process_allgather(np.array([pid, pid * 10], np.int32), tiled=True).tolist()
+out["allgather_scalar"] = mh.process_allgather(np.float32(pid)).tolist()
+mh.sync_global_devices("after allgather")
+mh.assert_equal(np.arange(3))
+try:
+    mh.assert_equal(np.array([pid]), "differs")
+    out["assert_unequal"] = "passed"
+except AssertionError as e:
+    out["assert_unequal"] = str(e)
+gl = mh.host_local_array_to_global_array(local_rows, mesh, P("x"))
+out["ltg_shape"] = list(gl.shape)
+out["ltg_value"] = mh.process_allgather(gl, tiled=True).tolist()
+back = mh.global_array_to_host_local_array(gl, mesh, P("x"))
+out["gtl_shape"] = list(back.shape)
+out["gtl_value"] = np.asarray(back).tolist()
 print(json.dumps(out), flush=True)
 ftrans.distributed.shutdown()

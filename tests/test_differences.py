@@ -700,3 +700,60 @@ def test_jet_min_and_clamp_take_a_scalar_operand():
     np.testing.assert_array_equal(np.asarray(t), x)
     y, (t,) = fjet(lambda v: flax.min(v, 1.0), (x,), ([x],))
     np.testing.assert_array_equal(np.asarray(t), x)
+# ---------------------------------------------------------------- multi-device helpers (docs/differences.md)
+def test_ragged_all_to_all_runs_on_cpu_where_jax_does_not_compile():
+    from jax.sharding import Mesh as JMesh
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import Mesh, P
+
+    if jax.local_device_count() < 2 or jax.default_backend() != "cpu":
+        pytest.skip("needs 2 host devices")
+    args = (np.array([[1, 2, 2], [3, 4, 0]], np.int32), np.zeros((2, 4), np.int32),
+            np.array([[0, 1], [0, 1]], np.int32), np.array([[1, 2], [1, 1]], np.int32),
+            np.array([[0, 0], [1, 2]], np.int32), np.array([[1, 1], [2, 1]], np.int32))
+    jf = jax.jit(jax.shard_map(lambda *a: jlax.ragged_all_to_all(*[x[0] for x in a], axis_name="x")[None],
+                               mesh=JMesh(np.array(jax.devices()[:2]), ("x",)), in_specs=JP("x"),
+                               out_specs=JP("x"), check_vma=False))
+    with pytest.raises(Exception, match="ragged-all-to-all"):
+        jf(*args)
+    ff = ftrans.jit(ftrans.shard_map(lambda *a: flax.ragged_all_to_all(*[x[0] for x in a], axis_name="x")[None],
+                                     mesh=Mesh(np.array(ftrans.devices()[:2]), ("x",)), in_specs=P("x"),
+                                     out_specs=P("x")))
+    np.testing.assert_array_equal(np.asarray(ff(*args)), [[1, 3, 0, 0], [2, 2, 4, 0]])
+
+
+def test_only_the_default_layout_is_accepted():
+    from jax.experimental import layout as jlayout
+
+    from ftrans.experimental import layout as flayout
+
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    out = jlayout.with_layout_constraint(jnp.asarray(x), jlayout.Layout((1, 0)))
+    assert out.format.layout.major_to_minor == (1, 0)
+    with pytest.raises(NotImplementedError, match="default layout"):
+        flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
+
+
+def test_custom_partitioning_runs_the_function_and_differentiates_it():
+    from jax.experimental.custom_partitioning import custom_partitioning as jcp
+
+    from ftrans.experimental.custom_partitioning import custom_partitioning as fcp
+
+    def rule(*_):
+        raise AssertionError("not called")
+
+    jf, ff = jcp(jnp.sin), fcp(fnp.sin)
+    jf.def_partition(partition=rule, sharding_rule="i -> i")
+    ff.def_partition(partition=rule, sharding_rule="i -> i")
+    np.testing.assert_allclose(np.asarray(ff(X)), np.asarray(jax.jit(jf)(X)), rtol=1e-6)
+    with pytest.raises(Exception):
+        jax.grad(lambda a: jf(a).sum())(X)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda a: ff(a).sum())(X)), np.cos(X), rtol=1e-6)
+
+
+def test_get_abstract_mesh_is_the_concrete_current_mesh():
+    assert jax.sharding.get_abstract_mesh().empty and ftrans.sharding.get_abstract_mesh().empty
+    fm = ftrans.make_mesh((1,), ("x",))
+    with ftrans.sharding.use_mesh(fm):
+        assert ftrans.sharding.get_abstract_mesh() is fm  # JAX gives mesh.abstract_mesh

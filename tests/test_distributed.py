@@ -59,6 +59,14 @@ def test_two_processes_share_a_mesh():
         assert "already joined" in r["second_initialize"] and "call initialize once" in r["second_initialize"]
         assert worker in r["second_initialize"], r["second_initialize"]  # the worker's line
         assert r["still_initialized"] is True
+        # experimental.multihost_utils across the two processes
+        assert r["bcast_default"] == [5, 5, 5] and r["bcast_from_1"] == [2.0]
+        assert r["allgather"] == [[0, 0], [1, 10]] and r["allgather_tiled"] == [0, 0, 1, 10]
+        assert r["allgather_scalar"] == [0.0, 1.0]
+        assert "differs" in r["assert_unequal"], r["assert_unequal"]
+        assert r["ltg_shape"] == [8, 8] and r["gtl_shape"] == [4, 8]
+        np.testing.assert_array_equal(r["ltg_value"], full)
+        np.testing.assert_array_equal(r["gtl_value"], full[i * 4:(i + 1) * 4])
 
 
 def test_unreachable_coordinator_is_an_error_after_the_timeout():

@@ -330,6 +330,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     one = make_mesh((1,), ("x",))  # one device: the constraint is the identity wherever the tests run it
     s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
                                 ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
+    s["shard_alike"] = [((arr((4, 2), f32), arr((4, 2), f32, 1)), {}), ((arr((3,), i32), arr((3,), i32, 2)), {})]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
@@ -550,6 +551,8 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
        for name in ("checkpointed_while", "while_lin")},
     "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
                  "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
+    "ragged_all_to_all": "a collective whose axis must be bound by shard_map or pmap (JAX has no rule for its "
+                         "vmap axis either); tests/test_ragged_all_to_all.py covers it (jit, jvp, grad, vmap)",
 }
 
 

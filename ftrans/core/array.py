@@ -241,6 +241,26 @@ class Array(ArrayMixin):
     def is_fully_addressable(self) -> bool:
         return True
 
+    @property
+    def addressable_shards(self) -> list:
+        """This process's blocks of the array; one array on one device is one block: itself, whole."""
+        return [Shard(self.device, tuple(slice(None) for _ in self.shape), self, 0)]
+
+    def addressable_data(self, index: int) -> Array:
+        """The data of this process's ``index``-th block (``addressable_shards[index].data``)."""
+        return self.addressable_shards[index].data
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self.sharding.is_fully_replicated
+
+    @property
+    def format(self) -> Any:
+        """The array's layout (always XLA's default: row-major, untiled) and sharding."""
+        from ftrans.core.layout import Format, default_layout
+
+        return Format(default_layout(len(self.shape)), self.sharding)
+
 
 class _LazyHostArray(Array):
     """An Array whose data lives in device memory (``_device_buffer()``), fetched to the host only on demand.
@@ -662,6 +682,10 @@ class ShardedArray(_LazyHostArray):
 
     def devices(self) -> set:
         return set(self._sharded.devices())
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return bool(self._sharded.is_fully_addressable)
 
     @property
     def device(self) -> Any:

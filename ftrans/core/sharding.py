@@ -183,6 +183,59 @@ class Mesh:
     def empty(self) -> bool:
         return self.devices.size == 0
 
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        """The mesh's axis sizes, names and types without its devices."""
+        d = self.devices.flat[0] if self.devices.size else None
+        dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    def _of_type(self, t: AxisType) -> tuple:
+        return tuple(n for n, a in zip(self.axis_names, self.axis_types) if a == t)
+
+    auto_axes = property(lambda self: self._of_type(AxisType.Auto))
+    explicit_axes = property(lambda self: self._of_type(AxisType.Explicit))
+    manual_axes = property(lambda self: self._of_type(AxisType.Manual))
+    are_all_axes_auto = property(lambda self: all(t == AxisType.Auto for t in self.axis_types))
+    are_all_axes_explicit = property(lambda self: all(t == AxisType.Explicit for t in self.axis_types))
+    are_all_axes_manual = property(lambda self: all(t == AxisType.Manual for t in self.axis_types))
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.size == 1 and not self.axis_names
+
+    @property
+    def local_devices(self) -> list:
+        """The mesh's devices that belong to this process."""
+        return [d for d in self.devices.flat if _is_local(d)]
+
+    @property
+    def is_multi_process(self) -> bool:
+        return self.devices.size != len(self.local_devices)
+
+    @property
+    def local_mesh(self) -> Mesh:
+        """The sub-mesh of this process's devices (they must form a box of the mesh), with the same axes."""
+        local = np.vectorize(_is_local, otypes=[bool])(self.devices)
+        pos = np.argwhere(local)
+        if not len(pos):
+            raise FtransValueError(f"{self!r} has none of this process's devices, so it has no local mesh")
+        lo, hi = pos.min(axis=0), pos.max(axis=0) + 1
+        box = tuple(slice(int(a), int(b)) for a, b in zip(lo, hi))
+        if not local[box].all():
+            raise FtransValueError(f"this process's devices do not form a box of {self!r}, so it has no local "
+                                   "mesh; use make_array_from_callback / make_array_from_single_device_arrays")
+        return Mesh(self.devices[box], self.axis_names, self.axis_types)
+
+    def update(self, devices: Any = None, axis_names: Any = None, axis_types: Any = None) -> Mesh:
+        return Mesh(self.devices if devices is None else devices,
+                    self.axis_names if axis_names is None else axis_names,
+                    self.axis_types if axis_types is None else axis_types)
+
     def __eq__(self, other: Any) -> bool:
         other = as_mesh(other)  # a runtime (jax) mesh equals its ftrans twin
         return isinstance(other, Mesh) and self._key == other._key
@@ -203,8 +256,58 @@ class Mesh:
         _stack().pop()
 
 
+def _is_local(device: Any) -> bool:
+    """Whether ``device`` belongs to this process (asked of the runtime client the device comes from)."""
+    client = getattr(device, "client", None)
+    if client is None:
+        return True
+    return device.process_index == client.process_index()
+
+
 class Sharding:
     """Base class of the shardings."""
+
+    memory_kind: str | None = None
+
+    @property
+    def addressable_devices(self) -> set:
+        """The devices of this sharding that belong to this process."""
+        return {d for d in self.device_set if _is_local(d)}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return all(_is_local(d) for d in self.device_set)
+
+    @property
+    def has_addressable_devices(self) -> bool:
+        return any(_is_local(d) for d in self.device_set)
+
+    def addressable_devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if _is_local(d)}
+
+    def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
+        raise NotImplementedError
+
+    def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
+        """Raises unless this sharding can lay out an array of shape ``aval_shape``."""
+
+    def is_equivalent_to(self, other: Any, ndim: int) -> bool:
+        """Whether ``other`` puts the same blocks of any rank-``ndim`` array on the same devices."""
+        other = as_sharding(other)
+        if not isinstance(other, Sharding) or self.device_set != other.device_set:
+            return False
+        shape = (self.num_devices * other.num_devices,) * ndim  # divisible by every split
+
+        def norm(m: dict) -> dict:
+            return {d: tuple(s.indices(n)[:2] for s, n in zip(idx, shape)) for d, idx in m.items()}
+
+        return norm(self.devices_indices_map(shape)) == norm(other.devices_indices_map(shape))
+
+    def with_memory_kind(self, kind: str) -> Sharding:
+        if kind not in (None, "device"):
+            raise NotImplementedError(f"with_memory_kind({kind!r}): ftrans places arrays in the device's default "
+                                      "memory only")
+        return self
 
     @property
     def device_set(self) -> set:
@@ -258,6 +361,8 @@ class NamedSharding(Sharding):
 
     def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
         mesh = as_mesh(mesh)
+        if isinstance(mesh, AbstractMesh):
+            mesh = concrete_for(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
         if spec is None:
@@ -329,6 +434,22 @@ class NamedSharding(Sharding):
 
     def with_spec(self, spec: Any) -> NamedSharding:
         return NamedSharding(self.mesh, spec)
+
+    def update(self, **kwargs: Any) -> NamedSharding:
+        """A copy with ``mesh``, ``spec`` or ``memory_kind`` replaced."""
+        unknown = set(kwargs) - {"mesh", "spec", "memory_kind"}
+        if unknown:
+            raise FtransTypeError(f"NamedSharding.update: unexpected arguments {sorted(unknown)}")
+        return NamedSharding(kwargs.get("mesh", self.mesh), kwargs.get("spec", self.spec),
+                             memory_kind=kwargs.get("memory_kind", self.memory_kind))
+
+    @property
+    def replicated_axes(self) -> frozenset:
+        """The mesh axes the spec does not split over (each device along them holds the same block)."""
+        return frozenset(n for n in self.mesh.axis_names if n not in self.spec.axes())
+
+    def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
+        check_spec(self.spec, self.mesh, "NamedSharding", len(aval_shape), aval_shape)
 
     def __eq__(self, other: Any) -> bool:
         other = as_sharding(other)
@@ -469,12 +590,20 @@ def from_runtime(sh: Any) -> Any:
 
 
 def _is_runtime_mesh(mesh: Any) -> bool:
-    return not isinstance(mesh, Mesh) and hasattr(mesh, "axis_names") and hasattr(mesh, "devices")
+    if isinstance(mesh, (Mesh, AbstractMesh)) or type(mesh).__name__ == "AbstractMesh":
+        return False
+    return hasattr(mesh, "axis_names") and hasattr(mesh, "devices")
 
 
 def as_mesh(mesh: Any) -> Any:
     """ftrans's mesh for a runtime (jax) mesh, so a user's jax ``Mesh`` works wherever ftrans takes one (as its
     shardings do); anything else as is (the caller reports what is not a mesh)."""
+    if type(mesh).__name__ == "AbstractMesh" and not isinstance(mesh, AbstractMesh):  # JAX's: ftrans's twin
+        try:
+            types = tuple(AxisType[t.name] for t in mesh.axis_types)
+        except (KeyError, AttributeError, TypeError):
+            types = None
+        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types)
     if not _is_runtime_mesh(mesh):
         return mesh
     key = _runtime_key(mesh)
@@ -495,8 +624,26 @@ def _is_jax_spec(x: Any) -> bool:
     return t.__name__ in ("PartitionSpec", "P") and t.__module__.split(".")[0] == "jax"
 
 
+def _unformat(x: Any) -> Any:
+    """A ``Format`` (ftrans's or JAX's: a layout and a sharding) stands for its sharding when its layout is one
+    ftrans gives (the default, AUTO or None); anything else as is."""
+    if type(x).__name__ != "Format" or not hasattr(x, "layout") or not hasattr(x, "sharding"):
+        return x
+    from ftrans.core.layout import Format, Layout, format_sharding
+
+    if not isinstance(x, Format):  # JAX's: its layout as ftrans's
+        lay = x.layout
+        if lay is not None and hasattr(lay, "major_to_minor"):
+            lay = Layout(lay.major_to_minor, lay.tiling, lay.sub_byte_element_size_in_bits)
+        elif lay is not None:
+            lay = Layout.AUTO
+        x = Format(lay, x.sharding)
+    return format_sharding(x)
+
+
 def as_spec(x: Any) -> Any:
     """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
+    x = _unformat(x)
     return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
 
 
@@ -505,6 +652,7 @@ def as_sharding(sh: Any) -> Any:
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    sh = _unformat(sh)
     if getattr(sh, "device_set", None) is None:
         return as_spec(sh)
     return from_runtime(sh)
@@ -519,3 +667,144 @@ def _from_runtime(sh: Any) -> Any:
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))
     return sh
+
+
+# ----------------------------------------------------------------------------
+# Meshes without devices
+
+
+class AbstractDevice:
+    """What an abstract mesh knows of its devices: their kind, core count and platform."""
+
+    __slots__ = ("device_kind", "num_cores", "platform")
+
+    def __init__(self, device_kind: str, num_cores: int | None = None, platform: str | None = None):
+        self.device_kind = device_kind
+        self.num_cores = num_cores
+        self.platform = platform
+
+    def _key(self) -> tuple:
+        return (self.device_kind, self.num_cores, self.platform)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AbstractDevice) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _repr(self) -> str:
+        return f"device_kind={self.device_kind}, num_cores={self.num_cores}, platform={self.platform}"
+
+    def __repr__(self) -> str:
+        return f"AbstractDevice({self._repr()})"
+
+
+def concrete_for(abstract: AbstractMesh) -> Mesh:
+    """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding or shard_map over an
+    abstract mesh works on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
+    cur = get_mesh()
+    if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+        raise FtransValueError(
+            f"A sharding or shard_map over {abstract!r} needs a current mesh with the same axes to take its devices from "
+            f"(the current mesh is {cur!r}); enter one with ftrans.sharding.use_mesh / set_mesh, or pass the "
+            "Mesh itself")
+    return cur
+
+
+class AbstractMesh:
+    """A mesh's axis sizes, names and types, with no devices (JAX's ``AbstractMesh``): what a traced program
+    needs to know of a mesh.  It cannot be entered or asked for devices."""
+
+    def __init__(self, axis_sizes: Sequence[int], axis_names: Any, axis_types: Any = None, *,
+                 abstract_device: AbstractDevice | None = None):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_sizes, axis_names = tuple(int(s) for s in axis_sizes), tuple(axis_names)
+        if len(axis_sizes) != len(axis_names):
+            raise FtransValueError(f"AbstractMesh: {len(axis_sizes)} axis sizes {axis_sizes} but {len(axis_names)} "
+                                   f"axis names {axis_names}")
+        if axis_types is None:
+            axis_types = (AxisType.Auto,) * len(axis_names)
+        elif isinstance(axis_types, AxisType):
+            axis_types = (axis_types,)
+        axis_types = tuple(axis_types)
+        if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType) for t in axis_types):
+            raise FtransValueError(f"AbstractMesh: axis_types must be one AxisType per axis name {axis_names}, got "
+                                   f"{axis_types}")
+        self.axis_sizes = axis_sizes
+        self.axis_names = axis_names
+        self.axis_types = axis_types
+        self.abstract_device = abstract_device
+        self.size = int(np.prod(axis_sizes)) if axis_sizes else 0
+
+    def _key(self) -> tuple:
+        return (self.axis_sizes, self.axis_names, self.axis_types, self.abstract_device)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.axis_sizes)) or "()"
+        dev = "" if self.abstract_device is None else f", {self.abstract_device._repr()}"
+        return f"AbstractMesh({axes}, axis_types={self.axis_types}{dev})"
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        return self
+
+    def _of_type(self, t: AxisType) -> tuple:
+        return tuple(n for n, a in zip(self.axis_names, self.axis_types) if a == t)
+
+    @property
+    def auto_axes(self) -> tuple:
+        return self._of_type(AxisType.Auto)
+
+    @property
+    def explicit_axes(self) -> tuple:
+        return self._of_type(AxisType.Explicit)
+
+    @property
+    def manual_axes(self) -> tuple:
+        return self._of_type(AxisType.Manual)
+
+    def update(self, axis_sizes: Any = None, axis_names: Any = None, axis_types: Any = None,
+               **kwargs: Any) -> AbstractMesh:
+        kwargs.setdefault("abstract_device", self.abstract_device)
+        return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                            self.axis_names if axis_names is None else axis_names,
+                            self.axis_types if axis_types is None else axis_types, **kwargs)
+
+    def update_axis_types(self, name_to_type: dict) -> AbstractMesh:
+        return self.update(axis_types=tuple(name_to_type.get(n, t) for n, t in zip(self.axis_names,
+                                                                                  self.axis_types)))
+
+    def _no(self, what: str) -> Any:
+        raise FtransValueError(f"AbstractMesh does not implement {what}: it has no devices; use a Mesh "
+                               "(ftrans.make_mesh or ftrans.sharding.Mesh) for that")
+
+    devices = property(lambda self: self._no("devices"))
+    device_ids = property(lambda self: self._no("device_ids"))
+    local_devices = property(lambda self: self._no("local_devices"))
+    local_mesh = property(lambda self: self._no("local_mesh"))
+    is_multi_process = property(lambda self: self._no("is_multi_process"))
+
+    def __enter__(self) -> Any:
+        return self._no("__enter__ (use ftrans.sharding.use_abstract_mesh)")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._no("__exit__")

@@ -14,3 +14,12 @@ __all__ += ["pjit"]
 from ftrans.experimental import checkify  # noqa: E402
 
 __all__ += ["checkify"]
+from ftrans.experimental import mesh_utils, multihost_utils  # noqa: E402
+
+__all__ += ["mesh_utils", "multihost_utils"]
+from ftrans.experimental import custom_partitioning, layout  # noqa: E402
+
+__all__ += ["custom_partitioning", "layout"]
+from ftrans.experimental import shard_alike  # noqa: E402
+
+__all__ += ["shard_alike"]

@@ -1,28 +1,31 @@
-"""JAX's older ``pjit`` entry point: ``jit`` with shardings, under its former name.
+"""JAX's deprecated ``jax.experimental.pjit.pjit``: ``jit`` with ``in_shardings``/``out_shardings``.
 
-``pjit(f, in_shardings=..., out_shardings=...)`` is ``jit`` with the same
-arguments (JAX merged the two); scripts written against it run unchanged.
+Reading ``pjit`` warns (``DeprecationWarning``), as in JAX; it is ``ftrans.jit`` with the same arguments.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["pjit"]
+__all__: list[str] = []
 
 
-def pjit(fun: Callable | None = None, in_shardings: Any = None, out_shardings: Any = None,
-         static_argnums: Any = None, static_argnames: Any = None, donate_argnums: Any = None,
-         donate_argnames: Any = None, keep_unused: bool = False, device: Any = None, backend: str | None = None,
-         inline: bool = False, compiler_options: dict | None = None) -> Any:
-    """``jit`` under its old name; the same options (``pjit(f)`` or ``pjit(in_shardings=...)(f)``)."""
+def _pjit(fun: Callable | None = None, *args: Any, **kwargs: Any) -> Any:
+    """``ftrans.jit(fun, ...)``: sharded when ``in_shardings``/``out_shardings`` or the arguments say so
+    (``pjit(in_shardings=...)`` without the function is a decorator, as ``jit``'s is)."""
     from ftrans.transforms.jit import jit
 
-    kw = dict(in_shardings=in_shardings, out_shardings=out_shardings, static_argnums=static_argnums,
-              static_argnames=static_argnames, donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-              keep_unused=keep_unused, device=device, backend=backend, inline=inline,
-              compiler_options=compiler_options)
-    if fun is None:
-        return lambda f: jit(f, **kw)
-    return jit(fun, **kw)
+    return jit(fun, *args, **kwargs)
+
+
+_pjit.__name__ = _pjit.__qualname__ = "pjit"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "pjit":
+        warnings.warn("jax.experimental.pjit.pjit has been deprecated. Please use `ftrans.jit` instead.",
+                      DeprecationWarning, stacklevel=2)
+        return _pjit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

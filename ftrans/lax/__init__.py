@@ -11,10 +11,13 @@ from ftrans.lax._collectives import (  # noqa: F401
     pmean,
     pmin,
     ppermute,
+    precv,
+    psend,
     pshuffle,
     psum,
     psum_scatter,
     pswapaxes,
+    ragged_all_to_all,
 )
 from ftrans.lax._control_flow import (  # noqa: A004, F401
     associative_scan,

@@ -35,12 +35,13 @@ from ftrans.core.prims.collectives import (
     ppermute_p,
     psum_p,
     psum_scatter_p,
+    ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
-           "pswapaxes", "pshuffle", "pbroadcast", "pcast"]
+           "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
 
 
 def _no_groups(op: str, axis_index_groups: Any) -> None:
@@ -434,3 +435,51 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
         raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "
                                   "not track; only to='varying' is supported")
     return _tree_map(_operand, x)
+
+
+def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes: Any, output_offsets: Any,
+                      recv_sizes: Any, *, axis_name: Any, axis_index_groups: Any = None) -> Any:
+    """JAX's ``lax.ragged_all_to_all``: the ragged form of ``all_to_all`` over the leading axis.
+
+    With ``K`` entries in each of the four index arrays and ``n`` members of the axis, entry ``i`` belongs to
+    peer ``i // (K // n)``: the rows ``operand[input_offsets[i] : input_offsets[i] + send_sizes[i]]`` go to
+    that peer, which writes them into its copy of ``output`` starting at row ``output_offsets[i]``
+    (``output_offsets`` is where the *receiver* writes). ``recv_sizes[i]`` is how many rows this member
+    receives in its ``i``-th slice (``recv_sizes`` must be ``all_to_all(send_sizes, axis_name, 0, 0,
+    tiled=True)``). Rows of ``output`` that nobody writes keep their values.
+
+    XLA on GPU and TPU runs the op itself; XLA on CPU has none, so there ftrans lowers it to a dense
+    ``all_to_all`` of each slice padded to the operand's length (see ``docs/parallelism.md``).
+    """
+    _no_groups("ragged_all_to_all", axis_index_groups)
+    names = _as_names("ragged_all_to_all", axis_name)
+    if not names:
+        raise FtransValueError("ragged_all_to_all: axis_name is an empty tuple; give at least one axis name")
+    frames_of("ragged_all_to_all", names)
+    args = [_operand(a) for a in (operand, output, input_offsets, send_sizes, output_offsets, recv_sizes)]
+    return ragged_all_to_all_p.bind(*args, axis_name=names, axis_index_groups=None)
+
+
+def _p2p_unsupported(op: str) -> NotImplementedError:
+    from ftrans.lowering import compat
+
+    return NotImplementedError(
+        f"{op} is implemented only on GPU in JAX (XLA's send/recv between devices), and ftrans does not implement "
+        f"it on any backend; the backend here is {compat.backend(None).platform!r}. Use lax.ppermute, which XLA runs on "
+        "every backend")
+
+
+def psend(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """JAX's ``lax.psend`` (a send to the ``perm`` destinations, returning a token): raises NotImplementedError
+    (see the message for the backend)."""
+    names = _as_names("psend", axis_name)
+    frames_of("psend", names)
+    raise _p2p_unsupported("psend")
+
+
+def precv(token: Any, out_shape: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
+    """JAX's ``lax.precv`` (the receive matching ``psend``): raises NotImplementedError (see the message for the
+    backend)."""
+    names = _as_names("precv", axis_name)
+    frames_of("precv", names)
+    raise _p2p_unsupported("precv")

@@ -16,6 +16,7 @@ from ftrans.core.prims.collectives import (  # noqa: F401
     pmin_p,
     ppermute_p,
     psum_p,
+    ragged_all_to_all_p,
 )
 from ftrans.core.prims.control_flow import (  # noqa: F401
     cond_p,
@@ -164,6 +165,7 @@ __all__ = [
     "add_p",
     "all_gather_p",
     "all_to_all_p",
+    "ragged_all_to_all_p",
     "and_p",
     "argmax_p",
     "argmin_p",

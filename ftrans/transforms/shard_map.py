@@ -22,7 +22,16 @@ from jax import tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
-from ftrans.core.sharding import Mesh, PartitionSpec, as_mesh, as_spec, check_spec, get_mesh
+from ftrans.core.sharding import (
+    AbstractMesh,
+    Mesh,
+    PartitionSpec,
+    as_mesh,
+    as_spec,
+    check_spec,
+    concrete_for,
+    get_mesh,
+)
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -76,6 +85,8 @@ class _ShardMapped:
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
         mesh = as_mesh(self._mesh) if self._mesh is not None else get_mesh()  # a jax mesh: as ftrans's
+        if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
+            mesh = concrete_for(mesh)
         if mesh is None:
             raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
                                    "ftrans.sharding.use_mesh")

@@ -44,7 +44,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
-    "psum_scatter_p", "axis_index_p", "ALL", "names_of", "check_perm",
+    "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "ALL", "names_of", "check_perm",
 ]
 
 
@@ -247,4 +247,39 @@ def _axis_index_abstract(*, axis_name: Any) -> ShapedArray:
 
 axis_index_p = _new("axis_index", _axis_index_abstract, never_weak)
 
-ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p)
+_RAGGED_INDEX_ARGS = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+
+
+def _ragged_all_to_all_abstract(operand: ShapedArray, output: ShapedArray, *index_args: ShapedArray,
+                                axis_name: Any, axis_index_groups: Any) -> ShapedArray:
+    op = "ragged_all_to_all"
+    n = 1
+    for f in frames_of(op, names_of({"axis_name": axis_name})):
+        n *= f.size
+    for what, a in zip(_RAGGED_INDEX_ARGS, index_args):
+        if not dtypes.is_int(a.dtype):
+            raise FtransValueError(f"{op} {what} must be integer type, got {a.str_short()}")
+        if len(a.shape) != 1 or a.shape[0] < 1:
+            raise FtransValueError(f"{op} {what} must be rank 1 with positive dimension size, but got shape "
+                                   f"{a.shape}")
+    k = index_args[0].shape[0]
+    for what, a in zip(_RAGGED_INDEX_ARGS[1:], index_args[1:]):
+        if a.shape[0] != k:
+            raise FtransValueError(f"{op}: {what} has {a.shape[0]} entries but input_offsets has {k}; the four "
+                                   "offset and size arrays must have the same length")
+    if k % n:
+        raise FtransValueError(f"{op}: the offset and size arrays have {k} entries, which is not a multiple of the "
+                               f"size {n} of axis {axis_name!r} (each peer gets the same number of slices)")
+    if operand.dtype != output.dtype:
+        raise FtransTypeError(f"{op}: operand {operand.str_short()} and output {output.str_short()} must have the "
+                              "same dtype")
+    if len(operand.shape) < 1 or len(operand.shape) != len(output.shape) or operand.shape[1:] != output.shape[1:]:
+        raise FtransValueError(f"{op}: operand {operand.str_short()} and output {output.str_short()} must have the "
+                               "same rank (at least 1) and the same sizes after the leading (ragged) axis")
+    return output.update(weak_type=False)
+
+
+ragged_all_to_all_p = _new("ragged_all_to_all", _ragged_all_to_all_abstract, never_weak)
+
+ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
+       ragged_all_to_all_p)

@@ -28,3 +28,26 @@ def _abstract_eval(x: ShapedArray, *, sharding: Any, **_: Any) -> ShapedArray:
 @sharding_constraint_p.def_impl
 def _impl(x: Any, *, sharding: Any, **_: Any) -> Any:
     return x
+
+
+# ----------------------------------------------------------------------------
+# shard_alike: two values laid out the same way, whichever layout the partitioner picks
+
+shard_alike_p = Primitive("shard_alike", multiple_results=True)
+__all__ += ["shard_alike_p"]
+
+
+@shard_alike_p.def_abstract_eval
+def _shard_alike_abstract(x: ShapedArray, y: ShapedArray) -> list:
+    if tuple(x.shape) != tuple(y.shape):
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(
+            f"The leaves shapes of `x` and `y` should match. Got `x` leaf shape: {tuple(x.shape)} and `y` leaf "
+            f"shape: {tuple(y.shape)}.")
+    return [x, y]
+
+
+@shard_alike_p.def_impl
+def _shard_alike_impl(x: Any, y: Any) -> list:
+    return [x, y]

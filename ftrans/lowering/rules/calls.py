@@ -53,6 +53,40 @@ def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
     return exe
 
 
+def _program_mesh(jaxpr: Any) -> Any:
+    """The mesh a ``shard_map`` (or a sharding constraint over several devices) anywhere in ``jaxpr`` names, or
+    None: such a program runs only partitioned over that mesh."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.shard_map import shard_map_p
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is shard_map_p:
+            return eqn.params["mesh"]
+        if eqn.primitive is sharding_constraint_p and eqn.params["sharding"].mesh.size > 1:
+            return eqn.params["sharding"].mesh
+        for sub in subjaxprs(eqn):
+            m = _program_mesh(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
+            if m is not None:
+                return m
+    return None
+
+
+_spmd_exes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _spmd_executable_for_jaxpr(closed: Any, mesh: Any, name: str) -> Any:
+    """A staged program with a ``shard_map`` inside, compiled partitioned over its mesh (arguments replicated,
+    results laid out as the partitioner chooses): the known half of a linearized sharded ``jit``, say."""
+    from ftrans.lowering.spmd import SpmdExecutable
+
+    exe = _spmd_exes.get(closed)
+    if exe is None:
+        n_in, n_out = len(closed.jaxpr.invars), len(closed.out_avals)
+        exe = _spmd_exes[closed] = SpmdExecutable(closed, name, mesh, [None] * n_in, [None] * n_out)
+    return exe
+
+
 _host = threading.local()
 
 
@@ -86,6 +120,9 @@ def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tup
 
         outs = eval_jaxpr(jaxpr, list(jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
         return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, jaxpr.out_avals)]
+    mesh = _program_mesh(jaxpr.jaxpr)
+    if mesh is not None:  # a program with a shard_map inside runs partitioned, never on one device
+        return [np.asarray(o) for o in _spmd_executable_for_jaxpr(jaxpr, mesh, name).run(list(vals))]
     exe = _executable_for_jaxpr(jaxpr, default_device(), name)
     outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
     return [np.asarray(o) for o in outs]

@@ -19,7 +19,11 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import collectives as C
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
+from ftrans.core.trace import aval_of, stage
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, LoweringError, register_lowering
 
@@ -184,3 +188,123 @@ def _psum_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, scat
     if tuple(shape) != tuple(out.shape):
         y = _reshape(ctx, y, out.shape, out.dtype)
     return y
+
+
+# ----------------------------------------------------------------------------
+# ragged_all_to_all: XLA's op on GPU and TPU; on CPU (which has none) a dense all_to_all of padded slices
+
+
+def _index_dtype(avals: list) -> np.dtype:
+    return np.dtype(np.int64) if any(np.dtype(a.dtype).itemsize > 4 for a in avals) else I32
+
+
+def _scalar_at(v: Any, i: int, dt: np.dtype) -> Any:
+    """``v[i]`` of a 1-D index array, as a rank-0 value of ``dt``."""
+    s = S.slice_p.bind(v, start_indices=(i,), limit_indices=(i + 1,), strides=None)
+    s = S.reshape_p.bind(s, new_sizes=(), dimensions=None)
+    if aval_of(s).dtype != dt:
+        s = S.convert_element_type_p.bind(s, new_dtype=dt, weak_type=False)
+    return s
+
+
+def _zeros(shape: tuple, dtype: Any) -> Any:
+    return S.broadcast_in_dim_p.bind(np.zeros((), dtype), shape=shape, broadcast_dimensions=())
+
+
+def _ragged_pack(operand: ShapedArray, io: ShapedArray, ss: ShapedArray, dt: np.dtype) -> Any:
+    """``S[i, r] = operand[io[i] + r]`` for ``r < ss[i]``, else 0: each slice padded to the operand's length."""
+    n_rows, rest = operand.shape[0], tuple(operand.shape[1:])
+    block = (n_rows, *rest)
+    k = io.shape[0]
+
+    def run(x: Any, offs: Any, sizes: Any) -> list:
+        zero = _zeros(block, operand.dtype)
+        padded = S.concatenate_p.bind(x, zero, dimension=0)
+        rows = S.iota_p.bind(dtype=dt, shape=block, dimension=0)
+        pieces = []
+        for i in range(k):
+            start, size = _scalar_at(offs, i, dt), _scalar_at(sizes, i, dt)
+            sl = S.dynamic_slice_p.bind(padded, start, *[np.zeros((), dt)] * len(rest), slice_sizes=block)
+            keep = E.lt_p.bind(rows, S.broadcast_in_dim_p.bind(size, shape=block, broadcast_dimensions=()))
+            sl = S.select_n_p.bind(keep, zero, sl)
+            pieces.append(S.reshape_p.bind(sl, new_sizes=(1, *block), dimensions=None))
+        return [S.concatenate_p.bind(*pieces, dimension=0)]
+
+    return stage(run, [operand, io, ss])[0]
+
+
+def _ragged_meta(oo: ShapedArray, ss: ShapedArray, dt: np.dtype) -> Any:
+    """``[output_offsets, send_sizes]`` as one ``(K, 2)`` array of ``dt`` (exchanged in one all_to_all)."""
+    k = oo.shape[0]
+
+    def run(a: Any, b: Any) -> list:
+        cols = []
+        for v in (a, b):
+            if aval_of(v).dtype != dt:
+                v = S.convert_element_type_p.bind(v, new_dtype=dt, weak_type=False)
+            cols.append(S.reshape_p.bind(v, new_sizes=(k, 1), dimensions=None))
+        return [S.concatenate_p.bind(*cols, dimension=1)]
+
+    return stage(run, [oo, ss])[0]
+
+
+def _ragged_unpack(output: ShapedArray, recv: ShapedArray, meta: ShapedArray, dt: np.dtype) -> Any:
+    """``output`` with received slice ``i`` (its first ``meta[i, 1]`` rows) written at row ``meta[i, 0]``."""
+    k, n_rows = recv.shape[0], recv.shape[1]
+    m_rows, rest = output.shape[0], tuple(output.shape[1:])
+    block = (n_rows, *rest)
+
+    def run(out: Any, got: Any, offs_sizes: Any) -> list:
+        buf = S.concatenate_p.bind(out, _zeros(block, output.dtype), dimension=0)
+        rows = S.iota_p.bind(dtype=dt, shape=block, dimension=0)
+        zeros = [np.zeros((), dt)] * len(rest)
+        for i in range(k):
+            pair = S.reshape_p.bind(S.slice_p.bind(offs_sizes, start_indices=(i, 0), limit_indices=(i + 1, 2),
+                                                   strides=None), new_sizes=(2,), dimensions=None)
+            start, size = _scalar_at(pair, 0, dt), _scalar_at(pair, 1, dt)
+            cur = S.dynamic_slice_p.bind(buf, start, *zeros, slice_sizes=block)
+            new = S.slice_p.bind(got, start_indices=(i, 0) + (0,) * len(rest), limit_indices=(i + 1, *block),
+                                 strides=None)
+            new = S.reshape_p.bind(new, new_sizes=block, dimensions=None)
+            keep = E.lt_p.bind(rows, S.broadcast_in_dim_p.bind(size, shape=block, broadcast_dimensions=()))
+            buf = S.dynamic_update_slice_p.bind(buf, S.select_n_p.bind(keep, cur, new), start, *zeros)
+        return [S.slice_p.bind(buf, start_indices=(0,) * (1 + len(rest)), limit_indices=(m_rows, *rest),
+                               strides=None)]
+
+    return stage(run, [output, recv, meta])[0]
+
+
+def _call_program(ctx: LoweringContext, closed: Any, name: str, args: list) -> str:
+    consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
+    sym = ctx.module.function(closed.jaxpr, name)
+    return ctx.fn.emit("func.call", consts + list(args), [mt.aval_type(a) for a in closed.out_avals],
+                       {"callee": f"@{sym}"})[0]
+
+
+@register_lowering(C.ragged_all_to_all_p)
+def _ragged_all_to_all_lowering(ctx: LoweringContext, operand: str, output: str, input_offsets: str,
+                                send_sizes: str, output_offsets: str, recv_sizes: str, *, axis_name: Any,
+                                axis_index_groups: Any) -> str:
+    g = groups(ctx, axis_name)
+    out_aval = ctx.avals_out[0]
+    if ctx.platform != "cpu":
+        cfg = f"replica_groups = {_groups_attr(g)}"
+        if ctx.module.meshes:  # a partitioned program: JAX's fixed collective channel
+            cfg = "channel_id = 1 : i64, " + cfg
+        return ctx.emit1("stablehlo.custom_call",
+                         [operand, output, input_offsets, send_sizes, output_offsets, recv_sizes],
+                         mt.aval_type(out_aval), {"api_version": "4 : i32", "backend_config": "{" + cfg + "}",
+                                                  "call_target_name": '"ragged_all_to_all"'})
+    op_aval, o_aval, io_aval, ss_aval, oo_aval, _ = ctx.avals_in
+    dt = _index_dtype(ctx.avals_in[2:])
+    n = g.shape[1]
+    a2a = {"split_dimension": "0 : i64", "concat_dimension": "0 : i64", "split_count": f"{n} : i64",
+           "replica_groups": _groups_attr(g)}
+    pack = _ragged_pack(op_aval, io_aval, ss_aval, dt)
+    sent = _call_program(ctx, pack, "ragged_all_to_all_pack", [operand, input_offsets, send_sizes])
+    got = ctx.emit1("stablehlo.all_to_all", [sent], ctx.type_of(sent), {**a2a, **_channel(ctx, False)})
+    meta = _call_program(ctx, _ragged_meta(oo_aval, ss_aval, dt), "ragged_all_to_all_meta",
+                         [output_offsets, send_sizes])
+    meta = ctx.emit1("stablehlo.all_to_all", [meta], ctx.type_of(meta), {**a2a, **_channel(ctx, False)})
+    unpack = _ragged_unpack(o_aval, pack.out_avals[0], ShapedArray((io_aval.shape[0], 2), dt, False), dt)
+    return _call_program(ctx, unpack, "ragged_all_to_all_unpack", [output, got, meta])

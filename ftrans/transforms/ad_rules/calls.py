@@ -25,6 +25,7 @@ from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.primitive import abstract_eval
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError
@@ -169,19 +170,22 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         k, sources = forward_input_residuals(k, n_res)
         known_idx = [i for i, un in enumerate(unk_in) if not un]
         k_in = [eqn.invars[i] for i in known_idx]
-        new_vars = [Var(a) for a in k.out_avals[len(k.out_avals) - sum(s is None for s in sources):]]
+        n_new = sum(s is None for s in sources)
+        k_ins = [("in", i) for i in known_idx]
+        k_outs = [("out", j) for j, un in enumerate(out_unk) if not un] + ["res"] * n_new
+        k_params = prim.with_body(params, k, "known", len(k_in), k_ins, k_outs)
+        # The residuals as the call returns them: a mapped call (shard_map, pmap) stacks each device's.
+        outer = abstract_eval(prim, [v.aval for v in k_in], k_params)
+        new_vars = [Var(a) for a in list(outer)[len(outer) - n_new:]] if n_new else []
         it = iter(new_vars)
         res = [next(it) if s is None else k_in[s] for s in sources]
         u_in = res + [a for a, un in zip(eqn.invars, unk_in) if un]
         k_out = [v for v, un in zip(eqn.outvars, out_unk) if not un] + new_vars
         u_out = [v for v, un, f in zip(eqn.outvars, out_unk, force) if un or f]
-        k_ins = [("in", i) for i in known_idx]
-        k_outs = [("out", j) for j, un in enumerate(out_unk) if not un] + ["res"] * len(new_vars)
         u_ins = ["res" if s is None else ("in", known_idx[s]) for s in sources] + \
             [("in", i) for i, un in enumerate(unk_in) if un]
         u_outs = [("out", j) for j, (un, f) in enumerate(zip(out_unk, force)) if un or f]
-        k_eqn = eqn.replace(invars=k_in, outvars=k_out,
-                            params=prim.with_body(params, k, "known", len(k_in), k_ins, k_outs))
+        k_eqn = eqn.replace(invars=k_in, outvars=k_out, params=k_params)
         u_eqn = eqn.replace(invars=u_in, outvars=u_out,
                             params=prim.with_body(params, u, "unknown", len(u_in), u_ins, u_outs))
         return k_eqn, u_eqn, out_unk

@@ -4,6 +4,8 @@ JAX)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims.collectives import (
     all_gather_p,
@@ -14,8 +16,9 @@ from ftrans.core.prims.collectives import (
     ppermute_p,
     psum_p,
     psum_scatter_p,
+    ragged_all_to_all_p,
 )
-from ftrans.transforms.ad import defjvp_linear, defjvp_zero
+from ftrans.transforms.ad import Zero, defjvp_linear, defjvp_zero, instantiate, register_jvp
 
 for _p in (psum_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p):
     defjvp_linear(_p)
@@ -23,3 +26,13 @@ defjvp_zero(axis_index_p)
 for _p in (pmax_p, pmin_p):
     mark_unsupported(_p, "jvp", f"{_p.name} has no derivative rule (JAX defines none either); differentiate "
                                 "through an explicit comparison with the gathered values instead")
+
+
+@register_jvp(ragged_all_to_all_p)
+def _ragged_all_to_all_jvp(primals: list, tangents: list, **params: Any) -> tuple[Any, Any]:
+    """Linear in (operand, output) jointly; the offsets and sizes only say where rows go."""
+    out = ragged_all_to_all_p.bind(*primals, **params)
+    t_operand, t_output = tangents[:2]
+    if type(t_operand) is Zero and type(t_output) is Zero:
+        return out, Zero.from_primal_value(out)
+    return out, ragged_all_to_all_p.bind(instantiate(t_operand), instantiate(t_output), *primals[2:], **params)

@@ -31,6 +31,7 @@ from ftrans.core.prims.collectives import (
     ppermute_p,
     psum_p,
     psum_scatter_p,
+    ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.transforms.batching import bdim_at_front, moveaxis, not_mapped, register_batching
@@ -164,3 +165,39 @@ def _take_rows(x: Any, src: Sequence[int]) -> Any:
                            slice_sizes=(1,) + tuple(a.shape[1:]), mode=mode,
                            fill_value=I.gather_fill_param(a.dtype, mode, 0), indices_are_sorted=False,
                            unique_indices=False)
+
+
+@register_batching(ragged_all_to_all_p)
+def _ragged_all_to_all_batch(vals: list, dims: list, *, frame: Any, axis_name: Any,
+                             axis_index_groups: Any) -> tuple[Any, Any]:
+    """Over another axis: the batch is folded into the ragged axis (example ``b``'s rows after example
+    ``b - 1``'s, its offsets shifted to match, its slices interleaved so each still goes to the same peer).
+    Over this vmap's own axis JAX has no rule either."""
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    own, _ = _split_own(frame, names)
+    if own:
+        raise NotImplementedError(
+            "ragged_all_to_all over an axis bound by vmap itself is not supported (as in JAX); bind the axis "
+            "with shard_map or pmap")
+    b = frame.size
+    operand, output = (bdim_at_front(v, d, b) for v, d in zip(vals[:2], dims[:2]))
+    n_rows, m_rows = aval_of(operand).shape[1], aval_of(output).shape[1]
+
+    def per_slot(v: Any, d: Any, shift: int) -> Any:
+        v = moveaxis(bdim_at_front(v, d, b), 0, 1)  # (K, B)
+        if shift:
+            aval = aval_of(v)
+            step = E.mul_p.bind(S.iota_p.bind(dtype=aval.dtype, shape=aval.shape, dimension=1),
+                                Array._new(np.asarray(shift, aval.dtype), False))
+            v = E.add_p.bind(v, step)
+        return _reshape(v, (aval_of(v).shape[0] * b,))
+
+    io, ss, oo, rs = (per_slot(v, d, s) for v, d, s in zip(vals[2:], dims[2:], (n_rows, 0, m_rows, 0)))
+
+    def merge(x: Any) -> Any:
+        shape = aval_of(x).shape
+        return _reshape(x, (shape[0] * shape[1], *shape[2:]))
+
+    out = ragged_all_to_all_p.bind(merge(operand), merge(output), io, ss, oo, rs, axis_name=axis_name,
+                                   axis_index_groups=axis_index_groups)
+    return _reshape(out, (b, m_rows, *aval_of(out).shape[1:])), 0

@@ -4,9 +4,16 @@ swapped."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
+
+from ftrans.core.axis_env import axis_size
 from ftrans.core.primitive import mark_unsupported
+from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import reductions as R
+from ftrans.core.prims import structural as S
 from ftrans.core.prims.collectives import (
     all_gather_p,
     all_to_all_p,
@@ -16,8 +23,11 @@ from ftrans.core.prims.collectives import (
     ppermute_p,
     psum_p,
     psum_scatter_p,
+    ragged_all_to_all_p,
 )
-from ftrans.transforms.transpose import register_transpose
+from ftrans.core.trace import aval_of
+from ftrans.transforms.ad import Zero, zeros_like_aval
+from ftrans.transforms.transpose import is_undefined, register_transpose
 
 for _p in (pmax_p, pmin_p):
     mark_unsupported(_p, "transpose", f"{_p.name} is not linear")
@@ -48,3 +58,52 @@ def _psum_scatter_t(ct: Any, x: Any, *, axis_name: Any, scatter_dimension: int, 
 def _all_to_all_t(ct: Any, x: Any, *, axis_name: Any, split_axis: int, concat_axis: int, tiled: bool) -> list:
     return [all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis,
                               tiled=tiled)]
+
+
+def _tiled_exchange(x: Any, names: tuple) -> Any:
+    """``all_to_all(x, names, 0, 0, tiled=True)`` of a 1-D ``x``: chunk ``j`` goes to member ``j`` (row-major over
+    several names), and what member ``j`` sent lands at chunk ``j``."""
+    if len(names) == 1:
+        return all_to_all_p.bind(x, axis_name=names[0], split_axis=0, concat_axis=0, tiled=True)
+    sizes = [axis_size("ragged_all_to_all", n) for n in names]
+    k = aval_of(x).shape[0]
+    v = S.reshape_p.bind(x, new_sizes=(*sizes, k // math.prod(sizes)), dimensions=None)
+    for j, n in enumerate(names):  # exchange one name's digit at a time, in place
+        v = all_to_all_p.bind(v, axis_name=n, split_axis=j, concat_axis=j, tiled=False)
+    return S.reshape_p.bind(v, new_sizes=(k,), dimensions=None)
+
+
+def _as_dtype(x: Any, dt: Any) -> Any:
+    return x if aval_of(x).dtype == dt else S.convert_element_type_p.bind(x, new_dtype=dt, weak_type=False)
+
+
+@register_transpose(ragged_all_to_all_p)
+def _ragged_all_to_all_t(ct: Any, operand: Any, output: Any, input_offsets: Any, send_sizes: Any,
+                         output_offsets: Any, recv_sizes: Any, *, axis_name: Any, axis_index_groups: Any) -> list:
+    """The rows each member received go back to where they came from (a ragged all_to_all with the roles of
+    the offsets swapped); ``output``'s rows that were overwritten get no cotangent, the others pass through."""
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    op_lin, out_lin = is_undefined(operand), is_undefined(output)
+    op_aval = operand.aval if op_lin else aval_of(operand)
+    if type(ct) is Zero:
+        return [Zero(op_aval) if op_lin else None, Zero(output.aval) if out_lin else None] + [None] * 4
+    params = {"axis_name": axis_name, "axis_index_groups": axis_index_groups}
+    where_written = _tiled_exchange(output_offsets, names)  # row of my output that entry i filled
+    operand_t = output_t = None
+    if op_lin:
+        came_from = _tiled_exchange(input_offsets, names)  # row of the sender's operand it came from
+        zeros = zeros_like_aval(op_aval.update(weak_type=False))
+        operand_t = ragged_all_to_all_p.bind(ct, zeros, where_written, recv_sizes, came_from, send_sizes, **params)
+    if out_lin:
+        ct_aval = aval_of(ct)
+        m, k = ct_aval.shape[0], aval_of(recv_sizes).shape[0]
+        dt = np.dtype(np.int64) if max(aval_of(where_written).dtype.itemsize,
+                                      aval_of(recv_sizes).dtype.itemsize) > 4 else np.dtype(np.int32)
+        start = S.broadcast_in_dim_p.bind(_as_dtype(where_written, dt), shape=(m, k), broadcast_dimensions=(1,))
+        size = S.broadcast_in_dim_p.bind(_as_dtype(recv_sizes, dt), shape=(m, k), broadcast_dimensions=(1,))
+        rows = S.iota_p.bind(dtype=dt, shape=(m, k), dimension=0)
+        hit = E.and_p.bind(E.ge_p.bind(rows, start), E.lt_p.bind(rows, E.add_p.bind(start, size)))
+        written = R.reduce_or_p.bind(hit, axes=(1,))
+        written = S.broadcast_in_dim_p.bind(written, shape=ct_aval.shape, broadcast_dimensions=(0,))
+        output_t = S.select_n_p.bind(written, ct, zeros_like_aval(ct_aval.update(weak_type=False)))
+    return [operand_t, output_t, None, None, None, None]

@@ -1,0 +1,182 @@
+"""``experimental.custom_partitioning`` (declarations accepted; the function runs unpartitioned and XLA
+partitions it) and ``experimental.layout`` (default layouts only), against jax on 8 host devices."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from functools import partial
+
+import jax
+import numpy as np
+import pytest
+from jax.experimental import custom_partitioning as jcp
+from jax.experimental import layout as jlayout
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.experimental import custom_partitioning as fcp
+from ftrans.experimental import layout as flayout
+from ftrans.sharding import NamedSharding, P
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+HERE = os.path.abspath(__file__)
+RNG = np.random.default_rng(0)
+
+
+def _partition(precision, mesh, arg_shapes, result_shape):  # never called by ftrans
+    raise AssertionError("ftrans runs the function unpartitioned")
+
+
+def _infer(precision, mesh, arg_shapes, result_shape):
+    raise AssertionError("ftrans runs the function unpartitioned")
+
+
+def build(cp, jnp):
+    @partial(cp.custom_partitioning, static_argnums=(2,))
+    def f(x, y, precision=None):
+        z = jnp.matmul(x, y, precision=precision)
+        return z, z * z
+
+    f.def_partition(infer_sharding_from_operands=_infer, partition=_partition,
+                    sharding_rule=cp.SdyShardingRule(operand_mappings=(("i", "j"), ("j", "k")),
+                                                     result_mappings=(("i", "k"), ("i", "k"))))
+    return f
+
+
+def test_custom_partitioned_matmul_gives_the_values_of_the_plain_function():
+    x = RNG.integers(0, 20, (32, 16)).astype(np.float32)
+    y = RNG.integers(0, 20, (16, 32)).astype(np.float32)
+    f = build(fcp, fjnp)
+    mesh = ftrans.make_mesh((4, 2), ("x", "y"))
+    with ftrans.sharding.set_mesh(mesh):
+        xs = ftrans.device_put(x, NamedSharding(mesh, P("x")))
+        ys = ftrans.device_put(y, NamedSharding(mesh, P("y")))
+        r0 = ftrans.jit(f, in_shardings=(NamedSharding(mesh, P("x")), NamedSharding(mesh, P("y"))),
+                        out_shardings=NamedSharding(mesh, P("x")))(xs, ys)
+        r1 = ftrans.jit(f)(xs, ys)
+    r2 = f(x, y)
+    want = x @ y
+    for r in (r0, r1, r2):
+        np.testing.assert_array_equal(np.asarray(r[0]), want)
+        np.testing.assert_array_equal(np.asarray(r[1]), want * want)
+    assert r0[0].sharding.spec == P("x")
+
+
+def test_rule_objects_match_jax():
+    def rule(cp, **kw):
+        return cp.SdyShardingRule((cp.ArrayMapping(cp.BATCHING, "i", cp.CompoundFactor("j", "k")), ("i", "m")),
+                                  (cp.ArrayMapping(cp.BATCHING, "i"),), j=2, k=3, **kw)
+
+    assert str(rule(fcp)) == str(rule(jcp))
+    assert str(rule(fcp, reduction_factors=("m",))) == str(rule(jcp, reduction_factors=("m",)))
+    assert fcp.BATCHING == jcp.BATCHING
+    bad = [lambda cp: cp.CompoundFactor("j"), lambda cp: cp.ArrayMapping("i", cp.BATCHING),
+           lambda cp: cp.ArrayMapping("1i"), lambda cp: cp.SdyShardingRule((("i",),), (("i",),), i=2),
+           lambda cp: cp.SdyShardingRule(((cp.CompoundFactor("i", "j"),),), (("i",),)),
+           lambda cp: cp.SdyShardingRule((("i",),), (("i",),), reduction_factors=("z",))]
+    for b in bad:
+        with pytest.raises(ValueError) as want:
+            b(jcp)
+        with pytest.raises(ValueError) as got:
+            b(fcp)
+        assert str(want.value).splitlines()[0] == str(got.value).splitlines()[0]
+
+
+def test_def_partition_records_the_rules_and_returns_partition():
+    @fcp.custom_partitioning
+    def f(x):
+        return x + 1
+
+    assert f.def_partition(partition=_partition, sharding_rule="i -> i") is _partition
+    assert f.partition is _partition and f.sharding_rule == "i -> i"
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(f)(np.arange(4.0))), np.arange(4.0) + 1)
+    np.testing.assert_array_equal(np.asarray(f(x=np.arange(2.0))), [1.0, 2.0])  # keywords resolve as in JAX
+    with pytest.raises(TypeError) as info:
+        f.def_partition(partition=3)
+    assert HERE in str(info.value)
+
+
+def test_grad_through_a_custom_partitioned_function():
+    @fcp.custom_partitioning
+    def f(x):
+        return fjnp.sin(x) * 2
+
+    f.def_partition(partition=_partition, sharding_rule="i -> i")
+    x = np.linspace(0, 1, 8, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(ftrans.grad(lambda a: f(a).sum())(x)), 2 * np.cos(x), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- layout
+
+
+def test_layout_and_format_compare_and_print_as_jax():
+    lay, jlay = flayout.Layout((1, 0)), jlayout.Layout((1, 0))
+    assert repr(lay) == repr(jlay)
+    assert lay == flayout.Layout((1, 0)) and hash(lay) == hash(flayout.Layout((1, 0)))
+    assert lay.update(major_to_minor=(0, 1)) == flayout.Layout((0, 1))
+    assert repr(flayout.Layout.AUTO) == repr(jlayout.Layout.AUTO) == "AUTO"
+    assert repr(flayout.Format()) == repr(jlayout.Format())
+    assert repr(flayout.Format(flayout.Layout.AUTO)) == repr(jlayout.Format(jlayout.Layout.AUTO))
+    with pytest.raises(ValueError, match="Sharding has to be concrete"):
+        jlayout.Format(jlayout.Layout((0, 1)))
+    with pytest.raises(ValueError, match="Sharding has to be concrete"):
+        flayout.Format(flayout.Layout((0, 1)))
+    with pytest.raises(TypeError, match="Invalid value received for the layout argument"):
+        flayout.Format("row-major")
+    d = ftrans.devices()[0]
+    assert flayout.Format(lay, ftrans.sharding.SingleDeviceSharding(d)).layout == lay
+
+
+def test_with_layout_constraint_accepts_the_default_layout():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    tree = {"a": x, "b": x[0]}
+    out = flayout.with_layout_constraint(tree, {"a": flayout.Layout((0, 1)), "b": flayout.Layout((0,))})
+    jout = jlayout.with_layout_constraint(jax.tree.map(jax.numpy.asarray, tree),
+                                          {"a": jlayout.Layout((0, 1)), "b": jlayout.Layout((0,))})
+    for k in tree:
+        np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(jout[k]))
+    got = ftrans.jit(lambda a: flayout.with_layout_constraint(a * 2, flayout.Layout((0, 1))))(x)
+    np.testing.assert_array_equal(np.asarray(got), x * 2)
+
+
+def test_with_layout_constraint_errors():
+    x = np.zeros((2, 3), np.float32)
+    jx = jax.numpy.zeros((2, 3))
+    with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
+        jlayout.with_layout_constraint(jx, jlayout.Layout((0,)))
+    with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
+        flayout.with_layout_constraint(x, flayout.Layout((0,)))
+    with pytest.raises(ValueError, match="must be of type `Layout`"):
+        jlayout.with_layout_constraint(jx, None)
+    with pytest.raises(ValueError, match="must be of type `Layout`"):
+        flayout.with_layout_constraint(x, None)
+    # JAX on CPU lays the value out column-major; ftrans keeps row-major only and says so.
+    with pytest.raises(NotImplementedError, match="not the default layout"):
+        flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
+
+
+def test_formats_with_the_default_layout_stand_for_their_sharding():
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2,
+                          devices=ftrans.devices()[:4])
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2, devices=jax.devices()[:4])
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    fs, js = NamedSharding(fm, P("x", "y")), jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x", "y"))
+    fx = ftrans.device_put(x, flayout.Format(flayout.Layout((0, 1)), fs))
+    jx = jax.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js))
+    assert fx.sharding == fs and repr(fx.format.layout) == repr(jx.format.layout)
+    fo = ftrans.jit(lambda a: a * 2, in_shardings=flayout.Format(flayout.Layout((0, 1)), fs),
+                    out_shardings=flayout.Format(flayout.Layout.AUTO, NamedSharding(fm, P("x"))))(fx)
+    jo = jax.jit(lambda a: a * 2, in_shardings=jlayout.Format(jlayout.Layout((0, 1)), js),
+                 out_shardings=jlayout.Format(jlayout.Layout.AUTO, jax.sharding.NamedSharding(
+                     jm, jax.sharding.PartitionSpec("x"))))(jx)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert fo.sharding == NamedSharding(fm, P("x"))
+    got = ftrans.jit(lambda a: ftrans.lax.with_sharding_constraint(
+        a + 1, flayout.Format(flayout.Layout((0, 1)), NamedSharding(fm, P("y")))))(fx)
+    np.testing.assert_array_equal(np.asarray(got), x + 1)
+    assert ftrans.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js)).sharding == fs  # JAX's Format too
+    with pytest.raises(NotImplementedError, match="not the default layout"):
+        ftrans.device_put(x, flayout.Format(flayout.Layout((1, 0)), fs))
