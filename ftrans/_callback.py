@@ -9,6 +9,8 @@ arguments' structure, eagerly at once, under ``jit`` when the compiled program r
 
 from __future__ import annotations
 
+import copy
+import logging
 import string
 import sys
 from collections.abc import Callable
@@ -29,7 +31,14 @@ from ftrans.core.prims.callbacks import (
     pure_callback_p,
 )
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransIndexError, FtransKeyError, FtransTypeError, FtransValueError, user_location
+from ftrans.errors import (
+    FtransIndexError,
+    FtransKeyError,
+    FtransTypeError,
+    FtransValueError,
+    user_frame,
+    user_location,
+)
 
 __all__ = ["debug_callback", "debug_print", "pure_callback", "io_callback"]
 
@@ -116,13 +125,14 @@ def _check_format(fmt: str, args: tuple, kwargs: dict) -> None:
 class _Printer:
     """The callback ``debug.print`` runs: formats with the NumPy print options of the call."""
 
-    __slots__ = ("fmt", "has_placeholders", "printoptions", "__name__", "__qualname__")
+    __slots__ = ("fmt", "has_placeholders", "printoptions", "record", "__name__", "__qualname__")
 
-    def __init__(self, fmt: str, has_placeholders: bool, printoptions: dict):
+    def __init__(self, fmt: str, has_placeholders: bool, printoptions: dict, record: logging.LogRecord | None = None):
         self.fmt = fmt
         self.has_placeholders = has_placeholders
         self.printoptions = printoptions
-        self.__name__ = self.__qualname__ = f"debug.print({fmt!r})"
+        self.record = record  # debug.log: the message goes to this record (the call's file and line), not stdout
+        self.__name__ = self.__qualname__ = f"debug.{'log' if record is not None else 'print'}({fmt!r})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         with np.printoptions(**self.printoptions):
@@ -130,11 +140,26 @@ class _Printer:
                 msg = self.fmt.format(*args, **kwargs)
             else:
                 msg = " ".join((self.fmt, *(str(a) for a in args)))
+        if self.record is not None:
+            record = copy.copy(self.record)
+            record.msg = msg
+            logger.handle(record)
+            return
         sys.stdout.write(msg + "\n")
 
 
+# debug.log's logger: its records carry the file and line of the debug.log call.
+logger = logging.getLogger("ftrans.debug")
+
+
+def _log_record() -> logging.LogRecord:
+    f = user_frame()
+    file, line = (f.f_code.co_filename, f.f_lineno) if f is not None else ("(unknown file)", 0)
+    return logger.makeRecord(logger.name, logging.INFO, file, line, "", (), None)
+
+
 def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned: bool = False,
-                skip_format_check: bool = False, **kwargs: Any) -> Any:
+                skip_format_check: bool = False, _use_logging: bool = False, **kwargs: Any) -> Any:
     """JAX's ``jax.debug.print``: print ``fmt.format(*args, **kwargs)`` with the arguments' values, eagerly
     and inside ``jit``, ``vmap`` (one line per batch element), ``grad`` (the primal values) and control
     flow. A format string that does not match its arguments is an error at the call. The two-call form
@@ -148,7 +173,8 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         if fmt:
             _, field, *_ = next(iter(string.Formatter().parse(fmt)))
             has_placeholders = field is not None
-        printer = _Printer(fmt, has_placeholders, dict(np.get_printoptions()))
+        printer = _Printer(fmt, has_placeholders, dict(np.get_printoptions()),
+                           _log_record() if _use_logging else None)
         cb, dynamic = _split_args(printer, c_args, c_kwargs, "debug")
         debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered))
 
@@ -159,6 +185,14 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         raise FtransTypeError(f"debug_print received unexpected arguments in the two-call form: {args=} {kwargs=}; "
                               "pass the format and its arguments to the function it returns")
     return do_print
+
+
+def debug_log(fmt: str | None = None, *args: Any, ordered: bool = False, partitioned: bool = False,
+              skip_format_check: bool = False, **kwargs: Any) -> Any:
+    """JAX's ``jax.debug.log``: ``debug.print``'s message as an INFO record of the ``ftrans.debug`` logger
+    (with the file and line of this call) instead of a line on stdout; everything else as ``debug.print``."""
+    return debug_print(fmt, *args, ordered=ordered, partitioned=partitioned, skip_format_check=skip_format_check,
+                       _use_logging=True, **kwargs)
 
 
 def _result_avals(result_shape_dtypes: Any, what: str) -> tuple[list, Any]:

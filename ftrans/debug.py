@@ -1,4 +1,4 @@
-"""JAX's ``jax.debug``: ``print`` and ``callback`` (host callbacks that work under every transform), and
+"""JAX's ``jax.debug``: ``print``, ``log`` and ``callback`` (host callbacks that work under every transform), and
 ``visualize_array_sharding`` for looking at layouts."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import builtins
 from typing import Any
 
 from ftrans._callback import debug_callback as callback
+from ftrans._callback import debug_log as log
 from ftrans._callback import debug_print as print  # noqa: A004 - JAX's name
 from ftrans.errors import FtransValueError
 
-__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print"]
+__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print", "log"]
 
 
 class ShardingTable:

@@ -15,6 +15,7 @@ from ftrans.core.dtypes import (  # noqa: F401
     promote_types,
 )
 from ftrans.core.operands import result_type  # noqa: F401
+from ftrans.errors import TypePromotionError  # noqa: F401
 from ftrans.transforms.ad import float0  # noqa: F401  (the tangent dtype of integer/bool values, JAX's)
 
 

@@ -67,6 +67,11 @@ class FtransValueError(_Located, FtransError, ValueError):
     """A bad value: an axis out of range, a bad size, an unknown option."""
 
 
+class TypePromotionError(FtransValueError):
+    """Two dtypes with no implicit promotion path (JAX's ``jax.dtypes.TypePromotionError``, also a
+    ``ValueError``): the narrow floats and integers, or any mixed pair under strict promotion."""
+
+
 class FtransShapeError(_Located, FtransError, TypeError, ValueError):
     """Operand shapes that do not broadcast together.
 

@@ -312,7 +312,9 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
             # As JAX: an uncopied masked array (jnp.asarray(m)) is refused; jnp.array(m) and a
             # dtype conversion read its data (the mask is dropped).
             raise masked_array_error("jnp.asarray" if copy is False else "jnp.array")
-        if type(obj) is int and d is not None and dtypes.is_int(d):
+        # The range check is NumPy's integers' (JAX's too): a Python int given a 2- or 4-bit integer
+        # dtype wraps, as in JAX.
+        if type(obj) is int and d is not None and d.kind in "iu":
             info = np.iinfo(d)
             if not info.min <= obj <= info.max:
                 raise OverflowError(f"Python integer {obj} out of bounds for {d.name}")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -123,7 +124,10 @@ def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts
 
     def run(*args: Any) -> list:
         consts, carry, xs = scan_split(args, num_consts, num_carry)
-        ys = [S.broadcast_in_dim_p.bind(np.zeros((), a.dtype), shape=(length,) + a.shape, broadcast_dimensions=())
+        # The buffers take the outputs' exact dtypes (an int64 output of a body traced under enable_x64
+        # stays int64 though this lowering runs with x64 off), so no canonicalizing NumPy constant here.
+        ys = [S.broadcast_in_dim_p.bind(Array._new(np.zeros((), a.dtype), False), shape=(length,) + a.shape,
+                                        broadcast_dimensions=())
               for a in y_avals]
         n_c, n_x = len(consts), len(xs)
         if trips:

@@ -24,6 +24,13 @@ def zeros(aval: Any) -> Any:
     return S.broadcast_in_dim_p.bind(z, shape=tuple(aval.shape), broadcast_dimensions=())
 
 
+def ct_zeros(aval: Any, ct: Any) -> Any:
+    """Zeros of ``aval``'s shape in the cotangent ``ct``'s dtype: what a transpose rule combines with
+    ``ct``. A ``custom_vjp`` bwd rule may return a cotangent of another floating dtype than its
+    primal (bf16 for an f8 argument, as JAX allows); that dtype then flows on unchanged, as in JAX."""
+    return zeros(aval.update(dtype=aval_of(ct).dtype))
+
+
 def unbroadcast(ct: Any, aval: Any) -> Any:
     """The cotangent of a rank-0 operand that an elementwise primitive broadcast: the sum of ``ct``."""
     ct_shape = tuple(aval_of(ct).shape)

@@ -23,7 +23,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad_rules.indexing import _inverse_gather
-from ftrans.transforms.linear_rules._util import zeros
+from ftrans.transforms.linear_rules._util import ct_zeros
 from ftrans.transforms.transpose import is_undefined, register_transpose
 
 
@@ -44,7 +44,7 @@ def _gather_t(ct: Any, operand: Any, indices: Any, *, dimension_numbers: Any, sl
         operand_batching_dims=dn.operand_batching_dims,
         scatter_indices_batching_dims=dn.start_indices_batching_dims,
     )
-    out = I.scatter_add_p.bind(zeros(operand.aval), indices, ct, dimension_numbers=sdn, mode=mode,
+    out = I.scatter_add_p.bind(ct_zeros(operand.aval, ct), indices, ct, dimension_numbers=sdn, mode=mode,
                                indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
                                update_jaxpr=None)
     return [out, None]
@@ -78,7 +78,7 @@ def _scatter_t(ct: Any, operand: Any, indices: Any, updates: Any, *, dimension_n
     up_aval = _updates_aval(updates)
     params = dict(dimension_numbers=dimension_numbers, mode=mode, indices_are_sorted=indices_are_sorted,
                   unique_indices=unique_indices, update_jaxpr=update_jaxpr)
-    t_op = I.scatter_p.bind(ct, indices, zeros(up_aval), **params) if is_undefined(operand) else None
+    t_op = I.scatter_p.bind(ct, indices, ct_zeros(up_aval, ct), **params) if is_undefined(operand) else None
     t_up = None
     if is_undefined(updates):
         t_up = _read_back(ct, indices, up_aval, dimension_numbers, mode, indices_are_sorted, unique_indices)
@@ -104,7 +104,7 @@ def _winners(ct: Any, indices: Any, up_aval: Any, params: dict) -> Any:
     written = I.scatter_p.bind(base, indices, ids, **params)
     read = _read_back(written, indices, up_aval.update(dtype=np.dtype(np.int32)), params["dimension_numbers"],
                       params["mode"], params["indices_are_sorted"], params["unique_indices"])
-    return S.convert_element_type_p.bind(E.eq_p.bind(read, ids), new_dtype=up_aval.dtype, weak_type=False)
+    return S.convert_element_type_p.bind(E.eq_p.bind(read, ids), new_dtype=aval_of(ct).dtype, weak_type=False)
 
 
 @register_transpose(I.scatter_mul_p)

@@ -17,7 +17,7 @@ from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import aval_of
-from ftrans.transforms.linear_rules._util import zeros
+from ftrans.transforms.linear_rules._util import ct_zeros, zeros
 from ftrans.transforms.transpose import is_undefined, register_transpose
 
 
@@ -45,7 +45,7 @@ def _select_n_t(ct: Any, which: Any, *cases: Any) -> list:
             out.append(None)
             continue
         if zero is None:
-            zero = zeros(c.aval)
+            zero = ct_zeros(c.aval, ct)
         out.append(S.select_n_p.bind(which, *[ct if j == i else zero for j in range(len(cases))]))
     return out
 
@@ -145,7 +145,7 @@ def _concatenate_t(ct: Any, *xs: Any, dimension: int) -> list:
 def _dynamic_slice_t(ct: Any, x: Any, *starts: Any, slice_sizes: tuple) -> list:
     if any(is_undefined(s) for s in starts):
         raise NotImplementedError("transpose of `dynamic_slice` in its start indices (they are integers)")
-    base = zeros(x.aval)
+    base = ct_zeros(x.aval, ct)
     return [S.dynamic_update_slice_p.bind(base, ct, *starts)] + [None] * len(starts)
 
 
@@ -154,7 +154,7 @@ def _dynamic_update_slice_t(ct: Any, x: Any, update: Any, *starts: Any) -> list:
     if any(is_undefined(s) for s in starts):
         raise NotImplementedError("transpose of `dynamic_update_slice` in its start indices (they are integers)")
     up_aval = update.aval if is_undefined(update) else aval_of(update)
-    t_x = S.dynamic_update_slice_p.bind(ct, zeros(up_aval), *starts) if is_undefined(x) else None
+    t_x = S.dynamic_update_slice_p.bind(ct, ct_zeros(up_aval, ct), *starts) if is_undefined(x) else None
     t_up = (S.dynamic_slice_p.bind(ct, *starts, slice_sizes=tuple(up_aval.shape))
             if is_undefined(update) else None)
     return [t_x, t_up] + [None] * len(starts)
