@@ -10,13 +10,14 @@ sparse arguments.
 
 from ftrans.experimental.sparse import bcoo, bcsr, coo, csr, transform, util  # noqa: E402  (the submodules, as in JAX)
 from ftrans.experimental.sparse._base import JAXSparse
-from ftrans.experimental.sparse.api import empty, eye, grad, todense, value_and_grad
+from ftrans.experimental.sparse.api import empty, eye, grad, jacfwd, jacobian, jacrev, todense, value_and_grad
 from ftrans.experimental.sparse.bcoo import (
     BCOO,
     bcoo_broadcast_in_dim,
     bcoo_concatenate,
     bcoo_dot_general,
     bcoo_dot_general_sampled,
+    bcoo_dynamic_slice,
     bcoo_eliminate_zeros,
     bcoo_extract,
     bcoo_fromdense,
@@ -55,9 +56,9 @@ from ftrans.experimental.sparse.util import (
 
 __all__ = [
     "JAXSparse", "BCOO", "BCSR", "COO", "CSR", "CSC", "sparsify", "empty", "eye", "todense", "grad",
-    "value_and_grad", "random_bcoo", "util", "bcoo", "bcsr", "coo", "csr", "transform",
+    "value_and_grad", "jacfwd", "jacrev", "jacobian", "random_bcoo", "util", "bcoo", "bcsr", "coo", "csr", "transform",
     "SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
-    "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_dot_general", "bcoo_dot_general_sampled",
+    "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_dot_general", "bcoo_dot_general_sampled", "bcoo_dynamic_slice",
     "bcoo_eliminate_zeros", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_multiply_sparse",
     "bcoo_reduce_sum", "bcoo_reshape", "bcoo_rev", "bcoo_slice", "bcoo_sort_indices", "bcoo_squeeze",
     "bcoo_sum_duplicates", "bcoo_todense", "bcoo_transpose", "bcoo_update_layout",
@@ -70,7 +71,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # ``test_util`` needs JAX's test harness (absl): imported on first use only.
-    if name == "test_util":
+    if name in ("test_util", "_lowerings"):
         import importlib
-        return importlib.import_module(f"{__name__}.test_util")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,9 @@ from ftrans.errors import FtransValueError
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO
 from ftrans.transforms import reverse as _reverse
+from ftrans.transforms.batching import vmap
 
-__all__ = ["empty", "eye", "todense", "grad", "value_and_grad"]
+__all__ = ["empty", "eye", "todense", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian"]
 
 
 def _format(sparse_format: str) -> type:
@@ -50,7 +51,7 @@ def _is_sparse(x: Any) -> bool:
 
 
 def _split(args: tuple, argnums: Sequence[int]) -> tuple[list, list]:
-    """Replace each sparse argument in ``argnums`` by its data; return the sparse templates."""
+    """Replace each argument in ``argnums`` by its leaves, a sparse leaf by its stored values."""
     new, templates = list(args), []
     for i in argnums:
         leaves, tree = tree_util.tree_flatten(args[i], is_leaf=_is_sparse)
@@ -60,22 +61,31 @@ def _split(args: tuple, argnums: Sequence[int]) -> tuple[list, list]:
 
 
 def _rebuild(flat: list, template: tuple) -> Any:
+    """Derivatives with respect to the leaves back in the argument's structure.
+
+    A sparse leaf's derivative is a sparse array with the leaf's indices; extra
+    leading axes (a Jacobian's output axes) become batch axes.
+    """
     tree, leaves = template
     out = []
     for x, g in zip(leaves, flat):
         if _is_sparse(x):
             children, aux = x.tree_flatten()
-            out.append(type(x).tree_unflatten(aux, (g, *children[1:])))
+            cls = type(x)
+
+            def rebuild_one(gi, children=children, aux=aux, cls=cls):
+                return cls.tree_unflatten(aux, (gi, *children[1:]))
+
+            for _ in range(g.ndim - children[0].ndim):
+                rebuild_one = vmap(rebuild_one)
+            out.append(rebuild_one(g))
         else:
             out.append(g)
     return tree_util.tree_unflatten(tree, out)
 
 
-def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, **kwargs: Any) -> Callable:
-    """``value_and_grad`` where a sparse argument is differentiated with respect to its stored values.
-
-    The gradient of a sparse argument is a sparse array with the argument's indices.
-    """
+def _sparse_ad(transform: Callable, fun: Callable, argnums: int | Sequence[int], has_aux: bool,
+               kwargs: dict) -> Callable:
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
@@ -85,26 +95,81 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         def inner(*a: Any) -> Any:
             full = list(a)
             for i, t in zip(nums, templates):
-                full[i] = _rebuild(a[i], t)
+                full[i] = _assemble(a[i], t)
             return fun(*full)
 
-        val, g = _reverse.value_and_grad(inner, argnums=nums, has_aux=has_aux, **kwargs)(*new)
-        grads = tuple(_rebuild(gi, t) for gi, t in zip(g, templates))
-        return val, (grads[0] if single else grads)
+        out = transform(inner, argnums=nums, has_aux=has_aux, **kwargs)(*new)
+        return out, templates, single
+
+    return wrapped
+
+
+def _assemble(leaves: list, template: tuple) -> Any:
+    """The argument rebuilt from (possibly traced) leaves, a sparse leaf from its stored values."""
+    tree, orig = template
+    out = []
+    for x, v in zip(orig, leaves):
+        if _is_sparse(x):
+            children, aux = x.tree_flatten()
+            out.append(type(x).tree_unflatten(aux, (v, *children[1:])))
+        else:
+            out.append(v)
+    return tree_util.tree_unflatten(tree, out)
+
+
+def _post(grads: tuple, templates: list, single: bool) -> Any:
+    rebuilt = tuple(_rebuild(g, t) for g, t in zip(grads, templates))
+    return rebuilt[0] if single else rebuilt
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, **kwargs: Any) -> Callable:
+    """``value_and_grad`` where a sparse argument is differentiated with respect to its stored values.
+
+    The gradient of a sparse argument is a sparse array with the argument's indices.
+    """
+    run = _sparse_ad(_reverse.value_and_grad, fun, argnums, has_aux, kwargs)
+
+    def wrapped(*args: Any) -> Any:
+        (val, g), templates, single = run(*args)
+        return val, _post(g, templates, single)
 
     return wrapped
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, **kwargs: Any) -> Callable:
     """``grad`` where a sparse argument is differentiated with respect to its stored values."""
-    vg = value_and_grad(fun, argnums, has_aux=has_aux, **kwargs)
+    run = _sparse_ad(_reverse.grad, fun, argnums, has_aux, kwargs)
 
     def wrapped(*args: Any) -> Any:
-        val, g = vg(*args)
+        out, templates, single = run(*args)
         if has_aux:
-            return g, val[1]
-        return g
+            return _post(out[0], templates, single), out[1]
+        return _post(out, templates, single)
 
     return wrapped
 
 
+def _jacobian(transform: Callable, fun: Callable, argnums: int | Sequence[int], has_aux: bool,
+              kwargs: dict) -> Callable:
+    run = _sparse_ad(transform, fun, argnums, has_aux, kwargs)
+
+    def wrapped(*args: Any) -> Any:
+        out, templates, single = run(*args)
+        if has_aux:
+            return _post(out[0], templates, single), out[1]
+        return _post(out, templates, single)
+
+    return wrapped
+
+
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, **kwargs: Any) -> Callable:
+    """``jacfwd`` where a sparse argument is differentiated with respect to its stored values (dense outputs)."""
+    return _jacobian(_reverse.jacfwd, fun, argnums, has_aux, kwargs)
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, **kwargs: Any) -> Callable:
+    """``jacrev`` where a sparse argument is differentiated with respect to its stored values (dense outputs)."""
+    return _jacobian(_reverse.jacrev, fun, argnums, has_aux, kwargs)
+
+
+jacobian = jacrev

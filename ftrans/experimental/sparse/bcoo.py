@@ -48,7 +48,7 @@ __all__ = [
     "BCOO", "bcoo_fromdense", "bcoo_todense", "bcoo_extract", "bcoo_transpose", "bcoo_dot_general",
     "bcoo_dot_general_sampled", "bcoo_reduce_sum", "bcoo_sum_duplicates", "bcoo_sort_indices",
     "bcoo_eliminate_zeros", "bcoo_update_layout", "bcoo_concatenate", "bcoo_broadcast_in_dim",
-    "bcoo_reshape", "bcoo_slice", "bcoo_squeeze", "bcoo_rev", "bcoo_multiply_sparse", "bcoo_multiply_dense",
+    "bcoo_reshape", "bcoo_slice", "bcoo_dynamic_slice", "bcoo_squeeze", "bcoo_rev", "bcoo_multiply_sparse", "bcoo_multiply_dense",
 ]
 
 
@@ -1066,7 +1066,57 @@ def bcoo_slice(mat: BCOO, *, start_indices: Sequence[int], limit_indices: Sequen
     dsl = tuple(slice(s, lim, st) for s, lim, st in zip(start[nb + ns:], limit[nb + ns:], strides[nb + ns:]))
     if dsl:
         data = data[(slice(None),) * (data.ndim - len(dsl)) + dsl]
-    return BCOO((data, indices), shape=out_shape)
+    return _trim_nse(data, indices, out_shape, ns)
+
+
+def _trim_nse(data: Any, indices: Any, shape: tuple, n_sparse: int) -> BCOO:
+    """A BCOO array of these buffers, duplicates summed if it stores more elements than its sparse size."""
+    nb = indices.ndim - 2
+    max_nse = math.prod(shape[nb:nb + n_sparse])
+    if n_sparse and indices.shape[-2] > max_nse:
+        data, indices = _bcoo_sum_duplicates(data, indices, spinfo=SparseInfo(shape), nse=max_nse)
+    return BCOO((data, indices), shape=shape)
+
+
+def bcoo_dynamic_slice(mat: BCOO, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> BCOO:
+    """JAX's ``lax`` ``dynamic_slice`` of a BCOO array (start indices may be traced; they are clamped)."""
+    sizes = tuple(operator.index(s) for s in slice_sizes)
+    if len(start_indices) != mat.ndim or len(sizes) != mat.ndim:
+        raise FtransTypeError(f"bcoo_dynamic_slice: start_indices and slice_sizes must each have length {mat.ndim}; "
+                              f"got {len(start_indices)} and {len(sizes)}")
+    if any(s < 0 or s > d for s, d in zip(sizes, mat.shape)):
+        raise FtransTypeError(f"bcoo_dynamic_slice: slice_sizes {sizes} must be between 0 and shape {mat.shape}")
+    nb, ns = mat.n_batch, mat.n_sparse
+    itype = mat.indices.dtype
+    starts = [jnp.asarray(s).astype(itype) for s in start_indices]
+    zero = jnp.zeros((), itype)
+    d_start, d_size, i_start, i_size = [], [], [], []
+    for k in range(nb):
+        d_b = mat.data.shape[k] == 1 and mat.shape[k] != 1
+        i_b = mat.indices.shape[k] == 1 and mat.shape[k] != 1
+        d_start.append(zero if d_b else starts[k])
+        d_size.append(1 if d_b else sizes[k])
+        i_start.append(zero if i_b else starts[k])
+        i_size.append(1 if i_b else sizes[k])
+    d_start.append(zero)
+    d_size.append(mat.nse)
+    i_start += [zero, zero]
+    i_size += [mat.nse, ns]
+    d_start += starts[nb + ns:]
+    d_size += list(sizes[nb + ns:])
+    data = lax.dynamic_slice(mat.data, d_start, d_size)
+    indices = lax.dynamic_slice(mat.indices, i_start, i_size)
+    if ns:
+        dims = np.array(mat.shape[nb:nb + ns], dtype=np.int64)
+        size_s = np.array(sizes[nb:nb + ns], dtype=np.int64)
+        st = jnp.stack(starts[nb:nb + ns])
+        st = jnp.where(st < 0, st + jnp.asarray(dims, itype), st)
+        st = jnp.clip(st, 0, jnp.asarray(dims - size_s, itype))
+        rel = indices - st
+        keep = ((rel >= 0) & (rel < jnp.asarray(size_s, itype))).all(-1)
+        indices = jnp.where(keep[..., None], rel, jnp.asarray(size_s, itype))
+        data = jnp.where(_broadcast_mask(keep, data), data, jnp.zeros((), data.dtype))
+    return _trim_nse(data, indices, sizes, ns)
 
 
 def _broadcast_mask(mask: Any, data: Any) -> Any:

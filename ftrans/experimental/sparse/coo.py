@@ -141,6 +141,13 @@ class COO(JAXSparse):
     def todense(self) -> Any:
         return coo_todense(self)
 
+    def _sort_indices(self) -> COO:
+        """The same matrix with its stored elements in row-major order."""
+        if self._rows_sorted:
+            return self
+        order = jnp.lexsort((self.col, self.row))
+        return COO((self.data[order], self.row[order], self.col[order]), shape=self.shape, rows_sorted=True)
+
     def transpose(self, axes: Any = None) -> COO:
         if axes is not None and tuple(axes) != (1, 0):
             raise NotImplementedError(f"COO.transpose: axes={axes} (only the full transpose is supported)")

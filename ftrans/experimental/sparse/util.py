@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from jax import tree_util
 
 import ftrans.numpy as jnp
 from ftrans.core.trace import Tracer
@@ -56,9 +57,24 @@ def _broadcast_vmap(fun: Callable, in_axes: Any, broadcasted: bool) -> Callable:
                 else:
                     new_args.append(a)
                     new_axes.append(ax)
+            if size == 0:
+                return _empty_map(fun, new_args, new_axes)
             return vmap(fun, in_axes=tuple(new_axes))(*new_args)
+        if any(ax is not None and np.shape(a)[0] == 0 for a, ax in zip(args, axes)):
+            return _empty_map(fun, args, axes)
         return vmap(fun, in_axes=tuple(axes))(*args)
     return mapped
+
+
+def _empty_map(fun: Callable, args: Sequence[Any], axes: Sequence[Any]) -> Any:
+    """``fun`` mapped over an axis of size 0: empty results of the right shapes, with nothing computed
+    (so no program ever holds a zero-sized batch dimension)."""
+    from ftrans.core.avals import ShapeDtypeStruct
+    from ftrans.transforms.jit import eval_shape
+    specs = [ShapeDtypeStruct(tuple(np.shape(a))[1:] if ax is not None else tuple(np.shape(a)), jnp.asarray(a).dtype)
+             for a, ax in zip(args, axes)]
+    out = eval_shape(fun, *specs)
+    return tree_util.tree_map(lambda s: jnp.zeros((0,) + tuple(s.shape), s.dtype), out)
 
 
 def _concrete_int(value: Any, what: str) -> int:
