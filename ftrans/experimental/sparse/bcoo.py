@@ -872,6 +872,9 @@ def bcoo_concatenate(operands: Sequence[BCOO], *, dimension: int) -> BCOO:
                                   f"{dimension}")
     nb = min(op.n_batch for op in operands)
     nd = min(op.n_dense for op in operands)
+    if dimension >= ndim - nd:  # a dense dimension: make it (and the dense ones before it) sparse
+        nd = ndim - 1 - dimension
+        nb = min(nb, dimension)
     operands = [bcoo_update_layout(op, n_batch=nb, n_dense=nd, on_inefficient=None) for op in operands]
     out_shape = list(operands[0].shape)
     out_shape[dimension] = sum(op.shape[dimension] for op in operands)
@@ -886,23 +889,6 @@ def bcoo_concatenate(operands: Sequence[BCOO], *, dimension: int) -> BCOO:
         datas = [_pad_nse(d, nb, nse, 0) for d in datas]
         idxs = [_pad_nse(i, nb, nse, None, operands[0].shape[nb:ndim - nd]) for i in idxs]
         return BCOO((jnp.concatenate(datas, dimension), jnp.concatenate(idxs, dimension)), shape=tuple(out_shape))
-    if dimension >= ndim - nd:
-        nse = max(op.nse for op in operands)
-        ops = [_bcoo_set_nse(op, nse) for op in operands]
-        if any(op.nse != nse for op in operands) or not all(
-                op.indices is ops[0].indices for op in ops):
-            # Different indices: stack the stored elements, each block zero-padded in the concatenated axis.
-            pieces_d, pieces_i = [], []
-            offset = 0
-            daxis = dimension - (ndim - nd) + nb + 1
-            for op in operands:
-                pad = [(0, 0)] * op.data.ndim
-                pad[daxis] = (offset, out_shape[dimension] - offset - op.shape[dimension])
-                batch = tuple(out_shape[:nb])
-                pieces_d.append(jnp.pad(_broadcast_batch(op.data, batch), pad))
-                pieces_i.append(_broadcast_batch(op.indices, batch))
-                offset += op.shape[dimension]
-            return BCOO((jnp.concatenate(pieces_d, nb), jnp.concatenate(pieces_i, nb)), shape=tuple(out_shape))
     # A sparse dimension: shift each operand's indices in that column and stack the stored elements.
     offset = 0
     pieces_d, pieces_i = [], []
