@@ -295,3 +295,21 @@ def test_bcsr_coo_csr_basics():
         close(m.T.todense(), x.T)
         leaves, tree = jax.tree_util.tree_flatten(m)
         assert jax.tree_util.tree_unflatten(tree, leaves).shape == m.shape
+
+
+def test_documented_differences_from_jax():
+    # docs/differences.md, "Sparse arrays": sparse - dense is dense, as sparse + dense is in both; JAX raises.
+    x = rand_sparse((3, 4), seed=15)
+    d = np.ones((3, 4), np.float32)
+    close(sparse.BCOO.fromdense(x) + d, jsparse.BCOO.fromdense(x) + d)
+    out = sparse.BCOO.fromdense(x) - d
+    assert not isinstance(out, sparse.BCOO)
+    close(out, x - d)
+    with pytest.raises(NotImplementedError):
+        jsparse.BCOO.fromdense(x) - d
+    # broadcasting a size-1 sparse dimension repeats the stored elements; JAX raises.
+    col = rand_sparse((3, 1), seed=16, density=1.0)
+    wide = sparse.bcoo_broadcast_in_dim(sparse.BCOO.fromdense(col), shape=(3, 4), broadcast_dimensions=(0, 1))
+    close(wide.todense(), np.broadcast_to(col, (3, 4)))
+    with pytest.raises(NotImplementedError):
+        jsparse.bcoo_broadcast_in_dim(jsparse.BCOO.fromdense(col), shape=(3, 4), broadcast_dimensions=(0, 1))
