@@ -188,9 +188,10 @@ def _bcoo_fromdense(mat: Any, *, nse: int, n_batch: int = 0, n_dense: int = 0,
         if n_dense:
             mask = mask.any(tuple(range(n_sparse, m.ndim)))
         if n_sparse == 0:
-            keep = jnp.arange(nse) < mask.astype(np.int32)
-            data = jnp.where(keep.reshape((nse,) + (1,) * n_dense), jnp.broadcast_to(m, (nse,) + m.shape), 0)
-            return data.astype(m.dtype), jnp.zeros((nse, 0), index_dtype)
+            # The one element is the whole block (all zeros when it has no nonzero): slot 0 holds it
+            # unmasked, so its derivative is the identity, as JAX's extract-based rule gives.
+            data = jnp.concatenate([m[None][:nse], jnp.zeros((max(nse - 1, 0),) + m.shape, m.dtype)])
+            return data, jnp.zeros((nse, 0), index_dtype)
         idx = jnp.nonzero(mask, size=nse, fill_value=tuple(sparse_shape))
         data = m.at[idx].get(mode="fill", fill_value=0)
         return data, jnp.stack(idx, axis=1).astype(index_dtype)
@@ -442,7 +443,7 @@ def bcoo_update_layout(mat: BCOO, *, n_batch: int | None = None, n_dense: int | 
 
     data, indices = mat.data, mat.indices
     cur_b, cur_d = mat.n_batch, mat.n_dense
-    batch = _batch_shape(data, indices, cur_b)
+    batch = tuple(mat.shape[:cur_b])
     data, indices = _broadcast_batch(data, batch), _broadcast_batch(indices, batch)
 
     if n_dense < cur_d:  # leading dense dims become trailing sparse dims
@@ -572,7 +573,7 @@ def _bcoo_dot_general(lhs_data: Any, lhs_indices: Any, rhs: Any, *, dimension_nu
     free_s = [d for d in range(n_sparse) if d not in [p[0] for p in cs]]
     rfree = [d for d in range(rhs.ndim) if d not in rb and d not in rc]
 
-    batch = _batch_shape(lhs_data, lhs_indices, n_batch)
+    batch = tuple(shape[:n_batch])
     batch_perm = list(lb) + free_b + [p[0] for p in cb]
     data = _broadcast_batch(lhs_data, batch).transpose(batch_perm + list(range(n_batch, lhs_data.ndim)))
     indices = _broadcast_batch(lhs_indices, batch).transpose(batch_perm + [n_batch, n_batch + 1])
@@ -680,8 +681,8 @@ def _bcoo_spdot_general(lhs: BCOO, rhs: BCOO, *, dimension_numbers: Any, preferr
     rfree_b = [d for d in range(rnb) if d not in rb]
     lperm = list(lb) + lfree_b
     rperm = list(rb) + rfree_b
-    lbatch = _batch_shape(lhs.data, lhs.indices, lnb)
-    rbatch = _batch_shape(rhs.data, rhs.indices, rnb)
+    lbatch = tuple(lhs.shape[:lnb])
+    rbatch = tuple(rhs.shape[:rnb])
     ld = _broadcast_batch(lhs.data, lbatch).transpose(lperm + [lnb])
     li = _broadcast_batch(lhs.indices, lbatch).transpose(lperm + [lnb, lnb + 1])
     rd = _broadcast_batch(rhs.data, rbatch).transpose(rperm + [rnb])
@@ -756,7 +757,7 @@ def bcoo_reduce_sum(mat: BCOO, *, axes: Sequence[int]) -> BCOO:
         raise FtransValueError(f"bcoo_reduce_sum: axes {axes} out of range for an array of {ndim} dimensions")
     n_batch, n_sparse = mat.n_batch, mat.n_sparse
     data, indices = mat.data, mat.indices
-    batch = _batch_shape(data, indices, n_batch)
+    batch = tuple(mat.shape[:n_batch])
     data, indices = _broadcast_batch(data, batch), _broadcast_batch(indices, batch)
     shape = list(mat.shape)
     # Batch axes: fold them into the nse axis (their elements become more stored elements).
@@ -838,7 +839,7 @@ def bcoo_broadcast_in_dim(mat: BCOO, *, shape: Sequence[int], broadcast_dimensio
 def _repeat_sparse_axis(mat: BCOO, k: int, n: int) -> BCOO:
     """``mat`` with its size-1 sparse axis ``k`` broadcast to size ``n`` (``nse`` grows ``n``-fold)."""
     nb, ns = mat.n_batch, mat.n_sparse
-    batch = _batch_shape(mat.data, mat.indices, nb)
+    batch = tuple(mat.shape[:nb])
     data = _broadcast_batch(mat.data, batch)
     indices = _broadcast_batch(mat.indices, batch)
     nse = mat.nse
@@ -952,7 +953,7 @@ def bcoo_reshape(mat: BCOO, *, new_sizes: Sequence[int], dimensions: Sequence[in
     i1 = int(np.searchsorted(cum, batch_size, side="right"))
     i2 = int(np.searchsorted(cum, batch_size * sparse_size, side="right"))
     new_batch, new_sparse, new_dense = new_sizes[:i1], new_sizes[i1:i2], new_sizes[i2:]
-    batch = _batch_shape(mat.data, mat.indices, nb)
+    batch = tuple(mat.shape[:nb])
     data = _broadcast_batch(mat.data, batch).reshape(new_batch + (mat.nse,) + new_dense)
     indices = _broadcast_batch(mat.indices, batch).reshape(new_batch + (mat.nse, ns))
     old_sparse = mat.shape[nb:nb + ns]
@@ -998,7 +999,7 @@ def bcoo_rev(operand: BCOO, dimensions: Sequence[int]) -> BCOO:
     dims = [operator.index(d) for d in dimensions]
     nb, ns = operand.n_batch, operand.n_sparse
     data, indices = operand.data, operand.indices
-    batch = _batch_shape(data, indices, nb)
+    batch = tuple(operand.shape[:nb])
     bd = [d for d in dims if d < nb]
     if bd:
         data, indices = _broadcast_batch(data, batch), _broadcast_batch(indices, batch)
@@ -1277,8 +1278,12 @@ class BCOO(JAXSparse):
             idx = np.stack([rows, cols], 1).astype(np.dtype(index_dtype))
             data = jnp.ones(diag_size, dtype)
             return cls((data, jnp.asarray(idx)), shape=(N, M), indices_sorted=True, unique_indices=True)
-        base = cls._eye(N, M, k, dtype=dtype, index_dtype=index_dtype)
-        return bcoo_update_layout(base, n_batch=n_batch, n_dense=n_dense, on_inefficient=None)
+        if n_batch == 0 and n_dense == 1:  # one stored row per diagonal element
+            base = cls._eye(N, M, k, dtype=dtype, index_dtype=index_dtype)
+            return bcoo_update_layout(base, n_batch=0, n_dense=n_dense, on_inefficient=None)
+        # Batched over rows, or all dense: each batch holds at most one element (row) of the diagonal.
+        return bcoo_fromdense(jnp.eye(N, M, k, dtype=dtype), nse=min(1, diag_size), n_batch=n_batch,
+                              n_dense=n_dense, index_dtype=index_dtype)
 
     def update_layout(self, *, n_batch: int | None = None, n_dense: int | None = None,
                       on_inefficient: str = "error") -> BCOO:

@@ -198,7 +198,7 @@ class BCSR(JAXSparse):
             raise NotImplementedError(f"BCSR.from_bcoo: BCSR needs n_sparse == 2, got {arr.n_sparse}")
         if not arr.indices_sorted:
             arr = _bcoo.bcoo_sort_indices(arr)
-        batch = _bcoo._batch_shape(arr.data, arr.indices, arr.n_batch)
+        batch = tuple(arr.shape[:arr.n_batch])
         data = _bcoo._broadcast_batch(arr.data, batch)
         idx = _bcoo._broadcast_batch(arr.indices, batch)
         col, indptr = _bcoo_to_bcsr(idx, shape=arr.shape, index_dtype=arr.indices.dtype)

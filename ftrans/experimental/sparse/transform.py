@@ -257,5 +257,52 @@ _RULES: dict[str, Callable] = {
 }
 
 
+def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_sizes: Any, mode: Any = None,
+            fill_value: Any = None, **_: Any) -> Any:
+    """JAX's ``lax`` ``gather`` of a BCOO operand: one dynamic slice per start index, mapped with ``vmap``."""
+    import ftrans.numpy as jnp
+    from ftrans.core.avals import ShapeDtypeStruct
+    from ftrans.lax import gather as lax_gather
+    from ftrans.transforms.batching import vmap
+    from ftrans.transforms.jit import eval_shape
+    if _is_sparse(start_indices):
+        raise NotImplementedError("sparsify: gather with sparse indices")
+    op = _as_bcoo(operand)
+    dn = dimension_numbers
+    if getattr(dn, "operand_batching_dims", ()):
+        raise NotImplementedError("sparsify: gather with batching dimensions of a sparse operand")
+    if "FILL" in str(mode).upper():
+        raise NotImplementedError(f"sparsify: gather of a sparse operand with mode={mode}")
+    out_aval = eval_shape(lambda o, i: lax_gather(o, i, dn, slice_sizes, mode=mode, fill_value=fill_value),
+                          ShapeDtypeStruct(op.shape, op.dtype), start_indices)
+    start_indices = jnp.asarray(start_indices)
+    batch_shape = tuple(start_indices.shape[:-1])
+    flat = start_indices.reshape(-1, start_indices.shape[-1])
+    sizes = [int(s) for s in slice_sizes]
+
+    def one(row):
+        starts = [jnp.zeros((), flat.dtype)] * op.ndim
+        for i, d in enumerate(dn.start_index_map):
+            starts[d] = row[i]
+        sl = _bcoo.bcoo_dynamic_slice(op, starts, sizes)
+        return _bcoo.bcoo_squeeze(sl, dimensions=tuple(dn.collapsed_slice_dims)) if dn.collapsed_slice_dims else sl
+
+    res = vmap(one)(flat)
+    res = _bcoo.bcoo_reshape(res, new_sizes=batch_shape + tuple(res.shape[1:]))
+    out_ndim = len(out_aval.shape)
+    offset = tuple(dn.offset_dims)
+    gather_batch = tuple(d for d in range(out_ndim) if d not in offset)
+    perm = np.zeros(out_ndim, dtype=int)
+    perm[np.array(gather_batch + offset, dtype=int)] = np.arange(out_ndim)
+    if out_ndim and tuple(perm) != tuple(range(out_ndim)):
+        res = res.transpose(tuple(int(p) for p in perm))
+    if tuple(res.shape) != tuple(out_aval.shape):
+        res = _bcoo.bcoo_reshape(res, new_sizes=tuple(out_aval.shape))
+    return res
+
+
+_RULES["gather"] = _gather
+
+
 def _getitem(x: Any, idx: Any) -> Any:
     return sparsify(lambda a: a[idx])(x)
