@@ -313,3 +313,33 @@ def test_documented_differences_from_jax():
     close(wide.todense(), np.broadcast_to(col, (3, 4)))
     with pytest.raises(NotImplementedError):
         jsparse.bcoo_broadcast_in_dim(jsparse.BCOO.fromdense(col), shape=(3, 4), broadcast_dimensions=(0, 1))
+
+
+def test_grad_of_data_through_vmapped_matvec():
+    a = np.array([[4.0, -1, 0, 0], [-1, 4, -1, 0], [0, -1, 4, -1], [0, 0, -1, 4]], np.float32)
+    b = np.array([[1.0, 0, 2], [0, 1, 1], [1, 1, 0], [0, 2, 1]], np.float32)
+    f, j = sparse.BCOO.fromdense(a), jsparse.BCOO.fromdense(a)
+
+    def objective(lib, vmap, jnp, m):
+        def obj(data):
+            mat = lib.BCOO((data, m.indices), shape=m.shape)
+            return jnp.sum(vmap(lambda col: mat @ col, in_axes=1, out_axes=1)(b) ** 2)
+        return obj
+
+    gf = ftrans.grad(objective(sparse, ftrans.vmap, fjnp, f))(f.data)
+    gj = jax.grad(objective(jsparse, jax.vmap, jjnp, j))(j.data)
+    assert gf.shape == f.data.shape
+    close(gf, gj, 1e-4)
+
+
+def test_spsolve_matches_jax():
+    rng = np.random.RandomState(17)
+    a = rand_sparse((6, 6), seed=18) + 6 * np.eye(6, dtype=np.float32)
+    rhs = rng.randn(6).astype(np.float32)
+    m = sparse.CSR.fromdense(a)
+    x = sparse.linalg.spsolve(m.data, m.indices, m.indptr, rhs)
+    jm = jsparse.CSR.fromdense(a)
+    close(x, jsparse.linalg.spsolve(jm.data, jm.indices, jm.indptr, rhs), 1e-4)
+    g = ftrans.grad(lambda d: sparse.linalg.spsolve(d, m.indices, m.indptr, rhs).sum())(m.data)
+    gj = jax.grad(lambda d: jsparse.linalg.spsolve(d, jm.indices, jm.indptr, rhs).sum())(jm.data)
+    close(g, gj, 1e-3)

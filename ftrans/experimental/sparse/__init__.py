@@ -8,7 +8,7 @@ sorts) on the stored buffers.  ``sparsify`` runs ordinary ftrans.numpy code on
 sparse arguments.
 """
 
-from ftrans.experimental.sparse import bcoo, bcsr, coo, csr, transform, util  # noqa: E402  (the submodules, as in JAX)
+from ftrans.experimental.sparse import bcoo, bcsr, coo, csr, linalg, transform, util  # noqa: E402  (the submodules, as in JAX)
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.api import empty, eye, grad, jacfwd, jacobian, jacrev, todense, value_and_grad
 from ftrans.experimental.sparse.bcoo import (
@@ -56,7 +56,7 @@ from ftrans.experimental.sparse.util import (
 
 __all__ = [
     "JAXSparse", "BCOO", "BCSR", "COO", "CSR", "CSC", "sparsify", "empty", "eye", "todense", "grad",
-    "value_and_grad", "jacfwd", "jacrev", "jacobian", "random_bcoo", "util", "bcoo", "bcsr", "coo", "csr", "transform",
+    "value_and_grad", "jacfwd", "jacrev", "jacobian", "random_bcoo", "util", "bcoo", "bcsr", "coo", "csr", "linalg", "transform",
     "SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
     "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_dot_general", "bcoo_dot_general_sampled", "bcoo_dynamic_slice",
     "bcoo_eliminate_zeros", "bcoo_extract", "bcoo_fromdense", "bcoo_multiply_dense", "bcoo_multiply_sparse",
