@@ -343,3 +343,16 @@ def test_spsolve_matches_jax():
     g = ftrans.grad(lambda d: sparse.linalg.spsolve(d, m.indices, m.indptr, rhs).sum())(m.data)
     gj = jax.grad(lambda d: jsparse.linalg.spsolve(d, jm.indices, jm.indptr, rhs).sum())(jm.data)
     close(g, gj, 1e-3)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(3, 3)]])
+def test_conv_1d_matches_jax(padding):
+    lhs = rand_sparse((1, 1, 10), seed=19)
+    rhs = rand_sparse((1, 1, 5), seed=20)
+    kw = dict(window_strides=(1,), padding=padding)
+    ref = jax.lax.conv_general_dilated(lhs, rhs, **kw)
+    sp_l, sp_r = sparse.BCOO.fromdense(lhs, n_batch=2), sparse.BCOO.fromdense(rhs, n_batch=2)
+    for a, b in [(sp_l, rhs), (lhs, sp_r), (sp_l, sp_r)]:
+        out = sparse.bcoo_conv_general_dilated(a, b, **kw)
+        assert isinstance(out, sparse.BCOO)
+        close(out.todense(), ref, 1e-4)

@@ -48,7 +48,7 @@ __all__ = [
     "BCOO", "bcoo_fromdense", "bcoo_todense", "bcoo_extract", "bcoo_transpose", "bcoo_dot_general",
     "bcoo_dot_general_sampled", "bcoo_reduce_sum", "bcoo_sum_duplicates", "bcoo_sort_indices",
     "bcoo_eliminate_zeros", "bcoo_update_layout", "bcoo_concatenate", "bcoo_broadcast_in_dim",
-    "bcoo_reshape", "bcoo_slice", "bcoo_dynamic_slice", "bcoo_squeeze", "bcoo_rev", "bcoo_multiply_sparse", "bcoo_multiply_dense",
+    "bcoo_reshape", "bcoo_slice", "bcoo_dynamic_slice", "bcoo_conv_general_dilated", "bcoo_squeeze", "bcoo_rev", "bcoo_multiply_sparse", "bcoo_multiply_dense",
 ]
 
 
@@ -1108,6 +1108,51 @@ def bcoo_dynamic_slice(mat: BCOO, start_indices: Sequence[Any], slice_sizes: Seq
 
 def _broadcast_mask(mask: Any, data: Any) -> Any:
     return mask.reshape(tuple(mask.shape) + (1,) * (data.ndim - mask.ndim))
+
+
+def _as_1d_for_conv(x: Any, index_dtype: Any) -> tuple[Any, Any, int]:
+    """(data, positions, length) of an operand of shape ``(1, 1, n)``, dense or BCOO."""
+    if isinstance(x, BCOO):
+        m = bcoo_update_layout(x, n_batch=2, n_dense=0, on_inefficient=None)
+        data, pos = m.data[0, 0], m.indices[0, 0, :, 0]
+        n = m.shape[-1]
+        data = jnp.where((pos >= 0) & (pos < n), data, jnp.zeros((), data.dtype))
+        return data, pos, n
+    x = jnp.asarray(x)
+    return x[0, 0], jnp.arange(x.shape[-1], dtype=index_dtype), x.shape[-1]
+
+
+def bcoo_conv_general_dilated(lhs: Any, rhs: Any, *, window_strides: Sequence[int], padding: Any,
+                              lhs_dilation: Any = None, rhs_dilation: Any = None, dimension_numbers: Any = None,
+                              feature_group_count: int = 1, batch_group_count: int = 1, precision: Any = None,
+                              preferred_element_type: Any = None, out_sharding: Any = None) -> BCOO:
+    """JAX's ``lax`` ``conv_general_dilated`` with sparse operands, for what JAX supports: one-dimensional
+    inputs of shape ``(1, 1, n)``, unit strides and dilations, no groups.  Each pair of stored elements
+    contributes one stored element of the result."""
+    del precision, preferred_element_type, out_sharding
+    if dimension_numbers is not None:
+        raise NotImplementedError("bcoo_conv_general_dilated: dimension_numbers")
+    if tuple(window_strides) != (1,) or (lhs_dilation not in (None, (1,), [1])) or \
+            (rhs_dilation not in (None, (1,), [1])) or feature_group_count != 1 or batch_group_count != 1:
+        raise NotImplementedError("bcoo_conv_general_dilated: only unit strides and dilations, no groups")
+    if len(lhs.shape) != 3 or len(rhs.shape) != 3 or tuple(lhs.shape[:2]) != (1, 1) or tuple(rhs.shape[:2]) != (1, 1):
+        raise NotImplementedError("bcoo_conv_general_dilated: only operands of shape (1, 1, n)")
+    index_dtype = lhs.indices.dtype if isinstance(lhs, BCOO) else rhs.indices.dtype if isinstance(rhs, BCOO) \
+        else np.dtype(np.int32)
+    ld, lp, n = _as_1d_for_conv(lhs, index_dtype)
+    rd, rp, k = _as_1d_for_conv(rhs, index_dtype)
+    if isinstance(padding, str):
+        from ftrans.lax._windowed import padtype_to_pads
+        (lo, hi), = padtype_to_pads([n], [k], [1], padding)
+    else:
+        (lo, hi), = padding
+    out_size = max(0, n + lo + hi - k + 1)
+    data = (ld[:, None] * rd[None, :]).ravel()
+    pos = (lp[:, None] - rp[None, :] + lo).ravel().astype(index_dtype)
+    ok = (pos >= 0) & (pos < out_size)
+    data = jnp.where(ok, data, jnp.zeros((), data.dtype))
+    pos = jnp.where(ok, pos, jnp.asarray(out_size, index_dtype))
+    return BCOO((data[None, None], pos[None, None, :, None]), shape=(1, 1, out_size))
 
 
 # ---------------------------------------------------------------------------------------------
