@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.ffi", "top"),
     ("ftrans.export", "top"),
     ("ftrans.ref", "top"),
+    ("ftrans.experimental.sparse", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

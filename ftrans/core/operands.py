@@ -308,7 +308,7 @@ def canonicalize_axes(name: str, axis: Any, ndim: int) -> tuple[int, ...]:
     """``axis=None`` means all axes; ints and tuples of ints are normalised; repeats are errors."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (list, tuple)):
+    if isinstance(axis, (list, tuple, range)):
         axes = tuple(canonicalize_axis(name, a, ndim) for a in axis)
     else:
         axes = (canonicalize_axis(name, axis, ndim),)

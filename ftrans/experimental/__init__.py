@@ -1,9 +1,9 @@
 """JAX's ``jax.experimental`` names that ftrans provides."""
 
 from ftrans._callback import io_callback
-from ftrans.experimental import compilation_cache
+from ftrans.experimental import compilation_cache, sparse
 
-__all__ = ["io_callback", "compilation_cache"]
+__all__ = ["io_callback", "compilation_cache", "sparse"]
 from ftrans.experimental import jet, ode  # noqa: E402
 
 __all__ += ["jet", "ode"]

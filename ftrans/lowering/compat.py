@@ -832,3 +832,12 @@ def pytree_node_registered(nodetype: type) -> bool:
     from jax._src import tree_util as _tu
 
     return nodetype in _tu._registry
+def jax_test_harness() -> Any:
+    """JAX's own test harness module (its ``JaxTestCase``, random-value makers and tolerances).
+
+    Only ``ftrans.experimental.sparse.test_util`` uses it: that module mirrors JAX's sparse test
+    utilities, whose test-case class extends JAX's, so that JAX's sparse test files run unchanged
+    against ftrans with the oracle's assertions.  Importing it pulls in absl and JAX's test config.
+    """
+    from jax._src import test_util as jtu
+    return jtu

@@ -1,0 +1,308 @@
+"""``sparsify``: run ordinary ftrans.numpy code on BCOO arguments (JAX's ``sparse.sparsify``).
+
+How it works: the function is staged to ftrans's IR with each sparse argument
+standing in as a dense value of its shape and dtype; the IR is then interpreted
+equation by equation.  An equation whose operands are all dense is bound as
+usual (so outer ``jit``/``grad``/``vmap`` see it); an equation with a sparse
+operand runs the sparse rule of its primitive, which produces a sparse or a
+dense result.  A primitive without a sparse rule raises ``NotImplementedError``
+naming it, rather than silently densifying.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from jax import tree_util
+
+from ftrans.core.array import Array
+from ftrans.core.avals import ShapeDtypeStruct
+from ftrans.core.ir import ClosedJaxpr, Literal, subjaxprs
+from ftrans.core.jaxpr_api import make_jaxpr
+from ftrans.experimental.sparse import bcoo as _bcoo
+from ftrans.experimental.sparse._base import JAXSparse
+from ftrans.experimental.sparse.bcoo import BCOO
+
+__all__ = ["sparsify"]
+
+
+def _is_sparse(x: Any) -> bool:
+    return isinstance(x, JAXSparse)
+
+
+def _as_bcoo(x: Any) -> BCOO:
+    if isinstance(x, BCOO):
+        return x
+    if hasattr(x, "to_bcoo"):
+        return x.to_bcoo()
+    raise NotImplementedError(f"sparsify: {type(x).__name__} operands are supported only through BCOO")
+
+
+def sparsify(f: Callable, use_tracer: bool = False) -> Callable:
+    """``f`` made to accept BCOO arrays wherever it accepts arrays (for the operations with sparse rules)."""
+    del use_tracer
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        leaves, tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
+        if not any(_is_sparse(x) for x in leaves):
+            return f(*args, **kwargs)
+        placeholders = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
+        out_box: list = []
+
+        def flat_fun(*flat: Any) -> Any:
+            a, kw = tree_util.tree_unflatten(tree, flat)
+            out = f(*a, **kw)
+            out_leaves, out_tree = tree_util.tree_flatten(out)
+            out_box.append(out_tree)
+            return out_leaves
+
+        closed = make_jaxpr(flat_fun)(*placeholders)
+        values = [_as_bcoo(x) if _is_sparse(x) else x for x in leaves]
+        outs = _eval_sparse(closed, values)
+        return tree_util.tree_unflatten(out_box[0], outs)
+
+    return wrapped
+
+
+def _read(env: dict, a: Any) -> Any:
+    if isinstance(a, Literal):
+        return Array._new(np.asarray(a.val, a.aval.dtype), a.aval.weak_type)
+    return env[id(a)]
+
+
+def _eval_sparse(closed: ClosedJaxpr, args: list) -> list:
+    jaxpr = closed.jaxpr
+    env: dict[int, Any] = {}
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        env[id(v)] = c
+    for v, a in zip(jaxpr.invars, args):
+        env[id(v)] = a
+    for eqn in jaxpr.eqns:
+        ins = [_read(env, a) for a in eqn.invars]
+        if any(_is_sparse(x) for x in ins):
+            outs = _apply_sparse_rule(eqn, ins)
+        else:
+            outs = eqn.primitive.bind(*ins, **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[id(v)] = o
+    return [_read(env, a) for a in jaxpr.outvars]
+
+
+# Elementwise primitives with f(0) == 0: on a sparse operand they apply to the stored values.
+_ZERO_PRESERVING = {
+    "neg", "sin", "tan", "abs", "sign", "sqrt", "expm1", "log1p", "tanh", "real", "imag", "conj", "sinh",
+    "asin", "atan", "asinh", "atanh", "copy", "floor", "ceil", "round", "integer_pow", "convert_element_type",
+    "reduce_precision", "erf", "erf_inv", "square", "cbrt",
+}
+
+
+def _apply_sparse_rule(eqn: Any, ins: list) -> list:
+    name = eqn.primitive.name
+    p = eqn.params
+    if name in _ZERO_PRESERVING:
+        (x,) = ins
+        x = _as_bcoo(x)
+        data = eqn.primitive.bind(x.data, **p)
+        return [BCOO((data, x.indices), **x._info._asdict())]
+    rule = _RULES.get(name)
+    if rule is None:
+        subs = subjaxprs(eqn)
+        if len(subs) == 1 and name in ("jit_call", "pjit", "remat", "custom_jvp_call", "custom_vjp_call",
+                                       "closed_call", "core_call"):
+            sub = subs[0]
+            closed = sub if isinstance(sub, ClosedJaxpr) else ClosedJaxpr(sub, [])
+            return _eval_sparse(closed, ins)
+        raise NotImplementedError(f"sparsify: no sparse rule for the primitive {name!r} (an operand is a sparse "
+                                  "array); convert it with .todense() first")
+    out = rule(*ins, **p)
+    return out if isinstance(out, list) else [out]
+
+
+def _dot_general(lhs: Any, rhs: Any, *, dimension_numbers: Any, precision: Any = None,
+                 preferred_element_type: Any = None, **_: Any) -> Any:
+    lhs = _as_bcoo(lhs) if _is_sparse(lhs) else lhs
+    rhs = _as_bcoo(rhs) if _is_sparse(rhs) else rhs
+    return _bcoo.bcoo_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                                  preferred_element_type=preferred_element_type)
+
+
+def _same_pattern(a: BCOO, b: BCOO) -> bool:
+    return a.indices is b.indices and a.shape == b.shape and a.data.shape == b.data.shape
+
+
+def _mul(lhs: Any, rhs: Any) -> Any:
+    if _is_sparse(lhs) and _is_sparse(rhs):
+        a, b = _as_bcoo(lhs), _as_bcoo(rhs)
+        if _same_pattern(a, b) and a.unique_indices:
+            return BCOO((a.data * b.data, a.indices), **a._info._asdict())
+        return _bcoo.bcoo_multiply_sparse(a, b)
+    sp, dn = (lhs, rhs) if _is_sparse(lhs) else (rhs, lhs)
+    sp = _as_bcoo(sp)
+    data = _bcoo.bcoo_multiply_dense(sp, dn)
+    return BCOO((data, sp.indices), **sp._info._asdict())
+
+
+def _add(lhs: Any, rhs: Any, *, negate: bool = False) -> Any:
+    if _is_sparse(lhs) and _is_sparse(rhs):
+        a, b = _as_bcoo(lhs), _as_bcoo(rhs)
+        if a.shape != b.shape:
+            raise NotImplementedError(f"sparsify: addition of sparse arrays of shapes {a.shape} and {b.shape} "
+                                      "(broadcasting is not supported)")
+        if _same_pattern(a, b):
+            data = a.data - b.data if negate else a.data + b.data
+            return BCOO((data, a.indices), **a._info._asdict())
+        if negate:
+            b = BCOO((-b.data, b.indices), **b._info._asdict())
+        nb = min(a.n_batch, b.n_batch)
+        nd = min(a.n_dense, b.n_dense)
+        a = _bcoo.bcoo_update_layout(a, n_batch=nb, n_dense=nd, on_inefficient=None)
+        b = _bcoo.bcoo_update_layout(b, n_batch=nb, n_dense=nd, on_inefficient=None)
+        batch = tuple(a.shape[:nb])
+        import ftrans.numpy as jnp
+        data = jnp.concatenate([_bcoo._broadcast_batch(a.data, batch), _bcoo._broadcast_batch(b.data, batch)], nb)
+        idx = jnp.concatenate([_bcoo._broadcast_batch(a.indices, batch),
+                               _bcoo._broadcast_batch(b.indices, batch)], nb)
+        return BCOO((data, idx), shape=a.shape)
+    # sparse + dense: the result is dense.
+    lhs = _as_bcoo(lhs).todense() if _is_sparse(lhs) else lhs
+    rhs = _as_bcoo(rhs).todense() if _is_sparse(rhs) else rhs
+    return lhs - rhs if negate else lhs + rhs
+
+
+def _sub(lhs: Any, rhs: Any) -> Any:
+    return _add(lhs, rhs, negate=True)
+
+
+def _div(lhs: Any, rhs: Any) -> Any:
+    if _is_sparse(rhs):
+        raise NotImplementedError("sparsify: division by a sparse array")
+    sp = _as_bcoo(lhs)
+    import ftrans.numpy as jnp
+    rhs = jnp.asarray(rhs)
+    if rhs.ndim == 0:
+        return BCOO((sp.data / rhs, sp.indices), **sp._info._asdict())
+    data = _bcoo.bcoo_multiply_dense(sp, 1 / rhs)
+    return BCOO((data, sp.indices), **sp._info._asdict())
+
+
+def _reduce_sum(x: Any, *, axes: Any, **_: Any) -> Any:
+    out = _bcoo.bcoo_reduce_sum(_as_bcoo(x), axes=axes)
+    return out.data.sum() if out.shape == () else out  # a full reduction is a dense scalar, as in JAX
+
+
+def _transpose(x: Any, *, permutation: Any) -> Any:
+    return _as_bcoo(x).transpose(permutation)
+
+
+def _reshape(x: Any, *, new_sizes: Any, dimensions: Any = None, **_: Any) -> Any:
+    return _bcoo.bcoo_reshape(_as_bcoo(x), new_sizes=new_sizes, dimensions=dimensions)
+
+
+def _expand_dims(x: Any, *, dimensions: Any) -> Any:
+    x = _as_bcoo(x)
+    ndim = x.ndim + len(dimensions)
+    dims = sorted(d % ndim for d in dimensions)
+    shape = list(x.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    keep = [k for k in range(ndim) if k not in dims]
+    return _bcoo.bcoo_broadcast_in_dim(x, shape=tuple(shape), broadcast_dimensions=tuple(keep))
+
+
+def _squeeze(x: Any, *, dimensions: Any) -> Any:
+    return _bcoo.bcoo_squeeze(_as_bcoo(x), dimensions=dimensions)
+
+
+def _broadcast_in_dim(x: Any, *dyn: Any, shape: Any, broadcast_dimensions: Any, **_: Any) -> Any:
+    return _bcoo.bcoo_broadcast_in_dim(_as_bcoo(x), shape=shape, broadcast_dimensions=broadcast_dimensions)
+
+
+def _concatenate(*xs: Any, dimension: int) -> Any:
+    if not all(_is_sparse(x) for x in xs):
+        import ftrans.numpy as jnp
+        return jnp.concatenate([_as_bcoo(x).todense() if _is_sparse(x) else x for x in xs], dimension)
+    return _bcoo.bcoo_concatenate([_as_bcoo(x) for x in xs], dimension=dimension)
+
+
+def _slice(x: Any, *, start_indices: Any, limit_indices: Any, strides: Any = None) -> Any:
+    return _bcoo.bcoo_slice(_as_bcoo(x), start_indices=start_indices, limit_indices=limit_indices, strides=strides)
+
+
+def _rev(x: Any, *, dimensions: Any) -> Any:
+    return _bcoo.bcoo_rev(_as_bcoo(x), dimensions=dimensions)
+
+
+_RULES: dict[str, Callable] = {
+    "dot_general": _dot_general,
+    "mul": _mul,
+    "add": _add,
+    "add_any": _add,
+    "sub": _sub,
+    "div": _div,
+    "reduce_sum": _reduce_sum,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "expand_dims": _expand_dims,
+    "squeeze": _squeeze,
+    "broadcast_in_dim": _broadcast_in_dim,
+    "concatenate": _concatenate,
+    "slice": _slice,
+    "rev": _rev,
+}
+
+
+def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_sizes: Any, mode: Any = None,
+            fill_value: Any = None, **_: Any) -> Any:
+    """JAX's ``lax`` ``gather`` of a BCOO operand: one dynamic slice per start index, mapped with ``vmap``."""
+    import ftrans.numpy as jnp
+    from ftrans.core.avals import ShapeDtypeStruct
+    from ftrans.lax import gather as lax_gather
+    from ftrans.transforms.batching import vmap
+    from ftrans.transforms.jit import eval_shape
+    if _is_sparse(start_indices):
+        raise NotImplementedError("sparsify: gather with sparse indices")
+    op = _as_bcoo(operand)
+    dn = dimension_numbers
+    if getattr(dn, "operand_batching_dims", ()):
+        raise NotImplementedError("sparsify: gather with batching dimensions of a sparse operand")
+    if "FILL" in str(mode).upper():
+        raise NotImplementedError(f"sparsify: gather of a sparse operand with mode={mode}")
+    out_aval = eval_shape(lambda o, i: lax_gather(o, i, dn, slice_sizes, mode=mode, fill_value=fill_value),
+                          ShapeDtypeStruct(op.shape, op.dtype), start_indices)
+    start_indices = jnp.asarray(start_indices)
+    batch_shape = tuple(start_indices.shape[:-1])
+    flat = start_indices.reshape(-1, start_indices.shape[-1])
+    sizes = [int(s) for s in slice_sizes]
+
+    def one(row):
+        starts = [jnp.zeros((), flat.dtype)] * op.ndim
+        for i, d in enumerate(dn.start_index_map):
+            starts[d] = row[i]
+        sl = _bcoo.bcoo_dynamic_slice(op, starts, sizes)
+        return _bcoo.bcoo_squeeze(sl, dimensions=tuple(dn.collapsed_slice_dims)) if dn.collapsed_slice_dims else sl
+
+    res = vmap(one)(flat)
+    res = _bcoo.bcoo_reshape(res, new_sizes=batch_shape + tuple(res.shape[1:]))
+    out_ndim = len(out_aval.shape)
+    offset = tuple(dn.offset_dims)
+    gather_batch = tuple(d for d in range(out_ndim) if d not in offset)
+    perm = np.zeros(out_ndim, dtype=int)
+    perm[np.array(gather_batch + offset, dtype=int)] = np.arange(out_ndim)
+    if out_ndim and tuple(perm) != tuple(range(out_ndim)):
+        res = res.transpose(tuple(int(p) for p in perm))
+    if tuple(res.shape) != tuple(out_aval.shape):
+        res = _bcoo.bcoo_reshape(res, new_sizes=tuple(out_aval.shape))
+    return res
+
+
+_RULES["gather"] = _gather
+
+
+def _getitem(x: Any, idx: Any) -> Any:
+    return sparsify(lambda a: a[idx])(x)

@@ -1,0 +1,358 @@
+"""``ftrans.experimental.sparse`` against ``jax.experimental.sparse``: BCOO layouts and buffers, products
+(sparse x dense, dense x sparse, sparse x sparse, sampled), structure operations, ``sparsify``, gradients
+with respect to stored values and dense operands, ``vmap`` over batch dimensions, ``jit`` with BCOO
+arguments, BCSR/COO/CSR/CSC basics, and the errors."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.experimental.sparse as jsparse
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.errors import ConcretizationTypeError
+from ftrans.experimental import sparse
+
+
+def rand_sparse(shape, seed=0, density=0.5, dtype=np.float32):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(*shape).astype(dtype)
+    x[rng.rand(*shape) > density] = 0
+    return x
+
+
+def layouts(ndim):
+    for n_batch in range(ndim + 1):
+        for n_dense in range(ndim + 1 - n_batch):
+            yield n_batch, n_dense
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape,cases", [((5,), [(0, 0), (1, 0), (0, 1)]), ((3, 4), [(0, 0), (1, 0), (0, 1), (1, 1)]),
+                                         ((2, 3, 4), [(1, 0), (1, 1)])])
+def test_fromdense_buffers_match_jax(shape, cases):
+    x = rand_sparse(shape)
+    for n_batch, n_dense in cases:
+        f = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+        j = jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+        assert (f.n_batch, f.n_sparse, f.n_dense, f.nse) == (j.n_batch, j.n_sparse, j.n_dense, j.nse)
+        np.testing.assert_array_equal(np.asarray(f.indices), np.asarray(j.indices))
+        np.testing.assert_array_equal(np.asarray(f.data), np.asarray(j.data))
+        np.testing.assert_array_equal(np.asarray(f.todense()), x)
+        assert f.indices_sorted and f.unique_indices
+
+
+def test_padding_and_duplicates_in_todense():
+    data = np.array([1.0, 2.0, 3.0, 100.0], np.float32)
+    indices = np.array([[0, 1], [0, 1], [2, 0], [3, 0]], np.int32)  # a duplicate and an out-of-bounds pad
+    f = sparse.BCOO((data, indices), shape=(3, 2))
+    j = jsparse.BCOO((data, indices), shape=(3, 2))
+    np.testing.assert_array_equal(np.asarray(f.todense()), np.asarray(j.todense()))
+    fs, js = f.sum_duplicates(), j.sum_duplicates()
+    assert fs.nse == js.nse
+    np.testing.assert_array_equal(np.asarray(fs.indices), np.asarray(js.indices))
+    np.testing.assert_array_equal(np.asarray(fs.data), np.asarray(js.data))
+    fo, jo = sparse.bcoo_sort_indices(f), jsparse.bcoo_sort_indices(j)
+    np.testing.assert_array_equal(np.asarray(fo.indices), np.asarray(jo.indices))
+
+
+DOT_CASES = [
+    # lhs shape, rhs shape, n_batch, n_dense, dimension_numbers
+    ((3, 4), (4, 2), 0, 0, (([1], [0]), ([], []))),
+    ((3, 4), (4,), 0, 0, (([1], [0]), ([], []))),
+    ((3, 4), (5, 3), 0, 0, (([0], [1]), ([], []))),
+    ((3, 4), (3, 2), 0, 1, (([0], [0]), ([], []))),
+    ((2, 3, 4), (2, 4, 5), 1, 0, (([2], [1]), ([0], [0]))),
+    ((2, 3, 4), (4, 5), 1, 0, (([2], [0]), ([], []))),
+    ((2, 3, 4), (2, 5), 1, 0, (([0], [0]), ([], []))),
+    ((2, 3, 4), (3, 4), 0, 0, (([1, 2], [0, 1]), ([], []))),
+    ((2, 3, 4), (2, 4, 3), 2, 0, (([2], [1]), ([0], [0]))),
+]
+
+
+@pytest.mark.parametrize("lhs_shape,rhs_shape,n_batch,n_dense,dn", DOT_CASES)
+def test_dot_general_sparse_dense_and_dense_sparse(lhs_shape, rhs_shape, n_batch, n_dense, dn):
+    x = rand_sparse(lhs_shape, seed=1)
+    y = np.random.RandomState(2).randn(*rhs_shape).astype(np.float32)
+    f = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+    j = jsparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+    close(sparse.bcoo_dot_general(f, y, dimension_numbers=dn), jsparse.bcoo_dot_general(j, y, dimension_numbers=dn))
+    rdn = ((dn[0][1], dn[0][0]), (dn[1][1], dn[1][0]))
+    close(sparse.bcoo_dot_general(y, f, dimension_numbers=rdn), jsparse.bcoo_dot_general(y, j, dimension_numbers=rdn))
+
+
+def test_matmul_operators_and_jit():
+    x = rand_sparse((4, 5))
+    v = np.arange(5, dtype=np.float32)
+    w = np.arange(8, dtype=np.float32).reshape(2, 4)
+    f, j = sparse.BCOO.fromdense(x), jsparse.BCOO.fromdense(x)
+    close(f @ v, j @ v)
+    close(w @ f, jjnp.asarray(w) @ j)
+    close(fjnp.asarray(w) @ f, w @ x)
+    close(ftrans.jit(lambda m, v: m @ v)(f, v), j @ v)
+    close((f * 2.0).todense(), (j * 2.0).todense())
+    close((f * x).todense(), (j * x).todense())
+    close(f.T.todense(), j.T.todense())
+    dn = (([1], [1]), ([], []))
+    close((f @ f.T).todense(), jsparse.bcoo_dot_general(j, j, dimension_numbers=dn).todense())
+    out = ftrans.jit(lambda m: m.T)(f)
+    assert isinstance(out, sparse.BCOO) and out.shape == (5, 4)
+    f.block_until_ready()
+
+
+def test_grad_wrt_data_and_dense_operand():
+    x = rand_sparse((4, 5))
+    v = np.random.RandomState(3).randn(5).astype(np.float32)
+    f, j = sparse.BCOO.fromdense(x), jsparse.BCOO.fromdense(x)
+
+    def loss_f(data, v):
+        m = sparse.BCOO((data, f.indices), shape=f.shape)
+        return fjnp.sum(sparse.bcoo_dot_general(m, v, dimension_numbers=(([1], [0]), ([], []))) ** 2)
+
+    def loss_j(data, v):
+        m = jsparse.BCOO((data, j.indices), shape=j.shape)
+        return jjnp.sum(jsparse.bcoo_dot_general(m, v, dimension_numbers=(([1], [0]), ([], []))) ** 2)
+
+    gf = ftrans.grad(loss_f, argnums=(0, 1))(f.data, v)
+    gj = jax.grad(loss_j, argnums=(0, 1))(j.data, v)
+    close(gf[0], gj[0], 1e-4)
+    close(gf[1], gj[1], 1e-4)
+    # sparse.grad: the gradient of a sparse argument is sparse, with its indices
+    sg = sparse.grad(lambda m, v: (m @ v).sum())(f, v)
+    jg = jsparse.grad(lambda m, v: (m @ v).sum())(j, v)
+    assert isinstance(sg, sparse.BCOO)
+    close(sg.data, jg.data)
+    close(sg.todense(), jg.todense())
+
+
+def test_vmap_over_batched_bcoo():
+    x = rand_sparse((3, 4, 5))
+    v = np.random.RandomState(4).randn(3, 5).astype(np.float32)
+    f = sparse.BCOO.fromdense(x, n_batch=1)
+    j = jsparse.BCOO.fromdense(x, n_batch=1)
+    close(ftrans.vmap(lambda m, u: m @ u)(f, v), jax.vmap(lambda m, u: m @ u)(j, v))
+    close(ftrans.vmap(lambda m: m.todense())(f), x)
+    out = ftrans.vmap(lambda m: m * 2.0)(f)  # BCOO in, BCOO out: the batch axis comes back
+    assert isinstance(out, sparse.BCOO) and out.shape == (3, 4, 5) and out.n_batch == 1
+    close(out.todense(), 2 * x)
+
+
+@pytest.mark.parametrize("n_batch,n_dense", list(layouts(3)))
+def test_structure_operations(n_batch, n_dense):
+    # Dense references from NumPy (JAX's own sparse functions compile slowly); buffers against JAX above.
+    x = rand_sparse((2, 3, 4), seed=5)
+    f = sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense)
+    for axes in [(0,), (1,), (2,), (0, 2), (0, 1, 2)]:
+        close(sparse.bcoo_reduce_sum(f, axes=axes).todense(), x.sum(axes))
+    close(sparse.bcoo_slice(f, start_indices=(0, 1, 1), limit_indices=(2, 3, 4), strides=(1, 1, 2)).todense(),
+          x[0:2, 1:3, 1:4:2])
+    close(sparse.bcoo_dynamic_slice(f, (1, 1, 5), (1, 2, 2)).todense(), x[1:2, 1:3, 2:4])  # start clamped
+    close(sparse.bcoo_rev(f, dimensions=(0, 2)).todense(), x[::-1, :, ::-1])
+    expanded = sparse.bcoo_broadcast_in_dim(f, shape=(5, 2, 3, 4), broadcast_dimensions=(1, 2, 3))
+    close(expanded.todense(), np.broadcast_to(x, (5, 2, 3, 4)))
+    for nb2, nd2 in layouts(3):
+        u = sparse.bcoo_update_layout(f, n_batch=nb2, n_dense=nd2, on_inefficient=None)
+        assert (u.n_batch, u.n_dense) == (nb2, nd2)
+        close(u.todense(), x)
+    for axis in range(3):
+        close(sparse.bcoo_concatenate([f, f * 2.0], dimension=axis).todense(), np.concatenate([x, 2 * x], axis))
+    sq = sparse.bcoo_squeeze(sparse.bcoo_broadcast_in_dim(f, shape=(1, 2, 3, 4), broadcast_dimensions=(1, 2, 3)),
+                             dimensions=(0,))
+    close(sq.todense(), x)
+    perm = tuple(range(n_batch))[::-1] + tuple(range(n_batch, 3 - n_dense))[::-1] + tuple(range(3 - n_dense, 3))[::-1]
+    close(sparse.bcoo_transpose(f, permutation=perm).todense(), x.transpose(perm))
+    close(f.transpose((2, 0, 1)).todense(), x.transpose((2, 0, 1)))
+
+
+def test_reshape():
+    x = rand_sparse((2, 3, 4), seed=6)
+    cases = [(0, 0, (4, 6), (0, 2, 0)), (0, 0, (24,), (0, 1, 0)), (1, 0, (2, 12), (1, 1, 0)),
+             (0, 1, (6, 4), (0, 1, 1)), (1, 1, (2, 3, 4), (1, 1, 1)), (1, 0, (2, 1, 3, 4), (2, 2, 0))]
+    for n_batch, n_dense, new, layout in cases:
+        out = sparse.bcoo_reshape(sparse.BCOO.fromdense(x, n_batch=n_batch, n_dense=n_dense), new_sizes=new)
+        assert (out.n_batch, out.n_sparse, out.n_dense) == layout
+        close(out.todense(), x.reshape(new))
+    f = sparse.BCOO.fromdense(x, n_batch=1)
+    with pytest.raises(ValueError, match="cannot mix batch and sparse dimensions"):
+        f.reshape(3, 2, 4)
+
+
+def test_extract_sampled_and_sparse_products():
+    x = rand_sparse((3, 4), seed=7)
+    y = rand_sparse((3, 4), seed=8)
+    f, j = sparse.BCOO.fromdense(x), jsparse.BCOO.fromdense(x)
+    g, k = sparse.BCOO.fromdense(y), jsparse.BCOO.fromdense(y)
+    dense = np.random.RandomState(9).randn(3, 4).astype(np.float32)
+    close(sparse.bcoo_extract(f, dense).data, jsparse.bcoo_extract(j, dense).data)
+    a = np.random.RandomState(10).randn(3, 5).astype(np.float32)
+    b = np.random.RandomState(11).randn(5, 4).astype(np.float32)
+    dn = (([1], [0]), ([], []))
+    close(sparse.bcoo_dot_general_sampled(a, b, f.indices, dimension_numbers=dn),
+          jsparse.bcoo_dot_general_sampled(a, b, j.indices, dimension_numbers=dn))
+    close(sparse.bcoo_multiply_sparse(f, g).todense(), jsparse.bcoo_multiply_sparse(j, k).todense())
+    close((f * g).todense(), x * y)
+    close((f + g).todense(), x + y)
+    close((f - g).todense(), x - y)
+    prod = sparse.bcoo_dot_general(f, g, dimension_numbers=(([1], [1]), ([], [])))
+    ref = jsparse.bcoo_dot_general(j, k, dimension_numbers=(([1], [1]), ([], [])))
+    assert prod.nse == ref.nse
+    close(prod.todense(), ref.todense())
+
+
+def test_multiply_with_duplicates_is_not_elementwise_on_data():
+    indices = np.array([[0, 1], [0, 1], [1, 0]], np.int32)
+    data = np.array([1, 2, 3], np.int32)
+    f = sparse.BCOO((data, indices), shape=(2, 2))
+    np.testing.assert_array_equal(np.asarray((f * f).todense()), np.asarray(f.todense()) ** 2)
+
+
+def test_sparsify_runs_numpy_code():
+    x = rand_sparse((4, 3), seed=12)
+    v = np.ones(3, np.float32)
+    f, j = sparse.BCOO.fromdense(x), jsparse.BCOO.fromdense(x)
+
+    def fun(m, v):
+        return (fjnp.matmul(m, v), (2.0 * m).T, fjnp.sum(m, axis=0), fjnp.sum(m), -m)
+
+    def jfun(m, v):
+        return (jjnp.matmul(m, v), (2.0 * m).T, jjnp.sum(m, axis=0), jjnp.sum(m), -m)
+
+    outs = sparse.sparsify(fun)(f, v)
+    refs = jsparse.sparsify(jfun)(j, v)
+    for o, r in zip(outs, refs):
+        assert isinstance(o, sparse.BCOO) == isinstance(r, jsparse.BCOO)
+        close(sparse.todense(o), r.todense() if isinstance(r, jsparse.BCOO) else r)
+    with pytest.raises(NotImplementedError, match="no sparse rule"):
+        sparse.sparsify(fjnp.exp)(f)
+
+
+def test_jit_needs_static_nse():
+    x = rand_sparse((3, 3))
+    with pytest.raises(ConcretizationTypeError):
+        ftrans.jit(lambda a: sparse.BCOO.fromdense(a))(x)
+    out = ftrans.jit(lambda a: sparse.BCOO.fromdense(a, nse=9))(x)
+    assert out.nse == 9
+    close(out.todense(), x)
+
+
+def test_update_layout_inefficient_errors():
+    f = sparse.BCOO.fromdense(rand_sparse((3, 4)))
+    with pytest.raises(sparse.SparseEfficiencyError):
+        sparse.bcoo_update_layout(f, n_batch=1)
+    with pytest.warns(sparse.SparseEfficiencyWarning):
+        sparse.bcoo_update_layout(f, n_dense=1, on_inefficient="warn")
+
+
+def test_bad_shapes_are_reported():
+    with pytest.raises(ValueError, match="nse"):
+        sparse.BCOO((np.ones(3, np.float32), np.zeros((2, 1), np.int32)), shape=(4,))
+    with pytest.raises(TypeError, match="integer"):
+        sparse.BCOO((np.ones(2, np.float32), np.zeros((2, 1), np.float32)), shape=(4,))
+
+
+def test_empty_eye_random_and_pytree():
+    for shape, n_batch, n_dense in [((3, 4), 0, 0), ((2, 3, 4), 1, 0), ((2, 3, 4), 0, 1)]:
+        f = sparse.empty(shape, n_batch=n_batch, n_dense=n_dense)
+        j = jsparse.empty(shape, n_batch=n_batch, n_dense=n_dense)
+        assert f.data.shape == j.data.shape and f.indices.shape == j.indices.shape
+        close(f.todense(), j.todense())
+    for (n, m, k), fmt in itertools.product([(3, 3, 0), (3, 5, 1), (4, 3, -2)], ["bcoo", "bcsr", "csr", "coo"]):
+        close(sparse.eye(n, m, k, sparse_format=fmt).todense(), np.eye(n, m, k))
+    r = sparse.random_bcoo(ftrans.random.key(0), (4, 5), nse=0.3, n_batch=1)
+    assert r.shape == (4, 5) and r.n_batch == 1 and r.nse == 2
+    leaves, tree = jax.tree_util.tree_flatten(r)
+    r2 = jax.tree_util.tree_unflatten(tree, leaves)
+    assert r2.shape == r.shape and r2.nse == r.nse
+    assert "BCOO(float32[4, 5], nse=2, n_batch=1)" == repr(r)
+
+
+def test_bcsr_coo_csr_basics():
+    x = rand_sparse((4, 5), seed=13)
+    v = np.arange(5, dtype=np.float32)
+    b, jb = sparse.BCSR.fromdense(x), jsparse.BCSR.fromdense(x)
+    np.testing.assert_array_equal(np.asarray(b.indices), np.asarray(jb.indices))
+    np.testing.assert_array_equal(np.asarray(b.indptr), np.asarray(jb.indptr))
+    close(b.todense(), x)
+    close(b @ v, jb @ v)
+    xb = rand_sparse((2, 4, 5), seed=14)
+    bb, jbb = sparse.BCSR.fromdense(xb, n_batch=1), jsparse.BCSR.fromdense(xb, n_batch=1)
+    np.testing.assert_array_equal(np.asarray(bb.indptr), np.asarray(jbb.indptr))
+    close(bb.todense(), xb)
+    close(sparse.BCSR.from_bcoo(sparse.BCOO.fromdense(x)).todense(), x)
+    for cls in (sparse.COO, sparse.CSR, sparse.CSC):
+        m = cls.fromdense(x)
+        jm = getattr(jsparse, cls.__name__).fromdense(x)
+        close(m.todense(), x)
+        close(m @ v, jm @ v)
+        close(m.T.todense(), x.T)
+        leaves, tree = jax.tree_util.tree_flatten(m)
+        assert jax.tree_util.tree_unflatten(tree, leaves).shape == m.shape
+
+
+def test_documented_differences_from_jax():
+    # docs/differences.md, "Sparse arrays": sparse - dense is dense, as sparse + dense is in both; JAX raises.
+    x = rand_sparse((3, 4), seed=15)
+    d = np.ones((3, 4), np.float32)
+    close(sparse.BCOO.fromdense(x) + d, jsparse.BCOO.fromdense(x) + d)
+    out = sparse.BCOO.fromdense(x) - d
+    assert not isinstance(out, sparse.BCOO)
+    close(out, x - d)
+    with pytest.raises(NotImplementedError):
+        jsparse.BCOO.fromdense(x) - d
+    # broadcasting a size-1 sparse dimension repeats the stored elements; JAX raises.
+    col = rand_sparse((3, 1), seed=16, density=1.0)
+    wide = sparse.bcoo_broadcast_in_dim(sparse.BCOO.fromdense(col), shape=(3, 4), broadcast_dimensions=(0, 1))
+    close(wide.todense(), np.broadcast_to(col, (3, 4)))
+    with pytest.raises(NotImplementedError):
+        jsparse.bcoo_broadcast_in_dim(jsparse.BCOO.fromdense(col), shape=(3, 4), broadcast_dimensions=(0, 1))
+
+
+def test_grad_of_data_through_vmapped_matvec():
+    a = np.array([[4.0, -1, 0, 0], [-1, 4, -1, 0], [0, -1, 4, -1], [0, 0, -1, 4]], np.float32)
+    b = np.array([[1.0, 0, 2], [0, 1, 1], [1, 1, 0], [0, 2, 1]], np.float32)
+    f, j = sparse.BCOO.fromdense(a), jsparse.BCOO.fromdense(a)
+
+    def objective(lib, vmap, jnp, m):
+        def obj(data):
+            mat = lib.BCOO((data, m.indices), shape=m.shape)
+            return jnp.sum(vmap(lambda col: mat @ col, in_axes=1, out_axes=1)(b) ** 2)
+        return obj
+
+    gf = ftrans.grad(objective(sparse, ftrans.vmap, fjnp, f))(f.data)
+    gj = jax.grad(objective(jsparse, jax.vmap, jjnp, j))(j.data)
+    assert gf.shape == f.data.shape
+    close(gf, gj, 1e-4)
+
+
+def test_spsolve_matches_jax():
+    rng = np.random.RandomState(17)
+    a = rand_sparse((6, 6), seed=18) + 6 * np.eye(6, dtype=np.float32)
+    rhs = rng.randn(6).astype(np.float32)
+    m = sparse.CSR.fromdense(a)
+    x = sparse.linalg.spsolve(m.data, m.indices, m.indptr, rhs)
+    jm = jsparse.CSR.fromdense(a)
+    close(x, jsparse.linalg.spsolve(jm.data, jm.indices, jm.indptr, rhs), 1e-4)
+    g = ftrans.grad(lambda d: sparse.linalg.spsolve(d, m.indices, m.indptr, rhs).sum())(m.data)
+    gj = jax.grad(lambda d: jsparse.linalg.spsolve(d, jm.indices, jm.indptr, rhs).sum())(jm.data)
+    close(g, gj, 1e-3)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(3, 3)]])
+def test_conv_1d_matches_jax(padding):
+    lhs = rand_sparse((1, 1, 10), seed=19)
+    rhs = rand_sparse((1, 1, 5), seed=20)
+    kw = dict(window_strides=(1,), padding=padding)
+    ref = jax.lax.conv_general_dilated(lhs, rhs, **kw)
+    sp_l, sp_r = sparse.BCOO.fromdense(lhs, n_batch=2), sparse.BCOO.fromdense(rhs, n_batch=2)
+    for a, b in [(sp_l, rhs), (lhs, sp_r), (sp_l, sp_r)]:
+        out = sparse.bcoo_conv_general_dilated(a, b, **kw)
+        assert isinstance(out, sparse.BCOO)
+        close(out.todense(), ref, 1e-4)
