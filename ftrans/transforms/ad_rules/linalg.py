@@ -244,11 +244,14 @@ def _lu_jvp(primals: list, tangents: list) -> tuple:
 
 
 @register_jvp(L.qr_p)
-def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool) -> tuple:
+def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool, pivoting: bool = False) -> tuple:
     (a,), (ta,) = primals, tangents
-    q, r = L.qr_p.bind(a, full_matrices=full_matrices)
+    extra = {"pivoting": True} if pivoting else {}
+    q, r, *p = L.qr_p.bind(a, full_matrices=full_matrices, **extra)
     if type(ta) is Zero:
-        return [q, r], [Zero.from_primal_value(q), Zero.from_primal_value(r)]
+        return [q, r, *p], [Zero.from_primal_value(x) for x in (q, r, *p)]
+    if pivoting:  # a[..., :, p] = q r: differentiate the column-permuted matrix
+        ta = matmul(instantiate(ta), mT(permutation_matrix(p[0], _dtype(a))))
     m, n = _shape(a)[-2:]
     if m < n or (full_matrices and m != n):
         raise NotImplementedError(
@@ -263,7 +266,7 @@ def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool) -> tuple:
         do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(a)), im_part))
     dq = B.add(matmul(q, B.sub(do, qt_dx_rinv)), dx_rinv)
     dr = matmul(B.sub(qt_dx_rinv, do), r)
-    return [q, r], [dq, dr]
+    return [q, r, *p], [dq, dr, *(Zero.from_primal_value(x) for x in p)]
 
 
 # ---------------------------------------------------------------- eigh
@@ -291,7 +294,7 @@ def _eigh_jvp(primals: list, tangents: list, *, lower: bool) -> tuple:
 
 
 @register_jvp(L.svd_p)
-def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: bool) -> tuple:
+def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: bool, algorithm=None) -> tuple:
     (a,), (da,) = primals, tangents
     shape = _shape(a)
     m, n = shape[-2:]
@@ -299,7 +302,7 @@ def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: 
         raise NotImplementedError(
             f"svd: the derivative with full_matrices=True is implemented for square matrices only, got {m}x{n} "
             "(as in JAX; use full_matrices=False)")
-    s, u, vt = L.svd_p.bind(a, full_matrices=False, compute_uv=True)
+    s, u, vt = L.svd_p.bind(a, full_matrices=False, compute_uv=True, **({"algorithm": algorithm} if algorithm else {}))
     primal_out = [s, u, vt] if compute_uv else [s]
     if type(da) is Zero:
         return primal_out, [Zero.from_primal_value(p) for p in primal_out]
@@ -367,3 +370,61 @@ def _p2p_jvp(primals: list, tangents: list, **params: Any) -> tuple:
 
 # schur: no derivative rule (JAX defines none either).
 mark_unsupported(L.schur_p, "jvp", "schur has no derivative rule (JAX defines none either)")
+
+
+# ---------------------------------------------------------------- tridiagonal_solve, symmetric_product
+
+
+def tridiagonal_matmul(dl: Any, d: Any, du: Any, x: Any) -> Any:
+    """``A x`` for the tridiagonal ``A`` with diagonals ``dl``, ``d``, ``du`` (``dl[0]``, ``du[-1]`` unused)."""
+    shape = _shape(x)
+    nd = len(shape)
+    zero = np.zeros((), _dtype(x))
+    keep = ((0, 0, 0),) * (nd - 2)
+    x_prev = S.pad_p.bind(x, zero, padding_config=keep + ((1, -1, 0), (0, 0, 0)))  # row i holds x[i - 1]
+    x_next = S.pad_p.bind(x, zero, padding_config=keep + ((-1, 1, 0), (0, 0, 0)))  # row i holds x[i + 1]
+    col = tuple(range(nd - 1))
+
+    def times(v: Any, y: Any) -> Any:
+        return E.mul_p.bind(S.broadcast_in_dim_p.bind(v, shape=shape, broadcast_dimensions=col), y)
+
+    return B.add(B.add(times(d, x), times(dl, x_prev)), times(du, x_next))
+
+
+@register_jvp(L.tridiagonal_solve_p)
+def _tridiagonal_solve_jvp(primals: list, tangents: list, *, perturb_singular: bool) -> tuple:
+    dl, d, du, b = primals
+    *ddiags, db = tangents
+    x = L.tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=perturb_singular)
+    if all(type(t) is Zero for t in tangents):
+        return x, Zero.from_primal_value(x)
+    if all(type(t) is Zero for t in ddiags):
+        rhs = db
+    else:
+        prod = tridiagonal_matmul(*(instantiate(t) for t in ddiags), x)
+        rhs = add_tangents(db, E.neg_p.bind(prod)) if type(db) is not Zero else E.neg_p.bind(prod)
+    return x, L.tridiagonal_solve_p.bind(dl, d, du, instantiate(rhs), perturb_singular=perturb_singular)
+
+
+@register_jvp(L.symmetric_product_p)
+def _symmetric_product_jvp(primals: list, tangents: list, *, alpha: Any, beta: Any) -> tuple:
+    a, c = primals
+    da, dc = tangents
+    out = L.symmetric_product_p.bind(a, c, alpha=alpha, beta=beta)
+    dt = _dtype(out)
+    parts = []
+    if type(da) is not Zero:
+        da = instantiate(da)
+        parts.append(B.mul(B.add(matmul(da, mT(a)), matmul(a, mT(da))), np.asarray(alpha, dt)))
+    if type(dc) is not Zero:
+        parts.append(B.mul(instantiate(dc), np.asarray(beta, dt)))
+    if not parts:
+        return out, Zero.from_primal_value(out)
+    return out, parts[0] if len(parts) == 1 else B.add(parts[0], parts[1])
+
+
+# No derivative rules in JAX either: the reductions to condensed forms and the Householder products.
+for _p, _why in ((L.tridiagonal_p, "tridiagonal"), (L.hessenberg_p, "hessenberg"),
+                 (L.householder_product_p, "householder_product"), (L.ormqr_p, "ormqr"),
+                 (L.cholesky_update_p, "cholesky_update")):
+    mark_unsupported(_p, "jvp", f"{_why} has no derivative rule (JAX defines none either)")
