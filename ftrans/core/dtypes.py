@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransTypeError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -182,11 +182,11 @@ def _join_in(nodes: tuple, strict: bool) -> Any:
             return c
     names = ", ".join(repr(n if isinstance(n, str) else n.name) for n in nodes)
     if strict:
-        raise FtransValueError(
+        raise TypePromotionError(
             f"Input dtypes ({names}) have no implicit dtype promotion path with "
             "numpy_dtype_promotion='strict': convert the operands explicitly (e.g. x.astype(y.dtype)), "
             "or set ftrans.config.update('jax_numpy_dtype_promotion', 'standard')")
-    raise FtransValueError(  # JAX's TypePromotionError is a ValueError
+    raise TypePromotionError(  # a ValueError, as JAX's
         f"Input dtypes ({names}) have no available implicit dtype promotion path: the 2- and 4-bit integers "
         "and the 4- and 8-bit floats do not promote implicitly (as in JAX); convert explicitly, e.g. "
         "x.astype('int32')")
