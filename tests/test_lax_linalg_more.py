@@ -203,3 +203,34 @@ def test_primitives_exported_under_jax_names():
     assert FL.tridiagonal_p.name == "tridiagonal" and FL.qr_p.multiple_results
     a = np.eye(3, dtype=np.float32)
     assert "cholesky" in str(ftrans.make_jaxpr(lambda a: FL.cholesky_p.bind(a))(a))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("left,right", [(False, True), (True, False), (True, True)])
+def test_eig_eigenvector_derivatives_match_jax(dtype, left, right):
+    rng = np.random.default_rng(11)
+    with jax.enable_x64(True), ftrans.enable_x64(True):
+        a = _gen(rng, (4, 4), dtype)
+        t = _gen(rng, (4, 4), dtype)
+        kw = dict(compute_left_eigenvectors=left, compute_right_eigenvectors=right, enable_eigvec_derivs=True)
+        pj, tj = jax.jvp(lambda a: JL.eig(a, **kw), (a,), (t,))
+        pf, tf = ftrans.jvp(lambda a: FL.eig(a, **kw), (a,), (t,))
+        oj, of = np.argsort(np.asarray(pj[0])), np.argsort(np.asarray(pf[0]))
+        for x, y in zip(tj, tf):
+            x, y = np.asarray(x), np.asarray(y)
+            np.testing.assert_allclose(y[..., of], x[..., oj], atol=1e-8)
+        with pytest.raises(NotImplementedError, match="enable_eigvec_derivs"):
+            ftrans.jvp(lambda a: FL.eig(a, compute_left_eigenvectors=left, compute_right_eigenvectors=right),
+                       (a,), (t,))
+        FL.eig(a, implementation=FL.EigImplementation.LAPACK)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 3, 6), (2, 6, 3), (4, 4)])
+@pytest.mark.parametrize("full", [True, False])
+def test_qr_jvp_wide_and_full_match_jax(shape, full):
+    rng = np.random.default_rng(12)
+    with jax.enable_x64(True), ftrans.enable_x64(True):
+        a, t = _gen(rng, shape, np.float64), _gen(rng, shape, np.float64)
+        want = jax.jvp(lambda a: JL.qr(a, full_matrices=full), (a,), (t,))
+        got = ftrans.jvp(lambda a: FL.qr(a, full_matrices=full), (a,), (t,))
+        _close(got, want, 1e-8)

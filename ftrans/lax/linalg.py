@@ -198,17 +198,15 @@ def eig(x: Any, *, compute_left_eigenvectors: bool = True, compute_right_eigenve
     """``[w, vl, vr]`` (those requested): eigenvalues and eigenvectors of a general square matrix (CPU).
 
     ``implementation`` (an ``EigImplementation``) is checked and otherwise only matters on a GPU, where
-    ftrans picks cuSOLVER or the host kernel itself; eigenvector derivatives are not implemented, so
-    ``enable_eigvec_derivs=True`` raises ``NotImplementedError``.
+    ftrans picks cuSOLVER or the host kernel itself.  Eigenvector derivatives need
+    ``enable_eigvec_derivs=True`` (they assume distinct eigenvalues, as in JAX).
     """
     if implementation is not None:
         EigImplementation(implementation)
-    if enable_eigvec_derivs:
-        raise NotImplementedError("eig: enable_eigvec_derivs=True (eigenvector derivatives) is not implemented in "
-                                  "ftrans; eigenvalue derivatives are")
     x = _matrix("eig", x, square=True)
+    extra = {"enable_eigvec_derivs": True} if enable_eigvec_derivs else {}
     return list(L.eig_p.bind(x, compute_left_eigenvectors=bool(compute_left_eigenvectors),
-                             compute_right_eigenvectors=bool(compute_right_eigenvectors)))
+                             compute_right_eigenvectors=bool(compute_right_eigenvectors), **extra))
 
 
 def schur(x: Any, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,

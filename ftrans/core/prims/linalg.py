@@ -407,7 +407,7 @@ svd_p.def_weak_type(never_weak)
 
 
 def _eig_abstract(a: ShapedArray, *, compute_left_eigenvectors: bool,
-                  compute_right_eigenvectors: bool) -> list[ShapedArray]:
+                  compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[ShapedArray]:
     _check_matrix("eig", a, square=True)
     c = _COMPLEX[a.dtype]
     outs = [ShapedArray(a.shape[:-1], c, False)]
@@ -423,7 +423,7 @@ def _normalize_columns(v: np.ndarray) -> np.ndarray:
 
 
 @quiet
-def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False):
     c = _COMPLEX[a.dtype]
     n = a.shape[-1]
     if a.size == 0:

@@ -598,7 +598,7 @@ def _eig_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, c: np.dt
 
 @register_lowering(L.eig_p)
 def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bool,
-                  compute_right_eigenvectors: bool) -> list[str]:
+                  compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[str]:
     (aval,) = ctx.avals_in
     batch = aval.shape[:-2]
     nb = len(batch)

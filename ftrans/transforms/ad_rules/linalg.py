@@ -243,6 +243,36 @@ def _lu_jvp(primals: list, tangents: list) -> tuple:
 # ---------------------------------------------------------------- qr
 
 
+def _cols(x: Any, start: int, stop: int) -> Any:
+    """``x[..., :, start:stop]``."""
+    shape = _shape(x)
+    nd = len(shape)
+    return S.slice_p.bind(x, start_indices=(0,) * (nd - 1) + (start,), limit_indices=shape[:-1] + (stop,),
+                          strides=None)
+
+
+def _rows(x: Any, start: int, stop: int) -> Any:
+    """``x[..., start:stop, :]``."""
+    shape = _shape(x)
+    nd = len(shape)
+    return S.slice_p.bind(x, start_indices=(0,) * (nd - 2) + (start, 0),
+                          limit_indices=shape[:-2] + (stop, shape[-1]), strides=None)
+
+
+def _thin_qr_jvp(q: Any, r: Any, dx: Any) -> tuple[Any, Any]:
+    """``(dq, dr)`` of the QR decomposition of an ``m x n`` matrix with ``m >= n`` (q ``m x n``, r ``n x n``)."""
+    dx_rinv = tsolve(r, dx, left_side=False, lower=False)
+    qt_dx_rinv = matmul(mH(q), dx_rinv)
+    low = tril(qt_dx_rinv, -1)
+    do = B.sub(low, mH(low))
+    if _dtype(q).kind == "c":
+        im_part = B.sub(qt_dx_rinv, as_dtype(real(qt_dx_rinv), _dtype(q)))
+        do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(q)), im_part))
+    dq = B.add(matmul(q, B.sub(do, qt_dx_rinv)), dx_rinv)
+    dr = matmul(B.sub(qt_dx_rinv, do), r)
+    return dq, dr
+
+
 @register_jvp(L.qr_p)
 def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool, pivoting: bool = False) -> tuple:
     (a,), (ta,) = primals, tangents
@@ -253,19 +283,28 @@ def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool, pivoting: boo
     if pivoting:  # a[..., :, p] = q r: differentiate the column-permuted matrix
         ta = matmul(instantiate(ta), mT(permutation_matrix(p[0], _dtype(a))))
     m, n = _shape(a)[-2:]
-    if m < n or (full_matrices and m != n):
-        raise NotImplementedError(
-            f"qr: the derivative is implemented for m >= n with full_matrices=False (or square matrices), "
-            f"got a {m}x{n} matrix with full_matrices={full_matrices} (as in JAX)")
-    dx_rinv = tsolve(r, ta, left_side=False, lower=False)
-    qt_dx_rinv = matmul(mH(q), dx_rinv)
-    low = tril(qt_dx_rinv, -1)
-    do = B.sub(low, mH(low))
-    if _dtype(a).kind == "c":
-        im_part = B.sub(qt_dx_rinv, as_dtype(real(qt_dx_rinv), _dtype(a)))
-        do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(a)), im_part))
-    dq = B.add(matmul(q, B.sub(do, qt_dx_rinv)), dx_rinv)
-    dr = matmul(B.sub(qt_dx_rinv, do), r)
+    ta = instantiate(ta)
+    if m < n:  # wide: a = [a1 a2] with a1 square; q and r1 from a1, then r2 = qᴴ a2
+        a2 = _cols(a, m, n)
+        dq, dr1 = _thin_qr_jvp(q, _cols(r, 0, m), _cols(ta, 0, m))
+        dr2 = B.add(matmul(mH(dq), a2), matmul(mH(q), _cols(ta, m, n)))
+        dr = S.concatenate_p.bind(dr1, dr2, dimension=len(_shape(a)) - 1)
+    elif not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, ta)
+    else:  # tall with the full m x m q: the extra columns follow from qᴴ q = I (JAX's rule)
+        q_mn, r_nn = _cols(q, 0, n), _rows(r, 0, n)
+        dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, ta)
+        q_nn, q_pn, q_mp = _rows(q_mn, 0, n), _rows(q_mn, n, m), _cols(q, n, m)
+        dq_nn, dq_pn = _rows(dq_mn, 0, n), _rows(dq_mn, n, m)
+        shift = B.sub(q_nn, eye_like(_shape(q_nn), _dtype(q)))
+        lu, _, perm = L.lu_p.bind(mH(shift))
+        z_pn_h = lu_solve(lu, perm, mH(q_pn))  # (q_nn - I)⁻ᴴ q_pnᴴ
+        z_pn = mH(z_pn_h)
+        dq_mp = B.sub(matmul(dq_mn, z_pn_h),
+                      matmul(B.add(q_mn, matmul(q_mp, z_pn)), mH(B.sub(dq_pn, matmul(z_pn, dq_nn)))))
+        nd = len(_shape(a))
+        dq = S.concatenate_p.bind(dq_mn, dq_mp, dimension=nd - 1)
+        dr = S.concatenate_p.bind(dr_nn, B.zeros(_shape(r_nn)[:-2] + (m - n, n), _dtype(r)), dimension=nd - 2)
     return [q, r, *p], [dq, dr, *(Zero.from_primal_value(x) for x in p)]
 
 
@@ -344,21 +383,61 @@ def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: 
 # ---------------------------------------------------------------- eig (eigenvalues only)
 
 
+def _eig_vec_jvp(w: Any, v: Any, da: Any) -> tuple[Any, Any]:
+    """``(dw, dv)`` of eigenvalues ``w`` and right eigenvectors ``v`` (columns) for the tangent ``da``
+    (non-degenerate perturbation theory), with ``dv`` keeping LAPACK's normalisation: each column of unit
+    2-norm and with its largest-magnitude entry real (JAX's rule)."""
+    shape = _shape(v)
+    nd = len(shape)
+    c = _dtype(v)
+    eye = eye_like(shape, c)
+    w_j = bcast_to(expand_last(w, -2), shape)  # entry (i, j): w_j
+    f = B.sub(E.div_p.bind(B.full(shape, 1, c), B.add(eye, B.sub(w_j, mT(w_j)))), eye)
+    lu, _, perm = L.lu_p.bind(v)
+    p = matmul(lu_solve(lu, perm, da), v)
+    dw = diagonal(p)
+    u = matmul(v, E.mul_p.bind(f, p))
+    k = R.argmax_p.bind(E.abs_p.bind(v), axes=(nd - 2,), index_dtype=_I32)
+    rows = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 2)
+    at_k = S.broadcast_in_dim_p.bind(k, shape=shape, broadcast_dimensions=tuple(d for d in range(nd) if d != nd - 2))
+    mask = as_dtype(E.eq_p.bind(rows, at_k), c)
+    re = E.neg_p.bind(E.real_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(conj(v), u), axes=(nd - 2,))))
+    num = E.imag_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(mask, u), axes=(nd - 2,)))
+    den = E.real_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(mask, v), axes=(nd - 2,)))
+    cvec = E.complex_p.bind(re, E.neg_p.bind(E.div_p.bind(num, den)))
+    return dw, B.add(u, E.mul_p.bind(v, bcast_to(expand_last(cvec, -2), shape)))
+
+
 @register_jvp(L.eig_p)
 def _eig_jvp(primals: list, tangents: list, *, compute_left_eigenvectors: bool,
-             compute_right_eigenvectors: bool) -> tuple:
-    if compute_left_eigenvectors or compute_right_eigenvectors:
+             compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> tuple:
+    vectors = compute_left_eigenvectors or compute_right_eigenvectors
+    if vectors and not enable_eigvec_derivs:
         raise NotImplementedError(
-            "eig: derivatives of eigenvectors are not implemented, only of eigenvalues (as in JAX); "
-            "use ftrans.numpy.linalg.eigvals, or eigh for Hermitian matrices")
+            "eig: derivatives of non-symmetric eigenvectors are valid only under assumptions on the input that "
+            "ftrans cannot check (distinct eigenvalues); pass enable_eigvec_derivs=True to lax.linalg.eig to opt "
+            "in (as in JAX), use ftrans.numpy.linalg.eigvals, or eigh for Hermitian matrices")
     (a,), (da,) = primals, tangents
-    w, v = L.eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    extra = {"enable_eigvec_derivs": True} if enable_eigvec_derivs else {}
+    outs = L.eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors, compute_right_eigenvectors=True,
+                        **extra)
+    w, vr = outs[0], outs[-1]
+    primal_out = [w] + ([outs[1]] if compute_left_eigenvectors else []) + ([vr] if compute_right_eigenvectors else [])
     if type(da) is Zero:
-        return [w], [Zero.from_primal_value(w)]
-    c = _dtype(v)
-    lu, _, perm = L.lu_p.bind(v)
-    dw = diagonal(matmul(lu_solve(lu, perm, as_dtype(instantiate(da), c)), v))
-    return [w], [dw]
+        return primal_out, [Zero.from_primal_value(x) for x in primal_out]
+    c = _dtype(vr)
+    da = as_dtype(instantiate(da), c)
+    if not vectors:
+        lu, _, perm = L.lu_p.bind(vr)
+        return [w], [diagonal(matmul(lu_solve(lu, perm, da), vr))]
+    dw, dvr = _eig_vec_jvp(w, vr, da)
+    tangent_out = [dw]
+    if compute_left_eigenvectors:
+        _, dvl = _eig_vec_jvp(conj(w), outs[1], mH(da))
+        tangent_out.append(dvl)
+    if compute_right_eigenvectors:
+        tangent_out.append(dvr)
+    return primal_out, tangent_out
 
 
 # lu_pivots_to_permutation has integer outputs: its tangent is always zero.
