@@ -130,6 +130,11 @@ class TypePromotionError(FtransValueError):
     (the narrow types, or any mixed kinds under ``numpy_dtype_promotion='strict'``)."""
 
 
+class UnsupportedDtypeError(FtransTypeError, NotImplementedError):
+    """An operation with no implementation for a dtype (LAPACK's factorizations of float16 matrices): a
+    ``TypeError`` and, as JAX raises there, a ``NotImplementedError``."""
+
+
 class ConcretizationTypeError(JAXTypeError):
     """A traced value was used where Python needs a concrete one."""
 

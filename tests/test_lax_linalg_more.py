@@ -234,3 +234,30 @@ def test_qr_jvp_wide_and_full_match_jax(shape, full):
         want = jax.jvp(lambda a: JL.qr(a, full_matrices=full), (a,), (t,))
         got = ftrans.jvp(lambda a: FL.qr(a, full_matrices=full), (a,), (t,))
         _close(got, want, 1e-8)
+
+
+@pytest.mark.parametrize("left_side", [True, False])
+def test_triangular_solve_vector_b_matches_jax(left_side):
+    rng = np.random.default_rng(13)
+    a = (np.tril(rng.standard_normal((4, 4))) + 5 * np.eye(4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    want = JL.triangular_solve(a, b, left_side=left_side, lower=True)
+    _close(FL.triangular_solve(a, b, left_side=left_side, lower=True), want)
+    got = ftrans.grad(lambda b: FL.triangular_solve(a, b, left_side=left_side, lower=True).sum())(b)
+    _close(got, jax.grad(lambda b: JL.triangular_solve(a, b, left_side=left_side, lower=True).sum())(b))
+
+
+def test_eig_of_nan_matrix_is_nan_like_jax():
+    a = np.full((3, 3), np.nan, np.float32)
+    want = JL.eig(a)
+    _close(FL.eig(a), want)
+    _close(ftrans.jit(FL.eig)(a), want)
+
+
+def test_qr_of_float16_is_not_implemented_like_jax():
+    import ftrans.numpy as fnp
+
+    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
+        jax.numpy.linalg.qr(np.ones((5, 6), np.float16))
+    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
+        fnp.linalg.qr(np.ones((5, 6), np.float16))

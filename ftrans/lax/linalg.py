@@ -91,8 +91,26 @@ def cholesky(x: Any, *, symmetrize_input: bool = True) -> Any:
 
 def triangular_solve(a: Any, b: Any, *, left_side: bool = False, lower: bool = False, transpose_a: bool = False,
                      conjugate_a: bool = False, unit_diagonal: bool = False) -> Any:
-    """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` for triangular ``a``; batch shapes must agree."""
+    """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` for triangular ``a``; batch shapes must agree.
+    A ``b`` of one rank less than ``a`` is one vector per matrix (a column on the left side, a row on the
+    right), as in JAX."""
+    from ftrans import lax
+
     a = _matrix("triangular_solve", a, square=True)
+    b = as_operand(b)
+    singleton = aval_of(b).ndim == aval_of(a).ndim - 1
+    if singleton:
+        b = lax.expand_dims(b, (aval_of(b).ndim if left_side else aval_of(b).ndim - 1,))
+    out = _triangular_solve(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                            conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+    if singleton:
+        nd = aval_of(out).ndim
+        out = lax.squeeze(out, (nd - 1 if left_side else nd - 2,))
+    return out
+
+
+def _triangular_solve(a: Any, b: Any, *, left_side: bool, lower: bool, transpose_a: bool, conjugate_a: bool,
+                      unit_diagonal: bool) -> Any:
     b = _matrix("triangular_solve", b, square=False)
     aa, ba = aval_of(a), aval_of(b)
     if aa.dtype != ba.dtype:

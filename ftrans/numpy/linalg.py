@@ -65,8 +65,10 @@ def _inexact(name: str, *xs: Any) -> list[Any]:
     arrs = [jnp.asarray(as_operand(x)) for x in xs]
     dtype = jnp.result_type(*arrs, 1.0)
     if dtype in (np.dtype(np.float16), jnp.bfloat16):
-        raise FtransTypeError(f"{name}: {dtype} matrices are not supported (LAPACK has no half-precision "
-                              "routines); convert to float32 first")
+        from ftrans.errors import UnsupportedDtypeError
+
+        raise UnsupportedDtypeError(f"{name}: Unsupported dtype {dtype}: LAPACK has no half-precision routines; "
+                                    "convert to float32 first")
     return [a if a.dtype == dtype else a.astype(dtype) for a in arrs]
 
 

@@ -433,7 +433,11 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
     import scipy.linalg
 
     def one(m):
-        w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
+        try:
+            w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):  # NaN or infinite entries: NaNs, as XLA's geev gives
+            nan = np.full(m.shape, np.nan + 0j, c)
+            return nan[0], nan, nan
         return w, vl, vr
 
     w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
