@@ -180,3 +180,31 @@ from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)
 from ftrans import flatten_util  # noqa: E402
 
 __all__ += ["export", "ffi"]  # noqa: E402
+# JAX's remaining configuration context managers and transfer guards (docs/differences.md, "Configuration
+# options" and "Transfer guards").
+from ftrans.devices import live_arrays  # noqa: E402
+
+transfer_guard_host_to_device = config_context("transfer_guard_host_to_device")
+transfer_guard_device_to_host = config_context("transfer_guard_device_to_host")
+transfer_guard_device_to_device = config_context("transfer_guard_device_to_device")
+enable_checks = config_context("enable_checks")
+debug_key_reuse = config_context("debug_key_reuse")
+legacy_prng_key = config_context("legacy_prng_key")
+threefry_partitionable = config_context("threefry_partitionable")
+enable_custom_prng = config_context("enable_custom_prng")
+softmax_custom_jvp = config_context("softmax_custom_jvp")
+thread_guard = config_context("thread_guard")
+array_garbage_collection_guard = config_context("array_garbage_collection_guard")
+
+
+def transfer_guard(new_val):
+    """JAX's ``transfer_guard``: the guard level of every transfer direction for the ``with`` block ("allow",
+    "log", "disallow", "log_explicit", "disallow_explicit"); ftrans checks host-to-device transfers (a
+    jitted function's NumPy or Python-scalar arguments; ``device_put`` under the ``*_explicit`` levels)."""
+    return config_context("transfer_guard")(new_val)
+
+
+__all__ += ["live_arrays", "transfer_guard", "transfer_guard_host_to_device", "transfer_guard_device_to_host",
+            "transfer_guard_device_to_device", "enable_checks", "debug_key_reuse", "legacy_prng_key",
+            "threefry_partitionable", "enable_custom_prng", "softmax_custom_jvp", "thread_guard",
+            "array_garbage_collection_guard"]

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import builtins
+import warnings
 from typing import Any
+
+import numpy as np
 
 from ftrans._callback import debug_callback as callback
 from ftrans._callback import debug_log as log
 from ftrans._callback import debug_print as print  # noqa: A004 - JAX's name
 from ftrans.errors import FtransValueError
 
-__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print", "log"]
+__all__ = ["visualize_array_sharding", "visualize_sharding", "ShardingTable", "callback", "print", "log",
+           "inspect_array_sharding", "breakpoint"]
 
 
 class ShardingTable:
@@ -89,3 +93,175 @@ def visualize_array_sharding(arr: Any, **kwargs: Any) -> ShardingTable:
     table = visualize_sharding(arr.shape, arr.sharding, **kwargs)
     builtins.print(table)
     return table
+
+
+# ---------------------------------------------------------------- inspect_array_sharding (log: _callback.debug_log)
+
+
+def inspect_array_sharding(value: Any, *, callback: Any) -> None:
+    """JAX's ``jax.debug.inspect_array_sharding``: call ``callback`` with the sharding of every array in the
+    pytree ``value``.  Concrete arrays report their own sharding at once; inside ``jit`` a traced value
+    reports the sharding it is constrained to (``lax.with_sharding_constraint``) or else that of the
+    default device, which is where ftrans's single-device programs put it (JAX reports the compiler's choice
+    when it compiles)."""
+    from jax import tree_util
+
+    from ftrans.core.array import Array
+
+    if not callable(callback):
+        from ftrans.errors import FtransTypeError
+
+        raise FtransTypeError(f"inspect_array_sharding: callback must be callable, got {type(callback).__name__}")
+    for leaf in tree_util.tree_leaves(value):
+        sharding = getattr(leaf, "sharding", None) if isinstance(leaf, Array) else None
+        if sharding is None:
+            sharding = getattr(getattr(leaf, "aval", None), "sharding", None)
+        if sharding is None:
+            from ftrans.devices import default_device
+            from ftrans.sharding import SingleDeviceSharding
+
+            sharding = SingleDeviceSharding(default_device())
+        callback(sharding)
+
+
+# ---------------------------------------------------------------- breakpoint
+
+
+def _user_frames(num_frames: int | None) -> list:
+    """``(filename, line, function, locals)`` of the innermost user frames (outside ftrans and jax)."""
+    import sys
+
+    from ftrans.errors import LIBRARY_DIRS
+
+    out = []
+    f = sys._getframe(2)
+    while f is not None and (num_frames is None or len(out) < num_frames):
+        if not f.f_code.co_filename.startswith(LIBRARY_DIRS):
+            out.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name, dict(f.f_locals)))
+        f = f.f_back
+    return out
+
+
+class _Debugger:
+    """A small pdb-like console over the frames a ``breakpoint`` captured (``(jdb)`` prompt): ``p``/``pp``
+    EXPR, ``l``/``list``, ``w``/``where``, ``u``/``up``, ``d``/``down``, ``c``/``continue``, ``q``/``quit``, or
+    a bare expression.  It reads commands from ``sys.stdin``; at the end of input it continues, so a
+    non-interactive run (stdin closed or redirected) never blocks."""
+
+    def __init__(self, frames: list):
+        self.frames = frames
+        self.index = 0
+
+    def _out(self, text: str) -> None:
+        import sys
+
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def _eval(self, expr: str) -> Any:
+        _, _, _, env = self.frames[self.index]
+        return eval(expr, {}, dict(env))  # noqa: S307  (the user's own debugger expression)
+
+    def _where(self) -> None:
+        for i, (fn, line, name, _) in enumerate(reversed(self.frames)):
+            mark = "->" if len(self.frames) - 1 - i == self.index else "  "
+            self._out(f"{mark} {fn}({line}) {name}")
+
+    def _list(self) -> None:
+        import linecache
+
+        fn, line, _, _ = self.frames[self.index]
+        for n in range(max(1, line - 5), line + 6):
+            src = linecache.getline(fn, n)
+            if src:
+                self._out(f"{n:4d} {'->' if n == line else '  '} {src.rstrip()}")
+
+    def run(self) -> None:
+        import sys
+
+        interactive = bool(getattr(sys.stdin, "isatty", lambda: False)())
+        fn, line, name, _ = self.frames[0]
+        self._out(f"Entering jdb:\n> {fn}({line}) {name}")
+        while True:
+            sys.stdout.write("(jdb) ")
+            sys.stdout.flush()
+            try:
+                cmd = sys.stdin.readline()
+            except (OSError, ValueError):  # stdin closed or unreadable: continue the program
+                cmd = ""
+            if not cmd:  # end of input: continue (never block a non-interactive run)
+                if not interactive:
+                    self._out("")
+                return
+            cmd = cmd.strip()
+            head, _, rest = cmd.partition(" ")
+            try:
+                if head in ("c", "continue", "q", "quit", "exit"):
+                    return
+                if head in ("p", "pp"):
+                    import pprint
+
+                    val = self._eval(rest)
+                    self._out(pprint.pformat(val) if head == "pp" else repr(val))
+                elif head in ("l", "list"):
+                    self._list()
+                elif head in ("w", "where", "bt"):
+                    self._where()
+                elif head in ("u", "up"):
+                    self.index = min(self.index + 1, len(self.frames) - 1)
+                    self._out(f"> {self.frames[self.index][0]}({self.frames[self.index][1]})")
+                elif head in ("d", "down"):
+                    self.index = max(self.index - 1, 0)
+                    self._out(f"> {self.frames[self.index][0]}({self.frames[self.index][1]})")
+                elif cmd:
+                    self._out(repr(self._eval(cmd)))
+            except Exception as e:  # noqa: BLE001  (a bad expression is reported, as pdb does)
+                self._out(f"*** {type(e).__name__}: {e}")
+
+
+def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: int | None = None,  # noqa: A001
+               ordered: bool = False, token: Any = None, **kwargs: Any) -> Any:
+    """JAX's ``jax.debug.breakpoint``: stop at this line when it runs (eagerly, or inside ``jit``/``vmap``/
+    control flow when the compiled program reaches it) and open a debugger over the user's frames, with
+    the arrays among their local variables holding their run-time values.  Commands come from
+    ``sys.stdin`` (``p x``, ``l``, ``w``, ``u``/``d``, ``c``); at the end of input the program continues,
+    so a non-interactive run never waits.  ``backend`` is accepted (ftrans has one console debugger)."""
+    from jax import tree_util
+
+    from ftrans.core.array import Array
+    from ftrans.core.trace import Tracer
+
+    frames = _user_frames(num_frames)
+    if not frames:
+        return token
+    arrays, layout = [], []
+    array_types = (Array, Tracer, np.ndarray)
+    for fn, line, name, env in frames:
+        static, dyn = {}, []
+        for k, v in env.items():
+            try:
+                with warnings.catch_warnings():  # (generators and other odd locals are leaves, quietly)
+                    warnings.simplefilter("ignore")
+                    leaves, tree = tree_util.tree_flatten(v)
+            except Exception:  # noqa: BLE001  (an object pytrees cannot take: shown as it is)
+                leaves, tree = [], None
+            if any(isinstance(x, array_types) for x in leaves):  # its arrays travel as run-time values
+                dyn.append((k, tree, len(leaves)))
+                arrays.extend(leaves)
+            else:
+                static[k] = v
+        layout.append((fn, line, name, static, dyn))
+
+    def host(*vals: Any) -> None:
+        pos = 0
+        captured = []
+        for fn, line, name, static, dyn in layout:
+            env = dict(static)
+            for k, tree, n in dyn:
+                env[k] = tree_util.tree_unflatten(tree, list(vals[pos:pos + n]))
+                pos += n
+            captured.append((fn, line, name, env))
+        _Debugger(captured).run()
+
+    callback(host, *arrays, ordered=ordered)
+    return token

@@ -203,6 +203,27 @@ def _is_device(d: Any) -> bool:
     return hasattr(d, "platform") and hasattr(d, "id") and hasattr(d, "client")
 
 
+def _explicit_transfer_guard(x: Any) -> None:
+    """JAX's transfer guard for ``device_put`` of host values (an explicit host-to-device transfer): raised
+    under "disallow_explicit", logged under "log_explicit"."""
+    from ftrans.core.config import config
+
+    level = config.transfer_level("host_to_device")
+    if level not in ("disallow_explicit", "log_explicit"):
+        return
+    for leaf in tree_util.tree_leaves(x):
+        if isinstance(leaf, (np.ndarray, np.generic, bool, int, float, complex)):
+            from ftrans.errors import JaxRuntimeError, user_location
+
+            msg = (f"Disallowed explicit host-to-device transfer: a {type(leaf).__name__} of shape {np.shape(leaf)} "
+                   f"given to device_put (at {user_location()}); the transfer guard is {level!r}")
+            if level == "disallow_explicit":
+                raise JaxRuntimeError(f"INVALID_ARGUMENT: {msg}")
+            import logging
+
+            logging.getLogger("ftrans").warning(msg)
+
+
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = False,
                may_alias: Any = None) -> Any:
     """Place every array leaf of the pytree ``x`` on ``device`` (default: the default device).
@@ -214,6 +235,7 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     donated device array is deleted once its copy exists. ``src``, where
     given, must be the device the arrays are on.
     """
+    _explicit_transfer_guard(x)
     dev = sharding = None  # device None: each device array stays where it is, a host value goes to the default
     device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
     if device is None:
@@ -510,3 +532,21 @@ def device_put_replicated(x: Any, devices: Any) -> Any:
     leading axis split over them."""
     devices = _check_devices("device_put_replicated", devices)
     return tree_util.tree_map(lambda leaf: _stacked_on([_host_leaf(leaf)] * len(devices), devices), x)
+
+
+def live_arrays(platform: Any = None) -> list:
+    """JAX's ``live_arrays``: every ``ftrans.Array`` still alive and not deleted (found by a scan of the
+    garbage collector's objects, so meant for debugging, as in JAX), those on ``platform`` when one is
+    given ("cpu", "gpu", ...)."""
+    import gc
+
+    from ftrans.core.array import Array
+
+    out = []
+    for obj in gc.get_objects():
+        if isinstance(obj, Array) and not obj.is_deleted():
+            if platform is not None and not any(d.platform == platform or (platform == "gpu" and d.platform in (
+                    "cuda", "rocm")) for d in obj.devices()):
+                continue
+            out.append(obj)
+    return out

@@ -28,3 +28,56 @@ def is_weakly_typed(x: Any) -> bool:
     if type(x) in (int, float, complex):
         return True
     return bool(getattr(x, "weak_type", False))
+
+
+
+
+class extended(np.generic):  # noqa: N801  (JAX's name)
+    """JAX's scalar class of extended dtypes (``issubdtype(d, extended)``).  ftrans's PRNG keys are uint32
+    arrays, not an extended dtype, so no ftrans dtype is a subtype of it."""
+
+
+class prng_key(extended):  # noqa: N801  (JAX's name)
+    """JAX's scalar class of typed PRNG key dtypes (``issubdtype(key.dtype, prng_key)``); ftrans's keys are
+    uint32 key data, so the test is False for them (as for JAX's raw keys)."""
+
+
+def itemsize_bits(dtype: Any) -> int:
+    """The number of bits of one element of ``dtype``: 8 for bool, 4 for int4/float4, 2 for int2, ..."""
+    if dtype is None:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError("itemsize_bits: dtype cannot be None")
+    d = np.dtype(dtype)
+    if d == np.dtype(bool):
+        return 8
+    if issubdtype(d, np.integer):
+        return int(iinfo(d).bits)
+    if issubdtype(d, np.floating):
+        return int(finfo(d).bits)
+    if issubdtype(d, np.complexfloating):
+        return 2 * int(finfo(d).bits)
+    from ftrans.errors import FtransValueError
+
+    raise FtransValueError(f"itemsize_bits: unexpected input: dtype={d}")
+
+
+def scalar_type_of(x: Any) -> type:
+    """The Python scalar type (``bool``, ``int``, ``float`` or ``complex``) of the values of ``x``."""
+    from ftrans.core.operands import dtype_weak
+
+    try:
+        d = np.dtype(dtype_weak(x)[0])
+    except Exception:
+        d = np.asarray(x).dtype
+    if d == np.dtype(bool):
+        return bool
+    if issubdtype(d, np.integer):
+        return int
+    if issubdtype(d, np.floating):
+        return float
+    if issubdtype(d, np.complexfloating):
+        return complex
+    from ftrans.errors import FtransTypeError
+
+    raise FtransTypeError(f"scalar_type_of: invalid scalar value {x!r}")

@@ -108,7 +108,34 @@ class FtransNameError(_Located, FtransError, NameError):
     """An unbound name: a collective's axis name that no enclosing ``vmap``/``pmap`` binds."""
 
 
-class ConcretizationTypeError(FtransTypeError):
+class JAXTypeError(FtransTypeError):
+    """JAX's ``jax.errors.JAXTypeError``: the base of the tracing errors that are ``TypeError``s
+    (concretization, tracer conversion, escaped tracers, key reuse)."""
+
+
+class JAXIndexError(FtransIndexError):
+    """JAX's ``jax.errors.JAXIndexError``: the base of the indexing errors (a boolean mask only known at run
+    time)."""
+
+
+class KeyReuseError(JAXTypeError):
+    """JAX's ``jax.errors.KeyReuseError``: a PRNG key consumed twice.  ftrans has no key-reuse checker (the
+    ``debug_key_reuse`` option is accepted at False only), so it never raises this; it is here so that
+    ``except KeyReuseError`` written for JAX runs."""
+
+
+class InconclusiveDimensionOperation(FtransError):
+    """JAX's ``jax.errors.InconclusiveDimensionOperation``: a comparison or arithmetic on symbolic dimensions
+    whose result depends on their values.  ftrans's shapes are concrete, so it never raises this; it is
+    here so that ``except InconclusiveDimensionOperation`` written for JAX runs."""
+
+
+class UnsupportedDtypeError(FtransTypeError, NotImplementedError):
+    """An operation with no implementation for a dtype (LAPACK's factorizations of float16 matrices): a
+    ``TypeError`` and, as JAX raises there, a ``NotImplementedError``."""
+
+
+class ConcretizationTypeError(JAXTypeError):
     """A traced value was used where Python needs a concrete one."""
 
 
@@ -124,11 +151,11 @@ class TracerArrayConversionError(ConcretizationTypeError):
     pass
 
 
-class NonConcreteBooleanIndexError(FtransIndexError):
+class NonConcreteBooleanIndexError(JAXIndexError):
     """A boolean mask whose pattern is only known at run time."""
 
 
-class UnexpectedTracerError(_Located, FtransError, TypeError):
+class UnexpectedTracerError(JAXTypeError):
     """A tracer was used after the transform that created it finished (a ``TypeError``, as in JAX)."""
 
 

@@ -12,4 +12,8 @@ from ftrans.transforms.jit import ArgInfo, Compiled, JitWrapped, Lowered, Traced
 
 Wrapped = JitWrapped
 
-__all__ = ["ArgInfo", "Compiled", "Lowered", "Traced", "Wrapped"]
+# The type of ``jit(..., compiler_options=...)`` and ``Lowered.compile(compiler_options)``: XLA option names
+# to their values (JAX's alias).
+CompilerOptions = dict[str, str | bool]
+
+__all__ = ["ArgInfo", "CompilerOptions", "Compiled", "Lowered", "Traced", "Wrapped"]

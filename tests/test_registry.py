@@ -413,6 +413,19 @@ def _linalg_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "eig": [((gen(3, 3),), {"compute_left_eigenvectors": False, "compute_right_eigenvectors": False}),
                 ((gen(2, 2),), {"compute_left_eigenvectors": True, "compute_right_eigenvectors": True})],
         "schur": [((gen(3, 3),), {}), ((gen(4, 4, (2,)),), {})],
+        "tridiagonal": [((spd(3),), {"lower": True}), ((spd(4, (2,)),), {"lower": False})],
+        "tridiagonal_solve": [
+            ((gen(4, 1)[:, 0] * .3, spd(4)[0] + 3, gen(4, 1, (), 1)[:, 0] * .3, gen(4, 2, (), 2)),
+             {"perturb_singular": False}),
+            ((gen(2, 3) * .3, gen(2, 3, (), 1) + 3, gen(2, 3, (), 2) * .3, gen(3, 1, (2,), 3)),
+             {"perturb_singular": True})],
+        "hessenberg": [((gen(3, 3),), {}), ((gen(4, 4, (2,)),), {})],
+        "householder_product": [((gen(4, 3), gen(3, 1)[:, 0] * .5), {}), ((gen(3, 3, (2,)), gen(2, 2) * .5), {})],
+        "ormqr": [((gen(4, 3), gen(2, 1)[:, 0] * .5, gen(4, 2, (), 1)), {"left": True, "transpose": False}),
+                  ((gen(3, 3, (2,)), gen(2, 2) * .5, gen(2, 3, (2,), 1)), {"left": False, "transpose": True})],
+        "cholesky_update": [((np.triu(spd(3)) + 2 * np.eye(3, dtype=np.float32), gen(3, 1)[:, 0]), {})],
+        "symmetric_product": [((gen(3, 2), spd(3)), {"alpha": 1.5, "beta": 0.5}),
+                              ((gen(2, 3, (2,)), spd(2, (2,))), {"alpha": 1.0, "beta": 0.0})],
     }
 
 

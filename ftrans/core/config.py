@@ -181,10 +181,16 @@ class Config:
         "include_full_tracebacks_in_locations": (True, None, "locations"),
         "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
         "debug_key_reuse": (False, (False,), "key-reuse checking, which ftrans does not do"),
-        "transfer_guard": (None, (None, "allow"), "transfer guards, which ftrans does not have"),
         "legacy_prng_key": ("allow", ("allow",), "raw uint32 keys, which ftrans always allows"),
         "random_seed_offset": (0, (0,), "seed offsets, which ftrans does not apply"),
+        "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
+        "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
+        "array_garbage_collection_guard": ("allow", ("allow",), "reports of arrays freed by the garbage collector, "
+                                           "which ftrans does not make"),
     }
+    # JAX's transfer guard levels (``jax.transfer_guard``); ftrans honours them for host-to-device transfers
+    # (docs/differences.md, "Transfer guards").
+    TRANSFER_LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("JAX_ENABLE_X64") or _env_flag("FTRANS_ENABLE_X64")
@@ -242,6 +248,11 @@ class Config:
         # "unsafe_rbg"; validated by ftrans.random), JAX's option.
         self.default_prng_impl: str = os.environ.get("JAX_DEFAULT_PRNG_IMPL") or "threefry2x32"
         self._listeners: list = []
+        # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
+        self.transfer_guard: str | None = None
+        self.transfer_guard_host_to_device: str | None = None
+        self.transfer_guard_device_to_host: str | None = None
+        self.transfer_guard_device_to_device: str | None = None
         # name -> check(value), registered by the layer that knows the valid values.
         self._validators: dict[str, Any] = {}
 
@@ -254,6 +265,9 @@ class Config:
             name = name[4:]
         if name in self._accepted:
             self._accept(name, value)
+            return
+        if name.startswith("transfer_guard"):
+            self._update_transfer_guard(name, value)
             return
         if name not in self._known:
             from ftrans.errors import FtransConfigError
@@ -281,6 +295,27 @@ class Config:
         setattr(self, name, value)
         for fn in self._listeners:
             fn(name, value)
+
+    def _update_transfer_guard(self, name: str, value: Any) -> None:
+        """``transfer_guard`` sets all three directions; each direction takes None or a level."""
+        directions = ("host_to_device", "device_to_host", "device_to_device")
+        if name not in ("transfer_guard", *(f"transfer_guard_{d}" for d in directions)):
+            from ftrans.errors import FtransConfigError
+
+            raise FtransConfigError(f"unknown config option {name!r}")
+        if value is not None:
+            value = _choice_option(f"jax_{name}", value, self.TRANSFER_LEVELS)
+        names = [f"transfer_guard_{d}" for d in directions] if name == "transfer_guard" else [name]
+        if name == "transfer_guard":
+            self.transfer_guard = value
+        for n in names:
+            setattr(self, n, value)
+            for fn in self._listeners:
+                fn(n, value)
+
+    def transfer_level(self, direction: str) -> str:
+        """The effective transfer guard level of ``direction`` ("host_to_device", ...): "allow" when unset."""
+        return getattr(self, f"transfer_guard_{direction}") or "allow"
 
     def _accept(self, name: str, value: Any) -> None:
         _default, supported, about = self._accepted[name]

@@ -261,6 +261,10 @@ def clz(x: Any) -> Any:
     """``lax.clz``: the number of leading zero bits of each integer."""
     op = _int_operand("clz", x)
     d = dtype_weak(op)[0]
+    if d not in dtypes.NARROW_INTS:
+        from ftrans.core.prims.elementwise import clz_p
+
+        return lax._bind(clz_p, *lax._operands("clz", (op,)))
     u = _unsigned(d)
     bits = dtypes.iinfo(u).bits
     reinterpret = lax.convert_element_type if d in dtypes.NARROW_INTS else lax.bitcast_convert_type  # same bits

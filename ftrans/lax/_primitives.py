@@ -42,6 +42,7 @@ from ftrans.core.prims.elementwise import (  # noqa: F401
     bessel_i1e_p,
     cbrt_p,
     ceil_p,
+    clz_p,
     complex_p,
     conj_p,
     copy_p,
@@ -90,6 +91,7 @@ from ftrans.core.prims.elementwise import (  # noqa: F401
     sin_p,
     sinh_p,
     sqrt_p,
+    square_p,
     stop_gradient_p,
     sub_p,
     tan_p,
@@ -159,6 +161,8 @@ from ftrans.core.prims.windowed import (  # noqa: F401
 
 __all__ = [
     "abs_p",
+    "clz_p",
+    "square_p",
     "dce_sink_p",
     "acos_p",
     "acosh_p",

@@ -65,8 +65,10 @@ def _inexact(name: str, *xs: Any) -> list[Any]:
     arrs = [jnp.asarray(as_operand(x)) for x in xs]
     dtype = jnp.result_type(*arrs, 1.0)
     if dtype in (np.dtype(np.float16), jnp.bfloat16):
-        raise FtransTypeError(f"{name}: {dtype} matrices are not supported (LAPACK has no half-precision "
-                              "routines); convert to float32 first")
+        from ftrans.errors import UnsupportedDtypeError
+
+        raise UnsupportedDtypeError(f"{name}: Unsupported dtype {dtype}: LAPACK has no half-precision routines; "
+                                    "convert to float32 first")
     return [a if a.dtype == dtype else a.astype(dtype) for a in arrs]
 
 
@@ -252,11 +254,23 @@ def det(a: Any) -> Any:
 
 
 def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
-    """``SlogdetResult(sign, logabsdet)`` of square ``a`` (by LU; ``method`` may be None or 'lu')."""
+    """``SlogdetResult(sign, logabsdet)`` of square ``a``: by LU (``method`` None or 'lu'), or by a QR
+    factorization (``method='qr'``, real matrices only, as in JAX): ``|det a|`` from ``r``'s diagonal and
+    the sign from it and ``q``'s (``±1``) determinant."""
     (a,) = _inexact("slogdet", a)
     _square("slogdet", a)
-    if method not in (None, "lu"):
-        raise FtransValueError(f"slogdet: method must be None or 'lu' in ftrans, got {method!r}")
+    if method not in (None, "lu", "qr"):
+        raise FtransValueError(f"slogdet: method must be None, 'lu' or 'qr', got {method!r}")
+    if method == "qr":
+        if jnp.iscomplexobj(a):
+            raise NotImplementedError("slogdet: method='qr' is not implemented for complex inputs (as in JAX)")
+        from ftrans.lax import linalg as lax_linalg
+
+        q, r = lax_linalg.qr(a, full_matrices=True)
+        d = jnp.diagonal(r, axis1=-2, axis2=-1)
+        qdiag, qparity = _lu_det_parts(q)
+        sign = jnp.prod(jnp.sign(d), axis=-1) * qparity * jnp.prod(jnp.sign(qdiag), axis=-1)
+        return SlogdetResult(sign, jnp.sum(jnp.log(jnp.abs(d)), axis=-1))
     diag, parity = _lu_det_parts(a)
     is_zero = jnp.any(diag == 0, axis=-1)
     absd = jnp.abs(diag)
@@ -292,8 +306,8 @@ def lstsq(a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = Fal
     u, s, vt = svd(a, full_matrices=False)
     if s.shape[-1] == 0:
         mask = s > 0
-    else:
-        mask = s >= jnp.asarray(rcond, real) * s[0]
+    else:  # zero singular values never count (a zero matrix has rank 0), as in JAX
+        mask = (s > 0) & (s >= jnp.asarray(rcond, real) * s[0])
     rank = jnp.sum(mask).astype(jnp.int32)
     safe_s = jnp.where(mask, s, 1).astype(a.dtype)
     s_inv = jnp.where(mask, 1 / safe_s, 0)[:, None]
@@ -352,17 +366,21 @@ def matrix_power(a: Any, n: int) -> Any:
 
 
 def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any = None) -> Any:  # noqa: N803
-    """The number of singular values above ``tol`` (default ``max(s) * max(m, n) * eps``)."""
+    """The number of singular values above a threshold: ``rtol`` (or its alias ``tol``) when given, compared
+    with the singular values as they are (as JAX does), else ``max(s) * max(m, n) * eps``."""
+    if tol is not None:
+        if rtol is not None:
+            raise FtransValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
     (m,) = _inexact("matrix_rank", M)
     if m.ndim < 2:
         return jnp.any(m != 0).astype(jnp.int32)
     s = svd(m, full_matrices=False, compute_uv=False, hermitian=hermitian)
-    if tol is None:
-        if rtol is None:
-            rtol = max(m.shape[-2:]) * float(jnp.finfo(s.dtype).eps)
-        tol = jnp.max(s, axis=-1) * jnp.asarray(rtol, s.dtype)
-    tol = jnp.asarray(tol, s.dtype)
-    return jnp.sum(s > tol[..., None], axis=-1)
+    if rtol is None:
+        thresh = jnp.max(s, axis=-1) * (max(m.shape[-2:]) * float(jnp.finfo(s.dtype).eps))
+    else:
+        thresh = jnp.asarray(rtol, s.dtype)
+    return jnp.sum(s > thresh[..., None], axis=-1)
 
 
 def cond(x: Any, p: Any = None) -> Any:
@@ -400,8 +418,11 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
 def tensorsolve(a: Any, b: Any, axes: tuple[int, ...] | None = None) -> Any:
     """Solve ``tensordot(a, x, x.ndim) = b`` for ``x``."""
     a_arr, b_arr = jnp.asarray(as_operand(a)), jnp.asarray(as_operand(b))
-    if axes is not None:
-        a_arr = jnp.moveaxis(a_arr, axes, len(axes) * (a_arr.ndim - 1,))
+    if axes is not None:  # those axes of a to the end, in the order given (NumPy's rule)
+        from ftrans.core.operands import canonicalize_axes
+
+        moved = canonicalize_axes("tensorsolve", tuple(axes), a_arr.ndim)
+        a_arr = jnp.transpose(a_arr, [d for d in range(a_arr.ndim) if d not in moved] + list(moved))
     out_shape = a_arr.shape[b_arr.ndim:]
     if a_arr.shape[:b_arr.ndim] != b_arr.shape:
         raise FtransShapeError(f"tensorsolve: b.shape {b_arr.shape} must match a.shape[:b.ndim] "
@@ -487,6 +508,18 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     if axis is None:
         out = norm(jnp.ravel(a), ord=ord)
         return jnp.reshape(out, (1,) * a.ndim) if keepdims else out
+    if isinstance(axis, (tuple, list)) and len(axis) != 1:
+        # A vector norm over several axes (or none): those axes flattened into one, as NumPy's vector_norm.
+        from ftrans.core.operands import canonicalize_axes
+
+        axes = canonicalize_axes("vector_norm", tuple(axis), a.ndim)
+        rest = [d for d in range(a.ndim) if d not in axes]
+        flat = jnp.reshape(jnp.transpose(a, rest + list(axes)),
+                           tuple(a.shape[d] for d in rest) + (math.prod(a.shape[d] for d in axes),))
+        out = norm(flat, ord=ord, axis=-1)
+        if keepdims:
+            out = jnp.reshape(out, tuple(1 if d in axes else a.shape[d] for d in range(a.ndim)))
+        return out
     return norm(a, ord=ord, axis=axis, keepdims=keepdims)
 
 

@@ -89,9 +89,11 @@ def _check_safe_cast(name: str, dtype: np.dtype, *params: Any) -> None:
         if d == dtype:
             continue
         if dtypes.promote(((d, weak), (dtype, False)))[0] != dtype:
-            raise FtransValueError(
+            from ftrans.errors import TypePromotionError
+
+            raise TypePromotionError(
                 f"ftrans.random.{name}: cannot safely cast a parameter of dtype {d.name} to the "
-                f"requested dtype {dtype.name} (JAX raises TypePromotionError); pass dtype={d.name} "
+                f"requested dtype {dtype.name}; pass dtype={d.name} "
                 f"or convert the parameter with .astype({dtype.name})")
 
 

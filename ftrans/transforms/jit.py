@@ -152,6 +152,29 @@ _waits_lock = threading.Lock()
 _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution)  # JAX_DISABLE_JIT=1
 
 
+def _guard_level() -> bool:
+    """Whether the host-to-device transfer guard looks at implicit transfers (jit arguments)."""
+    return _config_mod.config.transfer_level("host_to_device") != "allow"
+
+
+def _check_implicit_transfers(name: str, leaves: list) -> None:
+    """JAX's transfer guard for a jitted call: a NumPy array or Python scalar argument is an implicit
+    host-to-device transfer; "disallow" raises JAX's JaxRuntimeError, "log" logs it."""
+    for leaf in leaves:
+        if isinstance(leaf, (np.ndarray, np.generic, bool, int, float, complex)):
+            from ftrans.errors import JaxRuntimeError, user_location
+
+            a = _leaf_aval(leaf)
+            msg = (f"Disallowed host-to-device transfer: aval={a.str_short() if hasattr(a, 'str_short') else a}, "
+                   f"an argument of {name} (at {user_location()}); put it on the device first with "
+                   "ftrans.device_put, or allow transfers (ftrans.transfer_guard('allow'))")
+            if _config_mod.config.transfer_level("host_to_device").startswith("disallow"):
+                raise JaxRuntimeError(f"INVALID_ARGUMENT: {msg}")
+            import logging
+
+            logging.getLogger("ftrans").warning(msg.replace("Disallowed", "host-to-device transfer (logged)", 1))
+
+
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
@@ -163,7 +186,12 @@ def _on_config_change(name: str, value: Any) -> None:
             st.fast.clear()
             st.tree_fast.clear()
         cfg = _config_mod.config
-        _call_guard = bool(cfg.disable_jit or cfg.no_execution)
+        _call_guard = bool(cfg.disable_jit or cfg.no_execution or _guard_level())
+    if name.startswith("transfer_guard"):  # the fast tiers must step aside while a guard watches
+        for st in _all_stores():
+            st.fast.clear()
+            st.tree_fast.clear()
+        _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution or _guard_level())
 
 
 _config_mod.config._listeners.append(_on_config_change)
@@ -803,11 +831,13 @@ class JitWrapped:
         if _call_guard:
             if _config_mod.config.disable_jit:
                 return self._fun(*args, **kwargs)
-            if _trace.is_eager() and not any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
+            if _config_mod.config.no_execution and _trace.is_eager() and not any(isinstance(x, Tracer) for x in tree_util.tree_leaves((args, kwargs))):
                 raise _no_execution_error(self.__name__)
         full_args, full_kwargs = args, kwargs
         args, kwargs, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
+        if _call_guard and _guard_level() and _trace.is_eager():
+            _check_implicit_transfers(self.__name__, leaves)
         if _trace.eager_everywhere:
             entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), statics))
             if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
@@ -935,7 +965,7 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
-        if entry.exe is None:  # an interpreted program (it calls pmap) has no executable to run directly
+        if entry.exe is None or _guard_level():  # interpreted (it calls pmap), or a transfer guard watches calls
             return
         sigs = []
         for leaf in leaves:

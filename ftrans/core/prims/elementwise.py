@@ -539,3 +539,27 @@ population_count_p = unop("population_count", INT, _popcount_impl, narrow_native
 # ---------------------------------------------------------------- identity-like
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)
 copy_p = unop("copy", ANY, np.copy)
+
+
+# ---------------------------------------------------------------- square, clz (JAX's square_p and clz_p)
+
+square_p = unop("square", NUM, np.square)
+
+
+def _clz_impl(x):
+    bits = x.dtype.itemsize * 8
+    u = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    out = np.full(x.shape, bits, u.dtype)
+    v = u.copy()
+    n = np.zeros(x.shape, u.dtype)
+    for shift in (32, 16, 8, 4, 2, 1):
+        if shift >= bits:
+            continue
+        move = v >= (u.dtype.type(1) << u.dtype.type(shift))
+        n = np.where(move, n + u.dtype.type(shift), n)
+        v = np.where(move, v >> u.dtype.type(shift), v)
+    out = np.where(u == 0, out, (bits - 1) - n).astype(u.dtype)
+    return out.view(x.dtype)
+
+
+clz_p = unop("clz", INT - NARROW_INT, _clz_impl)

@@ -19,6 +19,8 @@ requested left/right eigenvectors, all complex.
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from ftrans.core import dtypes
@@ -237,18 +239,39 @@ lu_pivots_to_permutation_p.def_weak_type(never_weak)
 # ---------------------------------------------------------------- qr
 
 
-def _qr_abstract(a: ShapedArray, *, full_matrices: bool) -> list[ShapedArray]:
+def _qr_abstract(a: ShapedArray, *, full_matrices: bool, pivoting: bool = False) -> list[ShapedArray]:
     _check_matrix("qr", a, square=False)
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     k = m if full_matrices else min(m, n)
-    return [ShapedArray(batch + (m, k), a.dtype, False), ShapedArray(batch + (k, n), a.dtype, False)]
+    outs = [ShapedArray(batch + (m, k), a.dtype, False), ShapedArray(batch + (k, n), a.dtype, False)]
+    if pivoting:
+        outs.append(ShapedArray(batch + (n,), dtypes.int32, False))
+    return outs
+
+
+def _qr_pivoted_impl(a, full_matrices):
+    import scipy.linalg
+
+    m, n = a.shape[-2:]
+    k = m if full_matrices else min(m, n)
+
+    def one(x):
+        if x.size == 0:
+            return np.eye(m, k, dtype=a.dtype), np.zeros((k, n), a.dtype), np.zeros((n,), np.int32)
+        q, r, p = scipy.linalg.qr(x, mode="full" if full_matrices else "economic", pivoting=True,
+                                  check_finite=False)
+        return q, r, p
+
+    return _each(one, a, [(m, k), (k, n), (n,)], [a.dtype, a.dtype, np.int32])
 
 
 @quiet
-def _qr_impl(a, *, full_matrices):
+def _qr_impl(a, *, full_matrices, pivoting=False):
     m, n = a.shape[-2:]
     k = m if full_matrices else min(m, n)
+    if pivoting:
+        return _qr_pivoted_impl(a, full_matrices)
     if a.size == 0:
         q = np.broadcast_to(np.eye(m, k, dtype=a.dtype), a.shape[:-2] + (m, k)).copy()
         return [q, np.zeros(a.shape[:-2] + (k, n), a.dtype)]
@@ -305,7 +328,7 @@ eigh_p.def_weak_type(never_weak)
 # ---------------------------------------------------------------- svd
 
 
-def _svd_abstract(a: ShapedArray, *, full_matrices: bool, compute_uv: bool) -> list[ShapedArray]:
+def _svd_abstract(a: ShapedArray, *, full_matrices: bool, compute_uv: bool, algorithm=None) -> list[ShapedArray]:
     _check_matrix("svd", a, square=False)
     m, n = a.shape[-2:]
     k = min(m, n)
@@ -317,8 +340,43 @@ def _svd_abstract(a: ShapedArray, *, full_matrices: bool, compute_uv: bool) -> l
     return [s, ShapedArray(batch + (m, ku), a.dtype, False), ShapedArray(batch + (kv, n), a.dtype, False)]
 
 
+def check_svd_algorithm(algorithm) -> None:
+    """Refuse the SVD algorithms that have no CPU implementation (JAX's behaviour on the CPU)."""
+    if algorithm in (SvdAlgorithm.JACOBI, SvdAlgorithm.POLAR):
+        raise NotImplementedError(
+            f"svd: algorithm={algorithm} is not implemented on the CPU (as in JAX); use SvdAlgorithm.DEFAULT, "
+            "QR or DIVIDE_AND_CONQUER")
+
+
+def _svd_qr_one(x, full_matrices, compute_uv):
+    import scipy.linalg
+
+    return scipy.linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv, check_finite=False,
+                            lapack_driver="gesvd")
+
+
 @quiet
-def _svd_impl(a, *, full_matrices, compute_uv):
+def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
+    check_svd_algorithm(algorithm)
+    if algorithm == SvdAlgorithm.QR and a.size:
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        rd = real_dtype(a.dtype)
+        ku, kv = (m, n) if full_matrices else (k, k)
+        if not compute_uv:
+            (s,) = _nan_failed(lambda x: (np.stack([_svd_qr_one(y, False, False) for y in _flat(x)]).reshape(
+                x.shape[:-2] + (k,)),), a, [((k,), rd)])
+            return [s.astype(rd, copy=False)]
+
+        def one(x):
+            u, s, vh = _svd_qr_one(x, full_matrices, True)
+            return s, u, vh
+
+        try:
+            s, u, vh = _each(one, a, [(k,), (m, ku), (kv, n)], [rd, a.dtype, a.dtype])
+        except (np.linalg.LinAlgError, ValueError):
+            s, u, vh = _svd_impl(a, full_matrices=full_matrices, compute_uv=True)
+        return [s, u, vh]
     m, n = a.shape[-2:]
     k = min(m, n)
     rd = real_dtype(a.dtype)
@@ -349,7 +407,7 @@ svd_p.def_weak_type(never_weak)
 
 
 def _eig_abstract(a: ShapedArray, *, compute_left_eigenvectors: bool,
-                  compute_right_eigenvectors: bool) -> list[ShapedArray]:
+                  compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[ShapedArray]:
     _check_matrix("eig", a, square=True)
     c = _COMPLEX[a.dtype]
     outs = [ShapedArray(a.shape[:-1], c, False)]
@@ -365,7 +423,7 @@ def _normalize_columns(v: np.ndarray) -> np.ndarray:
 
 
 @quiet
-def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False):
     c = _COMPLEX[a.dtype]
     n = a.shape[-1]
     if a.size == 0:
@@ -375,7 +433,11 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
     import scipy.linalg
 
     def one(m):
-        w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
+        try:
+            w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):  # NaN or infinite entries: NaNs, as XLA's geev gives
+            nan = np.full(m.shape, np.nan + 0j, c)
+            return nan[0], nan, nan
         return w, vl, vr
 
     w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
@@ -424,6 +486,402 @@ schur_p = Primitive("schur", multiple_results=True)
 schur_p.def_abstract_eval(_schur_abstract)
 schur_p.def_impl(_schur_impl)
 schur_p.def_weak_type(never_weak)
+
+
+
+# ---------------------------------------------------------------- algorithm choices (JAX's enums)
+
+
+class EigImplementation(enum.Enum):
+    """Which library computes ``eig`` (JAX's enum): LAPACK on the host, or on a GPU cuSOLVER or MAGMA."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+class EighImplementation(enum.Enum):
+    """Which algorithm computes ``eigh`` (JAX's enum); ftrans runs ``QR`` (LAPACK's syevd/heevd, cuSOLVER's
+    syevd) and refuses the others, as JAX does on the CPU."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+class SvdAlgorithm(enum.Enum):
+    """Which algorithm computes ``svd`` (JAX's enum): on the CPU ``DEFAULT`` and ``DIVIDE_AND_CONQUER`` run
+    LAPACK's gesdd, ``QR`` its gesvd; ``JACOBI`` and ``POLAR`` are refused there, as in JAX."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+def _lapack(name: str, dtype: np.dtype):
+    from scipy.linalg.lapack import get_lapack_funcs
+
+    return get_lapack_funcs((name,), dtype=dtype)[0]
+
+
+def _batch_size(shape: tuple) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+# ---------------------------------------------------------------- tridiagonal (sytrd / hetrd)
+
+
+def _tridiagonal_abstract(a: ShapedArray, *, lower: bool) -> list[ShapedArray]:
+    _check_matrix("tridiagonal", a, square=True)
+    n = a.shape[-1]
+    if n == 0:
+        raise prim_type_error("tridiagonal", (a,), "expects non-empty square matrices, got 0x0")
+    batch = a.shape[:-2]
+    r = real_dtype(a.dtype)
+    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(batch + (n,), r, False),
+            ShapedArray(batch + (n - 1,), r, False), ShapedArray(batch + (n - 1,), a.dtype, False)]
+
+
+@quiet
+def _tridiagonal_impl(a, *, lower):
+    n = a.shape[-1]
+    r = real_dtype(a.dtype)
+    fn = _lapack("hetrd" if a.dtype.kind == "c" else "sytrd", a.dtype)
+
+    def one(m):
+        c, d, e, tau, info = fn(m, lower=int(lower))
+        if info != 0:
+            return (np.full(m.shape, np.nan, m.dtype), np.full((n,), np.nan, r), np.full((n - 1,), np.nan, r),
+                    np.full((n - 1,), np.nan, m.dtype))
+        return c, d, e, tau
+
+    return _each(one, a, [(n, n), (n,), (n - 1,), (n - 1,)], [a.dtype, r, r, a.dtype])
+
+
+tridiagonal_p = Primitive("tridiagonal", multiple_results=True)
+tridiagonal_p.def_abstract_eval(_tridiagonal_abstract)
+tridiagonal_p.def_impl(_tridiagonal_impl)
+tridiagonal_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- tridiagonal_solve (gtsv, or perturbed)
+
+
+def _tridiagonal_solve_abstract(dl: ShapedArray, d: ShapedArray, du: ShapedArray, b: ShapedArray, *,
+                                perturb_singular: bool) -> ShapedArray:
+    avals = (dl, d, du, b)
+    for a in avals:
+        if a.dtype not in LINALG_DTYPES:
+            raise prim_type_error("tridiagonal_solve", avals,
+                                  f"expects float32, float64, complex64 or complex128 operands, got {a.dtype}")
+    if len({a.dtype for a in avals}) != 1:
+        raise prim_type_error("tridiagonal_solve", avals, "all four operands must have the same dtype")
+    if not dl.shape == d.shape == du.shape:
+        raise prim_type_error("tridiagonal_solve", avals,
+                              "the diagonals dl, d and du must have the same shape [..., m]")
+    if d.ndim < 1 or b.ndim != d.ndim + 1 or b.shape[:-1] != d.shape:
+        raise prim_type_error("tridiagonal_solve", avals,
+                              "b must have shape [..., m, n] with [..., m] the diagonals' shape")
+    return ShapedArray(b.shape, b.dtype, False)
+
+
+def _perturbed_pivot(p, rhs, perturb):
+    """The pivot ``p`` nudged (and ``rhs`` scaled) so ``rhs / p`` cannot overflow (LAPACK xLAGTS's rule)."""
+    r = np.finfo(rhs.dtype).dtype
+    one = r.type(1)
+    safemin = np.finfo(r).tiny
+    small = one / np.finfo(r).max
+    if small >= safemin:
+        safemin = small * (one + np.finfo(r).eps)
+    bignum = one / safemin
+    if abs(p) >= one:
+        return p, rhs
+    perturb = np.copysign(max(abs(perturb), safemin), np.real(p))
+    big = np.max(np.abs(rhs)) if rhs.size else r.type(0)
+    while abs(p) < one:
+        if abs(p) < safemin:
+            if abs(p) == 0 or big * safemin > abs(p):
+                p, perturb = p + perturb, perturb * 2
+            else:
+                return p * bignum, rhs * bignum
+        elif big > abs(p) * bignum:
+            p, perturb = p + perturb, perturb * 2
+        else:
+            break
+    return p, rhs
+
+
+def _solve_perturbed_one(dl, d, du, b):
+    """Gaussian elimination with row pivoting over one tridiagonal system, tiny pivots perturbed by
+    ``eps * max|U|`` (the scheme of LAPACK's xLAGTF/xLAGTS, as JAX's CPU and GPU kernels run it)."""
+    n = d.shape[0]
+    dt = b.dtype
+    eps = np.finfo(dt).eps
+    x = np.array(b, copy=True)
+    if n == 1:
+        p, row = _perturbed_pivot(d[0], x[0], eps * abs(d[0]))
+        return (row / p)[None].astype(dt)
+    u = np.zeros((n, 3), dt)
+    u[0, 0], u[0, 1] = d[0], du[0]
+    max_u = max(abs(u[0, 0]), abs(u[0, 1]))
+    scale1 = abs(u[0, 0]) + abs(u[0, 1])
+    for k in range(n - 1):
+        u[k + 1, 0] = d[k + 1]
+        scale2 = abs(dl[k + 1]) + abs(u[k + 1, 0]) + (abs(du[k + 1]) if k < n - 2 else 0)
+        if dl[k + 1] == 0:
+            scale1 = scale2
+            u[k + 1, 1] = du[k + 1]
+            u[k, 2] = 0
+        else:
+            piv1 = 0 if u[k, 0] == 0 else abs(u[k, 0]) / scale1
+            piv2 = abs(dl[k + 1]) / scale2
+            if piv2 <= piv1:
+                scale1 = scale2
+                f = dl[k + 1] / u[k, 0]
+                u[k + 1, 0] -= f * u[k, 1]
+                u[k + 1, 1] = du[k + 1]
+                u[k, 2] = 0
+                x[k + 1] = x[k + 1] - f * x[k]
+            else:
+                f = u[k, 0] / dl[k + 1]
+                ut = u[k, 1]
+                u[k, 0] = dl[k + 1]
+                u[k + 1, 0] = ut - f * d[k + 1]
+                u[k, 1] = d[k + 1]
+                if k < n - 2:
+                    u[k, 2] = du[k + 1]
+                    u[k + 1, 1] = -f * du[k + 1]
+                xk = x[k].copy()
+                x[k] = x[k + 1]
+                x[k + 1] = xk - f * x[k + 1]
+                scale1 = abs(u[k + 1, 0]) + abs(u[k + 1, 1])
+        if k < n - 2:
+            max_u = max(max_u, *np.abs(u[k]))
+    max_u = max(max_u, abs(u[n - 1, 0]))
+    perturb = eps * max_u
+    for k in range(n - 1, -1, -1):
+        row = x[k].copy()
+        if k + 1 < n:
+            row = row - u[k, 1] * x[k + 1]
+        if k + 2 < n:
+            row = row - u[k, 2] * x[k + 2]
+        p, row = _perturbed_pivot(u[k, 0], row, perturb)
+        x[k] = row * (dt.type(1) / p)
+    return x
+
+
+def _gtsv_one(dl, d, du, b):
+    n = d.shape[0]
+    if n == 1:
+        return (b / d[0]).astype(b.dtype)
+    *_, x, info = _lapack("gtsv", b.dtype)(dl[1:], d, du[:-1], b)
+    if info != 0:  # a zero pivot: as JAX, NaNs for that system
+        return np.full(b.shape, np.nan, b.dtype)
+    return x
+
+
+@quiet
+def _tridiagonal_solve_impl(dl, d, du, b, *, perturb_singular):
+    m = d.shape[-1]
+    if b.size == 0 or m == 0:
+        return np.zeros(b.shape, b.dtype)
+    one = _solve_perturbed_one if perturb_singular else _gtsv_one
+    batch = b.shape[:-2]
+    nb = _batch_size(batch)
+    fl = [v.reshape((nb, m)) for v in (dl, d, du)]
+    fb = b.reshape((nb,) + b.shape[-2:])
+    out = np.empty(fb.shape, b.dtype)
+    for i in range(nb):
+        out[i] = one(fl[0][i], fl[1][i], fl[2][i], fb[i])
+    return out.reshape(b.shape)
+
+
+tridiagonal_solve_p = Primitive("tridiagonal_solve")
+tridiagonal_solve_p.def_abstract_eval(_tridiagonal_solve_abstract)
+tridiagonal_solve_p.def_impl(_tridiagonal_solve_impl)
+tridiagonal_solve_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- hessenberg (gehrd)
+
+
+def _hessenberg_abstract(a: ShapedArray) -> list[ShapedArray]:
+    _check_matrix("hessenberg", a, square=True)
+    n = a.shape[-1]
+    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape[:-2] + (max(n - 1, 0),), a.dtype, False)]
+
+
+@quiet
+def _hessenberg_impl(a):
+    n = a.shape[-1]
+    k = max(n - 1, 0)
+    if a.size == 0:
+        return [a.copy(), np.zeros(a.shape[:-2] + (k,), a.dtype)]
+    fn = _lapack("gehrd", a.dtype)
+
+    def one(m):
+        h, tau, info = fn(m, lo=0, hi=n - 1)
+        if info != 0:
+            return np.full(m.shape, np.nan, m.dtype), np.full((k,), np.nan, m.dtype)
+        return h, tau[:k]
+
+    return _each(one, a, [(n, n), (k,)], [a.dtype, a.dtype])
+
+
+hessenberg_p = Primitive("hessenberg", multiple_results=True)
+hessenberg_p.def_abstract_eval(_hessenberg_abstract)
+hessenberg_p.def_impl(_hessenberg_impl)
+hessenberg_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- householder_product (orgqr / ungqr)
+
+
+def _householder_product_abstract(a: ShapedArray, taus: ShapedArray) -> ShapedArray:
+    _check_matrix("householder_product", a, square=False, others=(taus,))
+    m, n = a.shape[-2:]
+    if taus.dtype != a.dtype:
+        raise prim_type_error("householder_product", (a, taus), "a and taus must have the same dtype")
+    if m < n:
+        raise prim_type_error("householder_product", (a, taus),
+                              f"a must have at least as many rows as columns, got {m}x{n}")
+    if taus.ndim != a.ndim - 1 or taus.shape[:-1] != a.shape[:-2] or taus.shape[-1] > min(m, n):
+        raise prim_type_error("householder_product", (a, taus),
+                              "taus must have shape [..., k] with a's batch shape and k <= min(m, n)")
+    return ShapedArray(a.shape, a.dtype, False)
+
+
+@quiet
+def _householder_product_impl(a, taus):
+    if a.size == 0:
+        return np.broadcast_to(np.eye(*a.shape[-2:], dtype=a.dtype), a.shape).copy()
+    fn = _lapack("ungqr" if a.dtype.kind == "c" else "orgqr", a.dtype)
+    k = taus.shape[-1]
+    ft = taus.reshape((_batch_size(a.shape[:-2]), k))
+    fa = _flat(a)
+    out = np.empty(fa.shape, a.dtype)
+    for i in range(fa.shape[0]):
+        q, _, info = fn(fa[i], ft[i])
+        out[i] = q if info == 0 else np.nan
+    return out.reshape(a.shape)
+
+
+householder_product_p = Primitive("householder_product")
+householder_product_p.def_abstract_eval(_householder_product_abstract)
+householder_product_p.def_impl(_householder_product_impl)
+householder_product_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- ormqr (ormqr / unmqr)
+
+
+def _ormqr_abstract(a: ShapedArray, taus: ShapedArray, c: ShapedArray, *, left: bool,
+                    transpose: bool) -> ShapedArray:
+    avals = (a, taus, c)
+    _check_matrix("ormqr", a, square=False, others=(taus, c))
+    if not taus.dtype == c.dtype == a.dtype:
+        raise prim_type_error("ormqr", avals, "a, taus and c must have the same dtype")
+    m, n = a.shape[-2:]
+    if taus.ndim != a.ndim - 1 or taus.shape[:-1] != a.shape[:-2] or taus.shape[-1] > min(m, n):
+        raise prim_type_error("ormqr", avals, "taus must have shape [..., k] with a's batch shape and k <= min(m, n)")
+    if c.ndim != a.ndim or c.shape[:-2] != a.shape[:-2]:
+        raise prim_type_error("ormqr", avals, "c must be a stack of matrices with a's batch shape")
+    if (c.shape[-2] if left else c.shape[-1]) != m:
+        side = "rows" if left else "columns"
+        raise prim_type_error("ormqr", avals, f"with left={left}, c must have {m} {side} (the rows of a)")
+    return ShapedArray(c.shape, c.dtype, False)
+
+
+@quiet
+def _ormqr_impl(a, taus, c, *, left, transpose):
+    if c.size == 0 or taus.shape[-1] == 0:
+        return c.copy()
+    cplx = a.dtype.kind == "c"
+    fn = _lapack("unmqr" if cplx else "ormqr", a.dtype)
+    trans = ("C" if cplx else "T") if transpose else "N"
+    k = taus.shape[-1]
+    fa, fc = _flat(a), _flat(c)
+    ft = taus.reshape((fa.shape[0], k))
+    out = np.empty(fc.shape, c.dtype)
+    for i in range(fa.shape[0]):
+        # LAPACK reads the first k reflectors (columns) of a, which must be m x k.
+        lwork = 64 * max(1, *fc[i].shape)
+        cq, _, info = fn("L" if left else "R", trans, np.asfortranarray(fa[i][:, :k]), ft[i], fc[i], lwork)
+        out[i] = cq if info == 0 else np.nan
+    return out.reshape(c.shape)
+
+
+ormqr_p = Primitive("ormqr")
+ormqr_p.def_abstract_eval(_ormqr_abstract)
+ormqr_p.def_impl(_ormqr_impl)
+ormqr_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- cholesky_update (Givens rotations)
+
+
+def _cholesky_update_abstract(r: ShapedArray, w: ShapedArray) -> ShapedArray:
+    avals = (r, w)
+    _check_matrix("cholesky_update", r, square=True, others=(w,))
+    if r.dtype.kind == "c" or w.dtype != r.dtype:
+        raise prim_type_error("cholesky_update", avals, "expects real float r and w of one dtype")
+    if w.ndim != r.ndim - 1 or w.shape != r.shape[:-1]:
+        raise prim_type_error("cholesky_update", avals,
+                              "takes a square matrix r [..., n, n] and a vector w [..., n] of the same size")
+    return ShapedArray(r.shape, r.dtype, False)
+
+
+def givens(x, y):
+    """``(c, s)`` rotating ``(x, y)`` onto ``(·, 0)``, computed without overflow (BLAS drotg's scaling)."""
+    ax, ay = np.abs(x), np.abs(y)
+    den = np.where(ay == 0, 1, np.maximum(ax, ay))
+    xs, ys = x / den, y / den
+    rh = 1 / np.sqrt(xs * xs + ys * ys)
+    return np.where(ay == 0, 1, xs * rh), np.where(ay == 0, 0, -ys * rh)
+
+
+@quiet
+def _cholesky_update_impl(r, w):
+    r = np.array(r, copy=True)
+    z = np.array(w, copy=True)
+    n = r.shape[-1]
+    for k in range(n):
+        c, s = givens(r[..., k, k], z[..., k])
+        c, s = c[..., None].astype(r.dtype), s[..., None].astype(r.dtype)
+        row = r[..., k, :]
+        r[..., k, :], z = c * row - s * z, c * z + s * row
+    return r
+
+
+cholesky_update_p = Primitive("cholesky_update")
+cholesky_update_p.def_abstract_eval(_cholesky_update_abstract)
+cholesky_update_p.def_impl(_cholesky_update_impl)
+cholesky_update_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- symmetric_product (syrk)
+
+
+def _symmetric_product_abstract(a: ShapedArray, c: ShapedArray, *, alpha, beta) -> ShapedArray:
+    avals = (a, c)
+    _check_matrix("symmetric_product", a, square=False, others=(c,))
+    if c.dtype != a.dtype:
+        raise prim_type_error("symmetric_product", avals, "a and c must have the same dtype")
+    if c.ndim != a.ndim or c.shape[:-2] != a.shape[:-2] or c.shape[-1] != c.shape[-2] or c.shape[-1] != a.shape[-2]:
+        raise prim_type_error("symmetric_product", avals,
+                              "expects a of shape [..., m, n] and a square c of shape [..., m, m]")
+    return ShapedArray(c.shape, c.dtype, False)
+
+
+def _symmetric_product_impl(a, c, *, alpha, beta):
+    at = np.swapaxes(a, -1, -2)
+    out = np.asarray(alpha, a.dtype) * np.matmul(a, at) + np.asarray(beta, a.dtype) * c
+    return out.astype(c.dtype, copy=False)
+
+
+symmetric_product_p = Primitive("symmetric_product")
+symmetric_product_p.def_abstract_eval(_symmetric_product_abstract)
+symmetric_product_p.def_impl(_symmetric_product_impl)
+symmetric_product_p.def_weak_type(never_weak)
 
 
 __all__ = [n for n in dir() if n.endswith("_p")]

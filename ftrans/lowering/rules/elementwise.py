@@ -50,7 +50,7 @@ for _prim, _op in [
     (E.xor_p, "stablehlo.xor"), (E.not_p, "stablehlo.not"), (E.shift_left_p, "stablehlo.shift_left"),
     (E.shift_right_logical_p, "stablehlo.shift_right_logical"),
     (E.shift_right_arithmetic_p, "stablehlo.shift_right_arithmetic"),
-    (E.population_count_p, "stablehlo.popcnt"), (E.pow_p, "stablehlo.power"),
+    (E.population_count_p, "stablehlo.popcnt"), (E.clz_p, "stablehlo.count_leading_zeros"), (E.pow_p, "stablehlo.power"),
 ]:
     _simple(_prim, _op)
 
@@ -245,3 +245,8 @@ def _bessel_lowering(nu: int):
 
 register_lowering(E.bessel_i0e_p)(_bessel_lowering(0))
 register_lowering(E.bessel_i1e_p)(_bessel_lowering(1))
+
+
+@register_lowering(E.square_p)
+def _lower_square(ctx: LoweringContext, x):
+    return ctx.emit1("stablehlo.multiply", [x, x])

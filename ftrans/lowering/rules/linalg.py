@@ -351,17 +351,21 @@ def _eye_like(ctx: LoweringContext, aval: ShapedArray) -> str:
 
 
 @register_lowering(L.qr_p)
-def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool) -> list[str]:
+def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, pivoting: bool = False) -> list[str]:
     (aval,) = ctx.avals_in
-    q_aval, r_aval = ctx.avals_out
+    q_aval, r_aval = ctx.avals_out[:2]
     m, n = aval.shape[-2:]
     k = min(m, n)
     batch = aval.shape[:-2]
     nb = len(batch)
     gpu = _gpu(ctx, "qr")
+    perm = []
+    jpvt_aval = ShapedArray(batch + (n,), _I32)
     if aval.size == 0:
         r = ctx.broadcast(ctx.scalar(0, aval.dtype), aval.update(shape=()), r_aval.shape)
-        return [_eye_like(ctx, q_aval), r]
+        if pivoting:
+            perm = [ctx.broadcast(ctx.scalar(0, _I32), ShapedArray((), _I32), jpvt_aval.shape)]
+        return [_eye_like(ctx, q_aval), r, *perm]
     letter = _LETTER[aval.dtype]
     tau_aval = ShapedArray(batch + (k,), aval.dtype)
     if gpu is None:
@@ -369,14 +373,26 @@ def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool) -> list[s
         orgqr = f"lapack_{letter}{'ungqr' if aval.dtype.kind == 'c' else 'orgqr'}_ffi"
     else:  # cuSOLVER's and hipSOLVER's orgqr kernels take complex matrices too (they call ungqr)
         geqrf, orgqr = f"{gpu}solver_geqrf_ffi", f"{gpu}solver_orgqr_ffi"
-    qr, tau = _custom_call(ctx, geqrf, [(a, aval, True)], [(aval, True), (tau_aval, False)], {}, nb, {0: 0})
+    if pivoting:  # LAPACK's geqp3 (on a GPU the hybrid host kernel), one-based pivots made zero-based
+        zeros = ctx.broadcast(ctx.scalar(0, _I32), ShapedArray((), _I32), jpvt_aval.shape)
+        if gpu is None:
+            target, cfg = f"lapack_{letter}geqp3_ffi", {}
+        else:
+            compat.init_gpu_hybrid_kernels()
+            target, cfg = f"{gpu}hybrid_geqp3", {"magma": f'"{compat.gpu_use_magma()}"'}
+        qr, jpvt, tau = _custom_call(ctx, target, [(a, aval, True), (zeros, jpvt_aval, False)],
+                                     [(aval, True), (jpvt_aval, False), (tau_aval, False)], cfg, nb, {0: 0, 1: 1})
+        one = ctx.broadcast(ctx.scalar(1, _I32), ShapedArray((), _I32), jpvt_aval.shape)
+        perm = [ctx.emit1("stablehlo.subtract", [jpvt, one], mt.aval_type(jpvt_aval))]
+    else:
+        qr, tau = _custom_call(ctx, geqrf, [(a, aval, True)], [(aval, True), (tau_aval, False)], {}, nb, {0: 0})
     qcols = q_aval.shape[-1]
     qin, qin_aval = _slice_cols(ctx, qr, aval, m, qcols)
     (q,) = _custom_call(ctx, orgqr, [(qin, qin_aval, True), (tau, tau_aval, False)], [(q_aval, True)], {}, nb,
                         {0: 0})
     r, r_av = _slice_cols(ctx, qr, aval, r_aval.shape[-2], n)
     r = _zero_outside(ctx, r, r_av, lower=False)
-    return [q, r]
+    return [q, r, *perm]
 
 
 # ---------------------------------------------------------------- eigh
@@ -463,7 +479,8 @@ def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: 
 
 
 @register_lowering(L.svd_p)
-def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_uv: bool) -> list[str]:
+def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_uv: bool,
+                  algorithm=None) -> list[str]:
     (aval,) = ctx.avals_in
     m, n = aval.shape[-2:]
     k = min(m, n)
@@ -480,9 +497,11 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
             return [s]
         return [s, _eye_like(ctx, u_aval), _eye_like(ctx, vt_aval)]
     if gpu is None:
+        L.check_svd_algorithm(algorithm)
         mode = ("A" if full_matrices else "S") if compute_uv else "N"
+        driver = "gesvd" if algorithm == L.SvdAlgorithm.QR else "gesdd"
         _, s, u, vt, info = _custom_call(
-            ctx, f"lapack_{_LETTER[aval.dtype]}gesdd_ffi", [(a, aval, True)],
+            ctx, f"lapack_{_LETTER[aval.dtype]}{driver}_ffi", [(a, aval, True)],
             [(aval, True), (s_aval, False), (u_aval, True), (vt_aval, True), (ShapedArray(batch, _I32), False)],
             {"mode": _char(mode)}, nb, {0: 0})
     else:
@@ -579,7 +598,7 @@ def _eig_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, c: np.dt
 
 @register_lowering(L.eig_p)
 def _eig_lowering(ctx: LoweringContext, a: str, *, compute_left_eigenvectors: bool,
-                  compute_right_eigenvectors: bool) -> list[str]:
+                  compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> list[str]:
     (aval,) = ctx.avals_in
     batch = aval.shape[:-2]
     nb = len(batch)
@@ -637,3 +656,231 @@ def _schur_lowering(ctx: LoweringContext, a: str) -> list[str]:
                         {0: 0})
     ok = _info_ok(ctx, outs[-1], batch)
     return [_nan_unless(ctx, outs[0], aval, ok, nb), _nan_unless(ctx, outs[1], aval, ok, nb)]
+
+
+# ---------------------------------------------------------------- programs lowered as private functions
+
+
+def _call_program(ctx: LoweringContext, closed, name: str, operands: list[str]) -> list[str]:
+    """Call the staged ftrans program ``closed`` (its constants hoisted) as a private function."""
+    consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
+    sym = ctx.module.function(closed.jaxpr, name)
+    types = [mt.aval_type(v.aval) for v in closed.jaxpr.outvars]
+    return ctx.fn.emit("func.call", consts + operands, types, {"callee": f"@{sym}"})
+
+
+# ---------------------------------------------------------------- tridiagonal
+
+
+@register_lowering(L.tridiagonal_p)
+def _tridiagonal_lowering(ctx: LoweringContext, a: str, *, lower: bool) -> list[str]:
+    (aval,) = ctx.avals_in
+    batch = aval.shape[:-2]
+    nb = len(batch)
+    a_out, d_aval, e_aval, tau_aval = ctx.avals_out
+    gpu = _gpu(ctx, "tridiagonal")
+    if gpu is None:
+        name = "hetrd" if aval.dtype.kind == "c" else "sytrd"
+        target, config = f"lapack_{_LETTER[aval.dtype]}{name}_ffi", {"uplo": _char("L" if lower else "U")}
+    else:
+        target, config = f"{gpu}solver_sytrd_ffi", {"lower": _bool(lower)}
+    info_aval = ShapedArray(batch, _I32)
+    outs = _custom_call(ctx, target, [(a, aval, True)],
+                        [(a_out, True), (d_aval, False), (e_aval, False), (tau_aval, False), (info_aval, False)],
+                        config, nb, {0: 0})
+    ok = _info_ok(ctx, outs[-1], batch)
+    return [_nan_unless(ctx, x, v, ok, nb) for x, v in zip(outs[:4], ctx.avals_out)]
+
+
+# ---------------------------------------------------------------- tridiagonal_solve
+
+
+def _tridiagonal_small_program(avals: list[ShapedArray]):
+    """Cramer's rule for systems of one or two rows (cuSPARSE's gtsv2 needs three or more)."""
+    dl_aval, _, _, b_aval = avals
+    m = dl_aval.shape[-1]
+    nd = b_aval.ndim
+    col = tuple(range(nd - 1))
+
+    def row(v, i):  # v[..., i] broadcast against b's rows' shape [..., 1, n]
+        sl = S.slice_p.bind(v, start_indices=(0,) * (nd - 2) + (i,), limit_indices=v.shape[:-1] + (i + 1,),
+                            strides=None)
+        return S.broadcast_in_dim_p.bind(sl, shape=b_aval.shape[:-2] + (1, b_aval.shape[-1]), broadcast_dimensions=col)
+
+    def brow(i):
+        return S.slice_p.bind(b_aval_var[0], start_indices=(0,) * (nd - 2) + (i, 0),
+                              limit_indices=b_aval.shape[:-2] + (i + 1, b_aval.shape[-1]), strides=None)
+
+    b_aval_var = [None]
+
+    def run(dl, d, du, b):
+        b_aval_var[0] = b
+        if m == 1:
+            return [E.div_p.bind(b, row(d, 0))]
+        d0, d1, u0, l1 = row(d, 0), row(d, 1), row(du, 0), row(dl, 1)
+        b0, b1 = brow(0), brow(1)
+        det = E.sub_p.bind(E.mul_p.bind(d0, d1), E.mul_p.bind(u0, l1))
+        x0 = E.div_p.bind(E.sub_p.bind(E.mul_p.bind(d1, b0), E.mul_p.bind(u0, b1)), det)
+        x1 = E.div_p.bind(E.sub_p.bind(E.mul_p.bind(d0, b1), E.mul_p.bind(l1, b0)), det)
+        return [S.concatenate_p.bind(x0, x1, dimension=nd - 2)]
+
+    return stage(run, list(avals))[0]
+
+
+@register_lowering(L.tridiagonal_solve_p)
+def _tridiagonal_solve_lowering(ctx: LoweringContext, dl: str, d: str, du: str, b: str, *,
+                                perturb_singular: bool) -> str:
+    dl_aval, d_aval, du_aval, b_aval = ctx.avals_in
+    batch = b_aval.shape[:-2]
+    nb = len(batch)
+    m = d_aval.shape[-1]
+    if b_aval.size == 0 or m == 0:
+        return ctx.broadcast(ctx.scalar(0, b_aval.dtype), b_aval.update(shape=()), b_aval.shape)
+    ops = [(dl, dl_aval, False), (d, d_aval, False), (du, du_aval, False), (b, b_aval, True)]
+    gpu = _gpu(ctx, "tridiagonal_solve")
+    if perturb_singular:
+        target = "tridiagonal_solve_perturbed_ffi" if gpu is None else f"{gpu}_tridiagonal_solve_perturbed"
+        (x,) = _custom_call(ctx, target, ops, [(b_aval, True)], {}, nb)
+        return x
+    if gpu is not None:
+        if m <= 2:
+            (x,) = _call_program(ctx, _tridiagonal_small_program(list(ctx.avals_in)), "tridiagonal_solve",
+                                 [dl, d, du, b])
+            return x
+        (x,) = _custom_call(ctx, f"{gpu}sparse_gtsv2_ffi", ops, [(b_aval, True)], {}, nb, {0: 3})
+        return x
+    info_aval = ShapedArray(batch, _I32)
+    *_, x, info = _custom_call(ctx, f"lapack_{_LETTER[b_aval.dtype]}gtsv_ffi", ops,
+                               [(dl_aval, False), (d_aval, False), (du_aval, False), (b_aval, True),
+                                (info_aval, False)], {}, nb, {0: 0, 1: 1, 2: 2, 3: 3})
+    return _nan_unless(ctx, x, b_aval, _info_ok(ctx, info, batch), nb)
+
+
+# ---------------------------------------------------------------- hessenberg, householder_product, ormqr
+
+
+@register_lowering(L.hessenberg_p)
+def _hessenberg_lowering(ctx: LoweringContext, a: str) -> list[str]:
+    (aval,) = ctx.avals_in
+    a_out, tau_aval = ctx.avals_out
+    if ctx.platform != "cpu":
+        raise FtransValueError(
+            f"hessenberg: the Hessenberg reduction is implemented for the CPU only (LAPACK's gehrd), as in JAX; "
+            f"this program is being lowered for {ctx.platform}")
+    batch = aval.shape[:-2]
+    nb = len(batch)
+    n = aval.shape[-1]
+    if aval.size == 0:
+        return [a, ctx.broadcast(ctx.scalar(0, aval.dtype), aval.update(shape=()), tau_aval.shape)]
+    info_aval = ShapedArray(batch, _I32)
+    h, tau, info = _custom_call(ctx, f"lapack_{_LETTER[aval.dtype]}gehrd_ffi", [(a, aval, True)],
+                                [(a_out, True), (tau_aval, False), (info_aval, False)],
+                                {"low": "1 : i32", "high": f"{n} : i32"}, nb, {0: 0})
+    ok = _info_ok(ctx, info, batch)
+    return [_nan_unless(ctx, h, a_out, ok, nb), _nan_unless(ctx, tau, tau_aval, ok, nb)]
+
+
+@register_lowering(L.householder_product_p)
+def _householder_product_lowering(ctx: LoweringContext, a: str, taus: str) -> str:
+    aval, tau_aval = ctx.avals_in
+    if aval.size == 0:
+        return _eye_like(ctx, aval)
+    gpu = _gpu(ctx, "householder_product")
+    if gpu is None:
+        target = f"lapack_{_LETTER[aval.dtype]}{'ungqr' if aval.dtype.kind == 'c' else 'orgqr'}_ffi"
+    else:
+        target = f"{gpu}solver_orgqr_ffi"
+    (q,) = _custom_call(ctx, target, [(a, aval, True), (taus, tau_aval, False)], [(aval, True)], {},
+                        aval.ndim - 2, {0: 0})
+    return q
+
+
+@register_lowering(L.ormqr_p)
+def _ormqr_lowering(ctx: LoweringContext, a: str, taus: str, c: str, *, left: bool, transpose: bool) -> str:
+    aval, tau_aval, c_aval = ctx.avals_in
+    if c_aval.size == 0 or tau_aval.shape[-1] == 0:
+        return c
+    gpu = _gpu(ctx, "ormqr")
+    if gpu is None:
+        target = f"lapack_{_LETTER[aval.dtype]}{'unmqr' if aval.dtype.kind == 'c' else 'ormqr'}_ffi"
+    else:
+        target = f"{gpu}solver_ormqr_ffi"
+    (out,) = _custom_call(ctx, target, [(a, aval, True), (taus, tau_aval, False), (c, c_aval, True)],
+                          [(c_aval, True)], {"left": _bool(left), "transpose": _bool(transpose)},
+                          aval.ndim - 2, {0: 2})
+    return out
+
+
+# ---------------------------------------------------------------- cholesky_update, symmetric_product
+
+
+def _cholesky_update_program(r_aval: ShapedArray, w_aval: ShapedArray):
+    """Givens rotations row by row (unrolled over the ``n`` rows, as JAX's reference lowering)."""
+    n = r_aval.shape[-1]
+    nd = r_aval.ndim
+    batch = r_aval.shape[:-2]
+    dt = r_aval.dtype
+    vec = batch + (n,)
+    bdims = tuple(range(nd - 2))
+
+    def at(v, k):  # v[..., k] as a [...] array
+        sl = S.slice_p.bind(v, start_indices=(0,) * (v.ndim - 1) + (k,), limit_indices=v.shape[:-1] + (k + 1,),
+                            strides=None)
+        return S.reshape_p.bind(sl, new_sizes=v.shape[:-1], dimensions=None)
+
+    def run(r, z):
+        zero = S.broadcast_in_dim_p.bind(np.zeros((), dt), shape=batch, broadcast_dimensions=())
+        one = S.broadcast_in_dim_p.bind(np.ones((), dt), shape=batch, broadcast_dimensions=())
+        rows = []
+        for k in range(n):
+            rk = S.slice_p.bind(r, start_indices=(0,) * (nd - 2) + (k, 0), limit_indices=batch + (k + 1, n),
+                                strides=None)
+            rk = S.reshape_p.bind(rk, new_sizes=vec, dimensions=None)
+            x, y = at(rk, k), at(z, k)
+            ax, ay = E.abs_p.bind(x), E.abs_p.bind(y)
+            yzero = E.eq_p.bind(ay, zero)
+            den = S.select_n_p.bind(yzero, E.max_p.bind(ax, ay), one)
+            xs, ys = E.div_p.bind(x, den), E.div_p.bind(y, den)
+            rh = E.rsqrt_p.bind(E.add_p.bind(E.mul_p.bind(xs, xs), E.mul_p.bind(ys, ys)))
+            c = S.select_n_p.bind(yzero, E.mul_p.bind(xs, rh), one)
+            s = S.select_n_p.bind(yzero, E.neg_p.bind(E.mul_p.bind(ys, rh)), zero)
+            cb = S.broadcast_in_dim_p.bind(c, shape=vec, broadcast_dimensions=bdims)
+            sb = S.broadcast_in_dim_p.bind(s, shape=vec, broadcast_dimensions=bdims)
+            new_row = E.sub_p.bind(E.mul_p.bind(cb, rk), E.mul_p.bind(sb, z))
+            z = E.add_p.bind(E.mul_p.bind(cb, z), E.mul_p.bind(sb, rk))
+            rows.append(S.reshape_p.bind(new_row, new_sizes=batch + (1, n), dimensions=None))
+        return [S.concatenate_p.bind(*rows, dimension=nd - 2)]
+
+    return stage(run, [r_aval, w_aval])[0]
+
+
+@register_lowering(L.cholesky_update_p)
+def _cholesky_update_lowering(ctx: LoweringContext, r: str, w: str) -> str:
+    r_aval, w_aval = ctx.avals_in
+    if r_aval.size == 0:
+        return r
+    (out,) = _call_program(ctx, _cholesky_update_program(r_aval, w_aval), "cholesky_update", [r, w])
+    return out
+
+
+def _symmetric_product_program(a_aval: ShapedArray, c_aval: ShapedArray, alpha, beta):
+    nd = a_aval.ndim
+    dt = a_aval.dtype
+    batch = tuple(range(nd - 2))
+
+    def run(a, c):
+        aat = R.dot_general_p.bind(a, a, dimension_numbers=(((nd - 1,), (nd - 1,)), (batch, batch)),
+                                   precision=None, preferred_element_type=None)
+        al = S.broadcast_in_dim_p.bind(np.asarray(alpha, dt), shape=c_aval.shape, broadcast_dimensions=())
+        be = S.broadcast_in_dim_p.bind(np.asarray(beta, dt), shape=c_aval.shape, broadcast_dimensions=())
+        return [E.add_p.bind(E.mul_p.bind(al, aat), E.mul_p.bind(be, c))]
+
+    return stage(run, [a_aval, c_aval])[0]
+
+
+@register_lowering(L.symmetric_product_p)
+def _symmetric_product_lowering(ctx: LoweringContext, a: str, c: str, *, alpha, beta) -> str:
+    a_aval, c_aval = ctx.avals_in
+    (out,) = _call_program(ctx, _symmetric_product_program(a_aval, c_aval, alpha, beta), "symmetric_product",
+                           [a, c])
+    return out

@@ -323,5 +323,7 @@ defjvp_linear(E.complex_p)
 # ---------------------------------------------------------------- comparisons, logic, bits: zero
 for _prim in (E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p, E.and_p, E.or_p, E.xor_p, E.not_p,
               E.shift_left_p, E.shift_right_logical_p, E.shift_right_arithmetic_p,
-              E.population_count_p):
+              E.population_count_p, E.clz_p):
     defjvp_zero(_prim)
+
+_unary(E.square_p, lambda x, y: B.mul(x, 2))

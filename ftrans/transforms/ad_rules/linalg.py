@@ -243,27 +243,69 @@ def _lu_jvp(primals: list, tangents: list) -> tuple:
 # ---------------------------------------------------------------- qr
 
 
-@register_jvp(L.qr_p)
-def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool) -> tuple:
-    (a,), (ta,) = primals, tangents
-    q, r = L.qr_p.bind(a, full_matrices=full_matrices)
-    if type(ta) is Zero:
-        return [q, r], [Zero.from_primal_value(q), Zero.from_primal_value(r)]
-    m, n = _shape(a)[-2:]
-    if m < n or (full_matrices and m != n):
-        raise NotImplementedError(
-            f"qr: the derivative is implemented for m >= n with full_matrices=False (or square matrices), "
-            f"got a {m}x{n} matrix with full_matrices={full_matrices} (as in JAX)")
-    dx_rinv = tsolve(r, ta, left_side=False, lower=False)
+def _cols(x: Any, start: int, stop: int) -> Any:
+    """``x[..., :, start:stop]``."""
+    shape = _shape(x)
+    nd = len(shape)
+    return S.slice_p.bind(x, start_indices=(0,) * (nd - 1) + (start,), limit_indices=shape[:-1] + (stop,),
+                          strides=None)
+
+
+def _rows(x: Any, start: int, stop: int) -> Any:
+    """``x[..., start:stop, :]``."""
+    shape = _shape(x)
+    nd = len(shape)
+    return S.slice_p.bind(x, start_indices=(0,) * (nd - 2) + (start, 0),
+                          limit_indices=shape[:-2] + (stop, shape[-1]), strides=None)
+
+
+def _thin_qr_jvp(q: Any, r: Any, dx: Any) -> tuple[Any, Any]:
+    """``(dq, dr)`` of the QR decomposition of an ``m x n`` matrix with ``m >= n`` (q ``m x n``, r ``n x n``)."""
+    dx_rinv = tsolve(r, dx, left_side=False, lower=False)
     qt_dx_rinv = matmul(mH(q), dx_rinv)
     low = tril(qt_dx_rinv, -1)
     do = B.sub(low, mH(low))
-    if _dtype(a).kind == "c":
-        im_part = B.sub(qt_dx_rinv, as_dtype(real(qt_dx_rinv), _dtype(a)))
-        do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(a)), im_part))
+    if _dtype(q).kind == "c":
+        im_part = B.sub(qt_dx_rinv, as_dtype(real(qt_dx_rinv), _dtype(q)))
+        do = B.add(do, E.mul_p.bind(eye_like(_shape(do), _dtype(q)), im_part))
     dq = B.add(matmul(q, B.sub(do, qt_dx_rinv)), dx_rinv)
     dr = matmul(B.sub(qt_dx_rinv, do), r)
-    return [q, r], [dq, dr]
+    return dq, dr
+
+
+@register_jvp(L.qr_p)
+def _qr_jvp(primals: list, tangents: list, *, full_matrices: bool, pivoting: bool = False) -> tuple:
+    (a,), (ta,) = primals, tangents
+    extra = {"pivoting": True} if pivoting else {}
+    q, r, *p = L.qr_p.bind(a, full_matrices=full_matrices, **extra)
+    if type(ta) is Zero:
+        return [q, r, *p], [Zero.from_primal_value(x) for x in (q, r, *p)]
+    if pivoting:  # a[..., :, p] = q r: differentiate the column-permuted matrix
+        ta = matmul(instantiate(ta), mT(permutation_matrix(p[0], _dtype(a))))
+    m, n = _shape(a)[-2:]
+    ta = instantiate(ta)
+    if m < n:  # wide: a = [a1 a2] with a1 square; q and r1 from a1, then r2 = qᴴ a2
+        a2 = _cols(a, m, n)
+        dq, dr1 = _thin_qr_jvp(q, _cols(r, 0, m), _cols(ta, 0, m))
+        dr2 = B.add(matmul(mH(dq), a2), matmul(mH(q), _cols(ta, m, n)))
+        dr = S.concatenate_p.bind(dr1, dr2, dimension=len(_shape(a)) - 1)
+    elif not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, ta)
+    else:  # tall with the full m x m q: the extra columns follow from qᴴ q = I (JAX's rule)
+        q_mn, r_nn = _cols(q, 0, n), _rows(r, 0, n)
+        dq_mn, dr_nn = _thin_qr_jvp(q_mn, r_nn, ta)
+        q_nn, q_pn, q_mp = _rows(q_mn, 0, n), _rows(q_mn, n, m), _cols(q, n, m)
+        dq_nn, dq_pn = _rows(dq_mn, 0, n), _rows(dq_mn, n, m)
+        shift = B.sub(q_nn, eye_like(_shape(q_nn), _dtype(q)))
+        lu, _, perm = L.lu_p.bind(mH(shift))
+        z_pn_h = lu_solve(lu, perm, mH(q_pn))  # (q_nn - I)⁻ᴴ q_pnᴴ
+        z_pn = mH(z_pn_h)
+        dq_mp = B.sub(matmul(dq_mn, z_pn_h),
+                      matmul(B.add(q_mn, matmul(q_mp, z_pn)), mH(B.sub(dq_pn, matmul(z_pn, dq_nn)))))
+        nd = len(_shape(a))
+        dq = S.concatenate_p.bind(dq_mn, dq_mp, dimension=nd - 1)
+        dr = S.concatenate_p.bind(dr_nn, B.zeros(_shape(r_nn)[:-2] + (m - n, n), _dtype(r)), dimension=nd - 2)
+    return [q, r, *p], [dq, dr, *(Zero.from_primal_value(x) for x in p)]
 
 
 # ---------------------------------------------------------------- eigh
@@ -291,7 +333,7 @@ def _eigh_jvp(primals: list, tangents: list, *, lower: bool) -> tuple:
 
 
 @register_jvp(L.svd_p)
-def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: bool) -> tuple:
+def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: bool, algorithm=None) -> tuple:
     (a,), (da,) = primals, tangents
     shape = _shape(a)
     m, n = shape[-2:]
@@ -299,7 +341,7 @@ def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: 
         raise NotImplementedError(
             f"svd: the derivative with full_matrices=True is implemented for square matrices only, got {m}x{n} "
             "(as in JAX; use full_matrices=False)")
-    s, u, vt = L.svd_p.bind(a, full_matrices=False, compute_uv=True)
+    s, u, vt = L.svd_p.bind(a, full_matrices=False, compute_uv=True, **({"algorithm": algorithm} if algorithm else {}))
     primal_out = [s, u, vt] if compute_uv else [s]
     if type(da) is Zero:
         return primal_out, [Zero.from_primal_value(p) for p in primal_out]
@@ -341,21 +383,61 @@ def _svd_jvp(primals: list, tangents: list, *, full_matrices: bool, compute_uv: 
 # ---------------------------------------------------------------- eig (eigenvalues only)
 
 
+def _eig_vec_jvp(w: Any, v: Any, da: Any) -> tuple[Any, Any]:
+    """``(dw, dv)`` of eigenvalues ``w`` and right eigenvectors ``v`` (columns) for the tangent ``da``
+    (non-degenerate perturbation theory), with ``dv`` keeping LAPACK's normalisation: each column of unit
+    2-norm and with its largest-magnitude entry real (JAX's rule)."""
+    shape = _shape(v)
+    nd = len(shape)
+    c = _dtype(v)
+    eye = eye_like(shape, c)
+    w_j = bcast_to(expand_last(w, -2), shape)  # entry (i, j): w_j
+    f = B.sub(E.div_p.bind(B.full(shape, 1, c), B.add(eye, B.sub(w_j, mT(w_j)))), eye)
+    lu, _, perm = L.lu_p.bind(v)
+    p = matmul(lu_solve(lu, perm, da), v)
+    dw = diagonal(p)
+    u = matmul(v, E.mul_p.bind(f, p))
+    k = R.argmax_p.bind(E.abs_p.bind(v), axes=(nd - 2,), index_dtype=_I32)
+    rows = S.iota_p.bind(dtype=_I32, shape=shape, dimension=nd - 2)
+    at_k = S.broadcast_in_dim_p.bind(k, shape=shape, broadcast_dimensions=tuple(d for d in range(nd) if d != nd - 2))
+    mask = as_dtype(E.eq_p.bind(rows, at_k), c)
+    re = E.neg_p.bind(E.real_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(conj(v), u), axes=(nd - 2,))))
+    num = E.imag_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(mask, u), axes=(nd - 2,)))
+    den = E.real_p.bind(R.reduce_sum_p.bind(E.mul_p.bind(mask, v), axes=(nd - 2,)))
+    cvec = E.complex_p.bind(re, E.neg_p.bind(E.div_p.bind(num, den)))
+    return dw, B.add(u, E.mul_p.bind(v, bcast_to(expand_last(cvec, -2), shape)))
+
+
 @register_jvp(L.eig_p)
 def _eig_jvp(primals: list, tangents: list, *, compute_left_eigenvectors: bool,
-             compute_right_eigenvectors: bool) -> tuple:
-    if compute_left_eigenvectors or compute_right_eigenvectors:
+             compute_right_eigenvectors: bool, enable_eigvec_derivs: bool = False) -> tuple:
+    vectors = compute_left_eigenvectors or compute_right_eigenvectors
+    if vectors and not enable_eigvec_derivs:
         raise NotImplementedError(
-            "eig: derivatives of eigenvectors are not implemented, only of eigenvalues (as in JAX); "
-            "use ftrans.numpy.linalg.eigvals, or eigh for Hermitian matrices")
+            "eig: derivatives of non-symmetric eigenvectors are valid only under assumptions on the input that "
+            "ftrans cannot check (distinct eigenvalues); pass enable_eigvec_derivs=True to lax.linalg.eig to opt "
+            "in (as in JAX), use ftrans.numpy.linalg.eigvals, or eigh for Hermitian matrices")
     (a,), (da,) = primals, tangents
-    w, v = L.eig_p.bind(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True)
+    extra = {"enable_eigvec_derivs": True} if enable_eigvec_derivs else {}
+    outs = L.eig_p.bind(a, compute_left_eigenvectors=compute_left_eigenvectors, compute_right_eigenvectors=True,
+                        **extra)
+    w, vr = outs[0], outs[-1]
+    primal_out = [w] + ([outs[1]] if compute_left_eigenvectors else []) + ([vr] if compute_right_eigenvectors else [])
     if type(da) is Zero:
-        return [w], [Zero.from_primal_value(w)]
-    c = _dtype(v)
-    lu, _, perm = L.lu_p.bind(v)
-    dw = diagonal(matmul(lu_solve(lu, perm, as_dtype(instantiate(da), c)), v))
-    return [w], [dw]
+        return primal_out, [Zero.from_primal_value(x) for x in primal_out]
+    c = _dtype(vr)
+    da = as_dtype(instantiate(da), c)
+    if not vectors:
+        lu, _, perm = L.lu_p.bind(vr)
+        return [w], [diagonal(matmul(lu_solve(lu, perm, da), vr))]
+    dw, dvr = _eig_vec_jvp(w, vr, da)
+    tangent_out = [dw]
+    if compute_left_eigenvectors:
+        _, dvl = _eig_vec_jvp(conj(w), outs[1], mH(da))
+        tangent_out.append(dvl)
+    if compute_right_eigenvectors:
+        tangent_out.append(dvr)
+    return primal_out, tangent_out
 
 
 # lu_pivots_to_permutation has integer outputs: its tangent is always zero.
@@ -367,3 +449,61 @@ def _p2p_jvp(primals: list, tangents: list, **params: Any) -> tuple:
 
 # schur: no derivative rule (JAX defines none either).
 mark_unsupported(L.schur_p, "jvp", "schur has no derivative rule (JAX defines none either)")
+
+
+# ---------------------------------------------------------------- tridiagonal_solve, symmetric_product
+
+
+def tridiagonal_matmul(dl: Any, d: Any, du: Any, x: Any) -> Any:
+    """``A x`` for the tridiagonal ``A`` with diagonals ``dl``, ``d``, ``du`` (``dl[0]``, ``du[-1]`` unused)."""
+    shape = _shape(x)
+    nd = len(shape)
+    zero = np.zeros((), _dtype(x))
+    keep = ((0, 0, 0),) * (nd - 2)
+    x_prev = S.pad_p.bind(x, zero, padding_config=keep + ((1, -1, 0), (0, 0, 0)))  # row i holds x[i - 1]
+    x_next = S.pad_p.bind(x, zero, padding_config=keep + ((-1, 1, 0), (0, 0, 0)))  # row i holds x[i + 1]
+    col = tuple(range(nd - 1))
+
+    def times(v: Any, y: Any) -> Any:
+        return E.mul_p.bind(S.broadcast_in_dim_p.bind(v, shape=shape, broadcast_dimensions=col), y)
+
+    return B.add(B.add(times(d, x), times(dl, x_prev)), times(du, x_next))
+
+
+@register_jvp(L.tridiagonal_solve_p)
+def _tridiagonal_solve_jvp(primals: list, tangents: list, *, perturb_singular: bool) -> tuple:
+    dl, d, du, b = primals
+    *ddiags, db = tangents
+    x = L.tridiagonal_solve_p.bind(dl, d, du, b, perturb_singular=perturb_singular)
+    if all(type(t) is Zero for t in tangents):
+        return x, Zero.from_primal_value(x)
+    if all(type(t) is Zero for t in ddiags):
+        rhs = db
+    else:
+        prod = tridiagonal_matmul(*(instantiate(t) for t in ddiags), x)
+        rhs = add_tangents(db, E.neg_p.bind(prod)) if type(db) is not Zero else E.neg_p.bind(prod)
+    return x, L.tridiagonal_solve_p.bind(dl, d, du, instantiate(rhs), perturb_singular=perturb_singular)
+
+
+@register_jvp(L.symmetric_product_p)
+def _symmetric_product_jvp(primals: list, tangents: list, *, alpha: Any, beta: Any) -> tuple:
+    a, c = primals
+    da, dc = tangents
+    out = L.symmetric_product_p.bind(a, c, alpha=alpha, beta=beta)
+    dt = _dtype(out)
+    parts = []
+    if type(da) is not Zero:
+        da = instantiate(da)
+        parts.append(B.mul(B.add(matmul(da, mT(a)), matmul(a, mT(da))), np.asarray(alpha, dt)))
+    if type(dc) is not Zero:
+        parts.append(B.mul(instantiate(dc), np.asarray(beta, dt)))
+    if not parts:
+        return out, Zero.from_primal_value(out)
+    return out, parts[0] if len(parts) == 1 else B.add(parts[0], parts[1])
+
+
+# No derivative rules in JAX either: the reductions to condensed forms and the Householder products.
+for _p, _why in ((L.tridiagonal_p, "tridiagonal"), (L.hessenberg_p, "hessenberg"),
+                 (L.householder_product_p, "householder_product"), (L.ormqr_p, "ormqr"),
+                 (L.cholesky_update_p, "cholesky_update")):
+    mark_unsupported(_p, "jvp", f"{_why} has no derivative rule (JAX defines none either)")

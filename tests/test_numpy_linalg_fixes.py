@@ -1,0 +1,54 @@
+"""numpy.linalg details against jax: slogdet(method='qr'), vector_norm over several (or no) axes,
+tensorsolve(axes=), matrix_rank's rtol/tol, lstsq of a zero matrix."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fnp
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (1, 1), (3, 3), (2, 4, 4)])
+def test_slogdet_qr_matches_jax(shape):
+    a = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = jnp.linalg.slogdet(a, method="qr")
+    for got in (fnp.linalg.slogdet(a, method="qr"), ftrans.jit(lambda a: fnp.linalg.slogdet(a, method="qr"))(a)):
+        np.testing.assert_allclose(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)
+    with pytest.raises(NotImplementedError):
+        fnp.linalg.slogdet(np.eye(2, dtype=np.complex64), method="qr")
+
+
+@pytest.mark.parametrize("axis", [None, (), 0, (-1,), (0, 1), (1, 3), (0, 2, 3)])
+@pytest.mark.parametrize("ord", [1, -1, 2, -2, np.inf, -np.inf])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_vector_norm_axes_match_jax(axis, ord, keepdims):
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = jnp.linalg.vector_norm(x, axis=axis, ord=ord, keepdims=keepdims)
+    got = fnp.linalg.vector_norm(x, axis=axis, ord=ord, keepdims=keepdims)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_tensorsolve_axes_and_matrix_rank_and_lstsq_match_jax():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 1, 3, 6)).astype(np.float32)
+    b = rng.standard_normal((1, 6)).astype(np.float32)
+    np.testing.assert_allclose(fnp.linalg.tensorsolve(a, b, axes=(0, 2)), jnp.linalg.tensorsolve(a, b, axes=(0, 2)),
+                               rtol=1e-3, atol=1e-3)
+    x = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    x[0, 3] = x[0, 2]
+    for kw in ({}, {"rtol": 1e-2}, {"tol": 0.5}, {"rtol": np.array([0.1, 2.0], np.float32)}):
+        np.testing.assert_array_equal(fnp.linalg.matrix_rank(x, **kw), jnp.linalg.matrix_rank(x, **kw))
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        fnp.linalg.matrix_rank(x, rtol=1.0, tol=1.0)
+    for shape in [(2, 1), (2, 2), (1, 2), (4, 3)]:
+        z, o = np.zeros(shape, np.float32), np.ones(shape, np.float32)
+        got = fnp.linalg.lstsq(z, o, numpy_resid=True)
+        want = jnp.linalg.lstsq(z, o, numpy_resid=True)
+        for g, w in zip(got, want):
+            assert np.shape(g) == np.shape(w)
+            np.testing.assert_allclose(g, w)
