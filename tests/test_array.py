@@ -592,3 +592,19 @@ def test_operators_defer_to_a_namedtuple_wrapper():
     assert isinstance(ftrans.jit(operator.mul)(b, a), MyArray)
     with pytest.raises(TypeError, match="list"):
         b + [1.0, 2.0, 3.0, 4.0]  # containers are still refused, not deferred
+
+
+def test_pickling_a_traced_value_is_a_concretization_error_as_in_jax():
+    import copy
+    import pickle
+
+    import jax
+
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(pickle.dumps)(0)
+    with pytest.raises(ftrans.errors.ConcretizationTypeError, match="Pickling"):
+        ftrans.jit(pickle.dumps)(0)
+    # copy.copy and copy.deepcopy of a traced value stay in the trace (both libraries)
+    assert float(ftrans.jit(lambda x: copy.copy(x) + copy.deepcopy(x))(1.5)) == 3.0
+    # a concrete autodiff value pickles as its value
+    assert float(ftrans.grad(lambda x: x * float(pickle.loads(pickle.dumps(x)).item()))(2.0)) == 2.0

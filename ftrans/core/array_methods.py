@@ -27,6 +27,10 @@ class ArrayMixin:
         """``copy.deepcopy``: a copy of the array (a traced one stays in its trace, as in JAX)."""
         return self.copy()
 
+    def __copy__(self) -> Any:
+        """``copy.copy``: as ``deepcopy`` (a traced value stays in its trace; pickling one is refused)."""
+        return self.copy()
+
     @property
     def T(self):
         return _jnp.transpose(self)

@@ -672,6 +672,17 @@ class Tracer(ArrayMixin):
     def tolist(self):
         raise self._lossy(".tolist()", "Keep the value as an array inside transformed code.")
 
+    def __reduce__(self):
+        # Pickling (and copy.copy's protocol) needs the value, as in JAX; a concrete autodiff value pickles
+        # as its value.
+        v = self.to_concrete_value()
+        if v is not None:
+            return (np.asarray, (np.asarray(v),))
+        raise self._concretization(
+            "Pickling", errors.ConcretizationTypeError,
+            "Pickle the result of the transformed function instead, outside jit.",
+        )
+
     def tobytes(self, order: str = "C"):
         raise self._concretization(
             ".tobytes()", errors.ConcretizationTypeError,
