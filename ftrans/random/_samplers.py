@@ -58,7 +58,8 @@ def _impl_arg(name: str, impl: Any, dtype: Any) -> _prng.PRNGImpl:
     return _prng.resolve_impl(name, impl if impl is not None else dtype)
 
 
-_KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key) or (4,) (an rbg or unsafe_rbg key) made by "
+_KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key), (4,) (an rbg or unsafe_rbg key) or (1,) (a "
+             "philox2x32 key) made by "
              "ftrans.random.PRNGKey/key/split/fold_in")
 
 
