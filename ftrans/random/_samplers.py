@@ -25,6 +25,7 @@ import numpy as np
 
 from ftrans import lax
 from ftrans import numpy as jnp
+from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
@@ -210,7 +211,7 @@ def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
                 f"ftrans.random.{name}: the seed must be an integer, got {a.dtype.name} {a!r}")
         wide = dtypes.canonicalize(a.dtype).itemsize == 8
         v = int(a)
-    v &= (1 << 64) - 1
+    v = (v + _config.config.random_seed_offset) & ((1 << 64) - 1)
     hi = (v >> 32) if wide else 0
     return np.array([hi, v & 0xFFFFFFFF], _U32)
 
@@ -235,6 +236,10 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         if not dtypes.is_int(np.dtype(seed.dtype)) or np.dtype(seed.dtype) == np.bool_:
             raise FtransTypeError(
                 f"ftrans.random.{name}: the seed must be an integer, got {np.dtype(seed.dtype).name}")
+        offset = _config.config.random_seed_offset
+        if offset:  # added in the seed's own dtype (wrapping), as JAX does
+            d = np.dtype(seed.dtype)
+            seed = lax.add(seed, np.asarray(offset % (1 << 8 * d.itemsize)).astype(d))
         return _seed_jit(seed, impl.name)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
