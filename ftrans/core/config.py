@@ -7,6 +7,7 @@ eager dispatch) read a switch with a single attribute lookup.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 from typing import Any
 
@@ -133,6 +134,15 @@ def _choice_from_env(env: str, known: dict, default: str) -> str:
 DEFAULT_BACKGROUND_COMPILATION = False  # measured in benchmarks/first_result.py; argued in docs/compilation_cache.md
 
 
+def _int_option(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"config option {name} takes an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"config option {name} takes an integer, got {type(value).__name__} {value!r}") from None
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -161,6 +171,7 @@ class Config:
         "numpy_dtype_promotion": ("JAX_NUMPY_DTYPE_PROMOTION", ("standard", "strict")),
         "platforms": ("JAX_PLATFORMS", "any"),
         "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
+        "random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", int),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -182,7 +193,6 @@ class Config:
         "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
         "debug_key_reuse": (False, (False,), "key-reuse checking, which ftrans does not do"),
         "legacy_prng_key": ("allow", ("allow",), "raw uint32 keys, which ftrans always allows"),
-        "random_seed_offset": (0, (0,), "seed offsets, which ftrans does not apply"),
         "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
         "array_garbage_collection_guard": ("allow", ("allow",), "reports of arrays freed by the garbage collector, "
@@ -247,6 +257,9 @@ class Config:
         # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
         # "unsafe_rbg"; validated by ftrans.random), JAX's option.
         self.default_prng_impl: str = os.environ.get("JAX_DEFAULT_PRNG_IMPL") or "threefry2x32"
+        # An integer added to every seed a key is made from (JAX's option), so one program can draw
+        # different streams per process or run without changing its seeds.
+        self.random_seed_offset: int = int(os.environ.get("JAX_RANDOM_SEED_OFFSET") or 0)
         self._listeners: list = []
         # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
         self.transfer_guard: str | None = None
@@ -279,6 +292,8 @@ class Config:
         kind = self._known[name][1]
         if kind is bool:
             value = bool(value)
+        elif kind is int:
+            value = _int_option(name, value)
         elif kind is tuple:
             value = _names_tuple(value)
         elif kind == "passes":

@@ -43,7 +43,7 @@ from ftrans.transforms.jit import jit
 
 __all__ = ["PRNGImpl", "prngs", "default_prng_impl", "resolve_impl", "impl_of_key", "seed", "split",
            "fold_in", "random_bits", "core_jit", "threefry_prng_impl", "rbg_prng_impl",
-           "unsafe_rbg_prng_impl"]
+           "unsafe_rbg_prng_impl", "philox2x32_prng_impl"]
 
 _U32 = np.dtype(np.uint32)
 
@@ -112,12 +112,70 @@ def _unsafe_rbg_fold_in(key, data):
     return lax.bitwise_xor(key, lax.reshape(lax.slice(rows, (9, 0), (10, 4)), (4,)))
 
 
+# ---------------------------------------------------------------- philox2x32
+_PHILOX_M = 0xD256D193  # the round multiplier of Random123's Philox-2x32
+_PHILOX_W = np.uint32(0x9E3779B9)  # the Weyl increment of the key between rounds
+
+
+def philox2x32(k, x0, x1):
+    """Ten Philox-2x32 rounds on the counters ``(x0, x1)`` under the one-word key ``k`` (all ``uint32``):
+    each round multiplies ``x0`` by the round constant to 64 bits, then the new ``x0`` is the high word
+    xor ``x1`` xor the key and the new ``x1`` the low word; the key grows by the Weyl constant."""
+    for rnd in range(10):
+        if rnd:
+            k = lax.add(k, _PHILOX_W)
+        hi, lo = _tf._mul_wide(x0, _PHILOX_M)
+        x0, x1 = lax.bitwise_xor(lax.bitwise_xor(hi, x1), k), lo
+    return x0, x1
+
+
+def _philox_word(key):
+    return lax.squeeze(lax.slice(_tf._materialize(key), (0,), (1,)), (0,))
+
+
+def _philox_seed_words(half):
+    """The one-word key of the seed whose threefry2x32 key data (high word, low word) is ``half``: the
+    seed's two words enciphered under key 0."""
+    w = lax.convert_element_type(half, _U32)
+    hi = lax.squeeze(lax.slice(w, (0,), (1,)), (0,))
+    lo = lax.squeeze(lax.slice(w, (1,), (2,)), (0,))
+    return lax.reshape(philox2x32(np.uint32(0), hi, lo)[0], (1,))
+
+
+def _philox_seed(seed):
+    return _philox_seed_words(_tf.seed_key(seed))
+
+
+def _philox_split(key, shape: tuple[int, ...]):
+    hi, lo = _tf.counters(shape)
+    y0 = philox2x32(_philox_word(key), hi, lo)[0]
+    return lax.reshape(y0, (*shape, 1))
+
+
+def _philox_fold_in(key, data):
+    return lax.reshape(philox2x32(_philox_word(key), np.uint32(0), data)[0], (1,))
+
+
+def _philox_random_bits(key, bit_width: int, shape: tuple[int, ...]):
+    hi, lo = _tf.counters(shape)
+    y0, y1 = philox2x32(_philox_word(key), hi, lo)
+    if bit_width == 64:
+        u64 = _UINT[64]
+        wide = lax.shift_left(lax.convert_element_type(y0, u64), np.asarray(32, u64))
+        return lax.bitwise_or(wide, lax.convert_element_type(y1, u64))
+    bits = lax.bitwise_xor(y0, y1)
+    return bits if bit_width == 32 else lax.convert_element_type(bits, _UINT[bit_width])
+
+
 threefry_prng_impl = PRNGImpl((2,), _tf.seed_key, _tf.split_keys, _tf.random_bits, _tf.fold_in_key,
                               "threefry2x32", "fry")
 rbg_prng_impl = PRNGImpl((4,), _rbg_seed, _rbg_split, _rbg_random_bits, _rbg_fold_in, "rbg", "rbg")
 unsafe_rbg_prng_impl = PRNGImpl((4,), _rbg_seed, _unsafe_rbg_split, _rbg_random_bits, _unsafe_rbg_fold_in,
                                 "unsafe_rbg", "urbg")
-prngs: dict[str, PRNGImpl] = {i.name: i for i in (threefry_prng_impl, rbg_prng_impl, unsafe_rbg_prng_impl)}
+philox2x32_prng_impl = PRNGImpl((1,), _philox_seed, _philox_split, _philox_random_bits, _philox_fold_in,
+                                "philox2x32", "phx2")
+prngs: dict[str, PRNGImpl] = {i.name: i for i in (threefry_prng_impl, rbg_prng_impl, unsafe_rbg_prng_impl,
+                                                  philox2x32_prng_impl)}
 
 
 def _check_default(value: Any) -> None:
@@ -184,7 +242,7 @@ def impl_for_width(width: int) -> PRNGImpl | None:
     d = default_prng_impl()
     if d.key_shape == (width,):
         return d
-    return {2: threefry_prng_impl, 4: rbg_prng_impl}.get(width)
+    return {1: philox2x32_prng_impl, 2: threefry_prng_impl, 4: rbg_prng_impl}.get(width)
 
 
 def impl_of_key(key: Any) -> PRNGImpl:
@@ -197,7 +255,9 @@ def impl_of_key(key: Any) -> PRNGImpl:
 
 def concrete_seed(impl: PRNGImpl, half: np.ndarray) -> np.ndarray:
     """``impl``'s key data from the threefry2x32 key data ``half`` of the same (concrete) seed: rbg and
-    unsafe_rbg seed by repeating it."""
+    unsafe_rbg seed by repeating it, philox2x32 enciphers its two words."""
+    if impl is philox2x32_prng_impl:
+        return np.asarray(_philox_seed_words(half))
     return half if impl.key_shape == (2,) else np.concatenate([half, half])
 
 

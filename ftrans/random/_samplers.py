@@ -25,6 +25,7 @@ import numpy as np
 
 from ftrans import lax
 from ftrans import numpy as jnp
+from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
@@ -58,7 +59,8 @@ def _impl_arg(name: str, impl: Any, dtype: Any) -> _prng.PRNGImpl:
     return _prng.resolve_impl(name, impl if impl is not None else dtype)
 
 
-_KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key) or (4,) (an rbg or unsafe_rbg key) made by "
+_KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key), (4,) (an rbg or unsafe_rbg key) or (1,) (a "
+             "philox2x32 key) made by "
              "ftrans.random.PRNGKey/key/split/fold_in")
 
 
@@ -209,7 +211,7 @@ def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
                 f"ftrans.random.{name}: the seed must be an integer, got {a.dtype.name} {a!r}")
         wide = dtypes.canonicalize(a.dtype).itemsize == 8
         v = int(a)
-    v &= (1 << 64) - 1
+    v = (v + _config.config.random_seed_offset) & ((1 << 64) - 1)
     hi = (v >> 32) if wide else 0
     return np.array([hi, v & 0xFFFFFFFF], _U32)
 
@@ -234,6 +236,10 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         if not dtypes.is_int(np.dtype(seed.dtype)) or np.dtype(seed.dtype) == np.bool_:
             raise FtransTypeError(
                 f"ftrans.random.{name}: the seed must be an integer, got {np.dtype(seed.dtype).name}")
+        offset = _config.config.random_seed_offset
+        if offset:  # added in the seed's own dtype (wrapping), as JAX does
+            d = np.dtype(seed.dtype)
+            seed = lax.add(seed, np.asarray(offset % (1 << 8 * d.itemsize)).astype(d))
         return _seed_jit(seed, impl.name)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
