@@ -52,3 +52,26 @@ def test_tensorsolve_axes_and_matrix_rank_and_lstsq_match_jax():
         for g, w in zip(got, want):
             assert np.shape(g) == np.shape(w)
             np.testing.assert_allclose(g, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eager_eigh_eigenvectors_match_jit_and_jax(dtype, uplo):
+    # the eager (host) eigh runs the same LAPACK routine as the compiled kernel: same phases
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((2, 5, 5))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((2, 5, 5))
+    a = a.astype(dtype)
+
+    def f(x):
+        return fnp.linalg.eigh(x, UPLO=uplo, symmetrize_input=False)
+
+    want = jnp.linalg.eigh(a, UPLO=uplo, symmetrize_input=False)
+    for got in (f(a), ftrans.jit(f)(a)):
+        np.testing.assert_allclose(np.asarray(got.eigenvectors), np.asarray(want.eigenvectors), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(got.eigenvalues), np.asarray(want.eigenvalues), rtol=1e-5, atol=1e-5)
+    bad = np.eye(3, dtype=dtype)
+    bad[0, 1] = np.nan
+    np.testing.assert_array_equal(np.isnan(np.asarray(fnp.linalg.eigh(bad).eigenvalues)),
+                                  np.isnan(np.asarray(jnp.linalg.eigh(bad).eigenvalues)))

@@ -555,3 +555,21 @@ def test_matrix_transpose_permute_dims():
     check(lambda m, x: m.matrix_transpose(x), x)
     check(lambda m, x: m.permute_dims(x, (2, 0, 1)), x)
     check(lambda m, x: m.asarray(x).mT, x)
+
+
+@pytest.mark.parametrize("fn,args", [
+    ("expand_dims", (range(2),)),
+    ("squeeze", (range(2),)),
+    ("moveaxis", (range(2), range(1, 3))),
+    ("flip", (range(2),)),
+    ("size", (range(2),)),
+])
+def test_axis_given_as_any_iterable(fn, args):
+    # JAX takes any iterable of ints (a range, a generator) where an axis tuple is expected
+    x = np.arange(3.0).reshape(1, 1, 3) if fn != "expand_dims" else np.arange(3.0)
+    want = getattr(jnp, fn)(x, *args)
+    got = getattr(fnp, fn)(x, *args)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert np.shape(got) == np.shape(want)
+    gen = fnp.expand_dims(np.arange(3.0), (a for a in (0, 2)))
+    assert gen.shape == jnp.expand_dims(np.arange(3.0), (0, 2)).shape

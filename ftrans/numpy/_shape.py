@@ -61,9 +61,18 @@ def _static_int(name: str, what: str, v: Any) -> int:
         raise FtransTypeError(f"{name}: {what} must be an integer, got {v!r}") from None
 
 
+def _axis_seq(axis: Any) -> tuple | list:
+    """An axis argument as a sequence: one int, or any iterable of ints (a range, a generator)."""
+    if isinstance(axis, (tuple, list)):
+        return axis
+    if hasattr(axis, "__iter__") and not hasattr(axis, "__index__") and not hasattr(axis, "shape"):
+        return tuple(axis)
+    return (axis,)
+
+
 def _axes_tuple(name: str, axis: Any, nd: int) -> tuple[int, ...]:
     """Normalised axes (ints or a sequence of ints); repeats are a ValueError."""
-    seq = axis if isinstance(axis, (tuple, list)) else (axis,)
+    seq = _axis_seq(axis)
     axes = tuple(canonicalize_axis(name, _static_int(name, "axis", a), nd) for a in seq)
     if len(set(axes)) != len(axes):
         raise FtransValueError(f"{name}: repeated axis in {tuple(seq)}")
@@ -306,8 +315,8 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Any:
     """``jnp.moveaxis``: move axes to new positions, keeping the others in order."""
     x = _operand("moveaxis", a)
     nd = len(_shp(x))
-    src = source if isinstance(source, (tuple, list)) else (source,)
-    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    src = _axis_seq(source)
+    dst = _axis_seq(destination)
     if len(src) != len(dst):
         raise FtransValueError(
             f"moveaxis: source {tuple(src)} and destination {tuple(dst)} need the same number of elements"
@@ -323,8 +332,8 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Any:
 def expand_dims(a: Any, axis: Any) -> Any:
     """``jnp.expand_dims``: insert size-1 axes at the given positions of the result."""
     x = _operand("expand_dims", a)
-    n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
-    out_nd = len(_shp(x)) + n_new
+    axis = _axis_seq(axis)
+    out_nd = len(_shp(x)) + len(axis)
     dims = sorted(_axes_tuple("expand_dims", axis, out_nd))
     new = list(_shp(x))
     for d in dims:

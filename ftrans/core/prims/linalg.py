@@ -311,12 +311,24 @@ def _nan_failed(fn, a, outs_like):
 
 @quiet
 def _eigh_impl(a, *, lower):
+    # SciPy's LAPACK syevd/heevd, the routine (and the library) the compiled CPU kernel calls, so an
+    # eager eigh returns the same eigenvectors (phases included) as a jitted one.
+    from scipy.linalg.lapack import get_lapack_funcs
+
     n = a.shape[-1]
+    rdt = real_dtype(a.dtype)
     if a.size == 0:
-        return [a.copy(), np.zeros(a.shape[:-1], real_dtype(a.dtype))]
-    w, v = _nan_failed(lambda x: np.linalg.eigh(x, UPLO="L" if lower else "U"), a,
-                       [((n,), real_dtype(a.dtype)), ((n, n), a.dtype)])
-    return [v.astype(a.dtype, copy=False), w.astype(real_dtype(a.dtype), copy=False)]
+        return [a.copy(), np.zeros(a.shape[:-1], rdt)]
+    (evd,) = get_lapack_funcs(("heevd" if a.dtype.kind == "c" else "syevd",), (a,))
+
+    def one(m):
+        w, v, info = evd(m, compute_v=1, lower=int(bool(lower)))
+        if info != 0:
+            return np.full((n, n), np.nan, a.dtype), np.full((n,), np.nan, rdt)
+        return v, w
+
+    v, w = _each(one, a, [(n, n), (n,)], [a.dtype, rdt])
+    return [v, w]
 
 
 eigh_p = Primitive("eigh", multiple_results=True)

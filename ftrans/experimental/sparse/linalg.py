@@ -8,7 +8,7 @@ import ftrans.numpy as jnp
 from ftrans.errors import FtransValueError
 from ftrans.experimental.sparse.csr import CSR
 
-__all__ = ["spsolve"]
+__all__ = ["lobpcg_standard", "spsolve"]
 
 
 def spsolve(data: Any, indices: Any, indptr: Any, b: Any, tol: float = 1e-6, reorder: int = 1) -> Any:
@@ -30,3 +30,125 @@ def spsolve(data: Any, indices: Any, indptr: Any, b: Any, tol: float = 1e-6, reo
                                f"{n} x {n} matrix")
     a = CSR((data, indices, indptr), shape=(n, n)).todense()
     return jnp.linalg.solve(a, b.astype(a.dtype))
+
+
+# ---------------------------------------------------------------- LOBPCG
+# Knyazev's locally optimal block preconditioned conjugate gradient for the k largest eigenpairs of a
+# symmetric operator. Each step does a Rayleigh-Ritz projection on the span of the current block X,
+# its residuals R and the previous search directions P; [R, P] is made orthonormal against X and
+# itself with two passes of a Gram-matrix (SVQB) orthonormalization, and directions that lost rank
+# are masked out of the projected problem, so every shape stays fixed (the loop is a while_loop).
+
+
+def _orthonormal_cols(w: Any, x: Any, eps: float) -> tuple[Any, Any]:
+    """``w`` made orthogonal to the orthonormal ``x`` and orthonormal itself; also the kept-column mask."""
+    import ftrans.lax as lax
+
+    keep = None
+    for _ in range(2):
+        w = w - x @ (x.T @ w)
+        w = w - x @ (x.T @ w)
+        nrm = jnp.linalg.norm(w, axis=0)
+        w = w / jnp.where(nrm > 0, nrm, 1)
+        g = w.T @ w
+        s, v = lax.linalg.eigh((g + g.T) / 2)[::-1]
+        ok = s > eps * w.shape[1] * 10 * jnp.maximum(jnp.max(s), 1)
+        w = (w @ v) * jnp.where(ok, 1 / jnp.sqrt(jnp.where(ok, s, 1)), 0)
+        keep = ok if keep is None else keep & ok
+    return w, keep
+
+
+def _lobpcg(op: Any, x0: Any, m: int, tol: float, debug: bool) -> tuple:
+    import ftrans.lax as lax
+
+    n, k = x0.shape
+    dt = x0.dtype
+    eps = float(jnp.finfo(dt).eps)
+    x, _ = jnp.linalg.qr(x0)
+    p = jnp.zeros_like(x)
+    hist = jnp.zeros((max(m, 1), k), dt)
+
+    def ritz(x):
+        ax = op(x)
+        theta = jnp.sum(x * ax, axis=0)
+        return ax, theta
+
+    def converged(x):
+        ax, theta = ritz(x)
+        r = ax - x * theta
+        err = jnp.linalg.norm(r, axis=0) / n / (jnp.abs(theta) + jnp.linalg.norm(ax, axis=0))
+        return jnp.all(err <= tol)
+
+    def cond(c):
+        x, p, i, hist = c
+        return (i < m) & ~converged(x)
+
+    def body(c):
+        x, p, i, hist = c
+        ax, theta = ritz(x)
+        r = ax - x * theta
+        w, keep = _orthonormal_cols(jnp.concatenate([r, p], axis=1), x, eps)
+        q = jnp.concatenate([x, w], axis=1)
+        mask = jnp.concatenate([jnp.ones((k,), bool), keep])
+        h = q.T @ op(q)
+        h = (h + h.T) / 2
+        big = jnp.sum(jnp.abs(h)) + 1
+        h = jnp.where(mask[:, None] & mask[None, :], h, 0) - jnp.diag(jnp.where(mask, 0, big))
+        vecs, _ = lax.linalg.eigh(h)
+        vk = vecs[:, ::-1][:, :k]
+        x_new = q @ vk
+        p_new = w @ vk[k:]
+        hist = hist.at[jnp.minimum(i, hist.shape[0] - 1)].set(theta)
+        return x_new, p_new, i + 1, hist
+
+    x, p, i, hist = lax.while_loop(cond, body, (x, p, jnp.asarray(0, jnp.int32), hist))
+    _, theta = ritz(x)
+    order = jnp.argsort(-theta)
+    theta, x = theta[order], x[:, order]
+    if not debug:
+        return theta, x, i
+    info = {"X zeros": jnp.sum(jnp.all(x == 0, axis=0)).reshape(1), "lambda history": hist}
+    return theta, x, i, info
+
+
+def _check_lobpcg(op: Any, X: Any) -> None:
+    import ftrans
+
+    if X.ndim != 2:
+        raise FtransValueError(f"lobpcg_standard: X must be a matrix, got shape {X.shape}")
+    n, k = X.shape
+    if k == 0:
+        raise FtransValueError(f"lobpcg_standard: expected search dim > 0, got X of shape {X.shape}")
+    out = ftrans.eval_shape(op, ftrans.ShapeDtypeStruct((n, k), X.dtype))
+    if out.dtype != X.dtype:
+        raise FtransValueError(f"lobpcg_standard: A, X must have same dtypes, got {out.dtype} and {X.dtype}")
+    if k * 5 >= n:
+        raise FtransValueError(f"lobpcg_standard: expected search dim * 5 < matrix dim, got {k} * 5 >= {n}")
+
+
+def _lobpcg_standard_matrix(A: Any, X: Any, m: int = 100, tol: float | None = None, debug: bool = False) -> tuple:
+    """LOBPCG with a dense matrix ``A`` (see :func:`lobpcg_standard`); ``debug=True`` adds an info dict."""
+    A, X = jnp.asarray(A), jnp.asarray(X)
+    n = X.shape[0]
+    if A.shape != (n, n):
+        raise FtransValueError(f"lobpcg_standard: A must be ({n}, {n}) to match X, got {A.shape}")
+    return _lobpcg_standard_callable(lambda v: A @ v, X, m, tol, debug)
+
+
+def _lobpcg_standard_callable(A: Any, X: Any, m: int = 100, tol: float | None = None, debug: bool = False) -> tuple:
+    """LOBPCG with a callable operator ``A``; ``debug=True`` adds an info dict."""
+    import ftrans
+
+    X = jnp.asarray(X)
+    _check_lobpcg(A, X)
+    tol = float(jnp.finfo(X.dtype).eps) if tol is None else float(tol)
+    return ftrans.jit(lambda x: _lobpcg(A, x, int(m), tol, debug))(X)
+
+
+def lobpcg_standard(A: Any, X: Any, m: int = 100, tol: float | None = None) -> tuple:
+    """The ``k = X.shape[1]`` largest eigenvalues (descending) and eigenvectors of the symmetric ``A``
+    (an ``(n, n)`` array, or a callable mapping ``(n, k)`` blocks to ``(n, k)`` blocks), by LOBPCG from
+    the initial block ``X``, with at most ``m`` iterations; returns ``(theta, U, iterations)``."""
+    if callable(A):
+        return _lobpcg_standard_callable(A, X, m, tol)
+    return _lobpcg_standard_matrix(A, X, m, tol)
