@@ -307,7 +307,7 @@ class PmapWrapped:
                                donated_invars=(False,) * len(consts) + (donated or (False,) * len(leaves)))
             return tree_util.tree_unflatten(out_tree, outs)
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), tuple(dims), statics,
-               _config_mod.config.enable_x64)
+               _config_mod.config.enable_x64, _config_mod.config.scoped_here())
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size, donated)
