@@ -215,3 +215,21 @@ def test_a_context_that_changes_no_trace_reuses_the_compiled_program():
     with ftrans.no_tracing():
         assert float(f(1.0)) == 2.0
     assert n[0] == 1
+
+
+def test_concurrent_x64_and_x32_contexts_as_in_jax():
+    """Two pool threads open opposite contexts at once; each sees its own (JAX's x64_context_test)."""
+    import concurrent.futures
+    import time
+
+    got = []
+    for lib, np_ in _libs():
+        def run(on, lib=lib, np_=np_):
+            with lib.enable_x64(on):
+                time.sleep(0.05)
+                return str(np_.array(np.int64(0)).dtype)
+
+        with concurrent.futures.ThreadPoolExecutor() as ex:
+            x32, x64 = ex.submit(run, False), ex.submit(run, True)
+            got.append((x64.result(), x32.result()))
+    assert got[1] == got[0] == ("int64", "int32")
