@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core.array import (
     Array,
@@ -180,14 +181,18 @@ def _resolve_default(value: Any) -> Any:
         f"got {type(value).__name__} {value!r}")
 
 
-def _on_config(name: str, value: Any) -> None:
+def _on_config(name: str, value: Any = None) -> None:
     global _default_override
     if name == "default_device":
-        _default_override = _resolve_default(value)
+        values = config.values_anywhere("default_device")
+        # A context names a device in some thread: each call resolves the calling thread's option.
+        _default_override = _resolve_default(values[0]) if len(values) == 1 else _PER_THREAD
 
 
+_PER_THREAD = object()
 config.register_validator("default_device", _resolve_default)
 config._listeners.append(_on_config)
+_config_mod.scope_listeners.append(_on_config)
 if config.default_device is not None:  # JAX_DEFAULT_DEVICE=cpu in the environment
     _default_override = _resolve_default(config.default_device)
 
@@ -196,6 +201,8 @@ def default_device() -> Any:
     """The device ``jit`` runs on and ``device_put`` places on when nothing else says: the one
     ``ftrans.default_device(...)`` names, else the default backend's first device."""
     d = _default_override
+    if d is _PER_THREAD:
+        d = _resolve_default(config.default_device)
     return d if d is not None else _default_device_cached()
 
 

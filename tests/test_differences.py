@@ -649,8 +649,9 @@ def test_token_is_a_pytree_without_leaves():
 
 
 def test_default_matmul_precision_change_drops_every_trace():
-    """Changing default_matmul_precision clears ftrans's jit caches, so returning to an earlier value traces
-    again; JAX keys its caches on the option and reuses the earlier trace."""
+    """Changing default_matmul_precision with ``config.update`` clears ftrans's jit caches, so returning to an
+    earlier value traces again; JAX keys its caches on the option and reuses the earlier trace. (The context
+    manager, which holds for one thread, is part of the keys, as in JAX: tests/test_config_threads.py.)"""
     x = np.ones((2, 2), np.float32)
     counts = {}
     for lib, m in ((jax, jnp), (ftrans, fnp)):
@@ -662,8 +663,11 @@ def test_default_matmul_precision_change_drops_every_trace():
             return m.dot(a, a)
 
         f(x)
-        with lib.default_matmul_precision("float32"):
+        lib.config.update("jax_default_matmul_precision", "float32")
+        try:
             f(x)
+        finally:
+            lib.config.update("jax_default_matmul_precision", None)
         f(x)
         counts[lib.__name__] = n[0]
     assert counts == {"jax": 2, "ftrans": 3}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -289,6 +290,13 @@ class Config:
                 f"unknown config option {name!r}; ftrans knows: "
                 f"{', '.join(sorted([*self._known, *self._accepted]))}"
             )
+        value = self._normalize(name, value)
+        self.__dict__[name] = value  # the global value (a thread's context, if any, still shadows it)
+        for fn in self._listeners:
+            fn(name, value)
+
+    def _normalize(self, name: str, value: Any) -> Any:
+        """``value`` converted to option ``name``'s kind and checked by its validator."""
         kind = self._known[name][1]
         if kind is bool:
             value = bool(value)
@@ -307,9 +315,7 @@ class Config:
         check = self._validators.get(name)
         if check is not None:
             check(value)
-        setattr(self, name, value)
-        for fn in self._listeners:
-            fn(name, value)
+        return value
 
     def _update_transfer_guard(self, name: str, value: Any) -> None:
         """``transfer_guard`` sets all three directions; each direction takes None or a level."""
@@ -322,9 +328,9 @@ class Config:
             value = _choice_option(f"jax_{name}", value, self.TRANSFER_LEVELS)
         names = [f"transfer_guard_{d}" for d in directions] if name == "transfer_guard" else [name]
         if name == "transfer_guard":
-            self.transfer_guard = value
+            self.__dict__["transfer_guard"] = value
         for n in names:
-            setattr(self, n, value)
+            self.__dict__[n] = value
             for fn in self._listeners:
                 fn(n, value)
 
@@ -333,6 +339,9 @@ class Config:
         return getattr(self, f"transfer_guard_{direction}") or "allow"
 
     def _accept(self, name: str, value: Any) -> None:
+        self._accepted_values[name] = self._check_accepted(name, value)
+
+    def _check_accepted(self, name: str, value: Any) -> Any:
         _default, supported, about = self._accepted[name]
         v = getattr(value, "value", value)  # an enum member, as some of JAX's option values are
         if supported is not None and v not in supported:
@@ -342,7 +351,38 @@ class Config:
                 f"config option jax_{name}={value!r} is not supported by ftrans (it is about {about}); ftrans runs "
                 f"as JAX does with {' or '.join(map(repr, supported))}. See docs/differences.md, 'Configuration "
                 "options'")
-        self._accepted_values[name] = v
+        return v
+
+    def _scoped_value(self, name: str, value: Any) -> Any:
+        """``value`` checked and converted for a context of option ``name``, as ``update`` would."""
+        if name in self._accepted:
+            return self._check_accepted(name, value)
+        if name.startswith("transfer_guard"):
+            return None if value is None else _choice_option(f"jax_{name}", value, self.TRANSFER_LEVELS)
+        if name not in self._known:
+            from ftrans.errors import FtransConfigError
+
+            raise FtransConfigError(f"unknown config option {name!r}")
+        return self._normalize(name, value)
+
+    def global_value(self, name: str) -> Any:
+        """Option ``name``'s global value (``config.update``'s), whatever this thread's contexts say."""
+        name = name.removeprefix("jax_")
+        d = self.__dict__
+        return d[name] if name in d else d["_accepted_values"][name]
+
+    def values_anywhere(self, name: str) -> list:
+        """Every value option ``name`` has in some thread now: the global one, then each context's.
+
+        The module-level switches that hot paths read (is any debug check on, anywhere?) are
+        computed from these, so they stay conservative while a context is open in one thread."""
+        with _scope_lock:
+            return [self.global_value(name), *_scoped.get(name, ())]
+
+    def scoped_here(self) -> tuple:
+        """This thread's context values of the options that change a trace (``TRACE_OPTIONS``), as a
+        hashable key (``()`` when it has none)."""
+        return _local.key
 
     def read(self, name: str) -> Any:
         return getattr(self, name.removeprefix("jax_"))
@@ -360,19 +400,107 @@ class Config:
 config = Config()
 
 
+class _Local(threading.local):
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}  # option -> this thread's context value
+        self.key: tuple = ()  # the values of ``TRACE_OPTIONS`` among them, a sorted tuple (jit's cache keys take it)
+
+
+# Options read while tracing that change the program (x64 is in jit's keys on its own): a thread's
+# context values of these are part of the jit cache keys (``config.update`` clears the caches instead).
+TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "numpy_dtype_promotion",
+                           "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs"})
+
+
+def _trace_key(values: dict) -> tuple:
+    return tuple(sorted((n, v) for n, v in values.items() if n in TRACE_OPTIONS))
+
+
+_local = _Local()
+_scope_lock = threading.Lock()
+# option -> the values contexts hold in any thread (one entry per open context).
+_scoped: dict[str, list] = {}
+# Called as fn(name) when a context of option ``name`` opens or closes in some thread (not with the
+# value: switches computed from it look at ``values_anywhere``).
+scope_listeners: list = []
+
+
+def _scoped_getter(name: str) -> Any:
+    def get(self: Config) -> Any:
+        v = _local.values
+        if name in v:
+            return v[name]
+        d = self.__dict__
+        return d[name] if name in d else d["_accepted_values"][name]
+
+    def set_(self: Config, value: Any) -> None:  # a plain assignment sets the global value, as without a context
+        self.__dict__[name] = value
+
+    return property(get, set_)
+
+
+@contextlib.contextmanager
+def _scope(names: tuple, value: Any) -> Any:
+    """Option(s) ``names`` read ``value`` in this thread for the block, as JAX's contexts are thread-local.
+
+    While a context of an option is open anywhere, the class carries a property that looks at the
+    reading thread's contexts first; otherwise the option is a plain attribute (one lookup, so
+    the hot paths that read it pay nothing)."""
+    mine = _local.values
+    prev = [(n, mine.get(n, _local)) for n in names]
+    with _scope_lock:
+        for n in names:
+            held = _scoped.setdefault(n, [])
+            if not held:
+                setattr(Config, n, _scoped_getter(n))
+            held.append(value)
+            mine[n] = value
+        _local.key = _trace_key(mine)
+    _notify(names)
+    try:
+        yield
+    finally:
+        with _scope_lock:
+            for n, p in reversed(prev):
+                held = _scoped[n]
+                del held[next(i for i, h in enumerate(held) if h is value)]
+                if p is _local:
+                    del mine[n]
+                else:
+                    mine[n] = p
+                if not held:
+                    del _scoped[n]
+                    delattr(Config, n)
+            _local.key = _trace_key(mine)
+        _notify(names)
+
+
+def _notify(names: tuple) -> None:
+    for n in names:
+        for fn in scope_listeners:
+            fn(n)
+
+
+def scoped_anywhere() -> bool:
+    """Whether a config context is open in any thread."""
+    return bool(_scoped)
+
+
 def config_context(name: str) -> Any:
     """JAX's per-option context managers (``jax.enable_x64``, ``jax.debug_nans``, ...): ``with
-    ctx(value=True):`` sets option ``name`` for the block and restores the previous value after it."""
+    ctx(value=True):`` sets option ``name`` for the block, in the calling thread only (as in JAX);
+    other threads keep reading the global value ``config.update`` sets."""
+    name = name.removeprefix("jax_")
+    names = (name, *(f"transfer_guard_{d}" for d in ("host_to_device", "device_to_host", "device_to_device"))) \
+        if name == "transfer_guard" else (name,)
 
     @contextlib.contextmanager
     def ctx(new_val: Any = True) -> Any:
-        prev = config.read(name)
-        config.update(name, new_val)
-        try:
+        value = config._scoped_value(name, new_val)
+        with _scope(names, value):
             yield
-        finally:
-            config.update(name, prev)
 
     ctx.__name__ = ctx.__qualname__ = name
-    ctx.__doc__ = f"Context manager for the ``jax_{name}`` config option (``with ftrans.{name}(True): ...``)."
+    ctx.__doc__ = (f"Context manager for the ``jax_{name}`` config option (``with ftrans.{name}(True): ...``), "
+                   "for the calling thread.")
     return ctx

@@ -221,13 +221,20 @@ def _join_strict(nodes: tuple) -> Any:
 _join = _join_standard
 
 
-def _on_config(name: str, value: Any) -> None:
+def _join_this_thread(nodes: tuple) -> Any:
+    """The join of the calling thread's promotion mode (a context holds "strict" in some thread)."""
+    return (_join_strict if _config.config.numpy_dtype_promotion == "strict" else _join_standard)(nodes)
+
+
+def _on_config(name: str, value: Any = None) -> None:
     global _join
     if name == "numpy_dtype_promotion":
-        _join = _join_strict if _config.config.numpy_dtype_promotion == "strict" else _join_standard
+        modes = set(_config.config.values_anywhere("numpy_dtype_promotion"))
+        _join = _join_this_thread if len(modes) > 1 else _join_strict if modes == {"strict"} else _join_standard
 
 
 _config.config._listeners.append(_on_config)
+_config.scope_listeners.append(_on_config)
 _on_config("numpy_dtype_promotion", None)
 
 

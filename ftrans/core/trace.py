@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ftrans import errors
+from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
@@ -134,7 +135,7 @@ def _count_active(delta: int) -> None:
     global active_anywhere, eager_everywhere
     with _active_lock:
         active_anywhere += delta
-        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks)
+        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
 
 
 def is_eager() -> bool:
@@ -419,6 +420,9 @@ _debug_infs = False
 # numpy_rank_promotion or numpy_dtype_promotion is not the default: the fast paths, which skip jnp's
 # promotion and broadcasting, must let the API layer check every operation.
 _numpy_checks = False
+# A config context (``ftrans.enable_x64(...)``, ...) is open in some thread: its options are the
+# calling thread's, so the global shortcuts (jit's fast keys, which hold no per-thread option) step aside.
+_scoped = False
 
 
 def set_device_backend(fn: Any) -> None:
@@ -462,9 +466,9 @@ def nonfinite_kind(outs: Any) -> str | None:
         if dt is None or dt.kind not in "fc":
             continue
         v = np.asarray(v)
-        if _debug_nans and np.isnan(v).any():
+        if _debug_nans and _config.debug_nans and np.isnan(v).any():  # on here, not only in some thread
             return "nan"
-        if _debug_infs and np.isinf(v).any():
+        if _debug_infs and _config.debug_infs and np.isinf(v).any():
             return "inf"
     return None
 
@@ -500,7 +504,7 @@ def _where() -> str:
 
 def debug_checks_on() -> bool:
     """Whether ``debug_nans`` or ``debug_infs`` is on (jit checks its outputs then)."""
-    return _debug_nans or _debug_infs
+    return (_debug_nans or _debug_infs) and bool(_config.debug_nans or _config.debug_infs)
 
 
 def _rebuild_eager() -> None:
@@ -513,16 +517,19 @@ def _rebuild_eager() -> None:
     eager_apply = fn
 
 
-def _on_config(name: str, value: Any) -> None:
-    global _debug_nans, _debug_infs, _numpy_checks
+def _on_config(name: str, value: Any = None) -> None:
+    # The switches say whether a check is on in any thread (a context may hold it in one); the
+    # checks themselves read the calling thread's option.
+    global _debug_nans, _debug_infs, _numpy_checks, _scoped
     if name in ("debug_nans", "debug_infs"):
-        _debug_nans = bool(_config.debug_nans)
-        _debug_infs = bool(_config.debug_infs)
+        _debug_nans = any(_config.values_anywhere("debug_nans"))
+        _debug_infs = any(_config.values_anywhere("debug_infs"))
         _rebuild_eager()
-        _count_active(0)
     elif name in ("numpy_rank_promotion", "numpy_dtype_promotion"):
-        _numpy_checks = _config.numpy_rank_promotion != "allow" or _config.numpy_dtype_promotion != "standard"
-        _count_active(0)
+        _numpy_checks = any(v != "allow" for v in _config.values_anywhere("numpy_rank_promotion")) or \
+            any(v != "standard" for v in _config.values_anywhere("numpy_dtype_promotion"))
+    _scoped = _config_mod.scoped_anywhere()
+    _count_active(0)
 
 
 # ----------------------------------------------------------------------------
@@ -921,5 +928,6 @@ def _primitive_bind(self: Primitive, *args: Any, **params: Any) -> Any:
 _primitive_module.Primitive.bind = _primitive_bind
 
 _config._listeners.append(_on_config)
+_config_mod.scope_listeners.append(_on_config)
 _on_config("debug_nans", None)  # flags set through the environment
 _on_config("numpy_rank_promotion", None)

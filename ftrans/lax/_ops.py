@@ -133,12 +133,17 @@ def _aval(x: Any) -> ShapedArray:
 _checked: set = set()
 
 
-def _on_config_change(name: str, value: Any) -> None:
+def _on_config_change(name: str, value: Any = None) -> None:
+    global _memo
     if name == "allow_f16_reductions":  # a signature checked under the other setting must be checked again
         _checked.clear()
+        # While a context holds another setting in some thread, each check runs (the memo has no thread).
+        _memo = len(set(_config.config.values_anywhere("allow_f16_reductions"))) == 1
 
 
+_memo = True
 _config.config._listeners.append(_on_config_change)
+_config.scope_listeners.append(_on_config_change)
 _CHECKED_MAX = 4096
 
 
@@ -148,7 +153,7 @@ def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
         try:
             key = (prim, tuple(params.items()) if params else (),
                    *[(o._value.shape, o._value.dtype, o.weak_type) if type(o) is Array else _UNKEYED for o in ops])
-            known = key in _checked
+            known = _memo and key in _checked
         except TypeError:  # unhashable params (a jaxpr's list, an array): check every time
             key, known = None, False
         if not known:

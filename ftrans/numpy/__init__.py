@@ -107,3 +107,23 @@ _array_methods.install(__import__(__name__, fromlist=["_"]))
 from ftrans.numpy import _ufunc  # noqa: E402
 
 _ufunc._install()
+
+
+def _own_names() -> None:
+    """Give each public alias (``acos`` of ``arccos``, ``pow`` of ``power``, ``abs`` of ``absolute``) its own
+    function object named as it is spelled, as JAX's are; it shares the code, so a call costs nothing more."""
+    import types
+
+    g = globals()
+    for name, f in list(g.items()):
+        if name.startswith("_") or type(f) is not types.FunctionType or f.__name__ == name:
+            continue
+        alias = types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
+        alias.__kwdefaults__ = f.__kwdefaults__
+        alias.__dict__.update(f.__dict__)
+        alias.__doc__, alias.__annotations__ = f.__doc__, f.__annotations__
+        alias.__qualname__, alias.__module__ = name, __name__  # found again where it lives (pickle)
+        g[name] = alias
+
+
+_own_names()

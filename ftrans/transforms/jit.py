@@ -152,6 +152,13 @@ _waits_lock = threading.Lock()
 _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution)  # JAX_DISABLE_JIT=1
 
 
+def _guarded_anywhere() -> bool:
+    """Whether ``_call`` must look at its guards in some thread (a context may set one in a thread)."""
+    cfg = _config_mod.config
+    return bool(any(cfg.values_anywhere("disable_jit")) or any(cfg.values_anywhere("no_execution"))
+                or any(v not in (None, "allow") for v in cfg.values_anywhere("transfer_guard_host_to_device")))
+
+
 def _guard_level() -> bool:
     """Whether the host-to-device transfer guard looks at implicit transfers (jit arguments)."""
     return _config_mod.config.transfer_level("host_to_device") != "allow"
@@ -185,29 +192,33 @@ def _on_config_change(name: str, value: Any) -> None:
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
             st.tree_fast.clear()
-        cfg = _config_mod.config
-        _call_guard = bool(cfg.disable_jit or cfg.no_execution or _guard_level())
+        _call_guard = _guarded_anywhere()
     if name.startswith("transfer_guard"):  # the fast tiers must step aside while a guard watches
         for st in _all_stores():
             st.fast.clear()
             st.tree_fast.clear()
-        _call_guard = bool(_config_mod.config.disable_jit or _config_mod.config.no_execution or _guard_level())
+        _call_guard = _guarded_anywhere()
+
+
+def _on_scope_change(name: str) -> None:
+    """A context opened or closed in some thread: the fast tiers step aside meanwhile (``eager_everywhere``
+    is off) and the slow key holds the thread's context values, so no cache is cleared; the guard switch
+    is recomputed over every thread's values."""
+    global _call_guard
+    if name in ("disable_jit", "no_execution") or name.startswith("transfer_guard"):
+        _call_guard = _guarded_anywhere()
 
 
 _config_mod.config._listeners.append(_on_config_change)
+_config_mod.scope_listeners.append(_on_scope_change)
 
 
 @contextlib.contextmanager
 def disable_jit(disable: bool = True) -> Iterator[None]:
     """JAX's ``disable_jit``: inside the block, jitted functions (and ``lax`` control flow) run their Python
-    directly, eagerly; the previous setting comes back on exit."""
-    cfg = _config_mod.config
-    prev = cfg.disable_jit
-    cfg.update("disable_jit", disable)
-    try:
+    directly, eagerly; the previous setting comes back on exit. As in JAX it holds for the calling thread."""
+    with _config_mod.config_context("disable_jit")(disable):
         yield
-    finally:
-        cfg.update("disable_jit", prev)
 
 
 # ----------------------------------------------------------------------------
@@ -884,7 +895,10 @@ class JitWrapped:
                                                 in_tree)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
-        key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64)
+        # This thread's config contexts (``()`` without one): options read while tracing (matmul precision,
+        # promotion modes, ...) change the program, and other threads may hold other values.
+        key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64,
+               _config_mod.config.scoped_here())
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         if entry is None and self._background_applies(leaves):
             out = self._call_in_background(key, full_args, full_kwargs, in_tree, avals, device, leaves)
@@ -965,8 +979,8 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
-        if entry.exe is None or _guard_level():  # interpreted (it calls pmap), or a transfer guard watches calls
-            return
+        if entry.exe is None or _guard_level() or _config_mod.config.scoped_here():
+            return  # interpreted (it calls pmap), a transfer guard watches calls, or compiled under a context
         sigs = []
         for leaf in leaves:
             t = type(leaf)
@@ -1083,7 +1097,7 @@ class JitWrapped:
         key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, st.name_stack,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
-               _platform.platform_override.get())
+               _platform.platform_override.get(), cfg.scoped_here())
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:

@@ -307,7 +307,7 @@ class PmapWrapped:
                                donated_invars=(False,) * len(consts) + (donated or (False,) * len(leaves)))
             return tree_util.tree_unflatten(out_tree, outs)
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), tuple(dims), statics,
-               _config_mod.config.enable_x64)
+               _config_mod.config.enable_x64, _config_mod.config.scoped_here())
         entry = self._cache.get(key)
         if entry is None:
             entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size, donated)
@@ -323,6 +323,13 @@ class PmapWrapped:
             for x, d in zip(leaves, entry.donated):
                 if d and hasattr(x, "delete") and not (hasattr(x, "is_deleted") and x.is_deleted()):
                     x.delete()
+        if not _trace.eager_everywhere and _trace.debug_checks_on():  # debug_nans/debug_infs, as in JAX
+            kind = _trace.nonfinite_kind([np.asarray(o) for o in outs])
+            if kind is not None:
+                from ftrans.errors import user_location
+
+                raise FloatingPointError(f"Invalid value ({kind}) encountered in sharded computation: an output of "
+                                         f"pmap({self.__name__}) (at {user_location()})")
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _compile(self, dyn: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list, dims: list,

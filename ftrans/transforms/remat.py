@@ -175,7 +175,7 @@ def _trace_key(in_tree: Any, avals: list, statics: tuple) -> tuple | None:
         return None
     return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, cfg.enable_x64,
             cfg.debug_nans, cfg.debug_infs,
-            tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]))
+            tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), cfg.scoped_here())
 
 
 _NO_CONCRETE = object()
