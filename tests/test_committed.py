@@ -63,3 +63,37 @@ def test_operands_committed_to_two_devices_raise(how):
         f = (lambda p, q: p + q) if how == "eager" else lib.jit(lambda p, q: p + q)
         with pytest.raises(ValueError, match="incompatible devices"):
             f(a, b)
+
+
+def _layouts(lib, np_, lax_, sharding_mod):
+    d = lib.devices()
+    x = lib.device_put(np_.ones((8, 8)), d[1])
+    a = np_.arange(10, device=d[1])
+    mesh = sharding_mod.Mesh(d, axis_names=("i",))
+    s = sharding_mod.NamedSharding(mesh, sharding_mod.PartitionSpec("i"))
+    m = np_.asarray([1], device=d[2])
+    return {
+        "full_like_same_device": lax_.full_like(x, 1),
+        "full_like_new_shape_one_device": lax_.full_like(x, 1.0, shape=()),
+        "full_like_arange": lax_.full_like(a, 1, shape=(5,)),
+        "full_like_uncommitted": lax_.full_like(np_.ones(3), 2),
+        "full_like_weak": lax_.full_like(lib.device_put(1.0, d[3]), 2),
+        "full_sharding": lax_.full((8,), 1.0, sharding=s),
+        "full_like_sharding": lax_.full_like(lax_.iota("float32", 8), 1, sharding=s),
+        "full_like_sharded_new_shape": lax_.full_like(lib.device_put(np_.ones(8), s), 1.0, shape=(3,)),
+        "empty_mask": m[np_.asarray([False], device=d[2])],
+        "mask": m[np_.asarray([True], device=d[2])],
+    }
+
+
+def test_creation_and_indexing_keep_committed_layout_as_jax():
+    import jax.sharding as jsh
+
+    import ftrans.sharding as fsh
+
+    def describe(v):
+        return v.shape, v._committed, sorted(dv.id for dv in v.devices())
+
+    want = {k: describe(v) for k, v in _layouts(jax, jjnp, jlax, jsh).items()}
+    got = {k: describe(v) for k, v in _layouts(ftrans, fjnp, flax, fsh).items()}
+    assert got == want
