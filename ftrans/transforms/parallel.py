@@ -355,6 +355,12 @@ class PmapWrapped:
         redo = functools.partial(self._compile, dyn, kwargs, statics, in_tree, avals, dims, size, donated)
         return _Lowered(self, entry, in_tree, avals, redo)
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """A pmapped function defined in a class body is a method: the instance is its first argument."""
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
     def __repr__(self) -> str:
         return f"<pmap-wrapped function {self.__name__}>"
 
@@ -483,6 +489,9 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
     """
     if global_arg_shapes is not None:
         raise NotImplementedError("pmap: global_arg_shapes is not supported")
+    if devices is not None and len(devices) == 0:
+        raise FtransValueError("pmap: the 'devices' argument to pmap must be non-empty, or None (every local "
+                               "device)")
     statics = _argnums(static_broadcasted_argnums, "static_broadcasted_argnums")
     donate = _argnums(donate_argnums, "donate_argnums")
     if set(statics) & set(donate):
