@@ -23,6 +23,7 @@ from ftrans.core.array import (
     device_array,
     jax_array_argument,
     jax_array_argument_error,
+    set_default_device_id,
 )
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
@@ -206,6 +207,9 @@ def default_device() -> Any:
     return d if d is not None else _default_device_cached()
 
 
+set_default_device_id(lambda: default_device().id)  # core's committed check asks where the default is
+
+
 def _is_device(d: Any) -> bool:
     return hasattr(d, "platform") and hasattr(d, "id") and hasattr(d, "client")
 
@@ -292,11 +296,18 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
             if src_dev is not None and leaf.devices() != {src_dev}:
                 raise FtransValueError(f"device_put: src={src_dev} but the array lives on {leaf.devices()}")
             return _keep_sharded(leaf, leaf._sharded, donate, may_alias)
-        if dev is None:
+        if dev is None:  # stays where it is, committed only if it already was (as in JAX)
             where = leaf.device if isinstance(leaf, DeviceArray) else default_device()
+            commit = isinstance(leaf, DeviceArray) and leaf._committed
         else:
-            where = dev
-        return _put_leaf(leaf, where, src_dev, donate, may_alias)
+            where, commit = dev, True
+        out = _put_leaf(leaf, where, src_dev, donate, may_alias)
+        if commit and type(out) is DeviceArray and not getattr(out, "_commit", False):
+            if out is leaf:  # the same buffer, now pinned to its device: a new Array, as JAX's device_put
+                out = device_array(leaf._buf, leaf._aval, leaf._sig)
+            out._commit = True
+            _commit_seen()
+        return out
 
     def put(sub: Any, d: Any, alias: Any) -> Any:
         for flag, what in ((d, "donate"), (alias, "may_alias")):
@@ -379,6 +390,14 @@ def _source_device(src: Any) -> Any:
     if ds is not None and len(ds) == 1:
         return next(iter(ds))
     raise FtransTypeError(f"device_put: src must be a Device or a single-device sharding, got {src!r}")
+
+
+def _commit_seen() -> None:
+    """An array was committed to a device: from now on eager operations look for committed operands
+    (``device_eager.dispatch``), so that they run on those operands' device, as in JAX."""
+    from ftrans.lowering import device_eager
+
+    device_eager.install()
 
 
 def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias: bool = True) -> Any:

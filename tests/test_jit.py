@@ -258,7 +258,7 @@ def test_devices_and_device_put():
     assert z["a"].weak_type and isinstance(z["b"][0], DeviceArray)
     w = ftrans.device_put(x, devs[5])
     assert w.device == devs[5]
-    with pytest.raises(ValueError, match="different devices"):
+    with pytest.raises(ValueError, match="incompatible devices"):
         ftrans.jit(lambda a, b: a + b)(x, w)
     f = ftrans.jit(lambda a: a + 1, device=devs[2])
     assert f(np.ones(2, np.float32)).device == devs[2]

@@ -220,6 +220,10 @@ class Array(ArrayMixin):
         return str(self._value)
 
     # -- devices (host-only until the XLA runtime lands) ----------------------
+    # A host array is not committed to a device: computations may place it anywhere, as JAX's
+    # default-placed arrays.
+    _committed = False
+
     def devices(self) -> set:
         from ftrans.core.host import host_device
 
@@ -335,9 +339,23 @@ class DeviceArray(_LazyHostArray):
     computed.
     """
 
-    __slots__ = ()
+    # ``_commit``: placed on its device explicitly (``device_put`` with a device, an operation on committed
+    # operands), as JAX's committed arrays; see ``_committed``.
+    __slots__ = ("_commit",)
     _deleted_how = ("donated (to a jitted function through donate_argnums/donate_argnames, or to "
                     "device_put(donate=True)) or deleted with .delete()")
+
+    @property
+    def _committed(self) -> bool:
+        """Whether the array is pinned to its device (JAX's committed arrays): an explicit placement, or
+        any device other than the default one (only a committed operand puts a result there). Computations
+        run where their committed operands are; uncommitted ones may be moved."""
+        try:
+            if self._commit:
+                return True
+        except AttributeError:  # made without ``device_array`` (a compiled call's fast output path)
+            pass
+        return self._sig[3] != default_device_id()
 
     def _device_buffer(self) -> Any:
         return self._buf
@@ -447,6 +465,20 @@ def mark_donated(x: Array) -> None:
 buffers_deleted = False
 
 
+def default_device_id() -> int:
+    """The id of the device unplaced values go to; the runtime (``ftrans.devices``) registers the answer
+    with ``set_default_device_id``, as it registers its buffer type."""
+    return _default_device_id()
+
+
+_default_device_id: Any = lambda: 0  # noqa: E731 - replaced by the runtime at import
+
+
+def set_default_device_id(fn: Any) -> None:
+    global _default_device_id
+    _default_device_id = fn
+
+
 def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
     """Wrap a device buffer produced for ``aval`` (the caller guarantees they agree)."""
     out = object.__new__(DeviceArray)
@@ -454,6 +486,7 @@ def device_array(buf: Any, aval: ShapedArray, sig: tuple) -> DeviceArray:
     out._aval = aval
     out._sig = sig
     out.weak_type = aval.weak_type
+    out._commit = False
     return out
 
 
@@ -654,6 +687,7 @@ class ShardedArray(_LazyHostArray):
     """
 
     __slots__ = ("_sharded",)
+    _committed = True  # laid out over its devices explicitly (pmap, device_put with a sharding)
     _deleted_how = ("donated (to a pmapped or jitted function through donate_argnums) or deleted with "
                     ".delete()")
 

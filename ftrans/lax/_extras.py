@@ -15,6 +15,8 @@ import numpy as np
 from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
+from ftrans.core.array import Array
 from ftrans.core.axis_env import frames_of
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.prims import structural as S
@@ -51,8 +53,6 @@ def _shape(name: str, shape: Any) -> tuple[int, ...]:
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: Any = None) -> Any:
     """``lax.full``: an array of ``shape`` filled with the scalar ``fill_value`` (weakly typed when
     ``dtype`` is None and the fill value is a Python scalar)."""
-    if sharding is not None:
-        raise NotImplementedError("lax.full: sharding is not supported; use jax.device_put / a sharded jit")
     shape = _shape("lax.full", shape)
     if np.shape(fill_value) if not hasattr(fill_value, "aval") else fill_value.aval.shape:
         raise FtransTypeError(
@@ -64,20 +64,40 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, *, sharding: 
     else:
         d, weak = dtypes.to_dtype(dtype), False
     v = convert(fill_value, d, weak)
-    return lax.broadcast_in_dim(v, shape, ())
+    return _laid_out(lax.broadcast_in_dim(v, shape, ()), sharding, "lax.full")
+
+
+def _laid_out(out: Any, sharding: Any, what: str) -> Any:
+    """``out`` with the ``sharding=`` of a creation function: a concrete array placed (committed) there,
+    a traced one constrained to it."""
+    if sharding is None:
+        return out
+    if isinstance(out, Array) and _trace.is_eager():
+        from ftrans.devices import device_put
+
+        return device_put(out, sharding)
+    from ftrans.lax._sharding import with_sharding_constraint
+
+    return with_sharding_constraint(out, sharding, what)
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sharding: Any = None) -> Any:
-    """``lax.full_like``: ``full`` with ``x``'s shape and dtype (and weak type, when ``dtype`` is None)."""
-    if sharding is not None:
-        raise NotImplementedError("lax.full_like: sharding is not supported")
+    """``lax.full_like``: ``full`` with ``x``'s shape and dtype (and weak type, when ``dtype`` is None).
+
+    Without ``sharding``, the result is laid out as ``x`` when ``x`` is a committed array that is not weakly
+    typed and either the shape is ``x``'s or ``x`` is replicated on its devices (one device included), as
+    in JAX; otherwise it is placed by default."""
     xd, xw = dtype_weak(x)
     d = xd if dtype is None else dtypes.to_dtype(dtype)
     weak = dtype is None and xw
-    out = full(tuple(shape_of(x)) if shape is None else shape, fill_value, d)
+    fill_shape = tuple(shape_of(x)) if shape is None else _shape("lax.full_like", shape)
+    if (sharding is None and isinstance(x, Array) and x._committed and not weak
+            and (fill_shape == tuple(x.shape) or x.sharding.is_fully_replicated)):
+        sharding = x.sharding
+    out = full(fill_shape, fill_value, d)
     if weak:
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
-    return out
+    return _laid_out(out, sharding, "lax.full_like")
 
 
 def empty(shape: Any, dtype: Any, *, out_sharding: Any = None) -> Any:

@@ -545,9 +545,11 @@ def ensure_lapack_targets() -> None:
 
 
 def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], donated: Sequence[int] = (),
-                       host_callbacks: Sequence[Any] = ()) -> Any:
-    """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``)."""
+                       host_callbacks: Sequence[Any] = (), options: tuple = ()) -> Any:
+    """Compile a module of ``len(devices)`` replicas (replica ``r`` runs on ``devices[r]``); ``options`` as
+    for ``compile``."""
     opts = _xc.CompileOptions()
+    _set_options(opts, options)
     build = opts.executable_build_options
     build.num_replicas = len(devices)
     build.num_partitions = 1

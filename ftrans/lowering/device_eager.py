@@ -26,6 +26,7 @@ from ftrans.core.array import Array, DeviceArray
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.errors import FtransValueError
 from ftrans.lowering.executable import Executable
 
 MAX_PROGRAMS = 1024  # one-primitive programs kept (least recently used dropped first)
@@ -41,11 +42,39 @@ def install() -> None:
 
 
 def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
-    """Core's device backend: run on the operands' accelerator, or NotImplemented for the host."""
-    dev = on_accelerator(args)
-    if dev is None or prim.name in _HOST_ONLY:
+    """Core's device backend: run on the device the operands are committed to (else on the first
+    operand's accelerator), or NotImplemented for the host.
+
+    As in JAX, a result computed from committed operands is committed to their device, and operands
+    committed to two different devices are an error."""
+    dev = committed_device(args, prim.name)
+    if dev is None:
+        dev = on_accelerator(args)
+        if dev is None or prim.name in _HOST_ONLY:
+            return NotImplemented
+        return apply(prim, args, params, dev)
+    if prim.name in _HOST_ONLY:
         return NotImplemented
-    return apply(prim, args, params, dev)
+    res = apply(prim, args, params, dev)
+    for r in (res if prim.multiple_results else (res,)):
+        if type(r) is DeviceArray:
+            r._commit = True
+    return res
+
+
+def committed_device(args: Any, what: str) -> Any:
+    """The one device the committed operands among ``args`` live on, or None when none is committed."""
+    dev = None
+    for a in args:
+        if type(a) is DeviceArray and a._committed:
+            d = a.device
+            if dev is None:
+                dev = d
+            elif d != dev:
+                raise FtransValueError(
+                    f"Received incompatible devices for jitted computation: {what} got operands committed to "
+                    f"{dev} and to {d}; move them to one device with ftrans.device_put first")
+    return dev
 
 
 # Primitives that run Python on the host (the callbacks, and checkify's check, which raises a failed check's

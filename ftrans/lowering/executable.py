@@ -227,11 +227,12 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     return held
 
 
-def compiled_program(key: tuple, build: Any, text: str) -> _Xla:
+def compiled_program(key: tuple, build: Any, text: str, options: tuple = ()) -> _Xla:
     """A multi-device program (pmap's replicas, sharded jit's partitions) through the shared cache.
 
     ``build()`` compiles on a miss. As with ``compiled``, the entry lives as
-    long as the caller keeps the returned holder.
+    long as the caller keeps the returned holder; ``options`` are the compiler
+    options ``build`` passes, so that XLA's refusal of one is reported as such.
     """
     with _xla_lock:
         held = _xla_cache.get(key)
@@ -241,6 +242,8 @@ def compiled_program(key: tuple, build: Any, text: str) -> _Xla:
     try:
         exe = build()
     except Exception as e:  # XLA's own error types vary by release
+        if options and _names_option(str(e)):
+            raise CompilerOptionError(f"XLA rejected compiler_options {dict(options)!r}: {e}") from None
         raise _rejected(e, text) from None
     stats["compiles"] += 1
     with _xla_lock:

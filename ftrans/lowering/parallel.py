@@ -87,14 +87,16 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
     return m.text()
 
 
-def _compile(text: str, devices: list) -> Any:
-    """XLA-compile a replicated module through the cache jit's programs share (returns the cache's holder)."""
+def _compile(text: str, devices: list, options: tuple = ()) -> Any:
+    """XLA-compile a replicated module through the cache jit's programs share (returns the cache's holder);
+    ``options``: XLA compiler options as sorted (name, value) pairs."""
     from ftrans.lowering import executable as X
 
     callbacks = lower.host_callbacks_of(text)
-    key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas",), callbacks)
-    return X.compiled_program(key, lambda: compat.compile_replicated(devices[0].client, text, devices, (), callbacks),
-                              text)
+    key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas", options), callbacks)
+    return X.compiled_program(
+        key, lambda: compat.compile_replicated(devices[0].client, text, devices, (), callbacks, options), text,
+        options)
 
 
 class PmapExecutable:
@@ -104,7 +106,7 @@ class PmapExecutable:
                  "out_avals", "in_shardings", "out_shardings", "donated", "_run", "__weakref__")
 
     def __init__(self, body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Sequence, out_axes: Sequence,
-                 devices: Sequence[Any], name: str, donated: Sequence[bool] = ()):
+                 devices: Sequence[Any], name: str, donated: Sequence[bool] = (), options: tuple = ()):
         replicas = axis_size * nested_replicas(body.jaxpr)
         if replicas > len(devices):
             raise FtransValueError(
@@ -119,7 +121,7 @@ class PmapExecutable:
         self.donated = tuple(donated) if any(donated) else ()
         self.text = lower_pmap(body, axis_name, axis_size, in_axes, out_axes, replicas, name, self.donated,
                                compat.lowering_platform(devices[0]))
-        self._held = _compile(self.text, devices)  # keeps the shared cache's entry alive
+        self._held = _compile(self.text, devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
         mesh = compat.replica_mesh(devices, axis_size)
         self.in_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.in_avals, in_axes)]

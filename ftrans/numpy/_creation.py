@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, from_foreign, is_foreign_array
+from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -306,6 +306,10 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     if isinstance(obj, (Array, Tracer)):
         if copy and isinstance(obj, Tracer):  # a traced copy is a copy equation, as in JAX
             obj = E.copy_p.bind(obj)
+        elif copy and isinstance(obj, (DeviceArray, ShardedArray)):  # new device buffers, laid out alike
+            from ftrans.devices import device_put
+
+            obj = device_put(obj, may_alias=False)
         out = obj if d is None else retype(obj, d, False)
     elif type(obj) in _PY_SCALARS or isinstance(obj, (np.ndarray, np.generic)):
         if isinstance(obj, np.ma.MaskedArray) and d is None and not copy:

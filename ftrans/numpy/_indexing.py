@@ -33,7 +33,7 @@ import numpy as np
 
 from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
-from ftrans.core.array import Array
+from ftrans.core.array import Array, DeviceArray
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -603,8 +603,13 @@ def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_v
                   indices_are_sorted: bool, unique_indices: bool, normalize: bool) -> Any:
     ix = _to_gather(shape_of(x), entries, normalize)
     d, weak = dtype_weak(x)
-    if 0 in ix.slice_shape:
-        return _full(ix.slice_shape, 0, d, weak)
+    if 0 in ix.slice_shape:  # nothing to gather; still on the device x is committed to, as in JAX
+        out = _full(ix.slice_shape, 0, d, weak)
+        if type(x) is DeviceArray and x._committed:
+            from ftrans.devices import device_put
+
+            out = device_put(out, x.device)
+        return out
     y = x
     if ix.scalar_bool_dims:
         y = S.expand_dims_p.bind(y, dimensions=ix.scalar_bool_dims)

@@ -722,6 +722,10 @@ class JitWrapped:
             self._sig, donate_argnums, donate_argnames, self._static_argnums, self.__name__,
             self._static_argnames)
         self._device = device
+        if device is not None:  # its results are committed there: eager operations must follow them
+            from ftrans.lowering import device_eager
+
+            device_eager.install()
         self._backend = backend
         self._max = int(max_cache_size)
         self._inline = bool(inline)
@@ -1061,20 +1065,26 @@ class JitWrapped:
             return self._sharding_device
         if self._backend is not None:
             return _client(self._backend).local_devices()[0]
-        dev = None
+        dev = loose = None  # the device of the committed arguments; of the first uncommitted one
         for leaf in leaves:
             if type(leaf) is DeviceArray:
                 if leaf._buf.is_deleted():
                     leaf._value  # raises DeletedArrayError naming the problem  # noqa: B018
+                if not leaf._committed:  # may be moved to where the committed ones are, as in JAX
+                    if loose is None:
+                        loose = leaf.device
+                    continue
                 d = leaf.device if dev is None or leaf._sig[3] != dev.id else dev
                 if dev is None:
                     dev = d
                 elif d != dev:
                     raise FtransValueError(
-                        f"jit({self.__name__}): arguments live on different devices ({dev} and {d}); "
-                        "move them with ftrans.device_put first"
+                        f"Received incompatible devices for jitted computation: jit({self.__name__}) got "
+                        f"arguments committed to {dev} and to {d}; move them with ftrans.device_put first"
                     )
-        return dev if dev is not None else default_device()
+        if dev is not None:
+            return dev
+        return loose if loose is not None else default_device()
 
     def _trace(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
                statics: tuple | None = None) -> tuple[ClosedJaxpr, Any]:

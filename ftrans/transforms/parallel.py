@@ -333,7 +333,7 @@ class PmapWrapped:
         return tree_util.tree_unflatten(entry.out_tree, outs)
 
     def _compile(self, dyn: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list, dims: list,
-                 size: int, donated: tuple) -> _Entry:
+                 size: int, donated: tuple, options: tuple = ()) -> _Entry:
         from ftrans.lowering.parallel import PmapExecutable, nested_replicas
 
         if self._devices is None:
@@ -343,7 +343,7 @@ class PmapWrapped:
         devs = self._device_list(size, nested_replicas(body.jaxpr))
         in_axes = (None,) * len(consts) + tuple(dims)
         mask = (False,) * len(consts) + donated if donated else ()
-        exe = PmapExecutable(body, self._axis_name, size, in_axes, out_axes, devs, self.__name__, mask)
+        exe = PmapExecutable(body, self._axis_name, size, in_axes, out_axes, devs, self.__name__, mask, options)
         consts = [c if isinstance(c, Array) else Array._make(np.asarray(c)) for c in consts]
         return _Entry(exe, out_tree, consts, donated if any(donated) else ())
 
@@ -357,17 +357,112 @@ class PmapWrapped:
         dims = self._in_axes_flat(dyn, dyn_pos, kwargs)
         size = self._size(leaves_paths, avals, dims)
         dims = [None if d is None else d % len(a.shape) for a, d in zip(avals, dims)]
-        entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size,
-                              self._donated_flat(args, static_pos))
-        return _Lowered(entry.exe.text)
+        donated = self._donated_flat(args, static_pos)
+        entry = self._compile(dyn, kwargs, statics, in_tree, avals, dims, size, donated)
+        redo = functools.partial(self._compile, dyn, kwargs, statics, in_tree, avals, dims, size, donated)
+        return _Lowered(self, entry, in_tree, avals, redo)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """A pmapped function defined in a class body is a method: the instance is its first argument."""
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
 
     def __repr__(self) -> str:
         return f"<pmap-wrapped function {self.__name__}>"
 
 
 class _Lowered(LoweredText):
-    def __init__(self, text: str):
-        self._text = text
+    """``pmap(f).lower(*args)``: the replicated StableHLO module; ``compile()`` gives the executable."""
+
+    _no_kwargs = False  # keyword arguments are part of the lowered signature, as in JAX
+
+    def __init__(self, owner: Any, entry: _Entry, in_tree: Any, avals: list, recompile: Callable):
+        self._owner = owner
+        self._entry = entry
+        self._text = entry.exe.text
+        self._in_tree = in_tree  # (dynamic args, kwargs), static arguments left out
+        self._avals = avals
+        self._recompile = recompile  # the same program with other compiler options
+
+    @property
+    def in_tree(self) -> Any:
+        return self._in_tree
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value (the whole, mapped argument)."""
+        return tree_util.tree_unflatten(self._in_tree, self._avals)
+
+    def cost_analysis(self) -> Any:
+        """XLA's estimate of the program's cost before optimisation, as JAX's."""
+        from ftrans.lowering import compat
+
+        return compat.hlo_cost_analysis(self._entry.exe.devices[0].client, self._text)
+
+    def compile(self, compiler_options: dict | None = None) -> _Compiled:
+        """The executable; ``compiler_options`` are XLA option names to values (XLA rejects unknown ones)."""
+        from ftrans.transforms.jit import _compiler_options
+
+        options = _compiler_options(compiler_options)
+        entry = self._recompile(options) if options else self._entry
+        return _Compiled(self._owner, entry, self._in_tree, self._avals)
+
+
+class _Compiled:
+    """A compiled pmap for fixed argument types: call it with the dynamic (non-static) arguments."""
+
+    _no_kwargs = False
+
+    def __init__(self, owner: Any, entry: _Entry, in_tree: Any, avals: list):
+        self._owner = owner
+        self._entry = entry
+        self._in_tree = in_tree
+        self._avals = avals
+
+    in_tree = _Lowered.in_tree
+    in_avals = _Lowered.in_avals
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        name = f"pmap({self._owner.__name__}) compiled"
+        if tree != self._in_tree:
+            raise FtransTypeError(
+                f"{name}: the arguments' pytree structure does not match the one it was lowered with "
+                "(Function compiled with input pytree does not match the input pytree it was called with): "
+                f"lowered for {self._in_tree}, called with {tree}; call it with the same structure (static "
+                "arguments left out), or lower again")
+        bad = []
+        for k, (x, want) in enumerate(zip(leaves, self._avals)):
+            try:
+                got = aval_of(x)
+            except TypeError:
+                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with a {type(x).__name__}")
+                continue
+            if (got.shape, got.dtype) != (want.shape, want.dtype):
+                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with {got.str_short()}")
+        if bad:
+            raise FtransTypeError(f"{name}: the arguments' types differ from the ones it was compiled for:\n"
+                                  + "\n".join(bad) + "\nconvert them (.astype), or lower and compile again")
+        return self._owner._run(self._entry, leaves)
+
+    def as_text(self) -> str:
+        """The optimised HLO XLA compiled (the lowered StableHLO where the executable cannot show it)."""
+        try:
+            return self._entry.exe.xla.hlo_modules()[0].to_string()
+        except Exception:  # noqa: BLE001
+            return self._entry.exe.text
+
+    def runtime_executable(self) -> Any:
+        """The loaded XLA executable the PJRT runtime runs."""
+        return self._entry.exe.xla
+
+    def cost_analysis(self) -> Any:
+        return self._entry.exe.xla.cost_analysis()
+
+    def memory_analysis(self) -> Any:
+        """XLA's sizes of the compiled program's buffers, as in JAX."""
+        return self._entry.exe.xla.get_compiled_memory_stats()
 
 
 def _argnums(x: Any, what: str) -> tuple:
@@ -401,6 +496,9 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
     """
     if global_arg_shapes is not None:
         raise NotImplementedError("pmap: global_arg_shapes is not supported")
+    if devices is not None and len(devices) == 0:
+        raise FtransValueError("pmap: the 'devices' argument to pmap must be non-empty, or None (every local "
+                               "device)")
     statics = _argnums(static_broadcasted_argnums, "static_broadcasted_argnums")
     donate = _argnums(donate_argnums, "donate_argnums")
     if set(statics) & set(donate):

@@ -57,8 +57,10 @@ def _call_jvp(prim: C.CallPrimitive) -> Callable:
         outs_from = [("out", j) for j in range(n_out)] + [("out", j) for j, nz in enumerate(out_nz) if nz]
         outs = prim.bind(*ops, **prim.with_body(params, new, "jvp", len(ops), ins, outs_from))
         rest = iter(outs[n_out:])
-        return list(outs[:n_out]), [next(rest) if nz else Zero(tangent_aval(a))
-                                    for a, nz in zip(body.out_avals, out_nz)]
+        # A zero tangent has the call's output type, which is not the body's for a mapping call (pmap's body
+        # sees one device's block): take it from the primal output.
+        return list(outs[:n_out]), [next(rest) if nz else Zero(tangent_aval(aval_of(o)))
+                                    for o, nz in zip(outs[:n_out], out_nz)]
 
     rule.__name__ = f"{prim.name}_jvp"
     return rule
