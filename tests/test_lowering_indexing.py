@@ -321,3 +321,19 @@ def test_complex_min_max_is_lexicographic(op):
         less = (a.real, a.imag) < (b.real, b.imag)
         want[k] = (a if less else b) if op == "min" else (b if less else a)
     np.testing.assert_array_equal(got, want)
+
+
+def test_empty_gather_and_scatter_under_vmap_of_size_zero_lower_as_in_jax():
+    """A batching dimension of size 0 used to give invalid StableHLO (a slice size of 1 on it)."""
+    import ftrans
+
+    x, i, u = np.zeros((0, 5), np.float32), np.zeros((0,), np.int32), np.zeros((0,), np.float32)
+    for f in (lambda a, j: a[j], lambda a, j, v: a.at[j].add(v)):
+        args = (x, i) if f.__code__.co_argcount == 2 else (x, i, u)
+        got = ftrans.jit(ftrans.vmap(f))(*args)
+        want = jax.jit(jax.vmap(f))(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    a = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(
+        np.asarray(ftrans.jit(lambda a, j, v: a.at[j].set(v))(a, np.zeros((0,), np.int32), np.zeros((0, 4), np.float32))), a)
+    assert ftrans.jit(lambda a, j: a[j])(a, np.zeros((0,), np.int32)).shape == (0, 4)

@@ -117,6 +117,10 @@ def _gather(ctx: LoweringContext, operand: str, indices: str, *, dimension_numbe
     op_aval, idx_aval = ctx.avals_in
     out_aval = ctx.avals_out[0]
     dn = dimension_numbers
+    if 0 in out_aval.shape:
+        # Nothing to gather. (A batching dimension of size 0 would also make its slice size of 1
+        # invalid StableHLO.) The empty result is a constant.
+        return ctx.broadcast(ctx.scalar(0, out_aval.dtype), out_aval.update(shape=()), out_aval.shape)
     indices, idx_aval = _prepare_indices(ctx, indices, idx_aval, op_aval.shape)
     attr = _struct("gather", [
         ("offset_dims", dn.offset_dims),
@@ -211,6 +215,8 @@ def _register_scatter(prim, kind: str) -> None:
              indices_are_sorted, unique_indices, update_jaxpr=None):
         op_aval, idx_aval, upd_aval = ctx.avals_in
         dn = dimension_numbers
+        if 0 in upd_aval.shape or 0 in op_aval.shape:
+            return operand  # no update to apply (and an empty batching dimension would be invalid StableHLO)
         indices, idx_aval = _prepare_indices(ctx, indices, idx_aval, op_aval.shape)
         clip = mode is I.GatherScatterMode.CLIP
         if clip and dn.scatter_dims_to_operand_dims:
