@@ -831,3 +831,36 @@ def test_device_put_of_an_array_already_so_placed_is_that_array():
     jy = jax.device_put(jjnp.arange(3), jax.devices()[3])
     assert (ftrans.device_put(y) is y) == (jax.device_put(jy) is jy)
     assert ftrans.device_put(y).devices() == jax.device_put(jy).devices() == {dev}
+
+
+@pytest.mark.parametrize("in_axes,out_axes", [((1, 0), (1, None)), ((0, None), (0, None)), (1, (1, None))])
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_smap_matches_jax(in_axes, out_axes, under_jit):
+    """``smap``: shard_map over one axis of the current mesh, the specs written as in/out axes."""
+    fm, jm = meshes((2, 4))
+    x, y = arr(4, 8), np.arange(8.0, dtype=np.float32)
+    if in_axes == 1:
+        y = arr(4, 8) + 1
+
+    def body(lax_, np_):
+        return lambda a, b: (np_.sin(a) * b, lax_.psum(a.sum(), "y"))
+
+    f = ftrans.smap(body(flax, fjnp), in_axes=in_axes, out_axes=out_axes, axis_name="y")
+    j = jax.smap(body(jax.lax, jjnp), in_axes=in_axes, out_axes=out_axes, axis_name="y")
+    if under_jit:
+        f, j = ftrans.jit(f), jax.jit(j)
+    with ftrans.set_mesh(fm):
+        fo = f(x, y)
+    with jax.set_mesh(jm):
+        jo = j(x, y)
+    for a, b in zip(fo, jo):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_smap_rejects_bad_axes_like_jax():
+    for kw in (dict(in_axes=0, out_axes=0, axis_name=("x", "y")), dict(in_axes=[0], out_axes=0, axis_name="x"),
+               dict(in_axes=0, out_axes=0.5, axis_name="x")):
+        with pytest.raises(TypeError):
+            jax.smap(lambda a: a, **kw)
+        with pytest.raises(TypeError, match="smap"):
+            ftrans.smap(lambda a: a, **kw)

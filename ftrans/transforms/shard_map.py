@@ -35,7 +35,7 @@ from ftrans.core.sharding import (
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
-__all__ = ["shard_map"]
+__all__ = ["shard_map", "smap"]
 
 
 def _is_spec(x: Any) -> bool:
@@ -168,3 +168,37 @@ def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: An
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_rep)
 
 
+
+
+_INFER = object()
+
+
+def _axis_spec(axis_name: Any, axis: int | None) -> PartitionSpec:
+    return PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), axis_name)
+
+
+def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, axis_name: Any) -> Any:
+    """JAX's ``smap``: ``shard_map`` over the one mesh axis ``axis_name`` of the current mesh, with the
+    arguments split along ``in_axes`` and the results put together along ``out_axes`` (``None``: unsplit,
+    the same on every device).  The other mesh axes are not split over (every device along them sees the
+    same blocks)."""
+    if isinstance(axis_name, (list, tuple)):
+        raise FtransTypeError(f"smap: axis_name must be a single mesh axis name (a str or other hashable), "
+                              f"got {axis_name!r}")
+    if in_axes is _INFER:
+        raise NotImplementedError("smap: in_axes must be given (inferring them from the arguments' shardings is "
+                                  "not supported)")
+    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+        raise FtransTypeError(f"smap: in_axes must be an int, None, or a tuple with one entry per positional "
+                              f"argument, got {in_axes!r}")
+    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+        leaves = tree_util.tree_leaves(axes)
+        if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in leaves):
+            raise FtransTypeError(f"smap: {what} must be a non-negative int, None, or a (nested) container of "
+                                  f"those, got {axes!r}")
+    if f is None:
+        return functools.partial(smap, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    to_spec = functools.partial(_axis_spec, axis_name)
+    in_specs = tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
+    out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=lambda x: x is None)
+    return shard_map(f, in_specs=in_specs, out_specs=out_specs)
