@@ -864,3 +864,35 @@ def test_smap_rejects_bad_axes_like_jax():
             jax.smap(lambda a: a, **kw)
         with pytest.raises(TypeError, match="smap"):
             ftrans.smap(lambda a: a, **kw)
+
+
+def test_shard_map_partial_axis_names_like_jax():
+    """``axis_names`` naming some mesh axes: the body is manual over those; the specs may not split over
+    the others, nor may the body name them."""
+    shape, names = (2, 2, 2), ("i", "j", "k")
+    fm = ftrans.make_mesh(shape, names)
+    jm = jax.make_mesh(shape, names)
+    x = arr(4, 4)
+    fo = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "i") * 2, mesh=fm, in_specs=P("i"), out_specs=P(),
+                                     axis_names={"i"}, check_vma=False))(x)
+    jo = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "i") * 2, mesh=jm, in_specs=JP("i"), out_specs=JP(),
+                               axis_names={"i"}, check_vma=False))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    fe = ftrans.shard_map(lambda: flax.axis_index("i").reshape((1,)), mesh=fm, in_specs=(), out_specs=P("i"),
+                          axis_names={"i"}, check_vma=False)()
+    je = jax.shard_map(lambda: jax.lax.axis_index("i").reshape((1,)), mesh=jm, in_specs=(), out_specs=JP("i"),
+                       axis_names={"i"}, check_vma=False)()
+    np.testing.assert_array_equal(np.asarray(fe), np.asarray(je))
+    for ins, outs in ((("j",), ()), (("i",), ("k",))):
+        with pytest.raises(ValueError):
+            jax.jit(jax.shard_map(lambda a: a, mesh=jm, in_specs=JP(*ins), out_specs=JP(*outs),
+                                  axis_names={"i"}))(x)
+        with pytest.raises(ValueError, match="not in axis_names"):
+            ftrans.jit(ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P(*ins), out_specs=P(*outs),
+                                        axis_names={"i"}))(x)
+    with pytest.raises(NameError):
+        jax.jit(jax.shard_map(lambda a: a * jax.lax.axis_index("j"), mesh=jm, in_specs=JP("i"),
+                              out_specs=JP("i"), axis_names={"i"}))(x)
+    with pytest.raises(NameError, match="unbound axis name: j"):
+        ftrans.jit(ftrans.shard_map(lambda a: a * flax.axis_index("j"), mesh=fm, in_specs=P("i"),
+                                    out_specs=P("i"), axis_names={"i"}))(x)
