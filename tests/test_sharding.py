@@ -896,3 +896,14 @@ def test_shard_map_partial_axis_names_like_jax():
     with pytest.raises(NameError, match="unbound axis name: j"):
         ftrans.jit(ftrans.shard_map(lambda a: a * flax.axis_index("j"), mesh=fm, in_specs=P("i"),
                                     out_specs=P("i"), axis_names={"i"}))(x)
+
+
+def test_jax_partition_spec_with_unconstrained_converts():
+    """A JAX ``PartitionSpec`` holding ``P.UNCONSTRAINED`` stands for ftrans's own, as other JAX specs do."""
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    jspec = JP(JP.UNCONSTRAINED, "y")
+    fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 2, NamedSharding(fm, jspec)))(x)
+    jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, jspec)))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    assert ftrans.sharding.PartitionSpec(*jspec) == P(P.UNCONSTRAINED, "y")

@@ -60,6 +60,8 @@ class _Unconstrained:
 def _canon_entry(e: Any) -> Any:
     if e is None or isinstance(e, (str, _Unconstrained)):
         return e
+    if type(e).__name__ == "UnconstrainedSingleton" and type(e).__module__.split(".")[0] == "jax":
+        return PartitionSpec.UNCONSTRAINED  # JAX's spec entry, in a spec of JAX's being converted
     if isinstance(e, (tuple, list)):
         for a in e:
             if not isinstance(a, str):
