@@ -907,3 +907,18 @@ def test_jax_partition_spec_with_unconstrained_converts():
     jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, jspec)))(x)
     np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
     assert ftrans.sharding.PartitionSpec(*jspec) == P(P.UNCONSTRAINED, "y")
+
+
+@pytest.mark.parametrize("kind", ["in_named", "out_named", "in_spec"])
+def test_jit_shardings_reject_unconstrained_like_jax(kind):
+    fm, jm = meshes((8,))
+
+    def kw(mesh, N, PP):
+        return {"in_named": dict(in_shardings=N(mesh, PP(PP.UNCONSTRAINED, "x"))),
+                "out_named": dict(out_shardings=N(mesh, PP(PP.UNCONSTRAINED))),
+                "in_spec": dict(in_shardings=(PP(PP.UNCONSTRAINED),))}[kind]
+
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
+        jax.jit(lambda a: a, **kw(jm, JNamedSharding, JP))
+    with pytest.raises(ValueError, match="UNCONSTRAINED"):
+        ftrans.jit(lambda a: a, **kw(fm, NamedSharding, P))
