@@ -922,3 +922,13 @@ def test_jit_shardings_reject_unconstrained_like_jax(kind):
         jax.jit(lambda a: a, **kw(jm, JNamedSharding, JP))
     with pytest.raises(ValueError, match="UNCONSTRAINED"):
         ftrans.jit(lambda a: a, **kw(fm, NamedSharding, P))
+
+
+def test_jit_rejects_empty_named_sharding_like_jax():
+    from jax._src import mesh as jmesh
+
+    empty = JNamedSharding(jmesh.empty_concrete_mesh, JP())
+    with pytest.raises(ValueError, match="got an empty NamedSharding"):
+        jax.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))
+    with pytest.raises(ValueError, match="got an empty NamedSharding"):
+        ftrans.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))

@@ -664,6 +664,9 @@ def _from_runtime(sh: Any) -> Any:
     mesh = getattr(sh, "mesh", None)
     spec = getattr(sh, "spec", None)
     if mesh is not None and spec is not None and hasattr(mesh, "axis_names"):
+        if not tuple(mesh.axis_names) and getattr(mesh, "empty", False):
+            raise FtransValueError(f"got an empty NamedSharding: {sh!r} (its mesh has no devices), which is not "
+                                   "allowed as a sharding")
         return NamedSharding(as_mesh(mesh), PartitionSpec(*tuple(spec)))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
