@@ -920,7 +920,7 @@ def test_jit_shardings_reject_unconstrained_like_jax(kind):
 
     with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
         jax.jit(lambda a: a, **kw(jm, JNamedSharding, JP))
-    with pytest.raises(ValueError, match="UNCONSTRAINED"):
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
         ftrans.jit(lambda a: a, **kw(fm, NamedSharding, P))
 
 

@@ -77,8 +77,8 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
                 continue
             spec = s if isinstance(s, PartitionSpec) else getattr(s, "spec", None)
             if isinstance(spec, PartitionSpec) and PartitionSpec.UNCONSTRAINED in tuple(spec):
-                raise FtransValueError(f"jit: {what} may not leave dimensions UNCONSTRAINED (only "
-                                       f"with_sharding_constraint may); got {s!r}")
+                raise FtransValueError(f"jit: Unconstrained dims are not allowed when passed to {what} (only "
+                                       f"with_sharding_constraint may leave a dimension UNCONSTRAINED); got {s!r}")
             if isinstance(s, SingleDeviceSharding):
                 devices.add(next(iter(s.device_set)))
             else:
