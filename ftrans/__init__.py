@@ -76,7 +76,7 @@ from ftrans.transforms.reverse import (
     vjp,
 )
 from ftrans.transforms.reverse import std_basis as _std_basis  # noqa: F401  (JAX's private api._std_basis)
-from ftrans.transforms.shard_map import shard_map
+from ftrans.transforms.shard_map import shard_map, smap
 
 
 def effects_barrier() -> None:
@@ -150,7 +150,7 @@ __all__ = [
     "jacfwd", "jacrev", "hessian", "custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "checkpoint", "remat", "checkpoint_policies",
     "ad_checkpoint", "custom_derivatives", "vmap", "pmap", "test_util",
     "nn", "scipy", "image", "example_libraries", "extend", "sharding", "debug", "make_mesh", "set_mesh", "reshard",
-    "NamedSharding", "PartitionSpec", "P", "shard_map", "distributed", "make_array_from_callback",
+    "NamedSharding", "PartitionSpec", "P", "shard_map", "smap", "distributed", "make_array_from_callback",
     "make_array_from_single_device_arrays", "make_array_from_process_local_data",
     "Device", "float0", "disable_jit", "ensure_compile_time_eval", "named_call", "named_scope",
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",

@@ -676,3 +676,12 @@ def test_shape_dtype_struct_len_like_jax(shape):
             len(j)
         with pytest.raises(TypeError, match="unsized"):
             len(f)
+
+
+@pytest.mark.parametrize("kw", [dict(shape=(4, 1)), dict(dtype=np.int32), dict(weak_type=True),
+                                dict(shape=(6,), dtype=np.float16)])
+def test_shape_dtype_struct_update_like_jax(kw):
+    j = jax.ShapeDtypeStruct((2, 3), jnp.float32).update(**kw)
+    f = ftrans.ShapeDtypeStruct((2, 3), fnp.float32).update(**kw)
+    assert (f.shape, f.dtype, f.weak_type, f.size) == (j.shape, j.dtype, j.weak_type, j.size)
+    assert ftrans.eval_shape(lambda x: x * 2, f).shape == j.shape

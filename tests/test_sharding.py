@@ -831,3 +831,104 @@ def test_device_put_of_an_array_already_so_placed_is_that_array():
     jy = jax.device_put(jjnp.arange(3), jax.devices()[3])
     assert (ftrans.device_put(y) is y) == (jax.device_put(jy) is jy)
     assert ftrans.device_put(y).devices() == jax.device_put(jy).devices() == {dev}
+
+
+@pytest.mark.parametrize("in_axes,out_axes", [((1, 0), (1, None)), ((0, None), (0, None)), (1, (1, None))])
+@pytest.mark.parametrize("under_jit", [False, True])
+def test_smap_matches_jax(in_axes, out_axes, under_jit):
+    """``smap``: shard_map over one axis of the current mesh, the specs written as in/out axes."""
+    fm, jm = meshes((2, 4))
+    x, y = arr(4, 8), np.arange(8.0, dtype=np.float32)
+    if in_axes == 1:
+        y = arr(4, 8) + 1
+
+    def body(lax_, np_):
+        return lambda a, b: (np_.sin(a) * b, lax_.psum(a.sum(), "y"))
+
+    f = ftrans.smap(body(flax, fjnp), in_axes=in_axes, out_axes=out_axes, axis_name="y")
+    j = jax.smap(body(jax.lax, jjnp), in_axes=in_axes, out_axes=out_axes, axis_name="y")
+    if under_jit:
+        f, j = ftrans.jit(f), jax.jit(j)
+    with ftrans.set_mesh(fm):
+        fo = f(x, y)
+    with jax.set_mesh(jm):
+        jo = j(x, y)
+    for a, b in zip(fo, jo):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_smap_rejects_bad_axes_like_jax():
+    for kw in (dict(in_axes=0, out_axes=0, axis_name=("x", "y")), dict(in_axes=[0], out_axes=0, axis_name="x"),
+               dict(in_axes=0, out_axes=0.5, axis_name="x")):
+        with pytest.raises(TypeError):
+            jax.smap(lambda a: a, **kw)
+        with pytest.raises(TypeError, match="smap"):
+            ftrans.smap(lambda a: a, **kw)
+
+
+def test_shard_map_partial_axis_names_like_jax():
+    """``axis_names`` naming some mesh axes: the body is manual over those; the specs may not split over
+    the others, nor may the body name them."""
+    shape, names = (2, 2, 2), ("i", "j", "k")
+    fm = ftrans.make_mesh(shape, names)
+    jm = jax.make_mesh(shape, names)
+    x = arr(4, 4)
+    fo = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "i") * 2, mesh=fm, in_specs=P("i"), out_specs=P(),
+                                     axis_names={"i"}, check_vma=False))(x)
+    jo = jax.jit(jax.shard_map(lambda a: jax.lax.psum(a, "i") * 2, mesh=jm, in_specs=JP("i"), out_specs=JP(),
+                               axis_names={"i"}, check_vma=False))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    fe = ftrans.shard_map(lambda: flax.axis_index("i").reshape((1,)), mesh=fm, in_specs=(), out_specs=P("i"),
+                          axis_names={"i"}, check_vma=False)()
+    je = jax.shard_map(lambda: jax.lax.axis_index("i").reshape((1,)), mesh=jm, in_specs=(), out_specs=JP("i"),
+                       axis_names={"i"}, check_vma=False)()
+    np.testing.assert_array_equal(np.asarray(fe), np.asarray(je))
+    for ins, outs in ((("j",), ()), (("i",), ("k",))):
+        with pytest.raises(ValueError):
+            jax.jit(jax.shard_map(lambda a: a, mesh=jm, in_specs=JP(*ins), out_specs=JP(*outs),
+                                  axis_names={"i"}))(x)
+        with pytest.raises(ValueError, match="not in axis_names"):
+            ftrans.jit(ftrans.shard_map(lambda a: a, mesh=fm, in_specs=P(*ins), out_specs=P(*outs),
+                                        axis_names={"i"}))(x)
+    with pytest.raises(NameError):
+        jax.jit(jax.shard_map(lambda a: a * jax.lax.axis_index("j"), mesh=jm, in_specs=JP("i"),
+                              out_specs=JP("i"), axis_names={"i"}))(x)
+    with pytest.raises(NameError, match="unbound axis name: j"):
+        ftrans.jit(ftrans.shard_map(lambda a: a * flax.axis_index("j"), mesh=fm, in_specs=P("i"),
+                                    out_specs=P("i"), axis_names={"i"}))(x)
+
+
+def test_jax_partition_spec_with_unconstrained_converts():
+    """A JAX ``PartitionSpec`` holding ``P.UNCONSTRAINED`` stands for ftrans's own, as other JAX specs do."""
+    fm, jm = meshes((2, 4))
+    x = arr(8, 8)
+    jspec = JP(JP.UNCONSTRAINED, "y")
+    fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 2, NamedSharding(fm, jspec)))(x)
+    jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, jspec)))(x)
+    np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
+    assert ftrans.sharding.PartitionSpec(*jspec) == P(P.UNCONSTRAINED, "y")
+
+
+@pytest.mark.parametrize("kind", ["in_named", "out_named", "in_spec"])
+def test_jit_shardings_reject_unconstrained_like_jax(kind):
+    fm, jm = meshes((8,))
+
+    def kw(mesh, N, PP):
+        return {"in_named": dict(in_shardings=N(mesh, PP(PP.UNCONSTRAINED, "x"))),
+                "out_named": dict(out_shardings=N(mesh, PP(PP.UNCONSTRAINED))),
+                "in_spec": dict(in_shardings=(PP(PP.UNCONSTRAINED),))}[kind]
+
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
+        jax.jit(lambda a: a, **kw(jm, JNamedSharding, JP))
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
+        ftrans.jit(lambda a: a, **kw(fm, NamedSharding, P))
+
+
+def test_jit_rejects_empty_named_sharding_like_jax():
+    from jax._src import mesh as jmesh
+
+    empty = JNamedSharding(jmesh.empty_concrete_mesh, JP())
+    with pytest.raises(ValueError, match="got an empty NamedSharding"):
+        jax.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))
+    with pytest.raises(ValueError, match="got an empty NamedSharding"):
+        ftrans.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))

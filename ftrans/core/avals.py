@@ -114,6 +114,12 @@ class ShapeDtypeStruct:
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
 
+    def update(self, *, shape=None, dtype=None, weak_type=None, sharding=None) -> ShapeDtypeStruct:
+        """JAX's ``ShapeDtypeStruct.update``: a copy with the given fields replaced."""
+        return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
+                                weak_type=self.weak_type if weak_type is None else weak_type,
+                                sharding=self.sharding if sharding is None else sharding)
+
     @classmethod
     def like(cls, x: Any) -> ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.like``: the shape, dtype and weak type of an array or scalar ``x``."""

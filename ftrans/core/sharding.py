@@ -60,6 +60,8 @@ class _Unconstrained:
 def _canon_entry(e: Any) -> Any:
     if e is None or isinstance(e, (str, _Unconstrained)):
         return e
+    if type(e).__name__ == "UnconstrainedSingleton" and type(e).__module__.split(".")[0] == "jax":
+        return PartitionSpec.UNCONSTRAINED  # JAX's spec entry, in a spec of JAX's being converted
     if isinstance(e, (tuple, list)):
         for a in e:
             if not isinstance(a, str):
@@ -662,6 +664,9 @@ def _from_runtime(sh: Any) -> Any:
     mesh = getattr(sh, "mesh", None)
     spec = getattr(sh, "spec", None)
     if mesh is not None and spec is not None and hasattr(mesh, "axis_names"):
+        if not tuple(mesh.axis_names) and getattr(mesh, "empty", False):
+            raise FtransValueError(f"got an empty NamedSharding: {sh!r} (its mesh has no devices), which is not "
+                                   "allowed as a sharding")
         return NamedSharding(as_mesh(mesh), PartitionSpec(*tuple(spec)))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:

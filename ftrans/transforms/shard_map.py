@@ -35,7 +35,7 @@ from ftrans.core.sharding import (
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 
-__all__ = ["shard_map"]
+__all__ = ["shard_map", "smap"]
 
 
 def _is_spec(x: Any) -> bool:
@@ -60,9 +60,18 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> li
     return out
 
 
+def _check_manual(fname: str, what: str, spec: Any, names: tuple, auto: set) -> None:
+    bad = sorted({a for ax in names for a in ax} & auto, key=str)
+    if bad:
+        raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which are not in "
+                               "axis_names (axes left automatic cannot appear in the specs)")
+
+
 class _ShardMapped:
-    def __init__(self, fun: Callable, mesh: Mesh | None, in_specs: Any, out_specs: Any, check_vma: bool):
+    def __init__(self, fun: Callable, mesh: Mesh | None, in_specs: Any, out_specs: Any, check_vma: bool,
+                 axis_names: frozenset = frozenset()):
         self._fun = fun
+        self._axis_names = axis_names
         self.__name__ = getattr(fun, "__name__", "f")
         functools.update_wrapper(self, fun, updated=())
         self._mesh = mesh
@@ -93,6 +102,13 @@ class _ShardMapped:
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"shard_map({fname}): mesh must be an ftrans.sharding.Mesh, got "
                                   f"{type(mesh).__name__}")
+        manual = self._axis_names
+        if manual and not manual <= set(mesh.axis_names):
+            raise FtransValueError(f"shard_map({fname}): axis_names {sorted(manual, key=str)} must name axes of the "
+                                   f"mesh, whose axes are {mesh.axis_names}")
+        # Mesh axes left automatic: the specs may not split over them, so every device along them holds the
+        # same blocks and computes the same results; the body runs manual over them too (same values).
+        auto = set(mesh.axis_names) - manual if manual else set()
         leaves, in_tree = tree_util.tree_flatten(args)
         in_specs = self._in_specs
         if isinstance(in_specs, list):
@@ -111,6 +127,7 @@ class _ShardMapped:
                                       "an array") from None
             check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
             names = names_of_spec(s, len(a.shape))
+            _check_manual(fname, "in_specs", s, names, auto)
             for d, (n, ax) in enumerate(zip(a.shape, names)):
                 parts = int(np.prod([mesh.shape[x] for x in ax])) if ax else 1
                 if n % parts:
@@ -129,7 +146,7 @@ class _ShardMapped:
 
         from ftrans.core.prims.shard_map import _body_env
 
-        with _body_env({"mesh": mesh}):
+        with _body_env({"mesh": mesh}, manual):
             closed, _ = stage(flat_fun, [local_aval(a, ns, mesh) for a, ns in avals])
         out, out_tree = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
@@ -137,6 +154,7 @@ class _ShardMapped:
         for s, a in zip(out_specs, closed.out_avals):
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
+            _check_manual(fname, "out_specs", s, out_names[-1], auto)
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -149,9 +167,6 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = N
     """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring)."""
     if check_rep is not None:
         check_vma = check_rep
-    if axis_names and mesh is not None and set(axis_names) != set(mesh.axis_names):
-        raise NotImplementedError("shard_map: axis_names naming a subset of the mesh axes (the rest staying "
-                                  "automatic) is not supported; leave it out so every axis is manual")
     if in_specs is None:
         raise NotImplementedError("shard_map: in_specs must be given (inferring them from the arguments is not "
                                   "supported)")
@@ -160,7 +175,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = N
                                  axis_names=axis_names, check_vma=check_vma)
     if not callable(f):
         raise FtransTypeError(f"shard_map: expected a function, got {type(f).__name__}")
-    return _ShardMapped(f, mesh, in_specs, out_specs, check_vma)
+    return _ShardMapped(f, mesh, in_specs, out_specs, check_vma, frozenset(axis_names))
 
 
 def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: Any, check_rep: bool = True) -> Any:
@@ -168,3 +183,37 @@ def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: An
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_rep)
 
 
+
+
+_INFER = object()
+
+
+def _axis_spec(axis_name: Any, axis: int | None) -> PartitionSpec:
+    return PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), axis_name)
+
+
+def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, axis_name: Any) -> Any:
+    """JAX's ``smap``: ``shard_map`` over the one mesh axis ``axis_name`` of the current mesh, with the
+    arguments split along ``in_axes`` and the results put together along ``out_axes`` (``None``: unsplit,
+    the same on every device).  The other mesh axes are not split over (every device along them sees the
+    same blocks)."""
+    if isinstance(axis_name, (list, tuple)):
+        raise FtransTypeError(f"smap: axis_name must be a single mesh axis name (a str or other hashable), "
+                              f"got {axis_name!r}")
+    if in_axes is _INFER:
+        raise NotImplementedError("smap: in_axes must be given (inferring them from the arguments' shardings is "
+                                  "not supported)")
+    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+        raise FtransTypeError(f"smap: in_axes must be an int, None, or a tuple with one entry per positional "
+                              f"argument, got {in_axes!r}")
+    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+        leaves = tree_util.tree_leaves(axes)
+        if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in leaves):
+            raise FtransTypeError(f"smap: {what} must be a non-negative int, None, or a (nested) container of "
+                                  f"those, got {axes!r}")
+    if f is None:
+        return functools.partial(smap, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    to_spec = functools.partial(_axis_spec, axis_name)
+    in_specs = tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
+    out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=lambda x: x is None)
+    return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})

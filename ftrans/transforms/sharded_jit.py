@@ -69,15 +69,22 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
     from ftrans.core.sharding import PartitionSpec
 
     devices = set()
-    for s in tree_util.tree_leaves((in_shardings, out_shardings),
-                                   is_leaf=lambda x: _is_sharding_leaf(x) or isinstance(x, PartitionSpec)):
-        s = as_sharding(s)
-        if s is None:
-            continue
-        if isinstance(s, SingleDeviceSharding):
-            devices.add(next(iter(s.device_set)))
-        else:
-            return True, None
+    partitioned = False
+    for what, tree in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+        for s in tree_util.tree_leaves(tree, is_leaf=lambda x: _is_sharding_leaf(x) or isinstance(x, PartitionSpec)):
+            s = as_sharding(s)
+            if s is None:
+                continue
+            spec = s if isinstance(s, PartitionSpec) else getattr(s, "spec", None)
+            if isinstance(spec, PartitionSpec) and PartitionSpec.UNCONSTRAINED in tuple(spec):
+                raise FtransValueError(f"jit: Unconstrained dims are not allowed when passed to {what} (only "
+                                       f"with_sharding_constraint may leave a dimension UNCONSTRAINED); got {s!r}")
+            if isinstance(s, SingleDeviceSharding):
+                devices.add(next(iter(s.device_set)))
+            else:
+                partitioned = True
+    if partitioned:
+        return True, None
     if len(devices) > 1:
         return True, None  # the partitioner reports the clash
     return False, (devices.pop() if devices else None)

@@ -131,20 +131,24 @@ def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) ->
 
 
 class _Env:
-    def __init__(self, mesh: Any):
+    def __init__(self, mesh: Any, axes: Any = None):
         self.mesh = mesh
+        self.axes = axes
         self.stack = ExitStack()
 
     def __enter__(self) -> None:
         for n, s in zip(self.mesh.axis_names, self.mesh.devices.shape):
-            self.stack.enter_context(extend_axis_env(n, s, None))
+            if not self.axes or n in self.axes:
+                self.stack.enter_context(extend_axis_env(n, s, None))
 
     def __exit__(self, *exc: Any) -> None:
         self.stack.close()
 
 
-def _body_env(params: dict) -> Any:
-    return _Env(params["mesh"])
+def _body_env(params: dict, axes: Any = None) -> Any:
+    """The axis environment of the body: every mesh axis bound, or only ``axes`` (the manual ones, when the
+    body is first traced: the mesh axes left automatic are not names the body may use)."""
+    return _Env(params["mesh"], axes)
 
 
 def _func_name(params: dict) -> str:
