@@ -932,3 +932,18 @@ def test_jit_rejects_empty_named_sharding_like_jax():
         jax.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))
     with pytest.raises(ValueError, match="got an empty NamedSharding"):
         ftrans.jit(lambda a: a, out_shardings=empty)(np.ones(32, np.float32))
+
+
+def test_an_explicit_ftrans_mesh_used_first_does_not_capture_a_jax_auto_mesh():
+    """The runtime interns meshes: an Auto twin of an Explicit ftrans mesh would be a user's jax Auto mesh
+    itself, and results on the jax mesh were reported on the Explicit one (order-dependent before)."""
+    fe = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    x = arr(8, 8)
+    ftrans.device_put(x, NamedSharding(fe, P("x")))  # makes fe's runtime twin
+    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JAxisType.Auto,) * 2)
+    fo = ftrans.jit(lambda a: flax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))))(x)
+    jo = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, JNamedSharding(jm, JP("y"))))(x)
+    assert fo.sharding == jo.sharding
+    assert fo.sharding.mesh.axis_types == (AxisType.Auto, AxisType.Auto)
+    out = ftrans.jit(lambda a: a + 1)(ftrans.device_put(x, NamedSharding(fe, P("x"))))
+    assert out.sharding.mesh == fe  # results on the Explicit mesh still report it

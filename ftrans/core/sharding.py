@@ -566,9 +566,24 @@ def _runtime_key(mesh: Any) -> tuple:
     return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
 
 
+# ftrans meshes by the identity of their runtime twins (each twin is made once and kept by its mesh, so
+# an id here is never reused while the entry lives).
+_twins: dict[int, Mesh] = {}
+
+
 def remember_mesh(mesh: Mesh) -> None:
-    """Results laid out on ``mesh``'s runtime twin report ``mesh`` itself (its axis types included)."""
-    _mesh_memo[_runtime_key(mesh._runtime)] = mesh
+    """Results laid out on ``mesh``'s runtime twin report ``mesh`` itself (its axis types included).
+
+    The twin is matched by identity. The lowering gives every twin Auto axes (ftrans applies Explicit
+    axes itself), so an Explicit ftrans mesh must not also be found under its twin's key: a user's
+    jax mesh with Auto axes over the same devices has that key and is not the Explicit mesh.
+    """
+    rt = mesh._runtime
+    _twins[id(rt)] = mesh
+    ours = tuple(getattr(t, "name", str(t)) for t in (getattr(mesh, "axis_types", None) or ()))
+    theirs = tuple(getattr(t, "name", str(t)) for t in (getattr(rt, "axis_types", None) or ()))
+    if ours == theirs:
+        _mesh_memo.setdefault(_runtime_key(rt), mesh)
 
 
 _converted: dict = {}
@@ -608,6 +623,9 @@ def as_mesh(mesh: Any) -> Any:
         return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types)
     if not _is_runtime_mesh(mesh):
         return mesh
+    m = _twins.get(id(mesh))
+    if m is not None and m._runtime is mesh:
+        return m
     key = _runtime_key(mesh)
     m = _mesh_memo.get(key)
     if m is None:

@@ -689,7 +689,13 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
     mesh = sharding.mesh
     rt = mesh._runtime
     if rt is None:
-        rt = mesh._runtime = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+        # The twin carries the mesh's axis types: the runtime interns meshes, so an Auto twin of an Explicit
+        # mesh would be the very object a user's Auto mesh over the same devices is, and results on one
+        # would be reported on the other.
+        types = tuple(AxisType.Explicit if getattr(t, "name", "") == "Explicit" else AxisType.Auto
+                      for t in (getattr(mesh, "axis_types", None) or ()))
+        rt = mesh._runtime = Mesh(mesh.devices, mesh.axis_names,
+                                  axis_types=types or (AxisType.Auto,) * len(mesh.axis_names))
         from ftrans.core.sharding import remember_mesh
 
         remember_mesh(mesh)
