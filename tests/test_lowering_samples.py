@@ -26,11 +26,14 @@ _APPROX = {
     "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum", "scatter_add",
     "scatter_mul", "mul", "rem", "sign", "abs", "conv_general_dilated", "fft",
     "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig", "bessel_i0e", "bessel_i1e",
+    "cholesky_update", "symmetric_product", "hessenberg", "householder_product", "ormqr", "tridiagonal",
+    "tridiagonal_solve",
 }
 # Lowered only inside a program of their own kind: pmap's rule needs a replicated module (its
 # lowering is checked against jax.pmap in tests/test_pmap.py); a one-equation jit program of it
 # must refuse with PmapInsideJitError instead.
-_OWN_PROGRAM = {"pmap"}
+# checkify's ``check`` is never lowered: checkify functionalizes it first, and its lowering refuses.
+_OWN_PROGRAM = {"pmap", "check"}
 # XLA's unseeded generator: its values are unspecified, so only the type and the range [a, b) are compared.
 _UNSEEDED = {"rng_uniform"}
 NAMES = sorted(n for n in SAMPLES if n in P.registry and P.registry[n] in lowering_rules and n not in _OWN_PROGRAM)

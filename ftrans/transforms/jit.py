@@ -518,9 +518,10 @@ def _static_text(v: tuple) -> str:
 
 
 def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str]) -> list[str]:
-    """What differs between two of jit's cache keys ``(in_tree, avals, statics, device, x64)``, in words."""
-    tree, avals, statics, dev, x64 = new
-    otree, oavals, ostatics, odev, ox64 = old
+    """What differs between two of jit's cache keys ``(in_tree, avals, statics, device, x64, trace options)``,
+    in words."""
+    tree, avals, statics, dev, x64, *opts = new
+    otree, oavals, ostatics, odev, ox64, *oopts = old
     out = []
     if tree != otree:
         out.append(f"different input pytree:\n  * now {tree} and before {otree}")
@@ -551,6 +552,8 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
         out.append(f"different device: now device {dev} and before device {odev}")
     if x64 != ox64:
         out.append(f"different enable_x64: now {x64} and before {ox64}")
+    if opts != oopts:
+        out.append(f"different tracing context (the calling thread's configuration): now {opts} and before {oopts}")
     return out
 
 
