@@ -175,7 +175,8 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8, at
       t: strictly increasing float times at which to report the solution.
       *args: extra arguments of ``func`` (arrays, scalars or pytrees of them);
         they are differentiated like ``y0``.
-      rtol, atol: relative and absolute local error tolerances.
+      rtol: relative local error tolerance.
+      atol: absolute local error tolerance.
       mxstep: the most steps taken between two consecutive times of ``t``.
       hmax: the largest step size.
 
