@@ -22,14 +22,19 @@ __all__ = ["AxisFrame", "axis_env", "extend_axis_env", "bound_names", "frames_of
 
 
 class AxisFrame:
-    """One named axis in scope: its name, its size, and the trace that owns it (None for pmap)."""
+    """One named axis in scope: its name, its size, and the trace that owns it (None for pmap).
 
-    __slots__ = ("name", "size", "main")
+    ``spmd_name``: for ``vmap(..., spmd_axis_name=...)``, the mesh axis names (a tuple) the batch
+    dimension is split over wherever a sharding is stated inside (constraints, ``shard_map``).
+    """
 
-    def __init__(self, name: Any, size: int, main: Any):
+    __slots__ = ("name", "size", "main", "spmd_name")
+
+    def __init__(self, name: Any, size: int, main: Any, spmd_name: tuple | None = None):
         self.name = name
         self.size = size
         self.main = main
+        self.spmd_name = spmd_name
 
 
 class _AxisEnv(threading.local):

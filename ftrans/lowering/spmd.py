@@ -122,6 +122,9 @@ class SpmdExecutable:
             if not isinstance(s, NamedSharding):
                 spec = compat.spec_matching(h, mesh, len(a.shape))
                 if spec is not None:
+                    spec = list(spec)
+                    while spec and spec[-1] is None:  # as JAX states a chosen layout: no trailing unsplit dims
+                        spec.pop()
                     s = NamedSharding(mesh, PartitionSpec(*spec))
             if isinstance(s, NamedSharding):
                 outs.append(s)

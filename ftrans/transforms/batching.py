@@ -260,7 +260,7 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
     if (reuse and owner is not None and owner.alive and getattr(owner, "trace_type", None) is BatchTrace
             and not any(isinstance(a, Tracer) and a._trace.main.level >= owner.level for a in args)):
         return _run_in(owner, fun, args, dims, force_front, lift_unmapped)
-    frame = AxisFrame(axis.name, axis.size, None)
+    frame = AxisFrame(axis.name, axis.size, None, axis.spmd_name)
     with new_main(BatchTrace, frame) as main:
         frame.main = main
         with extend_axis_env(axis.name, frame.size, main):
@@ -407,13 +407,24 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
     return dims
 
 
+def _spmd_names(spmd_axis_name: Any) -> tuple | None:
+    """``spmd_axis_name`` as a tuple of mesh axis names (JAX takes one name or a tuple of them)."""
+    if spmd_axis_name is None:
+        return None
+    names = tuple(spmd_axis_name) if isinstance(spmd_axis_name, (tuple, list)) else (spmd_axis_name,)
+    for n in names:
+        if not isinstance(n, str):
+            raise FtransTypeError(f"vmap spmd_axis_name must be a mesh axis name (a str) or a tuple of them, "
+                                  f"got {spmd_axis_name!r}")
+    return names
+
+
 def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
          spmd_axis_name: Any = None) -> Callable:
     """JAX's ``vmap``: map ``fun`` over axes of its arguments, with batching rules instead of a loop."""
     if not callable(fun):
         raise FtransTypeError(f"vmap: expected a function, got {type(fun).__name__}")
-    if spmd_axis_name is not None:
-        raise NotImplementedError("vmap: spmd_axis_name is not supported (it needs sharded jit)")
+    spmd_name = _spmd_names(spmd_axis_name)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # as in JAX: the positional arguments' entries may come as a list
     # Checked when vmap is applied, as JAX does, not at the first call.
@@ -450,7 +461,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             x = x if isinstance(x, Tracer) else as_operand(x)
             ops.append(x)
             norm.append(d % len(aval_of(x).shape))
-        frame = AxisFrame(axis_name, size, None)
+        frame = AxisFrame(axis_name, size, None, spmd_name)
         out_tree_box: list = []
         with new_main(BatchTrace, frame) as main:
             frame.main = main

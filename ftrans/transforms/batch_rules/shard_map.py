@@ -1,7 +1,9 @@
-"""Batching ``shard_map`` (``vmap`` of a shard_mapped function): the batch dimension is never split.
+"""Batching ``shard_map`` (``vmap`` of a shard_mapped function): the batch dimension is not split, unless
+``vmap`` was given ``spmd_axis_name``.
 
 Batched operands get their batch dimension at 0 and an unsplit entry there in
-their layout; the body is batched with its outputs batched at 0, and every
+their layout (with ``spmd_axis_name``: that entry names those mesh axes, and the
+body sees each device's part of the batch); the body is batched with its outputs batched at 0, and every
 result gets the unsplit leading entry too.  A stacked value (``None`` names:
 one block per device along a leading axis, the residuals of a differentiated
 shard_map) keeps that axis first: its batch dimension goes second, which is
@@ -10,17 +12,44 @@ the body's first, and a stacked result comes out batched along its second axis.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from ftrans.core.axis_env import AxisFrame
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import _body_env, shard_map_p
+from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import batch_jaxpr, batching_rules, moveaxis, not_mapped
+
+
+def _spmd_split(frame: Any, mesh: Any, in_names: tuple, out_names: tuple) -> tuple[tuple, Any]:
+    """The batch dimension's names in the layouts, and the frame the body is batched under."""
+    spmd = frame.spmd_name
+    if spmd is None:
+        return (), frame
+    used = {a for names in (*in_names, *out_names) if names is not None for dim in names for a in dim}
+    clash = [n for n in spmd if n in used]
+    if clash:
+        raise FtransValueError(
+            f"vmap spmd_axis_name {clash} cannot appear in the shard_map's in_specs or out_specs: the batch "
+            f"dimension is split over those mesh axes; name other axes in the specs")
+    missing = [n for n in spmd if n not in mesh.axis_names]
+    if missing:
+        raise FtransValueError(f"vmap spmd_axis_name names mesh axes {missing} that the shard_map's mesh lacks "
+                               f"(its axes: {tuple(mesh.axis_names)})")
+    parts = math.prod(mesh.shape[n] for n in spmd)
+    if frame.size % parts:
+        raise FtransValueError(
+            f"vmap spmd_axis_name={spmd}: the batch size {frame.size} is not divisible by the {parts} devices "
+            f"along those mesh axes")
+    return tuple(spmd), AxisFrame(frame.name, frame.size // parts, frame.main, frame.spmd_name)
 
 
 def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: Any, in_names: tuple,
                      out_names: tuple, **params: Any) -> tuple[list, list]:
+    lead, body_frame = _spmd_split(frame, mesh, in_names, out_names)
     new_vals, body_dims, new_in = [], [], []
     for v, d, ns in zip(vals, dims, in_names):
         if d is not_mapped:
@@ -34,14 +63,14 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
         else:
             new_vals.append(moveaxis(v, d, 0))
             body_dims.append(0)
-            new_in.append(((),) + tuple(ns))
+            new_in.append((lead,) + tuple(ns))
     with _body_env({"mesh": mesh}):
-        new, _ = batch_jaxpr(jaxpr, body_dims, frame, force_front=True)
+        new, _ = batch_jaxpr(jaxpr, body_dims, body_frame, force_front=True)
     body, consts = hoist_consts(new)
     outs = shard_map_p.bind(*consts, *new_vals, jaxpr=body, mesh=mesh,
                             in_names=tuple(((),) * len(np.shape(c)) for c in consts)
                             + tuple(new_in),
-                            out_names=tuple(None if ns is None else ((),) + tuple(ns) for ns in out_names),
+                            out_names=tuple(None if ns is None else (lead,) + tuple(ns) for ns in out_names),
                             **params)
     return outs, [1 if ns is None else 0 for ns in out_names]
 

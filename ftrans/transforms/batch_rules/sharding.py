@@ -1,4 +1,5 @@
-"""Batching rule of ``sharding_constraint``: the batch dimension is not split."""
+"""Batching rule of ``sharding_constraint``: the batch dimension is not split, unless ``vmap`` was given
+``spmd_axis_name``; then it is split over those mesh axes (JAX's rule)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,21 @@ from typing import Any
 from ftrans.core.prims.sharding import shard_alike_p, sharding_constraint_p
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import aval_of
+from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import not_mapped, register_batching
+
+
+def spmd_entry(frame: Any, mesh: Any, where: str) -> Any:
+    """The spec entry of a batch dimension: None (unsplit), or the ``vmap``'s ``spmd_axis_name``."""
+    names = getattr(frame, "spmd_name", None)
+    if names is None:
+        return None
+    missing = [n for n in names if n not in mesh.axis_names]
+    if missing:
+        raise FtransValueError(
+            f"vmap spmd_axis_name={names if len(names) > 1 else names[0]!r} names mesh axes {missing} that the "
+            f"mesh of {where} lacks (its axes: {tuple(mesh.axis_names)}); name axes of that mesh")
+    return names[0] if len(names) == 1 else tuple(names)
 
 
 @register_batching(sharding_constraint_p)
@@ -17,7 +32,7 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
         return sharding_constraint_p.bind(x, sharding=sharding), not_mapped
     nd = len(aval_of(x).shape)
     entries = list(sharding.spec) + [None] * (nd - 1 - len(sharding.spec))
-    entries.insert(d, None)
+    entries.insert(d, spmd_entry(frame, sharding.mesh, "a sharding constraint"))
     return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*entries))), d
 
 
