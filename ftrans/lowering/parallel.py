@@ -34,6 +34,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
+from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat, lower
 from ftrans.lowering import executable as X
@@ -155,6 +156,13 @@ class PmapExecutable:
 
 
 _by_jaxpr: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _forget_programs() -> None:
+    _by_jaxpr.clear()
+
+
+on_new_backend.append(_forget_programs)  # its programs were compiled for the old client
 
 
 def executable_for(body: ClosedJaxpr, params: dict, devices: Sequence[Any]) -> PmapExecutable:
