@@ -182,6 +182,16 @@ def _default_device_cached() -> Any:
     return _client().local_devices()[0]
 
 
+def _forget_devices() -> None:
+    from ftrans.core.sharding import forget_runtime_meshes
+
+    _default_device_cached.cache_clear()
+    forget_runtime_meshes()
+
+
+on_new_backend.append(_forget_devices)
+
+
 # The device ``config.default_device`` names (``ftrans.default_device(...)``), resolved; None: none named.
 _default_override: Any = None
 

@@ -427,13 +427,15 @@ import numpy as np, jax, jax.extend.backend as jb, ftrans
 f = ftrans.pmap(lambda x: x)
 g = ftrans.jit(lambda x: x + 1)
 n = ftrans.device_count()
-f(np.arange(n)); g(np.arange(3))
+before = f(np.arange(n)).sharding._device_assignment; g(np.arange(3))
+d0 = ftrans.devices()[0]; ftrans.device_put(1.0, d0)
 jb.clear_backends()
 out = ftrans.pmap(lambda x: x)(np.arange(n))
 assert list(out.sharding._device_assignment) == jax.devices() == ftrans.devices()
 assert np.asarray(out).tolist() == list(range(n))
 assert np.asarray(f(np.arange(n))).tolist() == list(range(n))
 assert np.asarray(g(np.arange(3))).tolist() == [1, 2, 3]
+assert ftrans.device_put(1.0).devices() == {jax.devices()[0]}
 print("ok")
 """
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
