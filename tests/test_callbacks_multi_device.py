@@ -65,6 +65,7 @@ def _per_device(J, cb_api, kind):
 
     def body(x):
         y = cb_api(cb, J.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True)
+        cb_api(lambda v: None, None, y, ordered=True)  # no results: the token alone
         return cb_api(cb, J.ShapeDtypeStruct(x.shape, x.dtype), y * 2, ordered=True)
 
     x = np.arange(N, dtype=np.float32)
@@ -142,3 +143,26 @@ def test_ordered_print_refused_in_sharded_jit(J):
 
     with pytest.raises(ValueError, match="ordered effects are not supported for more than 1 device"):
         _sharded_jit(J, f)(np.arange(N, dtype=np.float32))
+
+
+def _one_device_shard_map(J, cb_api):
+    got = []
+    mesh = J.sharding.Mesh(np.array(J.devices()[:1]), ("x",))
+    P = J.sharding.PartitionSpec
+
+    def f(s, x):
+        cb_api(lambda a, b: got.append((int(a[0]), np.asarray(b).tolist())), None, s, x, ordered=True)
+        cb_api(lambda a, b: got.append((int(a[0]), np.asarray(b).tolist())), None, s, x + 1, ordered=True)
+        return J.lax.psum(x, "x") + J.lax.axis_index("x")
+
+    g = J.jit(J.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x")),
+              in_shardings=J.sharding.NamedSharding(mesh, P("x")))
+    out = g(np.arange(1, dtype=np.int32), np.arange(2, dtype=np.int32))
+    J.effects_barrier()
+    return np.asarray(out).tolist(), got
+
+
+def test_callbacks_in_a_one_device_shard_map():
+    """A shard_map over one device is inlined, as JAX does (XLA could not compile a callback inside a
+    one-partition manual region)."""
+    assert _one_device_shard_map(ftrans, io_callback) == _one_device_shard_map(jax, jax_io_callback)

@@ -45,11 +45,10 @@ def _placement(ctx: LoweringContext, sharding: Any, n_results: int) -> list[str]
                 f"callbacks do not support specifying sharding inside spmd computations (the callback at "
                 f"{ctx.eqn.source_info} runs on every device of its shard_map); drop sharding=")
         sym = m.empty_mesh()
-        ranks = [len(a.shape) for a in ctx.avals_out] or [0]
-        dims = ["[" + ", ".join(["{}"] * r) + "]" for r in ranks]
+        dims = ["[" + ", ".join(["{}"] * len(a.shape)) + "]" for a in ctx.avals_out]
         if len(ctx.avals_out) < n_results:  # the token comes first
             dims = ["[]", *dims]
-        return [f"<@{sym}, {d}>" for d in dims]
+        return [f"<@{sym}, {d}>" for d in dims or ["[]"]]
     index = 0
     if sharding is not None:
         devices = getattr(sharding, "device_set", None)
