@@ -30,6 +30,7 @@ from ftrans.core.prims.callbacks import (
     io_callback_p,
     pure_callback_p,
 )
+from ftrans.core.sharding import Sharding, as_sharding
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
     FtransIndexError,
@@ -214,6 +215,18 @@ def _result_avals(result_shape_dtypes: Any, what: str) -> tuple[list, Any]:
     return avals, tree
 
 
+def _callback_sharding(sharding: Any, what: str) -> Any:
+    """``sharding=`` of a callback as ftrans's sharding (None: none given). Where a program over whole
+    arrays is partitioned over several devices, the callback runs on the one device it names."""
+    if sharding is None:
+        return None
+    sh = as_sharding(sharding)
+    if not isinstance(sh, Sharding):
+        raise FtransTypeError(f"{what}: sharding must be a Sharding (for example SingleDeviceSharding(device)), "
+                              f"got {sharding!r} of type {type(sharding).__name__}")
+    return sh
+
+
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any, sharding: Any = None,
                   vmap_method: str | None = None, **kwargs: Any) -> Any:
     """JAX's ``jax.pure_callback``: ``callback(*args, **kwargs)`` computed on the host, its results
@@ -228,7 +241,8 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         raise FtransTypeError(f"pure_callback: expected a callable, got {type(callback).__name__}")
     avals, out_tree = _result_avals(result_shape_dtypes, "pure_callback")
     cb, dynamic = _split_args(callback, args, kwargs, "pure")
-    outs = pure_callback_p.bind(*dynamic, callback=cb, result_avals=tuple(avals), vmap_method=vmap_method)
+    outs = pure_callback_p.bind(*dynamic, callback=cb, result_avals=tuple(avals), vmap_method=vmap_method,
+                                sharding=_callback_sharding(sharding, "pure_callback"))
     return tree_util.tree_unflatten(out_tree, outs)
 
 
@@ -241,5 +255,6 @@ def io_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: A
         raise FtransTypeError(f"io_callback: expected a callable, got {type(callback).__name__}")
     avals, out_tree = _result_avals(result_shape_dtypes, "io_callback")
     cb, dynamic = _split_args(callback, args, kwargs, "io")
-    outs = io_callback_p.bind(*dynamic, callback=cb, result_avals=tuple(avals), ordered=bool(ordered))
+    outs = io_callback_p.bind(*dynamic, callback=cb, result_avals=tuple(avals), ordered=bool(ordered),
+                              sharding=_callback_sharding(sharding, "io_callback"))
     return tree_util.tree_unflatten(out_tree, outs)

@@ -9,6 +9,8 @@ is installed, else the CPU.
 from __future__ import annotations
 
 import functools
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,11 +49,25 @@ class BackendUnavailableError(FtransValueError, RuntimeError):
     platforms catches)."""
 
 
+# Called (with no arguments) when the runtime's client of a backend is a new one (JAX's ``clear_backends``
+# dropped the old one): every program compiled for the old client's devices is stale. ``transforms/jit.py``
+# registers ``clear_caches``; ``lowering/parallel.py`` its pmap programs.
+on_new_backend: list[Callable[[], None]] = []
+_seen: dict[Any, weakref.ref] = {}
+
+
 def _client(backend: str | None = None) -> Any:
     try:
-        return compat.backend(_PLATFORM_ALIASES.get(backend, backend) if backend else None)
+        client = compat.backend(_PLATFORM_ALIASES.get(backend, backend) if backend else None)
     except RuntimeError as e:
         raise BackendUnavailableError(f"backend {backend!r} is not available: {e}") from None
+    seen = _seen.get(backend)
+    if seen is None or seen() is not client:
+        _seen[backend] = weakref.ref(client)
+        if seen is not None:
+            for hook in list(on_new_backend):
+                hook()
+    return client
 
 
 def _on_config(name: str, value: Any) -> None:
@@ -164,6 +180,16 @@ def default_backend() -> str:
 @functools.lru_cache(maxsize=1)
 def _default_device_cached() -> Any:
     return _client().local_devices()[0]
+
+
+def _forget_devices() -> None:
+    from ftrans.core.sharding import forget_runtime_meshes
+
+    _default_device_cached.cache_clear()
+    forget_runtime_meshes()
+
+
+on_new_backend.append(_forget_devices)
 
 
 # The device ``config.default_device`` names (``ftrans.default_device(...)``), resolved; None: none named.

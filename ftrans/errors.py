@@ -135,6 +135,11 @@ class UnsupportedDtypeError(FtransTypeError, NotImplementedError):
     ``TypeError`` and, as JAX raises there, a ``NotImplementedError``."""
 
 
+class FtransNotImplementedError(_Located, FtransError, NotImplementedError):
+    """A combination JAX does not implement either and reports with ``NotImplementedError`` (a callback's
+    ``sharding`` inside a ``shard_map`` body)."""
+
+
 class ConcretizationTypeError(JAXTypeError):
     """A traced value was used where Python needs a concrete one."""
 

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -413,3 +415,30 @@ def test_shard_map_over_an_abstract_mesh_uses_the_current_mesh():
     np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
     with pytest.raises(ValueError, match="needs a current mesh with the same axes"):
         ftrans.shard_map(lambda a: a, mesh=fm.abstract_mesh, in_specs=P("x"), out_specs=P("x"))(x)
+
+
+def test_programs_recompiled_after_the_runtime_clears_its_backends():
+    """After JAX's ``clear_backends`` (the runtime's clients are new, their devices new objects), a pmap and a
+    jit compiled before run again, on the new devices in JAX's order (jax-ml/jax
+    testDefaultDeviceOrderingAfterClearBackends). In a fresh process: clearing the backends would strand
+    other tests' device arrays."""
+    code = """
+import numpy as np, jax, jax.extend.backend as jb, ftrans
+f = ftrans.pmap(lambda x: x)
+g = ftrans.jit(lambda x: x + 1)
+n = ftrans.device_count()
+before = f(np.arange(n)).sharding._device_assignment; g(np.arange(3))
+d0 = ftrans.devices()[0]; ftrans.device_put(1.0, d0)
+jb.clear_backends()
+out = ftrans.pmap(lambda x: x)(np.arange(n))
+assert list(out.sharding._device_assignment) == jax.devices() == ftrans.devices()
+assert np.asarray(out).tolist() == list(range(n))
+assert np.asarray(f(np.arange(n))).tolist() == list(range(n))
+assert np.asarray(g(np.arange(3))).tolist() == [1, 2, 3]
+assert ftrans.device_put(1.0).devices() == {jax.devices()[0]}
+print("ok")
+"""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.split()[-1:] == ["ok"], out.stderr[-2000:]

@@ -503,6 +503,23 @@ def test_pmap_inside_jit_runs_like_jax():
     assert HERE in str(info.value)
 
 
+def test_pmap_inside_control_flow_under_jit_runs_like_jax():
+    """A cond/while/scan/fori_loop body under jit that calls a pmap computes what JAX's does (jax-ml/jax
+    issue 1065); each pmap call runs as its own program."""
+    def progs(t):
+        pm = t.pmap(lambda y: t.lax.psum(y, "i") * 0.5 + y, axis_name="i")
+        return [
+            lambda a: t.lax.fori_loop(0, 2, lambda i, s: pm(s), a),
+            lambda a: t.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, pm(c[1])), (0, a))[1],
+            lambda a: t.lax.cond(a.sum() > 0, pm, lambda b: b - 1, a),
+            lambda a: t.lax.scan(lambda c, x: (pm(c) + x, c.sum()), a, np.arange(2.0, dtype=np.float32))[0],
+        ]
+
+    x = arr(2, 2)
+    for f, j in zip(progs(ftrans), progs(jax)):
+        np.testing.assert_allclose(np.asarray(ftrans.jit(f)(x)), np.asarray(jax.jit(j)(x)), rtol=1e-6)
+
+
 def test_vmap_of_pmap_with_collective_over_the_vmap_axis():
     x = arr(3, 4, 2)
     check(lambda m, x: m[0].vmap(m[0].pmap(lambda a: m[2].psum(a, "v") * m[2].pmax(a, "i"), axis_name="i"),

@@ -606,6 +606,14 @@ def from_runtime(sh: Any) -> Any:
     return out
 
 
+def forget_runtime_meshes() -> None:
+    """Drop the memos of runtime meshes and shardings (the runtime's devices are new objects: its client was
+    replaced), so a mesh over the new devices is not answered with one over the old."""
+    _mesh_memo.clear()
+    _converted.clear()
+    _twins.clear()
+
+
 def _is_runtime_mesh(mesh: Any) -> bool:
     if isinstance(mesh, (Mesh, AbstractMesh)) or type(mesh).__name__ == "AbstractMesh":
         return False

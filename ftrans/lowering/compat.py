@@ -606,8 +606,11 @@ def assemble(shape: tuple, sharding: Any, bufs: Sequence[Any]) -> Any:
     return jax.make_array_from_single_device_arrays(shape, sharding, list(bufs))
 
 
-def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardings: Sequence[Any]):
-    """``buffers -> outputs`` for a replicated program: each output one multi-device buffer."""
+def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardings: Sequence[Any],
+                          sync: bool = False):
+    """``buffers -> outputs`` for a replicated or partitioned program: each output one multi-device buffer.
+    ``sync`` (a program that calls back into Python): each call waits until every device has finished
+    the program, and so every callback it made, as ``execute_fn_sync`` does for one device."""
     run = executable.execute_sharded
     handlers = [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s, True, True)
                 for a, s in zip(out_avals, out_shardings)]
@@ -615,7 +618,16 @@ def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardin
     def call(buffers: list) -> list:
         return run(buffers).consume_with_handlers(handlers)
 
-    return call
+    def call_sync(buffers: list) -> list:
+        results = run(buffers, with_tokens=True)
+        token = results.consume_token()
+        outs = results.consume_with_handlers(handlers)
+        token.block_until_ready()
+        for o in outs:
+            o.block_until_ready()
+        return outs
+
+    return call_sync if sync else call
 
 
 def shards_of(buf: Any) -> list:

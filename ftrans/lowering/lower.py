@@ -147,13 +147,23 @@ class ModuleLowering:
         # Python functions the program calls back (host callbacks), by the index its custom calls name.
         self.host_callbacks: list[Callable] = []
         self.extra_decls: dict[str, str] = {}  # symbol -> declaration (the maximal mesh)
+        # A partitioned program's devices, in partition order (a callback's ``sharding`` names one of them).
+        self.device_assignment: list[Any] = []
 
-    def maximal_mesh(self) -> str:
-        """The symbol of a one-device mesh (the first device) that side-effecting ops of a partitioned
-        program are placed on (XLA's partitioner needs a sharding on them), declared once."""
-        sym = "maximal_mesh_0"
+    def maximal_mesh(self, index: int = 0) -> str:
+        """The symbol of a one-device mesh (the program's ``index``-th device, the first by default) that
+        side-effecting ops of a partitioned program are placed on (XLA's partitioner needs a sharding on
+        them), declared once."""
+        sym = f"maximal_mesh_{index}"
         if sym not in self.extra_decls:
-            self.extra_decls[sym] = f"  sdy.mesh @{sym} = <[], device_ids=[0]>"
+            self.extra_decls[sym] = f"  sdy.mesh @{sym} = <[], device_ids=[{index}]>"
+        return sym
+
+    def empty_mesh(self) -> str:
+        """The symbol of the mesh without axes: per-device ops inside a manual region are replicated over it."""
+        sym = "empty_mesh"
+        if sym not in self.extra_decls:
+            self.extra_decls[sym] = f"  sdy.mesh @{sym} = <[]>"
         return sym
 
     def add_host_callback(self, fn: Callable) -> int:
@@ -316,7 +326,10 @@ def _sanitize(name: str) -> str:
     out = "".join(c if (c.isalnum() or c == "_") else "_" for c in name)
     if not out or out[0].isdigit():
         out = "f_" + out
-    return out
+    # XLA's Shardy import takes a function whose name contains ``shmap_body`` for the body of a manual
+    # computation it exported itself (and aborts the process on an ordinary one): a shard_map of a user's
+    # ``body`` would be one.
+    return out.replace("shmap_body", "shmap_fn_body")
 
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,

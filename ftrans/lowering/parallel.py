@@ -34,8 +34,10 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
+from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat, lower
+from ftrans.lowering import executable as X
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import ModuleLowering
 
@@ -90,7 +92,6 @@ def lower_pmap(body: ClosedJaxpr, axis_name: Any, axis_size: int, in_axes: Seque
 def _compile(text: str, devices: list, options: tuple = ()) -> Any:
     """XLA-compile a replicated module through the cache jit's programs share (returns the cache's holder);
     ``options``: XLA compiler options as sorted (name, value) pairs."""
-    from ftrans.lowering import executable as X
 
     callbacks = lower.host_callbacks_of(text)
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("replicas", options), callbacks)
@@ -129,7 +130,7 @@ class PmapExecutable:
         self.in_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape)) for a, ax in zip(self.in_avals, in_axes)]
         self.out_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape))
                               for a, ax in zip(self.out_avals, out_axes)]
-        self._run = compat.execute_replicated_fn(self.xla, self.out_avals, self.out_shardings)
+        self._run = X.replicated_runner(self.xla, self.out_avals, self.out_shardings, self.text)
 
     def buffer(self, x: Any, k: int) -> Any:
         """Operand ``k`` as a buffer split over the devices: a pmap result split this way is used in place."""
@@ -155,6 +156,13 @@ class PmapExecutable:
 
 
 _by_jaxpr: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _forget_programs() -> None:
+    _by_jaxpr.clear()
+
+
+on_new_backend.append(_forget_programs)  # its programs were compiled for the old client
 
 
 def executable_for(body: ClosedJaxpr, params: dict, devices: Sequence[Any]) -> PmapExecutable:

@@ -27,6 +27,7 @@ from ftrans.core.array import Array, ShardedArray, sharded_array
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.sharding import Mesh, NamedSharding, PartitionSpec
 from ftrans.lowering import compat, lower
+from ftrans.lowering import executable as X
 from ftrans.lowering.lower import ModuleLowering
 from ftrans.lowering.sdy import sharding_attr
 
@@ -43,6 +44,7 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
     m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})",
                        platform=compat.lowering_platform(next(iter(mesh.devices.flat))))
     m.meshes[mesh] = "mesh"
+    m.device_assignment = list(mesh.devices.flat)
     jaxpr = closed.jaxpr
     avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
     arg_attrs = []
@@ -62,7 +64,6 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
 
 def _compile(text: str, devices: list, options: tuple) -> Any:
     """XLA-compile a partitioned module through the cache jit's programs share (returns the cache's holder)."""
-    from ftrans.lowering import executable as X
 
     callbacks = lower.host_callbacks_of(text)
     key = (text, tuple(d.id for d in devices), devices[0].platform, ("spmd", options), callbacks)
@@ -134,7 +135,7 @@ class SpmdExecutable:
                 outs.append(rt)
                 rts.append(rt)
         self.out_shardings = outs
-        self._run = compat.execute_replicated_fn(self.xla, self.out_avals, rts)
+        self._run = X.replicated_runner(self.xla, self.out_avals, rts, self.text)
         self.const_bufs = [put(c, s, r) for c, s, r in zip(self.consts, self.in_shardings, self._rt_in)]
 
     def buffers(self, args: Sequence[Any]) -> list:

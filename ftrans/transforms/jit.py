@@ -43,7 +43,7 @@ from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
 from ftrans.core.trace import Tracer, stage
-from ftrans.devices import _client, default_device
+from ftrans.devices import _client, default_device, on_new_backend
 from ftrans.errors import (
     FtransOverflowError,
     FtransRuntimeError,
@@ -140,6 +140,9 @@ def clear_caches() -> None:
         p.clear_cache()
     with X._xla_lock:
         X._xla_cache.clear()
+
+
+on_new_backend.append(clear_caches)  # a new runtime client: every compiled program is stale
 
 
 # Waiting for another thread's compile: who waits for whom, so a cycle compiles instead of hanging.

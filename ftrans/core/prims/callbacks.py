@@ -218,22 +218,26 @@ def _debug_impl(*vals: Any, callback: HostCallback, ordered: bool) -> list:
 
 
 @pure_callback_p.def_abstract_eval
-def _pure_abstract(*avals: ShapedArray, callback: HostCallback, result_avals: tuple, vmap_method: Any) -> list:
+def _pure_abstract(*avals: ShapedArray, callback: HostCallback, result_avals: tuple, vmap_method: Any,
+                   sharding: Any = None) -> list:
     return list(result_avals)
 
 
 @pure_callback_p.def_impl
-def _pure_impl(*vals: Any, callback: HostCallback, result_avals: tuple, vmap_method: Any) -> list:
+def _pure_impl(*vals: Any, callback: HostCallback, result_avals: tuple, vmap_method: Any,
+               sharding: Any = None) -> list:
     return callback.call(vals, result_avals)
 
 
 @io_callback_p.def_abstract_eval
-def _io_abstract(*avals: ShapedArray, callback: HostCallback, result_avals: tuple, ordered: bool) -> list:
+def _io_abstract(*avals: ShapedArray, callback: HostCallback, result_avals: tuple, ordered: bool,
+                 sharding: Any = None) -> list:
     return list(result_avals)
 
 
 @io_callback_p.def_impl
-def _io_impl(*vals: Any, callback: HostCallback, result_avals: tuple, ordered: bool) -> list:
+def _io_impl(*vals: Any, callback: HostCallback, result_avals: tuple, ordered: bool,
+             sharding: Any = None) -> list:
     return callback.call(vals, result_avals)
 
 

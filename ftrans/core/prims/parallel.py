@@ -138,15 +138,16 @@ pmap_p.def_abstract_eval(_abstract_eval)
 
 def pmap_in_program(jaxpr: Any) -> bool:
     """Whether running ``jaxpr`` (a Jaxpr or ClosedJaxpr) calls a ``pmap`` outside every other ``pmap``: at its
-    top level or in a ``jit_call`` it makes. Such a program cannot be one single-device executable (a pmap is a
-    multi-device program of its own), so a jit of it runs equation by equation (``transforms/jit.py``)."""
-    from ftrans.core.prims.calls import jit_call_p
+    top level or in any nested body (a ``jit_call``, a loop or branch, a custom-derivative function). Such a
+    program cannot be one single-device executable (a pmap is a multi-device program of its own), so a jit of
+    it runs equation by equation (``transforms/jit.py``), a loop or branch holding one by its eager rule."""
+    from ftrans.core.ir import subjaxprs
 
     j = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
     for eqn in j.eqns:
         if eqn.primitive is pmap_p:
             return True
-        if eqn.primitive is jit_call_p and pmap_in_program(eqn.params["jaxpr"]):
+        if any(pmap_in_program(sub) for sub in subjaxprs(eqn)):
             return True
     return False
 

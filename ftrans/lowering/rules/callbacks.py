@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.errors import FtransNotImplementedError, FtransValueError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -28,15 +29,62 @@ def _with_token(host_fn: Any) -> Any:
     return run
 
 
-def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, ordered: bool) -> list[str]:
+def _placement(ctx: LoweringContext, sharding: Any, n_results: int) -> list[str] | None:
+    """The call's ``sdy.sharding``, one entry per result, in a partitioned program (None in any other).
+
+    Inside a ``shard_map`` body (every mesh axis manual) the program is per-device code: the call runs on
+    every device, replicated over the empty mesh. Elsewhere the program is over whole arrays: the call
+    runs once, on the device ``sharding`` names (the program's first device without one), as in JAX.
+    """
+    m = ctx.module
+    if not m.meshes:
+        return None
+    if m.replica_axes:  # lowering a manual region's body
+        if sharding is not None:
+            raise FtransNotImplementedError(
+                f"callbacks do not support specifying sharding inside spmd computations (the callback at "
+                f"{ctx.eqn.source_info} runs on every device of its shard_map); drop sharding=")
+        sym = m.empty_mesh()
+        dims = ["[" + ", ".join(["{}"] * len(a.shape)) + "]" for a in ctx.avals_out]
+        if len(ctx.avals_out) < n_results:  # the token comes first
+            dims = ["[]", *dims]
+        return [f"<@{sym}, {d}>" for d in dims or ["[]"]]
+    index = 0
+    if sharding is not None:
+        devices = getattr(sharding, "device_set", None)
+        if devices is None or len(devices) != 1:
+            raise FtransNotImplementedError(
+                f"a callback's sharding must name one device (a SingleDeviceSharding), got {sharding!r} (the "
+                f"callback at {ctx.eqn.source_info})")
+        device = next(iter(devices))
+        ids = [d.id for d in m.device_assignment]
+        if device.id not in ids:
+            raise FtransValueError(
+                f"Sharding provided to the callback at {ctx.eqn.source_info} specifies a device {device} that "
+                f"is not in the device assignment ({m.device_assignment})")
+        index = ids.index(device.id)
+    sym = m.maximal_mesh(index)
+    return [f"<@{sym}, []>"] * max(1, n_results)
+
+
+def _per_value(entries: list[str]) -> str:
+    return "#sdy.sharding_per_value<[" + ", ".join(entries) + "]>"
+
+
+def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, ordered: bool,
+          sharding: Any = None) -> list[str]:
     index = ctx.module.add_host_callback(_with_token(host_fn) if ordered else host_fn)
     fn = ctx.fn
     operands = list(args)
     result_types = [mt.aval_type(a) for a in ctx.avals_out]
+    placement = _placement(ctx, sharding, len(result_types) + ordered)
     if ordered:
         token = getattr(fn, "callback_token", None)
         if token is None:
-            token = fn.emit("stablehlo.create_token", [], ["!stablehlo.token"])[0]
+            tok_attrs = {}
+            if placement is not None:
+                tok_attrs["sdy.sharding"] = _per_value(placement[:1])
+            token = fn.emit("stablehlo.create_token", [], ["!stablehlo.token"], tok_attrs)[0]
         operands = [token, *operands]
         result_types = ["!stablehlo.token", *result_types]
     attrs = {
@@ -45,10 +93,8 @@ def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, or
         "call_target_name": f'"{TARGET}"',
         "has_side_effect": "true" if side_effect else "false",
     }
-    if ctx.module.meshes:  # a partitioned program: the call runs once, on the first device
-        sym = ctx.module.maximal_mesh()
-        attrs["sdy.sharding"] = "#sdy.sharding_per_value<[" + ", ".join(
-            [f"<@{sym}, []>"] * max(1, len(result_types))) + "]>"
+    if placement is not None:
+        attrs["sdy.sharding"] = _per_value(placement)
     outs = ctx.emit("stablehlo.custom_call", operands, result_types, attrs)
     if ordered:
         fn.callback_token = outs[0]
@@ -67,27 +113,30 @@ def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, or
 
 @register_lowering(pure_callback_p)
 def _pure_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, result_avals: tuple,
-                            vmap_method: Any) -> list[str]:
-    return _emit(ctx, callback.host_fn(result_avals), args, False, False)
+                            vmap_method: Any, sharding: Any = None) -> list[str]:
+    return _emit(ctx, callback.host_fn(result_avals), args, False, False, sharding)
 
 
 @register_lowering(io_callback_p)
 def _io_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, result_avals: tuple,
-                          ordered: bool) -> list[str]:
-    return _emit(ctx, callback.host_fn(result_avals), args, True, True)
+                          ordered: bool, sharding: Any = None) -> list[str]:
+    return _emit(ctx, callback.host_fn(result_avals), args, True, True, sharding)
 
 
 def check_no_ordered_effects(jaxpr: Any, devices: int, what: str) -> None:
-    """An ordered callback has one program order; a program run by several devices has one per device, so
-    ordered callbacks are refused there (JAX's ``ValueError``)."""
+    """Ordered debug callbacks are refused in a program run by several devices (JAX's ``ValueError``).
+
+    An ordered ``io_callback`` is allowed there, as in JAX: in a program over whole arrays it runs once,
+    on one device; in per-device code (``pmap``, ``shard_map``) each device keeps its own calls in program
+    order. Either way the program's calls have finished before the next program starts.
+    """
     if devices <= 1:
         return
     from ftrans.core.ir import all_jaxprs
-    from ftrans.errors import FtransValueError
 
     for j in all_jaxprs(jaxpr):
         for e in j.eqns:
-            if e.primitive in (debug_callback_p, io_callback_p) and e.params.get("ordered"):
+            if e.primitive is debug_callback_p and e.params.get("ordered"):
                 raise FtransValueError(
                     f"The following ordered effects are not supported for more than 1 device: "
                     f"[ordered {e.primitive.name} at {e.source_info}] in {what} over {devices} devices; "

@@ -34,10 +34,9 @@ def _pmap_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, axis_name: Any,
     if not m.replica_axes:
         raise PmapInsideJitError(
             f"pmap {name} (from {ctx.eqn.source_info}) is inside a jitted function's single-device module: ftrans "
-            "runs a pmap as a multi-device program of its own, so it cannot be lowered into one (jit(f).lower, "
-            "or a pmap inside a cond/while/scan body under jit). Calling the jitted function works (its pmaps "
-            "run as their own programs); or call the pmapped function outside jit, or the control flow inside "
-            "the pmap; see docs/differences.md")
+            "runs a pmap as a multi-device program of its own, so it cannot be lowered into one (jit(f).lower). "
+            "Calling the jitted function works (its pmaps run as their own programs, the operations around "
+            "them one by one); see docs/differences.md")
     m.replica_axes.append((axis_name, axis_size))
     try:
         idx = axis_index(ctx, axis_name)

@@ -60,6 +60,8 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any,
             res.append(o if ns is not None else f.emit("stablehlo.reshape", [o], [t])[0])
         return res
 
+    if mesh.size == 1:  # each block is the whole value: the body is called in place, as JAX inlines it
+        return body(ctx.fn, list(args))
     region = _region(ctx.fn, block_types, body)
     attrs = {"in_shardings": f"#sdy.sharding_per_value<[{ins_attr}]>",
              "out_shardings": f"#sdy.sharding_per_value<[{outs_attr}]>",

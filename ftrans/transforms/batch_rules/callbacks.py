@@ -82,8 +82,8 @@ def _batched_avals(result_avals: tuple, n: int) -> tuple:
 
 @register_batching(pure_callback_p)
 def _pure_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, result_avals: tuple,
-                         vmap_method: Any) -> tuple[list, list]:
-    params = dict(callback=callback, result_avals=result_avals, vmap_method=vmap_method)
+                         vmap_method: Any, sharding: Any = None) -> tuple[list, list]:
+    params = dict(callback=callback, result_avals=result_avals, vmap_method=vmap_method, sharding=sharding)
     if vmap_method in ("sequential", "sequential_unrolled"):
         return _looped(pure_callback_p, vals, dims, params, unrolled=vmap_method == "sequential_unrolled")
     n = _size(vals, dims)
@@ -99,17 +99,18 @@ def _pure_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, r
             f"'sequential_unrolled', 'expand_dims', 'broadcast_all', or 'legacy_vectorized'. Got "
             f"vmap_method={vmap_method!r} (the callback {callback!r}); pass vmap_method= to pure_callback")
     outs = pure_callback_p.bind(*args, callback=callback, result_avals=_batched_avals(result_avals, n),
-                                vmap_method=vmap_method)
+                                vmap_method=vmap_method, sharding=sharding)
     return outs, [0] * len(outs)
 
 
 @register_batching(io_callback_p)
 def _io_callback_batch(vals: list, dims: list, *, frame: Any, callback: Any, result_avals: tuple,
-                       ordered: bool) -> tuple[list, list]:
+                       ordered: bool, sharding: Any = None) -> tuple[list, list]:
     if ordered:
         raise FtransValueError(f"Cannot `vmap` ordered IO callback ({callback!r}): its calls would have no "
                                "order; use ordered=False, or loop with lax.map / lax.scan")
-    return _looped(io_callback_p, vals, dims, dict(callback=callback, result_avals=result_avals, ordered=ordered))
+    return _looped(io_callback_p, vals, dims, dict(callback=callback, result_avals=result_avals, ordered=ordered,
+                                                   sharding=sharding))
 
 
 @register_batching(dce_sink_p)
