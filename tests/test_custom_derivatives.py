@@ -328,3 +328,39 @@ def test_custom_vjp_bwd_cotangent_of_another_float_dtype_passes_through():
     assert outs[0][:2] == outs[1][:2] == (np.dtype("float32"), np.dtype("float32"))
     np.testing.assert_array_equal(outs[0][2], outs[0][3])  # y == its cotangent exactly (no bf16 rounding)
     np.testing.assert_array_equal(outs[0][3], outs[1][3])
+
+
+# ---------------------------------------------------------------- printing
+
+
+@pytest.mark.parametrize("kind", ["jvp", "vjp"])
+def test_custom_call_prints_like_jax(kind):
+    """A custom-derivative call prints its ``name`` first and hides ``num_consts=0``, as JAX's printer does
+    (and a custom_vjp call shows ``symbolic_zeros``)."""
+    def build(lib):
+        if kind == "jvp":
+            @lib.custom_jvp
+            def f(x):
+                return x + 1
+
+            @f.defjvp
+            def f_jvp(primals, tangents):
+                return f(*primals), tangents[0]
+            return f
+
+        @lib.custom_vjp
+        def f(x):
+            return x + 1
+
+        def f_fwd(x):
+            return f(x), ()
+
+        def f_bwd(_, g):
+            return (g,)
+        f.defvjp(f_fwd, f_bwd)
+        return f
+
+    x = np.array([4.2], np.float32)
+    want = jax.make_jaxpr(build(jax))(x).pretty_print(use_color=False)
+    got = ftrans.make_jaxpr(build(ftrans))(x).pretty_print(use_color=False)
+    assert got == want

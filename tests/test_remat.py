@@ -619,3 +619,25 @@ def test_nested_scans_share_the_recomputed_carry_under_nothing_saveable(inner):
     np.testing.assert_allclose(got[1], got[3], rtol=1e-6)
     np.testing.assert_allclose(got[1], np.cos(np.sin(3.0)) * np.cos(3.0), rtol=1e-5)
     ftrans.test_util.check_grads(build(*API_F), (3.0,), order=2, modes=["rev"])
+
+
+def test_backward_recomputation_runs_in_rematted_computation_scope():
+    """The backward pass's recomputation carries JAX's ``rematted_computation`` name scope (in front of the
+    user's own scopes), once per recomputed equation, and the transposed equations do not."""
+    import functools
+
+    def run(lib, np_):
+        def inner(x, w):
+            with lib.named_scope("g"):
+                return np_.tanh(x @ w)
+
+        @lib.remat
+        def f(x, w):
+            return lib.named_call(lib.jit(lambda x, w: np_.sum(inner(x, w))), name="shard")(x, w)
+
+        x, w = np.ones((3, 3), np.float32), np.ones((3, 2), np.float32)
+        pullback = lib.vjp(functools.partial(f, x), w)[1]
+        text = lib.make_jaxpr(pullback)(np.float32(1)).jaxpr.pretty_print(name_stack=True)
+        return text.count("rematted_computation"), text.count("rematted_computation/shard")
+
+    assert run(ftrans, fjnp) == run(jax, jjnp) == (1, 1)

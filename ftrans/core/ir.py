@@ -422,6 +422,19 @@ def _names():
             yield "".join(combo)
 
 
+# primitive -> its equation's parameters as printed, in order (``[(name, value), ...]``): a primitive
+# whose printed parameters differ from its params sorted by name registers here (the custom-derivative
+# calls print their ``name`` first and leave out ``num_consts=0``, as JAX's printer does).
+pp_params_rules: dict[Any, Any] = {}
+
+
+def _printed_params(eqn: JaxprEqn) -> list[tuple[str, Any]]:
+    rule = pp_params_rules.get(eqn.primitive)
+    if rule is not None:
+        return list(rule(eqn.params))
+    return sorted(eqn.params.items())
+
+
 class _Printer:
     def __init__(self, source_info: bool, name_stack: bool = False):
         self.names: dict[int, str] = {}
@@ -548,13 +561,13 @@ class _Printer:
         outs = [self.binder(v) for v in eqn.outvars]
         nested = subjaxpr_params(eqn) if eqn.params else ()
         if nested:
-            kvs = [self.param_doc(k, v, k in nested) for k, v in sorted(eqn.params.items())]
+            kvs = [self.param_doc(k, v, k in nested) for k, v in _printed_params(eqn)]
             ins = [self.atom(a) for a in eqn.invars]
             body = self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]"), ins)
         else:
             # A plain equation (most of them): its one-line text is built directly, and the
             # document that may break it is built only if it does not fit (_Line).
-            kvs = [self.param(k, v) for k, v in sorted(eqn.params.items())]
+            kvs = [self.param(k, v) for k, v in _printed_params(eqn)]
             ins = [self.atom(a) for a in eqn.invars]
             flat = (f"{' '.join(outs)} = " if outs else "") + eqn.primitive.name + \
                 (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
@@ -651,7 +664,7 @@ class _HtmlPrinter(_Printer):
         lhs = " ".join(self.binder_html(v) for v in eqn.outvars)
         simple, nested = [], []
         held = subjaxpr_params(eqn)
-        for k, v in sorted(eqn.params.items()):
+        for k, v in _printed_params(eqn):
             if k not in held:
                 simple.append(_esc(self.param(k, v)))
             elif isinstance(v, (Jaxpr, ClosedJaxpr)):

@@ -663,7 +663,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
                         symbolic_zeros=self.symbolic_zeros)
         bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
-                                      name=name)
+                                      name=name, symbolic_zeros=self.symbolic_zeros)
         return tree_util.tree_unflatten(out_tree, outs)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, JaxprEqn, hoist_consts
+from ftrans.core.ir import ClosedJaxpr, JaxprEqn, hoist_consts, pp_params_rules
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError
 
@@ -196,6 +196,17 @@ custom_vjp_call_p = CallPrimitive("custom_vjp_call", body_param="call_jaxpr")
 # ``custom_batching.custom_vmap``: its batching rule calls the user's vmap rule and its JVP makes a call of
 # the JVP whose rule is derived from the user's (batch_rules / ad_rules ``calls``); otherwise a plain call.
 custom_vmap_call_p = CallPrimitive("custom_vmap_call", body_param="call_jaxpr")
+
+
+def _custom_call_printed(params: dict) -> list[tuple[str, Any]]:
+    """A custom-derivative call's parameters as printed: its ``name`` first, then the rest by name, without
+    ``num_consts`` when it is 0 (as JAX prints them)."""
+    rest = sorted((k, v) for k, v in params.items() if k != "name" and not (k == "num_consts" and not v))
+    return ([("name", params["name"])] if "name" in params else []) + rest
+
+
+pp_params_rules[custom_jvp_call_p] = _custom_call_printed
+pp_params_rules[custom_vjp_call_p] = _custom_call_printed
 
 
 # ----------------------------------------------------------------------------

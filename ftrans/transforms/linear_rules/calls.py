@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.ir import ClosedJaxpr, Jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
@@ -65,10 +65,25 @@ def _split_primal_linear(jaxpr: ClosedJaxpr, linear: list[bool]) -> tuple:
     per = _remat_split_cache.get(jaxpr)
     if per is not None and key in per:
         return per[key]
-    split = partial_eval_jaxpr(jaxpr, linear)
+    primal, *rest = partial_eval_jaxpr(jaxpr, linear)
+    split = (_in_scope(primal, _REMAT_SCOPE), *rest)
     if not any(isinstance(c, Tracer) for c in jaxpr.consts):
         _remat_split_cache.setdefault(jaxpr, {})[key] = split
     return split
+
+
+# The name scope the backward pass's recomputation runs in (JAX's): profiles and the StableHLO locations
+# tell recomputed operations from the forward pass's.
+_REMAT_SCOPE = "rematted_computation"
+
+
+def _in_scope(closed: ClosedJaxpr, scope: str) -> ClosedJaxpr:
+    """``closed`` with ``scope`` put in front of the name stack of each of its equations (those without a
+    source line keep none)."""
+    j = closed.jaxpr
+    eqns = [e if e.source_info is None else e.replace(source_info=e.source_info._replace(
+        name_stack=f"{scope}/{e.source_info.name_stack}" if e.source_info.name_stack else scope)) for e in j.eqns]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
 
 
 @register_transpose(C.remat_p)
