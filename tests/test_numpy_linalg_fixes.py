@@ -80,13 +80,15 @@ def test_eager_eigh_eigenvectors_match_jit_and_jax(dtype, uplo):
 
 
 def _singular_stack():
-    """A (4, 5, 5) stack: invertible, rank n-1, rank n-2, and zero."""
+    """A (5, 5, 5) stack: invertible, rank n-1, rank n-2, zero, and rank n-1 with an early zero pivot."""
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((4, 5, 5)).astype(np.float32)
+    a = rng.standard_normal((5, 5, 5)).astype(np.float32)
     a[1, :, 4] = a[1, :, 0] - a[1, :, 2]
     a[2, :, 3] = a[2, :, 0]
     a[2, :, 4] = a[2, :, 1]
     a[3] = 0
+    a[4] = np.eye(5, dtype=np.float32)
+    a[4, :2, :2] = [[1.0, 2.0], [2.0, 4.0]]  # its LU's zero pivot is the second: zero here, as in JAX
     return a
 
 
