@@ -1,8 +1,10 @@
 """numpy.linalg details against jax: slogdet(method='qr'), vector_norm over several (or no) axes,
-tensorsolve(axes=), matrix_rank's rtol/tol, lstsq of a zero matrix."""
+tensorsolve(axes=), matrix_rank's rtol/tol, lstsq of a zero matrix,
+det's and pinv's derivatives at singular matrices."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -75,3 +77,48 @@ def test_eager_eigh_eigenvectors_match_jit_and_jax(dtype, uplo):
     bad[0, 1] = np.nan
     np.testing.assert_array_equal(np.isnan(np.asarray(fnp.linalg.eigh(bad).eigenvalues)),
                                   np.isnan(np.asarray(jnp.linalg.eigh(bad).eigenvalues)))
+
+
+def _singular_stack():
+    """A (5, 5, 5) stack: invertible, rank n-1, rank n-2, zero, and rank n-1 with an early zero pivot."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 5, 5)).astype(np.float32)
+    a[1, :, 4] = a[1, :, 0] - a[1, :, 2]
+    a[2, :, 3] = a[2, :, 0]
+    a[2, :, 4] = a[2, :, 1]
+    a[3] = 0
+    a[4] = np.eye(5, dtype=np.float32)
+    a[4, :2, :2] = [[1.0, 2.0], [2.0, 4.0]]  # its LU's zero pivot is the second: zero here, as in JAX
+    return a
+
+
+def test_det_derivatives_at_singular_matrices_match_jax():
+    # det's JVP goes through the adjugate, so it is finite (and right) where a⁻¹ does not exist
+    a = _singular_stack()
+    t = np.random.default_rng(4).standard_normal(a.shape).astype(np.float32)
+
+    def both(m, grad, jvp):
+        return jvp(m.linalg.det, (a,), (t,))[1], grad(lambda x: m.linalg.det(x).sum())(a)
+
+    want = jax.jit(lambda: both(jnp, jax.grad, jax.jvp))()
+    for g, w in zip(both(fnp, ftrans.grad, ftrans.jvp), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+def test_pinv_derivative_at_repeated_and_dropped_singular_values_matches_jax():
+    # the pseudo-inverse's own derivative, not the SVD's (which divides by differences of singular values)
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((2, 4, 3)) + 1j * rng.standard_normal((2, 4, 3))).astype(np.complex64)
+    t = (rng.standard_normal((2, 4, 3)) + 1j * rng.standard_normal((2, 4, 3))).astype(np.complex64)
+    rtol = np.array([0.1, 0.9], np.float32)
+
+    def all_of(m, jacobian, jvp):
+        def f(p):
+            return m.linalg.pinv(m.array([[0.0, 0.0], [-p, 1.0]], m.float32) / (1 + p**2))
+
+        return (jacobian(m.linalg.pinv)(np.eye(2, dtype=np.float32)), jacobian(f)(np.float32(2.0)),
+                *jvp(m.linalg.pinv, (a,), (t,)), m.linalg.pinv(a, rtol=rtol))
+
+    want = jax.jit(lambda: all_of(jnp, jax.jacobian, jax.jvp))()
+    for g, w in zip(all_of(fnp, ftrans.jacobian, ftrans.jvp), want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -42,3 +42,24 @@ def test_lobpcg_validates_arguments():
         linalg.lobpcg_standard(a[:60], x)
     with pytest.raises(FtransValueError, match=r"search dim \* 5 < matrix dim"):
         linalg.lobpcg_standard(a[:15, :15], x[:15])
+
+
+def test_lobpcg_stops_at_jaxs_documented_tolerance_in_float64():
+    # converged when |A v - lambda v| < tol * 10 * n * (lambda + |A v|): in float64 (tol = eps) the
+    # 10 is what lets an ill-conditioned spectrum stop before m iterations, as it does in JAX
+    import jax
+
+    import ftrans
+
+    n, k, m = 100, 10, 80
+    a = np.diag(np.linspace(1, 1000, n)[::-1])
+    x = np.random.RandomState(0).randn(n, k)
+    with ftrans.enable_x64(True), jax.enable_x64(True):
+        want_theta, _, want_i = jax_sparse_linalg.lobpcg_standard(jnp.asarray(a), jnp.asarray(x), m)
+        theta, u, i = linalg.lobpcg_standard(a, x, m)
+        assert theta.dtype == np.float64 and int(want_i) < m and int(i) < m
+        np.testing.assert_allclose(np.asarray(theta), np.asarray(want_theta), rtol=1e-12)
+        u, theta = np.asarray(u), np.asarray(theta)
+        resid = np.linalg.norm(a @ u - u * theta, axis=0)
+        bound = 10 * n * (theta + np.linalg.norm(a @ u, axis=0)) * np.finfo(np.float64).eps
+        assert np.all(resid < bound)

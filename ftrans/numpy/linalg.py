@@ -5,7 +5,7 @@ LU, QR, symmetric eigendecomposition, SVD, general eigendecomposition on the
 CPU); everything else is written with them and ``ftrans.numpy``: ``solve``
 and ``inv`` are an LU factorization and two triangular solves, ``det`` and
 ``slogdet`` read the LU diagonal and the pivots' parity (``det`` has its own
-JVP, ``det(A) tr(A⁻¹ dA)``), ``lstsq``, ``pinv``, ``matrix_rank``, ``cond``
+JVP, ``tr(adj(A) dA)``, finite at singular matrices), ``lstsq``, ``pinv``, ``matrix_rank``, ``cond``
 and the 2-norms use the SVD.  Leading axes are batch axes and broadcast
 between operands, as in NumPy.
 """
@@ -221,6 +221,36 @@ def _lu_det_parts(a: Any) -> tuple[Any, Any]:
     return diag, parity
 
 
+def _adjugate_solve(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(det(a), adj(a) @ b)`` for square ``a`` and ``b`` of ``a``'s shape, defined at singular ``a`` too.
+
+    With ``a[perm] = L U`` and ``U = [[U11, u12], [0, unn]]``, ``adj(a) = ±adj(U) L⁻¹ P`` and
+    ``adj(U) = det(U11) [[unn U11⁻¹, -U11⁻¹ u12], [0, 1]]``: exact when ``U11`` is invertible, which
+    partial pivoting gives for every matrix of rank ``n - 1`` whose zero pivot comes last. Where
+    ``U11`` is singular the rank is below ``n - 1`` (in the common case) and the result is zero.
+    """
+    n = a.shape[-1]
+    if n == 0:
+        return jnp.ones(a.shape[:-2], a.dtype), b
+    if n == 1:
+        return a[..., 0, 0], b
+    lu, piv, perm = lax_linalg.lu(a)
+    diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = jnp.count_nonzero(piv != jnp.arange(n, dtype=piv.dtype), axis=-1)
+    parity = jnp.where(swaps % 2 == 1, -1, 1).astype(a.dtype)
+    c = jnp.take_along_axis(b, jnp.broadcast_to(perm[..., :, None], perm.shape + (b.shape[-1],)), axis=-2)
+    c = lax_linalg.triangular_solve(lu, c, left_side=True, lower=True, unit_diagonal=True)
+    minor = (parity * jnp.prod(diag[..., :-1], axis=-1))[..., None, None]
+    u11, u12, unn = lu[..., :-1, :-1], lu[..., :-1, -1:], lu[..., -1:, -1:]
+    c1, cn = c[..., :-1, :], c[..., -1:, :]
+    # A singular U11 has a zero on its diagonal, so its minor is zero: solve with the identity instead
+    # (no inf * 0, in the values or in their derivatives).
+    invertible = jnp.all(diag[..., :-1] != 0, axis=-1)[..., None, None]
+    u11 = jnp.where(invertible, u11, jnp.eye(n - 1, dtype=a.dtype))
+    top = lax_linalg.triangular_solve(u11, unn * c1 - u12 * cn, left_side=True, lower=False)
+    return minor[..., 0, 0] * diag[..., -1], minor * jnp.concatenate([top, cn], axis=-2)
+
+
 @custom_jvp
 def _det(a: Any) -> Any:
     diag, parity = _lu_det_parts(a)
@@ -229,14 +259,14 @@ def _det(a: Any) -> Any:
 
 @_det.defjvp
 def _det_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # d det = tr(adj(a) da), through the adjugate so that singular matrices get their (finite) derivative.
     (a,), (t,) = primals, tangents
-    y = _det(a)
-    z = solve(a, t)
-    return y, y * jnp.trace(z, axis1=-2, axis2=-1)
+    y, z = _adjugate_solve(a, t)
+    return y, jnp.trace(z, axis1=-2, axis2=-1)
 
 
 def det(a: Any) -> Any:
-    """The determinant of square ``a``; its derivative is ``det(a) tr(a⁻¹ da)``.
+    """The determinant of square ``a``; its derivative is ``tr(adj(a) da)`` (finite at singular ``a``).
 
     2x2 and 3x3 matrices use the expansion formula, as JAX does (no factorization, and
     its derivative, the adjugate, is exact at singular matrices too).
@@ -321,8 +351,47 @@ def lstsq(a: Any, b: Any, rcond: float | None = None, *, numpy_resid: bool = Fal
     return x, resid, rank, s
 
 
+def _pinv_svd(a: Any, rtol: Any, hermitian: bool) -> Any:
+    u, s, vh = svd(jnp.conj(a), full_matrices=False, hermitian=hermitian)
+    rtol = rtol.astype(s.dtype)
+    rtol = jnp.reshape(rtol, rtol.shape + (1,) * (s.ndim - rtol.ndim)) if rtol.ndim else rtol
+    cutoff = rtol * s[..., 0:1]
+    s = jnp.where(s > cutoff, s, jnp.inf).astype(u.dtype)
+    return jnp.matmul(M.mT(vh), M.mT(u) / s[..., None]).astype(a.dtype)
+
+
+_pinv = custom_jvp(_pinv_svd, nondiff_argnums=(2,))
+
+
+@_pinv.defjvp
+def _pinv_jvp(hermitian: bool, primals: tuple, tangents: tuple) -> tuple:
+    # The derivative of the pseudo-inverse along a rank-preserving direction (Golub & Pereyra, 1973):
+    #   dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P,
+    # with no identity matrix formed and each product taken in its cheaper order. It never divides
+    # by a singular value, so repeated or dropped ones are fine (the SVD's own derivative is not).
+    # The cutoff ``rtol`` gets no derivative.
+    (a, rtol), (da, _) = primals, tangents
+    p = _pinv(a, rtol, hermitian)
+    ph, dah = M.mH(p), M.mH(da)
+    x = _chain(p, ph, dah)
+    y = _chain(dah, ph, p)
+    return p, -_chain(p, da, p) + (x - _chain(x, a, p)) + (y - _chain(p, a, y))
+
+
+def _chain(a: Any, b: Any, c: Any) -> Any:
+    """``a @ b @ c`` in the cheaper order (a tall ``a`` must never make an ``m x m`` matrix)."""
+    (i, j), k, r = a.shape[-2:], b.shape[-1], c.shape[-1]
+    if i * j * k + i * k * r <= j * k * r + i * j * r:
+        return jnp.matmul(jnp.matmul(a, b), c)
+    return jnp.matmul(a, jnp.matmul(b, c))
+
+
 def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
-    """The Moore-Penrose pseudo-inverse by SVD; singular values ``<= rtol * max`` are dropped."""
+    """The Moore-Penrose pseudo-inverse by SVD; singular values ``<= rtol * max`` are dropped.
+
+    Its derivative is the pseudo-inverse's own (finite where singular values repeat or are dropped),
+    not the SVD's.
+    """
     (a,) = _inexact("pinv", a)
     _matrix("pinv", a)
     if rcond is not None:
@@ -332,15 +401,9 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
     m, n = a.shape[-2:]
     if m == 0 or n == 0:
         return jnp.empty(a.shape[:-2] + (n, m), a.dtype)
-    arr = jnp.conj(a)
     if rtol is None:
         rtol = 10.0 * max(m, n) * float(jnp.finfo(a.dtype).eps)
-    u, s, vh = svd(arr, full_matrices=False, hermitian=hermitian)
-    rtol = jnp.asarray(rtol, s.dtype)
-    rtol = jnp.reshape(rtol, rtol.shape + (1,) * (s.ndim - rtol.ndim)) if rtol.ndim else rtol
-    cutoff = rtol * s[..., 0:1]
-    s = jnp.where(s > cutoff, s, jnp.inf).astype(u.dtype)
-    return jnp.matmul(M.mT(vh), M.mT(u) / s[..., None]).astype(a.dtype)
+    return _pinv(a, jnp.asarray(rtol), bool(hermitian))
 
 
 def matrix_power(a: Any, n: int) -> Any:
