@@ -33,7 +33,16 @@ from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, aval_of, find_top_trace, new_main
+from ftrans.core.trace import (
+    Trace,
+    Tracer,
+    aval_of,
+    check_outputs,
+    find_top_trace,
+    invalid_value_error,
+    is_jax_value,
+    new_main,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -468,6 +477,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                     _ref_mod.write_back(ref_at[k], _out_value(name, main, _ref_mod.read_for_thread(v), norm[k], size,
                                                               leaves_paths[k][0], axis_name))
             paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
+            if not all(is_jax_value(o) for _, o in paths_leaves):
+                check_outputs(out, fun, "vmap")
             out_tree_box.append(out_tree)
             out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
             results = []
@@ -562,9 +573,8 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
         try:
             shape = tuple(aval_of(x).shape)
         except TypeError:
-            raise FtransTypeError(
-                f"vmap({name}): argument {_path(path)} of type {type(x).__name__} is mapped but is not an array"
-            ) from None
+            raise invalid_value_error(f"vmap({name}): mapped argument {_path(path)}", x,
+                                      "or give it in_axes None to pass it through unmapped") from None
         if not -len(shape) <= d < len(shape) or not shape:
             raise FtransValueError(
                 f"vmap was requested to map its argument along axis {d}, which implies that its rank "
