@@ -115,7 +115,8 @@ class PmapWrapped:
             if not 0 <= j < n:
                 raise FtransValueError(
                     f"pmap({self.__name__}): static_broadcasted_argnums={self._static} names argument {i}, but "
-                    f"the function was called with {n} positional arguments")
+                    f"the function was called with only {n} positional argument{'s' if n != 1 else ''}. All "
+                    "static broadcasted arguments must be passed positionally (not by keyword)")
             v = args[j]
             try:
                 hash(v)
