@@ -44,6 +44,7 @@ from ftrans.core.trace import (
     new_main,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.tree_util import mismatch_details
 
 __all__ = [
     "vmap", "batching_rules", "register_batching", "not_mapped", "BatchTrace", "BatchTracer", "moveaxis",
@@ -371,10 +372,11 @@ def _axis_entry(what: str, ax: Any, owner: str = "vmap") -> Any:
     return ax
 
 
-def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap") -> list:
+def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap", at: str = "") -> list:
     """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves.
 
-    Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``).
+    Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``), ``at`` the
+    spec's place in the whole ``in_axes`` (``"[1]"``).
     """
     if spec is None or type(spec) is int:
         return [spec] * n_leaves
@@ -385,8 +387,9 @@ def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str 
                                     is_leaf=lambda x: x is None)
     except (ValueError, TypeError):
         raise FtransValueError(
-            f"{owner} {what} specification must be a tree prefix of the corresponding value, got specification "
-            f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
+            f"{owner} {what} specification must be a tree prefix of the corresponding value; got specification "
+            f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}."
+            + mismatch_details(spec, tree_arg, f"{owner.split('(')[0]} {what}{at}", lambda x: x is None)
         ) from None
     out = []
     for leaf in tree_util.tree_leaves(nested):
@@ -410,8 +413,9 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
             f"arguments passed to the function, but got {in_axes!r}"
         )
     dims: list = []
-    for spec, a in zip(per_arg, args):
-        dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
+    for i, (spec, a) in enumerate(zip(per_arg, args)):
+        at = f"[{i}]" if isinstance(in_axes, tuple) else ""
+        dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a)), at=at))
     dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
     return dims
 
