@@ -40,7 +40,7 @@ from jax.tree_util import (  # noqa: F401
 )
 
 
-def prefix_mismatches(prefix, full, name: str, is_leaf=None) -> list[str]:
+def _prefix_mismatches(prefix, full, name: str, is_leaf=None) -> list[str]:
     """Every place where ``prefix`` is not a tree prefix of ``full``, one description each (the key path
     under ``name``, and what differs: the node types, the number of children, or the node metadata such as
     dict keys); an empty list when it is a prefix. ``is_leaf`` marks further prefix leaves (``None`` in an
@@ -80,9 +80,9 @@ def prefix_mismatches(prefix, full, name: str, is_leaf=None) -> list[str]:
     return out
 
 
-def mismatch_details(prefix, full, name: str, is_leaf=None) -> str:
-    """``prefix_mismatches`` as the text that ends an error message ("Mismatch details (N found): ...")."""
-    found = prefix_mismatches(prefix, full, name, is_leaf)
+def _mismatch_details(prefix, full, name: str, is_leaf=None) -> str:
+    """``_prefix_mismatches`` as the text that ends an error message ("Mismatch details (N found): ...")."""
+    found = _prefix_mismatches(prefix, full, name, is_leaf)
     if not found:
         return ""
     return f"\n  Mismatch details ({len(found)} found):" + "".join(f"\n    {m}" for m in found)

@@ -8,7 +8,7 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
-from ftrans.tree_util import prefix_mismatches
+from ftrans.tree_util import _prefix_mismatches
 
 
 def _msgs(run_ft, run_jax):
@@ -45,7 +45,7 @@ def test_device_put_lists_every_mismatch_like_jax():
 
 
 def test_prefix_mismatches_of_prefixes_is_empty():
-    assert prefix_mismatches((0, None), (np.ones(2), [1, 2]), "x", lambda v: v is None) == []
-    assert prefix_mismatches({"a": 0}, {"a": {"b": 1}}, "x") == []
-    (m,) = prefix_mismatches([0, 1], [1, 2, 3], "x")
+    assert _prefix_mismatches((0, None), (np.ones(2), [1, 2]), "x", lambda v: v is None) == []
+    assert _prefix_mismatches({"a": 0}, {"a": {"b": 1}}, "x") == []
+    (m,) = _prefix_mismatches([0, 1], [1, 2, 3], "x")
     assert "different numbers of children at key path x" in m

@@ -44,7 +44,7 @@ from ftrans.core.trace import (
     new_main,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.tree_util import mismatch_details
+from ftrans.tree_util import _mismatch_details
 
 __all__ = [
     "vmap", "batching_rules", "register_batching", "not_mapped", "BatchTrace", "BatchTracer", "moveaxis",
@@ -389,7 +389,7 @@ def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str 
         raise FtransValueError(
             f"{owner} {what} specification must be a tree prefix of the corresponding value; got specification "
             f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}."
-            + mismatch_details(spec, tree_arg, f"{owner.split('(')[0]} {what}{at}", lambda x: x is None)
+            + _mismatch_details(spec, tree_arg, f"{owner.split('(')[0]} {what}{at}", lambda x: x is None)
         ) from None
     out = []
     for leaf in tree_util.tree_leaves(nested):
