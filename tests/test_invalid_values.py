@@ -100,3 +100,15 @@ def test_python_cast_of_traced_value_suggests_astype(cast):
     msg, jmsg = _both(lambda: ftrans.jit(lambda x: cast(x))(1.0), lambda: jax.jit(lambda x: cast(x))(1.0))
     hint = f"try using `x.astype({cast.__name__})`"
     assert hint in msg and hint in jmsg
+
+
+@pytest.mark.parametrize("ret,got", [(lambda x: (1.0, 2.0, 3.0), "a tuple of length 3"),
+                                     (lambda x: x, "a single array of type f32[]"),
+                                     (lambda x: (x,), "a tuple of length 1")])
+def test_has_aux_without_a_pair_says_what_was_returned(ret, got):
+    msg, jmsg = _both(lambda: ftrans.grad(ret, has_aux=True)(1.0), lambda: jax.grad(ret, has_aux=True)(1.0))
+    assert "two-element tuple" in msg and "two-element tuple" in jmsg
+    assert got in msg
+    with pytest.raises(FtransTypeError, match="two-element tuple") as e:  # JAX's jvp fails unpacking it
+        ftrans.jvp(ret, (1.0,), (1.0,), has_aux=True)
+    assert got in str(e.value)

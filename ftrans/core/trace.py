@@ -920,6 +920,15 @@ def invalid_value_error(where: str, x: Any, hint: str = "") -> errors.FtransType
             f"; {hint}" if hint else "") + ".")
 
 
+def describe_pair_candidate(x: Any) -> str:
+    """What a function returned where a pair was due: a sequence's type and length, else the value."""
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of length {len(x)}"
+    if isinstance(x, ArrayMixin):
+        return f"a single array of type {x.aval.str_short()}"
+    return f"{shown_value(x)} of type {type(x).__name__}"
+
+
 def function_site(fun: Any) -> str:
     """``f at file:line`` for a user function (``f`` alone when it has no code object)."""
     import inspect

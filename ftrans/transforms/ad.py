@@ -39,6 +39,7 @@ from ftrans.core.trace import (
     as_concrete_array,
     aval_of,
     check_outputs,
+    describe_pair_candidate,
     invalid_value_error,
     is_jax_value,
     new_main,
@@ -465,8 +466,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"jvp({fname}) with has_aux=True: the function must return a pair (output, aux), "
-                    f"got {type(out).__name__}"
+                    f"jvp({fname}) with has_aux=True: the function must return a two-element tuple (output, "
+                    f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out
         flat, tree = tree_util.tree_flatten(out)

@@ -24,7 +24,15 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, aval_of, check_outputs, invalid_value_error, is_jax_value, stage
+from ftrans.core.trace import (
+    Tracer,
+    aval_of,
+    check_outputs,
+    describe_pair_candidate,
+    invalid_value_error,
+    is_jax_value,
+    stage,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import float0, instantiate, jvp, rewritten_primal, tangent_aval
 from ftrans.transforms.partial_eval import linearize_flat
@@ -368,8 +376,8 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"{where}({name}) with has_aux=True: the function must return a pair (output, aux), "
-                    f"got {type(out).__name__}"
+                    f"{where}({name}) with has_aux=True: the function must return a two-element tuple (output, "
+                    f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out
         flat, tree = tree_util.tree_flatten(out)
