@@ -466,7 +466,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"jvp({fname}) with has_aux=True: the function must return a two-element tuple (output, "
+                    f"jvp({fname}) with has_aux=True: the function must return a pair: a two-element tuple (output, "
                     f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out

@@ -376,7 +376,7 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"{where}({name}) with has_aux=True: the function must return a two-element tuple (output, "
+                    f"{where}({name}) with has_aux=True: the function must return a pair: a two-element tuple (output, "
                     f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out
