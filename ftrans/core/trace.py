@@ -753,12 +753,15 @@ class StagingTracer(Tracer):
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""
 
-    __slots__ = ("eqns", "const_tracers", "const_vals", "invars", "keepalive")
+    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive")
 
     def __init__(self) -> None:
         self.keepalive: list = []
         self.eqns: list[JaxprEqn] = []
         self.const_tracers: dict[int, StagingTracer] = {}  # id(value) -> tracer
+        # (shape, dtype, weak type, bytes) -> tracer, for small constants: two copies of one value (a
+        # NumPy array and jnp.array of it) become one constant of the jaxpr
+        self.const_by_content: dict[tuple, StagingTracer] = {}
         self.const_vals: list[tuple[Var, Any]] = []  # keeps values alive and ordered
         self.invars: list[Var] = []
 
@@ -773,11 +776,13 @@ class JaxprBuilder:
         each other (a cycle the garbage collector must break); emptied, the builder they hold no
         longer keeps the values the function closed over alive once the jaxpr is gone."""
         self.const_tracers = {}
+        self.const_by_content = {}
         self.const_vals = []
         self.keepalive = []
 
 
 _LITERAL_TYPES = (bool, int, float, complex)
+_DEDUP_CONST_BYTES = 1 << 14  # constants up to this size are shared by value, larger ones by identity
 
 
 class DynamicJaxprTrace(Trace):
@@ -826,9 +831,20 @@ class DynamicJaxprTrace(Trace):
         aval = ShapedArray(arr.shape, arr.dtype, weak)
         if arr.ndim == 0:
             return StagingTracer(self, aval, Literal(arr[()], aval))
+        # Host values only: a device-resident (maybe committed) array keeps its own constant and placement.
+        key = (arr.shape, arr.dtype.str, weak, arr.tobytes()) if (
+            arr.nbytes <= _DEDUP_CONST_BYTES and (type(val) is Array or isinstance(val, np.ndarray))) else None
+        if key is not None:
+            t = builder.const_by_content.get(key)
+            if t is not None:
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                return t
         v = Var(aval)
         t = StagingTracer(self, aval, v)
         builder.const_tracers[id(val)] = t
+        if key is not None:
+            builder.const_by_content[key] = t
         builder.keepalive.append(val)  # its id keys const_tracers while we stage
         builder.const_vals.append((v, val if isinstance(val, Array) else Array._make(arr, False)))
         return t
