@@ -22,7 +22,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
     tree_util,
 )
 from ftrans._callback import pure_callback
-from ftrans.core.array import Array
+from ftrans.core.array import PublicArray as Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
 from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr

@@ -33,6 +33,7 @@ from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_run
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
+from ftrans.tree_util import _mismatch_details
 
 __all__ = ["devices", "local_devices", "device_count", "local_device_count", "default_backend",
            "device_put", "device_get", "block_until_ready", "copy_to_host_async", "process_index", "process_count",
@@ -282,10 +283,17 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     elif isinstance(device, (NamedSharding, PartitionSpec)):
         sharding = device
     elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
+        def spec_leaf(d: Any) -> bool:
+            return d is None or _is_device(d) or isinstance(d, (NamedSharding, PartitionSpec)) or \
+                hasattr(d, "device_set")
+        details = _mismatch_details(device, x, "device_put device", spec_leaf)
+        if details:
+            raise FtransValueError("device_put device specification must be a tree prefix of the corresponding "
+                                   f"value (x); got {tree_util.tree_structure(device, is_leaf=spec_leaf)} for "
+                                   f"x of structure {tree_util.tree_structure(x)}.{details}")
         try:
             return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
-                                      device, x, is_leaf=lambda d: d is None or _is_device(d) or
-                                      isinstance(d, (NamedSharding, PartitionSpec)) or hasattr(d, "device_set"))
+                                      device, x, is_leaf=spec_leaf)
         except ValueError as e:
             raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
                                    ) from None

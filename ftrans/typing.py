@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ftrans.core.array import Array
+from ftrans.core.array import PublicArray as Array
 
 __all__ = ["ArrayLike", "DTypeLike"]
 

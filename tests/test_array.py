@@ -522,6 +522,36 @@ def test_the_array_type_cannot_be_instantiated_like_jax():
     assert isinstance(b, ftrans.Array) and np.array_equal(np.asarray(b), np.arange(3))
 
 
+def test_traced_values_are_array_instances_like_jax():
+    """As jax.Array: the values a function sees under jit / vmap / grad / jvp / make_jaxpr are instances of
+    ftrans.Array (and jnp.ndarray), NumPy arrays and Python scalars are not, and tracer classes are not
+    subclasses."""
+    def checks(mod, np_mod):
+        seen = []
+
+        def fresh():  # a new function per transform (JAX caches traces by function)
+            def f(x):
+                seen.append((isinstance(x, mod.Array), isinstance(x, np_mod.ndarray), isinstance(x, np.ndarray)))
+                return x * 2.0
+            return f
+
+        for run in (lambda f: mod.jit(f)(3.0), lambda f: mod.vmap(f)(np.arange(3.0)), lambda f: mod.grad(f)(1.0),
+                    lambda f: mod.jvp(f, (1.0,), (1.0,)), lambda f: mod.make_jaxpr(f)(1.0)):
+            seen.clear()
+            run(fresh())
+            assert seen == [(True, True, False)], (mod.__name__, seen)
+        seen.append((isinstance(np.ones(2), mod.Array), isinstance(1.0, mod.Array),
+                     issubclass(np.ndarray, mod.Array)))
+        seen.append((isinstance(np_mod.ones(2), mod.Array), issubclass(type(np_mod.ones(2)), mod.Array), True))
+        return seen
+
+    assert checks(ftrans, jnp) == checks(jax, jjnp)
+    from ftrans.core.trace import Tracer
+
+    assert not issubclass(Tracer, ftrans.Array)
+    assert ftrans.Array.__name__ == "Array" and ftrans.Array.astype is not None  # methods for introspection
+
+
 _OPERATOR_NAMES = [f"__{p}{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
                                            "and", "or", "xor", "lshift", "rshift") for p in ("", "r")]
 _OPERATOR_NAMES += ["__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__"]

@@ -170,3 +170,23 @@ def test_finished_tracing_logged_only_on_a_real_top_level_trace(caplog, first):
     got = counts(ftrans, jnp, "ftrans")
     assert got == want
     assert want == ((0, 0) if first == "grad" else (1, 1))
+
+
+def test_grad_of_jit_announces_each_compile_like_jax(caplog):
+    """grad of a jitted function compiles its forward and backward programs: each gets a "Compiling jit(...)"
+    line, as in JAX, and a second grad at the same types compiles (and announces) nothing."""
+    def counts(lib, np_, prefix):
+        @lib.jit
+        def f(x):
+            return np_.sin(x) * 3.0
+
+        caplog.clear()
+        caplog.set_level(logging.WARNING)
+        with lib.log_compiles():
+            lib.grad(f)(np.float32(2.0))
+            first = sum(m.startswith("Compiling jit(") for m in _warnings(caplog, prefix))
+            lib.grad(f)(np.float32(3.0))
+        second = sum(m.startswith("Compiling jit(") for m in _warnings(caplog, prefix)) - first
+        return first, second
+
+    assert counts(ftrans, jnp, "ftrans") == counts(jax, jnp_jax, "jax") == (2, 0)

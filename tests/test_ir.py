@@ -236,6 +236,26 @@ def test_same_numpy_constant_captured_once():
     assert len(jax.make_jaxpr(lambda x: x * c + c)(x3).consts) == 1
 
 
+def test_copies_of_one_numpy_constant_are_one_constvar_like_jax():
+    """jnp.array(c) of a NumPy constant c, used next to c itself, is one constvar (as in JAX); equal values that
+    differ in dtype or weak type, or device-resident arrays, are not merged."""
+    c = np.ones(3, np.float32)
+
+    def f(lib, np_):
+        return lambda: (np_.array(c), np_.sum(c), c, np_.array(c), np_.sum(c), c)
+
+    ours, theirs = ftrans.make_jaxpr(f(ftrans, jnp))(), jax.make_jaxpr(f(jax, jjnp))()
+    assert len(ours.consts) == len(theirs.consts) == 1
+    def pattern(outs):
+        return [next(i for i, p in enumerate(outs) if p is o) for o in outs]
+
+    assert pattern(ours.jaxpr.outvars) == pattern(theirs.jaxpr.outvars) == [0, 1, 0, 0, 4, 0]
+    two = ftrans.make_jaxpr(lambda: (np.ones(3, np.float32), np.ones(3, np.int32), jnp.ones(3) * 1))()
+    assert len(two.consts) == 2  # the i32 ones stay apart; the f32 result of an eager op is the f32 constant
+    on_device = ftrans.device_put(np.ones(3, np.float32), ftrans.devices()[0])
+    assert len(ftrans.make_jaxpr(lambda: (on_device, np.ones(3, np.float32)))().consts) == 2
+
+
 def test_scalar_constants_become_literals():
     s = np.float32(2.5)
     closed = ftrans.make_jaxpr(lambda x: x * s)(x3)

@@ -463,6 +463,14 @@ def test_error_unhashable_static():
         jax.pmap(lambda a, s: a, static_broadcasted_argnums=1)(arr(4), [1, 2])
 
 
+def test_error_static_argument_passed_by_keyword_says_pass_it_positionally():
+    msg = "must be passed positionally"
+    with pytest.raises(ValueError, match=msg):
+        jax.pmap(lambda a, b: a + b, static_broadcasted_argnums=(1,))(arr(1, 1), b=1)
+    _raises(ValueError, lambda: ftrans.pmap(lambda a, b: a + b, static_broadcasted_argnums=(1,))(arr(1, 1), b=1),
+            r"static_broadcasted_argnums=\(1,\).*called with only 1 positional argument\. .*" + msg)
+
+
 def test_error_rank_too_small():
     _raises(ValueError, lambda: ftrans.pmap(lambda a: a, in_axes=1)(arr(4)), "rank")
 

@@ -757,3 +757,39 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     out._aval = aval
     out.weak_type = aval.weak_type
     return out
+
+
+class _PublicArrayMeta(type):
+    """The metaclass of the public ``ftrans.Array``: like ``jax.Array``, it is the type of every array
+    value a user's code sees, concrete or traced."""
+
+    def __instancecheck__(cls, x: Any) -> bool:
+        if isinstance(x, Array):
+            return True
+        # A tracer of an array (not of a ref or a token): JAX's tracers are jax.Array instances too.
+        return isinstance(x, ArrayMixin) and isinstance(getattr(x, "aval", None), ShapedArray)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return isinstance(sub, type) and issubclass(sub, Array)  # tracer classes are not subclasses, as in JAX
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(Array, name)  # the methods and properties of concrete arrays, for introspection
+
+
+class PublicArray(metaclass=_PublicArrayMeta):
+    """``ftrans.Array`` (``ftrans.numpy.ndarray``), JAX's ``jax.Array``: the type of arrays for isinstance
+    checks and annotations. Concrete arrays and the traced values a function sees under ``jit``, ``grad``
+    or ``vmap`` are all instances; arrays are made with ``jnp.array`` / ``jnp.asarray``, never by calling
+    the type."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from ftrans.errors import FtransTypeError
+
+        raise FtransTypeError("ftrans.Array (jnp.ndarray) cannot be instantiated directly; create arrays with "
+                              "jnp.array or jnp.asarray")
+
+
+PublicArray.__name__ = PublicArray.__qualname__ = "Array"
+PublicArray.__module__ = "ftrans"

@@ -126,14 +126,26 @@ def default_complex() -> np.dtype:
 _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
+def is_float0(d: np.dtype) -> bool:
+    """Whether ``d`` is JAX's ``float0`` (the dtype of an integer input's tangent: no data)."""
+    return d.kind == "V" and d.names == ("float0",)
+
+
+def unsupported_dtype_message(d: np.dtype) -> str:
+    """Why an array of dtype ``d`` cannot be an operand (float0 gets its own reason, as in JAX)."""
+    if is_float0(d):
+        return ("float0s do not support any operations by design: a float0 array is the tangent or gradient "
+                "of an integer or bool input (allow_int=True) and holds no data, and no implicit dtype "
+                "conversion is done. Use np.zeros(x.shape, dtype) for a regular array of zeros")
+    return (f"dtype {d} is not supported by ftrans; supported dtypes are "
+            + ", ".join(sorted(str(s) for s in SUPPORTED)))
+
+
 def canonicalize(dtype: Any) -> np.dtype:
     """The dtype an array of ``dtype`` actually gets (64-bit types narrow unless x64)."""
     d = np.dtype(dtype)
     if d not in SUPPORTED:
-        raise FtransTypeError(
-            f"dtype {d} is not supported by ftrans; supported dtypes are "
-            + ", ".join(sorted(str(s) for s in SUPPORTED))
-        )
+        raise FtransTypeError(unsupported_dtype_message(d))
     if not x64_enabled():
         return _NARROW.get(d, d)
     return d

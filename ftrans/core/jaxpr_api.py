@@ -17,7 +17,7 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
-from ftrans.core.trace import aval_of, stage
+from ftrans.core.trace import aval_of, check_outputs, invalid_value_error, is_jax_value, stage
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -30,10 +30,7 @@ def _arg_aval(path: str, x: Any) -> ShapedArray:
     try:
         return aval_of(x)
     except TypeError:
-        raise FtransTypeError(
-            f"argument {path} of type {type(x).__name__} is not a valid array type "
-            "(use arrays, NumPy arrays, Python scalars, or mark it static)"
-        ) from None
+        raise invalid_value_error(f"argument {path}", x, "or mark it static (static_argnums)") from None
 
 
 def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
@@ -42,14 +39,16 @@ def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(static_argnums)
 
 
-def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = ()):
-    """Stage ``fun(*args, **kwargs)``: the closed jaxpr, output tree, and flat input avals."""
+def trace_to_jaxpr(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
+                   what: str = "make_jaxpr"):
+    """Stage ``fun(*args, **kwargs)``: the closed jaxpr, output tree, and flat input avals. ``what`` names
+    the caller in the error for an output that is not an array."""
     if _ref.created:
-        return _trace_with_refs(fun, args, kwargs, static_argnums)
-    return _trace_plain(fun, args, kwargs, static_argnums)
+        return _trace_with_refs(fun, args, kwargs, static_argnums, what)
+    return _trace_plain(fun, args, kwargs, static_argnums, what)
 
 
-def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...]):
+def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...], what: str):
     """``trace_to_jaxpr`` once refs exist: the refs among the arguments, and those the function closes
     over (found on first touch), enter as values after the arguments, and their final values are extra
     outputs after the function's (the output tree is then that of ``(out, final ref values)``)."""
@@ -74,7 +73,7 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         cvals = [_ref.read_for_thread(r) for r in closed]
         run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner)
         try:
-            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {})
+            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun)
         except _ref.NeedsRef as e:
             if e.owner is not owner:
                 raise
@@ -110,7 +109,8 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
     return run
 
 
-def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = ()):
+def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
+                 what: str = "make_jaxpr", user_fun: Callable | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
@@ -124,6 +124,8 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
             full[i] = a
         out = fun(*full, **kw)
         flat_out, out_tree = tree_util.tree_flatten(out)
+        if not all(map(is_jax_value, flat_out)):
+            check_outputs(out, user_fun or fun, what)
         out_tree_box.append(out_tree)
         return flat_out
 
@@ -224,6 +226,6 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
-    closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs)
+    closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
     shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -20,7 +20,7 @@ from ftrans.core.array import Array, DeviceArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, is_eager
+from ftrans.core.trace import Tracer, is_eager, shown_value
 from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
 
 _PY_SCALARS = (int, float, complex, bool)
@@ -41,6 +41,10 @@ def is_array(x: Any) -> bool:
 
 def check_arraylike(name: str, *args: Any) -> None:
     for i, a in enumerate(args):
+        if isinstance(a, (np.ndarray, np.generic)) and a.dtype not in dtypes.SUPPORTED:
+            raise FtransTypeError(
+                f"{name}: argument {i} is a NumPy value of dtype {a.dtype} ({shown_value(a)}), which is not a valid "
+                f"JAX value: {dtypes.unsupported_dtype_message(a.dtype)}")
         if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS
                 or is_foreign_array(a)):
             what = type(a).__name__

@@ -536,6 +536,10 @@ def _on_config(name: str, value: Any = None) -> None:
 # Tracers
 
 
+# What a Python cast of a traced array may have meant: a dtype conversion, which stays traced.
+_CAST_HINT = "If you meant to convert the array's dtype, try using `x.astype({t})` or `jnp.asarray(x, {t})` instead."
+
+
 class Tracer(ArrayMixin):
     """A stand-in for an array inside a transform; operators come from ArrayMixin."""
 
@@ -630,7 +634,8 @@ class Tracer(ArrayMixin):
             return int(v)
         raise self._concretization(
             "int()", errors.TracerIntegerConversionError,
-            "Shapes and Python integers must be static: pass the value as a static argument.",
+            "Shapes and Python integers must be static: pass the value as a static argument. "
+            + _CAST_HINT.format(t="int"),
         )
 
     def __index__(self) -> int:
@@ -655,10 +660,12 @@ class Tracer(ArrayMixin):
         )
 
     def __float__(self) -> float:
-        raise self._lossy("float()", "Keep the value as an array, or make it a static argument.")
+        raise self._lossy("float()", "Keep the value as an array, or make it a static argument. "
+                          + _CAST_HINT.format(t="float"))
 
     def __complex__(self) -> complex:
-        raise self._lossy("complex()", "Keep the value as an array, or make it a static argument.")
+        raise self._lossy("complex()", "Keep the value as an array, or make it a static argument. "
+                          + _CAST_HINT.format(t="complex"))
 
     def __array__(self, dtype=None, copy=None):
         raise self._concretization(
@@ -746,12 +753,15 @@ class StagingTracer(Tracer):
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""
 
-    __slots__ = ("eqns", "const_tracers", "const_vals", "invars", "keepalive")
+    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive")
 
     def __init__(self) -> None:
         self.keepalive: list = []
         self.eqns: list[JaxprEqn] = []
         self.const_tracers: dict[int, StagingTracer] = {}  # id(value) -> tracer
+        # (shape, dtype, weak type, bytes) -> tracer, for small constants: two copies of one value (a
+        # NumPy array and jnp.array of it) become one constant of the jaxpr
+        self.const_by_content: dict[tuple, StagingTracer] = {}
         self.const_vals: list[tuple[Var, Any]] = []  # keeps values alive and ordered
         self.invars: list[Var] = []
 
@@ -766,11 +776,13 @@ class JaxprBuilder:
         each other (a cycle the garbage collector must break); emptied, the builder they hold no
         longer keeps the values the function closed over alive once the jaxpr is gone."""
         self.const_tracers = {}
+        self.const_by_content = {}
         self.const_vals = []
         self.keepalive = []
 
 
 _LITERAL_TYPES = (bool, int, float, complex)
+_DEDUP_CONST_BYTES = 1 << 14  # constants up to this size are shared by value, larger ones by identity
 
 
 class DynamicJaxprTrace(Trace):
@@ -819,9 +831,20 @@ class DynamicJaxprTrace(Trace):
         aval = ShapedArray(arr.shape, arr.dtype, weak)
         if arr.ndim == 0:
             return StagingTracer(self, aval, Literal(arr[()], aval))
+        # Host values only: a device-resident (maybe committed) array keeps its own constant and placement.
+        key = (arr.shape, arr.dtype.str, weak, arr.tobytes()) if (
+            arr.nbytes <= _DEDUP_CONST_BYTES and (type(val) is Array or isinstance(val, np.ndarray))) else None
+        if key is not None:
+            t = builder.const_by_content.get(key)
+            if t is not None:
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                return t
         v = Var(aval)
         t = StagingTracer(self, aval, v)
         builder.const_tracers[id(val)] = t
+        if key is not None:
+            builder.const_by_content[key] = t
         builder.keepalive.append(val)  # its id keys const_tracers while we stage
         builder.const_vals.append((v, val if isinstance(val, Array) else Array._make(arr, False)))
         return t
@@ -880,6 +903,74 @@ def aval_of(x: Any) -> ShapedArray:
     if base is not None:
         return aval_of(base)
     raise errors.FtransTypeError(f"value of type {type(x).__name__} is not a valid array")
+
+
+def shown_value(x: Any, width: int = 60) -> str:
+    """``repr(x)``, cut to ``width`` characters, for naming a bad value in an error message."""
+    try:
+        s = repr(x)
+    except Exception:  # a repr that fails must not hide the real error
+        s = f"<{type(x).__name__} object>"
+    return s if len(s) <= width else s[:width - 3] + "..."
+
+
+def is_jax_value(x: Any) -> bool:
+    """Whether ``x`` can be an array operand (an array, a tracer, a NumPy array of a supported dtype, a
+    Python scalar, an object with ``shape`` and ``dtype``, or a float0 array: an integer input's tangent)."""
+    if isinstance(x, (np.ndarray, np.generic)) and dtypes.is_float0(x.dtype):
+        return True
+    try:
+        aval_of(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def invalid_value_error(where: str, x: Any, hint: str = "") -> errors.FtransTypeError:
+    """The error for an argument leaf that cannot be an array: it shows the value and its full type, so a
+    NumPy array of dtype ``object`` or a user class is recognised at once (JAX's "not a valid JAX type").
+    ``hint`` (a sentence) is added after the usual advice."""
+    return errors.FtransTypeError(
+        f"{where}: {shown_value(x)} of type {type(x)!r} is not a valid JAX type. Pass arrays, NumPy arrays "
+        "of a numeric or bool dtype, or Python scalars (containers of them are pytrees)" + (
+            f"; {hint}" if hint else "") + ".")
+
+
+def describe_pair_candidate(x: Any) -> str:
+    """What a function returned where a pair was due: a sequence's type and length, else the value."""
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of length {len(x)}"
+    if isinstance(x, ArrayMixin):
+        return f"a single array of type {x.aval.str_short()}"
+    return f"{shown_value(x)} of type {type(x).__name__}"
+
+
+def function_site(fun: Any) -> str:
+    """``f at file:line`` for a user function (``f`` alone when it has no code object)."""
+    import inspect
+
+    name = getattr(fun, "__name__", None) or type(fun).__name__
+    try:
+        code = getattr(inspect.unwrap(fun), "__code__", None)
+    except ValueError:  # a __wrapped__ cycle
+        code = None
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}" if code is not None else name
+
+
+def check_outputs(out: Any, fun: Any, what: str, ok: Any = None) -> None:
+    """Raise for the first leaf of a traced function's output ``out`` that cannot be an array, naming the
+    function, what traced it (``what``: "jit", "vmap", ...) and the output component (``[1]['a']``).
+    ``ok(leaf)``, when given, accepts further leaves (tokens, float0 results)."""
+    from ftrans import tree_util
+
+    for path, leaf in tree_util.tree_flatten_with_path(out)[0]:
+        if is_jax_value(leaf) or (ok is not None and ok(leaf)):
+            continue
+        comp = tree_util.keystr(path) or "(the whole output)"
+        raise errors.FtransTypeError(
+            f"function {function_site(fun)} traced for {what} returned a value of type {type(leaf)!r} "
+            f"({shown_value(leaf)}) at output component {comp}, which is not a valid JAX type: return "
+            "arrays, scalars or pytrees of them")
 
 
 def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:

@@ -5,7 +5,7 @@ import numpy as _np
 
 from ftrans.core import array_methods as _array_methods
 from ftrans.core import dtypes as _dtypes
-from ftrans.core.array import Array as ndarray  # noqa: F401  (jnp.ndarray is the Array type)
+from ftrans.core.array import PublicArray as ndarray  # noqa: F401  (jnp.ndarray is the Array type)
 from ftrans.core.operands import result_type  # noqa: F401
 from ftrans.numpy import (  # noqa: F401
     _batched,

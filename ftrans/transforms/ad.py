@@ -33,7 +33,18 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, as_concrete_array, aval_of, new_main, stage
+from ftrans.core.trace import (
+    Trace,
+    Tracer,
+    as_concrete_array,
+    aval_of,
+    check_outputs,
+    describe_pair_candidate,
+    invalid_value_error,
+    is_jax_value,
+    new_main,
+    stage,
+)
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError
 
@@ -417,7 +428,7 @@ def _operand(x: Any) -> Any:
     try:
         return as_operand(x)
     except TypeError:
-        raise FtransTypeError(f"jvp: primal of type {type(x).__name__} is not an array") from None
+        raise invalid_value_error("jvp: a primal", x) from None
 
 
 def _output(t: Any) -> Any:
@@ -455,11 +466,13 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"jvp({fname}) with has_aux=True: the function must return a pair (output, aux), "
-                    f"got {type(out).__name__}"
+                    f"jvp({fname}) with has_aux=True: the function must return a pair: a two-element tuple (output, "
+                    f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out
         flat, tree = tree_util.tree_flatten(out)
+        if not all(map(is_jax_value, flat)):
+            check_outputs(out, fun, "jvp")
         out_tree_box.append(tree)
         return flat, aux
 

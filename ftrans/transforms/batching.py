@@ -33,8 +33,18 @@ from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Trace, Tracer, aval_of, find_top_trace, new_main
+from ftrans.core.trace import (
+    Trace,
+    Tracer,
+    aval_of,
+    check_outputs,
+    find_top_trace,
+    invalid_value_error,
+    is_jax_value,
+    new_main,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.tree_util import _mismatch_details
 
 __all__ = [
     "vmap", "batching_rules", "register_batching", "not_mapped", "BatchTrace", "BatchTracer", "moveaxis",
@@ -362,10 +372,11 @@ def _axis_entry(what: str, ax: Any, owner: str = "vmap") -> Any:
     return ax
 
 
-def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap") -> list:
+def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap", at: str = "") -> list:
     """Broadcast an axis spec (a pytree prefix of ``tree_arg`` with int/None leaves) to its leaves.
 
-    Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``).
+    Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``), ``at`` the
+    spec's place in the whole ``in_axes`` (``"[1]"``).
     """
     if spec is None or type(spec) is int:
         return [spec] * n_leaves
@@ -376,8 +387,9 @@ def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str 
                                     is_leaf=lambda x: x is None)
     except (ValueError, TypeError):
         raise FtransValueError(
-            f"{owner} {what} specification must be a tree prefix of the corresponding value, got specification "
-            f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}"
+            f"{owner} {what} specification must be a tree prefix of the corresponding value; got specification "
+            f"{spec!r} for value tree {tree_util.tree_structure(tree_arg)}."
+            + _mismatch_details(spec, tree_arg, f"{owner.split('(')[0]} {what}{at}", lambda x: x is None)
         ) from None
     out = []
     for leaf in tree_util.tree_leaves(nested):
@@ -401,8 +413,9 @@ def _in_dims(in_axes: Any, args: tuple, kwargs: dict) -> list:
             f"arguments passed to the function, but got {in_axes!r}"
         )
     dims: list = []
-    for spec, a in zip(per_arg, args):
-        dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a))))
+    for i, (spec, a) in enumerate(zip(per_arg, args)):
+        at = f"[{i}]" if isinstance(in_axes, tuple) else ""
+        dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a)), at=at))
     dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
     return dims
 
@@ -479,6 +492,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                     _ref_mod.write_back(ref_at[k], _out_value(name, main, _ref_mod.read_for_thread(v), norm[k], size,
                                                               leaves_paths[k][0], axis_name))
             paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
+            if not all(is_jax_value(o) for _, o in paths_leaves):
+                check_outputs(out, fun, "vmap")
             out_tree_box.append(out_tree)
             out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
             results = []
@@ -573,9 +588,8 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
         try:
             shape = tuple(aval_of(x).shape)
         except TypeError:
-            raise FtransTypeError(
-                f"vmap({name}): argument {_path(path)} of type {type(x).__name__} is mapped but is not an array"
-            ) from None
+            raise invalid_value_error(f"vmap({name}): mapped argument {_path(path)}", x,
+                                      "or give it in_axes None to pass it through unmapped") from None
         if not -len(shape) <= d < len(shape) or not shape:
             raise FtransValueError(
                 f"vmap was requested to map its argument along axis {d}, which implies that its rank "

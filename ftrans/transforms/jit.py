@@ -42,7 +42,7 @@ from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
-from ftrans.core.trace import Tracer, stage
+from ftrans.core.trace import Tracer, check_outputs, invalid_value_error, stage
 from ftrans.devices import _client, default_device, on_new_backend
 from ftrans.errors import (
     FtransOverflowError,
@@ -315,13 +315,8 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
             f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
             "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
         )
-    shown = repr(bad)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return FtransTypeError(
-        f"jit({fname}): argument {path} is {shown} of type {type(bad).__name__}, which is not a valid array "
-        "type. Pass arrays, NumPy arrays or Python scalars (containers of them are pytrees), or mark the "
-        "argument static with static_argnums / static_argnames."
-    )
+    return invalid_value_error(f"jit({fname}): argument {path}", bad,
+                               "or mark the argument static with static_argnums / static_argnames")
 
 
 def _path_str(path: tuple) -> str:
@@ -1182,10 +1177,7 @@ class JitWrapped:
                             f"jit({fname}): the function returned the Python int {o}, which does not fit the "
                             f"default integer type {d.name}; return it as an array with an explicit dtype "
                             "(int64 needs jax_enable_x64) or as a float")
-                    raise FtransTypeError(
-                        f"jit({fname}): the function returned a {type(o).__name__}, which is not an array; "
-                        "jitted functions must return arrays, scalars or pytrees of them"
-                    )
+                    check_outputs(out, self._fun, "jit", ok=lambda x: _leaf_aval(x) is not None)
             out_tree_box.append(out_tree)
             return flat_out
 

@@ -115,7 +115,8 @@ class PmapWrapped:
             if not 0 <= j < n:
                 raise FtransValueError(
                     f"pmap({self.__name__}): static_broadcasted_argnums={self._static} names argument {i}, but "
-                    f"the function was called with {n} positional arguments")
+                    f"the function was called with only {n} positional argument{'s' if n != 1 else ''}. All "
+                    "static broadcasted arguments must be passed positionally (not by keyword)")
             v = args[j]
             try:
                 hash(v)
@@ -146,8 +147,10 @@ class PmapWrapped:
                 f"pmap({self.__name__}) in_axes must be an int, None, or a tuple of entries corresponding to the "
                 f"positional arguments passed to the function, but got {in_axes!r}")
         dims: list = []
-        for spec, a in zip(per_arg, dyn):
-            dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a)), f"pmap({self.__name__})"))
+        for i, (spec, a) in enumerate(zip(per_arg, dyn)):
+            at = f"[{i if len(in_axes) == len(dyn) else dyn_pos[i]}]" if isinstance(in_axes, tuple) else ""
+            dims.extend(flatten_axes("in_axes", spec, a, len(tree_util.tree_leaves(a)), f"pmap({self.__name__})",
+                                     at))
         dims.extend([0] * len(tree_util.tree_leaves(kwargs)))  # keyword arguments map over axis 0, as in JAX
         return dims
 

@@ -24,7 +24,15 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims import structural as S
-from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.core.trace import (
+    Tracer,
+    aval_of,
+    check_outputs,
+    describe_pair_candidate,
+    invalid_value_error,
+    is_jax_value,
+    stage,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import float0, instantiate, jvp, rewritten_primal, tangent_aval
 from ftrans.transforms.partial_eval import linearize_flat
@@ -67,10 +75,7 @@ def _operand(where: str, path: str, x: Any) -> Any:
     try:
         return as_operand(x)
     except TypeError:
-        raise FtransTypeError(
-            f"{where}: argument {path} of type {type(x).__name__} is not a valid array type "
-            "(pass arrays, NumPy arrays or Python scalars, or pytrees of them)"
-        ) from None
+        raise invalid_value_error(f"{where}: argument {path}", x) from None
 
 
 def _float0_zeros(aval: ShapedArray) -> np.ndarray:
@@ -371,11 +376,13 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise FtransTypeError(
-                    f"{where}({name}) with has_aux=True: the function must return a pair (output, aux), "
-                    f"got {type(out).__name__}"
+                    f"{where}({name}) with has_aux=True: the function must return a pair: a two-element tuple (output, "
+                    f"aux), got {describe_pair_candidate(out)}"
                 )
             out, aux = out
         flat, tree = tree_util.tree_flatten(out)
+        if not all(map(is_jax_value, flat)):
+            check_outputs(out, fun, where)
         out_tree_box.append(tree)
         return flat, aux
 
@@ -531,6 +538,7 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
             return fun(*full, **kwargs)
 
         restricted.__name__ = name  # errors raised while tracing name the user's function
+        restricted.__wrapped__ = fun  # ... and point at its definition
         leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
         p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
@@ -553,9 +561,7 @@ def _leaf_aval(where: str, i: int, leaf: Any) -> ShapedArray:
     try:
         return aval_of(leaf)
     except TypeError:
-        raise FtransTypeError(
-            f"{where}: argument {i} contains a leaf of type {type(leaf).__name__}, which is not an array"
-        ) from None
+        raise invalid_value_error(f"{where}: argument {i}", leaf) from None
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False,
@@ -759,6 +765,8 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -
     def flat_fun(*ins: Any) -> list:
         out = fun(*tree_util.tree_unflatten(in_tree, ins))
         flat, tree = tree_util.tree_flatten(out)
+        if not all(map(is_jax_value, flat)):
+            check_outputs(out, fun, "linear_transpose")
         out_tree_box.append(tree)
         return flat
 
@@ -918,6 +926,8 @@ def _jac_setup(where: str, fun: Callable, argnums: Any, args: tuple, kwargs: dic
             full[i] = v
         return fun(*full, **kwargs)
 
+    restricted.__name__ = _fname(fun)  # errors raised while tracing name the user's function
+    restricted.__wrapped__ = fun  # ... and point at its definition
     return restricted, list(dyn), idx
 
 

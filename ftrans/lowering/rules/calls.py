@@ -49,6 +49,10 @@ def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
     per = _jaxpr_exes.setdefault(jaxpr, {})
     exe = per.get(device.id)
     if exe is None:
+        level = X.compile_log_level()
+        if X.logger.isEnabledFor(level):  # every jit compile is announced, as JAX does (grad of a jit too)
+            X.logger.log(level, "Compiling jit(%s) with global shapes and types %s", name,
+                         "(" + "".join(f"{a!r}, " for a in jaxpr.in_avals).rstrip(" ") + ")")
         exe = per[device.id] = X.Executable(jaxpr, device, name)
     return exe
 
