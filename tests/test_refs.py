@@ -586,3 +586,33 @@ def test_control_flow_that_touches_no_ref_is_unchanged_once_refs_exist():
     r = ftrans.new_ref(0.0)  # a closed-over ref is still threaded
     ftrans.lax.fori_loop(0, 3, lambda i, c: (r.__setitem__(..., r[...] + 1.0), c)[1], 0.0)
     assert float(r[...]) == 3.0
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_vjp_with_ref_primals(jit):
+    """A ref among vjp's primals is passed through undifferentiated (a custom_vjp may save it and write
+    into it); the pullback gives a fresh zero ref in its place, as JAX's; aliased refs are refused."""
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def f(x, ref):
+            return x * 2.
+
+        def bwd(ref, g):
+            ref[...] = g
+            return g * 2., None
+        f.defvjp(lambda x, ref: (f(x, ref), ref), bwd)
+        ff = lib.jit(f) if jit else f
+        r = lib.new_ref(jnp.float32(0.))
+        y, pull = lib.vjp(ff, jnp.float32(3.), r)
+        ct_x, ct_r = pull(jnp.float32(5.))
+        assert isinstance(ct_r, type(r))
+        return y, ct_x, val(ct_r), val(r)
+    both(scenario)
+
+    @ftrans.custom_vjp
+    def h(x_ref, y_ref):
+        return 0.
+    h.defvjp(lambda x_ref, y_ref: (0., None), lambda _, g: (None, None))
+    r = ftrans.new_ref(0.)
+    with pytest.raises(ValueError, match="x_ref and y_ref"):
+        ftrans.vjp(ftrans.jit(h) if jit else h, r, r)
