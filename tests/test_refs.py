@@ -616,3 +616,14 @@ def test_vjp_with_ref_primals(jit):
     r = ftrans.new_ref(0.)
     with pytest.raises(ValueError, match="x_ref and y_ref"):
         ftrans.vjp(ftrans.jit(h) if jit else h, r, r)
+
+
+def test_new_ref_keeps_the_sharding_of_its_initial_array():
+    def scenario(lib, jnp):
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:1]), ("i",))
+        x = lib.device_put(jnp.arange(2.), lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("i")))
+        a = lib.new_ref(x)
+        same = [a.sharding == x.sharding, a[...].sharding == x.sharding]
+        a[...] += 1.
+        return np.asarray(same), val(a)
+    both(scenario)

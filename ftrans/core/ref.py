@@ -429,7 +429,8 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
     from ftrans.core.operands import as_operand
 
     try:
-        v = as_operand(init_val)
+        # An array is held as it is (a device or sharded array keeps its placement and sharding, as in JAX).
+        v = init_val if isinstance(init_val, Array) else as_operand(init_val)
     except Exception as e:  # noqa: BLE001
         raise FtransTypeError(f"new_ref: the initial value of type {type(init_val).__name__} is not an "
                               f"array ({e})") from None
