@@ -417,9 +417,18 @@ def test_static_out_of_range_index_is_an_index_check_under_checkify():
         _assert_same(lambda J, np_, lax_, c: lambda x: np_.asarray(x)[-5], ck_jax.automatic_checks, (x,),
                      wrap=wrap)
         _assert_same(lambda J, np_, lax_, c: lambda x: np_.asarray(x)[1, 9], ck_jax.all_checks, (x,), wrap=wrap)
-    # Without index_checks ftrans still refuses it while tracing (docs/differences.md).
+        # Without index_checks it is clamped, as in JAX, and not reported (checkify never refuses it while
+        # tracing; outside checkify ftrans does, docs/differences.md).
+        for errs in (ck_jax.user_checks, ck_jax.float_checks, frozenset()):
+            _assert_same(lambda J, np_, lax_, c: lambda x: np_.sin(np_.asarray(x)[5]) / 0, errs, (x,), wrap=wrap)
+    # A jitted function traced under checkify (clamping) is cached apart from its plain traces (refusing).
+    g = ftrans.jit(lambda x: x[5])
+    err, out = ck.checkify(g)(x)
+    assert err.get() is None and np.asarray(out).tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 2"):
-        ck.checkify(lambda x: x[5])(jnp.ones((2, 3)))
+        g(x)
+    err, _ = ck.checkify(g, errors=ck.index_checks)(x)
+    assert "out-of-bounds indexing" in err.get()
 
 
 def test_checkify_of_grad_of_while_loop_checks_the_forward_loop():

@@ -240,3 +240,20 @@ def test_a_registered_handler_of_our_own_matches_jax(tmp_path):
     np.testing.assert_array_equal(
         np.asarray(ftrans.vmap(lambda x: call(ftrans, x, vmap_method="broadcast_all"))(xs)),
         np.asarray(jax.vmap(lambda x: call(jax, x, vmap_method="broadcast_all"))(xs)))
+
+
+def test_64_bit_results_declared_with_shape_dtype_struct_stay_64_bit():
+    """JAX's ShapeDtypeStruct keeps the dtype it is given (int64 without x64; Python int is int64), so an FFI
+    result declared with it keeps it; an argument or eval_shape of it gets the canonical dtype."""
+    for dt in (np.int64, np.float64, int, float, np.float32, "int16"):
+        assert ftrans.ShapeDtypeStruct((2,), dt).dtype == jax.ShapeDtypeStruct((2,), dt).dtype, dt
+    assert ftrans.ShapeDtypeStruct((), np.int64) != ftrans.ShapeDtypeStruct((), np.int32)
+
+    def fun(lib):
+        return lambda: lib.ffi.ffi_call("test", lib.ShapeDtypeStruct((), np.int64))()
+    assert "-> (tensor<i64>" in ftrans.jit(fun(ftrans)).lower().as_text()
+    assert "tensor<i64>" in jax.jit(fun(jax)).lower().as_text()
+    sds = ftrans.ShapeDtypeStruct((3,), np.int64)
+    assert ftrans.eval_shape(lambda x: x + 1, sds).dtype == jax.eval_shape(
+        lambda x: x + 1, jax.ShapeDtypeStruct((3,), np.int64)).dtype
+    assert "tensor<3xi32>" in ftrans.jit(lambda x: x).lower(sds).as_text()

@@ -529,17 +529,49 @@ def test_documented_differences_from_jax():
         ftrans.ShapeDtypeStruct((3,), fjnp.float32, is_ref=True)
 
 
-def test_custom_vjp_with_refs_inside_jit_differentiates_the_function():
-    """docs/differences.md: inside jit a custom_vjp called with refs takes JAX's fallback path (the
-    function itself is differentiated), so a bwd that writes into a ref does not run there."""
-    @ftrans.custom_vjp
-    def stash(r, x):
-        return x
-    stash.defvjp(lambda r, x: (x, r), lambda r, g: (r.__setitem__(..., g), g)[1:] and (None, g))
-    r = ftrans.new_ref(fjnp.float32(0.))
-    g = ftrans.grad(ftrans.jit(lambda r, x: stash(r, fjnp.sin(x))), 1)(r, fjnp.float32(1.))
-    np.testing.assert_allclose(np.asarray(g), np.cos(1.), rtol=1e-6)
-    assert float(r[...]) == 0.  # JAX's bwd would have stored cos(1.) there
+@pytest.mark.parametrize("where", ["jit_arg", "jit_closed_scan_remat"])
+def test_custom_vjp_bwd_writes_into_a_ref_inside_jit_and_scan(where):
+    """Gradient-statistics plumbing inside staged code: a custom_vjp's bwd writes into a ref when the jit
+    call or the scan is transposed (the backward program threads the ref), whether the ref is an argument
+    of the jitted function or closed over; two calls of one jitted function with two refs each get theirs."""
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def stash(r, x):
+            return x
+
+        def bwd(r, g):
+            r[...] = jnp.roll(r[...], 1).at[0].set(g)
+            return None, g / 2
+        stash.defvjp(lambda r, x: (x, r), bwd)
+
+        def body(r, x):
+            return stash(r, jnp.sin(stash(r, x)) * 3.)
+
+        a, b = lib.new_ref(jnp.zeros(3)), lib.new_ref(jnp.zeros(3))
+        if where == "jit_arg":
+            pj = lib.jit(body)
+            g = lib.grad(lambda x: pj(a, x) + pj(b, x * 2.))(jnp.float32(0.5))
+        else:
+            step = lib.remat(lambda c, _: (body(a, c), ()))
+            pj = lib.jit(lambda x: lib.lax.scan(step, x, None, length=2)[0])
+            _, pull = lib.vjp(pj, jnp.float32(0.5))
+            g = pull(jnp.float32(1.))
+        return g, val(a), val(b)
+    both(scenario)
+
+
+def test_custom_vjp_with_a_differentiated_ref_inside_jit_differentiates_the_function():
+    """A ref holding a value being differentiated is no plumbing: inside jit too, its function is
+    differentiated (JAX's fallback path), not bound as plumbing to the caller's ref."""
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def f(x_ref):
+            return x_ref[...]
+        f.defvjp(lambda x_ref: (f(x_ref), None), lambda _, g: (g,))
+        jf = lib.jit(f)
+        _, pull = lib.vjp(lambda x: jf(lib.new_ref(x)), 3.14)
+        return pull(1.)
+    both(scenario)
 
 
 def test_control_flow_that_touches_no_ref_is_unchanged_once_refs_exist():
@@ -554,3 +586,44 @@ def test_control_flow_that_touches_no_ref_is_unchanged_once_refs_exist():
     r = ftrans.new_ref(0.0)  # a closed-over ref is still threaded
     ftrans.lax.fori_loop(0, 3, lambda i, c: (r.__setitem__(..., r[...] + 1.0), c)[1], 0.0)
     assert float(r[...]) == 3.0
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_vjp_with_ref_primals(jit):
+    """A ref among vjp's primals is passed through undifferentiated (a custom_vjp may save it and write
+    into it); the pullback gives a fresh zero ref in its place, as JAX's; aliased refs are refused."""
+    def scenario(lib, jnp):
+        @lib.custom_vjp
+        def f(x, ref):
+            return x * 2.
+
+        def bwd(ref, g):
+            ref[...] = g
+            return g * 2., None
+        f.defvjp(lambda x, ref: (f(x, ref), ref), bwd)
+        ff = lib.jit(f) if jit else f
+        r = lib.new_ref(jnp.float32(0.))
+        y, pull = lib.vjp(ff, jnp.float32(3.), r)
+        ct_x, ct_r = pull(jnp.float32(5.))
+        assert isinstance(ct_r, type(r))
+        return y, ct_x, val(ct_r), val(r)
+    both(scenario)
+
+    @ftrans.custom_vjp
+    def h(x_ref, y_ref):
+        return 0.
+    h.defvjp(lambda x_ref, y_ref: (0., None), lambda _, g: (None, None))
+    r = ftrans.new_ref(0.)
+    with pytest.raises(ValueError, match="x_ref and y_ref"):
+        ftrans.vjp(ftrans.jit(h) if jit else h, r, r)
+
+
+def test_new_ref_keeps_the_sharding_of_its_initial_array():
+    def scenario(lib, jnp):
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:1]), ("i",))
+        x = lib.device_put(jnp.arange(2.), lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("i")))
+        a = lib.new_ref(x)
+        same = [a.sharding == x.sharding, a[...].sharding == x.sharding]
+        a[...] += 1.
+        return np.asarray(same), val(a)
+    both(scenario)

@@ -84,7 +84,14 @@ class ShapeDtypeStruct:
 
             raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.to_dtype(dtype)
+        canon = dtypes.to_dtype(dtype)
+        # As JAX's: the dtype as given (``np.int64`` stays int64 without x64; ``int`` is int64); an array
+        # of it gets the canonical one, but a 64-bit FFI result declared so keeps it.
+        try:
+            wide = np.dtype(dtype)
+        except TypeError:
+            wide = canon
+        self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
         self.sharding = sharding
 

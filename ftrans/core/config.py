@@ -404,6 +404,7 @@ class _Local(threading.local):
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}  # option -> this thread's context value
         self.key: tuple = ()  # the values of ``TRACE_OPTIONS`` among them, a sorted tuple (jit's cache keys take it)
+        self.modes: frozenset = frozenset()  # internal tracing modes on in this thread (``trace_mode``)
 
 
 # Options read while tracing that change the program (x64 is in jit's keys on its own): a thread's
@@ -413,7 +414,32 @@ TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "
 
 
 def _trace_key(values: dict) -> tuple:
-    return tuple(sorted((n, v) for n, v in values.items() if n in TRACE_OPTIONS))
+    key = tuple(sorted((n, v) for n, v in values.items() if n in TRACE_OPTIONS))
+    modes = _local.modes
+    return key + (("trace modes", tuple(sorted(modes))),) if modes else key
+
+
+@contextlib.contextmanager
+def trace_mode(name: str) -> Any:
+    """Turn on, in this thread and for the block, the internal tracing mode ``name``: a switch that
+    changes the programs traced (``checkify`` clamps static out-of-range indices instead of refusing
+    them), so it is part of the cache keys of what is traced meanwhile (``scoped_here``)."""
+    prev = _local.modes
+    if name in prev:
+        yield
+        return
+    _local.modes = prev | {name}
+    _local.key = _trace_key(_local.values)
+    try:
+        yield
+    finally:
+        _local.modes = prev
+        _local.key = _trace_key(_local.values)
+
+
+def trace_mode_on(name: str) -> bool:
+    """Whether the tracing mode ``name`` is on in this thread (``trace_mode``)."""
+    return name in _local.modes
 
 
 _local = _Local()

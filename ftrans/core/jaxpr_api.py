@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import dtypes
 from ftrans.core import ref as _ref
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
@@ -24,7 +25,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 def _arg_aval(path: str, x: Any) -> ShapedArray:
     if isinstance(x, ShapeDtypeStruct):
-        return ShapedArray(x.shape, x.dtype, x.weak_type)
+        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
     if jax_array_argument(x):
         raise jax_array_argument_error(f"argument {path}")
     try:

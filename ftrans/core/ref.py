@@ -84,6 +84,16 @@ class NeedsRef(BaseException):  # noqa: N818 - a control signal, not an error a 
         self.owner = owner
 
 
+class BindArgRefs(BaseException):  # noqa: N818 - a control signal, not an error a user sees
+    """Raised while a jitted function is staged when a view of one of its argument refs must outlive the
+    staging (a ``custom_vjp`` saves it for a backward pass traced later): the function (``owner``) stages
+    again threading its callers' refs themselves, one program per set of argument refs."""
+
+    def __init__(self, owner: Any):
+        super().__init__("internal: a jitted function must thread its argument refs themselves")
+        self.owner = owner
+
+
 class _Scope:
     __slots__ = ("owner", "what", "alive")
 
@@ -137,7 +147,8 @@ class Ref:
     ``r[idx]`` (``r[...]`` for the whole value), write with ``r[idx] = v`` and ``r[idx] += v``.  A
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
-    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "_kind", "__weakref__")
+    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "_kind", "_binder",
+                 "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -152,6 +163,7 @@ class Ref:
         self._origin = origin
         self._arg_name = arg_name
         self._kind = kind
+        self._binder: Any = None  # for a jitted function's view of an argument ref: that function's owner
 
     # -- type-level information ------------------------------------------------------------------
     @property
@@ -417,7 +429,8 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
     from ftrans.core.operands import as_operand
 
     try:
-        v = as_operand(init_val)
+        # An array is held as it is (a device or sharded array keeps its placement and sharding, as in JAX).
+        v = init_val if isinstance(init_val, Array) else as_operand(init_val)
     except Exception as e:  # noqa: BLE001
         raise FtransTypeError(f"new_ref: the initial value of type {type(init_val).__name__} is not an "
                               f"array ({e})") from None
@@ -497,9 +510,22 @@ def is_ref(x: Any) -> bool:
 # Scopes: what a staging transform uses to thread refs
 
 
-def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None) -> Ref:
-    """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument."""
-    return Ref(value, aval_of(value), origin, arg_name, kind)
+def carries_tangent(v: Any, level: int = 0) -> bool:
+    """Whether ``v`` carries a tangent of a differentiation whose trace level is at least ``level``."""
+    while isinstance(v, Tracer):
+        if hasattr(v, "tangent") and v._trace.main.level >= level:
+            return True
+        v = getattr(v, "primal", None) if hasattr(v, "primal") else getattr(v, "val", None)
+    return False
+
+
+def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None) -> Ref:
+    """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument.  ``binder``
+    (a jitted function's owner) can be asked to thread the caller's ref itself instead
+    (:class:`BindArgRefs`)."""
+    r = Ref(value, aval_of(value), origin, arg_name, kind)
+    r._binder = binder
+    return r
 
 
 def run_scoped(fn: Callable[[], Any], refs: Sequence[Ref], vals: Sequence[Any], owner: Any,

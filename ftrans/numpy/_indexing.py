@@ -22,9 +22,7 @@ when updating (jax's default FILL_OR_DROP scatter).
 
 from __future__ import annotations
 
-import contextlib
 import operator
-import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -34,6 +32,7 @@ import numpy as np
 from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray
+from ftrans.core.config import trace_mode_on
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -309,20 +308,16 @@ def _axes_of(entries: list[_Entry]) -> list[int]:
     return out
 
 
-_deferred = threading.local()
+_DEFERRED = "static index errors reported later"
 
 
-@contextlib.contextmanager
-def static_index_errors_reported_later():
+def static_index_errors_reported_later() -> Any:
     """Inside: a static integer index out of range is not refused while tracing but indexed as a traced one
-    (clamped), so a run-time index check sees it (``checkify`` with ``index_checks`` reports it in its error
-    value, as JAX does)."""
-    prev = getattr(_deferred, "on", False)
-    _deferred.on = True
-    try:
-        yield
-    finally:
-        _deferred.on = prev
+    (clamped, as in JAX), so a run-time index check sees it (``checkify`` with ``index_checks`` reports it in
+    its error value, as JAX does).  A tracing mode, so jitted functions traced inside are cached apart."""
+    from ftrans.core.config import trace_mode
+
+    return trace_mode(_DEFERRED)
 
 
 def _static_ints_traced(entries: list[_Entry], shape: tuple[int, ...], normalize: bool) -> list[_Entry]:
@@ -637,7 +632,7 @@ def _rewriting_take(x: Any, idx: Any, *, mode: Any = None, fill_value: Any = Non
     entries = _parse(idx, shape)
     parsed = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else GatherScatterMode.from_any(mode)
     if parsed is GatherScatterMode.PROMISE_IN_BOUNDS:
-        if getattr(_deferred, "on", False):
+        if trace_mode_on(_DEFERRED):
             entries = _static_ints_traced(entries, shape, normalize)
         else:
             _check_static_ints(entries, shape, normalize)

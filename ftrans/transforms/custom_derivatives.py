@@ -177,19 +177,45 @@ def _call_with_refs(fun: Callable, name: str, args: tuple, what: str) -> Any:
     return out
 
 
+# The staging scopes whose backward pass threads the refs a custom_vjp backward function writes into
+# (``transpose.stage_threading_refs``): a jitted function's (its call's transpose) and a scan body's.
+def _threading_scope(what: str) -> bool:
+    return what.startswith("jit(") or what == "scan"
+
+
 def _differentiated_refs(args: tuple) -> bool:
-    """Whether a ref among ``args`` holds a value being differentiated (then it is not plumbing), or one
-    staged by ``jit`` or a loop body (which may be differentiated later: the refs then take JAX's fallback
-    path too, see docs/differences.md)."""
+    """Whether a custom_vjp called with refs among ``args`` takes JAX's fallback path (its function
+    differentiated as written): when a ref holds a value being differentiated (then it is not plumbing),
+    or when its backward function, run later, could not reach the refs.  Refs staged by ``jit`` or a
+    ``scan`` body are reached when differentiation happens inside that staging, or when they are
+    closed over (not arguments of the staged function) and every enclosing staging threads them
+    through its backward pass (a jitted function's argument refs are then threaded themselves; see
+    docs/differences.md)."""
+    refs = []
+    others = []
     for x in tree_util.tree_leaves(args):
         if isinstance(x, _ref_mod.Ref):
-            if x._scope is not None:
+            # Passing a ref uses it: a staging that does not hold it yet threads it first (NeedsRef), and a
+            # checkpoint body then runs as written, as when its body reads a ref.
+            x._check("passing to a custom_vjp function")
+            if _ref_mod.carries_tangent(x._value):
                 return True
-            v = x._value
-            while isinstance(v, Tracer):
-                if hasattr(v, "tangent"):
-                    return True
-                v = getattr(v, "primal", None) if hasattr(v, "primal") else getattr(v, "val", None)
+            refs.append(x)
+        else:
+            others.append(x)
+    staged = [r for r in refs if r._scope is not None]
+    if not staged:
+        return False
+    level = max(r._level for r in staged)
+    if any(_ref_mod.carries_tangent(x, level) for x in others):
+        return False  # differentiated inside the staging: the backward function runs while it is traced
+    if not all(_threading_scope(sc.what) for sc in _ref_mod._state.scopes):
+        return True
+    if any(r._arg_name is not None and r._binder is None for r in staged):
+        return True  # a loop body's view of its argument ref
+    for r in staged:
+        if r._binder is not None:  # a jitted function's view of its argument ref: it must thread the ref itself
+            raise _ref_mod.BindArgRefs(r._binder)
     return False
 
 

@@ -84,11 +84,18 @@ class _JitRefs:
     """What a jitted function's store keeps about refs: the refs its body closes over (discovered
     on first touch), and one twin per call shape: a jitted pure function of the refs' values."""
 
-    __slots__ = ("closed", "twins")
+    __slots__ = ("closed", "twins", "by_identity")
 
     def __init__(self) -> None:
         self.closed: list = []
         self.twins: dict = {}
+        # Whether the twins thread the argument refs themselves (one twin per set of them) rather than
+        # fresh views: once a custom_vjp inside saved a view for a backward pass traced later.
+        self.by_identity = False
+
+
+# At most this many twins bound to particular argument refs are kept per function (the oldest go).
+_MAX_BOUND_TWINS = 8
 
 
 def _store_refs(jitted: Any) -> _JitRefs:
@@ -203,20 +210,34 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         except TypeError:
             jitted._split(args, kwargs)  # raises jit's own error for the unhashable static
             raise
-        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed))
+        vals = list(leaves)
+        for i in ref_pos:
+            vals[i] = R.read_for_thread(leaves[i])
+        # Argument refs holding values being differentiated are not plumbing: views that a custom_vjp
+        # differentiates as written (JAX's fallback), never bound.
+        diff = any(R.carries_tangent(vals[i]) for i in ref_pos)
+        bound = arg_refs if info.by_identity and arg_refs and not diff else None
+        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff,
+               None if bound is None else tuple(id(r) for r in bound))
         twin = info.twins.get(key)
         if twin is None:
             if labels is None:
                 labels = _arg_labels(jitted._fun, dargs, dyn_idx, dkw)
+            if bound is not None:
+                old = [k for k in info.twins if k[-1] is not None]
+                for k in old[:max(0, len(old) + 1 - _MAX_BOUND_TWINS)]:
+                    del info.twins[k]
             twin = info.twins[key] = _make_twin(jitted, dict(statics), dict(static_kw), dyn_idx, tree,
-                                                ref_pos, closed, [labels[i] for i in ref_pos])
-        vals = list(leaves)
-        for i in ref_pos:
-            vals[i] = R.read_for_thread(leaves[i])
+                                                ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff)
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
         try:
             res = act(twin, dvals, dkw_vals, closed_vals)
+        except R.BindArgRefs as e:
+            if e.owner is not twin._ref_owner or info.by_identity or not discover:
+                raise
+            info.by_identity = True
+            continue
         except R.NeedsRef as e:
             if e.owner is not twin._ref_owner or not discover:
                 raise
@@ -231,7 +252,7 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
 
 
 def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], tree: Any, ref_pos: tuple,
-               closed: list, ref_names: list[str]) -> Any:
+               closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True) -> Any:
     from ftrans.transforms.jit import JitWrapped
 
     owner = object()
@@ -247,9 +268,12 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
 
     def twin(dargs: tuple, dkw: dict, closed_vals: list) -> Any:
         leaves = tree_util.tree_leaves((dargs, dkw))
-        views = []
-        for i, name in zip(ref_pos, ref_names):
-            v = R.view_ref(leaves[i], user_location(), name)
+        views, view_vals = [], []
+        for k, (i, name) in enumerate(zip(ref_pos, ref_names)):
+            # The caller's ref itself when the twin is bound to it, else a fresh view standing for it.
+            v = bound[k] if bound is not None else R.view_ref(leaves[i], user_location(), name,
+                                                               binder=owner if bindable else None)
+            view_vals.append(leaves[i])
             leaves[i] = v
             views.append(v)
         a, k = tree_util.tree_unflatten(tree, leaves)
@@ -266,8 +290,7 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
             R.check_no_refs(out, "jit", _fname_of(fun, fname))
             return out
 
-        out, finals = R.run_scoped(call, views + closed, [v._value for v in views] + list(closed_vals), owner,
-                                   f"jit({fname})")
+        out, finals = R.run_scoped(call, views + closed, view_vals + list(closed_vals), owner, f"jit({fname})")
         return out, finals[:len(views)], finals[len(views):]
 
     twin.__name__ = fname

@@ -399,6 +399,8 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
         raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
     if not callable(fun):
         raise FtransTypeError(f"vjp: expected a function as the first argument, got {type(fun).__name__}")
+    if _ref.created and any(isinstance(x, _ref.Ref) for x in tree_util.tree_leaves(primals)):
+        return _vjp_with_ref_primals(fun, primals, has_aux)
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
     p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
     out_tree = out_tree_box[0]
@@ -408,6 +410,33 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     if has_aux:
         return out, pullback, aux
     return out, pullback
+
+
+def _vjp_with_ref_primals(fun: Callable, primals: tuple, has_aux: bool) -> tuple:
+    """``vjp`` with mutable refs among the primals: the refs are passed through to ``fun`` undifferentiated
+    (a ``custom_vjp`` inside may save them for its backward pass), and the pullback gives, in a ref's
+    place, a fresh ref holding a zero cotangent, as JAX's does."""
+    leaves, tree = tree_util.tree_flatten(tuple(primals))
+    is_ref = [isinstance(x, _ref.Ref) for x in leaves]
+
+    def rebuilt(vals: Sequence) -> list:
+        it = iter(vals)
+        return [x if r else next(it) for x, r in zip(leaves, is_ref)]
+
+    def g(*vals: Any) -> Any:
+        return fun(*tree_util.tree_unflatten(tree, rebuilt(vals)))
+
+    g.__name__ = _fname(fun)
+    got = vjp(g, *[x for x, r in zip(leaves, is_ref) if not r], has_aux=has_aux)
+    pb = got[1]
+
+    def pullback(ct: Any) -> tuple:
+        it = iter(pb(ct))
+        out = [_ref.new_ref(Array._new(np.zeros(x.shape, x.dtype), x.weak_type)) if r else next(it)
+               for x, r in zip(leaves, is_ref)]
+        return tuple(tree_util.tree_unflatten(tree, out))
+
+    return (got[0], pullback, *got[2:])
 
 
 # ----------------------------------------------------------------------------

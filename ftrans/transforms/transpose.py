@@ -32,7 +32,7 @@ from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
 
 __all__ = [
     "UndefinedPrimal", "is_undefined", "transpose_rules", "register_transpose", "backward_pass",
-    "transpose_jaxpr",
+    "transpose_jaxpr", "transpose_jaxpr_threading", "stage_threading_refs",
 ]
 
 transpose_rules: dict[Primitive, Callable[..., Any]] = rule_table("transpose", owner=__name__)
@@ -151,6 +151,51 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
 _transposed_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def stage_threading_refs(fun: Callable[..., list], in_avals: Sequence[ShapedArray], what: str) -> tuple:
+    """Stage ``fun`` (flat lists in and out) as a backward pass that may write into mutable refs.
+
+    A ``custom_vjp`` backward function may write into a ref it saved (gradient-statistics plumbing), and
+    it runs when the backward pass is traced: that write is discharged here as the forward staging
+    discharges its own (``ftrans/core/ref.py``).  Each ref the pass touches is threaded: the jaxpr takes
+    its value after ``in_avals`` and returns its final value after ``fun``'s outputs.  Returns ``(closed
+    jaxpr, consts, refs)``; the caller binds the refs' values (``read_for_thread``) and writes the final
+    values back (``write_back``).
+    """
+    from ftrans.core import ref as R
+
+    if not R.created:
+        closed, consts = stage(fun, list(in_avals))
+        return closed, consts, []
+    owner = object()
+    refs: list = []
+    n = len(in_avals)
+    while True:
+        def flat(*a: Any) -> list:
+            out, finals = R.run_scoped(lambda: fun(*a[:n]), refs, a[n:], owner, what)
+            return list(out) + list(finals)
+
+        try:
+            closed, consts = stage(flat, list(in_avals) + [r._aval for r in refs])
+        except R.NeedsRef as e:
+            if e.owner is not owner:
+                raise
+            refs.append(e.ref)
+            continue
+        return closed, consts, refs
+
+
+def transpose_jaxpr_threading(closed: ClosedJaxpr, linear: Sequence[bool],
+                              ct_nonzero: Sequence[bool]) -> tuple[ClosedJaxpr, list]:
+    """``transpose_jaxpr``, with the refs the backward pass writes into threaded (``stage_threading_refs``):
+    the jaxpr takes their values after the cotangents and returns their final values after the input
+    cotangents.  Returns the jaxpr and the refs."""
+    key = (tuple(linear), tuple(ct_nonzero))
+    per = _transposed_cache.get(closed)
+    if per is not None and key in per:
+        return per[key], []
+    return _transpose_jaxpr(closed, linear, ct_nonzero, key)
+
+
 def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Sequence[bool]) -> ClosedJaxpr:
     """A jaxpr ``(non-linear inputs, non-zero output cotangents) -> cotangents of the linear inputs``.
 
@@ -161,6 +206,19 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
     per = _transposed_cache.get(closed)
     if per is not None and key in per:
         return per[key]
+    new, refs = _transpose_jaxpr(closed, linear, ct_nonzero, key)
+    if refs:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(
+            f"a custom_vjp backward function writes into the mutable array reference {refs[0].aval.str_short()} "
+            f"(created at {refs[0]._origin}) from inside a staged function whose backward pass cannot thread "
+            "refs (a cond branch): pass the values out instead, or differentiate inside that function")
+    return new
+
+
+def _transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Sequence[bool],
+                     key: tuple) -> tuple[ClosedJaxpr, list]:
     in_avals = closed.in_avals
     res_avals = [a for a, lin in zip(in_avals, linear) if not lin]
     ct_avals = [tangent_aval(a) for a, nz in zip(closed.out_avals, ct_nonzero) if nz]
@@ -173,10 +231,10 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
         out = backward_pass(closed.jaxpr, closed.consts, args, cts)
         return [instantiate(c) for c, lin in zip(out, linear) if lin]
 
-    new, consts = stage(fun, res_avals + ct_avals)
-    if not any(isinstance(c, Tracer) for c in consts):
+    new, consts, refs = stage_threading_refs(fun, res_avals + ct_avals, "a backward pass")
+    if not refs and not any(isinstance(c, Tracer) for c in consts):
         _transposed_cache.setdefault(closed, {})[key] = new
-    return new
+    return new, refs
 
 
 # The rules for every primitive family register themselves on import.

@@ -641,12 +641,11 @@ def checkify(f: Callable, errors: Any = user_checks) -> Callable:
             box.append(tree)
             return leaves
 
-        if OOBError in enabled:  # a static out-of-range index is then reported in the error, as in JAX
-            from ftrans.numpy._indexing import static_index_errors_reported_later
+        # A static out-of-range index is clamped, as in JAX, and reported in the error when ``index_checks``
+        # is enabled: the function checkify stages reports its errors as values, never raises while tracing.
+        from ftrans.numpy._indexing import static_index_errors_reported_later
 
-            with static_index_errors_reported_later():
-                closed, _ = stage(flat, [])
-        else:
+        with static_index_errors_reported_later():
             closed, _ = stage(flat, [])
         err, outs = checkify_jaxpr(closed.jaxpr, closed.consts, enabled, init_error)
         return err, tree_util.tree_unflatten(box[0], outs)

@@ -22,6 +22,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
+from ftrans.core.ref import read_for_thread, write_back
 from ftrans.core.trace import Tracer
 from ftrans.transforms.ad import Zero
 from ftrans.transforms.partial_eval import partial_eval_jaxpr
@@ -29,7 +30,7 @@ from ftrans.transforms.transpose import (
     backward_pass,
     is_undefined,
     register_transpose,
-    transpose_jaxpr,
+    transpose_jaxpr_threading,
     transpose_rules,
 )
 
@@ -39,12 +40,20 @@ def _call_transpose(prim: C.CallPrimitive) -> Callable:
         linear = [is_undefined(a) for a in args]
         nonzero = [type(c) is not Zero for c in cts]
         with prim.body_env(params):
-            body, consts = C.hoist_consts(transpose_jaxpr(prim.body(params), linear, nonzero))
-        ops = [*consts, *[a for a in args if not is_undefined(a)], *[c for c in cts if type(c) is not Zero]]
+            transposed, refs = transpose_jaxpr_threading(prim.body(params), linear, nonzero)
+            body, consts = C.hoist_consts(transposed)
+        # Refs a custom_vjp backward function writes into are threaded through the call (their values in
+        # after the cotangents, their final values out after the input cotangents) and written back here.
+        ops = [*consts, *[a for a in args if not is_undefined(a)], *[c for c in cts if type(c) is not Zero],
+               *[read_for_thread(r) for r in refs]]
         ins = ["const"] * len(consts) + [("in", i) for i, lin in enumerate(linear) if not lin] + \
-            [("out", j) for j, nz in enumerate(nonzero) if nz]
-        outs_from = [("in", i) for i, lin in enumerate(linear) if lin]
-        outs = iter(prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops), ins, outs_from)))
+            [("out", j) for j, nz in enumerate(nonzero) if nz] + ["const"] * len(refs)
+        outs_from = [("in", i) for i, lin in enumerate(linear) if lin] + ["const"] * len(refs)
+        got = prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops), ins, outs_from))
+        n_ct = len(got) - len(refs)
+        for r, v in zip(refs, got[n_ct:]):
+            write_back(r, v)
+        outs = iter(got[:n_ct])
         return [next(outs) if lin else None for lin in linear]
 
     rule.__name__ = f"{prim.name}_transpose"

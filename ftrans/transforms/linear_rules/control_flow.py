@@ -25,6 +25,7 @@ from ftrans.core.prims.control_flow import (
     while_lin_p,
     while_p,
 )
+from ftrans.core.ref import read_for_thread, write_back
 from ftrans.core.trace import aval_of, current_source_info, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
@@ -33,6 +34,7 @@ from ftrans.transforms.transpose import (
     backward_pass,
     is_undefined,
     register_transpose,
+    stage_threading_refs,
     transpose_jaxpr,
     transpose_rules,
 )
@@ -95,16 +97,42 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
     in_avals = ([aval_of(c) for c in res_c] + lin_c_avals + [tangent_aval(a) for a in r_avals]
                 + [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in res_x]
                 + [tangent_aval(a) for a in y_avals])
-    closed, _ = stage(tbody, in_avals)
+    closed, _, refs = stage_threading_refs(tbody, in_avals, "a backward pass")
+    n_ref = len(refs)
+    if refs:  # refs a custom_vjp backward function writes into: carried by the backward loop
+        closed = _refs_as_carry(closed, in_avals, [r._aval for r in refs], n_rc + n_acc + n_c, n_acc + n_c)
     body, hc = hoist_consts(closed)
     acc0 = [zeros_like_aval(a) for a in lin_c_avals]
-    outs = scan_p.bind(*hc, *res_c, *acc0, *ct_carry, *res_x, *ct_ys, jaxpr=body, num_consts=len(hc) + n_rc,
-                       num_carry=n_acc + n_c, length=length, reverse=not reverse, unroll=unroll)
+    ref_vals = [read_for_thread(r) for r in refs]
+    outs = scan_p.bind(*hc, *res_c, *acc0, *ct_carry, *ref_vals, *res_x, *ct_ys, jaxpr=body,
+                       num_consts=len(hc) + n_rc, num_carry=n_acc + n_c + n_ref, length=length,
+                       reverse=not reverse, unroll=unroll)
+    for r, v in zip(refs, outs[n_acc + n_c:n_acc + n_c + n_ref]):
+        write_back(r, v)
+    outs = outs[:n_acc + n_c] + outs[n_acc + n_c + n_ref:]
     acc, ct_init, ct_xs = outs[:n_acc], outs[n_acc:n_acc + n_c], outs[n_acc + n_c:]
     acc_it, xs_it = iter(acc), iter(ct_xs)
     return ([next(acc_it) if lin_i else None for lin_i in c_lin]
             + [c if is_undefined(i) else None for c, i in zip(ct_init, init)]
             + [next(xs_it) if lin_i else None for lin_i in x_lin])
+
+
+def _refs_as_carry(closed: ClosedJaxpr, in_avals: list, ref_avals: list, carry_end: int,
+                   n_out_carry: int) -> ClosedJaxpr:
+    """A backward scan body staged with threaded refs (their values in last, their final values out last)
+    rearranged so the refs are its last carries: in after the other carries, out after their results."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    n_ref = len(ref_avals)
+
+    def body(*a: Any) -> list:
+        rv = a[carry_end:carry_end + n_ref]
+        outs = list(eval_jaxpr(closed.jaxpr, list(closed.consts), *a[:carry_end], *a[carry_end + n_ref:], *rv))
+        main, finals = outs[:len(outs) - n_ref], outs[len(outs) - n_ref:]
+        return main[:n_out_carry] + finals + main[n_out_carry:]
+
+    new, _ = stage(body, list(in_avals[:carry_end]) + list(ref_avals) + list(in_avals[carry_end:]))
+    return new
 
 
 def _scan_transpose_mixed(cts: list, args: list, jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
