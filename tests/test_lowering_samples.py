@@ -48,8 +48,14 @@ def _tol(dtype: np.dtype) -> float:
 def test_lowering_matches_impl(name):
     prim = P.registry[name]
     ran = 0
+    seen = set()
     for ops, params in SAMPLES[name]:
         avals = [_aval(x) for x in ops]
+        # weak_type changes no lowered program: one of each pair is enough (convert_element_type has ~170)
+        key = (repr(avals), repr(sorted((k, repr(v)) for k, v in params.items() if k != "weak_type")))
+        if "weak_type" in params and key in seen:
+            continue
+        seen.add(key)
         try:
             P.abstract_eval_rules[prim](*avals, **params)
         except (TypeError, ValueError):
