@@ -72,14 +72,17 @@ def test_tracer_itemsize_nbytes_copy(dtype):
 VIEW_CASES = [("float32", (2, 6), "int32"), ("float32", (6,), "uint8"), ("int8", (2, 8), "int32"),
               ("int16", (4,), "float16"), ("bool", (4,), "uint8"), ("uint8", (4,), "bool"),
               ("complex64", (3,), "float32"), ("float32", (4,), "complex64"),
-              ("int32", (), "float32"), ("float32", (3,), None)]
+              ("int32", (), "float32"), ("float32", (3,), None),
+              # 4-bit types pack two elements to a byte: widths are counted in bits, not bytes
+              ("int4", (2, 8), "int16"), ("int16", (3,), "uint4")]
 
 
 @pytest.mark.parametrize("src, shape, dst", VIEW_CASES)
 @pytest.mark.parametrize("jit", [False, True])
 def test_view_matches_jax(src, shape, dst, jit):
     rng = np.random.default_rng(0)
-    x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.standard_normal(shape) * 100)
+    x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.integers(-8, 8, shape)
+         if src in ("int4", "uint4") else rng.standard_normal(shape) * 100)
     x = np.asarray(x).astype(src)
 
     def f(mod, x):
