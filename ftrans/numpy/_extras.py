@@ -721,10 +721,8 @@ def polysub(a1: Any, a2: Any) -> Any:
 
 
 def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
-    """``jnp.polymul``: product of coefficient arrays, as a scatter-add of the outer product.
-
-    (JAX uses a full convolution; the sums are the same up to rounding.)
-    """
+    """``jnp.polymul``: product of coefficient arrays, as a full convolution (one convolution
+    primitive, so low-precision inputs accumulate in a wider type, as in JAX)."""
     check_arraylike("polymul", a1, a2)
     a1, a2 = _inexact_nobcast("polymul", a1, a2)
     for a in (a1, a2):
@@ -736,11 +734,7 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
         a1 = jnp.zeros(1, dtype_weak(a2)[0])
     if shape_of(a2)[0] == 0:
         a2 = jnp.zeros(1, dtype_weak(a1)[0])
-    n1, n2 = shape_of(a1)[0], shape_of(a2)[0]
-    pos = (np.arange(n1)[:, None] + np.arange(n2)[None, :]).ravel()
-    prod = jnp.ravel(jnp.multiply(a1[:, None], a2[None, :]))
-    out = jnp.zeros(n1 + n2 - 1, dtype_weak(prod)[0])
-    return out.at[jnp.asarray(pos.astype(np.int32))].add(prod)
+    return jnp.convolve(a1, a2)
 
 
 def polyder(p: Any, m: int = 1) -> Any:
