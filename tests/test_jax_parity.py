@@ -688,3 +688,27 @@ def test_shape_dtype_struct_update_like_jax(kw):
     f = ftrans.ShapeDtypeStruct((2, 3), fnp.float32).update(**kw)
     assert (f.shape, f.dtype, f.weak_type, f.size) == (j.shape, j.dtype, j.weak_type, j.size)
     assert ftrans.eval_shape(lambda x: x * 2, f).shape == j.shape
+
+
+# ------------------------------------------------- signatures (parameter names) as JAX's
+@pytest.mark.parametrize("name", ["real", "imag", "isposinf", "isneginf", "issubdtype", "quantile",
+                                  "nanquantile", "percentile", "nanpercentile", "array"])
+def test_signature_parameter_names_match_jax(name):
+    import inspect
+
+    got = list(inspect.signature(getattr(fnp, name)).parameters)
+    want = list(inspect.signature(getattr(jnp, name)).parameters)
+    assert got == want[:len(got)] and set(want) - set(got) <= {"out_sharding"}, (got, want)
+
+
+def test_array_out_sharding_and_isposinf_out_like_jax():
+    s = ftrans.sharding.SingleDeviceSharding(ftrans.devices()[0])
+    np.testing.assert_array_equal(np.asarray(fnp.array([1.0, 2.0], out_sharding=s)), [1.0, 2.0])
+    for mod in (jnp, fnp):
+        with pytest.raises(ValueError, match="Only one of `device` or `out_sharding`|only one of `device`"):
+            mod.array([1.0], device=(jax if mod is jnp else ftrans).devices()[0],
+                      out_sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]) if mod is jnp else s)
+        with pytest.raises(NotImplementedError):
+            mod.isposinf(mod.ones(2), out=np.ones(2))
+    with pytest.raises(TypeError):
+        fnp.quantile(fnp.ones(3), 0.5, interpolation="linear")

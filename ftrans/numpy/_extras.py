@@ -1427,28 +1427,24 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     return res
 
 
-def _check_quantile_args(name: str, out: Any, overwrite_input: bool, interpolation: Any, method: str) -> str:
+def _check_quantile_args(name: str, out: Any, overwrite_input: bool, method: str) -> str:
     if out is not None or overwrite_input:
         raise FtransValueError(f"jnp.{name} does not support overwrite_input=True or out != None")
-    if interpolation is not None:
-        raise FtransTypeError(f"{name}: the 'interpolation' argument was renamed to 'method'")
     return method
 
 
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-             interpolation: Any = None) -> Any:
+             method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
     the reduced axes' shape) need ``method='inverted_cdf'``; a negative or NaN weight gives NaN."""
-    method = _check_quantile_args("quantile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("quantile", out, overwrite_input, method)
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-                interpolation: Any = None) -> Any:
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
-    method = _check_quantile_args("nanquantile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("nanquantile", out, overwrite_input, method)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
 
@@ -1459,18 +1455,16 @@ def _q_from_percent(name: str, q: Any) -> Any:
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-               interpolation: Any = None) -> Any:
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
-    method = _check_quantile_args("percentile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("percentile", out, overwrite_input, method)
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-                  interpolation: Any = None) -> Any:
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
-    method = _check_quantile_args("nanpercentile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("nanpercentile", out, overwrite_input, method)
     return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True,
                      weights)
 
