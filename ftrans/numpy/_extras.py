@@ -1472,7 +1472,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
     """``jnp.nanmedian``: the median of the non-NaN values."""
-    _check_quantile_args("nanmedian", out, overwrite_input, None, "linear")
+    _check_quantile_args("nanmedian", out, overwrite_input, "linear")
     return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
 
 
