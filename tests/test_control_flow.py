@@ -773,3 +773,27 @@ def test_disable_jit_while_loop_under_vmap_falls_back_to_the_primitive():
     finally:
         ftrans.config.update("disable_jit", False)
     assert_same(got, want)
+
+
+def test_while_loop_reuses_the_trace_of_the_same_functions_like_jax():
+    """A second while_loop with the same cond/body objects and argument types runs no Python (as in
+    JAX); new argument types, and a body closing over a jit tracer, trace again."""
+
+    def run(lax, jit):
+        calls = []
+
+        def cond(x):
+            calls.append("c")
+            return x < 5
+
+        def body(x):
+            calls.append("b")
+            return x + 2
+
+        out = [lax.while_loop(cond, body, 0), lax.while_loop(cond, body, 0)]
+        first = len(calls)
+        out.append(lax.while_loop(cond, body, np.float32(0.5)))  # new type: traced again
+        out += [jit(lambda y: lax.while_loop(lambda x: x < y, body, 0))(y) for y in (7, 9)]
+        return [np.asarray(o).tolist() for o in out], first, len(calls)
+
+    assert run(ftrans.lax, ftrans.jit) == run(jax.lax, jax.jit)

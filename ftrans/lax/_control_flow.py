@@ -11,6 +11,8 @@ The primitive is bound even when the operands are concrete, so eager,
 from __future__ import annotations
 
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -94,11 +96,64 @@ class _Traced:
         self.out_avals = jaxpr.out_avals
 
 
+# Traces of control-flow bodies, per function object (weakly) and then per abstract signature and trace
+# context: calling lax.while_loop / cond / switch again with the same functions and argument types reuses the
+# jaxprs without running the Python again, as JAX does.
+_TRACE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TRACE_CACHE_PER_FUN = 8
+_TRACE_CACHE_LOCK = threading.Lock()
+
+
+def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim: str) -> tuple | None:
+    """What a body's trace depends on besides the function; None where the trace must not be reused (a
+    recursion being watched, mutable refs threaded, a source location forced)."""
+    from ftrans.core import platform as _platform
+    from ftrans.core import trace as _trace_mod
+    from ftrans.core.axis_env import axis_env
+    from ftrans.transforms.passes.pipeline import pipeline_state
+
+    st = _trace_mod.state
+    if _REC.active or _refs.any_refs() or st.source_override is not None:
+        return None
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in in_avals]), what, prim, st.name_stack,
+            config.enable_x64, config.debug_nans, config.debug_infs,
+            tuple([(f.name, f.size) for f in axis_env.frames if f.name is not None]), pipeline_state(),
+            _platform.platform_override.get(), config.scoped_here())
+
+
 def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
            post: Callable[[Any], Any] | None = None, prim: str = "cond") -> _Traced:
     """Stage ``fun(*unflatten(in_tree, args))``; ``post`` may check/reshape its output first.
 
-    ``prim`` names the primitive in the error for a body that returns a mutable array reference."""
+    ``prim`` names the primitive in the error for a body that returns a mutable array reference.
+    Without ``post``, the result is remembered per function and signature (see ``_TRACE_CACHE``);
+    a trace that captured a tracer of an enclosing transform is not (that tracer belongs to this call)."""
+    key = None
+    if post is None:
+        try:
+            per_fun = _TRACE_CACHE.get(fun)
+        except TypeError:  # not weakly referenceable or not hashable: never cached
+            per_fun = key = None
+        else:
+            key = _trace_cache_key(in_tree, in_avals, what, prim)
+            hit = per_fun.get(key) if per_fun is not None and key is not None else None
+            if hit is not None:
+                return hit
+    traced = _trace_uncached(fun, in_tree, in_avals, what, post, prim)
+    if key is not None and not any(isinstance(c, Tracer) for c in traced.consts):
+        with _TRACE_CACHE_LOCK:
+            try:
+                per_fun = _TRACE_CACHE.setdefault(fun, OrderedDict())
+            except TypeError:
+                return traced
+            per_fun[key] = traced
+            while len(per_fun) > _TRACE_CACHE_PER_FUN:
+                per_fun.popitem(last=False)
+    return traced
+
+
+def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
+                    post: Callable[[Any], Any] | None, prim: str) -> _Traced:
     box: list = []
 
     def flat(*ins: Any) -> list:
