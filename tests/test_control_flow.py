@@ -469,7 +469,10 @@ def test_scan_unroll_ir_and_lowering(length, unroll):
     want_unroll = length if unroll is True else unroll
     assert f"unroll={want_unroll}" in text, text
     typecheck_all(jaxpr)
-    assert "stablehlo.while" in fun.lower(X3, xs).as_text()
+    # a loop unless fully unrolled (then straight-line steps, as JAX lowers it)
+    jfun = jax.jit(lambda c, xs: jax.lax.scan(lambda c, x: (c + x, c), c, xs, unroll=unroll))
+    assert ("stablehlo.while" in fun.lower(X3, xs).as_text()) == (want_unroll < length) == \
+        ("stablehlo.while" in jfun.lower(X3, xs).as_text())
     differential(lambda L: lambda c, xs: L.lax.scan(lambda c, x: (c + x, c), c, xs, unroll=unroll), X3, xs)
 
 
@@ -797,3 +800,36 @@ def test_while_loop_reuses_the_trace_of_the_same_functions_like_jax():
         return [np.asarray(o).tolist() for o in out], first, len(calls)
 
     assert run(ftrans.lax, ftrans.jit) == run(jax.lax, jax.jit)
+
+
+def test_disable_jit_loops_copy_numpy_carries_and_empty_scan_raises_like_jax():
+    def run(mod):
+        def body_fun(carry):
+            x, y = carry
+            x += 1  # in place if x were the caller's NumPy array
+            return x, y + x
+
+        def f():
+            val = np.array(1.0)
+            return mod.lax.while_loop(lambda c: c[0] < 10, body_fun, (val, val))[1]
+
+        with mod.disable_jit():
+            eager = f()
+            with pytest.raises(ValueError):
+                mod.lax.scan(lambda c, x: (c + x, x), 0.0, np.array([]))
+        return [(np.asarray(a).item(), np.asarray(a).dtype) for a in (f(), eager)]
+
+    assert run(ftrans) == run(jax)
+
+
+def test_scan_forwards_xs_returned_as_ys_like_jax():
+    def parts(mod):
+        g = lambda x: mod.lax.scan(lambda c, x: (c + 1, (x, x * 2)), 0, x)  # noqa: E731
+        jaxpr = mod.make_jaxpr(g)(np.arange(3.0))
+        outs = g(np.arange(3.0))
+        return (len(jaxpr.eqns[0].params["jaxpr"].jaxpr.outvars),
+                [(np.asarray(o).tolist(), np.asarray(o).dtype) for o in jax.tree_util.tree_leaves(outs)])
+
+    assert parts(ftrans) == parts(jax)
+    grad = ftrans.grad(lambda x: ftrans.lax.scan(lambda c, x: (c, x), 0.0, x)[1].sum())(np.arange(3.0))
+    np.testing.assert_array_equal(np.asarray(grad), np.ones(3))

@@ -605,7 +605,10 @@ def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         # Stepped in Python; a traced condition (a vmap of the loop) falls back to the primitive,
         # restarting from init_val (the functions are pure), as JAX does.
         try:
-            val = init_val
+            # The carry's leaves become ftrans arrays first (immutable, canonical dtypes), so a body that
+            # updates a NumPy array in place (x += 1) gives what the compiled loop gives, as in JAX.
+            leaves, tree = _flatten_operands(init_val, "init_val")
+            val = tree_util.tree_unflatten(tree, leaves)
             while bool(cond_fun(val)):
                 val = body_fun(val)
             return val
@@ -763,6 +766,7 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
         jaxpr = _without_carries(jaxpr, len(consts), nc, fwd, outputs=True)
         consts += [carry[i] for i in fwd]
         rest = [carry[i] for i in range(nc) if i not in fwd]
+    jaxpr, y_src = _forward_xs_to_ys(jaxpr, len(rest), len(x_ops))
     if rest or jaxpr.jaxpr.outvars or jaxpr_has_effects(jaxpr):
         outs = scan_p.bind(*consts, *rest, *x_ops, jaxpr=jaxpr, num_consts=len(consts), num_carry=len(rest),
                            length=length, reverse=bool(reverse), unroll=unroll_n)
@@ -770,11 +774,31 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
         outs = []
     looped = iter(outs[:len(rest)])
     carry_out = [carry[i] if i in fwd else next(looped) for i in range(nc)]
-    return tree_util.tree_unflatten(c_tree, carry_out), tree_util.tree_unflatten(y_tree, outs[len(rest):])
+    stacked = iter(outs[len(rest):])
+    ys = [x_ops[y_src[o]] if o in y_src else next(stacked) for o in range(y_tree.num_leaves)]
+    return tree_util.tree_unflatten(c_tree, carry_out), tree_util.tree_unflatten(y_tree, ys)
+
+
+def _forward_xs_to_ys(jaxpr: ClosedJaxpr, ncarry: int, nxs: int) -> tuple[ClosedJaxpr, dict[int, int]]:
+    """Outputs ``ys`` that the body returns straight from its ``xs`` slice are those ``xs`` themselves: they
+    leave the scan (which need not stack a copy), as JAX forwards them.  Returns the body without them and
+    {position among the ys: position among the xs}."""
+    j = jaxpr.jaxpr
+    x_in = j.invars[len(j.invars) - nxs:]
+    y_src: dict[int, int] = {}
+    for o, v in enumerate(j.outvars[ncarry:]):
+        k = next((k for k, w in enumerate(x_in) if w is v), None)
+        if k is not None:
+            y_src[o] = k
+    if not y_src:
+        return jaxpr, y_src
+    outvars = j.outvars[:ncarry] + [v for o, v in enumerate(j.outvars[ncarry:]) if o not in y_src]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outvars), jaxpr.consts), y_src
 
 
 def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, length: int, reverse: bool) -> Any:
-    carry = init
+    leaves, c_tree = _flatten_operands(init, "init")  # ftrans arrays, as in _while_plain
+    carry = tree_util.tree_unflatten(c_tree, leaves)
     ys = []
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
@@ -784,7 +808,8 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
     if reverse:
         ys.reverse()
     if not ys:
-        raise NotImplementedError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes")
+        raise FtransValueError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes "
+                               "(the body never runs); use jit, or give xs at least one step")
     stacked = tree_util.tree_map(lambda *leaves: _stack(leaves), *ys)
     return carry, stacked
 
