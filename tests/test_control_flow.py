@@ -817,7 +817,8 @@ def test_disable_jit_loops_copy_numpy_carries_and_empty_scan_raises_like_jax():
             eager = f()
             with pytest.raises(ValueError):
                 mod.lax.scan(lambda c, x: (c + x, x), 0.0, np.array([]))
-        return [(np.asarray(a).item(), np.asarray(a).dtype) for a in (f(), eager)]
+            empty_fori = mod.lax.fori_loop(0, 0, lambda i, x: x + i, 1.0)
+        return [(np.asarray(a).item(), np.asarray(a).dtype) for a in (f(), eager, empty_fori)]
 
     assert run(ftrans) == run(jax)
 
@@ -833,3 +834,10 @@ def test_scan_forwards_xs_returned_as_ys_like_jax():
     assert parts(ftrans) == parts(jax)
     grad = ftrans.grad(lambda x: ftrans.lax.scan(lambda c, x: (c, x), 0.0, x)[1].sum())(np.arange(3.0))
     np.testing.assert_array_equal(np.asarray(grad), np.ones(3))
+
+
+def test_traced_scan_unroll_is_a_concretization_error_like_jax():
+    for mod, exc in ((ftrans, ftrans.errors.ConcretizationTypeError), (jax, jax.errors.ConcretizationTypeError)):
+        f = mod.jit(lambda n, x: mod.lax.scan(lambda c, z: (c, z), x, (), 10, unroll=n))
+        with pytest.raises(exc):
+            f(3, 1.0)

@@ -681,6 +681,11 @@ def _unroll(name: str, unroll: Any, length: int) -> int:
         return int(unroll) if unroll else max(length, 1)
     if isinstance(unroll, np.bool_):
         return _unroll(name, bool(unroll), length)
+    if isinstance(unroll, Tracer):
+        raise ConcretizationTypeError(
+            f"{name}: unroll must be a static Python int or bool, but it is a traced value "
+            f"{type_str(unroll.aval)}. Pass a Python value, or mark the argument it comes from static "
+            "(static_argnums)")
     raise FtransTypeError(
         f"{name}: unroll must be a bool or a non-negative int, got {type(unroll).__name__} {unroll!r}")
 
@@ -857,6 +862,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
             return (i + 1, body_fun(i, x)), None
 
         n = max(hi - lo, 0)
+        if n == 0 and config.disable_jit:  # the body never runs: init_val as given, as in JAX
+            return init_val
         (_, out), _ = scan(step, (i0, init_val), None, length=n, unroll=1 if unroll is None else unroll)
         return out
     if unroll is not None and unroll is not False and unroll != 1:
