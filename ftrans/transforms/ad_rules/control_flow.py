@@ -16,9 +16,10 @@ its bodies with ``partial_eval_jaxpr`` into a *known* program, run now, that
 also returns the residuals the tangent part needs, and an *unknown* program,
 recorded into the linear jaxpr, that reads them:
 
-* ``cond``: every branch is split; the branches' residuals are concatenated and
-  each known branch returns zeros in the other branches' residual slots, so
-  both halves stay one ``cond`` on the same (known) index.
+* ``cond``: every branch is split; the branches' residuals share slots by type
+  (one branch runs, so there are as many slots of a type as the hungriest
+  branch needs, as in JAX) and each known branch returns zeros in the slots it
+  does not use, so both halves stay one ``cond`` on the same (known) index.
 * ``scan``: the body is split, with a fixed point making a carry unknown when
   the body makes it so.  Residuals that are loop-invariant inputs (the known
   consts) are passed to the unknown scan as consts and residuals that are
