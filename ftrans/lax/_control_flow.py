@@ -29,6 +29,7 @@ from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
+from ftrans.transforms import jit as _jit_mod
 from ftrans.transforms import refs as _refs
 from ftrans.transforms.batching import to_axis_owner, vmap
 
@@ -102,6 +103,14 @@ class _Traced:
 _TRACE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _TRACE_CACHE_PER_FUN = 8
 _TRACE_CACHE_LOCK = threading.Lock()
+
+
+def _clear_trace_cache() -> None:
+    with _TRACE_CACHE_LOCK:
+        _TRACE_CACHE.clear()
+
+
+_jit_mod._CACHE_CLEARERS.append(_clear_trace_cache)  # ftrans.clear_caches empties it, as JAX's does
 
 
 def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim: str) -> tuple | None:
