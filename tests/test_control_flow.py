@@ -469,7 +469,10 @@ def test_scan_unroll_ir_and_lowering(length, unroll):
     want_unroll = length if unroll is True else unroll
     assert f"unroll={want_unroll}" in text, text
     typecheck_all(jaxpr)
-    assert "stablehlo.while" in fun.lower(X3, xs).as_text()
+    # a loop unless fully unrolled (then straight-line steps, as JAX lowers it)
+    jfun = jax.jit(lambda c, xs: jax.lax.scan(lambda c, x: (c + x, c), c, xs, unroll=unroll))
+    assert ("stablehlo.while" in fun.lower(X3, xs).as_text()) == (want_unroll < length) == \
+        ("stablehlo.while" in jfun.lower(X3, xs).as_text())
     differential(lambda L: lambda c, xs: L.lax.scan(lambda c, x: (c + x, c), c, xs, unroll=unroll), X3, xs)
 
 
@@ -773,3 +776,71 @@ def test_disable_jit_while_loop_under_vmap_falls_back_to_the_primitive():
     finally:
         ftrans.config.update("disable_jit", False)
     assert_same(got, want)
+
+
+def test_while_loop_reuses_the_trace_of_the_same_functions_like_jax():
+    """A second while_loop with the same cond/body objects and argument types runs no Python (as in
+    JAX); new argument types, and a body closing over a jit tracer, trace again."""
+
+    def run(lax, jit):
+        calls = []
+
+        def cond(x):
+            calls.append("c")
+            return x < 5
+
+        def body(x):
+            calls.append("b")
+            return x + 2
+
+        out = [lax.while_loop(cond, body, 0), lax.while_loop(cond, body, 0)]
+        first = len(calls)
+        out.append(lax.while_loop(cond, body, np.float32(0.5)))  # new type: traced again
+        out += [jit(lambda y: lax.while_loop(lambda x: x < y, body, 0))(y) for y in (7, 9)]
+        n = len(calls)
+        (ftrans if lax is ftrans.lax else jax).clear_caches()  # forgets the traces: runs the Python again
+        out.append(lax.while_loop(cond, body, 0))
+        return [np.asarray(o).tolist() for o in out], first, n, len(calls)
+
+    assert run(ftrans.lax, ftrans.jit) == run(jax.lax, jax.jit)
+
+
+def test_disable_jit_loops_copy_numpy_carries_and_empty_scan_raises_like_jax():
+    def run(mod):
+        def body_fun(carry):
+            x, y = carry
+            x += 1  # in place if x were the caller's NumPy array
+            return x, y + x
+
+        def f():
+            val = np.array(1.0)
+            return mod.lax.while_loop(lambda c: c[0] < 10, body_fun, (val, val))[1]
+
+        with mod.disable_jit():
+            eager = f()
+            with pytest.raises(ValueError):
+                mod.lax.scan(lambda c, x: (c + x, x), 0.0, np.array([]))
+            empty_fori = mod.lax.fori_loop(0, 0, lambda i, x: x + i, 1.0)
+        return [(np.asarray(a).item(), np.asarray(a).dtype) for a in (f(), eager, empty_fori)]
+
+    assert run(ftrans) == run(jax)
+
+
+def test_scan_forwards_xs_returned_as_ys_like_jax():
+    def parts(mod):
+        g = lambda x: mod.lax.scan(lambda c, x: (c + 1, (x, x * 2)), 0, x)  # noqa: E731
+        jaxpr = mod.make_jaxpr(g)(np.arange(3.0))
+        outs = g(np.arange(3.0))
+        return (len(jaxpr.eqns[0].params["jaxpr"].jaxpr.outvars),
+                [(np.asarray(o).tolist(), np.asarray(o).dtype) for o in jax.tree_util.tree_leaves(outs)])
+
+    assert parts(ftrans) == parts(jax)
+    grad = ftrans.grad(lambda x: ftrans.lax.scan(lambda c, x: (c, x), 0.0, x)[1].sum())(np.arange(3.0))
+    np.testing.assert_array_equal(np.asarray(grad), np.ones(3))
+
+
+def test_traced_scan_unroll_is_a_concretization_error_like_jax():
+    for mod, exc in ((ftrans, ftrans.errors.ConcretizationTypeError), (jax, jax.errors.ConcretizationTypeError)):
+        f = mod.jit(lambda n, x: mod.lax.scan(lambda c, z: (c, z), x, (), 10, unroll=n))
+        with pytest.raises(exc):
+            f(3, 1.0)

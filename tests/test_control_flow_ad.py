@@ -1015,3 +1015,24 @@ def test_linearize_through_while_loop(x, w, t1, t2):
     assert_tree_close(y, y_j)
     assert_tree_close(f_jvp(t1, t2), want1)
     assert_tree_close(f_jvp(t2, t1), want2)
+
+
+def test_switch_branches_share_residual_slots_like_jax():
+    """Only one branch runs, so the forward cond returns per type as many residuals as the hungriest
+    branch needs (as JAX merges them), not the sum over branches; gradients are unchanged."""
+    import jax
+
+    def conds(mod, branches):
+        f = lambda x, i: mod.lax.switch(i + 1, branches(mod), x)  # noqa: E731
+        jaxpr = mod.make_jaxpr(mod.grad(f))(0.0, 0)
+        eqns = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "cond"]
+        shapes = [(len(e.params["branches"][0].jaxpr.invars), len(e.params["branches"][0].jaxpr.outvars))
+                  for e in eqns]
+        return shapes
+
+    b3 = lambda m: [m.numpy.sin, m.numpy.cos, m.numpy.sinh, lambda x: m.numpy.sin(x) + m.numpy.cos(x)]  # noqa: E731
+    for branches in (lambda m: b3(m)[:2], lambda m: b3(m)[:3], b3):
+        assert conds(ftrans, branches) == conds(jax, branches)
+    g = ftrans.jit(ftrans.vmap(ftrans.grad(lambda x, i: ftrans.lax.switch(i, b3(ftrans), x)), (None, 0)))
+    want = [np.cos(0.3), -np.sin(0.3), np.cosh(0.3), np.cos(0.3) - np.sin(0.3)]
+    np.testing.assert_allclose(g(0.3, np.arange(4)), want, rtol=1e-6)

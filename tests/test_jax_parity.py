@@ -72,14 +72,17 @@ def test_tracer_itemsize_nbytes_copy(dtype):
 VIEW_CASES = [("float32", (2, 6), "int32"), ("float32", (6,), "uint8"), ("int8", (2, 8), "int32"),
               ("int16", (4,), "float16"), ("bool", (4,), "uint8"), ("uint8", (4,), "bool"),
               ("complex64", (3,), "float32"), ("float32", (4,), "complex64"),
-              ("int32", (), "float32"), ("float32", (3,), None)]
+              ("int32", (), "float32"), ("float32", (3,), None),
+              # 4-bit types pack two elements to a byte: widths are counted in bits, not bytes
+              ("int4", (2, 8), "int16"), ("int16", (3,), "uint4")]
 
 
 @pytest.mark.parametrize("src, shape, dst", VIEW_CASES)
 @pytest.mark.parametrize("jit", [False, True])
 def test_view_matches_jax(src, shape, dst, jit):
     rng = np.random.default_rng(0)
-    x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.standard_normal(shape) * 100)
+    x = (rng.integers(0, 2, shape) if src in ("bool", "uint8") else rng.integers(-8, 8, shape)
+         if src in ("int4", "uint4") else rng.standard_normal(shape) * 100)
     x = np.asarray(x).astype(src)
 
     def f(mod, x):
@@ -685,3 +688,27 @@ def test_shape_dtype_struct_update_like_jax(kw):
     f = ftrans.ShapeDtypeStruct((2, 3), fnp.float32).update(**kw)
     assert (f.shape, f.dtype, f.weak_type, f.size) == (j.shape, j.dtype, j.weak_type, j.size)
     assert ftrans.eval_shape(lambda x: x * 2, f).shape == j.shape
+
+
+# ------------------------------------------------- signatures (parameter names) as JAX's
+@pytest.mark.parametrize("name", ["real", "imag", "isposinf", "isneginf", "issubdtype", "quantile",
+                                  "nanquantile", "percentile", "nanpercentile", "array"])
+def test_signature_parameter_names_match_jax(name):
+    import inspect
+
+    got = list(inspect.signature(getattr(fnp, name)).parameters)
+    want = list(inspect.signature(getattr(jnp, name)).parameters)
+    assert got == want[:len(got)] and set(want) - set(got) <= {"out_sharding"}, (got, want)
+
+
+def test_array_out_sharding_and_isposinf_out_like_jax():
+    s = ftrans.sharding.SingleDeviceSharding(ftrans.devices()[0])
+    np.testing.assert_array_equal(np.asarray(fnp.array([1.0, 2.0], out_sharding=s)), [1.0, 2.0])
+    for mod in (jnp, fnp):
+        with pytest.raises(ValueError, match="Only one of `device` or `out_sharding`|only one of `device`"):
+            mod.array([1.0], device=(jax if mod is jnp else ftrans).devices()[0],
+                      out_sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]) if mod is jnp else s)
+        with pytest.raises(NotImplementedError):
+            mod.isposinf(mod.ones(2), out=np.ones(2))
+    with pytest.raises(TypeError):
+        fnp.quantile(fnp.ones(3), 0.5, interpolation="linear")

@@ -240,6 +240,10 @@ def test_polynomials():
     check("polymul", p, I[:4])
     check("polymul", I[:2], I[:3])
     check("polymul", np.array([0.0, 0.0, 1.0, 2.0], np.float32), p, trim_leading_zeros=True, staged=False)
+    # bfloat16 products accumulate in a wider type (one convolution), as JAX's do: no bf16 rounding per term
+    r = np.random.default_rng(0)
+    b1, b2 = ((r.standard_normal(12) * 3).astype(jn.bfloat16) for _ in range(2))
+    check("polymul", b1, b2, tol=1e-6)
     check("polyder", p)
     check("polyder", I, 3)
     check("polyint", p)

@@ -471,6 +471,12 @@ def test_out_axes_out_of_range():
                     lambda t, n: t.vmap(lambda a, b: (a, b), in_axes=(0, None), out_axes=(0, -3)), X34, V4)
     raises_like_jax(ValueError, r"out_axes=3 is out of range for output \[1\]: its unbatched rank is 1",
                     lambda t, n: t.vmap(lambda a, b: (a, b), in_axes=(0, None), out_axes=(0, 3)), X34, V4)
+    # JAX words it as NumPy's axis errors do: "axis -4 is out of bounds"
+    for mod in (FT, JX):
+        with pytest.raises(ValueError, match="axis -4 is out of bounds"):
+            mod[0].vmap(lambda a: a, out_axes=-4)(np.ones((3, 4, 5), np.float32))
+    raises_like_jax(TypeError, r"output of the batched function is 'hello' of type str",
+                    lambda t, n: t.vmap(lambda a: "hello"), X34)
     raises_like_jax(ValueError, r"out_axes specification must be a tree prefix",
                     lambda t, n: t.vmap(lambda a: [a, a], out_axes=(0, 1)), X34)
 

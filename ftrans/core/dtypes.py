@@ -330,22 +330,22 @@ _ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS)}, int2: np.sign
             int4: np.signedinteger, uint2: np.unsignedinteger, uint4: np.unsignedinteger}
 
 
-def issubdtype(a: Any, b: Any) -> bool:
+def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
     them (floating, signed or unsigned integer), which NumPy does not know."""
     try:
-        da = np.dtype(a)
+        da = np.dtype(arg1)
     except TypeError:
-        return bool(np.issubdtype(a, b))
+        return bool(np.issubdtype(arg1, arg2))
     kind = _ML_KIND.get(da)
     if kind is not None:
-        if isinstance(b, type) and issubclass(kind, b):
+        if isinstance(arg2, type) and issubclass(kind, arg2):
             return True
         try:
-            return np.dtype(b) == da
+            return np.dtype(arg2) == da
         except TypeError:
             return False
-    return bool(np.issubdtype(a, b))
+    return bool(np.issubdtype(arg1, arg2))
 
 
 _FLOAT_SET = frozenset((*_FLOATS, *SMALL_FLOATS))

@@ -11,6 +11,8 @@ The primitive is bound even when the operands are concrete, so eager,
 from __future__ import annotations
 
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +29,7 @@ from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
+from ftrans.transforms import jit as _jit_mod
 from ftrans.transforms import refs as _refs
 from ftrans.transforms.batching import to_axis_owner, vmap
 
@@ -94,11 +97,72 @@ class _Traced:
         self.out_avals = jaxpr.out_avals
 
 
+# Traces of control-flow bodies, per function object (weakly) and then per abstract signature and trace
+# context: calling lax.while_loop / cond / switch again with the same functions and argument types reuses the
+# jaxprs without running the Python again, as JAX does.
+_TRACE_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TRACE_CACHE_PER_FUN = 8
+_TRACE_CACHE_LOCK = threading.Lock()
+
+
+def _clear_trace_cache() -> None:
+    with _TRACE_CACHE_LOCK:
+        _TRACE_CACHE.clear()
+
+
+_jit_mod._CACHE_CLEARERS.append(_clear_trace_cache)  # ftrans.clear_caches empties it, as JAX's does
+
+
+def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim: str) -> tuple | None:
+    """What a body's trace depends on besides the function; None where the trace must not be reused (a
+    recursion being watched, mutable refs threaded, a source location forced)."""
+    from ftrans.core import platform as _platform
+    from ftrans.core import trace as _trace_mod
+    from ftrans.core.axis_env import axis_env
+    from ftrans.transforms.passes.pipeline import pipeline_state
+
+    st = _trace_mod.state
+    if _REC.active or _refs.any_refs() or st.source_override is not None:
+        return None
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in in_avals]), what, prim, st.name_stack,
+            config.enable_x64, config.debug_nans, config.debug_infs,
+            tuple([(f.name, f.size) for f in axis_env.frames if f.name is not None]), pipeline_state(),
+            _platform.platform_override.get(), config.scoped_here())
+
+
 def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
            post: Callable[[Any], Any] | None = None, prim: str = "cond") -> _Traced:
     """Stage ``fun(*unflatten(in_tree, args))``; ``post`` may check/reshape its output first.
 
-    ``prim`` names the primitive in the error for a body that returns a mutable array reference."""
+    ``prim`` names the primitive in the error for a body that returns a mutable array reference.
+    Without ``post``, the result is remembered per function and signature (see ``_TRACE_CACHE``);
+    a trace that captured a tracer of an enclosing transform is not (that tracer belongs to this call)."""
+    key = None
+    if post is None:
+        try:
+            per_fun = _TRACE_CACHE.get(fun)
+        except TypeError:  # not weakly referenceable or not hashable: never cached
+            per_fun = key = None
+        else:
+            key = _trace_cache_key(in_tree, in_avals, what, prim)
+            hit = per_fun.get(key) if per_fun is not None and key is not None else None
+            if hit is not None:
+                return hit
+    traced = _trace_uncached(fun, in_tree, in_avals, what, post, prim)
+    if key is not None and not any(isinstance(c, Tracer) for c in traced.consts):
+        with _TRACE_CACHE_LOCK:
+            try:
+                per_fun = _TRACE_CACHE.setdefault(fun, OrderedDict())
+            except TypeError:
+                return traced
+            per_fun[key] = traced
+            while len(per_fun) > _TRACE_CACHE_PER_FUN:
+                per_fun.popitem(last=False)
+    return traced
+
+
+def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
+                    post: Callable[[Any], Any] | None, prim: str) -> _Traced:
     box: list = []
 
     def flat(*ins: Any) -> list:
@@ -550,7 +614,10 @@ def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         # Stepped in Python; a traced condition (a vmap of the loop) falls back to the primitive,
         # restarting from init_val (the functions are pure), as JAX does.
         try:
-            val = init_val
+            # The carry's leaves become ftrans arrays first (immutable, canonical dtypes), so a body that
+            # updates a NumPy array in place (x += 1) gives what the compiled loop gives, as in JAX.
+            leaves, tree = _flatten_operands(init_val, "init_val")
+            val = tree_util.tree_unflatten(tree, leaves)
             while bool(cond_fun(val)):
                 val = body_fun(val)
             return val
@@ -623,6 +690,11 @@ def _unroll(name: str, unroll: Any, length: int) -> int:
         return int(unroll) if unroll else max(length, 1)
     if isinstance(unroll, np.bool_):
         return _unroll(name, bool(unroll), length)
+    if isinstance(unroll, Tracer):
+        raise ConcretizationTypeError(
+            f"{name}: unroll must be a static Python int or bool, but it is a traced value "
+            f"{type_str(unroll.aval)}. Pass a Python value, or mark the argument it comes from static "
+            "(static_argnums)")
     raise FtransTypeError(
         f"{name}: unroll must be a bool or a non-negative int, got {type(unroll).__name__} {unroll!r}")
 
@@ -708,6 +780,7 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
         jaxpr = _without_carries(jaxpr, len(consts), nc, fwd, outputs=True)
         consts += [carry[i] for i in fwd]
         rest = [carry[i] for i in range(nc) if i not in fwd]
+    jaxpr, y_src = _forward_xs_to_ys(jaxpr, len(rest), len(x_ops))
     if rest or jaxpr.jaxpr.outvars or jaxpr_has_effects(jaxpr):
         outs = scan_p.bind(*consts, *rest, *x_ops, jaxpr=jaxpr, num_consts=len(consts), num_carry=len(rest),
                            length=length, reverse=bool(reverse), unroll=unroll_n)
@@ -715,11 +788,31 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
         outs = []
     looped = iter(outs[:len(rest)])
     carry_out = [carry[i] if i in fwd else next(looped) for i in range(nc)]
-    return tree_util.tree_unflatten(c_tree, carry_out), tree_util.tree_unflatten(y_tree, outs[len(rest):])
+    stacked = iter(outs[len(rest):])
+    ys = [x_ops[y_src[o]] if o in y_src else next(stacked) for o in range(y_tree.num_leaves)]
+    return tree_util.tree_unflatten(c_tree, carry_out), tree_util.tree_unflatten(y_tree, ys)
+
+
+def _forward_xs_to_ys(jaxpr: ClosedJaxpr, ncarry: int, nxs: int) -> tuple[ClosedJaxpr, dict[int, int]]:
+    """Outputs ``ys`` that the body returns straight from its ``xs`` slice are those ``xs`` themselves: they
+    leave the scan (which need not stack a copy), as JAX forwards them.  Returns the body without them and
+    {position among the ys: position among the xs}."""
+    j = jaxpr.jaxpr
+    x_in = j.invars[len(j.invars) - nxs:]
+    y_src: dict[int, int] = {}
+    for o, v in enumerate(j.outvars[ncarry:]):
+        k = next((k for k, w in enumerate(x_in) if w is v), None)
+        if k is not None:
+            y_src[o] = k
+    if not y_src:
+        return jaxpr, y_src
+    outvars = j.outvars[:ncarry] + [v for o, v in enumerate(j.outvars[ncarry:]) if o not in y_src]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, outvars), jaxpr.consts), y_src
 
 
 def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, length: int, reverse: bool) -> Any:
-    carry = init
+    leaves, c_tree = _flatten_operands(init, "init")  # ftrans arrays, as in _while_plain
+    carry = tree_util.tree_unflatten(c_tree, leaves)
     ys = []
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
@@ -729,7 +822,8 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
     if reverse:
         ys.reverse()
     if not ys:
-        raise NotImplementedError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes")
+        raise FtransValueError("scan: a zero-length scan under disable_jit cannot infer the outputs' shapes "
+                               "(the body never runs); use jit, or give xs at least one step")
     stacked = tree_util.tree_map(lambda *leaves: _stack(leaves), *ys)
     return carry, stacked
 
@@ -777,6 +871,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
             return (i + 1, body_fun(i, x)), None
 
         n = max(hi - lo, 0)
+        if n == 0 and config.disable_jit:  # the body never runs: init_val as given, as in JAX
+            return init_val
         (_, out), _ = scan(step, (i0, init_val), None, length=n, unroll=1 if unroll is None else unroll)
         return out
     if unroll is not None and unroll is not False and unroll != 1:

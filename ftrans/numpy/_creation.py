@@ -290,13 +290,18 @@ def _buffer_array(obj: Any) -> np.ndarray | None:
 
 
 def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: str | None = "K",  # noqa: A002
-          ndmin: int = 0, device: Any = None) -> Any:
+          ndmin: int = 0, device: Any = None, out_sharding: Any = None) -> Any:
     """``jnp.array``: an array from an array, a scalar, or a nested sequence of them.
 
     The result is weakly typed only when ``dtype`` is None and ``object`` is
     itself weak (a Python scalar or a weak array); lists never are.  ``copy``, ``order`` and ``ndmin``
-    given positionally still work, with JAX's DeprecationWarning.
+    given positionally still work, with JAX's DeprecationWarning.  ``out_sharding`` places the
+    result as ``device`` does (at most one of the two may be given).
     """
+    if device is not None and out_sharding is not None:
+        raise FtransValueError(f"jnp.array: only one of `device` or `out_sharding` can be set, got "
+                               f"device={device} and out_sharding={out_sharding}")
+    device = device if out_sharding is None else out_sharding
     if args:
         copy, order, ndmin = _positional_array_args(args, copy, order, ndmin)
     d = _dtype_arg("jnp.array", dtype)

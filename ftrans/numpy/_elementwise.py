@@ -994,13 +994,20 @@ def _isposneginf(name: str, x: Any, value: float) -> Any:
 
 
 @_export
-def isposinf(x: Any, /) -> Any:
+def isposinf(x: Any, /, out: None = None) -> Any:
+    _no_out("isposinf", out)
     return _isposneginf("isposinf", x, np.inf)
 
 
 @_export
-def isneginf(x: Any, /) -> Any:
+def isneginf(x: Any, /, out: None = None) -> Any:
+    _no_out("isneginf", out)
     return _isposneginf("isneginf", x, -np.inf)
+
+
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise NotImplementedError(f"jnp.{name}: the 'out' argument is not supported (ftrans arrays are immutable)")
 
 
 @_export
@@ -1042,16 +1049,16 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
 
 # ---------------------------------------------------------------- complex parts
 @_export
-def real(x: Any, /) -> Any:
-    check_arraylike("real", x)
-    x = as_operand(x)
+def real(val: Any, /) -> Any:
+    check_arraylike("real", val)
+    x = as_operand(val)
     return E.real_p.bind(x) if _dtype(x).kind == "c" else x
 
 
 @_export
-def imag(x: Any, /) -> Any:
-    check_arraylike("imag", x)
-    x = as_operand(x)
+def imag(val: Any, /) -> Any:
+    check_arraylike("imag", val)
+    x = as_operand(val)
     if _dtype(x).kind == "c":
         return E.imag_p.bind(x)
     d, w = dtype_weak(x)

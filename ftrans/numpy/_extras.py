@@ -721,10 +721,8 @@ def polysub(a1: Any, a2: Any) -> Any:
 
 
 def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
-    """``jnp.polymul``: product of coefficient arrays, as a scatter-add of the outer product.
-
-    (JAX uses a full convolution; the sums are the same up to rounding.)
-    """
+    """``jnp.polymul``: product of coefficient arrays, as a full convolution (one convolution
+    primitive, so low-precision inputs accumulate in a wider type, as in JAX)."""
     check_arraylike("polymul", a1, a2)
     a1, a2 = _inexact_nobcast("polymul", a1, a2)
     for a in (a1, a2):
@@ -736,11 +734,7 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
         a1 = jnp.zeros(1, dtype_weak(a2)[0])
     if shape_of(a2)[0] == 0:
         a2 = jnp.zeros(1, dtype_weak(a1)[0])
-    n1, n2 = shape_of(a1)[0], shape_of(a2)[0]
-    pos = (np.arange(n1)[:, None] + np.arange(n2)[None, :]).ravel()
-    prod = jnp.ravel(jnp.multiply(a1[:, None], a2[None, :]))
-    out = jnp.zeros(n1 + n2 - 1, dtype_weak(prod)[0])
-    return out.at[jnp.asarray(pos.astype(np.int32))].add(prod)
+    return jnp.convolve(a1, a2)
 
 
 def polyder(p: Any, m: int = 1) -> Any:
@@ -1433,28 +1427,24 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: bool,
     return res
 
 
-def _check_quantile_args(name: str, out: Any, overwrite_input: bool, interpolation: Any, method: str) -> str:
+def _check_quantile_args(name: str, out: Any, overwrite_input: bool, method: str) -> str:
     if out is not None or overwrite_input:
         raise FtransValueError(f"jnp.{name} does not support overwrite_input=True or out != None")
-    if interpolation is not None:
-        raise FtransTypeError(f"{name}: the 'interpolation' argument was renamed to 'method'")
     return method
 
 
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-             interpolation: Any = None) -> Any:
+             method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
     the reduced axes' shape) need ``method='inverted_cdf'``; a negative or NaN weight gives NaN."""
-    method = _check_quantile_args("quantile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("quantile", out, overwrite_input, method)
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-                interpolation: Any = None) -> Any:
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
-    method = _check_quantile_args("nanquantile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("nanquantile", out, overwrite_input, method)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
 
@@ -1465,18 +1455,16 @@ def _q_from_percent(name: str, q: Any) -> Any:
 
 
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-               interpolation: Any = None) -> Any:
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
-    method = _check_quantile_args("percentile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("percentile", out, overwrite_input, method)
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-                  interpolation: Any = None) -> Any:
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
-    method = _check_quantile_args("nanpercentile", out, overwrite_input, interpolation, method)
+    method = _check_quantile_args("nanpercentile", out, overwrite_input, method)
     return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True,
                      weights)
 
@@ -1484,7 +1472,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
     """``jnp.nanmedian``: the median of the non-NaN values."""
-    _check_quantile_args("nanmedian", out, overwrite_input, None, "linear")
+    _check_quantile_args("nanmedian", out, overwrite_input, "linear")
     return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
 
 

@@ -43,18 +43,18 @@ def _method_view(a: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A
         return a
     d = dtypes.canonicalize(dtypes.to_dtype(dtype))
     src = np.dtype(a.dtype)
-    bits_in, bits_out = src.itemsize * 8, d.itemsize * 8
+    bits_in, bits_out = dtypes.itemsize_bits(src), dtypes.itemsize_bits(d)  # int4 packs two to a byte
     shape = tuple(a.shape)
     if not shape:
         if bits_in != bits_out:
             raise FtransValueError(
                 f"view: a 0-d array can only be viewed as a dtype of the same size ({src.name} is "
-                f"{src.itemsize} bytes, {d.name} is {d.itemsize}); reshape it to 1-d first")
+                f"{bits_in} bits, {d.name} is {bits_out}); reshape it to 1-d first")
         return _method_view(jnp.expand_dims(a, 0), d).squeeze(0)
     if (shape[-1] * bits_in) % bits_out:
         raise FtransValueError(
-            f"view: the last axis of a {src.name}{list(shape)} array ({shape[-1] * src.itemsize} bytes) "
-            f"does not divide into {d.name} elements ({d.itemsize} bytes each)")
+            f"view: the last axis of a {src.name}{list(shape)} array ({shape[-1] * bits_in} bits) "
+            f"does not divide into {d.name} elements ({bits_out} bits each)")
     if src == d:
         return a
     if src == np.bool_:

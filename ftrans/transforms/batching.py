@@ -22,6 +22,7 @@ applies its batching rule (``batch_rules/collectives.py``).
 from __future__ import annotations
 
 import functools
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -558,7 +559,13 @@ def _out_value(name: str, main: Any, o: Any, od: Any, size: int, path: tuple, ax
             shape = list(o.shape)
             shape.insert(od % nd, size)
             return np.zeros(tuple(shape), _FLOAT0)
-        o = as_operand(o)
+        try:
+            o = as_operand(o)
+        except FtransTypeError:
+            raise FtransTypeError(
+                f"vmap({name}): {where} of the batched function is {reprlib.repr(o)} of type {type(o).__name__}, which is "
+                "not a valid array type; return arrays, NumPy arrays or Python scalars (in any pytree)"
+            ) from None
         nd = len(aval_of(o).shape) + 1
         _check_out_axis(name, od, nd, where)
         return broadcast_batch(o, size, od % nd)
@@ -573,7 +580,7 @@ def _check_out_axis(name: str, od: int, nd: int, where: str) -> None:
     if not -nd <= od < nd:
         raise FtransValueError(
             f"vmap({name}) out_axes={od} is out of range for {where}: its unbatched rank is {nd - 1}, so the "
-            f"batch axis must be in [{-nd}, {nd - 1}]"
+            f"batch axis must be in [{-nd}, {nd - 1}] (axis {od} is out of bounds for the batched rank {nd})"
         )
 
 

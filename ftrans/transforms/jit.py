@@ -140,6 +140,13 @@ def clear_caches() -> None:
         p.clear_cache()
     with X._xla_lock:
         X._xla_cache.clear()
+    for clear in _CACHE_CLEARERS:
+        clear()
+
+
+# Caches kept by layers above this one (the traces of control-flow bodies) register how to empty them here,
+# so clear_caches reaches them too.
+_CACHE_CLEARERS: list[Callable[[], None]] = []
 
 
 on_new_backend.append(clear_caches)  # a new runtime client: every compiled program is stale

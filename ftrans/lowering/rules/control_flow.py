@@ -11,8 +11,8 @@ travel in its carry (unchanged by the body), as XLA expects.
 body slices the ``xs`` at the step's index (``dynamic_slice``), runs the scan
 body ``unroll`` times, and writes the ``ys`` into preallocated buffers
 (``dynamic_update_slice``); the steps left over by ``unroll`` run unrolled
-after the loop.  That program is lowered by the ordinary rules, so scan needs
-no StableHLO of its own.
+after the loop (a fully unrolled scan has no loop at all).  That program is
+lowered by the ordinary rules, so scan needs no StableHLO of its own.
 """
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts
     y_avals = jaxpr.out_avals[num_carry:]
     unroll = max(1, min(int(unroll), max(length, 1)))
     trips, rest = divmod(length, unroll)
+    if trips == 1:  # fully unrolled: straight-line steps, no while loop (as JAX lowers unroll >= length)
+        trips, rest = 0, length
 
     def step(consts: list, xs: list, i: Any, carry: list, ys: list) -> tuple[list, list]:
         idx = E.sub_p.bind(np.int32(length - 1), i) if reverse else i

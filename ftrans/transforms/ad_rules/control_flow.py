@@ -16,9 +16,10 @@ its bodies with ``partial_eval_jaxpr`` into a *known* program, run now, that
 also returns the residuals the tangent part needs, and an *unknown* program,
 recorded into the linear jaxpr, that reads them:
 
-* ``cond``: every branch is split; the branches' residuals are concatenated and
-  each known branch returns zeros in the other branches' residual slots, so
-  both halves stay one ``cond`` on the same (known) index.
+* ``cond``: every branch is split; the branches' residuals share slots by type
+  (one branch runs, so there are as many slots of a type as the hungriest
+  branch needs, as in JAX) and each known branch returns zeros in the slots it
+  does not use, so both halves stay one ``cond`` on the same (known) index.
 * ``scan``: the body is split, with a fixed point making a carry unknown when
   the body makes it so.  Residuals that are loop-invariant inputs (the known
   consts) are passed to the unknown scan as consts and residuals that are
@@ -242,19 +243,19 @@ def _split_cond(branches: tuple, ops_unk: list[bool], saveable: Any = None, forc
     known_avals = [a for a, un in zip(branches[0].in_avals, ops_unk) if not un]
     res_avals = [[v.aval for v in k.jaxpr.outvars[len(k.jaxpr.outvars) - sum(s is None for s in src):]]
                  for k, _, _, src in splits]
-    all_res = [a for r in res_avals for a in r]
-    offsets = [sum(len(r) for r in res_avals[:i]) for i in range(len(splits))]
+    all_res, slots = _residual_slots(res_avals)
     known_b, unknown_b = [], []
     for i, (k, u, n, sources) in enumerate(splits):
-        off = offsets[i]
-        n_comp = len(res_avals[i])
+        mine = slots[i]
+        n_comp = len(mine)
 
-        def known_fun(*args: Any, k=k, n_comp=n_comp, off=off) -> list:
+        def known_fun(*args: Any, k=k, n_comp=n_comp, mine=mine) -> list:
             outs = eval_jaxpr(k.jaxpr, list(k.consts), *args)
             m = len(outs) - n_comp
-            zeros = [zeros_like_aval(a) for a in all_res]
-            zeros[off:off + n_comp] = outs[m:]
-            return list(outs[:m]) + zeros
+            res = [zeros_like_aval(a) for a in all_res]
+            for j, slot in enumerate(mine):
+                res[slot] = outs[m + j]
+            return list(outs[:m]) + res
 
         kc, _ = stage(known_fun, k.in_avals)
         known_b.append(hoist_consts(kc))
@@ -262,13 +263,37 @@ def _split_cond(branches: tuple, ops_unk: list[bool], saveable: Any = None, forc
         res_in, rest = list(uj.invars[:n]), list(uj.invars[n:])
         computed = [v for v, src in zip(res_in, sources) if src is None]
         by_src = {src: v for v, src in zip(res_in, sources) if src is not None}
-        lead = [Var(a) for a in all_res[:off]] + computed + [Var(a) for a in all_res[off + n_comp:]]
+        lead = [Var(a) for a in all_res]
+        for v, slot in zip(computed, mine):
+            lead[slot] = v
         fwd_in = [by_src.get(j) or Var(known_avals[j]) for j in fwd]
         unknown_b.append((ClosedJaxpr(Jaxpr(uj.constvars, lead + fwd_in + rest, uj.eqns, uj.outvars),
                                       u.consts), []))
     kb, kconsts = join_consts(known_b)
     ub, _ = join_consts(unknown_b)
     return [(b, kconsts) for b in kb], ub, out_unk, all_res, fwd
+
+
+def _residual_slots(res_avals: list[list[ShapedArray]]) -> tuple[list[ShapedArray], list[list[int]]]:
+    """Lay the branches' residuals out in shared slots: only one branch runs, so a branch's residual takes
+    the first slot of its type that this branch has not used yet (as JAX merges them), and the known cond
+    returns as many residuals as the hungriest branch of each type needs, not their sum."""
+    all_res: list[ShapedArray] = []
+    slots: list[list[int]] = []
+    for r in res_avals:
+        used: set[int] = set()
+        mine = []
+        for a in r:
+            key = (a.shape, a.dtype, a.weak_type)
+            slot = next((k for k, b in enumerate(all_res)
+                         if k not in used and (b.shape, b.dtype, b.weak_type) == key), None)
+            if slot is None:
+                slot = len(all_res)
+                all_res.append(a)
+            used.add(slot)
+            mine.append(slot)
+        slots.append(mine)
+    return all_res, slots
 
 
 def _cond_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
