@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
+from ftrans.core.keys import KeyDtype, prng_key
 from ftrans.errors import FtransTypeError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
@@ -320,7 +321,14 @@ _ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS)}, int2: np.sign
 
 def issubdtype(a: Any, b: Any) -> bool:
     """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
-    them (floating, signed or unsigned integer), which NumPy does not know."""
+    them (floating, signed or unsigned integer), which NumPy does not know; a key dtype (``key<fry>``) is a
+    subtype of itself, of ``prng_key``, ``extended`` and ``np.generic`` only."""
+    if type(a) is KeyDtype or type(b) is KeyDtype:
+        if type(a) is not KeyDtype:
+            return False
+        if type(b) is KeyDtype:
+            return a == b
+        return isinstance(b, type) and issubclass(prng_key, b)
     try:
         da = np.dtype(a)
     except TypeError:

@@ -36,6 +36,7 @@ import numpy as np
 
 from ftrans import lax
 from ftrans.core import config as _config
+from ftrans.core.keys import is_key
 from ftrans.core.operands import shape_of
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.random import _threefry as _tf
@@ -246,6 +247,8 @@ def impl_for_width(width: int) -> PRNGImpl | None:
 
 
 def impl_of_key(key: Any) -> PRNGImpl:
+    if is_key(key):
+        return key._impl
     s = tuple(shape_of(key))
     impl = impl_for_width(s[-1]) if s else None
     if impl is None:
@@ -295,6 +298,8 @@ def core_jit(fun: Callable | None = None, *, static_argnums: Any = ()) -> Any:
 
     @functools.wraps(fun)
     def call(k: Any, *args: Any) -> Any:
+        if is_key(k):  # a typed key: its own implementation, whatever its data's width
+            return compiled(k._base_array, *args, _prng_impl=k._impl.name)
         return compiled(k, *args, _prng_impl=impl_of_key(k).name)
 
     return call
