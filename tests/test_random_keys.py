@@ -3,6 +3,7 @@ and the errors of misuse."""
 
 from __future__ import annotations
 
+import jax
 import jax.random as jr
 import numpy as np
 import pytest
@@ -96,6 +97,9 @@ def test_keys_through_transforms():
     same_keys(lax.fori_loop(0, 2, lambda i, k: k.T, ks.reshape(2, 2)), ks.reshape(2, 2))
     same_keys(lax.cond(True, lambda k: k[1], lambda k: k[0], ks), ks[1])
     same_keys(ftrans.device_put(ks), ks)
+    s = ftrans.ShapeDtypeStruct.like(ks)
+    assert str(s) == str(jax.ShapeDtypeStruct.like(jr.split(jr.key(0), 4))) == "ShapeDtypeStruct(shape=(4,), dtype=key<fry>)"
+    assert ftrans.eval_shape(lambda k: k[1:], s) == ftrans.ShapeDtypeStruct((3,), ks.dtype)
     m = ks.reshape(2, 2)  # a negative vmap axis counts key axes
     same_keys(ftrans.vmap(lambda k: k, in_axes=-1, out_axes=-1)(m), m)
     same_keys(ftrans.vmap(lambda k: k, in_axes=-1)(m), m.T)
@@ -112,6 +116,8 @@ def test_misuse_is_a_specific_error():
         jnp.add(k, k)
     with pytest.raises(errors.FtransTypeError, match="neg does not accept dtype key<fry>"):
         -k
+    with pytest.raises(errors.FtransTypeError, match="neg does not accept dtype key<fry>"):
+        jnp.negative(k)
     with pytest.raises(errors.FtransTypeError, match="different PRNG implementations"):
         jnp.concatenate([fr.key(0, impl="rbg")[None], k[None]])
     with pytest.raises(errors.FtransTypeError, match=r"ends with \(2,\)"):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.keys import is_key, is_key_dtype
 
 
 class ShapedArray:
@@ -84,7 +85,7 @@ class ShapeDtypeStruct:
 
             raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.to_dtype(dtype)
+        self.dtype = dtype if is_key_dtype(dtype) else dtypes.to_dtype(dtype)  # a key dtype: typed keys
         self.weak_type = weak_type
         self.sharding = sharding
 
@@ -125,5 +126,7 @@ class ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.like``: the shape, dtype and weak type of an array or scalar ``x``."""
         from ftrans.core.trace import aval_of
 
+        if is_key(x):
+            return cls(x.shape, x.dtype)
         a = aval_of(x)
         return cls(a.shape, a.dtype, weak_type=a.weak_type)

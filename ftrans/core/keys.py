@@ -320,9 +320,17 @@ def _dtype_name(x: Any) -> str:
     return getattr(d, "name", type(x).__name__)
 
 
+# numpy function name -> the primitive JAX's error names
+_PRIM_NAMES = {"negative": "neg", "subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
+               "power": "pow", "remainder": "rem", "absolute": "abs", "bitwise_and": "and", "bitwise_or": "or",
+               "bitwise_xor": "xor", "bitwise_not": "not", "invert": "not", "less": "lt", "greater": "gt",
+               "less_equal": "le", "greater_equal": "ge"}
+
+
 def reject_keys(name: str, args: Any) -> FtransTypeError:
     """The error for a numeric operation ``name`` given a key array among ``args`` (JAX's wording:
     ``add does not accept dtypes key<fry>, int32``)."""
+    name = _PRIM_NAMES.get(name, name)
     names = list(dict.fromkeys(_dtype_name(a) for a in args))
     if len(names) == 1:
         return FtransTypeError(
@@ -379,6 +387,9 @@ def _flatten(k: PRNGKeyArray):
 
 def _unflatten(impl: Any, children: Any) -> Any:
     (base,) = children
+    if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
+        shape = tuple(base.shape)
+        return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))
     if _is_float0(base):
         # The tangent (or cotangent) of a key: float0 of the key array's shape, as JAX's.
         shape = tuple(base.shape)
