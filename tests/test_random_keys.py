@@ -136,3 +136,14 @@ def test_misuse_is_a_specific_error():
         fr.normal(fr.split(k), (2,))
     with pytest.raises(TypeError, match="unhashable"):
         hash(k)
+
+
+@pytest.mark.parametrize("impl", ["threefry4x32", "philox4x32"])
+def test_four_word_generators_match_jax(impl):
+    # philox4x32's data is as wide as threefry2x32's, threefry4x32's as rbg's: the key dtype tells them apart.
+    k, jk = fr.key(42, impl=impl), jr.key(42, impl=impl)
+    same_keys(k, jk)
+    assert fr.key_impl(k) == impl and k.dtype != fr.key_dtype("threefry2x32")
+    same_keys(fr.split(k, (2, 3)), jr.split(jk, (2, 3)))
+    same_keys(fr.fold_in(k, 7), jr.fold_in(jk, 7))
+    np.testing.assert_array_equal(np.asarray(fr.bits(k, (3, 2))), np.asarray(jr.bits(jk, (3, 2))))
