@@ -391,9 +391,14 @@ def _unflatten(impl: Any, children: Any) -> Any:
         shape = tuple(base.shape)
         return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))
     if _is_float0(base):
-        # The tangent (or cotangent) of a key: float0 of the key array's shape, as JAX's.
+        # The tangent (or cotangent) of a key: float0 of the key array's shape, as JAX's (a symbolic zero
+        # stays one: custom_vjp's symbolic_zeros).
         shape = tuple(base.shape)
-        return np.zeros(shape[:len(shape) - len(impl.key_shape)], base.dtype)
+        shape = shape[:len(shape) - len(impl.key_shape)]
+        aval = getattr(base, "aval", None)
+        if aval is not None and not hasattr(base, "__array__"):
+            return type(base)(aval.update(shape=shape))
+        return np.zeros(shape, base.dtype)
     k = object.__new__(PRNGKeyArray)
     k._impl, k._base_array = impl, base
     return k
