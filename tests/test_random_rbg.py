@@ -228,6 +228,7 @@ def test_extend_random_matches_jax():
     for impl in IMPLS:
         same(fer.random_seed(seeds, impl), jdata(jer.random_seed(seeds, getattr(jer, f"{impl}_prng_impl"))))
         same(fer.seed_with_impl(impl, 7), jdata(jer.seed_with_impl(getattr(jer, f"{impl}_prng_impl"), 7)))
+        assert str(fer.random_seed(seeds, impl).dtype) == str(jer.random_seed(seeds, getattr(jer, f"{impl}_prng_impl")).dtype)
     with pytest.raises(errors.FtransTypeError, match="uint32"):
         fer.threefry_2x32(kp, np.arange(4, dtype=np.int32))
 
