@@ -14,6 +14,7 @@ from ftrans.core.dtypes import (  # noqa: F401
     issubdtype,
     promote_types,
 )
+from ftrans.core.keys import extended, prng_key  # noqa: F401  (JAX's scalar classes of the key dtypes)
 from ftrans.core.operands import result_type  # noqa: F401
 from ftrans.errors import TypePromotionError  # noqa: F401
 from ftrans.transforms.ad import float0  # noqa: F401  (the tangent dtype of integer/bool values, JAX's)
@@ -28,18 +29,6 @@ def is_weakly_typed(x: Any) -> bool:
     if type(x) in (int, float, complex):
         return True
     return bool(getattr(x, "weak_type", False))
-
-
-
-
-class extended(np.generic):  # noqa: N801  (JAX's name)
-    """JAX's scalar class of extended dtypes (``issubdtype(d, extended)``).  ftrans's PRNG keys are uint32
-    arrays, not an extended dtype, so no ftrans dtype is a subtype of it."""
-
-
-class prng_key(extended):  # noqa: N801  (JAX's name)
-    """JAX's scalar class of typed PRNG key dtypes (``issubdtype(key.dtype, prng_key)``); ftrans's keys are
-    uint32 key data, so the test is False for them (as for JAX's raw keys)."""
 
 
 def itemsize_bits(dtype: Any) -> int:

@@ -98,7 +98,8 @@ def test_dtypes_names_match_jax():
     assert ftrans.dtypes.scalar_type_of(fnp.ones(2, np.uint16)) is int
     assert issubclass(ftrans.dtypes.TypePromotionError, ValueError)
     assert fnp.issubdtype(ftrans.dtypes.prng_key, ftrans.dtypes.extended)
-    assert not fnp.issubdtype(ftrans.random.key(0).dtype, ftrans.dtypes.prng_key)
+    assert fnp.issubdtype(ftrans.random.key(0).dtype, ftrans.dtypes.prng_key)
+    assert not fnp.issubdtype(ftrans.random.PRNGKey(0).dtype, ftrans.dtypes.prng_key)
     with pytest.raises(ftrans.dtypes.TypePromotionError):
         fnp.ones(2, ml_dtypes.int4) + fnp.ones(2, ml_dtypes.float8_e4m3fn)
     with ftrans.numpy_dtype_promotion("strict"), pytest.raises(ftrans.dtypes.TypePromotionError):

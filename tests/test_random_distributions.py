@@ -309,7 +309,7 @@ def test_key_utilities():
     k = fr.PRNGKey(5)
     same_bits(fr.clone(k), k)
     assert fr.key_impl(k) == jr.key_impl(jr.key(5)) == "threefry2x32"
-    assert fr.key_dtype() == np.dtype(np.uint32)
+    assert str(fr.key_dtype()) == "key<fry>"
     ks = fr.split(k, 3)
     same_bits(fr.clone(ks), ks)
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.keys import is_key, is_key_dtype
 
 
 class ShapedArray:
@@ -84,14 +85,17 @@ class ShapeDtypeStruct:
 
             raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(int(d) for d in shape)
-        canon = dtypes.to_dtype(dtype)
-        # As JAX's: the dtype as given (``np.int64`` stays int64 without x64; ``int`` is int64); an array
-        # of it gets the canonical one, but a 64-bit FFI result declared so keeps it.
-        try:
-            wide = np.dtype(dtype)
-        except TypeError:
-            wide = canon
-        self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
+        if is_key_dtype(dtype):  # a key dtype: typed keys
+            self.dtype = dtype
+        else:
+            canon = dtypes.to_dtype(dtype)
+            # As JAX's: the dtype as given (``np.int64`` stays int64 without x64; ``int`` is int64); an array
+            # of it gets the canonical one, but a 64-bit FFI result declared so keeps it.
+            try:
+                wide = np.dtype(dtype)
+            except TypeError:
+                wide = canon
+            self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
         self.sharding = sharding
 
@@ -132,5 +136,7 @@ class ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.like``: the shape, dtype and weak type of an array or scalar ``x``."""
         from ftrans.core.trace import aval_of
 
+        if is_key(x):
+            return cls(x.shape, x.dtype)
         a = aval_of(x)
         return cls(a.shape, a.dtype, weak_type=a.weak_type)

@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
+from ftrans.core.keys import KeyDtype, prng_key
 from ftrans.errors import FtransTypeError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
@@ -332,7 +333,14 @@ _ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS)}, int2: np.sign
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
-    them (floating, signed or unsigned integer), which NumPy does not know."""
+    them (floating, signed or unsigned integer), which NumPy does not know; a key dtype (``key<fry>``) is a
+    subtype of itself, of ``prng_key``, ``extended`` and ``np.generic`` only."""
+    if type(arg1) is KeyDtype or type(arg2) is KeyDtype:
+        if type(arg1) is not KeyDtype:
+            return False
+        if type(arg2) is KeyDtype:
+            return arg1 == arg2
+        return isinstance(arg2, type) and issubclass(prng_key, arg2)
     try:
         da = np.dtype(arg1)
     except TypeError:

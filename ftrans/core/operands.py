@@ -19,6 +19,7 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
+from ftrans.core.keys import PRNGKeyArray, reject_keys
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager, shown_value
 from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
@@ -41,6 +42,8 @@ def is_array(x: Any) -> bool:
 
 def check_arraylike(name: str, *args: Any) -> None:
     for i, a in enumerate(args):
+        if type(a) is PRNGKeyArray:
+            raise reject_keys(name, args)
         if isinstance(a, (np.ndarray, np.generic)) and a.dtype not in dtypes.SUPPORTED:
             raise FtransTypeError(
                 f"{name}: argument {i} is a NumPy value of dtype {a.dtype} ({shown_value(a)}), which is not a valid "
@@ -69,6 +72,8 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
         return x._value.dtype, x.weak_type
     if isinstance(x, (np.ndarray, np.generic)):
         return dtypes.canonicalize(x.dtype), False
+    if t is PRNGKeyArray:
+        raise reject_keys("this operation", (x,))
     f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__
     if f is not None:
         return f.dtype, f.weak_type

@@ -1,8 +1,7 @@
 """``ftrans.extend.random``: ftrans's PRNG implementations and the threefry cipher (JAX's ``jax.extend.random``).
 
-ftrans keys are raw ``uint32`` data, so ``random_seed``/``seed_with_impl`` return the data of the keys (JAX
-returns typed key arrays).  ``define_prng_impl`` is not offered: an implementation is found from the key
-data's trailing axis (``ftrans.random._prng``), so there is no way to use a new one.
+``random_seed``/``seed_with_impl`` return typed key arrays, as JAX's.  ``define_prng_impl`` is not offered:
+ftrans's implementations are its own six (``ftrans.random._prng``).
 """
 
 from __future__ import annotations
@@ -55,10 +54,10 @@ def threefry_2x32(keypair: Any, count: Any) -> Any:
 
 
 def random_seed(seeds: Any, impl: Any) -> Any:
-    """The key data ``impl`` makes from each integer of ``seeds`` (shape ``seeds.shape + key_shape``)."""
+    """The typed keys ``impl`` makes from each integer of ``seeds`` (a key array of shape ``seeds.shape``)."""
     im = resolve_impl("random_seed", impl)
     if np.ndim(seeds) == 0:
-        return _samplers.PRNGKey(seeds, impl=im)
+        return _samplers.key(seeds, impl=im)
     return vmap(lambda s: random_seed(s, im))(seeds)
 
 

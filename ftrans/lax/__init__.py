@@ -47,3 +47,8 @@ def optimization_barrier(operand):  # noqa: ANN001, ANN201 - mirrors JAX's lax s
     from ftrans.transforms.remat import optimization_barrier as _barrier
 
     return _barrier(operand)
+
+
+from ftrans.lax import _keys as _lax_keys  # noqa: E402
+
+_lax_keys.install(globals())

@@ -681,6 +681,15 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
     return out
 
 
+def _zero_index_like(index: Any) -> Any:
+    """A zero start index of ``index``'s integer dtype (the other axes' starts of an ``_in_dim`` slice:
+    ``lax`` wants one index dtype, as JAX's ``_in_dim`` functions make them)."""
+    d = getattr(index, "dtype", None)
+    if type(index) is int or d is None or np.dtype(d).kind not in "iu":
+        return 0
+    return np.zeros((), dtypes.canonicalize(d))
+
+
 def dynamic_slice(operand: Any, start_indices: Any, slice_sizes: Sequence[int], *,
                   allow_negative_indices: bool | Sequence[bool] = True) -> Any:
     """``lax.dynamic_slice``: a slice at run-time start indices, clamped to stay in bounds (XLA)."""
@@ -697,7 +706,7 @@ def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: 
     (x,) = _operands("dynamic_slice_in_dim", (operand,))
     shape = shape_of(x)
     ax = _axis("dynamic_slice_in_dim", axis, len(shape))
-    starts: list[Any] = [0] * len(shape)
+    starts: list[Any] = [_zero_index_like(start_index)] * len(shape)
     sizes = list(shape)
     starts[ax], sizes[ax] = start_index, int(slice_size)
     negs = [False] * len(shape)
@@ -728,7 +737,7 @@ def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axi
     x, u = _operands("dynamic_update_slice_in_dim", (operand, update))
     nd = len(shape_of(x))
     ax = _axis("dynamic_update_slice_in_dim", axis, nd)
-    starts: list[Any] = [0] * nd
+    starts: list[Any] = [_zero_index_like(start_index)] * nd
     starts[ax] = start_index
     negs = [False] * nd
     negs[ax] = allow_negative_indices

@@ -104,6 +104,12 @@ newaxis = None
 
 _array_methods.install(__import__(__name__, fromlist=["_"]))
 
+from ftrans.core import keys as _core_keys  # noqa: E402
+from ftrans.numpy import _keys  # noqa: E402
+
+_keys.install(globals())
+_core_keys.install(__import__(__name__, fromlist=["_"]))
+
 from ftrans.numpy import _ufunc  # noqa: E402
 
 _ufunc._install()

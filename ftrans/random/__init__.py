@@ -1,6 +1,8 @@
 """``ftrans.random``: JAX's functional random numbers, bit for bit.
 
-A key is a ``uint32[2]`` array (what JAX's ``random.PRNGKey`` returns); every
+A key is a typed key array (``random.key``: dtype ``key<fry>``, a ``PRNGKeyArray``)
+or legacy raw key data (``random.PRNGKey``: a ``uint32[2]`` array); every function
+takes either, and ``split``/``fold_in``/``clone`` return the kind they got.  Every
 sampler is a pure function of its key, and the threefry2x32 counter scheme is
 JAX's default (``jax_threefry_partitionable``), so the same key, shape and
 dtype give the same bits as JAX's ``random``.  JAX's ``rbg`` and ``unsafe_rbg``
@@ -8,6 +10,7 @@ implementations (``uint32[4]`` keys, bits from XLA's RngBitGenerator) exist too
 (``PRNGKey(seed, impl="rbg")``, ``config.default_prng_impl``).  See ``docs/random.md``.
 """
 
+from ftrans.core.keys import PRNGKeyArray
 from ftrans.random._distributions import (
     ball,
     beta,
@@ -68,5 +71,5 @@ __all__ = [
     "double_sided_maxwell", "weibull_min", "gamma", "loggamma", "beta", "dirichlet", "t", "chisquare",
     "f", "pareto", "poisson", "geometric", "rayleigh", "wald", "triangular", "lognormal",
     "generalized_normal", "ball", "orthogonal", "multivariate_normal", "binomial", "multinomial",
-    "clone", "key_impl", "key_dtype",
+    "clone", "key_impl", "key_dtype", "PRNGKeyArray",
 ]

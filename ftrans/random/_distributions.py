@@ -32,6 +32,7 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
+from ftrans.core.keys import KeyDtype
 from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -1149,14 +1150,14 @@ def clone(key: Any) -> Any:
 
 
 def key_impl(keys: Any) -> str:
-    """The name of the keys' PRNG implementation (``'threefry2x32'`` for ``uint32[..., 2]`` data; ``'rbg'``,
-    or ``'unsafe_rbg'`` while that is the default, for ``uint32[..., 4]``)."""
+    """The name of the keys' PRNG implementation, as JAX's ``random.key_impl``: a typed key array's own;
+    for raw data, ``'threefry2x32'`` for ``uint32[..., 2]``, ``'rbg'`` (``'unsafe_rbg'`` while that is the
+    default) for ``uint32[..., 4]`` and ``'philox2x32'`` for ``uint32[..., 1]``."""
     k = _check_key("key_impl", keys, allow_batched=True)
     return _prng.impl_of_key(k).name
 
 
-def key_dtype(impl: Any = None) -> np.dtype:
-    """The dtype of ftrans keys: ``uint32`` (the raw key data; JAX's typed keys are ``key<fry>``), after
-    checking that ``impl`` names an implementation."""
-    _prng.resolve_impl("key_dtype", impl)
-    return _U32
+def key_dtype(impl: Any = None) -> KeyDtype:
+    """The key dtype of a PRNG implementation (``key<fry>`` for threefry2x32, the default), as JAX's
+    ``random.key_dtype``: the dtype of the key arrays ``random.key(seed, impl=impl)`` makes."""
+    return KeyDtype(_prng.resolve_impl("key_dtype", impl))

@@ -17,8 +17,12 @@ the implementation of a key is read from that axis and the configured default
     the last of ten rows drawn from the ``rbg`` seed of the data: cheaper, with
     weaker guarantees (JAX's definitions).
 
-A ``uint32[..., 4]`` key is an ``unsafe_rbg`` key while that is the default and an
-``rbg`` key otherwise; a ``uint32[..., 2]`` key is always threefry2x32.  The jitted
+``threefry4x32`` (``uint32[4]``) and ``philox4x32`` (``uint32[2]``)
+    Random123's four-word generators (``_fourwords.py``), as JAX defines their keys and counters.
+
+A typed key array carries its implementation.  Raw key data names one by its width: the default
+implementation when its key data is that wide, else ``philox2x32`` for ``uint32[..., 1]``,
+threefry2x32 for ``uint32[..., 2]`` and ``rbg`` for ``uint32[..., 4]``.  The jitted
 cores of the samplers take the implementation as a static argument
 (``core_jit``), so changing the default never reuses a program traced for another.
 """
@@ -36,8 +40,10 @@ import numpy as np
 
 from ftrans import lax
 from ftrans.core import config as _config
+from ftrans.core.keys import is_key
 from ftrans.core.operands import shape_of
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.random import _fourwords as _fw
 from ftrans.random import _threefry as _tf
 from ftrans.transforms.jit import jit
 
@@ -174,8 +180,16 @@ unsafe_rbg_prng_impl = PRNGImpl((4,), _rbg_seed, _unsafe_rbg_split, _rbg_random_
                                 "unsafe_rbg", "urbg")
 philox2x32_prng_impl = PRNGImpl((1,), _philox_seed, _philox_split, _philox_random_bits, _philox_fold_in,
                                 "philox2x32", "phx2")
+_t4_seed, _t4_split, _t4_fold_in, _t4_bits = _fw.threefry4x32_ops
+threefry4x32_prng_impl = PRNGImpl((4,), lambda s: _t4_seed(_tf.seed_key(s)), _t4_split, _t4_bits, _t4_fold_in,
+                                  "threefry4x32", "fry4")
+_p4_seed, _p4_split, _p4_fold_in, _p4_bits = _fw.philox4x32_ops
+philox4x32_prng_impl = PRNGImpl((2,), lambda s: _p4_seed(_tf.seed_key(s)), _p4_split, _p4_bits, _p4_fold_in,
+                                "philox4x32", "phx4")
+_SEED_FROM_HALF = {threefry4x32_prng_impl: _t4_seed, philox4x32_prng_impl: _p4_seed}
 prngs: dict[str, PRNGImpl] = {i.name: i for i in (threefry_prng_impl, rbg_prng_impl, unsafe_rbg_prng_impl,
-                                                  philox2x32_prng_impl)}
+                                                  philox2x32_prng_impl, threefry4x32_prng_impl,
+                                                  philox4x32_prng_impl)}
 
 
 def _check_default(value: Any) -> None:
@@ -246,6 +260,8 @@ def impl_for_width(width: int) -> PRNGImpl | None:
 
 
 def impl_of_key(key: Any) -> PRNGImpl:
+    if is_key(key):
+        return key._impl
     s = tuple(shape_of(key))
     impl = impl_for_width(s[-1]) if s else None
     if impl is None:
@@ -258,6 +274,8 @@ def concrete_seed(impl: PRNGImpl, half: np.ndarray) -> np.ndarray:
     unsafe_rbg seed by repeating it, philox2x32 enciphers its two words."""
     if impl is philox2x32_prng_impl:
         return np.asarray(_philox_seed_words(half))
+    if impl in _SEED_FROM_HALF:
+        return np.asarray(_SEED_FROM_HALF[impl](half))
     return half if impl.key_shape == (2,) else np.concatenate([half, half])
 
 
@@ -295,6 +313,8 @@ def core_jit(fun: Callable | None = None, *, static_argnums: Any = ()) -> Any:
 
     @functools.wraps(fun)
     def call(k: Any, *args: Any) -> Any:
+        if is_key(k):  # a typed key: its own implementation, whatever its data's width
+            return compiled(k._base_array, *args, _prng_impl=k._impl.name)
         return compiled(k, *args, _prng_impl=impl_of_key(k).name)
 
     return call

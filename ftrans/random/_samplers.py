@@ -28,6 +28,7 @@ from ftrans import numpy as jnp
 from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array import Array
+from ftrans.core.keys import is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import ConcretizationTypeError, FtransOverflowError, FtransTypeError, FtransValueError
@@ -55,7 +56,7 @@ def _concrete(x: Any) -> np.ndarray | None:
 def _impl_arg(name: str, impl: Any, dtype: Any) -> _prng.PRNGImpl:
     """The implementation named by ``impl`` or (JAX's alternative spelling) ``dtype``; the default if neither."""
     if impl is not None and dtype is not None:
-        raise FtransValueError(f"ftrans.random.{name}: give impl or dtype, not both")
+        raise FtransValueError(f"ftrans.random.{name}: Cannot specify both `impl` and `dtype`; give one of them")
     return _prng.resolve_impl(name, impl if impl is not None else dtype)
 
 
@@ -65,15 +66,22 @@ _KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key), (4,) (an rbg or u
 
 
 def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
-    """``key`` as an ftrans operand after checking it is ``uint32[..., 2]`` key data."""
+    """``key`` checked: a typed key array as it is, raw ``uint32[..., 2]`` (or ``[..., 4]``, ``[..., 1]``)
+    key data as an ftrans operand."""
+    if is_key(key):
+        if key.ndim and not allow_batched:
+            raise FtransValueError(
+                f"ftrans.random.{name}: {name} accepts a single key, but was given a key array of shape "
+                f"{key.shape} != (); use ftrans.vmap to map over keys")
+        return key
     if isinstance(key, (Array, Tracer, np.ndarray, np.generic)):
         k = key
     elif hasattr(key, "__array__") and hasattr(key, "dtype") and hasattr(key, "shape"):
         if str(key.dtype).startswith("key<"):
             raise FtransTypeError(
-                f"ftrans.random.{name}: got a jax typed key array ({key.dtype}); ftrans keys are "
-                "raw uint32[2] arrays: pass JAX's random.key_data(k), or make the key with "
-                "ftrans.random.PRNGKey")
+                f"ftrans.random.{name}: got a jax typed key array ({key.dtype}), which ftrans cannot "
+                "read; pass ftrans.random.wrap_key_data(jax.random.key_data(k), impl=...) or make the key "
+                "with ftrans.random.key")
         k = np.asarray(key)
     else:
         raise FtransTypeError(
@@ -193,7 +201,7 @@ def _finfo(d: np.dtype):
 def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
     """The threefry2x32 key data of a concrete integer seed (JAX's seed rule, see ``_threefry.seed_key``)."""
     if isinstance(seed, (bool, np.bool_)):
-        raise FtransTypeError(f"ftrans.random.{name}: the seed must be an integer, got a bool")
+        raise FtransTypeError(f"ftrans.random.{name}: PRNG key seed must be an integer, got a bool")
     if isinstance(seed, int):
         if not -(2**63) <= seed < 2**63:
             raise FtransOverflowError(
@@ -204,11 +212,11 @@ def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
         a = np.asarray(seed)
         if a.ndim:
             raise FtransTypeError(
-                f"ftrans.random.{name}: accepts a scalar seed, but was given an array of shape "
-                f"{a.shape}; use ftrans.vmap to make a batch of keys")
+                f"ftrans.random.{name}: {name} accepts a scalar seed, but was given an array of shape "
+                f"{a.shape} != (); use ftrans.vmap to make a batch of keys")
         if not np.issubdtype(a.dtype, np.integer):
             raise FtransTypeError(
-                f"ftrans.random.{name}: the seed must be an integer, got {a.dtype.name} {a!r}")
+                f"ftrans.random.{name}: PRNG key seed must be an integer; got {a.dtype.name} {a!r}")
         wide = dtypes.canonicalize(a.dtype).itemsize == 8
         v = int(a)
     v = (v + _config.config.random_seed_offset) & ((1 << 64) - 1)
@@ -217,25 +225,56 @@ def _seed_from_concrete(name: str, seed: Any) -> np.ndarray:
 
 
 def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
-    """A key's raw data from an integer seed, as JAX's ``random.PRNGKey``: ``uint32[2]`` for threefry2x32
-    (the default), ``uint32[4]`` for ``impl="rbg"``/``"unsafe_rbg"``."""
+    """A legacy key: the raw ``uint32`` key data of an integer seed, as JAX's ``random.PRNGKey``
+    (``uint32[2]`` for threefry2x32, the default; ``uint32[4]`` for ``impl="rbg"``/``"unsafe_rbg"``;
+    ``uint32[1]`` for ``"philox2x32"``).  Prefer ``key``, whose typed key array knows its implementation.
+
+    Args:
+      seed: an integer scalar (a Python int, a NumPy or ftrans integer scalar, or a traced one).
+      impl: the PRNG implementation (a name such as ``"threefry2x32"``, or a key dtype); the default
+        is ``config.default_prng_impl``.
+
+    Returns:
+      The key data, a ``uint32`` array of the implementation's key shape.
+    """
     return _make_key("PRNGKey", seed, _prng.resolve_impl("PRNGKey", impl))
 
 
 def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """JAX's ``random.key``; ftrans returns the raw key data (like ``PRNGKey``)."""
-    return _make_key("key", seed, _impl_arg("key", impl, dtype))
+    """A typed PRNG key from an integer seed, as JAX's ``random.key``.
+
+    The result is a key array of shape ``()`` whose dtype is the implementation's key dtype (``key<fry>``
+    for threefry2x32): ``ftrans.dtypes.issubdtype(k.dtype, ftrans.dtypes.prng_key)`` is True, arithmetic
+    on it is an error, and every ``ftrans.random`` function accepts it.  Its data (``key_data``) is what
+    ``PRNGKey(seed, impl=impl)`` returns, so the bits drawn from either are the same (JAX's).
+
+    Args:
+      seed: an integer scalar (a Python int, a NumPy or ftrans integer scalar, or a traced one).
+      impl: the PRNG implementation: a name (``"threefry2x32"``, ``"rbg"``, ``"unsafe_rbg"``,
+        ``"philox2x32"``) or a key dtype; the default is ``config.default_prng_impl``.
+      dtype: a key dtype (``random.key_dtype(name)`` or another key's ``dtype``), as an alternative to
+        ``impl``; give at most one of the two.
+
+    Returns:
+      A key array of shape ``()``.
+    """
+    im = _impl_arg("key", impl, dtype)
+    return wrap(im, _make_key("key", seed, im))
 
 
 def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
+    if is_key(seed):
+        raise FtransTypeError(
+            f"ftrans.random.{name}: {name} accepts a scalar seed, but was given a key array "
+            f"({seed.dtype.name}{list(seed.shape)}); split or fold_in the key instead")
     if isinstance(seed, Tracer):
         if seed.ndim:
             raise FtransTypeError(
-                f"ftrans.random.{name}: accepts a scalar seed, but was given an array of shape "
-                f"{seed.shape}; use ftrans.vmap to make a batch of keys")
+                f"ftrans.random.{name}: {name} accepts a scalar seed, but was given an array of shape "
+                f"{seed.shape} != (); use ftrans.vmap to make a batch of keys")
         if not dtypes.is_int(np.dtype(seed.dtype)) or np.dtype(seed.dtype) == np.bool_:
             raise FtransTypeError(
-                f"ftrans.random.{name}: the seed must be an integer, got {np.dtype(seed.dtype).name}")
+                f"ftrans.random.{name}: PRNG key seed must be an integer; got {np.dtype(seed.dtype).name}")
         offset = _config.config.random_seed_offset
         if offset:  # added in the seed's own dtype (wrapping), as JAX does
             d = np.dtype(seed.dtype)
@@ -243,7 +282,7 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         return _seed_jit(seed, impl.name)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
-            f"ftrans.random.{name}: the seed must be an integer, got a value of type {type(seed).__name__}")
+            f"ftrans.random.{name}: PRNG key seed must be an integer; got a value of type {type(seed).__name__}")
     return Array._make(_prng.concrete_seed(impl, _seed_from_concrete(name, seed)))
 
 
@@ -253,22 +292,59 @@ def _seed_jit(seed: Any, impl: str) -> Any:
 
 
 def key_data(keys: Any) -> Any:
-    """The ``uint32[..., 2]`` (threefry2x32) or ``uint32[..., 4]`` (rbg) data of keys; ftrans keys are
-    that data already."""
-    return _check_key("key_data", keys, allow_batched=True)
+    """The ``uint32`` data of keys, as JAX's ``random.key_data``.
+
+    Args:
+      keys: a typed key array (its data has the key array's shape followed by the implementation's key
+        shape, ``(2,)`` for threefry2x32), or legacy raw key data (returned as it is, after checking).
+
+    Returns:
+      A ``uint32`` array.
+    """
+    k = _check_key("key_data", keys, allow_batched=True)
+    if is_key(k):
+        return as_operand(k._base_array)
+    return k
 
 
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> Any:
-    """Checks that ``key_bits_array`` is key data of the implementation (``uint32[..., 2]`` for
-    threefry2x32, ``uint32[..., 4]`` for rbg and unsafe_rbg; either without ``impl``, since the data's
-    width names its implementation) and returns it (ftrans has no typed keys)."""
-    im = None if impl is None and dtype is None else _impl_arg("wrap_key_data", impl, dtype)
-    k = _check_key("wrap_key_data", key_bits_array, allow_batched=True)
-    if im is not None and tuple(k.shape[-len(im.key_shape):]) != im.key_shape:
+    """A typed key array over ``uint32`` key data, as JAX's ``random.wrap_key_data``.
+
+    Args:
+      key_bits_array: a ``uint32`` array whose trailing axes are the implementation's key shape
+        (``(2,)`` for threefry2x32, ``(4,)`` for rbg and unsafe_rbg, ``(1,)`` for philox2x32); the
+        leading axes become the key array's shape.
+      impl: the PRNG implementation (a name or a key dtype); the default is ``config.default_prng_impl``.
+      dtype: a key dtype, as an alternative to ``impl``; give at most one of the two.
+
+    Returns:
+      A key array of shape ``key_bits_array.shape[:-len(key_shape)]``.
+    """
+    im = _impl_arg("wrap_key_data", impl, dtype)
+    if is_key(key_bits_array):
         raise FtransTypeError(
-            f"ftrans.random.wrap_key_data: {im.name} key data must end with shape {im.key_shape}; got "
-            f"shape {tuple(k.shape)}")
-    return k
+            f"ftrans.random.wrap_key_data: got a key array ({key_bits_array.dtype.name}), which is wrapped "
+            "already; pass its data (ftrans.random.key_data(keys)) or use the keys as they are")
+    if not isinstance(key_bits_array, (Array, Tracer, np.ndarray, np.generic)):
+        if hasattr(key_bits_array, "__array__") and hasattr(key_bits_array, "dtype"):
+            key_bits_array = np.asarray(key_bits_array)
+        else:
+            raise FtransTypeError(
+                "ftrans.random.wrap_key_data: the key data must be a uint32 array, got a value of type "
+                f"{type(key_bits_array).__name__}")
+    d = np.dtype(key_bits_array.dtype)
+    shape = tuple(key_bits_array.shape)
+    ks = im.key_shape
+    if d != _U32 or shape[len(shape) - len(ks):] != ks or len(shape) < len(ks):
+        raise FtransTypeError(
+            f"ftrans.random.wrap_key_data: invalid PRNG key data: {im.name} key data must be uint32 with a "
+            f"shape that ends with {ks}; got {d.name}{list(shape)}")
+    return wrap(im, as_operand(key_bits_array))
+
+
+def _rewrap(key: Any, out: Any) -> Any:
+    """``out`` (new key data) as a key of the kind ``key`` was: typed in, typed out."""
+    return wrap(key._impl, out) if is_key(key) else out
 
 
 @core_jit(static_argnums=(1,))
@@ -280,7 +356,7 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     """``num`` new keys (a leading axis, or ``num`` as a shape), as JAX's ``random.split``."""
     k = _check_key("split", key)
     shape = _canonical_shape("split", num)
-    return _split(k, shape)
+    return _rewrap(k, _split(k, shape))
 
 
 @core_jit
@@ -303,7 +379,7 @@ def fold_in(key: Any, data: Any) -> Any:
                 f"ftrans.random.fold_in: accepts a scalar, but was given an array of shape "
                 f"{shape_of(data)}; use ftrans.vmap for batching")
         d = lax.convert_element_type(as_operand(_asarray(data)), _U32)
-    return _fold_in(k, d)
+    return _rewrap(k, _fold_in(k, d))
 
 
 # ---------------------------------------------------------------- bits and uniform
@@ -318,7 +394,7 @@ def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     d = dtypes.default_uint() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind != "u":
         raise FtransValueError(
-            f"ftrans.random.bits: dtype must be an unsigned integer dtype, got {d.name}")
+            f"ftrans.random.bits: dtype argument to `bits` must be an unsigned int dtype, got {d.name}")
     shape = _canonical_shape("bits", shape)
     return _bits(k, d.itemsize * 8, shape)
 

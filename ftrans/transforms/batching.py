@@ -33,6 +33,7 @@ from ftrans.core import ref as _ref_mod
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
+from ftrans.core.keys import is_key
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import (
     Trace,
@@ -378,7 +379,24 @@ def flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str 
 
     Shared by ``vmap`` and ``pmap``; ``owner`` names the transform in the errors (``"pmap(f)"``), ``at`` the
     spec's place in the whole ``in_axes`` (``"[1]"``).
+    A negative axis of a typed key array counts its key axes (not the trailing key-data axes of its leaf).
     """
+    return _key_data_axes(tree_arg, _flatten_axes(what, spec, tree_arg, n_leaves, owner, at))
+
+
+def _key_data_axes(tree_arg: Any, axes: list) -> list:
+    """``axes`` (one per leaf of ``tree_arg``) with each negative axis of a key array's data leaf moved
+    past the data's trailing key-data axes."""
+    if not any(type(a) is int and a < 0 for a in axes):
+        return axes
+    items = tree_util.tree_leaves(tree_arg, is_leaf=is_key)
+    if len(items) != len(axes) or not any(is_key(x) for x in items):
+        return axes
+    return [a - len(x._impl.key_shape) if is_key(x) and type(a) is int and a < 0 else a
+            for a, x in zip(axes, items)]
+
+
+def _flatten_axes(what: str, spec: Any, tree_arg: Any, n_leaves: int, owner: str = "vmap", at: str = "") -> list:
     if spec is None or type(spec) is int:
         return [spec] * n_leaves
     for ax in tree_util.tree_leaves(spec):

@@ -39,6 +39,7 @@ from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
@@ -2083,6 +2084,19 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
     answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""
+    args, kwargs = _key_structs_to_keys((args, kwargs))
     if isinstance(fun, JitWrapped):
         return fun.eval_shape(*args, **kwargs)
     return _core_eval_shape(fun, *args, **kwargs)
+
+
+def _key_structs_to_keys(tree: Any) -> Any:
+    """Each ``ShapeDtypeStruct`` of a key dtype in ``tree`` as a key array over a ``uint32`` struct of its
+    data's shape (what a key array flattens to)."""
+    def conv(x: Any) -> Any:
+        if isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype):
+            impl = x.dtype._impl
+            return PRNGKeyArray(impl, ShapeDtypeStruct((*x.shape, *impl.key_shape), np.dtype(np.uint32)))
+        return x
+
+    return tree_util.tree_map(conv, tree, is_leaf=lambda x: isinstance(x, ShapeDtypeStruct))

@@ -1,0 +1,426 @@
+"""Typed PRNG key arrays: JAX's ``random.key`` arrays, whose dtype is a key dtype (``key<fry>``).
+
+A key array is an array of keys: its ``shape`` counts keys, its ``dtype`` is the ``KeyDtype`` of one
+PRNG implementation (``impl``), and its data is a ``uint32`` array (the *base array*) whose shape is the
+key array's shape followed by the implementation's ``key_shape`` (``(2,)`` for threefry2x32).
+
+Design.  A key array is a pytree node over its base array, with the implementation as static data.
+Every transform (``jit``, ``vmap``, ``scan``, ``cond``, ``while_loop``, ``grad``, ``custom_jvp``) and
+``device_put``/``device_get`` flattens its arguments and results into arrays, so a key array crosses
+them as its ``uint32`` base array and comes back out as a key array of the same implementation; the
+IR only ever sees ``uint32`` values, and every PRNG operation is ftrans code over them (bit for bit
+JAX's).  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
+``dynamic_slice``, ...) act on the leading (key) axes of the base array and leave its trailing
+key-data axes alone: ``ftrans.numpy`` and ``ftrans.lax`` dispatch a key-array argument to their
+key-aware versions (``ftrans/numpy/_keys.py``, ``ftrans/lax/_keys.py``), and arithmetic on keys is a
+``FtransTypeError`` naming the operation (as JAX's ``add does not accept dtype key<fry>``).
+
+The tangent of a key array is ``float0`` of the key array's shape (a key is not differentiable).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from ftrans import tree_util
+from ftrans.errors import FtransTypeError, FtransValueError
+
+__all__ = ["extended", "prng_key", "KeyDtype", "PRNGKeyArray", "is_key", "is_key_dtype", "wrap",
+           "reject_keys"]
+
+
+class extended(np.generic):  # noqa: N801  (JAX's name)
+    """JAX's scalar class of extended dtypes (``issubdtype(d, extended)``): the key dtypes are its
+    subtypes (through ``prng_key``)."""
+
+
+class prng_key(extended):  # noqa: N801  (JAX's name)
+    """JAX's scalar class of typed PRNG key dtypes: ``issubdtype(key.dtype, prng_key)`` is True for a
+    key array made by ``random.key``/``wrap_key_data`` and False for raw ``uint32`` key data."""
+
+
+class KeyDtype:
+    """The dtype of a typed key array of one PRNG implementation (JAX's ``KeyTy``): printed
+    ``key<tag>`` (``key<fry>`` for threefry2x32); equal for the same implementation."""
+
+    __slots__ = ("_impl",)
+    type = prng_key
+    kind = "V"
+
+    def __init__(self, impl: Any) -> None:
+        self._impl = impl
+
+    @property
+    def name(self) -> str:
+        return f"key<{self._impl.tag}>"
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes of one key's data (4 per ``uint32`` word)."""
+        return 4 * math.prod(self._impl.key_shape)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is KeyDtype and other._impl == self._impl
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("KeyDtype", self._impl))
+
+
+def is_key_dtype(d: Any) -> bool:
+    return type(d) is KeyDtype
+
+
+def _is_float0(x: Any) -> bool:
+    d = getattr(x, "dtype", None)
+    return isinstance(d, np.dtype) and d.kind == "V" and d.names == ("float0",)
+
+
+class PRNGKeyArray:
+    """An array of PRNG keys of one implementation (JAX's ``PRNGKeyArray``)."""
+
+    __slots__ = ("_impl", "_base_array")
+    __array_priority__ = 2000
+    __hash__ = None  # type: ignore[assignment]  (mutable-looking, as JAX's: not hashable)
+
+    def __init__(self, impl: Any, base_array: Any) -> None:
+        self._impl = impl
+        self._base_array = base_array
+
+    # -- type --------------------------------------------------------------
+    @property
+    def dtype(self) -> KeyDtype:
+        return KeyDtype(self._impl)
+
+    @property
+    def _key_ndim(self) -> int:
+        return len(self._impl.key_shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        s = tuple(self._base_array.shape)
+        return s[:len(s) - self._key_ndim]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def weak_type(self) -> bool:
+        return False
+
+    @property
+    def aval(self) -> Any:
+        """The abstract value of the key data (``uint32[*shape, *key_shape]``)."""
+        return self._base_array.aval
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise FtransTypeError("len() of unsized object: this key array is a single key (shape ())")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise FtransTypeError("iteration over a 0-d key array")
+        return (self[i] for i in range(self.shape[0]))
+
+    # -- printing ----------------------------------------------------------
+    def __repr__(self) -> str:
+        from ftrans.core.trace import Tracer
+
+        if isinstance(self._base_array, Tracer):
+            return f"Traced<{self.dtype.name}[{','.join(map(str, self.shape))}]>"
+        if not hasattr(self._base_array, "__array__"):  # an abstract one (eval_shape's ShapeDtypeStruct)
+            return f"PRNGKeyArray(shape={self.shape}, dtype={self.dtype.name})"
+        return f"Array({self.shape}, dtype={self.dtype.name}) overlaying:\n{np.asarray(self._base_array)}"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return format(repr(self), spec)
+
+    # -- conversions that keys refuse ----------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise FtransTypeError(
+            f"an ftrans array with PRNGKey dtype ({self.dtype.name}) cannot be converted to a NumPy "
+            "array. Use ftrans.random.key_data(arr) if you wish to extract the underlying integer array.")
+
+    def __bool__(self) -> bool:
+        raise FtransTypeError(f"the truth value of a key array ({self.dtype.name}) is undefined")
+
+    def _not_a_number(self, *_args: Any) -> Any:
+        raise FtransTypeError(f"a key array ({self.dtype.name}) is not a number")
+
+    __int__ = __float__ = __complex__ = __index__ = _not_a_number
+
+    # -- structural methods (implemented by ftrans.numpy, installed below) ------
+    @property
+    def T(self) -> PRNGKeyArray:
+        return _jnp.transpose(self)
+
+    @property
+    def mT(self) -> PRNGKeyArray:
+        return _jnp.swapaxes(self, -1, -2)
+
+    def reshape(self, *shape: Any, order: str = "C") -> PRNGKeyArray:
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return _jnp.reshape(self, shape, order=order)
+
+    def ravel(self, order: str = "C") -> PRNGKeyArray:
+        return _jnp.ravel(self, order=order)
+
+    def flatten(self, order: str = "C") -> PRNGKeyArray:
+        return _jnp.ravel(self, order=order)
+
+    def squeeze(self, axis: Any = None) -> PRNGKeyArray:
+        return _jnp.squeeze(self, axis)
+
+    def transpose(self, *axes: Any) -> PRNGKeyArray:
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+            axes = axes[0]
+        return _jnp.transpose(self, axes or None)
+
+    def swapaxes(self, axis1: int, axis2: int) -> PRNGKeyArray:
+        return _jnp.swapaxes(self, axis1, axis2)
+
+    def take(self, indices: Any, axis: Any = None, **kwargs: Any) -> PRNGKeyArray:
+        return _jnp.take(self, indices, axis=axis, **kwargs)
+
+    def __getitem__(self, idx: Any) -> PRNGKeyArray:
+        return _jnp._getitem(self, idx)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        raise FtransTypeError("key arrays are immutable: use keys.at[idx].set(key) instead")
+
+    @property
+    def at(self) -> Any:
+        return _jnp._key_index_helper(self)
+
+    def copy(self) -> PRNGKeyArray:
+        return PRNGKeyArray(self._impl, _jnp.array(self._base_array, copy=True))
+
+    def __copy__(self) -> PRNGKeyArray:
+        return self.copy()
+
+    def __deepcopy__(self, memo: Any) -> PRNGKeyArray:
+        return self.copy()
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return _jnp.equal(self, other)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return _jnp.not_equal(self, other)
+
+    # -- device and buffer methods: those of the base array ---------------------
+    @property
+    def device(self) -> Any:
+        return self._base_array.device
+
+    def devices(self) -> set:
+        return self._base_array.devices()
+
+    @property
+    def sharding(self) -> Any:
+        return self._base_array.sharding
+
+    @property
+    def committed(self) -> bool:
+        return bool(getattr(self._base_array, "_committed", False))
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self._base_array.is_fully_addressable
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self._base_array.is_fully_replicated
+
+    @property
+    def addressable_shards(self) -> list:
+        return self._base_array.addressable_shards
+
+    @property
+    def global_shards(self) -> list:
+        return self.addressable_shards
+
+    def addressable_data(self, index: int) -> PRNGKeyArray:
+        return PRNGKeyArray(self._impl, self._base_array.addressable_data(index))
+
+    def on_device_size_in_bytes(self) -> int:
+        return self._base_array.on_device_size_in_bytes()
+
+    def unsafe_buffer_pointer(self) -> int:
+        return self._base_array.unsafe_buffer_pointer()
+
+    def block_until_ready(self) -> PRNGKeyArray:
+        self._base_array.block_until_ready()
+        return self
+
+    def copy_to_host_async(self) -> None:
+        self._base_array.copy_to_host_async()
+
+    def is_deleted(self) -> bool:
+        return self._base_array.is_deleted()
+
+    def delete(self) -> None:
+        self._base_array.delete()
+
+
+def _arith(name: str):
+    def op(self: PRNGKeyArray, *args: Any) -> Any:
+        raise reject_keys(name, (self, *args))
+
+    op.__name__ = f"__{name}__"
+    return op
+
+
+for _slot, _prim in (("add", "add"), ("radd", "add"), ("sub", "sub"), ("rsub", "sub"), ("mul", "mul"),
+                     ("rmul", "mul"), ("truediv", "div"), ("rtruediv", "div"), ("floordiv", "floor_divide"),
+                     ("rfloordiv", "floor_divide"), ("mod", "rem"), ("rmod", "rem"), ("pow", "pow"),
+                     ("rpow", "pow"), ("matmul", "dot_general"), ("rmatmul", "dot_general"), ("and", "and"),
+                     ("rand", "and"), ("or", "or"), ("ror", "or"), ("xor", "xor"), ("rxor", "xor"),
+                     ("lshift", "shift_left"), ("rlshift", "shift_left"), ("rshift", "shift_right"),
+                     ("rrshift", "shift_right"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"),
+                     ("neg", "neg"), ("pos", "pos"), ("abs", "abs"), ("invert", "not")):
+    setattr(PRNGKeyArray, f"__{_slot}__", _arith(_prim))
+
+
+def _dtype_name(x: Any) -> str:
+    if isinstance(x, PRNGKeyArray):
+        return x.dtype.name
+    if type(x) is bool:
+        return "bool"
+    if type(x) in (int, float, complex):
+        return {int: "int32", float: "float32", complex: "complex64"}[type(x)]
+    d = getattr(x, "dtype", None)
+    return getattr(d, "name", type(x).__name__)
+
+
+# numpy function name -> the primitive JAX's error names
+_PRIM_NAMES = {"negative": "neg", "subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div",
+               "power": "pow", "remainder": "rem", "absolute": "abs", "bitwise_and": "and", "bitwise_or": "or",
+               "bitwise_xor": "xor", "bitwise_not": "not", "invert": "not", "less": "lt", "greater": "gt",
+               "less_equal": "le", "greater_equal": "ge"}
+
+
+def reject_keys(name: str, args: Any) -> FtransTypeError:
+    """The error for a numeric operation ``name`` given a key array among ``args`` (JAX's wording:
+    ``add does not accept dtypes key<fry>, int32``)."""
+    name = _PRIM_NAMES.get(name, name)
+    names = list(dict.fromkeys(_dtype_name(a) for a in args))
+    if len(names) == 1:
+        return FtransTypeError(
+            f"{name} does not accept dtype {names[0]}: a key array holds PRNG keys, not numbers; use "
+            "ftrans.random functions on it, or ftrans.random.key_data(keys) for its uint32 data")
+    return FtransTypeError(
+        f"{name} does not accept dtypes {', '.join(names)}: a key array holds PRNG keys, not numbers; "
+        "use ftrans.random functions on it, or ftrans.random.key_data(keys) for its uint32 data")
+
+
+def is_key(x: Any) -> bool:
+    return type(x) is PRNGKeyArray
+
+
+def wrap(impl: Any, base: Any) -> PRNGKeyArray:
+    """A key array of ``impl`` over ``base`` (``uint32[..., *impl.key_shape]``), checked."""
+    ks = tuple(impl.key_shape)
+    shape = tuple(getattr(base, "shape", ()))
+    d = getattr(base, "dtype", None)
+    if d != np.dtype(np.uint32) or len(shape) < len(ks) or shape[len(shape) - len(ks):] != ks:
+        raise FtransTypeError(
+            f"ftrans.random: invalid PRNG key data for {impl.name}: expected uint32 key data whose shape "
+            f"ends with {ks}; got {getattr(d, 'name', d)}{list(shape)}")
+    return PRNGKeyArray(impl, base)
+
+
+def common_impl(name: str, keys: Any) -> Any:
+    """The one implementation of the key arrays ``keys``; mixing two is a ``FtransTypeError``."""
+    impls = list(dict.fromkeys(k._impl for k in keys))
+    if len(impls) > 1:
+        raise FtransTypeError(
+            f"{name}: key arrays of different PRNG implementations ({', '.join(f'key<{i.tag}>' for i in impls)}) "
+            "cannot be combined; make every key with the same impl")
+    return impls[0]
+
+
+def check_all_keys(name: str, args: Any) -> Any:
+    """The implementation when every array in ``args`` is a key array; a ``FtransTypeError`` when keys
+    are mixed with other arrays (JAX: not a valid dtype for type promotion)."""
+    keys = [a for a in args if is_key(a)]
+    if len(keys) != len(args):
+        other = next(a for a in args if not is_key(a))
+        raise FtransTypeError(
+            f"{name}: cannot combine key arrays ({keys[0].dtype.name}) with arrays of dtype "
+            f"{_dtype_name(other)}; wrap the data with ftrans.random.wrap_key_data or unwrap the keys with "
+            "ftrans.random.key_data")
+    return common_impl(name, keys)
+
+
+# ---------------------------------------------------------------- pytree: a node over the base array
+def _flatten(k: PRNGKeyArray):
+    return (k._base_array,), k._impl
+
+
+def _unflatten(impl: Any, children: Any) -> Any:
+    (base,) = children
+    if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
+        shape = tuple(base.shape)
+        return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))
+    if _is_float0(base):
+        # The tangent (or cotangent) of a key: float0 of the key array's shape, as JAX's (a symbolic zero
+        # stays one: custom_vjp's symbolic_zeros).
+        shape = tuple(base.shape)
+        shape = shape[:len(shape) - len(impl.key_shape)]
+        aval = getattr(base, "aval", None)
+        if aval is not None and not hasattr(base, "__array__"):
+            return type(base)(aval.update(shape=shape))
+        return np.zeros(shape, base.dtype)
+    k = object.__new__(PRNGKeyArray)
+    k._impl, k._base_array = impl, base
+    return k
+
+
+tree_util.register_pytree_node(PRNGKeyArray, _flatten, _unflatten)
+
+
+def normalize_axis(name: str, axis: Any, ndim: int) -> int:
+    try:
+        a = operator.index(axis)
+    except TypeError:
+        raise FtransTypeError(f"{name}: axis must be an integer, got {axis!r}") from None
+    if not -ndim <= a < ndim:
+        raise FtransValueError(f"{name}: axis {a} is out of bounds for a key array of dimension {ndim}")
+    return a % ndim
+
+
+_jnp: Any = None
+
+
+def install(jnp_module: Any) -> None:
+    """Bind the key array's structural methods to ``ftrans.numpy``'s key-aware functions."""
+    global _jnp
+    _jnp = jnp_module

@@ -1,0 +1,149 @@
+"""Typed PRNG key arrays (``random.key``), against JAX's: dtype, data, structural operations, transforms,
+and the errors of misuse."""
+
+from __future__ import annotations
+
+import jax
+import jax.random as jr
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+import ftrans.random as fr
+from ftrans import errors, lax
+
+
+def data(k):
+    return np.asarray(fr.key_data(k) if isinstance(k, fr.PRNGKeyArray) else jr.key_data(k))
+
+
+def same_keys(ours, theirs):
+    assert isinstance(ours, fr.PRNGKeyArray), type(ours)
+    assert str(ours.dtype) == str(theirs.dtype) and ours.shape == theirs.shape, (ours, theirs)
+    np.testing.assert_array_equal(data(ours), data(theirs))
+
+
+def test_key_dtype_shape_and_printing():
+    k, jk = fr.key(7), jr.key(7)
+    same_keys(k, jk)
+    assert repr(k) == repr(jk) and str(k.dtype) == "key<fry>" and k.dtype.name == jk.dtype.name
+    assert k.dtype == fr.key_dtype() and k.dtype.itemsize == jk.dtype.itemsize == 8
+    assert jnp.issubdtype(k.dtype, ftrans.dtypes.prng_key) and jnp.issubdtype(k.dtype, ftrans.dtypes.extended)
+    assert jnp.issubdtype(k.dtype, np.generic) and not jnp.issubdtype(k.dtype, np.integer)
+    assert not jnp.issubdtype(fr.PRNGKey(7).dtype, ftrans.dtypes.prng_key)
+    kr = fr.key(3, impl="rbg")
+    same_keys(kr, jr.key(3, impl="rbg"))
+    assert fr.key_impl(kr) == "rbg" and str(fr.key(3, impl="unsafe_rbg").dtype) == "key<urbg>"
+    same_keys(fr.key(3, dtype=kr.dtype), jr.key(3, impl="rbg"))
+    same_keys(fr.wrap_key_data(np.array([1, 2], np.uint32)), jr.wrap_key_data(np.array([1, 2], np.uint32)))
+    # rbg's and unsafe_rbg's data look alike; the key dtype keeps them apart.
+    d = np.zeros((3, 4), np.uint32)
+    assert fr.wrap_key_data(d, impl="rbg").dtype != fr.wrap_key_data(d, impl="unsafe_rbg").dtype
+
+
+def test_random_functions_take_typed_and_raw_keys_bit_for_bit():
+    k, jk, raw = fr.key(11), jr.key(11), fr.PRNGKey(11)
+    ks, jks = fr.split(k, 3), jr.split(jk, 3)
+    same_keys(ks, jks)
+    assert not isinstance(fr.split(raw, 3), fr.PRNGKeyArray)  # legacy keys stay raw
+    np.testing.assert_array_equal(np.asarray(fr.split(raw, 3)), data(ks))
+    same_keys(fr.fold_in(k, 5), jr.fold_in(jk, 5))
+    same_keys(fr.clone(ks), jks)
+    np.testing.assert_array_equal(np.asarray(fr.normal(ks[1], (4,))), np.asarray(jr.normal(jks[1], (4,))))
+    np.testing.assert_array_equal(np.asarray(fr.normal(fr.key_data(ks[1]), (4,))), np.asarray(fr.normal(ks[1], (4,))))
+
+
+def test_structural_operations_act_on_key_axes():
+    ks = fr.wrap_key_data(np.arange(12, dtype=np.uint32).reshape(6, 2))
+    d = np.arange(12, dtype=np.uint32).reshape(6, 2)
+
+    def check(out, want):
+        assert isinstance(out, fr.PRNGKeyArray) and out.dtype == ks.dtype
+        np.testing.assert_array_equal(data(out), want)
+
+    m, dm = ks.reshape(2, 3), d.reshape(2, 3, 2)
+    check(m, dm)
+    check(m.T, dm.transpose(1, 0, 2))
+    check(m[1], dm[1])
+    check(m[None, :, None], dm[None, :, None])
+    check(m[..., 1:], dm[:, 1:])
+    check(ks[np.array([0, 2])], d[[0, 2]])
+    check(jnp.concatenate([ks, ks[:2]]), np.concatenate([d, d[:2]]))
+    check(jnp.stack([ks, ks], axis=-1), np.stack([d, d], axis=1))
+    check(jnp.broadcast_to(ks[0], (2, 3)), np.broadcast_to(d[0], (2, 3, 2)))
+    check(jnp.expand_dims(m, -1), dm[:, :, None])
+    check(jnp.ravel(m), d)
+    check(jnp.tile(ks[0], 3), np.tile(d[0], (3, 1)))
+    c = np.array([True, False, True, False, True, False])
+    check(jnp.where(c, ks, ks[::-1]), np.where(c[:, None], d, d[::-1]))
+    check(lax.select(c, ks, ks[::-1]), np.where(c[:, None], d, d[::-1]))
+    check(ks.at[1].set(ks[0]), np.concatenate([d[:1], d[:1], d[2:]]))
+    check(ks.at[100].get(mode="fill"), np.full(2, 2**32 - 1, np.uint32))
+    check(lax.dynamic_slice_in_dim(m, np.int16(1), 1), dm[1:])
+    check(lax.slice_in_dim(m, 1, 3, axis=-1), dm[:, 1:])
+    check(jnp.zeros_like(ks), np.zeros_like(d))
+    check(jnp.full(3, fr.key(0), dtype=ks.dtype), np.zeros((3, 2), np.uint32))
+    np.testing.assert_array_equal(np.asarray(ks == ks[2]), np.arange(6) == 2)
+    assert (m.shape, m.ndim, m.size, len(m)) == ((2, 3), 2, 6, 2)
+
+
+def test_keys_through_transforms():
+    ks = fr.wrap_key_data(np.arange(8, dtype=np.uint32).reshape(4, 2))
+    split0 = fr.split(ks[0])
+    same_keys(ftrans.jit(lambda k: fr.split(k[0]))(ks), split0)
+    same_keys(ftrans.vmap(lambda k: fr.split(k)[0])(ks[:1]), split0[:1])
+    same_keys(lax.scan(lambda c, k: (c, k), 0, ks)[1], ks)
+    same_keys(lax.fori_loop(0, 2, lambda i, k: k.T, ks.reshape(2, 2)), ks.reshape(2, 2))
+    same_keys(lax.cond(True, lambda k: k[1], lambda k: k[0], ks), ks[1])
+    same_keys(ftrans.device_put(ks), ks)
+    s = ftrans.ShapeDtypeStruct.like(ks)
+    assert str(s) == str(jax.ShapeDtypeStruct.like(jr.split(jr.key(0), 4))) == "ShapeDtypeStruct(shape=(4,), dtype=key<fry>)"
+    assert ftrans.eval_shape(lambda k: k[1:], s) == ftrans.ShapeDtypeStruct((3,), ks.dtype)
+    m = ks.reshape(2, 2)  # a negative vmap axis counts key axes
+    same_keys(ftrans.vmap(lambda k: k, in_axes=-1, out_axes=-1)(m), m)
+    same_keys(ftrans.vmap(lambda k: k, in_axes=-1)(m), m.T)
+    g = ftrans.grad(lambda x, k: x * lax.convert_element_type(fr.key_data(k)[0], np.float32),
+                    argnums=(0, 1), allow_int=True)(1.0, ks[1])
+    assert float(g[0]) == 2.0 and g[1].dtype == ftrans.dtypes.float0 and g[1].shape == ()
+
+
+def test_misuse_is_a_specific_error():
+    k = fr.key(0)
+    with pytest.raises(errors.FtransTypeError, match="add does not accept dtypes key<fry>, int32"):
+        k + 1
+    with pytest.raises(errors.FtransTypeError, match="add does not accept dtype key<fry>"):
+        jnp.add(k, k)
+    with pytest.raises(errors.FtransTypeError, match="neg does not accept dtype key<fry>"):
+        -k
+    with pytest.raises(errors.FtransTypeError, match="neg does not accept dtype key<fry>"):
+        jnp.negative(k)
+    with pytest.raises(errors.FtransTypeError, match="different PRNG implementations"):
+        jnp.concatenate([fr.key(0, impl="rbg")[None], k[None]])
+    with pytest.raises(errors.FtransTypeError, match=r"ends with \(2,\)"):
+        fr.wrap_key_data(np.zeros(3, np.uint32))
+    with pytest.raises(errors.FtransValueError, match="Cannot specify both"):
+        fr.key(0, impl="rbg", dtype=fr.key_dtype())
+    with pytest.raises(errors.FtransTypeError, match="cannot be converted to a NumPy array"):
+        np.asarray(k)
+    with pytest.raises(errors.FtransValueError, match="Cannot convert_element_type from key<fry>"):
+        lax.convert_element_type(k, np.int32)
+    with pytest.raises(errors.FtransIndexError, match="Too many indices"):
+        k[0]
+    with pytest.raises(errors.FtransTypeError, match="key accepts a scalar seed"):
+        fr.key(k)
+    with pytest.raises(errors.FtransValueError, match="single key"):
+        fr.normal(fr.split(k), (2,))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(k)
+
+
+@pytest.mark.parametrize("impl", ["threefry4x32", "philox4x32"])
+def test_four_word_generators_match_jax(impl):
+    # philox4x32's data is as wide as threefry2x32's, threefry4x32's as rbg's: the key dtype tells them apart.
+    k, jk = fr.key(42, impl=impl), jr.key(42, impl=impl)
+    same_keys(k, jk)
+    assert fr.key_impl(k) == impl and k.dtype != fr.key_dtype("threefry2x32")
+    same_keys(fr.split(k, (2, 3)), jr.split(jk, (2, 3)))
+    same_keys(fr.fold_in(k, 7), jr.fold_in(jk, 7))
+    np.testing.assert_array_equal(np.asarray(fr.bits(k, (3, 2))), np.asarray(jr.bits(jk, (3, 2))))
