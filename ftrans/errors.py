@@ -37,6 +37,15 @@ def user_frame():
     return f
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the caller point at the user's line (the first
+    frame outside ftrans and jax), however many of ftrans's wrappers sit between."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(LIBRARY_DIRS):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def user_location() -> str:
     f = user_frame()
     if f is None:

@@ -1,5 +1,5 @@
-"""Test set-up: eight host devices for multi-device tests, jax's oracle programs compiled cheaply, a
-private compilation cache, and hypothesis profiles.
+"""Test set-up: eight host devices for multi-device tests, a private compilation cache, and
+hypothesis profiles.
 
 XLA_FLAGS must be set before any XLA backend starts, so it is set here, at
 import time of the first thing pytest loads.
@@ -21,11 +21,6 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 _flags = os.environ["XLA_FLAGS"]
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = _flags + " --xla_force_host_platform_device_count=8"
-# jax's own compiles (the oracle's programs) at LLVM's level 1, the level ftrans compiles at on the CPU
-# (lowering/executable.py): cheaper than XLA's default 2, and the same code generation, so results the tests
-# compare bit for bit (the random samplers) still agree; level 0 changes the last bit of some of them.
-if "xla_backend_optimization_level" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=1"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 _TEST_CACHE_DIR = tempfile.mkdtemp(prefix="ftrans-test-compilation-cache-")

@@ -22,7 +22,14 @@ from ftrans.core.config import config as _config
 from ftrans.core.keys import PRNGKeyArray, reject_keys
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager, shown_value
-from ftrans.errors import FtransOverflowError, FtransShapeError, FtransTypeError, FtransValueError, shapes_str
+from ftrans.errors import (
+    FtransOverflowError,
+    FtransShapeError,
+    FtransTypeError,
+    FtransValueError,
+    shapes_str,
+    user_stacklevel,
+)
 
 _PY_SCALARS = (int, float, complex, bool)
 ArrayLike = Any
@@ -290,7 +297,7 @@ def rank_promotion(name: str, shapes: list) -> None:
         msg = (f"{name}: implicit rank promotion of operands with shapes {listed} (NumPy broadcasting); "
                "set ftrans.config.update('jax_numpy_rank_promotion', 'allow') to silence this warning")
         if f is None:
-            warnings.warn(msg, stacklevel=2)
+            warnings.warn(msg, stacklevel=user_stacklevel())
         else:  # attributed to the user's line, wherever in ftrans the broadcast happens
             warnings.warn_explicit(msg, UserWarning, f.f_code.co_filename, f.f_lineno,
                                    module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ftrans.errors import user_stacklevel
+
 __all__: list[str] = []
 
 
@@ -26,6 +28,6 @@ _pjit.__name__ = _pjit.__qualname__ = "pjit"
 def __getattr__(name: str) -> Any:
     if name == "pjit":
         warnings.warn("jax.experimental.pjit.pjit has been deprecated. Please use `ftrans.jit` instead.",
-                      DeprecationWarning, stacklevel=2)
+                      DeprecationWarning, stacklevel=user_stacklevel())
         return _pjit
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

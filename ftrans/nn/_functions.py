@@ -19,7 +19,7 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
-from ftrans.errors import ConcretizationTypeError, FtransValueError
+from ftrans.errors import ConcretizationTypeError, FtransValueError, user_stacklevel
 from ftrans.numpy._elementwise import _inexact
 from ftrans.scipy.special import _log_softmax, _softmax, logsumexp
 from ftrans.transforms.custom_derivatives import custom_jvp
@@ -291,7 +291,7 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
     x = jnp.asarray(x)
     if not dtypes.is_int(x.dtype):
         warnings.warn(f"nn.one_hot input should be integer-typed (as in JAX); got dtype={x.dtype}",
-                      DeprecationWarning, stacklevel=2)
+                      DeprecationWarning, stacklevel=user_stacklevel())
     dtype = dtypes.default_float() if dtype is None else dtype
     nd = ndim_of(x)
     if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):

@@ -21,7 +21,7 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core.operands import as_operand, shape_of
-from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.transforms.custom_derivatives import custom_vjp
 
 __all__ = ["BlockScaleConfig", "get_scaled_dot_general_config", "scaled_dot_general", "scaled_matmul"]
@@ -226,7 +226,7 @@ def scaled_dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, preferred_ele
     if implementation is not None:
         import warnings
 
-        warnings.warn("scaled_dot_general: implementation is ignored (as in JAX)", DeprecationWarning, stacklevel=2)
+        warnings.warn("scaled_dot_general: implementation is ignored (as in JAX)", DeprecationWarning, stacklevel=user_stacklevel())
     if configs is None:
         return lax.dot_general(lhs, rhs, dimension_numbers, preferred_element_type=preferred_element_type)
     lhs, rhs = jnp.asarray(lhs), jnp.asarray(rhs)

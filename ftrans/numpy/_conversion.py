@@ -11,6 +11,7 @@ from ftrans.core import dtypes
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.errors import user_stacklevel
 
 __all__ = ["astype", "can_cast"]
 
@@ -33,7 +34,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
         else:
             warnings.warn("Casting from complex to real dtypes will soon raise a ValueError. Please first use "
                           "jnp.real or jnp.imag to take the real/imaginary component of your input.",
-                          DeprecationWarning, stacklevel=2)
+                          DeprecationWarning, stacklevel=user_stacklevel())
             arr = E.real_p.bind(arr)
     out = arr
     if dtype_weak(arr) != (target, False):

@@ -35,7 +35,7 @@ from ftrans.core.operands import (
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer, is_eager
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.numpy import _shape
 
 __all__ = [
@@ -362,7 +362,7 @@ def _positional_array_args(args: tuple, copy: Any, order: Any, ndmin: Any) -> tu
         if i < len(args) and given[i] != default:
             raise FtransTypeError(f"array() got multiple values for argument '{name}'")
     warnings.warn("Passing the copy, order, and ndmin arguments to jnp.array positionally is deprecated. Use "
-                  "keyword arguments instead.", DeprecationWarning, stacklevel=3)
+                  "keyword arguments instead.", DeprecationWarning, stacklevel=user_stacklevel())
     return tuple(list(args) + given[len(args):])
 
 

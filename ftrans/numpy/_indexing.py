@@ -58,6 +58,7 @@ from ftrans.errors import (
     FtransTypeError,
     FtransValueError,
     NonConcreteBooleanIndexError,
+    user_stacklevel,
 )
 
 __all__ = [
@@ -723,19 +724,7 @@ def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:
         f"scatter inputs have incompatible types: cannot safely cast value from dtype={src.name} to "
         f"dtype={dst.name} in {name} (x keeps its dtype; the values are cast). JAX will make this an "
         f"error in a future release: convert the values first, e.g. values.astype({dst.name}).",
-        FutureWarning, stacklevel=_user_stacklevel())
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` (for a warning raised by this function's caller) of the user's frame."""
-    import sys
-
-    from ftrans.errors import LIBRARY_DIRS
-
-    f, level = sys._getframe(2), 2
-    while f is not None and f.f_code.co_filename.startswith(LIBRARY_DIRS):
-        f, level = f.f_back, level + 1
-    return level
+        FutureWarning, stacklevel=user_stacklevel())
 
 
 def _no_sharding(name: str, out_sharding: Any) -> None:

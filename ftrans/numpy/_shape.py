@@ -31,7 +31,7 @@ from ftrans.core.operands import (
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
@@ -1086,7 +1086,7 @@ def _warn_sequence(name: str, a: Any) -> None:
 
         warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position 0. In a "
                       f"future release this will be an error (as in JAX); pass jnp.asarray(...) instead.",
-                      DeprecationWarning, stacklevel=3)
+                      DeprecationWarning, stacklevel=user_stacklevel())
 
 
 def shape(a: Any) -> tuple[int, ...]:

@@ -31,7 +31,13 @@ from ftrans.core.array import Array
 from ftrans.core.keys import is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
-from ftrans.errors import ConcretizationTypeError, FtransOverflowError, FtransTypeError, FtransValueError
+from ftrans.errors import (
+    ConcretizationTypeError,
+    FtransOverflowError,
+    FtransTypeError,
+    FtransValueError,
+    user_stacklevel,
+)
 from ftrans.random import _prng
 from ftrans.random._prng import core_jit
 from ftrans.transforms.jit import jit
@@ -762,7 +768,7 @@ def shuffle(key: Any, x: Any, axis: int = 0) -> Any:
     """
     warnings.warn(
         "ftrans.random.shuffle is deprecated and will be removed (JAX's random.shuffle was); use "
-        "ftrans.random.permutation with independent=True", DeprecationWarning, stacklevel=2)
+        "ftrans.random.permutation with independent=True", DeprecationWarning, stacklevel=user_stacklevel())
     k = _check_key("shuffle", key)
     _check_arraylike("shuffle", x)
     nd = len(shape_of(x))

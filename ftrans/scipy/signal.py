@@ -23,7 +23,7 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core.operands import canonicalize_axis, check_arraylike, concrete_or_error
-from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.numpy import fft as jnp_fft
 
 __all__ = ["convolve", "convolve2d", "correlate", "correlate2d", "csd", "detrend", "fftconvolve", "istft", "stft",
@@ -261,7 +261,7 @@ def _window(name: str, window: Any, nperseg: int | None, length: int, dtype: Any
     if isinstance(window, (str, tuple)):
         n = length if nperseg is None else int(nperseg)
         if n > length:
-            warnings.warn(f"nperseg={n} is greater than input_length={length}, using nperseg={length}", stacklevel=4)
+            warnings.warn(f"nperseg={n} is greater than input_length={length}, using nperseg={length}", stacklevel=user_stacklevel())
             n = length
         return jnp.asarray(_named_window(name, window, n), dtype=dtype), n
     win = jnp.asarray(window, dtype=dtype)
@@ -417,7 +417,7 @@ def _spectral(name: str, x: Any, y: Any, fs: Any, window: Any, nperseg: Any, nov
     sides = "onesided" if return_onesided else "twosided"
     if sides == "onesided" and (jnp.iscomplexobj(x) or (y is not None and jnp.iscomplexobj(y))):
         sides = "twosided"
-        warnings.warn("Input data is complex, switching to return_onesided=False", stacklevel=3)
+        warnings.warn("Input data is complex, switching to return_onesided=False", stacklevel=user_stacklevel())
     if sides == "twosided":
         freqs = jnp_fft.fftfreq(nfft_int, 1 / fs, dtype=freq_dtype)
     else:

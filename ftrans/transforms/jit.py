@@ -51,6 +51,7 @@ from ftrans.errors import (
     FtransTypeError,
     FtransValueError,
     user_frame,
+    user_stacklevel,
 )
 from ftrans.lowering import compat
 from ftrans.lowering import executable as X
@@ -1707,7 +1708,7 @@ def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str
            "stay alive); donate only arguments an output can replace")
     f = user_frame()
     if f is None:
-        warnings.warn(msg, UserWarning, stacklevel=2)
+        warnings.warn(msg, UserWarning, stacklevel=user_stacklevel())
     else:
         warnings.warn_explicit(msg, UserWarning, f.f_code.co_filename, f.f_lineno,
                                module=f.f_globals.get("__name__"), registry=f.f_globals.setdefault(

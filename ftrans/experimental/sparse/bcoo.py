@@ -32,7 +32,7 @@ import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes as _dtypes
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.util import (
     SparseEfficiencyError,
@@ -431,7 +431,7 @@ def bcoo_update_layout(mat: BCOO, *, n_batch: int | None = None, n_dense: int | 
             raise SparseEfficiencyError(msg + " Pass on_inefficient='warn' or None to bcoo_update_layout to allow it.")
         if on_inefficient == "warn":
             warnings.warn(msg + " Pass on_inefficient=None to bcoo_update_layout to silence this warning.",
-                          SparseEfficiencyWarning, stacklevel=3)
+                          SparseEfficiencyWarning, stacklevel=user_stacklevel())
 
     shape = mat.shape
     if n_dense > mat.n_dense and any(d > 1 for d in shape[mat.ndim - n_dense:mat.ndim - mat.n_dense]):
