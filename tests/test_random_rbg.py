@@ -138,7 +138,7 @@ def _draws(r, k):
 def test_samplers_match_jax_eager_and_jit(impl):
     k = fr.PRNGKey(3, impl=impl)
     jk = jkey(k, impl)
-    theirs = _draws(jr, jk)
+    theirs = jax.jit(lambda k: _draws(jr, k))(jk)  # jax eager would compile each operation apart
     with default_impl(impl):
         for o, t in zip(_draws(fr, k), theirs, strict=True):
             same(o, t)
@@ -279,10 +279,11 @@ def test_vmap_of_gamma_and_its_relatives_over_rbg_keys_matches_jax(impl):
                ftrans.vmap(lambda k: ftrans.random.dirichlet(k, alphas))(raw),
                ftrans.vmap(ftrans.grad(lambda a, k: ftrans.random.gamma(k, a)), in_axes=(None, 0))(2.0, raw)]
     keys = jax.vmap(lambda r: jax.random.wrap_key_data(r, impl=impl))(raw)
-    want = [jax.vmap(lambda k: jax.random.gamma(k, 2.0, (3,)))(keys),
-            jax.vmap(lambda k, a: jax.random.gamma(k, a, (3,)))(keys, alphas),
-            jax.vmap(lambda k: jax.random.beta(k, 2.0, 3.0, (2,)))(keys),
-            jax.vmap(lambda k: jax.random.dirichlet(k, alphas))(keys),
-            jax.vmap(jax.grad(lambda a, k: jax.random.gamma(k, a)), in_axes=(None, 0))(2.0, keys)]
+    want = jax.jit(lambda keys: [  # one jax program: eagerly jax compiles each operation apart
+        jax.vmap(lambda k: jax.random.gamma(k, 2.0, (3,)))(keys),
+        jax.vmap(lambda k, a: jax.random.gamma(k, a, (3,)))(keys, alphas),
+        jax.vmap(lambda k: jax.random.beta(k, 2.0, 3.0, (2,)))(keys),
+        jax.vmap(lambda k: jax.random.dirichlet(k, alphas))(keys),
+        jax.vmap(jax.grad(lambda a, k: jax.random.gamma(k, a)), in_axes=(None, 0))(2.0, keys)])(keys)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-6)
