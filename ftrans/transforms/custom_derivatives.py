@@ -648,8 +648,10 @@ class custom_vjp:  # noqa: N801 - JAX's name
         for each output cotangent known to be zero; either way ``bwd`` may give ``None`` (or a
         ``SymbolicZero``) for an argument with a zero cotangent.
 
-        ``optimize_remat=True`` (JAX's remat optimization) is accepted: it only changes what a checkpointed
-        program recomputes, not any value, so ftrans runs ``fwd`` as usual.
+        ``optimize_remat=True`` (JAX's remat optimization) is accepted, and ftrans runs ``fwd`` as usual.
+        Under ``checkpoint`` JAX then runs the function itself on the forward pass and ``fwd`` only when
+        the backward pass recomputes, so the two differ when ``fwd``'s primal output is not the function's
+        (docs/differences.md).
         """
         if symbolic_zeros and optimize_remat:
             raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
