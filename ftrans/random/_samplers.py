@@ -86,8 +86,8 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
         if str(key.dtype).startswith("key<"):
             raise FtransTypeError(
                 f"ftrans.random.{name}: got a jax typed key array ({key.dtype}), which ftrans cannot "
-                "read; pass ftrans.random.wrap_key_data(jax.random.key_data(k), impl=...) or make the key "
-                "with ftrans.random.key")
+                "read; pass its raw data (JAX's random.key_data of it) to ftrans.random.wrap_key_data(data, "
+                "impl=...), or make the key with ftrans.random.key")
         k = np.asarray(key)
     else:
         raise FtransTypeError(
