@@ -20,6 +20,7 @@ The tangent of a key array is ``float0`` of the key array's shape (a key is not 
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import Any
@@ -424,3 +425,15 @@ def install(jnp_module: Any) -> None:
     """Bind the key array's structural methods to ``ftrans.numpy``'s key-aware functions."""
     global _jnp
     _jnp = jnp_module
+
+
+def key_dispatching(plain: Any, keyed: Any, test: Any) -> Any:
+    """``plain`` with a key-aware twin in front: calls for which ``test(args, kwargs)`` holds (a key among
+    them) go to ``keyed``. Shared by the key-aware ``ftrans.numpy`` and ``ftrans.lax`` functions."""
+    @functools.wraps(plain)
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        if test(args, kwargs):
+            return keyed(*args, **kwargs)
+        return plain(*args, **kwargs)
+
+    return fn

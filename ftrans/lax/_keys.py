@@ -9,12 +9,18 @@ keys to numbers and back (``random.key_data`` and ``random.wrap_key_data`` do th
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from ftrans.core.keys import PRNGKeyArray, check_all_keys, is_key, is_key_dtype, normalize_axis
+from ftrans.core.keys import (
+    PRNGKeyArray,
+    check_all_keys,
+    is_key,
+    is_key_dtype,
+    key_dispatching,
+    normalize_axis,
+)
 from ftrans.errors import FtransValueError
 
 _orig: dict[str, Any] = {}
@@ -200,19 +206,9 @@ _TABLE = {
 }
 
 
-def _dispatching(plain: Any, keyed: Any, test: Any) -> Any:
-    @functools.wraps(plain)
-    def fn(*args: Any, **kwargs: Any) -> Any:
-        if test(args, kwargs):
-            return keyed(*args, **kwargs)
-        return plain(*args, **kwargs)
-
-    return fn
-
-
 def install(namespace: dict) -> None:
     """Put the key-aware versions in front of ``namespace``'s (``ftrans.lax``'s) plain operations."""
     for name, (keyed, test) in _TABLE.items():
         plain = namespace[name]
         _orig[name] = plain
-        namespace[name] = _dispatching(plain, keyed, test)
+        namespace[name] = key_dispatching(plain, keyed, test)

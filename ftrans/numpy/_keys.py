@@ -9,7 +9,6 @@ and call the plain function otherwise.  Numeric functions refuse key arrays (``c
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -371,16 +370,6 @@ _TABLE: dict[str, tuple[Any, Any]] = {
 }
 
 
-def _dispatching(name: str, plain: Any, keyed: Any, test: Any) -> Any:
-    @functools.wraps(plain)
-    def fn(*args: Any, **kwargs: Any) -> Any:
-        if test(args, kwargs):
-            return keyed(*args, **kwargs)
-        return plain(*args, **kwargs)
-
-    return fn
-
-
 def _result_type_test(args: Any, kwargs: Any) -> bool:
     return any(is_key(a) or K.is_key_dtype(a) for a in args)
 
@@ -396,7 +385,7 @@ def install(namespace: dict) -> None:
     for name, (keyed, test) in _TABLE.items():
         plain = namespace[name]
         _orig[name] = plain
-        namespace[name] = _dispatching(name, plain, keyed, test)
+        namespace[name] = K.key_dispatching(plain, keyed, test)
 
 
 __all__: Sequence[str] = []
