@@ -186,9 +186,11 @@ def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
     """``execute_fn`` for a program that calls back into Python: each call waits until the program
     (and so every callback it made) has finished, so a print shows before the call returns and a
     failing callback's exception surfaces here."""
-    run = executable.execute_sharded
-    handlers = result_handlers(out_avals, device)
+    return _waiting_call(executable.execute_sharded, result_handlers(out_avals, device))
 
+
+def _waiting_call(run: Any, handlers: list):
+    """A call of ``run`` (``execute_sharded``) that returns only when the program and its callbacks are done."""
     def call(buffers: list) -> list:
         results = run(buffers, with_tokens=True)
         token = results.consume_token()
@@ -618,16 +620,7 @@ def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardin
     def call(buffers: list) -> list:
         return run(buffers).consume_with_handlers(handlers)
 
-    def call_sync(buffers: list) -> list:
-        results = run(buffers, with_tokens=True)
-        token = results.consume_token()
-        outs = results.consume_with_handlers(handlers)
-        token.block_until_ready()
-        for o in outs:
-            o.block_until_ready()
-        return outs
-
-    return call_sync if sync else call
+    return _waiting_call(run, handlers) if sync else call
 
 
 def shards_of(buf: Any) -> list:
