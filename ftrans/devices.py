@@ -321,6 +321,8 @@ def _flat_prefix(prefix: Any, x: Any, is_leaf: Any) -> list:
 
 def _flat_targets(what: str, spec: Any, x: Any, n: int) -> list:
     """``device``/``src`` as one target per leaf of ``x``: None, a Device or a NamedSharding."""
+    if spec is None:
+        return [None] * n
     if isinstance(spec, (dict, list, tuple)) and not _target_leaf(spec):  # a tree prefix of x, as in JAX
         details = _mismatch_details(spec, x, f"device_put {what}", _target_leaf)
         if details:
@@ -372,6 +374,8 @@ def _as_target(what: str, device: Any) -> Any:
 def _copy_semantics(donate: Any, may_alias: Any, x: Any, n: int) -> list:
     """One ``CopySemantics`` per leaf of ``x`` from ``donate`` and ``may_alias`` (bools, or None for
     ``may_alias``, or tree prefixes of ``x`` of them), as JAX maps them."""
+    if type(donate) is bool and (may_alias is None or type(may_alias) is bool):  # one flag each: one answer
+        return [_copy_of(donate, may_alias)] * n
     flags = []
     for flag, what in ((donate, "donate"), (may_alias, "may_alias")):
         if flag is None or isinstance(flag, bool):
@@ -387,16 +391,16 @@ def _copy_semantics(donate: Any, may_alias: Any, x: Any, n: int) -> list:
                 raise FtransTypeError(f"device_put: {what} must be a bool or a pytree prefix of x of bools, "
                                       f"got {type(f).__name__}")
         flags.append(flat)
-    out = []
-    for d, a in zip(*flags):
-        if d and a:
-            raise FtransValueError("device_put: may_alias and donate cannot be True at the same time (donate=True "
-                                   "and may_alias=True: a donated array is deleted, so its result cannot alias "
-                                   "it); leave may_alias=None")
-        m = (not d) if a is None else a
-        out.append(CopySemantics.REUSE_INPUT if m else CopySemantics.DONATE_INPUT if d else
-                   CopySemantics.ALWAYS_COPY)
-    return out
+    return [_copy_of(d, a) for d, a in zip(*flags)]
+
+
+def _copy_of(donate: Any, may_alias: Any) -> CopySemantics:
+    if donate and may_alias:
+        raise FtransValueError("device_put: may_alias and donate cannot be True at the same time (donate=True "
+                               "and may_alias=True: a donated array is deleted, so its result cannot alias "
+                               "it); leave may_alias=None")
+    m = (not donate) if may_alias is None else may_alias
+    return CopySemantics.REUSE_INPUT if m else CopySemantics.DONATE_INPUT if donate else CopySemantics.ALWAYS_COPY
 
 
 def _placement_of(leaf: Any) -> Any:
