@@ -18,6 +18,7 @@ from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import (
     Array,
     DeviceArray,
@@ -29,6 +30,7 @@ from ftrans.core.array import (
 )
 from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
+from ftrans.core.prims.sharding import CopySemantics, device_put_p, set_eager_rule
 from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_runtime
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -267,93 +269,201 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     """Place every array leaf of the pytree ``x`` on ``device`` (default: the default device).
 
     Leaves become device-resident ``ftrans.Array``s; Python scalars keep their
-    weak type, as in JAX. As in JAX, ``donate`` and ``may_alias`` are bools or
+    weak type, as in JAX. ``device`` is a Device, a Sharding, a
+    ``PartitionSpec`` (over the mesh ``set_mesh`` set) or a pytree prefix of
+    ``x`` of these. As in JAX, ``donate`` and ``may_alias`` are bools or
     pytree prefixes of ``x``: ``may_alias=False`` always copies (``None``
     aliases an array already on ``device`` unless it is donated), and a
     donated device array is deleted once its copy exists. ``src``, where
-    given, must be the device the arrays are on.
+    given, says where the arrays come from (a Device or Sharding, or a pytree
+    prefix): as in JAX it is not checked, and reverse mode sends the
+    cotangents there.
+
+    Under a transform (``jit``, ``grad``, ``vmap``) it is the primitive
+    ``device_put``, with JAX's rules: the tangent is placed as the value, the
+    cotangent goes back where the value came from (``src``, else the concrete
+    value's own placement), and inside ``jit`` a NamedSharding target is a
+    sharding annotation while a Device target changes nothing (the program's
+    placement decides).
     """
     _explicit_transfer_guard(x)
-    dev = sharding = None  # device None: each device array stays where it is, a host value goes to the default
-    device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
-    if device is None:
-        pass
-    elif _is_device(device):
-        dev = device
-    elif isinstance(device, (NamedSharding, PartitionSpec)):
-        sharding = device
-    elif isinstance(device, (dict, list, tuple)):  # a tree prefix of x of devices / shardings, as in JAX
-        def spec_leaf(d: Any) -> bool:
-            return d is None or _is_device(d) or isinstance(d, (NamedSharding, PartitionSpec)) or \
-                hasattr(d, "device_set")
-        details = _mismatch_details(device, x, "device_put device", spec_leaf)
+    leaves, treedef = tree_util.tree_flatten(x)
+    n = len(leaves)
+    targets = _flat_targets("device", device, x, n)
+    srcs = [None] * n if src is None else _flat_targets("src", src, x, n)
+    copies = _copy_semantics(donate, may_alias, x, n)
+    if _trace.is_eager() and not any(isinstance(leaf, Tracer) for leaf in leaves):
+        out = [_place(leaf, t, c) for leaf, t, c in zip(leaves, targets, copies)]
+    else:
+        for leaf, t in zip(leaves, targets):
+            if not isinstance(leaf, Tracer):
+                _check_operand(leaf)
+            if isinstance(t, NamedSharding):
+                from ftrans.core.sharding import check_divisible
+
+                check_divisible(t, _trace.aval_of(leaf).shape, "device_put")
+        srcs = [_placement_of(leaf) if s is None else s for leaf, s in zip(leaves, srcs)]
+        out = device_put_p.bind(*leaves, devices=tuple(targets), srcs=tuple(srcs), copy_semantics=tuple(copies))
+    return tree_util.tree_unflatten(treedef, out)
+
+
+def _target_leaf(d: Any) -> bool:
+    return d is None or _is_device(d) or isinstance(d, (NamedSharding, PartitionSpec)) or hasattr(d, "device_set")
+
+
+def _flat_prefix(prefix: Any, x: Any, is_leaf: Any) -> list:
+    """One entry of ``prefix`` (a pytree prefix of ``x``) per leaf of ``x``, in ``x``'s leaf order."""
+    out: list = []
+    tree_util.tree_map(lambda p, sub: out.extend([p] * len(tree_util.tree_leaves(sub))), prefix, x,
+                       is_leaf=is_leaf)
+    return out
+
+
+def _flat_targets(what: str, spec: Any, x: Any, n: int) -> list:
+    """``device``/``src`` as one target per leaf of ``x``: None, a Device or a NamedSharding."""
+    if spec is None:
+        return [None] * n
+    if isinstance(spec, (dict, list, tuple)) and not _target_leaf(spec):  # a tree prefix of x, as in JAX
+        details = _mismatch_details(spec, x, f"device_put {what}", _target_leaf)
         if details:
-            raise FtransValueError("device_put device specification must be a tree prefix of the corresponding "
-                                   f"value (x); got {tree_util.tree_structure(device, is_leaf=spec_leaf)} for "
+            raise FtransValueError(f"device_put {what} specification must be a tree prefix of the corresponding "
+                                   f"value (x); got {tree_util.tree_structure(spec, is_leaf=_target_leaf)} for "
                                    f"x of structure {tree_util.tree_structure(x)}.{details}")
         try:
-            return tree_util.tree_map(lambda d, sub: device_put(sub, d, donate=donate, may_alias=may_alias),
-                                      device, x, is_leaf=spec_leaf)
+            flat = _flat_prefix(spec, x, _target_leaf)
         except ValueError as e:
-            raise FtransValueError(f"device_put: the tree of devices/shardings must be a tree prefix of x ({e})"
-                                   ) from None
-    elif hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
-        if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)
-            sharding = conv
-        else:
-            ds = getattr(device, "device_set", None)
-            if ds is None or len(ds) != 1:
-                raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
-            dev = next(iter(ds))
-    else:
-        raise FtransValueError(
-            f"device_put: device must be None, a Device (from ftrans.devices()), a Sharding, or a pytree of "
-            f"these; received invalid value {device!r} of type {type(device).__name__}"
-            + (f" (for the platform, pass ftrans.devices({device!r})[0])" if isinstance(device, str) else ""))
-    if donate is True and may_alias is True:
-        raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined: a donated "
-                               "array is deleted, so its result cannot alias it; leave may_alias=None")
-    if isinstance(sharding, PartitionSpec):
+            raise FtransValueError(f"device_put: the tree of {what}s must be a tree prefix of x ({e})") from None
+        memo: dict = {}
+        out = []
+        for d in flat:
+            k = id(d)
+            if k not in memo:
+                memo[k] = _as_target(what, d)
+            out.append(memo[k])
+        return out
+    return [_as_target(what, spec)] * n
+
+
+def _as_target(what: str, device: Any) -> Any:
+    """A device/src entry as None, a Device or a NamedSharding (a PartitionSpec over the current mesh, a
+    runtime sharding as ftrans's)."""
+    device = as_spec(device)  # JAX's PartitionSpec: as ftrans's
+    if device is None or _is_device(device) or isinstance(device, NamedSharding):
+        return device
+    if isinstance(device, PartitionSpec):
         from ftrans.core.sharding import get_mesh
 
         mesh = get_mesh()
         if mesh is None:
-            raise FtransValueError(f"device_put: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
+            raise FtransValueError(f"device_put: got a bare PartitionSpec {device!r} but no mesh is set; use "
                                    "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
-        sharding = NamedSharding(mesh, sharding)
-    src_dev = _source_device(src)
+        return NamedSharding(mesh, device)
+    if hasattr(device, "_device_assignment") or hasattr(device, "device_set"):
+        if isinstance(conv := from_runtime(device), NamedSharding):  # JAX's NamedSharding: as ftrans's (as JAX)
+            return conv
+        ds = getattr(device, "device_set", None)
+        if ds is None or len(ds) != 1:
+            raise FtransTypeError(f"device_put: cannot place on {device!r}; use a NamedSharding or a Device")
+        return next(iter(ds))
+    raise FtransValueError(
+        f"device_put: Received invalid value {device!r} of type {type(device).__name__} for {what}: it must be "
+        "None, a Device (from ftrans.devices()), a Sharding, or a pytree of these"
+        + (f" (for the platform, pass ftrans.devices({device!r})[0])" if isinstance(device, str) else ""))
 
-    def one(leaf: Any, donate: bool, may_alias: bool) -> Any:
-        if sharding is not None:
-            return _put_sharded_leaf(leaf, sharding, donate, may_alias)
-        if dev is None and type(leaf) is ShardedArray:  # stays laid out as it is
-            if src_dev is not None and leaf.devices() != {src_dev}:
-                raise FtransValueError(f"device_put: src={src_dev} but the array lives on {leaf.devices()}")
-            return _keep_sharded(leaf, leaf._sharded, donate, may_alias)
-        if dev is None:  # stays where it is, committed only if it already was (as in JAX)
-            where = leaf.device if isinstance(leaf, DeviceArray) else default_device()
-            commit = isinstance(leaf, DeviceArray) and leaf._committed
-        else:
-            where, commit = dev, True
-        out = _put_leaf(leaf, where, src_dev, donate, may_alias)
-        if commit and type(out) is DeviceArray and not getattr(out, "_commit", False):
-            if out is leaf:  # the same buffer, now pinned to its device: a new Array, as JAX's device_put
-                out = device_array(leaf._buf, leaf._aval, leaf._sig)
-            out._commit = True
-            _commit_seen()
-        return out
 
-    def put(sub: Any, d: Any, alias: Any) -> Any:
-        for flag, what in ((d, "donate"), (alias, "may_alias")):
-            if not (flag is None or isinstance(flag, bool)):
+def _copy_semantics(donate: Any, may_alias: Any, x: Any, n: int) -> list:
+    """One ``CopySemantics`` per leaf of ``x`` from ``donate`` and ``may_alias`` (bools, or None for
+    ``may_alias``, or tree prefixes of ``x`` of them), as JAX maps them."""
+    if type(donate) is bool and (may_alias is None or type(may_alias) is bool):  # one flag each: one answer
+        return [_copy_of(donate, may_alias)] * n
+    flags = []
+    for flag, what in ((donate, "donate"), (may_alias, "may_alias")):
+        if flag is None or isinstance(flag, bool):
+            flags.append([flag] * n)
+            continue
+        try:
+            flat = _flat_prefix(flag, x, lambda v: v is None or isinstance(v, bool))
+        except ValueError as e:
+            raise FtransValueError(f"device_put: donate / may_alias must be a bool or a tree prefix of x ({e})"
+                                   ) from None
+        for f in flat:
+            if not (f is None or isinstance(f, bool)):
                 raise FtransTypeError(f"device_put: {what} must be a bool or a pytree prefix of x of bools, "
-                                      f"got {type(flag).__name__}")
-        if d and alias:
-            raise FtransValueError("device_put: donate=True and may_alias=True cannot be combined for one leaf")
-        may = (not d) if alias is None else alias
-        return tree_util.tree_map(lambda leaf: one(leaf, bool(d), may), sub)
+                                      f"got {type(f).__name__}")
+        flags.append(flat)
+    return [_copy_of(d, a) for d, a in zip(*flags)]
 
-    return _map_prefixes(put, x, donate, may_alias)
+
+def _copy_of(donate: Any, may_alias: Any) -> CopySemantics:
+    if donate and may_alias:
+        raise FtransValueError("device_put: may_alias and donate cannot be True at the same time (donate=True "
+                               "and may_alias=True: a donated array is deleted, so its result cannot alias "
+                               "it); leave may_alias=None")
+    m = (not donate) if may_alias is None else may_alias
+    return CopySemantics.REUSE_INPUT if m else CopySemantics.DONATE_INPUT if donate else CopySemantics.ALWAYS_COPY
+
+
+def _placement_of(leaf: Any) -> Any:
+    """Where the concrete value behind a traced ``leaf`` lives (its Device, or its NamedSharding), or None: an
+    autodiff tracer outside ``jit`` carries its concrete primal, which is where a cotangent goes back to,
+    as JAX infers ``src``. A host-resident value, or a tracer with no concrete value, names no placement."""
+    v = leaf
+    while isinstance(v, Tracer):
+        v = getattr(v, "primal", None)
+    if type(v) is DeviceArray:
+        return v.device
+    if type(v) is ShardedArray and isinstance(v.sharding, NamedSharding):
+        return v.sharding
+    return None
+
+
+def _check_operand(x: Any) -> None:
+    """A leaf ``device_put`` cannot place is refused with the error the eager path gives."""
+    if isinstance(x, (Array, bool, int, float, complex, np.generic)):
+        return
+    if isinstance(x, np.ma.MaskedArray):
+        raise masked_array_error("device_put")
+    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
+        return
+    if jax_array_argument(x):
+        raise jax_array_argument_error("device_put")
+    raise FtransTypeError(f"device_put: cannot place a {type(x).__name__} on a device; pass arrays")
+
+
+def _place(leaf: Any, target: Any, copy: CopySemantics) -> Any:
+    """One concrete leaf placed on ``target`` (None: where it is, a Device, or a NamedSharding)."""
+    donate = copy is CopySemantics.DONATE_INPUT
+    may_alias = copy is CopySemantics.REUSE_INPUT
+    if isinstance(target, NamedSharding):
+        return _put_sharded_leaf(leaf, target, donate, may_alias)
+    if target is None and type(leaf) is ShardedArray:  # stays laid out as it is
+        return _keep_sharded(leaf, leaf._sharded, donate, may_alias)
+    if target is None:  # stays where it is, committed only if it already was (as in JAX)
+        where = leaf.device if isinstance(leaf, DeviceArray) else default_device()
+        commit = isinstance(leaf, DeviceArray) and leaf._committed
+    else:
+        where, commit = target, True
+    out = _put_leaf(leaf, where, donate, may_alias)
+    if commit and type(out) is DeviceArray and not getattr(out, "_commit", False):
+        if out is leaf:  # the same buffer, now pinned to its device: a new Array, as JAX's device_put
+            out = device_array(leaf._buf, leaf._aval, leaf._sig)
+        out._commit = True
+        _commit_seen()
+    return out
+
+
+def _eager_device_put(xs: list, *, devices: tuple, srcs: tuple, copy_semantics: tuple) -> list:
+    """``device_put_p`` applied to concrete values (core's eager rule): each placed on its target. A staged
+    program the host interpreter runs while XLA compiles (``calls.host_only``) keeps its values on the host,
+    as the NumPy rule does."""
+    from ftrans.lowering.rules.calls import host_only_active
+
+    if host_only_active():
+        return list(xs)
+    return [_place(x, d, c) for x, d, c in zip(xs, devices, copy_semantics)]
+
+
+set_eager_rule(_eager_device_put)
 
 
 def _keep_sharded(x: ShardedArray, buf: Any, donate: bool, may_alias: bool) -> Any:
@@ -376,13 +486,10 @@ def _put_sharded_leaf(leaf: Any, sharding: NamedSharding, donate: bool = False, 
     from ftrans.core.sharding import check_divisible
     from ftrans.lowering import spmd
 
-    if isinstance(leaf, Tracer):
-        from ftrans.core.prims.sharding import sharding_constraint_p
-
-        return sharding_constraint_p.bind(leaf, sharding=sharding)
     if isinstance(leaf, Array):
         aval = leaf.aval
     else:
+        _check_operand(leaf)
         arr = np.asarray(leaf)
         canon = dtypes.canonicalize(arr.dtype)
         weak = isinstance(leaf, (bool, int, float, complex))
@@ -401,31 +508,6 @@ def _put_sharded_leaf(leaf: Any, sharding: NamedSharding, donate: bool = False, 
     return sharded_array(buf, aval)
 
 
-def _map_prefixes(put: Any, x: Any, donate: Any, may_alias: Any) -> Any:
-    """Apply ``put(subtree, donate, may_alias)`` where the flags (bools or tree prefixes of x) are leaves."""
-    if isinstance(donate, (bool, type(None))) and isinstance(may_alias, (bool, type(None))):
-        return put(x, donate, may_alias)
-    try:
-        if isinstance(donate, (bool, type(None))):
-            return tree_util.tree_map(lambda a, sub: put(sub, donate, a), may_alias, x)
-        if isinstance(may_alias, (bool, type(None))):
-            return tree_util.tree_map(lambda d, sub: put(sub, d, may_alias), donate, x)
-        return tree_util.tree_map(lambda d, a, sub: put(sub, d, a), donate, may_alias, x)
-    except ValueError as e:
-        raise FtransValueError(f"device_put: donate / may_alias must be a bool or a tree prefix of x ({e})") from None
-
-
-def _source_device(src: Any) -> Any:
-    if src is None:
-        return None
-    if _is_device(src):
-        return src
-    ds = getattr(src, "device_set", None)
-    if ds is not None and len(ds) == 1:
-        return next(iter(ds))
-    raise FtransTypeError(f"device_put: src must be a Device or a single-device sharding, got {src!r}")
-
-
 def _commit_seen() -> None:
     """An array was committed to a device: from now on eager operations look for committed operands
     (``device_eager.dispatch``), so that they run on those operands' device, as in JAX."""
@@ -434,14 +516,10 @@ def _commit_seen() -> None:
     device_eager.install()
 
 
-def _put_leaf(x: Any, dev: Any, src: Any = None, donate: bool = False, may_alias: bool = True) -> Any:
+def _put_leaf(x: Any, dev: Any, donate: bool = False, may_alias: bool = True) -> Any:
     from ftrans.lowering.executable import sig_of, to_buffer
 
-    if isinstance(x, Tracer):
-        return x  # under a transform, placement is the compiled program's business
     if isinstance(x, DeviceArray):
-        if src is not None and x.device != src:
-            raise FtransValueError(f"device_put: src={src} but the array lives on {x.device}")
         buf = to_buffer(x, dev)
         if buf is x._buf:
             if may_alias:

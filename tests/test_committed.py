@@ -79,6 +79,9 @@ def _layouts(lib, np_, lax_, sharding_mod):
         "full_like_uncommitted": lax_.full_like(np_.ones(3), 2),
         "full_like_weak": lax_.full_like(lib.device_put(1.0, d[3]), 2),
         "full_sharding": lax_.full((8,), 1.0, sharding=s),
+        # a spec longer than the rank, its extra entries unsplit: JAX's lax.full accepts it
+        "full_sharding_trailing_none": lax_.full((8,), 1.0, sharding=sharding_mod.NamedSharding(
+            mesh, sharding_mod.PartitionSpec("i", None))),
         "full_like_sharding": lax_.full_like(lax_.iota("float32", 8), 1, sharding=s),
         "full_like_sharded_new_shape": lax_.full_like(lib.device_put(np_.ones(8), s), 1.0, shape=(3,)),
         "empty_mask": m[np_.asarray([False], device=d[2])],

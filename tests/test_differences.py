@@ -409,6 +409,28 @@ def test_reshard_accepts_auto_axes():
     assert out.sharding == NamedSharding(fm, P("x"))
 
 
+@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+def test_device_put_in_jit_annotates_any_mesh_and_host_arrays_name_no_source():
+    from jax.sharding import AxisType as JA
+    from jax.sharding import NamedSharding as JNS
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import AxisType, NamedSharding, P
+
+    x = np.arange(8, dtype=np.float32)
+    jm = jax.make_mesh((4,), ("x",), axis_types=(JA.Auto,))
+    fm = ftrans.make_mesh((4,), ("x",), axis_types=(AxisType.Auto,))
+    jo = jax.jit(lambda a: jax.device_put(a * 2, JNS(jm, JP("x"))) + 1)(x)
+    fo = ftrans.jit(lambda a: ftrans.device_put(a * 2, NamedSharding(fm, P("x"))) + 1)(x)
+    assert tuple(jo.sharding.spec) == () and tuple(fo.sharding.spec) == ("x",)  # JAX: left to the partitioner
+    np.testing.assert_array_equal(fo, jo)
+    d1, jd1 = ftrans.devices()[1], jax.devices()[1]
+    jg = jax.grad(lambda a: jax.device_put(a, jd1).sum())(jnp.asarray(x))
+    fg = ftrans.grad(lambda a: ftrans.device_put(a, d1).sum())(fnp.asarray(x))
+    assert jg.committed and not fg._committed  # JAX's arrays always live on a device, so its gradient is committed
+    assert jg.devices() == {jax.devices()[0]} and fg.devices() == {ftrans.devices()[0]}
+
+
 # ---------------------------------------------------------------- jit: the stability rewrites
 def test_jit_rewrites_log_softmax_stably():
     x = np.array([0., 100., 200., -300.], np.float32)

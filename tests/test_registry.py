@@ -331,6 +331,16 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     s["sharding_constraint"] = [((arr((4, 2), f32),), {"sharding": NamedSharding(one, P("x"))}),
                                 ((arr((3,), i32),), {"sharding": NamedSharding(one, P())})]
     s["shard_alike"] = [((arr((4, 2), f32), arr((4, 2), f32, 1)), {}), ((arr((3,), i32), arr((3,), i32, 2)), {})]
+    from ftrans.core.prims.sharding import CopySemantics as _CS
+
+    dev = ftrans.devices()[-1]
+    s["device_put"] = [
+        ((arr((4, 2), f32),), {"devices": (dev,), "srcs": (None,), "copy_semantics": (_CS.REUSE_INPUT,)}),
+        ((arr((3,), f32), Array._new(arr((), f32, 1), True)),
+         {"devices": (None, NamedSharding(one, P())), "srcs": (dev, None),
+          "copy_semantics": (_CS.ALWAYS_COPY, _CS.REUSE_INPUT)}),
+        ((arr((3,), i32),), {"devices": (dev,), "srcs": (None,), "copy_semantics": (_CS.ALWAYS_COPY,)}),
+    ]
     # Primitives other engineers are adding; entries apply once they register.
     s["sort"] = [
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),

@@ -72,6 +72,13 @@ def _laid_out(out: Any, sharding: Any, what: str) -> Any:
     a traced one constrained to it."""
     if sharding is None:
         return out
+    from ftrans.core.sharding import NamedSharding, PartitionSpec, as_sharding
+
+    sharding = as_sharding(sharding)
+    nd = len(shape_of(out))
+    if isinstance(sharding, NamedSharding) and len(sharding.spec) > nd and all(
+            e is None for e in tuple(sharding.spec)[nd:]):  # unsplit trailing entries past the rank: as JAX accepts
+        sharding = sharding.update(spec=PartitionSpec(*tuple(sharding.spec)[:nd]))
     if isinstance(out, Array) and _trace.is_eager():
         from ftrans.devices import device_put
 

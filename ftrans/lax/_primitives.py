@@ -123,6 +123,7 @@ from ftrans.core.prims.reductions import (  # noqa: F401
     reduce_xor_p,
 )
 from ftrans.core.prims.sharding import (  # noqa: F401
+    device_put_p,
     sharding_constraint_p,
 )
 from ftrans.core.prims.sorting import (  # noqa: F401
@@ -200,6 +201,7 @@ __all__ = [
     "cummin_p",
     "cumprod_p",
     "cumsum_p",
+    "device_put_p",
     "digamma_p",
     "div_p",
     "dot_general_p",

@@ -34,14 +34,20 @@ __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
 
 def constraint_meshes(jaxpr: Any) -> list:
-    """The meshes (of several devices) that sharding constraints anywhere in ``jaxpr`` name."""
+    """The meshes (of several devices) that sharding constraints (and ``device_put``'s NamedSharding targets)
+    anywhere in ``jaxpr`` name."""
     from ftrans.core.ir import ClosedJaxpr, subjaxprs
     from ftrans.core.prims.shard_map import shard_map_p
-    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.prims.sharding import device_put_p, sharding_constraint_p
 
     out: list = []
     for eqn in jaxpr.eqns:
-        if eqn.primitive is sharding_constraint_p or eqn.primitive is shard_map_p:
+        if eqn.primitive is device_put_p:  # a NamedSharding target is a constraint too
+            for d in eqn.params["devices"]:
+                m = getattr(d, "mesh", None)
+                if isinstance(d, NamedSharding) and m.size > 1 and m not in out:
+                    out.append(m)
+        elif eqn.primitive is sharding_constraint_p or eqn.primitive is shard_map_p:
             m = eqn.params["sharding"].mesh if eqn.primitive is sharding_constraint_p else eqn.params["mesh"]
             if (m.size > 1 or eqn.primitive is shard_map_p) and m not in out:
                 out.append(m)

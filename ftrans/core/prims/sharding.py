@@ -6,12 +6,18 @@ operations has ``sharding`` (a ``NamedSharding``).  Outside a partitioned
 program (a single-device ``jit``, eager evaluation) it lowers to nothing.
 It is linear (its tangent and cotangent carry the same constraint) and a
 batched operand's spec gains an unsplit entry at the batch dimension.
+
+``device_put[devices, srcs, copy_semantics] *xs`` is ``xs``, each placed on its
+target (JAX's ``device_put_p``); see ``device_put_p`` below.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from typing import Any
 
+from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive
 
@@ -51,3 +57,80 @@ def _shard_alike_abstract(x: ShapedArray, y: ShapedArray) -> list:
 @shard_alike_p.def_impl
 def _shard_alike_impl(x: Any, y: Any) -> list:
     return [x, y]
+
+
+# ----------------------------------------------------------------------------
+# device_put: values placed on devices (or laid out over a mesh)
+#
+# ``device_put[devices, srcs, copy_semantics] *xs`` returns the operands unchanged in value, type and weak
+# type; operand ``i`` is placed on ``devices[i]`` (None: where it already is, a Device, or a NamedSharding)
+# and came from ``srcs[i]`` (None when unknown), which is where the transpose puts the cotangent back.
+# Applied to concrete values it moves data: the runtime registers that placement (``set_eager_rule``;
+# ``ftrans/devices.py``), core never imports it. Under ``jit`` a NamedSharding target is a sharding
+# annotation and a Device target is the identity, as in JAX. The NumPy rule is the identity (placement
+# changes no value): what a host interpreter of a staged program runs.
+
+__all__ += ["device_put_p", "CopySemantics", "set_eager_rule"]
+
+
+class CopySemantics(enum.Enum):
+    """What ``device_put`` may do with an operand's buffer (JAX's ``ArrayCopySemantics``): alias it
+    (``may_alias``), always copy it, or copy it and delete the operand (``donate``)."""
+
+    REUSE_INPUT = 0
+    ALWAYS_COPY = 1
+    DONATE_INPUT = 2
+
+    def __repr__(self) -> str:
+        return f"CopySemantics.{self.name}"
+
+
+_eager_rule: Callable[..., list] | None = None
+
+
+def set_eager_rule(rule: Callable[..., list] | None) -> None:
+    """Install the runtime's placement of concrete operands: ``rule(xs, devices=, srcs=, copy_semantics=)``."""
+    global _eager_rule
+    _eager_rule = rule
+
+
+class DevicePutPrimitive(Primitive):
+    """``device_put_p``: applied to concrete values (no transform above them) it places them at once through
+    the runtime's rule instead of the NumPy identity, so an eager ``grad``/``vmap``/``jvp`` moves its primal,
+    tangent and cotangent values as JAX's does."""
+
+    __slots__ = ()
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        rule = _eager_rule
+        if rule is not None:
+            if _trace.is_eager():
+                if not any(isinstance(a, _trace.Tracer) for a in args):
+                    return rule(list(args), **params)
+            elif _trace.find_top_trace(args) is _trace.state.base.trace:
+                return rule(list(args), **params)
+        return _trace.bind(self, args, params)
+
+
+device_put_p = DevicePutPrimitive("device_put", multiple_results=True)
+
+
+@device_put_p.def_abstract_eval
+def _device_put_abstract(*xs: ShapedArray, devices: tuple, srcs: tuple, copy_semantics: tuple) -> list:
+    if not len(devices) == len(srcs) == len(copy_semantics) == len(xs):
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(
+            f"device_put: {len(xs)} operands but {len(devices)} devices, {len(srcs)} srcs and "
+            f"{len(copy_semantics)} copy_semantics; give one of each per operand")
+    return list(xs)
+
+
+@device_put_p.def_impl
+def _device_put_impl(*xs: Any, devices: tuple, srcs: tuple, copy_semantics: tuple) -> list:
+    return list(xs)
+
+
+@device_put_p.def_weak_type
+def _device_put_weak(weaks: tuple, **_: Any) -> tuple:
+    return tuple(weaks)  # each result keeps its own operand's weak type

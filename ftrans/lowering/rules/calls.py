@@ -58,17 +58,22 @@ def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
 
 
 def _program_mesh(jaxpr: Any) -> Any:
-    """The mesh a ``shard_map`` (or a sharding constraint over several devices) anywhere in ``jaxpr`` names, or
-    None: such a program runs only partitioned over that mesh."""
+    """The mesh a ``shard_map`` (or a sharding constraint or ``device_put`` over several devices) anywhere in
+    ``jaxpr`` names, or None: such a program runs only partitioned over that mesh."""
     from ftrans.core.ir import ClosedJaxpr, subjaxprs
     from ftrans.core.prims.shard_map import shard_map_p
-    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.prims.sharding import device_put_p, sharding_constraint_p
+    from ftrans.core.sharding import NamedSharding
 
     for eqn in jaxpr.eqns:
         if eqn.primitive is shard_map_p:
             return eqn.params["mesh"]
         if eqn.primitive is sharding_constraint_p and eqn.params["sharding"].mesh.size > 1:
             return eqn.params["sharding"].mesh
+        if eqn.primitive is device_put_p:
+            for d in eqn.params["devices"]:
+                if isinstance(d, NamedSharding) and d.mesh.size > 1:
+                    return d.mesh
         for sub in subjaxprs(eqn):
             m = _program_mesh(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
             if m is not None:
@@ -104,6 +109,11 @@ def host_only() -> Iterator[None]:
         yield
     finally:
         _host.on = prev
+
+
+def host_only_active() -> bool:
+    """Whether this thread interprets staged programs on the host (inside ``host_only``)."""
+    return getattr(_host, "on", False)
 
 
 @C.jit_call_p.def_impl

@@ -1,10 +1,12 @@
-"""Lowering of ``sharding_constraint`` to Shardy's ``sdy.sharding_constraint`` (identity when unpartitioned)."""
+"""Lowering of ``sharding_constraint`` (and of ``device_put`` to a NamedSharding) to Shardy's
+``sdy.sharding_constraint`` (identity when unpartitioned)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.sharding import shard_alike_p, sharding_constraint_p
+from ftrans.core.prims.sharding import device_put_p, shard_alike_p, sharding_constraint_p
+from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 from ftrans.lowering.sdy import sharding_attr
 
@@ -30,3 +32,21 @@ def _shard_alike(ctx: LoweringContext, x: str, y: str) -> list:
     for v in (x, y):
         ctx.fn.emit("sdy.sharding_group", [v], [], {"group_id": f"{gid} : i64"})
     return [x, y]
+
+
+@register_lowering(device_put_p)
+def _device_put(ctx: LoweringContext, *xs: str, devices: tuple, srcs: tuple, copy_semantics: tuple) -> list:
+    """A NamedSharding target is a sharding annotation in a partitioned program (as ``sharding_constraint``);
+    a Device target, or none, is the identity: the program's own placement decides where values live, as
+    in JAX."""
+    from ftrans.core.sharding import NamedSharding
+
+    out = []
+    for x, d, aval in zip(xs, devices, ctx.avals_in):
+        sym = ctx.module.mesh_symbol(d.mesh) if isinstance(d, NamedSharding) else None
+        if sym is None:
+            out.append(x)
+            continue
+        attr = sharding_attr(sym, d.spec, len(aval.shape))
+        out.append(ctx.emit1("sdy.sharding_constraint", [x], mt.aval_type(aval), {"sharding": attr}))
+    return out

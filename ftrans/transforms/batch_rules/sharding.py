@@ -1,11 +1,12 @@
 """Batching rule of ``sharding_constraint``: the batch dimension is not split, unless ``vmap`` was given
-``spmd_axis_name``; then it is split over those mesh axes (JAX's rule)."""
+``spmd_axis_name``; then it is split over those mesh axes (JAX's rule). ``shard_alike`` and ``device_put``
+keep their operands' batch dimensions."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.sharding import shard_alike_p, sharding_constraint_p
+from ftrans.core.prims.sharding import device_put_p, shard_alike_p, sharding_constraint_p
 from ftrans.core.sharding import NamedSharding, PartitionSpec
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransValueError
@@ -47,3 +48,11 @@ def _shard_alike_batch(vals: list, dims: list, *, frame: Any) -> tuple[list, lis
     d = dx if dx is not not_mapped else dy
     x, y = (moveaxis(bdim_at_front(v, dv, frame.size), 0, d) for v, dv in ((x, dx), (y, dy)))
     return list(shard_alike_p.bind(x, y)), [d, d]
+
+
+@register_batching(device_put_p)
+def _device_put_batch(vals: list, dims: list, *, frame: Any, devices: tuple, srcs: tuple,
+                      copy_semantics: tuple) -> tuple[list, list]:
+    """Each operand placed as it is, its batch dimension where it was (JAX's rule: a NamedSharding's spec
+    then reads the batched value's dimensions, the batch dimension among them)."""
+    return list(device_put_p.bind(*vals, devices=devices, srcs=srcs, copy_semantics=copy_semantics)), list(dims)
