@@ -711,6 +711,9 @@ class Tracer(ArrayMixin):
         )
 
     def __repr__(self) -> str:
+        return self._short_repr()
+
+    def _short_repr(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
 
     def __iter__(self):
@@ -739,6 +742,17 @@ def current_source_info() -> SourceInfo | None:
     return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, st.name_stack)
 
 
+def long_type_str(aval: Any) -> str:
+    """``float32[2,3]`` (``~float32[]`` when weakly typed): how JAX's tracer reprs print a type."""
+    w = "~" if getattr(aval, "weak_type", False) else ""
+    return f"{w}{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
+
+
+def short_repr(x: Any) -> str:
+    """A tracer's short form, or a concrete value's ``str``, as nested in JAX's tracer reprs."""
+    return x._short_repr() if isinstance(x, Tracer) else str(x)
+
+
 class StagingTracer(Tracer):
     """A traced value inside a staging context; ``atom`` is its IR variable or literal."""
 
@@ -748,6 +762,10 @@ class StagingTracer(Tracer):
         self._trace = trace
         self.aval = aval
         self.atom = atom
+
+    def _short_repr(self) -> str:
+        # JAX's name for a value traced by jit/make_jaxpr, with its long type (``~`` marks a weak type).
+        return f"JitTracer({long_type_str(self.aval)})"
 
 
 class JaxprBuilder:

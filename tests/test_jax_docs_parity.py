@@ -1,0 +1,43 @@
+"""Behaviour that JAX's own documentation shows, checked against jax itself (the oracle)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import ftrans
+import ftrans.numpy as fnp
+
+
+def _seen(mod, np_mod, transform, staged):
+    seen = []
+
+    def f(x):
+        seen.append(repr(x))
+        return x
+
+    g = transform(mod, f)
+    if staged:  # traced only (no compile): what a jitted function prints is the same
+        g = mod.jit(g).trace
+    g(np_mod.ones((3, 2), np_mod.float32))
+    return seen
+
+
+def test_tracer_reprs_match_jax():
+    cases = [
+        (lambda m, f: f, True),
+        (lambda m, f: (lambda x: f(x.sum())), True),
+        (lambda m, f: (lambda x: f(m.numpy.float32(2) * 3.0 + f(2.0 * x[0, 0]))), True),  # weak: ~float32
+        (lambda m, f: m.vmap(f), False),
+        (lambda m, f: m.vmap(f), True),
+        (lambda m, f: (lambda x: m.jvp(f, (x,), (x,))), False),
+        (lambda m, f: m.vmap(m.grad(lambda y: f(y.sum()))), False),
+        (lambda m, f: (lambda x: m.grad(f)(x[0, 0])), False),
+    ]
+    for case, staged in cases:
+        assert _seen(ftrans, fnp, case, staged) == _seen(jax, jnp, case, staged)
+
+
+def test_tracer_repr_in_fstring_and_str():
+    out = []
+    ftrans.jit(lambda x: out.append((str(x), f"{x}")) or x)(np.ones(2, np.int32))
+    assert out == [("JitTracer(int32[2])", "JitTracer(int32[2])")]
