@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import ftrans
 import ftrans.numpy as fnp
@@ -41,3 +42,16 @@ def test_tracer_repr_in_fstring_and_str():
     out = []
     ftrans.jit(lambda x: out.append((str(x), f"{x}")) or x)(np.ones(2, np.int32))
     assert out == [("JitTracer(int32[2])", "JitTracer(int32[2])")]
+
+
+def test_num_cpu_devices_option_like_jax():
+    # The backends are running in a test session: both refuse a change, and the value stays.
+    ftrans.devices()
+    jax.devices()
+    n = jax.config.jax_num_cpu_devices
+    with pytest.raises(RuntimeError):
+        jax.config.update("jax_num_cpu_devices", n + 3)
+    with pytest.raises(RuntimeError, match="before the first operation"):
+        ftrans.config.update("jax_num_cpu_devices", ftrans.config.num_cpu_devices + 3)
+    assert ftrans.config.num_cpu_devices in (-1, n)
+    ftrans.config.update("jax_num_cpu_devices", ftrans.config.num_cpu_devices)  # the same value: accepted
