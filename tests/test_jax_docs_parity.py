@@ -55,3 +55,19 @@ def test_num_cpu_devices_option_like_jax():
         ftrans.config.update("jax_num_cpu_devices", ftrans.config.num_cpu_devices + 3)
     assert ftrans.config.num_cpu_devices in (-1, n)
     ftrans.config.update("jax_num_cpu_devices", ftrans.config.num_cpu_devices)  # the same value: accepted
+
+
+def test_str_of_a_type_like_jax():
+    for mk in [lambda m: m.numpy.ones((2, 3)), lambda m: 1.0, lambda m: m.numpy.arange(4, dtype=m.numpy.int8)]:
+        assert str(ftrans.typeof(mk(ftrans))) == str(jax.typeof(mk(jax)))
+        assert repr(ftrans.typeof(mk(ftrans))) == repr(jax.typeof(mk(jax)))
+
+
+def test_partition_spec_repr_like_jax():
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.sharding import PartitionSpec as FP
+
+    for args in [(), ("x",), (None,), (("x", "y"),), ("x", None)]:
+        assert repr(FP(*args)) == repr(JP(*args)) == str(FP(*args))
+    assert repr(FP(FP.UNCONSTRAINED)) == repr(JP(JP.UNCONSTRAINED))

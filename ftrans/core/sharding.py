@@ -108,7 +108,8 @@ class PartitionSpec(tuple):
         return hash(self._norm())
 
     def __repr__(self) -> str:
-        return "P(" + ", ".join(repr(e) for e in self) + ")"
+        # JAX's form: a one-entry spec keeps its tuple comma, P('x',).
+        return "P(" + ", ".join(repr(e) for e in self) + ("," if len(self) == 1 else "") + ")"
 
     def __reduce__(self) -> Any:
         return (PartitionSpec, tuple(self))
