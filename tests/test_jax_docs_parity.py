@@ -71,3 +71,28 @@ def test_partition_spec_repr_like_jax():
     for args in [(), ("x",), (None,), (("x", "y"),), ("x", None)]:
         assert repr(FP(*args)) == repr(JP(*args)) == str(FP(*args))
     assert repr(FP(FP.UNCONSTRAINED)) == repr(JP(JP.UNCONSTRAINED))
+
+
+def _residual_lines(mod, np_mod, capsys):
+    def chain(funs):
+        def f(x):
+            for fun in funs:
+                x = fun(x)
+            return x
+        return f
+
+    def g(w, x):
+        return np_mod.sin(np_mod.dot(w, x))
+
+    mod.ad_checkpoint.print_saved_residuals(chain([np_mod.sin] * 2), 3.0)
+    mod.ad_checkpoint.print_saved_residuals(g, np_mod.ones((2, 2)), np_mod.ones(2))
+    return capsys.readouterr().out.splitlines()
+
+
+def test_print_saved_residuals_names_places_like_jax(capsys):
+    # file:line:column (qualified function name), as in JAX's gradient-checkpointing guide
+    import jax.ad_checkpoint  # noqa: F401
+
+    import ftrans.ad_checkpoint  # noqa: F401
+
+    assert _residual_lines(ftrans, fnp, capsys) == _residual_lines(jax, jnp, capsys)

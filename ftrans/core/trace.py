@@ -739,7 +739,8 @@ def current_source_info() -> SourceInfo | None:
         f = f.f_back
     if f is None:
         return None
-    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, st.name_stack)
+    code = f.f_code
+    return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti)
 
 
 def long_type_str(aval: Any) -> str:
