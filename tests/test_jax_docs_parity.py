@@ -96,3 +96,14 @@ def test_print_saved_residuals_names_places_like_jax(capsys):
     import ftrans.ad_checkpoint  # noqa: F401
 
     assert _residual_lines(ftrans, fnp, capsys) == _residual_lines(jax, jnp, capsys)
+
+
+def test_sharding_reprs_and_memory_kind_like_jax():
+    def shardings(m):
+        mesh = m.make_mesh((1,), ("a",))
+        return [m.sharding.SingleDeviceSharding(m.devices()[0]), m.numpy.ones(3).sharding,
+                m.NamedSharding(mesh, m.P("a")), m.NamedSharding(mesh, m.P("a")).update(spec=m.P())]
+
+    for f, j in zip(shardings(ftrans), shardings(jax)):
+        assert repr(f) == repr(j)
+        assert f.memory_kind == j.memory_kind == "device"
