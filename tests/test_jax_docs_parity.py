@@ -19,7 +19,7 @@ def _seen(mod, np_mod, transform, staged):
     g = transform(mod, f)
     if staged:  # traced only (no compile): what a jitted function prints is the same
         g = mod.jit(g).trace
-    g(np_mod.ones((3, 2), np_mod.float32))
+    g(np.ones((3, 2), np.float32))
     return seen
 
 
@@ -31,8 +31,8 @@ def test_tracer_reprs_match_jax():
         (lambda m, f: m.vmap(f), False),
         (lambda m, f: m.vmap(f), True),
         (lambda m, f: (lambda x: m.jvp(f, (x,), (x,))), False),
-        (lambda m, f: m.vmap(m.grad(lambda y: f(y.sum()))), False),
-        (lambda m, f: (lambda x: m.grad(f)(x[0, 0])), False),
+        (lambda m, f: (lambda x: m.vmap(m.grad(f))(np.ones(3, np.float32))), False),
+        (lambda m, f: (lambda x: m.grad(f)(1.0)), False),
     ]
     for case, staged in cases:
         assert _seen(ftrans, fnp, case, staged) == _seen(jax, jnp, case, staged)
@@ -107,3 +107,33 @@ def test_sharding_reprs_and_memory_kind_like_jax():
     for f, j in zip(shardings(ftrans), shardings(jax)):
         assert repr(f) == repr(j)
         assert f.memory_kind == j.memory_kind == "device"
+
+
+def _dumped(mod, np_mod, out):
+    mod.config.update("jax_dump_ir_to", str(out))
+    mod.config.update("jax_dump_ir_modes", "stablehlo,jaxpr,eqn_count_pprof")
+    try:
+        def f(x):
+            return np_mod.sin(x) * 2
+
+        mod.jit(f)(np_mod.ones(2, np_mod.float32))
+    finally:
+        mod.config.update("jax_dump_ir_to", "")
+        mod.config.update("jax_dump_ir_modes", "stablehlo")
+    return sorted(p.name for p in out.iterdir()), out
+
+
+def test_dump_ir_to_writes_jax_files(tmp_path):
+    import gzip
+    import re
+
+    jnames, jout = _dumped(jax, jnp, tmp_path / "jax")
+    fnames, fout = _dumped(ftrans, fnp, tmp_path / "ftrans")
+    number = re.compile(r"\d+")
+    assert [number.sub("N", n) for n in fnames] == [number.sub("N", n) for n in jnames]
+    prof = gzip.decompress(next(fout.glob("*.eqn_count_pprof")).read_bytes())
+    for s in (b"primitive", b"sin", b"mul", b"equations", b"count"):  # the pprof string table
+        assert s in prof
+    assert "stablehlo.sine" in next(fout.glob("*.mlir")).read_text()
+    with pytest.raises(ValueError, match="unknown mode"):
+        ftrans.config.update("jax_dump_ir_modes", "stablehlo,nope")
