@@ -137,3 +137,11 @@ def test_dump_ir_to_writes_jax_files(tmp_path):
     assert "stablehlo.sine" in next(fout.glob("*.mlir")).read_text()
     with pytest.raises(ValueError, match="unknown mode"):
         ftrans.config.update("jax_dump_ir_modes", "stablehlo,nope")
+
+
+def test_ref_format_and_buffer_pointer_like_jax():
+    for mod, np_mod in [(ftrans, fnp), (jax, jnp)]:
+        r = mod.new_ref(np_mod.arange(3.0))
+        assert isinstance(r.unsafe_buffer_pointer(), int)
+        assert r.format.sharding == r.sharding
+    assert repr(ftrans.new_ref(fnp.arange(3.0)).format) == repr(jax.new_ref(jnp.arange(3.0)).format)
