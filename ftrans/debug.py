@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import builtins
+import sys
 import warnings
 from typing import Any
 
@@ -60,7 +61,7 @@ class ShardingTable:
         return "".join(out)
 
 
-def visualize_sharding(shape: Any, sharding: Any, **_: Any) -> ShardingTable:
+def sharding_table(shape: Any, sharding: Any) -> ShardingTable:
     """The table of which devices hold each block of an array of ``shape`` laid out as ``sharding``."""
     shape = tuple(shape)
     if len(shape) not in (1, 2):
@@ -87,12 +88,33 @@ def visualize_sharding(shape: Any, sharding: Any, **_: Any) -> ShardingTable:
     return ShardingTable(shape, rows, cols, cells)
 
 
-def visualize_array_sharding(arr: Any, **kwargs: Any) -> ShardingTable:
-    """Print which device holds each block of ``arr`` (rank 1 or 2) and return the table (it shows as
-    HTML in a notebook)."""
-    table = visualize_sharding(arr.shape, arr.sharding, **kwargs)
-    builtins.print(table)
-    return table
+def _show(table: ShardingTable) -> None:
+    # In IPython/Jupyter the table is displayed (as HTML in a notebook); elsewhere printed as text. Nothing
+    # is returned, as in JAX, so a notebook cell ending in the call shows the table once.
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is not None:
+        from IPython.display import display
+
+        display(table)
+    else:
+        builtins.print(table)
+
+
+def visualize_sharding(shape: Any, sharding: Any, **_: Any) -> None:
+    """Show which devices hold each block of an array of ``shape`` (rank 1 or 2) laid out as ``sharding``.
+
+    Printed as a text table (displayed as HTML in a notebook); returns None, as JAX's does.
+    """
+    _show(sharding_table(shape, sharding))
+
+
+def visualize_array_sharding(arr: Any, **kwargs: Any) -> None:
+    """Show which device holds each block of ``arr`` (rank 1 or 2): ``visualize_sharding`` of its shape and
+    sharding."""
+    visualize_sharding(arr.shape, arr.sharding, **kwargs)
+
+
 
 
 # ---------------------------------------------------------------- inspect_array_sharding (log: _callback.debug_log)

@@ -33,7 +33,7 @@ from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.sharding import CopySemantics, device_put_p, set_eager_rule
 from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_runtime
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransRuntimeError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.tree_util import _mismatch_details
 
@@ -79,6 +79,21 @@ def _on_config(name: str, value: Any) -> None:
 
 
 config._listeners.append(_on_config)
+
+
+def _set_num_cpu_devices(n: int) -> None:
+    # Checked by handing it to the runtime before ftrans stores it: a refused value leaves both unchanged.
+    if n == config.num_cpu_devices:
+        return
+    try:
+        compat.set_num_cpu_devices(n)
+    except RuntimeError:
+        raise FtransRuntimeError(
+            f"jax_num_cpu_devices={n!r}: the number of CPU devices can change only before the first operation "
+            "starts the backends; set it right after the import (or set JAX_NUM_CPU_DEVICES)") from None
+
+
+config.register_validator("num_cpu_devices", _set_num_cpu_devices)
 
 
 def devices(backend: str | None = None) -> list:
@@ -222,6 +237,21 @@ def _on_config(name: str, value: Any = None) -> None:
 _PER_THREAD = object()
 config.register_validator("default_device", _resolve_default)
 config._listeners.append(_on_config)
+
+
+def _set_num_cpu_devices(n: int) -> None:
+    # Checked by handing it to the runtime before ftrans stores it: a refused value leaves both unchanged.
+    if n == config.num_cpu_devices:
+        return
+    try:
+        compat.set_num_cpu_devices(n)
+    except RuntimeError:
+        raise FtransRuntimeError(
+            f"jax_num_cpu_devices={n!r}: the number of CPU devices can change only before the first operation "
+            "starts the backends; set it right after the import (or set JAX_NUM_CPU_DEVICES)") from None
+
+
+config.register_validator("num_cpu_devices", _set_num_cpu_devices)
 _config_mod.scope_listeners.append(_on_config)
 if config.default_device is not None:  # JAX_DEFAULT_DEVICE=cpu in the environment
     _default_override = _resolve_default(config.default_device)

@@ -763,3 +763,19 @@ def test_get_abstract_mesh_is_the_concrete_current_mesh():
     fm = ftrans.make_mesh((1,), ("x",))
     with ftrans.sharding.use_mesh(fm):
         assert ftrans.sharding.get_abstract_mesh() is fm  # JAX gives mesh.abstract_mesh
+
+
+def test_ref_buffer_pointer_changes_when_a_jitted_function_writes():
+    def run(mod, np_mod):
+        @mod.jit
+        def sin_inplace(r):
+            r[...] = np_mod.sin(r[...])
+
+        r = mod.new_ref(np_mod.arange(3.0))
+        before = r.unsafe_buffer_pointer()
+        sin_inplace(r)
+        return before == r.unsafe_buffer_pointer(), np.asarray(r[...])
+
+    (f_same, f_val), (j_same, j_val) = run(ftrans, fnp), run(jax, jnp)
+    np.testing.assert_allclose(f_val, j_val, rtol=1e-6)
+    assert j_same and not f_same  # docs/differences.md, "Mutable array references"

@@ -202,6 +202,32 @@ def test_entry_of_another_module_under_this_name_is_rejected(cache, caplog):
     assert any("key" in rec.getMessage() for rec in caplog.records if rec.name == LOGGER)
 
 
+def test_program_xla_cannot_serialize_is_not_cached_quietly(cache, caplog, monkeypatch):
+    """XLA's "UNIMPLEMENTED: ... is not serializable" (its CPU sort comparator, for one) is a property of the
+    program, nothing the user can act on: not cached, logged at DEBUG only (JAX's cache says nothing
+    either), and the result is still right. Another serialization failure stays a WARNING."""
+    import jax.numpy as jjnp
+
+    def refuse(why):
+        def serialize(client, exe):
+            raise RuntimeError(why)
+        return serialize
+
+    x = np.arange(8, dtype=np.float32)[::-1].copy()
+    monkeypatch.setattr(compat, "serialize", refuse("UNIMPLEMENTED: `LessThan` is not serializable."))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        got = np.asarray(_fresh_call(jnp.sort, x))
+        disk_cache.flush()
+    np.testing.assert_array_equal(got, np.asarray(jjnp.sort(x)))
+    assert disk_cache.stats["errors"] >= 1 and disk_cache.stats["writes"] == 0
+    assert not [r for r in caplog.records if r.name == LOGGER]
+    monkeypatch.setattr(compat, "serialize", refuse("INTERNAL: disk full"))
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        _fresh_call(jnp.cumsum, x)
+        disk_cache.flush()
+    assert any("disk full" in r.getMessage() for r in caplog.records if r.name == LOGGER)
+
+
 def test_undeserializable_payload_is_a_miss(cache, caplog):
     """A well-formed file PJRT cannot load (e.g. written by another jaxlib) is a miss, not an error."""
     expected = np.asarray(_fresh_call(_f, X_IN))

@@ -144,14 +144,17 @@ def test_sharding_shard_shape_and_indices_match_jax():
 def test_visualize_array_sharding(capsys):
     fm, _ = meshes((2, 4))
     x = ftrans.device_put(arr(8, 8), NamedSharding(fm, P("x", "y")))
-    table = ftrans.debug.visualize_array_sharding(x)
+    assert ftrans.debug.visualize_array_sharding(x) is None  # printed, not returned (as JAX's)
     out = capsys.readouterr().out
-    assert out.count("CPU") == 8 and "CPU 5" in out
+    assert out.count("CPU") == 8 and "CPU 5" in out and out.count("\n") == 5  # 2 rows of 4 blocks, shown once
+    table = ftrans.debug.sharding_table(x.shape, x.sharding)
     assert len(table.rows) == 2 and len(table.cols) == 4
     assert "<table" in table._repr_html_()
     y = ftrans.device_put(arr(8), NamedSharding(fm, P("y")))
-    t2 = ftrans.debug.visualize_array_sharding(y)
+    t2 = ftrans.debug.sharding_table(y.shape, y.sharding)
     assert len(t2.cols) == 4 and all(len(v) == 2 for v in t2.cells.values())  # each block on 2 devices
+    assert ftrans.debug.visualize_sharding(y.shape, y.sharding) is None
+    assert capsys.readouterr().out.count("CPU") == 4
 
 
 # ----------------------------------------------------------------------------

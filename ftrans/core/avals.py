@@ -53,9 +53,13 @@ class ShapedArray:
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}{list(self.shape)}{w})"
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{w})"
 
-    __str__ = str_short
+    def __str__(self) -> str:
+        # JAX's ``str`` of a type (what ``print(jax.typeof(x))`` shows): the full dtype name, ``~`` for a weak
+        # type (the IR printer and messages use ``str_short``).
+        w = "~" if self.weak_type else ""
+        return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

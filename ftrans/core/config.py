@@ -144,6 +144,23 @@ def _int_option(name: str, value: Any) -> int:
         raise TypeError(f"config option {name} takes an integer, got {type(value).__name__} {value!r}") from None
 
 
+IR_DUMP_MODES = ("stablehlo", "jaxpr", "jaxpr_html", "eqn_count_pprof")
+
+
+def _ir_modes_option(value: Any) -> str:
+    """JAX's ``jax_dump_ir_modes``: a comma-separated list of ``IR_DUMP_MODES``."""
+    if not isinstance(value, str):
+        raise TypeError(f"config option dump_ir_modes takes a comma-separated string, got {value!r}")
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    bad = [m for m in modes if m not in IR_DUMP_MODES]
+    if bad:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(f"config option dump_ir_modes: unknown mode(s) {', '.join(map(repr, bad))}; the "
+                               f"modes are {', '.join(IR_DUMP_MODES)}")
+    return ",".join(modes)
+
+
 class Config:
     """The switches a JAX user sets with ``jax.config.update``."""
 
@@ -171,6 +188,9 @@ class Config:
         "numpy_rank_promotion": ("JAX_NUMPY_RANK_PROMOTION", ("allow", "warn", "raise")),
         "numpy_dtype_promotion": ("JAX_NUMPY_DTYPE_PROMOTION", ("standard", "strict")),
         "platforms": ("JAX_PLATFORMS", "any"),
+        "num_cpu_devices": ("JAX_NUM_CPU_DEVICES", int),
+        "dump_ir_to": ("JAX_DUMP_IR_TO", str),
+        "dump_ir_modes": ("JAX_DUMP_IR_MODES", "ir_modes"),
         "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
         "random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", int),
     }
@@ -186,6 +206,8 @@ class Config:
         "persistent_cache_min_compile_time_secs": (1.0, None, "the compilation cache"),
         "persistent_cache_min_entry_size_bytes": (0, None, "the compilation cache"),
         "raise_persistent_cache_errors": (False, None, "the compilation cache"),
+        "persistent_cache_enable_xla_caches": ("xla_gpu_per_fusion_autotune_cache_dir", None,
+                                               "XLA's own GPU caches, which ftrans does not keep"),
         "logging_level": ("NOTSET", None, "logging"),
         "pprint_use_color": (True, None, "printing"),
         "captured_constants_warn_bytes": (2_000_000_000, None, "constants"),
@@ -254,6 +276,14 @@ class Config:
         # JAX's platform list (``JAX_PLATFORMS``, e.g. "cpu"): handed to the runtime, which reads it when
         # it starts its backends (as in JAX, a change after that has no effect).
         self.platforms: str | None = os.environ.get("JAX_PLATFORMS") or None
+        # How many CPU devices the CPU backend offers (-1: the runtime's default, one unless XLA_FLAGS says
+        # otherwise); handed to the runtime, which refuses a change once its backends have started (JAX's).
+        self.num_cpu_devices: int = int(os.environ.get("JAX_NUM_CPU_DEVICES") or -1)
+        # A directory each lowered program is written to (JAX's option; "" for none), and what is written:
+        # comma-separated "stablehlo" (the module), "jaxpr", "jaxpr_html", "eqn_count_pprof" (a pprof
+        # profile of how many equations each line of the user's code made). ``ftrans.lowering.lower``.
+        self.dump_ir_to: str = os.environ.get("JAX_DUMP_IR_TO", "")
+        self.dump_ir_modes: str = _ir_modes_option(os.environ.get("JAX_DUMP_IR_MODES") or "stablehlo")
         self._accepted_values: dict[str, Any] = {n: d for n, (d, _, _) in self._accepted.items()}
         # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
         # "unsafe_rbg"; validated by ftrans.random), JAX's option.
@@ -310,6 +340,8 @@ class Config:
             value = _size_option(value)
         elif kind == "slots":
             value = _slots_option(value)
+        elif kind == "ir_modes":
+            value = _ir_modes_option(value)
         elif isinstance(kind, tuple):
             value = _choice_option(name, value, kind)
         check = self._validators.get(name)

@@ -59,9 +59,28 @@ class SourceInfo(NamedTuple):
     lineno: int
     function: str
     name_stack: str = ""
+    # The frame's code object and last instruction, from which the column and the qualified function name
+    # are read when asked (``location``); None when the place was given as text.
+    code: Any = None
+    lasti: int = -1
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
+
+    def location(self) -> str:
+        """``file:line:column (qualified.name)``, as JAX names a place in ``print_saved_residuals``."""
+        code = self.code
+        if code is None:
+            return str(self)
+        col = None
+        if self.lasti >= 0:
+            try:
+                col = list(code.co_positions())[self.lasti // 2][2]
+            except (AttributeError, IndexError):  # (co_positions is Python 3.11's)
+                col = None
+        name = getattr(code, "co_qualname", self.function)
+        where = f"{self.filename}:{self.lineno}" + (f":{col}" if col is not None else "")
+        return f"{where} ({name})"
 
 
 class JaxprEqn(NamedTuple):

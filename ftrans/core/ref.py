@@ -185,6 +185,16 @@ class Ref:
     def sharding(self) -> Any:
         return self._read("sharding").sharding
 
+    @property
+    def format(self) -> Any:
+        """The layout and sharding of the array the ref holds (JAX's ``Ref.format``)."""
+        return self._read("format").format
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the device buffer of the array the ref holds now (JAX's). A write gives the ref a new
+        array (ftrans refs are functional underneath), so the address may change where JAX's stays."""
+        return self._read("unsafe_buffer_pointer").unsafe_buffer_pointer()
+
     # -- access ------------------------------------------------------------------------------------
     def _check(self, what: str) -> None:
         if self._freed is not None:

@@ -108,7 +108,8 @@ class PartitionSpec(tuple):
         return hash(self._norm())
 
     def __repr__(self) -> str:
-        return "P(" + ", ".join(repr(e) for e in self) + ")"
+        # JAX's form: a one-entry spec keeps its tuple comma, P('x',).
+        return "P(" + ", ".join(repr(e) for e in self) + ("," if len(self) == 1 else "") + ")"
 
     def __reduce__(self) -> Any:
         return (PartitionSpec, tuple(self))
@@ -269,7 +270,24 @@ def _is_local(device: Any) -> bool:
 class Sharding:
     """Base class of the shardings."""
 
-    memory_kind: str | None = None
+    _memory_kind: str | None = None
+
+    @property
+    def memory_kind(self) -> str | None:
+        """The memory the array lives in: the one given, else the devices' default memory ("device"), as JAX
+        fills it in when a sharding is made."""
+        if self._memory_kind is not None:
+            return self._memory_kind
+        for d in self.device_set:
+            try:
+                return d.default_memory().kind
+            except Exception:  # a device without memory spaces (an abstract or foreign one)
+                return "device"
+        return None
+
+    @memory_kind.setter
+    def memory_kind(self, kind: str | None) -> None:
+        self._memory_kind = kind
 
     @property
     def addressable_devices(self) -> set:
@@ -355,7 +373,7 @@ class SingleDeviceSharding(Sharding):
         return hash(("single", self._device.id))
 
     def __repr__(self) -> str:
-        return f"SingleDeviceSharding(device={self._device!r})"
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
 class NamedSharding(Sharding):
@@ -379,7 +397,7 @@ class NamedSharding(Sharding):
         check_spec(spec, mesh, "NamedSharding")
         self.mesh = mesh
         self.spec = spec
-        self.memory_kind = memory_kind
+        self._memory_kind = memory_kind
 
     @property
     def device_set(self) -> set:
@@ -461,7 +479,7 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, memory_kind={self.memory_kind})"
 
 
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,

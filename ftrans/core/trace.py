@@ -711,6 +711,9 @@ class Tracer(ArrayMixin):
         )
 
     def __repr__(self) -> str:
+        return self._short_repr()
+
+    def _short_repr(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
 
     def __iter__(self):
@@ -736,7 +739,19 @@ def current_source_info() -> SourceInfo | None:
         f = f.f_back
     if f is None:
         return None
-    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name, st.name_stack)
+    code = f.f_code
+    return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti)
+
+
+def long_type_str(aval: Any) -> str:
+    """``float32[2,3]`` (``~float32[]`` when weakly typed): how JAX's tracer reprs print a type."""
+    w = "~" if getattr(aval, "weak_type", False) else ""
+    return f"{w}{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
+
+
+def short_repr(x: Any) -> str:
+    """A tracer's short form, or a concrete value's ``str``, as nested in JAX's tracer reprs."""
+    return x._short_repr() if isinstance(x, Tracer) else str(x)
 
 
 class StagingTracer(Tracer):
@@ -748,6 +763,10 @@ class StagingTracer(Tracer):
         self._trace = trace
         self.aval = aval
         self.atom = atom
+
+    def _short_repr(self) -> str:
+        # JAX's name for a value traced by jit/make_jaxpr, with its long type (``~`` marks a weak type).
+        return f"JitTracer({long_type_str(self.aval)})"
 
 
 class JaxprBuilder:

@@ -67,6 +67,21 @@ def set_platforms(platforms: str | None) -> None:
     jax.config.update("jax_platforms", platforms)
 
 
+def json_to_pprof(profile_json: str) -> bytes:
+    """A pprof ``Profile`` protocol buffer (uncompressed) from its JSON form, by jaxlib's converter."""
+    from jax._src.lib import _jax
+
+    return _jax.json_to_pprof_profile(profile_json)
+
+
+def set_num_cpu_devices(n: int) -> None:
+    """Hand JAX's ``jax_num_cpu_devices`` setting to the runtime; it raises ``RuntimeError`` once its backends
+    have started (the CPU client is made once per process)."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", n)
+
+
 def backend_version(client: Any) -> str:
     """What identifies compiled code as reusable: platform, its version, jaxlib's."""
     return f"{client.platform}/{client.platform_version}/jaxlib-{JAX_VERSION}"

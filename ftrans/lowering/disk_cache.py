@@ -84,13 +84,13 @@ _warned: set[tuple[str, str]] = set()
 _size_estimate: dict[str, list[int]] = {}  # dir -> [bytes, writes since the last scan]
 
 
-def _warn_once(directory: Path, what: str, msg: str, *args: Any) -> None:
+def _warn_once(directory: Path, what: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
     key = (str(directory), what)
     with _dir_lock:
         if key in _warned:
             return
         _warned.add(key)
-    log.warning(msg, *args)
+    log.log(level, msg, *args)
 
 
 _EVENTS = {"hits": "/jax/compilation_cache/cache_hits", "misses": "/jax/compilation_cache/cache_misses"}
@@ -238,9 +238,12 @@ def _store_at(client: Any, devices: list, executable: Any, directory: Path, key:
     except Exception as e:  # some backends cannot serialize; the in-memory cache still works
         # Some programs never serialize (XLA's CPU sort with a custom comparator, for one): say so once per
         # reason, not at every such compile.
+        # XLA's own "not serializable" (UNIMPLEMENTED) is a property of the program, nothing the user can act
+        # on, so it is logged at DEBUG (JAX's cache is silent there too); anything else is a WARNING.
+        inherent = "UNIMPLEMENTED" in str(e) and "serializ" in str(e)
         _warn_once(directory, f"serialize {type(e).__name__}: {e}"[:300],
                    "ftrans compilation cache: cannot serialize the executable (%s: %s); not cached (said once "
-                   "per reason)", type(e).__name__, e)
+                   "per reason)", type(e).__name__, e, level=logging.DEBUG if inherent else logging.WARNING)
         _count("errors")
         return
     data = encode(key, bytes(payload))

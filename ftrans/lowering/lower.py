@@ -17,15 +17,24 @@ by the pass pipeline ``jit`` runs (``ftrans.transforms.passes``).
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
+import os
+import pathlib
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import Jaxpr, Literal
+from ftrans.core.config import config as _config
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.errors import FtransError
+from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 
 lowering_rules: dict[Primitive, Callable[..., Any]] = rule_table("lowering", owner=__name__)
@@ -211,6 +220,7 @@ class ModuleLowering:
             self._body_prefix, self._body_eqn = saved
         if public:
             self.main_text = text
+            self.main_jaxpr = jaxpr
         else:
             self.private.append(text)
         return sym
@@ -296,6 +306,8 @@ class ModuleLowering:
         decls += list(self.extra_decls.values())
         funcs = "\n".join([*decls, self.main_text, *self.private])
         text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        if _config.dump_ir_to:
+            dump_ir(self.scope, getattr(self, "main_jaxpr", None), text)
         if self.host_callbacks:
             return ModuleText(text, self.host_callbacks)
         return text
@@ -338,6 +350,94 @@ def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
     m = ModuleLowering(name, num_partitions, platform=platform)
     m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
+
+
+# ----------------------------------------------------------------------------
+# Dumping each lowered program (JAX's ``jax_dump_ir_to`` / ``jax_dump_ir_modes``)
+
+_dump_counter = itertools.count()
+
+
+def dump_dir() -> pathlib.Path | None:
+    """The directory ``config.dump_ir_to`` names (made if missing); "sponge" means the test-outputs
+    directory of ``TEST_UNDECLARED_OUTPUTS_DIR``, as in JAX."""
+    out = _config.dump_ir_to
+    if not out:
+        return None
+    if out == "sponge":
+        out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR", "")
+        if not out:
+            raise FtransError("dump_ir_to is 'sponge' but TEST_UNDECLARED_OUTPUTS_DIR is not set")
+    path = pathlib.Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def dump_ir(scope: str, jaxpr: Jaxpr | None, text: str) -> None:
+    """Write a program just lowered (``scope``: ``jit(f)``) to ``config.dump_ir_to`` in each mode of
+    ``config.dump_ir_modes``, under JAX's file names: ``jax_ir0000_jit_f_compile.mlir`` (the StableHLO
+    module), ``jax_000000_f.jaxpr.txt``, ``.jaxpr.html`` and ``.eqn_count_pprof`` (a gzipped pprof profile
+    counting the equations each line of the user's code made; view it with ``pprof``)."""
+    out = dump_dir()
+    if out is None:
+        return
+    modes = _config.dump_ir_modes.split(",")
+    n = next(_dump_counter)
+    fun = scope[scope.index("(") + 1:-1] if "(" in scope and scope.endswith(")") else scope
+    safe = re.sub(r"[^\w.)( -]", "", fun)
+    if "stablehlo" in modes:
+        kind = re.sub(r"[^\w]", "", scope.split("(")[0]) or "jit"
+        (out / f"jax_ir{n:04d}_{kind}_{safe}_compile.mlir").write_text(str(text))
+    if jaxpr is None:
+        return
+    if "jaxpr" in modes:
+        (out / f"jax_{n:06d}_{safe}.jaxpr.txt").write_text(str(jaxpr))
+    if "jaxpr_html" in modes:
+        (out / f"jax_{n:06d}_{safe}.jaxpr.html").write_text(jaxpr._repr_html_())
+    if "eqn_count_pprof" in modes:
+        (out / f"jax_{n:06d}_{safe}.eqn_count_pprof").write_bytes(eqn_count_pprof(jaxpr, fun))
+
+
+def _all_eqns(jaxpr: Jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in subjaxprs(eqn):
+            yield from _all_eqns(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)
+
+
+def eqn_count_pprof(jaxpr: Jaxpr, fun_name: str = "") -> bytes:
+    """A gzipped pprof profile: one sample per (user's line, primitive) with the number of equations of
+    ``jaxpr`` (nested bodies included) it made, as JAX's ``eqn_count_pprof`` dump."""
+    strings: dict[str, int] = {"": 0}
+
+    def s(x: str) -> int:
+        return strings.setdefault(x, len(strings))
+
+    counts = Counter((eqn.source_info, eqn.primitive.name) for eqn in _all_eqns(jaxpr))
+    prim_key = s("primitive")
+    funcs: dict[tuple, int] = {}
+    locs: dict[tuple, int] = {}
+    samples = []
+    for (info, prim), count in counts.items():
+        frames = []
+        if info is not None:
+            code = info.code
+            qual = getattr(code, "co_qualname", info.function) if code is not None else info.function
+            first = code.co_firstlineno if code is not None else info.lineno
+            fkey = (info.filename, qual, first)
+            fid = funcs.setdefault(fkey, len(funcs) + 1)
+            lid = locs.setdefault((fid, info.lineno), len(locs) + 1)
+            frames = [lid]
+        samples.append({"location_id": frames, "value": [count],
+                        "label": [{"key": prim_key, "str": s(prim)}]})
+    functions = [{"id": fid, "name": s(f"{fn.removesuffix('.py').replace('/', '.')}.{qual}"), "filename": s(fn),
+                  "start_line": first} for (fn, qual, first), fid in funcs.items()]
+    locations = [{"id": lid, "line": [{"function_id": fid, "line": line}]} for (fid, line), lid in locs.items()]
+    profile = {"string_table": None, "location": locations, "function": functions,
+               "sample_type": [{"type": s("equations"), "unit": s("count")}], "sample": samples,
+               "comment": s(fun_name)}
+    profile["string_table"] = list(strings)
+    return gzip.compress(compat.json_to_pprof(json.dumps(profile)))
 
 
 # Registers every rule (the rule modules import this one, so this comes last).

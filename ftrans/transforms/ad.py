@@ -43,6 +43,7 @@ from ftrans.core.trace import (
     invalid_value_error,
     is_jax_value,
     new_main,
+    short_repr,
     stage,
 )
 from ftrans.core.trace import state as _trace_state
@@ -191,6 +192,14 @@ class JVPTracer(Tracer):
     @property
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
+
+    def _short_repr(self) -> str:
+        # JAX's two names: a GradTracer while linearizing (grad, vjp: the tangent is a staged linear
+        # value, printed as its type), a JVPTracer otherwise.
+        t = self.tangent
+        if isinstance(t, Tracer) and type(t._trace).__name__ == "LinearizeTrace":
+            return f"GradTracer(primal={short_repr(self.primal)}, typeof(tangent)={aval_of(t).str_short()})"
+        return f"JVPTracer(primal={short_repr(self.primal)}, tangent={short_repr(t)})"
 
     def full_lower(self) -> Any:
         """The primal when the tangent is a symbolic zero (or carries nothing, float0): what a mutable

@@ -43,6 +43,7 @@ from ftrans.core.trace import (
     find_top_trace,
     invalid_value_error,
     is_jax_value,
+    long_type_str,
     new_main,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -141,6 +142,9 @@ class BatchTracer(Tracer):
             return a
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         return ShapedArray(shape, a.dtype, a.weak_type)
+
+    def _short_repr(self) -> str:
+        return f"VmapTracer(aval={long_type_str(self.aval)}, batched={long_type_str(aval_of(self.val))})"
 
     def full_lower(self) -> Any:
         """The value itself when it is not batched (what a ref outside this vmap may hold)."""

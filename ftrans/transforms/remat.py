@@ -368,7 +368,7 @@ def saved_residuals(fun: Callable, *args: Any, **kwargs: Any) -> list[tuple[Shap
             hit = producers.get(k)
             if hit is not None:
                 n, eqn = hit
-                src = str(eqn.source_info) if eqn.source_info else "unknown"
+                src = eqn.source_info.location() if eqn.source_info else "unknown"
                 if eqn.primitive is name_p:
                     what = f"named '{eqn.params['name']}' from {src}"
                 elif eqn.primitive.name == "jit_call":
