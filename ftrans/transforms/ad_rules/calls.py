@@ -28,7 +28,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import abstract_eval
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import Zero, float0, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
@@ -266,9 +266,34 @@ def _all_unknown(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[None, JaxprEqn, lis
     return None, eqn, [True] * len(eqn.outvars)
 
 
-for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p, C.custom_vmap_call_p):
+for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
     partial_eval_rules[_p] = _inline
     partial_eval_jaxpr_rules[_p] = _all_unknown
+
+
+def _custom_vmap_not_linearizable(name: str) -> FtransValueError:
+    return FtransValueError(
+        "Linearization failed to produce known values for all output primals. This is typically caused by "
+        "attempting to differentiate a function uses an operation that does not support reverse-mode autodiff: "
+        f"the custom_vmap function {name} (as in JAX, a custom_vmap function supports forward mode only; for "
+        "reverse mode (grad, vjp, linearize) wrap it in a custom_vjp, or give it a custom_jvp rule)")
+
+
+def _custom_vmap_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
+    """A ``custom_vmap`` call reading a tangent cannot be split into known and unknown halves: JAX's
+    custom_vmap call is one opaque equation, so its primal outputs would be unknown, and JAX refuses
+    reverse mode through it.  Known-only calls (a differentiated value not among its operands) run."""
+    if not all(trace.known_value(t)[0] for t in tracers):
+        raise _custom_vmap_not_linearizable(params["name"])
+    return _inline(trace, tracers, params)
+
+
+def _custom_vmap_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple:
+    raise _custom_vmap_not_linearizable(eqn.params["name"])
+
+
+partial_eval_rules[C.custom_vmap_call_p] = _custom_vmap_partial_eval
+partial_eval_jaxpr_rules[C.custom_vmap_call_p] = _custom_vmap_split
 
 
 @register_jvp(C.custom_vmap_call_p)
