@@ -648,10 +648,9 @@ class custom_vjp:  # noqa: N801 - JAX's name
         for each output cotangent known to be zero; either way ``bwd`` may give ``None`` (or a
         ``SymbolicZero``) for an argument with a zero cotangent.
 
-        ``optimize_remat=True`` (JAX's remat optimization) is accepted, and ftrans runs ``fwd`` as usual.
-        Under ``checkpoint`` JAX then runs the function itself on the forward pass and ``fwd`` only when
-        the backward pass recomputes, so the two differ when ``fwd``'s primal output is not the function's
-        (docs/differences.md).
+        ``optimize_remat=True`` (JAX's remat optimization): where ``fwd`` is staged, a forward pass that
+        does not keep its residuals (a ``checkpoint``'s, whose backward pass recomputes them) runs the
+        function itself instead of ``fwd``, as JAX does; the primal value then comes from the function.
         """
         if symbolic_zeros and optimize_remat:
             raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
@@ -689,6 +688,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         in_avals = [aval_of(x) for x in leaves]
         fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),
                         symbolic_zeros=self.symbolic_zeros)
+        fwd.optimize_remat = self.optimize_remat  # type: ignore[attr-defined]  # (read by the call's JVP)
         bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
                                       name=name, symbolic_zeros=self.symbolic_zeros)
