@@ -40,7 +40,15 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
-from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
+from ftrans.transforms.ad import (
+    JVPTrace,
+    JVPTracer,
+    Zero,
+    float0,
+    instantiate,
+    is_python_scalar,
+    tangent_aval,
+)
 from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
 __all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
@@ -442,9 +450,14 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         if isinstance(x, Tracer) and x.to_concrete_value() is None:
             return None
     tracers = [trace.full_raise(x) for x in leaves]
-    primals = [t.primal for t in tracers]
-    tangents = [t.tangent for t in tracers]
-    if all(type(t) is Zero for t in tangents):
+    # What the user's function and rules see: a Python scalar as given (an argument, or a value a jvp/vjp
+    # was given and that reaches here untouched), as in JAX; otherwise the primal and tangent arrays.
+    givens = [(x, None) if is_python_scalar(x) else
+              (x.given if isinstance(x, JVPTracer) and x._trace.main is trace.main else None)
+              for _, x in leaves_paths]
+    primals = [t.primal if g is None else g[0] for t, g in zip(tracers, givens)]
+    tangents = [t.tangent if g is None or g[1] is None else g[1] for t, g in zip(tracers, givens)]
+    if all(type(t.tangent) is Zero for t in tracers):
         # Nothing to differentiate at this level: the call happens at the level below.
         return (f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)),)
     box: list = []
@@ -453,9 +466,9 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         p_out, t_out = rule(primals, tangents)
     else:
         fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
-        p_out, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
+        p_out, res_dyn, res_info = fwd(primals, [type(t.tangent) is not Zero for t in tracers])
         bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros)
-        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, tangents, bwd, name)
+        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, [t.tangent for t in tracers], bwd, name)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
         kind = "custom_jvp rule" if isinstance(f, custom_jvp) else "custom_vjp forward function"
@@ -464,8 +477,20 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
             f"not one of its arguments (the function closes over it). Pass that value as an argument of {name} "
             "instead (as in JAX, custom-derivative functions must not close over differentiated values)."
         )
-    outs = [JVPTracer(trace, p, t) for p, t in zip(p_out, t_out)]
+    outs = [_rule_output(trace, p, t) for p, t in zip(p_out, t_out)]
     return (tree_util.tree_unflatten(box[0], outs),)
+
+
+def _rule_output(trace: JVPTrace, p: Any, t: Any) -> JVPTracer:
+    """A tracer for one output of a custom rule applied directly: arrays inside, and a Python scalar the
+    rule returned kept as given (handed back unchanged if the output is returned untouched)."""
+    given = None
+    if is_python_scalar(p):
+        given = (p, t if is_python_scalar(t) else None)
+        p = _operand("custom rule", "output", p)
+    if is_python_scalar(t):
+        t = _operand("custom rule", "tangent output", t)
+    return JVPTracer(trace, p, t, given)
 
 
 # ----------------------------------------------------------------------------
