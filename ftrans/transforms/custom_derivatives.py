@@ -437,7 +437,7 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
     if type(trace) is _trace.EvalTrace:
         # Concrete arguments, no staging: a transform is active but not on these values (e.g. the
         # rule calling the function on its primals), so the function simply runs.
-        return (f.fun(*_merge_nondiff(nd, diff, nondiff)),)
+        return (_check_not_closed_over(name, f.fun(*_merge_nondiff(nd, diff, nondiff))),)
     if type(trace) is not JVPTrace:
         return None
     from ftrans.transforms.batching import BatchTrace
@@ -459,7 +459,8 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
     tangents = [t.tangent if g is None or g[1] is None else g[1] for t, g in zip(tracers, givens)]
     if all(type(t.tangent) is Zero for t in tracers):
         # Nothing to differentiate at this level: the call happens at the level below.
-        return (f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)),)
+        return (_check_not_closed_over(name, f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals),
+                                                                nondiff))),)
     box: list = []
     if isinstance(f, custom_jvp):
         rule = _flat_jvp(f.jvp, name, nd, nondiff, in_tree, None, None, f.symbolic_zeros, 0, box)
@@ -479,6 +480,24 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         )
     outs = [_rule_output(trace, p, t) for p, t in zip(p_out, t_out)]
     return (tree_util.tree_unflatten(box[0], outs),)
+
+
+def _check_not_closed_over(name: str, out: Any) -> Any:
+    """``out``, unless it depends on a value of the innermost differentiation that the call did not take as
+    an argument: as in JAX, which runs a custom function with no tangents below that differentiation, a
+    custom function closing over such a value raises ``UnexpectedTracerError``."""
+    stack = _trace.state.stack
+    if not stack or stack[-1].trace_type is not JVPTrace:
+        return out
+    top = stack[-1]
+    if any(isinstance(x, Tracer) and x._trace.main is top for x in tree_util.tree_leaves(out)):
+        raise UnexpectedTracerError(
+            f"custom function {name} closes over a value being differentiated (a tracer of the innermost "
+            "jvp/grad) that is not one of its arguments, and its result depends on it. As in JAX, a custom_jvp "
+            f"or custom_vjp function must take every differentiated value as an argument: pass it to {name} "
+            "(and to the function its rule calls) explicitly."
+        )
+    return out
 
 
 def _rule_output(trace: JVPTrace, p: Any, t: Any) -> JVPTracer:
