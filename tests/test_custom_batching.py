@@ -110,12 +110,30 @@ def test_sequential_vmap_like_jax():
     assert "scan" in str(ftrans.make_jaxpr(ftrans.vmap(hf))(m, m))
 
 
-def test_grad_differentiates_the_function():
-    """JAX needs a custom_vjp around a custom_vmap function for reverse mode; ftrans differentiates ``f``."""
-    g = ftrans.grad(lambda x, y: F(x, y).sum())(XS, YS)
-    close(g, np.cos(XS) * YS)
-    gv = ftrans.vmap(ftrans.grad(F))(XS, YS)
-    close(gv, np.cos(XS) * YS)
+@pytest.mark.parametrize("how", ["grad", "grad_jit", "vmap_grad", "linearize", "checkpoint", "cond"])
+def test_reverse_mode_refused_like_jax(how):
+    """Reverse mode through a custom_vmap call that reads a tangent is refused with JAX's ValueError (a
+    custom_vjp around the function is JAX's way); forward mode, and grad with respect to another argument,
+    work."""
+    def run(lib, f):
+        g = lambda x: f(x, 2.0)  # noqa: E731
+        return {
+            "grad": lambda: lib.grad(g)(0.5),
+            "grad_jit": lambda: lib.grad(lib.jit(g))(0.5),
+            "vmap_grad": lambda: lib.vmap(lib.grad(g))(XS),
+            "linearize": lambda: lib.linearize(g, 0.5),
+            "checkpoint": lambda: lib.grad(lib.checkpoint(g))(0.5),
+            "cond": lambda: lib.grad(lambda x: lib.lax.cond(True, g, lambda z: z, x))(0.5),
+        }[how]()
+
+    for lib, f in ((ftrans, F), (jax, J)):
+        with pytest.raises(ValueError, match="Linearization failed to produce known values for all output primals"):
+            run(lib, f)
+
+
+def test_grad_of_other_arguments_and_of_vmap_works():
+    close(ftrans.grad(lambda x, y: F(y, 2.0).sum() * x)(0.5, XS), jax.grad(lambda x, y: J(y, 2.0).sum() * x)(0.5, XS))
+    close(ftrans.grad(lambda x: ftrans.vmap(F)(x, YS).sum())(XS), jax.grad(lambda x: jax.vmap(J)(x, YS).sum())(XS))
 
 
 def test_custom_vjp_around_custom_vmap_forwards_def_vmap():

@@ -244,6 +244,34 @@ def test_custom_vjp_backward_is_visible_in_the_ir():
     assert "custom_lin" not in text  # transposed away
 
 
+def test_custom_function_closing_over_a_differentiated_value_is_refused_like_jax():
+    """A custom_jvp/custom_vjp function closing over the innermost jvp/grad's value and called without it
+    raises UnexpectedTracerError in both (JAX runs it below that differentiation)."""
+    def make(api, kind):
+        def f(x):
+            if kind == "jvp":
+                @api.custom_jvp
+                def g(y):
+                    return x + y
+
+                g.defjvp(lambda p, t: (g(x), 2 * p[0]))
+            else:
+                @api.custom_vjp
+                def g(y):
+                    return x + y
+
+                g.defvjp(lambda y: (g(y), None), lambda r, c: (c,))
+            return g(1.0)
+        return f
+
+    for api, err in ((jax, jax.errors.UnexpectedTracerError), (ftrans, ftrans.errors.UnexpectedTracerError)):
+        for kind in ("jvp", "vjp"):
+            with pytest.raises(err):
+                api.jvp(make(api, kind), (3.0,), (1.0,))
+            with pytest.raises(err):
+                api.grad(make(api, kind))(3.0)
+
+
 def test_jvp_of_custom_vjp_is_an_error():
     f = make_clip_gradient(ftrans.custom_vjp, fjnp)
     with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):

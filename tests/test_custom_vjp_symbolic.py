@@ -1,6 +1,6 @@
 """``custom_vjp`` options against jax's: ``symbolic_zeros`` (``CustomVJPPrimal`` arguments of ``fwd``,
-``SymbolicZero`` cotangents of ``bwd``, ``None``/``SymbolicZero`` results), ``optimize_remat`` (accepted,
-same values), ``nondiff_argnames``, and what a ``bwd`` rule may return."""
+``SymbolicZero`` cotangents of ``bwd``, ``None``/``SymbolicZero`` results), ``optimize_remat`` (the function runs
+where the residuals are dead), ``nondiff_argnames``, and what a ``bwd`` rule may return."""
 
 from __future__ import annotations
 
@@ -131,6 +131,31 @@ def test_optimize_remat_accepted():
     with pytest.raises(NotImplementedError):
         ftrans.custom_vjp(lambda x: x).defvjp(lambda x: (x, None), lambda r, g: (g,), symbolic_zeros=True,
                                               optimize_remat=True)
+
+
+def test_optimize_remat_runs_the_function_on_a_checkpoints_forward_pass():
+    """A ``fwd`` deliberately unlike the function (sin for tan) shows which one ran: under ``checkpoint`` the
+    forward pass runs the function (its residuals are recomputed by the backward pass, which runs ``fwd``
+    once), without it ``fwd`` gives the value; eagerly and inside ``scan``, as JAX; staged, the forward
+    pass holds ``tan`` alone."""
+    out = []
+    for api, _, jnp_ in LIBS:
+        @api.custom_vjp
+        def f(x):
+            return jnp_.tan(x)
+
+        f.defvjp(lambda x: (jnp_.sin(x), (x,)), lambda res, g: (jnp_.cos(res[0]) * g,), optimize_remat=True)
+
+        def temp(x):
+            return api.checkpoint(f)(x) ** 2
+
+        def looped(x):
+            return api.lax.scan(lambda c, _: (api.checkpoint(f)(c), None), x, None, length=2)[0]
+
+        out.append((api.value_and_grad(temp)(3.2), api.value_and_grad(f)(3.2), api.grad(looped)(0.3)))
+    close(out[1], out[0])
+    text = str(ftrans.make_jaxpr(ftrans.grad(lambda x: ftrans.checkpoint(f)(x) ** 2))(3.2))
+    assert text.count("sin") == 1 and text.count("tan") == 1, text
 
 
 def test_nondiff_argnames():

@@ -526,7 +526,14 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
         return a * 2.0
 
     cm.def_vmap(lambda n, in_batched, a: (a * 2.0, in_batched[0]))
+
+    @ftrans.custom_vjp
+    def cr(a):
+        return a.sum()
+
+    cr.defvjp(lambda a: (a.sum(), a * 2.0), lambda res, g: (g * res,), optimize_remat=True)
     programs = {
+        "custom_dce_call": lambda a: ftrans.vjp(cr, a)[0],
         "custom_vmap_call": lambda a: cm(a),
         "custom_jvp_call": lambda a: cj(a),
         "custom_vjp_call": lambda a: cv(a),

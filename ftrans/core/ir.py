@@ -12,6 +12,7 @@ import collections
 import gc
 import itertools
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -829,6 +830,12 @@ def eqn_has_effects(eqn: JaxprEqn) -> bool:
     return prim.higher_order and any(jaxpr_has_effects(j) for j in subjaxprs(eqn))
 
 
+# primitive -> rule(eqn, used_outputs) -> the equation dead-code elimination keeps in its place (the same
+# one, or one computing less: ``custom_dce_call`` runs the function instead of ``fwd`` when the residuals are
+# dead).  Outputs the replacement drops must be unused.
+dce_rules: dict[Any, Callable[[JaxprEqn, list[bool]], JaxprEqn]] = {}
+
+
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: list[bool] | tuple[bool, ...]) -> tuple[Jaxpr, list[bool]]:
     """Drop equations whose outputs nobody reads; returns the jaxpr and which inputs it still reads.
 
@@ -837,13 +844,19 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: list[bool] | tuple[bool, ...]) -> tupl
     """
     live: set[int] = {id(v) for v, u in zip(jaxpr.outvars, used_outputs) if u and isinstance(v, Var)}
     kept: list[JaxprEqn] = []
+    replaced = False
     for eqn in reversed(jaxpr.eqns):
         if any(id(v) in live for v in eqn.outvars) or eqn_has_effects(eqn):
+            rule = dce_rules.get(eqn.primitive)
+            if rule is not None:
+                new_eqn = rule(eqn, [id(v) in live for v in eqn.outvars])
+                replaced = replaced or new_eqn is not eqn
+                eqn = new_eqn
             kept.append(eqn)
             live.update(id(a) for a in eqn.invars if isinstance(a, Var))
     kept.reverse()
     outs = [v for v, u in zip(jaxpr.outvars, used_outputs) if u]
-    new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) else \
+    new = jaxpr if len(kept) == len(jaxpr.eqns) and all(used_outputs) and not replaced else \
         Jaxpr(jaxpr.constvars, jaxpr.invars, kept, outs)
     return new, [id(v) in live for v in jaxpr.invars]
 

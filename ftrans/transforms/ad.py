@@ -52,7 +52,7 @@ from ftrans.errors import FtransTypeError
 __all__ = [
     "Zero", "float0", "instantiate", "jvp_rules", "register_jvp", "defjvp_linear", "defjvp_zero",
     "JVPTrace", "JVPTracer", "jvp", "jvp_jaxpr", "tangent_aval", "zeros_like_aval", "add_tangents",
-    "rewritten_primal",
+    "rewritten_primal", "given_scalars", "is_python_scalar",
 ]
 
 # JAX's dtype for the tangents of integer and boolean values: zero bytes per element.
@@ -180,14 +180,21 @@ def defjvp_linear(prim: Primitive) -> None:
 
 
 class JVPTracer(Tracer):
-    """A value carrying its tangent: ``primal`` (of the enclosing level) and ``tangent`` (or Zero)."""
+    """A value carrying its tangent: ``primal`` (of the enclosing level) and ``tangent`` (or Zero).
 
-    __slots__ = ("primal", "tangent")
+    ``given`` is ``None``, or, for a tracer standing for a Python scalar exactly as the user (or a custom
+    rule) gave it, ``(primal, tangent)`` with those Python values (``tangent`` ``None`` when only the primal
+    was one): as JAX does, ``jvp``/``vjp``/``linearize`` hand such a value back unchanged when the
+    function returns it untouched, and a custom rule receives it as given.  Rules see only ``primal`` and
+    ``tangent``, which are arrays."""
 
-    def __init__(self, trace: Trace, primal: Any, tangent: Any):
+    __slots__ = ("primal", "tangent", "given")
+
+    def __init__(self, trace: Trace, primal: Any, tangent: Any, given: tuple | None = None):
         self._trace = trace
         self.primal = primal
         self.tangent = tangent
+        self.given = given
 
     @property
     def aval(self) -> ShapedArray:
@@ -247,25 +254,49 @@ class JVPTrace(Trace):
 
 
 def _unpack(main: Any, x: Any) -> tuple[Any, Any]:
-    """(primal, tangent) of an output: values not traced at ``main`` have zero tangent."""
+    """(primal, tangent) of an output: values not traced at ``main`` have zero tangent; a Python scalar
+    given for it comes back as given."""
     if isinstance(x, JVPTracer) and x._trace.main is main:
+        g = x.given
+        if g is not None:
+            return g[0], (x.tangent if g[1] is None else g[1])
         return x.primal, x.tangent
     return x, Zero.from_primal_value(x)
+
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def is_python_scalar(x: Any) -> bool:
+    """Whether ``x`` is a Python scalar (``bool``/``int``/``float``/``complex`` itself, no subclass)."""
+    return type(x) in _PY_SCALARS
+
+
+def given_scalars(primals: Sequence[Any], tangents: Sequence[Any] | None = None) -> list:
+    """Per input leaf, ``(primal, tangent)`` for a Python scalar primal as given (``tangent`` ``None`` unless
+    it is a Python scalar too), else ``None``: what :func:`jvp_flat`'s ``given`` takes."""
+    ts = tangents if tangents is not None else [None] * len(primals)
+    return [(p, t if is_python_scalar(t) else None) if is_python_scalar(p) else None for p, t in zip(primals, ts)]
 
 
 def _strip(main: Any, x: Any) -> Any:
     return x.primal if isinstance(x, JVPTracer) and x._trace.main is main else x
 
 
-def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list, Any]:
+def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+             given: Sequence[tuple | None] | None = None) -> tuple[list, list, Any]:
     """JVP of ``fun`` on flat lists (tangents may be Zero): primal outs, tangent outs (may be Zero), extra.
 
     ``fun`` returns ``(flat_outs, extra)``; ``extra`` (auxiliary data) is
-    returned with tracers of this level replaced by their primals.
+    returned with tracers of this level replaced by their primals.  ``given``
+    (from :func:`given_scalars`) marks inputs that were Python scalars: an
+    output that is such an input untouched comes back as that scalar.
     """
+    if given is None:
+        given = [None] * len(primals)
     with new_main(JVPTrace) as main:
         trace = main.trace
-        ins = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        ins = [JVPTracer(trace, p, t, g) for p, t, g in zip(primals, tangents, given)]
         outs, extra = fun(*ins)
         pairs = [_unpack(main, o) for o in outs]
         extra = tree_util.tree_map(lambda x: _strip(main, x), extra)
@@ -485,7 +516,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         out_tree_box.append(tree)
         return flat, aux
 
-    p_out, t_out, aux = jvp_flat(rewritten_primal(flat_fun, p_leaves, out_tree_box), p_leaves, t_in)
+    given = given_scalars([p for _, p in p_leaves_paths], t_leaves)
+    p_out, t_out, aux = jvp_flat(rewritten_primal(flat_fun, p_leaves, out_tree_box), p_leaves, t_in, given)
     out_tree = out_tree_box[0]
     primals_out = tree_util.tree_unflatten(out_tree, p_out)
     tangents_out = tree_util.tree_unflatten(out_tree, [_output(t) for t in t_out])

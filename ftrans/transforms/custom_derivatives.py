@@ -40,7 +40,15 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
-from ftrans.transforms.ad import JVPTrace, JVPTracer, Zero, float0, instantiate, tangent_aval
+from ftrans.transforms.ad import (
+    JVPTrace,
+    JVPTracer,
+    Zero,
+    float0,
+    instantiate,
+    is_python_scalar,
+    tangent_aval,
+)
 from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
 __all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
@@ -429,7 +437,7 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
     if type(trace) is _trace.EvalTrace:
         # Concrete arguments, no staging: a transform is active but not on these values (e.g. the
         # rule calling the function on its primals), so the function simply runs.
-        return (f.fun(*_merge_nondiff(nd, diff, nondiff)),)
+        return (_check_not_closed_over(name, f.fun(*_merge_nondiff(nd, diff, nondiff))),)
     if type(trace) is not JVPTrace:
         return None
     from ftrans.transforms.batching import BatchTrace
@@ -442,20 +450,26 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
         if isinstance(x, Tracer) and x.to_concrete_value() is None:
             return None
     tracers = [trace.full_raise(x) for x in leaves]
-    primals = [t.primal for t in tracers]
-    tangents = [t.tangent for t in tracers]
-    if all(type(t) is Zero for t in tangents):
+    # What the user's function and rules see: a Python scalar as given (an argument, or a value a jvp/vjp
+    # was given and that reaches here untouched), as in JAX; otherwise the primal and tangent arrays.
+    givens = [(x, None) if is_python_scalar(x) else
+              (x.given if isinstance(x, JVPTracer) and x._trace.main is trace.main else None)
+              for _, x in leaves_paths]
+    primals = [t.primal if g is None else g[0] for t, g in zip(tracers, givens)]
+    tangents = [t.tangent if g is None or g[1] is None else g[1] for t, g in zip(tracers, givens)]
+    if all(type(t.tangent) is Zero for t in tracers):
         # Nothing to differentiate at this level: the call happens at the level below.
-        return (f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)),)
+        return (_check_not_closed_over(name, f(*_merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals),
+                                                                nondiff))),)
     box: list = []
     if isinstance(f, custom_jvp):
         rule = _flat_jvp(f.jvp, name, nd, nondiff, in_tree, None, None, f.symbolic_zeros, 0, box)
         p_out, t_out = rule(primals, tangents)
     else:
         fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
-        p_out, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
+        p_out, res_dyn, res_info = fwd(primals, [type(t.tangent) is not Zero for t in tracers])
         bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros)
-        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, tangents, bwd, name)
+        t_out = custom_vjp_tangents(p_out, res_dyn, res_info, [t.tangent for t in tracers], bwd, name)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
         kind = "custom_jvp rule" if isinstance(f, custom_jvp) else "custom_vjp forward function"
@@ -464,8 +478,38 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
             f"not one of its arguments (the function closes over it). Pass that value as an argument of {name} "
             "instead (as in JAX, custom-derivative functions must not close over differentiated values)."
         )
-    outs = [JVPTracer(trace, p, t) for p, t in zip(p_out, t_out)]
+    outs = [_rule_output(trace, p, t) for p, t in zip(p_out, t_out)]
     return (tree_util.tree_unflatten(box[0], outs),)
+
+
+def _check_not_closed_over(name: str, out: Any) -> Any:
+    """``out``, unless it depends on a value of the innermost differentiation that the call did not take as
+    an argument: as in JAX, which runs a custom function with no tangents below that differentiation, a
+    custom function closing over such a value raises ``UnexpectedTracerError``."""
+    stack = _trace.state.stack
+    if not stack or stack[-1].trace_type is not JVPTrace:
+        return out
+    top = stack[-1]
+    if any(isinstance(x, Tracer) and x._trace.main is top for x in tree_util.tree_leaves(out)):
+        raise UnexpectedTracerError(
+            f"custom function {name} closes over a value being differentiated (a tracer of the innermost "
+            "jvp/grad) that is not one of its arguments, and its result depends on it. As in JAX, a custom_jvp "
+            f"or custom_vjp function must take every differentiated value as an argument: pass it to {name} "
+            "(and to the function its rule calls) explicitly."
+        )
+    return out
+
+
+def _rule_output(trace: JVPTrace, p: Any, t: Any) -> JVPTracer:
+    """A tracer for one output of a custom rule applied directly: arrays inside, and a Python scalar the
+    rule returned kept as given (handed back unchanged if the output is returned untouched)."""
+    given = None
+    if is_python_scalar(p):
+        given = (p, t if is_python_scalar(t) else None)
+        p = _operand("custom rule", "output", p)
+    if is_python_scalar(t):
+        t = _operand("custom rule", "tangent output", t)
+    return JVPTracer(trace, p, t, given)
 
 
 # ----------------------------------------------------------------------------
@@ -648,10 +692,9 @@ class custom_vjp:  # noqa: N801 - JAX's name
         for each output cotangent known to be zero; either way ``bwd`` may give ``None`` (or a
         ``SymbolicZero``) for an argument with a zero cotangent.
 
-        ``optimize_remat=True`` (JAX's remat optimization) is accepted, and ftrans runs ``fwd`` as usual.
-        Under ``checkpoint`` JAX then runs the function itself on the forward pass and ``fwd`` only when
-        the backward pass recomputes, so the two differ when ``fwd``'s primal output is not the function's
-        (docs/differences.md).
+        ``optimize_remat=True`` (JAX's remat optimization): where ``fwd`` is staged, a forward pass that
+        does not keep its residuals (a ``checkpoint``'s, whose backward pass recomputes them) runs the
+        function itself instead of ``fwd``, as JAX does; the primal value then comes from the function.
         """
         if symbolic_zeros and optimize_remat:
             raise NotImplementedError("remat optimization for custom_vjp does not support symbolic zeros")
@@ -689,6 +732,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         in_avals = [aval_of(x) for x in leaves]
         fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),
                         symbolic_zeros=self.symbolic_zeros)
+        fwd.optimize_remat = self.optimize_remat  # type: ignore[attr-defined]  # (read by the call's JVP)
         bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
                                       name=name, symbolic_zeros=self.symbolic_zeros)

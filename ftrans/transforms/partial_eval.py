@@ -105,13 +105,15 @@ class LinearizeTrace(DynamicJaxprTrace):
 _MISSING = object()
 
 
-def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJaxpr, list[bool], list[bool], Any]:
+def linearize_flat(fun: Callable, primals: Sequence[Any], given: Sequence[tuple | None] | None = None
+                   ) -> tuple[list, ClosedJaxpr, list[bool], list[bool], Any]:
     """Linearize ``fun`` (flat list in -> (flat list out, aux)) at ``primals``.
 
     Returns the primal outputs, the linear jaxpr (inputs: the tangents of the
     differentiable inputs; outputs: the tangents of the outputs, instantiated),
     which inputs are differentiable (inexact), which output tangents are
-    symbolically zero, and ``aux``.  Residuals are the linear jaxpr's constants.
+    symbolically zero, and ``aux``.  Residuals are the linear jaxpr's constants.  ``given`` is
+    :func:`jvp_flat`'s (Python scalar primals handed back unchanged).
     """
     builder = _LinearizeBuilder()
     in_avals = [tangent_aval(aval_of(p)) for p in primals]
@@ -120,7 +122,7 @@ def linearize_flat(fun: Callable, primals: Sequence[Any]) -> tuple[list, ClosedJ
         with new_main(LinearizeTrace, builder) as main:
             trace: LinearizeTrace = main.trace
             tangents = [trace.new_arg(a) if d else Zero(a) for a, d in zip(in_avals, diff)]
-            p_out, t_out, aux = jvp_flat(fun, primals, tangents)
+            p_out, t_out, aux = jvp_flat(fun, primals, tangents, given)
             zero_out = [type(t) is Zero for t in t_out]
             out_tracers = [trace.full_raise(instantiate(t)) for t, z in zip(t_out, zero_out) if not z]
             in_tracers = [t for t in tangents if type(t) is not Zero]

@@ -34,7 +34,15 @@ from ftrans.core.trace import (
     stage,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.ad import float0, instantiate, jvp, rewritten_primal, tangent_aval
+from ftrans.transforms.ad import (
+    float0,
+    given_scalars,
+    instantiate,
+    is_python_scalar,
+    jvp,
+    rewritten_primal,
+    tangent_aval,
+)
 from ftrans.transforms.partial_eval import linearize_flat
 from ftrans.transforms.transpose import UndefinedPrimal, backward_pass
 
@@ -317,6 +325,7 @@ class _Pullback:
             tan = tangent_aval(want)
             if tan.dtype == float0:
                 continue  # integer outputs: their cotangent carries nothing
+            given = c if is_python_scalar(c) else None  # (the user's bwd sees it as given, as in JAX)
             c = _operand(f"vjp({self._name}) pullback", f"cotangent[{i}]", c)
             got = aval_of(c)
             if tuple(got.shape) != tuple(tan.shape):
@@ -330,7 +339,7 @@ class _Pullback:
                     f"output it belongs to has dtype {tan.dtype.name}; convert it with .astype"
                 )
             if not z:
-                cts.append(c)
+                cts.append(c if given is None or self._wants is not None else given)
         in_cts = iter(self._backward(cts))
         wants = self._wants or (True,) * len(self._in_avals)
         out: list = []
@@ -402,7 +411,9 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     if _ref.created and any(isinstance(x, _ref.Ref) for x in tree_util.tree_leaves(primals)):
         return _vjp_with_ref_primals(fun, primals, has_aux)
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
-    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
+    given = given_scalars(tree_util.tree_leaves(tuple(primals)))
+    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
+                                                     given)
     out_tree = out_tree_box[0]
     out_avals = [aval_of(x) for x in p_out]
     pullback = _Pullback._of(_fname(fun), lin, diff, zero_out, leaves, in_tree, out_avals, out_tree)
@@ -569,7 +580,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         restricted.__name__ = name  # errors raised while tracing name the user's function
         restricted.__wrapped__ = fun  # ... and point at its definition
         leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
-        p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
+        p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
+                                                         given_scalars(tree_util.tree_leaves(tuple(dyn))))
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
         _check_scalar_output(where, name, out, holomorphic)
         pullback = _Pullback(name, lin.jaxpr, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
@@ -670,7 +682,9 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     if not callable(fun):
         raise FtransTypeError(f"linearize: expected a function, got {type(fun).__name__}")
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
-    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves)
+    given = given_scalars(tree_util.tree_leaves(tuple(primals)))
+    p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
+                                                     given)
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]

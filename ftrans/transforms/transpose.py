@@ -28,10 +28,10 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import Tracer, source_info_as, stage
-from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval
+from ftrans.transforms.ad import Zero, add_tangents, instantiate, is_python_scalar, tangent_aval
 
 __all__ = [
-    "UndefinedPrimal", "is_undefined", "transpose_rules", "register_transpose", "backward_pass",
+    "UndefinedPrimal", "is_undefined", "takes_given_scalars", "transpose_rules", "register_transpose", "backward_pass",
     "transpose_jaxpr", "transpose_jaxpr_threading", "stage_threading_refs",
 ]
 
@@ -48,6 +48,19 @@ class UndefinedPrimal:
 
     def __repr__(self) -> str:
         return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+# Primitives whose transpose rule takes a cotangent the user gave as a Python scalar as is (``custom_lin``:
+# the user's ``bwd`` receives it as given, as in JAX); every other rule gets it as an array.
+takes_given_scalars: set[Primitive] = set()
+
+
+def _as_array(ct: Any) -> Any:
+    if is_python_scalar(ct):
+        from ftrans.core.operands import as_operand
+
+        return as_operand(ct)
+    return ct
 
 
 def is_undefined(x: Any) -> bool:
@@ -118,7 +131,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         if ct is None or type(ct) is Zero or isinstance(v, Literal) or id(v) not in linear:
             return
         k = id(v)
-        cts[k] = add_tangents(cts[k], ct) if k in cts else ct
+        cts[k] = add_tangents(_as_array(cts[k]), _as_array(ct)) if k in cts else ct
 
     for v, ct in zip(jaxpr.outvars, cts_out):
         write(v, ct)
@@ -134,6 +147,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             ct_arg = cts.pop(id(eqn.outvars[0]), None)
             if ct_arg is None:
                 continue
+        if prim not in takes_given_scalars:
+            ct_arg = [_as_array(c) for c in ct_arg] if prim.multiple_results else _as_array(ct_arg)
         invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
                   for a in eqn.invars]
         with source_info_as(eqn.source_info):

@@ -27,13 +27,14 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, JaxprEqn, hoist_consts, pp_params_rules
+from ftrans.core.ir import ClosedJaxpr, JaxprEqn, dce_rules, hoist_consts, pp_params_rules
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError
 
 __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
-    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_lin_p",
+    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
+    "custom_lin_p",
     "name_p", "optimization_barrier_p",
 ]
 
@@ -207,6 +208,28 @@ def _custom_call_printed(params: dict) -> list[tuple[str, Any]]:
 
 pp_params_rules[custom_jvp_call_p] = _custom_call_printed
 pp_params_rules[custom_vjp_call_p] = _custom_call_printed
+
+
+# ``custom_vjp(..., optimize_remat=True)``'s forward function, staged: ``jaxpr`` (the user's ``fwd``) gives the
+# ``num_primal`` primal outputs, then the residuals; ``dce_jaxpr`` holds the function itself on the same
+# operands.  Where no one reads the residuals (the forward pass of a ``checkpoint``, whose backward pass
+# recomputes them), dead-code elimination runs the function instead of ``fwd`` (JAX's ``custom_dce``), so
+# the forward work is not done twice.
+def _custom_dce_update(params: dict, rule: str, num_operands: int) -> dict:
+    """A call a rule derives (its JVP, batched form, halves) computes something else: the function no
+    longer stands in for it, and it runs its body whole."""
+    return {**params, "dce_jaxpr": ()}
+
+
+def _custom_dce_prune(eqn: JaxprEqn, used: list[bool]) -> JaxprEqn:
+    alt, n = eqn.params["dce_jaxpr"], eqn.params["num_primal"]
+    if not alt or any(used[n:]):
+        return eqn
+    return eqn.replace(outvars=list(eqn.outvars[:n]), params={**eqn.params, "jaxpr": alt[0], "dce_jaxpr": ()})
+
+
+custom_dce_call_p = CallPrimitive("custom_dce_call", update_params=_custom_dce_update)
+dce_rules[custom_dce_call_p] = _custom_dce_prune
 
 
 # ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import abstract_eval
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import Zero, float0, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
@@ -203,6 +203,17 @@ def _install(prim: C.CallPrimitive) -> None:
     partial_eval_jaxpr_rules.setdefault(prim, _call_split(prim))
 
 
+def _custom_dce_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[JaxprEqn, JaxprEqn, list[bool]]:
+    """A ``custom_dce_call`` is split as a plain call but is not policy-aware: under a ``checkpoint`` the
+    whole forward function is recomputed by the backward pass, and the forward pass keeps the call, whose
+    unread residuals let dead-code elimination run the function instead."""
+    return _dce_call_split(eqn, unk_in)
+
+
+_dce_call_split = _call_split(C.custom_dce_call_p)
+partial_eval_jaxpr_rules[C.custom_dce_call_p] = _custom_dce_split
+
+
 # ----------------------------------------------------------------------------
 # The custom-derivative calls: the user's rule is the derivative
 
@@ -214,15 +225,44 @@ def _custom_jvp_call_jvp(primals: list, tangents: list, *, jvp: Callable, **_: A
 
 @register_jvp(C.custom_vjp_call_p)
 def _custom_vjp_call_jvp(primals: list, tangents: list, *, fwd: Callable, bwd: Callable, num_consts: int,
-                         name: str, **_: Any) -> tuple[list, list]:
+                         name: str, call_jaxpr: ClosedJaxpr, **_: Any) -> tuple[list, list]:
     """Run the user's forward function; the output tangents are one ``custom_lin`` of the residuals."""
     if any(type(t) is not Zero for t in tangents[:num_consts]):
         raise FtransTypeError(
             f"custom_vjp function {name} closes over a value that is being differentiated; pass that value "
             "as an argument of the function instead"
         )
-    outs, res_dyn, res_info = fwd(primals, [type(t) is not Zero for t in tangents])
+    perturbed = [type(t) is not Zero for t in tangents]
+    if getattr(fwd, "optimize_remat", False) and any(isinstance(p, Tracer) for p in primals):
+        outs, res_dyn, res_info = _fwd_as_custom_dce(fwd, primals, perturbed, call_jaxpr)
+    else:
+        outs, res_dyn, res_info = fwd(primals, perturbed)
     return outs, custom_vjp_tangents(outs, res_dyn, res_info, tangents[num_consts:], bwd, name)
+
+
+def _fwd_as_custom_dce(fwd: Callable, primals: list, perturbed: list, call_jaxpr: ClosedJaxpr) -> tuple:
+    """``optimize_remat``: the forward function staged as one ``custom_dce_call`` that holds the function
+    too, so a forward pass that does not keep the residuals (a ``checkpoint``'s, whose backward pass
+    recomputes them) runs the function alone, as JAX's remat optimization does."""
+    from ftrans.core.ir import Jaxpr
+    from ftrans.core.trace import stage
+
+    info: list = []
+
+    def staged(*ps: Any) -> list:
+        outs, res_dyn, res_info = fwd(list(ps), perturbed)
+        info.append((len(outs), res_info))
+        return [*outs, *res_dyn]
+
+    closed, _ = stage(staged, [aval_of(p) for p in primals])
+    body, consts = C.hoist_consts(closed)
+    n_out, res_info = info[0]
+    j = call_jaxpr.jaxpr
+    lead = [Var(a) for a in body.in_avals[:len(consts)]]
+    alt = ClosedJaxpr(Jaxpr(list(j.constvars), lead + list(j.invars), j.eqns, j.outvars), call_jaxpr.consts)
+    outs = C.custom_dce_call_p.bind(*consts, *primals, jaxpr=body, dce_jaxpr=(alt,), num_primal=n_out,
+                                    name=getattr(fwd, "__name__", "fwd"))
+    return list(outs[:n_out]), list(outs[n_out:]), res_info
 
 
 def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: list, bwd: Callable,
@@ -266,9 +306,34 @@ def _all_unknown(eqn: JaxprEqn, unk_in: list[bool]) -> tuple[None, JaxprEqn, lis
     return None, eqn, [True] * len(eqn.outvars)
 
 
-for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p, C.custom_vmap_call_p):
+for _p in (C.custom_jvp_call_p, C.custom_vjp_call_p):
     partial_eval_rules[_p] = _inline
     partial_eval_jaxpr_rules[_p] = _all_unknown
+
+
+def _custom_vmap_not_linearizable(name: str) -> FtransValueError:
+    return FtransValueError(
+        "Linearization failed to produce known values for all output primals. This is typically caused by "
+        "attempting to differentiate a function uses an operation that does not support reverse-mode autodiff: "
+        f"the custom_vmap function {name} (as in JAX, a custom_vmap function supports forward mode only; for "
+        "reverse mode (grad, vjp, linearize) wrap it in a custom_vjp, or give it a custom_jvp rule)")
+
+
+def _custom_vmap_partial_eval(trace: LinearizeTrace, tracers: list, params: dict) -> list:
+    """A ``custom_vmap`` call reading a tangent cannot be split into known and unknown halves: JAX's
+    custom_vmap call is one opaque equation, so its primal outputs would be unknown, and JAX refuses
+    reverse mode through it.  Known-only calls (a differentiated value not among its operands) run."""
+    if not all(trace.known_value(t)[0] for t in tracers):
+        raise _custom_vmap_not_linearizable(params["name"])
+    return _inline(trace, tracers, params)
+
+
+def _custom_vmap_split(eqn: JaxprEqn, unk_in: list[bool]) -> tuple:
+    raise _custom_vmap_not_linearizable(eqn.params["name"])
+
+
+partial_eval_rules[C.custom_vmap_call_p] = _custom_vmap_partial_eval
+partial_eval_jaxpr_rules[C.custom_vmap_call_p] = _custom_vmap_split
 
 
 @register_jvp(C.custom_vmap_call_p)

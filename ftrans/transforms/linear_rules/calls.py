@@ -30,6 +30,7 @@ from ftrans.transforms.transpose import (
     backward_pass,
     is_undefined,
     register_transpose,
+    takes_given_scalars,
     transpose_jaxpr_threading,
     transpose_rules,
 )
@@ -147,6 +148,9 @@ def _custom_lin_transpose(cts: list, *args: Any, num_res: int, bwd: Callable, ou
         if nz:
             out.append(None if type(c) is Zero else c)
     return out
+
+
+takes_given_scalars.add(C.custom_lin_p)  # the user's bwd sees a Python scalar cotangent as given, as in JAX
 
 
 @register_transpose(C.name_p)

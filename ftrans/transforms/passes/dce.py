@@ -14,7 +14,7 @@ unread captured constants go, which also saves their transfer to the device.
 
 from __future__ import annotations
 
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, eqn_has_effects
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_rules, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
 from ftrans.transforms.passes._util import DROPPABLE_IMPURE, IMPURE
 from ftrans.transforms.passes.pipeline import Pass, PassContext
@@ -123,6 +123,14 @@ def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) 
             if ctx is not None:
                 ctx.record(eqn, f"removed `{eqn.primitive.name}`: its result is never used")
             continue
+        rule = dce_rules.get(eqn.primitive)
+        if rule is not None:
+            new = rule(eqn, used)
+            if new is not eqn:
+                changed = True
+                if ctx is not None:
+                    ctx.record(eqn, f"replaced `{eqn.primitive.name}`: its unused results need not be computed")
+                eqn = new
         prune = _PRUNE.get(eqn.primitive)
         if prune is not None and eqn.primitive.name not in IMPURE:
             new, _ = prune(eqn, used, ctx)
