@@ -143,3 +143,20 @@ def test_numpy_and_device_arguments_take_their_own_keys():
             want = g(*[np.asarray(v) for v in xs])
             assert got.dtype == want.dtype and got.weak_type == want.weak_type
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@needs8
+def test_sharded_registered_path_after_pmap_donation_reports_the_deleted_argument():
+    """pmap's donation consumes the buffer in the runtime; the registered sharded path must see it (a deleted
+    buffer handed to the runtime is an error in the runtime, or a crash) and let the general path report it."""
+    f = ftrans.jit(lambda v: v + 1)
+    y = ftrans.pmap(lambda v: v * 2)(np.ones((8, 4), np.float32))
+    yj = jax.pmap(lambda v: v * 2)(np.ones((8, 4), np.float32))
+    np.testing.assert_array_equal(np.asarray(f(y)), np.asarray(jax.jit(lambda v: v + 1)(yj)))
+    f(y)
+    ftrans.pmap(lambda v: v + 0, donate_argnums=0)(y)
+    jax.pmap(lambda v: v + 0, donate_argnums=0)(yj)
+    assert y.is_deleted() == yj.is_deleted()
+    if y.is_deleted():
+        with pytest.raises(DeletedArrayError):
+            f(y)
