@@ -160,3 +160,25 @@ def test_sharded_registered_path_after_pmap_donation_reports_the_deleted_argumen
     if y.is_deleted():
         with pytest.raises(DeletedArrayError):
             f(y)
+
+
+@needs8
+def test_sharded_registered_path_follows_x64():
+    """Switching x64 empties the registered runners: the same sharded int32 argument then gets the program
+    traced under x64 (``arange`` is int64 there, as with jax's x64 on)."""
+    fm, _ = _meshes()
+    f = ftrans.jit(lambda v: v + fjnp.arange(4))
+    a = ftrans.device_put(np.arange(8, dtype=np.int32).reshape(2, 4), NamedSharding(fm, P("d")))
+    assert f(a).dtype == f(a).dtype == np.int32
+    assert f._spmd_fast
+    old = ftrans.config.enable_x64
+    try:
+        ftrans.config.update("enable_x64", not old)
+        assert not f._spmd_fast
+        for _ in range(2):
+            got = f(a)
+            assert got.dtype == (np.int32 if old else np.int64)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(a) + np.arange(4))
+    finally:
+        ftrans.config.update("enable_x64", old)
+    assert f(a).dtype == np.int32
