@@ -264,9 +264,10 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
                    donate: tuple, outs: list) -> None:
     """Register a runner for the next call with the same tree, signatures and argument layouts.
 
-    Only a call whose every leaf is a ShardedArray already laid out as the program takes it (no transfer,
-    no reshard) is registered, under the key ``_call_plain`` builds: the tree, each leaf's ``_sig`` (shape,
-    dtype, weak type, identity of its runtime sharding) and the statics.  Every check the general path
+    Only a call whose every leaf is a ShardedArray laid out on the very runtime sharding object the program
+    takes (``device_put`` and sharded results use one object per mesh and spec) is registered, under the
+    key ``_call_plain`` builds: the tree, each leaf's ``_sig`` (shape, dtype, weak type, identity of its
+    runtime sharding) and the statics.  Every check the general path
     makes is then settled by the key, except a deleted argument, which the runner hands back to the general
     path (returning None) so that it is reported as there.  Not while a transfer guard watches calls or a
     config context is open (the general key holds the thread's context values; the fast key does not).
@@ -277,26 +278,32 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
     if len(fast) >= owner._max or _guard_level() or _config_mod.config.scoped_here():
         return
     k = len(exe.const_bufs)
+    if len(leaves) != len(exe._rt_in) - k:
+        return
     for x, rt in zip(leaves, exe._rt_in[k:]):
         if type(x) is not ShardedArray:
             return
-        bs = x._sharded.sharding
-        if bs is not rt and bs != rt:
-            return  # put() reshards it on every call: the general path does that
+        if x._sharded.sharding is not rt:
+            # Another layout (put() reshards it on every call), or an equal layout object of its own (each pmap
+            # result has one): a key per such object would fill the table, so the general path answers.
+            return
     key = (in_tree, tuple([x._sig for x in leaves]), statics)
     # The results' signatures, made once: each result buffer carries the sharding object its handler holds
     # (checked on this call's results), which it keeps alive, so the id in the signature stays its own.
     rts = exe.rt_out
     sigs = [sharded_sig(a, rt) if o._sharded.sharding is rt else None
             for a, rt, o in zip(exe.out_avals, rts, outs)]
-    fast[key] = _fast_runner(exe, out_tree, donate, sigs)
+    # The runner keeps the layout objects whose ids are in its key (and in the results' signatures) alive:
+    # while the entry exists no other object can take one of those ids.
+    held = (tuple(x._sharded.sharding for x in leaves), tuple(rts))
+    fast[key] = _fast_runner(exe, out_tree, donate, sigs, held)
 
 
-def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list) -> Any:
+def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple) -> Any:
     """``leaves -> result tree`` for one registered sharded signature (see ``_remember_fast``)."""
     run, consts = exe._run, list(exe.const_bufs)
     parts = [(a, a.weak_type, s) for a, s in zip(exe.out_avals, sigs)]
-    deleted_how = None if not any(donate) else [i for i, d in enumerate(donate) if d]
+    donated = None if not any(donate) else [i for i, d in enumerate(donate) if d]
     new, unflatten = object.__new__, tree_util.tree_unflatten
 
     def runner(leaves: list) -> Any:
@@ -315,11 +322,12 @@ def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list) -> Any:
             if s is not None:
                 o._sig = s
             res.append(o)
-        if deleted_how is not None:
-            for i in deleted_how:
+        if donated is not None:
+            for i in donated:
                 leaves[i].delete()
         return unflatten(out_tree, res)
 
+    runner.held = held  # the layout objects named by id in the key and the results' signatures, kept alive
     return runner
 
 
