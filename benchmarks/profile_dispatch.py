@@ -21,6 +21,14 @@ A second table does the same for a pytree argument (``f([a, b])``), which
 takes the general (slow) path: flattening, abstract values, the key, the
 device check, buffers, the call, wrapping and unflattening.
 
+A third table (8 host devices, which the script asks XLA for) times ftrans's
+own per-call work for sharded calls -- ``x * 2`` on 8 shards and the training
+step of ``examples/sharded_transformer.py`` (20 sharded arguments, 19 results)
+-- with the runtime call replaced by a stub that hands back the buffers of a
+real earlier call, so no program runs and only Python is timed: the whole
+call, and the pieces of the registered sharded path (flatten, signatures, key
+lookup, the runner: collect buffers, wrap results, unflatten).
+
 Times are the median over several runs of the best of a few ``timeit``
 repeats, in microseconds per call.  The parts are timed in isolation; the
 program itself runs on an XLA worker thread, so on a machine with few, busy
@@ -39,6 +47,8 @@ import timeit
 from collections.abc import Callable
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):  # the sharded table
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import jax  # noqa: E402
@@ -152,7 +162,8 @@ def profile_slow_path(number: int, repeat: int, runs: int) -> None:
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     avals = [_jit_mod._leaf_aval(v) for v in leaves]
     device = f._target_device(leaves)
-    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), (), device.id, False)
+    key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), (), device.id, False,
+           ftrans.config.scoped_here())
     entry = f._cache.get(key)
     if entry is None:
         raise SystemExit("the slow-path cache key changed shape: update profile_slow_path to follow jit.py")
@@ -187,6 +198,52 @@ def profile_slow_path(number: int, repeat: int, runs: int) -> None:
     report("slow path: jit(lambda p: p[0] + p[1])([x, y]), a pytree argument (us per call)", rows, whole, parts)
 
 
+def _stub_runtime(f: _jit_mod.JitWrapped, args: tuple) -> None:
+    """After a real call: ``f``'s sharded program hands back that call's buffers instead of running."""
+    ftrans.block_until_ready(f(*args))
+    (exe, _, _), = f._spmd_cache.values()
+    bufs = exe._run(exe.buffers(tree_util.tree_leaves(args)))
+    jax.block_until_ready(bufs)
+    exe._run = lambda _bufs: list(bufs)
+    f._spmd_fast.clear()  # the registered runner holds the real call: register again, with the stub
+    f(*args)
+    if not f._spmd_fast:
+        raise SystemExit("the sharded call registered no runner: update profile_sharded to follow sharded_jit.py")
+
+
+def profile_sharded(number: int, repeat: int, runs: int) -> None:
+    if len(ftrans.devices()) < 8:
+        print("\nsharded: skipped (needs 8 devices: XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+        return
+    from benchmarks import sharding as bench
+
+    mesh = ftrans.make_mesh((2, 4), ("data", "model"), axis_types=(bench.fshard.AxisType.Auto,) * 2)
+    x = ftrans.device_put(np.ones((8, 128), np.float32),
+                          bench.fshard.NamedSharding(mesh, bench.fshard.PartitionSpec("data", "model")))
+    f = ftrans.jit(lambda v: v * 2.0)
+    _stub_runtime(f, (x,))
+    layout, targs = bench.transformer_args(bench.FT)
+    step = bench.transformer_jit(bench.FT, layout)
+    _stub_runtime(step, targs)
+    leaves, in_tree = tree_util.tree_flatten((targs, {}))
+    key = (in_tree, tuple([getattr(v, "_sig", None) for v in leaves]), ())
+    runner = step._spmd_fast[key]
+    t = lambda fn: per_call_us(fn, number, repeat, runs)  # noqa: E731
+    whole = t(lambda: step(*targs))
+    rows = [
+        ("x * 2 on 8 shards: f(x)", t(lambda: f(x))),
+        ("flatten: tree_flatten((args, kwargs))", t(lambda: tree_util.tree_flatten((targs, {})))),
+        ("signatures: getattr(leaf, '_sig') per leaf", t(lambda: tuple([getattr(v, "_sig", None) for v in leaves]))),
+        ("lookup: _spmd_fast[key] (key prebuilt)", t(lambda: step._spmd_fast.get(key))),
+        ("runner: buffers, run (stubbed), wrap 19 results, unflatten", t(lambda: runner(leaves))),
+        ("full: step(*args)", whole),
+    ]
+    parts = ["flatten: tree_flatten((args, kwargs))", "signatures: getattr(leaf, '_sig') per leaf",
+             "lookup: _spmd_fast[key] (key prebuilt)", "runner: buffers, run (stubbed), wrap 19 results, unflatten"]
+    report("sharded (runtime stubbed): the transformer step, 20 sharded arguments, 19 results (us per call)",
+           rows, whole, parts)
+
+
 def _try_sig(args: tuple) -> None:
     try:
         tuple([a._sig for a in args])
@@ -211,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} cpus")
     profile_fast_path(number, repeat, runs)
     profile_slow_path(number, repeat, runs)
+    profile_sharded(number // 5, repeat, runs)
     return 0
 
 

@@ -694,6 +694,12 @@ class ShardedArray(_LazyHostArray):
     def _device_buffer(self) -> Any:
         return self._sharded
 
+    def __getattr__(self, name: str) -> Any:
+        if name == "_sig":  # computed once, on first use (see ``sharded_sig``)
+            sig = self._sig = sharded_sig(self._aval, self._sharded.sharding)
+            return sig
+        return _LazyHostArray.__getattr__(self, name)
+
     @property
     def sharding(self) -> Any:
         from ftrans.core.sharding import from_runtime
@@ -748,6 +754,18 @@ class ShardedArray(_LazyHostArray):
 
     def __reduce__(self):
         return (_rebuild, (self._value, self.weak_type))
+
+
+# The last item of a ShardedArray's ``_sig``: a 5-tuple never equals a single-device Array's 4-tuple signature.
+_SHARDED_SIG = "sharded"
+
+
+def sharded_sig(aval: ShapedArray, runtime_sharding: Any) -> tuple:
+    """A ShardedArray's ``_sig``, the per-argument part of sharded ``jit``'s fast key: shape, dtype, weak
+    type and the *identity* of its buffer's runtime sharding (hashing the sharding would run Python code
+    per argument).  The buffer keeps that sharding alive as long as the Array lives, so two live Arrays
+    with the same id in their signatures have the very same layout object."""
+    return (aval.shape, aval.dtype, aval.weak_type, id(runtime_sharding), _SHARDED_SIG)
 
 
 def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:

@@ -725,10 +725,19 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
     cache = mesh._runtime_shardings
     out = cache.get(spec)
     if out is None:
-        out = NamedSharding(rt, PartitionSpec(*spec))
+        # Equal ftrans meshes share the runtime's (interned) mesh: they share its layout objects too, so an
+        # array placed through one mesh is on the very object a program compiled through the other takes.
+        out = _runtime_layouts.get((rt, spec))
+        if out is None:
+            out = NamedSharding(rt, PartitionSpec(*spec))
+            if len(_runtime_layouts) < 4096:
+                _runtime_layouts[(rt, spec)] = out
         if len(cache) < 1024:
             cache[spec] = out
     return out
+
+
+_runtime_layouts: dict = {}  # (runtime mesh, spec) -> the runtime's sharding: one object per layout
 
 
 def put_global(value: np.ndarray, sharding: Any) -> Any:

@@ -135,6 +135,7 @@ class SpmdExecutable:
                 outs.append(rt)
                 rts.append(rt)
         self.out_shardings = outs
+        self.rt_out = rts  # the runtime sharding of each result's buffer (the result handlers hold these)
         self._run = X.replicated_runner(self.xla, self.out_avals, rts, self.text)
         self.const_bufs = [put(c, s, r) for c, s, r in zip(self.consts, self.in_shardings, self._rt_in)]
 

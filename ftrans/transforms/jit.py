@@ -83,13 +83,15 @@ class _Store:
     JAX's trace cache does.
     """
 
-    __slots__ = ("cache", "fast", "tree_fast", "lock", "pending", "background", "traced", "ref_info",
-                 "__weakref__")
+    __slots__ = ("cache", "fast", "tree_fast", "spmd_fast", "lock", "pending", "background", "traced",
+                 "ref_info", "__weakref__")
 
     def __init__(self) -> None:
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self.fast: dict[tuple, _Entry] = {}
         self.tree_fast: dict[tuple, _Entry] = {}
+        # Sharded calls (transforms/sharded_jit.py): the tree key of ``tree_fast`` -> a runner of the leaves.
+        self.spmd_fast: dict[tuple, Callable] = {}
         self.lock = threading.Lock()
         self.pending: dict[tuple, tuple[int, threading.Event]] = {}
         self.background: dict[tuple, _BackgroundJob] = {}  # signatures compiling in a background thread
@@ -132,6 +134,7 @@ def clear_caches() -> None:
             st.cache.clear()
             st.fast.clear()
             st.tree_fast.clear()
+            st.spmd_fast.clear()
             st.background.clear()
             st.traced.clear()
     for f in list(_all_jitted):
@@ -204,11 +207,13 @@ def _on_config_change(name: str, value: Any) -> None:
         for st in _all_stores():  # every function's, wrapped now or not (a later jit(f) shares it)
             st.fast.clear()
             st.tree_fast.clear()
+            st.spmd_fast.clear()
         _call_guard = _guarded_anywhere()
     if name.startswith("transfer_guard"):  # the fast tiers must step aside while a guard watches
         for st in _all_stores():
             st.fast.clear()
             st.tree_fast.clear()
+            st.spmd_fast.clear()
         _call_guard = _guarded_anywhere()
 
 
@@ -765,6 +770,7 @@ class JitWrapped:
         self._cache = store.cache
         self._fast = store.fast
         self._tree_fast = store.tree_fast
+        self._spmd_fast = store.spmd_fast
         self._lock = store.lock
         self._fast_ok = not (self._static_argnums or self._static_argnames or self._donate_argnums
                              or self._donate_argnames)
@@ -785,13 +791,14 @@ class JitWrapped:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
             fast = self._fast
-            entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
-            if entry is not None:
-                if _array_mod.buffers_deleted and not _all_resident(args):
-                    return self._call(args, kwargs)  # the general path transfers or explains
-                self.hits += 1
-                return entry.invoke([a._buf for a in args], args)
-            if args and type(args[0]) is _ndarray:  # NumPy arguments: their own fast key
+            if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
+                entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                if entry is not None:
+                    if _array_mod.buffers_deleted and not _all_resident(args):
+                        return self._call(args, kwargs)  # the general path transfers or explains
+                    self.hits += 1
+                    return entry.invoke([a._buf for a in args], args)
+            else:  # NumPy arguments: their own fast key
                 try:
                     if len(args) == 2:  # the common case, without a comprehension
                         a0, a1 = args
@@ -864,10 +871,19 @@ class JitWrapped:
         if _call_guard and _guard_level() and _trace.is_eager():
             _check_implicit_transfers(self.__name__, leaves)
         if _trace.eager_everywhere:
-            entry = self._tree_fast.get((in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), statics))
+            key = (in_tree, tuple([getattr(x, "_sig", None) for x in leaves]), statics)
+            # (An empty table is not asked: hashing the key costs about 0.1 us per leaf.)
+            entry = self._tree_fast.get(key) if self._tree_fast else None
             if entry is not None and (not _array_mod.buffers_deleted or _all_resident(leaves)):
                 self.hits += 1
                 return entry.invoke([x._buf for x in leaves], leaves)
+            if self._spmd_fast:  # arguments spread over a mesh, laid out as the program takes them
+                run = self._spmd_fast.get(key)
+                if run is not None:
+                    out = run(leaves)
+                    if out is not None:  # None: a deleted argument, which the general path reports
+                        self.hits += 1
+                        return out
             if leaves and type(leaves[0]) is _ndarray:  # a pytree of NumPy arrays: its own fast key
                 try:
                     hit = self._tree_fast.get((_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
@@ -979,6 +995,7 @@ class JitWrapped:
                     store.cache.popitem(last=False)
                     store.fast.clear()
                     store.tree_fast.clear()
+                    store.spmd_fast.clear()
         finally:
             if done is not None:
                 with store.lock:
@@ -1322,6 +1339,7 @@ class JitWrapped:
                     store.cache.popitem(last=False)
                     store.fast.clear()
                     store.tree_fast.clear()
+                    store.spmd_fast.clear()
                 store.background.pop(key, None)
             stats["background_compiles"] += 1
         finally:
@@ -1443,6 +1461,7 @@ class JitWrapped:
             self._cache.clear()
             self._fast.clear()
             self._tree_fast.clear()
+            self._store.spmd_fast.clear()
             self._spmd_cache.clear()
             self._store.traced.clear()
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from jax import tree_util
 
+from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
@@ -323,6 +324,9 @@ class PmapWrapped:
     def _run(self, entry: _Entry, leaves: list) -> Any:
         outs = entry.exe.run([*entry.consts, *leaves] if entry.consts else leaves)
         if entry.donated:
+            # The runtime may have consumed a donated buffer already (then no delete() below marks it):
+            # the call paths that skip checks per argument must look again (core/array.py).
+            _array_mod.buffers_deleted = True
             for x, d in zip(leaves, entry.donated):
                 if d and hasattr(x, "delete") and not (hasattr(x, "is_deleted") and x.is_deleted()):
                     x.delete()

@@ -16,8 +16,10 @@ from typing import Any
 
 from jax import tree_util
 
+from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
-from ftrans.core.array import ShardedArray
+from ftrans.core import trace as _trace
+from ftrans.core.array import ShardedArray, sharded_sig
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -28,6 +30,7 @@ from ftrans.core.sharding import (
     from_runtime,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.lowering.spmd import SpmdExecutable
 from ftrans.transforms.jit import LoweredText
 
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
@@ -232,8 +235,6 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
 
 def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, statics: tuple,
                  leaves: list, avals: list, in_tree: Any) -> Any:
-    from ftrans.lowering.spmd import SpmdExecutable
-
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
            _config_mod.config.enable_x64, _config_mod.config.scoped_here())
@@ -260,7 +261,80 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                     x.delete()
                 except Exception:  # a host value has nothing to delete
                     pass
+    if type(exe) is SpmdExecutable and _trace.eager_everywhere:
+        _remember_fast(owner, in_tree, statics, leaves, exe, out_tree, donate, outs)
     return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: Any, out_tree: Any,
+                   donate: tuple, outs: list) -> None:
+    """Register a runner for the next call with the same tree, signatures and argument layouts.
+
+    Only a call whose every leaf is a ShardedArray laid out on the very runtime sharding object the program
+    takes (``device_put`` and sharded results use one object per mesh and spec) is registered, under the
+    key ``_call_plain`` builds: the tree, each leaf's ``_sig`` (shape, dtype, weak type, identity of its
+    runtime sharding) and the statics.  Every check the general path
+    makes is then settled by the key, except a deleted argument, which the runner hands back to the general
+    path (returning None) so that it is reported as there.  Not while a transfer guard watches calls or a
+    config context is open (the general key holds the thread's context values; the fast key does not).
+    """
+    from ftrans.transforms.jit import _guard_level
+
+    fast = owner._spmd_fast
+    if len(fast) >= owner._max or _guard_level() or _config_mod.config.scoped_here():
+        return
+    k = len(exe.const_bufs)
+    if len(leaves) != len(exe._rt_in) - k:
+        return
+    for x, rt in zip(leaves, exe._rt_in[k:]):
+        if type(x) is not ShardedArray:
+            return
+        if x._sharded.sharding is not rt:
+            # Another layout (put() reshards it on every call), or an equal layout object of its own (each pmap
+            # result has one): a key per such object would fill the table, so the general path answers.
+            return
+    key = (in_tree, tuple([x._sig for x in leaves]), statics)
+    # The results' signatures, made once: each result buffer carries the sharding object its handler holds
+    # (checked on this call's results), which it keeps alive, so the id in the signature stays its own.
+    rts = exe.rt_out
+    sigs = [sharded_sig(a, rt) if o._sharded.sharding is rt else None
+            for a, rt, o in zip(exe.out_avals, rts, outs)]
+    # The runner keeps the layout objects whose ids are in its key (and in the results' signatures) alive:
+    # while the entry exists no other object can take one of those ids.
+    held = (tuple(x._sharded.sharding for x in leaves), tuple(rts))
+    fast[key] = _fast_runner(exe, out_tree, donate, sigs, held)
+
+
+def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple) -> Any:
+    """``leaves -> result tree`` for one registered sharded signature (see ``_remember_fast``)."""
+    run, consts = exe._run, list(exe.const_bufs)
+    parts = [(a, a.weak_type, s) for a, s in zip(exe.out_avals, sigs)]
+    donated = None if not any(donate) else [i for i, d in enumerate(donate) if d]
+    new, unflatten = object.__new__, tree_util.tree_unflatten
+
+    def runner(leaves: list) -> Any:
+        bufs = [x._sharded for x in leaves]
+        if _array_mod.buffers_deleted:
+            for b in bufs:
+                if b.is_deleted():
+                    return None
+        outs = run(consts + bufs if consts else bufs)
+        res = []
+        for b, (a, w, s) in zip(outs, parts):
+            o = new(ShardedArray)
+            o._sharded = b
+            o._aval = a
+            o.weak_type = w
+            if s is not None:
+                o._sig = s
+            res.append(o)
+        if donated is not None:
+            for i in donated:
+                leaves[i].delete()
+        return unflatten(out_tree, res)
+
+    runner.held = held  # the layout objects named by id in the key and the results' signatures, kept alive
+    return runner
 
 
 class ShardedLowered(LoweredText):
