@@ -425,8 +425,8 @@ def test_make_jaxpr_of_ref_functions_is_functional():
         return x_ref[0] * 2
 
     closed = ftrans.make_jaxpr(f)(r)
-    assert [str(a) for a in closed.in_avals] == ["f32[3]"]
-    assert [str(a) for a in closed.out_avals] == ["f32[]", "f32[3]"]  # the output, then the ref's value
+    assert [str(a) for a in closed.in_avals] == ["float32[3]"]  # JAX's str of a type: the full dtype name
+    assert [str(a) for a in closed.out_avals] == ["float32[]", "float32[3]"]  # the output, then the ref's value
     np.testing.assert_allclose(np.asarray(r[...]), 0.)  # tracing changes nothing
 
     def g():

@@ -51,11 +51,14 @@ class ShapedArray:
     def str_short(self) -> str:
         return type_str(self.shape, self.dtype)
 
+    def __str__(self) -> str:
+        # JAX's text for a type outside a printed program: the full dtype name, ``~`` marking a weak type
+        # (``float32[3,3]``, ``~float32[]``); printed jaxprs use the short names of ``str_short``.
+        return f"{'~' if self.weak_type else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}{list(self.shape)}{w})"
-
-    __str__ = str_short
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{w})"
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

@@ -749,6 +749,10 @@ class StagingTracer(Tracer):
         self.aval = aval
         self.atom = atom
 
+    def __repr__(self) -> str:
+        # What ``print(x)`` shows inside jit, as in JAX: the value's type, ``~`` marking a weak one.
+        return f"JitTracer({self.aval})"
+
 
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""

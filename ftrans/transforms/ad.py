@@ -192,6 +192,16 @@ class JVPTracer(Tracer):
     def aval(self) -> ShapedArray:
         return aval_of(self.primal)
 
+    def __repr__(self) -> str:
+        # JAX's text: under reverse mode (the tangent is being staged for transposition) only the
+        # tangent's type is known; under forward mode both values.
+        from ftrans.transforms.partial_eval import LinearizeTrace
+
+        t = self.tangent
+        if isinstance(getattr(t, "_trace", None), LinearizeTrace):
+            return f"GradTracer(primal={self.primal}, typeof(tangent)={t.aval.str_short()})"
+        return f"JVPTracer(primal={self.primal}, tangent={t})"
+
     def full_lower(self) -> Any:
         """The primal when the tangent is a symbolic zero (or carries nothing, float0): what a mutable
         ref created outside this differentiation may hold (``core/ref.py``)."""

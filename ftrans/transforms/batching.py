@@ -142,6 +142,12 @@ class BatchTracer(Tracer):
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         return ShapedArray(shape, a.dtype, a.weak_type)
 
+    def __repr__(self) -> str:
+        # JAX's text: the per-example type and the type of the whole batch it stands for.
+        if self.bdim is not_mapped:
+            return f"VmapTracer(aval={self.aval})"
+        return f"VmapTracer(aval={self.aval}, batched={aval_of(self.val)})"
+
     def full_lower(self) -> Any:
         """The value itself when it is not batched (what a ref outside this vmap may hold)."""
         return self.val if self.bdim is not_mapped else self
