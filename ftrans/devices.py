@@ -31,7 +31,7 @@ from ftrans.core.config import config
 from ftrans.core.operands import masked_array_error
 from ftrans.core.sharding import NamedSharding, PartitionSpec, as_spec, from_runtime
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransRuntimeError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 from ftrans.tree_util import _mismatch_details
 
@@ -74,9 +74,21 @@ def _client(backend: str | None = None) -> Any:
 def _on_config(name: str, value: Any) -> None:
     if name == "platforms":
         compat.set_platforms(value)
+    elif name == "num_cpu_devices":
+        compat.set_num_cpu_devices(value)
+
+
+def _check_num_cpu_devices(value: int) -> None:
+    # The runtime reads the count once, when it starts its backends: a change after that would be
+    # silently ignored, so it is an error (as in JAX); setting the value it already has is not.
+    if value != config.global_value("num_cpu_devices") and compat.backend_started():
+        raise FtransRuntimeError(
+            "jax_num_cpu_devices must be set before the runtime starts its backends, i.e. before any "
+            "operation runs on a device: set it right after importing ftrans (or set JAX_NUM_CPU_DEVICES)")
 
 
 config._listeners.append(_on_config)
+config.register_validator("num_cpu_devices", _check_num_cpu_devices)
 
 
 def devices(backend: str | None = None) -> list:

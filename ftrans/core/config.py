@@ -171,6 +171,7 @@ class Config:
         "numpy_rank_promotion": ("JAX_NUMPY_RANK_PROMOTION", ("allow", "warn", "raise")),
         "numpy_dtype_promotion": ("JAX_NUMPY_DTYPE_PROMOTION", ("standard", "strict")),
         "platforms": ("JAX_PLATFORMS", "any"),
+        "num_cpu_devices": ("JAX_NUM_CPU_DEVICES", int),
         "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
         "random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", int),
     }
@@ -254,6 +255,9 @@ class Config:
         # JAX's platform list (``JAX_PLATFORMS``, e.g. "cpu"): handed to the runtime, which reads it when
         # it starts its backends (as in JAX, a change after that has no effect).
         self.platforms: str | None = os.environ.get("JAX_PLATFORMS") or None
+        # How many CPU devices the runtime makes (-1: its default, one unless XLA_FLAGS says otherwise),
+        # JAX's option: handed to the runtime, so it must be set before the first operation starts it.
+        self.num_cpu_devices: int = int(os.environ.get("JAX_NUM_CPU_DEVICES") or -1)
         self._accepted_values: dict[str, Any] = {n: d for n, (d, _, _) in self._accepted.items()}
         # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
         # "unsafe_rbg"; validated by ftrans.random), JAX's option.

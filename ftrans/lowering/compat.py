@@ -67,6 +67,11 @@ def set_platforms(platforms: str | None) -> None:
     jax.config.update("jax_platforms", platforms)
 
 
+def set_num_cpu_devices(n: int) -> None:
+    """Hand JAX's ``jax_num_cpu_devices`` setting to the runtime, which reads it when it starts its CPU backend."""
+    jax.config.update("jax_num_cpu_devices", n)
+
+
 def backend_version(client: Any) -> str:
     """What identifies compiled code as reusable: platform, its version, jaxlib's."""
     return f"{client.platform}/{client.platform_version}/jaxlib-{JAX_VERSION}"
