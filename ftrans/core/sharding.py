@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
            "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec"]
@@ -108,7 +108,8 @@ class PartitionSpec(tuple):
         return hash(self._norm())
 
     def __repr__(self) -> str:
-        return "P(" + ", ".join(repr(e) for e in self) + ")"
+        # JAX's text is a tuple's: one entry keeps its comma (``P('x',)``).
+        return "P(" + ", ".join(repr(e) for e in self) + ("," if len(self) == 1 else "") + ")"
 
     def __reduce__(self) -> Any:
         return (PartitionSpec, tuple(self))
@@ -245,10 +246,16 @@ class Mesh:
     def __hash__(self) -> int:
         return hash(self._key)
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.devices.shape))
         types = ", ".join(t.name for t in self.axis_types)
         return f"Mesh({axes}, axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))"
+
+    def __repr__(self) -> str:
+        # JAX's repr spells the fields out; its str (above) is the short form shardings print.
+        types = ", ".join(t.name for t in self.axis_types)
+        return (f"Mesh(axis_sizes={tuple(self.devices.shape)}, axis_names={tuple(self.axis_names)}, "
+                f"axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))")
 
     def __enter__(self) -> Mesh:
         _stack().append(self)
@@ -327,11 +334,20 @@ class Sharding:
         return len(self.device_set)
 
 
+def _memory_kind(kind: str | None, what: str) -> str:
+    """The memory kind of a sharding: ftrans places arrays in the device's default memory, ``"device"``."""
+    if kind not in (None, "device"):
+        raise FtransNotImplementedError(f"{what}: memory_kind={kind!r}; ftrans places arrays in the device's "
+                                        "default memory only (memory_kind='device')")
+    return "device"
+
+
 class SingleDeviceSharding(Sharding):
     """The whole array on ``device``."""
 
-    def __init__(self, device: Any):
+    def __init__(self, device: Any, *, memory_kind: str | None = None):
         self._device = device
+        self.memory_kind = _memory_kind(memory_kind, "SingleDeviceSharding")
 
     @property
     def device_set(self) -> set:
@@ -355,7 +371,7 @@ class SingleDeviceSharding(Sharding):
         return hash(("single", self._device.id))
 
     def __repr__(self) -> str:
-        return f"SingleDeviceSharding(device={self._device!r})"
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
 
 
 class NamedSharding(Sharding):
@@ -379,7 +395,7 @@ class NamedSharding(Sharding):
         check_spec(spec, mesh, "NamedSharding")
         self.mesh = mesh
         self.spec = spec
-        self.memory_kind = memory_kind
+        self.memory_kind = _memory_kind(memory_kind, "NamedSharding")
 
     @property
     def device_set(self) -> set:
@@ -461,7 +477,7 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
 
 
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
