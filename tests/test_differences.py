@@ -741,3 +741,20 @@ def test_get_abstract_mesh_is_the_concrete_current_mesh():
     fm = ftrans.make_mesh((1,), ("x",))
     with ftrans.sharding.use_mesh(fm):
         assert ftrans.sharding.get_abstract_mesh() is fm  # JAX gives mesh.abstract_mesh
+
+
+def test_a_written_ref_gets_a_new_buffer():
+    """Refs are discharged: a jitted call that writes one gives it a new buffer (JAX writes in place)."""
+    def run(lib, np_):
+        @lib.jit
+        def sin_inplace(r):
+            r[...] = np_.sin(r[...])
+
+        r = lib.new_ref(np_.arange(3.0))
+        before = r.unsafe_buffer_pointer()
+        sin_inplace(r)
+        np.testing.assert_allclose(np.asarray(r[...]), np.sin(np.arange(3.0)), rtol=1e-6)
+        return before == r.unsafe_buffer_pointer()
+
+    assert run(jax, jnp)
+    assert not run(ftrans, fnp)
