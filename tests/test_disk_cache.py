@@ -202,6 +202,24 @@ def test_entry_of_another_module_under_this_name_is_rejected(cache, caplog):
     assert any("key" in rec.getMessage() for rec in caplog.records if rec.name == LOGGER)
 
 
+def test_a_program_the_backend_cannot_serialize_is_said_at_info(cache, caplog, monkeypatch):
+    """A program the backend cannot serialize (XLA's CPU backend refuses some sorts: "`LessThan` is not
+    serializable") is not cached and is said once at INFO: nothing to act on, so no warning, which JAX (whose
+    cache is off by default) never shows either."""
+    def refuse(client, executable):
+        raise RuntimeError("UNIMPLEMENTED: `LessThan` is not serializable.")
+
+    monkeypatch.setattr(compat, "serialize", refuse)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        got = np.asarray(_fresh_call(_f, X_IN))
+        _fresh_call(_g, X_IN)
+    np.testing.assert_allclose(got, np.sin(X_IN) * 2.0 + X_IN, rtol=1e-6)
+    mine = [r for r in caplog.records if r.name == LOGGER]
+    assert [r.levelno for r in mine if "serialize" in r.getMessage()] == [logging.INFO]
+    assert not [r for r in mine if r.levelno >= logging.WARNING]
+    assert disk_cache.stats["errors"] == 2 and not _files(cache)
+
+
 def test_undeserializable_payload_is_a_miss(cache, caplog):
     """A well-formed file PJRT cannot load (e.g. written by another jaxlib) is a miss, not an error."""
     expected = np.asarray(_fresh_call(_f, X_IN))

@@ -84,13 +84,13 @@ _warned: set[tuple[str, str]] = set()
 _size_estimate: dict[str, list[int]] = {}  # dir -> [bytes, writes since the last scan]
 
 
-def _warn_once(directory: Path, what: str, msg: str, *args: Any) -> None:
+def _warn_once(directory: Path, what: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
     key = (str(directory), what)
     with _dir_lock:
         if key in _warned:
             return
         _warned.add(key)
-    log.warning(msg, *args)
+    log.log(level, msg, *args)
 
 
 _EVENTS = {"hits": "/jax/compilation_cache/cache_hits", "misses": "/jax/compilation_cache/cache_misses"}
@@ -236,11 +236,12 @@ def _store_at(client: Any, devices: list, executable: Any, directory: Path, key:
     try:
         payload = compat.serialize(client, executable)
     except Exception as e:  # some backends cannot serialize; the in-memory cache still works
-        # Some programs never serialize (XLA's CPU sort with a custom comparator, for one): say so once per
-        # reason, not at every such compile.
+        # Some programs never serialize (XLA's CPU sort with a custom comparator, for one, which every
+        # staged random draw holds): nothing the user can act on, so said once per reason at INFO, not as a
+        # warning at the first such compile of every session.
         _warn_once(directory, f"serialize {type(e).__name__}: {e}"[:300],
                    "ftrans compilation cache: cannot serialize the executable (%s: %s); not cached (said once "
-                   "per reason)", type(e).__name__, e)
+                   "per reason)", type(e).__name__, e, level=logging.INFO)
         _count("errors")
         return
     data = encode(key, bytes(payload))
