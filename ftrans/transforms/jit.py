@@ -469,12 +469,22 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
 # Compile logs and explanations of cache misses (``log_compiles``, ``explain_cache_misses``)
 
 
-def _call_site() -> str:
-    """The user's line calling into ftrans now: ``file:line (function)``."""
+def _call_site(column: bool = False) -> str:
+    """The user's line calling into ftrans now: ``file:line (function)``; with ``column``, as JAX's reports
+    name it: ``file:line:column (qualified function name)``, the column the call expression's offset."""
     f = user_frame()
     if f is None:
         return "<unknown location>"
-    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
+    where = f"{f.f_code.co_filename}:{f.f_lineno}"
+    if column:
+        try:
+            col = list(f.f_code.co_positions())[f.f_lasti // 2][2]
+        except (AttributeError, IndexError):  # (no positions: Python < 3.11, or python -X no_debug_ranges)
+            col = None
+        if col is not None:
+            where += f":{col}"
+        return f"{where} ({getattr(f.f_code, 'co_qualname', f.f_code.co_name)})"
+    return f"{where} ({f.f_code.co_name})"
 
 
 def _definition_site(fun: Any) -> str:
@@ -567,7 +577,7 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
 def _explain_miss(jitted: JitWrapped, key: tuple, args: tuple, kwargs: dict, store: Any) -> None:
     """``explain_cache_misses``: log (WARNING) why ``jitted`` is traced again for ``key``, against the
     closest key it has compiled before, as JAX's "TRACING CACHE MISS" report does."""
-    head = f"TRACING CACHE MISS at {_call_site()}:"
+    head = f"TRACING CACHE MISS at {_call_site(column=True)}:"
     previous = list(store.cache.keys())
     if not previous:
         X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, jitted.__name__,
