@@ -88,6 +88,17 @@ def test_remat3_option_is_accepted_like_jax():
     np.testing.assert_allclose(fg, jg, rtol=1e-6)
 
 
+def test_compilation_cache_doc_options_are_accepted_like_jax():
+    """The options JAX's compilation-cache doc sets first are accepted and read back with JAX's defaults."""
+    name = "jax_persistent_cache_enable_xla_caches"
+    assert getattr(ftrans.config, name) == getattr(jax.config, name)
+    for lib in (ftrans, jax):
+        before = getattr(lib.config, name)
+        lib.config.update(name, "none")
+        assert getattr(lib.config, name) == "none"
+        lib.config.update(name, before)
+
+
 def test_config_context_managers():
     for name, value in [("enable_checks", True), ("softmax_custom_jvp", True), ("enable_custom_prng", True),
                         ("thread_guard", False), ("array_garbage_collection_guard", "allow"),

@@ -189,6 +189,8 @@ class Config:
         "persistent_cache_min_compile_time_secs": (1.0, None, "the compilation cache"),
         "persistent_cache_min_entry_size_bytes": (0, None, "the compilation cache"),
         "raise_persistent_cache_errors": (False, None, "the compilation cache"),
+        "persistent_cache_enable_xla_caches": ("xla_gpu_per_fusion_autotune_cache_dir", None,
+                                               "XLA's GPU autotuning caches beside the compilation cache"),
         "logging_level": ("NOTSET", None, "logging"),
         "pprint_use_color": (True, None, "printing"),
         "captured_constants_warn_bytes": (2_000_000_000, None, "constants"),
