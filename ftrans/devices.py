@@ -76,9 +76,21 @@ def _client(backend: str | None = None) -> Any:
 def _on_config(name: str, value: Any) -> None:
     if name == "platforms":
         compat.set_platforms(value)
+    elif name == "num_cpu_devices":
+        compat.set_num_cpu_devices(value)
+
+
+def _check_num_cpu_devices(value: int) -> None:
+    # The runtime reads the count once, when it starts its backends: a change after that would be
+    # silently ignored, so it is an error (as in JAX); setting the value it already has is not.
+    if value != config.global_value("num_cpu_devices") and compat.backend_started():
+        raise FtransRuntimeError(
+            "jax_num_cpu_devices must be set before the runtime starts its backends, i.e. before any "
+            "operation runs on a device: set it right after importing ftrans (or set JAX_NUM_CPU_DEVICES)")
 
 
 config._listeners.append(_on_config)
+config.register_validator("num_cpu_devices", _check_num_cpu_devices)
 
 
 def _set_num_cpu_devices(n: int) -> None:

@@ -289,6 +289,32 @@ def test_shape_dtype_struct_like_and_typeof(make):
     assert repr(got) == repr(want)
     t, tj = ftrans.typeof(make(fnp)), jax.typeof(make(jnp))
     assert (t.shape, t.dtype, t.weak_type) == (tj.shape, tj.dtype, tj.weak_type)
+    assert (str(t), repr(t)) == (str(tj), repr(tj))  # "float32[2,3]", "~int32[]", "ShapedArray(...)"
+
+
+def _printed_tracers(lib, np_):
+    """What ``print(x)`` shows for a value inside each transform (JAX's documentation teaches these)."""
+    out = []
+
+    def show(x):
+        out.append(repr(x))
+        return x
+
+    xs = np_.arange(6.0).reshape(2, 3)
+    lib.vmap(show)(xs)
+    lib.vmap(show, in_axes=1)(xs)
+    lib.vmap(lambda x, y: show(y) + x, in_axes=(0, None))(np_.ones(2), np_.ones(3))
+    lib.jit(show)(np_.ones(3))
+    lib.jit(show)(2)
+    lib.grad(lambda x: show(x * 1.0))(np_.float32(2.0))
+    lib.grad(lambda x: show(x).sum())(np_.ones((2, 2)))
+    lib.jvp(show, (np_.ones(2),), (np_.ones(2),))
+    lib.vmap(lib.grad(show))(np_.ones(2))
+    return out
+
+
+def test_printed_tracers_match_jax():
+    assert _printed_tracers(ftrans, fnp) == _printed_tracers(jax, jnp)
 
 
 def test_typeof_of_a_tracer():

@@ -103,6 +103,8 @@ def test_explain_cache_misses_shapes_dtypes_like_jax(caplog):
         assert "* at x, now i32[4] and before f32[4]" in dtype[0] or "* at x, now i32[4] and before f32[3]" in dtype[0]
         assert hit == []
     assert f"{THIS}:" in reports["ftrans"][1][0]  # the user's line of the call that missed
+    # ... named as JAX names it: file:line:column (function)
+    assert reports["ftrans"][1][0].splitlines()[0] == reports["jax"][1][0].splitlines()[0]
 
 
 def test_explain_cache_misses_static_weak_and_pytree(caplog):

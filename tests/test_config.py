@@ -121,8 +121,25 @@ def test_env_vars_absent(monkeypatch):
 
 
 def test_env_var_at_import_in_a_fresh_process():
-    env = dict(os.environ, JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
-    code = "import ftrans.numpy as jnp; print(jnp.zeros(1).dtype, jnp.asarray(1).dtype)"
+    """JAX_ENABLE_X64 read at import; and ``jax_num_cpu_devices`` (set at the top of JAX's sharding docs)
+    sizes the CPU backend, as in JAX: once the backend runs, changing it is a RuntimeError in both
+    (setting the same value again is not). One fresh process for both, to keep the suite fast."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env.update(JAX_ENABLE_X64="1", JAX_PLATFORMS="cpu")
+    code = (
+        "import ftrans, jax\n"
+        "import ftrans.numpy as jnp; print(jnp.zeros(1).dtype, jnp.asarray(1).dtype)\n"
+        "ftrans.config.update('jax_num_cpu_devices', 4)\n"
+        "print(ftrans.device_count(), jax.device_count(), ftrans.config.jax_num_cpu_devices)\n"
+        "ftrans.config.update('jax_num_cpu_devices', 4)\n"
+        "for lib in (ftrans, jax):\n"
+        "    try:\n"
+        "        lib.config.update('jax_num_cpu_devices', 2)\n"
+        "    except RuntimeError:\n"
+        "        print('RuntimeError')\n"
+        "print(ftrans.config.jax_num_cpu_devices, ftrans.device_count())\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert out.stdout.split() == ["float64", "int64"]
+    assert out.stdout.split() == ["float64", "int64", "4", "4", "4", "RuntimeError", "RuntimeError", "4", "4"]
+

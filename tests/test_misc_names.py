@@ -71,6 +71,34 @@ def test_transfer_guard_log_level(caplog):
     assert any("host-to-device" in r.getMessage() for r in caplog.records)
 
 
+def test_remat3_option_is_accepted_like_jax():
+    """JAX's remat doc sets ``jax_remat3`` first; ftrans accepts it, reads it back, and rematerialises as before."""
+    def run(lib, np_):
+        before = lib.config.jax_remat3
+        lib.config.update("jax_remat3", True)
+        try:
+            on = lib.config.jax_remat3
+            g = lib.grad(lambda x: lib.checkpoint(lambda y: np_.sin(np_.sin(y)))(x))(np.float32(0.5))
+        finally:
+            lib.config.update("jax_remat3", before)
+        return before, on, float(g)
+
+    (fb, fon, fg), (jb, jon, jg) = run(ftrans, fnp), run(jax, jax.numpy)
+    assert (fb, fon) == (jb, jon) == (False, True)
+    np.testing.assert_allclose(fg, jg, rtol=1e-6)
+
+
+def test_compilation_cache_doc_options_are_accepted_like_jax():
+    """The options JAX's compilation-cache doc sets first are accepted and read back with JAX's defaults."""
+    name = "jax_persistent_cache_enable_xla_caches"
+    assert getattr(ftrans.config, name) == getattr(jax.config, name)
+    for lib in (ftrans, jax):
+        before = getattr(lib.config, name)
+        lib.config.update(name, "none")
+        assert getattr(lib.config, name) == "none"
+        lib.config.update(name, before)
+
+
 def test_config_context_managers():
     for name, value in [("enable_checks", True), ("softmax_custom_jvp", True), ("enable_custom_prng", True),
                         ("thread_guard", False), ("array_garbage_collection_guard", "allow"),

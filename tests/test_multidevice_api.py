@@ -194,6 +194,23 @@ def test_abstract_mesh_matches_jax():
     assert repr(fm.abstract_mesh.abstract_device) == repr(jm.abstract_mesh.abstract_device)
 
 
+def test_printed_meshes_and_shardings_match_jax():
+    """What JAX's sharding docs print: a mesh (repr and str), shardings (with their memory kind) and specs."""
+    def texts(lib, arr):
+        m = lib.make_mesh((2, 4), ("x", "y"))
+        m1 = lib.make_mesh((8,), ("x",), axis_types=(lib.sharding.AxisType.Auto,))
+        p = lib.sharding.PartitionSpec
+        ns = lib.sharding.NamedSharding(m, p("x", None))
+        sd = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        put = lib.device_put(arr, lib.sharding.NamedSharding(m1, p("x")))
+        return [repr(m), str(m), repr(m1), repr(ns), str(ns), repr(sd), str(sd), repr(put.sharding),
+                ns.memory_kind, sd.memory_kind, repr(p()), repr(p("x")), repr(p(None)), repr(p("x", ("x", "y")))]
+
+    assert texts(ftrans, fjnp.arange(8.0)) == texts(jax, jax.numpy.arange(8.0))
+    with pytest.raises(NotImplementedError, match="memory_kind='pinned_host'"):
+        NamedSharding(ftrans.make_mesh((8,), ("x",)), P("x"), memory_kind="pinned_host")
+
+
 def test_use_abstract_mesh_sets_get_abstract_mesh():
     from ftrans.sharding import AbstractMesh, get_abstract_mesh, use_abstract_mesh
 

@@ -518,6 +518,26 @@ def test_shard_map_matches_jax(prog, under_jit):
     same_layout(fo, jo)
 
 
+def test_jit_around_shard_map_runs_the_body_once():
+    """A jitted function whose body is a shard_map, called with an unsharded array, stages the body once (its
+    prints appear once), as in JAX: the program staged for the ordinary path is reused for the partitioned one."""
+    def count(lib, np_, mesh):
+        n = [0]
+
+        def body(a):
+            n[0] += 1
+            return lib.lax.psum(a, "x")
+
+        f = lib.jit(lambda a: lib.shard_map(body, mesh=mesh, in_specs=lib.P("x"), out_specs=lib.P("x"))(a) * 2)
+        out = f(np_.arange(16.0))
+        return n[0], np.asarray(out)
+
+    fm, jm = meshes((8,))
+    (fn, fo), (jn, jo) = count(ftrans, fjnp, fm), count(jax, jjnp, jm)
+    assert fn == jn == 1
+    np.testing.assert_allclose(fo, jo)
+
+
 def test_shard_map_lowers_to_manual_computation():
     fm, _ = meshes((2, 4))
     f = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x")))

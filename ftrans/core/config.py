@@ -201,6 +201,8 @@ class Config:
     _accepted = {
         "traceback_filtering": ("auto", None, "tracebacks"),
         "softmax_custom_jvp": (False, None, "softmax's derivative"),
+        "remat3": (False, None, "JAX's choice of remat implementation (how rematted code is differentiated, not "
+                   "its values)"),
         "use_shardy_partitioner": (True, None, "the sharding annotation format"),
         "enable_checks": (False, None, "internal checks"),
         "persistent_cache_min_compile_time_secs": (1.0, None, "the compilation cache"),

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 
 __all__ = ["AxisType", "Mesh", "PartitionSpec", "P", "NamedSharding", "SingleDeviceSharding", "Sharding",
            "use_mesh", "set_mesh", "get_mesh", "from_runtime", "as_sharding", "as_spec", "as_mesh", "check_spec"]
@@ -246,10 +246,16 @@ class Mesh:
     def __hash__(self) -> int:
         return hash(self._key)
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         axes = ", ".join(f"'{n}': {s}" for n, s in zip(self.axis_names, self.devices.shape))
         types = ", ".join(t.name for t in self.axis_types)
         return f"Mesh({axes}, axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))"
+
+    def __repr__(self) -> str:
+        # JAX's repr spells the fields out; its str (above) is the short form shardings print.
+        types = ", ".join(t.name for t in self.axis_types)
+        return (f"Mesh(axis_sizes={tuple(self.devices.shape)}, axis_names={tuple(self.axis_names)}, "
+                f"axis_types=({types}{',' if len(self.axis_types) == 1 else ''}))")
 
     def __enter__(self) -> Mesh:
         _stack().append(self)
@@ -287,6 +293,9 @@ class Sharding:
 
     @memory_kind.setter
     def memory_kind(self, kind: str | None) -> None:
+        if kind not in (None, "device"):  # stored and ignored would place the array silently elsewhere
+            raise FtransNotImplementedError(f"{type(self).__name__}: memory_kind={kind!r}; ftrans places arrays "
+                                            "in the device's default memory only (memory_kind='device')")
         self._memory_kind = kind
 
     @property
@@ -397,7 +406,7 @@ class NamedSharding(Sharding):
         check_spec(spec, mesh, "NamedSharding")
         self.mesh = mesh
         self.spec = spec
-        self._memory_kind = memory_kind
+        self.memory_kind = memory_kind
 
     @property
     def device_set(self) -> set:
@@ -479,7 +488,7 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
 
 
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,

@@ -474,12 +474,22 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
 # Compile logs and explanations of cache misses (``log_compiles``, ``explain_cache_misses``)
 
 
-def _call_site() -> str:
-    """The user's line calling into ftrans now: ``file:line (function)``."""
+def _call_site(column: bool = False) -> str:
+    """The user's line calling into ftrans now: ``file:line (function)``; with ``column``, as JAX's reports
+    name it: ``file:line:column (qualified function name)``, the column the call expression's offset."""
     f = user_frame()
     if f is None:
         return "<unknown location>"
-    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
+    where = f"{f.f_code.co_filename}:{f.f_lineno}"
+    if column:
+        try:
+            col = list(f.f_code.co_positions())[f.f_lasti // 2][2]
+        except (AttributeError, IndexError):  # (no positions: Python < 3.11, or python -X no_debug_ranges)
+            col = None
+        if col is not None:
+            where += f":{col}"
+        return f"{where} ({getattr(f.f_code, 'co_qualname', f.f_code.co_name)})"
+    return f"{where} ({f.f_code.co_name})"
 
 
 def _definition_site(fun: Any) -> str:
@@ -572,7 +582,7 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
 def _explain_miss(jitted: JitWrapped, key: tuple, args: tuple, kwargs: dict, store: Any) -> None:
     """``explain_cache_misses``: log (WARNING) why ``jitted`` is traced again for ``key``, against the
     closest key it has compiled before, as JAX's "TRACING CACHE MISS" report does."""
-    head = f"TRACING CACHE MISS at {_call_site()}:"
+    head = f"TRACING CACHE MISS at {_call_site(column=True)}:"
     previous = list(store.cache.keys())
     if not previous:
         X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, jitted.__name__,
@@ -1139,26 +1149,47 @@ class JitWrapped:
         hit = store.traced.get(key)
         if hit is not None:
             return hit
-        closed, out_tree = self._trace_uncached(args, kwargs, avals, in_tree)
+        # Staging runs the Python function the same way whether or not the program is then partitioned over
+        # a mesh (only the passes run after it differ, ``partitioned()``), and a call whose body turns out to
+        # constrain shardings is staged for the ordinary path first: the staged program is kept (under a
+        # key without the partitioning flag) and piped again, so the function runs once, as in JAX.
+        state = key[8]
+        staged_key = ("staged", *key[:8], state[:-1], *key[9:])
+        staged = store.traced.get(staged_key)
+        keep: list = []
+        if staged is not None:
+            from ftrans.transforms.passes import run_pipeline
+
+            raw, rewrites, out_tree = staged
+            closed = run_pipeline(raw, name=self.__name__, optimizations=self._optimizations,
+                                  prior_rewrites=rewrites)
+        else:
+            closed, out_tree = self._trace_uncached(args, kwargs, avals, in_tree, keep)
         if not any(isinstance(c, Tracer) for c in closed.consts):
             with store.lock:
                 store.traced[key] = (closed, out_tree)
+                if keep:
+                    store.traced[staged_key] = keep[0]
                 while len(store.traced) > self._max:
                     store.traced.popitem(last=False)
         return closed, out_tree
 
-    def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
+    def _trace_uncached(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
+                        keep: list | None = None) -> tuple[ClosedJaxpr, Any]:
         # A real trace (not one from the per-signature store) outside any transform is logged, as JAX logs
         # its top-level traces (a call's, trace()'s or lower()'s).
         level = X.compile_log_level()
         t0 = time.perf_counter() if _trace.state.eval_only and X.logger.isEnabledFor(level) else None
-        out = self._trace_staged(args, kwargs, avals, in_tree)
+        out = self._trace_staged(args, kwargs, avals, in_tree, keep)
         if t0 is not None:
             X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
                          time.perf_counter() - t0)
         return out
 
-    def _trace_staged(self, args: tuple, kwargs: dict, avals: list, in_tree: Any) -> tuple[ClosedJaxpr, Any]:
+    def _trace_staged(self, args: tuple, kwargs: dict, avals: list, in_tree: Any,
+                      keep: list | None = None) -> tuple[ClosedJaxpr, Any]:
+        """Stage the function and run the pass pipeline on it; ``keep`` (a list) receives the staged program
+        before the passes, with the rewrites made while staging, and the output tree."""
         if _config_mod.config.no_tracing:
             raise FtransRuntimeError(
                 f"re-tracing function {self.__name__} (defined at {_definition_site(self._fun)}) for `jit`, but "
@@ -1221,8 +1252,11 @@ class JitWrapped:
                                          else a for a in avals])
         finally:
             st.primal_rewriter = prev
+        rewrites = list(rewriter.rewrites) if rewriter is not None else None
+        if keep is not None:
+            keep.append((closed, rewrites, out_tree_box[0]))
         return run_pipeline(closed, name=fname, optimizations=self._optimizations,
-                            prior_rewrites=rewriter.rewrites if rewriter is not None else None), out_tree_box[0]
+                            prior_rewrites=rewrites), out_tree_box[0]
 
     def _compile(self, args: tuple, kwargs: dict, statics: tuple, in_tree: Any, avals: list,
                  device: Any) -> _Entry:

@@ -210,7 +210,7 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
 
 
 def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
-             avals: list, in_tree: Any) -> tuple:
+             avals: list, in_tree: Any, statics: tuple | None = None) -> tuple:
     fname = owner.__name__
     in_sh = _in_shardings(owner, args, kwargs, leaves)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
@@ -219,7 +219,8 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     from ftrans.transforms.passes import partitioned
 
     with partitioned():  # the passes that would add reshards (merge_dots) stay off
-        closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree)
+        # (given the call's statics, a program already staged for the ordinary path is reused: jit._trace)
+        closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree, statics)
     out_sh: list = [None] * len(closed.out_avals)
     if owner._out_shardings is not None:
         spec = owner._out_shardings
@@ -241,7 +242,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     entry = owner._spmd_cache.get(key)
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,
-                                                                  leaves, avals, in_tree)
+                                                                  leaves, avals, in_tree, statics)
         if pmap_in_program(closed):  # not one partitioned program: each pmap runs as its own (transforms/jit.py)
             from ftrans.transforms.jit import Interpreted
 
