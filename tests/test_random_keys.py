@@ -3,6 +3,8 @@ and the errors of misuse."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.random as jr
 import numpy as np
@@ -210,3 +212,27 @@ def test_global_key_arrays_from_blocks():
     with pytest.raises(errors.FtransTypeError, match="cannot combine key arrays"):  # keys and plain arrays
         ftrans.make_array_from_single_device_arrays((n,), sh, blocks)
 
+
+def test_legacy_prng_key_option():
+    raw, jraw = fr.PRNGKey(0), jr.PRNGKey(0)
+    msg = "Legacy uint32 key array passed as key to"
+    for ctx, k, mod in ((ftrans.legacy_prng_key, raw, fr), (jax.legacy_prng_key, jraw, jr)):
+        with ctx("allow"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            mod.key_data(k)
+        with ctx("warn"), pytest.warns(UserWarning, match=msg) as rec:
+            mod.key_data(k)
+        assert sum(msg in str(w.message) for w in rec) == 1
+        with ctx("error"):
+            for f in (lambda k: mod.split(k), lambda k: mod.key_data(k), lambda k: mod.uniform(k)):
+                with pytest.raises(ValueError, match=msg):
+                    f(k)
+            with pytest.raises(TypeError):  # not key data at all: that error first
+                mod.uniform(np.zeros(1, np.float32))
+            same_keys(fr.key(3), jr.key(3))  # typed keys are not affected
+    with ftrans.legacy_prng_key("warn"), pytest.warns(UserWarning, match=msg) as rec:
+        fr.choice(raw, 5, (2,))  # one warning, not one more for its inner randint
+    assert sum(msg in str(w.message) for w in rec) == 1
+    with ftrans.legacy_prng_key("error"):
+        np.testing.assert_array_equal(fr.clone(raw), raw)  # clone takes raw keys unchecked, as JAX's
+    assert ftrans.config.legacy_prng_key == "allow"
