@@ -306,6 +306,18 @@ def _explicit_transfer_guard(x: Any) -> None:
             logging.getLogger("ftrans").warning(msg)
 
 
+def _explicit(fn: Callable) -> Callable:
+    """``fn``'s transfers are the user's explicit ones for the runtime's transfer guard (JAX's): allowed
+    under "disallow", refused only under "disallow_explicit", as JAX's ``device_put``."""
+    @functools.wraps(fn)
+    def put(*args: Any, **kwargs: Any) -> Any:
+        with compat.explicit_transfers():
+            return fn(*args, **kwargs)
+
+    return put
+
+
+@_explicit
 def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = False,
                may_alias: Any = None) -> Any:
     """Place every array leaf of the pytree ``x`` on ``device`` (default: the default device).
@@ -682,6 +694,7 @@ def _check_devices(op: str, devices: Any) -> list:
     return devices
 
 
+@_explicit
 def device_put_sharded(shards: Any, devices: Any) -> Any:
     """JAX's ``device_put_sharded``: stack ``shards`` (a list of pytrees of one structure, one per device)
     along a new leading axis, each on its device; the result is an Array split over ``devices``."""
@@ -707,6 +720,7 @@ def device_put_sharded(shards: Any, devices: Any) -> Any:
     return tree_util.tree_unflatten(tree0, out)
 
 
+@_explicit
 def device_put_replicated(x: Any, devices: Any) -> Any:
     """JAX's ``device_put_replicated``: a copy of ``x`` (a pytree) on each of ``devices``, stacked along a new
     leading axis split over them."""

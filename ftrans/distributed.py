@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import dtypes
+from ftrans.core import dtypes, keys
 from ftrans.core.array import sharded_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.sharding import as_sharding
@@ -108,19 +108,38 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     rt = compat.runtime_sharding(sharding, len(shape))
     idx = rt.addressable_devices_indices_map(shape)
     devs = list(idx)
-    pieces = [_canon(data_callback(idx[d])) for d in devs]
+    blocks = [data_callback(idx[d]) for d in devs]
+    impl = None
+    if any(keys.is_key(b) for b in blocks):
+        # Blocks of typed keys: the global key array is laid out as its uint32 data, whose trailing key-data
+        # axes are whole on every device.
+        impl = keys.check_all_keys("make_array_from_callback", blocks)
+        by_device = {d: b._base_array for d, b in zip(devs, blocks)}
+        shape = shape + tuple(impl.key_shape)
+        rt = compat.runtime_sharding(sharding, len(shape))
+        devs = list(rt.addressable_devices_indices_map(shape))
+        blocks = [by_device[d] for d in devs]
+    pieces = [_canon(b) for b in blocks]
     want = sharding.shard_shape(shape)
     for d, p in zip(devs, pieces):
         if tuple(p.shape) != tuple(want):
             raise FtransValueError(f"make_array_from_callback: the callback returned a block of shape {p.shape} "
                                    f"for index {idx[d]} on {d}, but the sharding's blocks have shape {want}")
-    buf = compat.put_pieces(pieces, shape, rt, devs)
-    return sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
+    with compat.explicit_transfers():  # JAX's make_array_from_callback device_puts the blocks
+        buf = compat.put_pieces(pieces, shape, rt, devs)
+    out = sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
+    return out if impl is None else keys.wrap(impl, out)
 
 
 def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Any:
     """A global Array from this process's blocks, already on their devices (one per addressable device)."""
     shape = tuple(shape)
+    impl = None
+    if any(keys.is_key(a) for a in arrays):
+        # Blocks of typed keys: assembled as their uint32 data (the key-data axes whole on every device).
+        impl = keys.check_all_keys("make_array_from_single_device_arrays", list(arrays))
+        arrays = [a._base_array for a in arrays]
+        shape = shape + tuple(impl.key_shape)
     rt = compat.runtime_sharding(as_sharding(sharding), len(shape))
     bufs = []
     for a in arrays:
@@ -130,13 +149,21 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
                                   f"(from ftrans.device_put(x, device)), got {type(a).__name__}")
         bufs.append(buf)
     buf = compat.assemble(shape, rt, bufs)
-    return sharded_array(buf, ShapedArray(shape, np.dtype(arrays[0].dtype), False))
+    out = sharded_array(buf, ShapedArray(shape, np.dtype(arrays[0].dtype), False))
+    return out if impl is None else keys.wrap(impl, out)
 
 
 def make_array_from_process_local_data(sharding: Any, local_data: Any, global_shape: Sequence[int] | None = None
                                        ) -> Any:
     """A global Array whose blocks on this process's devices come from ``local_data``, the part of the global
     array this process holds (its rows, for a batch split over processes along axis 0)."""
+    if keys.is_key(local_data):
+        # This process's typed keys: laid out as their uint32 data, the key-data axes whole on every device.
+        impl = local_data._impl
+        kshape = tuple(impl.key_shape)
+        data = make_array_from_process_local_data(
+            sharding, local_data._base_array, None if global_shape is None else tuple(global_shape) + kshape)
+        return keys.wrap(impl, data)
     local = _canon(local_data)
     nproc = len({d.process_index for d in compat.backend(None).devices()})
     if global_shape is None:

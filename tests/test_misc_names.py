@@ -64,6 +64,24 @@ def test_transfer_guard_host_to_device_matches_jax():
         ftrans.config.update("jax_transfer_guard", "sometimes")
 
 
+def test_jax_transfer_guard_counts_ftrans_device_put_as_explicit():
+    # ftrans shares jax's runtime, so jax's guard watches ftrans's transfers: device_put and its kin are
+    # the user's explicit transfers there too (allowed under "disallow", refused under "disallow_explicit").
+    x = np.arange(3, dtype=np.int32)
+    with jax.transfer_guard("disallow"):
+        want = jax.device_put(x)
+        np.testing.assert_array_equal(ftrans.device_put(x), want)
+        np.testing.assert_array_equal(ftrans.device_put(42), jax.device_put(42))
+        np.testing.assert_array_equal(ftrans.device_put_replicated(x, ftrans.devices()[:2]), np.stack([want] * 2))
+        np.testing.assert_array_equal(ftrans.random.key_data(ftrans.random.key(ftrans.device_put(42))),
+                                      jax.random.key_data(jax.random.key(jax.device_put(42))))
+    with jax.transfer_guard("disallow_explicit"):
+        with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device"):
+            jax.device_put(x)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device"):
+            ftrans.device_put(x)
+
+
 def test_transfer_guard_log_level(caplog):
     ff = ftrans.jit(lambda a: a * 3)
     with caplog.at_level(logging.WARNING, logger="ftrans"), ftrans.transfer_guard("log"):

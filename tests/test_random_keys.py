@@ -3,6 +3,8 @@ and the errors of misuse."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.random as jr
 import numpy as np
@@ -147,3 +149,90 @@ def test_four_word_generators_match_jax(impl):
     same_keys(fr.split(k, (2, 3)), jr.split(jk, (2, 3)))
     same_keys(fr.fold_in(k, 7), jr.fold_in(jk, 7))
     np.testing.assert_array_equal(np.asarray(fr.bits(k, (3, 2))), np.asarray(jr.bits(jk, (3, 2))))
+
+
+def test_key_arrays_are_arrays():
+    # JAX's key arrays are jax.Array instances (concrete and traced); raw keys are plain arrays.
+    assert isinstance(jr.key(0), jax.Array) and issubclass(type(jr.key(0)), jax.Array)
+    assert isinstance(fr.key(0), ftrans.Array) and issubclass(fr.PRNGKeyArray, ftrans.Array)
+    assert isinstance(fr.key(0), jnp.ndarray) and isinstance(fr.PRNGKey(0), ftrans.Array)
+    seen = []
+    ftrans.jit(lambda k: seen.append(isinstance(k, ftrans.Array)) or k)(fr.split(fr.key(0)))
+    ftrans.vmap(lambda k: seen.append(isinstance(k, ftrans.Array)) or k)(fr.split(fr.key(0)))
+    assert seen == [True, True]
+    assert not isinstance(fr.key(0).dtype, ftrans.Array) and not issubclass(type(fr.key(0).dtype), ftrans.Array)
+
+
+def test_key_array_buffer_attributes():
+    seeds = np.arange(10, dtype=np.uint32)
+    k, jk = ftrans.vmap(fr.key)(jnp.asarray(seeds)), jax.vmap(jr.key)(seeds)
+    assert k.on_device_size_in_bytes() == jk.on_device_size_in_bytes() == k._base_array.on_device_size_in_bytes()
+    for ours, theirs in ((k.addressable_shards, jk.addressable_shards), (k.global_shards, jk.global_shards)):
+        assert len(ours) == len(theirs) == 1
+        assert ours[0].index == theirs[0].index and ours[0].device.id == theirs[0].device.id
+        same_keys(ours[0].data, theirs[0].data)
+    same_keys(k.addressable_data(0), jk.addressable_data(0))
+    # the plain arrays' own: on the host, on a device, over several devices
+    x = np.arange(6.0, dtype=np.float32)
+    assert jnp.asarray(x).on_device_size_in_bytes() == jax.numpy.asarray(x).on_device_size_in_bytes() == 24
+    assert ftrans.device_put(x).on_device_size_in_bytes() == 24
+    from ftrans.sharding import Mesh, NamedSharding, PartitionSpec
+
+    sh = NamedSharding(Mesh(np.array(ftrans.devices()[:2]), ("x",)), PartitionSpec("x"))
+    jsh = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",)),
+                                     jax.sharding.PartitionSpec("x"))
+    r, jrep = ftrans.device_put(x, sh), jax.device_put(x, jsh)
+    assert r.on_device_size_in_bytes() == jrep.on_device_size_in_bytes()
+    assert len(r.global_shards) == len(jrep.global_shards) == 2
+    assert [s.index for s in r.global_shards] == [s.index for s in jrep.global_shards]
+
+
+def test_global_key_arrays_from_blocks():
+    n = 2
+    # make_array_from_callback / _single_device_arrays / _process_local_data with typed keys: the keys laid
+    # out as their data, the key-data axes whole on each device, as JAX's.
+    from ftrans.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devs = ftrans.devices()[:n]
+    sh = NamedSharding(Mesh(np.array(devs), ("x",)), PartitionSpec("x"))
+    jsh = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(jax.devices()[:n]), ("x",)),
+                                     jax.sharding.PartitionSpec("x"))
+    out = ftrans.make_array_from_callback((n,), sh, lambda i: ftrans.vmap(fr.key)(jnp.arange(n)[i[0]]))
+    want = jax.make_array_from_callback((n,), jsh, lambda i: jax.vmap(jr.key)(jax.numpy.arange(n)[i[0]]))
+    same_keys(out, want)
+    assert out.sharding.spec == sh.spec and len(out.addressable_shards) == n
+    ks, jks = fr.split(fr.key(0), n), jr.split(jr.key(0), n)
+    out = ftrans.make_array_from_single_device_arrays(
+        (n,), sh, [ftrans.device_put(ks[i:i + 1], d) for i, d in enumerate(devs)])
+    same_keys(out, jax.make_array_from_single_device_arrays(
+        (n,), jsh, [jax.device_put(jks[i:i + 1], d) for i, d in enumerate(jax.devices()[:n])]))
+    same_keys(ftrans.make_array_from_process_local_data(sh, ks), jax.make_array_from_process_local_data(jsh, jks))
+    np.testing.assert_array_equal(fr.normal(out[-1], (2,)), jr.normal(jks[-1], (2,)))
+    blocks = [ftrans.device_put(ks[:1], devs[0]), ftrans.device_put(fr.key_data(ks[1:2]), devs[1])]
+    with pytest.raises(errors.FtransTypeError, match="cannot combine key arrays"):  # keys and plain arrays
+        ftrans.make_array_from_single_device_arrays((n,), sh, blocks)
+
+
+def test_legacy_prng_key_option():
+    raw, jraw = fr.PRNGKey(0), jr.PRNGKey(0)
+    msg = "Legacy uint32 key array passed as key to"
+    for ctx, k, mod in ((ftrans.legacy_prng_key, raw, fr), (jax.legacy_prng_key, jraw, jr)):
+        with ctx("allow"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            mod.key_data(k)
+        with ctx("warn"), pytest.warns(UserWarning, match=msg) as rec:
+            mod.key_data(k)
+        assert sum(msg in str(w.message) for w in rec) == 1
+        with ctx("error"):
+            for f in (lambda k: mod.split(k), lambda k: mod.key_data(k), lambda k: mod.uniform(k)):
+                with pytest.raises(ValueError, match=msg):
+                    f(k)
+            with pytest.raises(TypeError):  # not key data at all: that error first
+                mod.uniform(np.zeros(1, np.float32))
+            same_keys(fr.key(3), jr.key(3))  # typed keys are not affected
+    with ftrans.legacy_prng_key("warn"), pytest.warns(UserWarning, match=msg) as rec:
+        fr.choice(raw, 5, (2,))  # one warning, not one more for its inner randint
+    assert sum(msg in str(w.message) for w in rec) == 1
+    with ftrans.legacy_prng_key("error"):
+        np.testing.assert_array_equal(fr.clone(raw), raw)  # clone takes raw keys unchecked, as JAX's
+    assert ftrans.config.legacy_prng_key == "allow"

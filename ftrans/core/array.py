@@ -255,6 +255,17 @@ class Array(ArrayMixin):
         return self.addressable_shards[index].data
 
     @property
+    def global_shards(self) -> list:
+        """Every block of the array, on every process's devices (JAX's ``global_shards``); an array on one
+        device is one block: itself, whole."""
+        return self.addressable_shards
+
+    def on_device_size_in_bytes(self) -> int:
+        """The bytes the array's data takes on its devices, all blocks together (JAX's
+        ``on_device_size_in_bytes``); a host Array's data is its NumPy buffer."""
+        return int(self._value.nbytes)
+
+    @property
     def is_fully_replicated(self) -> bool:
         return self.sharding.is_fully_replicated
 
@@ -363,6 +374,9 @@ class DeviceArray(_LazyHostArray):
     def unsafe_buffer_pointer(self) -> int:
         """The device buffer's address (JAX's ``Array.unsafe_buffer_pointer``)."""
         return int(self._buf.unsafe_buffer_pointer())
+
+    def on_device_size_in_bytes(self) -> int:
+        return int(self._buf.on_device_size_in_bytes())
 
     def block_until_ready(self) -> DeviceArray:
         buf = self._buf
@@ -720,6 +734,19 @@ class ShardedArray(_LazyHostArray):
                                                                           s.device.id)), rid))
         return out
 
+    @property
+    def global_shards(self) -> list:
+        """Every block, on every process's devices: another process's block has no data (``None``)."""
+        mine = {(s.device.id, str(s.index)): s for s in self.addressable_shards}
+        out = []
+        for s in self._sharded.global_shards:
+            shard = mine.get((s.device.id, str(s.index)))
+            out.append(shard if shard is not None else Shard(s.device, s.index, None, s.replica_id))
+        return out
+
+    def on_device_size_in_bytes(self) -> int:
+        return int(self._sharded.on_device_size_in_bytes())
+
     def devices(self) -> set:
         return set(self._sharded.devices())
 
@@ -777,6 +804,12 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     return out
 
 
+def _key_array_type() -> type:
+    from ftrans.core.keys import PRNGKeyArray  # keys sit above arrays: imported when first asked
+
+    return PRNGKeyArray
+
+
 class _PublicArrayMeta(type):
     """The metaclass of the public ``ftrans.Array``: like ``jax.Array``, it is the type of every array
     value a user's code sees, concrete or traced."""
@@ -784,11 +817,15 @@ class _PublicArrayMeta(type):
     def __instancecheck__(cls, x: Any) -> bool:
         if isinstance(x, Array):
             return True
+        # A typed key array (``random.key``), concrete or traced: JAX's key arrays are jax.Array instances.
+        if type(x).__name__ == "PRNGKeyArray" and isinstance(x, _key_array_type()):
+            return True
         # A tracer of an array (not of a ref or a token): JAX's tracers are jax.Array instances too.
         return isinstance(x, ArrayMixin) and isinstance(getattr(x, "aval", None), ShapedArray)
 
     def __subclasscheck__(cls, sub: type) -> bool:
-        return isinstance(sub, type) and issubclass(sub, Array)  # tracer classes are not subclasses, as in JAX
+        # Tracer classes are not subclasses, as in JAX; the key array class is (JAX's PRNGKeyArray is).
+        return isinstance(sub, type) and (issubclass(sub, Array) or sub is _key_array_type())
 
     def __getattr__(cls, name: str) -> Any:
         return getattr(Array, name)  # the methods and properties of concrete arrays, for introspection

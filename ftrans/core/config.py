@@ -217,7 +217,7 @@ class Config:
         "include_full_tracebacks_in_locations": (True, None, "locations"),
         "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
         "debug_key_reuse": (False, (False,), "key-reuse checking, which ftrans does not do"),
-        "legacy_prng_key": ("allow", ("allow",), "raw uint32 keys, which ftrans always allows"),
+        "legacy_prng_key": ("allow", ("allow", "warn", "error"), "raw uint32 keys given to ftrans.random"),
         "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
         "array_garbage_collection_guard": ("allow", ("allow",), "reports of arrays freed by the garbage collector, "

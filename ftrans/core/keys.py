@@ -260,13 +260,21 @@ class PRNGKeyArray:
     def is_fully_replicated(self) -> bool:
         return self._base_array.is_fully_replicated
 
+    def _key_shards(self, shards: list) -> list:
+        # The base array's blocks as blocks of keys: the data is wrapped; the index stays the base array's (it
+        # covers the key-data axes too), as JAX's.
+        from ftrans.core.array import Shard
+
+        return [Shard(s.device, s.index, None if s.data is None else PRNGKeyArray(self._impl, s.data), s.replica_id)
+                for s in shards]
+
     @property
     def addressable_shards(self) -> list:
-        return self._base_array.addressable_shards
+        return self._key_shards(self._base_array.addressable_shards)
 
     @property
     def global_shards(self) -> list:
-        return self.addressable_shards
+        return self._key_shards(self._base_array.global_shards)
 
     def addressable_data(self, index: int) -> PRNGKeyArray:
         return PRNGKeyArray(self._impl, self._base_array.addressable_data(index))

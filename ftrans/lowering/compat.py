@@ -21,6 +21,7 @@ try:  # jax >= 0.4.30 spells it jax.extend.backend
 except ImportError:  # pragma: no cover - older jax is outside the supported range
     _backend_api = None
 
+from jax._src import config as _jconfig
 from jax._src import core as _jcore
 from jax._src.lib import xla_client as _xc
 
@@ -344,6 +345,13 @@ def _jax_aval(shape: tuple, dtype: np.dtype) -> Any:
 @functools.lru_cache(maxsize=64)
 def _sharding(device: Any) -> Any:
     return _xc.SingleDeviceSharding(device)
+
+
+def explicit_transfers() -> Any:
+    """A context in which the runtime counts host-to-device copies as the user's own (``ftrans.device_put``
+    and its kin): the runtime's transfer guard (JAX's ``jax.transfer_guard``, which ftrans shares through
+    the runtime) then refuses them only at "disallow_explicit", as JAX's ``device_put``."""
+    return _jconfig.explicit_device_put_scope()
 
 
 def device_put(value: np.ndarray, device: Any) -> Any:

@@ -1146,7 +1146,7 @@ def orthogonal(key: Any, n: int, shape: Any = (), dtype: Any = None, m: int | No
 # ---------------------------------------------------------------- key utilities
 def clone(key: Any) -> Any:
     """The key itself (JAX's ``random.clone`` only matters to its key-reuse checker)."""
-    return _check_key("clone", key, allow_batched=True)
+    return _check_key("clone", key, allow_batched=True, legacy_check=False)
 
 
 def key_impl(keys: Any) -> str:

@@ -71,9 +71,16 @@ _KEY_HELP = ("uint32 array of shape (2,) (a threefry2x32 key), (4,) (an rbg or u
              "ftrans.random.PRNGKey/key/split/fold_in")
 
 
-def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
+_LEGACY_KEY_MESSAGE = (
+    "Legacy uint32 key array passed as key to ftrans.random function. Please create keys using "
+    "ftrans.random.key(). If use of a raw key array was intended, set jax_legacy_prng_key=\"allow\".")
+
+
+def _check_key(name: str, key: Any, *, allow_batched: bool = False, legacy_check: bool = True) -> Any:
     """``key`` checked: a typed key array as it is, raw ``uint32[..., 2]`` (or ``[..., 4]``, ``[..., 1]``)
-    key data as an ftrans operand."""
+    key data as an ftrans operand. Raw key data is refused or warned about as the ``legacy_prng_key``
+    option says (JAX's ``jax_legacy_prng_key``: "allow", "warn" or "error"), after its own checks; not for
+    ``legacy_check=False`` (``clone``, which JAX does not check either)."""
     if is_key(key):
         if key.ndim and not allow_batched:
             raise FtransValueError(
@@ -100,6 +107,12 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False) -> Any:
         raise FtransValueError(
             f"ftrans.random.{name}: {name} accepts a single key, but was given a key array of shape "
             f"{shape} (a batch of {shape[:-1]} keys); use ftrans.vmap to map over keys")
+    if legacy_check:
+        policy = _config.config.legacy_prng_key
+        if policy == "error":
+            raise FtransValueError(f"ftrans.random.{name}: {_LEGACY_KEY_MESSAGE}")
+        if policy == "warn":
+            warnings.warn(_LEGACY_KEY_MESSAGE, UserWarning, stacklevel=3)
     return as_operand(k)
 
 
@@ -793,6 +806,8 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
            axis: int = 0, mode: str | None = None) -> Any:
     """A random sample of ``a`` (or of ``arange(a)``), as JAX's ``random.choice``."""
     k = _check_key("choice", key)
+    if not is_key(k):  # as a typed key (the same bits): the randint/permutation below check no raw key again
+        k = wrap(_prng.impl_of_key(k), k)
     if not isinstance(shape, Sequence):
         raise FtransTypeError(
             f"ftrans.random.choice: shape must be a sequence of integers, got {shape!r}")
