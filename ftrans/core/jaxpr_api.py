@@ -14,6 +14,7 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core import ref as _ref
+from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
@@ -215,7 +216,11 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
     try:
         for eqn in jaxpr.eqns:
             st.source_override = eqn.source_info or prev
-            outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
+                with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
+                    outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            else:
+                outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
             for v, o in zip(eqn.outvars, outs):

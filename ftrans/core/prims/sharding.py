@@ -51,3 +51,12 @@ def _shard_alike_abstract(x: ShapedArray, y: ShapedArray) -> list:
 @shard_alike_p.def_impl
 def _shard_alike_impl(x: Any, y: Any) -> list:
     return [x, y]
+
+
+# ----------------------------------------------------------------------------
+# Sharding in types: a constraint over Explicit axes is a reshard, the value's new type
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+sharding_constraint_p.sharding_rule = _sr.sharding_constraint
+sharding_constraint_p.sets_sharding = True
