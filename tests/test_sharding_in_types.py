@@ -205,3 +205,23 @@ def test_unsupported_primitives_leave_values_untyped(meshes):
 
     ftrans.jit(f).trace(fx)
     assert seen == [None]
+
+
+def test_creation_out_sharding_and_lowering_a_typed_shape(meshes):
+    """jnp.zeros(out_sharding=) is typed as in jax; lower(ShapeDtypeStruct(sharding=)) traces it typed and
+    constrains the typed results."""
+    fm, jm = meshes
+    def zeros_type(lib, np_, sh):
+        seen = []
+        lib.jit(lambda: seen.append(norm(lib.typeof(np_.zeros((8, 4), out_sharding=sh(None, "y"))).sharding.spec))
+                or 0).trace()
+        return seen
+
+    with ftrans.set_mesh(fm):
+        got = zeros_type(ftrans, fjnp, P)
+    with jax.set_mesh(jm):
+        want = zeros_type(jax, jjnp, jax.P)
+    assert got == want == [(None, "y")]
+    sds = ftrans.ShapeDtypeStruct((8, 2), np.float32, sharding=NamedSharding(fm, P("x", "y")))
+    text = ftrans.jit(lambda x: (x * 2) * x).lower(sds).as_text()
+    assert text.count("sdy.sharding_constraint") == 2

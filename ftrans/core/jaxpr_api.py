@@ -19,14 +19,16 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import aval_of, check_outputs, invalid_value_error, is_jax_value, stage
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError, FtransValueError
 
 
 def _arg_aval(path: str, x: Any) -> ShapedArray:
-    if isinstance(x, ShapeDtypeStruct):
-        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+    if isinstance(x, ShapeDtypeStruct):  # typed when its sharding is over Explicit mesh axes
+        aval = ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+        return aval if x.sharding is None else _sharding_rules.typed_aval(aval, as_sharding(x.sharding))
     if jax_array_argument(x):
         raise jax_array_argument_error(f"argument {path}")
     try:

@@ -18,6 +18,7 @@ from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core.array import ShardedArray
+from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -61,6 +62,8 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
     for x in leaves:
         if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
             return True
+        if type(x) is ShapeDtypeStruct and isinstance(as_sharding(x.sharding), NamedSharding):
+            return True  # lower(ShapeDtypeStruct(..., sharding=s)) as for an argument laid out so
     return False
 
 
@@ -175,6 +178,9 @@ def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
     for s, x in zip(flat, leaves):
         if s is None and type(x) is ShardedArray:
             own = x.sharding
+            s = own if isinstance(own, NamedSharding) else None
+        elif s is None and type(x) is ShapeDtypeStruct:
+            own = as_sharding(x.sharding)
             s = own if isinstance(own, NamedSharding) else None
         out.append(s)
     return out
