@@ -225,3 +225,20 @@ def test_creation_out_sharding_and_lowering_a_typed_shape(meshes):
     sds = ftrans.ShapeDtypeStruct((8, 2), np.float32, sharding=NamedSharding(fm, P("x", "y")))
     text = ftrans.jit(lambda x: (x * 2) * x).lower(sds).as_text()
     assert text.count("sdy.sharding_constraint") == 2
+
+
+def test_grad_through_a_reshape_with_out_sharding(meshes):
+    """The transposed reshape cannot be typed by the rules: its cotangent takes its primal's type (jax's)."""
+    fm, jm = meshes
+    x3 = np.arange(16.0, dtype=np.float32).reshape(2, 4, 2)
+
+    def make(np_, sh):
+        return lambda x: np_.sum(np_.reshape(x, (16,), out_sharding=sh("x")) ** 2)
+
+    with ftrans.set_mesh(fm):
+        fx = ftrans.device_put(x3, P(None, None, "x"))
+        got = ftrans.jit(ftrans.grad(make(fjnp, P))).trace(fx).jaxpr.out_avals[0].sharding.spec
+    with jax.set_mesh(jm):
+        jx = jax.device_put(x3, jax.P(None, None, "x"))
+        want = jax.jit(jax.grad(make(jjnp, jax.P))).trace(jx).out_info.sharding.spec
+    assert norm(got) == norm(want) == (None, None, "x")

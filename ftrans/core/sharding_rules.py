@@ -181,7 +181,14 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if mesh is None and not prim.sets_sharding:
         return out
-    res = rule(mesh, out, *avals, **params)
+    try:
+        res = rule(mesh, out, *avals, **params)
+    except ShardingTypeError:
+        # Inside a transposition rule (or an out_sharding= block's intermediates) a layout the rules cannot
+        # state leaves the value untyped: the cotangent (the result) is constrained to its type afterwards.
+        if not (getattr(_local, "lenient", False) or (getattr(_local, "out", None) or (0,))[0] is None):
+            raise
+        return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if res is None:
         return out
     if prim.multiple_results:
