@@ -242,3 +242,17 @@ def test_grad_through_a_reshape_with_out_sharding(meshes):
         jx = jax.device_put(x3, jax.P(None, None, "x"))
         want = jax.jit(jax.grad(make(jjnp, jax.P))).trace(jx).out_info.sharding.spec
     assert norm(got) == norm(want) == (None, None, "x")
+
+
+def test_vmapped_concatenate_joins_a_replicated_operand(meshes):
+    fm, jm = meshes
+    a, b = np.ones((4, 6, 2), np.float32), np.ones((6, 3), np.float32)
+
+    def make(lib, np_):
+        return lib.jit(lib.vmap(lambda u, v: np_.concatenate([u, v], axis=-1), in_axes=(0, None)))
+
+    fa, ja = put_both(meshes, a, ("x",))
+    fb, jb = put_both(meshes, b, ())
+    got = make(ftrans, fjnp).trace(fa, fb).jaxpr.out_avals[0].sharding.spec
+    want = make(jax, jjnp).trace(ja, jb).out_info.sharding.spec
+    assert norm(got) == norm(want) == ("x",)

@@ -376,11 +376,17 @@ def slicing(name: str) -> Any:
 
 
 def concatenate(mesh: Any, out: Any, *xs: ShapedArray, dimension: int) -> Any:
-    specs = [spec_of(x) for x in xs if x.sharding is not None]
-    if any(s != specs[0] for s in specs):
-        shown = ", ".join(_show(spec_of(x)) for x in xs)
-        raise ShardingTypeError(f"All operands should have the same sharding. Got shardings {shown}")
-    return mesh, specs[0]
+    """Operands laid out alike; an untyped or replicated dimension joins a split one (a batching rule's
+    broadcast operand), two different splits are an error (JAX's message)."""
+    specs = [spec_of(x) for x in xs]
+    result = []
+    for col in zip(*specs):
+        split = {c for c in col if c is not None}
+        if len(split) > 1:
+            shown = ", ".join(_show(s) for s in specs)
+            raise ShardingTypeError(f"All operands should have the same sharding. Got shardings {shown}")
+        result.append(split.pop() if split else None)
+    return mesh, tuple(result)
 
 
 def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any,
