@@ -117,12 +117,13 @@ def default_device(device):
 
 
 def typeof(x):
-    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
-    from ftrans.core.trace import aval_of
+    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar; for a
+    value laid out over Explicit mesh axes, with its sharding type (``typeof(x).sharding``)."""
+    from ftrans.core.sharding_rules import array_aval
 
     if isinstance(x, Ref):
         return x.aval
-    return aval_of(x)
+    return array_aval(x)
 
 
 from ftrans.core.version import __version__ as __version__  # noqa: E402

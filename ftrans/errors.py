@@ -122,6 +122,11 @@ class JAXTypeError(FtransTypeError):
     (concretization, tracer conversion, escaped tracers, key reuse)."""
 
 
+class ShardingTypeError(JAXTypeError):
+    """JAX's ``ShardingTypeError``: operands whose sharding types (over Explicit mesh axes) an operation
+    cannot combine, or a result whose type would name one mesh axis twice."""
+
+
 class JAXIndexError(FtransIndexError):
     """JAX's ``jax.errors.JAXIndexError``: the base of the indexing errors (a boolean mask only known at run
     time)."""

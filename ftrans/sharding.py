@@ -214,6 +214,25 @@ def _retyped(what: str, axes: Any, axis_type: AxisType, shardings: Any = None) -
     return Mesh(mesh.devices, mesh.axis_names, tuple(types[n] for n in mesh.axis_names))
 
 
+def _cast(tree: Any, mesh: Mesh) -> Any:
+    """Traced leaves with sharding types retyped over ``mesh`` (same devices and axes, other axis types): the
+    entries naming axes that are not Explicit there leave the type (JAX's mesh_cast)."""
+    from jax import tree_util
+
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.trace import Tracer
+
+    def one(x: Any) -> Any:
+        if not isinstance(x, Tracer):
+            return x
+        sh = x.aval.sharding
+        if sh is None or sh.mesh == mesh:
+            return x
+        return sharding_constraint_p.bind(x, sharding=NamedSharding(mesh, sh.spec))
+
+    return tree_util.tree_map(one, tree)
+
+
 def auto_axes(f: Callable | None = None, /, *, axes: Any = None, out_sharding: Any = None) -> Any:
     """Run ``f`` with ``axes`` of the current mesh (default: all) typed ``Auto``, and lay its result out as
     ``out_sharding`` (given here or as the keyword ``out_sharding=`` of the call).  ftrans partitions Explicit
@@ -233,6 +252,7 @@ def auto_axes(f: Callable | None = None, /, *, axes: Any = None, out_sharding: A
         if mesh is None:
             return f(*args, **kwargs)
         with use_mesh(mesh):
+            args, kwargs = _cast((args, kwargs), mesh)  # the axes made Auto leave the values' types
             out = f(*args, **kwargs)
         return reshard(out, target)
 
@@ -257,9 +277,11 @@ def explicit_axes(f: Callable | None = None, /, *, axes: Any = None, in_sharding
         if get_mesh() is None:
             raise FtransValueError("Context mesh cannot be empty. Please use `ftrans.set_mesh` API to enter into a "
                                    "mesh context when using `explicit_axes` API.")
+        outer = get_mesh()
         mesh = _retyped("explicit_axes", axes, AxisType.Explicit)
-        args = reshard(args, target)
         with use_mesh(mesh):
-            return f(*args, **kwargs)
+            args = reshard(args, target)  # typed over the axes made Explicit
+            out = f(*args, **kwargs)
+        return _cast(out, outer)  # back to the outer mesh's axis types
 
     return wrapped

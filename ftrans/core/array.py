@@ -799,6 +799,11 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     """Wrap a multi-device buffer holding ``aval`` (the caller guarantees they agree)."""
     out = object.__new__(ShardedArray)
     out._sharded = buf
+    if aval.sharding is None:  # laid out over Explicit mesh axes: its aval has the sharding type
+        from ftrans.core.sharding import from_runtime
+        from ftrans.core.sharding_rules import typed_aval
+
+        aval = typed_aval(aval, from_runtime(buf.sharding))
     out._aval = aval
     out.weak_type = aval.weak_type
     return out

@@ -15,6 +15,9 @@ class ShapedArray:
     """The type of an array in the IR.  Immutable and hashable, so it keys caches."""
 
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    # The value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not typed
+    # (single device, Auto axes: XLA's partitioner chooses). Only ``ShardedAval`` sets it.
+    sharding: Any = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False):
         self.shape = shape
@@ -60,6 +63,41 @@ class ShapedArray:
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
         return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+
+class ShardedAval(ShapedArray):
+    """A ShapedArray with a sharding type (JAX's "sharding in types"): ``sharding`` is a NamedSharding over
+    a mesh with Explicit axes whose spec has one entry per dimension and names only Explicit axes.
+
+    Equality and hashing are the plain aval's (shape, dtype, weak type): a typed and an untyped aval of one
+    shape agree wherever ftrans checks types (carries, branches), and caches that must tell layouts apart
+    key on ``sharding`` as well.  ``update`` gives a plain ShapedArray: the rules that change a type
+    (core/sharding_rules.py) set the sharding of their results themselves.
+    """
+
+    __slots__ = ("sharding",)
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool, sharding: Any):
+        ShapedArray.__init__(self, shape, dtype, weak_type)
+        self.sharding = sharding
+
+    def str_short(self) -> str:
+        short = dtypes.SHORT_NAMES.get(self.dtype) or self.dtype.name
+        dims = []
+        for n, e in zip(self.shape, self.sharding.spec):
+            if e is None:
+                dims.append(str(n))
+            elif isinstance(e, tuple):
+                dims.append(f"{n}@({','.join(e)})")
+            else:
+                dims.append(f"{n}@{e}")
+        return f"{short}[{','.join(dims)}]"
+
+    __str__ = str_short
+
+    def __repr__(self) -> str:
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short()}{w})"
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

@@ -14,18 +14,21 @@ from jax import tree_util
 
 from ftrans.core import dtypes
 from ftrans.core import ref as _ref
+from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import aval_of, check_outputs, invalid_value_error, is_jax_value, stage
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError, FtransValueError
 
 
 def _arg_aval(path: str, x: Any) -> ShapedArray:
-    if isinstance(x, ShapeDtypeStruct):
-        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+    if isinstance(x, ShapeDtypeStruct):  # typed when its sharding is over Explicit mesh axes
+        aval = ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+        return aval if x.sharding is None else _sharding_rules.typed_aval(aval, as_sharding(x.sharding))
     if jax_array_argument(x):
         raise jax_array_argument_error(f"argument {path}")
     try:
@@ -215,7 +218,11 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
     try:
         for eqn in jaxpr.eqns:
             st.source_override = eqn.source_info or prev
-            outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
+                with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
+                    outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            else:
+                outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
             for v, o in zip(eqn.outvars, outs):

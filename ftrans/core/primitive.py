@@ -73,7 +73,8 @@ class Primitive:
     checks the flag against the params the primitive is really bound with.
     """
 
-    __slots__ = ("name", "multiple_results", "higher_order", "weak_type_rule", "impl", "__weakref__")
+    __slots__ = ("name", "multiple_results", "higher_order", "weak_type_rule", "impl", "sharding_rule",
+                 "sets_sharding", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
         if name in registry:
@@ -83,6 +84,10 @@ class Primitive:
         self.higher_order = higher_order
         self.weak_type_rule: Callable[..., bool] = _all_weak
         self.impl: Callable[..., Any] | None = None
+        # Sharding in types (core/sharding_rules.py): the result's spec from the operands' (None: no rule, the
+        # result is untyped); ``sets_sharding``: the primitive can type an untyped value (a reshard).
+        self.sharding_rule: Callable[..., Any] | None = None
+        self.sets_sharding = False
         registry[name] = self
 
     def bind(self, *args: Any, **params: Any) -> Any:

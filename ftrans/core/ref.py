@@ -301,16 +301,6 @@ class Ref:
     def addupdate(self, x: Any, idx: Any = ()) -> None:
         self._addupdate(idx, x)
 
-    def unsafe_buffer_pointer(self) -> int:
-        """The address of the buffer holding the ref's current value (JAX's ``Ref.unsafe_buffer_pointer``).
-        ftrans discharges refs (docs/differences.md), so a write, or a jitted function that writes the ref,
-        gives it a new buffer: the address can change where JAX updates in place."""
-        v = self._read("unsafe_buffer_pointer")
-        if isinstance(v, Tracer):
-            raise FtransTypeError(f"unsafe_buffer_pointer() of the ref {self.aval.str_short()} while it holds a "
-                                  "traced value: a buffer address exists only outside transformations")
-        return v.unsafe_buffer_pointer()
-
     @property
     def at(self) -> _At:
         """``r.at[idx]``: a view of part of the ref, read and written through it (``r.at[1:3][...] += x``)."""

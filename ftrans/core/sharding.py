@@ -114,6 +114,15 @@ class PartitionSpec(tuple):
     def __reduce__(self) -> Any:
         return (PartitionSpec, tuple(self))
 
+    @property
+    def partitions(self) -> tuple:
+        """The entries as a tuple (JAX's ``PartitionSpec.partitions``)."""
+        return tuple(self)
+
+    # JAX's unreduced/reduced axes: ftrans's specs name none
+    unreduced = frozenset()
+    reduced = frozenset()
+
     def axes(self) -> list[str]:
         """Every mesh axis named, in order."""
         out = []

@@ -23,6 +23,7 @@ import numpy as np
 from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
@@ -772,9 +773,10 @@ class StagingTracer(Tracer):
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""
 
-    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive")
+    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive", "typed")
 
     def __init__(self) -> None:
+        self.typed = False  # a value with a sharding type entered: rules type the results (sharding_rules.py)
         self.keepalive: list = []
         self.eqns: list[JaxprEqn] = []
         self.const_tracers: dict[int, StagingTracer] = {}  # id(value) -> tracer
@@ -811,7 +813,10 @@ class DynamicJaxprTrace(Trace):
 
     def new_arg(self, aval: ShapedArray) -> StagingTracer:
         v = Var(aval)
-        self.main.payload.invars.append(v)
+        builder = self.main.payload
+        builder.invars.append(v)
+        if aval.sharding is not None:
+            builder.typed = True
         return StagingTracer(self, aval, v)
 
     def pure(self, val: Any) -> StagingTracer:
@@ -876,6 +881,8 @@ class DynamicJaxprTrace(Trace):
             return t
         v = Var(tracer.aval)
         t = StagingTracer(self, tracer.aval, v)
+        if tracer.aval.sharding is not None:
+            builder.typed = True
         builder.const_tracers[id(tracer)] = t
         builder.const_vals.append((v, tracer))
         return t
@@ -884,14 +891,21 @@ class DynamicJaxprTrace(Trace):
         rule = abstract_eval_rules.get(prim)
         if rule is None:
             raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
-        out = rule(*[t.aval for t in tracers], **params)
+        avals = [t.aval for t in tracers]
+        out = rule(*avals, **params)
+        builder = self.main.payload
+        if builder.typed or prim.sets_sharding:
+            out = _sharding_rules.propagate(prim, avals, out, params)
+            if not builder.typed:
+                builder.typed = any(o.sharding is not None for o in out) if prim.multiple_results else (
+                    out.sharding is not None)
         src = current_source_info()
         if prim.multiple_results:
             outvars = [Var(a) for a in out]
-            self.main.payload.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], outvars, params, src))
+            builder.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], outvars, params, src))
             return [StagingTracer(self, v.aval, v) for v in outvars]
         v = Var(out)
-        self.main.payload.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], [v], params, src))
+        builder.eqns.append(JaxprEqn(prim, [t.atom for t in tracers], [v], params, src))
         return StagingTracer(self, out, v)
 
 

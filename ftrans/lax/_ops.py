@@ -505,7 +505,10 @@ def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | 
             out_sharding: Any = None) -> Any:
     """``lax.reshape``: row-major reshape, after transposing by ``dimensions`` if given."""
     if out_sharding is not None:
-        raise NotImplementedError("lax.reshape: out_sharding is not supported")
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("reshape", out_sharding, lambda: reshape(operand, new_sizes, dimensions),
+                                 (operand,), _ints("reshape", "new_sizes", new_sizes))
     (x,) = _operands("reshape", (operand,))
     sizes = _ints("reshape", "new_sizes", new_sizes)
     dims = None if dimensions is None else _ints("reshape", "dimensions", dimensions)
@@ -776,7 +779,14 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     does; ``preferred_element_type`` sets the result dtype.
     """
     if out_sharding is not None:
-        raise NotImplementedError("lax.dot_general: out_sharding is not supported")
+        from ftrans.lax._sharding import with_out_sharding
+
+        (lc, rc), (lb, rb) = _dimension_numbers("dot_general", dimension_numbers)
+        sa, sb = shape_of(lhs), shape_of(rhs)
+        shape = tuple(sa[i] for i in lb) + tuple(n for i, n in enumerate(sa) if i not in lc and i not in lb) + \
+            tuple(n for i, n in enumerate(sb) if i not in rc and i not in rb)
+        return with_out_sharding("dot_general", out_sharding, lambda: dot_general(
+            lhs, rhs, dimension_numbers, precision, preferred_element_type), (lhs, rhs), shape)
     a, b = _operands("dot_general", (lhs, rhs))
     da, db = dtype_weak(a)[0], dtype_weak(b)[0]
     pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)

@@ -33,6 +33,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
+from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
@@ -287,6 +288,8 @@ class ModuleLowering:
             if len(outs) != len(eqn.outvars):
                 raise LoweringError(f"lowering rule of {eqn.primitive.name} returned {len(outs)} results, "
                                     f"expected {len(eqn.outvars)}")
+            if self.meshes and eqn.primitive is not sharding_constraint_p:
+                outs = [self._typed(fn, o, v.aval) for v, o in zip(eqn.outvars, outs)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
         fn.location = ""
@@ -298,6 +301,16 @@ class ModuleLowering:
                         for k, t in enumerate(out_types))
         body = "\n".join(fn.lines)
         return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+
+    def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
+        """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""
+        sh = aval.sharding
+        if sh is None:
+            return ssa
+        from ftrans.lowering.sdy import sharding_attr
+
+        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, len(aval.shape))
+        return fn.emit("sdy.sharding_constraint", [ssa], [fn.types[ssa]], {"sharding": attr})[0]
 
     def text(self) -> str:
         attrs = (f"mhlo.num_partitions = {self.num_partitions} : i32, "

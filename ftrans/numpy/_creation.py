@@ -263,8 +263,16 @@ def _placed(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sharding = kwargs.pop("out_sharding", None)
         out = fn(*args, **kwargs)
         device = kwargs.get("device")
+        if sharding is not None:  # laid out as given; over Explicit mesh axes, its sharding type
+            if device is not None:
+                raise FtransValueError(f"{fn.__name__}: only one of `device` or `out_sharding` can be set, got "
+                                       f"device={device} and out_sharding={sharding}")
+            from ftrans.lax._sharding import with_out_sharding
+
+            return with_out_sharding(fn.__name__, sharding, lambda: out)
         return out if device is None else _place(out, device)
 
     return wrapper
@@ -381,7 +389,7 @@ def copy(a: Any, order: str | None = None) -> Any:
 
 # ---------------------------------------------------------------- filled arrays
 @_placed
-def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None) -> Any:
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
     """``jnp.full``: weakly typed when ``dtype`` is None and ``fill_value`` is a Python scalar."""
     shp = _shape_arg("full", shape)
     if _is_float0(dtype):
@@ -428,19 +436,19 @@ def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
 
 
 @_placed
-def zeros(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
     """``jnp.zeros``: float32 (the default float) unless ``dtype`` says otherwise."""
     return _filled("zeros", shape, 0, dtype)
 
 
 @_placed
-def ones(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
     """``jnp.ones``: float32 (the default float) unless ``dtype`` says otherwise."""
     return _filled("ones", shape, 1, dtype)
 
 
 @_placed
-def empty(shape: Any, dtype: Any = None, *, device: Any = None) -> Any:
+def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
     """``jnp.empty``: arrays are immutable, so uninitialised memory is useless; zeros, as in JAX."""
     return _filled("empty", shape, 0, dtype)
 

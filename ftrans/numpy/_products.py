@@ -65,15 +65,29 @@ def _scalar_product(x: Any, y: Any) -> Any:
 
 
 # ---------------------------------------------------------------- matmul, dot, vdot, inner, outer
-def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.matmul`` / ``@``: batched matrix product with NumPy's broadcasting of batch axes."""
+def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: Any = None,
+           out_sharding: Any = None) -> Any:
+    """``jnp.matmul`` / ``@``: batched matrix product with NumPy's broadcasting of batch axes
+    (``out_sharding`` lays the result out)."""
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("matmul", out_sharding, lambda: matmul(
+            a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("matmul", precision)
     x, y = _promote("matmul", a, b)
     return batched_matmul("matmul", x, y, preferred_element_type, prec)
 
 
-def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.dot``: sums over the last axis of ``a`` and the second-to-last of ``b``."""
+def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None,
+        out_sharding: Any = None) -> Any:
+    """``jnp.dot``: sums over the last axis of ``a`` and the second-to-last of ``b`` (``out_sharding``
+    lays the result out)."""
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("dot", out_sharding, lambda: dot(
+            a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("dot", precision)
     x, y = _promote("dot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
@@ -410,8 +424,16 @@ def _letter(i: Any) -> str:
 
 
 def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any = "auto",
-           precision: Any = None, preferred_element_type: Any = None, _dot_general: Any = None) -> Any:
-    """``jnp.einsum``: subscripts string (with ``...`` and implicit output) or interleaved sublists."""
+           precision: Any = None, preferred_element_type: Any = None, _dot_general: Any = None,
+           out_sharding: Any = None) -> Any:
+    """``jnp.einsum``: subscripts string (with ``...`` and implicit output) or interleaved sublists;
+    ``out_sharding`` lays the result out (its sharding type over Explicit mesh axes)."""
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("einsum", out_sharding, lambda: einsum(
+            subscripts, *operands, out=out, optimize=optimize, precision=precision,
+            preferred_element_type=preferred_element_type, _dot_general=_dot_general), operands)
     if out is not None:
         raise NotImplementedError("einsum: the out argument is not supported")
     if _dot_general is not None:

@@ -215,8 +215,10 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
     return new
 
 
-def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None) -> Any:
-    """``jnp.reshape``: C order, or ``order='F'`` done as transposes around a C reshape."""
+def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None,
+            out_sharding: Any = None) -> Any:
+    """``jnp.reshape``: C order, or ``order='F'`` done as transposes around a C reshape; ``out_sharding``
+    lays the result out (its sharding type over Explicit mesh axes)."""
     if shape is None:
         shape = newshape
     if shape is None:
@@ -224,6 +226,10 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
     x = _operand("reshape", a)
     old = _shp(x)
     new = _compute_newshape("reshape", old, shape)
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("reshape", out_sharding, lambda: reshape(x, new, order), (x,), new)
     if order == "F":
         xt = transpose(x)
         return transpose(reshape(xt, new[::-1]))

@@ -43,6 +43,7 @@ from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
+from ftrans.core.sharding import get_mesh as _current_mesh
 from ftrans.core.trace import Tracer, check_outputs, invalid_value_error, stage
 from ftrans.devices import _client, default_device, on_new_backend
 from ftrans.errors import (
@@ -1141,10 +1142,10 @@ class JitWrapped:
         if st.source_override is not None:
             return self._trace_uncached(args, kwargs, avals, in_tree)
         cfg = _config_mod.config
-        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in avals]), statics, st.name_stack,
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.sharding) for a in avals]), statics, st.name_stack,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
-               _platform.platform_override.get(), cfg.scoped_here())
+               _platform.platform_override.get(), cfg.scoped_here(), _current_mesh())
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:

@@ -117,7 +117,10 @@ class _ShardMapped:
             raise FtransValueError(
                 f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
                 f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
-        specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves))
+        if in_specs is None:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
+            specs = [_inferred_spec(fname, k, x, mesh) for k, x in enumerate(leaves)]
+        else:
+            specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves))
         avals = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
@@ -162,14 +165,30 @@ class _ShardMapped:
         return tree_util.tree_unflatten(out_tree, outs)
 
 
+def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
+    """The in_spec of argument leaf ``k`` when in_specs is not given: the spec of its sharding type."""
+    from ftrans.core.sharding_rules import array_aval
+
+    try:
+        sh = array_aval(x).sharding
+    except TypeError:
+        sh = None
+    if sh is None:
+        raise FtransValueError(
+            f"shard_map({fname}): in_specs were not given, so they are inferred from the arguments' sharding types, "
+            f"but argument leaf {k} ({getattr(x, 'shape', x)!r}) has none (it is not laid out over Explicit mesh "
+            "axes); pass in_specs=, or device_put the argument with a NamedSharding over a mesh of Explicit axes")
+    if (sh.mesh.axis_names, sh.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
+        raise FtransValueError(f"shard_map({fname}): argument leaf {k} is laid out over {sh.mesh!r}, not the "
+                               f"shard_map's mesh {mesh!r}; pass in_specs= or reshard it")
+    return sh.spec
+
+
 def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = None, mesh: Mesh | None = None,
               axis_names: Any = frozenset(), check_vma: bool = True, check_rep: bool | None = None) -> Any:
     """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring)."""
     if check_rep is not None:
         check_vma = check_rep
-    if in_specs is None:
-        raise NotImplementedError("shard_map: in_specs must be given (inferring them from the arguments is not "
-                                  "supported)")
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                  axis_names=axis_names, check_vma=check_vma)

@@ -20,6 +20,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import ShardedArray, sharded_sig
+from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -28,7 +29,9 @@ from ftrans.core.sharding import (
     as_sharding,
     check_divisible,
     from_runtime,
+    get_mesh,
 )
+from ftrans.core.sharding_rules import typed_aval
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
 from ftrans.transforms.jit import LoweredText
@@ -68,6 +71,8 @@ def needs_spmd(owner: Any, leaves: list) -> bool:
     for x in leaves:
         if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
             return True
+        if type(x) is ShapeDtypeStruct and isinstance(as_sharding(x.sharding), NamedSharding):
+            return True  # lower(ShapeDtypeStruct(..., sharding=s)) as for an argument laid out so
     return False
 
 
@@ -183,6 +188,9 @@ def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
         if s is None and type(x) is ShardedArray:
             own = x.sharding
             s = own if isinstance(own, NamedSharding) else None
+        elif s is None and type(x) is ShapeDtypeStruct:
+            own = as_sharding(x.sharding)
+            s = own if isinstance(own, NamedSharding) else None
         out.append(s)
     return out
 
@@ -216,6 +224,8 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
+    # Arguments laid out over Explicit mesh axes are traced with their sharding types
+    avals = [typed_aval(a, s) for a, s in zip(avals, in_sh)]
     from ftrans.transforms.passes import partitioned
 
     with partitioned():  # the passes that would add reshards (merge_dots) stay off
@@ -229,6 +239,8 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
+    # A result with a sharding type and no out_shardings entry is laid out as its type says
+    out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
@@ -238,7 +250,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                  leaves: list, avals: list, in_tree: Any) -> Any:
     own = tuple(x._sharded.sharding if type(x) is ShardedArray else None for x in leaves)  # runtime objects
     key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, own,
-           _config_mod.config.enable_x64, _config_mod.config.scoped_here())
+           _config_mod.config.enable_x64, _config_mod.config.scoped_here(), get_mesh())
     entry = owner._spmd_cache.get(key)
     if entry is None:
         closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
@@ -151,12 +152,31 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             ct_arg = [_as_array(c) for c in ct_arg] if prim.multiple_results else _as_array(ct_arg)
         invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
                   for a in eqn.invars]
+        typed = any(a.aval.sharding is not None for a in eqn.invars)
         with source_info_as(eqn.source_info):
-            ct_in = _rule_for(prim)(ct_arg, *invals, **eqn.params)
+            if typed:  # sharding in types: each cotangent gets its primal's type (JAX's rules pass out_sharding)
+                with _sharding_rules.lenient():
+                    ct_in = _rule_for(prim)(ct_arg, *invals, **eqn.params)
+                ct_in = [_retyped(c, a.aval) for a, c in zip(eqn.invars, ct_in)]
+            else:
+                ct_in = _rule_for(prim)(ct_arg, *invals, **eqn.params)
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
 
     return [(cts.get(id(v), Zero(tangent_aval(v.aval))) if id(v) in linear else None) for v in jaxpr.invars]
+
+
+def _retyped(ct: Any, aval: Any) -> Any:
+    """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs)."""
+    sh = aval.sharding
+    if sh is None or ct is None or type(ct) is Zero or not hasattr(ct, "aval"):
+        return ct
+    have = ct.aval.sharding
+    if have is not None and have.spec == sh.spec:
+        return ct
+    from ftrans.core.prims.sharding import sharding_constraint_p
+
+    return sharding_constraint_p.bind(ct, sharding=sh)
 
 
 # ----------------------------------------------------------------------------

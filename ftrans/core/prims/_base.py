@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import dtypes
+from ftrans.core import dtypes, sharding_rules
 from ftrans.core.avals import ShapedArray, type_str
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -36,9 +36,12 @@ def standard_primitive(
     impl: Callable[..., Any],
     *,
     weak_type_rule: Callable[..., bool] | None = None,
+    sharding_rule: Callable[..., Any] | None = None,
 ) -> Primitive:
-    """A single-result primitive whose type is given by a shape rule and a dtype rule."""
+    """A single-result primitive whose type is given by a shape rule and a dtype rule (and, for values with
+    sharding types, a sharding rule: core/sharding_rules.py)."""
     prim = Primitive(name)
+    prim.sharding_rule = sharding_rule
     if weak_type_rule is not None:
         prim.def_weak_type(weak_type_rule)
     wrule = prim.weak_type_rule
@@ -158,6 +161,7 @@ def unop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same",
          **kw) -> Primitive:
     if allowed & NARROW_INT and not narrow_native:
         impl = narrow_ints_via_bytes(impl)
+    kw.setdefault("sharding_rule", sharding_rules.elementwise(name))
     return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
 
 
@@ -165,6 +169,7 @@ def binop(name: str, allowed: frozenset, impl: Callable, *, result: Any = "same"
           **kw) -> Primitive:
     if allowed & NARROW_INT and not narrow_native:
         impl = narrow_ints_via_bytes(impl)
+    kw.setdefault("sharding_rule", sharding_rules.elementwise(name))
     return standard_primitive(name, elementwise_shape(name), elementwise_dtype(name, allowed, result), impl, **kw)
 
 

@@ -563,3 +563,13 @@ def _clz_impl(x):
 
 
 clz_p = unop("clz", INT - NARROW_INT, _clz_impl)
+
+
+# ----------------------------------------------------------------------------
+# Sharding rules of the elementwise primitives not made by unop/binop (core/sharding_rules.py)
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p in (pow_p, integer_pow_p, round_p, reduce_precision_p, conj_p):
+    _p.sharding_rule = _sr.elementwise(_p.name)
+del _p

@@ -454,3 +454,16 @@ def _reduce_impl(*vals, jaxpr, dimensions):
         for o, a in zip(outs, acc):
             o[idx] = np.asarray(a)
     return outs
+
+
+# ----------------------------------------------------------------------------
+# Sharding rules (values with sharding types over Explicit mesh axes: core/sharding_rules.py)
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p, reduce_xor_p,
+           argmax_p, argmin_p):
+    _p.sharding_rule = _sr.reduce_axes
+dot_general_p.sharding_rule = _sr.dot_general
+del _p
+_sr.typed_by_api.add(dot_general_p)

@@ -157,3 +157,26 @@ def _func_name(params: dict) -> str:
 
 shard_map_p = CallPrimitive("shard_map", func_name=_func_name, map_params=_map_params, body_env=_body_env)
 shard_map_p.def_abstract_eval(_abstract_eval)
+
+
+# ----------------------------------------------------------------------------
+# Sharding in types: over Explicit mesh axes, the results are typed by out_specs (core/sharding_rules.py)
+
+
+def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any:
+    m, out_names = params["mesh"], params["out_names"]
+    if not m.explicit_axes:
+        return None
+    res = []
+    for names in out_names:
+        if names is None:
+            res.append(None)
+            continue
+        spec = tuple(None if not ax else (ax[0] if len(ax) == 1 else tuple(ax)) for ax in names)
+        res.append((m, _sr.explicit_spec(spec, m, len(spec))))
+    return res
+
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+shard_map_p.sharding_rule = _shard_map_sharding

@@ -134,3 +134,12 @@ def _device_put_impl(*xs: Any, devices: tuple, srcs: tuple, copy_semantics: tupl
 @device_put_p.def_weak_type
 def _device_put_weak(weaks: tuple, **_: Any) -> tuple:
     return tuple(weaks)  # each result keeps its own operand's weak type
+
+
+# ----------------------------------------------------------------------------
+# Sharding in types: a constraint over Explicit axes is a reshard, the value's new type
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+sharding_constraint_p.sharding_rule = _sr.sharding_constraint
+sharding_constraint_p.sets_sharding = True

@@ -177,3 +177,13 @@ def _sort_weak(weaks: tuple[bool, ...], **params: Any) -> tuple[bool, ...]:
 sort_p.def_weak_type(_sort_weak)
 
 __all__ = [n for n in dir() if n.endswith("_p")]
+
+
+# ----------------------------------------------------------------------------
+# Sharding rules (values with sharding types over Explicit mesh axes: core/sharding_rules.py)
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
+    _p.sharding_rule = _sr.same_as_first
+del _p

@@ -532,3 +532,25 @@ for _table, _why in (("jvp", "rng_uniform's values are an unseeded generator's; 
                      ("transpose", "rng_uniform makes random values; it is not linear"),
                      ("batching", "rng_uniform has no vmap rule (as in JAX); call it with the batch in `shape`")):
     mark_unsupported(rng_uniform_p, _table, _why)
+
+
+# ----------------------------------------------------------------------------
+# Sharding rules (values with sharding types over Explicit mesh axes: core/sharding_rules.py)
+
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+convert_element_type_p.sharding_rule = _sr.same_as_first
+select_n_p.sharding_rule = _sr.elementwise("select_n")
+clamp_p.sharding_rule = _sr.elementwise("clamp")
+broadcast_in_dim_p.sharding_rule = _sr.broadcast_in_dim
+reshape_p.sharding_rule = _sr.reshape
+transpose_p.sharding_rule = _sr.transpose
+squeeze_p.sharding_rule = _sr.squeeze
+expand_dims_p.sharding_rule = _sr.expand_dims
+rev_p.sharding_rule = _sr.same_as_first
+pad_p.sharding_rule = _sr.slicing("padding")
+concatenate_p.sharding_rule = _sr.concatenate
+slice_p.sharding_rule = _sr.slicing("slicing")
+dynamic_slice_p.sharding_rule = _sr.slicing("dynamic_slice")
+dynamic_update_slice_p.sharding_rule = _sr.same_as_first
+_sr.typed_by_api.add(reshape_p)

@@ -1,0 +1,452 @@
+"""Sharding in types: the layouts of values over Explicit mesh axes, known while tracing (JAX's model).
+
+A value laid out over a mesh with ``AxisType.Explicit`` axes has a typed
+abstract value (``ShardedAval``): its ``sharding`` is a NamedSharding whose
+spec has one entry per dimension, naming Explicit axes only.  Each primitive
+that can carry a type has a *sharding rule* beside its shape rule
+(``Primitive.sharding_rule``): the result's spec from the operands' specs and
+the params.  Elementwise operations need agreeing specs, reductions drop the
+reduced dimensions, ``reshape``/``transpose``/``broadcast_in_dim`` move the
+entries with the dimensions, and ``dot_general`` contracting a dimension split
+on both sides needs an ``out_sharding`` (or raises, as JAX does).
+
+Only staging traces whose inputs are typed pay for this: the builder of a
+jaxpr raises its ``typed`` flag when a typed value enters it (an argument, a
+captured value, a reshard), and only then does ``process_primitive`` call
+``propagate``.  A primitive without a rule gives an untyped result (the
+partitioner chooses its layout, as for Auto axes); a higher-order primitive
+keeps the types its body gives its results.  The lowering annotates every
+typed result with a sharding constraint, so XLA's layouts are the types.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ftrans.core.avals import ShapedArray, ShardedAval
+from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec
+from ftrans.errors import ShardingTypeError
+
+__all__ = ["typed", "typed_aval", "explicit_spec", "spec_of", "propagate", "elementwise", "same_as_first",
+           "out_sharding_override", "lenient"]
+
+
+# ----------------------------------------------------------------------------
+# Typed avals
+
+
+def _entry(e: Any, explicit: frozenset) -> Any:
+    """A spec entry kept to the Explicit axes it names, in canonical form (an axis, a tuple of 2+, or None)."""
+    if e is None or isinstance(e, str):
+        return e if e is None or e in explicit else None
+    if isinstance(e, tuple):
+        kept = tuple(a for a in e if a in explicit)
+        return None if not kept else (kept[0] if len(kept) == 1 else kept)
+    return None  # UNCONSTRAINED: no type
+
+
+def explicit_spec(spec: Any, mesh: Any, ndim: int) -> tuple | None:
+    """``spec`` as a type over ``mesh``: one entry per dimension, Explicit axes only (None: the mesh has none)."""
+    explicit = frozenset(mesh.explicit_axes)
+    if not explicit:
+        return None
+    entries = tuple(spec) + (None,) * (ndim - len(spec))
+    return tuple(_entry(e, explicit) for e in entries[:ndim])
+
+
+def typed(aval: ShapedArray, mesh: Any, spec: Sequence) -> ShardedAval:
+    return ShardedAval(aval.shape, aval.dtype, aval.weak_type, NamedSharding(mesh, PartitionSpec(*spec)))
+
+
+def typed_aval(aval: ShapedArray, sharding: Any) -> ShapedArray:
+    """``aval`` typed by ``sharding`` when it is a NamedSharding over a mesh with Explicit axes; else as is."""
+    if not isinstance(sharding, NamedSharding):
+        return aval
+    spec = explicit_spec(sharding.spec, sharding.mesh, len(aval.shape))
+    if spec is None:
+        return aval
+    return typed(aval, sharding.mesh, spec)
+
+
+def array_aval(x: Any) -> ShapedArray:
+    """The abstract value of an operand, typed when it is an Array laid out over Explicit mesh axes."""
+    from ftrans.core.array import ShardedArray
+    from ftrans.core.trace import aval_of
+
+    aval = aval_of(x)
+    if type(x) is ShardedArray:
+        return typed_aval(aval, x.sharding)
+    return aval
+
+
+def spec_of(aval: ShapedArray) -> tuple:
+    """An aval's spec entries (all None for an untyped one: replicated as far as the rules are concerned)."""
+    sh = aval.sharding
+    return tuple(sh.spec) if sh is not None else (None,) * len(aval.shape)
+
+
+def _axes(e: Any) -> tuple:
+    return () if e is None else ((e,) if isinstance(e, str) else tuple(e))
+
+
+def _size(mesh: Any, e: Any) -> int:
+    n = 1
+    for a in _axes(e):
+        n *= mesh.shape[a]
+    return n
+
+
+def _show(spec: Sequence) -> str:
+    return "(" + ", ".join(repr(e) for e in spec) + ("," if len(spec) == 1 else "") + ")"
+
+
+def _short(aval: ShapedArray) -> str:
+    return aval.str_short()
+
+
+# ----------------------------------------------------------------------------
+# Overrides: a result sharding the API was given, and the transposition's leniency
+
+
+_local = threading.local()
+
+
+@contextmanager
+def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
+    """Inside the block, a typed ``dot_general`` or ``reshape`` whose result has ``shape`` takes ``spec`` as
+    its type (the ``out_sharding=`` of ``lax.dot_general``/``jnp.einsum``/``lax.reshape``; the JVP's products
+    of the same shape too); one of another shape (an einsum's intermediate) is typed leniently."""
+    prev = getattr(_local, "out", None)
+    _local.out = (None if shape is None else tuple(shape), tuple(spec))
+    try:
+        yield
+    finally:
+        _local.out = prev
+
+
+def _override(out: ShapedArray) -> tuple[Any, bool]:
+    """(the spec the API asked for, or None; whether a product of another shape is being typed for it)."""
+    over = getattr(_local, "out", None)
+    if over is None:
+        return None, False
+    if over[0] == tuple(out.shape):
+        return over[1], True
+    return None, True
+
+
+# The primitives whose result type an API keyword can set (``out_sharding=``): replaying a recorded equation
+# of one (eval_jaxpr under jvp, ...) gives it its recorded type again.
+typed_by_api: set = set()
+
+
+def as_recorded(aval: ShapedArray) -> Any:
+    return out_sharding_override(aval.shape, tuple(aval.sharding.spec))
+
+
+@contextmanager
+def lenient() -> Any:
+    """Inside transposition rules: a product contracting a dimension split on both sides gives a result
+    typed by its free dimensions (the cotangent is then constrained to its primal's type) instead of
+    raising, as JAX's transpose rules pass ``out_sharding`` themselves."""
+    prev = getattr(_local, "lenient", False)
+    _local.lenient = True
+    try:
+        yield
+    finally:
+        _local.lenient = prev
+
+
+# ----------------------------------------------------------------------------
+# Propagation
+
+
+def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -> Any:
+    """The abstract value(s) ``out`` of ``prim`` applied to ``avals``, typed by the primitive's sharding rule."""
+    mesh = None
+    for a in avals:
+        sh = a.sharding
+        if sh is not None:
+            if mesh is None:
+                mesh = sh.mesh
+            elif sh.mesh != mesh:
+                raise ShardingTypeError(f"Mesh for all inputs should be equal. Got one mesh: {mesh} and another "
+                                        f"mesh: {sh.mesh}")
+    rule = prim.sharding_rule
+    if rule is None:
+        if prim.higher_order or mesh is None:
+            return out
+        return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
+    if mesh is None and not prim.sets_sharding:
+        return out
+    try:
+        res = rule(mesh, out, *avals, **params)
+    except ShardingTypeError:
+        # Inside a transposition rule (or an out_sharding= block's intermediates) a layout the rules cannot
+        # state leaves the value untyped: the cotangent (the result) is constrained to its type afterwards.
+        if not (getattr(_local, "lenient", False) or (getattr(_local, "out", None) or (0,))[0] is None):
+            raise
+        return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
+    if res is None:
+        return out
+    if prim.multiple_results:
+        return [o if s is None else _make(o, s) for o, s in zip(out, res)]
+    return _make(out, res)
+
+
+def _plain(a: ShapedArray) -> ShapedArray:
+    return ShapedArray(a.shape, a.dtype, a.weak_type) if a.sharding is not None else a
+
+
+def _make(out: ShapedArray, res: Any) -> ShapedArray:
+    mesh, spec = res
+    if mesh is None:
+        return _plain(out)
+    seen: set = set()
+    for e in spec:
+        for ax in _axes(e):
+            if ax in seen:
+                raise ShardingTypeError(
+                    f"the result type {out.str_short()} with spec {_show(spec)} names mesh axis {ax!r} more than "
+                    "once (produces an illegally sharded result); reshard an operand first")
+            seen.add(ax)
+    return typed(out, mesh, spec)
+
+
+# ----------------------------------------------------------------------------
+# Rules shared by many primitives
+
+
+def elementwise(name: str) -> Any:
+    """Operands of one shape (rank-0 ones excepted): each dimension's entries must agree where both are split
+    (JAX's broadcasting rule; size-1 unsplit dimensions are neutral)."""
+
+    def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        ranked = [a for a in avals if a.shape]
+        if not ranked:
+            return mesh, ()
+        specs = [spec_of(a) for a in ranked]
+        result = []
+        for i in range(len(ranked[0].shape)):
+            col = [s[i] for s in specs]
+            if all(c == col[0] for c in col):
+                result.append(col[0])
+                continue
+            r = None
+            for c in col:
+                if c is None:
+                    continue
+                if r is None:
+                    r = c
+                elif r != c:
+                    shown = ", ".join(_show(s) for s in specs)
+                    raise ShardingTypeError(f"{name} got incompatible shardings for broadcasting: {shown}.")
+            result.append(r)
+        if getattr(out, "shape", None) is not None and len(out.shape) != len(result):
+            return None
+        return mesh, tuple(result)
+
+    return rule
+
+
+def same_as_first(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any) -> Any:
+    """The result is laid out as the first operand (an identity on layouts)."""
+    return mesh, spec_of(x)
+
+
+def reduce_axes(mesh: Any, out: Any, x: ShapedArray, *rest: Any, axes: Sequence[int], **params: Any) -> Any:
+    """A reduction drops the reduced dimensions' entries."""
+    drop = set(axes)
+    return mesh, tuple(e for i, e in enumerate(spec_of(x)) if i not in drop)
+
+
+def broadcast_in_dim(mesh: Any, out: Any, x: ShapedArray, *dyn: Any, shape: Sequence[int],
+                     broadcast_dimensions: Sequence[int], **params: Any) -> Any:
+    spec = [None] * len(shape)
+    for e, d, n in zip(spec_of(x), broadcast_dimensions, x.shape):
+        spec[d] = e if n == shape[d] else None
+    return mesh, tuple(spec)
+
+
+def transpose(mesh: Any, out: Any, x: ShapedArray, *, permutation: Sequence[int]) -> Any:
+    spec = spec_of(x)
+    return mesh, tuple(spec[p] for p in permutation)
+
+
+def squeeze(mesh: Any, out: Any, x: ShapedArray, *, dimensions: Sequence[int]) -> Any:
+    drop = {d % max(x.ndim, 1) for d in dimensions}
+    return mesh, tuple(e for i, e in enumerate(spec_of(x)) if i not in drop)
+
+
+def expand_dims(mesh: Any, out: Any, x: ShapedArray, *, dimensions: Sequence[int]) -> Any:
+    it = iter(spec_of(x))
+    new = {d % len(out.shape) for d in dimensions}
+    return mesh, tuple(None if i in new else next(it) for i in range(len(out.shape)))
+
+
+def _reshape_error(x: ShapedArray, new_sizes: Sequence[int]) -> ShardingTypeError:
+    return ShardingTypeError(
+        f"This reshape is not supported. Please specify the sharding of the output via the `out_sharding` "
+        f"argument of lax.reshape. Got operand type: {_short(x)}, new sizes: {tuple(new_sizes)}")
+
+
+def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], dimensions: Any = None,
+            **params: Any) -> Any:
+    """Dimensions are matched in groups of equal products; within a group the split entries must sit on its
+    major dimensions and divide them (JAX's split/merge rules)."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    spec = spec_of(x)
+    if all(e is None for e in spec):
+        return mesh, (None,) * len(new_sizes)
+    if dimensions is not None:
+        raise _reshape_error(x, new_sizes)
+    old = [(n, e) for n, e in zip(x.shape, spec) if n != 1]
+    if any(n == 1 and e is not None for n, e in zip(x.shape, spec)):
+        raise _reshape_error(x, new_sizes)
+    new = [n for n in new_sizes if n != 1]
+    out_spec: list = []
+    i = j = 0
+    while i < len(old) or j < len(new):
+        gi, gj = [old[i]] if i < len(old) else [], [new[j]] if j < len(new) else []
+        i, j = i + len(gi), j + len(gj)
+        po = gi[0][0] if gi else 1
+        pn = gj[0] if gj else 1
+        while po != pn:
+            if po < pn and i < len(old):
+                gi.append(old[i])
+                po *= old[i][0]
+                i += 1
+            elif pn < po and j < len(new):
+                gj.append(new[j])
+                pn *= new[j]
+                j += 1
+            else:
+                raise _reshape_error(x, new_sizes)
+        axes = [a for _, e in gi for a in _axes(e)]
+        if not axes:
+            out_spec.extend([None] * len(gj))
+            continue
+        # split entries must be the leading ones of the group (a merge keeps them major)
+        seen_none = False
+        for _, e in gi:
+            if e is None:
+                seen_none = True
+            elif seen_none:
+                raise _reshape_error(x, new_sizes)
+        it = iter(axes)
+        pending = next(it, None)
+        for n in gj:
+            dim_axes = []
+            while pending is not None and n > 1:
+                size = mesh.shape[pending]
+                if n % size:
+                    raise _reshape_error(x, new_sizes)
+                n //= size
+                dim_axes.append(pending)
+                pending = next(it, None)
+            out_spec.append(None if not dim_axes else (dim_axes[0] if len(dim_axes) == 1 else tuple(dim_axes)))
+        if pending is not None:
+            raise _reshape_error(x, new_sizes)
+    full = iter(out_spec)
+    return mesh, tuple(None if n == 1 else next(full) for n in new_sizes)
+
+
+def _varying_shape(name: str, x: ShapedArray, out_shape: Sequence[int], mesh: Any) -> tuple:
+    spec = spec_of(x)
+    for n_in, n_out, e in zip(x.shape, out_shape, spec):
+        if n_in != n_out and e is not None and n_out % _size(mesh, e):
+            raise ShardingTypeError(
+                f"{name} on sharded dims where out dim ({n_out}) is not divisible by mesh axes ({_size(mesh, e)}) "
+                f"with spec ({e}) is not implemented. Got input type={_short(x)} and output shape="
+                f"{tuple(out_shape)}")
+    return spec
+
+
+def slicing(name: str) -> Any:
+    """``slice``/``dynamic_slice``/``pad``: the operand's spec, where each changed split dimension still divides."""
+
+    def rule(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any) -> Any:
+        return mesh, _varying_shape(name, x, out.shape, mesh)
+
+    return rule
+
+
+def concatenate(mesh: Any, out: Any, *xs: ShapedArray, dimension: int) -> Any:
+    """Operands laid out alike; an untyped or replicated dimension joins a split one (a batching rule's
+    broadcast operand), two different splits are an error (JAX's message)."""
+    specs = [spec_of(x) for x in xs]
+    result = []
+    for col in zip(*specs):
+        split = {c for c in col if c is not None}
+        if len(split) > 1:
+            shown = ", ".join(_show(s) for s in specs)
+            raise ShardingTypeError(f"All operands should have the same sharding. Got shardings {shown}")
+        result.append(split.pop() if split else None)
+    return mesh, tuple(result)
+
+
+def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any,
+                **params: Any) -> Any:
+    over, inside = _override(out)
+    if over is not None:
+        return mesh, over
+    (lc, rc), (lb, rb) = dimension_numbers
+    ls, rs = spec_of(lhs), spec_of(rhs)
+    lbs, rbs = tuple(ls[i] for i in lb), tuple(rs[i] for i in rb)
+    lcs, rcs = tuple(ls[i] for i in lc), tuple(rs[i] for i in rc)
+    for l_, r_ in zip(lbs, rbs):
+        if l_ is not None and r_ is not None and l_ != r_:
+            raise ShardingTypeError(f"dot_general requires lhs batch dimensions and rhs batch dimensions to have the "
+                                    f"consistent sharding, got {_show(lbs)} and {_show(rbs)}.")
+    loose = inside or getattr(_local, "lenient", False)
+    for l_, r_ in zip(lcs, rcs):
+        if l_ is not None and r_ is not None and l_ != r_ and not loose:
+            raise ShardingTypeError(f"dot_general requires contracting dimensions to have consistent sharding, got "
+                                    f"{_show(lcs)} and {_show(rcs)}.")
+    for l_, r_ in zip(lcs, rcs):
+        if l_ is not None and r_ is not None and not loose:
+            raise ShardingTypeError(
+                "Contracting dimensions are sharded and it is ambiguous how the output should be sharded. Please "
+                "specify the output sharding via the `out_sharding` parameter. Got "
+                f"lhs_contracting_spec={_show(lcs)} and rhs_contracting_spec={_show(rcs)}")
+    batch = tuple(lbs[k] if lbs[k] is not None else rbs[k] for k in range(len(lb)))
+    lfree = tuple(e for i, e in enumerate(ls) if i not in set(lc) | set(lb))
+    rfree = tuple(e for i, e in enumerate(rs) if i not in set(rc) | set(rb))
+    spec = batch + lfree + rfree
+    if loose:  # a cotangent: an axis named twice is dropped (the cotangent is constrained afterwards)
+        seen: set = set()
+        kept = []
+        for e in spec:
+            if any(a in seen for a in _axes(e)):
+                kept.append(None)
+            else:
+                seen.update(_axes(e))
+                kept.append(e)
+        spec = tuple(kept)
+    else:
+        seen = set()
+        for e in spec:
+            for a in _axes(e):
+                if a in seen:
+                    raise ShardingTypeError(
+                        f"dot_general operation with inputs: {_short(lhs)}, {_short(rhs)} produces an illegally "
+                        f"sharded result: spec {_show(spec)} names mesh axis {a!r} twice; pass out_sharding= or "
+                        "reshard an operand")
+                seen.add(a)
+    return mesh, spec
+
+
+def sharding_constraint(mesh: Any, out: Any, x: ShapedArray, *, sharding: Any, **params: Any) -> Any:
+    """A reshard: the type its sharding names over Explicit axes (the operand's, when the mesh has none)."""
+    spec = explicit_spec(sharding.spec, sharding.mesh, len(x.shape))
+    if spec is None:  # over a mesh of no Explicit axes (inside auto_axes, say): the partitioner chooses
+        return None, ()
+    return sharding.mesh, spec
+
+
+def is_explicit(sharding: Any) -> bool:
+    return isinstance(sharding, NamedSharding) and AxisType.Explicit in sharding.mesh.axis_types
