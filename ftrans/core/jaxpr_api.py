@@ -75,7 +75,8 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         for k in ref_pos:
             vals[k] = _ref.read_for_thread(vals[k])
         cvals = [_ref.read_for_thread(r) for r in closed]
-        run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner)
+        run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner,
+                         what)
         try:
             closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun)
         except _ref.NeedsRef as e:
@@ -89,7 +90,7 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
 
 
 def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_paths: list, ref_pos: list,
-                n: int, closed: list, owner: Any) -> Callable:
+                n: int, closed: list, owner: Any, what: str = "make_jaxpr") -> Callable:
     """The function ``_trace_with_refs`` stages: argument values and closed-over refs' values in,
     ``(out, final ref values)`` out."""
     def run(*flat: Any) -> Any:
@@ -107,6 +108,8 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
         def call() -> Any:
             out = fun(*full, **kw)
             _ref.check_no_refs(out, "make_jaxpr", getattr(fun, "__name__", "fun"))
+            if not all(map(is_jax_value, tree_util.tree_leaves(out))):  # named by the user's own output tree
+                check_outputs(out, fun, what)
             return out
         return _ref.run_scoped(call, views + closed, [v._value for v in views] + list(flat[n:]), owner,
                                "make_jaxpr")
