@@ -111,3 +111,20 @@ def test_check_vma_error_names_output_and_axes_under_jit():
 
 def lax_sum(a):
     return flax.psum(a, ("x", "y"))
+
+
+def test_out_specs_given_as_a_list_of_specs():
+    """A list of PartitionSpecs for a list of outputs (JAX's scan/while rep-rule tests write out_specs so)."""
+    fm, jm = _meshes()
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+
+    def body(lax_):
+        return lambda a, b: [lax_.psum(a, "x"), b * 2]
+
+    f = ftrans.shard_map(body(flax), mesh=fm, in_specs=(P("x"), P("y")), out_specs=[P(None), P("y")])
+    j = jax.shard_map(body(jax.lax), mesh=jm, in_specs=(JP("x"), JP("y")), out_specs=[JP(None), JP("y")])
+    for a, b in zip(f(x, x), j(x, x)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b))
+    with pytest.raises(FtransValueError, match="output 1"):  # b varies over y
+        ftrans.make_jaxpr(ftrans.shard_map(body(flax), mesh=fm, in_specs=(P("x"), P("y")),
+                                           out_specs=[P(None), P(None)]))(x, x)

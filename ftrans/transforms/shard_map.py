@@ -46,18 +46,30 @@ def _is_spec(x: Any) -> bool:
     return x is None or isinstance(as_spec(x), PartitionSpec)
 
 
+class _Group:
+    """The out/in spec of every leaf under one spec leaf (not a pytree node)."""
+
+    __slots__ = ("specs",)
+
+    def __init__(self, specs: list):
+        self.specs = specs
+
+    def __iter__(self) -> Any:
+        return iter(self.specs)
+
+
 def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
     if _is_spec(specs):
         return [as_spec(specs)] * n
-    try:
-        groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), specs, tree,
+    try:  # each spec leaf becomes a _Group (a leaf to tree_util: the user's own lists stay containers)
+        groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
     except (ValueError, TypeError):
         raise FtransValueError(
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
-    out = [as_spec(s) for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+    out = [as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
     for s in out:
         if not isinstance(s, PartitionSpec):
             raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
