@@ -419,7 +419,7 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     varying-manual-axes type system.
 
     ftrans tracks no such types, so ``to='varying'`` (JAX's ``pvary``) is the identity on values once the names
-    are checked to be bound; ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name``
+    are checked to be bound (``shard_map``'s ``check_vma`` inference does not see it); ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name``
     returns ``x`` as JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by
     ``vmap``/``pmap``: see ``docs/differences.md``.)
     """

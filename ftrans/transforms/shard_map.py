@@ -8,6 +8,10 @@ together from the devices' blocks as ``out_specs`` say.  The body is traced
 once on the block types; the call binds ``shard_map_p``
 (``core/prims/shard_map.py``), which ``jit`` lowers to Shardy's
 ``sdy.manual_computation`` and which runs eagerly as a partitioned program.
+With ``check_vma=True`` (the default) the traced body is checked first: an
+output whose ``out_specs`` leave out a mesh axis it may vary over (an input
+split over it reaches it, with no ``psum``-like reduction over the axis in
+between) raises, as in JAX.
 """
 
 from __future__ import annotations
@@ -42,18 +46,30 @@ def _is_spec(x: Any) -> bool:
     return x is None or isinstance(as_spec(x), PartitionSpec)
 
 
+class _Group:
+    """The out/in spec of every leaf under one spec leaf (not a pytree node)."""
+
+    __slots__ = ("specs",)
+
+    def __init__(self, specs: list):
+        self.specs = specs
+
+    def __iter__(self) -> Any:
+        return iter(self.specs)
+
+
 def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
     if _is_spec(specs):
         return [as_spec(specs)] * n
-    try:
-        groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), specs, tree,
+    try:  # each spec leaf becomes a _Group (a leaf to tree_util: the user's own lists stay containers)
+        groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
     except (ValueError, TypeError):
         raise FtransValueError(
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
-    out = [as_spec(s) for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+    out = [as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
     for s in out:
         if not isinstance(s, PartitionSpec):
             raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
@@ -158,11 +174,143 @@ class _ShardMapped:
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
+        if self._check_vma:
+            _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
+                           out_specs, out_names)
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
         return tree_util.tree_unflatten(out_tree, outs)
+
+
+# ----------------------------------------------------------------------------
+# check_vma: which manual mesh axes each value of the body may vary over (JAX's varying-manual-axes types,
+# inferred over the staged body instead of carried in the types).  An output whose out_specs leave out an
+# axis it may vary over is an error, as in JAX: only one device's block along that axis would be kept.
+
+_EMPTY: frozenset = frozenset()
+
+
+def _vma_rules() -> dict:
+    from ftrans.core.prims import collectives as C
+
+    def names(params: dict) -> frozenset:
+        n = params["axis_name"]
+        return frozenset(n if isinstance(n, tuple) else (n,))
+
+    def reduce_(ins: list, params: dict) -> frozenset:  # the result is the same on every device of the axes
+        return frozenset().union(*ins) - names(params)
+
+    def vary(ins: list, params: dict) -> frozenset:  # the result differs along the axes (JAX's pvary first)
+        return frozenset().union(*ins) | names(params)
+
+    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: vary,
+            C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
+            C.ragged_all_to_all_p: vary}
+
+
+_VMA_RULES: dict = {}
+
+
+def _vma_jaxpr(jaxpr: Any, in_sets: list, axes: frozenset) -> list:
+    """The set of mesh axes in ``axes`` each output of ``jaxpr`` may vary over, given its inputs' sets
+    (constants vary over none).  One pass over the equations; loops iterate their carries to a fixpoint."""
+    from ftrans.core.ir import ClosedJaxpr, Literal
+    from ftrans.core.prims.calls import CallPrimitive
+    from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
+
+    if not _VMA_RULES:
+        _VMA_RULES.update(_vma_rules())
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    env: dict = dict(zip(jaxpr.invars, in_sets))
+
+    def read(v: Any) -> frozenset:
+        return _EMPTY if isinstance(v, Literal) else env.get(v, _EMPTY)
+
+    for eqn in jaxpr.eqns:
+        prim = eqn.primitive
+        ins = [read(v) for v in eqn.invars]
+        rule = _VMA_RULES.get(prim)
+        n_out = len(eqn.outvars)
+        if rule is not None:
+            outs = [rule(ins, eqn.params) & axes] * n_out
+        elif prim is cond_p:
+            outs = [_EMPTY] * n_out
+            for br in eqn.params["branches"]:  # the index does not count, as in JAX
+                outs = [a | b for a, b in zip(outs, _vma_jaxpr(br, ins[1:], axes))]
+        elif prim is while_p:
+            nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+            bconsts, carry = ins[nc:nc + nb], ins[nc + nb:]
+            outs = _vma_fixpoint(eqn.params["body_jaxpr"], bconsts, carry, [], axes)[0]
+        elif prim is scan_p:
+            p = eqn.params
+            k, c = p["num_consts"], p["num_carry"]
+            carry, ys = _vma_fixpoint(p["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
+            outs = carry + ys
+        elif isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(eqn.params)) \
+                == (len(ins), n_out):  # a call of its body on its operands (jit, remat, custom_jvp/vjp, ...)
+            outs = _vma_jaxpr(prim.body(eqn.params), ins, axes)
+        elif _has_subjaxprs(eqn):
+            outs = [_EMPTY] * n_out  # not understood: claim nothing, so no error can come from it
+        else:
+            u = frozenset().union(*ins) if ins else _EMPTY
+            outs = [u] * n_out
+        for v, s in zip(eqn.outvars, outs):
+            env[v] = s
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _arity(body: Any) -> tuple:
+    from ftrans.core.ir import ClosedJaxpr, Jaxpr
+
+    if isinstance(body, ClosedJaxpr):
+        body = body.jaxpr
+    return (len(body.invars), len(body.outvars)) if isinstance(body, Jaxpr) else (-1, -1)
+
+
+def _has_subjaxprs(eqn: Any) -> bool:
+    from ftrans.core.ir import subjaxpr_params
+
+    return bool(subjaxpr_params(eqn))
+
+
+def _vma_fixpoint(body: Any, consts: list, carry: list, xs: list, axes: frozenset) -> tuple[list, list]:
+    """A loop body ``consts + carry + xs -> carry + ys``: the carries' sets grow until the body keeps them."""
+    n = len(carry)
+    while True:
+        outs = _vma_jaxpr(body, consts + carry + xs, axes)
+        new = [a | b for a, b in zip(carry, outs[:n])]
+        if new == carry:
+            return carry, outs[n:]
+        carry = new
+
+
+def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
+                   out_names: list) -> None:
+    axes = frozenset(manual)
+    in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
+    got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
+    order = {a: i for i, a in enumerate(mesh.axis_names)}
+    fails = []
+    for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, closed.out_avals)):
+        mentioned = {x for ax in ns for x in ax}
+        bad = sorted(g - mentioned, key=order.__getitem__)
+        if bad:
+            fails.append(
+                f"* output {k} (of type {a.str_short()}) has out_specs {s!r}, which says it is the same on every "
+                f"device along mesh axes {bad}, but it was inferred to be possibly varying over "
+                f"{sorted(g, key=order.__getitem__)}")
+    if fails:
+        raise FtransValueError(
+            f"shard_map({fname}) was given out_specs which require replication which can't be statically "
+            f"inferred given the mesh (axes {mesh.axis_names} of sizes {tuple(mesh.axis_sizes)}):\n"
+            + "\n".join(fails)
+            + "\nIf these outputs differ along those axes, mention the axes in their out_specs (the blocks are "
+            "then put together along them); if they are meant to be the same, reduce them over those axes "
+            "(lax.psum / lax.pmean / lax.pmax ...); if they are the same but that cannot be inferred, pass "
+            "check_vma=False to shard_map.")
 
 
 def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
