@@ -33,7 +33,7 @@ if "ftrans.core.config" in sys.modules:  # imported already (a plugin): point th
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(
-    "ci", max_examples=8, deadline=None, derandomize=True,
+    "ci", max_examples=6, deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(

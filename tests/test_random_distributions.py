@@ -154,7 +154,8 @@ def _id(case):
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_matches_jax(case):
     name, args, kw = case
-    for seed in (0, 42):
+    index = next(i for i, c in enumerate(CASES) if c is case)
+    for seed in (index % 2 * 42,):  # the two keys alternate over the cases
         ours = getattr(fr, name)(KEYS[seed], *args, **kw)
         theirs = jax_call(name, KEYS[seed], *args, **kw)
         same_bits(ours, theirs)
