@@ -73,39 +73,12 @@ def _client(backend: str | None = None) -> Any:
     return client
 
 
-def _on_config(name: str, value: Any) -> None:
+def _on_platforms(name: str, value: Any) -> None:
     if name == "platforms":
         compat.set_platforms(value)
-    elif name == "num_cpu_devices":
-        compat.set_num_cpu_devices(value)
 
 
-def _check_num_cpu_devices(value: int) -> None:
-    # The runtime reads the count once, when it starts its backends: a change after that would be
-    # silently ignored, so it is an error (as in JAX); setting the value it already has is not.
-    if value != config.global_value("num_cpu_devices") and compat.backend_started():
-        raise FtransRuntimeError(
-            "jax_num_cpu_devices must be set before the runtime starts its backends, i.e. before any "
-            "operation runs on a device: set it right after importing ftrans (or set JAX_NUM_CPU_DEVICES)")
-
-
-config._listeners.append(_on_config)
-config.register_validator("num_cpu_devices", _check_num_cpu_devices)
-
-
-def _set_num_cpu_devices(n: int) -> None:
-    # Checked by handing it to the runtime before ftrans stores it: a refused value leaves both unchanged.
-    if n == config.num_cpu_devices:
-        return
-    try:
-        compat.set_num_cpu_devices(n)
-    except RuntimeError:
-        raise FtransRuntimeError(
-            f"jax_num_cpu_devices={n!r}: the number of CPU devices can change only before the first operation "
-            "starts the backends; set it right after the import (or set JAX_NUM_CPU_DEVICES)") from None
-
-
-config.register_validator("num_cpu_devices", _set_num_cpu_devices)
+config._listeners.append(_on_platforms)
 
 
 def devices(backend: str | None = None) -> list:
