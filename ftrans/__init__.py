@@ -77,6 +77,7 @@ from ftrans.transforms.reverse import (
 )
 from ftrans.transforms.reverse import std_basis as _std_basis  # noqa: F401  (JAX's private api._std_basis)
 from ftrans.transforms.shard_map import shard_map, smap
+from ftrans.transforms import sharded_eager as _sharded_eager  # noqa: E402,F401  (registers itself)
 
 
 def effects_barrier() -> None:

@@ -224,6 +224,13 @@ class Array(ArrayMixin):
     # default-placed arrays.
     _committed = False
 
+    @property
+    def committed(self) -> bool:
+        """Whether the array is pinned to its devices (JAX's ``Array.committed``): placed there explicitly
+        (``device_put`` with a device or sharding, ``pmap``) or computed from operands that were; an
+        uncommitted array may be moved to where a computation's committed operands are."""
+        return bool(self._committed)
+
     def devices(self) -> set:
         from ftrans.core.host import host_device
 
@@ -673,8 +680,22 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         op.__name__ = slow.__name__
         return op
 
+    def pinned(fast, slow):
+        # A committed device array's result stays where it is (the API path sends the primitive to the
+        # device backend), as JAX's does: only an uncommitted one may take the host fast path.
+        def op(self, other):
+            if self._committed:
+                return slow(self, other)
+            return fast(self, other)
+
+        op.__name__ = slow.__name__
+        return op
+
     for slot, (prim, slow) in fallbacks.items():
-        setattr(Array, slot, make(prim, slow, reflected=slot.startswith("__r")))
+        fast = make(prim, slow, reflected=slot.startswith("__r"))
+        setattr(Array, slot, fast)
+        setattr(DeviceArray, slot, pinned(fast, slow))
+        setattr(ShardedArray, slot, slow)  # spread over devices: never gathered to the host for an operation
 
 
 class Shard:
@@ -795,8 +816,18 @@ def sharded_sig(aval: ShapedArray, runtime_sharding: Any) -> tuple:
     return (aval.shape, aval.dtype, aval.weak_type, id(runtime_sharding), _SHARDED_SIG)
 
 
+# Called once, when the first multi-device Array is made: the runtime then installs its eager device
+# backend, which runs operations on such arrays as sharded programs; until then a host-only program
+# pays nothing for that check.  Set by ``ftrans.transforms.sharded_eager``.
+on_first_sharded_array: Any = None
+
+
 def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     """Wrap a multi-device buffer holding ``aval`` (the caller guarantees they agree)."""
+    global on_first_sharded_array
+    if on_first_sharded_array is not None:
+        hook, on_first_sharded_array = on_first_sharded_array, None
+        hook()
     out = object.__new__(ShardedArray)
     out._sharded = buf
     if aval.sharding is None:  # laid out over Explicit mesh axes: its aval has the sharding type

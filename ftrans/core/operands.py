@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, from_foreign, is_foreign_array
+from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.keys import PRNGKeyArray, reject_keys
@@ -160,7 +160,8 @@ def convert(x: Any, dtype: np.dtype, weak: bool = False) -> Any:
                 arr = arr.astype(dtype)
         return Array._make(arr, weak)
     if isinstance(x, Array):
-        if x._committed and type(x) is DeviceArray:  # pinned to its device: the operation runs there
+        # Pinned to its device (or spread over several): the operation runs there, not on the host.
+        if x._committed and (type(x) is DeviceArray or type(x) is ShardedArray):
             return x if x.dtype == dtype else S.convert_element_type_p.bind(x, new_dtype=dtype, weak_type=weak)
         return convert(Array._new(x._value, x.weak_type), dtype, weak)
     f = from_foreign(x)  # a jax.Array, or anything with __array__ / __dlpack__

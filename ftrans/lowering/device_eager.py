@@ -22,7 +22,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
@@ -41,12 +41,26 @@ def install() -> None:
         _trace.set_device_backend(dispatch)
 
 
+# Runs a primitive with an operand spread over several devices (``transforms/sharded_eager.py``, which
+# sits above this layer and registers itself when ftrans is imported).
+_sharded_apply: Any = None
+
+
+def set_sharded_apply(fn: Any) -> None:
+    global _sharded_apply
+    _sharded_apply = fn
+
+
 def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
     """Core's device backend: run on the device the operands are committed to (else on the first
     operand's accelerator), or NotImplemented for the host.
 
     As in JAX, a result computed from committed operands is committed to their device, and operands
-    committed to two different devices are an error."""
+    committed to two different devices are an error.  An operand spread over several devices makes
+    the primitive a sharded program, so the result stays spread (``transforms/sharded_eager.py``)."""
+    for a in args:
+        if type(a) is ShardedArray and _sharded_apply is not None and prim.name not in _HOST_ONLY:
+            return _sharded_apply(prim, args, params)
     dev = committed_device(args, prim.name)
     if dev is None:
         dev = on_accelerator(args)
@@ -99,11 +113,12 @@ def _aval(x: Any) -> ShapedArray:
     return ShapedArray(arr.shape, dtypes.canonicalize(arr.dtype), False)
 
 
-def _freeze(v: Any) -> Any:
+def freeze(v: Any) -> Any:
+    """``v`` (primitive parameters) as a hashable key; an unhashable leaf stands for itself by ``id``."""
     if isinstance(v, (list, tuple)):
-        return tuple(_freeze(x) for x in v)
+        return tuple(freeze(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+        return tuple(sorted((k, freeze(x)) for k, x in v.items()))
     try:
         hash(v)
     except TypeError:
@@ -114,7 +129,7 @@ def _freeze(v: Any) -> Any:
 def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     """Run ``prim`` on ``device`` through a cached one-primitive executable."""
     avals = [_aval(a) for a in args]
-    key = (prim, _freeze(params), tuple(avals), device.id)
+    key = (prim, freeze(params), tuple(avals), device.id)
     with _lock:
         exe = _cache.get(key)
         if exe is not None:

@@ -19,7 +19,7 @@ from jax import tree_util
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import trace as _trace
-from ftrans.core.array import ShardedArray, sharded_sig
+from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
@@ -261,11 +261,14 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             exe, donate = Interpreted(closed), ()
         else:
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
-        entry = owner._spmd_cache[key] = (exe, out_tree, donate)
+        entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(d.id for d in mesh.devices.flat))
         owner.misses += 1
     else:
         owner.hits += 1
-    exe, out_tree, donate = entry
+    exe, out_tree, donate, mesh_ids = entry
+    for k, x in enumerate(leaves):
+        if type(x) is DeviceArray and x._committed and (len(mesh_ids) != 1 or x._sig[3] != mesh_ids[0]):
+            _committed_elsewhere(owner.__name__, k, x, avals[k], mesh_ids)
     outs = exe.run(leaves)
     if any(donate):
         for x, d in zip(leaves, donate):
@@ -277,6 +280,15 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     if type(exe) is SpmdExecutable and _trace.eager_everywhere:
         _remember_fast(owner, in_tree, statics, leaves, exe, out_tree, donate, outs)
     return tree_util.tree_unflatten(out_tree, outs)
+
+
+def _committed_elsewhere(fname: str, k: int, x: Any, aval: Any, mesh_ids: tuple) -> None:
+    """An argument committed to one device, in a program spread over other devices: an error, as in JAX
+    (moving it silently would hide a layout mistake)."""
+    raise FtransValueError(
+        f"Received incompatible devices for jitted computation: jit({fname}) runs on devices "
+        f"{list(mesh_ids)}, but argument {k} ({aval.str_short()}) is committed to device {x.device.id}; "
+        "move it onto the mesh with ftrans.device_put(x, sharding) first (or pass an uncommitted array)")
 
 
 def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: Any, out_tree: Any,
