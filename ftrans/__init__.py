@@ -57,6 +57,7 @@ from ftrans.distributed import (  # noqa: E402
 )
 from ftrans.dtypes import float0
 from ftrans.sharding import make_mesh, reshard  # noqa: E402
+from ftrans.transforms import sharded_eager as _sharded_eager  # noqa: E402,F401  (registers itself)
 from ftrans.transforms.ad import jvp
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import closure_convert, custom_gradient, custom_jvp, custom_vjp
@@ -77,7 +78,6 @@ from ftrans.transforms.reverse import (
 )
 from ftrans.transforms.reverse import std_basis as _std_basis  # noqa: F401  (JAX's private api._std_basis)
 from ftrans.transforms.shard_map import shard_map, smap
-from ftrans.transforms import sharded_eager as _sharded_eager  # noqa: E402,F401  (registers itself)
 
 
 def effects_barrier() -> None:

@@ -118,6 +118,49 @@ def _save_only_these_names(*names: str) -> Callable:
     return policy
 
 
+# Offloading: JAX's policies may ask for a residual to be kept in another memory (``pinned_host``) between
+# the forward and the backward pass.  ftrans does not model memory kinds (docs/differences.md), so an
+# offloadable residual is saved where it was made: the values, and what is recomputed, are the same; only
+# where the saved copy lives differs (on the CPU, nowhere: device memory is host memory).
+_MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+
+def _check_offload(fn: str, src: str, dst: str) -> None:
+    for what, kind in (("offload_src", src), ("offload_dst", dst)):
+        if kind not in _MEMORY_KINDS:
+            raise ValueError(f"checkpoint_policies.{fn}: {what} must be one of {', '.join(_MEMORY_KINDS)}; "
+                             f"got {kind!r}")
+
+
+def _save_and_offload_only_these_names(*, names_which_can_be_saved: Any, names_which_can_be_offloaded: Any,
+                                       offload_src: str, offload_dst: str) -> Callable:
+    saved, offloaded = frozenset(names_which_can_be_saved), frozenset(names_which_can_be_offloaded)
+    both = saved & offloaded
+    if both:
+        raise ValueError(
+            "checkpoint_policies.save_and_offload_only_these_names: a name may be saved or offloaded, not "
+            f"both; {sorted(both)} appear in names_which_can_be_saved and names_which_can_be_offloaded")
+    _check_offload("save_and_offload_only_these_names", offload_src, offload_dst)
+    keep = saved | offloaded
+
+    def policy(prim: Primitive, *avals: ShapedArray, **params: Any) -> bool:
+        return prim is name_p and params["name"] in keep
+
+    return policy
+
+
+def _offload_dot_with_no_batch_dims(offload_src: str, offload_dst: str) -> Callable:
+    _check_offload("offload_dot_with_no_batch_dims", offload_src, offload_dst)
+    return _dots_with_no_batch_dims_saveable
+
+
+def _save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
+    def policy(prim: Primitive, *avals: ShapedArray, **params: Any) -> bool:
+        return bool(policy_1(prim, *avals, **params)) or bool(policy_2(prim, *avals, **params))
+
+    return policy
+
+
 class checkpoint_policies:  # noqa: N801 - JAX's name
     """The remat policies under JAX's names (``jax.checkpoint_policies``)."""
 
@@ -130,6 +173,9 @@ class checkpoint_policies:  # noqa: N801 - JAX's name
     save_anything_except_these_names = staticmethod(_save_anything_except_these_names)
     save_any_names_but_these = staticmethod(_save_any_names_but_these)
     save_only_these_names = staticmethod(_save_only_these_names)
+    save_and_offload_only_these_names = staticmethod(_save_and_offload_only_these_names)
+    offload_dot_with_no_batch_dims = staticmethod(_offload_dot_with_no_batch_dims)
+    save_from_both_policies = staticmethod(_save_from_both_policies)
 
 
 # ----------------------------------------------------------------------------
