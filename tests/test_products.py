@@ -456,3 +456,17 @@ def test_default_matmul_precision_change_retraces_jit():
             assert n[0] == 2
         f(x)
         assert "Precision" not in str(f.trace(x).jaxpr)
+
+
+@pytest.mark.parametrize("xs,ys", [((3,), (3,)), ((3,), (3, 4)), ((3,), (2, 3, 4)), ((2, 5, 3), (3,))])
+def test_matmul_with_a_vector_is_one_dot_general_as_in_jax(xs, ys):
+    """A 1-D operand is contracted as it is: the staged program is jax's single ``dot_general`` (no unit
+    axes added and removed), which is what remat policies and printed IR see."""
+    x = np.linspace(-1, 1, math.prod(xs), dtype=np.float32).reshape(xs)
+    y = np.linspace(0, 2, math.prod(ys), dtype=np.float32).reshape(ys)
+    fj = ftrans.make_jaxpr(fnp.matmul)(x, y)
+    jj = jax.make_jaxpr(jnp.matmul)(x, y)
+    assert [e.primitive.name for e in fj.jaxpr.eqns] == [e.primitive.name for e in jj.jaxpr.eqns] == ["dot_general"]
+    assert fj.eqns[0].params["dimension_numbers"] == tuple(
+        tuple(tuple(d) for d in part) for part in jj.eqns[0].params["dimension_numbers"])
+    np.testing.assert_allclose(fnp.matmul(x, y), jnp.matmul(x, y), rtol=1e-6)

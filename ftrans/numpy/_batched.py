@@ -64,6 +64,17 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
             f"{name}: operands must not be 0-d (scalars); got shapes {xs} and {ys}. Use * for scaling."
         )
     x_vec, y_vec = len(xs) == 1, len(ys) == 1
+    if x_vec or y_vec:
+        # A vector operand is contracted as it is (as JAX does): its axis against the other's matrix axis,
+        # whose free axes (batch axes included) are the result's in order; no unit axes added and removed.
+        kx = len(xs) - 1
+        ky = 0 if y_vec else len(ys) - 2
+        if xs[kx] != ys[ky]:
+            raise FtransTypeError(
+                f"{name}: the last axis of the first operand ({xs[kx]}) must match the "
+                f"{'only' if y_vec else 'second-to-last'} axis of the second ({ys[ky]}); got shapes {xs} and {ys}"
+            )
+        return dot_general(x, y, (((kx,), (ky,)), ((), ())), preferred_element_type, precision)
     if x_vec:
         x = _reshape(x, (1, xs[0]))
     if y_vec:
