@@ -143,3 +143,40 @@ def test_env_var_at_import_in_a_fresh_process():
                          check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.split() == ["float64", "int64", "4", "4", "4", "RuntimeError", "RuntimeError", "4", "4"]
 
+
+
+def test_every_jax_option_is_accepted_at_jax_default():
+    """A swapped-in JAX script may set any of jax's options at its top: each is accepted at jax's own
+    default (and read back), except ``explicit_x64_dtypes``, whose default warns where ftrans narrows
+    quietly (accepted as "allow"); an option that changes results refuses other values by name."""
+    import jax
+
+    refused = []
+    for name, value in sorted(jax.config.values.items()):
+        try:
+            before = ftrans.config.read(name)
+        except (AttributeError, ValueError):
+            before = None
+        try:
+            ftrans.config.update(name, value)
+        except ValueError:
+            refused.append(name)
+            continue
+        finally_value = before
+        assert ftrans.config.read(name) == getattr(value, "value", value) or name in (
+            "jax_platforms", "jax_compilation_cache_dir", "jax_default_device", "jax_platform_name",
+            "jax_num_cpu_devices", "jax_default_prng_impl", "jax_legacy_prng_key"), name
+        if before is not None or name.startswith(("jax_compilation_cache_dir", "jax_default_device")):
+            ftrans.config.update(name, finally_value)
+    assert refused == ["jax_explicit_x64_dtypes"]
+    ftrans.config.update("jax_explicit_x64_dtypes", "allow")
+    ftrans.config.update("jax_debug_log_modules", "ftrans")  # a diagnostics option: any value
+    ftrans.config.update("jax_debug_log_modules", "")
+    with pytest.raises(ValueError, match="cpu_collectives_implementation.*'gloo'"):
+        ftrans.config.update("jax_cpu_collectives_implementation", "mpi")
+    try:
+        ftrans.config.update("jax_platform_name", "cpu")
+        assert ftrans.config.default_device == "cpu" and jnp.ones(2).devices() == {ftrans.devices("cpu")[0]}
+    finally:
+        ftrans.config.update("jax_platform_name", "")
+    assert ftrans.config.default_device is None

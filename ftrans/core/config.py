@@ -220,8 +220,104 @@ class Config:
         "legacy_prng_key": ("allow", ("allow", "warn", "error"), "raw uint32 keys given to ftrans.random"),
         "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
-        "array_garbage_collection_guard": ("allow", ("allow",), "reports of arrays freed by the garbage collector, "
-                                           "which ftrans does not make"),
+        "array_garbage_collection_guard": ("allow", ("allow", None), "reports of arrays freed by the garbage "
+                                           "collector, which ftrans does not make"),
+        # Diagnostics, logging, timeouts, GPU kernel choices and JAX-internal implementation switches: any
+        # value runs as JAX would (none of them changes a result).
+        **{name: (default, None, about) for name, default, about in (
+            ("captured_constants_report_frames", 0, "constants"),
+            ("check_proxy_envs", True, "proxy settings"),
+            ("compilation_cache_check_contents", False, "the compilation cache"),
+            ("compilation_cache_expect_pgle", False, "the compilation cache"),
+            ("compilation_cache_include_metadata_in_key", False, "the compilation cache"),
+            ("compiler_detailed_logging_min_ops", 10, "logging"),
+            ("compiler_enable_remat_pass", True, "XLA's rematerialization (memory, not values)"),
+            ("cpu_enable_async_dispatch", True, "dispatch"),
+            ("cpu_get_global_topology_timeout_minutes", 5, "timeouts"),
+            ("cpu_get_local_topology_timeout_minutes", 2, "timeouts"),
+            ("debug_leaked_clients_on_clear_backends", False, "logging"),
+            ("debug_log_modules", "", "logging"),
+            ("distributed_debug", False, "logging"),
+            ("embedded_constants_max_bytes", 32, "constants"),
+            ("enable_pgle", False, "profile-guided compilation, which ftrans does not do"),
+            ("pgle_profiling_runs", 3, "profile-guided compilation"),
+            ("pgle_aggregation_percentile", 90, "profile-guided compilation"),
+            ("enable_preemption_service", True, "preemption"),
+            ("include_debug_info_in_dumps", True, "dumps"),
+            ("hlo_source_file_canonicalization_regex", None, "locations"),
+            ("source_url_schema", None, "locations"),
+            ("tracer_error_num_traceback_frames", 5, "error messages"),
+            ("send_traceback_to_runtime", "off", "tracebacks"),
+            ("share_binary_between_hosts", False, "compilation across processes"),
+            ("share_binary_between_hosts_timeout_ms", 1_200_000, "compilation across processes"),
+            ("use_direct_linearize", True, "JAX's linearization implementation"),
+            ("custom_vjp3", False, "JAX's custom_vjp implementation"),
+            ("scan3", False, "JAX's scan implementation"),
+            ("refs_to_pins", False, "JAX's mutable array implementation"),
+            ("mutable_array_checks", True, "JAX's mutable array checks"),
+            ("disable_bwd_checks", False, "JAX's custom_vjp checks"),
+            ("auto_pcast", True, "JAX's shard_map implementation"),
+            ("remove_custom_partitioning_ptr_from_cache_key", False, "the compilation cache"),
+            ("xla_profile_version", 0, "profiling"),
+            ("jax2tf_associative_scan_reductions", False, "jax2tf"),
+            ("jax2tf_default_native_serialization", True, "jax2tf"),
+            ("pallas_enable_debug_checks", False, "Pallas"),
+            ("pallas_poison_buffers", False, "Pallas"),
+            ("pallas_use_mosaic_gpu", True, "Pallas"),
+            ("pallas_verbose_errors", False, "Pallas"),
+            ("mosaic_allow_hlo", False, "Mosaic"),
+            ("ragged_dot_use_gpu_pallas_triton_lowering", False, "GPU kernels for ragged_dot"),
+            ("ragged_dot_use_ragged_dot_instruction", True, "GPU kernels for ragged_dot"),
+            ("threefry_gpu_kernel_lowering", False, "a GPU kernel for threefry (same bits)"),
+            ("use_magma", "auto", "GPU linear algebra kernels"),
+            ("bcoo_cusparse_lowering", False, "GPU sparse kernels"),
+            ("use_emit_pipeline_primitive", False, "Pallas"),
+            ("platform_name", "", "the default platform (also sets ftrans's default_device)"),
+        )},
+        # Options that change what a program does: ftrans runs as JAX does at JAX's default only, and says so
+        # for any other value.
+        **{name: (default, (default,) if not isinstance(default, tuple) else default, about)
+           for name, default, about in (
+            ("check_vma", False, "shard_map's replication check default"),
+            ("eager_constant_folding", False, "constant folding during tracing"),
+            ("backend_target", "", "a remote backend"),
+            ("xla_backend", "", "the XLA backend"),
+            ("check_static_indices", False, "checks of static indices"),
+            ("cpu_collectives_implementation", "gloo", "the CPU collectives of several processes"),
+            ("cross_host_transfer_socket_address", "", "cross-host transfers"),
+            ("cross_host_transfer_timeout_seconds", None, "cross-host transfers"),
+            ("cross_host_transfer_transfer_size", None, "cross-host transfers"),
+            ("cross_host_transport_addresses", "", "cross-host transfers"),
+            ("force_dcn_cross_host_transfers", False, "cross-host transfers"),
+            ("cuda_visible_devices", "all", "which GPUs are visible"),
+            ("rocm_visible_devices", "all", "which GPUs are visible"),
+            ("oneapi_visible_devices", "all", "which GPUs are visible"),
+            ("disable_most_optimizations", False, "XLA's optimizations"),
+            ("disable_vmap_shmap_error", False, "vmap of shard_map"),
+            ("disallow_mesh_context_manager", False, "mesh contexts"),
+            ("enable_recoverability", False, "recovery from failed processes"),
+            ("error_checking_behavior_divide", "ignore", "checks inside compiled code"),
+            ("error_checking_behavior_nan", "ignore", "checks inside compiled code"),
+            ("error_checking_behavior_oob", "ignore", "checks inside compiled code"),
+            ("experimental_unsafe_xla_runtime_errors", False, "runtime errors"),
+            ("explicit_x64_dtypes", ("allow", 3), "explicitly requested 64-bit dtypes without x64, which ftrans "
+             "narrows without JAX's warning (its 'allow' mode)"),
+            ("export_calling_convention_version", 10, "the export format"),
+            ("export_ignore_forward_compatibility", False, "the export format"),
+            ("serialization_version", 0, "the export format"),
+            ("high_dynamic_range_gumbel", False, "random.gumbel's algorithm"),
+            ("log_checkpoint_residuals", False, "logging of remat residuals"),
+            ("mock_gpu_topology", "", "a mock GPU topology"),
+            ("mock_num_gpu_processes", 0, "a mock GPU topology"),
+            ("pjrt_client_create_options", None, "the runtime client"),
+            ("remove_size_one_mesh_axis_from_type", False, "sharding types"),
+            ("sort_devices_by_process_index", True, "device order"),
+            ("use_simplified_jaxpr_constants", False, "how constants appear in printed IR"),
+            ("exec_time_optimization_effort", 0.0, "compile options (use jit's compiler_options)"),
+            ("memory_fitting_effort", 0.0, "compile options (use jit's compiler_options)"),
+            ("memory_fitting_level", "O2", "compile options (use jit's compiler_options)"),
+            ("optimization_level", "UNKNOWN", "compile options (use jit's compiler_options)"),
+        )},
     }
     # JAX's transfer guard levels (``jax.transfer_guard``); ftrans honours them for host-to-device transfers
     # (docs/differences.md, "Transfer guards").
@@ -373,7 +469,9 @@ class Config:
         return getattr(self, f"transfer_guard_{direction}") or "allow"
 
     def _accept(self, name: str, value: Any) -> None:
-        self._accepted_values[name] = self._check_accepted(name, value)
+        self._accepted_values[name] = v = self._check_accepted(name, value)
+        if name == "platform_name":  # JAX's older spelling of the default platform
+            self.update("default_device", v or None)
 
     def _check_accepted(self, name: str, value: Any) -> Any:
         _default, supported, about = self._accepted[name]
