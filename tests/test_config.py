@@ -168,8 +168,7 @@ def test_every_jax_option_is_accepted_at_jax_default():
             "jax_num_cpu_devices", "jax_default_prng_impl", "jax_legacy_prng_key"), name
         if before is not None or name.startswith(("jax_compilation_cache_dir", "jax_default_device")):
             ftrans.config.update(name, finally_value)
-    assert refused == ["jax_explicit_x64_dtypes"]
-    ftrans.config.update("jax_explicit_x64_dtypes", "allow")
+    assert refused == []
     ftrans.config.update("jax_debug_log_modules", "ftrans")  # a diagnostics option: any value
     ftrans.config.update("jax_debug_log_modules", "")
     with pytest.raises(ValueError, match="cpu_collectives_implementation.*'gloo'"):
@@ -180,3 +179,44 @@ def test_every_jax_option_is_accepted_at_jax_default():
     finally:
         ftrans.config.update("jax_platform_name", "")
     assert ftrans.config.default_device is None
+
+
+def test_explicit_64_bit_dtypes_without_x64_warn_like_jax():
+    import warnings
+
+    import jax
+    import jax.numpy as jjnp
+
+    calls = [
+        lambda np_: np_.zeros(3, np.float64),
+        lambda np_: np_.ones(2).astype("int64"),
+        lambda np_: np_.sum(np.ones(2, np.float32), dtype=np.float64),
+        lambda np_: np_.arange(3, dtype=np.int64),
+    ]
+    for call in calls:
+        for np_ in (jnp, jjnp):
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                out = call(np_)
+            assert out.dtype in (np.float32, np.int32)
+            mine = [w for w in seen if "64" in str(w.message)]
+            assert len(mine) >= 1 and all(w.category is UserWarning for w in mine), (np_, seen)
+            if np_ is jnp:
+                assert mine[0].filename == __file__  # points at the user's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jnp.zeros(3, float).dtype == jjnp.zeros(3, float).dtype == np.float32  # Python types: no warning
+        assert jnp.zeros(3, np.float32).dtype == np.float32
+    try:
+        ftrans.config.update("jax_explicit_x64_dtypes", "error")
+        with pytest.raises(ValueError, match="zeros: the requested dtype float64"):
+            jnp.zeros(3, np.float64)
+        ftrans.config.update("jax_explicit_x64_dtypes", jax.config.values["jax_explicit_x64_dtypes"].__class__.ALLOW)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert jnp.zeros(3, np.float64).dtype == np.float32
+    finally:
+        ftrans.config.update("jax_explicit_x64_dtypes", "warn")
+    with x64(True), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jnp.zeros(3, np.float64).dtype == np.float64

@@ -274,6 +274,10 @@ class Config:
             ("use_emit_pipeline_primitive", False, "Pallas"),
             ("platform_name", "", "the default platform (also sets ftrans's default_device)"),
         )},
+        # What an explicitly requested 64-bit dtype without x64 does (dtypes.check_requested): JAX's modes,
+        # as its enum's values or names.
+        "explicit_x64_dtypes": ("warn", (1, 2, 3, "warn", "error", "allow"), "explicitly requested 64-bit "
+                                "dtypes without x64"),
         # Options that change what a program does: ftrans runs as JAX does at JAX's default only, and says so
         # for any other value.
         **{name: (default, (default,) if not isinstance(default, tuple) else default, about)
@@ -300,8 +304,6 @@ class Config:
             ("error_checking_behavior_nan", "ignore", "checks inside compiled code"),
             ("error_checking_behavior_oob", "ignore", "checks inside compiled code"),
             ("experimental_unsafe_xla_runtime_errors", False, "runtime errors"),
-            ("explicit_x64_dtypes", ("allow", 3), "explicitly requested 64-bit dtypes without x64, which ftrans "
-             "narrows without JAX's warning (its 'allow' mode)"),
             ("export_calling_convention_version", 10, "the export format"),
             ("export_ignore_forward_compatibility", False, "the export format"),
             ("serialization_version", 0, "the export format"),

@@ -127,6 +127,43 @@ def default_complex() -> np.dtype:
 _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
+_X64_MODES = {1: "warn", 2: "error", 3: "allow", "warn": "warn", "error": "error", "allow": "allow"}
+
+
+def check_requested(dtype: Any, where: str) -> None:
+    """A dtype the user asked for by name (``jnp.zeros(3, jnp.float64)``, ``x.astype("int64")``): without
+    x64 a 64-bit one is narrowed to its 32-bit type, and JAX says so (``jax_explicit_x64_dtypes``: a
+    warning by default, an error, or nothing).  Python's types (``float``) are the default types, never
+    reported."""
+    if dtype is None or dtype is int or dtype is float or dtype is complex or dtype is bool:
+        return
+    if _config.config.enable_x64:
+        return
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        return
+    narrow = _NARROW.get(d)
+    if narrow is None:
+        return
+    mode = _X64_MODES.get(_config.config.read("explicit_x64_dtypes"), "warn")
+    if mode == "allow":
+        return
+    name = where.removeprefix("jnp.")
+    msg = (f"{name}: the requested dtype {d.name} is not available without 64-bit mode, so the result is "
+           f"{narrow.name}. Turn 64-bit types on with ftrans.config.update('jax_enable_x64', True) (or the "
+           "JAX_ENABLE_X64 environment variable), or ask for the 32-bit type")
+    from ftrans.errors import user_stacklevel
+
+    if mode == "error":
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(msg)
+    import warnings
+
+    warnings.warn(msg, UserWarning, stacklevel=user_stacklevel())
+
+
 def is_float0(d: np.dtype) -> bool:
     """Whether ``d`` is JAX's ``float0`` (the dtype of an integer input's tangent: no data)."""
     return d.kind == "V" and d.names == ("float0",)

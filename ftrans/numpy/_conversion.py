@@ -26,6 +26,7 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
         raise NotImplementedError("astype: the 'device' argument is not supported yet")
     check_arraylike("astype", x)
     arr = as_operand(x)
+    dtypes.check_requested(dtype, "astype")
     target = dtypes.default_float() if dtype is None else dtypes.to_dtype(dtype)
     src, weak = dtype_weak(arr)
     if src.kind == "c" and target.kind != "c":

@@ -52,6 +52,7 @@ def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
     """A user's ``dtype=`` (Python type, string, NumPy dtype) as a canonical dtype."""
     if dtype is None:
         return None
+    dtypes.check_requested(dtype, name)
     try:
         return dtypes.to_dtype(dtype)
     except TypeError as e:

@@ -128,7 +128,8 @@ def _to_inexact(d: np.dtype) -> np.dtype:
     return d if dtypes.is_inexact(d) else dtypes.default_float()
 
 
-def _user_dtype(dtype: Any) -> np.dtype | None:
+def _user_dtype(dtype: Any, name: str) -> np.dtype | None:
+    dtypes.check_requested(dtype, name)
     return check_dtype_arg(dtype)
 
 
@@ -166,7 +167,7 @@ def _reduction(
                 f"(shape {shape}, axis {axis}); pass initial= to reduce empty axes"
             )
     in_dtype = dtype_weak(x)[0]
-    result_dtype = _user_dtype(dtype) or (_promote_integer_dtype(in_dtype) if promote_integers else in_dtype)
+    result_dtype = _user_dtype(dtype, name) or (_promote_integer_dtype(in_dtype) if promote_integers else in_dtype)
     compute = _upcast_f16(result_dtype) if upcast_f16 and dtypes.is_inexact(result_dtype) else result_dtype
     if compute == dtypes.bool_ and in_dtype != dtypes.bool_:
         x = E.ne_p.bind(x, const(0, in_dtype))
@@ -371,7 +372,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims
     d = dtype_weak(x)[0]
     shape = tuple(shape_of(x))
     axes = _axes("mean", axis, len(shape))
-    result_dtype = _user_dtype(dtype) or _to_inexact(d)
+    result_dtype = _user_dtype(dtype, "mean") or _to_inexact(d)
     compute = _upcast_f16(result_dtype) if dtype is None and dtypes.is_inexact(result_dtype) else result_dtype
     wmask = _check_where("mean", where, shape)
     total = sum(x, axis=axes, dtype=compute, keepdims=keepdims, where=wmask)
@@ -424,7 +425,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
     _no_out("var", out)
     corr = _correction("var", ddof, correction)
     x = _operand("var", a)
-    user = _user_dtype(dtype)
+    user = _user_dtype(dtype, "var")
     compute, result_dtype = _var_promote_types(dtype_weak(x)[0], user)
     shape = tuple(shape_of(x))
     axes = _axes("var", axis, len(shape))
@@ -448,7 +449,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
     """``jnp.std``: the square root of ``var``."""
     _no_out("std", out)
-    user = _user_dtype(dtype)
+    user = _user_dtype(dtype, "std")
     if user is not None and not dtypes.is_inexact(user):
         raise FtransValueError(f"std: dtype argument must be inexact; got {user}")
     v = var(a, axis=axis, dtype=user, ddof=ddof, keepdims=keepdims, where=where, mean=mean,
@@ -537,7 +538,7 @@ def _cumulative(name: str, prim: Primitive, a: Any, axis: Any, dtype: Any, out: 
     d = dtype_weak(x)[0]
     if fill_nan and dtypes.is_inexact(d):
         x = _select(_is_nan(x), _fill(x, fill_value), x)
-    user = _user_dtype(dtype)
+    user = _user_dtype(dtype, name)
     if user is None:
         result = _promote_integer_dtype(d) if (promote_integers or d == dtypes.bool_) else d
         compute = result
@@ -740,7 +741,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     d = dtype_weak(x)[0]
     if not dtypes.is_inexact(d):
         return mean(x, axis, dtype, keepdims=keepdims, where=where)
-    rd = _user_dtype(dtype) or _to_inexact(d)
+    rd = _user_dtype(dtype, "nanmean") or _to_inexact(d)
     not_nan = E.not_p.bind(_is_nan(x))
     normalizer = sum(not_nan, axis=axis, dtype=rd, keepdims=keepdims, where=where)
     total = nansum(x, axis, dtype=rd, keepdims=keepdims, where=where)
@@ -752,7 +753,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
     """``jnp.nanvar``: the variance of the non-NaN elements."""
     _no_out("nanvar", out)
     x = _operand("nanvar", a)
-    compute, result_dtype = _var_promote_types(dtype_weak(x)[0], _user_dtype(dtype))
+    compute, result_dtype = _var_promote_types(dtype_weak(x)[0], _user_dtype(dtype, "nanvar"))
     x = to_dtype(x, compute)
     shape = tuple(shape_of(x))
     axes = _axes("nanvar", axis, len(shape))

@@ -101,6 +101,7 @@ def _promote(name: str, arrays: list) -> list:
 def _dtype_arg(name: str, dtype: Any) -> np.dtype | None:
     if dtype is None:
         return None
+    dtypes.check_requested(dtype, name)
     try:
         return dtypes.to_dtype(dtype)
     except TypeError as e:

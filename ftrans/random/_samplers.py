@@ -179,6 +179,7 @@ def _broadcast_param_shapes(name: str, *params: Any) -> tuple[int, ...]:
 
 
 def _float_dtype(name: str, dtype: Any, *, allow_complex: bool = False) -> np.dtype:
+    dtypes.check_requested(dtype, f"random.{name}")
     d = dtypes.default_float() if dtype is None else dtypes.to_dtype(dtype)
     ok = dtypes.is_float(d) or (allow_complex and dtypes.is_inexact(d))
     if not ok:
