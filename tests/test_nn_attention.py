@@ -3,6 +3,8 @@ grouped-query heads, unbatched operands, the residual, gradients, ``jit`` and ``
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -35,6 +37,32 @@ CASES = {
 }
 
 
+GRAD_CASES = ["plain", "causal", "seq_lengths", "everything"]
+
+
+def _loss(nn, kw):
+    return lambda q, k, v: (nn.dot_product_attention(q, k, v, **kw) ** 2).sum()
+
+
+@functools.cache
+def jax_refs() -> dict:
+    """Every jax reference of this file from one jitted jax program (eagerly, jax compiles each operation
+    of each case apart)."""
+    def refs(q, k, v):
+        out = {"values " + name: jax.nn.dot_product_attention(q, k, v, **kw) for name, kw in CASES.items()}
+        out.update({"grads " + name: jax.grad(_loss(jax.nn, CASES[name]), (0, 1, 2))(q, k, v)
+                    for name in GRAD_CASES})
+        out["residual"] = jax.nn.dot_product_attention(q, k, v, is_causal=True, return_residual=True)
+        out["unbatched"] = jax.nn.dot_product_attention(q[0], k[0], v[0])
+        bq, bk, bv = (x.astype(jax.numpy.bfloat16) for x in (q, k, v))
+        out["bf16"] = jax.nn.dot_product_attention(bq, bk, bv, is_causal=True)
+        out["vmap"] = jax.vmap(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=MASK[0],
+                                                                            is_causal=True))(q, k, v)
+        return out
+
+    return jax.jit(refs)(Q, KEY, V)
+
+
 def close(a, b, tol=2e-5):
     a, b = np.asarray(a), np.asarray(b)
     assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
@@ -44,42 +72,36 @@ def close(a, b, tol=2e-5):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_values(name):
     kw = CASES[name]
-    close(fnn.dot_product_attention(Q, KEY, V, **kw), jax.nn.dot_product_attention(Q, KEY, V, **kw))
+    close(fnn.dot_product_attention(Q, KEY, V, **kw), jax_refs()["values " + name])
 
 
-@pytest.mark.parametrize("name", ["plain", "causal", "seq_lengths", "everything"])
+@pytest.mark.parametrize("name", GRAD_CASES)
 def test_grads(name):
-    kw = CASES[name]
-
-    def loss(nn):
-        return lambda q, k, v: (nn.dot_product_attention(q, k, v, **kw) ** 2).sum()
-
-    ours = ftrans.grad(loss(fnn), (0, 1, 2))(Q, KEY, V)
-    theirs = jax.grad(loss(jax.nn), (0, 1, 2))(Q, KEY, V)
+    ours = ftrans.grad(_loss(fnn, CASES[name]), (0, 1, 2))(Q, KEY, V)
+    theirs = jax_refs()["grads " + name]
     for a, b in zip(ours, theirs):
         close(a, b, 2e-4)
 
 
 def test_residual():
     a, ra = fnn.dot_product_attention(Q, KEY, V, is_causal=True, return_residual=True)
-    b, rb = jax.nn.dot_product_attention(Q, KEY, V, is_causal=True, return_residual=True)
+    b, rb = jax_refs()["residual"]
     close(a, b)
     close(ra, rb)
 
 
 def test_unbatched_and_half_precision():
-    close(fnn.dot_product_attention(Q[0], KEY[0], V[0]), jax.nn.dot_product_attention(Q[0], KEY[0], V[0]))
+    close(fnn.dot_product_attention(Q[0], KEY[0], V[0]), jax_refs()["unbatched"])
     q, k, v = (x.astype(jax.numpy.bfloat16) for x in (Q, KEY, V))
     a = fnn.dot_product_attention(np.asarray(q), np.asarray(k), np.asarray(v), is_causal=True)
-    b = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+    b = jax_refs()["bf16"]
     close(np.asarray(a, np.float32), np.asarray(b, np.float32), 2e-2)
     assert a.dtype == b.dtype
 
 
 def test_jit_vmap():
     f = ftrans.jit(ftrans.vmap(lambda q, k, v: fnn.dot_product_attention(q, k, v, mask=MASK[0], is_causal=True)))
-    g = jax.vmap(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, mask=MASK[0], is_causal=True))
-    close(f(Q, KEY, V), g(Q, KEY, V))
+    close(f(Q, KEY, V), jax_refs()["vmap"])
 
 
 @pytest.mark.parametrize("args,kw,match", [
