@@ -573,3 +573,11 @@ def test_axis_given_as_any_iterable(fn, args):
     assert np.shape(got) == np.shape(want)
     gen = fnp.expand_dims(np.arange(3.0), (a for a in (0, 2)))
     assert gen.shape == jnp.expand_dims(np.arange(3.0), (0, 2)).shape
+
+
+def test_repeat_of_an_empty_axis_with_a_total_stays_empty_like_jax():
+    for x, r, kw in [(np.zeros(0, np.float32), np.zeros(0, np.int32), {}), (np.zeros(0, np.float32), 2, {}),
+                     (np.zeros((2, 0), np.float32), 2, {"axis": 1})]:
+        want = jnp.repeat(x, r, total_repeat_length=3, **kw)
+        got = fnp.repeat(x, r, total_repeat_length=3, **kw)
+        assert got.shape == want.shape and got.dtype == want.dtype

@@ -653,8 +653,8 @@ def _repeat_counts(name: str, repeats: Any, n: int, total: int | None) -> np.nda
     if total is not None:
         idx = np.repeat(np.arange(n), counts)[:total]
         if len(idx) < total:
-            if n == 0:
-                raise FtransValueError(f"{name}: cannot fill total_repeat_length={total} from an empty axis")
+            if n == 0:  # nothing to repeat: the axis stays empty whatever the total, as in JAX
+                return counts
             idx = np.concatenate([idx, np.full(total - len(idx), n - 1)])
         counts = np.bincount(idx, minlength=n)
     return counts
