@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import jax.scipy.signal as jsignal
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from jax.example_libraries import stax as jstax
 
@@ -115,7 +115,7 @@ def test_conv_grads_match_jax(c):
     expected = _expected(c, x, w)
     ours, theirs = _fns(c)
     ct = np.random.default_rng(c["seed"] + 1).standard_normal(expected.shape).astype(np.float32)
-    want = jax.grad(lambda a, b: jnp.sum(theirs(a, b) * ct), argnums=(0, 1))(x, w)
+    want = jax.jit(jax.grad(lambda a, b: jnp.sum(theirs(a, b) * ct), argnums=(0, 1)))(x, w)
     got = ftrans.grad(lambda a, b: fnp.sum(ours(a, b) * ct), argnums=(0, 1))(x, w)
     for g, e in zip(got, want):
         assert g.shape == e.shape
@@ -132,7 +132,7 @@ def test_conv_vmap_matches_jax(c, in_axes):
     ours, theirs = _fns(c)
     xs = np.stack([x, 0.5 * x - 1.0], axis=in_axes[0]) if in_axes[0] is not None else x
     ws = np.stack([w, 2.0 * w + 0.25], axis=in_axes[1]) if in_axes[1] is not None else w
-    expected = jax.vmap(theirs, in_axes=in_axes)(xs, ws)
+    expected = jax.jit(jax.vmap(theirs, in_axes=in_axes))(xs, ws)
     got = ftrans.vmap(ours, in_axes=in_axes)(xs, ws)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), **_TOL)
 
@@ -255,7 +255,7 @@ def test_conv_general_dilated_patches(dn):
     rng = np.random.default_rng(3)
     shape = (2, 5, 6, 3) if dn and dn[0] == "NHWC" else (2, 3, 5, 6)
     x = rng.standard_normal(shape).astype(np.float32)
-    e = jax.lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME", dimension_numbers=dn)
+    e = jax.jit(lambda a: jax.lax.conv_general_dilated_patches(a, (2, 3), (1, 2), "SAME", dimension_numbers=dn))(x)
     g = lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME", dimension_numbers=dn)
     assert g.shape == e.shape
     np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-5)
@@ -300,6 +300,17 @@ def test_conv_bad_operands_name_each_dimension():
     assert "rhs input-feature dimension (axis 1, size 2)" in str(info.value)
 
 
+def _jax_convolve_correlate(a, v, mode, with_grad):
+    """jnp.convolve and jnp.correlate of ``a`` and ``v`` (and the gradient of the convolution's squared sum),
+    as one compiled jax program."""
+    def run(a, v):
+        out = (jnp.convolve(a, v, mode=mode), jnp.correlate(a, v, mode=mode))
+        if with_grad:
+            out += (jax.grad(lambda a, v: jnp.convolve(a, v, mode=mode).sum() ** 2, argnums=(0, 1))(a, v),)
+        return out
+    return jax.jit(run)(a, v)
+
+
 @given(st.integers(1, 7), st.integers(1, 7), st.sampled_from(["full", "same", "valid"]),
        st.sampled_from([np.float32, np.int32, np.complex64]), st.integers(0, 2**16))
 def test_jnp_convolve_correlate(la, lv, mode, dtype, seed):
@@ -308,13 +319,13 @@ def test_jnp_convolve_correlate(la, lv, mode, dtype, seed):
     v = (3 * rng.standard_normal(lv)).astype(dtype)
     if dtype == np.complex64:
         a, v = a + 1j * rng.standard_normal(la), v - 0.5j
-    for name in ("convolve", "correlate"):
-        e = getattr(jnp, name)(a, v, mode=mode)
+    want = _jax_convolve_correlate(a, v, mode, dtype == np.float32)  # one jax program per case
+    for name, e in zip(("convolve", "correlate"), want):
         g = getattr(fnp, name)(a, v, mode=mode)
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-4, atol=1e-4)
     if dtype == np.float32:
-        ge = jax.grad(lambda a, v: jnp.convolve(a, v, mode=mode).sum() ** 2, argnums=(0, 1))(a, v)
+        ge = want[2]
         gg = ftrans.grad(lambda a, v: fnp.convolve(a, v, mode=mode).sum() ** 2, argnums=(0, 1))(a, v)
         for x, y in zip(gg, ge):
             np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-3, atol=1e-3)
@@ -328,12 +339,15 @@ def test_scipy_signal(s1, s2, mode, cplx, seed):
     if cplx:
         a, v = a + 1j * a[::-1], v * (1 - 2j)
     fits = all(x >= y for x, y in zip(s1, s2)) or all(x <= y for x, y in zip(s1, s2))
-    for name in ("convolve", "correlate", "convolve2d", "correlate2d"):
+    names = ("convolve", "correlate", "convolve2d", "correlate2d")
+    if fits:  # the four jax references as one compiled program
+        want = jax.jit(lambda a, v: [getattr(jsignal, name)(a, v, mode=mode) for name in names])(a, v)
+    for k, name in enumerate(names):
         if not fits:
             with pytest.raises(ValueError, match="every dimension"):
                 getattr(fsignal, name)(a, v, mode=mode)
             continue
-        e = getattr(jsignal, name)(a, v, mode=mode)
+        e = want[k]
         g = getattr(fsignal, name)(a, v, mode=mode)
         assert g.shape == e.shape and g.dtype == e.dtype, name
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-4, atol=1e-4, err_msg=name)
@@ -352,6 +366,19 @@ def test_signal_errors():
         fsignal.convolve(np.ones((3, 3)), np.ones(2))
 
 
+def _jit_init(init, key, shape):
+    """A stax ``init_fun`` run as one compiled jax program (the output shape, plain ints, comes back through the
+    trace)."""
+    box = {}
+
+    def params(key):
+        box["shape"], p = init(key, shape)
+        return p
+
+    p = jax.jit(params)(key)
+    return box["shape"], p
+
+
 @pytest.mark.parametrize("name,args,shape", [
     ("Conv", (4, (3, 3)), (2, 8, 8, 3)),
     ("Conv", (4, (3, 2), (2, 1), "SAME"), (2, 8, 7, 3)),
@@ -362,7 +389,7 @@ def test_signal_errors():
 def test_stax_conv_layers_match_jax(name, args, shape):
     init_j, apply_j = getattr(jstax, name)(*args)
     init_f, apply_f = getattr(fstax, name)(*args)
-    shape_j, params_j = init_j(jax.random.PRNGKey(0), shape)
+    shape_j, params_j = _jit_init(init_j, jax.random.PRNGKey(0), shape)
     shape_f, params_f = init_f(ftrans.random.PRNGKey(0), shape)
     assert tuple(shape_f) == tuple(shape_j)
     for p, q in zip(params_f, params_j):
@@ -370,7 +397,7 @@ def test_stax_conv_layers_match_jax(name, args, shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     out = apply_f(params_f, x)
     assert out.shape == tuple(shape_f)
-    np.testing.assert_allclose(np.asarray(out), np.asarray(apply_j(params_j, x)), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(jax.jit(apply_j)(params_j, x)), rtol=1e-3, atol=1e-3)
 
 
 def test_stax_conv_net_grads_match_jax():
@@ -379,10 +406,10 @@ def test_stax_conv_net_grads_match_jax():
                           lib.Conv(3, (2, 2)), lib.Relu, lib.AvgPool((2, 2)), lib.Flatten, lib.Dense(2))
     init_j, apply_j = net(jstax)
     init_f, apply_f = net(fstax)
-    _, pj = init_j(jax.random.PRNGKey(1), (3, 8, 8, 2))
+    _, pj = _jit_init(init_j, jax.random.PRNGKey(1), (3, 8, 8, 2))
     _, pf = init_f(ftrans.random.PRNGKey(1), (3, 8, 8, 2))
     x = np.random.default_rng(1).standard_normal((3, 8, 8, 2)).astype(np.float32)
-    gj = jax.grad(lambda p: jnp.sum(apply_j(p, x) ** 2))(pj)
+    gj = jax.jit(jax.grad(lambda p: jnp.sum(apply_j(p, x) ** 2)))(pj)
     gf = ftrans.jit(ftrans.grad(lambda p: fnp.sum(apply_f(p, x) ** 2)))(pf)
     for a, b in zip(jax.tree_util.tree_leaves(gf), jax.tree_util.tree_leaves(gj)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-3, atol=2e-3)
@@ -392,7 +419,8 @@ def test_stax_conv_net_grads_match_jax():
 def test_conv_vmap_over_an_empty_axis(in_axes):
     x = np.ones((0, 2, 3, 5) if in_axes[0] == 0 else (2, 3, 5), np.float32)
     w = np.ones((0, 4, 3, 2) if in_axes[1] == 0 else (4, 3, 2), np.float32)
-    expected = jax.vmap(lambda a, b: jax.lax.conv_general_dilated(a, b, (1,), "VALID"), in_axes=in_axes)(x, w)
+    expected = jax.eval_shape(jax.vmap(lambda a, b: jax.lax.conv_general_dilated(a, b, (1,), "VALID"),
+                                       in_axes=in_axes), x, w)
     for fn in (ftrans.vmap, lambda f, **k: ftrans.jit(ftrans.vmap(f, **k))):
         got = fn(lambda a, b: lax.conv_general_dilated(a, b, (1,), "VALID"), in_axes=in_axes)(x, w)
         assert got.shape == expected.shape and got.dtype == expected.dtype
@@ -411,20 +439,25 @@ def test_precision_enum_matches_jax():
         lax.conv(x, w, (1,), "VALID", precision="sloppy")
 
 
-@settings(max_examples=12, deadline=None)
-@given(st.sampled_from([None, ("NHWC", "HWIO", "NHWC"), ("NCHW", "HWIO", "NHWC"), ("NWC", "WIO", "NCW")]),
-       st.sampled_from(["SAME", "VALID", "explicit"]), st.integers(1, 2), st.integers(0, 2**16))
+_NHWC, _MIXED, _NWC = ("NHWC", "HWIO", "NHWC"), ("NCHW", "HWIO", "NHWC"), ("NWC", "WIO", "NCW")
+
+
+# A covering set: every layout, every padding kind and both strides appear (each layout with two paddings).
+@pytest.mark.parametrize("dn,pad,stride,seed", [
+    (None, "SAME", 1, 0), (None, "explicit", 2, 1), (_NHWC, "VALID", 2, 2), (_NHWC, "SAME", 1, 3),
+    (_MIXED, "explicit", 1, 4), (_MIXED, "VALID", 2, 5), (_NWC, "SAME", 2, 6), (_NWC, "explicit", 1, 7),
+])
 def test_conv_general_dilated_local_matches_jax(dn, pad, stride, seed):
     """An unshared convolution (a kernel per output position), eagerly, under jit and its gradient, against jax."""
     rng = np.random.default_rng(seed)
     nsp = 1 if dn is not None and len(dn[0]) == 3 else 2
     fs = (3, 2)[:nsp]
-    lshape = {None: (2, 3, 7, 6), ("NHWC", "HWIO", "NHWC"): (2, 7, 6, 3), ("NCHW", "HWIO", "NHWC"): (2, 3, 7, 6),
-              ("NWC", "WIO", "NCW"): (2, 7, 3)}[dn]
+    lshape = {None: (2, 3, 7, 6), _NHWC: (2, 7, 6, 3), _MIXED: (2, 3, 7, 6), _NWC: (2, 7, 3)}[dn]
     padding = ((1, 0), (0, 2))[:nsp] if pad == "explicit" else pad
     strides = (stride,) * nsp
     x = rng.standard_normal(lshape).astype(np.float32)
-    p = jax.lax.conv_general_dilated_patches(x, fs, strides, padding, dimension_numbers=dn)
+    p = jax.eval_shape(lambda a: jax.lax.conv_general_dilated_patches(a, fs, strides, padding, dimension_numbers=dn),
+                       x)
     _, rspec, ospec = jax.lax.conv_dimension_numbers(x.shape, (1, 1) + fs, dn)
     shape = [0] * len(lshape)
     shape[rspec[0]], shape[rspec[1]] = 4, p.shape[ospec[1]]
@@ -436,10 +469,10 @@ def test_conv_general_dilated_local_matches_jax(dn, pad, stride, seed):
         return lambda a, b: mod.conv_general_dilated_local(a, b, strides, padding, fs, dimension_numbers=dn,
                                                            precision="highest")
 
-    want = jax.lax.conv_general_dilated_local(x, w, strides, padding, fs, dimension_numbers=dn, precision="highest")
+    # the value and the gradient from one compiled jax program
+    want, gw = jax.jit(lambda a, b: (f(jax.lax)(a, b), jax.grad(lambda b: jnp.sum(f(jax.lax)(a, b) ** 2))(b)))(x, w)
     for got in (f(lax)(x, w), ftrans.jit(f(lax))(x, w)):
         assert got.shape == want.shape
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
-    gw = jax.grad(lambda b: jnp.sum(f(jax.lax)(x, b) ** 2))(w)
     np.testing.assert_allclose(np.asarray(ftrans.grad(lambda b: fnp.sum(f(lax)(x, b) ** 2))(w)), np.asarray(gw),
                                rtol=1e-3, atol=1e-3)

@@ -46,15 +46,15 @@ def test_map_coordinates(mode, order, dtype):
 def test_map_coordinates_integer_coords_and_grad():
     x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
     ci = [np.array([0, 2, 5]), np.array([1, -1, 3])]
-    _close(fndimage.map_coordinates(x, ci, 0), jndimage.map_coordinates(x, ci, 0))
+    _close(fndimage.map_coordinates(x, ci, 0), jax.jit(lambda x, c: jndimage.map_coordinates(x, c, 0))(x, ci))
     c = [np.array([0.5, 1.25, 1.9], np.float32), np.array([1.5, 2.5, 0.1], np.float32)]
     fg = ftrans.grad(lambda im, c0: ftrans.numpy.sum(fndimage.map_coordinates(im, [c0, c[1]], 1) ** 2),
                      argnums=(0, 1))(x, c[0])
-    jg = jax.grad(lambda im, c0: jnp.sum(jndimage.map_coordinates(im, [c0, c[1]], 1) ** 2),
-                  argnums=(0, 1))(x, c[0])
+    jg = jax.jit(jax.grad(lambda im, c0: jnp.sum(jndimage.map_coordinates(im, [c0, c[1]], 1) ** 2),
+                          argnums=(0, 1)))(x, c[0])
     _tree_close(fg, jg)
     fv = ftrans.vmap(lambda cc: fndimage.map_coordinates(x, [cc, c[1]], 1))(np.stack([c[0], c[0] + 0.3]))
-    jv = jax.vmap(lambda cc: jndimage.map_coordinates(x, [cc, c[1]], 1))(np.stack([c[0], c[0] + 0.3]))
+    jv = jax.jit(jax.vmap(lambda cc: jndimage.map_coordinates(x, [cc, c[1]], 1)))(np.stack([c[0], c[0] + 0.3]))
     _close(fv, jv)
 
 
@@ -111,32 +111,46 @@ def _quats(n=None, seed=2):
 @pytest.mark.parametrize("n", [None, 3])
 def test_rotation_conversions(n):
     q = _quats(n)
-    fr, jr = ftransform.Rotation.from_quat(q), jtransform.Rotation.from_quat(q)
-    _close(fr.quat, jr.quat)
-    _close(fr.as_matrix(), jr.as_matrix())
-    _close(fr.as_mrp(), jr.as_mrp())
-    for deg in (False, True):
-        _close(fr.as_rotvec(deg), jr.as_rotvec(deg), 1e-4)
-    _close(fr.magnitude(), jr.magnitude())
-    _close(fr.inv().quat, jr.inv().quat)
-    for canonical in (False, True):
-        for sf in (False, True):
-            _close(fr.as_quat(canonical, sf), jr.as_quat(canonical, sf))
-    for seq in ("xyz", "ZXY", "zxz", "XYX", "yzx"):
-        for deg in (False, True):
-            _close(fr.as_euler(seq, deg), jr.as_euler(seq, deg), 1e-4)
-    m, v = jr.as_matrix(), np.asarray(jr.as_rotvec())
-    _close(ftransform.Rotation.from_matrix(np.asarray(m)).quat, jtransform.Rotation.from_matrix(m).quat)
-    _close(ftransform.Rotation.from_rotvec(v).quat, jtransform.Rotation.from_rotvec(v).quat)
-    _close(ftransform.Rotation.from_rotvec(v, degrees=True).quat, jtransform.Rotation.from_rotvec(v, True).quat)
-    mrp = np.asarray(jr.as_mrp())
-    _close(ftransform.Rotation.from_mrp(mrp).quat, jtransform.Rotation.from_mrp(mrp).quat)
-    vec = np.random.default_rng(3).standard_normal((3,) if n is None else (n, 3)).astype(np.float32)
-    for inverse in (False, True):
-        _close(fr.apply(vec, inverse), jr.apply(vec, inverse))
     q2 = _quats(n, seed=4)
-    _close((fr * ftransform.Rotation.from_quat(q2)).quat, (jr * jtransform.Rotation.from_quat(q2)).quat)
-    assert fr.single == jr.single
+    vec = np.random.default_rng(3).standard_normal((3,) if n is None else (n, 3)).astype(np.float32)
+    euler = [(seq, deg) for seq in ("xyz", "ZXY", "zxz", "XYX", "yzx") for deg in (False, True)]
+    flags = [(canonical, sf) for canonical in (False, True) for sf in (False, True)]
+
+    def jax_side(q, q2, vec):  # every jax reference from one compiled program
+        jr = jtransform.Rotation.from_quat(q)
+        m, v, mrp = jr.as_matrix(), jr.as_rotvec(), jr.as_mrp()
+        return dict(
+            quat=jr.quat, matrix=m, mrp=mrp, rotvec=[jr.as_rotvec(deg) for deg in (False, True)],
+            magnitude=jr.magnitude(), inv=jr.inv().quat, as_quat=[jr.as_quat(c, sf) for c, sf in flags],
+            euler=[jr.as_euler(seq, deg) for seq, deg in euler], v=v,
+            from_matrix=jtransform.Rotation.from_matrix(m).quat, from_rotvec=jtransform.Rotation.from_rotvec(v).quat,
+            from_rotvec_deg=jtransform.Rotation.from_rotvec(v, True).quat,
+            from_mrp=jtransform.Rotation.from_mrp(mrp).quat, apply=[jr.apply(vec, inv) for inv in (False, True)],
+            product=(jr * jtransform.Rotation.from_quat(q2)).quat)
+
+    want = jax.jit(jax_side)(q, q2, vec)
+    fr = ftransform.Rotation.from_quat(q)
+    _close(fr.quat, want["quat"])
+    _close(fr.as_matrix(), want["matrix"])
+    _close(fr.as_mrp(), want["mrp"])
+    for deg in (False, True):
+        _close(fr.as_rotvec(deg), want["rotvec"][deg], 1e-4)
+    _close(fr.magnitude(), want["magnitude"])
+    _close(fr.inv().quat, want["inv"])
+    for (canonical, sf), w in zip(flags, want["as_quat"]):
+        _close(fr.as_quat(canonical, sf), w)
+    for (seq, deg), w in zip(euler, want["euler"]):
+        _close(fr.as_euler(seq, deg), w, 1e-4)
+    m, v = want["matrix"], np.asarray(want["v"])
+    _close(ftransform.Rotation.from_matrix(np.asarray(m)).quat, want["from_matrix"])
+    _close(ftransform.Rotation.from_rotvec(v).quat, want["from_rotvec"])
+    _close(ftransform.Rotation.from_rotvec(v, degrees=True).quat, want["from_rotvec_deg"])
+    mrp = np.asarray(want["mrp"])
+    _close(ftransform.Rotation.from_mrp(mrp).quat, want["from_mrp"])
+    for inverse in (False, True):
+        _close(fr.apply(vec, inverse), want["apply"][inverse])
+    _close((fr * ftransform.Rotation.from_quat(q2)).quat, want["product"])
+    assert fr.single == jax.eval_shape(jtransform.Rotation.from_quat, q).single
 
 
 @pytest.mark.parametrize("seq", ["x", "ZY", "xyz", "XYZ", "zxz"])
@@ -152,19 +166,27 @@ def test_rotation_from_euler(seq, degrees):
 def test_rotation_gimbal_lock_and_stack_ops():
     for seq in ("xyz", "XYZ", "zxz"):
         a = np.array([[0.3, 0.0, 0.2], [0.1, np.pi / 2, -0.4], [0.5, np.pi, 0.1]], np.float32)
-        q = np.asarray(jtransform.Rotation.from_euler(seq, a).quat)
+        q = np.asarray(jax.jit(lambda a: jtransform.Rotation.from_euler(seq, a).quat)(a))
         # compiled on both sides: at a gimbal lock the branch hangs on the last bit of XLA's atan2
         _close(ftrans.jit(lambda x: ftransform.Rotation(x).as_euler(seq))(q),
                jax.jit(lambda x: jtransform.Rotation(x).as_euler(seq))(q), 1e-4)
     q = _quats(4)
-    fr, jr = ftransform.Rotation.from_quat(q), jtransform.Rotation.from_quat(q)
-    assert len(fr) == len(jr) == 4
-    _close(fr[1:3].quat, jr[1:3].quat)
-    _close(ftransform.Rotation.concatenate([fr, fr[0:1]]).quat, jtransform.Rotation.concatenate([jr, jr[0:1]]).quat)
     w = np.array([1.0, 2.0, 0.5, 1.5], np.float32)
-    fm, jm = fr.mean(w).as_matrix(), jr.mean(w).as_matrix()
+
+    def jax_side(q, w):  # every jax reference from one compiled program
+        jr = jtransform.Rotation.from_quat(q)
+        assert len(jr) == 4
+        return (jr[1:3].quat, jtransform.Rotation.concatenate([jr, jr[0:1]]).quat, jr.mean(w).as_matrix(),
+                jtransform.Rotation.identity().quat)
+
+    sliced, concatenated, jm, identity = jax.jit(jax_side)(q, w)
+    fr = ftransform.Rotation.from_quat(q)
+    assert len(fr) == 4
+    _close(fr[1:3].quat, sliced)
+    _close(ftransform.Rotation.concatenate([fr, fr[0:1]]).quat, concatenated)
+    fm = fr.mean(w).as_matrix()
     _close(fm, jm, 1e-4)
-    _close(ftransform.Rotation.identity().quat, jtransform.Rotation.identity().quat)
+    _close(ftransform.Rotation.identity().quat, identity)
     assert ftransform.Rotation.identity(3).quat.shape == (3, 4)
     with pytest.raises(FtransTypeError, match="not subscriptable"):
         ftransform.Rotation.from_quat(q[0])[0]
@@ -207,10 +229,19 @@ def test_slerp(times):
     q = _quats(3)
     key_t = np.array([0.0, 1.0, 2.0], np.float32)
     fs = ftransform.Slerp.init(key_t, ftransform.Rotation.from_quat(q))
-    js = jtransform.Slerp.init(key_t, jtransform.Rotation.from_quat(q))
+
+    box = {}
+
+    def jax_side(key_t, q):  # every jax reference from one compiled program (`single`, a bool, through the trace)
+        js = jtransform.Slerp.init(key_t, jtransform.Rotation.from_quat(q))
+        box["single"] = js(times).single
+        return js, js(times).as_rotvec()
+
+    js, rotvec = jax.jit(jax_side)(key_t, q)
+    single = box["single"]
     _tree_close(fs, js)
-    _close(fs(times).as_rotvec(), js(times).as_rotvec(), 1e-4)
-    assert fs(times).single == js(times).single
+    _close(fs(times).as_rotvec(), rotvec, 1e-4)
+    assert fs(times).single == single
     with pytest.raises(FtransTypeError, match="Rotation"):
         ftransform.Slerp.init(key_t, q)
     with pytest.raises(FtransValueError, match="at least 2"):
@@ -226,9 +257,9 @@ def test_vq(shapes, dtype):
     rng = np.random.default_rng(6)
     obs = (rng.standard_normal(shapes[0]) * 5).astype(dtype)
     book = (rng.standard_normal(shapes[1]) * 5).astype(dtype)
-    _tree_close(fvq.vq(obs, book), jvq.vq(obs, book))
+    _tree_close(fvq.vq(obs, book), jax.jit(jvq.vq)(obs, book))
     fg = ftrans.grad(lambda o: fvq.vq(o, book.astype(np.float32))[1].sum())(obs.astype(np.float32))
-    jg = jax.grad(lambda o: jvq.vq(o, book.astype(np.float32))[1].sum())(obs.astype(np.float32))
+    jg = jax.jit(jax.grad(lambda o: jvq.vq(o, book.astype(np.float32))[1].sum()))(obs.astype(np.float32))
     _close(fg, jg)
 
 
