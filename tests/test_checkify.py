@@ -39,26 +39,6 @@ def _same_set(c, errors):
     return frozenset(k for k in c.all_checks if k.__name__ in names)
 
 
-def _both(make, errors, *args, wrap=None):
-    """``make(J, jnp, lax, checkify)`` checkified under JAX and under ftrans, run on ``args``."""
-    res = []
-    for J, np_, lax_, c in ((jax, jnp_jax, lax_jax, ck_jax), (ftrans, jnp, lax, ck)):
-        f = c.checkify(make(J, np_, lax_, c), errors=_same_set(c, errors))
-        if wrap is not None:
-            f = wrap(J, f)
-        res.append(f(*args))
-    (je, jout), (fe, fout) = res
-    return _jax_msg(je), _msg(fe), jout, fout
-
-
-def _assert_same(make, errors, *arg_sets, wrap=None):
-    for args in arg_sets:
-        jm, fm, jout, fout = _both(make, errors, *args, wrap=wrap)
-        assert fm == jm, (args, jm, fm)
-        for a, b in zip(jax.tree_util.tree_leaves(jout), jax.tree_util.tree_leaves(fout)):
-            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6)
-
-
 def _eager(J, f):
     return f
 
@@ -68,6 +48,35 @@ def _jit_outside(J, f):
 
 
 WRAPS = [_eager, _jit_outside]
+_JAX_CHECKIFIED: dict = {}
+
+
+def _jax_checkified(make, errors, wrap=None):
+    """JAX's side of a case: ``make`` checkified, wrapped, and ``jax.jit``-compiled, built once per program,
+    error set and wrapper and reused for every argument set (JAX's checkify under jit reports what its eager
+    checkify does; eagerly it would dispatch and compile every primitive of the checked program).  The
+    programs of this file close over nothing that varies, so ``make``'s code identifies one."""
+    key = (make.__code__, frozenset(e.__name__ for e in errors),
+           None if wrap in (None, _eager, _jit_outside) else wrap.__code__)
+    if key not in _JAX_CHECKIFIED:
+        f = ck_jax.checkify(make(jax, jnp_jax, lax_jax, ck_jax), errors=errors)
+        _JAX_CHECKIFIED[key] = jax.jit(f if key[2] is None else wrap(jax, f))
+    return _JAX_CHECKIFIED[key]
+
+
+def _assert_same(make, errors, *arg_sets, wrap=None):
+    """``make(J, jnp, lax, checkify)`` checkified under JAX and under ftrans (one function, wrapped by ``wrap``,
+    called on every argument set): the same error message and outputs."""
+    jf = _jax_checkified(make, errors, wrap)
+    f = ck.checkify(make(ftrans, jnp, lax, ck), errors=_same_set(ck, errors))
+    if wrap is not None:
+        f = wrap(ftrans, f)
+    for args in arg_sets:
+        (je, jout), (fe, fout) = jf(*args), f(*args)
+        jm, fm = _jax_msg(je), _msg(fe)
+        assert fm == jm, (args, jm, fm)
+        for a, b in zip(jax.tree_util.tree_leaves(jout), jax.tree_util.tree_leaves(fout)):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6)
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
@@ -85,11 +94,7 @@ def test_nan_div_oob_and_user_checks(wrap):
              (np.array([np.inf, 2, 3], np.float32), np.int32(0)), (np.array([1, 0, 3], np.float32), np.int32(2)),
              (x, np.int32(7)), (x, np.int32(-5))]
     for errs in (ck_jax.all_checks, ck_jax.user_checks, ck_jax.float_checks, ck_jax.index_checks, frozenset()):
-        mine = _same_set(ck, errs)
-        for args in cases:
-            jm = _jax_msg(ck_jax.checkify(make(jax, jnp_jax, lax_jax, ck_jax), errors=errs)(*args)[0])
-            f = wrap(ftrans, ck.checkify(make(ftrans, jnp, lax, ck), errors=mine))
-            assert _msg(f(*args)[0]) == jm, (errs, args)
+        _assert_same(make, errs, *cases, wrap=wrap)
 
 
 def test_error_sets_are_jax_names():
@@ -123,10 +128,9 @@ def test_scatter_and_dynamic_slice_oob(wrap):
         return lambda x, i: lax_.dynamic_update_slice(x, np_.zeros((1, 2), np_.float32), (0, i))
 
     x = np.ones((2, 3), np.float32)
-    for i in (1, 3, -3):
-        _assert_same(make_upd, ck_jax.index_checks, (x, np.int32(i)), wrap=wrap)
-        _assert_same(make_ds, ck_jax.index_checks, (x, np.int32(i)), wrap=wrap)
-        _assert_same(make_dus, ck_jax.index_checks, (x, np.int32(i)), wrap=wrap)
+    arg_sets = [(x, np.int32(i)) for i in (1, 3, -3)]
+    for make in (make_upd, make_ds, make_dus):
+        _assert_same(make, ck_jax.index_checks, *arg_sets, wrap=wrap)
 
 
 def test_gather_oob_reports_first_bad_index():
@@ -134,8 +138,8 @@ def test_gather_oob_reports_first_bad_index():
         return lambda x, i: x[i, :, i[::-1]]
 
     x = np.ones((2, 3, 7), np.float32)
-    for idx in ([0, 1], [0, 9], [5, 0], [1, 20]):
-        _assert_same(make, ck_jax.index_checks, (x, np.array(idx, np.int32)), wrap=_jit_outside)
+    _assert_same(make, ck_jax.index_checks, *[(x, np.array(idx, np.int32)) for idx in ([0, 1], [0, 9], [5, 0], [1, 20])],
+                 wrap=_jit_outside)
 
 
 def test_checkify_inside_jit_and_closed_over_tracer():
@@ -148,9 +152,10 @@ def test_checkify_inside_jit_and_closed_over_tracer():
             return c.checkify(f)()
         return g
 
+    jg, fg = run(jax, jnp_jax, ck_jax), run(ftrans, jnp, ck)
     for x in (1.0, 0.0, -2.0):
-        je, jo = run(jax, jnp_jax, ck_jax)(x)
-        fe, fo = run(ftrans, jnp, ck)(x)
+        je, jo = jg(x)
+        fe, fo = fg(x)
         assert _msg(fe) == _jax_msg(je)
         np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
 
@@ -176,9 +181,10 @@ def test_checkify_of_vmap_reduces_a_batched_check_to_one_element():
             return x
         return c.checkify(f)(xs)
 
+    jrun = jax.jit(lambda xs: run(jax, jnp_jax, ck_jax, xs))
     for xs in ([[0.5, 0.5], [1.0, 0.0]], [[0.5, 0.5], [1.0, 1.0]]):
         xs = np.array(xs, np.float32)
-        je, _ = run(jax, jnp_jax, ck_jax, xs)
+        je, _ = jrun(xs)
         fe, _ = run(ftrans, jnp, ck, xs)
         assert (_msg(fe) is None) == (je.get() is None)
     # ftrans reports the first failing element.
@@ -199,8 +205,9 @@ def test_grad_and_jvp_of_checked_functions():
         grad_outside = J.grad(lambda x: c.checkify(f)(x)[1])(x)
         return err, g, value_and_jvp, grad_outside
 
+    jrun = jax.jit(lambda x: run(jax, jnp_jax, ck_jax, x))
     for x in (np.float32(1.5), np.float32(-1.0)):
-        je, jg, jv, jgo = run(jax, jnp_jax, ck_jax, x)
+        je, jg, jv, jgo = jrun(x)
         fe, fg, fv, fgo = run(ftrans, jnp, ck, x)
         assert _msg(fe) == _jax_msg(je)
         np.testing.assert_allclose(np.asarray(fg), np.asarray(jg), rtol=1e-6)
@@ -222,9 +229,8 @@ def test_cond_and_switch(wrap):
             return lax_.switch(np_.int32(x) % 3, [lambda v: v, lambda v: v / 0.0, lambda v: np_.cos(v)], y)
         return f
 
-    for p in (True, False):
-        for x in (0.0, -1.0, 2.0, np.inf):
-            _assert_same(make, ck_jax.all_checks, (p, np.float32(x)), wrap=wrap)
+    _assert_same(make, ck_jax.all_checks, *[(p, np.float32(x)) for p in (True, False) for x in (0.0, -1.0, 2.0, np.inf)],
+                 wrap=wrap)
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
@@ -242,8 +248,8 @@ def test_while_loop_checks_in_cond_and_body(wrap):
             return lax_.while_loop(cond, body, (i0, x0))
         return f
 
-    for i0, x0 in ((1.0, 0.0), (6.0, 0.0), (0.0, 0.0), (1.0, 3.5), (1.0, np.inf), (2.0, 3.0)):
-        _assert_same(make, ck_jax.all_checks, (np.float32(i0), np.float32(x0)), wrap=wrap)
+    _assert_same(make, ck_jax.all_checks, *[(np.float32(i0), np.float32(x0)) for i0, x0 in (
+        (1.0, 0.0), (6.0, 0.0), (0.0, 0.0), (1.0, 3.5), (1.0, np.inf), (2.0, 3.0))], wrap=wrap)
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
@@ -258,8 +264,8 @@ def test_scan_carries_the_error(wrap):
         return f
 
     xs = np.arange(4, dtype=np.float32)
-    for c0, x in ((3.5, xs), (1.0, xs), (2.0, xs), (3.5, xs - 2), (10.0, xs)):
-        _assert_same(make, ck_jax.all_checks, (np.float32(c0), x), wrap=wrap)
+    _assert_same(make, ck_jax.all_checks, *[(np.float32(c0), x) for c0, x in (
+        (3.5, xs), (1.0, xs), (2.0, xs), (3.5, xs - 2), (10.0, xs))], wrap=wrap)
 
 
 def test_nested_jit_remat_and_custom_rules():
@@ -286,8 +292,9 @@ def test_nested_jit_remat_and_custom_rules():
         g = J.grad(lambda x: c.checkify(f, errors=c.float_checks)(x)[1])(x)
         return err, out, g
 
+    jrun = jax.jit(lambda x: run(jax, jnp_jax, ck_jax, x))
     for x in (np.float32(2.0), np.float32(-1.0), np.float32(np.inf)):
-        je, jo, jg = run(jax, jnp_jax, ck_jax, x)
+        je, jo, jg = jrun(x)
         fe, fo, fg = run(ftrans, jnp, ck, x)
         assert _msg(fe) == _jax_msg(je)
         np.testing.assert_allclose(np.asarray(fo), np.asarray(jo), rtol=1e-6)
@@ -446,10 +453,11 @@ def test_checkify_of_grad_of_while_loop_checks_the_forward_loop():
             return lax_.fori_loop(0, 5, lambda i, y: step(y), x)
         return f
 
+    jcheck = jax.jit(ck_jax.checkify(make(jax, jnp_jax, lax_jax, ck_jax, "fori")))
+    jgrad = jax.jit(jax.grad(make(jax, jnp_jax, lax_jax, ck_jax, "fori")))
     for x in (np.float32(2.0), np.float32(3.0)):
-        je, _ = ck_jax.checkify(make(jax, jnp_jax, lax_jax, ck_jax, "fori"))(x)
-        jg = jax.grad(make(jax, jnp_jax, lax_jax, ck_jax, "fori"))(x) if je.get() is None else \
-            jax.grad(lambda x: x ** 6)(x)
+        je, _ = jcheck(x)
+        jg = jgrad(x) if je.get() is None else jax.grad(lambda x: x ** 6)(x)
         fe, fg = ck.checkify(ftrans.grad(make(ftrans, jnp, lax, ck, "while")))(x)
         assert _msg(fe) == _jax_msg(je)
         np.testing.assert_allclose(np.asarray(fg), np.asarray(jg), rtol=1e-6)
@@ -476,9 +484,10 @@ def test_shard_map_bodies_are_checked():
 
     import ftrans.sharding as fsh
 
+    jrun = jax.jit(lambda x: run(jax, jnp_jax, lax_jax, ck_jax, jsh, x))
     for x in ([1.0, 2, 3, 4, 5, 6, 7, 8], [1.0, 2, 3, 4, 5, 6, -7, 0], [1.0, 0, 3, 4, 0, 6, 7, 8]):
         x = np.array(x, np.float32)
-        je, jo = run(jax, jnp_jax, lax_jax, ck_jax, jsh, x)
+        je, jo = jrun(x)
         fe, fo = run(ftrans, jnp, lax, ck, fsh, x)
         first = None if je.get() is None else _jax_msg(je).split("\n")[0].split(": ", 1)[1]
         assert _msg(fe) == first

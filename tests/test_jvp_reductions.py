@@ -13,6 +13,7 @@ tested explicitly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -166,13 +167,21 @@ def _rtol(name):
     return 2e-2 if name == "dot_general_pet" else 1e-4
 
 
+@functools.cache
+def jax_jvp(name):
+    """``jax.jvp`` of a case, ``jax.jit``-compiled once (jax's op-by-op jvp of, e.g., a cumulative reduction
+    dispatches hundreds of primitives per call); every example and test of the case reuses it."""
+    build = CASES[name][2]
+    return jax.jit(lambda p, t: jax.jvp(build(*JX), p, t))
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 @given(seed=st.integers(0, 2**31 - 1))
 def test_matches_jax(name, seed):
     shapes, kind, build = CASES[name]
     prim, tan = draw(np.random.default_rng(seed), shapes, kind)
     got = ftrans.jvp(build(*FT), prim, tan)
-    want = jax.jvp(build(*JX), prim, tan)
+    want = jax_jvp(name)(prim, tan)
     assert_tree_close(got, want, rtol=_rtol(name), atol=1e-4)
 
 
@@ -184,7 +193,7 @@ def test_staged_and_jit_match_jax(name):
     shapes, kind, build = CASES[name]
     prim, tan = draw(np.random.default_rng(1), shapes, kind)
     f = build(*FT)
-    want = jax.jvp(build(*JX), prim, tan)
+    want = jax_jvp(name)(prim, tan)
     _, staged = staged_jvp(f, prim, tan)
     flat_want = jax.tree_util.tree_leaves(want)
     assert len(staged) == len(flat_want)
@@ -238,7 +247,7 @@ def test_pool_max_passes_first_maximum_of_each_window():
     t = np.array([1.0, 10.0, 100.0, 1000.0, 1e4, 1e5], np.float32)
     f = _pool("max", (3,), (1,), "SAME")
     got = ftrans.jvp(f(*FT), (x,), (t,))
-    want = jax.jvp(f(*JX), (x,), (t,))
+    want = jax.jit(lambda x, t: jax.jvp(f(*JX), (x,), (t,)))(x, t)
     assert_tree_close(got, want)
     np.testing.assert_allclose(np.asarray(got[1]), [1.0, 1.0, 10.0, 1e4, 1e4, 1e4])
 
@@ -282,8 +291,8 @@ def test_second_order_through_reductions():
         def f(y):
             return np_.sum(lx.cumprod(y, 0) * np_.sort(y)) + np_.prod(y) * np_.max(y ** 2)
 
-        return jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (v,)) if np_ is jjnp else \
-            ftrans.jvp(lambda y: ftrans.jvp(f, (y,), (v,))[1], (x,), (v,))
+        return jax.jit(lambda x: jax.jvp(lambda y: jax.jvp(f, (y,), (v,))[1], (x,), (v,)))(x) if np_ is jjnp \
+            else ftrans.jvp(lambda y: ftrans.jvp(f, (y,), (v,))[1], (x,), (v,))
 
     assert_tree_close(hvp(FT), hvp(JX), rtol=1e-4, atol=1e-4)
 

@@ -7,6 +7,7 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import functools
 from functools import partial
 
 import jax
@@ -22,15 +23,15 @@ from ftrans import lax
                                                    ((2, 3, 4), (4, 2, 3), (1, 2, 0))])
 def test_broadcast_in_dim_any_axis_order(inshape, outshape, dims):
     x = np.arange(np.prod(inshape), dtype=np.float32).reshape(inshape)
-    want = jlax.broadcast_in_dim(x, outshape, dims)
-    np.testing.assert_array_equal(lax.broadcast_in_dim(x, outshape, dims), want)
-    np.testing.assert_array_equal(ftrans.jit(lambda a: lax.broadcast_in_dim(a, outshape, dims))(x), want)
-    g = ftrans.grad(lambda a: (lax.broadcast_in_dim(a, outshape, dims) * np.arange(np.prod(outshape)).reshape(outshape)).sum())(x)
     # jax.grad itself fails on unsorted dims (its transpose mixes up the axis order), so the reference
     # transposes the operand into output order first.
     perm = tuple(sorted(range(len(dims)), key=dims.__getitem__))
-    jg = jax.grad(lambda a: (jlax.broadcast_in_dim(jlax.transpose(a, perm), outshape, sorted(dims))
-                             * np.arange(np.prod(outshape)).reshape(outshape)).sum())(x)
+    want, jg = jax.jit(lambda a: (jlax.broadcast_in_dim(a, outshape, dims), jax.grad(
+        lambda a: (jlax.broadcast_in_dim(jlax.transpose(a, perm), outshape, sorted(dims))
+                   * np.arange(np.prod(outshape)).reshape(outshape)).sum())(a)))(x)
+    np.testing.assert_array_equal(lax.broadcast_in_dim(x, outshape, dims), want)
+    np.testing.assert_array_equal(ftrans.jit(lambda a: lax.broadcast_in_dim(a, outshape, dims))(x), want)
+    g = ftrans.grad(lambda a: (lax.broadcast_in_dim(a, outshape, dims) * np.arange(np.prod(outshape)).reshape(outshape)).sum())(x)
     np.testing.assert_allclose(g, jg)
 
 
@@ -125,13 +126,16 @@ def test_dot_general_precision_kept_as_pair_through_transpose(prec):
                                        (np.int8, np.int8, np.int16), (np.float32, np.float32, np.float16)])
 def test_mul_out_dtype(dx, dy, out):
     x, y = np.arange(1, 5).astype(dx), (np.arange(4) * 3 - 2).astype(dy)
-    got, want = lax.mul(x, y, out_dtype=out), jlax.mul(x, y, out_dtype=out)
+    differentiable = np.issubdtype(dx, np.floating) and np.issubdtype(out, np.floating)
+    want, jg = jax.jit(lambda a, b: (jlax.mul(a, b, out_dtype=out), jax.grad(
+        lambda a, b: jlax.mul(a, b, out_dtype=out).astype(np.float32).sum(), (0, 1))(a, b)
+        if differentiable else None))(x, y)
+    got = lax.mul(x, y, out_dtype=out)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(ftrans.jit(partial(lax.mul, out_dtype=out))(x, y), want)
-    if np.issubdtype(dx, np.floating) and np.issubdtype(out, np.floating):
+    if differentiable:
         g = ftrans.grad(lambda a, b: lax.mul(a, b, out_dtype=out).astype(np.float32).sum(), (0, 1))(x, y)
-        jg = jax.grad(lambda a, b: jlax.mul(a, b, out_dtype=out).astype(np.float32).sum(), (0, 1))(x, y)
         for a, b in zip(g, jg):
             assert a.dtype == b.dtype
             np.testing.assert_allclose(a, b)
@@ -171,22 +175,56 @@ def _same(got, want):
     np.testing.assert_array_equal(np.asarray(got).astype(np.int16), np.asarray(want).astype(np.int16))
 
 
-@pytest.mark.parametrize("dt", _INT4S, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "rem", "max", "min", "shift_left",
-                                  "shift_right_arithmetic", "shift_right_logical", "bitwise_and", "bitwise_or",
-                                  "bitwise_xor", "eq", "ne", "gt", "ge", "lt", "le"])
-def test_narrow_int_binary_ops_match_jax(name, dt):
+def _jitted_together(mod, jit, names, *args):
+    """``{name: mod.<name>(*args)}`` for every name, computed by one program under ``jit`` (jax's or ftrans's):
+    one compilation per dtype instead of one per operation."""
+    return dict(zip(names, jit(lambda *a: [getattr(mod, n)(*a) for n in names])(*args)))
+
+
+_BINARY = ["add", "sub", "mul", "div", "rem", "max", "min", "shift_left", "shift_right_arithmetic",
+           "shift_right_logical", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "gt", "ge", "lt", "le"]
+_UNARY = ["bitwise_not", "neg", "sign", "population_count", "clz"]
+
+
+def _binary_operands(dt):
     x = _narrow([1, -2, 7, -8, 3, 0, 5, 1], dt)
     y = _narrow([2, 3, -1, -1, 4, 2, 1, 7], dt)
-    if name in ("div", "rem"):
-        y = np.where(np.asarray(y).astype(np.int8) == 0, np.asarray(1, dt), y).astype(dt)
-    want = getattr(jlax, name)(x, y)
-    _same(getattr(lax, name)(x, y), want)
-    _same(ftrans.jit(getattr(lax, name))(x, y), want)
+    y_nonzero = np.where(np.asarray(y).astype(np.int8) == 0, np.asarray(1, dt), y).astype(dt)  # for div and rem
+    return x, y, y_nonzero
+
+
+@functools.cache
+def _narrow_binary(dt):
+    """jax's and ftrans's jitted results of every binary operation on ``dt``."""
+    x, y, y_nonzero = _binary_operands(dt)
+    out = []
+    for mod, jit in ((jlax, jax.jit), (lax, ftrans.jit)):
+        res = _jitted_together(mod, jit, [n for n in _BINARY if n not in ("div", "rem")], x, y)
+        res.update(_jitted_together(mod, jit, ["div", "rem"], x, y_nonzero))
+        out.append(res)
+    return out
 
 
 @pytest.mark.parametrize("dt", _INT4S, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", ["bitwise_not", "neg", "sign", "population_count", "clz"])
+@pytest.mark.parametrize("name", _BINARY)
+def test_narrow_int_binary_ops_match_jax(name, dt):
+    x, y, y_nonzero = _binary_operands(dt)
+    if name in ("div", "rem"):
+        y = y_nonzero
+    want, jitted = (res[name] for res in _narrow_binary(dt))
+    _same(getattr(lax, name)(x, y), want)
+    _same(jitted, want)
+
+
+@functools.cache
+def _narrow_unary(dt):
+    """jax's and ftrans's jitted results of every unary operation on ``dt``."""
+    x = _narrow([1, -2, 7, -8, 3, 0, 5], dt)
+    return [_jitted_together(mod, jit, _UNARY, x) for mod, jit in ((jlax, jax.jit), (lax, ftrans.jit))]
+
+
+@pytest.mark.parametrize("dt", _INT4S, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", _UNARY)
 def test_narrow_int_unary_ops_match_jax(name, dt):
     x = _narrow([1, -2, 7, -8, 3, 0, 5], dt)
     if name == "population_count" and dt is ml_dtypes.int4:
@@ -194,9 +232,9 @@ def test_narrow_int_unary_ops_match_jax(name, dt):
         # it gives 2 for int2's -2); ftrans's eager rule counts the 4-bit pattern.
         np.testing.assert_array_equal(np.asarray(lax.population_count(x)).astype(np.int8), [1, 3, 3, 1, 2, 0, 2])
         return
-    want = getattr(jlax, name)(x)
+    want, jitted = (res[name] for res in _narrow_unary(dt))
     _same(getattr(lax, name)(x), want)
-    _same(ftrans.jit(getattr(lax, name))(x), want)
+    _same(jitted, want)
 
 
 @pytest.mark.parametrize("dt", [ml_dtypes.int4, ml_dtypes.uint4])
@@ -208,15 +246,30 @@ def test_narrow_int_refusals(dt):
         ftrans.numpy.add(np.ones(2, dt), np.ones(2, np.int8))
 
 
-@pytest.mark.parametrize("src", [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8])
-@pytest.mark.parametrize("dst", [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8, np.bool_,
-                                 ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
-def test_narrow_conversions_match_jax(src, dst):
+_CONV_DSTS = [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8, np.bool_, ml_dtypes.float8_e4m3fn,
+              ml_dtypes.float8_e5m2]
+
+
+def _conversion_operand(src):
     x = np.array([-100, -7.6, -2, 0, 1.5, 3, 7, 100], np.float32)
-    x = x.astype(src) if np.dtype(src) not in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)) \
+    return x.astype(src) if np.dtype(src) not in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)) \
         else _narrow([-8, -2, 0, 1, 3, 7, 5, -1], src)
-    want = jlax.convert_element_type(x, dst)
-    for got in (lax.convert_element_type(x, dst), ftrans.jit(lambda v: lax.convert_element_type(v, dst))(x)):
+
+
+@functools.cache
+def _conversions(src):
+    """jax's and ftrans's jitted conversions of ``src``'s operand to every destination, one program each."""
+    x = _conversion_operand(src)
+    return [dict(zip(_CONV_DSTS, jit(lambda v: [mod.convert_element_type(v, d) for d in _CONV_DSTS])(x)))
+            for mod, jit in ((jlax, jax.jit), (lax, ftrans.jit))]
+
+
+@pytest.mark.parametrize("src", [ml_dtypes.int4, ml_dtypes.uint4, np.float32, np.int8])
+@pytest.mark.parametrize("dst", _CONV_DSTS)
+def test_narrow_conversions_match_jax(src, dst):
+    x = _conversion_operand(src)
+    want, jitted = (res[dst] for res in _conversions(src))
+    for got in (lax.convert_element_type(x, dst), jitted):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32))
 
@@ -252,21 +305,41 @@ def test_dot_algorithm_presets_accepted(prec):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("src", ["int4", "uint4", np.int8, np.uint8, np.int32, np.float16, np.float32])
-@pytest.mark.parametrize("dst", ["int4", "uint4", np.int8, np.uint8, np.int32, np.float16, np.float32])
+_BITCAST_DTYPES = ["int4", "uint4", np.int8, np.uint8, np.int32, np.float16, np.float32]
+_BASES = ((), (2, 4))
+
+
+@pytest.mark.parametrize("src", _BITCAST_DTYPES)
+@pytest.mark.parametrize("dst", _BITCAST_DTYPES)
 def test_bitcast_convert_type_sub_byte_matches_jax(src, dst):
+    k = _BITCAST_DTYPES.index(dst)
+    for b, base in enumerate(_BASES):
+        want, jitted = (res[k][b] for res in _bitcasts(src))
+        _check_bitcast(_bitcast_operand(src, dst, base), dst, want, jitted)
+
+
+def _bitcast_operand(src, dst, base):
     nin, nout = jax.dtypes.itemsize_bits(np.dtype(src)), jax.dtypes.itemsize_bits(np.dtype(dst))
-    for base in ((), (2, 4)):
-        _check_bitcast(src, dst, base, nin, nout)
-
-
-def _check_bitcast(src, dst, base, nin, nout):
     shape = base if nin >= nout else (*base, nout // nin)
     rng = np.random.RandomState(0)
-    x = (rng.randint(-8, 8, size=shape).astype(np.int8).astype(src) if nin == 4
-         else rng.randint(0, 100, size=shape).astype(src))
-    want = jlax.bitcast_convert_type(x, dst)
-    for got in (lax.bitcast_convert_type(x, dst), ftrans.jit(lambda v: lax.bitcast_convert_type(v, dst))(x)):
+    return (rng.randint(-8, 8, size=shape).astype(np.int8).astype(src) if nin == 4
+            else rng.randint(0, 100, size=shape).astype(src))
+
+
+@functools.cache
+def _bitcasts(src):
+    """jax's and ftrans's jitted bitcasts of ``src`` to every destination dtype on both bases, one program each:
+    ``[jax, ftrans][dst index][base index]``."""
+    xs = [[_bitcast_operand(src, dst, base) for base in _BASES] for dst in _BITCAST_DTYPES]
+
+    def run(mod):
+        return lambda xs: [[mod.bitcast_convert_type(x, dst) for x in row] for row, dst in zip(xs, _BITCAST_DTYPES)]
+
+    return jax.jit(run(jlax))(xs), ftrans.jit(run(lax))(xs)
+
+
+def _check_bitcast(x, dst, want, jitted):
+    for got in (lax.bitcast_convert_type(x, dst), jitted):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(np.atleast_1d(np.asarray(got)).view(np.uint8),
                                       np.atleast_1d(np.asarray(want)).view(np.uint8))

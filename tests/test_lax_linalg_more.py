@@ -89,11 +89,13 @@ def test_tridiagonal_solve_derivatives_match_jax(perturb):
     b = rng.standard_normal((5, 2)).astype(np.float32)
     f = lambda *z: (FL.tridiagonal_solve(*z, perturb_singular=perturb) ** 2).sum()  # noqa: E731
     g = lambda *z: (JL.tridiagonal_solve(*z, perturb_singular=perturb) ** 2).sum()  # noqa: E731
-    _close(ftrans.grad(f, argnums=(0, 1, 2, 3))(dl, d, du, b), jax.grad(g, argnums=(0, 1, 2, 3))(dl, d, du, b), 1e-3)
+    _close(ftrans.grad(f, argnums=(0, 1, 2, 3))(dl, d, du, b), jax.jit(jax.grad(g, argnums=(0, 1, 2, 3)))(dl, d, du, b),
+           1e-3)
     lin = lambda b: FL.tridiagonal_solve(dl, d, du, b, perturb_singular=perturb)  # noqa: E731
     ct = rng.standard_normal((5, 2)).astype(np.float32)
     (got,) = ftrans.linear_transpose(lin, b)(ct)
-    (want,) = jax.linear_transpose(lambda b: JL.tridiagonal_solve(dl, d, du, b, perturb_singular=perturb), b)(ct)
+    (want,) = jax.jit(lambda c: jax.linear_transpose(
+        lambda b: JL.tridiagonal_solve(dl, d, du, b, perturb_singular=perturb), b)(c))(ct)
     _close(got, want, 1e-3)
 
 
@@ -141,7 +143,7 @@ def test_qr_pivoting_jvp_matches_jax():
     x = np.random.default_rng(6).standard_normal((5, 3)).astype(np.float32)
     t = np.random.default_rng(7).standard_normal((5, 3)).astype(np.float32)
     got = ftrans.jvp(lambda x: FL.qr(x, pivoting=True, full_matrices=False)[:2], (x,), (t,))
-    want = jax.jvp(lambda x: JL.qr(x, pivoting=True, full_matrices=False)[:2], (x,), (t,))
+    want = jax.jit(lambda x, t: jax.jvp(lambda x: JL.qr(x, pivoting=True, full_matrices=False)[:2], (x,), (t,)))(x, t)
     _close(got, want, 1e-3)
 
 
@@ -149,13 +151,14 @@ def test_cholesky_update_and_symmetric_product_match_jax():
     rng = np.random.default_rng(8)
     r = (np.triu(rng.standard_normal((4, 4))) + 4 * np.eye(4)).astype(np.float32)
     w = rng.standard_normal(4).astype(np.float32)
-    want = JL.cholesky_update(r, w)
+    want = jax.jit(JL.cholesky_update)(r, w)
     _close(FL.cholesky_update(r, w), want)
     _close(ftrans.jit(FL.cholesky_update)(r, w), want)
     a = rng.standard_normal((2, 4, 3)).astype(np.float32)
     c = rng.standard_normal((2, 4, 4)).astype(np.float32)
-    for sym in (False, True):
-        want = JL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
+    wants = jax.jit(lambda a, c: [JL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
+                                  for sym in (False, True)])(a, c)
+    for sym, want in zip((False, True), wants):
         _close(FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym), want)
         _close(ftrans.jit(lambda a, c: FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym))(a, c),
                want)
@@ -168,7 +171,7 @@ def test_cholesky_update_and_symmetric_product_match_jax():
 
 def test_qdwh_matches_jax():
     x = np.random.default_rng(9).standard_normal((6, 4)).astype(np.float32)
-    want = JL.qdwh(x)
+    want = jax.jit(JL.qdwh)(x)
     got = FL.qdwh(x)
     _close(got[:2], want[:2], 1e-3)
     assert int(got[2]) == int(want[2]) and bool(got[3]) == bool(want[3])
@@ -213,7 +216,7 @@ def test_eig_eigenvector_derivatives_match_jax(dtype, left, right):
         a = _gen(rng, (4, 4), dtype)
         t = _gen(rng, (4, 4), dtype)
         kw = dict(compute_left_eigenvectors=left, compute_right_eigenvectors=right, enable_eigvec_derivs=True)
-        pj, tj = jax.jvp(lambda a: JL.eig(a, **kw), (a,), (t,))
+        pj, tj = jax.jit(lambda a, t: jax.jvp(lambda a: JL.eig(a, **kw), (a,), (t,)))(a, t)
         pf, tf = ftrans.jvp(lambda a: FL.eig(a, **kw), (a,), (t,))
         oj, of = np.argsort(np.asarray(pj[0])), np.argsort(np.asarray(pf[0]))
         for x, y in zip(tj, tf):
@@ -231,7 +234,7 @@ def test_qr_jvp_wide_and_full_match_jax(shape, full):
     rng = np.random.default_rng(12)
     with jax.enable_x64(True), ftrans.enable_x64(True):
         a, t = _gen(rng, shape, np.float64), _gen(rng, shape, np.float64)
-        want = jax.jvp(lambda a: JL.qr(a, full_matrices=full), (a,), (t,))
+        want = jax.jit(lambda a, t: jax.jvp(lambda a: JL.qr(a, full_matrices=full), (a,), (t,)))(a, t)
         got = ftrans.jvp(lambda a: FL.qr(a, full_matrices=full), (a,), (t,))
         _close(got, want, 1e-8)
 
@@ -244,7 +247,7 @@ def test_triangular_solve_vector_b_matches_jax(left_side):
     want = JL.triangular_solve(a, b, left_side=left_side, lower=True)
     _close(FL.triangular_solve(a, b, left_side=left_side, lower=True), want)
     got = ftrans.grad(lambda b: FL.triangular_solve(a, b, left_side=left_side, lower=True).sum())(b)
-    _close(got, jax.grad(lambda b: JL.triangular_solve(a, b, left_side=left_side, lower=True).sum())(b))
+    _close(got, jax.jit(jax.grad(lambda b: JL.triangular_solve(a, b, left_side=left_side, lower=True).sum()))(b))
 
 
 def test_eig_of_nan_matrix_is_nan_like_jax():

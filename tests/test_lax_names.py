@@ -15,7 +15,17 @@ from ftrans import lax as flax
 from ftrans.errors import FtransNameError
 
 FT, JX = (ftrans, fjnp, flax), (jax, jjnp, jlax)
-from tests.test_collectives import arr, assert_tree, both  # noqa: E402  the shared differential helpers
+from tests.test_collectives import arr, assert_tree  # noqa: E402  the shared differential helpers
+
+
+def both(build, *args, tol=1e-5, jit=True):
+    """``build(t, np, lax)`` run with ftrans and with jax (under ``jax.jit`` unless ``jit=False``: one compiled
+    program, not one per primitive) on the same arguments; the results must agree."""
+    got = build(*FT)(*args)
+    want = (jax.jit(build(*JX)) if jit else build(*JX))(*args)
+    assert_tree(got, want, tol)
+    return got
+
 
 X = arr(4, 3)
 SQ = arr(4, 4)
@@ -61,7 +71,7 @@ def test_pswapaxes_errors():
 
 @multi
 def test_pswapaxes_pmap():
-    both(lambda t, np_, lax: t.pmap(lambda v: lax.pswapaxes(v, "i", 0), axis_name="i"), SQ)
+    both(lambda t, np_, lax: t.pmap(lambda v: lax.pswapaxes(v, "i", 0), axis_name="i"), SQ, jit=False)
 
 
 # ----------------------------------------------------------------------------
@@ -98,7 +108,7 @@ def test_pshuffle_errors():
 
 @multi
 def test_pshuffle_pmap():
-    both(lambda t, np_, lax: t.pmap(lambda v: lax.pshuffle(v, "i", [3, 2, 0, 1]), axis_name="i"), X)
+    both(lambda t, np_, lax: t.pmap(lambda v: lax.pshuffle(v, "i", [3, 2, 0, 1]), axis_name="i"), X, jit=False)
 
 
 # ----------------------------------------------------------------------------
@@ -118,7 +128,7 @@ def _check_pbroadcast(fbuild, jbuild, *args):
 @pytest.mark.parametrize("source", [0, 2, 3])
 def test_pbroadcast_vmap(source):
     got = ftrans.vmap(lambda v: flax.pbroadcast(v, "i", source), axis_name="i")(X)
-    want = jax.vmap(lambda v: _jax_pbroadcast(v, "i", source), axis_name="i")(X)
+    want = jax.jit(jax.vmap(lambda v: _jax_pbroadcast(v, "i", source), axis_name="i"))(X)
     assert_tree(got, want)
     # jax's own primitive batches a NumPy operand (a jax array hits a bug in its vmap rule)
     assert_tree(got, jax.vmap(lambda v: jlax.pbroadcast(v, "i", source), axis_name="i")(X))
@@ -141,7 +151,7 @@ def test_pbroadcast_grad_jit():
         return lambda x: (t.vmap(lambda v: pb(v, "i", 2), axis_name="i")(x) * w).sum()
 
     got = ftrans.grad(f(ftrans, flax, flax.pbroadcast))(X)
-    want = jax.grad(f(jax, jlax, _jax_pbroadcast))(X)
+    want = jax.jit(jax.grad(f(jax, jlax, _jax_pbroadcast)))(X)
     assert_tree(got, want)
     got = ftrans.jit(ftrans.vmap(lambda v: flax.pbroadcast(v, "i", 3), axis_name="i"))(X)
     assert_tree(got, np.broadcast_to(X[3], X.shape))
@@ -282,15 +292,17 @@ SD_CASES = [
 def test_scaled_dot_values(case, pref):
     *shapes, dn = SD_CASES[case]
     lhs, rhs, ls, rs = _sd_inputs(*shapes)
-    for kw in ({}, {"lhs_scale": ls, "rhs_scale": rs}, {"lhs_scale": ls.astype(jjnp.float8_e8m0fnu)},
-               {"rhs_scale": rs}):
-        want = jlax.scaled_dot(lhs, rhs, dimension_numbers=dn, preferred_element_type=pref, **kw)
+    kws = ({}, {"lhs_scale": ls, "rhs_scale": rs}, {"lhs_scale": ls.astype(jjnp.float8_e8m0fnu)}, {"rhs_scale": rs})
+
+    def every_kw(lib):  # the scaling variants in one program (one compilation on each side, not four)
+        return lambda *a: [lib.scaled_dot(*a, dimension_numbers=dn, preferred_element_type=pref, **kw) for kw in kws]
+
+    wants, jitteds = jax.jit(every_kw(jlax))(lhs, rhs), ftrans.jit(every_kw(flax))(lhs, rhs)
+    for kw, want, jitted in zip(kws, wants, jitteds):
         got = flax.scaled_dot(lhs, rhs, dimension_numbers=dn, preferred_element_type=pref, **kw)
         assert (got.shape, got.dtype) == (want.shape, want.dtype)
         # eagerly each bfloat16 product is rounded; XLA's fused program (jax's, or ftrans's under jit) may not round
         np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=3e-2, atol=3e-2)
-        jitted = ftrans.jit(lambda *a, kw=kw: flax.scaled_dot(*a, dimension_numbers=dn, preferred_element_type=pref,
-                                                               **kw))(lhs, rhs)
         np.testing.assert_allclose(np.asarray(jitted, np.float32), np.asarray(want, np.float32), rtol=1e-2,
                                    atol=1e-2)
 
@@ -302,7 +314,7 @@ def test_scaled_dot_vmap():
         return lambda a, s: lib.scaled_dot(a, rhs, lhs_scale=s, rhs_scale=rs, preferred_element_type=np.float32)
 
     got = ftrans.jit(ftrans.vmap(f(flax)))(lhs, ls)
-    want = jax.vmap(f(jlax))(lhs, ls)
+    want = jax.jit(jax.vmap(f(jlax)))(lhs, ls)
     # the closed-over rhs * rhs_scale is folded eagerly (rounded to bfloat16 per product), not in XLA's fusion
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=3e-2, atol=6e-2)
     got = ftrans.vmap(f(flax))(lhs, ls)
@@ -322,7 +334,7 @@ def test_scaled_dot_grad():
 
     got = ftrans.grad(lambda a: flax.scaled_dot(a, rhs, lhs_scale=ls, rhs_scale=rs,
                                                 preferred_element_type=np.float32).sum())(lhs)
-    want = jax.grad(ref)(lhs)
+    want = jax.jit(jax.grad(ref))(lhs)
     assert got.dtype == want.dtype == np.float32
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-2, atol=2e-2)
 
@@ -399,7 +411,7 @@ def test_collectives_shard_map(which):
         "pcast": lambda lax: (lambda a: lax.pcast(lax.psum(a, "i"), "i", to="varying") + a),
     }[which]
     got = ftrans.shard_map(body(flax), mesh=fm, in_specs=P("i"), out_specs=P("i"))(x)
-    want = jax.shard_map(body(jlax), mesh=jm, in_specs=JP("i"), out_specs=JP("i"))(x)
+    want = jax.jit(jax.shard_map(body(jlax), mesh=jm, in_specs=JP("i"), out_specs=JP("i")))(x)
     assert_tree(got, want)
 
 

@@ -15,6 +15,7 @@ the same key, once ``ftrans.random`` is available.
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -112,12 +113,25 @@ def test_gelu(approximate, x):
     close(got_g, want_g, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["relu", "softplus", "gelu", "silu", "elu", "log_sigmoid", "relu6"])
+UNDER_TRANSFORMS = ["relu", "softplus", "gelu", "silu", "elu", "log_sigmoid", "relu6"]
+X_TRANSFORMS = np.array([[-3.0, -0.5, 0.0, 0.5, 6.0], [7.0, 1.0, -1.0, 2.5, -20.0]], np.float32)
+
+
+@functools.cache
+def _under_transforms_oracle():
+    """jax's values of every ``UNDER_TRANSFORMS`` case, in one compiled program."""
+    def ref(v):
+        return {name: (g(v), jax.vmap(g)(v), jax.vmap(jax.grad(g))(v.ravel()), jax.vmap(jax.grad(jax.grad(g)))(v.ravel()))
+                for name, g in ((n, getattr(jax.nn, n)) for n in UNDER_TRANSFORMS)}
+
+    return jax.jit(ref)(X_TRANSFORMS)
+
+
+@pytest.mark.parametrize("name", UNDER_TRANSFORMS)
 def test_unary_under_jit_vmap_grad(name):
-    x = np.array([[-3.0, -0.5, 0.0, 0.5, 6.0], [7.0, 1.0, -1.0, 2.5, -20.0]], np.float32)
-    f, g = getattr(nn, name), getattr(jax.nn, name)
-    want = jax.jit(lambda v: (g(v), jax.vmap(g)(v), jax.vmap(jax.grad(g))(v.ravel()),
-                              jax.vmap(jax.grad(jax.grad(g)))(v.ravel())))(x)
+    x = X_TRANSFORMS
+    f = getattr(nn, name)
+    want = _under_transforms_oracle()[name]
     close(ftrans.jit(f)(x), want[0])
     close(ftrans.vmap(f)(x), want[1])
     close(ftrans.jit(ftrans.vmap(ftrans.grad(f)))(x.ravel()), want[2], rtol=1e-5)
@@ -128,9 +142,10 @@ def test_unary_under_jit_vmap_grad(name):
 def test_kink_derivatives_match_jax():
     """relu'(0) = 0 and relu6'(0) = relu6'(6) = 0 (custom JVPs); softplus'(0) = 1/2."""
     pts = np.array([0.0, 6.0, -0.0, 1e-30], np.float32)
-    for name in ["relu", "relu6", "softplus", "leaky_relu", "elu", "hard_tanh", "celu", "selu", "hard_sigmoid"]:
-        f, g = _unary(name)
-        close(ftrans.vmap(ftrans.grad(f))(pts), jax.jit(jax.vmap(jax.grad(g)))(pts))
+    names = ["relu", "relu6", "softplus", "leaky_relu", "elu", "hard_tanh", "celu", "selu", "hard_sigmoid"]
+    wants = jax.jit(lambda p: [jax.vmap(jax.grad(_unary(name)[1]))(p) for name in names])(pts)
+    for name, want in zip(names, wants):
+        close(ftrans.vmap(ftrans.grad(_unary(name)[0]))(pts), want)
     assert float(ftrans.grad(nn.relu)(0.0)) == 0.0
     assert float(ftrans.grad(nn.relu6)(6.0)) == 0.0
     np.testing.assert_array_equal(ftrans.jvp(nn.relu, (jnp.zeros(3),), (jnp.ones(3),))[1], np.zeros(3, np.float32))
@@ -212,13 +227,15 @@ def test_logsumexp_and_logmeanexp(x, axis, keepdims):
 
 def test_logsumexp_extremes():
     x = np.array([[1e30, 1e30, 3e38], [-np.inf, -np.inf, -np.inf], [1e4, 1e4 + 1, -np.inf]], np.float32)
-    close(nn.logsumexp(x, axis=1), jax.nn.logsumexp(x, axis=1))
-    close(ftrans.jit(lambda v: nn.logsumexp(v, axis=1))(x), jax.jit(lambda v: jax.nn.logsumexp(v, axis=1))(x))
-    close(ftrans.grad(lambda v: nn.logsumexp(v, axis=1).sum())(x),
-          jax.jit(jax.grad(lambda v: jax.nn.logsumexp(v, axis=1).sum()))(x))
     mask = np.array([[True, False, True], [True, True, False], [False, True, True]])
     y = np.where(np.isfinite(x), x, 0.0).astype(np.float32)
-    close(nn.logmeanexp(y, axis=1, where=mask), jax.nn.logmeanexp(y, axis=1, where=mask))
+    want_lse, want_grad, want_lme = jax.jit(lambda x, y: (
+        jax.nn.logsumexp(x, axis=1), jax.grad(lambda v: jax.nn.logsumexp(v, axis=1).sum())(x),
+        jax.nn.logmeanexp(y, axis=1, where=mask)))(x, y)
+    close(nn.logsumexp(x, axis=1), want_lse)
+    close(ftrans.jit(lambda v: nn.logsumexp(v, axis=1))(x), want_lse)
+    close(ftrans.grad(lambda v: nn.logsumexp(v, axis=1).sum())(x), want_grad)
+    close(nn.logmeanexp(y, axis=1, where=mask), want_lme)
 
 
 STANDARDIZE_KW = [{}, {"axis": 0}, {"axis": None}, {"algorithm": "stable"}, {"epsilon": 0.5},
@@ -246,21 +263,26 @@ def test_standardize():
 
 def test_glu():
     x = np.arange(12, dtype=np.float32).reshape(3, 4) / 5 - 1
-    close(nn.glu(x), jax.nn.glu(x))
-    close(nn.glu(x, axis=1), jax.nn.glu(x, axis=1))
-    close(ftrans.grad(lambda v: nn.glu(v).sum())(x), jax.jit(jax.grad(lambda v: jax.nn.glu(v).sum()))(x))
+    want, want_axis1, want_grad = jax.jit(lambda v: (jax.nn.glu(v), jax.nn.glu(v, axis=1),
+                                                     jax.grad(lambda v: jax.nn.glu(v).sum())(v)))(x)
+    close(nn.glu(x), want)
+    close(nn.glu(x, axis=1), want_axis1)
+    close(ftrans.grad(lambda v: nn.glu(v).sum())(x), want_grad)
     with pytest.raises(ValueError, match="divisible by 2"):
         nn.glu(x, axis=0)
 
 
 def test_log1mexp_and_extras():
     x = np.array([0.01, 0.5, 0.69, 0.7, 2.0, 30.0], np.float32)
-    close(nn.log1mexp(x), jax.nn.log1mexp(x), rtol=1e-4)
-    close(ftrans.vmap(ftrans.grad(nn.log1mexp))(x), jax.jit(jax.vmap(jax.grad(jax.nn.log1mexp)))(x), rtol=1e-4)
-    close(nn.squareplus(x, 2.0), jax.nn.squareplus(x, 2.0))
-    close(nn.elu(x - 1, alpha=0.5), jax.nn.elu(x - 1, alpha=0.5))
-    close(nn.celu(x - 1, alpha=0.5), jax.nn.celu(x - 1, alpha=0.5))
-    close(nn.leaky_relu(x - 1, negative_slope=0.2), jax.nn.leaky_relu(x - 1, negative_slope=0.2))
+    want = jax.jit(lambda x: (jax.nn.log1mexp(x), jax.vmap(jax.grad(jax.nn.log1mexp))(x), jax.nn.squareplus(x, 2.0),
+                              jax.nn.elu(x - 1, alpha=0.5), jax.nn.celu(x - 1, alpha=0.5),
+                              jax.nn.leaky_relu(x - 1, negative_slope=0.2)))(x)
+    close(nn.log1mexp(x), want[0], rtol=1e-4)
+    close(ftrans.vmap(ftrans.grad(nn.log1mexp))(x), want[1], rtol=1e-4)
+    close(nn.squareplus(x, 2.0), want[2])
+    close(nn.elu(x - 1, alpha=0.5), want[3])
+    close(nn.celu(x - 1, alpha=0.5), want[4])
+    close(nn.leaky_relu(x - 1, negative_slope=0.2), want[5])
 
 
 DTYPE_FNS = ["relu", "gelu", "softplus", "elu", "log_softmax", "sigmoid", "silu"]
