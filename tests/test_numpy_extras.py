@@ -540,9 +540,19 @@ def test_interp_extrapolate_period_and_errors():
         fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
 
 
-@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)])
-@pytest.mark.parametrize("rowvar", [True, False])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+_COV_SHAPES = [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)]
+_COV_DTYPES = [np.float32, np.float16, np.int32]
+# Every shape with every dtype; rowvar alternates over them so that every shape and every dtype meets both
+# values of rowvar (the full product was 42 cases).
+_COV_GRID = [(shape, (k + j) % 2 == 0, dtype) for k, shape in enumerate(_COV_SHAPES) for j, dtype in enumerate(_COV_DTYPES)]
+
+
+def test_cov_grid_covers_every_pair():
+    assert {(s, r) for s, r, _ in _COV_GRID} == {(s, r) for s in _COV_SHAPES for r in (True, False)}
+    assert {(r, d) for _, r, d in _COV_GRID} == {(r, d) for r in (True, False) for d in _COV_DTYPES}
+
+
+@pytest.mark.parametrize("shape,rowvar,dtype", _COV_GRID)
 def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
     """No observations give NaN covariances (not -0.0: n - ddof <= 0), and a (1, n) input with
     rowvar=False holds n variables (NumPy 2.2), both as JAX."""
