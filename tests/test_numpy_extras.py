@@ -30,20 +30,50 @@ def _staged(f, *args):
     return ftrans.eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
+def _with_arrays(f, args, dyn, kw):
+    """``f(*args, **kw)`` as a function of the arguments at positions ``dyn``."""
+    def part(*d):
+        full = list(args)
+        for i, v in zip(dyn, d):
+            full[i] = v
+        return f(*full, **kw)
+
+    return part
+
+
+def _static_key(v):
+    if isinstance(v, np.ndarray):
+        return ("ndarray", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_static_key(x) for x in v))
+    return (type(v).__name__, repr(v))
+
+
+_JAX_PROGRAMS: dict = {}
+
+
+def _jax_oracle(name, args, dyn, kw):
+    """jax.numpy.<name> under ``jax.jit`` (one XLA program, not one per eager op), the array arguments
+    traced; eagerly where jax cannot trace it (value-dependent shapes, concrete-only arguments).
+
+    The jitted function is kept per static arguments, so hypothesis examples of one shape share a program."""
+    key = (name, tuple(dyn), tuple(_static_key(a) for i, a in enumerate(args) if i not in dyn),
+           tuple((k, _static_key(v)) for k, v in sorted(kw.items())))
+    if key not in _JAX_PROGRAMS:
+        _JAX_PROGRAMS[key] = jax.jit(_with_arrays(getattr(jn, name), args, dyn, kw))
+    try:
+        return _JAX_PROGRAMS[key](*[args[i] for i in dyn])
+    except Exception:  # noqa: BLE001 - eager jax then raises or answers as before
+        return getattr(jn, name)(*args, **kw)
+
+
 def check(name, *args, staged=True, tol=1e-5, **kw):
     """ftrans.numpy.<name> agrees with jax.numpy.<name>; array arguments are traced when staged."""
-    want = [_info(x) for x in jax.tree_util.tree_leaves(getattr(jn, name)(*args, **kw))]
+    dyn = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
+    want = [_info(x) for x in jax.tree_util.tree_leaves(_jax_oracle(name, args, dyn, kw))]
     runs = {"eager": lambda: getattr(fn, name)(*args, **kw)}
     if staged:
-        dyn = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-
-        def part(*d):
-            full = list(args)
-            for i, v in zip(dyn, d):
-                full[i] = v
-            return getattr(fn, name)(*full, **kw)
-
-        runs["staged"] = lambda: _staged(part, *[args[i] for i in dyn])
+        runs["staged"] = lambda: _staged(_with_arrays(getattr(fn, name), args, dyn, kw), *[args[i] for i in dyn])
     for mode, run in runs.items():
         got = [_info(x) for x in jax.tree_util.tree_leaves(run())]
         assert len(got) == len(want), (name, mode)
@@ -510,9 +540,19 @@ def test_interp_extrapolate_period_and_errors():
         fn.interp(0.0, fn.arange(3.0), fn.arange(3.0), period=np.array([1.0]))
 
 
-@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)])
-@pytest.mark.parametrize("rowvar", [True, False])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+_COV_SHAPES = [(0,), (3, 0), (0, 5), (1, 0), (1, 3), (3, 1), (0, 1)]
+_COV_DTYPES = [np.float32, np.float16, np.int32]
+# Every shape with every dtype; rowvar alternates over them so that every shape and every dtype meets both
+# values of rowvar (the full product was 42 cases).
+_COV_GRID = [(shape, (k + j) % 2 == 0, dtype) for k, shape in enumerate(_COV_SHAPES) for j, dtype in enumerate(_COV_DTYPES)]
+
+
+def test_cov_grid_covers_every_pair():
+    assert {(s, r) for s, r, _ in _COV_GRID} == {(s, r) for s in _COV_SHAPES for r in (True, False)}
+    assert {(r, d) for _, r, d in _COV_GRID} == {(r, d) for r in (True, False) for d in _COV_DTYPES}
+
+
+@pytest.mark.parametrize("shape,rowvar,dtype", _COV_GRID)
 def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
     """No observations give NaN covariances (not -0.0: n - ddof <= 0), and a (1, n) input with
     rowvar=False holds n variables (NumPy 2.2), both as JAX."""
@@ -527,10 +567,21 @@ def test_cov_of_empty_and_single_row_inputs(shape, rowvar, dtype):
         check("cov", x, x, rowvar=rowvar)
 
 
-@pytest.mark.parametrize("name", ["quantile", "nanquantile", "percentile", "nanpercentile"])
-@pytest.mark.parametrize("shape,axis", [((10,), 0), ((4, 3, 5), -1), ((4, 3, 5), None), ((2, 3, 4, 5), (0, 2)),
-                                        ((4, 3, 5), 0)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+_WQ_NAMES = ["quantile", "nanquantile", "percentile", "nanpercentile"]
+_WQ_SHAPES = [((10,), 0), ((4, 3, 5), -1), ((4, 3, 5), None), ((2, 3, 4, 5), (0, 2)), ((4, 3, 5), 0)]
+# Every function meets every (shape, axis); the dtype alternates over them so that each function and each
+# (shape, axis) meets both dtypes (the full product was 40 cases).
+_WQ_GRID = [(name, shape, axis, [np.float32, np.float16][(i + k) % 2])
+            for i, name in enumerate(_WQ_NAMES) for k, (shape, axis) in enumerate(_WQ_SHAPES)]
+
+
+def test_weighted_quantile_grid_covers_every_pair():
+    assert {(n, d) for n, _, _, d in _WQ_GRID} == {(n, d) for n in _WQ_NAMES for d in (np.float32, np.float16)}
+    assert {(repr((s, a)), d) for _, s, a, d in _WQ_GRID} == {
+        (repr(sa), d) for sa in _WQ_SHAPES for d in (np.float32, np.float16)}
+
+
+@pytest.mark.parametrize("name,shape,axis,dtype", _WQ_GRID)
 def test_weighted_quantile_inverted_cdf(name, shape, axis, dtype):
     """``weights=`` with method='inverted_cdf' (JAX 0.10): against jax and against NumPy's weighted
     quantile, for scalar and vector q, eager and staged.  keepdims alternates with the function and the
