@@ -548,3 +548,38 @@ def test_pytrees_of_numpy_arrays_take_their_own_fast_key():
     assert len(_np_tree_keys(f)) == 2
     with pytest.raises(TypeError):
         f(ws[:3] + ["x"], x)
+
+
+def test_differentiating_jitted_code_again_compiles_nothing_new():
+    """``grad``/``vjp``/``jacrev`` of code calling ``jit`` (directly, or inside ``cond``/``scan``/``checkpoint``)
+    called again with new values reuses its programs, as JAX does: the jvp, split and batched bodies of a call
+    are the same objects each time, so their executables are found instead of being lowered again."""
+    import io
+    import logging
+
+    from ftrans import lax
+
+    inner = ftrans.jit(lambda x: jnp.tanh(x) * 2)
+
+    def f(x):
+        y, _ = lax.scan(lambda c, a: (c * a + 1.0, c), x[0], x)
+        z = lax.cond(y > 0, lambda v: inner(v), lambda v: -v, x)
+        return jnp.sum(ftrans.checkpoint(lambda v: jnp.sin(v) ** 2)(z)) + y
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    logger = logging.getLogger("ftrans")
+    logger.addHandler(handler)
+    before = ftrans.config.read("log_compiles")
+    ftrans.config.update("log_compiles", True)
+    try:
+        for name, g in {"grad": ftrans.grad(f), "vjp": lambda x: ftrans.vjp(f, x)[1](1.0),
+                        "jacrev": ftrans.jacrev(f), "grad(jit)": ftrans.grad(ftrans.jit(f))}.items():
+            counts = []
+            for i in range(3):
+                g(np.full(4, 0.1 * (i + 1), np.float32))
+                counts.append(buf.getvalue().count("Finished XLA compilation"))
+            assert counts[1] == counts[2] == counts[0], (name, counts)
+    finally:
+        ftrans.config.update("log_compiles", before)
+        logger.removeHandler(handler)

@@ -22,6 +22,7 @@ are ``ftrans/transforms/ad_rules/calls.py``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -148,10 +149,44 @@ def _prune_linear(jaxpr: Jaxpr, consts: list) -> ClosedJaxpr:
 # Splitting a jaxpr
 
 
+# closed -> {(unknowns, saveable, instantiate, also): split}.  Linearizing the same body again (``grad`` of a
+# function with a ``cond``/``scan``/``jit`` inside, called in a loop) must give the very same halves: the
+# calls inside them are then the same jaxprs and find their executables instead of being lowered again.
+_split_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
                        saveable: Callable[[JaxprEqn], bool] | None = None,
                        instantiate: Sequence[bool] | None = None, also: Sequence[bool] | None = None
                        ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
+    """Split ``closed`` given which inputs are unknown (memoized per body; ``_split_eval`` says how)."""
+    key = (tuple(unknowns), saveable, None if instantiate is None else tuple(instantiate),
+           None if also is None else tuple(also))
+    try:
+        per = _split_memo.get(closed)
+        if per is not None:
+            got = per.get(key)
+            if got is not None:
+                return got
+    except TypeError:  # an unhashable policy: split afresh
+        return _split_eval(closed, unknowns, saveable, instantiate, also)
+    got = _split_eval(closed, unknowns, saveable, instantiate, also)
+    if not any(isinstance(c, Tracer) for c in closed.consts) and not _axis_bound():
+        _split_memo.setdefault(closed, {})[key] = got
+    return got
+
+
+def _axis_bound() -> bool:
+    """Whether named axes are bound (a pmap/shard_map body being split): its halves may depend on them."""
+    from ftrans.core.axis_env import axis_env
+
+    return bool(axis_env.frames)
+
+
+def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
+                saveable: Callable[[JaxprEqn], bool] | None = None,
+                instantiate: Sequence[bool] | None = None, also: Sequence[bool] | None = None
+                ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """Split ``closed`` given which inputs are unknown.
 
     Returns ``(known, unknown, out_unknowns, num_res)``: ``known`` takes the

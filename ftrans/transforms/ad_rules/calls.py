@@ -43,13 +43,29 @@ from ftrans.transforms.partial_eval import (
 # The generic rules
 
 
+# closed -> (the body closed over nothing, its constants): differentiating the same call again (``grad`` of a
+# jitted function in a loop) must give the very same body objects, or every call misses the executable caches
+# keyed on them and the program is lowered again (JAX keeps its jvp and partial-eval jaxprs the same way).
+_hoisted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hoist(closed: ClosedJaxpr) -> tuple:
+    got = _hoisted.get(closed)
+    if got is not None:
+        return got
+    got = C.hoist_consts(closed)
+    if not any(isinstance(c, Tracer) for c in got[1]):
+        _hoisted[closed] = got
+    return got
+
+
 def _call_jvp(prim: C.CallPrimitive) -> Callable:
     def rule(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
         body = prim.body(params)
         nonzeros = [type(t) is not Zero for t in tangents]
         with prim.body_env(params):
             new, out_nz = jvp_jaxpr(body, nonzeros)
-        new, consts = C.hoist_consts(new)
+        new, consts = _hoist(new)
         ops = [*consts, *primals, *[t for t in tangents if type(t) is not Zero]]
         n_out = len(body.out_avals)
         ins = ["const"] * len(consts) + [("in", i) for i in range(len(primals))] + \
@@ -82,8 +98,7 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
             known_outs, res = list(outs[:n_known_out]), list(outs[n_known_out:])
             res_from = ["res"] * len(res)
         else:
-            known_j, sources = forward_input_residuals(known_j, n_res)
-            kbody, kconsts = C.hoist_consts(known_j)
+            kbody, kconsts, sources = _known_body(known_j, n_res)
             ops = [*kconsts, *known_vals]
             k_ins = ["const"] * len(kconsts) + [("in", i) for i in known_idx]
             k_outs = [("out", j) for j, u in enumerate(out_unknowns) if not u] + \
@@ -100,6 +115,22 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
 
     rule.__name__ = f"{prim.name}_partial_eval"
     return rule
+
+
+_known_bodies: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _known_body(known_j: ClosedJaxpr, n_res: int) -> tuple:
+    """The known half as a call runs it (input residuals forwarded, constants hoisted), the same objects for
+    the same (cached) half, so its executable is found again (see ``_hoisted``)."""
+    got = _known_bodies.get(known_j)
+    if got is None:
+        fwd, sources = forward_input_residuals(known_j, n_res)
+        kbody, kconsts = C.hoist_consts(fwd)
+        got = (kbody, kconsts, sources)
+        if not any(isinstance(c, Tracer) for c in kconsts):
+            _known_bodies[known_j] = got
+    return got
 
 
 # body -> {(unknowns, policy): split}: linearizing the same call again (a checkpointed function under vjp in

@@ -11,6 +11,7 @@ and a custom VJP's cotangents for unbatched arguments are summed over the batch.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from ftrans.core.prims.calls import (
     name_p,
     optimization_barrier_p,
 )
-from ftrans.core.trace import aval_of
+from ftrans.core.trace import Tracer, aval_of
 from ftrans.transforms.ad import Zero, tangent_aval
 from ftrans.transforms.batching import (
     batch_jaxpr,
@@ -38,11 +39,29 @@ from ftrans.transforms.batching import (
     run_batched,
 )
 
+# body -> {(dims, size, force_front): batched}: batching the same call again along an unnamed axis (``jacrev``
+# or ``vmap`` of a jitted function, called in a loop) gives the very same body, whose executable is then found
+# instead of being lowered again.  A named axis (or one inside pmap/shard_map) is batched afresh: collectives
+# in the body may refer to it.
+_batched: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 
 def _batched_body(jaxpr: Any, dims: list, axis: Any, force_front: bool = False) -> tuple[Any, list, list]:
+    from ftrans.core.axis_env import axis_env
+
+    key = None
+    if axis.name is None and axis.spmd_name is None and not any(f.name is not None for f in axis_env.frames):
+        key = (tuple(dims), axis.size, force_front)
+        per = _batched.get(jaxpr)
+        if per is not None and key in per:
+            return per[key]
     new, out_dims = batch_jaxpr(jaxpr, dims, axis, force_front)
     body, consts = hoist_consts(new)
-    return body, consts, out_dims
+    got = (body, consts, out_dims)
+    if key is not None and not any(isinstance(c, Tracer) for c in consts) and \
+            not any(isinstance(c, Tracer) for c in jaxpr.consts):
+        _batched.setdefault(jaxpr, {})[key] = got
+    return got
 
 
 def _call_batch(prim: C.CallPrimitive) -> Callable:
