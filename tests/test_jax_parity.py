@@ -224,7 +224,8 @@ def test_scan_and_fori_unroll_accepted_like_jax(unroll):
                                          reverse=True))(xs)
         return s, r, j
 
-    a, b = _both(f, xs)
+    a = jax.jit(lambda xs: f((jax, jnp, jlax), xs))(xs)  # the oracle as one jitted program
+    b = f((ftrans, fnp, flax), xs)
     for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
         _close(u, v, rtol=1e-6)
 
@@ -700,6 +701,8 @@ def test_eager_sums_of_other_dtypes_match_jax(dtype, axes):
     assert a.dtype == b.dtype and a.shape == b.shape
     t = {"float16": 2e-3, "bfloat16": 1e-2}.get(dtype, 2e-6)
     np.testing.assert_allclose(np.asarray(b, np.complex128), np.asarray(a, np.complex128), rtol=t, atol=t * 50)
+    if axes != (0,):
+        return  # the cumsum check does not depend on `axes`: once per dtype
     c = ftrans.jit(lambda v: fnp.cumsum(v, axis=1))(x)
     np.testing.assert_allclose(np.asarray(fnp.cumsum(x, axis=1), np.complex128), np.asarray(c, np.complex128),
                                rtol=t, atol=t * 50)
