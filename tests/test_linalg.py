@@ -10,6 +10,7 @@ whose factors are unique only up to signs are compared through invariants
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -65,21 +66,28 @@ def test_factorizations_match_jax(args):
     rng = _rng(seed)
     a = spd(rng, n, batch)
     g = general(rng, n, n, batch)
+    # the oracle as one jitted jax program (eagerly, jax compiles each operation on its own)
+    jchol, (jlu, jpiv, jperm), jw, jsv, jr = _factorizations_oracle(a, g)
     for f in (lambda x: x, ftrans.jit):
-        close(f(flax.linalg.cholesky)(a), jax.lax.linalg.cholesky(a))
+        close(f(flax.linalg.cholesky)(a), jchol)
         lu, piv, perm = f(flax.linalg.lu)(g)
-        jlu, jpiv, jperm = jax.lax.linalg.lu(g)
         close(lu, jlu)
         np.testing.assert_array_equal(piv, jpiv)
         np.testing.assert_array_equal(perm, jperm)
         w = f(fnp.linalg.eigvalsh)(a)
-        close(w, jnp.linalg.eigvalsh(a))
+        close(w, jw)
         v = f(fnp.linalg.eigh)(a).eigenvectors
         close(np.asarray(v) @ (np.asarray(w)[..., None] * np.swapaxes(np.asarray(v), -1, -2)), a)
-        close(f(fnp.linalg.svdvals)(g), jnp.linalg.svdvals(g))
+        close(f(fnp.linalg.svdvals)(g), jsv)
         q, r = f(fnp.linalg.qr)(g)
-        close(np.abs(np.asarray(r)), np.abs(np.asarray(jnp.linalg.qr(g).R)))
+        close(np.abs(np.asarray(r)), np.abs(np.asarray(jr)))
         close(np.asarray(q) @ np.asarray(r), g)
+
+
+@jax.jit
+def _factorizations_oracle(a, g):
+    return (jax.lax.linalg.cholesky(a), jax.lax.linalg.lu(g), jnp.linalg.eigvalsh(a), jnp.linalg.svdvals(g),
+            jnp.linalg.qr(g).R)
 
 
 @settings(max_examples=6, deadline=None)
@@ -88,20 +96,24 @@ def test_factorizations_match_jax(args):
 def test_rectangular_decompositions(m, n, batch, seed, full):
     g = general(_rng(seed), m, n, batch)
     q, r = fnp.linalg.qr(g, mode="complete" if full else "reduced")
-    jq, jr = jnp.linalg.qr(g, mode="complete" if full else "reduced")
+    (jq, jr), (ju, js, jvh), (jlu, jpiv, jperm) = _rectangular_oracle(g, full)
     assert q.shape == jq.shape and r.shape == jr.shape
     close(np.asarray(q) @ np.asarray(r), g)
     close(np.abs(np.asarray(r)), np.abs(np.asarray(jr)))
     u, s, vh = ftrans.jit(lambda x: fnp.linalg.svd(x, full_matrices=full))(g)
-    ju, js, jvh = jnp.linalg.svd(g, full_matrices=full)
     assert (u.shape, s.shape, vh.shape) == (ju.shape, js.shape, jvh.shape)
     close(s, js)
     k = min(m, n)
     close((np.asarray(u)[..., :, :k] * np.asarray(s)[..., None, :]) @ np.asarray(vh)[..., :k, :], g)
     lu, piv, perm = ftrans.jit(flax.linalg.lu)(g)
-    jlu, jpiv, jperm = jax.lax.linalg.lu(g)
     close(lu, jlu)
     np.testing.assert_array_equal(perm, jperm)
+
+
+@partial(jax.jit, static_argnums=1)
+def _rectangular_oracle(g, full):
+    return (jnp.linalg.qr(g, mode="complete" if full else "reduced"), jnp.linalg.svd(g, full_matrices=full),
+            jax.lax.linalg.lu(g))
 
 
 def _spd_b(seed):
@@ -148,7 +160,7 @@ NUMPY_CASES = {
 def test_numpy_linalg_matches_jax(name):
     fn = NUMPY_CASES[name]
     args = _spd_b(7)
-    want = fn(jnp, *args)
+    want = jax.jit(lambda *xs: fn(jnp, *xs))(*args)
     for got in (fn(fnp, *args), ftrans.jit(lambda *xs: fn(fnp, *xs))(*args)):
         for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
             close(x, y)
@@ -182,7 +194,7 @@ SCIPY_CASES = {
 def test_scipy_linalg_matches_jax(name):
     fn = SCIPY_CASES[name]
     args = _spd_b(11)
-    want = fn(jsl, *args)
+    want = jax.jit(lambda *xs: fn(jsl, *xs))(*args)
     for got in (fn(fsl, *args), ftrans.jit(lambda *xs: fn(fsl, *xs))(*args)):
         for x, y in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
             close(x, y, tol=5e-3 if "expm" in name else 2e-3)
@@ -197,12 +209,15 @@ def test_other_dtypes(dtype):
         if np.dtype(dtype).kind == "c":
             g = (g + 0.5j * rng.standard_normal(g.shape)).astype(dtype)
             a = (a + 0.3j * (lambda h: h - np.swapaxes(h, -1, -2))(rng.standard_normal(a.shape))).astype(dtype)
-        close(fnp.linalg.cholesky(a), jnp.linalg.cholesky(a), 1e-4)
-        close(ftrans.jit(fnp.linalg.cholesky)(a), jnp.linalg.cholesky(a), 1e-4)
-        close(ftrans.jit(fnp.linalg.solve)(g, a), jnp.linalg.solve(g, a), 1e-4)
-        close(ftrans.jit(fnp.linalg.eigvalsh)(a), jnp.linalg.eigvalsh(a), 1e-4)
-        close(ftrans.jit(fnp.linalg.svdvals)(g), jnp.linalg.svdvals(g), 1e-4)
-        close(ftrans.jit(fnp.linalg.det)(g), jnp.linalg.det(g), 1e-4)
+        chol, solve, eigvalsh, svdvals, det = jax.jit(lambda g, a: (
+            jnp.linalg.cholesky(a), jnp.linalg.solve(g, a), jnp.linalg.eigvalsh(a), jnp.linalg.svdvals(g),
+            jnp.linalg.det(g)))(g, a)
+        close(fnp.linalg.cholesky(a), chol, 1e-4)
+        close(ftrans.jit(fnp.linalg.cholesky)(a), chol, 1e-4)
+        close(ftrans.jit(fnp.linalg.solve)(g, a), solve, 1e-4)
+        close(ftrans.jit(fnp.linalg.eigvalsh)(a), eigvalsh, 1e-4)
+        close(ftrans.jit(fnp.linalg.svdvals)(g), svdvals, 1e-4)
+        close(ftrans.jit(fnp.linalg.det)(g), det, 1e-4)
 
 
 class _x64:
@@ -260,11 +275,12 @@ def test_gradients_match_jax(name):
     rng = _rng(5)
     x = {"spd": spd(rng, 4, (2,)), "general": general(rng, 4, 4, (2,)), "tall": general(rng, 5, 3, (2,)),
          "wide": general(rng, 3, 5, (2,))}[kind].astype(np.float32)
-    want = jax.grad(_loss(jnp, fn))(x)
+    # the gradient and its vmap from one jitted jax program (eager jax compiles op by op)
+    want, vwant = jax.jit(lambda x: (jax.grad(_loss(jnp, fn))(x), jax.vmap(jax.grad(_loss(jnp, fn)))(x)))(x)
     close(ftrans.grad(_loss(fnp, fn))(x), want, 5e-3)
     close(ftrans.jit(ftrans.grad(_loss(fnp, fn)))(x), want, 5e-3)
     # vmap over the batch axis of the gradient, against jax.vmap
-    close(ftrans.vmap(ftrans.grad(_loss(fnp, fn)))(x), jax.vmap(jax.grad(_loss(jnp, fn)))(x), 5e-3)
+    close(ftrans.vmap(ftrans.grad(_loss(fnp, fn)))(x), vwant, 5e-3)
 
 
 def test_check_grads_float64():
@@ -285,20 +301,25 @@ def test_vmap_of_factorizations_matches_jax():
     rng = _rng(12)
     a = spd(rng, 3, (4,))
     b = rng.standard_normal((3, 2)).astype(np.float32)
-    close(ftrans.vmap(fnp.linalg.cholesky)(a), jax.vmap(jnp.linalg.cholesky)(a))
-    close(ftrans.vmap(fnp.linalg.solve, in_axes=(0, None))(a, b), jax.vmap(jnp.linalg.solve, in_axes=(0, None))(a, b))
-    close(ftrans.vmap(fnp.linalg.solve, in_axes=(None, 1), out_axes=1)(a[0], b),
-          jax.vmap(jnp.linalg.solve, in_axes=(None, 1), out_axes=1)(a[0], b))
     at = np.moveaxis(a, 0, 2)
-    close(ftrans.vmap(fnp.linalg.det, in_axes=2)(at), jax.vmap(jnp.linalg.det, in_axes=2)(at))
-    close(ftrans.vmap(fnp.linalg.eigvalsh)(a), jax.vmap(jnp.linalg.eigvalsh)(a))
-    close(ftrans.jit(ftrans.vmap(fnp.linalg.svdvals, in_axes=1))(a), jax.vmap(jnp.linalg.svdvals, in_axes=1)(a))
     piv = np.array([[2, 2, 2], [1, 2, 2]], np.int32)
-    np.testing.assert_array_equal(ftrans.vmap(lambda p: flax.linalg.lu_pivots_to_permutation(p, 4))(piv),
-                                  jax.vmap(lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 4))(piv))
     tri = np.tril(a)
-    close(ftrans.vmap(lambda t: flax.linalg.triangular_solve(t, b, left_side=True, lower=True))(tri),
-          jax.vmap(lambda t: jax.lax.linalg.triangular_solve(t, b, left_side=True, lower=True))(tri))
+    # the oracle: every jax.vmap in one jitted program (eagerly, jax compiles each operation anew)
+    chol, solve0, solve1, det, eigvalsh, svdvals, perm, trisolve = jax.jit(lambda a, b, at, piv, tri: (
+        jax.vmap(jnp.linalg.cholesky)(a), jax.vmap(jnp.linalg.solve, in_axes=(0, None))(a, b),
+        jax.vmap(jnp.linalg.solve, in_axes=(None, 1), out_axes=1)(a[0], b),
+        jax.vmap(jnp.linalg.det, in_axes=2)(at), jax.vmap(jnp.linalg.eigvalsh)(a),
+        jax.vmap(jnp.linalg.svdvals, in_axes=1)(a),
+        jax.vmap(lambda p: jax.lax.linalg.lu_pivots_to_permutation(p, 4))(piv),
+        jax.vmap(lambda t: jax.lax.linalg.triangular_solve(t, b, left_side=True, lower=True))(tri)))(a, b, at, piv, tri)
+    close(ftrans.vmap(fnp.linalg.cholesky)(a), chol)
+    close(ftrans.vmap(fnp.linalg.solve, in_axes=(0, None))(a, b), solve0)
+    close(ftrans.vmap(fnp.linalg.solve, in_axes=(None, 1), out_axes=1)(a[0], b), solve1)
+    close(ftrans.vmap(fnp.linalg.det, in_axes=2)(at), det)
+    close(ftrans.vmap(fnp.linalg.eigvalsh)(a), eigvalsh)
+    close(ftrans.jit(ftrans.vmap(fnp.linalg.svdvals, in_axes=1))(a), svdvals)
+    np.testing.assert_array_equal(ftrans.vmap(lambda p: flax.linalg.lu_pivots_to_permutation(p, 4))(piv), perm)
+    close(ftrans.vmap(lambda t: flax.linalg.triangular_solve(t, b, left_side=True, lower=True))(tri), trisolve)
 
 
 # ---------------------------------------------------------------- failures and errors
@@ -353,7 +374,7 @@ def test_empty_matrices_like_jax(name, shape):
     """0x0 matrices (the array API suite draws them): every function answers as jax does, eagerly and jitted."""
     a = np.zeros(shape, np.float32)
     args = (a, np.zeros(shape[:-1] + (1,), np.float32)) if name == "solve" else (a,)
-    want = jax.tree_util.tree_leaves(getattr(jnp.linalg, name)(*args))
+    want = jax.tree_util.tree_leaves(jax.jit(getattr(jnp.linalg, name))(*args))
     for f in (getattr(fnp.linalg, name), ftrans.jit(getattr(fnp.linalg, name))):
         got = jax.tree_util.tree_leaves(f(*args))
         assert len(got) == len(want)
@@ -388,14 +409,14 @@ def test_tridiagonal_solve_vmap_and_grad_match_jax():
                           ((None, None, None, 2), (dl[0], d[0], du[0], bb)),
                           ((0, 0, 0, None), (dl, d, du, b[0]))]:
         got = ftrans.vmap(flax.linalg.tridiagonal_solve, in_axes=in_axes)(*args)
-        want = jax.vmap(jax.lax.linalg.tridiagonal_solve, in_axes=in_axes)(*args)
+        want = jax.jit(jax.vmap(jax.lax.linalg.tridiagonal_solve, in_axes=in_axes))(*args)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
 
     def loss(lib):
         return lambda *a: (lib.linalg.tridiagonal_solve(*a) ** 2).sum()
 
     got = ftrans.grad(loss(flax), argnums=(0, 1, 2, 3))(dl, d, du, b)
-    want = jax.grad(loss(jax.lax), argnums=(0, 1, 2, 3))(dl, d, du, b)
+    want = jax.jit(jax.grad(loss(jax.lax), argnums=(0, 1, 2, 3)))(dl, d, du, b)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
 

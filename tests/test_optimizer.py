@@ -140,7 +140,7 @@ def test_simplify_removes_zero_cotangent_debris_from_grad():
     opt = trace(ftrans.grad(loss), X)
     assert len(opt.jaxpr.eqns) < len(raw.jaxpr.eqns)
     assert passes.report_for(opt).by_pass("simplify")
-    np.testing.assert_allclose(ftrans.jit(ftrans.grad(loss))(X), jax.grad(jloss)(X), rtol=1e-6)
+    np.testing.assert_allclose(ftrans.jit(ftrans.grad(loss))(X), jax.jit(jax.grad(jloss))(X), rtol=1e-6)
 
 
 @pytest.mark.parametrize("name,f", [
@@ -183,7 +183,7 @@ def test_log_softmax_is_finite_and_matches_jax_nn():
 def test_stable_gradient_of_a_jitted_loss():
     f = ftrans.jit(lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))[1])
     g = np.asarray(ftrans.grad(f)(V))
-    np.testing.assert_allclose(g, jax.grad(lambda x: jax.nn.log_softmax(x)[1])(V), atol=1e-6)
+    np.testing.assert_allclose(g, jax.jit(jax.grad(lambda x: jax.nn.log_softmax(x)[1]))(V), atol=1e-6)
 
 
 @pytest.mark.parametrize("f, ref", [
@@ -248,13 +248,15 @@ def _nn(m):
 @pytest.mark.parametrize("name, loss, ref, xs, naive_nonfinite", _GRAD_FORMS, ids=[f[0] for f in _GRAD_FORMS])
 def test_stable_gradients_under_jit_grad_grad_jit_and_vmap(name, loss, ref, xs, naive_nonfinite):
     f = loss(fnp)
-    want = np.stack([np.asarray(jax.grad(ref)(x)) for x in xs])
+    jref = jax.jit(jax.grad(ref))  # the oracle jitted: one compile for both rows (eager compiles op by op)
+    want = np.stack([np.asarray(jref(x)) for x in xs])
     assert np.all(np.isfinite(want))
     naive = np.stack([np.asarray(ftrans.grad(f)(x)) for x in xs])  # eager: what the user wrote
     if naive_nonfinite:
         assert not np.all(np.isfinite(naive))
         # so is jax's gradient of the naive form, and ours with the pass switched off
-        assert not np.all(np.isfinite(np.stack([jax.grad(loss(jnp))(x) for x in xs])))
+        jnaive = jax.jit(jax.grad(loss(jnp)))
+        assert not np.all(np.isfinite(np.stack([jnaive(x) for x in xs])))
         off = ftrans.jit(ftrans.grad(f), optimizations=["cse", "simplify", "dce"])
         assert not np.all(np.isfinite(np.stack([off(x) for x in xs])))
     else:
@@ -277,7 +279,7 @@ def test_stable_forward_derivative_under_jit_jvp():
     f = lambda x: fnp.log(fnp.exp(x) / fnp.sum(fnp.exp(x)))  # noqa: E731
     t = np.array([1.0, 0.0, -1.0, 2.0], np.float32)
     _, got = ftrans.jit(lambda x: ftrans.jvp(f, (x,), (t,)))(V)
-    _, want = jax.jvp(jax.nn.log_softmax, (V,), (t,))
+    _, want = jax.jit(lambda x, t: jax.jvp(jax.nn.log_softmax, (x,), (t,)))(V, t)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     assert not np.all(np.isfinite(ftrans.jvp(f, (V,), (t,))[1]))  # eager: as written
 
@@ -290,7 +292,7 @@ def test_differentiated_function_is_traced_once_and_make_jaxpr_shows_it_as_writt
         return fnp.log(fnp.sum(fnp.exp(x)))
 
     g = ftrans.jit(ftrans.grad(f))
-    np.testing.assert_allclose(g(V), jax.grad(jax.nn.logsumexp)(V), atol=1e-6)
+    np.testing.assert_allclose(g(V), jax.jit(jax.grad(jax.nn.logsumexp))(V), atol=1e-6)
     assert len(calls) == 1
     rep = ftrans.jit(ftrans.grad(f)).lower(V).optimization_report
     [rw] = [r for r in rep.by_pass("stability") if "before differentiating" in r.what]
@@ -313,7 +315,7 @@ def test_rewriting_before_differentiation_keeps_aux_and_python_control_flow():
         return g, aux["x"]
 
     g, ax = ftrans.jit(outer)(V)
-    np.testing.assert_allclose(g, 2 * jax.grad(jax.nn.logsumexp)(2 * V), atol=1e-6)
+    np.testing.assert_allclose(g, 2 * jax.jit(jax.grad(jax.nn.logsumexp))(2 * V), atol=1e-6)
     np.testing.assert_allclose(ax, 2 * V)
     assert tags == ["seen"]
 
@@ -439,16 +441,17 @@ def test_random_programs_agree_with_and_without_the_optimiser(ops):
     x = X
     w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 8) / 16
     ff, fj = _build(fnp, ops), _build(jnp, ops)
-    ref = np.asarray(jax.jit(fj)(x, w))  # the oracle jitted: jax eager compiles op by op
-    gref = np.asarray(jax.jit(jax.grad(fj))(x, w))
-    vref = np.asarray(jax.jit(jax.vmap(fj, (0, None)))(np.stack([x, x + 1]), w))
+    # the oracle as one jitted program (jax eager compiles op by op): value, gradient and vmap
+    ref, gref, vref = map(np.asarray, jax.jit(lambda x, w, xb: (fj(x, w), jax.grad(fj)(x, w), jax.vmap(
+        fj, (0, None))(xb, w)))(x, w, np.stack([x, x + 1])))
     for opt in ("all", "none"):
         np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), ref, rtol=2e-5, atol=1e-5)
-        np.testing.assert_allclose(ftrans.jit(ftrans.grad(ff), optimizations=opt)(x, w), gref, rtol=2e-4, atol=1e-4)
+        jgrad = ftrans.jit(ftrans.grad(ff), optimizations=opt)
+        np.testing.assert_allclose(jgrad(x, w), gref, rtol=2e-4, atol=1e-4)
         np.testing.assert_allclose(ftrans.grad(ftrans.jit(ff, optimizations=opt))(x, w), gref, rtol=2e-4, atol=1e-4)
         np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(np.stack([x, x + 1]), w),
                                    vref, rtol=2e-5, atol=1e-5)
-        typecheck(ftrans.jit(ftrans.grad(ff), optimizations=opt).trace(x, w).jaxpr)
+        typecheck(jgrad.trace(x, w).jaxpr)  # the program that just ran
     np.testing.assert_allclose(ff(x, w), ref, rtol=2e-5, atol=1e-5)
 
 
@@ -489,7 +492,7 @@ def test_scan_hoisting_in_the_gradient():
     g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan), (0, 1, 2)))
     rep = g.lower(*RNN_ARGS).optimization_report
     assert any("batched over the sequence" in r.what for r in rep.by_pass("licm"))
-    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    ref = jax.jit(jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2)))(*RNN_ARGS)
     for got, want in zip(g(*RNN_ARGS), ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     typecheck(g.trace(*RNN_ARGS).jaxpr)
@@ -525,15 +528,17 @@ def test_control_flow_programs_agree_with_and_without_the_optimiser(which):
     x = X
     w = (np.arange(16, dtype=np.float32).reshape(4, 4) - 8) / 32
     ff, fj = _loopy(fnp, flax, which), _loopy(jnp, jax.lax, which)
+    xb = np.stack([x, -x])
+    # the oracle: one jitted jax program for the value, the gradient and the vmap, computed once
+    ref, gj, vref = jax.jit(lambda x, w, xb: (fj(x, w), jax.grad(fj, (0, 1))(x, w) if which != "while" else None,
+                                              jax.vmap(fj, (0, None))(xb, w)))(x, w, xb)
     for opt in ("all", "none"):
-        np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), fj(x, w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ftrans.jit(ff, optimizations=opt)(x, w), ref, rtol=1e-5, atol=1e-5)
         if which != "while":
-            gj = jax.grad(fj, (0, 1))(x, w)
             for got, want in zip(ftrans.jit(ftrans.grad(ff, (0, 1)), optimizations=opt)(x, w), gj):
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-        xb = np.stack([x, -x])
         np.testing.assert_allclose(ftrans.jit(ftrans.vmap(ff, (0, None)), optimizations=opt)(xb, w),
-                                   jax.vmap(fj, (0, None))(xb, w), rtol=1e-5, atol=1e-5)
+                                   vref, rtol=1e-5, atol=1e-5)
         typecheck(ftrans.jit(ff, optimizations=opt).trace(x, w).jaxpr)
 
 
@@ -562,7 +567,7 @@ def test_merge_dots_on_lstm_gates():
                          jax.jit(_lstm(jnp, jax.nn.sigmoid))(Ws, x, h, c)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     g = ftrans.jit(ftrans.grad(lambda *a: _lstm(fnp, ftrans.nn.sigmoid)(*a)[0].sum()))(Ws, x, h, c)
-    gj = jax.grad(lambda *a: _lstm(jnp, jax.nn.sigmoid)(*a)[0].sum())(Ws, x, h, c)
+    gj = jax.jit(jax.grad(lambda *a: _lstm(jnp, jax.nn.sigmoid)(*a)[0].sum()))(Ws, x, h, c)
     for a, b in zip(g, gj):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
@@ -607,7 +612,7 @@ def test_merge_dots_cost_rule_large_argument_weights_stay_apart_loop_invariant_o
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     loss = lambda m, sc: lambda *a: _lstm_seq(m, ftrans.nn.sigmoid if m is fnp else jax.nn.sigmoid, sc)(*a).sum()  # noqa: E731
     g = ftrans.jit(ftrans.grad(loss(fnp, flax.scan)))(Ws, xs, h, c)
-    gj = jax.grad(loss(jnp, jax.lax.scan))(Ws, xs, h, c)
+    gj = jax.jit(jax.grad(loss(jnp, jax.lax.scan)))(Ws, xs, h, c)
     for a, b in zip(g, gj):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
@@ -640,7 +645,7 @@ def test_scan_gradient_accumulators_become_one_product_after_the_loop():
     after = [e for e in j.jaxpr.eqns[j.jaxpr.eqns.index(back[0]):] if e.primitive.name == "dot_general"]
     assert {e.outvars[0].aval.shape for e in after} == {(5, 3), (3, 3)}
     assert any("after the loop" in r.what for r in passes.report_for(j).by_pass("licm"))
-    ref = jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2))(*RNN_ARGS)
+    ref = jax.jit(jax.grad(loss(jnp, jax.lax.scan), (0, 1, 2)))(*RNN_ARGS)
     for got, want in zip(g(*RNN_ARGS), ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
