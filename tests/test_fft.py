@@ -57,7 +57,7 @@ def _many_axes_case(draw):
 
 
 def _compare(name, x, kw):
-    expected = getattr(jnp.fft, name)(x, **kw)
+    expected = jax.jit(lambda a: getattr(jnp.fft, name)(a, **kw))(x)
     got = getattr(fnp.fft, name)(x, **kw)
     assert got.shape == expected.shape and got.dtype == expected.dtype
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-4)
@@ -106,19 +106,20 @@ def test_lax_fft_grads_and_vmap_match_jax(kind, k, seed):
     def ours(a):
         return lax.fft(a, kind, lens)
 
-    expected = theirs(x)
+    out_shape = jax.eval_shape(theirs, x).shape
+    w = rng.standard_normal(out_shape).astype(np.float32)
+    xs = np.stack([x, 2 * x], axis=1)
+    # the values, both gradients and the vmapped values from one jax program
+    expected, gj_abs, gj_real, vj = jax.jit(lambda a, b: (
+        theirs(a), jax.grad(lambda u: jnp.sum(jnp.abs(theirs(u)) * w))(a),
+        jax.grad(lambda u: jnp.sum(jnp.real(theirs(u)) * w))(a), jax.vmap(theirs, in_axes=1)(b)))(x, xs)
     np.testing.assert_allclose(np.asarray(ours(x)), np.asarray(expected), rtol=1e-4, atol=1e-4)
     typecheck(ftrans.make_jaxpr(ours)(x))
-    w = rng.standard_normal(expected.shape).astype(np.float32)
-    gj = jax.grad(lambda a: jnp.sum(jnp.abs(theirs(a)) * w))(x)
     gf = ftrans.grad(lambda a: fnp.sum(fnp.abs(ours(a)) * w))(x)
-    np.testing.assert_allclose(np.asarray(gf), np.asarray(gj), rtol=2e-3, atol=2e-3)
-    gj = jax.grad(lambda a: jnp.sum(jnp.real(theirs(a)) * w))(x)
+    np.testing.assert_allclose(np.asarray(gf), np.asarray(gj_abs), rtol=2e-3, atol=2e-3)
     gf = ftrans.jit(ftrans.grad(lambda a: fnp.sum(fnp.real(ours(a)) * w)))(x)
-    np.testing.assert_allclose(np.asarray(gf), np.asarray(gj), rtol=2e-3, atol=2e-3)
-    xs = np.stack([x, 2 * x], axis=1)
-    np.testing.assert_allclose(np.asarray(ftrans.vmap(ours, in_axes=1)(xs)),
-                               np.asarray(jax.vmap(theirs, in_axes=1)(xs)), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(gf), np.asarray(gj_real), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(np.asarray(ftrans.vmap(ours, in_axes=1)(xs)), np.asarray(vj), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind,shape,lens", [
@@ -138,15 +139,18 @@ def test_lax_fft_check_grads(kind, shape, lens):
 @pytest.mark.parametrize("n", [0, 1, 6, 7])
 @pytest.mark.parametrize("d", [1.0, 0.25])
 def test_freqs_and_shifts(n, d):
-    for name in ("fftfreq", "rfftfreq"):
-        e, g = getattr(jnp.fft, name)(n, d), getattr(fnp.fft, name)(n, d)
+    x = np.arange(max(n, 1) * 3).reshape(max(n, 1), 3)
+    shifts = [(name, axes) for name in ("fftshift", "ifftshift")
+              for axes in (None, 0, (1,), (0, 1), ())]  # axes=() shifts nothing
+    # all the jax results of the case from one jax program
+    freqs, shifted = jax.jit(lambda u: ([getattr(jnp.fft, name)(n, d) for name in ("fftfreq", "rfftfreq")],
+                                        [getattr(jnp.fft, name)(u, axes) for name, axes in shifts]))(x)
+    for name, e in zip(("fftfreq", "rfftfreq"), freqs):
+        g = getattr(fnp.fft, name)(n, d)
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-6)
-    x = np.arange(max(n, 1) * 3).reshape(max(n, 1), 3)
-    for name in ("fftshift", "ifftshift"):
-        for axes in (None, 0, (1,), (0, 1), ()):  # axes=() shifts nothing
-            np.testing.assert_array_equal(np.asarray(getattr(fnp.fft, name)(x, axes)),
-                                          np.asarray(getattr(jnp.fft, name)(x, axes)))
+    for (name, axes), e in zip(shifts, shifted):
+        np.testing.assert_array_equal(np.asarray(getattr(fnp.fft, name)(x, axes)), np.asarray(e))
 
 
 def test_fft_errors_name_the_axis_and_the_line():
@@ -193,9 +197,9 @@ def test_lax_fft_with_no_lengths_is_the_identity(fft_type, dtype):
             flax.fft(np.ones((2, 3), dtype), fft_type, ())
         return
     x = (np.arange(6).reshape(2, 3) + (1j if dtype == np.complex64 else 0)).astype(dtype)
-    want = jlax.fft(x, fft_type, ())
+    want, want_v = jax.jit(lambda u: (jlax.fft(u, fft_type, ()), jax.vmap(lambda a: jlax.fft(a, fft_type, ()))(u)))(x)
     got = flax.fft(x, fft_type, ())
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     vg = ftrans.vmap(lambda a: flax.fft(a, fft_type, ()))(x)
-    np.testing.assert_array_equal(np.asarray(vg), np.asarray(jax.vmap(lambda a: jlax.fft(a, fft_type, ()))(x)))
+    np.testing.assert_array_equal(np.asarray(vg), np.asarray(want_v))

@@ -27,21 +27,28 @@ def _mat(shape, dtype, seed=0):
     return x.astype(dtype)
 
 
+def _jax(fn, **kw):
+    """One jitted jax program per case (eager jax would compile every op it runs separately)."""
+    return jax.jit(lambda *args: fn(*args, **kw))
+
+
 def _close(ours, theirs, tol):
     ours, theirs = np.asarray(ours), np.asarray(theirs)
     assert ours.shape == theirs.shape
     np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("shape,side", [((4, 4), "right"), ((5, 3), "right"), ((3, 5), "left"), ((2, 4, 4), "left")])
-@pytest.mark.parametrize("method", ["qdwh", "svd"])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+# Every (shape, side) with every method; the dtypes take turns, so each meets every shape and every method.
+@pytest.mark.parametrize("shape,side,method,dtype", [
+    (shape, side, method, [np.float32, np.complex64][(i + j) % 2])
+    for i, (shape, side) in enumerate([((4, 4), "right"), ((5, 3), "right"), ((3, 5), "left"), ((2, 4, 4), "left")])
+    for j, method in enumerate(["qdwh", "svd"])])
 def test_polar(shape, side, method, dtype):
     a = _mat(shape, dtype)
     if method == "qdwh" and shape == (2, 4, 4) and side == "left":
         method = "svd"
     u, p = fsl.polar(a, side=side, method=method)
-    ju, jp = jsl.polar(a, side=side, method=method)
+    ju, jp = _jax(jsl.polar, side=side, method=method)(a)
     assert u.dtype == ju.dtype and p.dtype == jp.dtype
     _close(u, ju, 2e-4)
     _close(p, jp, 2e-4)
@@ -65,7 +72,7 @@ def test_polar_errors():
 def test_expm_frechet(shape, compute_expm):
     a, e = _mat(shape, np.float32, 1) * 0.5, _mat(shape, np.float32, 2)
     ours = fsl.expm_frechet(a, e, compute_expm=compute_expm)
-    theirs = jsl.expm_frechet(a, e, compute_expm=compute_expm)
+    theirs = _jax(jsl.expm_frechet, compute_expm=compute_expm)(a, e)
     for o, t in zip(ours if compute_expm else [ours], theirs if compute_expm else [theirs]):
         _close(o, t, 1e-4)
     if shape == (3, 3):
@@ -83,7 +90,7 @@ def test_eigh_tridiagonal(n, dtype):
     with jax.enable_x64(dtype == np.float64), ftrans.enable_x64(dtype == np.float64):
         w = fsl.eigh_tridiagonal(d, e, eigvals_only=True)
         assert np.asarray(w).dtype == np.finfo(dtype).dtype
-        jw = jsl.eigh_tridiagonal(d, e, eigvals_only=True)
+        jw = _jax(jsl.eigh_tridiagonal, eigvals_only=True)(d, e)
         _close(w, jw, 1e-5)
         _close(ftrans.jit(lambda a, b: fsl.eigh_tridiagonal(a, b, eigvals_only=True))(d, e), jw, 1e-5)
         t = np.diag(d) + np.diag(e, 1) + np.diag(np.conj(e), -1)
@@ -106,16 +113,17 @@ def test_eigh_tridiagonal_errors():
         fsl.eigh_tridiagonal(np.ones(3, np.float32), np.ones(2, np.float32), select="i")
 
 
-@pytest.mark.parametrize("shapes", [((3, 3), (4, 4), (3, 4)), ((2, 3, 3), (4, 4), (3, 4)),
-                                    ((3, 3), (4, 4), (2, 3, 4))])
-@pytest.mark.parametrize("method", ["schur", "eigen"])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+# Every batching with every method; the dtypes take turns, so each meets every batching and every method.
+@pytest.mark.parametrize("shapes,method,dtype", [
+    (shapes, method, [np.float32, np.complex64][(i + j) % 2])
+    for i, shapes in enumerate([((3, 3), (4, 4), (3, 4)), ((2, 3, 3), (4, 4), (3, 4)), ((3, 3), (4, 4), (2, 3, 4))])
+    for j, method in enumerate(["schur", "eigen"])])
 def test_solve_sylvester(shapes, method, dtype):
     a = _mat(shapes[0], dtype, 5) + 4 * np.eye(shapes[0][-1], dtype=dtype)
     b = _mat(shapes[1], dtype, 6) + 4 * np.eye(shapes[1][-1], dtype=dtype)
     c = _mat(shapes[2], dtype, 7)
     x = fsl.solve_sylvester(a, b, c, method=method)
-    jx = jsl.solve_sylvester(a, b, c, method=method)
+    jx = _jax(jsl.solve_sylvester, method=method)(a, b, c)
     assert x.dtype == jx.dtype
     _close(x, jx, 1e-4)
     _close(ftrans.jit(lambda *v: fsl.solve_sylvester(*v, method=method))(a, b, c), jx, 1e-4)
@@ -139,7 +147,7 @@ def test_solve_sylvester_singular_and_errors():
 def test_schur(shape, dtype, output):
     a = _mat(shape, dtype, 8)
     t, z = fsl.schur(a, output=output)
-    jt, jz = jsl.schur(a, output=output)
+    jt, jz = _jax(jsl.schur, output=output)(a)
     assert t.dtype == jt.dtype and z.dtype == jz.dtype
     t, z = np.asarray(t), np.asarray(z)
     _close(z @ t @ np.conj(np.swapaxes(z, -1, -2)), a, 1e-4)
@@ -161,7 +169,7 @@ def test_sqrtm(n, dtype):
     g = _mat((n, n), dtype, 9)
     a = g @ np.conj(g.T) + np.eye(n, dtype=dtype)
     r = fsl.sqrtm(a)
-    jr = jsl.sqrtm(a)
+    jr = jax.jit(jsl.sqrtm)(a)
     assert r.dtype == jr.dtype
     _close(r, jr, 1e-3)
     _close(r, osl.sqrtm(a.astype(np.complex128)), 1e-3)
@@ -178,10 +186,10 @@ def test_sqrtm(n, dtype):
 def test_rsf2csf(shape):
     a = _mat(shape, np.float64, 11)
     with jax.enable_x64(True), ftrans.enable_x64(True):
-        t, z = jsl.schur(a)
+        t, z = jax.jit(jsl.schur)(a)
         t, z = np.asarray(t), np.asarray(z)
         ct, cz = fsl.rsf2csf(t, z)
-        jt, jz = jsl.rsf2csf(t, z)
+        jt, jz = jax.jit(jsl.rsf2csf)(t, z)
         assert ct.dtype == jt.dtype
         _close(ct, jt, 1e-8)
         _close(cz, jz, 1e-8)
@@ -191,9 +199,9 @@ def test_rsf2csf(shape):
         fsl.rsf2csf(np.ones((3, 3)), np.ones((2, 2)))
 
 
-@pytest.mark.parametrize("n", [1, 5, 12])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
-@pytest.mark.parametrize("disp", [True, False])
+# Every size with both dtypes; disp takes turns, so each size and each dtype meets both values.
+@pytest.mark.parametrize("n,dtype,disp", [
+    (n, dtype, bool((i + j) % 2)) for i, n in enumerate([1, 5, 12]) for j, dtype in enumerate([np.float32, np.complex64])])
 def test_funm(n, dtype, disp):
     a = _mat((n, n), dtype, 12) + 3 * np.eye(n, dtype=dtype)
 
@@ -201,7 +209,7 @@ def test_funm(n, dtype, disp):
         return x ** -2.718
 
     ours = fsl.funm(a, func, disp=disp)
-    theirs = jsl.funm(a, func, disp=disp)
+    theirs = _jax(jsl.funm, func=func, disp=disp)(a)
     f = ours if disp else ours[0]
     jf = theirs if disp else theirs[0]
     assert f.dtype == jf.dtype
@@ -213,11 +221,11 @@ def test_funm(n, dtype, disp):
         fsl.funm(np.ones((2, 3)), func)
 
 
-@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 6, 4)])
-@pytest.mark.parametrize("mode", ["left", "right"])
-@pytest.mark.parametrize("onedim", [False, True])
-@pytest.mark.parametrize("conjugate", [False, True])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+# Every shape x mode x onedim x dtype; conjugate takes turns (by parity), so it meets every value of each of them.
+@pytest.mark.parametrize("shape,mode,onedim,conjugate,dtype", [
+    (shape, mode, onedim, bool((i + j + int(onedim) + k) % 2), dtype)
+    for i, shape in enumerate([(4, 3), (3, 4), (2, 6, 4)]) for j, mode in enumerate(["left", "right"])
+    for onedim in [False, True] for k, dtype in enumerate([np.float32, np.complex64])])
 def test_qr_multiply(shape, mode, onedim, conjugate, dtype):
     m, n = shape[-2:]
     k = min(m, n)
@@ -228,7 +236,7 @@ def test_qr_multiply(shape, mode, onedim, conjugate, dtype):
         cshape = shape[:-2] + ((k, 2) if mode == "left" else (2, m))
     c = _mat(cshape, dtype, 14)
     ours = fsl.qr_multiply(a, c, mode=mode, conjugate=conjugate)
-    theirs = jsl.qr_multiply(a, c, mode=mode, conjugate=conjugate)
+    theirs = _jax(jsl.qr_multiply, mode=mode, conjugate=conjugate)(a, c)
     for o, t in zip(ours, theirs):
         assert o.dtype == t.dtype
         _close(o, t, 1e-5)
@@ -245,13 +253,15 @@ def test_qr_multiply_errors():
         fsl.qr_multiply(np.ones((4, 3)), np.ones((2, 3)), mode="right")
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
-@pytest.mark.parametrize("calc_q", [False, True])
+# Every shape with both dtypes; calc_q takes turns, so each shape and each dtype meets both values.
+@pytest.mark.parametrize("shape,dtype,calc_q", [
+    (shape, dtype, bool((i + j) % 2))
+    for i, shape in enumerate([(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])
+    for j, dtype in enumerate([np.float32, np.complex64])])
 def test_hessenberg(shape, dtype, calc_q):
     a = _mat(shape, dtype, 15)
     ours = fsl.hessenberg(a, calc_q=calc_q)
-    theirs = jsl.hessenberg(a, calc_q=calc_q)
+    theirs = _jax(jsl.hessenberg, calc_q=calc_q)(a)
     for o, t in zip(ours if calc_q else [ours], theirs if calc_q else [theirs]):
         assert o.dtype == t.dtype
         _close(o, t, 1e-5)
@@ -268,13 +278,15 @@ def test_hessenberg(shape, dtype, calc_q):
         fsl.hessenberg(np.ones((2, 3)))
 
 
-@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (4, 4), (2, 6, 4), (1, 1)])
-@pytest.mark.parametrize("mode", ["full", "economic", "r"])
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+# Every shape with every mode; the dtypes take turns, so each meets every shape and every mode.
+@pytest.mark.parametrize("shape,mode,dtype", [
+    (shape, mode, [np.float32, np.complex64][(i + j) % 2])
+    for i, shape in enumerate([(4, 3), (3, 4), (4, 4), (2, 6, 4), (1, 1)])
+    for j, mode in enumerate(["full", "economic", "r"])])
 def test_qr_pivoting(shape, mode, dtype):
     a = _mat(shape, dtype, 16)
     ours = fsl.qr(a, mode=mode, pivoting=True)
-    theirs = jsl.qr(a, mode=mode, pivoting=True)
+    theirs = _jax(jsl.qr, mode=mode, pivoting=True)(a)
     assert len(ours) == len(theirs)
     for o, t in zip(ours, theirs):
         assert o.dtype == t.dtype
@@ -294,7 +306,7 @@ def test_qr_multiply_pivoting(mode):
     a = _mat((5, 3), np.float32, 17)
     c = _mat((3, 2) if mode == "left" else (2, 5), np.float32, 18)
     ours = fsl.qr_multiply(a, c, mode=mode, pivoting=True)
-    theirs = jsl.qr_multiply(a, c, mode=mode, pivoting=True)
+    theirs = _jax(jsl.qr_multiply, mode=mode, pivoting=True)(a, c)
     assert len(ours) == 3
     for o, t in zip(ours, theirs):
         assert o.dtype == t.dtype

@@ -46,19 +46,21 @@ def kwargs_for(solver):
     return [{}, {"maxiter": 1}, {"maxiter": 3}, {"tol": 1e-2}]
 
 
-@pytest.mark.parametrize("solver", SOLVERS)
-@pytest.mark.parametrize("dtype", [np.float32, np.complex64], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("n", [2, 5])
-@pytest.mark.parametrize("precond", [None, "inverse", "function"])
+# Every solver with every dtype and preconditioner; the sizes take turns, so each meets every dtype and every
+# preconditioner of every solver.
+@pytest.mark.parametrize("solver,dtype,n,precond", [
+    (solver, dtype, [2, 5][(i + j) % 2], precond) for solver in SOLVERS
+    for i, dtype in enumerate([np.float32, np.complex64]) for j, precond in enumerate([None, "inverse", "function"])])
 def test_matches_jax(solver, dtype, n, precond):
     a, b = system(n, dtype, spd=solver == "cg")
     m_mat = np.linalg.inv(a + 0.3 * np.eye(n)).astype(dtype)
-    for kw in kwargs_for(solver):
-        if precond == "function":
-            mj, mf = (lambda v: jjnp.dot(m_mat, v)), (lambda v: fjnp.dot(m_mat, v))
-        else:
-            mj = mf = None if precond is None else m_mat
-        xa, ia = getattr(jsp, solver)(a, b, M=mj, **kw)
+    if precond == "function":
+        mj, mf = (lambda v: jjnp.dot(m_mat, v)), (lambda v: fjnp.dot(m_mat, v))
+    else:
+        mj = mf = None if precond is None else m_mat
+    # one jax program for all the keyword sets (eager jax would compile each solve separately)
+    want = jax.jit(lambda a, b: [getattr(jsp, solver)(a, b, M=mj, **kw) for kw in kwargs_for(solver)])(a, b)
+    for kw, (xa, ia) in zip(kwargs_for(solver), want):
         xb, ib = getattr(fsp, solver)(a, b, M=mf, **kw)
         check(xa, xb, 1e-4)
         if solver == "gmres":
@@ -71,10 +73,10 @@ def test_matches_jax(solver, dtype, n, precond):
 def test_under_jit_and_vmap_match_jax(solver):
     a, b = system(4, np.float32, spd=True)
     bs = np.stack([b, 2 * b + 1, -b])
-    xa = jax.jit(lambda a, b: getattr(jsp, solver)(a, b)[0])(a, b)
+    xa, va = jax.jit(lambda a, b, bs: (getattr(jsp, solver)(a, b)[0],
+                                       jax.vmap(lambda b: getattr(jsp, solver)(a, b, maxiter=2)[0])(bs)))(a, b, bs)
     xb = ftrans.jit(lambda a, b: getattr(fsp, solver)(a, b)[0])(a, b)
     check(xa, xb, 1e-5)
-    va = jax.vmap(lambda b: getattr(jsp, solver)(a, b, maxiter=2)[0])(bs)
     vb = ftrans.vmap(lambda b: getattr(fsp, solver)(a, b, maxiter=2)[0])(bs)
     check(va, vb, 1e-4)
 
@@ -86,10 +88,10 @@ def test_derivatives_match_jax(solver):
     def loss(mod, sol):
         return lambda a, b: mod.sum(getattr(sol, solver)(lambda v: mod.dot(a, v), b)[0] ** 2)
 
-    ga = jax.grad(loss(jjnp, jsp), argnums=(0, 1))(a, b)
+    ga, ta = jax.jit(lambda a, b: (jax.grad(loss(jjnp, jsp), argnums=(0, 1))(a, b),
+                                   jax.jvp(lambda b: getattr(jsp, solver)(a, b)[0], (b,), (b[::-1],))))(a, b)
     gb = ftrans.grad(loss(fjnp, fsp), argnums=(0, 1))(a, b)
     check(ga, gb, 1e-3)
-    ta = jax.jvp(lambda b: getattr(jsp, solver)(a, b)[0], (b,), (b[::-1].copy(),))
     tb = ftrans.jvp(lambda b: getattr(fsp, solver)(a, b)[0], (b,), (b[::-1].copy(),))
     check(ta, tb, 1e-4)
 
@@ -100,7 +102,7 @@ def test_jacrev_of_pytree_solve():
     m = rng.randn(5, 5).astype(np.float32)
     a = m @ m.T
     b = rng.randn(5).astype(np.float32)
-    ja = jax.jacrev(lambda b: jsp.cg(lambda x: (jjnp.dot(a, x[0]), jjnp.dot(a, x[1])), (b, b))[0])(b)
+    ja = jax.jit(jax.jacrev(lambda b: jsp.cg(lambda x: (jjnp.dot(a, x[0]), jjnp.dot(a, x[1])), (b, b))[0]))(b)
     jb = ftrans.jacrev(lambda b: fsp.cg(lambda x: (fjnp.dot(a, x[0]), fjnp.dot(a, x[1])), (b, b))[0])(b)
     check(ja, jb, 1e-3)
 
@@ -119,21 +121,22 @@ def test_operator_forms_pytrees_and_weak_types(solver):
     jfun, ffun = getattr(jsp, solver), getattr(fsp, solver)
     # a pytree right-hand side with Python scalars: the solution keeps the tree and the weak type
     mv_j = lambda x: {"a": x["a"] + 0.5 * x["b"], "b": 0.5 * x["a"] + x["b"]}  # noqa: E731
-    xa, _ = jfun(mv_j, {"a": 1.0, "b": -4.0})
+    b = np.arange(9.0, dtype=np.float32).reshape(3, 3)
+    a, rhs = system(4, np.float32)
+    # the three jax solves below as one jax program
+    want = jax.jit(lambda tree, b, a, rhs: (jfun(mv_j, tree)[0], jfun(Operator(2 * jjnp.eye(3)), b)[0],
+                                            jfun(a, rhs, x0=rhs, maxiter=1)[0]))({"a": 1.0, "b": -4.0}, b, a, rhs)
     xb, _ = ffun(mv_j, {"a": 1.0, "b": -4.0})
     assert set(xb) == {"a", "b"}
-    check(xa, xb, 1e-5)
+    check(want[0], xb, 1e-5)
     assert xb["a"].weak_type and xb["b"].weak_type
     assert ffun(lambda v: v, 1.0)[0].weak_type
     # an object with @, and a matrix right-hand side (the operator acts on its columns)
-    b = np.arange(9.0, dtype=np.float32).reshape(3, 3)
-    xa, _ = jfun(Operator(2 * jjnp.eye(3)), b)
     xb, _ = ffun(Operator(2 * fjnp.eye(3)), b)
-    check(xa, xb, 1e-5)
+    check(want[1], xb, 1e-5)
     np.testing.assert_allclose(np.asarray(xb), b / 2, rtol=1e-5)
     # an explicit starting guess
-    a, rhs = system(4, np.float32)
-    check(jfun(a, rhs, x0=rhs, maxiter=1)[0], ffun(a, rhs, x0=rhs, maxiter=1)[0], 1e-4)
+    check(want[2], ffun(a, rhs, x0=rhs, maxiter=1)[0], 1e-4)
 
 
 @pytest.mark.parametrize("solver,kw", [("cg", {"maxiter": 1}), ("cg", {"maxiter": 3}), ("bicgstab", {"maxiter": 1}),
@@ -154,7 +157,7 @@ def test_against_scipy_x64(solver, kw, dtype):
 
 def test_gmres_reports_failure():
     x, info = fsp.gmres(np.zeros((2, 2), np.float32), np.ones(2, np.float32), maxiter=1)
-    xa, ia = jsp.gmres(np.zeros((2, 2), np.float32), np.ones(2, np.float32), maxiter=1)
+    xa, ia = jax.jit(lambda a, b: jsp.gmres(a, b, maxiter=1))(np.zeros((2, 2), np.float32), np.ones(2, np.float32))
     assert int(info) == int(ia)
     check(xa, x, 1e-6)
 
