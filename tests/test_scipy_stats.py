@@ -4,6 +4,8 @@ differentiable ones, and ``mode``/``rankdata``/``sem``."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.scipy.stats as jst
 import numpy as np
@@ -97,29 +99,8 @@ def test_every_jax_distribution_function_exists():
             assert callable(getattr(ours, fn)), (dist, fn)
 
 
-@pytest.mark.parametrize("dist,fn", CASES)
-def test_values(dist, fn):
-    args = args_for(dist, fn)
-    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
-    want = jax.jit(g)(*args)
-    close(f(*args), want)
-    close(ftrans.jit(f)(*args), want)
-
-
-@pytest.mark.parametrize("dist,fn", [c for c in CASES if c[1] in ("logpdf", "cdf", "logpmf", "ppf", "sf")])
-def test_vmap(dist, fn):
-    args = args_for(dist, fn)
-    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
-    close(ftrans.vmap(f)(*args), jax.vmap(g)(*args))
-
-
-GRAD_X = {"x": a(0.3, 0.7, 1.0, 1.5, 4.0), "unit": a(0.1, 0.25, 0.5, 0.75, 0.9)}
-GRAD_CASES = [(d, f) for d, f in CASES if DISTS[d][0] != "k" and f in ("logpdf", "cdf", "logcdf", "logsf")
-              and not (d == "beta" and f != "logpdf")]
-
-
-@pytest.mark.parametrize("dist,fn", GRAD_CASES)
-def test_grads(dist, fn):
+def grad_case(dist, fn):
+    """The gradient check's point, parameters and argument numbers."""
     kind, shape, extra = DISTS[dist]
     x = GRAD_X[kind]
     m = x.size
@@ -130,10 +111,66 @@ def test_grads(dist, fn):
         argnums = (0, 1)  # jax's own grad in scale fails there (xlogy(-1, scale) with an int -1: a float0)
     else:
         argnums = tuple(range(1 + len(params)))
-    f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
-    ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(x, *params)
-    theirs = jax.jit(jax.grad(lambda *v: g(*v).sum(), argnums))(x, *params)
-    for i, (o, t) in enumerate(zip(ours, theirs)):
+    return (x, *params), argnums
+
+
+VMAP_FUNCS = ("logpdf", "cdf", "logpmf", "ppf", "sf")
+GRAD_X = {"x": a(0.3, 0.7, 1.0, 1.5, 4.0), "unit": a(0.1, 0.25, 0.5, 0.75, 0.9)}
+GRAD_CASES = [(d, f) for d, f in CASES if DISTS[d][0] != "k" and f in ("logpdf", "cdf", "logcdf", "logsf")
+              and not (d == "beta" and f != "logpdf")]
+
+
+@functools.cache
+def results(dist):
+    """jax's values, ``vmap`` values and gradients of every function of ``dist``, and ftrans's ``jit``
+    values: one jax program and one ftrans program per distribution (a compile per function was most of
+    this file's time). The inputs are the programs' arguments, so nothing is constant-folded."""
+    fns = [f for d, f in CASES if d == dist]
+    inputs = {fn: args_for(dist, fn) for fn in fns}
+    grads = {f: grad_case(dist, f) for d, f in GRAD_CASES if d == dist}
+
+    def theirs(inputs, grad_inputs):
+        out = {}
+        for fn, args in inputs.items():
+            g = getattr(getattr(jst, dist), fn)
+            out[fn] = g(*args)
+            if fn in VMAP_FUNCS:
+                out["vmap:" + fn] = jax.vmap(g)(*args)
+        for fn, args in grad_inputs.items():
+            g = getattr(getattr(jst, dist), fn)
+            out["grad:" + fn] = jax.grad(lambda *v: g(*v).sum(), grads[fn][1])(*args)
+        return out
+
+    def ours(inputs):
+        return {fn: getattr(getattr(fst, dist), fn)(*args) for fn, args in inputs.items()}
+
+    want = jax.jit(theirs)(inputs, {fn: c[0] for fn, c in grads.items()})
+    return want, ftrans.jit(ours)(inputs)
+
+
+@pytest.mark.parametrize("dist,fn", CASES)
+def test_values(dist, fn):
+    args = args_for(dist, fn)
+    want, jitted = results(dist)
+    close(getattr(getattr(fst, dist), fn)(*args), want[fn])
+    close(jitted[fn], want[fn])
+
+
+@pytest.mark.parametrize("dist,fn", [c for c in CASES if c[1] in VMAP_FUNCS])
+def test_vmap(dist, fn):
+    args = args_for(dist, fn)
+    f = getattr(getattr(fst, dist), fn)
+    close(ftrans.vmap(f)(*args), results(dist)[0]["vmap:" + fn])
+
+
+@pytest.mark.parametrize("dist,fn", GRAD_CASES)
+def test_grads(dist, fn):
+    args, argnums = grad_case(dist, fn)
+    f = getattr(getattr(fst, dist), fn)
+    ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(*args)
+    theirs = results(dist)[0]["grad:" + fn]
+    assert len(ours) == len(theirs) == len(argnums)
+    for o, t in zip(ours, theirs):
         close(o, t, 2e-4, 2e-5)
 
 
@@ -145,7 +182,7 @@ def test_discrete_grads_in_parameters():
         f, g = getattr(fst, dist).logpmf, getattr(jst, dist).logpmf
         argnums = tuple(range(1, 1 + len(params)))
         ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(k, *params)
-        theirs = jax.grad(lambda *v: g(*v).sum(), argnums)(k, *params)
+        theirs = jax.jit(jax.grad(lambda *v: g(*v).sum(), argnums))(k, *params)
         for o, t in zip(ours, theirs):
             close(o, t, 2e-4, 2e-5)
 
@@ -202,23 +239,31 @@ def test_dirichlet_and_multinomial():
 @pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
 def test_rankdata(method):
     v = a(3, 1, 4, 1, 5, 9, 2, 6, 5, 3)
-    close(fst.rankdata(v, method), jst.rankdata(v, method))
     m = v.reshape(2, 5)
-    close(fst.rankdata(m, method, axis=1), jst.rankdata(m, method, axis=1))
-    close(ftrans.jit(lambda u: fst.rankdata(u, method))(v), jst.rankdata(v, method))
-    close(fst.rankdata(a(1, np.nan, 2), method), jst.rankdata(a(1, np.nan, 2), method))
+    w = a(1, np.nan, 2)
+    # jax's three rankings in one program (eagerly jax compiles each of its operations apart)
+    want = jax.jit(lambda v, m, w: (jst.rankdata(v, method), jst.rankdata(m, method, axis=1),
+                                    jst.rankdata(w, method)))(v, m, w)
+    close(fst.rankdata(v, method), want[0])
+    close(fst.rankdata(m, method, axis=1), want[1])
+    close(ftrans.jit(lambda u: fst.rankdata(u, method))(v), want[0])
+    close(fst.rankdata(w, method), want[2])
 
 
 def test_mode_and_sem():
     v = np.array([[1, 2, 2, 3], [3, 3, 1, 1], [0, 2, 2, 1]], np.int32)
-    for kw in [{}, dict(axis=1), dict(axis=None), dict(axis=0, keepdims=True), dict(axis=None, keepdims=True)]:
-        ours, theirs = fst.mode(v, **kw), jst.mode(v, **kw)
-        close(ours.mode, theirs.mode)
-        close(ours.count, theirs.count)
     x = np.linspace(0, 3, 12, dtype=F).reshape(3, 4)
     x[1, 2] = np.nan
-    for kw in [{}, dict(axis=1, ddof=0), dict(axis=None), dict(nan_policy="omit", axis=1), dict(keepdims=True)]:
-        close(fst.sem(x, **kw), jst.sem(x, **kw), 1e-5, 1e-6)
+    mode_kws = [{}, dict(axis=1), dict(axis=None), dict(axis=0, keepdims=True), dict(axis=None, keepdims=True)]
+    sem_kws = [{}, dict(axis=1, ddof=0), dict(axis=None), dict(nan_policy="omit", axis=1), dict(keepdims=True)]
+    modes, sems = jax.jit(lambda v, x: ([tuple(jst.mode(v, **kw)) for kw in mode_kws],  # one jax program
+                                        [jst.sem(x, **kw) for kw in sem_kws]))(v, x)
+    for kw, theirs in zip(mode_kws, modes, strict=True):
+        ours = fst.mode(v, **kw)
+        close(ours.mode, theirs[0])
+        close(ours.count, theirs[1])
+    for kw, theirs in zip(sem_kws, sems, strict=True):
+        close(fst.sem(x, **kw), theirs, 1e-5, 1e-6)
     with pytest.raises(ValueError):
         fst.rankdata(x, "bogus")
     with pytest.raises(NotImplementedError):
@@ -231,7 +276,7 @@ def test_mixed_rank_arguments_broadcast(dist, fn):
     first = (Q if fn == "ppf" else (UNIT if dist == "beta" else np.abs(X)))[:, None]
     shape = [np.linspace(1.5, 3.0, 4, dtype=F)] * len(DISTS[dist][1])
     f, g = getattr(getattr(fst, dist), fn), getattr(getattr(jst, dist), fn)
-    close(f(first, *shape), g(first, *shape))
+    close(f(first, *shape), jax.jit(g)(first, *shape))
 
 
 _rng = np.random.default_rng(1)
@@ -244,12 +289,18 @@ PTS1 = np.linspace(-2, 2, 7).astype(F)
 
 @pytest.mark.parametrize("bw", [None, "scott", "silverman", 0.4, lambda k: 0.3])
 def test_gaussian_kde_1d(bw):
-    ours, theirs = fst.gaussian_kde(D1, bw), jst.gaussian_kde(D1, bw)
-    close(ours(PTS1), theirs(PTS1), 1e-5, 1e-7)
-    close(ours.logpdf(PTS1), theirs.logpdf(PTS1), 1e-5, 1e-6)
-    close(ours.pdf(PTS1), theirs.pdf(PTS1), 1e-5, 1e-7)
-    close(ours.integrate_box_1d(-1.0, 0.5), theirs.integrate_box_1d(-1.0, 0.5), 1e-5, 1e-7)
-    close(ours.covariance, theirs.covariance, 1e-5, 1e-7)
+    ours = fst.gaussian_kde(D1, bw)
+
+    def theirs(d, pts):  # one jax program (eagerly jax compiles each of its operations apart)
+        k = jst.gaussian_kde(d, bw)
+        return k(pts), k.logpdf(pts), k.pdf(pts), k.integrate_box_1d(-1.0, 0.5), k.covariance
+
+    want = jax.jit(theirs)(D1, PTS1)
+    close(ours(PTS1), want[0], 1e-5, 1e-7)
+    close(ours.logpdf(PTS1), want[1], 1e-5, 1e-6)
+    close(ours.pdf(PTS1), want[2], 1e-5, 1e-7)
+    close(ours.integrate_box_1d(-1.0, 0.5), want[3], 1e-5, 1e-7)
+    close(ours.covariance, want[4], 1e-5, 1e-7)
 
 
 def test_gaussian_kde_weighted_2d_jit_grad_resample():
