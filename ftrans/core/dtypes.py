@@ -150,9 +150,11 @@ def check_requested(dtype: Any, where: str) -> None:
     if mode == "allow":
         return
     name = where.removeprefix("jnp.")
-    msg = (f"{name}: the requested dtype {d.name} is not available without 64-bit mode, so the result is "
-           f"{narrow.name}. Turn 64-bit types on with ftrans.config.update('jax_enable_x64', True) (or the "
-           "JAX_ENABLE_X64 environment variable), or ask for the 32-bit type")
+    # The message opens as JAX's does: users' and JAX's own warning filters match that prefix.
+    msg = (f"Explicitly requested dtype {d.name} is not available without 64-bit mode ({name} was asked for "
+           f"it), so the result is {narrow.name}. Turn 64-bit types on with "
+           "ftrans.config.update('jax_enable_x64', True) (or the JAX_ENABLE_X64 environment variable), or ask "
+           "for the 32-bit type")
     from ftrans.errors import user_stacklevel
 
     if mode == "error":
