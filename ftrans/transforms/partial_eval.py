@@ -149,9 +149,11 @@ def _prune_linear(jaxpr: Jaxpr, consts: list) -> ClosedJaxpr:
 # Splitting a jaxpr
 
 
-# closed -> {(unknowns, saveable, instantiate, also): split}.  Linearizing the same body again (``grad`` of a
-# function with a ``cond``/``scan``/``jit`` inside, called in a loop) must give the very same halves: the
-# calls inside them are then the same jaxprs and find their executables instead of being lowered again.
+# closed -> {(unknowns, instantiate, also): split}.  Linearizing the same body again (``grad`` of a function
+# with a ``cond``/``scan``/``jit`` inside, called in a loop) must give the very same halves: the calls inside
+# them are then the same jaxprs and find their executables instead of being lowered again.  Splits under a
+# remat policy are not kept here: policies are often closures made afresh per call (a key per closure would
+# grow without bound); a checkpoint's own split is kept by its user-level policy (``ad_rules/calls.py``).
 _split_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -160,17 +162,16 @@ def partial_eval_jaxpr(closed: ClosedJaxpr, unknowns: Sequence[bool],
                        instantiate: Sequence[bool] | None = None, also: Sequence[bool] | None = None
                        ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """Split ``closed`` given which inputs are unknown (memoized per body; ``_split_eval`` says how)."""
-    key = (tuple(unknowns), saveable, None if instantiate is None else tuple(instantiate),
-           None if also is None else tuple(also))
-    try:
-        per = _split_memo.get(closed)
-        if per is not None:
-            got = per.get(key)
-            if got is not None:
-                return got
-    except TypeError:  # an unhashable policy: split afresh
+    if saveable is not None:
         return _split_eval(closed, unknowns, saveable, instantiate, also)
-    got = _split_eval(closed, unknowns, saveable, instantiate, also)
+    key = (tuple(unknowns), None if instantiate is None else tuple(instantiate),
+           None if also is None else tuple(also))
+    per = _split_memo.get(closed)
+    if per is not None:
+        got = per.get(key)
+        if got is not None:
+            return got
+    got = _split_eval(closed, unknowns, None, instantiate, also)
     if not any(isinstance(c, Tracer) for c in closed.consts) and not _axis_bound():
         _split_memo.setdefault(closed, {})[key] = got
     return got

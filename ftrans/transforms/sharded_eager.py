@@ -78,9 +78,5 @@ def _wrapper(prim: Primitive, params: dict) -> Any:
     return fn
 
 
-def _first_sharded_array() -> None:
-    device_eager.install()
-
-
 device_eager.set_sharded_apply(apply)
-_array_mod.on_first_sharded_array = _first_sharded_array
+_array_mod.on_first_sharded_array = device_eager.install
