@@ -289,14 +289,6 @@ def test_platform_names_and_multi_device_programs():
     j = jax.export.export(jjnp.sin, platforms=("tpu", "cpu", "cuda", "other"))(x)
     assert e.platforms == j.platforms
     np.testing.assert_allclose(np.asarray(e.call(x)), np.sin(x), rtol=1e-6)
-    mesh = ftrans.make_mesh((2,), ("i",))
-
-    @ftrans.jit
-    def f(x):
-        return lax.with_sharding_constraint(x, ftrans.NamedSharding(mesh, ftrans.P("i")))
-
-    with pytest.raises(NotImplementedError, match="single-device programs"):
-        export.export(f)(x)
 
 
 def test_deserialized_nodes_see_their_leaves_shapes():
@@ -338,10 +330,50 @@ def test_shardings_on_one_device_export_a_single_device_program():
     e = export.export(f)(a)
     assert e.nr_devices == 1
     np.testing.assert_allclose(np.asarray(e.call(a)), np.sum(a ** 2, axis=0))
-    mesh = ftrans.make_mesh((2,), ("i",))
-    g = ftrans.jit(lambda x: x * 2, in_shardings=ftrans.NamedSharding(mesh, ftrans.P("i")))
-    with pytest.raises(NotImplementedError, match="single-device programs"):
-        export.export(g)(a)
+
+
+def _mesh(lib, names):
+    return lib.sharding.Mesh(np.array(lib.devices()[:2]), names)
+
+
+def test_partitioned_programs_export_with_their_shardings_as_jax():
+    """A program partitioned over 2 devices: nr_devices, the shardings (over a mesh given when calling), the
+    annotated module; it runs where the call is partitioned over 2 devices (results laid out as exported),
+    and elsewhere gives JAX's error; its VJP is partitioned alike."""
+    a = np.arange(16 * 4, dtype=np.float32).reshape(16, 4)
+
+    def exported(lib, jit, ex):
+        m = _mesh(lib, ("x",))
+        f = jit(lambda b: lib.numpy.sin(b) * 2., in_shardings=(lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec("x", None)),),
+                out_shardings=lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec(None, "x")))
+        return ex.export(f)(a)
+
+    e = export.deserialize(exported(ftrans, ftrans.jit, export).serialize(vjp_order=1))
+    j = exported(jax, jax.jit, jax.export)
+    assert e.nr_devices == j.nr_devices == 2
+    with pytest.raises(ValueError, match="does not match the mesh used for export"):
+        e.in_shardings_jax(_mesh(ftrans, ("y",)))
+    run_f, run_j = _mesh(ftrans, ("x",)), _mesh(jax, ("x",))
+    assert [s.spec for s in e.in_shardings_jax(run_f)] == [tuple(s.spec) for s in j.in_shardings_jax(run_j)]
+    assert [s.spec for s in e.out_shardings_jax(run_f)] == [tuple(s.spec) for s in j.out_shardings_jax(run_j)]
+    assert '#sdy.sharding<@mesh, [{"x"}, {}]>' in e.mlir_module()
+    # Called on arguments replicated over another mesh of 2 devices (reversed): results laid out as exported
+    run_f = ftrans.sharding.Mesh(np.array(ftrans.devices()[:2][::-1]), ("y",))
+    run_j = jax.sharding.Mesh(np.array(jax.devices()[:2][::-1]), ("y",))
+    res = e.call(ftrans.device_put(a, ftrans.NamedSharding(run_f, ftrans.P())))
+    want = j.call(jax.device_put(a, jax.sharding.NamedSharding(run_j, jax.sharding.PartitionSpec())))
+    np.testing.assert_allclose(np.asarray(res), np.asarray(want), rtol=1e-6)
+    assert [s.index for s in res.addressable_shards] == [s.index for s in want.addressable_shards]
+    assert [s.device.id for s in res.addressable_shards] == [s.device.id for s in want.addressable_shards]
+    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 device"):
+        e.call(a)
+    with pytest.raises(ValueError, match="was exported for 2 devices and is called in a context with 1 device"):
+        j.call(a)
+    # The VJP: partitioned alike; its cotangent matches
+    assert e.vjp().nr_devices == j.vjp().nr_devices == 2
+    put = ftrans.device_put(a, ftrans.NamedSharding(run_f, ftrans.P()))
+    g = ftrans.grad(lambda x: jnp.sum(e.call(x)))(put)
+    np.testing.assert_allclose(np.asarray(g), 2 * np.cos(a), rtol=1e-5)
 
 
 def test_weak_types_are_kept_as_jax_keeps_them():
@@ -351,3 +383,14 @@ def test_weak_types_are_kept_as_jax_keeps_them():
     assert [a.weak_type for a in e.out_avals] == [a.weak_type for a in j.out_avals] == [True]
     assert e.call(1.0).weak_type and ftrans.jit(e.call)(1.0).weak_type
     np.testing.assert_allclose(np.asarray(e.call(np.float32(1.0))), 2.0)
+
+
+def test_main_names_arguments_and_results_as_jax():
+    """``main``'s arguments are ``%arg0``... located at their names in the call, results carry ``jax.result_info``
+    (what tools reading JAX's modules look for)."""
+    x = np.ones(3, np.float32)
+    e = export.export(ftrans.jit(lambda x, y: {"a": jnp.sin(x) + y["w"]}))(x, {"w": x})
+    j = jax.export.export(jax.jit(lambda x, y: {"a": jjnp.sin(x) + y["w"]}))(x, {"w": x})
+    for text in (e.mlir_module(), j.mlir_module()):
+        assert '%arg0: tensor<3xf32> loc("x")' in text and "%arg1: tensor<3xf32> loc(\"y['w']\")" in text
+        assert "jax.result_info = \"result['a']\"" in text
