@@ -394,3 +394,15 @@ def test_main_names_arguments_and_results_as_jax():
     for text in (e.mlir_module(), j.mlir_module()):
         assert '%arg0: tensor<3xf32> loc("x")' in text and "%arg1: tensor<3xf32> loc(\"y['w']\")" in text
         assert "jax.result_info = \"result['a']\"" in text
+
+
+def test_donation_is_exported_and_mixed_platforms_refuse_it_as_jax():
+    x = np.arange(3, dtype=np.float32)
+    e = export.export(ftrans.jit(jnp.sin, donate_argnums=(0,)))(x)
+    j = jax.export.export(jax.jit(jjnp.sin, donate_argnums=(0,)))(x)
+    assert "tf.aliasing_output = 0 : i32" in e.mlir_module() and "tf.aliasing_output = 0 : i32" in j.mlir_module()
+    np.testing.assert_allclose(np.asarray(ftrans.jit(lambda x: x + e.call(x))(x)), x + np.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(e.call(x)), np.sin(x), rtol=1e-6)
+    for ex, f in ((export, ftrans.jit(jnp.sin, donate_argnums=(0,))), (jax.export, jax.jit(jjnp.sin, donate_argnums=0))):
+        with pytest.raises(NotImplementedError, match="either all or no lowering platforms should support donation"):
+            ex.export(f, platforms=["cpu", "tpu", "other"])(x)

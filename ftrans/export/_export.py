@@ -378,7 +378,7 @@ def _join_attrs(*parts: str) -> str:
 
 
 def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg_names: Sequence[str] = (),
-                 out_tree: Any = None) -> str:
+                 out_tree: Any = None, donated: Sequence[bool] = ()) -> str:
     """The module of ``closed``: ``main`` takes every argument; captured constants are inlined. ``sharded``
     (a partitioned program: ``(mesh, in_shardings, out_shardings)``) annotates ``main``'s arguments and results
     that have a ``NamedSharding`` with their Shardy shardings, over ``sdy.mesh`` declarations."""
@@ -400,7 +400,8 @@ def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg
     names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else \
         [f"args[{i}]" for i in range(len(jaxpr.invars))]
     if not jaxpr.constvars:
-        m.function(jaxpr, "main", public=True, arg_attrs=arg_attrs, result_attrs=res_attrs)
+        # donated arguments aliased to results as jit aliases them (``tf.aliasing_output``)
+        m.function(jaxpr, "main", public=True, arg_attrs=arg_attrs, result_attrs=res_attrs, donated_args=donated)
         m.main_text = _labelled_main(m.main_text, names)
         return m.text()
     for c in closed.consts:
@@ -475,6 +476,17 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         dargs, dkw, _ = jitted._split(args, kw)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
         spread = sharded_jit.needs_spmd(jitted, leaves) and not _on_one_device(jitted)
+        donated = tuple(jitted._donate_mask(args, kw, len(leaves)))
+        if any(donated):
+            known = [p for p in plats if p in _PLATFORMS]  # the platforms whose XLA backends take donations
+            if known and len(known) != len(plats):
+                raise NotImplementedError(
+                    "In multi-platform lowering either all or no lowering platforms should support donation. "
+                    f"Lowering for {plats} of which only {known} support donation")
+            if not known:
+                donated = ()
+        else:
+            donated = ()
         # Traced once per platform (``lax.platform_dependent`` takes that platform's branch).
         texts, closeds, traced, sharded = [], {}, None, None
         for p in plats:
@@ -492,7 +504,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
                     sharded = (mesh, in_sh, out_sh)
             closeds[p] = closed
             texts.append(_module_text(closed, jitted.__name__, p, sharded, getattr(traced, "_names", None) or (),
-                                      out_tree))
+                                      out_tree, donated))
         for t in texts:
             _check_module(t, disabled)
         closed = closeds[plats[0]]
