@@ -406,3 +406,36 @@ def test_donation_is_exported_and_mixed_platforms_refuse_it_as_jax():
     for ex, f in ((export, ftrans.jit(jnp.sin, donate_argnums=(0,))), (jax.export, jax.jit(jjnp.sin, donate_argnums=0))):
         with pytest.raises(NotImplementedError, match="either all or no lowering platforms should support donation"):
             ex.export(f, platforms=["cpu", "tpu", "other"])(x)
+
+
+def test_hlo_shardings_of_jax_lay_out_arrays_as_jax():
+    """JAX's GSPMDSharding (an HLO sharding over a device assignment) as jit's shardings and device_put's target:
+    the exported program's layouts and the results' shards match JAX's; the call runs under a set mesh."""
+    from jax._src.sharding_impls import GSPMDSharding
+
+    devs = jax.devices()[:2]
+    jmesh = jax.sharding.Mesh(np.array(devs).reshape(2, 1), ("x", "y"))
+    gs = [GSPMDSharding(devs, jax.sharding.NamedSharding(jmesh, jax.sharding.PartitionSpec(*p))._to_xla_hlo_sharding(2))
+          for p in ((), ("x",))]
+    x = np.arange(16 * 4, dtype=np.float32).reshape(16, 4)
+    e = export.export(ftrans.jit(lambda a, b: (a, b * 2), in_shardings=tuple(gs), out_shardings=tuple(gs)))(x, x)
+    j = jax.export.export(jax.jit(lambda a, b: (a, b * 2), in_shardings=tuple(gs), out_shardings=tuple(gs)))(x, x)
+    assert e.nr_devices == j.nr_devices == 2
+    with ftrans.sharding.set_mesh(ftrans.sharding.Mesh(np.array(ftrans.devices()[:2]), ("i",))):
+        res = e.call(x, x)
+    with jax.sharding.set_mesh(jax.sharding.Mesh(np.array(devs), ("i",))):
+        want = j.call(x, x)
+    for r, w in zip(res, want):
+        np.testing.assert_allclose(np.asarray(r), np.asarray(w))
+        assert [s.index for s in r.addressable_shards] == [s.index for s in w.addressable_shards]
+    put = ftrans.device_put(x, gs[1])
+    assert [s.index for s in put.addressable_shards] == [s.index for s in jax.device_put(x, gs[1]).addressable_shards]
+
+
+def test_abstract_mesh_takes_jax_axis_types():
+    """A JAX mesh's axis types (what ``AbstractMesh(mesh.axis_sizes, ..., axis_types=mesh.axis_types)`` passes)."""
+    types = (jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto)
+    am = ftrans.sharding.AbstractMesh((2, 1), ("x", "y"), axis_types=types)
+    assert am.axis_types == (ftrans.sharding.AxisType.Explicit, ftrans.sharding.AxisType.Auto)
+    assert [t.name for t in jax.sharding.AbstractMesh((2, 1), ("x", "y"), axis_types=types).axis_types] == \
+        [t.name for t in am.axis_types]

@@ -452,6 +452,17 @@ def _on_one_device(jitted: Any) -> bool:
     return True
 
 
+def _on_one_device_each(leaves: list) -> bool:
+    """Whether no argument is laid out (or, a ``ShapeDtypeStruct``, declared) over a mesh of several devices."""
+    from ftrans.core.sharding import NamedSharding, as_sharding
+
+    for x in leaves:
+        s = as_sharding(getattr(x, "sharding", None))
+        if isinstance(s, NamedSharding) and s.mesh.size > 1:
+            return False
+    return True
+
+
 def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
            disabled_checks: Sequence[DisabledSafetyCheck] = (), _override_lowering_rules: Any = None,
            **kwargs: Any) -> Callable[..., Exported]:
@@ -475,7 +486,8 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
 
         dargs, dkw, _ = jitted._split(args, kw)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
-        spread = sharded_jit.needs_spmd(jitted, leaves) and not _on_one_device(jitted)
+        spread = sharded_jit.needs_spmd(jitted, leaves) and not (_on_one_device(jitted) and
+                                                                 _on_one_device_each(leaves))
         donated = tuple(jitted._donate_mask(args, kw, len(leaves)))
         if any(donated):
             known = [p for p in plats if p in _PLATFORMS]  # the platforms whose XLA backends take donations
@@ -652,6 +664,24 @@ def _check_args(exported: Exported, leaves: list) -> None:
                                        f"constant): expected {want.shape} and called with {got.shape}")
 
 
+def _onto_context_mesh(exported: Exported, leaves: list) -> list:
+    """The arguments of a partitioned program called eagerly with none laid out over a mesh, under a mesh set
+    as the context (``set_mesh``/``use_mesh``) of as many devices: replicated over it, so the call runs there
+    (as in JAX, where the context mesh names the call's devices)."""
+    from ftrans.core.array import ShardedArray
+    from ftrans.core.sharding import NamedSharding, PartitionSpec, get_mesh
+    from ftrans.core.trace import Tracer
+
+    if any(isinstance(x, (Tracer, ShardedArray)) for x in leaves):
+        return leaves
+    mesh = get_mesh()
+    if mesh is None or mesh.size != exported.nr_devices:
+        return leaves
+    from ftrans.devices import device_put
+
+    return [device_put(x, NamedSharding(mesh, PartitionSpec())) for x in leaves]
+
+
 def call_exported(exported: Exported) -> Callable[..., Any]:
     """The function that runs ``exported`` (``Exported.call``): eagerly, under ``jit``/``vmap``, and under
     ``grad`` through its exported VJP."""
@@ -692,6 +722,8 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
                 f"{exported.in_tree}")
         _check_args(exported, leaves)
+        if exported.nr_devices > 1:
+            leaves = _onto_context_mesh(exported, leaves)
         outs = f_flat(*leaves)
         return tree_util.tree_unflatten(exported.out_tree, list(outs))
 
