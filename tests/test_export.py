@@ -439,3 +439,23 @@ def test_abstract_mesh_takes_jax_axis_types():
     assert am.axis_types == (ftrans.sharding.AxisType.Explicit, ftrans.sharding.AxisType.Auto)
     assert [t.name for t in jax.sharding.AbstractMesh((2, 1), ("x", "y"), axis_types=types).axis_types] == \
         [t.name for t in am.axis_types]
+
+
+def test_vjp_of_a_pullback_takes_float0_cotangents_as_jax():
+    """A pullback's float0 argument (an integer result's cotangent) passes through a higher-order ``vjp`` and
+    gets float0 zeros back, as in JAX; so an exported function with integer inputs has second-order VJPs."""
+    xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+    xf = np.arange(12, dtype=np.float32).reshape(3, 4)
+    got = []
+    for lib, exported in ((ftrans, False), (ftrans, True), (jax, False)):
+        def f(a, b, lib=lib):
+            return 2 * a.T, b.T * b.T
+        if exported:
+            f = export.deserialize(export.export(ftrans.jit(f))(xi, xf).serialize(vjp_order=2)).call
+        (oi, of), pb = lib.vjp(f, xi, xf)
+        cts = (np.ones(oi.shape, jax.dtypes.float0), np.ones(of.shape, np.float32))
+        first = pb(cts)
+        _, pb2 = lib.vjp(pb, cts)
+        got.append([(np.asarray(x).dtype, np.asarray(x).shape, np.asarray(x).tolist())
+                    for x in jax.tree.leaves((first, pb2(first)))])
+    assert got[0] == got[2] and got[1] == got[2]
