@@ -248,6 +248,15 @@ def test_multi_platform_module_takes_the_platform_index():
     np.testing.assert_allclose(np.asarray(ftrans.jit(lambda x: e.call(x) * 2)(x)), 2 * np.asarray(j.call(x)),
                                rtol=1e-6)
     np.testing.assert_allclose(np.asarray(ftrans.grad(lambda x: e.call(x).sum())(x)), np.cos(x), rtol=1e-6)
+    # a module calling it takes a platform index too: marked as JAX marks it, where a plain module is not
+    outer_e = export.export(ftrans.jit(e.call))(x).mlir_module()
+    outer_j = jax.export.export(jax.jit(j.call))(x).mlir_module()
+    plain_e = export.export(ftrans.jit(jnp.sin))(x).mlir_module()
+    plain_j = jax.export.export(jax.jit(jjnp.sin))(x).mlir_module()
+    for text in (outer_e, outer_j):
+        assert "jax.uses_shape_polymorphism = true" in text
+    for text in (plain_e, plain_j):
+        assert "jax.uses_shape_polymorphism = false" in text
     # platform check off: the first platform's program runs (as in JAX)
     off = export.export(ftrans.jit(f(jnp, lax)), platforms=("cuda", "tpu"),
                         disabled_checks=[export.DisabledSafetyCheck.platform()])(x)

@@ -377,6 +377,17 @@ def _join_attrs(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def _marked(text: str) -> str:
+    """The module with JAX's ``jax.uses_shape_polymorphism`` attribute: true when it takes a platform index (it
+    calls a function exported for several platforms), which a loader must then give it, as JAX marks it."""
+    from ftrans.lowering.lower import host_callbacks_of
+
+    if host_callbacks_of(text):
+        return text  # refused by _check_module, with its host callbacks
+    flag = "true" if "jax.global_constant" in text else "false"
+    return text.replace(" attributes {", f" attributes {{jax.uses_shape_polymorphism = {flag}, ", 1)
+
+
 def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg_names: Sequence[str] = (),
                  out_tree: Any = None, donated: Sequence[bool] = ()) -> str:
     """The module of ``closed``: ``main`` takes every argument; captured constants are inlined. ``sharded``
@@ -403,7 +414,7 @@ def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg
         # donated arguments aliased to results as jit aliases them (``tf.aliasing_output``)
         m.function(jaxpr, "main", public=True, arg_attrs=arg_attrs, result_attrs=res_attrs, donated_args=donated)
         m.main_text = _labelled_main(m.main_text, names)
-        return m.text()
+        return _marked(m.text())
     for c in closed.consts:
         if isinstance(c, ShapeDtypeStruct):
             from ftrans.core.avals import shape_only_constant_error
@@ -425,7 +436,7 @@ def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg
     rets = ", ".join(with_attr(t, k, res_attrs) for k, t in enumerate(out_types))
     m.main_text = _labelled_main(f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }",
                                  names)
-    return m.text()
+    return _marked(m.text())
 
 
 _LOCATION = re.compile(r" loc\(.*\)$", re.M)
