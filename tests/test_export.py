@@ -468,3 +468,24 @@ def test_vjp_of_a_pullback_takes_float0_cotangents_as_jax():
         got.append([(np.asarray(x).dtype, np.asarray(x).shape, np.asarray(x).tolist())
                     for x in jax.tree.leaves((first, pb2(first)))])
     assert got[0] == got[2] and got[1] == got[2]
+
+
+def test_shard_map_with_collectives_exports_and_runs_as_jax():
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    out = []
+    for lib, ex in ((ftrans, export), (jax, jax.export)):
+        mesh = _mesh(lib, ("x",))
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", None))
+
+        def body(b, lib=lib):
+            n = lib.lax.axis_size("x")
+            return lib.lax.ppermute(b, "x", perm=[(k, (k + 1) % n) for k in range(n)])
+
+        f = lib.jit(lib.shard_map(body, mesh=mesh, in_specs=(s.spec,), out_specs=s.spec), in_shardings=s,
+                    out_shardings=s)
+        e = ex.export(f)(a)
+        if lib is ftrans:
+            e = export.deserialize(e.serialize())
+        r = e.call(lib.device_put(a, lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec())))
+        out.append((e.nr_devices, np.asarray(r).tolist(), [sh.index for sh in r.addressable_shards]))
+    assert out[0] == out[1]
