@@ -12,6 +12,11 @@ call is differentiable in reverse mode through the exported VJP: an Exported mad
 ``export`` can export its VJP on demand (``vjp()``), and ``serialize(vjp_order=n)`` stores
 ``n`` orders of them, so the deserialized function has ``n`` orders of ``grad``.
 
+A function partitioned over a mesh (``in_shardings``/``out_shardings``, arguments laid out over a
+mesh, sharding constraints) exports that program: ``main``'s arguments and results carry their
+Shardy shardings, ``nr_devices`` is the mesh's size, and a call must be partitioned over as many
+devices (the embedded module's arguments and results are constrained to the exported layouts).
+
 The module is checked before it is accepted, as JAX checks it: custom calls only to targets
 with a compatibility guarantee (jaxlib's LAPACK and GPU solver kernels, ...) unless
 ``DisabledSafetyCheck.custom_call(name)`` allows one, and no host callbacks (their Python
