@@ -428,7 +428,8 @@ def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg
     inner = m.function(jaxpr, name, public=False)
     fn = mt.FuncEmitter()
     args = [fn.argument(mt.aval_type(v.aval)) for v in jaxpr.invars]
-    consts = [fn.constant(np.asarray(c, dtype=v.aval.dtype)) for c, v in zip(closed.consts, jaxpr.constvars)]
+    consts = [fn.constant(np.ascontiguousarray(np.asarray(c, dtype=v.aval.dtype)))  # (a transposed view too)
+              for c, v in zip(closed.consts, jaxpr.constvars)]
     out_types = [mt.aval_type(v.aval) for v in jaxpr.outvars]
     outs = fn.emit("func.call", consts + args, out_types, {"callee": f"@{inner}"}) if out_types or consts or args \
         else []
