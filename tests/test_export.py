@@ -357,7 +357,10 @@ def test_partitioned_programs_export_with_their_shardings_as_jax():
                 out_shardings=lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec(None, "x")))
         return ex.export(f)(a)
 
-    e = export.deserialize(exported(ftrans, ftrans.jit, export).serialize(vjp_order=1))
+    blob = exported(ftrans, ftrans.jit, export).serialize(vjp_order=1)
+    # format 2: a reader of format 1 (which would drop the shardings) refuses it
+    assert int.from_bytes(blob[len(b"FTRANS-EXPORT\x00"):][:4], "little") == 2
+    e = export.deserialize(blob)
     j = exported(jax, jax.jit, jax.export)
     assert e.nr_devices == j.nr_devices == 2
     with pytest.raises(ValueError, match="does not match the mesh used for export"):

@@ -36,7 +36,7 @@ __all__ = ["serialize", "deserialize", "register_pytree_node_serialization", "re
 
 T = TypeVar("T")
 MAGIC = b"FTRANS-EXPORT\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the shardings of a partitioned program (a program without any is still written as 1)
 
 # type -> (serialized name, serialize_auxdata); serialized name -> (type, deserialize_auxdata, from_children)
 _serialization_registry: dict[type, tuple[str, Callable]] = {}
@@ -218,8 +218,17 @@ def serialize(exp: Any, vjp_order: int = 0) -> bytearray:
     """The bytes of ``exp`` (ftrans's format; see the module docstring), with ``vjp_order`` orders of VJPs."""
     if vjp_order < 0:
         raise FtransValueError(f"serialize: vjp_order must be >= 0, got {vjp_order}")
-    doc = json.dumps(_to_json(exp, int(vjp_order)), separators=(",", ":")).encode("utf-8")
-    return bytearray(MAGIC + struct.pack("<I", FORMAT_VERSION) + doc)
+    tree = _to_json(exp, int(vjp_order))
+    version = FORMAT_VERSION if _partitioned(tree) else 1  # a reader of format 1 reads it whole
+    doc = json.dumps(tree, separators=(",", ":")).encode("utf-8")
+    return bytearray(MAGIC + struct.pack("<I", version) + doc)
+
+
+def _partitioned(doc: dict) -> bool:
+    """Whether the document (or one of its VJPs) holds shardings, which a reader of format 1 would drop."""
+    if any(x is not None for x in doc["in_shardings"] + doc["out_shardings"]):
+        return True
+    return "vjp" in doc and _partitioned(doc["vjp"])
 
 
 def _from_json(doc: dict) -> Any:
