@@ -733,7 +733,31 @@ def _from_runtime(sh: Any) -> Any:
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))
-    return sh
+    named = _from_hlo_sharding(sh)
+    return named if named is not None else sh
+
+
+def _from_hlo_sharding(sh: Any) -> Any:
+    """A runtime sharding given by an HLO sharding over a device assignment (JAX's ``GSPMDSharding``) as the
+    NamedSharding that lays arrays out alike: a mesh of the tile assignment's shape (axes ``_hlo0``,
+    ``_hlo1``, ...; a trailing replication axis last), each array dimension split over its own axis.
+    None where it has no such form (a maximal or manual sharding)."""
+    hlo, assignment = getattr(sh, "_hlo_sharding", None), getattr(sh, "_device_assignment", None)
+    if hlo is None or assignment is None:
+        return None
+    try:
+        if hlo.is_replicated():
+            return NamedSharding(Mesh(np.array(list(assignment)), ("_hlo0",)), PartitionSpec())
+        if list(hlo.subgroup_types()) or hlo.is_maximal():
+            return None
+        dims = list(hlo.tile_assignment_dimensions())
+        devices = np.array([assignment[i] for i in hlo.tile_assignment_devices()], dtype=object).reshape(dims)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    names = tuple(f"_hlo{i}" for i in range(len(dims)))
+    ndata = len(dims) - 1 if hlo.replicate_on_last_tile_dim() else len(dims)
+    spec = PartitionSpec(*(names[d] if dims[d] > 1 else None for d in range(ndata)))
+    return NamedSharding(Mesh(devices, names), spec)
 
 
 # ----------------------------------------------------------------------------
@@ -778,6 +802,11 @@ def concrete_for(abstract: AbstractMesh) -> Mesh:
     return cur
 
 
+def _foreign_axis_type(t: Any) -> bool:
+    return not isinstance(t, AxisType) and type(t).__name__ == "AxisType" and getattr(t, "name", None) in \
+        AxisType.__members__
+
+
 class AbstractMesh:
     """A mesh's axis sizes, names and types, with no devices (JAX's ``AbstractMesh``): what a traced program
     needs to know of a mesh.  It cannot be entered or asked for devices."""
@@ -792,9 +821,10 @@ class AbstractMesh:
                                    f"axis names {axis_names}")
         if axis_types is None:
             axis_types = (AxisType.Auto,) * len(axis_names)
-        elif isinstance(axis_types, AxisType):
+        elif isinstance(axis_types, AxisType) or _foreign_axis_type(axis_types):
             axis_types = (axis_types,)
-        axis_types = tuple(axis_types)
+        # JAX's axis types (a JAX mesh's) stand for ftrans's of the same name
+        axis_types = tuple(AxisType[t.name] if _foreign_axis_type(t) else t for t in axis_types)
         if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType) for t in axis_types):
             raise FtransValueError(f"AbstractMesh: axis_types must be one AxisType per axis name {axis_names}, got "
                                    f"{axis_types}")

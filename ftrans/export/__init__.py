@@ -3,7 +3,9 @@
 ``export(jit(f))(*args)`` gives an :class:`Exported` (the module and its calling conventions);
 ``Exported.call`` runs it from ftrans code (eagerly, in ``jit``, ``vmap``, and under ``grad``
 through its exported VJP); ``Exported.serialize``/``deserialize`` store it in ftrans's own
-versioned format (not JAX's flatbuffer: see docs/differences.md). Shape polymorphism is
+versioned format (not JAX's flatbuffer: see docs/differences.md). A function partitioned over a
+mesh exports with its arguments' and results' shardings and runs where the call is partitioned
+over as many devices (``nr_devices``). Shape polymorphism is
 parsed (``symbolic_shape``) but not supported: a symbolic dimension raises
 ``NotImplementedError`` saying what is missing.
 """

@@ -12,6 +12,11 @@ call is differentiable in reverse mode through the exported VJP: an Exported mad
 ``export`` can export its VJP on demand (``vjp()``), and ``serialize(vjp_order=n)`` stores
 ``n`` orders of them, so the deserialized function has ``n`` orders of ``grad``.
 
+A function partitioned over a mesh (``in_shardings``/``out_shardings``, arguments laid out over a
+mesh, sharding constraints) exports that program: ``main``'s arguments and results carry their
+Shardy shardings, ``nr_devices`` is the mesh's size, and a call must be partitioned over as many
+devices (the embedded module's arguments and results are constrained to the exported layouts).
+
 The module is checked before it is accepted, as JAX checks it: custom calls only to targets
 with a compatibility guarantee (jaxlib's LAPACK and GPU solver kernels, ...) unless
 ``DisabledSafetyCheck.custom_call(name)`` allows one, and no host callbacks (their Python
@@ -172,26 +177,68 @@ def _canonical_platforms(platforms: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+class ExportedSharding:
+    """The sharding of one argument or result of a partitioned exported program (what JAX keeps as an HLO
+    sharding): the ``spec`` over a mesh of ``mesh``'s axes (an ``AbstractMesh``: the devices are the calling
+    context's), declared in the module as ``@symbol``."""
+
+    __slots__ = ("mesh", "spec", "symbol")
+
+    def __init__(self, mesh: Any, spec: Any, symbol: str = "mesh"):
+        self.mesh = mesh
+        self.spec = spec
+        self.symbol = symbol
+
+    def _key(self) -> tuple:
+        return (self.mesh, self.spec, self.symbol)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExportedSharding) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"ExportedSharding({self.mesh!r}, {self.spec!r})"
+
+    def on(self, mesh: Any) -> Any:
+        """The ``NamedSharding`` over ``mesh``, which must have the exported mesh's axis names, sizes and types
+        (JAX's requirement too)."""
+        from ftrans.core.sharding import NamedSharding, as_mesh
+
+        mesh = as_mesh(mesh)
+        am = mesh.abstract_mesh
+        if (am.axis_sizes, am.axis_names, am.axis_types) != (self.mesh.axis_sizes, self.mesh.axis_names,
+                                                             self.mesh.axis_types):
+            raise FtransValueError(f"NamedSharding new mesh {mesh} does not match the mesh used for export "
+                                   f"{self.mesh}.")
+        return NamedSharding(mesh, self.spec)
+
+
 class Exported:
     """A function exported as a StableHLO module (JAX's ``jax.export.Exported``).
 
     ``fun_name``; ``in_tree``/``out_tree`` (pytree structures of ``(args, kwargs)`` and of the result);
     ``in_avals``/``out_avals`` (their leaves' abstract values); ``in_shardings_hlo``/``out_shardings_hlo``
-    (None per leaf: ftrans exports single-device programs); ``nr_devices``; ``platforms``;
-    ``disabled_safety_checks``; ``mlir_module_serialized`` (the module, UTF-8 text); ``calling_convention_version``.
+    (per leaf, an :class:`ExportedSharding` for one a partitioned program was given a sharding for, else None);
+    ``nr_devices`` (the devices the program is partitioned over); ``platforms``; ``disabled_safety_checks``;
+    ``mlir_module_serialized`` (the module, UTF-8 text); ``calling_convention_version``.
     """
 
     def __init__(self, *, fun_name: str, in_tree: Any, in_avals: tuple, out_tree: Any, out_avals: tuple,
                  platforms: tuple, module_text: str, disabled_safety_checks: tuple = (),
                  calling_convention_version: int = _CALLING_CONVENTION, nr_devices: int = 1,
-                 get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False):
+                 get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False,
+                 in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
         self.out_tree = out_tree
         self.out_avals = tuple(out_avals)
-        self.in_shardings_hlo = (None,) * len(self.in_avals)
-        self.out_shardings_hlo = (None,) * len(self.out_avals)
+        self.in_shardings_hlo = tuple(in_shardings_hlo) if in_shardings_hlo is not None else \
+            (None,) * len(self.in_avals)
+        self.out_shardings_hlo = tuple(out_shardings_hlo) if out_shardings_hlo is not None else \
+            (None,) * len(self.out_avals)
         self.nr_devices = nr_devices
         self.platforms = tuple(platforms)
         self.ordered_effects = ()
@@ -214,10 +261,12 @@ class Exported:
         return self._module_text
 
     def in_shardings_jax(self, mesh: Any) -> tuple:
-        return self.in_shardings_hlo
+        """The arguments' shardings over ``mesh`` (``NamedSharding``s; None for an argument with none)."""
+        return tuple(None if s is None else s.on(mesh) for s in self.in_shardings_hlo)
 
     def out_shardings_jax(self, mesh: Any) -> tuple:
-        return self.out_shardings_hlo
+        """The results' shardings over ``mesh`` (``NamedSharding``s; None for a result with none)."""
+        return tuple(None if s is None else s.on(mesh) for s in self.out_shardings_hlo)
 
     def has_vjp(self) -> bool:
         """Whether the VJP is available (always after ``export``; after ``deserialize``, if it was serialized)."""
@@ -281,16 +330,96 @@ def _refuse_symbolic(leaves: list) -> None:
             raise shape_polymorphism_unsupported(f"export: an argument of shape {tuple(shape)}")
 
 
-def _module_text(closed: Any, name: str, platform: str) -> str:
-    """The module of ``closed``: ``main`` takes every argument; captured constants are inlined."""
+def _sharding_attrs(m: Any, sharded: Any, closed: Any) -> tuple[list, list]:
+    """``main``'s argument and result attributes in a partitioned program's module ``m`` (its meshes declared
+    in ``m``, the first as ``@mesh``): the Shardy sharding of each that has a ``NamedSharding``; one with no
+    sharding given stays unannotated, as JAX leaves it."""
+    from ftrans.core.sharding import NamedSharding
+    from ftrans.lowering.sdy import sharding_attr
+
+    mesh, in_sh, out_sh = sharded
+    m.meshes[mesh] = "mesh"
+    m.device_assignment = list(mesh.devices.flat)
+
+    def attr(s: Any, a: Any) -> str:
+        if not isinstance(s, NamedSharding):
+            return ""
+        return f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape))}"
+
+    return ([attr(s, a) for s, a in zip(in_sh, closed.in_avals)],
+            [attr(s, a) for s, a in zip(out_sh, closed.out_avals)])
+
+
+def _mlir_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _labelled_main(main: str, arg_names: Sequence[str], first: int = 0) -> str:
+    """``main``'s text with its arguments named ``%arg0``, ``%arg1``, ... (their SSA values are the first
+    ``len(arg_names)`` ones, from ``first``), each located at its name in the user's call (``loc("x")``,
+    ``loc("params['w']")``), as JAX's exported modules name them."""
+    n = len(arg_names)
+    main = re.sub(r"%(\d+)(?![\w])",
+                  lambda m: f"%arg{int(m.group(1)) - first}" if first <= int(m.group(1)) < first + n
+                  else m.group(0), main)
+    header, nl, rest = main.partition("\n")
+    for i in reversed(range(n)):
+        at = header.index(f", %arg{i + 1}: ") if i + 1 < n else header.index(") -> (")
+        header = header[:at] + f" loc({_mlir_str(arg_names[i])})" + header[at:]
+    return header + nl + rest
+
+
+def _result_infos(out_tree: Any, out_avals: Sequence[Any]) -> list:
+    """``jax.result_info`` of each result leaf: its place in the result (``result``, ``result[0]``, ...)."""
+    try:  # rebuilt on the abstract values (a registered node may look at its children)
+        paths = [p for p, _ in tree_util.tree_flatten_with_path(tree_util.tree_unflatten(out_tree, out_avals))[0]]
+    except Exception:  # a node that cannot be rebuilt so: results named by position
+        paths = [(tree_util.SequenceKey(i),) for i in range(out_tree.num_leaves)]
+    return [f"jax.result_info = {_mlir_str('result' + tree_util.keystr(tuple(p)))}" for p in paths]
+
+
+def _join_attrs(*parts: str) -> str:
+    return ", ".join(p for p in parts if p)
+
+
+def _marked(text: str) -> str:
+    """The module with JAX's ``jax.uses_shape_polymorphism`` attribute: true when it takes a platform index (it
+    calls a function exported for several platforms), which a loader must then give it, as JAX marks it."""
+    from ftrans.lowering.lower import host_callbacks_of
+
+    if host_callbacks_of(text):
+        return text  # refused by _check_module, with its host callbacks
+    flag = "true" if "jax.global_constant" in text else "false"
+    return text.replace(" attributes {", f" attributes {{jax.uses_shape_polymorphism = {flag}, ", 1)
+
+
+def _module_text(closed: Any, name: str, platform: str, sharded: Any = None, arg_names: Sequence[str] = (),
+                 out_tree: Any = None, donated: Sequence[bool] = ()) -> str:
+    """The module of ``closed``: ``main`` takes every argument; captured constants are inlined. ``sharded``
+    (a partitioned program: ``(mesh, in_shardings, out_shardings)``) annotates ``main``'s arguments and results
+    that have a ``NamedSharding`` with their Shardy shardings, over ``sdy.mesh`` declarations."""
     from ftrans.lowering import mlir_text as mt
     from ftrans.lowering.lower import ModuleLowering
 
-    m = ModuleLowering(f"jit_{name}", platform=platform, scope=f"jit({name})")
     jaxpr = closed.jaxpr
+    arg_attrs: list = []
+    res_attrs: list = []
+    if sharded is None:
+        m = ModuleLowering(f"jit_{name}", platform=platform, scope=f"jit({name})")
+    else:
+        mesh = sharded[0]
+        m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, platform=platform, scope=f"jit({name})")
+        arg_attrs, res_attrs = _sharding_attrs(m, sharded, closed)
+    if out_tree is not None:
+        infos = _result_infos(out_tree, closed.out_avals)
+        res_attrs = [_join_attrs(res_attrs[k] if k < len(res_attrs) else "", infos[k]) for k in range(len(infos))]
+    names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else \
+        [f"args[{i}]" for i in range(len(jaxpr.invars))]
     if not jaxpr.constvars:
-        m.function(jaxpr, "main", public=True)
-        return m.text()
+        # donated arguments aliased to results as jit aliases them (``tf.aliasing_output``)
+        m.function(jaxpr, "main", public=True, arg_attrs=arg_attrs, result_attrs=res_attrs, donated_args=donated)
+        m.main_text = _labelled_main(m.main_text, names)
+        return _marked(m.text())
     for c in closed.consts:
         if isinstance(c, ShapeDtypeStruct):
             from ftrans.core.avals import shape_only_constant_error
@@ -299,14 +428,21 @@ def _module_text(closed: Any, name: str, platform: str) -> str:
     inner = m.function(jaxpr, name, public=False)
     fn = mt.FuncEmitter()
     args = [fn.argument(mt.aval_type(v.aval)) for v in jaxpr.invars]
-    consts = [fn.constant(np.asarray(c, dtype=v.aval.dtype)) for c, v in zip(closed.consts, jaxpr.constvars)]
+    consts = [fn.constant(np.ascontiguousarray(np.asarray(c, dtype=v.aval.dtype)))  # (a transposed view too)
+              for c, v in zip(closed.consts, jaxpr.constvars)]
     out_types = [mt.aval_type(v.aval) for v in jaxpr.outvars]
     outs = fn.emit("func.call", consts + args, out_types, {"callee": f"@{inner}"}) if out_types or consts or args \
         else []
     fn.emit("func.return", outs, [])
-    sig = ", ".join(f"{a}: {fn.types[a]}" for a in args)
-    m.main_text = f"  func.func public @main({sig}) -> ({', '.join(out_types)}) {{\n" + "\n".join(fn.lines) + "\n  }"
-    return m.text()
+
+    def with_attr(t: str, k: int, attrs: list) -> str:
+        return t + (f" {{{attrs[k]}}}" if k < len(attrs) and attrs[k] else "")
+
+    sig = ", ".join(f"{a}: {with_attr(fn.types[a], k, arg_attrs)}" for k, a in enumerate(args))
+    rets = ", ".join(with_attr(t, k, res_attrs) for k, t in enumerate(out_types))
+    m.main_text = _labelled_main(f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }",
+                                 names)
+    return _marked(m.text())
 
 
 _LOCATION = re.compile(r" loc\(.*\)$", re.M)
@@ -333,6 +469,17 @@ def _on_one_device(jitted: Any) -> bool:
     return True
 
 
+def _on_one_device_each(leaves: list) -> bool:
+    """Whether no argument is laid out (or, a ``ShapeDtypeStruct``, declared) over a mesh of several devices."""
+    from ftrans.core.sharding import NamedSharding, as_sharding
+
+    for x in leaves:
+        s = as_sharding(getattr(x, "sharding", None))
+        if isinstance(s, NamedSharding) and s.mesh.size > 1:
+            return False
+    return True
+
+
 def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
            disabled_checks: Sequence[DisabledSafetyCheck] = (), _override_lowering_rules: Any = None,
            **kwargs: Any) -> Callable[..., Exported]:
@@ -355,39 +502,58 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
-        if sharded_jit.needs_spmd(jitted, tree_util.tree_leaves((dargs, dkw))) and not _on_one_device(jitted):
-            raise NotImplementedError(
-                "export: the function is partitioned over several devices (in_shardings/out_shardings or "
-                "arguments sharded over a mesh); ftrans exports single-device programs only")
+        leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        spread = sharded_jit.needs_spmd(jitted, leaves) and not (_on_one_device(jitted) and
+                                                                 _on_one_device_each(leaves))
+        donated = tuple(jitted._donate_mask(args, kw, len(leaves)))
+        if any(donated):
+            known = [p for p in plats if p in _PLATFORMS]  # the platforms whose XLA backends take donations
+            if known and len(known) != len(plats):
+                raise NotImplementedError(
+                    "In multi-platform lowering either all or no lowering platforms should support donation. "
+                    f"Lowering for {plats} of which only {known} support donation")
+            if not known:
+                donated = ()
+        else:
+            donated = ()
         # Traced once per platform (``lax.platform_dependent`` takes that platform's branch).
-        texts, closeds, traced = [], {}, None
+        texts, closeds, traced, sharded = [], {}, None, None
         for p in plats:
             with tracing_for_platform(p):
                 traced = jitted.trace(*args, **kw)
-            closeds[p] = traced.jaxpr
-            if sharded_jit.constraint_meshes(traced.jaxpr.jaxpr):
-                raise NotImplementedError(
-                    "export: the function constrains shardings over a mesh of several devices "
-                    "(with_sharding_constraint, shard_map); ftrans exports single-device programs only")
-            texts.append(_module_text(traced.jaxpr, jitted.__name__, p))
+                closed, out_tree = traced.jaxpr, traced.out_tree
+                if spread or sharded_jit.constraint_meshes(closed.jaxpr):
+                    # A program partitioned over a mesh: its arguments and results keep their shardings (as
+                    # jit(f).lower gives them), the module is annotated with them.
+                    from ftrans.transforms.jit import _leaf_aval
+
+                    avals = [_leaf_aval(x) for x in leaves]
+                    closed, out_tree, mesh, in_sh, out_sh, _ = sharded_jit._prepare(
+                        jitted, dargs, dkw, args, kw, leaves, avals, in_tree)
+                    sharded = (mesh, in_sh, out_sh)
+            closeds[p] = closed
+            texts.append(_module_text(closed, jitted.__name__, p, sharded, getattr(traced, "_names", None) or (),
+                                      out_tree, donated))
         for t in texts:
             _check_module(t, disabled)
+        closed = closeds[plats[0]]
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:
-            text, indexed = _multi_platform_module(texts, plats, jitted.__name__, traced.jaxpr), True
-        return _exported_of(closeds, text, indexed, jitted.__name__, traced._in_tree, traced.out_tree, plats,
-                            disabled)
+            text, indexed = _multi_platform_module(texts, plats, jitted.__name__, closed, sharded,
+                                                   getattr(traced, "_names", None) or (), out_tree), True
+        return _exported_of(closeds, text, indexed, jitted.__name__, in_tree, out_tree, plats, disabled, sharded)
 
     return do_export
 
 
-def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any) -> str:
+def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any, sharded: Any = None,
+                           arg_names: Sequence[str] = (), out_tree: Any = None) -> str:
     """One module for several platforms whose programs differ (JAX's convention): ``main`` takes the platform's
     index in ``platforms`` first (``jax.global_constant = "_platform_index"``), then the arguments, and runs
     that platform's program (each distinct program once, as private functions) in a ``stablehlo.case``."""
     from ftrans.lowering import mlir_text as mt
-    from ftrans.lowering.lower import _sanitize
+    from ftrans.lowering.lower import ModuleLowering, _sanitize
     from ftrans.lowering.rules.exported import module_functions
 
     funcs: list[str] = []
@@ -396,10 +562,23 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
     for p, t in zip(platforms, texts):
         key = _without_locations(t)
         if key not in main_of:
-            body, main_of[key] = module_functions(t, f"_{_sanitize(p)}_")
+            # the programs share their meshes' declarations (each platform's names them alike)
+            body, main_of[key] = module_functions(t, f"_{_sanitize(p)}_", rename_meshes=False)
             funcs.extend(body)
         mains.append(main_of[key])
+    decls = list(dict.fromkeys(ln for f in funcs for ln in f.splitlines() if ln.lstrip().startswith("sdy.mesh ")))
+    funcs = ["\n".join(ln for ln in f.splitlines() if not ln.lstrip().startswith("sdy.mesh ")) for f in funcs]
+    arg_attrs: list = []
+    res_attrs: list = []
+    nparts = 1
+    if sharded is not None:
+        nparts = sharded[0].size
+        arg_attrs, res_attrs = _sharding_attrs(ModuleLowering(name, num_partitions=nparts), sharded, closed)
+    if out_tree is not None:
+        infos = _result_infos(out_tree, closed.out_avals)
+        res_attrs = [_join_attrs(res_attrs[k] if k < len(res_attrs) else "", infos[k]) for k in range(len(infos))]
     in_types = [mt.aval_type(a) for a in closed.in_avals]
+    names = list(arg_names) if len(arg_names) == len(in_types) else [f"args[{i}]" for i in range(len(in_types))]
     out_types = [mt.aval_type(a) for a in closed.out_avals]
     fn = mt.FuncEmitter()
     fn.types["%arg0"] = "tensor<i32>"
@@ -409,32 +588,56 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
                for s in mains]
     outs = fn.emit("stablehlo.case", ["%arg0"], out_types, regions=regions)
     fn.emit("func.return", outs, [])
+
+    def with_attr(t: str, k: int, attrs: list) -> str:
+        return t + (f" {{{attrs[k]}}}" if k < len(attrs) and attrs[k] else "")
+
     sig = ", ".join(['%arg0: tensor<i32> {jax.global_constant = "_platform_index"}'] +
-                    [f"{a}: {t}" for a, t in zip(args, in_types)])
-    main = f"  func.func public @main({sig}) -> ({', '.join(out_types)}) {{\n" + "\n".join(fn.lines) + "\n  }"
-    attrs = "jax.uses_shape_polymorphism = true, mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32"
-    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([main, *funcs]) + "\n}\n"
+                    [f"{a}: {with_attr(t, k, arg_attrs)} loc({_mlir_str(names[k])})"
+                     for k, (a, t) in enumerate(zip(args, in_types))])
+    rets = ", ".join(with_attr(t, k, res_attrs) for k, t in enumerate(out_types))
+    main = f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }"
+    attrs = (f"jax.uses_shape_polymorphism = true, mhlo.num_partitions = {nparts} : i32, "
+             "mhlo.num_replicas = 1 : i32")
+    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([*decls, main, *funcs]) + "\n}\n"
 
 
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
-                 platforms: tuple, disabled: tuple) -> Exported:
+                 platforms: tuple, disabled: tuple, sharded: Any = None) -> Exported:
     closed = closeds[platforms[0]]
     in_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.in_avals)
     out_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.out_avals)
-    get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled)  # noqa: E731
+    get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled, sharded)  # noqa: E731
+    extra: dict = {}
+    if sharded is not None:
+        from ftrans.core.sharding import NamedSharding
+
+        mesh, in_sh, out_sh = sharded
+        symbols = {mesh: "mesh"}
+
+        def of(s: Any) -> Any:
+            if not isinstance(s, NamedSharding):
+                return None
+            sym = symbols.setdefault(s.mesh, f"mesh_{len(symbols)}")  # as _sharding_attrs names them
+            return ExportedSharding(s.mesh.abstract_mesh, s.spec, sym)
+
+        extra = dict(nr_devices=mesh.size, in_shardings_hlo=[of(s) for s in in_sh],
+                     out_shardings_hlo=[of(s) for s in out_sh])
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
                     platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
-                    uses_global_constants=indexed)
+                    uses_global_constants=indexed, **extra)
 
 
 def _differentiable(dtype: Any) -> bool:
     return dtypes.is_inexact(np.dtype(dtype))
 
 
-def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple) -> Exported:
+def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sharded: Any = None) -> Exported:
     """The VJP of the program exported: ``(primals..., output cotangents...) -> input cotangents``; booleans
     stand in for the ``float0`` cotangents of non-float values. ``closeds`` has the program traced for each
-    platform; the VJP is traced for each from that platform's."""
+    platform; the VJP is traced for each from that platform's. A partitioned program's VJP is partitioned
+    alike: the primals and the input cotangents laid out as the arguments, the output cotangents as the
+    results (as JAX exports it)."""
     from ftrans.core.jaxpr_api import eval_jaxpr
     from ftrans.core.platform import platform_override
     from ftrans.transforms.jit import jit
@@ -443,19 +646,24 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple) -> 
     n_in = len(primal.in_avals)
     out_avals, in_avals = primal.out_avals, primal.in_avals
 
-    def fun_vjp(*args: Any) -> list:
+    def fun_vjp(*args: Any) -> tuple:
         primals, cts = args[:n_in], args[n_in:]
         closed = closeds.get(platform_override.get()) or closeds[primal.platforms[0]]
         _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
         fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
                  for ct, a in zip(cts, out_avals)]
         in_cts = pullback(fixed)
-        return [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_) for ct, a in zip(in_cts, in_avals)]
+        return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
+                     for ct, a in zip(in_cts, in_avals))
 
     fun_vjp.__name__ = f"{name}_vjp"
     specs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in in_avals] + [
         ShapeDtypeStruct(a.shape, a.dtype if _differentiable(a.dtype) else np.bool_) for a in out_avals]
-    return export(jit(fun_vjp), platforms=primal.platforms, disabled_checks=disabled)(*specs)
+    jit_kw: dict = {}
+    if sharded is not None:
+        _, in_sh, out_sh = sharded
+        jit_kw = dict(in_shardings=tuple(in_sh) + tuple(out_sh), out_shardings=tuple(in_sh))
+    return export(jit(fun_vjp, **jit_kw), platforms=primal.platforms, disabled_checks=disabled)(*specs)
 
 
 def _check_args(exported: Exported, leaves: list) -> None:
@@ -471,6 +679,24 @@ def _check_args(exported: Exported, leaves: list) -> None:
             if g != w:
                 raise FtransValueError(f"Shape mismatch for {exported._arg_name(i)}.shape[{d}] (expected same "
                                        f"constant): expected {want.shape} and called with {got.shape}")
+
+
+def _onto_context_mesh(exported: Exported, leaves: list) -> list:
+    """The arguments of a partitioned program called eagerly with none laid out over a mesh, under a mesh set
+    as the context (``set_mesh``/``use_mesh``) of as many devices: replicated over it, so the call runs there
+    (as in JAX, where the context mesh names the call's devices)."""
+    from ftrans.core.array import ShardedArray
+    from ftrans.core.sharding import NamedSharding, PartitionSpec, get_mesh
+    from ftrans.core.trace import Tracer
+
+    if any(isinstance(x, (Tracer, ShardedArray)) for x in leaves):
+        return leaves
+    mesh = get_mesh()
+    if mesh is None or mesh.size != exported.nr_devices:
+        return leaves
+    from ftrans.devices import device_put
+
+    return [device_put(x, NamedSharding(mesh, PartitionSpec())) for x in leaves]
 
 
 def call_exported(exported: Exported) -> Callable[..., Any]:
@@ -513,6 +739,8 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
                 f"{exported.in_tree}")
         _check_args(exported, leaves)
+        if exported.nr_devices > 1:
+            leaves = _onto_context_mesh(exported, leaves)
         outs = f_flat(*leaves)
         return tree_util.tree_unflatten(exported.out_tree, list(outs))
 

@@ -3,7 +3,8 @@
 The bytes are ftrans's own versioned format, not JAX's flatbuffer: a magic prefix
 (``FTRANS-EXPORT``), a little-endian format version, then a UTF-8 JSON document holding the
 function name, platforms, calling-convention version, disabled safety checks, the abstract
-values (shape, dtype name), the input and output pytree structures, the StableHLO module
+values (shape, dtype name), the input and output pytree structures, the shardings of a
+partitioned program's arguments and results (mesh axes and partition spec), the StableHLO module
 text and, for ``vjp_order > 0``, the serialized VJP (itself serialized with one order
 less). A reader refuses a newer format version and JAX's bytes with an error saying so.
 
@@ -35,7 +36,7 @@ __all__ = ["serialize", "deserialize", "register_pytree_node_serialization", "re
 
 T = TypeVar("T")
 MAGIC = b"FTRANS-EXPORT\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the shardings of a partitioned program (a program without any is still written as 1)
 
 # type -> (serialized name, serialize_auxdata); serialized name -> (type, deserialize_auxdata, from_children)
 _serialization_registry: dict[type, tuple[str, Callable]] = {}
@@ -170,6 +171,25 @@ def _aval_from_json(j: list) -> ShapedArray:
     return ShapedArray(tuple(j[0]), np.dtype(j[1]), bool(j[2]) if len(j) > 2 else False)
 
 
+def _sharding_to_json(s: Any) -> Any:
+    if s is None:
+        return None
+    spec = [list(e) if isinstance(e, tuple) else e for e in s.spec]
+    return {"axes": list(s.mesh.axis_names), "sizes": list(s.mesh.axis_sizes),
+            "types": [t.name for t in s.mesh.axis_types], "spec": spec, "sym": s.symbol}
+
+
+def _sharding_from_json(j: Any) -> Any:
+    if j is None:
+        return None
+    from ftrans.core.sharding import AbstractMesh, AxisType, PartitionSpec
+    from ftrans.export._export import ExportedSharding
+
+    mesh = AbstractMesh(tuple(j["sizes"]), tuple(j["axes"]), tuple(AxisType[t] for t in j["types"]))
+    spec = PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in j["spec"]))
+    return ExportedSharding(mesh, spec, j["sym"])
+
+
 def _to_json(exp: Any, vjp_order: int) -> dict:
     doc = {
         "fun_name": exp.fun_name,
@@ -183,6 +203,8 @@ def _to_json(exp: Any, vjp_order: int) -> dict:
         "out_avals": [_aval_to_json(a) for a in exp.out_avals],
         "module": exp.mlir_module(),
         "uses_global_constants": exp.uses_global_constants,
+        "in_shardings": [_sharding_to_json(x) for x in exp.in_shardings_hlo],
+        "out_shardings": [_sharding_to_json(x) for x in exp.out_shardings_hlo],
     }
     if vjp_order > 0:
         if not exp.has_vjp():
@@ -196,8 +218,17 @@ def serialize(exp: Any, vjp_order: int = 0) -> bytearray:
     """The bytes of ``exp`` (ftrans's format; see the module docstring), with ``vjp_order`` orders of VJPs."""
     if vjp_order < 0:
         raise FtransValueError(f"serialize: vjp_order must be >= 0, got {vjp_order}")
-    doc = json.dumps(_to_json(exp, int(vjp_order)), separators=(",", ":")).encode("utf-8")
-    return bytearray(MAGIC + struct.pack("<I", FORMAT_VERSION) + doc)
+    tree = _to_json(exp, int(vjp_order))
+    version = FORMAT_VERSION if _partitioned(tree) else 1  # a reader of format 1 reads it whole
+    doc = json.dumps(tree, separators=(",", ":")).encode("utf-8")
+    return bytearray(MAGIC + struct.pack("<I", version) + doc)
+
+
+def _partitioned(doc: dict) -> bool:
+    """Whether the document (or one of its VJPs) holds shardings, which a reader of format 1 would drop."""
+    if any(x is not None for x in doc["in_shardings"] + doc["out_shardings"]):
+        return True
+    return "vjp" in doc and _partitioned(doc["vjp"])
 
 
 def _from_json(doc: dict) -> Any:
@@ -214,7 +245,10 @@ def _from_json(doc: dict) -> Any:
                     platforms=tuple(doc["platforms"]), module_text=doc["module"],
                     disabled_safety_checks=tuple(DisabledSafetyCheck._parse(s) for s in doc["disabled_safety_checks"]),
                     calling_convention_version=doc["calling_convention_version"], nr_devices=doc["nr_devices"],
-                    get_vjp=get_vjp, uses_global_constants=doc.get("uses_global_constants", False))
+                    get_vjp=get_vjp, uses_global_constants=doc.get("uses_global_constants", False),
+                    in_shardings_hlo=[_sharding_from_json(x) for x in doc.get("in_shardings", [None] * len(in_avals))],
+                    out_shardings_hlo=[_sharding_from_json(x)
+                                       for x in doc.get("out_shardings", [None] * len(out_avals))])
 
 
 def deserialize(blob: bytes | bytearray) -> Any:

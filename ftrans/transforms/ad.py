@@ -75,6 +75,8 @@ class Zero:
 
     @staticmethod
     def from_primal_value(x: Any) -> Zero:
+        if isinstance(x, np.ndarray) and x.dtype == float0:  # a float0 value (a cotangent of an integer)
+            return Zero(ShapedArray(x.shape, float0))
         return Zero(tangent_aval(aval_of(x)))
 
     @property

@@ -408,14 +408,15 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
         raise NotImplementedError("vjp: reduce_axes is not supported (it was removed from JAX too)")
     if not callable(fun):
         raise FtransTypeError(f"vjp: expected a function as the first argument, got {type(fun).__name__}")
-    if _ref.created and any(isinstance(x, _ref.Ref) for x in tree_util.tree_leaves(primals)):
+    if any(_passed_through(x) for x in tree_util.tree_leaves(primals)):
         return _vjp_with_ref_primals(fun, primals, has_aux)
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
     given = given_scalars(tree_util.tree_leaves(tuple(primals)))
     p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
                                                      given)
     out_tree = out_tree_box[0]
-    out_avals = [aval_of(x) for x in p_out]
+    out_avals = [ShapedArray(x.shape, float0) if isinstance(x, np.ndarray) and x.dtype == float0 else aval_of(x)
+                 for x in p_out]
     pullback = _Pullback._of(_fname(fun), lin, diff, zero_out, leaves, in_tree, out_avals, out_tree)
     out = tree_util.tree_unflatten(out_tree, p_out)
     if has_aux:
@@ -423,12 +424,19 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     return out, pullback
 
 
+def _passed_through(x: Any) -> bool:
+    """A primal ``vjp`` hands to the function undifferentiated: a mutable ref, or a ``float0`` array (the
+    cotangent of an integer value, as a pullback's own argument in a higher-order ``vjp``)."""
+    return (_ref.created and isinstance(x, _ref.Ref)) or (isinstance(x, np.ndarray) and x.dtype == float0)
+
+
 def _vjp_with_ref_primals(fun: Callable, primals: tuple, has_aux: bool) -> tuple:
-    """``vjp`` with mutable refs among the primals: the refs are passed through to ``fun`` undifferentiated
-    (a ``custom_vjp`` inside may save them for its backward pass), and the pullback gives, in a ref's
-    place, a fresh ref holding a zero cotangent, as JAX's does."""
+    """``vjp`` with mutable refs (or ``float0`` arrays) among the primals: they are passed through to ``fun``
+    undifferentiated (a ``custom_vjp`` inside may save a ref for its backward pass), and the pullback gives,
+    in a ref's place, a fresh ref holding a zero cotangent, in a ``float0`` array's place ``float0`` zeros,
+    as JAX's does."""
     leaves, tree = tree_util.tree_flatten(tuple(primals))
-    is_ref = [isinstance(x, _ref.Ref) for x in leaves]
+    is_ref = [_passed_through(x) for x in leaves]
 
     def rebuilt(vals: Sequence) -> list:
         it = iter(vals)
@@ -443,7 +451,8 @@ def _vjp_with_ref_primals(fun: Callable, primals: tuple, has_aux: bool) -> tuple
 
     def pullback(ct: Any) -> tuple:
         it = iter(pb(ct))
-        out = [_ref.new_ref(Array._new(np.zeros(x.shape, x.dtype), x.weak_type)) if r else next(it)
+        out = [(np.zeros(x.shape, float0) if isinstance(x, np.ndarray) else
+                _ref.new_ref(Array._new(np.zeros(x.shape, x.dtype), x.weak_type))) if r else next(it)
                for x, r in zip(leaves, is_ref)]
         return tuple(tree_util.tree_unflatten(tree, out))
 

@@ -22,15 +22,19 @@ from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
 _FUNC = re.compile(r"func\.func\s+(?:public|private)\s+@([A-Za-z_][\w$.]*)")
+_MESH = re.compile(r"^\s*sdy\.mesh\s+@([A-Za-z_][\w$.]*)", re.M)
 
 
-def module_functions(text: str, prefix: str) -> tuple[list[str], str]:
+def module_functions(text: str, prefix: str, rename_meshes: bool = True) -> tuple[list[str], str]:
     """The functions of a module's text (``module @m attributes {...} { ... }``) with every function symbol
-    prefixed, ``main`` private; returns (function texts, the new name of ``main``)."""
+    (and, with ``rename_meshes``, every ``sdy.mesh`` declared) prefixed, ``main`` private; returns (the
+    module's body: its mesh declarations and function texts, the new name of ``main``)."""
     lines = str(text).rstrip().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("module"))
     body = "\n".join(lines[start + 1:-1])  # between the module's braces
     names = set(_FUNC.findall(body))
+    if rename_meshes:
+        names |= set(_MESH.findall(body))
     if "main" not in names:
         raise FtransValueError("call_exported: the exported module has no public main function")
     sym = re.compile(r"@([A-Za-z_][\w$.]*)")
@@ -49,10 +53,36 @@ def _platform_index(exported: Any, platform: str) -> int:
                            f"it is used on '{(platform,)}'.")
 
 
+def _check_devices(exported: Any, module: Any) -> None:
+    """A program partitioned over ``n`` devices runs only where the caller's program is partitioned over ``n``
+    devices (a single-device one runs anywhere), as in JAX."""
+    n, here = exported.nr_devices, module.num_partitions if module.meshes else 1
+    if n != 1 and n != here:
+        raise FtransValueError(
+            f"Function {exported.fun_name} was exported for {n} devices and is called in a context with {here} "
+            f"device{'s' if here != 1 else ''}. This is disallowed because: the module was lowered for {n} "
+            "devices; call it in a program partitioned over as many (arguments laid out over a mesh of "
+            f"{n} devices, or in_shardings over one)")
+
+
+def _constrain(ctx: LoweringContext, vals: list, shardings: tuple, avals: list, prefix: str) -> list:
+    """``vals`` constrained to the exported shardings (over the embedded module's meshes)."""
+    from ftrans.lowering.sdy import sharding_attr
+
+    out = []
+    for v, s, a in zip(vals, shardings, avals):
+        if s is not None:
+            attr = sharding_attr(f"{prefix}{s.symbol}", s.spec, len(a.shape))
+            v = ctx.emit("sdy.sharding_constraint", [v], [mt.aval_type(a)], {"sharding": attr})[0]
+        out.append(v)
+    return out
+
+
 @register_lowering(call_exported_p)
 def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> list[str]:
     index = _platform_index(exported, ctx.platform)
     module = ctx.module
+    _check_devices(exported, module)
     embedded = module.__dict__.setdefault("_exported_mains", {})
     entry = embedded.get(id(exported))
     if entry is None:
@@ -60,11 +90,13 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
         funcs, main = module_functions(exported.mlir_module(), prefix)
         module.private.extend(funcs)
         entry = embedded[id(exported)] = (main, exported)  # the Exported is kept so its id stays unique
-    operands = list(args)
+    prefix = entry[0][:-len("main")]
+    operands = _constrain(ctx, list(args), exported.in_shardings_hlo, ctx.avals_in, prefix)
     if exported.uses_global_constants:  # a module for several platforms: main takes the platform's index first
         operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
     result_types = [mt.aval_type(a) for a in ctx.avals_out]
-    return ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
+    outs = ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
+    return _constrain(ctx, list(outs), exported.out_shardings_hlo, ctx.avals_out, prefix)
 
 
 def _call_exported_impl(*args: Any, exported: Any) -> list:
