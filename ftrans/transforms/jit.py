@@ -438,7 +438,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
 
 # What ``_remember_cpp`` hands to the miss of jaxlib's C++ dispatcher that is running the call (per thread).
 _cpp_handoff = threading.local()
-_CPP_KEY = (object(),)  # the fast table's entry for the function's C++ dispatcher
+_CPP_KEY = "jaxlib C++ dispatcher"  # the fast table's entry for the function's dispatcher (a str: its hash is cached)
 
 
 def _forget_cpp(store: _Store, cpp: Any) -> None:
