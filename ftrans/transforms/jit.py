@@ -54,9 +54,8 @@ from ftrans.errors import (
     user_frame,
     user_stacklevel,
 )
-from ftrans.lowering import compat
+from ftrans.lowering import compat, lower
 from ftrans.lowering import executable as X
-from ftrans.lowering import lower
 from ftrans.transforms.batching import to_axis_owner
 
 __all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZE"]
