@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -408,6 +408,96 @@ def host_putter(shape: tuple, dtype: np.dtype, device: Any) -> Any:
     """``host_putter_many`` for one array: a callable ``ndarray -> device buffer`` (the pytree key's leaves)."""
     put = host_putter_many([shape], [dtype], device)
     return lambda x: put((x,))[0]
+
+
+# -- jaxlib's C++ jit dispatcher (jit's NumPy-argument fast path) -----------------------------------------
+#
+# jaxlib ships a dispatcher written in C++ (``PjitFunction``): called with host arrays, it computes their
+# signature, looks it up, transfers them, runs the executable and builds the output arrays without running
+# any Python. On a signature it has not seen it calls back (``miss``), which runs ftrans's own path and hands
+# back the outputs plus a description of the compiled program (``CppFastpath``) for the next call. It is a
+# runtime service, like ``execute_sharded``: the programs are ftrans's, compiled by ftrans.
+
+
+class CppFastpath(NamedTuple):
+    """What the C++ dispatcher needs to run one compiled signature itself (the field names are the ones
+    jaxlib reads)."""
+
+    xla_executable: Any
+    out_pytree_def: Any
+    in_shardings: list
+    out_shardings: list
+    out_avals: list
+    out_committed: list
+    kept_var_bitvec: list
+    in_device_local_layouts: list
+    const_args: list
+
+
+_cpp_cache: Any = None
+_out_node: list = []  # the pytree node type whose unflattening wraps a runtime output (registered once)
+
+
+def cpp_dispatcher(name: str, call: Any, miss: Any) -> Any:
+    """A C++ dispatcher (jaxlib's ``PjitFunction``) for one jitted function, or None on a jaxlib without one.
+
+    ``miss(*args)`` answers a signature the dispatcher cannot run: it returns
+    ``(outputs, CppFastpath or None, False)``; None makes the dispatcher call
+    ``miss`` again for every call of that signature. ``call(*args)`` is what
+    runs while the runtime's own ``disable_jit`` is set. Each dispatcher gets
+    its own cache of signatures (keyed by the identity of ``call``).
+    """
+    global _cpp_cache
+    try:
+        from jax._src import tree_util as _jtree
+        from jax._src.lib import _jax
+
+        if _cpp_cache is None:
+            _cpp_cache = _jax.PjitFunctionCache(capacity=4096)
+        return _jax.pjit(name, call, miss, [], [], ("ftrans", name), _jtree.dispatch_registry,
+                         _shard_arg_fallback, _cpp_cache)
+    except (ImportError, AttributeError, TypeError):  # another jaxlib: jit keeps its Python fast path
+        return None
+
+
+def _shard_arg_fallback(x: Any, sharding: Any, layout: Any) -> Any:
+    # Only reached for a program not on one device, which ftrans never hands to the dispatcher.
+    x = np.asarray(x)
+    return _xc.batched_device_put(_jax_aval(x.shape, x.dtype), sharding, [x], list(sharding.device_set), True)
+
+
+def cpp_output_tree(out_tree: Any, auxes: Sequence[Any], unflatten: Any) -> Any:
+    """The output structure the C++ dispatcher rebuilds: ``out_tree`` with each leaf a node that
+    ``unflatten(aux, (runtime array,))`` turns into the caller's array (``auxes``: one per leaf).
+    ``unflatten`` is registered on the first call and must be the same function on every call."""
+    if not _out_node:
+        class _Out:
+            __slots__ = ("aux",)
+
+            def __init__(self, aux: Any):
+                self.aux = aux
+
+        jax.tree_util.register_pytree_node(_Out, lambda o: ((0,), o.aux), unflatten)
+        _out_node.append(_Out)
+    node = _out_node[0]
+    return jax.tree_util.tree_structure(jax.tree_util.tree_unflatten(out_tree, [node(a) for a in auxes]))
+
+
+def cpp_fastpath(executable: Any, device: Any, out_avals: Sequence[Any], kept: Sequence[bool],
+                 const_bufs: Sequence[Any], out_treedef: Any) -> CppFastpath:
+    """The C++ dispatcher's description of a single-device program run on host arrays: ``kept`` says
+    which argument leaves the program reads; ``const_bufs`` (device buffers) lead its arguments."""
+    sh = _sharding(device)
+    n_in = len(const_bufs) + sum(1 for k in kept if k)
+    avals = [_jax_aval(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
+    return CppFastpath(executable, out_treedef, [sh] * n_in, [sh] * len(avals), avals, [True] * len(avals),
+                       [True] * len(const_bufs) + [bool(k) for k in kept], [None] * n_in, list(const_bufs))
+
+
+def runtime_x64() -> bool:
+    """The runtime's own 64-bit switch (JAX's ``jax_enable_x64``; the C++ dispatcher narrows 64-bit host
+    arrays while it is off)."""
+    return bool(_jconfig.enable_x64.value)
 
 
 @functools.lru_cache(maxsize=64)

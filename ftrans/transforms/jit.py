@@ -54,7 +54,7 @@ from ftrans.errors import (
     user_frame,
     user_stacklevel,
 )
-from ftrans.lowering import compat
+from ftrans.lowering import compat, lower
 from ftrans.lowering import executable as X
 from ftrans.transforms.batching import to_axis_owner
 
@@ -435,8 +435,31 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     return invoke
 
 
-def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Callable[[tuple], Any]:
-    """The NumPy fast key's counterpart of ``_executor``: host arrays in, the output pytree out.
+# What ``_remember_cpp`` hands to the miss of jaxlib's C++ dispatcher that is running the call (per thread).
+_cpp_handoff = threading.local()
+_CPP_KEY = "jaxlib C++ dispatcher"  # the fast table's entry for the function's dispatcher (a str: its hash is cached)
+
+
+def _forget_cpp(store: _Store, cpp: Any) -> None:
+    """Take a dispatcher whose ``jit`` object is gone out of ``store``'s fast tables (run by the garbage
+    collector, maybe while this thread holds ``store.lock``: single dict operations, no lock)."""
+    if store.fast.get(_CPP_KEY) is cpp:
+        store.fast.pop(_CPP_KEY, None)
+    for k, v in list(store.tree_fast.items()):
+        if type(v) is tuple and v[0] is cpp:
+            store.tree_fast.pop(k, None)
+
+
+def _cpp_output(aux: tuple, bufs: tuple) -> DeviceArray:
+    """One output of a call answered by jaxlib's C++ dispatcher, as ``invoke`` wraps it."""
+    res = _new(DeviceArray)
+    res._buf = bufs[0]
+    res._aval, res._sig, res.weak_type = aux
+    return res
+
+
+def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Callable[..., Any]:
+    """The NumPy fast key's counterpart of ``_executor``: host arrays in (as arguments), the output pytree out.
 
     Transfer, execution and result collection happen in one call of
     ``compat.host_execute_fn``; arguments the program does not use (``kept``)
@@ -458,7 +481,7 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
         aval0, sig0 = entry.aval0, entry.sig0
         weak0 = aval0.weak_type
 
-        def call_single(args: tuple) -> Any:
+        def call_single(*args: Any) -> Any:
             res = _new(DeviceArray)
             res._buf = run(args)[0]
             res._aval = aval0
@@ -468,7 +491,7 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
 
         return call_single
     out_tree, wrap = entry.out_tree, exe.wrap
-    return lambda args: tree_util.tree_unflatten(out_tree, wrap(run(args)))
+    return lambda *args: tree_util.tree_unflatten(out_tree, wrap(run(args)))
 
 
 # ----------------------------------------------------------------------------
@@ -809,7 +832,17 @@ class JitWrapped:
                         return self._call(args, kwargs)  # the general path transfers or explains
                     self.hits += 1
                     return entry.invoke([a._buf for a in args], args)
-            else:  # NumPy arguments: their own fast key
+            else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
+                cpp = fast.get(_CPP_KEY)
+                if cpp is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
+                    if len(args) == 2:
+                        a0, a1 = args
+                        plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
+                    else:
+                        plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
+                    if plain:
+                        self.hits += 1
+                        return cpp(*args)
                 try:
                     if len(args) == 2:  # the common case, without a comprehension
                         a0, a1 = args
@@ -822,7 +855,7 @@ class JitWrapped:
                     hit = None
                 if hit is not None:
                     self.hits += 1
-                    return hit(args)
+                    return hit(*args)
         return self._call(args, kwargs)
 
     # -- everything else --------------------------------------------------------
@@ -902,10 +935,14 @@ class JitWrapped:
                 except AttributeError:  # a leaf that is not an array
                     hit = None
                 if hit is not None:
-                    self.hits += 1
                     entry, puts = hit  # no transfer for a leaf the program does not read (None)
-                    return entry.invoke([put(x) if put is not None else None for put, x in zip(puts, leaves)],
-                                        leaves)
+                    if type(entry) is _Entry:
+                        self.hits += 1
+                        return entry.invoke([put(x) if put is not None else None for put, x in zip(puts, leaves)],
+                                            leaves)
+                    if not _cpp_handoff.__dict__.get("busy"):  # jaxlib's C++ dispatcher (``_remember_cpp``)
+                        self.hits += 1                         # (but not from its own miss)
+                        return entry(*full_args)
         avals = []
         tracing = False
         spread = self._spmd_always
@@ -1064,7 +1101,7 @@ class JitWrapped:
         read (``keep_unused=False``) is not transferred at all.
         """
         if not (self._fast_ok and not kwargs and len(leaves) == len(args)):
-            self._remember_numpy_tree(leaves, device, entry, in_tree, statics)
+            self._remember_numpy_tree(leaves, device, entry, in_tree, statics, not kwargs)
             return
         if len(self._fast) >= self._max:
             return
@@ -1076,10 +1113,12 @@ class JitWrapped:
                     return
             except TypeError:
                 return
+        self._remember_cpp(leaves, device, entry)  # (the key below serves calls the dispatcher does not take)
         key = (_NP_KEY, _config_mod.config.enable_x64, *[(type(a), a.shape, a.dtype) for a in args])
         self._fast[key] = _numpy_executor(entry, [a.shape for a in args], [a.dtype for a in args], device)
 
-    def _remember_numpy_tree(self, leaves: list, device: Any, entry: _Entry, in_tree: Any, statics: tuple) -> None:
+    def _remember_numpy_tree(self, leaves: list, device: Any, entry: _Entry, in_tree: Any, statics: tuple,
+                             positional: bool = False) -> None:
         if in_tree is None or len(self._tree_fast) >= self._max:
             return
         for a in leaves:
@@ -1094,7 +1133,71 @@ class JitWrapped:
         puts = [compat.host_putter(a.shape, a.dtype, device) if i in kept else None for i, a in enumerate(leaves)]
         key = (_NP_KEY, in_tree, statics, _config_mod.config.enable_x64,
                tuple([(type(a), a.shape, a.dtype) for a in leaves]))
-        self._tree_fast[key] = (entry, puts)
+        cpp = self._remember_cpp(leaves, device, entry) if positional and self._fast_ok else None
+        self._tree_fast[key] = (entry if cpp is None else cpp, puts)  # (jaxlib's dispatcher runs the call)
+
+    def _remember_cpp(self, leaves: list, device: Any, entry: _Entry) -> Any:
+        """jaxlib's C++ dispatcher, made ready to run the call's signature (host NumPy arrays of canonical
+        dtypes, checked by the caller, no static or keyword arguments), or None when it cannot run this
+        program.
+
+        A plain NumPy call goes straight to the dispatcher once it exists (``__call__``); a signature it
+        has not learnt, or cannot run, comes back to the general path through its miss. Its signatures
+        follow JAX's own x64 switch, narrowing 64-bit host arrays while that is off, as ftrans does while
+        its own switch is off: it serves ftrans only while ftrans's x64 is off or both are on (a change of
+        ftrans's switch clears the fast tables, and it with them). Pytrees of NumPy arrays reach it through
+        their fast key only. Programs that call back into Python, or return key or float0 arrays, keep the
+        Python path. The dispatcher learns a signature on the call after this one: its miss runs the
+        general path, which registers the signature again and hands over the program's description
+        (``_cpp_handoff``).
+        """
+        exe = entry.exe
+        if (exe is None or entry.donate_mask or lower.host_callbacks_of(exe.text)
+                or (_config_mod.config.enable_x64 and not compat.runtime_x64())
+                or not all(isinstance(a.dtype, np.dtype) and a.dtype != _FLOAT0 for a in exe.out_avals)):
+            return None
+        fast = self._fast
+        cpp = fast.get(_CPP_KEY)
+        if cpp is None:
+            cpp = self._new_cpp()
+            if cpp is None:
+                return None
+            fast[_CPP_KEY] = cpp
+        if _cpp_handoff.__dict__.get("busy"):  # the dispatcher's miss is running this call: describe the program
+            kept = [True] * len(leaves) if entry.kept is None else [i in set(entry.kept) for i in range(len(leaves))]
+            out_def = compat.cpp_output_tree(
+                entry.out_tree, [(a, s, a.weak_type) for a, s in zip(exe.out_avals, exe.out_sigs)], _cpp_output)
+            _cpp_handoff.last = (cpp, compat.cpp_fastpath(exe.xla, device, exe.out_avals, kept, exe.const_bufs,
+                                                          out_def))
+        return cpp
+
+    def _new_cpp(self) -> Any:
+        """A C++ dispatcher for this function, shared (as the fast tables are) by every ``jit`` of it with
+        the same options. Its miss runs this object's general path, which the dispatcher refers to weakly
+        (the tables live as long as the function): when this object goes, the dispatcher leaves the
+        tables, and the next general-path call of another one registers its own."""
+        me = weakref.ref(self)
+        store = self._store
+
+        def general(*args: Any) -> Any:  # (also what runs while the runtime's own disable_jit is set)
+            return me()._call(args, {})
+
+        def miss(*args: Any) -> tuple:
+            jitted = me()
+            jitted.hits -= 1  # the call that reached the dispatcher counted a hit; the general path counts
+            here = _cpp_handoff.__dict__
+            here["last"], busy, here["busy"] = None, here.get("busy"), True  # (the general path must not
+            try:                                                            # call the dispatcher back)
+                out = jitted._call(args, {})
+                last = here["last"]
+            finally:
+                here["last"], here["busy"] = None, busy
+            return out, (last[1] if last is not None and last[0] is cpp else None), False
+
+        cpp = compat.cpp_dispatcher(self.__name__, general, miss)
+        if cpp is not None:
+            weakref.finalize(self, _forget_cpp, store, cpp)
+        return cpp
 
     def _target_device(self, leaves: list) -> Any:
         if self._device is not None:
