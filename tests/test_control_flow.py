@@ -23,6 +23,7 @@ from hypothesis.extra import numpy as hnp
 import ftrans
 import ftrans.numpy as fjnp
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, typecheck
+from tests.hypothesis_budget import examples
 
 FT = SimpleNamespace(name="ftrans", lax=ftrans.lax, np=fjnp, jit=ftrans.jit)
 JX = SimpleNamespace(name="jax", lax=jax.lax, np=jjnp, jit=jax.jit)
@@ -427,7 +428,7 @@ def test_scan_reverse(reverse):
     differential(prog, cases=[(X3, XS5), (Y3, XS5[:2])])
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(length=st.integers(0, 9), unroll=st.sampled_from([1, 2, 3, 4, True, False]), reverse=st.booleans())
 def test_scan_unroll_any_length(length, unroll, reverse):
     xs = np.arange(length * 2, dtype=np.float32).reshape(length, 2) / 3
@@ -441,7 +442,7 @@ def test_scan_unroll_any_length(length, unroll, reverse):
     differential(prog, np.ones(2, np.float32), xs)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4), length=st.integers(0, 4),
        dtype=st.sampled_from([np.float32, np.int32]))
 def test_control_flow_any_shape(shape, length, dtype):

@@ -43,6 +43,7 @@ import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
 from ftrans.test_util import check_grads
+from tests.hypothesis_budget import examples
 
 FT, JX = (flax, fjnp), (jax.lax, jjnp)
 F0 = jax.dtypes.float0
@@ -52,14 +53,7 @@ tree_flatten, tree_unflatten, tree_leaves = (jax.tree_util.tree_flatten, jax.tre
 RTOL, ATOL = 2e-4, 2e-5
 
 
-def examples(n):
-    """The number of examples of a slower (compiling) test: ``n`` under the ``ci`` profile (capped by it), a
-    tenth of the profile's count (at least ``n``) under the larger ones."""
-    most = settings.default.max_examples
-    return min(most, n) if most <= 8 else max(n, most // 10)
-
-
-FEW, JAC_FEW = examples(4), examples(2)
+FEW, JAC_FEW = examples(4, slow=True), examples(2, slow=True)
 
 
 def lib_of(lax):

@@ -25,6 +25,7 @@ import ftrans
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, typecheck
+from tests.hypothesis_budget import examples
 from tests.test_control_flow import assert_same as _assert_same
 
 FT = SimpleNamespace(name="ftrans", lax=lax, np=jnp, vmap=ftrans.vmap, jit=ftrans.jit, grad=ftrans.grad)
@@ -365,7 +366,7 @@ def test_scan_in_axes_and_out_axes():
     vdiff(lambda L: _scan(L), W43.T.copy(), C3, xs, in_axes=(1, None, 2), out_axes=(1, (0, 2)))
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(data=st.data())
 def test_scan_axes_hypothesis(data):
     """Random in_axes for a 3-d ``xs`` and a batched carry, random out_axes for the stacked ys."""

@@ -18,6 +18,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans.core.ir import typecheck
 from ftrans.errors import ConcretizationTypeError
+from tests.hypothesis_budget import examples
 
 DTYPE_ARGS = [None, int, float, bool, "float32", "int8", np.uint8, np.float16, "bfloat16", np.int32]
 
@@ -141,7 +142,7 @@ def test_array_of_arrays_and_weak_inputs():
     check(lambda m, x: m.asarray(x, dtype=float), np.arange(3, dtype=np.int32))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.lists(st.one_of(st.integers(-100, 100), st.floats(-1e3, 1e3, width=32), st.booleans()),
                 max_size=5), dtype_args)
 def test_array_from_lists(data, dtype):
@@ -199,7 +200,7 @@ def test_array_x64_off_narrowing():
 
 
 # ---------------------------------------------------------------- filled arrays
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(shapes, dtype_args)
 def test_zeros_ones_empty_full(shape, dtype):
     check(lambda m: m.zeros(shape, dtype=dtype))
@@ -222,7 +223,7 @@ def test_full_fill_forms():
     check(lambda m: m.full((), 1.5))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(shapes, dtype_args, st.sampled_from([np.float32, np.int8, np.bool_, np.uint8]))
 def test_like_functions(shape, dtype, src_dtype):
     a = np.zeros(shape, src_dtype)
@@ -273,7 +274,7 @@ def test_staged_filled_arrays_are_not_constants():
 
 
 # ---------------------------------------------------------------- ranges
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.integers(-5, 20), st.one_of(st.none(), st.integers(-5, 20)), st.one_of(st.none(), st.sampled_from(
     [1, 2, 3, -1, -2, 0.5, -0.75, 1.5])), st.sampled_from([None, int, float, np.int8, np.float16, "bfloat16",
                                                           np.uint8, np.int32]))
@@ -328,7 +329,7 @@ def test_arange_complex_dtype():
     check(lambda m: m.arange(1, 4, 0.5, dtype=np.complex64))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.floats(-10, 10, width=32), st.floats(-10, 10, width=32), st.integers(0, 7), st.booleans(),
        st.booleans(), st.sampled_from([None, float, int, np.float16, np.int8]))
 def test_linspace(start, stop, num, endpoint, retstep, dtype):
@@ -371,7 +372,7 @@ def test_logspace_geomspace():
 
 
 # ---------------------------------------------------------------- matrices
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.integers(0, 5), st.one_of(st.none(), st.integers(0, 5)), st.integers(-6, 6),
        st.sampled_from([None, int, bool, np.float16, "int8"]))
 def test_eye_tri_identity(n, m_, k, dtype):
@@ -400,7 +401,7 @@ def test_eye_traced_k_and_staging():
         ftrans.make_jaxpr(lambda n: fnp.eye(n))(3)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.lists(st.integers(0, 4), min_size=2, max_size=4).map(tuple), st.integers(-5, 5),
        st.sampled_from([np.float32, np.int32, np.bool_, np.uint8]))
 def test_tril_triu(shape, k, dtype):
@@ -419,7 +420,7 @@ def test_tril_triu_weak_and_errors():
         fnp.triu(fnp.ones(3))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.lists(st.integers(0, 4), max_size=4), st.sampled_from(["xy", "ij"]), st.booleans())
 def test_meshgrid(sizes, indexing, sparse):
     dts = [np.float32, np.int32, np.int8, np.bool_]
@@ -436,7 +437,7 @@ def test_meshgrid_weak_and_errors():
         fnp.meshgrid(fnp.ones(2), indexing="q")
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.integers(0, 5), st.integers(-6, 6), st.sampled_from([np.float32, np.int32, np.bool_]))
 def test_diag_1d(n, k, dtype):
     v = (np.arange(n) + 1).astype(dtype)
@@ -444,7 +445,7 @@ def test_diag_1d(n, k, dtype):
     check(lambda m, v: m.diagflat(v, k=k), v)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.integers(0, 5), st.integers(0, 5), st.integers(-6, 6))
 def test_diag_2d(rows, cols, k):
     x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)

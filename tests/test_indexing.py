@@ -14,6 +14,7 @@ import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
 from ftrans.errors import ConcretizationTypeError, NonConcreteBooleanIndexError
+from tests.hypothesis_budget import examples
 
 jlax = jax.lax
 
@@ -181,7 +182,7 @@ def test_traced_scalar_with_reversed_slice_and_newaxis():
 
 
 # ---------------------------------------------------------------- advanced indexing
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(advanced_case())
 def test_advanced_indexing_matches_jax(case):
     shape, idx = case
@@ -189,7 +190,7 @@ def test_advanced_indexing_matches_jax(case):
     both(lambda m, x: x[idx], x)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(advanced_case())
 def test_advanced_indexing_with_traced_index_arrays(case):
     shape, idx = case
@@ -244,7 +245,7 @@ def test_empty_axes():
 
 
 # ---------------------------------------------------------------- boolean masks
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), st.integers(0, 1000))
 def test_boolean_masks_eager_and_concrete_in_staging(shape, seed):
     x = arr(shape, seed=seed)
@@ -332,7 +333,7 @@ def test_item_assignment_raises_type_error():
 UPDATE_OPS = ["set", "add", "multiply", "min", "max", "subtract", "divide", "power", "mul"]
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(advanced_case(), st.sampled_from(UPDATE_OPS), st.sampled_from([None, "clip", "drop", "promise_in_bounds"]))
 def test_at_updates_match_jax(case, op, mode):
     shape, idx = case
@@ -565,7 +566,7 @@ def test_take_fill_value_and_errors():
         fnp.take(x, np.array([0]), axis=3)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), st.data())
 def test_take_along_axis_matches_jax(shape, data):
     x = arr(shape)
@@ -597,7 +598,7 @@ def test_take_along_axis_none_and_errors():
 
 
 # ---------------------------------------------------------------- nonzero and friends
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple), st.integers(0, 1000),
        st.one_of(st.none(), st.integers(0, 30)), st.sampled_from([None, -1, 7]))
 def test_nonzero_matches_jax(shape, seed, size, fill):
@@ -622,7 +623,7 @@ def test_nonzero_edge_cases():
     both(lambda m, x: m.where(x > 0, size=4, fill_value=-1), np.arange(-3, 3, dtype=np.float32))
 
 
-@settings(max_examples=5)
+@settings(max_examples=examples(5))
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=2).map(tuple), st.integers(0, 99), st.integers(1, 3))
 def test_select_matches_jax(shape, seed, k):
     conds = [arr(shape, np.bool_, seed=seed + i) for i in range(k)]

@@ -17,6 +17,7 @@ import ftrans.numpy as jnp
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.ir import typecheck
 from ftrans.errors import DeletedArrayError, FtransTypeError, FtransValueError
+from tests.hypothesis_budget import examples
 
 
 def _close(a, b, tol=1e-5):
@@ -34,7 +35,7 @@ FUNCS = [
 ]
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(st.data(), st.sampled_from(range(len(FUNCS))))
 def test_jit_matches_eager_and_jax(data, k):
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=4))

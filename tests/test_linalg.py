@@ -25,6 +25,7 @@ import ftrans.numpy as fnp
 import ftrans.scipy.linalg as fsl
 from ftrans import lax as flax
 from ftrans.test_util import check_grads
+from tests.hypothesis_budget import examples
 
 BATCHES = [(), (2,), (2, 3)]
 
@@ -59,7 +60,7 @@ shapes = st.tuples(st.integers(1, 5), st.sampled_from(BATCHES), st.integers(0, 2
 # ---------------------------------------------------------------- values, eager and jit
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(shapes)
 def test_factorizations_match_jax(args):
     n, batch, seed = args
@@ -90,7 +91,7 @@ def _factorizations_oracle(a, g):
             jnp.linalg.qr(g).R)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(st.integers(1, 5), st.integers(1, 5), st.sampled_from(BATCHES[:2]), st.integers(0, 2**16),
        st.booleans())
 def test_rectangular_decompositions(m, n, batch, seed, full):

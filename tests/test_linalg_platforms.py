@@ -28,6 +28,7 @@ import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering import compat
+from tests.hypothesis_budget import examples
 
 LINALG_OPS = ("stablehlo.custom_call", "stablehlo.triangular_solve", "stablehlo.cholesky")
 # Attributes that printers leave out when they hold their default value.
@@ -115,7 +116,7 @@ def _operand(kind, m, n, batch, dtype):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(m=st.sampled_from([1, 3, 6, 40]), n=st.sampled_from([1, 4, 33, 50]),
        batch=st.sampled_from([(), (2,), (2, 3)]), dtype=st.sampled_from(DTYPES))
 def test_linalg_calls_match_jax(name, m, n, batch, dtype):
@@ -189,7 +190,7 @@ def _unpack_reference(w, v):
     return out
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(n=st.integers(1, 7), seed=st.integers(0, 2**16))
 def test_geev_unpacking_program_matches_lapack_convention(n, seed):
     """The program that unpacks cuSOLVER's real geev output, run on the CPU on LAPACK's packed output."""

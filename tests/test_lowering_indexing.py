@@ -20,6 +20,7 @@ import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.prims import indexing as I
 from ftrans.lowering.lower import lowering_rules
+from tests.hypothesis_budget import examples
 from tests.lowering_util import run_lowered
 
 DTYPES = [np.float32, np.int32, np.uint8, np.int16, np.bool_, np.float16]
@@ -102,7 +103,7 @@ def test_integer_array_index(xa, data):
     check(lambda m, x, i: x[i], x, i)
 
 
-@settings(max_examples=6)  # several compiles per example
+@settings(max_examples=examples(6))  # several compiles per example
 @given(operand_and_axis(min_rank=2), st.data())
 def test_two_index_arrays(xa, data):
     """x[i, j] with broadcasting index arrays, and x[i, 1:] / x[1:, j] mixing slices."""
@@ -114,7 +115,7 @@ def test_two_index_arrays(xa, data):
     check(lambda m, x, j: x[1:, j], x, j)
 
 
-@settings(max_examples=6)  # several compiles per example
+@settings(max_examples=examples(6))  # several compiles per example
 @given(operand_and_axis(min_rank=2), st.data())
 def test_index_on_inner_axes(xa, data):
     """x[:, idx], x[..., idx], x[idx, ..., None], x[None, idx]."""
@@ -163,7 +164,7 @@ def _update_values(x: np.ndarray, idx_shape, seed: int) -> np.ndarray:
     return _value(x.dtype, tuple(idx_shape) + x.shape[1:], seed)
 
 
-@settings(max_examples=6)  # several compiles per example
+@settings(max_examples=examples(6))  # several compiles per example
 @given(operand_and_axis(dtypes=DTYPES), st.sampled_from([None, "clip", "drop"]), st.data())
 def test_at_set_unique(xa, mode, data):
     """x.at[i].set with unique indices (XLA leaves the winner among duplicates unspecified)."""
@@ -195,7 +196,7 @@ def test_at_combine_duplicates(xa, op, mode, data):
     check(lambda m, x, i, u: getattr(x.at[i], op)(u, mode=mode), x, i, u, rtol=rtol)
 
 
-@settings(max_examples=6)  # several compiles per example
+@settings(max_examples=examples(6))  # several compiles per example
 @given(st.sampled_from(["add", "min", "max"]), st.data())
 def test_scalar_update_and_2d_index(op, data):
     """A scalar update broadcast over a 2-D index array with repeats."""
@@ -205,7 +206,7 @@ def test_scalar_update_and_2d_index(op, data):
     check(lambda m, x, i: getattr(x.at[:, i[0, :2]], op)(-3), x, i)
 
 
-@settings(max_examples=6)  # several compiles per example
+@settings(max_examples=examples(6))  # several compiles per example
 @given(st.data())
 def test_two_array_update(data):
     """x.at[i, j].add(u): a scatter with a two-component index vector."""

@@ -24,6 +24,7 @@ import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core.array import Array
 from ftrans.core.ir import typecheck
+from tests.hypothesis_budget import examples
 from tests.lowering_util import run_lowered
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -137,7 +138,7 @@ def test_reductions(name, x, data):
     check(lambda v: f(v, axis=axis, keepdims=keepdims), lambda v: jf(v, axis=axis, keepdims=keepdims), x, tol=tol)
 
 
-@settings(max_examples=10)  # three compilations per check; keeps the file fast
+@settings(max_examples=examples(10))  # three compilations per check; keeps the file fast
 @given(arrays(dtypes=tuple(FLOATS), special=True), st.data())
 def test_max_min_with_nan_inf(x, data):
     axis = data.draw(axis_for(x.ndim))
@@ -176,7 +177,7 @@ def test_argmax_complex_matches_eager():
 _DOT_DTYPES = (I8, I32, U8, F16, F32, BF16, BOOL, C64)
 
 
-@settings(max_examples=10)  # three compilations per check; keeps the file fast
+@settings(max_examples=examples(10))  # three compilations per check; keeps the file fast
 @given(st.sampled_from(_DOT_DTYPES), st.integers(1, 4), st.integers(1, 4), st.integers(0, 4), st.data())
 def test_dot_matmul(dtype, m, n, k, data):
     a = data.draw(_values(dtype, (m, k)))
@@ -188,7 +189,7 @@ def test_dot_matmul(dtype, m, n, k, data):
     check(jnp.dot, jjnp.dot, v, v, tol=tol)
 
 
-@settings(max_examples=10)  # three compilations per check; keeps the file fast
+@settings(max_examples=examples(10))  # three compilations per check; keeps the file fast
 @given(st.sampled_from((I8, I32, F32, BF16)), st.data())
 def test_matmul_batched(dtype, data):
     """Batch dimensions (broadcast between the operands) become dot_general batch dimensions."""
@@ -215,7 +216,7 @@ def test_einsum(spec, dtype, data):
           tol=None if dtype.kind == "i" else _tol(dtype))
 
 
-@settings(max_examples=10)  # three compilations per check; keeps the file fast
+@settings(max_examples=examples(10))  # three compilations per check; keeps the file fast
 @given(st.sampled_from((I8, I32, F32, BF16)), st.sampled_from([0, 1, 2, ((1, 0), (0, 1)), ([2], [0])]),
        st.data())
 def test_tensordot(dtype, axes, data):

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftrans.core import gather as ng
+from tests.hypothesis_budget import examples
 
 lax = jax.lax
 
@@ -31,7 +32,7 @@ JAX_SCATTER = {
     "max": lax.scatter_max,
 }
 HYP = settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import ftrans
 import ftrans.numpy as jnp
 from ftrans.errors import ConcretizationTypeError
+from tests.hypothesis_budget import examples
 
 NAMES = ["segment_sum", "segment_prod", "segment_max", "segment_min"]
 
@@ -141,7 +142,7 @@ def test_vmap_and_jit(name):
     _same(ftrans.vmap(f, (0, None))(jnp.asarray(data), jnp.asarray(ids[0])), jax.vmap(fj, (0, None))(data, ids[0]))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=st.integers(0, 9), num_segments=st.integers(0, 5), name=st.sampled_from(NAMES),
        seed=st.integers(0, 2**16), bucket=st.sampled_from([None, 1, 4]))
 def test_random_against_jax(n, num_segments, name, seed, bucket):

@@ -19,6 +19,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
+from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.bool_, BF16, np.float16]
@@ -143,7 +144,7 @@ def matmul_pair(draw):
     return x, y
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(matmul_pair())
 def test_matmul(xy):
     x, y = xy
@@ -163,7 +164,7 @@ def test_matmul_squeezes_batch_axes_of_size_one_like_jax(xs, ys):
     assert [e.params["dimension_numbers"] for e in dots] == [e.params["dimension_numbers"] for e in want]
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.data(), arrays(dtypes=NUMS, min_dims=0, max_dims=3, min_side=1))
 def test_dot_inner_vdot_outer(data, x):
     k = x.shape[-1] if x.ndim else 1
@@ -203,7 +204,7 @@ def test_vdot_complex_and_vecdot():
     check(lambda m, p, q: m.vecdot(p, q, axis=0), x, x)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, BF16], min_dims=1, max_dims=3, min_side=1))
 def test_tensordot(data, x):
     n = data.draw(st.integers(0, x.ndim))
@@ -214,14 +215,14 @@ def test_tensordot(data, x):
     check(lambda m, a, b: m.tensordot(a, b, axes=([ax - x.ndim for ax in axes_a], list(range(n)))), x, y)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(arrays(dtypes=[np.float32, np.int32, np.bool_], max_dims=3, min_side=1),
        arrays(dtypes=[np.float32, np.int8], max_dims=2, min_side=1))
 def test_kron(x, y):
     check(lambda m, a, b: m.kron(a, b), x, y)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, np.bool_, BF16], min_dims=2, max_dims=4))
 def test_diagonal_trace(data, x):
     offset = data.draw(st.integers(-4, 4))
@@ -328,7 +329,7 @@ def test_dot_general_primitive_checks():
                          preferred_element_type=np.int8)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.data(), st.sampled_from([np.float32, np.int32, np.int8, BF16]))
 def test_lax_dot_general(data, d):
     b, n, k, m = (data.draw(st.integers(1, 3)) for _ in range(4))

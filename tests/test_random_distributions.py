@@ -30,6 +30,7 @@ import ftrans
 import ftrans.numpy as fnp
 import ftrans.random as fr
 from ftrans import errors
+from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32
@@ -171,20 +172,20 @@ def _key(words):
     return np.array(words, np.uint32)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(KEY_WORDS, hnp.arrays(F32, (4,), elements=st.floats(1 / 64, 60.0, width=32)))
 def test_gamma_any_key_and_shape_parameter(words, a):
     same_bits(fr.gamma(_key(words), a), jax_call("gamma", _key(words), a))
     same_bits(fr.loggamma(_key(words), a), jax_call("loggamma", _key(words), a))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(KEY_WORDS, hnp.arrays(F32, (4,), elements=st.floats(0.0, 300.0, width=32)))
 def test_poisson_any_key_and_rate(words, lam):
     same_bits(fr.poisson(_key(words), lam), jax_call("poisson", _key(words), lam))
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(KEY_WORDS, hnp.arrays(F32, (3,), elements=st.floats(0.0, 500.0, width=32)),
        hnp.arrays(F32, (3,), elements=st.floats(0.0, 1.0, width=32)))
 def test_binomial_any_key_count_and_probability(words, n, p):

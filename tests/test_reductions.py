@@ -17,6 +17,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
+from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.bool_, BF16, np.float16]
@@ -165,7 +166,7 @@ def test_max_min_ptp(data, x, keepdims):
         check(lambda m, a: m.ptp(a, axis=axis, keepdims=keepdims), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, np.bool_, BF16]))
 def test_where_and_initial(data, x):
     axis = data.draw(axis_for(x.ndim))
@@ -208,7 +209,7 @@ def test_bfloat16_accumulates_in_float32():
 
 
 # ---------------------------------------------------------------- mean / var / std / average
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, np.bool_, BF16, np.float16]),
        st.booleans())
 def test_mean_var_std(data, x, keepdims):
@@ -219,7 +220,7 @@ def test_mean_var_std(data, x, keepdims):
     check(lambda m, a: m.std(a, axis=axis, ddof=ddof, keepdims=keepdims), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, min_side=1))
 def test_mean_var_where_dtype(data, x):
     axis = data.draw(axis_for(x.ndim))
@@ -239,7 +240,7 @@ def test_var_complex_and_empty():
         fnp.var(np.ones(3), ddof=1, correction=1)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, min_side=1))
 def test_average(data, x):
     axis = data.draw(axis_for(x.ndim, allow_tuple=False))
@@ -293,7 +294,7 @@ def test_cumulative_sum_array_api():
         fnp.cumulative_sum(x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, BF16], min_dims=1, nan=True))
 def test_lax_cumulative(data, x):
     axis = data.draw(st.integers(0, x.ndim - 1))
@@ -315,7 +316,7 @@ def test_lax_cumulative_errors():
 
 
 # ---------------------------------------------------------------- median / nan-reductions
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, BF16], min_dims=1, min_side=1, nan=True),
        st.booleans())
 def test_median(data, x, keepdims):
@@ -323,7 +324,7 @@ def test_median(data, x, keepdims):
     check(lambda m, a: m.median(a, axis=axis, keepdims=keepdims), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, BF16], min_dims=1, min_side=1, nan=True),
        st.booleans())
 def test_nan_reductions(data, x, keepdims):
@@ -342,7 +343,7 @@ def test_nan_reductions_fixed():
 
 
 # ---------------------------------------------------------------- lax reductions
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(min_dims=1, nan=True))
 def test_lax_reductions(data, x):
     axes = tuple(sorted(data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True, max_size=x.ndim))))

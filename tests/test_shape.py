@@ -16,6 +16,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans.core.ir import typecheck
 from ftrans.errors import ConcretizationTypeError
+from tests.hypothesis_budget import examples
 
 DTYPES = [np.float32, np.int32, np.bool_, np.int8, np.uint8]
 
@@ -83,7 +84,7 @@ def arrays(min_dims=0, max_dims=4, min_side=0, max_side=4, dtypes=DTYPES):
 
 
 # ---------------------------------------------------------------- reshape family
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(), st.data())
 def test_reshape_and_ravel(x, data):
     n = x.size
@@ -106,7 +107,7 @@ def test_reshape_method_forms_and_weak_scalar():
     check(lambda m: m.reshape(3.0, (1, 1)))  # weak scalar stays weak
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(), st.data())
 def test_transpose_swapaxes_moveaxis(x, data):
     nd = x.ndim
@@ -126,7 +127,7 @@ def test_transpose_swapaxes_moveaxis(x, data):
         check(lambda m, x: m.moveaxis(x, i, j), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3), st.data())
 def test_expand_dims_squeeze(x, data):
     nd = x.ndim
@@ -182,7 +183,7 @@ def test_transpose_and_reshape_errors():
 
 
 # ---------------------------------------------------------------- broadcasting
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3), st.data())
 def test_broadcast_to_arrays_shapes(x, data):
     lead = tuple(data.draw(st.lists(st.integers(0, 3), max_size=2)))
@@ -206,7 +207,7 @@ def test_broadcast_weak_and_errors():
 
 
 # ---------------------------------------------------------------- joining
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(min_dims=1, max_dims=3), st.data())
 def test_concatenate_stack(x, data):
     nd = x.ndim
@@ -239,7 +240,7 @@ def test_stack_and_concatenate_promotion_and_weak():
     check(lambda m, a: m.unstack(a, axis=1), np.arange(6, dtype=np.float32).reshape(2, 3))
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3, dtypes=[np.float32, np.int32]))
 def test_hstack_vstack_dstack_column_stack(x):
     check(lambda m, x: m.hstack([x, x]), x)
@@ -273,7 +274,7 @@ def test_join_errors():
 
 
 # ---------------------------------------------------------------- splitting
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(min_dims=1, max_dims=3, max_side=6), st.data())
 def test_split_family(x, data):
     nd = x.ndim
@@ -310,14 +311,14 @@ def test_split_errors():
 
 
 # ---------------------------------------------------------------- tile / repeat
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3), st.data())
 def test_tile(x, data):
     reps = data.draw(st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), max_size=4).map(tuple)))
     check(lambda m, x: m.tile(x, reps), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3, max_side=5), st.data())
 def test_repeat(x, data):
     nd = x.ndim
@@ -354,7 +355,7 @@ def test_repeat_weak_and_errors():
         fnp.tile(fnp.ones(2), -1)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(arrays(min_dims=1, max_dims=3, max_side=5), st.data())
 def test_repeat_traced_repeats_with_total(x, data):
     """Traced repeats need total_repeat_length (as JAX): runs past it are cut, a short total is
@@ -377,7 +378,7 @@ def test_repeat_stages_few_equations():
 
 
 # ---------------------------------------------------------------- flips and rolls
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(), st.data())
 def test_flip_family(x, data):
     nd = x.ndim
@@ -396,7 +397,7 @@ def test_flip_family(x, data):
         check(lambda m, x: m.rot90(x, k, axes=(a0, a1)), x)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(), st.data())
 def test_roll(x, data):
     nd = x.ndim
@@ -437,7 +438,7 @@ def _pad_width_strategy(nd):
                      st.tuples(*[st.tuples(w, w)] * nd), st.tuples(w))
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=3, min_side=1), st.data())
 def test_pad(x, data):
     pw = data.draw(_pad_width_strategy(x.ndim))
@@ -463,7 +464,7 @@ def test_pad_traced_constant_and_weak():
     check(lambda m, x: m.pad(x, 7, mode="symmetric", reflect_type="odd"), np.arange(3, dtype=np.float32))
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.int32, np.uint8)), st.data())
 def test_pad_stat_modes(x, data):
     """'maximum'/'minimum'/'mean'/'median' with and without stat_length, against jnp.pad."""
@@ -473,7 +474,7 @@ def test_pad_stat_modes(x, data):
     check(lambda m, x: m.pad(x, pw, mode=mode, stat_length=sl), x)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(arrays(min_dims=1, max_dims=3, min_side=1, dtypes=(np.float32, np.complex64)), st.data())
 def test_pad_linear_ramp(x, data):
     pw = data.draw(_pad_width_strategy(x.ndim))
@@ -522,7 +523,7 @@ def test_pad_errors():
 
 
 # ---------------------------------------------------------------- atleast_nd, sizes
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(arrays(max_dims=4))
 def test_atleast(x):
     check(lambda m, x: m.atleast_1d(x), x)

@@ -18,6 +18,7 @@ import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
 from ftrans.errors import ConcretizationTypeError
+from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.bool_, BF16, np.float16]
@@ -137,7 +138,7 @@ def _with_zeros(x):
 
 
 # ---------------------------------------------------------------- sort / argsort
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(st.data(), arrays(dtypes=SORTABLE, min_dims=0, nan=True))
 def test_sort_argsort(data, x):
     x = _with_zeros(x)
@@ -194,7 +195,7 @@ def test_sort_errors():
 
 
 # ---------------------------------------------------------------- lax.sort / sort_key_val / top_k
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.bool_, BF16], min_dims=1, nan=True))
 def test_lax_sort(data, x):
     x = _with_zeros(x)
@@ -206,7 +207,7 @@ def test_lax_sort(data, x):
     check_lax(lambda m, a, b: m.sort_key_val(a, b, dimension=dim), x, vals)
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, BF16], min_dims=1, min_side=1, nan=True))
 def test_top_k(data, x):
     k = data.draw(st.integers(0, x.shape[-1]))
@@ -229,7 +230,7 @@ def test_lax_sort_errors_and_structure():
 
 
 # ---------------------------------------------------------------- searchsorted
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, BF16], min_dims=1, max_dims=1, nan=True))
 def test_searchsorted(data, a):
     a = np.sort(a.astype(np.float32)).astype(a.dtype)
@@ -240,7 +241,7 @@ def test_searchsorted(data, a):
     check(lambda m, p: m.searchsorted(p, 1.5, side=side), a)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, max_dims=1))
 def test_searchsorted_sorter(data, a):
     """With sorter, ``a[sorter]`` is searched (a stays unsorted), as NumPy and JAX."""
@@ -267,7 +268,7 @@ def _unique_all(m, a, **kw):
     return m.unique(a, return_index=True, return_inverse=True, return_counts=True, **kw)
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32, np.int8, np.bool_], min_dims=0, nan=True))
 def test_unique(data, x):
     if x.dtype.kind in "iu":
@@ -291,7 +292,7 @@ def test_unique_needs_size_under_tracing():
     check(lambda m, a: _unique_all(m, a), np.zeros((0, 2), np.float32), staged=False)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(st.data(), arrays(dtypes=[np.float32, np.int32], min_dims=1, max_dims=3))
 def test_unique_along_an_axis(data, x):
     x = np.nan_to_num(x % 3 if x.dtype.kind == "i" else np.round(np.clip(x, -2, 2)))

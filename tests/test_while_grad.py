@@ -22,6 +22,7 @@ import ftrans
 import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.errors import FtransValueError
+from tests.hypothesis_budget import examples
 
 F32 = np.float32
 
@@ -60,7 +61,7 @@ X = np.linspace(0.1, 1.0, 3).astype(F32)
 W = F32(0.7)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(n=st.integers(0, 40), k=st.integers(1, 6))
 def test_grad_matches_unrolled_for_any_trip_count_and_slots(n, k):
     old = ftrans.config.while_checkpoints
