@@ -306,7 +306,8 @@ class _LazyHostArray(Array):
             from ftrans.errors import DeletedArrayError
 
             raise DeletedArrayError(
-                f"this Array ({self._aval.str_short()}) has been deleted: it was {self._deleted_how}, and its "
+                f"Array has been deleted with shape={self._aval.dtype.name}[{','.join(map(str, self._aval.shape))}]: "
+                f"it was {self._deleted_how}, and its "
                 "buffer may have been reused; use the outputs of the call it was donated to instead, or stop "
                 "donating it"
             )
@@ -439,7 +440,7 @@ class _DeletedArray(Array):
         from ftrans.errors import DeletedArrayError
 
         raise DeletedArrayError(
-            "this Array has been deleted with .delete() and can no longer be used; keep a copy "
+            "Array has been deleted: it was deleted with .delete() and can no longer be used; keep a copy "
             "(x.copy()) if you need the values after deleting it"
         )
 
@@ -464,7 +465,7 @@ class _DonatedArray(_DeletedArray):
         from ftrans.errors import DeletedArrayError
 
         raise DeletedArrayError(
-            "this Array has been deleted: it was donated to a jitted function (donate_argnums/donate_argnames), "
+            "Array has been deleted: it was donated to a jitted function (donate_argnums/donate_argnames), "
             "and its buffer may have been reused; use the outputs of the call it was donated to instead, or "
             "stop donating it"
         )
@@ -545,7 +546,7 @@ def jax_array_argument_error(where: str) -> Exception:
     from ftrans.errors import FtransValueError
 
     return FtransValueError(
-        f"{where}: triggering __jax_array__() during abstractification is not supported (as in JAX). Convert "
+        f"{where}: Triggering __jax_array__() during abstractification is no longer supported (as in JAX). Convert "
         "the object explicitly with jnp.asarray(), or register its type as a pytree")
 
 

@@ -538,6 +538,7 @@ def _on_config(name: str, value: Any = None) -> None:
 
 
 # What a Python cast of a traced array may have meant: a dtype conversion, which stays traced.
+_ABSTRACT = "Abstract tracer value encountered where concrete value is expected:"  # JAX's opening words
 _CAST_HINT = "If you meant to convert the array's dtype, try using `x.astype({t})` or `jnp.asarray(x, {t})` instead."
 
 
@@ -611,9 +612,15 @@ class Tracer(ArrayMixin):
         """
         return None
 
-    def _concretization(self, what: str, cls: type, hint: str) -> errors.ConcretizationTypeError:
+    def _concretization(self, what: str, cls: type, hint: str, jax_head: str = "") -> errors.ConcretizationTypeError:
+        """``jax_head``: JAX's opening words for this error (``... traced array with shape f32[3].`` is
+        added), which users and JAX's tests match on; ftrans's explanation follows."""
+        head = ""
+        if jax_head:
+            a = self.aval
+            head = f"{jax_head} traced array with shape {a.dtype.name}[{','.join(map(str, a.shape))}]. "
         return cls(
-            f"{what} needs a concrete value, but this is a traced array of type "
+            f"{head}{what} needs a concrete value, but this is a traced array of type "
             f"{self.aval.str_short()} (its value is only known when the compiled program runs). "
             f"{hint}"
         )
@@ -627,6 +634,7 @@ class Tracer(ArrayMixin):
             errors.TracerBoolConversionError,
             "Use lax.cond / lax.while_loop / jnp.where for data-dependent control flow, or mark "
             "the argument static (static_argnums / static_argnames).",
+            "Attempted boolean conversion of",
         )
 
     def __int__(self) -> int:
@@ -637,6 +645,7 @@ class Tracer(ArrayMixin):
             "int()", errors.TracerIntegerConversionError,
             "Shapes and Python integers must be static: pass the value as a static argument. "
             + _CAST_HINT.format(t="int"),
+            _ABSTRACT,
         )
 
     def __index__(self) -> int:
@@ -648,12 +657,13 @@ class Tracer(ArrayMixin):
             errors.TracerIntegerConversionError,
             "Index with the array through jnp indexing (x[i]) or lax.dynamic_slice, or make it "
             "static.",
+            "The __index__() method was called on",
         )
 
     def _lossy(self, what: str, hint: str) -> errors.ConcretizationTypeError:
         """``float()``/``complex()``/``.tolist()``: refused even for a concrete autodiff value, as in JAX."""
         if self.to_concrete_value() is None:
-            return self._concretization(what, errors.ConcretizationTypeError, hint)
+            return self._concretization(what, errors.ConcretizationTypeError, hint, _ABSTRACT)
         return errors.ConcretizationTypeError(
             f"{what} of a value being differentiated ({self.aval.str_short()}) is refused, as in JAX: "
             "the Python number would silently drop its derivative. Keep the value as an array; for "
@@ -673,6 +683,7 @@ class Tracer(ArrayMixin):
             "Converting to a NumPy array", errors.TracerArrayConversionError,
             "Use ftrans.numpy functions on traced values instead of numpy ones, or use "
             "ftrans.debug.callback to inspect values at run time.",
+            "The numpy.ndarray conversion method __array__() was called on",
         )
 
     def item(self, *args):
@@ -682,6 +693,7 @@ class Tracer(ArrayMixin):
         raise self._concretization(
             ".item()", errors.ConcretizationTypeError,
             "Keep the value as an array inside transformed code.",
+            _ABSTRACT,
         )
 
     def tolist(self):
