@@ -6,6 +6,7 @@ Each case runs the same thunk against jax (the oracle) and ftrans.
 
 from __future__ import annotations
 
+import operator
 import re
 from functools import partial
 
@@ -93,7 +94,31 @@ CASES = {
                          r"^Triggering __jax_array__\(\) during abstractification is no longer supported"),
     "array_deleted": (lambda t, n: lambda: (lambda x: (x.delete(), repr(x)))(t.device_put(1.0)), RuntimeError,
                       r"^Array has been deleted"),
+    "jit_static_eq_raises": (lambda t, n: lambda: _call_twice(t.jit(lambda x, y: x + 3, static_argnums=[1]),
+                                                              lambda: (1, _EqRaises())), ValueError,
+                             r"^static arguments should be comparable using __eq__"),
+    "index_of_int_vector": (lambda t, n: lambda: operator.index(n.arange(3)), TypeError,
+                            r"^Only integer scalar arrays can be converted to a scalar index"),
+    "index_of_float_scalar": (lambda t, n: lambda: operator.index(n.float32(0)), TypeError,
+                              r"^Only integer scalar arrays can be converted to a scalar index"),
+    "int_of_vector": (lambda t, n: lambda: int(n.arange(3)), TypeError,
+                      r"^Only scalar arrays can be converted to Python scalars"),
+    "float_of_size1_vector": (lambda t, n: lambda: float(n.arange(1.0)), TypeError,
+                              r"^Only scalar arrays can be converted to Python scalars"),
 }
+
+
+class _EqRaises:
+    def __hash__(self):
+        return 1
+
+    def __eq__(self, other):
+        raise NotImplementedError("no comparing")
+
+
+def _call_twice(f, args):
+    f(*args())
+    f(*args())  # a lookup that compares with the cached static argument
 
 
 class _HasJaxArray:

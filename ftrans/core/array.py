@@ -164,21 +164,34 @@ class Array(ArrayMixin):
     def __bool__(self) -> bool:
         return bool(self._value)
 
-    def __int__(self) -> int:
-        return int(self._value)
-
-    def __float__(self) -> float:
-        return float(self._value)
-
-    def __complex__(self) -> complex:
-        return complex(self._value)
-
-    def __index__(self) -> int:
-        if not dtypes.is_int(self._value.dtype) and self._value.dtype != dtypes.bool_:
+    def _check_scalar(self) -> None:
+        # JAX's rule (stricter than NumPy's): only a 0-d array becomes a Python number, a size-1 1-d one too
+        if self._value.ndim != 0:
             from ftrans.errors import FtransTypeError
 
             raise FtransTypeError(
-                f"only integer scalar arrays can be used as an index; got {self.aval.str_short()}"
+                f"Only scalar arrays can be converted to Python scalars; got an array of type "
+                f"{self.aval.str_short()} (index it, x[0], or reduce it first)"
+            )
+
+    def __int__(self) -> int:
+        self._check_scalar()
+        return int(self._value)
+
+    def __float__(self) -> float:
+        self._check_scalar()
+        return float(self._value)
+
+    def __complex__(self) -> complex:
+        self._check_scalar()
+        return complex(self._value)
+
+    def __index__(self) -> int:
+        if self._value.ndim != 0 or (not dtypes.is_int(self._value.dtype) and self._value.dtype != dtypes.bool_):
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"Only integer scalar arrays can be converted to a scalar index; got {self.aval.str_short()}"
             )
         return self._value.__index__()
 

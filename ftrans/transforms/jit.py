@@ -2021,7 +2021,32 @@ def _hashable(v: Any, what: str, fname: str) -> Any:
         ) from None
     if isinstance(v, (Array, Tracer, np.ndarray)):
         raise FtransValueError(f"jit({fname}): static {what} is an array; arrays must be dynamic arguments")
-    return (type(v), v)
+    return _StaticKey((type(v), v))
+
+
+class _StaticKey(tuple):
+    """A static argument in a cache key, ``(type, value)``: a value whose ``__eq__`` fails, when a lookup
+    compares it with a cached one, gives JAX's ValueError instead of the bare error from inside the cache."""
+
+    __slots__ = ()
+    __hash__ = tuple.__hash__
+
+    def __eq__(self, other: object) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        try:
+            return tuple.__eq__(self, other)
+        except Exception as e:  # noqa: BLE001 - the user's __eq__ may raise anything
+            other_val = other[1] if len(other) == 2 else other
+            raise FtransValueError(
+                "static arguments should be comparable using __eq__: comparing two static arguments of types "
+                f"{type(self[1]).__name__} and {type(other_val).__name__} (to find a compiled program for "
+                f"them) raised {type(e).__name__}: {e}"
+            ) from e
+
+    def __ne__(self, other: object) -> Any:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
 
 def _prune_unused(closed: ClosedJaxpr, keep_unused: bool) -> tuple[ClosedJaxpr, tuple | None]:
