@@ -105,6 +105,19 @@ CASES = {
                       r"^Only scalar arrays can be converted to Python scalars"),
     "float_of_size1_vector": (lambda t, n: lambda: float(n.arange(1.0)), TypeError,
                               r"^Only scalar arrays can be converted to Python scalars"),
+    # a traced value: the type alone decides first, as in JAX (a TypeError/ValueError, not a concretization error)
+    "traced_index_of_vector": (lambda t, n: lambda: t.jit(operator.index)(n.arange(3)), TypeError,
+                               r"^Only integer scalar arrays can be converted to a scalar index"),
+    "traced_hex_of_float": (lambda t, n: lambda: t.jit(hex)(n.float32(1)), TypeError,
+                            r"^Only integer scalar arrays can be converted to a scalar index"),
+    "traced_float_of_vector": (lambda t, n: lambda: t.jit(float)(n.arange(1.0)), TypeError,
+                               r"^Only scalar arrays can be converted to Python scalars"),
+    "traced_bool_of_vector": (lambda t, n: lambda: t.jit(bool)(n.arange(3)), ValueError,
+                              r"^The truth value of an array with more than one element is ambiguous"),
+    "traced_bool_of_empty": (lambda t, n: lambda: t.jit(bool)(n.arange(0)), ValueError,
+                             r"^The truth value of an empty array is ambiguous"),
+    "index_of_bool": (lambda t, n: lambda: operator.index(n.array(True)), TypeError,
+                      r"^Only integer scalar arrays can be converted to a scalar index"),
 }
 
 

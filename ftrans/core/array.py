@@ -187,7 +187,7 @@ class Array(ArrayMixin):
         return complex(self._value)
 
     def __index__(self) -> int:
-        if self._value.ndim != 0 or (not dtypes.is_int(self._value.dtype) and self._value.dtype != dtypes.bool_):
+        if self._value.ndim != 0 or not dtypes.is_int(self._value.dtype):  # JAX's rule: bools are no index
             from ftrans.errors import FtransTypeError
 
             raise FtransTypeError(

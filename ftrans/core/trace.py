@@ -625,10 +625,37 @@ class Tracer(ArrayMixin):
             f"{hint}"
         )
 
+    # JAX's checks on the type alone come first: a conversion no value could make work is a TypeError
+    # (or, for bool, a ValueError) whether or not the value is known.
+    def _check_scalar(self) -> None:
+        if self.aval.shape:
+            raise errors.FtransTypeError(
+                f"Only scalar arrays can be converted to Python scalars; got a traced array of type "
+                f"{self.aval.str_short()} (index it, x[0], or reduce it first)")
+
+    def _check_integer(self) -> None:
+        a = self.aval
+        if a.shape or not dtypes.is_int(a.dtype):
+            raise errors.FtransTypeError(
+                f"Only integer scalar arrays can be converted to a scalar index; got a traced array of type "
+                f"{a.str_short()}")
+
+    def _check_bool(self) -> None:
+        n = self.aval.size
+        if n == 0:
+            raise errors.FtransValueError(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to check that an array "
+                f"is not empty (a traced array of type {self.aval.str_short()})")
+        if n > 1:
+            raise errors.FtransValueError(
+                "The truth value of an array with more than one element is ambiguous. Use a.any() or a.all() "
+                f"(a traced array of type {self.aval.str_short()})")
+
     def __bool__(self) -> bool:
         v = self.to_concrete_value()
         if v is not None:
             return bool(v)
+        self._check_bool()
         raise self._concretization(
             "Python control flow (`if`, `while`, `and`, `or`, `not`, bool())",
             errors.TracerBoolConversionError,
@@ -641,6 +668,7 @@ class Tracer(ArrayMixin):
         v = self.to_concrete_value()
         if v is not None:
             return int(v)
+        self._check_scalar()
         raise self._concretization(
             "int()", errors.TracerIntegerConversionError,
             "Shapes and Python integers must be static: pass the value as a static argument. "
@@ -652,6 +680,7 @@ class Tracer(ArrayMixin):
         v = self.to_concrete_value()
         if v is not None:
             return operator.index(v)
+        self._check_integer()
         raise self._concretization(
             "Using an array as a Python index or size (operator.index)",
             errors.TracerIntegerConversionError,
@@ -671,10 +700,12 @@ class Tracer(ArrayMixin):
         )
 
     def __float__(self) -> float:
+        self._check_scalar()
         raise self._lossy("float()", "Keep the value as an array, or make it a static argument. "
                           + _CAST_HINT.format(t="float"))
 
     def __complex__(self) -> complex:
+        self._check_scalar()
         raise self._lossy("complex()", "Keep the value as an array, or make it a static argument. "
                           + _CAST_HINT.format(t="complex"))
 
