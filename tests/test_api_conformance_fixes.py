@@ -118,7 +118,14 @@ CASES = {
                              r"^The truth value of an empty array is ambiguous"),
     "index_of_bool": (lambda t, n: lambda: operator.index(n.array(True)), TypeError,
                       r"^Only integer scalar arrays can be converted to a scalar index"),
+    "escaped_tracer": (lambda t, n: lambda: _use_escaped(t), Exception, r"^Encountered an unexpected tracer"),
 }
+
+
+def _use_escaped(t):
+    saved = []
+    t.jit(lambda x: saved.append(x) or x)(0.0)
+    t.jit(lambda x: saved[0] + x)(0.0)
 
 
 class _EqRaises:

@@ -75,9 +75,9 @@ class Trace:
         if main.level < self.main.level:
             return self.lift(val)
         raise UnexpectedTracerError(
-            f"a value traced at level {main.level} met a transform at level {self.main.level}; "
-            "a traced value escaped from the function that was being transformed "
-            "(e.g. stored in a global or returned through a side channel)"
+            f"Encountered an unexpected tracer: a value traced at level {main.level} met a transform at level "
+            f"{self.main.level}; a traced value escaped from the function that was being transformed "
+            "(e.g. stored in global state or returned through a side channel)"
         )
 
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
@@ -235,9 +235,10 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:
     return UnexpectedTracerError(
-        f"a traced value of type {t.aval.str_short()} was used after the transformation that "
-        "created it had finished (it escaped, e.g. through a global, a closure kept past the "
-        "call, or a side effect). Return it from the transformed function instead." + _escaped_origin(t)
+        f"Encountered an unexpected tracer: a traced value of type {t.aval.str_short()} was used after the "
+        "transformation that created it had finished (it escaped, e.g. through global state, a closure kept "
+        "past the call, or a side effect). Return it from the transformed function instead."
+        + _escaped_origin(t)
     )
 
 
@@ -271,7 +272,8 @@ def find_top_trace(args) -> Trace:
     if not top.alive:
         if culprit is not None:  # a tracer of a finished transform, deeper than any live one
             raise _escaped(culprit)
-        raise UnexpectedTracerError("bind found a finished transform on the trace stack")
+        raise UnexpectedTracerError("Encountered an unexpected tracer: bind found a finished transform on the "
+                                    "trace stack (a traced value escaped the transformation that made it)")
     return top.trace
 
 
