@@ -389,7 +389,7 @@ def test_jacrev_allow_int_gives_zeros_of_the_input_dtype():
 
 def test_jacobian_dtype_errors():
     z = X3.astype(np.complex64)
-    with pytest.raises(TypeError, match=r"jacrev.*real floating-point outputs.*int32"):
+    with pytest.raises(TypeError, match=r"jacrev.*real-valued outputs.*int32"):
         ftrans.jacrev(lambda x: (x * 2).astype(np.int32))(X3)
     with pytest.raises(TypeError, match=r"jacrev.*complex64.*holomorphic=True"):
         ftrans.jacrev(lambda z: z * z)(z)
@@ -398,7 +398,7 @@ def test_jacobian_dtype_errors():
     with pytest.raises(TypeError, match=r"jacfwd requires real-valued inputs.*int32"):
         ftrans.jacfwd(lambda i: i * 2.0)(np.arange(3, dtype=np.int32))
     for jac in (ftrans.jacfwd, ftrans.jacrev):
-        with pytest.raises(TypeError, match=r"holomorphic=True requires complex outputs.*float32"):
+        with pytest.raises(TypeError, match=r"holomorphic=True requires outputs with complex dtype.*float32"):
             jac(fjnp.real, holomorphic=True)(z)
     # complex inputs with real outputs are fine for jacrev (as in JAX)
     close(ftrans.jacrev(lambda z: fjnp.abs(z))(z), jax.jit(jax.jacrev(lambda z: jjnp.abs(z)))(z))
@@ -799,14 +799,14 @@ def test_test_util_is_a_submodule():
 
 
 def test_grad_of_non_scalar_output():
-    with pytest.raises(TypeError, match=r"shape \(3,\).*jacrev.*vjp"):
+    with pytest.raises(TypeError, match=r"scalar-output functions. Output had shape: \(3,\).*jacrev.*vjp"):
         ftrans.grad(fjnp.sin)(X3)
     with pytest.raises(TypeError, match=r"single scalar.*jacrev or vjp"):
         ftrans.grad(lambda x: (fjnp.sum(x), fjnp.sum(x)))(X3)
 
 
 def test_grad_of_integer_output():
-    with pytest.raises(TypeError, match=r"dtype int32.*vjp"):
+    with pytest.raises(TypeError, match=r"real-valued outputs.*but got int32.*vjp"):
         ftrans.grad(lambda x: fjnp.sum(x).astype(np.int32))(X3)
     with pytest.raises(TypeError, match=r"complex64.*holomorphic=True"):
         ftrans.grad(lambda x: fjnp.sum(x * 1j))(X3)
@@ -815,11 +815,11 @@ def test_grad_of_integer_output():
 def test_grad_wrt_integer_input_needs_allow_int():
     with pytest.raises(TypeError, match=r"int32.*allow_int=True"):
         ftrans.grad(lambda i: fjnp.sum(i * 2.0))(np.arange(3, dtype=np.int32))
-    with pytest.raises(TypeError, match=r"argument 1\['k'\] has dtype bool.*allow_int"):
+    with pytest.raises(TypeError, match=r"but got bool \(argument 1\[.k.\]\).*allow_int"):
         ftrans.grad(lambda x, d: x * 2.0, argnums=(0, 1))(1.0, {"k": True})
     with pytest.raises(TypeError, match="allow_int"):
         ftrans.jacrev(lambda i: i * 2.0)(np.arange(3, dtype=np.int32))
-    with pytest.raises(TypeError, match="holomorphic=True requires complex"):
+    with pytest.raises(TypeError, match="holomorphic=True requires inputs with complex dtype"):
         ftrans.grad(fjnp.sum, holomorphic=True)(X3)
 
 

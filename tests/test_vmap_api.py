@@ -503,7 +503,11 @@ def test_out_axes_out_of_range():
 def test_no_mapped_input_and_no_axis_size():
     raises_like_jax(ValueError, "must have at least one non-None value in in_axes, or be given axis_size",
                     lambda t, n: t.vmap(lambda a: a, in_axes=None), X34)
-    raises_like_jax(ValueError, "at least one non-None value", lambda t, n: t.vmap(lambda: 1.0, in_axes=()))
+    # no array among the arguments at all: JAX's other wording, which names the arguments
+    empty = r"must be passed at least one argument containing an array or axis_size must be specified, got empty"
+    raises_like_jax(ValueError, empty + r" \*args=\(\) and \*\*kwargs=\{\}",
+                    lambda t, n: t.vmap(lambda: 1.0, in_axes=()))
+    raises_like_jax(ValueError, empty + r" \*args=\(\{\},\)", lambda t, n: t.vmap(lambda x: x), {})
 
 
 def test_not_a_function():

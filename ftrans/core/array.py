@@ -164,21 +164,34 @@ class Array(ArrayMixin):
     def __bool__(self) -> bool:
         return bool(self._value)
 
-    def __int__(self) -> int:
-        return int(self._value)
-
-    def __float__(self) -> float:
-        return float(self._value)
-
-    def __complex__(self) -> complex:
-        return complex(self._value)
-
-    def __index__(self) -> int:
-        if not dtypes.is_int(self._value.dtype) and self._value.dtype != dtypes.bool_:
+    def _check_scalar(self) -> None:
+        # JAX's rule (stricter than NumPy's): only a 0-d array becomes a Python number, a size-1 1-d one too
+        if self._value.ndim != 0:
             from ftrans.errors import FtransTypeError
 
             raise FtransTypeError(
-                f"only integer scalar arrays can be used as an index; got {self.aval.str_short()}"
+                f"Only scalar arrays can be converted to Python scalars; got an array of type "
+                f"{self.aval.str_short()} (index it, x[0], or reduce it first)"
+            )
+
+    def __int__(self) -> int:
+        self._check_scalar()
+        return int(self._value)
+
+    def __float__(self) -> float:
+        self._check_scalar()
+        return float(self._value)
+
+    def __complex__(self) -> complex:
+        self._check_scalar()
+        return complex(self._value)
+
+    def __index__(self) -> int:
+        if self._value.ndim != 0 or not dtypes.is_int(self._value.dtype):  # JAX's rule: bools are no index
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(
+                f"Only integer scalar arrays can be converted to a scalar index; got {self.aval.str_short()}"
             )
         return self._value.__index__()
 
@@ -306,7 +319,8 @@ class _LazyHostArray(Array):
             from ftrans.errors import DeletedArrayError
 
             raise DeletedArrayError(
-                f"this Array ({self._aval.str_short()}) has been deleted: it was {self._deleted_how}, and its "
+                f"Array has been deleted with shape={self._aval.dtype.name}[{','.join(map(str, self._aval.shape))}]: "
+                f"it was {self._deleted_how}, and its "
                 "buffer may have been reused; use the outputs of the call it was donated to instead, or stop "
                 "donating it"
             )
@@ -439,7 +453,7 @@ class _DeletedArray(Array):
         from ftrans.errors import DeletedArrayError
 
         raise DeletedArrayError(
-            "this Array has been deleted with .delete() and can no longer be used; keep a copy "
+            "Array has been deleted: it was deleted with .delete() and can no longer be used; keep a copy "
             "(x.copy()) if you need the values after deleting it"
         )
 
@@ -464,7 +478,7 @@ class _DonatedArray(_DeletedArray):
         from ftrans.errors import DeletedArrayError
 
         raise DeletedArrayError(
-            "this Array has been deleted: it was donated to a jitted function (donate_argnums/donate_argnames), "
+            "Array has been deleted: it was donated to a jitted function (donate_argnums/donate_argnames), "
             "and its buffer may have been reused; use the outputs of the call it was donated to instead, or "
             "stop donating it"
         )
@@ -545,7 +559,7 @@ def jax_array_argument_error(where: str) -> Exception:
     from ftrans.errors import FtransValueError
 
     return FtransValueError(
-        f"{where}: triggering __jax_array__() during abstractification is not supported (as in JAX). Convert "
+        f"{where}: Triggering __jax_array__() during abstractification is no longer supported (as in JAX). Convert "
         "the object explicitly with jnp.asarray(), or register its type as a pytree")
 
 

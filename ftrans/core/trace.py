@@ -75,9 +75,9 @@ class Trace:
         if main.level < self.main.level:
             return self.lift(val)
         raise UnexpectedTracerError(
-            f"a value traced at level {main.level} met a transform at level {self.main.level}; "
-            "a traced value escaped from the function that was being transformed "
-            "(e.g. stored in a global or returned through a side channel)"
+            f"Encountered an unexpected tracer: a value traced at level {main.level} met a transform at level "
+            f"{self.main.level}; a traced value escaped from the function that was being transformed "
+            "(e.g. stored in global state or returned through a side channel)"
         )
 
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
@@ -235,9 +235,10 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:
     return UnexpectedTracerError(
-        f"a traced value of type {t.aval.str_short()} was used after the transformation that "
-        "created it had finished (it escaped, e.g. through a global, a closure kept past the "
-        "call, or a side effect). Return it from the transformed function instead." + _escaped_origin(t)
+        f"Encountered an unexpected tracer: a traced value of type {t.aval.str_short()} was used after the "
+        "transformation that created it had finished (it escaped, e.g. through global state, a closure kept "
+        "past the call, or a side effect). Return it from the transformed function instead."
+        + _escaped_origin(t)
     )
 
 
@@ -271,7 +272,8 @@ def find_top_trace(args) -> Trace:
     if not top.alive:
         if culprit is not None:  # a tracer of a finished transform, deeper than any live one
             raise _escaped(culprit)
-        raise UnexpectedTracerError("bind found a finished transform on the trace stack")
+        raise UnexpectedTracerError("Encountered an unexpected tracer: bind found a finished transform on the "
+                                    "trace stack (a traced value escaped the transformation that made it)")
     return top.trace
 
 
@@ -538,6 +540,7 @@ def _on_config(name: str, value: Any = None) -> None:
 
 
 # What a Python cast of a traced array may have meant: a dtype conversion, which stays traced.
+_ABSTRACT = "Abstract tracer value encountered where concrete value is expected:"  # JAX's opening words
 _CAST_HINT = "If you meant to convert the array's dtype, try using `x.astype({t})` or `jnp.asarray(x, {t})` instead."
 
 
@@ -611,49 +614,87 @@ class Tracer(ArrayMixin):
         """
         return None
 
-    def _concretization(self, what: str, cls: type, hint: str) -> errors.ConcretizationTypeError:
+    def _concretization(self, what: str, cls: type, hint: str, jax_head: str = "") -> errors.ConcretizationTypeError:
+        """``jax_head``: JAX's opening words for this error (``... traced array with shape f32[3].`` is
+        added), which users and JAX's tests match on; ftrans's explanation follows."""
+        head = ""
+        if jax_head:
+            a = self.aval
+            head = f"{jax_head} traced array with shape {a.dtype.name}[{','.join(map(str, a.shape))}]. "
         return cls(
-            f"{what} needs a concrete value, but this is a traced array of type "
+            f"{head}{what} needs a concrete value, but this is a traced array of type "
             f"{self.aval.str_short()} (its value is only known when the compiled program runs). "
             f"{hint}"
         )
+
+    # JAX's checks on the type alone come first: a conversion no value could make work is a TypeError
+    # (or, for bool, a ValueError) whether or not the value is known.
+    def _check_scalar(self) -> None:
+        if self.aval.shape:
+            raise errors.FtransTypeError(
+                f"Only scalar arrays can be converted to Python scalars; got a traced array of type "
+                f"{self.aval.str_short()} (index it, x[0], or reduce it first)")
+
+    def _check_integer(self) -> None:
+        a = self.aval
+        if a.shape or not dtypes.is_int(a.dtype):
+            raise errors.FtransTypeError(
+                f"Only integer scalar arrays can be converted to a scalar index; got a traced array of type "
+                f"{a.str_short()}")
+
+    def _check_bool(self) -> None:
+        n = self.aval.size
+        if n == 0:
+            raise errors.FtransValueError(
+                "The truth value of an empty array is ambiguous. Use `array.size > 0` to check that an array "
+                f"is not empty (a traced array of type {self.aval.str_short()})")
+        if n > 1:
+            raise errors.FtransValueError(
+                "The truth value of an array with more than one element is ambiguous. Use a.any() or a.all() "
+                f"(a traced array of type {self.aval.str_short()})")
 
     def __bool__(self) -> bool:
         v = self.to_concrete_value()
         if v is not None:
             return bool(v)
+        self._check_bool()
         raise self._concretization(
             "Python control flow (`if`, `while`, `and`, `or`, `not`, bool())",
             errors.TracerBoolConversionError,
             "Use lax.cond / lax.while_loop / jnp.where for data-dependent control flow, or mark "
             "the argument static (static_argnums / static_argnames).",
+            "Attempted boolean conversion of",
         )
 
     def __int__(self) -> int:
         v = self.to_concrete_value()
         if v is not None:
             return int(v)
+        self._check_scalar()
         raise self._concretization(
             "int()", errors.TracerIntegerConversionError,
             "Shapes and Python integers must be static: pass the value as a static argument. "
             + _CAST_HINT.format(t="int"),
+            _ABSTRACT,
         )
 
     def __index__(self) -> int:
         v = self.to_concrete_value()
         if v is not None:
             return operator.index(v)
+        self._check_integer()
         raise self._concretization(
             "Using an array as a Python index or size (operator.index)",
             errors.TracerIntegerConversionError,
             "Index with the array through jnp indexing (x[i]) or lax.dynamic_slice, or make it "
             "static.",
+            "The __index__() method was called on",
         )
 
     def _lossy(self, what: str, hint: str) -> errors.ConcretizationTypeError:
         """``float()``/``complex()``/``.tolist()``: refused even for a concrete autodiff value, as in JAX."""
         if self.to_concrete_value() is None:
-            return self._concretization(what, errors.ConcretizationTypeError, hint)
+            return self._concretization(what, errors.ConcretizationTypeError, hint, _ABSTRACT)
         return errors.ConcretizationTypeError(
             f"{what} of a value being differentiated ({self.aval.str_short()}) is refused, as in JAX: "
             "the Python number would silently drop its derivative. Keep the value as an array; for "
@@ -661,10 +702,12 @@ class Tracer(ArrayMixin):
         )
 
     def __float__(self) -> float:
+        self._check_scalar()
         raise self._lossy("float()", "Keep the value as an array, or make it a static argument. "
                           + _CAST_HINT.format(t="float"))
 
     def __complex__(self) -> complex:
+        self._check_scalar()
         raise self._lossy("complex()", "Keep the value as an array, or make it a static argument. "
                           + _CAST_HINT.format(t="complex"))
 
@@ -673,6 +716,7 @@ class Tracer(ArrayMixin):
             "Converting to a NumPy array", errors.TracerArrayConversionError,
             "Use ftrans.numpy functions on traced values instead of numpy ones, or use "
             "ftrans.debug.callback to inspect values at run time.",
+            "The numpy.ndarray conversion method __array__() was called on",
         )
 
     def item(self, *args):
@@ -682,6 +726,7 @@ class Tracer(ArrayMixin):
         raise self._concretization(
             ".item()", errors.ConcretizationTypeError,
             "Keep the value as an array inside transformed code.",
+            _ABSTRACT,
         )
 
     def tolist(self):

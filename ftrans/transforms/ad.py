@@ -490,10 +490,12 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
     _check_arg_list("jvp", primals, tangents)
     p_leaves_paths, p_tree = tree_util.tree_flatten_with_path(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
-    if p_tree != t_tree:
+    # As JAX's, the containers themselves must match too (a tuple of primals takes a tuple of tangents).
+    whole_p, whole_t = tree_util.tree_structure(primals), tree_util.tree_structure(tangents)
+    if p_tree != t_tree or whole_p != whole_t:
         raise FtransTypeError(
             f"jvp: primal and tangent arguments must have the same tree structure; primals have "
-            f"tree structure {p_tree} whereas tangents have tree structure {t_tree}"
+            f"tree structure {whole_p} whereas tangents have tree structure {whole_t}"
         )
     p_leaves = [_operand(p) for _, p in p_leaves_paths]
     t_in = [_tangent_in("primals" + tree_util.keystr(path), p, t)

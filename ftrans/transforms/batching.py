@@ -628,6 +628,12 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
         sizes.append((path, shape[d % len(shape)]))
     if not sizes:
         if axis_size is None:
+            if not leaves_paths:  # no array at all among the arguments (JAX's wording for this case)
+                raise FtransValueError(
+                    f"vmap wrapped function must be passed at least one argument containing an array or "
+                    f"axis_size must be specified, got empty *args={tuple(args)} and **kwargs={kwargs or {}}; "
+                    f"vmap({name}) has nothing to map over"
+                )
             raise FtransValueError(
                 f"vmap must have at least one non-None value in in_axes, or be given axis_size: vmap({name}) "
                 "maps none of its arguments"

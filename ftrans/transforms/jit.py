@@ -307,10 +307,10 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
     """The error for a dynamic argument leaf that is not an array. ``args``/``kwargs`` are the dynamic
     arguments; given the wrapper and the call's ``full`` (args, kwargs), the leaf is named as the user
     wrote it (``x``, ``params['w']``) rather than by position."""
-    path = "?"
+    path = named = "?"
     for i, (p, leaf) in enumerate(tree_util.tree_flatten_with_path((args, kwargs))[0]):
         if leaf is bad:
-            path = _path_str(p)
+            path = named = _path_str(p)
             if jitted is not None and full is not None:
                 try:
                     named = _leaf_names(jitted, *full)[i]
@@ -330,8 +330,11 @@ def _bad_leaf_error(fname: str, args: tuple, kwargs: dict, bad: Any, jitted: Any
             f"integer type {d.name} (the type JAX reads Python ints as); pass it as a float, as an array "
             "with an explicit dtype, mark it static, or enable x64 for 64-bit integers"
         )
-    return invalid_value_error(f"jit({fname}): argument {path}", bad,
-                               "or mark the argument static with static_argnums / static_argnames")
+    # JAX's opening sentence (what users match on), then which argument and what to pass instead
+    return invalid_value_error(
+        f"jit({fname}): Error interpreting argument to {fname} as an abstract array. The problematic value is of "
+        f"type {type(bad)} and was passed to the function at path {named}. Argument {path}", bad,
+        "or mark the argument static with static_argnums / static_argnames")
 
 
 def _path_str(path: tuple) -> str:
@@ -1889,9 +1892,10 @@ def check_not_traced(leaves: list) -> None:
     if traced is not None or not _trace.is_eager():
         what = f"a {type(traced).__name__} ({traced.aval.str_short()})" if traced is not None else "a trace"
         raise FtransTypeError(
-            f"Compiled: a program lowered and compiled for fixed argument types cannot be transformed or "
-            f"staged (vmap, grad, jit, ...): it was called under {what}. Transform the function itself, "
-            "and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
+            "Compiled: Cannot apply JAX transformations to a function lowered and compiled for a particular "
+            f"signature. Detected argument of Tracer type {what}: a program lowered and compiled for fixed "
+            "argument types cannot be transformed or staged (vmap, grad, jit, ...). Transform the function "
+            "itself, and jit or lower that (jit(vmap(f)), or vmap(jit(f)))")
 
 
 def _long_type(a: Any) -> str:
@@ -1935,20 +1939,22 @@ class Compiled:
         """Which arguments differ from the types compiled for, each named as the user wrote it."""
         names = self._names if self._names is not None and len(self._names) == len(want) else None
         if names is None:
-            names = [f"argument {k}" for k in range(len(want))]
+            names = [f"Argument {k}" for k in range(len(want))]
         else:
-            names = [f"argument {n!r}" for n in names]
+            names = [f"Argument {n!r}" for n in names]
         lines = []
         for name, g, w, x in zip(names, got, want, leaves):
             if g is None:
-                lines.append(f"  {name}: compiled for {_long_type(w)}, called with a {type(x).__name__}, "
+                lines.append(f"{name} compiled with {_long_type(w)} and called with a {type(x).__name__}, "
                              "which is not an array")
             elif (g.shape, g.dtype) != (w.shape, w.dtype):
-                lines.append(f"  {name}: compiled for {_long_type(w)}, called with {_long_type(g)}")
+                lines.append(f"{name} compiled with {_long_type(w)} and called with {_long_type(g)}")
         if len(got) != len(want):
-            lines.append(f"  called with {len(got)} array arguments, compiled for {len(want)}")
+            lines.append(f"Called with {len(got)} array arguments, compiled for {len(want)}")
+        # JAX's words (what users match on): "Argument types differ ... The mismatches are:\nArgument 'x' ..."
         return FtransTypeError(
-            "Compiled: the arguments' types differ from the ones it was compiled for:\n" + "\n".join(lines)
+            "Compiled: Argument types differ from the types for which this computation was compiled. The "
+            "mismatches are:\n" + "\n".join(lines)
             + "\nCall it with arguments of the compiled shapes and dtypes (convert them with .astype), or lower "
             "and compile again for the new types")
 
@@ -2111,13 +2117,39 @@ def _hashable(v: Any, what: str, fname: str) -> Any:
         hash(v)
     except TypeError:
         raise FtransValueError(
-            f"jit({fname}): static {what} of type {type(v).__name__} is not hashable; static arguments key "
+            f"jit({fname}): Non-hashable static arguments are not supported: static {what} of type "
+            f"{type(v).__name__} is not hashable; static arguments key "
             "the compilation cache, so pass a hashable value (a tuple instead of a list, say) or make the "
             "argument dynamic"
         ) from None
     if isinstance(v, (Array, Tracer, np.ndarray)):
         raise FtransValueError(f"jit({fname}): static {what} is an array; arrays must be dynamic arguments")
-    return (type(v), v)
+    return _StaticKey((type(v), v))
+
+
+class _StaticKey(tuple):
+    """A static argument in a cache key, ``(type, value)``: a value whose ``__eq__`` fails, when a lookup
+    compares it with a cached one, gives JAX's ValueError instead of the bare error from inside the cache."""
+
+    __slots__ = ()
+    __hash__ = tuple.__hash__
+
+    def __eq__(self, other: object) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        try:
+            return tuple.__eq__(self, other)
+        except Exception as e:  # noqa: BLE001 - the user's __eq__ may raise anything
+            other_val = other[1] if len(other) == 2 else other
+            raise FtransValueError(
+                "static arguments should be comparable using __eq__: comparing two static arguments of types "
+                f"{type(self[1]).__name__} and {type(other_val).__name__} (to find a compiled program for "
+                f"them) raised {type(e).__name__}: {e}"
+            ) from e
+
+    def __ne__(self, other: object) -> Any:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
 
 def _prune_unused(closed: ClosedJaxpr, keep_unused: bool) -> tuple[ClosedJaxpr, tuple | None]:

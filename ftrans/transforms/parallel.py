@@ -115,9 +115,9 @@ class PmapWrapped:
             j = i if i >= 0 else i + n
             if not 0 <= j < n:
                 raise FtransValueError(
-                    f"pmap({self.__name__}): static_broadcasted_argnums={self._static} names argument {i}, but "
-                    f"the function was called with only {n} positional argument{'s' if n != 1 else ''}. All "
-                    "static broadcasted arguments must be passed positionally (not by keyword)")
+                    f"pmap({self.__name__}): pmapped function has static_broadcasted_argnums={self._static} but "
+                    f"was called with only {n} positional argument{'s' if n != 1 else ''}. All static broadcasted "
+                    f"arguments must be passed positionally (not by keyword); argument {i} is missing")
             v = args[j]
             try:
                 hash(v)
@@ -169,9 +169,9 @@ class PmapWrapped:
             sizes.append((path, a.shape[d % nd]))
         if not sizes:
             if self._axis_size is None:
-                raise FtransValueError(
-                    f"pmap({self.__name__}) must have at least one non-None value in in_axes, or be given "
-                    "axis_size")
+                raise FtransValueError(  # JAX's words, then what would give one
+                    f"pmap requires at least one argument with a mapped axis. pmap({self.__name__}) maps none: "
+                    "give an array argument a non-None in_axes entry, or give axis_size")
             return int(self._axis_size)
         distinct = {s for _, s in sizes}
         if len(distinct) > 1:

@@ -317,8 +317,8 @@ class _Pullback:
         leaves, tree = tree_util.tree_flatten(ct)
         if tree != self._out_tree:  # JAX raises ValueError for a wrong cotangent (structure, shape, dtype)
             raise FtransValueError(
-                f"vjp({self._name}) pullback: the cotangent must have the structure of the function's "
-                f"output, {self._out_tree}, but it has structure {tree}"
+                f"vjp({self._name}) pullback: unexpected tree structure of the cotangent: it must have the "
+                f"structure of the function's output, {self._out_tree}, but it has structure {tree}"
             )
         cts = []
         for i, (c, want, z) in enumerate(zip(leaves, self._out_avals, self._zero_out)):
@@ -330,13 +330,15 @@ class _Pullback:
             got = aval_of(c)
             if tuple(got.shape) != tuple(tan.shape):
                 raise FtransValueError(
-                    f"vjp({self._name}) pullback: cotangent {i} has shape {tuple(got.shape)} but the "
-                    f"output it belongs to has shape {tuple(tan.shape)} (dtype {tan.dtype.name})"
+                    f"vjp({self._name}) pullback: unexpected JAX type (shape/dtype) for the cotangent: "
+                    f"cotangent {i} has shape {tuple(got.shape)} but the output it belongs to has shape "
+                    f"{tuple(tan.shape)} (dtype {tan.dtype.name})"
                 )
             if got.dtype != tan.dtype:
                 raise FtransValueError(
-                    f"vjp({self._name}) pullback: cotangent {i} has dtype {got.dtype.name} but the "
-                    f"output it belongs to has dtype {tan.dtype.name}; convert it with .astype"
+                    f"vjp({self._name}) pullback: unexpected JAX type (shape/dtype) for the cotangent: "
+                    f"cotangent {i} has dtype {got.dtype.name} but the output it belongs to has dtype "
+                    f"{tan.dtype.name}; convert it with .astype"
                 )
             if not z:
                 cts.append(c if given is None or self._wants is not None else given)
@@ -476,20 +478,21 @@ def _argnums_tuple(argnums: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bool, allow_int: bool) -> None:
+    # Each message opens with JAX's sentence (what users and JAX's tests match on), then says which argument.
     d = aval.dtype
     if holomorphic:
         if not dtypes.issubdtype(d, np.complexfloating):
             raise FtransTypeError(
-                f"{where} with holomorphic=True requires complex-valued inputs, but argument {path} has "
-                f"dtype {d.name}"
+                f"{where} with holomorphic=True requires inputs with complex dtype, but got {d.name} "
+                f"(argument {path})"
             )
         return
     if where == "jacfwd":  # JAX's jacfwd: real inputs only (complex ones need holomorphic=True), no allow_int
         if not dtypes.issubdtype(d, np.floating):
             raise FtransTypeError(
-                f"jacfwd requires real-valued inputs (a floating dtype), but argument {path} has dtype "
-                f"{d.name}. For complex inputs of a holomorphic function pass holomorphic=True; otherwise "
-                "use jvp directly, or leave the argument out of argnums."
+                f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), but got "
+                f"{d.name} (argument {path}). For complex inputs of a holomorphic function pass "
+                "holomorphic=True; otherwise use jvp directly, or leave the argument out of argnums."
             )
         return
     if dtypes.issubdtype(d, np.inexact):
@@ -497,8 +500,8 @@ def _check_input_dtype(where: str, path: str, aval: ShapedArray, holomorphic: bo
     if allow_int and (dtypes.issubdtype(d, np.integer) or d == np.bool_):
         return
     raise FtransTypeError(
-        f"{where} requires real- or complex-valued inputs (a floating or complex dtype), but argument "
-        f"{path} has dtype {d.name}. To differentiate with respect to an integer or bool input, pass "
+        f"{where} requires real- or complex-valued inputs (input dtype that is a sub-dtype of np.inexact), but "
+        f"got {d.name} (argument {path}). To differentiate with respect to an integer or bool input, pass "
         "allow_int=True (its gradient is a float0 zero), or use vjp; to leave it out, change argnums."
     )
 
@@ -509,43 +512,58 @@ def _check_jac_outputs(where: str, name: str, avals: list[ShapedArray], holomorp
         d = a.dtype
         if holomorphic and not dtypes.issubdtype(d, np.complexfloating):
             raise FtransTypeError(
-                f"{where}({name}) with holomorphic=True requires complex outputs, but output {i} has dtype "
-                f"{d.name}"
+                f"{where} with holomorphic=True requires outputs with complex dtype, but got {d.name} "
+                f"(output {i} of {name})"
             )
         if not holomorphic and where == "jacrev" and not dtypes.issubdtype(d, np.floating):
             raise FtransTypeError(
-                f"{where}({name}) requires real floating-point outputs, but output {i} has shape "
-                f"{tuple(a.shape)} and dtype {d.name}. For complex outputs of a holomorphic function pass "
-                "holomorphic=True; otherwise use vjp directly."
+                f"{where} requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
+                f"got {d.name} (output {i} of {name}, shape {tuple(a.shape)}). For complex outputs of a "
+                "holomorphic function pass holomorphic=True; otherwise use vjp directly."
             )
 
 
 def _check_scalar_output(where: str, name: str, out: Any, holomorphic: bool) -> None:
+    # As JAX's, the messages open with "Gradient only defined for scalar-output functions." and with
+    # "grad requires real-valued outputs ..." (what users and JAX's tests match on).
     leaves = tree_util.tree_leaves(out)
     if len(leaves) != 1 or not isinstance(leaves[0], (Array, Tracer, np.ndarray, np.generic, float, int, complex)):
         raise FtransTypeError(
-            f"{where}({name}): the function must return a single scalar array, but it returned "
-            f"{type(out).__name__} with {len(leaves)} leaves; use jacrev or vjp for other outputs"
+            f"Gradient only defined for scalar-output functions. Output was {_short_repr(out)}. "
+            f"{where}({name}) needs the function to return a single scalar array; use jacrev or vjp for "
+            "other outputs"
         )
     aval = aval_of(leaves[0])
     if aval.shape != ():
         raise FtransTypeError(
-            f"{where}({name}): gradient is only defined for functions with a scalar output, but the "
-            f"output has shape {tuple(aval.shape)} and dtype {aval.dtype.name}. Reduce it to a scalar "
-            "(e.g. .sum()), or use jacrev (the full Jacobian) or vjp (a cotangent of your choice)."
+            f"Gradient only defined for scalar-output functions. Output had shape: {tuple(aval.shape)}. "
+            f"{where}({name}): reduce the output to a scalar (e.g. .sum()), or use jacrev (the full "
+            "Jacobian) or vjp (a cotangent of your choice)."
         )
     d = aval.dtype
     if holomorphic:
         if not dtypes.issubdtype(d, np.complexfloating):
             raise FtransTypeError(
-                f"{where}({name}) with holomorphic=True requires a complex output, but it has dtype {d.name}"
+                f"{where} with holomorphic=True requires outputs with complex dtype, but got {d.name} "
+                f"(the output of {name})"
             )
     elif not dtypes.issubdtype(d, np.floating):
         raise FtransTypeError(
-            f"{where}({name}): gradient requires a real floating-point output, but the output has shape "
-            f"{tuple(aval.shape)} and dtype {d.name}. For a complex output pass holomorphic=True, or use "
-            "vjp (or jacrev) directly."
+            f"{where} requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but got "
+            f"{d.name} (the output of {name}). For a complex output pass holomorphic=True, or use vjp (or "
+            "jacrev) directly."
         )
+
+
+def _short_repr(out: Any) -> str:
+    """The returned value for an error message: its repr, or its type and leaf count when that is long."""
+    try:
+        r = repr(out)
+    except Exception:  # noqa: BLE001 - a repr that fails: describe the value instead
+        r = ""
+    if r and len(r) <= 200:
+        return r
+    return f"a {type(out).__name__} with {len(tree_util.tree_leaves(out))} leaves"
 
 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -571,7 +589,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
             if not -n <= i < n:  # like JAX: TypeError for too few arguments, ValueError for i < -n
                 raise (FtransTypeError if i >= 0 else FtransValueError)(
                     f"{where}({name}): differentiating with respect to argnums={argnums} requires at least "
-                    f"{max(nums) + 1 if i >= 0 else -i} positional arguments, but got {n}"
+                    f"{max(nums) + 1 if i >= 0 else -i} positional arguments to be passed by the caller, but "
+                    f"got only {n} positional arguments."
                 )
         idx = tuple(i % n for i in nums)
         dyn = tuple(args[i] for i in idx)
@@ -656,7 +675,8 @@ def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = Fal
             if not -n <= i < n:
                 raise FtransTypeError(
                     f"fwd_and_bwd({name}): differentiating with respect to argnums={argnums!r} requires at least "
-                    f"{max(i + 1 if i >= 0 else -i for i in nums)} positional arguments, but got {n}")
+                    f"{max(i + 1 if i >= 0 else -i for i in nums)} positional arguments to be passed by the "
+                    f"caller, but got only {n} positional arguments.")
         pos = [i % n for i in nums]
 
         def partial_fun(*dyn: Any) -> Any:
@@ -854,8 +874,8 @@ class _Transposed:
         c_leaves, c_tree = tree_util.tree_flatten(ct)
         if c_tree != self._out_tree:
             raise FtransTypeError(
-                f"linear_transpose({name}): the cotangent must have the output's structure {self._out_tree}, "
-                f"got {c_tree}"
+                f"linear_transpose({name}): cotangent tree does not match function output: it must have the "
+                f"output's structure {self._out_tree}, got {c_tree}"
             )
         cts = []
         for i, (c, a) in enumerate(zip(c_leaves, self._out_avals)):
@@ -863,8 +883,8 @@ class _Transposed:
             ca = aval_of(c)
             if (tuple(ca.shape), ca.dtype) != (tuple(a.shape), a.dtype):
                 raise FtransTypeError(
-                    f"linear_transpose({name}): cotangent {i} has type {ca.str_short()} but the output has "
-                    f"type {a.str_short()}"
+                    f"linear_transpose({name}): cotangent type does not match function output: cotangent {i} "
+                    f"has type {ca.str_short()} but the output has type {a.str_short()}"
                 )
             cts.append(c)
         args = [UndefinedPrimal(a) for a in self._in_avals]
@@ -963,7 +983,8 @@ def _jac_setup(where: str, fun: Callable, argnums: Any, args: tuple, kwargs: dic
         if not -n <= i < n:
             raise FtransValueError(
                 f"{where}({_fname(fun)}): differentiating with respect to argnums={argnums} requires at least "
-                f"{max(nums) + 1 if i >= 0 else -i} positional arguments, but got {n}"
+                f"{max(nums) + 1 if i >= 0 else -i} positional arguments to be passed by the caller, but got "
+                f"only {n} positional arguments."
             )
     idx = tuple(i % n for i in nums)
     dyn = tuple(args[i] for i in idx)
