@@ -1,0 +1,75 @@
+"""Gaps found by running JAX's own ``lax_test.py`` / ``lax_numpy_test.py`` against ftrans, each checked
+against jax: ``jnp.isclose`` of key arrays, ``device=`` of creation functions staged as a ``device_put``,
+and ``out_sharding=`` of ``lax.ragged_dot`` / ``ragged_dot_general``."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import lax as flax
+from ftrans.errors import FtransTypeError
+
+
+def test_isclose_of_key_arrays_is_their_equality():
+    fks, jks = ftrans.random.split(ftrans.random.key(0), 3), jax.random.split(jax.random.key(0), 3)
+    fk, jk = fks[1], jks[1]
+    np.testing.assert_array_equal(fjnp.isclose(fks, fk), jjnp.isclose(jks, jk))
+    np.testing.assert_array_equal(ftrans.jit(fjnp.isclose)(fks, fk), [False, True, False])
+    assert bool(fjnp.allclose(fk, fk)) and bool(jjnp.allclose(jk, jk))
+    with pytest.raises(TypeError):
+        jjnp.isclose(jk, 1.0)
+    with pytest.raises(FtransTypeError, match="isclose does not accept dtypes key<fry>, float32"):
+        fjnp.isclose(fk, 1.0)
+
+
+def _prims(make_jaxpr, fn):
+    return [str(e.primitive) for e in make_jaxpr(fn)().jaxpr.eqns]
+
+
+@pytest.mark.parametrize("args", [(5,), (1, 5), (0, 6, 2)])
+def test_arange_device_is_staged_as_device_put(args):
+    fd, jd = ftrans.devices()[-1], jax.devices()[-1]
+    got = _prims(ftrans.make_jaxpr, lambda: fjnp.arange(*args, device=fd))
+    want = _prims(jax.make_jaxpr, lambda: jjnp.arange(*args, device=jd))
+    assert got == want and got[-1] == "device_put"
+    assert _prims(ftrans.make_jaxpr, lambda: fjnp.arange(*args)) == _prims(jax.make_jaxpr, lambda: jjnp.arange(*args))
+    assert fjnp.arange(*args, device=fd).devices() == {fd}
+
+
+@pytest.mark.skipif(jax.local_device_count() < 2, reason="needs 2 host devices (tests/conftest.py)")
+@pytest.mark.parametrize("general", [False, True])
+def test_ragged_dot_out_sharding(general):
+    lhs, rhs, gs = np.ones((16, 4), np.float32), np.arange(24.0, dtype=np.float32).reshape(2, 4, 3), np.array([8, 8])
+    fm, jm = ftrans.make_mesh((2,), ("x",)), jax.make_mesh((2,), ("x",))
+
+    def run(lib, lax_, np_, mesh, P):
+        seen = []
+
+        def f(a, b, g):
+            if general:
+                dn = lax_.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [0], [0])
+                out = lax_.ragged_dot_general(a, b, g, dn, out_sharding=P("x", None))
+            else:
+                out = lax_.ragged_dot(a, b, g, out_sharding=P("x", None))
+            seen.append(tuple(lib.typeof(out).sharding.spec))
+            return out
+
+        with lib.set_mesh(mesh):
+            eager, jitted = f(lhs, rhs, gs), lib.jit(f)(lhs, rhs, gs)
+        return seen, np.asarray(eager), np.asarray(jitted), (eager.sharding.spec, jitted.sharding.spec)
+
+    f_seen, f_eager, f_jit, f_spec = run(ftrans, flax, fjnp, fm, ftrans.P)
+    j_seen, j_eager, j_jit, j_spec = run(jax, jax.lax, jjnp, jm, jax.P)
+    assert f_seen == j_seen == [("x", None)] * 2
+    assert f_spec == j_spec == (jax.P("x", None),) * 2
+    np.testing.assert_allclose(f_eager, j_eager)
+    np.testing.assert_allclose(f_jit, j_jit)
