@@ -73,3 +73,17 @@ def test_ragged_dot_out_sharding(general):
     assert f_spec == j_spec == (jax.P("x", None),) * 2
     np.testing.assert_allclose(f_eager, j_eager)
     np.testing.assert_allclose(f_jit, j_jit)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd"])
+def test_nan_reductions_name_themselves_for_a_non_boolean_where(name):
+    x, where = np.ones((2, 3), np.float32), np.ones((2, 3), np.int32)
+    with pytest.raises(ValueError, match=f"jnp.{name}: where must be None or a boolean array"):
+        getattr(jjnp, name)(x, where=where)
+    with pytest.raises(ValueError, match=f"^{name}: where must be None or a boolean array"):
+        getattr(fjnp, name)(x, where=where)
+    kw = {"where": np.array([True, False, True])}
+    if name in ("nanmax", "nanmin"):
+        kw["initial"] = 0.0
+    v = np.array([1.0, np.nan, 3.0], np.float32)
+    np.testing.assert_allclose(getattr(fjnp, name)(v, **kw), getattr(jjnp, name)(v, **kw), rtol=1e-6)
