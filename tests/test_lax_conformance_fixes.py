@@ -87,3 +87,19 @@ def test_nan_reductions_name_themselves_for_a_non_boolean_where(name):
         kw["initial"] = 0.0
     v = np.array([1.0, np.nan, 3.0], np.float32)
     np.testing.assert_allclose(getattr(fjnp, name)(v, **kw), getattr(jjnp, name)(v, **kw), rtol=1e-6)
+
+
+def test_einsum_names_the_joined_dtype_as_preferred_and_keeps_weak_type():
+    x = np.arange(4.0).reshape(2, 2).astype(jjnp.bfloat16)
+    y = np.arange(2.0).astype(jjnp.bfloat16)
+
+    def eqns(lib, np_, *args, **kw):
+        j = lib.make_jaxpr(lambda *a: np_.einsum("ij,j->i", *a, **kw))(*args)
+        return [(str(e.primitive), e.params.get("preferred_element_type")) for e in j.jaxpr.eqns]
+
+    for kw in ({}, {"preferred_element_type": "float32"}):
+        assert eqns(ftrans, fjnp, x, y, **kw) == eqns(jax, jjnp, x, y, **kw)
+    # weak operands: a weak result (through a conversion after the product), as JAX
+    f = ftrans.jit(lambda a, b: fjnp.einsum(",->", a, b))(2.0, 3.0)
+    j = jax.jit(lambda a, b: jjnp.einsum(",->", a, b))(2.0, 3.0)
+    assert (f.dtype, f.weak_type, float(f)) == (j.dtype, j.weak_type, float(j))

@@ -446,7 +446,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     if not ops:
         raise FtransValueError("einsum: needs at least one operand")
     check_arraylike("einsum", *ops)
-    ops, _, _ = promote_dtypes("einsum", *ops)
+    ops, joined, joined_weak = promote_dtypes("einsum", *ops)
     shapes = [tuple(shape_of(o)) for o in ops]
     ins, output = _parse(subscripts, shapes)
     sizes = _label_sizes(ins, shapes)
@@ -458,7 +458,12 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     for i, op in enumerate(work):
         others = {c for j, o in enumerate(work) if j != i for c in o.labels}
         work[i] = _sum_unneeded(op, set(output) | others)
-    pet = preferred_element_type
+    # As JAX: the products accumulate in the joined dtype (each dot_general names it as its preferred type)
+    # and the result takes the join's weak type back; an explicit preferred type gives a strong result.
+    if preferred_element_type is None:
+        pet, out_weak = joined, joined_weak
+    else:
+        pet, out_weak = preferred_element_type, False
     for step in _path(optimize, [o.labels for o in work], output, sizes):
         picked = [work[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -477,7 +482,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         rest = {c for o in work for c in o.labels}
         work.append(_contract_pair(a, b, set(output) | rest, pet, prec))
     res = _sum_unneeded(work[0], set(output))
-    return _finish(res, output, pet)
+    return _finish(res, output, pet, out_weak)
 
 
 def _label_sizes(ins: list[list[str]], shapes: list[tuple[int, ...]]) -> dict[str, int]:
@@ -505,13 +510,13 @@ def _drop_broadcast_axes(x: Any, labels: list[str], sizes: dict[str, int]) -> tu
     return _reshape(x, tuple(shape[i] for i in keep)), [labels[i] for i in keep]
 
 
-def _finish(res: _Operand, output: list[str], pet: Any) -> Any:
+def _finish(res: _Operand, output: list[str], pet: Any, weak: bool = False) -> Any:
     x, labels = res.x, res.labels
     perm = tuple(labels.index(c) for c in output)
     if perm != tuple(range(len(perm))):
         x = S.transpose_p.bind(x, permutation=perm)
     if pet is not None:
         d = dtypes.to_dtype(pet)
-        if dtype_weak(x) != (d, False):
-            x = S.convert_element_type_p.bind(x, new_dtype=d, weak_type=False)
+        if dtype_weak(x) != (d, weak):
+            x = S.convert_element_type_p.bind(x, new_dtype=d, weak_type=weak)
     return x
