@@ -111,7 +111,16 @@ def ragged_dot_general(lhs: Any, rhs: Any, group_sizes: Any, ragged_dot_dimensio
     if group_offset is not None:
         raise NotImplementedError("ragged_dot_general: group_offset is not supported (as in JAX on CPU and GPU)")
     if out_sharding is not None:
-        raise NotImplementedError("ragged_dot_general: out_sharding is not supported")
+        from ftrans.core.jaxpr_api import eval_shape
+        from ftrans.lax._sharding import with_out_sharding
+
+        def rdg(a: Any, b: Any, g: Any) -> Any:
+            return ragged_dot_general(a, b, g, ragged_dot_dimension_numbers, precision, preferred_element_type,
+                                      group_offset)
+
+        shape = tuple(eval_shape(rdg, lhs, rhs, group_sizes).shape)
+        return with_out_sharding("ragged_dot_general", out_sharding, lambda: rdg(lhs, rhs, group_sizes),
+                                 (lhs, rhs), shape)
     dn = ragged_dot_dimension_numbers
     if not isinstance(dn, RaggedDotDimensionNumbers):
         raise FtransTypeError(

@@ -27,13 +27,15 @@ def _kind(d: np.dtype) -> str:
     return "i"
 
 
-def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, precision: Any = None) -> Any:
+def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, precision: Any = None,
+                weak: bool = False) -> Any:
     """``dot_general`` on operands already promoted to one dtype.
 
     A ``preferred_element_type`` the primitive can take (same kind, not narrower)
     is passed on, so int8 x int8 accumulates in int32; otherwise the operands are
     converted to it first, which is what jnp does for, e.g., a float result of an
-    integer product.  ``precision`` (already canonical) is kept in the equation, as JAX does.
+    integer product.  ``precision`` (already canonical) is kept in the equation, as JAX does; ``weak`` is
+    whether the result is weakly typed (JAX's products: the join's weakness unless a preferred type is named).
     """
     if preferred_element_type is None:
         return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
@@ -45,8 +47,8 @@ def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, 
         x = S.convert_element_type_p.bind(x, new_dtype=pet, weak_type=False)
         y = S.convert_element_type_p.bind(y, new_dtype=pet, weak_type=False)
         out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
-    if dtype_weak(out)[1]:
-        out = S.convert_element_type_p.bind(out, new_dtype=pet, weak_type=False)
+    if dtype_weak(out) != (pet, weak):  # a named preferred type gives a strong result; the join's keeps its weakness
+        out = S.convert_element_type_p.bind(out, new_dtype=pet, weak_type=weak)
     return out
 
 
@@ -56,7 +58,8 @@ def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     return S.reshape_p.bind(x, new_sizes=tuple(shape), dimensions=None)
 
 
-def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None, precision: Any = None) -> Any:
+def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None, precision: Any = None,
+                   weak: bool = False) -> Any:
     """``x @ y`` for operands of one dtype, with NumPy's rules for 1-D operands and batch axes."""
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if not xs or not ys:
@@ -74,7 +77,7 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
                 f"{name}: the last axis of the first operand ({xs[kx]}) must match the "
                 f"{'only' if y_vec else 'second-to-last'} axis of the second ({ys[ky]}); got shapes {xs} and {ys}"
             )
-        return dot_general(x, y, (((kx,), (ky,)), ((), ())), preferred_element_type, precision)
+        return dot_general(x, y, (((kx,), (ky,)), ((), ())), preferred_element_type, precision, weak)
     if x_vec:
         x = _reshape(x, (1, xs[0]))
     if y_vec:
@@ -88,10 +91,10 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
     xb, yb = xs2[:-2], ys2[:-2]
     if not yb:
         # Fold x's batch axes into its free axes: one plain matrix product.
-        out = dot_general(x, y, (((len(xs2) - 1,), (0,)), ((), ())), preferred_element_type, precision)
+        out = dot_general(x, y, (((len(xs2) - 1,), (0,)), ((), ())), preferred_element_type, precision, weak)
     elif not xb:
         # (n, k) @ (..., k, m): contract, then move n behind the batch axes.
-        out = dot_general(x, y, (((1,), (len(ys2) - 2,)), ((), ())), preferred_element_type, precision)
+        out = dot_general(x, y, (((1,), (len(ys2) - 2,)), ((), ())), preferred_element_type, precision, weak)
         nb = len(yb)
         out = S.transpose_p.bind(out, permutation=(*range(1, nb + 1), 0, nb + 1))
     else:
@@ -104,14 +107,14 @@ def batched_matmul(name: str, x: Any, y: Any, preferred_element_type: Any = None
                 kept = tuple(d for i, d in enumerate(vb) if batch[off + i] != 1)
                 return _reshape(v, kept + tuple(shape_of(v))[-2:])
 
-            inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type, precision)
+            inner = batched_matmul(name, drop(x, xb), drop(y, yb), preferred_element_type, precision, weak)
             out = _reshape(inner, batch + tuple(shape_of(inner))[-2:])
             return _unvec(out, x_vec, y_vec)
         x = broadcast_to_shape(x, batch + xs2[-2:])
         y = broadcast_to_shape(y, batch + ys2[-2:])
         nb = len(batch)
         dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
-        out = dot_general(x, y, dn, preferred_element_type, precision)
+        out = dot_general(x, y, dn, preferred_element_type, precision, weak)
     return _unvec(out, x_vec, y_vec)
 
 

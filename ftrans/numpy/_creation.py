@@ -247,12 +247,10 @@ def _map_nested(fn: Any, obj: Any) -> Any:
 
 
 def _place(out: Any, device: Any) -> Any:
-    """Honour ``device=``: a concrete result is committed to that device, as in JAX.
-
-    Under a transform the placement is the compiled program's business (as for
-    ``device_put``), so a traced result is returned as it is.
+    """Honour ``device=``: the result is committed to that device, as in JAX; traced, it is a
+    ``device_put`` equation of the program (JAX's ``jnp.arange(..., device=d)`` stages one too).
     """
-    if device is None or isinstance(out, Tracer):
+    if device is None:
         return out
     from ftrans.devices import device_put
 

@@ -75,8 +75,17 @@ def _real_dtype(d: np.dtype) -> np.dtype:
 def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
     """``jnp.isclose``: ``|a - b| <= atol + rtol * |b|``, infinities equal to themselves.
 
-    Integer inputs are compared in floating point, as JAX promotes to inexact first.
+    Integer inputs are compared in floating point, as JAX promotes to inexact first. Key arrays (of one
+    key type) are close where they are equal.
     """
+    from ftrans.core.keys import is_key
+
+    if is_key(a) or is_key(b):
+        ka, kb = jnp.asarray(a), jnp.asarray(b)
+        if ka.dtype != kb.dtype:
+            raise FtransTypeError(f"isclose does not accept dtypes {ka.dtype}, {kb.dtype}: a key array is close "
+                                  "only to keys of its own type")
+        return jnp.equal(ka, kb)
     a, b = _inexact("isclose", a, b)
     rd = _real_dtype(dtype_weak(a)[0])
     rtol = convert(rtol, rd)

@@ -50,6 +50,15 @@ def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
     return convert(a, dt, weak), convert(b, dt, weak)
 
 
+def _preferred(x: Any, y: Any, preferred_element_type: Any) -> tuple[Any, bool]:
+    """(the ``preferred_element_type`` a product's ``dot_general`` names, whether the result is weak): as
+    JAX, the joined dtype of the promoted operands when none is given, the result weak when both operands
+    are; an explicit preferred type gives a strong result."""
+    if preferred_element_type is None:
+        return dtype_weak(x)[0], bool(dtype_weak(x)[1] and dtype_weak(y)[1])
+    return preferred_element_type, False
+
+
 def _multiply(x: Any, y: Any) -> Any:
     from ftrans.numpy._elementwise import multiply
 
@@ -76,7 +85,8 @@ def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: 
             a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("matmul", precision)
     x, y = _promote("matmul", a, b)
-    return batched_matmul("matmul", x, y, preferred_element_type, prec)
+    pet, weak = _preferred(x, y, preferred_element_type)
+    return batched_matmul("matmul", x, y, pet, prec, weak)
 
 
 def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None,
@@ -103,7 +113,8 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
             f"dot: shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
             f"!= axis {rc} of the second ({ys[rc]})"
         )
-    return dot_general(x, y, (((lc,), (rc,)), ((), ())), preferred_element_type, prec)
+    pet, weak = _preferred(x, y, preferred_element_type)
+    return dot_general(x, y, (((lc,), (rc,)), ((), ())), pet, prec, weak)
 
 
 def _ravel(x: Any) -> Any:
@@ -121,7 +132,8 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
         raise FtransTypeError(
             f"vdot: the operands must have the same number of elements; got shapes {shape_of(x)} and {shape_of(y)}"
         )
-    return dot_general(xr, yr, (((0,), (0,)), ((), ())), preferred_element_type, prec)
+    pet, weak = _preferred(xr, yr, preferred_element_type)
+    return dot_general(xr, yr, (((0,), (0,)), ((), ())), pet, prec, weak)
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
@@ -141,7 +153,8 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
     y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
     nb = len(shape_of(x)) - 1
-    return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), preferred_element_type, prec)
+    pet, weak = _preferred(x, y, preferred_element_type)
+    return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), pet, prec, weak)
 
 
 def _moveaxis(x: Any, src: int, dst: int) -> Any:
@@ -161,7 +174,8 @@ def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any 
         return _scalar_product(x, y)
     if xs[-1] != ys[-1]:
         raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
-    return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), preferred_element_type, prec)
+    pet, weak = _preferred(x, y, preferred_element_type)
+    return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), pet, prec, weak)
 
 
 def outer(a: Any, b: Any, out: None = None) -> Any:
@@ -208,7 +222,8 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred
             raise FtransTypeError(
                 f"tensordot: shape mismatch between axis {i} of {xs} ({xs[i]}) and axis {j} of {ys} ({ys[j]})"
             )
-    return dot_general(x, y, ((lc, rc), ((), ())), preferred_element_type, prec)
+    pet, weak = _preferred(x, y, preferred_element_type)
+    return dot_general(x, y, ((lc, rc), ((), ())), pet, prec, weak)
 
 
 def kron(a: Any, b: Any) -> Any:
@@ -367,7 +382,8 @@ def _sum_unneeded(op: _Operand, needed: set[str]) -> _Operand:
     return _Operand(_sum_axes(op.x, drop), [c for i, c in enumerate(op.labels) if i not in drop])
 
 
-def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: Any = None) -> _Operand:
+def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: Any = None,
+                   weak: bool = False) -> _Operand:
     """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes."""
     a = _sum_unneeded(a, needed | set(b.labels))
     b = _sum_unneeded(b, needed | set(a.labels))
@@ -376,7 +392,7 @@ def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: A
     contract = [c for c in shared if c not in needed]
     dn = ((tuple(a.labels.index(c) for c in contract), tuple(b.labels.index(c) for c in contract)),
           (tuple(a.labels.index(c) for c in batch), tuple(b.labels.index(c) for c in batch)))
-    out = dot_general(a.x, b.x, dn, pet, prec)
+    out = dot_general(a.x, b.x, dn, pet, prec, weak)
     labels = batch + [c for c in a.labels if c not in shared] + [c for c in b.labels if c not in shared]
     return _Operand(out, labels)
 
@@ -446,7 +462,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     if not ops:
         raise FtransValueError("einsum: needs at least one operand")
     check_arraylike("einsum", *ops)
-    ops, _, _ = promote_dtypes("einsum", *ops)
+    ops, joined, joined_weak = promote_dtypes("einsum", *ops)
     shapes = [tuple(shape_of(o)) for o in ops]
     ins, output = _parse(subscripts, shapes)
     sizes = _label_sizes(ins, shapes)
@@ -458,7 +474,12 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     for i, op in enumerate(work):
         others = {c for j, o in enumerate(work) if j != i for c in o.labels}
         work[i] = _sum_unneeded(op, set(output) | others)
-    pet = preferred_element_type
+    # As JAX: the products accumulate in the joined dtype (each dot_general names it as its preferred type)
+    # and the result takes the join's weak type back; an explicit preferred type gives a strong result.
+    if preferred_element_type is None:
+        pet, out_weak = joined, joined_weak
+    else:
+        pet, out_weak = preferred_element_type, False
     for step in _path(optimize, [o.labels for o in work], output, sizes):
         picked = [work[i] for i in step]
         for i in sorted(step, reverse=True):
@@ -467,7 +488,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         acc = picked[0]
         for k, nxt in enumerate(picked[1:]):
             later = {c for o in picked[k + 2:] for c in o.labels}
-            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec)
+            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec, joined_weak)
         if len(picked) == 1:
             acc = _sum_unneeded(acc, set(output) | rest)
         work.append(acc)
@@ -475,9 +496,9 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         b = work.pop()
         a = work.pop()
         rest = {c for o in work for c in o.labels}
-        work.append(_contract_pair(a, b, set(output) | rest, pet, prec))
+        work.append(_contract_pair(a, b, set(output) | rest, pet, prec, joined_weak))
     res = _sum_unneeded(work[0], set(output))
-    return _finish(res, output, pet)
+    return _finish(res, output, pet, out_weak)
 
 
 def _label_sizes(ins: list[list[str]], shapes: list[tuple[int, ...]]) -> dict[str, int]:
@@ -505,13 +526,13 @@ def _drop_broadcast_axes(x: Any, labels: list[str], sizes: dict[str, int]) -> tu
     return _reshape(x, tuple(shape[i] for i in keep)), [labels[i] for i in keep]
 
 
-def _finish(res: _Operand, output: list[str], pet: Any) -> Any:
+def _finish(res: _Operand, output: list[str], pet: Any, weak: bool = False) -> Any:
     x, labels = res.x, res.labels
     perm = tuple(labels.index(c) for c in output)
     if perm != tuple(range(len(perm))):
         x = S.transpose_p.bind(x, permutation=perm)
     if pet is not None:
         d = dtypes.to_dtype(pet)
-        if dtype_weak(x) != (d, False):
-            x = S.convert_element_type_p.bind(x, new_dtype=d, weak_type=False)
+        if dtype_weak(x) != (d, weak):
+            x = S.convert_element_type_p.bind(x, new_dtype=d, weak_type=weak)
     return x

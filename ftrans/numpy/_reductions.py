@@ -91,14 +91,19 @@ def _keepdims(x: Any, axes: tuple[int, ...], in_shape: tuple[int, ...]) -> Any:
     return S.reshape_p.bind(x, new_sizes=new, dimensions=None)
 
 
-def _check_where(name: str, where: Any, shape: tuple[int, ...]) -> Any:
-    if where is None:
-        return None
+def _where_operand(name: str, where: Any) -> Any:
+    """``where`` as an operand, checked to be boolean (the error names ``name``, the user's function)."""
     check_arraylike(name, where)
     w = as_operand(where)
     if dtype_weak(w)[0] != dtypes.bool_:
         raise FtransValueError(f"{name}: where must be None or a boolean array; got dtype={dtype_weak(w)[0]}")
-    return to_dtype(broadcast_to_shape(w, shape), dtypes.bool_)
+    return w
+
+
+def _check_where(name: str, where: Any, shape: tuple[int, ...]) -> Any:
+    if where is None:
+        return None
+    return to_dtype(broadcast_to_shape(_where_operand(name, where), shape), dtypes.bool_)
 
 
 def _fill(x: Any, value: Any) -> Any:
@@ -697,6 +702,8 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
 def _nan_reduction(name: str, fn: Callable, init: Any, nan_if_all_nan: bool, a: Any, axis: Any,
                    keepdims: bool, where: Any, **kw: Any) -> Any:
     x = _operand(name, a)
+    if where is not None:
+        where = _where_operand(name, where)
     if not dtypes.is_inexact(dtype_weak(x)[0]):
         return fn(x, axis=axis, keepdims=keepdims, where=where, **kw)
     nan = _is_nan(x)
@@ -738,6 +745,8 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     """``jnp.nanmean``: the mean of the non-NaN elements (NaN when there are none)."""
     _no_out("nanmean", out)
     x = _operand("nanmean", a)
+    if where is not None:
+        where = _where_operand("nanmean", where)
     d = dtype_weak(x)[0]
     if not dtypes.is_inexact(d):
         return mean(x, axis, dtype, keepdims=keepdims, where=where)
@@ -753,6 +762,8 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
     """``jnp.nanvar``: the variance of the non-NaN elements."""
     _no_out("nanvar", out)
     x = _operand("nanvar", a)
+    if where is not None:
+        where = _where_operand("nanvar", where)
     compute, result_dtype = _var_promote_types(dtype_weak(x)[0], _user_dtype(dtype, "nanvar"))
     x = to_dtype(x, compute)
     shape = tuple(shape_of(x))
@@ -775,4 +786,6 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
     _no_out("nanstd", out)
+    if where is not None:
+        where = _where_operand("nanstd", where)
     return E.sqrt_p.bind(nanvar(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, where=where, mean=mean))

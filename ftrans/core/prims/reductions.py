@@ -310,7 +310,9 @@ def _dot_dtype(lhs, rhs, *, dimension_numbers, precision=None, preferred_element
 
 
 def _dot_weak(weaks, *, dimension_numbers, precision=None, preferred_element_type=None) -> bool:
-    return preferred_element_type is None and all(weaks)
+    # As JAX: weak when both operands are, whatever the preferred type (jnp's products strip it themselves
+    # when the user names a preferred type).
+    return all(weaks)
 
 
 def _dot_compute_dtype(in_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
