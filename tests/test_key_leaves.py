@@ -61,3 +61,18 @@ def test_custom_vjp_symbolic_zeros_sees_whole_key_arrays():
     prim, ct = seen
     assert type(prim).__name__ == "CustomVJPPrimal" and str(prim.value.dtype) == "key<fry>" and not prim.perturbed
     assert isinstance(ct, ftrans.custom_derivatives.SymbolicZero) and ct.dtype == jax.dtypes.float0
+
+
+def test_ftrans_flattens_through_its_key_aware_pytrees():
+    """Every ftrans module flattens user pytrees with ``ftrans.core.pytrees`` (which opens key leaves into
+    their data); one that used jax's ``tree_util`` directly would hand key arrays to the IR as leaves."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(ftrans.__file__).parent
+    allowed = {"tree.py", "tree_util.py", "core/pytrees.py"}  # the public re-exports, and the module itself
+    pattern = re.compile(r"^\s*(from jax import .*\btree(_util)?\b|from jax\.tree(_util)? import|import jax\.tree)"
+                         r"|\bjax\.tree(_util)?\.", re.M)
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if str(p.relative_to(root)) not in allowed and pattern.search(p.read_text())]
+    assert not offenders, f"import ftrans.core.pytrees as tree_util instead of jax's in {offenders}"
