@@ -18,8 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.calls import custom_vmap_call_p

@@ -126,8 +126,7 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
     reports the sharding it is constrained to (``lax.with_sharding_constraint``) or else that of the
     default device, which is where ftrans's single-device programs put it (JAX reports the compiler's choice
     when it compiles)."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.core.array import Array
 
     if not callable(callback):
@@ -248,8 +247,7 @@ def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: i
     the arrays among their local variables holding their run-time values.  Commands come from
     ``sys.stdin`` (``p x``, ``l``, ``w``, ``u``/``d``, ``c``); at the end of input the program continues,
     so a non-interactive run never waits.  ``backend`` is accepted (ftrans has one console debugger)."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.core.array import Array
     from ftrans.core.trace import Tracer
 

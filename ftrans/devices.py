@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import (
     Array,

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans import lax
+from ftrans.core import pytrees as tree_util
 from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.operands import result_type as _result_type
 from ftrans.errors import FtransTypeError, FtransValueError

@@ -180,7 +180,7 @@ def make_single_device_sharding(device: Any, *, memory_kind: str | None = None) 
 
 
 def _mesh_of(shardings: Any) -> Any:
-    from jax import tree_util
+    from ftrans.core import pytrees as tree_util
 
     found = None
     for sh in tree_util.tree_leaves(shardings, is_leaf=lambda x: isinstance(x, (NamedSharding, PartitionSpec))):
@@ -217,8 +217,7 @@ def _retyped(what: str, axes: Any, axis_type: AxisType, shardings: Any = None) -
 def _cast(tree: Any, mesh: Mesh) -> Any:
     """Traced leaves with sharding types retyped over ``mesh`` (same devices and axes, other axis types): the
     entries naming axes that are not Explicit there leave the type (JAX's mesh_cast)."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.core.prims.sharding import sharding_constraint_p
     from ftrans.core.trace import Tracer
 

@@ -37,9 +37,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.trace import Tracer
 

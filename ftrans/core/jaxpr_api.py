@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error

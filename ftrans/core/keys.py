@@ -4,10 +4,12 @@ A key array is an array of keys: its ``shape`` counts keys, its ``dtype`` is the
 PRNG implementation (``impl``), and its data is a ``uint32`` array (the *base array*) whose shape is the
 key array's shape followed by the implementation's ``key_shape`` (``(2,)`` for threefry2x32).
 
-Design.  A key array is a pytree node over its base array, with the implementation as static data.
-Every transform (``jit``, ``vmap``, ``scan``, ``cond``, ``while_loop``, ``grad``, ``custom_jvp``) and
-``device_put``/``device_get`` flattens its arguments and results into arrays, so a key array crosses
-them as its ``uint32`` base array and comes back out as a key array of the same implementation; the
+Design.  A key array is one pytree leaf to users (as in JAX: ``tree_util.tree_leaves(keys) == [keys]``),
+but ftrans's own code flattens with ``ftrans.core.pytrees``, to which it is a node over its base array
+with the implementation as node data.  Every transform (``jit``, ``vmap``, ``scan``, ``cond``,
+``while_loop``, ``grad``, ``custom_jvp``) and ``device_put``/``device_get`` flattens its arguments and
+results that way, so a key array crosses them as its ``uint32`` base array and comes back out as a key
+array of the same implementation; the
 IR only ever sees ``uint32`` values, and every PRNG operation is ftrans code over them (bit for bit
 JAX's).  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
 ``dynamic_slice``, ...) act on the leading (key) axes of the base array and leave its trailing
@@ -27,11 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ftrans import tree_util
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["extended", "prng_key", "KeyDtype", "PRNGKeyArray", "is_key", "is_key_dtype", "wrap",
-           "reject_keys"]
+           "reject_keys", "unflatten_key"]
 
 
 class extended(np.generic):  # noqa: N801  (JAX's name)
@@ -389,12 +390,11 @@ def check_all_keys(name: str, args: Any) -> Any:
     return common_impl(name, keys)
 
 
-# ---------------------------------------------------------------- pytree: a node over the base array
-def _flatten(k: PRNGKeyArray):
-    return (k._base_array,), k._impl
-
-
-def _unflatten(impl: Any, children: Any) -> Any:
+# ---------------------------------------------------------------- pytrees: a leaf to users, data to transforms
+def unflatten_key(impl: Any, children: Any) -> Any:
+    """The key array of ``impl`` over the one leaf in ``children`` (its base array, as ftrans's own
+    flattening in ``ftrans.core.pytrees`` gives it), or what stands for one: a key-dtype struct for a
+    ``ShapeDtypeStruct``, ``float0`` of the key array's shape for a ``float0`` tangent."""
     (base,) = children
     if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
         shape = tuple(base.shape)
@@ -411,9 +411,6 @@ def _unflatten(impl: Any, children: Any) -> Any:
     k = object.__new__(PRNGKeyArray)
     k._impl, k._base_array = impl, base
     return k
-
-
-tree_util.register_pytree_node(PRNGKeyArray, _flatten, _unflatten)
 
 
 def normalize_axis(name: str, axis: Any, ndim: int) -> int:

@@ -569,7 +569,7 @@ def run_scoped(fn: Callable[[], Any], refs: Sequence[Ref], vals: Sequence[Any], 
 
 def check_no_refs(out: Any, what: str, fname: str) -> None:
     """Raise if ``out`` (what a staged function returned) holds a ref: refs cannot be returned."""
-    from jax import tree_util
+    from ftrans.core import pytrees as tree_util
 
     for leaf in tree_util.tree_leaves(out):
         if isinstance(leaf, (Ref, RefView)):

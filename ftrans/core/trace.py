@@ -1039,7 +1039,7 @@ def check_outputs(out: Any, fun: Any, what: str, ok: Any = None) -> None:
     """Raise for the first leaf of a traced function's output ``out`` that cannot be an array, naming the
     function, what traced it (``what``: "jit", "vmap", ...) and the output component (``[1]['a']``).
     ``ok(leaf)``, when given, accepts further leaves (tokens, float0 results)."""
-    from ftrans import tree_util
+    from ftrans.core import pytrees as tree_util
 
     for path, leaf in tree_util.tree_flatten_with_path(out)[0]:
         if is_jax_value(leaf) or (ok is not None and ok(leaf)):

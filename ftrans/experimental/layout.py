@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core.layout import Format, Layout
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransValueError

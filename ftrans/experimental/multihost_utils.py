@@ -25,8 +25,8 @@ import zlib
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 

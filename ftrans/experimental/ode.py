@@ -27,10 +27,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from jax import tree_util
-
 from ftrans import lax
 from ftrans import numpy as jnp
+from ftrans.core import pytrees as tree_util
 from ftrans.core.config import config_context
 from ftrans.core.operands import dtype_weak
 from ftrans.errors import FtransTypeError

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import ShardedArray
 from ftrans.core.operands import as_operand
 from ftrans.core.prims.sharding import shard_alike_p

@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.platform import tracing_for_platform
 from ftrans.core.prims.exported import call_exported_p

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat

@@ -160,8 +160,7 @@ def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str]
     """``ShapeDtypeStruct``-like specs for ``args`` with symbolic shapes. ftrans cannot export them (see
     ``shape_polymorphism_unsupported``): this raises ``NotImplementedError`` when a spec has a symbolic
     dimension, and gives concrete ``ShapeDtypeStruct``s when every dimension is known."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.core.avals import ShapeDtypeStruct
 
     leaves, tree = tree_util.tree_flatten(args)

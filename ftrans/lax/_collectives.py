@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import axis_size, frames_of

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak

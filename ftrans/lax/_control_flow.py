@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config

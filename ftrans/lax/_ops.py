@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ftrans import tree_util
 from ftrans.core import config as _config
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.operands import as_operand, aval_of, check_arraylike, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive, abstract_eval_rules

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.control_flow import linear_solve_p
 from ftrans.core.trace import aval_of

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.errors import FtransTypeError
 
 __all__ = ["Token", "create_token", "after_all"]

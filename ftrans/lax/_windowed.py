@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W

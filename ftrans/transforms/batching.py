@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray

@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
@@ -754,8 +754,11 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
     def flat(primals: list, perturbed: Sequence[bool]) -> tuple[list, list, Any]:
         primals = list(primals[num_consts:])
         if symbolic_zeros:
-            primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, list(perturbed)[num_consts:])]
-        full = _merge_nondiff(nd, tree_util.tree_unflatten(in_tree, primals), nondiff)
+            flags = [bool(z) for z in list(perturbed)[num_consts:]]
+            args = tree_util.tree_unflatten_wrapped(in_tree, primals, lambda i, p: CustomVJPPrimal(p, flags[i]))
+        else:
+            args = tree_util.tree_unflatten(in_tree, primals)
+        full = _merge_nondiff(nd, args, nondiff)
         res = fwd(*full)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
             raise FtransTypeError(f"{pair}, but instead of a pair the fwd rule {_name(fwd)} produced {res}.")

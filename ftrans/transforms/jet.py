@@ -41,9 +41,9 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import building, dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.primitive import Primitive

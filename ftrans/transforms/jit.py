@@ -26,12 +26,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import platform as _platform
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error

@@ -26,10 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.axis_env import extend_axis_env

@@ -14,8 +14,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as R
 from ftrans.errors import FtransValueError, user_location
 

@@ -26,8 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jax import tree_util
-
+from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p

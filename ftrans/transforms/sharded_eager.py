@@ -19,9 +19,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from jax import tree_util
-
 from ftrans.core import array as _array_mod
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.primitive import Primitive
 from ftrans.lowering import device_eager

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jax import tree_util
-
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
+from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct

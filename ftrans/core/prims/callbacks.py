@@ -120,8 +120,7 @@ class HostCallback:
         return f"{name} at {self.where}"
 
     def _args(self, flat: Sequence[Any]) -> tuple:
-        from jax import tree_util
-
+        from ftrans.core import pytrees as tree_util
         from ftrans.core.array import Array
 
         it = iter(flat)
@@ -132,7 +131,7 @@ class HostCallback:
 
     def call(self, flat: Sequence[Any], result_avals: Sequence[ShapedArray]) -> list[np.ndarray]:
         """Run the function on flat values; its results, checked against ``result_avals``, as NumPy arrays."""
-        from jax import tree_util
+        from ftrans.core import pytrees as tree_util
 
         args, kwargs = self._args(flat)
         try:

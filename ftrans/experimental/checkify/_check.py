@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core.ir import effectful_primitives
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.errors import FtransTypeError, FtransValueError, user_location

@@ -20,8 +20,8 @@ import itertools
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.errors import FtransError
 
 __all__ = ["JaxException", "FailedCheckError", "NaNError", "DivisionByZeroError", "OOBError", "BatchedError",

@@ -40,8 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
+from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jax import tree_util
-
 import ftrans.numpy as jnp
+from ftrans.core import pytrees as tree_util
 from ftrans.errors import FtransValueError
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO

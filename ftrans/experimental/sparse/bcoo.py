@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from jax import tree_util
 
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes as _dtypes
+from ftrans.core import pytrees as tree_util
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.experimental.sparse._base import JAXSparse

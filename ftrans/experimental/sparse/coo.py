@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from jax import tree_util
 
 import ftrans.numpy as jnp
+from ftrans.core import pytrees as tree_util
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.experimental.sparse import bcoo as _bcoo
 from ftrans.experimental.sparse._base import JAXSparse

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from jax import tree_util
 
 import ftrans.numpy as jnp
 from ftrans import lax
+from ftrans.core import pytrees as tree_util
 from ftrans.experimental import sparse
 from ftrans.lowering.compat import jax_test_harness
 from ftrans.transforms.batching import vmap

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from jax import tree_util
 
 import ftrans.numpy as jnp
+from ftrans.core import pytrees as tree_util
 from ftrans.core.trace import Tracer
 from ftrans.errors import ConcretizationTypeError
 from ftrans.transforms.batching import vmap

@@ -19,13 +19,13 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from jax.tree_util import tree_leaves, tree_map, tree_structure
 
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.array import is_foreign_array
 from ftrans.core.operands import as_operand, dtype_weak, is_array
+from ftrans.core.pytrees import tree_leaves, tree_map, tree_structure
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._creation import retype
 from ftrans.scipy import linalg as sp_linalg

@@ -372,8 +372,7 @@ def _custom_vmap_call_jvp(primals: list, tangents: list, *, call_jaxpr: ClosedJa
                           out_tree: Any, num_consts: int, name: str) -> tuple[list, list]:
     """A ``custom_vmap`` call of the function's JVP, whose vmap rule is the JVP of the user's rule (so the JVP
     of a ``custom_vmap`` function is batched by the user's rule too, as in JAX)."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.transforms.ad import instantiate
 
     if any(type(t) is not Zero for t in tangents[:num_consts]):
@@ -405,8 +404,7 @@ def _jvp_of_rule(rule: Callable, out_tree: Any, name: str) -> Callable:
     arguments batched in both primal and tangent, and mapped (by ``vmap``) over those batched in only one."""
     import operator
 
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.core.axis_env import AxisFrame
     from ftrans.transforms.ad import jvp
     from ftrans.transforms.batching import moveaxis, not_mapped, run_batched

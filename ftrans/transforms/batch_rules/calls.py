@@ -187,8 +187,7 @@ C.for_each_call_primitive(_install)
 def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, rule: Callable, in_tree: Any,
                             out_tree: Any, num_consts: int, name: str) -> tuple[list, list]:
     """The user's vmap rule, given the arguments with their batch dimension in front and which are batched."""
-    from jax import tree_util
-
+    from ftrans.core import pytrees as tree_util
     from ftrans.errors import FtransTypeError, FtransValueError
 
     if any(d is not not_mapped for d in dims[:num_consts]):
