@@ -440,6 +440,30 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
     return mesh, spec
 
 
+def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any) -> Any:
+    """``sort``: every typed operand unsplit along the sorted dimension, all laid out alike; the results are
+    laid out as the operands (an untyped operand, such as ``argsort``'s iota, follows the typed ones)."""
+    typed_specs = [spec_of(a) for a in avals if a.sharding is not None]
+    for a in avals:
+        if a.sharding is not None and spec_of(a)[dimension] is not None:
+            raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg "
+                                    f"sharding={a.sharding} and sorting dimension={dimension}")
+    for sp in typed_specs[1:]:
+        if sp != typed_specs[0]:
+            raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
+                                    + " ".join(_show(t) for t in typed_specs))
+    return [(mesh, typed_specs[0])] * len(avals)
+
+
+def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
+    """``cumsum`` and friends: the operand unsplit along the scanned axis; the result laid out as it."""
+    spec = spec_of(x)
+    if spec[axis] is not None:
+        raise ShardingTypeError(f"Input should be unsharded over the axis being reduced. Got input type="
+                                f"{_short(x)} and axis={axis}")
+    return mesh, spec
+
+
 def sharding_constraint(mesh: Any, out: Any, x: ShapedArray, *, sharding: Any, **params: Any) -> Any:
     """A reshard: the type its sharding names over Explicit axes (the operand's, when the mesh has none)."""
     spec = explicit_spec(sharding.spec, sharding.mesh, len(x.shape))

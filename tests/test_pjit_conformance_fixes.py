@@ -1,0 +1,82 @@
+"""Sharding in types, the cases JAX's pjit_test.py exercises: ``sort`` and the cumulative reductions refuse an
+operand split along the axis they scan (JAX's ShardingTypeError), keep the operand's type otherwise, and a
+rank-0 operand broadcast inside an elementwise operation of a typed result is laid out as that result."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding as JNamedSharding
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.errors import ShardingTypeError
+from ftrans.sharding import NamedSharding, P
+
+HERE = os.path.abspath(__file__)
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+X = np.arange(16.0, dtype=np.float32).reshape(8, 2)[::-1].copy()
+
+
+@pytest.fixture(scope="module")
+def meshes():
+    return ftrans.make_mesh((2, 2), ("x", "y")), jax.make_mesh((2, 2), ("x", "y"))
+
+
+def put_both(meshes, x, spec):
+    fm, jm = meshes
+    return (ftrans.device_put(x, NamedSharding(fm, P(*spec))),
+            jax.device_put(x, JNamedSharding(jm, jax.P(*spec))))
+
+
+def spec_tuple(spec) -> tuple:
+    t = list(spec)
+    while t and t[-1] is None:
+        t.pop()
+    return tuple(t)
+
+
+OPS = [
+    ("sort0", lambda np_, a: np_.sort(a, axis=0)),
+    ("sort1", lambda np_, a: np_.sort(a, axis=1)),
+    ("argsort0", lambda np_, a: np_.argsort(a, axis=0)),
+    ("cumsum0", lambda np_, a: np_.cumsum(a, axis=0)),
+    ("cumsum1", lambda np_, a: np_.cumsum(a, axis=1)),
+    ("cummax0", lambda np_, a: jax.lax.cummax(a, axis=0) if np_ is jjnp else ftrans.lax.cummax(a, axis=0)),
+]
+
+
+@pytest.mark.parametrize("name, op", OPS, ids=[o[0] for o in OPS])
+def test_scan_axis_rules_as_jax(meshes, name, op):
+    fx, jx = put_both(meshes, X, ("x", None))
+    try:
+        want = jax.typeof(jax.jit(lambda a: op(jjnp, a)).trace(jx).out_info).sharding.spec
+    except Exception as e:  # noqa: BLE001 - the oracle's error class is jax's own
+        assert "unsharded over the" in str(e)
+        with pytest.raises(ShardingTypeError, match="unsharded over the") as err:
+            ftrans.jit(lambda a: op(fjnp, a)).trace(fx)
+        assert HERE in str(err.value)
+        return
+    got = ftrans.jit(lambda a: op(fjnp, a))(fx)
+    assert spec_tuple(ftrans.typeof(got).sharding.spec) == spec_tuple(want)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.jit(lambda a: op(jjnp, a))(jx)))
+
+
+def test_scalar_operand_broadcast_is_typed_in_the_lowering(meshes):
+    fx, jx = put_both(meshes, X, ("x", "y"))
+
+    def f(a):
+        b = a * 2
+        return b * b
+
+    want = jax.jit(f).lower(jx).as_text().count("sdy.sharding_constraint")
+    got = ftrans.jit(f).lower(fx).as_text().count("sdy.sharding_constraint")
+    assert got == want == 3
