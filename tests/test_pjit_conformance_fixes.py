@@ -80,3 +80,36 @@ def test_scalar_operand_broadcast_is_typed_in_the_lowering(meshes):
     want = jax.jit(f).lower(jx).as_text().count("sdy.sharding_constraint")
     got = ftrans.jit(f).lower(fx).as_text().count("sdy.sharding_constraint")
     assert got == want == 3
+
+
+LIKE = [
+    ("zeros_like", lambda np_, lax_, a: np_.zeros_like(a)),
+    ("ones_like_int", lambda np_, lax_, a: np_.ones_like(a, dtype=np.int32)),
+    ("full_like", lambda np_, lax_, a: np_.full_like(a, 3.0)),
+    ("lax_full_like", lambda np_, lax_, a: lax_.full_like(a, 2)),
+]
+
+
+@pytest.mark.parametrize("name, op", LIKE, ids=[o[0] for o in LIKE])
+def test_like_functions_keep_the_operands_layout(meshes, name, op):
+    fx, jx = put_both(meshes, X, ("x", "y"))
+    want = op(jjnp, jax.lax, jx)  # eager: the committed operand's layout
+    got = op(fjnp, ftrans.lax, fx)
+    assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec) == ("x", "y")
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    seen = []  # traced: the operand's sharding type (jax needs the mesh in context to compile, not to trace)
+    ftrans.jit(lambda a: seen.append(ftrans.typeof(op(fjnp, ftrans.lax, a)).sharding.spec) or a).trace(fx)
+    with jax.set_mesh(meshes[1]):
+        jseen = []
+        jax.jit(lambda a: jseen.append(jax.typeof(op(jjnp, jax.lax, a)).sharding.spec) or a).trace(jx)
+    assert [spec_tuple(s) for s in seen] == [spec_tuple(s) for s in jseen] == [("x", "y")]
+
+
+def test_like_of_an_array_committed_to_one_device():
+    fdev, jdev = ftrans.devices()[1], jax.devices()[1]
+    got = fjnp.zeros_like(ftrans.device_put(X, fdev))
+    want = jjnp.zeros_like(jax.device_put(X, jdev))
+    assert got.devices() == {fdev} and want.devices() == {jdev}
+    assert got.committed == want.committed
+    # an uncommitted operand leaves the result uncommitted, on the default device
+    assert fjnp.zeros_like(fjnp.asarray(X)).committed == jjnp.zeros_like(jjnp.asarray(X)).committed

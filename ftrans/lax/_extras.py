@@ -98,6 +98,8 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sha
     d = xd if dtype is None else dtypes.to_dtype(dtype)
     weak = dtype is None and xw
     fill_shape = tuple(shape_of(x)) if shape is None else _shape("lax.full_like", shape)
+    if sharding is None and shape is None and isinstance(x, _trace.Tracer):
+        sharding = getattr(x.aval, "sharding", None)  # its sharding type (None: untyped), as JAX's
     if (sharding is None and isinstance(x, Array) and x._committed and not weak
             and (fill_shape == tuple(x.shape) or x.sharding.is_fully_replicated)):
         sharding = x.sharding

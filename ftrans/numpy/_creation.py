@@ -463,9 +463,21 @@ def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     shp = tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) if shape is None else _shape_arg(name, shape)
     target = d or ad
     if isinstance(fill, (list, tuple)) or np.ndim(_shape_probe(fill)) > 0:
-        return _shape.broadcast_to(asarray(fill, dtype=target), shp)
-    check_arraylike(name, fill)
-    return _broadcast_scalar(retype(fill, target, aw and d is None), shp)
+        out = _shape.broadcast_to(asarray(fill, dtype=target), shp)
+    else:
+        check_arraylike(name, fill)
+        out = _broadcast_scalar(retype(fill, target, aw and d is None), shp)
+    typed = getattr(a.aval, "sharding", None) if shape is None and isinstance(a, Tracer) else None
+    if typed is not None:  # a traced operand with a sharding type: the result has that type, as in JAX
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding(name, typed, lambda: out)
+    if (isinstance(a, Array) and is_eager() and a._committed and not (aw and d is None)
+            and (shp == tuple(a.shape) or a.sharding.is_fully_replicated)):
+        from ftrans.devices import device_put  # a committed array's layout carries over (lax.full_like's rule)
+
+        return device_put(out, a.sharding)
+    return out
 
 
 @_placed
