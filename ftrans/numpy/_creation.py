@@ -474,7 +474,8 @@ def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
         return with_out_sharding(name, typed, lambda: out)
     if (isinstance(a, Array) and is_eager() and a._committed and not (aw and d is None)
             and (shp == tuple(a.shape) or a.sharding.is_fully_replicated)):
-        from ftrans.devices import device_put  # a committed array's layout carries over (lax.full_like's rule)
+        # a committed array's layout carries over (lax.full_like's rule)
+        from ftrans.devices import device_put
 
         return device_put(out, a.sharding)
     return out
