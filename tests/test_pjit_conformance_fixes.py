@@ -113,3 +113,22 @@ def test_like_of_an_array_committed_to_one_device():
     assert got.committed == want.committed
     # an uncommitted operand leaves the result uncommitted, on the default device
     assert fjnp.zeros_like(fjnp.asarray(X)).committed == jjnp.zeros_like(jjnp.asarray(X)).committed
+
+
+BITCASTS = [
+    ("same", np.float32, (8, 4), ("x", "y"), np.int32),
+    ("narrower", np.float32, (8, 4), ("x", "y"), np.int16),  # adds an unsplit minor dimension
+    ("wider", np.int16, (8, 4, 2), ("x", "y", None), np.float32),  # drops the minor dimension
+]
+
+
+@pytest.mark.parametrize("name, src, shape, spec, to", BITCASTS, ids=[b[0] for b in BITCASTS])
+def test_bitcast_convert_type_is_typed_as_jax(meshes, name, src, shape, spec, to):
+    fx, jx = put_both(meshes, np.arange(np.prod(shape)).astype(src).reshape(shape), spec)
+    seen, jseen = [], []
+    ftrans.jit(lambda a: seen.append(ftrans.typeof(ftrans.lax.bitcast_convert_type(a, to)).sharding.spec) or a
+               ).trace(fx)
+    jax.jit(lambda a: jseen.append(jax.typeof(jax.lax.bitcast_convert_type(a, to)).sharding.spec) or a).trace(jx)
+    assert [spec_tuple(s) for s in seen] == [spec_tuple(s) for s in jseen]
+    got = ftrans.jit(lambda a: ftrans.lax.bitcast_convert_type(a, to))(fx)
+    assert spec_tuple(got.sharding.spec) == spec_tuple(jseen[0])

@@ -455,6 +455,17 @@ def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any
     return [(mesh, typed_specs[0])] * len(avals)
 
 
+def bitcast_convert_type(mesh: Any, out: Any, x: ShapedArray, *, new_dtype: Any) -> Any:
+    """The operand's layout; a narrower result dtype adds an unsplit minor dimension, a wider one drops the
+    minor dimension's entry (JAX's rule)."""
+    spec = spec_of(x)
+    if len(out.shape) > len(spec):
+        return mesh, (*spec, None)
+    if len(out.shape) < len(spec):
+        return mesh, spec[:-1]
+    return mesh, spec
+
+
 def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
     """``cumsum`` and friends: the operand unsplit along the scanned axis; the result laid out as it."""
     spec = spec_of(x)
