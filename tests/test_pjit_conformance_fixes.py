@@ -132,3 +132,25 @@ def test_bitcast_convert_type_is_typed_as_jax(meshes, name, src, shape, spec, to
     assert [spec_tuple(s) for s in seen] == [spec_tuple(s) for s in jseen]
     got = ftrans.jit(lambda a: ftrans.lax.bitcast_convert_type(a, to))(fx)
     assert spec_tuple(got.sharding.spec) == spec_tuple(jseen[0])
+
+
+def test_eager_cotangents_take_their_primals_sharding_type(meshes):
+    """Eager grad/vjp of an input over Explicit axes: its cotangent is laid out as its type (JAX's cotangents
+    carry their primals' types), also when the backward pass runs through a jitted function's transpose."""
+    fm, jm = meshes
+    x = np.arange(16.0, dtype=np.float32)
+    fx = ftrans.device_put(x, NamedSharding(fm, P("x")))
+    jx = jax.device_put(x, JNamedSharding(jm, jax.P("x")))
+
+    def make(lib, lax_, np_):
+        f = lib.jit(lambda v: lax_.dynamic_slice_in_dim(v, np_.array(1, dtype=np.int32), 2))
+        return lambda v: np_.sum(f(v) * 3.0)
+
+    with jax.set_mesh(jm):
+        want = jax.grad(make(jax, jax.lax, jjnp))(jx)
+    got = ftrans.grad(make(ftrans, ftrans.lax, fjnp))(fx)
+    assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec) == ("x",)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    _, pull = ftrans.vjp(make(ftrans, ftrans.lax, fjnp), fx)
+    (ct,) = pull(fjnp.float32(1.0))
+    assert spec_tuple(ct.sharding.spec) == ("x",)
