@@ -154,3 +154,30 @@ def test_eager_cotangents_take_their_primals_sharding_type(meshes):
     _, pull = ftrans.vjp(make(ftrans, ftrans.lax, fjnp), fx)
     (ct,) = pull(fjnp.float32(1.0))
     assert spec_tuple(ct.sharding.spec) == ("x",)
+
+
+RESHAPES = [  # (source shape, new sizes, source spec): JAX's split/merge-one-axis cases
+    ((4, 6, 8), (4, 2, 3, 8), ("x", None, "y")),
+    ((4, 6, 8), (4, 2, 3, 4, 2), ("x", None, None)),  # two splits: refused
+    ((4, 6, 8), (4, 4, 2, 6), ("x", None, None)),  # a split and a merge in one group: refused
+    ((4, 8, 9), (4, 2, 2, 3, 3, 2), ("x", None, None)),
+    ((4, 2, 3, 2, 4), (4, 6, 8), ("x", None, None, None, None)),  # two merges: refused
+    ((4, 2, 3, 8), (4, 6, 8), ("x", None, None, "y")),
+    ((10, 1), (2, 5, 1, 1), ("x", None)),
+]
+
+
+@pytest.mark.parametrize("src, new, spec", RESHAPES, ids=[f"{a}->{b}" for a, b, _ in RESHAPES])
+def test_reshape_types_and_refusals_as_jax(meshes, src, new, spec):
+    fx, jx = put_both(meshes, np.zeros(src, np.float32), spec)
+    try:
+        jseen = []
+        jax.jit(lambda a: jseen.append(jax.typeof(jax.lax.reshape(a, new)).sharding.spec) or a).trace(jx)
+    except Exception as e:  # noqa: BLE001 - the oracle's error class is jax's own
+        assert "This reshape is not supported" in str(e)
+        with pytest.raises(ShardingTypeError, match="This reshape is not supported"):
+            ftrans.jit(lambda a: ftrans.lax.reshape(a, new)).trace(fx)
+        return
+    seen = []
+    ftrans.jit(lambda a: seen.append(ftrans.typeof(ftrans.lax.reshape(a, new)).sharding.spec) or a).trace(fx)
+    assert [spec_tuple(s) for s in seen] == [spec_tuple(s) for s in jseen]

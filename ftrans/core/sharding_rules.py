@@ -294,8 +294,9 @@ def _reshape_error(x: ShapedArray, new_sizes: Sequence[int]) -> ShardingTypeErro
 
 def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], dimensions: Any = None,
             **params: Any) -> Any:
-    """Dimensions are matched in groups of equal products; within a group the split entries must sit on its
-    major dimensions and divide them (JAX's split/merge rules)."""
+    """Dimensions are matched in groups of equal products; as in JAX, one group may split a dimension or merge
+    several (the others are unchanged, size-1 dimensions aside), and within it the split entries must sit on
+    its major dimensions and divide them (JAX's split/merge rules)."""
     over, _ = _override(out)
     if over is not None:
         return mesh, over
@@ -309,6 +310,7 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
         raise _reshape_error(x, new_sizes)
     new = [n for n in new_sizes if n != 1]
     out_spec: list = []
+    changed = 0  # groups that split or merge dimensions: JAX types a reshape that changes one
     i = j = 0
     while i < len(old) or j < len(new):
         gi, gj = [old[i]] if i < len(old) else [], [new[j]] if j < len(new) else []
@@ -325,6 +327,10 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
                 pn *= new[j]
                 j += 1
             else:
+                raise _reshape_error(x, new_sizes)
+        if len(gi) != 1 or len(gj) != 1:
+            changed += 1
+            if changed > 1 or (len(gi) > 1 and len(gj) > 1):  # two splits/merges, or a split and merge at once
                 raise _reshape_error(x, new_sizes)
         axes = [a for _, e in gi for a in _axes(e)]
         if not axes:
