@@ -181,3 +181,26 @@ def test_reshape_types_and_refusals_as_jax(meshes, src, new, spec):
     seen = []
     ftrans.jit(lambda a: seen.append(ftrans.typeof(ftrans.lax.reshape(a, new)).sharding.spec) or a).trace(fx)
     assert [spec_tuple(s) for s in seen] == [spec_tuple(s) for s in jseen]
+
+
+@pytest.mark.parametrize("inner_jit", [False, True])
+def test_vmap_of_a_typed_array_shows_each_examples_type(meshes, inner_jit):
+    fx, jx = put_both(meshes, X, ("x", "y"))
+
+    def run(lib, x):
+        seen = []
+
+        def f(v):
+            seen.append(spec_tuple(lib.typeof(v).sharding.spec))
+            v = v * 2
+            seen.append(spec_tuple(lib.typeof(v).sharding.spec))
+            return v * v
+
+        out = lib.vmap(lib.jit(f) if inner_jit else f)(x)
+        return seen, spec_tuple(out.sharding.spec), np.asarray(out)
+
+    with jax.set_mesh(meshes[1]):
+        want = run(jax, jx)
+    got = run(ftrans, fx)
+    assert got[:2] == want[:2] == ([("y",), ("y",)], ("x", "y"))
+    np.testing.assert_array_equal(got[2], want[2])
