@@ -204,3 +204,15 @@ def test_vmap_of_a_typed_array_shows_each_examples_type(meshes, inner_jit):
     got = run(ftrans, fx)
     assert got[:2] == want[:2] == ([("y",), ("y",)], ("x", "y"))
     np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_like_functions_of_a_shape_dtype_struct_take_its_sharding():
+    fm = ftrans.make_mesh((2, 1), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 1), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    fs = ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=NamedSharding(fm, P("x", "y")))
+    js = jax.ShapeDtypeStruct((4, 4), np.float32, sharding=JNamedSharding(jm, jax.P("x", "y")))
+    for fop, jop in [(lambda s: fjnp.zeros_like(s), lambda s: jjnp.zeros_like(s)),
+                     (lambda s: ftrans.lax.full_like(s, 2.0), lambda s: jax.lax.full_like(s, 2.0))]:
+        got, want = fop(fs), jop(js)
+        assert got.sharding == fs.sharding and want.sharding == js.sharding
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

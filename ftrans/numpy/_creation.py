@@ -467,18 +467,20 @@ def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     else:
         check_arraylike(name, fill)
         out = _broadcast_scalar(retype(fill, target, aw and d is None), shp)
-    typed = getattr(a.aval, "sharding", None) if shape is None and isinstance(a, Tracer) else None
-    if typed is not None:  # a traced operand with a sharding type: the result has that type, as in JAX
+    from ftrans.lax._extras import like_sharding
+
+    sh = like_sharding(a, shp, aw and d is None, shape is None)  # lax.full_like's rule, as JAX's jnp follows it
+    if sh is None:
+        return out
+    if isinstance(a, Tracer):  # a traced operand with a sharding type: the result has that type
         from ftrans.lax._sharding import with_out_sharding
 
-        return with_out_sharding(name, typed, lambda: out)
-    if (isinstance(a, Array) and is_eager() and a._committed and not (aw and d is None)
-            and (shp == tuple(a.shape) or a.sharding.is_fully_replicated)):
-        # a committed array's layout carries over (lax.full_like's rule)
-        from ftrans.devices import device_put
+        return with_out_sharding(name, sh, lambda: out)
+    if not is_eager():
+        return out
+    from ftrans.devices import device_put
 
-        return device_put(out, a.sharding)
-    return out
+    return device_put(out, sh)
 
 
 @_placed
