@@ -216,3 +216,24 @@ def test_like_functions_of_a_shape_dtype_struct_take_its_sharding():
         got, want = fop(fs), jop(js)
         assert got.sharding == fs.sharding and want.sharding == js.sharding
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_jit_keeps_constraints_on_values_computed_from_constants():
+    """A constraint (or device_put) on a value that depends on no argument is not folded away: the jitted
+    program is partitioned and its result laid out as asked, as in JAX."""
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    inp = np.arange(16).reshape(8, 2)
+    const = fjnp.asarray(inp)
+    cases = [
+        (lambda: ftrans.lax.with_sharding_constraint(fjnp.arange(8), NamedSharding(fm, P("x"))),
+         lambda: jax.lax.with_sharding_constraint(jjnp.arange(8), JNamedSharding(jm, jax.P("x")))),
+        (lambda: fjnp.array(inp, dtype=np.float32, device=NamedSharding(fm, P("x", "y"))),
+         lambda: jjnp.array(inp, dtype=np.float32, device=JNamedSharding(jm, jax.P("x", "y")))),
+        (lambda: ftrans.lax.with_sharding_constraint(const, NamedSharding(fm, P(None, "y"))),
+         lambda: jax.lax.with_sharding_constraint(jjnp.asarray(inp), JNamedSharding(jm, jax.P(None, "y")))),
+    ]
+    for f, j in cases:
+        got, want = ftrans.jit(f)(), jax.jit(j)()
+        assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
