@@ -237,3 +237,19 @@ def test_jit_keeps_constraints_on_values_computed_from_constants():
         got, want = ftrans.jit(f)(), jax.jit(j)()
         assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_results_laid_out_as_an_argument_keep_its_sharding():
+    """JAX keeps an argument's sharding for a result XLA lays out the same way (the spec as written, size-1
+    mesh axes included), eagerly and under jit."""
+    fm = ftrans.make_mesh((1, 8, 1), ("x", "y", "z"), axis_types=(ftrans.sharding.AxisType.Auto,) * 3)
+    jm = jax.make_mesh((1, 8, 1), ("x", "y", "z"), axis_types=(jax.sharding.AxisType.Auto,) * 3)
+    v = np.arange(32).reshape(1, -1, 1)
+    fx = ftrans.device_put(v, NamedSharding(fm, P("x", "y", "z")))
+    jx = jax.device_put(v, JNamedSharding(jm, jax.P("x", "y", "z")))
+    for fop, jop in [(lambda a: a + 1, lambda a: a + 1),
+                     (ftrans.jit(lambda a: a * 2), jax.jit(lambda a: a * 2)),
+                     (lambda a: fjnp.sum(a), lambda a: jjnp.sum(a))]:
+        got, want = fop(fx), jop(jx)
+        assert tuple(got.sharding.spec) == tuple(want.sharding.spec)
+        assert (got.sharding == fx.sharding) == (want.sharding == jx.sharding)
