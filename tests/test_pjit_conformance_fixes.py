@@ -253,3 +253,29 @@ def test_results_laid_out_as_an_argument_keep_its_sharding():
         got, want = fop(fx), jop(jx)
         assert tuple(got.sharding.spec) == tuple(want.sharding.spec)
         assert (got.sharding == fx.sharding) == (want.sharding == jx.sharding)
+
+
+def test_control_flow_results_and_scan_slices_are_typed_as_jax(meshes):
+    fm, jm = meshes
+    c0, xs0 = np.arange(16.0, dtype=np.float32).reshape(2, 8), np.arange(128.0, dtype=np.float32).reshape(8, 8, 2)
+    fc, jc = put_both(meshes, c0, (None, "x"))
+    fxs, jxs = put_both(meshes, xs0, (None, "x", "y"))
+
+    def prog(lib, np_, P_, c, xs, seen):
+        def body(carry, x):
+            seen.append(spec_tuple(lib.typeof(x).sharding.spec))
+            y = np_.einsum("xy,yz->xz", carry, x, out_sharding=P_(None, "y"))
+            return np_.einsum("xy,yz->xz", y, x.T, out_sharding=P_(None, "x")), y
+
+        a, m = lib.lax.scan(body, c, xs)
+        r = lib.lax.fori_loop(0, 3, lambda i, v: v * 2, c)
+        r2 = lib.lax.cond(True, lambda v: v * 2, lambda v: v, c)
+        for v in (a, m, r, r2):
+            seen.append(spec_tuple(lib.typeof(v).sharding.spec))
+        return a, m
+
+    got, want = [], []
+    ftrans.jit(lambda c, xs: prog(ftrans, fjnp, P, c, xs, got)).trace(fc, fxs)
+    with jax.set_mesh(jm):
+        jax.jit(lambda c, xs: prog(jax, jjnp, jax.P, c, xs, want)).trace(jc, jxs)
+    assert got == want == [("x", "y"), (None, "x"), (None, None, "y"), (None, "x"), (None, "x")]

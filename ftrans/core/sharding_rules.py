@@ -472,6 +472,36 @@ def bitcast_convert_type(mesh: Any, out: Any, x: ShapedArray, *, new_dtype: Any)
     return mesh, spec
 
 
+def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray:
+    """``sliced`` (``aval`` less dimension ``dim``: a scan's slice, a vmapped example) with ``aval``'s type
+    less that dimension's entry; untyped when ``aval`` is."""
+    if aval.sharding is None:
+        return sliced
+    spec = spec_of(aval)
+    return typed(sliced, aval.sharding.mesh, spec[:dim] + spec[dim + 1:])
+
+
+def _body_types(avals: Sequence[ShapedArray]) -> list:
+    return [(a.sharding.mesh, spec_of(a)) if a.sharding is not None else None for a in avals]
+
+
+def cond(mesh: Any, out: Any, index: ShapedArray, *ops: ShapedArray, branches: Any) -> Any:
+    """``cond``: the results have the types the branches give them (JAX requires the branches to agree)."""
+    return _body_types(branches[0].out_avals)
+
+
+def while_loop(mesh: Any, out: Any, *avals: ShapedArray, body_jaxpr: Any, **params: Any) -> Any:
+    """``while``: the results have the types the body gives its carry."""
+    return _body_types(body_jaxpr.out_avals)
+
+
+def scan(mesh: Any, out: Any, *avals: ShapedArray, jaxpr: Any, num_carry: int, **params: Any) -> Any:
+    """``scan``: the carry has the type the body gives it; the stacked outputs are the body's per-step types
+    with an unsplit leading (stacking) dimension, as JAX's."""
+    outs = _body_types(jaxpr.out_avals)
+    return outs[:num_carry] + [None if t is None else (t[0], (None, *t[1])) for t in outs[num_carry:]]
+
+
 def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
     """``cumsum`` and friends: the operand unsplit along the scanned axis; the result laid out as it."""
     spec = spec_of(x)
