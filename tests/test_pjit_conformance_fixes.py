@@ -279,3 +279,15 @@ def test_control_flow_results_and_scan_slices_are_typed_as_jax(meshes):
     with jax.set_mesh(jm):
         jax.jit(lambda c, xs: prog(jax, jjnp, jax.P, c, xs, want)).trace(jc, jxs)
     assert got == want == [("x", "y"), (None, "x"), (None, None, "y"), (None, "x"), (None, "x")]
+
+
+def test_creation_device_sharding_of_a_traced_value_lays_it_out():
+    """``jnp.array(x, device=NamedSharding(...))`` inside jit lays the traced value out there, as JAX's
+    (a single device stays the compiled program's business)."""
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2)
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    inp = np.arange(16).reshape(8, 2)
+    got = ftrans.jit(lambda x: fjnp.array(x, dtype=np.float32, device=NamedSharding(fm, P("x", "y"))))(inp)
+    want = jax.jit(lambda x: jjnp.array(x, dtype=np.float32, device=JNamedSharding(jm, jax.P("x", "y"))))(inp)
+    assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec) == ("x", "y")
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -250,11 +250,18 @@ def _place(out: Any, device: Any) -> Any:
     """Honour ``device=``: a concrete result is committed to that device, as in JAX.
 
     Under a transform the placement is the compiled program's business (as for
-    ``device_put``), so a traced result is returned as it is.
+    ``device_put``), so a traced result is returned as it is, unless ``device`` is a
+    sharding over a mesh: that is a layout of the program's value (``device_put``'s
+    annotation), as in JAX.
     """
-    if device is None or isinstance(out, Tracer):
+    if device is None:
         return out
     from ftrans.devices import device_put
+
+    if isinstance(out, Tracer):
+        from ftrans.core.sharding import NamedSharding, as_sharding
+
+        return device_put(out, device) if isinstance(as_sharding(device), NamedSharding) else out
 
     return device_put(out, device)
 
