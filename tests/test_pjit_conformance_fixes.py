@@ -291,3 +291,13 @@ def test_creation_device_sharding_of_a_traced_value_lays_it_out():
     want = jax.jit(lambda x: jjnp.array(x, dtype=np.float32, device=JNamedSharding(jm, jax.P("x", "y"))))(inp)
     assert spec_tuple(got.sharding.spec) == spec_tuple(want.sharding.spec) == ("x", "y")
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_unstack_and_split_of_key_arrays_as_jax():
+    fk, jk = ftrans.random.split(ftrans.random.key(0), 4), jax.random.split(jax.random.key(0), 4)
+    for fop, jop in [(fjnp.unstack, jjnp.unstack), (lambda k: fjnp.split(k, 2), lambda k: jjnp.split(k, 2)),
+                     (lambda k: fjnp.array_split(k, 3), lambda k: jjnp.array_split(k, 3))]:
+        got, want = fop(fk), jop(jk)
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(ftrans.random.key_data(g)), np.asarray(jax.random.key_data(w)))
