@@ -301,3 +301,21 @@ def test_unstack_and_split_of_key_arrays_as_jax():
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(ftrans.random.key_data(g)), np.asarray(jax.random.key_data(w)))
+
+
+def test_broadcast_and_iota_take_out_sharding(meshes):
+    fm, jm = meshes
+    fx, jx = put_both(meshes, np.arange(16, dtype=np.float32), ("y",))
+
+    def prog(lib, P_, x):
+        b = lib.lax.broadcast(x, sizes=[2], out_sharding=P_("x", "y"))
+        i = lib.lax.broadcasted_iota(np.float32, (8, 2), 0, out_sharding=P_("x", "y"))
+        return b, i, lib.jit(lib.jacfwd(lambda v: lib.lax.broadcast(v, sizes=[2], out_sharding=P_("x", "y"))))(x)
+
+    with ftrans.set_mesh(fm):
+        got = ftrans.jit(lambda x: prog(ftrans, P, x)[:2])(fx) + (prog(ftrans, P, fx)[2],)
+    with jax.set_mesh(jm):
+        want = jax.jit(lambda x: prog(jax, jax.P, x)[:2])(jx) + (prog(jax, jax.P, jx)[2],)
+    assert [spec_tuple(g.sharding.spec) for g in got] == [spec_tuple(w.sharding.spec) for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
