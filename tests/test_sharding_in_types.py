@@ -199,8 +199,8 @@ def test_unsupported_primitives_leave_values_untyped(meshes):
     seen = []
 
     def f(a):
-        b = fjnp.sort(a, axis=0)
-        seen.append(ftrans.typeof(b).sharding)
+        b = fjnp.fft.fft(a, axis=1).real
+        seen.append(ftrans.typeof(fjnp.fft.fft(a, axis=1)).sharding)
         return b + a
 
     ftrans.jit(f).trace(fx)
@@ -224,7 +224,7 @@ def test_creation_out_sharding_and_lowering_a_typed_shape(meshes):
     assert got == want == [(None, "y")]
     sds = ftrans.ShapeDtypeStruct((8, 2), np.float32, sharding=NamedSharding(fm, P("x", "y")))
     text = ftrans.jit(lambda x: (x * 2) * x).lower(sds).as_text()
-    assert text.count("sdy.sharding_constraint") == 2
+    assert text.count("sdy.sharding_constraint") == 3  # the broadcast 2 is typed too, as in jax
 
 
 def test_grad_through_a_reshape_with_out_sharding(meshes):

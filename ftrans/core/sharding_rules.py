@@ -294,8 +294,9 @@ def _reshape_error(x: ShapedArray, new_sizes: Sequence[int]) -> ShardingTypeErro
 
 def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], dimensions: Any = None,
             **params: Any) -> Any:
-    """Dimensions are matched in groups of equal products; within a group the split entries must sit on its
-    major dimensions and divide them (JAX's split/merge rules)."""
+    """Dimensions are matched in groups of equal products; as in JAX, one group may split a dimension or merge
+    several (the others are unchanged, size-1 dimensions aside), and within it the split entries must sit on
+    its major dimensions and divide them (JAX's split/merge rules)."""
     over, _ = _override(out)
     if over is not None:
         return mesh, over
@@ -309,6 +310,7 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
         raise _reshape_error(x, new_sizes)
     new = [n for n in new_sizes if n != 1]
     out_spec: list = []
+    changed = 0  # groups that split or merge dimensions: JAX types a reshape that changes one
     i = j = 0
     while i < len(old) or j < len(new):
         gi, gj = [old[i]] if i < len(old) else [], [new[j]] if j < len(new) else []
@@ -325,6 +327,10 @@ def reshape(mesh: Any, out: Any, x: ShapedArray, *, new_sizes: Sequence[int], di
                 pn *= new[j]
                 j += 1
             else:
+                raise _reshape_error(x, new_sizes)
+        if len(gi) != 1 or len(gj) != 1:
+            changed += 1
+            if changed > 1 or (len(gi) > 1 and len(gj) > 1):  # two splits/merges, or a split and merge at once
                 raise _reshape_error(x, new_sizes)
         axes = [a for _, e in gi for a in _axes(e)]
         if not axes:
@@ -437,6 +443,71 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
                         f"sharded result: spec {_show(spec)} names mesh axis {a!r} twice; pass out_sharding= or "
                         "reshard an operand")
                 seen.add(a)
+    return mesh, spec
+
+
+def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any) -> Any:
+    """``sort``: every typed operand unsplit along the sorted dimension, all laid out alike; the results are
+    laid out as the operands (an untyped operand, such as ``argsort``'s iota, follows the typed ones)."""
+    typed_specs = [spec_of(a) for a in avals if a.sharding is not None]
+    for a in avals:
+        if a.sharding is not None and spec_of(a)[dimension] is not None:
+            raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg "
+                                    f"sharding={a.sharding} and sorting dimension={dimension}")
+    for sp in typed_specs[1:]:
+        if sp != typed_specs[0]:
+            raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
+                                    + " ".join(_show(t) for t in typed_specs))
+    return [(mesh, typed_specs[0])] * len(avals)
+
+
+def bitcast_convert_type(mesh: Any, out: Any, x: ShapedArray, *, new_dtype: Any) -> Any:
+    """The operand's layout; a narrower result dtype adds an unsplit minor dimension, a wider one drops the
+    minor dimension's entry (JAX's rule)."""
+    spec = spec_of(x)
+    if len(out.shape) > len(spec):
+        return mesh, (*spec, None)
+    if len(out.shape) < len(spec):
+        return mesh, spec[:-1]
+    return mesh, spec
+
+
+def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray:
+    """``sliced`` (``aval`` less dimension ``dim``: a scan's slice, a vmapped example) with ``aval``'s type
+    less that dimension's entry; untyped when ``aval`` is."""
+    if aval.sharding is None:
+        return sliced
+    spec = spec_of(aval)
+    return typed(sliced, aval.sharding.mesh, spec[:dim] + spec[dim + 1:])
+
+
+def _body_types(avals: Sequence[ShapedArray]) -> list:
+    return [(a.sharding.mesh, spec_of(a)) if a.sharding is not None else None for a in avals]
+
+
+def cond(mesh: Any, out: Any, index: ShapedArray, *ops: ShapedArray, branches: Any) -> Any:
+    """``cond``: the results have the types the branches give them (JAX requires the branches to agree)."""
+    return _body_types(branches[0].out_avals)
+
+
+def while_loop(mesh: Any, out: Any, *avals: ShapedArray, body_jaxpr: Any, **params: Any) -> Any:
+    """``while``: the results have the types the body gives its carry."""
+    return _body_types(body_jaxpr.out_avals)
+
+
+def scan(mesh: Any, out: Any, *avals: ShapedArray, jaxpr: Any, num_carry: int, **params: Any) -> Any:
+    """``scan``: the carry has the type the body gives it; the stacked outputs are the body's per-step types
+    with an unsplit leading (stacking) dimension, as JAX's."""
+    outs = _body_types(jaxpr.out_avals)
+    return outs[:num_carry] + [None if t is None else (t[0], (None, *t[1])) for t in outs[num_carry:]]
+
+
+def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
+    """``cumsum`` and friends: the operand unsplit along the scanned axis; the result laid out as it."""
+    spec = spec_of(x)
+    if spec[axis] is not None:
+        raise ShardingTypeError(f"Input should be unsharded over the axis being reduced. Got input type="
+                                f"{_short(x)} and axis={axis}")
     return mesh, spec
 
 

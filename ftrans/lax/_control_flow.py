@@ -26,6 +26,7 @@ from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, hoist_consts, jaxpr_has_effects
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
+from ftrans.core.sharding_rules import without_dim
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
@@ -738,7 +739,7 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
 
     carry, c_tree = _flatten_operands(init, "init")
     c_paths = _leaf_paths(c_tree)
-    slices = [ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type) for x in x_ops]
+    slices = [without_dim(x.aval, 0, ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type)) for x in x_ops]
     in_tree = _tuple_tree(c_tree, x_tree)
     y_tree_box: list = []
 

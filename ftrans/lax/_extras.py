@@ -17,10 +17,12 @@ from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
+from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.axis_env import frames_of
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
+from ftrans.core.sharding import AbstractMesh
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
 from ftrans.lax import _ops as lax
@@ -88,19 +90,42 @@ def _laid_out(out: Any, sharding: Any, what: str) -> Any:
     return with_sharding_constraint(out, sharding, what)
 
 
+def like_sharding(x: Any, fill_shape: tuple, weak: bool, same_shape: bool) -> Any:
+    """The layout a ``full_like``-style result takes from ``x`` (None: placed by default), as JAX's rule: a
+    traced ``x``'s sharding type when no shape is given; a committed array's (or a ``ShapeDtypeStruct``'s
+    concrete) sharding when the result is not weakly typed and has ``x``'s shape or ``x`` is replicated."""
+    if isinstance(x, _trace.Tracer):
+        return getattr(x.aval, "sharding", None) if same_shape else None
+    if isinstance(x, ShapeDtypeStruct):
+        sh = x.sharding
+        concrete = sh is not None and not isinstance(getattr(sh, "mesh", None), AbstractMesh)
+        if not concrete or not hasattr(sh, "is_fully_replicated"):
+            return None
+    elif isinstance(x, Array) and x._committed:
+        sh = x.sharding
+    else:
+        return None
+    if weak or not (fill_shape == tuple(x.shape) or sh.is_fully_replicated):
+        return None
+    return sh
+
+
 def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sharding: Any = None) -> Any:
     """``lax.full_like``: ``full`` with ``x``'s shape and dtype (and weak type, when ``dtype`` is None).
 
     Without ``sharding``, the result is laid out as ``x`` when ``x`` is a committed array that is not weakly
     typed and either the shape is ``x``'s or ``x`` is replicated on its devices (one device included), as
     in JAX; otherwise it is placed by default."""
-    xd, xw = dtype_weak(x)
+    if isinstance(x, ShapeDtypeStruct):
+        xd, xw = dtypes.canonicalize(x.dtype), bool(x.weak_type)
+    else:
+        xd, xw = dtype_weak(x)
     d = xd if dtype is None else dtypes.to_dtype(dtype)
     weak = dtype is None and xw
-    fill_shape = tuple(shape_of(x)) if shape is None else _shape("lax.full_like", shape)
-    if (sharding is None and isinstance(x, Array) and x._committed and not weak
-            and (fill_shape == tuple(x.shape) or x.sharding.is_fully_replicated)):
-        sharding = x.sharding
+    fill_shape = tuple(x.shape if isinstance(x, ShapeDtypeStruct) else shape_of(x)) if shape is None else _shape(
+        "lax.full_like", shape)
+    if sharding is None:
+        sharding = like_sharding(x, fill_shape, weak, shape is None)
     out = full(fill_shape, fill_value, d)
     if weak:
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)

@@ -462,8 +462,11 @@ def _axis(name: str, axis: Any, ndim: int) -> int:
 def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
                      out_sharding: Any = None) -> Any:
     """``lax.broadcast_in_dim``: operand axis i becomes output axis broadcast_dimensions[i]."""
-    if out_sharding is not None:
-        raise NotImplementedError("lax.broadcast_in_dim: out_sharding is not supported")
+    if out_sharding is not None:  # laid out as given; over Explicit mesh axes, that type
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("lax.broadcast_in_dim", out_sharding,
+                                 lambda: broadcast_in_dim(operand, shape, broadcast_dimensions), (operand,))
     (x,) = _operands("broadcast_in_dim", (operand,))
     shape = _ints("broadcast_in_dim", "shape", shape)
     dims = _ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
@@ -490,7 +493,10 @@ def broadcast(operand: Any, sizes: Sequence[int], *, out_sharding: Any = None) -
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sharding: Any = None) -> Any:
     """``lax.broadcasted_iota``: 0, 1, 2, ... along ``dimension`` of an array of ``shape``."""
     if out_sharding is not None:
-        raise NotImplementedError("lax.broadcasted_iota: out_sharding is not supported")
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("lax.broadcasted_iota", out_sharding,
+                                 lambda: broadcasted_iota(dtype, shape, dimension))
     shape = _ints("broadcasted_iota", "shape", shape)
     params = dict(dtype=dtypes.to_dtype(dtype), shape=shape, dimension=int(dimension))
     return _bind(S.iota_p, **params)

@@ -6,6 +6,7 @@ from typing import Any
 
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
+from ftrans.core.array import Array
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (
     NamedSharding,
@@ -55,7 +56,9 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
     for leaf, s in zip(leaves, flat):
         s = _resolve(s, _what)
         shape = tuple(getattr(leaf, "shape", ()))
-        traced = isinstance(leaf, Tracer) or not _trace.is_eager()
+        # A concrete value is placed at once, inside a transform too (a constant of the program being traced
+        # keeps its layout: a jitted program that captures it is partitioned, sharded_jit.sharded_consts).
+        traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
         if traced or not isinstance(s, NamedSharding):

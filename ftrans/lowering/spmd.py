@@ -121,6 +121,12 @@ class SpmdExecutable:
         outs, rts = [], []
         for a, s, h in zip(self.out_avals, out_shardings, hlos):
             if not isinstance(s, NamedSharding):
+                # A result laid out as an argument is given that argument's sharding (as JAX keeps the
+                # original sharding when XLA's layout is the same): ``x + 1`` keeps ``x``'s spec as written.
+                s = next((ins for ins, ia, irt in zip(self.in_shardings, self.in_avals, self._rt_in)
+                          if len(ia.shape) == len(a.shape) and len(a.shape) and ins.mesh == mesh
+                          and compat.hlo_sharding_of(irt, len(a.shape)) == h), s)
+            if not isinstance(s, NamedSharding):
                 spec = compat.spec_matching(h, mesh, len(a.shape))
                 if spec is not None:
                     spec = list(spec)

@@ -247,8 +247,9 @@ def _map_nested(fn: Any, obj: Any) -> Any:
 
 
 def _place(out: Any, device: Any) -> Any:
-    """Honour ``device=``: the result is committed to that device, as in JAX; traced, it is a
-    ``device_put`` equation of the program (JAX's ``jnp.arange(..., device=d)`` stages one too).
+    """Honour ``device=``: the result is committed to that device, as in JAX. Traced, it is a
+    ``device_put`` equation of the program (JAX's ``jnp.arange(..., device=d)`` stages one too): a
+    sharding over a mesh lays the value out (``device_put``'s annotation), a device is the identity.
     """
     if device is None:
         return out
@@ -461,9 +462,24 @@ def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     shp = tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) if shape is None else _shape_arg(name, shape)
     target = d or ad
     if isinstance(fill, (list, tuple)) or np.ndim(_shape_probe(fill)) > 0:
-        return _shape.broadcast_to(asarray(fill, dtype=target), shp)
-    check_arraylike(name, fill)
-    return _broadcast_scalar(retype(fill, target, aw and d is None), shp)
+        out = _shape.broadcast_to(asarray(fill, dtype=target), shp)
+    else:
+        check_arraylike(name, fill)
+        out = _broadcast_scalar(retype(fill, target, aw and d is None), shp)
+    from ftrans.lax._extras import like_sharding
+
+    sh = like_sharding(a, shp, aw and d is None, shape is None)  # lax.full_like's rule, as JAX's jnp follows it
+    if sh is None:
+        return out
+    if isinstance(a, Tracer):  # a traced operand with a sharding type: the result has that type
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding(name, sh, lambda: out)
+    if not is_eager():
+        return out
+    from ftrans.devices import device_put
+
+    return device_put(out, sh)
 
 
 @_placed

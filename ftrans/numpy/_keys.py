@@ -131,6 +131,24 @@ def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> An
     return PRNGKeyArray(impl, _f("stack")([k._base_array for k in arrays], axis=ax))
 
 
+def unstack(x: Any, /, *, axis: int = 0) -> tuple:
+    if x.ndim == 0:
+        raise FtransValueError("unstack: the input must be at least 1-D")
+    ax = K.normalize_axis("unstack", axis, x.ndim)
+    return tuple(_wrap_like(x, b) for b in _f("unstack")(x._base_array, axis=ax))
+
+
+def _splitter(name: str) -> Any:
+    def split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+        if ary.ndim == 0:
+            raise FtransValueError(f"{name}: the input must be at least 1-D")
+        ax = K.normalize_axis(name, axis, ary.ndim)
+        return [_wrap_like(ary, b) for b in _f(name)(ary._base_array, indices_or_sections, axis=ax)]
+
+    split.__name__ = name
+    return split
+
+
 def append(arr: Any, values: Any, axis: int | None = None) -> Any:
     if axis is None:
         return concatenate([ravel(arr), ravel(values)], 0)
@@ -359,7 +377,9 @@ _TABLE: dict[str, tuple[Any, Any]] = {
     "squeeze": (squeeze, _first_is_key), "expand_dims": (expand_dims, _first_is_key),
     "broadcast_to": (broadcast_to, _first_is_key), "broadcast_arrays": (broadcast_arrays, _all_args),
     "concatenate": (concatenate, _seq_has_key), "concat": (concatenate, _seq_has_key),
-    "stack": (stack, _seq_has_key), "append": (append, _all_args), "tile": (tile, _first_is_key),
+    "stack": (stack, _seq_has_key), "unstack": (unstack, _first_is_key),
+    "split": (_splitter("split"), _first_is_key), "array_split": (_splitter("array_split"), _first_is_key),
+    "append": (append, _all_args), "tile": (tile, _first_is_key),
     "where": (where, _all_args), "take": (take, _first_is_key), "_getitem": (_getitem, _first_is_key),
     "asarray": (asarray, _first_is_key), "array": (array, _seq_has_key), "copy": (copy, _first_is_key),
     "zeros_like": (zeros_like, _first_is_key), "ones_like": (ones_like, _first_is_key),

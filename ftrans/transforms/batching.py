@@ -141,6 +141,12 @@ class BatchTracer(Tracer):
         if self.bdim is not_mapped:
             return a
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        sh = a.sharding if a.sharding is not None else _explicit_type(self.val)
+        if sh is not None:  # a value with a sharding type: each example's type drops the mapped dimension's entry
+            from ftrans.core.sharding_rules import spec_of, typed
+
+            spec = spec_of(a) if a.sharding is not None else tuple(sh.spec)
+            return typed(ShapedArray(shape, a.dtype, a.weak_type), sh.mesh, spec[:self.bdim] + spec[self.bdim + 1:])
         return ShapedArray(shape, a.dtype, a.weak_type)
 
     def _short_repr(self) -> str:
@@ -149,6 +155,17 @@ class BatchTracer(Tracer):
     def full_lower(self) -> Any:
         """The value itself when it is not batched (what a ref outside this vmap may hold)."""
         return self.val if self.bdim is not_mapped else self
+
+
+def _explicit_type(val: Any) -> Any:
+    """The sharding type of a concrete array laid out over Explicit mesh axes (None otherwise)."""
+    from ftrans.core.array import ShardedArray
+
+    if type(val) is not ShardedArray:
+        return None
+    from ftrans.core.sharding_rules import array_aval
+
+    return array_aval(val).sharding
 
 
 def _axis_names_used(jaxpr: Any, out: set) -> None:

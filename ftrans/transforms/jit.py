@@ -1374,9 +1374,9 @@ class JitWrapped:
             X.logger.log(level, "Compiling jit(%s) with global shapes and types %s, called at %s, for %s defined at %s",
                          self.__name__, "(" + "".join(f"{a!r}, " for a in avals).rstrip(" ") + ")", _call_site(),
                          self.__name__, _definition_site(self._fun))
-        from ftrans.transforms.sharded_jit import constraint_meshes
+        from ftrans.transforms.sharded_jit import constraint_meshes, sharded_consts
 
-        if constraint_meshes(closed.jaxpr):
+        if constraint_meshes(closed.jaxpr) or sharded_consts(closed.consts):
             self._spmd_always = True
             return None
         return self._entry_for(closed, out_tree, self._donate_mask(args, kwargs, len(avals)), device)

@@ -30,6 +30,7 @@ from ftrans.core.trace import (
     check_outputs,
     describe_pair_candidate,
     invalid_value_error,
+    is_eager,
     is_jax_value,
     stage,
 )
@@ -239,7 +240,7 @@ class _Pullback:
     def _of(cls, name: str, lin: ClosedJaxpr, diff: list[bool], zero_out: list[bool], leaves: list,
             in_tree: Any, out_avals: list, out_tree: Any) -> _Pullback:
         jaxpr, args_res, opaque, used = _split_residuals(lin, leaves, in_tree)
-        return cls(name, jaxpr, diff, zero_out, [aval_of(x) for x in leaves], in_tree, out_avals, out_tree,
+        return cls(name, jaxpr, diff, zero_out, _primal_avals(leaves), in_tree, out_avals, out_tree,
                    args_res, opaque, used)
 
     def _residuals(self) -> list:
@@ -354,8 +355,26 @@ class _Pullback:
                     w.addupdate(instantiate(ct_in))
                 out.append(GradRef())
             else:
-                out.append(instantiate(ct_in) if d else _float0_zeros(tangent_aval(aval)))
+                out.append(_typed_as_primal(instantiate(ct_in), aval) if d else _float0_zeros(tangent_aval(aval)))
         return tree_util.tree_unflatten(self._in_tree, out)
+
+
+def _primal_avals(leaves: list) -> list:
+    """The primal inputs' abstract values, typed where an input is laid out over Explicit mesh axes."""
+    from ftrans.core.sharding_rules import array_aval
+
+    return [array_aval(x) for x in leaves]
+
+
+def _typed_as_primal(ct: Any, aval: ShapedArray) -> Any:
+    """An eagerly computed cotangent laid out as its primal's sharding type (JAX's cotangents have their
+    primals' types); under a trace, or for an untyped primal, as it is."""
+    sh = aval.sharding
+    if sh is None or not isinstance(ct, Array) or not is_eager() or getattr(ct, "sharding", None) == sh:
+        return ct
+    from ftrans.devices import device_put
+
+    return device_put(ct, sh)
 
 
 def _pullback_flatten(pb: _Pullback) -> tuple[tuple, tuple]:
@@ -612,7 +631,7 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
                                                          given_scalars(tree_util.tree_leaves(tuple(dyn))))
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
         _check_scalar_output(where, name, out, holomorphic)
-        pullback = _Pullback(name, lin.jaxpr, diff, zero_out, [aval_of(x) for x in leaves], in_tree,
+        pullback = _Pullback(name, lin.jaxpr, diff, zero_out, _primal_avals(leaves), in_tree,
                              [aval_of(x) for x in p_out], out_tree_box[0], [], list(lin.consts), [])
         o_aval = aval_of(p_out[0])
         one = Array._new(np.ones((), o_aval.dtype), o_aval.weak_type)  # JAX's seed keeps the output's weak type

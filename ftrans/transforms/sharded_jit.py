@@ -64,6 +64,12 @@ def constraint_meshes(jaxpr: Any) -> list:
     return out
 
 
+def sharded_consts(consts: Any) -> bool:
+    """Whether a traced program captured an array laid out over a mesh (a value constrained or placed while
+    tracing, before any argument reached it): the program is then partitioned, so the layout survives."""
+    return any(type(c) is ShardedArray and isinstance(c.sharding, NamedSharding) for c in consts)
+
+
 def needs_spmd(owner: Any, leaves: list) -> bool:
     if owner._spmd_always:
         return True

@@ -373,3 +373,11 @@ def _linear_solve_impl(*vals: Any, const_lengths: tuple, jaxprs: tuple) -> list:
     n = sum(const_lengths)
     args = list(vals[mv + vm:mv + vm + sv]) + list(vals[n:])
     return _unwrap(_run(solve, *_wrap_in(args)), solve.out_avals)
+
+
+# Sharding in types (core/sharding_rules.py): the results have the types the bodies give them.
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+cond_p.sharding_rule = _sr.cond
+while_p.sharding_rule = _sr.while_loop
+scan_p.sharding_rule = _sr.scan

@@ -185,5 +185,6 @@ __all__ = [n for n in dir() if n.endswith("_p")]
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
 for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
-    _p.sharding_rule = _sr.same_as_first
+    _p.sharding_rule = _sr.cumulative
 del _p
+sort_p.sharding_rule = _sr.sort

@@ -540,6 +540,7 @@ for _table, _why in (("jvp", "rng_uniform's values are an unseeded generator's; 
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
 convert_element_type_p.sharding_rule = _sr.same_as_first
+bitcast_convert_type_p.sharding_rule = _sr.bitcast_convert_type
 select_n_p.sharding_rule = _sr.elementwise("select_n")
 clamp_p.sharding_rule = _sr.elementwise("clamp")
 broadcast_in_dim_p.sharding_rule = _sr.broadcast_in_dim

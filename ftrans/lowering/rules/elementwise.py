@@ -20,8 +20,14 @@ from ftrans.lowering.lower import LoweringContext, register_lowering
 
 
 def _operands(ctx: LoweringContext, xs) -> list[str]:
-    shape = ctx.avals_out[0].shape
-    return [ctx.broadcast(x, a, shape) for x, a in zip(xs, ctx.avals_in)]
+    out = ctx.avals_out[0]
+    shape = out.shape
+    res = []
+    for x, a in zip(xs, ctx.avals_in):
+        b = ctx.broadcast(x, a, shape)
+        # A rank-0 operand broadcast for a typed result is laid out as the result (as JAX's is).
+        res.append(ctx.module._typed(ctx.fn, b, out) if b is not x and out.sharding is not None else b)
+    return res
 
 
 def _simple(prim, op: str) -> None:

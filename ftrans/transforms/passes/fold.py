@@ -27,6 +27,10 @@ MAX_ELEMENTS = 10_000
 # equations (their values still fold into what reads them).
 _GENERATORS = {S.broadcast_in_dim_p, S.iota_p}
 
+# Layout operations: their NumPy rule is the identity, so folding one would drop the layout it asks for (a
+# constant constrained to a mesh must come out of the program laid out so).
+_LAYOUT = frozenset({"sharding_constraint", "device_put"})
+
 
 class ConstantFolding(Pass):
     name = "fold_constants"
@@ -66,7 +70,8 @@ class ConstantFolding(Pass):
             invars = [rw.read(a) for a in eqn.invars]
             vals = [value(a) for a in invars]
             prim = eqn.primitive
-            if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or has_bodies(eqn)
+            if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or prim.name in _LAYOUT
+                    or has_bodies(eqn)
                     or any(np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS for v in eqn.outvars)):
                 rw.emit(eqn)
                 continue
