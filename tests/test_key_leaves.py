@@ -70,7 +70,9 @@ def test_ftrans_flattens_through_its_key_aware_pytrees():
     import re
 
     root = pathlib.Path(ftrans.__file__).parent
-    allowed = {"tree.py", "tree_util.py", "core/pytrees.py"}  # the public re-exports, and the module itself
+    # the public re-exports, the module itself, and the runtime boundary (jaxlib's C++ jit dispatcher takes
+    # jax's own tree definitions of a program's outputs, which hold no keys: key outputs keep the Python path)
+    allowed = {"tree.py", "tree_util.py", "core/pytrees.py", "lowering/compat.py"}
     pattern = re.compile(r"^\s*(from jax import .*\btree(_util)?\b|from jax\.tree(_util)? import|import jax\.tree)"
                          r"|\bjax\.tree(_util)?\.", re.M)
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
