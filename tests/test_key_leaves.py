@@ -78,3 +78,19 @@ def test_ftrans_flattens_through_its_key_aware_pytrees():
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
                  if str(p.relative_to(root)) not in allowed and pattern.search(p.read_text())]
     assert not offenders, f"import ftrans.core.pytrees as tree_util instead of jax's in {offenders}"
+
+
+def test_lowered_in_tree_and_in_avals_show_a_key_as_one_leaf_like_jax():
+    """``jit(f).lower(...)``'s ``in_tree``/``in_avals`` (and the compiled program's) show a key argument
+    as one leaf with a key-dtype abstract value, as JAX's, not ftrans's internal opening of it."""
+    def f(k, x):
+        return x
+
+    ours = ftrans.jit(f).lower(ftrans.random.key(0), {"a": 1.0})
+    theirs = jax.jit(f).lower(jax.random.key(0), {"a": 1.0})
+    assert ours.in_tree == theirs.in_tree
+    assert ours.compile().in_tree == theirs.in_tree
+    (k_aval, x_avals), _ = ours.in_avals
+    (jk_aval, _), _ = theirs.in_avals
+    assert k_aval.shape == jk_aval.shape == () and str(k_aval.dtype) == str(jk_aval.dtype) == "key<fry>"
+    assert x_avals["a"].shape == () and x_avals["a"].dtype == np.float32

@@ -399,6 +399,11 @@ def unflatten_key(impl: Any, children: Any) -> Any:
     if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
         shape = tuple(base.shape)
         return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))
+    if type(base).__name__ == "ShapedArray":  # the abstract value of a key's data (jit's ``in_avals``)
+        from ftrans.core.avals import ShapedArray
+
+        shape = tuple(base.shape)
+        return ShapedArray(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))
     if _is_float0(base):
         # The tangent (or cotangent) of a key: float0 of the key array's shape, as JAX's (a symbolic zero
         # stays one: custom_vjp's symbolic_zeros).

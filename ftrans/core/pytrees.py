@@ -47,7 +47,7 @@ from ftrans.core.keys import PRNGKeyArray, unflatten_key
 __all__ = ["tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_flatten_with_path",
            "tree_leaves_with_path", "tree_map_with_path", "tree_unflatten", "keystr", "treedef_is_leaf",
            "register_pytree_node", "register_pytree_node_class", "register_dataclass", "Partial", "PyTreeDef",
-           "default_registry", "has_keys", "tree_unflatten_wrapped"]
+           "default_registry", "has_keys", "tree_unflatten_wrapped", "user_treedef"]
 
 
 class _KeyNode(PRNGKeyArray):
@@ -136,3 +136,11 @@ def tree_unflatten_wrapped(treedef: PyTreeDef, leaves: list, wrap: Any) -> Any:
     than the data for a key.  (``custom_vjp``'s ``CustomVJPPrimal`` holds a whole key array, as JAX's.)"""
     plain, user_def = _jtu.tree_flatten(tree_unflatten(treedef, list(leaves)))
     return _jtu.tree_unflatten(user_def, [wrap(i, x) for i, x in enumerate(plain)])
+
+
+def user_treedef(treedef: PyTreeDef) -> PyTreeDef:
+    """The tree definition users see for ``treedef`` (from this module's flattening): each key array one
+    leaf, as in JAX's (``jit(f).lower(...).in_tree``)."""
+    if "_KeyNode" not in str(treedef):
+        return treedef
+    return _jtu.tree_structure(tree_unflatten(treedef, [object() for _ in range(treedef.num_leaves)]))

@@ -1826,7 +1826,7 @@ class Lowered(LoweredText):
     @property
     def in_tree(self) -> Any:
         """The pytree structure of ``(args, kwargs)`` (static arguments left out), as JAX's."""
-        return self._traced._in_tree
+        return tree_util.user_treedef(self._traced._in_tree)
 
     @property
     def in_avals(self) -> Any:
@@ -1969,7 +1969,7 @@ class Compiled:
     @property
     def in_tree(self) -> Any:
         """The pytree structure of ``(args, kwargs)`` it takes (static arguments left out), as JAX's."""
-        return self._in_tree
+        return tree_util.user_treedef(self._in_tree)
 
     @property
     def in_avals(self) -> Any:
