@@ -319,3 +319,26 @@ def test_broadcast_and_iota_take_out_sharding(meshes):
     assert [spec_tuple(g.sharding.spec) for g in got] == [spec_tuple(w.sharding.spec) for w in want]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_stages_out_info_and_compiled_shardings_like_jax():
+    """``Traced.out_info``/``in_avals``, ``Lowered.out_info`` (no sharding before compiling),
+    ``Compiled.out_info`` (the compiled sharding) and ``Compiled.input_shardings``/``output_shardings``
+    (pytrees, arguments the program drops included), for one-device and partitioned programs, as JAX's."""
+    inp = np.arange(8, dtype=np.int32)
+    for jit in (jax.jit, ftrans.jit):
+        ins, kw = jit(lambda x, y: x).lower(inp, inp).compile().input_shardings
+        assert len(ins) == 2 and kw == {} and type(ins[0]).__name__ == "SingleDeviceSharding"
+        oi = jit(lambda x: x).lower((inp, inp)).out_info
+        assert (oi[0].shape, oi[0].dtype, oi[0].sharding) == ((8,), np.int32, None)
+        tr = jit(lambda x: x * 2).trace(inp)
+        assert (jax.tree.structure(tr.out_info).num_leaves, tr.out_info.shape, len(tr.in_avals)) == (1, (8,), 2)
+        co = jit(lambda x: (x * 2, x)).lower(inp).compile()
+        assert co.out_info[0].shape == (8,) and type(co.out_info[1].sharding).__name__ == "SingleDeviceSharding"
+        assert type(co.output_shardings).__name__ == "tuple" and len(co.output_shardings) == 2
+    mesh = ftrans.make_mesh((2,), ("x",))
+    arr = ftrans.device_put(inp, NamedSharding(mesh, P("x")))
+    lowered = ftrans.jit(lambda x: x * 2).lower(arr)
+    assert lowered.out_info.shape == (8,) and lowered.out_info.sharding is None
+    info = lowered.compile().out_info
+    assert (info.shape, info.dtype) == ((8,), np.int32) and info.sharding == NamedSharding(mesh, P("x"))

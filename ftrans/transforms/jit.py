@@ -1644,6 +1644,15 @@ def _jitted_repr(jitted: JitWrapped) -> str:
         return "<PjitFunction>"
 
 
+def out_info(out_tree: Any, avals: Sequence[Any], shardings: Sequence[Any] | None = None) -> Any:
+    """JAX's ``out_info`` of a staged, lowered or compiled program: its outputs as ``ShapeDtypeStruct``s
+    in the output tree, each with its sharding where one is known (a compiled program's), else None."""
+    shardings = shardings if shardings is not None else [None] * len(avals)
+    return tree_util.tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type,
+                                                                sharding=sh)
+                                               for a, sh in zip(avals, shardings)])
+
+
 class Traced:
     """``jit(f).trace(*args)``: the staged program, before lowering."""
 
@@ -1666,6 +1675,16 @@ class Traced:
         avals = self.jaxpr.in_avals
         donate = self._donate or (False,) * len(avals)
         return tree_util.tree_unflatten(self._in_tree, [ArgInfo(a, bool(d)) for a, d in zip(avals, donate)])
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        return tree_util.tree_unflatten(self._in_tree, self.jaxpr.in_avals)
+
+    @property
+    def out_info(self) -> Any:
+        """The outputs as ``ShapeDtypeStruct``s in their pytree, as JAX's ``Traced.out_info``."""
+        return out_info(self.out_tree, self.jaxpr.out_avals)
 
     def lower(self, *, lowering_platforms: Sequence[str] | None = None) -> Lowered:
         """The StableHLO module, for the device the arguments live on or for ``lowering_platforms``.
@@ -1835,8 +1854,8 @@ class Lowered(LoweredText):
 
     @property
     def out_info(self) -> Any:
-        shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in self._traced.jaxpr.out_avals]
-        return tree_util.tree_unflatten(self._traced.out_tree, shapes)
+        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling), as JAX's."""
+        return out_info(self._traced.out_tree, self._traced.jaxpr.out_avals)
 
 
 def _warn_unusable_donations(closed: ClosedJaxpr, donate_mask: tuple, fname: str) -> None:
@@ -1979,6 +1998,30 @@ class Compiled:
     @property
     def executable(self) -> Any:
         return self._exe.xla
+
+    def _sharding(self) -> Any:
+        from ftrans.core.sharding import SingleDeviceSharding
+
+        return SingleDeviceSharding(self._exe.device)
+
+    @property
+    def input_shardings(self) -> Any:
+        """``(args, kwargs)`` with each array argument's sharding (arguments the program does not read
+        included), as JAX's: one device's."""
+        s = self._sharding()
+        return tree_util.tree_unflatten(self._in_tree, [s] * len(self._closed.in_avals))
+
+    @property
+    def output_shardings(self) -> Any:
+        """The outputs' shardings in their pytree, as JAX's."""
+        s = self._sharding()
+        return tree_util.tree_unflatten(self._out_tree, [s] * len(self._closed.out_avals))
+
+    @property
+    def out_info(self) -> Any:
+        """The outputs as ``ShapeDtypeStruct``s with their shardings, as JAX's ``Compiled.out_info``."""
+        avals = self._closed.out_avals
+        return out_info(self._out_tree, avals, [self._sharding()] * len(avals))
 
     def runtime_executable(self) -> Any:
         """The loaded XLA executable the PJRT runtime runs (JAX's ``Compiled.runtime_executable``)."""

@@ -395,6 +395,13 @@ class ShardedLowered(LoweredText):
         return ShardedCompiled(exe, self.out_tree)
 
     @property
+    def out_info(self) -> Any:
+        """The outputs as ``ShapeDtypeStruct``s (no sharding before compiling), as JAX's."""
+        from ftrans.transforms.jit import out_info
+
+        return out_info(self.out_tree, self._closed.out_avals)
+
+    @property
     def in_avals(self) -> list:
         return self._closed.in_avals
 
@@ -422,6 +429,13 @@ class ShardedCompiled:
     @property
     def output_shardings(self) -> Any:
         return tree_util.tree_unflatten(self._out_tree, [from_runtime(s) for s in self._exe.out_shardings])
+
+    @property
+    def out_info(self) -> Any:
+        """The outputs as ``ShapeDtypeStruct``s with the shardings the partitioner gave them, as JAX's."""
+        from ftrans.transforms.jit import out_info
+
+        return out_info(self._out_tree, self._exe.out_avals, [from_runtime(s) for s in self._exe.out_shardings])
 
 
 def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
