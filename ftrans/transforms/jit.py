@@ -1167,7 +1167,8 @@ class JitWrapped:
                 return None
             fast[_CPP_KEY] = cpp
         if _cpp_handoff.__dict__.get("busy"):  # the dispatcher's miss is running this call: describe the program
-            kept = [True] * len(leaves) if entry.kept is None else [i in set(entry.kept) for i in range(len(leaves))]
+            read = None if entry.kept is None else set(entry.kept)
+            kept = [read is None or i in read for i in range(len(leaves))]
             out_def = compat.cpp_output_tree(
                 entry.out_tree, [(a, s, a.weak_type) for a, s in zip(exe.out_avals, exe.out_sigs)], _cpp_output)
             _cpp_handoff.last = (cpp, compat.cpp_fastpath(exe.xla, device, exe.out_avals, kept, exe.const_bufs,
