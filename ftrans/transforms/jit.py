@@ -1610,9 +1610,8 @@ class JitWrapped:
     _clear_cache = clear_cache
 
     def cache_info(self) -> dict:
-        """Misses (traces + compiles), slow-path hits and size of this function's executable cache.
-
-        Fast-path hits are not counted: counting them would cost every call.
+        """Calls answered from this function's executable cache (``hits``, the fast paths and jaxlib's
+        C++ dispatcher included), calls that traced and compiled (``misses``), and the cache's size.
         """
         return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "max_size": self._max}
 
