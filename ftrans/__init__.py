@@ -23,6 +23,7 @@ from ftrans import (  # noqa: E402  # noqa: E402
 )
 from ftrans._callback import pure_callback
 from ftrans.core.array import PublicArray as Array
+from ftrans.core.array import Shard
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.config import config, config_context
 from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr
@@ -144,7 +145,7 @@ def _ad_namespace():
 ad = _ad_namespace()  # JAX's jax.ad: the markers of a pullback's with_refs
 
 __all__ = [
-    "Array", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
+    "Array", "Shard", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
     "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",

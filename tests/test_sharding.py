@@ -116,8 +116,9 @@ def test_device_put_shards_like_jax(mshape, spec):
     js = sorted(jx.addressable_shards, key=lambda s: s.device.id)
     assert len(fs) == len(js) == 8
     for a, b in zip(fs, js):
+        assert isinstance(a, ftrans.Shard) and isinstance(b, jax.Shard)  # the public class, as JAX's
         assert a.device.id == b.device.id
-        assert a.index == b.index
+        assert a.index == b.index and a.replica_id == b.replica_id
         np.testing.assert_array_equal(np.asarray(a.data), np.asarray(b.data))
     np.testing.assert_array_equal(np.asarray(fx), x)
     assert {d.id for d in fx.devices()} == set(range(8))
