@@ -131,6 +131,24 @@ def test_sharded_registered_path_donates_and_reports_a_deleted_argument():
         h(c)
 
 
+@needs8
+def test_sharded_call_returning_none_runs_once_per_call_as_jax():
+    """A sharded program whose function returns None (only effects) runs once per call on the registered
+    path too: its None result is not taken for the runner's "ask the general path" answer."""
+    fm, jm = _meshes()
+    x = np.arange(8, dtype=np.float32)
+    seen = {"ftrans": [], "jax": []}
+    f = ftrans.jit(lambda v: ftrans.debug.callback(lambda s: seen["ftrans"].append(float(s)), v.sum()))
+    g = jax.jit(lambda v: jax.debug.callback(lambda s: seen["jax"].append(float(s)), v.sum()))
+    a = ftrans.device_put(x, NamedSharding(fm, P("d")))
+    b = jax.device_put(x, JNamedSharding(jm, JP("d")))
+    for _ in range(3):
+        assert f(a) is None and g(b) is None
+        ftrans.effects_barrier()
+        jax.effects_barrier()
+    assert seen["ftrans"] == seen["jax"] == [28.0] * 3
+
+
 def test_numpy_and_device_arguments_take_their_own_keys():
     f = ftrans.jit(lambda x, y: x * y + 1.0)
     g = jax.jit(lambda x, y: x * y + 1.0)

@@ -438,6 +438,10 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
     return invoke
 
 
+# What a sharded call's fast runner returns when the general path must answer the call instead (a
+# deleted argument). Not None: a function may return None, and its call must not run twice.
+GENERAL_PATH = object()
+
 # What ``_remember_cpp`` hands to the miss of jaxlib's C++ dispatcher that is running the call (per thread).
 _cpp_handoff = threading.local()
 _CPP_KEY = "jaxlib C++ dispatcher"  # the fast table's entry for the function's dispatcher (a str: its hash is cached)
@@ -928,7 +932,7 @@ class JitWrapped:
                 run = self._spmd_fast.get(key)
                 if run is not None:
                     out = run(leaves)
-                    if out is not None:  # None: a deleted argument, which the general path reports
+                    if out is not GENERAL_PATH:  # (a deleted argument, which the general path reports)
                         self.hits += 1
                         return out
             if leaves and type(leaves[0]) is _ndarray:  # a pytree of NumPy arrays: its own fast key

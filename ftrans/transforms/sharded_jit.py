@@ -33,7 +33,7 @@ from ftrans.core.sharding import (
 from ftrans.core.sharding_rules import typed_aval
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
-from ftrans.transforms.jit import LoweredText
+from ftrans.transforms.jit import GENERAL_PATH, LoweredText
 
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
@@ -305,8 +305,9 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
     key ``_call_plain`` builds: the tree, each leaf's ``_sig`` (shape, dtype, weak type, identity of its
     runtime sharding) and the statics.  Every check the general path
     makes is then settled by the key, except a deleted argument, which the runner hands back to the general
-    path (returning None) so that it is reported as there.  Not while a transfer guard watches calls or a
-    config context is open (the general key holds the thread's context values; the fast key does not).
+    path (returning ``GENERAL_PATH``) so that it is reported as there.  Not while a transfer guard watches
+    calls or a config context is open (the general key holds the thread's context values; the fast key
+    does not).
     """
     from ftrans.transforms.jit import _guard_level
 
@@ -347,7 +348,7 @@ def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple
         if _array_mod.buffers_deleted:
             for b in bufs:
                 if b.is_deleted():
-                    return None
+                    return GENERAL_PATH
         outs = run(consts + bufs if consts else bufs)
         res = []
         for b, (a, w, s) in zip(outs, parts):
