@@ -59,6 +59,11 @@ def _split_args(fn: Callable, args: tuple, kwargs: dict, kind: str) -> tuple[Hos
     return HostCallback(fn, in_tree, static, len(leaves), user_location(), kind, weak), dynamic
 
 
+def _partitioned(partitioned: bool) -> dict:
+    """The equation's ``partitioned`` parameter: only when set, so the common equation prints as before."""
+    return {"partitioned": True} if partitioned else {}
+
+
 def debug_callback(callback: Callable[..., Any] | None = None, *args: Any, ordered: bool = False,
                    partitioned: bool = False, **kwargs: Any) -> Any:
     """JAX's ``jax.debug.callback``: call ``callback(*args, **kwargs)`` on the arguments' values, eagerly
@@ -70,7 +75,7 @@ def debug_callback(callback: Callable[..., Any] | None = None, *args: Any, order
         if not callable(callback):
             raise FtransTypeError(f"debug.callback: expected a callable, got {type(callback).__name__}")
         cb, dynamic = _split_args(callback, c_args, c_kwargs, "debug")
-        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered))
+        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered), **_partitioned(partitioned))
 
     if callback is not None:
         do_callback(callback, *args, **kwargs)
@@ -177,7 +182,7 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         printer = _Printer(fmt, has_placeholders, dict(np.get_printoptions()),
                            _log_record() if _use_logging else None)
         cb, dynamic = _split_args(printer, c_args, c_kwargs, "debug")
-        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered))
+        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered), **_partitioned(partitioned))
 
     if fmt is not None:
         do_print(fmt, *args, **kwargs)

@@ -166,3 +166,34 @@ def test_callbacks_in_a_one_device_shard_map():
     """A shard_map over one device is inlined, as JAX does (XLA could not compile a callback inside a
     one-partition manual region)."""
     assert _one_device_shard_map(ftrans, io_callback) == _one_device_shard_map(jax, jax_io_callback)
+
+
+@pytest.mark.parametrize("J", [ftrans, jax], ids=["ftrans", "jax"])
+def test_partitioned_debug_callback_sees_each_devices_shards(J):
+    """``partitioned=True`` in a sharded jit: one call per device with its own shards (no gather), as JAX;
+    under vmap, grad, a one-device jit and shard_map the option changes nothing."""
+    got = []
+
+    def cb(v):
+        got.append(np.asarray(v).tolist())
+
+    def f(x):
+        J.debug.callback(cb, x, partitioned=True)
+        J.debug.print("p {}", x * 2, partitioned=True)
+        return x + 1
+
+    mesh = _mesh(J)
+    P = J.sharding.PartitionSpec
+    x = np.arange(4.0, dtype=np.float32)
+    a = J.device_put(x, J.sharding.NamedSharding(mesh, P("x")))
+    J.jit(f)(a)
+    J.effects_barrier()
+    assert sorted(got) == [[0.0, 1.0], [2.0, 3.0]]
+    got.clear()
+    J.jit(f)(x)
+    J.vmap(J.jit(f))(x.reshape(2, 2))
+    J.grad(lambda v: f(v).sum())(x)
+    J.jit(J.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(a)
+    J.effects_barrier()
+    assert sorted(got) == [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0, 2.0, 3.0], [0.0, 1.0, 2.0, 3.0], [2.0, 3.0],
+                           [2.0, 3.0]]

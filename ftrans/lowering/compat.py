@@ -152,8 +152,8 @@ def _for_platform(text: str, devices: Sequence[Any]) -> str:
     """The host-callback custom call's target for the devices' platform (the lowering writes the CPU one)."""
     platform = devices[0].platform
     if platform in ("gpu", "cuda", "rocm"):
-        return str(text).replace("@xla_ffi_python_cpu_callback", "@xla_ffi_python_gpu_callback").replace(
-            '"xla_ffi_python_cpu_callback"', '"xla_ffi_python_gpu_callback"')
+        # (both targets: ``xla_ffi_python_cpu_callback`` and ``xla_ffi_partitioned_python_cpu_callback``)
+        return str(text).replace("python_cpu_callback", "python_gpu_callback")
     if platform != "cpu":
         raise NotImplementedError(f"host callbacks are supported on CPU and GPU, not on {platform}")
     return str(text)

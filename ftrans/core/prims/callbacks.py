@@ -206,12 +206,12 @@ effectful_primitives.update({debug_callback_p, io_callback_p})
 
 
 @debug_callback_p.def_abstract_eval
-def _debug_abstract(*avals: ShapedArray, callback: HostCallback, ordered: bool) -> list:
+def _debug_abstract(*avals: ShapedArray, callback: HostCallback, ordered: bool, partitioned: bool = False) -> list:
     return []
 
 
 @debug_callback_p.def_impl
-def _debug_impl(*vals: Any, callback: HostCallback, ordered: bool) -> list:
+def _debug_impl(*vals: Any, callback: HostCallback, ordered: bool, partitioned: bool = False) -> list:
     callback.call(vals, ())
     return []
 

@@ -17,8 +17,10 @@ from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callbac
 from ftrans.errors import FtransNotImplementedError, FtransValueError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
+from ftrans.lowering.rules.ffi import layouts_text
 
 TARGET = "xla_ffi_python_cpu_callback"
+PARTITIONED_TARGET = "xla_ffi_partitioned_python_cpu_callback"  # (runs on each device's own shards)
 
 
 def _with_token(host_fn: Any) -> Any:
@@ -72,12 +74,12 @@ def _per_value(entries: list[str]) -> str:
 
 
 def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, ordered: bool,
-          sharding: Any = None) -> list[str]:
+          sharding: Any = None, partitioned: bool = False) -> list[str]:
     index = ctx.module.add_host_callback(_with_token(host_fn) if ordered else host_fn)
     fn = ctx.fn
     operands = list(args)
     result_types = [mt.aval_type(a) for a in ctx.avals_out]
-    placement = _placement(ctx, sharding, len(result_types) + ordered)
+    placement = None if partitioned else _placement(ctx, sharding, len(result_types) + ordered)
     if ordered:
         token = getattr(fn, "callback_token", None)
         if token is None:
@@ -90,11 +92,16 @@ def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, or
     attrs = {
         "api_version": "4 : i32",
         "backend_config": f"{{index = {index} : ui64}}",
-        "call_target_name": f'"{TARGET}"',
+        "call_target_name": f'"{PARTITIONED_TARGET if partitioned else TARGET}"',
         "has_side_effect": "true" if side_effect else "false",
     }
     if placement is not None:
         attrs["sdy.sharding"] = _per_value(placement)
+    if partitioned:  # XLA's partitioner of this target needs the layouts spelt out (row-major; a token's empty)
+        ranks = [0] * ordered + [len(a.shape) for a in ctx.avals_in]
+        attrs["operand_layouts"] = layouts_text([range(r - 1, -1, -1) for r in ranks])
+        attrs["result_layouts"] = layouts_text([()] * ordered + [range(len(a.shape) - 1, -1, -1)
+                                                                  for a in ctx.avals_out])
     outs = ctx.emit("stablehlo.custom_call", operands, result_types, attrs)
     if ordered:
         fn.callback_token = outs[0]
@@ -107,8 +114,13 @@ def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, or
 
 
 @register_lowering(debug_callback_p)
-def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, ordered: bool) -> list[str]:
-    return _emit(ctx, callback.host_fn(()), args, True, True)
+def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, ordered: bool,
+                             partitioned: bool = False) -> list[str]:
+    if partitioned and ctx.module.replica_axes:  # per-device code (a shard_map body) calls it per device anyway
+        partitioned = False
+    # A partitioned call takes no token unless ordered (XLA's partitioner of its target takes arrays only;
+    # an ordered one is refused in a program over several devices, see ``check_no_ordered_effects``).
+    return _emit(ctx, callback.host_fn(()), args, True, ordered or not partitioned, partitioned=partitioned)
 
 
 @register_lowering(pure_callback_p)
