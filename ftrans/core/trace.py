@@ -177,12 +177,20 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.dynamic = prev_dynamic
         main.alive = False
         st.refresh()
+        if not checking:
+            main.trace = None  # see below
     if checking:  # the block ended normally: none of its tracers may outlive it
         from ftrans.core import leaks
 
         found = leaks.find_leaks(main, Tracer)
         if found:
-            raise leaks.leak_error(main, found)
+            err = leaks.leak_error(main, found)
+            main.trace = None
+            raise err
+        main.trace = None
+    # A MainTrace and its Trace refer to each other; once the transform is over the MainTrace's
+    # side goes (tracers that outlive it still reach it through ``_trace.main``), so nothing
+    # of it is left for the cycle collector.
 
 
 @contextlib.contextmanager
