@@ -52,14 +52,82 @@ class Literal:
 Atom = Var | Literal
 
 
+class _Transform(NamedTuple):
+    """A transform's entry in a ``NameStack`` (``vmap``, ``jvp``, ``transpose``)."""
+
+    name: str
+
+
+class NameStack:
+    """The names around an equation, outermost first: ``named_scope`` names and the transforms
+    (``vmap``, ``jvp``, ``transpose``) it was staged under, as JAX's.
+
+    ``str`` joins them with ``/``, a transform wrapping the name after it: ``foo/vmap(bar)/baz``
+    (``vmap`` applied inside ``foo``, around ``bar``), ``transpose(jvp(foo))``, ``foo/vmap()`` when
+    no name follows.  Stacks concatenate with ``+`` (a ``str`` operand is one name).
+    """
+
+    __slots__ = ("elems",)
+
+    def __init__(self, elems: tuple = ()):
+        self.elems = tuple(elems)
+
+    def extend(self, name: str) -> NameStack:
+        """This stack with the scope ``name`` inside it."""
+        return NameStack((*self.elems, name))
+
+    def transform(self, name: str) -> NameStack:
+        """This stack with the transform ``name`` inside it."""
+        return NameStack((*self.elems, _Transform(name)))
+
+    def __add__(self, other: NameStack | str) -> NameStack:
+        if isinstance(other, str):
+            return self.extend(other) if other else self
+        return NameStack(self.elems + other.elems)
+
+    def __radd__(self, other: str) -> NameStack:
+        return NameStack(((other,) if other else ()) + self.elems)
+
+    def __str__(self) -> str:
+        out: list[str] = []
+        for e in reversed(self.elems):  # innermost first: a transform wraps the name after it
+            if isinstance(e, _Transform):
+                if out:
+                    out[-1] = f"{e.name}({out[-1]})"
+                else:
+                    out.append(f"{e.name}()")
+            else:
+                out.append(e)
+        return "/".join(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"NameStack({str(self)!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.elems)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NameStack):
+            return self.elems == other.elems
+        if isinstance(other, str):
+            return str(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.elems)
+
+
+EMPTY_NAME_STACK = NameStack()
+
+
 class SourceInfo(NamedTuple):
-    """Where in the user's program an equation came from, and the ``named_scope`` names around it
-    (``name_stack``: outermost first, joined by ``/``; empty outside any scope)."""
+    """Where in the user's program an equation came from, and the names around it (``name_stack``:
+    the ``named_scope`` names and transforms, outermost first; empty outside any)."""
 
     filename: str
     lineno: int
     function: str
-    name_stack: str = ""
+    name_stack: NameStack = EMPTY_NAME_STACK
     # The frame's code object and last instruction, from which the column and the qualified function name
     # are read when asked (``location``); None when the place was given as text.
     code: Any = None

@@ -45,6 +45,7 @@ from ftrans.core.trace import (
     is_jax_value,
     long_type_str,
     new_main,
+    transform_name_stack,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.tree_util import _mismatch_details
@@ -528,7 +529,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
                     views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
                 a, kw = tree_util.tree_unflatten(in_tree, tracers)
-                with extend_axis_env(axis_name, size, main):
+                with extend_axis_env(axis_name, size, main), transform_name_stack("vmap"):
                     out = fun(*a, **kw)
                 if ref_at:
                     _ref_mod.check_no_refs(out, "vmap", name)
