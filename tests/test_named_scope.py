@@ -85,7 +85,8 @@ def test_names_inside_control_flow_and_nested_jit():
     names = _loc_names(text)
     # a body's names restart (as JAX's) and the lowering joins them to the equation that runs it
     assert "jit(f)/loop/scan" in names
-    assert any(n.startswith("jit(f)/loop/scan/") and n.endswith("/jit(inner)/in_jit/mul") for n in names)
+    # the loop's body is named as JAX's: the scan lowers to a while loop, ``while/body``
+    assert "jit(f)/loop/while/body/jit(inner)/in_jit/mul" in names
     closed = ftrans.make_jaxpr(f)(np.float32(1))
     (scan,) = closed.eqns
     assert scan.source_info.name_stack == "loop"
@@ -153,3 +154,45 @@ def test_scope_restored_after_error():
     with pytest.raises(TypeError, match="string"):
         with ftrans.named_scope(3):
             pass
+
+
+def _transformed(J, np_, lax_):
+    """Functions whose equations are staged under transforms, each with JAX's expected name stacks."""
+    def body(x):
+        with J.named_scope("bar"):
+            with J.named_scope("baz"):
+                return np_.sin(x) * 2
+
+    def sc(x):
+        with J.named_scope("foo"):
+            return body(x)
+
+    return {
+        "vmap": (J.vmap(lambda x: J.named_scope("foo")(body)(x)), (np.ones(2, np.float32),)),
+        "scope_around_vmap": (J.named_scope("foo")(J.vmap(body)), (np.ones(2, np.float32),)),
+        "jvp": (lambda x, t: J.jvp(sc, (x,), (t,)), (np.float32(1), np.float32(1))),
+        "value_and_grad": (J.value_and_grad(sc), (np.float32(1),)),
+        "vmap_of_grad": (J.vmap(J.grad(sc)), (np.ones(2, np.float32),)),
+        "grad_of_jit": (J.grad(J.named_scope("foo")(J.jit(body))), (np.float32(1),)),
+        "while": (lambda x: J.named_scope("foo")(lambda v: lax_.while_loop(
+            J.named_scope("c")(lambda c: c < 5), J.named_scope("b")(lambda c: c + 1), v))(x), (np.float32(0),)),
+        "cond": (lambda x, p: J.named_scope("foo")(lambda v, q: lax_.cond(
+            q, J.named_scope("t")(lambda c: c + 1), J.named_scope("f")(lambda c: c - 1), v))(x, p),
+                 (np.float32(0), True)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_transformed(jax, jnp_jax, jax.lax)))
+def test_transforms_enter_the_name_stack_like_jax(case):
+    """``vmap``/``jvp``/``grad`` put the transform in the name stack of the equations they stage, wrapping
+    the name inside it (``foo/vmap(bar)/baz``, ``transpose(jvp(foo))``), and the StableHLO locations of
+    loop and branch bodies are named as JAX's (``while/body``, ``cond/branch_0_fun``)."""
+    f, args = _transformed(ftrans, jnp, lax)[case]
+    g, _ = _transformed(jax, jnp_jax, jax.lax)[case]
+    ft, jx = ftrans.make_jaxpr(f)(*args), jax.make_jaxpr(g)(*args)
+    assert sorted({str(e.source_info.name_stack) for e in ft.eqns}) == \
+        sorted({str(e.source_info.name_stack) for e in jx.eqns})
+    if case in ("while", "cond", "value_and_grad", "scope_around_vmap"):
+        names = _loc_names(ftrans.jit(f).lower(*args).as_text())
+        want = _loc_names(jax.jit(g).lower(*args).as_text(debug_info=True))
+        assert {n for n in want if n.startswith("jit(")} <= names

@@ -52,14 +52,82 @@ class Literal:
 Atom = Var | Literal
 
 
+class _Transform(NamedTuple):
+    """A transform's entry in a ``NameStack`` (``vmap``, ``jvp``, ``transpose``)."""
+
+    name: str
+
+
+class NameStack:
+    """The names around an equation, outermost first: ``named_scope`` names and the transforms
+    (``vmap``, ``jvp``, ``transpose``) it was staged under, as JAX's.
+
+    ``str`` joins them with ``/``, a transform wrapping the name after it: ``foo/vmap(bar)/baz``
+    (``vmap`` applied inside ``foo``, around ``bar``), ``transpose(jvp(foo))``, ``foo/vmap()`` when
+    no name follows.  Stacks concatenate with ``+`` (a ``str`` operand is one name).
+    """
+
+    __slots__ = ("elems",)
+
+    def __init__(self, elems: tuple = ()):
+        self.elems = tuple(elems)
+
+    def extend(self, name: str) -> NameStack:
+        """This stack with the scope ``name`` inside it."""
+        return NameStack((*self.elems, name))
+
+    def transform(self, name: str) -> NameStack:
+        """This stack with the transform ``name`` inside it."""
+        return NameStack((*self.elems, _Transform(name)))
+
+    def __add__(self, other: NameStack | str) -> NameStack:
+        if isinstance(other, str):
+            return self.extend(other) if other else self
+        return NameStack(self.elems + other.elems)
+
+    def __radd__(self, other: str) -> NameStack:
+        return NameStack(((other,) if other else ()) + self.elems)
+
+    def __str__(self) -> str:
+        out: list[str] = []
+        for e in reversed(self.elems):  # innermost first: a transform wraps the name after it
+            if isinstance(e, _Transform):
+                if out:
+                    out[-1] = f"{e.name}({out[-1]})"
+                else:
+                    out.append(f"{e.name}()")
+            else:
+                out.append(e)
+        return "/".join(reversed(out))
+
+    def __repr__(self) -> str:
+        return f"NameStack({str(self)!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self.elems)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NameStack):
+            return self.elems == other.elems
+        if isinstance(other, str):
+            return str(self) == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.elems)
+
+
+EMPTY_NAME_STACK = NameStack()
+
+
 class SourceInfo(NamedTuple):
-    """Where in the user's program an equation came from, and the ``named_scope`` names around it
-    (``name_stack``: outermost first, joined by ``/``; empty outside any scope)."""
+    """Where in the user's program an equation came from, and the names around it (``name_stack``:
+    the ``named_scope`` names and transforms, outermost first; empty outside any)."""
 
     filename: str
     lineno: int
     function: str
-    name_stack: str = ""
+    name_stack: NameStack = EMPTY_NAME_STACK
     # The frame's code object and last instruction, from which the column and the qualified function name
     # are read when asked (``location``); None when the place was given as text.
     code: Any = None
@@ -721,73 +789,74 @@ def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
     program, before XLA does with a far less helpful message.  A nested body is
     checked in a scope of its own: bodies are closed, reading only their inputs.
     """
+    _typecheck(jaxpr, set())
+
+
+def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
+    # A module-level function (not a closure calling itself through its own cell, which would
+    # leave a reference cycle behind after every check).
     from ftrans.core.primitive import abstract_eval_rules
     from ftrans.errors import JaxprTypeError
 
-    checked: set[int] = set()
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    if id(jaxpr) in checked:  # a body shared by several equations is checked once
+        return
+    checked.add(id(jaxpr))
+    env: set[int] = set()
 
-    def check(jaxpr: Jaxpr | ClosedJaxpr) -> None:
-        if isinstance(jaxpr, ClosedJaxpr):
-            jaxpr = jaxpr.jaxpr
-        if id(jaxpr) in checked:  # a body shared by several equations is checked once
-            return
-        checked.add(id(jaxpr))
-        env: set[int] = set()
+    def define(v: Var) -> None:
+        if id(v) in env:
+            raise JaxprTypeError(f"variable {v} is defined twice")
+        env.add(id(v))
 
-        def define(v: Var) -> None:
-            if id(v) in env:
-                raise JaxprTypeError(f"variable {v} is defined twice")
-            env.add(id(v))
-
-        def read(a) -> ShapedArray:
-            if isinstance(a, Literal):
-                return a.aval
-            if id(a) not in env:
-                raise JaxprTypeError(f"variable {a} is used before it is defined")
+    def read(a) -> ShapedArray:
+        if isinstance(a, Literal):
             return a.aval
+        if id(a) not in env:
+            raise JaxprTypeError(f"variable {a} is used before it is defined")
+        return a.aval
 
-        for v in jaxpr.constvars:
-            define(v)
-        for v in jaxpr.invars:
-            define(v)
-        for eqn in jaxpr.eqns:
-            in_avals = [read(a) for a in eqn.invars]
-            body_env = getattr(eqn.primitive, "body_env", None)  # pmap binds its axis name for the body
-            for sub in subjaxprs(eqn):
-                try:
-                    if body_env is None:
-                        check(sub)
-                    else:
-                        with body_env(eqn.params):
-                            check(sub)
-                except JaxprTypeError as e:
-                    where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
-                    raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None
-            rule = abstract_eval_rules.get(eqn.primitive)
-            if rule is None:
-                raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+    for v in jaxpr.constvars:
+        define(v)
+    for v in jaxpr.invars:
+        define(v)
+    for eqn in jaxpr.eqns:
+        in_avals = [read(a) for a in eqn.invars]
+        body_env = getattr(eqn.primitive, "body_env", None)  # pmap binds its axis name for the body
+        for sub in subjaxprs(eqn):
             try:
-                outs = rule(*in_avals, **eqn.params)
-            except (TypeError, ValueError) as e:
-                raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
-            if not eqn.primitive.multiple_results:
-                outs = [outs]
-            if len(outs) != len(eqn.outvars):
+                if body_env is None:
+                    _typecheck(sub, checked)
+                else:
+                    with body_env(eqn.params):
+                        _typecheck(sub, checked)
+            except JaxprTypeError as e:
+                where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
+                raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None
+        rule = abstract_eval_rules.get(eqn.primitive)
+        if rule is None:
+            raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+        try:
+            outs = rule(*in_avals, **eqn.params)
+        except (TypeError, ValueError) as e:
+            raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        if len(outs) != len(eqn.outvars):
+            raise JaxprTypeError(
+                f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
+                f"but its rule gives {len(outs)}"
+            )
+        for v, aval in zip(eqn.outvars, outs):
+            if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
                 raise JaxprTypeError(
-                    f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
-                    f"but its rule gives {len(outs)}"
+                    f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
+                    f"but its inputs give {aval.str_short()}"
                 )
-            for v, aval in zip(eqn.outvars, outs):
-                if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
-                    raise JaxprTypeError(
-                        f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
-                        f"but its inputs give {aval.str_short()}"
-                    )
-                define(v)
-        for a in jaxpr.outvars:
-            read(a)
-
-    check(jaxpr)
+            define(v)
+    for a in jaxpr.outvars:
+        read(a)
 
 
 # ----------------------------------------------------------------------------

@@ -20,7 +20,14 @@ from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.sharding import as_sharding
-from ftrans.core.trace import aval_of, check_outputs, invalid_value_error, is_jax_value, stage
+from ftrans.core.trace import (
+    aval_of,
+    check_outputs,
+    in_current_names,
+    invalid_value_error,
+    is_jax_value,
+    stage,
+)
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -220,7 +227,7 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
     prev = st.source_override
     try:
         for eqn in jaxpr.eqns:
-            st.source_override = eqn.source_info or prev
+            st.source_override = in_current_names(eqn.source_info) or prev
             if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
                 with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
                     outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)

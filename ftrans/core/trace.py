@@ -28,7 +28,7 @@ from ftrans.core.array import Array, from_foreign
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
+from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 
@@ -113,7 +113,7 @@ class _TraceState(threading.local):
         # the IR passes that change values (``stability``) reach the derivative too.
         self.primal_rewriter: Any = None
         # The ``named_scope`` names active on this thread, joined by "/" (recorded on each staged equation).
-        self.name_stack = ""
+        self.name_stack = EMPTY_NAME_STACK
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -177,12 +177,20 @@ def new_main(trace_type: type, payload: Any = None, *, dynamic: bool = False) ->
         st.dynamic = prev_dynamic
         main.alive = False
         st.refresh()
+        if not checking:
+            main.trace = None  # see below
     if checking:  # the block ended normally: none of its tracers may outlive it
         from ftrans.core import leaks
 
         found = leaks.find_leaks(main, Tracer)
         if found:
-            raise leaks.leak_error(main, found)
+            err = leaks.leak_error(main, found)
+            main.trace = None
+            raise err
+        main.trace = None
+    # A MainTrace and its Trace refer to each other; once the transform is over the MainTrace's
+    # side goes (tracers that outlive it still reach it through ``_trace.main``), so nothing
+    # of it is left for the cycle collector.
 
 
 @contextlib.contextmanager
@@ -208,16 +216,49 @@ def named_scope(name: str) -> Iterator[None]:
         raise errors.FtransTypeError(f"named_scope name argument must be a string, got {type(name).__name__}")
     st = state
     prev = st.name_stack
-    st.name_stack = f"{prev}/{name}" if prev else name
+    st.name_stack = prev.extend(name)
     try:
         yield
     finally:
         st.name_stack = prev
 
 
+@contextlib.contextmanager
+def transform_name_stack(name: str) -> Iterator[None]:
+    """Record the transform ``name`` (``vmap``, ``jvp``, ``transpose``) in the name stack of the
+    equations staged inside the block, as JAX's: ``vmap(foo)/bar``."""
+    st = state
+    prev = st.name_stack
+    st.name_stack = prev.transform(name)
+    try:
+        yield
+    finally:
+        st.name_stack = prev
+
+
+@contextlib.contextmanager
+def names_as(stack: Any) -> Iterator[None]:
+    """Stage the block's equations with the name stack ``stack`` (a body's, which restarts)."""
+    st = state
+    prev = st.name_stack
+    st.name_stack = stack
+    try:
+        yield
+    finally:
+        st.name_stack = prev
+
+
+def in_current_names(info: SourceInfo | None) -> SourceInfo | None:
+    """``info`` (an equation's, being replayed: interpreted, transposed) with the names active now
+    before its own, as JAX's: a replay under ``vmap`` inside ``foo`` gives ``foo/vmap(...)``."""
+    if info is None or not state.name_stack:
+        return info
+    return info._replace(name_stack=state.name_stack + info.name_stack)
+
+
 def current_name_stack() -> tuple[str, ...]:
     """The ``named_scope`` names active on this thread, outermost first."""
-    s = state.name_stack
+    s = str(state.name_stack)
     return tuple(s.split("/")) if s else ()
 
 
@@ -1067,7 +1108,7 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     # enclosing scopes, and the lowering joins the two.
     st = state
     outer_names = st.name_stack
-    st.name_stack = ""
+    st.name_stack = EMPTY_NAME_STACK
     try:
         with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
             trace: DynamicJaxprTrace = main.trace

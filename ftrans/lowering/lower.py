@@ -31,7 +31,7 @@ import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError
@@ -142,7 +142,7 @@ class ModuleLowering:
         self.scope = scope if scope is not None else f"jit({name})"
         # While an equation's rule runs: the location prefix its nested bodies get (the enclosing
         # function's prefix, then the equation's own name stack), and the equation.
-        self._body_prefix = self.scope
+        self._body_prefix: NameStack = NameStack((self.scope,))
         self._body_eqn: Any = None
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
@@ -192,8 +192,13 @@ class ModuleLowering:
 
     def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
                  donated_args: Sequence[bool] = (), arg_attrs: Sequence[str] = (),
-                 result_attrs: Sequence[str] = ()) -> str:
-        """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name."""
+                 result_attrs: Sequence[str] = (), label: str | None = None) -> str:
+        """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name.
+
+        ``label``: the body's name in its operations' locations, after the running equation's
+        (JAX's ``while/body``, ``cond/branch_0_fun``; ``""`` for none); default ``name`` (``jit(name)``
+        for a jit call).
+        """
         key = (id(jaxpr), tuple(self.replica_axes)) if self.replica_axes else id(jaxpr)
         if not public and key in self._func_names:
             return self._func_names[key]
@@ -207,13 +212,19 @@ class ModuleLowering:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
         # Equations of a body name their place by the equation that runs it (as JAX's name stacks,
-        # which restart in each body): ``jit(f)/outer/jit(g)/inner/mul``, ``jit(f)/while_body/add``.
+        # which restart in each body): ``jit(f)/outer/jit(g)/inner/mul``, ``jit(f)/while/body/add``.
         if public:
-            prefix = self.scope
+            prefix = NameStack((self.scope,))
         else:
             eqn = self._body_eqn
-            label = f"jit({name})" if eqn is not None and eqn.primitive.name == "jit_call" else name
-            prefix = f"{self._body_prefix}/{label}"
+            if label is None:
+                label = f"jit({name})" if eqn is not None and eqn.primitive.name == "jit_call" else name
+                prefix = self._body_prefix.extend(label)
+            else:
+                # A loop or branch body is named after the equation's names as written (JAX lowers these
+                # equations apart and XLA joins the names as text): ``foo/vmap()/cond/branch_0_fun``.
+                written = NameStack((str(self._body_prefix),))
+                prefix = written.extend(label) if label else written
         saved = self._body_prefix, self._body_eqn
         try:
             text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix)
@@ -227,8 +238,9 @@ class ModuleLowering:
         return sym
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = (),
-                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = (), prefix: str = "") -> str:
-        prefix = prefix or self.scope
+                    arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = (),
+                    prefix: NameStack | None = None) -> str:
+        prefix = prefix or NameStack((self.scope,))
         fn = mt.FuncEmitter()
         env: dict[Any, str] = {}
         args = []
@@ -269,9 +281,8 @@ class ModuleLowering:
                 )
             ins = [read(a) for a in eqn.invars]
             info = eqn.source_info
-            stack = info.name_stack if info is not None and info.name_stack else ""
-            here = f"{prefix}/{stack}" if stack else prefix
-            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")
+            here = prefix + info.name_stack if info is not None else prefix
+            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")  # JAX's: the names as written, then the op
             self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:

@@ -45,6 +45,7 @@ from ftrans.core.trace import (
     new_main,
     short_repr,
     stage,
+    transform_name_stack,
 )
 from ftrans.core.trace import state as _trace_state
 from ftrans.errors import FtransTypeError
@@ -521,7 +522,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         return flat, aux
 
     given = given_scalars([p for _, p in p_leaves_paths], t_leaves)
-    p_out, t_out, aux = jvp_flat(rewritten_primal(flat_fun, p_leaves, out_tree_box), p_leaves, t_in, given)
+    with transform_name_stack("jvp"):
+        p_out, t_out, aux = jvp_flat(rewritten_primal(flat_fun, p_leaves, out_tree_box), p_leaves, t_in, given)
     out_tree = out_tree_box[0]
     primals_out = tree_util.tree_unflatten(out_tree, p_out)
     tangents_out = tree_util.tree_unflatten(out_tree, [_output(t) for t in t_out])

@@ -45,6 +45,7 @@ from ftrans.core.trace import (
     is_jax_value,
     long_type_str,
     new_main,
+    transform_name_stack,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.tree_util import _mismatch_details
@@ -294,10 +295,13 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
             and not any(isinstance(a, Tracer) and a._trace.main.level >= owner.level for a in args)):
         return _run_in(owner, fun, args, dims, force_front, lift_unmapped)
     frame = AxisFrame(axis.name, axis.size, None, axis.spmd_name)
-    with new_main(BatchTrace, frame) as main:
-        frame.main = main
-        with extend_axis_env(axis.name, frame.size, main):
-            return _run_in(main, fun, args, dims, force_front, lift_unmapped)
+    try:
+        with new_main(BatchTrace, frame) as main:
+            frame.main = main
+            with extend_axis_env(axis.name, frame.size, main):
+                return _run_in(main, fun, args, dims, force_front, lift_unmapped)
+    finally:
+        frame.main = None  # the frame and its MainTrace refer to each other: no cycle outlives the vmap
 
 
 def _run_in(main: Any, fun: Callable, args: Sequence[Any], dims: Sequence[Any], force_front: bool,
@@ -516,29 +520,32 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             norm.append(d % len(aval_of(x).shape))
         frame = AxisFrame(axis_name, size, None, spmd_name)
         out_tree_box: list = []
-        with new_main(BatchTrace, frame) as main:
-            frame.main = main
-            trace = main.trace
-            tracers = [x if d is not_mapped else BatchTracer(trace, x, d) for x, d in zip(ops, norm)]
-            views = {}
-            for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
-                views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
-            a, kw = tree_util.tree_unflatten(in_tree, tracers)
-            with extend_axis_env(axis_name, size, main):
-                out = fun(*a, **kw)
-            if ref_at:
-                _ref_mod.check_no_refs(out, "vmap", name)
-                for k, v in views.items():
-                    _ref_mod.write_back(ref_at[k], _out_value(name, main, _ref_mod.read_for_thread(v), norm[k], size,
-                                                              leaves_paths[k][0], axis_name))
-            paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
-            if not all(is_jax_value(o) for _, o in paths_leaves):
-                check_outputs(out, fun, "vmap")
-            out_tree_box.append(out_tree)
-            out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
-            results = []
-            for (path, o), od in zip(paths_leaves, out_dims):
-                results.append(_out_value(name, main, o, od, size, path, axis_name))
+        try:
+            with new_main(BatchTrace, frame) as main:
+                frame.main = main
+                trace = main.trace
+                tracers = [x if d is not_mapped else BatchTracer(trace, x, d) for x, d in zip(ops, norm)]
+                views = {}
+                for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
+                    views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
+                a, kw = tree_util.tree_unflatten(in_tree, tracers)
+                with extend_axis_env(axis_name, size, main), transform_name_stack("vmap"):
+                    out = fun(*a, **kw)
+                if ref_at:
+                    _ref_mod.check_no_refs(out, "vmap", name)
+                    for k, v in views.items():
+                        _ref_mod.write_back(ref_at[k], _out_value(name, main, _ref_mod.read_for_thread(v), norm[k], size,
+                                                                  leaves_paths[k][0], axis_name))
+                paths_leaves, out_tree = tree_util.tree_flatten_with_path(out)
+                if not all(is_jax_value(o) for _, o in paths_leaves):
+                    check_outputs(out, fun, "vmap")
+                out_tree_box.append(out_tree)
+                out_dims = _flatten_out_axes(out_axes, out, len(paths_leaves))
+                results = []
+                for (path, o), od in zip(paths_leaves, out_dims):
+                    results.append(_out_value(name, main, o, od, size, path, axis_name))
+        finally:
+            frame.main = None  # no frame/MainTrace reference cycle outlives the vmap
         return tree_util.tree_unflatten(out_tree_box[0], results)
 
     doc = (f"Vectorized version of {name}. Takes similar arguments as {name} but with additional array axes over "

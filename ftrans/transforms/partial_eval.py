@@ -30,9 +30,18 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, dce_jaxpr, eqn_has_effects
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, NameStack, Var, dce_jaxpr, eqn_has_effects
 from ftrans.core.primitive import Primitive, rule_table
-from ftrans.core.trace import DynamicJaxprTrace, JaxprBuilder, StagingTracer, Tracer, aval_of, new_main
+from ftrans.core.trace import (
+    DynamicJaxprTrace,
+    JaxprBuilder,
+    StagingTracer,
+    Tracer,
+    aval_of,
+    new_main,
+    transform_name_stack,
+)
+from ftrans.core.trace import state as _trace_state
 
 __all__ = [
     "LinearizeTrace", "linearize_flat", "partial_eval_jaxpr", "dce_jaxpr", "partial_eval_rules",
@@ -106,8 +115,8 @@ class LinearizeTrace(DynamicJaxprTrace):
 _MISSING = object()
 
 
-def linearize_flat(fun: Callable, primals: Sequence[Any], given: Sequence[tuple | None] | None = None
-                   ) -> tuple[list, ClosedJaxpr, list[bool], list[bool], Any]:
+def linearize_flat(fun: Callable, primals: Sequence[Any], given: Sequence[tuple | None] | None = None,
+                   transform: str | None = None) -> tuple[list, ClosedJaxpr, list[bool], list[bool], Any]:
     """Linearize ``fun`` (flat list in -> (flat list out, aux)) at ``primals``.
 
     Returns the primal outputs, the linear jaxpr (inputs: the tangents of the
@@ -115,7 +124,13 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], given: Sequence[tuple 
     which inputs are differentiable (inexact), which output tangents are
     symbolically zero, and ``aux``.  Residuals are the linear jaxpr's constants.  ``given`` is
     :func:`jvp_flat`'s (Python scalar primals handed back unchanged).
+
+    ``transform``: the name (``jvp``) the API entry point records in the name stack of the equations it
+    stages.  The linear jaxpr's equations keep only the names added since linearization began, as JAX's
+    (``jvp(foo)``), so its transposition, wherever it runs, adds its own before them
+    (``vmap(transpose(jvp(foo)))``).
     """
+    base = _trace_state.name_stack
     builder = _LinearizeBuilder()
     in_avals = [tangent_aval(aval_of(p)) for p in primals]
     diff = [a.dtype != float0 for a in in_avals]
@@ -123,14 +138,33 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], given: Sequence[tuple 
         with new_main(LinearizeTrace, builder) as main:
             trace: LinearizeTrace = main.trace
             tangents = [trace.new_arg(a) if d else Zero(a) for a, d in zip(in_avals, diff)]
-            p_out, t_out, aux = jvp_flat(fun, primals, tangents, given)
+            if transform is None:
+                p_out, t_out, aux = jvp_flat(fun, primals, tangents, given)
+            else:
+                with transform_name_stack(transform):
+                    p_out, t_out, aux = jvp_flat(fun, primals, tangents, given)
             zero_out = [type(t) is Zero for t in t_out]
             out_tracers = [trace.full_raise(instantiate(t)) for t, z in zip(t_out, zero_out) if not z]
             in_tracers = [t for t in tangents if type(t) is not Zero]
             jaxpr, consts = builder.build(in_tracers, out_tracers)
     finally:
         builder.release()  # the residuals live on in the linear jaxpr alone
+    if base:
+        jaxpr = _names_after(jaxpr, base)
     return p_out, _prune_linear(jaxpr, consts), diff, zero_out, aux
+
+
+def _names_after(jaxpr: Jaxpr, base: Any) -> Jaxpr:
+    """``jaxpr`` with ``base`` (the names active where linearization began) cut from the front of its
+    equations' name stacks."""
+    n = len(base.elems)
+    eqns = []
+    for e in jaxpr.eqns:
+        info = e.source_info
+        if info is not None and info.name_stack.elems[:n] == base.elems:
+            e = e.replace(source_info=info._replace(name_stack=NameStack(info.name_stack.elems[n:])))
+        eqns.append(e)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars)
 
 
 def _prune_linear(jaxpr: Jaxpr, consts: list) -> ClosedJaxpr:

@@ -33,6 +33,7 @@ from ftrans.core.trace import (
     is_eager,
     is_jax_value,
     stage,
+    transform_name_stack,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import (
@@ -295,12 +296,14 @@ class _Pullback:
         res = self._residuals()
         if self._wants is None or all(w is not False for w in self._wants):
             args = [UndefinedPrimal(v.aval) for v in j.invars]
-            return list(backward_pass(j, res, args, cts))
+            with transform_name_stack("transpose"):
+                return list(backward_pass(j, res, args, cts))
         wanted = [w is not False for w, d in zip(self._wants, self._diff) if d]
 
         def bwd(*cts_in: Any) -> list:
             args = [UndefinedPrimal(v.aval) for v in j.invars]
-            outs = backward_pass(j, res, args, list(cts_in))
+            with transform_name_stack("transpose"):
+                outs = backward_pass(j, res, args, list(cts_in))
             return [instantiate(c) for c, w in zip(outs, wanted) if w]
 
         closed, _ = stage(bwd, [aval_of(c) for c in cts])
@@ -434,7 +437,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequen
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "vjp")
     given = given_scalars(tree_util.tree_leaves(tuple(primals)))
     p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
-                                                     given)
+                                                     given, transform="jvp")
     out_tree = out_tree_box[0]
     out_avals = [ShapedArray(x.shape, float0) if isinstance(x, np.ndarray) and x.dtype == float0 else aval_of(x)
                  for x in p_out]
@@ -628,7 +631,8 @@ def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, ha
         restricted.__wrapped__ = fun  # ... and point at its definition
         leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(restricted, dyn, has_aux, where)
         p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
-                                                         given_scalars(tree_util.tree_leaves(tuple(dyn))))
+                                                         given_scalars(tree_util.tree_leaves(tuple(dyn))),
+                                                         transform="jvp")
         out = tree_util.tree_unflatten(out_tree_box[0], p_out)
         _check_scalar_output(where, name, out, holomorphic)
         pullback = _Pullback(name, lin.jaxpr, diff, zero_out, _primal_avals(leaves), in_tree,
@@ -732,7 +736,7 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     leaves, in_tree, flat_fun, out_tree_box = _vjp_flat_setup(fun, primals, has_aux, "linearize")
     given = given_scalars(tree_util.tree_leaves(tuple(primals)))
     p_out, lin, diff, zero_out, aux = linearize_flat(rewritten_primal(flat_fun, leaves, out_tree_box), leaves,
-                                                     given)
+                                                     given, transform="jvp")
     out_tree = out_tree_box[0]
     in_avals = [aval_of(x) for x in leaves]
     out_avals = [aval_of(x) for x in p_out]
@@ -907,7 +911,8 @@ class _Transposed:
                 )
             cts.append(c)
         args = [UndefinedPrimal(a) for a in self._in_avals]
-        outs = backward_pass(closed.jaxpr, closed.consts, args, cts)
+        with transform_name_stack("transpose"):
+            outs = backward_pass(closed.jaxpr, closed.consts, args, cts)
         return tree_util.tree_unflatten(self._in_tree, [instantiate(o) for o in outs])
 
 

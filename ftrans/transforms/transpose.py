@@ -28,7 +28,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.primitive import Primitive, not_supported, rule_table
-from ftrans.core.trace import Tracer, source_info_as, stage
+from ftrans.core.trace import Tracer, in_current_names, source_info_as, stage
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, is_python_scalar, tangent_aval
 
 __all__ = [
@@ -119,6 +119,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             for v in eqn.outvars:
                 linear.add(id(v))
             continue
+        # A forward equation run again (a remat body's recomputation) keeps its own names; only the
+        # transposed equations below take the transposition's (``transpose(jvp(foo))``).
         with source_info_as(eqn.source_info):
             outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
         if not eqn.primitive.multiple_results:
@@ -153,7 +155,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
                   for a in eqn.invars]
         typed = any(a.aval.sharding is not None for a in eqn.invars)
-        with source_info_as(eqn.source_info):
+        with source_info_as(in_current_names(eqn.source_info)):
             if typed:  # sharding in types: each cotangent gets its primal's type (JAX's rules pass out_sharding)
                 with _sharding_rules.lenient():
                     ct_in = _rule_for(prim)(ct_arg, *invals, **eqn.params)

@@ -160,14 +160,15 @@ def for_each_call_primitive(install: Callable[[CallPrimitive], None]) -> None:
 
 
 def _no_donation(params: dict, rule: str, num_operands: int) -> dict:
-    """A derived jit call donates nothing (its operands are the caller's residuals and tangents)."""
-    name = params["name"]
-    if rule in ("jvp", "transpose"):
-        name = f"{rule}({name})"
+    """A derived jit call donates nothing (its operands are the caller's residuals and tangents).
+
+    It keeps the function's name, as JAX's: the transform is recorded in the name stack of the
+    equation that calls it (``jvp(foo)``, ``transpose(jvp(foo))``), which the StableHLO locations
+    carry (``jit(g)/jvp(foo)/jit(f)/sin``)."""
     if rule == "batch":  # new operands (the batched body's constants) lead; the rest keep their donation
         old = tuple(params["donated_invars"])
         return {**params, "donated_invars": (False,) * (num_operands - len(old)) + old}
-    return {**params, "name": name, "donated_invars": (False,) * num_operands}
+    return {**params, "donated_invars": (False,) * num_operands}
 
 
 jit_call_p = CallPrimitive("jit_call", update_params=_no_donation)

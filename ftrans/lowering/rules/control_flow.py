@@ -49,7 +49,7 @@ def _call(f: mt.FuncEmitter, sym: str, args: list[str], types: list[str]) -> lis
 @register_lowering(cond_p)
 def _cond_lowering(ctx: Any, index: str, *ops: str, branches: tuple) -> list[str]:
     out_types = [mt.aval_type(a) for a in ctx.avals_out]
-    syms = [ctx.module.function(b.jaxpr, f"branch_{i}") for i, b in enumerate(branches)]
+    syms = [ctx.module.function(b.jaxpr, f"branch_{i}", label=f"cond/branch_{i}_fun") for i, b in enumerate(branches)]
     if len(syms) == 1:
         return _call(ctx.fn, syms[0], list(ops), out_types)
     idx_aval = ctx.avals_in[0]
@@ -77,8 +77,8 @@ def _while_lowering(ctx: Any, *args: str, cond_jaxpr: ClosedJaxpr, body_jaxpr: C
     nc, nb = cond_nconsts, body_nconsts
     types = [mt.aval_type(a) for a in ctx.avals_in]
     carry_types = types[nc + nb:]
-    cs = ctx.module.function(cond_jaxpr.jaxpr, "while_cond")
-    bs = ctx.module.function(body_jaxpr.jaxpr, "while_body")
+    cs = ctx.module.function(cond_jaxpr.jaxpr, "while_cond", label="while/cond")
+    bs = ctx.module.function(body_jaxpr.jaxpr, "while_body", label="while/body")
     pred_type = mt.tensor_type((), np.dtype(np.bool_))
 
     def cond_region(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
@@ -165,5 +165,6 @@ def scan_to_while(in_avals: list[ShapedArray], *, jaxpr: ClosedJaxpr, num_consts
 def _scan_lowering(ctx: Any, *args: str, **params: Any) -> list[str]:
     closed = scan_to_while(list(ctx.avals_in), **params)
     consts = [ctx.constant(np.asarray(c)) for c in closed.consts]
-    sym = ctx.module.function(closed.jaxpr, "scan")
+    # No name of its own in the locations: the loop's are JAX's, ``foo/while/body/...``.
+    sym = ctx.module.function(closed.jaxpr, "scan", label="")
     return _call(ctx.fn, sym, consts + list(args), [mt.aval_type(a) for a in ctx.avals_out])

@@ -18,12 +18,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ftrans.core.ir import ClosedJaxpr, Jaxpr
+from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.ref import read_for_thread, write_back
-from ftrans.core.trace import Tracer
+from ftrans.core.trace import Tracer, names_as
 from ftrans.transforms.ad import Zero
 from ftrans.transforms.partial_eval import partial_eval_jaxpr
 from ftrans.transforms.transpose import (
@@ -92,7 +92,7 @@ def _in_scope(closed: ClosedJaxpr, scope: str) -> ClosedJaxpr:
     source line keep none)."""
     j = closed.jaxpr
     eqns = [e if e.source_info is None else e.replace(source_info=e.source_info._replace(
-        name_stack=f"{scope}/{e.source_info.name_stack}" if e.source_info.name_stack else scope)) for e in j.eqns]
+        name_stack=scope + e.source_info.name_stack)) for e in j.eqns]
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, eqns, j.outvars), closed.consts)
 
 
@@ -110,7 +110,10 @@ def _remat_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, prevent_cse: boo
     if prevent_cse and res:
         res = C.optimization_barrier_p.bind(*res)
     primal, lin_j, out_unk, n_res = _split_primal_linear(jaxpr, linear)
-    residuals = eval_jaxpr(primal.jaxpr, list(primal.consts), *res)
+    # The recomputation is the checkpointed body run again, not part of the transposition: its equations
+    # keep the body's names (``rematted_computation/...``, as in JAX's remat body).
+    with names_as(EMPTY_NAME_STACK):
+        residuals = eval_jaxpr(primal.jaxpr, list(primal.consts), *res)
     residuals = list(residuals[len(residuals) - n_res:]) if n_res else []
     lin_args = residuals + [a for a in args if is_undefined(a)]
     out = backward_pass(lin_j.jaxpr, list(lin_j.consts), lin_args, [c for c, u in zip(cts, out_unk) if u])

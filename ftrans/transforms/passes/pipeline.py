@@ -143,42 +143,7 @@ class PassContext:
         """
         if order not in ("pre", "post"):
             raise ValueError(f"map_jaxprs: order must be 'pre' or 'post', not {order!r}")
-        memo: dict[int, Any] = {}
-        keep: list[Any] = []  # keeps memo keys alive so ids are not reused mid-walk
-
-        def nested(sub: Jaxpr | ClosedJaxpr) -> Jaxpr | ClosedJaxpr:
-            got = memo.get(id(sub))
-            if got is not None:
-                return got
-            if isinstance(sub, ClosedJaxpr):
-                inner = visit(sub.jaxpr, False)
-                res: Any = sub if inner is sub.jaxpr else ClosedJaxpr(inner, sub.consts)
-            else:
-                res = visit(sub, False)
-            memo[id(sub)] = res
-            keep.append(sub)
-            return res
-
-        def bodies(j: Jaxpr) -> Jaxpr:
-            new_eqns = None
-            for i, eqn in enumerate(j.eqns):
-                e2 = map_subjaxprs(eqn, nested)
-                if e2 is not eqn:
-                    if new_eqns is None:
-                        new_eqns = list(j.eqns)
-                    new_eqns[i] = e2
-            return j if new_eqns is None else Jaxpr(j.constvars, j.invars, new_eqns, j.outvars)
-
-        def visit(j: Jaxpr, top: bool) -> Jaxpr:
-            if order == "pre":
-                new = bodies(fn(j, self, top=top))
-            else:
-                new = fn(bodies(j), self, top=top)
-            if not top and new is not j:
-                _check_signature(self.pass_name, j, new)
-            return new
-
-        top = visit(closed.jaxpr, True)
+        top = _Walk(self, fn, order).visit(closed.jaxpr, True)
         if top is closed.jaxpr:
             return closed
         if top.constvars is closed.jaxpr.constvars or list(top.constvars) == list(closed.jaxpr.constvars):
@@ -189,6 +154,50 @@ class PassContext:
             raise PassError(f"pass {self.pass_name!r} added constvars to the program; "
                             "a pass that adds constants must override Pass.run and supply them")
         return ClosedJaxpr(top, [value[id(v)] for v in top.constvars])
+
+
+class _Walk:
+    """One ``PassContext.map_jaxprs`` walk: methods, not closures calling each other through their
+    cells, so a finished walk leaves no reference cycle for the cycle collector."""
+
+    __slots__ = ("ctx", "fn", "order", "memo", "keep")
+
+    def __init__(self, ctx: PassContext, fn: Callable[..., Jaxpr], order: str):
+        self.ctx, self.fn, self.order = ctx, fn, order
+        self.memo: dict[int, Any] = {}
+        self.keep: list[Any] = []  # keeps memo keys alive so ids are not reused mid-walk
+
+    def nested(self, sub: Jaxpr | ClosedJaxpr) -> Jaxpr | ClosedJaxpr:
+        got = self.memo.get(id(sub))
+        if got is not None:
+            return got
+        if isinstance(sub, ClosedJaxpr):
+            inner = self.visit(sub.jaxpr, False)
+            res: Any = sub if inner is sub.jaxpr else ClosedJaxpr(inner, sub.consts)
+        else:
+            res = self.visit(sub, False)
+        self.memo[id(sub)] = res
+        self.keep.append(sub)
+        return res
+
+    def bodies(self, j: Jaxpr) -> Jaxpr:
+        new_eqns = None
+        for i, eqn in enumerate(j.eqns):
+            e2 = map_subjaxprs(eqn, self.nested)
+            if e2 is not eqn:
+                if new_eqns is None:
+                    new_eqns = list(j.eqns)
+                new_eqns[i] = e2
+        return j if new_eqns is None else Jaxpr(j.constvars, j.invars, new_eqns, j.outvars)
+
+    def visit(self, j: Jaxpr, top: bool) -> Jaxpr:
+        if self.order == "pre":
+            new = self.bodies(self.fn(j, self.ctx, top=top))
+        else:
+            new = self.fn(self.bodies(j), self.ctx, top=top)
+        if not top and new is not j:
+            _check_signature(self.ctx.pass_name, j, new)
+        return new
 
 
 def _check_signature(pass_name: str, old: Jaxpr, new: Jaxpr) -> None:
