@@ -489,10 +489,11 @@ def _barrier_jvp(primals: list, tangents: list) -> tuple[list, list]:
 
 @register_jvp(C.composite_p)
 def _composite_jvp(primals: list, tangents: list, *, name: str, **_: Any) -> Any:
+    # The first sentences are JAX's own (code that matches on the message keeps working).
     raise FtransValueError(
-        f"JVP rule for composite not implemented (composite {name!r}). You can use `jax.custom_jvp` to add "
-        "support (ftrans.custom_jvp, or ftrans.custom_vjp for reverse mode only). See "
-        "https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html")
+        "JVP rule for composite not implemented. You can use `jax.custom_jvp` to add support. See "
+        f"https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html (composite {name!r}: wrap it in "
+        "ftrans.custom_jvp, or ftrans.custom_vjp for reverse mode only)")
 
 
 mark_unsupported(C.composite_p, "partial_eval", "composite has no derivative rule (as in JAX); wrap it in "

@@ -168,6 +168,6 @@ def _composite_transpose(cts: list, *args: Any, name: str, **_: Any) -> list:
     from ftrans.errors import FtransValueError
 
     raise FtransValueError(
-        f"Transpose rule for composite not implemented (composite {name!r}). You can use `jax.custom_jvp` or "
-        "`jax.custom_vjp` (ftrans.custom_jvp, ftrans.custom_vjp) to add support. See "
-        "https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html")
+        "Transpose rule for composite not implemented. You can use `jax.custom_jvp` or `jax.custom_vjp` to add "
+        f"support. See https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html (composite {name!r}: "
+        "wrap it in ftrans.custom_jvp or ftrans.custom_vjp)")
