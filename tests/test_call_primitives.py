@@ -118,7 +118,7 @@ def test_eager_and_jit(probe_prim):
                                rtol=1e-6)
     # lowered as a private function and a call
     text = ftrans.jit(f).lower(X, W).as_text()
-    assert "callee = @body" in text and "func.func private @body" in text
+    assert "call @body(" in text and "func.func private @body" in text
 
 
 def test_jvp_is_one_call_with_updated_params(probe_prim):

@@ -83,7 +83,7 @@ def test_inside_jit_a_named_sharding_is_an_annotation_and_a_device_is_not():
     fs = NamedSharding(fm, PartitionSpec("x"))
     x = np.arange(8, dtype=np.float32)
     f = ftrans.jit(lambda v: ftrans.device_put(v * 2, fs) + 1)
-    assert '#sdy.sharding<@mesh, [{"x"}]>' in f.lower(x).as_text()
+    assert 'sdy.sharding_constraint %1 <@mesh, [{"x"}]>' in f.lower(x).as_text()
     np.testing.assert_array_equal(f(x), x * 2 + 1)
     g = ftrans.jit(lambda v: ftrans.device_put(v * 2, FD[1]) + 1)
     assert "sharding_constraint" not in g.lower(x).as_text()

@@ -118,7 +118,7 @@ def test_dot_general_precision_kept_as_pair_through_transpose(prec):
     jr, jpb = jax.vjp(partial(jlax.dot, precision=prec), x, y)
     assert "Precision.HIGHEST" in str(jax.make_jaxpr(jpb)(jr))
     assert "Precision.HIGHEST" in str(ftrans.make_jaxpr(pb)(r))
-    assert "precision_config" in ftrans.jit(dot).lower(x, y).as_text()
+    assert "precision = [" in ftrans.jit(dot).lower(x, y).as_text()
     np.testing.assert_allclose(dot(x, y), jlax.dot(x, y, precision=prec))
 
 

@@ -374,7 +374,7 @@ def test_platform_composite_axis_size_types():
     with pytest.raises(NotImplementedError):
         flax.platform_dependent(2.0, tpu=lambda x: x)
     sq = flax.composite(lambda x: x ** 2, name="my.square")
-    assert float(sq(2.0)) == 4.0 and float(ftrans.grad(sq)(3.0)) == 6.0 and float(ftrans.jit(sq)(2.0)) == 4.0
+    assert float(sq(2.0)) == 4.0 and float(ftrans.jit(sq)(2.0)) == 4.0  # tests/test_composite.py: the rest
     same(ftrans.vmap(lambda x: x * flax.axis_size("i"), axis_name="i")(np.ones(3, np.float32)),
          jax.vmap(lambda x: x * jlax.axis_size("i"), axis_name="i")(np.ones(3, np.float32)))
     assert flax.dce_sink(np.ones(2)) is None

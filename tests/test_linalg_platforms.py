@@ -224,11 +224,11 @@ def test_default_platform_is_the_devices():
         return re.sub(r' loc\((?:[^()]|\([^()]*\))*\)', "", text)  # also loc("name"("file":1:0))
 
     text = unlocated(f.lower(a).as_text())
-    assert '"lapack_sgetrf_ffi"' in text
+    assert "stablehlo.custom_call @lapack_sgetrf_ffi" in text
     assert unlocated(f.trace(a).lower().as_text()) == text
     assert unlocated(f.trace(a).lower(lowering_platforms=("cpu",)).as_text()) == text
     cuda = f.trace(a).lower(lowering_platforms=("cuda",)).as_text()
-    assert '"cusolver_getrf_ffi"' in cuda and "lapack" not in cuda
+    assert "stablehlo.custom_call @cusolver_getrf_ffi" in cuda and "lapack" not in cuda
 
 
 def test_cpu_results_unchanged():

@@ -5,6 +5,7 @@ is compared with jax on the same inputs: values, shapes, dtypes, weak types.
 """
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -317,11 +318,13 @@ def test_dot_general_primitive_checks():
     x = np.ones((2, 3), np.float32)
     with pytest.raises(TypeError, match=r"contracting dimensions differ.*f32\[2,3\], f32\[4,3\]"):
         ftrans.make_jaxpr(lambda a, b: flax.dot_general(a, b, (((1,), (0,)), ((), ()))))(x, np.ones((4, 3), np.float32))
-    # jax promotes mixed operand dtypes as ftrans does
+    # mixed operand dtypes are taken as they are, the result in the one of higher precision, as jax's
     mixed = flax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ())))
     assert mixed.dtype == jax.lax.dot_general(x, np.ones((3, 2), np.int32), (((1,), (0,)), ((), ()))).dtype
-    with pytest.raises(TypeError, match="preferred_element_type"):  # jax allows this; see docs/differences.md
-        flax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
+    # any preferred type is taken (a float product may ask for an integral result), as jax's
+    got = flax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
+    want = jax.lax.dot_general(x, x.T, (((1,), (0,)), ((), ())), preferred_element_type=np.int32)
+    assert got.dtype == want.dtype and np.array_equal(np.asarray(got), np.asarray(want))
     with pytest.raises(ValueError, match="out of range"):
         flax.dot_general(x, x, (((-1,), (1,)), ((), ())))
     with pytest.raises(TypeError, match="narrower"):
@@ -471,3 +474,26 @@ def test_matmul_with_a_vector_is_one_dot_general_as_in_jax(xs, ys):
     assert fj.eqns[0].params["dimension_numbers"] == tuple(
         tuple(tuple(d) for d in part) for part in jj.eqns[0].params["dimension_numbers"])
     np.testing.assert_allclose(fnp.matmul(x, y), jnp.matmul(x, y), rtol=1e-6)
+
+
+@pytest.mark.parametrize("da,db", [(np.float32, BF16), (np.int8, np.float32),
+                                   (np.bool_, np.int32)])
+def test_mixed_precision_dot_takes_operands_as_they_are_like_jax(da, db):
+    x = (np.arange(12).reshape(3, 4) % 5).astype(da)
+    y = (np.arange(8).reshape(4, 2) % 3).astype(db)
+    S = (jax.ShapeDtypeStruct((3, 4), da), jax.ShapeDtypeStruct((4, 2), db))
+    for fmod, jmod in ((fnp, jnp), (flax, jax.lax)):
+        f = fmod.dot if fmod is fnp else (lambda a, b, m=fmod: m.dot_general(a, b, (((1,), (0,)), ((), ()))))
+        g = jmod.dot if jmod is jnp else (lambda a, b, m=jmod: m.dot_general(a, b, (((1,), (0,)), ((), ()))))
+        prims = [e.primitive.name for e in ftrans.make_jaxpr(f)(*S).eqns]
+        assert prims == [e.primitive.name for e in jax.make_jaxpr(g)(*S).eqns], prims
+        for got in (f(x, y), ftrans.jit(f)(x, y)):
+            want = g(x, y)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32))
+    if np.dtype(da).kind == "f":  # the gradient of the float operand: JAX's transpose, converted back to its dtype
+        def loss(m, a):
+            return m.dot_general(a, y, (((1,), (0,)), ((), ())), preferred_element_type=np.float32).sum()
+        got, want = ftrans.grad(partial(loss, flax))(x), jax.grad(partial(loss, jax.lax))(x)
+        assert got.dtype == want.dtype == np.dtype(da)
+        np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32))

@@ -479,6 +479,8 @@ def _control_flow_samples() -> dict[str, list[tuple[tuple, dict]]]:
                                   lambda p, q: (flax.max(p[0], q[0]), p[1] + q[1]), (0,)),
             lambda a: flax.reduce(a, np.float32(0.5), lambda p, q: flax.max(p, q), (0, 1)),
             lambda a: flax.reduce(a, np.float32(0), lambda p, q: flax.select(q > p, q, p), (1,))],
+        "composite": [lambda a: flax.composite(lambda b, *, k: (b * 2.0, b.sum() + k), "t.pair", version=1)(
+            a, k=np.float32(1)), lambda a: flax.composite(lambda b: b[0] * np.arange(3, dtype=np.float32), "t.closed")(a)],
         "dce_sink": [lambda a: (flax.dce_sink(a * 2.0, prevent_mlir_dce=True), a)[1],
                      lambda a: (flax.dce_sink((a, a.sum())), a + 1.0)[1]],
         "reduce_window": [

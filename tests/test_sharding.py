@@ -296,7 +296,7 @@ def test_lowered_text_has_shardy_annotations_and_compiled_is_partitioned():
     assert "mhlo.num_partitions = 8" in text
     assert 'sdy.mesh @mesh = <["x"=2, "y"=4]>' in text
     assert 'sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>' in text
-    assert '"sdy.sharding_constraint"' in text and '[{"y"}, {}]' in text
+    assert "sdy.sharding_constraint" in text and '[{"y"}, {}]' in text
     compiled = lowered.compile()
     hlo = compiled.as_text()
     assert "num_partitions=8" in hlo
@@ -543,7 +543,7 @@ def test_shard_map_lowers_to_manual_computation():
     fm, _ = meshes((2, 4))
     f = ftrans.jit(ftrans.shard_map(lambda a: flax.psum(a, "y"), mesh=fm, in_specs=P("x", "y"), out_specs=P("x")))
     text = f.lower(arr(8, 8)).as_text()
-    assert '"sdy.manual_computation"' in text and 'manual_axes = #sdy<manual_axes{"x", "y"}>' in text
+    assert "sdy.manual_computation(" in text and 'manual_axes={"x", "y"}' in text
     assert "use_global_device_ids" in text and "channel_handle" in text
     assert "dense<[[0, 1, 2, 3], [4, 5, 6, 7]]>" in text  # psum over y: the devices of one x row
 

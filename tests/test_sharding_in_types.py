@@ -256,3 +256,52 @@ def test_vmapped_concatenate_joins_a_replicated_operand(meshes):
     got = make(ftrans, fjnp).trace(fa, fb).jaxpr.out_avals[0].sharding.spec
     want = make(jax, jjnp).trace(ja, jb).out_info.sharding.spec
     assert norm(got) == norm(want) == ("x",)
+
+
+def _scan_loss(np_, lax_):
+    def f(c0, xs, w):
+        def body(c, x):
+            return c * np_.cos(x), np_.sin(x) * c + w
+        c, ys = lax_.scan(body, c0, xs)
+        return c.sum() + ys.sum()
+    return f
+
+
+def test_scan_backward_body_sees_the_forward_slice_types(meshes):
+    """grad of a scan: the transposed body takes the residual slices with the types the forward body gave
+    them (sharded over 'x'), as JAX's, not untyped ones rebuilt from the stacked residuals."""
+    xs = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+    (fxs, jxs), (fc, jc), (fw, jw) = (put_both(meshes, xs, (None, "x")), put_both(meshes, np.ones(4, np.float32), ("x",)),
+                                      put_both(meshes, np.ones(4, np.float32), ("x",)))
+
+    def body_types(make_jaxpr, grad, np_, lax_, *args):
+        closed = make_jaxpr(grad(_scan_loss(np_, lax_), argnums=(0, 1, 2)))(*args)
+        bwd = [e for e in closed.eqns if e.primitive.name == "scan"][-1].params["jaxpr"]
+        return sorted((tuple(v.aval.shape), norm(v.aval.sharding.spec) if v.aval.sharding is not None else None)
+                      for v in bwd.jaxpr.invars)
+
+    ours = body_types(ftrans.make_jaxpr, ftrans.grad, fjnp, flax, fc, fxs, fw)
+    theirs = body_types(jax.make_jaxpr, jax.grad, jjnp, jax.lax, jc, jxs, jw)
+    assert ours == theirs and all(spec == ("x",) for shape, spec in ours if shape == (4,)), (ours, theirs)
+    got = ftrans.jit(ftrans.grad(_scan_loss(fjnp, flax), argnums=(0, 1, 2)))(fc, fxs, fw)
+    want = jax.jit(jax.grad(_scan_loss(jjnp, jax.lax), argnums=(0, 1, 2)))(jc, jxs, jw)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5)
+        assert norm(a.sharding.spec) == norm(b.sharding.spec)
+
+
+def test_scan_backward_body_keeps_weak_typed_slices_like_jax():
+    """A weakly typed xs (a broadcast Python scalar) under grad: the backward body's slices stay weak, as JAX's."""
+    def make(lax_):
+        def f(c):
+            xs = lax_.broadcast(2.0, (3,))
+            return lax_.scan(lambda c, x: (c * x, c + x), c, xs)[1].sum()
+        return f
+
+    def weak_flags(make_jaxpr, grad, lax_):
+        closed = make_jaxpr(grad(make(lax_)))(np.float32(1.5))
+        bwd = [e for e in closed.eqns if e.primitive.name == "scan"][-1].params["jaxpr"]
+        return sorted((str(v.aval.dtype), bool(v.aval.weak_type)) for v in bwd.jaxpr.invars)
+
+    assert weak_flags(ftrans.make_jaxpr, ftrans.grad, flax) == weak_flags(jax.make_jaxpr, jax.grad, jax.lax)
+    assert float(ftrans.grad(make(flax))(np.float32(1.5))) == float(jax.grad(make(jax.lax))(np.float32(1.5)))

@@ -47,7 +47,8 @@ from ftrans.core.keys import PRNGKeyArray, unflatten_key
 __all__ = ["tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_flatten_with_path",
            "tree_leaves_with_path", "tree_map_with_path", "tree_unflatten", "keystr", "treedef_is_leaf",
            "register_pytree_node", "register_pytree_node_class", "register_dataclass", "Partial", "PyTreeDef",
-           "default_registry", "has_keys", "tree_unflatten_wrapped", "user_treedef"]
+           "default_registry", "has_keys", "tree_unflatten_wrapped", "user_treedef", "key_node",
+           "key_node_type", "has_key_nodes", "user_leaves"]
 
 
 class _KeyNode(PRNGKeyArray):
@@ -70,6 +71,19 @@ register_pytree_with_keys(_KeyNode, _flatten_node_with_keys, unflatten_key, _fla
 def _box(k: PRNGKeyArray) -> _KeyNode:
     node = object.__new__(_KeyNode)
     node._impl, node._base_array = k._impl, k._base_array
+    return node
+
+
+def key_node_type() -> type:
+    """The node type a key array is in this module's tree definitions (export's serialization names it)."""
+    return _KeyNode
+
+
+def key_node(impl: Any, base: Any) -> Any:
+    """A key-array node of ``impl`` over ``base`` (its data, or what stands for it: an abstract value), whose
+    tree structure is the one this module's flattening gives a key array."""
+    node = object.__new__(_KeyNode)
+    node._impl, node._base_array = impl, base
     return node
 
 
@@ -136,6 +150,19 @@ def tree_unflatten_wrapped(treedef: PyTreeDef, leaves: list, wrap: Any) -> Any:
     than the data for a key.  (``custom_vjp``'s ``CustomVJPPrimal`` holds a whole key array, as JAX's.)"""
     plain, user_def = _jtu.tree_flatten(tree_unflatten(treedef, list(leaves)))
     return _jtu.tree_unflatten(user_def, [wrap(i, x) for i, x in enumerate(plain)])
+
+
+def has_key_nodes(treedef: PyTreeDef) -> bool:
+    """Whether ``treedef`` (from this module's flattening) has a typed key array among its nodes."""
+    return "_KeyNode" in str(treedef)
+
+
+def user_leaves(treedef: PyTreeDef, leaves: list) -> list:
+    """``leaves`` (one per leaf of ``treedef``, from this module's flattening) as users' leaves: a key
+    array's data leaf becomes what stands for the key array (for an abstract value, one of the key dtype)."""
+    if not has_key_nodes(treedef):
+        return list(leaves)
+    return _jtu.tree_leaves(tree_unflatten(treedef, list(leaves)))
 
 
 def user_treedef(treedef: PyTreeDef) -> PyTreeDef:

@@ -481,6 +481,15 @@ def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray
     return typed(sliced, aval.sharding.mesh, spec[:dim] + spec[dim + 1:])
 
 
+def stacked(aval: ShapedArray, length: int) -> ShapedArray:
+    """``aval`` with a leading (stacking) dimension of ``length`` in front: a scan's stacked value of a
+    per-step ``aval``, that dimension unsplit; untyped when ``aval`` is (``without_dim``'s inverse)."""
+    out = ShapedArray((length,) + tuple(aval.shape), aval.dtype, aval.weak_type)
+    if aval.sharding is None:
+        return out
+    return typed(out, aval.sharding.mesh, (None, *spec_of(aval)))
+
+
 def _body_types(avals: Sequence[ShapedArray]) -> list:
     return [(a.sharding.mesh, spec_of(a)) if a.sharding is not None else None for a in avals]
 

@@ -215,6 +215,14 @@ class ExportedSharding:
         return NamedSharding(mesh, self.spec)
 
 
+def _user_avals(tree: Any, avals: tuple) -> tuple:
+    """``avals`` (one per leaf of ``tree``, from ftrans's own flattening) as users' leaves: a typed key array's
+    data aval becomes one aval of its key dtype."""
+    if tree is None:
+        return avals
+    return tuple(tree_util.user_leaves(tree, list(avals)))
+
+
 class Exported:
     """A function exported as a StableHLO module (JAX's ``jax.export.Exported``).
 
@@ -231,26 +239,48 @@ class Exported:
                  get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False,
                  in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None):
         self.fun_name = fun_name
-        self.in_tree = in_tree
-        self.in_avals = tuple(in_avals)
-        self.out_tree = out_tree
-        self.out_avals = tuple(out_avals)
+        # As the program sees them (a typed key array as its uint32 data); ``in_tree``/``in_avals`` and
+        # ``out_tree``/``out_avals`` show them as users see them (a key array one leaf of a key dtype), as JAX's.
+        self._in_tree = in_tree
+        self._in_avals = tuple(in_avals)
+        self._out_tree = out_tree
+        self._out_avals = tuple(out_avals)
         self.in_shardings_hlo = tuple(in_shardings_hlo) if in_shardings_hlo is not None else \
-            (None,) * len(self.in_avals)
+            (None,) * len(self._in_avals)
         self.out_shardings_hlo = tuple(out_shardings_hlo) if out_shardings_hlo is not None else \
-            (None,) * len(self.out_avals)
+            (None,) * len(self._out_avals)
         self.nr_devices = nr_devices
         self.platforms = tuple(platforms)
         self.ordered_effects = ()
         self.unordered_effects = ()
         self.disabled_safety_checks = tuple(disabled_safety_checks)
         self.calling_convention_version = calling_convention_version
-        self.module_kept_var_idx = tuple(range(len(self.in_avals)))
+        self.module_kept_var_idx = tuple(range(len(self._in_avals)))
         # main takes the platform's index first (a module for several platforms whose programs differ)
         self.uses_global_constants = bool(uses_global_constants)
         self._module_text = str(module_text)
         self._get_vjp = get_vjp
         self._vjp: Exported | None = None
+
+    @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)``: each typed key array one leaf, as JAX's."""
+        return tree_util.user_treedef(self._in_tree)
+
+    @property
+    def out_tree(self) -> Any:
+        """The pytree structure of the result: each typed key array one leaf, as JAX's."""
+        return tree_util.user_treedef(self._out_tree)
+
+    @property
+    def in_avals(self) -> tuple:
+        """The abstract values of the ``in_tree`` leaves (a typed key array's of its key dtype, ``key<fry>[]``)."""
+        return _user_avals(self._in_tree, self._in_avals)
+
+    @property
+    def out_avals(self) -> tuple:
+        """The abstract values of the ``out_tree`` leaves (a typed key array's of its key dtype)."""
+        return _user_avals(self._out_tree, self._out_avals)
 
     @property
     def mlir_module_serialized(self) -> bytes:
@@ -300,7 +330,7 @@ class Exported:
 
     def _arg_name(self, leaf: int) -> str:
         """``args[0]``, ``kwargs['b']``: the leaf's place in ``(args, kwargs)``."""
-        dummy = tree_util.tree_unflatten(self.in_tree, list(range(self.in_tree.num_leaves)))
+        dummy = tree_util.tree_unflatten(self._in_tree, list(range(self._in_tree.num_leaves)))
         for path, v in tree_util.tree_flatten_with_path(dummy)[0]:
             if v == leaf:
                 head = "args" if getattr(path[0], "idx", 0) == 0 else "kwargs"
@@ -643,8 +673,8 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sha
     from ftrans.transforms.jit import jit
     from ftrans.transforms.reverse import vjp
 
-    n_in = len(primal.in_avals)
-    out_avals, in_avals = primal.out_avals, primal.in_avals
+    n_in = len(primal._in_avals)
+    out_avals, in_avals = primal._out_avals, primal._in_avals
 
     def fun_vjp(*args: Any) -> tuple:
         primals, cts = args[:n_in], args[n_in:]
@@ -667,7 +697,7 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sha
 
 
 def _check_args(exported: Exported, leaves: list) -> None:
-    for i, (x, want) in enumerate(zip(leaves, exported.in_avals)):
+    for i, (x, want) in enumerate(zip(leaves, exported._in_avals)):
         got = aval_of(x)
         if len(got.shape) != len(want.shape):
             raise FtransValueError(f"Rank mismatch for {exported._arg_name(i)}: expected {want.shape} and called "
@@ -722,10 +752,10 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
         def bwd(res: tuple, cts: Any) -> tuple:
             exp_vjp = exported.vjp()
             fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
-                     for ct, a in zip(cts, exported.out_avals)]
+                     for ct, a in zip(cts, exported._out_avals)]
             in_cts = call_exported(exp_vjp)(*res, *fixed)
             return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
-                         for ct, a in zip(in_cts, exported.in_avals))
+                         for ct, a in zip(in_cts, exported._in_avals))
 
         f_flat.defvjp(fwd, bwd)
     else:
@@ -733,7 +763,7 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
 
     def f_imported(*args: Any, **kwargs: Any) -> Any:
         leaves, in_tree = tree_util.tree_flatten((args, kwargs))
-        if in_tree != exported.in_tree:
+        if in_tree != exported._in_tree:
             raise FtransValueError(
                 "The invocation args and kwargs must have the same pytree structure as when the function "
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
@@ -742,6 +772,6 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
         if exported.nr_devices > 1:
             leaves = _onto_context_mesh(exported, leaves)
         outs = f_flat(*leaves)
-        return tree_util.tree_unflatten(exported.out_tree, list(outs))
+        return tree_util.tree_unflatten(exported._out_tree, list(outs))
 
     return f_imported

@@ -116,6 +116,8 @@ def _tree_to_json(t: Any) -> Any:
                 raise TypeError(f"Serialization is supported only for dictionaries with string keys. Found key {k!r} "
                                 f"of type {type(k).__name__}.")
         return {"t": "dict", "k": list(aux), "c": children}
+    if kind is tree_util.key_node_type():  # a typed key array (its data the one child): the implementation's name
+        return {"t": "key", "impl": aux.name, "c": children}
     reg = _serialization_registry.get(kind)
     if reg is None:
         raise FtransValueError(
@@ -146,6 +148,14 @@ def _example(j: Any, leaves: Any) -> Any:
         return children
     if kind == "dict":
         return dict(zip(j["k"], children))
+    if kind == "key":
+        from ftrans.random._prng import prngs
+
+        impl = prngs.get(j["impl"])
+        if impl is None:
+            raise FtransValueError(f"Cannot deserialize a typed PRNG key of the unknown implementation {j['impl']!r} "
+                                   f"(ftrans knows {', '.join(map(repr, prngs))})")
+        return tree_util.key_node(impl, children[0])
     name = j["n"]
     if name not in _deserialization_registry:
         raise FtransValueError(f"Cannot deserialize a PyTreeDef containing an unregistered type `{name}`. Use "
@@ -197,10 +207,10 @@ def _to_json(exp: Any, vjp_order: int) -> dict:
         "calling_convention_version": exp.calling_convention_version,
         "nr_devices": exp.nr_devices,
         "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
-        "in_tree": _tree_to_json(exp.in_tree),
-        "out_tree": _tree_to_json(exp.out_tree),
-        "in_avals": [_aval_to_json(a) for a in exp.in_avals],
-        "out_avals": [_aval_to_json(a) for a in exp.out_avals],
+        "in_tree": _tree_to_json(exp._in_tree),
+        "out_tree": _tree_to_json(exp._out_tree),
+        "in_avals": [_aval_to_json(a) for a in exp._in_avals],
+        "out_avals": [_aval_to_json(a) for a in exp._out_avals],
         "module": exp.mlir_module(),
         "uses_global_constants": exp.uses_global_constants,
         "in_shardings": [_sharding_to_json(x) for x in exp.in_shardings_hlo],

@@ -419,15 +419,63 @@ def platform_dependent(*args: Any, default: Callable | None = None, **per_platfo
 
 
 def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
-    """``lax.composite``: ``decomposition`` under a name. ftrans inlines the decomposition (XLA would inline
-    a ``stablehlo.composite`` op on these platforms anyway), so values and derivatives are the
-    decomposition's."""
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        return decomposition(*args, **kwargs)
+    """``lax.composite``: ``decomposition`` as one named operation (a ``composite`` equation, lowered to a
+    ``stablehlo.composite`` op whose decomposition is a private function).
 
-    wrapped.__name__ = getattr(decomposition, "__name__", name)
-    wrapped.__doc__ = getattr(decomposition, "__doc__", None)
-    return wrapped
+    The returned function takes the operation's inputs positionally (any pytrees of arrays) and its
+    attributes as keywords: NumPy arrays and scalars, dtypes, Python bool/int/float/str (a keyword given
+    ``None`` is left out of the op's attributes). A compiler that knows ``name`` and ``version`` may put
+    its own code in place of the decomposition; any other runs the decomposition. As in JAX, a composite
+    has no derivative or batching rule of its own: wrap it in ``custom_jvp``/``custom_vjp`` for those.
+
+    Args:
+        decomposition: the function that gives the operation's meaning.
+        name: the operation's name (``"my.tangent"``).
+        version: the version of the operation's meaning.
+    """
+    import functools
+
+    from ftrans.core.ir import hoist_consts
+    from ftrans.core.prims.calls import HashableAttribute, composite_p
+    from ftrans.errors import UnexpectedTracerError
+    from ftrans.lax._control_flow import _flatten_operands
+
+    @functools.wraps(decomposition)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for key, v in kwargs.items():
+            if any(isinstance(x, (_trace.Tracer, Array)) for x in tree_util.tree_leaves(v)):
+                raise UnexpectedTracerError(
+                    f"Found a traced or device array as the attribute {key!r} of the composite op {name!r}. "
+                    "Attributes are compile-time constants; any value not known at compile time must be "
+                    "passed as a positional argument of the composite.\n\nNote: If you are passing jax "
+                    "arrays as attributes, use numpy arrays instead.")
+        flat, in_tree = _flatten_operands(args, f"the argument of composite {name!r} at args")
+        out_box: list = []
+
+        def flat_fun(*xs: Any) -> list:
+            out = decomposition(*tree_util.tree_unflatten(in_tree, list(xs)), **kwargs)
+            leaves, tree = _flatten_operands(out, f"the output of composite {name!r} at ")
+            out_box.append(tree)
+            return leaves
+
+        closed, _ = _trace.stage(flat_fun, [x.aval for x in flat])
+        body, consts = hoist_consts(closed)
+        if any(isinstance(c, _trace.Tracer) for c in consts):
+            raise UnexpectedTracerError(
+                f"Found a JAX Tracer as a constant in the decomposition for the composite op '{name}'. This "
+                "means that the decomposition function closes over a value that is involved in a "
+                "transformation (a traced value). Any values that aren't explicitly known at compile time "
+                "must be explicitly passed as arguments to the composite.")
+        attributes = []
+        for key, v in kwargs.items():
+            leaves, treedef = tree_util.tree_flatten(v)
+            attributes.append((key, tuple(HashableAttribute(x) if isinstance(x, np.ndarray) else x
+                                          for x in leaves), treedef))
+        outs = composite_p.bind(*consts, *flat, name=name, attributes=tuple(attributes), version=int(version),
+                                jaxpr=body)
+        return tree_util.tree_unflatten(out_box[0], list(outs))
+
+    return call
 
 
 def axis_size(axis_name: Any) -> int:

@@ -781,8 +781,9 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
                 preferred_element_type: Any = None, *, out_sharding: Any = None) -> Any:
     """``lax.dot_general``: contract and batch the named axes.
 
-    Operands of different dtypes are promoted to their join first, as JAX
-    does; ``preferred_element_type`` sets the result dtype.
+    Operands of different dtypes are taken as they are (the result has the
+    element type of higher precision, as XLA's), as JAX does;
+    ``preferred_element_type`` sets the result dtype.
     """
     if out_sharding is not None:
         from ftrans.lax._sharding import with_out_sharding
@@ -793,21 +794,8 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
             tuple(n for i, n in enumerate(sb) if i not in rc and i not in rb)
         return with_out_sharding("dot_general", out_sharding, lambda: dot_general(
             lhs, rhs, dimension_numbers, precision, preferred_element_type), (lhs, rhs), shape)
-    a, b = _operands("dot_general", (lhs, rhs))
-    da, db = dtype_weak(a)[0], dtype_weak(b)[0]
+    a, b = _operands("dot_general", (lhs, rhs))  # mixed dtypes are taken as they are, as JAX's
     pref = None if preferred_element_type is None else dtypes.to_dtype(preferred_element_type)
-    if da != db and da in dtypes.SMALL_FLOATS and db in dtypes.SMALL_FLOATS:
-        # Mixed 8-bit floats (JAX takes them as they are): a wider preferred type holds both exactly;
-        # otherwise XLA's choice, the type of the larger range (then the more mantissa bits).
-        if pref is not None and dtypes.is_float(pref) and pref not in dtypes.SMALL_FLOATS:
-            d = pref
-        else:
-            fa, fb = dtypes.finfo(da), dtypes.finfo(db)
-            d = da if (fa.maxexp, fa.nmant) >= (fb.maxexp, fb.nmant) else db
-        a, b = convert(a, d), convert(b, d)
-    elif da != db:
-        d = dtypes.promote_types(da, db)
-        a, b = convert(a, d, dtype_weak(a)[1]), convert(b, d, dtype_weak(b)[1])
     dn = _dimension_numbers("dot_general", dimension_numbers)
     return _bind(R.dot_general_p, a, b, dimension_numbers=dn, precision=canonicalize_precision("dot_general", precision),
                  preferred_element_type=pref)

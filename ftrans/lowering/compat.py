@@ -173,6 +173,20 @@ def parsed_module(text: str) -> Any:
     return _parsed_module(text)
 
 
+def pretty_module_text(text: str, debug_info: bool = False) -> str:
+    """``Lowered.as_text()``: the module as MLIR prints it (its custom assembly forms, ``%arg0`` names), with
+    locations only when ``debug_info``, as JAX shows it."""
+    import io
+
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib.mlir import ir as _ir
+
+    out = io.StringIO()
+    with _mlir.make_ir_context():
+        _ir.Module.parse(text).operation.print(file=out, enable_debug_info=debug_info)
+    return out.getvalue()
+
+
 def xla_computation(text: str) -> Any:
     """``Lowered.compiler_ir("hlo")``: the module converted to XLA's HLO (an ``XlaComputation``)."""
     from jax._src.lib import _jax

@@ -359,8 +359,9 @@ def mesh_decl(sym: str, mesh: Any) -> str:
 
 
 def _sanitize(name: str) -> str:
-    out = "".join(c if (c.isalnum() or c == "_") else "_" for c in name)
-    if not out or out[0].isdigit():
+    # MLIR's bare symbol names: letters, digits, ``_``, ``$`` and ``.`` (``@my.square``, a composite's).
+    out = "".join(c if (c.isalnum() and c.isascii()) or c in "_$." else "_" for c in name)
+    if not out or out[0].isdigit() or out[0] in "$.":
         out = "f_" + out
     # XLA's Shardy import takes a function whose name contains ``shmap_body`` for the body of a manual
     # computation it exported itself (and aborts the process on an ordinary one): a shard_map of a user's

@@ -29,7 +29,7 @@ def _kind(d: np.dtype) -> str:
 
 def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, precision: Any = None,
                 weak: bool = False) -> Any:
-    """``dot_general`` on operands already promoted to one dtype.
+    """``dot_general`` on operands of one dtype or mixed ones (as JAX's products pass them).
 
     A ``preferred_element_type`` the primitive can take (same kind, not narrower)
     is passed on, so int8 x int8 accumulates in int32; otherwise the operands are
@@ -40,8 +40,8 @@ def dot_general(x: Any, y: Any, dnums: Any, preferred_element_type: Any = None, 
     if preferred_element_type is None:
         return R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=None)
     pet = dtypes.to_dtype(preferred_element_type)
-    d = dtype_weak(x)[0]
-    if pet == d or (d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize)):
+    d = R.dot_result_dtype(dtype_weak(x)[0], dtype_weak(y)[0])  # mixed operands: the one XLA ranks higher
+    if d is not None and (pet == d or (d != dtypes.bool_ and _kind(pet) == _kind(d) and (dtypes.is_float(d) or pet.itemsize >= d.itemsize))):
         out = R.dot_general_p.bind(x, y, dimension_numbers=dnums, precision=precision, preferred_element_type=pet)
     else:
         x = S.convert_element_type_p.bind(x, new_dtype=pet, weak_type=False)

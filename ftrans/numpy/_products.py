@@ -50,11 +50,21 @@ def _promote(name: str, a: Any, b: Any) -> tuple[Any, Any]:
     return convert(a, dt, weak), convert(b, dt, weak)
 
 
-def _preferred(x: Any, y: Any, preferred_element_type: Any) -> tuple[Any, bool]:
+def _as_given(name: str, a: Any, b: Any) -> tuple[Any, Any, tuple]:
+    """The operands of a product of arrays, in their own dtypes (JAX's products hand mixed operands to
+    ``dot_general`` as they are, naming the joined dtype as the preferred one), and that join."""
+    check_arraylike(name, a, b)
+    joined = dtypes.promote((dtype_weak(a), dtype_weak(b)))
+    return as_operand(a), as_operand(b), joined
+
+
+def _preferred(x: Any, y: Any, preferred_element_type: Any, joined: tuple | None = None) -> tuple[Any, bool]:
     """(the ``preferred_element_type`` a product's ``dot_general`` names, whether the result is weak): as
     JAX, the joined dtype of the promoted operands when none is given, the result weak when both operands
     are; an explicit preferred type gives a strong result."""
     if preferred_element_type is None:
+        if joined is not None:
+            return joined
         return dtype_weak(x)[0], bool(dtype_weak(x)[1] and dtype_weak(y)[1])
     return preferred_element_type, False
 
@@ -84,8 +94,8 @@ def matmul(a: Any, b: Any, /, *, precision: Any = None, preferred_element_type: 
         return with_out_sharding("matmul", out_sharding, lambda: matmul(
             a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("matmul", precision)
-    x, y = _promote("matmul", a, b)
-    pet, weak = _preferred(x, y, preferred_element_type)
+    x, y, joined = _as_given("matmul", a, b)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return batched_matmul("matmul", x, y, pet, prec, weak)
 
 
@@ -99,13 +109,14 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
         return with_out_sharding("dot", out_sharding, lambda: dot(
             a, b, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("dot", precision)
-    x, y = _promote("dot", a, b)
-    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
-    if not xs or not ys:
+    if not shape_of(a) or not shape_of(b):
+        x, y = _promote("dot", a, b)
         out = _scalar_product(x, y)
         if preferred_element_type is not None:
             out = S.convert_element_type_p.bind(out, new_dtype=dtypes.to_dtype(preferred_element_type), weak_type=False)
         return out
+    x, y, joined = _as_given("dot", a, b)
+    xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     lc = len(xs) - 1
     rc = 0 if len(ys) == 1 else len(ys) - 2
     if xs[lc] != ys[rc]:
@@ -113,7 +124,7 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
             f"dot: shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
             f"!= axis {rc} of the second ({ys[rc]})"
         )
-    pet, weak = _preferred(x, y, preferred_element_type)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return dot_general(x, y, (((lc,), (rc,)), ((), ())), pet, prec, weak)
 
 

@@ -1784,7 +1784,7 @@ class LoweredText:
             return compat.hlo_text(self._text, debug_info)
         if dialect not in (None, "stablehlo"):
             raise FtransValueError(f"Lowered.as_text: unknown dialect {dialect!r}; use 'stablehlo' or 'hlo'")
-        return self._text
+        return compat.pretty_module_text(self._text, debug_info)
 
     def compiler_ir(self, dialect: str | None = None) -> Any:
         """JAX's ``Lowered.compiler_ir``: the program as the compiler's objects, for inspection: an MLIR

@@ -35,7 +35,7 @@ __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
     "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
     "custom_lin_p",
-    "name_p", "optimization_barrier_p",
+    "name_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
 ]
 
 # Every call primitive, in creation order; installers run on each one, present and future.
@@ -275,3 +275,56 @@ optimization_barrier_p = Primitive("optimization_barrier", multiple_results=True
 optimization_barrier_p.def_abstract_eval(lambda *avals: list(avals))
 optimization_barrier_p.def_impl(lambda *vals: list(vals))
 optimization_barrier_p.def_weak_type(lambda weaks, **_: tuple(weaks))
+
+
+# ----------------------------------------------------------------------------
+# composite: a named operation with a decomposition (``stablehlo.composite``)
+
+
+class HashableAttribute:
+    """A NumPy array held as a ``composite`` attribute: hashable and compared by value, so the
+    equation's params can be compared and cached."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val: np.ndarray):
+        self.val = val
+
+    def __hash__(self) -> int:
+        return hash((self.val.shape, self.val.dtype, self.val.tobytes()))
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, HashableAttribute) and self.val.shape == other.val.shape
+                and self.val.dtype == other.val.dtype and bool(np.array_equal(self.val, other.val)))
+
+    def __repr__(self) -> str:
+        return repr(self.val)
+
+
+# ``composite`` runs ``jaxpr`` (the decomposition, closed over nothing: its constants lead the operands) as
+# one named operation: ``name``, ``version`` and ``attributes`` (``(key, leaves, treedef)`` per keyword) tell
+# a compiler what it computes; one that does not know it runs the decomposition.  It is not a call: passes
+# keep it whole (its name is its meaning), and it has no derivative or batching rule, as in JAX.
+composite_p = Primitive("composite", multiple_results=True, higher_order=True)
+
+
+@composite_p.def_abstract_eval
+def _composite_abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str, **_: Any) -> list[ShapedArray]:
+    want = jaxpr.in_avals
+    if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
+        got = ", ".join(a.str_short() for a in avals)
+        exp = ", ".join(a.str_short() for a in want)
+        raise FtransTypeError(f"composite {name}: operands ({got}) do not match the decomposition's inputs ({exp})")
+    return list(jaxpr.out_avals)
+
+
+composite_p.def_weak_type(lambda weaks, *, jaxpr, **_: tuple(a.weak_type for a in jaxpr.out_avals))
+
+
+@composite_p.def_impl
+def _composite_impl(*vals: Any, jaxpr: ClosedJaxpr, **_: Any) -> list:
+    """Eager application: the decomposition's meaning."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    outs = eval_jaxpr(jaxpr.jaxpr, list(jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
+    return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, jaxpr.out_avals)]

@@ -23,15 +23,15 @@ call_exported_p = Primitive("call_exported", multiple_results=True)
 
 @call_exported_p.def_weak_type
 def _call_exported_weak(weaks: tuple, *, exported: Any) -> tuple:
-    return tuple(bool(a.weak_type) for a in exported.out_avals)  # as exported (JAX keeps weak types there)
+    return tuple(bool(a.weak_type) for a in exported._out_avals)  # as exported (JAX keeps weak types there)
 
 
 
 @call_exported_p.def_abstract_eval
 def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
-    want = exported.in_avals
+    want = exported._in_avals
     if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
         got = ", ".join(a.str_short() for a in avals)
         raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
                                f"({', '.join(w.str_short() for w in want)}), called with ({got})")
-    return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported.out_avals]
+    return [ShapedArray(a.shape, a.dtype, bool(a.weak_type)) for a in exported._out_avals]

@@ -277,34 +277,46 @@ def _bits(d: np.dtype) -> int:
     return 1 if d == np.bool_ else d.itemsize * 8
 
 
+def _dot_rank(d: np.dtype) -> tuple:
+    """How XLA orders element types when a product's operands differ (its ``HigherPrecisionType``): complex
+    first, then the wider exponent range, the more mantissa bits, the more bits, signed before unsigned."""
+    base = np.dtype(dtypes.finfo(d).dtype) if d.kind == "c" else d
+    flt = dtypes.is_float(base)
+    info = dtypes.finfo(base) if flt else None
+    bits = 1 if base == np.bool_ else dtypes.itemsize_bits(base)
+    return (d.kind == "c", info.maxexp if flt else -1, info.nmant if flt else -1, bits, not dtypes.is_unsigned(base))
+
+
+def dot_result_dtype(lhs: np.dtype, rhs: np.dtype) -> np.dtype | None:
+    """The element type of a product of ``lhs`` and ``rhs`` operands with no preferred type (the one of
+    higher precision, as XLA and JAX take mixed operands as they are); None when they differ but neither
+    ranks higher."""
+    if lhs == rhs:
+        return lhs
+    a, b = _dot_rank(lhs), _dot_rank(rhs)
+    if a == b:
+        return None
+    return lhs if a > b else rhs
+
+
 def _dot_dtype(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
-    if lhs.dtype != rhs.dtype:
-        raise prim_type_error(
-            "dot_general", [lhs, rhs],
-            "operands must have the same dtype (ftrans.numpy.dot / matmul promote for you)",
-        )
-    if lhs.dtype not in ANY:
+    if lhs.dtype not in ANY or rhs.dtype not in ANY:
         raise prim_type_error("dot_general", [lhs, rhs], "expects numeric or bool operands")
+    res = dot_result_dtype(lhs.dtype, rhs.dtype)
+    if res is None:
+        raise prim_type_error("dot_general", [lhs, rhs], f"argument type error: {lhs.dtype}, {rhs.dtype}")
     pet = preferred_element_type
-    if pet is None or pet == lhs.dtype:
-        return lhs.dtype
+    if pet is None or pet == res:
+        return res
     if not isinstance(pet, np.dtype) or pet not in ANY:
         raise prim_type_error(
             "dot_general", [lhs, rhs], f"preferred_element_type must be a supported dtype, got {pet!r}",
         )
-    # JAX's combinations: integral -> integral or floating-point (its one mixed case), floating -> floating,
-    # complex -> complex.
-    int_to_float = _kind(lhs.dtype) == "integer" and _kind(pet) == "floating-point"
-    if _kind(pet) != _kind(lhs.dtype) and lhs.dtype != np.bool_ and not int_to_float:
+    # Any preferred type is taken (as XLA's MaybeUpcast and JAX), but an integral result must not narrow.
+    if not dtypes.is_float(res) and res.kind != "c" and _bits(pet) < _bits(res):
         raise prim_type_error(
             "dot_general", [lhs, rhs],
-            f"preferred_element_type {pet} and the operand dtype {lhs.dtype} must both be integral (or "
-            "integral and floating-point), both floating-point or both complex",
-        )
-    if not dtypes.is_float(lhs.dtype) and _bits(pet) < _bits(lhs.dtype):
-        raise prim_type_error(
-            "dot_general", [lhs, rhs],
-            f"preferred_element_type {pet} must not be narrower than the operand dtype {lhs.dtype}",
+            f"preferred_element_type {pet} must not be narrower than the operands' result dtype {res}",
         )
     return pet
 
@@ -328,7 +340,14 @@ def _dot_compute_dtype(in_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
 def _dot_impl(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     lc, rc, lb, rb = tuple(lc), tuple(rc), tuple(lb), tuple(rb)
-    out_dtype = preferred_element_type if preferred_element_type is not None else lhs.dtype
+    if lhs.dtype != rhs.dtype and not (lhs.dtype in dtypes.SMALL_FLOATS and rhs.dtype in dtypes.SMALL_FLOATS):
+        # Mixed operands go through the result type first, as the compiled lowering converts them.
+        via = preferred_element_type if preferred_element_type is not None else \
+            dot_result_dtype(lhs.dtype, rhs.dtype)
+        if via != np.bool_:
+            lhs, rhs = lhs.astype(via, copy=False), rhs.astype(via, copy=False)
+    out_dtype = preferred_element_type if preferred_element_type is not None else \
+        dot_result_dtype(lhs.dtype, rhs.dtype)
     lfree = [i for i in range(lhs.ndim) if i not in lc and i not in lb]
     rfree = [i for i in range(rhs.ndim) if i not in rc and i not in rb]
     # Bring both to (batch, free, contract) / (batch, contract, free) and matmul.
@@ -338,7 +357,7 @@ def _dot_impl(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_
     lf = tuple(lhs.shape[a] for a in lfree)
     rf = tuple(rhs.shape[a] for a in rfree)
     k = math.prod(lhs.shape[a] for a in lc)
-    compute = _dot_compute_dtype(lhs.dtype, out_dtype)
+    compute = _dot_compute_dtype(lhs.dtype, out_dtype)  # mixed operands: both in it, as XLA on CPU/GPU
     lm = lt.reshape(*bshape, math.prod(lf), k).astype(compute, copy=False)
     rm = rt.reshape(*bshape, k, math.prod(rf)).astype(compute, copy=False)
     with np.errstate(all="ignore"):

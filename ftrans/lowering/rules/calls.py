@@ -161,3 +161,59 @@ def _barrier_lowering(ctx: LoweringContext, *args: str) -> list[str]:
 @register_lowering(C.custom_lin_p)
 def _custom_lin_lowering(ctx: LoweringContext, *args: str, name: str, **_: Any) -> list[str]:
     raise C.no_forward_error(name)
+
+
+# ----------------------------------------------------------------------------
+# composite: a ``stablehlo.composite`` op naming its decomposition, a private function
+
+
+def _attribute_text(v: Any, key: str) -> str:
+    """One ``composite_attributes`` entry as MLIR attribute text (the kinds JAX's lowering accepts: NumPy
+    arrays and scalars, dtypes, Python bool/int/float/str, and dicts, lists and tuples of them)."""
+    if isinstance(v, C.HashableAttribute):
+        v = v.val
+    if isinstance(v, (bool, np.bool_)):
+        return mt.bool_attr(bool(v))
+    if isinstance(v, int):
+        return f"{int(v)} : i64"
+    if isinstance(v, float):
+        return f"0x{np.float64(v).view(np.uint64):016X} : f64"
+    if isinstance(v, (str, bytes)):
+        s = v.decode() if isinstance(v, bytes) else v
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        return mt.element_type(np.dtype(v))
+    if isinstance(v, np.generic):
+        if v.dtype.kind in "iu":
+            return f"{int(v)} : {mt.element_type(v.dtype)}"
+        if v.dtype.kind == "f" or v.dtype in mt._FLOAT_LIKE:
+            bits = np.asarray(v).view(f"u{v.dtype.itemsize}")
+            return f"0x{int(bits):0{2 * v.dtype.itemsize}X} : {mt.element_type(v.dtype)}"
+    if isinstance(v, np.ndarray):
+        return f"{mt.dense(v)} : {mt.tensor_type(v.shape, v.dtype)}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_attribute_text(x, key)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_attribute_text(x, key) for x in v) + "]"
+    raise TypeError(f"composite attribute {key!r}: no MLIR attribute for a value of type {type(v).__name__} "
+                    "(use NumPy arrays or scalars, dtypes, bool/int/float/str, or dicts/lists/tuples of them)")
+
+
+@register_lowering(C.composite_p)
+def _composite_lowering(ctx: LoweringContext, *args: str, name: str, attributes: tuple, version: int,
+                        jaxpr: Any) -> list[str]:
+    from ftrans.core import pytrees
+
+    sym = ctx.module.function(jaxpr.jaxpr, name)
+    attrs = {"name": '"' + name.replace('"', '\\"') + '"'}
+    entries = []
+    for key, leaves, treedef in attributes:
+        val = pytrees.tree_unflatten(treedef, list(leaves))
+        if val is not None:
+            entries.append(f"{key} = {_attribute_text(val, key)}")
+    if entries:
+        attrs["composite_attributes"] = "{" + ", ".join(entries) + "}"
+    attrs["decomposition"] = f"@{sym}"
+    if version:
+        attrs["version"] = f"{int(version)} : i32"
+    return ctx.emit("stablehlo.composite", list(args), [mt.aval_type(a) for a in ctx.avals_out], attrs)

@@ -183,8 +183,14 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
     la, ra = ctx.avals_in
     out = ctx.avals_out[0]
     calc = np.dtype(R._dot_compute_dtype(np.dtype(la.dtype), np.dtype(out.dtype)))
-    if np.dtype(la.dtype) == _BOOL:  # XLA has no boolean dot: count the true terms in int32
+    if np.dtype(la.dtype) == _BOOL and np.dtype(ra.dtype) == _BOOL:  # XLA has no boolean dot: count in int32
         lhs, rhs = ctx.convert(lhs, la, calc), ctx.convert(rhs, ra, calc)
+    elif np.dtype(la.dtype) != np.dtype(ra.dtype) and not (la.dtype in dtypes.SMALL_FLOATS
+                                                           and ra.dtype in dtypes.SMALL_FLOATS):
+        # Mixed operands (8-bit floats aside): XLA's CPU and GPU code generators take them in the result
+        # type, as jax converts them (a boolean operand counts in the product's accumulation type).
+        want = calc if np.dtype(out.dtype) == _BOOL else np.dtype(out.dtype)
+        lhs, rhs = ctx.convert(lhs, la, want), ctx.convert(rhs, ra, want)
     # Otherwise a wider result type makes XLA accumulate in it without widening the operands
     # (bfloat16 inputs keep using bfloat16 matrix units), as jax emits preferred_element_type.
     dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "

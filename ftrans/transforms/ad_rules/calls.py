@@ -25,7 +25,7 @@ from typing import Any
 
 from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.primitive import abstract_eval
+from ftrans.core.primitive import abstract_eval, mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -480,3 +480,23 @@ def _barrier_jvp(primals: list, tangents: list) -> tuple[list, list]:
     nz = [t for t in tangents if type(t) is not Zero]
     t_outs = iter(C.optimization_barrier_p.bind(*nz)) if nz else iter(())
     return outs, [t if type(t) is Zero else next(t_outs) for t in tangents]
+
+
+# ----------------------------------------------------------------------------
+# composite: no derivative of its own (its name promises an operation a compiler may swap in, whose
+# derivative the decomposition need not give), as in JAX; the user adds one with custom_jvp/custom_vjp.
+
+
+@register_jvp(C.composite_p)
+def _composite_jvp(primals: list, tangents: list, *, name: str, **_: Any) -> Any:
+    # The first sentences are JAX's own (code that matches on the message keeps working).
+    raise FtransValueError(
+        "JVP rule for composite not implemented. You can use `jax.custom_jvp` to add support. See "
+        f"https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html (composite {name!r}: wrap it in "
+        "ftrans.custom_jvp, or ftrans.custom_vjp for reverse mode only)")
+
+
+mark_unsupported(C.composite_p, "partial_eval", "composite has no derivative rule (as in JAX); wrap it in "
+                 "custom_jvp or custom_vjp to differentiate it")
+mark_unsupported(C.composite_p, "partial_eval_jaxpr", "composite has no derivative rule (as in JAX); wrap it "
+                 "in custom_jvp or custom_vjp to differentiate it")

@@ -61,6 +61,7 @@ from ftrans.core.prims.control_flow import (
     while_lin_p,
     while_p,
 )
+from ftrans.core.sharding_rules import stacked as stacked_aval
 from ftrans.core.trace import aval_of, stage
 from ftrans.transforms.ad import (
     Zero,
@@ -197,7 +198,7 @@ def _scan_jvp(primals: list, tangents: list, *, jaxpr: ClosedJaxpr, num_consts: 
 
 
 def _stacked(a: Any, length: int) -> Any:
-    return a.update(shape=(length,) + a.shape)
+    return stacked_aval(a, length)  # typed as the scan types it (an unsplit leading dimension)
 
 
 # ----------------------------------------------------------------------------
@@ -527,8 +528,7 @@ def _scan_split_eqn(eqn: JaxprEqn, unk_in: list[bool], saveable: Any = None, for
     k_xs = [a for a, u in zip(x_in, xs_unk) if not u]
     c_out, y_out = eqn.outvars[:nc], eqn.outvars[nc:]
     length = p["length"]
-    stacked_vars = [Var(a.update(shape=(length,) + a.shape)) for a in sp.known.out_avals[len(sp.known.out_avals)
-                                                                                        - sp.n_stacked:]]
+    stacked_vars = [Var(_stacked(a, length)) for a in sp.known.out_avals[len(sp.known.out_avals) - sp.n_stacked:]]
     k_out = ([v for v, u in zip(c_out, sp.carry_unk) if not u] + [v for v, u in zip(y_out, sp.ys_unk) if not u]
              + stacked_vars)
     k_eqn = eqn.replace(invars=k_consts + k_carry + k_xs, outvars=k_out,

@@ -224,3 +224,10 @@ def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: A
         out_dims.append(0 if b else not_mapped)
     return flat_out, out_dims
 
+
+
+# composite: its name and attributes describe the unbatched operation, so vmap has no rule for it (as in
+# JAX); a batched composite would need the user's own batched form (custom_vmap).
+mark_unsupported(C.composite_p, "batching", "Batching rule for 'composite' not implemented (as in JAX): its "
+                 "name and attributes describe the unbatched operation; use custom_batching.custom_vmap "
+                 "to give one")

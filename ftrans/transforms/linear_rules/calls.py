@@ -164,3 +164,13 @@ def _name_transpose(ct: Any, x: Any, *, name: str) -> list:
 @register_transpose(C.optimization_barrier_p)
 def _barrier_transpose(cts: list, *args: Any) -> list:
     return [c if is_undefined(a) else None for c, a in zip(cts, args)]
+
+
+@register_transpose(C.composite_p)
+def _composite_transpose(cts: list, *args: Any, name: str, **_: Any) -> list:
+    from ftrans.errors import FtransValueError
+
+    raise FtransValueError(
+        "Transpose rule for composite not implemented. You can use `jax.custom_jvp` or `jax.custom_vjp` to add "
+        f"support. See https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html (composite {name!r}: "
+        "wrap it in ftrans.custom_jvp or ftrans.custom_vjp)")

@@ -26,6 +26,7 @@ from ftrans.core.prims.control_flow import (
     while_p,
 )
 from ftrans.core.ref import read_for_thread, write_back
+from ftrans.core.sharding_rules import stacked as stacked_aval
 from ftrans.core.trace import aval_of, current_source_info, stage
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import Zero, add_tangents, instantiate, tangent_aval, zeros_like_aval
@@ -73,7 +74,7 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
     ct_carry = [instantiate(Zero(tangent_aval(a)) if type(c) is Zero else c)
                 for a, c in zip(jaxpr.out_avals[:num_carry], cts[:num_carry])]
     y_avals = jaxpr.out_avals[num_carry:]
-    ct_ys = [instantiate(Zero(tangent_aval(a.update(shape=(length,) + a.shape))) if type(c) is Zero else c)
+    ct_ys = [instantiate(Zero(tangent_aval(stacked_aval(a, length)))) if type(c) is Zero else c
              for a, c in zip(y_avals, cts[num_carry:])]
     n_rc, n_acc, n_c = len(res_c), len(lin_c_avals), num_carry
     n_rx = len(res_x)
@@ -94,8 +95,10 @@ def _scan_transpose(cts: list, *args: Any, jaxpr: ClosedJaxpr, num_consts: int, 
         x_ct = [instantiate(o) for o, lin_i in zip(o_x, x_lin) if lin_i]
         return new_acc + carry_ct + x_ct
 
+    # The residual slices have the types the forward body gave them (weak type, sharding), as in JAX's
+    # transposed body: the body's own input avals, not ones rebuilt from the stacked values.
     in_avals = ([aval_of(c) for c in res_c] + lin_c_avals + [tangent_aval(a) for a in r_avals]
-                + [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in res_x]
+                + [a for a, lin_i in zip(x_avals, x_lin) if not lin_i]
                 + [tangent_aval(a) for a in y_avals])
     closed, _, refs = stage_threading_refs(tbody, in_avals, "a backward pass")
     n_ref = len(refs)

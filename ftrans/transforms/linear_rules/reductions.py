@@ -53,8 +53,8 @@ def _dot_transpose_operand(ct: Any, other: Any, this_aval: Any, this_contract: t
     # The contracted dimensions of ``other`` (increasing) stand for these dimensions of ``this``.
     this_for_other = {o: t for t, o in zip(this_contract, other_contract)}
     mapped = [this_for_other[o] for o in range(other_nd) if o not in other_kept and o not in other_batch]
-    if aval_of(ct).dtype != aval_of(other).dtype:  # preferred_element_type widened the output
-        ct = S.convert_element_type_p.bind(ct, new_dtype=aval_of(other).dtype, weak_type=False)
+    # The cotangent and ``other`` may differ in dtype (mixed operands, a preferred type): dot_general takes
+    # them as they are, and the result is converted to ``this``'s dtype below, as JAX's transpose does.
     prec, pref = params.get("precision"), params.get("preferred_element_type")
     if this_is_lhs:
         ct_other_kept = tuple(range(nb + len(this_kept), nb + len(this_kept) + len(other_kept)))
