@@ -263,8 +263,39 @@ def test_sparsify_runs_numpy_code():
     for o, r in zip(outs, refs):
         assert isinstance(o, sparse.BCOO) == isinstance(r, jsparse.BCOO)
         close(sparse.todense(o), r.todense() if isinstance(r, jsparse.BCOO) else r)
-    with pytest.raises(NotImplementedError, match="no sparse rule"):
+    with pytest.raises(NotImplementedError, match="^sparse rule for exp is not implemented because it would "
+                       "result in dense output"):
         sparse.sparsify(fjnp.exp)(f)
+    with pytest.raises(NotImplementedError, match=r"^sparse rule for complex is not implemented\.$"):
+        sparse.sparsify(ftrans.lax.complex)(f, f)
+
+
+@pytest.mark.parametrize("fmt", ["BCOO", "BCSR"])
+@pytest.mark.parametrize("op", ["sin", "neg", "integer_pow", "convert_element_type"])
+def test_sparsify_unary_duplicate_indices(fmt, op):
+    # Entries stored twice at one index: a nonlinear op sums them first (sin(a)+sin(b) != sin(a+b)), a linear
+    # one keeps the stored entries as they are; a BCSR operand gives a BCSR result.
+    kw = {"integer_pow": {"y": 2}, "convert_element_type": {"new_dtype": np.dtype("complex64")}}.get(op, {})
+    data = np.array([1.0, 2.0, 3.0], np.float32)
+    if fmt == "BCOO":
+        idx = np.array([[0, 1], [0, 1], [1, 0]], np.int32)
+        f, j = sparse.BCOO((data, idx), shape=(2, 3)), jsparse.BCOO((data, idx), shape=(2, 3))
+    else:
+        idx, ptr = np.array([1, 1, 0], np.int32), np.array([0, 2, 3], np.int32)
+        f, j = sparse.BCSR((data, idx, ptr), shape=(2, 3)), jsparse.BCSR((data, idx, ptr), shape=(2, 3))
+    out = sparse.sparsify(functools.partial(getattr(ftrans.lax, op), **kw))(f)
+    ref = jsparse.sparsify(functools.partial(getattr(jax.lax, op), **kw))(j)
+    assert type(out).__name__ == type(ref).__name__ == fmt
+    close(sparse.todense(out), ref.todense())
+    if op == "neg":
+        np.testing.assert_array_equal(np.asarray(out.indices), np.asarray(ref.indices))
+
+
+def test_sparse_pow():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    close((sparse.BCOO.fromdense(x) ** 2).todense(), (jsparse.BCOO.fromdense(x) ** 2).todense())
+    with pytest.raises(NotImplementedError, match="integer_pow with non-positive exponent"):
+        _ = sparse.BCOO.fromdense(x) ** -1
 
 
 def test_jit_needs_static_nse():
