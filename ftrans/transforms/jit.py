@@ -1841,6 +1841,7 @@ class Lowered(LoweredText):
                            options, text=self._text)  # the module is not lowered twice
         out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree, t._names)
         out.donate_argnums = self.donate_argnums
+        out._args_info = t.args_info
         return out
 
     @property
@@ -1935,6 +1936,7 @@ class Compiled:
         self._closed = closed
         self._kept = kept
         self._names = names
+        self._args_info: Any = None  # set by Lowered.compile (which knows the donations)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
@@ -1995,6 +1997,15 @@ class Compiled:
     def in_avals(self) -> Any:
         """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
         return tree_util.tree_unflatten(self._in_tree, self._closed.in_avals)
+
+    @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments (unused ones included), each leaf an ``ArgInfo`` with
+        its abstract value and whether it is donated, as JAX's ``Compiled.args_info``."""
+        info = self._args_info
+        if info is None:  # built directly rather than by Lowered.compile: nothing is donated
+            info = tree_util.tree_unflatten(self._in_tree, [ArgInfo(a, False) for a in self._closed.in_avals])
+        return info
 
     @property
     def executable(self) -> Any:
