@@ -220,6 +220,25 @@ def test_from_dlpack_device_and_copy():
         jnp.from_dlpack(X.copy(), device=devs[1], copy=False)
 
 
+def test_from_dlpack_unaligned_without_copy_is_a_value_error_as_in_jax():
+    # Host data not aligned for the device can be imported only by copying: copy=False is a ValueError.
+    raw = np.zeros(4 * 8 + 2, np.uint8)
+    x = raw[2:].view(np.float32)  # 2 bytes past an aligned allocation
+    x[:] = np.arange(8, dtype=np.float32)
+    with pytest.raises(ValueError, match="Specified .* which requires a copy"):
+        jjnp.from_dlpack(x, copy=False)
+    with pytest.raises(ValueError, match="Specified .* which requires a copy"):
+        jnp.from_dlpack(x, copy=False)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(x)), np.asarray(jjnp.from_dlpack(x)))
+
+
+def test_cuda_array_interface_only_on_gpu_buffers_as_in_jax():
+    for a, b in [(jnp.arange(3), jjnp.arange(3)), (ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1)]:
+        assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") is False
+        with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
+            _ = a.__cuda_array_interface__
+
+
 def test_from_dlpack_rejects_non_producers():
     with pytest.raises(TypeError):
         jjnp.from_dlpack([1, 2])
