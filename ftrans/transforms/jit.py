@@ -40,6 +40,7 @@ from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
+from ftrans.core.layout import Format, default_layout
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
@@ -2028,6 +2029,23 @@ class Compiled:
         """The outputs' shardings in their pytree, as JAX's."""
         s = self._sharding()
         return tree_util.tree_unflatten(self._out_tree, [s] * len(self._closed.out_avals))
+
+    @property
+    def input_formats(self) -> Any:
+        """``(args, kwargs)`` with each array argument's ``Format`` (its layout, always XLA's default
+        row-major one in ftrans, and its sharding; an argument ``keep_unused=False`` dropped has neither),
+        as JAX's."""
+        s, kept = self._sharding(), self._kept
+        return tree_util.tree_unflatten(self._in_tree, [
+            Format(default_layout(len(a.shape)), s) if kept is None or i in kept else Format(None, None)
+            for i, a in enumerate(self._closed.in_avals)])  # an argument pruned away has none, as in JAX
+
+    @property
+    def output_formats(self) -> Any:
+        """The outputs' ``Format``s (default layout and sharding) in their pytree, as JAX's."""
+        s = self._sharding()
+        return tree_util.tree_unflatten(self._out_tree, [Format(default_layout(len(a.shape)), s)
+                                                         for a in self._closed.out_avals])
 
     @property
     def out_info(self) -> Any:
