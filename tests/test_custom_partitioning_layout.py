@@ -210,3 +210,15 @@ def test_compiled_input_and_output_formats_match_jax():
         ftrans.ShapeDtypeStruct(x.shape, x.dtype, sharding=flayout.Format(flayout.Layout.AUTO))
     with pytest.raises(TypeError, match="`Layout.AUTO` cannot be used"):
         jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=jlayout.Format(jlayout.Layout.AUTO))
+
+
+def test_device_put_needs_a_concrete_format_of_the_values_rank_as_jax():
+    x = np.arange(8)
+    for lib, lay in [(jax, jlayout), (ftrans, flayout)]:
+        s = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        for fmt in (lay.Format(lay.Layout.AUTO, s), lay.Format(lay.Layout.AUTO)):
+            with pytest.raises(ValueError, match="sharding and layout.*should be concrete"):
+                lib.device_put(x, fmt)
+        with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
+            lib.device_put(x, lay.Format(lay.Layout((0, 1, 2)), s))
+        np.testing.assert_array_equal(np.asarray(lib.device_put(x, lay.Format(None, s))), x)
