@@ -345,3 +345,32 @@ def test_jax_array_protocol_operands():
     gr = ftrans.grad(lambda v: (_JaxArrayLike(v) * jnp.arange(3.0)).sum())(2.0)
     assert float(gr) == float(jax.grad(lambda v: (_JaxArrayLike(v) * jjnp.arange(3.0)).sum())(2.0))
     np.testing.assert_array_equal(np.asarray(jnp.asarray(_JaxArrayLike(jnp.arange(3)))), np.arange(3))
+
+
+class _DuckWithErroringJaxArray:
+    shape = (2, 3)
+    dtype = np.dtype("float32")
+
+    def __jax_array__(self):
+        raise ValueError("__jax_array__ was called")
+
+
+def test_jax_array_protocol_for_value_arguments_and_like_functions():
+    """Arguments whose values are read (roll's shift, delete's obj, compress's condition) and the
+    ``*_like`` functions take ``__jax_array__`` objects, as JAX's; a duck-typed array's own shape and dtype
+    are preferred to converting it."""
+    x = np.arange(5.0, dtype=np.float32)
+    cases = [
+        (lambda m, v: m.roll(v, _JaxArrayLike(np.array([2], np.int32)))),
+        (lambda m, v: m.delete(v, _JaxArrayLike(np.array(1, np.int32)))),
+        (lambda m, v: m.compress(_JaxArrayLike(v > 1), v)),
+        (lambda m, v: m.zeros_like(_JaxArrayLike(v))),
+        (lambda m, v: m.full_like(_JaxArrayLike(v), 2.0)),
+    ]
+    for case in cases:
+        got, want = case(jnp, x), case(jjnp, x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    for m in (jnp, jjnp):
+        out = m.ones_like(_DuckWithErroringJaxArray())
+        assert out.shape == (2, 3) and out.dtype == np.float32

@@ -605,6 +605,10 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
         r = conv()
         if isinstance(r, Array) or (hasattr(r, "aval") and hasattr(r, "weak_type")):
             return r  # an Array, or a traced value of the enclosing transform
+        if isinstance(r, (np.ndarray, np.generic)):  # NumPy data: copied (its memory may change), canonical dtype
+            return Array._new(np.array(r, dtypes.canonicalize(r.dtype)), False)
+        if type(r) in (bool, int, float, complex):
+            return Array._new(np.asarray(r, dtypes.python_scalar_dtype(r)), type(r) is not bool)
         return from_foreign(r, copy)
     if hasattr(x, "__array__"):
         arr = np.asarray(x)
