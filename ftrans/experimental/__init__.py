@@ -26,3 +26,6 @@ __all__ += ["shard_alike"]
 from ftrans.experimental import random  # noqa: E402
 
 __all__ += ["random"]
+from ftrans.experimental import rnn  # noqa: E402
+
+__all__ += ["rnn"]
