@@ -425,3 +425,27 @@ def test_conv_1d_matches_jax(padding):
         out = sparse.bcoo_conv_general_dilated(a, b, **kw)
         assert isinstance(out, sparse.BCOO)
         close(out.todense(), ref, 1e-4)
+
+
+def test_sparsify_control_flow_matches_jax():
+    # cond, while_loop and fori_loop (a scan) with sparse operands: the bodies run sparsely.
+    x = np.arange(5.0, dtype=np.float32)
+    m = np.arange(25.0, dtype=np.float32).reshape(5, 5)
+
+    def progs(lax, jnp):
+        return [
+            (lambda a: lax.cond(False, lambda v: v, lambda v: 2 * v, a), (x,)),
+            (lambda a: lax.while_loop(lambda p: p[0] < 3, lambda p: (p[0] + 1, 2 * p[1]), (0, a))[1], (x,)),
+            (lambda a, v: lax.fori_loop(0, 2, lambda i, c: (a @ c) / 5, v), (m, x)),
+        ]
+
+    for (fp, args), (jp, _) in zip(progs(ftrans.lax, fjnp), progs(jax.lax, jjnp)):
+        fargs = [sparse.BCOO.fromdense(args[0])] + list(args[1:])
+        jargs = [jsparse.BCOO.fromdense(args[0])] + list(args[1:])
+        got, want = sparse.sparsify(fp)(*fargs), jsparse.sparsify(jp)(*jargs)
+        close(sparse.todense(got) if isinstance(got, sparse.BCOO) else got,
+              want.todense() if isinstance(want, jsparse.BCOO) else want)
+    f = sparse.sparsify(lambda a, b: ftrans.lax.cond(False, lambda t: t[0], lambda t: t[1], (a, b)))
+    with pytest.raises(TypeError, match="sparsified true_fun output must have same type structure as "
+                                        "sparsified false_fun output"):
+        f(sparse.BCOO.fromdense(x), x)

@@ -329,5 +329,72 @@ def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_s
 _RULES["gather"] = _gather
 
 
+# Control flow: the primitive is bound again through ftrans.lax with the sparse operands as pytrees (their
+# data and index buffers become the loop's or branches' operands), each body interpreted sparsely.
+
+
+def _closed(j: Any) -> ClosedJaxpr:
+    return j if isinstance(j, ClosedJaxpr) else ClosedJaxpr(j, [])
+
+
+def _cond(index: Any, *ops: Any, branches: Any, **_: Any) -> list:
+    from ftrans import lax
+
+    trees: list = []
+
+    def branch(b: Any) -> Callable:
+        def run(*vals: Any) -> list:
+            out = _eval_sparse(_closed(b), list(vals))
+            trees.append(tree_util.tree_structure(out))
+            return out
+        return run
+
+    fns = [branch(b) for b in branches]
+    try:
+        return list(lax.switch(index, fns, *ops))
+    except Exception:
+        if len(trees) >= len(fns) and len(set(map(str, trees))) > 1:
+            trees = trees[:len(fns)]  # one per branch, in branch order
+            if len(fns) == 2:
+                msg = (f"sparsified true_fun output must have same type structure as sparsified false_fun output: "
+                       f"{trees[1]} and {trees[0]}")
+            else:
+                msg = f"sparsified branch outputs must have the same type structure; got {trees}"
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(msg + " (make every branch return sparse or dense values alike)") from None
+        raise
+
+
+def _while(*ins: Any, cond_jaxpr: Any, body_jaxpr: Any, cond_nconsts: int, body_nconsts: int, **_: Any) -> list:
+    from ftrans import lax
+
+    cconsts, bconsts = list(ins[:cond_nconsts]), list(ins[cond_nconsts:cond_nconsts + body_nconsts])
+    init = list(ins[cond_nconsts + body_nconsts:])
+    pred = lambda carry: _eval_sparse(_closed(cond_jaxpr), cconsts + list(carry))[0]  # noqa: E731
+    body = lambda carry: _eval_sparse(_closed(body_jaxpr), bconsts + list(carry))  # noqa: E731
+    return list(lax.while_loop(pred, body, init))
+
+
+def _scan(*ins: Any, jaxpr: Any, num_consts: int, num_carry: int, length: int, reverse: bool = False,
+          unroll: Any = 1, **_: Any) -> list:
+    from ftrans import lax
+
+    consts, carry, xs = list(ins[:num_consts]), list(ins[num_consts:num_consts + num_carry]), \
+        list(ins[num_consts + num_carry:])
+    if any(_is_sparse(x) for x in xs):
+        raise NotImplementedError("sparse rule for scan over sparse xs is not implemented.")
+
+    def step(c: Any, x: Any) -> tuple:
+        out = _eval_sparse(_closed(jaxpr), consts + list(c) + list(x))
+        return out[:num_carry], out[num_carry:]
+
+    c_out, ys = lax.scan(step, carry, xs, length=length, reverse=reverse, unroll=unroll)
+    return list(c_out) + list(ys)
+
+
+_RULES.update({"cond": _cond, "while": _while, "scan": _scan})
+
+
 def _getitem(x: Any, idx: Any) -> Any:
     return sparsify(lambda a: a[idx])(x)
