@@ -449,3 +449,19 @@ def test_sparsify_control_flow_matches_jax():
     with pytest.raises(TypeError, match="sparsified true_fun output must have same type structure as "
                                         "sparsified false_fun output"):
         f(sparse.BCOO.fromdense(x), x)
+
+
+def test_sparsify_dynamic_slice_and_convolve_match_jax():
+    m = np.arange(24).reshape(2, 3, 4).astype(np.int32)  # the start is clamped, as in lax
+
+    def ds(lax):
+        return lambda a: lax.dynamic_slice(a, (0, 1, 2), (1, 1, 3))
+
+    got = ftrans.jit(sparse.sparsify(ds(ftrans.lax)))(sparse.BCOO.fromdense(m))
+    want = jsparse.sparsify(ds(jax.lax))(jsparse.BCOO.fromdense(m))
+    np.testing.assert_array_equal(np.asarray(sparse.todense(got)), np.asarray(want.todense()))
+    x = np.array([0, 1, 0, 2, 0, 0, 3, 0], np.float32)
+    k = np.arange(3.0, dtype=np.float32)
+    got = sparse.sparsify(lambda a, b: fjnp.convolve(a, b, mode="full"))(sparse.BCOO.fromdense(x), k)
+    want = jsparse.sparsify(lambda a, b: jjnp.convolve(a, b, mode="full"))(jsparse.BCOO.fromdense(x), k)
+    close(sparse.todense(got), want.todense())

@@ -396,5 +396,24 @@ def _scan(*ins: Any, jaxpr: Any, num_consts: int, num_carry: int, length: int, r
 _RULES.update({"cond": _cond, "while": _while, "scan": _scan})
 
 
+def _dynamic_slice(x: Any, *starts: Any, slice_sizes: Any) -> Any:
+    if any(_is_sparse(s) for s in starts):
+        raise NotImplementedError("sparse rule for dynamic_slice with sparse start indices is not implemented.")
+    return _bcoo.bcoo_dynamic_slice(_as_bcoo(x), list(starts), tuple(slice_sizes))
+
+
+def _conv(lhs: Any, rhs: Any, **params: Any) -> Any:
+    lhs = _as_bcoo(lhs) if _is_sparse(lhs) else lhs
+    rhs = _as_bcoo(rhs) if _is_sparse(rhs) else rhs
+    dn = params.get("dimension_numbers")
+    ident = tuple(range(len(lhs.shape)))
+    if dn is not None and all(tuple(getattr(dn, f)) == ident for f in ("lhs_spec", "rhs_spec", "out_spec")):
+        params = {**params, "dimension_numbers": None}  # the default layout, as the sparse rule takes it
+    return _bcoo.bcoo_conv_general_dilated(lhs, rhs, **params)
+
+
+_RULES.update({"dynamic_slice": _dynamic_slice, "conv_general_dilated": _conv})
+
+
 def _getitem(x: Any, idx: Any) -> Any:
     return sparsify(lambda a: a[idx])(x)
