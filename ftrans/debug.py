@@ -122,7 +122,8 @@ def visualize_array_sharding(arr: Any, **kwargs: Any) -> None:
 
 def inspect_array_sharding(value: Any, *, callback: Any) -> None:
     """JAX's ``jax.debug.inspect_array_sharding``: call ``callback`` with the sharding of every array in the
-    pytree ``value``.  Concrete arrays report their own sharding at once; inside ``jit`` a traced value
+    pytree ``value``.  Concrete arrays (and autodiff tracers of concrete values) report their own
+    sharding at once; inside ``jit`` a traced value
     reports the sharding it is constrained to (``lax.with_sharding_constraint``) or else that of the
     default device, which is where ftrans's single-device programs put it (JAX reports the compiler's choice
     when it compiles)."""
@@ -133,8 +134,14 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
         from ftrans.errors import FtransTypeError
 
         raise FtransTypeError(f"inspect_array_sharding: callback must be callable, got {type(callback).__name__}")
+    from ftrans.core.trace import Tracer
+
     for leaf in tree_util.tree_leaves(value):
-        sharding = getattr(leaf, "sharding", None) if isinstance(leaf, Array) else None
+        # An autodiff tracer outside jit (an eager grad's) reports the layout of its concrete primal.
+        known = leaf
+        while isinstance(known, Tracer) and hasattr(known, "primal") and known.to_concrete_value() is not None:
+            known = known.primal
+        sharding = getattr(known, "sharding", None) if isinstance(known, Array) else None
         if sharding is None:
             sharding = getattr(getattr(leaf, "aval", None), "sharding", None)
         if sharding is None:

@@ -316,6 +316,8 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     _explicit_transfer_guard(x)
     leaves, treedef = tree_util.tree_flatten(x)
     n = len(leaves)
+    if type(device).__name__ == "Format" and hasattr(device, "layout"):
+        _check_format_target(device, leaves)
     targets = _flat_targets("device", device, x, n)
     srcs = [None] * n if src is None else _flat_targets("src", src, x, n)
     copies = _copy_semantics(donate, may_alias, x, n)
@@ -332,6 +334,24 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
         srcs = [_placement_of(leaf) if s is None else s for leaf, s in zip(leaves, srcs)]
         out = device_put_p.bind(*leaves, devices=tuple(targets), srcs=tuple(srcs), copy_semantics=tuple(copies))
     return tree_util.tree_unflatten(treedef, out)
+
+
+def _check_format_target(fmt: Any, leaves: list) -> None:
+    """A ``Format`` target (ftrans's or JAX's) places values only with a concrete layout of their rank (or
+    none); ``Layout.AUTO`` is for ``jit``'s compiler to choose, as in JAX."""
+    lay = fmt.layout
+    if lay is None:
+        return
+    if not hasattr(lay, "major_to_minor"):
+        raise FtransValueError(
+            f"device_put: the sharding and layout in {fmt} should be concrete: Layout.AUTO (or no sharding) "
+            "leaves the choice to jit's compiler; give a Layout (or None) and a sharding")
+    for leaf in leaves:
+        ndim = len(_trace.aval_of(leaf).shape)
+        if len(lay.major_to_minor) != ndim:
+            raise FtransValueError(
+                "device_put: Length of major_to_minor and the rank of the value should match. Got "
+                f"major_to_minor={tuple(lay.major_to_minor)} for a value of rank {ndim}")
 
 
 def _target_leaf(d: Any) -> bool:

@@ -180,3 +180,45 @@ def test_formats_with_the_default_layout_stand_for_their_sharding():
     assert ftrans.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js)).sharding == fs  # JAX's Format too
     with pytest.raises(NotImplementedError, match="not the default layout"):
         ftrans.device_put(x, flayout.Format(flayout.Layout((1, 0)), fs))
+
+
+def _fmt(f):
+    if f.layout is None:
+        return (None, f.sharding)
+    return (f.layout.major_to_minor, f.sharding.spec if hasattr(f.sharding, "spec") else type(f.sharding).__name__)
+
+
+def test_compiled_input_and_output_formats_match_jax():
+    # (args, kwargs) of Formats for the inputs (an unread one included) and the outputs' pytree, for a
+    # one-device and a partitioned program; a ShapeDtypeStruct takes a Format, never Layout.AUTO.
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    fm = ftrans.make_mesh((2,), ("x",), axis_types=(ftrans.sharding.AxisType.Auto,), devices=ftrans.devices()[:2])
+    jm = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,), devices=jax.devices()[:2])
+    fa = ftrans.device_put(x, NamedSharding(fm, P("x")))
+    ja = jax.device_put(x, jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x")))
+    for fin, jin in [(x, x), (fa, ja)]:
+        fc = ftrans.jit(lambda a, dead: (a.T, a)).lower(fin, fin).compile()
+        jc = jax.jit(lambda a, dead: (a.T, a)).lower(jin, jin).compile()
+        (fargs, fkw), (jargs, jkw) = fc.input_formats, jc.input_formats
+        assert fkw == jkw == {} and [_fmt(f) for f in fargs] == [_fmt(f) for f in jargs]
+        assert [f.layout.major_to_minor for f in fc.output_formats] == [
+            f.layout.major_to_minor for f in jc.output_formats]
+    sds = ftrans.ShapeDtypeStruct(x.shape, x.dtype, sharding=fc.output_formats[1])
+    assert sds.sharding == fc.output_formats[1].sharding and sds.format == fc.output_formats[1]
+    assert ftrans.ShapeDtypeStruct((2,), np.float32).format.layout is None
+    with pytest.raises(TypeError, match="`Layout.AUTO` cannot be used"):
+        ftrans.ShapeDtypeStruct(x.shape, x.dtype, sharding=flayout.Format(flayout.Layout.AUTO))
+    with pytest.raises(TypeError, match="`Layout.AUTO` cannot be used"):
+        jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=jlayout.Format(jlayout.Layout.AUTO))
+
+
+def test_device_put_needs_a_concrete_format_of_the_values_rank_as_jax():
+    x = np.arange(8)
+    for lib, lay in [(jax, jlayout), (ftrans, flayout)]:
+        s = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        for fmt in (lay.Format(lay.Layout.AUTO, s), lay.Format(lay.Layout.AUTO)):
+            with pytest.raises(ValueError, match="sharding and layout.*should be concrete"):
+                lib.device_put(x, fmt)
+        with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
+            lib.device_put(x, lay.Format(lay.Layout((0, 1, 2)), s))
+        np.testing.assert_array_equal(np.asarray(lib.device_put(x, lay.Format(None, s))), x)

@@ -220,6 +220,25 @@ def test_from_dlpack_device_and_copy():
         jnp.from_dlpack(X.copy(), device=devs[1], copy=False)
 
 
+def test_from_dlpack_unaligned_without_copy_is_a_value_error_as_in_jax():
+    # Host data not aligned for the device can be imported only by copying: copy=False is a ValueError.
+    raw = np.zeros(4 * 8 + 2, np.uint8)
+    x = raw[2:].view(np.float32)  # 2 bytes past an aligned allocation
+    x[:] = np.arange(8, dtype=np.float32)
+    with pytest.raises(ValueError, match="Specified .* which requires a copy"):
+        jjnp.from_dlpack(x, copy=False)
+    with pytest.raises(ValueError, match="Specified .* which requires a copy"):
+        jnp.from_dlpack(x, copy=False)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(x)), np.asarray(jjnp.from_dlpack(x)))
+
+
+def test_cuda_array_interface_only_on_gpu_buffers_as_in_jax():
+    for a, b in [(jnp.arange(3), jjnp.arange(3)), (ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1)]:
+        assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") is False
+        with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
+            _ = a.__cuda_array_interface__
+
+
 def test_from_dlpack_rejects_non_producers():
     with pytest.raises(TypeError):
         jjnp.from_dlpack([1, 2])
@@ -326,3 +345,32 @@ def test_jax_array_protocol_operands():
     gr = ftrans.grad(lambda v: (_JaxArrayLike(v) * jnp.arange(3.0)).sum())(2.0)
     assert float(gr) == float(jax.grad(lambda v: (_JaxArrayLike(v) * jjnp.arange(3.0)).sum())(2.0))
     np.testing.assert_array_equal(np.asarray(jnp.asarray(_JaxArrayLike(jnp.arange(3)))), np.arange(3))
+
+
+class _DuckWithErroringJaxArray:
+    shape = (2, 3)
+    dtype = np.dtype("float32")
+
+    def __jax_array__(self):
+        raise ValueError("__jax_array__ was called")
+
+
+def test_jax_array_protocol_for_value_arguments_and_like_functions():
+    """Arguments whose values are read (roll's shift, delete's obj, compress's condition) and the
+    ``*_like`` functions take ``__jax_array__`` objects, as JAX's; a duck-typed array's own shape and dtype
+    are preferred to converting it."""
+    x = np.arange(5.0, dtype=np.float32)
+    cases = [
+        (lambda m, v: m.roll(v, _JaxArrayLike(np.array([2], np.int32)))),
+        (lambda m, v: m.delete(v, _JaxArrayLike(np.array(1, np.int32)))),
+        (lambda m, v: m.compress(_JaxArrayLike(v > 1), v)),
+        (lambda m, v: m.zeros_like(_JaxArrayLike(v))),
+        (lambda m, v: m.full_like(_JaxArrayLike(v), 2.0)),
+    ]
+    for case in cases:
+        got, want = case(jnp, x), case(jjnp, x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    for m in (jnp, jjnp):
+        out = m.ones_like(_DuckWithErroringJaxArray())
+        assert out.shape == (2, 3) and out.dtype == np.float32

@@ -349,6 +349,17 @@ def test_args_info_matches_jax(kw, call):
     assert _info(got_traced) == _info(want)
 
 
+def test_compiled_args_info_matches_jax():
+    # The Compiled stage lists every dynamic argument (an unread one too) with its donation, as JAX's.
+    def f(x, dead):
+        return x * 2
+
+    a, b = np.arange(3.0, dtype=np.float32), np.arange(5.0, dtype=np.float32)
+    want = jax.jit(f, donate_argnums=1).lower(a, b).compile().args_info
+    got = ftrans.jit(f, donate_argnums=1).lower(a, b).compile().args_info
+    assert _info(got) == _info(want)
+
+
 def test_lowered_compile_takes_compiler_options():
     def f(x):
         return jnp.sqrt(x ** 2) + 1.0

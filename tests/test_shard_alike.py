@@ -116,3 +116,23 @@ def test_vmap_both_mapped_matches_jax():
     # one mapped: the unmapped one is broadcast along the batch
     fo = ftrans.vmap(lambda r, c: shard_alike(r, c)[0], in_axes=(0, None))(np.tile(a[0], (8, 1)), a[0])
     np.testing.assert_array_equal(np.asarray(fo), np.tile(a[0], (8, 1)))
+
+
+def test_eager_grad_lays_out_the_primal_as_jax():
+    # Under an eager grad the primals are concrete: the second takes the first's layout at once, and
+    # inspect_array_sharding of the traced value reports it (as JAX's does).
+    fm, jm = meshes((4,), ("x",))
+    x = np.arange(8.0, dtype=np.float32)
+    seen = {}
+
+    def build(sa, jnp, debug, tag):
+        def f(a):
+            a_, b_ = sa(a, jnp.arange(8.0, dtype=np.float32))
+            debug.inspect_array_sharding(b_, callback=lambda s: seen.__setitem__(tag, s))
+            return jnp.sum(a_ * b_)
+        return f
+
+    jax.grad(build(jshard_alike, jax.numpy, jax.debug, "jax"))(jax.device_put(x, JNS(jm, JP("x"))))
+    ftrans.grad(build(shard_alike, fjnp, ftrans.debug, "ftrans"))(ftrans.device_put(x, NamedSharding(fm, P("x"))))
+    assert not seen["jax"].is_fully_replicated and not seen["ftrans"].is_fully_replicated
+    assert seen["ftrans"].shard_shape((8,)) == seen["jax"].shard_shape((8,)) == (2,)

@@ -263,8 +263,39 @@ def test_sparsify_runs_numpy_code():
     for o, r in zip(outs, refs):
         assert isinstance(o, sparse.BCOO) == isinstance(r, jsparse.BCOO)
         close(sparse.todense(o), r.todense() if isinstance(r, jsparse.BCOO) else r)
-    with pytest.raises(NotImplementedError, match="no sparse rule"):
+    with pytest.raises(NotImplementedError, match="^sparse rule for exp is not implemented because it would "
+                       "result in dense output"):
         sparse.sparsify(fjnp.exp)(f)
+    with pytest.raises(NotImplementedError, match=r"^sparse rule for complex is not implemented\.$"):
+        sparse.sparsify(ftrans.lax.complex)(f, f)
+
+
+@pytest.mark.parametrize("fmt", ["BCOO", "BCSR"])
+@pytest.mark.parametrize("op", ["sin", "neg", "integer_pow", "convert_element_type"])
+def test_sparsify_unary_duplicate_indices(fmt, op):
+    # Entries stored twice at one index: a nonlinear op sums them first (sin(a)+sin(b) != sin(a+b)), a linear
+    # one keeps the stored entries as they are; a BCSR operand gives a BCSR result.
+    kw = {"integer_pow": {"y": 2}, "convert_element_type": {"new_dtype": np.dtype("complex64")}}.get(op, {})
+    data = np.array([1.0, 2.0, 3.0], np.float32)
+    if fmt == "BCOO":
+        idx = np.array([[0, 1], [0, 1], [1, 0]], np.int32)
+        f, j = sparse.BCOO((data, idx), shape=(2, 3)), jsparse.BCOO((data, idx), shape=(2, 3))
+    else:
+        idx, ptr = np.array([1, 1, 0], np.int32), np.array([0, 2, 3], np.int32)
+        f, j = sparse.BCSR((data, idx, ptr), shape=(2, 3)), jsparse.BCSR((data, idx, ptr), shape=(2, 3))
+    out = sparse.sparsify(functools.partial(getattr(ftrans.lax, op), **kw))(f)
+    ref = jsparse.sparsify(functools.partial(getattr(jax.lax, op), **kw))(j)
+    assert type(out).__name__ == type(ref).__name__ == fmt
+    close(sparse.todense(out), ref.todense())
+    if op == "neg":
+        np.testing.assert_array_equal(np.asarray(out.indices), np.asarray(ref.indices))
+
+
+def test_sparse_pow():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    close((sparse.BCOO.fromdense(x) ** 2).todense(), (jsparse.BCOO.fromdense(x) ** 2).todense())
+    with pytest.raises(NotImplementedError, match="integer_pow with non-positive exponent"):
+        _ = sparse.BCOO.fromdense(x) ** -1
 
 
 def test_jit_needs_static_nse():
@@ -394,3 +425,43 @@ def test_conv_1d_matches_jax(padding):
         out = sparse.bcoo_conv_general_dilated(a, b, **kw)
         assert isinstance(out, sparse.BCOO)
         close(out.todense(), ref, 1e-4)
+
+
+def test_sparsify_control_flow_matches_jax():
+    # cond, while_loop and fori_loop (a scan) with sparse operands: the bodies run sparsely.
+    x = np.arange(5.0, dtype=np.float32)
+    m = np.arange(25.0, dtype=np.float32).reshape(5, 5)
+
+    def progs(lax, jnp):
+        return [
+            (lambda a: lax.cond(False, lambda v: v, lambda v: 2 * v, a), (x,)),
+            (lambda a: lax.while_loop(lambda p: p[0] < 3, lambda p: (p[0] + 1, 2 * p[1]), (0, a))[1], (x,)),
+            (lambda a, v: lax.fori_loop(0, 2, lambda i, c: (a @ c) / 5, v), (m, x)),
+        ]
+
+    for (fp, args), (jp, _) in zip(progs(ftrans.lax, fjnp), progs(jax.lax, jjnp)):
+        fargs = [sparse.BCOO.fromdense(args[0])] + list(args[1:])
+        jargs = [jsparse.BCOO.fromdense(args[0])] + list(args[1:])
+        got, want = sparse.sparsify(fp)(*fargs), jsparse.sparsify(jp)(*jargs)
+        close(sparse.todense(got) if isinstance(got, sparse.BCOO) else got,
+              want.todense() if isinstance(want, jsparse.BCOO) else want)
+    f = sparse.sparsify(lambda a, b: ftrans.lax.cond(False, lambda t: t[0], lambda t: t[1], (a, b)))
+    with pytest.raises(TypeError, match="sparsified true_fun output must have same type structure as "
+                                        "sparsified false_fun output"):
+        f(sparse.BCOO.fromdense(x), x)
+
+
+def test_sparsify_dynamic_slice_and_convolve_match_jax():
+    m = np.arange(24).reshape(2, 3, 4).astype(np.int32)  # the start is clamped, as in lax
+
+    def ds(lax):
+        return lambda a: lax.dynamic_slice(a, (0, 1, 2), (1, 1, 3))
+
+    got = ftrans.jit(sparse.sparsify(ds(ftrans.lax)))(sparse.BCOO.fromdense(m))
+    want = jsparse.sparsify(ds(jax.lax))(jsparse.BCOO.fromdense(m))
+    np.testing.assert_array_equal(np.asarray(sparse.todense(got)), np.asarray(want.todense()))
+    x = np.array([0, 1, 0, 2, 0, 0, 3, 0], np.float32)
+    k = np.arange(3.0, dtype=np.float32)
+    got = sparse.sparsify(lambda a, b: fjnp.convolve(a, b, mode="full"))(sparse.BCOO.fromdense(x), k)
+    want = jsparse.sparsify(lambda a, b: jjnp.convolve(a, b, mode="full"))(jsparse.BCOO.fromdense(x), k)
+    close(sparse.todense(got), want.todense())

@@ -16,6 +16,8 @@ from ftrans.core import dtypes
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
 
+_NO_CUDA_INTERFACE = "__cuda_array_interface__ is only defined for NVidia GPU buffers."
+
 
 class Array(ArrayMixin):
     # ``_buf``: for a host Array, a cached copy on the default device (made the
@@ -132,6 +134,12 @@ class Array(ArrayMixin):
 
     def is_deleted(self) -> bool:
         return False
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """NVIDIA's CUDA array interface, as JAX's: defined only for data held in a GPU buffer (so
+        ``hasattr`` answers False for a host or CPU array)."""
+        raise AttributeError(_NO_CUDA_INTERFACE)
 
     def delete(self) -> None:
         """Free this Array's data; any later use raises ``DeletedArrayError`` (as in JAX)."""
@@ -313,7 +321,8 @@ class _LazyHostArray(Array):
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
-            raise AttributeError(name)
+            # (reached also when a property raised AttributeError: keep its message for this one)
+            raise AttributeError(_NO_CUDA_INTERFACE if name == "__cuda_array_interface__" else name)
         buf = self._device_buffer()
         if buf.is_deleted():
             from ftrans.errors import DeletedArrayError
@@ -391,6 +400,13 @@ class DeviceArray(_LazyHostArray):
 
     def _device_buffer(self) -> Any:
         return self._buf
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """NVIDIA's CUDA array interface of the device buffer (only a GPU buffer has one)."""
+        if self._buf.platform() != "gpu":
+            raise AttributeError(_NO_CUDA_INTERFACE)
+        return self._buf.__cuda_array_interface__
 
     def unsafe_buffer_pointer(self) -> int:
         """The device buffer's address (JAX's ``Array.unsafe_buffer_pointer``)."""
@@ -589,6 +605,10 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
         r = conv()
         if isinstance(r, Array) or (hasattr(r, "aval") and hasattr(r, "weak_type")):
             return r  # an Array, or a traced value of the enclosing transform
+        if isinstance(r, (np.ndarray, np.generic)):  # NumPy data: copied (its memory may change), canonical dtype
+            return Array._new(np.array(r, dtypes.canonicalize(r.dtype)), False)
+        if type(r) in (bool, int, float, complex):
+            return Array._new(np.asarray(r, dtypes.python_scalar_dtype(r)), type(r) is not bool)
         return from_foreign(r, copy)
     if hasattr(x, "__array__"):
         arr = np.asarray(x)

@@ -119,7 +119,7 @@ def shape_only_constant_error(x: Any) -> Exception:
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout")
 
     def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None):
         if dtype is None:
@@ -139,7 +139,26 @@ class ShapeDtypeStruct:
                 wide = canon
             self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
+        self._layout = None
+        if sharding is not None:
+            from ftrans.core.layout import Format, _AutoLayout
+
+            if isinstance(sharding, Format):  # a layout and a sharding, as JAX's
+                if isinstance(sharding.layout, _AutoLayout):
+                    from ftrans.errors import FtransTypeError
+
+                    raise FtransTypeError(
+                        "ShapeDtypeStruct: `Layout.AUTO` cannot be used in place of a device-local layout in a "
+                        f"`ShapeDtypeStruct`. Got {sharding}; give a concrete Layout, or only the sharding")
+                self._layout, sharding = sharding.layout, sharding.sharding
         self.sharding = sharding
+
+    @property
+    def format(self) -> Any:
+        """JAX's ``ShapeDtypeStruct.format``: the ``Format`` of its layout (None when not given) and sharding."""
+        from ftrans.core.layout import Format
+
+        return Format(self._layout, self.sharding)
 
     @property
     def ndim(self) -> int:
@@ -171,7 +190,8 @@ class ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.update``: a copy with the given fields replaced."""
         return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
                                 weak_type=self.weak_type if weak_type is None else weak_type,
-                                sharding=self.sharding if sharding is None else sharding)
+                                sharding=(self.sharding if self._layout is None else self.format)
+                                if sharding is None else sharding)
 
     @classmethod
     def like(cls, x: Any) -> ShapeDtypeStruct:

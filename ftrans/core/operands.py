@@ -345,12 +345,21 @@ def check_dtype_arg(dtype: Any) -> np.dtype | None:
     return None if dtype is None else dtypes.to_dtype(dtype)
 
 
+def _standing_for(x: Any) -> Any:
+    """What an object with JAX's ``__jax_array__`` protocol stands for (anything else as is)."""
+    if not isinstance(x, (Array, Tracer)) and getattr(x, "__jax_array__", None) is not None:
+        return x.__jax_array__()
+    return x
+
+
 def maybe_concrete(x: Any) -> Any:
     """``x``, or its concrete value when ``x`` is a tracer that has one (an autodiff tracer outside ``jit``).
 
     For arguments whose values decide shapes or Python-level choices (masks, sizes, repeats): such an
-    argument carries no derivative, so reading its value is what JAX does too.
+    argument carries no derivative, so reading its value is what JAX does too.  An object with
+    ``__jax_array__`` is read through it.
     """
+    x = _standing_for(x)
     if isinstance(x, Tracer):
         v = x.to_concrete_value()
         if v is not None:
@@ -359,7 +368,9 @@ def maybe_concrete(x: Any) -> Any:
 
 
 def concrete_or_error(x: Any, what: str) -> Any:
-    """A Python value for ``x`` when it is concrete; a concretization error otherwise."""
+    """A Python value for ``x`` when it is concrete (read through ``__jax_array__`` where it has one); a
+    concretization error otherwise."""
+    x = _standing_for(x)
     if isinstance(x, Tracer):
         v = x.to_concrete_value()
         if v is not None:

@@ -23,3 +23,9 @@ __all__ += ["custom_partitioning", "layout"]
 from ftrans.experimental import shard_alike  # noqa: E402
 
 __all__ += ["shard_alike"]
+from ftrans.experimental import random  # noqa: E402
+
+__all__ += ["random"]
+from ftrans.experimental import rnn  # noqa: E402
+
+__all__ += ["rnn"]

@@ -14,7 +14,7 @@ from typing import Any
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import ShardedArray
 from ftrans.core.operands import as_operand
-from ftrans.core.prims.sharding import shard_alike_p
+from ftrans.core.prims.sharding import set_shard_alike_eager_rule, shard_alike_p
 from ftrans.core.sharding import NamedSharding
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransValueError
@@ -37,6 +37,9 @@ def _eager_pair(x: Any, y: Any) -> tuple:
     if sy is not None and sx is None:
         return device_put(x, sy), y
     return as_operand(x), as_operand(y)
+
+
+set_shard_alike_eager_rule(lambda x, y: list(_eager_pair(x, y)))
 
 
 def shard_alike(x: Any, y: Any) -> tuple[Any, Any]:

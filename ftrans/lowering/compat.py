@@ -789,9 +789,20 @@ def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
             if "UNIMPLEMENTED" not in str(e):
                 raise
     capsule = external.__dlpack__(stream=stream)
-    if jaxlib_extension_version >= 467:
-        return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy, dl_type)
-    return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+    try:
+        if jaxlib_extension_version >= 467:
+            return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy, dl_type)
+        return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
+    except Exception as e:  # noqa: BLE001  (XLA's error type varies by release)
+        text = str(e)
+        if "is not aligned to" not in text:
+            raise
+        from ftrans.errors import FtransValueError
+
+        # Only a copy can import a buffer whose data the device cannot alias in place.
+        raise FtransValueError(
+            "from_dlpack: Specified copy=False for an input which requires a copy: the source data buffer "
+            f"{text[text.index('is not aligned to'):]} Pass copy=True or copy=None to copy it") from None
 
 
 # ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
+from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -455,6 +456,12 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
 
 def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     """``full_like`` and friends: ``a``'s dtype and shape, weak when ``a`` is and no dtype is given."""
+    if getattr(a, "__jax_array__", None) is not None and not isinstance(a, (Array, Tracer)):
+        # As JAX's: a duck-typed array's own shape and dtype when it has them, else what it stands for.
+        if hasattr(a, "shape") and hasattr(a, "dtype"):
+            a = ShapeDtypeStruct(tuple(a.shape), a.dtype)
+        else:
+            a = a.__jax_array__()
     if _is_float0(dtype) or (dtype is None and _is_float0(getattr(a, "dtype", None))):
         return _float0_array(tuple(np.shape(a)) if shape is None else _shape_arg(name, shape))
     ad, aw = _dtype_weak_of(name, a)

@@ -40,6 +40,7 @@ from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
+from ftrans.core.layout import Format, default_layout
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
@@ -1844,6 +1845,7 @@ class Lowered(LoweredText):
                            options, text=self._text)  # the module is not lowered twice
         out = Compiled(exe, t.out_tree, t.jaxpr, t._kept, t._in_tree, t._names)
         out.donate_argnums = self.donate_argnums
+        out._args_info = t.args_info
         return out
 
     @property
@@ -1938,6 +1940,7 @@ class Compiled:
         self._closed = closed
         self._kept = kept
         self._names = names
+        self._args_info: Any = None  # set by Lowered.compile (which knows the donations)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs))
@@ -2000,6 +2003,15 @@ class Compiled:
         return tree_util.tree_unflatten(self._in_tree, self._closed.in_avals)
 
     @property
+    def args_info(self) -> Any:
+        """``(args, kwargs)`` of the dynamic arguments (unused ones included), each leaf an ``ArgInfo`` with
+        its abstract value and whether it is donated, as JAX's ``Compiled.args_info``."""
+        info = self._args_info
+        if info is None:  # built directly rather than by Lowered.compile: nothing is donated
+            info = tree_util.tree_unflatten(self._in_tree, [ArgInfo(a, False) for a in self._closed.in_avals])
+        return info
+
+    @property
     def executable(self) -> Any:
         return self._exe.xla
 
@@ -2020,6 +2032,23 @@ class Compiled:
         """The outputs' shardings in their pytree, as JAX's."""
         s = self._sharding()
         return tree_util.tree_unflatten(self._out_tree, [s] * len(self._closed.out_avals))
+
+    @property
+    def input_formats(self) -> Any:
+        """``(args, kwargs)`` with each array argument's ``Format`` (its layout, always XLA's default
+        row-major one in ftrans, and its sharding; an argument ``keep_unused=False`` dropped has neither),
+        as JAX's."""
+        s, kept = self._sharding(), self._kept
+        return tree_util.tree_unflatten(self._in_tree, [
+            Format(default_layout(len(a.shape)), s) if kept is None or i in kept else Format(None, None)
+            for i, a in enumerate(self._closed.in_avals)])  # an argument pruned away has none, as in JAX
+
+    @property
+    def output_formats(self) -> Any:
+        """The outputs' ``Format``s (default layout and sharding) in their pytree, as JAX's."""
+        s = self._sharding()
+        return tree_util.tree_unflatten(self._out_tree, [Format(default_layout(len(a.shape)), s)
+                                                         for a in self._closed.out_avals])
 
     @property
     def out_info(self) -> Any:

@@ -20,6 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
+from ftrans.core.layout import Format, default_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -372,10 +373,11 @@ class ShardedLowered(LoweredText):
     """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
-                 donate: tuple):
+                 donate: tuple, in_tree: Any = None):
         from ftrans.lowering.spmd import lower_spmd
 
         self._owner = owner
+        self._in_tree = in_tree  # (dynamic args, kwargs)
         self._closed = closed
         self.out_tree = out_tree
         self._args = (mesh, in_sh, out_sh, donate)
@@ -393,7 +395,12 @@ class ShardedLowered(LoweredText):
         mesh, in_sh, out_sh, donate = self._args
         exe = SpmdExecutable(self._closed, self._owner.__name__, mesh, in_sh, out_sh, donate,
                              self._owner._compiler_options)
-        return ShardedCompiled(exe, self.out_tree)
+        unread = set()
+        if not self._owner._keep_unused:
+            jaxpr = self._closed.jaxpr
+            used = {id(v) for e in jaxpr.eqns for v in e.invars} | {id(v) for v in jaxpr.outvars}
+            unread = {i for i, v in enumerate(jaxpr.invars) if id(v) not in used}
+        return ShardedCompiled(exe, self.out_tree, self._in_tree, unread)
 
     @property
     def out_info(self) -> Any:
@@ -408,9 +415,11 @@ class ShardedLowered(LoweredText):
 
 
 class ShardedCompiled:
-    def __init__(self, exe: Any, out_tree: Any):
+    def __init__(self, exe: Any, out_tree: Any, in_tree: Any = None, unread: set | None = None):
         self._exe = exe
         self._out_tree = out_tree
+        self._in_tree = in_tree
+        self._unread = unread or set()  # the arguments the program never reads (keep_unused=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from ftrans.transforms.jit import check_not_traced
@@ -424,8 +433,28 @@ class ShardedCompiled:
 
     @property
     def input_shardings(self) -> Any:
+        """``(args, kwargs)`` with each array argument's sharding, as JAX's."""
         k = len(self._exe.const_bufs)
-        return self._exe.in_shardings[k:]
+        flat = self._exe.in_shardings[k:]
+        return flat if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, list(flat))
+
+    @property
+    def input_formats(self) -> Any:
+        """``(args, kwargs)`` with each array argument's ``Format`` (its layout, always XLA's default
+        row-major one in ftrans, and its sharding; an argument the program never reads has neither when
+        ``keep_unused`` is False), as JAX's."""
+        k = len(self._exe.const_bufs)
+        avals = self._exe.in_avals[k:]
+        flat = [Format(None, None) if i in self._unread else Format(default_layout(len(a.shape)), s)
+                for i, (a, s) in enumerate(zip(avals, self._exe.in_shardings[k:]))]
+        return flat if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, flat)
+
+    @property
+    def output_formats(self) -> Any:
+        """The outputs' ``Format``s (default layout and compiled sharding) in their pytree, as JAX's."""
+        return tree_util.tree_unflatten(self._out_tree, [
+            Format(default_layout(len(a.shape)), from_runtime(s))
+            for a, s in zip(self._exe.out_avals, self._exe.out_shardings)])
 
     @property
     def output_shardings(self) -> Any:
@@ -443,7 +472,7 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
                   avals: list, in_tree: Any) -> ShardedLowered:
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
-    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate)
+    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
 
 
 def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leaves: list) -> list:

@@ -39,8 +39,34 @@ def _impl(x: Any, *, sharding: Any, **_: Any) -> Any:
 # ----------------------------------------------------------------------------
 # shard_alike: two values laid out the same way, whichever layout the partitioner picks
 
-shard_alike_p = Primitive("shard_alike", multiple_results=True)
-__all__ += ["shard_alike_p"]
+_eager_alike_rule: Callable[[Any, Any], list] | None = None
+
+
+def set_shard_alike_eager_rule(rule: Callable[[Any, Any], list] | None) -> None:
+    """Install the runtime's layout of a concrete pair: ``rule(x, y)`` returns them laid out alike."""
+    global _eager_alike_rule
+    _eager_alike_rule = rule
+
+
+class ShardAlikePrimitive(Primitive):
+    """``shard_alike_p``: on concrete values (no transform above them, as for an eager ``grad``'s primals)
+    the runtime's rule lays the pair out alike at once, instead of the NumPy identity."""
+
+    __slots__ = ()
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        rule = _eager_alike_rule
+        if rule is not None:
+            if _trace.is_eager():
+                if not any(isinstance(a, _trace.Tracer) for a in args):
+                    return rule(*args)
+            elif _trace.find_top_trace(args) is _trace.state.base.trace:
+                return rule(*args)
+        return _trace.bind(self, args, params)
+
+
+shard_alike_p = ShardAlikePrimitive("shard_alike", multiple_results=True)
+__all__ += ["shard_alike_p", "set_shard_alike_eager_rule"]
 
 
 @shard_alike_p.def_abstract_eval

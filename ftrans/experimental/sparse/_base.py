@@ -127,6 +127,9 @@ class JAXSparse(abc.ABC):
     def __truediv__(self, other):
         return _op("divide")(self, other)
 
+    def __pow__(self, other):
+        return _op("power")(self, other)
+
     def __getitem__(self, idx):
         from ftrans.experimental.sparse.transform import _getitem
         return _getitem(self, idx)

@@ -25,6 +25,7 @@ from ftrans.core.jaxpr_api import make_jaxpr
 from ftrans.experimental.sparse import bcoo as _bcoo
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO
+from ftrans.experimental.sparse.bcsr import BCSR
 
 __all__ = ["sparsify"]
 
@@ -50,19 +51,24 @@ def sparsify(f: Callable, use_tracer: bool = False) -> Callable:
         leaves, tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
         if not any(_is_sparse(x) for x in leaves):
             return f(*args, **kwargs)
-        placeholders = [ShapeDtypeStruct(x.shape, x.dtype) if _is_sparse(x) else x for x in leaves]
+        # Python scalars stay static (``x ** 2`` keeps its integer exponent); arrays become inputs.
+        dyn = [i for i, x in enumerate(leaves) if not isinstance(x, (bool, int, float, complex))]
+        placeholders = [ShapeDtypeStruct(leaves[i].shape, leaves[i].dtype) if _is_sparse(leaves[i]) else leaves[i]
+                        for i in dyn]
         out_box: list = []
 
         def flat_fun(*flat: Any) -> Any:
-            a, kw = tree_util.tree_unflatten(tree, flat)
+            full = list(leaves)
+            for i, v in zip(dyn, flat):
+                full[i] = v
+            a, kw = tree_util.tree_unflatten(tree, full)
             out = f(*a, **kw)
             out_leaves, out_tree = tree_util.tree_flatten(out)
             out_box.append(out_tree)
             return out_leaves
 
         closed = make_jaxpr(flat_fun)(*placeholders)
-        values = [_as_bcoo(x) if _is_sparse(x) else x for x in leaves]
-        outs = _eval_sparse(closed, values)
+        outs = _eval_sparse(closed, [leaves[i] for i in dyn])  # BCSR operands stay BCSR for the rules that keep the format
         return tree_util.tree_unflatten(out_box[0], outs)
 
     return wrapped
@@ -94,11 +100,21 @@ def _eval_sparse(closed: ClosedJaxpr, args: list) -> list:
     return [_read(env, a) for a in jaxpr.outvars]
 
 
-# Elementwise primitives with f(0) == 0: on a sparse operand they apply to the stored values.
-_ZERO_PRESERVING = {
+# Elementwise primitives with f(0) == 0: on a sparse operand they apply to the stored values.  The
+# linear ones commute with the summing of duplicate entries and keep the index buffers as they are;
+# the others first sum duplicate entries (f(a) + f(b) != f(a + b) in general).
+_ZERO_PRESERVING_LINEAR = {"neg", "copy", "real", "imag", "conj"}
+_ZERO_PRESERVING = _ZERO_PRESERVING_LINEAR | {
     "neg", "sin", "tan", "abs", "sign", "sqrt", "expm1", "log1p", "tanh", "real", "imag", "conj", "sinh",
     "asin", "atan", "asinh", "atanh", "copy", "floor", "ceil", "round", "integer_pow", "convert_element_type",
-    "reduce_precision", "erf", "erf_inv", "square", "cbrt",
+    "reduce_precision", "erf", "erf_inv", "square", "cbrt", "bessel_i1e",
+}
+
+
+# Elementwise primitives with f(0) != 0: a sparse operand would give a dense result.
+_DENSIFYING = {
+    "cos", "cosh", "exp", "exp2", "log", "acos", "acosh", "logistic", "rsqrt", "erfc", "lgamma", "digamma",
+    "bessel_i0e", "is_finite", "not", "eq", "ge", "le",
 }
 
 
@@ -107,8 +123,15 @@ def _apply_sparse_rule(eqn: Any, ins: list) -> list:
     p = eqn.params
     if name in _ZERO_PRESERVING:
         (x,) = ins
-        x = _as_bcoo(x)
+        if name == "integer_pow" and p["y"] <= 0:
+            raise NotImplementedError(f"sparse rule for integer_pow with non-positive exponent {p['y']} is not "
+                                      "implemented because it would result in dense output")
+        if name not in _ZERO_PRESERVING_LINEAR and not x.unique_indices:
+            x = x.sum_duplicates(nse=x.nse, remove_zeros=False)
         data = eqn.primitive.bind(x.data, **p)
+        if isinstance(x, BCSR):
+            return [BCSR((data, x.indices, x.indptr), **x._info._asdict())]
+        x = _as_bcoo(x)
         return [BCOO((data, x.indices), **x._info._asdict())]
     rule = _RULES.get(name)
     if rule is None:
@@ -118,8 +141,10 @@ def _apply_sparse_rule(eqn: Any, ins: list) -> list:
             sub = subs[0]
             closed = sub if isinstance(sub, ClosedJaxpr) else ClosedJaxpr(sub, [])
             return _eval_sparse(closed, ins)
-        raise NotImplementedError(f"sparsify: no sparse rule for the primitive {name!r} (an operand is a sparse "
-                                  "array); convert it with .todense() first")
+        if name in _DENSIFYING:
+            raise NotImplementedError(f"sparse rule for {name} is not implemented because it would result in dense "
+                                      "output. Convert the operand with .todense() first.")
+        raise NotImplementedError(f"sparse rule for {name} is not implemented.")
     out = rule(*ins, **p)
     return out if isinstance(out, list) else [out]
 
@@ -302,6 +327,92 @@ def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_s
 
 
 _RULES["gather"] = _gather
+
+
+# Control flow: the primitive is bound again through ftrans.lax with the sparse operands as pytrees (their
+# data and index buffers become the loop's or branches' operands), each body interpreted sparsely.
+
+
+def _closed(j: Any) -> ClosedJaxpr:
+    return j if isinstance(j, ClosedJaxpr) else ClosedJaxpr(j, [])
+
+
+def _cond(index: Any, *ops: Any, branches: Any, **_: Any) -> list:
+    from ftrans import lax
+
+    trees: list = []
+
+    def branch(b: Any) -> Callable:
+        def run(*vals: Any) -> list:
+            out = _eval_sparse(_closed(b), list(vals))
+            trees.append(tree_util.tree_structure(out))
+            return out
+        return run
+
+    fns = [branch(b) for b in branches]
+    try:
+        return list(lax.switch(index, fns, *ops))
+    except Exception:
+        if len(trees) >= len(fns) and len(set(map(str, trees))) > 1:
+            trees = trees[:len(fns)]  # one per branch, in branch order
+            if len(fns) == 2:
+                msg = (f"sparsified true_fun output must have same type structure as sparsified false_fun output: "
+                       f"{trees[1]} and {trees[0]}")
+            else:
+                msg = f"sparsified branch outputs must have the same type structure; got {trees}"
+            from ftrans.errors import FtransTypeError
+
+            raise FtransTypeError(msg + " (make every branch return sparse or dense values alike)") from None
+        raise
+
+
+def _while(*ins: Any, cond_jaxpr: Any, body_jaxpr: Any, cond_nconsts: int, body_nconsts: int, **_: Any) -> list:
+    from ftrans import lax
+
+    cconsts, bconsts = list(ins[:cond_nconsts]), list(ins[cond_nconsts:cond_nconsts + body_nconsts])
+    init = list(ins[cond_nconsts + body_nconsts:])
+    pred = lambda carry: _eval_sparse(_closed(cond_jaxpr), cconsts + list(carry))[0]  # noqa: E731
+    body = lambda carry: _eval_sparse(_closed(body_jaxpr), bconsts + list(carry))  # noqa: E731
+    return list(lax.while_loop(pred, body, init))
+
+
+def _scan(*ins: Any, jaxpr: Any, num_consts: int, num_carry: int, length: int, reverse: bool = False,
+          unroll: Any = 1, **_: Any) -> list:
+    from ftrans import lax
+
+    consts, carry, xs = list(ins[:num_consts]), list(ins[num_consts:num_consts + num_carry]), \
+        list(ins[num_consts + num_carry:])
+    if any(_is_sparse(x) for x in xs):
+        raise NotImplementedError("sparse rule for scan over sparse xs is not implemented.")
+
+    def step(c: Any, x: Any) -> tuple:
+        out = _eval_sparse(_closed(jaxpr), consts + list(c) + list(x))
+        return out[:num_carry], out[num_carry:]
+
+    c_out, ys = lax.scan(step, carry, xs, length=length, reverse=reverse, unroll=unroll)
+    return list(c_out) + list(ys)
+
+
+_RULES.update({"cond": _cond, "while": _while, "scan": _scan})
+
+
+def _dynamic_slice(x: Any, *starts: Any, slice_sizes: Any) -> Any:
+    if any(_is_sparse(s) for s in starts):
+        raise NotImplementedError("sparse rule for dynamic_slice with sparse start indices is not implemented.")
+    return _bcoo.bcoo_dynamic_slice(_as_bcoo(x), list(starts), tuple(slice_sizes))
+
+
+def _conv(lhs: Any, rhs: Any, **params: Any) -> Any:
+    lhs = _as_bcoo(lhs) if _is_sparse(lhs) else lhs
+    rhs = _as_bcoo(rhs) if _is_sparse(rhs) else rhs
+    dn = params.get("dimension_numbers")
+    ident = tuple(range(len(lhs.shape)))
+    if dn is not None and all(tuple(getattr(dn, f)) == ident for f in ("lhs_spec", "rhs_spec", "out_spec")):
+        params = {**params, "dimension_numbers": None}  # the default layout, as the sparse rule takes it
+    return _bcoo.bcoo_conv_general_dilated(lhs, rhs, **params)
+
+
+_RULES.update({"dynamic_slice": _dynamic_slice, "conv_general_dilated": _conv})
 
 
 def _getitem(x: Any, idx: Any) -> Any:
