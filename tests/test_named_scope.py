@@ -201,6 +201,6 @@ def test_transforms_enter_the_name_stack_like_jax(case):
     assert sorted({str(e.source_info.name_stack) for e in ft.eqns}) == \
         sorted({str(e.source_info.name_stack) for e in jx.eqns})
     if case in ("while", "cond", "value_and_grad", "scope_around_vmap"):
-        names = _loc_names(ftrans.jit(f).lower(*args).as_text())
+        names = _loc_names(ftrans.jit(f).lower(*args).as_text(debug_info=True))
         want = _loc_names(jax.jit(g).lower(*args).as_text(debug_info=True))
         assert {n for n in want if n.startswith("jit(")} <= names
