@@ -37,9 +37,10 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.platform import tracing_for_platform
 from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, solve_order
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.export._shape_poly import is_symbolic_dim, shape_polymorphism_unsupported
+from ftrans.export._shape_poly import shape_polymorphism_unsupported
 from ftrans.lowering import compat
 from ftrans.transforms.ad import float0
 
@@ -247,10 +248,19 @@ class Exported:
         self.calling_convention_version = calling_convention_version
         self.module_kept_var_idx = tuple(range(len(self.in_avals)))
         # main takes the platform's index first (a module for several platforms whose programs differ)
-        self.uses_global_constants = bool(uses_global_constants)
+        self._indexed = bool(uses_global_constants)
+        # shape polymorphism: the arguments have symbolic dimensions (the module has dynamic shapes)
+        self._poly = any(is_poly_shape(a.shape) for a in self.in_avals)
+        self._specialized: dict = {}  # concrete argument shapes -> the module refined for them
         self._module_text = str(module_text)
         self._get_vjp = get_vjp
         self._vjp: Exported | None = None
+
+    @property
+    def uses_global_constants(self) -> bool:
+        """Whether the module computes with values the caller must supply (a platform index for a module of
+        several platforms whose programs differ, or the dimension variables of a shape-polymorphic one)."""
+        return self._indexed or self._poly
 
     @property
     def mlir_module_serialized(self) -> bytes:
@@ -321,13 +331,6 @@ def _as_jitted(fun: Any) -> Any:
     if module.startswith(_LIBRARIES) and getattr(sys.modules.get(module), getattr(fun, "__name__", "<"), None) is fun:
         return jit(fun)  # the library's own function (not a transformed wrapper that took its name)
     raise FtransValueError(f"Function to be exported must be the result of `jit` but is: {fun!r}")
-
-
-def _refuse_symbolic(leaves: list) -> None:
-    for leaf in leaves:
-        shape = getattr(leaf, "shape", None)
-        if shape is not None and any(is_symbolic_dim(d) for d in shape):
-            raise shape_polymorphism_unsupported(f"export: an argument of shape {tuple(shape)}")
 
 
 def _sharding_attrs(m: Any, sharded: Any, closed: Any) -> tuple[list, list]:
@@ -498,7 +501,6 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
 
     def do_export(*args: Any, **kw: Any) -> Exported:
-        _refuse_symbolic(tree_util.tree_leaves((args, kw)))
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
@@ -537,6 +539,8 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         for t in texts:
             _check_module(t, disabled)
         closed = closeds[plats[0]]
+        if any(is_poly_shape(a.shape) for a in closed.in_avals):
+            _check_polymorphic(closed, in_tree, sharded, donated)
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:
@@ -545,6 +549,17 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         return _exported_of(closeds, text, indexed, jitted.__name__, in_tree, out_tree, plats, disabled, sharded)
 
     return do_export
+
+
+def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool]) -> None:
+    """What a shape-polymorphic export needs: every dimension variable solvable from the arguments' shapes,
+    a single-device program."""
+    if sharded is not None:
+        raise shape_polymorphism_unsupported("export: a program partitioned over a mesh with symbolic shapes")
+    try:
+        solve_order([a.shape for a in closed.in_avals])
+    except ValueError as e:
+        raise FtransValueError(str(e)) from None
 
 
 def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any, sharded: Any = None,
@@ -676,9 +691,22 @@ def _check_args(exported: Exported, leaves: list) -> None:
             raise FtransValueError(f"Dtype mismatch for {exported._arg_name(i)}: expected {want.dtype} and called "
                                    f"with {got.dtype}")
         for d, (g, w) in enumerate(zip(got.shape, want.shape)):
-            if g != w:
+            if g != w and not is_poly_shape((w,)):
                 raise FtransValueError(f"Shape mismatch for {exported._arg_name(i)}.shape[{d}] (expected same "
                                        f"constant): expected {want.shape} and called with {got.shape}")
+
+
+def _check_dims(exported: Exported, leaves: list) -> None:
+    """A shape-polymorphic function's arguments: their sizes must give the dimension variables values that
+    satisfy every symbolic dimension and constraint (JAX's shape assertions)."""
+    shapes = [tuple(aval_of(x).shape) for x in leaves]
+    if any(is_poly_shape(s) for s in shapes):
+        return  # symbolic arguments (a call while exporting another function): checked when that one runs
+    try:
+        solve_dim_vars([a.shape for a in exported.in_avals], shapes,
+                       [exported._arg_name(i) for i in range(len(leaves))])
+    except ValueError as e:
+        raise FtransValueError(str(e)) from None
 
 
 def _onto_context_mesh(exported: Exported, leaves: list) -> list:
@@ -739,6 +767,8 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
                 f"{exported.in_tree}")
         _check_args(exported, leaves)
+        if exported._poly:
+            _check_dims(exported, leaves)
         if exported.nr_devices > 1:
             leaves = _onto_context_mesh(exported, leaves)
         outs = f_flat(*leaves)

@@ -202,7 +202,7 @@ def _to_json(exp: Any, vjp_order: int) -> dict:
         "in_avals": [_aval_to_json(a) for a in exp.in_avals],
         "out_avals": [_aval_to_json(a) for a in exp.out_avals],
         "module": exp.mlir_module(),
-        "uses_global_constants": exp.uses_global_constants,
+        "uses_global_constants": exp._indexed,
         "in_shardings": [_sharding_to_json(x) for x in exp.in_shardings_hlo],
         "out_shardings": [_sharding_to_json(x) for x in exp.out_shardings_hlo],
     }

@@ -246,6 +246,9 @@ class ModuleLowering:
             elif i < len(donated_args) and donated_args[i]:
                 extra.append("jax.buffer_donor = true")
             args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
+        if "?{" in "".join(args):  # arguments of symbolic sizes give the dimension variables' values
+            fn.find_dim_sources([env[v] for v in list(jaxpr.constvars) + list(jaxpr.invars)],
+                                [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)])
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -318,7 +321,7 @@ class ModuleLowering:
         decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
         decls += list(self.extra_decls.values())
         funcs = "\n".join([*decls, self.main_text, *self.private])
-        text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        text = mt.strip_symbolic(f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n")
         if _config.dump_ir_to:
             dump_ir(self.scope, getattr(self, "main_jaxpr", None), text)
         if self.host_callbacks:
