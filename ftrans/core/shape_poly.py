@@ -83,6 +83,13 @@ class SymbolicScope:
     def __repr__(self) -> str:
         return f"SymbolicScope(constraints={list(self.constraints_str)!r})"
 
+    def _with_fact(self, fact: Any) -> SymbolicScope:
+        """This scope with one more fact ``fact >= 0`` (a case of a decision)."""
+        out = object.__new__(SymbolicScope)
+        out.constraints_str = self.constraints_str
+        out._ge, out._eq, out._bounds = [*self._ge, fact], self._eq, self._bounds
+        return out
+
 
 _DEFAULT_SCOPE = SymbolicScope()
 
@@ -185,7 +192,7 @@ class DimExpr:
             else:
                 term = f"{abs(c)}*{body}"
             if not out:
-                out = term if c > 0 else f"-{term}"
+                out = term if c > 0 else f"- {term}"
             else:
                 out += f" + {term}" if c > 0 else f" - {term}"
         return out
@@ -359,12 +366,10 @@ class DimExpr:
     def _ge0(self, diff: Any, what: str) -> bool:
         if not isinstance(diff, DimExpr):
             return diff >= 0
-        lo, hi = _bounds(diff, self.scope)
-        if lo >= 0:
-            return True
-        if hi < 0:
-            return False
-        raise inconclusive(f"Symbolic dimension comparison {what} is inconclusive.")
+        decided = _decide_ge0(diff, self.scope)
+        if decided is None:
+            raise inconclusive(f"Symbolic dimension comparison {what} is inconclusive.")
+        return decided
 
     def __ge__(self, other: Any) -> bool:
         if DimExpr._terms_of(other) is None:
@@ -402,6 +407,12 @@ class DimExpr:
     def __float__(self) -> float:
         return float(self.__int__())
 
+    def __jax_array__(self) -> Any:
+        """The dimension's value as an integer scalar of the program being traced (``x * x.shape[0]``)."""
+        from ftrans.core.prims.structural import dim_as_value_p
+
+        return dim_as_value_p.bind(dim=self)
+
     # -- inspection ----------------------------------------------------------
     def is_constant(self) -> bool:
         return False
@@ -419,6 +430,38 @@ class DimExpr:
                 v *= (env[a] if isinstance(a, str) else a.evaluate(env)) ** p
             total += v
         return total
+
+
+def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
+    """Whether ``e >= 0`` for every value of the variables (True), for none (False), or it depends (None).
+    A ``max``/``min`` atom is decided case by case: ``max(x, y)`` is ``x`` where ``x >= y`` and ``y`` where
+    ``y >= x``, each case with its condition as a fact."""
+    if not isinstance(e, DimExpr):
+        return e >= 0
+    atom = next((a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")),
+                None)
+    if atom is None or depth > 3:
+        lo, hi = _bounds(e, scope)
+        return True if lo >= 0 else False if hi < 0 else None
+    x, y = atom.args
+    answers = set()
+    for pick, other in ((x, y), (y, x)):
+        fact = pick - other if atom.kind == "max" else other - pick  # the case's condition, as ``fact >= 0``
+        if not isinstance(fact, DimExpr) and fact < 0:
+            continue  # a case that cannot happen
+        case = scope._with_fact(fact) if isinstance(fact, DimExpr) else scope
+        answers.add(_decide_ge0(_replace_atom(e, atom, pick), case, depth + 1))
+    return answers.pop() if len(answers) == 1 else None
+
+
+def _replace_atom(e: DimExpr, atom: Any, value: Any) -> Any:
+    out: Any = 0
+    for mono, c in e._terms:
+        term: Any = c
+        for a, p in mono:
+            term = term * (value if a == atom else DimExpr(((((a, 1),), 1),), e.scope)) ** p
+        out = out + term
+    return out
 
 
 def _atom_bounds(a: Atom, scope: SymbolicScope) -> tuple[float, float]:
@@ -595,20 +638,26 @@ def parse_dim(text: str, scope: SymbolicScope) -> Any:
 
 def max_dim(a: Any, b: Any) -> Any:
     """The larger of two dimensions: decided now when it can be, else a ``max`` atom (JAX's ``core.max_dim``)."""
-    try:
-        return a if a >= b else b
-    except InconclusiveDimensionOperation:
-        scope = a.scope if isinstance(a, DimExpr) else b.scope
-        return DimExpr.op("max", (a, b), scope)
+    for x, y in ((a, b), (b, a)):
+        try:
+            if x >= y:
+                return x
+        except InconclusiveDimensionOperation:
+            pass
+    scope = a.scope if isinstance(a, DimExpr) else b.scope
+    return DimExpr.op("max", (a, b), scope)
 
 
 def min_dim(a: Any, b: Any) -> Any:
     """The smaller of two dimensions (JAX's ``core.min_dim``)."""
-    try:
-        return a if a <= b else b
-    except InconclusiveDimensionOperation:
-        scope = a.scope if isinstance(a, DimExpr) else b.scope
-        return DimExpr.op("min", (a, b), scope)
+    for x, y in ((a, b), (b, a)):
+        try:
+            if x <= y:
+                return x
+        except InconclusiveDimensionOperation:
+            pass
+    scope = a.scope if isinstance(a, DimExpr) else b.scope
+    return DimExpr.op("min", (a, b), scope)
 
 
 # -- solving dimension variables from the arguments' shapes ---------------------------------------------------
@@ -724,3 +773,8 @@ def _constraint_facts(scope: SymbolicScope) -> list:
 def substitute(shape: Iterable, env: dict) -> tuple:
     """``shape`` with its symbolic dimensions evaluated for the variables' values in ``env``."""
     return tuple(evaluate(d, env) for d in shape)
+
+
+def as_dim(d: Any) -> Any:
+    """A dimension given by the user: a symbolic one as it is, anything else as an ``int`` (``operator.index``)."""
+    return d if d.__class__ is DimExpr else operator.index(d)

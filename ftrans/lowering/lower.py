@@ -34,7 +34,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
-from ftrans.errors import FtransError
+from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 
@@ -279,6 +279,11 @@ class ModuleLowering:
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
+            except InconclusiveDimensionOperation as e:  # a rule that needs a static size got a symbolic one
+                raise FtransNotImplementedError(
+                    f"shape polymorphism: lowering {eqn.primitive.name} (from {eqn.source_info}) with the symbolic "
+                    f"shapes ({', '.join(a.str_short() for a in ctx.avals_in)}) is not supported by ftrans yet: "
+                    f"{str(e).splitlines()[0]}") from e
             except (LoweringError, FtransError):  # FtransError: a user error a rule reports (wrong platform, ...)
                 raise
             except Exception as e:  # a rule bug: say which equation it was lowering
