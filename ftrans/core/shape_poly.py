@@ -118,8 +118,8 @@ class _Op:
         return _OP_EVAL[self.kind](*vals)
 
 
-_OP_EVAL: dict[str, Callable[..., int]] = {"floordiv": operator.floordiv, "mod": operator.mod, "max": max,
-                                           "min": min}
+_OP_EVAL: dict[str, Callable[..., int]] = {"floordiv": operator.floordiv, "mod": operator.mod,
+                                           "max": lambda a, b: max_dim(a, b), "min": lambda a, b: min_dim(a, b)}
 
 Atom = "str | _Op"
 
@@ -310,6 +310,9 @@ class DimExpr:
                         terms[tuple(sorted(((a, p) for a, p in powers.items() if p),
                                            key=lambda ap: _atom_key(ap[0])))] = c // oc
                     return _make(terms, scope), 0
+            q = _exact_quotient(self._as_terms(), other)
+            if q is not None:
+                return _make(q, scope), 0
             return DimExpr.op("floordiv", (self, other), scope), DimExpr.op("mod", (self, other), scope)
         d = operator.index(other)
         if d == 0:
@@ -430,6 +433,38 @@ class DimExpr:
                 v *= (env[a] if isinstance(a, str) else a.evaluate(env)) ** p
             total += v
         return total
+
+
+def _exact_quotient(num: dict, den: DimExpr) -> dict | None:
+    """``num / den`` when ``den`` divides the polynomial ``num`` exactly (long division by the leading term in
+    the graded order of the monomials), else None."""
+    atoms = sorted({a for m in [*num, *(m for m, _ in den._terms)] for a, _ in m}, key=_atom_key, reverse=True)
+
+    def order(mc: tuple) -> tuple:  # graded lexicographic: a monomial order, as long division needs
+        powers = dict(mc[0])
+        return (sum(powers.values()), tuple(powers.get(a, 0) for a in atoms))
+
+    lead_m, lead_c = max(den._terms, key=order)
+    lead = dict(lead_m)
+    rem = {m: c for m, c in num.items() if c}
+    q: dict = {}
+    for _ in range(64):
+        if not rem:
+            return q
+        m, c = max(rem.items(), key=order)
+        powers = dict(m)
+        if c % lead_c or any(powers.get(a, 0) < p for a, p in lead.items()):
+            return None
+        qm = tuple(sorted(((a, p - lead.get(a, 0)) for a, p in powers.items() if p - lead.get(a, 0)),
+                          key=lambda ap: _atom_key(ap[0])))
+        qc = c // lead_c
+        q[qm] = q.get(qm, 0) + qc
+        for dm, dc in den._terms:
+            mm = _mono_mul(qm, dm)
+            rem[mm] = rem.get(mm, 0) - qc * dc
+            if rem[mm] == 0:
+                del rem[mm]
+    return None
 
 
 def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
@@ -737,12 +772,16 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
         _, k, rest = _linear_in(d, env)
         size = shapes[i][ax]
         num = size - evaluate(rest, env)
-        if num % k:
+        if num % k != 0:
             raise fail(f"Division had remainder {num % k} when computing the value of '{v}'")
         env[v] = num // k
         obtained += (f"'{v}' = {env[v]} from specification '{d}' for dimension {arg_names[i]}.shape[{ax}] "
                      f"(= {size}), ")
-        if env[v] < 1:
+        try:
+            positive = env[v] >= 1
+        except InconclusiveDimensionOperation:  # symbolic sizes (a call while exporting): must be provable
+            positive = False
+        if not positive:
             raise fail(f"Expected value >= 1 for dimension variable '{v}'")
     for i, (spec, shape) in enumerate(zip(specs, shapes)):
         for ax, (d, size) in enumerate(zip(spec, shape)):
@@ -750,7 +789,7 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
                 raise fail(f"Found inconsistency between dimension size {arg_names[i]}.shape[{ax}] (= {size}) and "
                            f"the specification '{d}' (= {evaluate(d, env)})")
     scope = next((d.scope for s in specs for d in s if isinstance(d, DimExpr)), None)
-    if scope is not None:
+    if scope is not None and not any(is_poly_shape(s) for s in shapes):
         for c, f in zip(scope.constraints_str, _constraint_facts(scope)):
             if f is not None and evaluate(f, env) < 0:
                 raise fail(f"Input shapes do not match the symbolic shape constraint {c}")

@@ -230,7 +230,8 @@ class Exported:
                  platforms: tuple, module_text: str, disabled_safety_checks: tuple = (),
                  calling_convention_version: int = _CALLING_CONVENTION, nr_devices: int = 1,
                  get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False,
-                 in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None):
+                 in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None,
+                 calls_polymorphic: bool = False):
         self.fun_name = fun_name
         self.in_tree = in_tree
         self.in_avals = tuple(in_avals)
@@ -250,7 +251,7 @@ class Exported:
         # main takes the platform's index first (a module for several platforms whose programs differ)
         self._indexed = bool(uses_global_constants)
         # shape polymorphism: the arguments have symbolic dimensions (the module has dynamic shapes)
-        self._poly = any(is_poly_shape(a.shape) for a in self.in_avals)
+        self._poly = any(is_poly_shape(a.shape) for a in self.in_avals) or bool(calls_polymorphic)
         self._specialized: dict = {}  # concrete argument shapes -> the module refined for them
         self._module_text = str(module_text)
         self._get_vjp = get_vjp
@@ -640,7 +641,21 @@ def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: An
                      out_shardings_hlo=[of(s) for s in out_sh])
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
                     platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
-                    uses_global_constants=indexed, **extra)
+                    uses_global_constants=indexed, calls_polymorphic=_calls_polymorphic(closed.jaxpr), **extra)
+
+
+def _calls_polymorphic(jaxpr: Any) -> bool:
+    """Whether ``jaxpr`` (nested bodies included) calls a shape-polymorphic exported function (its module then
+    has dynamic shapes, which a call specialises, as for a polymorphic one)."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is call_exported_p and eqn.params["exported"]._poly:
+            return True
+        for sub in subjaxprs(eqn):
+            if _calls_polymorphic(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub):
+                return True
+    return False
 
 
 def _differentiable(dtype: Any) -> bool:
@@ -700,8 +715,6 @@ def _check_dims(exported: Exported, leaves: list) -> None:
     """A shape-polymorphic function's arguments: their sizes must give the dimension variables values that
     satisfy every symbolic dimension and constraint (JAX's shape assertions)."""
     shapes = [tuple(aval_of(x).shape) for x in leaves]
-    if any(is_poly_shape(s) for s in shapes):
-        return  # symbolic arguments (a call while exporting another function): checked when that one runs
     try:
         solve_dim_vars([a.shape for a in exported.in_avals], shapes,
                        [exported._arg_name(i) for i in range(len(leaves))])

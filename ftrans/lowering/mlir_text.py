@@ -92,6 +92,26 @@ def _type_dims(t: str) -> list:
     return out
 
 
+def _partial_order(shapes: list) -> list:
+    """The dimension variables that can be solved from ``shapes`` (in order), when some cannot."""
+    from ftrans.core.shape_poly import _linear_in
+
+    known: dict = {}
+    out = []
+    progress = True
+    while progress:
+        progress = False
+        for i, shape in enumerate(shapes):
+            for ax, d in enumerate(shape):
+                if d.__class__ is DimExpr:
+                    lin = _linear_in(d, known)
+                    if lin is not None:
+                        known[lin[0]] = True
+                        out.append((lin[0], i, ax))
+                        progress = True
+    return out
+
+
 def aval_type(aval: ShapedArray) -> str:
     return tensor_type(aval.shape, aval.dtype)
 
@@ -282,21 +302,22 @@ class FuncEmitter:
 
     # -- symbolic sizes ---------------------------------------------------------
     def find_dim_sources(self, args: Sequence[str], avals: Sequence[ShapedArray]) -> None:
-        """Record, for each dimension variable, an argument dimension it can be computed from: one whose size
-        is ``k*v + c`` (the first such, preferring ``v`` alone)."""
-        for a, aval in zip(args, avals):
-            for axis, d in enumerate(getattr(aval, "shape", ())):
-                if d.__class__ is not DimExpr:
-                    continue
-                lin = [(mono, c) for mono, c in d._terms if mono]
-                if len(lin) != 1 or len(lin[0][0]) != 1 or lin[0][0][0][1] != 1 or \
-                        not isinstance(lin[0][0][0][0], str):
-                    continue
-                var, k = lin[0][0][0][0], lin[0][1]
-                off = dict(d._terms).get((), 0)
-                old = self.dim_sources.get(var)
-                if old is None or (old[2], old[3]) != (1, 0) and (k, off) == (1, 0):
-                    self.dim_sources[var] = (a, axis, k, off)
+        """Record, for each dimension variable, the argument dimension it is computed from: one whose size is
+        ``k*v + rest``, ``rest`` an expression of variables found before it (JAX's order of solving)."""
+        from ftrans.core.shape_poly import _linear_in, solve_order
+
+        shapes = [tuple(getattr(a, "shape", ())) for a in avals]
+        try:
+            order = solve_order(shapes)
+        except ValueError:  # some variable cannot be computed: reported if it is ever needed
+            order = []
+            for v, i, ax in _partial_order(shapes):
+                order.append((v, i, ax))
+        known: dict = {}
+        for v, i, ax in order:
+            _, k, rest = _linear_in(shapes[i][ax], known)
+            known[v] = True
+            self.dim_sources[v] = (args[i], ax, k, rest)
 
     def _i32(self, v: int) -> str:
         return self.constant(np.asarray(v, np.int32))
@@ -329,10 +350,10 @@ class FuncEmitter:
                     f"shape polymorphism: the dimension variable '{atom}' is not the size of a dimension of an "
                     "argument (alone or as k*v + c) of the function being lowered, so its value cannot be "
                     "computed; ftrans does not support this yet")
-            a, axis, k, off = src
+            a, axis, k, rest = src
             size = self.emit("stablehlo.get_dimension_size", [a], [scalar], {"dimension": f"{axis} : i64"})[0]
-            if off:
-                size = self.emit("stablehlo.subtract", [size, self._i32(off)], [scalar])[0]
+            if not (isinstance(rest, int) and rest == 0):
+                size = self.emit("stablehlo.subtract", [size, self.dim_value(rest)], [scalar])[0]
             if k != 1:
                 size = self.emit("stablehlo.divide", [size, self._i32(k)], [scalar])[0]
             return size

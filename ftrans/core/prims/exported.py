@@ -14,7 +14,7 @@ from typing import Any
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive
-from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, substitute
+from ftrans.core.shape_poly import solve_dim_vars, substitute
 from ftrans.errors import FtransValueError
 
 __all__ = ["call_exported_p"]
@@ -37,11 +37,6 @@ def _specialized_out_avals(avals: tuple, exported: Any) -> list:
         got = ", ".join(a.str_short() for a in avals)
         raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
                                f"({', '.join(w.str_short() for w in want)}), called with ({got})")
-    if any(is_poly_shape(a.shape) for a in avals):
-        raise NotImplementedError(
-            f"call_exported: the shape-polymorphic function '{exported.fun_name}' called with arguments of "
-            f"other symbolic shapes ({', '.join(a.str_short() for a in avals)}) while exporting: ftrans does "
-            "not support this yet (only with the exported symbolic shapes themselves, or concrete shapes)")
     try:
         env = solve_dim_vars([w.shape for w in want], [a.shape for a in avals],
                              [f"args[{i}]" for i in range(len(avals))])

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
@@ -87,7 +88,11 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
     embedded = module.__dict__.setdefault("_exported_mains", {})
     text = exported.mlir_module()
     key: Any = id(exported)
-    if getattr(exported, "_poly", False) and any(a.shape != w.shape for a, w in zip(ctx.avals_in, exported.in_avals)):
+    poly_args = getattr(exported, "_poly", False) and any(a.shape != w.shape
+                                                          for a, w in zip(ctx.avals_in, exported.in_avals))
+    if poly_args and any(is_poly_shape(a.shape) for a in ctx.avals_in):
+        return _call_dynamic(ctx, list(args), exported, index)
+    if poly_args:
         # shape polymorphism: the module specialised to the arguments' concrete shapes
         key = (id(exported), tuple(a.shape for a in ctx.avals_in))
         text = _specialized(exported, ctx.avals_in, ctx.avals_out, index)
@@ -104,6 +109,30 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
     result_types = [mt.aval_type(a) for a in ctx.avals_out]
     outs = ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
     return _constrain(ctx, list(outs), exported.out_shardings_hlo, ctx.avals_out, prefix)
+
+
+def _call_dynamic(ctx: LoweringContext, args: list, exported: Any, index: int) -> list[str]:
+    """A shape-polymorphic ``exported`` called with arguments of other symbolic shapes (while exporting a
+    function that calls it): its module embedded as it is, the operands and results cast between the two
+    programs' dynamic types (shape refinement makes them static when the outer program runs)."""
+    module = ctx.module
+    embedded = module.__dict__.setdefault("_exported_mains", {})
+    entry = embedded.get(id(exported))
+    if entry is None:
+        prefix = f"_exported{len(embedded)}_"
+        funcs, main = module_functions(exported.mlir_module(), prefix)
+        module.private.extend(funcs)
+        entry = embedded[id(exported)] = (main, exported)
+    f = ctx.fn
+    poly_in = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.in_avals]
+    poly_out = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.out_avals]
+    operands = [a if mt.strip_symbolic(f.types[a]) == t else f.emit("stablehlo.convert", [a], [t])[0]
+                for a, t in zip(args, poly_in)]
+    if exported._indexed:
+        operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
+    outs = f.emit("func.call", operands, poly_out, {"callee": f"@{entry[0]}"})
+    return [o if mt.strip_symbolic(mt.aval_type(a)) == t else f.emit("stablehlo.convert", [o], [mt.aval_type(a)])[0]
+            for o, t, a in zip(outs, poly_out, ctx.avals_out)]
 
 
 def _specialized(exported: Any, avals_in: list, avals_out: list, index: int) -> str:
