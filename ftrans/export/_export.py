@@ -386,6 +386,9 @@ def _join_attrs(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+_DYNAMIC_TYPE = re.compile(r"tensor<(?:[^>]*x)?\?x")
+
+
 def _marked(text: str) -> str:
     """The module with JAX's ``jax.uses_shape_polymorphism`` attribute: true when it takes a platform index (it
     calls a function exported for several platforms), which a loader must then give it, as JAX marks it."""
@@ -393,7 +396,7 @@ def _marked(text: str) -> str:
 
     if host_callbacks_of(text):
         return text  # refused by _check_module, with its host callbacks
-    flag = "true" if "jax.global_constant" in text else "false"
+    flag = "true" if "jax.global_constant" in text or _DYNAMIC_TYPE.search(text) else "false"
     return text.replace(" attributes {", f" attributes {{jax.uses_shape_polymorphism = {flag}, ", 1)
 
 
@@ -506,6 +509,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
 
         dargs, dkw, _ = jitted._split(args, kw)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        _check_scopes([tuple(getattr(x, "shape", ())) for x in leaves], in_tree, jitted.__name__)
         spread = sharded_jit.needs_spmd(jitted, leaves) and not (_on_one_device(jitted) and
                                                                  _on_one_device_each(leaves))
         donated = tuple(jitted._donate_mask(args, kw, len(leaves)))
@@ -541,7 +545,7 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             _check_module(t, disabled)
         closed = closeds[plats[0]]
         if any(is_poly_shape(a.shape) for a in closed.in_avals):
-            _check_polymorphic(closed, in_tree, sharded, donated)
+            _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:
@@ -552,11 +556,47 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
     return do_export
 
 
-def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool]) -> None:
-    """What a shape-polymorphic export needs: every dimension variable solvable from the arguments' shapes,
-    a single-device program."""
+def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:
+    """The symbolic dimensions of all arguments must belong to one scope (JAX's rule)."""
+    from ftrans.core.shape_poly import DimExpr, dim_vars
+
+    if not any(is_poly_shape(s) for s in shapes):
+        return
+    dummy = tree_util.tree_unflatten(in_tree, list(range(in_tree.num_leaves)))
+    where = {v: "args" + tree_util.keystr(tuple(p[1:])) if getattr(p[0], "idx", 0) == 0 else
+             "kwargs" + tree_util.keystr(tuple(p[1:])) for p, v in tree_util.tree_flatten_with_path(dummy)[0]}
+    scope, first = None, None
+    for i, shape in enumerate(shapes):
+        for d in shape:
+            if not isinstance(d, DimExpr):
+                continue
+            if scope is None:
+                scope, first = d.scope, where.get(i, f"args[{i}]")
+            elif d.scope is not scope:
+                raise FtransValueError(
+                    f"Invalid mixing of symbolic scopes when exporting {name} ({in_tree}). Expected current (from "
+                    f"{first}) scope {scope} and found for '{sorted(dim_vars([d]))[0]}' ({where.get(i, i)}) scope "
+                    f"{d.scope}. Create the symbolic shapes of all arguments in one scope "
+                    "(symbolic_shape(..., scope=...) or symbolic_args_specs)")
+
+
+def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool], name: str = "") -> None:
+    """What a shape-polymorphic export needs: the symbolic dimensions of one scope, every dimension variable
+    (of the shapes and of the constraints) solvable from the arguments' shapes, a single-device program."""
+    from ftrans.core.shape_poly import DimExpr, dim_vars, parse_dim
+
     if sharded is not None:
         raise shape_polymorphism_unsupported("export: a program partitioned over a mesh with symbolic shapes")
+    scope = next((d.scope for a in closed.in_avals for d in a.shape if isinstance(d, DimExpr)), None)
+    known = dim_vars(d for a in closed.in_avals for d in a.shape)
+    for c in getattr(scope, "constraints_str", ()):
+        for side in c.replace(">=", "|").replace("<=", "|").replace("==", "|").split("|"):
+            extra = sorted(dim_vars([parse_dim(side, scope)]) - known)
+            if extra:
+                raise FtransValueError(f"Encountered dimension variable '{extra[0]}' that is not appearing in the "
+                                       f"shapes of the function arguments (in the symbolic constraint {c!r}). "
+                                       "Please see https://docs.jax.dev/en/latest/export/shape_poly.html"
+                                       "#dimension-variables-must-be-solvable-from-the-input-shapes for more details.")
     try:
         solve_order([a.shape for a in closed.in_avals])
     except ValueError as e:
@@ -676,15 +716,31 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sha
     n_in = len(primal.in_avals)
     out_avals, in_avals = primal.out_avals, primal.in_avals
 
+    diff_in = [i for i, a in enumerate(in_avals) if _differentiable(a.dtype)]
+    diff_out = [k for k, a in enumerate(out_avals) if _differentiable(a.dtype)]
+
     def fun_vjp(*args: Any) -> tuple:
+        # differentiated in its float arguments and results only (the others' cotangents are float0 zeros,
+        # stood for by booleans), so no float0 array of a (possibly symbolic) shape is ever made
+        from ftrans.numpy import zeros
+
         primals, cts = args[:n_in], args[n_in:]
         closed = closeds.get(platform_override.get()) or closeds[primal.platforms[0]]
-        _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
-        fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
-                 for ct, a in zip(cts, out_avals)]
-        in_cts = pullback(fixed)
-        return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
-                     for ct, a in zip(in_cts, in_avals))
+
+        def diff_fun(*xs: Any) -> list:
+            full = list(primals)
+            for i, x in zip(diff_in, xs):
+                full[i] = x
+            outs = eval_jaxpr(closed.jaxpr, closed.consts, *full)
+            return [outs[k] for k in diff_out]
+
+        got: list = []
+        if diff_in:
+            _, pullback = vjp(diff_fun, *[primals[i] for i in diff_in])
+            got = list(pullback([cts[k] for k in diff_out]))
+        it = iter(got)
+        return tuple(next(it) if _differentiable(a.dtype) else zeros(x.shape, np.bool_)
+                     for x, a in zip(primals, in_avals))
 
     fun_vjp.__name__ = f"{name}_vjp"
     specs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in in_avals] + [
@@ -762,11 +818,11 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
 
         def bwd(res: tuple, cts: Any) -> tuple:
             exp_vjp = exported.vjp()
-            fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
+            fixed = [ct if _differentiable(a.dtype) else np.zeros(np.shape(ct), np.bool_)
                      for ct, a in zip(cts, exported.out_avals)]
             in_cts = call_exported(exp_vjp)(*res, *fixed)
-            return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
-                         for ct, a in zip(in_cts, exported.in_avals))
+            return tuple(ct if _differentiable(a.dtype) else np.zeros(np.shape(x), float0)
+                         for ct, a, x in zip(in_cts, exported.in_avals, res))
 
         f_flat.defvjp(fwd, bwd)
     else:
