@@ -655,7 +655,8 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
     main = f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }"
     attrs = (f"jax.uses_shape_polymorphism = true, mhlo.num_partitions = {nparts} : i32, "
              "mhlo.num_replicas = 1 : i32")
-    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([*decls, main, *funcs]) + "\n}\n"
+    return mt.strip_symbolic(f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" +
+                             "\n".join([*decls, main, *funcs]) + "\n}\n")
 
 
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
