@@ -673,6 +673,8 @@ def parse_dim(text: str, scope: SymbolicScope) -> Any:
 
 def max_dim(a: Any, b: Any) -> Any:
     """The larger of two dimensions: decided now when it can be, else a ``max`` atom (JAX's ``core.max_dim``)."""
+    if a.__class__ is int and b.__class__ is int:
+        return a if a >= b else b
     for x, y in ((a, b), (b, a)):
         try:
             if x >= y:
@@ -685,6 +687,8 @@ def max_dim(a: Any, b: Any) -> Any:
 
 def min_dim(a: Any, b: Any) -> Any:
     """The smaller of two dimensions (JAX's ``core.min_dim``)."""
+    if a.__class__ is int and b.__class__ is int:
+        return a if a <= b else b
     for x, y in ((a, b), (b, a)):
         try:
             if x <= y:
@@ -790,22 +794,20 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
                            f"the specification '{d}' (= {evaluate(d, env)})")
     scope = next((d.scope for s in specs for d in s if isinstance(d, DimExpr)), None)
     if scope is not None and not any(is_poly_shape(s) for s in shapes):
-        for c, f in zip(scope.constraints_str, _constraint_facts(scope)):
-            if f is not None and evaluate(f, env) < 0:
+        for c, (kind, f) in zip(scope.constraints_str, _constraint_facts(scope)):
+            v = evaluate(f, env)
+            if v < 0 or (kind == "==" and v != 0):
                 raise fail(f"Input shapes do not match the symbolic shape constraint {c}")
     return env
 
 
 def _constraint_facts(scope: SymbolicScope) -> list:
-    """Each constraint as an expression that must be >= 0 (None for an equality)."""
+    """Each constraint as ``(kind, e)``: ``e`` must be >= 0 (kind ``>=``) or 0 (kind ``==``)."""
     out = []
     for c in scope.constraints_str:
         m = re.fullmatch(r"(.*?)(>=|<=|==)(.*)", c.strip())
-        if m is None or m.group(2) == "==":
-            out.append(None)
-            continue
         lhs, rhs = parse_dim(m.group(1), scope), parse_dim(m.group(3), scope)
-        out.append(lhs - rhs if m.group(2) == ">=" else rhs - lhs)
+        out.append(("==", lhs - rhs) if m.group(2) == "==" else (">=", lhs - rhs if m.group(2) == ">=" else rhs - lhs))
     return out
 
 
