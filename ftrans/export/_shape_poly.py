@@ -46,6 +46,8 @@ def symbolic_shape(shape_spec: str | None, *, constraints: Sequence[str] = (), s
                    like: Sequence[int | None] | None = None) -> tuple:
     """Parse ``shape_spec`` (``"b, 2*w, 3"``; ``...`` stands for the dimensions of ``like``) into integers and
     symbolic dimensions."""
+    if shape_spec is not None and not isinstance(shape_spec, str):
+        raise ValueError(f"polymorphic shape spec should be None or a string. Found {shape_spec!r}.")
     if scope is None:
         scope = SymbolicScope(constraints)
     elif constraints:
@@ -84,6 +86,13 @@ def symbolic_shape(shape_spec: str | None, *, constraints: Sequence[str] = (), s
     return tuple(dims)
 
 
+class _Group:
+    """The specs of the leaves under one spec of a prefix pytree (a leaf of ``tree_map``'s result)."""
+
+    def __init__(self, specs: list):
+        self.specs = specs
+
+
 def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str] = (),
                         scope: SymbolicScope | None = None) -> Any:
     """``ShapeDtypeStruct``s for ``args`` (arrays or anything with a shape and dtype) whose shapes are given by
@@ -96,10 +105,16 @@ def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str]
     if shapes_specs is None or isinstance(shapes_specs, str):
         specs = [shapes_specs] * len(leaves)
     else:
-        specs = tree_util.tree_flatten(shapes_specs, is_leaf=lambda x: x is None or isinstance(x, str))[0]
-        if len(specs) != len(leaves):
-            raise ValueError(f"shapes_specs must be a prefix of the arguments: {len(specs)} specs for "
-                             f"{len(leaves)} arguments")
+        prefix = tuple(shapes_specs) if isinstance(args, tuple) and isinstance(shapes_specs, list) else shapes_specs
+        try:  # each spec applies to every leaf of the argument subtree at its place (a prefix pytree)
+            per = tree_util.tree_map(lambda spec, sub: _Group([spec] * len(tree_util.tree_leaves(sub))), prefix, args,
+                                     is_leaf=lambda x: x is None or not isinstance(x, (list, tuple, dict)))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"pytree structure error: different types between export.symbolic_args_specs "
+                             f"shapes_specs {shapes_specs!r} and the arguments: the specs must be a prefix pytree of "
+                             f"the arguments ({e})") from None
+        specs = [spec for group in tree_util.tree_leaves(per, is_leaf=lambda x: isinstance(x, _Group))
+                 for spec in group.specs]
     scope = scope or SymbolicScope(constraints)
     out = []
     for leaf, spec in zip(leaves, specs):
