@@ -165,6 +165,7 @@ class DimExpr:
     """A symbolic dimension: an integer polynomial over dimension variables (see the module's docstring)."""
 
     __slots__ = ("_terms", "scope", "_hash")
+    __array_priority__ = 1000  # NumPy arrays defer their operators to ours (``np.arange(4) + b``)
 
     def __init__(self, terms: tuple, scope: SymbolicScope):
         self._terms = terms  # ((monomial, coefficient), ...), monomial = ((atom, power), ...), sorted
@@ -237,13 +238,23 @@ class DimExpr:
     def __add__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.add, other, False)
         terms = self._as_terms()
         for m, c in t.items():
             terms[m] = terms.get(m, 0) + c
         return _make(terms, self._scope_of(other))
 
-    __radd__ = __add__
+    def __radd__(self, other: Any) -> Any:
+        if DimExpr._terms_of(other) is None:
+            return self._as_value(operator.add, other, True)
+        return self + other
+
+    def _as_value(self, op: Callable, other: Any, swap: bool) -> Any:
+        """``op`` of the dimension's value and a non-integer ``other`` (a float, an array): an array, as in JAX."""
+        if isinstance(other, (float, complex)) or hasattr(other, "dtype"):
+            v = self.__jax_array__()
+            return op(other, v) if swap else op(v, other)
+        return NotImplemented
 
     def __neg__(self) -> Any:
         return _make({m: -c for m, c in self._terms}, self.scope)
@@ -254,19 +265,19 @@ class DimExpr:
     def __sub__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.sub, other, False)
         return self + _make({m: -c for m, c in t.items()}, self._scope_of(other))
 
     def __rsub__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.sub, other, True)
         return (-self) + other
 
     def __mul__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.mul, other, False)
         terms: dict = {}
         for m1, c1 in self._terms:
             for m2, c2 in t.items():
@@ -274,12 +285,19 @@ class DimExpr:
                 terms[m] = terms.get(m, 0) + c1 * c2
         return _make(terms, self._scope_of(other))
 
-    __rmul__ = __mul__
+    def __rmul__(self, other: Any) -> Any:
+        if DimExpr._terms_of(other) is None:
+            return self._as_value(operator.mul, other, True)
+        return self * other
 
     def __pow__(self, power: Any) -> Any:
-        if not isinstance(power, int) or power < 0:
-            raise InconclusiveDimensionOperation(f"Symbolic dimension cannot be raised to the power {power!r}: "
-                                                 "only to non-negative integer powers")
+        if isinstance(power, DimExpr):  # a symbolic power: the values', as in JAX
+            return self.__jax_array__() ** power.__jax_array__()
+        if DimExpr._terms_of(power) is None:
+            raise ValueError(f"Symbolic dimension '{self}' cannot be raised to non-integer powers ({power!r})")
+        power = operator.index(power)
+        if power < 0:
+            raise ValueError(f"Symbolic dimension '{self}' cannot be raised to negative powers ({power})")
         out: Any = 1
         for _ in range(power):
             out = out * self
@@ -327,34 +345,38 @@ class DimExpr:
 
     def __floordiv__(self, other: Any) -> Any:
         if DimExpr._terms_of(other) is None:
-            return NotImplemented
+            return self._as_value(operator.floordiv, other, False)
         return self._divmod(other)[0]
 
     def __rfloordiv__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.floordiv, other, True)
         return DimExpr.op("floordiv", (_make(t, self.scope), self), self.scope)
 
     def __mod__(self, other: Any) -> Any:
         if DimExpr._terms_of(other) is None:
-            return NotImplemented
+            return self._as_value(operator.mod, other, False)
         return self._divmod(other)[1]
 
     def __rmod__(self, other: Any) -> Any:
         t = DimExpr._terms_of(other)
         if t is None:
-            return NotImplemented
+            return self._as_value(operator.mod, other, True)
         return DimExpr.op("mod", (_make(t, self.scope), self), self.scope)
 
     def __divmod__(self, other: Any) -> tuple[Any, Any]:
         return self._divmod(other)
 
-    def __truediv__(self, other: Any) -> Any:
-        q, r = self._divmod(other)
-        if isinstance(r, int) and r == 0:
-            return q
-        raise InconclusiveDimensionOperation(f"Symbolic dimension '{self}' is not divisible by '{other}'")
+    def __truediv__(self, other: Any) -> Any:  # "/" gives a float value, as in JAX
+        return self._as_value(operator.truediv, other if not isinstance(other, DimExpr) else other.__jax_array__(),
+                              False) if not isinstance(other, int) else self.__jax_array__() / other
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return other / self.__jax_array__()
+
+    def __rpow__(self, other: Any) -> Any:
+        return other ** self.__jax_array__()
 
     # -- comparisons ---------------------------------------------------------
     def __eq__(self, other: object) -> bool:
