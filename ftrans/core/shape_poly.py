@@ -380,8 +380,9 @@ class DimExpr:
 
     # -- comparisons ---------------------------------------------------------
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, DimExpr):
-            return self._terms == other._terms
+        if isinstance(other, DimExpr):  # expressions of two scopes are different (a trace cache keeps them apart)
+            return self._terms == other._terms and (self.scope is other.scope or self.scope is _DEFAULT_SCOPE
+                                                    or other.scope is _DEFAULT_SCOPE)
         return False if DimExpr._terms_of(other) is not None else NotImplemented
 
     def __ne__(self, other: object) -> bool:
