@@ -17,6 +17,11 @@ mesh, sharding constraints) exports that program: ``main``'s arguments and resul
 Shardy shardings, ``nr_devices`` is the mesh's size, and a call must be partitioned over as many
 devices (the embedded module's arguments and results are constrained to the exported layouts).
 
+Arguments with symbolic dimensions (``ShapeDtypeStruct(symbolic_shape("b, 4"), ...)``, JAX's shape
+polymorphism) export one module for every size: its types have ``?`` dimensions computed from the
+arguments' sizes, and a call checks the concrete shapes against the symbolic ones (JAX's shape
+assertions and messages) and compiles the module specialised to them by StableHLO's shape refinement.
+
 The module is checked before it is accepted, as JAX checks it: custom calls only to targets
 with a compatibility guarantee (jaxlib's LAPACK and GPU solver kernels, ...) unless
 ``DisabledSafetyCheck.custom_call(name)`` allows one, and no host callbacks (their Python
@@ -63,7 +68,8 @@ class DisabledSafetyCheck:
     """A safety check of ``export``/``Exported.call`` to skip (JAX's ``DisabledSafetyCheck``):
     ``platform()`` lets a module run on a platform it was not exported for, ``custom_call(target)`` lets a
     module call ``target`` although it has no compatibility guarantee, ``shape_assertions()`` is accepted for
-    compatibility (ftrans's modules have none)."""
+    compatibility (ftrans's modules have no shape assertions: ``Exported.call`` checks a shape-polymorphic
+    function's argument shapes before it runs)."""
 
     __slots__ = ("_kind", "_arg")
 
@@ -391,7 +397,8 @@ _DYNAMIC_TYPE = re.compile(r"tensor<(?:[^>]*x)?\?x")
 
 def _marked(text: str) -> str:
     """The module with JAX's ``jax.uses_shape_polymorphism`` attribute: true when it takes a platform index (it
-    calls a function exported for several platforms), which a loader must then give it, as JAX marks it."""
+    calls a function exported for several platforms), which a loader must then give it, or has dynamic shapes
+    (shape polymorphism), which a loader must refine, as JAX marks it."""
     from ftrans.lowering.lower import host_callbacks_of
 
     if host_callbacks_of(text):
