@@ -43,7 +43,7 @@ def test_dimension_expressions_print_and_compare_as_jax():
 
 def _shapes(np_, x):
     y = x.reshape(-1) + np_.arange(x.shape[0] * 4, dtype=np.float32)
-    return np_.concatenate([y[1:], y[-2:], np_.zeros(x.shape[0])]), x.mean(axis=0)
+    return np_.concatenate([y[1:], y[-2:], np_.zeros(x.shape[0])]), x.mean(axis=0), x[:x.shape[0] - x.shape[0] % 2], x[::2]
 
 
 def _mlp_transforms(np_, x):

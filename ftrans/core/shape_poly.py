@@ -496,8 +496,20 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
     ``y >= x``, each case with its condition as a fact."""
     if not isinstance(e, DimExpr):
         return e >= 0
-    atom = next((a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")),
-                None)
+    atoms = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")]
+    atom = atoms[0] if atoms else None
+    if atoms:  # what max and min are by definition: max(x, y) >= x, y >= min(x, y), ...
+        for a in atoms:
+            m = DimExpr(((((a, 1),), 1),), e.scope)
+            for arg in a.args:
+                fact = m - arg if a.kind == "max" else arg - m
+                if isinstance(fact, DimExpr):
+                    scope = scope._with_fact(fact)
+        lo, hi = _bounds(e, scope)
+        if lo >= 0:
+            return True
+        if hi < 0:
+            return False
     if atom is None or depth > 3:
         lo, hi = _bounds(e, scope)
         return True if lo >= 0 else False if hi < 0 else None

@@ -360,24 +360,15 @@ class FuncEmitter:
         x, y = (self.dim_value(v) for v in atom.args)
         if atom.kind in ("max", "min"):
             return self.emit(f"stablehlo.{atom.kind}imum", [x, y], [scalar])[0]
-        # floor division and its remainder (sign of the divisor), from the truncating ops
-        q = self.emit("stablehlo.divide", [x, y], [scalar])[0]
+        # Python's remainder (the divisor's sign) and floor division from the truncating ops, with only
+        # arithmetic (which shape refinement folds): mod = rem(rem(x, y) + y, y), floordiv = (x - mod) / y
         r = self.emit("stablehlo.remainder", [x, y], [scalar])[0]
-        zero = self._i32(0)
-        cmp = "#stablehlo<comparison_type SIGNED>"
-        nonzero = self.emit("stablehlo.compare", [r, zero], ["tensor<i1>"], {
-            "comparison_direction": "#stablehlo<comparison_direction NE>", "compare_type": cmp})[0]
-        r_neg = self.emit("stablehlo.compare", [r, zero], ["tensor<i1>"], {
-            "comparison_direction": "#stablehlo<comparison_direction LT>", "compare_type": cmp})[0]
-        y_neg = self.emit("stablehlo.compare", [y, zero], ["tensor<i1>"], {
-            "comparison_direction": "#stablehlo<comparison_direction LT>", "compare_type": cmp})[0]
-        differ = self.emit("stablehlo.xor", [r_neg, y_neg], ["tensor<i1>"])[0]
-        fix = self.emit("stablehlo.and", [nonzero, differ], ["tensor<i1>"])[0]
-        if atom.kind == "floordiv":
-            q1 = self.emit("stablehlo.subtract", [q, self._i32(1)], [scalar])[0]
-            return self.emit("stablehlo.select", [fix, q1, q], [scalar])[0]
-        r1 = self.emit("stablehlo.add", [r, y], [scalar])[0]
-        return self.emit("stablehlo.select", [fix, r1, r], [scalar])[0]
+        r = self.emit("stablehlo.add", [r, y], [scalar])[0]
+        mod = self.emit("stablehlo.remainder", [r, y], [scalar])[0]
+        if atom.kind == "mod":
+            return mod
+        diff = self.emit("stablehlo.subtract", [x, mod], [scalar])[0]
+        return self.emit("stablehlo.divide", [diff, y], [scalar])[0]
 
     def shape_tensor(self, dims: Sequence[Any]) -> str:
         """A ``tensor<Nxi32>`` of the sizes ``dims`` (ints and DimExprs)."""

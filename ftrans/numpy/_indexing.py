@@ -277,8 +277,8 @@ def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
 
 
 def _slice_entry(v: Any, where: str) -> int | None:
-    if v is None:
-        return None
+    if v is None or type(v) is DimExpr:  # a symbolic bound (shape polymorphism) stays symbolic
+        return v
     if isinstance(v, Tracer):
         v = maybe_concrete(v)  # an autodiff tracer outside jit has its value
     if isinstance(v, Tracer):
