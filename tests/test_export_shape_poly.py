@@ -121,3 +121,8 @@ def test_what_is_not_supported_names_the_primitive_and_the_line():
         export.export(ftrans.jit(lambda x: jnp.cumsum(x, axis=0)))(spec)
     with pytest.raises(InconclusiveDimensionOperation, match=r"(?s)'b' >= '3' is inconclusive.*test_export_shape_poly"):
         export.export(ftrans.jit(lambda x: x if x.shape[0] >= 3 else -x))(spec)
+    jspec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32)
+    with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
+        jax.export.export(jax.jit(jjnp.squeeze))(jspec)  # the oracle's message
+    with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
+        export.export(ftrans.jit(jnp.squeeze))(spec)

@@ -30,7 +30,7 @@ from ftrans.core.operands import (
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.shape_poly import as_dim
+from ftrans.core.shape_poly import DimExpr, as_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 
@@ -354,6 +354,9 @@ def squeeze(a: Any, axis: Any = None) -> Any:
     x = _operand("squeeze", a)
     shp = _shp(x)
     if axis is None:
+        if any(isinstance(d, DimExpr) for d in shp):  # a symbolic size may or may not be 1
+            raise FtransValueError(f"jnp.squeeze with axis=None is not supported with shape polymorphism (the array "
+                                   f"has shape {shp}): name the axes to squeeze")
         dims = tuple(i for i, d in enumerate(shp) if d == 1)
     else:
         dims = _axes_tuple("squeeze", axis, len(shp))
