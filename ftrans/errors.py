@@ -138,10 +138,9 @@ class KeyReuseError(JAXTypeError):
     ``except KeyReuseError`` written for JAX runs."""
 
 
-class InconclusiveDimensionOperation(FtransError):
-    """JAX's ``jax.errors.InconclusiveDimensionOperation``: a comparison or arithmetic on symbolic dimensions
-    whose result depends on their values.  ftrans's shapes are concrete, so it never raises this; it is
-    here so that ``except InconclusiveDimensionOperation`` written for JAX runs."""
+class InconclusiveDimensionOperation(_Located, FtransError):
+    """JAX's ``jax.errors.InconclusiveDimensionOperation``: a comparison or conversion of symbolic dimensions
+    (shape polymorphism, ``export.symbolic_shape``) whose result depends on their values."""
 
 
 class UnsupportedDtypeError(FtransTypeError, NotImplementedError):

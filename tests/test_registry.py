@@ -581,6 +581,9 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "built only by linearizing a while_loop (its params are staged programs and the backward "
              "function); tests/test_while_grad.py covers it eagerly, in jit, under vmap and nested"
        for name in ("checkpointed_while", "while_lin")},
+    "dim_as_value": "its param is a symbolic dimension, which has a value only in a shape-polymorphic exported "
+                    "program that runs; tests/test_export_shape_poly.py covers it (x * x.shape[0], mean) "
+                    "against jax.export",
     "shard_map": "its operands must be laid out over a multi-device mesh and it runs only as a partitioned "
                  "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
     "ragged_all_to_all": "a collective whose axis must be bound by shard_map or pmap (JAX has no rule for its "

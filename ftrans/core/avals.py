@@ -9,6 +9,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.keys import is_key, is_key_dtype
+from ftrans.core.shape_poly import DimExpr
 
 
 class ShapedArray:
@@ -126,7 +127,7 @@ class ShapeDtypeStruct:
             from ftrans.errors import FtransValueError
 
             raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
         if is_key_dtype(dtype):  # a key dtype: typed keys
             self.dtype = dtype
         else:

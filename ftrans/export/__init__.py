@@ -5,9 +5,9 @@
 through its exported VJP); ``Exported.serialize``/``deserialize`` store it in ftrans's own
 versioned format (not JAX's flatbuffer: see docs/differences.md). A function partitioned over a
 mesh exports with its arguments' and results' shardings and runs where the call is partitioned
-over as many devices (``nr_devices``). Shape polymorphism is
-parsed (``symbolic_shape``) but not supported: a symbolic dimension raises
-``NotImplementedError`` saying what is missing.
+over as many devices (``nr_devices``). Shape polymorphism: arguments given with
+symbolic dimensions (``symbolic_shape("b, 4")``) export the function once for every
+size; ``Exported.call`` checks the sizes and runs the module specialised to them.
 """
 
 from ftrans.export._export import (

@@ -17,6 +17,11 @@ mesh, sharding constraints) exports that program: ``main``'s arguments and resul
 Shardy shardings, ``nr_devices`` is the mesh's size, and a call must be partitioned over as many
 devices (the embedded module's arguments and results are constrained to the exported layouts).
 
+Arguments with symbolic dimensions (``ShapeDtypeStruct(symbolic_shape("b, 4"), ...)``, JAX's shape
+polymorphism) export one module for every size: its types have ``?`` dimensions computed from the
+arguments' sizes, and a call checks the concrete shapes against the symbolic ones (JAX's shape
+assertions and messages) and compiles the module specialised to them by StableHLO's shape refinement.
+
 The module is checked before it is accepted, as JAX checks it: custom calls only to targets
 with a compatibility guarantee (jaxlib's LAPACK and GPU solver kernels, ...) unless
 ``DisabledSafetyCheck.custom_call(name)`` allows one, and no host callbacks (their Python
@@ -37,9 +42,10 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.platform import tracing_for_platform
 from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, solve_order
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.export._shape_poly import is_symbolic_dim, shape_polymorphism_unsupported
+from ftrans.export._shape_poly import shape_polymorphism_unsupported
 from ftrans.lowering import compat
 from ftrans.transforms.ad import float0
 
@@ -62,7 +68,8 @@ class DisabledSafetyCheck:
     """A safety check of ``export``/``Exported.call`` to skip (JAX's ``DisabledSafetyCheck``):
     ``platform()`` lets a module run on a platform it was not exported for, ``custom_call(target)`` lets a
     module call ``target`` although it has no compatibility guarantee, ``shape_assertions()`` is accepted for
-    compatibility (ftrans's modules have none)."""
+    compatibility (ftrans's modules have no shape assertions: ``Exported.call`` checks a shape-polymorphic
+    function's argument shapes before it runs)."""
 
     __slots__ = ("_kind", "_arg")
 
@@ -237,7 +244,8 @@ class Exported:
                  platforms: tuple, module_text: str, disabled_safety_checks: tuple = (),
                  calling_convention_version: int = _CALLING_CONVENTION, nr_devices: int = 1,
                  get_vjp: Callable[[Exported], Exported] | None = None, uses_global_constants: bool = False,
-                 in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None):
+                 in_shardings_hlo: tuple | None = None, out_shardings_hlo: tuple | None = None,
+                 calls_polymorphic: bool = False):
         self.fun_name = fun_name
         # As the program sees them (a typed key array as its uint32 data); ``in_tree``/``in_avals`` and
         # ``out_tree``/``out_avals`` show them as users see them (a key array one leaf of a key dtype), as JAX's.
@@ -257,7 +265,10 @@ class Exported:
         self.calling_convention_version = calling_convention_version
         self.module_kept_var_idx = tuple(range(len(self._in_avals)))
         # main takes the platform's index first (a module for several platforms whose programs differ)
-        self.uses_global_constants = bool(uses_global_constants)
+        self._indexed = bool(uses_global_constants)
+        # shape polymorphism: the arguments have symbolic dimensions (the module has dynamic shapes)
+        self._poly = any(is_poly_shape(a.shape) for a in self._in_avals) or bool(calls_polymorphic)
+        self._specialized: dict = {}  # concrete argument shapes -> the module refined for them
         self._module_text = str(module_text)
         self._get_vjp = get_vjp
         self._vjp: Exported | None = None
@@ -281,6 +292,12 @@ class Exported:
     def out_avals(self) -> tuple:
         """The abstract values of the ``out_tree`` leaves (a typed key array's of its key dtype)."""
         return _user_avals(self._out_tree, self._out_avals)
+
+    @property
+    def uses_global_constants(self) -> bool:
+        """Whether the module computes with values the caller must supply (a platform index for a module of
+        several platforms whose programs differ, or the dimension variables of a shape-polymorphic one)."""
+        return self._indexed or self._poly
 
     @property
     def mlir_module_serialized(self) -> bytes:
@@ -353,13 +370,6 @@ def _as_jitted(fun: Any) -> Any:
     raise FtransValueError(f"Function to be exported must be the result of `jit` but is: {fun!r}")
 
 
-def _refuse_symbolic(leaves: list) -> None:
-    for leaf in leaves:
-        shape = getattr(leaf, "shape", None)
-        if shape is not None and any(is_symbolic_dim(d) for d in shape):
-            raise shape_polymorphism_unsupported(f"export: an argument of shape {tuple(shape)}")
-
-
 def _sharding_attrs(m: Any, sharded: Any, closed: Any) -> tuple[list, list]:
     """``main``'s argument and result attributes in a partitioned program's module ``m`` (its meshes declared
     in ``m``, the first as ``@mesh``): the Shardy sharding of each that has a ``NamedSharding``; one with no
@@ -412,14 +422,18 @@ def _join_attrs(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+_DYNAMIC_TYPE = re.compile(r"tensor<(?:[^>]*x)?\?x")
+
+
 def _marked(text: str) -> str:
     """The module with JAX's ``jax.uses_shape_polymorphism`` attribute: true when it takes a platform index (it
-    calls a function exported for several platforms), which a loader must then give it, as JAX marks it."""
+    calls a function exported for several platforms), which a loader must then give it, or has dynamic shapes
+    (shape polymorphism), which a loader must refine, as JAX marks it."""
     from ftrans.lowering.lower import host_callbacks_of
 
     if host_callbacks_of(text):
         return text  # refused by _check_module, with its host callbacks
-    flag = "true" if "jax.global_constant" in text else "false"
+    flag = "true" if "jax.global_constant" in text or _DYNAMIC_TYPE.search(text) else "false"
     return text.replace(" attributes {", f" attributes {{jax.uses_shape_polymorphism = {flag}, ", 1)
 
 
@@ -528,11 +542,11 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
 
     def do_export(*args: Any, **kw: Any) -> Exported:
-        _refuse_symbolic(tree_util.tree_leaves((args, kw)))
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
+        _check_scopes([tuple(getattr(x, "shape", ())) for x in leaves], in_tree, jitted.__name__)
         spread = sharded_jit.needs_spmd(jitted, leaves) and not (_on_one_device(jitted) and
                                                                  _on_one_device_each(leaves))
         donated = tuple(jitted._donate_mask(args, kw, len(leaves)))
@@ -567,6 +581,8 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         for t in texts:
             _check_module(t, disabled)
         closed = closeds[plats[0]]
+        if any(is_poly_shape(a.shape) for a in closed.in_avals):
+            _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:
@@ -575,6 +591,53 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         return _exported_of(closeds, text, indexed, jitted.__name__, in_tree, out_tree, plats, disabled, sharded)
 
     return do_export
+
+
+def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:
+    """The symbolic dimensions of all arguments must belong to one scope (JAX's rule)."""
+    from ftrans.core.shape_poly import DimExpr, dim_vars
+
+    if not any(is_poly_shape(s) for s in shapes):
+        return
+    dummy = tree_util.tree_unflatten(in_tree, list(range(in_tree.num_leaves)))
+    where = {v: "args" + tree_util.keystr(tuple(p[1:])) if getattr(p[0], "idx", 0) == 0 else
+             "kwargs" + tree_util.keystr(tuple(p[1:])) for p, v in tree_util.tree_flatten_with_path(dummy)[0]}
+    scope, first = None, None
+    for i, shape in enumerate(shapes):
+        for d in shape:
+            if not isinstance(d, DimExpr):
+                continue
+            if scope is None:
+                scope, first = d.scope, where.get(i, f"args[{i}]")
+            elif d.scope is not scope:
+                raise FtransValueError(
+                    f"Invalid mixing of symbolic scopes when exporting {name} ({in_tree}). Expected current (from "
+                    f"{first}) scope {scope} and found for '{sorted(dim_vars([d]))[0]}' ({where.get(i, i)}) scope "
+                    f"{d.scope}. Create the symbolic shapes of all arguments in one scope "
+                    "(symbolic_shape(..., scope=...) or symbolic_args_specs)")
+
+
+def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool], name: str = "") -> None:
+    """What a shape-polymorphic export needs: the symbolic dimensions of one scope, every dimension variable
+    (of the shapes and of the constraints) solvable from the arguments' shapes, a single-device program."""
+    from ftrans.core.shape_poly import DimExpr, dim_vars, parse_dim
+
+    if sharded is not None:
+        raise shape_polymorphism_unsupported("export: a program partitioned over a mesh with symbolic shapes")
+    scope = next((d.scope for a in closed.in_avals for d in a.shape if isinstance(d, DimExpr)), None)
+    known = dim_vars(d for a in closed.in_avals for d in a.shape)
+    for c in getattr(scope, "constraints_str", ()):
+        for side in c.replace(">=", "|").replace("<=", "|").replace("==", "|").split("|"):
+            extra = sorted(dim_vars([parse_dim(side, scope)]) - known)
+            if extra:
+                raise FtransValueError(f"Encountered dimension variable '{extra[0]}' that is not appearing in the "
+                                       f"shapes of the function arguments (in the symbolic constraint {c!r}). "
+                                       "Please see https://docs.jax.dev/en/latest/export/shape_poly.html"
+                                       "#dimension-variables-must-be-solvable-from-the-input-shapes for more details.")
+    try:
+        solve_order([a.shape for a in closed.in_avals])
+    except ValueError as e:
+        raise FtransValueError(str(e)) from None
 
 
 def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any, sharded: Any = None,
@@ -629,7 +692,8 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
     main = f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }"
     attrs = (f"jax.uses_shape_polymorphism = true, mhlo.num_partitions = {nparts} : i32, "
              "mhlo.num_replicas = 1 : i32")
-    return f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" + "\n".join([*decls, main, *funcs]) + "\n}\n"
+    return mt.strip_symbolic(f"module @jit_{_sanitize(name)} attributes {{{attrs}}} {{\n" +
+                             "\n".join([*decls, main, *funcs]) + "\n}\n")
 
 
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
@@ -655,7 +719,21 @@ def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: An
                      out_shardings_hlo=[of(s) for s in out_sh])
     return Exported(fun_name=name, in_tree=in_tree, in_avals=in_avals, out_tree=out_tree, out_avals=out_avals,
                     platforms=platforms, module_text=text, disabled_safety_checks=disabled, get_vjp=get_vjp,
-                    uses_global_constants=indexed, **extra)
+                    uses_global_constants=indexed, calls_polymorphic=_calls_polymorphic(closed.jaxpr), **extra)
+
+
+def _calls_polymorphic(jaxpr: Any) -> bool:
+    """Whether ``jaxpr`` (nested bodies included) calls a shape-polymorphic exported function (its module then
+    has dynamic shapes, which a call specialises, as for a polymorphic one)."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive is call_exported_p and eqn.params["exported"]._poly:
+            return True
+        for sub in subjaxprs(eqn):
+            if _calls_polymorphic(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub):
+                return True
+    return False
 
 
 def _differentiable(dtype: Any) -> bool:
@@ -676,15 +754,31 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sha
     n_in = len(primal._in_avals)
     out_avals, in_avals = primal._out_avals, primal._in_avals
 
+    diff_in = [i for i, a in enumerate(in_avals) if _differentiable(a.dtype)]
+    diff_out = [k for k, a in enumerate(out_avals) if _differentiable(a.dtype)]
+
     def fun_vjp(*args: Any) -> tuple:
+        # differentiated in its float arguments and results only (the others' cotangents are float0 zeros,
+        # stood for by booleans), so no float0 array of a (possibly symbolic) shape is ever made
+        from ftrans.numpy import zeros
+
         primals, cts = args[:n_in], args[n_in:]
         closed = closeds.get(platform_override.get()) or closeds[primal.platforms[0]]
-        _, pullback = vjp(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), *primals)
-        fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
-                 for ct, a in zip(cts, out_avals)]
-        in_cts = pullback(fixed)
-        return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
-                     for ct, a in zip(in_cts, in_avals))
+
+        def diff_fun(*xs: Any) -> list:
+            full = list(primals)
+            for i, x in zip(diff_in, xs):
+                full[i] = x
+            outs = eval_jaxpr(closed.jaxpr, closed.consts, *full)
+            return [outs[k] for k in diff_out]
+
+        got: list = []
+        if diff_in:
+            _, pullback = vjp(diff_fun, *[primals[i] for i in diff_in])
+            got = list(pullback([cts[k] for k in diff_out]))
+        it = iter(got)
+        return tuple(next(it) if _differentiable(a.dtype) else zeros(x.shape, np.bool_)
+                     for x, a in zip(primals, in_avals))
 
     fun_vjp.__name__ = f"{name}_vjp"
     specs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in in_avals] + [
@@ -706,9 +800,20 @@ def _check_args(exported: Exported, leaves: list) -> None:
             raise FtransValueError(f"Dtype mismatch for {exported._arg_name(i)}: expected {want.dtype} and called "
                                    f"with {got.dtype}")
         for d, (g, w) in enumerate(zip(got.shape, want.shape)):
-            if g != w:
+            if g != w and not is_poly_shape((w,)):
                 raise FtransValueError(f"Shape mismatch for {exported._arg_name(i)}.shape[{d}] (expected same "
                                        f"constant): expected {want.shape} and called with {got.shape}")
+
+
+def _check_dims(exported: Exported, leaves: list) -> None:
+    """A shape-polymorphic function's arguments: their sizes must give the dimension variables values that
+    satisfy every symbolic dimension and constraint (JAX's shape assertions)."""
+    shapes = [tuple(aval_of(x).shape) for x in leaves]
+    try:
+        solve_dim_vars([a.shape for a in exported._in_avals], shapes,
+                       [exported._arg_name(i) for i in range(len(leaves))])
+    except ValueError as e:
+        raise FtransValueError(str(e)) from None
 
 
 def _onto_context_mesh(exported: Exported, leaves: list) -> list:
@@ -751,11 +856,11 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
 
         def bwd(res: tuple, cts: Any) -> tuple:
             exp_vjp = exported.vjp()
-            fixed = [ct if _differentiable(a.dtype) else np.zeros(a.shape, np.bool_)
+            fixed = [ct if _differentiable(a.dtype) else np.zeros(np.shape(ct), np.bool_)
                      for ct, a in zip(cts, exported._out_avals)]
             in_cts = call_exported(exp_vjp)(*res, *fixed)
-            return tuple(ct if _differentiable(a.dtype) else np.zeros(a.shape, float0)
-                         for ct, a in zip(in_cts, exported._in_avals))
+            return tuple(ct if _differentiable(a.dtype) else np.zeros(np.shape(x), float0)
+                         for ct, a, x in zip(in_cts, exported._in_avals, res))
 
         f_flat.defvjp(fwd, bwd)
     else:
@@ -769,6 +874,8 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
                 f"{exported.in_tree}")
         _check_args(exported, leaves)
+        if exported._poly:
+            _check_dims(exported, leaves)
         if exported.nr_devices > 1:
             leaves = _onto_context_mesh(exported, leaves)
         outs = f_flat(*leaves)

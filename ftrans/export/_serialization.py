@@ -28,6 +28,7 @@ import numpy as np
 
 from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray
+from ftrans.core.shape_poly import DimExpr, SymbolicScope, is_poly_shape, parse_dim
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
 
@@ -174,11 +175,22 @@ def _example(j: Any, leaves: Any) -> Any:
 # ---------------------------------------------------------------- Exported
 
 def _aval_to_json(a: ShapedArray) -> list:
-    return [list(a.shape), np.dtype(a.dtype).name, bool(a.weak_type)]
+    # a symbolic dimension is stored as its expression's text (``"2*b + 1"``)
+    return [[d if isinstance(d, int) else str(d) for d in a.shape], np.dtype(a.dtype).name, bool(a.weak_type)]
 
 
-def _aval_from_json(j: list) -> ShapedArray:
-    return ShapedArray(tuple(j[0]), np.dtype(j[1]), bool(j[2]) if len(j) > 2 else False)
+def _aval_from_json(j: list, scope: Any = None) -> ShapedArray:
+    shape = tuple(d if isinstance(d, int) else parse_dim(d, scope) for d in j[0])
+    return ShapedArray(shape, np.dtype(j[1]), bool(j[2]) if len(j) > 2 else False)
+
+
+def _constraints_of(exp: Any) -> list:
+    """The symbolic constraints of the scope of an Exported's symbolic dimensions."""
+    for a in exp.in_avals:
+        for d in a.shape:
+            if isinstance(d, DimExpr):
+                return list(d.scope.constraints_str)
+    return []
 
 
 def _sharding_to_json(s: Any) -> Any:
@@ -209,10 +221,12 @@ def _to_json(exp: Any, vjp_order: int) -> dict:
         "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
         "in_tree": _tree_to_json(exp._in_tree),
         "out_tree": _tree_to_json(exp._out_tree),
+        "symbolic_constraints": _constraints_of(exp),
         "in_avals": [_aval_to_json(a) for a in exp._in_avals],
         "out_avals": [_aval_to_json(a) for a in exp._out_avals],
         "module": exp.mlir_module(),
-        "uses_global_constants": exp.uses_global_constants,
+        "uses_global_constants": exp._indexed,
+        "calls_polymorphic": exp._poly and not any(is_poly_shape(a.shape) for a in exp._in_avals),
         "in_shardings": [_sharding_to_json(x) for x in exp.in_shardings_hlo],
         "out_shardings": [_sharding_to_json(x) for x in exp.out_shardings_hlo],
     }
@@ -248,14 +262,16 @@ def _from_json(doc: dict) -> Any:
     get_vjp = None
     if vjp_doc is not None:
         get_vjp = lambda _exp: _from_json(vjp_doc)  # noqa: E731
-    in_avals = tuple(_aval_from_json(a) for a in doc["in_avals"])
-    out_avals = tuple(_aval_from_json(a) for a in doc["out_avals"])
+    scope = SymbolicScope(doc.get("symbolic_constraints", ()))  # one scope for the symbolic dimensions
+    in_avals = tuple(_aval_from_json(a, scope) for a in doc["in_avals"])
+    out_avals = tuple(_aval_from_json(a, scope) for a in doc["out_avals"])
     return Exported(fun_name=doc["fun_name"], in_tree=_tree_from_json(doc["in_tree"], in_avals), in_avals=in_avals,
                     out_tree=_tree_from_json(doc["out_tree"], out_avals), out_avals=out_avals,
                     platforms=tuple(doc["platforms"]), module_text=doc["module"],
                     disabled_safety_checks=tuple(DisabledSafetyCheck._parse(s) for s in doc["disabled_safety_checks"]),
                     calling_convention_version=doc["calling_convention_version"], nr_devices=doc["nr_devices"],
                     get_vjp=get_vjp, uses_global_constants=doc.get("uses_global_constants", False),
+                    calls_polymorphic=doc.get("calls_polymorphic", False),
                     in_shardings_hlo=[_sharding_from_json(x) for x in doc.get("in_shardings", [None] * len(in_avals))],
                     out_shardings_hlo=[_sharding_from_json(x)
                                        for x in doc.get("out_shardings", [None] * len(out_avals))])

@@ -1,108 +1,31 @@
-"""Symbolic dimensions (JAX's shape polymorphism), as far as ftrans supports them: parsing only.
+"""Symbolic dimensions for ``export`` (JAX's shape polymorphism): parsing shape specifications.
 
-``symbolic_shape("b, 2*w, 3")`` parses a shape specification into a tuple of integers and
-:class:`SymbolicDim` objects (which print, compare and combine with ``+``, ``-``, ``*`` as
-expressions), and ``is_symbolic_dim`` tells them apart. ftrans's IR has static shapes only
-(an abstract value's dimensions are integers and every lowering rule emits static tensor
-types), so a symbolic dimension cannot enter a program: turning one into an integer, which is
-what building a ``ShapeDtypeStruct`` or tracing does, raises a ``NotImplementedError`` that
-names the dimension and what is missing. Nothing is ever computed with a guessed size.
+``symbolic_shape("b, 2*w, 3")`` parses a shape specification into integers and symbolic dimensions
+(:class:`ftrans.core.shape_poly.DimExpr`: integer polynomials over dimension variables, which compute
+with ``+``, ``-``, ``*``, ``//``, ``%`` and compare as JAX's do); a ``ShapeDtypeStruct`` of such a
+shape stands for the arguments of every size when exported (``export(jit(f))(spec)``).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["SymbolicDim", "SymbolicScope", "is_symbolic_dim", "symbolic_shape", "symbolic_args_specs",
+from ftrans.core.shape_poly import DimExpr, SymbolicScope, parse_dim
+
+__all__ = ["SymbolicScope", "is_symbolic_dim", "symbolic_shape", "symbolic_args_specs",
            "shape_polymorphism_unsupported"]
 
 
 def shape_polymorphism_unsupported(what: str) -> NotImplementedError:
     return NotImplementedError(
-        f"{what}: shape polymorphism is not supported by ftrans. Its IR has static shapes only (the dimensions "
-        "of an abstract value are integers, its shape rules compute with integers, and its lowering writes "
-        "static tensor types), so dimension variables would need symbolic dimensions in abstract values, "
-        "symbolic arithmetic in every shape rule, and dynamically shaped StableHLO with shape assertions in the "
-        "lowering. Export the function once per concrete shape instead.")
-
-
-class SymbolicScope:
-    """The scope that symbolic dimensions (and their constraints) belong to (JAX's ``SymbolicScope``)."""
-
-    def __init__(self, constraints_str: Sequence[str] = ()):
-        if isinstance(constraints_str, str):
-            raise ValueError("The symbolic constraints should be a sequence of strings. "
-                             f"Got {constraints_str!r}")
-        self.constraints = tuple(constraints_str)
-
-    def __repr__(self) -> str:
-        return f"SymbolicScope(constraints={list(self.constraints)!r})"
-
-
-class SymbolicDim:
-    """A dimension given by an expression over dimension variables (``b``, ``2*w + 1``); it has no value."""
-
-    __slots__ = ("expr", "scope")
-
-    def __init__(self, expr: str, scope: SymbolicScope):
-        self.expr = expr
-        self.scope = scope
-
-    def __str__(self) -> str:
-        return self.expr
-
-    __repr__ = __str__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SymbolicDim) and other.expr == self.expr and other.scope is self.scope
-
-    def __hash__(self) -> int:
-        return hash(self.expr)
-
-    def _combine(self, op: str, other: Any, swap: bool = False) -> SymbolicDim:
-        if isinstance(other, SymbolicDim):
-            o = other.expr
-        elif isinstance(other, int):
-            o = str(other)
-        else:
-            return NotImplemented
-        a, b = (o, self.expr) if swap else (self.expr, o)
-        if op == "*":
-            a, b = (f"({a})" if " " in a else a), (f"({b})" if " " in b else b)
-        return SymbolicDim(f"{a} {op} {b}" if op != "*" else f"{a}*{b}", self.scope)
-
-    def __add__(self, other: Any) -> SymbolicDim:
-        return self._combine("+", other)
-
-    def __radd__(self, other: Any) -> SymbolicDim:
-        return self._combine("+", other, True)
-
-    def __sub__(self, other: Any) -> SymbolicDim:
-        return self._combine("-", other)
-
-    def __rsub__(self, other: Any) -> SymbolicDim:
-        return self._combine("-", other, True)
-
-    def __mul__(self, other: Any) -> SymbolicDim:
-        return self._combine("*", other)
-
-    def __rmul__(self, other: Any) -> SymbolicDim:
-        return self._combine("*", other, True)
-
-    def _no_value(self, *args: Any) -> Any:
-        raise shape_polymorphism_unsupported(f"the symbolic dimension '{self.expr}' was used as a size")
-
-    __int__ = __index__ = __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _no_value
+        f"{what}: this use of shape polymorphism is not supported by ftrans yet (see the export section of "
+        "its documentation for what is). Export the function once per concrete shape instead.")
 
 
 def is_symbolic_dim(p: Any) -> bool:
     """Whether ``p`` is a symbolic dimension (not an integer)."""
-    return isinstance(p, SymbolicDim)
-
-
-_TERM = re.compile(r"^\s*(?:[A-Za-z_][\w.]*|\d+)(?:\s*[-+*]\s*(?:[A-Za-z_][\w.]*|\d+))*\s*$")
+    return isinstance(p, DimExpr)
 
 
 def _split_top(spec: str) -> list[str]:
@@ -123,6 +46,8 @@ def symbolic_shape(shape_spec: str | None, *, constraints: Sequence[str] = (), s
                    like: Sequence[int | None] | None = None) -> tuple:
     """Parse ``shape_spec`` (``"b, 2*w, 3"``; ``...`` stands for the dimensions of ``like``) into integers and
     symbolic dimensions."""
+    if shape_spec is not None and not isinstance(shape_spec, str):
+        raise ValueError(f"polymorphic shape spec should be None or a string. Found {shape_spec!r}.")
     if scope is None:
         scope = SymbolicScope(constraints)
     elif constraints:
@@ -149,17 +74,30 @@ def symbolic_shape(shape_spec: str | None, *, constraints: Sequence[str] = (), s
         if p.isdigit():
             dims.append(int(p))
             continue
-        if not _TERM.match(p.replace("(", " ").replace(")", " ")):
-            raise ValueError(f"syntax error in polymorphic shape {shape_spec!r} in dimension {i}: {p!r}")
-        dims.append(SymbolicDim(re.sub(r"\s*\*\s*", "*", re.sub(r"\s+", " ", p)), scope))
+        try:
+            d = parse_dim(p, scope)
+        except ValueError as e:
+            raise ValueError(f"syntax error in polymorphic shape {shape_spec!r} in dimension {i}: {p!r}") from e
+        if like is not None and i < len(like) and like[i] is not None and not isinstance(d, DimExpr) \
+                and d != like[i]:
+            raise ValueError(f"polymorphic shape {shape_spec!r} in dimension {i} must match the known "
+                             f"dimension size {like[i]} for argument shape {tuple(like)}")
+        dims.append(d)
     return tuple(dims)
+
+
+class _Group:
+    """The specs of the leaves under one spec of a prefix pytree (a leaf of ``tree_map``'s result)."""
+
+    def __init__(self, specs: list):
+        self.specs = specs
 
 
 def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str] = (),
                         scope: SymbolicScope | None = None) -> Any:
-    """``ShapeDtypeStruct``-like specs for ``args`` with symbolic shapes. ftrans cannot export them (see
-    ``shape_polymorphism_unsupported``): this raises ``NotImplementedError`` when a spec has a symbolic
-    dimension, and gives concrete ``ShapeDtypeStruct``s when every dimension is known."""
+    """``ShapeDtypeStruct``s for ``args`` (arrays or anything with a shape and dtype) whose shapes are given by
+    ``shapes_specs`` (one spec string for all, or a prefix pytree of strings; None keeps a leaf's shape), for
+    ``export``."""
     from ftrans.core import pytrees as tree_util
     from ftrans.core.avals import ShapeDtypeStruct
 
@@ -167,17 +105,20 @@ def symbolic_args_specs(args: Any, shapes_specs: Any, constraints: Sequence[str]
     if shapes_specs is None or isinstance(shapes_specs, str):
         specs = [shapes_specs] * len(leaves)
     else:
-        specs = tree_util.tree_flatten(shapes_specs, is_leaf=lambda x: x is None or isinstance(x, str))[0]
-        if len(specs) != len(leaves):
-            raise ValueError(f"shapes_specs must be a prefix of the arguments: {len(specs)} specs for "
-                             f"{len(leaves)} arguments")
+        prefix = tuple(shapes_specs) if isinstance(args, tuple) and isinstance(shapes_specs, list) else shapes_specs
+        try:  # each spec applies to every leaf of the argument subtree at its place (a prefix pytree)
+            per = tree_util.tree_map(lambda spec, sub: _Group([spec] * len(tree_util.tree_leaves(sub))), prefix, args,
+                                     is_leaf=lambda x: x is None or not isinstance(x, (list, tuple, dict)))
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"pytree structure error: different types between export.symbolic_args_specs "
+                             f"shapes_specs {shapes_specs!r} and the arguments: the specs must be a prefix pytree of "
+                             f"the arguments ({e})") from None
+        specs = [spec for group in tree_util.tree_leaves(per, is_leaf=lambda x: isinstance(x, _Group))
+                 for spec in group.specs]
     scope = scope or SymbolicScope(constraints)
     out = []
     for leaf, spec in zip(leaves, specs):
         shape = tuple(getattr(leaf, "shape", ()))
         dims = shape if spec is None else symbolic_shape(spec, scope=scope, like=shape)
-        sym = [d for d in dims if is_symbolic_dim(d)]
-        if sym:
-            raise shape_polymorphism_unsupported(f"symbolic_args_specs: the dimension '{sym[0]}' of {spec!r}")
         out.append(ShapeDtypeStruct(dims, getattr(leaf, "dtype", None) or type(leaf)))
     return tree_util.tree_unflatten(tree, out)

@@ -22,6 +22,7 @@ from ftrans.core.axis_env import frames_of
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
+from ftrans.core.shape_poly import as_dim
 from ftrans.core.sharding import AbstractMesh
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
@@ -43,7 +44,7 @@ def _shape(name: str, shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
-        out = tuple(operator.index(d) for d in shape)
+        out = tuple(as_dim(d) for d in shape)
     except TypeError:
         raise FtransTypeError(f"{name}: shape must be a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in out):

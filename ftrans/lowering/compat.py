@@ -168,6 +168,21 @@ def _parsed_module(text: str) -> Any:
         return _ir.Module.parse(text)
 
 
+def refine_shapes(text: str) -> str:
+    """``text`` (a module whose ``main`` has static argument types and whose other types are dynamic, computed
+    from them) with every shape made static by StableHLO's shape refinement (the pass jaxlib ships for JAX's
+    shape polymorphism); raises ``ValueError`` when a shape cannot be made static."""
+    from jax._src.interpreters import mlir as _mlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir as _ir
+
+    with _mlir.make_ir_context():
+        module = _ir.Module.parse(text)
+        refined = _jax.mlir.refine_polymorphic_shapes(_mlir.module_to_bytecode(module),
+                                                      enable_shape_assertions=True, validate_static_shapes=True)
+        return str(_ir.Module.parse(refined))
+
+
 def parsed_module(text: str) -> Any:
     """``Lowered.compiler_ir("stablehlo")``: the module as an MLIR ``ir.Module`` (as JAX returns)."""
     return _parsed_module(text)

@@ -34,7 +34,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
-from ftrans.errors import FtransError
+from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 
@@ -258,6 +258,9 @@ class ModuleLowering:
             elif i < len(donated_args) and donated_args[i]:
                 extra.append("jax.buffer_donor = true")
             args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
+        if "?{" in "".join(args):  # arguments of symbolic sizes give the dimension variables' values
+            fn.find_dim_sources([env[v] for v in list(jaxpr.constvars) + list(jaxpr.invars)],
+                                [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)])
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -287,6 +290,11 @@ class ModuleLowering:
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
                 outs = rule(ctx, *ins, **eqn.params)
+            except InconclusiveDimensionOperation as e:  # a rule that needs a static size got a symbolic one
+                raise FtransNotImplementedError(
+                    f"shape polymorphism: lowering {eqn.primitive.name} (from {eqn.source_info}) with the symbolic "
+                    f"shapes ({', '.join(a.str_short() for a in ctx.avals_in)}) is not supported by ftrans yet: "
+                    f"{str(e).splitlines()[0]}") from e
             except (LoweringError, FtransError):  # FtransError: a user error a rule reports (wrong platform, ...)
                 raise
             except Exception as e:  # a rule bug: say which equation it was lowering
@@ -329,7 +337,7 @@ class ModuleLowering:
         decls = [mesh_decl(sym, mesh) for mesh, sym in self.meshes.items() if mesh is not None]
         decls += list(self.extra_decls.values())
         funcs = "\n".join([*decls, self.main_text, *self.private])
-        text = f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n"
+        text = mt.strip_symbolic(f"module @{self.name} attributes {{{attrs}}} {{\n{funcs}\n}}\n")
         if _config.dump_ir_to:
             dump_ir(self.scope, getattr(self, "main_jaxpr", None), text)
         if self.host_callbacks:

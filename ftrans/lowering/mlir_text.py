@@ -15,6 +15,7 @@ share the function's name counter so every value name stays unique.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
+from ftrans.core.shape_poly import DimExpr
 
 _ELEMENT = {
     np.dtype(np.bool_): "i1",
@@ -50,8 +52,64 @@ def element_type(dtype: np.dtype) -> str:
 
 
 def tensor_type(shape: Sequence[int], dtype: np.dtype) -> str:
-    dims = "".join(f"{d}x" for d in shape)
+    dims = "".join(f"{d}x" if d.__class__ is not DimExpr else _symbolic(d) for d in shape)
     return f"tensor<{dims}{_ELEMENT[np.dtype(dtype)]}>"
+
+
+# Symbolic dimensions (shape polymorphism). While a module is written, a symbolic size is ``?{n}`` in its
+# types (``n`` numbers the expression in ``_SYMS``), so the emitter knows which expression each dynamic
+# size stands for; ``strip_symbolic`` turns them into MLIR's ``?`` when the text is finished. Ops whose
+# result shape is an attribute (``broadcast_in_dim``, ``iota``, ``reshape``) become their dynamic forms, with
+# the sizes computed from the function's arguments (``get_dimension_size``): ``dim_sources`` says, for the
+# function being written, which argument dimension gives each dimension variable.
+_SYM_IDS: dict[DimExpr, int] = {}
+_SYMS: list[DimExpr] = []
+_PLACEHOLDER = re.compile(r"\?\{(\d+)\}")
+_DYNAMIC_FORMS = {"stablehlo.broadcast_in_dim": "stablehlo.dynamic_broadcast_in_dim",
+                  "stablehlo.iota": "stablehlo.dynamic_iota", "stablehlo.reshape": "stablehlo.dynamic_reshape"}
+
+
+def _symbolic(d: DimExpr) -> str:
+    i = _SYM_IDS.get(d)
+    if i is None:
+        i = _SYM_IDS[d] = len(_SYMS)
+        _SYMS.append(d)
+    return f"?{{{i}}}x"
+
+
+def strip_symbolic(text: str) -> str:
+    """``text`` with its symbolic sizes written as MLIR's ``?``."""
+    return _PLACEHOLDER.sub("?", text) if "?{" in text else text
+
+
+def _type_dims(t: str) -> list:
+    """The dimensions of a ranked tensor type written by ``tensor_type`` (ints and DimExprs)."""
+    inner = t[t.index("<") + 1:t.rindex(">")]
+    out: list = []
+    for p in inner.split("x")[:-1]:
+        m = _PLACEHOLDER.fullmatch(p)
+        out.append(_SYMS[int(m.group(1))] if m else int(p))
+    return out
+
+
+def _partial_order(shapes: list) -> list:
+    """The dimension variables that can be solved from ``shapes`` (in order), when some cannot."""
+    from ftrans.core.shape_poly import _linear_in
+
+    known: dict = {}
+    out = []
+    progress = True
+    while progress:
+        progress = False
+        for i, shape in enumerate(shapes):
+            for ax, d in enumerate(shape):
+                if d.__class__ is DimExpr:
+                    lin = _linear_in(d, known)
+                    if lin is not None:
+                        known[lin[0]] = True
+                        out.append((lin[0], i, ax))
+                        progress = True
+    return out
 
 
 def aval_type(aval: ShapedArray) -> str:
@@ -156,6 +214,9 @@ class FuncEmitter:
         self.lines: list[str] = []
         self.indent = indent
         self.location = ""  # appended to each op; set per equation by the lowering
+        # dimension variable -> (argument SSA name, axis, coefficient, offset): the argument's size on that
+        # axis is ``coefficient * variable + offset`` (a function whose arguments have symbolic sizes)
+        self.dim_sources: dict[str, tuple] = {}
 
     def fresh(self) -> str:
         n = self.counter[0]
@@ -177,6 +238,9 @@ class FuncEmitter:
         are texts from ``region``.
         """
         types = self.types
+        if name in _DYNAMIC_FORMS and "?{" in result_types[0]:
+            operands = [*operands, self.shape_tensor(_type_dims(result_types[0]))]
+            name = _DYNAMIC_FORMS[name]
         ops = ", ".join(operands)
         in_types = ", ".join(types[o] for o in operands)
         nres = len(result_types)
@@ -228,9 +292,90 @@ class FuncEmitter:
         """A one-block region: ``body(emitter, arg_names)`` returns the SSA names it yields."""
         inner = FuncEmitter(self.counter, self.indent + "  ", self.types)
         inner.location = self.location
+        inner.dim_sources = self.dim_sources
         args = [inner.argument(t) for t in arg_types]
         results = body(inner, args)
         inner.emit("stablehlo.return", results, [])
         head = ", ".join(f"{a}: {t}" for a, t in zip(args, arg_types))
         body_text = "\n".join(inner.lines)
         return f"{{\n{self.indent}  ^bb0({head}):\n{body_text}\n{self.indent}}}"
+
+    # -- symbolic sizes ---------------------------------------------------------
+    def find_dim_sources(self, args: Sequence[str], avals: Sequence[ShapedArray]) -> None:
+        """Record, for each dimension variable, the argument dimension it is computed from: one whose size is
+        ``k*v + rest``, ``rest`` an expression of variables found before it (JAX's order of solving)."""
+        from ftrans.core.shape_poly import _linear_in, solve_order
+
+        shapes = [tuple(getattr(a, "shape", ())) for a in avals]
+        try:
+            order = solve_order(shapes)
+        except ValueError:  # some variable cannot be computed: reported if it is ever needed
+            order = []
+            for v, i, ax in _partial_order(shapes):
+                order.append((v, i, ax))
+        known: dict = {}
+        for v, i, ax in order:
+            _, k, rest = _linear_in(shapes[i][ax], known)
+            known[v] = True
+            self.dim_sources[v] = (args[i], ax, k, rest)
+
+    def _i32(self, v: int) -> str:
+        return self.constant(np.asarray(v, np.int32))
+
+    def dim_value(self, d: Any) -> str:
+        """A ``tensor<i32>`` holding the size ``d`` (an int or a DimExpr) in the function being written."""
+        if d.__class__ is not DimExpr:
+            return self._i32(int(d))
+        scalar = "tensor<i32>"
+        total = None
+        for mono, c in d._terms:
+            term = None
+            for atom, p in mono:
+                v = self._atom_value(atom)
+                for _ in range(p):
+                    term = v if term is None else self.emit("stablehlo.multiply", [term, v], [scalar])[0]
+            if term is None:
+                term = self._i32(c)
+            elif c != 1:
+                term = self.emit("stablehlo.multiply", [term, self._i32(c)], [scalar])[0]
+            total = term if total is None else self.emit("stablehlo.add", [total, term], [scalar])[0]
+        return total
+
+    def _atom_value(self, atom: Any) -> str:
+        scalar = "tensor<i32>"
+        if isinstance(atom, str):
+            src = self.dim_sources.get(atom)
+            if src is None:
+                raise NotImplementedError(
+                    f"shape polymorphism: the dimension variable '{atom}' is not the size of a dimension of an "
+                    "argument (alone or as k*v + c) of the function being lowered, so its value cannot be "
+                    "computed; ftrans does not support this yet")
+            a, axis, k, rest = src
+            size = self.emit("stablehlo.get_dimension_size", [a], [scalar], {"dimension": f"{axis} : i64"})[0]
+            if not (isinstance(rest, int) and rest == 0):
+                size = self.emit("stablehlo.subtract", [size, self.dim_value(rest)], [scalar])[0]
+            if k != 1:
+                size = self.emit("stablehlo.divide", [size, self._i32(k)], [scalar])[0]
+            return size
+        x, y = (self.dim_value(v) for v in atom.args)
+        if atom.kind in ("max", "min"):
+            return self.emit(f"stablehlo.{atom.kind}imum", [x, y], [scalar])[0]
+        # Python's remainder (the divisor's sign) and floor division from the truncating ops, with only
+        # arithmetic (which shape refinement folds): mod = rem(rem(x, y) + y, y), floordiv = (x - mod) / y
+        r = self.emit("stablehlo.remainder", [x, y], [scalar])[0]
+        r = self.emit("stablehlo.add", [r, y], [scalar])[0]
+        mod = self.emit("stablehlo.remainder", [r, y], [scalar])[0]
+        if atom.kind == "mod":
+            return mod
+        diff = self.emit("stablehlo.subtract", [x, mod], [scalar])[0]
+        return self.emit("stablehlo.divide", [diff, y], [scalar])[0]
+
+    def shape_tensor(self, dims: Sequence[Any]) -> str:
+        """A ``tensor<Nxi32>`` of the sizes ``dims`` (ints and DimExprs)."""
+        if not dims:
+            return self.constant(np.zeros((0,), np.int32))
+        parts = [self.emit("stablehlo.reshape", [self.dim_value(d)], ["tensor<1xi32>"])[0] for d in dims]
+        if len(parts) == 1:
+            return parts[0]
+        return self.emit("stablehlo.concatenate", parts, [f"tensor<{len(parts)}xi32>"],
+                         {"dimension": "0 : i64"})[0]

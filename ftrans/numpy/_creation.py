@@ -35,6 +35,7 @@ from ftrans.core.operands import (
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import DimExpr, as_dim
 from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 from ftrans.numpy import _shape
@@ -139,7 +140,7 @@ def _shape_arg(name: str, shape: Any) -> tuple[int, ...]:
         if isinstance(d, Tracer):
             concrete_or_error(d, f"{name}: a dimension of the shape")
         try:
-            out.append(operator.index(d))
+            out.append(as_dim(d))
         except TypeError:
             raise FtransTypeError(
                 f"{name}: shapes must be an int or a sequence of concrete ints, got {shape!r}"
@@ -533,6 +534,8 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     gives JAX's rounding.
     """
     d = _dtype_arg("arange", dtype)
+    if any(isinstance(v, DimExpr) for v in (start, stop, step)):
+        return _symbolic_arange(start, stop, step, d)
     check_arraylike("arange", *(v for v in (start, stop, step) if v is not None))
     start_name = "stop" if stop is None and step is None else "start"
     lo = _arange_scalar(start_name, start)
@@ -558,6 +561,23 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
         return _iota(d, (max(0, int(np.ceil(hi))),))
     size = max(0, int(np.ceil(hi - lo)))
     return _ew(E.add_p, _scalar(lo, d), _iota(d, (size,)))
+
+
+def _symbolic_arange(start: Any, stop: Any, step: Any, d: Any) -> Any:
+    """``arange`` with a symbolic bound (shape polymorphism): integer bounds and step, as JAX allows."""
+    from ftrans.core.shape_poly import max_dim
+
+    lo, hi = (0, start) if stop is None else (start, stop)
+    st = 1 if step is None else step
+    if isinstance(st, DimExpr) or st == 0 or not all(isinstance(v, (int, DimExpr)) for v in (lo, hi, st)):
+        raise FtransValueError(f"jnp.arange with symbolic dimensions needs integer bounds and a nonzero "
+                               f"integer step, got start={start}, stop={stop}, step={step}")
+    d = d if d is not None else dtypes.default_int()
+    size = max_dim(-((lo - hi) // st), 0)  # ceil((hi - lo) / st)
+    out = _iota(d, (size,))
+    if st != 1:
+        out = _ew(E.mul_p, _scalar(st, d), out)
+    return out if isinstance(lo, int) and lo == 0 else _ew(E.add_p, _scalar(lo, d), out)
 
 
 def _space_dtypes(name: str, start: Any, stop: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
@@ -642,6 +662,8 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
 
 # ---------------------------------------------------------------- matrices
 def _dim(name: str, what: str, n: Any) -> int:
+    if isinstance(n, DimExpr):
+        return n
     v = _static_int(name, what, n)
     if v < 0:
         raise FtransValueError(f"{name}: negative dimensions are not allowed, got {what}={v}")

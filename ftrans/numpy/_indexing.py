@@ -51,10 +51,12 @@ from ftrans.core.prims import indexing as I
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from ftrans.core.shape_poly import DimExpr, max_dim, min_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
     ConcretizationTypeError,
     FtransIndexError,
+    FtransNotImplementedError,
     FtransTypeError,
     FtransValueError,
     NonConcreteBooleanIndexError,
@@ -275,8 +277,8 @@ def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
 
 
 def _slice_entry(v: Any, where: str) -> int | None:
-    if v is None:
-        return None
+    if v is None or type(v) is DimExpr:  # a symbolic bound (shape polymorphism) stays symbolic
+        return v
     if isinstance(v, Tracer):
         v = maybe_concrete(v)  # an autodiff tracer outside jit has its value
     if isinstance(v, Tracer):
@@ -297,7 +299,25 @@ def _slice_indices(s: slice, size: int) -> tuple[int, int, int]:
     step = _slice_entry(s.step, "step")
     if step == 0:
         raise FtransValueError("slice step cannot be zero")
+    if isinstance(size, DimExpr):
+        return _symbolic_slice_indices(start, stop, step, size)
     return slice(start, stop, step).indices(size)
+
+
+def _symbolic_slice_indices(start: Any, stop: Any, step: Any, size: DimExpr) -> tuple:
+    """``slice.indices`` for an axis of symbolic ``size``: the same normalisation, with ``max``/``min`` of
+    dimensions where a comparison depends on the size (as JAX's shape polymorphism does)."""
+    step = 1 if step is None else step
+    lo, hi = (0, size) if step > 0 else (-1, size - 1)
+
+    def norm(v: Any, default: Any) -> Any:
+        if v is None:
+            return default
+        if v < 0:
+            return max_dim(lo, v + size)
+        return min_dim(hi, v)
+
+    return norm(start, lo if step > 0 else hi), norm(stop, hi if step > 0 else lo), step
 
 
 def _axes_of(entries: list[_Entry]) -> list[int]:
@@ -377,11 +397,16 @@ def _static_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
         else:
             start, stop, step = _slice_indices(e.value, size)
             if step < 0:
-                first = min(size, stop + 1 + abs(start - stop - 1) % -step)
+                if isinstance(size, DimExpr) and step != -1:
+                    raise FtransNotImplementedError(
+                        f"shape polymorphism: a slice with step {step} of an axis of symbolic size {size} is not "
+                        "supported by ftrans yet (steps -1 and positive steps are)")
+                first = min(size, stop + 1 + abs(start - stop - 1) % -step) if step != -1 else \
+                    min_dim(size, stop + 1)
                 starts.append(first), limits.append(max(first, start + 1)), strides.append(-step)
                 rev.append(ax)
             else:
-                starts.append(start), limits.append(max(start, stop)), strides.append(step)
+                starts.append(start), limits.append(max_dim(start, stop)), strides.append(step)
     out = x
     if tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape) or any(s != 1 for s in strides):
         out = S.slice_p.bind(

@@ -34,6 +34,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import quiet
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import can_shortcut
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -353,7 +354,10 @@ def _count(name: str, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: b
            dtype: np.dtype) -> Any:
     """How many elements each output averages over (a constant unless ``where`` is given)."""
     if wmask is None:
-        return const(math.prod(shape[d] for d in axes), dtype)
+        n = math.prod(shape[d] for d in axes)
+        if isinstance(n, DimExpr):  # a symbolic size: its value when the program runs
+            return to_dtype(n.__jax_array__(), dtype)
+        return const(n, dtype)
     return sum(wmask, axis=axes, dtype=dtype, keepdims=keepdims)
 
 

@@ -30,6 +30,7 @@ from ftrans.core.operands import (
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import DimExpr, as_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
 
@@ -195,7 +196,7 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
             and not isinstance(newshape, Tracer) else (newshape,)
     dims = [concrete_or_error(d, f"{name}: the new shape") for d in newshape]
     try:
-        new = tuple(operator.index(d) for d in dims)
+        new = tuple(as_dim(d) for d in dims)
     except TypeError:
         raise FtransTypeError(f"{name}: the new shape must be a sequence of ints, got {newshape!r}") from None
     total = math.prod(old)
@@ -353,6 +354,9 @@ def squeeze(a: Any, axis: Any = None) -> Any:
     x = _operand("squeeze", a)
     shp = _shp(x)
     if axis is None:
+        if any(isinstance(d, DimExpr) for d in shp):  # a symbolic size may or may not be 1
+            raise FtransValueError(f"jnp.squeeze with axis=None is not supported with shape polymorphism (the array "
+                                   f"has shape {shp}): name the axes to squeeze")
         dims = tuple(i for i, d in enumerate(shp) if d == 1)
     else:
         dims = _axes_tuple("squeeze", axis, len(shp))
@@ -372,7 +376,7 @@ def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
     seq = shape if isinstance(shape, (tuple, list)) else (shape,)
     dims = [concrete_or_error(d, f"{name}: the shape") for d in seq]
     try:
-        out = tuple(operator.index(d) for d in dims)
+        out = tuple(as_dim(d) for d in dims)
     except TypeError:
         raise FtransTypeError(f"{name}: the shape must be an int or a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in out):

@@ -44,6 +44,7 @@ from ftrans.core.layout import Format, default_layout
 from ftrans.core.operands import masked_array_error
 from ftrans.core.prims.calls import jit_call_p
 from ftrans.core.prims.parallel import Interpreted, pmap_in_program
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.sharding import get_mesh as _current_mesh
 from ftrans.core.trace import Tracer, check_outputs, invalid_value_error, stage
 from ftrans.devices import _client, default_device, on_new_backend
@@ -1337,6 +1338,8 @@ class JitWrapped:
                 # shape; the program carries a bool placeholder, as JAX's does.
                 out = tree_util.tree_map(lambda o: _Float0Result(o.shape) if _is_float0(o) else o, out)
                 flat_out, out_tree = tree_util.tree_flatten(out)
+            if any(type(o) is DimExpr for o in flat_out):  # a symbolic dimension returned: its value
+                flat_out = [o.__jax_array__() if type(o) is DimExpr else o for o in flat_out]
             for o in flat_out:
                 if _leaf_aval(o) is None:
                     if isinstance(o, (_ref_mod.Ref, _ref_mod.RefView)):  # JAX's error for a returned ref

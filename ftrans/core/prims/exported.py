@@ -14,6 +14,7 @@ from typing import Any
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive
+from ftrans.core.shape_poly import solve_dim_vars, substitute
 from ftrans.errors import FtransValueError
 
 __all__ = ["call_exported_p"]
@@ -27,9 +28,28 @@ def _call_exported_weak(weaks: tuple, *, exported: Any) -> tuple:
 
 
 
+def _specialized_out_avals(avals: tuple, exported: Any) -> list:
+    """The results of a shape-polymorphic exported function called with arguments of concrete shapes: its
+    symbolic result shapes evaluated for the dimension variables those shapes give."""
+    want = exported._in_avals
+    if len(avals) != len(want) or any(a.dtype != w.dtype or len(a.shape) != len(w.shape)
+                                      for a, w in zip(avals, want)):
+        got = ", ".join(a.str_short() for a in avals)
+        raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "
+                               f"({', '.join(w.str_short() for w in want)}), called with ({got})")
+    try:
+        env = solve_dim_vars([w.shape for w in want], [a.shape for a in avals],
+                             [f"args[{i}]" for i in range(len(avals))])
+    except ValueError as e:
+        raise FtransValueError(str(e)) from None
+    return [ShapedArray(substitute(a.shape, env), a.dtype, bool(a.weak_type)) for a in exported._out_avals]
+
+
 @call_exported_p.def_abstract_eval
 def _call_exported_abstract(*avals: ShapedArray, exported: Any) -> list:
     want = exported._in_avals
+    if getattr(exported, "_poly", False) and any(a.shape != w.shape for a, w in zip(avals, want)):
+        return _specialized_out_avals(avals, exported)
     if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
         got = ", ".join(a.str_short() for a in avals)
         raise FtransValueError(f"call_exported: the exported function '{exported.fun_name}' takes "

@@ -386,8 +386,15 @@ def _slice_shape(x, *, start_indices, limit_indices, strides):
                 f"axis {i}: start {s}, limit {e}, stride {st} is not a valid slice of size {n} "
                 "(need 0 <= start <= limit <= size and stride >= 1)",
             )
-        out.append(max(0, -(-(e - s) // st)))
+        out.append(max(0, -(-(e - s) // st)) if type(e) is int and type(s) is int else _symbolic_size(s, e, st))
     return tuple(out)
+
+
+def _symbolic_size(s, e, st):
+    """The size of a slice with a symbolic bound: ``ceil((e - s) / st)``, at least 0."""
+    from ftrans.core.shape_poly import max_dim
+
+    return max_dim(0, (e - s + st - 1) // st)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):
@@ -468,6 +475,28 @@ iota_p = Primitive("iota")
 iota_p.def_abstract_eval(_iota_abstract)
 iota_p.def_impl(_iota_impl)
 iota_p.def_weak_type(never_weak)
+
+
+# ---------------------------------------------------------------- dim_as_value
+# The value of a symbolic dimension (shape polymorphism: ``x * x.shape[0]``, ``x.mean()``): an integer scalar
+# computed from the arguments' sizes when the program runs. Its param ``dim`` is the dimension expression.
+def _dim_as_value_abstract(*, dim):
+    return ShapedArray((), dtypes.default_int(), True)
+
+
+def _dim_as_value_impl(*, dim):
+    from ftrans.core.shape_poly import DimExpr
+
+    if isinstance(dim, DimExpr):
+        raise NotImplementedError(f"the symbolic dimension '{dim}' has a value only in an exported program "
+                                  "that runs (Exported.call); it cannot be evaluated here")
+    return np.asarray(int(dim), dtypes.default_int())
+
+
+dim_as_value_p = Primitive("dim_as_value")
+dim_as_value_p.def_abstract_eval(_dim_as_value_abstract)
+dim_as_value_p.def_impl(_dim_as_value_impl)
+dim_as_value_p.def_weak_type(lambda weaks, **_: True)
 
 __all__ = [n for n in dir() if n.endswith("_p")]
 

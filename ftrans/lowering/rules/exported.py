@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.errors import FtransValueError
+from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -84,19 +86,86 @@ def _call_exported_lowering(ctx: LoweringContext, *args: str, exported: Any) -> 
     module = ctx.module
     _check_devices(exported, module)
     embedded = module.__dict__.setdefault("_exported_mains", {})
+    text = exported.mlir_module()
+    key: Any = id(exported)
+    poly_args = getattr(exported, "_poly", False) and any(a.shape != w.shape
+                                                          for a, w in zip(ctx.avals_in, exported.in_avals))
+    if poly_args and any(is_poly_shape(a.shape) for a in ctx.avals_in):
+        return _call_dynamic(ctx, list(args), exported, index)
+    if poly_args:
+        # shape polymorphism: the module specialised to the arguments' concrete shapes
+        key = (id(exported), tuple(a.shape for a in ctx.avals_in))
+        text = _specialized(exported, ctx.avals_in, ctx.avals_out, index)
+    entry = embedded.get(key)
+    if entry is None:
+        prefix = f"_exported{len(embedded)}_"
+        funcs, main = module_functions(text, prefix)
+        module.private.extend(funcs)
+        entry = embedded[key] = (main, exported)  # the Exported is kept so its id stays unique
+    prefix = entry[0][:-len("main")]
+    operands = _constrain(ctx, list(args), exported.in_shardings_hlo, ctx.avals_in, prefix)
+    if exported._indexed and isinstance(key, int):  # a module for several platforms: main takes the platform's index first
+        operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
+    result_types = [mt.aval_type(a) for a in ctx.avals_out]
+    outs = ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
+    return _constrain(ctx, list(outs), exported.out_shardings_hlo, ctx.avals_out, prefix)
+
+
+def _call_dynamic(ctx: LoweringContext, args: list, exported: Any, index: int) -> list[str]:
+    """A shape-polymorphic ``exported`` called with arguments of other symbolic shapes (while exporting a
+    function that calls it): its module embedded as it is, the operands and results cast between the two
+    programs' dynamic types (shape refinement makes them static when the outer program runs)."""
+    module = ctx.module
+    embedded = module.__dict__.setdefault("_exported_mains", {})
     entry = embedded.get(id(exported))
     if entry is None:
         prefix = f"_exported{len(embedded)}_"
         funcs, main = module_functions(exported.mlir_module(), prefix)
         module.private.extend(funcs)
-        entry = embedded[id(exported)] = (main, exported)  # the Exported is kept so its id stays unique
-    prefix = entry[0][:-len("main")]
-    operands = _constrain(ctx, list(args), exported.in_shardings_hlo, ctx.avals_in, prefix)
-    if exported.uses_global_constants:  # a module for several platforms: main takes the platform's index first
+        entry = embedded[id(exported)] = (main, exported)
+    f = ctx.fn
+    poly_in = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.in_avals]
+    poly_out = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.out_avals]
+    operands = [a if mt.strip_symbolic(f.types[a]) == t else f.emit("stablehlo.convert", [a], [t])[0]
+                for a, t in zip(args, poly_in)]
+    if exported._indexed:
         operands = [ctx.scalar(index, np.dtype(np.int32)), *operands]
-    result_types = [mt.aval_type(a) for a in ctx.avals_out]
-    outs = ctx.emit("func.call", operands, result_types, {"callee": f"@{entry[0]}"})
-    return _constrain(ctx, list(outs), exported.out_shardings_hlo, ctx.avals_out, prefix)
+    outs = f.emit("func.call", operands, poly_out, {"callee": f"@{entry[0]}"})
+    return [o if mt.strip_symbolic(mt.aval_type(a)) == t else f.emit("stablehlo.convert", [o], [mt.aval_type(a)])[0]
+            for o, t, a in zip(outs, poly_out, ctx.avals_out)]
+
+
+def _specialized(exported: Any, avals_in: list, avals_out: list, index: int) -> str:
+    """The module of a shape-polymorphic ``exported`` for arguments of the concrete ``avals_in``: a ``main`` of
+    those static types calling the exported one, every dynamic shape then made static by StableHLO's shape
+    refinement (cached on the Exported per argument shapes)."""
+    key = (tuple(a.shape for a in avals_in), index)
+    text = exported._specialized.get(key)
+    if text is not None:
+        return text
+    funcs, main = module_functions(exported.mlir_module(), "_poly_")
+    fn = mt.FuncEmitter()
+    args = [fn.argument(mt.aval_type(a)) for a in avals_in]
+    poly_in = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.in_avals]
+    poly_out = [mt.strip_symbolic(mt.aval_type(a)) for a in exported.out_avals]
+    operands = [fn.emit("stablehlo.convert", [a], [t])[0] for a, t in zip(args, poly_in)]
+    if exported._indexed:
+        operands = [fn.constant(np.asarray(index, np.int32)), *operands]
+    outs = fn.emit("func.call", operands, poly_out, {"callee": f"@{main}"}) if poly_out else []
+    outs = [fn.emit("stablehlo.convert", [o], [mt.aval_type(a)])[0] for o, a in zip(outs, avals_out)]
+    fn.emit("func.return", outs, [])
+    sig = ", ".join(f"{a}: {fn.types[a]}" for a in args)
+    rets = ", ".join(mt.aval_type(a) for a in avals_out)
+    wrapper = f"  func.func public @main({sig}) -> ({rets}) {{\n" + "\n".join(fn.lines) + "\n  }"
+    module = "module @specialized {\n" + "\n".join([wrapper, *funcs]) + "\n}\n"
+    try:
+        text = compat.refine_shapes(module)
+    except Exception as e:  # noqa: BLE001 - the refinement's own message says which op it could not refine
+        raise FtransValueError(f"call_exported: the shape-polymorphic function '{exported.fun_name}' could not "
+                               f"be specialised to the argument shapes "
+                               f"{[tuple(a.shape) for a in avals_in]}: {e}") from e
+    exported._specialized[key] = text
+    return text
 
 
 def _call_exported_impl(*args: Any, exported: Any) -> list:

@@ -15,6 +15,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -183,6 +184,10 @@ def _concatenate(ctx: LoweringContext, *xs, dimension):
 @register_lowering(S.slice_p)
 def _slice(ctx: LoweringContext, x, *, start_indices, limit_indices, strides):
     st = strides if strides is not None else (1,) * len(start_indices)
+    if is_poly_shape(start_indices) or is_poly_shape(limit_indices):  # symbolic bounds: computed at run time
+        f = ctx.fn
+        return ctx.emit1("stablehlo.real_dynamic_slice", [x, f.shape_tensor(start_indices),
+                                                          f.shape_tensor(limit_indices), f.shape_tensor(st)])
     # A stride past the slice's extent picks only its first element; capping it keeps
     # huge Python strides (``x[::2**63]``) inside StableHLO's i64 without changing the result.
     st = [min(int(k), max(int(e) - int(s), 1)) for s, e, k in zip(start_indices, limit_indices, st)]
@@ -230,6 +235,12 @@ def _dynamic_update_slice(ctx: LoweringContext, x, update, *idx):
 @register_lowering(S.iota_p)
 def _iota(ctx: LoweringContext, *, dtype, shape, dimension):
     return ctx.emit1("stablehlo.iota", [], attrs={"iota_dimension": f"{int(dimension)} : i64"})
+
+
+@register_lowering(S.dim_as_value_p)
+def _dim_as_value(ctx: LoweringContext, *, dim):
+    v = ctx.fn.dim_value(dim)  # an i32 scalar
+    return ctx.convert(v, ShapedArray((), np.dtype(np.int32)), ctx.avals_out[0].dtype)
 
 
 # ---------------------------------------------------------------- rng_bit_generator

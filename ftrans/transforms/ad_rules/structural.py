@@ -61,6 +61,7 @@ linear_in_leading(S.dynamic_update_slice_p, 2)
 
 defjvp_zero(S.bitcast_convert_type_p)
 defjvp_zero(S.iota_p)
+defjvp_zero(S.dim_as_value_p)
 defjvp_zero(S.rng_bit_generator_p)
 
 

@@ -186,6 +186,8 @@ def _dynamic_update_slice_batch(vals: list, dims: list, *, frame: Any):
 
 
 mark_unsupported(S.iota_p, "batching", "iota takes no operands, so it never has a batched input to batch over")
+mark_unsupported(S.dim_as_value_p, "batching",
+                 "dim_as_value takes no operands, so it never has a batched input to batch over")
 
 
 @register_batching(S.rng_bit_generator_p)

@@ -163,5 +163,6 @@ def _dynamic_update_slice_t(ct: Any, x: Any, update: Any, *starts: Any) -> list:
 for _p, _why in ((S.bitcast_convert_type_p, "a bitcast reinterprets bits; it is not linear"),
                  (S.clamp_p, "clamp is not linear"),
                  (S.iota_p, "iota has no operands"),
+                 (S.dim_as_value_p, "dim_as_value has no operands"),
                  (S.rng_bit_generator_p, "rng_bit_generator makes random bits; it is not linear")):
     mark_unsupported(_p, "transpose", _why)

@@ -16,6 +16,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.transforms.passes._util import IMPURE, Rewriter, has_bodies
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
@@ -40,7 +41,7 @@ class ConstantFolding(Pass):
 
         top_known: dict[int, np.ndarray] = {}
         for v, c in zip(closed.jaxpr.constvars, closed.consts):
-            if np.prod(v.aval.shape, dtype=np.int64) <= MAX_ELEMENTS:
+            if not is_poly_shape(v.aval.shape) and np.prod(v.aval.shape, dtype=np.int64) <= MAX_ELEMENTS:
                 try:
                     top_known[id(v)] = np.asarray(c, v.aval.dtype)
                 except Exception:  # noqa: BLE001 - a constant that is not concrete here is not folded
@@ -72,7 +73,8 @@ class ConstantFolding(Pass):
             prim = eqn.primitive
             if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or prim.name in _LAYOUT
                     or has_bodies(eqn)
-                    or any(np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS for v in eqn.outvars)):
+                    or any(is_poly_shape(v.aval.shape) or np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS
+                           for v in eqn.outvars)):
                 rw.emit(eqn)
                 continue
             cheap = prim in _GENERATORS and all(isinstance(a, Literal) for a in invars)

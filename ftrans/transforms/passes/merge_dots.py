@@ -38,6 +38,7 @@ from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, all_jaxprs
 from ftrans.core.prims import control_flow as CF
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.transforms.passes._util import IMPURE, has_bodies
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
@@ -116,6 +117,8 @@ class MergeDots(Pass):
         cheap next to the dispatches it saves."""
         if invariant is not None and all(id(w) in invariant for w in ws):
             return True
+        if any(is_poly_shape(w.aval.shape) for w in ws):
+            return False
         nbytes = sum(int(np.prod(w.aval.shape)) * np.dtype(w.aval.dtype).itemsize for w in ws)
         return nbytes <= _FREE_BYTES * (len(ws) - 1)
 

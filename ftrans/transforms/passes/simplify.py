@@ -31,6 +31,7 @@ from ftrans.core.ir import Jaxpr, JaxprEqn, Literal, Var
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.transforms.passes._util import Rewriter, is_literal_value
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
@@ -216,6 +217,7 @@ class AlgebraicSimplification(Pass):
                     shape = src.outvars[0].aval.shape
                     added = set(range(len(shape))) - set(bd)
                     if (set(eqn.params["axes"]) == added and list(bd) == sorted(bd)
+                            and not is_poly_shape(shape)
                             and all(x.aval.shape[i] == shape[d] for i, d in enumerate(bd))
                             and _same_type(x, out)):
                         n = int(np.prod([shape[d] for d in added], dtype=np.int64))

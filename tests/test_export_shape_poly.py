@@ -1,0 +1,128 @@
+"""Shape polymorphism in ``export`` (symbolic dimensions), against ``jax.export`` on the same programs."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans import export
+from ftrans.errors import FtransNotImplementedError, InconclusiveDimensionOperation
+
+
+def _both(spec: str, constraints=()):
+    return (export.symbolic_shape(spec, constraints=constraints),
+            jax.export.symbolic_shape(spec, constraints=constraints))
+
+
+def test_dimension_expressions_print_and_compare_as_jax():
+    (a, b), (ja, jb) = _both("a, b")
+    pairs = [(lambda a, b: a + 2 * b, None), (lambda a, b: (a + 1) * (b - 1), None), (lambda a, b: 2 * a // 2, None),
+             (lambda a, b: (2 * a + 1) // 2, None), (lambda a, b: (2 * a + 1) % 2, None), (lambda a, b: a // 3, None),
+             (lambda a, b: a - a, None), (lambda a, b: (a * a - b * b) // (a - b), None)]
+    for f, _ in pairs:
+        assert str(f(a, b)) == str(f(ja, jb))
+    assert str(export.symbolic_shape("(a + 2*b, a, a + b + c)")) == str(jax.export.symbolic_shape(
+        "(a + 2*b, a, a + b + c)"))
+    for f in (lambda a, b: a + b == b + a, lambda a, b: a == b, lambda a, b: a >= 1, lambda a, b: a + b >= 2,
+              lambda a, b: 2 * a + 1 > a, lambda a, b: a != 3, lambda a, b: a - 1 >= 0):
+        assert f(a, b) == f(ja, jb)
+    with pytest.raises(InconclusiveDimensionOperation, match="'a' >= '2' is inconclusive"):
+        a >= 2  # noqa: B015
+    with pytest.raises(jax.errors.InconclusiveDimensionOperation):  # the oracle agrees
+        ja >= 2  # noqa: B015
+    (c, d), (jc, jd) = _both("c, d", constraints=("c >= d", "d >= 16"))
+    assert (c - d >= 0, d >= 10) == (jc - jd >= 0, jd >= 10)
+    assert hash(a + 1) == hash(1 + a) and {a + 1: 0}[1 + a] == 0
+
+
+def _shapes(np_, x):
+    y = x.reshape(-1) + np_.arange(x.shape[0] * 4, dtype=np.float32)
+    return np_.concatenate([y[1:], y[-2:], np_.zeros(x.shape[0])]), x.mean(axis=0), x[:x.shape[0] - x.shape[0] % 2], x[::2]
+
+
+def _mlp_transforms(np_, x):
+    vmap, grad = (jax.vmap, jax.grad) if np_ is jjnp else (ftrans.vmap, ftrans.grad)
+    h = np_.tanh(x @ (np_.ones((4, 3), np.float32) * 0.5)) + x.shape[0]
+    return vmap(lambda r: (r * r).sum())(h), grad(lambda y: (np_.sin(y) * y.shape[0]).sum())(x)
+
+
+@pytest.mark.parametrize("prog", [_shapes, _mlp_transforms], ids=lambda p: p.__name__)
+def test_export_once_call_at_two_sizes_like_jax(prog):
+    fexp = export.export(ftrans.jit(lambda x: prog(jnp, x)))(
+        ftrans.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32))
+    jexp = jax.export.export(jax.jit(lambda x: prog(jjnp, x)))(
+        jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32))
+    assert str(fexp.in_avals) == str(jexp.in_avals) and str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (2, 5):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        for got, want in zip(jax.tree_util.tree_leaves(fexp.call(x)), jax.tree_util.tree_leaves(jexp.call(x))):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_module_has_dynamic_dims_serialization_and_jit_calls():
+    exp = export.export(ftrans.jit(lambda x: jnp.ones_like(x) * x.sum()))(
+        ftrans.ShapeDtypeStruct(export.symbolic_shape("b, 2*w"), np.float32))
+    text = exp.mlir_module()
+    assert "tensor<?x?xf32>" in text and "jax.uses_shape_polymorphism = true" in text
+    assert "stablehlo.get_dimension_size" in text and "dynamic_broadcast_in_dim" in text
+    assert exp.uses_global_constants
+    back = export.deserialize(exp.serialize())
+    assert str(back.in_avals) == str(exp.in_avals) == "(ShapedArray(float32[b,2*w]),)"
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(np.asarray(ftrans.jit(back.call)(x)), np.full((3, 4), x.sum()))
+
+
+@pytest.mark.parametrize("spec, shape", [("3,4,a+1", (3, 4, 1)), ("3,4,6*a", (3, 4, 13)),
+                                         ("(a + 2*b, a, a + b)", (8, 2, 6)), ("3,4,12", (3, 4, 13))])
+def test_shape_assertion_errors_match_jax(spec, shape):
+    f = lambda np_: (lambda x: np_.reshape(x, (-1, x.shape[1])))  # noqa: E731
+    x = np.zeros(shape, np.float32)
+    jexp = jax.export.export(jax.jit(f(jjnp)))(jax.ShapeDtypeStruct(jax.export.symbolic_shape(spec), np.float32))
+    with pytest.raises(Exception) as jerr:
+        jexp.call(x)
+    fexp = export.export(ftrans.jit(f(jnp)))(ftrans.ShapeDtypeStruct(export.symbolic_shape(spec), np.float32))
+    want = str(jerr.value).split(" Please see")[0].split("\n")[0]
+    with pytest.raises(ValueError, match=re.escape(want)):
+        fexp.call(x)
+
+
+def test_unsolvable_and_mixed_scopes_are_refused_as_jax():
+    with pytest.raises(ValueError, match=re.escape("Cannot solve for values of dimension variables {'c'}")):
+        export.export(ftrans.jit(lambda x: x))(ftrans.ShapeDtypeStruct(export.symbolic_shape("a, c*c"), np.float32))
+    x = ftrans.ShapeDtypeStruct(export.symbolic_shape("w, h1"), np.float32)
+    y = ftrans.ShapeDtypeStruct(export.symbolic_shape("w, h2"), np.float32)
+    with pytest.raises(ValueError, match="Invalid mixing of symbolic scopes when exporting"):
+        export.export(ftrans.jit(lambda x, y: x))(x, y)
+
+
+def test_nested_polymorphic_call_and_grad_through_the_export():
+    inner = lambda np_: (lambda x: np_.reshape(x, (-1, x.shape[1])) * 2.0)  # noqa: E731
+    iexp = export.export(ftrans.jit(inner(jnp)))(ftrans.ShapeDtypeStruct(export.symbolic_shape("3,a,a+b"),
+                                                                          np.float32))
+    oexp = export.export(ftrans.jit(lambda x: iexp.call(x) + inner(jnp)(x)))(
+        ftrans.ShapeDtypeStruct(export.symbolic_shape("3,c,c+2"), np.float32))
+    assert str(oexp.out_avals) == "(ShapedArray(float32[3*c + 6,c]),)"
+    arg = np.arange(3 * 4 * 6, dtype=np.float32).reshape(3, 4, 6)
+    want = np.arange(arg.size, dtype=np.float32).reshape(-1, 4) * 2.0
+    np.testing.assert_allclose(np.asarray(oexp.call(arg)), 2 * want)
+    g = ftrans.grad(lambda x: iexp.call(x).sum())(arg)  # through the exported VJP, itself polymorphic
+    np.testing.assert_allclose(np.asarray(g), np.full(arg.shape, 2.0))
+
+
+def test_what_is_not_supported_names_the_primitive_and_the_line():
+    spec = ftrans.ShapeDtypeStruct(export.symbolic_shape("b, 4"), np.float32)
+    with pytest.raises(FtransNotImplementedError, match=r"lowering cumsum \(from .*test_export_shape_poly.py"):
+        export.export(ftrans.jit(lambda x: jnp.cumsum(x, axis=0)))(spec)
+    with pytest.raises(InconclusiveDimensionOperation, match=r"(?s)'b' >= '3' is inconclusive.*test_export_shape_poly"):
+        export.export(ftrans.jit(lambda x: x if x.shape[0] >= 3 else -x))(spec)
+    jspec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 4"), np.float32)
+    with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
+        jax.export.export(jax.jit(jjnp.squeeze))(jspec)  # the oracle's message
+    with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
+        export.export(ftrans.jit(jnp.squeeze))(spec)
