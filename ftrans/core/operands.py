@@ -21,6 +21,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.keys import PRNGKeyArray, reject_keys
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer, is_eager, shown_value
 from ftrans.errors import (
     FtransOverflowError,
@@ -346,8 +347,9 @@ def check_dtype_arg(dtype: Any) -> np.dtype | None:
 
 
 def _standing_for(x: Any) -> Any:
-    """What an object with JAX's ``__jax_array__`` protocol stands for (anything else as is)."""
-    if not isinstance(x, (Array, Tracer)) and getattr(x, "__jax_array__", None) is not None:
+    """What an object with JAX's ``__jax_array__`` protocol stands for (anything else as is; a symbolic
+    dimension stays one: read as a size, it is a size, not the array it becomes in arithmetic)."""
+    if not isinstance(x, (Array, Tracer, DimExpr)) and getattr(x, "__jax_array__", None) is not None:
         return x.__jax_array__()
     return x
 
