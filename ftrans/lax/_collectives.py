@@ -271,9 +271,16 @@ def _multi_all_to_all(v: Any, names: tuple, sizes: tuple, s: int, c: int) -> Any
 
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """JAX's ``lax.ppermute``: element ``src``'s ``x`` (a pytree) goes to element ``dst`` for each ``(src, dst)``
-    in ``perm``; elements that receive nothing get zeros."""
-    name = _single_name("ppermute", axis_name)
-    n = axis_size("ppermute", name)
+    in ``perm``; elements that receive nothing get zeros.
+
+    Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    """
+    names = _as_names("ppermute", axis_name)
+    if not names:
+        raise FtransValueError("ppermute: axis_name is an empty tuple; give at least one axis name")
+    # Several names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    name = names[0] if len(names) == 1 else names
+    n = math.prod(f.size for f in frames_of("ppermute", names))
     try:
         perm = tuple((int(s), int(d)) for s, d in perm)
     except (TypeError, ValueError):

@@ -42,6 +42,16 @@ from ftrans.errors import FtransTypeError, FtransValueError
 __all__ = ["shard_map", "smap"]
 
 
+class _InferType:
+    """JAX's ``Infer``: ``shard_map``'s default ``in_specs``, each argument's spec read from its sharding type."""
+
+    def __repr__(self) -> str:
+        return "Infer"
+
+
+Infer = _INFER = _InferType()
+
+
 def _is_spec(x: Any) -> bool:
     return x is None or isinstance(as_spec(x), PartitionSpec)
 
@@ -58,9 +68,10 @@ class _Group:
         return iter(self.specs)
 
 
-def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
+def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, static_ok: bool = False) -> list:
+    """One spec per leaf of ``tree``; with ``static_ok`` a ``None`` spec (JAX's static argument) stays ``None``."""
     if _is_spec(specs):
-        return [as_spec(specs)] * n
+        return [None if static_ok and specs is None else as_spec(specs)] * n
     try:  # each spec leaf becomes a _Group (a leaf to tree_util: the user's own lists stay containers)
         groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
@@ -69,9 +80,9 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> li
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
-    out = [as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
+    out = [None if static_ok and s is None else as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
     for s in out:
-        if not isinstance(s, PartitionSpec):
+        if not isinstance(s, PartitionSpec) and not (static_ok and s is None):
             raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
     return out
 
@@ -97,6 +108,8 @@ class _ShardMapped:
         self._jitted: Any = None
 
     def __call__(self, *args: Any) -> Any:
+        if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
+            return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
             # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
@@ -106,6 +119,10 @@ class _ShardMapped:
                 self._jitted = jit(self._bind)
             return self._jitted(*args)
         return self._bind(*args)
+
+    def _has_static(self) -> bool:
+        return self._in_specs is None or any(
+            s is None for s in tree_util.tree_leaves(self._in_specs, is_leaf=lambda x: x is None))
 
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
@@ -133,10 +150,13 @@ class _ShardMapped:
             raise FtransValueError(
                 f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
                 f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
-        if in_specs is None:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
+        if in_specs is _INFER:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
             specs = [_inferred_spec(fname, k, x, mesh) for k, x in enumerate(leaves)]
-        else:
-            specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves))
+        else:  # a None spec: the leaf is static, handed to the body as it is (JAX's in_specs None)
+            specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves), static_ok=True)
+        dyn = [s is not None for s in specs]
+        all_leaves, leaves = leaves, [x for x, d in zip(leaves, dyn) if d]
+        specs = [s for s in specs if s is not None]
         avals = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
@@ -158,6 +178,8 @@ class _ShardMapped:
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
+            it = iter(xs)
+            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
             out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, tree = tree_util.tree_flatten(out)
             out_box.append((out, tree))
@@ -332,9 +354,13 @@ def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
     return sh.spec
 
 
-def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = None, mesh: Mesh | None = None,
+def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = Infer, mesh: Mesh | None = None,
               axis_names: Any = frozenset(), check_vma: bool = True, check_rep: bool | None = None) -> Any:
-    """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring)."""
+    """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring).
+
+    ``in_specs`` left out (``Infer``) takes each argument's spec from its sharding type; a ``None`` in
+    ``in_specs`` (or ``in_specs=None``) marks those arguments static: they reach ``f`` as they are, untraced.
+    """
     if check_rep is not None:
         check_vma = check_rep
     if f is None:
@@ -350,9 +376,6 @@ def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: An
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_rep)
 
 
-
-
-_INFER = object()
 
 
 def _axis_spec(axis_name: Any, axis: int | None) -> PartitionSpec:

@@ -30,6 +30,7 @@ The user-facing functions are in ``ftrans/lax/_collectives.py``; JVP rules in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -206,7 +207,8 @@ def check_perm(op: str, perm: Any, n: int, name: Any) -> None:
 
 
 def _ppermute_abstract(x: ShapedArray, *, axis_name: Any, perm: tuple) -> ShapedArray:
-    check_perm("ppermute", perm, axis_size("ppermute", axis_name), axis_name)
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    check_perm("ppermute", perm, math.prod(f.size for f in frames_of("ppermute", names)), axis_name)
     return x
 
 

@@ -120,6 +120,11 @@ def _all_to_all_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, spl
 @register_batching(ppermute_p)
 def _ppermute_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, perm: tuple) -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
+    if isinstance(axis_name, tuple):  # several names at once: only over axes this vmap does not bind
+        if any(_owns(frame, n) for n in axis_name):
+            raise NotImplementedError(f"ppermute over several axis names {axis_name!r} at once, one of them a "
+                                      "vmap axis, is not supported; permute over each axis separately")
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     if not _owns(frame, axis_name):
         return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     n = frame.size

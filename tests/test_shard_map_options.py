@@ -1,0 +1,85 @@
+"""shard_map's options and the collectives' options, each run under ftrans and under jax (the oracle).
+
+- ``in_specs`` with ``None`` for an argument: it is static, handed to the body as it is (untraced);
+- ``ppermute`` over several mesh axes at once (one axis over all of them, row-major).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as JP
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import lax as flax
+from ftrans.sharding import P
+
+
+def _mesh(lib, shape, names):
+    types = ftrans.sharding.AxisType if lib is ftrans else jax.sharding.AxisType
+    return lib.make_mesh(shape, names, axis_types=(types.Auto,) * len(shape))
+
+
+@pytest.mark.parametrize("lib", ["ftrans", "jax"])
+def test_in_specs_none_is_static(lib):
+    sm, np_, P_ = (ftrans.shard_map, fjnp, P) if lib == "ftrans" else (jax.shard_map, jjnp, JP)
+    mesh = _mesh(ftrans if lib == "ftrans" else jax, (4,), ("i",))
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    seen = []
+
+    def f(o, x, scale):
+        seen.append((o, scale))
+        return np_.sin(x) * scale["k"]
+
+    obj = object()
+    y = sm(f, mesh=mesh, in_specs=(None, P_("i"), {"k": None}), out_specs=P_("i"))(obj, x, {"k": 3})
+    np.testing.assert_allclose(np.asarray(y), np.sin(x) * 3, rtol=1e-6)
+    assert seen[-1][0] is obj and seen[-1][1] == {"k": 3}  # untraced: the very objects
+    # an array under a None spec is closed over whole (the same on every device)
+    z = sm(lambda a, b: a[:1] + b, mesh=mesh, in_specs=(None, P_("i")), out_specs=P_("i"))(x, x)
+    np.testing.assert_allclose(np.asarray(z), x[:1] + x)
+    # in_specs=None: every argument static
+    assert float(sm(lambda a: a, mesh=mesh, in_specs=None, out_specs=P_())(3.0)) == 3.0
+    # under jit with the static argument marked static there too
+    g = (ftrans.jit if lib == "ftrans" else jax.jit)(
+        sm(f, mesh=mesh, in_specs=(None, P_("i"), None), out_specs=P_("i")), static_argnums=(0,))
+    np.testing.assert_allclose(np.asarray(g(None, x, {"k": 2})), np.sin(x) * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("lib", ["ftrans", "jax"])
+def test_in_specs_none_errors_still_checked(lib):
+    sm, P_ = (ftrans.shard_map, P) if lib == "ftrans" else (jax.shard_map, JP)
+    mesh = _mesh(ftrans if lib == "ftrans" else jax, (4,), ("i",))
+    x = np.arange(2.0, dtype=np.float32)
+    with pytest.raises(ValueError, match="divisible"):
+        sm(lambda *_: None, mesh=mesh, in_specs=(None, P_("i")), out_specs=None)(object(), x)
+    with pytest.raises(ValueError, match="rank"):
+        sm(lambda *_: None, mesh=mesh, in_specs=((None, None), P_("i", None)), out_specs=None)(
+            (object(), object()), x)
+
+
+def test_ppermute_several_axes_matches_jax():
+    x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+
+    def run(lib, lax_, P_):
+        mesh = _mesh(lib, (2, 2, 2), ("x", "y", "z"))
+        spec = P_("x", ("y", "z"))
+
+        @partial(lib.shard_map, mesh=mesh, in_specs=(spec,), out_specs=spec)
+        def fwd(a):
+            xy = lax_.axis_size(("x", "y"))
+            yz = lax_.axis_size(("y", "z"))
+            return (lax_.ppermute(a, ("x", "y"), perm=[(j, (j + 1) % xy) for j in range(xy)]),
+                    lax_.ppermute(a, ("y", "z"), perm=[(j, (3 * j + 1) % yz) for j in range(yz)]))
+
+        out = lib.jit(fwd)(x)
+        grad = lib.grad(lambda a: (fwd(a)[0] * a).sum() + fwd(a)[1][0, 0])(x)
+        return [np.asarray(o) for o in out] + [np.asarray(grad)]
+
+    for a, b in zip(run(ftrans, flax, P), run(jax, jax.lax, JP)):
+        np.testing.assert_allclose(a, b)
