@@ -77,9 +77,44 @@ def test_ppermute_several_axes_matches_jax():
             return (lax_.ppermute(a, ("x", "y"), perm=[(j, (j + 1) % xy) for j in range(xy)]),
                     lax_.ppermute(a, ("y", "z"), perm=[(j, (3 * j + 1) % yz) for j in range(yz)]))
 
-        out = lib.jit(fwd)(x)
-        grad = lib.grad(lambda a: (fwd(a)[0] * a).sum() + fwd(a)[1][0, 0])(x)
+        out, grad = lib.jit(lambda a: (fwd(a), lib.grad(lambda a: (fwd(a)[0] * a).sum() + fwd(a)[1][0, 0])(a)))(x)
         return [np.asarray(o) for o in out] + [np.asarray(grad)]
 
     for a, b in zip(run(ftrans, flax, P), run(jax, jax.lax, JP)):
         np.testing.assert_allclose(a, b)
+
+
+def _nested(lib, P_, mesh, power):
+    def g(x):  # manual over 'i' (the outer's) and 'j' (its own)
+        return x ** power
+
+    def h(x):  # manual over 'i', 'j' still automatic: the nested shard_map takes the enclosing mesh
+        return lib.shard_map(g, in_specs=P_(None, "j"), out_specs=P_(None, "j"))(x)
+
+    def f(x):
+        return lib.shard_map(h, mesh=mesh, in_specs=P_("i", None), out_specs=P_("i", None), check_vma=False,
+                             axis_names=frozenset({"i"}))(x)
+
+    return f
+
+
+@pytest.mark.parametrize("power", [2, 3])
+def test_nested_partial_auto_shard_map_matches_jax(power):
+    v = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+    fmesh, jmesh = _mesh(ftrans, (2, 2), ("i", "j")), _mesh(jax, (2, 2), ("i", "j"))
+    f = _nested(ftrans, P, fmesh, power)
+    fout = [ftrans.jit(f)(v), ftrans.grad(lambda x: f(x).sum())(v)]
+    jf = _nested(jax, JP, None, power)  # jax: the mesh from the context
+    with jax.set_mesh(jmesh):
+        jout = [jax.jit(jf)(v), jax.jit(jax.grad(lambda x: jf(x).sum()))(v)]
+    for a, b in zip(fout, jout):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+def test_nested_shard_map_with_its_own_mesh_raises():
+    mesh = _mesh(ftrans, (2, 2), ("i", "j"))
+    inner = ftrans.shard_map(lambda x: x, mesh=mesh, in_specs=P(None, "j"), out_specs=P(None, "j"))
+    f = ftrans.shard_map(inner, mesh=mesh, in_specs=P("i", None), out_specs=P("i", None),
+                         axis_names=frozenset({"i"}))
+    with pytest.raises(ValueError, match="context mesh.*should match the mesh passed to shard_map"):
+        ftrans.jit(f)(np.zeros((4, 8), np.float32))

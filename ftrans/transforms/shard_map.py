@@ -16,7 +16,9 @@ between) raises, as in JAX.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -126,7 +128,14 @@ class _ShardMapped:
 
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
-        mesh = as_mesh(self._mesh) if self._mesh is not None else get_mesh()  # a jax mesh: as ftrans's
+        body_meshes = _BODY.stack
+        if self._mesh is not None and body_meshes:
+            raise FtransValueError(
+                f"shard_map({fname}) is called inside the body of another shard_map, whose context mesh (over "
+                f"{body_meshes[-1].axis_names}, manual there) should match the mesh passed to shard_map: leave "
+                "mesh= out in a nested shard_map (it takes the enclosing one's mesh)")
+        mesh = (as_mesh(self._mesh) if self._mesh is not None  # a jax mesh: as ftrans's
+                else body_meshes[-1] if body_meshes else get_mesh())
         if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
             mesh = concrete_for(mesh)
         if mesh is None:
@@ -175,12 +184,16 @@ class _ShardMapped:
                         f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
                         f"by {parts}")
             avals.append((a, names))
+        enclosing = _enclosing_manual(mesh)
+        if enclosing:
+            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
             it = iter(xs)
             xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
-            out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
+            with _body_mesh(mesh):
+                out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, tree = tree_util.tree_flatten(out)
             out_box.append((out, tree))
             return flat
@@ -204,6 +217,124 @@ class _ShardMapped:
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    def _inline(self, fname: str, mesh: Mesh, enclosing: set, auto: set, specs: list, avals: list,
+                all_leaves: list, dyn: list, in_tree: Any) -> Any:
+        """A shard_map inside the body of another over the same mesh: the enclosing one's program is already
+        manual over every mesh axis (its automatic axes run manual with the same values on every device
+        along them), so this one is its body run inline: each argument's block cut out at this device's
+        index along the axes its spec names, and each result put together along its out_specs' axes with
+        a tiled ``all_gather``."""
+        from contextlib import ExitStack
+
+        from ftrans.core.axis_env import extend_axis_env
+
+        for (_, names), s in zip(avals, specs):
+            _check_not_enclosing(fname, "in_specs", s, names, enclosing)
+        with ExitStack() as stack:
+            for n, size in zip(mesh.axis_names, mesh.axis_sizes):
+                if n not in enclosing:
+                    stack.enter_context(extend_axis_env(n, size, None))
+            it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
+                [x for x, d in zip(all_leaves, dyn) if d], avals)])
+            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
+            with _body_mesh(mesh):
+                out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
+            flat, out_tree = tree_util.tree_flatten(out)
+            out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(flat))
+            res = []
+            for o, s in zip(flat, out_specs):
+                a = aval_of(o)
+                check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
+                names = names_of_spec(s, len(a.shape))
+                _check_manual(fname, "out_specs", s, names, auto)
+                _check_not_enclosing(fname, "out_specs", s, names, enclosing)
+                res.append(_gather(o, names))
+        return tree_util.tree_unflatten(out_tree, res)
+
+
+class _BodyMeshes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []  # the meshes of the shard_map bodies being traced in this thread, innermost last
+
+
+_BODY = _BodyMeshes()
+
+
+@contextlib.contextmanager
+def _body_mesh(mesh: Mesh) -> Any:
+    """While the user's body runs: a nested shard_map without mesh= takes this one (JAX's context mesh)."""
+    _BODY.stack.append(mesh)
+    try:
+        yield
+    finally:
+        _BODY.stack.pop()
+
+
+def _enclosing_manual(mesh: Mesh) -> set:
+    """The axes of ``mesh`` an enclosing shard_map's body binds here (the same name and size, no owning trace)."""
+    from ftrans.core.axis_env import axis_env
+
+    out = set()
+    for n, size in zip(mesh.axis_names, mesh.axis_sizes):
+        f = axis_env.lookup(n)
+        if f is not None and f.main is None and f.size == size:
+            out.add(n)
+    return out
+
+
+def _check_not_enclosing(fname: str, what: str, spec: Any, names: tuple, enclosing: set) -> None:
+    bad = sorted({a for ax in names for a in ax} & enclosing, key=str)
+    if bad:
+        raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which an "
+                               "enclosing shard_map already made manual; a nested shard_map may split only over "
+                               "the axes still automatic there")
+
+
+def _linear_index(axes: tuple, mesh: Mesh) -> Any:
+    from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims.collectives import axis_index_p
+
+    out: Any = None
+    for n in axes:
+        i = axis_index_p.bind(axis_name=n)
+        out = i if out is None else E.add_p.bind(E.mul_p.bind(out, _i32(mesh.shape[n])), i)
+    return out
+
+
+def _i32(v: int) -> Any:
+    from ftrans.core.array import Array
+
+    return Array._new(np.asarray(v, np.int32), False)
+
+
+def _block(x: Any, a: Any, names: tuple, mesh: Mesh) -> Any:
+    """This device's block of ``x`` (the whole value here): cut along each dimension its spec splits."""
+    from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims import structural as S
+
+    if not any(names):
+        return x
+    starts, sizes = [], []
+    for n, ax in zip(a.shape, names):
+        if not ax:
+            starts.append(_i32(0))
+            sizes.append(n)
+            continue
+        blk = n // int(np.prod([mesh.shape[m] for m in ax]))
+        starts.append(E.mul_p.bind(_linear_index(ax, mesh), _i32(blk)))
+        sizes.append(blk)
+    return S.dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(sizes))
+
+
+def _gather(o: Any, names: tuple) -> Any:
+    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits."""
+    from ftrans.core.prims.collectives import all_gather_p
+
+    for d, ax in enumerate(names):
+        for n in reversed(ax):  # the last name varies fastest
+            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True)
+    return o
 
 
 # ----------------------------------------------------------------------------
