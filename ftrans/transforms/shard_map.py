@@ -353,6 +353,8 @@ def _vma_rules() -> dict:
         return frozenset(n if isinstance(n, tuple) else (n,))
 
     def reduce_(ins: list, params: dict) -> frozenset:  # the result is the same on every device of the axes
+        if params.get("axis_index_groups") is not None:  # only within each group: it still varies
+            return frozenset().union(*ins)
         return frozenset().union(*ins) - names(params)
 
     def vary(ins: list, params: dict) -> frozenset:  # the result differs along the axes (JAX's pvary first)
