@@ -166,3 +166,29 @@ def test_axis_index_groups_errors():
     with pytest.raises(ValueError, match="out_specs"):
         ftrans.shard_map(lambda v: flax.psum(v, "i", axis_index_groups=((0, 1), (2, 3))), mesh=mesh,
                          in_specs=P("i"), out_specs=P())(np.zeros(4, np.float32))
+
+
+def test_all_gather_to_invarying_matches_jax():
+    a = np.arange(8 * 8, dtype=np.float32).reshape(8, 8)
+
+    def run(lib, lax_, P_):
+        mesh = _mesh(lib, (2, 2, 2), ("x", "y", "z"))
+
+        # out_specs leave the gathered axes out: check_vma accepts it only for to='invarying'
+        @partial(lib.shard_map, mesh=mesh, in_specs=(P_("z", ("x", "y")),), out_specs=(P_(None, ("x", "y")), P_("z")))
+        def f(a):
+            return (lax_.all_gather(a, "z", axis=0, tiled=True, to="invarying"),
+                    lax_.all_gather(a, ("x", "y"), axis=-1, tiled=True, to="invarying"))
+
+        out = lib.jit(lambda a: (f(a), lib.grad(lambda a: (f(a)[0] ** 2).sum() + f(a)[1].sum())(a)))(a)
+        return [np.asarray(o) for o in lib.tree_util.tree_leaves(out)]
+
+    for x, y in zip(run(ftrans, flax, P), run(jax, jax.lax, JP)):
+        np.testing.assert_allclose(x, y, rtol=1e-6)
+    mesh = _mesh(ftrans, (4,), ("i",))
+    with pytest.raises(ValueError, match="out_specs"):  # the plain (varying) all_gather is refused there
+        ftrans.shard_map(lambda v: flax.all_gather(v, "i", tiled=True), mesh=mesh, in_specs=P("i"),
+                         out_specs=P())(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="to"):
+        ftrans.shard_map(lambda v: flax.all_gather(v, "i", to="nowhere"), mesh=mesh, in_specs=P("i"),
+                         out_specs=P("i"))(np.zeros(4, np.float32))

@@ -191,14 +191,27 @@ def _true_divide(total: Any, n: int) -> Any:
     return E.div_p.bind(convert(total, d, weak), convert(n, d, weak))
 
 
-def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False,
+               to: str = "varying") -> Any:
     """JAX's ``lax.all_gather``: every element's ``x`` (a pytree), stacked (or, ``tiled``, concatenated) along ``axis``.
 
-    Several axis names gather over all of them, the last varying fastest.
+    Several axis names gather over all of them, the last varying fastest.  ``to='invarying'`` (JAX's
+    ``all_gather_invariant``) gives the same values, known to ``shard_map``'s ``check_vma`` to be the same on
+    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` needs reduced types,
+    which ftrans does not track.
     """
+    if to not in ("varying", "invarying", "reduced"):
+        raise FtransValueError(f"all_gather: got unexpected `to` value {to!r}; allowed `to` values are "
+                               "'varying', 'invarying' and 'reduced'")
+    if to == "reduced":
+        raise NotImplementedError("all_gather: to='reduced' needs shard_map's reduced types, which ftrans does not "
+                                  "track")
+    if to == "invarying" and axis_index_groups is not None:
+        raise NotImplementedError("all_gather: to='invarying' with axis_index_groups is not supported (as in JAX)")
     names = _as_names("all_gather", axis_name)
     frames_of("all_gather", names)
     groups = _groups("all_gather", axis_index_groups, names)
+    inv = {"to": "invarying"} if to == "invarying" else {}
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -210,9 +223,9 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
         ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
         if groups is not None:  # one collective over the groups of the names' (row-major) indices
             return all_gather_p.bind(v, axis_name=_one_name(names), axis=ax, tiled=bool(tiled), axis_index_groups=groups)
-        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled))
+        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled), **inv)
         for n in reversed(names[:-1]):  # blocks of the later names, concatenated over the earlier ones
-            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True)
+            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True, **inv)
         return v
 
     return _tree_map(one, x)

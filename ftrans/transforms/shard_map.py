@@ -360,7 +360,10 @@ def _vma_rules() -> dict:
     def vary(ins: list, params: dict) -> frozenset:  # the result differs along the axes (JAX's pvary first)
         return frozenset().union(*ins) | names(params)
 
-    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: vary,
+    def gather(ins: list, params: dict) -> frozenset:  # to='invarying': the same on every device of the axes
+        return (frozenset().union(*ins) - names(params)) if params.get("to") == "invarying" else vary(ins, params)
+
+    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary}
 

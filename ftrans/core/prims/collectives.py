@@ -162,7 +162,7 @@ def check_groups(op: str, groups: Any, n: int) -> None:
 
 
 def _all_gather_abstract(x: ShapedArray, *, axis_name: Any, axis: int, tiled: bool,
-                         axis_index_groups: Any = None) -> ShapedArray:
+                         axis_index_groups: Any = None, to: str = "varying") -> ShapedArray:
     n = group_size("all_gather", axis_name, axis_index_groups)
     shape = list(x.shape)
     if tiled:

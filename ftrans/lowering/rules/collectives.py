@@ -137,7 +137,7 @@ def _reshape(ctx: LoweringContext, x: str, shape: tuple, dtype: Any) -> str:
 
 @register_lowering(C.all_gather_p)
 def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: int, tiled: bool,
-                         axis_index_groups: Any = None) -> str:
+                         axis_index_groups: Any = None, to: str = "varying") -> str:
     aval = ctx.avals_in[0]
     if not tiled:
         shape = aval.shape[:axis] + (1,) + aval.shape[axis:]

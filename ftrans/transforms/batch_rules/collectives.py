@@ -103,11 +103,11 @@ def _reshape(x: Any, shape: Sequence[int]) -> Any:
 
 @register_batching(all_gather_p)
 def _all_gather_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, axis: int,
-                      tiled: bool, axis_index_groups: Any = None) -> tuple[Any, Any]:
+                      tiled: bool, axis_index_groups: Any = None, to: str = "varying") -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
     if not _grouped_owned("all_gather", frame, axis_name, axis_index_groups):
         return all_gather_p.bind(moveaxis(x, d, 0), axis_name=axis_name, axis=axis + 1, tiled=tiled,
-                                 **_g(axis_index_groups)), 0
+                                 **_g(axis_index_groups), **({} if to == "varying" else {"to": to})), 0
     n = frame.size
     out = moveaxis(bdim_at_front(x, d, n), 0, axis)  # the batch dimension becomes the gathered one
     if tiled:

@@ -49,7 +49,11 @@ def _g(axis_index_groups: Any) -> dict:
 
 
 @register_transpose(all_gather_p)
-def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, axis_index_groups: Any = None) -> list:
+def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, axis_index_groups: Any = None,
+                  to: str = "varying") -> list:
+    # to='invarying' (JAX's all_gather_invariant) transposes the same way here: a cotangent is each device's
+    # share of the whole one (shard_map's transpose scales a result's cotangent over the axes its out_specs
+    # leave out), so the sum of the shares, scattered, is this device's slice of it.
     return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled,
                                 **_g(axis_index_groups))]
 
