@@ -134,6 +134,9 @@ class _ShardMapped:
                 f"shard_map({fname}) is called inside the body of another shard_map, whose context mesh (over "
                 f"{body_meshes[-1].axis_names}, manual there) should match the mesh passed to shard_map: leave "
                 "mesh= out in a nested shard_map (it takes the enclosing one's mesh)")
+        if self._mesh is not None and not tuple(getattr(self._mesh, "axis_names", ("?",))):
+            raise FtransValueError(f"shard_map requires a non-empty mesh; shard_map({fname}) got {self._mesh!r}, "
+                                   "which has no axes (JAX's empty mesh)")
         mesh = (as_mesh(self._mesh) if self._mesh is not None  # a jax mesh: as ftrans's
                 else body_meshes[-1] if body_meshes else get_mesh())
         if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
