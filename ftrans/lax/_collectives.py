@@ -29,6 +29,7 @@ from ftrans.core.prims.collectives import (
     all_gather_p,
     all_to_all_p,
     axis_index_p,
+    check_groups,
     check_perm,
     pmax_p,
     pmin_p,
@@ -44,9 +45,30 @@ __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermut
            "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
 
 
-def _no_groups(op: str, axis_index_groups: Any) -> None:
-    if axis_index_groups is not None:
-        raise NotImplementedError(f"{op}: axis_index_groups is not supported (only None, reducing over the whole axis)")
+def _groups(op: str, axis_index_groups: Any, names: tuple) -> Any:
+    """``axis_index_groups`` as a tuple of tuples of ints (indices along the named axes, several names
+    counting row-major), checked to split the axis into groups of one size; None stays None."""
+    if axis_index_groups is None:
+        return None
+    try:
+        groups = tuple(tuple(operator.index(i) for i in g) for g in axis_index_groups)
+    except TypeError:
+        raise FtransTypeError(f"{op}: axis_index_groups must be a sequence of sequences of ints, got "
+                              f"{axis_index_groups!r}") from None
+    frames = frames_of(op, names)
+    if any(f.main is not None for f in frames):  # as in JAX
+        raise NotImplementedError(f"{op}: axis_index_groups over {names!r}, which vmap binds, is not supported "
+                                  "(axis_index_groups works over pmap and shard_map axes)")
+    check_groups(op, groups, math.prod(f.size for f in frames))
+    return groups
+
+
+def _g(groups: Any) -> dict:
+    return {} if groups is None else {"axis_index_groups": groups}
+
+
+def _one_name(names: tuple) -> Any:
+    return names[0] if len(names) == 1 else names
 
 
 def _as_names(op: str, axis_name: Any) -> tuple:
@@ -97,12 +119,12 @@ def _canon(op: str, what: str, axis: Any, ndim: int, aval: ShapedArray) -> int:
 
 
 def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: Any, axis_index_groups: Any) -> Any:
-    _no_groups(op, axis_index_groups)
     names = _as_names(op, axis_name)
     named = tuple(n for n in names if type(n) is not int)
     positional = tuple(n for n in names if type(n) is int)
     frames = frames_of(op, named)
-    size = math.prod(f.size for f in frames)
+    groups = _groups(op, axis_index_groups, named)
+    size = len(groups[0]) if groups else math.prod(f.size for f in frames)
 
     def one(leaf: Any) -> Any:
         if _is_python_scalar(leaf) and not positional:
@@ -118,7 +140,7 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
             axes = tuple(sorted({_canon(op, "positional axis", a, len(aval.shape), aval) for a in positional}))
             v = reduce_p.bind(v, axes=axes)
         if named:
-            v = prim.bind(v, axis_name=named, axis_index_groups=None)
+            v = prim.bind(v, axis_name=named, axis_index_groups=groups)
         return v
 
     return _tree_map(one, x)
@@ -141,14 +163,15 @@ def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 
 def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """JAX's ``lax.pmean``: the mean of ``x`` (a pytree) over the named axis (or axes)."""
-    _no_groups("pmean", axis_index_groups)
     names = _as_names("pmean", axis_name)
-    frames = frames_of("pmean", tuple(n for n in names if type(n) is not int))
+    named = tuple(n for n in names if type(n) is not int)
+    frames = frames_of("pmean", named)
     positional = [n for n in names if type(n) is int]
-    named_size = math.prod(f.size for f in frames)
+    groups = _groups("pmean", axis_index_groups, named)
+    named_size = len(groups[0]) if groups else math.prod(f.size for f in frames)
 
     def one(leaf: Any) -> Any:
-        total = psum(leaf, names)
+        total = psum(leaf, names, axis_index_groups=groups)
         if positional:
             shape = aval_of(_operand(leaf)).shape
             n = named_size * math.prod(shape[_canon("pmean", "positional axis", a, len(shape), aval_of(leaf))]
@@ -168,14 +191,27 @@ def _true_divide(total: Any, n: int) -> Any:
     return E.div_p.bind(convert(total, d, weak), convert(n, d, weak))
 
 
-def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False,
+               to: str = "varying") -> Any:
     """JAX's ``lax.all_gather``: every element's ``x`` (a pytree), stacked (or, ``tiled``, concatenated) along ``axis``.
 
-    Several axis names gather over all of them, the last varying fastest.
+    Several axis names gather over all of them, the last varying fastest.  ``to='invarying'`` (JAX's
+    ``all_gather_invariant``) gives the same values, known to ``shard_map``'s ``check_vma`` to be the same on
+    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` needs reduced types,
+    which ftrans does not track.
     """
-    _no_groups("all_gather", axis_index_groups)
+    if to not in ("varying", "invarying", "reduced"):
+        raise FtransValueError(f"all_gather: got unexpected `to` value {to!r}; allowed `to` values are "
+                               "'varying', 'invarying' and 'reduced'")
+    if to == "reduced":
+        raise NotImplementedError("all_gather: to='reduced' needs shard_map's reduced types, which ftrans does not "
+                                  "track")
+    if to == "invarying" and axis_index_groups is not None:
+        raise NotImplementedError("all_gather: to='invarying' with axis_index_groups is not supported (as in JAX)")
     names = _as_names("all_gather", axis_name)
     frames_of("all_gather", names)
+    groups = _groups("all_gather", axis_index_groups, names)
+    inv = {"to": "invarying"} if to == "invarying" else {}
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -185,9 +221,11 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
             raise FtransValueError("all_gather: tiled=True needs an operand of rank at least 1, got a scalar "
                                    f"of type {aval.str_short()}")
         ax = _canon("all_gather", "axis", axis, nd if tiled else nd + 1, aval)
-        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled))
+        if groups is not None:  # one collective over the groups of the names' (row-major) indices
+            return all_gather_p.bind(v, axis_name=_one_name(names), axis=ax, tiled=bool(tiled), axis_index_groups=groups)
+        v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled), **inv)
         for n in reversed(names[:-1]):  # blocks of the later names, concatenated over the earlier ones
-            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True)
+            v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True, **inv)
         return v
 
     return _tree_map(one, x)
@@ -200,13 +238,13 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
 
     Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
     """
-    _no_groups("all_to_all", axis_index_groups)
     names = _as_names("all_to_all", axis_name)
     if not names:
         raise FtransValueError("all_to_all: axis_name is an empty tuple; give at least one axis name")
     frames = frames_of("all_to_all", names)
     sizes = tuple(f.size for f in frames)
-    total = math.prod(sizes)
+    groups = _groups("all_to_all", axis_index_groups, names)
+    total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -216,8 +254,9 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
             raise FtransValueError(f"all_to_all: the operand must have rank at least 1, got {aval.str_short()}")
         s = _canon("all_to_all", "split_axis", split_axis, nd, aval)
         c = _canon("all_to_all", "concat_axis", concat_axis, nd, aval)
-        if len(names) == 1:
-            return all_to_all_p.bind(v, axis_name=names[0], split_axis=s, concat_axis=c, tiled=bool(tiled))
+        if len(names) == 1 or groups is not None:
+            return all_to_all_p.bind(v, axis_name=_one_name(names), split_axis=s, concat_axis=c, tiled=bool(tiled),
+                                     **_g(groups))
         k = aval.shape[s]
         if tiled:
             if k % total:
@@ -271,9 +310,16 @@ def _multi_all_to_all(v: Any, names: tuple, sizes: tuple, s: int, c: int) -> Any
 
 def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """JAX's ``lax.ppermute``: element ``src``'s ``x`` (a pytree) goes to element ``dst`` for each ``(src, dst)``
-    in ``perm``; elements that receive nothing get zeros."""
-    name = _single_name("ppermute", axis_name)
-    n = axis_size("ppermute", name)
+    in ``perm``; elements that receive nothing get zeros.
+
+    Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    """
+    names = _as_names("ppermute", axis_name)
+    if not names:
+        raise FtransValueError("ppermute: axis_name is an empty tuple; give at least one axis name")
+    # Several names act as one axis over all of them, indexed row-major (the last name varying fastest).
+    name = names[0] if len(names) == 1 else names
+    n = math.prod(f.size for f in frames_of("ppermute", names))
     try:
         perm = tuple((int(s), int(d)) for s, d in perm)
     except (TypeError, ValueError):
@@ -290,13 +336,13 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
 
     Several axis names act as one axis over all of them, indexed row-major (the last name varying fastest).
     """
-    _no_groups("psum_scatter", axis_index_groups)
     names = _as_names("psum_scatter", axis_name)
     if not names:
         raise FtransValueError("psum_scatter: axis_name is an empty tuple; give at least one axis name")
     frames = frames_of("psum_scatter", names)
     sizes = tuple(f.size for f in frames)
-    total = math.prod(sizes)
+    groups = _groups("psum_scatter", axis_index_groups, names)
+    total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)
@@ -304,8 +350,9 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
         sd = _canon("psum_scatter", "scatter_dimension", scatter_dimension, len(aval.shape), aval)
-        if len(names) == 1:
-            return psum_scatter_p.bind(v, axis_name=names[0], scatter_dimension=sd, tiled=bool(tiled))
+        if len(names) == 1 or groups is not None:
+            return psum_scatter_p.bind(v, axis_name=_one_name(names), scatter_dimension=sd, tiled=bool(tiled),
+                                       **_g(groups))
         k = aval.shape[sd]
         if tiled and k % total:
             raise FtransValueError(
@@ -451,7 +498,9 @@ def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes:
     XLA on GPU and TPU runs the op itself; XLA on CPU has none, so there ftrans lowers it to a dense
     ``all_to_all`` of each slice padded to the operand's length (see ``docs/parallelism.md``).
     """
-    _no_groups("ragged_all_to_all", axis_index_groups)
+    if axis_index_groups is not None:
+        raise NotImplementedError("ragged_all_to_all: axis_index_groups is not supported (only None, over the "
+                                  "whole axis)")
     names = _as_names("ragged_all_to_all", axis_name)
     if not names:
         raise FtransValueError("ragged_all_to_all: axis_name is an empty tuple; give at least one axis name")

@@ -16,7 +16,9 @@ between) raises, as in JAX.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,16 @@ from ftrans.errors import FtransTypeError, FtransValueError
 __all__ = ["shard_map", "smap"]
 
 
+class _InferType:
+    """JAX's ``Infer``: ``shard_map``'s default ``in_specs``, each argument's spec read from its sharding type."""
+
+    def __repr__(self) -> str:
+        return "Infer"
+
+
+Infer = _INFER = _InferType()
+
+
 def _is_spec(x: Any) -> bool:
     return x is None or isinstance(as_spec(x), PartitionSpec)
 
@@ -58,9 +70,10 @@ class _Group:
         return iter(self.specs)
 
 
-def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> list:
+def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, static_ok: bool = False) -> list:
+    """One spec per leaf of ``tree``; with ``static_ok`` a ``None`` spec (JAX's static argument) stays ``None``."""
     if _is_spec(specs):
-        return [as_spec(specs)] * n
+        return [None if static_ok and specs is None else as_spec(specs)] * n
     try:  # each spec leaf becomes a _Group (a leaf to tree_util: the user's own lists stay containers)
         groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
@@ -69,9 +82,9 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int) -> li
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
-    out = [as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
+    out = [None if static_ok and s is None else as_spec(s) for g in tree_util.tree_leaves(groups) for s in g]
     for s in out:
-        if not isinstance(s, PartitionSpec):
+        if not isinstance(s, PartitionSpec) and not (static_ok and s is None):
             raise FtransTypeError(f"shard_map({fname}): {what} leaves must be PartitionSpecs, got {s!r}")
     return out
 
@@ -97,6 +110,8 @@ class _ShardMapped:
         self._jitted: Any = None
 
     def __call__(self, *args: Any) -> Any:
+        if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
+            return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
             # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
@@ -107,9 +122,23 @@ class _ShardMapped:
             return self._jitted(*args)
         return self._bind(*args)
 
+    def _has_static(self) -> bool:
+        return self._in_specs is None or any(
+            s is None for s in tree_util.tree_leaves(self._in_specs, is_leaf=lambda x: x is None))
+
     def _bind(self, *args: Any) -> Any:
         fname = self.__name__
-        mesh = as_mesh(self._mesh) if self._mesh is not None else get_mesh()  # a jax mesh: as ftrans's
+        body_meshes = _BODY.stack
+        if self._mesh is not None and body_meshes:
+            raise FtransValueError(
+                f"shard_map({fname}) is called inside the body of another shard_map, whose context mesh (over "
+                f"{body_meshes[-1].axis_names}, manual there) should match the mesh passed to shard_map: leave "
+                "mesh= out in a nested shard_map (it takes the enclosing one's mesh)")
+        if self._mesh is not None and not tuple(getattr(self._mesh, "axis_names", ("?",))):
+            raise FtransValueError(f"shard_map requires a non-empty mesh; shard_map({fname}) got {self._mesh!r}, "
+                                   "which has no axes (JAX's empty mesh)")
+        mesh = (as_mesh(self._mesh) if self._mesh is not None  # a jax mesh: as ftrans's
+                else body_meshes[-1] if body_meshes else get_mesh())
         if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
             mesh = concrete_for(mesh)
         if mesh is None:
@@ -133,10 +162,13 @@ class _ShardMapped:
             raise FtransValueError(
                 f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
                 f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
-        if in_specs is None:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
+        if in_specs is _INFER:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
             specs = [_inferred_spec(fname, k, x, mesh) for k, x in enumerate(leaves)]
-        else:
-            specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves))
+        else:  # a None spec: the leaf is static, handed to the body as it is (JAX's in_specs None)
+            specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves), static_ok=True)
+        dyn = [s is not None for s in specs]
+        all_leaves, leaves = leaves, [x for x, d in zip(leaves, dyn) if d]
+        specs = [s for s in specs if s is not None]
         avals = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
@@ -155,10 +187,16 @@ class _ShardMapped:
                         f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
                         f"by {parts}")
             avals.append((a, names))
+        enclosing = _enclosing_manual(mesh)
+        if enclosing:
+            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
-            out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
+            it = iter(xs)
+            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
+            with _body_mesh(mesh):
+                out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, tree = tree_util.tree_flatten(out)
             out_box.append((out, tree))
             return flat
@@ -183,6 +221,124 @@ class _ShardMapped:
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
         return tree_util.tree_unflatten(out_tree, outs)
 
+    def _inline(self, fname: str, mesh: Mesh, enclosing: set, auto: set, specs: list, avals: list,
+                all_leaves: list, dyn: list, in_tree: Any) -> Any:
+        """A shard_map inside the body of another over the same mesh: the enclosing one's program is already
+        manual over every mesh axis (its automatic axes run manual with the same values on every device
+        along them), so this one is its body run inline: each argument's block cut out at this device's
+        index along the axes its spec names, and each result put together along its out_specs' axes with
+        a tiled ``all_gather``."""
+        from contextlib import ExitStack
+
+        from ftrans.core.axis_env import extend_axis_env
+
+        for (_, names), s in zip(avals, specs):
+            _check_not_enclosing(fname, "in_specs", s, names, enclosing)
+        with ExitStack() as stack:
+            for n, size in zip(mesh.axis_names, mesh.axis_sizes):
+                if n not in enclosing:
+                    stack.enter_context(extend_axis_env(n, size, None))
+            it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
+                [x for x, d in zip(all_leaves, dyn) if d], avals)])
+            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
+            with _body_mesh(mesh):
+                out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
+            flat, out_tree = tree_util.tree_flatten(out)
+            out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(flat))
+            res = []
+            for o, s in zip(flat, out_specs):
+                a = aval_of(o)
+                check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
+                names = names_of_spec(s, len(a.shape))
+                _check_manual(fname, "out_specs", s, names, auto)
+                _check_not_enclosing(fname, "out_specs", s, names, enclosing)
+                res.append(_gather(o, names))
+        return tree_util.tree_unflatten(out_tree, res)
+
+
+class _BodyMeshes(threading.local):
+    def __init__(self) -> None:
+        self.stack: list = []  # the meshes of the shard_map bodies being traced in this thread, innermost last
+
+
+_BODY = _BodyMeshes()
+
+
+@contextlib.contextmanager
+def _body_mesh(mesh: Mesh) -> Any:
+    """While the user's body runs: a nested shard_map without mesh= takes this one (JAX's context mesh)."""
+    _BODY.stack.append(mesh)
+    try:
+        yield
+    finally:
+        _BODY.stack.pop()
+
+
+def _enclosing_manual(mesh: Mesh) -> set:
+    """The axes of ``mesh`` an enclosing shard_map's body binds here (the same name and size, no owning trace)."""
+    from ftrans.core.axis_env import axis_env
+
+    out = set()
+    for n, size in zip(mesh.axis_names, mesh.axis_sizes):
+        f = axis_env.lookup(n)
+        if f is not None and f.main is None and f.size == size:
+            out.add(n)
+    return out
+
+
+def _check_not_enclosing(fname: str, what: str, spec: Any, names: tuple, enclosing: set) -> None:
+    bad = sorted({a for ax in names for a in ax} & enclosing, key=str)
+    if bad:
+        raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which an "
+                               "enclosing shard_map already made manual; a nested shard_map may split only over "
+                               "the axes still automatic there")
+
+
+def _linear_index(axes: tuple, mesh: Mesh) -> Any:
+    from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims.collectives import axis_index_p
+
+    out: Any = None
+    for n in axes:
+        i = axis_index_p.bind(axis_name=n)
+        out = i if out is None else E.add_p.bind(E.mul_p.bind(out, _i32(mesh.shape[n])), i)
+    return out
+
+
+def _i32(v: int) -> Any:
+    from ftrans.core.array import Array
+
+    return Array._new(np.asarray(v, np.int32), False)
+
+
+def _block(x: Any, a: Any, names: tuple, mesh: Mesh) -> Any:
+    """This device's block of ``x`` (the whole value here): cut along each dimension its spec splits."""
+    from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims import structural as S
+
+    if not any(names):
+        return x
+    starts, sizes = [], []
+    for n, ax in zip(a.shape, names):
+        if not ax:
+            starts.append(_i32(0))
+            sizes.append(n)
+            continue
+        blk = n // int(np.prod([mesh.shape[m] for m in ax]))
+        starts.append(E.mul_p.bind(_linear_index(ax, mesh), _i32(blk)))
+        sizes.append(blk)
+    return S.dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(sizes))
+
+
+def _gather(o: Any, names: tuple) -> Any:
+    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits."""
+    from ftrans.core.prims.collectives import all_gather_p
+
+    for d, ax in enumerate(names):
+        for n in reversed(ax):  # the last name varies fastest
+            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True)
+    return o
+
 
 # ----------------------------------------------------------------------------
 # check_vma: which manual mesh axes each value of the body may vary over (JAX's varying-manual-axes types,
@@ -200,12 +356,17 @@ def _vma_rules() -> dict:
         return frozenset(n if isinstance(n, tuple) else (n,))
 
     def reduce_(ins: list, params: dict) -> frozenset:  # the result is the same on every device of the axes
+        if params.get("axis_index_groups") is not None:  # only within each group: it still varies
+            return frozenset().union(*ins)
         return frozenset().union(*ins) - names(params)
 
     def vary(ins: list, params: dict) -> frozenset:  # the result differs along the axes (JAX's pvary first)
         return frozenset().union(*ins) | names(params)
 
-    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: vary,
+    def gather(ins: list, params: dict) -> frozenset:  # to='invarying': the same on every device of the axes
+        return (frozenset().union(*ins) - names(params)) if params.get("to") == "invarying" else vary(ins, params)
+
+    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary}
 
@@ -332,9 +493,13 @@ def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
     return sh.spec
 
 
-def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = None, mesh: Mesh | None = None,
+def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = Infer, mesh: Mesh | None = None,
               axis_names: Any = frozenset(), check_vma: bool = True, check_rep: bool | None = None) -> Any:
-    """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring)."""
+    """JAX's ``shard_map``: ``f`` is the per-device program over ``mesh``'s blocks (see the module docstring).
+
+    ``in_specs`` left out (``Infer``) takes each argument's spec from its sharding type; a ``None`` in
+    ``in_specs`` (or ``in_specs=None``) marks those arguments static: they reach ``f`` as they are, untraced.
+    """
     if check_rep is not None:
         check_vma = check_rep
     if f is None:
@@ -350,9 +515,6 @@ def experimental_shard_map(f: Callable, mesh: Mesh, in_specs: Any, out_specs: An
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_rep)
 
 
-
-
-_INFER = object()
 
 
 def _axis_spec(axis_name: Any, axis: int | None) -> PartitionSpec:

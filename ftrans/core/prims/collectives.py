@@ -30,13 +30,14 @@ The user-facing functions are in ``ftrans/lax/_collectives.py``; JVP rules in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
-from ftrans.core.axis_env import axis_size, frames_of
+from ftrans.core.axis_env import frames_of
 from ftrans.core.primitive import Primitive, abstract_eval_rules, first_weak, never_weak
 from ftrans.core.prims._base import types_of
 from ftrans.core.trace import aval_of
@@ -124,7 +125,7 @@ def _new(name: str, abstract_eval: Any, weak: Any = first_weak) -> CollectivePri
 
 def _reduce_abstract(op: str, allow_bool: bool) -> Any:
     def rule(x: ShapedArray, *, axis_name: tuple, axis_index_groups: Any) -> ShapedArray:
-        frames_of(op, axis_name)
+        group_size(op, axis_name, axis_index_groups)
         if x.dtype == dtypes.bool_ and not allow_bool:
             raise _type_error(op, [x], "expects a numeric operand (the API layer converts bool to int32)")
         if not (x.dtype == dtypes.bool_ or dtypes.is_int(x.dtype) or dtypes.is_inexact(x.dtype)):
@@ -139,8 +140,30 @@ pmax_p = _new("pmax", _reduce_abstract("pmax", True))
 pmin_p = _new("pmin", _reduce_abstract("pmin", True))
 
 
-def _all_gather_abstract(x: ShapedArray, *, axis_name: Any, axis: int, tiled: bool) -> ShapedArray:
-    n = axis_size("all_gather", axis_name)
+def group_size(op: str, axis_name: Any, axis_index_groups: Any = None) -> int:
+    """The number of elements a collective talks among: a group's size given ``axis_index_groups``, else the
+    size of the axis (the product of the sizes of several names)."""
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    n = math.prod(f.size for f in frames_of(op, names))
+    if axis_index_groups is not None:
+        check_groups(op, axis_index_groups, n)
+        return len(axis_index_groups[0])
+    return n
+
+
+def check_groups(op: str, groups: Any, n: int) -> None:
+    """``axis_index_groups``: groups of one size that together hold every index of the axis once."""
+    flat = [i for g in groups for i in g]
+    if (not groups or len({len(g) for g in groups}) != 1 or sorted(flat) != list(range(n))
+            or any(type(i) is not int for i in flat)):
+        raise FtransValueError(
+            f"{op}: axis_index_groups={groups!r} must be groups of one size that together hold each index of the "
+            f"axis (of size {n}) exactly once")
+
+
+def _all_gather_abstract(x: ShapedArray, *, axis_name: Any, axis: int, tiled: bool,
+                         axis_index_groups: Any = None, to: str = "varying") -> ShapedArray:
+    n = group_size("all_gather", axis_name, axis_index_groups)
     shape = list(x.shape)
     if tiled:
         if not shape:
@@ -157,8 +180,8 @@ all_gather_p = _new("all_gather", _all_gather_abstract)
 
 
 def _all_to_all_abstract(x: ShapedArray, *, axis_name: Any, split_axis: int, concat_axis: int,
-                         tiled: bool) -> ShapedArray:
-    n = axis_size("all_to_all", axis_name)
+                         tiled: bool, axis_index_groups: Any = None) -> ShapedArray:
+    n = group_size("all_to_all", axis_name, axis_index_groups)
     shape = list(x.shape)
     _check_axis("all_to_all", "split_axis", split_axis, len(shape), x)
     _check_axis("all_to_all", "concat_axis", concat_axis, len(shape), x)
@@ -206,15 +229,17 @@ def check_perm(op: str, perm: Any, n: int, name: Any) -> None:
 
 
 def _ppermute_abstract(x: ShapedArray, *, axis_name: Any, perm: tuple) -> ShapedArray:
-    check_perm("ppermute", perm, axis_size("ppermute", axis_name), axis_name)
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    check_perm("ppermute", perm, math.prod(f.size for f in frames_of("ppermute", names)), axis_name)
     return x
 
 
 ppermute_p = _new("ppermute", _ppermute_abstract)
 
 
-def _psum_scatter_abstract(x: ShapedArray, *, axis_name: Any, scatter_dimension: int, tiled: bool) -> ShapedArray:
-    n = axis_size("psum_scatter", axis_name)
+def _psum_scatter_abstract(x: ShapedArray, *, axis_name: Any, scatter_dimension: int, tiled: bool,
+                           axis_index_groups: Any = None) -> ShapedArray:
+    n = group_size("psum_scatter", axis_name, axis_index_groups)
     if x.dtype == dtypes.bool_:
         raise _type_error("psum_scatter", [x], "expects a numeric operand")
     shape = list(x.shape)

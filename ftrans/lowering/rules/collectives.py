@@ -78,6 +78,14 @@ def groups(ctx: LoweringContext, axis_names: Any) -> np.ndarray:
     return ids.reshape(-1, math.prod(sizes[d] for d in dims))
 
 
+def grouped(ctx: LoweringContext, axis_names: Any, axis_index_groups: Any) -> np.ndarray:
+    """``groups``, each row split further by ``axis_index_groups`` (indices along the axes) when given."""
+    g = groups(ctx, axis_names)
+    if axis_index_groups is None:
+        return g
+    return np.array([[row[i] for i in grp] for row in g for grp in axis_index_groups])
+
+
 def int_matrix(g: np.ndarray) -> str:
     """A 2-D i64 elements attribute written out (``dense<[[0, 1], [2, 3]]>``), readable in printed modules."""
     g = np.asarray(g, np.int64)
@@ -112,7 +120,8 @@ def _all_reduce(op: str, bool_op: str) -> Any:
         body = bool_op if aval.dtype == dtypes.bool_ else op
         region = ctx.reduce_region(body, aval.dtype)
         return ctx.emit1("stablehlo.all_reduce", [x], mt.aval_type(aval),
-                         {"replica_groups": _groups_attr(groups(ctx, axis_name)), **_channel(ctx)}, [region])
+                         {"replica_groups": _groups_attr(grouped(ctx, axis_name, axis_index_groups)),
+                          **_channel(ctx)}, [region])
 
     return rule
 
@@ -127,21 +136,23 @@ def _reshape(ctx: LoweringContext, x: str, shape: tuple, dtype: Any) -> str:
 
 
 @register_lowering(C.all_gather_p)
-def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: int, tiled: bool) -> str:
+def _all_gather_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, axis: int, tiled: bool,
+                         axis_index_groups: Any = None, to: str = "varying") -> str:
     aval = ctx.avals_in[0]
     if not tiled:
         shape = aval.shape[:axis] + (1,) + aval.shape[axis:]
         x = _reshape(ctx, x, shape, aval.dtype)
     return ctx.emit1("stablehlo.all_gather", [x], mt.aval_type(ctx.avals_out[0]), {
-        "all_gather_dim": f"{axis} : i64", "replica_groups": _groups_attr(groups(ctx, axis_name)),
+        "all_gather_dim": f"{axis} : i64",
+        "replica_groups": _groups_attr(grouped(ctx, axis_name, axis_index_groups)),
         **_channel(ctx)})
 
 
 @register_lowering(C.all_to_all_p)
 def _all_to_all_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, split_axis: int, concat_axis: int,
-                         tiled: bool) -> str:
+                         tiled: bool, axis_index_groups: Any = None) -> str:
     aval = ctx.avals_in[0]
-    g = groups(ctx, axis_name)
+    g = grouped(ctx, axis_name, axis_index_groups)
     n = g.shape[1]
     if tiled:
         return ctx.emit1("stablehlo.all_to_all", [x], mt.aval_type(ctx.avals_out[0]), {
@@ -175,10 +186,10 @@ def _ppermute_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, perm: tu
 
 @register_lowering(C.psum_scatter_p)
 def _psum_scatter_lowering(ctx: LoweringContext, x: str, *, axis_name: Any, scatter_dimension: int,
-                           tiled: bool) -> str:
+                           tiled: bool, axis_index_groups: Any = None) -> str:
     aval = ctx.avals_in[0]
     out = ctx.avals_out[0]
-    g = groups(ctx, axis_name)
+    g = grouped(ctx, axis_name, axis_index_groups)
     shape = list(aval.shape)
     shape[scatter_dimension] //= g.shape[1]
     region = ctx.reduce_region("stablehlo.add", aval.dtype)

@@ -55,10 +55,32 @@ def _split_own(frame: Any, names: tuple) -> tuple[bool, tuple]:
     return bool(own), tuple(n for n in names if n not in own)
 
 
+def _groups_unsupported(op: str, axis_name: Any) -> NotImplementedError:
+    return NotImplementedError(f"{op} with axis_index_groups over {axis_name!r}, an axis vmap binds, is not "
+                               "supported (axis_index_groups works over pmap and shard_map axes)")
+
+
+def _grouped_owned(op: str, frame: Any, axis_name: Any, axis_index_groups: Any) -> bool:
+    """Whether this vmap owns one of the names; raises when it does and ``axis_index_groups`` is given, or when
+    it owns one of several names bound at once."""
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    own = any(_owns(frame, n) for n in names)
+    if own and (axis_index_groups is not None or len(names) > 1):
+        raise _groups_unsupported(op, axis_name) if axis_index_groups is not None else NotImplementedError(
+            f"{op} over several axis names {axis_name!r} at once, one of them a vmap axis, is not supported")
+    return own
+
+
+def _g(axis_index_groups: Any) -> dict:
+    return {} if axis_index_groups is None else {"axis_index_groups": axis_index_groups}
+
+
 def _reduction_batch(prim: Primitive, reduce_p: Primitive, unmapped: Any) -> None:
     def rule(vals: list, dims: list, *, frame: Any, axis_name: tuple, axis_index_groups: Any) -> tuple[Any, Any]:
         (x,), (d,) = vals, dims
         own, rest = _split_own(frame, axis_name)
+        if own and axis_index_groups is not None:
+            raise _groups_unsupported(prim.name, axis_name)
         if own:
             x = unmapped(x, frame.size) if d is not_mapped else reduce_p.bind(x, axes=(d,))
             d = not_mapped
@@ -81,10 +103,11 @@ def _reshape(x: Any, shape: Sequence[int]) -> Any:
 
 @register_batching(all_gather_p)
 def _all_gather_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, axis: int,
-                      tiled: bool) -> tuple[Any, Any]:
+                      tiled: bool, axis_index_groups: Any = None, to: str = "varying") -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
-    if not _owns(frame, axis_name):
-        return all_gather_p.bind(moveaxis(x, d, 0), axis_name=axis_name, axis=axis + 1, tiled=tiled), 0
+    if not _grouped_owned("all_gather", frame, axis_name, axis_index_groups):
+        return all_gather_p.bind(moveaxis(x, d, 0), axis_name=axis_name, axis=axis + 1, tiled=tiled,
+                                 **_g(axis_index_groups), **({} if to == "varying" else {"to": to})), 0
     n = frame.size
     out = moveaxis(bdim_at_front(x, d, n), 0, axis)  # the batch dimension becomes the gathered one
     if tiled:
@@ -96,11 +119,11 @@ def _all_gather_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, axi
 
 @register_batching(all_to_all_p)
 def _all_to_all_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, split_axis: int, concat_axis: int,
-                      tiled: bool) -> tuple[Any, Any]:
+                      tiled: bool, axis_index_groups: Any = None) -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
-    if not _owns(frame, axis_name):
+    if not _grouped_owned("all_to_all", frame, axis_name, axis_index_groups):
         return all_to_all_p.bind(moveaxis(x, d, 0), axis_name=axis_name, split_axis=split_axis + 1,
-                                 concat_axis=concat_axis + 1, tiled=tiled), 0
+                                 concat_axis=concat_axis + 1, tiled=tiled, **_g(axis_index_groups)), 0
     n = frame.size
     x = bdim_at_front(x, d, n)  # [j (sender), *shape]
     if tiled:
@@ -120,6 +143,11 @@ def _all_to_all_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, spl
 @register_batching(ppermute_p)
 def _ppermute_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, perm: tuple) -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
+    if isinstance(axis_name, tuple):  # several names at once: only over axes this vmap does not bind
+        if any(_owns(frame, n) for n in axis_name):
+            raise NotImplementedError(f"ppermute over several axis names {axis_name!r} at once, one of them a "
+                                      "vmap axis, is not supported; permute over each axis separately")
+        return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     if not _owns(frame, axis_name):
         return ppermute_p.bind(x, axis_name=axis_name, perm=perm), d
     n = frame.size
@@ -134,11 +162,11 @@ def _ppermute_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, perm:
 
 @register_batching(psum_scatter_p)
 def _psum_scatter_batch(vals: list, dims: list, *, frame: Any, axis_name: Any, scatter_dimension: int,
-                        tiled: bool) -> tuple[Any, Any]:
+                        tiled: bool, axis_index_groups: Any = None) -> tuple[Any, Any]:
     (x,), (d,) = vals, dims
-    if not _owns(frame, axis_name):
+    if not _grouped_owned("psum_scatter", frame, axis_name, axis_index_groups):
         return psum_scatter_p.bind(moveaxis(x, d, 0), axis_name=axis_name,
-                                   scatter_dimension=scatter_dimension + 1, tiled=tiled), 0
+                                   scatter_dimension=scatter_dimension + 1, tiled=tiled, **_g(axis_index_groups)), 0
     n = frame.size
     total = scale(x, n) if d is not_mapped else R.reduce_sum_p.bind(x, axes=(d,))
     if tiled:  # split the scatter dimension into (receiver, chunk): the receiver is the batch dimension

@@ -44,20 +44,31 @@ def _ppermute_t(ct: Any, x: Any, *, axis_name: Any, perm: tuple) -> list:
     return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((t, s) for s, t in perm))]
 
 
+def _g(axis_index_groups: Any) -> dict:
+    return {} if axis_index_groups is None else {"axis_index_groups": axis_index_groups}
+
+
 @register_transpose(all_gather_p)
-def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool) -> list:
-    return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled)]
+def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, axis_index_groups: Any = None,
+                  to: str = "varying") -> list:
+    # to='invarying' (JAX's all_gather_invariant) transposes the same way here: a cotangent is each device's
+    # share of the whole one (shard_map's transpose scales a result's cotangent over the axes its out_specs
+    # leave out), so the sum of the shares, scattered, is this device's slice of it.
+    return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled,
+                                **_g(axis_index_groups))]
 
 
 @register_transpose(psum_scatter_p)
-def _psum_scatter_t(ct: Any, x: Any, *, axis_name: Any, scatter_dimension: int, tiled: bool) -> list:
-    return [all_gather_p.bind(ct, axis_name=axis_name, axis=scatter_dimension, tiled=tiled)]
+def _psum_scatter_t(ct: Any, x: Any, *, axis_name: Any, scatter_dimension: int, tiled: bool,
+                    axis_index_groups: Any = None) -> list:
+    return [all_gather_p.bind(ct, axis_name=axis_name, axis=scatter_dimension, tiled=tiled, **_g(axis_index_groups))]
 
 
 @register_transpose(all_to_all_p)
-def _all_to_all_t(ct: Any, x: Any, *, axis_name: Any, split_axis: int, concat_axis: int, tiled: bool) -> list:
+def _all_to_all_t(ct: Any, x: Any, *, axis_name: Any, split_axis: int, concat_axis: int, tiled: bool,
+                  axis_index_groups: Any = None) -> list:
     return [all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis, concat_axis=split_axis,
-                              tiled=tiled)]
+                              tiled=tiled, **_g(axis_index_groups))]
 
 
 def _tiled_exchange(x: Any, names: tuple) -> Any:
