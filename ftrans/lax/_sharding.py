@@ -109,3 +109,11 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
                                                            - len(entries))):
         out = compute()
     return with_sharding_constraint(out, s, _what=what)
+
+
+def place_result(what: str, out_sharding: Any, compute: Any) -> Any:
+    """``compute()`` laid out as ``out_sharding`` (a sharding, or a bare PartitionSpec under the current mesh),
+    its values unchanged: the ``out_sharding=`` of JAX's random samplers, which draw under ``auto_axes`` and
+    reshard the result.  Over Explicit mesh axes the result's sharding type is the one asked for."""
+    s = _resolve(out_sharding, what)
+    return with_sharding_constraint(compute(), s, _what=what)

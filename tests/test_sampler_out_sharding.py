@@ -1,0 +1,94 @@
+"""``out_sharding=`` of the random samplers, ``nn.initializers`` and ``lax.rng_bit_generator``, against jax:
+the same bits as without it, laid out as asked, typed so over Explicit mesh axes."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import numpy as np
+import pytest
+
+import ftrans
+from ftrans.sharding import NamedSharding, P
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 4, reason="needs 4 host devices (tests/conftest.py)")
+
+
+@pytest.fixture(scope="module")
+def meshes():
+    ex = ftrans.sharding.AxisType.Explicit
+    jex = jax.sharding.AxisType.Explicit
+    return (ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ex, ex)),
+            jax.make_mesh((2, 2), ("x", "y"), axis_types=(jex, jex)))
+
+
+def _spec(s):
+    t = list(s)
+    while t and t[-1] is None:
+        t.pop()
+    return tuple(t)
+
+
+SAMPLERS = [
+    ("normal", lambda r, k, **kw: r.normal(k, (8, 4), **kw)),
+    ("randint", lambda r, k, **kw: r.randint(k, (8, 4), 0, 10, **kw)),
+    ("permutation", lambda r, k, **kw: r.permutation(k, 8, **kw)),
+]
+
+
+@pytest.mark.parametrize("name,draw", SAMPLERS, ids=[n for n, _ in SAMPLERS])
+def test_sampler_out_sharding_under_jit(meshes, name, draw):
+    fm, jm = meshes
+    spec = ("x",) if name == "permutation" else ("x", "y")
+    seen = {}
+
+    def run(lib, mesh, ns):
+        def f(key):
+            out = draw(lib.random, key, out_sharding=ns(mesh, lib.sharding.PartitionSpec(*spec)))
+            seen[lib.__name__] = _spec(out.aval.sharding.spec)
+            return out
+
+        with lib.set_mesh(mesh):
+            return lib.jit(f)(lib.random.key(3))
+
+    got = run(ftrans, fm, NamedSharding)
+    want = run(jax, jm, jax.sharding.NamedSharding)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert seen["ftrans"] == seen["jax"] == spec
+    assert _spec(got.sharding.spec) == _spec(want.sharding.spec) == spec
+
+
+def test_sampler_out_sharding_bare_spec_and_eager(meshes):
+    fm, jm = meshes
+    with ftrans.set_mesh(fm):
+        got = ftrans.random.uniform(ftrans.random.key(1), (8, 4), out_sharding=P("x"))
+    with jax.set_mesh(jm):
+        want = jax.random.uniform(jax.random.key(1), (8, 4), out_sharding=jax.P("x"))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert _spec(got.sharding.spec) == _spec(want.sharding.spec) == ("x",)
+    with pytest.raises(ftrans.errors.FtransValueError, match="no mesh is set"):
+        ftrans.random.normal(ftrans.random.key(1), (8,), out_sharding=P("x"))
+
+
+def test_initializers_and_rng_bit_generator_out_sharding(meshes):
+    fm, jm = meshes
+    cases = [lambda nn: nn.initializers.he_normal(in_axis=0, out_axis=1), lambda nn: nn.initializers.constant(-7)]
+    for make in cases:
+        with ftrans.set_mesh(fm):
+            got = make(ftrans.nn)(ftrans.random.key(0), (8, 2), np.float32, out_sharding=P("x"))
+        with jax.set_mesh(jm):
+            want = make(jax.nn)(jax.random.key(0), (8, 2), np.float32, out_sharding=jax.P("x"))
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert _spec(got.sharding.spec) == _spec(want.sharding.spec) == ("x",)
+    key = np.array((1, 2, 3, 4), np.uint32)
+    with ftrans.set_mesh(fm):
+        k1, b1 = ftrans.jit(lambda k: ftrans.lax.rng_bit_generator(k, (4, 8), out_sharding=P("x")))(key)
+    with jax.set_mesh(jm):
+        k2, b2 = jax.jit(lambda k: jax.lax.rng_bit_generator(k, (4, 8), out_sharding=jax.P("x")))(key)
+    np.testing.assert_array_equal(np.asarray(b1), np.asarray(b2))
+    np.testing.assert_array_equal(np.asarray(k1), np.asarray(k2))
+    assert _spec(b1.sharding.spec) == _spec(b2.sharding.spec) == ("x",)
+    assert _spec(k1.sharding.spec) == _spec(k2.sharding.spec) == ()
