@@ -1,5 +1,5 @@
-"""``out_sharding=`` of the random samplers, ``nn.initializers`` and ``lax.rng_bit_generator``, against jax:
-the same bits as without it, laid out as asked, typed so over Explicit mesh axes."""
+"""``out_sharding=`` of the random samplers, ``nn.initializers``, ``lax.rng_bit_generator`` and ``x.at[idx]``,
+against jax: the same values as without it, laid out as asked, typed so over Explicit mesh axes."""
 
 from __future__ import annotations
 
@@ -92,3 +92,30 @@ def test_initializers_and_rng_bit_generator_out_sharding(meshes):
     np.testing.assert_array_equal(np.asarray(k1), np.asarray(k2))
     assert _spec(b1.sharding.spec) == _spec(b2.sharding.spec) == ("x",)
     assert _spec(k1.sharding.spec) == _spec(k2.sharding.spec) == ()
+
+
+def test_at_get_and_scatter_out_sharding(meshes):
+    fm, jm = meshes
+    e_np = np.arange(64.0, dtype=np.float32).reshape(16, 4)
+    t_np = np.arange(8, dtype=np.int32).reshape(4, 2) % 16
+    res = {}
+    for lib, mesh, ns in ((ftrans, fm, NamedSharding), (jax, jm, jax.sharding.NamedSharding)):
+        PS = lib.sharding.PartitionSpec
+        seen = []
+
+        def f(e, t, PS=PS, seen=seen):
+            g = e.at[t].get(out_sharding=PS("x", None, None))
+            s = e.at[t[:, 0]].add(1.0, out_sharding=PS(None, "x"))
+            seen.extend([_spec(g.aval.sharding.spec), _spec(s.aval.sharding.spec)])
+            return g, s
+
+        with lib.set_mesh(mesh):
+            e = lib.device_put(e_np, ns(mesh, PS(None, "x")))
+            t = lib.device_put(t_np, ns(mesh, PS("x", None)))
+            out = lib.jit(f)(e, t)
+        res[lib.__name__] = (seen, [np.asarray(o) for o in out], [_spec(o.sharding.spec) for o in out])
+    (fs, fv, fo), (js, jv, jo) = res["ftrans"], res["jax"]
+    assert fs == js == [("x",), (None, "x")]
+    assert fo == jo
+    for a, b in zip(fv, jv):
+        np.testing.assert_array_equal(a, b)
