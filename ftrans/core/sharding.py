@@ -664,7 +664,10 @@ def as_mesh(mesh: Any) -> Any:
             types = tuple(AxisType[t.name] for t in mesh.axis_types)
         except (KeyError, AttributeError, TypeError):
             types = None
-        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types)
+        dev = getattr(mesh, "abstract_device", None)
+        if dev is not None:  # its devices' kind, as the abstract mesh of ftrans's twin of a jax Mesh has
+            dev = AbstractDevice(dev.device_kind, getattr(dev, "num_cores", None), getattr(dev, "platform", None))
+        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types, abstract_device=dev)
     if not _is_runtime_mesh(mesh):
         return mesh
     m = _twins.get(id(mesh))
@@ -802,7 +805,7 @@ def concrete_for(abstract: AbstractMesh) -> Mesh:
     return cur
 
 
-def _foreign_axis_type(t: Any) -> bool:
+def foreign_axis_type(t: Any) -> bool:
     return not isinstance(t, AxisType) and type(t).__name__ == "AxisType" and getattr(t, "name", None) in \
         AxisType.__members__
 
@@ -821,10 +824,10 @@ class AbstractMesh:
                                    f"axis names {axis_names}")
         if axis_types is None:
             axis_types = (AxisType.Auto,) * len(axis_names)
-        elif isinstance(axis_types, AxisType) or _foreign_axis_type(axis_types):
+        elif isinstance(axis_types, AxisType) or foreign_axis_type(axis_types):
             axis_types = (axis_types,)
         # JAX's axis types (a JAX mesh's) stand for ftrans's of the same name
-        axis_types = tuple(AxisType[t.name] if _foreign_axis_type(t) else t for t in axis_types)
+        axis_types = tuple(AxisType[t.name] if foreign_axis_type(t) else t for t in axis_types)
         if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType) for t in axis_types):
             raise FtransValueError(f"AbstractMesh: axis_types must be one AxisType per axis name {axis_names}, got "
                                    f"{axis_types}")
