@@ -116,6 +116,19 @@ def shape_only_constant_error(x: Any) -> Exception:
         "that runs or is lowered; pass an array of that shape and dtype")
 
 
+def _check_sharding_rank(sharding: Any, ndim: int) -> None:
+    """A sharding (or bare PartitionSpec) with more dimension entries than the rank is refused, as JAX's
+    ShapeDtypeStruct refuses it."""
+    spec = sharding if type(sharding).__name__ in ("PartitionSpec", "P") else getattr(sharding, "spec", None)
+    if spec is None or type(spec).__name__ not in ("PartitionSpec", "P"):
+        return
+    if len(tuple(spec)) > ndim:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(f"ShapeDtypeStruct: the sharding {sharding!r} is only valid for values of rank at "
+                               f"least {len(tuple(spec))}, but was applied to a value of rank {ndim}")
+
+
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
@@ -139,6 +152,8 @@ class ShapeDtypeStruct:
                 wide = canon
             self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
+        if sharding is not None:
+            _check_sharding_rank(sharding, len(self.shape))
         self.sharding = sharding
 
     @property

@@ -397,15 +397,16 @@ class SingleDeviceSharding(Sharding):
 class NamedSharding(Sharding):
     """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
 
-    def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
+    def __init__(self, mesh: Mesh, spec: Any, *, memory_kind: str | None = None):
+        if spec is None:  # as JAX's: the spec is required (P() is the replicated layout)
+            raise FtransTypeError("NamedSharding: Unexpected None for spec; pass a PartitionSpec (P() for a "
+                                  "replicated layout)")
         mesh = as_mesh(mesh)
         if isinstance(mesh, AbstractMesh):
             mesh = concrete_for(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
-        if spec is None:
-            spec = PartitionSpec()
-        elif not isinstance(spec, PartitionSpec):
+        if not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
                 spec = PartitionSpec(*spec)
             elif _is_jax_spec(spec):  # JAX's PartitionSpec (not a tuple): the same entries
@@ -574,6 +575,9 @@ class _SetMesh:
         mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
+        if mesh is not None and AxisType.Manual in mesh.axis_types:
+            raise FtransValueError(f"set_mesh: the mesh {mesh} contains manual axes, which only shard_map's body "
+                                   "may have; give its axes Auto or Explicit types")
         self.prev = _global_mesh[0]
         _global_mesh[0] = mesh
 

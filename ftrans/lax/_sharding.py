@@ -73,6 +73,18 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
     return tree_util.tree_unflatten(tree, out)
 
 
+def check_explicit(what: str, s: NamedSharding) -> None:
+    """JAX's rule for the shardings of ``out_sharding=`` and ``reshard``: every mesh axis the spec names must be
+    of type Explicit."""
+    from ftrans.core.sharding import AxisType
+
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    for a in s.spec.axes():
+        if types.get(a) != AxisType.Explicit:
+            raise FtransValueError(f"PartitionSpec passed to {what} cannot contain axis names that are of type "
+                                   f"Auto or Manual. Got {s.spec!r} (axis {a!r} is {types.get(a)})")
+
+
 def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any = (), shape: Any = None) -> Any:
     """``compute()`` laid out as ``out_sharding`` (the ``out_sharding=`` keyword of ``lax.dot_general``,
     ``jnp.einsum``, ``lax.reshape``, ...).  Over Explicit mesh axes the result's sharding type is the one
@@ -83,27 +95,17 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     s = as_sharding(out_sharding)
     if isinstance(s, PartitionSpec):
         mesh = get_mesh()
-        if mesh is None:  # inside jit without a mesh in context: the mesh of the operands' types
-            for o in operands:
-                sh = getattr(getattr(o, "aval", None), "sharding", None)
-                if sh is not None:
-                    mesh = sh.mesh
-                    break
-        if mesh is None:
+        if mesh is None:  # as JAX's, inside jit too: the operands' mesh is not taken for it
             raise FtransValueError(
-                f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set; wrap it in "
-                "NamedSharding(mesh, spec) or set a mesh with ftrans.set_mesh(mesh)")
+                f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set (Using PartitionSpec "
+                "when not under a mesh context is not allowed); wrap it in NamedSharding(mesh, spec) or set a "
+                "mesh with ftrans.set_mesh(mesh)")
         s = NamedSharding(mesh, s)
     if not isinstance(s, NamedSharding):
         raise FtransTypeError(f"{what}: out_sharding must be a NamedSharding or a PartitionSpec, got {s!r}")
-    from ftrans.core.sharding import AxisType
     from ftrans.core.sharding_rules import out_sharding_override
 
-    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
-    for a in s.spec.axes():
-        if types.get(a) != AxisType.Explicit:
-            raise FtransValueError(f"PartitionSpec passed to {what} cannot contain axis names that are of type "
-                                   f"Auto or Manual. Got {s.spec!r} (axis {a!r} is {types.get(a)})")
+    check_explicit(what, s)
     entries = tuple(s.spec)
     with out_sharding_override(shape, entries + (None,) * ((len(shape) if shape is not None else 0)
                                                            - len(entries))):

@@ -23,6 +23,7 @@ from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
+    PartitionSpec,
     Sharding,
     SingleDeviceSharding,
     as_sharding,
@@ -167,6 +168,12 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
     return out
 
 
+def check_out_shardings(owner: Any, out_tree: Any) -> None:
+    """Raise, as for a partitioned program, when ``out_shardings`` is no tree prefix of the outputs."""
+    dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
+
+
 def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
     fname = owner.__name__
     n_pos = len(tree_util.tree_leaves(args))
@@ -205,7 +212,7 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
 
     mesh = None
     if jaxpr is not None:
-        shardings = shardings + [NamedSharding(m) for m in constraint_meshes(jaxpr)]
+        shardings = shardings + [NamedSharding(m, PartitionSpec()) for m in constraint_meshes(jaxpr)]
     for s in shardings:
         if isinstance(s, NamedSharding):
             if mesh is None:

@@ -1,0 +1,80 @@
+"""Errors JAX's pjit_test.py expects, raised by ftrans as by jax (the same exception class, naming the user's
+line): a None spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the
+outputs (also when its leaves are all None), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options``
+on a jit staged into another, ``jnp.array(committed, device=other)``, and a bare ``out_sharding`` spec inside jit
+with no mesh in context."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.sharding import AxisType, NamedSharding, P
+
+HERE = os.path.abspath(__file__)
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 2, reason="needs 2 host devices (tests/conftest.py)")
+
+
+def both_raise(exc, match, jax_fn, ftrans_fn):
+    with pytest.raises(exc, match=match):
+        jax_fn()
+    with pytest.raises(exc, match=match) as info:
+        ftrans_fn()
+    assert HERE in str(info.value), str(info.value)
+
+
+def test_sharding_and_mesh_argument_errors():
+    jm = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    fm = ftrans.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    both_raise(TypeError, "None", lambda: jax.NamedSharding(jm, None), lambda: NamedSharding(fm, None))
+    jman = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("x",), (jax.sharding.AxisType.Manual,))
+    fman = ftrans.sharding.Mesh(np.array(ftrans.devices()[:2]), ("x",), (AxisType.Manual,))
+    both_raise(ValueError, "manual axes", lambda: jax.set_mesh(jman), lambda: ftrans.set_mesh(fman))
+    assert ftrans.sharding.get_mesh() is None
+    both_raise(ValueError, "rank at least 3, but was applied to a value of rank 2",
+               lambda: jax.ShapeDtypeStruct((4, 4), np.float32, sharding=jax.NamedSharding(jm, jax.P(None, "x", None))),
+               lambda: ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=NamedSharding(fm, P(None, "x", None))))
+    both_raise(ValueError, "rank at least 3",
+               lambda: jax.ShapeDtypeStruct((4, 4), np.float32, sharding=jax.P(None, "x", None)),
+               lambda: ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=P(None, "x", None)))
+    assert ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=P("x")).sharding == P("x")
+
+
+def test_jit_errors():
+    both_raise(ValueError, "out_shardings",
+               lambda: jax.jit(lambda x: x, out_shardings={"a": [None, None], "b": None})({"a": 1.0, "b": 1.0}),
+               lambda: ftrans.jit(lambda x: x, out_shardings={"a": [None, None], "b": None})({"a": 1.0, "b": 1.0}))
+    jg = jax.jit(lambda x: x * 2, compiler_options={"xla_embed_ir_in_executable": True})
+    fg = ftrans.jit(lambda x: x * 2, compiler_options={"xla_embed_ir_in_executable": True})
+    x = np.arange(4.0, dtype=np.float32)
+    both_raise(ValueError, "can only be passed to top-level", lambda: jax.jit(lambda v: jg(v + 1))(x),
+               lambda: ftrans.jit(lambda v: fg(v + 1))(x))
+    both_raise(ValueError, "can only be passed to top-level", lambda: jax.grad(lambda v: jg(v).sum())(x),
+               lambda: ftrans.grad(lambda v: fg(v).sum())(x))
+    np.testing.assert_array_equal(np.asarray(ftrans.vmap(fg)(x)), np.asarray(jax.vmap(jg)(x)))
+
+
+def test_committed_array_not_moved_by_device_and_bare_out_sharding_needs_a_mesh():
+    jd, fd = jax.devices(), ftrans.devices()
+    ja, fa = jax.device_put(np.arange(8), jd[0]), ftrans.device_put(np.arange(8), fd[0])
+    both_raise(ValueError, "Received incompatible devices", lambda: jjnp.array(ja, device=jd[1]),
+               lambda: fjnp.array(fa, device=fd[1]))
+    assert fjnp.array(fa, device=fd[0]).sharding == jjnp.array(ja, device=jd[0]).sharding
+    assert fjnp.array(fjnp.arange(8), device=fd[1]).sharding == jjnp.array(jjnp.arange(8), device=jd[1]).sharding
+    jm = jax.make_mesh((1, 1), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    fm = ftrans.make_mesh((1, 1), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    v = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    jx = jax.device_put(v, jax.NamedSharding(jm, jax.P("x", "y")))
+    fx = ftrans.device_put(v, NamedSharding(fm, P("x", "y")))
+    both_raise(ValueError, "not under a mesh context",
+               lambda: jax.jit(lambda a: jjnp.einsum("xy,zy->xz", a, a, out_sharding=jax.P("x", "y")))(jx),
+               lambda: ftrans.jit(lambda a: fjnp.einsum("xy,zy->xz", a, a, out_sharding=P("x", "y")))(fx))
