@@ -119,3 +119,23 @@ def test_at_get_and_scatter_out_sharding(meshes):
     assert fo == jo
     for a, b in zip(fv, jv):
         np.testing.assert_array_equal(a, b)
+
+
+def test_eager_reshard_retypes_the_array(meshes):
+    """An array laid out anew eagerly (reshard, device_put) has the new layout's type, so an eager einsum on
+    it is typed as under jit (JAX's pjit_test test_reshard_eager_mode)."""
+    fm, jm = meshes
+    v = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    got = []
+    for lib, mesh, ns, np_ in ((ftrans, fm, NamedSharding, ftrans.numpy), (jax, jm, jax.sharding.NamedSharding,
+                                                                          jax.numpy)):
+        PS = lib.sharding.PartitionSpec
+        a1 = lib.device_put(v, ns(mesh, PS("x", "y")))
+        a2 = lib.device_put(v.T, ns(mesh, PS("y", "x")))
+        with lib.set_mesh(mesh):
+            r = lib.sharding.reshard(a2, PS("y", None))
+            out = np_.einsum("xy,yz->xz", a1, r, out_sharding=PS("x", "y"))
+        got.append((_spec(r.aval.sharding.spec), _spec(out.aval.sharding.spec), _spec(out.sharding.spec),
+                    np.asarray(out)))
+    assert got[0][:3] == got[1][:3] == (("y",), ("x", "y"), ("x", "y"))
+    np.testing.assert_array_equal(got[0][3], got[1][3])
