@@ -2,7 +2,7 @@
 line): a None spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the
 outputs (also when its leaves are all None), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options``
 on a jit staged into another, ``jnp.array(committed, device=other)``, and a bare ``out_sharding`` spec inside jit
-with no mesh in context."""
+with no mesh in context; and an eager sharding constraint to one device places and commits the value."""
 
 from __future__ import annotations
 
@@ -78,3 +78,14 @@ def test_committed_array_not_moved_by_device_and_bare_out_sharding_needs_a_mesh(
     both_raise(ValueError, "not under a mesh context",
                lambda: jax.jit(lambda a: jjnp.einsum("xy,zy->xz", a, a, out_sharding=jax.P("x", "y")))(jx),
                lambda: ftrans.jit(lambda a: fjnp.einsum("xy,zy->xz", a, a, out_sharding=P("x", "y")))(fx))
+
+
+def test_eager_sharding_constraint_to_one_device_places_and_commits():
+    jd, fd = jax.devices(), ftrans.devices()
+    for v in (np.arange(10), None):
+        jy = jax.lax.with_sharding_constraint(jjnp.arange(10) if v is None else v, jax.sharding.SingleDeviceSharding(jd[1]))
+        fy = ftrans.lax.with_sharding_constraint(fjnp.arange(10) if v is None else v,
+                                                 ftrans.sharding.SingleDeviceSharding(fd[1]))
+        assert fy.committed == jy.committed is True
+        assert fy.sharding == jy.sharding
+        np.testing.assert_array_equal(np.asarray(fy), np.asarray(jy))

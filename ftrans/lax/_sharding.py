@@ -12,6 +12,7 @@ from ftrans.core.sharding import (
     NamedSharding,
     PartitionSpec,
     Sharding,
+    SingleDeviceSharding,
     as_sharding,
     check_divisible,
     get_mesh,
@@ -61,12 +62,14 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
-        if traced or not isinstance(s, NamedSharding):
+        if traced:
             if isinstance(s, NamedSharding):
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
-        else:
+        elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
+            out.append(leaf)
+        else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
 
             out.append(device_put(leaf, s))
