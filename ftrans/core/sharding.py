@@ -72,6 +72,20 @@ def _canon_entry(e: Any) -> Any:
                           f"got {e!r} of type {type(e).__name__}")
 
 
+def _no_unreduced(what: str) -> None:
+    raise FtransNotImplementedError(
+        f"{what}: JAX's unreduced/reduced mesh axes (a value whose blocks along those axes are partial sums "
+        "still to be added, or a replicated value whose cotangent will be) are not modelled by ftrans; keep "
+        "the result reduced (leave out_sharding's unreduced set empty, or reshard to a spec without one)")
+
+
+def _spec_entries(x: Any) -> tuple:
+    """The entries of a PartitionSpec (ftrans's or JAX's), refusing JAX's unreduced/reduced axes."""
+    if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
+        _no_unreduced(repr(x))
+    return tuple(getattr(x, "partitions", x))
+
+
 class PartitionSpec(tuple):
     """For each array dimension, the mesh axes it is split over (``None``: not split).
 
@@ -81,7 +95,9 @@ class PartitionSpec(tuple):
 
     UNCONSTRAINED = _Unconstrained()
 
-    def __new__(cls, *entries: Any) -> PartitionSpec:
+    def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
+        if unreduced or reduced:
+            _no_unreduced(f"PartitionSpec(unreduced={set(unreduced) or set()}, reduced={set(reduced) or set()})")
         return super().__new__(cls, tuple(_canon_entry(e) for e in entries))
 
     def _norm(self) -> tuple:
@@ -95,8 +111,8 @@ class PartitionSpec(tuple):
             return self._norm() == other._norm()
         if isinstance(other, tuple) or type(other).__name__ in ("P", "PartitionSpec"):  # jax's, or a tuple
             try:
-                return self._norm() == PartitionSpec(*tuple(other))._norm()
-            except (FtransTypeError, TypeError):
+                return self._norm() == PartitionSpec(*_spec_entries(other))._norm()
+            except (FtransTypeError, TypeError, NotImplementedError):
                 return False
         return NotImplemented
 
@@ -715,7 +731,7 @@ def _unformat(x: Any) -> Any:
 def as_spec(x: Any) -> Any:
     """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
     x = _unformat(x)
-    return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
+    return PartitionSpec(*_spec_entries(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
 
 
 def as_sharding(sh: Any) -> Any:
@@ -736,7 +752,7 @@ def _from_runtime(sh: Any) -> Any:
         if not tuple(mesh.axis_names) and getattr(mesh, "empty", False):
             raise FtransValueError(f"got an empty NamedSharding: {sh!r} (its mesh has no devices), which is not "
                                    "allowed as a sharding")
-        return NamedSharding(as_mesh(mesh), PartitionSpec(*tuple(spec)))
+        return NamedSharding(as_mesh(mesh), PartitionSpec(*_spec_entries(spec)))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))
