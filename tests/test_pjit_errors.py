@@ -2,7 +2,7 @@
 line): a None spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the
 outputs (also when its leaves are all None), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options``
 on a jit staged into another, ``jnp.array(committed, device=other)``, and a bare ``out_sharding`` spec inside jit
-with no mesh in context; and an eager sharding constraint to one device places and commits the value."""
+with no mesh in context; and an eager sharding constraint to one device places and commits the value; a partitioned Compiled gives its input shardings as (args, kwargs)."""
 
 from __future__ import annotations
 
@@ -89,3 +89,15 @@ def test_eager_sharding_constraint_to_one_device_places_and_commits():
         assert fy.committed == jy.committed is True
         assert fy.sharding == jy.sharding
         np.testing.assert_array_equal(np.asarray(fy), np.asarray(jy))
+
+
+def test_sharded_compiled_input_shardings_are_args_and_kwargs():
+    fm = ftrans.make_mesh((2,), ("x",))
+    jm = jax.make_mesh((2,), ("x",))
+    v = np.arange(16).reshape(8, 2)
+    fa = ftrans.device_put(v, NamedSharding(fm, P("x")))
+    ja = jax.device_put(v, jax.NamedSharding(jm, jax.P("x")))
+    got = ftrans.jit(lambda x, y, z: (x * y, z.T), static_argnums=1).lower(fa, 3, z=v).compile().input_shardings
+    want = jax.jit(lambda x, y, z: (x * y, z.T), static_argnums=1).lower(ja, 3, z=v).compile().input_shardings
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    assert [tuple(s.spec) for s in jax.tree.leaves(got)] == [tuple(s.spec) for s in jax.tree.leaves(want)]

@@ -378,10 +378,11 @@ class ShardedLowered(LoweredText):
     """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
-                 donate: tuple):
+                 donate: tuple, in_tree: Any = None):
         from ftrans.lowering.spmd import lower_spmd
 
         self._owner = owner
+        self._in_tree = in_tree
         self._closed = closed
         self.out_tree = out_tree
         self._args = (mesh, in_sh, out_sh, donate)
@@ -399,7 +400,7 @@ class ShardedLowered(LoweredText):
         mesh, in_sh, out_sh, donate = self._args
         exe = SpmdExecutable(self._closed, self._owner.__name__, mesh, in_sh, out_sh, donate,
                              self._owner._compiler_options)
-        return ShardedCompiled(exe, self.out_tree)
+        return ShardedCompiled(exe, self.out_tree, self._in_tree)
 
     @property
     def out_info(self) -> Any:
@@ -414,9 +415,10 @@ class ShardedLowered(LoweredText):
 
 
 class ShardedCompiled:
-    def __init__(self, exe: Any, out_tree: Any):
+    def __init__(self, exe: Any, out_tree: Any, in_tree: Any = None):
         self._exe = exe
         self._out_tree = out_tree
+        self._in_tree = in_tree
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from ftrans.transforms.jit import check_not_traced
@@ -430,8 +432,12 @@ class ShardedCompiled:
 
     @property
     def input_shardings(self) -> Any:
+        """``(args, kwargs)`` with each array argument's sharding, as JAX's."""
         k = len(self._exe.const_bufs)
-        return self._exe.in_shardings[k:]
+        flat = [from_runtime(s) for s in self._exe.in_shardings[k:]]
+        if self._in_tree is None or self._in_tree.num_leaves != len(flat):
+            return flat
+        return tree_util.tree_unflatten(self._in_tree, flat)
 
     @property
     def output_shardings(self) -> Any:
@@ -449,7 +455,7 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
                   avals: list, in_tree: Any) -> ShardedLowered:
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
-    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate)
+    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
 
 
 def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leaves: list) -> list:
