@@ -1,8 +1,10 @@
-"""Errors JAX's pjit_test.py expects, raised by ftrans as by jax (the same exception class, naming the user's
-line): a None spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the
-outputs (also when its leaves are all None), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options``
-on a jit staged into another, ``jnp.array(committed, device=other)``, and a bare ``out_sharding`` spec inside jit
-with no mesh in context; and an eager sharding constraint to one device places and commits the value; a partitioned Compiled gives its input shardings as (args, kwargs)."""
+"""Behaviour JAX's pjit_test.py expects, as jax's (errors of the same class, naming the user's line): a None
+spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the outputs (also
+with all-None leaves), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options`` on a jit staged into
+another, ``jnp.array(committed, device=other)``, a bare ``out_sharding`` spec inside jit with no mesh in context,
+vmap over mapped dimensions split differently (or otherwise than ``spmd_axis_name``); an eager sharding
+constraint to one device places and commits the value; a partitioned Compiled's input shardings are
+``(args, kwargs)``."""
 
 from __future__ import annotations
 
@@ -101,3 +103,21 @@ def test_sharded_compiled_input_shardings_are_args_and_kwargs():
     want = jax.jit(lambda x, y, z: (x * y, z.T), static_argnums=1).lower(ja, 3, z=v).compile().input_shardings
     assert jax.tree.structure(got) == jax.tree.structure(want)
     assert [tuple(s.spec) for s in jax.tree.leaves(got)] == [tuple(s.spec) for s in jax.tree.leaves(want)]
+
+
+def test_vmap_mapped_dimensions_split_alike():
+    got = []
+    for lib in (jax, ftrans):
+        at = lib.sharding.AxisType.Explicit
+        mesh = lib.make_mesh((2, 1), ("x", "y"), axis_types=(at, at))
+        ns, ps = lib.sharding.NamedSharding, lib.sharding.PartitionSpec
+        v = np.arange(16).reshape(8, 2)
+        with lib.set_mesh(mesh):
+            a = lib.device_put(v, ns(mesh, ps("x", None)))
+            b = lib.device_put(v.T, ns(mesh, ps(None, "y")))
+            with pytest.raises(ValueError, match="Mapped away dimension of inputs passed to vmap should be sharded"):
+                lib.vmap(lambda p, q: p @ q, in_axes=(0, 1))(a, b)
+            with pytest.raises(ValueError, match="Only one of spmd_axis_name or arrays sharded"):
+                lib.jit(lib.vmap(lambda p: p * 2, spmd_axis_name="y"))(a)
+            got.append(tuple(lib.vmap(lambda p, q: p * q, spmd_axis_name="x")(a, a).sharding.spec))
+    assert got[0] == got[1]
