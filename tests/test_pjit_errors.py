@@ -121,3 +121,18 @@ def test_vmap_mapped_dimensions_split_alike():
                 lib.jit(lib.vmap(lambda p: p * 2, spmd_axis_name="y"))(a)
             got.append(tuple(lib.vmap(lambda p, q: p * q, spmd_axis_name="x")(a, a).sharding.spec))
     assert got[0] == got[1]
+
+
+def test_concatenate_of_differently_split_operands():
+    """Operands split differently (not one of them wholly unsplit) are JAX's ShardingTypeError."""
+    for lib, err in ((jax, jax._src.core.ShardingTypeError), (ftrans, ftrans.errors.ShardingTypeError)):
+        at = lib.sharding.AxisType.Explicit
+        mesh = lib.make_mesh((2, 1), ("x", "y"), axis_types=(at, at))
+        ns, ps = lib.sharding.NamedSharding, lib.sharding.PartitionSpec
+        a = lib.device_put(np.ones((4, 4)), ns(mesh, ps("x", "y")))
+        b = lib.device_put(np.ones((4, 1)), ns(mesh, ps("x")))
+        with pytest.raises(err, match="All operands should have the same sharding"):
+            lib.jit(lambda u, v, lib=lib: lib.numpy.concatenate([u, v], axis=1))(a, b)
+        c = lib.device_put(np.ones((4, 1)), ns(mesh, ps("x", "y")))
+        out = lib.jit(lambda u, v, lib=lib: lib.numpy.concatenate([u, v], axis=1))(a, c)
+        assert tuple(out.sharding.spec) == ("x", "y")
