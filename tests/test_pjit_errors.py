@@ -9,6 +9,7 @@ constraint to one device places and commits the value; a partitioned Compiled's 
 from __future__ import annotations
 
 import os
+import warnings
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -136,3 +137,17 @@ def test_concatenate_of_differently_split_operands():
         c = lib.device_put(np.ones((4, 1)), ns(mesh, ps("x", "y")))
         out = lib.jit(lambda u, v, lib=lib: lib.numpy.concatenate([u, v], axis=1))(a, c)
         assert tuple(out.sharding.spec) == ("x", "y")
+
+
+def test_jit_device_with_a_constraint_over_other_devices():
+    match = (r"Received incompatible devices for jitted computation. Got explicit output sharding with device ids "
+             r"\[0\].*sharding_constraint inside jit with device ids")
+    for lib in (jax, ftrans):
+        mesh = lib.make_mesh((2, 1), ("x", "y"), axis_types=(lib.sharding.AxisType.Auto,) * 2)
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+        with warnings.catch_warnings():  # jit's device= is deprecated (in both)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            f = lib.jit(lambda shape, s=s, lib=lib: lib.lax.with_sharding_constraint(lib.numpy.zeros(shape), s),
+                        static_argnums=0, device=lib.devices()[0])
+        with pytest.raises(ValueError, match=match):
+            f((4, 2))

@@ -254,6 +254,13 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     # A result with a sharding type and no out_shardings entry is laid out as its type says
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
+    dev = getattr(owner, "_device", None)
+    if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
+        raise FtransValueError(
+            f"Received incompatible devices for jitted computation. Got explicit output sharding with device ids "
+            f"[{dev.id}] on platform {dev.platform.upper()} (jit({fname}, device=...)) and sharding_constraint inside "
+            f"jit with device ids {sorted(d.id for d in mesh.devices.flat)}; drop device= or "
+            "lay the values out on that device")
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
