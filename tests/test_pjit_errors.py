@@ -2,7 +2,8 @@
 spec, a mesh with Manual axes set as the mesh, an ``out_shardings`` tree that is no prefix of the outputs (also
 with all-None leaves), a ShapeDtypeStruct sharding of too high a rank, ``compiler_options`` on a jit staged into
 another, ``jnp.array(committed, device=other)``, a bare ``out_sharding`` spec inside jit with no mesh in context,
-vmap over mapped dimensions split differently (or otherwise than ``spmd_axis_name``); an eager sharding
+vmap over mapped dimensions split differently (or otherwise than ``spmd_axis_name``), concatenating operands
+split differently, ``jit(device=d)`` of a program laid out over other devices; an eager sharding
 constraint to one device places and commits the value; a partitioned Compiled's input shardings are
 ``(args, kwargs)``."""
 
