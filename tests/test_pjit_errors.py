@@ -54,13 +54,15 @@ def test_sharding_and_mesh_argument_errors():
 
 
 def test_jit_errors():
-    both_raise(ValueError, "out_shardings",
-               lambda: jax.jit(lambda x: x, out_shardings={"a": [None, None], "b": None})({"a": 1.0, "b": 1.0}),
-               lambda: ftrans.jit(lambda x: x, out_shardings={"a": [None, None], "b": None})({"a": 1.0, "b": 1.0}))
+    bad = {"a": [None, None], "b": (None, None)}
+    both_raise(ValueError, r"Mismatch details \(2 found\)",
+               lambda: jax.jit(lambda x: x, out_shardings=bad)({"a": 1.0, "b": 1.0}),
+               lambda: ftrans.jit(lambda x: x, out_shardings=bad)({"a": 1.0, "b": 1.0}))
     jg = jax.jit(lambda x: x * 2, compiler_options={"xla_embed_ir_in_executable": True})
     fg = ftrans.jit(lambda x: x * 2, compiler_options={"xla_embed_ir_in_executable": True})
     x = np.arange(4.0, dtype=np.float32)
-    both_raise(ValueError, "can only be passed to top-level", lambda: jax.jit(lambda v: jg(v + 1))(x),
+    both_raise(ValueError, "`compiler_options` can only be passed to top-level `jax.jit`",
+               lambda: jax.jit(lambda v: jg(v + 1))(x),
                lambda: ftrans.jit(lambda v: fg(v + 1))(x))
     both_raise(ValueError, "can only be passed to top-level", lambda: jax.grad(lambda v: jg(v).sum())(x),
                lambda: ftrans.grad(lambda v: fg(v).sum())(x))

@@ -1514,9 +1514,9 @@ class JitWrapped:
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
         if self._compiler_options and any(issubclass(m.trace_type, _trace.DynamicJaxprTrace) for m in _trace.state.stack):
-            raise FtransValueError(f"jit({self.__name__}): `compiler_options` can only be passed to top-level jit "
-                                   "(this one is called inside an enclosing jit, whose compile they would not "
-                                   "reach); pass them to the outer jit instead")
+            raise FtransValueError(f"`compiler_options` can only be passed to top-level `jax.jit` (ftrans.jit): "
+                                   f"jit({self.__name__}) is called inside an enclosing jit, whose compile they would "
+                                   "not reach; pass them to the outer jit instead")
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         body, consts = hoist_consts(closed)
         # NumPy leaves enter with the canonical dtype their aval was traced with

@@ -157,11 +157,15 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
             lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
             is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
     except (ValueError, TypeError) as e:
+        from ftrans.tree_util import _mismatch_details
+
         whose = "arguments" if what.startswith("in") else "outputs"
+        details = _mismatch_details(spec, tree, f"jit {what}",
+                                    lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
         raise FtransValueError(
             f"jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or None) "
             f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
-            f"Match {what} to the structure of the {whose}, or give one sharding for all of them") from None
+            f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
         out.extend(norm(s) for s in group)
