@@ -1,4 +1,4 @@
-"""``out_sharding=`` of the random samplers, ``nn.initializers``, ``lax.rng_bit_generator`` and ``x.at[idx]``,
+"""``out_sharding=`` of the random samplers, ``nn.initializers``, ``lax.rng_bit_generator``, ``x.at[idx]`` and ``lax.conv_general_dilated``,
 against jax: the same values as without it, laid out as asked, typed so over Explicit mesh axes."""
 
 from __future__ import annotations
@@ -139,3 +139,26 @@ def test_eager_reshard_retypes_the_array(meshes):
                     np.asarray(out)))
     assert got[0][:3] == got[1][:3] == (("y",), ("x", "y"), ("x", "y"))
     np.testing.assert_array_equal(got[0][3], got[1][3])
+
+
+def test_conv_general_dilated_out_sharding(meshes):
+    fm, jm = meshes
+    lhs = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3) / 10
+    rhs = np.ones((3, 3, 4), np.float32)
+    got = []
+    for lib, mesh, ns in ((ftrans, fm, NamedSharding), (jax, jm, jax.sharding.NamedSharding)):
+        PS = lib.sharding.PartitionSpec
+        seen = []
+
+        def f(a, b, lib=lib, PS=PS, seen=seen):
+            out = lib.lax.conv_general_dilated(a, b, (1,), "VALID", dimension_numbers=("NWC", "WIO", "NWC"),
+                                               out_sharding=PS("x", None, None))
+            seen.append(_spec(out.aval.sharding.spec))
+            return out
+
+        with lib.set_mesh(mesh):
+            a = lib.device_put(lhs, ns(mesh, PS("x")))
+            out = lib.jit(f)(a, rhs)
+        got.append((seen[0], _spec(out.sharding.spec), np.asarray(out)))
+    assert got[0][:2] == got[1][:2] == (("x",), ("x",))
+    np.testing.assert_allclose(got[0][2], got[1][2], rtol=1e-6)
