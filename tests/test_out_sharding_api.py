@@ -1,5 +1,6 @@
-"""``out_sharding=`` of the random samplers, ``nn.initializers``, ``lax.rng_bit_generator``, ``x.at[idx]`` and ``lax.conv_general_dilated``,
-against jax: the same values as without it, laid out as asked, typed so over Explicit mesh axes."""
+"""``out_sharding=`` of the random samplers, ``nn.initializers``, ``lax.rng_bit_generator``, ``x.at[idx]``
+and ``lax.conv_general_dilated``, against jax: the same values as without it, laid out as asked, typed so over
+Explicit mesh axes; and an array laid out anew eagerly is typed by its new layout."""
 
 from __future__ import annotations
 
