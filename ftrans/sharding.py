@@ -25,6 +25,8 @@ from ftrans.core.sharding import (
     PartitionSpec,
     Sharding,
     SingleDeviceSharding,
+    as_mesh,
+    foreign_axis_type,
     get_mesh,
     set_mesh,
     use_mesh,
@@ -46,6 +48,9 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
     """
     from ftrans.devices import devices as all_devices
 
+    if not all(isinstance(s, (int, np.integer)) for s in axis_shapes):
+        raise FtransValueError(f"`axis_shapes` passed to `make_mesh` should be a sequence of ints. Got "
+                               f"{axis_shapes}")
     shape = tuple(int(s) for s in axis_shapes)
     names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
     if len(shape) != len(names):
@@ -63,8 +68,10 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
                                "equal")
     if axis_types is None:
         axis_types = (AxisType.Explicit,) * len(names)
-    elif isinstance(axis_types, AxisType):
+    elif isinstance(axis_types, AxisType) or foreign_axis_type(axis_types):
         axis_types = (axis_types,) * len(names)
+    # JAX's axis types (from a user's jax code) stand for ftrans's of the same name, as AbstractMesh takes them
+    axis_types = tuple(AxisType[t.name] if foreign_axis_type(t) else t for t in axis_types)
     for t in axis_types:
         if not isinstance(t, AxisType):
             raise FtransTypeError(f"make_mesh: axis_types must be AxisType values, got {t!r}")
@@ -159,6 +166,7 @@ def use_abstract_mesh(mesh: Any) -> Any:
     """Make ``mesh`` (an AbstractMesh) what ``get_abstract_mesh()`` returns inside the ``with`` block.  It names
     no devices, so a bare PartitionSpec still needs a concrete mesh (``use_mesh``/``set_mesh``) to lay values
     out."""
+    mesh = as_mesh(mesh)  # a user's jax mesh or abstract mesh: ftrans's twin
     if isinstance(mesh, Mesh):
         mesh = mesh.abstract_mesh
     if not isinstance(mesh, AbstractMesh):

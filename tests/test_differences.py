@@ -407,6 +407,19 @@ def test_reshard_accepts_auto_axes():
     assert out.sharding == NamedSharding(fm, P("x"))
 
 
+@pytest.mark.skipif(jax.local_device_count() < 2, reason="needs 2 host devices (tests/conftest.py)")
+def test_unreduced_axes_are_refused():
+    from ftrans.sharding import P
+
+    jm = jax.make_mesh((2,), ("x",))
+    assert jax.NamedSharding(jm, jax.P(None, unreduced={"x"})).spec.unreduced == {"x"}
+    with pytest.raises(NotImplementedError, match="unreduced"):
+        P(None, unreduced={"x"})
+    with pytest.raises(NotImplementedError, match="unreduced"):  # JAX's spec given to ftrans
+        ftrans.device_put(np.ones(2), jax.NamedSharding(jm, jax.P(unreduced={"x"})))
+    assert P(None, unreduced=set()) == P() == jax.P()
+
+
 @pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
 def test_device_put_in_jit_annotates_any_mesh_and_host_arrays_name_no_source():
     from jax.sharding import AxisType as JA

@@ -404,6 +404,8 @@ def test_initializer_errors_and_constants():
         nn.initializers.glorot_uniform()(key, (3,))
     with pytest.raises(ValueError, match="mode"):
         nn.initializers.variance_scaling(1.0, "fan_bogus", "normal")(key, (3, 3))
-    with pytest.raises(NotImplementedError, match="out_sharding"):
+    with pytest.raises(TypeError, match="out_sharding"):  # as jax's: not a sharding
         nn.initializers.zeros(key, (2,), out_sharding="x")
+    with pytest.raises(NotImplementedError, match="out_sharding"):  # as jax's
+        nn.initializers.orthogonal()(key, (2, 2), out_sharding=ftrans.sharding.P())
     assert isinstance(nn.initializers.glorot_uniform(), nn.initializers.Initializer)

@@ -275,7 +275,8 @@ def test_control_flow_results_and_scan_slices_are_typed_as_jax(meshes):
         return a, m
 
     got, want = [], []
-    ftrans.jit(lambda c, xs: prog(ftrans, fjnp, P, c, xs, got)).trace(fc, fxs)
+    with ftrans.set_mesh(fm):  # a bare out_sharding spec needs the mesh in context, as in JAX
+        ftrans.jit(lambda c, xs: prog(ftrans, fjnp, P, c, xs, got)).trace(fc, fxs)
     with jax.set_mesh(jm):
         jax.jit(lambda c, xs: prog(jax, jjnp, jax.P, c, xs, want)).trace(jc, jxs)
     assert got == want == [("x", "y"), (None, "x"), (None, None, "y"), (None, "x"), (None, "x")]

@@ -78,6 +78,21 @@ def test_make_mesh_matches_jax():
     assert fm.size == 8 and fm.axis_names == ("x", "y")
 
 
+def test_make_mesh_takes_jax_axis_types_and_checks_shapes():
+    """A user's jax AxisType stands for ftrans's of the same name (as in AbstractMesh); non-int axis sizes are
+    refused with JAX's ValueError; NumPy ints are sizes; a jax abstract mesh can be entered."""
+    fm = ftrans.make_mesh((2,), "x", axis_types=(JAxisType.Auto,))
+    jm = jax.make_mesh((2,), "x", axis_types=(JAxisType.Auto,))
+    assert [t.name for t in fm.axis_types] == [t.name for t in jm.axis_types] == ["Auto"]
+    assert ftrans.make_mesh((2,), "x", axis_types=JAxisType.Explicit).axis_types == (AxisType.Explicit,)
+    with pytest.raises(ValueError, match="should be a sequence of ints"):
+        jax.make_mesh(((4,), 4), ("x", "y"))
+    _raises(ValueError, "should be a sequence of ints", lambda: ftrans.make_mesh(((4,), 4), ("x", "y")))
+    assert ftrans.make_mesh((1, np.int32(1), np.int64(1)), ("x", "y", "z")).size == 1
+    with ftrans.sharding.use_abstract_mesh(jm.abstract_mesh) as am:
+        assert ftrans.sharding.get_abstract_mesh() == am == fm.abstract_mesh
+
+
 def test_partition_spec_equality():
     assert P("x", None) == P("x") and hash(P("x", None)) == hash(P("x"))
     assert P(("x",)) == P("x")

@@ -117,6 +117,19 @@ def shape_only_constant_error(x: Any) -> Exception:
         "that runs or is lowered; pass an array of that shape and dtype")
 
 
+def _check_sharding_rank(sharding: Any, ndim: int) -> None:
+    """A sharding (or bare PartitionSpec) with more dimension entries than the rank is refused, as JAX's
+    ShapeDtypeStruct refuses it."""
+    spec = sharding if type(sharding).__name__ in ("PartitionSpec", "P") else getattr(sharding, "spec", None)
+    if spec is None or type(spec).__name__ not in ("PartitionSpec", "P"):
+        return
+    if len(tuple(spec)) > ndim:
+        from ftrans.errors import FtransValueError
+
+        raise FtransValueError(f"ShapeDtypeStruct: the sharding {sharding!r} is only valid for values of rank at "
+                               f"least {len(tuple(spec))}, but was applied to a value of rank {ndim}")
+
+
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
@@ -152,6 +165,7 @@ class ShapeDtypeStruct:
                         "ShapeDtypeStruct: `Layout.AUTO` cannot be used in place of a device-local layout in a "
                         f"`ShapeDtypeStruct`. Got {sharding}; give a concrete Layout, or only the sharding")
                 self._layout, sharding = sharding.layout, sharding.sharding
+            _check_sharding_rank(sharding, len(self.shape))
         self.sharding = sharding
 
     @property

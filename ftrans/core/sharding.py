@@ -72,6 +72,20 @@ def _canon_entry(e: Any) -> Any:
                           f"got {e!r} of type {type(e).__name__}")
 
 
+def _no_unreduced(what: str) -> None:
+    raise FtransNotImplementedError(
+        f"{what}: JAX's unreduced/reduced mesh axes (a value whose blocks along those axes are partial sums "
+        "still to be added, or a replicated value whose cotangent will be) are not modelled by ftrans; keep "
+        "the result reduced (leave out_sharding's unreduced set empty, or reshard to a spec without one)")
+
+
+def _spec_entries(x: Any) -> tuple:
+    """The entries of a PartitionSpec (ftrans's or JAX's), refusing JAX's unreduced/reduced axes."""
+    if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
+        _no_unreduced(repr(x))
+    return tuple(getattr(x, "partitions", x))
+
+
 class PartitionSpec(tuple):
     """For each array dimension, the mesh axes it is split over (``None``: not split).
 
@@ -81,7 +95,9 @@ class PartitionSpec(tuple):
 
     UNCONSTRAINED = _Unconstrained()
 
-    def __new__(cls, *entries: Any) -> PartitionSpec:
+    def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
+        if unreduced or reduced:
+            _no_unreduced(f"PartitionSpec(unreduced={set(unreduced) or set()}, reduced={set(reduced) or set()})")
         return super().__new__(cls, tuple(_canon_entry(e) for e in entries))
 
     def _norm(self) -> tuple:
@@ -95,8 +111,8 @@ class PartitionSpec(tuple):
             return self._norm() == other._norm()
         if isinstance(other, tuple) or type(other).__name__ in ("P", "PartitionSpec"):  # jax's, or a tuple
             try:
-                return self._norm() == PartitionSpec(*tuple(other))._norm()
-            except (FtransTypeError, TypeError):
+                return self._norm() == PartitionSpec(*_spec_entries(other))._norm()
+            except (FtransTypeError, TypeError, NotImplementedError):
                 return False
         return NotImplemented
 
@@ -397,15 +413,16 @@ class SingleDeviceSharding(Sharding):
 class NamedSharding(Sharding):
     """``mesh`` and ``spec``: dimension ``d`` is split over the mesh axes ``spec[d]`` names."""
 
-    def __init__(self, mesh: Mesh, spec: Any = None, *, memory_kind: str | None = None):
+    def __init__(self, mesh: Mesh, spec: Any, *, memory_kind: str | None = None):
+        if spec is None:  # as JAX's: the spec is required (P() is the replicated layout)
+            raise FtransTypeError("NamedSharding: Unexpected None for spec; pass a PartitionSpec (P() for a "
+                                  "replicated layout)")
         mesh = as_mesh(mesh)
         if isinstance(mesh, AbstractMesh):
             mesh = concrete_for(mesh)
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
-        if spec is None:
-            spec = PartitionSpec()
-        elif not isinstance(spec, PartitionSpec):
+        if not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
                 spec = PartitionSpec(*spec)
             elif _is_jax_spec(spec):  # JAX's PartitionSpec (not a tuple): the same entries
@@ -574,6 +591,9 @@ class _SetMesh:
         mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
+        if mesh is not None and AxisType.Manual in mesh.axis_types:
+            raise FtransValueError(f"set_mesh: the mesh {mesh} contains manual axes, which only shard_map's body "
+                                   "may have; give its axes Auto or Explicit types")
         self.prev = _global_mesh[0]
         _global_mesh[0] = mesh
 
@@ -664,7 +684,10 @@ def as_mesh(mesh: Any) -> Any:
             types = tuple(AxisType[t.name] for t in mesh.axis_types)
         except (KeyError, AttributeError, TypeError):
             types = None
-        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types)
+        dev = getattr(mesh, "abstract_device", None)
+        if dev is not None:  # its devices' kind, as the abstract mesh of ftrans's twin of a jax Mesh has
+            dev = AbstractDevice(dev.device_kind, getattr(dev, "num_cores", None), getattr(dev, "platform", None))
+        return AbstractMesh(tuple(mesh.axis_sizes), tuple(mesh.axis_names), types, abstract_device=dev)
     if not _is_runtime_mesh(mesh):
         return mesh
     m = _twins.get(id(mesh))
@@ -708,7 +731,7 @@ def _unformat(x: Any) -> Any:
 def as_spec(x: Any) -> Any:
     """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
     x = _unformat(x)
-    return PartitionSpec(*tuple(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
+    return PartitionSpec(*_spec_entries(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
 
 
 def as_sharding(sh: Any) -> Any:
@@ -729,7 +752,7 @@ def _from_runtime(sh: Any) -> Any:
         if not tuple(mesh.axis_names) and getattr(mesh, "empty", False):
             raise FtransValueError(f"got an empty NamedSharding: {sh!r} (its mesh has no devices), which is not "
                                    "allowed as a sharding")
-        return NamedSharding(as_mesh(mesh), PartitionSpec(*tuple(spec)))
+        return NamedSharding(as_mesh(mesh), PartitionSpec(*_spec_entries(spec)))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))
@@ -802,7 +825,7 @@ def concrete_for(abstract: AbstractMesh) -> Mesh:
     return cur
 
 
-def _foreign_axis_type(t: Any) -> bool:
+def foreign_axis_type(t: Any) -> bool:
     return not isinstance(t, AxisType) and type(t).__name__ == "AxisType" and getattr(t, "name", None) in \
         AxisType.__members__
 
@@ -821,10 +844,10 @@ class AbstractMesh:
                                    f"axis names {axis_names}")
         if axis_types is None:
             axis_types = (AxisType.Auto,) * len(axis_names)
-        elif isinstance(axis_types, AxisType) or _foreign_axis_type(axis_types):
+        elif isinstance(axis_types, AxisType) or foreign_axis_type(axis_types):
             axis_types = (axis_types,)
         # JAX's axis types (a JAX mesh's) stand for ftrans's of the same name
-        axis_types = tuple(AxisType[t.name] if _foreign_axis_type(t) else t for t in axis_types)
+        axis_types = tuple(AxisType[t.name] if foreign_axis_type(t) else t for t in axis_types)
         if len(axis_types) != len(axis_names) or not all(isinstance(t, AxisType) for t in axis_types):
             raise FtransValueError(f"AbstractMesh: axis_types must be one AxisType per axis name {axis_names}, got "
                                    f"{axis_types}")

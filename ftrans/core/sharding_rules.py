@@ -382,9 +382,13 @@ def slicing(name: str) -> Any:
 
 
 def concatenate(mesh: Any, out: Any, *xs: ShapedArray, dimension: int) -> Any:
-    """Operands laid out alike; an untyped or replicated dimension joins a split one (a batching rule's
-    broadcast operand), two different splits are an error (JAX's message)."""
+    """Operands laid out alike (JAX's message otherwise); a wholly unsplit operand (untyped or replicated: a
+    batching rule's broadcast operand, which JAX's batching types split) joins split ones."""
     specs = [spec_of(x) for x in xs]
+    split_specs = {tuple(s) for s in specs if any(e is not None for e in s)}
+    if len(split_specs) > 1:
+        shown = ", ".join(_show(s) for s in specs)
+        raise ShardingTypeError(f"All operands should have the same sharding. Got shardings {shown}")
     result = []
     for col in zip(*specs):
         split = {c for c in col if c is not None}

@@ -113,8 +113,12 @@ def conv_general_dilated(lhs: Any, rhs: Any, window_strides: Sequence[int], padd
     three layout strings such as ``('NHWC', 'HWIO', 'NHWC')`` or a
     :class:`ConvDimensionNumbers`.
     """
-    if out_sharding is not None:
-        raise NotImplementedError("lax.conv_general_dilated: out_sharding is not supported")
+    if out_sharding is not None:  # the convolution laid out, and over Explicit axes typed, as given (as JAX's)
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("conv_general_dilated", out_sharding, lambda: conv_general_dilated(
+            lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers, feature_group_count,
+            batch_group_count, precision, preferred_element_type), (lhs, rhs))
     name = "conv_general_dilated"
     a, b = _operands(name, lhs, rhs)
     ls, rs = tuple(a.shape), tuple(b.shape)

@@ -627,15 +627,19 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32,
                       algorithm: RandomAlgorithm = RandomAlgorithm.RNG_DEFAULT, *, out_sharding: Any = None
                       ) -> tuple[Any, Any]:
     """``lax.rng_bit_generator``: XLA's stateless bit generator; ``(new_key, bits)`` from a uint32[4] key.
-    The bits are XLA's (and so JAX's) for the algorithm; prefer ``ftrans.random`` for portable streams."""
-    if out_sharding is not None:
-        raise NotImplementedError("lax.rng_bit_generator: out_sharding is not supported")
+    The bits are XLA's (and so JAX's) for the algorithm; prefer ``ftrans.random`` for portable streams.
+    ``out_sharding`` lays the bits out (their values unchanged); the new key stays replicated."""
     d = dtypes.to_dtype(dtype)
     if d not in (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64):
         raise FtransTypeError(f"rng_bit_generator: unsupported dtype {d.name}")
     k = as_operand(key)
-    return tuple(lax._bind(S.rng_bit_generator_p, k, shape=_shape("rng_bit_generator", shape), dtype=d,
-                           algorithm=int(RandomAlgorithm(algorithm))))
+    new_key, bits = lax._bind(S.rng_bit_generator_p, k, shape=_shape("rng_bit_generator", shape), dtype=d,
+                              algorithm=int(RandomAlgorithm(algorithm)))
+    if out_sharding is not None:
+        from ftrans.lax._sharding import place_result
+
+        bits = place_result("rng_bit_generator", out_sharding, lambda: bits)
+    return new_key, bits
 
 
 def stage(x: Any, /) -> Any:

@@ -12,6 +12,7 @@ from ftrans.core.sharding import (
     NamedSharding,
     PartitionSpec,
     Sharding,
+    SingleDeviceSharding,
     as_sharding,
     check_divisible,
     get_mesh,
@@ -61,16 +62,30 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
-        if traced or not isinstance(s, NamedSharding):
+        if traced:
             if isinstance(s, NamedSharding):
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
-        else:
+        elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
+            out.append(leaf)
+        else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def check_explicit(what: str, s: NamedSharding) -> None:
+    """JAX's rule for the shardings of ``out_sharding=`` and ``reshard``: every mesh axis the spec names must be
+    of type Explicit."""
+    from ftrans.core.sharding import AxisType
+
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    for a in s.spec.axes():
+        if types.get(a) != AxisType.Explicit:
+            raise FtransValueError(f"PartitionSpec passed to {what} cannot contain axis names that are of type "
+                                   f"Auto or Manual. Got {s.spec!r} (axis {a!r} is {types.get(a)})")
 
 
 def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any = (), shape: Any = None) -> Any:
@@ -83,29 +98,27 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     s = as_sharding(out_sharding)
     if isinstance(s, PartitionSpec):
         mesh = get_mesh()
-        if mesh is None:  # inside jit without a mesh in context: the mesh of the operands' types
-            for o in operands:
-                sh = getattr(getattr(o, "aval", None), "sharding", None)
-                if sh is not None:
-                    mesh = sh.mesh
-                    break
-        if mesh is None:
+        if mesh is None:  # as JAX's, inside jit too: the operands' mesh is not taken for it
             raise FtransValueError(
-                f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set; wrap it in "
-                "NamedSharding(mesh, spec) or set a mesh with ftrans.set_mesh(mesh)")
+                f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set (Using PartitionSpec "
+                "when not under a mesh context is not allowed); wrap it in NamedSharding(mesh, spec) or set a "
+                "mesh with ftrans.set_mesh(mesh)")
         s = NamedSharding(mesh, s)
     if not isinstance(s, NamedSharding):
         raise FtransTypeError(f"{what}: out_sharding must be a NamedSharding or a PartitionSpec, got {s!r}")
-    from ftrans.core.sharding import AxisType
     from ftrans.core.sharding_rules import out_sharding_override
 
-    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
-    for a in s.spec.axes():
-        if types.get(a) != AxisType.Explicit:
-            raise FtransValueError(f"PartitionSpec passed to {what} cannot contain axis names that are of type "
-                                   f"Auto or Manual. Got {s.spec!r} (axis {a!r} is {types.get(a)})")
+    check_explicit(what, s)
     entries = tuple(s.spec)
     with out_sharding_override(shape, entries + (None,) * ((len(shape) if shape is not None else 0)
                                                            - len(entries))):
         out = compute()
     return with_sharding_constraint(out, s, _what=what)
+
+
+def place_result(what: str, out_sharding: Any, compute: Any) -> Any:
+    """``compute()`` laid out as ``out_sharding`` (a sharding, or a bare PartitionSpec under the current mesh),
+    its values unchanged: the ``out_sharding=`` of JAX's random samplers, which draw under ``auto_axes`` and
+    reshard the result.  Over Explicit mesh axes the result's sharding type is the one asked for."""
+    s = _resolve(out_sharding, what)
+    return with_sharding_constraint(compute(), s, _what=what)

@@ -57,22 +57,19 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 def zeros(key: Any, shape: Sequence[int], dtype: Any = None, out_sharding: Any = None) -> Any:
     """An array of zeros (the key is ignored)."""
-    _no_sharding("zeros", out_sharding)
-    return jnp.zeros(shape, _dtype(dtype))
+    return jnp.zeros(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
 def ones(key: Any, shape: Sequence[int], dtype: Any = None, out_sharding: Any = None) -> Any:
     """An array of ones (the key is ignored)."""
-    _no_sharding("ones", out_sharding)
-    return jnp.ones(shape, _dtype(dtype))
+    return jnp.ones(shape, _dtype(dtype), out_sharding=out_sharding)
 
 
 def constant(value: Any, dtype: Any = None) -> Initializer:
     """An initializer giving arrays full of ``value``."""
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype, out_sharding: Any = None) -> Any:
-        _no_sharding("constant", out_sharding)
-        return jnp.full(shape, value, dtype=_dtype(dtype))
+        return jnp.full(shape, value, dtype=_dtype(dtype), out_sharding=out_sharding)
 
     return init
 
@@ -81,9 +78,8 @@ def uniform(scale: Any = 1e-2, dtype: Any = None) -> Initializer:
     """An initializer drawing uniformly from ``[0, scale)``."""
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype, out_sharding: Any = None) -> Any:
-        _no_sharding("uniform", out_sharding)
         dt = _dtype(dtype)
-        return _random().uniform(key, shape, dt) * jnp.array(scale, dt)
+        return _random().uniform(key, shape, dt, out_sharding=out_sharding) * jnp.array(scale, dt)
 
     return init
 
@@ -92,9 +88,8 @@ def normal(stddev: Any = 1e-2, dtype: Any = None) -> Initializer:
     """An initializer drawing from a normal distribution with mean 0 and standard deviation ``stddev``."""
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype, out_sharding: Any = None) -> Any:
-        _no_sharding("normal", out_sharding)
         dt = _dtype(dtype)
-        return _random().normal(key, shape, dt) * jnp.array(stddev, dt)
+        return _random().normal(key, shape, dt, out_sharding=out_sharding) * jnp.array(stddev, dt)
 
     return init
 
@@ -103,9 +98,9 @@ def truncated_normal(stddev: Any = 1e-2, dtype: Any = None, lower: Any = -2.0, u
     """An initializer drawing ``stddev * z`` with ``z`` a standard normal truncated to ``(lower, upper)``."""
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype, out_sharding: Any = None) -> Any:
-        _no_sharding("truncated_normal", out_sharding)
         dt = _dtype(dtype)
-        return _random().truncated_normal(key, lower, upper, shape, dt) * jnp.array(stddev, dt)
+        return _random().truncated_normal(key, lower, upper, shape, dt,
+                                          out_sharding=out_sharding) * jnp.array(stddev, dt)
 
     return init
 
@@ -165,7 +160,6 @@ def variance_scaling(scale: Any, mode: str, distribution: str, in_axis: Any = -2
     """
 
     def init(key: Any, shape: Sequence[int], dtype: Any = dtype, out_sharding: Any = None) -> Any:
-        _no_sharding("variance_scaling", out_sharding)
         shape = _shape(shape)
         dt = _dtype(dtype)
         fan_in, fan_out = _compute_fans(shape, in_axis, out_axis, batch_axis)
@@ -185,14 +179,14 @@ def variance_scaling(scale: Any, mode: str, distribution: str, in_axis: Any = -2
         if distribution == "truncated_normal":
             if floating:
                 stddev = jnp.sqrt(variance) / jnp.array(0.87962566103423978, dt)
-                return random.truncated_normal(key, -2, 2, shape, dt) * stddev
+                return random.truncated_normal(key, -2, 2, shape, dt, out_sharding=out_sharding) * stddev
             stddev = jnp.sqrt(variance) / jnp.array(0.95311164380491208, dt)
-            return _complex_truncated_normal(key, 2, shape, dt) * stddev
+            return _complex_truncated_normal(key, 2, shape, dt) * stddev  # as JAX: out_sharding unused
         if distribution == "normal":
-            return random.normal(key, shape, dt) * jnp.sqrt(variance)
+            return random.normal(key, shape, dt, out_sharding=out_sharding) * jnp.sqrt(variance)
         if distribution == "uniform":
             if floating:
-                return random.uniform(key, shape, dt, -1) * jnp.sqrt(3 * variance)
+                return random.uniform(key, shape, dt, -1, out_sharding=out_sharding) * jnp.sqrt(3 * variance)
             return _complex_uniform(key, shape, dt) * jnp.sqrt(variance)
         raise ValueError(f"invalid distribution for variance scaling initializer: {distribution}")
 

@@ -361,7 +361,31 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
         out = _shape.reshape(out, (1,) * (ndmin - nd) + tuple(shape_of(out)))
     if copy and out is object and type(out) is Array:
         out = Array._new(out._value, out.weak_type)
+    if device is not None:
+        _check_committed_devices(obj, device)
     return out if device is None else _place(out, device)
+
+
+def _check_committed_devices(obj: Any, device: Any) -> None:
+    """An array committed to some devices is not moved by ``device=`` to others (JAX raises, as for a jitted
+    computation given arguments on different devices): ``device_put`` moves it."""
+    if not getattr(obj, "committed", False) or isinstance(obj, Tracer):
+        return
+    from ftrans.core.sharding import as_sharding
+
+    target = as_sharding(device)
+    want = getattr(target, "device_set", None)
+    if want is None:
+        if not hasattr(device, "platform") or not hasattr(device, "id"):
+            return  # a bare spec (laid out under the current mesh) or no placement: the placement reports it
+        want = {device}
+    have = obj.sharding.device_set
+    if {d.id for d in have} != {d.id for d in want}:
+        plat = next(iter(have)).platform.upper()
+        raise FtransValueError(
+            f"Received incompatible devices for jnp.array: the argument of shape {tuple(obj.shape)} is committed "
+            f"to device ids {sorted(d.id for d in have)} on platform {plat}, and device= asks for device ids "
+            f"{sorted(d.id for d in want)}; move it with ftrans.device_put first")
 
 
 def _positional_array_args(args: tuple, copy: Any, order: Any, ndmin: Any) -> tuple:

@@ -752,9 +752,14 @@ def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:
         FutureWarning, stacklevel=user_stacklevel())
 
 
-def _no_sharding(name: str, out_sharding: Any) -> None:
-    if out_sharding is not None:
-        raise NotImplementedError(f"x.at[idx].{name}: out_sharding is not supported")
+def _laid_out(name: str, out_sharding: Any, operand: Any, compute: Any) -> Any:
+    """``compute()`` (the gather or scatter of ``x.at[idx].name``) laid out, and over Explicit mesh axes typed,
+    as ``out_sharding`` (a bare PartitionSpec takes the current mesh, or inside ``jit`` the operand's)."""
+    if out_sharding is None:
+        return compute()
+    from ftrans.lax._sharding import with_out_sharding
+
+    return with_out_sharding(f"x.at[idx].{name}", out_sharding, compute, operands=(operand,))
 
 
 class _IndexUpdateRef:
@@ -771,18 +776,16 @@ class _IndexUpdateRef:
 
     def _update(self, values: Any, prim: Any, name: str, indices_are_sorted: bool, unique_indices: bool,
                 mode: Any, out_sharding: Any, wrap_negative_indices: bool) -> Any:
-        _no_sharding(name, out_sharding)
-        return _scatter_update(self.array, self.index, values, prim, f"x.at[idx].{name}",
-                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                               mode=mode, normalize=wrap_negative_indices)
+        return _laid_out(name, out_sharding, self.array, lambda: _scatter_update(
+            self.array, self.index, values, prim, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
             fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """``x[idx]``, with control over out-of-bounds handling (``mode``, ``fill_value``)."""
-        _no_sharding("get", out_sharding)
-        return _rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value,
-                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                               normalize=wrap_negative_indices)
+        return _laid_out("get", out_sharding, self.array, lambda: _rewriting_take(
+            self.array, self.index, mode=mode, fill_value=fill_value, indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices, normalize=wrap_negative_indices))
 
     def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
@@ -821,10 +824,9 @@ class _IndexUpdateRef:
         x = as_operand(self.array)
         d, weak = dtype_weak(x)
         ones = _full(shape_of(x), 1, d, weak)
-        _no_sharding(name, out_sharding)
-        return _scatter_update(ones, self.index, values, I.scatter_mul_p, f"x.at[idx].{name}",
-                               indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                               mode=mode, normalize=wrap_negative_indices)
+        return _laid_out(name, out_sharding, x, lambda: _scatter_update(
+            ones, self.index, values, I.scatter_mul_p, f"x.at[idx].{name}", indices_are_sorted=indices_are_sorted,
+            unique_indices=unique_indices, mode=mode, normalize=wrap_negative_indices))
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:

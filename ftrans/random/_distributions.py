@@ -51,6 +51,7 @@ from ftrans.random._samplers import (
     _normal_real,
     _param,
     _uniform_core,
+    sharded_sampler,
 )
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.custom_derivatives import custom_jvp
@@ -157,6 +158,7 @@ def _exponential_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 _exponential = core_jit(_exponential_core, static_argnums=(1, 2))
 
 
+@sharded_sampler
 def exponential(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Standard exponential floats, as JAX's ``random.exponential``."""
     k = _check_key("exponential", key)
@@ -171,6 +173,7 @@ def _laplace(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
 
 
+@sharded_sampler
 def laplace(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Standard Laplace floats, as JAX's ``random.laplace``."""
     k = _check_key("laplace", key)
@@ -184,6 +187,7 @@ def _logistic(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
+@sharded_sampler
 def logistic(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Standard logistic floats, as JAX's ``random.logistic``."""
     k = _check_key("logistic", key)
@@ -197,6 +201,7 @@ def _cauchy(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.tan(lax.mul(_c(np.pi, dtype), lax.sub(u, _c(0.5, dtype))))
 
 
+@sharded_sampler
 def cauchy(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Standard Cauchy floats, as JAX's ``random.cauchy``."""
     k = _check_key("cauchy", key)
@@ -215,6 +220,7 @@ def _rademacher_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 _rademacher = core_jit(_rademacher_core, static_argnums=(1, 2))
 
 
+@sharded_sampler
 def rademacher(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """-1 or +1 with equal probability, as JAX's ``random.rademacher`` (integers by default)."""
     k = _check_key("rademacher", key)
@@ -233,6 +239,7 @@ def _maxwell_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 _maxwell = core_jit(_maxwell_core, static_argnums=(1, 2))
 
 
+@sharded_sampler
 def maxwell(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Maxwell-Boltzmann floats (the norm of three standard normals), as JAX's ``random.maxwell``."""
     k = _check_key("maxwell", key)
@@ -286,6 +293,7 @@ def _pareto(k: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.exp(_exponential_core(k, shape, dtype) / b)
 
 
+@sharded_sampler
 def pareto(key: Any, b: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Pareto floats with shape parameter ``b``, as JAX's ``random.pareto``."""
     k, d, shape = _float_sampler_args("pareto", key, dtype, shape, b)
@@ -300,6 +308,7 @@ def _rayleigh(k: Any, scale: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
     return lax.mul(scale, root)
 
 
+@sharded_sampler
 def rayleigh(key: Any, scale: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Rayleigh floats, as JAX's ``random.rayleigh``."""
     k, d, shape = _float_sampler_args("rayleigh", key, dtype, shape, scale)
@@ -320,6 +329,7 @@ def _wald(k: Any, mean: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
 
 
+@sharded_sampler
 def wald(key: Any, mean: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Wald (inverse Gaussian) floats, as JAX's ``random.wald``."""
     k, d, shape = _float_sampler_args("wald", key, dtype, shape, mean)
@@ -338,6 +348,7 @@ def _triangular(k: Any, left: Any, mode: Any, right: Any, shape: tuple[int, ...]
     return lax.select(u < fc, out1, out2)
 
 
+@sharded_sampler
 def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Triangular floats on ``[left, right]`` peaking at ``mode``, as JAX's ``random.triangular``."""
     k, d, shape = _float_sampler_args("triangular", key, dtype, shape, left, mode, right)
@@ -350,6 +361,7 @@ def _lognormal(k: Any, sigma: Any, shape: tuple[int, ...], dtype: np.dtype) -> A
     return lax.exp(_normal_core(k, shape, dtype) * sigma)
 
 
+@sharded_sampler
 def lognormal(key: Any, sigma: Any = np.float32(1), shape: Any = None, dtype: Any = None) -> Any:
     """Log-normal floats (``exp(sigma * normal)``), as JAX's ``random.lognormal``."""
     k = _check_key("lognormal", key)
@@ -372,6 +384,7 @@ def _geometric(k: Any, p: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return g.astype(dtype)
 
 
+@sharded_sampler
 def geometric(key: Any, p: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Geometric integers (trials up to the first success), as JAX's ``random.geometric``."""
     k = _check_key("geometric", key)
@@ -636,6 +649,7 @@ def _gamma_public(name: str, key: Any, a: Any, shape: Any, dtype: Any, log_space
     return _gamma(k, _param(a), shape, d, log_space)
 
 
+@sharded_sampler
 def gamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Gamma(a, 1) floats by Marsaglia and Tsang's method, as JAX's ``random.gamma``.
 
@@ -644,6 +658,7 @@ def gamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
     return _gamma_public("gamma", key, a, shape, dtype, False)
 
 
+@sharded_sampler
 def loggamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
     """The log of Gamma(a, 1) floats, computed in log space (accurate for small ``a``), as JAX's
     ``random.loggamma``."""
@@ -666,6 +681,7 @@ def _beta(k: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
     return ga / (ga + gb)
 
 
+@sharded_sampler
 def beta(key: Any, a: Any, b: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Beta(a, b) floats from two log-gamma draws, as JAX's ``random.beta``; differentiable in a, b."""
     k = _check_key("beta", key)
@@ -689,6 +705,7 @@ def _dirichlet(k: Any, alpha: Any, shape: tuple[int, ...], dtype: np.dtype) -> A
     return _softmax_last(log_g)
 
 
+@sharded_sampler
 def dirichlet(key: Any, alpha: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Dirichlet(alpha) vectors along the last axis, as JAX's ``random.dirichlet``; differentiable in alpha."""
     k = _check_key("dirichlet", key)
@@ -724,6 +741,7 @@ def _t(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return n * jnp.sqrt(half_df / g)
 
 
+@sharded_sampler
 def t(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Student's t floats with ``df`` degrees of freedom, as JAX's ``random.t``."""
     k, d, shape = _float_sampler_args("t", key, dtype, shape, df)
@@ -740,6 +758,7 @@ def _chisquare_core(k: Any, df: Any, shape: tuple[int, ...], dtype: np.dtype) ->
 _chisquare = core_jit(_chisquare_core, static_argnums=(2, 3))
 
 
+@sharded_sampler
 def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Chi-square floats with ``df`` degrees of freedom, as JAX's ``random.chisquare``."""
     k, d, shape = _float_sampler_args("chisquare", key, dtype, shape, df)
@@ -756,6 +775,7 @@ def _f(k: Any, dfnum: Any, dfden: Any, shape: tuple[int, ...], dtype: np.dtype) 
     return lax.div(num, den)
 
 
+@sharded_sampler
 def f(key: Any, dfnum: Any, dfden: Any, shape: Any = None, dtype: Any = None) -> Any:
     """F-distributed floats, as JAX's ``random.f``."""
     k, d, shape = _float_sampler_args("f", key, dtype, shape, dfnum, dfden)
@@ -772,6 +792,7 @@ def _generalized_normal_core(k: Any, p: Any, shape: tuple[int, ...], dtype: np.d
 _generalized_normal = core_jit(_generalized_normal_core, static_argnums=(2, 3))
 
 
+@sharded_sampler
 def generalized_normal(key: Any, p: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Generalized normal floats (density proportional to ``exp(-|x|**p)``), as JAX's
     ``random.generalized_normal``."""
@@ -791,6 +812,7 @@ def _ball(k: Any, p: Any, dim: int, shape: tuple[int, ...], dtype: np.dtype) -> 
     return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
 
 
+@sharded_sampler
 def ball(key: Any, d: int, p: float = 2, shape: Any = (), dtype: Any = None) -> Any:
     """Points uniform in the unit ``p``-norm ball of dimension ``d``, as JAX's ``random.ball``."""
     k = _check_key("ball", key)
@@ -873,6 +895,7 @@ def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return lax.select(lam == 0, jnp.zeros_like(out), out)
 
 
+@sharded_sampler
 def poisson(key: Any, lam: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Poisson(lam) integers, as JAX's ``random.poisson`` (rates are computed in float32)."""
     k = _check_key("poisson", key)
@@ -1082,6 +1105,7 @@ def _multivariate_normal(k: Any, mean: Any, cov: Any, shape: tuple[int, ...], dt
     return mean + jnp.einsum("...ij,...j->...i", factor, z)
 
 
+@sharded_sampler
 def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Any = None, dtype: Any = None,
                         method: str = "cholesky") -> Any:
     """Multivariate normal vectors with the given mean and covariance, as JAX's
@@ -1130,6 +1154,7 @@ def _orthogonal(k: Any, n: int, m: int, shape: tuple[int, ...], dtype: np.dtype)
     return jnp.swapaxes(x, -1, -2) if n < m else x
 
 
+@sharded_sampler
 def orthogonal(key: Any, n: int, shape: Any = (), dtype: Any = None, m: int | None = None) -> Any:
     """Haar-random ``n x m`` matrices with orthonormal columns (or rows), as JAX's ``random.orthogonal``
     (unitary for a complex ``dtype``)."""

@@ -14,6 +14,8 @@ arithmetic.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 import warnings
@@ -49,6 +51,27 @@ __all__ = [
 ]
 
 _U32 = np.dtype(np.uint32)
+
+
+# ---------------------------------------------------------------- out_sharding
+def sharded_sampler(fn: Any) -> Any:
+    """``fn`` with JAX's keyword-only ``out_sharding=`` (a NamedSharding, or a PartitionSpec under the current
+    mesh): the samples are drawn as without it (the same bits) and laid out as asked; over Explicit mesh
+    axes that is the result's sharding type, as JAX's samplers (which draw under ``auto_axes``) give."""
+    name = fn.__name__
+    sig = inspect.signature(fn)
+    extra = inspect.Parameter("out_sharding", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Any")
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
+        if out_sharding is None:
+            return fn(*args, **kwargs)
+        from ftrans.lax._sharding import place_result
+
+        return place_result(f"random.{name}", out_sharding, lambda: fn(*args, **kwargs))
+
+    wrapped.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
+    return wrapped
 
 
 # ---------------------------------------------------------------- argument checks
@@ -408,6 +431,7 @@ def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     return _prng.random_bits(k, bit_width, shape)
 
 
+@sharded_sampler
 def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Uniform random unsigned integers (every bit random), as JAX's ``random.bits``."""
     k = _check_key("bits", key)
@@ -454,6 +478,7 @@ def _uniform_core(k: Any, minval: Any, maxval: Any, shape: tuple[int, ...], dtyp
 _uniform = core_jit(_uniform_core, static_argnums=(3, 4))
 
 
+@sharded_sampler
 def uniform(key: Any, shape: Any = (), dtype: Any = None, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
     """Uniform floats in ``[minval, maxval)``, as JAX's ``random.uniform``."""
     k = _check_key("uniform", key)
@@ -485,6 +510,7 @@ def _normal_core(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 _normal = core_jit(_normal_core, static_argnums=(1, 2))
 
 
+@sharded_sampler
 def normal(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Standard normal floats (or complex), as JAX's ``random.normal``."""
     k = _check_key("normal", key)
@@ -508,6 +534,7 @@ def _truncated_normal(k: Any, lower: Any, upper: Any, shape: tuple[int, ...], dt
     return jnp.minimum(hi, jnp.maximum(lo, out))
 
 
+@sharded_sampler
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Any = None, dtype: Any = None) -> Any:
     """Standard normal floats restricted to ``(lower, upper)``, as JAX's ``random.truncated_normal``."""
     k = _check_key("truncated_normal", key)
@@ -583,6 +610,7 @@ def _gumbel_mode(name: str, mode: Any) -> str:
     return mode
 
 
+@sharded_sampler
 def gumbel(key: Any, shape: Any = (), dtype: Any = None, mode: str | None = None) -> Any:
     """Standard Gumbel floats, as JAX's ``random.gumbel``."""
     k = _check_key("gumbel", key)
@@ -603,6 +631,7 @@ def _bernoulli(k: Any, p: Any, shape: tuple[int, ...], mode: str) -> Any:
     return _uniform_core(k, 0.0, 1.0, shape, d) < p
 
 
+@sharded_sampler
 def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: str = "low") -> Any:
     """Booleans that are True with probability ``p``, as JAX's ``random.bernoulli``."""
     if mode not in ("high", "low"):
@@ -688,6 +717,7 @@ def _check_randint_range(minval: Any, maxval: Any) -> None:
             "the range [minval, maxval) is empty (JAX silently returns minval here)")
 
 
+@sharded_sampler
 def randint(key: Any, shape: Any, minval: Any, maxval: Any, dtype: Any = None) -> Any:
     """Uniform integers in ``[minval, maxval)``, as JAX's ``random.randint``."""
     k = _check_key("randint", key)
@@ -748,6 +778,7 @@ def _axis(name: str, axis: Any, ndim: int) -> int:
     return a % ndim
 
 
+@sharded_sampler
 def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
     """A shuffled ``arange(x)`` or a copy of ``x`` shuffled along ``axis``, as JAX's ``random.permutation``."""
     k = _check_key("permutation", key)
@@ -883,6 +914,7 @@ def _categorical(k: Any, logits: Any, shape: tuple[int, ...], batch_shape: tuple
     return lax.reshape(indices, shape, (nd_i - 1, *range(nd_i - 1)))
 
 
+@sharded_sampler
 def categorical(key: Any, logits: Any, axis: int = -1, shape: Any = None, replace: bool = True,
                 mode: str | None = None) -> Any:
     """Samples from categorical distributions given by ``logits``, as JAX's ``random.categorical``."""

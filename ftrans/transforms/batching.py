@@ -158,6 +158,24 @@ class BatchTracer(Tracer):
         return self.val if self.bdim is not_mapped else self
 
 
+def _mapped_axis_spec(ops: list, dims: list) -> tuple | None:
+    """The mesh axes (over Explicit axes) the mapped dimension of every mapped argument is split over: they
+    must agree, as JAX's vmap requires. None when unsplit."""
+    out, seen = None, False
+    for x, d in zip(ops, dims):
+        if d is not_mapped:
+            continue
+        sh = aval_of(x).sharding if isinstance(x, Tracer) else _explicit_type(x)
+        e = tuple(sh.spec)[d] if sh is not None and d < len(sh.spec) else None
+        e = None if e is None else (e if isinstance(e, tuple) else (e,))
+        if seen and e != out:
+            raise FtransValueError(
+                "vmap: Mapped away dimension of inputs passed to vmap should be sharded the same. Got inconsistent "
+                f"axis specs: {out} vs {e}; reshard the arguments so their mapped dimensions are split alike")
+        out, seen = e, True
+    return out
+
+
 def _explicit_type(val: Any) -> Any:
     """The sharding type of a concrete array laid out over Explicit mesh axes (None otherwise)."""
     from ftrans.core.array import ShardedArray
@@ -518,6 +536,12 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             x = x if isinstance(x, Tracer) else as_operand(x)
             ops.append(x)
             norm.append(d % len(aval_of(x).shape))
+        mapped_spec = _mapped_axis_spec(ops, norm)
+        if spmd_name is not None and mapped_spec is not None and tuple(spmd_name) != mapped_spec:
+            raise FtransValueError(
+                f"vmap: Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is allowed. Got "
+                f"spmd_axis_name={spmd_name} and arrays sharded on explicit_mesh_axis={mapped_spec} (the mapped "
+                "dimension's axes); drop spmd_axis_name, or reshard the arguments")
         frame = AxisFrame(axis_name, size, None, spmd_name)
         out_tree_box: list = []
         try:

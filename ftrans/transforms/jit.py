@@ -1388,6 +1388,10 @@ class JitWrapped:
         if constraint_meshes(closed.jaxpr) or sharded_consts(closed.consts):
             self._spmd_always = True
             return None
+        if self._out_shardings is not None:  # single-device shardings (or None) only: JAX checks their tree too
+            from ftrans.transforms.sharded_jit import check_out_shardings
+
+            check_out_shardings(self, out_tree)
         return self._entry_for(closed, out_tree, self._donate_mask(args, kwargs, len(avals)), device)
 
     def _entry_for(self, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any) -> _Entry:
@@ -1517,6 +1521,10 @@ class JitWrapped:
 
     def _bind(self, args: tuple, kwargs: dict, statics: tuple, leaves: list, in_tree: Any, avals: list) -> Any:
         """Inside a transform: stage the body and bind ``jit_call`` (consts become explicit operands)."""
+        if self._compiler_options and any(issubclass(m.trace_type, _trace.DynamicJaxprTrace) for m in _trace.state.stack):
+            raise FtransValueError(f"`compiler_options` can only be passed to top-level `jax.jit` (ftrans.jit): "
+                                   f"jit({self.__name__}) is called inside an enclosing jit, whose compile they would "
+                                   "not reach; pass them to the outer jit instead")
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         body, consts = hoist_consts(closed)
         # NumPy leaves enter with the canonical dtype their aval was traced with

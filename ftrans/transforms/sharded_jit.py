@@ -24,6 +24,7 @@ from ftrans.core.layout import Format, default_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
+    PartitionSpec,
     Sharding,
     SingleDeviceSharding,
     as_sharding,
@@ -157,15 +158,25 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
             lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
             is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
     except (ValueError, TypeError) as e:
+        from ftrans.tree_util import _mismatch_details
+
         whose = "arguments" if what.startswith("in") else "outputs"
+        details = _mismatch_details(spec, tree, f"jit {what}",
+                                    lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
         raise FtransValueError(
             f"jit({fname}): {what} must be a sharding, or a tree prefix of the {whose} with a sharding (or None) "
             f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
-            f"Match {what} to the structure of the {whose}, or give one sharding for all of them") from None
+            f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
     out: list = []
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
         out.extend(norm(s) for s in group)
     return out
+
+
+def check_out_shardings(owner: Any, out_tree: Any) -> None:
+    """Raise, as for a partitioned program, when ``out_shardings`` is no tree prefix of the outputs."""
+    dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+    _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
 
 
 def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
@@ -206,7 +217,7 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
 
     mesh = None
     if jaxpr is not None:
-        shardings = shardings + [NamedSharding(m) for m in constraint_meshes(jaxpr)]
+        shardings = shardings + [NamedSharding(m, PartitionSpec()) for m in constraint_meshes(jaxpr)]
     for s in shardings:
         if isinstance(s, NamedSharding):
             if mesh is None:
@@ -248,6 +259,13 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     # A result with a sharding type and no out_shardings entry is laid out as its type says
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
+    dev = getattr(owner, "_device", None)
+    if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
+        raise FtransValueError(
+            f"Received incompatible devices for jitted computation. Got explicit output sharding with device ids "
+            f"[{dev.id}] on platform {dev.platform.upper()} (jit({fname}, device=...)) and sharding_constraint inside "
+            f"jit with device ids {sorted(d.id for d in mesh.devices.flat)}; drop device= or "
+            "lay the values out on that device")
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
@@ -435,8 +453,10 @@ class ShardedCompiled:
     def input_shardings(self) -> Any:
         """``(args, kwargs)`` with each array argument's sharding, as JAX's."""
         k = len(self._exe.const_bufs)
-        flat = self._exe.in_shardings[k:]
-        return flat if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, list(flat))
+        flat = [from_runtime(s) for s in self._exe.in_shardings[k:]]
+        if self._in_tree is None or self._in_tree.num_leaves != len(flat):
+            return flat
+        return tree_util.tree_unflatten(self._in_tree, flat)
 
     @property
     def input_formats(self) -> Any:
