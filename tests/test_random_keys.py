@@ -236,3 +236,24 @@ def test_legacy_prng_key_option():
     with ftrans.legacy_prng_key("error"):
         np.testing.assert_array_equal(fr.clone(raw), raw)  # clone takes raw keys unchecked, as JAX's
     assert ftrans.config.legacy_prng_key == "allow"
+
+
+def test_astype_of_a_key_array_to_its_own_dtype():
+    # optax's gradient accumulation does jnp.astype(jnp.where(emit, new, old), old.dtype) over a state
+    # that holds keys: JAX gives the key array itself; eagerly, under jit and under where's selection.
+    import jax.numpy as jjnp
+
+    def run(np_mod, rnd, jit):
+        k = rnd.split(rnd.key(3), 4)
+        return jit(lambda k, b: np_mod.astype(np_mod.where(b, k, k[::-1]), k.dtype))(k, True)
+
+    same_keys(run(jnp, fr, ftrans.jit), run(jjnp, jr, jax.jit))
+    k = fr.key(1)
+    assert jnp.astype(k, k.dtype) is k and jnp.astype(k, k.dtype, copy=True) is not k
+    for x, dt, jx, jdt in [(k, np.uint32, jr.key(1), np.uint32),
+                           (jnp.ones(2, np.uint32), k.dtype, jjnp.ones(2, np.uint32), jr.key(1).dtype),
+                           (k, fr.key(1, impl="rbg").dtype, jr.key(1), jr.key(1, impl="rbg").dtype)]:
+        with pytest.raises(ValueError, match="(?i)convert"):
+            jjnp.astype(jx, jdt)
+        with pytest.raises(ValueError, match="(?i)convert"):
+            jnp.astype(x, dt)

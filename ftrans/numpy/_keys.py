@@ -279,6 +279,19 @@ def copy(a: Any, order: str | None = None) -> Any:
     return a.copy()
 
 
+def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> Any:
+    """``jnp.astype`` with a key array or a key dtype: a key array to its own key dtype is itself (a new
+    array with ``copy=True``), as in JAX; between keys and numbers, or two key implementations, there is
+    no conversion."""
+    if is_key(x) and K.is_key_dtype(dtype) and dtype == x.dtype:
+        return x.copy() if copy else x
+    src = x.dtype if is_key(x) else np.asarray(x).dtype
+    dst = dtype if K.is_key_dtype(dtype) else np.dtype(dtype)
+    raise FtransValueError(
+        f"Cannot convert_element_type from {src.name} to {dst.name}: key arrays do not convert to or from "
+        "numbers or other key types; use ftrans.random.key_data or ftrans.random.wrap_key_data")
+
+
 def _like(name: str, fill: Any):
     def fn(a: Any, *args: Any, dtype: Any = None, shape: Any = None, **kwargs: Any) -> Any:
         _check_key_dtype(name, a, dtype)
@@ -369,6 +382,10 @@ def _dtype_is_key2(args: Any, kwargs: Any) -> bool:
     return K.is_key_dtype(d)
 
 
+def _dtype_is_key2_or_first(args: Any, kwargs: Any) -> bool:
+    return _first_is_key(args, kwargs) or _dtype_is_key2(args, kwargs)
+
+
 # public name -> (key version, test on the call's arguments)
 _TABLE: dict[str, tuple[Any, Any]] = {
     "reshape": (reshape, _first_is_key), "ravel": (ravel, _first_is_key),
@@ -381,7 +398,7 @@ _TABLE: dict[str, tuple[Any, Any]] = {
     "split": (_splitter("split"), _first_is_key), "array_split": (_splitter("array_split"), _first_is_key),
     "append": (append, _all_args), "tile": (tile, _first_is_key),
     "where": (where, _all_args), "take": (take, _first_is_key), "_getitem": (_getitem, _first_is_key),
-    "asarray": (asarray, _first_is_key), "array": (array, _seq_has_key), "copy": (copy, _first_is_key),
+    "asarray": (asarray, _first_is_key), "astype": (astype, _dtype_is_key2_or_first), "array": (array, _seq_has_key), "copy": (copy, _first_is_key),
     "zeros_like": (zeros_like, _first_is_key), "ones_like": (ones_like, _first_is_key),
     "empty_like": (empty_like, _first_is_key), "full_like": (full_like, _first_is_key),
     "full": (full, _dtype_is_key), "zeros": (_creator("zeros", 0), _dtype_is_key2),

@@ -17,6 +17,7 @@ lowered by the ordinary rules, so scan needs no StableHLO of its own.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -168,3 +169,99 @@ def _scan_lowering(ctx: Any, *args: str, **params: Any) -> list[str]:
     # No name of its own in the locations: the loop's are JAX's, ``foo/while/body/...``.
     sym = ctx.module.function(closed.jaxpr, "scan", label="")
     return _call(ctx.fn, sym, consts + list(args), [mt.aval_type(a) for a in ctx.avals_out])
+
+
+# ----------------------------------------------------------------------------
+# Long eager loops are compiled
+#
+# Eagerly (concrete operands, no enclosing jit) core's rules interpret a loop's body on the host step by
+# step, which is the fastest way to run a short loop but costs a dispatch per step: a ``scan`` over
+# thousands of steps of a jitted update (an optimizer run eagerly) would take a minute where JAX, which
+# compiles every loop it evaluates, takes a second.  So a loop that runs long is compiled once as a
+# one-equation program and run as one executable: a ``scan`` longer than ``HOST_LOOP_STEPS`` whole, a
+# ``while`` from the carry it reached after ``HOST_LOOP_STEPS`` steps on the host.  The program is cached
+# with the body's jaxpr (a body traced once, as ``jit`` and the loop APIs cache them, compiles once).
+
+HOST_LOOP_STEPS = 64
+
+_host_scan = scan_p.impl
+_host_while = while_p.impl
+# body jaxpr -> {(operand types, params): program, or None when the loop cannot run as one executable}
+_loop_programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _loop_program(prim: Any, body: ClosedJaxpr, avals: list[ShapedArray], params: dict) -> ClosedJaxpr | None:
+    """The one-equation program ``prim[params]`` over operands of ``avals`` (cached with ``body``), or None
+    when it cannot run as one executable (a ``pmap`` or a multi-device mesh inside, or jit's host-only
+    first call)."""
+    from ftrans.core.ir import Jaxpr, JaxprEqn, Var
+    from ftrans.core.primitive import abstract_eval_rules
+    from ftrans.core.prims.parallel import pmap_in_program
+    from ftrans.lowering.device_eager import freeze
+    from ftrans.lowering.rules.calls import _program_mesh, host_only_active
+
+    if host_only_active():
+        return None
+    per = _loop_programs.setdefault(body, {})
+    key = (tuple(avals), freeze(params))
+    if key in per:
+        return per[key]
+    program = None
+    subs = [params[k] for k in ("jaxpr", "cond_jaxpr", "body_jaxpr") if k in params]
+    if not any(pmap_in_program(s) or _program_mesh(s.jaxpr) is not None for s in subs):
+        outs = abstract_eval_rules[prim](*avals, **params)
+        weaks = prim.weak_type_rule(tuple(a.weak_type for a in avals), **params)
+        invars = [Var(a) for a in avals]
+        outvars = [Var(o.update(weak_type=bool(w))) for o, w in zip(outs, weaks)]
+        program = ClosedJaxpr(Jaxpr([], invars, [JaxprEqn(prim, invars, outvars, dict(params), None)], outvars), [])
+    per[key] = program
+    return program
+
+
+def _run_compiled(program: ClosedJaxpr, vals: list, name: str) -> list:
+    from ftrans.devices import default_device
+    from ftrans.lowering import executable as X
+    from ftrans.lowering.rules.calls import _executable_for_jaxpr
+
+    exe = _executable_for_jaxpr(program, default_device(), name)
+    outs = exe.run([X.to_buffer(np.asarray(v._value if isinstance(v, Array) else v), exe.device) for v in vals])
+    return [np.asarray(o) for o in outs]
+
+
+def _operand_aval(v: Any) -> ShapedArray:
+    if isinstance(v, Array):
+        return v.aval.update(weak_type=False)
+    a = np.asarray(v)
+    return ShapedArray(a.shape, a.dtype)
+
+
+@scan_p.def_impl
+def _scan_eager(*vals: Any, **params: Any) -> list:
+    """A scan of more than ``HOST_LOOP_STEPS`` steps runs compiled; a shorter one on the host."""
+    if params["length"] > HOST_LOOP_STEPS:
+        program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
+        if program is not None:
+            return _run_compiled(program, list(vals), "scan")
+    return _host_scan(*vals, **params)
+
+
+@while_p.def_impl
+def _while_eager(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
+                 body_nconsts: int) -> list:
+    """A while loop runs on the host for its first ``HOST_LOOP_STEPS`` steps, then compiled from there."""
+    params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
+                  body_nconsts=body_nconsts)
+    vals = [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
+    nc = cond_nconsts + body_nconsts
+    cc, bc, carry = vals[:cond_nconsts], vals[cond_nconsts:nc], vals[nc:]
+    for _ in range(HOST_LOOP_STEPS):
+        if not bool(np.asarray(eval_jaxpr(cond_jaxpr.jaxpr, list(cond_jaxpr.consts), *cc, *carry)[0])):
+            return [np.asarray(o, a.dtype) for o, a in zip(carry, body_jaxpr.out_avals)]
+        carry = eval_jaxpr(body_jaxpr.jaxpr, list(body_jaxpr.consts), *bc, *carry)
+    carry = [o if isinstance(o, Array) else Array._new(np.asarray(o, a.dtype), False)
+             for o, a in zip(carry, body_jaxpr.out_avals)]
+    rest = [*cc, *bc, *carry]
+    program = _loop_program(while_p, body_jaxpr, [_operand_aval(v) for v in rest], params)
+    if program is not None:
+        return _run_compiled(program, rest, "while")
+    return _host_while(*rest, **params)
