@@ -500,7 +500,9 @@ def test_vjp_of_jit_matches_jax_and_transposes_as_one_call():
     _, pb = ftrans.vjp(g, x, y)
     closed = ftrans.make_jaxpr(pb)(ct)
     calls = [e for e in closed.jaxpr.eqns if e.primitive.name == "jit_call"]
-    assert len(calls) == 1 and calls[0].params["name"].startswith("transpose(")
+    jcalls = [e for e in jax.make_jaxpr(jax.vjp(jax.jit(make(*JX)), x, y)[1])(ct).jaxpr.eqns if e.primitive.name == "jit"]
+    # one call, named as the function (JAX keeps the name; the transform shows in the name stack)
+    assert len(calls) == len(jcalls) == 1 and calls[0].params["name"] == jcalls[0].params["name"] == "<lambda>"
     assert_leaves_close(ftrans.jit(lambda a, b, c: ftrans.vjp(g, a, b)[1](c))(x, y, ct), want, rtol=1e-5,
                         atol=1e-6)
 

@@ -1255,7 +1255,9 @@ class JitWrapped:
         if st.source_override is not None:
             return self._trace_uncached(args, kwargs, avals, in_tree)
         cfg = _config_mod.config
-        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.sharding) for a in avals]), statics, st.name_stack,
+        # (No name stack in the key: ``stage`` traces the body under an empty one, and the lowering joins the
+        # caller's names with the body's, so ``grad`` of a jitted function and a later call share one trace.)
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.sharding) for a in avals]), statics,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
                _platform.platform_override.get(), cfg.scoped_here(), _current_mesh())
@@ -1267,8 +1269,8 @@ class JitWrapped:
         # a mesh (only the passes run after it differ, ``partitioned()``), and a call whose body turns out to
         # constrain shardings is staged for the ordinary path first: the staged program is kept (under a
         # key without the partitioning flag) and piped again, so the function runs once, as in JAX.
-        state = key[8]
-        staged_key = ("staged", *key[:8], state[:-1], *key[9:])
+        state = key[7]
+        staged_key = ("staged", *key[:7], state[:-1], *key[8:])
         staged = store.traced.get(staged_key)
         keep: list = []
         if staged is not None:
