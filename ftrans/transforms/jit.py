@@ -666,8 +666,11 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
 
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
-        f"invalid value ({kind}) encountered in the output of jit({name}); re-running it "
-        "op by op did not reproduce it" if not donated else
+        f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
+        "the de-optimized function (its operations run one at a time, as if jit were removed) was run again "
+        "to name the operation, but the de-optimized function did not produce the invalid value. A nan/inf "
+        "literal returned as an output or passed straight through, or an optimization of the compiled "
+        "program, can cause this; removing jit may avoid it" if not donated else
         f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
         "donated, so it cannot be re-run op by op to find the operation)"
     )
