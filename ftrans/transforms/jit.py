@@ -1268,6 +1268,10 @@ class JitWrapped:
         hit = store.traced.get(key)
         if hit is not None:
             return hit
+        if self._in_shardings is not None and not statics:  # a layout given for an argument fits its rank
+            from ftrans.transforms import sharded_jit
+
+            sharded_jit.check_in_layouts(self, args, avals)
         # Staging runs the Python function the same way whether or not the program is then partitioned over
         # a mesh (only the passes run after it differ, ``partitioned()``), and a call whose body turns out to
         # constrain shardings is staged for the ordinary path first: the staged program is kept (under a
