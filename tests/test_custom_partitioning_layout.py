@@ -246,3 +246,17 @@ def test_make_array_from_callback_needs_a_concrete_format_like_jax():
             lib.make_array_from_callback(x.shape, lay.Format(lay.Layout.AUTO, s), lambda i: x[i])
         with pytest.raises(TypeError, match="sharding should be an instance of `jax.sharding`"):
             lib.make_array_from_callback(x.shape, lay.Format(None, None), lambda i: x[i])
+
+
+def test_eval_shape_keeps_the_out_format_like_jax():
+    x = np.arange(16.0).reshape(8, 2)
+    got = []
+    for lib, lay in ((jax, jlayout), (ftrans, flayout)):
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:4]).reshape(2, 2), ("x", "y"))
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+        fmt = lay.Format(lay.Layout((0, 1)), s)
+        f = lib.jit(lambda v: v * v, in_shardings=fmt, out_shardings=fmt)
+        out = lib.eval_shape(f, lib.device_put(x, fmt))
+        assert out.format == fmt and out.sharding == s
+        got.append(out.format.layout.major_to_minor)
+    assert got[0] == got[1]

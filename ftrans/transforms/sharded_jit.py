@@ -20,7 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.layout import Format, default_layout
+from ftrans.core.layout import Format, Layout, default_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -149,6 +149,8 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
 
     def norm(s: Any) -> Any:
         checked = _check_sharding(_bare_spec(s), what, fname)
+        if as_given and isinstance(s, Format) and isinstance(s.layout, Layout):  # the layout asked for, too
+            return Format(s.layout, as_sharding(_bare_spec(s.sharding)))
         return as_sharding(_bare_spec(s)) if as_given else checked
 
     if spec is None or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
