@@ -627,3 +627,21 @@ def test_new_ref_keeps_the_sharding_of_its_initial_array():
         a[...] += 1.
         return np.asarray(same), val(a)
     both(scenario)
+
+
+def test_a_ref_type_has_its_arrays_sharding_like_jax():
+    # typeof(ref).sharding inside jit is the sharding of the array read from it (JAX's AbstractRef.sharding).
+    got = []
+    for lib, lnp in ((jax, jjnp), (ftrans, fjnp)):
+        mesh = lib.make_mesh((1, 1), ("x", "y"), axis_types=(lib.sharding.AxisType.Explicit,) * 2)
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+        seen = []
+
+        def f(r, lib=lib, seen=seen):
+            seen.append((lib.typeof(r).sharding.spec, lib.typeof(r[...]).sharding.spec))
+            return r[...] + 1
+
+        with lib.set_mesh(mesh):
+            lib.jit(f)(lib.new_ref(lnp.zeros((4, 4), device=s)))
+        got.append(tuple(tuple(sp) for sp in seen[0]))
+    assert got[0] == got[1] == (("x", "y"), ("x", "y"))
