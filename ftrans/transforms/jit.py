@@ -1557,6 +1557,10 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        from ftrans.transforms import refs as _refs
+
+        if any(_refs.is_ref_type(x) for x in tree_util.tree_leaves((args, kwargs))):  # ref types: placeholders
+            args, kwargs = _refs.placeholder_refs(args, kwargs)
         if _ref_mod.created:  # refs exist: a function taking or closing over refs traces its twin (refs.py)
             from ftrans.transforms import refs
 
@@ -1587,7 +1591,8 @@ class JitWrapped:
         from ftrans.transforms import sharded_jit
 
         traced = None
-        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves):
+        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves) or any(
+                type(x) is _ref_mod.AbstractRef or getattr(x, "is_ref", False) is True for x in leaves):
             return self.trace(*args, **kwargs).lower()
         if not sharded_jit.needs_spmd(self, leaves):
             traced = self.trace(*args, **kwargs)
