@@ -97,14 +97,39 @@ def _canon(x: Any) -> np.ndarray:
     return arr.astype(canon) if arr.dtype != canon else arr
 
 
+def _concrete_sharding(sharding: Any, shape: tuple) -> Any:
+    """``make_array_from_callback``'s target: a sharding, or a ``Format`` (ftrans's or JAX's) with a concrete
+    layout of the array's rank (or none) and a sharding, as JAX's."""
+    from ftrans.core.layout import Layout
+    from ftrans.core.sharding import Sharding
+
+    if type(sharding).__name__ == "Format" and hasattr(sharding, "layout") and hasattr(sharding, "sharding"):
+        lay = sharding.layout
+        if lay is not None and not hasattr(lay, "major_to_minor"):
+            raise FtransTypeError(
+                "make_array_from_callback: `Layout.AUTO` cannot be used in place of a device-local layout when "
+                f"making an array (got {sharding}): AUTO leaves the layout to jit's compiler; give a concrete "
+                "Layout or None")
+        if lay is not None:
+            Layout(lay.major_to_minor).check_compatible_aval(shape)
+        sharding = sharding.sharding
+    out = as_sharding(sharding)  # a runtime (jax) sharding: as ftrans's
+    if not isinstance(out, Sharding):
+        raise FtransTypeError(
+            "make_array_from_callback: the sharding should be an instance of `jax.sharding` (a Sharding of "
+            f"ftrans.sharding or of JAX's); got {sharding!r} of type {type(sharding).__name__}")
+    return out
+
+
 def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback: Callable[[tuple], Any]) -> Any:
     """A global Array of ``shape`` laid out as ``sharding``; ``data_callback(index)`` gives this process's block
     at ``index`` (a tuple of slices) for each of its devices."""
     from ftrans.core.sharding import check_divisible
 
     shape = tuple(shape)
-    sharding = as_sharding(sharding)  # a runtime (jax) sharding: as ftrans's
-    check_divisible(sharding, shape, "make_array_from_callback")
+    sharding = _concrete_sharding(sharding, shape)
+    if hasattr(sharding, "spec"):  # a NamedSharding (a single-device one has nothing to divide)
+        check_divisible(sharding, shape, "make_array_from_callback")
     rt = compat.runtime_sharding(sharding, len(shape))
     idx = rt.addressable_devices_indices_map(shape)
     devs = list(idx)

@@ -222,3 +222,41 @@ def test_device_put_needs_a_concrete_format_of_the_values_rank_as_jax():
         with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
             lib.device_put(x, lay.Format(lay.Layout((0, 1, 2)), s))
         np.testing.assert_array_equal(np.asarray(lib.device_put(x, lay.Format(None, s))), x)
+
+
+def test_a_layout_of_the_wrong_rank_is_refused_like_jax():
+    # jit's in_shardings and make_array_from_callback check a concrete layout against the value's rank.
+    x = np.arange(8)
+    for lib, lay in ((jax, jlayout), (ftrans, flayout)):
+        s = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        fmt = lay.Format(lay.Layout((0, 1, 2)), s)
+        with pytest.raises(ValueError, match="Length of major_to_minor and the rank of the value should match"):
+            lib.jit(lambda v: v * 2, in_shardings=fmt)(x)
+        np.testing.assert_array_equal(lib.jit(lambda v: v * 2, in_shardings=lay.Format(lay.Layout((0,)), s))(x),
+                                      x * 2)
+
+
+def test_make_array_from_callback_needs_a_concrete_format_like_jax():
+    x = np.arange(16).reshape(8, 2)
+    for lib, lay in ((jax, jlayout), (ftrans, flayout)):
+        s = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        out = lib.make_array_from_callback(x.shape, lay.Format(lay.Layout((0, 1)), s), lambda i: x[i])
+        np.testing.assert_array_equal(out, x)
+        with pytest.raises(TypeError, match="`Layout.AUTO` cannot be used in place of a device-local layout"):
+            lib.make_array_from_callback(x.shape, lay.Format(lay.Layout.AUTO, s), lambda i: x[i])
+        with pytest.raises(TypeError, match="sharding should be an instance of `jax.sharding`"):
+            lib.make_array_from_callback(x.shape, lay.Format(None, None), lambda i: x[i])
+
+
+def test_eval_shape_keeps_the_out_format_like_jax():
+    x = np.arange(16.0).reshape(8, 2)
+    got = []
+    for lib, lay in ((jax, jlayout), (ftrans, flayout)):
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:4]).reshape(2, 2), ("x", "y"))
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+        fmt = lay.Format(lay.Layout((0, 1)), s)
+        f = lib.jit(lambda v: v * v, in_shardings=fmt, out_shardings=fmt)
+        out = lib.eval_shape(f, lib.device_put(x, fmt))
+        assert out.format == fmt and out.sharding == s
+        got.append(out.format.layout.major_to_minor)
+    assert got[0] == got[1]

@@ -141,3 +141,15 @@ def test_nan_inside_scan_names_the_scan_or_its_body():
         lax.scan(body, jnp.asarray(0.0), xs)
     with _flag("debug_nans"), pytest.raises(FloatingPointError, match="nan"):
         ftrans.jit(lambda xs: lax.scan(body, 0.0, xs))(xs)
+
+
+def test_jit_nan_literal_output_says_the_deoptimized_run_found_nothing_like_jax():
+    # The op-by-op re-run finds no operation that made the NaN (it is a literal output): the error says so.
+    def f(lib, np_):
+        return lib.jit(lambda x: (np_.nan, x + 2))
+
+    pattern = "the de-optimized function did not .*literal"
+    with jax.debug_nans(True), pytest.raises(FloatingPointError, match=pattern):
+        f(jax, jjnp)(3)
+    with ftrans.debug_nans(True), pytest.raises(FloatingPointError, match=pattern):
+        f(ftrans, jnp)(3)

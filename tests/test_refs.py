@@ -523,10 +523,6 @@ def test_documented_differences_from_jax():
     assert "Ref{" in str(jax.make_jaxpr(f)(jax.new_ref(jjnp.zeros(3))))
     text = str(ftrans.make_jaxpr(f)(ftrans.new_ref(fjnp.zeros(3))))
     assert "Ref" not in text and "f32[3]" in text
-    # ShapeDtypeStruct(is_ref=True) is JAX's only.
-    jax.ShapeDtypeStruct((3,), jjnp.float32, is_ref=True)
-    with pytest.raises(TypeError):
-        ftrans.ShapeDtypeStruct((3,), fjnp.float32, is_ref=True)
 
 
 @pytest.mark.parametrize("where", ["jit_arg", "jit_closed_scan_remat"])
@@ -627,3 +623,42 @@ def test_new_ref_keeps_the_sharding_of_its_initial_array():
         a[...] += 1.
         return np.asarray(same), val(a)
     both(scenario)
+
+
+def test_a_ref_type_has_its_arrays_sharding_like_jax():
+    # typeof(ref).sharding inside jit is the sharding of the array read from it (JAX's AbstractRef.sharding).
+    got = []
+    for lib, lnp in ((jax, jjnp), (ftrans, fjnp)):
+        mesh = lib.make_mesh((1, 1), ("x", "y"), axis_types=(lib.sharding.AxisType.Explicit,) * 2)
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+        seen = []
+
+        def f(r, lib=lib, seen=seen):
+            seen.append((lib.typeof(r).sharding.spec, lib.typeof(r[...]).sharding.spec))
+            return r[...] + 1
+
+        with lib.set_mesh(mesh):
+            lib.jit(f)(lib.new_ref(lnp.zeros((4, 4), device=s)))
+        got.append(tuple(tuple(sp) for sp in seen[0]))
+    assert got[0] == got[1] == (("x", "y"), ("x", "y"))
+
+
+@pytest.mark.parametrize("how", ["sds", "typeof"])
+def test_lower_takes_a_ref_type_like_jax(how):
+    # jit(f).lower(ShapeDtypeStruct(..., is_ref=True)) or lower(typeof(ref)): the compiled program takes refs.
+    def run(lib, lnp):
+        def f(r):
+            r[...] += 1.0
+            r[0] += 1
+
+        x = lnp.arange(4.0)
+        ty = (lib.ShapeDtypeStruct(x.shape, x.dtype, is_ref=True) if how == "sds"
+              else lib.typeof(lib.new_ref(x)))
+        compiled = lib.jit(f).lower(ty).compile()
+        r = lib.new_ref(x)
+        compiled(r)
+        return r[...], repr(lib.ShapeDtypeStruct((3,), np.float32, is_ref=True))
+
+    got, want = run(ftrans, fjnp), run(jax, jjnp)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    assert got[1] == want[1]

@@ -77,3 +77,19 @@ def test_x64_values_made_in_a_body_keep_their_dtype(make, jit):
     if jit:
         jf, ff = jax.jit(jf), ftrans.jit(ff)
     assert _summary(ff(3)) == _summary(jf(3))
+
+
+@pytest.mark.parametrize("make", [_scan, _scan_unrolled, _while, _cond], ids=lambda m: m.__name__[1:])
+def test_x64_values_made_in_a_body_keep_their_dtype_under_disable_jit(make):
+    # A Python-run scan stacks its per-step outputs: an int64 made in an enable_x64 block stays int64.
+    with jax.disable_jit():
+        want = _summary(make(jax, jjnp, jax.lax)(3))
+    with ftrans.disable_jit():
+        got = _summary(make(ftrans, fjnp, flax)(3))
+    assert got == want
+
+
+def test_config_x64_enabled_follows_the_context():
+    assert ftrans.config.x64_enabled is jax.config.x64_enabled is False
+    with ftrans.enable_x64(), jax.enable_x64():
+        assert ftrans.config.x64_enabled is jax.config.x64_enabled is True

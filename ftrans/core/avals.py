@@ -133,9 +133,9 @@ def _check_sharding_rank(sharding: Any, ndim: int) -> None:
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout", "is_ref")
 
-    def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None):
+    def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None, is_ref: bool = False):
         if dtype is None:
             from ftrans.errors import FtransValueError
 
@@ -153,6 +153,7 @@ class ShapeDtypeStruct:
                 wide = canon
             self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
+        self.is_ref = bool(is_ref)  # the type of a ref holding such an array (for jit's ``lower``), as JAX's
         self._layout = None
         if sharding is not None:
             from ftrans.core.layout import Format, _AutoLayout
@@ -191,22 +192,24 @@ class ShapeDtypeStruct:
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, ShapeDtypeStruct)
-            and (self.shape, self.dtype, self.weak_type) == (other.shape, other.dtype, other.weak_type)
+            and (self.shape, self.dtype, self.weak_type, self.is_ref)
+            == (other.shape, other.dtype, other.weak_type, other.is_ref)
         )
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.weak_type))
+        return hash((self.shape, self.dtype, self.weak_type, self.is_ref))
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
+        r = ", is_ref=True" if self.is_ref else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w}{r})"
 
-    def update(self, *, shape=None, dtype=None, weak_type=None, sharding=None) -> ShapeDtypeStruct:
+    def update(self, *, shape=None, dtype=None, weak_type=None, sharding=None, is_ref=None) -> ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.update``: a copy with the given fields replaced."""
         return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
                                 weak_type=self.weak_type if weak_type is None else weak_type,
                                 sharding=(self.sharding if self._layout is None else self.format)
-                                if sharding is None else sharding)
+                                if sharding is None else sharding, is_ref=self.is_ref if is_ref is None else is_ref)
 
     @classmethod
     def like(cls, x: Any) -> ShapeDtypeStruct:

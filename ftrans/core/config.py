@@ -521,6 +521,12 @@ class Config:
     def read(self, name: str) -> Any:
         return getattr(self, name.removeprefix("jax_"))
 
+    @property
+    def x64_enabled(self) -> bool:
+        """Whether 64-bit types are on here (JAX's ``config.x64_enabled``: the ``enable_x64`` context's value
+        in this thread, else the global one)."""
+        return bool(self.enable_x64)
+
     def __getattr__(self, name: str) -> Any:
         # ``config.jax_enable_x64`` as JAX spells it.
         if name.startswith("jax_"):

@@ -57,6 +57,7 @@ class AbstractRef:
     weak_type = property(lambda self: self.inner_aval.weak_type)
     ndim = property(lambda self: self.inner_aval.ndim)
     size = property(lambda self: self.inner_aval.size)
+    sharding = property(lambda self: self.inner_aval.sharding, doc="The sharding of the array the ref holds.")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AbstractRef) and self.inner_aval == other.inner_aval

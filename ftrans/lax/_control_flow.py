@@ -831,7 +831,9 @@ def _scan_python(f: Callable, init: Any, xs: Any, x_ops: list, x_tree: Any, leng
 
 def _stack(leaves: Sequence[Any]) -> Any:
     """The per-step outputs of a Python-run scan stacked along a new leading axis (promoted to one dtype)."""
-    ops, _, _ = promote_dtypes("scan", *leaves)
+    ops = list(leaves)
+    if len({(o.dtype, getattr(o, "weak_type", False)) for o in ops if hasattr(o, "dtype")}) != 1:
+        ops, _, _ = promote_dtypes("scan", *leaves)  # one dtype already: kept (a 64-bit one made in an enable_x64 block)
     return lax.concatenate([lax.expand_dims(o, (0,)) for o in ops], 0)
 
 

@@ -666,8 +666,11 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
 
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
-        f"invalid value ({kind}) encountered in the output of jit({name}); re-running it "
-        "op by op did not reproduce it" if not donated else
+        f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
+        "the de-optimized function (its operations run one at a time, as if jit were removed) was run again "
+        "to name the operation, but the de-optimized function did not produce the invalid value. A nan/inf "
+        "literal returned as an output or passed straight through, or an optimization of the compiled "
+        "program, can cause this; removing jit may avoid it" if not donated else
         f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
         "donated, so it cannot be re-run op by op to find the operation)"
     )
@@ -1265,6 +1268,10 @@ class JitWrapped:
         hit = store.traced.get(key)
         if hit is not None:
             return hit
+        if self._in_shardings is not None and not statics:  # a layout given for an argument fits its rank
+            from ftrans.transforms import sharded_jit
+
+            sharded_jit.check_in_layouts(self, args, avals)
         # Staging runs the Python function the same way whether or not the program is then partitioned over
         # a mesh (only the passes run after it differ, ``partitioned()``), and a call whose body turns out to
         # constrain shardings is staged for the ordinary path first: the staged program is kept (under a
@@ -1550,6 +1557,10 @@ class JitWrapped:
 
     # -- ahead-of-time API ------------------------------------------------------
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        from ftrans.transforms import refs as _refs
+
+        if any(_refs.is_ref_type(x) for x in tree_util.tree_leaves((args, kwargs))):  # ref types: placeholders
+            args, kwargs = _refs.placeholder_refs(args, kwargs)
         if _ref_mod.created:  # refs exist: a function taking or closing over refs traces its twin (refs.py)
             from ftrans.transforms import refs
 
@@ -1580,7 +1591,8 @@ class JitWrapped:
         from ftrans.transforms import sharded_jit
 
         traced = None
-        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves):
+        if _ref_mod.created and any(isinstance(x, _ref_mod.Ref) for x in leaves) or any(
+                type(x) is _ref_mod.AbstractRef or getattr(x, "is_ref", False) is True for x in leaves):
             return self.trace(*args, **kwargs).lower()
         if not sharded_jit.needs_spmd(self, leaves):
             traced = self.trace(*args, **kwargs)

@@ -122,6 +122,28 @@ def jit_call(jitted: Any, args: tuple, kwargs: dict, call_plain: Callable) -> An
     return out
 
 
+def is_ref_type(x: Any) -> bool:
+    """A ref's type given where a ref is expected (``ShapeDtypeStruct(..., is_ref=True)`` or an
+    ``AbstractRef``), as ``jit(f).lower``/``trace`` take it."""
+    return type(x) is R.AbstractRef or (getattr(x, "is_ref", False) is True and hasattr(x, "shape"))
+
+
+def placeholder_refs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args``/``kwargs`` with each ref type replaced by a ref holding only that type (a
+    ``ShapeDtypeStruct``): tracing and lowering read only the types; the compiled program takes real refs."""
+    from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+
+    def place(x: Any) -> Any:
+        if not is_ref_type(x):
+            return x
+        inner = x.inner_aval if type(x) is R.AbstractRef else x
+        sharding = getattr(inner, "sharding", None)
+        sds = ShapeDtypeStruct(inner.shape, inner.dtype, weak_type=inner.weak_type, sharding=sharding)
+        return R.Ref(sds, ShapedArray(tuple(inner.shape), sds.dtype, inner.weak_type), user_location())
+
+    return tree_util.tree_map(place, (args, kwargs))
+
+
 def jit_trace(jitted: Any, args: tuple, kwargs: dict, trace_plain: Callable) -> Any:
     """``jit(f).trace(*args)`` once refs exist: the twin's trace, wrapped so that its ``lower().compile()``
     gives a callable taking (and updating) the refs, as the jitted function does."""

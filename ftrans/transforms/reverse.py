@@ -156,7 +156,8 @@ for _cls in (DidntWant, GradRef):
 def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple:
     """One flag per input leaf, from ``with_refs``'s arguments (one per positional primal, each a
     ``GradValue()``, ``DontWant()`` or a ref to add the cotangent into, or a pytree of them matching
-    that primal): True, False, or the ref (which counts as wanted)."""
+    that primal; any other non-array placeholder counts as ``GradValue()``, as in JAX): True, False, or
+    the ref (which counts as wanted)."""
     leaves, tree = tree_util.tree_flatten(wants, is_leaf=lambda x: isinstance(x, (_Marker, _ref.Ref)))
     if tree != in_tree:
         raise FtransValueError(
@@ -172,10 +173,8 @@ def _wants_of(name: str, in_tree: Any, wants: tuple) -> tuple:
             raise FtransTypeError(
                 f"{name}.with_refs: input {i} is given an array; to accumulate its cotangent pass a ref "
                 "(ftrans.new_ref(jnp.zeros_like(x))), else GradValue() or DontWant()")
-        else:
-            raise FtransTypeError(
-                f"{name}.with_refs: input {i} must be given GradValue() or DontWant(), got "
-                f"{type(x).__name__}")
+        else:  # any other placeholder asks for the value, as JAX's with_refs reads it
+            out.append(True)
     return tuple(out)
 
 

@@ -20,7 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.layout import Format, default_layout
+from ftrans.core.layout import Format, Layout, default_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -149,6 +149,8 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
 
     def norm(s: Any) -> Any:
         checked = _check_sharding(_bare_spec(s), what, fname)
+        if as_given and isinstance(s, Format) and isinstance(s.layout, Layout):  # the layout asked for, too
+            return Format(s.layout, as_sharding(_bare_spec(s.sharding)))
         return as_sharding(_bare_spec(s)) if as_given else checked
 
     if spec is None or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
@@ -493,6 +495,35 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
     return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
+
+
+def check_in_layouts(owner: Any, args: tuple, avals: list) -> None:
+    """A ``Format`` among jit's ``in_shardings`` with a concrete layout must have the rank of its argument
+    (JAX's check): each positional argument's leaves against the layout given for them."""
+    spec = owner._in_shardings
+    if spec is None or not any(type(s).__name__ == "Format" for s in tree_util.tree_leaves(
+            spec, is_leaf=lambda x: type(x).__name__ in ("Format", "PartitionSpec") or _is_sharding_leaf(x))):
+        return
+    specs = tuple(spec) if isinstance(spec, (tuple, list)) and type(spec).__name__ != "PartitionSpec" else None
+    if specs is not None and len(specs) != len(args):
+        return  # _in_shardings reports the count mismatch
+    pairs: list = []
+    for s, a in (zip(specs, args) if specs is not None else [(spec, args)]):
+        n = len(tree_util.tree_leaves(a))
+        if type(s).__name__ == "Format" or s is None or isinstance(as_sharding(s), Sharding):
+            pairs += [s] * n
+        else:
+            nested = tree_util.tree_map(
+                lambda e, sub: [e] * len(tree_util.tree_leaves(sub)), s, a,
+                is_leaf=lambda x: type(x).__name__ in ("Format", "PartitionSpec") or _is_sharding_leaf(x))
+            for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
+                pairs.extend(group)
+    for s, aval in zip(pairs, avals):
+        lay = getattr(s, "layout", None) if type(s).__name__ == "Format" else None
+        if lay is not None and hasattr(lay, "major_to_minor"):
+            from ftrans.core.layout import Layout
+
+            Layout(lay.major_to_minor).check_compatible_aval(aval.shape)
 
 
 def constrain_inputs(owner: Any, args: tuple, kwargs: dict, statics: tuple, leaves: list) -> list:
