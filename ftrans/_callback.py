@@ -27,6 +27,7 @@ from ftrans.core.prims.callbacks import (
     VMAP_METHODS,
     HostCallback,
     debug_callback_p,
+    debug_print_p,
     io_callback_p,
     pure_callback_p,
 )
@@ -182,7 +183,7 @@ def debug_print(fmt: str | None = None, *args: Any, ordered: bool = False, parti
         printer = _Printer(fmt, has_placeholders, dict(np.get_printoptions()),
                            _log_record() if _use_logging else None)
         cb, dynamic = _split_args(printer, c_args, c_kwargs, "debug")
-        debug_callback_p.bind(*dynamic, callback=cb, ordered=bool(ordered), **_partitioned(partitioned))
+        debug_print_p.bind(*dynamic, callback=cb, ordered=bool(ordered), **_partitioned(partitioned))
 
     if fmt is not None:
         do_print(fmt, *args, **kwargs)

@@ -23,6 +23,7 @@ from ftrans.core import trace as _trace
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.calls import custom_vmap_call_p
 from ftrans.core.trace import aval_of, stage
+from ftrans.core.wrapping import name_after
 from ftrans.errors import FtransAttributeError
 from ftrans.transforms.custom_derivatives import _forward_attr, _operand, _resolve_kwargs
 
@@ -41,6 +42,7 @@ class custom_vmap:
 
     def __init__(self, fun: Callable[..., Any]):
         functools.update_wrapper(self, fun)
+        name_after(self, fun)
         self.fun = fun
         self.vmap_rule: Callable[..., tuple[Any, Any]] | None = None
 

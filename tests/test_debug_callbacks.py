@@ -214,7 +214,7 @@ def test_print_survives_dce_and_cse(capsys):
         return x * 0 + 1
 
     closed = run_pipeline(ftrans.make_jaxpr(f)(1.0))
-    assert [e.primitive.name for e in closed.eqns].count("debug_callback") == 2
+    assert [e.primitive.name for e in closed.eqns].count("debug_print") == 2
     lines, out = _lines(capsys, ftrans.jit(f), 3.0)
     assert lines == ["same 3.0", "same 3.0"]
     assert float(out) == 1.0
@@ -227,7 +227,7 @@ def test_print_in_unused_cond_branch_is_kept():
 
     closed = run_pipeline(ftrans.make_jaxpr(f)(True, 1.0))
     (cond,) = [e for e in closed.eqns if e.primitive.name == "cond"]
-    assert any("debug_callback" in str(b) for b in cond.params["branches"])
+    assert any("debug_print" in str(b) for b in cond.params["branches"])
 
 
 @given(st.lists(st.integers(-100, 100), min_size=1, max_size=5))
@@ -254,7 +254,7 @@ def test_printed_ir_and_stablehlo():
     line = inspect.getsourcelines(f)[1] + 1
     j = ftrans.make_jaxpr(f)(np.float32(1))
     text = str(j)
-    assert "debug_callback[" in text and " = debug_callback" not in text
+    assert "debug_print[" in text and " = debug_print" not in text
     assert f"{THIS}:{line}" in text  # the callback names the user's line
     hlo = ftrans.jit(f).lower(np.float32(1)).as_text()
     assert "xla_ffi_python_cpu_callback" in hlo and "has_side_effect = true" in hlo

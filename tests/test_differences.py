@@ -564,12 +564,6 @@ def test_callbacks_finish_before_a_jitted_call_returns():
     assert ftrans.effects_barrier() is None and jax.effects_barrier() is None
 
 
-def test_debug_print_equation():
-    jx = jax.make_jaxpr(lambda x: jax.debug.print("{}", x))(1.0)
-    fx = ftrans.make_jaxpr(lambda x: ftrans.debug.print("{}", x))(1.0)
-    assert jx.eqns[0].primitive.name == "debug_print" and fx.eqns[0].primitive.name == "debug_callback"
-
-
 def test_as_text_locations_and_name_stack_under_grad():
     import re
 

@@ -359,6 +359,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         return HostCallback(fn, _tu.tree_flatten(((0,), {}))[1], {}, 1, "tests/test_registry.py", kind)
 
     s["debug_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
+    s["debug_print"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: None, "debug"), "ordered": False})]
     s["pure_callback"] = [((arr((3,), f32),), {"callback": host_cb(lambda x: np.asarray(x) * 2, "pure"),
                                                 "result_avals": (ShapedArray((3,), f32),), "vmap_method": None})]
     s["io_callback"] = [((arr((2,), i32),), {"callback": host_cb(lambda x: np.asarray(x) + 1, "io"),

@@ -4,7 +4,6 @@ running a staged one."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from ftrans.core.trace import (
     stage,
 )
 from ftrans.core.trace import state as _trace_state
+from ftrans.core.wrapping import wraps
 from ftrans.errors import FtransTypeError, FtransValueError
 
 
@@ -184,7 +184,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
         raise NotImplementedError("make_jaxpr: abstracted_axes (dynamic shapes) is not supported")
     static = _static_tuple(static_argnums)
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def make(*args: Any, **kwargs: Any):
         with contextlib.ExitStack() as stack:
             for name, size in axes:  # collectives over these names stage as inside a pmap of that size

@@ -21,7 +21,6 @@ applies its batching rule (``batch_rules/collectives.py``).
 
 from __future__ import annotations
 
-import functools
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,6 +46,7 @@ from ftrans.core.trace import (
     new_main,
     transform_name_stack,
 )
+from ftrans.core.wrapping import fun_name, wraps
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.tree_util import _mismatch_details
 
@@ -513,9 +513,9 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             raise FtransTypeError(
                 f"vmap {what} must be an int, None, or (nested) container with those types as leaves: "
                 f"vmap {what} entries must be ints or None, got {bad[0]!r} of type {type(bad[0]).__name__}")
-    name = getattr(fun, "__name__", "fun")
+    name = fun_name(fun, "fun")
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
         leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
         dims = _in_dims(in_axes, args, kwargs)

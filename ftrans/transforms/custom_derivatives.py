@@ -39,6 +39,7 @@ from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
+from ftrans.core.wrapping import name_after
 from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
 from ftrans.transforms.ad import (
     JVPTrace,
@@ -532,6 +533,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
         if not callable(fun):
             raise FtransTypeError(f"custom_jvp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
+        name_after(self, fun)
         self.fun = fun
         self.nondiff_argnums = _nondiff_positions("custom_jvp", fun, nondiff_argnums, nondiff_argnames)
         self.jvp: Callable | None = None
@@ -676,6 +678,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         if not callable(fun):
             raise FtransTypeError(f"custom_vjp: expected a function, got {type(fun).__name__}")
         functools.update_wrapper(self, fun)
+        name_after(self, fun)
         self.fun = fun
         self.nondiff_argnums = _nondiff_positions("custom_vjp", fun, nondiff_argnums, nondiff_argnames)
         self.fwd: Callable | None = None

@@ -47,6 +47,7 @@ from ftrans.core.prims.parallel import Interpreted, pmap_in_program
 from ftrans.core.shape_poly import DimExpr
 from ftrans.core.sharding import get_mesh as _current_mesh
 from ftrans.core.trace import Tracer, check_outputs, invalid_value_error, stage
+from ftrans.core.wrapping import fun_name, fun_qualname, name_after
 from ftrans.devices import _client, default_device, on_new_backend
 from ftrans.errors import (
     FtransOverflowError,
@@ -762,8 +763,8 @@ class JitWrapped:
         self._options = (static_argnums, static_argnames, donate_argnums, donate_argnames, device, backend,
                          max_cache_size, keep_unused, inline, compiler_options, in_shardings, out_shardings,
                          optimizations, background_compilation)
-        self.__name__ = getattr(fun, "__name__", "fn")
-        self.__qualname__ = getattr(fun, "__qualname__", self.__name__)
+        self.__name__ = fun_name(fun, "fn")
+        self.__qualname__ = fun_qualname(fun, self.__name__)
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
         self._sig = _signature(fun)
@@ -824,6 +825,7 @@ class JitWrapped:
         self.misses = 0
         _all_jitted.add(self)
         functools.update_wrapper(self, fun, updated=())
+        name_after(self, fun)
         # The function's own attributes (``f.some_value``) show on the jitted one, as functools.wraps
         # (and JAX's jit) copy them; only public names, so ftrans's ``_`` fields are never replaced.
         own = getattr(fun, "__dict__", None)
@@ -1658,6 +1660,11 @@ class JitWrapped:
     # pickles (JAX's jitted functions do not pickle at all).
     def __reduce__(self) -> tuple:
         return (JitWrapped, (self._fun, *self._options))
+
+    def __getstate__(self) -> dict:
+        # JAX's jitted functions describe themselves this way (pickling and copying use __reduce__).
+        return {"function_name": self.__name__, "fun": self._fun, "static_argnums": self._static_argnums,
+                "static_argnames": self._static_argnames}
 
     def __copy__(self) -> JitWrapped:
         return JitWrapped(self._fun, *self._options)

@@ -20,7 +20,6 @@ Policies have JAX's signature ``policy(prim, *avals, **params) -> bool``
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -36,6 +35,7 @@ from ftrans.core.primitive import Primitive
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims.calls import name_p, optimization_barrier_p, remat_p
 from ftrans.core.trace import StagingTracer, Tracer, aval_of, stage
+from ftrans.core.wrapping import fun_name, wraps
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -253,12 +253,12 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     statics = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in statics):
         raise FtransTypeError(f"checkpoint: static_argnums must be an int or a tuple of ints, got {static_argnums!r}")
-    name = getattr(fun, "__name__", "fun")
+    name = fun_name(fun, "fun")
     traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
     lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
     ref_owner = object()  # whose NeedsRef a staging of the body raises (a ref it closes over)
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         bad = [i for i in statics if not -n <= i < n]

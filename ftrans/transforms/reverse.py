@@ -35,6 +35,7 @@ from ftrans.core.trace import (
     stage,
     transform_name_stack,
 )
+from ftrans.core.wrapping import fun_name, wraps
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import (
     float0,
@@ -52,7 +53,7 @@ __all__ = ["vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_
 
 
 def _fname(fun: Callable) -> str:
-    return getattr(fun, "__name__", type(fun).__name__)
+    return fun_name(fun, type(fun).__name__)
 
 
 _DOCS = {
@@ -603,7 +604,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, has_aux: bool, holomorphic: bool,
                          allow_int: bool, where: str) -> Callable:
-    @functools.wraps(fun)
+    @wraps(fun)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         for i in nums:
@@ -666,7 +667,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     nums = _argnums_tuple(argnums)
     vg = _make_value_and_grad(fun, _fname(fun), argnums, nums, has_aux, holomorphic, allow_int, "grad")
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
         if has_aux:
@@ -1032,7 +1033,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """``jax.jacfwd``: the Jacobian by forward mode, the JVP vmapped over the standard basis of the inputs."""
     from ftrans.transforms.batching import vmap
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacfwd", fun, argnums, args, kwargs, holomorphic, False)
         d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
@@ -1078,7 +1079,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """``jax.jacrev``: the Jacobian by reverse mode, the pullback vmapped over the standard basis of the outputs."""
     from ftrans.transforms.batching import vmap
 
-    @functools.wraps(fun)
+    @wraps(fun)
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacrev", fun, argnums, args, kwargs, holomorphic, allow_int)
         res = vjp(restricted, *dyn, has_aux=has_aux)

@@ -30,7 +30,7 @@ from ftrans.core.ir import effectful_primitives
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.errors import FtransError
 
-__all__ = ["debug_callback_p", "pure_callback_p", "io_callback_p", "HostCallback", "CallbackResultError",
+__all__ = ["debug_callback_p", "debug_print_p", "pure_callback_p", "io_callback_p", "HostCallback", "CallbackResultError",
            "take_callback_error", "VMAP_METHODS"]
 
 logger = logging.getLogger("ftrans.callback")
@@ -198,11 +198,14 @@ def _as_array(v: Any, array_type: type, weak: bool) -> Any:
 
 
 debug_callback_p = Primitive("debug_callback", multiple_results=True)
+# ``debug.print``: a debug callback of its own name, as JAX stages ``debug_print`` equations; every rule is the
+# debug callback's (the printing is in its HostCallback).
+debug_print_p = Primitive("debug_print", multiple_results=True)
 pure_callback_p = Primitive("pure_callback", multiple_results=True)
 io_callback_p = Primitive("io_callback", multiple_results=True)
-for _p in (debug_callback_p, pure_callback_p, io_callback_p):
+for _p in (debug_callback_p, debug_print_p, pure_callback_p, io_callback_p):
     _p.def_weak_type(never_weak)
-effectful_primitives.update({debug_callback_p, io_callback_p})
+effectful_primitives.update({debug_callback_p, debug_print_p, io_callback_p})
 
 
 @debug_callback_p.def_abstract_eval
@@ -214,6 +217,10 @@ def _debug_abstract(*avals: ShapedArray, callback: HostCallback, ordered: bool, 
 def _debug_impl(*vals: Any, callback: HostCallback, ordered: bool, partitioned: bool = False) -> list:
     callback.call(vals, ())
     return []
+
+
+debug_print_p.def_abstract_eval(_debug_abstract)
+debug_print_p.def_impl(_debug_impl)
 
 
 @pure_callback_p.def_abstract_eval

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import (
+    dce_sink_p,
+    debug_callback_p,
+    debug_print_p,
+    io_callback_p,
+    pure_callback_p,
+)
 from ftrans.errors import FtransNotImplementedError, FtransValueError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
@@ -113,6 +119,7 @@ def _emit(ctx: LoweringContext, host_fn: Any, args: tuple, side_effect: bool, or
 # program order (JAX gives no guarantee for them; XLA's CPU runtime would otherwise reorder them).
 
 
+@register_lowering(debug_print_p)
 @register_lowering(debug_callback_p)
 def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, ordered: bool,
                              partitioned: bool = False) -> list[str]:
@@ -148,7 +155,7 @@ def check_no_ordered_effects(jaxpr: Any, devices: int, what: str) -> None:
 
     for j in all_jaxprs(jaxpr):
         for e in j.eqns:
-            if e.primitive is debug_callback_p and e.params.get("ordered"):
+            if (e.primitive is debug_callback_p or e.primitive is debug_print_p) and e.params.get("ordered"):
                 raise FtransValueError(
                     f"The following ordered effects are not supported for more than 1 device: "
                     f"[ordered {e.primitive.name} at {e.source_info}] in {what} over {devices} devices; "

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import (
+    dce_sink_p,
+    debug_callback_p,
+    debug_print_p,
+    io_callback_p,
+    pure_callback_p,
+)
 from ftrans.errors import FtransValueError
 from ftrans.transforms.ad import register_jvp
 
@@ -19,6 +25,11 @@ from ftrans.transforms.ad import register_jvp
 @register_jvp(debug_callback_p)
 def _debug_callback_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
     return debug_callback_p.bind(*primals, **params), []
+
+
+@register_jvp(debug_print_p)
+def _debug_print_jvp(primals: list, tangents: list, **params: Any) -> tuple[list, list]:
+    return debug_print_p.bind(*primals, **params), []
 
 
 @register_jvp(pure_callback_p)

@@ -19,7 +19,13 @@ from typing import Any
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims import structural as S
-from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import (
+    dce_sink_p,
+    debug_callback_p,
+    debug_print_p,
+    io_callback_p,
+    pure_callback_p,
+)
 from ftrans.core.prims.control_flow import scan_p
 from ftrans.core.trace import aval_of, stage
 from ftrans.errors import FtransValueError
@@ -74,6 +80,11 @@ def _looped(prim: Any, vals: list, dims: list, params: dict, unrolled: bool = Fa
 @register_batching(debug_callback_p)
 def _debug_callback_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
     return _unrolled(debug_callback_p, vals, dims, params)
+
+
+@register_batching(debug_print_p)
+def _debug_print_batch(vals: list, dims: list, *, frame: Any, **params: Any) -> tuple[list, list]:
+    return _unrolled(debug_print_p, vals, dims, params)
 
 
 def _batched_avals(result_avals: tuple, n: int) -> tuple:

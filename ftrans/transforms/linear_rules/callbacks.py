@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.callbacks import dce_sink_p, debug_callback_p, io_callback_p, pure_callback_p
+from ftrans.core.prims.callbacks import (
+    dce_sink_p,
+    debug_callback_p,
+    debug_print_p,
+    io_callback_p,
+    pure_callback_p,
+)
 from ftrans.errors import FtransValueError
 from ftrans.transforms.transpose import register_transpose
 
 
+@register_transpose(debug_print_p)
 @register_transpose(debug_callback_p)
 def _debug_callback_transpose(cts: list, *args: Any, **params: Any) -> list:
     return [None] * len(args)

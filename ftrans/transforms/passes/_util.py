@@ -17,7 +17,7 @@ __all__ = ["Rewriter", "stage_expr", "literal_value", "is_literal_value", "param
 # one would call it at compile time). All but ``pure_callback`` are never dropped either; effectful
 # equations (``core.ir.eqn_has_effects``: callbacks that print or do I/O, or bodies holding them) are
 # never dropped, merged or moved.
-IMPURE = frozenset({"optimization_barrier", "pure_callback", "debug_callback", "io_callback"})
+IMPURE = frozenset({"optimization_barrier", "pure_callback", "debug_callback", "debug_print", "io_callback"})
 DROPPABLE_IMPURE = frozenset({"pure_callback"})
 
 
