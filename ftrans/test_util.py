@@ -135,6 +135,13 @@ def _shift(x: Any, t: Any, step: float) -> Array:
     return Array._new(v, bool(getattr(x, "weak_type", False)))
 
 
+def _step(plus: Any, minus: Any, eps: float) -> Array:
+    """The direction a central difference between the rounded points ``plus`` and ``minus`` took."""
+    a = _np(plus)
+    v = ((_wide(a) - _wide(_np(minus))) / (2 * eps)).astype(a.dtype)
+    return Array._new(v, False)
+
+
 def _inexact_out(leaves: list) -> list[bool]:
     return [dtypes.is_inexact(_np(o).dtype) for o in leaves]
 
@@ -220,10 +227,19 @@ class _Setup:
         flat, self.out_tree = tree_util.tree_flatten(out)
         return flat
 
-    def numerical_jvp(self, tangents: list, eps: float) -> list:
-        plus = self.call([_shift(x, t, eps) for x, t in zip(self.leaves, tangents)])
-        minus = self.call([_shift(x, t, -eps) for x, t in zip(self.leaves, tangents)])
-        return [(_wide(_np(p)) - _wide(_np(m))) / (2 * eps) for p, m in zip(plus, minus)]
+    def numerical_jvp(self, tangents: list, eps: float) -> tuple[list, list]:
+        """Central differences along ``tangents``: ``(J t', directions t')``.
+
+        The points ``x +- eps * t`` are rounded to the inputs' dtypes, so the difference measures
+        the derivative along the step actually taken, ``t' = (x+ - x-) / (2 eps)``, not along ``t``
+        (in float32 the two differ by ``ulp(x) / eps``, a few percent of a small ``t``).  ``t'`` is
+        returned, and the derivatives under test are taken along it: what is compared then differs
+        only by the rounding of ``f``'s outputs and the truncation error of the difference."""
+        xs_plus = [_shift(x, t, eps) for x, t in zip(self.leaves, tangents)]
+        xs_minus = [_shift(x, t, -eps) for x, t in zip(self.leaves, tangents)]
+        steps = [_step(p, m, eps) for p, m in zip(xs_plus, xs_minus)]
+        plus, minus = self.call(xs_plus), self.call(xs_minus)
+        return [(_wide(_np(p)) - _wide(_np(m))) / (2 * eps) for p, m in zip(plus, minus)], steps
 
 
 def _settings(s: _Setup, outs: list, atol: Tol, rtol: Tol, eps: float | None) -> tuple[float, float, float]:
@@ -243,14 +259,14 @@ def check_jvp(f: Callable, args: Sequence[Any], atol: Tol = None, rtol: Tol = No
     rng = np.random.default_rng(seed)
     want_out = s.call(s.leaves)
     a, r, e = _settings(s, want_out, atol, rtol, eps)
-    tangents = [_random_like(rng, x) for x in s.leaves]
+    num, tangents = s.numerical_jvp([_random_like(rng, x) for x in s.leaves], e)
     p_out, t_out = jvp(f, s.args(s.leaves), s.args(tangents))
     p_flat = tree_util.tree_leaves(p_out)
     _assert_close(f"check_grads, {err_msg}: the primal output of jvp differs from f(*args)",
                   p_flat, want_out, s.out_tree, a, r)
     keep = _inexact_out(want_out)
     t_flat = [t for t, k in zip(tree_util.tree_leaves(t_out), keep) if k]
-    num = [n for n, k in zip(s.numerical_jvp(tangents, e), keep) if k]
+    num = [n for n, k in zip(num, keep) if k]
     _assert_close(f"check_grads, {err_msg}: the JVP differs from central finite differences (eps={e:g})",
                   t_flat, num, _sub_tree(s.out_tree, keep), a, r)
 
@@ -275,7 +291,7 @@ def check_vjp(f: Callable, args: Sequence[Any], atol: Tol = None, rtol: Tol = No
     keep = _inexact_out(want_out)
     cts = [_random_like(rng, o) if k else np.zeros(_np(o).shape, _float0) for o, k in zip(want_out, keep)]
     ct_in = tree_util.tree_leaves(pullback(tree_util.tree_unflatten(out_tree, cts)))
-    tangents = [_random_like(rng, x) for x in s.leaves]
+    num_jt, tangents = s.numerical_jvp([_random_like(rng, x) for x in s.leaves], e)
     lhs, scale = _pair(ct_in, tangents)
     kept_cts = [c for c, k in zip(cts, keep) if k]
     if use_jvp:
@@ -284,7 +300,7 @@ def check_vjp(f: Callable, args: Sequence[Any], atol: Tol = None, rtol: Tol = No
         scale = max(scale, rhs_scale)
         _assert_scalar_close(f"check_grads, {err_msg}: <vjp(ct), t> differs from <ct, jvp(t)>",
                              lhs, rhs, scale, a, r)
-    num, num_scale = _pair(kept_cts, [n for n, k in zip(s.numerical_jvp(tangents, e), keep) if k])
+    num, num_scale = _pair(kept_cts, [n for n, k in zip(num_jt, keep) if k])
     _assert_scalar_close(f"check_grads, {err_msg}: <vjp(ct), t> differs from <ct, finite-difference "
                          f"J t> (eps={e:g})", lhs, num, max(scale, num_scale), a, r)
 

@@ -781,6 +781,34 @@ def test_check_grads_complex_and_pytree_outputs():
     check_grads(f, (z, X3), order=2)
 
 
+def _scaled_with_jvp(scale: float):
+    @ftrans.custom_jvp
+    def f(x):
+        return 2.0 * x
+
+    f.defjvp(lambda primals, tangents: (f(primals[0]), scale * tangents[0]))
+    return f
+
+
+def test_check_grads_differences_along_the_step_actually_taken():
+    # x +- eps*t rounds to float32: at |x| ~ 4096 the rounding is ~5e-4 against a step of 1e-3, so a
+    # difference taken along t itself is off by tens of percent; along the realised step it is exact.
+    x = np.float32([1000.5, -2000.25, 4096.0, 3.0])
+    check_grads(_scaled_with_jvp(2.0), (x,), order=2, atol=1e-4, rtol=1e-4)
+    check_grads(lambda a: 2.0 * a, (x,), order=2, atol=1e-4, rtol=1e-4)
+    with pytest.raises(AssertionError, match="max abs discrepancy"):
+        check_grads(_scaled_with_jvp(2.002), (x,), order=1, modes=("fwd",), atol=1e-4, rtol=1e-4)
+    with pytest.raises(AssertionError, match="finite-difference"):
+        check_grads(_scaled_with_jvp(2.02), (x,), order=1, modes=("rev",), atol=1e-4, rtol=1e-4)
+    # The derivative compared is JAX's: the JVP of a small symmetric eigenproblem, the case that met
+    # this rounding in JAX's own eigh tests.
+    a = np.float32([[0.081]])
+    got = ftrans.jvp(lambda m: fjnp.linalg.eigh(m)[0], (a,), (np.float32([[0.034]]),))[1]
+    want = jax.jvp(lambda m: jjnp.linalg.eigh(m)[0], (a,), (np.float32([[0.034]]),))[1]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    check_grads(lambda m: fjnp.linalg.eigh(m)[0], (a,), order=2, atol=1e-4, rtol=1e-3)
+
+
 def test_check_grads_rejects_bad_arguments():
     with pytest.raises(TypeError, match=r"args\[0\] has dtype int32"):
         check_grads(lambda i: i * 2.0, (np.arange(3, dtype=np.int32),), order=1)

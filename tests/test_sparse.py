@@ -138,6 +138,25 @@ def test_matmul_operators_and_jit():
     f.block_until_ready()
 
 
+def test_mixed_dtype_products_promote_like_jax():
+    # A sparse operand times a dense (or sparse) one of another dtype computes in the promoted dtype,
+    # as JAX's bcoo_dot_general does; the @ operator of BCOO reaches it through sparsify(jnp.matmul).
+    x = rand_sparse((3, 4))
+    f, j = twins(x)
+    fc, jc = twins((x * (1 + 1j)).astype(np.complex64))
+    v = np.arange(4, dtype=np.int32)
+    w = np.arange(6, dtype=np.int16).reshape(2, 3)
+    si = np.array([[1, 0], [0, 2], [0, 0], [3, 0]], np.int32)
+    fsi, jsi = twins(si)
+    dn = (([1], [0]), ([], []))
+    want = jjit(lambda j, jc, jsi, v, w: (j @ v, jc @ v, w @ j, jsparse.bcoo_dot_general(w, jc, dimension_numbers=dn),
+                                          (j @ jsi).todense()), j, jc, jsi, v, w)
+    got = (f @ v, fc @ v, w @ f, sparse.bcoo_dot_general(w, fc, dimension_numbers=dn), (f @ fsi).todense())
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype
+        close(g, e)
+
+
 def test_grad_wrt_data_and_dense_operand():
     x = rand_sparse((4, 5))
     v = np.random.RandomState(3).randn(5).astype(np.float32)

@@ -111,6 +111,13 @@ def test_errors():
         fsl.companion([1.0])
     with pytest.raises(ValueError, match="power of 2"):
         fsl.hadamard(6)
+    # Every invalid n gets the function's whole condition, as JAX's: a negative one too.
+    for f, j, bad in ((fsl.hadamard, jsl.hadamard, (0, -1, 3)), (fsl.helmert, jsl.helmert, (0, -5))):
+        for n in bad:
+            with pytest.raises(ValueError) as want:
+                j(n)
+            with pytest.raises(ValueError, match=str(want.value).split(";")[0]):
+                f(n)
     with pytest.raises(ValueError, match="mode"):
         fsl.convolution_matrix([1.0, 2.0], 3, "wide")
     with pytest.raises(ValueError, match="kind"):

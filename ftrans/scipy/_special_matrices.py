@@ -196,13 +196,15 @@ def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
 # ------------------------------------------------------------------ matrices of a size alone
 
 
-def _size(name: str, n: Any) -> int:
+def _size(name: str, n: Any, requirement: str = "non-negative") -> int:
+    """``n`` as a Python int; a negative one is refused naming ``requirement`` (the function's whole
+    condition on ``n``, so every invalid ``n`` gets the same message)."""
     try:
         n = operator.index(n)
     except TypeError:
         raise FtransTypeError(f"{name}: n must be an integer, got {n!r}") from None
     if n < 0:
-        raise FtransValueError(f"{name}: n must be non-negative; got {n}")
+        raise FtransValueError(f"{name}: n must be {requirement}; got {n}")
     return n
 
 
@@ -257,7 +259,7 @@ def invpascal(n: int, kind: str | None = None) -> Any:
 def helmert(n: int, full: bool = False) -> Any:
     """The Helmert matrix of order ``n``: orthonormal rows orthogonal to the all-ones vector (``full``: with
     ``1/sqrt(n)`` as a first row, making it orthogonal)."""
-    n = _size("helmert", n)
+    n = _size("helmert", n, "a positive integer")
     if n < 1:
         raise FtransValueError(f"helmert: n must be a positive integer; got {n}")
     h = np.zeros((n - 1, n))
@@ -272,7 +274,7 @@ def helmert(n: int, full: bool = False) -> Any:
 
 def hadamard(n: int, dtype: Any = int) -> Any:
     """The Hadamard matrix of order ``n`` (a power of two), Sylvester's construction."""
-    n = _size("hadamard", n)
+    n = _size("hadamard", n, "a positive power of 2")
     if n < 1 or n & (n - 1):
         raise FtransValueError(f"hadamard: n must be a positive power of 2; got {n}")
     h = np.ones((1, 1))

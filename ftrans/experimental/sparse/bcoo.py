@@ -556,9 +556,9 @@ def _bcoo_dot_general(lhs_data: Any, lhs_indices: Any, rhs: Any, *, dimension_nu
     n_batch, n_sparse, n_dense, _ = _validate_bcoo(lhs_data, lhs_indices, shape)
     out_shape = _dot_general_validated_shape(shape, rhs.shape, ((lc, rc), (lb, rb)))
     if lhs_data.dtype != rhs.dtype:
-        raise FtransTypeError(
-            f"bcoo_dot_general requires operands of the same dtype, got {lhs_data.dtype} and {rhs.dtype}; "
-            "promote them first (sparsify(jnp.matmul) and the @ operator do)")
+        # Mixed operand dtypes compute in their promoted type, as JAX's (and ftrans's) dot_general does.
+        dt = jnp.promote_types(lhs_data.dtype, rhs.dtype)
+        lhs_data, rhs = lhs_data.astype(dt), rhs.astype(dt)
     if lb and max(lb) >= n_batch:
         raise NotImplementedError(
             "bcoo_dot_general batch dimensions must be among the batch dimensions in the sparse representation.\n"
@@ -647,7 +647,8 @@ def _bcoo_spdot_general(lhs: BCOO, rhs: BCOO, *, dimension_numbers: Any, preferr
         raise FtransValueError("bcoo_spdot_general: cannot have unused batch dims on rhs with unused sparse dims "
                                "on lhs.")
     if lhs.dtype != rhs.dtype:
-        raise FtransTypeError(f"bcoo_dot_general requires operands of the same dtype, got {lhs.dtype} and {rhs.dtype}")
+        dt = jnp.promote_types(lhs.dtype, rhs.dtype)
+        lhs, rhs = lhs.astype(dt), rhs.astype(dt)
     lnb, rnb = lhs.n_batch, rhs.n_batch
     lcs = [d - lnb for d in lc]
     rcs = [d - rnb for d in rc]
