@@ -627,3 +627,30 @@ def test_new_ref_keeps_the_sharding_of_its_initial_array():
         a[...] += 1.
         return np.asarray(same), val(a)
     both(scenario)
+
+
+def test_vmap_refuses_writes_to_outer_refs_even_unbatched():
+    # JAX refuses any write, batched or not, to a ref made outside the vmap; reading it, and writing refs
+    # made inside or passed mapped, stay allowed.
+    x = np.arange(3.0, dtype=np.float32)
+    for lib in (jax, ftrans):
+        outer = lib.new_ref(np.float32(0.0))
+
+        def add_one(r, v):
+            lib.ref.addupdate(r, ..., np.float32(1.0))
+            return v
+
+        def set_closed(v):
+            outer[...] = np.float32(2.0)
+            return v
+        with pytest.raises(Exception, match="performing an addupdate operation with vmapped value"):
+            lib.vmap(add_one, in_axes=(None, 0))(outer, x)
+        with pytest.raises(Exception, match="performing a set/swap operation with vmapped value"):
+            lib.vmap(set_closed)(x)
+        assert float(outer[...]) == 0.0
+
+        def inner(v):
+            r = lib.new_ref(np.float32(0.0))
+            r[...] += np.float32(1.0)
+            return v + r[...] + outer[...]
+        np.testing.assert_allclose(lib.vmap(inner)(x), x + 1)

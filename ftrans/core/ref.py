@@ -147,8 +147,8 @@ class Ref:
     ``r[idx]`` (``r[...]`` for the whole value), write with ``r[idx] = v`` and ``r[idx] += v``.  A
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
-    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "_kind", "_binder",
-                 "__weakref__")
+    __slots__ = ("_value", "_aval", "_scope", "_level", "_home", "_freed", "_origin", "_arg_name", "_kind",
+                 "_binder", "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -159,6 +159,7 @@ class Ref:
         self._aval = aval
         self._scope = _current()
         self._level = _depth()
+        self._home = self._level  # the trace depth it was made at (staging scopes move ``_level``, never this)
         self._freed: str | None = None
         self._origin = origin
         self._arg_name = arg_name
@@ -263,8 +264,22 @@ class Ref:
         v = self._read("read")
         return v if _is_whole(idx) else v[idx]
 
+    def _refuse_outer_vmap(self, what: str) -> None:
+        """A ref made outside a ``vmap`` that is active now (closed over, or passed with ``in_axes=None``) is
+        read-only inside it, whatever the written value, as in JAX: each example would write its own value
+        into the one array."""
+        for main in _trace.state.stack[self._home:]:
+            if getattr(main.trace_type, "outer_refs_read_only", False):
+                op = "an addupdate" if what == "addupdate" else "a set/swap"
+                raise FtransRefError(
+                    f"performing {op} operation with vmapped value on an unbatched array reference of type "
+                    f"{self.aval.str_short()} (created at {self._origin}, outside the vmapped function): under "
+                    "vmap such a ref can only be read. Pass it as a mapped argument of the vmapped function "
+                    "(e.g. split it first), or create it inside")
+
     def _swap(self, idx: Any, x: Any, what: str = "swap") -> Any:
         v = self._read(what)
+        self._refuse_outer_vmap(what)
         if _is_whole(idx):
             self._write(self._coerce(x, self._aval.shape, what), what)
             return v
@@ -275,6 +290,7 @@ class Ref:
 
     def _addupdate(self, idx: Any, x: Any) -> None:
         v = self._read("addupdate")
+        self._refuse_outer_vmap("addupdate")
         if _is_whole(idx):
             x = self._coerce(x, self._aval.shape, "addupdate")
             self._write(v + x, "addupdate")
