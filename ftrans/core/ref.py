@@ -428,8 +428,8 @@ def _leak_error(ref: Ref, v: Tracer, what: str) -> Exception:
     if hasattr(v, "bdim"):
         return FtransRefError(
             f"`{what}` of a batched value into the unbatched array reference {ref.aval.str_short()} created at "
-            f"{ref._origin}: under vmap a ref created outside the mapped function can only be read, or "
-            "written with unbatched values; pass the ref as an argument of the mapped function instead")
+            f"{ref._origin}: under vmap a ref created outside the mapped function can only be read; pass the "
+            "ref as a mapped argument of the function instead")
     if hasattr(v, "tangent"):
         return FtransRefError(
             f"performing a set/swap operation with a differentiated value on a non-differentiated array "
