@@ -647,7 +647,12 @@ def test_vmap_refuses_writes_to_outer_refs_even_unbatched():
             lib.vmap(add_one, in_axes=(None, 0))(outer, x)
         with pytest.raises(Exception, match="performing a set/swap operation with vmapped value"):
             lib.vmap(set_closed)(x)
+        with pytest.raises(Exception, match="performing an addupdate operation with vmapped value"):
+            lib.vmap(lib.jit(add_one), in_axes=(None, 0))(outer, x)  # through a jit's argument too
         assert float(outer[...]) == 0.0
+        mapped = lib.new_ref(np.zeros(3, np.float32))
+        lib.vmap(lib.jit(add_one))(mapped, x)  # a mapped ref is the function's own: writable
+        np.testing.assert_allclose(mapped[...], np.ones(3))
 
         def inner(v):
             r = lib.new_ref(np.float32(0.0))

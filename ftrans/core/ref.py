@@ -106,6 +106,9 @@ class _Scope:
 class _State(threading.local):
     def __init__(self) -> None:
         self.scopes: list[_Scope] = []
+        # While a jitted function's twin runs: the trace depths its argument refs were made at, which the
+        # views standing for them inherit (so a write inside the jit still sees an enclosing vmap).
+        self.arg_homes: list[int] | None = None
 
 
 _state = _State()
@@ -545,12 +548,15 @@ def carries_tangent(v: Any, level: int = 0) -> bool:
     return False
 
 
-def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None) -> Ref:
+def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None,
+             home: int | None = None) -> Ref:
     """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument.  ``binder``
     (a jitted function's owner) can be asked to thread the caller's ref itself instead
-    (:class:`BindArgRefs`)."""
+    (:class:`BindArgRefs`); ``home`` is the trace depth the caller's ref was made at (default: now)."""
     r = Ref(value, aval_of(value), origin, arg_name, kind)
     r._binder = binder
+    if home is not None:
+        r._home = min(home, r._home)
     return r
 
 
