@@ -662,3 +662,35 @@ def test_lower_takes_a_ref_type_like_jax(how):
     got, want = run(ftrans, fjnp), run(jax, jjnp)
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
     assert got[1] == want[1]
+
+
+def test_vmap_refuses_writes_to_outer_refs_even_unbatched():
+    # JAX refuses any write, batched or not, to a ref made outside the vmap; reading it, and writing refs
+    # made inside or passed mapped, stay allowed.
+    x = np.arange(3.0, dtype=np.float32)
+    for lib in (jax, ftrans):
+        outer = lib.new_ref(np.float32(0.0))
+
+        def add_one(r, v):
+            lib.ref.addupdate(r, ..., np.float32(1.0))
+            return v
+
+        def set_closed(v):
+            outer[...] = np.float32(2.0)
+            return v
+        with pytest.raises(Exception, match="performing an addupdate operation with vmapped value"):
+            lib.vmap(add_one, in_axes=(None, 0))(outer, x)
+        with pytest.raises(Exception, match="performing a set/swap operation with vmapped value"):
+            lib.vmap(set_closed)(x)
+        with pytest.raises(Exception, match="performing an addupdate operation with vmapped value"):
+            lib.vmap(lib.jit(add_one), in_axes=(None, 0))(outer, x)  # through a jit's argument too
+        assert float(outer[...]) == 0.0
+        mapped = lib.new_ref(np.zeros(3, np.float32))
+        lib.vmap(lib.jit(add_one))(mapped, x)  # a mapped ref is the function's own: writable
+        np.testing.assert_allclose(mapped[...], np.ones(3))
+
+        def inner(v):
+            r = lib.new_ref(np.float32(0.0))
+            r[...] += np.float32(1.0)
+            return v + r[...] + outer[...]
+        np.testing.assert_allclose(lib.vmap(inner)(x), x + 1)

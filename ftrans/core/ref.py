@@ -107,6 +107,9 @@ class _Scope:
 class _State(threading.local):
     def __init__(self) -> None:
         self.scopes: list[_Scope] = []
+        # While a jitted function's twin runs: the trace depths its argument refs were made at, which the
+        # views standing for them inherit (so a write inside the jit still sees an enclosing vmap).
+        self.arg_homes: list[int] | None = None
 
 
 _state = _State()
@@ -148,8 +151,8 @@ class Ref:
     ``r[idx]`` (``r[...]`` for the whole value), write with ``r[idx] = v`` and ``r[idx] += v``.  A
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
-    __slots__ = ("_value", "_aval", "_scope", "_level", "_freed", "_origin", "_arg_name", "_kind", "_binder",
-                 "__weakref__")
+    __slots__ = ("_value", "_aval", "_scope", "_level", "_home", "_freed", "_origin", "_arg_name", "_kind",
+                 "_binder", "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -160,6 +163,7 @@ class Ref:
         self._aval = aval
         self._scope = _current()
         self._level = _depth()
+        self._home = self._level  # the trace depth it was made at (staging scopes move ``_level``, never this)
         self._freed: str | None = None
         self._origin = origin
         self._arg_name = arg_name
@@ -264,8 +268,22 @@ class Ref:
         v = self._read("read")
         return v if _is_whole(idx) else v[idx]
 
+    def _refuse_outer_vmap(self, what: str) -> None:
+        """A ref made outside a ``vmap`` that is active now (closed over, or passed with ``in_axes=None``) is
+        read-only inside it, whatever the written value, as in JAX: each example would write its own value
+        into the one array."""
+        for main in _trace.state.stack[self._home:]:
+            if getattr(main.trace_type, "outer_refs_read_only", False):
+                op = "an addupdate" if what == "addupdate" else "a set/swap"
+                raise FtransRefError(
+                    f"performing {op} operation with vmapped value on an unbatched array reference of type "
+                    f"{self.aval.str_short()} (created at {self._origin}, outside the vmapped function): under "
+                    "vmap such a ref can only be read. Pass it as a mapped argument of the vmapped function "
+                    "(e.g. split it first), or create it inside")
+
     def _swap(self, idx: Any, x: Any, what: str = "swap") -> Any:
         v = self._read(what)
+        self._refuse_outer_vmap(what)
         if _is_whole(idx):
             self._write(self._coerce(x, self._aval.shape, what), what)
             return v
@@ -276,6 +294,7 @@ class Ref:
 
     def _addupdate(self, idx: Any, x: Any) -> None:
         v = self._read("addupdate")
+        self._refuse_outer_vmap("addupdate")
         if _is_whole(idx):
             x = self._coerce(x, self._aval.shape, "addupdate")
             self._write(v + x, "addupdate")
@@ -413,8 +432,8 @@ def _leak_error(ref: Ref, v: Tracer, what: str) -> Exception:
     if hasattr(v, "bdim"):
         return FtransRefError(
             f"`{what}` of a batched value into the unbatched array reference {ref.aval.str_short()} created at "
-            f"{ref._origin}: under vmap a ref created outside the mapped function can only be read, or "
-            "written with unbatched values; pass the ref as an argument of the mapped function instead")
+            f"{ref._origin}: under vmap a ref created outside the mapped function can only be read; pass the "
+            "ref as a mapped argument of the function instead")
     if hasattr(v, "tangent"):
         return FtransRefError(
             f"performing a set/swap operation with a differentiated value on a non-differentiated array "
@@ -530,12 +549,15 @@ def carries_tangent(v: Any, level: int = 0) -> bool:
     return False
 
 
-def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None) -> Ref:
+def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None,
+             home: int | None = None) -> Ref:
     """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument.  ``binder``
     (a jitted function's owner) can be asked to thread the caller's ref itself instead
-    (:class:`BindArgRefs`)."""
+    (:class:`BindArgRefs`); ``home`` is the trace depth the caller's ref was made at (default: now)."""
     r = Ref(value, aval_of(value), origin, arg_name, kind)
     r._binder = binder
+    if home is not None:
+        r._home = min(home, r._home)
     return r
 
 

@@ -225,6 +225,7 @@ class BatchTrace(Trace):
     """Interprets each primitive by its batching rule; ``main.payload`` is the AxisFrame."""
 
     __slots__ = ()
+    outer_refs_read_only = True  # a ref made outside the vmap cannot be written inside it (core/ref.py)
 
     def pure(self, val: Any) -> BatchTracer:
         return BatchTracer(self, val, not_mapped)

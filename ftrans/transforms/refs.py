@@ -252,6 +252,7 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                                                 ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff)
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
+        prev_homes, R._state.arg_homes = R._state.arg_homes, [r._home for r in arg_refs]
         try:
             res = act(twin, dvals, dkw_vals, closed_vals)
         except R.BindArgRefs as e:
@@ -269,6 +270,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                     raise _alias_closure_error(r, labels[ref_pos[k]], f"jit({fname})") from None
             info.closed.append(e.ref)
             continue
+        finally:
+            R._state.arg_homes = prev_homes
         return True, res, arg_refs, closed
 
 
@@ -292,8 +295,10 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
         views, view_vals = [], []
         for k, (i, name) in enumerate(zip(ref_pos, ref_names)):
             # The caller's ref itself when the twin is bound to it, else a fresh view standing for it.
-            v = bound[k] if bound is not None else R.view_ref(leaves[i], user_location(), name,
-                                                               binder=owner if bindable else None)
+            homes = R._state.arg_homes
+            v = bound[k] if bound is not None else R.view_ref(
+                leaves[i], user_location(), name, binder=owner if bindable else None,
+                home=homes[k] if homes is not None and k < len(homes) else None)
             view_vals.append(leaves[i])
             leaves[i] = v
             views.append(v)
