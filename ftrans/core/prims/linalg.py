@@ -275,8 +275,20 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
     if a.size == 0:
         q = np.broadcast_to(np.eye(m, k, dtype=a.dtype), a.shape[:-2] + (m, k)).copy()
         return [q, np.zeros(a.shape[:-2] + (k, n), a.dtype)]
-    q, r = np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
-    return [q.astype(a.dtype, copy=False), r.astype(a.dtype, copy=False)]
+    # SciPy's LAPACK geqrf/orgqr, the routines (and the library) the compiled CPU kernel calls: an eager qr
+    # returns the same factors, to the last bit, as a jitted one (NumPy's own LAPACK rounds differently).
+    import scipy.linalg
+
+    mode = "full" if full_matrices else "economic"
+
+    def one(x):
+        try:
+            return scipy.linalg.qr(x, mode=mode, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):
+            return np.full((m, k), np.nan, a.dtype), np.full((k, n), np.nan, a.dtype)
+
+    q, r = _each(one, a, [(m, k), (k, n)], [a.dtype, a.dtype])
+    return [q, r]
 
 
 qr_p = Primitive("qr", multiple_results=True)
@@ -400,13 +412,30 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
             return [s]
         return [s, np.broadcast_to(np.eye(m, ku, dtype=a.dtype), batch + (m, ku)).copy(),
                 np.broadcast_to(np.eye(kv, n, dtype=a.dtype), batch + (kv, n)).copy()]
-    if not compute_uv:
-        (s,) = _nan_failed(lambda x: (np.linalg.svd(x, compute_uv=False),), a, [((k,), rd)])
-        return [s.astype(rd, copy=False)]
+    # SciPy's LAPACK gesdd, the routine (and the library) the compiled CPU kernel calls: an eager svd returns
+    # the same singular vectors as a jitted one (NumPy's LAPACK picks other signs and null-space bases).
+    import scipy.linalg
+
     ku, kv = (m, n) if full_matrices else (k, k)
-    u, s, vh = _nan_failed(lambda x: tuple(np.linalg.svd(x, full_matrices=full_matrices)), a,
-                           [((m, ku), a.dtype), ((k,), rd), ((kv, n), a.dtype)])
-    return [s.astype(rd, copy=False), u.astype(a.dtype, copy=False), vh.astype(a.dtype, copy=False)]
+    if not compute_uv:
+        def one_s(x):
+            try:
+                return (scipy.linalg.svd(x, compute_uv=False, check_finite=False, lapack_driver="gesdd"),)
+            except (np.linalg.LinAlgError, ValueError):
+                return (np.full((k,), np.nan, rd),)
+
+        (s,) = _each(one_s, a, [(k,)], [rd])
+        return [s]
+
+    def one(x):
+        try:
+            u, s, vh = scipy.linalg.svd(x, full_matrices=full_matrices, check_finite=False, lapack_driver="gesdd")
+        except (np.linalg.LinAlgError, ValueError):
+            return (np.full((k,), np.nan, rd), np.full((m, ku), np.nan, a.dtype), np.full((kv, n), np.nan, a.dtype))
+        return s, u, vh
+
+    s, u, vh = _each(one, a, [(k,), (m, ku), (kv, n)], [rd, a.dtype, a.dtype])
+    return [s, u, vh]
 
 
 svd_p = Primitive("svd", multiple_results=True)
