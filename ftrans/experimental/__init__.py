@@ -29,3 +29,6 @@ __all__ += ["random"]
 from ftrans.experimental import rnn  # noqa: E402
 
 __all__ += ["rnn"]
+from ftrans.experimental import key_reuse  # noqa: E402
+
+__all__ += ["key_reuse"]
