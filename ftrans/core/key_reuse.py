@@ -325,9 +325,9 @@ def suspended() -> Iterator[None]:
 
 def key_leaves(tree: Any) -> list:
     """The leaves of ``tree`` as users see them (a key array is one leaf)."""
-    import jax
+    from ftrans.core import pytrees
 
-    return jax.tree_util.tree_leaves(tree)
+    return pytrees.tree_leaves(tree, is_leaf=_keys.is_key)
 
 
 def apply(f: Frame, in_leaves: list, prim: str, eager_name: str) -> None:
