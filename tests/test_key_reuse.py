@@ -17,10 +17,10 @@ import ftrans.experimental.key_reuse as fkr
 import ftrans.numpy as fnp
 from ftrans.experimental.key_reuse import _core as f_core
 
-JAX = types.SimpleNamespace(core=jax_core, device_put=jax.device_put, random=jax.random, lax=jax.lax, np=jnp, jit=jax.jit, vmap=jax.vmap,
+JAX = types.SimpleNamespace(checkpoint=jax.checkpoint, grad=jax.grad, core=jax_core, device_put=jax.device_put, random=jax.random, lax=jax.lax, np=jnp, jit=jax.jit, vmap=jax.vmap,
                             check=jax_core.check_key_reuse, sig=jax_core.function_type_signature,
                             error=jax.errors.KeyReuseError, ctx=jax.debug_key_reuse, disable_jit=jax.disable_jit)
-FT = types.SimpleNamespace(core=f_core, device_put=ftrans.device_put, random=ftrans.random, lax=ftrans.lax, np=fnp, jit=ftrans.jit, vmap=ftrans.vmap,
+FT = types.SimpleNamespace(checkpoint=ftrans.checkpoint, grad=ftrans.grad, core=f_core, device_put=ftrans.device_put, random=ftrans.random, lax=ftrans.lax, np=fnp, jit=ftrans.jit, vmap=ftrans.vmap,
                            check=fkr.check_key_reuse, sig=fkr.function_type_signature, error=fkr.KeyReuseError,
                            ctx=ftrans.debug_key_reuse, disable_jit=ftrans.disable_jit)
 
@@ -132,7 +132,17 @@ def _bits_twice(L):
 
 
 
-CASES = [_twice, _after_split, _split_twice, _split_good, _fold_ins, _broadcast, _reshape, _indexing, _cond_then_reuse,
+def _checkpoint_then_reuse(L):
+    key = L.random.key(0)
+    L.checkpoint(lambda x, k: x * L.random.normal(k))(1.0, key)
+    return L.random.normal(key)
+
+
+def _grad_of_checkpoint(L):
+    return L.grad(L.checkpoint(lambda x, k: x * L.random.normal(k)))(1.0, L.random.key(0))
+
+
+CASES = [_checkpoint_then_reuse, _grad_of_checkpoint, _twice, _after_split, _split_twice, _split_good, _fold_ins, _broadcast, _reshape, _indexing, _cond_then_reuse,
          _scan_good, _scan_const, _scan_carry, _while_body, _while_cond_const, _jit_inner_reuse, _jit_consumed_arg,
          _jit_not_consuming]
 
