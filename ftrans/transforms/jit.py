@@ -156,6 +156,9 @@ def clear_caches() -> None:
 # Caches kept by layers above this one (the traces of control-flow bodies) register how to empty them here,
 # so clear_caches reaches them too.
 _CACHE_CLEARERS: list[Callable[[], None]] = []
+# Key-reuse checking (``JitWrapped._call_key_checked``): each jitted function's analysed signatures.
+_key_reuse_sigs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHE_CLEARERS.append(_key_reuse_sigs.clear)
 
 
 on_new_backend.append(clear_caches)  # a new runtime client: every compiled program is stale
@@ -876,7 +879,7 @@ class JitWrapped:
         caller's keys; the call itself then runs as always, without tracking (``core/key_reuse.py``)."""
         if _config_mod.config.disable_jit:  # the Python runs as it is, eagerly: its samplers are tracked
             return self._call(args, kwargs)
-        dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
+        dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
         in_leaves = _kr.key_leaves((dyn_args, dyn_kwargs))
         if not any(type(x) is PRNGKeyArray for x in in_leaves) and \
                 getattr(self._fun, "__module__", "").startswith("ftrans."):
@@ -887,8 +890,21 @@ class JitWrapped:
         if any(a is None for a in avals):  # not arguments jit takes: the call says why
             with _kr.suspended():
                 return self._call(args, kwargs)
-        with _kr.frame("jit", owner=self) as fr:
-            self._trace_staged(args, kwargs, avals, in_tree)
+        # The analysis of a call outside any other is remembered per signature (as the program is), and
+        # its effect applied again at each call; one inside an analysis or a trace is made each time.
+        sig_key = None
+        if not _kr.current() and not any(isinstance(x, Tracer) for x in flat):
+            sig_key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
+                       _config_mod.config.enable_x64, _config_mod.config.scoped_here())
+        sigs = _key_reuse_sigs.setdefault(self, {})
+        fr = sigs.get(sig_key) if sig_key is not None else None
+        if fr is None:
+            with _kr.frame("jit", owner=self) as fr:
+                self._trace_staged(args, kwargs, avals, in_tree)
+            if sig_key is not None:
+                while sigs and len(sigs) >= self._max:
+                    sigs.pop(next(iter(sigs)))
+                sigs[sig_key] = fr
         _kr.apply(fr, in_leaves, "jit", "jit-compiled function")
         with _kr.suspended():
             out = self._call(args, kwargs)
@@ -1658,6 +1674,7 @@ class JitWrapped:
             self._store.spmd_fast.clear()
             self._spmd_cache.clear()
             self._store.traced.clear()
+            _key_reuse_sigs.pop(self, None)
 
     _clear_cache = clear_cache
 
