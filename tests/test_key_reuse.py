@@ -264,3 +264,25 @@ def _asserting(L):
 def test_assertions_like_jax():
     _asserting(JAX)
     _asserting(FT)
+
+
+def test_jitted_training_loop_is_analysed_once_per_signature():
+    """A loop of jitted steps on fresh subkeys passes (JAX's outcome; its eager split compiles for seconds, so
+    it is left out here); ftrans traces the step once for the program and once for its effect on keys, not
+    at every call."""
+    for L in (FT,):
+        runs = []
+
+        @L.jit
+        def step(p, k):
+            runs.append(1)
+            return p + L.random.bits(k)
+
+        with L.ctx(True):
+            key, p = L.random.key(0), L.np.zeros((), L.np.uint32)
+            for _ in range(3):
+                key, sub = L.random.split(key)
+                p = step(p, sub)
+            with pytest.raises(L.error):
+                step(p, sub)
+    assert len(runs) == 2
