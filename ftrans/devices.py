@@ -17,6 +17,7 @@ import numpy as np
 
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import key_reuse as _key_reuse
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import (
@@ -333,7 +334,10 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
                 check_divisible(t, _trace.aval_of(leaf).shape, "device_put")
         srcs = [_placement_of(leaf) if s is None else s for leaf, s in zip(leaves, srcs)]
         out = device_put_p.bind(*leaves, devices=tuple(targets), srcs=tuple(srcs), copy_semantics=tuple(copies))
-    return tree_util.tree_unflatten(treedef, out)
+    result = tree_util.tree_unflatten(treedef, out)
+    if _key_reuse.hot:  # key-reuse checking: a key put on a device is the same key (JAX's device_put forwards)
+        _key_reuse.alias_leaves(x, result)
+    return result
 
 
 def _check_format_target(fmt: Any, leaves: list) -> None:

@@ -133,9 +133,8 @@ class JAXIndexError(FtransIndexError):
 
 
 class KeyReuseError(JAXTypeError):
-    """JAX's ``jax.errors.KeyReuseError``: a PRNG key consumed twice.  ftrans has no key-reuse checker (the
-    ``debug_key_reuse`` option is accepted at False only), so it never raises this; it is here so that
-    ``except KeyReuseError`` written for JAX runs."""
+    """JAX's ``jax.errors.KeyReuseError``: a PRNG key consumed twice, found by the key-reuse checker
+    (``ftrans.experimental.key_reuse``; on with the ``debug_key_reuse`` option or ``check_key_reuse``)."""
 
 
 class InconclusiveDimensionOperation(_Located, FtransError):

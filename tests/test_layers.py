@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.export", "top"),
     ("ftrans.ref", "top"),
     ("ftrans.experimental.sparse", "top"),
+    ("ftrans.experimental.key_reuse", "top"),
 )
 # The package itself (``ftrans/__init__.py``) is the top; it is matched exactly,
 # so an unlisted ``ftrans.something`` has no layer instead of silently the top one.

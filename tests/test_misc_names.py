@@ -120,7 +120,8 @@ def test_compilation_cache_doc_options_are_accepted_like_jax():
 def test_config_context_managers():
     for name, value in [("enable_checks", True), ("softmax_custom_jvp", True), ("enable_custom_prng", True),
                         ("thread_guard", False), ("array_garbage_collection_guard", "allow"),
-                        ("threefry_partitionable", True), ("debug_key_reuse", False), ("legacy_prng_key", "allow")]:
+                        ("threefry_partitionable", True), ("debug_key_reuse", False), ("debug_key_reuse", True),
+                        ("legacy_prng_key", "allow")]:
         with getattr(ftrans, name)(value):
             assert getattr(ftrans.config, name) == value
     with pytest.raises(ValueError, match="thread_guard"):

@@ -193,6 +193,7 @@ class Config:
         "dump_ir_modes": ("JAX_DUMP_IR_MODES", "ir_modes"),
         "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
         "random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", int),
+        "debug_key_reuse": ("JAX_DEBUG_KEY_REUSE", bool),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -216,7 +217,6 @@ class Config:
         "traceback_in_locations_limit": (100, None, "locations"),
         "include_full_tracebacks_in_locations": (True, None, "locations"),
         "threefry_partitionable": (True, (True,), "ftrans's threefry counters, which are the partitionable ones"),
-        "debug_key_reuse": (False, (False,), "key-reuse checking, which ftrans does not do"),
         "legacy_prng_key": ("allow", ("allow", "warn", "error"), "raw uint32 keys given to ftrans.random"),
         "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
@@ -391,6 +391,8 @@ class Config:
         # An integer added to every seed a key is made from (JAX's option), so one program can draw
         # different streams per process or run without changing its seeds.
         self.random_seed_offset: int = int(os.environ.get("JAX_RANDOM_SEED_OFFSET") or 0)
+        # Check that no PRNG key is consumed twice (ftrans.experimental.key_reuse; JAX's option).
+        self.debug_key_reuse = _env_flag("JAX_DEBUG_KEY_REUSE")
         self._listeners: list = []
         # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
         self.transfer_guard: str | None = None

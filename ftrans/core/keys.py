@@ -89,16 +89,28 @@ def _is_float0(x: Any) -> bool:
     return isinstance(d, np.dtype) and d.kind == "V" and d.names == ("float0",)
 
 
+# Set by ``ftrans.core.key_reuse`` while key-reuse checking is on: makes the state of a new key array.
+reuse_new: Any = None
+
+
 class PRNGKeyArray:
     """An array of PRNG keys of one implementation (JAX's ``PRNGKeyArray``)."""
 
-    __slots__ = ("_impl", "_base_array")
+    __slots__ = ("_impl", "_base_array", "_use")
     __array_priority__ = 2000
     __hash__ = None  # type: ignore[assignment]  (mutable-looking, as JAX's: not hashable)
 
     def __init__(self, impl: Any, base_array: Any) -> None:
         self._impl = impl
         self._base_array = base_array
+        # key-reuse checking (``core/key_reuse.py``): the consumption state, while checking is on
+        self._use = None if reuse_new is None else reuse_new(self)
+
+    @property
+    def _consumed(self) -> Any:
+        """Whether the key-reuse checker counts this key array as consumed (a bool, or a mask of its shape)."""
+        u = getattr(self, "_use", None)
+        return False if u is None else u.consumed
 
     # -- type --------------------------------------------------------------
     @property
@@ -223,7 +235,9 @@ class PRNGKeyArray:
         return _jnp._key_index_helper(self)
 
     def copy(self) -> PRNGKeyArray:
-        return PRNGKeyArray(self._impl, _jnp.array(self._base_array, copy=True))
+        from ftrans.core import key_reuse
+
+        return key_reuse.alias(self, PRNGKeyArray(self._impl, _jnp.array(self._base_array, copy=True)))
 
     def __copy__(self) -> PRNGKeyArray:
         return self.copy()
@@ -415,6 +429,7 @@ def unflatten_key(impl: Any, children: Any) -> Any:
         return np.zeros(shape, base.dtype)
     k = object.__new__(PRNGKeyArray)
     k._impl, k._base_array = impl, base
+    k._use = None if reuse_new is None else reuse_new(k)
     return k
 
 

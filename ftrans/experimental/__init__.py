@@ -32,3 +32,6 @@ __all__ += ["rnn"]
 from ftrans.experimental import compute_on  # noqa: E402
 
 __all__ += ["compute_on"]
+from ftrans.experimental import key_reuse  # noqa: E402
+
+__all__ += ["key_reuse"]

@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, hoist_consts, jaxpr_has_effects
+from ftrans.core.keys import is_key
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
 from ftrans.core.sharding_rules import without_dim
@@ -285,11 +287,20 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
             return _bind_cond_watching(name, index, branches, labels, operands, site)
     ops, ops_tree = _flatten_operands(operands, "operand")
     avals = [_aval(x) for x in ops]
+    checked: list | None = [] if _kr.hot and _kr.tracking() else None
+    if checked is not None:  # key-reuse checking: each branch's keys analysed, a key consumed if any consumes it
+        branches = [_key_checked_branch(b, checked) for b in branches]
     traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
+    if checked:
+        _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
     _check_branch_outputs(name, traced, labels)
     bodies, consts = _join_consts(traced)
     outs = _cond_forwarding(index, bodies, [*consts, *ops])
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+def _key_checked_branch(b: Callable, frames: list) -> Callable:
+    return lambda *ops: _kr.traced_body(b, ops, "cond", frames)
 
 
 def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
@@ -435,10 +446,12 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
         avals = [_aval(x) for x in ops]
         traced: list = []
         recursive = []
+        checked: list | None = [] if _kr.hot and _kr.tracking() else None  # key-reuse checking (_bind_cond)
         for b, label in zip(branches, labels):
             rec.calls = []
             try:
-                t = _trace(b, ops_tree, avals, label, prim=name)
+                t = _trace(b if checked is None else _key_checked_branch(b, checked), ops_tree, avals, label,
+                           prim=name)
             except _NeedOutputs:
                 recursive.append(True)
                 traced.append(None)
@@ -448,6 +461,8 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
             if rec.out_avals is None and not rec.calls:
                 rec.out_avals, rec.out_tree = list(t.out_avals), t.out_tree
         if not any(recursive):
+            if checked:
+                _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
             _check_branch_outputs(name, traced, labels)
             bodies, consts = _join_consts(traced)
             outs = _cond_forwarding(index, bodies, [*consts, *ops])
@@ -627,6 +642,13 @@ def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     init, tree = _flatten_operands(init_val, "init_val")
     paths = _leaf_paths(tree)
     arg_tree = _tuple_tree(tree)
+    checked: list | None = [] if _kr.hot and _kr.tracking() else None
+    if checked is not None:  # key-reuse checking: a carried key consumed each iteration must be replaced
+        user_body, user_cond, nkeys = body_fun, cond_fun, sum(1 for k in _kr.key_leaves(init_val) if is_key(k))
+        body_fun = lambda v: _kr.traced_body(user_body, (v,), "while_loop", checked,  # noqa: E731
+                                             "while_loop body", nkeys)
+        cond_fun = lambda v: _kr.traced_body(user_cond, (v,), "while_loop", checked,  # noqa: E731
+                                             "while_loop cond", nkeys, carry_out=False)
     body = _trace(body_fun, arg_tree, [_aval(x) for x in init], "body_fun", prim="while_loop")
     _check_same_tree("while_loop", "body_fun's output", tree, body.out_tree)
     init, changed = _promote_weak(init, [_aval(x) for x in init], body.out_avals)
@@ -640,6 +662,8 @@ def _while_plain(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
             f"while_loop: cond_fun must return a boolean scalar, but it returned ({got}). Reduce an array "
             "condition with jnp.all/jnp.any, or compare with a scalar"
         )
+    if checked:
+        _kr.apply(_kr.merged(checked), _kr.key_leaves(init_val), "while", "while_loop")
     lifted = to_axis_owner([cnd.jaxpr, body.jaxpr], [*cnd.consts, *body.consts, *init])
     cnd_consts, body_consts = lifted[:len(cnd.consts)], lifted[len(cnd.consts):len(cnd.consts) + len(body.consts)]
     init = lifted[len(cnd.consts) + len(body.consts):]
@@ -756,7 +780,12 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
         y_tree_box.append(yt)
         return list(c_leaves) + list(y_leaves)
 
+    checked: list | None = [] if _kr.hot and _kr.tracking() else None
+    nkeys = sum(1 for k in _kr.key_leaves(init) if is_key(k)) if checked is not None else 0
+
     def body_fun(c: Any, x: Any) -> Any:
+        if checked is not None:  # key-reuse checking: a carried key consumed each step must be replaced
+            return _kr.traced_body(f, (c, x), "scan", checked, "scan body", nkeys)
         return f(c, x)
 
     def trace_body(c_avals: list[ShapedArray]) -> _Traced:
@@ -769,6 +798,8 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
     if changed:
         body = trace_body([_aval(c) for c in carry])
     _carry_mismatch("scan", "the body's carry output", c_paths, [_aval(c) for c in carry], body.out_avals[:nc])
+    if checked:
+        _kr.apply(checked[-1], _kr.key_leaves((init, xs)), "scan", "scan")
     y_tree = y_tree_box[-1]
     lifted = to_axis_owner([body.jaxpr], [*body.consts, *carry, *x_ops])
     nb = len(body.consts)

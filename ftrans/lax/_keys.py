@@ -9,10 +9,12 @@ keys to numbers and back (``random.key_data`` and ``random.wrap_key_data`` do th
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
 
+from ftrans.core import key_reuse as _kr
 from ftrans.core.keys import (
     PRNGKeyArray,
     check_all_keys,
@@ -31,7 +33,7 @@ def _ks(k: PRNGKeyArray) -> tuple[int, ...]:
 
 
 def _rewrap(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:
-    return PRNGKeyArray(k._impl, base)
+    return _kr.alias(k, PRNGKeyArray(k._impl, base))  # a structural view shares k's consumption
 
 
 def _pred_like(pred: Any, k: PRNGKeyArray) -> Any:
@@ -56,8 +58,11 @@ def select_n(which: Any, *cases: Any) -> Any:
 def slice(operand: Any, start_indices: Any, limit_indices: Any, strides: Any = None) -> Any:  # noqa: A001
     ks = _ks(operand)
     st = None if strides is None else (*strides, *(1,) * len(ks))
-    return _rewrap(operand, _orig["slice"](operand._base_array, (*start_indices, *(0,) * len(ks)),
-                                           (*limit_indices, *ks), st))
+    out = PRNGKeyArray(operand._impl, _orig["slice"](operand._base_array, (*start_indices, *(0,) * len(ks)),
+                                                     (*limit_indices, *ks), st))
+    idx = tuple(builtins.slice(a, b, c) for a, b, c in zip(start_indices, limit_indices, strides or
+                                                            (1,) * len(start_indices)))
+    return _kr.taken(operand, idx, out)
 
 
 def _with_axis(name: str, axis_pos: int, axis_kw: str = "axis", default: Any = 0):
@@ -140,7 +145,8 @@ def concatenate(operands: Any, dimension: int) -> Any:
     operands = list(operands)
     impl = check_all_keys("lax.concatenate", operands)
     ax = normalize_axis("lax.concatenate", dimension, operands[0].ndim)
-    return PRNGKeyArray(impl, _orig["concatenate"]([k._base_array for k in operands], ax))
+    return _kr.consumed_all(operands, "concatenate",
+                            PRNGKeyArray(impl, _orig["concatenate"]([k._base_array for k in operands], ax)))
 
 
 def squeeze(array: Any, dimensions: Any) -> Any:

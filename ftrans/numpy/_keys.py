@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import key_reuse as _kr
 from ftrans.core import keys as K
 from ftrans.core.keys import PRNGKeyArray, is_key
 from ftrans.errors import FtransIndexError, FtransTypeError, FtransValueError
@@ -32,7 +33,7 @@ def _nd(k: PRNGKeyArray) -> int:
 
 
 def _wrap_like(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:
-    return PRNGKeyArray(k._impl, base)
+    return _kr.alias(k, PRNGKeyArray(k._impl, base))  # a structural view shares k's consumption
 
 
 def _shape_arg(name: str, shape: Any) -> tuple[int, ...]:
@@ -121,14 +122,16 @@ def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
     if nd == 0:
         raise FtransValueError("concatenate: zero-dimensional key arrays cannot be concatenated")
     ax = K.normalize_axis("concatenate", axis, nd)
-    return PRNGKeyArray(impl, _f("concatenate")([k._base_array for k in arrays], axis=ax))
+    return _kr.consumed_all(arrays, "concatenate",
+                            PRNGKeyArray(impl, _f("concatenate")([k._base_array for k in arrays], axis=ax)))
 
 
 def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> Any:
     arrays = list(arrays) if not is_key(arrays) else [arrays[i] for i in range(len(arrays))]
     impl = K.check_all_keys("stack", arrays)
     ax = K.normalize_axis("stack", axis, arrays[0].ndim + 1)
-    return PRNGKeyArray(impl, _f("stack")([k._base_array for k in arrays], axis=ax))
+    return _kr.consumed_all(arrays, "concatenate",
+                            PRNGKeyArray(impl, _f("stack")([k._base_array for k in arrays], axis=ax)))
 
 
 def unstack(x: Any, /, *, axis: int = 0) -> tuple:
@@ -201,7 +204,7 @@ def _base_index(k: PRNGKeyArray, idx: Any) -> tuple:
 
 
 def _getitem(x: Any, idx: Any) -> Any:
-    return _wrap_like(x, _f("_getitem")(x._base_array, _base_index(x, idx)))
+    return _kr.taken(x, idx, PRNGKeyArray(x._impl, _f("_getitem")(x._base_array, _base_index(x, idx))))
 
 
 def take(a: Any, indices: Any, axis: int | None = None, **kwargs: Any) -> Any:

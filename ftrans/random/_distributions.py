@@ -32,7 +32,8 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
-from ftrans.core.keys import KeyDtype
+from ftrans.core import key_reuse as _kr
+from ftrans.core.keys import KeyDtype, PRNGKeyArray, is_key
 from ftrans.core.operands import dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -1170,8 +1171,10 @@ def orthogonal(key: Any, n: int, shape: Any = (), dtype: Any = None, m: int | No
 
 # ---------------------------------------------------------------- key utilities
 def clone(key: Any) -> Any:
-    """The key itself (JAX's ``random.clone`` only matters to its key-reuse checker)."""
-    return _check_key("clone", key, allow_batched=True, legacy_check=False)
+    """A copy of the key that the key-reuse checker counts as fresh (``ftrans.experimental.key_reuse``); the
+    same bits as the key itself."""
+    k = _check_key("clone", key, allow_batched=True, legacy_check=False)
+    return _kr.fresh(PRNGKeyArray(k._impl, k._base_array)) if is_key(k) else k
 
 
 def key_impl(keys: Any) -> str:

@@ -29,8 +29,9 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import config as _config
 from ftrans.core import dtypes
+from ftrans.core import key_reuse as _kr
 from ftrans.core.array import Array
-from ftrans.core.keys import is_key, wrap
+from ftrans.core.keys import PRNGKeyArray, is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
@@ -99,6 +100,13 @@ _LEGACY_KEY_MESSAGE = (
     "ftrans.random.key(). If use of a raw key array was intended, set jax_legacy_prng_key=\"allow\".")
 
 
+# Key-reuse checking (ftrans.experimental.key_reuse): the functions that read a key without consuming it
+# (JAX's signatures: fold_in and key_data do not sink their key), and the names JAX's errors give the
+# operation that consumes it (traced, eager); every other sampler is a jitted function in JAX.
+_KEY_READERS = frozenset(("key_data", "fold_in", "key_impl", "clone"))
+_KEY_REUSE_NAMES = {"bits": ("random_bits", "random_bits"), "split": ("random_split", "random_split")}
+
+
 def _check_key(name: str, key: Any, *, allow_batched: bool = False, legacy_check: bool = True) -> Any:
     """``key`` checked: a typed key array as it is, raw ``uint32[..., 2]`` (or ``[..., 4]``, ``[..., 1]``)
     key data as an ftrans operand. Raw key data is refused or warned about as the ``legacy_prng_key``
@@ -109,6 +117,9 @@ def _check_key(name: str, key: Any, *, allow_batched: bool = False, legacy_check
             raise FtransValueError(
                 f"ftrans.random.{name}: {name} accepts a single key, but was given a key array of shape "
                 f"{key.shape} != (); use ftrans.vmap to map over keys")
+        if _kr.tracking() and name not in _KEY_READERS:  # key-reuse checking: the sampler consumes the key
+            _kr.sink(key, *_KEY_REUSE_NAMES.get(name, ("jit", "jit-compiled function")))
+            return _kr.exempt(PRNGKeyArray(key._impl, key._base_array))
         return key
     if isinstance(key, (Array, Tracer, np.ndarray, np.generic)):
         k = key

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
@@ -554,6 +555,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
                     views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
                 a, kw = tree_util.tree_unflatten(in_tree, tracers)
+                if _kr.hot:  # key-reuse checking: a mapped key is the caller's key (consuming it consumes that)
+                    _kr.alias_leaves((args, kwargs), (a, kw))
                 with extend_axis_env(axis_name, size, main), transform_name_stack("vmap"):
                     out = fun(*a, **kw)
                 if ref_at:

@@ -30,6 +30,7 @@ import numpy as np
 from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
+from ftrans.core import key_reuse as _kr
 from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
@@ -156,6 +157,9 @@ def clear_caches() -> None:
 # Caches kept by layers above this one (the traces of control-flow bodies) register how to empty them here,
 # so clear_caches reaches them too.
 _CACHE_CLEARERS: list[Callable[[], None]] = []
+# Key-reuse checking (``JitWrapped._call_key_checked``): each jitted function's analysed signatures.
+_key_reuse_sigs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHE_CLEARERS.append(_key_reuse_sigs.clear)
 
 
 on_new_backend.append(clear_caches)  # a new runtime client: every compiled program is stale
@@ -837,6 +841,8 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _kr.hot and _kr.tracking():  # key-reuse checking is on (ftrans.experimental.key_reuse)
+            return self._call_key_checked(args, kwargs)
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
             fast = self._fast
             if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
@@ -871,6 +877,44 @@ class JitWrapped:
                     self.hits += 1
                     return hit(*args)
         return self._call(args, kwargs)
+
+    def _call_key_checked(self, args: tuple, kwargs: dict) -> Any:
+        """A call while key-reuse checking is on: an analysis trace of the function gives its effect on
+        keys (which argument and closed-over keys it consumes, what its output keys are), applied to the
+        caller's keys; the call itself then runs as always, without tracking (``core/key_reuse.py``)."""
+        if _config_mod.config.disable_jit:  # the Python runs as it is, eagerly: its samplers are tracked
+            return self._call(args, kwargs)
+        dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
+        in_leaves = _kr.key_leaves((dyn_args, dyn_kwargs))
+        if not any(type(x) is PRNGKeyArray for x in in_leaves) and \
+                getattr(self._fun, "__module__", "").startswith("ftrans."):
+            with _kr.suspended():  # one of ftrans's own jitted helpers: no key in, none closed over
+                return self._call(args, kwargs)
+        flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        avals = [_leaf_aval(x) for x in flat]
+        if any(a is None for a in avals):  # not arguments jit takes: the call says why
+            with _kr.suspended():
+                return self._call(args, kwargs)
+        # The analysis of a call outside any other is remembered per signature (as the program is), and
+        # its effect applied again at each call; one inside an analysis or a trace is made each time.
+        sig_key = None
+        if not _kr.current() and not any(isinstance(x, Tracer) for x in flat):
+            sig_key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics,
+                       _config_mod.config.enable_x64, _config_mod.config.scoped_here())
+        sigs = _key_reuse_sigs.setdefault(self, {})
+        fr = sigs.get(sig_key) if sig_key is not None else None
+        if fr is None:
+            with _kr.frame("jit", owner=self) as fr:
+                self._trace_staged(args, kwargs, avals, in_tree)
+            if sig_key is not None:
+                while sigs and len(sigs) >= self._max:
+                    sigs.pop(next(iter(sigs)))
+                sigs[sig_key] = fr
+        _kr.apply(fr, in_leaves, "jit", "jit-compiled function")
+        with _kr.suspended():
+            out = self._call(args, kwargs)
+        _kr.apply_outputs(fr, in_leaves, _kr.key_leaves(out))
+        return out
 
     # -- everything else --------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple]:
@@ -1342,7 +1386,13 @@ class JitWrapped:
                                              f"jit({fname})")
                 _ref_mod.check_no_refs(out, "jit", fname)
             else:
-                out = self._fun(*full, **dkw, **static_kw)
+                fr = _kr.current()
+                if fr is not None and fr.owner is self and fr.inputs is None:  # the key-reuse analysis
+                    fr.set_inputs(_kr.key_leaves((dargs, dkw)))
+                    out = self._fun(*full, **dkw, **static_kw)
+                    fr.set_outputs(_kr.key_leaves(out))
+                else:
+                    out = self._fun(*full, **dkw, **static_kw)
             flat_out, out_tree = tree_util.tree_flatten(out)
             if any(_is_float0(o) for o in flat_out if _leaf_aval(o) is None):
                 # float0 results (an integer input's gradient) come back as float0 zeros of their
@@ -1638,6 +1688,7 @@ class JitWrapped:
             self._store.spmd_fast.clear()
             self._spmd_cache.clear()
             self._store.traced.clear()
+            _key_reuse_sigs.pop(self, None)
 
     _clear_cache = clear_cache
 

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
@@ -291,12 +292,15 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
         avals = [aval_of(x) for x in leaves]
         key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat))
                          + tuple((k, _Static(static_kw[k])) for k in sorted(static_kw)))
-        hit = traced.get(key) if key is not None else None
+        checked = _kr.hot and _kr.tracking()  # key-reuse checking: trace again, the keys being the caller's
+        hit = traced.get(key) if key is not None and not checked else None
         if hit is None:
             out_tree_box: list = []
 
             def flat_fun(*ins: Any) -> list:
                 d, kw = tree_util.tree_unflatten(in_tree, ins)
+                if checked:
+                    _kr.alias_leaves((dyn, kwargs), (d, kw))
                 it = iter(d)
                 full = [args[i] if i in stat else next(it) for i in range(n)]
                 if _ref_mod.created:  # a closed-over ref the body touches: see below
