@@ -118,6 +118,9 @@ _analyses = 0  # frames open in any thread
 # Whether checking may be on in some thread (the option set, or a context of it open, or an analysis
 # running): the one test ``jit`` calls make (``transforms/jit.py``).
 hot = False
+# Called with the new value when ``hot`` changes (``jit`` swaps in its checking call then, so its hot path
+# makes no test while checking is off).
+hot_listeners: list = []
 
 
 def on() -> bool:
@@ -144,8 +147,12 @@ def _refresh() -> None:
     global hot
     # (Outside an analysis, a key made while the option is on gets its state when first used.)
     _keys.reuse_new = _new_use if _analyses > 0 else None
+    was = hot
     hot = _analyses > 0 or bool(_config.config.__dict__.get("debug_key_reuse")) or \
         "debug_key_reuse" in _config._scoped
+    if hot != was:
+        for f in hot_listeners:
+            f(hot)
 
 
 def _shape(k: Any) -> tuple:

@@ -841,8 +841,6 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _kr.hot and _kr.tracking():  # key-reuse checking is on (ftrans.experimental.key_reuse)
-            return self._call_key_checked(args, kwargs)
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
             fast = self._fast
             if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
@@ -2449,3 +2447,23 @@ def _key_structs_to_keys(tree: Any) -> Any:
         return x
 
     return tree_util.tree_map(conv, tree, is_leaf=lambda x: isinstance(x, ShapeDtypeStruct))
+
+
+# Key-reuse checking (``core/key_reuse.py``): while it may be on, jitted calls go through the checking call;
+# otherwise the plain hot path runs untouched.
+_plain_jit_call = JitWrapped.__call__
+
+
+def _key_checked_jit_call(self: JitWrapped, *args: Any, **kwargs: Any) -> Any:
+    if _kr.tracking():
+        return self._call_key_checked(args, kwargs)
+    return _plain_jit_call(self, *args, **kwargs)
+
+
+def _on_key_reuse_hot(hot: bool) -> None:
+    JitWrapped.__call__ = _key_checked_jit_call if hot else _plain_jit_call
+
+
+_kr.hot_listeners.append(_on_key_reuse_hot)
+if _kr.hot:
+    _on_key_reuse_hot(True)
