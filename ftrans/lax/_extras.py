@@ -503,7 +503,9 @@ ConvGeneralDilatedDimensionNumbers = Any
 
 
 class DotAlgorithmPreset(enum.Enum):
-    """JAX's ``lax.DotAlgorithmPreset``: accepted as a ``precision``; ftrans passes it to XLA as a hint only."""
+    """JAX's ``lax.DotAlgorithmPreset``, a ``precision`` naming the operand storage types and accumulation
+    type of a product: the operands are converted to them, the lowering carries the algorithm to XLA, and
+    a preset XLA's CPU backend cannot run raises ``ValueError`` there, as in JAX."""
 
     DEFAULT = enum.auto()
     ANY_F8_ANY_F8_F32 = enum.auto()
@@ -527,7 +529,8 @@ class DotAlgorithmPreset(enum.Enum):
 
 
 class DotAlgorithm(tuple):
-    """JAX's ``lax.DotAlgorithm`` (lhs/rhs/accumulation types and options): accepted as a ``precision`` hint."""
+    """JAX's ``lax.DotAlgorithm`` (lhs/rhs/accumulation types and options), a ``precision`` lowered to XLA's
+    dot algorithm attribute (which XLA's CPU backend does not run: ``ValueError`` there, as in JAX)."""
 
     def __new__(cls, lhs_precision_type: Any, rhs_precision_type: Any, accumulation_type: Any,
                 lhs_component_count: int = 1, rhs_component_count: int = 1, num_primitive_operations: int = 1,
