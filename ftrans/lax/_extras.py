@@ -381,12 +381,12 @@ def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
 
 def _approx_k(largest: bool):
     def fn(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
-           reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+           reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> list[Any]:
         op = as_operand(operand)
         if not largest:
             vals, idx = top_k(lax.neg(op) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(op), k,
                               axis=reduction_dimension)
-            return (lax.neg(vals) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(vals)), idx
+            return [lax.neg(vals) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(vals), idx]
         return top_k(op, k, axis=reduction_dimension)
 
     fn.__name__ = "approx_max_k" if largest else "approx_min_k"
