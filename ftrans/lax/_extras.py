@@ -22,7 +22,7 @@ from ftrans.core.axis_env import frames_of
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
-from ftrans.core.shape_poly import as_dim
+from ftrans.core.shape_poly import as_dim, is_symbolic_dim
 from ftrans.core.sharding import AbstractMesh
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
@@ -221,8 +221,21 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list:
 
 
 def shape_as_value(shape: Sequence[int]) -> Any:
-    """``lax.shape_as_value``: a shape as an int32 vector."""
-    return np.asarray(_shape("shape_as_value", shape), dtype=dtypes.int32)
+    """``lax.shape_as_value``: a shape as an integer vector (int32, int64 for a size beyond int32's
+    range, the default integer type for a shape with symbolic dimensions: their values come from the
+    program's arguments, as in JAX)."""
+    dims = _shape("shape_as_value", shape)
+    symbolic = [is_symbolic_dim(d) for d in dims]
+    if any(symbolic):
+        dtype = dtypes.default_int()
+    else:
+        dtype = np.dtype(np.int64) if any(d > np.iinfo(np.int32).max for d in dims) else np.dtype(np.int32)
+    if not any(symbolic):
+        return np.asarray(dims, dtype=dtype).reshape(len(dims))
+    parts = [lax.reshape(lax.convert_element_type(S.dim_as_value_p.bind(dim=d) if sym else np.asarray(d, dtype),
+                                                  dtype), (1,))
+             for d, sym in zip(dims, symbolic)]
+    return lax.concatenate(parts, 0)
 
 
 def _stride(d: int, w: int, s: int) -> int:
