@@ -522,3 +522,13 @@ def test_mixed_dtype_products_pass_operands_as_given(name, mk, xs, ys):
     want, got = jax.jit(mk(jnp))(x, y), mk(fnp)(x, y)
     assert got.dtype == want.dtype and got.weak_type == want.weak_type
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-3)
+
+
+def test_einsum_path_steps_of_three_operands_raise_as_jax():
+    a, b, c = np.ones((2, 3), np.float32), np.ones((2, 4), np.float32), np.ones((2, 5), np.float32)
+    with pytest.raises(NotImplementedError, match="simultaneous contraction of 3 or more operands"):
+        jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1, 2)])
+    with pytest.raises(NotImplementedError, match="simultaneous contraction of 3 or more operands"):
+        fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1, 2)])
+    np.testing.assert_allclose(fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]),
+                               jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]))

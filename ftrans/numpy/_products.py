@@ -28,7 +28,7 @@ from ftrans.core.operands import (
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.lax._ops import canonicalize_precision
 from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
 
@@ -500,6 +500,10 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         others = {c for j, o in enumerate(work) if j != i for c in o.labels}
         work[i] = _sum_unneeded(op, set(output) | others, pet)
     for step in _path(optimize, [o.labels for o in work], output, sizes):
+        if len(step) > 2:  # as JAX: each step of a contraction path is one dot_general of two operands
+            raise FtransNotImplementedError(
+                f"einsum does not support simultaneous contraction of 3 or more operands (the path step "
+                f"{step} of optimize={optimize!r}); give a path of pairwise steps")
         picked = [work[i] for i in step]
         for i in sorted(step, reverse=True):
             del work[i]
