@@ -305,9 +305,9 @@ def test_dot_algorithm_presets_accepted(prec):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("prec", ["F16_F16_F16", "BF16_BF16_F32", "BF16_BF16_F32_X3", "TF32_TF32_F32",
-                                  jlax.DotAlgorithm(np.float16, np.float16, np.float32)])
-@pytest.mark.parametrize("dt", [np.float32, np.float16])
+@pytest.mark.parametrize("prec,dt", [("F16_F16_F16", np.float32), ("BF16_BF16_F32", np.float16),
+                                     ("BF16_BF16_F32_X3", np.float32), ("TF32_TF32_F32", np.float32),
+                                     (jlax.DotAlgorithm(np.float16, np.float16, np.float32), np.float16)])
 def test_dot_algorithm_rounds_and_lowers_as_jax(prec, dt):
     # The operands go to the algorithm's storage types and the product accumulates in its type (eagerly
     # and compiled); the lowering carries the algorithm attribute; presets XLA's CPU backend cannot run
