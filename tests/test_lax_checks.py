@@ -305,6 +305,32 @@ def test_dot_algorithm_presets_accepted(prec):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("prec,dt", [("F16_F16_F16", np.float32), ("BF16_BF16_F32", np.float16),
+                                     ("BF16_BF16_F32_X3", np.float32), ("TF32_TF32_F32", np.float32),
+                                     (jlax.DotAlgorithm(np.float16, np.float16, np.float32), np.float16)])
+def test_dot_algorithm_rounds_and_lowers_as_jax(prec, dt):
+    # The operands go to the algorithm's storage types and the product accumulates in its type (eagerly
+    # and compiled); the lowering carries the algorithm attribute; presets XLA's CPU backend cannot run
+    # (and explicit DotAlgorithms) raise ValueError, as in JAX.
+    a = (np.arange(12).reshape(3, 4) * 1.1).astype(dt)
+    b = (np.arange(12).reshape(4, 3) / 3).astype(dt)
+    fprec = prec if isinstance(prec, str) else lax.DotAlgorithm(np.float16, np.float16, np.float32)
+    jf = jax.jit(lambda u, v: jlax.dot(u, v, precision=prec))
+    ff = ftrans.jit(lambda u, v: lax.dot(u, v, precision=fprec))
+    if not isinstance(prec, str) or prec == "TF32_TF32_F32":
+        for f in (jf, ff, lambda u, v: lax.dot(u, v, precision=fprec)):
+            with pytest.raises(ValueError, match="not supported by dot_general on CPU"):
+                f(a, b)
+        return
+    want = jf(a, b)
+    for got in (lax.dot(a, b, precision=fprec), ff(a, b)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    mine = [ln for ln in ff.lower(a, b).as_text().splitlines() if "dot_general" in ln]
+    theirs = [ln for ln in jf.lower(a, b).as_text().splitlines() if "dot_general" in ln]
+    assert [ln.split("algorithm = ")[1] for ln in mine] == [ln.split("algorithm = ")[1] for ln in theirs]
+
+
 _BITCAST_DTYPES = ["int4", "uint4", np.int8, np.uint8, np.int32, np.float16, np.float32]
 _BASES = ((), (2, 4))
 

@@ -638,3 +638,19 @@ def test_convert_element_type_of_a_scalar_keeps_xla_semantics_out_of_range(v, d)
     assert len(ftrans.make_jaxpr(lambda: ftrans.lax.convert_element_type(v, d))().eqns) == 1
     for got in (ftrans.lax.convert_element_type(v, d), ftrans.jit(lambda: ftrans.lax.convert_element_type(v, d))()):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_shape_as_value_of_symbolic_shapes_matches_jax():
+    # A shape with symbolic dimensions becomes a vector computed from the arguments' sizes, as in JAX.
+    from jax import export as jexport
+
+    from ftrans import export as fexport
+
+    for spec, x in (("a", np.ones(2, np.float32)), ("a, 3", np.ones((4, 3), np.float32))):
+        want = jexport.export(jax.jit(lambda v: jlax.shape_as_value(v.shape)))(
+            jax.ShapeDtypeStruct(jexport.symbolic_shape(spec), np.float32)).call(x)
+        got = fexport.export(ftrans.jit(lambda v: flax.shape_as_value(v.shape)))(
+            ftrans.ShapeDtypeStruct(fexport.symbolic_shape(spec), np.float32)).call(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert flax.shape_as_value((2**33,)).dtype == jlax.shape_as_value((2**33,)).dtype

@@ -15,7 +15,7 @@ from ftrans import lax as flax
 # JAX primitives ftrans computes with other primitives (so there is no equation of that name to bind).
 LEFT_OUT = {
     "after_all_p", "create_token_p",  # ftrans's tokens are values, not primitive results
-    "approx_top_k_p", "top_k_p",  # a sort (top_k) / an exact top_k (approx_max_k)
+    "approx_top_k_p",  # an exact top_k (approx_max_k)
     "eq_to_p", "le_to_p", "lt_to_p",  # JAX's shape-polymorphism internals
     "igamma_p", "igammac_p", "igamma_grad_a_p", "polygamma_p", "regularized_incomplete_beta_p", "zeta_p",
     "random_gamma_grad_p",  # series and continued fractions written with lax

@@ -173,3 +173,24 @@ def test_piecewise_traces_each_function_once():
         out = fjnp.piecewise(x, [x < 3], [g, 0.0])
     assert g.num_traces == 1
     np.testing.assert_array_equal(np.asarray(out), np.asarray(jjnp.piecewise(jjnp.arange(10.0), [jjnp.arange(10.0) < 3], [g, 0.0])))
+
+
+@pytest.mark.parametrize("mode", ["raise", "warn"])
+def test_vectorize_follows_numpy_rank_promotion(mode):
+    # Loop axes of different ranks (0-d operands aside) raise or warn under the option, as in JAX.
+    f = fjnp.vectorize(fjnp.add, signature="(),()->()")
+    g = fjnp.vectorize(fjnp.dot, signature="(n),(n)->()")
+    with ftrans.numpy_rank_promotion(mode):
+        if mode == "raise":
+            with pytest.raises(ValueError, match="rank"):
+                f(np.zeros((2, 2)), np.zeros(2))
+            with pytest.raises(ValueError, match="rank"):
+                g(np.zeros((4, 3)), np.zeros(3))
+        else:
+            with pytest.warns(UserWarning, match="rank promotion"):
+                f(np.zeros((2, 2)), np.zeros(2))
+        assert f(np.zeros((2, 2)), np.float32(1)).shape == (2, 2)  # a 0-d operand is no rank promotion
+        assert g(np.zeros((4, 3)), np.ones((4, 3))).shape == (4,)
+    j = jjnp.vectorize(jjnp.dot, signature="(n),(n)->()")
+    with jax.numpy_rank_promotion("raise"), pytest.raises(ValueError, match="rank"):
+        j(np.zeros((4, 3)), np.zeros(3))

@@ -497,3 +497,38 @@ def test_mixed_precision_dot_takes_operands_as_they_are_like_jax(da, db):
         got, want = ftrans.grad(partial(loss, flax))(x), jax.grad(partial(loss, jax.lax))(x)
         assert got.dtype == want.dtype == np.dtype(da)
         np.testing.assert_array_equal(np.asarray(got).astype(np.float32), np.asarray(want).astype(np.float32))
+
+
+_MIXED_PRODUCTS = [
+    ("vdot", lambda L: lambda x, y: L.vdot(x, y), ((3,), np.float16), ((3,), np.float32)),
+    ("inner", lambda L: lambda x, y: L.inner(x, y), ((2, 3), np.int8), ((4, 3), np.float32)),
+    ("tensordot", lambda L: lambda x, y: L.tensordot(x, y, 1), ((2, 3), np.int8), ((3, 2), np.float32)),
+    ("vecdot", lambda L: lambda x, y: L.vecdot(x, y), ((2, 3), np.float32), ((2, 3), np.complex64)),
+    ("einsum", lambda L: lambda x, y: L.einsum("ij,jk->ik", x, y), ((2, 3), np.int8), ((3, 2), np.float16)),
+    # an int8 operand summed over an axis the output drops: converted to the join first (no wrap-around)
+    ("einsum_sum", lambda L: lambda x, y: L.einsum("ij,k->k", x, y), ((4, 8), np.int8), ((2,), np.float32)),
+]
+
+
+@pytest.mark.parametrize("name,mk,xs,ys", _MIXED_PRODUCTS, ids=[c[0] for c in _MIXED_PRODUCTS])
+def test_mixed_dtype_products_pass_operands_as_given(name, mk, xs, ys):
+    # As JAX: vdot/inner/tensordot/vecdot/einsum hand mixed operands to dot_general in their own dtypes
+    # (naming the joined dtype as the preferred one) instead of converting them first.
+    x = (np.arange(math.prod(xs[0])).reshape(xs[0]) * 7 + 50).astype(xs[1])
+    y = (np.arange(math.prod(ys[0])).reshape(ys[0]) / 2).astype(ys[1])
+    want_jaxpr = jax.make_jaxpr(mk(jnp))(x, y)
+    got_jaxpr = ftrans.make_jaxpr(mk(fnp))(x, y)
+    assert [e.primitive.name for e in got_jaxpr.jaxpr.eqns] == [e.primitive.name for e in want_jaxpr.jaxpr.eqns]
+    want, got = jax.jit(mk(jnp))(x, y), mk(fnp)(x, y)
+    assert got.dtype == want.dtype and got.weak_type == want.weak_type
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-3)
+
+
+def test_einsum_path_steps_of_three_operands_raise_as_jax():
+    a, b, c = np.ones((2, 3), np.float32), np.ones((2, 4), np.float32), np.ones((2, 5), np.float32)
+    with pytest.raises(NotImplementedError, match="simultaneous contraction of 3 or more operands"):
+        jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1, 2)])
+    with pytest.raises(NotImplementedError, match="simultaneous contraction of 3 or more operands"):
+        fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1, 2)])
+    np.testing.assert_allclose(fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]),
+                               jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]))

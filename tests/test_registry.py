@@ -346,6 +346,7 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
         ((arr((2, 5), f32),), {"dimension": 1, "is_stable": True, "num_keys": 1}),
         ((arr((5,), i32), arr((5,), f32)), {"dimension": 0, "is_stable": True, "num_keys": 1}),
     ]
+    s["top_k"] = [((arr((2, 5), f32),), {"k": 3, "axis": 1}), ((arr((4, 3), i32),), {"k": 2, "axis": 0})]
     for name in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
         kinds = (f32, bf16) if name == "cumlogsumexp" else (f32, i32, bf16)
         s[name] = [((arr((2, 4), d),), {"axis": 1, "reverse": rev}) for d in kinds for rev in (False, True)]

@@ -331,3 +331,34 @@ def test_sort_primitive_rules():
         ftrans.make_jaxpr(lambda a: So.cumsum_p.bind(a, axis=0, reverse=False))(np.array([True]))
     with pytest.raises(TypeError, match="rank >= 1"):
         ftrans.make_jaxpr(lambda a: So.cumsum_p.bind(a, axis=0, reverse=False))(np.float32(1))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int8, np.uint8, np.bool_])
+def test_top_k_is_one_equation_in_xla_total_order(dtype):
+    # lax.top_k binds one top_k equation lowered to chlo.top_k (as JAX): floats in XLA's total order
+    # (NaN > inf, +0.0 > -0.0, a negative NaN lowest), equal entries lower index first, eagerly and
+    # compiled; the result is a list, as JAX's.
+    x = np.array([[0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, 1.0]] * 2, np.float32)
+    x[1] = x[1][::-1]
+    x = (x > 0) if dtype is np.bool_ else np.nan_to_num(x, nan=7, posinf=9, neginf=-9).astype(dtype) \
+        if np.dtype(dtype).kind in "iu" else x.astype(dtype)
+    want = jax.jit(lambda v: jax.lax.top_k(v, 5, axis=1))(x)
+    for got in (flax.top_k(x, 5, axis=1), ftrans.jit(lambda v: flax.top_k(v, 5, axis=1))(x)):
+        assert type(got) is list
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+    assert [e.primitive.name for e in ftrans.make_jaxpr(lambda v: flax.top_k(v, 2, axis=0))(x).jaxpr.eqns] == ["top_k"]
+    def ops(text):
+        return [ln.strip() for ln in text.splitlines() if "chlo.top_k" in ln or "stablehlo.transpose" in ln]
+
+    ours = ops(ftrans.jit(lambda v: flax.top_k(v, 2, axis=0)).lower(x).as_text())
+    assert ours and ours == ops(jax.jit(lambda v: jax.lax.top_k(v, 2, axis=0)).lower(x).as_text())
+
+
+def test_top_k_refuses_complex_operands_as_jax():
+    x = np.ones(3, np.complex64)
+    with pytest.raises(ValueError, match="top_k is not compatible with complex inputs"):
+        jax.lax.top_k(x, 1)
+    with pytest.raises(ValueError, match="top_k is not compatible with complex inputs"):
+        flax.top_k(x, 1)

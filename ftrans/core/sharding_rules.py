@@ -465,6 +465,15 @@ def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any
     return [(mesh, typed_specs[0])] * len(avals)
 
 
+def top_k(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
+    """``top_k``: the operand unsplit along the axis it selects from; both results laid out as it."""
+    spec = spec_of(x)
+    if spec[axis] is not None:
+        raise ShardingTypeError("The input should be unsharded over the axis along which to compute the top_k "
+                                f"values. Got input type={_short(x)} and axis={axis}")
+    return [(mesh, spec)] * 2
+
+
 def bitcast_convert_type(mesh: Any, out: Any, x: ShapedArray, *, new_dtype: Any) -> Any:
     """The operand's layout; a narrower result dtype adds an unsplit minor dimension, a wider one drops the
     minor dimension's entry (JAX's rule)."""

@@ -22,7 +22,7 @@ from ftrans.core.axis_env import frames_of
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
-from ftrans.core.shape_poly import as_dim
+from ftrans.core.shape_poly import as_dim, is_symbolic_dim
 from ftrans.core.sharding import AbstractMesh
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
@@ -221,8 +221,21 @@ def split(operand: Any, sizes: Sequence[int], axis: int = 0) -> list:
 
 
 def shape_as_value(shape: Sequence[int]) -> Any:
-    """``lax.shape_as_value``: a shape as an int32 vector."""
-    return np.asarray(_shape("shape_as_value", shape), dtype=dtypes.int32)
+    """``lax.shape_as_value``: a shape as an integer vector (int32, int64 for a size beyond int32's
+    range, the default integer type for a shape with symbolic dimensions: their values come from the
+    program's arguments, as in JAX)."""
+    dims = _shape("shape_as_value", shape)
+    symbolic = [is_symbolic_dim(d) for d in dims]
+    if any(symbolic):
+        dtype = dtypes.default_int()
+    else:
+        dtype = np.dtype(np.int64) if any(d > np.iinfo(np.int32).max for d in dims) else np.dtype(np.int32)
+    if not any(symbolic):
+        return np.asarray(dims, dtype=dtype).reshape(len(dims))
+    parts = [lax.reshape(lax.convert_element_type(S.dim_as_value_p.bind(dim=d) if sym else np.asarray(d, dtype),
+                                                  dtype), (1,))
+             for d, sym in zip(dims, symbolic)]
+    return lax.concatenate(parts, 0)
 
 
 def _stride(d: int, w: int, s: int) -> int:
@@ -381,12 +394,12 @@ def index_take(src: Any, idxs: Sequence[Any], axes: Sequence[int]) -> Any:
 
 def _approx_k(largest: bool):
     def fn(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
-           reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> tuple[Any, Any]:
+           reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> list[Any]:
         op = as_operand(operand)
         if not largest:
             vals, idx = top_k(lax.neg(op) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(op), k,
                               axis=reduction_dimension)
-            return (lax.neg(vals) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(vals)), idx
+            return [lax.neg(vals) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(vals), idx]
         return top_k(op, k, axis=reduction_dimension)
 
     fn.__name__ = "approx_max_k" if largest else "approx_min_k"
@@ -503,7 +516,9 @@ ConvGeneralDilatedDimensionNumbers = Any
 
 
 class DotAlgorithmPreset(enum.Enum):
-    """JAX's ``lax.DotAlgorithmPreset``: accepted as a ``precision``; ftrans passes it to XLA as a hint only."""
+    """JAX's ``lax.DotAlgorithmPreset``, a ``precision`` naming the operand storage types and accumulation
+    type of a product: the operands are converted to them, the lowering carries the algorithm to XLA, and
+    a preset XLA's CPU backend cannot run raises ``ValueError`` there, as in JAX."""
 
     DEFAULT = enum.auto()
     ANY_F8_ANY_F8_F32 = enum.auto()
@@ -527,7 +542,8 @@ class DotAlgorithmPreset(enum.Enum):
 
 
 class DotAlgorithm(tuple):
-    """JAX's ``lax.DotAlgorithm`` (lhs/rhs/accumulation types and options): accepted as a ``precision`` hint."""
+    """JAX's ``lax.DotAlgorithm`` (lhs/rhs/accumulation types and options), a ``precision`` lowered to XLA's
+    dot algorithm attribute (which XLA's CPU backend does not run: ``ValueError`` there, as in JAX)."""
 
     def __new__(cls, lhs_precision_type: Any, rhs_precision_type: Any, accumulation_type: Any,
                 lhs_component_count: int = 1, rhs_component_count: int = 1, num_primitive_operations: int = 1,

@@ -133,6 +133,7 @@ from ftrans.core.prims.sorting import (  # noqa: F401
     cumprod_p,
     cumsum_p,
     sort_p,
+    top_k_p,
 )
 from ftrans.core.prims.structural import (  # noqa: F401
     bitcast_convert_type_p,
@@ -288,6 +289,7 @@ __all__ = [
     "stop_gradient_p",
     "sub_p",
     "tan_p",
+    "top_k_p",
     "tanh_p",
     "transpose_p",
     "while_p",

@@ -68,24 +68,30 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
     return k, v
 
 
-def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
-    """``lax.top_k``: the ``k`` largest entries along ``axis`` (default the last), largest first
-    (NaN counts as largest), and their int32 indices.
+def top_k(operand: Any, k: int, *, axis: int = -1) -> list[Any]:
+    """``lax.top_k``: the ``k`` largest entries along ``axis`` (default the last), largest first, and
+    their int32 indices, as a list ``[values, indices]`` (one ``top_k`` equation).
 
-    Ties keep the lower index first, as XLA's TopK does: a stable ascending
-    sort of the reversed axis, reversed back, orders ties that way.
+    Floats follow XLA's total order (NaN above ``inf``, ``-0.0`` below ``+0.0``, a negative NaN lowest);
+    equal entries keep the lower index first, as XLA's TopK does. Complex operands have no order and are
+    refused, as in JAX.
     """
     check_arraylike("top_k", operand)
     x = as_operand(operand)
     shape = tuple(shape_of(x))
     if not shape:
         raise FtransValueError("top_k: the operand must have at least one dimension")
+    if dtype_weak(x)[0].kind == "c":
+        raise FtransValueError(f"top_k is not compatible with complex inputs (got {dtype_weak(x)[0]}): complex "
+                               "numbers have no order; rank by a real key such as abs(x) or x.real")
     ax = operator.index(axis)
     if not -len(shape) <= ax < len(shape):
         raise FtransValueError(f"top_k: axis {axis} is out of bounds for an array of dimension {len(shape)}")
     ax %= len(shape)
-    k = int(k)
+    k = operator.index(k)
     n = shape[ax]
+    if k < 0:
+        raise FtransValueError(f"k argument to top_k must be nonnegative, got {k}")
     if not 0 <= k <= n:
         raise FtransValueError(
             f"top_k: k argument must be no larger than size along the axis; got k={k} with "
@@ -96,13 +102,7 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> tuple[Any, Any]:
             f"top_k returns int32 indices, which will overflow for an axis of size {n} "
             f"(shape {list(shape)}, axis {ax}); split the axis into pieces of at most 2**31 - 1 elements"
         )
-    idx = S.iota_p.bind(dtype=dtypes.int32, shape=shape, dimension=ax)
-    xr, ir = S.rev_p.bind(x, dimensions=(ax,)), S.rev_p.bind(idx, dimensions=(ax,))
-    vals, perm = So.sort_p.bind(xr, ir, dimension=ax, is_stable=True, num_keys=1)
-    vals, perm = S.rev_p.bind(vals, dimensions=(ax,)), S.rev_p.bind(perm, dimensions=(ax,))
-    starts, limits = (0,) * len(shape), shape[:ax] + (k,) + shape[ax + 1:]
-    take = [S.slice_p.bind(a, start_indices=starts, limit_indices=limits, strides=None) for a in (vals, perm)]
-    return take[0], take[1]
+    return list(So.top_k_p.bind(x, k=k, axis=ax))
 
 
 # ---------------------------------------------------------------- cumulative reductions

@@ -23,7 +23,14 @@ import numpy as np
 import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
-from ftrans.core.operands import canonicalize_axis, check_arraylike, concrete_or_error, promote_dtypes
+from ftrans.core.config import config as _config
+from ftrans.core.operands import (
+    canonicalize_axis,
+    check_arraylike,
+    concrete_or_error,
+    promote_dtypes,
+    rank_promotion,
+)
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._extras import _inexact_nobcast
 from ftrans.transforms.batching import vmap
@@ -206,6 +213,9 @@ def vectorize(pyfunc: Callable, *, excluded: Any = frozenset(), signature: str |
                     raise FtransValueError(f"vectorize: inconsistent size for core dimension {name!r}: "
                                            f"{size} vs {sizes[name]} (signature {signature!r})")
         loop_shapes = [a.shape[: a.ndim - len(core)] for a, core in zip(operands, in_core)]
+        if _config.numpy_rank_promotion != "allow":  # loop axes of different ranks broadcast: the option's check
+            if len({len(shp) for a, shp in zip(operands, loop_shapes) if a.ndim != 0}) > 1:
+                rank_promotion(f"vectorize (signature {signature!r})", [a.shape for a in operands])
         loop = np.broadcast_shapes(*loop_shapes) if loop_shapes else ()
 
         func = call

@@ -23,13 +23,12 @@ from ftrans.core.operands import (
     concrete_or_error,
     convert,
     dtype_weak,
-    promote_dtypes,
     shape_of,
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.lax._ops import canonicalize_precision
 from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
 
@@ -135,7 +134,7 @@ def _ravel(x: Any) -> Any:
 def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.vdot``: the dot product of the flattened operands, conjugating the first."""
     prec = _precision("vdot", precision)
-    x, y = _promote("vdot", a, b)
+    x, y, joined = _as_given("vdot", a, b)
     if dtype_weak(x)[0].kind == "c":
         x = E.conj_p.bind(x)
     xr, yr = _ravel(x), _ravel(y)
@@ -143,14 +142,14 @@ def vdot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any =
         raise FtransTypeError(
             f"vdot: the operands must have the same number of elements; got shapes {shape_of(x)} and {shape_of(y)}"
         )
-    pet, weak = _preferred(xr, yr, preferred_element_type)
+    pet, weak = _preferred(xr, yr, preferred_element_type, joined)
     return dot_general(xr, yr, (((0,), (0,)), ((), ())), pet, prec, weak)
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.vecdot``: conjugated dot product along ``axis`` with broadcasting of the rest."""
     prec = _precision("vecdot", precision)
-    x, y = _promote("vecdot", x1, x2)
+    x, y, joined = _as_given("vecdot", x1, x2)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     ax_x = canonicalize_axis("vecdot", axis, len(xs))
     ax_y = canonicalize_axis("vecdot", axis, len(ys))
@@ -164,7 +163,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     x = broadcast_to_shape(x, batch + tuple(shape_of(x))[-1:])
     y = broadcast_to_shape(y, batch + tuple(shape_of(y))[-1:])
     nb = len(shape_of(x)) - 1
-    pet, weak = _preferred(x, y, preferred_element_type)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return dot_general(x, y, (((nb,), (nb,)), (tuple(range(nb)), tuple(range(nb)))), pet, prec, weak)
 
 
@@ -179,13 +178,13 @@ def _moveaxis(x: Any, src: int, dst: int) -> Any:
 def inner(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.inner``: sums over the last axes of both operands."""
     prec = _precision("inner", precision)
-    x, y = _promote("inner", a, b)
+    if not shape_of(a) or not shape_of(b):
+        return _scalar_product(*_promote("inner", a, b))
+    x, y, joined = _as_given("inner", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
-    if not xs or not ys:
-        return _scalar_product(x, y)
     if xs[-1] != ys[-1]:
         raise FtransTypeError(f"inner: the last axes of shapes {xs} and {ys} differ ({xs[-1]} != {ys[-1]})")
-    pet, weak = _preferred(x, y, preferred_element_type)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return dot_general(x, y, (((len(xs) - 1,), (len(ys) - 1,)), ((), ())), pet, prec, weak)
 
 
@@ -208,7 +207,7 @@ def _axes_list(name: str, axes: Any, ndim: int) -> tuple[int, ...]:
 def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists."""
     prec = _precision("tensordot", precision)
-    x, y = _promote("tensordot", a, b)
+    x, y, joined = _as_given("tensordot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))
     if isinstance(axes, int) and not isinstance(axes, bool):
         if not 0 <= axes <= min(len(xs), len(ys)):
@@ -233,7 +232,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred
             raise FtransTypeError(
                 f"tensordot: shape mismatch between axis {i} of {xs} ({xs[i]}) and axis {j} of {ys} ({ys[j]})"
             )
-    pet, weak = _preferred(x, y, preferred_element_type)
+    pet, weak = _preferred(x, y, preferred_element_type, joined)
     return dot_general(x, y, ((lc, rc), ((), ())), pet, prec, weak)
 
 
@@ -386,18 +385,25 @@ class _Operand:
         self.labels = labels
 
 
-def _sum_unneeded(op: _Operand, needed: set[str]) -> _Operand:
+def _sum_unneeded(op: _Operand, needed: set[str], pet: Any = None) -> _Operand:
+    """Sum out the labels no later step needs (in ``pet`` where joining with it widens the operand)."""
     drop = tuple(i for i, c in enumerate(op.labels) if c not in needed)
     if not drop:
         return op
-    return _Operand(_sum_axes(op.x, drop), [c for i, c in enumerate(op.labels) if i not in drop])
+    x = op.x
+    if pet is not None:
+        d, weak = dtype_weak(x)
+        target = dtypes.to_dtype(pet)
+        if dtypes.promote(((d, weak), (target, False)))[0] != d:
+            x = S.convert_element_type_p.bind(x, new_dtype=target, weak_type=False)
+    return _Operand(_sum_axes(x, drop), [c for i, c in enumerate(op.labels) if i not in drop])
 
 
 def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: Any = None,
                    weak: bool = False) -> _Operand:
     """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes."""
-    a = _sum_unneeded(a, needed | set(b.labels))
-    b = _sum_unneeded(b, needed | set(a.labels))
+    a = _sum_unneeded(a, needed | set(b.labels), pet)
+    b = _sum_unneeded(b, needed | set(a.labels), pet)
     shared = [c for c in a.labels if c in b.labels]
     batch = [c for c in shared if c in needed]
     contract = [c for c in shared if c not in needed]
@@ -473,7 +479,15 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
     if not ops:
         raise FtransValueError("einsum: needs at least one operand")
     check_arraylike("einsum", *ops)
-    ops, joined, joined_weak = promote_dtypes("einsum", *ops)
+    # As JAX: the operands stay in their own dtypes; the products accumulate in the joined dtype (each
+    # dot_general names it as its preferred type), a sum first converts an operand the join widens, and
+    # the result takes the join's weak type back; an explicit preferred type gives a strong result.
+    ops = [as_operand(o) for o in ops]
+    joined, joined_weak = dtypes.promote(tuple(dtype_weak(o) for o in ops))
+    if preferred_element_type is None:
+        pet, out_weak = joined, joined_weak
+    else:
+        pet, out_weak = dtypes.to_dtype(preferred_element_type), False
     shapes = [tuple(shape_of(o)) for o in ops]
     ins, output = _parse(subscripts, shapes)
     sizes = _label_sizes(ins, shapes)
@@ -484,14 +498,12 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         work.append(_Operand(x, labels))
     for i, op in enumerate(work):
         others = {c for j, o in enumerate(work) if j != i for c in o.labels}
-        work[i] = _sum_unneeded(op, set(output) | others)
-    # As JAX: the products accumulate in the joined dtype (each dot_general names it as its preferred type)
-    # and the result takes the join's weak type back; an explicit preferred type gives a strong result.
-    if preferred_element_type is None:
-        pet, out_weak = joined, joined_weak
-    else:
-        pet, out_weak = preferred_element_type, False
+        work[i] = _sum_unneeded(op, set(output) | others, pet)
     for step in _path(optimize, [o.labels for o in work], output, sizes):
+        if len(step) > 2:  # as JAX: each step of a contraction path is one dot_general of two operands
+            raise FtransNotImplementedError(
+                f"einsum does not support simultaneous contraction of 3 or more operands (the path step "
+                f"{step} of optimize={optimize!r}); give a path of pairwise steps")
         picked = [work[i] for i in step]
         for i in sorted(step, reverse=True):
             del work[i]
@@ -501,14 +513,14 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
             later = {c for o in picked[k + 2:] for c in o.labels}
             acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec, joined_weak)
         if len(picked) == 1:
-            acc = _sum_unneeded(acc, set(output) | rest)
+            acc = _sum_unneeded(acc, set(output) | rest, pet)
         work.append(acc)
     while len(work) > 1:
         b = work.pop()
         a = work.pop()
         rest = {c for o in work for c in o.labels}
         work.append(_contract_pair(a, b, set(output) | rest, pet, prec, joined_weak))
-    res = _sum_unneeded(work[0], set(output))
+    res = _sum_unneeded(work[0], set(output), pet)
     return _finish(res, output, pet, out_weak)
 
 

@@ -20,6 +20,7 @@ from ftrans.core.prims._base import (
     prim_value_error,
     standard_primitive,
 )
+from ftrans.errors import FtransValueError
 
 
 def strict_axes(name: str, axes, ndim: int) -> tuple[int, ...]:
@@ -337,7 +338,80 @@ def _dot_compute_dtype(in_dtype: np.dtype, out_dtype: np.dtype) -> np.dtype:
     return d
 
 
+_F32, _F16, _F64, _BF16 = (np.dtype(d) for d in (np.float32, np.float16, np.float64, dtypes.bfloat16))
+_F8 = tuple(d for d in dtypes.SMALL_FLOATS if d.name.startswith("float8"))
+# Dot algorithm presets: (operand storage types, accumulation type, (lhs, rhs, accumulation) types of the
+# StableHLO algorithm attribute, its number of primitive operations); None where the preset leaves it open.
+_PRESETS: dict[str, tuple] = {
+    "F16_F16_F16": ((_F16,), _F16, ("f16", "f16", "f16"), 1),
+    "F16_F16_F32": ((_F16,), _F32, ("f16", "f16", "f32"), 1),
+    "BF16_BF16_BF16": ((_BF16, _F32), _BF16, ("bf16", "bf16", "bf16"), 1),
+    "BF16_BF16_F32": ((_BF16, _F32), _F32, ("bf16", "bf16", "f32"), 1),
+    "BF16_BF16_F32_X3": ((_F32,), _F32, ("bf16", "bf16", "f32"), 3),
+    "BF16_BF16_F32_X6": ((_F32,), _F32, ("bf16", "bf16", "f32"), 6),
+    "BF16_BF16_F32_X9": ((_F32,), _F32, ("bf16", "bf16", "f32"), 9),
+    "TF32_TF32_F32": ((_F32,), _F32, ("tf32", "tf32", "f32"), 1),
+    "TF32_TF32_F32_X3": ((_F32,), _F32, ("tf32", "tf32", "f32"), 3),
+    "F32_F32_F32": ((_F32,), _F32, ("f32", "f32", "f32"), 1),
+    "F64_F64_F64": ((_F64,), _F64, ("f64", "f64", "f64"), 1),
+}
+# XLA's CPU backend ignores an algorithm it cannot run, so (as JAX does) only these presets lower for it.
+_CPU_PRESETS = frozenset(("DEFAULT", "F16_F16_F16", "F32_F32_F32", "F64_F64_F64", "BF16_BF16_F32",
+                          "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"))
+
+
+def is_dot_algorithm(precision) -> bool:
+    """Whether a ``dot_general`` precision is a dot algorithm (ftrans's or JAX's) rather than Precisions."""
+    return type(precision).__name__ in ("DotAlgorithm", "DotAlgorithmPreset")
+
+
+def dot_algorithm_types(precision, lhs_dtype: np.dtype, rhs_dtype: np.dtype, out_dtype: np.dtype,
+                        platform: str) -> tuple[np.dtype, np.dtype, np.dtype, tuple | None]:
+    """The operand and accumulation dtypes a dot algorithm computes in on ``platform``, and the fields of
+    its StableHLO attribute (element types as dtypes or MLIR names, counts, imprecise flag; ``None`` for
+    the default algorithm), as JAX lowers it."""
+    custom = type(precision).__name__ == "DotAlgorithm"
+    name = str(precision) if custom else precision.name
+    if platform == "cpu" and (custom or name not in _CPU_PRESETS):
+        raise FtransValueError(f"The precision '{name}' is not supported by dot_general on CPU (XLA's CPU "
+                               f"backend runs only the presets {', '.join(sorted(_CPU_PRESETS))})")
+    if custom:  # explicit types (ftrans's tuple or JAX's dataclass)
+        fields = tuple(precision) if isinstance(precision, tuple) else (
+            precision.lhs_precision_type, precision.rhs_precision_type, precision.accumulation_type,
+            precision.lhs_component_count, precision.rhs_component_count,
+            precision.num_primitive_operations, precision.allow_imprecise_accumulation)
+        lt, rt, at = (np.dtype(t) for t in fields[:3])
+        return lt, rt, at, (lt, rt, at, *fields[3:6], bool(fields[6]))
+    if name == "DEFAULT":
+        return lhs_dtype, rhs_dtype, out_dtype, None
+    if name.startswith("ANY_F8_ANY_F8_"):
+        if lhs_dtype not in _F8 or rhs_dtype not in _F8:
+            raise FtransValueError(f"The dot algorithm '{name}' requires both inputs to have float8 dtypes; "
+                                   f"got {lhs_dtype} and {rhs_dtype}")
+        f32_outs = (_F32, _F16, _BF16, *(np.dtype(getattr(dtypes, n)) for n in (
+            "float8_e4m3fn", "float8_e5m2", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e4m3b11fnuz")))
+        acc = out_dtype if "_ANY" in name[len("ANY_F8_ANY_F8"):] or out_dtype in f32_outs else _F32
+        return lhs_dtype, rhs_dtype, acc, (lhs_dtype, rhs_dtype, "f32", 1, 1, 1,
+                                           name == "ANY_F8_ANY_F8_F32_FAST_ACCUM")
+    inputs, acc, (lt, rt, at), ops = _PRESETS[name]
+    lhs_c = lhs_dtype if lhs_dtype in inputs else inputs[0]
+    rhs_c = rhs_dtype if rhs_dtype in inputs else inputs[0]
+    outs = (acc,)
+    if name in ("F16_F16_F32", "BF16_BF16_F32"):  # a half-precision result only from half-precision inputs
+        half = _F16 if name.startswith("F16") else _BF16
+        if lhs_c == rhs_c == half:
+            outs = (_F32, half)
+    return lhs_c, rhs_c, (out_dtype if out_dtype in outs else outs[0]), (lt, rt, at, 1, 1, ops, False)
+
+
 def _dot_impl(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None):
+    if is_dot_algorithm(precision):  # the operands in the algorithm's storage types, accumulated in its type
+        out_dtype = preferred_element_type if preferred_element_type is not None else \
+            dot_result_dtype(lhs.dtype, rhs.dtype)
+        lt, rt, acc, _ = dot_algorithm_types(precision, lhs.dtype, rhs.dtype, np.dtype(out_dtype), "cpu")
+        out = _dot_impl(lhs.astype(lt, copy=False), rhs.astype(rt, copy=False),
+                        dimension_numbers=dimension_numbers, preferred_element_type=np.dtype(acc))
+        return out.astype(out_dtype, copy=False)
     (lc, rc), (lb, rb) = dimension_numbers
     lc, rc, lb, rb = tuple(lc), tuple(rc), tuple(lb), tuple(rb)
     if lhs.dtype != rhs.dtype and not (lhs.dtype in dtypes.SMALL_FLOATS and rhs.dtype in dtypes.SMALL_FLOATS):

@@ -100,6 +100,48 @@ sort_p.def_abstract_eval(_sort_abstract)
 sort_p.def_impl(_sort_impl)
 
 
+# ---------------------------------------------------------------- top_k
+
+
+def _top_k_abstract(x: ShapedArray, *, k: int, axis: int) -> list[ShapedArray]:
+    if x.dtype not in ANY or x.dtype.kind == "c":
+        raise prim_value_error("top_k", f"is not compatible with {x.dtype} inputs (complex numbers have no order)"
+                               if x.dtype.kind == "c" else f"unsupported dtype {x.dtype}")
+    if not x.shape:
+        raise prim_type_error("top_k", [x], "the operand must have rank >= 1")
+    axis = _check_dimension("top_k", axis, x.ndim)
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= x.shape[axis]:
+        raise prim_value_error("top_k", f"k argument must be no larger than size along the axis; got k={k} with "
+                                        f"shape={list(x.shape)} and axis={axis}")
+    shape = tuple(x.shape[:axis]) + (int(k),) + tuple(x.shape[axis + 1:])
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.dtype(np.int32), False)]
+
+
+def _total_order_key(x: np.ndarray) -> np.ndarray:
+    """Integers ordered as XLA's total order orders ``x`` (-NaN < -inf < ... < -0.0 < +0.0 < ... < +inf < NaN)."""
+    if dtypes.is_float(x.dtype):
+        if x.dtype != np.float64:
+            x = x.astype(np.float32)  # every narrower float (and its NaNs' signs) is exact in float32
+        bits = x.view(np.int64 if x.dtype == np.float64 else np.int32)
+        return np.where(bits < 0, bits ^ np.iinfo(bits.dtype).max, bits)
+    if x.dtype == np.bool_:
+        return x.astype(np.uint8)
+    return x
+
+
+def _top_k_impl(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
+    # The k largest in descending total order, ties (equal bits) lower index first, as XLA's TopK.
+    perm = np.argsort(~_total_order_key(x), axis=axis, kind="stable")
+    perm = np.take(perm, np.arange(k), axis=axis)
+    return [np.take_along_axis(x, perm, axis=axis), perm.astype(np.int32)]
+
+
+top_k_p = Primitive("top_k", multiple_results=True)
+top_k_p.def_abstract_eval(_top_k_abstract)
+top_k_p.def_impl(_top_k_impl)
+top_k_p.def_weak_type(lambda weaks, **params: (weaks[0], False))
+
+
 # ---------------------------------------------------------------- cumulative reductions
 
 
@@ -188,3 +230,4 @@ for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
     _p.sharding_rule = _sr.cumulative
 del _p
 sort_p.sharding_rule = _sr.sort
+top_k_p.sharding_rule = _sr.top_k

@@ -176,12 +176,35 @@ def _dims(values) -> str:
     return "[" + ", ".join(str(int(v)) for v in values) + "]"
 
 
+def _algorithm_attr(fields: tuple) -> str:
+    lt, rt, at, lcc, rcc, ops, imprecise = (t if isinstance(t, (str, int)) else mt.element_type(np.dtype(t))
+                                            for t in fields)
+    return (f"#stablehlo.dot_algorithm<lhs_precision_type = {lt}, rhs_precision_type = {rt}, accumulation_type = "
+            f"{at}, lhs_component_count = {int(lcc)}, rhs_component_count = {int(rcc)}, num_primitive_operations = "
+            f"{int(ops)}, allow_imprecise_accumulation = {mt.bool_attr(bool(imprecise))}>")
+
+
 @register_lowering(R.dot_general_p)
 def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision=None,
                  preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
     la, ra = ctx.avals_in
     out = ctx.avals_out[0]
+    dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
+             f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
+    if type(precision).__name__ in ("DotAlgorithm", "DotAlgorithmPreset"):
+        # An explicit algorithm: the operands go to its storage types and XLA accumulates in its type.
+        lt, rt, acc, fields = R.dot_algorithm_types(precision, np.dtype(la.dtype), np.dtype(ra.dtype),
+                                                    np.dtype(out.dtype), ctx.platform)
+        attr = None if fields is None else _algorithm_attr(fields)
+        lhs = ctx.convert(lhs, la, lt)
+        rhs = ctx.convert(rhs, ra, rt)
+        attrs = {"dot_dimension_numbers": dnums,
+                 "precision_config": "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]"}
+        if attr is not None:
+            attrs["algorithm"] = attr
+        y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, acc), attrs)
+        return ctx.convert(y, out.update(dtype=acc), out.dtype)
     calc = np.dtype(R._dot_compute_dtype(np.dtype(la.dtype), np.dtype(out.dtype)))
     if np.dtype(la.dtype) == _BOOL and np.dtype(ra.dtype) == _BOOL:  # XLA has no boolean dot: count in int32
         lhs, rhs = ctx.convert(lhs, la, calc), ctx.convert(rhs, ra, calc)
@@ -193,12 +216,10 @@ def _dot_general(ctx: LoweringContext, lhs, rhs, *, dimension_numbers, precision
         lhs, rhs = ctx.convert(lhs, la, want), ctx.convert(rhs, ra, want)
     # Otherwise a wider result type makes XLA accumulate in it without widening the operands
     # (bfloat16 inputs keep using bfloat16 matrix units), as jax emits preferred_element_type.
-    dnums = (f"#stablehlo.dot<lhs_batching_dimensions = {_dims(lb)}, rhs_batching_dimensions = {_dims(rb)}, "
-             f"lhs_contracting_dimensions = {_dims(lc)}, rhs_contracting_dimensions = {_dims(rc)}>")
     attrs = {"dot_dimension_numbers": dnums}
     if isinstance(precision, tuple) and len(precision) == 2 and all(type(p).__name__ == "Precision"
                                                                     for p in precision):
-        # a pair of Precision members (their str is the StableHLO name); a dot algorithm stays a hint
+        # a pair of Precision members (their str is the StableHLO name)
         attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in precision) + "]"
     y = ctx.emit1("stablehlo.dot_general", [lhs, rhs], mt.tensor_type(out.shape, calc), attrs)
     if np.dtype(out.dtype) == _BOOL:  # a boolean product is "any term is true"

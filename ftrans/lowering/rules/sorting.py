@@ -1,4 +1,4 @@
-"""Lowering of ``sort`` and the cumulative reductions.
+"""Lowering of ``sort``, ``top_k`` and the cumulative reductions.
 
 ``sort`` becomes one variadic ``stablehlo.sort`` whose comparator orders the
 first ``num_keys`` operands lexicographically.  Floating keys are compared in
@@ -84,6 +84,30 @@ def _sort(ctx: LoweringContext, *xs, dimension, is_stable, num_keys):
     return ctx.emit("stablehlo.sort", list(xs), attrs={
         "dimension": f"{int(dimension)} : i64", "is_stable": mt.bool_attr(True),
     }, regions=[region])
+
+
+# ---------------------------------------------------------------- top_k
+@register_lowering(So.top_k_p)
+def _top_k(ctx: LoweringContext, x, *, k, axis):
+    """``chlo.top_k`` over the last axis (another axis is swapped with the last one around it), as JAX."""
+    a = ctx.avals_in[0]
+    vals, idx = ctx.avals_out
+    last = a.ndim - 1
+    perm = list(range(a.ndim))
+    perm[axis], perm[last] = last, axis
+
+    def swapped(shape):
+        return tuple(shape[p] for p in perm)
+
+    if axis != last:
+        x = ctx.emit1("stablehlo.transpose", [x], mt.tensor_type(swapped(a.shape), a.dtype),
+                      {"permutation": mt.i64_array(perm)})
+    outs = ctx.emit("chlo.top_k", [x], [mt.tensor_type(swapped(o.shape), o.dtype) for o in (vals, idx)],
+                    {"k": f"{int(k)} : i64"})
+    if axis != last:
+        outs = [ctx.emit1("stablehlo.transpose", [o], mt.aval_type(av), {"permutation": mt.i64_array(perm)})
+                for o, av in zip(outs, (vals, idx))]
+    return outs
 
 
 # ---------------------------------------------------------------- cumulative reductions

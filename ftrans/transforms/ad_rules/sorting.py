@@ -1,4 +1,4 @@
-"""JVP rule of ``sort``: the tangents are permuted exactly as the primals are.
+"""JVP rules of ``sort`` and ``top_k``: the tangents are permuted exactly as the primals are.
 
 As in JAX, the permutation is obtained by sorting one extra operand, an iota
 along the sort dimension, together with the others (same keys, so the order of
@@ -22,14 +22,15 @@ from ftrans.transforms.ad import Zero, register_jvp
 
 
 def _permute_along(t: Any, perm: Any, axis: int) -> Any:
-    """``take_along_axis(t, perm, axis)`` for an in-bounds ``perm`` of ``t``'s own shape."""
+    """``take_along_axis(t, perm, axis)`` for in-bounds indices ``perm``: ``t``'s shape but for ``axis``."""
     aval = aval_of(t)
     shape = tuple(aval.shape)
-    if shape[axis] == 0:
-        return B.zeros(shape, aval.dtype)
+    n_out = aval_of(perm).shape[axis]
+    if shape[axis] == 0 or n_out == 0:
+        return B.zeros(shape[:axis] + (n_out,) + shape[axis + 1:], aval.dtype)
     # Axes of size 1 (other than ``axis``) are taken whole; the others are batch axes.
     kept = [i for i, s in enumerate(shape) if i == axis or s != 1]
-    indices = B.reshape(perm, (*[shape[i] for i in kept], 1))
+    indices = B.reshape(perm, (*[n_out if i == axis else shape[i] for i in kept], 1))
     sizes, offset, start_map, collapsed, op_batch, idx_batch = [], [], [], [], [], []
     j = 0
     for i, s in enumerate(shape):
@@ -62,3 +63,12 @@ def _sort_jvp(primals: list, tangents: list, *, dimension: int, is_stable: bool,
         for o, t in zip(outs, tangents)
     ]
     return outs, tangents_out
+
+
+@register_jvp(So.top_k_p)
+def _top_k_jvp(primals: list, tangents: list, *, k: int, axis: int) -> tuple[list, list]:
+    """The tangent of the values is the operand's tangent at the selected indices; the indices have none."""
+    vals, idx = So.top_k_p.bind(*primals, k=k, axis=axis)
+    (t,) = tangents
+    t_vals = Zero.from_primal_value(vals) if type(t) is Zero else _permute_along(t, idx, axis)
+    return [vals, idx], [t_vals, Zero.from_primal_value(idx)]

@@ -60,6 +60,12 @@ def _sort_batch(vals: list, dims: list, *, frame: Any, dimension: int, is_stable
     return outs, [d] * len(outs)
 
 
+@register_batching(So.top_k_p)
+def _top_k_batch(vals: list, dims: list, *, frame: Any, k: int, axis: int) -> tuple[list, list]:
+    (x,), (d,) = vals, dims
+    return So.top_k_p.bind(x, k=k, axis=_pos(axis, d)), [d, d]
+
+
 def _broadcast_at(x: Any, size: int, d: int) -> Any:
     from ftrans.transforms.batching import broadcast_batch
 

@@ -92,5 +92,5 @@ def _dot_general_t(ct: Any, lhs: Any, rhs: Any, *, dimension_numbers: tuple, **p
 
 
 for _p in (R.reduce_p, R.reduce_prod_p, R.reduce_max_p, R.reduce_min_p, R.reduce_and_p, R.reduce_or_p, R.reduce_xor_p,
-           R.argmax_p, R.argmin_p, So.sort_p, So.cumprod_p, So.cummax_p, So.cummin_p, So.cumlogsumexp_p):
+           R.argmax_p, R.argmin_p, So.sort_p, So.top_k_p, So.cumprod_p, So.cummax_p, So.cummin_p, So.cumlogsumexp_p):
     mark_unsupported(_p, "transpose", f"`{_p.name}` is not linear in any operand")
