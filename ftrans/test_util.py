@@ -50,7 +50,7 @@ Tol = float | Mapping[Any, float] | None
 # Step of the central difference, by the floating kind of the least precise value involved.  The
 # truncation error of a central difference is O(eps**2) and its rounding error O(ulp / eps); these
 # steps balance the two for values of order one.
-_EPS: dict[str, float] = {"float64": 1e-5, "float32": 1e-3, "float16": 3e-2, "bfloat16": 3e-2}
+_EPS: dict[str, float] = {"float64": 1e-5, "float32": 1e-4, "float16": 3e-2, "bfloat16": 3e-2}
 # Default atol = rtol, by the same key.  float32 differences of functions that sum many terms carry
 # rounding errors of about 1e-4 relative to the function's magnitude, hence the loose float32 default.
 _TOL: dict[str, float] = {"float64": 1e-5, "float32": 1e-2, "float16": 1e-1, "bfloat16": 2e-1}

@@ -153,3 +153,18 @@ def test_every_differentiable_primitive_was_checked():
     )
     assert not missing, f"differentiable primitives without a float32 sample to check: {missing}"
     assert len(names) >= 60
+
+
+def test_default_float32_step_is_jaxs_so_a_nearby_jump_is_not_crossed():
+    # JAX's check_grads steps 1e-4; a float32 point 5e-4 below a jump of rem/frexp passes there, and here too.
+    import jax
+    import jax.test_util as jtu_public
+
+    from ftrans import lax as flax_
+    from ftrans.test_util import check_grads as fcheck
+    from ftrans.test_util import default_eps
+
+    x = np.array([0.9995, 2.5, -1.25], np.float32)
+    jtu_public.check_grads(lambda a: jax.lax.rem(a, np.float32(1.0)), (x,), 1, modes=["fwd", "rev"])
+    fcheck(lambda a: flax_.rem(a, np.float32(1.0)), (x,), 1, modes=["fwd", "rev"])
+    assert default_eps(np.float32) == 1e-4
