@@ -48,8 +48,10 @@ __all__ = ["check_grads", "check_jvp", "check_vjp", "default_tolerance", "defaul
 Tol = float | Mapping[Any, float] | None
 
 # Step of the central difference, by the floating kind of the least precise value involved.  The
-# truncation error of a central difference is O(eps**2) and its rounding error O(ulp / eps); these
-# steps balance the two for values of order one.
+# truncation error of a central difference is O(eps**2) and its rounding error O(ulp / eps).  float32
+# takes JAX's step (a larger one crosses jumps JAX's tests sit near; differencing along the realised step
+# keeps the rounding error within the float32 tolerance); the half-precision steps are larger than JAX's
+# because 1e-4 is below their resolution.
 _EPS: dict[str, float] = {"float64": 1e-5, "float32": 1e-4, "float16": 3e-2, "bfloat16": 3e-2}
 # Default atol = rtol, by the same key.  float32 differences of functions that sum many terms carry
 # rounding errors of about 1e-4 relative to the function's magnitude, hence the loose float32 default.
