@@ -205,6 +205,36 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
             "Make the body return values of the carry's shapes and dtypes (convert with .astype, or start "
             "from a value of the right dtype)"
         )
+    # Inside shard_map: a carry may not come out varying along manual mesh axes it went in invariant along.
+    vary = [(p, a, o) for p, a, o in zip(paths, init_avals, out_avals) if _vma(o) - _vma(a)]
+    if vary:
+        details = "; ".join(f"carry{p} is {type_str(a)}{_vma_str(a)} going in but {type_str(o)}{_vma_str(o)} "
+                            "coming out, so the manual axis types do not match" for p, a, o in vary)
+        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(o) - _vma(a))}, to='varying')` to the initial carry "
+                 f"value corresponding to carry{p}" for p, a, o in vary]
+        raise FtransTypeError(
+            f"{name}: {what_out} must have the same types as the initial carry, but {details}. "
+            f"This might be fixed by{_join_fixes(fixes)}")
+
+
+def _vma(a: Any) -> frozenset:
+    """The manual mesh axes a value of a ``shard_map`` body varies along (none elsewhere)."""
+    return getattr(a, "vma", frozenset())
+
+
+def _vma_str(a: ShapedArray) -> str:
+    return "{V:" + ",".join(str(n) for n in _axes_tuple(a.vma)) + "}" if _vma(a) else ""
+
+
+def _axes_tuple(axes: Any) -> tuple:
+    return tuple(sorted(axes, key=str))
+
+
+def _join_fixes(fixes: list[str]) -> str:
+    """JAX's list of suggested fixes: one inline, several as bullets."""
+    if len(fixes) == 1:
+        return " " + fixes[0] + "."
+    return ":\n" + "\n".join(f"  * {d};" for d in fixes[:-1]) + f"\n  * {fixes[-1]}."
 
 
 def _check_same_tree(name: str, what: str, want: Any, got: Any) -> None:
@@ -273,6 +303,16 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
                     f"{labels[0]} returns {type_str(a)} and {label} returns {type_str(b)}. Make both branches "
                     "return the same shapes and dtypes (convert with .astype or broadcast)"
                 )
+        # Inside shard_map: the branches' results must vary along the same manual mesh axes.
+        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(y) - _vma(x))}, to='varying')` to the output of "
+                 f"{n}{p or ''}"
+                 for p, a, b in zip(paths, first.out_avals, t.out_avals) if _vma(a) != _vma(b)
+                 for n, x, y in ((labels[0], a, b), (label, b, a)) if _vma(y) - _vma(x)]
+        if fixes:
+            raise FtransTypeError(
+                f"{name}: {labels[0]} and {label} must return the same types, but the manual axis types of their "
+                f"outputs do not match (the values vary along different manual mesh axes of the enclosing "
+                f"shard_map). This might be fixed by{_join_fixes(fixes)}")
 
 
 def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple) -> Any:
