@@ -119,7 +119,13 @@ class _ShardMapped:
                 from ftrans.transforms.jit import jit
 
                 self._jitted = jit(self._bind)
-            return self._jitted(*args)
+            from ftrans.core.prims.shard_map import eager_body
+
+            eager_body.depth += 1
+            try:
+                return self._jitted(*args)
+            finally:
+                eager_body.depth -= 1
         return self._bind(*args)
 
     def _has_static(self) -> bool:
