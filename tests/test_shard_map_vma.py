@@ -36,6 +36,10 @@ def _programs(lax_, np_):
     def cond_plain(a):
         return lax_.cond(np_.sum(a) > 0, lambda b: b * 2, lambda b: b + 1, a)
 
+    def cond_pcast(a):  # both branches return a value pcast to vary along y too (one is the operand's variable)
+        return lax_.cond(True, lambda b: lax_.pcast(b, "y", to="varying"),
+                         lambda b: lax_.pcast(b + 1, "y", to="varying"), a)
+
     def scan_carry(a):  # the carry picks up the axes of the value added to it
         return lax_.scan(lambda c, _: (c + a, None), np_.zeros_like(a), None, length=3)[0]
 
@@ -67,6 +71,8 @@ def _programs(lax_, np_):
         "pcast_varying": (lambda a: lax_.pcast(a, "x", to="varying"), (), (), True),
         "zeros_like_varying": (lambda a: np_.zeros_like(a), ("x", None), (), True),
         "zeros_like_mentioned": (lambda a: np_.zeros_like(a), ("x", None), ("x",), False),
+        "cond_pcast_branches": (cond_pcast, ("x", None), ("x", "y"), False),
+        "cond_pcast_branches_bad": (cond_pcast, ("x", None), ("x",), True),
     }
 
 

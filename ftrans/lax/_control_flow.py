@@ -91,11 +91,20 @@ class _Traced:
 
     __slots__ = ("jaxpr", "consts", "out_tree", "out_avals")
 
-    def __init__(self, jaxpr: ClosedJaxpr, consts: list, out_tree: Any):
+    def __init__(self, jaxpr: ClosedJaxpr, consts: list, out_tree: Any, out_vma: list | None = None):
         self.jaxpr = jaxpr
         self.consts = consts
         self.out_tree = out_tree
-        self.out_avals = jaxpr.out_avals
+        # inside shard_map, the outputs' types as the function returned them (a pcast'ed value is its
+        # operand's variable, typed as varying along more axes)
+        self.out_avals = [_with_vma(a, v) for a, v in zip(jaxpr.out_avals, out_vma)] if out_vma else \
+            jaxpr.out_avals
+
+
+def _with_vma(a: ShapedArray, vma: frozenset) -> ShapedArray:
+    from ftrans.core.avals import VaryingAval
+
+    return VaryingAval(a, vma) if vma and type(a) in (ShapedArray, VaryingAval) else a
 
 
 # Traces of control-flow bodies, per function object (weakly) and then per abstract signature and trace
@@ -125,7 +134,7 @@ def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim:
     st = _trace_mod.state
     if _REC.active or _refs.any_refs() or st.source_override is not None:
         return None
-    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in in_avals]), what, prim, st.name_stack,
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type, _vma(a)) for a in in_avals]), what, prim, st.name_stack,
             config.enable_x64, config.debug_nans, config.debug_infs,
             tuple([(f.name, f.size) for f in axis_env.frames if f.name is not None]), pipeline_state(),
             _platform.platform_override.get(), config.scoped_here())
@@ -174,11 +183,13 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
             out = post(out)
         leaves, tree = _flatten_operands(out, f"the output of {what} at ")
         box.append(tree)
+        vma.extend(_vma(getattr(x, "aval", None)) for x in leaves)
         return leaves
 
+    vma: list = []
     closed, _ = stage(flat, in_avals)
     body, consts = hoist_consts(closed)
-    return _Traced(body, consts, box[0])
+    return _Traced(body, consts, box[0], vma if any(vma) else None)
 
 
 def _promote_weak(init: list, init_avals: list[ShapedArray], out_avals: list[ShapedArray]) -> tuple[list, bool]:
@@ -328,8 +339,19 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
     traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
     _check_branch_outputs(name, traced, labels)
     bodies, consts = _join_consts(traced)
-    outs = _cond_forwarding(index, bodies, [*consts, *ops])
+    outs = _typed_like_branches(_cond_forwarding(index, bodies, [*consts, *ops]), traced)
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+def _typed_like_branches(outs: list, traced: list) -> list:
+    """Inside shard_map: a cond's results vary along the manual axes its branches' results were typed with
+    (a pcast in a branch is in no equation of its jaxpr)."""
+    if not any(_vma(a) for t in traced for a in t.out_avals):
+        return outs
+    from ftrans.transforms.shard_map import pvary_tracer
+
+    return [pvary_tracer(o, tuple(frozenset().union(*(_vma(t.out_avals[k]) for t in traced))))
+            for k, o in enumerate(outs)]
 
 
 def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
@@ -490,7 +512,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
         if not any(recursive):
             _check_branch_outputs(name, traced, labels)
             bodies, consts = _join_consts(traced)
-            outs = _cond_forwarding(index, bodies, [*consts, *ops])
+            outs = _typed_like_branches(_cond_forwarding(index, bodies, [*consts, *ops]), traced)
             return tree_util.tree_unflatten(traced[0].out_tree, outs)
         if rec.out_avals is None:
             raise FtransValueError(
