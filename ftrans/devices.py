@@ -325,6 +325,15 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     if _trace.is_eager() and not any(isinstance(leaf, Tracer) for leaf in leaves):
         out = [_place(leaf, t, c) for leaf, t, c in zip(leaves, targets, copies)]
     else:
+        from ftrans.core.prims.shard_map import eager_body
+
+        if eager_body.depth:
+            for t in targets:
+                if _is_device(t):
+                    raise FtransValueError(
+                        "device_put with explicit device not allowed within shard_map-decorated functions, but "
+                        f"got device {t} (the body of a shard_map called outside jit runs on every device of "
+                        "its mesh); leave the device out, or jit the shard_map (there device_put is ignored)")
         for leaf, t in zip(leaves, targets):
             if not isinstance(leaf, Tracer):
                 _check_operand(leaf)

@@ -370,27 +370,6 @@ def test_dctn_goes_axis_by_axis_and_checks_s_against_axes():
 
 
 @pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
-def test_shard_map_check_vma_does_not_see_pvary():
-    """check_vma is enforced by an inference that does not see ``pcast(..., to='varying')`` (the identity in
-    ftrans): a value only pvary makes varying over 'y' passes ftrans's check, where jax raises."""
-    from jax.sharding import AxisType as JA
-    from jax.sharding import PartitionSpec as JP
-
-    from ftrans.sharding import AxisType, P
-
-    x = np.arange(64, dtype=np.float32).reshape(8, 8)
-    jm = jax.make_mesh((2, 4), ("x", "y"), axis_types=(JA.Auto,) * 2)
-    fm = ftrans.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
-    with pytest.raises(ValueError, match="replicat"):
-        jax.make_jaxpr(jax.shard_map(lambda a: jax.lax.pcast(a, "y", to="varying"), mesh=jm, in_specs=JP("x"),
-                                     out_specs=JP("x")))(x)
-    ftrans.make_jaxpr(ftrans.shard_map(lambda a: ftrans.lax.pcast(a, "y", to="varying"), mesh=fm,
-                                       in_specs=P("x"), out_specs=P("x")))(x)
-    with pytest.raises(ValueError, match="replicat"):  # what it does see, it checks as jax does
-        ftrans.make_jaxpr(ftrans.shard_map(lambda a: a * 2, mesh=fm, in_specs=P("x", "y"), out_specs=P("x")))(x)
-
-
-@pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
 def test_reshard_accepts_auto_axes():
     from jax.sharding import AxisType as JA
     from jax.sharding import NamedSharding as JNS

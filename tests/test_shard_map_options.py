@@ -202,3 +202,19 @@ def test_empty_mesh_raises(lib):
     mesh = jax.sharding.Mesh(np.empty((), dtype=object), ())  # JAX's empty mesh (ftrans accepts jax meshes)
     with pytest.raises(ValueError, match="shard_map requires a non-empty mesh"):
         sm(lambda x: x, mesh=mesh, in_specs=P_("x"), out_specs=P_("x"))(np.arange(8))
+
+
+@pytest.mark.parametrize("lib", ["ftrans", "jax"])
+def test_device_put_on_a_device_in_an_eager_body_raises(lib):
+    """A shard_map called outside jit refuses a device_put onto one device in its body (JAX's ValueError);
+    under jit it is ignored, and a device_put with no device is fine either way."""
+    m = ftrans if lib == "ftrans" else jax
+    mesh = _mesh(m, (4,), ("i",))
+    spec = P("i") if lib == "ftrans" else JP("i")
+    x = np.arange(8.0, dtype=np.float32)
+    ok = m.shard_map(lambda a: a + m.device_put(1), mesh=mesh, in_specs=spec, out_specs=spec)
+    np.testing.assert_allclose(np.asarray(ok(x)), x + 1)
+    bad = m.shard_map(lambda a: a + m.device_put(1, m.devices()[0]), mesh=mesh, in_specs=spec, out_specs=spec)
+    with pytest.raises(ValueError, match="got device"):
+        bad(x)
+    np.testing.assert_allclose(np.asarray(m.jit(bad)(x)), x + 1)

@@ -36,6 +36,10 @@ def _programs(lax_, np_):
     def cond_plain(a):
         return lax_.cond(np_.sum(a) > 0, lambda b: b * 2, lambda b: b + 1, a)
 
+    def cond_pcast(a):  # both branches return a value pcast to vary along y too (one is the operand's variable)
+        return lax_.cond(True, lambda b: lax_.pcast(b, "y", to="varying"),
+                         lambda b: lax_.pcast(b + 1, "y", to="varying"), a)
+
     def scan_carry(a):  # the carry picks up the axes of the value added to it
         return lax_.scan(lambda c, _: (c + a, None), np_.zeros_like(a), None, length=3)[0]
 
@@ -64,6 +68,11 @@ def _programs(lax_, np_):
         "cond_pred": (cond_pred, ("x", "y"), (), False),
         "scan_carry_bad": (scan_carry, ("x", None), (), True),
         "scan_psum": (scan_psum, ("x", None), (), False),
+        "pcast_varying": (lambda a: lax_.pcast(a, "x", to="varying"), (), (), True),
+        "zeros_like_varying": (lambda a: np_.zeros_like(a), ("x", None), (), True),
+        "zeros_like_mentioned": (lambda a: np_.zeros_like(a), ("x", None), ("x",), False),
+        "cond_pcast_branches": (cond_pcast, ("x", None), ("x", "y"), False),
+        "cond_pcast_branches_bad": (cond_pcast, ("x", None), ("x",), True),
     }
 
 
@@ -128,3 +137,73 @@ def test_out_specs_given_as_a_list_of_specs():
     with pytest.raises(FtransValueError, match="output 1"):  # b varies over y
         ftrans.make_jaxpr(ftrans.shard_map(body(flax), mesh=fm, in_specs=(P("x"), P("y")),
                                            out_specs=[P(None), P(None)]))(x, x)
+
+
+def _vma_trail(lax_, np_, typeof, seen):
+    """A body that records ``typeof(v).vma`` of the values it makes (JAX's varying manual axes)."""
+
+    def body(a, b):
+        vals = [a, b, a * b, lax_.psum(a, "x"), lax_.psum(a * b, ("x", "y")), lax_.pcast(b, "x", to="varying"),
+                np_.zeros_like(a), lax_.all_gather(a, "x", tiled=True, to="invarying"), lax_.axis_index("y") + b]
+        seen.extend(set(typeof(v).mat.varying) for v in vals)
+        return a
+
+    return body
+
+
+def test_values_in_the_body_carry_their_varying_manual_axes():
+    fm, jm = _meshes()
+    x, y = np.ones((4, 4), np.float32), np.ones((2, 2), np.float32)
+    got, want = [], []
+    ftrans.make_jaxpr(ftrans.shard_map(_vma_trail(flax, fjnp, ftrans.typeof, got), mesh=fm,
+                                       in_specs=(P("x", "y"), P()), out_specs=P("x", "y")))(x, y)
+    jax.make_jaxpr(jax.shard_map(_vma_trail(jax.lax, jjnp, jax.typeof, want), mesh=jm,
+                                 in_specs=(JP("x", "y"), JP()), out_specs=JP("x", "y")))(x, y)
+    assert got == want
+    got.clear()  # under jit, and through a jitted function inside the body
+    ftrans.jit(ftrans.shard_map(ftrans.jit(_vma_trail(flax, fjnp, ftrans.typeof, got)), mesh=fm,
+                                in_specs=(P("x", "y"), P()), out_specs=P("x", "y"))).lower(x, y)
+    assert got == want
+    assert ftrans.typeof(x).mat.varying == frozenset()
+
+
+def _branches_differ(lax_):
+    return lambda a, b: lax_.cond(True, lambda a, b: a, lambda a, b: b, a, b)
+
+
+def _carry_gains_axes(lax_):
+    def f(a, b):
+        return lax_.scan(lambda c, _: ((c[1], c[0]), None), (a, b), None, length=2)[0]
+
+    return f
+
+
+@pytest.mark.parametrize("make", [_branches_differ, _carry_gains_axes])
+def test_values_varying_along_other_axes_where_one_type_is_needed_raise_type_error(make):
+    """cond's branches, and a loop's carry in and out, must vary along the same manual axes (JAX's
+    TypeError, whose advice is a pcast)."""
+    fm, jm = _meshes()
+    x, y = np.ones((4, 4), np.float32), np.ones((2, 4), np.float32)
+    with pytest.raises(TypeError, match="pcast"):
+        jax.make_jaxpr(jax.shard_map(make(jax.lax), mesh=jm, in_specs=(JP("x"), JP()), out_specs=JP("x")))(x, y)
+    with pytest.raises(TypeError, match=r"lax.pcast\(\.\.\., \('x',\), to='varying'\)"):
+        ftrans.make_jaxpr(ftrans.shard_map(make(flax), mesh=fm, in_specs=(P("x"), P()), out_specs=P("x")))(x, y)
+    fixed = lambda lax_: lambda a, b: make(lax_)(a, lax_.pcast(b, "x", to="varying"))  # noqa: E731
+    jax.make_jaxpr(jax.shard_map(fixed(jax.lax), mesh=jm, in_specs=(JP("x"), JP()), out_specs=JP("x")))(x, y)
+    ftrans.make_jaxpr(ftrans.shard_map(fixed(flax), mesh=fm, in_specs=(P("x"), P()), out_specs=P("x")))(x, y)
+
+
+def test_sharding_constraint_over_a_manual_axis_raises():
+    fm, jm = _meshes()
+    x = np.ones((4, 4), np.float32)
+
+    def body(wsc, mesh, spec):
+        return lambda a: wsc(a * 2, jax.sharding.NamedSharding(mesh, spec("x", "y")) if mesh is jm
+                             else ftrans.sharding.NamedSharding(mesh, spec("x", "y")))
+
+    with pytest.raises(ValueError, match="manual"):
+        jax.jit(jax.shard_map(body(jax.lax.with_sharding_constraint, jm, JP), mesh=jm, in_specs=JP("x"),
+                              out_specs=JP("x"), axis_names={"x"})).lower(x)
+    with pytest.raises(FtransValueError, match="contains a manual axes"):
+        ftrans.jit(ftrans.shard_map(body(flax.with_sharding_constraint, fm, P), mesh=fm, in_specs=P("x"),
+                                    out_specs=P("x"), axis_names={"x"})).lower(x)

@@ -19,6 +19,14 @@ class ShapedArray:
     # The value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not typed
     # (single device, Auto axes: XLA's partitioner chooses). Only ``ShardedAval`` sets it.
     sharding: Any = None
+    # Inside a ``shard_map`` body: the manual mesh axes the value may differ along (JAX's varying manual
+    # axes). Only ``VaryingAval`` sets it; like ``sharding`` it is not part of equality.
+    vma: frozenset = frozenset()
+
+    @property
+    def mat(self) -> ManualAxisType:
+        """JAX's ``aval.mat``: the value's manual axis type (``varying`` is ``vma``)."""
+        return ManualAxisType(self.vma)
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False):
         self.shape = shape
@@ -64,6 +72,38 @@ class ShapedArray:
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
         return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+
+class ManualAxisType:
+    """How a value of a ``shard_map`` body relates to the manual mesh axes: ``varying``, the axes along which
+    it may differ from device to device (ftrans tracks no reduced/unreduced axes: those stay empty)."""
+
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, varying: frozenset = frozenset()):
+        self.varying = frozenset(varying)
+        self.unreduced = self.reduced = frozenset()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ManualAxisType) and self.varying == other.varying
+
+    def __hash__(self) -> int:
+        return hash(self.varying)
+
+    def __repr__(self) -> str:
+        return f"ManualAxisType(varying={set(self.varying) or '{}'})"
+
+
+class VaryingAval(ShapedArray):
+    """A ShapedArray inside a ``shard_map`` body that varies along the manual mesh axes ``vma`` (JAX's
+    ``typeof(x).vma``).  Staging gives results their operands' axes (``transforms/shard_map.py``);
+    ``update`` gives a plain ShapedArray."""
+
+    __slots__ = ("vma",)
+
+    def __init__(self, aval: ShapedArray, vma: frozenset):
+        ShapedArray.__init__(self, aval.shape, aval.dtype, aval.weak_type)
+        self.vma = frozenset(vma)
 
 
 class ShardedAval(ShapedArray):

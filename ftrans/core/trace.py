@@ -114,6 +114,9 @@ class _TraceState(threading.local):
         self.primal_rewriter: Any = None
         # The ``named_scope`` names active on this thread, joined by "/" (recorded on each staged equation).
         self.name_stack = EMPTY_NAME_STACK
+        # Set while a ``shard_map`` body is traced: ``(prim, in avals, out, params) -> out`` gives staged
+        # results the manual mesh axes they vary along (``VaryingAval``; transforms/shard_map.py).
+        self.vma_hook: Any = None
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -985,6 +988,9 @@ class DynamicJaxprTrace(Trace):
             if not builder.typed:
                 builder.typed = any(o.sharding is not None for o in out) if prim.multiple_results else (
                     out.sharding is not None)
+        hook = state.vma_hook
+        if hook is not None:
+            out = hook(prim, avals, out, params)
         src = current_source_info()
         if prim.multiple_results:
             outvars = [Var(a) for a in out]

@@ -463,12 +463,13 @@ _PCAST_TO = ("varying", "reduced", "unreduced")
 
 def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     """JAX's ``lax.pcast``: change how ``x`` (a pytree) varies over the named axes in ``shard_map``'s
-    varying-manual-axes type system.
+    varying-manual-axes types.
 
-    ftrans tracks no such types, so ``to='varying'`` (JAX's ``pvary``) is the identity on values once the names
-    are checked to be bound (``shard_map``'s ``check_vma`` inference does not see it); ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name``
-    returns ``x`` as JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by
-    ``vmap``/``pmap``: see ``docs/differences.md``.)
+    ``to='varying'`` (JAX's ``pvary``) leaves the values as they are and types them as varying along the
+    names too (``typeof(y).mat.varying``), so a ``cond`` branch or a loop carry can match a value that varies
+    there; ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name`` returns ``x`` as
+    JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by ``vmap``/``pmap``: see
+    ``docs/differences.md``.)
     """
     if isinstance(axis_name, (set, frozenset)):
         raise FtransTypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
@@ -481,7 +482,9 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     if to != "varying":
         raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "
                                   "not track; only to='varying' is supported")
-    return _tree_map(_operand, x)
+    from ftrans.transforms.shard_map import pvary_tracer
+
+    return _tree_map(lambda v: pvary_tracer(_operand(v), names), x)
 
 
 def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes: Any, output_offsets: Any,

@@ -93,11 +93,20 @@ class _Traced:
 
     __slots__ = ("jaxpr", "consts", "out_tree", "out_avals")
 
-    def __init__(self, jaxpr: ClosedJaxpr, consts: list, out_tree: Any):
+    def __init__(self, jaxpr: ClosedJaxpr, consts: list, out_tree: Any, out_vma: list | None = None):
         self.jaxpr = jaxpr
         self.consts = consts
         self.out_tree = out_tree
-        self.out_avals = jaxpr.out_avals
+        # inside shard_map, the outputs' types as the function returned them (a pcast'ed value is its
+        # operand's variable, typed as varying along more axes)
+        self.out_avals = [_with_vma(a, v) for a, v in zip(jaxpr.out_avals, out_vma)] if out_vma else \
+            jaxpr.out_avals
+
+
+def _with_vma(a: ShapedArray, vma: frozenset) -> ShapedArray:
+    from ftrans.core.avals import VaryingAval
+
+    return VaryingAval(a, vma) if vma and type(a) in (ShapedArray, VaryingAval) else a
 
 
 # Traces of control-flow bodies, per function object (weakly) and then per abstract signature and trace
@@ -127,7 +136,7 @@ def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim:
     st = _trace_mod.state
     if _REC.active or _refs.any_refs() or st.source_override is not None:
         return None
-    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type) for a in in_avals]), what, prim, st.name_stack,
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type, _vma(a)) for a in in_avals]), what, prim, st.name_stack,
             config.enable_x64, config.debug_nans, config.debug_infs,
             tuple([(f.name, f.size) for f in axis_env.frames if f.name is not None]), pipeline_state(),
             _platform.platform_override.get(), config.scoped_here())
@@ -176,11 +185,13 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
             out = post(out)
         leaves, tree = _flatten_operands(out, f"the output of {what} at ")
         box.append(tree)
+        vma.extend(_vma(getattr(x, "aval", None)) for x in leaves)
         return leaves
 
+    vma: list = []
     closed, _ = stage(flat, in_avals)
     body, consts = hoist_consts(closed)
-    return _Traced(body, consts, box[0])
+    return _Traced(body, consts, box[0], vma if any(vma) else None)
 
 
 def _promote_weak(init: list, init_avals: list[ShapedArray], out_avals: list[ShapedArray]) -> tuple[list, bool]:
@@ -207,6 +218,36 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
             "Make the body return values of the carry's shapes and dtypes (convert with .astype, or start "
             "from a value of the right dtype)"
         )
+    # Inside shard_map: a carry may not come out varying along manual mesh axes it went in invariant along.
+    vary = [(p, a, o) for p, a, o in zip(paths, init_avals, out_avals) if _vma(o) - _vma(a)]
+    if vary:
+        details = "; ".join(f"carry{p} is {type_str(a)}{_vma_str(a)} going in but {type_str(o)}{_vma_str(o)} "
+                            "coming out, so the manual axis types do not match" for p, a, o in vary)
+        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(o) - _vma(a))}, to='varying')` to the initial carry "
+                 f"value corresponding to carry{p}" for p, a, o in vary]
+        raise FtransTypeError(
+            f"{name}: {what_out} must have the same types as the initial carry, but {details}. "
+            f"This might be fixed by{_join_fixes(fixes)}")
+
+
+def _vma(a: Any) -> frozenset:
+    """The manual mesh axes a value of a ``shard_map`` body varies along (none elsewhere)."""
+    return getattr(a, "vma", frozenset())
+
+
+def _vma_str(a: ShapedArray) -> str:
+    return "{V:" + ",".join(str(n) for n in _axes_tuple(a.vma)) + "}" if _vma(a) else ""
+
+
+def _axes_tuple(axes: Any) -> tuple:
+    return tuple(sorted(axes, key=str))
+
+
+def _join_fixes(fixes: list[str]) -> str:
+    """JAX's list of suggested fixes: one inline, several as bullets."""
+    if len(fixes) == 1:
+        return " " + fixes[0] + "."
+    return ":\n" + "\n".join(f"  * {d};" for d in fixes[:-1]) + f"\n  * {fixes[-1]}."
 
 
 def _check_same_tree(name: str, what: str, want: Any, got: Any) -> None:
@@ -275,6 +316,16 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
                     f"{labels[0]} returns {type_str(a)} and {label} returns {type_str(b)}. Make both branches "
                     "return the same shapes and dtypes (convert with .astype or broadcast)"
                 )
+        # Inside shard_map: the branches' results must vary along the same manual mesh axes.
+        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(y) - _vma(x))}, to='varying')` to the output of "
+                 f"{n}{p or ''}"
+                 for p, a, b in zip(paths, first.out_avals, t.out_avals) if _vma(a) != _vma(b)
+                 for n, x, y in ((labels[0], a, b), (label, b, a)) if _vma(y) - _vma(x)]
+        if fixes:
+            raise FtransTypeError(
+                f"{name}: {labels[0]} and {label} must return the same types, but the manual axis types of their "
+                f"outputs do not match (the values vary along different manual mesh axes of the enclosing "
+                f"shard_map). This might be fixed by{_join_fixes(fixes)}")
 
 
 def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list[str], operands: tuple) -> Any:
@@ -295,12 +346,23 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
         _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
     _check_branch_outputs(name, traced, labels)
     bodies, consts = _join_consts(traced)
-    outs = _cond_forwarding(index, bodies, [*consts, *ops])
+    outs = _typed_like_branches(_cond_forwarding(index, bodies, [*consts, *ops]), traced)
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
 
 
 def _key_checked_branch(b: Callable, frames: list) -> Callable:
     return lambda *ops: _kr.traced_body(b, ops, "cond", frames)
+
+
+def _typed_like_branches(outs: list, traced: list) -> list:
+    """Inside shard_map: a cond's results vary along the manual axes its branches' results were typed with
+    (a pcast in a branch is in no equation of its jaxpr)."""
+    if not any(_vma(a) for t in traced for a in t.out_avals):
+        return outs
+    from ftrans.transforms.shard_map import pvary_tracer
+
+    return [pvary_tracer(o, tuple(frozenset().union(*(_vma(t.out_avals[k]) for t in traced))))
+            for k, o in enumerate(outs)]
 
 
 def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
@@ -465,7 +527,7 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
                 _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
             _check_branch_outputs(name, traced, labels)
             bodies, consts = _join_consts(traced)
-            outs = _cond_forwarding(index, bodies, [*consts, *ops])
+            outs = _typed_like_branches(_cond_forwarding(index, bodies, [*consts, *ops]), traced)
             return tree_util.tree_unflatten(traced[0].out_tree, outs)
         if rec.out_avals is None:
             raise FtransValueError(

@@ -130,7 +130,9 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None, shape: Any = None, sha
     out = full(fill_shape, fill_value, d)
     if weak:
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
-    return _laid_out(out, sharding, "lax.full_like")
+    from ftrans.transforms.shard_map import like_vma
+
+    return like_vma(x, _laid_out(out, sharding, "lax.full_like"))
 
 
 def empty(shape: Any, dtype: Any, *, out_sharding: Any = None) -> Any:

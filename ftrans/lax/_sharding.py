@@ -64,6 +64,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
             check_divisible(s, shape, _what)
         if traced:
             if isinstance(s, NamedSharding):
+                _check_not_manual(_what, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -74,6 +75,20 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_not_manual(what: str, s: NamedSharding) -> None:
+    """Inside a ``shard_map`` body the manual mesh axes are the devices' own: a constraint may lay a value out
+    only over the axes still automatic there (as JAX, which raises when lowering)."""
+    from ftrans.transforms.shard_map import manual_axes_here
+
+    manual = manual_axes_here()
+    bad = sorted(set(s.spec.axes()) & manual, key=str) if manual else []
+    if bad:
+        raise FtransValueError(
+            f"{what}: pspec {s.spec!r} contains a manual axes {tuple(sorted(manual, key=str))} of mesh which is "
+            f"not allowed (it names {bad}). If you are using a with_sharding_constraint under a shard_map, only "
+            "use the mesh axes in the PartitionSpec which are not manual there.")
 
 
 def check_explicit(what: str, s: NamedSharding) -> None:

@@ -480,6 +480,12 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
 
 
 def _like(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
+    from ftrans.transforms.shard_map import like_vma
+
+    return like_vma(a, _like_value(name, a, fill, dtype, shape))
+
+
+def _like_value(name: str, a: Any, fill: Any, dtype: Any, shape: Any) -> Any:
     """``full_like`` and friends: ``a``'s dtype and shape, weak when ``a`` is and no dtype is given."""
     if getattr(a, "__jax_array__", None) is not None and not isinstance(a, (Array, Tracer)):
         # As JAX's: a duck-typed array's own shape and dtype when it has them, else what it stands for.

@@ -119,7 +119,13 @@ class _ShardMapped:
                 from ftrans.transforms.jit import jit
 
                 self._jitted = jit(self._bind)
-            return self._jitted(*args)
+            from ftrans.core.prims.shard_map import eager_body
+
+            eager_body.depth += 1
+            try:
+                return self._jitted(*args)
+            finally:
+                eager_body.depth -= 1
         return self._bind(*args)
 
     def _has_static(self) -> bool:
@@ -195,17 +201,21 @@ class _ShardMapped:
         def flat_fun(*xs: Any) -> list:
             it = iter(xs)
             xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
-            with _body_mesh(mesh):
+            with _body_mesh(mesh, manual, bool(self._check_vma)):
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, tree = tree_util.tree_flatten(out)
-            out_box.append((out, tree))
+            # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
+            out_box.append((out, tree, [getattr(getattr(o, "aval", None), "vma", _EMPTY) for o in flat]))
             return flat
 
         from ftrans.core.prims.shard_map import _body_env
 
         with _body_env({"mesh": mesh}, manual):
-            closed, _ = stage(flat_fun, [local_aval(a, ns, mesh) for a, ns in avals])
-        out, out_tree = out_box[0]
+            body_axes = frozenset(manual or mesh.axis_names) if self._check_vma else frozenset()
+            closed, _ = stage(flat_fun, [_with_vma(local_aval(a, ns, mesh),
+                                                   frozenset(x for ax in ns for x in ax) & body_axes)
+                                         for a, ns in avals])
+        out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
         for s, a in zip(out_specs, closed.out_avals):
@@ -214,7 +224,7 @@ class _ShardMapped:
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
-                           out_specs, out_names)
+                           out_specs, out_names, out_vma)
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -241,7 +251,7 @@ class _ShardMapped:
             it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
                 [x for x, d in zip(all_leaves, dyn) if d], avals)])
             xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
-            with _body_mesh(mesh):
+            with _body_mesh(mesh, enclosing | (set(mesh.axis_names) - auto), bool(self._check_vma)):
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, out_tree = tree_util.tree_flatten(out)
             out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(flat))
@@ -259,19 +269,72 @@ class _ShardMapped:
 class _BodyMeshes(threading.local):
     def __init__(self) -> None:
         self.stack: list = []  # the meshes of the shard_map bodies being traced in this thread, innermost last
+        self.manual: list = []  # for each, the mesh axes manual in it (an enclosing body's included)
 
 
 _BODY = _BodyMeshes()
 
 
 @contextlib.contextmanager
-def _body_mesh(mesh: Mesh) -> Any:
-    """While the user's body runs: a nested shard_map without mesh= takes this one (JAX's context mesh)."""
+def _body_mesh(mesh: Mesh, manual: Any = frozenset(), check_vma: bool = True) -> Any:
+    """While the user's body runs: a nested shard_map without mesh= takes this one (JAX's context mesh);
+    ``manual``: the mesh axes the body is manual over (all of them when empty).  With ``check_vma`` the
+    values staged there carry the manual axes they vary along (``typeof(x).vma``)."""
+    outer = _BODY.manual[-1] if _BODY.manual else frozenset()
     _BODY.stack.append(mesh)
+    _BODY.manual.append(outer | frozenset(manual or mesh.axis_names))
+    st = _trace.state
+    prev, st.vma_hook = st.vma_hook, (_vma_hook if check_vma else None)
     try:
         yield
     finally:
+        st.vma_hook = prev
         _BODY.stack.pop()
+        _BODY.manual.pop()
+
+
+def _with_vma(aval: Any, vma: frozenset) -> Any:
+    """``aval`` as a value varying along ``vma`` (a typed or non-array aval stays as it is)."""
+    from ftrans.core.avals import ShapedArray, VaryingAval
+
+    if type(aval) not in (ShapedArray, VaryingAval) or aval.vma == vma:
+        return aval
+    return VaryingAval(aval, vma) if vma else ShapedArray(aval.shape, aval.dtype, aval.weak_type)
+
+
+def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
+    """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules)."""
+    axes = manual_axes_here()
+    ins = [getattr(a, "vma", _EMPTY) for a in avals]
+    outs = out if prim.multiple_results else [out]
+    sets = _vma_eqn(prim, params, ins, len(outs), axes)
+    res = [_with_vma(a, v) for a, v in zip(outs, sets)]
+    return res if prim.multiple_results else res[0]
+
+
+def like_vma(proto: Any, out: Any) -> Any:
+    """``out`` (made in ``proto``'s likeness: ``zeros_like``, ``full_like``, ...) varying along the manual
+    axes ``proto`` varies along, as JAX's: a value built to match one device's block is that device's."""
+    vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else None
+    return pvary_tracer(out, tuple(vma)) if vma else out
+
+
+def pvary_tracer(x: Any, names: tuple) -> Any:
+    """``x`` typed as varying along the manual axes ``names`` too (``lax.pcast(to='varying')``): the same
+    value, a new type; outside a ``shard_map`` body, ``x``."""
+    from ftrans.core.trace import StagingTracer
+
+    axes = frozenset(names) & manual_axes_here()
+    if not axes or not isinstance(x, StagingTracer) or _trace.state.vma_hook is None:
+        return x
+    aval = _with_vma(x.aval, x.aval.vma | axes)
+    return x if aval is x.aval else StagingTracer(x._trace, aval, x.atom)
+
+
+def manual_axes_here() -> frozenset:
+    """The mesh axes manual where the code now being traced runs: those of the innermost ``shard_map`` body
+    being traced (an enclosing body's included); empty outside ``shard_map``."""
+    return _BODY.manual[-1] if _BODY.manual else frozenset()
 
 
 def _enclosing_manual(mesh: Mesh) -> set:
@@ -378,11 +441,7 @@ def _vma_jaxpr(jaxpr: Any, in_sets: list, axes: frozenset) -> list:
     """The set of mesh axes in ``axes`` each output of ``jaxpr`` may vary over, given its inputs' sets
     (constants vary over none).  One pass over the equations; loops iterate their carries to a fixpoint."""
     from ftrans.core.ir import ClosedJaxpr, Literal
-    from ftrans.core.prims.calls import CallPrimitive
-    from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
 
-    if not _VMA_RULES:
-        _VMA_RULES.update(_vma_rules())
     if isinstance(jaxpr, ClosedJaxpr):
         jaxpr = jaxpr.jaxpr
     env: dict = dict(zip(jaxpr.invars, in_sets))
@@ -391,36 +450,53 @@ def _vma_jaxpr(jaxpr: Any, in_sets: list, axes: frozenset) -> list:
         return _EMPTY if isinstance(v, Literal) else env.get(v, _EMPTY)
 
     for eqn in jaxpr.eqns:
-        prim = eqn.primitive
-        ins = [read(v) for v in eqn.invars]
-        rule = _VMA_RULES.get(prim)
-        n_out = len(eqn.outvars)
-        if rule is not None:
-            outs = [rule(ins, eqn.params) & axes] * n_out
-        elif prim is cond_p:
-            outs = [_EMPTY] * n_out
-            for br in eqn.params["branches"]:  # the index does not count, as in JAX
-                outs = [a | b for a, b in zip(outs, _vma_jaxpr(br, ins[1:], axes))]
-        elif prim is while_p:
-            nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-            bconsts, carry = ins[nc:nc + nb], ins[nc + nb:]
-            outs = _vma_fixpoint(eqn.params["body_jaxpr"], bconsts, carry, [], axes)[0]
-        elif prim is scan_p:
-            p = eqn.params
-            k, c = p["num_consts"], p["num_carry"]
-            carry, ys = _vma_fixpoint(p["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
-            outs = carry + ys
-        elif isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(eqn.params)) \
-                == (len(ins), n_out):  # a call of its body on its operands (jit, remat, custom_jvp/vjp, ...)
-            outs = _vma_jaxpr(prim.body(eqn.params), ins, axes)
-        elif _has_subjaxprs(eqn):
-            outs = [_EMPTY] * n_out  # not understood: claim nothing, so no error can come from it
-        else:
-            u = frozenset().union(*ins) if ins else _EMPTY
-            outs = [u] * n_out
+        outs = _vma_eqn(eqn.primitive, eqn.params, [read(v) for v in eqn.invars], len(eqn.outvars), axes, eqn)
         for v, s in zip(eqn.outvars, outs):
             env[v] = s
     return [read(v) for v in jaxpr.outvars]
+
+
+def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eqn: Any = None) -> list:
+    """The mesh axes (of ``axes``) each result of one equation may vary along, given its operands'."""
+    from ftrans.core.prims.calls import CallPrimitive
+    from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
+
+    if not _VMA_RULES:
+        _VMA_RULES.update(_vma_rules())
+    rule = _VMA_RULES.get(prim)
+    if rule is not None:
+        return [rule(ins, params) & axes] * n_out
+    if prim is cond_p:
+        outs = [_EMPTY] * n_out
+        for br in params["branches"]:  # the index does not count, as in JAX
+            outs = [a | b for a, b in zip(outs, _vma_jaxpr(br, ins[1:], axes))]
+        return outs
+    if prim is while_p:
+        nc, nb = params["cond_nconsts"], params["body_nconsts"]
+        bconsts, carry = ins[nc:nc + nb], ins[nc + nb:]
+        return _vma_fixpoint(params["body_jaxpr"], bconsts, carry, [], axes)[0]
+    if prim is scan_p:
+        k, c = params["num_consts"], params["num_carry"]
+        carry, ys = _vma_fixpoint(params["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
+        return carry + ys
+    if isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(params)) \
+            == (len(ins), n_out):  # a call of its body on its operands (jit, remat, custom_jvp/vjp, ...)
+        return _vma_jaxpr(prim.body(params), ins, axes)
+    if _has_subjaxprs(eqn) if eqn is not None else _params_have_jaxprs(params):
+        return [_EMPTY] * n_out  # not understood: claim nothing, so no error can come from it
+    u = frozenset().union(*ins) if ins else _EMPTY
+    return [u] * n_out
+
+
+def _params_have_jaxprs(params: dict) -> bool:
+    from ftrans.core.ir import ClosedJaxpr, Jaxpr
+
+    def has(v: Any) -> bool:
+        if isinstance(v, (Jaxpr, ClosedJaxpr)):
+            return True
+        return isinstance(v, (tuple, list)) and any(has(x) for x in v)
+
+    return any(has(v) for v in params.values())
 
 
 def _arity(body: Any) -> tuple:
@@ -449,10 +525,12 @@ def _vma_fixpoint(body: Any, consts: list, carry: list, xs: list, axes: frozense
 
 
 def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
-                   out_names: list) -> None:
+                   out_names: list, out_vma: Any = None) -> None:
     axes = frozenset(manual)
     in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
+    # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
+    got = [g | (t & axes) for g, t in zip(got, out_vma or [_EMPTY] * len(got))]
     order = {a: i for i, a in enumerate(mesh.axis_names)}
     fails = []
     for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, closed.out_avals)):

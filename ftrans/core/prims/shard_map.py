@@ -24,6 +24,7 @@ sums the cotangents of an operand unmapped over some axes over those axes.
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import ExitStack
 from typing import Any
 
@@ -180,3 +181,13 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
 shard_map_p.sharding_rule = _shard_map_sharding
+
+
+class _EagerBody(threading.local):
+    """``depth`` > 0 while the body of a ``shard_map`` called on concrete arrays (not under ``jit``) is traced:
+    JAX runs such a body device by device, where placing a value on one device is refused."""
+
+    depth = 0
+
+
+eager_body = _EagerBody()
