@@ -218,21 +218,3 @@ def test_a_rewriting_interpreter():
     assert "exp" not in names and "exp2" in names
     close(fcore.jaxpr_as_fun(new)(x), [np.exp(x) * 2])
     close(ftrans.grad(lambda x: rewrite(closed)(x)[0].sum())(x), np.exp(x) * 2, 1e-5)
-
-
-def test_get_opaque_trace_state_like_jax():
-    # Equal under the same active transforms, different inside jit / vmap (flax's nnx checks it).
-    import jax
-    import jax.extend.core as jex
-
-    import ftrans
-    import ftrans.extend.core as fex
-
-    def seen(lib, ex):
-        top = ex.get_opaque_trace_state(convention="nnx")
-        out = [top == ex.get_opaque_trace_state(convention="nnx")]
-        lib.jit(lambda x: out.append(top == ex.get_opaque_trace_state(convention="nnx")))(1.0)
-        lib.vmap(lambda x: out.append(ex.get_opaque_trace_state() == ex.get_opaque_trace_state()))(np.ones(2))
-        return out
-
-    assert seen(ftrans, fex) == seen(jax, jex) == [True, False, True]

@@ -32,7 +32,7 @@ from ftrans.extend.core import primitives
 
 __all__ = [
     "CallPrimitive", "ClosedJaxpr", "DropVar", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "Var",
-    "check_jaxpr", "eval_jaxpr", "get_opaque_trace_state", "jaxpr_as_fun", "jaxprs_in_params", "primitives", "subjaxprs",
+    "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params", "primitives", "subjaxprs",
 ]
 
 
@@ -61,32 +61,3 @@ def jaxprs_in_params(params: dict) -> list:
         elif isinstance(v, (tuple, list)):
             out.extend(x for x in v if isinstance(x, (Jaxpr, ClosedJaxpr)))
     return out
-
-
-class OpaqueTraceState:
-    """Which transforms are active where it was taken; equal to another taken under the same ones."""
-
-    __slots__ = ("_key",)
-
-    def __init__(self, key: tuple) -> None:
-        self._key = key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OpaqueTraceState) and self._key == other._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-
-def get_opaque_trace_state(convention: Any = None) -> OpaqueTraceState:
-    """JAX's ``extend.core.get_opaque_trace_state``: a token of the current trace state (the active
-    transforms: ``jit``, ``vmap``, ``grad``...). Two tokens are equal when taken under the same active
-    transforms, so a library can tell that a value made outside a transform is used inside one.
-
-    Args:
-        convention: the caller's name for its use (JAX asks for one; it does not change the result).
-    """
-    from ftrans.core.trace import state
-
-    # The active transforms by identity (their ids, which stay distinct while they are on the stack).
-    return OpaqueTraceState(tuple((m.level, id(m)) for m in state.stack))
