@@ -121,10 +121,15 @@ def default_device(device):
 def typeof(x):
     """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar; for a
     value laid out over Explicit mesh axes, with its sharding type (``typeof(x).sharding``)."""
+    from ftrans.core.keys import is_key
     from ftrans.core.sharding_rules import array_aval
 
     if isinstance(x, Ref):
         return x.aval
+    if is_key(x):  # a typed key array's type is its key dtype over its key shape, as JAX's (not its uint32 data)
+        from ftrans.core.avals import ShapedArray
+
+        return ShapedArray(tuple(x.shape), x.dtype)
     return array_aval(x)
 
 

@@ -406,3 +406,21 @@ def test_vmap_batched_output_with_out_axes_none_like_jax(axis_name):
     with pytest.raises(ValueError) as fe:
         ftrans.vmap(lambda v: v, out_axes=None, axis_name=axis_name)(x)
     assert str(fe.value).startswith(str(je.value) + ": vmap(<lambda>) has out_axes=None")
+
+
+def test_core_shaped_array_public_like_jax():
+    # jax.core.ShapedArray / AbstractValue / Tracer, as libraries (flax's nn.scan) use them.
+    import ftrans.core
+
+    for lib, np_ in ((jax, jjnp), (ftrans, fjnp)):
+        a = lib.core.ShapedArray([2, 3], np_.float32)
+        assert (a.shape, a.dtype, a.weak_type) == ((2, 3), np.dtype(np.float32), False)
+        assert str(lib.core.ShapedArray((4,), "int32", True)) == "~int32[4]"
+        assert a == lib.core.ShapedArray((2, 3), np.dtype(np.float32))
+        assert isinstance(a, lib.core.AbstractValue)
+        assert isinstance(np_.ones(3).aval, lib.core.ShapedArray)
+        k = lib.core.ShapedArray((), np_.result_type(lib.random.key(0)))
+        assert str(k) == "key<fry>[]"
+        seen = []
+        lib.jit(lambda x: seen.append(isinstance(x, lib.core.Tracer)))(1.0)
+        assert seen == [True]

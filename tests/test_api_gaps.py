@@ -328,6 +328,16 @@ def test_typeof_of_a_tracer():
     assert (seen["t"].shape, seen["t"].dtype, seen["t"].weak_type) == ((2,), np.dtype(np.int32), False)
 
 
+def test_typeof_of_a_key_array_like_jax():
+    # A typed key array's type is key<impl> over its key shape (flax's nnx reads typeof of every leaf).
+    def types(lib):
+        out = [lib.typeof(lib.random.key(0)), lib.typeof(lib.random.split(lib.random.key(0), 3))]
+        lib.vmap(lambda k: out.append(lib.typeof(k)))(lib.random.split(lib.random.key(1), 2))
+        return [(t.shape, str(t)) for t in out]
+
+    assert types(ftrans) == types(jax)
+
+
 def test_device_class():
     assert ftrans.Device is jax.Device
     assert all(isinstance(d, ftrans.Device) for d in ftrans.devices())

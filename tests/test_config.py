@@ -220,3 +220,21 @@ def test_explicit_64_bit_dtypes_without_x64_warn_like_jax():
     with x64(True), warnings.catch_warnings():
         warnings.simplefilter("error")
         assert jnp.zeros(3, np.float64).dtype == np.float64
+
+
+def test_parse_flags_with_absl_like_jax():
+    # JAX's test files call it at import time; without --jax_* flags it changes nothing.
+    import jax
+
+    assert callable(jax.config.parse_flags_with_absl)  # JAX's needs absl installed; ftrans's does not
+    before = ftrans.config.enable_x64
+    ftrans.config.parse_flags_with_absl()
+    assert ftrans.config.enable_x64 == before
+    c = Config()
+    c.parse_flags_with_absl(["prog", "--jax_enable_x64=true", "--nojax_debug_nans", "--jax_no_such_option=1",
+                             "--jax_numpy_rank_promotion=raise", "-k", "x"])
+    assert c.enable_x64 is True and c.debug_nans is False and c.numpy_rank_promotion == "raise"
+    c.parse_flags_with_absl(["prog", "--jax_enable_x64=false"])  # only the first call reads flags, as JAX's
+    assert c.enable_x64 is True
+    with pytest.raises(ftrans.errors.FtransValueError):
+        Config().parse_flags_with_absl(["prog", "--jax_enable_x64=maybe"])

@@ -532,3 +532,17 @@ def test_einsum_path_steps_of_three_operands_raise_as_jax():
         fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1, 2)])
     np.testing.assert_allclose(fnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]),
                                jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)]))
+
+
+def test_einsum_dot_general_argument_like_jax():
+    # einsum(_dot_general=fn) calls fn in place of lax.dot_general for each pairwise contraction (flax's
+    # attention passes one); a scaling fn shows it is used, and jit traces through it.
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    y = np.arange(20, dtype=np.float32).reshape(5, 4) / 7
+    z = np.arange(10, dtype=np.float32).reshape(2, 5)
+    for eq, ops in [("bqd,kd->bqk", (x, y)), ("bqd,kd,bk->q", (x, y, z))]:
+        want = jnp.einsum(eq, *ops, _dot_general=lambda *a, **k: 2 * jax.lax.dot_general(*a, **k))
+        got = ftrans.jit(lambda *o, eq=eq: fnp.einsum(
+            eq, *o, _dot_general=lambda *a, **k: 2 * flax.dot_general(*a, **k)))(*ops)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+        assert got.dtype == want.dtype

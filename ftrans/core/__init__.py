@@ -16,4 +16,13 @@ def __getattr__(name: str):
         from ftrans.core.jaxpr_api import eval_jaxpr
 
         return eval_jaxpr
+    # JAX's public ``jax.core`` classes: the abstract value types and the tracer base class.
+    if name in ("ShapedArray", "AbstractValue"):
+        from ftrans.core import avals
+
+        return getattr(avals, name)
+    if name == "Tracer":
+        from ftrans.core.trace import Tracer
+
+        return Tracer
     raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")

@@ -12,8 +12,19 @@ from ftrans.core.keys import is_key, is_key_dtype
 from ftrans.core.shape_poly import DimExpr
 
 
-class ShapedArray:
-    """The type of an array in the IR.  Immutable and hashable, so it keys caches."""
+class AbstractValue:
+    """JAX's ``core.AbstractValue``: the base class of abstract values (ftrans's is :class:`ShapedArray`)."""
+
+    __slots__ = ()
+
+
+class ShapedArray(AbstractValue):
+    """The type of an array in the IR.  Immutable and hashable, so it keys caches.
+
+    It is also JAX's public ``core.ShapedArray``: ``ShapedArray(shape, dtype, weak_type=False,
+    sharding=None)`` with ``shape`` any sequence of ints and ``dtype`` anything ``np.dtype`` takes,
+    or a key dtype.  A sharding type (``sharding`` not None) is :class:`ShardedAval`'s alone.
+    """
 
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
     # The value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not typed
@@ -28,7 +39,18 @@ class ShapedArray:
         """JAX's ``aval.mat``: the value's manual axis type (``varying`` is ``vma``)."""
         return ManualAxisType(self.vma)
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False):
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False, *,
+                 sharding: Any = None):
+        if type(shape) is not tuple:
+            shape = tuple(shape)
+        if not isinstance(dtype, np.dtype) and not is_key_dtype(dtype):
+            dtype = np.dtype(dtype)
+        if sharding is not None:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"ShapedArray(sharding={sharding!r}): ftrans's plain abstract values carry no sharding; a value "
+                "with a sharding type has a ShardedAval")
         self.shape = shape
         self.dtype = dtype
         self.weak_type = weak_type

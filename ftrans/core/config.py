@@ -523,6 +523,42 @@ class Config:
     def read(self, name: str) -> Any:
         return getattr(self, name.removeprefix("jax_"))
 
+    def parse_flags_with_absl(self, argv: list[str] | None = None) -> None:
+        """Apply the ``--jax_<option>`` command-line flags, as JAX's ``config.parse_flags_with_absl``.
+
+        Test files call it at import time. ``--jax_<option>=<value>``, a bare ``--jax_<option>``
+        (true) and ``--nojax_<option>`` (false) set the option's global value; other arguments,
+        and flags naming an option ftrans does not have, are left alone. Only the first call reads
+        the arguments, as JAX's.
+
+        Args:
+            argv: the command line to read, the program's name first (default ``sys.argv``).
+        """
+        if self.__dict__.get("_flags_parsed"):
+            return
+        self.__dict__["_flags_parsed"] = True
+        import sys
+
+        for arg in (sys.argv if argv is None else argv)[1:]:
+            name, eq, text = arg.partition("=")
+            if name.startswith("--nojax_") and not eq:
+                name, value = name[8:], False
+            elif name.startswith("--jax_"):
+                name = name[6:]
+                value = text if eq else True
+            else:
+                continue
+            if name not in self._known and name not in self._accepted and not name.startswith("transfer_guard"):
+                continue
+            if isinstance(value, str) and (name in self._known and self._known[name][1] is bool):
+                low = value.lower()
+                if low not in ("true", "false", "1", "0", "t", "f", "yes", "no"):
+                    from ftrans.errors import FtransValueError
+
+                    raise FtransValueError(f"flag --jax_{name}={value!r}: expected a boolean")
+                value = low in ("true", "1", "t", "yes")
+            self.update(name, value)
+
     @property
     def x64_enabled(self) -> bool:
         """Whether 64-bit types are on here (JAX's ``config.x64_enabled``: the ``enable_x64`` context's value

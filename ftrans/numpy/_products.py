@@ -400,8 +400,11 @@ def _sum_unneeded(op: _Operand, needed: set[str], pet: Any = None) -> _Operand:
 
 
 def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: Any = None,
-                   weak: bool = False) -> _Operand:
-    """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes."""
+                   weak: bool = False, user_dot: Any = None) -> _Operand:
+    """One pairwise contraction as a ``dot_general``: shared labels still needed are batch axes.
+
+    ``user_dot`` is einsum's ``_dot_general``: ``(user_fn, precision as given)``, called in place of
+    ``lax.dot_general`` with its arguments."""
     a = _sum_unneeded(a, needed | set(b.labels), pet)
     b = _sum_unneeded(b, needed | set(a.labels), pet)
     shared = [c for c in a.labels if c in b.labels]
@@ -409,7 +412,11 @@ def _contract_pair(a: _Operand, b: _Operand, needed: set[str], pet: Any, prec: A
     contract = [c for c in shared if c not in needed]
     dn = ((tuple(a.labels.index(c) for c in contract), tuple(b.labels.index(c) for c in contract)),
           (tuple(a.labels.index(c) for c in batch), tuple(b.labels.index(c) for c in batch)))
-    out = dot_general(a.x, b.x, dn, pet, prec, weak)
+    if user_dot is None:
+        out = dot_general(a.x, b.x, dn, pet, prec, weak)
+    else:
+        fn, precision = user_dot
+        out = fn(a.x, b.x, dn, precision, preferred_element_type=pet)
     labels = batch + [c for c in a.labels if c not in shared] + [c for c in b.labels if c not in shared]
     return _Operand(out, labels)
 
@@ -469,8 +476,9 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
             preferred_element_type=preferred_element_type, _dot_general=_dot_general), operands)
     if out is not None:
         raise NotImplementedError("einsum: the out argument is not supported")
-    if _dot_general is not None:
-        raise NotImplementedError("einsum: _dot_general is not supported")
+    if _dot_general is not None and not callable(_dot_general):
+        raise FtransTypeError(f"einsum: _dot_general must be a callable like lax.dot_general, got {_dot_general!r}")
+    user_dot = None if _dot_general is None else (_dot_general, precision)
     prec = _precision("einsum", precision)
     if not isinstance(subscripts, str):
         subscripts, ops = _interleaved_to_subscripts((subscripts, *operands))
@@ -511,7 +519,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         acc = picked[0]
         for k, nxt in enumerate(picked[1:]):
             later = {c for o in picked[k + 2:] for c in o.labels}
-            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec, joined_weak)
+            acc = _contract_pair(acc, nxt, set(output) | rest | later, pet, prec, joined_weak, user_dot)
         if len(picked) == 1:
             acc = _sum_unneeded(acc, set(output) | rest, pet)
         work.append(acc)
@@ -519,7 +527,7 @@ def einsum(subscripts: Any, /, *operands: Any, out: None = None, optimize: Any =
         b = work.pop()
         a = work.pop()
         rest = {c for o in work for c in o.labels}
-        work.append(_contract_pair(a, b, set(output) | rest, pet, prec, joined_weak))
+        work.append(_contract_pair(a, b, set(output) | rest, pet, prec, joined_weak, user_dot))
     res = _sum_unneeded(work[0], set(output), pet)
     return _finish(res, output, pet, out_weak)
 
