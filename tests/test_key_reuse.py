@@ -286,3 +286,17 @@ def test_jitted_training_loop_is_analysed_once_per_signature():
             with pytest.raises(L.error):
                 step(p, sub)
     assert len(runs) == 2
+
+
+def test_jit_analysis_still_runs_once_refs_exist():
+    # Once any ref exists, jit stages through the ref-threading path; the key analysis must run there too.
+    ftrans.new_ref(np.zeros(3, np.float32))
+
+    def f(key):
+        return ftrans.random.bits(key)
+
+    with ftrans.debug_key_reuse(True):
+        k = ftrans.random.key(0)
+        ftrans.jit(f)(k)
+        with pytest.raises(fkr.KeyReuseError, match="Previously-consumed key passed to jit-compiled function"):
+            ftrans.jit(f)(k)

@@ -1379,18 +1379,20 @@ class JitWrapped:
             full = list(args)
             for i, a in zip(dyn_idx, dargs):
                 full[i] = a
-            if _ref_mod.created:  # a ref the body touches makes the caller thread it (refs.py)
-                out, _ = _ref_mod.run_scoped(lambda: self._fun(*full, **dkw, **static_kw), [], [], self._store,
-                                             f"jit({fname})")
-                _ref_mod.check_no_refs(out, "jit", fname)
-            else:
+            def body() -> Any:
                 fr = _kr.current()
                 if fr is not None and fr.owner is self and fr.inputs is None:  # the key-reuse analysis
                     fr.set_inputs(_kr.key_leaves((dargs, dkw)))
-                    out = self._fun(*full, **dkw, **static_kw)
-                    fr.set_outputs(_kr.key_leaves(out))
-                else:
-                    out = self._fun(*full, **dkw, **static_kw)
+                    res = self._fun(*full, **dkw, **static_kw)
+                    fr.set_outputs(_kr.key_leaves(res))
+                    return res
+                return self._fun(*full, **dkw, **static_kw)
+
+            if _ref_mod.created:  # a ref the body touches makes the caller thread it (refs.py)
+                out, _ = _ref_mod.run_scoped(body, [], [], self._store, f"jit({fname})")
+                _ref_mod.check_no_refs(out, "jit", fname)
+            else:
+                out = body()
             flat_out, out_tree = tree_util.tree_flatten(out)
             if any(_is_float0(o) for o in flat_out if _leaf_aval(o) is None):
                 # float0 results (an integer input's gradient) come back as float0 zeros of their
