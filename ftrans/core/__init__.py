@@ -16,4 +16,13 @@ def __getattr__(name: str):
         from ftrans.core.jaxpr_api import eval_jaxpr
 
         return eval_jaxpr
+    # The rest of ``jax.core``'s public names (libraries test ``isinstance(x, jax.core.Tracer)``).
+    if name in ("Trace", "Tracer", "ensure_compile_time_eval"):
+        from ftrans.core import trace
+
+        return getattr(trace, name)
+    if name == "ShapedArray":
+        from ftrans.core.avals import ShapedArray
+
+        return ShapedArray
     raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")
