@@ -259,6 +259,21 @@ def test_core_eval_jaxpr_under_vmap_closing_over_a_tracer():
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
 
 
+def test_core_tracer_names_the_tracers_of_every_transform():
+    # Libraries test isinstance(x, jax.core.Tracer) to avoid caching a traced value.
+    for lib in (ftrans, jax):
+        seen = []
+
+        def f(x, lib=lib, seen=seen):
+            seen.append(isinstance(x, lib.core.Tracer))
+            return x * 2.0
+
+        x = np.float32(1.5)
+        lib.jit(f)(x), lib.grad(f)(x), lib.vmap(f)(np.ones(2, np.float32)), f(lib.numpy.asarray(x))
+        assert seen == [True, True, True, False], lib
+    assert isinstance(ftrans.make_jaxpr(lambda x: x)(1.0).in_avals[0], ftrans.core.ShapedArray)
+
+
 def test_every_jit_compile_logs_its_xla_step_at_debug(caplog):
     import logging
 

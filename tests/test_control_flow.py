@@ -160,6 +160,14 @@ def test_cond_operand_keyword():
                                                       operand=(x, y)), cases=[(True, X3, Y3), (False, X3, Y3)])
 
 
+def test_cond_five_argument_form_with_per_branch_operands():
+    # JAX's older form cond(pred, true_operand, true_fun, false_operand, false_fun).
+    differential(lambda L: lambda p, x, y: L.lax.cond(p, x, lambda a: a * 2.0, (x, y), lambda t: t[0] - t[1]),
+                 cases=[(True, X3, Y3), (False, X3, Y3)])
+    g = lambda L: L.grad(lambda x, y: L.lax.cond(x.sum() > 0, x, L.numpy.sin, y, L.numpy.cos).sum())  # noqa: E731
+    np.testing.assert_allclose(g(ftrans)(X3, Y3), g(jax)(X3, Y3), rtol=1e-6)
+
+
 NUMERIC_PREDICATES = [
     0, 1, 7, -3, np.int32(0), np.int32(5), np.uint8(0), np.uint8(200), np.int8(-1),
     0.0, 0.5, -0.0, F32(0.0), F32(-2.5), F32(np.nan), np.array(0, np.int32), np.array(2.0, np.float32),

@@ -16,13 +16,14 @@ def __getattr__(name: str):
         from ftrans.core.jaxpr_api import eval_jaxpr
 
         return eval_jaxpr
-    # JAX's public ``jax.core`` classes: the abstract value types and the tracer base class.
+    # JAX's public ``jax.core`` names (libraries test ``isinstance(x, jax.core.Tracer)`` and build abstract
+    # values): the abstract value types, the tracer and trace base classes, ensure_compile_time_eval.
     if name in ("ShapedArray", "AbstractValue"):
         from ftrans.core import avals
 
         return getattr(avals, name)
-    if name == "Tracer":
-        from ftrans.core.trace import Tracer
+    if name in ("Trace", "Tracer", "ensure_compile_time_eval"):
+        from ftrans.core import trace
 
-        return Tracer
+        return getattr(trace, name)
     raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")

@@ -603,7 +603,15 @@ def _operands(name: str, operands: tuple, operand: Any) -> tuple:
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
-    """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive."""
+    """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive.
+
+    JAX's older five-argument form ``cond(pred, true_operand, true_fun, false_operand, false_fun)``,
+    each branch with its own operand, is still accepted (libraries such as NumPyro use it).
+    """
+    if (not callable(true_fun) and callable(false_fun) and len(operands) == 2 and callable(operands[1])
+            and operand is _MISSING):
+        t_op, t_fun, f_op, f_fun = true_fun, false_fun, operands[0], operands[1]
+        return cond(pred, lambda t, f: t_fun(t), lambda t, f: f_fun(f), t_op, f_op)
     if _refs.any_refs():  # refs among the operands or closed over by a branch are threaded (transforms/refs.py)
         ops = _operands("cond", operands, operand)
         return _refs.branches(lambda fs, vals: _cond_plain(pred, fs[1], fs[0], *vals), "cond",
