@@ -126,3 +126,22 @@ def test_what_is_not_supported_names_the_primitive_and_the_line():
         jax.export.export(jax.jit(jjnp.squeeze))(jspec)  # the oracle's message
     with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
         export.export(ftrans.jit(jnp.squeeze))(spec)
+
+
+def _indexing(np_, x, i):
+    b = x.shape[1]
+    return (x[::-2], x[b:1:-b], x[-b::-1], x[2:b:b], x[1], x[-1], x[i], np_.take(x, i, axis=1), x[:, 0:0:b])
+
+
+def test_symbolic_indexing_negative_steps_static_and_array_indices_like_jax():
+    x = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
+    i = np.array([0, -1, 2, 1], np.int32)
+    specs = ["c, b", "n"]
+    fexp = export.export(ftrans.jit(lambda x, i: _indexing(jnp, x, i)))(*export.symbolic_args_specs((x, i), specs))
+    jexp = jax.export.export(jax.jit(lambda x, i: _indexing(jjnp, x, i)))(
+        *jax.export.symbolic_args_specs((x, i), specs))
+    assert str(fexp.out_avals[2]) == str(jexp.out_avals[2]) == "float32[max(- 1, c - b) + 1,b]"
+    for n in (7, 2):
+        got, want = fexp.call(x[:n], i[:n]), jexp.call(x[:n], i[:n])
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
