@@ -145,3 +145,27 @@ def test_symbolic_indexing_negative_steps_static_and_array_indices_like_jax():
         got, want = fexp.call(x[:n], i[:n]), jexp.call(x[:n], i[:n])
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _lax_sizes(np_, lax, x, i):
+    b = x.shape[0]
+    return (lax.broadcast_in_dim(x[0], (b, 4), (1,)), lax.full((b, 2), 3.0), lax.iota(np.int32, b),
+            lax.slice_in_dim(x, 1, b, 2), lax.index_in_dim(x, b - 1), lax.index_in_dim(x, -1, keepdims=False),
+            lax.dynamic_slice(x, (i, 1), (b - 1, 2)), lax.dynamic_slice_in_dim(x, -1, b, axis=0),
+            np_.tile(x, (1, b)), np_.repeat(x, b, axis=0), np_.repeat(x, 3, axis=0))
+
+
+def test_symbolic_sizes_in_lax_shapes_slices_tile_and_repeat_like_jax():
+    x = np.arange(5 * 4, dtype=np.float32).reshape(5, 4)
+    i = np.array(-2, np.int32)
+    fexp = export.export(ftrans.jit(lambda x, i: _lax_sizes(jnp, ftrans.lax, x, i)))(
+        *export.symbolic_args_specs((x, i), ["b, 4", None]))
+    jexp = jax.export.export(jax.jit(lambda x, i: _lax_sizes(jjnp, jax.lax, x, i)))(
+        *jax.export.symbolic_args_specs((x, i), ["b, 4", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (5, 2):
+        for g, w in zip(fexp.call(x[:n], i), jexp.call(x[:n], i)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    with pytest.raises(ValueError, match="non-constant `repeats` is supported only when `total_repeat_length`"):
+        export.export(ftrans.jit(lambda x: jnp.repeat(x, x.shape[0], total_repeat_length=8)))(
+            *export.symbolic_args_specs((x,), "b, 4"))

@@ -501,7 +501,21 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
     if not isinstance(e, DimExpr):
         return e >= 0
     atoms = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")]
+    divs = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind == "floordiv"
+            and isinstance(a.args[1], int) and a.args[1] > 0]
     atom = atoms[0] if atoms else None
+    for a in divs:  # what floordiv is: x - d + 1 <= d * floordiv(x, d) <= x
+        q = DimExpr(((((a, 1),), 1),), e.scope)
+        x, d = a.args
+        for fact in (x - d * q, d * q - x + d - 1):
+            if isinstance(fact, DimExpr):
+                scope = scope._with_fact(fact)
+    if divs and not atoms:
+        lo, hi = _bounds(e, scope)
+        if lo >= 0:
+            return True
+        if hi < 0:
+            return False
     if atoms:  # what max and min are by definition: max(x, y) >= x, y >= min(x, y), ...
         for a in atoms:
             m = DimExpr(((((a, 1),), 1),), e.scope)

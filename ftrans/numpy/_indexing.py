@@ -331,6 +331,14 @@ def _symbolic_slice_indices(start: Any, stop: Any, step: Any, size: DimExpr) -> 
     return norm(start, lo if step > 0 else hi), norm(stop, hi if step > 0 else lo), step
 
 
+def _surely(cmp: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
+    """Whether a comparison of dimensions holds for every value of their variables."""
+    try:
+        return bool(cmp(a, b))
+    except InconclusiveDimensionOperation:
+        return False
+
+
 def _axes_of(entries: list[_Entry]) -> list[int]:
     """The first array axis each entry consumes."""
     out, ax = [], 0
@@ -426,6 +434,14 @@ def _static_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
                     min_dim(size, stop + 1)
                 starts.append(first), limits.append(max(first, start + 1)), strides.append(-step)
                 rev.append(ax)
+            elif step != 1 and any(isinstance(v, DimExpr) for v in (start, stop, step)):
+                # symbolic: the limit just past the last element taken, so the size prints as JAX's
+                # ``floordiv(stop - start + step - 1, step)``
+                n = max_dim(0, (stop - start + step - 1) // step)
+                last = start + (n - 1) * step + 1
+                if not (_surely(operator.ge, n, 1) and _surely(operator.le, last, size)):
+                    last = max_dim(start, stop)
+                starts.append(start), limits.append(last), strides.append(step)
             else:
                 starts.append(start), limits.append(max_dim(start, stop)), strides.append(step)
     out = x = S.rev_p.bind(x, dimensions=tuple(pre_rev)) if pre_rev else x

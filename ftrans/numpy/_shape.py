@@ -623,7 +623,7 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
     """``jnp.tile``: ``A`` repeated ``reps`` times per axis (a broadcast between reshapes)."""
     x = _operand("tile", A)
     seq = reps if isinstance(reps, (tuple, list)) else (reps,)
-    r = tuple(_static_int("tile", "reps", v) for v in seq)
+    r = tuple(v if isinstance(v, DimExpr) else _static_int("tile", "reps", v) for v in seq)
     if any(v < 0 for v in r):
         raise FtransValueError(f"tile: reps {r} must be non-negative")
     a_shape = (1,) * (len(r) - len(_shp(x))) + _shp(x)
@@ -701,6 +701,13 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
     total = None if total_repeat_length is None else _static_int("repeat", "total_repeat_length",
                                                                   total_repeat_length)
     n = _shp(x)[ax]
+    if isinstance(repeats, DimExpr) or (isinstance(n, DimExpr) and isinstance(repeats, (int, np.integer))):
+        # shape polymorphism: a scalar count (symbolic, or of an axis of symbolic size) is one broadcast
+        if isinstance(repeats, DimExpr) and total is not None:
+            raise FtransValueError("jnp.repeat with a non-constant `repeats` is supported only when "
+                                   "`total_repeat_length` is None")
+        if total is None:
+            return _repeat_each(x, ax, repeats if isinstance(repeats, DimExpr) else int(repeats))
     if total is not None and isinstance(maybe_concrete(repeats), Tracer):
         return _repeat_traced(x, repeats, ax, n, total)
     counts = _repeat_counts("repeat", repeats, n, total)

@@ -391,10 +391,11 @@ def _slice_shape(x, *, start_indices, limit_indices, strides):
 
 
 def _symbolic_size(s, e, st):
-    """The size of a slice with a symbolic bound: ``ceil((e - s) / st)``, at least 0."""
+    """The size of a slice with a symbolic bound: ``ceil((e - s) / st)``, at least 0 (written as JAX's
+    ``(e - s - 1) // st + 1``, so the expressions print alike)."""
     from ftrans.core.shape_poly import max_dim
 
-    return max_dim(0, (e - s + st - 1) // st)
+    return max_dim(0, (e - s - 1) // st + 1)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):
