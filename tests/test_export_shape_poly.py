@@ -169,3 +169,22 @@ def test_symbolic_sizes_in_lax_shapes_slices_tile_and_repeat_like_jax():
     with pytest.raises(ValueError, match="non-constant `repeats` is supported only when `total_repeat_length`"):
         export.export(ftrans.jit(lambda x: jnp.repeat(x, x.shape[0], total_repeat_length=8)))(
             *export.symbolic_args_specs((x,), "b, 4"))
+
+
+def _windows(lax, x, k):
+    conv = lax.conv_general_dilated(x, k, (2,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    return conv, lax.reduce_window(x, np.array(-np.inf, np.float32), lax.max, (1, 2, 1), (1, 1, 1), "VALID")
+
+
+def test_symbolic_convolution_padding_and_reduce_window_like_jax():
+    x = np.random.RandomState(0).randn(1, 7, 3).astype(np.float32)
+    k = np.random.RandomState(1).randn(3, 3, 2).astype(np.float32)
+    fexp = export.export(ftrans.jit(lambda x, k: _windows(ftrans.lax, x, k)))(
+        *export.symbolic_args_specs((x, k), ["1, b, 3", None]))
+    jexp = jax.export.export(jax.jit(lambda x, k: _windows(jax.lax, x, k)))(
+        *jax.export.symbolic_args_specs((x, k), ["1, b, 3", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    assert "stablehlo.dynamic_conv" in fexp.mlir_module()
+    for n in (7, 4):
+        for g, w in zip(fexp.call(x[:, :n], k), jexp.call(x[:, :n], k)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
