@@ -188,3 +188,22 @@ def test_symbolic_convolution_padding_and_reduce_window_like_jax():
     for n in (7, 4):
         for g, w in zip(fexp.call(x[:, :n], k), jexp.call(x[:, :n], k)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def _pad_einsum(np_, x, y):
+    b = x.shape[0]
+    return (np_.pad(x, ((b, 0), (2, 1))), np_.pad(x, ((1, b), (0, 0)), constant_values=2.0),
+            np_.einsum("ij,jk,kl->il", x, y, y.T), np_.einsum("ij,ij->i", x, x))
+
+
+def test_symbolic_pad_widths_and_einsum_paths_like_jax():
+    x = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+    y = np.random.RandomState(1).randn(3, 5).astype(np.float32)
+    fexp = export.export(ftrans.jit(lambda x, y: _pad_einsum(jnp, x, y)))(
+        *export.symbolic_args_specs((x, y), ["b, 3", None]))
+    jexp = jax.export.export(jax.jit(lambda x, y: _pad_einsum(jjnp, x, y)))(
+        *jax.export.symbolic_args_specs((x, y), ["b, 3", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (4, 2):
+        for g, w in zip(fexp.call(x[:n], y), jexp.call(x[:n], y)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)

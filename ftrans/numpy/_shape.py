@@ -836,6 +836,12 @@ _PAD_KWARGS = {
 
 def _pad_width(pad_width: Any, nd: int) -> list[tuple[int, int]]:
     pw = np.asarray(concrete_or_error(pad_width, "pad: argument 'pad_width'"))
+    if pw.dtype == object and any(isinstance(v, DimExpr) for v in pw.reshape(-1)):
+        # symbolic widths (shape polymorphism): kept as dimension expressions
+        if pw.shape not in ((2,), (1, 2), (nd, 2)):
+            raise FtransValueError(f"pad: pad_width of shape {pw.shape} does not fit an array with {nd} dimensions")
+        pw = np.broadcast_to(pw, (nd, 2))
+        return [tuple(v if isinstance(v, DimExpr) else operator.index(v) for v in pair) for pair in pw]
     if pw.dtype.kind not in "iu" and not (pw.size == 0 and pw.dtype.kind == "f"):
         raise FtransTypeError(f"pad: pad_width must be of integral type, got {pad_width!r}")
     if pw.shape not in ((), (1,), (2,), (1, 2), (nd, 2)):

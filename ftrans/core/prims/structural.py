@@ -323,10 +323,21 @@ def _pad_shape(x, padval, *, padding_config):
         if interior < 0:
             raise prim_value_error("pad", f"interior padding must be non-negative, got {interior}")
         size = lo + hi + n + max(n - 1, 0) * interior
-        if size < 0:
+        if _maybe_negative(size):
             raise prim_value_error("pad", f"padding {(lo, hi, interior)} removes more than the {n} elements of an axis")
         out.append(size)
     return tuple(out)
+
+
+def _maybe_negative(size) -> bool:
+    """``size < 0``, where a symbolic size that may or may not be negative counts as not (JAX's shape
+    assertions check it when the program runs)."""
+    from ftrans.errors import InconclusiveDimensionOperation
+
+    try:
+        return bool(size < 0)
+    except InconclusiveDimensionOperation:
+        return False
 
 
 def _pad_impl(x, padval, *, padding_config):

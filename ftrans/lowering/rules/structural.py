@@ -166,6 +166,10 @@ def _rev(ctx: LoweringContext, x, *, dimensions):
 @register_lowering(S.pad_p)
 def _pad(ctx: LoweringContext, x, padval, *, padding_config):
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
+    if is_poly_shape(lo) or is_poly_shape(hi) or is_poly_shape(interior):  # symbolic: operands (as JAX's)
+        f = ctx.fn
+        return ctx.emit1("stablehlo.dynamic_pad", [x, padval, f.shape_tensor(lo), f.shape_tensor(hi),
+                                                   f.shape_tensor(interior)])
     return ctx.emit1("stablehlo.pad", [x, padval], attrs={
         "edge_padding_low": mt.i64_array(lo),
         "edge_padding_high": mt.i64_array(hi),
