@@ -207,3 +207,24 @@ def test_symbolic_pad_widths_and_einsum_paths_like_jax():
     for n in (4, 2):
         for g, w in zip(fexp.call(x[:n], y), jexp.call(x[:n], y)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_arange_steps_and_bounds_like_jax():
+    def f(np_, x):
+        b = x.shape[0]
+        return np_.arange(b, 0, -2), np_.arange(0, 10, b), np_.arange(10, 0, -b), np_.arange(b, 5 * b + 2, 2) + 0 * b
+
+    x = np.zeros(3, np.float32)
+    fexp = export.export(ftrans.jit(lambda x: f(jnp, x)))(*export.symbolic_args_specs((x,), "b"))
+    jexp = jax.export.export(jax.jit(lambda x: f(jjnp, x)))(*jax.export.symbolic_args_specs((x,), "b"))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (3, 4):
+        for g, w in zip(fexp.call(np.zeros(n, np.float32)), jexp.call(np.zeros(n, np.float32))):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    for step, err in ((0.5, "must be either dimension expressions or integers"), (0, "arange has step == 0")):
+        with pytest.raises(ValueError, match=err):
+            export.export(ftrans.jit(lambda x, s=step: jnp.arange(0, x.shape[0], s)))(
+                *export.symbolic_args_specs((x,), "b"))
+    with pytest.raises(InconclusiveDimensionOperation, match="must be resolved statically if it is > 0 or < 0"):
+        export.export(ftrans.jit(lambda x: jnp.arange(0, x.shape[0], x.shape[0] - 2)))(
+            *export.symbolic_args_specs((x,), "b"))
