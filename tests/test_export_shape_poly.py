@@ -228,3 +228,12 @@ def test_symbolic_arange_steps_and_bounds_like_jax():
     with pytest.raises(InconclusiveDimensionOperation, match="must be resolved statically if it is > 0 or < 0"):
         export.export(ftrans.jit(lambda x: jnp.arange(0, x.shape[0], x.shape[0] - 2)))(
             *export.symbolic_args_specs((x,), "b"))
+
+
+def test_symbolic_one_hot_classes_like_jax():
+    x = np.array([0, 2, 1], np.int32)
+    fexp = export.export(ftrans.jit(lambda x: ftrans.nn.one_hot(x, x.shape[0])))(*export.symbolic_args_specs((x,), "b"))
+    jexp = jax.export.export(jax.jit(lambda x: jax.nn.one_hot(x, x.shape[0])))(
+        *jax.export.symbolic_args_specs((x,), "b"))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.asarray(jexp.call(x)))
