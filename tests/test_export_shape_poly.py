@@ -237,3 +237,11 @@ def test_symbolic_one_hot_classes_like_jax():
         *jax.export.symbolic_args_specs((x,), "b"))
     assert str(fexp.out_avals) == str(jexp.out_avals)
     np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.asarray(jexp.call(x)))
+
+
+def test_symbolic_roll_decides_mod_by_a_dimension_like_jax():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fexp = export.export(ftrans.jit(lambda x: jnp.roll(x, 2, axis=0)))(*export.symbolic_args_specs((x,), "b, 4"))
+    jexp = jax.export.export(jax.jit(lambda x: jjnp.roll(x, 2, axis=0)))(*jax.export.symbolic_args_specs((x,), "b, 4"))
+    for n in (3, 1):
+        np.testing.assert_array_equal(np.asarray(fexp.call(x[:n])), np.asarray(jexp.call(x[:n])))

@@ -510,6 +510,13 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
         for fact in (x - d * q, d * q - x + d - 1):
             if isinstance(fact, DimExpr):
                 scope = scope._with_fact(fact)
+    for a in [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind == "mod"
+              and isinstance(a.args[1], DimExpr) and _bounds(a.args[1], scope)[0] >= 1]:
+        m = DimExpr(((((a, 1),), 1),), e.scope)  # what mod by a positive d is: 0 <= mod(x, d) <= d - 1
+        for fact in (m, a.args[1] - 1 - m):
+            if isinstance(fact, DimExpr):
+                scope = scope._with_fact(fact)
+                divs = divs or [a]
     if divs and not atoms:
         lo, hi = _bounds(e, scope)
         if lo >= 0:
