@@ -126,3 +126,122 @@ def test_what_is_not_supported_names_the_primitive_and_the_line():
         jax.export.export(jax.jit(jjnp.squeeze))(jspec)  # the oracle's message
     with pytest.raises(ValueError, match="jnp.squeeze with axis=None is not supported with shape polymorphism"):
         export.export(ftrans.jit(jnp.squeeze))(spec)
+
+
+def _indexing(np_, x, i):
+    b = x.shape[1]
+    return (x[::-2], x[b:1:-b], x[-b::-1], x[2:b:b], x[1], x[-1], x[i], np_.take(x, i, axis=1), x[:, 0:0:b])
+
+
+def test_symbolic_indexing_negative_steps_static_and_array_indices_like_jax():
+    x = np.arange(7 * 3, dtype=np.float32).reshape(7, 3)
+    i = np.array([0, -1, 2, 1], np.int32)
+    specs = ["c, b", "n"]
+    fexp = export.export(ftrans.jit(lambda x, i: _indexing(jnp, x, i)))(*export.symbolic_args_specs((x, i), specs))
+    jexp = jax.export.export(jax.jit(lambda x, i: _indexing(jjnp, x, i)))(
+        *jax.export.symbolic_args_specs((x, i), specs))
+    assert str(fexp.out_avals[2]) == str(jexp.out_avals[2]) == "float32[max(- 1, c - b) + 1,b]"
+    for n in (2,):
+        got, want = fexp.call(x[:n], i[:n]), jexp.call(x[:n], i[:n])
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _lax_sizes(np_, lax, x, i):
+    b = x.shape[0]
+    return (lax.broadcast_in_dim(x[0], (b, 4), (1,)), lax.full((b, 2), 3.0), lax.iota(np.int32, b),
+            lax.slice_in_dim(x, 1, b, 2), lax.index_in_dim(x, b - 1), lax.index_in_dim(x, -1, keepdims=False),
+            lax.dynamic_slice(x, (i, 1), (b - 1, 2)), lax.dynamic_slice_in_dim(x, -1, b, axis=0),
+            np_.tile(x, (1, b)), np_.repeat(x, b, axis=0), np_.repeat(x, 3, axis=0))
+
+
+def test_symbolic_sizes_in_lax_shapes_slices_tile_and_repeat_like_jax():
+    x = np.arange(5 * 4, dtype=np.float32).reshape(5, 4)
+    i = np.array(-2, np.int32)
+    fexp = export.export(ftrans.jit(lambda x, i: _lax_sizes(jnp, ftrans.lax, x, i)))(
+        *export.symbolic_args_specs((x, i), ["b, 4", None]))
+    jexp = jax.export.export(jax.jit(lambda x, i: _lax_sizes(jjnp, jax.lax, x, i)))(
+        *jax.export.symbolic_args_specs((x, i), ["b, 4", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (2,):
+        for g, w in zip(fexp.call(x[:n], i), jexp.call(x[:n], i)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    with pytest.raises(ValueError, match="non-constant `repeats` is supported only when `total_repeat_length`"):
+        export.export(ftrans.jit(lambda x: jnp.repeat(x, x.shape[0], total_repeat_length=8)))(
+            *export.symbolic_args_specs((x,), "b, 4"))
+
+
+def _windows(lax, x, k):
+    conv = lax.conv_general_dilated(x, k, (2,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    return conv, lax.reduce_window(x, np.array(-np.inf, np.float32), lax.max, (1, 2, 1), (1, 1, 1), "VALID")
+
+
+def test_symbolic_convolution_padding_and_reduce_window_like_jax():
+    x = np.random.RandomState(0).randn(1, 7, 3).astype(np.float32)
+    k = np.random.RandomState(1).randn(3, 3, 2).astype(np.float32)
+    fexp = export.export(ftrans.jit(lambda x, k: _windows(ftrans.lax, x, k)))(
+        *export.symbolic_args_specs((x, k), ["1, b, 3", None]))
+    jexp = jax.export.export(jax.jit(lambda x, k: _windows(jax.lax, x, k)))(
+        *jax.export.symbolic_args_specs((x, k), ["1, b, 3", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    assert "stablehlo.dynamic_conv" in fexp.mlir_module()
+    for n in (4,):
+        for g, w in zip(fexp.call(x[:, :n], k), jexp.call(x[:, :n], k)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def _pad_einsum(np_, x, y):
+    b = x.shape[0]
+    return (np_.pad(x, ((b, 0), (2, 1))), np_.pad(x, ((1, b), (0, 0)), constant_values=2.0),
+            np_.einsum("ij,jk,kl->il", x, y, y.T), np_.einsum("ij,ij->i", x, x))
+
+
+def test_symbolic_pad_widths_and_einsum_paths_like_jax():
+    x = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+    y = np.random.RandomState(1).randn(3, 5).astype(np.float32)
+    fexp = export.export(ftrans.jit(lambda x, y: _pad_einsum(jnp, x, y)))(
+        *export.symbolic_args_specs((x, y), ["b, 3", None]))
+    jexp = jax.export.export(jax.jit(lambda x, y: _pad_einsum(jjnp, x, y)))(
+        *jax.export.symbolic_args_specs((x, y), ["b, 3", None]))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (2,):
+        for g, w in zip(fexp.call(x[:n], y), jexp.call(x[:n], y)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_arange_steps_and_bounds_like_jax():
+    def f(np_, x):
+        b = x.shape[0]
+        return np_.arange(b, 0, -2), np_.arange(0, 10, b), np_.arange(10, 0, -b), np_.arange(b, 5 * b + 2, 2) + 0 * b
+
+    x = np.zeros(3, np.float32)
+    fexp = export.export(ftrans.jit(lambda x: f(jnp, x)))(*export.symbolic_args_specs((x,), "b"))
+    jexp = jax.export.export(jax.jit(lambda x: f(jjnp, x)))(*jax.export.symbolic_args_specs((x,), "b"))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    for n in (4,):
+        for g, w in zip(fexp.call(np.zeros(n, np.float32)), jexp.call(np.zeros(n, np.float32))):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    for step, err in ((0.5, "must be either dimension expressions or integers"), (0, "arange has step == 0")):
+        with pytest.raises(ValueError, match=err):
+            export.export(ftrans.jit(lambda x, s=step: jnp.arange(0, x.shape[0], s)))(
+                *export.symbolic_args_specs((x,), "b"))
+    with pytest.raises(InconclusiveDimensionOperation, match="must be resolved statically if it is > 0 or < 0"):
+        export.export(ftrans.jit(lambda x: jnp.arange(0, x.shape[0], x.shape[0] - 2)))(
+            *export.symbolic_args_specs((x,), "b"))
+
+
+def test_symbolic_one_hot_classes_like_jax():
+    x = np.array([0, 2, 1], np.int32)
+    fexp = export.export(ftrans.jit(lambda x: ftrans.nn.one_hot(x, x.shape[0])))(*export.symbolic_args_specs((x,), "b"))
+    jexp = jax.export.export(jax.jit(lambda x: jax.nn.one_hot(x, x.shape[0])))(
+        *jax.export.symbolic_args_specs((x,), "b"))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.asarray(jexp.call(x)))
+
+
+def test_symbolic_roll_decides_mod_by_a_dimension_like_jax():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fexp = export.export(ftrans.jit(lambda x: jnp.roll(x, 2, axis=0)))(*export.symbolic_args_specs((x,), "b, 4"))
+    jexp = jax.export.export(jax.jit(lambda x: jjnp.roll(x, 2, axis=0)))(*jax.export.symbolic_args_specs((x,), "b, 4"))
+    for n in (1,):
+        np.testing.assert_array_equal(np.asarray(fexp.call(x[:n])), np.asarray(jexp.call(x[:n])))

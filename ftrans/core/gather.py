@@ -78,6 +78,10 @@ _COMBINERS = ("set", "add", "mul", "min", "max")
 # --------------------------------------------------------------------------
 
 
+def _is_symbolic(v: object) -> bool:
+    return type(v).__name__ == "DimExpr"
+
+
 def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
     """Normalise user-provided dimension lists (lists, numpy ints, ...).
 
@@ -85,8 +89,8 @@ def _int_tuple(values: Sequence[int], what: str) -> tuple[int, ...]:
     they must be plain ``int`` tuples; anything else is a caller bug worth a
     clear message rather than an obscure failure deep inside indexing.
     """
-    try:
-        out = tuple(int(v) for v in values)
+    try:  # a symbolic dimension (shape polymorphism) stays as it is
+        out = tuple(v if _is_symbolic(v) else int(v) for v in values)
     except TypeError as e:
         raise ValueError(f"{what} must be a sequence of ints; got {values!r}") from e
     for v, orig in zip(out, values):
@@ -346,7 +350,7 @@ def _plan_gather(
             f"operand_batching_dims {dn.operand_batching_dims} for operand rank "
             f"{rank}"
         )
-    if int(np.prod(batch_shape, dtype=np.int64)) != 0:
+    if any(_is_symbolic(n) for n in batch_shape) or int(np.prod(batch_shape, dtype=np.int64)) != 0:
         for d, (s, n) in enumerate(zip(slice_sizes, operand_shape)):
             if not 0 <= s <= n:
                 raise ValueError(

@@ -110,8 +110,8 @@ class _Op:
     def __hash__(self) -> int:
         return self._hash
 
-    def __str__(self) -> str:
-        return f"{self.kind}({', '.join(map(str, self.args))})"
+    def __str__(self) -> str:  # a negative constant argument prints as JAX's does: ``max(- 1, b)``
+        return f"{self.kind}({', '.join(f'- {-a}' if isinstance(a, int) and a < 0 else str(a) for a in self.args)})"
 
     def evaluate(self, env: dict) -> int:
         vals = [evaluate(a, env) for a in self.args]
@@ -352,6 +352,8 @@ class DimExpr:
         t = DimExpr._terms_of(other)
         if t is None:
             return self._as_value(operator.floordiv, other, True)
+        if not t:  # 0 // d and 0 % d are 0
+            return 0
         return DimExpr.op("floordiv", (_make(t, self.scope), self), self.scope)
 
     def __mod__(self, other: Any) -> Any:
@@ -363,6 +365,8 @@ class DimExpr:
         t = DimExpr._terms_of(other)
         if t is None:
             return self._as_value(operator.mod, other, True)
+        if not t:  # 0 // d and 0 % d are 0
+            return 0
         return DimExpr.op("mod", (_make(t, self.scope), self), self.scope)
 
     def __divmod__(self, other: Any) -> tuple[Any, Any]:
@@ -497,7 +501,28 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
     if not isinstance(e, DimExpr):
         return e >= 0
     atoms = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")]
+    divs = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind == "floordiv"
+            and isinstance(a.args[1], int) and a.args[1] > 0]
     atom = atoms[0] if atoms else None
+    for a in divs:  # what floordiv is: x - d + 1 <= d * floordiv(x, d) <= x
+        q = DimExpr(((((a, 1),), 1),), e.scope)
+        x, d = a.args
+        for fact in (x - d * q, d * q - x + d - 1):
+            if isinstance(fact, DimExpr):
+                scope = scope._with_fact(fact)
+    for a in [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind == "mod"
+              and isinstance(a.args[1], DimExpr) and _bounds(a.args[1], scope)[0] >= 1]:
+        m = DimExpr(((((a, 1),), 1),), e.scope)  # what mod by a positive d is: 0 <= mod(x, d) <= d - 1
+        for fact in (m, a.args[1] - 1 - m):
+            if isinstance(fact, DimExpr):
+                scope = scope._with_fact(fact)
+                divs = divs or [a]
+    if divs and not atoms:
+        lo, hi = _bounds(e, scope)
+        if lo >= 0:
+            return True
+        if hi < 0:
+            return False
     if atoms:  # what max and min are by definition: max(x, y) >= x, y >= min(x, y), ...
         for a in atoms:
             m = DimExpr(((((a, 1),), 1),), e.scope)
@@ -534,18 +559,18 @@ def _replace_atom(e: DimExpr, atom: Any, value: Any) -> Any:
     return out
 
 
-def _atom_bounds(a: Atom, scope: SymbolicScope) -> tuple[float, float]:
+def _atom_bounds(a: Atom, scope: SymbolicScope, depth: int = 0) -> tuple[float, float]:
     lo, hi = scope._bounds.get(a, (-_INF, _INF))
     if isinstance(a, str):
         return max(lo, 1), hi
     if a.kind == "floordiv" and not isinstance(a.args[1], DimExpr) and a.args[1] > 0:
-        elo, ehi = _bounds(a.args[0], scope)
+        elo, ehi = _bounds(a.args[0], scope, depth + 1)
         d = a.args[1]
         return max(lo, elo // d if elo != -_INF else -_INF), min(hi, ehi // d if ehi != _INF else _INF)
     if a.kind == "mod" and not isinstance(a.args[1], DimExpr) and a.args[1] > 0:
         return max(lo, 0), min(hi, a.args[1] - 1)
     if a.kind in ("max", "min"):
-        b1, b2 = _bounds(a.args[0], scope), _bounds(a.args[1], scope)
+        b1, b2 = _bounds(a.args[0], scope, depth + 1), _bounds(a.args[1], scope, depth + 1)
         f = max if a.kind == "max" else min
         return max(lo, f(b1[0], b2[0])), min(hi, f(b1[1], b2[1]))
     return lo, hi
@@ -557,36 +582,38 @@ def _mul_bounds(b1: tuple, b2: tuple) -> tuple[float, float]:
     return min(prods), max(prods)
 
 
-def _bounds(e: Any, scope: SymbolicScope) -> tuple[float, float]:
-    """Lower and upper bounds of ``e`` over every value of its variables allowed by ``scope``."""
+def _bounds(e: Any, scope: SymbolicScope, depth: int = 0) -> tuple[float, float]:
+    """Lower and upper bounds of ``e`` over every value of its variables allowed by ``scope`` (``depth``: how
+    deep in the arguments of operations; the facts are used only near the top, as a fact may mention the
+    operation whose bounds are being found)."""
     if not isinstance(e, DimExpr):
         return e, e
     lo, hi = 0.0, 0.0
     for mono, c in e._terms:
         b: tuple = (1, 1)
         for a, p in mono:
-            ab = _atom_bounds(a, scope)
+            ab = _atom_bounds(a, scope, depth)
             for _ in range(p):
                 b = _mul_bounds(b, ab)
         tb = _mul_bounds(b, (c, c))
         lo, hi = lo + tb[0], hi + tb[1]
     # a constraint ``f >= 0``: e = f + rest gives lo(e) >= lo(rest)
-    for f in scope._ge:
+    for f in (scope._ge if depth < 3 else ()):
         rest = e - f
         if not isinstance(rest, DimExpr):
             lo = max(lo, rest)
         elif len(rest._terms) < len(e._terms):
-            lo = max(lo, _bounds_plain(rest, scope)[0])
+            lo = max(lo, _bounds_plain(rest, scope, depth + 1)[0])
     return lo, hi
 
 
-def _bounds_plain(e: DimExpr, scope: SymbolicScope) -> tuple[float, float]:
+def _bounds_plain(e: DimExpr, scope: SymbolicScope, depth: int = 0) -> tuple[float, float]:
     lo, hi = 0.0, 0.0
     for mono, c in e._terms:
         b: tuple = (1, 1)
         for a, p in mono:
             for _ in range(p):
-                b = _mul_bounds(b, _atom_bounds(a, scope))
+                b = _mul_bounds(b, _atom_bounds(a, scope, depth))
         tb = _mul_bounds(b, (c, c))
         lo, hi = lo + tb[0], hi + tb[1]
     return lo, hi

@@ -40,6 +40,7 @@ from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer, is_eager
 from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 
@@ -452,6 +453,20 @@ def _ints(name: str, what: str, seq: Any) -> tuple[int, ...]:
         raise FtransTypeError(f"lax.{name}: {what} must be a sequence of ints, got {seq!r}") from None
 
 
+def _sizes(name: str, what: str, seq: Any) -> tuple:
+    """Static sizes (a shape, slice bounds): ints, or symbolic dimensions (shape polymorphism)."""
+    if isinstance(seq, Tracer):
+        raise FtransTypeError(f"lax.{name}: {what} must be static Python ints, not a traced array")
+    try:
+        return tuple(v if isinstance(v, DimExpr) else int(v) for v in seq)
+    except TypeError:
+        raise FtransTypeError(f"lax.{name}: {what} must be a sequence of ints, got {seq!r}") from None
+
+
+def _size(v: Any) -> Any:
+    return v if isinstance(v, DimExpr) else int(v)
+
+
 def _axis(name: str, axis: Any, ndim: int) -> int:
     a = int(axis)
     if not -ndim <= a < ndim:
@@ -468,7 +483,7 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
         return with_out_sharding("lax.broadcast_in_dim", out_sharding,
                                  lambda: broadcast_in_dim(operand, shape, broadcast_dimensions), (operand,))
     (x,) = _operands("broadcast_in_dim", (operand,))
-    shape = _ints("broadcast_in_dim", "shape", shape)
+    shape = _sizes("broadcast_in_dim", "shape", shape)
     dims = _ints("broadcast_in_dim", "broadcast_dimensions", broadcast_dimensions)
     if shape_of(x) == shape and dims == tuple(range(len(shape))):
         return x
@@ -484,7 +499,7 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int], broadcast_dimensions: S
 def broadcast(operand: Any, sizes: Sequence[int], *, out_sharding: Any = None) -> Any:
     """``lax.broadcast``: prepend axes of the given sizes."""
     (x,) = _operands("broadcast", (operand,))
-    sizes = _ints("broadcast", "sizes", sizes)
+    sizes = _sizes("broadcast", "sizes", sizes)
     nd = len(shape_of(x))
     return broadcast_in_dim(x, sizes + tuple(shape_of(x)), tuple(range(len(sizes), len(sizes) + nd)),
                             out_sharding=out_sharding)
@@ -497,14 +512,14 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int, *, out_sh
 
         return with_out_sharding("lax.broadcasted_iota", out_sharding,
                                  lambda: broadcasted_iota(dtype, shape, dimension))
-    shape = _ints("broadcasted_iota", "shape", shape)
+    shape = _sizes("broadcasted_iota", "shape", shape)
     params = dict(dtype=dtypes.to_dtype(dtype), shape=shape, dimension=int(dimension))
     return _bind(S.iota_p, **params)
 
 
 def iota(dtype: Any, size: int) -> Any:
     """``lax.iota``: [0, 1, ..., size - 1]."""
-    return broadcasted_iota(dtype, (int(size),), 0)
+    return broadcasted_iota(dtype, (size if isinstance(size, DimExpr) else int(size),), 0)
 
 
 def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | None = None, *,
@@ -514,9 +529,9 @@ def reshape(operand: Any, new_sizes: Sequence[int], dimensions: Sequence[int] | 
         from ftrans.lax._sharding import with_out_sharding
 
         return with_out_sharding("reshape", out_sharding, lambda: reshape(operand, new_sizes, dimensions),
-                                 (operand,), _ints("reshape", "new_sizes", new_sizes))
+                                 (operand,), _sizes("reshape", "new_sizes", new_sizes))
     (x,) = _operands("reshape", (operand,))
-    sizes = _ints("reshape", "new_sizes", new_sizes)
+    sizes = _sizes("reshape", "new_sizes", new_sizes)
     dims = None if dimensions is None else _ints("reshape", "dimensions", dimensions)
     if dims is not None and dims == tuple(range(len(shape_of(x)))):
         dims = None
@@ -599,9 +614,9 @@ def slice(operand: Any, start_indices: Sequence[int], limit_indices: Sequence[in
           strides: Sequence[int] | None = None) -> Any:
     """``lax.slice``: static start/limit (and strides) per axis, no negative indices."""
     (x,) = _operands("slice", (operand,))
-    start = _ints("slice", "start_indices", start_indices)
-    limit = _ints("slice", "limit_indices", limit_indices)
-    st = None if strides is None else _ints("slice", "strides", strides)
+    start = _sizes("slice", "start_indices", start_indices)
+    limit = _sizes("slice", "limit_indices", limit_indices)
+    st = None if strides is None else _sizes("slice", "strides", strides)
     if st is not None and all(s == 1 for s in st):
         st = None
     if st is None and start == (0,) * len(start) and limit == shape_of(x):
@@ -616,14 +631,14 @@ def slice_in_dim(operand: Any, start_index: int | None, limit_index: int | None,
     shape = shape_of(x)
     ax = _axis("slice_in_dim", axis, len(shape))
     n = shape[ax]
-    start = 0 if start_index is None else int(start_index)
-    limit = n if limit_index is None else int(limit_index)
+    start = 0 if start_index is None else _size(start_index)
+    limit = n if limit_index is None else _size(limit_index)
     start = start + n if start < 0 else start
     limit = limit + n if limit < 0 else limit
     starts = [0] * len(shape)
     limits = list(shape)
     strides = [1] * len(shape)
-    starts[ax], limits[ax], strides[ax] = start, limit, int(stride)
+    starts[ax], limits[ax], strides[ax] = start, limit, _size(stride)
     return slice(x, starts, limits, strides)
 
 
@@ -633,10 +648,13 @@ def index_in_dim(operand: Any, index: int, axis: int = 0, keepdims: bool = True)
     shape = shape_of(x)
     ax = _axis("index_in_dim", axis, len(shape))
     n = shape[ax]
-    i = int(index)
-    if not -n <= i < n:
-        raise FtransIndexError(f"lax.index_in_dim: index {index} is out of bounds for axis {ax} with size {n}")
-    i %= n
+    i = _size(index)
+    if isinstance(n, DimExpr) or isinstance(i, DimExpr):  # a symbolic size: the index wraps once (its range is checked at run time)
+        i = i + n if i < 0 else i
+    else:
+        if not -n <= i < n:
+            raise FtransIndexError(f"lax.index_in_dim: index {index} is out of bounds for axis {ax} with size {n}")
+        i %= n
     out = slice_in_dim(x, i, i + 1, 1, ax)
     return out if keepdims else squeeze(out, (ax,))
 
@@ -673,6 +691,9 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
             iv = int(i)
             if neg_ok and iv < 0:
                 iv += n
+            if isinstance(iv, DimExpr):  # wrapped by a symbolic size: its value when the program runs
+                out.append(convert(S.dim_as_value_p.bind(dim=iv), dtypes.default_int(), False))
+                continue
             # Out-of-range starts clamp anyway (XLA), so saturating to int32 changes nothing.
             iv = builtins.min(builtins.max(iv, -(2**31)), 2**31 - 1)
             out.append(convert(iv, dtypes.default_int(), False))
@@ -684,7 +705,8 @@ def _start_indices(name: str, start_indices: Any, shape: tuple[int, ...], allow_
                 f"lax.{name}: start indices must be integer scalars, got {d.name}{list(shape_of(io))}"
             )
         if neg_ok and d.kind == "i":
-            zero, size = convert(0, d, False), convert(n, d, False)
+            zero = convert(0, d, False)
+            size = convert(S.dim_as_value_p.bind(dim=n) if isinstance(n, DimExpr) else n, d, False)
             io = _bind(S.select_n_p, _bind(E.lt_p, io, zero), io, _bind(E.add_p, io, size))
         out.append(io)
     return out
@@ -705,7 +727,7 @@ def dynamic_slice(operand: Any, start_indices: Any, slice_sizes: Sequence[int], 
     (x,) = _operands("dynamic_slice", (operand,))
     shape = shape_of(x)
     idx = _start_indices("dynamic_slice", start_indices, shape, allow_negative_indices)
-    sizes = _ints("dynamic_slice", "slice_sizes", slice_sizes)
+    sizes = _sizes("dynamic_slice", "slice_sizes", slice_sizes)
     return _bind(S.dynamic_slice_p, x, *idx, slice_sizes=sizes)
 
 
@@ -717,7 +739,7 @@ def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: 
     ax = _axis("dynamic_slice_in_dim", axis, len(shape))
     starts: list[Any] = [_zero_index_like(start_index)] * len(shape)
     sizes = list(shape)
-    starts[ax], sizes[ax] = start_index, int(slice_size)
+    starts[ax], sizes[ax] = start_index, slice_size if isinstance(slice_size, DimExpr) else int(slice_size)
     negs = [False] * len(shape)
     negs[ax] = allow_negative_indices
     return dynamic_slice(x, starts, sizes, allow_negative_indices=negs)

@@ -12,6 +12,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import windowed as W
+from ftrans.core.shape_poly import is_symbolic_dim, max_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops
@@ -30,6 +31,12 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     if kind in ("SAME", "SAME_LOWER"):
         out = []
         for n, w, s in zip(in_shape, window_shape, window_strides):
+            if is_symbolic_dim(n):  # shape polymorphism: the same arithmetic on the dimension expression
+                out_size = -(-n // int(s))
+                total = max_dim(0, (out_size - 1) * int(s) + int(w) - n)
+                lo, hi = total // 2, total - total // 2
+                out.append((hi, lo) if kind == "SAME_LOWER" else (lo, hi))
+                continue
             out_size = -(-int(n) // int(s))
             total = max(0, (out_size - 1) * int(s) + int(w) - int(n))
             lo, hi = int(total // 2), int(total - total // 2)

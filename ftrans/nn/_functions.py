@@ -19,6 +19,7 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
+from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import ConcretizationTypeError, FtransValueError, user_stacklevel
 from ftrans.numpy._elementwise import _inexact
 from ftrans.scipy.special import _log_softmax, _softmax, logsumexp
@@ -280,8 +281,8 @@ def one_hot(x: Any, num_classes: int, *, dtype: Any = None, axis: Any = -1) -> A
     ``axis`` may also be the name of a ``vmap``/``pmap`` axis whose size is
     ``num_classes``: each position along it then compares with its own index.
     """
-    try:
-        num_classes = operator.index(num_classes)
+    try:  # a symbolic dimension (shape polymorphism) is a size too
+        num_classes = num_classes if isinstance(num_classes, DimExpr) else operator.index(num_classes)
     except TypeError:
         msg = ("one_hot: num_classes must be a concrete Python integer (it sets the output shape), got "
                f"{type(num_classes).__name__}. Pass the number of classes as an int, or mark it static under jit "

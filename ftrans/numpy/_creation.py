@@ -594,20 +594,37 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
 
 
 def _symbolic_arange(start: Any, stop: Any, step: Any, d: Any) -> Any:
-    """``arange`` with a symbolic bound (shape polymorphism): integer bounds and step, as JAX allows."""
+    """``arange`` with a symbolic bound or step (shape polymorphism): integer bounds and step, the step's sign
+    known statically, as JAX allows."""
     from ftrans.core.shape_poly import max_dim
+    from ftrans.errors import InconclusiveDimensionOperation
 
     lo, hi = (0, start) if stop is None else (start, stop)
     st = 1 if step is None else step
-    if isinstance(st, DimExpr) or st == 0 or not all(isinstance(v, (int, DimExpr)) for v in (lo, hi, st)):
-        raise FtransValueError(f"jnp.arange with symbolic dimensions needs integer bounds and a nonzero "
-                               f"integer step, got start={start}, stop={stop}, step={step}")
+    if not all(isinstance(v, (int, np.integer, DimExpr)) for v in (lo, hi, st)):
+        raise FtransValueError("In arange with non-constant arguments all of start, stop, and step must be either "
+                               f"dimension expressions or integers: start={start}, stop={stop}, step={step}")
+    if isinstance(st, int | np.integer) and st == 0:
+        raise FtransValueError("arange has step == 0")
+    try:
+        up = st > 0
+    except InconclusiveDimensionOperation as e:
+        raise InconclusiveDimensionOperation(
+            f"In arange with non-constant arguments the step ({st}) must be resolved statically if it is > 0 "
+            f"or < 0.\nDetails: {e}") from None
+    gap, distance = (st, hi - lo) if up else (-st, lo - hi)
+    size = max_dim(0, distance + gap - 1) // gap
     d = d if d is not None else dtypes.default_int()
-    size = max_dim(-((lo - hi) // st), 0)  # ceil((hi - lo) / st)
+
+    def value(v: Any) -> Any:
+        if isinstance(v, DimExpr):
+            return retype(S.dim_as_value_p.bind(dim=v), d, False)
+        return _scalar(v, d)
+
     out = _iota(d, (size,))
-    if st != 1:
-        out = _ew(E.mul_p, _scalar(st, d), out)
-    return out if isinstance(lo, int) and lo == 0 else _ew(E.add_p, _scalar(lo, d), out)
+    if not (isinstance(st, int | np.integer) and st == 1):
+        out = _ew(E.mul_p, value(st), out)
+    return out if isinstance(lo, int | np.integer) and lo == 0 else _ew(E.add_p, value(lo), out)
 
 
 def _space_dtypes(name: str, start: Any, stop: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:

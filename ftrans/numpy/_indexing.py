@@ -56,9 +56,9 @@ from ftrans.core.trace import Tracer
 from ftrans.errors import (
     ConcretizationTypeError,
     FtransIndexError,
-    FtransNotImplementedError,
     FtransTypeError,
     FtransValueError,
+    InconclusiveDimensionOperation,
     NonConcreteBooleanIndexError,
     user_stacklevel,
 )
@@ -88,7 +88,7 @@ def _host_value(x: Any) -> np.ndarray:
 
 def _index_dtype(shape: tuple[int, ...]) -> np.dtype:
     """int32, unless an axis is too long for it (then the default int, int64 under x64)."""
-    if any(d > np.iinfo(np.int32).max for d in shape):
+    if any(not isinstance(d, DimExpr) and d > np.iinfo(np.int32).max for d in shape):  # symbolic: int32 (JAX's)
         return dtypes.default_int()
     return dtypes.canonicalize(np.int32)
 
@@ -99,6 +99,13 @@ def _full(shape: tuple[int, ...], value: Any, dtype: np.dtype, weak: bool = Fals
 
 def _scalar(value: Any, dtype: np.dtype, weak: bool = False) -> Array:
     return Array._new(np.asarray(value, dtype), weak)
+
+
+def _dim_scalar(value: Any, dtype: np.dtype) -> Any:
+    """A scalar of ``dtype`` holding ``value``: an int, or a symbolic dimension's value when the program runs."""
+    if isinstance(value, DimExpr):
+        return _convert(S.dim_as_value_p.bind(dim=value), dtype)
+    return _scalar(value, dtype)
 
 
 def _iota(n: int, dtype: np.dtype) -> Any:
@@ -142,6 +149,10 @@ def _normalize(idx: Any, size: int) -> Any:
     d = _host_value(idx).dtype if _is_host(idx) else idx.dtype
     if d.kind == "u":
         return idx
+    if isinstance(size, DimExpr):  # a symbolic size: its run-time value in the index's dtype (as JAX's)
+        idx = as_operand(idx) if not _is_host(idx) else _const(_host_value(idx), d)
+        size_c = _convert(S.dim_as_value_p.bind(dim=size), d)
+        return S.select_n_p.bind(E.lt_p.bind(idx, _scalar(0, d)), idx, E.add_p.bind(idx, size_c))
     if d.kind == "i" and np.iinfo(d).max < size:
         # A narrow index type cannot hold ``i + size``: widen it first (as JAX does), so -1 of int8 on an
         # axis of 200 is 199, not an overflow.
@@ -320,6 +331,14 @@ def _symbolic_slice_indices(start: Any, stop: Any, step: Any, size: DimExpr) -> 
     return norm(start, lo if step > 0 else hi), norm(stop, hi if step > 0 else lo), step
 
 
+def _surely(cmp: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
+    """Whether a comparison of dimensions holds for every value of their variables."""
+    try:
+        return bool(cmp(a, b))
+    except InconclusiveDimensionOperation:
+        return False
+
+
 def _axes_of(entries: list[_Entry]) -> list[int]:
     """The first array axis each entry consumes."""
     out, ax = [], 0
@@ -357,7 +376,14 @@ def _check_static_ints(entries: list[_Entry], shape: tuple[int, ...], normalize:
         if e.kind == "int":
             size = shape[ax]
             i = e.value + size if normalize and e.value < 0 else e.value
-            if not 0 <= i < size:
+            if isinstance(size, DimExpr):
+                try:
+                    inside = 0 <= i < size
+                except InconclusiveDimensionOperation:  # in range for some sizes: clamped (as JAX's gather)
+                    inside = True
+            else:
+                inside = 0 <= i < size
+            if not inside:
                 raise FtransIndexError(
                     f"index {e.value} is out of bounds for axis {ax} with size {size} "
                     f"(array shape {shape}); use an in-range index, or x.at[i].get(mode='clip') / "
@@ -382,6 +408,7 @@ def _finish_slice(out: Any, rev: list[int], squeeze: list[int], newaxis: list[in
 def _static_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
     shape = shape_of(x)
     starts, limits, strides, rev, squeeze, newaxis = [], [], [], [], [], []
+    pre_rev: list[int] = []
     for e in entries:
         if e.kind == "none":
             newaxis.append(len(starts) - len(squeeze) + len(newaxis))
@@ -392,22 +419,32 @@ def _static_slice(x: Any, entries: list[_Entry], normalize: bool) -> Any:
             if size == 0:
                 raise FtransIndexError(f"index is out of bounds for axis {ax} with size 0")
             i = e.value + size if normalize and e.value < 0 else e.value
-            i = min(max(i, 0), size - 1)  # only reachable out of range in mode='clip'
+            i = min_dim(max_dim(i, 0), size - 1)  # only reachable out of range in mode='clip' (or symbolic)
             starts.append(i), limits.append(i + 1), strides.append(1), squeeze.append(ax)
         else:
             start, stop, step = _slice_indices(e.value, size)
-            if step < 0:
-                if isinstance(size, DimExpr) and step != -1:
-                    raise FtransNotImplementedError(
-                        f"shape polymorphism: a slice with step {step} of an axis of symbolic size {size} is not "
-                        "supported by ftrans yet (steps -1 and positive steps are)")
+            if step < 0 and (isinstance(size, DimExpr) or isinstance(step, DimExpr)):
+                # symbolic: the axis reversed first, then a forward slice of it (element j of the reversed
+                # axis is element size-1-j), so no bound needs the symbolic count of elements
+                lo = size - 1 - start
+                starts.append(lo), limits.append(max_dim(lo, size - 1 - stop)), strides.append(-step)
+                pre_rev.append(ax)
+            elif step < 0:
                 first = min(size, stop + 1 + abs(start - stop - 1) % -step) if step != -1 else \
                     min_dim(size, stop + 1)
                 starts.append(first), limits.append(max(first, start + 1)), strides.append(-step)
                 rev.append(ax)
+            elif step != 1 and any(isinstance(v, DimExpr) for v in (start, stop, step)):
+                # symbolic: the limit just past the last element taken, so the size prints as JAX's
+                # ``floordiv(stop - start + step - 1, step)``
+                n = max_dim(0, (stop - start + step - 1) // step)
+                last = start + (n - 1) * step + 1
+                if not (_surely(operator.ge, n, 1) and _surely(operator.le, last, size)):
+                    last = max_dim(start, stop)
+                starts.append(start), limits.append(last), strides.append(step)
             else:
                 starts.append(start), limits.append(max_dim(start, stop)), strides.append(step)
-    out = x
+    out = x = S.rev_p.bind(x, dimensions=tuple(pre_rev)) if pre_rev else x
     if tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape) or any(s != 1 for s in strides):
         out = S.slice_p.bind(
             x, start_indices=tuple(starts), limit_indices=tuple(limits),
@@ -578,14 +615,28 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool)
             continue
         size = shape[axes[k]]
         start, stop, step = _slice_indices(e.value, size)
-        n = len(range(start, stop, step))
+        symbolic = any(isinstance(v, DimExpr) for v in (start, stop, step))
+        if symbolic and start == stop:
+            n = 0
+        elif symbolic:  # shape polymorphism: the count of elements as a dimension expression
+            n = max_dim(0, (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step)
+        else:
+            n = len(range(start, stop, step))
         slice_shape.append(n)
         if step == 1:
             if n != size:
-                pieces.append((_scalar(start, idx_dtype), len(batch_shape)))
+                pieces.append((_dim_scalar(start, idx_dtype), len(batch_shape)))
                 start_index_map.append(axes[k])
             gather_slice_shape.append(n)
             offset_dims.append(g_axis)
+        elif symbolic:  # start + step * iota(n), computed when the program runs
+            iota = S.iota_p.bind(dtype=idx_dtype, shape=(n,), dimension=0)
+            pieces.append((E.add_p.bind(E.mul_p.bind(iota, _dim_scalar(step, idx_dtype)),
+                                        _dim_scalar(start, idx_dtype)), len(batch_shape)))
+            start_index_map.append(axes[k])
+            collapsed.append(axes[k])
+            batch_shape.append(n)
+            gather_slice_shape.append(1)
         else:
             pieces.append((_const(np.arange(start, stop, step), idx_dtype), len(batch_shape)))
             start_index_map.append(axes[k])
@@ -958,7 +1009,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     elif mode == "wrap":
         from ftrans.numpy._elementwise import remainder
 
-        indices = remainder(indices, _scalar(n, dtype_weak(indices)[0]))
+        indices = remainder(indices, _dim_scalar(n, dtype_weak(indices)[0]))
         gmode = GatherScatterMode.PROMISE_IN_BOUNDS
     elif mode == "clip":
         gmode = GatherScatterMode.CLIP
@@ -967,10 +1018,10 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     ishape = shape_of(indices)
     d, weak = dtype_weak(a)
     if n == 0:
-        if int(np.prod(ishape)) != 0:
+        if 0 not in ishape:
             raise FtransIndexError("Cannot do a non-empty jnp.take() from an empty axis.")
         return a
-    if int(np.prod(ishape)) == 0:
+    if 0 in ishape:  # (a symbolic dimension is >= 1)
         return _full((*ashape[:axis_idx], *ishape, *ashape[axis_idx + 1:]), 0, d, weak)
     sizes = list(ashape)
     sizes[axis_idx] = 1

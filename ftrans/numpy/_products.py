@@ -28,6 +28,7 @@ from ftrans.core.operands import (
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.lax._ops import canonicalize_precision
 from ftrans.numpy._batched import _reshape, batched_matmul, dot_general
@@ -439,6 +440,8 @@ def _path(optimize: Any, inputs: list[list[str]], output: list[str], sizes: dict
         fn = paths.get_path_fn(kind)
     except KeyError:
         raise FtransValueError(f"einsum: unknown optimize strategy {optimize!r}") from None
+    # a symbolic size (shape polymorphism) counts as a size of 8 for the choice of path
+    sizes = {k: 8 if isinstance(v, DimExpr) else v for k, v in sizes.items()}
     return [tuple(p) for p in fn([frozenset(t) for t in inputs], frozenset(output), sizes, None)]
 
 

@@ -623,7 +623,7 @@ def tile(A: Any, reps: Any) -> Any:  # noqa: N803 - NumPy's name
     """``jnp.tile``: ``A`` repeated ``reps`` times per axis (a broadcast between reshapes)."""
     x = _operand("tile", A)
     seq = reps if isinstance(reps, (tuple, list)) else (reps,)
-    r = tuple(_static_int("tile", "reps", v) for v in seq)
+    r = tuple(v if isinstance(v, DimExpr) else _static_int("tile", "reps", v) for v in seq)
     if any(v < 0 for v in r):
         raise FtransValueError(f"tile: reps {r} must be non-negative")
     a_shape = (1,) * (len(r) - len(_shp(x))) + _shp(x)
@@ -701,6 +701,13 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
     total = None if total_repeat_length is None else _static_int("repeat", "total_repeat_length",
                                                                   total_repeat_length)
     n = _shp(x)[ax]
+    if isinstance(repeats, DimExpr) or (isinstance(n, DimExpr) and isinstance(repeats, (int, np.integer))):
+        # shape polymorphism: a scalar count (symbolic, or of an axis of symbolic size) is one broadcast
+        if isinstance(repeats, DimExpr) and total is not None:
+            raise FtransValueError("jnp.repeat with a non-constant `repeats` is supported only when "
+                                   "`total_repeat_length` is None")
+        if total is None:
+            return _repeat_each(x, ax, repeats if isinstance(repeats, DimExpr) else int(repeats))
     if total is not None and isinstance(maybe_concrete(repeats), Tracer):
         return _repeat_traced(x, repeats, ax, n, total)
     counts = _repeat_counts("repeat", repeats, n, total)
@@ -829,6 +836,12 @@ _PAD_KWARGS = {
 
 def _pad_width(pad_width: Any, nd: int) -> list[tuple[int, int]]:
     pw = np.asarray(concrete_or_error(pad_width, "pad: argument 'pad_width'"))
+    if pw.dtype == object and any(isinstance(v, DimExpr) for v in pw.reshape(-1)):
+        # symbolic widths (shape polymorphism): kept as dimension expressions
+        if pw.shape not in ((2,), (1, 2), (nd, 2)):
+            raise FtransValueError(f"pad: pad_width of shape {pw.shape} does not fit an array with {nd} dimensions")
+        pw = np.broadcast_to(pw, (nd, 2))
+        return [tuple(v if isinstance(v, DimExpr) else operator.index(v) for v in pair) for pair in pw]
     if pw.dtype.kind not in "iu" and not (pw.size == 0 and pw.dtype.kind == "f"):
         raise FtransTypeError(f"pad: pad_width must be of integral type, got {pad_width!r}")
     if pw.shape not in ((), (1,), (2,), (1, 2), (nd, 2)):

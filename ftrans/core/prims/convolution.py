@@ -23,6 +23,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.prims._base import ANY, prim_type_error, prim_value_error, standard_primitive, types_of
+from ftrans.core.shape_poly import is_symbolic_dim, max_dim
 from ftrans.errors import FtransShapeError, FtransValueError
 
 
@@ -103,6 +104,9 @@ def conv_output_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_di
         la, ra = lspec[2 + k], rspec[2 + k]
         size = _dilate(lhs.shape[la], lhs_dilation[k]) + padding[k][0] + padding[k][1]
         win = _dilate(rhs.shape[ra], rhs_dilation[k])
+        if is_symbolic_dim(size) or is_symbolic_dim(win):  # shape polymorphism: JAX's max(0, ...)
+            spatial.append(max_dim(0, (size - win) // int(window_strides[k]) + 1))
+            continue
         if size < 0:
             raise _shape_error(
                 lhs, rhs,

@@ -323,10 +323,21 @@ def _pad_shape(x, padval, *, padding_config):
         if interior < 0:
             raise prim_value_error("pad", f"interior padding must be non-negative, got {interior}")
         size = lo + hi + n + max(n - 1, 0) * interior
-        if size < 0:
+        if _maybe_negative(size):
             raise prim_value_error("pad", f"padding {(lo, hi, interior)} removes more than the {n} elements of an axis")
         out.append(size)
     return tuple(out)
+
+
+def _maybe_negative(size) -> bool:
+    """``size < 0``, where a symbolic size that may or may not be negative counts as not (JAX's shape
+    assertions check it when the program runs)."""
+    from ftrans.errors import InconclusiveDimensionOperation
+
+    try:
+        return bool(size < 0)
+    except InconclusiveDimensionOperation:
+        return False
 
 
 def _pad_impl(x, padval, *, padding_config):
@@ -391,10 +402,11 @@ def _slice_shape(x, *, start_indices, limit_indices, strides):
 
 
 def _symbolic_size(s, e, st):
-    """The size of a slice with a symbolic bound: ``ceil((e - s) / st)``, at least 0."""
+    """The size of a slice with a symbolic bound: ``ceil((e - s) / st)``, at least 0 (written as JAX's
+    ``(e - s - 1) // st + 1``, so the expressions print alike)."""
     from ftrans.core.shape_poly import max_dim
 
-    return max_dim(0, (e - s + st - 1) // st)
+    return max_dim(0, (e - s - 1) // st + 1)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):

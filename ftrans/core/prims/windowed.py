@@ -21,6 +21,7 @@ from ftrans.core.prims._base import (
     prim_value_error,
     standard_primitive,
 )
+from ftrans.core.shape_poly import is_symbolic_dim, max_dim
 from ftrans.errors import FtransTypeError
 
 
@@ -42,6 +43,9 @@ def window_output_shape(name, shape, window_dimensions, window_strides, padding,
         dilated = 0 if n == 0 else (n - 1) * bd + 1
         padded = dilated + lo + hi
         eff = (w - 1) * wd + 1
+        if is_symbolic_dim(padded):  # shape polymorphism: JAX's max(0, (padded - window) // stride + 1)
+            out.append(max_dim(0, (padded - eff) // s + 1))
+            continue
         out.append(0 if padded < eff else (padded - eff) // s + 1)
     return tuple(out)
 

@@ -12,6 +12,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import convolution as C
 from ftrans.core.prims import fft as F
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -29,12 +30,15 @@ def _layout(spec, first: str, second: str) -> str:
 def _conv(ctx: LoweringContext, lhs: str, rhs: str, out_type: str, params: dict) -> str:
     lspec, rspec, ospec = params["dimension_numbers"]
     nsp = len(lspec) - 2
-    pads = [int(v) for pair in params["padding"] for v in pair]
+    pads = [v for pair in params["padding"] for v in pair]
+    symbolic = is_poly_shape(pads)
+    if not symbolic:
+        pads = [int(v) for v in pads]
     attrs = {
         "dimension_numbers": (f"#stablehlo.conv<{_layout(lspec, 'b', 'f')}x{_layout(rspec, 'o', 'i')}"
                               f"->{_layout(ospec, 'b', 'f')}>"),
         "window_strides": mt.i64_array(params["window_strides"]),
-        "padding": mt.i64_elements(pads, (nsp, 2)),
+        "padding": "" if symbolic else mt.i64_elements(pads, (nsp, 2)),
         "lhs_dilation": mt.i64_array(params["lhs_dilation"]),
         "rhs_dilation": mt.i64_array(params["rhs_dilation"]),
         "feature_group_count": f"{int(params['feature_group_count'])} : i64",
@@ -43,6 +47,10 @@ def _conv(ctx: LoweringContext, lhs: str, rhs: str, out_type: str, params: dict)
     prec = params.get("precision")
     if prec is not None:
         attrs["precision_config"] = "[" + ", ".join(f"#stablehlo<precision {p}>" for p in prec) + "]"
+    if symbolic:  # padding of symbolic size: an operand, computed when the program runs (as JAX's)
+        del attrs["padding"]
+        pad = ctx.emit1("stablehlo.reshape", [ctx.fn.shape_tensor(pads)], f"tensor<{nsp}x2xi32>")
+        return ctx.emit1("stablehlo.dynamic_conv", [lhs, rhs, pad], out_type, attrs)
     return ctx.emit1("stablehlo.convolution", [lhs, rhs], out_type, attrs)
 
 

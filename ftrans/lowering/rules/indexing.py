@@ -30,6 +30,7 @@ from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.gather import default_fill_value
 from ftrans.core.prims import indexing as I
+from ftrans.core.shape_poly import DimExpr
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -61,7 +62,8 @@ def _index_dtype(idx_dtype: np.dtype, operand_shape: Sequence[int]) -> np.dtype:
     """
     idx_dtype = np.dtype(idx_dtype)
     small = idx_dtype.itemsize < 4 or idx_dtype == np.dtype(np.int32)
-    if small and max(operand_shape, default=0) <= _INT32_MAX:
+    static = [d for d in operand_shape if not isinstance(d, DimExpr)]  # a symbolic size is taken to fit int32
+    if small and max(static, default=0) <= _INT32_MAX:
         return np.dtype(np.int32)
     return np.dtype(np.int64)
 
@@ -83,7 +85,12 @@ def _prepare_indices(ctx: LoweringContext, indices: str, aval: ShapedArray,
 
 def _upper_bounds(ctx: LoweringContext, aval: ShapedArray, uppers: Sequence[int]) -> str:
     """The per-component largest valid start index, broadcast to the indices' shape."""
-    vec = ctx.constant(np.asarray(uppers, dtype=aval.dtype))
+    if any(isinstance(u, DimExpr) for u in uppers):  # symbolic sizes: computed when the program runs
+        vec = ctx.fn.shape_tensor(uppers)
+        if aval.dtype != np.dtype(np.int32):
+            vec = ctx.convert(vec, ShapedArray((len(uppers),), np.dtype(np.int32), False), aval.dtype)
+    else:
+        vec = ctx.constant(np.asarray(uppers, dtype=aval.dtype))
     return ctx.broadcast(vec, ShapedArray((len(uppers),), aval.dtype, False), aval.shape,
                          dims=(aval.ndim - 1,))
 
@@ -129,11 +136,17 @@ def _gather(ctx: LoweringContext, operand: str, indices: str, *, dimension_numbe
         ("start_indices_batching_dims", dn.start_indices_batching_dims),
         ("start_index_map", dn.start_index_map),
     ], idx_aval.ndim - 1)
-    out = ctx.emit1("stablehlo.gather", [operand, indices], attrs={
-        "dimension_numbers": attr,
-        "slice_sizes": mt.i64_array(slice_sizes),
-        "indices_are_sorted": mt.bool_attr(bool(indices_are_sorted)),
-    })
+    if any(isinstance(s, DimExpr) for s in slice_sizes):  # symbolic slice sizes: an operand (JAX's too)
+        out = ctx.emit1("stablehlo.dynamic_gather", [operand, indices, ctx.fn.shape_tensor(slice_sizes)], attrs={
+            "dimension_numbers": attr,
+            "indices_are_sorted": mt.bool_attr(bool(indices_are_sorted)),
+        })
+    else:
+        out = ctx.emit1("stablehlo.gather", [operand, indices], attrs={
+            "dimension_numbers": attr,
+            "slice_sizes": mt.i64_array(slice_sizes),
+            "indices_are_sorted": mt.bool_attr(bool(indices_are_sorted)),
+        })
     if mode is not I.GatherScatterMode.FILL_OR_DROP or not dn.start_index_map:
         return out
     return _fill_out_of_bounds(ctx, out, out_aval, indices, idx_aval, dn, slice_sizes, fill_value)

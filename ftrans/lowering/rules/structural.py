@@ -166,6 +166,10 @@ def _rev(ctx: LoweringContext, x, *, dimensions):
 @register_lowering(S.pad_p)
 def _pad(ctx: LoweringContext, x, padval, *, padding_config):
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
+    if is_poly_shape(lo) or is_poly_shape(hi) or is_poly_shape(interior):  # symbolic: operands (as JAX's)
+        f = ctx.fn
+        return ctx.emit1("stablehlo.dynamic_pad", [x, padval, f.shape_tensor(lo), f.shape_tensor(hi),
+                                                   f.shape_tensor(interior)])
     return ctx.emit1("stablehlo.pad", [x, padval], attrs={
         "edge_padding_low": mt.i64_array(lo),
         "edge_padding_high": mt.i64_array(hi),
@@ -184,7 +188,7 @@ def _concatenate(ctx: LoweringContext, *xs, dimension):
 @register_lowering(S.slice_p)
 def _slice(ctx: LoweringContext, x, *, start_indices, limit_indices, strides):
     st = strides if strides is not None else (1,) * len(start_indices)
-    if is_poly_shape(start_indices) or is_poly_shape(limit_indices):  # symbolic bounds: computed at run time
+    if is_poly_shape(start_indices) or is_poly_shape(limit_indices) or is_poly_shape(st):  # computed at run time
         f = ctx.fn
         return ctx.emit1("stablehlo.real_dynamic_slice", [x, f.shape_tensor(start_indices),
                                                           f.shape_tensor(limit_indices), f.shape_tensor(st)])
@@ -220,9 +224,28 @@ def _start_indices(ctx: LoweringContext, idx, avals) -> list[str]:
 @register_lowering(S.dynamic_slice_p)
 def _dynamic_slice(ctx: LoweringContext, x, *idx, slice_sizes):
     # stablehlo.dynamic_slice clamps the starts into [0, size - slice_size], like the impl.
+    if is_poly_shape(slice_sizes):  # symbolic sizes: the starts clamped here, then a slice of run-time bounds
+        return _dynamic_slice_symbolic(ctx, x, idx, slice_sizes)
     starts = _start_indices(ctx, idx, ctx.avals_in[1:])
     return ctx.emit1("stablehlo.dynamic_slice", [x, *starts],
                      attrs={"slice_sizes": mt.i64_array(slice_sizes)})
+
+
+def _dynamic_slice_symbolic(ctx: LoweringContext, x, idx, slice_sizes):
+    f = ctx.fn
+    i32 = np.dtype(np.int32)
+    shape = ctx.avals_in[0].shape
+    zero = ctx.scalar(0, i32)
+    parts = []
+    for k, (i, a) in enumerate(zip(idx, ctx.avals_in[1:])):
+        v = i if a.dtype == i32 else ctx.convert(i, a, i32)
+        v = ctx.emit1("stablehlo.clamp", [zero, v, f.dim_value(shape[k] - slice_sizes[k])], "tensor<i32>")
+        parts.append(ctx.emit1("stablehlo.reshape", [v], "tensor<1xi32>"))
+    n = len(parts)
+    starts = parts[0] if n == 1 else ctx.emit1("stablehlo.concatenate", parts, f"tensor<{n}xi32>",
+                                               attrs={"dimension": "0 : i64"})
+    limits = ctx.emit1("stablehlo.add", [starts, f.shape_tensor(slice_sizes)], f"tensor<{n}xi32>")
+    return ctx.emit1("stablehlo.real_dynamic_slice", [x, starts, limits, f.shape_tensor((1,) * n)])
 
 
 @register_lowering(S.dynamic_update_slice_p)
