@@ -275,20 +275,45 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
     if a.size == 0:
         q = np.broadcast_to(np.eye(m, k, dtype=a.dtype), a.shape[:-2] + (m, k)).copy()
         return [q, np.zeros(a.shape[:-2] + (k, n), a.dtype)]
-    # SciPy's LAPACK geqrf/orgqr, the routines (and the library) the compiled CPU kernel calls: an eager qr
-    # returns the same factors, to the last bit, as a jitted one (NumPy's own LAPACK rounds differently).
-    import scipy.linalg
+    # SciPy's LAPACK geqrf/orgqr (ungqr), the routines (and the library) the compiled CPU kernel calls, with
+    # the optimal workspace: an eager qr returns the same factors, to the last bit, as a jitted one (NumPy's
+    # own LAPACK rounds differently).  The workspace is queried once for the whole stack.
+    from scipy.linalg.lapack import get_lapack_funcs
 
-    mode = "full" if full_matrices else "economic"
+    flat = _flat(a)
+    geqrf, orgqr = get_lapack_funcs(("geqrf", "orgqr"), (flat[0],))
+    lw_f = _lwork(geqrf(flat[0], lwork=-1)[-2])
+    # orgqr's operand: the first min(m, n) reflectors, in an m x k array (k = m when full and m > n).
+    lw_g = _lwork(orgqr(np.zeros((m, k), a.dtype), np.zeros(min(m, n), a.dtype), lwork=-1)[-2])
 
     def one(x):
-        try:
-            return scipy.linalg.qr(x, mode=mode, check_finite=False)
-        except (np.linalg.LinAlgError, ValueError):
+        qr, tau, _, info = geqrf(x, lwork=lw_f)
+        if info != 0:
             return np.full((m, k), np.nan, a.dtype), np.full((k, n), np.nan, a.dtype)
+        r = np.triu(qr[:k, :])
+        if k == n and m > n:  # economic, tall: the reflectors fill qr
+            v = qr
+        elif k == m and m > n:  # full, tall: room for the whole square Q
+            v = np.zeros((m, m), a.dtype, order="F")
+            v[:, :n] = qr
+        else:
+            v = qr[:, :k]
+        q, _, info = orgqr(v, tau, lwork=lw_g, overwrite_a=1)
+        if info != 0:
+            return np.full((m, k), np.nan, a.dtype), np.full((k, n), np.nan, a.dtype)
+        return q, r
 
     q, r = _each(one, a, [(m, k), (k, n)], [a.dtype, a.dtype])
     return [q, r]
+
+
+def _lwork(work: np.ndarray) -> int:
+    """The optimal workspace size a LAPACK query returned, as an int.  The query returns it as a float of the
+    routine's precision, which rounds sizes above 2**24 in single precision: round those up a step."""
+    w = np.asarray(work).ravel()[0].real
+    if w.dtype == np.float32 and w > 2**24:
+        w = np.nextafter(w, np.float32(np.inf))
+    return max(1, int(np.ceil(w)))
 
 
 qr_p = Primitive("qr", multiple_results=True)
@@ -412,28 +437,28 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
             return [s]
         return [s, np.broadcast_to(np.eye(m, ku, dtype=a.dtype), batch + (m, ku)).copy(),
                 np.broadcast_to(np.eye(kv, n, dtype=a.dtype), batch + (kv, n)).copy()]
-    # SciPy's LAPACK gesdd, the routine (and the library) the compiled CPU kernel calls: an eager svd returns
-    # the same singular vectors as a jitted one (NumPy's LAPACK picks other signs and null-space bases).
-    import scipy.linalg
+    # SciPy's LAPACK gesdd, the routine (and the library) the compiled CPU kernel calls, with the optimal
+    # workspace: an eager svd returns the same singular vectors as a jitted one (NumPy's LAPACK picks other
+    # signs and null-space bases).  The workspace is queried once for the whole stack.
+    from scipy.linalg.lapack import get_lapack_funcs
 
     ku, kv = (m, n) if full_matrices else (k, k)
-    if not compute_uv:
-        def one_s(x):
-            try:
-                return (scipy.linalg.svd(x, compute_uv=False, check_finite=False, lapack_driver="gesdd"),)
-            except (np.linalg.LinAlgError, ValueError):
-                return (np.full((k,), np.nan, rd),)
-
-        (s,) = _each(one_s, a, [(k,)], [rd])
-        return [s]
+    flat = _flat(a)
+    gesdd, gesdd_lwork = get_lapack_funcs(("gesdd", "gesdd_lwork"), (flat[0],))
+    uv = int(bool(compute_uv))
+    lw = _lwork(gesdd_lwork(m, n, compute_uv=uv, full_matrices=int(bool(full_matrices)))[0])
 
     def one(x):
-        try:
-            u, s, vh = scipy.linalg.svd(x, full_matrices=full_matrices, check_finite=False, lapack_driver="gesdd")
-        except (np.linalg.LinAlgError, ValueError):
-            return (np.full((k,), np.nan, rd), np.full((m, ku), np.nan, a.dtype), np.full((kv, n), np.nan, a.dtype))
-        return s, u, vh
+        u, s, vh, info = gesdd(x, compute_uv=uv, lwork=lw, full_matrices=int(bool(full_matrices)))
+        if info != 0:
+            s = np.full((k,), np.nan, rd)
+            if uv:
+                u, vh = np.full((m, ku), np.nan, a.dtype), np.full((kv, n), np.nan, a.dtype)
+        return (s, u, vh) if uv else (s,)
 
+    if not compute_uv:
+        (s,) = _each(one, a, [(k,)], [rd])
+        return [s]
     s, u, vh = _each(one, a, [(k,), (m, ku), (kv, n)], [rd, a.dtype, a.dtype])
     return [s, u, vh]
 
