@@ -67,7 +67,6 @@ __all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZ
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
 _all_jitted: weakref.WeakSet = weakref.WeakSet()
-_new = object.__new__
 _ndarray = np.ndarray
 _NP_KEY = object()  # first item of the fast keys of NumPy-argument calls (never an argument signature)
 
@@ -412,7 +411,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
             out = run(bufs)
             if not trace.eager_everywhere and trace.debug_checks_on():
                 _check_outputs(name, closed, donate, out, leaves)
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = out[0]
             res._aval = aval0
             res._sig = sig0
@@ -434,7 +433,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         if not trace.eager_everywhere and trace.debug_checks_on():
             _check_outputs(name, closed, donate, out, leaves)
         if single:
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = out[0]
             res._aval = aval0
             res._sig = sig0
@@ -467,7 +466,7 @@ def _forget_cpp(store: _Store, cpp: Any) -> None:
 
 def _cpp_output(aux: tuple, bufs: tuple) -> DeviceArray:
     """One output of a call answered by jaxlib's C++ dispatcher, as ``invoke`` wraps it."""
-    res = _new(DeviceArray)
+    res = DeviceArray()
     res._buf = bufs[0]
     res._aval, res._sig, res.weak_type = aux
     return res
@@ -488,7 +487,7 @@ def _cpp_single_output(out: Any, cpp: Any, fast: dict) -> Any:
     (``__call__`` does the same inline)."""
     if type(out) is not _RUNTIME_ARRAY:
         return out
-    res = _new(DeviceArray)
+    res = DeviceArray()
     res._buf = out
     held = fast.get(_CPP_KEY)
     if held is not None and held[0] is cpp and held[1] is not None:
@@ -523,7 +522,7 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
         weak0 = aval0.weak_type
 
         def call_single(*args: Any) -> Any:
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = run(args)[0]
             res._aval = aval0
             res._sig = sig0
@@ -892,7 +891,7 @@ class JitWrapped:
                         if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
                             if aux is None:
                                 return _cpp_single_output(out, cpp, fast)
-                            res = _new(DeviceArray)
+                            res = DeviceArray()
                             res._buf = out
                             res._aval, res._sig, res.weak_type = aux
                             return res
