@@ -240,3 +240,21 @@ def test_bare_output_chosen_once_across_threads():
     for s in shapes:  # and afterwards, one thread
         x = np.ones(s, np.float32)
         assert f(x).shape == s and np.asarray(f(x))[0] == 2
+
+
+@needs_cpp
+def test_pytree_of_numpy_arrays_to_one_array(monkeypatch):
+    seen = []  # calls that go past the fast keys (the tree keys sit inside the general path)
+    orig = jit_mod.JitWrapped._remember_fast
+    monkeypatch.setattr(jit_mod.JitWrapped, "_remember_fast", lambda self, *a: seen.append(1) or orig(self, *a))
+    f = ftrans.jit(lambda p, x: p["w"] @ x + p["b"])
+    jf = jax.jit(lambda p, x: p["w"] @ x + p["b"])
+    p = {"w": np.eye(3, dtype=np.float32) * 2, "b": np.arange(3, dtype=np.float32)}
+    x = np.ones(3, np.float32)
+    want = f(p, x)
+    for _ in range(3):
+        got = f(p, x)
+        _same(got, jf(p, x))
+        assert got._aval == want._aval and got._sig == want._sig
+    assert len(seen) == 2
+    assert f._fast[jit_mod._CPP_KEY][1] is not None  # the dispatcher's bare program
