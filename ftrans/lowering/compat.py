@@ -512,13 +512,27 @@ def cpp_output_tree(out_tree: Any, auxes: Sequence[Any], unflatten: Any) -> Any:
     return jax.tree_util.tree_structure(jax.tree_util.tree_unflatten(out_tree, [node(a) for a in auxes]))
 
 
+_leaf_def: list = []  # the output structure of a program returning one array (a bare leaf)
+
+
 def cpp_fastpath(executable: Any, device: Any, out_avals: Sequence[Any], kept: Sequence[bool],
                  const_bufs: Sequence[Any], out_treedef: Any) -> CppFastpath:
     """The C++ dispatcher's description of a single-device program run on host arrays: ``kept`` says
-    which argument leaves the program reads; ``const_bufs`` (device buffers) lead its arguments."""
+    which argument leaves the program reads; ``const_bufs`` (device buffers) lead its arguments.
+
+    ``out_treedef`` None: the program returns one array, which the dispatcher then hands back as the
+    runtime array itself (no output structure to rebuild, no Python call); the caller wraps it. The
+    runtime array carries the output's weak type."""
     sh = _sharding(device)
     n_in = len(const_bufs) + sum(1 for k in kept if k)
-    avals = [_jax_aval(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
+    if out_treedef is None:
+        if not _leaf_def:
+            _leaf_def.append(jax.tree_util.tree_structure(0))
+        out_treedef = _leaf_def[0]
+        (a,) = out_avals
+        avals = [_jcore.ShapedArray(tuple(a.shape), np.dtype(a.dtype), weak_type=bool(a.weak_type))]
+    else:
+        avals = [_jax_aval(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
     return CppFastpath(executable, out_treedef, [sh] * n_in, [sh] * len(avals), avals, [True] * len(avals),
                        [True] * len(const_bufs) + [bool(k) for k in kept], [None] * n_in, list(const_bufs))
 

@@ -67,7 +67,6 @@ __all__ = ["jit", "jit_call_p", "clear_caches", "eval_shape", "DEFAULT_CACHE_SIZ
 DEFAULT_CACHE_SIZE = 4096  # executables kept per jitted function (LRU)
 
 _all_jitted: weakref.WeakSet = weakref.WeakSet()
-_new = object.__new__
 _ndarray = np.ndarray
 _NP_KEY = object()  # first item of the fast keys of NumPy-argument calls (never an argument signature)
 
@@ -412,7 +411,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
             out = run(bufs)
             if not trace.eager_everywhere and trace.debug_checks_on():
                 _check_outputs(name, closed, donate, out, leaves)
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = out[0]
             res._aval = aval0
             res._sig = sig0
@@ -434,7 +433,7 @@ def _executor(entry: _Entry, name: str) -> Callable[[list, Any], Any]:
         if not trace.eager_everywhere and trace.debug_checks_on():
             _check_outputs(name, closed, donate, out, leaves)
         if single:
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = out[0]
             res._aval = aval0
             res._sig = sig0
@@ -457,7 +456,8 @@ _CPP_KEY = "jaxlib C++ dispatcher"  # the fast table's entry for the function's 
 def _forget_cpp(store: _Store, cpp: Any) -> None:
     """Take a dispatcher whose ``jit`` object is gone out of ``store``'s fast tables (run by the garbage
     collector, maybe while this thread holds ``store.lock``: single dict operations, no lock)."""
-    if store.fast.get(_CPP_KEY) is cpp:
+    held = store.fast.get(_CPP_KEY)
+    if held is not None and held[0] is cpp:
         store.fast.pop(_CPP_KEY, None)
     for k, v in list(store.tree_fast.items()):
         if type(v) is tuple and v[0] is cpp:
@@ -466,9 +466,35 @@ def _forget_cpp(store: _Store, cpp: Any) -> None:
 
 def _cpp_output(aux: tuple, bufs: tuple) -> DeviceArray:
     """One output of a call answered by jaxlib's C++ dispatcher, as ``invoke`` wraps it."""
-    res = _new(DeviceArray)
+    res = DeviceArray()
     res._buf = bufs[0]
     res._aval, res._sig, res.weak_type = aux
+    return res
+
+
+# One program of each dispatcher with a single array output is handed to it without an output structure: the
+# dispatcher returns the runtime array itself (no Python call from C++) and the caller wraps it. Which program
+# that is, the fast table says beside the dispatcher: ``fast[_CPP_KEY]`` is ``(dispatcher, aux)``, ``aux`` that
+# output's (aval, signature, weak type) once such a program is learnt (None before). Only one per dispatcher, so
+# a bare array from it always belongs to that program; it is chosen under this lock.
+_RUNTIME_ARRAY = _array_mod.buffer_type  # jax's Array (registered by ``compat`` on import)
+_cpp_bare_lock = threading.Lock()
+
+
+def _cpp_single_output(out: Any, cpp: Any, fast: dict) -> Any:
+    """What a call answered by jaxlib's C++ dispatcher ``cpp`` returns: ``out`` itself, or, when it is the
+    bare runtime array of the dispatcher's one-array program, that array wrapped as a DeviceArray
+    (``__call__`` does the same inline)."""
+    if type(out) is not _RUNTIME_ARRAY:
+        return out
+    res = DeviceArray()
+    res._buf = out
+    held = fast.get(_CPP_KEY)
+    if held is not None and held[0] is cpp and held[1] is not None:
+        res._aval, res._sig, res.weak_type = held[1]
+    else:  # (the tables were cleared meanwhile) the runtime array carries the output's type
+        aval = ShapedArray(tuple(out.shape), out.dtype, bool(out.weak_type))
+        res._aval, res._sig, res.weak_type = aval, X.sig_of(aval, next(iter(out.devices())).id), aval.weak_type
     return res
 
 
@@ -496,7 +522,7 @@ def _numpy_executor(entry: _Entry, shapes: list, dts: list, device: Any) -> Call
         weak0 = aval0.weak_type
 
         def call_single(*args: Any) -> Any:
-            res = _new(DeviceArray)
+            res = DeviceArray()
             res._buf = run(args)[0]
             res._aval = aval0
             res._sig = sig0
@@ -851,8 +877,8 @@ class JitWrapped:
                     self.hits += 1
                     return entry.invoke([a._buf for a in args], args)
             else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
-                cpp = fast.get(_CPP_KEY)
-                if cpp is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
+                held = fast.get(_CPP_KEY)
+                if held is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
                     if len(args) == 2:
                         a0, a1 = args
                         plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
@@ -860,7 +886,16 @@ class JitWrapped:
                         plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
                     if plain:
                         self.hits += 1
-                        return cpp(*args)
+                        cpp, aux = held
+                        out = cpp(*args)
+                        if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
+                            if aux is None:
+                                return _cpp_single_output(out, cpp, fast)
+                            res = DeviceArray()
+                            res._buf = out
+                            res._aval, res._sig, res.weak_type = aux
+                            return res
+                        return out
                 try:
                     if len(args) == 2:  # the common case, without a comprehension
                         a0, a1 = args
@@ -998,7 +1033,7 @@ class JitWrapped:
                                             leaves)
                     if not _cpp_handoff.__dict__.get("busy"):  # jaxlib's C++ dispatcher (``_remember_cpp``)
                         self.hits += 1                         # (but not from its own miss)
-                        return entry(*full_args)
+                        return _cpp_single_output(entry(*full_args), entry, self._fast)
         avals = []
         tracing = False
         spread = self._spmd_always
@@ -1213,19 +1248,32 @@ class JitWrapped:
                 or not all(isinstance(a.dtype, np.dtype) and a.dtype != _FLOAT0 for a in exe.out_avals)):
             return None
         fast = self._fast
-        cpp = fast.get(_CPP_KEY)
-        if cpp is None:
+        held = fast.get(_CPP_KEY)
+        if held is None:
             cpp = self._new_cpp()
             if cpp is None:
                 return None
-            fast[_CPP_KEY] = cpp
+            fast[_CPP_KEY] = (cpp, None)
+        else:
+            cpp = held[0]
         if _cpp_handoff.__dict__.get("busy"):  # the dispatcher's miss is running this call: describe the program
             read = None if entry.kept is None else set(entry.kept)
             kept = [read is None or i in read for i in range(len(leaves))]
-            out_def = compat.cpp_output_tree(
-                entry.out_tree, [(a, s, a.weak_type) for a, s in zip(exe.out_avals, exe.out_sigs)], _cpp_output)
-            _cpp_handoff.last = (cpp, compat.cpp_fastpath(exe.xla, device, exe.out_avals, kept, exe.const_bufs,
-                                                          out_def))
+            out_tree, bare = entry.out_tree, False
+            if out_tree.num_leaves == 1 and out_tree.num_nodes == 1:  # one array: returned bare if it is the
+                with _cpp_bare_lock:                                  # dispatcher's first such program
+                    held = fast.get(_CPP_KEY)
+                    if held is not None and held[0] is cpp and held[1] is None:
+                        a = exe.out_avals[0]
+                        fast[_CPP_KEY] = (cpp, (a, exe.out_sigs[0], a.weak_type))
+                        bare = True
+            if bare:
+                fp = compat.cpp_fastpath(exe.xla, device, exe.out_avals, kept, exe.const_bufs, None)
+            else:
+                out_def = compat.cpp_output_tree(
+                    out_tree, [(a, s, a.weak_type) for a, s in zip(exe.out_avals, exe.out_sigs)], _cpp_output)
+                fp = compat.cpp_fastpath(exe.xla, device, exe.out_avals, kept, exe.const_bufs, out_def)
+            _cpp_handoff.last = (cpp, fp)
         return cpp
 
     def _new_cpp(self) -> Any:
