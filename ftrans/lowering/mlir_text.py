@@ -65,6 +65,7 @@ def tensor_type(shape: Sequence[int], dtype: np.dtype) -> str:
 _SYM_IDS: dict[DimExpr, int] = {}
 _SYMS: list[DimExpr] = []
 _PLACEHOLDER = re.compile(r"\?\{(\d+)\}")
+_TYPE_DIM = re.compile(r"(?:(\d+)|\?\{(\d+)\})x")
 _DYNAMIC_FORMS = {"stablehlo.broadcast_in_dim": "stablehlo.dynamic_broadcast_in_dim",
                   "stablehlo.iota": "stablehlo.dynamic_iota", "stablehlo.reshape": "stablehlo.dynamic_reshape"}
 
@@ -86,9 +87,10 @@ def _type_dims(t: str) -> list:
     """The dimensions of a ranked tensor type written by ``tensor_type`` (ints and DimExprs)."""
     inner = t[t.index("<") + 1:t.rindex(">")]
     out: list = []
-    for p in inner.split("x")[:-1]:
-        m = _PLACEHOLDER.fullmatch(p)
-        out.append(_SYMS[int(m.group(1))] if m else int(p))
+    m = _TYPE_DIM.match(inner)
+    while m:  # leading ``3x``, ``?{0}x``, up to the element type (``complex<f32>`` has an x of its own)
+        out.append(_SYMS[int(m.group(2))] if m.group(2) is not None else int(m.group(1)))
+        m = _TYPE_DIM.match(inner, m.end())
     return out
 
 
