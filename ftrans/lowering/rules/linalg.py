@@ -338,26 +338,37 @@ def _lu_lowering(ctx: LoweringContext, a: str) -> list[str]:
 
 
 def _slice_cols(ctx: LoweringContext, x: str, aval: ShapedArray, rows: int, cols: int) -> tuple[str, ShapedArray]:
-    """``x[..., :rows, :cols]``, zero-padded where ``x`` is smaller."""
+    """``x[..., :rows, :cols]``, zero-padded where ``x`` is smaller (sizes may be symbolic)."""
     shape = aval.shape
     nd = len(shape)
     r0, c0 = shape[-2:]
     out_aval = aval.update(shape=shape[:-2] + (rows, cols))
     if (r0, c0) == (rows, cols):
         return x, aval
-    if rows <= r0 and cols <= c0:
-        return ctx.emit1("stablehlo.slice", [x], mt.aval_type(out_aval), {
-            "start_indices": mt.i64_array([0] * nd),
-            "limit_indices": mt.i64_array(list(shape[:-2]) + [rows, cols]),
-            "strides": mt.i64_array([1] * nd)}), out_aval
-    if rows < r0 or cols < c0:
-        x, aval = _slice_cols(ctx, x, aval, min(rows, r0), min(cols, c0))
-        r0, c0 = aval.shape[-2:]
+    r1, c1 = min_dim(rows, r0), min_dim(cols, c0)
+    if (r1, c1) != (r0, c0):  # the part of x kept
+        aval = aval.update(shape=shape[:-2] + (r1, c1))
+        starts, limits, strides = [0] * nd, list(shape[:-2]) + [r1, c1], [1] * nd
+        if is_poly_shape(limits):
+            f = ctx.fn
+            x = ctx.emit1("stablehlo.real_dynamic_slice", [x, f.shape_tensor(starts), f.shape_tensor(limits),
+                                                           f.shape_tensor(strides)], mt.aval_type(aval))
+        else:
+            x = ctx.emit1("stablehlo.slice", [x], mt.aval_type(aval), {
+                "start_indices": mt.i64_array(starts), "limit_indices": mt.i64_array(limits),
+                "strides": mt.i64_array(strides)})
+    if (r1, c1) == (rows, cols):
+        return x, out_aval
     zero = ctx.scalar(0, aval.dtype)
+    lo, hi = [0] * nd, [0] * (nd - 2) + [rows - r1, cols - c1]
+    if is_poly_shape(hi) or is_poly_shape(out_aval.shape):
+        f = ctx.fn
+        return ctx.emit1("stablehlo.dynamic_pad", [x, zero, f.shape_tensor(lo), f.shape_tensor(hi),
+                                                   f.shape_tensor(lo)], mt.aval_type(out_aval)), out_aval
     return ctx.emit1("stablehlo.pad", [x, zero], mt.aval_type(out_aval), {
-        "edge_padding_low": mt.i64_array([0] * nd),
-        "edge_padding_high": mt.i64_array([0] * (nd - 2) + [rows - r0, cols - c0]),
-        "interior_padding": mt.i64_array([0] * nd)}), out_aval
+        "edge_padding_low": mt.i64_array(lo),
+        "edge_padding_high": mt.i64_array(hi),
+        "interior_padding": mt.i64_array(lo)}), out_aval
 
 
 def _eye_like(ctx: LoweringContext, aval: ShapedArray) -> str:
