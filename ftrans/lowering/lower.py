@@ -307,7 +307,8 @@ class ModuleLowering:
         if dim_vars:  # leading i32 arguments holding dimension variables' values (JAX's dimension arguments)
             dargs = [fn.argument("tensor<i32>") for _ in dim_vars]
             fn.dim_sources.update(zip(dim_vars, dargs))
-            args = [f"{a}: tensor<i32>" for a in dargs] + args
+            # (marked as JAX marks them: shape refinement propagates their constant values into the function)
+            args = [f'{a}: tensor<i32> {{jax.global_constant = "{v}"}}' for a, v in zip(dargs, dim_vars)] + args
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:

@@ -33,6 +33,7 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core.array import Array
 from ftrans.core.keys import PRNGKeyArray, is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
     ConcretizationTypeError,
@@ -158,6 +159,8 @@ def _traced_shape(name: str, shape: Any) -> None:
 
 
 def _dim(name: str, d: Any, shape: Any) -> int:
+    if isinstance(d, DimExpr):  # a symbolic size (shape polymorphism): at least 1
+        return d
     if isinstance(d, Tracer):
         _traced_shape(name, shape)
     if isinstance(d, (bool, np.bool_)) or isinstance(d, (float, np.floating)):
@@ -178,7 +181,7 @@ def _canonical_shape(name: str, shape: Any) -> tuple[int, ...]:
     """JAX's ``canonicalize_shape``: an int or a sequence of non-negative ints."""
     if isinstance(shape, Tracer):
         _traced_shape(name, shape)
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+    if isinstance(shape, (int, np.integer, DimExpr)) and not isinstance(shape, bool):
         return (_dim(name, shape, (shape,)),)
     if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
         return (_dim(name, shape, (shape,)),)
@@ -192,7 +195,7 @@ def _check_param_shape(name: str, shape: tuple[int, ...], *params: Any) -> None:
     """Parameter shapes must broadcast to exactly ``shape``."""
     shapes = [shape_of(p) for p in params]
     try:
-        out = np.broadcast_shapes(shape, *shapes)
+        out = jnp.broadcast_shapes(shape, *shapes)
     except ValueError:
         out = None
     if out != shape:
@@ -205,7 +208,7 @@ def _check_param_shape(name: str, shape: tuple[int, ...], *params: Any) -> None:
 def _broadcast_param_shapes(name: str, *params: Any) -> tuple[int, ...]:
     shapes = [shape_of(p) for p in params]
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(jnp.broadcast_shapes(*shapes))
     except ValueError:
         raise FtransValueError(
             f"ftrans.random.{name}: parameter shapes {', '.join(map(str, shapes))} do not broadcast "
