@@ -597,13 +597,18 @@ def _bounds(e: Any, scope: SymbolicScope, depth: int = 0) -> tuple[float, float]
                 b = _mul_bounds(b, ab)
         tb = _mul_bounds(b, (c, c))
         lo, hi = lo + tb[0], hi + tb[1]
-    # a constraint ``f >= 0``: e = f + rest gives lo(e) >= lo(rest)
+    # a constraint ``f >= 0``: e = f + rest gives lo(e) >= lo(rest), and e = rest - f gives hi(e) <= hi(rest)
     for f in (scope._ge if depth < 3 else ()):
         rest = e - f
         if not isinstance(rest, DimExpr):
             lo = max(lo, rest)
         elif len(rest._terms) < len(e._terms):
             lo = max(lo, _bounds_plain(rest, scope, depth + 1)[0])
+        rest = e + f
+        if not isinstance(rest, DimExpr):
+            hi = min(hi, rest)
+        elif len(rest._terms) < len(e._terms):
+            hi = min(hi, _bounds_plain(rest, scope, depth + 1)[1])
     return lo, hi
 
 

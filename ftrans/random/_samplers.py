@@ -888,7 +888,8 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
             f"the population (size {n_inputs}) when replace=False")
     if p is None:
         if replace:
-            ind = randint(k, shape, 0, n_inputs)
+            hi = n_inputs.__jax_array__() if isinstance(n_inputs, DimExpr) else n_inputs  # a symbolic size's value
+            ind = randint(k, shape, 0, hi)
             result = ind if nd == 0 else jnp.take(arr, ind, axis=axis)
         else:
             perm = permutation(k, n_inputs if nd == 0 else arr, axis)

@@ -26,8 +26,8 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive, never_weak
-from ftrans.core.shape_poly import max_dim, min_dim
 from ftrans.core.prims._base import prim_type_error, prim_value_error, quiet
+from ftrans.core.shape_poly import max_dim, min_dim
 
 LINALG_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128})
 
