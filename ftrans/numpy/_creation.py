@@ -723,6 +723,8 @@ def _offset_arg(name: str, k: Any) -> Any:
         if k.shape != () or not dtypes.is_int(k.dtype):
             raise FtransTypeError(f"{name}: k must be an integer scalar, got {k.aval.str_short()}")
         return retype(k, dtypes.int32)
+    if isinstance(k, DimExpr):  # a symbolic offset: its value, computed when the program runs
+        return retype(k.__jax_array__(), dtypes.int32)
     return _static_int(name, "k", k)
 
 
