@@ -355,6 +355,9 @@ def test_what_random_and_top_k_do_not_support_names_it():
         export.export(ftrans.jit(lambda k, x: ftrans.random.uniform(ftrans.random.wrap_key_data(k, impl="rbg"),
                                                                     x.shape)))(
             *export.symbolic_args_specs((key, x), [None, "b, 8"]))
+    with pytest.raises(NotImplementedError, match="`permutation` or `shuffle` for arrays of non-constant size: b"):
+        export.export(ftrans.jit(lambda k, x: ftrans.random.permutation(ftrans.random.wrap_key_data(k[:2]), x)))(
+            *export.symbolic_args_specs((key, x), [None, "b, 8"]))
     with pytest.raises(FtransNotImplementedError, match="top_k with the symbolic k = b"):
         export.export(ftrans.jit(lambda x: ftrans.lax.top_k(x, x.shape[0])))(
             *export.symbolic_args_specs((x,), "b, 8*b"))

@@ -37,6 +37,7 @@ from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
     ConcretizationTypeError,
+    FtransNotImplementedError,
     FtransOverflowError,
     FtransTypeError,
     FtransValueError,
@@ -758,6 +759,9 @@ def _shuffle_core(k: Any, x: Any, axis: int) -> Any:
     # Sort by fresh random 32-bit keys, enough rounds that ties are unlikely to survive
     # (the number of rounds is JAX's, so the bits agree).
     size = math.prod(shape_of(x))
+    if isinstance(size, DimExpr):  # the number of rounds depends on the size (JAX's refusal, in its words)
+        raise FtransNotImplementedError(
+            f"shape polymorphism for `permutation` or `shuffle` for arrays of non-constant size: {size}")
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
         pair = _prng.split(k, (2,))
