@@ -335,6 +335,13 @@ def test_symbolic_segments_triangles_top_k_and_cumulative_reductions_like_jax():
     _agree(fexp, jexp, (x, ids), tol=1e-5)
 
 
+def test_symbolic_average_counts_like_jax():
+    x = np.random.RandomState(4).randn(3, 4).astype(np.float32)
+    fexp, jexp = _both_exports(lambda np_, lax, random, x: (np_.average(x, axis=0), np_.average(x, returned=True)),
+                               (x,), ["b, ..."])
+    _agree(fexp, jexp, (x,), tol=1e-6)
+
+
 def test_private_functions_take_dimension_arguments():
     # The while loop's condition needs 'n', which no argument of the loop's functions is sized by.
     def f(x):
