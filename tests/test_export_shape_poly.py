@@ -335,11 +335,15 @@ def test_symbolic_segments_triangles_top_k_and_cumulative_reductions_like_jax():
     _agree(fexp, jexp, (x, ids), tol=1e-5)
 
 
-def test_symbolic_average_counts_like_jax():
+def test_symbolic_average_counts_and_linspace_samples_like_jax():
     x = np.random.RandomState(4).randn(3, 4).astype(np.float32)
     fexp, jexp = _both_exports(lambda np_, lax, random, x: (np_.average(x, axis=0), np_.average(x, returned=True)),
                                (x,), ["b, ..."])
     _agree(fexp, jexp, (x,), tol=1e-6)
+    y = np.zeros(9, np.float32)
+    fexp, jexp = _both_exports(lambda np_, lax, random, y: np_.linspace(0, 100, y.shape[0]), (y,), ["b"],
+                               constraints=["b >= 2"])  # a symbolic number of samples
+    _agree(fexp, jexp, (y[:5],), tol=1e-5)
 
 
 def test_private_functions_take_dimension_arguments():
