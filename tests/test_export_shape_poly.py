@@ -245,3 +245,130 @@ def test_symbolic_roll_decides_mod_by_a_dimension_like_jax():
     jexp = jax.export.export(jax.jit(lambda x: jjnp.roll(x, 2, axis=0)))(*jax.export.symbolic_args_specs((x,), "b, 4"))
     for n in (1,):
         np.testing.assert_array_equal(np.asarray(fexp.call(x[:n])), np.asarray(jexp.call(x[:n])))
+
+
+def _both_exports(prog, args, specs, constraints=()):
+    """``prog(np_, lax, random, *args)`` exported with symbolic shapes by ftrans and by jax.export."""
+    fexp = export.export(ftrans.jit(lambda *a: prog(jnp, ftrans.lax, ftrans.random, *a)))(
+        *export.symbolic_args_specs(args, specs, constraints=constraints))
+    jexp = jax.export.export(jax.jit(lambda *a: prog(jjnp, jax.lax, jax.random, *a)))(
+        *jax.export.symbolic_args_specs(args, specs, constraints=constraints))
+    assert str(fexp.out_avals) == str(jexp.out_avals)
+    return fexp, jexp
+
+
+def _agree(fexp, jexp, args, tol=1e-4, magnitudes=False):
+    for g, w in zip(jax.tree_util.tree_leaves(fexp.call(*args)), jax.tree_util.tree_leaves(jexp.call(*args))):
+        g, w = np.asarray(g), np.asarray(w)
+        if magnitudes:  # factors defined up to the signs (phases) of their columns
+            g, w = np.abs(g), np.abs(w)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+def _factorizations(np_, lax, random, x, s):
+    la = lax.linalg
+    return (la.cholesky(s), la.eigh(s), la.schur(x), la.eig(x, compute_left_eigenvectors=False)[0],
+            la.triangular_solve(s, x, left_side=True, lower=True), np_.linalg.inv(s), np_.linalg.slogdet(x))
+
+
+def test_symbolic_batch_and_matrix_sizes_in_factorizations_like_jax():
+    # Custom calls of symbolic result sizes take their shapes as operands (indices_of_shape_operands).
+    rs = np.random.RandomState(0)
+    x = rs.randn(3, 4, 4).astype(np.float32)
+    s = x @ x.transpose(0, 2, 1) + 4 * np.eye(4, dtype=np.float32)
+    fexp, jexp = _both_exports(_factorizations, (x, s), ["b, n, n", "b, n, n"])
+    assert "indices_of_shape_operands" in fexp.mlir_module()
+    for b, n in ((3, 4), (2, 3)):
+        _agree(fexp, jexp, (x[:b, :n, :n], s[:b, :n, :n]), tol=2e-3, magnitudes=True)
+
+
+def _rectangular(np_, lax, random, a):
+    la = lax.linalg
+    return la.qr(a, full_matrices=False), la.qr(a, full_matrices=True), la.lu(a), la.svd(a, full_matrices=False)
+
+
+@pytest.mark.parametrize("shape, constraint", [((2, 5, 3), "n <= m"), ((2, 3, 5), "m + 1 <= n")])
+def test_symbolic_rectangular_qr_lu_svd_like_jax(shape, constraint):
+    # min(m, n) as a dimension expression; lu's pivot loop gets m and n as dimension arguments.
+    a = np.random.RandomState(1).randn(*shape).astype(np.float32)
+    fexp, jexp = _both_exports(_rectangular, (a,), ["b, m, n"], constraints=[constraint])
+    # a tall lu: the permutation's size m is no size of the pivots the loop's function takes
+    assert ("jax.global_constant" in fexp.mlir_module()) == (shape[1] > shape[2])
+    _agree(fexp, jexp, (a,), tol=2e-3, magnitudes=True)
+
+
+def _draws(np_, lax, random, key, x):
+    k = random.wrap_key_data(key)
+    return (random.uniform(k, x.shape), random.normal(k, (x.shape[0], 2)), random.bits(k, x.shape),
+            random.key_data(random.split(k, 2 * x.shape[0])), random.categorical(k, x, axis=1),
+            random.choice(k, x, shape=(2,), axis=0))
+
+
+def test_symbolic_random_draws_like_jax():
+    key = np.array([0, 42], np.uint32)
+    x = np.random.RandomState(2).randn(4, 6).astype(np.float32)
+    fexp, jexp = _both_exports(_draws, (key, x), [None, "b, 2*c"])
+    for b in (4, 3):
+        _agree(fexp, jexp, (key, x[:b]), tol=1e-6)
+
+
+def test_symbolic_choice_without_replacement_uses_the_constraints_like_jax():
+    key = np.array([1, 2], np.uint32)
+    a, r = np.arange(12, dtype=np.float32), np.zeros((2, 3), np.float32)
+    fexp, jexp = _both_exports(lambda np_, lax, random, k, a, r: random.choice(
+        random.wrap_key_data(k), a, shape=r.shape, replace=False), (key, a, r), [None, None, "b3, b4"],
+        constraints=["12 >= b3*b4"])  # b3*b4 > 12 is decided False from above by the constraint
+    _agree(fexp, jexp, (key, a, r))
+
+
+def _segments_and_triangles(np_, lax, random, x, ids):
+    ops = jax.ops if np_ is jjnp else ftrans.ops
+    return (ops.segment_sum(x, ids, num_segments=x.shape[1]), ops.segment_max(x, ids, num_segments=x.shape[1],
+                                                                              bucket_size=x.shape[0] // 2),
+            np_.tril(x[0], k=x.shape[1] - 4), lax.top_k(x, 2), lax.cumsum(x, axis=2))
+
+
+def test_symbolic_segments_triangles_top_k_and_cumulative_reductions_like_jax():
+    x = np.random.RandomState(3).randn(8, 5, 3).astype(np.float32)
+    ids = np.array([0, 0, 0, 1, 1, 3, 3, 3], np.int32)
+    fexp, jexp = _both_exports(_segments_and_triangles, (x, ids), ["2*b, s, 3", "2*b"])
+    _agree(fexp, jexp, (x, ids), tol=1e-5)
+
+
+def test_symbolic_average_counts_and_linspace_samples_like_jax():
+    x = np.random.RandomState(4).randn(3, 4).astype(np.float32)
+    fexp, jexp = _both_exports(lambda np_, lax, random, x: (np_.average(x, axis=0), np_.average(x, returned=True)),
+                               (x,), ["b, ..."])
+    _agree(fexp, jexp, (x,), tol=1e-6)
+    y = np.zeros(9, np.float32)
+    fexp, jexp = _both_exports(lambda np_, lax, random, y: np_.linspace(0, 100, y.shape[0]), (y,), ["b"],
+                               constraints=["b >= 2"])  # a symbolic number of samples
+    _agree(fexp, jexp, (y[:5],), tol=1e-5)
+
+
+def test_private_functions_take_dimension_arguments():
+    # The while loop's condition needs 'n', which no argument of the loop's functions is sized by.
+    def f(x):
+        n = x.shape[1]
+        return ftrans.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 2.0), (0, x[:, 0]))[1]
+
+    x = np.ones((2, 5), np.float32)
+    fexp = export.export(ftrans.jit(f))(*export.symbolic_args_specs((x,), "b, n"))
+    assert 'jax.global_constant = "n"' in fexp.mlir_module()
+    np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.full(2, 32.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(fexp.call(x[:, :3])), np.full(2, 8.0, np.float32))
+
+
+def test_what_random_and_top_k_do_not_support_names_it():
+    key = np.array([0, 42, 1, 5], np.uint32)
+    x = np.zeros((3, 8), np.float32)
+    with pytest.raises(FtransNotImplementedError, match=r"rng_bit_generator \(the rbg and unsafe_rbg PRNGs\)"):
+        export.export(ftrans.jit(lambda k, x: ftrans.random.uniform(ftrans.random.wrap_key_data(k, impl="rbg"),
+                                                                    x.shape)))(
+            *export.symbolic_args_specs((key, x), [None, "b, 8"]))
+    with pytest.raises(NotImplementedError, match="`permutation` or `shuffle` for arrays of non-constant size: b"):
+        export.export(ftrans.jit(lambda k, x: ftrans.random.permutation(ftrans.random.wrap_key_data(k[:2]), x)))(
+            *export.symbolic_args_specs((key, x), [None, "b, 8"]))
+    with pytest.raises(FtransNotImplementedError, match="top_k with the symbolic k = b"):
+        export.export(ftrans.jit(lambda x: ftrans.lax.top_k(x, x.shape[0])))(
+            *export.symbolic_args_specs((x,), "b, 8*b"))

@@ -567,6 +567,10 @@ def _atom_bounds(a: Atom, scope: SymbolicScope, depth: int = 0) -> tuple[float, 
         elo, ehi = _bounds(a.args[0], scope, depth + 1)
         d = a.args[1]
         return max(lo, elo // d if elo != -_INF else -_INF), min(hi, ehi // d if ehi != _INF else _INF)
+    if (a.kind == "floordiv" and isinstance(a.args[1], DimExpr) and depth < 3
+            and _bounds(a.args[1], scope, depth + 1)[0] >= 1):  # x // d with d >= 1 lies in [min(x, 0), x or -1]
+        elo, ehi = _bounds(a.args[0], scope, depth + 1)
+        return max(lo, min(elo, 0)), min(hi, ehi if ehi >= 0 else -1)
     if a.kind == "mod" and not isinstance(a.args[1], DimExpr) and a.args[1] > 0:
         return max(lo, 0), min(hi, a.args[1] - 1)
     if a.kind in ("max", "min"):
@@ -597,13 +601,18 @@ def _bounds(e: Any, scope: SymbolicScope, depth: int = 0) -> tuple[float, float]
                 b = _mul_bounds(b, ab)
         tb = _mul_bounds(b, (c, c))
         lo, hi = lo + tb[0], hi + tb[1]
-    # a constraint ``f >= 0``: e = f + rest gives lo(e) >= lo(rest)
+    # a constraint ``f >= 0``: e = f + rest gives lo(e) >= lo(rest), and e = rest - f gives hi(e) <= hi(rest)
     for f in (scope._ge if depth < 3 else ()):
         rest = e - f
         if not isinstance(rest, DimExpr):
             lo = max(lo, rest)
         elif len(rest._terms) < len(e._terms):
             lo = max(lo, _bounds_plain(rest, scope, depth + 1)[0])
+        rest = e + f
+        if not isinstance(rest, DimExpr):
+            hi = min(hi, rest)
+        elif len(rest._terms) < len(e._terms):
+            hi = min(hi, _bounds_plain(rest, scope, depth + 1)[1])
     return lo, hi
 
 

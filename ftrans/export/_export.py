@@ -126,6 +126,7 @@ _STABLE_TARGETS = frozenset({
     "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement", "cu_threefry2x32_ffi",
     "hip_threefry2x32_ffi", "Eigh", "Qr", "ProductOfElementaryHouseholderReflectors", "LuDecomposition",
     "ApproxTopK", "stablehlo.dynamic_approx_top_k", "tpu_custom_call", "AllocateBuffer", "shape_assertion",
+    "stablehlo.dynamic_reduce_window", "stablehlo.dynamic_rng_bit_generator", "stablehlo.dynamic_top_k",
 })
 _TARGET = re.compile(r'call_target_name = "((?:[^"\\]|\\.)*)"')
 

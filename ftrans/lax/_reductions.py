@@ -22,6 +22,7 @@ from ftrans.core.primitive import Primitive, abstract_eval_rules
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax._computation import flat_operands, matching_init, staged_computation
@@ -88,16 +89,16 @@ def top_k(operand: Any, k: int, *, axis: int = -1) -> list[Any]:
     if not -len(shape) <= ax < len(shape):
         raise FtransValueError(f"top_k: axis {axis} is out of bounds for an array of dimension {len(shape)}")
     ax %= len(shape)
-    k = operator.index(k)
+    k = k if is_symbolic_dim(k) else operator.index(k)
     n = shape[ax]
-    if k < 0:
+    if not is_symbolic_dim(k) and k < 0:
         raise FtransValueError(f"k argument to top_k must be nonnegative, got {k}")
-    if not 0 <= k <= n:
+    if not k <= n:
         raise FtransValueError(
             f"top_k: k argument must be no larger than size along the axis; got k={k} with "
             f"shape={list(shape)} and axis={ax}"
         )
-    if n > np.iinfo(np.int32).max:
+    if not is_symbolic_dim(n) and n > np.iinfo(np.int32).max:  # (a symbolic size is taken to fit)
         raise FtransValueError(
             f"top_k returns int32 indices, which will overflow for an axis of size {n} "
             f"(shape {list(shape)}, axis {ax}); split the axis into pieces of at most 2**31 - 1 elements"

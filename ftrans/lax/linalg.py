@@ -60,6 +60,9 @@ def _matrix(name: str, x: Any, *, square: bool) -> Any:
         raise FtransShapeError(
             f"{name}: expects a matrix or a stack of matrices (shape [..., m, n]), got shape {aval.shape}")
     if square and aval.shape[-1] != aval.shape[-2]:
+        if name == "eigh":  # (JAX's words)
+            raise FtransShapeError(f"eigh: Argument to symmetric eigendecomposition must have shape [..., n, n], "
+                                   f"got shape {aval.shape}")
         raise FtransShapeError(
             f"{name}: expects square matrices in the last two axes (shape [..., n, n]), got shape {aval.shape}")
     d = aval.dtype
@@ -153,8 +156,8 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
         p = convert_element_type(p, np.dtype(np.int32))
     if int(permutation_size) < aval.shape[-1]:
         raise FtransValueError(
-            f"lu_pivots_to_permutation: permutation_size={permutation_size} is smaller than the number of "
-            f"pivots ({aval.shape[-1]})")
+            f"lu_pivots_to_permutation: Output permutation size {permutation_size} has to exceed the trailing "
+            f"dimension of the pivots. Got pivots size {aval.shape[-1]}")
     return L.lu_pivots_to_permutation_p.bind(p, permutation_size=int(permutation_size))
 
 

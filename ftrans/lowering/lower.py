@@ -129,6 +129,34 @@ class LoweringContext:
         return self.fn.region([t, t], body)
 
 
+def _dim_args(jaxpr: Jaxpr) -> list[str]:
+    """The dimension variables a private function of ``jaxpr`` must take as values: those its equations' sizes
+    (and symbolic parameters) mention, nested bodies included, that its arguments' sizes do not give."""
+    from ftrans.core.shape_poly import DimExpr, dim_vars
+
+    args = [tuple(getattr(v.aval, "shape", ())) for v in list(jaxpr.constvars) + list(jaxpr.invars)]
+    needed: set = set()
+    todo = [jaxpr]
+    while todo:
+        jx = todo.pop()
+        jx = getattr(jx, "jaxpr", jx)
+        for eqn in jx.eqns:
+            for v in (*eqn.invars, *eqn.outvars):
+                needed |= dim_vars(getattr(v.aval, "shape", ()))
+            for val in eqn.params.values():
+                if isinstance(val, DimExpr):
+                    needed |= dim_vars((val,))
+                elif isinstance(val, tuple) and any(isinstance(d, DimExpr) for d in val):
+                    needed |= dim_vars(val)
+            todo.extend(subjaxprs(eqn))
+    for v in jaxpr.outvars:
+        needed |= dim_vars(getattr(v.aval, "shape", ()))
+    if not needed:
+        return []
+    given = {v for v, _, _ in mt._partial_order(args)}
+    return sorted(needed - given)
+
+
 class ModuleLowering:
     """One StableHLO module being written: ``main`` plus private functions for calls."""
 
@@ -159,6 +187,11 @@ class ModuleLowering:
         self.extra_decls: dict[str, str] = {}  # symbol -> declaration (the maximal mesh)
         # A partitioned program's devices, in partition order (a callback's ``sharding`` names one of them).
         self.device_assignment: list[Any] = []
+        # Shape polymorphism: private function -> the dimension variables it takes first (``func.call``s of it
+        # get their values prepended), for the sizes its arguments' sizes do not give; and the function whose
+        # equations are being lowered.
+        self.func_dim_args: dict[str, list[str]] = {}
+        self._cur_fn: mt.FuncEmitter | None = None
 
     def maximal_mesh(self, index: int = 0) -> str:
         """The symbol of a one-device mesh (the program's ``index``-th device, the first by default) that
@@ -192,8 +225,11 @@ class ModuleLowering:
 
     def function(self, jaxpr: Jaxpr, name: str, *, public: bool = False,
                  donated_args: Sequence[bool] = (), arg_attrs: Sequence[str] = (),
-                 result_attrs: Sequence[str] = (), label: str | None = None) -> str:
+                 result_attrs: Sequence[str] = (), label: str | None = None, dim_vars: Sequence[str] = ()) -> str:
         """Lower ``jaxpr`` as a function (once per jaxpr) and return its symbol name.
+
+        ``dim_vars``: dimension variables whose values the function takes first, as ``tensor<i32>`` arguments
+        (for sizes its arguments' sizes do not give).
 
         ``label``: the body's name in its operations' locations, after the running equation's
         (JAX's ``while/body``, ``cond/branch_0_fun``; ``""`` for none); default ``name`` (``jit(name)``
@@ -202,6 +238,9 @@ class ModuleLowering:
         key = (id(jaxpr), tuple(self.replica_axes)) if self.replica_axes else id(jaxpr)
         if not public and key in self._func_names:
             return self._func_names[key]
+        caller = self._cur_fn
+        if not dim_vars and not public and caller is not None and caller.dim_sources:
+            dim_vars = _dim_args(jaxpr)
         sym = _sanitize(name)
         taken = set(self._func_names.values())
         base, i = sym, 1
@@ -211,6 +250,8 @@ class ModuleLowering:
         if not public:
             self._func_names[key] = sym
             self._keep.append(jaxpr)
+            if dim_vars:
+                self.func_dim_args[sym] = list(dim_vars)
         # Equations of a body name their place by the equation that runs it (as JAX's name stacks,
         # which restart in each body): ``jit(f)/outer/jit(g)/inner/mul``, ``jit(f)/while/body/add``.
         if public:
@@ -225,11 +266,11 @@ class ModuleLowering:
                 # equations apart and XLA joins the names as text): ``foo/vmap()/cond/branch_0_fun``.
                 written = NameStack((str(self._body_prefix),))
                 prefix = written.extend(label) if label else written
-        saved = self._body_prefix, self._body_eqn
+        saved = self._body_prefix, self._body_eqn, self._cur_fn
         try:
-            text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix)
+            text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix, dim_vars)
         finally:
-            self._body_prefix, self._body_eqn = saved
+            self._body_prefix, self._body_eqn, self._cur_fn = saved
         if public:
             self.main_text = text
             self.main_jaxpr = jaxpr
@@ -239,9 +280,11 @@ class ModuleLowering:
 
     def _lower_func(self, jaxpr: Jaxpr, sym: str, public: bool, donated_args: Sequence[bool] = (),
                     arg_attrs: Sequence[str] = (), result_attrs: Sequence[str] = (),
-                    prefix: NameStack | None = None) -> str:
+                    prefix: NameStack | None = None, dim_vars: Sequence[str] = ()) -> str:
         prefix = prefix or NameStack((self.scope,))
         fn = mt.FuncEmitter()
+        fn.func_dim_args = self.func_dim_args
+        self._cur_fn = fn
         env: dict[Any, str] = {}
         args = []
         aliases = _donation_aliases(list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars, donated_args) \
@@ -261,6 +304,11 @@ class ModuleLowering:
         if "?{" in "".join(args):  # arguments of symbolic sizes give the dimension variables' values
             fn.find_dim_sources([env[v] for v in list(jaxpr.constvars) + list(jaxpr.invars)],
                                 [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)])
+        if dim_vars:  # leading i32 arguments holding dimension variables' values (JAX's dimension arguments)
+            dargs = [fn.argument("tensor<i32>") for _ in dim_vars]
+            fn.dim_sources.update(zip(dim_vars, dargs))
+            # (marked as JAX marks them: shape refinement propagates their constant values into the function)
+            args = [f'{a}: tensor<i32> {{jax.global_constant = "{v}"}}' for a, v in zip(dargs, dim_vars)] + args
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:

@@ -65,6 +65,8 @@ def tensor_type(shape: Sequence[int], dtype: np.dtype) -> str:
 _SYM_IDS: dict[DimExpr, int] = {}
 _SYMS: list[DimExpr] = []
 _PLACEHOLDER = re.compile(r"\?\{(\d+)\}")
+_TYPE_DIM = re.compile(r"(?:(\d+)|\?\{(\d+)\})x")
+_NO_DIM_ARGS: dict = {}  # (never written: a module's own table replaces it)
 _DYNAMIC_FORMS = {"stablehlo.broadcast_in_dim": "stablehlo.dynamic_broadcast_in_dim",
                   "stablehlo.iota": "stablehlo.dynamic_iota", "stablehlo.reshape": "stablehlo.dynamic_reshape"}
 
@@ -86,9 +88,10 @@ def _type_dims(t: str) -> list:
     """The dimensions of a ranked tensor type written by ``tensor_type`` (ints and DimExprs)."""
     inner = t[t.index("<") + 1:t.rindex(">")]
     out: list = []
-    for p in inner.split("x")[:-1]:
-        m = _PLACEHOLDER.fullmatch(p)
-        out.append(_SYMS[int(m.group(1))] if m else int(p))
+    m = _TYPE_DIM.match(inner)
+    while m:  # leading ``3x``, ``?{0}x``, up to the element type (``complex<f32>`` has an x of its own)
+        out.append(_SYMS[int(m.group(2))] if m.group(2) is not None else int(m.group(1)))
+        m = _TYPE_DIM.match(inner, m.end())
     return out
 
 
@@ -215,8 +218,11 @@ class FuncEmitter:
         self.indent = indent
         self.location = ""  # appended to each op; set per equation by the lowering
         # dimension variable -> (argument SSA name, axis, coefficient, offset): the argument's size on that
-        # axis is ``coefficient * variable + offset`` (a function whose arguments have symbolic sizes)
-        self.dim_sources: dict[str, tuple] = {}
+        # axis is ``coefficient * variable + offset`` (a function whose arguments have symbolic sizes); or the
+        # SSA name of a ``tensor<i32>`` argument holding its value (a dimension argument)
+        self.dim_sources: dict[str, tuple | str] = {}
+        # private function -> the dimension variables whose values its calls pass first (shared module-wide)
+        self.func_dim_args: dict[str, list[str]] = _NO_DIM_ARGS
 
     def fresh(self) -> str:
         n = self.counter[0]
@@ -238,6 +244,10 @@ class FuncEmitter:
         are texts from ``region``.
         """
         types = self.types
+        if self.func_dim_args and name == "func.call":  # a function taking dimension values first
+            dvars = self.func_dim_args.get(attrs["callee"][1:]) if attrs else None
+            if dvars:
+                operands = [*(self.dim_value(v) for v in dvars), *operands]
         if name in _DYNAMIC_FORMS and "?{" in result_types[0]:
             operands = [*operands, self.shape_tensor(_type_dims(result_types[0]))]
             name = _DYNAMIC_FORMS[name]
@@ -293,6 +303,7 @@ class FuncEmitter:
         inner = FuncEmitter(self.counter, self.indent + "  ", self.types)
         inner.location = self.location
         inner.dim_sources = self.dim_sources
+        inner.func_dim_args = self.func_dim_args
         args = [inner.argument(t) for t in arg_types]
         results = body(inner, args)
         inner.emit("stablehlo.return", results, [])
@@ -323,9 +334,10 @@ class FuncEmitter:
         return self.constant(np.asarray(v, np.int32))
 
     def dim_value(self, d: Any) -> str:
-        """A ``tensor<i32>`` holding the size ``d`` (an int or a DimExpr) in the function being written."""
+        """A ``tensor<i32>`` holding the size ``d`` (an int, a DimExpr or a dimension variable's name) in the
+        function being written."""
         if d.__class__ is not DimExpr:
-            return self._i32(int(d))
+            return self._atom_value(d) if isinstance(d, str) else self._i32(int(d))
         scalar = "tensor<i32>"
         total = None
         for mono, c in d._terms:
@@ -345,6 +357,8 @@ class FuncEmitter:
         scalar = "tensor<i32>"
         if isinstance(atom, str):
             src = self.dim_sources.get(atom)
+            if isinstance(src, str):  # a dimension argument of the function: the value itself
+                return src
             if src is None:
                 raise NotImplementedError(
                     f"shape polymorphism: the dimension variable '{atom}' is not the size of a dimension of an "

@@ -643,7 +643,8 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
 
     ``start``/``stop`` may be arrays (even traced); ``num`` must be static.
     """
-    num = _static_int("linspace", "num", num)
+    if not isinstance(num, DimExpr):  # (a symbolic count is a size: its cases are decided as sizes are)
+        num = _static_int("linspace", "num", num)
     if num < 0:
         raise FtransValueError(f"linspace: number of samples, {num}, must be non-negative")
     d, cd = _space_dtypes("linspace", start, stop, dtype)
@@ -654,12 +655,16 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     keep = list(bshape)
     keep.insert(ax, 1)
     div = num - 1 if endpoint else num
+
+    def div_as(dt):
+        return retype(div.__jax_array__(), dt) if isinstance(div, DimExpr) else _scalar(div, dt)
+
     if num > 1:
-        delta = _ew(E.div_p, _ew(E.sub_p, e, s), _scalar(div, cd))
+        delta = _ew(E.div_p, _ew(E.sub_p, e, s), div_as(cd))
         real = np.dtype(np.finfo(cd).dtype) if cd.kind == "c" else cd
         tshape = [1] * len(keep)
         tshape[ax] = div
-        t = _ew(E.div_p, _iota(real, (div,)), _scalar(div, real))
+        t = _ew(E.div_p, _iota(real, (div,)), div_as(real))
         t = retype(_shape.reshape(t, tuple(tshape)), cd)
         s1, e1 = _shape.reshape(s, tuple(keep)), _shape.reshape(e, tuple(keep))
         out = _ew(E.add_p, _ew(E.mul_p, s1, _ew(E.sub_p, _scalar(1, cd), t)), _ew(E.mul_p, e1, t))
@@ -723,6 +728,8 @@ def _offset_arg(name: str, k: Any) -> Any:
         if k.shape != () or not dtypes.is_int(k.dtype):
             raise FtransTypeError(f"{name}: k must be an integer scalar, got {k.aval.str_short()}")
         return retype(k, dtypes.int32)
+    if isinstance(k, DimExpr):  # a symbolic offset: its value, computed when the program runs
+        return retype(k.__jax_array__(), dtypes.int32)
     return _static_int(name, "k", k)
 
 

@@ -673,7 +673,9 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     if weights is None:
         x = to_dtype(x, _to_inexact(dtype_weak(x)[0]))
         avg = mean(x, axis=axes, keepdims=keepdims)
-        wsum = const(math.prod(shape[i] for i in axes), dtype_weak(avg)[0])
+        count = math.prod(shape[i] for i in axes)
+        wsum = (to_dtype(count.__jax_array__(), dtype_weak(avg)[0]) if isinstance(count, DimExpr)  # (its value)
+                else const(count, dtype_weak(avg)[0]))
     else:
         check_arraylike("average", weights)
         (x, w), dt, _ = promote_dtypes("average", x, weights)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ftrans import numpy as jnp
 from ftrans.core.operands import as_operand, canonicalize_axes, check_arraylike
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.lax import linalg as lax_linalg
 from ftrans.transforms.ad_rules import linalg as M
@@ -82,9 +83,25 @@ def _matrix(name: str, a: Any) -> None:
         raise FtransShapeError(f"{name}: argument must have shape [..., m, n] (rank >= 2), got {a.shape}")
 
 
+def _broadcast(*shapes: tuple) -> tuple:
+    """NumPy's broadcast of ``shapes``, whose sizes may be symbolic (ValueError when they do not broadcast)."""
+    if not any(is_poly_shape(s) for s in shapes):
+        return tuple(np.broadcast_shapes(*shapes))
+    nd = max(len(s) for s in shapes)
+    out: list = [1] * nd
+    for s in shapes:
+        for i, d in enumerate(s, nd - len(s)):
+            if d == out[i] or d == 1:
+                continue
+            if out[i] != 1:
+                raise ValueError(shapes)
+            out[i] = d
+    return tuple(out)
+
+
 def _batch(name: str, *shapes: tuple) -> tuple:
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return _broadcast(*shapes)
     except ValueError:
         raise FtransShapeError(
             f"{name}: the batch shapes {' and '.join(str(s) for s in shapes)} of the operands do not broadcast "

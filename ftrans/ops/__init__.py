@@ -14,12 +14,14 @@ partial results first and then reduces them (better rounding for long sums).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.operands import check_arraylike, concrete_or_error
+from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import _creation, _reductions
 
@@ -45,6 +47,8 @@ def _num_segments(name: str, num_segments: Any, segment_ids: Any) -> int:
         ids = concrete_or_error(segment_ids, f"{name}: segment_ids (used to infer num_segments)")
         ids = np.asarray(ids)
         num_segments = int(ids.max()) + 1 if ids.size else 0
+    elif isinstance(num_segments, DimExpr):  # a symbolic size (shape polymorphism)
+        return num_segments
     else:
         num_segments = concrete_or_error(num_segments, f"{name}: num_segments")
         if np.ndim(num_segments) != 0 or not isinstance(np.asarray(num_segments).item(), (int, bool)):
@@ -79,10 +83,11 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     if bucket_size is None:
         out = _creation.full((n,) + tuple(data.shape[1:]), ident, dtype=dtype)
         return getattr(out.at[segment_ids], kind)(data, **kw)
-    bucket_size = int(concrete_or_error(bucket_size, f"{name}: bucket_size"))
-    if bucket_size <= 0:
-        raise FtransValueError(f"{name}: bucket_size must be a positive int, got {bucket_size}")
-    size = int(np.prod(segment_ids.shape))
+    if not isinstance(bucket_size, DimExpr):
+        bucket_size = int(concrete_or_error(bucket_size, f"{name}: bucket_size"))
+        if bucket_size <= 0:
+            raise FtransValueError(f"{name}: bucket_size must be a positive int, got {bucket_size}")
+    size = math.prod(segment_ids.shape)
     num_buckets = -(-size // bucket_size)
     out = _creation.full((num_buckets, n) + tuple(data.shape[1:]), ident, dtype=dtype)
     if segment_ids.ndim == 0:

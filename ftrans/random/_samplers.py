@@ -33,9 +33,11 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core.array import Array
 from ftrans.core.keys import PRNGKeyArray, is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
     ConcretizationTypeError,
+    FtransNotImplementedError,
     FtransOverflowError,
     FtransTypeError,
     FtransValueError,
@@ -158,6 +160,8 @@ def _traced_shape(name: str, shape: Any) -> None:
 
 
 def _dim(name: str, d: Any, shape: Any) -> int:
+    if isinstance(d, DimExpr):  # a symbolic size (shape polymorphism): at least 1
+        return d
     if isinstance(d, Tracer):
         _traced_shape(name, shape)
     if isinstance(d, (bool, np.bool_)) or isinstance(d, (float, np.floating)):
@@ -178,7 +182,7 @@ def _canonical_shape(name: str, shape: Any) -> tuple[int, ...]:
     """JAX's ``canonicalize_shape``: an int or a sequence of non-negative ints."""
     if isinstance(shape, Tracer):
         _traced_shape(name, shape)
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+    if isinstance(shape, (int, np.integer, DimExpr)) and not isinstance(shape, bool):
         return (_dim(name, shape, (shape,)),)
     if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
         return (_dim(name, shape, (shape,)),)
@@ -192,7 +196,7 @@ def _check_param_shape(name: str, shape: tuple[int, ...], *params: Any) -> None:
     """Parameter shapes must broadcast to exactly ``shape``."""
     shapes = [shape_of(p) for p in params]
     try:
-        out = np.broadcast_shapes(shape, *shapes)
+        out = jnp.broadcast_shapes(shape, *shapes)
     except ValueError:
         out = None
     if out != shape:
@@ -205,7 +209,7 @@ def _check_param_shape(name: str, shape: tuple[int, ...], *params: Any) -> None:
 def _broadcast_param_shapes(name: str, *params: Any) -> tuple[int, ...]:
     shapes = [shape_of(p) for p in params]
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(jnp.broadcast_shapes(*shapes))
     except ValueError:
         raise FtransValueError(
             f"ftrans.random.{name}: parameter shapes {', '.join(map(str, shapes))} do not broadcast "
@@ -755,6 +759,9 @@ def _shuffle_core(k: Any, x: Any, axis: int) -> Any:
     # Sort by fresh random 32-bit keys, enough rounds that ties are unlikely to survive
     # (the number of rounds is JAX's, so the bits agree).
     size = math.prod(shape_of(x))
+    if isinstance(size, DimExpr):  # the number of rounds depends on the size (JAX's refusal, in its words)
+        raise FtransNotImplementedError(
+            f"shape polymorphism for `permutation` or `shuffle` for arrays of non-constant size: {size}")
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
         pair = _prng.split(k, (2,))
@@ -885,7 +892,8 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
             f"the population (size {n_inputs}) when replace=False")
     if p is None:
         if replace:
-            ind = randint(k, shape, 0, n_inputs)
+            hi = n_inputs.__jax_array__() if isinstance(n_inputs, DimExpr) else n_inputs  # a symbolic size's value
+            ind = randint(k, shape, 0, hi)
             result = ind if nd == 0 else jnp.take(arr, ind, axis=axis)
         else:
             perm = permutation(k, n_inputs if nd == 0 else arr, axis)

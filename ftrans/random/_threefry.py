@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from ftrans import lax
+from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 
 __all__ = ["threefry2x32", "counters", "random_bits", "split_keys", "fold_in_key", "seed_key"]
@@ -78,7 +79,8 @@ def counters(shape: tuple[int, ...]):
     if not shape:
         zero = _u32(0)
         return zero, zero
-    if n < 2**32:
+    # A symbolic size counts in one word, as for any size under 2**32 (which a symbolic one is taken to be).
+    if isinstance(n, DimExpr) or n < 2**32:
         lo = lax.iota(_U32, n)
         if len(shape) != 1:
             lo = lax.reshape(lo, shape)

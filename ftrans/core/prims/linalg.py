@@ -27,6 +27,7 @@ from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.core.prims._base import prim_type_error, prim_value_error, quiet
+from ftrans.core.shape_poly import max_dim, min_dim
 
 LINALG_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128})
 
@@ -188,7 +189,7 @@ def _lu_abstract(a: ShapedArray) -> list[ShapedArray]:
     _check_matrix("lu", a, square=False)
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(batch + (min(m, n),), dtypes.int32, False),
+    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(batch + (min_dim(m, n),), dtypes.int32, False),
             ShapedArray(batch + (m,), dtypes.int32, False)]
 
 
@@ -243,7 +244,7 @@ def _qr_abstract(a: ShapedArray, *, full_matrices: bool, pivoting: bool = False)
     _check_matrix("qr", a, square=False)
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    k = m if full_matrices else min(m, n)
+    k = m if full_matrices else min_dim(m, n)
     outs = [ShapedArray(batch + (m, k), a.dtype, False), ShapedArray(batch + (k, n), a.dtype, False)]
     if pivoting:
         outs.append(ShapedArray(batch + (n,), dtypes.int32, False))
@@ -380,7 +381,7 @@ eigh_p.def_weak_type(never_weak)
 def _svd_abstract(a: ShapedArray, *, full_matrices: bool, compute_uv: bool, algorithm=None) -> list[ShapedArray]:
     _check_matrix("svd", a, square=False)
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     batch = a.shape[:-2]
     s = ShapedArray(batch + (k,), real_dtype(a.dtype), False)
     if not compute_uv:
@@ -773,7 +774,7 @@ tridiagonal_solve_p.def_weak_type(never_weak)
 def _hessenberg_abstract(a: ShapedArray) -> list[ShapedArray]:
     _check_matrix("hessenberg", a, square=True)
     n = a.shape[-1]
-    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape[:-2] + (max(n - 1, 0),), a.dtype, False)]
+    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape[:-2] + (max_dim(n - 1, 0),), a.dtype, False)]
 
 
 @quiet

@@ -28,6 +28,7 @@ from ftrans.core.prims._base import (
     standard_primitive,
 )
 from ftrans.core.prims.reductions import SUM_ACCUMULATOR
+from ftrans.core.shape_poly import DimExpr
 
 # ---------------------------------------------------------------- sort
 
@@ -110,10 +111,11 @@ def _top_k_abstract(x: ShapedArray, *, k: int, axis: int) -> list[ShapedArray]:
     if not x.shape:
         raise prim_type_error("top_k", [x], "the operand must have rank >= 1")
     axis = _check_dimension("top_k", axis, x.ndim)
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 0 <= k <= x.shape[axis]:
+    if (not isinstance(k, (int, np.integer, DimExpr)) or isinstance(k, bool)
+            or not (0 <= k if isinstance(k, (int, np.integer)) else True) or not k <= x.shape[axis]):
         raise prim_value_error("top_k", f"k argument must be no larger than size along the axis; got k={k} with "
                                         f"shape={list(x.shape)} and axis={axis}")
-    shape = tuple(x.shape[:axis]) + (int(k),) + tuple(x.shape[axis + 1:])
+    shape = tuple(x.shape[:axis]) + (k if isinstance(k, DimExpr) else int(k),) + tuple(x.shape[axis + 1:])
     return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.dtype(np.int32), False)]
 
 

@@ -529,7 +529,9 @@ def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
         raise prim_type_error("rng_bit_generator", [key], "the key must be a uint32[4] array")
     if np.dtype(dtype) not in _RNG_DTYPES:
         raise prim_type_error("rng_bit_generator", [key], f"unsupported dtype {np.dtype(dtype).name}")
-    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+    from ftrans.core.shape_poly import is_symbolic_dim
+
+    if any(not is_symbolic_dim(d) and (not isinstance(d, (int, np.integer)) or d < 0) for d in shape):
         raise prim_type_error("rng_bit_generator", [key], f"shape must be non-negative ints, got {shape}")
     return [ShapedArray((4,), dtypes.uint32, key.weak_type), ShapedArray(tuple(shape), np.dtype(dtype), False)]
 

@@ -39,6 +39,7 @@ from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.prims.control_flow import while_p
 from ftrans.core.prims.sorting import cumsum_p
+from ftrans.core.shape_poly import is_poly_shape, is_symbolic_dim, min_dim
 from ftrans.core.trace import stage
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat
@@ -121,25 +122,35 @@ def _custom_call(ctx: LoweringContext, target: str, operands: list[tuple[str, Sh
     if ctx.platform == "cpu":
         compat.ensure_lapack_targets()
     cfg = ", ".join(f"{k} = {v}" for k, v in sorted(config.items()))
+    layouts = [_layout(a.ndim, m) for _, a, m in operands]
+    ops = [o for o, _, _ in operands]
+    symbolic = any(is_poly_shape(a.shape) for a, _ in results)
+    if symbolic:  # results of symbolic sizes: their shapes as operands, which shape refinement reads (JAX's)
+        shape_ops = [ctx.fn.shape_tensor(a.shape) for a, _ in results]
+        shape_idx = list(range(len(ops), len(ops) + len(shape_ops)))
+        ops += shape_ops
+        layouts += [_layout(1, False)] * len(shape_ops)
     attrs = {
         "api_version": "1 : i32",
         "backend_config": '""',
         "call_target_name": f'"{target}"',
         "called_computations": "[]",
         "has_side_effect": "false",
-        "operand_layouts": "[" + ", ".join(_layout(a.ndim, m) for _, a, m in operands) + "]",
+        "operand_layouts": "[" + ", ".join(layouts) + "]",
         "result_layouts": "[" + ", ".join(_layout(a.ndim, m) for a, m in results) + "]",
         "mhlo.backend_config": "{" + cfg + "}",
         "mhlo.frontend_attributes": f'{{num_batch_dims = "{nbatch}"}}',
-        "sdy.sharding_rule": _sharding_rule([a for _, a, _ in operands], [a for a, _ in results], nbatch),
     }
+    if symbolic:
+        attrs["indices_of_shape_operands"] = mt.i64_elements(shape_idx)
+    else:  # (JAX's module has no Shardy rule for a call of symbolic sizes)
+        attrs["sdy.sharding_rule"] = _sharding_rule([a for _, a, _ in operands], [a for a, _ in results], nbatch)
     if aliases:
         idx = (lambda r: f"[{r}]") if len(results) > 1 else (lambda r: "[]")
         attrs["output_operand_aliases"] = "[" + ", ".join(
             f"#stablehlo.output_operand_alias<output_tuple_indices = {idx(r)}, operand_index = {o}, "
             "operand_tuple_indices = []>" for r, o in sorted(aliases.items())) + "]"
-    return ctx.emit("stablehlo.custom_call", [o for o, _, _ in operands], [mt.aval_type(a) for a, _ in results],
-                    attrs)
+    return ctx.emit("stablehlo.custom_call", ops, [mt.aval_type(a) for a, _ in results], attrs)
 
 
 def _iota(ctx: LoweringContext, shape: tuple, dim: int, dtype: np.dtype = _I32) -> str:
@@ -239,6 +250,13 @@ def _triangular_solve_lowering(ctx: LoweringContext, a: str, b: str, *, left_sid
 # ---------------------------------------------------------------- lu
 
 
+def _i32_value(d) -> object:
+    """``d`` (an int or a symbolic dimension) as an int32 scalar of a program being staged."""
+    if not is_symbolic_dim(d):
+        return np.int32(d)
+    return S.convert_element_type_p.bind(S.dim_as_value_p.bind(dim=d), new_dtype=_I32, weak_type=False)
+
+
 def _p2p_program(pivots_aval: ShapedArray, size: int):
     """An ftrans program applying the row swaps ``pivots`` to ``arange(size)``, batched over leading axes."""
     batch = pivots_aval.shape[:-1]
@@ -269,7 +287,7 @@ def _p2p_program(pivots_aval: ShapedArray, size: int):
             return [perm]
         carry = [np.int32(0), piv, perm]
         avals = [ShapedArray((), _I32), pivots_aval, ShapedArray(pshape, _I32)]
-        cj, cc = hoist_consts(stage(lambda i, *_: [E.lt_p.bind(i, np.int32(k))], avals)[0])
+        cj, cc = hoist_consts(stage(lambda i, *_: [E.lt_p.bind(i, _i32_value(k))], avals)[0])
         bj, bc = hoist_consts(stage(body, avals)[0])
         outs = while_p.bind(*cc, *bc, *carry, cond_jaxpr=cj, body_jaxpr=bj, cond_nconsts=len(cc),
                             body_nconsts=len(bc))
@@ -320,26 +338,37 @@ def _lu_lowering(ctx: LoweringContext, a: str) -> list[str]:
 
 
 def _slice_cols(ctx: LoweringContext, x: str, aval: ShapedArray, rows: int, cols: int) -> tuple[str, ShapedArray]:
-    """``x[..., :rows, :cols]``, zero-padded where ``x`` is smaller."""
+    """``x[..., :rows, :cols]``, zero-padded where ``x`` is smaller (sizes may be symbolic)."""
     shape = aval.shape
     nd = len(shape)
     r0, c0 = shape[-2:]
     out_aval = aval.update(shape=shape[:-2] + (rows, cols))
     if (r0, c0) == (rows, cols):
         return x, aval
-    if rows <= r0 and cols <= c0:
-        return ctx.emit1("stablehlo.slice", [x], mt.aval_type(out_aval), {
-            "start_indices": mt.i64_array([0] * nd),
-            "limit_indices": mt.i64_array(list(shape[:-2]) + [rows, cols]),
-            "strides": mt.i64_array([1] * nd)}), out_aval
-    if rows < r0 or cols < c0:
-        x, aval = _slice_cols(ctx, x, aval, min(rows, r0), min(cols, c0))
-        r0, c0 = aval.shape[-2:]
+    r1, c1 = min_dim(rows, r0), min_dim(cols, c0)
+    if (r1, c1) != (r0, c0):  # the part of x kept
+        aval = aval.update(shape=shape[:-2] + (r1, c1))
+        starts, limits, strides = [0] * nd, list(shape[:-2]) + [r1, c1], [1] * nd
+        if is_poly_shape(limits):
+            f = ctx.fn
+            x = ctx.emit1("stablehlo.real_dynamic_slice", [x, f.shape_tensor(starts), f.shape_tensor(limits),
+                                                           f.shape_tensor(strides)], mt.aval_type(aval))
+        else:
+            x = ctx.emit1("stablehlo.slice", [x], mt.aval_type(aval), {
+                "start_indices": mt.i64_array(starts), "limit_indices": mt.i64_array(limits),
+                "strides": mt.i64_array(strides)})
+    if (r1, c1) == (rows, cols):
+        return x, out_aval
     zero = ctx.scalar(0, aval.dtype)
+    lo, hi = [0] * nd, [0] * (nd - 2) + [rows - r1, cols - c1]
+    if is_poly_shape(hi) or is_poly_shape(out_aval.shape):
+        f = ctx.fn
+        return ctx.emit1("stablehlo.dynamic_pad", [x, zero, f.shape_tensor(lo), f.shape_tensor(hi),
+                                                   f.shape_tensor(lo)], mt.aval_type(out_aval)), out_aval
     return ctx.emit1("stablehlo.pad", [x, zero], mt.aval_type(out_aval), {
-        "edge_padding_low": mt.i64_array([0] * nd),
-        "edge_padding_high": mt.i64_array([0] * (nd - 2) + [rows - r0, cols - c0]),
-        "interior_padding": mt.i64_array([0] * nd)}), out_aval
+        "edge_padding_low": mt.i64_array(lo),
+        "edge_padding_high": mt.i64_array(hi),
+        "interior_padding": mt.i64_array(lo)}), out_aval
 
 
 def _eye_like(ctx: LoweringContext, aval: ShapedArray) -> str:
@@ -355,7 +384,7 @@ def _qr_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, pivoting:
     (aval,) = ctx.avals_in
     q_aval, r_aval = ctx.avals_out[:2]
     m, n = aval.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     batch = aval.shape[:-2]
     nb = len(batch)
     gpu = _gpu(ctx, "qr")
@@ -442,7 +471,7 @@ def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: 
     batch = aval.shape[:-2]
     nb = len(batch)
     m, n = aval.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     info_aval = ShapedArray(batch, _I32)
     if m <= _GESVDJ_MAX and n <= _GESVDJ_MAX:
         econ = not full_matrices and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
@@ -483,7 +512,7 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
                   algorithm=None) -> list[str]:
     (aval,) = ctx.avals_in
     m, n = aval.shape[-2:]
-    k = min(m, n)
+    k = min_dim(m, n)
     batch = aval.shape[:-2]
     nb = len(batch)
     s_aval = ShapedArray(batch + (k,), L.real_dtype(aval.dtype))
