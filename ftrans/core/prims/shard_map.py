@@ -106,7 +106,11 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
     new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
     new_out = tuple(names_of(o, len(a.shape)) for o, a in zip(outs, body.out_avals))
     new = {**params, "in_names": new_in, "out_names": new_out}
-    if rule == "transpose":
+    if rule == "transpose" and not params.get("check_vma"):
+        # Without check_vma (as JAX's): a result the out_specs leave unsplit over some axes shares its cotangent
+        # out over them, and an operand unsplit over some sums its cotangents over them.  With check_vma the
+        # body's own pvary / psum_invariant equations transpose to those sums, exactly where a value the same
+        # on every device met a varying one.
         scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
                  1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]])) for o in ins]
         total = [unmentioned(mesh, ns) for ns in new_out]
