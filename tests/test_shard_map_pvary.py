@@ -196,3 +196,20 @@ def test_vmap_of_a_body_with_pvary() -> None:
 
     fv, jv = _both(make)
     _close(fv, jv)
+
+
+def test_vmap_spmd_axis_name_of_grad_does_not_sum_over_examples() -> None:
+    """The transpose's sums over unmentioned axes leave out the axes a vmap's spmd_axis_name splits the batch
+    over (as jax's): the devices along them hold different examples."""
+
+    def make(lib: str) -> tuple:
+        top, np_, _, _, P_ = _LIBS[lib]
+        f = top.shard_map(lambda x: np_.sin(np_.sum(x)), mesh=_mesh(lib, (2, 2), ("x", "y")), in_specs=P_("y"),
+                          out_specs=P_(), check_vma=False)
+        x = np_.arange(16.0).reshape(4, 4)
+        return top.vmap(top.grad(f), spmd_axis_name="x")(x), top.vmap(top.grad(f))(x)
+
+    (fa, fb), (ja, jb) = _both(make)
+    _close(fa, fb)
+    _close(fa, ja)
+    _close(fb, jb)

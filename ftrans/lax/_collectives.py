@@ -40,8 +40,8 @@ from ftrans.core.prims.collectives import (
     ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
-from ftrans.transforms.shard_map import pvary_tracer, vma_checked_names
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.shard_map import pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
            "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]

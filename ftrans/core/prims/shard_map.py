@@ -111,12 +111,29 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
         # out over them, and an operand unsplit over some sums its cotangents over them.  With check_vma the
         # body's own pvary / psum_invariant equations transpose to those sums, exactly where a value the same
         # on every device met a varying one.
+        # (as JAX's: not over the mesh axes a vmap's spmd_axis_name splits the batch over here: the devices
+        # along them hold different examples)
+        spmd = _spmd_names()
         scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
-                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]])) for o in ins]
-        total = [unmentioned(mesh, ns) for ns in new_out]
+                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]]) if a not in spmd)
+                 for o in ins]
+        total = [tuple(a for a in unmentioned(mesh, ns) if a not in spmd) for ns in new_out]
         if any(s != 1.0 for s in scale) or any(total):
             new["jaxpr"] = _share_and_sum(body, scale, total, params)
     return new
+
+
+def _spmd_names() -> frozenset:
+    """The mesh axes the vmaps running here split their batch over (``spmd_axis_name``)."""
+    from ftrans.core import trace as _trace
+    from ftrans.core.axis_env import AxisFrame
+
+    out: set = set()
+    for m in _trace.state.stack:
+        p = m.payload
+        if isinstance(p, AxisFrame) and p.spmd_name:
+            out.update(p.spmd_name)
+    return frozenset(out)
 
 
 def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) -> ClosedJaxpr:
