@@ -152,25 +152,38 @@ def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) ->
     return new
 
 
+class _CheckVma(threading.local):
+    """For each shard_map body whose rules run here (innermost last): whether it is checked with check_vma."""
+
+    def __init__(self) -> None:
+        self.stack: list = []
+
+
+checking_vma = _CheckVma()
+
+
 class _Env:
-    def __init__(self, mesh: Any, axes: Any = None):
+    def __init__(self, mesh: Any, axes: Any = None, check_vma: bool = False):
         self.mesh = mesh
         self.axes = axes
+        self.check_vma = check_vma
         self.stack = ExitStack()
 
     def __enter__(self) -> None:
         for n, s in zip(self.mesh.axis_names, self.mesh.devices.shape):
             if not self.axes or n in self.axes:
                 self.stack.enter_context(extend_axis_env(n, s, None))
+        checking_vma.stack.append(self.check_vma)
 
     def __exit__(self, *exc: Any) -> None:
+        checking_vma.stack.pop()
         self.stack.close()
 
 
 def _body_env(params: dict, axes: Any = None) -> Any:
     """The axis environment of the body: every mesh axis bound, or only ``axes`` (the manual ones, when the
     body is first traced: the mesh axes left automatic are not names the body may use)."""
-    return _Env(params["mesh"], axes)
+    return _Env(params["mesh"], axes, bool(params.get("check_vma")))
 
 
 def _func_name(params: dict) -> str:

@@ -74,6 +74,10 @@ def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, ax
         zero = Array._new(np.asarray(0, np.int32), False)
         starts = [idx if d == axis else zero for d in range(len(ct_aval.shape))]
         sizes = tuple(blk if d == axis else k for d, k in enumerate(ct_aval.shape))
+        from ftrans.core.prims.shard_map import checking_vma
+
+        if checking_vma.stack and checking_vma.stack[-1]:  # sliced at a varying index: JAX's implicit pvary
+            ct = pvary_p.bind(ct, axes=(axis_name,))
         out = S.dynamic_slice_p.bind(ct, *starts, slice_sizes=sizes)
         return [out if tiled else S.reshape_p.bind(out, new_sizes=x.aval.shape, dimensions=None)]
     return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled,
