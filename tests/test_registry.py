@@ -580,6 +580,9 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "a collective: abstract eval and impl need its axis name bound by vmap/pmap, so it has no "
              "standalone samples; tests/test_collectives.py covers it against jax.vmap"
        for name in ("psum", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index")},
+    **{name: "shard_map's varying-type cast and the psum it transposes with: bound only inside a shard_map body "
+             "checked with check_vma; tests/test_shard_map_pvary.py covers them (jaxprs, grads, vmap) against jax"
+       for name in ("pvary", "psum_invariant")},
     **{name: "built only by linearizing a while_loop (its params are staged programs and the backward "
              "function); tests/test_while_grad.py covers it eagerly, in jit, under vmap and nested"
        for name in ("checkpointed_while", "while_lin")},

@@ -61,7 +61,7 @@ def test_shard_map_under_spmd_vmap_values_and_grad(meshes):
 def test_spmd_axis_name_errors(meshes):
     fm, _ = meshes
     g = _smap(ftrans, fm, P)
-    with pytest.raises(ValueError, match="cannot appear in the shard_map"):
+    with pytest.raises(ValueError, match="cannot appear in shard_map in_specs"):
         ftrans.vmap(g, spmd_axis_name="y")(X)
     with pytest.raises(ValueError, match="lacks"):
         ftrans.vmap(g, spmd_axis_name="z")(X)

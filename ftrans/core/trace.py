@@ -117,6 +117,9 @@ class _TraceState(threading.local):
         # Set while a ``shard_map`` body is traced: ``(prim, in avals, out, params) -> out`` gives staged
         # results the manual mesh axes they vary along (``VaryingAval``; transforms/shard_map.py).
         self.vma_hook: Any = None
+        # Set with it (``check_vma``): ``(trace, prim, tracers, params) -> tracers`` casts the operands of an
+        # equation that vary along fewer manual axes than the others with ``pvary`` first (JAX's implicit pvary).
+        self.vma_insert: Any = None
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -980,6 +983,9 @@ class DynamicJaxprTrace(Trace):
         rule = abstract_eval_rules.get(prim)
         if rule is None:
             raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+        insert = state.vma_insert
+        if insert is not None and len(tracers) > 1:
+            tracers = insert(self, prim, tracers, params)
         avals = [t.aval for t in tracers]
         out = rule(*avals, **params)
         builder = self.main.payload

@@ -34,12 +34,14 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    psum_invariant_p,
     psum_p,
     psum_scatter_p,
     ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.transforms.shard_map import pvary_tracer, vma_checked_names
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "all_to_all", "ppermute", "psum_scatter", "axis_index",
            "pswapaxes", "pshuffle", "pbroadcast", "pcast", "ragged_all_to_all", "psend", "precv"]
@@ -102,6 +104,14 @@ def _operand(x: Any) -> Any:
     return as_operand(x)
 
 
+def _vary(v: Any, names: tuple) -> Any:
+    """In a ``shard_map`` body checked with ``check_vma``: ``v`` cast to vary along the manual axes of
+    ``names`` first (JAX's ``insert_collective_pvary``), so a collective's transpose sums back the
+    cotangents of an operand that was the same on every device; elsewhere ``v``."""
+    checked = vma_checked_names(names)
+    return pvary_tracer(v, checked) if checked else v
+
+
 def _is_python_scalar(x: Any) -> bool:
     return type(x) in (bool, int, float, complex)
 
@@ -140,7 +150,18 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
             axes = tuple(sorted({_canon(op, "positional axis", a, len(aval.shape), aval) for a in positional}))
             v = reduce_p.bind(v, axes=axes)
         if named:
-            v = prim.bind(v, axis_name=named, axis_index_groups=groups)
+            checked = vma_checked_names(named) if groups is None else ()
+            if not checked:
+                return prim.bind(v, axis_name=named, axis_index_groups=groups)
+            # In a shard_map body checked with check_vma, as JAX's: the operand is cast to vary along the
+            # manual axes first, and psum over them is psum_invariant (its transpose is a pvary).
+            v = pvary_tracer(v, checked)
+            rest = tuple(n for n in named if n not in checked)
+            if prim is not psum_p:
+                return prim.bind(v, axis_name=named, axis_index_groups=None)
+            if rest:
+                v = psum_p.bind(v, axis_name=rest, axis_index_groups=None)
+            v = psum_invariant_p.bind(v, axes=checked)
         return v
 
     return _tree_map(one, x)
@@ -214,7 +235,7 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     inv = {"to": "invarying"} if to == "invarying" else {}
 
     def one(leaf: Any) -> Any:
-        v = _operand(leaf)
+        v = _vary(_operand(leaf), names)
         aval = aval_of(v)
         nd = len(aval.shape)
         if tiled and nd == 0:
@@ -247,7 +268,7 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _operand(leaf)
+        v = _vary(_operand(leaf), names)
         aval = aval_of(v)
         nd = len(aval.shape)
         if nd == 0:
@@ -326,7 +347,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
         raise FtransTypeError(f"ppermute: perm must be a sequence of (source, destination) int pairs, "
                               f"got {perm!r}") from None
     check_perm("ppermute", perm, n, name)
-    return _tree_map(lambda leaf: ppermute_p.bind(_operand(leaf), axis_name=name, perm=perm), x)
+    return _tree_map(lambda leaf: ppermute_p.bind(_vary(_operand(leaf), names), axis_name=name, perm=perm), x)
 
 
 def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_index_groups: Any = None,
@@ -345,7 +366,7 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     total = len(groups[0]) if groups else math.prod(sizes)
 
     def one(leaf: Any) -> Any:
-        v = _operand(leaf)
+        v = _vary(_operand(leaf), names)
         aval = aval_of(v)
         if aval.dtype == dtypes.bool_:
             v = S.convert_element_type_p.bind(v, new_dtype=dtypes.int32, weak_type=False)
@@ -482,9 +503,26 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     if to != "varying":
         raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "
                                   "not track; only to='varying' is supported")
-    from ftrans.transforms.shard_map import pvary_tracer
 
-    return _tree_map(lambda v: pvary_tracer(_operand(v), names), x)
+    checked = vma_checked_names(names)
+
+    def one(leaf: Any) -> Any:
+        v = _operand(leaf)
+        if checked:  # as JAX's: every name must be one the value does not vary along yet
+            from ftrans.transforms.shard_map import vma_of
+
+            state = {"varying" if n in vma_of(v) else "invarying" for n in checked}
+            if len(state) > 1:
+                raise FtransValueError(
+                    "jax.lax.pcast can only accept axis_name which corresponds to one of varying, unreduced, "
+                    f"reduced or invarying state of the input. Got input type: {aval_of(v).str_short()} (varying "
+                    f"along {sorted(vma_of(v), key=str)}), axes: {names} and input state: {state}")
+            if state == {"varying"}:
+                raise FtransValueError(f"Unsupported pcast from=varying, to={to!r}: the value already varies "
+                                       f"along {names} (typeof(x).mat.varying)")
+        return pvary_tracer(v, names)
+
+    return _tree_map(one, x)
 
 
 def ragged_all_to_all(operand: Any, output: Any, input_offsets: Any, send_sizes: Any, output_offsets: Any,

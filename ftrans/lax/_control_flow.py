@@ -24,7 +24,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, hoist_consts, jaxpr_has_effects
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts, jaxpr_has_effects
 from ftrans.core.keys import is_key
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
@@ -342,12 +342,46 @@ def _bind_cond(name: str, index: Any, branches: Sequence[Callable], labels: list
     if checked is not None:  # key-reuse checking: each branch's keys analysed, a key consumed if any consumes it
         branches = [_key_checked_branch(b, checked) for b in branches]
     traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
+    cast = _vary_like_index(index, ops, traced)
+    if cast is not None:  # the operands a branch casts with pvary, cast before the cond instead: traced again
+        ops, avals = cast, [_aval(x) for x in cast]
+        traced = [_trace(b, ops_tree, avals, label) for b, label in zip(branches, labels)]
     if checked:
         _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
     _check_branch_outputs(name, traced, labels)
     bodies, consts = _join_consts(traced)
     outs = _typed_like_branches(_cond_forwarding(index, bodies, [*consts, *ops]), traced)
     return tree_util.tree_unflatten(traced[0].out_tree, outs)
+
+
+def _vary_like_index(index: Any, ops: list, traced: list) -> list | None:
+    """In a ``check_vma`` shard_map body, a cond whose index varies: the operands some branch casts with
+    ``pvary`` (an invariant operand meeting a varying value), cast before the cond instead (None when there
+    are none).  Their transposes' sums then happen outside the branches: devices that take different
+    branches would wait on each other's collectives inside them."""
+    from ftrans.core import trace as _tr
+
+    if _tr.state.vma_hook is None:
+        return None
+    iv = _vma(getattr(index, "aval", None))
+    if not iv:
+        return None
+    need: dict = {}
+    for t in traced:
+        jaxpr = t.jaxpr.jaxpr
+        deps = {v: {k - len(t.consts)} for k, v in enumerate(jaxpr.invars) if k >= len(t.consts)}
+        for e in jaxpr.eqns:  # the operands each value derives from
+            d = set().union(*[deps.get(v, ()) for v in e.invars if not isinstance(v, Literal)])
+            if e.primitive.name == "pvary" and iv.intersection(e.params["axes"]):  # axes the branches diverge on
+                for k in d:
+                    need.setdefault(k, set()).update(iv.intersection(e.params["axes"]))
+            for v in e.outvars:
+                deps[v] = d
+    if not need:
+        return None
+    from ftrans.transforms.shard_map import pvary_tracer
+
+    return [pvary_tracer(o, tuple(sorted(need[k], key=str))) if k in need else o for k, o in enumerate(ops)]
 
 
 def _key_checked_branch(b: Callable, frames: list) -> Callable:
@@ -523,6 +557,10 @@ def _bind_cond_watching(name: str, index: Any, branches: Sequence[Callable], lab
             if rec.out_avals is None and not rec.calls:
                 rec.out_avals, rec.out_tree = list(t.out_avals), t.out_tree
         if not any(recursive):
+            cast = _vary_like_index(index, ops, traced)
+            if cast is not None:  # as in _bind_cond
+                ops, avals = cast, [_aval(x) for x in cast]
+                traced = [_trace(b, ops_tree, avals, label, prim=name) for b, label in zip(branches, labels)]
             if checked:
                 _kr.apply(_kr.merged(checked), _kr.key_leaves(operands), name, name)
             _check_branch_outputs(name, traced, labels)
@@ -833,7 +871,8 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
 
     carry, c_tree = _flatten_operands(init, "init")
     c_paths = _leaf_paths(c_tree)
-    slices = [without_dim(x.aval, 0, ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type)) for x in x_ops]
+    slices = [_with_vma(without_dim(x.aval, 0, ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type)),
+                        _vma(x.aval)) for x in x_ops]  # in a shard_map body each slice varies as xs does
     in_tree = _tuple_tree(c_tree, x_tree)
     y_tree_box: list = []
 

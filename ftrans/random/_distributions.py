@@ -424,12 +424,13 @@ def _gamma_one(k: Any, alpha: Any, log_space: bool) -> Any:
             x = _normal_real(sub, (), d)
             return nk, x, lax.add(one, lax.mul(x, c))
 
-        _, x, v = lax.while_loop(lambda kxv: lax.le(kxv[2], zero), next_normal, (x_key, zero, minus_one))
+        _, x, v = lax.while_loop(lambda kxv: lax.le(kxv[2], zero), next_normal,
+                                 (x_key, *_vary_like((zero, minus_one), x_key, c)))
         return key, lax.mul(x, x), lax.mul(lax.mul(v, v), v), _uniform_core(u_key, 0.0, 1.0, (), d)
 
     key, sub = _split2(k)
     # The initial state makes ``reject`` true, so the loop proposes at least once.
-    _, _, v3, _ = lax.while_loop(reject, propose, (key, zero, one, two))
+    _, _, v3, _ = lax.while_loop(reject, propose, (key, *_vary_like((zero, one, two), key, dd)))
     if log_space:
         log_u = lax.neg(_exponential_core(sub, (), d))
         log_boost = lax.select(lax.bitwise_or(boost_mask, lax.eq(log_u, zero)), zero,
@@ -1189,3 +1190,13 @@ def key_dtype(impl: Any = None) -> KeyDtype:
     """The key dtype of a PRNG implementation (``key<fry>`` for threefry2x32, the default), as JAX's
     ``random.key_dtype``: the dtype of the key arrays ``random.key(seed, impl=impl)`` makes."""
     return KeyDtype(_prng.resolve_impl("key_dtype", impl))
+
+
+def _vary_like(xs: tuple, *protos: Any) -> tuple:
+    """Inside a ``shard_map`` body checked with ``check_vma``: the constants ``xs`` of a loop's initial carry,
+    cast to vary along the manual axes the ``protos`` (the key, the parameters) vary along, so the carry
+    keeps one type through the loop (JAX's samplers cast their inputs alike)."""
+    from ftrans.transforms.shard_map import pvary_tracer, vma_of
+
+    axes = frozenset().union(*[vma_of(p) for p in protos])
+    return tuple(pvary_tracer(x, tuple(sorted(axes, key=str))) for x in xs) if axes else xs

@@ -31,7 +31,7 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
-from ftrans.core.avals import ShapedArray
+from ftrans.core.avals import ShapedArray, VaryingAval
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
 from ftrans.core.keys import is_key
 from ftrans.core.primitive import Primitive, not_supported, rule_table
@@ -149,6 +149,8 @@ class BatchTracer(Tracer):
 
             spec = spec_of(a) if a.sharding is not None else tuple(sh.spec)
             return typed(ShapedArray(shape, a.dtype, a.weak_type), sh.mesh, spec[:self.bdim] + spec[self.bdim + 1:])
+        if type(a) is VaryingAval:  # inside a shard_map body: each example varies as the batch does
+            return VaryingAval(ShapedArray(shape, a.dtype, a.weak_type), a.vma)
         return ShapedArray(shape, a.dtype, a.weak_type)
 
     def _short_repr(self) -> str:

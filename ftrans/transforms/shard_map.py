@@ -203,7 +203,9 @@ class _ShardMapped:
             xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
             with _body_mesh(mesh, manual, bool(self._check_vma)):
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
-            flat, tree = tree_util.tree_flatten(out)
+                flat, tree = tree_util.tree_flatten(out)
+                if self._check_vma:  # a result the out_specs split over axes it does not vary along: pvary'd
+                    flat = _pvary_outs(fname, self._out_specs, out, flat)
             # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
             out_box.append((out, tree, [getattr(getattr(o, "aval", None), "vma", _EMPTY) for o in flat]))
             return flat
@@ -285,10 +287,12 @@ def _body_mesh(mesh: Mesh, manual: Any = frozenset(), check_vma: bool = True) ->
     _BODY.manual.append(outer | frozenset(manual or mesh.axis_names))
     st = _trace.state
     prev, st.vma_hook = st.vma_hook, (_vma_hook if check_vma else None)
+    prev_insert, st.vma_insert = st.vma_insert, (_vma_insert if check_vma else None)
     try:
         yield
     finally:
         st.vma_hook = prev
+        st.vma_insert = prev_insert
         _BODY.stack.pop()
         _BODY.manual.pop()
 
@@ -320,15 +324,81 @@ def like_vma(proto: Any, out: Any) -> Any:
 
 
 def pvary_tracer(x: Any, names: tuple) -> Any:
-    """``x`` typed as varying along the manual axes ``names`` too (``lax.pcast(to='varying')``): the same
-    value, a new type; outside a ``shard_map`` body, ``x``."""
-    from ftrans.core.trace import StagingTracer
-
-    axes = frozenset(names) & manual_axes_here()
-    if not axes or not isinstance(x, StagingTracer) or _trace.state.vma_hook is None:
+    """``x`` typed as varying along the manual axes ``names`` too (``lax.pcast(to='varying')``, JAX's
+    ``pvary``): the same value, a new type, through a ``pvary`` equation over the axes of ``names`` it does
+    not vary along yet; outside a ``shard_map`` body checked with ``check_vma``, ``x``."""
+    if _trace.state.vma_hook is None:
         return x
-    aval = _with_vma(x.aval, x.aval.vma | axes)
-    return x if aval is x.aval else StagingTracer(x._trace, aval, x.atom)
+    axes = frozenset(names) & manual_axes_here()
+    if not axes:
+        return x
+    axes -= vma_of(x)
+    if not axes:
+        return x
+    from ftrans.core.prims.collectives import pvary_p
+
+    return pvary_p.bind(x, axes=_mesh_order(axes))
+
+
+def _pvary_outs(fname: str, out_specs: Any, out: Any, flat: list) -> list:
+    """JAX's casts at the end of a ``check_vma`` body: each result varies along every manual axis its
+    out_specs split it over (the transpose then sums a cotangent that is the same on every device back)."""
+    specs = _broadcast_specs(fname, "out_specs", out_specs, out, len(flat))
+    res = []
+    for o, s in zip(flat, specs):
+        nd = len(np.shape(o)) if not isinstance(o, Tracer) else len(o.aval.shape)
+        if isinstance(s, PartitionSpec) and len(s) <= nd:
+            o = pvary_tracer(o, tuple(a for ax in names_of_spec(s, nd) for a in ax))
+        res.append(o)
+    return res
+
+
+def vma_of(x: Any) -> frozenset:
+    """The manual mesh axes ``x`` varies along (its type's; none for a value from outside the body)."""
+    return getattr(aval_of(x), "vma", _EMPTY)
+
+
+def _mesh_order(axes: Any) -> tuple:
+    order = _BODY.stack[-1].axis_names if _BODY.stack else ()
+    return tuple(a for a in order if a in axes) + tuple(sorted((a for a in axes if a not in order), key=str))
+
+
+def vma_checked_names(names: tuple) -> tuple:
+    """Of the axis ``names`` a collective names, those of a ``shard_map`` body checked with ``check_vma``
+    here (its manual mesh axes): those collectives insert ``pvary`` / bind ``psum_invariant`` as JAX's."""
+    if _trace.state.vma_hook is None:
+        return ()
+    manual = manual_axes_here()
+    return tuple(n for n in names if n in manual)
+
+
+def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
+    """Before an equation is staged in a ``check_vma`` body: an operand varying along fewer manual axes than
+    the others is cast with ``pvary`` over the missing ones first (JAX's implicit pvary), so that its
+    transpose sums the cotangents where an invariant value met a varying one.  Collectives and higher-order
+    primitives are left alone (the collectives cast in their own API, the bodies are traced cast)."""
+    vmas = [getattr(t.aval, "vma", _EMPTY) for t in tracers]
+    union = frozenset().union(*vmas)
+    if not union or all(v == union for v in vmas):
+        return tracers
+    if not _NO_INSERT:
+        from ftrans.core.prims import collectives as C
+
+        _NO_INSERT.update(C.ALL)
+    if prim in _NO_INSERT or _params_have_jaxprs(params):
+        return tracers
+    from ftrans.core.avals import ShapedArray, VaryingAval
+    from ftrans.core.prims.collectives import pvary_p
+
+    out = []
+    for t, v in zip(tracers, vmas):
+        if v != union and type(t.aval) in (ShapedArray, VaryingAval):
+            t = trace.process_primitive(pvary_p, [t], {"axes": _mesh_order(union - v)})
+        out.append(t)
+    return out
+
+
+_NO_INSERT: set = set()  # the collectives (filled on first use)
 
 
 def manual_axes_here() -> frozenset:
@@ -429,9 +499,15 @@ def _vma_rules() -> dict:
     def gather(ins: list, params: dict) -> frozenset:  # to='invarying': the same on every device of the axes
         return (frozenset().union(*ins) - names(params)) if params.get("to") == "invarying" else vary(ins, params)
 
+    def pvary(ins: list, params: dict) -> frozenset:
+        return frozenset().union(*ins) | frozenset(params["axes"])
+
+    def psum_invariant(ins: list, params: dict) -> frozenset:
+        return frozenset().union(*ins) - frozenset(params["axes"])
+
     return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
-            C.ragged_all_to_all_p: vary}
+            C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant}
 
 
 _VMA_RULES: dict = {}

@@ -45,13 +45,15 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
-    "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "ALL", "names_of", "check_perm",
+    "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "pvary_p", "psum_invariant_p", "ALL", "names_of",
+    "check_perm",
 ]
 
 
 def names_of(params: dict) -> tuple:
-    """The axis names a collective's parameters name (one name or a tuple of them)."""
-    n = params["axis_name"]
+    """The axis names a collective's parameters name (one name or a tuple of them; ``pvary`` and
+    ``psum_invariant`` call them ``axes``, as JAX does)."""
+    n = params["axis_name"] if "axis_name" in params else params["axes"]
     return n if isinstance(n, tuple) else (n,)
 
 
@@ -306,5 +308,37 @@ def _ragged_all_to_all_abstract(operand: ShapedArray, output: ShapedArray, *inde
 
 ragged_all_to_all_p = _new("ragged_all_to_all", _ragged_all_to_all_abstract, never_weak)
 
+
+
+# ----------------------------------------------------------------------------
+# shard_map's varying-manual-axes casts (JAX's ``pvary`` and ``psum_invariant``), bound only inside a
+# ``shard_map`` body traced with ``check_vma``: ``pvary[axes]`` types a value the same on every device of
+# ``axes`` as varying along them (the value is unchanged; its transpose sums the cotangents over the axes),
+# and ``psum_invariant[axes]`` is the ``psum`` of a varying value, whose result is the same on every device
+# (its transpose is a ``pvary``: each device's cotangent is the whole one).  The varying sets themselves are
+# carried by the staged values' types (``transforms/shard_map.py``).
+
+
+def _pvary_abstract(x: ShapedArray, *, axes: tuple) -> ShapedArray:
+    if not isinstance(axes, tuple):
+        raise FtransTypeError(f"pvary: axes must be a tuple of axis names, got {axes!r}")
+    frames_of("pvary", axes)
+    return x
+
+
+def _pvary_impl(x: Any, *, axes: tuple) -> Any:
+    raise FtransValueError("pvary should be called under jax.shard_map.")
+
+
+def _psum_invariant_abstract(x: ShapedArray, *, axes: tuple) -> ShapedArray:
+    if not isinstance(axes, tuple):
+        raise FtransTypeError(f"psum_invariant: axes must be a tuple of axis names, got {axes!r}")
+    return _reduce_abstract("psum", False)(x, axis_name=axes, axis_index_groups=None)
+
+
+pvary_p = _new("pvary", _pvary_abstract)
+pvary_p.def_impl(_pvary_impl)
+psum_invariant_p = _new("psum_invariant", _psum_invariant_abstract)
+
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
-       ragged_all_to_all_p)
+       ragged_all_to_all_p, pvary_p, psum_invariant_p)

@@ -106,13 +106,34 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
     new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
     new_out = tuple(names_of(o, len(a.shape)) for o, a in zip(outs, body.out_avals))
     new = {**params, "in_names": new_in, "out_names": new_out}
-    if rule == "transpose":
+    if rule == "transpose" and not params.get("check_vma"):
+        # Without check_vma (as JAX's): a result the out_specs leave unsplit over some axes shares its cotangent
+        # out over them, and an operand unsplit over some sums its cotangents over them.  With check_vma the
+        # body's own pvary / psum_invariant equations transpose to those sums, exactly where a value the same
+        # on every device met a varying one.
+        # (as JAX's: not over the mesh axes a vmap's spmd_axis_name splits the batch over here: the devices
+        # along them hold different examples)
+        spmd = _spmd_names()
         scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
-                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]])) for o in ins]
-        total = [unmentioned(mesh, ns) for ns in new_out]
+                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]]) if a not in spmd)
+                 for o in ins]
+        total = [tuple(a for a in unmentioned(mesh, ns) if a not in spmd) for ns in new_out]
         if any(s != 1.0 for s in scale) or any(total):
             new["jaxpr"] = _share_and_sum(body, scale, total, params)
     return new
+
+
+def _spmd_names() -> frozenset:
+    """The mesh axes the vmaps running here split their batch over (``spmd_axis_name``)."""
+    from ftrans.core import trace as _trace
+    from ftrans.core.axis_env import AxisFrame
+
+    out: set = set()
+    for m in _trace.state.stack:
+        p = m.payload
+        if isinstance(p, AxisFrame) and p.spmd_name:
+            out.update(p.spmd_name)
+    return frozenset(out)
 
 
 def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) -> ClosedJaxpr:
@@ -131,25 +152,38 @@ def _share_and_sum(body: ClosedJaxpr, scale: list, total: list, params: dict) ->
     return new
 
 
+class _CheckVma(threading.local):
+    """For each shard_map body whose rules run here (innermost last): whether it is checked with check_vma."""
+
+    def __init__(self) -> None:
+        self.stack: list = []
+
+
+checking_vma = _CheckVma()
+
+
 class _Env:
-    def __init__(self, mesh: Any, axes: Any = None):
+    def __init__(self, mesh: Any, axes: Any = None, check_vma: bool = False):
         self.mesh = mesh
         self.axes = axes
+        self.check_vma = check_vma
         self.stack = ExitStack()
 
     def __enter__(self) -> None:
         for n, s in zip(self.mesh.axis_names, self.mesh.devices.shape):
             if not self.axes or n in self.axes:
                 self.stack.enter_context(extend_axis_env(n, s, None))
+        checking_vma.stack.append(self.check_vma)
 
     def __exit__(self, *exc: Any) -> None:
+        checking_vma.stack.pop()
         self.stack.close()
 
 
 def _body_env(params: dict, axes: Any = None) -> Any:
     """The axis environment of the body: every mesh axis bound, or only ``axes`` (the manual ones, when the
     body is first traced: the mesh axes left automatic are not names the body may use)."""
-    return _Env(params["mesh"], axes)
+    return _Env(params["mesh"], axes, bool(params.get("check_vma")))
 
 
 def _func_name(params: dict) -> str:

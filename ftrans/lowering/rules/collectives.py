@@ -128,6 +128,16 @@ def _all_reduce(op: str, bool_op: str) -> Any:
 
 register_lowering(C.psum_p)(_all_reduce("stablehlo.add", "stablehlo.or"))
 register_lowering(C.pmax_p)(_all_reduce("stablehlo.maximum", "stablehlo.or"))
+
+
+@register_lowering(C.psum_invariant_p)
+def _psum_invariant_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> str:
+    return _all_reduce("stablehlo.add", "stablehlo.or")(ctx, x, axis_name=axes, axis_index_groups=None)
+
+
+@register_lowering(C.pvary_p)
+def _pvary_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> str:
+    return x  # a change of type only
 register_lowering(C.pmin_p)(_all_reduce("stablehlo.minimum", "stablehlo.and"))
 
 

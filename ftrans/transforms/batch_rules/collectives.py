@@ -29,8 +29,10 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    psum_invariant_p,
     psum_p,
     psum_scatter_p,
+    pvary_p,
     ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
@@ -95,6 +97,24 @@ def _reduction_batch(prim: Primitive, reduce_p: Primitive, unmapped: Any) -> Non
 _reduction_batch(psum_p, R.reduce_sum_p, scale)
 _reduction_batch(pmax_p, R.reduce_max_p, lambda x, n: x)
 _reduction_batch(pmin_p, R.reduce_min_p, lambda x, n: x)
+
+
+@register_batching(psum_invariant_p)
+def _psum_invariant_batch(vals: list, dims: list, *, frame: Any, axes: tuple) -> tuple[Any, Any]:
+    (x,), (d,) = vals, dims
+    own, rest = _split_own(frame, axes)
+    if own:
+        x, d = (scale(x, frame.size) if d is not_mapped else R.reduce_sum_p.bind(x, axes=(d,))), not_mapped
+    if rest:
+        x = psum_invariant_p.bind(x, axes=rest)
+    return x, d
+
+
+@register_batching(pvary_p)
+def _pvary_batch(vals: list, dims: list, *, frame: Any, axes: tuple) -> tuple[Any, Any]:
+    (x,), (d,) = vals, dims
+    _, rest = _split_own(frame, axes)  # over this vmap's own axis every example already has its own value
+    return (pvary_p.bind(x, axes=rest) if rest else x), d
 
 
 def _reshape(x: Any, shape: Sequence[int]) -> Any:

@@ -33,8 +33,8 @@ def _spmd_split(frame: Any, mesh: Any, in_names: tuple, out_names: tuple) -> tup
     clash = [n for n in spmd if n in used]
     if clash:
         raise FtransValueError(
-            f"vmap spmd_axis_name {clash} cannot appear in the shard_map's in_specs or out_specs: the batch "
-            f"dimension is split over those mesh axes; name other axes in the specs")
+            f"vmap spmd_axis_name cannot appear in shard_map in_specs or out_specs: spmd_axis_name names mesh "
+            f"axes {clash}, which the batch dimension is split over; name other axes in the specs")
     missing = [n for n in spmd if n not in mesh.axis_names]
     if missing:
         raise FtransValueError(f"vmap spmd_axis_name names mesh axes {missing} that the shard_map's mesh lacks "

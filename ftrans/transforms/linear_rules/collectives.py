@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core.array import Array
 from ftrans.core.axis_env import axis_size
 from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import elementwise as E
@@ -21,8 +22,10 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    psum_invariant_p,
     psum_p,
     psum_scatter_p,
+    pvary_p,
     ragged_all_to_all_p,
 )
 from ftrans.core.trace import aval_of
@@ -39,6 +42,18 @@ def _psum_t(ct: Any, x: Any, *, axis_name: tuple, axis_index_groups: Any) -> lis
     return [psum_p.bind(ct, axis_name=axis_name, axis_index_groups=axis_index_groups)]
 
 
+@register_transpose(pvary_p)
+def _pvary_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # The same value on every device, typed varying: each device's cotangent is its share, summed back.
+    return [psum_invariant_p.bind(ct, axes=axes)]
+
+
+@register_transpose(psum_invariant_p)
+def _psum_invariant_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # The result is one value on every device: every device's operand gets the whole cotangent.
+    return [pvary_p.bind(ct, axes=axes)]
+
+
 @register_transpose(ppermute_p)
 def _ppermute_t(ct: Any, x: Any, *, axis_name: Any, perm: tuple) -> list:
     return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((t, s) for s, t in perm))]
@@ -51,9 +66,20 @@ def _g(axis_index_groups: Any) -> dict:
 @register_transpose(all_gather_p)
 def _all_gather_t(ct: Any, x: Any, *, axis_name: Any, axis: int, tiled: bool, axis_index_groups: Any = None,
                   to: str = "varying") -> list:
-    # to='invarying' (JAX's all_gather_invariant) transposes the same way here: a cotangent is each device's
-    # share of the whole one (shard_map's transpose scales a result's cotangent over the axes its out_specs
-    # leave out), so the sum of the shares, scattered, is this device's slice of it.
+    if to == "invarying":  # JAX's all_gather_invariant: the cotangent is the same on every device: our slice
+        n = axis_size("all_gather", axis_name)
+        ct_aval = aval_of(ct)
+        blk = ct_aval.shape[axis] // n if tiled else 1
+        idx = E.mul_p.bind(axis_index_p.bind(axis_name=axis_name), Array._new(np.asarray(blk, np.int32), False))
+        zero = Array._new(np.asarray(0, np.int32), False)
+        starts = [idx if d == axis else zero for d in range(len(ct_aval.shape))]
+        sizes = tuple(blk if d == axis else k for d, k in enumerate(ct_aval.shape))
+        from ftrans.core.prims.shard_map import checking_vma
+
+        if checking_vma.stack and checking_vma.stack[-1]:  # sliced at a varying index: JAX's implicit pvary
+            ct = pvary_p.bind(ct, axes=(axis_name,))
+        out = S.dynamic_slice_p.bind(ct, *starts, slice_sizes=sizes)
+        return [out if tiled else S.reshape_p.bind(out, new_sizes=x.aval.shape, dimensions=None)]
     return [psum_scatter_p.bind(ct, axis_name=axis_name, scatter_dimension=axis, tiled=tiled,
                                 **_g(axis_index_groups))]
 
