@@ -5,9 +5,11 @@ matrix, any leading axes are batch axes (strict: operands of a two-operand
 primitive share their batch shape; ``ftrans.numpy.linalg`` broadcasts).  The
 NumPy rules call LAPACK through NumPy and SciPy (vectorised over the batch
 where NumPy's ``linalg`` is, a loop over the batch where only SciPy has the
-routine).  As in JAX, a factorization that LAPACK reports as failed (a
-Cholesky of a matrix that is not positive definite, an SVD that does not
-converge) gives NaNs for that matrix instead of raising.
+routine); a stack of several matrices runs the primitive's compiled CPU
+program instead (``_batched``), whose LAPACK kernel loops in C.  As in JAX,
+a factorization that LAPACK reports as failed (a Cholesky of a matrix that
+is not positive definite, an SVD that does not converge) gives NaNs for that
+matrix instead of raising.
 
 ``lu`` returns ``(lu, pivots, permutation)`` as JAX's ``lu_p`` does:
 ``pivots`` are LAPACK's row swaps (zero-based), ``permutation`` the row
@@ -59,6 +61,47 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)),) + a.shape[-2:])
 
 
+# ---------------------------------------------------------------- large stacks: the compiled program
+
+# The runner of a primitive's one-primitive compiled program on the host CPU, ``(prim, operands, params) ->
+# NumPy results`` (or NotImplemented), installed by ``ftrans.lowering.device_eager``: core cannot compile.
+_stack_runner = None
+# A stack of at least this many matrices runs the compiled program (the LAPACK kernel looping over the batch
+# in C, as JAX's eager ops do) instead of the per-matrix LAPACK calls below: the same routines of the same
+# library, so the same bits, without a Python call per matrix.  Measured (benchmarks/README.md, "linalg
+# batches"): a compiled call costs 15-25 us, a per-matrix call 1.5-10 us, more where a SciPy wrapper runs
+# per matrix (lu, pivoted qr, eig, schur); single matrices never take the compiled program.
+STACK_THRESHOLD = 8
+STACK_THRESHOLDS: dict = {}  # per primitive, filled in below the primitives
+
+
+def set_stack_runner(fn) -> None:
+    global _stack_runner
+    _stack_runner = fn
+
+
+def _batched(prim: Primitive, impl, batch_arg: int = 0, batch_rank: int = 2, check=None):
+    """``impl``, except that a stack of ``STACK_THRESHOLD`` or more non-empty matrices (operand ``batch_arg``'s
+    leading axes, all but its last ``batch_rank``) runs through ``_stack_runner``; ``check(params)`` first
+    refuses what the NumPy rule refuses."""
+
+    def rule(*args, **params):
+        runner = _stack_runner
+        if runner is not None:
+            if check is not None:
+                check(params)
+            shape = args[batch_arg].shape
+            if (len(shape) > batch_rank and _batch_size(shape[:-batch_rank]) >= STACK_THRESHOLDS.get(prim, STACK_THRESHOLD)
+                    and all(a.size for a in args)):
+                out = runner(prim, args, params)
+                if out is not NotImplemented:
+                    return out
+        return impl(*args, **params)
+
+    rule.__wrapped__ = impl
+    return rule
+
+
 def _each(fn, a: np.ndarray, out_shapes, out_dtypes):
     """Apply ``fn`` (one matrix -> tuple of arrays) to each matrix of the stack ``a``."""
     batch = a.shape[:-2]
@@ -105,7 +148,7 @@ def _cholesky_impl(a: np.ndarray) -> np.ndarray:
 
 cholesky_p = Primitive("cholesky")
 cholesky_p.def_abstract_eval(_cholesky_abstract)
-cholesky_p.def_impl(_cholesky_impl)
+cholesky_p.def_impl(_batched(cholesky_p, _cholesky_impl))
 cholesky_p.def_weak_type(never_weak)
 
 
@@ -165,7 +208,7 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, 
 
 triangular_solve_p = Primitive("triangular_solve")
 triangular_solve_p.def_abstract_eval(_triangular_solve_abstract)
-triangular_solve_p.def_impl(_triangular_solve_impl)
+triangular_solve_p.def_impl(_batched(triangular_solve_p, _triangular_solve_impl))
 triangular_solve_p.def_weak_type(never_weak)
 
 
@@ -211,7 +254,7 @@ def _lu_impl(a: np.ndarray):
 
 lu_p = Primitive("lu", multiple_results=True)
 lu_p.def_abstract_eval(_lu_abstract)
-lu_p.def_impl(_lu_impl)
+lu_p.def_impl(_batched(lu_p, _lu_impl))
 lu_p.def_weak_type(never_weak)
 
 
@@ -318,7 +361,7 @@ def _lwork(work: np.ndarray) -> int:
 
 qr_p = Primitive("qr", multiple_results=True)
 qr_p.def_abstract_eval(_qr_abstract)
-qr_p.def_impl(_qr_impl)
+qr_p.def_impl(_batched(qr_p, _qr_impl))
 qr_p.def_weak_type(never_weak)
 
 
@@ -370,7 +413,7 @@ def _eigh_impl(a, *, lower):
 
 eigh_p = Primitive("eigh", multiple_results=True)
 eigh_p.def_abstract_eval(_eigh_abstract)
-eigh_p.def_impl(_eigh_impl)
+eigh_p.def_impl(_batched(eigh_p, _eigh_impl))
 eigh_p.def_weak_type(never_weak)
 
 
@@ -465,7 +508,7 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
 
 svd_p = Primitive("svd", multiple_results=True)
 svd_p.def_abstract_eval(_svd_abstract)
-svd_p.def_impl(_svd_impl)
+svd_p.def_impl(_batched(svd_p, _svd_impl, check=lambda params: check_svd_algorithm(params.get("algorithm"))))
 svd_p.def_weak_type(never_weak)
 
 
@@ -517,7 +560,7 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
 
 eig_p = Primitive("eig", multiple_results=True)
 eig_p.def_abstract_eval(_eig_abstract)
-eig_p.def_impl(_eig_impl)
+eig_p.def_impl(_batched(eig_p, _eig_impl))
 eig_p.def_weak_type(never_weak)
 
 
@@ -550,9 +593,13 @@ def _schur_impl(a):
 
 schur_p = Primitive("schur", multiple_results=True)
 schur_p.def_abstract_eval(_schur_abstract)
-schur_p.def_impl(_schur_impl)
+schur_p.def_impl(_batched(schur_p, _schur_impl))
 schur_p.def_weak_type(never_weak)
 
+
+# Where the per-matrix rule runs a SciPy wrapper (lu_factor, eig, schur) or two LAPACK calls (qr), the
+# compiled program is the faster from a few matrices on.
+STACK_THRESHOLDS.update({lu_p: 4, qr_p: 4, eig_p: 4, schur_p: 4})
 
 
 # ---------------------------------------------------------------- algorithm choices (JAX's enums)
@@ -625,7 +672,7 @@ def _tridiagonal_impl(a, *, lower):
 
 tridiagonal_p = Primitive("tridiagonal", multiple_results=True)
 tridiagonal_p.def_abstract_eval(_tridiagonal_abstract)
-tridiagonal_p.def_impl(_tridiagonal_impl)
+tridiagonal_p.def_impl(_batched(tridiagonal_p, _tridiagonal_impl))
 tridiagonal_p.def_weak_type(never_weak)
 
 
@@ -763,7 +810,7 @@ def _tridiagonal_solve_impl(dl, d, du, b, *, perturb_singular):
 
 tridiagonal_solve_p = Primitive("tridiagonal_solve")
 tridiagonal_solve_p.def_abstract_eval(_tridiagonal_solve_abstract)
-tridiagonal_solve_p.def_impl(_tridiagonal_solve_impl)
+tridiagonal_solve_p.def_impl(_batched(tridiagonal_solve_p, _tridiagonal_solve_impl, batch_arg=3))
 tridiagonal_solve_p.def_weak_type(never_weak)
 
 
@@ -795,7 +842,7 @@ def _hessenberg_impl(a):
 
 hessenberg_p = Primitive("hessenberg", multiple_results=True)
 hessenberg_p.def_abstract_eval(_hessenberg_abstract)
-hessenberg_p.def_impl(_hessenberg_impl)
+hessenberg_p.def_impl(_batched(hessenberg_p, _hessenberg_impl))
 hessenberg_p.def_weak_type(never_weak)
 
 
@@ -833,7 +880,7 @@ def _householder_product_impl(a, taus):
 
 householder_product_p = Primitive("householder_product")
 householder_product_p.def_abstract_eval(_householder_product_abstract)
-householder_product_p.def_impl(_householder_product_impl)
+householder_product_p.def_impl(_batched(householder_product_p, _householder_product_impl))
 householder_product_p.def_weak_type(never_weak)
 
 
@@ -878,7 +925,7 @@ def _ormqr_impl(a, taus, c, *, left, transpose):
 
 ormqr_p = Primitive("ormqr")
 ormqr_p.def_abstract_eval(_ormqr_abstract)
-ormqr_p.def_impl(_ormqr_impl)
+ormqr_p.def_impl(_batched(ormqr_p, _ormqr_impl))
 ormqr_p.def_weak_type(never_weak)
 
 
