@@ -527,34 +527,65 @@ def _eig_abstract(a: ShapedArray, *, compute_left_eigenvectors: bool,
     return outs
 
 
-def _normalize_columns(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v, axis=-2, keepdims=True)
+def _unpack_pairs(wi: np.ndarray, v: np.ndarray, c) -> np.ndarray:
+    """A real geev's eigenvectors as complex columns: a conjugate pair (``wi[j]`` neither 0 nor NaN) stores
+    ``re, im`` in columns ``j, j + 1`` (LAPACK's packing, which the compiled kernel unpacks the same way)."""
+    out = np.zeros(v.shape, c)
+    out.real = v
+    n = wi.shape[0]
+    j = 0
+    while j < n:
+        if wi[j] == 0 or np.isnan(wi[j]) or j + 1 == n:
+            j += 1
+            continue
+        im = v[:, j + 1]
+        out.real[:, j + 1] = v[:, j]
+        out.imag[:, j] = im
+        out.imag[:, j + 1] = -im
+        j += 2
+    return out
 
 
 @quiet
 def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False):
     c = _COMPLEX[a.dtype]
     n = a.shape[-1]
+    left, right = bool(compute_left_eigenvectors), bool(compute_right_eigenvectors)
     if a.size == 0:
         outs = [np.zeros(a.shape[:-1], c)]
-        outs += [np.zeros(a.shape, c)] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
+        outs += [np.zeros(a.shape, c)] * (int(left) + int(right))
         return outs
-    import scipy.linalg
+    # SciPy's LAPACK geev, the routine (and the library) the compiled CPU kernel calls, with the same
+    # options and the optimal workspace: an eager eig gives the compiled program's bits.
+    from scipy.linalg.lapack import get_lapack_funcs
+
+    geev, geev_lwork = get_lapack_funcs(("geev", "geev_lwork"), dtype=a.dtype)
+    lw = _lwork(geev_lwork(n, compute_vl=int(left), compute_vr=int(right))[0])
+    cplx = a.dtype.kind == "c"
+    nan_v = np.full((n, n), np.nan, c)
 
     def one(m):
-        try:
-            w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
-        except (np.linalg.LinAlgError, ValueError):  # NaN or infinite entries: NaNs, as XLA's geev gives
-            nan = np.full(m.shape, np.nan + 0j, c)
-            return nan[0], nan, nan
-        return w, vl, vr
+        if not np.isfinite(m).all():  # as the compiled kernel: NaNs, LAPACK not called
+            return np.full((n,), np.nan, c), nan_v, nan_v
+        if cplx:
+            w, vl, vr, info = geev(m, compute_vl=int(left), compute_vr=int(right), lwork=lw)
+        else:
+            wr, wi, vl, vr, info = geev(m, compute_vl=int(left), compute_vr=int(right), lwork=lw)
+            if info == 0:
+                w = np.empty((n,), c)
+                w.real, w.imag = wr, wi
+                vl = _unpack_pairs(wi, vl, c) if left else vl
+                vr = _unpack_pairs(wi, vr, c) if right else vr
+        if info != 0:
+            return np.full((n,), np.nan, c), nan_v, nan_v
+        return w, (vl if left else nan_v), (vr if right else nan_v)
 
     w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
-    outs = [w.astype(c)]
-    if compute_left_eigenvectors:
-        outs.append(_normalize_columns(vl).astype(c))
-    if compute_right_eigenvectors:
-        outs.append(_normalize_columns(vr).astype(c))
+    outs = [w]
+    if left:
+        outs.append(vl)
+    if right:
+        outs.append(vr)
     return outs
 
 
