@@ -221,6 +221,14 @@ def run_host_stack(prim: Primitive, args: Any, params: dict) -> Any:
     return res if prim.multiple_results else res[0]
 
 
+def clear() -> None:
+    """Drop the eager one-primitive programs (``ftrans.clear_caches``)."""
+    with _lock:
+        _cache.clear()
+        _host_cache.clear()
+        _host_seen.clear()
+
+
 def _install_host_stacks() -> None:
     from ftrans.core.prims import linalg
 

@@ -22,6 +22,8 @@ requested left/right eigenvectors, all complex.
 from __future__ import annotations
 
 import enum
+import functools
+import math
 
 import numpy as np
 
@@ -58,7 +60,7 @@ def _check_matrix(name: str, a: ShapedArray, *, square: bool, others: tuple = ()
 
 def _flat(a: np.ndarray) -> np.ndarray:
     """The stack of matrices as one leading axis (its length spelled out: ``-1`` is ambiguous for 0x0 matrices)."""
-    return a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)),) + a.shape[-2:])
+    return a.reshape((math.prod(a.shape[:-2]),) + a.shape[-2:])
 
 
 # ---------------------------------------------------------------- large stacks: the compiled program
@@ -132,11 +134,9 @@ def _cholesky_one(m: np.ndarray, potrf) -> np.ndarray:
 def _cholesky_impl(a: np.ndarray) -> np.ndarray:
     # SciPy's LAPACK potrf, one matrix at a time: on this project's machines NumPy's batched
     # np.linalg.cholesky ran an order of magnitude slower for a single 256x256 matrix.
-    from scipy.linalg.lapack import get_lapack_funcs
-
     if a.size == 0:
         return a.copy()
-    (potrf,) = get_lapack_funcs(("potrf",), (a,))
+    potrf = _lapack("potrf", a.dtype)
     if a.ndim == 2:
         return np.asarray(_cholesky_one(a, potrf), a.dtype)
     flat = _flat(a)
@@ -181,14 +181,12 @@ def _triangular_solve_abstract(a: ShapedArray, b: ShapedArray, *, left_side: boo
 def _solve_tri_one(a: np.ndarray, b: np.ndarray, left_side: bool, lower: bool, transpose_a: bool,
                    conjugate_a: bool, unit_diagonal: bool) -> np.ndarray:
     """BLAS ``trsm``: like XLA, a zero on the diagonal gives infinities or NaNs rather than an error."""
-    from scipy.linalg.blas import get_blas_funcs
-
     if b.size == 0:
         return b.copy()
     if conjugate_a and not transpose_a:
         a = np.conj(a)
     trans = 0 if not transpose_a else (2 if conjugate_a else 1)
-    (trsm,) = get_blas_funcs(("trsm",), (a, b))
+    trsm = _blas("trsm", b.dtype)
     return trsm(1.0, a, b, side=0 if left_side else 1, lower=int(lower), trans_a=trans,
                 diag=int(unit_diagonal))
 
@@ -217,6 +215,11 @@ triangular_solve_p.def_weak_type(never_weak)
 
 def pivots_to_permutation_np(pivots: np.ndarray, size: int) -> np.ndarray:
     batch = pivots.shape[:-1]
+    if not batch:  # one matrix: plain Python swaps (the common eager case)
+        perm = list(range(size))
+        for i, j in enumerate(pivots.tolist()):
+            perm[i], perm[j] = perm[j], perm[i]
+        return np.array(perm, np.int32)
     flat = pivots.reshape(int(np.prod(batch, dtype=np.int64)), pivots.shape[-1])  # not -1: 0 pivots
     perm = np.broadcast_to(np.arange(size, dtype=np.int32), (flat.shape[0], size)).copy()
     rows = np.arange(flat.shape[0])
@@ -235,20 +238,23 @@ def _lu_abstract(a: ShapedArray) -> list[ShapedArray]:
             ShapedArray(batch + (m,), dtypes.int32, False)]
 
 
-def _lu_one(m: np.ndarray):
-    from scipy.linalg import lu_factor
-
-    if m.size == 0:
-        return m, np.zeros(min(m.shape), np.int32)
-    lu, piv = lu_factor(m, check_finite=False)
-    return lu, piv
-
-
 @quiet
 def _lu_impl(a: np.ndarray):
+    # SciPy's raw LAPACK getrf (zero-based pivots), the routine the compiled CPU kernel calls.  A singular
+    # matrix (info > 0) keeps its factors, as in JAX.
     m, n = a.shape[-2:]
     k = min(m, n)
-    lu, piv = _each(_lu_one, a, [(m, n), (k,)], [a.dtype, np.int32])
+    if a.size == 0:
+        lu = a.copy()
+        piv = np.zeros(a.shape[:-2] + (k,), np.int32)
+    else:
+        from scipy.linalg.lapack import get_lapack_funcs
+
+        (getrf,) = get_lapack_funcs(("getrf",), dtype=a.dtype)
+        if a.ndim == 2:
+            lu, piv, _ = getrf(a)
+        else:
+            lu, piv = _each(lambda x: getrf(x)[:2], a, [(m, n), (k,)], [a.dtype, np.int32])
     return [lu, piv, pivots_to_permutation_np(piv, m)]
 
 
@@ -321,13 +327,18 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
     # SciPy's LAPACK geqrf/orgqr (ungqr), the routines (and the library) the compiled CPU kernel calls, with
     # the optimal workspace: an eager qr returns the same factors, to the last bit, as a jitted one (NumPy's
     # own LAPACK rounds differently).  The workspace is queried once for the whole stack.
-    from scipy.linalg.lapack import get_lapack_funcs
+    setup = _QR_SETUP.get((a.dtype, m, n, k))
+    if setup is None:
+        from scipy.linalg.lapack import get_lapack_funcs
 
-    flat = _flat(a)
-    geqrf, orgqr = get_lapack_funcs(("geqrf", "orgqr"), (flat[0],))
-    lw_f = _lwork(geqrf(flat[0], lwork=-1)[-2])
-    # orgqr's operand: the first min(m, n) reflectors, in an m x k array (k = m when full and m > n).
-    lw_g = _lwork(orgqr(np.zeros((m, k), a.dtype), np.zeros(min(m, n), a.dtype), lwork=-1)[-2])
+        geqrf, orgqr = get_lapack_funcs(("geqrf", "orgqr"), dtype=a.dtype)
+        lw_f = _lwork(geqrf(np.zeros((m, n), a.dtype), lwork=-1)[-2])
+        # orgqr's operand: the first min(m, n) reflectors, in an m x k array (k = m when full and m > n).
+        lw_g = _lwork(orgqr(np.zeros((m, k), a.dtype), np.zeros(min(m, n), a.dtype), lwork=-1)[-2])
+        if len(_QR_SETUP) >= 256:
+            _QR_SETUP.clear()
+        setup = _QR_SETUP[(a.dtype, m, n, k)] = (geqrf, orgqr, lw_f, lw_g)
+    geqrf, orgqr, lw_f, lw_g = setup
 
     def one(x):
         qr, tau, _, info = geqrf(x, lwork=lw_f)
@@ -346,8 +357,15 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
             return np.full((m, k), np.nan, a.dtype), np.full((k, n), np.nan, a.dtype)
         return q, r
 
+    if a.ndim == 2:
+        return list(one(a))
     q, r = _each(one, a, [(m, k), (k, n)], [a.dtype, a.dtype])
     return [q, r]
+
+
+# (dtype, m, n, k) -> the LAPACK routines and optimal workspaces of a qr: the queries cost as much as a
+# small factorization, and their answers depend only on these.
+_QR_SETUP: dict = {}
 
 
 def _lwork(work: np.ndarray) -> int:
@@ -393,13 +411,11 @@ def _nan_failed(fn, a, outs_like):
 def _eigh_impl(a, *, lower):
     # SciPy's LAPACK syevd/heevd, the routine (and the library) the compiled CPU kernel calls, so an
     # eager eigh returns the same eigenvectors (phases included) as a jitted one.
-    from scipy.linalg.lapack import get_lapack_funcs
-
     n = a.shape[-1]
     rdt = real_dtype(a.dtype)
     if a.size == 0:
         return [a.copy(), np.zeros(a.shape[:-1], rdt)]
-    (evd,) = get_lapack_funcs(("heevd" if a.dtype.kind == "c" else "syevd",), (a,))
+    evd = _lapack("heevd" if a.dtype.kind == "c" else "syevd", a.dtype)
 
     def one(m):
         w, v, info = evd(m, compute_v=1, lower=int(bool(lower)))
@@ -407,6 +423,8 @@ def _eigh_impl(a, *, lower):
             return np.full((n, n), np.nan, a.dtype), np.full((n,), np.nan, rdt)
         return v, w
 
+    if a.ndim == 2:
+        return list(one(a))
     v, w = _each(one, a, [(n, n), (n,)], [a.dtype, rdt])
     return [v, w]
 
@@ -482,14 +500,11 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
                 np.broadcast_to(np.eye(kv, n, dtype=a.dtype), batch + (kv, n)).copy()]
     # SciPy's LAPACK gesdd, the routine (and the library) the compiled CPU kernel calls, with the optimal
     # workspace: an eager svd returns the same singular vectors as a jitted one (NumPy's LAPACK picks other
-    # signs and null-space bases).  The workspace is queried once for the whole stack.
-    from scipy.linalg.lapack import get_lapack_funcs
-
+    # signs and null-space bases).
     ku, kv = (m, n) if full_matrices else (k, k)
-    flat = _flat(a)
-    gesdd, gesdd_lwork = get_lapack_funcs(("gesdd", "gesdd_lwork"), (flat[0],))
+    gesdd = _lapack("gesdd", a.dtype)
     uv = int(bool(compute_uv))
-    lw = _lwork(gesdd_lwork(m, n, compute_uv=uv, full_matrices=int(bool(full_matrices)))[0])
+    lw = _query_lwork("gesdd_lwork", a.dtype, m, n, compute_uv=uv, full_matrices=int(bool(full_matrices)))
 
     def one(x):
         u, s, vh, info = gesdd(x, compute_uv=uv, lwork=lw, full_matrices=int(bool(full_matrices)))
@@ -499,6 +514,8 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
                 u, vh = np.full((m, ku), np.nan, a.dtype), np.full((kv, n), np.nan, a.dtype)
         return (s, u, vh) if uv else (s,)
 
+    if a.ndim == 2:
+        return list(one(a))
     if not compute_uv:
         (s,) = _each(one, a, [(k,)], [rd])
         return [s]
@@ -557,10 +574,8 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
         return outs
     # SciPy's LAPACK geev, the routine (and the library) the compiled CPU kernel calls, with the same
     # options and the optimal workspace: an eager eig gives the compiled program's bits.
-    from scipy.linalg.lapack import get_lapack_funcs
-
-    geev, geev_lwork = get_lapack_funcs(("geev", "geev_lwork"), dtype=a.dtype)
-    lw = _lwork(geev_lwork(n, compute_vl=int(left), compute_vr=int(right))[0])
+    geev = _lapack("geev", a.dtype)
+    lw = _query_lwork("geev_lwork", a.dtype, n, compute_vl=int(left), compute_vr=int(right))
     cplx = a.dtype.kind == "c"
     nan_v = np.full((n, n), np.nan, c)
 
@@ -580,7 +595,10 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
             return np.full((n,), np.nan, c), nan_v, nan_v
         return w, (vl if left else nan_v), (vr if right else nan_v)
 
-    w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
+    if a.ndim == 2:
+        w, vl, vr = one(a)
+    else:
+        w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
     outs = [w]
     if left:
         outs.append(vl)
@@ -661,14 +679,30 @@ class SvdAlgorithm(enum.Enum):
     DIVIDE_AND_CONQUER = "divide_and_conquer"
 
 
+@functools.lru_cache(maxsize=512)
 def _lapack(name: str, dtype: np.dtype):
+    """SciPy's wrapper of LAPACK routine ``name`` for ``dtype`` (``orgqr`` is ``ungqr`` for complex, ...)."""
     from scipy.linalg.lapack import get_lapack_funcs
 
     return get_lapack_funcs((name,), dtype=dtype)[0]
 
 
+@functools.lru_cache(maxsize=64)
+def _blas(name: str, dtype: np.dtype):
+    from scipy.linalg.blas import get_blas_funcs
+
+    return get_blas_funcs((name,), dtype=dtype)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _query_lwork(name: str, dtype: np.dtype, *args, **kwargs) -> int:
+    """The optimal workspace that ``name``'s workspace query (``gesdd_lwork``, ...) answers, remembered:
+    the query costs as much as a small factorization, and its answer depends only on these arguments."""
+    return _lwork(_lapack(name, dtype)(*args, **kwargs)[0])
+
+
 def _batch_size(shape: tuple) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 # ---------------------------------------------------------------- tridiagonal (sytrd / hetrd)
