@@ -199,26 +199,37 @@ def run_host_stack(prim: Primitive, args: Any, params: dict) -> Any:
         device = _cpu_device()
         if first or device is None or any(dtypes.canonicalize(a.dtype) != a.dtype for a in args):
             return NotImplemented
-        from ftrans.lowering import compat
-
-        avals = [ShapedArray(a.shape, a.dtype, False) for a in args]
-        outs = abstract_eval_rules[prim](*avals, **params)
-        outs = list(outs) if prim.multiple_results else [outs]
-        invars = [Var(a) for a in avals]
-        outvars = [Var(o.update(weak_type=False)) for o in outs]
-        jaxpr = Jaxpr([], invars, [JaxprEqn(prim, invars, outvars, dict(params), None)], outvars)
-        exe = Executable(ClosedJaxpr(jaxpr, []), device, f"eager_{prim.name}")
-        run = compat.host_execute_fn(exe.xla, exe.out_avals, device, [a.shape for a in avals],
-                                     [a.dtype for a in avals], exe.const_bufs)
-        entry = (exe, run)  # the Executable keeps the compiled program alive
-        host_stats["compiles"] += 1
+        try:
+            entry = _host_program(prim, args, params, device)
+        except Exception:  # no program for this signature (XLA refused it): the NumPy rule answers, as before
+            entry = ()
         with _lock:
             _host_cache[key] = entry
             while len(_host_cache) > MAX_HOST_PROGRAMS:
                 _host_cache.popitem(last=False)
+    if not entry:
+        return NotImplemented
     host_stats["calls"] += 1
     res = [np.asarray(b) for b in entry[1](tuple(args))]
     return res if prim.multiple_results else res[0]
+
+
+def _host_program(prim: Primitive, args: Any, params: dict, device: Any) -> tuple:
+    """``(executable, run)``: ``prim`` as a one-equation program compiled for ``device``; ``run`` takes the
+    host operands and returns the output buffers (the executable keeps the compiled program alive)."""
+    from ftrans.lowering import compat
+
+    avals = [ShapedArray(a.shape, a.dtype, False) for a in args]
+    outs = abstract_eval_rules[prim](*avals, **params)
+    outs = list(outs) if prim.multiple_results else [outs]
+    invars = [Var(a) for a in avals]
+    outvars = [Var(o.update(weak_type=False)) for o in outs]
+    jaxpr = Jaxpr([], invars, [JaxprEqn(prim, invars, outvars, dict(params), None)], outvars)
+    exe = Executable(ClosedJaxpr(jaxpr, []), device, f"eager_{prim.name}")
+    run = compat.host_execute_fn(exe.xla, exe.out_avals, device, [a.shape for a in avals],
+                                 [a.dtype for a in avals], exe.const_bufs)
+    host_stats["compiles"] += 1
+    return exe, run
 
 
 def clear() -> None:
