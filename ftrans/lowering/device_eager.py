@@ -152,3 +152,98 @@ def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     stats["calls"] += 1
     res = exe(*args)
     return res if prim.multiple_results else res[0]
+
+
+# ---------------------------------------------------------------- host stacks through the compiled program
+#
+# An eager linalg factorization of a stack of host matrices (``ftrans.core.prims.linalg``) runs the
+# primitive's one-primitive program compiled for the CPU, as JAX's eager ops do: the LAPACK kernel loops over
+# the batch in C, where the NumPy rule would call LAPACK from Python once per matrix.  Same kernel, same bits.
+
+MAX_HOST_PROGRAMS = 256
+_host_cache: OrderedDict[tuple, tuple] = OrderedDict()
+# Signatures seen once: a program is compiled the second time its signature comes, so a one-off call (which
+# the per-matrix loop answers in well under a compile's time) never waits for XLA.
+_host_seen: OrderedDict[tuple, None] = OrderedDict()
+_host_device: list = []
+host_stats = {"compiles": 0, "calls": 0}
+
+
+def _cpu_device() -> Any:
+    if not _host_device:
+        from ftrans.lowering import compat
+
+        try:
+            _host_device.append(compat.backend("cpu").local_devices()[0])
+        except Exception:  # no CPU client in this process (the runtime's error types vary by release)
+            _host_device.append(None)
+    return _host_device[0]
+
+
+def run_host_stack(prim: Primitive, args: Any, params: dict) -> Any:
+    """Run ``prim`` on host (NumPy) operands through its compiled one-primitive CPU program; NumPy results,
+    or NotImplemented (the caller's NumPy rule runs) the first time a signature comes or when there is no
+    CPU device.  The program is cached by (primitive, params, operand shapes and dtypes)."""
+    key = (prim, freeze(params), tuple([(a.shape, a.dtype) for a in args]))
+    with _lock:
+        entry = _host_cache.get(key)
+        if entry is not None:
+            _host_cache.move_to_end(key)
+    if entry is None:
+        with _lock:
+            first = key not in _host_seen
+            if first:
+                _host_seen[key] = None
+                while len(_host_seen) > 4 * MAX_HOST_PROGRAMS:
+                    _host_seen.popitem(last=False)
+        device = _cpu_device()
+        if first or device is None or any(dtypes.canonicalize(a.dtype) != a.dtype for a in args):
+            return NotImplemented
+        try:
+            entry = _host_program(prim, args, params, device)
+        except Exception:  # no program for this signature (XLA refused it): the NumPy rule answers, as before
+            entry = ()
+        with _lock:
+            _host_cache[key] = entry
+            while len(_host_cache) > MAX_HOST_PROGRAMS:
+                _host_cache.popitem(last=False)
+    if not entry:
+        return NotImplemented
+    host_stats["calls"] += 1
+    res = [np.asarray(b) for b in entry[1](tuple(args))]
+    return res if prim.multiple_results else res[0]
+
+
+def _host_program(prim: Primitive, args: Any, params: dict, device: Any) -> tuple:
+    """``(executable, run)``: ``prim`` as a one-equation program compiled for ``device``; ``run`` takes the
+    host operands and returns the output buffers (the executable keeps the compiled program alive)."""
+    from ftrans.lowering import compat
+
+    avals = [ShapedArray(a.shape, a.dtype, False) for a in args]
+    outs = abstract_eval_rules[prim](*avals, **params)
+    outs = list(outs) if prim.multiple_results else [outs]
+    invars = [Var(a) for a in avals]
+    outvars = [Var(o.update(weak_type=False)) for o in outs]
+    jaxpr = Jaxpr([], invars, [JaxprEqn(prim, invars, outvars, dict(params), None)], outvars)
+    exe = Executable(ClosedJaxpr(jaxpr, []), device, f"eager_{prim.name}")
+    run = compat.host_execute_fn(exe.xla, exe.out_avals, device, [a.shape for a in avals],
+                                 [a.dtype for a in avals], exe.const_bufs)
+    host_stats["compiles"] += 1
+    return exe, run
+
+
+def clear() -> None:
+    """Drop the eager one-primitive programs (``ftrans.clear_caches``)."""
+    with _lock:
+        _cache.clear()
+        _host_cache.clear()
+        _host_seen.clear()
+
+
+def _install_host_stacks() -> None:
+    from ftrans.core.prims import linalg
+
+    linalg.set_stack_runner(run_host_stack)
+
+
+_install_host_stacks()

@@ -149,6 +149,9 @@ def clear_caches() -> None:
         p.clear_cache()
     with X._xla_lock:
         X._xla_cache.clear()
+    from ftrans.lowering import device_eager
+
+    device_eager.clear()
     for clear in _CACHE_CLEARERS:
         clear()
 

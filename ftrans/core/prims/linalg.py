@@ -5,9 +5,11 @@ matrix, any leading axes are batch axes (strict: operands of a two-operand
 primitive share their batch shape; ``ftrans.numpy.linalg`` broadcasts).  The
 NumPy rules call LAPACK through NumPy and SciPy (vectorised over the batch
 where NumPy's ``linalg`` is, a loop over the batch where only SciPy has the
-routine).  As in JAX, a factorization that LAPACK reports as failed (a
-Cholesky of a matrix that is not positive definite, an SVD that does not
-converge) gives NaNs for that matrix instead of raising.
+routine); a stack of several matrices runs the primitive's compiled CPU
+program instead (``_batched``), whose LAPACK kernel loops in C.  As in JAX,
+a factorization that LAPACK reports as failed (a Cholesky of a matrix that
+is not positive definite, an SVD that does not converge) gives NaNs for that
+matrix instead of raising.
 
 ``lu`` returns ``(lu, pivots, permutation)`` as JAX's ``lu_p`` does:
 ``pivots`` are LAPACK's row swaps (zero-based), ``permutation`` the row
@@ -20,6 +22,8 @@ requested left/right eigenvectors, all complex.
 from __future__ import annotations
 
 import enum
+import functools
+import math
 
 import numpy as np
 
@@ -57,7 +61,48 @@ def _check_matrix(name: str, a: ShapedArray, *, square: bool, others: tuple = ()
 
 def _flat(a: np.ndarray) -> np.ndarray:
     """The stack of matrices as one leading axis (its length spelled out: ``-1`` is ambiguous for 0x0 matrices)."""
-    return a.reshape((int(np.prod(a.shape[:-2], dtype=np.int64)),) + a.shape[-2:])
+    return a.reshape((math.prod(a.shape[:-2]),) + a.shape[-2:])
+
+
+# ---------------------------------------------------------------- large stacks: the compiled program
+
+# The runner of a primitive's one-primitive compiled program on the host CPU, ``(prim, operands, params) ->
+# NumPy results`` (or NotImplemented), installed by ``ftrans.lowering.device_eager``: core cannot compile.
+_stack_runner = None
+# A stack of at least this many matrices runs the compiled program (the LAPACK kernel looping over the batch
+# in C, as JAX's eager ops do) instead of the per-matrix LAPACK calls below: the same routines of the same
+# library, so the same bits, without a Python call per matrix.  Measured (benchmarks/README.md, "linalg
+# batches"): a compiled call costs 15-25 us, a per-matrix call 1.5-10 us, more where a SciPy wrapper runs
+# per matrix (lu, pivoted qr, eig, schur); single matrices never take the compiled program.
+STACK_THRESHOLD = 8
+STACK_THRESHOLDS: dict = {}  # per primitive, filled in below the primitives
+
+
+def set_stack_runner(fn) -> None:
+    global _stack_runner
+    _stack_runner = fn
+
+
+def _batched(prim: Primitive, impl, batch_arg: int = 0, batch_rank: int = 2, check=None):
+    """``impl``, except that a stack of ``STACK_THRESHOLD`` or more non-empty matrices (operand ``batch_arg``'s
+    leading axes, all but its last ``batch_rank``) runs through ``_stack_runner``; ``check(params)`` first
+    refuses what the NumPy rule refuses."""
+
+    def rule(*args, **params):
+        runner = _stack_runner
+        if runner is not None:
+            if check is not None:
+                check(params)
+            shape = args[batch_arg].shape
+            if (len(shape) > batch_rank and _batch_size(shape[:-batch_rank]) >= STACK_THRESHOLDS.get(prim, STACK_THRESHOLD)
+                    and all(a.size for a in args)):
+                out = runner(prim, args, params)
+                if out is not NotImplemented:
+                    return out
+        return impl(*args, **params)
+
+    rule.__wrapped__ = impl
+    return rule
 
 
 def _each(fn, a: np.ndarray, out_shapes, out_dtypes):
@@ -90,11 +135,9 @@ def _cholesky_one(m: np.ndarray, potrf) -> np.ndarray:
 def _cholesky_impl(a: np.ndarray) -> np.ndarray:
     # SciPy's LAPACK potrf, one matrix at a time: on this project's machines NumPy's batched
     # np.linalg.cholesky ran an order of magnitude slower for a single 256x256 matrix.
-    from scipy.linalg.lapack import get_lapack_funcs
-
     if a.size == 0:
         return a.copy()
-    (potrf,) = get_lapack_funcs(("potrf",), (a,))
+    potrf = _lapack("potrf", a.dtype)
     if a.ndim == 2:
         return np.asarray(_cholesky_one(a, potrf), a.dtype)
     flat = _flat(a)
@@ -106,7 +149,7 @@ def _cholesky_impl(a: np.ndarray) -> np.ndarray:
 
 cholesky_p = Primitive("cholesky")
 cholesky_p.def_abstract_eval(_cholesky_abstract)
-cholesky_p.def_impl(_cholesky_impl)
+cholesky_p.def_impl(_batched(cholesky_p, _cholesky_impl))
 cholesky_p.def_weak_type(never_weak)
 
 
@@ -139,14 +182,12 @@ def _triangular_solve_abstract(a: ShapedArray, b: ShapedArray, *, left_side: boo
 def _solve_tri_one(a: np.ndarray, b: np.ndarray, left_side: bool, lower: bool, transpose_a: bool,
                    conjugate_a: bool, unit_diagonal: bool) -> np.ndarray:
     """BLAS ``trsm``: like XLA, a zero on the diagonal gives infinities or NaNs rather than an error."""
-    from scipy.linalg.blas import get_blas_funcs
-
     if b.size == 0:
         return b.copy()
     if conjugate_a and not transpose_a:
         a = np.conj(a)
     trans = 0 if not transpose_a else (2 if conjugate_a else 1)
-    (trsm,) = get_blas_funcs(("trsm",), (a, b))
+    trsm = _blas("trsm", b.dtype)
     return trsm(1.0, a, b, side=0 if left_side else 1, lower=int(lower), trans_a=trans,
                 diag=int(unit_diagonal))
 
@@ -166,7 +207,7 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, 
 
 triangular_solve_p = Primitive("triangular_solve")
 triangular_solve_p.def_abstract_eval(_triangular_solve_abstract)
-triangular_solve_p.def_impl(_triangular_solve_impl)
+triangular_solve_p.def_impl(_batched(triangular_solve_p, _triangular_solve_impl))
 triangular_solve_p.def_weak_type(never_weak)
 
 
@@ -175,6 +216,11 @@ triangular_solve_p.def_weak_type(never_weak)
 
 def pivots_to_permutation_np(pivots: np.ndarray, size: int) -> np.ndarray:
     batch = pivots.shape[:-1]
+    if not batch:  # one matrix: plain Python swaps (the common eager case)
+        perm = list(range(size))
+        for i, j in enumerate(pivots.tolist()):
+            perm[i], perm[j] = perm[j], perm[i]
+        return np.array(perm, np.int32)
     flat = pivots.reshape(int(np.prod(batch, dtype=np.int64)), pivots.shape[-1])  # not -1: 0 pivots
     perm = np.broadcast_to(np.arange(size, dtype=np.int32), (flat.shape[0], size)).copy()
     rows = np.arange(flat.shape[0])
@@ -193,26 +239,29 @@ def _lu_abstract(a: ShapedArray) -> list[ShapedArray]:
             ShapedArray(batch + (m,), dtypes.int32, False)]
 
 
-def _lu_one(m: np.ndarray):
-    from scipy.linalg import lu_factor
-
-    if m.size == 0:
-        return m, np.zeros(min(m.shape), np.int32)
-    lu, piv = lu_factor(m, check_finite=False)
-    return lu, piv
-
-
 @quiet
 def _lu_impl(a: np.ndarray):
+    # SciPy's raw LAPACK getrf (zero-based pivots), the routine the compiled CPU kernel calls.  A singular
+    # matrix (info > 0) keeps its factors, as in JAX.
     m, n = a.shape[-2:]
     k = min(m, n)
-    lu, piv = _each(_lu_one, a, [(m, n), (k,)], [a.dtype, np.int32])
+    if a.size == 0:
+        lu = a.copy()
+        piv = np.zeros(a.shape[:-2] + (k,), np.int32)
+    else:
+        from scipy.linalg.lapack import get_lapack_funcs
+
+        (getrf,) = get_lapack_funcs(("getrf",), dtype=a.dtype)
+        if a.ndim == 2:
+            lu, piv, _ = getrf(a)
+        else:
+            lu, piv = _each(lambda x: getrf(x)[:2], a, [(m, n), (k,)], [a.dtype, np.int32])
     return [lu, piv, pivots_to_permutation_np(piv, m)]
 
 
 lu_p = Primitive("lu", multiple_results=True)
 lu_p.def_abstract_eval(_lu_abstract)
-lu_p.def_impl(_lu_impl)
+lu_p.def_impl(_batched(lu_p, _lu_impl))
 lu_p.def_weak_type(never_weak)
 
 
@@ -279,13 +328,18 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
     # SciPy's LAPACK geqrf/orgqr (ungqr), the routines (and the library) the compiled CPU kernel calls, with
     # the optimal workspace: an eager qr returns the same factors, to the last bit, as a jitted one (NumPy's
     # own LAPACK rounds differently).  The workspace is queried once for the whole stack.
-    from scipy.linalg.lapack import get_lapack_funcs
+    setup = _QR_SETUP.get((a.dtype, m, n, k))
+    if setup is None:
+        from scipy.linalg.lapack import get_lapack_funcs
 
-    flat = _flat(a)
-    geqrf, orgqr = get_lapack_funcs(("geqrf", "orgqr"), (flat[0],))
-    lw_f = _lwork(geqrf(flat[0], lwork=-1)[-2])
-    # orgqr's operand: the first min(m, n) reflectors, in an m x k array (k = m when full and m > n).
-    lw_g = _lwork(orgqr(np.zeros((m, k), a.dtype), np.zeros(min(m, n), a.dtype), lwork=-1)[-2])
+        geqrf, orgqr = get_lapack_funcs(("geqrf", "orgqr"), dtype=a.dtype)
+        lw_f = _lwork(geqrf(np.zeros((m, n), a.dtype), lwork=-1)[-2])
+        # orgqr's operand: the first min(m, n) reflectors, in an m x k array (k = m when full and m > n).
+        lw_g = _lwork(orgqr(np.zeros((m, k), a.dtype), np.zeros(min(m, n), a.dtype), lwork=-1)[-2])
+        if len(_QR_SETUP) >= 256:
+            _QR_SETUP.clear()
+        setup = _QR_SETUP[(a.dtype, m, n, k)] = (geqrf, orgqr, lw_f, lw_g)
+    geqrf, orgqr, lw_f, lw_g = setup
 
     def one(x):
         qr, tau, _, info = geqrf(x, lwork=lw_f)
@@ -304,8 +358,15 @@ def _qr_impl(a, *, full_matrices, pivoting=False):
             return np.full((m, k), np.nan, a.dtype), np.full((k, n), np.nan, a.dtype)
         return q, r
 
+    if a.ndim == 2:
+        return list(one(a))
     q, r = _each(one, a, [(m, k), (k, n)], [a.dtype, a.dtype])
     return [q, r]
+
+
+# (dtype, m, n, k) -> the LAPACK routines and optimal workspaces of a qr: the queries cost as much as a
+# small factorization, and their answers depend only on these.
+_QR_SETUP: dict = {}
 
 
 def _lwork(work: np.ndarray) -> int:
@@ -319,7 +380,7 @@ def _lwork(work: np.ndarray) -> int:
 
 qr_p = Primitive("qr", multiple_results=True)
 qr_p.def_abstract_eval(_qr_abstract)
-qr_p.def_impl(_qr_impl)
+qr_p.def_impl(_batched(qr_p, _qr_impl))
 qr_p.def_weak_type(never_weak)
 
 
@@ -351,13 +412,11 @@ def _nan_failed(fn, a, outs_like):
 def _eigh_impl(a, *, lower):
     # SciPy's LAPACK syevd/heevd, the routine (and the library) the compiled CPU kernel calls, so an
     # eager eigh returns the same eigenvectors (phases included) as a jitted one.
-    from scipy.linalg.lapack import get_lapack_funcs
-
     n = a.shape[-1]
     rdt = real_dtype(a.dtype)
     if a.size == 0:
         return [a.copy(), np.zeros(a.shape[:-1], rdt)]
-    (evd,) = get_lapack_funcs(("heevd" if a.dtype.kind == "c" else "syevd",), (a,))
+    evd = _lapack("heevd" if a.dtype.kind == "c" else "syevd", a.dtype)
 
     def one(m):
         w, v, info = evd(m, compute_v=1, lower=int(bool(lower)))
@@ -365,13 +424,15 @@ def _eigh_impl(a, *, lower):
             return np.full((n, n), np.nan, a.dtype), np.full((n,), np.nan, rdt)
         return v, w
 
+    if a.ndim == 2:
+        return list(one(a))
     v, w = _each(one, a, [(n, n), (n,)], [a.dtype, rdt])
     return [v, w]
 
 
 eigh_p = Primitive("eigh", multiple_results=True)
 eigh_p.def_abstract_eval(_eigh_abstract)
-eigh_p.def_impl(_eigh_impl)
+eigh_p.def_impl(_batched(eigh_p, _eigh_impl))
 eigh_p.def_weak_type(never_weak)
 
 
@@ -440,14 +501,11 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
                 np.broadcast_to(np.eye(kv, n, dtype=a.dtype), batch + (kv, n)).copy()]
     # SciPy's LAPACK gesdd, the routine (and the library) the compiled CPU kernel calls, with the optimal
     # workspace: an eager svd returns the same singular vectors as a jitted one (NumPy's LAPACK picks other
-    # signs and null-space bases).  The workspace is queried once for the whole stack.
-    from scipy.linalg.lapack import get_lapack_funcs
-
+    # signs and null-space bases).
     ku, kv = (m, n) if full_matrices else (k, k)
-    flat = _flat(a)
-    gesdd, gesdd_lwork = get_lapack_funcs(("gesdd", "gesdd_lwork"), (flat[0],))
+    gesdd = _lapack("gesdd", a.dtype)
     uv = int(bool(compute_uv))
-    lw = _lwork(gesdd_lwork(m, n, compute_uv=uv, full_matrices=int(bool(full_matrices)))[0])
+    lw = _query_lwork("gesdd_lwork", a.dtype, m, n, compute_uv=uv, full_matrices=int(bool(full_matrices)))
 
     def one(x):
         u, s, vh, info = gesdd(x, compute_uv=uv, lwork=lw, full_matrices=int(bool(full_matrices)))
@@ -457,6 +515,8 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
                 u, vh = np.full((m, ku), np.nan, a.dtype), np.full((kv, n), np.nan, a.dtype)
         return (s, u, vh) if uv else (s,)
 
+    if a.ndim == 2:
+        return list(one(a))
     if not compute_uv:
         (s,) = _each(one, a, [(k,)], [rd])
         return [s]
@@ -466,7 +526,7 @@ def _svd_impl(a, *, full_matrices, compute_uv, algorithm=None):
 
 svd_p = Primitive("svd", multiple_results=True)
 svd_p.def_abstract_eval(_svd_abstract)
-svd_p.def_impl(_svd_impl)
+svd_p.def_impl(_batched(svd_p, _svd_impl, check=lambda params: check_svd_algorithm(params.get("algorithm"))))
 svd_p.def_weak_type(never_weak)
 
 
@@ -485,40 +545,72 @@ def _eig_abstract(a: ShapedArray, *, compute_left_eigenvectors: bool,
     return outs
 
 
-def _normalize_columns(v: np.ndarray) -> np.ndarray:
-    return v / np.linalg.norm(v, axis=-2, keepdims=True)
+def _unpack_pairs(wi: np.ndarray, v: np.ndarray, c) -> np.ndarray:
+    """A real geev's eigenvectors as complex columns: a conjugate pair (``wi[j]`` neither 0 nor NaN) stores
+    ``re, im`` in columns ``j, j + 1`` (LAPACK's packing, which the compiled kernel unpacks the same way)."""
+    out = np.zeros(v.shape, c)
+    out.real = v
+    n = wi.shape[0]
+    j = 0
+    while j < n:
+        if wi[j] == 0 or np.isnan(wi[j]) or j + 1 == n:
+            j += 1
+            continue
+        im = v[:, j + 1]
+        out.real[:, j + 1] = v[:, j]
+        out.imag[:, j] = im
+        out.imag[:, j + 1] = -im
+        j += 2
+    return out
 
 
 @quiet
 def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False):
     c = _COMPLEX[a.dtype]
     n = a.shape[-1]
+    left, right = bool(compute_left_eigenvectors), bool(compute_right_eigenvectors)
     if a.size == 0:
         outs = [np.zeros(a.shape[:-1], c)]
-        outs += [np.zeros(a.shape, c)] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
+        outs += [np.zeros(a.shape, c)] * (int(left) + int(right))
         return outs
-    import scipy.linalg
+    # SciPy's LAPACK geev, the routine (and the library) the compiled CPU kernel calls, with the same
+    # options and the optimal workspace: an eager eig gives the compiled program's bits.
+    geev = _lapack("geev", a.dtype)
+    lw = _query_lwork("geev_lwork", a.dtype, n, compute_vl=int(left), compute_vr=int(right))
+    cplx = a.dtype.kind == "c"
+    nan_v = np.full((n, n), np.nan, c)
 
     def one(m):
-        try:
-            w, vl, vr = scipy.linalg.eig(m, left=True, right=True, check_finite=False)
-        except (np.linalg.LinAlgError, ValueError):  # NaN or infinite entries: NaNs, as XLA's geev gives
-            nan = np.full(m.shape, np.nan + 0j, c)
-            return nan[0], nan, nan
-        return w, vl, vr
+        if not np.isfinite(m).all():  # as the compiled kernel: NaNs, LAPACK not called
+            return np.full((n,), np.nan, c), nan_v, nan_v
+        if cplx:
+            w, vl, vr, info = geev(m, compute_vl=int(left), compute_vr=int(right), lwork=lw)
+        else:
+            wr, wi, vl, vr, info = geev(m, compute_vl=int(left), compute_vr=int(right), lwork=lw)
+            if info == 0:
+                w = np.empty((n,), c)
+                w.real, w.imag = wr, wi
+                vl = _unpack_pairs(wi, vl, c) if left else vl
+                vr = _unpack_pairs(wi, vr, c) if right else vr
+        if info != 0:
+            return np.full((n,), np.nan, c), nan_v, nan_v
+        return w, (vl if left else nan_v), (vr if right else nan_v)
 
-    w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
-    outs = [w.astype(c)]
-    if compute_left_eigenvectors:
-        outs.append(_normalize_columns(vl).astype(c))
-    if compute_right_eigenvectors:
-        outs.append(_normalize_columns(vr).astype(c))
+    if a.ndim == 2:
+        w, vl, vr = one(a)
+    else:
+        w, vl, vr = _each(one, a, [(n,), (n, n), (n, n)], [c, c, c])
+    outs = [w]
+    if left:
+        outs.append(vl)
+    if right:
+        outs.append(vr)
     return outs
 
 
 eig_p = Primitive("eig", multiple_results=True)
 eig_p.def_abstract_eval(_eig_abstract)
-eig_p.def_impl(_eig_impl)
+eig_p.def_impl(_batched(eig_p, _eig_impl))
 eig_p.def_weak_type(never_weak)
 
 
@@ -551,9 +643,13 @@ def _schur_impl(a):
 
 schur_p = Primitive("schur", multiple_results=True)
 schur_p.def_abstract_eval(_schur_abstract)
-schur_p.def_impl(_schur_impl)
+schur_p.def_impl(_batched(schur_p, _schur_impl))
 schur_p.def_weak_type(never_weak)
 
+
+# Where the per-matrix rule runs a SciPy wrapper (lu_factor, eig, schur) or two LAPACK calls (qr), the
+# compiled program is the faster from a few matrices on.
+STACK_THRESHOLDS.update({lu_p: 4, qr_p: 4, eig_p: 4, schur_p: 4})
 
 
 # ---------------------------------------------------------------- algorithm choices (JAX's enums)
@@ -584,14 +680,30 @@ class SvdAlgorithm(enum.Enum):
     DIVIDE_AND_CONQUER = "divide_and_conquer"
 
 
+@functools.lru_cache(maxsize=512)
 def _lapack(name: str, dtype: np.dtype):
+    """SciPy's wrapper of LAPACK routine ``name`` for ``dtype`` (``orgqr`` is ``ungqr`` for complex, ...)."""
     from scipy.linalg.lapack import get_lapack_funcs
 
     return get_lapack_funcs((name,), dtype=dtype)[0]
 
 
+@functools.lru_cache(maxsize=64)
+def _blas(name: str, dtype: np.dtype):
+    from scipy.linalg.blas import get_blas_funcs
+
+    return get_blas_funcs((name,), dtype=dtype)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _query_lwork(name: str, dtype: np.dtype, *args, **kwargs) -> int:
+    """The optimal workspace that ``name``'s workspace query (``gesdd_lwork``, ...) answers, remembered:
+    the query costs as much as a small factorization, and its answer depends only on these arguments."""
+    return _lwork(_lapack(name, dtype)(*args, **kwargs)[0])
+
+
 def _batch_size(shape: tuple) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 # ---------------------------------------------------------------- tridiagonal (sytrd / hetrd)
@@ -626,7 +738,7 @@ def _tridiagonal_impl(a, *, lower):
 
 tridiagonal_p = Primitive("tridiagonal", multiple_results=True)
 tridiagonal_p.def_abstract_eval(_tridiagonal_abstract)
-tridiagonal_p.def_impl(_tridiagonal_impl)
+tridiagonal_p.def_impl(_batched(tridiagonal_p, _tridiagonal_impl))
 tridiagonal_p.def_weak_type(never_weak)
 
 
@@ -764,7 +876,7 @@ def _tridiagonal_solve_impl(dl, d, du, b, *, perturb_singular):
 
 tridiagonal_solve_p = Primitive("tridiagonal_solve")
 tridiagonal_solve_p.def_abstract_eval(_tridiagonal_solve_abstract)
-tridiagonal_solve_p.def_impl(_tridiagonal_solve_impl)
+tridiagonal_solve_p.def_impl(_batched(tridiagonal_solve_p, _tridiagonal_solve_impl, batch_arg=3))
 tridiagonal_solve_p.def_weak_type(never_weak)
 
 
@@ -796,7 +908,7 @@ def _hessenberg_impl(a):
 
 hessenberg_p = Primitive("hessenberg", multiple_results=True)
 hessenberg_p.def_abstract_eval(_hessenberg_abstract)
-hessenberg_p.def_impl(_hessenberg_impl)
+hessenberg_p.def_impl(_batched(hessenberg_p, _hessenberg_impl))
 hessenberg_p.def_weak_type(never_weak)
 
 
@@ -834,7 +946,7 @@ def _householder_product_impl(a, taus):
 
 householder_product_p = Primitive("householder_product")
 householder_product_p.def_abstract_eval(_householder_product_abstract)
-householder_product_p.def_impl(_householder_product_impl)
+householder_product_p.def_impl(_batched(householder_product_p, _householder_product_impl))
 householder_product_p.def_weak_type(never_weak)
 
 
@@ -879,7 +991,7 @@ def _ormqr_impl(a, taus, c, *, left, transpose):
 
 ormqr_p = Primitive("ormqr")
 ormqr_p.def_abstract_eval(_ormqr_abstract)
-ormqr_p.def_impl(_ormqr_impl)
+ormqr_p.def_impl(_batched(ormqr_p, _ormqr_impl))
 ormqr_p.def_weak_type(never_weak)
 
 
