@@ -1,0 +1,66 @@
+"""Programs from JAX's documentation (its tutorials and notebooks) that once behaved differently under ftrans,
+each run under both libraries and compared: sharded eager broadcasting, the printed types of sharded and
+varying values, ..."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import numpy as np
+import pytest
+
+import ftrans
+
+needs8 = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+
+def _both(program):
+    return program(ftrans), program(jax)
+
+
+@needs8
+@pytest.mark.parametrize("axis_type", ["Explicit", "Auto"])
+def test_eager_broadcasting_of_sharded_arrays(axis_type):
+    # docs/sharded-computation: ``arg0 + arg1`` with (4@X, 1) and (1, 8@Y) broadcasts to (4@X, 8@Y)
+    def program(m):
+        kind = getattr(m.sharding.AxisType, axis_type)
+        mesh = m.make_mesh((4, 2), ("X", "Y"), axis_types=(kind, kind))
+        a = m.device_put(np.arange(4).reshape(4, 1), m.sharding.NamedSharding(mesh, m.P("X", None)))
+        b = m.device_put(np.arange(8).reshape(1, 8), m.sharding.NamedSharding(mesh, m.P(None, "Y")))
+        c = m.device_put(np.arange(4.0), m.sharding.NamedSharding(mesh, m.P("X")))
+        d = m.device_put(np.arange(4.0), m.sharding.NamedSharding(mesh, m.P("Y")))
+        r = a + b
+        s = m.numpy.maximum(c[:, None], 2.0 * d)  # rank-1 and rank-2, a weak scalar
+        return (np.asarray(r), str(m.typeof(r)) if axis_type == "Explicit" else None,
+                np.asarray(s), r.sharding.spec == m.P("X", "Y") if axis_type == "Explicit" else None)
+
+    f, j = _both(program)
+    np.testing.assert_array_equal(f[0], j[0])
+    np.testing.assert_array_equal(f[2], j[2])
+    assert f[1] == j[1] and f[3] == j[3]
+
+
+@needs8
+def test_str_and_repr_of_sharded_and_varying_types():
+    def program(m):
+        mesh = m.make_mesh((4, 2), ("X", "Y"), axis_types=(m.sharding.AxisType.Explicit,) * 2)
+        out = []
+        with m.set_mesh(mesh):
+            x = m.device_put(np.arange(32.0).reshape(8, 4), m.P("X", "Y"))
+            out += [str(m.typeof(x)), repr(m.typeof(x)), str(m.typeof(x.sum(0)))]
+
+            @m.shard_map(in_specs=m.P("X", "Y"), out_specs=m.P("X"))
+            def f(b):
+                y = m.lax.psum(b, "Y")
+                out.extend([str(m.typeof(b)), repr(m.typeof(b)), str(m.typeof(y)),
+                            set(m.typeof(y).manual_axis_type.varying)])
+                return y
+
+            f(x)
+        return out
+
+    f, j = _both(program)
+    assert f == j
