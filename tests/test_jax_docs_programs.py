@@ -64,3 +64,28 @@ def test_str_and_repr_of_sharded_and_varying_types():
 
     f, j = _both(program)
     assert f == j
+
+
+@needs8
+def test_auto_axes_called_outside_jit_drops_the_types_of_its_arguments():
+    # docs/sharded-computation: x (4@X, 4) + y (4, 4@X) is illegal in Explicit mode but fine under auto_axes
+    def program(m):
+        m.set_mesh(m.make_mesh((4, 2), ("X", "Y"), axis_types=(m.sharding.AxisType.Explicit,) * 2))
+        try:
+            x = m.device_put(np.arange(16).reshape(4, 4), m.P("X", None))
+            y = m.device_put(np.arange(16).reshape(4, 4), m.P(None, "X"))
+            seen = []
+
+            @m.sharding.auto_axes
+            def add2(x, y):
+                seen.append((str(m.typeof(x)), str(m.typeof(y))))
+                return x + y
+
+            r = add2(x, y, out_sharding=m.P("X", None))
+            return np.asarray(r), str(m.typeof(r)), seen
+        finally:
+            m.set_mesh(None)
+
+    f, j = _both(program)
+    np.testing.assert_array_equal(f[0], j[0])
+    assert f[1:] == j[1:]
