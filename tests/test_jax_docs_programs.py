@@ -89,3 +89,36 @@ def test_auto_axes_called_outside_jit_drops_the_types_of_its_arguments():
     f, j = _both(program)
     np.testing.assert_array_equal(f[0], j[0])
     assert f[1:] == j[1:]
+
+
+def test_array_and_asarray_of_a_range():
+    # jnp.array / jnp.asarray docstrings: jnp.array(range(5))
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    for make in [lambda m: m.array(range(5)), lambda m: m.asarray(range(2, 9, 3), dtype="float32"),
+                 lambda m: m.array(range(0)), lambda m: m.array(range(3), ndmin=2), lambda m: m.array(range(4, 0, -1))]:
+        f, j = make(fjnp), make(jjnp)
+        assert f.dtype == j.dtype and f.shape == j.shape and f.weak_type == j.weak_type
+        np.testing.assert_array_equal(np.asarray(f), np.asarray(j))
+
+
+def test_linspace_from_zero_and_histogram_edges_are_jaxs_to_the_bit():
+    # jnp.histogram docstring: the edges of range=(0, 25), bins=5 include 15.0 exactly, so 15 falls in [15, 20)
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    a = [1, 2, 3, 10, 11, 15, 19, 25]
+    for kw in [dict(range=(0, 25), bins=5), dict(bins=8), dict(range=(0, 30), bins=6)]:
+        fc, fe = fjnp.histogram(fjnp.array(a), **kw)
+        jc, je = jjnp.histogram(jjnp.array(a), **kw)
+        np.testing.assert_array_equal(np.asarray(fc), np.asarray(jc))
+        np.testing.assert_array_equal(np.asarray(fe), np.asarray(je))
+    rng = np.random.RandomState(0)
+    for _ in range(40):
+        stop = np.float32(rng.randint(-50, 50) * rng.choice([1, 0.1, 0.37, 7.3]))
+        n, endpoint = int(rng.randint(2, 40)), bool(rng.randint(2))
+        np.testing.assert_array_equal(np.asarray(fjnp.linspace(0.0, stop, n, endpoint=endpoint)),
+                                      np.asarray(jjnp.linspace(0.0, stop, n, endpoint=endpoint)))
