@@ -122,3 +122,28 @@ def test_linspace_from_zero_and_histogram_edges_are_jaxs_to_the_bit():
         n, endpoint = int(rng.randint(2, 40)), bool(rng.randint(2))
         np.testing.assert_array_equal(np.asarray(fjnp.linspace(0.0, stop, n, endpoint=endpoint)),
                                       np.asarray(jjnp.linspace(0.0, stop, n, endpoint=endpoint)))
+
+
+def test_fromfunction_maps_the_function_over_scalar_indices():
+    # jnp.fromfunction docstring: the function is vmapped (it sees scalars and may return a pytree)
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    def run(m):
+        seen = []
+
+        def shapes(x, y):
+            seen.append((x.shape, y.shape))
+            return x + y
+
+        return (m.fromfunction(m.multiply, shape=(3, 6), dtype=int),
+                m.fromfunction(lambda x: (x + 1) * m.arange(3), shape=(2,)),
+                m.fromfunction(lambda x, y: (x + y, x * y), shape=(3, 5)),
+                m.fromfunction(shapes, (2, 3)), seen)
+
+    f, j = run(fjnp), run(jjnp)
+    for a, b in zip(jax.tree.leaves(f[:4]), jax.tree.leaves(j[:4])):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert f[4] == j[4] == [((), ())]
