@@ -147,3 +147,19 @@ def test_fromfunction_maps_the_function_over_scalar_indices():
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert f[4] == j[4] == [((), ())]
+
+
+def test_multi_dot_contracts_in_the_cheapest_order():
+    # jnp.linalg.multi_dot docstring: cost_analysis of the jitted chain is x @ (y @ z)'s 30000 flops
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    rng = np.random.RandomState(0)
+    x, y, z = (rng.randn(*s).astype(np.float32) for s in [(200, 5), (5, 100), (100, 10)])
+    assert (ftrans.jit(fjnp.linalg.multi_dot).lower([x, y, z]).cost_analysis()["flops"]
+            == jax.jit(jjnp.linalg.multi_dot).lower([x, y, z]).cost_analysis()["flops"] == 30000.0)
+    for arrs in ([x, y, z], [x[0], y, z], [x, y, z[:, 0]], [x[0], y, z[:, 0]], [x[0], y[:, 0]]):
+        f, j = fjnp.linalg.multi_dot(arrs), jjnp.linalg.multi_dot(arrs)
+        assert f.shape == j.shape
+        np.testing.assert_allclose(np.asarray(f), np.asarray(j), rtol=1e-5, atol=1e-4)

@@ -507,10 +507,16 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
         if not ok:
             raise FtransShapeError(f"multi_dot: array {i} must be 2-D (the first and last may be 1-D), got "
                                    f"shape {x.shape}")
-    out = arrs[0]
-    for x in arrs[1:]:
-        out = jnp.matmul(out, x, precision=precision)
-    return out
+    # One einsum over the chain, contracted in the cheapest order opt_einsum finds (as JAX does): for
+    # shapes (200, 5) (5, 100) (100, 10) that is x @ (y @ z), 20x fewer flops than left to right.
+    letters = [chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i in range(len(arrs) + 1)]
+    terms = [letters[i] + letters[i + 1] for i in range(len(arrs))]
+    if arrs[0].ndim == 1:
+        terms[0] = terms[0][1:]
+    if arrs[-1].ndim == 1:
+        terms[-1] = terms[-1][:1]
+    out_term = (terms[0][0] if arrs[0].ndim == 2 else "") + (terms[-1][-1] if arrs[-1].ndim == 2 else "")
+    return jnp.einsum(",".join(terms) + "->" + out_term, *arrs, optimize="auto", precision=precision)
 
 
 def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
