@@ -163,3 +163,16 @@ def test_multi_dot_contracts_in_the_cheapest_order():
         f, j = fjnp.linalg.multi_dot(arrs), jjnp.linalg.multi_dot(arrs)
         assert f.shape == j.shape
         np.testing.assert_allclose(np.asarray(f), np.asarray(j), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+def test_random_samplers_in_8_bit_floats(dtype):
+    # jax.nn.scaled_matmul docstring: jax.random.normal(key, shape, dtype=jnp.float8_e4m3fn)
+    import jax.numpy as jjnp
+
+    d = getattr(jjnp, dtype)
+    for name in ["normal", "uniform", "exponential", "gumbel", "laplace"]:
+        f = getattr(ftrans.random, name)(ftrans.random.PRNGKey(1), (3, 128, 8), dtype=d)
+        j = getattr(jax.random, name)(jax.random.PRNGKey(1), (3, 128, 8), dtype=d)
+        assert f.dtype == j.dtype
+        np.testing.assert_array_equal(np.asarray(f).astype(np.float32), np.asarray(j).astype(np.float32))
