@@ -176,3 +176,20 @@ def test_random_samplers_in_8_bit_floats(dtype):
         j = getattr(jax.random, name)(jax.random.PRNGKey(1), (3, 128, 8), dtype=d)
         assert f.dtype == j.dtype
         np.testing.assert_array_equal(np.asarray(f).astype(np.float32), np.asarray(j).astype(np.float32))
+
+
+def test_fori_loop_with_a_traced_bound_stages_no_conversion():
+    # "Understanding jaxprs" (func10): fori_loop(0, n, ...) with a traced Python-int n converts nothing
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    def prims(m, np_mod):
+        def func10(arg, n):
+            ones = np_mod.ones(arg.shape)
+            return m.lax.fori_loop(0, n, lambda i, carry: carry + ones * 3. + arg, arg + ones)
+
+        return [e.primitive.name for e in m.make_jaxpr(func10)(np.ones(16), 5).jaxpr.eqns]
+
+    f, j = prims(ftrans, fjnp), prims(jax, jjnp)
+    assert f == j == ["broadcast_in_dim", "add", "while"]
