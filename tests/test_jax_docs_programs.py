@@ -193,3 +193,29 @@ def test_fori_loop_with_a_traced_bound_stages_no_conversion():
 
     f, j = prims(ftrans, fjnp), prims(jax, jjnp)
     assert f == j == ["broadcast_in_dim", "add", "while"]
+
+
+@pytest.mark.parametrize("shape,dtype", [((4, 3), "float32"), ((3, 5), "float32"), ((2, 4, 4), "float32"),
+                                         ((5, 3), "complex64"), ((3, 3), "float32")])
+def test_qr_raw_mode_and_ormqr(shape, dtype):
+    # jax.lax.linalg.ormqr docstring: h, taus = jnp.linalg.qr(a, mode="raw"); ormqr(h.mT, taus, c) == Q c
+    import jax.numpy as jjnp
+
+    import ftrans.numpy as fjnp
+
+    rng = np.random.RandomState(0)
+    a = rng.randn(*shape).astype(dtype)
+    if dtype.startswith("complex"):
+        a = a + 1j * rng.randn(*shape).astype(dtype)
+    if shape == (3, 3):
+        a[1:, 0], a[0, 0] = 0, -2  # a column that needs no reflection (tau 0)
+    (fh, ft), (jh, jt) = fjnp.linalg.qr(a, mode="raw"), jjnp.linalg.qr(a, mode="raw")
+    assert (fh.shape, ft.shape, fh.dtype, ft.dtype) == (jh.shape, jt.shape, jh.dtype, jt.dtype)
+    np.testing.assert_allclose(np.asarray(fh), np.asarray(jh), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ft), np.asarray(jt), rtol=1e-5, atol=1e-5)
+    if len(shape) == 2:
+        c = np.eye(shape[0], dtype=dtype)
+        q, _ = fjnp.linalg.qr(a, mode="complete")
+        np.testing.assert_allclose(np.asarray(ftrans.lax.linalg.ormqr(fh.mT, ft, c)), np.asarray(q), atol=1e-5)
+    jitted = ftrans.jit(lambda x: fjnp.linalg.qr(x, mode="raw"))(a)
+    np.testing.assert_allclose(np.asarray(jitted[1]), np.asarray(jt), rtol=1e-5, atol=1e-5)

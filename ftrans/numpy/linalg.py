@@ -109,9 +109,10 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     """``QRResult(Q, R)`` (``mode`` "reduced" or "complete"), or ``R`` alone (``mode="r"``)."""
     (a,) = _inexact("qr", a)
     _matrix("qr", a)
+    if mode == "raw":  # NumPy's (h, tau): geqrf's result with h transposed (LAPACK's column-major layout)
+        h, taus = lax_linalg._geqrf(a)
+        return M.mT(h), taus
     if mode not in ("reduced", "complete", "r"):
-        if mode == "raw":
-            raise NotImplementedError("qr: mode='raw' is not implemented in ftrans")
         raise FtransValueError(f"qr: unsupported mode {mode!r}; use 'reduced', 'complete' or 'r'")
     q, r = lax_linalg.qr(a, full_matrices=(mode == "complete"))
     return r if mode == "r" else QRResult(q, r)
