@@ -231,6 +231,16 @@ def _cast(tree: Any, mesh: Mesh) -> Any:
 
     def one(x: Any) -> Any:
         if not isinstance(x, Tracer):
+            # A concrete array (``auto_axes`` called outside ``jit``): the same layout, named over the retyped
+            # mesh, so its type is read from that mesh's axis types.
+            from ftrans.core.array import Array
+
+            sh = getattr(x, "sharding", None) if isinstance(x, Array) else None
+            if (isinstance(sh, NamedSharding) and sh.mesh != mesh and sh.mesh.axis_names == mesh.axis_names
+                    and sh.mesh.devices.shape == mesh.devices.shape and (sh.mesh.devices == mesh.devices).all()):
+                from ftrans.devices import device_put
+
+                return device_put(x, NamedSharding(mesh, sh.spec))
             return x
         sh = x.aval.sharding
         if sh is None or sh.mesh == mesh:

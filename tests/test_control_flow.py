@@ -386,9 +386,6 @@ def test_fori_loop_pytree_and_int_carry():
     differential(prog, X3)
 
 
-@pytest.mark.xfail(strict=True, reason="ftrans converts the loop index to a strong int32 where jax keeps it a "
-                   "weak int32 (static bounds: int(lower); traced bounds: lower as given), so `c + i` turns an int8 "
-                   "carry into int32")
 def test_fori_loop_index_is_weakly_typed():
     # jax's loop index is a weak int32 (static bounds: `int(lower)`; traced bounds: lower kept as given), so
     # `c + i` keeps an int8 carry int8.  The index's weak type is visible when the body returns it.

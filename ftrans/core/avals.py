@@ -39,6 +39,8 @@ class ShapedArray(AbstractValue):
         """JAX's ``aval.mat``: the value's manual axis type (``varying`` is ``vma``)."""
         return ManualAxisType(self.vma)
 
+    manual_axis_type = mat
+
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool = False, *,
                  sharding: Any = None):
         if type(shape) is not tuple:
@@ -127,6 +129,21 @@ class VaryingAval(ShapedArray):
         ShapedArray.__init__(self, aval.shape, aval.dtype, aval.weak_type)
         self.vma = frozenset(vma)
 
+    def __str__(self) -> str:
+        # JAX's ``str`` of a varying type: ``float32[3]{V:i}`` (``{V:(i,j)}`` for several axes).
+        return ShapedArray.__str__(self) + _vma_suffix(self.vma)
+
+    def __repr__(self) -> str:
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{_vma_suffix(self.vma)}{w})"
+
+
+def _vma_suffix(vma: frozenset) -> str:
+    if not vma:
+        return ""
+    names = sorted(vma)
+    return "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+
 
 class ShardedAval(ShapedArray):
     """A ShapedArray with a sharding type (JAX's "sharding in types"): ``sharding`` is a NamedSharding over
@@ -144,8 +161,8 @@ class ShardedAval(ShapedArray):
         ShapedArray.__init__(self, shape, dtype, weak_type)
         self.sharding = sharding
 
-    def str_short(self) -> str:
-        short = dtypes.SHORT_NAMES.get(self.dtype) or self.dtype.name
+    def str_short(self, short_dtypes: bool = True) -> str:
+        short = (dtypes.SHORT_NAMES.get(self.dtype) if short_dtypes else None) or self.dtype.name
         dims = []
         for n, e in zip(self.shape, self.sharding.spec):
             if e is None:
@@ -156,11 +173,14 @@ class ShardedAval(ShapedArray):
                 dims.append(f"{n}@{e}")
         return f"{short}[{','.join(dims)}]"
 
-    __str__ = str_short
+    def __str__(self) -> str:
+        # JAX's ``str`` of a sharded type (``print(jax.typeof(x))``): ``float32[8@X,4@Y]``, the full dtype
+        # name and ``~`` for a weak type, as for an unsharded one (the IR printer uses ``str_short``).
+        return ("~" if self.weak_type else "") + self.str_short(short_dtypes=False)
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.str_short()}{w})"
+        return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:

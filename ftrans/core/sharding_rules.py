@@ -248,6 +248,7 @@ def elementwise(name: str) -> Any:
             return None
         return mesh, tuple(result)
 
+    rule.elementwise = True  # type: ignore[attr-defined]  # (the sharded eager path broadcasts for it)
     return rule
 
 

@@ -1020,8 +1020,10 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
         return out
     if unroll is not None and unroll is not False and unroll != 1:
         raise FtransValueError("fori_loop: unroll needs static (Python int) bounds, but lower or upper is traced")
-    i0 = lax.convert_element_type(lower, d)
-    hi_v = lax.convert_element_type(upper, d)
+    # Only a bound of another dtype is converted (a weak one keeps its weak type), as in JAX: no
+    # convert_element_type equation for fori_loop(0, n, ...) with a traced n.
+    i0 = lower if dl == d else lax.convert_element_type(lower, d)
+    hi_v = upper if du == d else lax.convert_element_type(upper, d)
 
     def w_cond(c: Any) -> Any:
         return c[0] < c[1]

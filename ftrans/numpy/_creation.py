@@ -352,6 +352,9 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     else:
         if obj is None:
             _none_error()
+        if isinstance(obj, range):  # jnp.array(range(5)): JAX's docstring example; int32 (int64 with x64), strong
+            vals = np.arange(obj.start, obj.stop, obj.step) if len(obj) else np.zeros(0)  # empty: float, as JAX
+            return array(vals, dtype, copy=False, ndmin=ndmin, device=device)
         buf = _buffer_array(obj)
         if buf is None:
             raise FtransTypeError(f"jnp.array: cannot convert an object of type {type(obj).__name__} to an array")
@@ -664,10 +667,16 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
         real = np.dtype(np.finfo(cd).dtype) if cd.kind == "c" else cd
         tshape = [1] * len(keep)
         tshape[ax] = div
-        t = _ew(E.div_p, _iota(real, (div,)), div_as(real))
-        t = retype(_shape.reshape(t, tuple(tshape)), cd)
+        # JAX's ``t = i / div`` and ``start * (1 - t) + stop * t``, in the form XLA's simplifier compiles it to
+        # (``t = i * (1 / div)``, ``stop * t`` as ``i * (stop * (1 / div))``), so that the values are JAX's to
+        # the bit, eagerly as well (linspace(0., 25., 6)[3] is 15.0, where the plain form gives 15.000001).
+        r = (_ew(E.div_p, _scalar(1, real), div_as(real)) if isinstance(div, DimExpr)
+             else _scalar(np.asarray(1 / div, real), real))
+        i = _shape.reshape(_iota(real, (div,)), tuple(tshape))
+        t = retype(_ew(E.mul_p, i, r), cd)
         s1, e1 = _shape.reshape(s, tuple(keep)), _shape.reshape(e, tuple(keep))
-        out = _ew(E.add_p, _ew(E.mul_p, s1, _ew(E.sub_p, _scalar(1, cd), t)), _ew(E.mul_p, e1, t))
+        out = _ew(E.add_p, _ew(E.mul_p, s1, _ew(E.sub_p, _scalar(1, cd), t)),
+                  _ew(E.mul_p, retype(i, cd), _ew(E.mul_p, e1, retype(r, cd))))
         if endpoint:
             out = _shape.concatenate([out, e1], axis=ax)
     elif num == 1:

@@ -76,14 +76,15 @@ def fromiter(*args: Any, **kwargs: Any) -> Any:
 
 
 def fromfunction(function: Callable[..., Any], shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
-    """``jnp.fromfunction``: ``function`` called once on the grid of index arrays of ``shape``.
+    """``jnp.fromfunction``: ``function`` mapped with ``vmap`` over every index of ``shape``, as in JAX: it
+    sees scalar indices (not NumPy's grids of index arrays) and may return a pytree."""
+    from ftrans.transforms.batching import vmap
 
-    (JAX maps the function over each axis with vmap; for the elementwise
-    functions this is meant for, both give the same array.)
-    """
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    grids = jnp.indices(shape, dtype=dtype)
-    return function(*(grids[i] for i in range(len(shape))), **kwargs)
+    fn = function
+    for i in range(len(shape)):
+        fn = vmap(fn, in_axes=tuple(0 if j == i else None for j in range(len(shape)))[::-1])
+    return fn(*(jnp.arange(n, dtype=dtype) for n in shape), **kwargs)
 
 
 def _unoptimized() -> Any:

@@ -252,7 +252,8 @@ def _param(x: Any) -> Any:
 
 
 def _finfo(d: np.dtype):
-    return ml_dtypes.finfo(d) if d == np.dtype(ml_dtypes.bfloat16) else np.finfo(d)
+    # NumPy's finfo knows only its own floats; bfloat16 and the 8-bit (and smaller) floats are ml_dtypes'.
+    return np.finfo(d) if d.type.__module__ == "numpy" else ml_dtypes.finfo(d)
 
 
 # ---------------------------------------------------------------- keys

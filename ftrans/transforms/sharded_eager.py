@@ -22,6 +22,7 @@ from typing import Any
 from ftrans.core import array as _array_mod
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
+from ftrans.core.operands import broadcast_operands
 from ftrans.core.primitive import Primitive
 from ftrans.lowering import device_eager
 from ftrans.transforms import sharded_jit
@@ -65,7 +66,13 @@ def _wrapper(prim: Primitive, params: dict) -> Any:
             _wrappers.move_to_end(key)
             return fn
 
+    elementwise = getattr(prim.sharding_rule, "elementwise", False)
+
     def one_primitive(*xs: Any) -> Any:
+        if elementwise:
+            # Eagerly an elementwise primitive broadcasts its operands itself (the NumPy rule), so the
+            # API layer leaves them unbroadcast; the staged primitive is strict.
+            xs = broadcast_operands(prim.name, list(xs))
         return prim.bind(*xs, **params)  # the wrapper holds ``params``: ids in the key stay unique
 
     one_primitive.__name__ = one_primitive.__qualname__ = prim.name
