@@ -537,7 +537,7 @@ HIGHER_ORDER = {
     "while": (lambda x: ftrans.lax.while_loop(lambda c: c[0] < 5.0, lambda c: c + 1.0, x), 2),
     "scan": (lambda x: ftrans.lax.scan(lambda c, a: (c + a, c * a), 0.0, x), 1),
     "jit_call": (lambda x: ftrans.jit(lambda a: a * 2.0)(x), 1),
-    "remat": (lambda x: ftrans.checkpoint(lambda a: jnp.exp(a))(x), 1),
+    "remat2": (lambda x: ftrans.checkpoint(lambda a: jnp.exp(a))(x), 1),
     "custom_jvp_call": (_cj, 1),
     "custom_vjp_call": (_cv, 1),
 }
