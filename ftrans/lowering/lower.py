@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
+from ftrans.core.trace import user_callers
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
@@ -144,6 +146,10 @@ class ModuleLowering:
         # function's prefix, then the equation's own name stack), and the equation.
         self._body_prefix: NameStack = NameStack((self.scope,))
         self._body_eqn: Any = None
+        # The user's frames the program was lowered from (``(code, lasti)``, innermost first): every
+        # location in ``main`` and the bodies inlined into it ends with them (JAX's outer traceback);
+        # a nested ``jit``'s function has none.
+        self.outer_frames: tuple = ()
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -225,11 +231,13 @@ class ModuleLowering:
                 # equations apart and XLA joins the names as text): ``foo/vmap()/cond/branch_0_fun``.
                 written = NameStack((str(self._body_prefix),))
                 prefix = written.extend(label) if label else written
-        saved = self._body_prefix, self._body_eqn
+        saved = self._body_prefix, self._body_eqn, self.outer_frames
+        if not public and self._body_eqn is not None and self._body_eqn.primitive.name == "jit_call":
+            self.outer_frames = ()  # a jit's body is its own function: no caller's frames (as JAX's)
         try:
             text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix)
         finally:
-            self._body_prefix, self._body_eqn = saved
+            self._body_prefix, self._body_eqn, self.outer_frames = saved
         if public:
             self.main_text = text
             self.main_jaxpr = jaxpr
@@ -285,7 +293,8 @@ class ModuleLowering:
             ins = [read(a) for a in eqn.invars]
             info = eqn.source_info
             here = prefix + info.name_stack if info is not None else prefix
-            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")  # JAX's: the names as written, then the op
+            # JAX's: the names as written, then the op, around the user's frames
+            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}", self.outer_frames)
             self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
@@ -314,6 +323,8 @@ class ModuleLowering:
         fn.location = ""
         results = [read(a) for a in jaxpr.outvars]
         out_types = [fn.types[r] for r in results]
+        if public and self.outer_frames:  # main returns where the program was called from (as JAX's)
+            fn.location = mt.loc(None, self.scope, self.outer_frames)
         fn.emit("func.return", results, [])
         vis = "public" if public else "private"
         ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
@@ -381,6 +392,7 @@ def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
                 donated_args: Sequence[bool] = (), platform: str = "cpu") -> str:
     """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments."""
     m = ModuleLowering(name, num_partitions, platform=platform)
+    m.outer_frames = user_callers(sys._getframe(1))
     m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
 

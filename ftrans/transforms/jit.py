@@ -1019,7 +1019,8 @@ class JitWrapped:
             leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
-                return self._fun(*full_args, **full_kwargs)
+                with _trace.source_site_as(_trace.current_source_info()):  # at the call's place, as JAX's
+                    return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
         if spread:
             from ftrans.transforms import sharded_jit
@@ -1426,7 +1427,7 @@ class JitWrapped:
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
             closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
-                                         else a for a in avals])
+                                         else a for a in avals], boundary=True)
         finally:
             st.primal_rewriter = prev
         rewrites = list(rewriter.rewrites) if rewriter is not None else None
