@@ -269,6 +269,33 @@ class ModuleLowering:
         if "?{" in "".join(args):  # arguments of symbolic sizes give the dimension variables' values
             fn.find_dim_sources([env[v] for v in list(jaxpr.constvars) + list(jaxpr.invars)],
                                 [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)])
+        results = self._lower_body(fn, jaxpr, env, prefix)
+        out_types = [fn.types[r] for r in results]
+        if public and self.outer_frames:  # main returns where the program was called from (as JAX's)
+            fn.location = mt.loc(None, self.scope, self.outer_frames)
+        fn.emit("func.return", results, [])
+        vis = "public" if public else "private"
+        ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
+                        for k, t in enumerate(out_types))
+        body = "\n".join(fn.lines)
+        return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+
+    def inline(self, fn: mt.FuncEmitter, jaxpr: Jaxpr, args: Sequence[str], label: str) -> list[str]:
+        """Lower ``jaxpr``'s equations into ``fn`` (a region of the running equation's op: a loop or
+        branch body, inline as JAX's) on the SSA values ``args`` (its constvars', then its invars');
+        returns its results.  ``label`` names the body in its ops' locations (``while/body``)."""
+        written = NameStack((str(self._body_prefix),))
+        prefix = written.extend(label) if label else written
+        env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), args))
+        saved_loc, saved = fn.location, (self._body_prefix, self._body_eqn)
+        try:
+            return self._lower_body(fn, jaxpr, env, prefix)
+        finally:
+            fn.location = saved_loc
+            self._body_prefix, self._body_eqn = saved
+
+    def _lower_body(self, fn: mt.FuncEmitter, jaxpr: Jaxpr, env: dict, prefix: NameStack) -> list[str]:
+        """Emit ``jaxpr``'s equations into ``fn`` (``env``: its inputs' SSA values); its results' SSA values."""
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -321,16 +348,7 @@ class ModuleLowering:
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
         fn.location = ""
-        results = [read(a) for a in jaxpr.outvars]
-        out_types = [fn.types[r] for r in results]
-        if public and self.outer_frames:  # main returns where the program was called from (as JAX's)
-            fn.location = mt.loc(None, self.scope, self.outer_frames)
-        fn.emit("func.return", results, [])
-        vis = "public" if public else "private"
-        ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
-                        for k, t in enumerate(out_types))
-        body = "\n".join(fn.lines)
-        return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+        return [read(a) for a in jaxpr.outvars]
 
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
         """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""
