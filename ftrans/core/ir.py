@@ -259,6 +259,14 @@ class Jaxpr:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
+    @property
+    def effects(self) -> frozenset:
+        """The side effects the program has (JAX's ``jaxpr.effects``): the names of its effectful
+        primitives (host callbacks doing I/O, ...), at any depth; empty for a pure program."""
+        if not jaxpr_has_effects(self):
+            return frozenset()
+        return frozenset(_effect_names(self))
+
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
         ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer.
@@ -304,6 +312,11 @@ class ClosedJaxpr:
     @property
     def out_avals(self) -> list[ShapedArray]:
         return self.jaxpr.out_avals
+
+    @property
+    def effects(self) -> frozenset:
+        """The side effects of the program (``Jaxpr.effects``)."""
+        return self.jaxpr.effects
 
     @property
     def eqns(self) -> list[JaxprEqn]:
@@ -957,6 +970,17 @@ def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
     if hit is None:
         hit = _effects_cache[jaxpr] = any(eqn_has_effects(e) for e in jaxpr.eqns)
     return hit
+
+
+def _effect_names(jaxpr: Jaxpr | ClosedJaxpr):
+    for eqn in jaxpr.eqns:
+        prim = eqn.primitive
+        when = effectful_if.get(prim)
+        if prim in effectful_primitives or (when is not None and when(eqn.params)):
+            yield prim.name
+        elif prim.higher_order:
+            for j in subjaxprs(eqn):
+                yield from _effect_names(j)
 
 
 def eqn_has_effects(eqn: JaxprEqn) -> bool:
