@@ -23,7 +23,6 @@ import json
 import os
 import pathlib
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,7 +34,6 @@ from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
-from ftrans.core.trace import user_callers
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
@@ -407,10 +405,13 @@ def _sanitize(name: str) -> str:
 
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
-                donated_args: Sequence[bool] = (), platform: str = "cpu") -> str:
-    """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments."""
+                donated_args: Sequence[bool] = (), platform: str = "cpu", outer_frames: tuple = ()) -> str:
+    """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments.
+
+    ``outer_frames``: the user's frames the program is lowered from (``(code, lasti)``, innermost first),
+    which end every location of ``main`` (``Traced.lower``'s, as JAX's)."""
     m = ModuleLowering(name, num_partitions, platform=platform)
-    m.outer_frames = user_callers(sys._getframe(1))
+    m.outer_frames = tuple(outer_frames)
     m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
 

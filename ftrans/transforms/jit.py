@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import time
 import warnings
@@ -1797,7 +1798,10 @@ class Traced:
         _warn_unusable_donations(program, donate, self._owner.__name__)
         n_consts = len(program.jaxpr.constvars)
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
-        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform)
+        # The module's locations end with the user's frames that lowered it (JAX's outer traceback);
+        # only here: a program compiled on call keeps a text that is the same wherever it is called from.
+        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform,
+                           outer_frames=_trace.user_callers(sys._getframe()))
         return Lowered(self, text, platform)
 
 
