@@ -196,6 +196,9 @@ class SourceInfo(NamedTuple):
     # The user's frames around that one, innermost first, up to the ``jit`` or ``make_jaxpr`` being traced
     # (``(code, lasti)`` pairs; the lowering writes them as MLIR call-site locations, as JAX's).
     callers: tuple = ()
+    # ``set_xla_metadata``'s attributes around the equation (sorted ``(name, text)`` pairs): the lowering
+    # puts them on its ops as ``mhlo.frontend_attributes``.
+    xla_metadata: tuple = ()
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -223,6 +226,12 @@ class SourceInfo(NamedTuple):
         return f"{where} ({name})"
 
 
+class EqnContext(NamedTuple):
+    """An equation's staging context (``JaxprEqn.ctx``): the ``set_xla_metadata`` attributes around it."""
+
+    xla_metadata: dict
+
+
 class JaxprEqn(NamedTuple):
     primitive: Any  # ftrans.core.primitive.Primitive
     invars: list  # list[Atom]
@@ -232,6 +241,12 @@ class JaxprEqn(NamedTuple):
 
     def replace(self, **kw) -> JaxprEqn:
         return self._replace(**kw)
+
+    @property
+    def ctx(self) -> EqnContext:
+        """The context the equation was staged in (JAX's ``eqn.ctx``): its ``xla_metadata``."""
+        info = self.source_info
+        return EqnContext(dict(info.xla_metadata) if info is not None else {})
 
     def __str__(self) -> str:
         """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""

@@ -112,6 +112,8 @@ class _TraceState(threading.local):
         # The frame of the ``stage`` tracing the innermost ``jit`` or ``make_jaxpr``: an equation records
         # the user's frames up to it (``SourceInfo.callers``; None: the innermost frame only).
         self.tb_boundary: Any = None
+        # ``set_xla_metadata``'s attributes in effect (sorted ``(name, text)`` pairs), recorded on equations.
+        self.xla_metadata: tuple = ()
         # Set by ``jit`` while it stages a program (None otherwise, and while ``make_jaxpr``
         # stages): a function ``ClosedJaxpr -> ClosedJaxpr | None`` that the differentiation
         # entry points run on the function they differentiate before differentiating it, so
@@ -831,7 +833,7 @@ def current_source_info() -> SourceInfo | None:
         return override
     site = st.site_override
     if site is not None:  # an inlined jit's equations are the call's (JAX's inline=True)
-        return site._replace(name_stack=st.name_stack)
+        return site._replace(name_stack=st.name_stack, xla_metadata=st.xla_metadata)
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
         f = f.f_back
@@ -840,7 +842,7 @@ def current_source_info() -> SourceInfo | None:
     code = f.f_code
     boundary = st.tb_boundary
     return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti,
-                      () if boundary is None else user_callers(f.f_back, boundary))
+                      () if boundary is None else user_callers(f.f_back, boundary), st.xla_metadata)
 
 
 _CALLER_SKIP = _LIBRARY_DIRS + errors.STDLIB_DIRS

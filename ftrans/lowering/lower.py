@@ -285,11 +285,11 @@ class ModuleLowering:
         written = NameStack((str(self._body_prefix),))
         prefix = written.extend(label) if label else written
         env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), args))
-        saved_loc, saved = fn.location, (self._body_prefix, self._body_eqn)
+        saved_loc, saved = (fn.location, fn.frontend_attributes), (self._body_prefix, self._body_eqn)
         try:
             return self._lower_body(fn, jaxpr, env, prefix)
         finally:
-            fn.location = saved_loc
+            fn.location, fn.frontend_attributes = saved_loc
             self._body_prefix, self._body_eqn = saved
 
     def _lower_body(self, fn: mt.FuncEmitter, jaxpr: Jaxpr, env: dict, prefix: NameStack) -> list[str]:
@@ -320,6 +320,8 @@ class ModuleLowering:
             here = prefix + info.name_stack if info is not None else prefix
             # JAX's: the names as written, then the op, around the user's frames
             fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}", self.outer_frames)
+            meta = info.xla_metadata if info is not None else ()
+            fn.frontend_attributes = "{" + ", ".join(f'{k} = "{mt._quoted(v)}"' for k, v in meta) + "}" if meta else ""
             self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
@@ -345,7 +347,7 @@ class ModuleLowering:
                 outs = [self._typed(fn, o, v.aval) for v, o in zip(eqn.outvars, outs)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
-        fn.location = ""
+        fn.location = fn.frontend_attributes = ""
         return [read(a) for a in jaxpr.outvars]
 
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:

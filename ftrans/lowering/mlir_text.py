@@ -245,6 +245,8 @@ class FuncEmitter:
         self.lines: list[str] = []
         self.indent = indent
         self.location = ""  # appended to each op; set per equation by the lowering
+        # ``{a = "b"}``: the running equation's ``set_xla_metadata`` attributes, put on each op ("": none)
+        self.frontend_attributes = ""
         # dimension variable -> (argument SSA name, axis, coefficient, offset): the argument's size on that
         # axis is ``coefficient * variable + offset`` (a function whose arguments have symbolic sizes)
         self.dim_sources: dict[str, tuple] = {}
@@ -288,6 +290,9 @@ class FuncEmitter:
             outs = [f"{r}#{i}" for i in range(nres)]
         reg = f" ({', '.join(regions)})" if regions else ""
         att = ""
+        if self.frontend_attributes and name not in ("stablehlo.return", "func.return"):
+            attrs = dict(attrs or {})
+            attrs.setdefault("mhlo.frontend_attributes", self.frontend_attributes)
         if attrs:
             att = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}"
         for o, t in zip(outs, result_types):
@@ -323,6 +328,7 @@ class FuncEmitter:
         """A one-block region: ``body(emitter, arg_names)`` returns the SSA names it yields."""
         inner = FuncEmitter(self.counter, self.indent + "  ", self.types)
         inner.location = self.location
+        inner.frontend_attributes = self.frontend_attributes
         inner.dim_sources = self.dim_sources
         args = [inner.argument(t) for t in arg_types]
         results = body(inner, args)
