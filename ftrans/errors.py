@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 
 _FTRANS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -27,6 +28,8 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 LIBRARY_DIRS = _library_dirs()
+# The standard library's directories: not the user's frames either, when a traceback is recorded (as JAX's).
+STDLIB_DIRS = tuple(sorted({sysconfig.get_path("stdlib"), os.path.dirname(os.__file__)}))
 
 
 def user_frame():

@@ -562,6 +562,19 @@ def test_as_text_locations_and_name_stack_under_grad():
     assert re.search(r'loc\("jit\(g\)/jvp\(block\)/cos"', ft)
 
 
+def test_compiled_on_call_locations_leave_out_the_callers_frames():
+    def g(x):
+        return x * 2.0
+
+    for api in (jax, ftrans):  # the lowered module's locations are call sites: g's frame, then this test's
+        assert "callsite(" in api.jit(g).lower(1.0).as_text(debug_info=True)
+    f = ftrans.jit(g)
+    f(np.float32(1))
+    (entry,) = f._cache.values()
+    text = entry.exe.text  # the program compiled on call: g's own frame only
+    assert "<locals>.g" in text and "callsite(" not in text
+
+
 def test_callback_exception_keeps_its_type():
     def fail(x):
         raise KeyError("Ooops")

@@ -537,7 +537,7 @@ HIGHER_ORDER = {
     "while": (lambda x: ftrans.lax.while_loop(lambda c: c[0] < 5.0, lambda c: c + 1.0, x), 2),
     "scan": (lambda x: ftrans.lax.scan(lambda c, a: (c + a, c * a), 0.0, x), 1),
     "jit_call": (lambda x: ftrans.jit(lambda a: a * 2.0)(x), 1),
-    "remat": (lambda x: ftrans.checkpoint(lambda a: jnp.exp(a))(x), 1),
+    "remat2": (lambda x: ftrans.checkpoint(lambda a: jnp.exp(a))(x), 1),
     "custom_jvp_call": (_cj, 1),
     "custom_vjp_call": (_cv, 1),
 }
@@ -643,3 +643,14 @@ def test_typecheck_rejects_an_ill_typed_nested_body():
                     [eqn2 if e is eqn else e for e in closed.eqns], closed.jaxpr.outvars)
     with pytest.raises(JaxprTypeError, match="in the body of `jit_call`.*declares output f32\\[4\\]"):
         ir.typecheck(prog)
+
+
+def test_jaxpr_effects_empty_for_pure_programs_as_jax():
+    pure = ftrans.make_jaxpr(lambda x: x + 1.0)(2.0)
+    assert pure.effects == pure.jaxpr.effects == jax.make_jaxpr(lambda x: x + 1.0)(2.0).effects == set()
+
+    def f(x):
+        ftrans.debug.print("{}", x)
+        return ftrans.lax.cond(x > 0, lambda v: ftrans.debug.callback(print, v) or v, lambda v: v, x)
+
+    assert ftrans.make_jaxpr(f)(2.0).effects == {"debug_print", "debug_callback"}  # at any depth

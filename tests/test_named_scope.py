@@ -66,7 +66,7 @@ def test_stablehlo_locations_carry_the_names_like_jax():
     assert want <= _loc_names(ft)
     assert want <= set(re.findall(r'loc\("([^"]*)"', jx))
     assert re.search(r'stablehlo\.sine .*loc\("jit\(f\)/outer/sin"\(#loc\d*\)\)', _resolved(ft))
-    assert re.search(r'loc\("[^"]*test_named_scope.py":\d+:0\)', ft)
+    assert re.search(r'loc\("[^"]*test_named_scope.py":\d+:\d+\)', ft)
 
 
 def test_xla_keeps_names_as_op_metadata():

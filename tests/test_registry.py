@@ -98,7 +98,7 @@ def test_higher_order_flag_matches_the_params_primitives_are_bound_with():
         f"bound with jaxpr params but not flagged higher_order: {sorted(HIGHER_ORDER - flagged)}; "
         f"flagged but never bound with a jaxpr: {sorted(with_samples - HIGHER_ORDER)}"
     )
-    assert {"cond", "while", "scan", "jit_call", "remat", "custom_jvp_call", "custom_vjp_call",
+    assert {"cond", "while", "scan", "jit_call", "remat2", "custom_jvp_call", "custom_vjp_call",
             "custom_vmap_call"} <= HIGHER_ORDER
 
 
@@ -541,7 +541,7 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "custom_vmap_call": lambda a: cm(a),
         "custom_jvp_call": lambda a: cj(a),
         "custom_vjp_call": lambda a: cv(a),
-        "remat": lambda a: ftrans.checkpoint(lambda b: (b * 2.0, b.sum()))(a),
+        "remat2": lambda a: ftrans.checkpoint(lambda b: (b * 2.0, b.sum()))(a),
         "name": lambda a: checkpoint_name(a, "h"),
         "optimization_barrier": lambda a: flax.optimization_barrier((a, a.sum())),
     }

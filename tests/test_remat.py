@@ -158,10 +158,29 @@ def test_backward_program_recomputes_behind_a_barrier():
 def test_remat_is_a_call_when_not_differentiated():
     f = ftrans.checkpoint(lambda x: fjnp.sin(x) * 2.0)
     closed = ftrans.make_jaxpr(f)(X)
-    assert [e.primitive.name for e in closed.eqns] == ["remat"]
+    assert [e.primitive.name for e in closed.eqns] == ["remat2"]
     np.testing.assert_allclose(np.asarray(f(X)), np.sin(X) * 2.0, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(ftrans.jit(f)(X)), np.sin(X) * 2.0, rtol=1e-6)
     assert ftrans.remat is ftrans.checkpoint
+
+
+def test_remat_names_in_jaxpr_and_hlo_match_jax():
+    # The primitive prints as JAX's ``remat2``; in the compiled program the call is named ``checkpoint``
+    # (``jit(f)/checkpoint/sin``) and only the differentiated program names ``rematted_computation``.
+    def run(api):
+        jit, remat, grad = api
+        f = remat(lambda x: jjnp.sin(x) if api[0] is jax.jit else fjnp.sin(x))
+        return (str(ftrans.make_jaxpr(f)(2.0)) if api[0] is ftrans.jit else str(jax.make_jaxpr(f)(2.0)),
+                jit(f).lower(2.0).as_text("hlo", debug_info=True),
+                jit(grad(f)).lower(2.0).as_text("hlo", debug_info=True))
+
+    for jaxpr_text, hlo, hlo_grad in (run((ftrans.jit, ftrans.remat, ftrans.grad)),
+                                      run((jax.jit, jax.remat, jax.grad))):
+        assert "remat2[" in jaxpr_text
+        # (the test's file and function names have "remat" too: look at op names and instructions only)
+        ops = " ".join(re.findall(r'op_name="([^"]*)"', hlo) + re.findall(r"^\s*(?:ROOT )?(\S+) = ", hlo, re.M))
+        assert "remat" not in ops and "checkpoint" in ops
+        assert "rematted_computation" in hlo_grad
 
 
 def test_static_argnums_and_jvp_and_linearize():

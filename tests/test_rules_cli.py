@@ -77,7 +77,7 @@ def test_closures_show_what_they_capture_and_reasons_are_printed():
 
 
 def test_higher_order_primitives_show_partial_eval_rules():
-    for name in ("scan", "jit_call", "remat"):
+    for name in ("scan", "jit_call", "remat2"):
         _, text = _run(name)
         assert "(higher-order" in text.splitlines()[0]
         for table in ("partial_eval", "partial_eval_jaxpr"):

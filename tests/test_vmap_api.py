@@ -385,7 +385,7 @@ def test_checkpoint_under_vmap(policy):
                              argnums=(0, 1)), X34, w)
     closed = ftrans.make_jaxpr(ftrans.vmap(ckpt(ftrans, fjnp, **kw(ftrans)), in_axes=(0, None)))(X34, w)
     typecheck(closed)
-    assert [e.primitive.name for e in closed.eqns] == ["remat"]  # still one rematerialized call, batched
+    assert [e.primitive.name for e in closed.eqns] == ["remat2"]  # still one rematerialized call, batched
 
 
 def test_checkpoint_of_vmap():

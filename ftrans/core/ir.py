@@ -120,6 +120,67 @@ class NameStack:
 EMPTY_NAME_STACK = NameStack()
 
 
+class TracebackFrame(NamedTuple):
+    """One frame of a :class:`Traceback`, as JAX's ``Traceback.frames`` lists them."""
+
+    file_name: str
+    function_name: str
+    function_start_line: int
+    line_num: int
+
+
+class Traceback:
+    """The user's frames an equation was staged from, innermost first (``SourceInfo.traceback``), as
+    JAX's ``Traceback``: ``raw_frames()`` gives the code objects and last instructions, ``frames`` the
+    files, functions and lines.  Frames stop at the ``jit`` (or ``make_jaxpr``) being traced."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: tuple = ()):
+        self._raw = tuple(raw)  # ((code, lasti), ...)
+
+    def raw_frames(self) -> tuple[list, list]:
+        return [c for c, _ in self._raw], [i for _, i in self._raw]
+
+    @property
+    def frames(self) -> list[TracebackFrame]:
+        return [TracebackFrame(c.co_filename, getattr(c, "co_qualname", c.co_name), c.co_firstlineno,
+                               _line_of(c, i)) for c, i in self._raw]
+
+    def __add__(self, other: Traceback) -> Traceback:
+        return Traceback(self._raw + other._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Traceback) and self._raw == other._raw
+
+    def __hash__(self) -> int:
+        return hash(self._raw)
+
+    def __str__(self) -> str:
+        return "\n".join(f"{f.file_name}:{f.line_num} ({f.function_name})" for f in self.frames)
+
+    def __repr__(self) -> str:
+        return f"Traceback({len(self._raw)} frames)"
+
+
+def _line_of(code: Any, lasti: int) -> int:
+    """The line the instruction at ``lasti`` of ``code`` is on."""
+    if lasti >= 0:
+        try:
+            line = list(code.co_positions())[lasti // 2][0]
+            if line is not None:
+                return line
+        except (AttributeError, IndexError):
+            pass
+        for start, end, line in code.co_lines():
+            if start <= lasti < end and line is not None:
+                return line
+    return code.co_firstlineno
+
+
 class SourceInfo(NamedTuple):
     """Where in the user's program an equation came from, and the names around it (``name_stack``:
     the ``named_scope`` names and transforms, outermost first; empty outside any)."""
@@ -132,9 +193,22 @@ class SourceInfo(NamedTuple):
     # are read when asked (``location``); None when the place was given as text.
     code: Any = None
     lasti: int = -1
+    # The user's frames around that one, innermost first, up to the ``jit`` or ``make_jaxpr`` being traced
+    # (``(code, lasti)`` pairs; the lowering writes them as MLIR call-site locations, as JAX's).
+    callers: tuple = ()
+    # ``set_xla_metadata``'s attributes around the equation (sorted ``(name, text)`` pairs): the lowering
+    # puts them on its ops as ``mhlo.frontend_attributes``.
+    xla_metadata: tuple = ()
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
+
+    @property
+    def traceback(self) -> Traceback | None:
+        """The user's frames this equation was staged from, innermost first (JAX's ``traceback``)."""
+        if self.code is None:
+            return None
+        return Traceback(((self.code, self.lasti),) + self.callers)
 
     def location(self) -> str:
         """``file:line:column (qualified.name)``, as JAX names a place in ``print_saved_residuals``."""
@@ -152,6 +226,12 @@ class SourceInfo(NamedTuple):
         return f"{where} ({name})"
 
 
+class EqnContext(NamedTuple):
+    """An equation's staging context (``JaxprEqn.ctx``): the ``set_xla_metadata`` attributes around it."""
+
+    xla_metadata: dict
+
+
 class JaxprEqn(NamedTuple):
     primitive: Any  # ftrans.core.primitive.Primitive
     invars: list  # list[Atom]
@@ -161,6 +241,12 @@ class JaxprEqn(NamedTuple):
 
     def replace(self, **kw) -> JaxprEqn:
         return self._replace(**kw)
+
+    @property
+    def ctx(self) -> EqnContext:
+        """The context the equation was staged in (JAX's ``eqn.ctx``): its ``xla_metadata``."""
+        info = self.source_info
+        return EqnContext(dict(info.xla_metadata) if info is not None else {})
 
     def __str__(self) -> str:
         """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
@@ -187,6 +273,14 @@ class Jaxpr:
     @property
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
+
+    @property
+    def effects(self) -> frozenset:
+        """The side effects the program has (JAX's ``jaxpr.effects``): the names of its effectful
+        primitives (host callbacks doing I/O, ...), at any depth; empty for a pure program."""
+        if not jaxpr_has_effects(self):
+            return frozenset()
+        return frozenset(_effect_names(self))
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
@@ -233,6 +327,11 @@ class ClosedJaxpr:
     @property
     def out_avals(self) -> list[ShapedArray]:
         return self.jaxpr.out_avals
+
+    @property
+    def effects(self) -> frozenset:
+        """The side effects of the program (``Jaxpr.effects``)."""
+        return self.jaxpr.effects
 
     @property
     def eqns(self) -> list[JaxprEqn]:
@@ -886,6 +985,17 @@ def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
     if hit is None:
         hit = _effects_cache[jaxpr] = any(eqn_has_effects(e) for e in jaxpr.eqns)
     return hit
+
+
+def _effect_names(jaxpr: Jaxpr | ClosedJaxpr):
+    for eqn in jaxpr.eqns:
+        prim = eqn.primitive
+        when = effectful_if.get(prim)
+        if prim in effectful_primitives or (when is not None and when(eqn.params)):
+            yield prim.name
+        elif prim.higher_order:
+            for j in subjaxprs(eqn):
+                yield from _effect_names(j)
 
 
 def eqn_has_effects(eqn: JaxprEqn) -> bool:

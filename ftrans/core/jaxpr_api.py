@@ -146,7 +146,7 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
     st = _trace_state
     prev, st.primal_rewriter = st.primal_rewriter, None  # make_jaxpr shows the program as written
     try:
-        closed, _ = stage(flat_fun, in_avals)
+        closed, _ = stage(flat_fun, in_avals, boundary=True)
     finally:
         st.primal_rewriter = prev
     return closed, out_tree_box[0], in_avals

@@ -107,6 +107,13 @@ class _TraceState(threading.local):
         # Set while a transform replays an equation (transposition): the IR it
         # emits is attributed to the user's line that equation came from.
         self.source_override: SourceInfo | None = None
+        # Set while a ``jit(inline=True)`` body is traced: the call's place, its equations' place too.
+        self.site_override: SourceInfo | None = None
+        # The frame of the ``stage`` tracing the innermost ``jit`` or ``make_jaxpr``: an equation records
+        # the user's frames up to it (``SourceInfo.callers``; None: the innermost frame only).
+        self.tb_boundary: Any = None
+        # ``set_xla_metadata``'s attributes in effect (sorted ``(name, text)`` pairs), recorded on equations.
+        self.xla_metadata: tuple = ()
         # Set by ``jit`` while it stages a program (None otherwise, and while ``make_jaxpr``
         # stages): a function ``ClosedJaxpr -> ClosedJaxpr | None`` that the differentiation
         # entry points run on the function they differentiate before differentiating it, so
@@ -827,13 +834,50 @@ def current_source_info() -> SourceInfo | None:
     override = st.source_override
     if override is not None:
         return override
+    site = st.site_override
+    if site is not None:  # an inlined jit's equations are the call's (JAX's inline=True)
+        return site._replace(name_stack=st.name_stack, xla_metadata=st.xla_metadata)
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(_LIBRARY_DIRS):
         f = f.f_back
     if f is None:
         return None
     code = f.f_code
-    return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti)
+    boundary = st.tb_boundary
+    return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti,
+                      () if boundary is None else user_callers(f.f_back, boundary), st.xla_metadata)
+
+
+_CALLER_SKIP = _LIBRARY_DIRS + errors.STDLIB_DIRS
+_MAX_CALLERS = 64
+
+
+def user_callers(f: Any, boundary: Any = None) -> tuple:
+    """``(code, lasti)`` of the user's frames from ``f`` outwards (not ftrans's, jax's or the standard
+    library's), stopping at the frame ``boundary`` (the ``jit`` or ``make_jaxpr`` being traced)."""
+    out = []
+    n = 0
+    while f is not None and f is not boundary and n < _MAX_CALLERS:
+        code = f.f_code
+        if not code.co_filename.startswith(_CALLER_SKIP):
+            out.append((code, f.f_lasti))
+        f = f.f_back
+        n += 1
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def source_site_as(info: SourceInfo | None) -> Iterator[None]:
+    """Attribute equations staged inside the block to the user's place ``info`` (their names still their
+    own): a ``jit(inline=True)`` body's equations are its call's, as JAX's."""
+    st = state
+    prev = st.site_override
+    if info is not None:
+        st.site_override = info
+    try:
+        yield
+    finally:
+        st.site_override = prev
 
 
 def long_type_str(aval: Any) -> str:
@@ -1104,12 +1148,13 @@ def check_outputs(out: Any, fun: Any, what: str, ok: Any = None) -> None:
             "arrays, scalars or pytrees of them")
 
 
-def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
+def stage(fun, in_avals: list[ShapedArray], boundary: bool = False) -> tuple[ClosedJaxpr, list]:
     """Trace ``fun`` on flat abstract arguments into a closed jaxpr.
 
     Returns the closed jaxpr and its captured constants that are tracers of
     outer transforms (empty unless staging happens inside another transform).
-    ``fun`` takes and returns flat lists.
+    ``fun`` takes and returns flat lists.  ``boundary``: this is a ``jit`` or
+    ``make_jaxpr`` trace, where its equations' recorded user frames stop.
     """
     if _config.no_tracing:
         raise errors.FtransRuntimeError(
@@ -1121,6 +1166,9 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
     st = state
     outer_names = st.name_stack
     st.name_stack = EMPTY_NAME_STACK
+    outer_boundary, outer_site = st.tb_boundary, st.site_override
+    if boundary:
+        st.tb_boundary, st.site_override = sys._getframe(), None
     try:
         with new_main(DynamicJaxprTrace, builder, dynamic=True) as main:
             trace: DynamicJaxprTrace = main.trace
@@ -1130,6 +1178,7 @@ def stage(fun, in_avals: list[ShapedArray]) -> tuple[ClosedJaxpr, list]:
             jaxpr, consts = builder.build(in_tracers, out_tracers)
     finally:
         st.name_stack = outer_names
+        st.tb_boundary, st.site_override = outer_boundary, outer_site
         builder.release()
     return ClosedJaxpr(jaxpr, consts), consts
 

@@ -172,6 +172,10 @@ class ModuleLowering:
         # function's prefix, then the equation's own name stack), and the equation.
         self._body_prefix: NameStack = NameStack((self.scope,))
         self._body_eqn: Any = None
+        # The user's frames the program was lowered from (``(code, lasti)``, innermost first): every
+        # location in ``main`` and the bodies inlined into it ends with them (JAX's outer traceback);
+        # a nested ``jit``'s function has none.
+        self.outer_frames: tuple = ()
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -266,11 +270,13 @@ class ModuleLowering:
                 # equations apart and XLA joins the names as text): ``foo/vmap()/cond/branch_0_fun``.
                 written = NameStack((str(self._body_prefix),))
                 prefix = written.extend(label) if label else written
-        saved = self._body_prefix, self._body_eqn, self._cur_fn
+        saved = self._body_prefix, self._body_eqn, self._cur_fn, self.outer_frames
+        if not public and self._body_eqn is not None and self._body_eqn.primitive.name == "jit_call":
+            self.outer_frames = ()  # a jit's body is its own function: no caller's frames (as JAX's)
         try:
             text = self._lower_func(jaxpr, sym, public, donated_args, arg_attrs, result_attrs, prefix, dim_vars)
         finally:
-            self._body_prefix, self._body_eqn, self._cur_fn = saved
+            self._body_prefix, self._body_eqn, self._cur_fn, self.outer_frames = saved
         if public:
             self.main_text = text
             self.main_jaxpr = jaxpr
@@ -309,6 +315,33 @@ class ModuleLowering:
             fn.dim_sources.update(zip(dim_vars, dargs))
             # (marked as JAX marks them: shape refinement propagates their constant values into the function)
             args = [f'{a}: tensor<i32> {{jax.global_constant = "{v}"}}' for a, v in zip(dargs, dim_vars)] + args
+        results = self._lower_body(fn, jaxpr, env, prefix)
+        out_types = [fn.types[r] for r in results]
+        if public and self.outer_frames:  # main returns where the program was called from (as JAX's)
+            fn.location = mt.loc(None, self.scope, self.outer_frames)
+        fn.emit("func.return", results, [])
+        vis = "public" if public else "private"
+        ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
+                        for k, t in enumerate(out_types))
+        body = "\n".join(fn.lines)
+        return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+
+    def inline(self, fn: mt.FuncEmitter, jaxpr: Jaxpr, args: Sequence[str], label: str) -> list[str]:
+        """Lower ``jaxpr``'s equations into ``fn`` (a region of the running equation's op: a loop or
+        branch body, inline as JAX's) on the SSA values ``args`` (its constvars', then its invars');
+        returns its results.  ``label`` names the body in its ops' locations (``while/body``)."""
+        written = NameStack((str(self._body_prefix),))
+        prefix = written.extend(label) if label else written
+        env = dict(zip(list(jaxpr.constvars) + list(jaxpr.invars), args))
+        saved_loc, saved = (fn.location, fn.frontend_attributes), (self._body_prefix, self._body_eqn)
+        try:
+            return self._lower_body(fn, jaxpr, env, prefix)
+        finally:
+            fn.location, fn.frontend_attributes = saved_loc
+            self._body_prefix, self._body_eqn = saved
+
+    def _lower_body(self, fn: mt.FuncEmitter, jaxpr: Jaxpr, env: dict, prefix: NameStack) -> list[str]:
+        """Emit ``jaxpr``'s equations into ``fn`` (``env``: its inputs' SSA values); its results' SSA values."""
         lit_cache: dict[tuple, str] = {}
 
         def read(atom: Any) -> str:
@@ -333,7 +366,10 @@ class ModuleLowering:
             ins = [read(a) for a in eqn.invars]
             info = eqn.source_info
             here = prefix + info.name_stack if info is not None else prefix
-            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}")  # JAX's: the names as written, then the op
+            # JAX's: the names as written, then the op, around the user's frames
+            fn.location = mt.loc(info, f"{here}/{eqn.primitive.name}", self.outer_frames)
+            meta = info.xla_metadata if info is not None else ()
+            fn.frontend_attributes = "{" + ", ".join(f'{k} = "{mt._quoted(v)}"' for k, v in meta) + "}" if meta else ""
             self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
             try:
@@ -359,15 +395,8 @@ class ModuleLowering:
                 outs = [self._typed(fn, o, v.aval) for v, o in zip(eqn.outvars, outs)]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
-        fn.location = ""
-        results = [read(a) for a in jaxpr.outvars]
-        out_types = [fn.types[r] for r in results]
-        fn.emit("func.return", results, [])
-        vis = "public" if public else "private"
-        ret = ", ".join(t + (f" {{{result_attrs[k]}}}" if k < len(result_attrs) and result_attrs[k] else "")
-                        for k, t in enumerate(out_types))
-        body = "\n".join(fn.lines)
-        return f"  func.func {vis} @{sym}({', '.join(args)}) -> ({ret}) {{\n{body}\n  }}"
+        fn.location = fn.frontend_attributes = ""
+        return [read(a) for a in jaxpr.outvars]
 
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
         """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""
@@ -426,9 +455,13 @@ def _sanitize(name: str) -> str:
 
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
-                donated_args: Sequence[bool] = (), platform: str = "cpu") -> str:
-    """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments."""
+                donated_args: Sequence[bool] = (), platform: str = "cpu", outer_frames: tuple = ()) -> str:
+    """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments.
+
+    ``outer_frames``: the user's frames the program is lowered from (``(code, lasti)``, innermost first),
+    which end every location of ``main`` (``Traced.lower``'s, as JAX's)."""
     m = ModuleLowering(name, num_partitions, platform=platform)
+    m.outer_frames = tuple(outer_frames)
     m.function(jaxpr, "main", public=True, donated_args=donated_args)
     return m.text()
 

@@ -15,6 +15,7 @@ share the function's name counter so every value name stays unique.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -193,15 +194,45 @@ def _quoted(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def loc(source_info: Any, name: str | None = None) -> str:
+@functools.lru_cache(maxsize=8192)
+def _frame_loc(code: Any, lasti: int) -> str:
+    """One frame as an MLIR location: its function's qualified name around its file, line and column."""
+    line, col = code.co_firstlineno, 0
+    if lasti >= 0:
+        try:
+            pos = list(code.co_positions())[lasti // 2]
+            line = pos[0] if pos[0] is not None else line
+            col = pos[2] or 0
+        except (AttributeError, IndexError):
+            pass
+    name = getattr(code, "co_qualname", code.co_name)
+    return f'"{_quoted(name)}"("{_quoted(code.co_filename)}":{line}:{col})'
+
+
+def _frames_loc(frames: Sequence[tuple]) -> str:
+    """Frames (innermost first) as nested MLIR call-site locations, as JAX writes a traceback."""
+    out = _frame_loc(*frames[-1])
+    for code, lasti in reversed(frames[:-1]):
+        out = f"callsite({_frame_loc(code, lasti)} at {out})"
+    return out
+
+
+def loc(source_info: Any, name: str | None = None, outer: Sequence[tuple] = ()) -> str:
     """An MLIR location naming the user's line (shown by XLA's errors and profiles).
 
     With ``name`` (``jit(f)/outer/inner/sin``: the program, the ``named_scope`` names, the
     primitive) it is a name location around the line, as JAX writes them, which XLA keeps as
-    the op's name in its HLO metadata and profiles."""
-    if source_info is None:
+    the op's name in its HLO metadata and profiles.  An equation that recorded the user's
+    frames gets them all, then ``outer`` (the frames ``jit`` was lowered from, for ``main``),
+    as call sites: ``"jit(f)/sin"(callsite("f"("a.py":3:9) at "g"("a.py":7:2)))``."""
+    code = getattr(source_info, "code", None)
+    if code is not None or outer:
+        frames = (((code, source_info.lasti),) + source_info.callers if code is not None else ()) + tuple(outer)
+        where = _frames_loc(frames)
+    elif source_info is None:
         return f' loc("{_quoted(name)}")' if name else ""
-    where = f'"{_quoted(source_info.filename)}":{source_info.lineno}:0'
+    else:
+        where = f'"{_quoted(source_info.filename)}":{source_info.lineno}:0'
     if name:
         return f' loc("{_quoted(name)}"({where}))'
     return f" loc({where})"
@@ -217,6 +248,8 @@ class FuncEmitter:
         self.lines: list[str] = []
         self.indent = indent
         self.location = ""  # appended to each op; set per equation by the lowering
+        # ``{a = "b"}``: the running equation's ``set_xla_metadata`` attributes, put on each op ("": none)
+        self.frontend_attributes = ""
         # dimension variable -> (argument SSA name, axis, coefficient, offset): the argument's size on that
         # axis is ``coefficient * variable + offset`` (a function whose arguments have symbolic sizes); or the
         # SSA name of a ``tensor<i32>`` argument holding its value (a dimension argument)
@@ -267,6 +300,9 @@ class FuncEmitter:
             outs = [f"{r}#{i}" for i in range(nres)]
         reg = f" ({', '.join(regions)})" if regions else ""
         att = ""
+        if self.frontend_attributes and name not in ("stablehlo.return", "func.return"):
+            attrs = dict(attrs or {})
+            attrs.setdefault("mhlo.frontend_attributes", self.frontend_attributes)
         if attrs:
             att = " {" + ", ".join(f"{k} = {v}" for k, v in attrs.items()) + "}"
         for o, t in zip(outs, result_types):
@@ -302,6 +338,7 @@ class FuncEmitter:
         """A one-block region: ``body(emitter, arg_names)`` returns the SSA names it yields."""
         inner = FuncEmitter(self.counter, self.indent + "  ", self.types)
         inner.location = self.location
+        inner.frontend_attributes = self.frontend_attributes
         inner.dim_sources = self.dim_sources
         inner.func_dim_args = self.func_dim_args
         args = [inner.argument(t) for t in arg_types]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 import time
 import warnings
@@ -1057,7 +1058,8 @@ class JitWrapped:
             leaves = [np.zeros(x.shape, np.bool_) if a.dtype == _FLOAT0 else x for x, a in zip(leaves, avals)]
         if tracing or not _trace.is_eager():
             if self._inline:  # the body joins the caller's jaxpr instead of a jit_call equation
-                return self._fun(*full_args, **full_kwargs)
+                with _trace.source_site_as(_trace.current_source_info()):  # at the call's place, as JAX's
+                    return self._fun(*full_args, **full_kwargs)
             return self._bind(full_args, full_kwargs, statics, leaves, in_tree, avals)
         if spread:
             from ftrans.transforms import sharded_jit
@@ -1477,7 +1479,7 @@ class JitWrapped:
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
             closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
-                                         else a for a in avals])
+                                         else a for a in avals], boundary=True)
         finally:
             st.primal_rewriter = prev
         rewrites = list(rewriter.rewrites) if rewriter is not None else None
@@ -1847,7 +1849,10 @@ class Traced:
         _warn_unusable_donations(program, donate, self._owner.__name__)
         n_consts = len(program.jaxpr.constvars)
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
-        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform)
+        # The module's locations end with the user's frames that lowered it (JAX's outer traceback);
+        # only here: a program compiled on call keeps a text that is the same wherever it is called from.
+        text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform,
+                           outer_frames=_trace.user_callers(sys._getframe()))
         return Lowered(self, text, platform)
 
 

@@ -188,7 +188,7 @@ def _remat_policy(params: dict) -> Callable[[JaxprEqn], bool]:
     return saveable
 
 
-remat_p = CallPrimitive("remat", func_name=lambda params: "checkpoint", update_params=_remat_update,
+remat_p = CallPrimitive("remat2", func_name=lambda params: "checkpoint", update_params=_remat_update,
                         residual_policy=_remat_policy, inline_known=True)
 
 # The custom-derivative calls: their own JVP, batching and partial-eval rules (ad_rules/batch_rules

@@ -414,7 +414,7 @@ def _call_rule(prim: Primitive, key: str = "jaxpr") -> Callable:
     return rule
 
 
-for _name in ("jit_call", "remat", "checkpointed_while", "while_lin"):
+for _name in ("jit_call", "remat2", "checkpointed_while", "while_lin"):
     checkify_rules[registry[_name]] = _call_rule(registry[_name])
 
 

@@ -136,7 +136,7 @@ def _apply_sparse_rule(eqn: Any, ins: list) -> list:
     rule = _RULES.get(name)
     if rule is None:
         subs = subjaxprs(eqn)
-        if len(subs) == 1 and name in ("jit_call", "pjit", "remat", "custom_jvp_call", "custom_vjp_call",
+        if len(subs) == 1 and name in ("jit_call", "pjit", "remat2", "custom_jvp_call", "custom_vjp_call",
                                        "closed_call", "core_call"):
             sub = subs[0]
             closed = sub if isinstance(sub, ClosedJaxpr) else ClosedJaxpr(sub, [])

@@ -36,6 +36,15 @@ def _install(prim: C.CallPrimitive) -> None:
 C.for_each_call_primitive(_install)
 
 
+@register_lowering(C.remat_p)
+def _remat_lowering(ctx: LoweringContext, *args: str, **params: Any) -> list[str]:
+    # The call is named ``checkpoint`` where it runs, as JAX's lowering names the rematerialized ops
+    # (``jit(f)/checkpoint/sin``); the primitive's own name (``remat2``) stays out of the program.
+    sym = ctx.module.function(C.remat_p.body(params).jaxpr, C.remat_p.func_name(params))
+    ctx.fn.location = mt.loc(ctx.eqn.source_info, f"{ctx.module._body_prefix}/checkpoint")
+    return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
+
+
 # ----------------------------------------------------------------------------
 # jit_call evaluated eagerly (``eval_jaxpr`` of a staged program): compile the body and run it
 

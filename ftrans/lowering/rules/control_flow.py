@@ -50,15 +50,18 @@ def _call(f: mt.FuncEmitter, sym: str, args: list[str], types: list[str]) -> lis
 @register_lowering(cond_p)
 def _cond_lowering(ctx: Any, index: str, *ops: str, branches: tuple) -> list[str]:
     out_types = [mt.aval_type(a) for a in ctx.avals_out]
-    syms = [ctx.module.function(b.jaxpr, f"branch_{i}", label=f"cond/branch_{i}_fun") for i, b in enumerate(branches)]
-    if len(syms) == 1:
-        return _call(ctx.fn, syms[0], list(ops), out_types)
+    if len(branches) == 1:
+        sym = ctx.module.function(branches[0].jaxpr, "branch_0", label="cond/branch_0_fun")
+        return _call(ctx.fn, sym, list(ops), out_types)
     idx_aval = ctx.avals_in[0]
     idx = ctx.convert(index, idx_aval, _I32)
     # stablehlo.case runs the last branch for any index out of range; ftrans clamps (a negative index runs 0).
-    idx = ctx.emit1("stablehlo.clamp", [ctx.scalar(0, _I32), idx, ctx.scalar(len(syms) - 1, _I32)],
+    idx = ctx.emit1("stablehlo.clamp", [ctx.scalar(0, _I32), idx, ctx.scalar(len(branches) - 1, _I32)],
                     mt.tensor_type((), _I32))
-    regions = [ctx.fn.region([], lambda f, _, s=s: _call(f, s, list(ops), out_types)) for s in syms]
+    # Each branch is lowered inside its region (as JAX's), its ops under ``cond/branch_<i>_fun``.
+    regions = [ctx.fn.region([], lambda f, _, i=i, b=b: ctx.module.inline(f, b.jaxpr, list(ops),
+                                                                          f"cond/branch_{i}_fun"))
+               for i, b in enumerate(branches)]
     return ctx.emit("stablehlo.case", [idx], out_types, regions=regions)
 
 
@@ -77,16 +80,13 @@ def _while_lowering(ctx: Any, *args: str, cond_jaxpr: ClosedJaxpr, body_jaxpr: C
                     body_nconsts: int) -> list[str]:
     nc, nb = cond_nconsts, body_nconsts
     types = [mt.aval_type(a) for a in ctx.avals_in]
-    carry_types = types[nc + nb:]
-    cs = ctx.module.function(cond_jaxpr.jaxpr, "while_cond", label="while/cond")
-    bs = ctx.module.function(body_jaxpr.jaxpr, "while_body", label="while/body")
-    pred_type = mt.tensor_type((), np.dtype(np.bool_))
 
+    # The predicate and the body are lowered inside the loop's regions (as JAX's).
     def cond_region(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
-        return _call(f, cs, xs[:nc] + xs[nc + nb:], [pred_type])
+        return ctx.module.inline(f, cond_jaxpr.jaxpr, xs[:nc] + xs[nc + nb:], "while/cond")
 
     def body_region(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
-        return xs[:nc + nb] + _call(f, bs, xs[nc:nc + nb] + xs[nc + nb:], carry_types)
+        return xs[:nc + nb] + ctx.module.inline(f, body_jaxpr.jaxpr, xs[nc:nc + nb] + xs[nc + nb:], "while/body")
 
     regions = [ctx.fn.region(types, cond_region), ctx.fn.region(types, body_region)]
     outs = ctx.emit("stablehlo.while", list(args), types, regions=regions)

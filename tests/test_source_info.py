@@ -1,0 +1,117 @@
+"""Each equation's user traceback (``eqn.source_info.traceback``) and the call-site locations the lowering
+writes from it, checked against JAX's."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import numpy as np
+from jax._src.lib.mlir import ir
+
+import ftrans
+from ftrans import lax
+
+
+def _ops(op, name):
+    """The operations named ``name`` inside ``op`` (an MLIR module or operation), depth first."""
+    op = op.operation if isinstance(op, ir.Module) else op
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                if child.operation.name == name:
+                    yield child
+                yield from _ops(child, name)
+
+
+def _func(module, sym):
+    return next(f for f in _ops(module, "func.func") if f.attributes["sym_name"].value == sym)
+
+
+def _names(loc) -> list[str]:
+    """The function names of a location's call-site chain, innermost first (its name location unwrapped)."""
+    while isinstance(loc, ir.NameLoc) and not isinstance(loc.child_loc, (ir.FileLineColLoc, ir.UnknownLoc)):
+        loc = loc.child_loc
+    out = []
+    while isinstance(loc, ir.CallSiteLoc):
+        out.append(loc.callee.name_str)
+        loc = loc.caller
+    if isinstance(loc, ir.NameLoc):
+        out.append(loc.name_str)
+    return out
+
+
+def test_traceback_holds_the_users_frames_up_to_the_traced_function():
+    def helper(x):
+        return lax.sin(x)
+
+    def f(x):
+        return helper(x) * 2.0
+
+    eqns = ftrans.make_jaxpr(f)(1.0).eqns
+    sin_tb = eqns[0].source_info.traceback
+    assert [fr.function_name.rsplit(".", 1)[-1] for fr in sin_tb.frames] == ["helper", "f"]
+    codes, lastis = sin_tb.raw_frames()
+    assert codes[0] is helper.__code__ and len(lastis) == 2
+    assert sin_tb.frames[0].line_num == inspect.getsourcelines(helper)[1] + 1
+    assert len(eqns[1].source_info.traceback) == 1  # the mul: f's frame only
+    assert sin_tb == ftrans.make_jaxpr(f)(1.0).eqns[0].source_info.traceback  # hashable and comparable
+    assert hash(sin_tb) == hash(ftrans.make_jaxpr(f)(1.0).eqns[0].source_info.traceback)
+
+
+def test_inline_jit_equations_are_at_the_call():
+    for api in (jax, ftrans):
+        @api.jit(inline=True)
+        def f(x):
+            return api.lax.add(x, 3)
+
+        def g(x):
+            return api.lax.add(f(x), 4)
+
+        lines, start = inspect.getsourcelines(g)
+        for eqn in api.make_jaxpr(g)(2).eqns:
+            from jax._src import source_info_util
+
+            frame = source_info_util.user_frame(eqn.source_info.traceback)
+            assert start <= frame.start_line < start + len(lines), (api.__name__, eqn)
+
+
+def test_locations_are_call_sites_as_jax_writes_them():
+    def run(api):
+        @api.jit
+        def inner(x):
+            return api.lax.add(x, 1)
+
+        @api.jit
+        def outer(x):
+            return inner(api.lax.mul(x, 2))
+
+        return outer.lower(0).compiler_ir()
+
+    for api in (jax, ftrans):
+        m = run(api)
+        (add,) = _ops(_func(m, "inner"), "stablehlo.add")
+        (mul,) = _ops(_func(m, "main"), "stablehlo.multiply")
+        (call,) = _ops(_func(m, "main"), "func.call")
+        (ret,) = _ops(_func(m, "main"), "func.return")
+        # a nested jit's ops name its own frame only; main's ops also the caller of the jitted function
+        assert _names(add.location)[0].endswith(".inner") and len(_names(add.location)) == 1, api.__name__
+        for op in (mul, call):
+            names = _names(op.location)
+            assert names[0].endswith(".outer") and names[1].endswith(".run"), (api.__name__, names)
+        assert isinstance(ret.location, ir.NameLoc) and isinstance(ret.location.child_loc, ir.CallSiteLoc)
+        assert _names(ret.location)[0].endswith(".run")  # where the program was lowered
+
+
+def test_control_flow_bodies_keep_the_jitted_functions_frame():
+    @ftrans.jit
+    def cond_test(x):
+        return lax.cond(lax.lt(x, 10), lambda v: lax.add(v, 1), lambda v: lax.mul(v, 2), x)
+
+    m = cond_test.lower(0).compiler_ir()
+    adds = list(_ops(m, "stablehlo.add"))
+    assert adds and all(".cond_test" in str(a.location) for a in adds)
+    np.testing.assert_equal(np.asarray(cond_test(3)), 4)
