@@ -347,16 +347,18 @@ def test_symbolic_average_counts_and_linspace_samples_like_jax():
 
 
 def test_private_functions_take_dimension_arguments():
-    # The while loop's condition needs 'n', which no argument of the loop's functions is sized by.
+    # The nested jit (a private function, called in the loop's body, which is lowered inline in the loop's
+    # region) needs 'n', which none of its arguments is sized by; the loop's condition needs it too.
     def f(x):
         n = x.shape[1]
-        return ftrans.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 2.0), (0, x[:, 0]))[1]
+        g = ftrans.jit(lambda v: v * n)
+        return ftrans.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, g(c[1])), (0, x[:, 0]))[1]
 
     x = np.ones((2, 5), np.float32)
     fexp = export.export(ftrans.jit(f))(*export.symbolic_args_specs((x,), "b, n"))
     assert 'jax.global_constant = "n"' in fexp.mlir_module()
-    np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.full(2, 32.0, np.float32))
-    np.testing.assert_array_equal(np.asarray(fexp.call(x[:, :3])), np.full(2, 8.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(fexp.call(x)), np.full(2, 5.0 ** 5, np.float32))
+    np.testing.assert_array_equal(np.asarray(fexp.call(x[:, :3])), np.full(2, 27.0, np.float32))
 
 
 def test_what_random_and_top_k_do_not_support_names_it():
