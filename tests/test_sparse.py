@@ -521,3 +521,19 @@ def test_sparsify_raw_env_and_values_match_jax():
             assert out.nse == a.nse and out.indices is a.indices  # the shared pattern, kept
     with pytest.raises(ValueError, match="indices_ref=7"):
         ft.SparsifyEnv([x]).sparse((5,), data_ref=0, indices_ref=7)
+
+
+def test_sparsify_sparse_plus_dense_never_densifies_silently():
+    # As in JAX: sparse + dense gives a dense result only when the dense operand has the result's shape;
+    # a smaller one (a scalar) would densify the whole sparse array, so it raises.
+    import operator
+
+    x = sparse.BCOO.fromdense(np.arange(6.0, dtype=np.float32)).reshape(2, 3)
+    y = np.ones((2, 3), np.float32)
+    for a, b in ((x, y), (y, x)):
+        np.testing.assert_allclose(sparse.sparsify(operator.add)(a, b), np.arange(6.0).reshape(2, 3) + 1)
+    jx = jsparse.BCOO.fromdense(jjnp.arange(6.0)).reshape(2, 3)
+    with pytest.raises(NotImplementedError, match="Addition between a sparse array X and a dense array Y"):
+        jsparse.sparsify(operator.add)(jx, 1.0)
+    with pytest.raises(NotImplementedError, match="Addition between a sparse array X and a dense array Y"):
+        sparse.sparsify(operator.add)(x, 1.0)

@@ -194,7 +194,14 @@ def _add(lhs: Any, rhs: Any, *, negate: bool = False) -> Any:
         idx = jnp.concatenate([_bcoo._broadcast_batch(a.indices, batch),
                                _bcoo._broadcast_batch(b.indices, batch)], nb)
         return BCOO((data, idx), shape=a.shape)
-    # sparse + dense: the result is dense.
+    # sparse + dense: the result is dense, but only when the dense operand already has the result's shape.
+    sp, dn = (lhs, rhs) if _is_sparse(lhs) else (rhs, lhs)
+    if np.shape(dn) != np.broadcast_shapes(sp.shape, np.shape(dn)):
+        raise NotImplementedError(
+            f"Addition between a sparse array X and a dense array Y is not implemented when the output shape is "
+            f"larger than Y.shape (X: {tuple(sp.shape)}, Y: {np.shape(dn)}). This is to prevent silent densification "
+            "of a large sparse array. If this is your intent, you can explicitly cast the sparse array to a dense "
+            "matrix.")
     lhs = _as_bcoo(lhs).todense() if _is_sparse(lhs) else lhs
     rhs = _as_bcoo(rhs).todense() if _is_sparse(rhs) else rhs
     return lhs - rhs if negate else lhs + rhs
