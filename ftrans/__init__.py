@@ -33,6 +33,7 @@ from ftrans.core.trace import ensure_compile_time_eval, named_call, named_scope
 from ftrans.devices import (
     Device,
     block_until_ready,
+    clear_backends,
     copy_to_host_async,
     default_backend,
     device_count,
@@ -151,7 +152,7 @@ ad = _ad_namespace()  # JAX's jax.ad: the markers of a pullback's with_refs
 
 __all__ = [
     "Array", "Shard", "ShapeDtypeStruct", "config", "dtypes", "errors", "eval_jaxpr", "eval_shape",
-    "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "devices", "local_devices", "device_count",
+    "lax", "make_jaxpr", "numpy", "ops", "random", "tree", "tree_util", "jit", "clear_caches", "clear_backends", "devices", "local_devices", "device_count",
     "local_device_count", "default_backend", "device_put", "device_get", "block_until_ready", "copy_to_host_async",
     "device_put_sharded", "device_put_replicated",
     "process_index", "process_count", "jvp", "vjp", "fwd_and_bwd", "grad", "value_and_grad", "linearize", "linear_transpose",

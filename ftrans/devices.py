@@ -196,6 +196,15 @@ def _forget_devices() -> None:
 on_new_backend.append(_forget_devices)
 
 
+def clear_backends() -> None:
+    """JAX's ``clear_backends``: drop the runtime's clients, so the next use starts new ones, and every program
+    compiled for them (arrays on the old clients' devices can no longer be used)."""
+    compat.clear_backends()
+    _seen.clear()
+    for hook in list(on_new_backend):
+        hook()
+
+
 # The device ``config.default_device`` names (``ftrans.default_device(...)``), resolved; None: none named.
 _default_override: Any = None
 

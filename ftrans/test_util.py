@@ -137,10 +137,13 @@ def _shift(x: Any, t: Any, step: float) -> Array:
     return Array._new(v, bool(getattr(x, "weak_type", False)))
 
 
-def _step(plus: Any, minus: Any, eps: float) -> Array:
-    """The direction a central difference between the rounded points ``plus`` and ``minus`` took."""
+def _step(plus: Any, minus: Any, eps: float, t: Any) -> Array:
+    """The direction a central difference between the rounded points ``plus`` and ``minus`` took (``t``
+    where the points are not finite)."""
     a = _np(plus)
-    v = ((_wide(a) - _wide(_np(minus))) / (2 * eps)).astype(a.dtype)
+    with np.errstate(invalid="ignore"):
+        v = (_wide(a) - _wide(_np(minus))) / (2 * eps)
+    v = np.where(np.isfinite(a) & np.isfinite(_np(minus)), v, _wide(_np(t))).astype(a.dtype)
     return Array._new(v, False)
 
 
@@ -239,7 +242,8 @@ class _Setup:
         only by the rounding of ``f``'s outputs and the truncation error of the difference."""
         xs_plus = [_shift(x, t, eps) for x, t in zip(self.leaves, tangents)]
         xs_minus = [_shift(x, t, -eps) for x, t in zip(self.leaves, tangents)]
-        steps = [_step(p, m, eps) for p, m in zip(xs_plus, xs_minus)]
+        # (at an infinite input no step is measurable, inf - inf: the derivative is taken along t itself)
+        steps = [_step(p, m, eps, t) for p, m, t in zip(xs_plus, xs_minus, tangents)]
         plus, minus = self.call(xs_plus), self.call(xs_minus)
         return [(_wide(_np(p)) - _wide(_np(m))) / (2 * eps) for p, m in zip(plus, minus)], steps
 

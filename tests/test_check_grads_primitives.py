@@ -168,3 +168,21 @@ def test_default_float32_step_is_jaxs_so_a_nearby_jump_is_not_crossed():
     jtu_public.check_grads(lambda a: jax.lax.rem(a, np.float32(1.0)), (x,), 1, modes=["fwd", "rev"])
     fcheck(lambda a: flax_.rem(a, np.float32(1.0)), (x,), 1, modes=["fwd", "rev"])
     assert default_eps(np.float32) == 1e-4
+
+
+def test_at_an_infinite_input_the_derivative_is_taken_along_the_tangent():
+    # At x = -inf the rounded points x +- eps t are both -inf: no step is measurable (inf - inf), so the
+    # derivative is compared along t itself, as JAX's check_grads does (softplus'(-inf) = 0).
+    import jax
+    import jax.test_util as jtu_public
+
+    from ftrans import nn as fnn
+    from ftrans.test_util import check_grads as fcheck
+
+    for x in (-float("inf"), float("nan"), np.array([-np.inf, 0.5, 3.0], np.float32)):
+        jtu_public.check_grads(jax.nn.softplus, (x,), 1)
+        fcheck(fnn.softplus, (x,), 1)
+    flat = ftrans.custom_jvp(lambda x: ftrans.numpy.zeros_like(x))
+    flat.defjvp(lambda p, t: (flat(*p), t[0]))  # a wrong derivative is still caught there
+    with pytest.raises(AssertionError, match="JVP differs"):
+        fcheck(flat, (-float("inf"),), 1, modes=["fwd"])

@@ -484,3 +484,56 @@ def test_sparsify_dynamic_slice_and_convolve_match_jax():
     got = sparse.sparsify(lambda a, b: fjnp.convolve(a, b, mode="full"))(sparse.BCOO.fromdense(x), k)
     want = jsparse.sparsify(lambda a, b: jjnp.convolve(a, b, mode="full"))(jsparse.BCOO.fromdense(x), k)
     close(sparse.todense(got), want.todense())
+
+
+def test_sparsify_raw_env_and_values_match_jax():
+    # JAX's lower-level sparsify interface: values as positions in a shared buffer list; two values sharing
+    # one indices buffer are one sparsity pattern (added/multiplied without concatenating).
+    import operator
+
+    from jax.experimental.sparse import transform as jt
+
+    from ftrans.experimental.sparse import transform as ft
+
+    x = np.arange(5, dtype=np.float32)
+    ours = ft.arrays_to_spvalues(env := ft.SparsifyEnv(), (fjnp.asarray(x), sparse.BCOO.fromdense(x),
+                                                          sparse.BCSR.fromdense(x.reshape(1, 5))))
+    theirs = jt.arrays_to_spvalues(jenv := jt.SparsifyEnv(), (jjnp.asarray(x), jsparse.BCOO.fromdense(x),
+                                                               jsparse.BCSR.fromdense(x.reshape(1, 5))))
+    assert [tuple(v)[:4] for v in ours] == [tuple(v)[:4] for v in theirs]  # (BCSR.fromdense's flags differ)
+    assert ours[:2] == tuple(theirs[:2])
+    assert len(env._buffers) == len(jenv._buffers) == 6
+    back = ft.spvalues_to_arrays(env, ours)
+    np.testing.assert_array_equal(back[0], x)
+    np.testing.assert_array_equal(back[1].todense(), x)
+    np.testing.assert_array_equal(back[2].todense(), x.reshape(1, 5))
+    assert isinstance(back[2], sparse.BCSR) and ours[2].is_bcsr() and ours[0].is_dense() and ours[1].ndim == 1
+
+    a, b = sparse.BCOO.fromdense(3 * x), sparse.BCOO.fromdense(x)
+    for op, unique in ((operator.add, False), (operator.sub, False), (operator.mul, True), (operator.mul, False)):
+        env = ft.SparsifyEnv([a.indices, a.data, b.data])
+        vals = [env.sparse(a.shape, data_ref=1, indices_ref=0, unique_indices=unique),
+                env.sparse(b.shape, data_ref=2, indices_ref=0, unique_indices=unique)]
+        outs, tree = ft.sparsify_raw(op)(env, *vals)
+        (out,) = ft.spvalues_to_arrays(env, outs)
+        np.testing.assert_allclose(out.todense(), op(3 * x, x))
+        if op is not operator.mul or unique:
+            assert out.nse == a.nse and out.indices is a.indices  # the shared pattern, kept
+    with pytest.raises(ValueError, match="indices_ref=7"):
+        ft.SparsifyEnv([x]).sparse((5,), data_ref=0, indices_ref=7)
+
+
+def test_sparsify_sparse_plus_dense_never_densifies_silently():
+    # As in JAX: sparse + dense gives a dense result only when the dense operand has the result's shape;
+    # a smaller one (a scalar) would densify the whole sparse array, so it raises.
+    import operator
+
+    x = sparse.BCOO.fromdense(np.arange(6.0, dtype=np.float32)).reshape(2, 3)
+    y = np.ones((2, 3), np.float32)
+    for a, b in ((x, y), (y, x)):
+        np.testing.assert_allclose(sparse.sparsify(operator.add)(a, b), np.arange(6.0).reshape(2, 3) + 1)
+    jx = jsparse.BCOO.fromdense(jjnp.arange(6.0)).reshape(2, 3)
+    with pytest.raises(NotImplementedError, match="Addition between a sparse array X and a dense array Y"):
+        jsparse.sparsify(operator.add)(jx, 1.0)
+    with pytest.raises(NotImplementedError, match="Addition between a sparse array X and a dense array Y"):
+        sparse.sparsify(operator.add)(x, 1.0)

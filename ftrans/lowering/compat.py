@@ -53,6 +53,13 @@ def backend(platform: str | None = None) -> Any:
     return _backend_api.get_backend(platform)
 
 
+def clear_backends() -> None:
+    """Drop the runtime's PJRT clients (the next use starts new ones), with what JAX itself compiled for them."""
+    from jax._src import api as _api
+
+    _api.clear_backends()
+
+
 def profiler_runtime() -> Any:
     """The runtime's profiler bindings (sessions, trace annotations, the profiler server) that jaxlib ships."""
     from jax._src.lib import _profiler

@@ -26,6 +26,7 @@ from ftrans.core.array import Array, DeviceArray, ShardedArray
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
+from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
 from ftrans.lowering.executable import Executable
 
@@ -33,6 +34,14 @@ MAX_PROGRAMS = 1024  # one-primitive programs kept (least recently used dropped 
 _cache: OrderedDict[tuple, Executable] = OrderedDict()
 _lock = threading.Lock()
 stats = {"compiles": 0, "calls": 0}
+
+
+def _forget_programs() -> None:
+    with _lock:
+        _cache.clear()
+
+
+on_new_backend.append(_forget_programs)  # keyed by device id, which a new client reuses
 
 
 def install() -> None:

@@ -271,10 +271,34 @@ def loggamma(x: Any) -> Any:
     return jnp.where(x > _const(x, 0), lax.lgamma(x), _const(x, np.nan))
 
 
+# Stirling's series for lgamma's remainder, del(x) = lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2)
+# = sum_k B_2k / (2k (2k - 1) x^(2k-1)), enough terms for float64 from x >= 8 on.
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360)
+
+
+def _stirling_del(x: Any) -> Any:
+    t = _const(x, 1) / x
+    t2 = t * t
+    acc = _const(x, _STIRLING[-1])
+    for c in _STIRLING[-2::-1]:
+        acc = acc * t2 + _const(x, c)
+    return acc * t
+
+
 def betaln(a: Any, b: Any) -> Any:
-    """``log |B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``."""
+    """``log |B(a, b)|``: ``gammaln(a) + gammaln(b) - gammaln(a + b)`` while ``max(a, b) < 8``; beyond,
+    ``gammaln(b) - gammaln(a + b)`` from Stirling's series, in which the large terms cancel exactly (the
+    plain difference loses every digit once ``b`` dwarfs ``a``: ``betaln(1, 1e30)`` must be ``-log(1e30)``)."""
     a, b = _inexact("betaln", a, b)
-    return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    a, b = jnp.minimum(a, b), jnp.maximum(a, b)
+    small = b < _const(b, 8)
+    by_lgamma = lax.lgamma(a) + (lax.lgamma(b) - lax.lgamma(a + b))
+    bs = jnp.where(small, _const(b, 8), b)  # the unused branch stays finite, and so do its derivatives
+    as_ = jnp.where(small, _const(a, 1), a)
+    # gammaln(b) - gammaln(a + b) = -a (log b - 1) - (a + b - 1/2) log1p(a / b) + del(b) - del(a + b)
+    ratio = (_stirling_del(bs) - _stirling_del(as_ + bs)) - as_ * (lax.log(bs) - _const(b, 1))
+    by_series = lax.lgamma(as_) + (ratio - (as_ + (bs - _const(b, 0.5))) * lax.log1p(as_ / bs))
+    return jnp.where(small, by_lgamma, by_series)
 
 
 def beta(a: Any, b: Any) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO
 from ftrans.experimental.sparse.bcsr import BCSR
 
-__all__ = ["sparsify"]
+__all__ = ["sparsify", "sparsify_raw", "SparsifyEnv", "SparsifyValue", "arrays_to_spvalues", "spvalues_to_arrays"]
 
 
 def _is_sparse(x: Any) -> bool:
@@ -194,7 +194,14 @@ def _add(lhs: Any, rhs: Any, *, negate: bool = False) -> Any:
         idx = jnp.concatenate([_bcoo._broadcast_batch(a.indices, batch),
                                _bcoo._broadcast_batch(b.indices, batch)], nb)
         return BCOO((data, idx), shape=a.shape)
-    # sparse + dense: the result is dense.
+    # sparse + dense: the result is dense, but only when the dense operand already has the result's shape.
+    sp, dn = (lhs, rhs) if _is_sparse(lhs) else (rhs, lhs)
+    if np.shape(dn) != np.broadcast_shapes(sp.shape, np.shape(dn)):
+        raise NotImplementedError(
+            f"Addition between a sparse array X and a dense array Y is not implemented when the output shape is "
+            f"larger than Y.shape (X: {tuple(sp.shape)}, Y: {np.shape(dn)}). This is to prevent silent densification "
+            "of a large sparse array. If this is your intent, you can explicitly cast the sparse array to a dense "
+            "matrix.")
     lhs = _as_bcoo(lhs).todense() if _is_sparse(lhs) else lhs
     rhs = _as_bcoo(rhs).todense() if _is_sparse(rhs) else rhs
     return lhs - rhs if negate else lhs + rhs
@@ -417,3 +424,138 @@ _RULES.update({"dynamic_slice": _dynamic_slice, "conv_general_dilated": _conv})
 
 def _getitem(x: Any, idx: Any) -> Any:
     return sparsify(lambda a: a[idx])(x)
+
+
+# The lower-level interface JAX exposes beside ``sparsify``: arrays named by positions in a shared list of
+# buffers (``SparsifyEnv``), so two sparse values can share one indices buffer, which the sparse rules then
+# recognise as the same sparsity pattern (``x + y`` adds the data instead of concatenating).
+
+
+class SparsifyValue(NamedTuple):
+    """A dense or sparse array as positions in a ``SparsifyEnv``'s buffers: ``indices_ref`` None is dense;
+    ``indptr_ref`` set is BCSR."""
+
+    shape: tuple
+    data_ref: int | None
+    indices_ref: int | None = None
+    indptr_ref: int | None = None
+    indices_sorted: bool | None = False
+    unique_indices: bool | None = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_sparse(self) -> bool:
+        return self.indices_ref is not None
+
+    def is_dense(self) -> bool:
+        return self.indices_ref is None
+
+    def is_bcoo(self) -> bool:
+        return self.is_sparse() and self.indptr_ref is None
+
+    def is_bcsr(self) -> bool:
+        return self.is_sparse() and self.indptr_ref is not None
+
+
+class SparsifyEnv:
+    """The buffers that ``SparsifyValue``s point into (several values may share one)."""
+
+    def __init__(self, bufs: Any = ()):
+        self._buffers = list(bufs)
+
+    def _push(self, arr: Any) -> int:
+        import ftrans.numpy as jnp
+
+        self._buffers.append(jnp.asarray(arr))
+        return len(self._buffers) - 1
+
+    def _get(self, ref: int | None, what: str) -> Any:
+        if ref is None:
+            raise ValueError(f"SparsifyEnv: this value has no {what} buffer ({what}_ref is None)")
+        return self._buffers[ref]
+
+    def data(self, spvalue: SparsifyValue) -> Any:
+        return self._get(spvalue.data_ref, "data")
+
+    def indices(self, spvalue: SparsifyValue) -> Any:
+        return self._get(spvalue.indices_ref, "indices")
+
+    def indptr(self, spvalue: SparsifyValue) -> Any:
+        return self._get(spvalue.indptr_ref, "indptr")
+
+    def dense(self, data: Any) -> SparsifyValue:
+        """A new dense value holding ``data``."""
+        return SparsifyValue(np.shape(data), self._push(data))
+
+    def sparse(self, shape: Any, data: Any = None, indices: Any = None, indptr: Any = None, *,
+               data_ref: int | None = None, indices_ref: int | None = None, indptr_ref: int | None = None,
+               indices_sorted: bool = False, unique_indices: bool = False) -> SparsifyValue:
+        """A new sparse value: each buffer given either as an array (added) or as the position of one already
+        here (shared)."""
+
+        def ref(arr: Any, r: int | None, what: str, required: bool) -> int | None:
+            if arr is not None:
+                if r is not None:
+                    raise ValueError(f"SparsifyEnv.sparse: give {what} or {what}_ref, not both")
+                return self._push(arr)
+            if r is None:
+                if required:
+                    raise ValueError(f"SparsifyEnv.sparse: {what} or {what}_ref is required")
+                return None
+            if not 0 <= r < len(self._buffers):
+                raise ValueError(f"SparsifyEnv.sparse: {what}_ref={r} is not one of the {len(self._buffers)} buffers")
+            return r
+
+        d = ref(data, data_ref, "data", True)
+        i = ref(indices, indices_ref, "indices", True)
+        p = ref(indptr, indptr_ref, "indptr", False)
+        return SparsifyValue(tuple(shape), d, i, p, indices_sorted=indices_sorted, unique_indices=unique_indices)
+
+
+def _is_spvalue(x: Any) -> bool:
+    return isinstance(x, SparsifyValue)
+
+
+def arrays_to_spvalues(spenv: SparsifyEnv, args: Any) -> Any:
+    """A pytree of (BCOO, BCSR or dense) arrays as the same pytree of ``SparsifyValue``s in ``spenv``."""
+
+    def one(a: Any) -> SparsifyValue:
+        if isinstance(a, BCSR):
+            return spenv.sparse(a.shape, a.data, a.indices, a.indptr, indices_sorted=a.indices_sorted,
+                                unique_indices=a.unique_indices)
+        if isinstance(a, BCOO):
+            return spenv.sparse(a.shape, a.data, a.indices, indices_sorted=a.indices_sorted,
+                                unique_indices=a.unique_indices)
+        return spenv.dense(a)
+
+    return tree_util.tree_map(one, args, is_leaf=_is_sparse)
+
+
+def spvalues_to_arrays(spenv: SparsifyEnv, spvalues: Any) -> Any:
+    """The inverse of ``arrays_to_spvalues``: values sharing a buffer get the very same array object."""
+
+    def one(v: SparsifyValue) -> Any:
+        if v.is_bcsr():
+            return BCSR((spenv.data(v), spenv.indices(v), spenv.indptr(v)), shape=v.shape,
+                        indices_sorted=bool(v.indices_sorted), unique_indices=bool(v.unique_indices))
+        if v.is_bcoo():
+            return BCOO((spenv.data(v), spenv.indices(v)), shape=v.shape, indices_sorted=bool(v.indices_sorted),
+                        unique_indices=bool(v.unique_indices))
+        return spenv.data(v)
+
+    return tree_util.tree_map(one, spvalues, is_leaf=_is_spvalue)
+
+
+def sparsify_raw(f: Callable) -> Callable:
+    """``f`` on ``SparsifyValue``s: ``sparsify_raw(f)(spenv, *spvalues, **params)`` returns the flat list of the
+    result's values (their buffers added to ``spenv``) and the result's tree structure."""
+
+    def wrapped(spenv: SparsifyEnv, *spvalues: SparsifyValue, **params: Any) -> tuple[list, Any]:
+        args = spvalues_to_arrays(spenv, spvalues)
+        out = sparsify(f)(*args, **params)
+        leaves, out_tree = tree_util.tree_flatten(out, is_leaf=_is_sparse)
+        return list(arrays_to_spvalues(spenv, leaves)), out_tree
+
+    return wrapped
