@@ -32,6 +32,16 @@ _CHILD = textwrap.dedent("""
     d = ftrans.device_put(np.arange(3.0, dtype=np.float32))
     np.testing.assert_allclose(np.asarray(jnp.sum(d * 2)), 6.0)
     assert [x.id for x in ftrans.devices()] == [x.id for x in jax.devices()]
+    # an eager stack of factorizations runs a compiled program from its second call: a new one on the new client
+    from ftrans.lowering import device_eager
+    a = np.eye(3, dtype=np.float32)[None].repeat(9, 0) * 2
+    for _ in range(2):
+        q = np.asarray(jnp.linalg.qr(a)[1])
+    assert device_eager.host_stats["compiles"] >= 1
+    ftrans.clear_backends()
+    assert not device_eager._host_cache and not device_eager._host_device
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(jnp.linalg.qr(a)[1]), q)
     print("ok")
 """)
 

@@ -37,8 +37,9 @@ stats = {"compiles": 0, "calls": 0}
 
 
 def _forget_programs() -> None:
-    with _lock:
-        _cache.clear()
+    # (the host-stack programs below and their CPU device belong to the old client too)
+    clear()
+    _host_device.clear()
 
 
 on_new_backend.append(_forget_programs)  # keyed by device id, which a new client reuses
