@@ -87,4 +87,5 @@ def test_scaled_dot_general_gradients_and_fallback():
     assert gx.shape == x.shape and gy.shape == y.shape
     np.testing.assert_allclose(gx, wx, rtol=0.1, atol=1.0)
     # no configs: lax.dot_general
-    np.testing.assert_allclose(fnn.scaled_dot_general(x, y, dn), jax.nn.scaled_dot_general(x, y, dn), rtol=1e-5)
+    np.testing.assert_allclose(fnn.scaled_dot_general(x, y, dn), jax.nn.scaled_dot_general(x, y, dn), rtol=1e-5,
+                               atol=1e-5)
