@@ -115,3 +115,30 @@ def test_control_flow_bodies_keep_the_jitted_functions_frame():
     adds = list(_ops(m, "stablehlo.add"))
     assert adds and all(".cond_test" in str(a.location) for a in adds)
     np.testing.assert_equal(np.asarray(cond_test(3)), 4)
+
+
+def test_equations_from_one_helper_called_from_two_lines_record_each_caller():
+    # (current_source_info reuses the callers of the previous equation while its calling frame is at the same
+    # instruction: a helper called from another line must get that line, and a loop's calls theirs)
+    def helper(x):
+        return x * 2.0 + 1.0
+
+    def outer(x):
+        a = helper(x)
+        b = helper(a)
+        for _ in range(2):
+            b = helper(b)
+        return b
+
+    eqns = ftrans.make_jaxpr(outer)(1.0).jaxpr.eqns
+    src = inspect.getsourcelines(outer)[1]
+    callers = [[ln for code, ln in _caller_lines(e) if code == "outer"] for e in eqns]
+    assert [c[0] - src for c in callers] == [1, 1, 2, 2, 4, 4, 4, 4]
+    # the same in a nested function's trace (its own boundary)
+    eqns = ftrans.make_jaxpr(lambda x: ftrans.jit(outer)(x) + 1.0)(1.0).jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns
+    assert [[ln for code, ln in _caller_lines(e) if code == "outer"][0] - src for e in eqns] == [1, 1, 2, 2, 4, 4, 4, 4]
+
+
+def _caller_lines(eqn):
+    """(function name, line) of an equation's recorded frames, innermost first."""
+    return [(f.function_name.rsplit(".", 1)[-1], f.line_num) for f in eqn.source_info.traceback.frames]

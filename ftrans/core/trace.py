@@ -112,6 +112,8 @@ class _TraceState(threading.local):
         # The frame of the ``stage`` tracing the innermost ``jit`` or ``make_jaxpr``: an equation records
         # the user's frames up to it (``SourceInfo.callers``; None: the innermost frame only).
         self.tb_boundary: Any = None
+        # ``(calling frame, its lasti, boundary, callers)`` of the last equation recorded (current_source_info).
+        self.callers_cache: Any = None
         # ``set_xla_metadata``'s attributes in effect (sorted ``(name, text)`` pairs), recorded on equations.
         self.xla_metadata: tuple = ()
         # Set by ``jit`` while it stages a program (None otherwise, and while ``make_jaxpr``
@@ -844,8 +846,22 @@ def current_source_info() -> SourceInfo | None:
         return None
     code = f.f_code
     boundary = st.tb_boundary
+    if boundary is None:
+        callers = ()
+    else:
+        # Equations staged one after another from the same user function share their callers: the calling
+        # frame, still at the same instruction, has the same frames outside it (one walk per call site, not
+        # per equation; the cache holds only frames that are live while the trace runs, and ``stage`` drops it).
+        back = f.f_back
+        cached = st.callers_cache
+        if cached is not None and cached[0] is back and cached[2] is boundary and back is not None \
+                and cached[1] == back.f_lasti:
+            callers = cached[3]
+        else:
+            callers = user_callers(back, boundary)
+            st.callers_cache = (back, None if back is None else back.f_lasti, boundary, callers)
     return SourceInfo(code.co_filename, f.f_lineno, code.co_name, st.name_stack, code, f.f_lasti,
-                      () if boundary is None else user_callers(f.f_back, boundary), st.xla_metadata)
+                      callers, st.xla_metadata)
 
 
 _CALLER_SKIP = _LIBRARY_DIRS + errors.STDLIB_DIRS
@@ -1179,6 +1195,7 @@ def stage(fun, in_avals: list[ShapedArray], boundary: bool = False) -> tuple[Clo
     finally:
         st.name_stack = outer_names
         st.tb_boundary, st.site_override = outer_boundary, outer_site
+        st.callers_cache = None
         builder.release()
     return ClosedJaxpr(jaxpr, consts), consts
 
