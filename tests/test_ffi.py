@@ -251,7 +251,7 @@ def test_64_bit_results_declared_with_shape_dtype_struct_stay_64_bit():
 
     def fun(lib):
         return lambda: lib.ffi.ffi_call("test", lib.ShapeDtypeStruct((), np.int64))()
-    assert "@main() -> tensor<i64>" in ftrans.jit(fun(ftrans)).lower().as_text()
+    assert '@main() -> (tensor<i64> {jax.result_info = "result"})' in ftrans.jit(fun(ftrans)).lower().as_text()
     assert "tensor<i64>" in jax.jit(fun(jax)).lower().as_text()
     sds = ftrans.ShapeDtypeStruct((3,), np.int64)
     assert ftrans.eval_shape(lambda x: x + 1, sds).dtype == jax.eval_shape(

@@ -142,3 +142,16 @@ def test_equations_from_one_helper_called_from_two_lines_record_each_caller():
 def _caller_lines(eqn):
     """(function name, line) of an equation's recorded frames, innermost first."""
     return [(f.function_name.rsplit(".", 1)[-1], f.line_num) for f in eqn.source_info.traceback.frames]
+
+
+def test_lowered_module_is_jit_name_with_result_info_as_jax():
+    def g(x):
+        return {"a": x, "b": (x * 2.0, x)}
+
+    ours, theirs = ftrans.jit(g).lower(1.0).as_text(), jax.jit(g).lower(1.0).as_text()
+    head = [t.splitlines()[0].split(" attributes")[0] for t in (ours, theirs)]
+    assert head[0] == head[1] == "module @jit_g"
+    infos = [[line for line in t.split('"') if line.startswith("result")] for t in (ours, theirs)]
+    assert infos[0] == infos[1] == ["result['a']", "result['b'][0]", "result['b'][1]"]
+    out = ftrans.jit(g).lower(1.0).compile()(3.0)
+    assert float(out["b"][0]) == 6.0

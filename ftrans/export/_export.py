@@ -412,11 +412,9 @@ def _labelled_main(main: str, arg_names: Sequence[str], first: int = 0) -> str:
 
 def _result_infos(out_tree: Any, out_avals: Sequence[Any]) -> list:
     """``jax.result_info`` of each result leaf: its place in the result (``result``, ``result[0]``, ...)."""
-    try:  # rebuilt on the abstract values (a registered node may look at its children)
-        paths = [p for p, _ in tree_util.tree_flatten_with_path(tree_util.tree_unflatten(out_tree, out_avals))[0]]
-    except Exception:  # a node that cannot be rebuilt so: results named by position
-        paths = [(tree_util.SequenceKey(i),) for i in range(out_tree.num_leaves)]
-    return [f"jax.result_info = {_mlir_str('result' + tree_util.keystr(tuple(p)))}" for p in paths]
+    from ftrans.lowering.lower import result_info_attrs
+
+    return result_info_attrs(out_tree, out_avals)
 
 
 def _join_attrs(*parts: str) -> str:

@@ -455,15 +455,34 @@ def _sanitize(name: str) -> str:
 
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
-                donated_args: Sequence[bool] = (), platform: str = "cpu", outer_frames: tuple = ()) -> str:
+                donated_args: Sequence[bool] = (), platform: str = "cpu", outer_frames: tuple = (),
+                module_name: str | None = None, result_attrs: Sequence[str] = ()) -> str:
     """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments.
 
     ``outer_frames``: the user's frames the program is lowered from (``(code, lasti)``, innermost first),
-    which end every location of ``main`` (``Traced.lower``'s, as JAX's)."""
-    m = ModuleLowering(name, num_partitions, platform=platform)
+    which end every location of ``main`` (``Traced.lower``'s, as JAX's).  ``module_name``: the module's
+    symbol (default ``name``; ``Traced.lower`` gives JAX's ``jit_<name>``); ``result_attrs``: ``main``'s
+    result attributes (``jax.result_info``)."""
+    m = ModuleLowering(module_name or name, num_partitions, platform=platform, scope=f"jit({name})")
     m.outer_frames = tuple(outer_frames)
-    m.function(jaxpr, "main", public=True, donated_args=donated_args)
+    m.function(jaxpr, "main", public=True, donated_args=donated_args, result_attrs=result_attrs)
     return m.text()
+
+
+def result_info_attrs(out_tree: Any, out_avals: Sequence[Any]) -> list[str]:
+    """``jax.result_info`` of each result leaf: its place in the result (``result``, ``result['a'][0]``), as
+    JAX writes on ``main``'s results."""
+    from ftrans.core import pytrees as tree_util
+
+    try:  # rebuilt on the abstract values (a registered node may look at its children)
+        paths = [p for p, _ in tree_util.tree_flatten_with_path(tree_util.tree_unflatten(out_tree, out_avals))[0]]
+    except Exception:  # a node that cannot be rebuilt so: results named by position
+        paths = [(tree_util.SequenceKey(i),) for i in range(out_tree.num_leaves)]
+    out = []
+    for p in paths:
+        text = "result" + tree_util.keystr(tuple(p))
+        out.append('jax.result_info = "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return out
 
 
 # ----------------------------------------------------------------------------

@@ -1835,7 +1835,7 @@ class Traced:
         ``Traced.lower`` does: the module can be read (``as_text``) but compiles only for a
         device of that platform.
         """
-        from ftrans.lowering.lower import lower_jaxpr
+        from ftrans.lowering.lower import lower_jaxpr, result_info_attrs
 
         for c in self.jaxpr.consts:
             if isinstance(c, ShapeDtypeStruct):
@@ -1851,8 +1851,13 @@ class Traced:
         donated = (False,) * n_consts + tuple(donate) if any(donate) else ()
         # The module's locations end with the user's frames that lowered it (JAX's outer traceback);
         # only here: a program compiled on call keeps a text that is the same wherever it is called from.
+        # (as JAX's: the module is ``jit_<name>`` and each result says where it sits in the output)
+        outs = program.jaxpr.outvars
+        infos = result_info_attrs(self.out_tree, [v.aval for v in outs]) \
+            if getattr(self.out_tree, "num_leaves", -1) == len(outs) else ()
         text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform,
-                           outer_frames=_trace.user_callers(sys._getframe()))
+                           outer_frames=_trace.user_callers(sys._getframe()),
+                           module_name=f"jit_{self._owner.__name__}", result_attrs=infos)
         return Lowered(self, text, platform)
 
 
