@@ -766,7 +766,8 @@ class _HostBlasThreads:
                     import threadpoolctl
 
                     self._controller = threadpoolctl.ThreadpoolController()
-                want = max(1, (os.cpu_count() or 1) - 1)
+                cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+                want = max(1, (cpus or 1) - 1)
                 blas = self._controller.select(user_api="blas")
                 if any(info.get("num_threads", 0) > want for info in blas.info()):
                     self._limited = blas.limit(limits=want)
