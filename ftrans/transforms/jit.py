@@ -765,7 +765,9 @@ class _HostBlasThreads:
                 if self._controller is None:
                     import threadpoolctl
 
-                    self._controller = threadpoolctl.ThreadpoolController()
+                    with warnings.catch_warnings():  # e.g. its note on two OpenMP runtimes: not the user's concern here
+                        warnings.simplefilter("ignore")
+                        self._controller = threadpoolctl.ThreadpoolController()
                 cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
                 want = max(1, (cpus or 1) - 1)
                 blas = self._controller.select(user_api="blas")
