@@ -303,3 +303,34 @@ def test_threads_share_one_background_compile(gate):
     gate.set()
     _wait_compiled(f)
     assert f.cache_info()["size"] == 1
+
+
+def test_host_blas_leaves_a_core_to_the_compile_and_is_restored(gate, monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import os
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("no BLAS threadpoolctl can see")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    want = max(1, (cpus or 1) - 1)
+    seen = []
+    real = J._host_evaluate
+
+    def spy(*args):
+        seen.append(blas_threads())
+        return real(*args)
+
+    monkeypatch.setattr(J, "_host_evaluate", spy)
+    f = ftrans.jit(lambda a, b: jnp.tanh(a @ b), background_compilation=True)
+    a = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
+    got = f(a, a)
+    np.testing.assert_allclose(np.asarray(got), np.tanh(a @ a), rtol=2e-5, atol=2e-5)
+    assert seen and all(n <= max(want, b) and (b <= want or n == want) for n, b in zip(seen[0], before))
+    assert blas_threads() == before  # restored once the host answer is out
+    gate.set()
+    _wait_compiled(f)
+    assert blas_threads() == before

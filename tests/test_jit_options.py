@@ -214,6 +214,43 @@ def test_default_options_are_part_of_the_cache_keys():
     assert X.disk_text_of("m", X.with_default_options((), "cpu")) != X.disk_text_of("m", ())
 
 
+def test_ynnpack_fusions_off_per_jit_is_its_own_executable(monkeypatch):
+    """docs/compilation_cache.md's recipe: XLA's CPU YNNPACK fusions turned off for one jit, through the
+    compile options (no XLA_FLAGS); the result is jax's and the option keys its own executable."""
+    from ftrans.lowering import executable as X
+
+    monkeypatch.setattr(ftrans.config, "enable_compilation_cache", False)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    ws = [(rng.standard_normal((32, 32)) / 6).astype(np.float32) for _ in range(3)]
+
+    def loss(ws, x):
+        for w in ws:
+            x = jnp.tanh(x @ w)
+        return jnp.sum(x)
+
+    def jloss(ws, x):
+        for w in ws:
+            x = jjnp.tanh(x @ w)
+        return jjnp.sum(x)
+
+    want = jax.jit(jax.grad(jloss))(ws, x)
+    off = {"xla_cpu_experimental_ynn_fusion_type": ""}
+    g = ftrans.grad(loss)
+    try:  # one line: the module texts (their locations included) are the same
+        c_off, c_def = [ftrans.jit(g, compiler_options=o).lower(ws, x).compile() for o in (off, None)]
+    except errors.CompilerOptionError:
+        pytest.skip("this XLA has no xla_cpu_experimental_ynn_fusion_type")
+    for got in (c_off(ws, x), c_def(ws, x)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+    assert c_off._exe.text == c_def._exe.text
+    keys = [k for k in X._xla_cache if k[0] == c_off._exe.text]
+    assert len({k[3] for k in keys}) == 2  # one module text, two option sets: two executables
+    assert X.disk_text_of("m", X.with_default_options(tuple(off.items()), "cpu")) != \
+        X.disk_text_of("m", X.with_default_options((), "cpu"))
+
+
 # ------------------------------------------- argument-name/number validation (JAX's rules)
 def _f3(a, b, c):
     return a

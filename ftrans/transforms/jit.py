@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import sys
 import threading
 import time
@@ -737,6 +738,66 @@ class _BackgroundJob:
         self.ready = threading.Event()
         self.error: BaseException | None = None
         self.host_calls = 0
+
+
+class _HostBlasThreads:
+    """While XLA compiles in a background thread, the host interpreter's BLAS (NumPy's matmuls) uses one
+    core fewer than the machine has, so that its worker threads do not spin against the compile.
+
+    On the 2-cpu benchmark machine a 128x784x512 float32 matmul took 46-80 ms with OpenBLAS's default
+    two threads while a compile ran and 1 ms with one (benchmarks/README.md, ``first_result.py``).
+    Uses threadpoolctl when it is installed (it is not a dependency; without it nothing changes).
+    Nested and concurrent host answers share one limit: the first sets it, the last restores it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._controller: Any = None  # threadpoolctl's controller, made once (it scans the loaded libraries)
+        self._limited: Any = None
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._depth += 1
+            if self._depth > 1:
+                return
+            try:
+                if self._controller is None:
+                    import threadpoolctl
+
+                    with warnings.catch_warnings():  # e.g. its note on two OpenMP runtimes: not the user's concern here
+                        warnings.simplefilter("ignore")
+                        self._controller = threadpoolctl.ThreadpoolController()
+                cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+                want = max(1, (cpus or 1) - 1)
+                blas = self._controller.select(user_api="blas")
+                if any(info.get("num_threads", 0) > want for info in blas.info()):
+                    self._limited = blas.limit(limits=want)
+            except Exception:  # noqa: BLE001  no threadpoolctl, or a BLAS it cannot drive: leave the threads alone
+                self._controller = self._controller or False
+                self._limited = None
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._limited is not None:
+                limited, self._limited = self._limited, None
+                with contextlib.suppress(Exception):
+                    limited.restore_original_limits()
+
+    @contextlib.contextmanager
+    def limited(self) -> Iterator[None]:
+        if self._controller is False:  # threadpoolctl missing or unusable
+            yield
+            return
+        self._enter()
+        try:
+            yield
+        finally:
+            self._exit()
+
+
+_host_blas = _HostBlasThreads()
 
 
 def _host_evaluate(closed: ClosedJaxpr, leaves: list, avals: list) -> list:
@@ -1582,7 +1643,8 @@ class JitWrapped:
         if job.ready.is_set() or job.closed is None:
             return _COMPILED
         try:
-            outs = _host_evaluate(job.closed, leaves, avals)
+            with _host_blas.limited():  # the compile thread gets a core of its own
+                outs = _host_evaluate(job.closed, leaves, avals)
         except NotImplementedError:  # a primitive without a host rule: the executable answers
             job.answered.set()
             job.ready.wait()
