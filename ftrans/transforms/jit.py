@@ -746,7 +746,7 @@ class _HostBlasThreads:
 
     On the 2-cpu benchmark machine a 128x784x512 float32 matmul took 46-80 ms with OpenBLAS's default
     two threads while a compile ran and 1 ms with one (benchmarks/README.md, ``first_result.py``).
-    Uses threadpoolctl when it is installed (it is not a dependency; without it nothing changes).
+    Uses threadpoolctl (a dependency; if it is missing or cannot drive the BLAS, nothing changes).
     Nested and concurrent host answers share one limit: the first sets it, the last restores it.
     """
 
