@@ -22,7 +22,6 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.prims import sorting as So
 from ftrans.core.shape_poly import is_symbolic_dim
-from ftrans.errors import FtransNotImplementedError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 from ftrans.lowering.rules.reductions import body_op, compare, identity
@@ -105,11 +104,11 @@ def _top_k(ctx: LoweringContext, x, *, k, axis):
         x = ctx.emit1("stablehlo.transpose", [x], mt.tensor_type(swapped(a.shape), a.dtype),
                       {"permutation": mt.i64_array(perm)})
     types = [mt.tensor_type(swapped(o.shape), o.dtype) for o in (vals, idx)]
-    if is_symbolic_dim(k):  # JAX's dynamic form (stablehlo.dynamic_top_k) is not made static by ftrans's refinement
-        raise FtransNotImplementedError(
-            f"shape polymorphism: top_k with the symbolic k = {k} is not supported by ftrans yet (a symbolic operand "
-            "size with a constant k is)")
-    outs = ctx.emit("chlo.top_k", [x], types, {"k": f"{int(k)} : i64"})
+    if is_symbolic_dim(k):  # JAX's dynamic form: k as an operand, made ``chlo.top_k`` by shape refinement at a call
+        outs = ctx.emit("stablehlo.custom_call", [x, ctx.fn.dim_value(k)], types, {
+            "api_version": "2 : i32", "call_target_name": '"stablehlo.dynamic_top_k"'})
+    else:
+        outs = ctx.emit("chlo.top_k", [x], types, {"k": f"{int(k)} : i64"})
     if axis != last:
         outs = [ctx.emit1("stablehlo.transpose", [o], mt.aval_type(av), {"permutation": mt.i64_array(perm)})
                 for o, av in zip(outs, (vals, idx))]
