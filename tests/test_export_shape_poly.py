@@ -361,16 +361,9 @@ def test_private_functions_take_dimension_arguments():
     np.testing.assert_array_equal(np.asarray(fexp.call(x[:, :3])), np.full(2, 27.0, np.float32))
 
 
-def test_what_random_and_top_k_do_not_support_names_it():
+def test_permutation_of_a_symbolic_size_names_what_it_lacks():
     key = np.array([0, 42, 1, 5], np.uint32)
     x = np.zeros((3, 8), np.float32)
-    with pytest.raises(FtransNotImplementedError, match=r"rng_bit_generator \(the rbg and unsafe_rbg PRNGs\)"):
-        export.export(ftrans.jit(lambda k, x: ftrans.random.uniform(ftrans.random.wrap_key_data(k, impl="rbg"),
-                                                                    x.shape)))(
-            *export.symbolic_args_specs((key, x), [None, "b, 8"]))
     with pytest.raises(NotImplementedError, match="`permutation` or `shuffle` for arrays of non-constant size: b"):
         export.export(ftrans.jit(lambda k, x: ftrans.random.permutation(ftrans.random.wrap_key_data(k[:2]), x)))(
             *export.symbolic_args_specs((key, x), [None, "b, 8"]))
-    with pytest.raises(FtransNotImplementedError, match="top_k with the symbolic k = b"):
-        export.export(ftrans.jit(lambda x: ftrans.lax.top_k(x, x.shape[0])))(
-            *export.symbolic_args_specs((x,), "b, 8*b"))

@@ -655,6 +655,10 @@ def _atom_bounds(a: Atom, scope: SymbolicScope, depth: int = 0) -> tuple[float, 
         elo, ehi = _bounds(a.args[0], scope, depth + 1)
         d = a.args[1]
         return max(lo, elo // d if elo != -_INF else -_INF), min(hi, ehi // d if ehi != _INF else _INF)
+    if a.kind == "floordiv" and not isinstance(a.args[1], DimExpr) and a.args[1] < 0:  # decreasing in x
+        elo, ehi = _bounds(a.args[0], scope, depth + 1)
+        d = a.args[1]
+        return max(lo, ehi // d if ehi != _INF else -_INF), min(hi, elo // d if elo != -_INF else _INF)
     if (a.kind == "floordiv" and isinstance(a.args[1], DimExpr) and depth < 3
             and _bounds(a.args[1], scope, depth + 1)[0] >= 1):  # x // d with d >= 1 lies in [min(x, 0), x or -1]
         elo, ehi = _bounds(a.args[0], scope, depth + 1)
@@ -953,19 +957,31 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
                            f"the specification '{d}' (= {evaluate(d, env)})")
     scope = next((d.scope for s in specs for d in s if isinstance(d, DimExpr)), None)
     if scope is not None and not any(is_poly_shape(s) for s in shapes):
+        for (v, p), (rhs, k) in [(m[0], r) for m, r in scope._eq.items() if len(m) == 1]:
+            if isinstance(v, str) and p == 1 and v not in env:  # a variable an equality rewrote away
+                try:
+                    env[v] = evaluate(rhs, env) // k
+                except KeyError:
+                    pass
         for c, (kind, f) in zip(scope.constraints_str, _constraint_facts(scope)):
-            v = evaluate(f, env)
+            try:
+                v = evaluate(f, env)
+            except KeyError:  # a variable no argument's shape determines
+                continue
             if v < 0 or (kind == "==" and v != 0):
-                raise fail(f"Input shapes do not match the symbolic shape constraint {c}")
+                raise fail(f"Input shapes do not match the symbolic shape constraint {c}. Expected '{f}' to be "
+                           f"{'equal' if kind == '==' else 'greater or equal'} to 0, but found {v}")
     return env
 
 
 def _constraint_facts(scope: SymbolicScope) -> list:
-    """Each constraint as ``(kind, e)``: ``e`` must be >= 0 (kind ``>=``) or 0 (kind ``==``)."""
+    """Each constraint as ``(kind, e)``: ``e`` must be >= 0 (kind ``>=``) or 0 (kind ``==``) (parsed without the
+    scope's equality constraints, which would rewrite an equality's two sides to the same expression)."""
     out = []
+    plain = SymbolicScope()
     for c in scope.constraints_str:
         m = re.fullmatch(r"(.*?)(>=|<=|==)(.*)", c.strip())
-        lhs, rhs = parse_dim(m.group(1), scope), parse_dim(m.group(3), scope)
+        lhs, rhs = parse_dim(m.group(1), plain), parse_dim(m.group(3), plain)
         out.append(("==", lhs - rhs) if m.group(2) == "==" else (">=", lhs - rhs if m.group(2) == ">=" else rhs - lhs))
     return out
 

@@ -32,7 +32,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import DimExpr, as_dim
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
+from ftrans.errors import FtransTypeError, FtransValueError, InconclusiveDimensionOperation, user_stacklevel
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
@@ -204,11 +204,20 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
         raise FtransTypeError(f"{name}: can only specify one unknown dimension (-1), got {new}")
     if -1 in new:
         known = math.prod(d for d in new if d != -1)
-        if known == 0 or total % known:
+        size = None if known == 0 or total % known else total // known
+        if size is None and known != 0 and not isinstance(total, int):
+            # symbolic: divided by -known, as JAX divides (an equality constraint may name that quotient)
+            q, r = divmod(total, -known)
+            size = -q if r == 0 else None
+        if size is None and known != 0 and not isinstance(total, int):  # JAX's error for symbolic sizes
+            raise InconclusiveDimensionOperation(
+                f"Cannot divide evenly the sizes of shapes {tuple(old)} and {tuple(new)}. The remainder "
+                f"{divmod(total, -known)[1]} should be 0.")
+        if size is None:
             raise FtransTypeError(
                 f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new}"
             )
-        new = tuple(total // known if d == -1 else d for d in new)
+        new = tuple(size if d == -1 else d for d in new)
     if any(d < 0 for d in new) or math.prod(new) != total:
         raise FtransTypeError(
             f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new} "

@@ -16,7 +16,6 @@ from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import is_poly_shape
-from ftrans.errors import FtransNotImplementedError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
