@@ -566,7 +566,8 @@ def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
             np.empty(shape_of(ios), np.int8)) > 0):
         if isinstance(ios, Tracer):
             concrete_or_error(ios, f"{name}: the split indices")
-        points = [0] + [_static_int(name, "indices_or_sections", i) for i in ios] + [n]
+        points = [0] + [i if isinstance(i, DimExpr) else _static_int(name, "indices_or_sections", i)
+                        for i in ios] + [n]
         sizes = [b - a for a, b in zip(points, points[1:])]
         if any(s < 0 for s in sizes):
             raise FtransValueError(
@@ -574,6 +575,8 @@ def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
                 f"of size {n} (section sizes would be {sizes})"
             )
         return sizes
+    if isinstance(ios, DimExpr):
+        raise FtransValueError(f"jax.numpy.{name} with a symbolic number of sections is not supported")
     k = _static_int(name, "indices_or_sections", ios)
     if k <= 0:
         raise FtransValueError(f"{name}: the number of sections must be larger than 0, got {k}")
