@@ -45,15 +45,19 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     raise FtransValueError(f"unknown padding {padding!r}; use 'VALID', 'SAME', 'SAME_LOWER' or (low, high) pairs")
 
 
+def _dim(d: Any) -> Any:
+    return d if is_symbolic_dim(d) else int(d)
+
+
 def _params(x: Any, window_dimensions, window_strides, padding, base_dilation, window_dilation) -> dict:
     nd = len(x.shape)
-    wd = tuple(int(d) for d in window_dimensions)
-    ws = tuple(int(d) for d in window_strides) if window_strides is not None else (1,) * nd
+    wd = tuple(_dim(d) for d in window_dimensions)  # (symbolic sizes allowed: shape polymorphism)
+    ws = tuple(_dim(d) for d in window_strides) if window_strides is not None else (1,) * nd
     if isinstance(padding, str):
         pads = padtype_to_pads(x.shape, wd, ws, padding)
     else:
         pads = padding
-    pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+    pads = tuple((_dim(lo), _dim(hi)) for lo, hi in pads)
     bd = tuple(base_dilation) if base_dilation is not None else (1,) * nd
     wdl = tuple(window_dilation) if window_dilation is not None else (1,) * nd
     return dict(window_dimensions=wd, window_strides=ws, padding=pads, base_dilation=bd, window_dilation=wdl)
