@@ -541,6 +541,16 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
 
     def do_export(*args: Any, **kw: Any) -> Exported:
+        stand_in = _stand_in_mesh(tree_util.tree_leaves((args, kw)))
+        if stand_in is None:
+            return do_export_on(*args, **kw)
+        from ftrans.core.sharding import use_mesh
+
+        args, kw = tree_util.tree_map(lambda x: _onto(x, stand_in), (args, kw))
+        with use_mesh(stand_in):
+            return do_export_on(*args, **kw)
+
+    def do_export_on(*args: Any, **kw: Any) -> Exported:
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
@@ -590,6 +600,47 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         return _exported_of(closeds, text, indexed, jitted.__name__, in_tree, out_tree, plats, disabled, sharded)
 
     return do_export
+
+
+def _abstract_sharding(x: Any) -> Any:
+    from ftrans.core.sharding import AbstractMesh, NamedSharding
+
+    s = getattr(x, "sharding", None) if isinstance(x, ShapeDtypeStruct) else None
+    return s if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh) else None
+
+
+def _stand_in_mesh(leaves: list) -> Any:
+    """For arguments laid out over an ``AbstractMesh`` with no mesh of its axes current: a mesh of the first
+    devices of the default backend standing for it while the program is traced and lowered (the module names
+    only the mesh's axes, as JAX's; ftrans traces with devices, so it needs as many as the mesh has)."""
+    from ftrans.core.sharding import AxisType, Mesh, get_mesh
+    from ftrans.devices import local_devices
+
+    am = next((s.mesh for s in map(_abstract_sharding, leaves) if s is not None), None)
+    if am is None:
+        return None
+    cur = get_mesh()
+    if cur is not None and (cur.axis_names, cur.axis_sizes) == (am.axis_names, am.axis_sizes):
+        return None
+    devs = local_devices()
+    if len(devs) < am.size:
+        raise FtransValueError(
+            f"export: the arguments are laid out over {am!r} of {am.size} devices; ftrans traces a partitioned "
+            f"program on devices, and only {len(devs)} are available. Export under a mesh of those axes "
+            "(ftrans.sharding.use_mesh), or on a backend with enough devices")
+    types = tuple(am.axis_types) if am.axis_types else (AxisType.Auto,) * len(am.axis_names)
+    return Mesh(np.array(devs[:am.size], dtype=object).reshape(am.axis_sizes), am.axis_names, axis_types=types)
+
+
+def _onto(x: Any, mesh: Any) -> Any:
+    """``x`` (a ``ShapeDtypeStruct`` laid out over an abstract mesh) laid out over ``mesh``."""
+    from ftrans.core.sharding import NamedSharding
+
+    s = _abstract_sharding(x)
+    if s is None or (s.mesh.axis_names, s.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
+        return x
+    return ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
+                            sharding=NamedSharding(mesh, s.spec, memory_kind=s._memory_kind))
 
 
 def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:

@@ -9,6 +9,7 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (
+    Mesh,
     NamedSharding,
     PartitionSpec,
     Sharding,
@@ -34,6 +35,8 @@ def _resolve(s: Any, what: str) -> Any:
         return NamedSharding(mesh, s)
     if not isinstance(s, Sharding):
         raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
+    if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
+        s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
     return s
 
 
