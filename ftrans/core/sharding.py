@@ -825,11 +825,26 @@ class AbstractDevice:
         return f"AbstractDevice({self._repr()})"
 
 
+@contextmanager
+def arguments_mesh(mesh: Mesh | None) -> Any:
+    """While a partitioned ``jit`` traces its function: the mesh its arguments are laid out over, which stands
+    for an abstract mesh of the same axes when no mesh is current (JAX takes the devices from the arguments)."""
+    stack = _local.__dict__.setdefault("args_meshes", [])
+    stack.append(mesh)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
 def concrete_for(abstract: AbstractMesh) -> Mesh:
     """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding or shard_map over an
     abstract mesh works on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
     cur = get_mesh()
     if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+        arg = (getattr(_local, "args_meshes", None) or [None])[-1]  # a jit's arguments' mesh, as JAX's
+        if arg is not None and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+            return arg
         raise FtransValueError(
             f"A sharding or shard_map over {abstract!r} needs a current mesh with the same axes to take its devices from "
             f"(the current mesh is {cur!r}); enter one with ftrans.sharding.use_mesh / set_mesh, or pass the "
