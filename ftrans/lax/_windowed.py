@@ -31,9 +31,9 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     if kind in ("SAME", "SAME_LOWER"):
         out = []
         for n, w, s in zip(in_shape, window_shape, window_strides):
-            if is_symbolic_dim(n):  # shape polymorphism: the same arithmetic on the dimension expression
+            if is_symbolic_dim(n) or is_symbolic_dim(w):  # shape polymorphism: the same arithmetic, symbolically
                 out_size = -(-n // int(s))
-                total = max_dim(0, (out_size - 1) * int(s) + int(w) - n)
+                total = max_dim((out_size - 1) * int(s) + w - n, 0)
                 lo, hi = total // 2, total - total // 2
                 out.append((hi, lo) if kind == "SAME_LOWER" else (lo, hi))
                 continue

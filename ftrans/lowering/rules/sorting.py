@@ -118,6 +118,10 @@ def _top_k(ctx: LoweringContext, x, *, k, axis):
 # ---------------------------------------------------------------- cumulative reductions
 def _logaddexp_region(ctx: LoweringContext, dtype: np.dtype) -> str:
     """``log(exp(a) + exp(b))`` computed stably; equal arguments (incl. infinities) give ``a + log 2``."""
+    return ctx.fn.region([mt.tensor_type((), dtype)] * 2, _logaddexp_body(dtype))
+
+
+def _logaddexp_body(dtype: np.dtype):
     t = mt.tensor_type((), dtype)
 
     def body(f: mt.FuncEmitter, args: list[str]) -> list[str]:
@@ -131,7 +135,7 @@ def _logaddexp_region(ctx: LoweringContext, dtype: np.dtype) -> str:
         same = f.emit("stablehlo.add", [a, f.constant(np.asarray(np.log(2.0), dtype))], [t])[0]
         return f.emit("stablehlo.select", [compare(f, a, b, dtype, "EQ"), same, general], [t])
 
-    return ctx.fn.region([t, t], body)
+    return body
 
 
 def _cumulative(kind: str):
@@ -144,6 +148,18 @@ def _cumulative(kind: str):
         wide = kind in ("sum", "prod", "logsumexp") and np.dtype(a.dtype) in _HALF
         calc = np.dtype(dtypes.float32) if wide else np.dtype(a.dtype)
         x = ctx.convert(x, a, calc)
+        if is_symbolic_dim(n):  # JAX's dynamic reduce_window: the window spans the symbolic axis
+            from ftrans.lowering.rules.windowed import _dynamic_reduce_window, _reducer_function
+
+            init = ctx.scalar(-np.inf if kind == "logsumexp" else identity(kind, calc), calc)
+            reducer = (_reducer_function(ctx, "logaddexp", calc, _logaddexp_body(calc)) if kind == "logsumexp"
+                       else _reducer_function(ctx, body_op(kind, calc), calc))
+            ones = [1] * a.ndim
+            window, pads = list(ones), [(0, 0)] * a.ndim
+            window[axis], pads[axis] = n, ((0, n - 1) if reverse else (n - 1, 0))
+            y, = _dynamic_reduce_window(ctx, [x], [init], [mt.tensor_type(out.shape, calc)], reducer, window, ones,
+                                        pads, ones, ones)
+            return ctx.convert(y, out.update(dtype=calc), out.dtype)
         if kind == "logsumexp":
             init = ctx.scalar(-np.inf, calc)
             region = _logaddexp_region(ctx, calc)

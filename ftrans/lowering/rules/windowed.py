@@ -58,8 +58,9 @@ def _dynamic_reduce_window(ctx: LoweringContext, operands: list, inits: list, re
         "called_computations": f"[@{reducer}]"})
 
 
-def _reducer_function(ctx: LoweringContext, op: str, dtype: np.dtype) -> str:
-    """A private function ``(a, b) -> op(a, b)`` of scalars of ``dtype``: a dynamic reduce_window's reducer."""
+def _reducer_function(ctx: LoweringContext, op: str, dtype: np.dtype, body=None) -> str:
+    """A private function ``(a, b) -> op(a, b)`` of scalars of ``dtype`` (or ``body(emitter, [a, b])``'s one
+    result, ``op`` then naming it): a dynamic reduce_window's reducer."""
     cache = ctx.module.__dict__.setdefault("_window_reducers", {})
     key = (op, np.dtype(dtype))
     sym = cache.get(key)
@@ -68,7 +69,7 @@ def _reducer_function(ctx: LoweringContext, op: str, dtype: np.dtype) -> str:
         t = mt.tensor_type((), dtype)
         fn = mt.FuncEmitter()
         a, b = fn.argument(t), fn.argument(t)
-        r = fn.emit(op, [a, b], [t])[0]
+        r = body(fn, [a, b])[0] if body is not None else fn.emit(op, [a, b], [t])[0]
         fn.emit("func.return", [r], [])
         ctx.module.private.append(f"  func.func private @{sym}({a}: {t}, {b}: {t}) -> ({t}) {{\n"
                                   + "\n".join(fn.lines) + "\n  }")
