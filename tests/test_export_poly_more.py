@@ -313,3 +313,46 @@ def test_cumulative_reductions_along_a_symbolic_axis_match_jax(op, reverse):
     ef, ej = _export_both(f(ftrans.lax), f(jax.lax), [("2, b", np.float32)])
     for n in (1, 4, 9):
         _same(ef, ej, _f32(2, n) * 0.5, rtol=1e-5)
+
+
+def test_partitioned_program_with_symbolic_shapes_matches_jax():
+    if len(ftrans.devices()) < 4:
+        pytest.skip("needs 4 devices")
+
+    def run(lib, ns, p):
+        mesh = lib.make_mesh((4,), ("a",), axis_types=(lib.sharding.AxisType.Auto,))
+        f = lib.jit(lambda x, y: lib.lax.with_sharding_constraint(x + y, ns(mesh, p("a"))))
+        args = (lib.ShapeDtypeStruct((32, 32), np.float32, sharding=ns(mesh, p(None, "a"))),
+                lib.ShapeDtypeStruct((32, 32), np.float32, sharding=ns(mesh, p("a"))))
+        exp = lib.export.export(f)(*lib.export.symbolic_args_specs(args, shapes_specs=["32, a", "32, a"]))
+        outs = [str(exp.in_avals), exp.nr_devices]
+        for n in (8, 16):
+            a = lib.device_put(np.arange(32 * n, dtype=np.float32).reshape(32, n), ns(mesh, p(None, "a")))
+            b = lib.device_put(np.ones((32, n), np.float32), ns(mesh, p("a")))
+            r = lib.jit(exp.call, out_shardings=ns(mesh, p("a")))(a, b)
+            outs += [np.asarray(r), tuple(r.sharding.spec), np.asarray(exp.call(a, b))]
+        return outs
+
+    from ftrans.sharding import NamedSharding, PartitionSpec
+
+    got = run(ftrans, NamedSharding, PartitionSpec)
+    want = run(jax, jax.sharding.NamedSharding, jax.sharding.PartitionSpec)
+    assert got[:2] == want[:2]
+    for g, w in zip(got[2:], want[2:]):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_constraint_over_explicit_axes_raises_as_jax():
+    if len(ftrans.devices()) < 4:
+        pytest.skip("needs 4 devices")
+    from ftrans.sharding import NamedSharding, PartitionSpec
+
+    mesh = ftrans.make_mesh((4,), ("a",))  # Explicit axes, as JAX's default
+    jmesh = jax.make_mesh((4,), ("a",))
+    msg = "can only refer to Auto axes of the mesh"
+    with pytest.raises(ValueError, match=msg):
+        ftrans.jit(lambda x: ftrans.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec("a"))))(
+            np.ones(8, np.float32))
+    with pytest.raises(ValueError, match=msg):
+        jax.jit(lambda x: jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(jmesh, jax.P("a"))))(
+            np.ones(8, np.float32))

@@ -45,7 +45,6 @@ from ftrans.core.prims.exported import call_exported_p
 from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, solve_order
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.export._shape_poly import shape_polymorphism_unsupported
 from ftrans.lowering import compat
 from ftrans.transforms.ad import float0
 
@@ -669,11 +668,9 @@ def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:
 
 def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool], name: str = "") -> None:
     """What a shape-polymorphic export needs: the symbolic dimensions of one scope, every dimension variable
-    (of the shapes and of the constraints) solvable from the arguments' shapes, a single-device program."""
+    (of the shapes and of the constraints) solvable from the arguments' shapes."""
     from ftrans.core.shape_poly import DimExpr, dim_vars, parse_dim
 
-    if sharded is not None:
-        raise shape_polymorphism_unsupported("export: a program partitioned over a mesh with symbolic shapes")
     scope = next((d.scope for a in closed.in_avals for d in a.shape if isinstance(d, DimExpr)), None)
     known = dim_vars(d for a in closed.in_avals for d in a.shape)
     for c in getattr(scope, "constraints_str", ()):

@@ -68,6 +68,8 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
+                if _what == "with_sharding_constraint":
+                    _check_auto(s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -78,6 +80,21 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_auto(s: NamedSharding) -> None:
+    """JAX's rule where no mesh of only Explicit axes is current: a constraint names Auto mesh axes only (an
+    Explicit axis's layout is the value's type, changed with ``reshard``)."""
+    from ftrans.core.sharding import AxisType
+
+    cur = get_mesh()
+    if cur is not None and cur.axis_types and all(t == AxisType.Explicit for t in cur.axis_types):
+        return  # JAX checks there that the value already has that sharding type
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    if any(types.get(a, AxisType.Auto) != AxisType.Auto for a in s.spec.axes()):
+        raise FtransValueError(
+            "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto axes of the mesh. "
+            f"Got spec={s.spec!r} and mesh={s.mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:
