@@ -584,13 +584,13 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
                         jitted, dargs, dkw, args, kw, leaves, avals, in_tree)
                     sharded = (mesh, in_sh, out_sh)
             closeds[p] = closed
+            if len(closeds) == 1 and any(is_poly_shape(a.shape) for a in closed.in_avals):  # before lowering
+                _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
             texts.append(_module_text(closed, jitted.__name__, p, sharded, getattr(traced, "_names", None) or (),
                                       out_tree, donated))
         for t in texts:
             _check_module(t, disabled)
         closed = closeds[plats[0]]
-        if any(is_poly_shape(a.shape) for a in closed.in_avals):
-            _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:

@@ -371,10 +371,9 @@ def squeeze(a: Any, axis: Any = None) -> Any:
         dims = _axes_tuple("squeeze", axis, len(shp))
         bad = [d for d in dims if shp[d] != 1]
         if bad:
-            raise FtransValueError(
-                f"squeeze: cannot squeeze out axis {bad[0]} of size {shp[bad[0]]} (not 1), "
-                f"got shape={shp} and axis={axis}"
-            )
+            raise FtransValueError(  # (JAX's words, then which axis)
+                f"cannot select an axis to squeeze out which has size not equal to one, got shape={shp} and "
+                f"dimensions={dims} (axis {bad[0]} of size {shp[bad[0]]})")
     if not dims:
         return x
     return S.squeeze_p.bind(x, dimensions=dims)
