@@ -356,3 +356,20 @@ def test_constraint_over_explicit_axes_raises_as_jax():
     with pytest.raises(ValueError, match=msg):
         jax.jit(lambda x: jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(jmesh, jax.P("a"))))(
             np.ones(8, np.float32))
+
+
+def test_disabled_checks_print_and_allow_as_jax():
+    def f(lib):
+        return lambda x: lib.ffi.ffi_call("my_target", lib.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+    x = np.ones(3, np.float32)
+    for lib, exp in ((ftrans, export), (jax, jax.export)):
+        with pytest.raises(ValueError, match="Cannot serialize code with custom calls whose targets have no "
+                                             "compatibility guarantees"):
+            exp.export(lib.jit(f(lib)))(x)
+    dc = export.DisabledSafetyCheck.custom_call("my_target")
+    jdc = jax.export.DisabledSafetyCheck.custom_call("my_target")
+    e = export.export(ftrans.jit(f(ftrans)), disabled_checks=[dc])(x)
+    je = jax.export.export(jax.jit(f(jax)), disabled_checks=[jdc])(x)
+    assert repr(e.disabled_safety_checks) == repr(je.disabled_safety_checks) == "(custom_call:my_target,)"
+    assert str(export.DisabledSafetyCheck.platform()) == str(jax.export.DisabledSafetyCheck.platform())

@@ -101,8 +101,7 @@ class DisabledSafetyCheck:
     def __str__(self) -> str:
         return f"custom_call:{self._arg}" if self._kind == "custom_call" else self._kind
 
-    def __repr__(self) -> str:
-        return f"DisabledSafetyCheck({str(self)!r})"
+    __repr__ = __str__  # (as JAX's: a tuple of them prints their names)
 
     @classmethod
     def _parse(cls, s: str) -> DisabledSafetyCheck:
