@@ -929,8 +929,8 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
     spec_txt = ", ".join(f"{arg_names[i]}.shape = ({', '.join(map(str, s))})" for i, s in enumerate(specs)
                          if is_poly_shape(s))
 
-    def fail(what: str) -> ValueError:
-        return ValueError(f"Input shapes do not match the polymorphic shapes specification. {what}. Using the "
+    def fail(what: str, prefix: str = "Input shapes do not match the polymorphic shapes specification. ") -> ValueError:
+        return ValueError(f"{prefix}{what}. Using the "
                           f"following polymorphic shapes specifications: {spec_txt}. Obtained dimension variables: "
                           f"{obtained}. {_ASSERTION_DOC}")
 
@@ -970,7 +970,7 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
                 continue
             if v < 0 or (kind == "==" and v != 0):
                 raise fail(f"Input shapes do not match the symbolic shape constraint {c}. Expected '{f}' to be "
-                           f"{'equal' if kind == '==' else 'greater or equal'} to 0, but found {v}")
+                           f"{'equal' if kind == '==' else 'greater or equal'} to 0, but found {v}", prefix="")
     return env
 
 
