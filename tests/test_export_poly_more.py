@@ -356,6 +356,10 @@ def test_constraint_over_explicit_axes_raises_as_jax():
     with pytest.raises(ValueError, match=msg):
         jax.jit(lambda x: jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(jmesh, jax.P("a"))))(
             np.ones(8, np.float32))
+    with pytest.raises(ValueError, match=msg):  # eagerly too, as JAX
+        ftrans.lax.with_sharding_constraint(np.ones(8, np.float32), NamedSharding(mesh, PartitionSpec("a")))
+    with pytest.raises(ValueError, match=msg):
+        jax.lax.with_sharding_constraint(np.ones(8, np.float32), jax.sharding.NamedSharding(jmesh, jax.P("a")))
 
 
 def test_disabled_checks_print_and_allow_as_jax():

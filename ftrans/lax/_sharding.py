@@ -63,13 +63,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         # A concrete value is placed at once, inside a transform too (a constant of the program being traced
         # keeps its layout: a jitted program that captures it is partitioned, sharded_jit.sharded_consts).
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
+        if isinstance(s, NamedSharding) and _what == "with_sharding_constraint":
+            _check_auto(s)
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
-                if _what == "with_sharding_constraint":
-                    _check_auto(s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
