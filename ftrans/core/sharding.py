@@ -825,16 +825,14 @@ class AbstractDevice:
         return f"AbstractDevice({self._repr()})"
 
 
-@contextmanager
-def arguments_mesh(mesh: Mesh | None) -> Any:
-    """While a partitioned ``jit`` traces its function: the mesh its arguments are laid out over, which stands
-    for an abstract mesh of the same axes when no mesh is current (JAX takes the devices from the arguments)."""
-    stack = _local.__dict__.setdefault("args_meshes", [])
-    stack.append(mesh)
-    try:
-        yield
-    finally:
-        stack.pop()
+def args_meshes() -> list:
+    """The stack of meshes that partitioned ``jit``s' arguments are laid out over while they trace: the top one
+    stands for an abstract mesh of the same axes when no mesh is current (JAX takes the devices from the
+    arguments)."""
+    s = getattr(_local, "args_meshes", None)
+    if s is None:
+        s = _local.args_meshes = []
+    return s
 
 
 def concrete_for(abstract: AbstractMesh) -> Mesh:
@@ -843,7 +841,7 @@ def concrete_for(abstract: AbstractMesh) -> Mesh:
     cur = get_mesh()
     if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
         arg = (getattr(_local, "args_meshes", None) or [None])[-1]  # a jit's arguments' mesh, as JAX's
-        if arg is not None and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+        if isinstance(arg, Mesh) and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
             return arg
         raise FtransValueError(
             f"A sharding or shard_map over {abstract!r} needs a current mesh with the same axes to take its devices from "
