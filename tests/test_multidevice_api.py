@@ -408,8 +408,13 @@ def test_named_sharding_over_an_abstract_mesh_uses_the_current_mesh():
         fo = ftrans.jit(lambda a: ftrans.lax.with_sharding_constraint(a * 2, s))(x)
     np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
     assert fo.sharding.spec == P(*jo.sharding.spec)
+    # with no mesh current, it keeps the abstract mesh (as JAX's, a layout for export) and asks for one only
+    # where it needs devices
+    s = NamedSharding(fm.abstract_mesh, P("y"))
+    assert s.mesh == fm.abstract_mesh and s.memory_kind is None
+    assert repr(s) == repr(JNS(jm.abstract_mesh, JP("y")))
     with pytest.raises(ValueError, match="needs a current mesh with the same axes"):
-        NamedSharding(fm.abstract_mesh, P("y"))
+        s.device_set
 
 
 def test_jax_abstract_mesh_is_accepted_as_ftrans_one():

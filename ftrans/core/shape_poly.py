@@ -41,7 +41,7 @@ class SymbolicScope:
                              f"Got {constraints_str!r}")
         self.constraints_str = tuple(constraints_str)
         self._ge: list[DimExpr | int] = []  # facts ``e >= 0``
-        self._eq: dict[tuple, Any] = {}  # a monomial -> the expression it equals
+        self._eq: dict[tuple, tuple] = {}  # a monomial t -> (e, k): the constraint ``k*t == e``
         self._bounds: dict[Any, tuple[float, float]] = {}  # an atom -> (lower, upper)
         for c in self.constraints_str:
             self._add_constraint(c)
@@ -56,10 +56,7 @@ class SymbolicScope:
             raise ValueError(f"Constraint parsing error: must contain one of '==' or '>=' or '<=' in {c!r}")
         lhs, op, rhs = parse_dim(m.group(1), self), m.group(2), parse_dim(m.group(3), self)
         if op == "==":
-            if not isinstance(lhs, DimExpr) or len(lhs._terms) != 1 or lhs._terms[0][1] != 1:
-                raise ValueError(f"Symbolic equality constraint {c!r}: its left-hand side must be a monomial "
-                                 "(a product of dimension variables or operations) with coefficient 1")
-            self._eq[lhs._terms[0][0]] = rhs
+            self._add_equality(c, lhs, rhs)
             return
         diff = lhs - rhs if op == ">=" else rhs - lhs  # diff >= 0
         if not isinstance(diff, DimExpr):
@@ -79,6 +76,35 @@ class SymbolicScope:
                 else:  # v <= floor(const/-coef)
                     hi = min(hi, const // -coef)
                 self._bounds[atom] = (lo, hi)
+
+    def _add_equality(self, c: str, lhs: Any, rhs: Any) -> None:
+        """``lhs == rhs``: a rewrite rule ``k*t -> rhs`` for the left-hand side's one term ``k*t`` (JAX's
+        normalization rules: every expression of the scope built later has ``t`` times a multiple of ``k``
+        rewritten), and the two facts ``lhs - rhs >= 0``, ``rhs - lhs >= 0`` for the comparisons."""
+        diff = lhs - rhs
+        if not isinstance(diff, DimExpr):
+            if diff != 0:
+                raise ValueError(f"Unsatisfiable explicit constraint: {c}")
+            return
+        if not isinstance(lhs, DimExpr) or len(lhs._terms) != 1:
+            raise ValueError(f"Invalid equality constraint: {c}. The left-hand-side must be of the form "
+                             "`term * coefficient`.")
+        (mono, k), = lhs._terms
+        if mono in self._eq:
+            raise NotImplementedError("Found multiple equality constraints with the same left-hand-side: "
+                                      f"{_mono_str(mono)}")
+        self._ge.extend((diff, -diff))
+        self._eq[mono] = (rhs, k)
+        if len(mono) == 1 and mono[0][1] == 1:  # what the atom is, as facts about ``rhs`` (= k * atom)
+            self._ge.extend(f for f in _atom_facts(mono[0][0], rhs, k) if isinstance(f, DimExpr))
+        # ``mod(e, d) == 0`` also gives ``d*floordiv(e, d) == e``
+        if k == 1 and isinstance(rhs, int) and rhs == 0 and len(mono) == 1 and mono[0][1] == 1:
+            atom = mono[0][0]
+            if isinstance(atom, _Op) and atom.kind == "mod" and isinstance(atom.args[1], int):
+                e, d = atom.args
+                fd = DimExpr(((((_Op("floordiv", (e, d)), 1),), d),), self)
+                if isinstance(e, DimExpr) and fd._terms[0][0] not in self._eq:
+                    self._add_equality(c, fd, e)
 
     def __repr__(self) -> str:
         return f"SymbolicScope(constraints={list(self.constraints_str)!r})"
@@ -143,8 +169,50 @@ def _mono_mul(m1: tuple, m2: tuple) -> tuple:
     return tuple(sorted(powers.items(), key=lambda ap: _atom_key(ap[0])))
 
 
+def _atom_facts(atom: Any, e: Any, k: int) -> list:
+    """Facts ``f >= 0`` about ``e = k * atom`` that hold by what the atom is (a variable is at least 1,
+    ``min(x, y)`` at most ``x`` and ``y``, ...)."""
+    if isinstance(atom, str):
+        return [e - k]
+    x, y = atom.args
+    if atom.kind == "max":
+        return [e - k * x, e - k * y]
+    if atom.kind == "min":
+        return [k * x - e, k * y - e]
+    if isinstance(y, int) and y > 0:
+        if atom.kind == "floordiv":  # x - y + 1 <= y * atom <= x
+            return [k * x - y * e, y * e - k * (x - y + 1)]
+        if atom.kind == "mod":
+            return [e, k * (y - 1) - e]
+    return []
+
+
+def _rewritten(terms: dict, rules: dict) -> dict:
+    """``terms`` with the first term that an equality constraint's rule ``k*t -> e`` matches rewritten: ``c*t``
+    (``c`` a multiple of ``k``) becomes ``(c // k)*e``, and so does a product ``c*t*r`` of such a ``t`` (one
+    atom's power) and the rest ``r`` (JAX's normalization, one rule per expression)."""
+    for m, c in terms.items():
+        cands = [(m, ())]
+        if len(m) > 1:
+            cands += [(((a, p),), tuple(ap for ap in m if ap[0] is not a)) for a, p in m]
+        for t, rest in cands:
+            rule = rules.get(t)
+            if rule is None or c % rule[1]:
+                continue
+            after = DimExpr._terms_of(rule[0])
+            out = dict(terms)
+            del out[m]
+            for am, ac in after.items():
+                mm = _mono_mul(am, rest) if rest else am
+                out[mm] = out.get(mm, 0) + ac * (c // rule[1])
+            return {mm: cc for mm, cc in out.items() if cc != 0}
+    return terms
+
+
 def _make(terms: dict, scope: SymbolicScope) -> DimExpr | int:
     terms = {m: c for m, c in terms.items() if c != 0}
+    if scope._eq:  # equality constraints rewrite the terms they name
+        terms = _rewritten(terms, scope._eq)
     if not terms:
         return 0
     if len(terms) == 1 and () in terms:
@@ -174,11 +242,16 @@ class DimExpr:
 
     # -- construction --------------------------------------------------------
     @staticmethod
-    def var(name: str, scope: SymbolicScope | None = None) -> DimExpr:
-        return DimExpr((((((name, 1),), 1),)), scope or _DEFAULT_SCOPE)
+    def var(name: str, scope: SymbolicScope | None = None) -> Any:
+        scope = scope or _DEFAULT_SCOPE
+        if scope._eq:
+            return _make({((name, 1),): 1}, scope)
+        return DimExpr((((((name, 1),), 1),)), scope)
 
     @staticmethod
-    def op(kind: str, args: tuple, scope: SymbolicScope) -> DimExpr:
+    def op(kind: str, args: tuple, scope: SymbolicScope) -> Any:
+        if scope._eq:
+            return _make({((_Op(kind, args), 1),): 1}, scope)
         return DimExpr(((((_Op(kind, args), 1),), 1),), scope)
 
     # -- printing ------------------------------------------------------------
@@ -500,6 +573,10 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
     ``y >= x``, each case with its condition as a fact."""
     if not isinstance(e, DimExpr):
         return e >= 0
+    if depth == 0 and scope._eq:
+        e = _scaled_for_rules(e, scope)
+        if not isinstance(e, DimExpr):
+            return e >= 0
     atoms = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind in ("max", "min")]
     divs = [a for mono, _ in e._terms for a, _ in mono if isinstance(a, _Op) and a.kind == "floordiv"
             and isinstance(a.args[1], int) and a.args[1] > 0]
@@ -549,6 +626,17 @@ def _decide_ge0(e: Any, scope: SymbolicScope, depth: int = 0) -> bool | None:
     return answers.pop() if len(answers) == 1 else None
 
 
+def _scaled_for_rules(e: DimExpr, scope: SymbolicScope) -> Any:
+    """``e`` times ``k`` (which keeps its sign) for each equality constraint ``k*t == r`` whose term ``t`` it
+    has with a coefficient that ``k`` does not divide, so the constraint rewrites ``t`` (``b - a`` with ``4*a ==
+    b`` is decided as ``4*b - 4*a = 3*b``)."""
+    for t, (_, k) in scope._eq.items():
+        if k > 1 and isinstance(e, DimExpr) and any(c % k and (m == t or (len(t) == 1 and t[0] in m))
+                                                    for m, c in e._terms):
+            e = e * k
+    return e
+
+
 def _replace_atom(e: DimExpr, atom: Any, value: Any) -> Any:
     out: Any = 0
     for mono, c in e._terms:
@@ -567,6 +655,10 @@ def _atom_bounds(a: Atom, scope: SymbolicScope, depth: int = 0) -> tuple[float, 
         elo, ehi = _bounds(a.args[0], scope, depth + 1)
         d = a.args[1]
         return max(lo, elo // d if elo != -_INF else -_INF), min(hi, ehi // d if ehi != _INF else _INF)
+    if a.kind == "floordiv" and not isinstance(a.args[1], DimExpr) and a.args[1] < 0:  # decreasing in x
+        elo, ehi = _bounds(a.args[0], scope, depth + 1)
+        d = a.args[1]
+        return max(lo, ehi // d if ehi != _INF else -_INF), min(hi, elo // d if elo != -_INF else _INF)
     if (a.kind == "floordiv" and isinstance(a.args[1], DimExpr) and depth < 3
             and _bounds(a.args[1], scope, depth + 1)[0] >= 1):  # x // d with d >= 1 lies in [min(x, 0), x or -1]
         elo, ehi = _bounds(a.args[0], scope, depth + 1)
@@ -837,8 +929,8 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
     spec_txt = ", ".join(f"{arg_names[i]}.shape = ({', '.join(map(str, s))})" for i, s in enumerate(specs)
                          if is_poly_shape(s))
 
-    def fail(what: str) -> ValueError:
-        return ValueError(f"Input shapes do not match the polymorphic shapes specification. {what}. Using the "
+    def fail(what: str, prefix: str = "Input shapes do not match the polymorphic shapes specification. ") -> ValueError:
+        return ValueError(f"{prefix}{what}. Using the "
                           f"following polymorphic shapes specifications: {spec_txt}. Obtained dimension variables: "
                           f"{obtained}. {_ASSERTION_DOC}")
 
@@ -865,19 +957,31 @@ def solve_dim_vars(specs: Sequence[tuple], shapes: Sequence[tuple], arg_names: S
                            f"the specification '{d}' (= {evaluate(d, env)})")
     scope = next((d.scope for s in specs for d in s if isinstance(d, DimExpr)), None)
     if scope is not None and not any(is_poly_shape(s) for s in shapes):
+        for (v, p), (rhs, k) in [(m[0], r) for m, r in scope._eq.items() if len(m) == 1]:
+            if isinstance(v, str) and p == 1 and v not in env:  # a variable an equality rewrote away
+                try:
+                    env[v] = evaluate(rhs, env) // k
+                except KeyError:
+                    pass
         for c, (kind, f) in zip(scope.constraints_str, _constraint_facts(scope)):
-            v = evaluate(f, env)
+            try:
+                v = evaluate(f, env)
+            except KeyError:  # a variable no argument's shape determines
+                continue
             if v < 0 or (kind == "==" and v != 0):
-                raise fail(f"Input shapes do not match the symbolic shape constraint {c}")
+                raise fail(f"Input shapes do not match the symbolic shape constraint {c}. Expected '{f}' to be "
+                           f"{'equal' if kind == '==' else 'greater or equal'} to 0, but found {v}", prefix="")
     return env
 
 
 def _constraint_facts(scope: SymbolicScope) -> list:
-    """Each constraint as ``(kind, e)``: ``e`` must be >= 0 (kind ``>=``) or 0 (kind ``==``)."""
+    """Each constraint as ``(kind, e)``: ``e`` must be >= 0 (kind ``>=``) or 0 (kind ``==``) (parsed without the
+    scope's equality constraints, which would rewrite an equality's two sides to the same expression)."""
     out = []
+    plain = SymbolicScope()
     for c in scope.constraints_str:
         m = re.fullmatch(r"(.*?)(>=|<=|==)(.*)", c.strip())
-        lhs, rhs = parse_dim(m.group(1), scope), parse_dim(m.group(3), scope)
+        lhs, rhs = parse_dim(m.group(1), plain), parse_dim(m.group(3), plain)
         out.append(("==", lhs - rhs) if m.group(2) == "==" else (">=", lhs - rhs if m.group(2) == ">=" else rhs - lhs))
     return out
 

@@ -309,6 +309,8 @@ class Sharding:
         fills it in when a sharding is made."""
         if self._memory_kind is not None:
             return self._memory_kind
+        if isinstance(getattr(self, "mesh", None), AbstractMesh):  # no devices: no default memory (JAX's)
+            return None
         for d in self.device_set:
             try:
                 return d.default_memory().kind
@@ -419,8 +421,12 @@ class NamedSharding(Sharding):
                                   "replicated layout)")
         mesh = as_mesh(mesh)
         if isinstance(mesh, AbstractMesh):
-            mesh = concrete_for(mesh)
-        if not isinstance(mesh, Mesh):
+            # the current mesh of those axes stands for it; with none, the sharding keeps the abstract mesh (it
+            # describes a layout, as an export's argument does) and asks for a mesh only where it needs devices
+            cur = get_mesh()
+            if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes):
+                mesh = cur
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")
         if not isinstance(spec, PartitionSpec):
             if isinstance(spec, tuple):
@@ -434,13 +440,17 @@ class NamedSharding(Sharding):
         self.spec = spec
         self.memory_kind = memory_kind
 
+    def _concrete_mesh(self) -> Mesh:
+        """The mesh with devices: the sharding's own, or the current one standing for its abstract mesh."""
+        return concrete_for(self.mesh) if isinstance(self.mesh, AbstractMesh) else self.mesh
+
     @property
     def device_set(self) -> set:
-        return set(self.mesh.devices.flat)
+        return set(self._concrete_mesh().devices.flat)
 
     @property
     def _device_assignment(self) -> tuple:
-        return tuple(self.mesh.devices.flat)
+        return tuple(self._concrete_mesh().devices.flat)
 
     @property
     def num_devices(self) -> int:
@@ -465,11 +475,12 @@ class NamedSharding(Sharding):
 
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
         """Each device's block of an array of ``global_shape``, as a tuple of slices."""
-        names = list(self.mesh.axis_names)
-        sizes = self.mesh.devices.shape
+        mesh = self._concrete_mesh()
+        names = list(mesh.axis_names)
+        sizes = mesh.devices.shape
         out = {}
         for pos in itertools.product(*[range(s) for s in sizes]):
-            dev = self.mesh.devices[pos]
+            dev = mesh.devices[pos]
             idx = []
             for d, n in enumerate(global_shape):
                 e = self.spec[d] if d < len(self.spec) else None
@@ -514,7 +525,8 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self) -> str:
-        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
+        mem = "" if self.memory_kind is None else f", memory_kind={self.memory_kind}"  # (JAX's: only when set)
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{mem})"
 
 
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
@@ -813,11 +825,24 @@ class AbstractDevice:
         return f"AbstractDevice({self._repr()})"
 
 
+def args_meshes() -> list:
+    """The stack of meshes that partitioned ``jit``s' arguments are laid out over while they trace: the top one
+    stands for an abstract mesh of the same axes when no mesh is current (JAX takes the devices from the
+    arguments)."""
+    s = getattr(_local, "args_meshes", None)
+    if s is None:
+        s = _local.args_meshes = []
+    return s
+
+
 def concrete_for(abstract: AbstractMesh) -> Mesh:
     """The current mesh standing for ``abstract`` (same axis names and sizes): a sharding or shard_map over an
     abstract mesh works on the devices of the mesh in context, as JAX does inside ``jit`` under ``set_mesh``."""
     cur = get_mesh()
     if cur is None or (cur.axis_names, cur.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+        arg = (getattr(_local, "args_meshes", None) or [None])[-1]  # a jit's arguments' mesh, as JAX's
+        if isinstance(arg, Mesh) and (arg.axis_names, arg.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+            return arg
         raise FtransValueError(
             f"A sharding or shard_map over {abstract!r} needs a current mesh with the same axes to take its devices from "
             f"(the current mesh is {cur!r}); enter one with ftrans.sharding.use_mesh / set_mesh, or pass the "

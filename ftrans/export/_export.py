@@ -45,7 +45,6 @@ from ftrans.core.prims.exported import call_exported_p
 from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, solve_order
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.export._shape_poly import shape_polymorphism_unsupported
 from ftrans.lowering import compat
 from ftrans.transforms.ad import float0
 
@@ -102,8 +101,7 @@ class DisabledSafetyCheck:
     def __str__(self) -> str:
         return f"custom_call:{self._arg}" if self._kind == "custom_call" else self._kind
 
-    def __repr__(self) -> str:
-        return f"DisabledSafetyCheck({str(self)!r})"
+    __repr__ = __str__  # (as JAX's: a tuple of them prints their names)
 
     @classmethod
     def _parse(cls, s: str) -> DisabledSafetyCheck:
@@ -541,6 +539,16 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
             raise FtransTypeError(f"export: disabled_checks must be DisabledSafetyCheck objects, got {c!r}")
 
     def do_export(*args: Any, **kw: Any) -> Exported:
+        stand_in = _stand_in_mesh(tree_util.tree_leaves((args, kw)))
+        if stand_in is None:
+            return do_export_on(*args, **kw)
+        from ftrans.core.sharding import use_mesh
+
+        args, kw = tree_util.tree_map(lambda x: _onto(x, stand_in), (args, kw))
+        with use_mesh(stand_in):
+            return do_export_on(*args, **kw)
+
+    def do_export_on(*args: Any, **kw: Any) -> Exported:
         from ftrans.transforms import sharded_jit
 
         dargs, dkw, _ = jitted._split(args, kw)
@@ -575,13 +583,13 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
                         jitted, dargs, dkw, args, kw, leaves, avals, in_tree)
                     sharded = (mesh, in_sh, out_sh)
             closeds[p] = closed
+            if len(closeds) == 1 and any(is_poly_shape(a.shape) for a in closed.in_avals):  # before lowering
+                _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
             texts.append(_module_text(closed, jitted.__name__, p, sharded, getattr(traced, "_names", None) or (),
                                       out_tree, donated))
         for t in texts:
             _check_module(t, disabled)
         closed = closeds[plats[0]]
-        if any(is_poly_shape(a.shape) for a in closed.in_avals):
-            _check_polymorphic(closed, in_tree, sharded, donated, jitted.__name__)
         if all(_without_locations(t) == _without_locations(texts[0]) for t in texts[1:]):
             text, indexed = texts[0], False
         else:
@@ -590,6 +598,47 @@ def export(fun_jit: Any, *, platforms: Sequence[str] | None = None,
         return _exported_of(closeds, text, indexed, jitted.__name__, in_tree, out_tree, plats, disabled, sharded)
 
     return do_export
+
+
+def _abstract_sharding(x: Any) -> Any:
+    from ftrans.core.sharding import AbstractMesh, NamedSharding
+
+    s = getattr(x, "sharding", None) if isinstance(x, ShapeDtypeStruct) else None
+    return s if isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh) else None
+
+
+def _stand_in_mesh(leaves: list) -> Any:
+    """For arguments laid out over an ``AbstractMesh`` with no mesh of its axes current: a mesh of the first
+    devices of the default backend standing for it while the program is traced and lowered (the module names
+    only the mesh's axes, as JAX's; ftrans traces with devices, so it needs as many as the mesh has)."""
+    from ftrans.core.sharding import AxisType, Mesh, get_mesh
+    from ftrans.devices import local_devices
+
+    am = next((s.mesh for s in map(_abstract_sharding, leaves) if s is not None), None)
+    if am is None:
+        return None
+    cur = get_mesh()
+    if cur is not None and (cur.axis_names, cur.axis_sizes) == (am.axis_names, am.axis_sizes):
+        return None
+    devs = local_devices()
+    if len(devs) < am.size:
+        raise FtransValueError(
+            f"export: the arguments are laid out over {am!r} of {am.size} devices; ftrans traces a partitioned "
+            f"program on devices, and only {len(devs)} are available. Export under a mesh of those axes "
+            "(ftrans.sharding.use_mesh), or on a backend with enough devices")
+    types = tuple(am.axis_types) if am.axis_types else (AxisType.Auto,) * len(am.axis_names)
+    return Mesh(np.array(devs[:am.size], dtype=object).reshape(am.axis_sizes), am.axis_names, axis_types=types)
+
+
+def _onto(x: Any, mesh: Any) -> Any:
+    """``x`` (a ``ShapeDtypeStruct`` laid out over an abstract mesh) laid out over ``mesh``."""
+    from ftrans.core.sharding import NamedSharding
+
+    s = _abstract_sharding(x)
+    if s is None or (s.mesh.axis_names, s.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
+        return x
+    return ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type,
+                            sharding=NamedSharding(mesh, s.spec, memory_kind=s._memory_kind))
 
 
 def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:
@@ -618,11 +667,9 @@ def _check_scopes(shapes: list, in_tree: Any, name: str) -> None:
 
 def _check_polymorphic(closed: Any, in_tree: Any, sharded: Any, donated: Sequence[bool], name: str = "") -> None:
     """What a shape-polymorphic export needs: the symbolic dimensions of one scope, every dimension variable
-    (of the shapes and of the constraints) solvable from the arguments' shapes, a single-device program."""
+    (of the shapes and of the constraints) solvable from the arguments' shapes."""
     from ftrans.core.shape_poly import DimExpr, dim_vars, parse_dim
 
-    if sharded is not None:
-        raise shape_polymorphism_unsupported("export: a program partitioned over a mesh with symbolic shapes")
     scope = next((d.scope for a in closed.in_avals for d in a.shape if isinstance(d, DimExpr)), None)
     known = dim_vars(d for a in closed.in_avals for d in a.shape)
     for c in getattr(scope, "constraints_str", ()):

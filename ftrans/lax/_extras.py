@@ -24,7 +24,7 @@ from ftrans.core.prims import structural as S
 from ftrans.core.prims.indexing import GatherDimensionNumbers
 from ftrans.core.shape_poly import as_dim, is_symbolic_dim
 from ftrans.core.sharding import AbstractMesh
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 from ftrans.lax import _indexing
 from ftrans.lax import _ops as lax
 from ftrans.lax._reductions import top_k
@@ -398,6 +398,11 @@ def _approx_k(largest: bool):
     def fn(operand: Any, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
            reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> list[Any]:
         op = as_operand(operand)
+        shape = tuple(shape_of(op))
+        if not aggregate_to_topk and shape and (is_symbolic_dim(k) or is_symbolic_dim(shape[reduction_dimension])):
+            raise FtransNotImplementedError(
+                f"approx_top_k with aggregate_to_topk=False not yet implemented when either the `k` ({k}) or the "
+                f" reduction dimension size ({shape[reduction_dimension]}) are symbolic")
         if not largest:
             vals, idx = top_k(lax.neg(op) if dtype_weak(op)[0].kind != "u" else lax.bitwise_not(op), k,
                               axis=reduction_dimension)

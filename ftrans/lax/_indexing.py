@@ -15,6 +15,7 @@ from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_wea
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims.indexing import GatherDimensionNumbers, GatherScatterMode, ScatterDimensionNumbers
+from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import FtransTypeError
 
 __all__ = [
@@ -36,7 +37,7 @@ def gather(operand: Any, start_indices: Any, dimension_numbers: Any, slice_sizes
     operand, start_indices = as_operand(operand), as_operand(start_indices)
     parsed = _gather_mode(mode)
     try:
-        sizes = tuple(int(s) for s in slice_sizes)
+        sizes = tuple(s if isinstance(s, DimExpr) else int(s) for s in slice_sizes)  # (symbolic: shape poly)
     except TypeError:
         raise FtransTypeError(f"gather: slice_sizes must be a sequence of ints, got {slice_sizes!r}") from None
     return I.gather_p.bind(

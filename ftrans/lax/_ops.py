@@ -588,7 +588,8 @@ def pad(operand: Any, padding_value: Any, padding_config: Sequence[tuple[int, in
     """``lax.pad``: (low, high, interior) per axis; negative low/high crop."""
     x, v = _operands("pad", (operand, padding_value))
     try:
-        config = tuple((int(lo), int(hi), int(it)) for lo, hi, it in padding_config)
+        config = tuple(tuple(v if isinstance(v, DimExpr) else int(v) for v in (lo, hi, it))
+                       for lo, hi, it in padding_config)
     except (TypeError, ValueError):
         raise FtransTypeError(
             f"lax.pad: padding_config must be a sequence of (low, high, interior) int triples, "

@@ -17,6 +17,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.prims import sorting as So
+from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.errors import FtransTypeError
 from ftrans.lax import _ops as lax
 
@@ -144,6 +145,9 @@ def ragged_dot_general(lhs: Any, rhs: Any, group_sizes: Any, ragged_dot_dimensio
     if len(gshape) != 1 and gshape != want:
         raise FtransTypeError(f"expected group_sizes to have shape {want}, got {gshape}.")
     g = gshape[-1]
+    if mode in ("contracting", "noncontracting") and is_symbolic_dim(g):
+        raise FtransTypeError("ragged_dot_general requires the group count (last dimension of group_sizes) to be "
+                              "static in Mode 1 (non-contracting) and Mode 2 (contracting).")
     groups = dn.rhs_group_dimensions
     if mode in ("contracting", "batch"):
         if groups:

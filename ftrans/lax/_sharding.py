@@ -9,6 +9,7 @@ from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.core.sharding import (
+    Mesh,
     NamedSharding,
     PartitionSpec,
     Sharding,
@@ -34,6 +35,8 @@ def _resolve(s: Any, what: str) -> Any:
         return NamedSharding(mesh, s)
     if not isinstance(s, Sharding):
         raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
+    if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
+        s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
     return s
 
 
@@ -60,6 +63,8 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         # A concrete value is placed at once, inside a transform too (a constant of the program being traced
         # keeps its layout: a jitted program that captures it is partitioned, sharded_jit.sharded_consts).
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
+        if isinstance(s, NamedSharding) and _what == "with_sharding_constraint":
+            _check_auto(s)
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
         if traced:
@@ -75,6 +80,21 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_auto(s: NamedSharding) -> None:
+    """JAX's rule where no mesh of only Explicit axes is current: a constraint names Auto mesh axes only (an
+    Explicit axis's layout is the value's type, changed with ``reshard``)."""
+    from ftrans.core.sharding import AxisType
+
+    cur = get_mesh()
+    if cur is not None and cur.axis_types and all(t == AxisType.Explicit for t in cur.axis_types):
+        return  # JAX checks there that the value already has that sharding type
+    types = dict(zip(s.mesh.axis_names, s.mesh.axis_types))
+    if any(types.get(a, AxisType.Auto) != AxisType.Auto for a in s.spec.axes()):
+        raise FtransValueError(
+            "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto axes of the mesh. "
+            f"Got spec={s.spec!r} and mesh={s.mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:

@@ -31,9 +31,9 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     if kind in ("SAME", "SAME_LOWER"):
         out = []
         for n, w, s in zip(in_shape, window_shape, window_strides):
-            if is_symbolic_dim(n):  # shape polymorphism: the same arithmetic on the dimension expression
+            if is_symbolic_dim(n) or is_symbolic_dim(w):  # shape polymorphism: the same arithmetic, symbolically
                 out_size = -(-n // int(s))
-                total = max_dim(0, (out_size - 1) * int(s) + int(w) - n)
+                total = max_dim((out_size - 1) * int(s) + w - n, 0)
                 lo, hi = total // 2, total - total // 2
                 out.append((hi, lo) if kind == "SAME_LOWER" else (lo, hi))
                 continue
@@ -45,15 +45,19 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int],
     raise FtransValueError(f"unknown padding {padding!r}; use 'VALID', 'SAME', 'SAME_LOWER' or (low, high) pairs")
 
 
+def _dim(d: Any) -> Any:
+    return d if is_symbolic_dim(d) else int(d)
+
+
 def _params(x: Any, window_dimensions, window_strides, padding, base_dilation, window_dilation) -> dict:
     nd = len(x.shape)
-    wd = tuple(int(d) for d in window_dimensions)
-    ws = tuple(int(d) for d in window_strides) if window_strides is not None else (1,) * nd
+    wd = tuple(_dim(d) for d in window_dimensions)  # (symbolic sizes allowed: shape polymorphism)
+    ws = tuple(_dim(d) for d in window_strides) if window_strides is not None else (1,) * nd
     if isinstance(padding, str):
         pads = padtype_to_pads(x.shape, wd, ws, padding)
     else:
         pads = padding
-    pads = tuple((int(lo), int(hi)) for lo, hi in pads)
+    pads = tuple((_dim(lo), _dim(hi)) for lo, hi in pads)
     bd = tuple(base_dilation) if base_dilation is not None else (1,) * nd
     wdl = tuple(window_dilation) if window_dilation is not None else (1,) * nd
     return dict(window_dimensions=wd, window_strides=ws, padding=pads, base_dilation=bd, window_dilation=wdl)

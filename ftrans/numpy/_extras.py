@@ -31,6 +31,7 @@ from ftrans.core.operands import (
     promote_dtypes,
     shape_of,
 )
+from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
@@ -811,7 +812,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     if length is None:
         v = np.asarray(concrete_or_error(x, "bincount needs a static `length` for traced input; the argument x"))
         length = max(minlength, int(max(0, v.max())) + 1 if v.size else 0)
-    else:
+    elif not is_symbolic_dim(length):
         length = _index("bincount", length, "length")
     if weights is None:
         w = jnp.asarray(np.array(1, dtypes.default_int()))

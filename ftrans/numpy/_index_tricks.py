@@ -19,6 +19,7 @@ import ftrans.numpy as jnp
 from ftrans import lax
 from ftrans.core import dtypes
 from ftrans.core.operands import check_arraylike, concrete_or_error, shape_of
+from ftrans.core.shape_poly import is_symbolic_dim, min_dim
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -41,8 +42,33 @@ def _int_consts(*arrays: np.ndarray) -> tuple[Any, ...]:
     return tuple(jnp.asarray(np.asarray(a).astype(d)) for a in arrays)
 
 
+def _triu_size(n: Any, m: Any, k: Any) -> Any:
+    """How many entries of an ``n x m`` matrix lie on or above diagonal ``k`` (symbolic sizes allowed)."""
+    if k < 0:
+        return n * m - _triu_size(m, n, 1 - k)
+    if k >= m:
+        return 0
+    mk = min_dim(n, m - k)
+    return mk * (mk + 1) // 2 + mk * (m - k - mk)
+
+
+def _symbolic_tri_indices(name: str, n: Any, k: Any, m: Any) -> tuple[Any, Any] | None:
+    """``tril_indices``/``triu_indices`` of symbolic sizes (shape polymorphism): the nonzero positions of the
+    triangle of ones, as many as the triangle has (a symbolic count); None for static sizes."""
+    if not any(is_symbolic_dim(d) for d in (n, k, m)):
+        return None
+    m = n if m is None else m
+    ones = jnp.ones((n, m), dtype=np.int32)
+    if name == "tril_indices":
+        return jnp.nonzero(jnp.tril(ones, k=k), size=_triu_size(m, n, -k))
+    return jnp.nonzero(jnp.triu(ones, k=k), size=_triu_size(n, m, k))
+
+
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
     """``jnp.tril_indices``: row and column indices of the lower triangle of an ``n x m`` matrix."""
+    sym = _symbolic_tri_indices("tril_indices", n, k, m)
+    if sym is not None:
+        return sym
     n = _static_int("tril_indices", n, "n")
     k = _static_int("tril_indices", k, "k")
     m = n if m is None else _static_int("tril_indices", m, "m")
@@ -51,6 +77,9 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
 
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple[Any, Any]:
     """``jnp.triu_indices``: row and column indices of the upper triangle of an ``n x m`` matrix."""
+    sym = _symbolic_tri_indices("triu_indices", n, k, m)
+    if sym is not None:
+        return sym
     n = _static_int("triu_indices", n, "n")
     k = _static_int("triu_indices", k, "k")
     m = n if m is None else _static_int("triu_indices", m, "m")

@@ -22,6 +22,7 @@ when updating (jax's default FILL_OR_DROP scatter).
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 from collections.abc import Callable
@@ -1136,6 +1137,13 @@ def _cumsum_1d(v: Any) -> Any:
     lowers like everything else.
     """
     n = shape_of(v)[0]
+    if isinstance(n, DimExpr):  # a symbolic length (shape polymorphism): a lower-triangular mask's row sums
+        d = dtype_weak(v)[0]
+        rows = S.broadcast_in_dim_p.bind(_iota(n, d), shape=(n, n), broadcast_dimensions=(0,))
+        cols = S.broadcast_in_dim_p.bind(_iota(n, d), shape=(n, n), broadcast_dimensions=(1,))
+        wide = S.broadcast_in_dim_p.bind(v, shape=(n, n), broadcast_dimensions=(1,))
+        masked = S.select_n_p.bind(E.ge_p.bind(rows, cols), _full((n, n), 0, d), wide)
+        return R.reduce_sum_p.bind(masked, axes=(1,))
     zero = _scalar(0, dtype_weak(v)[0])
     k = 1
     while k < n:
@@ -1163,6 +1171,8 @@ def _static_size(name: str, mask: Any, size: Any) -> int:
                 f"{mask.aval.str_short()} is only known at run time. Pass size=N (and fill_value=...)."
             )
         return int(np.count_nonzero(mask._value))
+    if isinstance(size, DimExpr):
+        return size
     try:
         return operator.index(concrete_or_error(size, f"the size argument of jnp.{name}"))
     except TypeError:
@@ -1189,26 +1199,28 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     idt = dtypes.default_int()
     if n_out < 0:
         raise FtransValueError(f"nonzero: size must be non-negative, got {n_out}")
-    total = int(np.prod(shape, dtype=np.int64))
+    total = math.prod(shape)
     if total == 0 or n_out == 0:
         return tuple(_full((n_out,), 0, idt) for _ in shape)
     flat = _reshape(mask, (total,))
     ones = S.convert_element_type_p.bind(flat, new_dtype=idt, weak_type=False)
     csum = _cumsum_1d(ones)
-    slot = S.select_n_p.bind(flat, _full((total,), n_out, idt), E.sub_p.bind(csum, _scalar(1, idt)))
+    slot = S.select_n_p.bind(flat, S.broadcast_in_dim_p.bind(_dim_scalar(n_out, idt), shape=(total,),
+                                                             broadcast_dimensions=()),
+                             E.sub_p.bind(csum, _scalar(1, idt)))
     flat_idx = I.scatter_p.bind(
         _full((n_out,), 0, idt), _reshape(slot, (total, 1)), _iota(total, idt),
         dimension_numbers=ScatterDimensionNumbers((), (0,), (0,)), mode=GatherScatterMode.FILL_OR_DROP,
         indices_are_sorted=True, unique_indices=True,
     )
-    strides = np.cumprod((1,) + shape[::-1][:-1])[::-1]
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
     out = []
     for stride, dim in zip(strides, shape):
         v = flat_idx
-        if stride != 1:
-            v = E.div_p.bind(v, _scalar(stride, idt))
+        if not (isinstance(stride, int) and stride == 1):
+            v = E.div_p.bind(v, _dim_scalar(stride, idt))
         if dim * stride != total:
-            v = E.rem_p.bind(v, _scalar(dim, idt))
+            v = E.rem_p.bind(v, _dim_scalar(dim, idt))
         out.append(v)
     if fill_value is None:
         return tuple(out)

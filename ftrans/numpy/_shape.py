@@ -30,9 +30,9 @@ from ftrans.core.operands import (
 )
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
-from ftrans.core.shape_poly import DimExpr, as_dim
+from ftrans.core.shape_poly import DimExpr, as_dim, min_dim
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError, user_stacklevel
+from ftrans.errors import FtransTypeError, FtransValueError, InconclusiveDimensionOperation, user_stacklevel
 
 __all__ = [
     "reshape", "ravel", "transpose", "permute_dims", "matrix_transpose", "swapaxes", "moveaxis",
@@ -204,11 +204,20 @@ def _compute_newshape(name: str, old: tuple[int, ...], newshape: Any) -> tuple[i
         raise FtransTypeError(f"{name}: can only specify one unknown dimension (-1), got {new}")
     if -1 in new:
         known = math.prod(d for d in new if d != -1)
-        if known == 0 or total % known:
+        size = None if known == 0 or total % known else total // known
+        if size is None and known != 0 and not isinstance(total, int):
+            # symbolic: divided by -known, as JAX divides (an equality constraint may name that quotient)
+            q, r = divmod(total, -known)
+            size = -q if r == 0 else None
+        if size is None and known != 0 and not isinstance(total, int):  # JAX's error for symbolic sizes
+            raise InconclusiveDimensionOperation(
+                f"Cannot divide evenly the sizes of shapes {tuple(old)} and {tuple(new)}. The remainder "
+                f"{divmod(total, -known)[1]} should be 0.")
+        if size is None:
             raise FtransTypeError(
                 f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new}"
             )
-        new = tuple(total // known if d == -1 else d for d in new)
+        new = tuple(size if d == -1 else d for d in new)
     if any(d < 0 for d in new) or math.prod(new) != total:
         raise FtransTypeError(
             f"{name}: cannot reshape array of shape {old} (size {total}) into shape {new} "
@@ -362,10 +371,9 @@ def squeeze(a: Any, axis: Any = None) -> Any:
         dims = _axes_tuple("squeeze", axis, len(shp))
         bad = [d for d in dims if shp[d] != 1]
         if bad:
-            raise FtransValueError(
-                f"squeeze: cannot squeeze out axis {bad[0]} of size {shp[bad[0]]} (not 1), "
-                f"got shape={shp} and axis={axis}"
-            )
+            raise FtransValueError(  # (JAX's words, then which axis)
+                f"cannot select an axis to squeeze out which has size not equal to one, got shape={shp} and "
+                f"dimensions={dims} (axis {bad[0]} of size {shp[bad[0]]})")
     if not dims:
         return x
     return S.squeeze_p.bind(x, dimensions=dims)
@@ -557,7 +565,8 @@ def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
             np.empty(shape_of(ios), np.int8)) > 0):
         if isinstance(ios, Tracer):
             concrete_or_error(ios, f"{name}: the split indices")
-        points = [0] + [_static_int(name, "indices_or_sections", i) for i in ios] + [n]
+        points = [0] + [i if isinstance(i, DimExpr) else _static_int(name, "indices_or_sections", i)
+                        for i in ios] + [n]
         sizes = [b - a for a, b in zip(points, points[1:])]
         if any(s < 0 for s in sizes):
             raise FtransValueError(
@@ -565,6 +574,8 @@ def _split_sizes(name: str, n: int, ios: Any, equal: bool) -> list[int]:
                 f"of size {n} (section sizes would be {sizes})"
             )
         return sizes
+    if isinstance(ios, DimExpr):
+        raise FtransValueError(f"jax.numpy.{name} with a symbolic number of sections is not supported")
     k = _static_int(name, "indices_or_sections", ios)
     if k <= 0:
         raise FtransValueError(f"{name}: the number of sections must be larger than 0, got {k}")
@@ -907,10 +918,36 @@ def _pad_index_map(x: Any, widths: list, mode: str) -> Any:
             continue
         if n == 0:
             raise FtransValueError(f"pad: cannot apply '{mode}' padding to the empty axis {ax}")
+        if any(isinstance(v, DimExpr) for v in (n, lo, hi)):  # symbolic sizes: slices, broadcasts, copies
+            x = _pad_index_map_symbolic(x, ax, n, lo, hi, mode)
+            continue
         j = np.arange(-lo, n + hi)
         idx = np.clip(j, 0, n - 1) if mode == "edge" else j % n
         x = _take_static(x, ax, idx)
     return x
+
+
+def _pad_index_map_symbolic(x: Any, ax: int, n: Any, lo: Any, hi: Any, mode: str) -> Any:
+    """'edge' or 'wrap' padding of axis ``ax`` where its size or the widths are symbolic: the edge slices
+    broadcast, or whole copies of the axis and the remainders' slices (which must come out constant)."""
+    shp = _shp(x)
+    parts = []
+    if mode == "edge":
+        for amount, start, stop in ((lo, 0, 1), (None, 0, 0), (hi, n - 1, n)):
+            if amount is None:
+                parts.append(x)
+            elif not (isinstance(amount, int) and amount == 0):
+                edge = _slice_axis(x, ax, start, stop)
+                parts.append(S.broadcast_in_dim_p.bind(edge, shape=shp[:ax] + (amount,) + shp[ax + 1:],
+                                                       broadcast_dimensions=tuple(range(len(shp)))))
+    else:
+        (lq, lr), (rq, rr) = (lo // n, lo % n), (hi // n, hi % n)
+        if lr != 0:
+            parts.append(_slice_axis(x, ax, n - lr, n))
+        parts += [x] * operator.index(lq + rq + 1)
+        if rr != 0:
+            parts.append(_slice_axis(x, ax, 0, rr))
+    return parts[0] if len(parts) == 1 else S.concatenate_p.bind(*parts, dimension=ax)
 
 
 def _pairs(name: str, v: Any, nd: int, cast: Any = None) -> np.ndarray:
@@ -960,7 +997,12 @@ def _pad_stats(x: Any, widths: list, mode: str, stat_length: Any) -> Any:
     stat = {"maximum": amax, "minimum": amin, "mean": mean, "median": median}[mode]
     d, w = dtype_weak(x)
     nd = len(widths)
-    lengths = None if stat_length is None else _pairs("stat_length", stat_length, nd, np.int64)
+    if stat_length is not None and any(isinstance(v, DimExpr) for v in np.ravel(np.asarray(stat_length, object))):
+        a = np.asarray(stat_length, object)  # symbolic lengths: the table kept as objects
+        lengths = np.broadcast_to(a, (nd, 2)) if a.shape in ((), (1,), (2,), (1, 2), (nd, 2)) else \
+            _pairs("stat_length", stat_length, nd, np.int64)
+    else:
+        lengths = None if stat_length is None else _pairs("stat_length", stat_length, nd, np.int64)
     for ax, (lo, hi) in enumerate(widths):
         n = _shp(x)[ax]
         if lengths is None:
@@ -968,11 +1010,11 @@ def _pad_stats(x: Any, widths: list, mode: str, stat_length: Any) -> Any:
                 raise FtransValueError(f"pad: cannot apply {mode!r} padding to the empty axis {ax}")
             sb = sa = stat(x, axis=ax, keepdims=True)
         else:
-            lb, la = (int(v) for v in lengths[ax])
+            lb, la = (v if isinstance(v, DimExpr) else int(v) for v in lengths[ax])
             if lb <= 0 or la <= 0:
                 raise FtransValueError(
                     f"pad: stat_length of 0 yields no value for padding (axis {ax} has stat_length ({lb}, {la}))")
-            lb, la = min(lb, n), min(la, n)
+            lb, la = min_dim(lb, n), min_dim(la, n)
             sb = stat(_slice_axis(x, ax, 0, lb), axis=ax, keepdims=True)
             sa = stat(_slice_axis(x, ax, n - la, n), axis=ax, keepdims=True)
         if dtypes.is_int(d):
@@ -1029,6 +1071,18 @@ def _pad_reflect(x: Any, widths: list, mode: str, reflect_type: str) -> Any:
             continue
         if n == 0:
             raise FtransValueError(f"pad: cannot apply '{mode}' padding to the empty axis {ax}")
+        if isinstance(n, DimExpr) or isinstance(lo, DimExpr) or isinstance(hi, DimExpr):
+            for side, amount in (("left", lo), ("right", hi)):  # one reflection step must do (JAX's rule)
+                msg = ("Shape polymorphism is supported for jnp.pad with 'reflect' or 'symmetric' padding mode only "
+                       "when it is possible to determine at lowering time that the axis size (= "
+                       f"{n}) is larger than 1 and larger or equal than the padding length (= {amount}). Error "
+                       f"while handling {side} padding on axis {ax}.")
+                try:
+                    ok = n > 1 and n - (1 if mode == "reflect" else 0) >= amount
+                except InconclusiveDimensionOperation as e:
+                    raise FtransValueError(msg) from e
+                if not ok:
+                    raise FtransValueError(msg)
         offset = 1 if mode == "reflect" and n > 1 else 0
         period = n - offset
         x = _reflect_side(x, ax, lo, True, offset, period, odd)

@@ -245,11 +245,17 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
     # Arguments laid out over Explicit mesh axes are traced with their sharding types
     avals = [typed_aval(a, s) for a, s in zip(avals, in_sh)]
+    from ftrans.core.sharding import args_meshes
     from ftrans.transforms.passes import partitioned
 
-    with partitioned():  # the passes that would add reshards (merge_dots) stay off
-        # (given the call's statics, a program already staged for the ordinary path is reused: jit._trace)
-        closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree, statics)
+    stack = args_meshes()  # the arguments' mesh stands for an abstract mesh of its axes inside (as JAX's)
+    stack.append(next((s.mesh for s in in_sh if isinstance(s, NamedSharding)), None))
+    try:
+        with partitioned():  # the passes that would add reshards (merge_dots) stay off
+            # (given the call's statics, a program already staged for the ordinary path is reused: jit._trace)
+            closed, out_tree = owner._trace(full_args, full_kwargs, avals, in_tree, statics)
+    finally:
+        stack.pop()
     out_sh: list = [None] * len(closed.out_avals)
     if owner._out_shardings is not None:
         spec = owner._out_shardings

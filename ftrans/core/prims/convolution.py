@@ -105,7 +105,7 @@ def conv_output_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_di
         size = _dilate(lhs.shape[la], lhs_dilation[k]) + padding[k][0] + padding[k][1]
         win = _dilate(rhs.shape[ra], rhs_dilation[k])
         if is_symbolic_dim(size) or is_symbolic_dim(win):  # shape polymorphism: JAX's max(0, ...)
-            spatial.append(max_dim(0, (size - win) // int(window_strides[k]) + 1))
+            spatial.append(max_dim((size - win) // int(window_strides[k]) + 1, 0))
             continue
         if size < 0:
             raise _shape_error(

@@ -322,11 +322,16 @@ def _pad_shape(x, padval, *, padding_config):
     for n, (lo, hi, interior) in zip(x.shape, padding_config):
         if interior < 0:
             raise prim_value_error("pad", f"interior padding must be non-negative, got {interior}")
-        size = lo + hi + n + max(n - 1, 0) * interior
+        size = lo + hi + n + (_max_dim(n - 1, 0) * interior if interior else 0)
         if _maybe_negative(size):
             raise prim_value_error("pad", f"padding {(lo, hi, interior)} removes more than the {n} elements of an axis")
         out.append(size)
     return tuple(out)
+
+
+def _max_dim(a, b):
+    from ftrans.core.shape_poly import max_dim
+    return max_dim(a, b)
 
 
 def _maybe_negative(size) -> bool:

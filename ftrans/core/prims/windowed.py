@@ -43,8 +43,8 @@ def window_output_shape(name, shape, window_dimensions, window_strides, padding,
         dilated = 0 if n == 0 else (n - 1) * bd + 1
         padded = dilated + lo + hi
         eff = (w - 1) * wd + 1
-        if is_symbolic_dim(padded):  # shape polymorphism: JAX's max(0, (padded - window) // stride + 1)
-            out.append(max_dim(0, (padded - eff) // s + 1))
+        if is_symbolic_dim(padded) or is_symbolic_dim(eff):  # shape polymorphism: JAX's max((padded - window) // stride + 1, 0)
+            out.append(max_dim((padded - eff) // s + 1, 0))
             continue
         out.append(0 if padded < eff else (padded - eff) // s + 1)
     return tuple(out)

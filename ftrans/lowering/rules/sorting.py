@@ -22,7 +22,6 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.prims import sorting as So
 from ftrans.core.shape_poly import is_symbolic_dim
-from ftrans.errors import FtransNotImplementedError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 from ftrans.lowering.rules.reductions import body_op, compare, identity
@@ -105,11 +104,11 @@ def _top_k(ctx: LoweringContext, x, *, k, axis):
         x = ctx.emit1("stablehlo.transpose", [x], mt.tensor_type(swapped(a.shape), a.dtype),
                       {"permutation": mt.i64_array(perm)})
     types = [mt.tensor_type(swapped(o.shape), o.dtype) for o in (vals, idx)]
-    if is_symbolic_dim(k):  # JAX's dynamic form (stablehlo.dynamic_top_k) is not made static by ftrans's refinement
-        raise FtransNotImplementedError(
-            f"shape polymorphism: top_k with the symbolic k = {k} is not supported by ftrans yet (a symbolic operand "
-            "size with a constant k is)")
-    outs = ctx.emit("chlo.top_k", [x], types, {"k": f"{int(k)} : i64"})
+    if is_symbolic_dim(k):  # JAX's dynamic form: k as an operand, made ``chlo.top_k`` by shape refinement at a call
+        outs = ctx.emit("stablehlo.custom_call", [x, ctx.fn.dim_value(k)], types, {
+            "api_version": "2 : i32", "call_target_name": '"stablehlo.dynamic_top_k"'})
+    else:
+        outs = ctx.emit("chlo.top_k", [x], types, {"k": f"{int(k)} : i64"})
     if axis != last:
         outs = [ctx.emit1("stablehlo.transpose", [o], mt.aval_type(av), {"permutation": mt.i64_array(perm)})
                 for o, av in zip(outs, (vals, idx))]
@@ -119,6 +118,10 @@ def _top_k(ctx: LoweringContext, x, *, k, axis):
 # ---------------------------------------------------------------- cumulative reductions
 def _logaddexp_region(ctx: LoweringContext, dtype: np.dtype) -> str:
     """``log(exp(a) + exp(b))`` computed stably; equal arguments (incl. infinities) give ``a + log 2``."""
+    return ctx.fn.region([mt.tensor_type((), dtype)] * 2, _logaddexp_body(dtype))
+
+
+def _logaddexp_body(dtype: np.dtype):
     t = mt.tensor_type((), dtype)
 
     def body(f: mt.FuncEmitter, args: list[str]) -> list[str]:
@@ -132,7 +135,7 @@ def _logaddexp_region(ctx: LoweringContext, dtype: np.dtype) -> str:
         same = f.emit("stablehlo.add", [a, f.constant(np.asarray(np.log(2.0), dtype))], [t])[0]
         return f.emit("stablehlo.select", [compare(f, a, b, dtype, "EQ"), same, general], [t])
 
-    return ctx.fn.region([t, t], body)
+    return body
 
 
 def _cumulative(kind: str):
@@ -145,6 +148,18 @@ def _cumulative(kind: str):
         wide = kind in ("sum", "prod", "logsumexp") and np.dtype(a.dtype) in _HALF
         calc = np.dtype(dtypes.float32) if wide else np.dtype(a.dtype)
         x = ctx.convert(x, a, calc)
+        if is_symbolic_dim(n):  # JAX's dynamic reduce_window: the window spans the symbolic axis
+            from ftrans.lowering.rules.windowed import _dynamic_reduce_window, _reducer_function
+
+            init = ctx.scalar(-np.inf if kind == "logsumexp" else identity(kind, calc), calc)
+            reducer = (_reducer_function(ctx, "logaddexp", calc, _logaddexp_body(calc)) if kind == "logsumexp"
+                       else _reducer_function(ctx, body_op(kind, calc), calc))
+            ones = [1] * a.ndim
+            window, pads = list(ones), [(0, 0)] * a.ndim
+            window[axis], pads[axis] = n, ((0, n - 1) if reverse else (n - 1, 0))
+            y, = _dynamic_reduce_window(ctx, [x], [init], [mt.tensor_type(out.shape, calc)], reducer, window, ones,
+                                        pads, ones, ones)
+            return ctx.convert(y, out.update(dtype=calc), out.dtype)
         if kind == "logsumexp":
             init = ctx.scalar(-np.inf, calc)
             region = _logaddexp_region(ctx, calc)

@@ -16,7 +16,6 @@ from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import is_poly_shape
-from ftrans.errors import FtransNotImplementedError
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -279,15 +278,13 @@ def _rng_bit_generator(ctx: LoweringContext, key, *, shape, dtype, algorithm):
     state = ctx.emit1("stablehlo.bitcast_convert", [pair], mt.tensor_type((2,), _U64))
     name = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}[int(algorithm)]
     alg = f"#stablehlo<rng_algorithm {name}>"
-    if is_poly_shape(shape):
-        # JAX's dynamic form (a ``stablehlo.dynamic_rng_bit_generator`` custom call) is not made static by the
-        # shape refinement that ftrans runs when an export is called
-        raise FtransNotImplementedError(
-            f"shape polymorphism: rng_bit_generator (the rbg and unsafe_rbg PRNGs) with the symbolic shape "
-            f"{tuple(shape)} is not supported by ftrans yet; use the threefry2x32 PRNG")
-    new_state, bits = ctx.emit("stablehlo.rng_bit_generator", [state],
-                               [mt.tensor_type((2,), _U64), mt.aval_type(ctx.avals_out[1])],
-                               {"rng_algorithm": alg})
+    types = [mt.tensor_type((2,), _U64), mt.aval_type(ctx.avals_out[1])]
+    if is_poly_shape(shape):  # JAX's dynamic form: the shape as an operand, made static by shape refinement at a call
+        new_state, bits = ctx.emit("stablehlo.custom_call", [state, ctx.fn.shape_tensor(shape)], types, {
+            "api_version": "2 : i32", "call_target_name": '"stablehlo.dynamic_rng_bit_generator"',
+            "rng_algorithm": alg})
+    else:
+        new_state, bits = ctx.emit("stablehlo.rng_bit_generator", [state], types, {"rng_algorithm": alg})
     back = ctx.emit1("stablehlo.bitcast_convert", [new_state], mt.tensor_type((2, 2), u32))
     return [ctx.emit1("stablehlo.reshape", [back], mt.tensor_type((4,), u32)), bits]
 

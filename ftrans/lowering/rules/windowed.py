@@ -13,6 +13,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.prims import windowed as W
+from ftrans.core.shape_poly import is_poly_shape
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
 
@@ -39,6 +40,42 @@ def _body_op(kind: str, dtype: np.dtype) -> str:
     return "stablehlo.maximum" if kind == "max" else "stablehlo.minimum"
 
 
+def _symbolic(*params) -> bool:
+    return any(is_poly_shape(p) for p in params[:2] + params[3:]) or any(is_poly_shape(p) for p in params[2])
+
+
+def _dynamic_reduce_window(ctx: LoweringContext, operands: list, inits: list, result_types: list, reducer: str,
+                           window_dimensions, window_strides, padding, base_dilation, window_dilation) -> list:
+    """JAX's form for symbolic window sizes, strides, dilations or padding: a ``stablehlo.dynamic_reduce_window``
+    custom call taking them as operands and the reducer as a function (shape refinement makes it static)."""
+    f = ctx.fn
+    pads = [f.emit("stablehlo.reshape", [f.shape_tensor(pair)], ["tensor<1x2xi32>"])[0] for pair in padding]
+    pad = pads[0] if len(pads) == 1 else f.emit("stablehlo.concatenate", pads, [f"tensor<{len(pads)}x2xi32>"],
+                                                {"dimension": "0 : i64"})[0]
+    shapes = [f.shape_tensor(v) for v in (window_dimensions, window_strides, base_dilation, window_dilation)]
+    return ctx.emit("stablehlo.custom_call", [*operands, *inits, *shapes, pad], result_types, {
+        "api_version": "2 : i32", "call_target_name": '"stablehlo.dynamic_reduce_window"',
+        "called_computations": f"[@{reducer}]"})
+
+
+def _reducer_function(ctx: LoweringContext, op: str, dtype: np.dtype, body=None) -> str:
+    """A private function ``(a, b) -> op(a, b)`` of scalars of ``dtype`` (or ``body(emitter, [a, b])``'s one
+    result, ``op`` then naming it): a dynamic reduce_window's reducer."""
+    cache = ctx.module.__dict__.setdefault("_window_reducers", {})
+    key = (op, np.dtype(dtype))
+    sym = cache.get(key)
+    if sym is None:
+        sym = cache[key] = f"_reduce_window_{op.split('.')[-1]}_{len(cache)}"
+        t = mt.tensor_type((), dtype)
+        fn = mt.FuncEmitter()
+        a, b = fn.argument(t), fn.argument(t)
+        r = body(fn, [a, b])[0] if body is not None else fn.emit(op, [a, b], [t])[0]
+        fn.emit("func.return", [r], [])
+        ctx.module.private.append(f"  func.func private @{sym}({a}: {t}, {b}: {t}) -> ({t}) {{\n"
+                                  + "\n".join(fn.lines) + "\n  }")
+    return sym
+
+
 def _rule(kind: str):
     def rule(ctx: LoweringContext, x, *, window_dimensions, window_strides, padding, base_dilation,
              window_dilation):
@@ -49,6 +86,11 @@ def _rule(kind: str):
         calc = np.dtype(dtypes.float32) if kind == "sum" and np.dtype(a.dtype) in _HALF else np.dtype(a.dtype)
         x = ctx.convert(x, a, calc)
         init = ctx.scalar(_identity(kind, calc), calc)
+        if _symbolic(window_dimensions, window_strides, padding, base_dilation, window_dilation):
+            y, = _dynamic_reduce_window(ctx, [x], [init], [mt.tensor_type(out.shape, calc)],
+                                        _reducer_function(ctx, _body_op(kind, calc), calc), window_dimensions,
+                                        window_strides, padding, base_dilation, window_dilation)
+            return ctx.convert(y, out.update(dtype=calc), out.dtype)
         pads = [int(v) for pair in padding for v in pair]
         y = ctx.emit1("stablehlo.reduce_window", [x, init], mt.tensor_type(out.shape, calc), attrs={
             "window_dimensions": mt.i64_array(window_dimensions),
@@ -80,6 +122,10 @@ def _lower_reduce_window_general(ctx: LoweringContext, *args: str, jaxpr, window
         return ctx.emit("func.call", list(args[n:]) + list(args[:n]), types, {"callee": f"@{sym0}"})
     sym = ctx.module.function(jaxpr.jaxpr, "reduce_window_computation")
     scalar_types = [mt.tensor_type((), x.dtype) for x in ctx.avals_in[:n]]
+    if _symbolic(window_dimensions, window_strides, padding, base_dilation, window_dilation):
+        return _dynamic_reduce_window(ctx, list(args[:n]), list(args[n:]), [mt.aval_type(o) for o in ctx.avals_out],
+                                      sym, window_dimensions, window_strides, padding, base_dilation,
+                                      window_dilation)
 
     def body(f: mt.FuncEmitter, xs: list[str]) -> list[str]:
         return f.emit("func.call", xs, scalar_types, {"callee": f"@{sym}"})

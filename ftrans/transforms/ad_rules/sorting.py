@@ -17,6 +17,7 @@ from ftrans.core import dtypes
 from ftrans.core.prims import indexing as I
 from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
+from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad import Zero, register_jvp
 
@@ -55,7 +56,8 @@ def _permute_along(t: Any, perm: Any, axis: int) -> Any:
 @register_jvp(So.sort_p)
 def _sort_jvp(primals: list, tangents: list, *, dimension: int, is_stable: bool, num_keys: int) -> tuple[list, list]:
     shape = tuple(aval_of(primals[0]).shape)
-    iota = S.iota_p.bind(dtype=dtypes.int32 if shape[dimension] < 2**31 else dtypes.int64, shape=shape,
+    n = shape[dimension]  # (a symbolic size is taken to fit int32)
+    iota = S.iota_p.bind(dtype=dtypes.int32 if is_symbolic_dim(n) or n < 2**31 else dtypes.int64, shape=shape,
                          dimension=dimension)
     *outs, perm = So.sort_p.bind(*primals, iota, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
     tangents_out = [
