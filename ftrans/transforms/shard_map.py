@@ -114,18 +114,10 @@ class _ShardMapped:
             return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
-            # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
-            if self._jitted is None:
-                from ftrans.transforms.jit import jit
+            # Concrete arguments: the body runs device by device on concrete blocks, as JAX's eager shard_map.
+            from ftrans.transforms.shard_map_eager import eager_shard_map
 
-                self._jitted = jit(self._bind)
-            from ftrans.core.prims.shard_map import eager_body
-
-            eager_body.depth += 1
-            try:
-                return self._jitted(*args)
-            finally:
-                eager_body.depth -= 1
+            return eager_shard_map(self, args)
         return self._bind(*args)
 
     def _has_static(self) -> bool:
@@ -133,6 +125,14 @@ class _ShardMapped:
             s is None for s in tree_util.tree_leaves(self._in_specs, is_leaf=lambda x: x is None))
 
     def _bind(self, *args: Any) -> Any:
+        fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves = self._prepare(args)
+        enclosing = _enclosing_manual(mesh)
+        if enclosing:
+            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
+        return self._stage_and_bind(fname, mesh, manual, auto, avals, all_leaves, dyn, in_tree, leaves)
+
+    def _prepare(self, args: tuple) -> tuple:
+        """The mesh, the manual and automatic axes and each argument leaf's spec and type (checked)."""
         fname = self.__name__
         body_meshes = _BODY.stack
         if self._mesh is not None and body_meshes:
@@ -193,9 +193,10 @@ class _ShardMapped:
                         f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
                         f"by {parts}")
             avals.append((a, names))
-        enclosing = _enclosing_manual(mesh)
-        if enclosing:
-            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
+        return fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves
+
+    def _stage_and_bind(self, fname: str, mesh: Mesh, manual: frozenset, auto: set, avals: list, all_leaves: list,
+                        dyn: list, in_tree: Any, leaves: list) -> Any:
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
@@ -607,9 +608,14 @@ def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: l
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
     got = [g | (t & axes) for g, t in zip(got, out_vma or [_EMPTY] * len(got))]
+    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals)
+
+
+def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list) -> None:
+    """Raise JAX's error for each result whose out_specs leave out a manual axis it varies along (``got``)."""
     order = {a: i for i, a in enumerate(mesh.axis_names)}
     fails = []
-    for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, closed.out_avals)):
+    for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, out_avals)):
         mentioned = {x for ax in ns for x in ax}
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
