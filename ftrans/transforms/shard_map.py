@@ -35,7 +35,6 @@ from ftrans.core.sharding import (
     as_mesh,
     as_spec,
     check_spec,
-    concrete_for,
     get_mesh,
 )
 from ftrans.core.trace import Tracer, aval_of, stage
@@ -78,7 +77,9 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, stati
         groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
     except (ValueError, TypeError):
+        where = _prefix_mismatch(specs, tree)
         raise FtransValueError(
+            f"shard_map {what}{where}: the {what} entry here does not match the value's structure. "
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
@@ -89,11 +90,75 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, stati
     return out
 
 
+def _prefix_mismatch(specs: Any, tree: Any, path: str = "") -> str:
+    """The key path (``[0]['a']``) of the first place ``specs`` is not a tree prefix of ``tree``."""
+    if _is_spec(specs):
+        return ""
+    if isinstance(specs, (tuple, list)) and isinstance(tree, (tuple, list)) and len(specs) == len(tree):
+        for k, (a, b) in enumerate(zip(specs, tree)):
+            r = _prefix_mismatch(a, b, f"{path}[{k}]")
+            if r != "" or not _is_spec(a) and not _prefix_ok(a, b):
+                return r or f"{path}[{k}]"
+        return ""
+    if isinstance(specs, dict) and isinstance(tree, dict) and set(specs) == set(tree):
+        for k in specs:
+            r = _prefix_mismatch(specs[k], tree[k], f"{path}[{k!r}]")
+            if r != "" or not _is_spec(specs[k]) and not _prefix_ok(specs[k], tree[k]):
+                return r or f"{path}[{k!r}]"
+        return ""
+    return path
+
+
+def _prefix_ok(specs: Any, tree: Any) -> bool:
+    try:
+        tree_util.tree_map(lambda s, sub: None, specs, tree, is_leaf=_is_spec)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _spec_rank_error(fname: str, what: str, specs: Any, tree: Any, k: int, spec: Any, aval: Any) -> FtransValueError:
+    """JAX's error for a spec longer than its value's rank; ``k``: the value's leaf index in ``tree``."""
+    keystr = tree_util.keystr
+    leaf_paths = [p for p, _ in tree_util.tree_leaves_with_path(tree)]
+    lp = leaf_paths[k] if k < len(leaf_paths) else ()
+    sk = ""
+    if not _is_spec(specs):
+        spec_paths = [p for p, _ in tree_util.tree_leaves_with_path(specs, is_leaf=_is_spec)]
+        cands = [q for q in spec_paths if tuple(map(str, q)) == tuple(map(str, lp[:len(q)]))]
+        sk = keystr(max(cands, key=len)) if cands else ""
+    nd = len(aval.shape)
+    io = "in" if what == "in_specs" else "out"
+    base = f"the passed args{keystr(lp)}" if io == "in" else f"{fname}(*args){keystr(lp)}"
+    msg = (f"shard_map applied to the function '{fname}' was given an {what} entry longer than the rank of the "
+           f"{io}put value it describes: {what}{sk} is {spec!r} which has length {len(spec)}, but {base} has shape "
+           f"{aval.str_short()}, which has rank {nd}. A spec gives at most one entry per dimension of its value: "
+           f"shorten the spec, or give the value more axes.")
+    if nd == 0:
+        msg += (f" For scalar values (rank 0), consider using an {what} entry of `P()` "
+                "(P = ftrans.sharding.PartitionSpec)")
+        if io == "out":
+            msg += ", or give a rank-0 output that varies over the mesh a singleton axis to put it together along"
+        msg += "."
+    return FtransValueError(msg)
+
+
+def _check_known(fname: str, what: str, spec: Any, mesh: Mesh) -> None:
+    """Every axis a spec names must be one of the mesh's (JAX's wording: "in_specs refers to 'q'")."""
+    for a in spec.axes():
+        if a not in mesh.axis_names:
+            raise FtransValueError(
+                f"shard_map({fname}) {what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has "
+                f"axes {mesh.axis_names} (shape {mesh.shape}): the shard_map {what} must refer to an axis of the "
+                f"mesh marked as manual, but {what} refers to {a!r}")
+
+
 def _check_manual(fname: str, what: str, spec: Any, names: tuple, auto: set) -> None:
     bad = sorted({a for ax in names for a in ax} & auto, key=str)
     if bad:
         raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which are not in "
-                               "axis_names (axes left automatic cannot appear in the specs)")
+                               "axis_names (axes left automatic cannot appear in the specs): the shard_map "
+                               f"{what} must refer to axes marked as manual, but {what} refers to {bad[0]!r}")
 
 
 class _ShardMapped:
@@ -145,11 +210,12 @@ class _ShardMapped:
                                    "which has no axes (JAX's empty mesh)")
         mesh = (as_mesh(self._mesh) if self._mesh is not None  # a jax mesh: as ftrans's
                 else body_meshes[-1] if body_meshes else get_mesh())
-        if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
-            mesh = concrete_for(mesh)
+        if isinstance(mesh, AbstractMesh):  # its devices: the arguments' mesh, else the current mesh's
+            mesh = _concrete_mesh(fname, mesh, tree_util.tree_leaves(args))
         if mesh is None:
-            raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
-                                   "ftrans.sharding.use_mesh")
+            raise FtransValueError(f"shard_map({fname}): no mesh was passed and the context mesh cannot be empty "
+                                   "(The context mesh cannot be empty): pass mesh=, or set one with "
+                                   "ftrans.set_mesh(mesh) / ftrans.sharding.use_mesh")
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"shard_map({fname}): mesh must be an ftrans.sharding.Mesh, got "
                                   f"{type(mesh).__name__}")
@@ -176,12 +242,16 @@ class _ShardMapped:
         all_leaves, leaves = leaves, [x for x, d in zip(leaves, dyn) if d]
         specs = [s for s in specs if s is not None]
         avals = []
+        dyn_index = [i for i, d in enumerate(dyn) if d]
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
                 a = aval_of(x)
             except TypeError:
                 raise FtransTypeError(f"shard_map({fname}): argument leaf {k} of type {type(x).__name__} is not "
                                       "an array") from None
+            if len(s) > len(a.shape):
+                raise _spec_rank_error(fname, "in_specs", self._in_specs, args, dyn_index[k], s, a)
+            _check_known(fname, "in_specs", s, mesh)
             check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
             names = names_of_spec(s, len(a.shape))
             _check_manual(fname, "in_specs", s, names, auto)
@@ -221,7 +291,10 @@ class _ShardMapped:
         out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
-        for s, a in zip(out_specs, closed.out_avals):
+        for k, (s, a) in enumerate(zip(out_specs, closed.out_avals)):
+            if len(s) > len(a.shape):
+                raise _spec_rank_error(fname, "out_specs", self._out_specs, out, k, s, a)
+            _check_known(fname, "out_specs", s, mesh)
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
@@ -619,10 +692,20 @@ def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got
         mentioned = {x for ax in ns for x in ax}
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
-            fails.append(
-                f"* output {k} (of type {a.str_short()}) has out_specs {s!r}, which says it is the same on every "
-                f"device along mesh axes {bad}, but it was inferred to be possibly varying over "
-                f"{sorted(g, key=order.__getitem__)}")
+            unmentioned = [x for x in mesh.axis_names if x not in mentioned]
+            if len(unmentioned) > 1:
+                def braces(axes: Any) -> str:
+                    return "{" + ",".join(str(x) for x in sorted(axes, key=order.__getitem__)) + "}"
+
+                fails.append(
+                    f"* output {k} (of type {a.str_short()}): its out_specs is {s!r} which implies that the "
+                    f"corresponding output value is only varying across mesh axes {braces(mentioned)} and not "
+                    f"{braces(bad)}, but it was inferred to be possibly varying over {braces(g)}")
+            else:
+                fails.append(
+                    f"* output {k} (of type {a.str_short()}): its out_specs is {s!r} which implies that the "
+                    f"corresponding output value is replicated across mesh axis {unmentioned[0]!r}, but it was "
+                    f"inferred to be possibly varying over it (could not infer replication over any axes)")
     if fails:
         raise FtransValueError(
             f"shard_map({fname}) was given out_specs which require replication which can't be statically "
@@ -632,6 +715,42 @@ def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got
             "then put together along them); if they are meant to be the same, reduce them over those axes "
             "(lax.psum / lax.pmean / lax.pmax ...); if they are the same but that cannot be inferred, pass "
             "check_vma=False to shard_map.")
+
+
+def _concrete_mesh(fname: str, abstract: AbstractMesh, leaves: list) -> Mesh:
+    """The devices a shard_map over an ``AbstractMesh`` runs on: as JAX's, those of the mesh its arguments are
+    laid out over (a ``NamedSharding``; each must match the abstract mesh's shape); else, under a transform,
+    the current mesh or the default devices; called on concrete arrays none of which has one: an error."""
+    from ftrans.core.sharding import NamedSharding
+
+    found = None
+    for x in leaves:
+        if isinstance(x, Tracer):
+            continue
+        sh = getattr(x, "sharding", None)
+        m = getattr(sh, "mesh", None) if isinstance(sh, NamedSharding) else None
+        if isinstance(m, Mesh) and m.size > 1:
+            if (m.axis_names, m.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+                raise FtransValueError(
+                    f"shard_map({fname}): Mesh shape of the input {m.shape_tuple} does not match the mesh shape "
+                    f"passed to shard_map {abstract.shape_tuple} (for an argument of type "
+                    f"{aval_of(x).str_short()}); lay the argument out over a mesh of that shape")
+            found = found or m
+    if found is not None:
+        return found
+    cur = get_mesh()
+    if cur is not None and (cur.axis_names, cur.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+        return cur
+    if _trace.is_eager() and not any(isinstance(x, Tracer) for x in leaves):
+        raise FtransValueError(
+            f"shard_map({fname}) over {abstract!r}, which has no devices: Please pass `jax.Array`s with a "
+            "`NamedSharding` as input to `shard_map` when passing `AbstractMesh` to the mesh argument (ftrans "
+            "Arrays device_put with a NamedSharding over a mesh of that shape), or pass the Mesh itself")
+    from ftrans.devices import devices
+
+    n = int(np.prod(abstract.axis_sizes))
+    return Mesh(np.array(devices()[:n], dtype=object).reshape(abstract.axis_sizes), abstract.axis_names,
+                axis_types=abstract.axis_types)
 
 
 def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:

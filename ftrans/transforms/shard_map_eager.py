@@ -196,7 +196,10 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
             out_specs = S._broadcast_specs(fname, "out_specs", sm._out_specs, out, len(flat))
             outs = [trace.full_raise(o) for o in flat]
         out_names = []
-        for s, o in zip(out_specs, outs):
+        for k, (s, o) in enumerate(zip(out_specs, outs)):
+            if len(s) > len(o.aval.shape):
+                raise S._spec_rank_error(fname, "out_specs", sm._out_specs, out, k, s, o.aval)
+            S._check_known(fname, "out_specs", s, mesh)
             S.check_spec(s, mesh, f"shard_map({fname}) out_specs", len(o.aval.shape), o.aval.shape)
             out_names.append(names_of_spec(s, len(o.aval.shape)))
             S._check_manual(fname, "out_specs", s, out_names[-1], auto)
