@@ -143,10 +143,11 @@ def _isolated() -> Any:
 _CACHE: dict = {}
 
 
-def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names: Any) -> list:
+def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names: Any, lay_out: bool = False) -> list:
     """``body`` (flat blocks -> flat blocks) run on every device: operand ``i`` laid out as ``in_names[i]``
-    says (None: stacked), each result as ``out_names`` say (None: all stacked)."""
-    full = None if key[-1] is None else (key, in_names, out_names, mesh)
+    says (None: stacked), each result as ``out_names`` say (None: all stacked); ``lay_out``: the results'
+    shardings are exactly the out_names' specs (size-1 mesh axes kept, as JAX's eager results)."""
+    full = None if key[-1] is None else (key, in_names, out_names, mesh, lay_out)
     fn = _CACHE.get(full) if full is not None else None
     if fn is None:
         from ftrans.transforms.jit import jit
@@ -162,7 +163,14 @@ def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names:
                                     in_names=tuple(((),) * np.ndim(c) for c in consts) + tuple(in_names),
                                     out_names=tuple(outs), check_vma=False, name="eager")
 
-        fn = jit(run)
+        if lay_out:
+            from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+            (ns,) = out_names  # one result
+            fn = jit(run, out_shardings=NamedSharding(mesh, PartitionSpec(
+                *(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns))))
+        else:
+            fn = jit(run)
         if full is not None:
             if len(_CACHE) > 2048:
                 _CACHE.clear()
@@ -206,7 +214,9 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
         if check:
             S._raise_out_vma(fname, mesh, out_specs, out_names, [o.vma for o in outs],
                              [ShapedArray(o.aval.shape, o.aval.dtype, o.aval.weak_type) for o in outs])
-        res = [_run(mesh, ("out",), _identity, [o.val], (o.names,), (ns,))[0] for o, ns in zip(outs, out_names)]
+        full_manual = not manual or set(manual) == set(mesh.axis_names)
+        res = [_run(mesh, ("out",), _identity, [o.val], (o.names,), (ns,), full_manual)[0]
+               for o, ns in zip(outs, out_names)]
     finally:
         eager_body.depth -= 1
     return tree_util.tree_unflatten(out_tree, res)
