@@ -258,10 +258,16 @@ class _ShardMapped:
             for d, (n, ax) in enumerate(zip(a.shape, names)):
                 parts = int(np.prod([mesh.shape[x] for x in ax])) if ax else 1
                 if n % parts:
+                    lp = tree_util.tree_leaves_with_path(args)[dyn_index[k]][0]
+                    axis = f"axes {ax}" if len(ax) > 1 else f"axis {ax[0]!r}"
                     raise FtransValueError(
-                        f"shard_map({fname}): argument leaf {k} of shape {a.shape} has dimension {d} of size {n}, "
-                        f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
-                        f"by {parts}")
+                        f"shard_map applied to the function '{fname}' was given argument arrays with axis sizes "
+                        f"that are not evenly divisible by the corresponding mesh axis sizes: the passed "
+                        f"args{tree_util.keystr(lp)} of shape {a.str_short()} corresponds to in_specs of value "
+                        f"{s!r}, which maps array axis {d} (of size {n}) to mesh {axis} (of "
+                        f"{'total ' if len(ax) > 1 else ''}size {parts}), but {parts} does not evenly divide {n} "
+                        f"(the mesh has shape {tuple(mesh.axis_sizes)} with axis names {mesh.axis_names}). Pad "
+                        "the argument, or split it over other mesh axes")
             avals.append((a, names))
         return fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves
 
