@@ -143,6 +143,37 @@ def _spec_rank_error(fname: str, what: str, specs: Any, tree: Any, k: int, spec:
     return FtransValueError(msg)
 
 
+def _all_explicit(mesh: Mesh) -> bool:
+    from ftrans.core.sharding import AxisType
+
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    return bool(types) and all(t == AxisType.Explicit for t in types)
+
+
+def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) -> None:
+    """Over a mesh whose axes are all Explicit (and all manual here), an argument's in_spec must be its
+    sharding type's spec, as JAX requires (a value not laid out over the mesh has ``P()``'s)."""
+    from ftrans.core.sharding_rules import array_aval
+
+    try:
+        typed = array_aval(x) if not isinstance(x, Tracer) else x.aval
+    except TypeError:
+        return
+    sh = getattr(typed, "sharding", None)
+    have = names_of_spec(sh.spec, len(a.shape)) if sh is not None else ((),) * len(a.shape)
+    if tuple(have) == tuple(names):
+        return
+
+    def spec_str(ns: tuple) -> str:
+        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns)))
+
+    raise FtransValueError(
+        f"in_specs passed to shard_map: {spec_str(names)} does not match the specs of the input: "
+        f"{spec_str(have)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
+        "in_specs entry must be its sharding type's spec: leave in_specs out (shard_map infers them from the "
+        "arguments), or reshard the argument (ftrans.reshard) first")
+
+
 def _check_known(fname: str, what: str, spec: Any, mesh: Mesh) -> None:
     """Every axis a spec names must be one of the mesh's (JAX's wording: "in_specs refers to 'q'")."""
     for a in spec.axes():
@@ -269,6 +300,9 @@ class _ShardMapped:
                         f"(the mesh has shape {tuple(mesh.axis_sizes)} with axis names {mesh.axis_names}). Pad "
                         "the argument, or split it over other mesh axes")
             avals.append((a, names))
+        if in_specs is not _INFER and not auto and not body_meshes and _all_explicit(mesh):
+            for x, s, (a, names) in zip(leaves, specs, avals):
+                _check_explicit_spec(x, s, a, names, mesh)
         return fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves
 
     def _stage_and_bind(self, fname: str, mesh: Mesh, manual: frozenset, auto: set, avals: list, all_leaves: list,
