@@ -191,32 +191,47 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
     try:
         with new_main(EagerShardMapTrace, ctx, dynamic=True) as main, \
                 _body_env({"mesh": mesh, "check_vma": check}, manual), S._body_mesh(mesh, manual, check):
-            trace = main.trace
-            ins = []
-            for x, (_a, ns) in zip(leaves, avals):
-                (v,) = _run(mesh, ("in",), _identity, [x], (ns,), None)
-                vma = frozenset(n for ax in ns for n in ax) & body_axes if check else _EMPTY
-                ins.append(EagerShardMapTracer(trace, v, None, vma))
-            it = iter(ins)
-            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
-            out = sm._fun(*tree_util.tree_unflatten(in_tree, xs))
-            flat, out_tree = tree_util.tree_flatten(out)
-            out_specs = S._broadcast_specs(fname, "out_specs", sm._out_specs, out, len(flat))
-            outs = [trace.full_raise(o) for o in flat]
+            # (in a function: no tracer of this trace is left referenced when it ends, for the leak checker)
+            out_tree, out_specs, outs = _run_body(main.trace, sm, fname, mesh, avals, all_leaves, dyn, in_tree,
+                                                  leaves, check, body_axes)
+        skeleton = tree_util.tree_unflatten(out_tree, [0] * len(outs))
         out_names = []
-        for k, (s, o) in enumerate(zip(out_specs, outs)):
-            if len(s) > len(o.aval.shape):
-                raise S._spec_rank_error(fname, "out_specs", sm._out_specs, out, k, s, o.aval)
+        for k, (s, (_, _, _, a)) in enumerate(zip(out_specs, outs)):
+            if len(s) > len(a.shape):
+                raise S._spec_rank_error(fname, "out_specs", sm._out_specs, skeleton, k, s, a)
             S._check_known(fname, "out_specs", s, mesh)
-            S.check_spec(s, mesh, f"shard_map({fname}) out_specs", len(o.aval.shape), o.aval.shape)
-            out_names.append(names_of_spec(s, len(o.aval.shape)))
+            S.check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
+            out_names.append(names_of_spec(s, len(a.shape)))
             S._check_manual(fname, "out_specs", s, out_names[-1], auto)
         if check:
-            S._raise_out_vma(fname, mesh, out_specs, out_names, [o.vma for o in outs],
-                             [ShapedArray(o.aval.shape, o.aval.dtype, o.aval.weak_type) for o in outs])
+            S._raise_out_vma(fname, mesh, out_specs, out_names, [vma for _, _, vma, _ in outs],
+                             [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs])
         full_manual = not manual or set(manual) == set(mesh.axis_names)
-        res = [_run(mesh, ("out",), _identity, [o.val], (o.names,), (ns,), full_manual)[0]
-               for o, ns in zip(outs, out_names)]
+        res = [_run(mesh, ("out",), _identity, [val], (names,), (ns,), full_manual)[0]
+               for (val, names, _, _), ns in zip(outs, out_names)]
     finally:
         eager_body.depth -= 1
     return tree_util.tree_unflatten(out_tree, res)
+
+
+def _run_body(trace: Any, sm: Any, fname: str, mesh: Any, avals: list, all_leaves: list, dyn: list, in_tree: Any,
+              leaves: list, check: bool, body_axes: frozenset) -> tuple:
+    """The user's body on every device's blocks: its output structure, out_specs and, per result, its values
+    (val, names, vma, aval)."""
+    from ftrans.transforms import shard_map as S
+
+    ins = []
+    for x, (_a, ns) in zip(leaves, avals):
+        (v,) = _run(mesh, ("in",), _identity, [x], (ns,), None)
+        vma = frozenset(n for ax in ns for n in ax) & body_axes if check else _EMPTY
+        ins.append(EagerShardMapTracer(trace, v, None, vma))
+    it = iter(ins)
+    xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
+    out = sm._fun(*tree_util.tree_unflatten(in_tree, xs))
+    flat, out_tree = tree_util.tree_flatten(out)
+    out_specs = S._broadcast_specs(fname, "out_specs", sm._out_specs, out, len(flat))
+    outs = []
+    for o in flat:
+        t = trace.full_raise(o)
+        outs.append((t.val, t.names, t.vma, t.aval))
+    return out_tree, out_specs, outs
