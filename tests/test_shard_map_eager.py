@@ -171,6 +171,8 @@ def _err(fn):
     ("vma", "only varying across mesh axes {x} and not {y,z}, but it was inferred to be possibly varying "
             "over {x,y,z}"),
     ("unbound", "Found an unbound axis name: x. To fix this, please call psum under `jax.shard_map`"),
+    ("explicit", "in_specs passed to shard_map: P('x', 'y') does not match the specs of the input: P(None, None)"),
+    ("nondiv", "which maps array axis 0 (of size 3) to mesh axis 'x' (of size 2), but 2 does not evenly divide 3"),
 ])
 def test_spec_errors_say_what_jax_says(case, phrase):
     def run(lib, jnp, P_):
@@ -198,6 +200,11 @@ def test_spec_errors_say_what_jax_says(case, phrase):
             m3 = _mesh(lib, (2, 2, 2), ("x", "y", "z"))
             return _err(lambda: sm(lambda v: v * 2, mesh=m3, in_specs=P_("x", "y", "z"), out_specs=P_("x"))(
                 np.arange(16).reshape(4, 2, 2)))
+        if case == "explicit":  # make_mesh's default axis types: Explicit
+            return _err(lambda: sm(lambda v: v, mesh=lib.make_mesh((2, 2), ("x", "y")), in_specs=P_("x", "y"),
+                                   out_specs=P_("x", "y"))(np.ones((4, 4), np.float32)))
+        if case == "nondiv":
+            return _err(lambda: sm(lambda v: v, mesh=mesh, in_specs=P_("x"), out_specs=P_("x"))(np.ones((3, 5))))
         return _err(lambda: lib.jit(lambda v: lib.lax.psum(v, "x"))(jnp.arange(8.0)))
 
     (ft, fmsg), (jt, jmsg) = _both(run)
@@ -231,3 +238,11 @@ def test_shard_map_over_an_abstract_mesh_takes_the_arguments_devices():
     assert "Please pass `jax.Array`s with a `NamedSharding` as input to `shard_map`" in je1[1]
     assert "does not match the mesh shape passed to shard_map" in fe2[1]
     assert "does not match the mesh shape passed to shard_map" in je2[1]
+
+
+def test_eager_body_leaves_no_tracer_behind():
+    mesh = _mesh(ftrans, (4,), ("i",))
+    with ftrans.checking_leaks():
+        out = ftrans.shard_map(lambda a: fjnp.sin(a) * ftrans.lax.axis_index("i"), mesh=mesh, in_specs=P("i"),
+                               out_specs=P("i"))(np.arange(8.0, dtype=np.float32))
+    np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(8.0)) * np.repeat(np.arange(4), 2), rtol=1e-6)
