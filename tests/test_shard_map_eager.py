@@ -246,3 +246,31 @@ def test_eager_body_leaves_no_tracer_behind():
         out = ftrans.shard_map(lambda a: fjnp.sin(a) * ftrans.lax.axis_index("i"), mesh=mesh, in_specs=P("i"),
                                out_specs=P("i"))(np.arange(8.0, dtype=np.float32))
     np.testing.assert_allclose(np.asarray(out), np.sin(np.arange(8.0)) * np.repeat(np.arange(4), 2), rtol=1e-6)
+
+
+def test_custom_derivatives_random_and_control_flow_in_an_eager_body_match_jax():
+    def run(lib, jnp, P_):
+        mesh = _mesh(lib, (2, 4), ("x", "y"))
+        x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
+        lax = lib.lax
+
+        def body(a):
+            r = lib.nn.relu(a) + lib.nn.gelu(a)
+            k = lib.random.fold_in(lib.random.key(0), lax.axis_index("x"))
+            n = lib.random.normal(k, a.shape)
+            c = lax.cond(a.sum() > 0, lambda v: v * 2, lambda v: v - 1, r)
+            w = lax.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 1.5), (0, c))[1]
+
+            @lib.custom_vjp
+            def h(v):
+                return jnp.sin(v)
+            h.defvjp(lambda v: (jnp.sin(v), jnp.cos(v)), lambda res, ct: (ct * res,))
+            g = lib.grad(lambda v: jnp.sum(lib.nn.softplus(v)) + h(v).sum())(a)
+            return r + w + lax.sort(a, dimension=1) + g, n
+
+        out, n = lib.shard_map(body, mesh=mesh, in_specs=P_("x", "y"), out_specs=(P_("x", "y"),) * 2)(x)
+        return np.asarray(out), np.asarray(n)
+
+    (fo, fn), (jo, jn) = _both(run)
+    np.testing.assert_allclose(fo, jo, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fn, jn, rtol=1e-5, atol=1e-5)
