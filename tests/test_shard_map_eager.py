@@ -274,3 +274,28 @@ def test_custom_derivatives_random_and_control_flow_in_an_eager_body_match_jax()
     (fo, fn), (jo, jn) = _both(run)
     np.testing.assert_allclose(fo, jo, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fn, jn, rtol=1e-5, atol=1e-5)
+
+
+def test_get_abstract_mesh_in_a_body_types_the_manual_axes_manual():
+    def run(lib, jnp, P_):
+        mesh = _mesh(lib, (2, 2, 2), ("x", "y", "z"))
+        seen = []
+
+        def g(a):
+            m = lib.sharding.get_abstract_mesh()
+            seen.append(("g", m.manual_axes, m.auto_axes))
+            return a * 2
+
+        def h(a):
+            m = lib.sharding.get_abstract_mesh()
+            seen.append(("h", m.manual_axes, m.auto_axes))
+            return lib.shard_map(g, in_specs=P_(None, "y"), out_specs=P_(None, "y"), axis_names={"y"})(a)
+
+        f = lib.shard_map(h, mesh=mesh, in_specs=P_("x"), out_specs=P_("x"), axis_names={"x"})
+        x = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+        f(x)
+        lib.jit(f)(x)
+        return seen, lib.sharding.get_abstract_mesh().empty
+
+    ft, jx = _both(run)
+    assert ft == jx

@@ -515,6 +515,23 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
 _NO_INSERT: set = set()  # the collectives (filled on first use)
 
 
+def body_depth() -> int:
+    """How many ``shard_map`` bodies are being traced (or run eagerly) on this thread."""
+    return len(_BODY.stack)
+
+
+def body_abstract_mesh() -> Any:
+    """Inside a ``shard_map`` body: its mesh as JAX's body sees it (an AbstractMesh whose manual axes have
+    type Manual); None outside."""
+    if not _BODY.stack:
+        return None
+    from ftrans.core.sharding import AxisType
+
+    mesh, manual = _BODY.stack[-1], _BODY.manual[-1]
+    types = tuple(AxisType.Manual if n in manual else t for n, t in zip(mesh.axis_names, mesh.axis_types))
+    return AbstractMesh(mesh.axis_sizes, mesh.axis_names, types)
+
+
 def manual_axes_here() -> frozenset:
     """The mesh axes manual where the code now being traced runs: those of the innermost ``shard_map`` body
     being traced (an enclosing body's included); empty outside ``shard_map``."""
