@@ -299,3 +299,17 @@ def test_get_abstract_mesh_in_a_body_types_the_manual_axes_manual():
 
     ft, jx = _both(run)
     assert ft == jx
+
+
+@pytest.mark.parametrize("spmd", ["y", ("x", "y")])
+def test_shard_map_equation_carries_jaxs_in_and_out_specs(spmd):
+    def run(lib, jnp, P_):
+        mesh = _mesh(lib, (2, 2), ("x", "y"))
+        inner = P_("x") if spmd == "y" else P_()
+        f = lib.shard_map(lambda x: x, mesh=mesh, in_specs=inner, out_specs=inner)
+        x = np.arange(16).reshape(4, 4)
+        (e,) = lib.make_jaxpr(lib.vmap(f, spmd_axis_name=spmd))(x).jaxpr.eqns
+        return tuple(map(tuple, e.params["in_specs"])), tuple(map(tuple, e.params["out_specs"]))
+
+    ft, jx = _both(run)
+    assert ft == jx
