@@ -344,6 +344,7 @@ class _ShardMapped:
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
+                                newly_manual_axes=frozenset(manual or mesh.axis_names),
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
         return tree_util.tree_unflatten(out_tree, outs)
 

@@ -203,10 +203,14 @@ def _spec_of_names(names: Any, mesh: Any) -> Any:
 
 def with_specs(params: dict) -> dict:
     """``params`` with ``in_specs``/``out_specs`` (JAX's names: one PartitionSpec per operand / result) made
-    from ``in_names``/``out_names``, which the rules read."""
+    from ``in_names``/``out_names``, which the rules read, and ``newly_manual_axes`` (by default every mesh
+    axis)."""
     mesh = params["mesh"]
-    return {**params, "in_specs": tuple(_spec_of_names(n, mesh) for n in params["in_names"]),
-            "out_specs": tuple(_spec_of_names(n, mesh) for n in params["out_names"])}
+    out = {**params, "in_specs": tuple(_spec_of_names(n, mesh) for n in params["in_names"]),
+           "out_specs": tuple(_spec_of_names(n, mesh) for n in params["out_names"])}
+    if "newly_manual_axes" not in out:  # JAX's name for the mesh axes the body is manual over
+        out["newly_manual_axes"] = frozenset(mesh.axis_names)
+    return out
 
 
 class _ShardMapPrimitive(CallPrimitive):
