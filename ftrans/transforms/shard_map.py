@@ -7,7 +7,9 @@ the other collectives talk over the mesh axes by name), and puts the results
 together from the devices' blocks as ``out_specs`` say.  The body is traced
 once on the block types; the call binds ``shard_map_p``
 (``core/prims/shard_map.py``), which ``jit`` lowers to Shardy's
-``sdy.manual_computation`` and which runs eagerly as a partitioned program.
+``sdy.manual_computation``.  Called outside ``jit`` on concrete arrays, the
+body instead runs device by device on concrete blocks, as JAX's eager
+shard_map does (``shard_map_eager.py``).
 With ``check_vma=True`` (the default) the traced body is checked first: an
 output whose ``out_specs`` leave out a mesh axis it may vary over (an input
 split over it reaches it, with no ``psum``-like reduction over the axis in
@@ -203,7 +205,6 @@ class _ShardMapped:
         self._in_specs = in_specs
         self._out_specs = out_specs
         self._check_vma = check_vma
-        self._jitted: Any = None
 
     def __call__(self, *args: Any) -> Any:
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
