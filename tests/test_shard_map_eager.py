@@ -313,3 +313,25 @@ def test_shard_map_equation_carries_jaxs_in_and_out_specs(spmd):
 
     ft, jx = _both(run)
     assert ft == jx
+
+
+def test_inferred_in_specs_need_explicit_axes():
+    def run(lib, jnp, P_):
+        AT = lib.sharding.AxisType
+        NS = ftrans.sharding.NamedSharding if lib is ftrans else JNS
+        res = []
+        for types in ((AT.Auto,), (AT.Explicit,)):
+            mesh = lib.make_mesh((2,), ("x",), axis_types=types)
+            with lib.set_mesh(mesh):
+                placed = lib.device_put(np.arange(4), NS(mesh, P_("x")))
+                for fn in (lambda: lib.smap(lambda v: v * 2, out_axes=0, axis_name="x")(np.arange(4)),
+                           lambda: lib.smap(lambda v: v * 2, out_axes=0, axis_name="x")(placed),
+                           lambda: lib.shard_map(lambda v: v * 2, out_specs=P_("x"))(placed)):
+                    try:
+                        res.append(tuple(np.asarray(fn()).tolist()))
+                    except TypeError as e:
+                        res.append("in_axes was not specified" in str(e) or "but it was `None` when" in str(e))
+        return res
+
+    ft, jx = _both(run)
+    assert ft == jx and ft[:3] == [True, True, True]

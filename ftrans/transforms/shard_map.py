@@ -205,6 +205,7 @@ class _ShardMapped:
         self._in_specs = in_specs
         self._out_specs = out_specs
         self._check_vma = check_vma
+        self._smap_axis: Any = None  # set by smap: its axis name (for its in_axes errors)
 
     def __call__(self, *args: Any) -> Any:
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
@@ -267,7 +268,8 @@ class _ShardMapped:
                 f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
                 f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
         if in_specs is _INFER:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
-            specs = [_inferred_spec(fname, k, x, mesh) for k, x in enumerate(leaves)]
+            _check_inferable(fname, mesh, manual or frozenset(mesh.axis_names), self._smap_axis)
+            specs = [_inferred_spec(fname, k, x, mesh, manual) for k, x in enumerate(leaves)]
         else:  # a None spec: the leaf is static, handed to the body as it is (JAX's in_specs None)
             specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves), static_ok=True)
         dyn = [s is not None for s in specs]
@@ -812,8 +814,27 @@ def _concrete_mesh(fname: str, abstract: AbstractMesh, leaves: list) -> Mesh:
                 axis_types=abstract.axis_types)
 
 
-def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
-    """The in_spec of argument leaf ``k`` when in_specs is not given: the spec of its sharding type."""
+def _check_inferable(fname: str, mesh: Mesh, manual: Any, smap_axis: Any) -> None:
+    """in_specs can be inferred (JAX's Infer) only when every manual axis is Explicit: JAX's TypeError else."""
+    from ftrans.core.sharding import AxisType
+
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if all(types.get(a) == AxisType.Explicit for a in manual):
+        return
+    kinds = ", ".join(str(types.get(a)) for a in sorted(manual, key=str))
+    if smap_axis is not None:
+        raise FtransTypeError(f"smap({fname}): in_axes was not specified when axis_name={set(manual)} was of type "
+                              f"{kinds}; in_axes can be inferred from the arguments' sharding types only over an "
+                              "Explicit mesh axis: pass in_axes=")
+    raise FtransTypeError(
+        f"shard_map({fname}): shard_map in_specs argument must be a pytree of `jax.sharding.PartitionSpec` "
+        f"instances, but it was `None` when axis_names={set(manual)} are of type {kinds}: in_specs can be "
+        "inferred from the arguments' sharding types only when every manual axis is Explicit; pass in_specs=")
+
+
+def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh, manual: Any = frozenset()) -> PartitionSpec:
+    """The in_spec of argument leaf ``k`` when in_specs is not given: the spec of its sharding type, over the
+    manual axes (an argument laid out over no mesh is the same on every device: ``P()``)."""
     from ftrans.core.sharding_rules import array_aval
 
     try:
@@ -821,14 +842,18 @@ def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
     except TypeError:
         sh = None
     if sh is None:
-        raise FtransValueError(
-            f"shard_map({fname}): in_specs were not given, so they are inferred from the arguments' sharding types, "
-            f"but argument leaf {k} ({getattr(x, 'shape', x)!r}) has none (it is not laid out over Explicit mesh "
-            "axes); pass in_specs=, or device_put the argument with a NamedSharding over a mesh of Explicit axes")
+        return PartitionSpec()
     if (sh.mesh.axis_names, sh.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
         raise FtransValueError(f"shard_map({fname}): argument leaf {k} is laid out over {sh.mesh!r}, not the "
                                f"shard_map's mesh {mesh!r}; pass in_specs= or reshard it")
-    return sh.spec
+    if not manual:
+        return sh.spec
+    keep = []
+    for e in sh.spec:
+        names = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+        names = tuple(n for n in names if n in manual)
+        keep.append(None if not names else names[0] if len(names) == 1 else names)
+    return PartitionSpec(*keep)
 
 
 def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = Infer, mesh: Mesh | None = None,
@@ -867,13 +892,10 @@ def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, 
     if isinstance(axis_name, (list, tuple)):
         raise FtransTypeError(f"smap: axis_name must be a single mesh axis name (a str or other hashable), "
                               f"got {axis_name!r}")
-    if in_axes is _INFER:
-        raise NotImplementedError("smap: in_axes must be given (inferring them from the arguments' shardings is "
-                                  "not supported)")
-    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+    if in_axes is not None and in_axes is not _INFER and not isinstance(in_axes, (int, tuple)):
         raise FtransTypeError(f"smap: in_axes must be an int, None, or a tuple with one entry per positional "
                               f"argument, got {in_axes!r}")
-    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+    for what, axes in (("in_axes", None if in_axes is _INFER else in_axes), ("out_axes", out_axes)):
         leaves = tree_util.tree_leaves(axes)
         if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in leaves):
             raise FtransTypeError(f"smap: {what} must be a non-negative int, None, or a (nested) container of "
@@ -881,6 +903,8 @@ def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, 
     if f is None:
         return functools.partial(smap, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
     to_spec = functools.partial(_axis_spec, axis_name)
-    in_specs = tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
+    in_specs = _INFER if in_axes is _INFER else tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
     out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=lambda x: x is None)
-    return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})
+    out = shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})
+    out._smap_axis = axis_name
+    return out
