@@ -83,9 +83,16 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
 def get_abstract_mesh() -> Any:
     """The innermost ``use_abstract_mesh`` mesh, else the current (concrete) mesh, else an empty AbstractMesh
     (``.empty`` is True), as in JAX."""
+    from ftrans.transforms.shard_map import body_abstract_mesh, body_depth
+
     s = _abstract_stack()
+    if s and s[-1][1] >= body_depth():  # entered inside the innermost shard_map body (or outside all)
+        return s[-1][0]
+    body = body_abstract_mesh()  # inside a shard_map body: its mesh, the manual axes typed Manual (as JAX's)
+    if body is not None:
+        return body
     if s:
-        return s[-1]
+        return s[-1][0]
     mesh = get_mesh()
     return mesh if mesh is not None else AbstractMesh((), ())
 
@@ -171,8 +178,10 @@ def use_abstract_mesh(mesh: Any) -> Any:
         mesh = mesh.abstract_mesh
     if not isinstance(mesh, AbstractMesh):
         raise FtransTypeError(f"use_abstract_mesh: expected an AbstractMesh, got {type(mesh).__name__}")
+    from ftrans.transforms.shard_map import body_depth
+
     s = _abstract_stack()
-    s.append(mesh)
+    s.append((mesh, body_depth()))
     try:
         yield mesh
     finally:

@@ -369,6 +369,23 @@ def test_dctn_goes_axis_by_axis_and_checks_s_against_axes():
 # Sharding (docs/differences.md, "Sharding")
 
 
+@pytest.mark.skipif(jax.local_device_count() < 4, reason="needs 4 host devices (tests/conftest.py)")
+def test_shard_map_partial_auto_manual_everywhere_and_own_params():
+    from ftrans.sharding import PartitionSpec as P
+
+    x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+    Auto = ftrans.sharding.AxisType.Auto
+    am = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(Auto, Auto))
+    g = ftrans.shard_map(lambda a: a * 2, mesh=am, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    assert 'manual_axes={"x", "y"}' in ftrans.jit(g).lower(x).as_text()
+    eqn = ftrans.make_jaxpr(g)(x).jaxpr.eqns[0]
+    assert eqn.params["in_specs"] == (P("x"),) and eqn.params["newly_manual_axes"] == {"x"}
+    assert "in_names" in eqn.params
+    jeqn = jax.make_jaxpr(jax.shard_map(lambda a: a * 2, mesh=jax.make_mesh((2, 2), ("x", "y"), axis_types=(
+        jax.sharding.AxisType.Auto,) * 2), in_specs=jax.P("x"), out_specs=jax.P("x"), axis_names={"x"}))(x).eqns[0]
+    assert "newly_manual_axes" in jeqn.params and "in_names" not in jeqn.params
+
+
 @pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
 def test_reshard_accepts_auto_axes():
     from jax.sharding import AxisType as JA

@@ -133,6 +133,10 @@ class VaryingAval(ShapedArray):
         # JAX's ``str`` of a varying type: ``float32[3]{V:i}`` (``{V:(i,j)}`` for several axes).
         return ShapedArray.__str__(self) + _vma_suffix(self.vma)
 
+    def str_short(self, *args: Any, **kwargs: Any) -> str:
+        # as JAX's printed jaxprs and messages show a varying type: ``f32[3]{V:i}``
+        return ShapedArray.str_short(self, *args, **kwargs) + _vma_suffix(self.vma)
+
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{_vma_suffix(self.vma)}{w})"

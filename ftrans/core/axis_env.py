@@ -74,9 +74,10 @@ def _unbound(op: str, name: Any) -> FtransNameError:
     where = ("the axis names bound here are " + ", ".join(repr(n) for n in bound)) if bound else \
         "no axis name is bound here"
     return FtransNameError(
-        f"unbound axis name: {name} ({op} over axis {name!r}; {where}). A collective works over an axis "
-        f"that an enclosing vmap(..., axis_name={name!r}) or pmap(..., axis_name={name!r}) binds: call "
-        f"{op} inside the function that such a vmap/pmap maps"
+        f"Found an unbound axis name: {name}. To fix this, please call {op} under `jax.shard_map` "
+        f"(ftrans.shard_map over a mesh with axis {name!r}), or inside a function that vmap(..., "
+        f"axis_name={name!r}) or pmap(..., axis_name={name!r}) maps ({op} over axis {name!r}; {where}). A "
+        "collective works over an axis that an enclosing shard_map, vmap or pmap binds"
     )
 
 

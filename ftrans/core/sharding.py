@@ -539,8 +539,8 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
                 f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has axes "
                 f"{mesh.axis_names} (shape {mesh.shape}); use one of those names")
         if a in seen:
-            raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once; "
-                                   "an axis can split at most one dimension")
+            raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once (it "
+                                   f"has duplicate entries for `{a}`); an axis can split at most one dimension")
         seen.add(a)
     if ndim is not None and len(spec) > ndim:
         raise FtransValueError(

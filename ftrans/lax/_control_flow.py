@@ -223,7 +223,7 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
     if vary:
         details = "; ".join(f"carry{p} is {type_str(a)}{_vma_str(a)} going in but {type_str(o)}{_vma_str(o)} "
                             "coming out, so the manual axis types do not match" for p, a, o in vary)
-        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(o) - _vma(a))}, to='varying')` to the initial carry "
+        fixes = [f"applying `jax.lax.pcast(..., {_axes_tuple(_vma(o) - _vma(a))}, to='varying')` to the initial carry "
                  f"value corresponding to carry{p}" for p, a, o in vary]
         raise FtransTypeError(
             f"{name}: {what_out} must have the same types as the initial carry, but {details}. "
@@ -317,7 +317,7 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
                     "return the same shapes and dtypes (convert with .astype or broadcast)"
                 )
         # Inside shard_map: the branches' results must vary along the same manual mesh axes.
-        fixes = [f"applying `lax.pcast(..., {_axes_tuple(_vma(y) - _vma(x))}, to='varying')` to the output of "
+        fixes = [f"applying `jax.lax.pcast(..., {_axes_tuple(_vma(y) - _vma(x))}, to='varying')` to the output of "
                  f"{n}{p or ''}"
                  for p, a, b in zip(paths, first.out_avals, t.out_avals) if _vma(a) != _vma(b)
                  for n, x, y in ((labels[0], a, b), (label, b, a)) if _vma(y) - _vma(x)]

@@ -7,7 +7,9 @@ the other collectives talk over the mesh axes by name), and puts the results
 together from the devices' blocks as ``out_specs`` say.  The body is traced
 once on the block types; the call binds ``shard_map_p``
 (``core/prims/shard_map.py``), which ``jit`` lowers to Shardy's
-``sdy.manual_computation`` and which runs eagerly as a partitioned program.
+``sdy.manual_computation``.  Called outside ``jit`` on concrete arrays, the
+body instead runs device by device on concrete blocks, as JAX's eager
+shard_map does (``shard_map_eager.py``).
 With ``check_vma=True`` (the default) the traced body is checked first: an
 output whose ``out_specs`` leave out a mesh axis it may vary over (an input
 split over it reaches it, with no ``psum``-like reduction over the axis in
@@ -35,7 +37,6 @@ from ftrans.core.sharding import (
     as_mesh,
     as_spec,
     check_spec,
-    concrete_for,
     get_mesh,
 )
 from ftrans.core.trace import Tracer, aval_of, stage
@@ -78,7 +79,9 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, stati
         groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), specs, tree,
                                     is_leaf=_is_spec)
     except (ValueError, TypeError):
+        where = _prefix_mismatch(specs, tree)
         raise FtransValueError(
+            f"shard_map {what}{where}: the {what} entry here does not match the value's structure. "
             f"shard_map({fname}): {what} must be a PartitionSpec or a tree prefix of the "
             f"{'arguments' if what == 'in_specs' else 'outputs'} with a PartitionSpec at each leaf; got "
             f"{what}={specs!r} for a value of structure {tree_util.tree_structure(tree)}") from None
@@ -89,11 +92,106 @@ def _broadcast_specs(fname: str, what: str, specs: Any, tree: Any, n: int, stati
     return out
 
 
+def _prefix_mismatch(specs: Any, tree: Any, path: str = "") -> str:
+    """The key path (``[0]['a']``) of the first place ``specs`` is not a tree prefix of ``tree``."""
+    if _is_spec(specs):
+        return ""
+    if isinstance(specs, (tuple, list)) and isinstance(tree, (tuple, list)) and len(specs) == len(tree):
+        for k, (a, b) in enumerate(zip(specs, tree)):
+            r = _prefix_mismatch(a, b, f"{path}[{k}]")
+            if r != "" or not _is_spec(a) and not _prefix_ok(a, b):
+                return r or f"{path}[{k}]"
+        return ""
+    if isinstance(specs, dict) and isinstance(tree, dict) and set(specs) == set(tree):
+        for k in specs:
+            r = _prefix_mismatch(specs[k], tree[k], f"{path}[{k!r}]")
+            if r != "" or not _is_spec(specs[k]) and not _prefix_ok(specs[k], tree[k]):
+                return r or f"{path}[{k!r}]"
+        return ""
+    return path
+
+
+def _prefix_ok(specs: Any, tree: Any) -> bool:
+    try:
+        tree_util.tree_map(lambda s, sub: None, specs, tree, is_leaf=_is_spec)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _spec_rank_error(fname: str, what: str, specs: Any, tree: Any, k: int, spec: Any, aval: Any) -> FtransValueError:
+    """JAX's error for a spec longer than its value's rank; ``k``: the value's leaf index in ``tree``."""
+    keystr = tree_util.keystr
+    leaf_paths = [p for p, _ in tree_util.tree_leaves_with_path(tree)]
+    lp = leaf_paths[k] if k < len(leaf_paths) else ()
+    sk = ""
+    if not _is_spec(specs):
+        spec_paths = [p for p, _ in tree_util.tree_leaves_with_path(specs, is_leaf=_is_spec)]
+        cands = [q for q in spec_paths if tuple(map(str, q)) == tuple(map(str, lp[:len(q)]))]
+        sk = keystr(max(cands, key=len)) if cands else ""
+    nd = len(aval.shape)
+    io = "in" if what == "in_specs" else "out"
+    base = f"the passed args{keystr(lp)}" if io == "in" else f"{fname}(*args){keystr(lp)}"
+    msg = (f"shard_map applied to the function '{fname}' was given an {what} entry longer than the rank of the "
+           f"{io}put value it describes: {what}{sk} is {spec!r} which has length {len(spec)}, but {base} has shape "
+           f"{aval.str_short()}, which has rank {nd}. A spec gives at most one entry per dimension of its value: "
+           f"shorten the spec, or give the value more axes.")
+    if nd == 0:
+        msg += (f" For scalar values (rank 0), consider using an {what} entry of `P()` "
+                "(P = ftrans.sharding.PartitionSpec)")
+        if io == "out":
+            msg += ", or give a rank-0 output that varies over the mesh a singleton axis to put it together along"
+        msg += "."
+    return FtransValueError(msg)
+
+
+def _all_explicit(mesh: Mesh) -> bool:
+    from ftrans.core.sharding import AxisType
+
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    return bool(types) and all(t == AxisType.Explicit for t in types)
+
+
+def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) -> None:
+    """Over a mesh whose axes are all Explicit (and all manual here), an argument's in_spec must be its
+    sharding type's spec, as JAX requires (a value not laid out over the mesh has ``P()``'s)."""
+    from ftrans.core.sharding_rules import array_aval
+
+    try:
+        typed = array_aval(x) if not isinstance(x, Tracer) else x.aval
+    except TypeError:
+        return
+    sh = getattr(typed, "sharding", None)
+    have = names_of_spec(sh.spec, len(a.shape)) if sh is not None else ((),) * len(a.shape)
+    if tuple(have) == tuple(names):
+        return
+
+    def spec_str(ns: tuple) -> str:
+        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns)))
+
+    raise FtransValueError(
+        f"in_specs passed to shard_map: {spec_str(names)} does not match the specs of the input: "
+        f"{spec_str(have)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
+        "in_specs entry must be its sharding type's spec: leave in_specs out (shard_map infers them from the "
+        "arguments), or reshard the argument (ftrans.reshard) first")
+
+
+def _check_known(fname: str, what: str, spec: Any, mesh: Mesh) -> None:
+    """Every axis a spec names must be one of the mesh's (JAX's wording: "in_specs refers to 'q'")."""
+    for a in spec.axes():
+        if a not in mesh.axis_names:
+            raise FtransValueError(
+                f"shard_map({fname}) {what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has "
+                f"axes {mesh.axis_names} (shape {mesh.shape}): the shard_map {what} must refer to an axis of the "
+                f"mesh marked as manual, but {what} refers to {a!r}")
+
+
 def _check_manual(fname: str, what: str, spec: Any, names: tuple, auto: set) -> None:
     bad = sorted({a for ax in names for a in ax} & auto, key=str)
     if bad:
         raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which are not in "
-                               "axis_names (axes left automatic cannot appear in the specs)")
+                               "axis_names (axes left automatic cannot appear in the specs): the shard_map "
+                               f"{what} must refer to axes marked as manual, but {what} refers to {bad[0]!r}")
 
 
 class _ShardMapped:
@@ -107,25 +205,17 @@ class _ShardMapped:
         self._in_specs = in_specs
         self._out_specs = out_specs
         self._check_vma = check_vma
-        self._jitted: Any = None
+        self._smap_axis: Any = None  # set by smap: its axis name (for its in_axes errors)
 
     def __call__(self, *args: Any) -> Any:
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
-            # Concrete arguments: run as a partitioned program (results stay spread over the mesh).
-            if self._jitted is None:
-                from ftrans.transforms.jit import jit
+            # Concrete arguments: the body runs device by device on concrete blocks, as JAX's eager shard_map.
+            from ftrans.transforms.shard_map_eager import eager_shard_map
 
-                self._jitted = jit(self._bind)
-            from ftrans.core.prims.shard_map import eager_body
-
-            eager_body.depth += 1
-            try:
-                return self._jitted(*args)
-            finally:
-                eager_body.depth -= 1
+            return eager_shard_map(self, args)
         return self._bind(*args)
 
     def _has_static(self) -> bool:
@@ -133,6 +223,14 @@ class _ShardMapped:
             s is None for s in tree_util.tree_leaves(self._in_specs, is_leaf=lambda x: x is None))
 
     def _bind(self, *args: Any) -> Any:
+        fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves = self._prepare(args)
+        enclosing = _enclosing_manual(mesh)
+        if enclosing:
+            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
+        return self._stage_and_bind(fname, mesh, manual, auto, avals, all_leaves, dyn, in_tree, leaves)
+
+    def _prepare(self, args: tuple) -> tuple:
+        """The mesh, the manual and automatic axes and each argument leaf's spec and type (checked)."""
         fname = self.__name__
         body_meshes = _BODY.stack
         if self._mesh is not None and body_meshes:
@@ -145,11 +243,12 @@ class _ShardMapped:
                                    "which has no axes (JAX's empty mesh)")
         mesh = (as_mesh(self._mesh) if self._mesh is not None  # a jax mesh: as ftrans's
                 else body_meshes[-1] if body_meshes else get_mesh())
-        if isinstance(mesh, AbstractMesh):  # its devices are the current mesh's
-            mesh = concrete_for(mesh)
+        if isinstance(mesh, AbstractMesh):  # its devices: the arguments' mesh, else the current mesh's
+            mesh = _concrete_mesh(fname, mesh, tree_util.tree_leaves(args))
         if mesh is None:
-            raise FtransValueError(f"shard_map({fname}): no mesh: pass mesh=, or set one with ftrans.set_mesh / "
-                                   "ftrans.sharding.use_mesh")
+            raise FtransValueError(f"shard_map({fname}): no mesh was passed and the context mesh cannot be empty "
+                                   "(The context mesh cannot be empty): pass mesh=, or set one with "
+                                   "ftrans.set_mesh(mesh) / ftrans.sharding.use_mesh")
         if not isinstance(mesh, Mesh):
             raise FtransTypeError(f"shard_map({fname}): mesh must be an ftrans.sharding.Mesh, got "
                                   f"{type(mesh).__name__}")
@@ -169,33 +268,48 @@ class _ShardMapped:
                 f"shard_map({fname}): in_specs has {len(in_specs)} entries but the function was called with "
                 f"{len(args)} positional arguments; give one PartitionSpec (or tree of them) per argument")
         if in_specs is _INFER:  # JAX's Infer: each argument's spec is its sharding type (Explicit mesh axes)
-            specs = [_inferred_spec(fname, k, x, mesh) for k, x in enumerate(leaves)]
+            _check_inferable(fname, mesh, manual or frozenset(mesh.axis_names), self._smap_axis)
+            specs = [_inferred_spec(fname, k, x, mesh, manual) for k, x in enumerate(leaves)]
         else:  # a None spec: the leaf is static, handed to the body as it is (JAX's in_specs None)
             specs = _broadcast_specs(fname, "in_specs", in_specs, args, len(leaves), static_ok=True)
         dyn = [s is not None for s in specs]
         all_leaves, leaves = leaves, [x for x, d in zip(leaves, dyn) if d]
         specs = [s for s in specs if s is not None]
         avals = []
+        dyn_index = [i for i, d in enumerate(dyn) if d]
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
                 a = aval_of(x)
             except TypeError:
                 raise FtransTypeError(f"shard_map({fname}): argument leaf {k} of type {type(x).__name__} is not "
                                       "an array") from None
+            if len(s) > len(a.shape):
+                raise _spec_rank_error(fname, "in_specs", self._in_specs, args, dyn_index[k], s, a)
+            _check_known(fname, "in_specs", s, mesh)
             check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
             names = names_of_spec(s, len(a.shape))
             _check_manual(fname, "in_specs", s, names, auto)
             for d, (n, ax) in enumerate(zip(a.shape, names)):
                 parts = int(np.prod([mesh.shape[x] for x in ax])) if ax else 1
                 if n % parts:
+                    lp = tree_util.tree_leaves_with_path(args)[dyn_index[k]][0]
+                    axis = f"axes {ax}" if len(ax) > 1 else f"axis {ax[0]!r}"
                     raise FtransValueError(
-                        f"shard_map({fname}): argument leaf {k} of shape {a.shape} has dimension {d} of size {n}, "
-                        f"which in_specs {s!r} splits over mesh axes {ax} ({parts} devices); {n} is not divisible "
-                        f"by {parts}")
+                        f"shard_map applied to the function '{fname}' was given argument arrays with axis sizes "
+                        f"that are not evenly divisible by the corresponding mesh axis sizes: the passed "
+                        f"args{tree_util.keystr(lp)} of shape {a.str_short()} corresponds to in_specs of value "
+                        f"{s!r}, which maps array axis {d} (of size {n}) to mesh {axis} (of "
+                        f"{'total ' if len(ax) > 1 else ''}size {parts}), but {parts} does not evenly divide {n} "
+                        f"(the mesh has shape {tuple(mesh.axis_sizes)} with axis names {mesh.axis_names}). Pad "
+                        "the argument, or split it over other mesh axes")
             avals.append((a, names))
-        enclosing = _enclosing_manual(mesh)
-        if enclosing:
-            return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
+        if in_specs is not _INFER and not auto and not body_meshes and _all_explicit(mesh):
+            for x, s, (a, names) in zip(leaves, specs, avals):
+                _check_explicit_spec(x, s, a, names, mesh)
+        return fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves
+
+    def _stage_and_bind(self, fname: str, mesh: Mesh, manual: frozenset, auto: set, avals: list, all_leaves: list,
+                        dyn: list, in_tree: Any, leaves: list) -> Any:
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
@@ -220,7 +334,10 @@ class _ShardMapped:
         out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
-        for s, a in zip(out_specs, closed.out_avals):
+        for k, (s, a) in enumerate(zip(out_specs, closed.out_avals)):
+            if len(s) > len(a.shape):
+                raise _spec_rank_error(fname, "out_specs", self._out_specs, out, k, s, a)
+            _check_known(fname, "out_specs", s, mesh)
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
@@ -230,6 +347,7 @@ class _ShardMapped:
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
+                                newly_manual_axes=frozenset(manual or mesh.axis_names),
                                 out_names=tuple(out_names), check_vma=bool(self._check_vma), name=fname)
         return tree_util.tree_unflatten(out_tree, outs)
 
@@ -399,6 +517,23 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
+
+
+def body_depth() -> int:
+    """How many ``shard_map`` bodies are being traced (or run eagerly) on this thread."""
+    return len(_BODY.stack)
+
+
+def body_abstract_mesh() -> Any:
+    """Inside a ``shard_map`` body: its mesh as JAX's body sees it (an AbstractMesh whose manual axes have
+    type Manual); None outside."""
+    if not _BODY.stack:
+        return None
+    from ftrans.core.sharding import AxisType
+
+    mesh, manual = _BODY.stack[-1], _BODY.manual[-1]
+    types = tuple(AxisType.Manual if n in manual else t for n, t in zip(mesh.axis_names, mesh.axis_types))
+    return AbstractMesh(mesh.axis_sizes, mesh.axis_names, types)
 
 
 def manual_axes_here() -> frozenset:
@@ -607,16 +742,31 @@ def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: l
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
     got = [g | (t & axes) for g, t in zip(got, out_vma or [_EMPTY] * len(got))]
+    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals)
+
+
+def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list) -> None:
+    """Raise JAX's error for each result whose out_specs leave out a manual axis it varies along (``got``)."""
     order = {a: i for i, a in enumerate(mesh.axis_names)}
     fails = []
-    for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, closed.out_avals)):
+    for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, out_avals)):
         mentioned = {x for ax in ns for x in ax}
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
-            fails.append(
-                f"* output {k} (of type {a.str_short()}) has out_specs {s!r}, which says it is the same on every "
-                f"device along mesh axes {bad}, but it was inferred to be possibly varying over "
-                f"{sorted(g, key=order.__getitem__)}")
+            unmentioned = [x for x in mesh.axis_names if x not in mentioned]
+            if len(unmentioned) > 1:
+                def braces(axes: Any) -> str:
+                    return "{" + ",".join(str(x) for x in sorted(axes, key=order.__getitem__)) + "}"
+
+                fails.append(
+                    f"* output {k} (of type {a.str_short()}): its out_specs is {s!r} which implies that the "
+                    f"corresponding output value is only varying across mesh axes {braces(mentioned)} and not "
+                    f"{braces(bad)}, but it was inferred to be possibly varying over {braces(g)}")
+            else:
+                fails.append(
+                    f"* output {k} (of type {a.str_short()}): its out_specs is {s!r} which implies that the "
+                    f"corresponding output value is replicated across mesh axis {unmentioned[0]!r}, but it was "
+                    f"inferred to be possibly varying over it (could not infer replication over any axes)")
     if fails:
         raise FtransValueError(
             f"shard_map({fname}) was given out_specs which require replication which can't be statically "
@@ -628,8 +778,63 @@ def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: l
             "check_vma=False to shard_map.")
 
 
-def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
-    """The in_spec of argument leaf ``k`` when in_specs is not given: the spec of its sharding type."""
+def _concrete_mesh(fname: str, abstract: AbstractMesh, leaves: list) -> Mesh:
+    """The devices a shard_map over an ``AbstractMesh`` runs on: as JAX's, those of the mesh its arguments are
+    laid out over (a ``NamedSharding``; each must match the abstract mesh's shape); else, under a transform,
+    the current mesh or the default devices; called on concrete arrays none of which has one: an error."""
+    from ftrans.core.sharding import NamedSharding
+
+    found = None
+    for x in leaves:
+        if isinstance(x, Tracer):
+            continue
+        sh = getattr(x, "sharding", None)
+        m = getattr(sh, "mesh", None) if isinstance(sh, NamedSharding) else None
+        if isinstance(m, Mesh) and m.size > 1:
+            if (m.axis_names, m.axis_sizes) != (abstract.axis_names, abstract.axis_sizes):
+                raise FtransValueError(
+                    f"shard_map({fname}): Mesh shape of the input {m.shape_tuple} does not match the mesh shape "
+                    f"passed to shard_map {abstract.shape_tuple} (for an argument of type "
+                    f"{aval_of(x).str_short()}); lay the argument out over a mesh of that shape")
+            found = found or m
+    if found is not None:
+        return found
+    cur = get_mesh()
+    if cur is not None and (cur.axis_names, cur.axis_sizes) == (abstract.axis_names, abstract.axis_sizes):
+        return cur
+    if _trace.is_eager() and not any(isinstance(x, Tracer) for x in leaves):
+        raise FtransValueError(
+            f"shard_map({fname}) over {abstract!r}, which has no devices: Please pass `jax.Array`s with a "
+            "`NamedSharding` as input to `shard_map` when passing `AbstractMesh` to the mesh argument (ftrans "
+            "Arrays device_put with a NamedSharding over a mesh of that shape), or pass the Mesh itself")
+    from ftrans.devices import devices
+
+    n = int(np.prod(abstract.axis_sizes))
+    return Mesh(np.array(devices()[:n], dtype=object).reshape(abstract.axis_sizes), abstract.axis_names,
+                axis_types=abstract.axis_types)
+
+
+def _check_inferable(fname: str, mesh: Mesh, manual: Any, smap_axis: Any) -> None:
+    """in_specs can be inferred (JAX's Infer) only when every manual axis is Explicit: JAX's TypeError else."""
+    from ftrans.core.sharding import AxisType
+
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if all(types.get(a) == AxisType.Explicit for a in manual):
+        return
+    kinds = ", ".join(str(types.get(a)) for a in sorted(manual, key=str))
+    if smap_axis is not None:
+        raise FtransTypeError(f"smap({fname}): in_axes was not specified when axis_name={set(manual)} was of type "
+                              f"{kinds}; in_axes can be inferred from the arguments' sharding types only over an "
+                              "Explicit mesh axis: pass in_axes=")
+    raise FtransTypeError(
+        f"shard_map({fname}): shard_map in_specs argument must be a pytree of `jax.sharding.PartitionSpec` "
+        f"instances, but it was `None` when axis_names={set(manual)} are of type {kinds}: in_specs can be "
+        "inferred from the arguments' sharding types only when every manual axis is Explicit; pass in_specs=")
+
+
+def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh, manual: Any = frozenset()) -> PartitionSpec:
+    """The in_spec of argument leaf ``k`` when in_specs is not given: the spec of its sharding type, over the
+    manual axes (an argument laid out over no mesh is the same on every device: ``P()``)."""
     from ftrans.core.sharding_rules import array_aval
 
     try:
@@ -637,14 +842,18 @@ def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
     except TypeError:
         sh = None
     if sh is None:
-        raise FtransValueError(
-            f"shard_map({fname}): in_specs were not given, so they are inferred from the arguments' sharding types, "
-            f"but argument leaf {k} ({getattr(x, 'shape', x)!r}) has none (it is not laid out over Explicit mesh "
-            "axes); pass in_specs=, or device_put the argument with a NamedSharding over a mesh of Explicit axes")
+        return PartitionSpec()
     if (sh.mesh.axis_names, sh.mesh.axis_sizes) != (mesh.axis_names, mesh.axis_sizes):
         raise FtransValueError(f"shard_map({fname}): argument leaf {k} is laid out over {sh.mesh!r}, not the "
                                f"shard_map's mesh {mesh!r}; pass in_specs= or reshard it")
-    return sh.spec
+    if not manual:
+        return sh.spec
+    keep = []
+    for e in sh.spec:
+        names = () if e is None else (e,) if isinstance(e, str) else tuple(e)
+        names = tuple(n for n in names if n in manual)
+        keep.append(None if not names else names[0] if len(names) == 1 else names)
+    return PartitionSpec(*keep)
 
 
 def shard_map(f: Callable | None = None, /, *, out_specs: Any, in_specs: Any = Infer, mesh: Mesh | None = None,
@@ -683,13 +892,10 @@ def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, 
     if isinstance(axis_name, (list, tuple)):
         raise FtransTypeError(f"smap: axis_name must be a single mesh axis name (a str or other hashable), "
                               f"got {axis_name!r}")
-    if in_axes is _INFER:
-        raise NotImplementedError("smap: in_axes must be given (inferring them from the arguments' shardings is "
-                                  "not supported)")
-    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+    if in_axes is not None and in_axes is not _INFER and not isinstance(in_axes, (int, tuple)):
         raise FtransTypeError(f"smap: in_axes must be an int, None, or a tuple with one entry per positional "
                               f"argument, got {in_axes!r}")
-    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+    for what, axes in (("in_axes", None if in_axes is _INFER else in_axes), ("out_axes", out_axes)):
         leaves = tree_util.tree_leaves(axes)
         if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in leaves):
             raise FtransTypeError(f"smap: {what} must be a non-negative int, None, or a (nested) container of "
@@ -697,6 +903,8 @@ def smap(f: Callable | None = None, /, *, in_axes: Any = _INFER, out_axes: Any, 
     if f is None:
         return functools.partial(smap, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
     to_spec = functools.partial(_axis_spec, axis_name)
-    in_specs = tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
+    in_specs = _INFER if in_axes is _INFER else tree_util.tree_map(to_spec, in_axes, is_leaf=lambda x: x is None)
     out_specs = tree_util.tree_map(to_spec, out_axes, is_leaf=lambda x: x is None)
-    return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})
+    out = shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})
+    out._smap_axis = axis_name
+    return out

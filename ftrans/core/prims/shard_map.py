@@ -190,8 +190,53 @@ def _func_name(params: dict) -> str:
     return f"shmap_{params['name']}"
 
 
-shard_map_p = CallPrimitive("shard_map", func_name=_func_name, map_params=_map_params, body_env=_body_env)
+def _spec_of_names(names: Any, mesh: Any) -> Any:
+    from ftrans.core.sharding import PartitionSpec
+
+    if names is None:  # stacked: the leading axis over every mesh axis
+        return PartitionSpec(tuple(mesh.axis_names))
+    entries = [None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in names]
+    while entries and entries[-1] is None:  # as the user writes it: P('x') for P('x', None)
+        entries.pop()
+    return PartitionSpec(*entries)
+
+
+def with_specs(params: dict) -> dict:
+    """``params`` with ``in_specs``/``out_specs`` (JAX's names: one PartitionSpec per operand / result) made
+    from ``in_names``/``out_names``, which the rules read, and ``newly_manual_axes`` (by default every mesh
+    axis)."""
+    mesh = params["mesh"]
+    out = {**params, "in_specs": tuple(_spec_of_names(n, mesh) for n in params["in_names"]),
+           "out_specs": tuple(_spec_of_names(n, mesh) for n in params["out_names"])}
+    if "newly_manual_axes" not in out:  # JAX's name for the mesh axes the body is manual over
+        out["newly_manual_axes"] = frozenset(mesh.axis_names)
+    return out
+
+
+class _ShardMapPrimitive(CallPrimitive):
+    """A CallPrimitive whose equations also carry JAX's ``in_specs``/``out_specs`` (kept in step with
+    ``in_names``/``out_names`` at every bind and in every derived call)."""
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        return super().bind(*args, **with_specs(params))
+
+
+def _map_params_with_specs(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
+    return with_specs(_map_params(params, rule, ins, outs))
+
+
+def _printed(params: dict) -> list:
+    """As JAX prints a shard_map equation: its specs, not ftrans's per-dimension names."""
+    return sorted((k, v) for k, v in params.items() if k not in ("in_names", "out_names", "name"))
+
+
+shard_map_p = _ShardMapPrimitive("shard_map", func_name=_func_name, map_params=_map_params_with_specs,
+                                 body_env=_body_env)
 shard_map_p.def_abstract_eval(_abstract_eval)
+
+from ftrans.core.ir import pp_params_rules  # noqa: E402
+
+pp_params_rules[shard_map_p] = _printed
 
 
 # ----------------------------------------------------------------------------
