@@ -35,7 +35,7 @@ __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
     "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
     "custom_lin_p",
-    "name_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
+    "name_p", "xla_metadata_value_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
 ]
 
 # Every call primitive, in creation order; installers run on each one, present and future.
@@ -265,6 +265,17 @@ name_p = Primitive("name")
 name_p.def_abstract_eval(lambda x, *, name: x)
 name_p.def_impl(lambda x, *, name: x)
 name_p.def_weak_type(lambda weaks, **_: weaks[0])
+
+
+# ----------------------------------------------------------------------------
+# xla_metadata_value: ``set_xla_metadata(x, k=v)`` tags the op that produced ``x`` (JAX's identity primitive
+# of the same name); ``xla_metadata_kvs`` is the sorted ``(name, value)`` pairs
+
+
+xla_metadata_value_p = Primitive("xla_metadata_value")
+xla_metadata_value_p.def_abstract_eval(lambda x, *, xla_metadata_kvs: x)
+xla_metadata_value_p.def_impl(lambda x, *, xla_metadata_kvs: x)
+xla_metadata_value_p.def_weak_type(lambda weaks, **_: weaks[0])
 
 
 # ----------------------------------------------------------------------------

@@ -474,6 +474,14 @@ def _name_jvp(primals: list, tangents: list, *, name: str) -> tuple[Any, Any]:
     return out, (t if type(t) is Zero else C.name_p.bind(t, name=name))
 
 
+@register_jvp(C.xla_metadata_value_p)
+def _xla_metadata_value_jvp(primals: list, tangents: list, *, xla_metadata_kvs: tuple) -> tuple[Any, Any]:
+    # linear, as JAX's (``deflinear2``): the tangent is tagged too
+    out = C.xla_metadata_value_p.bind(primals[0], xla_metadata_kvs=xla_metadata_kvs)
+    t = tangents[0]
+    return out, (t if type(t) is Zero else C.xla_metadata_value_p.bind(t, xla_metadata_kvs=xla_metadata_kvs))
+
+
 @register_jvp(C.optimization_barrier_p)
 def _barrier_jvp(primals: list, tangents: list) -> tuple[list, list]:
     outs = C.optimization_barrier_p.bind(*primals)

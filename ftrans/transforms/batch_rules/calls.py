@@ -27,6 +27,7 @@ from ftrans.core.prims.calls import (
     hoist_consts,
     name_p,
     optimization_barrier_p,
+    xla_metadata_value_p,
 )
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.transforms.ad import Zero, tangent_aval
@@ -77,6 +78,11 @@ def _call_batch(prim: C.CallPrimitive) -> Callable:
 @register_batching(name_p)
 def _name_batch(vals: list, dims: list, *, frame: Any, name: str) -> tuple[Any, Any]:
     return name_p.bind(vals[0], name=name), dims[0]
+
+
+@register_batching(xla_metadata_value_p)
+def _xla_metadata_value_batch(vals: list, dims: list, *, frame: Any, xla_metadata_kvs: tuple) -> tuple[Any, Any]:
+    return xla_metadata_value_p.bind(vals[0], xla_metadata_kvs=xla_metadata_kvs), dims[0]
 
 
 @register_batching(optimization_barrier_p)

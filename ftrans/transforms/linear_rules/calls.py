@@ -161,6 +161,11 @@ def _name_transpose(ct: Any, x: Any, *, name: str) -> list:
     return [ct]
 
 
+@register_transpose(C.xla_metadata_value_p)
+def _xla_metadata_value_transpose(ct: Any, x: Any, *, xla_metadata_kvs: tuple) -> list:
+    return [ct]  # the cotangent is not tagged (JAX's rule)
+
+
 @register_transpose(C.optimization_barrier_p)
 def _barrier_transpose(cts: list, *args: Any) -> list:
     return [c if is_undefined(a) else None for c, a in zip(cts, args)]
