@@ -43,3 +43,23 @@ def test_linear_transpose_traces_on_weak_primals(primal):
 
     f, j = _both(program)
     assert f == j
+
+
+def test_lowered_hlo_names_parameters_and_module_as_jax():
+    # docs/debugging/xla_metadata.md prints .lower(1.0).as_text("hlo"): the HLO parameters are named after the
+    # arguments (x.1, d__a__.1, rest_1_.1, kw__z__.1) and a lambda's module is jit__lambda, as JAX's
+    def program(m):
+        def f(x, *rest, **kw):
+            return m.numpy.sin(x) * rest[1] + kw["z"]
+
+        out = [m.jit(f).lower(1.0, 2.0, 3.0, z=4.0).as_text("hlo"),
+               m.jit(lambda d, k: d["a"] * 2 + k).lower({"a": 1.0, "b": 2.0}, k=5.0).as_text("hlo"),
+               m.jit(lambda d: d["a"] * 2, keep_unused=False).lower({"a": 1.0, "b": 2.0}).as_text("hlo"),
+               m.jit(f).lower(1.0, 2.0, 3.0, z=4.0).as_text().splitlines()[1]]
+        text = m.jit(f).lower(1.0, 2.0, 3.0, z=4.0).as_text(debug_info=True)
+        out.append([ln for ln in text.splitlines() if "@main" in ln])
+        out.append(float(m.jit(f).lower(1.0, 2.0, 3.0, z=4.0).compile()(1.0, 2.0, 3.0, z=4.0)))
+        return out
+
+    f, j = _both(program)
+    assert f == j
