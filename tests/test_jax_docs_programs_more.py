@@ -63,3 +63,22 @@ def test_lowered_hlo_names_parameters_and_module_as_jax():
 
     f, j = _both(program)
     assert f == j
+
+
+def test_repr_of_jaxpr_variables_and_literals():
+    # docs/notebooks/Writing_custom_interpreters_in_Jax.md prints jaxpr.invars and each equation's
+    # invars: Var(id=...):int32[] and Literal(1.0), as JAX's (ids differ)
+    import re
+
+    def program(m):
+        def bar(w, b, x):
+            return m.numpy.dot(w, x) + b + m.numpy.ones(5), x
+
+        closed = m.make_jaxpr(bar)(np.ones((5, 10), np.float32), np.ones(5, np.float32), np.ones(10, np.float32))
+        j = closed.jaxpr
+        lines = [repr(j.invars), repr(j.outvars)]
+        lines += [f"{e.invars} {e.outvars}" for e in j.eqns if e.primitive.name in ("add", "broadcast_in_dim")]
+        return [re.sub(r"id=\d+", "id=N", ln) for ln in lines]
+
+    f, j = _both(program)
+    assert f == j
