@@ -82,3 +82,76 @@ def test_repr_of_jaxpr_variables_and_literals():
 
     f, j = _both(program)
     assert f == j
+
+
+def _run_both_in_subprocesses(code):
+    """``code`` (which prints its results) run in a fresh process under each library (``m`` is the module)."""
+    import subprocess
+    import sys
+
+    outs = []
+    for mod in ("ftrans", "jax"):
+        env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(sys.path))
+        env.pop("XLA_FLAGS", None)
+        r = subprocess.run([sys.executable, "-c", f"import {mod} as m\n" + code], capture_output=True, text=True,
+                           env=env, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        outs.append(r.stdout)
+    return outs
+
+
+def test_platform_name_then_num_cpu_devices_starts_no_backend():
+    # docs/the-training-cookbook: jax_platform_name, then jax_num_cpu_devices (before any operation)
+    f, j = _run_both_in_subprocesses(
+        "m.config.update('jax_platform_name', 'cpu')\n"
+        "m.config.update('jax_num_cpu_devices', 4)\n"
+        "print(len(m.devices()), m.numpy.ones(2).devices() == {m.devices()[0]})\n"
+        "try:\n    m.config.update('jax_default_device', 'nonsense')\n"
+        "except ValueError:\n    print('ValueError')\n")
+    assert f == j == "4 True\nValueError\n"
+
+
+needs8 = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+
+@needs8
+def test_make_array_from_process_local_data_of_a_pytree_and_a_bare_spec():
+    # docs/the-training-cookbook: map(partial(make_array_from_process_local_data, P("fsdp")), batches of dicts)
+    def program(m):
+        mesh = m.make_mesh((8,), ("fsdp",), axis_types=(m.sharding.AxisType.Explicit,))
+        batch = {"ids": np.arange(32, dtype=np.uint8).reshape(8, 4), "w": (np.ones(8), np.zeros((8, 3)))}
+        with m.set_mesh(mesh):
+            a = m.make_array_from_process_local_data(m.P("fsdp"), batch)
+            b = m.make_array_from_process_local_data({"ids": m.P("fsdp"), "w": m.P()}, batch,
+                                                     {"ids": (8, 4), "w": None})
+        return [m.tree.map(lambda x: (np.asarray(x).tolist(), x.dtype.name, str(x.sharding.spec)), t) for t in (a, b)]
+
+    f, j = _both(program)
+    assert f == j
+
+
+def test_jit_of_a_dict_whose_attributes_raise_key_error():
+    # docs/the-training-cookbook: a dict subclass with __getattr__ = dict.__getitem__ passed to a jitted function
+    def program(m):
+        class dot_dict(dict):  # noqa: N801  (the cookbook's name)
+            __getattr__ = dict.__getitem__
+
+        m.tree_util.register_pytree_node(dot_dict, lambda d: (list(d.values()), list(d.keys())),
+                                         lambda k, v: dot_dict(zip(k, v)))
+        f = m.jit(lambda d: d.a * 2 + d.b)
+        d = dot_dict(a=np.float32(1), b=np.float32(2))
+        return [float(f(d)), float(f(d)), float(f(dot_dict(a=3.0, b=1.0)))]
+
+    f, j = _both(program)
+    assert f == j
+
+
+@pytest.mark.parametrize("spec", ["bsd,3dkh->bs3kh", "bs3kh->3bkhs", "ab_,_c", "x1 , 1y -> x y"])
+def test_einsum_labels_any_character(spec):
+    # docs/the-training-cookbook: jnp.einsum("bsd,3dkh->bs3kh", ...); JAX labels axes with any character
+    rng = np.random.RandomState(0)
+    shapes = {"bsd,3dkh->bs3kh": [(2, 3, 4), (3, 4, 5, 6)], "bs3kh->3bkhs": [(2, 3, 4, 5, 6)],
+              "ab_,_c": [(2, 3, 4), (4, 5)], "x1 , 1y -> x y": [(2, 3), (3, 4)]}[spec]
+    ops = [rng.rand(*s).astype(np.float32) for s in shapes]
+    f, j = _both(lambda m: np.asarray(m.numpy.einsum(spec, *ops)))
+    np.testing.assert_allclose(f, j, rtol=1e-6)

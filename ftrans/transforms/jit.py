@@ -883,7 +883,10 @@ class JitWrapped:
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
             fast = self._fast
             if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
-                entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                try:
+                    entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                except Exception:  # noqa: BLE001  an argument whose __getattr__ raises KeyError (a dict with
+                    entry = None   # attribute access): no fast key, the general path flattens it
                 if entry is not None:
                     if _array_mod.buffers_deleted and not _all_resident(args):
                         return self._call(args, kwargs)  # the general path transfers or explains
