@@ -155,3 +155,83 @@ def test_einsum_labels_any_character(spec):
     ops = [rng.rand(*s).astype(np.float32) for s in shapes]
     f, j = _both(lambda m: np.asarray(m.numpy.einsum(spec, *ops)))
     np.testing.assert_allclose(f, j, rtol=1e-6)
+
+
+@needs8
+def test_training_cookbook_style_program():
+    # docs/the-training-cookbook, condensed: explicit-sharding mesh, a pytree of params made by initializers
+    # with out_sharding, a causal attention block with einsums (out_sharding=), Adam states held in refs and
+    # updated inside a jitted step, and batches from make_array_from_process_local_data
+    import functools
+
+    def program(m):
+        jnp = m.numpy
+        P = m.P
+        mesh = m.make_mesh((8,), ("fsdp",), axis_types=(m.sharding.AxisType.Explicit,))
+        E, H, K, V, S, B = 16, 8, 4, 32, 8, 8
+
+        class dot_dict(dict):  # noqa: N801
+            __setattr__ = dict.__setitem__
+            __getattr__ = dict.__getitem__
+
+            def tree_flatten_with_keys(self):
+                ks = tuple(sorted(self))
+                return tuple((m.tree_util.DictKey(k), self[k]) for k in ks), ks
+
+            @classmethod
+            def tree_unflatten(cls, ks, vals):
+                return cls(zip(ks, vals))
+
+        m.tree_util.register_pytree_with_keys_class(dot_dict)
+
+        def init_params():
+            key = map(functools.partial(m.random.fold_in, m.random.key(3)), range(100))
+            he = m.nn.initializers.he_normal(1, 1)
+            return dot_dict(emb=he(next(key), (V, E), jnp.float32, P(None, None)),
+                            qkv=he(next(key), (3, E, H, K), jnp.float32, P(None, "fsdp", None, None)),
+                            out=he(next(key), (H, K, E), jnp.float32, P("fsdp", None, None)),
+                            head=he(next(key), (E, V), jnp.float32, P("fsdp", None)))
+
+        def apply(p, tokens):
+            x = p.emb.at[tokens].get(out_sharding=P("fsdp", None, None))
+            qkv = jnp.einsum("bsd,3dkh->bs3kh", x, p.qkv, out_sharding=P("fsdp", None, None, None))
+            a = m.nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], is_causal=True)
+            x = x + jnp.einsum("bskh,khd->bsd", a, p.out, out_sharding=P("fsdp", None, None))
+            x *= m.lax.rsqrt(jnp.linalg.norm(x, axis=-1, keepdims=True) + 1e-6)
+            return jnp.einsum("bsd,dl->bsl", x, p.head, out_sharding=P("fsdp", None, None))
+
+        def adam(param, grad, st):
+            st.mu[...] = 0.1 * st.mu[...] + 0.9 * grad
+            st.nu[...] = 0.001 * st.nu[...] + 0.999 * grad ** 2
+            st.count[...] += 1
+            mu = st.mu[...] / (1 - 0.9 ** st.count[...])
+            nu = st.nu[...] / (1 - 0.999 ** st.count[...])
+            param[...] -= 1e-2 * mu / (jnp.sqrt(nu) + 1e-8)
+
+        @m.jit
+        def step(state, batch):
+            def loss_fn(params):
+                logits = apply(params, batch["obs"])
+                return -(m.nn.one_hot(batch["tgt"], V) * m.nn.log_softmax(logits)).mean()
+
+            params = m.tree.map(m.ref.get, state.params)
+            loss, grad = m.value_and_grad(loss_fn)(params)
+            m.tree.map(adam, state.params, grad, state.opt)
+            return loss
+
+        with m.set_mesh(mesh):
+            params = m.jit(init_params)()
+            opt = m.tree.map(lambda p: dot_dict(mu=jnp.zeros_like(p), nu=jnp.zeros_like(p), count=jnp.array(0)),
+                             params)
+            state = m.tree.map(m.ref.new_ref, dot_dict(params=params, opt=opt))
+            seq = np.frombuffer(b"we are the music makers and we are the dreamers of dreams", np.uint8) % V
+            data = {"obs": np.tile(seq[:S], (B, 1)), "tgt": np.tile(np.roll(seq, -1)[:S], (B, 1))}
+            losses = []
+            for batch in map(functools.partial(m.make_array_from_process_local_data, P("fsdp")), [data] * 3):
+                losses.append(float(step(state, batch)))
+            return losses, str(m.typeof(state.params.qkv)), np.asarray(state.params.head[...])
+
+    f, j = _both(program)
+    np.testing.assert_allclose(f[0], j[0], rtol=2e-5)
+    assert f[1] == j[1]
+    np.testing.assert_allclose(f[2], j[2], rtol=1e-4, atol=1e-6)

@@ -65,9 +65,14 @@ class AbstractRef:
     def __hash__(self) -> int:
         return hash(("Ref", self.inner_aval))
 
-    def str_short(self) -> str:
+    def str_short(self, short_dtypes: bool = False) -> str:
+        # the held array's type with its sharding (``Ref{float32[8@x,2]}``), as JAX's
         a = self.inner_aval
-        return f"Ref{{{a.dtype.name}[{','.join(map(str, a.shape))}]}}"
+        try:
+            inner = a.str_short(short_dtypes=short_dtypes)
+        except TypeError:  # an unsharded type
+            inner = a.str_short() if short_dtypes else f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        return f"Ref{{{inner}}}"
 
     __str__ = str_short
 
