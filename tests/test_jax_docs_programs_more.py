@@ -235,3 +235,64 @@ def test_training_cookbook_style_program():
     np.testing.assert_allclose(f[0], j[0], rtol=2e-5)
     assert f[1] == j[1]
     np.testing.assert_allclose(f[2], j[2], rtol=1e-4, atol=1e-6)
+
+
+def _linear_call_programs(m, linear_call):
+    from functools import partial
+
+    def f(r, x):
+        return x / r
+
+    def t(r, ct):
+        return ct / r
+
+    def div_add(x, denom):
+        return x + linear_call(f, t, denom, x)
+
+    def transpose(g, example):
+        return lambda y: m.linear_transpose(g, example)(y)[0]
+
+    def custom_id(x):
+        return linear_call(lambda _, x: x, lambda _, ct: 7.0, (), x)
+
+    def scanned(x):
+        return m.lax.scan(lambda c, _: (linear_call(f, t, 2.0, c), None), x, None, length=3)[0]
+
+    pair = lambda x: linear_call(lambda r, x: {"a": x * r[0], "b": x}, lambda r, c: c["a"] * r[0] + c["b"],  # noqa: E731
+                                 (2.0, 5.0), x)
+    vec = np.arange(3.0, dtype=np.float32)
+    out = [div_add(9.0, 3.0), transpose(partial(div_add, denom=3.0), 1.0)(18.0),
+           transpose(lambda x: x + x / 3.0, 1.0)(18.0),
+           custom_id(1.0), transpose(custom_id, 1.0)(1.0), transpose(transpose(custom_id, 1.0), 1.0)(1.0),
+           transpose(transpose(transpose(custom_id, 1.0), 1.0), 1.0)(1.0),
+           m.grad(div_add)(9.0, 3.0), m.jit(div_add)(9.0, 3.0), m.jit(m.grad(div_add))(9.0, 3.0),
+           m.jvp(lambda x: div_add(x, 3.0), (9.0,), (1.0,))[1],
+           m.vjp(pair, 3.0)[1]({"a": 1.0, "b": 10.0})[0], m.grad(scanned)(1.0), m.jit(m.grad(scanned))(1.0),
+           m.jit(m.grad(lambda x: m.numpy.sum(linear_call(lambda r, x: x * r, lambda r, c: c * r * 10, vec, x))))(
+               np.ones(3, np.float32))]
+    return [(np.asarray(o).tolist(), np.asarray(o).dtype.name, getattr(o, "weak_type", None)) for o in out]
+
+
+def test_linear_call_docstring_examples_and_transforms():
+    # custom_derivatives.linear_call's docstring: the transpose of a linear_call is the user's transpose
+    # function, whose transpose is the function again; grad, jit, jvp, vjp and scan of it
+    from jax.custom_derivatives import linear_call as jlc
+
+    from ftrans.custom_derivatives import linear_call as flc
+
+    f = _linear_call_programs(ftrans, flc)
+    j = _linear_call_programs(jax, jlc)
+    assert [a[0] for a in f] == [a[0] for a in j]
+    # (JAX's eager custom_id gives TypedFloats, whose dtype NumPy reads as float64)
+    assert [a[1:] for a in f[:3] + f[7:]] == [a[1:] for a in j[:3] + j[7:]]
+
+
+def test_linear_call_errors():
+    from ftrans.custom_derivatives import linear_call
+
+    with pytest.raises(TypeError, match="transpose output pytree structure must match"):
+        ftrans.linear_transpose(lambda x: linear_call(lambda r, x: x, lambda r, c: (c, c), (), x), 1.0)(1.0)
+    with pytest.raises(TypeError, match="residual arguments carry tangents"):
+        ftrans.jvp(lambda d: linear_call(lambda r, x: x / r, lambda r, c: c / r, d, 1.0), (3.0,), (1.0,))
+    with pytest.raises(NotImplementedError, match="Batching rule for 'linear_call'"):
+        ftrans.vmap(lambda x: linear_call(lambda r, x: x, lambda r, c: c, (), x))(np.ones(3, np.float32))

@@ -232,6 +232,13 @@ def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: A
 
 
 
+# linear_call: the user's transpose function is staged for the unbatched operands, so vmap has no rule for
+# it (as in JAX).
+mark_unsupported(C.linear_call_p, "batching", "Batching rule for 'linear_call' not implemented (as in JAX): its "
+                 "transpose function is staged for unbatched operands; call it inside the mapped function's "
+                 "own custom rule, or map over the linear arguments with a loop")
+
+
 # composite: its name and attributes describe the unbatched operation, so vmap has no rule for it (as in
 # JAX); a batched composite would need the user's own batched form (custom_vmap).
 mark_unsupported(C.composite_p, "batching", "Batching rule for 'composite' not implemented (as in JAX): its "
