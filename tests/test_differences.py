@@ -319,6 +319,24 @@ def test_array_like_objects_are_operands():
     np.testing.assert_array_equal(np.asarray(fnp.asarray(_OnlyDlpack())), X)
 
 
+class _JaxArrayProtocol:
+    def __init__(self, xp):
+        self.xp = xp
+
+    def __jax_array__(self):
+        return self.xp.asarray(X)
+
+
+def test_jax_array_protocol_objects_are_eager_operands():
+    with pytest.raises(ValueError, match="during abstractification"):
+        jnp.multiply(_JaxArrayProtocol(jnp), 2)
+    np.testing.assert_array_equal(np.asarray(jnp.reshape(_JaxArrayProtocol(jnp), (5,))), X)
+    np.testing.assert_array_equal(np.asarray(fnp.multiply(_JaxArrayProtocol(fnp), 2)), X * 2)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        with pytest.raises(ValueError, match="during abstractification"):
+            lib.jit(lambda a: a)(_JaxArrayProtocol(m))
+
+
 def test_from_dlpack_reads_read_only_host_arrays():
     ro = X.copy()
     ro.flags.writeable = False
