@@ -296,3 +296,19 @@ def test_linear_call_errors():
         ftrans.jvp(lambda d: linear_call(lambda r, x: x / r, lambda r, c: c / r, d, 1.0), (3.0,), (1.0,))
     with pytest.raises(NotImplementedError, match="Batching rule for 'linear_call'"):
         ftrans.vmap(lambda x: linear_call(lambda r, x: x, lambda r, c: c, (), x))(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_ffi_call_of_an_unregistered_target_is_a_runtime_error_not_an_ftrans_bug(staged):
+    # docs/ffi.md run without building its C++ library: JAX's "No FFI handler registered" (JaxRuntimeError);
+    # ftrans says the same, without calling it a bug of its own
+    def program(m):
+        call = m.ffi.ffi_call("docs_rms_norm_unregistered", m.ShapeDtypeStruct((3,), np.float32))
+        f = m.jit(lambda x: call(x)) if staged else call
+        with pytest.raises(RuntimeError) as e:
+            f(np.ones(3, np.float32))
+        return type(e.value).__name__, "No FFI handler registered for docs_rms_norm_unregistered" in str(e.value), \
+            "bug in ftrans" in str(e.value)
+
+    f, j = _both(program)
+    assert f == ("JaxRuntimeError", True, False) and j == ("JaxRuntimeError", True, False)
