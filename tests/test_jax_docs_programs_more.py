@@ -312,3 +312,21 @@ def test_ffi_call_of_an_unregistered_target_is_a_runtime_error_not_an_ftrans_bug
 
     f, j = _both(program)
     assert f == ("JaxRuntimeError", True, False) and j == ("JaxRuntimeError", True, False)
+
+
+def test_returning_a_ref_from_jit_says_where_it_came_from_in_jaxs_words():
+    # docs/array_refs.md: "can't return refs"
+    def program(m):
+        r = m.new_ref(0.0)
+
+        @m.jit
+        def err1(x_ref):
+            x_ref[...] = 5.0
+            return x_ref
+
+        with pytest.raises(ValueError) as e:
+            err1(r)
+        return str(e.value).split("\n\n")[1].splitlines()[0]
+
+    f, j = _both(program)
+    assert f == j == "The returned mutable array was passed in as the argument x_ref."

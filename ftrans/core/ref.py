@@ -603,9 +603,9 @@ def check_no_refs(out: Any, what: str, fname: str) -> None:
         if isinstance(leaf, (Ref, RefView)):
             r = leaf._base if isinstance(leaf, RefView) else leaf
             if r._arg_name is not None:
-                src = f"The reference was passed in as the argument {r._arg_name}."
+                src = f"The returned mutable array was passed in as the argument {r._arg_name}."  # (JAX's words)
             else:
-                src = f"The reference was created on line {r._origin}."
+                src = f"The returned mutable array was created on line {r._origin}."
             raise FtransRefError(
                 f"function {fname} traced for {what} returned a mutable array reference of type "
                 f"{r.aval.str_short()}, but mutable array references cannot be returned.\n\n{src}")
