@@ -330,3 +330,18 @@ def test_returning_a_ref_from_jit_says_where_it_came_from_in_jaxs_words():
 
     f, j = _both(program)
     assert f == j == "The returned mutable array was passed in as the argument x_ref."
+
+
+def test_debug_nans_in_jit_announces_the_deoptimized_rerun(capsys):
+    # docs/debugging/index.md & flags.md: under jax_debug_nans a nan out of a jitted function prints JAX's line,
+    # then the function runs again op by op and the failing operation raises FloatingPointError
+    def program(m):
+        with m.debug_nans(True):
+            with pytest.raises(FloatingPointError):
+                m.jit(lambda x: m.numpy.log(-x))(np.float32(2.0))
+        return capsys.readouterr().out
+
+    f, j = _both(program)
+    line = "Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized version."
+    # (JAX prints it again for the eager log, which it runs as a jitted function too)
+    assert f.splitlines() == [line] and j.splitlines()[0] == line
