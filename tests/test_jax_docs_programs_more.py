@@ -324,12 +324,27 @@ def test_returning_a_ref_from_jit_says_where_it_came_from_in_jaxs_words():
             x_ref[...] = 5.0
             return x_ref
 
+        @m.jit
+        def err2(x_ref, y_ref):
+            pass
+
+        @m.jit
+        def err3(y_ref):
+            y_ref[...] = r[...]
+
+        out = []
         with pytest.raises(ValueError) as e:
             err1(r)
-        return str(e.value).split("\n\n")[1].splitlines()[0]
+        out.append(str(e.value).split("\n\n")[1].splitlines()[0])
+        for f, a in ((err2, (r, r)), (err3, (r,))):
+            with pytest.raises(ValueError) as e:
+                f(*a)
+            out.append(str(e.value).split(" the mutable")[0].split(", a mutable")[0].replace(__file__, "F"))
+        return out
 
     f, j = _both(program)
-    assert f == j == "The returned mutable array was passed in as the argument x_ref."
+    assert f == j
+    assert f[0] == "The returned mutable array was passed in as the argument x_ref."
 
 
 def test_debug_nans_in_jit_announces_the_deoptimized_rerun(capsys):
