@@ -506,6 +506,16 @@ def test_tail_recursion_through_cond_is_a_loop():
 
 
 # ---------------------------------------------------------------- lax extras (issue 18)
+def test_half_precision_reduce_sum_accumulates_in_float32():
+    a = np.full(1024, 0.1, np.float32)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        x = a.astype(m.bfloat16)
+        got = [float(np.float32(lib.jit(lambda v: lib.lax.reduce(v, m.bfloat16(0), lib.lax.add, (0,)))(x))),
+               float(np.float32(lib.lax.reduce(x, m.bfloat16(0), lib.lax.add, (0,)))),
+               float(np.float32(lib.jit(m.sum)(x)))]
+        assert got == ([102.5, 102.5, 102.5] if lib is ftrans else [100.0, 100.0, 102.5])
+
+
 def test_empty_is_zeros():
     assert not np.asarray(flax.empty((4,), np.float32)).any()
     assert jlax.empty((4,), np.float32).shape == (4,)
