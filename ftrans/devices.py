@@ -221,16 +221,37 @@ def _resolve_default(value: Any) -> Any:
         f"got {type(value).__name__} {value!r}")
 
 
+_KNOWN_PLATFORMS = ("cpu", "gpu", "cuda", "rocm", "tpu")
+
+
+def _check_default(value: Any) -> None:
+    """A platform name set before the backends start is only checked to be one (JAX's check): naming it starts
+    no backend, so ``jax_num_cpu_devices`` can still follow ``jax_platform_name``."""
+    if isinstance(value, str) and not compat.backend_started():
+        if value.lower() not in _KNOWN_PLATFORMS:
+            raise FtransValueError(
+                f"default_device: expected a Device (from ftrans.devices()), a platform name such as 'cpu', or "
+                f"None, got str {value!r}")
+        return
+    _resolve_default(value)
+
+
 def _on_config(name: str, value: Any = None) -> None:
     global _default_override
     if name == "default_device":
         values = config.values_anywhere("default_device")
         # A context names a device in some thread: each call resolves the calling thread's option.
-        _default_override = _resolve_default(values[0]) if len(values) == 1 else _PER_THREAD
+        if len(values) != 1:
+            _default_override = _PER_THREAD
+        elif isinstance(values[0], str) and not compat.backend_started():
+            _default_override = _LAZY  # its first device, found on first use
+        else:
+            _default_override = _resolve_default(values[0])
 
 
 _PER_THREAD = object()
-config.register_validator("default_device", _resolve_default)
+_LAZY = object()
+config.register_validator("default_device", _check_default)
 config._listeners.append(_on_config)
 
 
@@ -249,15 +270,18 @@ def _set_num_cpu_devices(n: int) -> None:
 config.register_validator("num_cpu_devices", _set_num_cpu_devices)
 _config_mod.scope_listeners.append(_on_config)
 if config.default_device is not None:  # JAX_DEFAULT_DEVICE=cpu in the environment
-    _default_override = _resolve_default(config.default_device)
+    _on_config("default_device")
 
 
 def default_device() -> Any:
     """The device ``jit`` runs on and ``device_put`` places on when nothing else says: the one
     ``ftrans.default_device(...)`` names, else the default backend's first device."""
+    global _default_override
     d = _default_override
     if d is _PER_THREAD:
         d = _resolve_default(config.default_device)
+    elif d is _LAZY:
+        d = _default_override = _resolve_default(config.default_device)
     return d if d is not None else _default_device_cached()
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ftrans.core import dtypes, keys
 from ftrans.core.array import sharded_array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.sharding import as_sharding
+from ftrans.core.sharding import NamedSharding, PartitionSpec, as_sharding, get_mesh
 from ftrans.errors import DistributedInitError, FtransTypeError, FtransValueError
 from ftrans.lowering import compat
 
@@ -178,10 +178,35 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
     return out if impl is None else keys.wrap(impl, out)
 
 
+def _broadcast_prefix(prefix: Any, full: Any, is_leaf: Callable) -> list:
+    """Each leaf of ``prefix`` repeated once per leaf of ``full`` under it (JAX's ``broadcast_prefix``)."""
+    from ftrans import tree_util
+
+    p_leaves, p_def = tree_util.tree_flatten(prefix, is_leaf=is_leaf)
+    try:
+        subtrees = p_def.flatten_up_to(full)
+    except (ValueError, TypeError) as e:
+        raise FtransValueError(
+            f"make_array_from_process_local_data: {prefix!r} is not a tree prefix of the local data's structure "
+            f"{tree_util.tree_structure(full, is_leaf=keys.is_key)}: {e}") from None
+    return [p for p, sub in zip(p_leaves, subtrees) for _ in tree_util.tree_leaves(sub, is_leaf=keys.is_key)]
+
+
 def make_array_from_process_local_data(sharding: Any, local_data: Any, global_shape: Sequence[int] | None = None
                                        ) -> Any:
     """A global Array whose blocks on this process's devices come from ``local_data``, the part of the global
-    array this process holds (its rows, for a batch split over processes along axis 0)."""
+    array this process holds (its rows, for a batch split over processes along axis 0).
+
+    As in JAX, ``local_data`` may be a pytree of arrays, with ``sharding`` (and ``global_shape``, whose leaves
+    are shapes or None) a prefix of it: each leaf becomes a global array."""
+    from ftrans import tree_util
+
+    leaves, treedef = tree_util.tree_flatten(local_data, is_leaf=keys.is_key)
+    if not tree_util.treedef_is_leaf(treedef):
+        shard_flat = _broadcast_prefix(sharding, local_data, lambda x: x is None)
+        shape_flat = _broadcast_prefix(global_shape, local_data, lambda x: x is None or isinstance(x, tuple))
+        return tree_util.tree_unflatten(treedef, [
+            make_array_from_process_local_data(s, x, g) for s, x, g in zip(shard_flat, leaves, shape_flat)])
     if keys.is_key(local_data):
         # This process's typed keys: laid out as their uint32 data, the key-data axes whole on every device.
         impl = local_data._impl
@@ -195,6 +220,13 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
         global_shape = (local.shape[0] * nproc, *local.shape[1:])
     global_shape = tuple(global_shape)
     sharding = as_sharding(sharding)
+    if isinstance(sharding, PartitionSpec):  # over the mesh set_mesh set, as JAX's
+        mesh = get_mesh()
+        if mesh is None:
+            raise FtransValueError(
+                f"make_array_from_process_local_data: got a bare PartitionSpec {sharding!r} but no mesh is set; use "
+                "NamedSharding(mesh, spec) or ftrans.set_mesh(mesh)")
+        sharding = NamedSharding(mesh, sharding)
     rt = compat.runtime_sharding(sharding, len(global_shape))
     idx = rt.addressable_devices_indices_map(global_shape)
     # This process's blocks cover a contiguous box of the global array; local_data is that box.

@@ -319,6 +319,24 @@ def test_array_like_objects_are_operands():
     np.testing.assert_array_equal(np.asarray(fnp.asarray(_OnlyDlpack())), X)
 
 
+class _JaxArrayProtocol:
+    def __init__(self, xp):
+        self.xp = xp
+
+    def __jax_array__(self):
+        return self.xp.asarray(X)
+
+
+def test_jax_array_protocol_objects_are_eager_operands():
+    with pytest.raises(ValueError, match="during abstractification"):
+        jnp.multiply(_JaxArrayProtocol(jnp), 2)
+    np.testing.assert_array_equal(np.asarray(jnp.reshape(_JaxArrayProtocol(jnp), (5,))), X)
+    np.testing.assert_array_equal(np.asarray(fnp.multiply(_JaxArrayProtocol(fnp), 2)), X * 2)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        with pytest.raises(ValueError, match="during abstractification"):
+            lib.jit(lambda a: a)(_JaxArrayProtocol(m))
+
+
 def test_from_dlpack_reads_read_only_host_arrays():
     ro = X.copy()
     ro.flags.writeable = False
@@ -505,6 +523,16 @@ def test_tail_recursion_through_cond_is_a_loop():
 
 
 # ---------------------------------------------------------------- lax extras (issue 18)
+def test_half_precision_reduce_sum_accumulates_in_float32():
+    a = np.full(1024, 0.1, np.float32)
+    for lib, m in ((jax, jnp), (ftrans, fnp)):
+        x = a.astype(m.bfloat16)
+        got = [float(np.float32(lib.jit(lambda v: lib.lax.reduce(v, m.bfloat16(0), lib.lax.add, (0,)))(x))),
+               float(np.float32(lib.lax.reduce(x, m.bfloat16(0), lib.lax.add, (0,)))),
+               float(np.float32(lib.jit(m.sum)(x)))]
+        assert got == ([102.5, 102.5, 102.5] if lib is ftrans else [100.0, 100.0, 102.5])
+
+
 def test_empty_is_zeros():
     assert not np.asarray(flax.empty((4,), np.float32)).any()
     assert jlax.empty((4,), np.float32).shape == (4,)

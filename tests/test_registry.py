@@ -511,6 +511,8 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
     """The call-like primitives of autodiff (custom rules, remat, names, barriers), as the API records them."""
     from ftrans import lax as flax
     from ftrans.ad_checkpoint import checkpoint_name
+    from ftrans.custom_derivatives import linear_call
+    from ftrans.experimental.xla_metadata import set_xla_metadata
 
     x = arr((2, 3), f32)
 
@@ -543,6 +545,8 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "custom_vjp_call": lambda a: cv(a),
         "remat2": lambda a: ftrans.checkpoint(lambda b: (b * 2.0, b.sum()))(a),
         "name": lambda a: checkpoint_name(a, "h"),
+        "xla_metadata_value": lambda a: set_xla_metadata(a, k="v", flag=True),
+        "linear_call": lambda a: linear_call(lambda r, b: (b * 2.0, b.sum()), lambda r, c: c[0] * 2.0 + c[1], (), a),
         "optimization_barrier": lambda a: flax.optimization_barrier((a, a.sum())),
     }
     out = {}

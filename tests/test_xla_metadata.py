@@ -55,3 +55,66 @@ def test_decorator_and_branches():
         for op in ("stablehlo.sine", "stablehlo.cosine"):
             (line,) = [ln for ln in lines if op in ln]
             assert 'mhlo.frontend_attributes = {a = "b"}' in line, (api.__name__, line)
+
+
+def _tagged_ops(text):
+    """(op, attributes) of each op of a module's text that carries ``mhlo.frontend_attributes``."""
+    import re
+
+    out = []
+    for ln in text.splitlines():
+        m = re.search(r"mhlo\.frontend_attributes = \{([^}]*)\}", ln)
+        op = re.search(r"(stablehlo\.\w+)", ln)
+        if m and op:
+            out.append((op.group(1), m.group(1)))
+    return sorted(out)
+
+
+def test_value_form_tags_the_op_that_made_the_value():
+    # docs/debugging/xla_metadata.md: set_xla_metadata(y * z, breakpoint=True) tags the multiply only
+    outs = []
+    for api, np_, setm in APIS:
+        def f(x):
+            y, z = np_.sin(x), np_.cos(x)
+            w = setm(y * z, breakpoint=True, n=3)
+            return setm({"a": w + 1.0, "b": (w, x)}, k="v")  # a pytree; x is an argument: nothing to tag
+
+        text = api.jit(f).lower(1.0).as_text()
+        hlo = api.jit(f).lower(1.0).as_text("hlo")
+        res = api.jit(f)(np.float32(0.5))
+        eager = f(np.float32(0.5))
+        np.testing.assert_allclose(np.asarray(eager["a"]), np.asarray(res["a"]), rtol=1e-6)
+        outs.append((_tagged_ops(text), hlo.count("frontend_attributes"), np.asarray(res["a"])))
+    assert outs[0][0] == outs[1][0] and outs[0][1] == outs[1][1]
+    np.testing.assert_allclose(outs[0][2], outs[1][2], rtol=1e-6)
+
+
+def test_value_form_under_grad_and_vmap():
+    outs = []
+    for api, np_, setm in APIS:
+        def f(x):
+            return setm(np_.sin(x) * 2.0, tag="t").sum()
+
+        g = api.grad(f)(np.arange(3.0, dtype=np.float32))
+        v = api.vmap(lambda x: setm(x * 3.0, tag="v"))(np.arange(3.0, dtype=np.float32))
+        gtext = api.jit(api.grad(f)).lower(np.arange(3.0, dtype=np.float32)).as_text()
+        vtext = api.jit(api.vmap(lambda x: setm(x * 3.0, tag="v"))).lower(np.arange(3.0, dtype=np.float32)).as_text()
+        outs.append((np.asarray(g), np.asarray(v), _tagged_ops(gtext), _tagged_ops(vtext),
+                     api.make_jaxpr(f)(np.ones(3, np.float32)).eqns[2].primitive.name))
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-6)
+    np.testing.assert_allclose(outs[0][1], outs[1][1])
+    assert outs[0][2:] == outs[1][2:]
+
+
+def test_decorator_over_a_jitted_function_keeps_lower():
+    # docs/debugging/xla_metadata.md: @set_xla_metadata(...) over @jax.jit, then .lower(...).as_text("hlo")
+    outs = []
+    for api, np_, setm in APIS:
+        @setm(_xla_log=True)
+        @api.jit
+        def f(x):
+            y = np_.sin(x)
+            return y * np_.cos(y)
+
+        outs.append((_tagged_ops(f.lower(1.0).as_text()), f.__name__, float(f(1.0))))
+    assert outs[0] == outs[1]

@@ -29,7 +29,14 @@ class Var:
         self.aval = aval
 
     def __repr__(self) -> str:
-        return f"Var({self.aval.str_short()})"
+        # JAX's: the identity and the type with its dtype's full name (``Var(id=1404...):float32[5]``)
+        a = self.aval
+        try:
+            t = a.str_short(short_dtypes=False)
+        except TypeError:  # a type with no short dtype names (``ShapedArray``, a ref's type)
+            dt = getattr(a, "dtype", None)
+            t = f"{dt.name}[{','.join(map(str, a.shape))}]" if type(a) is ShapedArray else a.str_short()
+        return f"Var(id={id(self)}):{t}"
 
 
 class Literal:
@@ -42,7 +49,7 @@ class Literal:
         self.aval = aval
 
     def __repr__(self) -> str:
-        return f"Literal({self.val!r})"
+        return f"Literal({self.val})"  # as JAX's: the value as printed (``Literal(1.0)``)
 
     def str_short(self) -> str:
         v = np.asarray(self.val).item() if np.ndim(self.val) == 0 else self.val

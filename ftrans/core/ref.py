@@ -65,9 +65,14 @@ class AbstractRef:
     def __hash__(self) -> int:
         return hash(("Ref", self.inner_aval))
 
-    def str_short(self) -> str:
+    def str_short(self, short_dtypes: bool = False) -> str:
+        # the held array's type with its sharding (``Ref{float32[8@x,2]}``), as JAX's
         a = self.inner_aval
-        return f"Ref{{{a.dtype.name}[{','.join(map(str, a.shape))}]}}"
+        try:
+            inner = a.str_short(short_dtypes=short_dtypes)
+        except TypeError:  # an unsharded type
+            inner = a.str_short() if short_dtypes else f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        return f"Ref{{{inner}}}"
 
     __str__ = str_short
 
@@ -598,9 +603,9 @@ def check_no_refs(out: Any, what: str, fname: str) -> None:
         if isinstance(leaf, (Ref, RefView)):
             r = leaf._base if isinstance(leaf, RefView) else leaf
             if r._arg_name is not None:
-                src = f"The reference was passed in as the argument {r._arg_name}."
+                src = f"The returned mutable array was passed in as the argument {r._arg_name}."  # (JAX's words)
             else:
-                src = f"The reference was created on line {r._origin}."
+                src = f"The returned mutable array was created on line {r._origin}."
             raise FtransRefError(
                 f"function {fname} traced for {what} returned a mutable array reference of type "
                 f"{r.aval.str_short()}, but mutable array references cannot be returned.\n\n{src}")

@@ -266,8 +266,12 @@ def _names_option(msg: str) -> bool:
     return "compile option" in msg or "setting option" in msg or "compiler option" in msg
 
 
-def _rejected(e: Exception, text: str) -> XlaRejectedError:
+def _rejected(e: Exception, text: str) -> JaxRuntimeError:
     msg = str(e)
+    if "No FFI handler registered for" in msg:  # the user's ffi_call names a target nobody registered
+        return JaxRuntimeError(
+            f"{msg.strip()}\nthe program calls a foreign function (ffi_call) whose target is not registered for "
+            "this platform: register it first with ftrans.ffi.register_ffi_target(name, capsule, platform=...)")
     lines = text.splitlines()
     shown = ""
     # XLA names the op by its loc("file":line:0) and prints the op itself; show the module line too.

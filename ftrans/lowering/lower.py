@@ -176,6 +176,9 @@ class ModuleLowering:
         # location in ``main`` and the bodies inlined into it ends with them (JAX's outer traceback);
         # a nested ``jit``'s function has none.
         self.outer_frames: tuple = ()
+        # the names of ``main``'s arguments as the user wrote them (``x``, ``params['w']``): each argument's
+        # location, as JAX's (XLA names the HLO parameters after them)
+        self.main_arg_names: tuple = ()
         self.num_partitions = num_partitions
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
@@ -307,6 +310,9 @@ class ModuleLowering:
             elif i < len(donated_args) and donated_args[i]:
                 extra.append("jax.buffer_donor = true")
             args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
+            k = i - len(jaxpr.constvars)
+            if public and 0 <= k < len(self.main_arg_names) and self.main_arg_names[k]:
+                args[-1] += f' loc("{mt._quoted(self.main_arg_names[k])}")'
         if "?{" in "".join(args):  # arguments of symbolic sizes give the dimension variables' values
             fn.find_dim_sources([env[v] for v in list(jaxpr.constvars) + list(jaxpr.invars)],
                                 [v.aval for v in list(jaxpr.constvars) + list(jaxpr.invars)])
@@ -456,15 +462,18 @@ def _sanitize(name: str) -> str:
 
 def lower_jaxpr(jaxpr: Jaxpr, name: str = "main_fn", num_partitions: int = 1,
                 donated_args: Sequence[bool] = (), platform: str = "cpu", outer_frames: tuple = (),
-                module_name: str | None = None, result_attrs: Sequence[str] = ()) -> str:
+                module_name: str | None = None, result_attrs: Sequence[str] = (),
+                arg_names: Sequence[str] = ()) -> str:
     """The StableHLO module text for ``jaxpr`` on ``platform``; its constvars are ``main``'s leading arguments.
 
     ``outer_frames``: the user's frames the program is lowered from (``(code, lasti)``, innermost first),
     which end every location of ``main`` (``Traced.lower``'s, as JAX's).  ``module_name``: the module's
     symbol (default ``name``; ``Traced.lower`` gives JAX's ``jit_<name>``); ``result_attrs``: ``main``'s
-    result attributes (``jax.result_info``)."""
+    result attributes (``jax.result_info``); ``arg_names``: the names of ``main``'s non-constant arguments,
+    their locations (JAX's: the HLO parameters are named after them)."""
     m = ModuleLowering(module_name or name, num_partitions, platform=platform, scope=f"jit({name})")
     m.outer_frames = tuple(outer_frames)
+    m.main_arg_names = tuple(arg_names)
     m.function(jaxpr, "main", public=True, donated_args=donated_args, result_attrs=result_attrs)
     return m.text()
 

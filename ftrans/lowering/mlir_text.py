@@ -313,6 +313,40 @@ class FuncEmitter:
         )
         return outs
 
+    def add_frontend_attributes(self, value: str, kvs: Sequence[tuple[str, Any]]) -> None:
+        """Put ``kvs`` in the ``mhlo.frontend_attributes`` of the op of this body that defined ``value``
+        (``set_xla_metadata(x, ...)``); names the op already has keep their values, as in JAX. Nothing for a
+        block argument or a value defined outside this body."""
+        base = value.split("#")[0]
+        heads = (f"{self.indent}{base} = ", f"{self.indent}{base}:")
+        for i in range(len(self.lines) - 1, -1, -1):
+            line = self.lines[i]
+            if not line.startswith(heads):
+                continue
+            cut = line.rfind(" : (")
+            if cut < 0:  # an op in custom assembly form (optimization_barrier)
+                return
+            head, tail = line[:cut], line[cut:]
+            key = "mhlo.frontend_attributes = {"
+            at = head.rfind(key)
+            present = set()
+            if at >= 0:
+                inner = head[at + len(key):head.index("}", at)]
+                present = {kv.split(" = ")[0].strip() for kv in inner.split(", ") if kv}
+            new = ", ".join(f'{k} = "{_quoted(str(v).lower() if isinstance(v, bool) else str(v))}"'
+                            for k, v in kvs if k not in present)
+            if not new:
+                return
+            if at >= 0:
+                j = at + len(key)
+                head = head[:j] + new + (", " if present else "") + head[j:]
+            elif head.endswith("}"):  # other attributes
+                head = head[:-1] + f", {key}{new}}}}}"
+            else:
+                head = head + f" {{{key}{new}}}}}"
+            self.lines[i] = head + tail
+            return
+
     def emit_barrier(self, operands: Sequence[str]) -> list[str]:
         """``stablehlo.optimization_barrier`` in its custom assembly form (the form MLIR prints and JAX's
         ``as_text`` shows: ``%r:2 = stablehlo.optimization_barrier %a, %b : t1, t2``); results typed as

@@ -310,8 +310,9 @@ def _parse_term(term: str, ndim: int | None, n_ell: int, where: str) -> list[str
     if term.count(_ELL) > 1 or ("." in term.replace(_ELL, "")):
         raise FtransValueError(f"einsum: invalid subscript {term!r} in {where} (at most one '...')")
     for ch in term.replace(_ELL, ""):
-        if not ch.isalpha():
-            raise FtransValueError(f"einsum: invalid subscript character {ch!r} in {where}; use letters")
+        # any character labels an axis, as in JAX (``"bsd,3dkh->bs3kh"``), except the ones that separate terms
+        if ch in "->" or ch.isspace() or 0xE000 <= ord(ch) < 0xF900:
+            raise FtransValueError(f"einsum: invalid subscript character {ch!r} in {where}")
     if _ELL not in term:
         if ndim is not None and len(term) != ndim:
             raise FtransValueError(

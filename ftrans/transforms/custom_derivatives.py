@@ -37,7 +37,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
 from ftrans.core.jaxpr_api import eval_jaxpr
-from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p
+from ftrans.core.prims.calls import custom_jvp_call_p, custom_lin_p, custom_vjp_call_p, linear_call_p
 from ftrans.core.trace import Tracer, aval_of, stage
 from ftrans.core.wrapping import name_after
 from ftrans.errors import FtransTypeError, FtransValueError, UnexpectedTracerError
@@ -54,7 +54,7 @@ from ftrans.transforms.ad_rules.calls import custom_vjp_tangents
 
 __all__ = ["custom_jvp", "custom_vjp", "custom_gradient", "closure_convert", "SymbolicZero", "CustomVJPPrimal",
            "custom_vjp_primal_tree_values", "zero_from_primal", "custom_jvp_call_p", "custom_vjp_call_p",
-           "custom_lin_p"]
+           "custom_lin_p", "linear_call"]
 
 SymbolicZero = Zero  # what a rule registered with symbolic_zeros=True receives for a zero tangent
 
@@ -983,6 +983,55 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
 
     converted.__name__ = _name(fun)
     return converted, hoisted
+
+
+def linear_call(fun: Callable, fun_transpose: Callable, residual_args: Any, linear_args: Any) -> Any:
+    """JAX's ``linear_call``: ``fun(residual_args, linear_args)``, a function linear in ``linear_args``, whose
+    transpose (what ``linear_transpose``, ``vjp`` and ``grad`` use) is ``fun_transpose(residual_args, ct)``
+    rather than the transpose of ``fun``'s own operations; transposing that again gives ``fun``.
+
+    ``fun_transpose`` returns values of the structure of ``linear_args``; the residuals are not
+    differentiated (they carry no tangents)."""
+    def leaves_of(tree: Any, what: str) -> tuple[list, Any]:
+        paths, treedef = tree_util.tree_flatten_with_path(tree)
+        return [_operand("linear_call", what + tree_util.keystr(p), x) for p, x in paths], treedef
+
+    res, res_tree = leaves_of(residual_args, "residual_args")
+    lin, lin_tree = leaves_of(linear_args, "linear_args")
+    n_res = len(res)
+    res_avals = [aval_of(x) for x in res]
+    out_tree_box: list = []
+
+    def flat_fun(*ins: Any) -> list:
+        out = fun(tree_util.tree_unflatten(res_tree, ins[:n_res]), tree_util.tree_unflatten(lin_tree, ins[n_res:]))
+        leaves, tree = tree_util.tree_flatten(out)
+        out_tree_box.append(tree)
+        return leaves
+
+    callee, consts = hoist_consts(stage(flat_fun, res_avals + [aval_of(x) for x in lin])[0])
+    out_tree = out_tree_box[0]
+    staged: list = []
+
+    def transpose_thunk() -> tuple:
+        # the user's transpose, staged on first need for the residuals and the outputs' cotangents
+        if not staged:
+            def flat_t(*ins: Any) -> list:
+                out = fun_transpose(tree_util.tree_unflatten(res_tree, ins[:n_res]),
+                                    tree_util.tree_unflatten(out_tree, ins[n_res:]))
+                leaves, tree = tree_util.tree_flatten(out)
+                if tree != lin_tree:
+                    raise FtransTypeError(
+                        "transpose output pytree structure must match that of linear inputs, got output structure "
+                        f"{tree} and input structure {lin_tree}.")
+                return leaves
+
+            t_body, t_consts = hoist_consts(stage(flat_t, res_avals + list(callee.out_avals))[0])
+            staged.append((t_body, list(t_consts)))
+        return staged[0]
+
+    outs = linear_call_p.bind(*consts, *res, *lin, callee=callee, transpose_thunk=transpose_thunk,
+                              num_callee_consts=len(consts), num_res=n_res)
+    return tree_util.tree_unflatten(out_tree, list(outs))
 
 
 custom_jvp.__getattr__ = _forward_attr  # type: ignore[attr-defined]

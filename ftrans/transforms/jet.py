@@ -419,7 +419,7 @@ for _p in (E.le_p, E.lt_p, E.gt_p, E.ge_p, E.eq_p, E.ne_p, E.not_p, E.and_p, E.o
 for _p in (E.neg_p, E.real_p, E.imag_p, E.conj_p, E.complex_p, E.add_p, E.sub_p, E.copy_p,
            S.convert_element_type_p, S.broadcast_in_dim_p, S.concatenate_p, S.pad_p, S.reshape_p, S.squeeze_p,
            S.expand_dims_p, S.rev_p, S.transpose_p, S.slice_p, R.reduce_sum_p, SO.cumsum_p, F.fft_p,
-           C.optimization_barrier_p, C.name_p, W.reduce_window_sum_p, SH.sharding_constraint_p, CO.psum_p,
+           C.optimization_barrier_p, C.name_p, C.xla_metadata_value_p, W.reduce_window_sum_p, SH.sharding_constraint_p, CO.psum_p,
            CO.pvary_p, CO.psum_invariant_p,
            CO.all_gather_p, E.reduce_precision_p, SH.device_put_p):
     deflinear(_p)

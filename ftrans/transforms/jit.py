@@ -580,9 +580,18 @@ def _leaf_names(jitted: JitWrapped, args: tuple, kwargs: dict) -> list[str]:
         head, first, *rest = path
         if getattr(head, "idx", None) == 0:  # a positional argument
             pos = positions[first.idx] if first.idx < len(positions) else first.idx
-            root = params[pos].name if pos < len(params) else f"args[{pos}]"
+            if pos < len(params):
+                root = params[pos].name
+            else:  # in ``*args``: named after it, as JAX's (``a[0]`` of ``def f(x, *a)``)
+                var = [p.name for p in (jitted._sig.parameters.values() if jitted._sig is not None else ())
+                       if p.kind == p.VAR_POSITIONAL]
+                root = f"{var[0]}[{pos - len(params)}]" if var else f"args[{pos}]"
         else:
             root = str(getattr(first, "key", first))
+            if jitted._sig is not None and root not in jitted._sig.parameters:  # in ``**kw``: ``kw['z']``
+                var = [p.name for p in jitted._sig.parameters.values() if p.kind == p.VAR_KEYWORD]
+                if var:
+                    root = var[0] + tree_util.keystr((first,))
         names.append(root + tree_util.keystr(tuple(rest)))
     return names
 
@@ -700,6 +709,9 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
     if not donated:  # donated inputs are gone: nothing to re-run on
         from ftrans.core.jaxpr_api import eval_jaxpr
 
+        # (what JAX prints here, on standard output)
+        print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized "
+              "version.")
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
@@ -935,7 +947,10 @@ class JitWrapped:
         if _trace.eager_everywhere and self._fast_ok and not kwargs:
             fast = self._fast
             if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
-                entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                try:
+                    entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                except Exception:  # noqa: BLE001  an argument whose __getattr__ raises KeyError (a dict with
+                    entry = None   # attribute access): no fast key, the general path flattens it
                 if entry is not None:
                     if _array_mod.buffers_deleted and not _all_resident(args):
                         return self._call(args, kwargs)  # the general path transfers or explains
@@ -1917,13 +1932,21 @@ class Traced:
         outs = program.jaxpr.outvars
         infos = result_info_attrs(self.out_tree, [v.aval for v in outs]) \
             if getattr(self.out_tree, "num_leaves", -1) == len(outs) else ()
+        names = self._names if self._names is not None and len(self._names) == len(self.jaxpr.jaxpr.invars) else ()
         text = lower_jaxpr(program.jaxpr, self._owner.__name__, donated_args=donated, platform=platform,
                            outer_frames=_trace.user_callers(sys._getframe()),
-                           module_name=f"jit_{self._owner.__name__}", result_attrs=infos)
+                           module_name=_module_name(self._owner.__name__), result_attrs=infos,
+                           arg_names=_select(names, self._kept))
         return Lowered(self, text, platform)
 
 
 _LOWERING_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+def _module_name(fname: str) -> str:
+    """The lowered module's name, as JAX's: ``jit(f)`` with every character but letters, digits, ``_``, ``.``
+    and ``-`` made ``_``, less trailing ``_`` (``jit_f``, ``jit__lambda``)."""
+    return "".join(c if c.isalnum() or c in "_.-" else "_" for c in f"jit({fname})").rstrip("_")
 
 
 def _lowering_platform(fname: str, platforms: Any) -> str:

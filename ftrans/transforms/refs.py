@@ -37,22 +37,30 @@ def _label_paths(tree_obj: Any, root: str) -> list[str]:
     return [root + tree_util.keystr(p) for p, _ in paths]
 
 
-def _check_aliases(refs: list, names: list[str], what: str) -> None:
+def _check_aliases(refs: list, names: list[str], what: str, tracing: str | None = None) -> None:
+    """``tracing``: what is being traced, as JAX says it (``f at file:line for jit``); default ``for what``."""
     seen: dict[int, str] = {}
     for r, n in zip(refs, names):
         prev = seen.get(id(r))
         if prev is not None:
             raise FtransValueError(
                 f"only one reference to a mutable array may be passed as an argument to a function, but when "
-                f"tracing for {what} the mutable array reference of type {r.aval.str_short()} appeared at "
-                f"both {prev} and {n}.")
+                f"tracing {tracing or 'for ' + what} the mutable array reference of type {r.aval.str_short()} "
+                f"appeared at both {prev} and {n}.")
         seen[id(r)] = n
 
 
-def _alias_closure_error(r: Any, name: str, what: str) -> Exception:
+def _alias_closure_error(r: Any, name: str, what: str, tracing: str | None = None) -> Exception:
     return FtransValueError(
-        f"when tracing for {what}, a mutable array reference of type {r.aval.str_short()} was both closed "
-        f"over and passed as the argument {name}; pass it one way only")
+        f"when tracing {tracing or 'for ' + what}, a mutable array reference of type {r.aval.str_short()} was "
+        f"both closed over and passed as the argument {name}; pass it one way only")
+
+
+def _jit_tracing(jitted: Any) -> str:
+    """``f at file:line for jit``: the function a jit traces, as JAX's messages name it."""
+    from ftrans.core.trace import function_site
+
+    return f"{function_site(jitted._fun)} for jit"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -220,10 +228,11 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         labels = None
         if arg_refs:
             labels = _arg_labels(jitted._fun, dargs, dyn_idx, dkw)
-            _check_aliases(arg_refs, [labels[i] for i in ref_pos], f"jit({fname})")
+            _check_aliases(arg_refs, [labels[i] for i in ref_pos], f"jit({fname})", _jit_tracing(jitted))
             for r in arg_refs:
                 if any(r is c for c in closed):
-                    raise _alias_closure_error(r, labels[ref_pos[arg_refs.index(r)]], f"jit({fname})")
+                    raise _alias_closure_error(r, labels[ref_pos[arg_refs.index(r)]], f"jit({fname})",
+                                               _jit_tracing(jitted))
         statics = tuple((i, args[i]) for i in pos)
         static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in jitted._static_argnames))
         try:
@@ -267,7 +276,7 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                 if e.ref is r:
                     if labels is None:
                         labels = _arg_labels(jitted._fun, dargs, dyn_idx, dkw)
-                    raise _alias_closure_error(r, labels[ref_pos[k]], f"jit({fname})") from None
+                    raise _alias_closure_error(r, labels[ref_pos[k]], f"jit({fname})", _jit_tracing(jitted)) from None
             info.closed.append(e.ref)
             continue
         finally:

@@ -852,8 +852,9 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -
     leaves, in_tree = tree_util.tree_flatten(tuple(primals))
     in_avals = []
     for x in leaves:
+        # a weakly typed primal (a Python scalar) traces the function on a weak input, as JAX's does
         a = x if isinstance(x, ShapedArray) else _shape_dtype(x)
-        in_avals.append(ShapedArray(tuple(a.shape), a.dtype, False))
+        in_avals.append(ShapedArray(tuple(a.shape), a.dtype, bool(a.weak_type)))
     out_tree_box: list = []
     name = _fname(fun)
 
@@ -931,7 +932,7 @@ tree_util.register_pytree_node(_Transposed, _transposed_flatten, _transposed_unf
 
 def _shape_dtype(x: Any) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return ShapedArray(tuple(x.shape), dtypes.canonicalize(np.dtype(x.dtype)), False)
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize(np.dtype(x.dtype)), bool(getattr(x, "weak_type", False)))
     return aval_of(x)
 
 

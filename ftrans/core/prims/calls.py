@@ -35,7 +35,7 @@ __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
     "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
     "custom_lin_p",
-    "name_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
+    "name_p", "xla_metadata_value_p", "linear_call_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
 ]
 
 # Every call primitive, in creation order; installers run on each one, present and future.
@@ -265,6 +265,48 @@ name_p = Primitive("name")
 name_p.def_abstract_eval(lambda x, *, name: x)
 name_p.def_impl(lambda x, *, name: x)
 name_p.def_weak_type(lambda weaks, **_: weaks[0])
+
+
+# ----------------------------------------------------------------------------
+# linear_call (``custom_derivatives.linear_call``): ``callee`` (closed over nothing: its ``num_callee_consts``
+# constants lead the operands, then ``num_res`` residual operands, then the linear ones) applied to the
+# operands; its transpose is a call of the user's transpose function, which ``transpose_thunk()`` stages on
+# first need (``(ClosedJaxpr, consts)``), with the callee as that call's transpose in turn.
+
+
+linear_call_p = Primitive("linear_call", multiple_results=True, higher_order=True)
+
+
+@linear_call_p.def_abstract_eval
+def _linear_call_abstract_eval(*avals: ShapedArray, callee: ClosedJaxpr, **_: Any) -> list[ShapedArray]:
+    want = callee.in_avals
+    if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
+        got = ", ".join(a.str_short() for a in avals)
+        exp = ", ".join(a.str_short() for a in want)
+        raise FtransTypeError(f"linear_call: operands ({got}) do not match the function's inputs ({exp})")
+    return list(callee.out_avals)
+
+
+linear_call_p.def_weak_type(lambda weaks, *, callee, **_: tuple(a.weak_type for a in callee.out_avals))
+
+
+@linear_call_p.def_impl
+def _linear_call_impl(*vals: Any, callee: ClosedJaxpr, **_: Any) -> list:
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    outs = eval_jaxpr(callee.jaxpr, list(callee.consts), *[Array._new(np.asarray(v), False) for v in vals])
+    return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, callee.out_avals)]
+
+
+# ----------------------------------------------------------------------------
+# xla_metadata_value: ``set_xla_metadata(x, k=v)`` tags the op that produced ``x`` (JAX's identity primitive
+# of the same name); ``xla_metadata_kvs`` is the sorted ``(name, value)`` pairs
+
+
+xla_metadata_value_p = Primitive("xla_metadata_value")
+xla_metadata_value_p.def_abstract_eval(lambda x, *, xla_metadata_kvs: x)
+xla_metadata_value_p.def_impl(lambda x, *, xla_metadata_kvs: x)
+xla_metadata_value_p.def_weak_type(lambda weaks, **_: weaks[0])
 
 
 # ----------------------------------------------------------------------------

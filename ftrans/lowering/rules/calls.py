@@ -160,6 +160,19 @@ def _name_lowering(ctx: LoweringContext, x: str, *, name: str) -> str:
     return x
 
 
+@register_lowering(C.linear_call_p)
+def _linear_call_lowering(ctx: LoweringContext, *args: str, callee: Any, **_: Any) -> list[str]:
+    sym = ctx.module.function(callee.jaxpr, "linear_call")
+    return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
+
+
+@register_lowering(C.xla_metadata_value_p)
+def _xla_metadata_value_lowering(ctx: LoweringContext, x: str, *, xla_metadata_kvs: tuple) -> str:
+    # the attributes go on the op that produced ``x`` (none when ``x`` is an argument), as JAX's
+    ctx.fn.add_frontend_attributes(x, xla_metadata_kvs)
+    return x
+
+
 @register_lowering(C.optimization_barrier_p)
 def _barrier_lowering(ctx: LoweringContext, *args: str) -> list[str]:
     if not args:

@@ -29,7 +29,7 @@ from ftrans.core.primitive import abstract_eval, mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
-from ftrans.transforms.ad import Zero, float0, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
+from ftrans.transforms.ad import Zero, float0, instantiate, jvp_jaxpr, jvp_rules, register_jvp, tangent_aval
 from ftrans.transforms.partial_eval import (
     LinearizeTrace,
     forward_input_residuals,
@@ -472,6 +472,38 @@ def _name_jvp(primals: list, tangents: list, *, name: str) -> tuple[Any, Any]:
     out = C.name_p.bind(primals[0], name=name)
     t = tangents[0]
     return out, (t if type(t) is Zero else C.name_p.bind(t, name=name))
+
+
+@register_jvp(C.linear_call_p)
+def _linear_call_jvp(primals: list, tangents: list, *, num_callee_consts: int, num_res: int,
+                     **params: Any) -> tuple[list, list]:
+    # linear in its linear operands: the tangents go through the same call (as JAX's rule); the constants and
+    # residuals must not carry tangents
+    k = num_callee_consts + num_res
+    if any(type(t) is not Zero for t in tangents[:k]):
+        raise FtransTypeError(
+            "linear_call: the residual arguments carry tangents; linear_call is linear in its linear arguments "
+            "only and cannot be differentiated with respect to its residuals (pass them through stop_gradient)")
+    params = {**params, "num_callee_consts": num_callee_consts, "num_res": num_res}
+    outs = C.linear_call_p.bind(*primals, **params)
+    if all(type(t) is Zero for t in tangents[k:]):
+        return outs, [Zero.from_primal_value(o) for o in outs]
+    lin = [instantiate(t) for t in tangents[k:]]
+    return outs, list(C.linear_call_p.bind(*primals[:k], *lin, **params))
+
+
+_LINEAR_CALL_PE = ("not needed: linear_call's JVP binds separate primal and tangent calls, so linearization "
+                   "stages the tangent call whole, residual operands and all (JAX has no rule either)")
+mark_unsupported(C.linear_call_p, "partial_eval", _LINEAR_CALL_PE)
+mark_unsupported(C.linear_call_p, "partial_eval_jaxpr", _LINEAR_CALL_PE)
+
+
+@register_jvp(C.xla_metadata_value_p)
+def _xla_metadata_value_jvp(primals: list, tangents: list, *, xla_metadata_kvs: tuple) -> tuple[Any, Any]:
+    # linear, as JAX's (``deflinear2``): the tangent is tagged too
+    out = C.xla_metadata_value_p.bind(primals[0], xla_metadata_kvs=xla_metadata_kvs)
+    t = tangents[0]
+    return out, (t if type(t) is Zero else C.xla_metadata_value_p.bind(t, xla_metadata_kvs=xla_metadata_kvs))
 
 
 @register_jvp(C.optimization_barrier_p)

@@ -27,6 +27,7 @@ from ftrans.core.prims.calls import (
     hoist_consts,
     name_p,
     optimization_barrier_p,
+    xla_metadata_value_p,
 )
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.transforms.ad import Zero, tangent_aval
@@ -77,6 +78,11 @@ def _call_batch(prim: C.CallPrimitive) -> Callable:
 @register_batching(name_p)
 def _name_batch(vals: list, dims: list, *, frame: Any, name: str) -> tuple[Any, Any]:
     return name_p.bind(vals[0], name=name), dims[0]
+
+
+@register_batching(xla_metadata_value_p)
+def _xla_metadata_value_batch(vals: list, dims: list, *, frame: Any, xla_metadata_kvs: tuple) -> tuple[Any, Any]:
+    return xla_metadata_value_p.bind(vals[0], xla_metadata_kvs=xla_metadata_kvs), dims[0]
 
 
 @register_batching(optimization_barrier_p)
@@ -224,6 +230,13 @@ def _custom_vmap_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: A
         out_dims.append(0 if b else not_mapped)
     return flat_out, out_dims
 
+
+
+# linear_call: the user's transpose function is staged for the unbatched operands, so vmap has no rule for
+# it (as in JAX).
+mark_unsupported(C.linear_call_p, "batching", "Batching rule for 'linear_call' not implemented (as in JAX): its "
+                 "transpose function is staged for unbatched operands; call it inside the mapped function's "
+                 "own custom rule, or map over the linear arguments with a loop")
 
 
 # composite: its name and attributes describe the unbatched operation, so vmap has no rule for it (as in

@@ -24,7 +24,7 @@ from ftrans.core.primitive import mark_unsupported
 from ftrans.core.prims import calls as C
 from ftrans.core.ref import read_for_thread, write_back
 from ftrans.core.trace import Tracer, names_as
-from ftrans.transforms.ad import Zero
+from ftrans.transforms.ad import Zero, zeros_like_aval
 from ftrans.transforms.partial_eval import partial_eval_jaxpr
 from ftrans.transforms.transpose import (
     backward_pass,
@@ -159,6 +159,34 @@ takes_given_scalars.add(C.custom_lin_p)  # the user's bwd sees a Python scalar c
 @register_transpose(C.name_p)
 def _name_transpose(ct: Any, x: Any, *, name: str) -> list:
     return [ct]
+
+
+@register_transpose(C.linear_call_p)
+def _linear_call_transpose(cts: list, *args: Any, callee: ClosedJaxpr, transpose_thunk: Callable,
+                           num_callee_consts: int, num_res: int) -> list:
+    # a call of the user's transpose function on the residuals and the cotangents, whose own transpose is
+    # the callee again (JAX's rule)
+    lin = args[num_callee_consts + num_res:]
+    if any(is_undefined(a) for a in args[:num_callee_consts + num_res]) or not all(map(is_undefined, lin)):
+        raise NotImplementedError(
+            "transpose of linear_call with respect to its residual arguments: it is linear in its linear "
+            "arguments only")
+    t_jaxpr, t_consts = transpose_thunk()
+    f_consts, res = list(args[:num_callee_consts]), list(args[num_callee_consts:num_callee_consts + num_res])
+    ct_avals = t_jaxpr.in_avals[len(t_consts) + num_res:]
+    cts = [zeros_like_aval(a) if type(c) is Zero else c for c, a in zip(cts, ct_avals)]
+
+    def back() -> tuple:
+        return callee, f_consts
+
+    outs = C.linear_call_p.bind(*t_consts, *res, *cts, callee=t_jaxpr, transpose_thunk=back,
+                                num_callee_consts=len(t_consts), num_res=num_res)
+    return [None] * (num_callee_consts + num_res) + list(outs)
+
+
+@register_transpose(C.xla_metadata_value_p)
+def _xla_metadata_value_transpose(ct: Any, x: Any, *, xla_metadata_kvs: tuple) -> list:
+    return [ct]  # the cotangent is not tagged (JAX's rule)
 
 
 @register_transpose(C.optimization_barrier_p)
