@@ -30,3 +30,15 @@ def test_round_decimals_bits_match_jax_eagerly_and_under_jit(dtype, decimals):
     np.testing.assert_array_equal(eager.view(np.uint8), want.view(np.uint8))
     np.testing.assert_array_equal(jitted.view(np.uint8), want.view(np.uint8))
     assert str(fnp.round(fnp.asarray(x[:6]), decimals)) == str(jnp.round(x[:6], decimals))
+
+
+def test_mesh_shape_is_an_ordered_dict_as_jax():
+    # print(mesh.shape) in a data-parallel program shows OrderedDict([('data', n), ...]) under JAX
+    import collections
+
+    devs = np.array(ftrans.devices()[:1])
+    fm = ftrans.sharding.Mesh(devs, ("data",))
+    jm = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+    assert type(fm.shape) is collections.OrderedDict
+    assert repr(fm.shape) == repr(jm.shape)
+    assert repr(fm.abstract_mesh.shape) == repr(jm.abstract_mesh.shape)
