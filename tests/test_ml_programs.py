@@ -42,3 +42,24 @@ def test_mesh_shape_is_an_ordered_dict_as_jax():
     assert type(fm.shape) is collections.OrderedDict
     assert repr(fm.shape) == repr(jm.shape)
     assert repr(fm.abstract_mesh.shape) == repr(jm.abstract_mesh.shape)
+
+
+def test_debug_nans_under_jit_prints_jax_line_before_the_deoptimized_rerun(capsys):
+    # A training loop run with jax_debug_nans prints JAX's line to stdout, then raises FloatingPointError.
+    line = "Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized version."
+    ftrans.config.update("debug_nans", True)
+    try:
+        with pytest.raises(FloatingPointError):
+            ftrans.jit(lambda x: x * fnp.log(x))(np.array([-1.0, 1.0], np.float32))
+    finally:
+        ftrans.config.update("debug_nans", False)
+    out_f = capsys.readouterr().out
+    jax.config.update("jax_debug_nans", True)
+    try:
+        with pytest.raises(FloatingPointError):
+            jax.jit(lambda x: x * jax.lax.log(x))(np.array([-1.0, 1.0], np.float32))
+    finally:
+        jax.config.update("jax_debug_nans", False)
+    out_j = capsys.readouterr().out
+    assert line in out_j.splitlines()
+    assert out_f.splitlines() == [line]

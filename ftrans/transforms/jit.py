@@ -699,6 +699,8 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
     if not donated:  # donated inputs are gone: nothing to re-run on
         from ftrans.core.jaxpr_api import eval_jaxpr
 
+        # JAX prints this line (to stdout) before re-running the de-optimized function
+        print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized version.")
         eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
     raise FloatingPointError(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
