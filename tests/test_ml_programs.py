@@ -63,3 +63,29 @@ def test_debug_nans_under_jit_prints_jax_line_before_the_deoptimized_rerun(capsy
     out_j = capsys.readouterr().out
     assert line in out_j.splitlines()
     assert out_f.splitlines() == [line]
+
+
+needs8 = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+
+@needs8
+@pytest.mark.parametrize("jit", [False, True])
+def test_shard_map_on_explicit_mesh_rejects_in_specs_that_differ_from_the_input_type(jit):
+    # A tensor-parallel program: jax.make_mesh's axes are Explicit, so an unsharded argument whose in_specs
+    # split it raises JAX's ValueError; an argument laid out as in_specs says runs.
+    def program(m):
+        P = m.sharding.PartitionSpec
+        mesh = m.make_mesh((2, 4), ("dp", "tp"), axis_types=(m.sharding.AxisType.Explicit,) * 2)
+        f = m.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("dp", "tp"), out_specs=P("dp", "tp"))
+        f = m.jit(f) if jit else f
+        x = np.arange(48.0, dtype=np.float32).reshape(6, 8)
+        with pytest.raises(ValueError) as e:
+            f(x)
+        ok = f(m.device_put(x, m.sharding.NamedSharding(mesh, P("dp", "tp"))))
+        rep = m.shard_map(lambda b: b + 1, mesh=mesh, in_specs=P(), out_specs=P())(x)  # P() matches P(None, None)
+        return str(e.value).split(" for arg")[0], np.asarray(ok), np.asarray(rep)
+
+    (fe, fo, fr), (je, jo, jr) = program(ftrans), program(jax)
+    assert fe == je
+    np.testing.assert_array_equal(fo, jo)
+    np.testing.assert_array_equal(fr, jr)

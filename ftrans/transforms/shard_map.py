@@ -175,6 +175,8 @@ class _ShardMapped:
         dyn = [s is not None for s in specs]
         all_leaves, leaves = leaves, [x for x, d in zip(leaves, dyn) if d]
         specs = [s for s in specs if s is not None]
+        if in_specs is not _INFER and (not manual or manual == set(mesh.axis_names)):
+            _check_explicit_in_specs(fname, mesh, leaves, specs)
         avals = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
@@ -626,6 +628,33 @@ def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: l
             "then put together along them); if they are meant to be the same, reduce them over those axes "
             "(lax.psum / lax.pmean / lax.pmax ...); if they are the same but that cannot be inferred, pass "
             "check_vma=False to shard_map.")
+
+
+def _check_explicit_in_specs(fname: str, mesh: Mesh, leaves: list, specs: list) -> None:
+    """JAX's check on a shard_map manual over every axis of a mesh whose axes are all Explicit: each
+    argument's sharding type must be what its in_specs entry says (reshard it first otherwise)."""
+    from ftrans.core.sharding import AxisType
+    from ftrans.core.sharding_rules import array_aval
+
+    if not mesh.axis_names or any(t != AxisType.Explicit for t in mesh.axis_types):
+        return
+    for x, s in zip(leaves, specs):
+        if not isinstance(s, PartitionSpec):
+            continue
+        try:
+            a = array_aval(x)
+        except TypeError:
+            continue
+        nd = len(a.shape)
+        have = a.sharding.spec if a.sharding is not None else PartitionSpec(*(None,) * nd)
+        if names_of_spec(have, nd) != names_of_spec(s, nd):
+            want = PartitionSpec(*(tuple(s) + (None,) * (nd - len(s))))
+            raise FtransValueError(
+                f"in_specs passed to shard_map: {want} does not match the specs of the input: "
+                f"{PartitionSpec(*(tuple(have) + (None,) * (nd - len(have))))} for arg: {a}. "
+                "`in_specs` is an optional argument so you can omit specifying it and shard_map will infer the "
+                "in_specs from the arguments. If you want to reshard your inputs, you can use `jax.reshard` on "
+                f"the arguments and then pass those args to shard_map (shard_map({fname}))")
 
 
 def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh) -> PartitionSpec:
