@@ -89,3 +89,29 @@ def test_shard_map_on_explicit_mesh_rejects_in_specs_that_differ_from_the_input_
     assert fe == je
     np.testing.assert_array_equal(fo, jo)
     np.testing.assert_array_equal(fr, jr)
+
+
+def _grad_cases(m):
+    n, lax = m.numpy, m.lax
+    return {
+        "maximum": lambda: m.grad(n.maximum, argnums=(0, 1))(1.0, 1.0),
+        "minimum": lambda: m.grad(n.minimum)(1.0, 2.0),
+        "where": lambda: m.grad(lambda x: n.where(x > 0, x, 0.0))(1.0),
+        "select": lambda: m.grad(lambda x: lax.select(x > 0, x, 0.0))(1.0),
+        "relu": lambda: m.grad(m.nn.relu)(1.0),
+        "clip": lambda: m.grad(lambda x: n.clip(x, 0.0, 2.0))(1.0),
+        "abs": lambda: m.grad(n.abs)(1.0),
+        "pow_float": lambda: m.grad(lambda x: x ** 2.5)(1.0),
+        "pow_int_exp": lambda: m.grad(lambda x: n.power(x, 3.0))(-2.0),
+        "pow_rhs": lambda: m.grad(lambda y: 2.0 ** y)(0.5),
+        "pad": lambda: m.grad(lambda x: n.pad(x[None], 1)[1])(1.0),
+        "jit_maximum": lambda: m.jit(m.grad(n.maximum, argnums=(0, 1)))(1.0, 1.0),
+        "strong_maximum": lambda: m.grad(n.maximum)(np.float32(1.0), 1.0),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_grad_cases(jax)))
+def test_gradient_weak_types_of_python_scalar_inputs_match_jax(case):
+    # print(jax.grad(...)(1.0)) shows weak_type=True for weak inputs of max/where/relu/clip, as JAX's
+    # transpose rules build their zeros with full_like; pow's factors are strongly typed (converted).
+    assert repr(_grad_cases(ftrans)[case]()) == repr(_grad_cases(jax)[case]())
