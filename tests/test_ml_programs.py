@@ -115,3 +115,14 @@ def test_gradient_weak_types_of_python_scalar_inputs_match_jax(case):
     # print(jax.grad(...)(1.0)) shows weak_type=True for weak inputs of max/where/relu/clip, as JAX's
     # transpose rules build their zeros with full_like; pow's factors are strongly typed (converted).
     assert repr(_grad_cases(ftrans)[case]()) == repr(_grad_cases(jax)[case]())
+
+
+def test_lowered_module_name_of_a_lambda_strips_trailing_underscores_as_jax():
+    # print(jax.jit(lambda x: ...).lower(x).as_text()) starts with ``module @jit__lambda``
+    def named_(x):
+        return x * 2
+
+    for f in (lambda x: x * 2, named_):
+        want = jax.jit(f).lower(1.0).as_text().splitlines()[0].split(" attributes")[0]
+        got = ftrans.jit(f).lower(1.0).as_text().splitlines()[0].split(" attributes")[0]
+        assert got == want
