@@ -16,6 +16,7 @@ and ``reshard`` when given a bare ``PartitionSpec``.
 
 from __future__ import annotations
 
+import collections
 import enum
 import itertools
 import threading
@@ -189,7 +190,8 @@ class Mesh:
 
     @property
     def shape(self) -> dict:
-        return dict(zip(self.axis_names, self.devices.shape))
+        # an OrderedDict, as JAX's (what ``print(mesh.shape)`` shows)
+        return collections.OrderedDict(zip(self.axis_names, self.devices.shape))
 
     @property
     def axis_sizes(self) -> tuple:
@@ -898,7 +900,7 @@ class AbstractMesh:
 
     @property
     def shape(self) -> dict:
-        return dict(zip(self.axis_names, self.axis_sizes))
+        return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))
 
     @property
     def shape_tuple(self) -> tuple:

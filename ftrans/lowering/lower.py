@@ -162,7 +162,8 @@ class ModuleLowering:
 
     def __init__(self, name: str = "ftrans_module", num_partitions: int = 1, num_replicas: int = 1,
                  platform: str = "cpu", scope: str | None = None):
-        self.name = _sanitize(name)
+        # (JAX strips trailing underscores: ``jit(<lambda>)`` is module ``jit__lambda``)
+        self.name = _sanitize(name).rstrip("_") or _sanitize(name)
         # The target platform (``cpu``, ``cuda``, ``rocm``): rules whose XLA op or custom call differs
         # between backends (the linear-algebra factorizations) read it as ``ctx.platform``.
         self.platform = platform

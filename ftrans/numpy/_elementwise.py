@@ -660,7 +660,17 @@ def round(a: Any, decimals: int = 0, out: None = None) -> Any:  # noqa: A001
         return E.round_p.bind(x, rounding_method=1)
     wide = convert(x, dtypes.float32, dtype_weak(x)[1]) if d == dtypes.float16 else x
     factor = _lax_const(wide, 10.0**decimals)
-    out_ = E.div_p.bind(E.round_p.bind(E.mul_p.bind(wide, factor), rounding_method=1), factor)
+    # JAX's round is a jitted program, where XLA rewrites the division by the constant factor
+    # into a multiplication by its reciprocal (folded in the operand's dtype); multiplying by
+    # that reciprocal here gives the same bits eagerly and under ftrans's own jit
+    # (bfloat16 arithmetic already runs as XLA's, which keeps the division there.)
+    wd = np.dtype(_dtype(wide))
+    scaled = E.round_p.bind(E.mul_p.bind(wide, factor), rounding_method=1)
+    if wd in (np.dtype(np.float32), np.dtype(np.float64)):
+        recip = _lax_const(wide, np.asarray(1, wd) / np.asarray(10.0**decimals, wd))
+        out_ = E.mul_p.bind(scaled, recip)
+    else:
+        out_ = E.div_p.bind(scaled, factor)
     return convert(out_, d, dtype_weak(x)[1]) if d == dtypes.float16 else out_
 
 

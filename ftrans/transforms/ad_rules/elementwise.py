@@ -15,6 +15,7 @@ from typing import Any
 from ftrans.core import building as B
 from ftrans.core import dtypes
 from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad import (
     Zero,
@@ -94,8 +95,12 @@ def _sum(a: Any, b: Any, out: Any) -> Any:
 
 
 def _as_bool_factor(pred: Any, like: Any) -> Any:
-    """1 where ``pred`` holds, else 0, in ``like``'s dtype."""
-    return B.convert_element_type(pred, aval_of(like).dtype)
+    """1 where ``pred`` holds, else 0, in ``like``'s dtype, weakly typed when ``like`` is (JAX builds these
+    factors with ``full_like``, so ``grad(jnp.maximum)(1.0, 1.0)`` is weak as its operands are)."""
+    a = aval_of(like)
+    if not getattr(a, "weak_type", False):
+        return B.convert_element_type(pred, a.dtype)
+    return S.convert_element_type_p.bind(pred, new_dtype=a.dtype, weak_type=True)
 
 
 def _replace_zero(x: Any) -> Any:
@@ -139,7 +144,10 @@ def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dx x**y = y * x**(y-1); for an integer exponent exactly 0 where y == 0 (as JAX)."""
     xd = aval_of(x).dtype
     if dtypes.is_inexact(aval_of(y).dtype):
+        # (JAX converts both operands to the result dtype first: the factor is strongly typed)
+        x, y = B.convert_element_type(x, xd), B.convert_element_type(y, aval_of(y).dtype)
         return B.mul(t, B.mul(y, B.apply(E.pow_p, x, B.sub(y, 1))))
+    x = B.convert_element_type(x, xd)
     yf = B.convert_element_type(y, xd)
     jac = B.mul(_replace_zero(yf), B.apply(E.pow_p, x, B.sub(yf, 1)))
     jac = broadcast_to(jac, _shape(z))
@@ -149,7 +157,7 @@ def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
 
 def _pow_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX)."""
-    return B.mul(t, B.mul(B.apply(E.log_p, _replace_zero(x)), z))
+    return B.convert_element_type(B.mul(t, B.mul(B.apply(E.log_p, _replace_zero(x)), z)), aval_of(y).dtype)
 
 
 _binary(E.pow_p, _pow_dx, _pow_dy)

@@ -17,8 +17,8 @@ def shape_of(x: Any) -> tuple[int, ...]:
 
 
 def zeros(aval: Any) -> Any:
-    """Zeros of ``aval``'s shape and dtype (a broadcast scalar, so staging records one op)."""
-    z = Array._new(np.zeros((), aval.dtype), False)
+    """Zeros of ``aval``'s shape, dtype and weak type (a broadcast scalar, so staging records one op)."""
+    z = Array._new(np.zeros((), aval.dtype), bool(getattr(aval, "weak_type", False)))
     if not aval.shape:
         return z
     return S.broadcast_in_dim_p.bind(z, shape=tuple(aval.shape), broadcast_dimensions=())
@@ -27,8 +27,10 @@ def zeros(aval: Any) -> Any:
 def ct_zeros(aval: Any, ct: Any) -> Any:
     """Zeros of ``aval``'s shape in the cotangent ``ct``'s dtype: what a transpose rule combines with
     ``ct``. A ``custom_vjp`` bwd rule may return a cotangent of another floating dtype than its
-    primal (bf16 for an f8 argument, as JAX allows); that dtype then flows on unchanged, as in JAX."""
-    return zeros(aval.update(dtype=aval_of(ct).dtype))
+    primal (bf16 for an f8 argument, as JAX allows); that dtype then flows on unchanged, as in JAX.
+    Weakly typed as ``ct`` is (JAX's transpose rules build these zeros with ``full_like(ct, 0)``)."""
+    c = aval_of(ct)
+    return zeros(aval.update(dtype=c.dtype, weak_type=getattr(c, "weak_type", False)))
 
 
 def unbroadcast(ct: Any, aval: Any) -> Any:

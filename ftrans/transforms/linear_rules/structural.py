@@ -108,7 +108,7 @@ def _slice_t(ct: Any, x: Any, *, start_indices: tuple, limit_indices: tuple, str
 def _pad_t(ct: Any, x: Any, padv: Any, *, padding_config: tuple) -> list:
     lo, hi, interior = zip(*padding_config) if padding_config else ((), (), ())
     unpad = tuple((-a, -b, 0) for a, b in zip(lo, hi))
-    scalar0 = zeros(aval_of(ct).update(shape=()))
+    scalar0 = zeros(aval_of(ct).update(shape=(), weak_type=False))  # (JAX's is a strong np.array(0., dtype))
     inner = S.pad_p.bind(ct, scalar0, padding_config=unpad)
     inner_shape = tuple(aval_of(inner).shape)
     t_x = S.slice_p.bind(inner, start_indices=(0,) * len(inner_shape), limit_indices=inner_shape,
