@@ -122,7 +122,9 @@ def default_device(device):
 def typeof(x):
     """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar; for a
     value laid out over Explicit mesh axes, with its sharding type (``typeof(x).sharding``)."""
+    from ftrans.core.avals import ShardedAval
     from ftrans.core.keys import is_key
+    from ftrans.core.sharding import TypeSharding
     from ftrans.core.sharding_rules import array_aval
 
     if isinstance(x, Ref):
@@ -131,7 +133,10 @@ def typeof(x):
         from ftrans.core.avals import ShapedArray
 
         return ShapedArray(tuple(x.shape), x.dtype)
-    return array_aval(x)
+    aval = array_aval(x)
+    if aval.sharding is not None and type(aval) is ShardedAval:  # shown as JAX shows a type's sharding
+        aval = ShardedAval(aval.shape, aval.dtype, aval.weak_type, TypeSharding.of(aval.sharding))
+    return aval
 
 
 from ftrans.core.version import __version__ as __version__  # noqa: E402

@@ -517,6 +517,21 @@ class NamedSharding(Sharding):
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, memory_kind={self.memory_kind})"
 
 
+class TypeSharding(NamedSharding):
+    """A sharding type as ``typeof(x).sharding`` shows it: the NamedSharding of the value (its concrete mesh,
+    usable wherever a sharding is taken), printed as JAX prints a type's sharding, over the mesh's abstract
+    mesh and without a memory kind."""
+
+    @classmethod
+    def of(cls, sh: NamedSharding) -> TypeSharding:
+        out = cls.__new__(cls)
+        out.mesh, out.spec, out.memory_kind = sh.mesh, sh.spec, sh.memory_kind
+        return out
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh.abstract_mesh!r}, spec={self.spec!r})"
+
+
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
                shape: Sequence[int] | None = None) -> None:
     """A spec must name axes of ``mesh``, each at most once, and (given ``ndim``) fit the array's rank."""
@@ -569,6 +584,52 @@ def get_mesh() -> Mesh | None:
     """The mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one ``set_mesh`` installed."""
     s = _stack()
     return s[-1] if s else _global_mesh[0]
+
+
+_abstract_local = threading.local()
+
+
+def abstract_stack() -> list:
+    """The meshes of the ``use_abstract_mesh`` blocks entered (innermost last)."""
+    s = getattr(_abstract_local, "stack", None)
+    if s is None:
+        s = _abstract_local.stack = []
+    return s
+
+
+_spec_meshes: dict = {}
+
+
+def spec_mesh() -> Mesh | None:
+    """The mesh a bare PartitionSpec is laid out over: the current mesh, or inside ``use_abstract_mesh`` one with
+    the abstract mesh's axes (names, sizes, types) over the current mesh's devices (the first devices when the
+    sizes differ), as JAX's bare specs name the abstract mesh in context."""
+    mesh = get_mesh()
+    s = getattr(_abstract_local, "stack", None)
+    if not s:
+        return mesh
+    am = s[-1]
+    if am.empty:
+        return mesh
+    if mesh is not None and (mesh.axis_names, mesh.axis_sizes, mesh.axis_types) == \
+            (am.axis_names, am.axis_sizes, am.axis_types):
+        return mesh
+    if mesh is not None and mesh.size == am.size:
+        devs = tuple(mesh.devices.flat)
+    else:
+        from ftrans.devices import devices as all_devices
+
+        devs = tuple(all_devices()[:am.size])
+        if len(devs) < am.size:
+            raise FtransValueError(f"the abstract mesh {am!r} in context has {am.size} devices, but only {len(devs)} "
+                                   "are available")
+    key = (tuple(d.id for d in devs), am.axis_sizes, am.axis_names, am.axis_types)
+    out = _spec_meshes.get(key)
+    if out is None:
+        arr = np.empty(len(devs), dtype=object)
+        arr[:] = devs
+        out = _spec_meshes[key] = Mesh(arr.reshape(am.axis_sizes), am.axis_names, am.axis_types)
+    return out
 
 
 @contextmanager
@@ -668,6 +729,7 @@ def forget_runtime_meshes() -> None:
     _mesh_memo.clear()
     _converted.clear()
     _twins.clear()
+    _spec_meshes.clear()
 
 
 def _is_runtime_mesh(mesh: Any) -> bool:
@@ -901,6 +963,10 @@ class AbstractMesh:
     @property
     def manual_axes(self) -> tuple:
         return self._of_type(AxisType.Manual)
+
+    are_all_axes_auto = property(lambda self: all(t == AxisType.Auto for t in self.axis_types))
+    are_all_axes_explicit = property(lambda self: all(t == AxisType.Explicit for t in self.axis_types))
+    are_all_axes_manual = property(lambda self: all(t == AxisType.Manual for t in self.axis_types))
 
     def update(self, axis_sizes: Any = None, axis_names: Any = None, axis_types: Any = None,
                **kwargs: Any) -> AbstractMesh:

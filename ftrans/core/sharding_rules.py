@@ -193,7 +193,19 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return out
     if prim.multiple_results:
         return [o if s is None else _make(o, s) for o, s in zip(out, res)]
-    return _make(out, res)
+    try:
+        return _make(out, res)
+    except _DuplicateSpec:  # JAX's wording: the operation, its operands' types and the result's
+        shown = ", ".join(a.str_short() for a in avals)
+        dims = ",".join(str(n) if e is None else f"{n}@{e}" if isinstance(e, str) else f"{n}@({','.join(e)})"
+                        for n, e in zip(out.shape, res[1]))
+        short = out.str_short()
+        raise ShardingTypeError(f"{prim.name} operation with inputs: {shown} produces an illegally sharded result: "
+                                f"{short[:short.index('[')]}[{dims}]") from None
+
+
+class _DuplicateSpec(ShardingTypeError):
+    pass
 
 
 def _plain(a: ShapedArray) -> ShapedArray:
@@ -208,7 +220,7 @@ def _make(out: ShapedArray, res: Any) -> ShapedArray:
     for e in spec:
         for ax in _axes(e):
             if ax in seen:
-                raise ShardingTypeError(
+                raise _DuplicateSpec(
                     f"the result type {out.str_short()} with spec {_show(spec)} names mesh axis {ax!r} more than "
                     "once (produces an illegally sharded result); reshard an operand first")
             seen.add(ax)

@@ -15,7 +15,7 @@ from ftrans.core.sharding import (
     SingleDeviceSharding,
     as_sharding,
     check_divisible,
-    get_mesh,
+    spec_mesh,
 )
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -26,7 +26,7 @@ __all__ = ["with_sharding_constraint", "with_out_sharding"]
 def _resolve(s: Any, what: str) -> Any:
     s = as_sharding(s)  # a runtime (jax) sharding: as ftrans's
     if isinstance(s, PartitionSpec):
-        mesh = get_mesh()
+        mesh = spec_mesh()
         if mesh is None:
             raise FtransValueError(
                 f"{what}: got a bare PartitionSpec {s!r} but no mesh is set; wrap it in NamedSharding(mesh, spec) "
@@ -112,7 +112,7 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
         return compute()
     s = as_sharding(out_sharding)
     if isinstance(s, PartitionSpec):
-        mesh = get_mesh()
+        mesh = spec_mesh()
         if mesh is None:  # as JAX's, inside jit too: the operands' mesh is not taken for it
             raise FtransValueError(
                 f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set (Using PartitionSpec "
