@@ -532,6 +532,31 @@ class TypeSharding(NamedSharding):
         return f"NamedSharding(mesh={self.mesh.abstract_mesh!r}, spec={self.spec!r})"
 
 
+class MeshlessType:
+    """``typeof(x).sharding`` of a value on no mesh (one device, no mesh in context): JAX's type sharding over
+    the empty abstract mesh, each dimension unsplit.  Given where a sharding is taken it stands for its spec
+    (laid out over the current mesh)."""
+
+    __slots__ = ("spec",)
+    memory_kind = None
+
+    def __init__(self, spec: PartitionSpec):
+        self.spec = spec
+
+    @property
+    def mesh(self) -> AbstractMesh:
+        return AbstractMesh((), ())
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, MeshlessType) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
                shape: Sequence[int] | None = None) -> None:
     """A spec must name axes of ``mesh``, each at most once, and (given ``ndim``) fit the array's rank."""
@@ -801,6 +826,8 @@ def as_sharding(sh: Any) -> Any:
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    if type(sh) is MeshlessType:
+        return sh.spec
     sh = _unformat(sh)
     if getattr(sh, "device_set", None) is None:
         return as_spec(sh)
