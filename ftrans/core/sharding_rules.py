@@ -556,3 +556,95 @@ def sharding_constraint(mesh: Any, out: Any, x: ShapedArray, *, sharding: Any, *
 
 def is_explicit(sharding: Any) -> bool:
     return isinstance(sharding, NamedSharding) and AxisType.Explicit in sharding.mesh.axis_types
+
+
+# ----------------------------------------------------------------------------
+# gather / scatter: JAX's rules (a result typed only when no collective is needed to compute it)
+
+
+def _dn(dn: Any, name: str) -> tuple:
+    return tuple(getattr(dn, name, ()) or ())
+
+
+def gather(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, *, dimension_numbers: Any,
+           slice_sizes: Sequence[int], **params: Any) -> Any:
+    """A result dimension taken from the operand (a window dimension, sliced whole or unsplit) keeps the
+    operand's entry; one taken from the indices keeps theirs (a batch dimension of both: whichever is split,
+    which must agree). Sliced operand dimensions and the index vector must be unsplit; otherwise the layout
+    is ambiguous and ``.at[...].get(out_sharding=)`` must say it."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ospec, ispec = list(spec_of(operand)), list(spec_of(indices))
+    if all(e is None for e in ospec) and all(e is None for e in ispec):
+        return mesh, (None,) * len(out.shape)
+    offset, collapsed = _dn(dimension_numbers, "offset_dims"), _dn(dimension_numbers, "collapsed_slice_dims")
+    start_map = _dn(dimension_numbers, "start_index_map")
+    obatch = _dn(dimension_numbers, "operand_batching_dims")
+    ibatch = _dn(dimension_numbers, "start_indices_batching_dims")
+    ok = all(slice_sizes[d] == operand.shape[d] or ospec[d] is None for d in start_map)
+    ok = ok and all(ispec[i] is None or ospec[o] is None or ispec[i] == ospec[o] for o, i in zip(obatch, ibatch))
+    ok = ok and all(e is None for k, e in enumerate(ispec) if k not in ibatch)
+    if not ok:
+        raise ShardingTypeError(
+            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather indexing as out "
+            "sharding could not be resolved unambiguously (or would require collectives on inputs). Got "
+            f"operand={_short(operand)}, indices={_short(indices)}")
+    for o, i in zip(obatch, ibatch):
+        ispec[i] = ispec[i] if ispec[i] is not None else ospec[o]
+    windows = iter(d for d in range(len(operand.shape)) if d not in collapsed and d not in obatch)
+    from_indices = iter(ispec)  # (the index vector dimension, last, is never reached)
+    spec = []
+    for k in range(len(out.shape)):
+        spec.append(ospec[next(windows)] if k in offset else next(from_indices))
+    return mesh, tuple(spec)
+
+
+def _updates_batching_dims(ibatch: tuple, window: tuple, updates_rank: int, indices_rank: int) -> list:
+    """The updates dimensions matching the indices' batching dimensions: the updates' scatter dimensions (those
+    not window dimensions) follow the indices' dimensions other than the index vector (last), in order."""
+    scatter_dims = [d for d in range(updates_rank) if d not in window]
+    return [scatter_dims[i] for i in ibatch if i < len(scatter_dims)]
+
+
+def scatter(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, *,
+            dimension_numbers: Any, **params: Any) -> Any:
+    """The operand's layout, its unsplit dimensions taking the updates' (or indices') entries where those
+    lay the same slices out; ambiguous layouts need ``.at[...].set(out_sharding=)``."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ospec, ispec, uspec = list(spec_of(operand)), list(spec_of(indices)), list(spec_of(updates))
+    if all(e is None for e in ospec + ispec + uspec):
+        return mesh, (None,) * len(out.shape)
+    window = _dn(dimension_numbers, "update_window_dims")
+    inserted = _dn(dimension_numbers, "inserted_window_dims")
+    obatch = _dn(dimension_numbers, "operand_batching_dims")
+    ibatch = _dn(dimension_numbers, "scatter_indices_batching_dims")
+    ubatch = _updates_batching_dims(ibatch, window, len(updates.shape), len(indices.shape))
+    owindow = [d for d in range(len(operand.shape)) if d not in inserted and d not in obatch]
+
+    def agree(*es: Any) -> bool:
+        split = {e for e in es if e is not None}
+        return len(split) <= 1
+
+    ok = all(agree(ospec[o], ispec[i], uspec[u]) for o, i, u in zip(obatch, ibatch, ubatch))
+    ok = ok and all((updates.shape[u] == operand.shape[o] and uspec[u] == ospec[o])
+                    or (uspec[u] is None and ospec[o] is None) for u, o in zip(window, owindow))
+    ok = ok and all(ospec[d] is None for d in inserted)
+    ok = ok and all(e is None for k, e in enumerate(uspec) if k not in ubatch and k not in window)
+    ok = ok and all(e is None for k, e in enumerate(ispec[:-1]) if k not in ibatch)
+    ok = ok and (not ispec or ispec[-1] is None)
+    if not ok:
+        raise ShardingTypeError(
+            "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter update "
+            "as out sharding could not be resolved unambiguously (or would require collectives on inputs). Got "
+            f"operand={_short(operand)}, indices={_short(indices)}, updates={_short(updates)}")
+    spec = list(ospec)
+    for o, i, u in zip(obatch, ibatch, ubatch):
+        if spec[o] is None:
+            spec[o] = ispec[i] if ispec[i] is not None else uspec[u]
+    for u, o in zip(window, owindow):
+        if spec[o] is None:
+            spec[o] = uspec[u]
+    return mesh, tuple(spec)

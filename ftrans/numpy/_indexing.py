@@ -779,6 +779,7 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if indices is None:
         indices = _const(np.zeros((0,)), _index_dtype(shape_of(xp)))
     dn = ix.dnums
+    yp = _typed_updates(xp, indices, yp, dn)
     out = prim.bind(
         xp, indices, yp,
         dimension_numbers=ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map),
@@ -791,6 +792,35 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if dtype_weak(out) != (d, weak):
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=weak)
     return out
+
+
+def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
+    """Over Explicit mesh axes, untyped update values laid out as the slices of ``x`` they update (JAX's
+    slice sharding): a window dimension taken whole keeps x's entry, the others the indices' entries."""
+    from ftrans.core.sharding_rules import array_aval, spec_of
+
+    xa = array_aval(xp)
+    if xa.sharding is None:
+        return yp
+    ya = array_aval(yp)
+    if ya.sharding is not None:
+        return yp
+    ospec, ispec = spec_of(xa), spec_of(array_aval(indices))
+    owindow = [d for d in range(len(xa.shape)) if d not in dn.collapsed_slice_dims]
+    from_indices = iter(ispec[:-1])
+    spec = []
+    for u in range(len(ya.shape)):
+        if u in dn.offset_dims:
+            o = owindow[dn.offset_dims.index(u)]
+            spec.append(ospec[o] if ya.shape[u] == xa.shape[o] else None)
+        else:
+            spec.append(next(from_indices, None))
+    if all(e is None for e in spec):
+        return yp
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import with_sharding_constraint
+
+    return with_sharding_constraint(yp, NamedSharding(xa.sharding.mesh, PartitionSpec(*spec)))
 
 
 def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:
