@@ -648,3 +648,77 @@ def scatter(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, upd
         if spec[o] is None:
             spec[o] = uspec[u]
     return mesh, tuple(spec)
+
+
+# ----------------------------------------------------------------------------
+# Linear algebra, FFT, convolution: JAX's rules
+
+
+def linalg(name: str, ranks: Sequence[int]) -> Any:
+    """A batched matrix operation: each operand split over its leading (batch) dimensions only, all alike; the
+    results keep that batch layout, their matrix dimensions unsplit."""
+
+    def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        batches = []
+        for i, (a, r) in enumerate(zip(avals, ranks)):
+            s = spec_of(a)
+            b, rest = s[:len(s) - r], s[len(s) - r:]
+            if any(e is not None for e in rest):
+                raise ShardingTypeError(f"Input {i} to {name} must be unsharded on non-batch dimensions, but got "
+                                        f"{PartitionSpec(*s)!r}.")
+            batches.append(tuple(b))
+        b = _batch_layout(name, batches)
+        if isinstance(out, (list, tuple)):
+            return [(mesh, b + (None,) * (len(o.shape) - len(b))) for o in out]
+        return mesh, b + (None,) * (len(out.shape) - len(b))
+
+    return rule
+
+
+def _batch_layout(name: str, batches: list) -> tuple:
+    """The operands' common batch layout: where one leaves a batch dimension unsplit (an untyped operand, such
+    as an identity built for ``inv``) the others' entry is taken; two different splits raise."""
+    out = list(batches[0])
+    for b in batches[1:]:
+        for k, e in enumerate(b):
+            if e is not None and out[k] is not None and e != out[k]:
+                raise ShardingTypeError(f"All inputs to {name} must have the same batch sharding, but got "
+                                        f"{[PartitionSpec(*b) for b in batches]}.")
+            out[k] = out[k] if out[k] is not None else e
+    return tuple(out)
+
+
+def triangular_solve(mesh: Any, out: Any, a: ShapedArray, b: ShapedArray, *, left_side: bool,
+                     transpose_a: bool, **params: Any) -> Any:
+    sa, sb = spec_of(a), spec_of(b)
+    batch = _batch_layout("triangular_solve", [tuple(sa[:-2]), tuple(sb[:-2])])
+    am, bm = sa[-2:], sb[-2:]
+    if am[left_side ^ transpose_a] is not None:
+        raise ShardingTypeError(f"triangular solve input `a` must be unsharded on the contracting axis, but got "
+                                f"{PartitionSpec(*sa)!r} with left_side={left_side} and transpose_a={transpose_a}.")
+    if bm[not left_side] is not None:
+        raise ShardingTypeError(f"triangular solve input `b` must be unsharded on the contracting axis, but got "
+                                f"{PartitionSpec(*sb)!r} with left_side={left_side} and transpose_a={transpose_a}.")
+    tail = (am[transpose_a], bm[1]) if left_side else (bm[0], am[not transpose_a])
+    return mesh, batch + tail
+
+
+def conv(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any,
+         **params: Any) -> Any:
+    """A convolution of a typed input by an unsplit kernel, its feature dimension unsplit: the result laid out
+    as the input (each changed dimension must stay divisible by its split); otherwise ``out_sharding=``."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ls = spec_of(lhs)
+    lhs_feature = dimension_numbers.lhs_spec[1] if dimension_numbers is not None else 1
+    if any(e is not None for e in spec_of(rhs)) or ls[lhs_feature] is not None:
+        raise ShardingTypeError("Please specify the output sharding via `out_sharding` parameter of "
+                                "`conv_general_dilated`")
+    for n_in, n_out, e in zip(lhs.shape, out.shape, ls):
+        if n_in != n_out and e is not None and n_out % _size(mesh, e):
+            raise ShardingTypeError(
+                f"conv_general_dilated on sharded dims where out dim ({n_out}) is not divisible by mesh axes "
+                f"({_size(mesh, e)}) with spec ({e}) is not implemented. Got input type={_short(lhs)} and output "
+                f"shape={tuple(out.shape)}")
+    return mesh, ls
