@@ -127,6 +127,11 @@ def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
         _local.out = prev
 
 
+def overriding() -> bool:
+    """Whether an API's ``out_sharding=`` is being applied (its intermediates are typed leniently)."""
+    return getattr(_local, "out", None) is not None
+
+
 def _override(out: ShapedArray) -> tuple[Any, bool]:
     """(the spec the API asked for, or None; whether a product of another shape is being typed for it)."""
     over = getattr(_local, "out", None)

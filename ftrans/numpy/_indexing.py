@@ -797,7 +797,7 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
 def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
     """Over Explicit mesh axes, untyped update values laid out as the slices of ``x`` they update (JAX's
     slice sharding): a window dimension taken whole keeps x's entry, the others the indices' entries."""
-    from ftrans.core.sharding_rules import array_aval, spec_of
+    from ftrans.core.sharding_rules import array_aval, overriding, spec_of
 
     xa = array_aval(xp)
     if xa.sharding is None:
@@ -815,7 +815,8 @@ def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
             spec.append(ospec[o] if ya.shape[u] == xa.shape[o] else None)
         else:
             spec.append(next(from_indices, None))
-    if all(e is None for e in spec):
+    named = [a for e in spec if e is not None for a in ((e,) if isinstance(e, str) else e)]
+    if not named or len(set(named)) != len(named) or overriding():  # (out_sharding= given: as JAX's auto_axes)
         return yp
     from ftrans.core.sharding import NamedSharding, PartitionSpec
     from ftrans.lax._sharding import with_sharding_constraint
