@@ -226,3 +226,27 @@ def test_batched_linalg_on_a_sharded_batch_runs_where_jax_raises():
     with jax.set_mesh(explicit(jax)):
         with pytest.raises(Exception):
             jax.jit(jjnp.linalg.inv)(jax.device_put(BATCH, jax.P("x")))
+
+
+@pytest.mark.parametrize("which", ["fori", "while", "scan", "cond"])
+def test_control_flow_carries_and_branches_keep_their_layout_types(which):
+    """A carry (or a cond branch) whose layout type changes is JAX's TypeError, with its wording."""
+    def program(lib, np_, lax):
+        with lib.set_mesh(explicit(lib)):
+            w = lib.device_put(np.ones((8, 8), np.float32), lib.P("x", "y"))
+            f = {
+                "fori": lambda: lax.fori_loop(0, 3, lambda i, c: c @ np_.ones((8, 8)), w),
+                "while": lambda: lax.while_loop(lambda s: s[0] < 3,
+                                                lambda s: (s[0] + 1, lib.reshard(s[1], lib.P("x", None))), (0, w)),
+                "scan": lambda: lax.scan(lambda c, _: (lib.reshard(c, lib.P()), None), w, None, length=2),
+                "cond": lambda: lax.cond(True, lambda a: a, lambda a: lib.reshard(a, lib.P("y", "x")), w),
+            }[which]
+            with pytest.raises(TypeError) as e:
+                lib.jit(f)()
+            ok = lib.jit(lambda: lax.fori_loop(0, 2, lambda i, c: c * 2, w))()
+            return str(e.value).split("\n\n")[0], str(lib.typeof(ok)), np.asarray(ok)
+
+    (fe, ft, fv), (je, jt, jv) = run_both(program)
+    assert fe == je
+    assert ft == jt == "float32[8@x,8@y]"
+    np.testing.assert_array_equal(fv, jv)
