@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ftrans.core.avals import ShapedArray, ShardedAval
-from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec
+from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding
 from ftrans.errors import ShardingTypeError
 
 __all__ = ["typed", "typed_aval", "explicit_spec", "spec_of", "propagate", "elementwise", "same_as_first",
@@ -475,7 +475,7 @@ def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any
     for a in avals:
         if a.sharding is not None and spec_of(a)[dimension] is not None:
             raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg "
-                                    f"sharding={a.sharding} and sorting dimension={dimension}")
+                                    f"sharding={TypeSharding.of(a.sharding)!r} and sorting dimension={dimension}")
     for sp in typed_specs[1:]:
         if sp != typed_specs[0]:
             raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
