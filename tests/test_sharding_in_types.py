@@ -204,8 +204,8 @@ def test_unsupported_primitives_leave_values_untyped(meshes):
     seen = []
 
     def f(a):
-        b = fjnp.fft.fft(a, axis=1).real
-        seen.append(fjnp.fft.fft(a, axis=1).aval.sharding)
+        b = flax.reduce_window(a, 0.0, flax.add, (1, 2), (1, 1), "SAME")
+        seen.append(b.aval.sharding)
         return b + a
 
     ftrans.jit(f).trace(fx)
