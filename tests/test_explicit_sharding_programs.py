@@ -144,6 +144,10 @@ CASES = {
     "at_add_cols": (lambda lib, np_, lax, b: b.at[:, np_.array([1, 3])].add(1.0), MAT, ("x", None)),
     "gather_sharded_rows": (lambda lib, np_, lax, b: b[np_.array([0, 3, 1])], MAT, (None, "y")),
     "conv": (lambda lib, np_, lax, a: lax.conv_general_dilated(a, KER, (1, 1), "SAME"), IMG, ("x",)),
+    "reduce_window_max": (lambda lib, np_, lax, a: lax.reduce_window(a, -np.inf, lax.max, (1, 1, 2, 1), (1, 1, 2, 1),
+                                                                      "SAME"), IMG, ("x", None, None, "y")),
+    "reduce_window_sum": (lambda lib, np_, lax, a: lax.reduce_window(a, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1),
+                                                                      "SAME"), IMG, ("x",)),
     "svd": (lambda lib, np_, lax, m: np_.linalg.svd(m)[1], BATCH, ("x",)),
     "eigh": (lambda lib, np_, lax, m: np_.linalg.eigh(m + np_.swapaxes(m, -1, -2))[0], BATCH, ("x",)),
     "triangular_solve": (lambda lib, np_, lax, m: lax.linalg.triangular_solve(
@@ -188,6 +192,8 @@ def test_ambiguous_gather_and_scatter_raise_as_jax(op, spec, fragment):
 
 GRADS = {
     "conv": (lambda np_, lax, a: (lax.conv_general_dilated(a, KER, (1, 1), "SAME") ** 2).sum(), IMG, ("x",)),
+    "max_pool": (lambda np_, lax, a: lax.reduce_window(a, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
+                                                       "VALID").sum(), IMG, ("x",)),
     "take": (lambda np_, lax, b: (np_.take(b, np_.array([1, 3, 5]), axis=1) ** 2).sum(), MAT, ("x", None)),
     "at_set": (lambda np_, lax, b: (b.at[:, 1].set(3.0) ** 2).sum(), MAT, ("x", None)),
     "eigh": (lambda np_, lax, m: np_.linalg.eigh(m + np_.swapaxes(m, -1, -2))[0].sum(), BATCH, ("x",)),

@@ -720,10 +720,22 @@ def conv(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dimension_n
     if any(e is not None for e in spec_of(rhs)) or ls[lhs_feature] is not None:
         raise ShardingTypeError("Please specify the output sharding via `out_sharding` parameter of "
                                 "`conv_general_dilated`")
-    for n_in, n_out, e in zip(lhs.shape, out.shape, ls):
-        if n_in != n_out and e is not None and n_out % _size(mesh, e):
-            raise ShardingTypeError(
-                f"conv_general_dilated on sharded dims where out dim ({n_out}) is not divisible by mesh axes "
-                f"({_size(mesh, e)}) with spec ({e}) is not implemented. Got input type={_short(lhs)} and output "
-                f"shape={tuple(out.shape)}")
-    return mesh, ls
+    return mesh, _varying_shape("conv_general_dilated", lhs, out.shape, mesh)
+
+
+def windowed(name: str) -> Any:
+    """``reduce_window`` and its monoid forms: the operands' spec, where each changed split dimension still
+    divides (JAX's rule); several operands are laid out alike."""
+
+    def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        if isinstance(out, (list, tuple)):
+            n = len(out)
+            specs = {spec_of(a) for a in avals[:n] if a.sharding is not None}
+            if len(specs) > 1:
+                raise ShardingTypeError(f"{name}: all operands must be laid out alike, got "
+                                        f"{', '.join(_short(a) for a in avals[:n])}")
+            typed = next((a for a in avals[:n] if a.sharding is not None), avals[0])
+            return [(mesh, _varying_shape(name, typed, o.shape, mesh)) for o in out]
+        return mesh, _varying_shape(name, avals[0], out.shape, mesh)
+
+    return rule
