@@ -256,3 +256,37 @@ def test_control_flow_carries_and_branches_keep_their_layout_types(which):
     assert fe == je
     assert ft == jt == "float32[8@x,8@y]"
     np.testing.assert_array_equal(fv, jv)
+
+
+def test_vmap_batch_layout_scatter_mul_grad_and_repeat_out_sharding():
+    """vmap keeps a typed batch dimension through a constraint; a scalar-index ``.at[i].mul`` under vmap is
+    differentiable (its index is unique, as JAX's basic indexing); ``jnp.repeat(out_sharding=)``."""
+    def program(lib, np_, lax):
+        with lib.set_mesh(lib.make_mesh((2, 2), ("x", "y"))):
+            x = lib.device_put(np.arange(16.0, dtype=np.float32).reshape(4, 4), lib.P("x", None))
+            a = lib.jit(lib.vmap(lambda r: lib.reshard(r * 2, lib.P("y"))))(x)
+            b = lib.jit(lib.vmap(lambda r: lax.with_sharding_constraint(r * 2, lib.P(None))))(x)
+            op = lib.device_put(np_.ones((2, 10, 8)), lib.P("x", None, None))
+            ind = lib.device_put(np_.array([2, 3], dtype=np_.int32), lib.P("x"))
+            upd = lib.device_put(np_.full((2, 8), 2.0), lib.P("x", None))
+            f = lib.jit(lib.vmap(lambda o, i, u: o.at[i].mul(u)))
+            g = lib.grad(lambda o, i, u: (f(o, i, u) ** 2).sum(), argnums=(0, 2))(op, ind, upd)
+            r = lib.jit(lambda v: np_.repeat(v, 2, axis=0, out_sharding=lib.P("x")))(x)
+            return ([str(lib.typeof(v)) for v in (a, b, g[0], g[1], r)],
+                    [np.asarray(v) for v in (a, b, g[0], g[1], r)])
+
+    (ft, fv), (jt, jv) = run_both(program)
+    assert ft == jt
+    for p, q in zip(fv, jv):
+        np.testing.assert_allclose(p, q, rtol=1e-6)
+
+
+def test_with_sharding_constraint_asserts_over_explicit_axes():
+    for name in ("ftrans", "jax"):
+        lib, np_, lax = LIBS[name]
+        with lib.set_mesh(lib.make_mesh((2, 2), ("x", "y"))):
+            x = lib.device_put(np.ones((4, 4), np.float32), lib.P("x", None))
+            with pytest.raises(AssertionError, match="acts as an assert when all axes of mesh are of type"):
+                lib.jit(lambda v: lax.with_sharding_constraint(v * 2, lib.P(None, "y")))(x)
+            out = lib.jit(lambda v: lax.with_sharding_constraint(v * 2, lib.P("x")))(x)  # the same layout: fine
+            assert str(lib.typeof(out)) == "float32[4@x,4]"

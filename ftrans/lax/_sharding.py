@@ -65,6 +65,8 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
+                if _what == "with_sharding_constraint":
+                    _assert_as_typed(leaf, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -75,6 +77,23 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _assert_as_typed(x: Any, s: NamedSharding) -> None:
+    """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
+    instead of moving it (``reshard`` moves it)."""
+    from ftrans.core.sharding import AxisType
+
+    sh = getattr(getattr(x, "aval", None), "sharding", None)
+    if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
+        return
+    n = len(x.aval.shape)
+    want = tuple(s.spec) + (None,) * (n - len(s.spec))
+    if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
+        raise AssertionError(
+            "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
+            f"sharding: {sh.spec!r} did not match the sharding provided: {s.spec!r}. Please use "
+            "`jax.sharding.reshard` to shard your input to the sharding you want.")
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:

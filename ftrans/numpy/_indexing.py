@@ -659,7 +659,8 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool)
     dnums = GatherDimensionNumbers(tuple(offset_dims), tuple(sorted(collapsed)), tuple(start_index_map))
     return _GatherIndexer(
         tuple(slice_shape), tuple(gather_slice_shape), indices, dnums,
-        unique_indices=not adv_pos, indices_are_sorted=not adv_pos,
+        # (scalar integer indices pick one window: unique and sorted, as JAX's basic integer indexing)
+        unique_indices=not adv_shape, indices_are_sorted=not adv_shape,
         newaxis_dims=tuple(newaxis_dims), scalar_bool_dims=tuple(scalar_bool_dims),
     )
 

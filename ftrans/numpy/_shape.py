@@ -687,12 +687,19 @@ def _repeat_traced(x: Any, repeats: Any, ax: int, n: int, total: int) -> Any:
     return take(x, idx, axis=ax)
 
 
-def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:
+def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None,
+           out_sharding: Any = None) -> Any:
     """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
 
     Runs of elements with the same count become one broadcast-and-reshape,
-    so a uniform count is two equations whatever the size.
+    so a uniform count is two equations whatever the size.  ``out_sharding`` lays the result out (computed
+    with the mesh's axes Auto, as JAX's ``auto_axes``).
     """
+    if out_sharding is not None:
+        from ftrans.sharding import auto_axes
+
+        return auto_axes(lambda v: repeat(v, repeats, axis, total_repeat_length=total_repeat_length),
+                         out_sharding=out_sharding)(a)
     x = _operand("repeat", a)
     if axis is None:
         x, ax = ravel(x), 0
