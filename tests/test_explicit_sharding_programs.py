@@ -290,3 +290,13 @@ def test_with_sharding_constraint_asserts_over_explicit_axes():
                 lib.jit(lambda v: lax.with_sharding_constraint(v * 2, lib.P(None, "y")))(x)
             out = lib.jit(lambda v: lax.with_sharding_constraint(v * 2, lib.P("x")))(x)  # the same layout: fine
             assert str(lib.typeof(out)) == "float32[4@x,4]"
+
+
+def test_with_sharding_constraint_asserts_eagerly_too():
+    for name in ("ftrans", "jax"):
+        lib, np_, lax = LIBS[name]
+        with lib.set_mesh(lib.make_mesh((2, 2), ("x", "y"))):
+            x = lib.device_put(np.ones((4, 4), np.float32), lib.P("x", None))
+            with pytest.raises(AssertionError, match="acts as an assert"):
+                lax.with_sharding_constraint(x, lib.P(None, "y"))
+            assert lax.with_sharding_constraint(x, lib.P("x")).sharding.spec == lib.P("x", None)

@@ -66,7 +66,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
                 if _what == "with_sharding_constraint":
-                    _assert_as_typed(leaf, s)
+                    _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -75,19 +75,24 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
 
+            if _what == "with_sharding_constraint" and isinstance(s, NamedSharding) and isinstance(leaf, Array):
+                from ftrans.core.sharding_rules import array_aval
+
+                _assert_as_typed(array_aval(leaf), s)
+
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
 
 
-def _assert_as_typed(x: Any, s: NamedSharding) -> None:
+def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
     """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
-    instead of moving it (``reshard`` moves it)."""
+    (``aval``'s) instead of moving it (``reshard`` moves it)."""
     from ftrans.core.sharding import AxisType
 
-    sh = getattr(getattr(x, "aval", None), "sharding", None)
+    sh = getattr(aval, "sharding", None)
     if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
         return
-    n = len(x.aval.shape)
+    n = len(aval.shape)
     want = tuple(s.spec) + (None,) * (n - len(s.spec))
     if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
         raise AssertionError(
