@@ -627,8 +627,8 @@ _spec_meshes: dict = {}
 
 def spec_mesh() -> Mesh | None:
     """The mesh a bare PartitionSpec is laid out over: the current mesh, or inside ``use_abstract_mesh`` one with
-    the abstract mesh's axes (names, sizes, types) over the current mesh's devices (the first devices when the
-    sizes differ), as JAX's bare specs name the abstract mesh in context."""
+    the abstract mesh's axes (names, sizes, types) over the current mesh's devices, as JAX's bare specs name
+    the abstract mesh in context."""
     mesh = get_mesh()
     s = getattr(_abstract_local, "stack", None)
     if not s:
@@ -639,15 +639,12 @@ def spec_mesh() -> Mesh | None:
     if mesh is not None and (mesh.axis_names, mesh.axis_sizes, mesh.axis_types) == \
             (am.axis_names, am.axis_sizes, am.axis_types):
         return mesh
-    if mesh is not None and mesh.size == am.size:
-        devs = tuple(mesh.devices.flat)
-    else:
-        from ftrans.devices import devices as all_devices
-
-        devs = tuple(all_devices()[:am.size])
-        if len(devs) < am.size:
-            raise FtransValueError(f"the abstract mesh {am!r} in context has {am.size} devices, but only {len(devs)} "
-                                   "are available")
+    if mesh is None or mesh.size != am.size:
+        raise FtransValueError(
+            f"a bare PartitionSpec inside use_abstract_mesh({am!r}) needs a current mesh of {am.size} devices to "
+            f"lay values out on (the current mesh is {mesh!r}); enter one with ftrans.set_mesh / "
+            "ftrans.sharding.use_mesh")
+    devs = tuple(mesh.devices.flat)
     key = (tuple(d.id for d in devs), am.axis_sizes, am.axis_names, am.axis_types)
     out = _spec_meshes.get(key)
     if out is None:

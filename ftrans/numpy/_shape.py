@@ -692,14 +692,13 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
     """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
 
     Runs of elements with the same count become one broadcast-and-reshape,
-    so a uniform count is two equations whatever the size.  ``out_sharding`` lays the result out (computed
-    with the mesh's axes Auto, as JAX's ``auto_axes``).
+    so a uniform count is two equations whatever the size.  ``out_sharding`` lays the result out.
     """
-    if out_sharding is not None:
-        from ftrans.sharding import auto_axes
+    if out_sharding is not None:  # (the intermediates typed leniently, the result laid out as asked)
+        from ftrans.lax._sharding import with_out_sharding
 
-        return auto_axes(lambda v: repeat(v, repeats, axis, total_repeat_length=total_repeat_length),
-                         out_sharding=out_sharding)(a)
+        return with_out_sharding("repeat", out_sharding, lambda: repeat(
+            a, repeats, axis, total_repeat_length=total_repeat_length), (a,))
     x = _operand("repeat", a)
     if axis is None:
         x, ax = ravel(x), 0
