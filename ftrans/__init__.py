@@ -120,18 +120,29 @@ def default_device(device):
 
 
 def typeof(x):
-    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar; for a
-    value laid out over Explicit mesh axes, with its sharding type (``typeof(x).sharding``)."""
+    """JAX's ``typeof``: the abstract value (shape, dtype, weak type) of an array, tracer or scalar, with its
+    sharding type (``typeof(x).sharding``, shown over the abstract mesh as JAX's: the layout over Explicit mesh
+    axes, else each dimension unsplit)."""
+    from ftrans.core.array import Array as _CoreArray
+    from ftrans.core.avals import ShapedArray, ShardedAval, ShownAval
     from ftrans.core.keys import is_key
+    from ftrans.core.sharding import MeshlessType, NamedSharding, PartitionSpec, TypeSharding, get_mesh
     from ftrans.core.sharding_rules import array_aval
+    from ftrans.core.trace import Tracer
 
     if isinstance(x, Ref):
         return x.aval
     if is_key(x):  # a typed key array's type is its key dtype over its key shape, as JAX's (not its uint32 data)
-        from ftrans.core.avals import ShapedArray
-
         return ShapedArray(tuple(x.shape), x.dtype)
-    return array_aval(x)
+    aval = array_aval(x)
+    if aval.sharding is not None and type(aval) is ShardedAval:  # shown as JAX shows a type's sharding
+        aval = ShardedAval(aval.shape, aval.dtype, aval.weak_type, TypeSharding.of(aval.sharding))
+    elif type(aval) is ShapedArray:  # untyped: each dimension unsplit, over its mesh, the current one, or none
+        sh = getattr(x, "sharding", None) if isinstance(x, _CoreArray) else None
+        mesh = sh.mesh if isinstance(sh, NamedSharding) else get_mesh() if isinstance(x, Tracer) else None
+        spec = PartitionSpec(*(None,) * len(aval.shape))
+        aval = ShownAval(aval, MeshlessType(spec) if mesh is None else TypeSharding.of(NamedSharding(mesh, spec)))
+    return aval
 
 
 from ftrans.core.version import __version__ as __version__  # noqa: E402

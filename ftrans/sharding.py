@@ -8,7 +8,6 @@ helpers that reach devices (``make_mesh``) and the current-mesh context.
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -30,6 +29,9 @@ from ftrans.core.sharding import (
     get_mesh,
     set_mesh,
     use_mesh,
+)
+from ftrans.core.sharding import (
+    abstract_stack as _abstract_stack,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -81,8 +83,8 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
 
 
 def get_abstract_mesh() -> Any:
-    """The innermost ``use_abstract_mesh`` mesh, else the current (concrete) mesh, else an empty AbstractMesh
-    (``.empty`` is True), as in JAX."""
+    """The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
+    AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh."""
     from ftrans.transforms.shard_map import body_abstract_mesh, body_depth
 
     s = _abstract_stack()
@@ -94,7 +96,7 @@ def get_abstract_mesh() -> Any:
     if s:
         return s[-1][0]
     mesh = get_mesh()
-    return mesh if mesh is not None else AbstractMesh((), ())
+    return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:
@@ -158,14 +160,6 @@ class ManualAxisType:
         return self.varying | self.unreduced | self.reduced
 
 
-_abstract_local = threading.local()
-
-
-def _abstract_stack() -> list:
-    s = getattr(_abstract_local, "stack", None)
-    if s is None:
-        s = _abstract_local.stack = []
-    return s
 
 
 @contextmanager

@@ -786,13 +786,6 @@ def test_custom_partitioning_runs_the_function_and_differentiates_it():
     np.testing.assert_allclose(np.asarray(ftrans.grad(lambda a: ff(a).sum())(X)), np.cos(X), rtol=1e-6)
 
 
-def test_get_abstract_mesh_is_the_concrete_current_mesh():
-    assert jax.sharding.get_abstract_mesh().empty and ftrans.sharding.get_abstract_mesh().empty
-    fm = ftrans.make_mesh((1,), ("x",))
-    with ftrans.sharding.use_mesh(fm):
-        assert ftrans.sharding.get_abstract_mesh() is fm  # JAX gives mesh.abstract_mesh
-
-
 def test_ref_buffer_pointer_changes_when_a_jitted_function_writes():
     def run(mod, np_mod):
         @mod.jit

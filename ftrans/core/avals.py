@@ -187,6 +187,22 @@ class ShardedAval(ShapedArray):
         return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
 
 
+class ShownAval(ShapedArray):
+    """``typeof(x)`` of a value with no sharding type: JAX's types all show a sharding, so this one shows the
+    value's layout type as JAX states it (each dimension unsplit, over the value's mesh, the mesh in context,
+    or the empty mesh).  Only what ``typeof`` returns; the IR's values stay untyped."""
+
+    __slots__ = ("_shown",)
+
+    def __init__(self, aval: ShapedArray, shown: Any):
+        ShapedArray.__init__(self, aval.shape, aval.dtype, aval.weak_type)
+        self._shown = shown
+
+    @property  # type: ignore[override]
+    def sharding(self) -> Any:
+        return self._shown
+
+
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
     short = dtypes.SHORT_NAMES.get(dtype) or dtype.name  # (NumPy's dtype.name is slow: only when needed)
     return f"{short}[{','.join(map(str, shape))}]"

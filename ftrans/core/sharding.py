@@ -531,6 +531,46 @@ class NamedSharding(Sharding):
         return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{mem})"
 
 
+class TypeSharding(NamedSharding):
+    """A sharding type as ``typeof(x).sharding`` shows it: the NamedSharding of the value (its concrete mesh,
+    usable wherever a sharding is taken), printed as JAX prints a type's sharding, over the mesh's abstract
+    mesh and without a memory kind."""
+
+    @classmethod
+    def of(cls, sh: NamedSharding) -> TypeSharding:
+        out = cls.__new__(cls)
+        out.mesh, out.spec, out.memory_kind = sh.mesh, sh.spec, sh.memory_kind
+        return out
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh.abstract_mesh!r}, spec={self.spec!r})"
+
+
+class MeshlessType:
+    """``typeof(x).sharding`` of a value on no mesh (one device, no mesh in context): JAX's type sharding over
+    the empty abstract mesh, each dimension unsplit.  Given where a sharding is taken it stands for its spec
+    (laid out over the current mesh)."""
+
+    __slots__ = ("spec",)
+    memory_kind = None
+
+    def __init__(self, spec: PartitionSpec):
+        self.spec = spec
+
+    @property
+    def mesh(self) -> AbstractMesh:
+        return AbstractMesh((), ())
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, MeshlessType) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+
 def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = None,
                shape: Sequence[int] | None = None) -> None:
     """A spec must name axes of ``mesh``, each at most once, and (given ``ndim``) fit the array's rank."""
@@ -583,6 +623,49 @@ def get_mesh() -> Mesh | None:
     """The mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one ``set_mesh`` installed."""
     s = _stack()
     return s[-1] if s else _global_mesh[0]
+
+
+_abstract_local = threading.local()
+
+
+def abstract_stack() -> list:
+    """The meshes of the ``use_abstract_mesh`` blocks entered (innermost last)."""
+    s = getattr(_abstract_local, "stack", None)
+    if s is None:
+        s = _abstract_local.stack = []
+    return s
+
+
+_spec_meshes: dict = {}
+
+
+def spec_mesh() -> Mesh | None:
+    """The mesh a bare PartitionSpec is laid out over: the current mesh, or inside ``use_abstract_mesh`` one with
+    the abstract mesh's axes (names, sizes, types) over the current mesh's devices, as JAX's bare specs name
+    the abstract mesh in context."""
+    mesh = get_mesh()
+    s = getattr(_abstract_local, "stack", None)
+    if not s:
+        return mesh
+    am = s[-1][0]  # entries are (abstract mesh, shard_map body depth when entered)
+    if am.empty:
+        return mesh
+    if mesh is not None and (mesh.axis_names, mesh.axis_sizes, mesh.axis_types) == \
+            (am.axis_names, am.axis_sizes, am.axis_types):
+        return mesh
+    if mesh is None or mesh.size != am.size:
+        raise FtransValueError(
+            f"a bare PartitionSpec inside use_abstract_mesh({am!r}) needs a current mesh of {am.size} devices to "
+            f"lay values out on (the current mesh is {mesh!r}); enter one with ftrans.set_mesh / "
+            "ftrans.sharding.use_mesh")
+    devs = tuple(mesh.devices.flat)
+    key = (tuple(d.id for d in devs), am.axis_sizes, am.axis_names, am.axis_types)
+    out = _spec_meshes.get(key)
+    if out is None:
+        arr = np.empty(len(devs), dtype=object)
+        arr[:] = devs
+        out = _spec_meshes[key] = Mesh(arr.reshape(am.axis_sizes), am.axis_names, am.axis_types)
+    return out
 
 
 @contextmanager
@@ -682,6 +765,7 @@ def forget_runtime_meshes() -> None:
     _mesh_memo.clear()
     _converted.clear()
     _twins.clear()
+    _spec_meshes.clear()
 
 
 def _is_runtime_mesh(mesh: Any) -> bool:
@@ -753,6 +837,8 @@ def as_sharding(sh: Any) -> Any:
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    if type(sh) is MeshlessType:
+        return sh.spec
     sh = _unformat(sh)
     if getattr(sh, "device_set", None) is None:
         return as_spec(sh)
@@ -928,6 +1014,10 @@ class AbstractMesh:
     @property
     def manual_axes(self) -> tuple:
         return self._of_type(AxisType.Manual)
+
+    are_all_axes_auto = property(lambda self: all(t == AxisType.Auto for t in self.axis_types))
+    are_all_axes_explicit = property(lambda self: all(t == AxisType.Explicit for t in self.axis_types))
+    are_all_axes_manual = property(lambda self: all(t == AxisType.Manual for t in self.axis_types))
 
     def update(self, axis_sizes: Any = None, axis_names: Any = None, axis_types: Any = None,
                **kwargs: Any) -> AbstractMesh:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ftrans.core.avals import ShapedArray, ShardedAval
-from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec
+from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding
 from ftrans.errors import ShardingTypeError
 
 __all__ = ["typed", "typed_aval", "explicit_spec", "spec_of", "propagate", "elementwise", "same_as_first",
@@ -127,6 +127,11 @@ def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
         _local.out = prev
 
 
+def overriding() -> bool:
+    """Whether an API's ``out_sharding=`` is being applied (its intermediates are typed leniently)."""
+    return getattr(_local, "out", None) is not None
+
+
 def _override(out: ShapedArray) -> tuple[Any, bool]:
     """(the spec the API asked for, or None; whether a product of another shape is being typed for it)."""
     over = getattr(_local, "out", None)
@@ -193,7 +198,19 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return out
     if prim.multiple_results:
         return [o if s is None else _make(o, s) for o, s in zip(out, res)]
-    return _make(out, res)
+    try:
+        return _make(out, res)
+    except _DuplicateSpec:  # JAX's wording: the operation, its operands' types and the result's
+        shown = ", ".join(a.str_short() for a in avals)
+        dims = ",".join(str(n) if e is None else f"{n}@{e}" if isinstance(e, str) else f"{n}@({','.join(e)})"
+                        for n, e in zip(out.shape, res[1]))
+        short = out.str_short()
+        raise ShardingTypeError(f"{prim.name} operation with inputs: {shown} produces an illegally sharded result: "
+                                f"{short[:short.index('[')]}[{dims}]") from None
+
+
+class _DuplicateSpec(ShardingTypeError):
+    pass
 
 
 def _plain(a: ShapedArray) -> ShapedArray:
@@ -208,7 +225,7 @@ def _make(out: ShapedArray, res: Any) -> ShapedArray:
     for e in spec:
         for ax in _axes(e):
             if ax in seen:
-                raise ShardingTypeError(
+                raise _DuplicateSpec(
                     f"the result type {out.str_short()} with spec {_show(spec)} names mesh axis {ax!r} more than "
                     "once (produces an illegally sharded result); reshard an operand first")
             seen.add(ax)
@@ -458,7 +475,7 @@ def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any
     for a in avals:
         if a.sharding is not None and spec_of(a)[dimension] is not None:
             raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg "
-                                    f"sharding={a.sharding} and sorting dimension={dimension}")
+                                    f"sharding={TypeSharding.of(a.sharding)!r} and sorting dimension={dimension}")
     for sp in typed_specs[1:]:
         if sp != typed_specs[0]:
             raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
@@ -544,3 +561,181 @@ def sharding_constraint(mesh: Any, out: Any, x: ShapedArray, *, sharding: Any, *
 
 def is_explicit(sharding: Any) -> bool:
     return isinstance(sharding, NamedSharding) and AxisType.Explicit in sharding.mesh.axis_types
+
+
+# ----------------------------------------------------------------------------
+# gather / scatter: JAX's rules (a result typed only when no collective is needed to compute it)
+
+
+def _dn(dn: Any, name: str) -> tuple:
+    return tuple(getattr(dn, name, ()) or ())
+
+
+def gather(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, *, dimension_numbers: Any,
+           slice_sizes: Sequence[int], **params: Any) -> Any:
+    """A result dimension taken from the operand (a window dimension, sliced whole or unsplit) keeps the
+    operand's entry; one taken from the indices keeps theirs (a batch dimension of both: whichever is split,
+    which must agree). Sliced operand dimensions and the index vector must be unsplit; otherwise the layout
+    is ambiguous and ``.at[...].get(out_sharding=)`` must say it."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ospec, ispec = list(spec_of(operand)), list(spec_of(indices))
+    if all(e is None for e in ospec) and all(e is None for e in ispec):
+        return mesh, (None,) * len(out.shape)
+    offset, collapsed = _dn(dimension_numbers, "offset_dims"), _dn(dimension_numbers, "collapsed_slice_dims")
+    start_map = _dn(dimension_numbers, "start_index_map")
+    obatch = _dn(dimension_numbers, "operand_batching_dims")
+    ibatch = _dn(dimension_numbers, "start_indices_batching_dims")
+    ok = all(slice_sizes[d] == operand.shape[d] or ospec[d] is None for d in start_map)
+    ok = ok and all(ispec[i] is None or ospec[o] is None or ispec[i] == ospec[o] for o, i in zip(obatch, ibatch))
+    ok = ok and all(e is None for k, e in enumerate(ispec) if k not in ibatch)
+    if not ok:
+        raise ShardingTypeError(
+            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather indexing as out "
+            "sharding could not be resolved unambiguously (or would require collectives on inputs). Got "
+            f"operand={_short(operand)}, indices={_short(indices)}")
+    for o, i in zip(obatch, ibatch):
+        ispec[i] = ispec[i] if ispec[i] is not None else ospec[o]
+    windows = iter(d for d in range(len(operand.shape)) if d not in collapsed and d not in obatch)
+    from_indices = iter(ispec)  # (the index vector dimension, last, is never reached)
+    spec = []
+    for k in range(len(out.shape)):
+        spec.append(ospec[next(windows)] if k in offset else next(from_indices))
+    return mesh, tuple(spec)
+
+
+def _updates_batching_dims(ibatch: tuple, window: tuple, updates_rank: int, indices_rank: int) -> list:
+    """The updates dimensions matching the indices' batching dimensions: the updates' scatter dimensions (those
+    not window dimensions) follow the indices' dimensions other than the index vector (last), in order."""
+    scatter_dims = [d for d in range(updates_rank) if d not in window]
+    return [scatter_dims[i] for i in ibatch if i < len(scatter_dims)]
+
+
+def scatter(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, updates: ShapedArray, *,
+            dimension_numbers: Any, **params: Any) -> Any:
+    """The operand's layout, its unsplit dimensions taking the updates' (or indices') entries where those
+    lay the same slices out; ambiguous layouts need ``.at[...].set(out_sharding=)``."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ospec, ispec, uspec = list(spec_of(operand)), list(spec_of(indices)), list(spec_of(updates))
+    if all(e is None for e in ospec + ispec + uspec):
+        return mesh, (None,) * len(out.shape)
+    window = _dn(dimension_numbers, "update_window_dims")
+    inserted = _dn(dimension_numbers, "inserted_window_dims")
+    obatch = _dn(dimension_numbers, "operand_batching_dims")
+    ibatch = _dn(dimension_numbers, "scatter_indices_batching_dims")
+    ubatch = _updates_batching_dims(ibatch, window, len(updates.shape), len(indices.shape))
+    owindow = [d for d in range(len(operand.shape)) if d not in inserted and d not in obatch]
+
+    def agree(*es: Any) -> bool:
+        split = {e for e in es if e is not None}
+        return len(split) <= 1
+
+    ok = all(agree(ospec[o], ispec[i], uspec[u]) for o, i, u in zip(obatch, ibatch, ubatch))
+    ok = ok and all((updates.shape[u] == operand.shape[o] and uspec[u] == ospec[o])
+                    or (uspec[u] is None and ospec[o] is None) for u, o in zip(window, owindow))
+    ok = ok and all(ospec[d] is None for d in inserted)
+    ok = ok and all(e is None for k, e in enumerate(uspec) if k not in ubatch and k not in window)
+    ok = ok and all(e is None for k, e in enumerate(ispec[:-1]) if k not in ibatch)
+    ok = ok and (not ispec or ispec[-1] is None)
+    if not ok:
+        raise ShardingTypeError(
+            "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter update "
+            "as out sharding could not be resolved unambiguously (or would require collectives on inputs). Got "
+            f"operand={_short(operand)}, indices={_short(indices)}, updates={_short(updates)}")
+    spec = list(ospec)
+    for o, i, u in zip(obatch, ibatch, ubatch):
+        if spec[o] is None:
+            spec[o] = ispec[i] if ispec[i] is not None else uspec[u]
+    for u, o in zip(window, owindow):
+        if spec[o] is None:
+            spec[o] = uspec[u]
+    return mesh, tuple(spec)
+
+
+# ----------------------------------------------------------------------------
+# Linear algebra, FFT, convolution: JAX's rules
+
+
+def linalg(name: str, ranks: Sequence[int]) -> Any:
+    """A batched matrix operation: each operand split over its leading (batch) dimensions only, all alike; the
+    results keep that batch layout, their matrix dimensions unsplit."""
+
+    def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        batches = []
+        for i, (a, r) in enumerate(zip(avals, ranks)):
+            s = spec_of(a)
+            b, rest = s[:len(s) - r], s[len(s) - r:]
+            if any(e is not None for e in rest):
+                raise ShardingTypeError(f"Input {i} to {name} must be unsharded on non-batch dimensions, but got "
+                                        f"{PartitionSpec(*s)!r}.")
+            batches.append(tuple(b))
+        b = _batch_layout(name, batches)
+        if isinstance(out, (list, tuple)):
+            return [(mesh, b + (None,) * (len(o.shape) - len(b))) for o in out]
+        return mesh, b + (None,) * (len(out.shape) - len(b))
+
+    return rule
+
+
+def _batch_layout(name: str, batches: list) -> tuple:
+    """The operands' common batch layout: where one leaves a batch dimension unsplit (an untyped operand, such
+    as an identity built for ``inv``) the others' entry is taken; two different splits raise."""
+    out = list(batches[0])
+    for b in batches[1:]:
+        for k, e in enumerate(b):
+            if e is not None and out[k] is not None and e != out[k]:
+                raise ShardingTypeError(f"All inputs to {name} must have the same batch sharding, but got "
+                                        f"{[PartitionSpec(*b) for b in batches]}.")
+            out[k] = out[k] if out[k] is not None else e
+    return tuple(out)
+
+
+def triangular_solve(mesh: Any, out: Any, a: ShapedArray, b: ShapedArray, *, left_side: bool,
+                     transpose_a: bool, **params: Any) -> Any:
+    sa, sb = spec_of(a), spec_of(b)
+    batch = _batch_layout("triangular_solve", [tuple(sa[:-2]), tuple(sb[:-2])])
+    am, bm = sa[-2:], sb[-2:]
+    if am[left_side ^ transpose_a] is not None:
+        raise ShardingTypeError(f"triangular solve input `a` must be unsharded on the contracting axis, but got "
+                                f"{PartitionSpec(*sa)!r} with left_side={left_side} and transpose_a={transpose_a}.")
+    if bm[not left_side] is not None:
+        raise ShardingTypeError(f"triangular solve input `b` must be unsharded on the contracting axis, but got "
+                                f"{PartitionSpec(*sb)!r} with left_side={left_side} and transpose_a={transpose_a}.")
+    tail = (am[transpose_a], bm[1]) if left_side else (bm[0], am[not transpose_a])
+    return mesh, batch + tail
+
+
+def conv(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dimension_numbers: Any,
+         **params: Any) -> Any:
+    """A convolution of a typed input by an unsplit kernel, its feature dimension unsplit: the result laid out
+    as the input (each changed dimension must stay divisible by its split); otherwise ``out_sharding=``."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
+    ls = spec_of(lhs)
+    lhs_feature = dimension_numbers.lhs_spec[1] if dimension_numbers is not None else 1
+    if any(e is not None for e in spec_of(rhs)) or ls[lhs_feature] is not None:
+        raise ShardingTypeError("Please specify the output sharding via `out_sharding` parameter of "
+                                "`conv_general_dilated`")
+    return mesh, _varying_shape("conv_general_dilated", lhs, out.shape, mesh)
+
+
+def windowed(name: str) -> Any:
+    """``reduce_window`` and its monoid forms: the operands' spec, where each changed split dimension still
+    divides (JAX's rule); several operands are laid out alike."""
+
+    def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        if isinstance(out, (list, tuple)):
+            n = len(out)
+            specs = {spec_of(a) for a in avals[:n] if a.sharding is not None}
+            if len(specs) > 1:
+                raise ShardingTypeError(f"{name}: all operands must be laid out alike, got "
+                                        f"{', '.join(_short(a) for a in avals[:n])}")
+            typed = next((a for a in avals[:n] if a.sharding is not None), avals[0])
+            return [(mesh, _varying_shape(name, typed, o.shape, mesh)) for o in out]
+        return mesh, _varying_shape(name, avals[0], out.shape, mesh)
+
+    return rule

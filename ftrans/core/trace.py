@@ -25,6 +25,7 @@ from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, from_foreign
+from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
@@ -1007,6 +1008,10 @@ class DynamicJaxprTrace(Trace):
         aval = ShapedArray(arr.shape, arr.dtype, weak)
         if arr.ndim == 0:
             return StagingTracer(self, aval, Literal(arr[()], aval))
+        if type(val) is not Array and type(val) is _ShardedArray:  # captured over Explicit axes: its type
+            aval = _sharding_rules.typed_aval(aval, val.sharding)
+            if aval.sharding is not None:
+                builder.typed = True
         # Host values only: a device-resident (maybe committed) array keeps its own constant and placement.
         key = (arr.shape, arr.dtype.str, weak, arr.tobytes()) if (
             arr.nbytes <= _DEDUP_CONST_BYTES and (type(val) is Array or isinstance(val, np.ndarray))) else None

@@ -218,6 +218,15 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
             "Make the body return values of the carry's shapes and dtypes (convert with .astype, or start "
             "from a value of the right dtype)"
         )
+    # Over Explicit mesh axes the layout is part of the type (both typed: an untyped value is one ftrans
+    # has no rule for, left to the partitioner).
+    laid = [(p, a, o) for p, a, o in zip(paths, init_avals, out_avals) if _layouts_differ(a, o)]
+    if laid:
+        p, a, o = laid[0]
+        raise FtransTypeError(
+            f"{name} body function carry input and carry output must have equal types, but they differ:\n\n"
+            f"The input carry component carry{p} has type {a} but the corresponding output carry component has "
+            f"type {o}.\n\nRevise the function so that all output types match the corresponding input types.")
     # Inside shard_map: a carry may not come out varying along manual mesh axes it went in invariant along.
     vary = [(p, a, o) for p, a, o in zip(paths, init_avals, out_avals) if _vma(o) - _vma(a)]
     if vary:
@@ -228,6 +237,14 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
         raise FtransTypeError(
             f"{name}: {what_out} must have the same types as the initial carry, but {details}. "
             f"This might be fixed by{_join_fixes(fixes)}")
+
+
+def _layouts_differ(a: Any, b: Any) -> bool:
+    """Two sharding types that lay a value out differently (JAX's types differ); False when either is untyped."""
+    sa, sb = getattr(a, "sharding", None), getattr(b, "sharding", None)
+    if sa is None or sb is None:
+        return False
+    return sa.mesh != sb.mesh or tuple(sa.spec) != tuple(sb.spec)
 
 
 def _vma(a: Any) -> frozenset:
@@ -316,6 +333,15 @@ def _check_branch_outputs(name: str, traced: list[_Traced], labels: list[str]) -
                     f"{labels[0]} returns {type_str(a)} and {label} returns {type_str(b)}. Make both branches "
                     "return the same shapes and dtypes (convert with .astype or broadcast)"
                 )
+        for p, a, b in zip(paths, first.out_avals, t.out_avals):
+            if _layouts_differ(a, b):
+                (la, ta), (lb, tb) = (labels[0], a), (label, b)
+                if la == "false_fun":  # (cond's branches are stored false first; JAX names true_fun first)
+                    (la, ta), (lb, tb) = (lb, tb), (la, ta)
+                raise FtransTypeError(
+                    f"{name} branches must have equal output types but they differ.\n\nThe output{p or ''} of "
+                    f"{la} has type {ta} but the corresponding output of {lb} has type {tb}.\n\nRevise {la} "
+                    f"and/or {lb} so that all output types match.")
         # Inside shard_map: the branches' results must vary along the same manual mesh axes.
         fixes = [f"applying `jax.lax.pcast(..., {_axes_tuple(_vma(y) - _vma(x))}, to='varying')` to the output of "
                  f"{n}{p or ''}"

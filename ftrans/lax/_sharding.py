@@ -17,6 +17,7 @@ from ftrans.core.sharding import (
     as_sharding,
     check_divisible,
     get_mesh,
+    spec_mesh,
 )
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -27,7 +28,7 @@ __all__ = ["with_sharding_constraint", "with_out_sharding"]
 def _resolve(s: Any, what: str) -> Any:
     s = as_sharding(s)  # a runtime (jax) sharding: as ftrans's
     if isinstance(s, PartitionSpec):
-        mesh = get_mesh()
+        mesh = spec_mesh()
         if mesh is None:
             raise FtransValueError(
                 f"{what}: got a bare PartitionSpec {s!r} but no mesh is set; wrap it in NamedSharding(mesh, spec) "
@@ -70,6 +71,8 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)
+                if _what == "with_sharding_constraint":
+                    _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -77,6 +80,11 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
             out.append(leaf)
         else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
+
+            if _what == "with_sharding_constraint" and isinstance(s, NamedSharding) and isinstance(leaf, Array):
+                from ftrans.core.sharding_rules import array_aval
+
+                _assert_as_typed(array_aval(leaf), s)
 
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
@@ -95,6 +103,23 @@ def _check_auto(s: NamedSharding) -> None:
         raise FtransValueError(
             "The spec of NamedSharding passed to with_sharding_constraint can only refer to Auto axes of the mesh. "
             f"Got spec={s.spec!r} and mesh={s.mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
+
+
+def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
+    """Over a mesh whose axes are all Explicit, JAX's ``with_sharding_constraint`` asserts the value's type
+    (``aval``'s) instead of moving it (``reshard`` moves it)."""
+    from ftrans.core.sharding import AxisType
+
+    sh = getattr(aval, "sharding", None)
+    if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
+        return
+    n = len(aval.shape)
+    want = tuple(s.spec) + (None,) * (n - len(s.spec))
+    if sh.mesh != s.mesh or PartitionSpec(*want[:n]) != sh.spec:
+        raise AssertionError(
+            "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
+            f"sharding: {sh.spec!r} did not match the sharding provided: {s.spec!r}. Please use "
+            "`jax.sharding.reshard` to shard your input to the sharding you want.")
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:
@@ -132,7 +157,7 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
         return compute()
     s = as_sharding(out_sharding)
     if isinstance(s, PartitionSpec):
-        mesh = get_mesh()
+        mesh = spec_mesh()
         if mesh is None:  # as JAX's, inside jit too: the operands' mesh is not taken for it
             raise FtransValueError(
                 f"{what}: got out_sharding={s!r}, a bare PartitionSpec, but no mesh is set (Using PartitionSpec "

@@ -119,13 +119,17 @@ class SpmdExecutable:
         hlos = compat.output_hlo_shardings(self.xla, len(self.out_avals))
         compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # makes the mesh's runtime twin
         outs, rts = [], []
+        # A result laid out as the first argument given a sharding is given that argument's sharding (as JAX
+        # keeps the original sharding when XLA's layout is the same): ``x + 1`` keeps ``x``'s spec as written.
+        first = next((k for k, s in enumerate(in_shardings) if isinstance(s, NamedSharding)), None)
+        first = None if first is None else (self.in_shardings[n_consts + first], self.in_avals[n_consts + first],
+                                             self._rt_in[n_consts + first])
         for a, s, h in zip(self.out_avals, out_shardings, hlos):
-            if not isinstance(s, NamedSharding):
-                # A result laid out as an argument is given that argument's sharding (as JAX keeps the
-                # original sharding when XLA's layout is the same): ``x + 1`` keeps ``x``'s spec as written.
-                s = next((ins for ins, ia, irt in zip(self.in_shardings, self.in_avals, self._rt_in)
-                          if len(ia.shape) == len(a.shape) and len(a.shape) and ins.mesh == mesh
-                          and compat.hlo_sharding_of(irt, len(a.shape)) == h), s)
+            if not isinstance(s, NamedSharding) and first is not None:
+                ins, ia, irt = first
+                if (len(ia.shape) == len(a.shape) and len(a.shape) and ins.mesh == mesh
+                        and compat.hlo_sharding_of(irt, len(a.shape)) == h):
+                    s = ins
             if not isinstance(s, NamedSharding):
                 spec = compat.spec_matching(h, mesh, len(a.shape))
                 if spec is not None:

@@ -660,7 +660,8 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool)
     dnums = GatherDimensionNumbers(tuple(offset_dims), tuple(sorted(collapsed)), tuple(start_index_map))
     return _GatherIndexer(
         tuple(slice_shape), tuple(gather_slice_shape), indices, dnums,
-        unique_indices=not adv_pos, indices_are_sorted=not adv_pos,
+        # (scalar integer indices pick one window: unique and sorted, as JAX's basic integer indexing)
+        unique_indices=not adv_shape, indices_are_sorted=not adv_shape,
         newaxis_dims=tuple(newaxis_dims), scalar_bool_dims=tuple(scalar_bool_dims),
     )
 
@@ -780,6 +781,7 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if indices is None:
         indices = _const(np.zeros((0,)), _index_dtype(shape_of(xp)))
     dn = ix.dnums
+    yp = _typed_updates(xp, indices, yp, dn)
     out = prim.bind(
         xp, indices, yp,
         dimension_numbers=ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map),
@@ -792,6 +794,36 @@ def _scatter_update(x: Any, idx: Any, values: Any, prim: Any, name: str, *, indi
     if dtype_weak(out) != (d, weak):
         out = S.convert_element_type_p.bind(out, new_dtype=d, weak_type=weak)
     return out
+
+
+def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
+    """Over Explicit mesh axes, untyped update values laid out as the slices of ``x`` they update (JAX's
+    slice sharding): a window dimension taken whole keeps x's entry, the others the indices' entries."""
+    from ftrans.core.sharding_rules import array_aval, overriding, spec_of
+
+    xa = array_aval(xp)
+    if xa.sharding is None:
+        return yp
+    ya = array_aval(yp)
+    if ya.sharding is not None:
+        return yp
+    ospec, ispec = spec_of(xa), spec_of(array_aval(indices))
+    owindow = [d for d in range(len(xa.shape)) if d not in dn.collapsed_slice_dims]
+    from_indices = iter(ispec[:-1])
+    spec = []
+    for u in range(len(ya.shape)):
+        if u in dn.offset_dims:
+            o = owindow[dn.offset_dims.index(u)]
+            spec.append(ospec[o] if ya.shape[u] == xa.shape[o] else None)
+        else:
+            spec.append(next(from_indices, None))
+    named = [a for e in spec if e is not None for a in ((e,) if isinstance(e, str) else e)]
+    if not named or len(set(named)) != len(named) or overriding():  # (out_sharding= given: as JAX's auto_axes)
+        return yp
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import with_sharding_constraint
+
+    return with_sharding_constraint(yp, NamedSharding(xa.sharding.mesh, PartitionSpec(*spec)))
 
 
 def _unsafe_cast_warning(name: str, src: np.dtype, dst: np.dtype) -> None:

@@ -698,12 +698,18 @@ def _repeat_traced(x: Any, repeats: Any, ax: int, n: int, total: int) -> Any:
     return take(x, idx, axis=ax)
 
 
-def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None) -> Any:
+def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length: int | None = None,
+           out_sharding: Any = None) -> Any:
     """``jnp.repeat``: each element repeated ``repeats`` times (static counts, scalar or per element).
 
     Runs of elements with the same count become one broadcast-and-reshape,
-    so a uniform count is two equations whatever the size.
+    so a uniform count is two equations whatever the size.  ``out_sharding`` lays the result out.
     """
+    if out_sharding is not None:  # (the intermediates typed leniently, the result laid out as asked)
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("repeat", out_sharding, lambda: repeat(
+            a, repeats, axis, total_repeat_length=total_repeat_length), (a,))
     x = _operand("repeat", a)
     if axis is None:
         x, ax = ravel(x), 0

@@ -154,7 +154,9 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             ct_arg = [_as_array(c) for c in ct_arg] if prim.multiple_results else _as_array(ct_arg)
         invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
                   for a in eqn.invars]
-        typed = any(a.aval.sharding is not None for a in eqn.invars)
+        typed = any(a.aval.sharding is not None for a in eqn.invars) or any(
+            getattr(getattr(c, "aval", None), "sharding", None) is not None
+            for c in (ct_arg if prim.multiple_results else (ct_arg,)))
         with source_info_as(in_current_names(eqn.source_info)):
             if typed:  # sharding in types: each cotangent gets its primal's type (JAX's rules pass out_sharding)
                 with _sharding_rules.lenient():

@@ -227,3 +227,8 @@ conv_general_dilated_p = standard_primitive(_NAME, conv_output_shape, _conv_dtyp
                                             weak_type_rule=_conv_weak)
 
 __all__ = ["conv_general_dilated_p", "ConvDimensionNumbers", "conv_output_shape"]
+
+# Sharding in types (core/sharding_rules.py): JAX's rule
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+conv_general_dilated_p.sharding_rule = _sr.conv

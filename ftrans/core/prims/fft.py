@@ -92,3 +92,9 @@ fft_p = standard_primitive("fft", _fft_shape, _fft_dtype, _fft_impl, weak_type_r
 
 __all__ = ["fft_p", "FftType"]
 
+
+
+# Sharding in types: the result keeps the operand's layout (JAX's)
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+fft_p.sharding_rule = _sr.same_as_first

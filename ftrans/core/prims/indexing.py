@@ -265,3 +265,13 @@ __all__ = [
     "canonical_gather_dnums", "canonical_scatter_dnums", "default_gather_fill_value", "gather_fill_param",
     "gather_p", "scatter_add_p", "scatter_max_p", "scatter_min_p", "scatter_mul_p", "scatter_p",
 ]
+
+
+# Sharding in types (core/sharding_rules.py): JAX's gather and scatter rules
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+gather_p.sharding_rule = _sr.gather
+for _p in (scatter_p, scatter_add_p, scatter_mul_p, scatter_min_p, scatter_max_p):
+    _p.sharding_rule = _sr.scatter
+    _sr.typed_by_api.add(_p)
+_sr.typed_by_api.add(gather_p)

@@ -1064,3 +1064,14 @@ symmetric_product_p.def_weak_type(never_weak)
 
 
 __all__ = [n for n in dir() if n.endswith("_p")]
+
+
+# Sharding in types (core/sharding_rules.py): batched operands keep their batch layout, as JAX's
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p, _ranks in ((cholesky_p, (2,)), (lu_p, (2,)), (lu_pivots_to_permutation_p, (1,)), (qr_p, (2,)),
+                   (eigh_p, (2,)), (svd_p, (2,)), (eig_p, (2,)), (schur_p, (2,)), (tridiagonal_p, (2,)),
+                   (tridiagonal_solve_p, (1, 1, 1, 2)), (hessenberg_p, (2,)), (householder_product_p, (2, 1)),
+                   (cholesky_update_p, (2, 1)), (symmetric_product_p, (2, 2)), (ormqr_p, (2, 1, 2))):
+    _p.sharding_rule = _sr.linalg(_p.name, _ranks)
+triangular_solve_p.sharding_rule = _sr.triangular_solve

@@ -169,3 +169,23 @@ from ftrans.core import sharding_rules as _sr  # noqa: E402
 
 sharding_constraint_p.sharding_rule = _sr.sharding_constraint
 sharding_constraint_p.sets_sharding = True
+
+
+def _device_put_rule(mesh: Any, out: Any, *xs: ShapedArray, devices: tuple, **params: Any) -> list:
+    """A value put on a NamedSharding over Explicit axes takes that type (as a reshard); one put on a device
+    has none; with no target it keeps its own."""
+    from ftrans.core.sharding import NamedSharding, Sharding
+
+    res: list = []
+    for x, d in zip(xs, devices):
+        if d is None or not isinstance(d, Sharding) and type(d).__name__ == "PartitionSpec":
+            res.append(None)
+        elif isinstance(d, NamedSharding):
+            res.append(_sr.sharding_constraint(mesh, None, x, sharding=d))
+        else:
+            res.append((None, ()))
+    return res
+
+
+device_put_p.sharding_rule = _device_put_rule
+device_put_p.sets_sharding = True

@@ -247,3 +247,10 @@ def _reduce_window_impl(*vals, jaxpr, window_dimensions, window_strides, padding
 
 __all__ = ["reduce_window_sum_p", "reduce_window_max_p", "reduce_window_min_p", "reduce_window_p",
            "window_output_shape"]
+
+
+# Sharding in types (core/sharding_rules.py): the operand's layout, as JAX's
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p in (reduce_window_sum_p, reduce_window_max_p, reduce_window_min_p, reduce_window_p):
+    _p.sharding_rule = _sr.windowed(_p.name)

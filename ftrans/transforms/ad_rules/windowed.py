@@ -21,6 +21,7 @@ import numpy as np
 
 from ftrans.core import building as B
 from ftrans.core import dtypes
+from ftrans.core import sharding_rules as _sr
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -97,13 +98,15 @@ def _chooser_rule(prim, arg_prim, identity: float) -> None:
                                                   shape=tuple(aval_of(out).shape), broadcast_dimensions=())
         idx_dtype = np.int32 if pos.size and pos.max() < 2**31 else np.int64
         positions = Array._new(pos[..., None].astype(idx_dtype), False)
-        vals = _take_flat(_extend(x, Array._new(np.asarray(identity, aval.dtype), False)), positions)
-        t_vals = _take_flat(_extend(t, Array._new(np.zeros((), aval.dtype), False)), positions)
-        last = pos.ndim - 1
-        which = arg_prim.bind(vals, axes=(last,), index_dtype=np.dtype(np.int32))
-        one_hot = S.convert_element_type_p.bind(
-            _eq_last(which, pos.shape), new_dtype=aval.dtype, weak_type=False)
-        return out, R.reduce_sum_p.bind(E.mul_p.bind(t_vals, one_hot), axes=(last,))
+        # (over Explicit mesh axes the flattened, padded operand has no layout type: the partitioner lays it out)
+        with _sr.lenient():
+            vals = _take_flat(_extend(x, Array._new(np.asarray(identity, aval.dtype), False)), positions)
+            t_vals = _take_flat(_extend(t, Array._new(np.zeros((), aval.dtype), False)), positions)
+            last = pos.ndim - 1
+            which = arg_prim.bind(vals, axes=(last,), index_dtype=np.dtype(np.int32))
+            one_hot = S.convert_element_type_p.bind(
+                _eq_last(which, pos.shape), new_dtype=aval.dtype, weak_type=False)
+            return out, R.reduce_sum_p.bind(E.mul_p.bind(t_vals, one_hot), axes=(last,))
 
     rule.__name__ = f"{prim.name}_jvp"
 

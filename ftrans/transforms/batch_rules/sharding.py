@@ -31,9 +31,18 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
     (x,), (d,) = vals, dims
     if d is not_mapped:
         return sharding_constraint_p.bind(x, sharding=sharding), not_mapped
-    nd = len(aval_of(x).shape)
+    aval = aval_of(x)
+    nd = len(aval.shape)
     entries = list(sharding.spec) + [None] * (nd - 1 - len(sharding.spec))
-    entries.insert(d, spmd_entry(frame, sharding.mesh, "a sharding constraint"))
+    entry = spmd_entry(frame, sharding.mesh, "a sharding constraint")
+    if entry is None and aval.sharding is not None:
+        # Over Explicit axes the batch dimension keeps the layout its type gives it (JAX leaves it unconstrained),
+        # where the constraint does not name that axis itself.
+        own = aval.sharding.spec[d] if d < len(aval.sharding.spec) else None
+        named = {a for e in entries if e is not None for a in ((e,) if isinstance(e, str) else e)}
+        if own is not None and not named & set((own,) if isinstance(own, str) else own):
+            entry = own
+    entries.insert(d, entry)
     return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*entries))), d
 
 
