@@ -4,11 +4,14 @@ checked against jax on the same inputs."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jjnp
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
 
 import ftrans
+import ftrans.nn  # noqa: F401
+import ftrans.numpy  # noqa: F401
 from ftrans.scipy import special as fsp
 
 
@@ -45,3 +48,67 @@ def test_fresnel_grad_at_python_scalar():
     ours = ftrans.grad(lambda x: fsp.fresnel(x)[0])(1.3)
     theirs = jax.grad(lambda x: jsp.fresnel(x)[0])(1.3)
     close(ours, theirs, rtol=2e-5)
+
+
+# The weak type of a gradient taken at Python scalars follows JAX's rules: max/min/where/clip/relu/abs/
+# hypot/rem keep the cotangent weak (select_n's transpose pads with zeros of the cotangent's type, the
+# tie factors of max/min are weak like their operand); pow's d/dx is strong (JAX converts both operands
+# to the result dtype first). `print(jax.grad(f)(x))` shows `weak_type=True` exactly when JAX does.
+_WEAK_CASES = {
+    "abs": lambda x: abs(x),
+    "clip": lambda x: ftrans.numpy.clip(x, 0.0, 1.0),
+    "relu": lambda x: ftrans.nn.relu(x),
+    "where": lambda x: ftrans.numpy.where(x > 0, x, 0.0),
+    "maximum": lambda x: ftrans.numpy.maximum(x, 0.0),
+    "minimum": lambda x: ftrans.numpy.minimum(x, 3.0),
+    "fmax": lambda x: ftrans.numpy.fmax(x, 1.0),
+    "hypot": lambda x: ftrans.numpy.hypot(x, 1.0),
+    "rem": lambda x: x % 1.0,
+    "select": lambda x: ftrans.lax.select(x > 1, x, 2 * x),
+    "sinc": lambda x: ftrans.numpy.sinc(x),
+}
+
+
+def _jax_version(name):
+    import jax.nn as jnn
+    return {
+        "abs": lambda x: abs(x),
+        "clip": lambda x: jjnp.clip(x, 0.0, 1.0),
+        "relu": jnn.relu,
+        "where": lambda x: jjnp.where(x > 0, x, 0.0),
+        "maximum": lambda x: jjnp.maximum(x, 0.0),
+        "minimum": lambda x: jjnp.minimum(x, 3.0),
+        "fmax": lambda x: jjnp.fmax(x, 1.0),
+        "hypot": lambda x: jjnp.hypot(x, 1.0),
+        "rem": lambda x: x % 1.0,
+        "select": lambda x: jax.lax.select(x > 1, x, 2 * x),
+        "sinc": jjnp.sinc,
+    }[name]
+
+
+@pytest.mark.parametrize("name", sorted(_WEAK_CASES))
+def test_grad_weak_type_at_python_scalar(name):
+    ours, theirs = _WEAK_CASES[name], _jax_version(name)
+    g, gj = ftrans.grad(ours)(1.5), jax.grad(theirs)(1.5)
+    close(g, gj)
+    assert g.weak_type == gj.weak_type, (g.weak_type, gj.weak_type)
+    h, hj = ftrans.hessian(ours)(1.5), jax.hessian(theirs)(1.5)
+    assert h.weak_type == hj.weak_type
+    # a strong argument gives a strong gradient in both
+    assert ftrans.grad(ours)(np.float32(1.5)).weak_type is False
+
+
+@pytest.mark.parametrize("f,fj", [
+    (lambda x, y: x ** y, lambda x, y: x ** y),
+    (lambda x, y: ftrans.numpy.power(x, y), lambda x, y: jjnp.power(x, y)),
+    (lambda x, y: ftrans.numpy.maximum(x, y), lambda x, y: jjnp.maximum(x, y)),
+    (lambda x, y: ftrans.numpy.where(x > y, x, y), lambda x, y: jjnp.where(x > y, x, y)),
+    (lambda x, y: ftrans.numpy.hypot(x, y), lambda x, y: jjnp.hypot(x, y)),
+])
+@pytest.mark.parametrize("args", [(2.0, 3.0), (np.float32(2.0), 3.0), (2.0, np.float32(3.0))])
+def test_binary_grad_weak_types(f, fj, args):
+    g = ftrans.grad(f, argnums=(0, 1))(*args)
+    gj = jax.grad(fj, argnums=(0, 1))(*args)
+    for a, b in zip(g, gj):
+        close(a, b)
+        assert a.weak_type == b.weak_type, ([x.weak_type for x in g], [x.weak_type for x in gj])

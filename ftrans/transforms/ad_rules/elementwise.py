@@ -15,6 +15,7 @@ from typing import Any
 from ftrans.core import building as B
 from ftrans.core import dtypes
 from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad import (
     Zero,
@@ -94,8 +95,12 @@ def _sum(a: Any, b: Any, out: Any) -> Any:
 
 
 def _as_bool_factor(pred: Any, like: Any) -> Any:
-    """1 where ``pred`` holds, else 0, in ``like``'s dtype."""
-    return B.convert_element_type(pred, aval_of(like).dtype)
+    """1 where ``pred`` holds, else 0, in ``like``'s dtype (weak when ``like`` is, as JAX's
+    ``select(pred, _ones(like), _zeros(like))``)."""
+    a = aval_of(like)
+    if a.weak_type:
+        return S.convert_element_type_p.bind(pred, new_dtype=a.dtype, weak_type=True)
+    return B.convert_element_type(pred, a.dtype)
 
 
 def _replace_zero(x: Any) -> Any:
@@ -139,6 +144,8 @@ def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dx x**y = y * x**(y-1); for an integer exponent exactly 0 where y == 0 (as JAX)."""
     xd = aval_of(x).dtype
     if dtypes.is_inexact(aval_of(y).dtype):
+        # JAX converts both operands to the (strong) result dtype first: the derivative is strong
+        x, y = B.convert_element_type(x, xd), B.convert_element_type(y, aval_of(y).dtype)
         return B.mul(t, B.mul(y, B.apply(E.pow_p, x, B.sub(y, 1))))
     yf = B.convert_element_type(y, xd)
     jac = B.mul(_replace_zero(yf), B.apply(E.pow_p, x, B.sub(yf, 1)))
@@ -149,7 +156,8 @@ def _pow_dx(t: Any, x: Any, y: Any, z: Any) -> Any:
 
 def _pow_dy(t: Any, x: Any, y: Any, z: Any) -> Any:
     """d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX)."""
-    return B.mul(t, B.mul(B.apply(E.log_p, _replace_zero(x)), z))
+    # converted to y's (strong) dtype, as JAX's rule: a weak y's cotangent comes back weak by the transpose
+    return B.convert_element_type(B.mul(t, B.mul(B.apply(E.log_p, _replace_zero(x)), z)), aval_of(y).dtype)
 
 
 _binary(E.pow_p, _pow_dx, _pow_dy)

@@ -28,7 +28,12 @@ def ct_zeros(aval: Any, ct: Any) -> Any:
     """Zeros of ``aval``'s shape in the cotangent ``ct``'s dtype: what a transpose rule combines with
     ``ct``. A ``custom_vjp`` bwd rule may return a cotangent of another floating dtype than its
     primal (bf16 for an f8 argument, as JAX allows); that dtype then flows on unchanged, as in JAX."""
-    return zeros(aval.update(dtype=aval_of(ct).dtype))
+    c = aval_of(ct)
+    # weak when the cotangent is, as JAX's full_like(ct, 0) (a weak select_n result keeps a weak cotangent)
+    z = Array._new(np.zeros((), c.dtype), c.weak_type)
+    if not aval.shape:
+        return z
+    return S.broadcast_in_dim_p.bind(z, shape=tuple(aval.shape), broadcast_dimensions=())
 
 
 def unbroadcast(ct: Any, aval: Any) -> Any:
