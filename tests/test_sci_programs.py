@@ -112,3 +112,13 @@ def test_binary_grad_weak_types(f, fj, args):
     for a, b in zip(g, gj):
         close(a, b)
         assert a.weak_type == b.weak_type, ([x.weak_type for x in g], [x.weak_type for x in gj])
+
+
+@pytest.mark.parametrize("fn", ["sum", "mean", "max", "cumsum", "sort", "expand_dims"])
+def test_float_axis_is_a_type_error(fn):
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError):
+        getattr(jjnp, fn)(x, axis=1.0)
+    with pytest.raises(TypeError, match="axis must be an integer"):
+        getattr(ftrans.numpy, fn)(x, axis=1.0)
+    close(getattr(ftrans.numpy, fn)(x, axis=np.int64(1)), getattr(jjnp, fn)(x, axis=np.int64(1)))
