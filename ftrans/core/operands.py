@@ -10,6 +10,7 @@ checks before any general machinery runs.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -314,7 +315,7 @@ def rank_promotion(name: str, shapes: list) -> None:
 
 def canonicalize_axis(name: str, axis: Any, ndim: int) -> int:
     try:
-        ax = int(axis)
+        ax = operator.index(axis)  # as JAX: a float axis (1.0) is a TypeError, not truncated
     except TypeError:
         raise FtransTypeError(f"{name}: axis must be an integer, got {type(axis).__name__}") from None
     if not -ndim <= ax < ndim:

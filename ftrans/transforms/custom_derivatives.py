@@ -423,6 +423,12 @@ def _dn(d: np.dtype) -> str:
 # Applying the rule directly (a JVP trace whose values are concrete: no staging)
 
 
+def _ftrans_own(f: custom_jvp | custom_vjp) -> bool:
+    """Whether ``f`` is one of ftrans's own functions (not a user's, nor the wrapper of one made here)."""
+    mod = getattr(f.fun, "__module__", None) or ""
+    return mod.startswith("ftrans.") and mod != __name__
+
+
 def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, diff: list) -> tuple | None:
     """Apply ``f``'s rule at once when differentiating concrete values; ``(result,)``, or None if not.
 
@@ -453,7 +459,10 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
     tracers = [trace.full_raise(x) for x in leaves]
     # What the user's function and rules see: a Python scalar as given (an argument, or a value a jvp/vjp
     # was given and that reaches here untouched), as in JAX; otherwise the primal and tangent arrays.
-    givens = [(x, None) if is_python_scalar(x) else
+    # ftrans's own custom-derivative functions (scipy.special, nn, ...) see arrays: as in JAX, where they
+    # promote their operands to arrays before the call.
+    own = _ftrans_own(f)
+    givens = [None if own else (x, None) if is_python_scalar(x) else
               (x.given if isinstance(x, JVPTracer) and x._trace.main is trace.main else None)
               for _, x in leaves_paths]
     primals = [t.primal if g is None else g[0] for t, g in zip(tracers, givens)]
