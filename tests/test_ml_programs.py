@@ -107,6 +107,12 @@ def _grad_cases(m):
         "pad": lambda: m.grad(lambda x: n.pad(x[None], 1)[1])(1.0),
         "jit_maximum": lambda: m.jit(m.grad(n.maximum, argnums=(0, 1)))(1.0, 1.0),
         "strong_maximum": lambda: m.grad(n.maximum)(np.float32(1.0), 1.0),
+        # slice and dynamic_slice transpose into strong zeros in JAX: these gradients are strong
+        "stack_index": lambda: m.grad(lambda x: n.stack([x, x])[0])(1.0),
+        "roll_index": lambda: m.grad(lambda x: n.roll(n.stack([x, x]), 1)[0])(1.0),
+        "dynamic_slice": lambda: m.grad(lambda x: lax.dynamic_slice(n.stack([x, x, x]), (1,), (2,)).sum())(1.0),
+        "stack_sum": lambda: m.grad(lambda x: n.stack([x, x]).sum())(1.0),
+        "at_set": lambda: m.grad(lambda x: n.zeros(3).at[1].set(x)[1])(1.0),
     }
 
 

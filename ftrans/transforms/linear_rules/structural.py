@@ -101,7 +101,8 @@ def _slice_t(ct: Any, x: Any, *, start_indices: tuple, limit_indices: tuple, str
     for n, s, k, st in zip(shape, start_indices, ct_shape, strides):
         last = s + (k - 1) * st + 1 if k > 0 else s
         config.append((s, n - last, st - 1 if k > 1 else 0))
-    return [S.pad_p.bind(ct, zeros(aval_of(ct).update(shape=())), padding_config=tuple(config))]
+    # (JAX pads with a strong zero, so the result is strongly typed even for a weak cotangent)
+    return [S.pad_p.bind(ct, zeros(aval_of(ct).update(shape=(), weak_type=False)), padding_config=tuple(config))]
 
 
 @register_transpose(S.pad_p)
@@ -145,7 +146,7 @@ def _concatenate_t(ct: Any, *xs: Any, dimension: int) -> list:
 def _dynamic_slice_t(ct: Any, x: Any, *starts: Any, slice_sizes: tuple) -> list:
     if any(is_undefined(s) for s in starts):
         raise NotImplementedError("transpose of `dynamic_slice` in its start indices (they are integers)")
-    base = ct_zeros(x.aval, ct)
+    base = zeros(x.aval.update(weak_type=False))  # JAX's are lax.full(shape, 0, dtype): strong
     return [S.dynamic_update_slice_p.bind(base, ct, *starts)] + [None] * len(starts)
 
 
