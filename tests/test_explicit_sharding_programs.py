@@ -300,3 +300,30 @@ def test_with_sharding_constraint_asserts_eagerly_too():
             with pytest.raises(AssertionError, match="acts as an assert"):
                 lax.with_sharding_constraint(x, lib.P(None, "y"))
             assert lax.with_sharding_constraint(x, lib.P("x")).sharding.spec == lib.P("x", None)
+
+
+def test_embedding_lookup_with_out_sharding_and_its_gradient():
+    """A replicated table indexed by batch-split tokens needs ``.at[t].get(out_sharding=)`` (JAX's
+    auto_axes): the gather inside is not refused, the result has the asked type, and the gradient flows."""
+
+    def program(lib, np_, _):
+        P = lib.P
+        mesh = lib.make_mesh((8,), ("fsdp",), axis_types=(lib.sharding.AxisType.Explicit,))
+        with lib.set_mesh(mesh):
+            emb = lib.device_put(np.arange(32 * 16, dtype=np.float32).reshape(32, 16) / 100, P(None, None))
+            tok = lib.device_put((np.arange(64, dtype=np.int32).reshape(8, 8) * 7) % 32, P("fsdp", None))
+            types = []
+
+            def loss(e, t):
+                x = e.at[t].get(out_sharding=P("fsdp", None, None))
+                types.append(str(lib.typeof(x)))
+                return (x * x).sum()
+
+            val = lib.jit(loss)(emb, tok)
+            g = lib.jit(lib.grad(loss))(emb, tok)
+            return np.asarray(val), np.asarray(g), types[0], str(lib.typeof(g))
+
+    (fv, fg, ft, fgt), (jv, jg, jt, jgt) = run_both(program)
+    np.testing.assert_allclose(fv, jv, rtol=1e-5)
+    np.testing.assert_allclose(fg, jg, rtol=1e-5)
+    assert (ft, fgt) == (jt, jgt)

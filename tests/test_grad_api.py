@@ -647,8 +647,6 @@ def _scatter_prog(np_):
     return f
 
 
-@pytest.mark.xfail(strict=True, reason="ftrans.numpy's .at[static int].multiply binds scatter_mul with "
-                   "unique_indices=False (JAX: True), so its JVP w.r.t. the factor is refused")
 def test_grad_of_at_multiply_with_a_static_index():
     x = np.arange(1.0, 6.0, dtype=np.float32)
     got = ftrans.grad(lambda x: fjnp.sum(x.at[3].multiply(x[0])))(x)

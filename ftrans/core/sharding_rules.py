@@ -577,7 +577,7 @@ def gather(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, *, d
     operand's entry; one taken from the indices keeps theirs (a batch dimension of both: whichever is split,
     which must agree). Sliced operand dimensions and the index vector must be unsplit; otherwise the layout
     is ambiguous and ``.at[...].get(out_sharding=)`` must say it."""
-    over, _ = _override(out)
+    over, inside = _override(out)
     if over is not None:
         return mesh, over
     ospec, ispec = list(spec_of(operand)), list(spec_of(indices))
@@ -590,6 +590,8 @@ def gather(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, *, d
     ok = all(slice_sizes[d] == operand.shape[d] or ospec[d] is None for d in start_map)
     ok = ok and all(ispec[i] is None or ospec[o] is None or ispec[i] == ospec[o] for o, i in zip(obatch, ibatch))
     ok = ok and all(e is None for k, e in enumerate(ispec) if k not in ibatch)
+    if not ok and inside:  # under `.at[...].get(out_sharding=)`: JAX's auto_axes, the result laid out after
+        return mesh, (None,) * len(out.shape)
     if not ok:
         raise ShardingTypeError(
             "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather indexing as out "
@@ -616,7 +618,7 @@ def scatter(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, upd
             dimension_numbers: Any, **params: Any) -> Any:
     """The operand's layout, its unsplit dimensions taking the updates' (or indices') entries where those
     lay the same slices out; ambiguous layouts need ``.at[...].set(out_sharding=)``."""
-    over, _ = _override(out)
+    over, inside = _override(out)
     if over is not None:
         return mesh, over
     ospec, ispec, uspec = list(spec_of(operand)), list(spec_of(indices)), list(spec_of(updates))
@@ -640,6 +642,8 @@ def scatter(mesh: Any, out: Any, operand: ShapedArray, indices: ShapedArray, upd
     ok = ok and all(e is None for k, e in enumerate(uspec) if k not in ubatch and k not in window)
     ok = ok and all(e is None for k, e in enumerate(ispec[:-1]) if k not in ibatch)
     ok = ok and (not ispec or ispec[-1] is None)
+    if not ok and inside:  # under `.at[...].set(out_sharding=)` & co.: laid out after, as JAX's auto_axes
+        return mesh, (None,) * len(out.shape)
     if not ok:
         raise ShardingTypeError(
             "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter update "

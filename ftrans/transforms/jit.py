@@ -949,8 +949,8 @@ class JitWrapped:
             if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
                 try:
                     entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
-                except Exception:  # noqa: BLE001  an argument whose __getattr__ raises KeyError (a dict with
-                    entry = None   # attribute access): no fast key, the general path flattens it
+                except (LookupError, TypeError, ValueError):  # an argument whose __getattr__ raises KeyError (a
+                    entry = None  # dict with attribute access): no fast key, the general path flattens it
                 if entry is not None:
                     if _array_mod.buffers_deleted and not _all_resident(args):
                         return self._call(args, kwargs)  # the general path transfers or explains
