@@ -277,14 +277,27 @@ name_p.def_weak_type(lambda weaks, **_: weaks[0])
 linear_call_p = Primitive("linear_call", multiple_results=True, higher_order=True)
 
 
-@linear_call_p.def_abstract_eval
-def _linear_call_abstract_eval(*avals: ShapedArray, callee: ClosedJaxpr, **_: Any) -> list[ShapedArray]:
-    want = callee.in_avals
+def _closed_call_types(what: str, avals: tuple, closed: ClosedJaxpr) -> list[ShapedArray]:
+    """The result types of a primitive that applies ``closed`` to its operands (checked against its inputs)."""
+    want = closed.in_avals
     if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
         got = ", ".join(a.str_short() for a in avals)
         exp = ", ".join(a.str_short() for a in want)
-        raise FtransTypeError(f"linear_call: operands ({got}) do not match the function's inputs ({exp})")
-    return list(callee.out_avals)
+        raise FtransTypeError(f"{what}: operands ({got}) do not match its inputs ({exp})")
+    return list(closed.out_avals)
+
+
+def _apply_closed(closed: ClosedJaxpr, vals: tuple) -> list:
+    """Eager application of ``closed`` to NumPy operands (a primitive whose meaning is a jaxpr)."""
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    outs = eval_jaxpr(closed.jaxpr, list(closed.consts), *[Array._new(np.asarray(v), False) for v in vals])
+    return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, closed.out_avals)]
+
+
+@linear_call_p.def_abstract_eval
+def _linear_call_abstract_eval(*avals: ShapedArray, callee: ClosedJaxpr, **_: Any) -> list[ShapedArray]:
+    return _closed_call_types("linear_call (the linear function)", avals, callee)
 
 
 linear_call_p.def_weak_type(lambda weaks, *, callee, **_: tuple(a.weak_type for a in callee.out_avals))
@@ -292,10 +305,7 @@ linear_call_p.def_weak_type(lambda weaks, *, callee, **_: tuple(a.weak_type for 
 
 @linear_call_p.def_impl
 def _linear_call_impl(*vals: Any, callee: ClosedJaxpr, **_: Any) -> list:
-    from ftrans.core.jaxpr_api import eval_jaxpr
-
-    outs = eval_jaxpr(callee.jaxpr, list(callee.consts), *[Array._new(np.asarray(v), False) for v in vals])
-    return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, callee.out_avals)]
+    return _apply_closed(callee, vals)
 
 
 # ----------------------------------------------------------------------------
@@ -352,12 +362,7 @@ composite_p = Primitive("composite", multiple_results=True, higher_order=True)
 
 @composite_p.def_abstract_eval
 def _composite_abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, name: str, **_: Any) -> list[ShapedArray]:
-    want = jaxpr.in_avals
-    if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
-        got = ", ".join(a.str_short() for a in avals)
-        exp = ", ".join(a.str_short() for a in want)
-        raise FtransTypeError(f"composite {name}: operands ({got}) do not match the decomposition's inputs ({exp})")
-    return list(jaxpr.out_avals)
+    return _closed_call_types(f"composite {name} (the decomposition)", avals, jaxpr)
 
 
 composite_p.def_weak_type(lambda weaks, *, jaxpr, **_: tuple(a.weak_type for a in jaxpr.out_avals))
@@ -366,7 +371,4 @@ composite_p.def_weak_type(lambda weaks, *, jaxpr, **_: tuple(a.weak_type for a i
 @composite_p.def_impl
 def _composite_impl(*vals: Any, jaxpr: ClosedJaxpr, **_: Any) -> list:
     """Eager application: the decomposition's meaning."""
-    from ftrans.core.jaxpr_api import eval_jaxpr
-
-    outs = eval_jaxpr(jaxpr.jaxpr, list(jaxpr.consts), *[Array._new(np.asarray(v), False) for v in vals])
-    return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, jaxpr.out_avals)]
+    return _apply_closed(jaxpr, vals)
