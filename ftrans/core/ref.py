@@ -611,6 +611,75 @@ def check_no_refs(out: Any, what: str, fname: str) -> None:
                 f"{r.aval.str_short()}, but mutable array references cannot be returned.\n\n{src}")
 
 
+def _usable(r: Ref) -> bool:
+    return r._freed is None and (r._scope is None or r._scope.alive)
+
+
+def closure_refs(*funs: Any, exclude: Sequence[Any] = ()) -> list[Ref]:
+    """The live refs that ``funs`` close over, as far as Python shows them: in their closure cells and
+    default arguments, looked into through containers, nested functions and ``functools.partial``.
+
+    A staging transform threads these from its first trace, so a body closing over refs is traced once
+    (as JAX's) rather than again for each ref it turns out to touch (``NeedsRef``), which would run the
+    body's Python side effects again.  Refs reached otherwise (through globals or object attributes) are
+    still found on first touch.  ``exclude``: refs passed as arguments, never threaded twice."""
+    if created == 0:
+        return []
+    import functools
+
+    out: list[Ref] = []
+    seen: set[int] = {id(r) for r in exclude}
+    budget = [256]
+
+    def visit(x: Any, depth: int) -> None:
+        if budget[0] <= 0 or depth > 4:
+            return
+        budget[0] -= 1
+        if isinstance(x, Ref):
+            if id(x) not in seen and _usable(x):
+                seen.add(id(x))
+                out.append(x)
+            return
+        if isinstance(x, (str, bytes, int, float, complex, bool, type(None), Array)):
+            return
+        if isinstance(x, (list, tuple)):
+            for y in x[:64]:
+                visit(y, depth + 1)
+        elif isinstance(x, dict):
+            for y in list(x.values())[:64]:
+                visit(y, depth + 1)
+        elif isinstance(x, functools.partial):
+            visit(x.func, depth + 1)
+            visit(x.args, depth + 1)
+            visit(x.keywords, depth + 1)
+        elif callable(x):
+            wrapped = getattr(x, "__wrapped__", None)
+            if wrapped is not None and wrapped is not x:
+                visit(wrapped, depth + 1)
+            cells = getattr(x, "__closure__", None)
+            if cells:
+                for c in cells:
+                    try:
+                        v = c.cell_contents
+                    except ValueError:  # an empty cell
+                        continue
+                    if v is not x:
+                        visit(v, depth + 1)
+            defaults = getattr(x, "__defaults__", None)
+            if defaults:
+                visit(defaults, depth + 1)
+            code, glb = getattr(x, "__code__", None), getattr(x, "__globals__", None)
+            if code is not None and isinstance(glb, dict):  # the module-level names it uses
+                for n in code.co_names:
+                    v = glb.get(n)
+                    if v is not None and v is not x:
+                        visit(v, depth + 1)
+
+    for f in funs:
+        visit(f, 0)
+    return out
+
+
 def read_for_thread(r: Ref) -> Any:
     """The value of ``r`` as a caller threading it into a staged body reads it."""
     return r._read("read")

@@ -1,0 +1,152 @@
+"""Staged functions closing over refs are traced once, as JAX's (so their Python side effects run once),
+and key-array refs; each scenario runs on ftrans and on JAX and the results must agree.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+
+LIBS = [(ftrans, fjnp), (jax, jjnp)]
+IDS = ["ftrans", "jax"]
+
+GLOBAL_REF = {}
+
+
+def _agree(scenario):
+    got, want = scenario(ftrans, fjnp), scenario(jax, jjnp)
+    g, w = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(g) == len(w)
+    for a, b in zip(g, w):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+    return got
+
+
+@pytest.mark.parametrize("outer_jit", [False, True])
+def test_jit_closing_over_refs_in_a_container_traces_once(outer_jit):
+    def scenario(lib, jnp):
+        traces = []
+        consts = ([2.0], [lib.new_ref(1.0), lib.new_ref(3.0)])
+
+        @lib.jit
+        def inner(x):
+            traces.append(1)
+            a, b = consts[1]
+            b[...] += a[...]
+            return x * consts[0][0] + a[...] + b[...]
+
+        run = lib.jit(lambda x: inner(x)) if outer_jit else inner
+        y = run(1.0)
+        return y, consts[1][1][...], float(len(traces))
+
+    _agree(scenario)
+
+
+@pytest.mark.parametrize("kind", ["scan", "while_loop", "cond", "fori_loop"])
+@pytest.mark.parametrize("jit", [False, True])
+def test_control_flow_bodies_closing_over_refs_trace_once(kind, jit):
+    def scenario(lib, jnp):
+        traces = []
+        r, s = lib.new_ref(0.0), lib.new_ref(2.0)
+
+        def run():
+            if kind == "scan":
+                def body(c, x):
+                    traces.append(1)
+                    r[...] += x * s[...]
+                    return c + r[...], c
+                return lib.lax.scan(body, 0.0, jnp.arange(3.0))
+            if kind == "while_loop":
+                def body(i):
+                    traces.append(1)
+                    r[...] += s[...]
+                    return i + 1
+                return lib.lax.while_loop(lambda i: i < 3, body, 0)
+            if kind == "fori_loop":
+                def body(i, c):
+                    traces.append(1)
+                    r[...] += s[...] * i
+                    return c + r[...]
+                return lib.lax.fori_loop(0, 3, body, 1.0)
+
+            def t():
+                traces.append(1)
+                r[...] = s[...] + 1.0
+                return r[...]
+
+            def f():
+                r[...] = -s[...]
+                return s[...]
+            return lib.lax.cond(True, t, f)
+
+        out = (lib.jit(run) if jit else run)()
+        return out, r[...], s[...], float(len(traces))
+
+    _agree(scenario)
+
+
+def test_globals_refs_are_threaded_from_the_first_trace():
+    def scenario(lib, jnp):
+        GLOBAL_REF["r"] = lib.new_ref(jnp.zeros(3))
+        traces = []
+
+        @lib.jit
+        def f(x):
+            traces.append(1)
+            _global_bump(x)
+            return x + 1
+
+        out = f(jnp.ones(3))
+        f(jnp.ones(3))
+        return out, GLOBAL_REF["r"][...], float(len(traces))
+
+    _agree(scenario)
+
+
+def _global_bump(x):
+    GLOBAL_REF["r"][...] += x
+
+
+def test_a_closed_over_ref_passed_as_an_argument_too_still_raises():
+    for lib, jnp in LIBS:
+        x_ref = lib.new_ref(0.0)
+        with pytest.raises(ValueError, match="closed over and passed as the argument y_ref"):
+            lib.jit(lambda y_ref: x_ref[...] + y_ref[...])(x_ref)
+
+
+def test_an_unused_closed_over_ref_may_also_be_passed():
+    def scenario(lib, jnp):
+        x_ref = lib.new_ref(1.0)
+        holder = [x_ref]
+
+        def g(y_ref):
+            _ = holder
+            y_ref[...] += 1.0
+
+        lib.jit(g)(x_ref)
+        return x_ref[...]
+
+    _agree(scenario)
+
+
+def test_freed_refs_in_a_closure_are_not_threaded():
+    def scenario(lib, jnp):
+        dead = lib.new_ref(1.0)
+        lib.freeze(dead)
+        live = lib.new_ref(2.0)
+        refs = [dead, live]
+
+        @lib.jit
+        def f(x):
+            refs[1][...] += x
+            return x
+
+        f(3.0)
+        return live[...]
+
+    _agree(scenario)
