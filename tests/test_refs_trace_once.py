@@ -150,3 +150,42 @@ def test_freed_refs_in_a_closure_are_not_threaded():
         return live[...]
 
     _agree(scenario)
+
+
+def test_refs_of_prng_keys():
+    def scenario(lib, jnp):
+        key = lib.new_ref(lib.random.key(0))
+        key[...] = lib.random.fold_in(key[...], 1)  # eagerly
+
+        @lib.jit
+        def draw():
+            key[...] = lib.random.fold_in(key[...], 2)
+            return lib.random.normal(key[...], (3,))
+
+        x = draw()
+        ks = lib.new_ref(lib.random.split(lib.random.key(1), 3))
+        ks[1] = lib.random.key(5)
+
+        @lib.vmap
+        def per_example(k_ref):
+            k_ref[...] = lib.random.fold_in(k_ref[...], 7)
+
+        per_example(ks)
+
+        def body(c, _):
+            key[...] = lib.random.split(key[...])[0]
+            return c, None
+
+        lib.lax.scan(body, 0, None, length=2)
+        assert key.shape == () and str(key.dtype) == "key<fry>" and len(ks) == 3
+        assert str(lib.typeof(key) if hasattr(lib, "typeof") else key.aval) == "Ref{key<fry>[]}"
+        return x, lib.random.key_data(key[...]), lib.random.key_data(ks[...])
+
+    _agree(scenario)
+
+
+def test_a_key_ref_refuses_raw_data():
+    for lib, jnp in LIBS:
+        key = lib.new_ref(lib.random.key(0))
+        with pytest.raises(ValueError):
+            key[...] = jnp.zeros(2, "uint32")

@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
@@ -157,7 +159,7 @@ class Ref:
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
     __slots__ = ("_value", "_aval", "_scope", "_level", "_home", "_freed", "_origin", "_arg_name", "_kind",
-                 "_binder", "__weakref__")
+                 "_binder", "_key_impl", "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -174,22 +176,38 @@ class Ref:
         self._arg_name = arg_name
         self._kind = kind
         self._binder: Any = None  # for a jitted function's view of an argument ref: that function's owner
+        # For a ref of PRNG keys: their implementation. The ref then holds the keys' uint32 data (what every
+        # transform threads); reads give key arrays and writes take them.
+        self._key_impl: Any = None
 
     # -- type-level information ------------------------------------------------------------------
     @property
     def aval(self) -> AbstractRef:
+        if self._key_impl is not None:
+            return AbstractRef(ShapedArray(self.shape, self.dtype))
         return AbstractRef(self._aval)
 
-    shape = property(lambda self: self._aval.shape)
-    dtype = property(lambda self: self._aval.dtype)
-    ndim = property(lambda self: self._aval.ndim)
-    size = property(lambda self: self._aval.size)
+    @property
+    def shape(self) -> tuple:
+        s = self._aval.shape
+        return s if self._key_impl is None else s[:len(s) - len(self._key_impl.key_shape)]
+
+    @property
+    def dtype(self) -> Any:
+        if self._key_impl is None:
+            return self._aval.dtype
+        from ftrans.core.keys import KeyDtype
+
+        return KeyDtype(self._key_impl)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: self._aval.size if self._key_impl is None else int(np.prod(self.shape)))
     weak_type = property(lambda self: self._aval.weak_type)
 
     def __len__(self) -> int:
-        if not self._aval.shape:
+        if not self.shape:
             raise FtransTypeError(f"len() of unsized object: the ref {self.aval.str_short()} holds a scalar")
-        return self._aval.shape[0]
+        return self.shape[0]
 
     @property
     def sharding(self) -> Any:
@@ -271,7 +289,35 @@ class Ref:
 
     def _get(self, idx: Any) -> Any:
         v = self._read("read")
+        if self._key_impl is not None:
+            v = _as_keys(self._key_impl, v)
         return v if _is_whole(idx) else v[idx]
+
+    def _key_data(self, x: Any, idx: Any, what: str) -> tuple[Any, Any]:
+        """For a ref of keys: the uint32 data of the key array ``x`` written at ``idx``, checked, and the index
+        into the held data that ``idx`` means."""
+        from ftrans.core.keys import is_key
+
+        if what == "addupdate":
+            raise FtransTypeError(f"addupdate into the ref {self.aval.str_short()}: keys cannot be added")
+        whole = self.shape if _is_whole(idx) else _as_keys(self._key_impl, self._value)[idx].shape
+        if not is_key(x) or x._impl is not self._key_impl:
+            got = x.dtype.name if is_key(x) else getattr(getattr(x, "dtype", None), "name", type(x).__name__)
+            raise FtransRefError(
+                f"Invalid dtype for `{what}`: the ref {self.aval.str_short()} holds {self.dtype.name} keys "
+                f"but the value is {got}")
+        if tuple(x.shape) != tuple(whole):
+            raise FtransRefError(
+                f"Invalid shape for `{what}`: the ref {self.aval.str_short()} indexed this way has shape "
+                f"{tuple(whole)} but the value has shape {tuple(x.shape)}")
+        if _is_whole(idx):
+            return x._base_array, ...
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if any(i is Ellipsis or i is None for i in idx):
+            raise FtransTypeError(f"`{what}` into the ref {self.aval.str_short()} of keys: index it with "
+                                  "integers, slices or arrays only (no ... or None)")
+        return x._base_array, idx
 
     def _refuse_outer_vmap(self, what: str) -> None:
         """A ref made outside a ``vmap`` that is active now (closed over, or passed with ``in_axes=None``) is
@@ -289,6 +335,11 @@ class Ref:
     def _swap(self, idx: Any, x: Any, what: str = "swap") -> Any:
         v = self._read(what)
         self._refuse_outer_vmap(what)
+        if self._key_impl is not None:
+            old = self._get(idx)
+            data, didx = self._key_data(x, idx, what)
+            self._write(data if didx is Ellipsis else v.at[didx].set(data), what)
+            return old
         if _is_whole(idx):
             self._write(self._coerce(x, self._aval.shape, what), what)
             return v
@@ -300,6 +351,8 @@ class Ref:
     def _addupdate(self, idx: Any, x: Any) -> None:
         v = self._read("addupdate")
         self._refuse_outer_vmap("addupdate")
+        if self._key_impl is not None:
+            self._key_data(x, idx, "addupdate")
         if _is_whole(idx):
             x = self._coerce(x, self._aval.shape, "addupdate")
             self._write(v + x, "addupdate")
@@ -337,6 +390,9 @@ class Ref:
         v = self._value
         if isinstance(v, Tracer):
             return f"Ref(traced {self.aval.str_short()})"
+        if self._key_impl is not None:
+            r = repr(_as_keys(self._key_impl, v))
+            return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
         r = repr(v)
         return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
 
@@ -424,6 +480,13 @@ class RefView:
         return f"RefView({self._base!r}, {_index_text(self._idx)})"
 
 
+def _as_keys(impl: Any, data: Any) -> Any:
+    """The key array of ``impl`` over ``data`` (a key ref's held value)."""
+    from ftrans.core.keys import unflatten_key
+
+    return unflatten_key(impl, [data])
+
+
 def _with_weak(x: Any, weak: bool) -> Any:
     if type(x) is Array:
         return Array._new(x._value, weak)
@@ -461,7 +524,14 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
         raise FtransValueError(f"new_ref: kind must be None or 'no_grad_no_remat', got {kind!r}")
     if isinstance(init_val, (Ref, RefView)):
         raise FtransTypeError("new_ref: the initial value is a ref; read it first (r[...])")
+    from ftrans.core.keys import is_key
     from ftrans.core.operands import as_operand
+
+    if is_key(init_val):  # a ref of PRNG keys holds their data (see ``Ref._key_impl``)
+        v = _lower(init_val._base_array)
+        r = Ref(v, aval_of(v), user_location(), kind=kind)
+        r._key_impl = init_val._impl
+        return r
 
     try:
         # An array is held as it is (a device or sharded array keeps its placement and sharding, as in JAX).
@@ -555,12 +625,13 @@ def carries_tangent(v: Any, level: int = 0) -> bool:
 
 
 def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None,
-             home: int | None = None) -> Ref:
+             home: int | None = None, key_impl: Any = None) -> Ref:
     """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument.  ``binder``
     (a jitted function's owner) can be asked to thread the caller's ref itself instead
     (:class:`BindArgRefs`); ``home`` is the trace depth the caller's ref was made at (default: now)."""
     r = Ref(value, aval_of(value), origin, arg_name, kind)
     r._binder = binder
+    r._key_impl = key_impl
     if home is not None:
         r._home = min(home, r._home)
     return r

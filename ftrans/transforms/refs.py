@@ -255,7 +255,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         # differentiates as written (JAX's fallback), never bound.
         diff = any(R.carries_tangent(vals[i]) for i in ref_pos)
         bound = arg_refs if info.by_identity and arg_refs and not diff else None
-        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff,
+        key_impls = tuple(r._key_impl for r in arg_refs)
+        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff, key_impls,
                None if bound is None else tuple(id(r) for r in bound))
         twin = info.twins.get(key)
         if twin is None:
@@ -266,7 +267,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                 for k in old[:max(0, len(old) + 1 - _MAX_BOUND_TWINS)]:
                     del info.twins[k]
             twin = info.twins[key] = _make_twin(jitted, dict(statics), dict(static_kw), dyn_idx, tree,
-                                                ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff)
+                                                ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff,
+                                                key_impls)
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
         prev_homes, R._state.arg_homes = R._state.arg_homes, [r._home for r in arg_refs]
@@ -293,7 +295,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
 
 
 def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], tree: Any, ref_pos: tuple,
-               closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True) -> Any:
+               closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True,
+               key_impls: tuple = ()) -> Any:
     from ftrans.transforms.jit import JitWrapped
 
     owner = object()
@@ -315,7 +318,8 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
             homes = R._state.arg_homes
             v = bound[k] if bound is not None else R.view_ref(
                 leaves[i], user_location(), name, binder=owner if bindable else None,
-                home=homes[k] if homes is not None and k < len(homes) else None)
+                home=homes[k] if homes is not None and k < len(homes) else None,
+                key_impl=key_impls[k] if k < len(key_impls) else None)
             view_vals.append(leaves[i])
             leaves[i] = v
             views.append(v)
@@ -440,7 +444,7 @@ class Threaded:
         leaves, t = tree_util.tree_flatten(tree_obj)
         views = []
         for i, r in pos:
-            v = R.view_ref(leaves[i], r._origin, self._names[id(r)], r._kind)
+            v = R.view_ref(leaves[i], r._origin, self._names[id(r)], r._kind, key_impl=r._key_impl)
             leaves[i] = v
             views.append(v)
         return tree_util.tree_unflatten(t, leaves), views
