@@ -255,6 +255,13 @@ class JaxprEqn(NamedTuple):
         info = self.source_info
         return EqnContext(dict(info.xla_metadata) if info is not None else {})
 
+    @property
+    def effects(self) -> frozenset:
+        """The side effects of this equation (JAX's ``eqn.effects``): its primitive's (``DebugEffect`` for an
+        unordered ``debug.print``/``debug.callback``, ``OrderedIOEffect`` for an ordered ``io_callback``, ...),
+        or for a higher-order one those of its bodies; empty for a pure equation."""
+        return eqn_effects(self)
+
     def __str__(self) -> str:
         """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
         return _render(_Printer(False).eqn_doc(self))
@@ -283,11 +290,14 @@ class Jaxpr:
 
     @property
     def effects(self) -> frozenset:
-        """The side effects the program has (JAX's ``jaxpr.effects``): the names of its effectful
-        primitives (host callbacks doing I/O, ...), at any depth; empty for a pure program."""
+        """The side effects the program has (JAX's ``jaxpr.effects``): the :class:`Effect` of each effectful
+        equation (host callbacks doing I/O, ``debug.print``, ...) at any depth; empty for a pure program."""
         if not jaxpr_has_effects(self):
             return frozenset()
-        return frozenset(_effect_names(self))
+        out: set = set()
+        for eqn in self.eqns:
+            out |= eqn_effects(eqn)
+        return frozenset(out)
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
@@ -994,15 +1004,60 @@ def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
     return hit
 
 
-def _effect_names(jaxpr: Jaxpr | ClosedJaxpr):
-    for eqn in jaxpr.eqns:
-        prim = eqn.primitive
-        when = effectful_if.get(prim)
-        if prim in effectful_primitives or (when is not None and when(eqn.params)):
-            yield prim.name
-        elif prim.higher_order:
-            for j in subjaxprs(eqn):
-                yield from _effect_names(j)
+class Effect:
+    """A side effect of an equation (JAX's ``jax.extend.core.Effect``): what ``eqn.effects`` and
+    ``jaxpr.effects`` hold.  ftrans's own are singletons named as JAX's classes (``DebugEffect``,
+    ``OrderedDebugEffect``, ``IOEffect``, ``OrderedIOEffect``, ...); a user's primitive may declare its own
+    (subclasses, with ``Primitive.def_effectful_abstract_eval``)."""
+
+    __slots__ = ()
+
+
+class NamedEffect(Effect):
+    """One of ftrans's effects, known by its name; ``ordered`` ones keep their program order."""
+
+    __slots__ = ("name", "ordered")
+
+    def __init__(self, name: str, ordered: bool = False):
+        self.name = name
+        self.ordered = ordered
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_named_effects: dict = {}
+
+
+def named_effect(name: str, ordered: bool = False) -> NamedEffect:
+    """The effect called ``name`` (one object per name)."""
+    e = _named_effects.get(name)
+    if e is None:
+        e = _named_effects[name] = NamedEffect(name, ordered)
+    return e
+
+
+# primitive -> rule(eqn) -> the equation's own effects (a set); an effectful primitive without one has the
+# effect named after it.
+effect_rules: dict = {}
+
+
+def eqn_effects(eqn: JaxprEqn) -> frozenset:
+    """The effects of ``eqn``: its primitive's, or for a higher-order one the union of its bodies'."""
+    prim = eqn.primitive
+    rule = effect_rules.get(prim)
+    if rule is not None:
+        return frozenset(rule(eqn))
+    when = effectful_if.get(prim)
+    if prim in effectful_primitives or (when is not None and when(eqn.params)):
+        return frozenset((named_effect(prim.name),))
+    if prim.higher_order and (effectful_primitives or effectful_if):
+        out: set = set()
+        for j in subjaxprs(eqn):
+            if jaxpr_has_effects(j):
+                out |= (j.jaxpr if isinstance(j, ClosedJaxpr) else j).effects
+        return frozenset(out)
+    return frozenset()
 
 
 def eqn_has_effects(eqn: JaxprEqn) -> bool:
