@@ -1,5 +1,6 @@
 """Staged functions closing over refs are traced once, as JAX's (so their Python side effects run once),
-and key-array refs; each scenario runs on ftrans and on JAX and the results must agree.
+key-array refs, and checkpoint with closed-over no_grad_no_remat refs; each scenario runs on ftrans and
+on JAX and the results must agree.
 """
 
 from __future__ import annotations
@@ -189,3 +190,45 @@ def test_a_key_ref_refuses_raw_data():
         key = lib.new_ref(lib.random.key(0))
         with pytest.raises(ValueError):
             key[...] = jnp.zeros(2, "uint32")
+
+
+def _new_ref(lib):
+    if lib is jax:
+        from jax._src import core
+
+        return core.new_ref
+    return lib.new_ref
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_checkpoint_threads_closed_over_no_grad_no_remat_refs(jit):
+    """A remat body writing a closed-over ``no_grad_no_remat`` ref: the forward pass writes it once, the
+    recomputation (which runs the body's callbacks again) does not write it again, as JAX's."""
+    from functools import partial
+
+    def scenario(lib, jnp):
+        calls = []
+        x_ref = _new_ref(lib)(1.0, kind="no_grad_no_remat")
+
+        @lib.remat
+        @partial(lib.remat, policy=lambda *_, **__: False)
+        @lib.remat
+        def f(y):
+            lib.debug.callback(lambda _: calls.append(1), y)
+            out = y * x_ref[...]
+            x_ref[...] += 1
+            return jnp.sin(out)
+
+        g = (lib.jit(lib.grad(f)) if jit else lib.grad(f))(2.0)
+        y_ref = _new_ref(lib)(1.0, kind="no_grad_no_remat")
+
+        def f2(y):
+            out = y * y_ref[...]
+            y_ref[...] += 1
+            return out
+
+        f2 = lib.remat(f2)
+        g2 = lib.grad(lib.jit(f2) if jit else f2)(2.0)
+        return g, x_ref[...], float(len(calls)), g2, y_ref[...]
+
+    _agree(scenario)
