@@ -77,6 +77,7 @@ def effect_p():
     P.abstract_eval_rules.pop(prim, None)
     ir.effectful_if.pop(prim, None)
     ir.effect_rules.pop(prim, None)
+    ir.user_effect_primitives.discard(prim)
 
 
 def test_a_users_effectful_primitive(effect_p):
@@ -93,3 +94,53 @@ def test_a_users_effectful_primitive(effect_p):
     assert ftrans.make_jaxpr(ftrans.checkpoint(user))(2.0).effects == {_foo, _bar}
     # and kept by dead-code elimination though nobody reads them
     assert len(ftrans.make_jaxpr(ftrans.jit(user))(2.0).jaxpr.eqns[0].params["jaxpr"].jaxpr.eqns) == 3
+
+
+@pytest.mark.parametrize("where", ["cond", "while", "scan", "custom_jvp", "custom_vjp"])
+def test_a_users_effect_is_refused_in_bodies_as_jax(effect_p, where):
+    def body(x):
+        effect_p.bind(effect=_foo)
+        return x
+
+    def f(x):
+        if where == "cond":
+            return ftrans.lax.cond(x > 0, body, lambda v: v, x)
+        if where == "while":
+            return ftrans.lax.while_loop(lambda v: v < 0, body, x)
+        if where == "scan":
+            return ftrans.lax.scan(lambda c, _: (body(c), None), x, None, length=2)[0]
+        if where == "custom_jvp":
+            g = ftrans.custom_jvp(body)
+            g.defjvp(lambda p, t: (p[0], t[0]))
+            return g(x)
+        g = ftrans.custom_vjp(body)
+        g.defvjp(lambda v: (v, None), lambda _, ct: (ct,))
+        return g(x)
+
+    with pytest.raises(NotImplementedError, match=f"Effects not supported in `{where}`"):
+        ftrans.make_jaxpr(f)(2.0)
+    # ftrans's own effects are allowed there, as JAX's debug and IO effects
+    ftrans.make_jaxpr(lambda x: ftrans.lax.cond(x > 0, lambda v: ftrans.debug.print("{}", v) or v,
+                                                lambda v: v, x))(2.0)
+    # and a type registered as allowed is
+    reg = ir.control_flow_allowed_effects if where in ("cond", "while", "scan") else \
+        ir.custom_derivatives_allowed_effects
+    reg.add(_Named)
+    try:
+        ftrans.make_jaxpr(f)(2.0)
+    finally:
+        reg.discard(_Named)
+
+
+def test_typecheck_checks_equation_effects_against_declared_ones(effect_p):
+    def f(x):
+        effect_p.bind(effect=_foo)
+        effect_p.bind(effect=_bar)
+        return x + 1.0
+
+    j = ftrans.make_jaxpr(f)(2.0).jaxpr
+    fcore.check_jaxpr(j)
+    fcore.check_jaxpr(j.replace(effects={_foo, _bar}))
+    with pytest.raises(fcore.JaxprTypeError, match="Equation effect not present in jaxpr effects"):
+        fcore.check_jaxpr(j.replace(effects={_foo}))
+    assert j.replace(effects={_foo}).effects == {_foo}

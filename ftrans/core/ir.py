@@ -272,13 +272,25 @@ class JaxprEqn(NamedTuple):
 class Jaxpr:
     """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
 
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "__weakref__")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_declared_effects", "__weakref__")
 
-    def __init__(self, constvars, invars, eqns, outvars):
+    def __init__(self, constvars, invars, eqns, outvars, effects=None):
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
         self.outvars = list(outvars)
+        # Effects given explicitly (``replace(effects=...)``), which ``typecheck`` checks the equations' against;
+        # None: the equations' own (computed).
+        self._declared_effects = None if effects is None else frozenset(effects)
+
+    def replace(self, **kw) -> Jaxpr:
+        """JAX's ``Jaxpr.replace``: a copy with some of ``constvars``, ``invars``, ``eqns``, ``outvars``,
+        ``effects`` (``debug_info`` is accepted and ignored) replaced."""
+        bad = set(kw) - {"constvars", "invars", "eqns", "outvars", "effects", "debug_info"}
+        if bad:
+            raise TypeError(f"Jaxpr.replace: unexpected keyword argument(s) {sorted(bad)}")
+        return Jaxpr(kw.get("constvars", self.constvars), kw.get("invars", self.invars), kw.get("eqns", self.eqns),
+                     kw.get("outvars", self.outvars), kw.get("effects", self._declared_effects))
 
     @property
     def in_avals(self) -> list[ShapedArray]:
@@ -292,6 +304,8 @@ class Jaxpr:
     def effects(self) -> frozenset:
         """The side effects the program has (JAX's ``jaxpr.effects``): the :class:`Effect` of each effectful
         equation (host callbacks doing I/O, ``debug.print``, ...) at any depth; empty for a pure program."""
+        if self._declared_effects is not None:
+            return self._declared_effects
         if not jaxpr_has_effects(self):
             return frozenset()
         out: set = set()
@@ -964,6 +978,12 @@ def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
                 f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
                 f"but its rule gives {len(outs)}"
             )
+        declared = jaxpr._declared_effects
+        if declared is not None:
+            for eff in eqn_effects(eqn):
+                if eff not in declared:
+                    raise JaxprTypeError("Equation effect not present in jaxpr effects. "
+                                         f"Equation effect: {eff}. Jaxpr effects: {set(declared)}")
         for v, aval in zip(eqn.outvars, outs):
             if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
                 raise JaxprTypeError(
@@ -1040,6 +1060,24 @@ def named_effect(name: str, ordered: bool = False) -> NamedEffect:
 # primitive -> rule(eqn) -> the equation's own effects (a set); an effectful primitive without one has the
 # effect named after it.
 effect_rules: dict = {}
+
+# The types of a user's effects (``Primitive.def_effectful_abstract_eval``) that the bodies of control flow
+# and of custom derivatives may hold, as JAX's registries of the same names; ftrans's own effects always may.
+control_flow_allowed_effects: set = set()
+custom_derivatives_allowed_effects: set = set()
+# The primitives with a user's effects (while none exist, bodies are not checked).
+user_effect_primitives: set = set()
+
+
+def check_effects_allowed(jaxpr: Jaxpr | ClosedJaxpr, where: str, allowed: set) -> None:
+    """Raise JAX's ``NotImplementedError`` when ``jaxpr`` (the body of ``where``) holds an effect of a user's
+    primitive whose type is not in ``allowed``."""
+    if not user_effect_primitives or not jaxpr_has_effects(jaxpr):
+        return
+    bad = [e for e in jaxpr.effects
+           if not isinstance(e, NamedEffect) and not any(isinstance(e, t) for t in allowed)]
+    if bad:
+        raise NotImplementedError(f"Effects not supported in `{where}`: {bad}")
 
 
 def eqn_effects(eqn: JaxprEqn) -> frozenset:

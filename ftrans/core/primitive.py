@@ -109,6 +109,7 @@ class Primitive:
         abstract_eval_rules[self] = plain
         ir.effectful_if[self] = lambda params: True
         ir.effect_rules[self] = lambda eqn: rule(*[v.aval for v in eqn.invars], **eqn.params)[1]
+        ir.user_effect_primitives.add(self)
         return rule
 
     def def_impl(self, rule: Callable[..., Any]) -> Callable[..., Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import dtypes
+from ftrans.core import dtypes, ir
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
@@ -191,6 +191,7 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
     vma: list = []
     closed, _ = stage(flat, in_avals)
     body, consts = hoist_consts(closed)
+    ir.check_effects_allowed(body, "while" if prim == "while_loop" else prim, ir.control_flow_allowed_effects)
     return _Traced(body, consts, box[0], vma if any(vma) else None)
 
 
