@@ -144,3 +144,35 @@ def test_typecheck_checks_equation_effects_against_declared_ones(effect_p):
     with pytest.raises(fcore.JaxprTypeError, match="Equation effect not present in jaxpr effects"):
         fcore.check_jaxpr(j.replace(effects={_foo}))
     assert j.replace(effects={_foo}).effects == {_foo}
+
+
+def _ref_effect_kinds(lib, jnp, case):
+    r, s = lib.new_ref(jnp.zeros(3)), lib.new_ref(jnp.ones(3))
+
+    def reads_closed(x, a_ref):
+        return x + r[...] + len(s)
+
+    def writes(a_ref, x):
+        a_ref[...] = x * jnp.ones(3)
+
+    def updates(a_ref, x):
+        a_ref[...] += x
+
+    def passes(a_ref, b_ref):
+        return b_ref[...]
+
+    j = {
+        "reads_closed": lambda: lib.make_jaxpr(reads_closed)(1.0, s),
+        "writes": lambda: lib.make_jaxpr(writes)(s, 2.0),
+        "writes_jit": lambda: lib.make_jaxpr(lib.jit(writes))(s, 2.0),
+        "updates": lambda: lib.make_jaxpr(updates)(s, 2.0),
+        "jit_passes_one_through": lambda: lib.make_jaxpr(lambda: lib.jit(passes)(r, s))(),
+        "len_only": lambda: lib.make_jaxpr(lambda a_ref: len(a_ref) * 1.0)(s),
+    }[case]()
+    return sorted(type(e).__name__ for e in j.effects)
+
+
+@pytest.mark.parametrize("case", ["reads_closed", "writes", "writes_jit", "updates", "jit_passes_one_through",
+                                  "len_only"])
+def test_make_jaxpr_lists_ref_effects_as_jax(case):
+    assert _ref_effect_kinds(ftrans, fjnp, case) == _ref_effect_kinds(jax, jjnp, case)

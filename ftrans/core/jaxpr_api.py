@@ -93,6 +93,14 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
             continue
         if not ref_pos and not closed:  # no refs: the output tree is the function's own
             out_tree = out_tree.children()[0]
+        else:  # the refs' effects, named by the inputs carrying their values (as JAX's ``ReadEffect(i)``, ...)
+            j = closed_j.jaxpr
+            n_ref = len(ref_pos) + len(closed)
+            ins = list(ref_pos) + list(range(len(vals), len(vals) + len(closed)))
+            outs = list(range(len(j.outvars) - n_ref, len(j.outvars)))
+            effs = _ref.ref_effects(j, ins, outs)
+            if effs:
+                closed_j = ClosedJaxpr(j.replace(effects=set(j.effects) | effs), closed_j.consts)
         return closed_j, out_tree, avals
 
 

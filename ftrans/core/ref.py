@@ -30,6 +30,7 @@ import numpy as np
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import Effect as _Effect
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError, user_location
 
@@ -80,6 +81,74 @@ class AbstractRef:
 
     def __repr__(self) -> str:
         return f"AbstractRef({self.inner_aval!r})"
+
+
+class RefEffect(_Effect):
+    """A ref's effect on a program that takes it (JAX's ``RefEffect``): ``make_jaxpr`` of a function using
+    refs lists a :class:`ReadEffect` / :class:`WriteEffect` per ref it reads / writes, naming the program
+    input (its index in ``jaxpr.invars``) that carries the ref's value."""
+
+    __slots__ = ("input_index",)
+
+    def __init__(self, input_index: int):
+        self.input_index = input_index
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.input_index == self.input_index  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.input_index))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.input_index})"
+
+
+class ReadEffect(RefEffect):
+    __slots__ = ()
+
+
+class WriteEffect(RefEffect):
+    __slots__ = ()
+
+
+def _uses(jaxpr: Any, v: Any) -> tuple[bool, Any]:
+    """Whether ``jaxpr``'s equations use the value of its variable ``v``, and the ids of the variables equal
+    to it (``v`` and the outputs of calls passing it through unread).  A call (one body whose inputs match
+    the equation's one to one, as ``jit``'s) uses it only where its body does."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+
+    alias = {id(v)}
+    read = False
+    for eqn in jaxpr.eqns:
+        pos = [k for k, a in enumerate(eqn.invars) if id(a) in alias]
+        if not pos:
+            continue
+        subs = list(subjaxprs(eqn)) if eqn.primitive.higher_order else []
+        body = (subs[0].jaxpr if isinstance(subs[0], ClosedJaxpr) else subs[0]) if len(subs) == 1 else None
+        if body is None or len(body.invars) != len(eqn.invars) or len(body.outvars) != len(eqn.outvars):
+            read = True
+            continue
+        for k in pos:
+            r, inner = _uses(body, body.invars[k])
+            read = read or r
+            alias.update(id(eqn.outvars[m]) for m, o in enumerate(body.outvars) if id(o) in inner)
+    return read, alias
+
+
+def ref_effects(jaxpr: Any, ref_inputs: Sequence[int], ref_outputs: Sequence[int]) -> Any:
+    """The ref effects of a discharged program: the ref whose value enters as ``jaxpr.invars[i]`` (``i`` in
+    ``ref_inputs``) and leaves as ``jaxpr.outvars[o]`` (the matching ``o``) is read when the program uses
+    its value, written when its final value is not that input."""
+    import builtins
+
+    out = builtins.set()  # (this module's ``set`` is JAX's ``ref.set``)
+    for i, o in zip(ref_inputs, ref_outputs):
+        read, alias = _uses(jaxpr, jaxpr.invars[i])
+        if read or any(id(a) in alias for k, a in enumerate(jaxpr.outvars) if k != o):
+            out.add(ReadEffect(i))
+        if id(jaxpr.outvars[o]) not in alias:
+            out.add(WriteEffect(i))
+    return out
 
 
 class NeedsRef(BaseException):  # noqa: N818 - a control signal, not an error a user sees
