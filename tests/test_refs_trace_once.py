@@ -232,3 +232,26 @@ def test_checkpoint_threads_closed_over_no_grad_no_remat_refs(jit):
         return g, x_ref[...], float(len(calls)), g2, y_ref[...]
 
     _agree(scenario)
+
+
+def test_make_jaxpr_and_eval_shape_with_closed_over_refs():
+    def scenario(lib, jnp):
+        traces = []
+        r, unused = lib.new_ref(jnp.zeros(3)), lib.new_ref(jnp.ones(2))
+        hold = [r, unused]
+
+        def f(x, a_ref):
+            traces.append(1)
+            a_ref[...] += x
+            return hold[0][...] * 2
+
+        a = lib.new_ref(jnp.zeros(3))
+        j, shape = lib.make_jaxpr(f, return_shape=True)(1.0, a)
+        n_traces = float(len(traces))
+        shape2 = lib.eval_shape(f, 1.0, a)
+        assert shape.shape == shape2.shape == (3,)
+        kinds = sorted(type(e).__name__ for e in j.effects)
+        assert kinds == ["ReadEffect", "ReadEffect", "WriteEffect"]
+        return n_traces, a[...], r[...]
+
+    _agree(scenario)
