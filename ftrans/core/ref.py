@@ -219,7 +219,8 @@ def _index_text(idx: Any) -> str:
 
 
 def _is_whole(idx: Any) -> bool:
-    return idx is Ellipsis or idx == () or (type(idx) is tuple and len(idx) == 1 and idx[0] is Ellipsis)
+    # (an array index is never whole: compared by type first, so ``==`` never broadcasts over it)
+    return idx is Ellipsis or (type(idx) is tuple and (not idx or (len(idx) == 1 and idx[0] is Ellipsis)))
 
 
 class Ref:

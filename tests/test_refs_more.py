@@ -1,6 +1,6 @@
-"""Staged functions closing over refs are traced once, as JAX's (so their Python side effects run once),
-key-array refs, and checkpoint with closed-over no_grad_no_remat refs; each scenario runs on ftrans and
-on JAX and the results must agree.
+"""Refs against JAX's, more: staged functions closing over refs are traced once, as JAX's (so their
+Python side effects run once), key-array refs, checkpoint with closed-over no_grad_no_remat refs,
+array (traced) indices; each scenario runs on ftrans and on JAX and the results must agree.
 """
 
 from __future__ import annotations
@@ -253,5 +253,29 @@ def test_make_jaxpr_and_eval_shape_with_closed_over_refs():
         kinds = sorted(type(e).__name__ for e in j.effects)
         assert kinds == ["ReadEffect", "ReadEffect", "WriteEffect"]
         return n_traces, a[...], r[...]
+
+    _agree(scenario)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_array_indices_into_a_ref(jit):
+    def scenario(lib, jnp):
+        r = lib.new_ref(jnp.zeros(4))
+
+        def f(i, x):
+            r[i] = x
+            r[jnp.array([0, 3])] += x
+            return r[i]
+
+        y = (lib.jit(f) if jit else f)(jnp.int32(1), 5.0)
+
+        def loop(x):
+            def body(c):
+                r[c[0]] = c[1]
+                return c[0] + 1, c[1] * 2
+            return lib.lax.while_loop(lambda c: c[0] < 3, body, (0, x))
+
+        out = (lib.jit(loop) if jit else loop)(1.0)
+        return y, out, r[...]
 
     _agree(scenario)
