@@ -817,7 +817,10 @@ def closure_refs(*funs: Any, exclude: Sequence[Any] = ()) -> list[Ref]:
                         visit(v, depth + 1)
 
     for f in funs:
-        visit(f, 0)
+        try:
+            visit(f, 0)
+        except Exception:  # noqa: BLE001 - an object whose attributes raise: look no further (found on touch)
+            continue
     return out
 
 
