@@ -279,3 +279,38 @@ def test_array_indices_into_a_ref(jit):
         return y, out, r[...]
 
     _agree(scenario)
+
+
+def test_control_flow_traces_are_reused_once_refs_exist():
+    """Refs existing somewhere in the process do not stop lax.while_loop/cond/scan from reusing the trace of
+    the same functions (as JAX's); a body touching a ref (found on touch, through an attribute) still writes
+    it on every call."""
+    def scenario(lib, jnp):
+        lib.new_ref(0.0)  # some ref exists
+        calls = []
+
+        def cond(x):
+            calls.append(1)
+            return x < 5
+
+        def body(x):
+            calls.append(1)
+            return x + 2
+
+        outs = [lib.lax.while_loop(cond, body, 0) for _ in range(3)]
+
+        class Holder:
+            pass
+
+        h = Holder()
+        h.r = lib.new_ref(0.0)
+
+        def body2(c, x):
+            h.r[...] += x
+            return c, None
+
+        for _ in range(2):
+            lib.lax.scan(body2, 0.0, jnp.arange(3.0))
+        return outs, float(len(calls)), h.r[...]
+
+    _agree(scenario)
