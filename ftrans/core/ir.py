@@ -255,6 +255,13 @@ class JaxprEqn(NamedTuple):
         info = self.source_info
         return EqnContext(dict(info.xla_metadata) if info is not None else {})
 
+    @property
+    def effects(self) -> frozenset:
+        """The side effects of this equation (JAX's ``eqn.effects``): its primitive's (``DebugEffect`` for an
+        unordered ``debug.print``/``debug.callback``, ``OrderedIOEffect`` for an ordered ``io_callback``, ...),
+        or for a higher-order one those of its bodies; empty for a pure equation."""
+        return eqn_effects(self)
+
     def __str__(self) -> str:
         """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
         return _render(_Printer(False).eqn_doc(self))
@@ -265,13 +272,25 @@ class JaxprEqn(NamedTuple):
 class Jaxpr:
     """``{ lambda constvars ; invars. let eqns in outvars }``.  Treated as immutable."""
 
-    __slots__ = ("constvars", "invars", "eqns", "outvars", "__weakref__")
+    __slots__ = ("constvars", "invars", "eqns", "outvars", "_declared_effects", "__weakref__")
 
-    def __init__(self, constvars, invars, eqns, outvars):
+    def __init__(self, constvars, invars, eqns, outvars, effects=None):
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.eqns = list(eqns)
         self.outvars = list(outvars)
+        # Effects given explicitly (``replace(effects=...)``), which ``typecheck`` checks the equations' against;
+        # None: the equations' own (computed).
+        self._declared_effects = None if effects is None else frozenset(effects)
+
+    def replace(self, **kw) -> Jaxpr:
+        """JAX's ``Jaxpr.replace``: a copy with some of ``constvars``, ``invars``, ``eqns``, ``outvars``,
+        ``effects`` (``debug_info`` is accepted and ignored) replaced."""
+        bad = set(kw) - {"constvars", "invars", "eqns", "outvars", "effects", "debug_info"}
+        if bad:
+            raise TypeError(f"Jaxpr.replace: unexpected keyword argument(s) {sorted(bad)}")
+        return Jaxpr(kw.get("constvars", self.constvars), kw.get("invars", self.invars), kw.get("eqns", self.eqns),
+                     kw.get("outvars", self.outvars), kw.get("effects", self._declared_effects))
 
     @property
     def in_avals(self) -> list[ShapedArray]:
@@ -283,11 +302,16 @@ class Jaxpr:
 
     @property
     def effects(self) -> frozenset:
-        """The side effects the program has (JAX's ``jaxpr.effects``): the names of its effectful
-        primitives (host callbacks doing I/O, ...), at any depth; empty for a pure program."""
+        """The side effects the program has (JAX's ``jaxpr.effects``): the :class:`Effect` of each effectful
+        equation (host callbacks doing I/O, ``debug.print``, ...) at any depth; empty for a pure program."""
+        if self._declared_effects is not None:
+            return self._declared_effects
         if not jaxpr_has_effects(self):
             return frozenset()
-        return frozenset(_effect_names(self))
+        out: set = set()
+        for eqn in self.eqns:
+            out |= eqn_effects(eqn)
+        return frozenset(out)
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
         """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
@@ -954,6 +978,12 @@ def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
                 f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
                 f"but its rule gives {len(outs)}"
             )
+        declared = jaxpr._declared_effects
+        if declared is not None:
+            for eff in eqn_effects(eqn):
+                if eff not in declared:
+                    raise JaxprTypeError("Equation effect not present in jaxpr effects. "
+                                         f"Equation effect: {eff}. Jaxpr effects: {set(declared)}")
         for v, aval in zip(eqn.outvars, outs):
             if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
                 raise JaxprTypeError(
@@ -994,15 +1024,78 @@ def jaxpr_has_effects(jaxpr: Jaxpr | ClosedJaxpr) -> bool:
     return hit
 
 
-def _effect_names(jaxpr: Jaxpr | ClosedJaxpr):
-    for eqn in jaxpr.eqns:
-        prim = eqn.primitive
-        when = effectful_if.get(prim)
-        if prim in effectful_primitives or (when is not None and when(eqn.params)):
-            yield prim.name
-        elif prim.higher_order:
-            for j in subjaxprs(eqn):
-                yield from _effect_names(j)
+class Effect:
+    """A side effect of an equation (JAX's ``jax.extend.core.Effect``): what ``eqn.effects`` and
+    ``jaxpr.effects`` hold.  ftrans's own are singletons named as JAX's classes (``DebugEffect``,
+    ``OrderedDebugEffect``, ``IOEffect``, ``OrderedIOEffect``, ...); a user's primitive may declare its own
+    (subclasses, with ``Primitive.def_effectful_abstract_eval``)."""
+
+    __slots__ = ()
+
+
+class NamedEffect(Effect):
+    """One of ftrans's effects, known by its name; ``ordered`` ones keep their program order."""
+
+    __slots__ = ("name", "ordered")
+
+    def __init__(self, name: str, ordered: bool = False):
+        self.name = name
+        self.ordered = ordered
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_named_effects: dict = {}
+
+
+def named_effect(name: str, ordered: bool = False) -> NamedEffect:
+    """The effect called ``name`` (one object per name)."""
+    e = _named_effects.get(name)
+    if e is None:
+        e = _named_effects[name] = NamedEffect(name, ordered)
+    return e
+
+
+# primitive -> rule(eqn) -> the equation's own effects (a set); an effectful primitive without one has the
+# effect named after it.
+effect_rules: dict = {}
+
+# The types of a user's effects (``Primitive.def_effectful_abstract_eval``) that the bodies of control flow
+# and of custom derivatives may hold, as JAX's registries of the same names; ftrans's own effects always may.
+control_flow_allowed_effects: set = set()
+custom_derivatives_allowed_effects: set = set()
+# The primitives with a user's effects (while none exist, bodies are not checked).
+user_effect_primitives: set = set()
+
+
+def check_effects_allowed(jaxpr: Jaxpr | ClosedJaxpr, where: str, allowed: set) -> None:
+    """Raise JAX's ``NotImplementedError`` when ``jaxpr`` (the body of ``where``) holds an effect of a user's
+    primitive whose type is not in ``allowed``."""
+    if not user_effect_primitives or not jaxpr_has_effects(jaxpr):
+        return
+    bad = [e for e in jaxpr.effects
+           if not isinstance(e, NamedEffect) and not any(isinstance(e, t) for t in allowed)]
+    if bad:
+        raise NotImplementedError(f"Effects not supported in `{where}`: {bad}")
+
+
+def eqn_effects(eqn: JaxprEqn) -> frozenset:
+    """The effects of ``eqn``: its primitive's, or for a higher-order one the union of its bodies'."""
+    prim = eqn.primitive
+    rule = effect_rules.get(prim)
+    if rule is not None:
+        return frozenset(rule(eqn))
+    when = effectful_if.get(prim)
+    if prim in effectful_primitives or (when is not None and when(eqn.params)):
+        return frozenset((named_effect(prim.name),))
+    if prim.higher_order and (effectful_primitives or effectful_if):
+        out: set = set()
+        for j in subjaxprs(eqn):
+            if jaxpr_has_effects(j):
+                out |= (j.jaxpr if isinstance(j, ClosedJaxpr) else j).effects
+        return frozenset(out)
+    return frozenset()
 
 
 def eqn_has_effects(eqn: JaxprEqn) -> bool:

@@ -75,7 +75,10 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
                 f"mutable array reference of type {leaves_paths[k][1].aval.str_short()} appeared at both "
                 f"{seen[id(leaves_paths[k][1])]} and {name}")
         seen[id(leaves_paths[k][1])] = name
-    closed: list = []
+    # The refs the function closes over are threaded from the first trace (so it is traced once, as JAX's);
+    # those it turns out not to touch are dropped from the program afterwards.
+    closed: list = _ref.closure_refs(fun, exclude=[leaves_paths[k][1] for k in ref_pos])
+    n_scanned = len(closed)
     owner = object()
     while True:
         vals = [x for _, x in leaves_paths]
@@ -91,8 +94,26 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
                 raise
             closed.append(e.ref)
             continue
-        if not ref_pos and not closed:  # no refs: the output tree is the function's own
-            out_tree = out_tree.children()[0]
+        out_tree = out_tree.children()[0]  # the function's own (the refs' final values follow its outputs)
+        if ref_pos or closed:  # the refs' effects, named by the inputs carrying their values (JAX's ``ReadEffect(i)``)
+            j = closed_j.jaxpr
+            n_ref = len(ref_pos) + len(closed)
+            ins = list(ref_pos) + list(range(len(vals), len(vals) + len(closed)))
+            outs = list(range(len(j.outvars) - n_ref, len(j.outvars)))
+            effs = _ref.ref_effects(j, ins, outs)
+            # closed-over refs found in the closure that the function never touched: not part of the program
+            unused = [(i, o) for i, o in list(zip(ins, outs))[len(ref_pos):len(ref_pos) + n_scanned]
+                      if _ref.ReadEffect(i) not in effs and _ref.WriteEffect(i) not in effs]
+            if unused:
+                drop_in, drop_out = {i for i, _ in unused}, {o for _, o in unused}
+                keep = [k for k in range(len(j.invars)) if k not in drop_in]
+                renum = {old: new for new, old in enumerate(keep)}
+                effs = {type(e)(renum[e.input_index]) for e in effs}
+                j = Jaxpr(j.constvars, [j.invars[k] for k in keep], j.eqns,
+                          [v for k, v in enumerate(j.outvars) if k not in drop_out])
+                avals = [a for k, a in enumerate(avals) if k not in drop_in]
+            if effs or unused:
+                closed_j = ClosedJaxpr(j.replace(effects=set(j.effects) | effs), closed_j.consts)
         return closed_j, out_tree, avals
 
 
@@ -191,7 +212,8 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
                 stack.enter_context(extend_axis_env(name, size, None))
             closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, static)
         if return_shape:
-            shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
+            shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+                      for a in closed.out_avals[:out_tree.num_leaves]]  # (refs' final values follow)
             return closed, tree_util.tree_unflatten(out_tree, shapes)
         return closed
 
@@ -245,5 +267,6 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
-    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+              for a in closed.out_avals[:out_tree.num_leaves]]  # (refs' final values follow)
     return tree_util.tree_unflatten(out_tree, shapes)

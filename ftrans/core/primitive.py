@@ -97,6 +97,21 @@ class Primitive:
         abstract_eval_rules[self] = rule
         return rule
 
+    def def_effectful_abstract_eval(self, rule: Callable[..., Any]) -> Callable[..., Any]:
+        """JAX's: ``rule(*avals, **params)`` returns ``(out_avals, effects)``, a set of
+        ``ftrans.extend.core.Effect``; the equations of this primitive carry those effects (``eqn.effects``,
+        ``jaxpr.effects``), and no pass drops them."""
+        from ftrans.core import ir
+
+        def plain(*avals: Any, **params: Any) -> Any:
+            return rule(*avals, **params)[0]
+
+        abstract_eval_rules[self] = plain
+        ir.effectful_if[self] = lambda params: True
+        ir.effect_rules[self] = lambda eqn: rule(*[v.aval for v in eqn.invars], **eqn.params)[1]
+        ir.user_effect_primitives.add(self)
+        return rule
+
     def def_impl(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         impl_rules[self] = rule
         self.impl = rule

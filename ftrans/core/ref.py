@@ -25,9 +25,12 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.ir import Effect as _Effect
 from ftrans.core.trace import Tracer, aval_of
 from ftrans.errors import FtransTypeError, FtransValueError, user_location
 
@@ -78,6 +81,74 @@ class AbstractRef:
 
     def __repr__(self) -> str:
         return f"AbstractRef({self.inner_aval!r})"
+
+
+class RefEffect(_Effect):
+    """A ref's effect on a program that takes it (JAX's ``RefEffect``): ``make_jaxpr`` of a function using
+    refs lists a :class:`ReadEffect` / :class:`WriteEffect` per ref it reads / writes, naming the program
+    input (its index in ``jaxpr.invars``) that carries the ref's value."""
+
+    __slots__ = ("input_index",)
+
+    def __init__(self, input_index: int):
+        self.input_index = input_index
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.input_index == self.input_index  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.input_index))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.input_index})"
+
+
+class ReadEffect(RefEffect):
+    __slots__ = ()
+
+
+class WriteEffect(RefEffect):
+    __slots__ = ()
+
+
+def _uses(jaxpr: Any, v: Any) -> tuple[bool, Any]:
+    """Whether ``jaxpr``'s equations use the value of its variable ``v``, and the ids of the variables equal
+    to it (``v`` and the outputs of calls passing it through unread).  A call (one body whose inputs match
+    the equation's one to one, as ``jit``'s) uses it only where its body does."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+
+    alias = {id(v)}
+    read = False
+    for eqn in jaxpr.eqns:
+        pos = [k for k, a in enumerate(eqn.invars) if id(a) in alias]
+        if not pos:
+            continue
+        subs = list(subjaxprs(eqn)) if eqn.primitive.higher_order else []
+        body = (subs[0].jaxpr if isinstance(subs[0], ClosedJaxpr) else subs[0]) if len(subs) == 1 else None
+        if body is None or len(body.invars) != len(eqn.invars) or len(body.outvars) != len(eqn.outvars):
+            read = True
+            continue
+        for k in pos:
+            r, inner = _uses(body, body.invars[k])
+            read = read or r
+            alias.update(id(eqn.outvars[m]) for m, o in enumerate(body.outvars) if id(o) in inner)
+    return read, alias
+
+
+def ref_effects(jaxpr: Any, ref_inputs: Sequence[int], ref_outputs: Sequence[int]) -> Any:
+    """The ref effects of a discharged program: the ref whose value enters as ``jaxpr.invars[i]`` (``i`` in
+    ``ref_inputs``) and leaves as ``jaxpr.outvars[o]`` (the matching ``o``) is read when the program uses
+    its value, written when its final value is not that input."""
+    import builtins
+
+    out = builtins.set()  # (this module's ``set`` is JAX's ``ref.set``)
+    for i, o in zip(ref_inputs, ref_outputs):
+        read, alias = _uses(jaxpr, jaxpr.invars[i])
+        if read or any(id(a) in alias for k, a in enumerate(jaxpr.outvars) if k != o):
+            out.add(ReadEffect(i))
+        if id(jaxpr.outvars[o]) not in alias:
+            out.add(WriteEffect(i))
+    return out
 
 
 class NeedsRef(BaseException):  # noqa: N818 - a control signal, not an error a user sees
@@ -148,7 +219,8 @@ def _index_text(idx: Any) -> str:
 
 
 def _is_whole(idx: Any) -> bool:
-    return idx is Ellipsis or idx == () or (type(idx) is tuple and len(idx) == 1 and idx[0] is Ellipsis)
+    # (an array index is never whole: compared by type first, so ``==`` never broadcasts over it)
+    return idx is Ellipsis or (type(idx) is tuple and (not idx or (len(idx) == 1 and idx[0] is Ellipsis)))
 
 
 class Ref:
@@ -157,7 +229,7 @@ class Ref:
     written value must have the indexed part's shape and the ref's dtype exactly."""
 
     __slots__ = ("_value", "_aval", "_scope", "_level", "_home", "_freed", "_origin", "_arg_name", "_kind",
-                 "_binder", "__weakref__")
+                 "_binder", "_key_impl", "__weakref__")
 
     def __init__(self, value: Any, aval: ShapedArray, origin: str, arg_name: str | None = None,
                  kind: str | None = None):
@@ -174,22 +246,38 @@ class Ref:
         self._arg_name = arg_name
         self._kind = kind
         self._binder: Any = None  # for a jitted function's view of an argument ref: that function's owner
+        # For a ref of PRNG keys: their implementation. The ref then holds the keys' uint32 data (what every
+        # transform threads); reads give key arrays and writes take them.
+        self._key_impl: Any = None
 
     # -- type-level information ------------------------------------------------------------------
     @property
     def aval(self) -> AbstractRef:
+        if self._key_impl is not None:
+            return AbstractRef(ShapedArray(self.shape, self.dtype))
         return AbstractRef(self._aval)
 
-    shape = property(lambda self: self._aval.shape)
-    dtype = property(lambda self: self._aval.dtype)
-    ndim = property(lambda self: self._aval.ndim)
-    size = property(lambda self: self._aval.size)
+    @property
+    def shape(self) -> tuple:
+        s = self._aval.shape
+        return s if self._key_impl is None else s[:len(s) - len(self._key_impl.key_shape)]
+
+    @property
+    def dtype(self) -> Any:
+        if self._key_impl is None:
+            return self._aval.dtype
+        from ftrans.core.keys import KeyDtype
+
+        return KeyDtype(self._key_impl)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: self._aval.size if self._key_impl is None else int(np.prod(self.shape)))
     weak_type = property(lambda self: self._aval.weak_type)
 
     def __len__(self) -> int:
-        if not self._aval.shape:
+        if not self.shape:
             raise FtransTypeError(f"len() of unsized object: the ref {self.aval.str_short()} holds a scalar")
-        return self._aval.shape[0]
+        return self.shape[0]
 
     @property
     def sharding(self) -> Any:
@@ -271,7 +359,35 @@ class Ref:
 
     def _get(self, idx: Any) -> Any:
         v = self._read("read")
+        if self._key_impl is not None:
+            v = _as_keys(self._key_impl, v)
         return v if _is_whole(idx) else v[idx]
+
+    def _key_data(self, x: Any, idx: Any, what: str) -> tuple[Any, Any]:
+        """For a ref of keys: the uint32 data of the key array ``x`` written at ``idx``, checked, and the index
+        into the held data that ``idx`` means."""
+        from ftrans.core.keys import is_key
+
+        if what == "addupdate":
+            raise FtransTypeError(f"addupdate into the ref {self.aval.str_short()}: keys cannot be added")
+        whole = self.shape if _is_whole(idx) else _as_keys(self._key_impl, self._value)[idx].shape
+        if not is_key(x) or x._impl is not self._key_impl:
+            got = x.dtype.name if is_key(x) else getattr(getattr(x, "dtype", None), "name", type(x).__name__)
+            raise FtransRefError(
+                f"Invalid dtype for `{what}`: the ref {self.aval.str_short()} holds {self.dtype.name} keys "
+                f"but the value is {got}")
+        if tuple(x.shape) != tuple(whole):
+            raise FtransRefError(
+                f"Invalid shape for `{what}`: the ref {self.aval.str_short()} indexed this way has shape "
+                f"{tuple(whole)} but the value has shape {tuple(x.shape)}")
+        if _is_whole(idx):
+            return x._base_array, ...
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if any(i is Ellipsis or i is None for i in idx):
+            raise FtransTypeError(f"`{what}` into the ref {self.aval.str_short()} of keys: index it with "
+                                  "integers, slices or arrays only (no ... or None)")
+        return x._base_array, idx
 
     def _refuse_outer_vmap(self, what: str) -> None:
         """A ref made outside a ``vmap`` that is active now (closed over, or passed with ``in_axes=None``) is
@@ -289,6 +405,11 @@ class Ref:
     def _swap(self, idx: Any, x: Any, what: str = "swap") -> Any:
         v = self._read(what)
         self._refuse_outer_vmap(what)
+        if self._key_impl is not None:
+            old = self._get(idx)
+            data, didx = self._key_data(x, idx, what)
+            self._write(data if didx is Ellipsis else v.at[didx].set(data), what)
+            return old
         if _is_whole(idx):
             self._write(self._coerce(x, self._aval.shape, what), what)
             return v
@@ -300,6 +421,8 @@ class Ref:
     def _addupdate(self, idx: Any, x: Any) -> None:
         v = self._read("addupdate")
         self._refuse_outer_vmap("addupdate")
+        if self._key_impl is not None:
+            self._key_data(x, idx, "addupdate")
         if _is_whole(idx):
             x = self._coerce(x, self._aval.shape, "addupdate")
             self._write(v + x, "addupdate")
@@ -337,6 +460,9 @@ class Ref:
         v = self._value
         if isinstance(v, Tracer):
             return f"Ref(traced {self.aval.str_short()})"
+        if self._key_impl is not None:
+            r = repr(_as_keys(self._key_impl, v))
+            return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
         r = repr(v)
         return "Ref" + r[len("Array"):] if r.startswith("Array(") else f"Ref({r})"
 
@@ -424,6 +550,13 @@ class RefView:
         return f"RefView({self._base!r}, {_index_text(self._idx)})"
 
 
+def _as_keys(impl: Any, data: Any) -> Any:
+    """The key array of ``impl`` over ``data`` (a key ref's held value)."""
+    from ftrans.core.keys import unflatten_key
+
+    return unflatten_key(impl, [data])
+
+
 def _with_weak(x: Any, weak: bool) -> Any:
     if type(x) is Array:
         return Array._new(x._value, weak)
@@ -461,7 +594,14 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
         raise FtransValueError(f"new_ref: kind must be None or 'no_grad_no_remat', got {kind!r}")
     if isinstance(init_val, (Ref, RefView)):
         raise FtransTypeError("new_ref: the initial value is a ref; read it first (r[...])")
+    from ftrans.core.keys import is_key
     from ftrans.core.operands import as_operand
+
+    if is_key(init_val):  # a ref of PRNG keys holds their data (see ``Ref._key_impl``)
+        v = _lower(init_val._base_array)
+        r = Ref(v, aval_of(v), user_location(), kind=kind)
+        r._key_impl = init_val._impl
+        return r
 
     try:
         # An array is held as it is (a device or sharded array keeps its placement and sharding, as in JAX).
@@ -555,12 +695,13 @@ def carries_tangent(v: Any, level: int = 0) -> bool:
 
 
 def view_ref(value: Any, origin: str, arg_name: str | None, kind: str | None = None, binder: Any = None,
-             home: int | None = None) -> Ref:
+             home: int | None = None, key_impl: Any = None) -> Ref:
     """A fresh ref standing, inside a staged body, for a ref its caller passed as an argument.  ``binder``
     (a jitted function's owner) can be asked to thread the caller's ref itself instead
     (:class:`BindArgRefs`); ``home`` is the trace depth the caller's ref was made at (default: now)."""
     r = Ref(value, aval_of(value), origin, arg_name, kind)
     r._binder = binder
+    r._key_impl = key_impl
     if home is not None:
         r._home = min(home, r._home)
     return r
@@ -609,6 +750,78 @@ def check_no_refs(out: Any, what: str, fname: str) -> None:
             raise FtransRefError(
                 f"function {fname} traced for {what} returned a mutable array reference of type "
                 f"{r.aval.str_short()}, but mutable array references cannot be returned.\n\n{src}")
+
+
+def _usable(r: Ref) -> bool:
+    return r._freed is None and (r._scope is None or r._scope.alive)
+
+
+def closure_refs(*funs: Any, exclude: Sequence[Any] = ()) -> list[Ref]:
+    """The live refs that ``funs`` close over, as far as Python shows them: in their closure cells and
+    default arguments, looked into through containers, nested functions and ``functools.partial``.
+
+    A staging transform threads these from its first trace, so a body closing over refs is traced once
+    (as JAX's) rather than again for each ref it turns out to touch (``NeedsRef``), which would run the
+    body's Python side effects again.  Refs reached otherwise (through globals or object attributes) are
+    still found on first touch.  ``exclude``: refs passed as arguments, never threaded twice."""
+    if created == 0:
+        return []
+    import functools
+
+    out: list[Ref] = []
+    seen: set[int] = {id(r) for r in exclude}
+    budget = [256]
+
+    def visit(x: Any, depth: int) -> None:
+        if budget[0] <= 0 or depth > 4:
+            return
+        budget[0] -= 1
+        if isinstance(x, Ref):
+            if id(x) not in seen and _usable(x):
+                seen.add(id(x))
+                out.append(x)
+            return
+        if isinstance(x, (str, bytes, int, float, complex, bool, type(None), Array)):
+            return
+        if isinstance(x, (list, tuple)):
+            for y in x[:64]:
+                visit(y, depth + 1)
+        elif isinstance(x, dict):
+            for y in list(x.values())[:64]:
+                visit(y, depth + 1)
+        elif isinstance(x, functools.partial):
+            visit(x.func, depth + 1)
+            visit(x.args, depth + 1)
+            visit(x.keywords, depth + 1)
+        elif callable(x):
+            wrapped = getattr(x, "__wrapped__", None)
+            if wrapped is not None and wrapped is not x:
+                visit(wrapped, depth + 1)
+            cells = getattr(x, "__closure__", None)
+            if cells:
+                for c in cells:
+                    try:
+                        v = c.cell_contents
+                    except ValueError:  # an empty cell
+                        continue
+                    if v is not x:
+                        visit(v, depth + 1)
+            defaults = getattr(x, "__defaults__", None)
+            if defaults:
+                visit(defaults, depth + 1)
+            code, glb = getattr(x, "__code__", None), getattr(x, "__globals__", None)
+            if code is not None and isinstance(glb, dict):  # the module-level names it uses
+                for n in code.co_names:
+                    v = glb.get(n)
+                    if v is not None and v is not x:
+                        visit(v, depth + 1)
+
+    for f in funs:
+        try:
+            visit(f, 0)
+        except Exception:  # noqa: BLE001 - an object whose attributes raise: look no further (found on touch)
+            continue
+    return out
 
 
 def read_for_thread(r: Ref) -> Any:

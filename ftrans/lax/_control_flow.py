@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core import dtypes
+from ftrans.core import dtypes, ir
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
@@ -127,14 +127,16 @@ _jit_mod._CACHE_CLEARERS.append(_clear_trace_cache)  # ftrans.clear_caches empti
 
 def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim: str) -> tuple | None:
     """What a body's trace depends on besides the function; None where the trace must not be reused (a
-    recursion being watched, mutable refs threaded, a source location forced)."""
+    recursion being watched, a source location forced).  Refs need no exception: a trace that touches a ref
+    the body does not own is abandoned (``NeedsRef``) before it could be remembered, and the bodies that
+    thread refs are fresh wrappers per call."""
     from ftrans.core import platform as _platform
     from ftrans.core import trace as _trace_mod
     from ftrans.core.axis_env import axis_env
     from ftrans.transforms.passes.pipeline import pipeline_state
 
     st = _trace_mod.state
-    if _REC.active or _refs.any_refs() or st.source_override is not None:
+    if _REC.active or st.source_override is not None:
         return None
     return (in_tree, tuple([(a.shape, a.dtype, a.weak_type, _vma(a)) for a in in_avals]), what, prim, st.name_stack,
             config.enable_x64, config.debug_nans, config.debug_infs,
@@ -191,6 +193,7 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
     vma: list = []
     closed, _ = stage(flat, in_avals)
     body, consts = hoist_consts(closed)
+    ir.check_effects_allowed(body, "while" if prim == "while_loop" else prim, ir.control_flow_allowed_effects)
     return _Traced(body, consts, box[0], vma if any(vma) else None)
 
 

@@ -555,7 +555,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 tracers = [x if d is not_mapped else BatchTracer(trace, x, d) for x, d in zip(ops, norm)]
                 views = {}
                 for k, r in ref_at.items():  # the function sees a ref of one example's part of the mapped ref
-                    views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]))
+                    views[k] = tracers[k] = _ref_mod.view_ref(tracers[k], r._origin, tree_util.keystr(leaves_paths[k][0]),
+                                                               key_impl=r._key_impl)
                 a, kw = tree_util.tree_unflatten(in_tree, tracers)
                 if _kr.hot:  # key-reuse checking: a mapped key is the caller's key (consuming it consumes that)
                     _kr.alias_leaves((args, kwargs), (a, kw))
@@ -669,7 +670,7 @@ def _axis_size(name: str, leaves_paths: list, dims: list, axis_size: int | None,
         if jax_array_argument(x):
             raise jax_array_argument_error(f"vmap({name}): argument {_path(path)}")
         try:
-            shape = tuple(aval_of(x).shape)
+            shape = tuple(x.shape) if isinstance(x, _ref_mod.Ref) else tuple(aval_of(x).shape)
         except TypeError:
             raise invalid_value_error(f"vmap({name}): mapped argument {_path(path)}", x,
                                       "or give it in_axes None to pass it through unmapped") from None

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import ir as _ir
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
@@ -336,7 +337,7 @@ def _operand(name: str, path: str, x: Any) -> Any:
         ) from None
 
 
-def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list
+def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list, deco: str = "custom_jvp"
                 ) -> tuple[list, Any, ClosedJaxpr, list, list]:
     """Flatten the differentiable arguments and stage ``fun`` on them: (leaves, in_tree, body, consts, out_tree box)."""
     leaves_paths, in_tree = tree_util.tree_flatten_with_path(tuple(diff))
@@ -351,6 +352,7 @@ def _stage_call(fun: Callable, name: str, nd: list, nondiff: tuple, diff: list
 
     closed, _ = stage(flat_fun, [aval_of(x) for x in leaves])
     body, consts = hoist_consts(closed)
+    _ir.check_effects_allowed(body, deco, _ir.custom_derivatives_allowed_effects)
     return leaves, in_tree, body, consts, out_tree_box
 
 
@@ -739,7 +741,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         direct = _direct(self, name, nd, nondiff, diff)
         if direct is not None:
             return direct[0]
-        leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff)
+        leaves, in_tree, body, consts, out_tree_box = _stage_call(self.fun, name, nd, nondiff, diff, "custom_vjp")
         out_tree = out_tree_box[0]
         in_avals = [aval_of(x) for x in leaves]
         fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),

@@ -91,10 +91,13 @@ class _JitRefs:
     """What a jitted function's store keeps about refs: the refs its body closes over (discovered
     on first touch), and one twin per call shape: a jitted pure function of the refs' values."""
 
-    __slots__ = ("closed", "twins", "by_identity")
+    __slots__ = ("closed", "scanned", "twins", "by_identity")
 
     def __init__(self) -> None:
         self.closed: list = []
+        # The refs the function's closure holds, threaded from the first trace (``R.closure_refs``); None
+        # until looked for.
+        self.scanned: list | None = None
         self.twins: dict = {}
         # Whether the twins thread the argument refs themselves (one twin per set of them) rather than
         # fresh views: once a custom_vjp inside saved a view for a backward pass traced later.
@@ -215,7 +218,12 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         if any(isinstance(x, R.RefView) for x in leaves):
             raise _ref_view_error(f"jit({fname})")
         ref_pos = tuple(i for i, x in enumerate(leaves) if _is_ref(x))
+        if info.scanned is None:  # (a twin's closure holds the refs it threads: never its own)
+            info.scanned = [] if hasattr(jitted, "_ref_owner") else R.closure_refs(jitted._fun)
         closed = list(info.closed)
+        if info.scanned:
+            closed += [r for r in info.scanned if R._usable(r) and not any(r is c for c in closed)
+                       and not any(r is leaves[i] for i in ref_pos)]
         if not ref_pos and not closed:
             try:
                 return False, plain()
@@ -247,7 +255,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
         # differentiates as written (JAX's fallback), never bound.
         diff = any(R.carries_tangent(vals[i]) for i in ref_pos)
         bound = arg_refs if info.by_identity and arg_refs and not diff else None
-        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff,
+        key_impls = tuple(r._key_impl for r in arg_refs)
+        key = (statics, static_kw, tree, ref_pos, tuple(id(r) for r in closed), diff, key_impls,
                None if bound is None else tuple(id(r) for r in bound))
         twin = info.twins.get(key)
         if twin is None:
@@ -258,7 +267,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
                 for k in old[:max(0, len(old) + 1 - _MAX_BOUND_TWINS)]:
                     del info.twins[k]
             twin = info.twins[key] = _make_twin(jitted, dict(statics), dict(static_kw), dyn_idx, tree,
-                                                ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff)
+                                                ref_pos, closed, [labels[i] for i in ref_pos], bound, not diff,
+                                                key_impls)
         closed_vals = [R.read_for_thread(r) for r in closed]
         dvals, dkw_vals = tree_util.tree_unflatten(tree, vals)
         prev_homes, R._state.arg_homes = R._state.arg_homes, [r._home for r in arg_refs]
@@ -285,7 +295,8 @@ def _with_refs(jitted: Any, args: tuple, kwargs: dict, plain: Callable, act: Cal
 
 
 def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], tree: Any, ref_pos: tuple,
-               closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True) -> Any:
+               closed: list, ref_names: list[str], bound: list | None = None, bindable: bool = True,
+               key_impls: tuple = ()) -> Any:
     from ftrans.transforms.jit import JitWrapped
 
     owner = object()
@@ -307,7 +318,8 @@ def _make_twin(jitted: Any, statics: dict, static_kw: dict, dyn_idx: list[int], 
             homes = R._state.arg_homes
             v = bound[k] if bound is not None else R.view_ref(
                 leaves[i], user_location(), name, binder=owner if bindable else None,
-                home=homes[k] if homes is not None and k < len(homes) else None)
+                home=homes[k] if homes is not None and k < len(homes) else None,
+                key_impl=key_impls[k] if k < len(key_impls) else None)
             view_vals.append(leaves[i])
             leaves[i] = v
             views.append(v)
@@ -393,6 +405,13 @@ class Threaded:
         _check_aliases(refs, names, what)
         self._names = {id(r): n for r, n in zip(refs, names)}
 
+    def add_scanned(self, *funs: Any) -> None:
+        """Thread from the first trace the refs ``funs`` close over (``R.closure_refs``), other than the
+        argument refs, so the bodies are traced once."""
+        args = [r for found in self.arg_refs.values() for _, r in found]
+        for r in R.closure_refs(*funs, exclude=args + self.closed):
+            self.closed.append(r)
+
     def has_refs(self) -> bool:
         return bool(self.closed) or any(self.arg_refs.values())
 
@@ -425,7 +444,7 @@ class Threaded:
         leaves, t = tree_util.tree_flatten(tree_obj)
         views = []
         for i, r in pos:
-            v = R.view_ref(leaves[i], r._origin, self._names[id(r)], r._kind)
+            v = R.view_ref(leaves[i], r._origin, self._names[id(r)], r._kind, key_impl=r._key_impl)
             leaves[i] = v
             views.append(v)
         return tree_util.tree_unflatten(t, leaves), views
@@ -514,6 +533,7 @@ def scan(plain: Callable, f: Callable, init: Any, xs: Any, length: Any, reverse:
     th = Threaded("scan", {cname: init, xname: xs} if cname != xname else {"c": init, "xs": xs})
     cname, xname = list(th.arg_refs)
     c_refs = th.arg_refs[cname]
+    th.add_scanned(f)
     first = _plain_first(th, lambda: plain(f, init, xs, length, reverse, unroll, split))
     if first is not _THREAD:
         return first
@@ -545,6 +565,7 @@ def while_loop(plain: Callable, cond_fun: Callable, body_fun: Callable, init_val
     """``lax.while_loop`` with refs: refs in the carry and closed-over refs become carried values."""
     th = Threaded("while_loop", {"init_val": init_val})
     v_refs = th.arg_refs["init_val"]
+    th.add_scanned(cond_fun, body_fun)
     first = _plain_first(th, lambda: plain(cond_fun, body_fun, init_val))
     if first is not _THREAD:
         return first
@@ -580,6 +601,7 @@ def branches(plain: Callable, what: str, funs: list[Callable], operands: tuple,
     ``plain_direct(funs, operands)`` is the call as the user made it (tried first, see ``_plain_first``)."""
     names = _param_names(funs[0], len(operands))
     th = Threaded(what, dict(zip(names, operands)))
+    th.add_scanned(*funs)
     first = _plain_first(th, lambda: plain_direct(funs, operands))
     if first is not _THREAD:
         return first

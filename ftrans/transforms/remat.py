@@ -258,9 +258,14 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     traced: OrderedDict = OrderedDict()  # trace key -> (body, hoisted constants, output tree)
     lock = threading.Lock()  # guards the cache's writes (a dict read is atomic)
     ref_owner = object()  # whose NeedsRef a staging of the body raises (a ref it closes over)
+    # Closed-over refs of kind 'no_grad_no_remat', threaded through the body as extra inputs and outputs, as
+    # JAX's: the forward pass writes them once, a recomputation's writes are dropped (None: not looked for).
+    thread: list | None = None
 
     @wraps(fun)
     def remat_f(*args: Any, **kwargs: Any) -> Any:
+        nonlocal thread
+        orig_kwargs = kwargs
         n = len(args)
         bad = [i for i in statics if not -n <= i < n]
         if bad:
@@ -289,34 +294,49 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
                 f"checkpoint({name}): every non-static argument must be an array or a pytree of arrays; "
                 "mark other arguments with static_argnums (or static_argnames)"
             ) from None
+        thr: list = []
+        if _ref_mod.created:
+            if thread is None:
+                thread = [r for r in _ref_mod.closure_refs(fun) if r._kind == "no_grad_no_remat"]
+            thr = [r for r in thread if _ref_mod._usable(r)]
+        n_thr = len(thr)
+        if thr:
+            leaves = [_ref_mod.read_for_thread(r) for r in thr] + leaves
         avals = [aval_of(x) for x in leaves]
         key = _trace_key(in_tree, avals, tuple(_Static(args[i]) for i in sorted(stat))
                          + tuple((k, _Static(static_kw[k])) for k in sorted(static_kw)))
+        if thr and key is not None:
+            key = (key, tuple(id(r) for r in thr))
         checked = _kr.hot and _kr.tracking()  # key-reuse checking: trace again, the keys being the caller's
         hit = traced.get(key) if key is not None and not checked else None
         if hit is None:
             out_tree_box: list = []
 
             def flat_fun(*ins: Any) -> list:
+                ref_ins, ins = ins[:n_thr], ins[n_thr:]
                 d, kw = tree_util.tree_unflatten(in_tree, ins)
                 if checked:
                     _kr.alias_leaves((dyn, kwargs), (d, kw))
                 it = iter(d)
                 full = [args[i] if i in stat else next(it) for i in range(n)]
+                finals: list = []
                 if _ref_mod.created:  # a closed-over ref the body touches: see below
-                    res, _ = _ref_mod.run_scoped(lambda: fun(*full, **kw, **static_kw), [], [], ref_owner,
-                                                 f"checkpoint({name})")
+                    res, finals = _ref_mod.run_scoped(lambda: fun(*full, **kw, **static_kw), thr, list(ref_ins),
+                                                      ref_owner, f"checkpoint({name})")
                 else:
                     res = fun(*full, **kw, **static_kw)
                 out, tree = tree_util.tree_flatten(res)
                 out_tree_box.append(tree)
-                return out
+                return out + list(finals)
 
             try:
                 closed, _ = stage(flat_fun, avals)
             except _ref_mod.NeedsRef as e:
                 if e.owner is not ref_owner:
                     raise
+                if e.ref._kind == "no_grad_no_remat" and thread is not None and not any(e.ref is r for r in thread):
+                    thread.append(e.ref)  # threaded from now on
+                    return remat_f(*args, **orig_kwargs)
                 # The body touches a ref it closes over: it runs as written, without rematerialisation.
                 return fun(*args, **kwargs, **static_kw)
             body, consts = hoist_consts(closed)
@@ -339,6 +359,10 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
         else:
             outs = remat_p.bind(*consts, *leaves, jaxpr=body, prevent_cse=prevent_cse, differentiated=False,
                                 policy=policy)
+        if n_thr:
+            outs, finals = list(outs[:len(outs) - n_thr]), outs[len(outs) - n_thr:]
+            for r, v in zip(thr, finals):
+                _ref_mod.write_back(r, v)
         return tree_util.tree_unflatten(out_tree, outs)
 
     return remat_f

@@ -26,7 +26,7 @@ import numpy as np
 
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import effectful_primitives
+from ftrans.core.ir import effect_rules, effectful_primitives, named_effect
 from ftrans.core.primitive import Primitive, never_weak
 from ftrans.errors import FtransError
 
@@ -206,6 +206,12 @@ io_callback_p = Primitive("io_callback", multiple_results=True)
 for _p in (debug_callback_p, debug_print_p, pure_callback_p, io_callback_p):
     _p.def_weak_type(never_weak)
 effectful_primitives.update({debug_callback_p, debug_print_p, io_callback_p})
+# Their effects, as JAX names them (``eqn.effects``/``jaxpr.effects``).
+_DEBUG, _ORDERED_DEBUG = named_effect("DebugEffect"), named_effect("OrderedDebugEffect", ordered=True)
+_IO, _ORDERED_IO = named_effect("IOEffect"), named_effect("OrderedIOEffect", ordered=True)
+for _p in (debug_callback_p, debug_print_p):
+    effect_rules[_p] = lambda eqn: {_ORDERED_DEBUG if eqn.params.get("ordered") else _DEBUG}
+effect_rules[io_callback_p] = lambda eqn: {_ORDERED_IO if eqn.params.get("ordered") else _IO}
 
 
 @debug_callback_p.def_abstract_eval

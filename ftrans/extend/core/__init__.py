@@ -18,6 +18,7 @@ from typing import Any
 from ftrans.core.ir import (
     ClosedJaxpr,
     DropVar,
+    Effect,
     Jaxpr,
     JaxprEqn,
     Literal,
@@ -28,12 +29,18 @@ from ftrans.core.ir import typecheck as check_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims.calls import CallPrimitive
+from ftrans.errors import JaxprTypeError
 from ftrans.extend.core import primitives
 
 __all__ = [
-    "CallPrimitive", "ClosedJaxpr", "DropVar", "Jaxpr", "JaxprEqn", "Literal", "Primitive", "Var",
-    "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params", "primitives", "subjaxprs",
+    "CallPrimitive", "ClosedJaxpr", "DropVar", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError",
+    "Literal", "Primitive", "Var", "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
+    "no_effects", "primitives", "subjaxprs",
 ]
+
+# JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).
+Effects = frozenset
+no_effects: frozenset = frozenset()
 
 
 def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable[..., list]:
