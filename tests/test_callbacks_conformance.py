@@ -1,0 +1,77 @@
+"""Gaps found by running JAX's own callback/debugging/custom-derivative test files against ftrans, each
+checked here against jax itself: a debug print inside a checkpointed function under each remat policy
+(printed again by the recomputation exactly when JAX's would)."""
+
+import jax
+import jax.numpy as jnp_jax
+import pytest
+from jax import ad_checkpoint as adc_jax
+from jax.extend.core.primitives import name_p as name_p_jax
+
+import ftrans
+import ftrans.numpy as jnp
+from ftrans import ad_checkpoint as adc
+from ftrans.extend.core.primitives import name_p
+
+
+def _lines(capsys, fn, *args):
+    capsys.readouterr()
+    out = fn(*args)
+    jax.effects_barrier()
+    ftrans.effects_barrier()
+    return capsys.readouterr().out.splitlines(), out
+
+
+def _but(name_prim, *names):
+    def policy(prim, *_, **params):
+        if prim is name_prim:
+            return params["name"] not in names
+        return True
+    return policy
+
+
+def _remat_fn(J, np_, adc_mod):
+    def f(x):
+        y = adc_mod.checkpoint_name(x + 1.0, "y")
+        z = adc_mod.checkpoint_name(y * 2.0, "z")
+        J.debug.print("y: {}, z: {}", y, z)
+        return adc_mod.checkpoint_name(np_.exp(z), "w")
+    return f
+
+
+POLICIES = {
+    "everything": lambda J, p: J.checkpoint_policies.everything_saveable,
+    "nothing": lambda J, p: J.checkpoint_policies.nothing_saveable,
+    "any_names_but_z": lambda J, p: J.checkpoint_policies.save_any_names_but_these("z"),
+    "all_but_y": lambda J, p: _but(p, "y"),
+    "all_but_y_z": lambda J, p: _but(p, "y", "z"),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("jit", [False, True])
+def test_remat_debug_print_recomputed_as_jax(capsys, policy, jit):
+    def run(J, np_, adc_mod, p):
+        g = J.grad(J.checkpoint(_remat_fn(J, np_, adc_mod), policy=POLICIES[policy](J, p)))
+        return J.jit(g) if jit else g
+
+    jl, jout = _lines(capsys, run(jax, jnp_jax, adc_jax, name_p_jax), 2.0)
+    fl, fout = _lines(capsys, run(ftrans, jnp, adc, name_p), 2.0)
+    assert fl == jl
+    assert float(fout) == pytest.approx(float(jout), rel=1e-6)
+
+
+def test_remat_debug_print_of_inputs_and_scan_carry(capsys):
+    """A saved print that reads only the checkpoint's inputs (or a loop carry) runs again, as JAX's."""
+    def make(J, np_):
+        def f(x):
+            J.debug.print("x {}", x)
+            def body(c, _):
+                J.debug.print("c {}", c)
+                return c * 2.0, None
+            return np_.sin(J.lax.scan(body, x, None, length=2)[0])
+        return J.grad(J.checkpoint(f, policy=J.checkpoint_policies.everything_saveable))
+
+    jl, _ = _lines(capsys, make(jax, jnp_jax), 1.0)
+    fl, _ = _lines(capsys, make(ftrans, jnp), 1.0)
+    assert fl == jl
