@@ -4,6 +4,7 @@ checked here against jax itself: a debug print inside a checkpointed function un
 
 import jax
 import jax.numpy as jnp_jax
+import numpy as np
 import pytest
 from jax import ad_checkpoint as adc_jax
 from jax.extend.core.primitives import name_p as name_p_jax
@@ -75,3 +76,48 @@ def test_remat_debug_print_of_inputs_and_scan_carry(capsys):
     jl, _ = _lines(capsys, make(jax, jnp_jax), 1.0)
     fl, _ = _lines(capsys, make(ftrans, jnp), 1.0)
     assert fl == jl
+
+
+# ----------------------------------------------------------------------------
+# debug.inspect_array_sharding of a jit argument laid out over a mesh
+
+
+def _inspected(J, make_call):
+    got = []
+
+    def cb(sd):
+        got.append((isinstance(sd, J.sharding.NamedSharding), len(sd.device_set),
+                    tuple(getattr(sd, "spec", ()) or ())))
+
+    def f(x):
+        J.debug.inspect_array_sharding(x, callback=cb)
+        return J.numpy.square(x)
+
+    make_call(J, f)
+    return got
+
+
+def _with_in_shardings(J, f):
+    mesh = J.sharding.Mesh(np.array(J.devices()[:4]), ("dev",))
+    P = J.sharding.PartitionSpec
+    g = J.jit(f, in_shardings=J.sharding.NamedSharding(mesh, P("dev")),
+              out_shardings=J.sharding.NamedSharding(mesh, P()))
+    with J.set_mesh(mesh):
+        g(np.arange(8, dtype=np.int32))
+
+
+def _sharded_argument(J, f):
+    mesh = J.sharding.Mesh(np.array(J.devices()[:2]), ("x",))
+    arr = J.device_put(np.arange(8.0).reshape(2, 2, 2), J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
+    J.jit(f)(arr)
+
+
+def _nested(J, f):
+    mesh = J.sharding.Mesh(np.array(J.devices()[:2]), ("x",))
+    arr = J.device_put(np.arange(4.0), J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
+    J.jit(lambda x: J.jit(f)(x) + 1.0)(arr)
+
+
+@pytest.mark.parametrize("make_call", [_with_in_shardings, _sharded_argument, _nested])
+def test_inspect_array_sharding_of_laid_out_jit_argument(make_call):
+    assert _inspected(ftrans, make_call) == _inspected(jax, make_call)
