@@ -121,3 +121,62 @@ def _nested(J, f):
 @pytest.mark.parametrize("make_call", [_with_in_shardings, _sharded_argument, _nested])
 def test_inspect_array_sharding_of_laid_out_jit_argument(make_call):
     assert _inspected(ftrans, make_call) == _inspected(jax, make_call)
+
+
+# ----------------------------------------------------------------------------
+# custom_jvp / custom_vjp whose body reads a vmap's named axis on unbatched operands (JAX's
+# test_initial_style_vmap_with_collective): the result stays unbatched (out_axes=None works), through
+# eval_jaxpr of its jaxpr, directly and under jit, and its derivatives agree.
+
+
+def _custom_collective(J, kind):
+    lax = J.lax
+    if kind == "jvp":
+        @J.custom_jvp
+        def f(x):
+            return lax.psum(x, "foo")
+
+        @f.defjvp
+        def f_jvp(xs, ts):
+            return lax.psum(xs[0], "foo"), ts[0] * 2.0
+    else:
+        @J.custom_vjp
+        def f(x):
+            return lax.psum(x, "foo")
+
+        f.defvjp(lambda x: (lax.psum(x, "foo"), x * 3.0), lambda res, g: (g * res,))
+    return f
+
+
+def _eval_jaxpr_of(J, f):
+    ev = J.core.eval_jaxpr if J is jax else ftrans.extend.core.eval_jaxpr
+
+    def g(x):
+        return ev(J.make_jaxpr(f)(x).jaxpr, [], x)[0]
+    return g
+
+
+_HOW = {"eval_jaxpr": _eval_jaxpr_of, "direct": lambda J, f: f, "jit": lambda J, f: J.jit(f)}
+
+
+@pytest.mark.parametrize("kind", ["jvp", "vjp"])
+@pytest.mark.parametrize("how", sorted(_HOW))
+def test_custom_rule_with_collective_on_unbatched_operand(kind, how):
+    def run(J):
+        g = _HOW[how](J, _custom_collective(J, kind))
+        jnp_ = J.numpy
+        out = J.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None), out_axes=None)(jnp_.arange(4.0), 2.0)
+        res = [out, J.vmap(J.grad(g), axis_name="foo", in_axes=None, out_axes=None, axis_size=4)(2.0),
+               J.grad(lambda y: J.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None),
+                                       out_axes=None)(jnp_.arange(4.0), y))(2.0)]
+        return [float(r) for r in res]
+
+    assert run(ftrans) == run(jax)
+
+
+def test_grad_of_jitted_psum_on_unbatched_operand_under_vmap():
+    def run(J):
+        h = J.jit(lambda x: J.lax.psum(x, "foo"))
+        return float(J.vmap(J.grad(h), axis_name="foo", in_axes=None, out_axes=None, axis_size=4)(2.0))
+
+    assert run(ftrans) == run(jax)

@@ -16,6 +16,7 @@ from ftrans.core import ref as _ref
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
 from ftrans.core.sharding import as_sharding
@@ -231,6 +232,14 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
             if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
                 with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
                     outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            elif eqn.primitive.higher_order and _axis_env.frames:
+                # Under vmap(axis_name=...), a call whose body reads the axis reaches that vmap's trace even
+                # when every operand is unbatched (as the collective alone would; jit does the same).
+                from ftrans.core.ir import subjaxprs
+                from ftrans.transforms.batching import to_axis_owner
+
+                ins = to_axis_owner(list(subjaxprs(eqn)), [read(a) for a in eqn.invars])
+                outs = eqn.primitive.bind(*ins, **eqn.params)
             else:
                 outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
             if not eqn.primitive.multiple_results:
