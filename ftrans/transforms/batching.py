@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import jaxpr_api as _jaxpr_api
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
@@ -222,6 +223,9 @@ def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
     if owner is top:
         return args
     return [owner.trace.full_raise(a) for a in args]
+
+
+_jaxpr_api.to_axis_owner = to_axis_owner
 
 
 class BatchTrace(Trace):
