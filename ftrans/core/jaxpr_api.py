@@ -237,7 +237,7 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
             if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
                 with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
                     outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
-            elif eqn.primitive.higher_order and _axis_env.frames and to_axis_owner is not None:
+            elif _axis_env.frames and eqn.primitive.higher_order and to_axis_owner is not None:
                 # Under vmap(axis_name=...), a call whose body reads the axis reaches that vmap's trace even
                 # when every operand is unbatched (as the collective alone would; jit does the same).
                 ins = to_axis_owner(subjaxprs(eqn), [read(a) for a in eqn.invars])

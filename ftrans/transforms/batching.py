@@ -208,7 +208,7 @@ def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
     above every operand's (under ``vmap(..., axis_name=...)`` a loop or a jitted call whose operands are all
     unbatched but whose body reads ``axis_index``): the primitive then reaches that trace (which batches it,
     see ``BatchTrace._body_uses_axis``), as the collective alone would."""
-    if not axis_env.frames:
+    if not any(f.name is not None for f in axis_env.frames):  # no named axis for a body to read
         return args
     names: set = set()
     for b in bodies:
