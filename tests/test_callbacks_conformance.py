@@ -1,6 +1,8 @@
 """Gaps found by running JAX's own callback/debugging/custom-derivative test files against ftrans, each
 checked here against jax itself: a debug print inside a checkpointed function under each remat policy
-(printed again by the recomputation exactly when JAX's would)."""
+(printed again by the recomputation exactly when JAX's would); ``debug.inspect_array_sharding`` of a jit
+argument laid out over a mesh; custom_jvp/custom_vjp (and jit) whose body reads a vmap's named axis on
+unbatched operands."""
 
 import jax
 import jax.numpy as jnp_jax
