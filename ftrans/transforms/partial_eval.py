@@ -224,6 +224,8 @@ def _restaged_debug_callbacks(jaxpr: Jaxpr, items: list, saveable: Callable[[Jax
     shows what the backward pass recomputes. Returns the ids of those callback equations."""
     from ftrans.core.prims.callbacks import debug_callback_p, debug_print_p
 
+    if not any(it[0] == "known" and it[1].primitive in (debug_callback_p, debug_print_p) for it in items):
+        return set()
     there = {id(v) for v in (*jaxpr.constvars, *jaxpr.invars)}
     out: set[int] = set()
     for it in items:
