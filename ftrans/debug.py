@@ -144,6 +144,10 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
         sharding = getattr(known, "sharding", None) if isinstance(known, Array) else None
         if sharding is None:
             sharding = getattr(getattr(leaf, "aval", None), "sharding", None)
+        if sharding is None and isinstance(leaf, Tracer):
+            from ftrans.transforms.jit import input_layout
+
+            sharding = input_layout(leaf)
         if sharding is None:
             from ftrans.devices import default_device
             from ftrans.sharding import SingleDeviceSharding

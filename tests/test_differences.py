@@ -630,6 +630,23 @@ def test_callback_exception_keeps_its_type():
         ftrans.jit(lambda x: ftrans.pure_callback(fail, ftrans.ShapeDtypeStruct((), np.float32), x))(1.0)
 
 
+def test_ordered_print_in_batched_while_condition_keeps_the_right_values(capsys):
+    def count_to_5(J, L):
+        def cond(x):
+            J.debug.print("x: {x}", x=x, ordered=True)
+            return x < 5
+        return lambda x: L.while_loop(cond, lambda x: x + 1, x)
+
+    got_jax = np.asarray(jax.vmap(count_to_5(jax, jlax))(jnp.arange(2)))
+    jax.effects_barrier()
+    jax_lines = capsys.readouterr().out.split()
+    got = np.asarray(ftrans.vmap(count_to_5(ftrans, flax))(fnp.arange(2)))
+    lines = capsys.readouterr().out.split()
+    assert got_jax.tolist() == [5, 6]  # JAX: the finished element keeps stepping
+    assert got.tolist() == [5, 5]
+    assert lines != jax_lines
+
+
 def test_no_execution_and_no_tracing_leave_eager_host_operations_running():
     x = np.arange(3.0, dtype=np.float32)
     with jax.no_execution():

@@ -16,8 +16,9 @@ from ftrans.core import ref as _ref
 from ftrans.core import sharding_rules as _sharding_rules
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
-from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal
+from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import (
     aval_of,
@@ -225,6 +226,11 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
     return make
 
 
+# ``transforms.batching.to_axis_owner`` (installed there): operands raised into the trace owning a named axis
+# that the given bodies' collectives read.
+to_axis_owner: Callable[[list, list], list] | None = None
+
+
 def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) -> list:
     """Interpret a jaxpr by binding each equation's primitive (so it composes with transforms)."""
     if isinstance(jaxpr, ClosedJaxpr):
@@ -253,6 +259,11 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
             if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
                 with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
                     outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            elif _axis_env.frames and eqn.primitive.higher_order and to_axis_owner is not None:
+                # Under vmap(axis_name=...), a call whose body reads the axis reaches that vmap's trace even
+                # when every operand is unbatched (as the collective alone would; jit does the same).
+                ins = to_axis_owner(subjaxprs(eqn), [read(a) for a in eqn.invars])
+                outs = eqn.primitive.bind(*ins, **eqn.params)
             else:
                 outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
             if not eqn.primitive.multiple_results:

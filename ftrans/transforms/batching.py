@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import jaxpr_api as _jaxpr_api
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
@@ -207,7 +208,7 @@ def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
     above every operand's (under ``vmap(..., axis_name=...)`` a loop or a jitted call whose operands are all
     unbatched but whose body reads ``axis_index``): the primitive then reaches that trace (which batches it,
     see ``BatchTrace._body_uses_axis``), as the collective alone would."""
-    if not axis_env.frames:
+    if not any(f.name is not None for f in axis_env.frames):  # no named axis for a body to read
         return args
     names: set = set()
     for b in bodies:
@@ -222,6 +223,9 @@ def to_axis_owner(bodies: Sequence[Any], args: list) -> list:
     if owner is top:
         return args
     return [owner.trace.full_raise(a) for a in args]
+
+
+_jaxpr_api.to_axis_owner = to_axis_owner
 
 
 class BatchTrace(Trace):

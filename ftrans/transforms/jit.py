@@ -1498,8 +1498,15 @@ class JitWrapped:
         fname = self.__name__
 
         float0_in = [i for i, a in enumerate(avals) if a.dtype == _FLOAT0]
+        in_layouts = _input_layouts(self, args, kwargs, dyn_idx, static_kw)
+        laid_out: list = []
 
         def flat_fun(*flat_in: Any) -> list:
+            if in_layouts is not None:  # what inspect_array_sharding reports for an argument inside the body
+                for t, lay in zip(flat_in, in_layouts):
+                    if lay is not None:
+                        _input_layout[id(t)] = (t, lay)
+                        laid_out.append(id(t))
             if float0_in:  # the function sees its float0 arguments as they are (zeros of no data)
                 flat_in = list(flat_in)
                 for i in float0_in:
@@ -1558,6 +1565,8 @@ class JitWrapped:
                                          else a for a in avals], boundary=True)
         finally:
             st.primal_rewriter = prev
+            for k in laid_out:
+                _input_layout.pop(k, None)
         rewrites = list(rewriter.rewrites) if rewriter is not None else None
         if keep is not None:
             keep.append((closed, rewrites, out_tree_box[0]))
@@ -2541,6 +2550,35 @@ def _compiler_options(options: Any) -> tuple:
                 f"jit: compiler_options[{k!r}] is a {type(v).__name__}; XLA options take str, bool, int or float")
         out.append((k, v))
     return tuple(sorted(out))
+
+
+# id(argument tracer) -> (tracer, NamedSharding) while a jit whose arguments are laid out over a mesh (its
+# ``in_shardings``, or sharded arrays passed to it) is being staged: ``debug.inspect_array_sharding`` of an
+# argument reports that layout, which is the one the partitioned program gives it, as JAX's does.
+_input_layout: dict[int, tuple] = {}
+
+
+def _input_layouts(owner: Any, args: tuple, kwargs: dict, dyn_idx: list, static_kw: dict) -> list | None:
+    dargs = tuple(args[i] for i in dyn_idx)
+    dkw = {k: v for k, v in kwargs.items() if k not in static_kw}
+    leaves = tree_util.tree_leaves((dargs, dkw))
+    # A jit staged inside another: its arguments laid out as the enclosing one's were.
+    inherited = [input_layout(x) for x in leaves] if _input_layout else [None] * len(leaves)
+    if owner._in_shardings is None and not any(type(x) is ShardedArray for x in leaves):
+        return inherited if any(s is not None for s in inherited) else None
+    from ftrans.transforms import sharded_jit
+
+    try:
+        own = sharded_jit._in_shardings(owner, dargs, dkw, leaves)
+    except (FtransValueError, TypeError, ValueError):  # reported with the call's own checks
+        return None
+    return [s if s is not None else i for s, i in zip(own, inherited)]
+
+
+def input_layout(x: Any) -> Any:
+    """The layout of ``x`` if it is an argument of the jit being staged that has one (else ``None``)."""
+    got = _input_layout.get(id(x))
+    return got[1] if got is not None and got[0] is x else None
 
 
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,

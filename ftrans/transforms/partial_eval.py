@@ -218,6 +218,29 @@ def _axis_bound() -> bool:
     return bool(axis_env.frames)
 
 
+def _restaged_debug_callbacks(jaxpr: Jaxpr, items: list, saveable: Callable[[JaxprEqn], bool]) -> set[int]:
+    """JAX's rule for a debug callback the remat policy saves: it runs in the recomputation too when every
+    value it reads is there (the body's inputs, or outputs of equations the policy does not save), so a print
+    shows what the backward pass recomputes. Returns the ids of those callback equations."""
+    from ftrans.core.prims.callbacks import debug_callback_p, debug_print_p
+
+    if not any(it[0] == "known" and it[1].primitive in (debug_callback_p, debug_print_p) for it in items):
+        return set()
+    there = {id(v) for v in (*jaxpr.constvars, *jaxpr.invars)}
+    out: set[int] = set()
+    for it in items:
+        eqn = it[1]
+        if it[0] == "unknown":
+            there.update(id(v) for v in eqn.outvars)
+        elif it[0] == "known":
+            if eqn.primitive in (debug_callback_p, debug_print_p):
+                if saveable(eqn) and all(not isinstance(a, Var) or id(a) in there for a in eqn.invars):
+                    out.add(id(eqn))
+            elif not saveable(eqn):
+                there.update(id(v) for v in eqn.outvars)
+    return out
+
+
 def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
                 saveable: Callable[[JaxprEqn], bool] | None = None,
                 instantiate: Sequence[bool] | None = None, also: Sequence[bool] | None = None
@@ -291,6 +314,7 @@ def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
     # which known equations it recomputes (in place, so the unknown part keeps program order).
     needed: set[int] = {id(v) for v, f, e in zip(jaxpr.outvars, force, extra) if (f or e) and isinstance(v, Var)}
     staged: list[list[JaxprEqn]] = [[] for _ in items]
+    restage = _restaged_debug_callbacks(jaxpr, items, saveable) if saveable is not None else set()
 
     def need_known_ins(eqn: JaxprEqn) -> None:
         needed.update(id(a) for a in eqn.invars if isinstance(a, Var) and id(a) not in unknown)
@@ -344,7 +368,7 @@ def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
         if saveable is None:
             continue
         wanted = [id(v) in needed for v in eqn.outvars]
-        if not (any(wanted) or eqn_has_effects(eqn)) or saveable(eqn):
+        if (not (any(wanted) or eqn_has_effects(eqn)) or saveable(eqn)) and id(eqn) not in restage:
             continue
         rule = partial_eval_jaxpr_rules.get(eqn.primitive)
         if rule is not None and any(wanted) and getattr(rule, "policy_aware", False):

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import abstract_eval, mark_unsupported
@@ -103,6 +104,10 @@ def _call_partial_eval(prim: C.CallPrimitive) -> Callable:
             k_ins = ["const"] * len(kconsts) + [("in", i) for i in known_idx]
             k_outs = [("out", j) for j, u in enumerate(out_unknowns) if not u] + \
                 ["res"] * sum(s is None for s in sources)
+            if _axis_env.frames:  # the known half reads a vmap's named axis: it reaches that vmap (as jit)
+                from ftrans.transforms.batching import to_axis_owner
+
+                ops = to_axis_owner([kbody], ops)
             outs = prim.bind(*ops, **prim.with_body(params, kbody, "known", len(ops), k_ins, k_outs))
             known_outs, computed = list(outs[:n_known_out]), iter(outs[n_known_out:])
             res = [next(computed) if s is None else known_vals[s] for s in sources]

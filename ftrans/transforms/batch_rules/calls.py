@@ -90,9 +90,45 @@ def _barrier_batch(vals: list, dims: list, *, frame: Any) -> tuple[list, list]:
     return optimization_barrier_p.bind(*vals), list(dims)
 
 
+def _invariant_body(call_jaxpr: Any, dims: list, frame: Any) -> tuple[Any, list, list] | None:
+    """The batched body when no operand is batched (the body reads the named axis, ``psum``) and no result
+    comes out batched either: the call's results then stay unbatched, as JAX's (``out_axes=None`` works)."""
+    if any(d is not not_mapped for d in dims):
+        return None
+    got = _batched_body(call_jaxpr, dims, frame)
+    return got if all(d is not_mapped for d in got[2]) else None
+
+
+def _run_unbatched(fun: Callable, args: list, frame: Any) -> tuple[list, list]:
+    """A custom rule of a call whose results are unbatched, run under its ``vmap`` on unbatched values."""
+    return run_batched(fun, args, [not_mapped] * len(args), frame, reuse=True, lift_unmapped=frame.name is not None)
+
+
 @register_batching(custom_jvp_call_p)
 def _custom_jvp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, jvp: Callable, num_consts: int,
                            **params: Any) -> tuple[list, list]:
+    invariant = _invariant_body(call_jaxpr, dims, frame)
+    if invariant is not None:
+        body, consts, out_dims = invariant
+        n_new = len(consts)
+
+        def invariant_jvp(primals: list, tangents: list) -> tuple[list, list]:
+            primals, tangents = primals[n_new:], tangents[n_new:]
+            n = len(primals)
+            outs, odims = _run_unbatched(lambda *xs: _concat(jvp(list(xs[:n]), list(xs[n:]))), primals + tangents,
+                                         frame)
+            if any(d is not not_mapped for d in odims):
+                raise NotImplementedError(
+                    f"custom_jvp under vmap(axis_name={frame.name!r}): the function's results do not vary along "
+                    "the axis but its jvp rule's do; make the rule's results invariant too (a psum, as the "
+                    "function's)")
+            half = len(outs) // 2
+            return outs[:half], outs[half:]
+
+        invariant_jvp.__name__ = getattr(jvp, "__name__", "jvp")
+        outs = custom_jvp_call_p.bind(*consts, *vals, call_jaxpr=body, jvp=invariant_jvp,
+                                      num_consts=n_new + num_consts, **params)
+        return outs, out_dims
     body, consts, out_dims = _batched_body(call_jaxpr, dims, frame, force_front=True)
     n_new = len(consts)
 
@@ -114,9 +150,69 @@ def _concat(pair: tuple[list, list]) -> list:
     return list(pair[0]) + list(pair[1])
 
 
+def _invariant_vjp_call(vals: list, frame: Any, body: Any, consts: list, out_dims: list, fwd: Callable,
+                        bwd: Callable, num_consts: int, params: dict) -> tuple[list, list]:
+    """A custom_vjp call with no batched operand and no batched result (its body reads the named axis): the
+    results stay unbatched; the residuals keep the batch dimensions ``fwd`` gives them, and a cotangent
+    ``bwd`` gives batched is summed over the axis (every argument is shared by the whole batch)."""
+    n_new = len(consts)
+    res_dims: list = []
+
+    def invariant_fwd(primals: list, perturbed: list) -> tuple[list, list, Any]:
+        primals, perturbed = primals[n_new:], list(perturbed)[n_new:]
+        n_out = len(body.out_avals)
+        box: list = []
+
+        def run(*xs: Any) -> list:
+            o, r, info = fwd(list(xs), perturbed)
+            box.append(info)
+            return list(o) + list(r)
+
+        outs, odims = _run_unbatched(run, primals, frame)
+        if any(d is not not_mapped for d in odims[:n_out]):
+            raise NotImplementedError(
+                f"custom_vjp under vmap(axis_name={frame.name!r}): the function's results do not vary along "
+                "the axis but its fwd rule's do; make the rule's results invariant too (a psum, as the "
+                "function's)")
+        res_dims[:] = odims[n_out:]
+        return outs[:n_out], outs[n_out:], box[-1]
+
+    def invariant_bwd(res_info: Any, res: list, cts: list) -> list:
+        n_res = len(res)
+        zero = [type(c) is Zero for c in cts]
+        live = [c for c, z in zip(cts, zero) if not z]
+        zero_out: list = []
+
+        def run(*xs: Any) -> list:
+            it = iter(xs[n_res:])
+            full = [c if z else next(it) for c, z in zip(cts, zero)]
+            got = bwd(res_info, list(xs[:n_res]), full)
+            zero_out[:] = [type(c) is Zero for c in got]
+            return [c for c in got if type(c) is not Zero]
+
+        got, got_dims = run_batched(run, list(res) + live, list(res_dims) + [not_mapped] * len(live), frame,
+                                    reuse=True, lift_unmapped=frame.name is not None)
+        g_it = iter(zip(got, got_dims))
+        out = []
+        for z, a in zip(zero_out, [aval_of(v) for v in vals[num_consts:]]):
+            if z:
+                out.append(Zero(tangent_aval(a)))
+                continue
+            c, d = next(g_it)
+            out.append(c if d is not_mapped else R.reduce_sum_p.bind(c, axes=(d,)))
+        return out
+
+    outs = custom_vjp_call_p.bind(*consts, *vals, call_jaxpr=body, fwd=invariant_fwd, bwd=invariant_bwd,
+                                  num_consts=n_new + num_consts, **params)
+    return outs, out_dims
+
+
 @register_batching(custom_vjp_call_p)
 def _custom_vjp_call_batch(vals: list, dims: list, *, frame: Any, call_jaxpr: Any, fwd: Callable, bwd: Callable,
                            num_consts: int, **params: Any) -> tuple[list, list]:
+    invariant = _invariant_body(call_jaxpr, dims, frame)
+    if invariant is not None:
+        return _invariant_vjp_call(vals, frame, *invariant, fwd, bwd, num_consts, params)
     body, consts, out_dims = _batched_body(call_jaxpr, dims, frame, force_front=True)
     n_new = len(consts)
     arg_dims = list(dims[num_consts:])

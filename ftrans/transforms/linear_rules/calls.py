@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import mark_unsupported
@@ -50,6 +51,10 @@ def _call_transpose(prim: C.CallPrimitive) -> Callable:
         ins = ["const"] * len(consts) + [("in", i) for i, lin in enumerate(linear) if not lin] + \
             [("out", j) for j, nz in enumerate(nonzero) if nz] + ["const"] * len(refs)
         outs_from = [("in", i) for i, lin in enumerate(linear) if lin] + ["const"] * len(refs)
+        if _axis_env.frames:  # a body reading a vmap's named axis reaches that vmap (as jit)
+            from ftrans.transforms.batching import to_axis_owner
+
+            ops = to_axis_owner([body], ops)
         got = prim.bind(*ops, **prim.with_body(params, body, "transpose", len(ops), ins, outs_from))
         n_ct = len(got) - len(refs)
         for r, v in zip(refs, got[n_ct:]):
