@@ -283,6 +283,40 @@ class Array(ArrayMixin):
         return self.addressable_shards[index].data
 
     @property
+    def _arrays(self) -> list | None:
+        """The single-device Arrays holding this process's blocks, in device order (JAX's ``_arrays``);
+        None once the array is deleted."""
+        if self.is_deleted():
+            return None
+        return [s.data for s in self.addressable_shards]
+
+    @property
+    def _npy_value(self) -> np.ndarray | None:
+        """The host copy of the value if one was made already, else None (JAX's ``_npy_value``)."""
+        try:
+            return Array._value.__get__(self, type(self))  # the slot itself: never fetches
+        except AttributeError:
+            return None
+
+    def _check_if_deleted(self) -> None:
+        """Raises ``DeletedArrayError`` (a RuntimeError) if the array was deleted or donated (JAX's method)."""
+        if self.is_deleted():
+            self._value  # noqa: B018 - the deleted array's own error, saying how it went
+
+    def is_ready(self) -> bool:
+        """Whether the array's value has been computed (never blocks); a host Array's always has."""
+        return True
+
+    def _fully_replicated_shard(self) -> Array:
+        """One device's whole copy of a fully replicated array (JAX's method)."""
+        if not self.is_fully_replicated:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"_fully_replicated_shard: the array is laid out as {self.sharding}, which "
+                                   "is not fully replicated")
+        return self.addressable_shards[0].data
+
+    @property
     def global_shards(self) -> list:
         """Every block of the array, on every process's devices (JAX's ``global_shards``); an array on one
         device is one block: itself, whole."""
@@ -318,6 +352,10 @@ class _LazyHostArray(Array):
 
     __slots__ = ("_aval",)
     _deleted_how = "deleted with .delete()"
+
+    def is_ready(self) -> bool:
+        """Whether the device computation producing the value has finished (never blocks)."""
+        return bool(self._device_buffer().is_ready())
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":

@@ -361,6 +361,15 @@ class Sharding:
 
         return norm(self.devices_indices_map(shape)) == norm(other.devices_indices_map(shape))
 
+    def _to_xla_hlo_sharding(self, num_dimensions: int) -> Any:
+        """XLA's ``HloSharding`` of this layout for an array of rank ``num_dimensions`` (JAX's method of the
+        same name, which tools comparing layouts with XLA's call)."""
+        return runtime_of(self, num_dimensions)._to_xla_hlo_sharding(num_dimensions)
+
+    def _to_sdy_sharding(self, num_dimensions: int) -> Any:
+        """Shardy's sharding attribute of this layout for an array of rank ``num_dimensions`` (JAX's method)."""
+        return runtime_of(self, num_dimensions)._to_sdy_sharding(num_dimensions)
+
     def with_memory_kind(self, kind: str) -> Sharding:
         if kind not in (None, "device"):
             raise NotImplementedError(f"with_memory_kind({kind!r}): ftrans places arrays in the device's default "
@@ -710,6 +719,9 @@ def set_mesh(mesh: Mesh | None) -> _SetMesh:
 
 
 _mesh_memo: dict = {}
+
+# ``(ftrans sharding, rank) -> the runtime's sharding``: set by the lowering layer (``compat.runtime_sharding``).
+runtime_of: Any = None
 
 
 def _runtime_key(mesh: Any) -> tuple:
