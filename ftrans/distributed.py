@@ -156,8 +156,28 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     return out if impl is None else keys.wrap(impl, out)
 
 
-def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Any:
-    """A global Array from this process's blocks, already on their devices (one per addressable device)."""
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any], *,
+                                         dtype: Any = None) -> Any:
+    """A global Array from this process's blocks, already on their devices (one per addressable device);
+    ``dtype``, if given, must be the blocks' dtype (it names the result's dtype when there are no blocks)."""
+    from ftrans.core.trace import Tracer
+
+    if not isinstance(arrays, (list, tuple)):
+        raise FtransTypeError("jax.make_array_from_single_device_arrays `arrays` argument must be a list or tuple, "
+                              f"but got {type(arrays).__name__}: give one single-device Array per device")
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise FtransValueError("jax.make_array_from_single_device_arrays requires a list of concrete arrays as "
+                               "input, but got traced values: call it outside jit/grad/vmap")
+    for a in arrays:
+        n = len(getattr(a, "addressable_shards", ()) or ())
+        if n != 1 and not keys.is_key(a):
+            raise FtransValueError("When making an array from single-device arrays the input arrays must have one "
+                                   f"shard each. An argument array had {n} shard(s).")
+    if dtype is not None and arrays and any(np.dtype(a.dtype) != dtypes.canonicalize(np.dtype(dtype))
+                                            for a in arrays if not keys.is_key(a)):
+        raise FtransValueError("If `dtype` is provided to `jax.make_array_from_single_device_arrays`, it must match "
+                               f"the dtype of the addressable shards: got dtype={np.dtype(dtype).name}, shards of "
+                               f"{sorted({np.dtype(a.dtype).name for a in arrays})}")
     shape = tuple(shape)
     impl = None
     if any(keys.is_key(a) for a in arrays):
@@ -219,6 +239,10 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     if global_shape is None:
         global_shape = (local.shape[0] * nproc, *local.shape[1:])
     global_shape = tuple(global_shape)
+    if hasattr(sharding, "platform") and hasattr(sharding, "id") and hasattr(sharding, "client"):
+        from ftrans.core.sharding import SingleDeviceSharding
+
+        sharding = SingleDeviceSharding(sharding)  # a Device: all of the array on it, as JAX's device_put
     sharding = as_sharding(sharding)
     if isinstance(sharding, PartitionSpec):  # over the mesh set_mesh set, as JAX's
         mesh = get_mesh()

@@ -357,6 +357,14 @@ class _LazyHostArray(Array):
         """Whether the device computation producing the value has finished (never blocks)."""
         return bool(self._device_buffer().is_ready())
 
+    def __iter__(self):
+        # As JAX's: the rows of an array pinned to a device, or replicated over several, stay where it is;
+        # an uncommitted array's (or a split one's) come through the host, on the default device.
+        if not self._aval.shape or not self._committed or (type(self) is ShardedArray
+                                                            and not self.is_fully_replicated):
+            return Array.__iter__(self)
+        return (self[i] for i in range(self._aval.shape[0]))
+
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
             # (reached also when a property raised AttributeError: keep its message for this one)
