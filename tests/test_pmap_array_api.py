@@ -1,0 +1,133 @@
+"""The jax.Array API on pmap results and other multi-device arrays, checked against jax on 8 host devices:
+the mesh axis of a pmap result's sharding (named after the pmap's axis, as JAX's), device_put_sharded of
+arrays already on their devices (no trip through the host), the per-device arrays (``_arrays``), the
+host copy (``_npy_value``), deletion checks, ``is_ready``, ``_fully_replicated_shard``, the XLA/Shardy
+views of a sharding, iteration keeping rows on their devices, and make_array_from_* argument checks."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans.sharding import Mesh as FMesh
+from ftrans.sharding import NamedSharding as FNamed
+from ftrans.sharding import PartitionSpec as FP
+
+FD, JD = ftrans.devices(), jax.devices()
+X = np.arange(16, dtype=np.float32).reshape(8, 2)
+
+
+@pytest.mark.parametrize("axis_name", ["i", None])
+@pytest.mark.parametrize("out_axes", [0, 1])
+def test_pmap_result_sharding_names_the_axis(axis_name, out_axes):
+    f = ftrans.pmap(lambda x: x * 2, axis_name=axis_name, out_axes=out_axes)(X)
+    j = jax.pmap(lambda x: x * 2, axis_name=axis_name, out_axes=out_axes)(X)
+    assert tuple(f.sharding.spec) == tuple(j.sharding.spec)
+    assert tuple(f.sharding.mesh.axis_names) == tuple(j.sharding.mesh.axis_names)
+    np.testing.assert_array_equal(np.asarray(f), np.asarray(j))
+
+
+def test_pmap_result_passes_to_another_axis_name_in_place():
+    y = ftrans.pmap(lambda x: x + 1, axis_name="i")(X)
+    g = ftrans.pmap(lambda x: x * 3, axis_name="j")
+    g(y)
+    with jax.transfer_guard("disallow"):  # split the same way: used where it is, whatever the axis is called
+        out = g(y)
+    np.testing.assert_array_equal(np.asarray(out), (X + 1) * 3)
+    assert tuple(out.sharding.spec) == ("j",)
+
+
+def test_device_put_sharded_of_arrays_on_their_devices_stays_on_device():
+    inp = fjnp.arange(8)
+    parts = [ftrans.device_put(i, d) for i, d in zip(inp, FD)]
+    with jax.transfer_guard("disallow_explicit"):
+        y = ftrans.device_put_sharded(parts, FD)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(8))
+    assert [s.device for s in y.addressable_shards] == FD
+    assert tuple(y.sharding.spec) == ("_device_put_sharded",)
+    r = ftrans.device_put_replicated(np.arange(3), FD[:2])
+    assert tuple(r.sharding.spec) == ("_device_put_replicated",)
+
+
+def test_arrays_npy_value_and_deletion():
+    y = ftrans.device_put_replicated(np.arange(1, 5), FD)
+    bufs = y._arrays
+    assert len(bufs) == len(FD) and all(b.devices() == {d} for b, d in zip(bufs, FD))
+    # the per-device arrays reassemble, in another device order, as JAX's test of pmap does
+    z = ftrans.pmap(lambda x: x * 2, axis_name="i")(X)
+    rev = z._arrays[::-1]
+    devs = [next(iter(b.devices())) for b in rev]
+    s = FNamed(FMesh(np.array(devs), ("i",)), z.sharding.spec)
+    w = ftrans.make_array_from_single_device_arrays(z.shape, s, rev)
+    out = ftrans.pmap(lambda x: x + 1, axis_name="i", devices=devs)(w)
+    np.testing.assert_array_equal(np.asarray(out), 2 * X[::-1] + 1)
+
+    a = ftrans.device_put(np.arange(3), FD[1])
+    assert a._npy_value is None  # not fetched yet
+    np.asarray(a)
+    np.testing.assert_array_equal(a._npy_value, np.arange(3))
+    assert a.is_ready() is True and fjnp.arange(3).is_ready() is True
+    a._check_if_deleted()
+    a.delete()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        a._check_if_deleted()
+    assert a._npy_value is None and a._arrays is None
+
+
+def test_fully_replicated_shard_and_hlo_sharding():
+    fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
+    jm = jax.sharding.Mesh(np.array(JD).reshape(4, 2), ("x", "y"))
+    a = ftrans.device_put(X, FNamed(fm, FP()))
+    fs = a._fully_replicated_shard()
+    assert fs.shape == X.shape and fs.sharding.num_devices == 1
+    np.testing.assert_array_equal(np.asarray(fs), X)
+    for spec in [("y", "x"), ("x",), (None, "y"), (("x", "y"),), ()]:
+        f = FNamed(fm, FP(*spec))._to_xla_hlo_sharding(2)
+        j = jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec(*spec))._to_xla_hlo_sharding(2)
+        assert f == j, spec
+        assert str(FNamed(fm, FP(*spec))._to_sdy_sharding(2)) == str(
+            jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec(*spec))._to_sdy_sharding(2))
+
+
+def test_iteration_keeps_rows_where_the_array_is():
+    fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
+    rep = ftrans.device_put(X, FNamed(fm, FP()))
+    rows = list(rep)
+    assert all(len(r.sharding.device_set) == 8 for r in rows)
+    np.testing.assert_array_equal(np.stack([np.asarray(r) for r in rows]), X)
+    one = ftrans.device_put(np.arange(4), FD[3])
+    assert [r.devices() for r in one] == [{FD[3]}] * 4
+    jone = jax.device_put(np.arange(4), JD[3])
+    assert [{d.id for d in r.devices()} for r in jone] == [{3}] * 4
+
+
+def test_make_array_from_process_local_data_on_a_device():
+    data = {"a": np.arange(10).reshape(2, 5)}
+    for gs in [None, (2, 5), {"a": (2, 5)}]:
+        f = ftrans.make_array_from_process_local_data(FD[0], data, gs)
+        j = jax.make_array_from_process_local_data(JD[0], data, gs)
+        np.testing.assert_array_equal(np.asarray(f["a"]), np.asarray(j["a"]))
+    for gs in [(2, 8), {"a": (2, 6)}]:
+        with pytest.raises(ValueError):
+            jax.make_array_from_process_local_data(JD[0], data, gs)
+        with pytest.raises(ValueError):
+            ftrans.make_array_from_process_local_data(FD[0], data, gs)
+
+
+def test_make_array_from_single_device_arrays_checks_its_arrays():
+    fm = FMesh(np.array(FD[:2]), ("x",))
+    x = ftrans.device_put(fjnp.arange(10), FNamed(fm, FP("x")))
+    with pytest.raises(ValueError, match=r"must have one shard each. An argument array had 2 shard\(s\)"):
+        ftrans.make_array_from_single_device_arrays(x.shape, x.sharding, [x, x])
+    with pytest.raises(TypeError, match="`arrays` argument"):
+        ftrans.make_array_from_single_device_arrays(x.shape, x.sharding, x)
+    a = ftrans.device_put(np.arange(4), FD[0])
+    with pytest.raises(ValueError, match="it must match the dtype of the addressable shards"):
+        ftrans.make_array_from_single_device_arrays((4,), a.sharding, [a], dtype=np.float32)
+    ok = ftrans.make_array_from_single_device_arrays((4,), a.sharding, [a], dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(ok), np.arange(4))
+    with pytest.raises(ValueError, match="requires a list of concrete arrays"):
+        ftrans.jit(lambda v: ftrans.make_array_from_single_device_arrays(v.shape, a.sharding, [v]))(a)
