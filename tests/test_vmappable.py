@@ -93,3 +93,10 @@ def test_to_elt_and_from_elt_may_compute_under_jit():
 def test_bad_spec_for_an_array_names_it(registered):
     with pytest.raises(TypeError, match="map spec"):
         ftrans.vmap(lambda x: x, in_axes=Spec("i", 0), axis_size=2)(np.ones(2))
+
+
+def test_plain_vmap_unchanged_while_a_type_is_registered(registered):
+    f = ftrans.vmap(lambda x, y: x * y, in_axes=(0, None))
+    np.testing.assert_allclose(np.asarray(f(np.arange(3.0), 2.0)), np.arange(3.0) * 2)
+    g = ftrans.vmap(lambda d: d["a"] + d["b"], in_axes=({"a": 0, "b": None},))
+    np.testing.assert_allclose(np.asarray(g({"a": np.arange(3.0), "b": 1.0})), np.arange(3.0) + 1)

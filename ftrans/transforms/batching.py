@@ -512,7 +512,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
             "vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
             f"arguments passed to the function, but got {in_axes!r}.")
     for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
-        bad = [leaf for leaf in tree_util.tree_leaves(spec, is_leaf=_is_spec) if type(leaf) is not int
+        bad = [leaf for leaf in tree_util.tree_leaves(spec, is_leaf=_is_map_spec) if type(leaf) is not int
                and type(leaf) not in spec_types]
         if bad:
             raise FtransTypeError(
@@ -626,12 +626,16 @@ def is_vmappable(x: Any) -> bool:
     return type(x) in vmappables
 
 
+def _is_map_spec(x: Any) -> bool:
+    return type(x) in spec_types
+
+
 def _is_spec(x: Any) -> bool:
     return x is None or type(x) in spec_types
 
 
 def _uses_vmappables(in_axes: Any, out_axes: Any, args: tuple, kwargs: dict) -> bool:
-    return (any(type(s) in spec_types for s in tree_util.tree_leaves((in_axes, out_axes), is_leaf=_is_spec))
+    return (any(type(s) in spec_types for s in tree_util.tree_leaves((in_axes, out_axes), is_leaf=_is_map_spec))
             or any(is_vmappable(x) for x in tree_util.tree_leaves((args, kwargs), is_leaf=is_vmappable)))
 
 
