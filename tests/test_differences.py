@@ -27,6 +27,18 @@ def test_subnormals_are_kept():
     assert float(fnp.asarray(tiny) * 1.0) == float(tiny)
 
 
+def test_buffer_protocol_needs_python_312():
+    import sys
+
+    y = ftrans.device_put(np.arange(6, dtype=np.float32))
+    assert memoryview(jax.device_put(np.arange(6, dtype=np.float32))).tobytes() == np.arange(6, dtype=np.float32).tobytes()
+    if sys.version_info < (3, 12):
+        with pytest.raises(TypeError):
+            memoryview(y)
+    else:
+        assert memoryview(y).tobytes() == np.arange(6, dtype=np.float32).tobytes()
+
+
 def test_bool_times_nan_is_nan():
     b = np.array([True, False])
     assert np.asarray(jnp.asarray(b) * np.float32(np.nan)).tolist()[1] == 0.0

@@ -131,3 +131,13 @@ def test_make_array_from_single_device_arrays_checks_its_arrays():
     np.testing.assert_array_equal(np.asarray(ok), np.arange(4))
     with pytest.raises(ValueError, match="requires a list of concrete arrays"):
         ftrans.jit(lambda v: ftrans.make_array_from_single_device_arrays(v.shape, a.sharding, [v]))(a)
+
+
+def test_jit_capturing_a_sharded_array():
+    fy = ftrans.pmap(lambda v: v * 2, axis_name="i")(X[:, 0])
+    jy = jax.pmap(lambda v: v * 2, axis_name="i")(X[:, 0])
+    fo, jo = ftrans.jit(lambda z: z + fy)(7), jax.jit(lambda z: z + jy)(7)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))  # (JAX puts this result on one device)
+    fm = FMesh(np.array(FD), ("a",))
+    fw = ftrans.device_put(X[:, 0], FNamed(fm, FP("a")))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda z: z * fw)(2.0)), X[:, 0] * 2)

@@ -159,6 +159,14 @@ class Array(ArrayMixin):
     def copy(self) -> Array:
         return Array._new(self._value.copy(), self.weak_type)
 
+    def __buffer__(self, flags: int) -> memoryview:
+        """The Python buffer protocol (``memoryview(x)``; Python 3.12+, PEP 688): a read-only view of the host
+        value, which stays valid after ``delete()`` (as JAX's); bfloat16 has no buffer format, as in JAX."""
+        v = self._value
+        if v.dtype.name == "bfloat16":
+            raise BufferError("Buffers of type BF16 are not supported by the Python buffer protocol.")
+        return memoryview(v)
+
     def block_until_ready(self) -> Array:
         return self
 
