@@ -134,6 +134,15 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     idx = rt.addressable_devices_indices_map(shape)
     devs = list(idx)
     blocks = [data_callback(idx[d]) for d in devs]
+    from ftrans.core.trace import Tracer
+
+    if any(isinstance(b, Tracer) for b in blocks):
+        from ftrans.errors import UnexpectedTracerError
+
+        raise UnexpectedTracerError(
+            "jax.make_array_from_callback cannot be called within a traced context: the callback returned a traced "
+            "value (an argument of a jitted or transformed function); build the array outside the transformation "
+            "and pass it in, or use device_put/reshard inside")
     impl = None
     if any(keys.is_key(b) for b in blocks):
         # Blocks of typed keys: the global key array is laid out as its uint32 data, whose trailing key-data
@@ -148,8 +157,10 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     want = sharding.shard_shape(shape)
     for d, p in zip(devs, pieces):
         if tuple(p.shape) != tuple(want):
-            raise FtransValueError(f"make_array_from_callback: the callback returned a block of shape {p.shape} "
-                                   f"for index {idx[d]} on {d}, but the sharding's blocks have shape {want}")
+            raise FtransValueError(f"make_array_from_callback: Expected shard shape {tuple(want)} doesn't match the "
+                                   f"single device array shape {tuple(p.shape)}: the callback returned a block of "
+                                   f"shape {tuple(p.shape)} for index {idx[d]} on {d}, but the sharding's blocks "
+                                   f"have shape {tuple(want)}")
     with compat.explicit_transfers():  # JAX's make_array_from_callback device_puts the blocks
         buf = compat.put_pieces(pieces, shape, rt, devs)
     out = sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))

@@ -141,3 +141,35 @@ def test_jit_capturing_a_sharded_array():
     fm = FMesh(np.array(FD), ("a",))
     fw = ftrans.device_put(X[:, 0], FNamed(fm, FP("a")))
     np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda z: z * fw)(2.0)), X[:, 0] * 2)
+
+
+def test_shape_dtype_struct_like_keeps_a_committed_arrays_sharding():
+    for lib, jnp, devs in ((ftrans, fjnp, FD), (jax, jax.numpy, JD)):
+        assert lib.ShapeDtypeStruct.like(jnp.arange(8)).sharding is None  # uncommitted
+        s = lib.ShapeDtypeStruct.like(lib.device_put(jnp.arange(8), devs[2])).sharding
+        assert s.device_set == {devs[2]}
+        mesh = lib.sharding.Mesh(np.array(devs[:2]), ("x",))
+        x = lib.device_put(jnp.arange(8), lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x")))
+        assert tuple(lib.ShapeDtypeStruct.like(x).sharding.spec) == ("x",)
+
+
+def test_empty_mesh_and_partition_spec_errors():
+    for lib in (ftrans, jax):
+        mesh = lib.sharding.Mesh(devices=np.empty((), dtype=object), axis_names=[])
+        assert mesh.empty and mesh.size == 0
+        assert mesh.abstract_mesh.empty and mesh.abstract_mesh.size == 0
+        with pytest.raises(ValueError, match="A tuple inside PartitionSpec cannot contain a nested tuple"):
+            lib.P("x", "y", ("z", ("a",)))
+        with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited"):
+            type("MyP", (lib.P,), {})
+
+
+def test_make_array_from_callback_errors():
+    fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
+    with pytest.raises(ValueError, match=r"Expected shard shape \(2, 4\) doesn't match the single device array shape"):
+        ftrans.make_array_from_callback((8, 4), FNamed(fm, FP("x")), lambda idx: np.arange(5))
+    s = FNamed(FMesh(np.array(FD[:2]), ("x",)), FP("x"))
+    f = lambda a: ftrans.make_array_from_callback(a.shape, s, lambda i: a[i])  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(f(fjnp.arange(4))), np.arange(4))
+    with pytest.raises(ftrans.errors.UnexpectedTracerError, match="cannot be called within a traced context"):
+        ftrans.jit(f)(fjnp.arange(4))

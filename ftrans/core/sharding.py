@@ -65,6 +65,9 @@ def _canon_entry(e: Any) -> Any:
         return PartitionSpec.UNCONSTRAINED  # JAX's spec entry, in a spec of JAX's being converted
     if isinstance(e, (tuple, list)):
         for a in e:
+            if isinstance(a, (tuple, list)):
+                raise FtransValueError(f"A tuple inside PartitionSpec cannot contain a nested tuple: got {a!r} "
+                                       f"inside {tuple(e)!r}; list the mesh axes of one dimension flat")
             if not isinstance(a, str):
                 raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or "
                                       f"None; got {a!r} inside {tuple(e)!r}")
@@ -95,6 +98,10 @@ class PartitionSpec(tuple):
     """
 
     UNCONSTRAINED = _Unconstrained()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise FtransTypeError("Subclassing `jax.P` is prohibited: PartitionSpec is final, as in JAX (wrap one in "
+                              f"a class of your own instead of deriving {cls.__name__} from it)")
 
     def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
         if unreduced or reduced:
@@ -171,7 +178,7 @@ class Mesh:
                 f"axis names were given ({axis_names}); give one name per dimension")
         if len(set(axis_names)) != len(axis_names):
             raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
-        ids = [d.id for d in devs.flat]
+        ids = [d.id for d in devs.flat] if devs.ndim else []  # a 0-d devices array: the empty mesh, as JAX's
         if len(set(ids)) != len(ids):
             raise FtransValueError(f"Mesh: a device appears more than once in the mesh (ids {ids})")
         if axis_types is None:
@@ -199,7 +206,7 @@ class Mesh:
 
     @property
     def size(self) -> int:
-        return int(self.devices.size)
+        return int(self.devices.size) if self.devices.ndim else 0
 
     @property
     def device_ids(self) -> np.ndarray:
@@ -211,12 +218,12 @@ class Mesh:
 
     @property
     def empty(self) -> bool:
-        return self.devices.size == 0
+        return self.size == 0
 
     @property
     def abstract_mesh(self) -> AbstractMesh:
         """The mesh's axis sizes, names and types without its devices."""
-        d = self.devices.flat[0] if self.devices.size else None
+        d = self.devices.flat[0] if self.size else None
         dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
         return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
 
