@@ -952,7 +952,7 @@ class _PublicArrayMeta(type):
 
     def __subclasscheck__(cls, sub: type) -> bool:
         # Tracer classes are not subclasses, as in JAX; the key array class is (JAX's PRNGKeyArray is).
-        return isinstance(sub, type) and (issubclass(sub, Array) or sub is _key_array_type())
+        return isinstance(sub, type) and (sub is cls or issubclass(sub, Array) or sub is _key_array_type())
 
     def __getattr__(cls, name: str) -> Any:
         return getattr(Array, name)  # the methods and properties of concrete arrays, for introspection

@@ -71,7 +71,8 @@ def _canon_entry(e: Any) -> Any:
             if not isinstance(a, str):
                 raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or "
                                       f"None; got {a!r} inside {tuple(e)!r}")
-        return tuple(e)
+        # As JAX's: () is None and a one-name tuple is that name
+        return None if not e else e[0] if len(e) == 1 else tuple(e)
     raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or None; "
                           f"got {e!r} of type {type(e).__name__}")
 
@@ -172,6 +173,9 @@ class Mesh:
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
+        if None in axis_names:
+            raise FtransValueError(f"Mesh axis names cannot be None. Got axis_names={axis_names}; name every axis "
+                                   "with a str")
         if devs.ndim != len(axis_names):
             raise FtransValueError(
                 f"Mesh: the devices array has {devs.ndim} dimensions (shape {devs.shape}) but {len(axis_names)} "
@@ -533,7 +537,7 @@ class NamedSharding(Sharding):
         return frozenset(n for n in self.mesh.axis_names if n not in self.spec.axes())
 
     def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
-        check_spec(self.spec, self.mesh, "NamedSharding", len(aval_shape), aval_shape)
+        check_spec(self.spec, self.mesh, f"Sharding {self!r}", len(aval_shape), aval_shape)
 
     def __eq__(self, other: Any) -> bool:
         other = as_sharding(other)
@@ -602,9 +606,10 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
         seen.add(a)
     if ndim is not None and len(spec) > ndim:
         raise FtransValueError(
-            f"{what}: the PartitionSpec {spec!r} has {len(spec)} entries, but the array has rank {ndim}"
-            + (f" (shape {tuple(shape)})" if shape is not None else "")
-            + "; give at most one entry per dimension")
+            f"{what}: " + ("For scalars the PartitionSpec should be P(); " if ndim == 0 else "")
+            + f"the PartitionSpec {spec!r} is only valid for values of rank at least {len(spec)}, but was applied "
+            f"to a value of rank {ndim}" + (f" (shape {tuple(shape)})" if shape is not None else "")
+            + f": it has {len(spec)} entries; give at most one entry per dimension")
 
 
 def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) -> None:
