@@ -173,3 +173,27 @@ def test_make_array_from_callback_errors():
     np.testing.assert_array_equal(np.asarray(f(fjnp.arange(4))), np.arange(4))
     with pytest.raises(ftrans.errors.UnexpectedTracerError, match="cannot be called within a traced context"):
         ftrans.jit(f)(fjnp.arange(4))
+
+
+def _layout(o):
+    return (o.shape, tuple(o.sharding.spec), tuple(o.sharding.mesh.axis_names), o.is_fully_replicated,
+            [(s.device.id, s.index, s.replica_id) for s in o.addressable_shards])
+
+
+@pytest.mark.parametrize("case", ["psum_out_none", "out1", "four", "devices", "getitem"])
+def test_pmap_result_shards_match_jax(case):
+    outs = []
+    for lib in (ftrans, jax):
+        devs = lib.devices()
+        if case == "psum_out_none":
+            o = lib.pmap(lambda v, lib=lib: lib.lax.psum(v, "i"), axis_name="i", out_axes=None)(X)
+        elif case == "out1":
+            o = lib.pmap(lambda v: v, axis_name="i", out_axes=1)(X)
+        elif case == "four":
+            o = lib.pmap(lambda v: v)(X[:4])
+        elif case == "devices":
+            o = lib.pmap(lambda v: v, devices=devs[4:])(X[:4])
+        else:
+            o = lib.pmap(lambda v: v * 2)(X)[1:3]
+        outs.append(_layout(o))
+    assert outs[0] == outs[1]
