@@ -282,6 +282,15 @@ def test_pmap_inside_jit_runs_but_is_not_one_module():
 
 
 @_needs_devices
+def test_jit_closing_over_a_spread_array_runs_over_its_devices():
+    x = np.arange(8, dtype=np.float32)
+    fy, jy = ftrans.pmap(lambda v: v * 2)(x), jax.pmap(lambda v: v * 2)(x)
+    fo, jo = ftrans.jit(lambda z: z + fy)(1.0), jax.jit(lambda z: z + jy)(1.0)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert len(jo.devices()) == 1 and len(fo.devices()) == 8
+
+
+@_needs_devices
 def test_pmap_axis_size_without_mapped_arguments():
     with pytest.raises(ValueError, match="at least one argument with a mapped axis"):
         jax.pmap(lambda: jlax.axis_index("i"), axis_name="i", axis_size=4)()
