@@ -197,3 +197,16 @@ def test_pmap_result_shards_match_jax(case):
             o = lib.pmap(lambda v: v * 2)(X)[1:3]
         outs.append(_layout(o))
     assert outs[0] == outs[1]
+
+
+def test_uneven_layouts_are_refused_as_jax():
+    fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
+    jm = jax.sharding.Mesh(np.array(JD).reshape(4, 2), ("x", "y"))
+    fs, js = FNamed(fm, FP("x", "y")), jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x", "y"))
+    for shape in [(8, 3), (1, 2)]:
+        for call in ("shard_shape", "devices_indices_map"):
+            with pytest.raises(ValueError, match="should evenly divide the shape"):
+                getattr(js, call)(shape)
+            with pytest.raises(ValueError, match="should evenly divide the shape"):
+                getattr(fs, call)(shape)
+    assert fs.shard_shape((8, 4)) == js.shard_shape((8, 4))

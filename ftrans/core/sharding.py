@@ -492,11 +492,22 @@ class NamedSharding(Sharding):
             out.append(int(np.prod([sizes[a] for a in names])) if names else 1)
         return out
 
+    def _check_even(self, global_shape: Sequence[int], parts: list) -> None:
+        for d, (n, p) in enumerate(zip(global_shape, parts)):
+            if n % p:
+                raise FtransValueError(
+                    f"Sharding {self!r} implies that array axis {d} is partitioned {p} times, but the dimension "
+                    f"size is {n} (full shape: {tuple(global_shape)}, per-dimension tiling factors: {parts} should "
+                    "evenly divide the shape)")
+
     def shard_shape(self, global_shape: Sequence[int]) -> tuple:
-        return tuple(-(-s // p) for s, p in zip(global_shape, self._parts(len(global_shape))))
+        parts = self._parts(len(global_shape))
+        self._check_even(global_shape, parts)
+        return tuple(s // p for s, p in zip(global_shape, parts))
 
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
         """Each device's block of an array of ``global_shape``, as a tuple of slices."""
+        self._check_even(global_shape, self._parts(len(global_shape)))
         mesh = self._concrete_mesh()
         names = list(mesh.axis_names)
         sizes = mesh.devices.shape
