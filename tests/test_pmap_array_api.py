@@ -210,3 +210,12 @@ def test_uneven_layouts_are_refused_as_jax():
             with pytest.raises(ValueError, match="should evenly divide the shape"):
                 getattr(fs, call)(shape)
     assert fs.shard_shape((8, 4)) == js.shard_shape((8, 4))
+
+
+def test_pmap_compiled_type_mismatch_says_what_jax_says():
+    x = np.ones((1, 4), np.float32)
+    for lib in (ftrans, jax):
+        c = lib.pmap(lambda v: v + 1).lower(x).compile()
+        with pytest.raises(TypeError, match=r"Argument types differ .*The mismatches are:\nArgument 'flat_args\[0\]' "
+                                            r"compiled with float32\[1,4\] and called with int32\[1,4\]"):
+            c(x.astype(np.int32))

@@ -446,16 +446,20 @@ class _Compiled:
                 "arguments left out), or lower again")
         bad = []
         for k, (x, want) in enumerate(zip(leaves, self._avals)):
+            w = f"{want.dtype.name}[{','.join(map(str, want.shape))}]"
             try:
                 got = aval_of(x)
             except TypeError:
-                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with a {type(x).__name__}")
+                bad.append(f"Argument 'flat_args[{k}]' compiled with {w} and called with a {type(x).__name__}, "
+                           "which is not an array")
                 continue
             if (got.shape, got.dtype) != (want.shape, want.dtype):
-                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with {got.str_short()}")
-        if bad:
-            raise FtransTypeError(f"{name}: the arguments' types differ from the ones it was compiled for:\n"
-                                  + "\n".join(bad) + "\nconvert them (.astype), or lower and compile again")
+                bad.append(f"Argument 'flat_args[{k}]' compiled with {w} and called with "
+                           f"{got.dtype.name}[{','.join(map(str, got.shape))}]")
+        if bad:  # JAX's words, as jit's Compiled: "Argument types differ ... The mismatches are:\nArgument ..."
+            raise FtransTypeError(f"{name}: Argument types differ from the types for which this computation was "
+                                  "compiled. The mismatches are:\n" + "\n".join(bad)
+                                  + "\nconvert them (.astype), or lower and compile again")
         return self._owner._run(self._entry, leaves)
 
     def as_text(self) -> str:
