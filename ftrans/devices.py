@@ -716,13 +716,13 @@ def _host_leaf(x: Any) -> np.ndarray:
     return arr.astype(canon) if arr.dtype != canon else arr
 
 
-def _stacked_on(pieces: list, devices: list) -> Any:
+def _stacked_on(pieces: list, devices: list, axis: str) -> Any:
     from ftrans.core.array import sharded_array
     from ftrans.core.avals import ShapedArray
 
     n = len(devices)
     shape = (n, *pieces[0].shape)
-    sharding = compat.mapped_sharding(compat.replica_mesh(devices, n), 0, len(shape))
+    sharding = compat.mapped_sharding(compat.replica_mesh(devices, n, axis), 0, len(shape))
     buf = compat.put_pieces([np.ascontiguousarray(p[None]) for p in pieces], shape, sharding, devices)
     return sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
 
@@ -752,13 +752,37 @@ def device_put_sharded(shards: Any, devices: Any) -> Any:
                                    f"{tree0}; every shard must have the same structure")
     out = []
     for i in range(len(trees[0][0])):
+        on_device = _on_their_devices([leaves[i] for leaves, _ in trees], devices)
+        if on_device is not None:
+            out.append(on_device)
+            continue
         pieces = [_host_leaf(leaves[i]) for leaves, _ in trees]
         shapes = {(p.shape, p.dtype) for p in pieces}
         if len(shapes) != 1:
             raise FtransValueError(f"device_put_sharded: leaf {i} has differing shapes/dtypes across shards: "
                                    f"{sorted(str(s) for s in shapes)}; shards must agree")
-        out.append(_stacked_on(pieces, devices))
+        out.append(_stacked_on(pieces, devices, "_device_put_sharded"))
     return tree_util.tree_unflatten(tree0, out)
+
+
+def _on_their_devices(xs: list, devices: list) -> Any:
+    """The shards stacked without a trip through the host, when each already sits on its device (Arrays that
+    ``device_put`` placed there, all of one shape and dtype); None otherwise."""
+    from ftrans.core.array import DeviceArray, sharded_array
+    from ftrans.core.avals import ShapedArray
+    from ftrans.core.prims.structural import reshape_p
+
+    first = xs[0]
+    for x, d in zip(xs, devices):
+        if type(x) is not DeviceArray or x.shape != first.shape or x.dtype != first.dtype or x.is_deleted() \
+                or x.devices() != {d} or dtypes.canonicalize(x.dtype) != x.dtype:
+            return None
+    n = len(devices)
+    shape = (n, *first.shape)
+    sharding = compat.mapped_sharding(compat.replica_mesh(devices, n, "_device_put_sharded"), 0, len(shape))
+    bufs = [reshape_p.bind(x, new_sizes=(1, *first.shape), dimensions=None)._device_buffer()
+            for x in xs]  # each reshaped on its own device
+    return sharded_array(compat.assemble(shape, sharding, bufs), ShapedArray(shape, first.dtype, False))
 
 
 @_explicit
@@ -766,7 +790,8 @@ def device_put_replicated(x: Any, devices: Any) -> Any:
     """JAX's ``device_put_replicated``: a copy of ``x`` (a pytree) on each of ``devices``, stacked along a new
     leading axis split over them."""
     devices = _check_devices("device_put_replicated", devices)
-    return tree_util.tree_map(lambda leaf: _stacked_on([_host_leaf(leaf)] * len(devices), devices), x)
+    return tree_util.tree_map(lambda leaf: _stacked_on([_host_leaf(leaf)] * len(devices), devices,
+                                                       "_device_put_replicated"), x)
 
 
 def live_arrays(platform: Any = None) -> list:

@@ -134,6 +134,15 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     idx = rt.addressable_devices_indices_map(shape)
     devs = list(idx)
     blocks = [data_callback(idx[d]) for d in devs]
+    from ftrans.core.trace import Tracer
+
+    if any(isinstance(b, Tracer) for b in blocks):
+        from ftrans.errors import UnexpectedTracerError
+
+        raise UnexpectedTracerError(
+            "jax.make_array_from_callback cannot be called within a traced context: the callback returned a traced "
+            "value (an argument of a jitted or transformed function); build the array outside the transformation "
+            "and pass it in, or use device_put/reshard inside")
     impl = None
     if any(keys.is_key(b) for b in blocks):
         # Blocks of typed keys: the global key array is laid out as its uint32 data, whose trailing key-data
@@ -148,16 +157,38 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     want = sharding.shard_shape(shape)
     for d, p in zip(devs, pieces):
         if tuple(p.shape) != tuple(want):
-            raise FtransValueError(f"make_array_from_callback: the callback returned a block of shape {p.shape} "
-                                   f"for index {idx[d]} on {d}, but the sharding's blocks have shape {want}")
+            raise FtransValueError(f"make_array_from_callback: Expected shard shape {tuple(want)} doesn't match the "
+                                   f"single device array shape {tuple(p.shape)}: the callback returned a block of "
+                                   f"shape {tuple(p.shape)} for index {idx[d]} on {d}, but the sharding's blocks "
+                                   f"have shape {tuple(want)}")
     with compat.explicit_transfers():  # JAX's make_array_from_callback device_puts the blocks
         buf = compat.put_pieces(pieces, shape, rt, devs)
     out = sharded_array(buf, ShapedArray(shape, pieces[0].dtype, False))
     return out if impl is None else keys.wrap(impl, out)
 
 
-def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Any:
-    """A global Array from this process's blocks, already on their devices (one per addressable device)."""
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any], *,
+                                         dtype: Any = None) -> Any:
+    """A global Array from this process's blocks, already on their devices (one per addressable device);
+    ``dtype``, if given, must be the blocks' dtype (it names the result's dtype when there are no blocks)."""
+    from ftrans.core.trace import Tracer
+
+    if not isinstance(arrays, (list, tuple)):
+        raise FtransTypeError("jax.make_array_from_single_device_arrays `arrays` argument must be a list or tuple, "
+                              f"but got {type(arrays).__name__}: give one single-device Array per device")
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise FtransValueError("jax.make_array_from_single_device_arrays requires a list of concrete arrays as "
+                               "input, but got traced values: call it outside jit/grad/vmap")
+    for a in arrays:
+        n = len(getattr(a, "addressable_shards", ()) or ())
+        if n != 1 and not keys.is_key(a):
+            raise FtransValueError("When making an array from single-device arrays the input arrays must have one "
+                                   f"shard each. An argument array had {n} shard(s).")
+    if dtype is not None and arrays and any(np.dtype(a.dtype) != dtypes.canonicalize(np.dtype(dtype))
+                                            for a in arrays if not keys.is_key(a)):
+        raise FtransValueError("If `dtype` is provided to `jax.make_array_from_single_device_arrays`, it must match "
+                               f"the dtype of the addressable shards: got dtype={np.dtype(dtype).name}, shards of "
+                               f"{sorted({np.dtype(a.dtype).name for a in arrays})}")
     shape = tuple(shape)
     impl = None
     if any(keys.is_key(a) for a in arrays):
@@ -219,6 +250,10 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     if global_shape is None:
         global_shape = (local.shape[0] * nproc, *local.shape[1:])
     global_shape = tuple(global_shape)
+    if hasattr(sharding, "platform") and hasattr(sharding, "id") and hasattr(sharding, "client"):
+        from ftrans.core.sharding import SingleDeviceSharding
+
+        sharding = SingleDeviceSharding(sharding)  # a Device: all of the array on it, as JAX's device_put
     sharding = as_sharding(sharding)
     if isinstance(sharding, PartitionSpec):  # over the mesh set_mesh set, as JAX's
         mesh = get_mesh()

@@ -27,6 +27,18 @@ def test_subnormals_are_kept():
     assert float(fnp.asarray(tiny) * 1.0) == float(tiny)
 
 
+def test_buffer_protocol_needs_python_312():
+    import sys
+
+    y = ftrans.device_put(np.arange(6, dtype=np.float32))
+    assert memoryview(jax.device_put(np.arange(6, dtype=np.float32))).tobytes() == np.arange(6, dtype=np.float32).tobytes()
+    if sys.version_info < (3, 12):
+        with pytest.raises(TypeError):
+            memoryview(y)
+    else:
+        assert memoryview(y).tobytes() == np.arange(6, dtype=np.float32).tobytes()
+
+
 def test_bool_times_nan_is_nan():
     b = np.array([True, False])
     assert np.asarray(jnp.asarray(b) * np.float32(np.nan)).tolist()[1] == 0.0
@@ -267,6 +279,15 @@ def test_pmap_inside_jit_runs_but_is_not_one_module():
     assert "stablehlo" in jax.jit(jax.pmap(lambda a: a * 2)).lower(x).as_text()
     with pytest.raises(NotImplementedError, match="inside a jitted function"):
         ftrans.jit(ftrans.pmap(lambda a: a * 2)).lower(x)
+
+
+@_needs_devices
+def test_jit_closing_over_a_spread_array_runs_over_its_devices():
+    x = np.arange(8, dtype=np.float32)
+    fy, jy = ftrans.pmap(lambda v: v * 2)(x), jax.pmap(lambda v: v * 2)(x)
+    fo, jo = ftrans.jit(lambda z: z + fy)(1.0), jax.jit(lambda z: z + jy)(1.0)
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    assert len(jo.devices()) == 1 and len(fo.devices()) == 8
 
 
 @_needs_devices

@@ -159,6 +159,14 @@ class Array(ArrayMixin):
     def copy(self) -> Array:
         return Array._new(self._value.copy(), self.weak_type)
 
+    def __buffer__(self, flags: int) -> memoryview:
+        """The Python buffer protocol (``memoryview(x)``; Python 3.12+, PEP 688): a read-only view of the host
+        value, which stays valid after ``delete()`` (as JAX's); bfloat16 has no buffer format, as in JAX."""
+        v = self._value
+        if v.dtype.name == "bfloat16":
+            raise BufferError("Buffers of type BF16 are not supported by the Python buffer protocol.")
+        return memoryview(v)
+
     def block_until_ready(self) -> Array:
         return self
 
@@ -283,6 +291,40 @@ class Array(ArrayMixin):
         return self.addressable_shards[index].data
 
     @property
+    def _arrays(self) -> list | None:
+        """The single-device Arrays holding this process's blocks, in device order (JAX's ``_arrays``);
+        None once the array is deleted."""
+        if self.is_deleted():
+            return None
+        return [s.data for s in self.addressable_shards]
+
+    @property
+    def _npy_value(self) -> np.ndarray | None:
+        """The host copy of the value if one was made already, else None (JAX's ``_npy_value``)."""
+        try:
+            return Array._value.__get__(self, type(self))  # the slot itself: never fetches
+        except AttributeError:
+            return None
+
+    def _check_if_deleted(self) -> None:
+        """Raises ``DeletedArrayError`` (a RuntimeError) if the array was deleted or donated (JAX's method)."""
+        if self.is_deleted():
+            self._value  # noqa: B018 - the deleted array's own error, saying how it went
+
+    def is_ready(self) -> bool:
+        """Whether the array's value has been computed (never blocks); a host Array's always has."""
+        return True
+
+    def _fully_replicated_shard(self) -> Array:
+        """One device's whole copy of a fully replicated array (JAX's method)."""
+        if not self.is_fully_replicated:
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(f"_fully_replicated_shard: the array is laid out as {self.sharding}, which "
+                                   "is not fully replicated")
+        return self.addressable_shards[0].data
+
+    @property
     def global_shards(self) -> list:
         """Every block of the array, on every process's devices (JAX's ``global_shards``); an array on one
         device is one block: itself, whole."""
@@ -318,6 +360,18 @@ class _LazyHostArray(Array):
 
     __slots__ = ("_aval",)
     _deleted_how = "deleted with .delete()"
+
+    def is_ready(self) -> bool:
+        """Whether the device computation producing the value has finished (never blocks)."""
+        return bool(self._device_buffer().is_ready())
+
+    def __iter__(self):
+        # As JAX's: the rows of an array pinned to a device, or replicated over several, stay where it is;
+        # an uncommitted array's (or a split one's) come through the host, on the default device.
+        if not self._aval.shape or not self._committed or (type(self) is ShardedArray
+                                                            and not self.is_fully_replicated):
+            return Array.__iter__(self)
+        return (self[i] for i in range(self._aval.shape[0]))
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
@@ -898,7 +952,7 @@ class _PublicArrayMeta(type):
 
     def __subclasscheck__(cls, sub: type) -> bool:
         # Tracer classes are not subclasses, as in JAX; the key array class is (JAX's PRNGKeyArray is).
-        return isinstance(sub, type) and (issubclass(sub, Array) or sub is _key_array_type())
+        return isinstance(sub, type) and (sub is cls or issubclass(sub, Array) or sub is _key_array_type())
 
     def __getattr__(cls, name: str) -> Any:
         return getattr(Array, name)  # the methods and properties of concrete arrays, for introspection

@@ -321,4 +321,10 @@ class ShapeDtypeStruct:
         if is_key(x):
             return cls(x.shape, x.dtype)
         a = aval_of(x)
-        return cls(a.shape, a.dtype, weak_type=a.weak_type)
+        # As JAX's: a committed array's sharding (an uncommitted one has none); a traced value's sharding type
+        sharding = getattr(a, "sharding", None)
+        if sharding is None and getattr(x, "_committed", False) is True:
+            sharding = x.sharding
+        if sharding is None:
+            return cls(a.shape, a.dtype, weak_type=a.weak_type)
+        return cls(a.shape, a.dtype, weak_type=a.weak_type, sharding=sharding)

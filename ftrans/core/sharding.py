@@ -65,10 +65,14 @@ def _canon_entry(e: Any) -> Any:
         return PartitionSpec.UNCONSTRAINED  # JAX's spec entry, in a spec of JAX's being converted
     if isinstance(e, (tuple, list)):
         for a in e:
+            if isinstance(a, (tuple, list)):
+                raise FtransValueError(f"A tuple inside PartitionSpec cannot contain a nested tuple: got {a!r} "
+                                       f"inside {tuple(e)!r}; list the mesh axes of one dimension flat")
             if not isinstance(a, str):
                 raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or "
                                       f"None; got {a!r} inside {tuple(e)!r}")
-        return tuple(e)
+        # As JAX's: () is None and a one-name tuple is that name
+        return None if not e else e[0] if len(e) == 1 else tuple(e)
     raise FtransTypeError(f"PartitionSpec entries must be a mesh axis name (str), a tuple of names, or None; "
                           f"got {e!r} of type {type(e).__name__}")
 
@@ -95,6 +99,10 @@ class PartitionSpec(tuple):
     """
 
     UNCONSTRAINED = _Unconstrained()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise FtransTypeError("Subclassing `jax.P` is prohibited: PartitionSpec is final, as in JAX (wrap one in "
+                              f"a class of your own instead of deriving {cls.__name__} from it)")
 
     def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
         if unreduced or reduced:
@@ -165,13 +173,16 @@ class Mesh:
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
+        if None in axis_names:
+            raise FtransValueError(f"Mesh axis names cannot be None. Got axis_names={axis_names}; name every axis "
+                                   "with a str")
         if devs.ndim != len(axis_names):
             raise FtransValueError(
                 f"Mesh: the devices array has {devs.ndim} dimensions (shape {devs.shape}) but {len(axis_names)} "
                 f"axis names were given ({axis_names}); give one name per dimension")
         if len(set(axis_names)) != len(axis_names):
             raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
-        ids = [d.id for d in devs.flat]
+        ids = [d.id for d in devs.flat] if devs.ndim else []  # a 0-d devices array: the empty mesh, as JAX's
         if len(set(ids)) != len(ids):
             raise FtransValueError(f"Mesh: a device appears more than once in the mesh (ids {ids})")
         if axis_types is None:
@@ -199,7 +210,7 @@ class Mesh:
 
     @property
     def size(self) -> int:
-        return int(self.devices.size)
+        return int(self.devices.size) if self.devices.ndim else 0
 
     @property
     def device_ids(self) -> np.ndarray:
@@ -211,12 +222,12 @@ class Mesh:
 
     @property
     def empty(self) -> bool:
-        return self.devices.size == 0
+        return self.size == 0
 
     @property
     def abstract_mesh(self) -> AbstractMesh:
         """The mesh's axis sizes, names and types without its devices."""
-        d = self.devices.flat[0] if self.devices.size else None
+        d = self.devices.flat[0] if self.size else None
         dev = AbstractDevice(d.device_kind, getattr(d, "num_cores", None), d.platform) if d is not None else None
         return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types, abstract_device=dev)
 
@@ -361,6 +372,15 @@ class Sharding:
 
         return norm(self.devices_indices_map(shape)) == norm(other.devices_indices_map(shape))
 
+    def _to_xla_hlo_sharding(self, num_dimensions: int) -> Any:
+        """XLA's ``HloSharding`` of this layout for an array of rank ``num_dimensions`` (JAX's method of the
+        same name, which tools comparing layouts with XLA's call)."""
+        return runtime_of(self, num_dimensions)._to_xla_hlo_sharding(num_dimensions)
+
+    def _to_sdy_sharding(self, num_dimensions: int) -> Any:
+        """Shardy's sharding attribute of this layout for an array of rank ``num_dimensions`` (JAX's method)."""
+        return runtime_of(self, num_dimensions)._to_sdy_sharding(num_dimensions)
+
     def with_memory_kind(self, kind: str) -> Sharding:
         if kind not in (None, "device"):
             raise NotImplementedError(f"with_memory_kind({kind!r}): ftrans places arrays in the device's default "
@@ -472,11 +492,22 @@ class NamedSharding(Sharding):
             out.append(int(np.prod([sizes[a] for a in names])) if names else 1)
         return out
 
+    def _check_even(self, global_shape: Sequence[int], parts: list) -> None:
+        for d, (n, p) in enumerate(zip(global_shape, parts)):
+            if n % p:
+                raise FtransValueError(
+                    f"Sharding {self!r} implies that array axis {d} is partitioned {p} times, but the dimension "
+                    f"size is {n} (full shape: {tuple(global_shape)}, per-dimension tiling factors: {parts} should "
+                    "evenly divide the shape)")
+
     def shard_shape(self, global_shape: Sequence[int]) -> tuple:
-        return tuple(-(-s // p) for s, p in zip(global_shape, self._parts(len(global_shape))))
+        parts = self._parts(len(global_shape))
+        self._check_even(global_shape, parts)
+        return tuple(s // p for s, p in zip(global_shape, parts))
 
     def devices_indices_map(self, global_shape: Sequence[int]) -> dict:
         """Each device's block of an array of ``global_shape``, as a tuple of slices."""
+        self._check_even(global_shape, self._parts(len(global_shape)))
         mesh = self._concrete_mesh()
         names = list(mesh.axis_names)
         sizes = mesh.devices.shape
@@ -517,7 +548,7 @@ class NamedSharding(Sharding):
         return frozenset(n for n in self.mesh.axis_names if n not in self.spec.axes())
 
     def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
-        check_spec(self.spec, self.mesh, "NamedSharding", len(aval_shape), aval_shape)
+        check_spec(self.spec, self.mesh, f"Sharding {self!r}", len(aval_shape), aval_shape)
 
     def __eq__(self, other: Any) -> bool:
         other = as_sharding(other)
@@ -586,9 +617,10 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
         seen.add(a)
     if ndim is not None and len(spec) > ndim:
         raise FtransValueError(
-            f"{what}: the PartitionSpec {spec!r} has {len(spec)} entries, but the array has rank {ndim}"
-            + (f" (shape {tuple(shape)})" if shape is not None else "")
-            + "; give at most one entry per dimension")
+            f"{what}: " + ("For scalars the PartitionSpec should be P(); " if ndim == 0 else "")
+            + f"the PartitionSpec {spec!r} is only valid for values of rank at least {len(spec)}, but was applied "
+            f"to a value of rank {ndim}" + (f" (shape {tuple(shape)})" if shape is not None else "")
+            + f": it has {len(spec)} entries; give at most one entry per dimension")
 
 
 def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) -> None:
@@ -710,6 +742,9 @@ def set_mesh(mesh: Mesh | None) -> _SetMesh:
 
 
 _mesh_memo: dict = {}
+
+# ``(ftrans sharding, rank) -> the runtime's sharding``: set by the lowering layer (``compat.runtime_sharding``).
+runtime_of: Any = None
 
 
 def _runtime_key(mesh: Any) -> tuple:

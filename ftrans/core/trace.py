@@ -1163,8 +1163,10 @@ def check_outputs(out: Any, fun: Any, what: str, ok: Any = None) -> None:
         if is_jax_value(leaf) or (ok is not None and ok(leaf)):
             continue
         comp = tree_util.keystr(path) or "(the whole output)"
+        head = (f"Output from batched function {shown_value(leaf)} with type {type(leaf)!r} is not a valid JAX "
+                "type: ") if what == "vmap" else ""  # JAX's words for vmap's outputs
         raise errors.FtransTypeError(
-            f"function {function_site(fun)} traced for {what} returned a value of type {type(leaf)!r} "
+            f"{head}function {function_site(fun)} traced for {what} returned a value of type {type(leaf)!r} "
             f"({shown_value(leaf)}) at output component {comp}, which is not a valid JAX type: return "
             "arrays, scalars or pytrees of them")
 

@@ -722,15 +722,16 @@ def compile_replicated(client: Any, module_text: str, devices: Sequence[Any], do
     return _compile_and_load(client, module_text, devices, opts, host_callbacks)
 
 
-def replica_mesh(devices: Sequence[Any], size: int) -> Any:
+def replica_mesh(devices: Sequence[Any], size: int, axis: str = "_internal_pmap_axis_name") -> Any:
     """The devices of a replicated program as a (size, rest) mesh: replica ``r`` sits at ``divmod(r, rest)``
-    (a one-axis mesh when ``rest`` is 1)."""
+    (a one-axis mesh when ``rest`` is 1).  ``axis`` names the mapped mesh axis: the pmap's axis name, as in
+    JAX's pmap results (``P('i')`` for ``axis_name='i'``)."""
     from jax.sharding import Mesh
 
     rest = len(devices) // size
     if rest == 1:  # no nested pmap: a one-axis mesh, as JAX's pmap results carry
-        return Mesh(np.array(devices, dtype=object), ("pmap",))
-    return Mesh(np.array(devices, dtype=object).reshape(size, rest), ("pmap", "rest"))
+        return Mesh(np.array(devices, dtype=object), (axis,))
+    return Mesh(np.array(devices, dtype=object).reshape(size, rest), (axis, "_rest" if axis == "rest" else "rest"))
 
 
 def mapped_sharding(mesh: Any, axis: int | None, ndim: int) -> Any:
@@ -739,7 +740,15 @@ def mapped_sharding(mesh: Any, axis: int | None, ndim: int) -> Any:
 
     if axis is None:
         return NamedSharding(mesh, PartitionSpec())
-    return NamedSharding(mesh, PartitionSpec(*([None] * axis), "pmap"))
+    return NamedSharding(mesh, PartitionSpec(*([None] * axis), mesh.axis_names[0]))
+
+
+def same_layout(a: Any, b: Any, ndim: int) -> bool:
+    """Whether two runtime shardings place the same blocks on the same devices (names of mesh axes aside)."""
+    try:
+        return bool(a.is_equivalent_to(b, ndim))
+    except Exception:  # noqa: BLE001 - shardings the runtime cannot compare are not the same layout
+        return False
 
 
 def put_sharded(value: np.ndarray, sharding: Any, axis: int | None, devices: Sequence[Any], size: int) -> Any:
@@ -897,6 +906,15 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
 
 
 _runtime_layouts: dict = {}  # (runtime mesh, spec) -> the runtime's sharding: one object per layout
+
+
+def _install_runtime_of() -> None:
+    from ftrans.core import sharding as _core_sharding
+
+    _core_sharding.runtime_of = runtime_sharding
+
+
+_install_runtime_of()
 
 
 def put_global(value: np.ndarray, sharding: Any) -> Any:

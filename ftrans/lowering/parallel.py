@@ -124,7 +124,9 @@ class PmapExecutable:
                                compat.lowering_platform(devices[0]))
         self._held = _compile(self.text, devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
-        mesh = compat.replica_mesh(devices, axis_size)
+        # The mapped mesh axis is named after the pmap's axis, as in JAX's pmap results (``P('i')``).
+        mesh = compat.replica_mesh(devices, axis_size,
+                                   axis_name if isinstance(axis_name, str) else "_internal_pmap_axis_name")
         self.in_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.in_avals, in_axes)]
         self.out_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.out_avals, out_axes)]
         self.in_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape)) for a, ax in zip(self.in_avals, in_axes)]
@@ -137,8 +139,9 @@ class PmapExecutable:
         want = self.in_shardings[k]
         if type(x) is ShardedArray:
             buf = x._sharded
-            if not buf.is_deleted() and buf.sharding == want:
-                return buf
+            if not buf.is_deleted() and (buf.sharding == want or compat.same_layout(buf.sharding, want,
+                                                                                  len(x.shape))):
+                return buf  # split the same way over the same devices (whatever its mesh axis is called)
             value = x._value
         elif isinstance(x, Array):
             value = x._value

@@ -511,12 +511,13 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # as in JAX: the positional arguments' entries may come as a list
     # Checked when vmap is applied, as JAX does, not at the first call.
-    if not (in_axes is None or type(in_axes) is int or isinstance(in_axes, tuple)):
+    if not (in_axes is None or type(in_axes) is int or isinstance(in_axes, tuple) or type(in_axes) in spec_types):
         raise FtransTypeError(
             "vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
             f"arguments passed to the function, but got {in_axes!r}.")
     for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
-        bad = [leaf for leaf in tree_util.tree_leaves(spec) if type(leaf) is not int]
+        bad = [leaf for leaf in tree_util.tree_leaves(spec, is_leaf=_is_map_spec) if type(leaf) is not int
+               and type(leaf) not in spec_types]
         if bad:
             raise FtransTypeError(
                 f"vmap {what} must be an int, None, or (nested) container with those types as leaves: "
@@ -525,6 +526,8 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
 
     @wraps(fun)
     def batched(*args: Any, **kwargs: Any) -> Any:
+        if vmappables and _uses_vmappables(in_axes, out_axes, args, kwargs):
+            return _vmap_vmappables(fun, name, in_axes, out_axes, axis_name, axis_size, args, kwargs)
         leaves_paths, in_tree = tree_util.tree_flatten_with_path((args, kwargs))
         dims = _in_dims(in_axes, args, kwargs)
         size = _axis_size(name, leaves_paths, dims, axis_size, fun, args, kwargs)
@@ -589,6 +592,140 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
         doc += "\n\nOriginal documentation:\n\n" + fun.__doc__
     batched.__doc__ = doc
     return batched
+
+
+# ----------------------------------------------------------------------------
+# Vmappable types (JAX's ``jax.interpreters.batching.register_vmappable``): a container type whose values vmap
+# takes apart into batched arrays (``to_elt``) and builds again from them (``from_elt``), with map specs of
+# its own spec type in ``in_axes``/``out_axes``.
+
+vmappables: dict[type, tuple[type, type]] = {}  # data type -> (spec type, axis size type)
+spec_types: set[type] = set()
+to_elt_handlers: dict[type, Callable] = {}
+from_elt_handlers: dict[type, Callable] = {}
+make_iota_handlers: dict[type, Callable] = {}
+
+
+def register_vmappable(data_type: type, spec_type: type, axis_size_type: type, to_elt: Callable,
+                       from_elt: Callable, make_iota: Callable | None) -> None:
+    """Let ``vmap`` map over values of ``data_type`` (as JAX's): ``to_elt(cont, get_idx, x, spec)`` gives the
+    per-example value of ``x`` mapped as ``spec`` (an instance of ``spec_type``), calling ``cont(array, axis)``
+    for the arrays it holds; ``from_elt(cont, axis_size, elt, spec)`` gives the batched value of a result,
+    calling ``cont(axis_size, elt_array, axis)`` for its arrays."""
+    vmappables[data_type] = (spec_type, axis_size_type)
+    spec_types.add(spec_type)
+    to_elt_handlers[data_type] = to_elt
+    from_elt_handlers[data_type] = from_elt
+    if make_iota is not None:
+        make_iota_handlers[axis_size_type] = make_iota
+
+
+def unregister_vmappable(data_type: type) -> None:
+    """Forget ``data_type``'s handlers (its spec type stays known: another type may share it, as in JAX)."""
+    vmappables.pop(data_type, None)
+    to_elt_handlers.pop(data_type, None)
+    from_elt_handlers.pop(data_type, None)
+
+
+def is_vmappable(x: Any) -> bool:
+    return type(x) in vmappables
+
+
+def _is_map_spec(x: Any) -> bool:
+    return type(x) in spec_types
+
+
+def _is_spec(x: Any) -> bool:
+    return x is None or type(x) in spec_types
+
+
+def _uses_vmappables(in_axes: Any, out_axes: Any, args: tuple, kwargs: dict) -> bool:
+    return (any(type(s) in spec_types for s in tree_util.tree_leaves((in_axes, out_axes), is_leaf=_is_map_spec))
+            or any(is_vmappable(x) for x in tree_util.tree_leaves((args, kwargs), is_leaf=is_vmappable)))
+
+
+def _spec_leaves(what: str, spec: Any, tree: Any, name: str) -> list:
+    """``spec`` (a prefix of ``tree`` whose leaves are ints, None or map specs) broadcast to the leaves of
+    ``tree``, vmappable values being leaves."""
+    if spec is None or type(spec) is int or type(spec) in spec_types:
+        return [spec] * len(tree_util.tree_leaves(tree, is_leaf=is_vmappable))
+    spec_leaves, spec_def = tree_util.tree_flatten(spec, is_leaf=_is_spec)
+    try:
+        subtrees = spec_def.flatten_up_to(tree)
+    except (ValueError, TypeError) as e:
+        raise FtransValueError(f"vmap({name}) {what} specification must be a tree prefix of the corresponding "
+                               f"value; got specification {spec!r}: {e}") from None
+    return [s for s, sub in zip(spec_leaves, subtrees) for _ in tree_util.tree_leaves(sub, is_leaf=is_vmappable)]
+
+
+def _vmap_vmappables(fun: Callable, name: str, in_axes: Any, out_axes: Any, axis_name: Any, axis_size: Any,
+                     args: tuple, kwargs: dict) -> Any:
+    """``vmap`` of a function some of whose arguments or results are registered vmappable values."""
+    from ftrans.core.operands import as_operand
+
+    if in_axes is None or type(in_axes) is int or type(in_axes) in spec_types:
+        per_arg = [in_axes] * len(args)
+    elif len(in_axes) != len(args):
+        raise FtransValueError(
+            f"vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+            f"arguments passed to the function, but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+    else:
+        per_arg = list(in_axes)
+    specs: list = []
+    for spec, a in zip(per_arg, args):
+        specs.extend(_spec_leaves("in_axes", spec, a, name))
+    specs.extend([0] * len(tree_util.tree_leaves(kwargs, is_leaf=is_vmappable)))
+    leaves, in_tree = tree_util.tree_flatten((args, kwargs), is_leaf=is_vmappable)
+    size = axis_size
+    if size is None:
+        sizes = {aval_of(x).shape[d] for x, d in zip(leaves, specs) if type(d) is int and not is_vmappable(x)}
+        if len(sizes) != 1:
+            raise FtransValueError(f"vmap({name}): give axis_size: the size of the mapped axis cannot be read from "
+                                   "the arguments (vmappable values, or arrays mapped with differing sizes)")
+        size = sizes.pop()
+    frame = AxisFrame(axis_name, size, None, None)
+    try:
+        with new_main(BatchTrace, frame) as main:
+            frame.main = main
+            trace = main.trace
+
+            def get_idx() -> Any:
+                raise FtransTypeError(f"vmap({name}): the index of the mapped axis is not available to to_elt")
+
+            def to_elt(x: Any, spec: Any) -> Any:
+                handler = to_elt_handlers.get(type(x))
+                if handler is not None:
+                    return handler(to_elt, get_idx, x, spec)
+                if spec is None:
+                    return x
+                if type(spec) is not int:
+                    raise FtransTypeError(f"vmap({name}): an array argument got the map spec {spec!r}; arrays "
+                                          "take an int or None")
+                x = x if isinstance(x, Tracer) else as_operand(x)
+                return BatchTracer(trace, x, spec % len(aval_of(x).shape))
+
+            elts = [to_elt(x, d) for x, d in zip(leaves, specs)]
+            a, kw = tree_util.tree_unflatten(in_tree, elts)
+            with extend_axis_env(axis_name, size, main), transform_name_stack("vmap"):
+                out = fun(*a, **kw)
+            outs, out_tree = tree_util.tree_flatten(out, is_leaf=is_vmappable)
+            if isinstance(out_axes, tuple) and not isinstance(out, tuple) and len(out_axes) == 1:
+                out_axes = out_axes[0]
+            out_specs = _spec_leaves("out_axes", out_axes, out, name)
+
+            def from_elt(n: int, elt: Any, spec: Any) -> Any:
+                handler = from_elt_handlers.get(type(elt))
+                if handler is not None:
+                    return handler(from_elt, n, elt, spec)
+                if spec is not None and type(spec) is not int:
+                    raise FtransTypeError(f"vmap({name}): an array output got the map spec {spec!r}; arrays "
+                                          "take an int or None")
+                return _out_value(name, main, elt, spec, n, (), axis_name)
+
+            results = [from_elt(size, o, d) for o, d in zip(outs, out_specs)]
+    finally:
+        frame.main = None
+    return tree_util.tree_unflatten(out_tree, results)
 
 
 def _mapped_refs(name: str, leaves_paths: list, dims: list) -> dict:

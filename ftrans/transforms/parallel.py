@@ -123,9 +123,10 @@ class PmapWrapped:
                 hash(v)
             except TypeError:
                 raise FtransValueError(
-                    f"pmap({self.__name__}): static argument {j} (of static_broadcasted_argnums) has unhashable "
-                    f"type {type(v).__name__}; static arguments must be hashable (use a tuple instead of a list, "
-                    "or pass arrays as ordinary mapped or broadcast arguments)") from None
+                    f"Non-hashable static arguments are not supported: pmap({self.__name__})'s static argument {j} "
+                    f"(of static_broadcasted_argnums) has unhashable type {type(v).__name__}; static arguments "
+                    "must be hashable (use a tuple instead of a list, or pass arrays as ordinary mapped or "
+                    "broadcast arguments)") from None
             statics.append((j, v))
         static_pos = {j for j, _ in statics}
         dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
@@ -138,10 +139,14 @@ class PmapWrapped:
         elif isinstance(in_axes, tuple):
             n_all = len(dyn) + len(self._static)
             if len(in_axes) not in (len(dyn), n_all):
+                kw = (f"; the {len(kwargs)} argument{'s' if len(kwargs) != 1 else ''} passed by keyword "
+                      f"({', '.join(map(str, kwargs))}) are not covered by in_axes: each argument passed by "
+                      "keyword is mapped over axis 0 (pass them positionally to give them in_axes entries)"
+                      ) if kwargs else ""
                 raise FtransValueError(
                     f"pmap({self.__name__}) in_axes must be an int, None, or a tuple of entries corresponding to "
                     f"the positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
-                    f"len(args)={n_all}")
+                    f"len(args)={n_all}{kw}")
             per_arg = list(in_axes) if len(in_axes) == len(dyn) else [in_axes[i] for i in dyn_pos]
         else:
             raise FtransTypeError(
@@ -441,16 +446,20 @@ class _Compiled:
                 "arguments left out), or lower again")
         bad = []
         for k, (x, want) in enumerate(zip(leaves, self._avals)):
+            w = f"{want.dtype.name}[{','.join(map(str, want.shape))}]"
             try:
                 got = aval_of(x)
             except TypeError:
-                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with a {type(x).__name__}")
+                bad.append(f"Argument 'flat_args[{k}]' compiled with {w} and called with a {type(x).__name__}, "
+                           "which is not an array")
                 continue
             if (got.shape, got.dtype) != (want.shape, want.dtype):
-                bad.append(f"  argument {k}: compiled for {want.str_short()}, called with {got.str_short()}")
-        if bad:
-            raise FtransTypeError(f"{name}: the arguments' types differ from the ones it was compiled for:\n"
-                                  + "\n".join(bad) + "\nconvert them (.astype), or lower and compile again")
+                bad.append(f"Argument 'flat_args[{k}]' compiled with {w} and called with "
+                           f"{got.dtype.name}[{','.join(map(str, got.shape))}]")
+        if bad:  # JAX's words, as jit's Compiled: "Argument types differ ... The mismatches are:\nArgument ..."
+            raise FtransTypeError(f"{name}: Argument types differ from the types for which this computation was "
+                                  "compiled. The mismatches are:\n" + "\n".join(bad)
+                                  + "\nconvert them (.astype), or lower and compile again")
         return self._owner._run(self._entry, leaves)
 
     def as_text(self) -> str:

@@ -266,7 +266,9 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
     # A result with a sharding type and no out_shardings entry is laid out as its type says
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
-    mesh = _mesh_of(fname, in_sh + out_sh, closed.jaxpr)
+    # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
+    const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
+    mesh = _mesh_of(fname, in_sh + out_sh + const_sh, closed.jaxpr)
     dev = getattr(owner, "_device", None)
     if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
         raise FtransValueError(

@@ -1,0 +1,1 @@
+"""JAX's ``jax.interpreters``: the parts of its interpreters' API meant for users (``batching``)."""
