@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -706,6 +707,26 @@ def test_background_write_lands_and_is_loaded(cache):
     again = _fresh_call(_f, X_IN)
     assert disk_cache.stats["hits"] == 1
     np.testing.assert_array_equal(np.asarray(out), np.asarray(again))
+
+
+def test_background_write_waits_out_the_first_run_unless_flushed(cache, monkeypatch):
+    """The writer leaves a job alone for ``write_delay_s`` (the program's first run has the CPU); ``flush``
+    starts it at once."""
+    disk_cache.background_writes = True
+    monkeypatch.setattr(disk_cache, "write_delay_s", 30.0)
+    _fresh_call(_f, X_IN)
+    time.sleep(0.3)
+    assert disk_cache.stats["writes"] == 0 and not _files(cache)  # still waiting
+    t0 = time.monotonic()
+    assert disk_cache.flush(timeout=60)
+    assert time.monotonic() - t0 < 20  # not the 30 s delay
+    assert disk_cache.stats["writes"] == 1 and len(_files(cache)) == 1
+    monkeypatch.setattr(disk_cache, "write_delay_s", 0.05)
+    _fresh_call(_g, X_IN)
+    deadline = time.monotonic() + 60
+    while disk_cache.stats["writes"] < 2 and time.monotonic() < deadline:  # lands by itself, no flush
+        time.sleep(0.02)
+    assert disk_cache.stats["writes"] == 2
 
 
 def test_load_waits_for_this_process_own_pending_write(cache):
