@@ -44,16 +44,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import first_result  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jjnp  # noqa: E402
+import scaling  # noqa: E402
 from jax import lax as jlax  # noqa: E402
 from jax._src.interpreters import mlir as jax_mlir  # noqa: E402  (jax's module as jax hands it to XLA)
 from jax._src.lib import xla_client as jax_xc  # noqa: E402
 
-import first_result  # noqa: E402
 import ftrans  # noqa: E402
 import ftrans.numpy as fjnp  # noqa: E402
-import scaling  # noqa: E402
 from ftrans import lax as flax  # noqa: E402
 from ftrans.lowering import compat, executable  # noqa: E402
 
