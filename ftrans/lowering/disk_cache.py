@@ -268,7 +268,7 @@ def _store_at(client: Any, devices: list, executable: Any, directory: Path, key:
 background_writes = True
 # The writer starts a job only once it is this many seconds old (``flush`` cuts the wait short): the
 # program's first run follows its compile at once, and serialising the executable beside it made the
-# empty-cache first call of first_result.py's 60-layer gradient cost ~20 ms more CPU (8 rounds,
+# empty-cache first call of first_result.py's 60-layer gradient cost ~21 ms more CPU (12 rounds,
 # benchmarks/README.md, "first_result.py"). A process killed within it simply has no entry.
 write_delay_s = 0.5
 _hurry = 0  # ``flush`` calls waiting: the writer does not delay while there are any
