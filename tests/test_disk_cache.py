@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,6 +31,9 @@ LOGGER = "ftrans.lowering.disk_cache"
 @pytest.fixture
 def cache(tmp_path):
     """The cache on, in a fresh directory, with zeroed counters and no in-memory executables."""
+    # Earlier tests' entries may still wait on the background writer (``write_delay_s``): land them
+    # first, so that they are not counted here.
+    disk_cache.flush()
     old = ftrans.config.compilation_cache_dir
     d = tmp_path / "xla-cache"
     ftrans.config.update("compilation_cache_dir", str(d))
@@ -39,7 +43,6 @@ def cache(tmp_path):
         disk_cache.stats[k] = 0
     # These tests count writes right after a call: write in the caller's thread
     # (the background writer has its own tests below).
-    disk_cache.flush()
     background = disk_cache.background_writes
     disk_cache.background_writes = False
     yield d
@@ -706,6 +709,26 @@ def test_background_write_lands_and_is_loaded(cache):
     again = _fresh_call(_f, X_IN)
     assert disk_cache.stats["hits"] == 1
     np.testing.assert_array_equal(np.asarray(out), np.asarray(again))
+
+
+def test_background_write_waits_out_the_first_run_unless_flushed(cache, monkeypatch):
+    """The writer leaves a job alone for ``write_delay_s`` (the program's first run has the CPU); ``flush``
+    starts it at once."""
+    disk_cache.background_writes = True
+    monkeypatch.setattr(disk_cache, "write_delay_s", 30.0)
+    _fresh_call(_f, X_IN)
+    time.sleep(0.3)
+    assert disk_cache.stats["writes"] == 0 and not _files(cache)  # still waiting
+    t0 = time.monotonic()
+    assert disk_cache.flush(timeout=60)
+    assert time.monotonic() - t0 < 20  # not the 30 s delay
+    assert disk_cache.stats["writes"] == 1 and len(_files(cache)) == 1
+    monkeypatch.setattr(disk_cache, "write_delay_s", 0.05)
+    _fresh_call(_g, X_IN)
+    deadline = time.monotonic() + 60
+    while disk_cache.stats["writes"] < 2 and time.monotonic() < deadline:  # lands by itself, no flush
+        time.sleep(0.02)
+    assert disk_cache.stats["writes"] == 2
 
 
 def test_load_waits_for_this_process_own_pending_write(cache):
