@@ -1178,12 +1178,15 @@ def clone(key: Any) -> Any:
     return _kr.fresh(PRNGKeyArray(k._impl, k._base_array)) if is_key(k) else k
 
 
-def key_impl(keys: Any) -> str:
+def key_impl(keys: Any) -> Any:
     """The name of the keys' PRNG implementation, as JAX's ``random.key_impl``: a typed key array's own;
     for raw data, ``'threefry2x32'`` for ``uint32[..., 2]``, ``'rbg'`` (``'unsafe_rbg'`` while that is the
-    default) for ``uint32[..., 4]`` and ``'philox2x32'`` for ``uint32[..., 1]``."""
+    default) for ``uint32[..., 4]`` and ``'philox2x32'`` for ``uint32[..., 1]``.  A user's implementation
+    (``extend.random.define_prng_impl``) has no such name: its keys answer a ``PRNGSpec`` of it, which
+    ``key``/``wrap_key_data`` accept as ``impl``."""
     k = _check_key("key_impl", keys, allow_batched=True)
-    return _prng.impl_of_key(k).name
+    impl = _prng.impl_of_key(k)
+    return impl.name if _prng.is_builtin(impl) else _prng.PRNGSpec(impl)
 
 
 def key_dtype(impl: Any = None) -> KeyDtype:

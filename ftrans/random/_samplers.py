@@ -338,7 +338,9 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         if offset:  # added in the seed's own dtype (wrapping), as JAX does
             d = np.dtype(seed.dtype)
             seed = lax.add(seed, np.asarray(offset % (1 << 8 * d.itemsize)).astype(d))
-        return _seed_jit(seed, impl.name)
+        return _seed_jit(seed, impl)
+    if not _prng.is_builtin(impl):
+        return _custom_seed(name, seed, impl)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
             f"ftrans.random.{name}: PRNG key seed must be an integer; got a value of type {type(seed).__name__}")
@@ -346,8 +348,21 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
 
 
 @jit(static_argnums=(1,))
-def _seed_jit(seed: Any, impl: str) -> Any:
-    return _prng.prngs[impl].seed(seed)
+def _seed_jit(seed: Any, impl: _prng.PRNGImpl) -> Any:
+    return impl.seed(seed)
+
+
+def _custom_seed(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
+    """The key data a user's implementation (a ``PRNGImpl`` of their own) makes of a concrete seed: its
+    ``seed`` function traced on the seed as an integer array (a Python int as int64, narrowed without
+    x64, as JAX's ``random_seed``), the configured offset added."""
+    _seed_from_concrete(name, seed)  # the checks: an integer scalar
+    a = np.asarray(np.int64(seed) if isinstance(seed, int) else seed)
+    a = a.astype(dtypes.canonicalize(a.dtype))
+    offset = _config.config.random_seed_offset
+    if offset:
+        a = (a + np.asarray(offset).astype(a.dtype)).astype(a.dtype)
+    return _seed_jit(Array._make(a), impl)
 
 
 def key_data(keys: Any) -> Any:
