@@ -69,9 +69,18 @@ def sharded_sampler(fn: Any) -> Any:
     def wrapped(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
         if out_sharding is None:
             return fn(*args, **kwargs)
-        from ftrans.lax._sharding import place_result
+        from ftrans.core.sharding import AxisType
+        from ftrans.lax._sharding import _resolve, place_result
 
-        return place_result(f"random.{name}", out_sharding, lambda: fn(*args, **kwargs))
+        target = _resolve(out_sharding, f"random.{name}")
+        mesh = getattr(target, "mesh", None)
+        explicit = tuple(a for a, t in zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ()) or ())
+                         if t == AxisType.Explicit)
+        if explicit:  # drawn with those axes Auto, then laid out as asked (JAX's ``maybe_auto_axes``)
+            from ftrans.sharding import auto_axes
+
+            return auto_axes(fn, out_sharding=target, axes=explicit)(*args, **kwargs)
+        return place_result(f"random.{name}", target, lambda: fn(*args, **kwargs))
 
     wrapped.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
     return wrapped
