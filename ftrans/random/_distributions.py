@@ -79,6 +79,7 @@ def _split2(k: Any) -> tuple[Any, Any]:
 
 
 def _int_dtype(name: str, dtype: Any) -> np.dtype:
+    dtypes.check_requested(dtype, f"random.{name}")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind not in "iu":
         raise FtransValueError(f"ftrans.random.{name}: dtype must be an integer dtype, got {d.name}")
@@ -225,6 +226,7 @@ _rademacher = core_jit(_rademacher_core, static_argnums=(1, 2))
 def rademacher(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """-1 or +1 with equal probability, as JAX's ``random.rademacher`` (integers by default)."""
     k = _check_key("rademacher", key)
+    dtypes.check_requested(dtype, "random.rademacher")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d == np.bool_ or not (d.kind in "iuf" or d == np.dtype(ml_dtypes.bfloat16)):
         raise FtransValueError(

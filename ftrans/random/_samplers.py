@@ -475,6 +475,7 @@ def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
 def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Uniform random unsigned integers (every bit random), as JAX's ``random.bits``."""
     k = _check_key("bits", key)
+    dtypes.check_requested(dtype, "random.bits")
     d = dtypes.default_uint() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind != "u":
         raise FtransValueError(
@@ -761,6 +762,7 @@ def _check_randint_range(minval: Any, maxval: Any) -> None:
 def randint(key: Any, shape: Any, minval: Any, maxval: Any, dtype: Any = None) -> Any:
     """Uniform integers in ``[minval, maxval)``, as JAX's ``random.randint``."""
     k = _check_key("randint", key)
+    dtypes.check_requested(dtype, "random.randint")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind not in "iu":
         raise FtransTypeError(f"ftrans.random.randint: dtype must be an integer dtype, got {d.name}")
