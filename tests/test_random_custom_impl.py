@@ -112,3 +112,15 @@ def test_prng_impl_defaults_are_jaxs():
     assert str(k.dtype) == "key<?>"
     np.testing.assert_array_equal(np.asarray(fr.key_data(k)), np.asarray(jr.key_data(jr.key(4))))
     np.testing.assert_array_equal(np.asarray(fr.uniform(k, (3,))), np.asarray(jr.uniform(jr.key(4), (3,))))
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "threefry4x32", "rbg"])
+def test_pickled_keys_keep_a_builtin_implementation(impl):
+    import pickle
+
+    for r in (fr, jr):
+        k = r.split(r.key(3, impl=impl), 2)
+        back = pickle.loads(pickle.dumps(k))
+        assert back.dtype == k.dtype and r.key_impl(back) == impl
+        np.testing.assert_array_equal(np.asarray(r.key_data(back)), np.asarray(r.key_data(k)))
+    assert fr.key(3, impl=impl)._impl is pickle.loads(pickle.dumps(fr.key(3, impl=impl)))._impl

@@ -83,6 +83,16 @@ class PRNGImpl:
     def __eq__(self, other: Any) -> bool:
         return self is other or (isinstance(other, PRNGImpl) and other._fields == self._fields)
 
+    def __reduce__(self) -> Any:
+        if prngs.get(self.name) is self:  # a built-in one unpickles as itself
+            return (_builtin, (self.name,))
+        return (PRNGImpl, (self.key_shape, self.seed, self.split, self.random_bits, self.fold_in, self.name,
+                           self.tag))
+
+
+def _builtin(name: str) -> PRNGImpl:
+    return prngs[name]
+
 
 class PRNGSpec:
     """Names a PRNG implementation that has no built-in name (JAX's ``PRNGSpec``): what
@@ -109,7 +119,7 @@ class PRNGSpec:
 
 def is_builtin(impl: PRNGImpl) -> bool:
     """Whether ``impl`` is one of ftrans's own implementations (named in ``prngs``)."""
-    return prngs.get(impl.name) is impl
+    return prngs.get(impl.name) == impl
 
 
 # ---------------------------------------------------------------- rbg and unsafe_rbg
