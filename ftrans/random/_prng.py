@@ -344,18 +344,19 @@ def random_bits(key: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     return impl_of_key(key).random_bits(key, bit_width, tuple(shape))
 
 
-def core_jit(fun: Callable | None = None, *, static_argnums: Any = ()) -> Any:
+def core_jit(fun: Callable | None = None, *, static_argnums: Any = (), name: str | None = None) -> Any:
     """``jit(fun, static_argnums)`` for a sampler core whose first argument is a key: the key's
     implementation is a static argument too (so a program traced for one is never reused for
-    another) and is in force while ``fun`` traces, for the key operations inside it."""
+    another) and is in force while ``fun`` traces, for the key operations inside it.  ``name`` names
+    the call in printed programs (JAX's primitive names for the key operations: ``random_bits``, ...)."""
     if fun is None:
-        return functools.partial(core_jit, static_argnums=static_argnums)
+        return functools.partial(core_jit, static_argnums=static_argnums, name=name)
 
     def traced(*args: Any, _prng_impl: PRNGImpl) -> Any:
         with _impl_scope(_prng_impl):
             return fun(*args)
 
-    traced.__name__ = traced.__qualname__ = getattr(fun, "__name__", "core")
+    traced.__name__ = traced.__qualname__ = name or getattr(fun, "__name__", "core")
     compiled = jit(traced, static_argnums=static_argnums, static_argnames=("_prng_impl",))
 
     @functools.wraps(fun)

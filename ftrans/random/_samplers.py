@@ -380,9 +380,11 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
     return Array._make(_prng.concrete_seed(impl, _seed_from_concrete(name, seed)))
 
 
-@jit(static_argnums=(1,))
-def _seed_jit(seed: Any, impl: _prng.PRNGImpl) -> Any:
+def random_seed(seed: Any, impl: _prng.PRNGImpl) -> Any:  # JAX's primitive's name, in printed programs
     return impl.seed(seed)
+
+
+_seed_jit = jit(random_seed, static_argnums=(1,))
 
 
 def _custom_seed(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
@@ -454,7 +456,7 @@ def _rewrap(key: Any, out: Any) -> Any:
     return wrap(key._impl, out) if is_key(key) else out
 
 
-@core_jit(static_argnums=(1,))
+@core_jit(static_argnums=(1,), name="random_split")
 def _split(k: Any, shape: tuple[int, ...]) -> Any:
     return _prng.split(k, shape)
 
@@ -466,7 +468,7 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     return _rewrap(k, _split(k, shape))
 
 
-@core_jit
+@core_jit(name="random_fold_in")
 def _fold_in(k: Any, data: Any) -> Any:
     return _prng.fold_in(k, data)
 
@@ -490,7 +492,7 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 # ---------------------------------------------------------------- bits and uniform
-@core_jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2), name="random_bits")
 def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     return _prng.random_bits(k, bit_width, shape)
 
