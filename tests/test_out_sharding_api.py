@@ -163,3 +163,32 @@ def test_conv_general_dilated_out_sharding(meshes):
         got.append((seen[0], _spec(out.sharding.spec), np.asarray(out)))
     assert got[0][:2] == got[1][:2] == (("x",), ("x",))
     np.testing.assert_allclose(got[0][2], got[1][2], rtol=1e-6)
+
+
+SHARDED_INPUT_CASES = [
+    ("categorical_replace", lambda r, np_, k, n, s: r.categorical(k, np_.ones((n, 3), out_sharding=s), shape=(n,),
+                                                               out_sharding=s, replace=True)),
+    ("categorical_no_replace", lambda r, np_, k, n, s: r.categorical(k, np_.ones((n, 3), out_sharding=s), shape=(n,),
+                                                                  out_sharding=s, replace=False)),
+    ("multivariate_normal", lambda r, np_, k, n, s: r.multivariate_normal(k, mean=np_.zeros((n,)), cov=np_.eye(n),
+                                                                       shape=(n,), out_sharding=s)),
+]
+
+
+@pytest.mark.parametrize("name,draw", SHARDED_INPUT_CASES, ids=[n for n, _ in SHARDED_INPUT_CASES])
+def test_sampler_out_sharding_draws_with_the_axes_auto(name, draw):
+    # JAX's samplers draw under auto_axes over the out_sharding's Explicit axes (maybe_auto_axes), so a
+    # reshape of explicitly sharded logits inside categorical(replace=False) needs no out_sharding of its own
+    # (JAX's random_lax_test RandomOutShardingTest, which builds its mesh with jax's test utilities).
+    def run(lib, np_):
+        mesh = lib.make_mesh((4,), ("x",), axis_types=(lib.sharding.AxisType.Explicit,))
+        s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x"))
+        with lib.set_mesh(mesh):
+            eager = draw(lib.random, np_, lib.random.key(0), 4, s)
+            jitted = lib.jit(lambda k: draw(lib.random, np_, k, 4, s))(lib.random.key(0))
+        assert eager.sharding.is_equivalent_to(s, eager.ndim) and jitted.sharding.is_equivalent_to(s, jitted.ndim)
+        return np.asarray(eager), np.asarray(jitted)
+
+    got, want = run(ftrans, ftrans.numpy), run(jax, jax.numpy)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -459,3 +459,29 @@ def test_under_disable_jit():
         ftrans.config.update("disable_jit", False)
     close(ours[0], jax_call("gamma", KEYS[0], A4), rtol=1e-5, atol=1e-7)
     same_bits(ours[1], jax_call("poisson", KEYS[0], np.array([3.0, 30.0], F32)))
+
+
+@pytest.mark.parametrize("name,draw", [
+    ("bits", lambda r, k, d: r.bits(k, (2,), d)),
+    ("randint", lambda r, k, d: r.randint(k, (2,), 0, 5, d)),
+    ("poisson", lambda r, k, d: r.poisson(k, 2.0, (2,), d)),
+    ("geometric", lambda r, k, d: r.geometric(k, 0.5, (2,), d)),
+    ("rademacher", lambda r, k, d: r.rademacher(k, (2,), d)),
+])
+def test_integer_samplers_report_a_requested_64_bit_dtype(name, draw):
+    # without x64 an explicitly requested 64-bit dtype narrows with JAX's UserWarning (an error under
+    # explicit_x64_dtypes="error"); the default dtype is never reported
+    d = np.uint64 if name == "bits" else np.int64
+    for r, lib in ((jr, jax), (fr, ftrans)):
+        with pytest.warns(UserWarning, match="Explicitly requested dtype"):
+            out = draw(r, r.key(0), d)
+        assert out.dtype == np.dtype(d).name.replace("64", "32")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            draw(r, r.key(0), None)
+        lib.config.update("jax_explicit_x64_dtypes", "error")
+        try:
+            with pytest.raises(ValueError, match="Explicitly requested dtype"):
+                draw(r, r.key(0), d)
+        finally:
+            lib.config.update("jax_explicit_x64_dtypes", "warn")

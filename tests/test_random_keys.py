@@ -257,3 +257,7 @@ def test_astype_of_a_key_array_to_its_own_dtype():
             jjnp.astype(jx, jdt)
         with pytest.raises(ValueError, match="(?i)convert"):
             jnp.astype(x, dt)
+    # the method is not there, as in JAX (NotImplementedError), though the function takes the own dtype
+    for key in (jr.key(1), k):
+        with pytest.raises(NotImplementedError):
+            key.astype(key.dtype)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 
 __all__ = ["extended", "prng_key", "KeyDtype", "PRNGKeyArray", "is_key", "is_key_dtype", "wrap",
            "reject_keys", "unflatten_key"]
@@ -189,6 +189,12 @@ class PRNGKeyArray:
         raise FtransTypeError(f"a key array ({self.dtype.name}) is not a number")
 
     __int__ = __float__ = __complex__ = __index__ = _not_a_number
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        # JAX's key arrays have no ``astype`` either (a NotImplementedError)
+        raise FtransNotImplementedError(
+            f"a key array ({self.dtype.name}) has no astype: use ftrans.random.key_data(keys) for its uint32 data, "
+            "ftrans.random.wrap_key_data(data, impl=...) for keys of another implementation")
 
     # -- structural methods (implemented by ftrans.numpy, installed below) ------
     @property

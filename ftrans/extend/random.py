@@ -1,7 +1,8 @@
 """``ftrans.extend.random``: ftrans's PRNG implementations and the threefry cipher (JAX's ``jax.extend.random``).
 
-``random_seed``/``seed_with_impl`` return typed key arrays, as JAX's.  ``define_prng_impl`` is not offered:
-ftrans's implementations are its own six (``ftrans.random._prng``).
+``random_seed``/``seed_with_impl`` return typed key arrays, as JAX's.  ``define_prng_impl`` makes a
+user's implementation from four functions on one key's ``uint32`` data (as JAX's): every ``ftrans.random``
+function, ``jit``, ``vmap`` and the key arrays' structural operations take its keys.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ftrans.errors import FtransTypeError
 from ftrans.random import _samplers
 from ftrans.random._prng import (
     PRNGImpl,
+    PRNGSpec,
     rbg_prng_impl,
     resolve_impl,
     threefry_prng_impl,
@@ -25,7 +27,7 @@ from ftrans.random._prng import (
 from ftrans.random._threefry import threefry2x32
 from ftrans.transforms.batching import vmap
 
-__all__ = ["PRNGImpl", "threefry_prng_impl", "rbg_prng_impl", "unsafe_rbg_prng_impl", "threefry_2x32",
+__all__ = ["PRNGImpl", "define_prng_impl", "threefry_prng_impl", "rbg_prng_impl", "unsafe_rbg_prng_impl", "threefry_2x32",
            "random_seed", "seed_with_impl"]
 
 _U32 = np.dtype(np.uint32)
@@ -64,3 +66,13 @@ def random_seed(seeds: Any, impl: Any) -> Any:
 def seed_with_impl(impl: Any, seed: Any) -> Any:
     """``random_seed(seed, impl)``."""
     return random_seed(seed, impl)
+
+
+def define_prng_impl(*, key_shape: tuple[int, ...], seed: Any, split: Any, random_bits: Any, fold_in: Any,
+                     name: str = "<unnamed>", tag: str = "?") -> PRNGSpec:
+    """A PRNG implementation of the user's own (JAX's ``jax.extend.random.define_prng_impl``), for
+    ``random.key(seed, impl=spec)``/``wrap_key_data(data, impl=spec)``.  Each function acts on one key's
+    ``uint32`` data (of shape ``key_shape``): ``seed(seed) -> key``, ``split(key, shape) -> keys`` (of
+    shape ``shape + key_shape``), ``random_bits(key, bit_width, shape) -> uint bits`` and
+    ``fold_in(key, uint32 data) -> key``; ``tag`` names the key dtype (``key<tag>``)."""
+    return PRNGSpec(PRNGImpl(tuple(key_shape), seed, split, random_bits, fold_in, name=name, tag=tag))

@@ -79,6 +79,7 @@ def _split2(k: Any) -> tuple[Any, Any]:
 
 
 def _int_dtype(name: str, dtype: Any) -> np.dtype:
+    dtypes.check_requested(dtype, f"random.{name}")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind not in "iu":
         raise FtransValueError(f"ftrans.random.{name}: dtype must be an integer dtype, got {d.name}")
@@ -225,6 +226,7 @@ _rademacher = core_jit(_rademacher_core, static_argnums=(1, 2))
 def rademacher(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """-1 or +1 with equal probability, as JAX's ``random.rademacher`` (integers by default)."""
     k = _check_key("rademacher", key)
+    dtypes.check_requested(dtype, "random.rademacher")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d == np.bool_ or not (d.kind in "iuf" or d == np.dtype(ml_dtypes.bfloat16)):
         raise FtransValueError(
@@ -1178,12 +1180,15 @@ def clone(key: Any) -> Any:
     return _kr.fresh(PRNGKeyArray(k._impl, k._base_array)) if is_key(k) else k
 
 
-def key_impl(keys: Any) -> str:
+def key_impl(keys: Any) -> Any:
     """The name of the keys' PRNG implementation, as JAX's ``random.key_impl``: a typed key array's own;
     for raw data, ``'threefry2x32'`` for ``uint32[..., 2]``, ``'rbg'`` (``'unsafe_rbg'`` while that is the
-    default) for ``uint32[..., 4]`` and ``'philox2x32'`` for ``uint32[..., 1]``."""
+    default) for ``uint32[..., 4]`` and ``'philox2x32'`` for ``uint32[..., 1]``.  A user's implementation
+    (``extend.random.define_prng_impl``) has no such name: its keys answer a ``PRNGSpec`` of it, which
+    ``key``/``wrap_key_data`` accept as ``impl``."""
     k = _check_key("key_impl", keys, allow_batched=True)
-    return _prng.impl_of_key(k).name
+    impl = _prng.impl_of_key(k)
+    return impl.name if _prng.is_builtin(impl) else _prng.PRNGSpec(impl)
 
 
 def key_dtype(impl: Any = None) -> KeyDtype:

@@ -47,8 +47,8 @@ from ftrans.random import _fourwords as _fw
 from ftrans.random import _threefry as _tf
 from ftrans.transforms.jit import jit
 
-__all__ = ["PRNGImpl", "prngs", "default_prng_impl", "resolve_impl", "impl_of_key", "seed", "split",
-           "fold_in", "random_bits", "core_jit", "threefry_prng_impl", "rbg_prng_impl",
+__all__ = ["PRNGImpl", "PRNGSpec", "is_builtin", "prngs", "default_prng_impl", "resolve_impl", "impl_of_key",
+           "seed", "split", "fold_in", "random_bits", "core_jit", "threefry_prng_impl", "rbg_prng_impl",
            "unsafe_rbg_prng_impl", "philox2x32_prng_impl"]
 
 _U32 = np.dtype(np.uint32)
@@ -59,13 +59,17 @@ class PRNGImpl:
     ``seed(seed) -> key``, ``split(key, shape) -> keys``, ``fold_in(key, uint32 data) -> key`` and
     ``random_bits(key, bit_width, shape) -> uint bits`` on one key's ``uint32`` data."""
 
-    __slots__ = ("key_shape", "seed", "split", "fold_in", "random_bits", "name", "tag")
+    __slots__ = ("key_shape", "seed", "split", "fold_in", "random_bits", "name", "tag", "_fields", "_hash")
 
     def __init__(self, key_shape: tuple[int, ...], seed: Callable, split: Callable, random_bits: Callable,
-                 fold_in: Callable, name: str, tag: str) -> None:
+                 fold_in: Callable, name: str = "<unnamed>", tag: str = "?") -> None:
         self.key_shape = tuple(key_shape)
         self.seed, self.split, self.random_bits, self.fold_in = seed, split, random_bits, fold_in
         self.name, self.tag = name, tag
+        # equal when every field is (JAX's is a NamedTuple): a user's implementation (``random.key(0,
+        # impl=PRNGImpl(...))``) is never mistaken for another of the same name
+        self._fields = (self.key_shape, seed, split, random_bits, fold_in, name, tag)
+        self._hash = hash(self._fields)
 
     def __repr__(self) -> str:
         return f"PRNGImpl({self.name!r}, key_shape={self.key_shape})"
@@ -74,10 +78,48 @@ class PRNGImpl:
         return self.name
 
     def __hash__(self) -> int:
-        return hash(self.name)
+        return self._hash
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, PRNGImpl) and other.name == self.name
+        return self is other or (isinstance(other, PRNGImpl) and other._fields == self._fields)
+
+    def __reduce__(self) -> Any:
+        if prngs.get(self.name) is self:  # a built-in one unpickles as itself
+            return (_builtin, (self.name,))
+        return (PRNGImpl, (self.key_shape, self.seed, self.split, self.random_bits, self.fold_in, self.name,
+                           self.tag))
+
+
+def _builtin(name: str) -> PRNGImpl:
+    return prngs[name]
+
+
+class PRNGSpec:
+    """Names a PRNG implementation that has no built-in name (JAX's ``PRNGSpec``): what
+    ``random.key_impl`` returns for keys of a user's implementation and ``extend.random.define_prng_impl``
+    makes; ``random.key(seed, impl=spec)`` accepts it."""
+
+    __slots__ = ("_impl",)
+
+    def __init__(self, impl: PRNGImpl) -> None:
+        self._impl = impl
+
+    def __repr__(self) -> str:
+        return f"PRNGSpec({self._impl.name!r})"
+
+    def __str__(self) -> str:
+        return str(self._impl)
+
+    def __hash__(self) -> int:
+        return hash(self._impl)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, PRNGSpec) and self._impl == other._impl
+
+
+def is_builtin(impl: PRNGImpl) -> bool:
+    """Whether ``impl`` is one of ftrans's own implementations (named in ``prngs``)."""
+    return prngs.get(impl.name) == impl
 
 
 # ---------------------------------------------------------------- rbg and unsafe_rbg
@@ -222,6 +264,8 @@ def resolve_impl(name: str, spec: Any) -> PRNGImpl:
     else:
         # JAX's implementation objects have a ``name``; its key dtypes and specs wrap one in ``_impl``.
         inner = getattr(spec, "_impl", None)
+        if isinstance(inner, PRNGImpl):  # ftrans's key dtypes and specs (a user's implementation too)
+            return inner
         label = getattr(inner if inner is not None else spec, "name", None)
         if not isinstance(label, str):
             raise FtransTypeError(
@@ -263,6 +307,9 @@ def impl_of_key(key: Any) -> PRNGImpl:
     if is_key(key):
         return key._impl
     s = tuple(shape_of(key))
+    inner = getattr(_scope, "impl", None)
+    if inner is not None and len(inner.key_shape) > 1 and s[len(s) - len(inner.key_shape):] == inner.key_shape:
+        return inner  # a user's implementation with a multi-axis key shape, inside its sampler's trace
     impl = impl_for_width(s[-1]) if s else None
     if impl is None:
         raise FtransTypeError(f"ftrans.random: {s} is not the shape of PRNG key data")
@@ -297,24 +344,25 @@ def random_bits(key: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     return impl_of_key(key).random_bits(key, bit_width, tuple(shape))
 
 
-def core_jit(fun: Callable | None = None, *, static_argnums: Any = ()) -> Any:
+def core_jit(fun: Callable | None = None, *, static_argnums: Any = (), name: str | None = None) -> Any:
     """``jit(fun, static_argnums)`` for a sampler core whose first argument is a key: the key's
     implementation is a static argument too (so a program traced for one is never reused for
-    another) and is in force while ``fun`` traces, for the key operations inside it."""
+    another) and is in force while ``fun`` traces, for the key operations inside it.  ``name`` names
+    the call in printed programs (JAX's primitive names for the key operations: ``random_bits``, ...)."""
     if fun is None:
-        return functools.partial(core_jit, static_argnums=static_argnums)
+        return functools.partial(core_jit, static_argnums=static_argnums, name=name)
 
-    def traced(*args: Any, _prng_impl: str) -> Any:
-        with _impl_scope(prngs[_prng_impl]):
+    def traced(*args: Any, _prng_impl: PRNGImpl) -> Any:
+        with _impl_scope(_prng_impl):
             return fun(*args)
 
-    traced.__name__ = traced.__qualname__ = getattr(fun, "__name__", "core")
+    traced.__name__ = traced.__qualname__ = name or getattr(fun, "__name__", "core")
     compiled = jit(traced, static_argnums=static_argnums, static_argnames=("_prng_impl",))
 
     @functools.wraps(fun)
     def call(k: Any, *args: Any) -> Any:
         if is_key(k):  # a typed key: its own implementation, whatever its data's width
-            return compiled(k._base_array, *args, _prng_impl=k._impl.name)
-        return compiled(k, *args, _prng_impl=impl_of_key(k).name)
+            return compiled(k._base_array, *args, _prng_impl=k._impl)
+        return compiled(k, *args, _prng_impl=impl_of_key(k))
 
     return call

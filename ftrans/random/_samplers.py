@@ -69,12 +69,45 @@ def sharded_sampler(fn: Any) -> Any:
     def wrapped(*args: Any, out_sharding: Any = None, **kwargs: Any) -> Any:
         if out_sharding is None:
             return fn(*args, **kwargs)
-        from ftrans.lax._sharding import place_result
+        from ftrans.lax._sharding import _resolve, place_result
 
-        return place_result(f"random.{name}", out_sharding, lambda: fn(*args, **kwargs))
+        target = _resolve(out_sharding, f"random.{name}")
+        return place_result(f"random.{name}", target, lambda: _draw_auto(fn, args, kwargs, target))
 
     wrapped.__signature__ = sig.replace(parameters=[*sig.parameters.values(), extra])  # type: ignore[attr-defined]
     return wrapped
+
+
+def _draw_auto(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
+    """``fn(*args, **kwargs)`` with the Explicit axes of ``target``'s mesh typed Auto, the arguments' sharding
+    types moved onto that mesh (JAX's samplers draw under ``auto_axes``: ``maybe_auto_axes``), so their inner
+    reshapes and reductions need no shardings of their own; the caller lays the result out as ``target``."""
+    from ftrans.core import pytrees
+    from ftrans.core.array import Array
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import AxisType, Mesh, NamedSharding, use_mesh
+
+    mesh = getattr(target, "mesh", None)
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    if not isinstance(mesh, Mesh) or AxisType.Explicit not in types:
+        return fn(*args, **kwargs)
+    auto = Mesh(mesh.devices, mesh.axis_names, tuple(AxisType.Auto if t == AxisType.Explicit else t for t in types))
+
+    def cast(x: Any) -> Any:
+        sh = x.aval.sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
+            else None
+        if not isinstance(sh, NamedSharding) or sh.mesh == auto or sh.mesh.axis_names != auto.axis_names \
+                or sh.mesh.devices.shape != auto.devices.shape or not (sh.mesh.devices == auto.devices).all():
+            return x
+        if isinstance(x, Tracer):
+            return sharding_constraint_p.bind(x, sharding=NamedSharding(auto, sh.spec))
+        from ftrans.devices import device_put
+
+        return device_put(x, NamedSharding(auto, sh.spec))
+
+    with use_mesh(auto):
+        args, kwargs = pytrees.tree_map(cast, (args, kwargs))
+        return fn(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- argument checks
@@ -338,16 +371,33 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         if offset:  # added in the seed's own dtype (wrapping), as JAX does
             d = np.dtype(seed.dtype)
             seed = lax.add(seed, np.asarray(offset % (1 << 8 * d.itemsize)).astype(d))
-        return _seed_jit(seed, impl.name)
+        return _seed_jit(seed, impl)
+    if not _prng.is_builtin(impl):
+        return _custom_seed(name, seed, impl)
     if not isinstance(seed, (int, np.integer, np.ndarray, Array, np.generic)) and not hasattr(seed, "__array__"):
         raise FtransTypeError(
             f"ftrans.random.{name}: PRNG key seed must be an integer; got a value of type {type(seed).__name__}")
     return Array._make(_prng.concrete_seed(impl, _seed_from_concrete(name, seed)))
 
 
-@jit(static_argnums=(1,))
-def _seed_jit(seed: Any, impl: str) -> Any:
-    return _prng.prngs[impl].seed(seed)
+def random_seed(seed: Any, impl: _prng.PRNGImpl) -> Any:  # JAX's primitive's name, in printed programs
+    return impl.seed(seed)
+
+
+_seed_jit = jit(random_seed, static_argnums=(1,))
+
+
+def _custom_seed(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
+    """The key data a user's implementation (a ``PRNGImpl`` of their own) makes of a concrete seed: its
+    ``seed`` function traced on the seed as an integer array (a Python int as int64, narrowed without
+    x64, as JAX's ``random_seed``), the configured offset added."""
+    _seed_from_concrete(name, seed)  # the checks: an integer scalar
+    a = np.asarray(np.int64(seed) if isinstance(seed, int) else seed)
+    a = a.astype(dtypes.canonicalize(a.dtype))
+    offset = _config.config.random_seed_offset
+    if offset:
+        a = (a + np.asarray(offset).astype(a.dtype)).astype(a.dtype)
+    return _seed_jit(Array._make(a), impl)
 
 
 def key_data(keys: Any) -> Any:
@@ -406,7 +456,7 @@ def _rewrap(key: Any, out: Any) -> Any:
     return wrap(key._impl, out) if is_key(key) else out
 
 
-@core_jit(static_argnums=(1,))
+@core_jit(static_argnums=(1,), name="random_split")
 def _split(k: Any, shape: tuple[int, ...]) -> Any:
     return _prng.split(k, shape)
 
@@ -418,7 +468,7 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     return _rewrap(k, _split(k, shape))
 
 
-@core_jit
+@core_jit(name="random_fold_in")
 def _fold_in(k: Any, data: Any) -> Any:
     return _prng.fold_in(k, data)
 
@@ -442,7 +492,7 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 # ---------------------------------------------------------------- bits and uniform
-@core_jit(static_argnums=(1, 2))
+@core_jit(static_argnums=(1, 2), name="random_bits")
 def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
     return _prng.random_bits(k, bit_width, shape)
 
@@ -451,6 +501,7 @@ def _bits(k: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
 def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
     """Uniform random unsigned integers (every bit random), as JAX's ``random.bits``."""
     k = _check_key("bits", key)
+    dtypes.check_requested(dtype, "random.bits")
     d = dtypes.default_uint() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind != "u":
         raise FtransValueError(
@@ -737,6 +788,7 @@ def _check_randint_range(minval: Any, maxval: Any) -> None:
 def randint(key: Any, shape: Any, minval: Any, maxval: Any, dtype: Any = None) -> Any:
     """Uniform integers in ``[minval, maxval)``, as JAX's ``random.randint``."""
     k = _check_key("randint", key)
+    dtypes.check_requested(dtype, "random.randint")
     d = dtypes.default_int() if dtype is None else dtypes.to_dtype(dtype)
     if d.kind not in "iu":
         raise FtransTypeError(f"ftrans.random.randint: dtype must be an integer dtype, got {d.name}")
