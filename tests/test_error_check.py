@@ -336,3 +336,16 @@ def test_grad_with_nan_check():
         with jnp_jerr.error_checking_behavior(nan="raise"):
             jax.grad(lambda x: jjnp.sqrt(x))(-1.0)
         assert _outcome(jec) == "NaN encountered"
+
+
+def test_vmap_is_refused_as_in_jax():
+    """A check under ``vmap`` would write a batched value into the one error state: refused, as JAX's."""
+    with jnp_jerr.error_checking_behavior(nan="raise"), pytest.raises(Exception, match="set/swap operation"):
+        jax.vmap(jjnp.log)(jjnp.array([1.0, -1.0]))
+    with jnp_ferr.error_checking_behavior(nan="raise"), pytest.raises(ValueError, match="set/swap operation"):
+        ftrans.vmap(fjnp.log)(fjnp.array([1.0, -1.0]))
+    # a check of an unbatched value inside the vmapped function too (the state is written under vmap)
+    with jnp_jerr.error_checking_behavior(nan="raise"), pytest.raises(Exception, match="set/swap operation"):
+        jax.vmap(lambda x: jjnp.log(jjnp.float32(-1.0)) + x)(jjnp.array([1.0, 2.0]))
+    with jnp_ferr.error_checking_behavior(nan="raise"), pytest.raises(ValueError, match="set/swap operation"):
+        ftrans.vmap(lambda x: fjnp.log(fjnp.float32(-1.0)) + x)(fjnp.array([1.0, 2.0]))

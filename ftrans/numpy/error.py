@@ -100,7 +100,8 @@ def _initialize_error_code_ref(*, outside: bool = True) -> None:
         return
     with _trace.ensure_compile_time_eval():
         code = _new_code(mesh)
-    _error_storage.ref = _ref.new_ref_outside(code, kind="no_grad_no_remat")
+    _error_storage.ref = _ref.new_ref_outside(code, kind="no_grad_no_remat",
+                                              origin="ftrans/numpy/error.py (ftrans.error_check's error state)")
 
 
 class error_checking_context:  # noqa: N801 - JAX's name
