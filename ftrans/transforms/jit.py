@@ -1231,8 +1231,11 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
-        if entry.exe is None or _guard_level() or _config_mod.config.scoped_here():
-            return  # interpreted (it calls pmap), a transfer guard watches calls, or compiled under a context
+        if entry.exe is None or _guard_level() or _config_mod.config.scoped_here() or \
+                "enable_x64" in _config_mod._local.values:
+            # interpreted (it calls pmap), a transfer guard watches calls, or compiled under a context (an
+            # ``enable_x64`` one too: the fast keys hold no x64 switch, and answer again once it has closed)
+            return
         sigs = []
         for leaf in leaves:
             t = type(leaf)
