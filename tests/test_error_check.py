@@ -8,6 +8,7 @@ import importlib
 import operator
 import threading
 import traceback
+import warnings
 from typing import Any
 
 import jax
@@ -349,3 +350,34 @@ def test_vmap_is_refused_as_in_jax():
         jax.vmap(lambda x: jjnp.log(jjnp.float32(-1.0)) + x)(jjnp.array([1.0, 2.0]))
     with jnp_ferr.error_checking_behavior(nan="raise"), pytest.raises(ValueError, match="set/swap operation"):
         ftrans.vmap(lambda x: fjnp.log(fjnp.float32(-1.0)) + x)(fjnp.array([1.0, 2.0]))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("auto", [False, True])
+def test_error_checking_context_over_a_mesh(jit, auto):
+    """Over a mesh in context the error state is one code per device (JAX's explicit mode); a predicate
+    laid out over Auto axes is reduced for all devices at once, with JAX's warning."""
+    def program(lib, jnp, ec, _):
+        AxisType = lib.sharding.AxisType
+        t = AxisType.Auto if auto else AxisType.Explicit
+        mesh = lib.make_mesh((2, 2), ("x", "y"), axis_types=(t, t), devices=lib.devices()[:4])
+        sharding = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x", "y"))
+
+        def f(x):
+            ec.set_error_if(x <= 0, "x must be greater than 0")
+            return x + 1
+
+        g = lib.jit(f) if jit else f
+        out = []
+        # (the outer context keeps the thread's state as it was for the other tests: a state made under the
+        # mesh would be mesh-shaped)
+        with warnings.catch_warnings(record=True) as w, ec.error_checking_context(), lib.sharding.set_mesh(mesh):
+            warnings.simplefilter("always")
+            with ec.error_checking_context():
+                for v in (-1, 1):
+                    g(jnp.full((4, 4), v, dtype=jnp.int32, device=sharding))
+                    out.append(_outcome(ec))
+        out.append(any("auto mode" in str(x.message) for x in w))
+        return out
+
+    assert _both(program)[:2] == ["x must be greater than 0", None]

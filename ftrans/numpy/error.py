@@ -38,7 +38,7 @@ import numpy as np
 from ftrans.core import ref as _ref
 from ftrans.core import trace as _trace
 from ftrans.core.config import config, config_context
-from ftrans.errors import LIBRARY_DIRS, FtransError
+from ftrans.errors import LIBRARY_DIRS, FtransError, FtransValueError
 
 __all__ = ["JaxValueError", "set_error_if", "raise_if_error", "error_checking_context", "wrap_for_export",
            "unwrap_from_import", "error_checking_behavior"]
@@ -181,12 +181,13 @@ def set_error_if(pred: Any, /, msg: str) -> None:
 
 def _reduce_per_device(pred: Any, ref: Any) -> Any:
     """``pred`` reduced to one element per device of the error code's mesh (each device's own part), or to
-    one value for all when ``pred``'s mesh has automatic axes (with JAX's warning: that communicates)."""
+    one value for all when ``pred``'s mesh has automatic axes (with JAX's warning: that communicates) or the
+    state's has no Explicit axis."""
     import ftrans.numpy as jnp
     from ftrans.core import sharding as _sh
 
-    code_sharding = ref[...].sharding if not isinstance(ref[...], _trace.Tracer) else None
-    code_mesh = _context_mesh() if code_sharding is None else code_sharding.mesh
+    code = ref[...]
+    code_mesh = _context_mesh() if isinstance(code, _trace.Tracer) else getattr(code.sharding, "mesh", None)
     mesh, spec = _mesh_of(pred)
     if isinstance(pred, _trace.Tracer) or mesh is None:
         from ftrans.core.trace import aval_of
@@ -194,15 +195,20 @@ def _reduce_per_device(pred: Any, ref: Any) -> Any:
         s = getattr(aval_of(pred), "sharding", None)
         mesh, spec = getattr(s, "mesh", mesh), getattr(s, "spec", spec)
     types = tuple(getattr(mesh, "axis_types", ()) or ())
-    if mesh is None or not getattr(mesh, "shape", None) or any(t == _sh.AxisType.Auto for t in types):
+    code_types = tuple(getattr(code_mesh, "axis_types", ()) or ())
+    if mesh is None or not getattr(mesh, "shape", None) or _sh.AxisType.Explicit not in code_types:
+        # not laid out over the mesh (every device sees all of it), or a state over Auto axes only (whose
+        # type is unsplit, as JAX's): one value for all
+        return jnp.any(pred)
+    if any(t == _sh.AxisType.Auto for t in types):
         warnings.warn(
             "When at least one mesh axis of `pred` is in auto mode, calling `set_error_if` will cause implicit "
             "communication between devices. To avoid this, consider converting the mesh axis in auto mode to "
             "explicit mode.", RuntimeWarning, stacklevel=3)
         return jnp.any(pred)
-    if code_mesh is not None and tuple(mesh.axis_names) != tuple(code_mesh.axis_names) \
-            or tuple(mesh.shape.values()) != tuple(code_mesh.shape.values()):
-        raise FtransValueError_(
+    if code_mesh is None or (tuple(mesh.axis_names), tuple(mesh.shape.values())) != \
+            (tuple(code_mesh.axis_names), tuple(code_mesh.shape.values())):
+        raise FtransValueError(
             f"The error code state and the predicate must be on the same mesh, but got {code_mesh} and {mesh} "
             "respectively. Please use `with error_checking_context()` to redefine the error code state based "
             "on the mesh.")
@@ -211,12 +217,6 @@ def _reduce_per_device(pred: Any, ref: Any) -> Any:
     out_spec = _sh.PartitionSpec(*code_mesh.axis_names)
     return shard_map(lambda p: jnp.any(p, keepdims=True).reshape((1,) * len(code_mesh.axis_names)),
                      mesh=code_mesh, in_specs=spec, out_specs=out_spec)(pred)
-
-
-def FtransValueError_(msg: str) -> Exception:  # noqa: N802 - builds ftrans's located ValueError
-    from ftrans.errors import FtransValueError
-
-    return FtransValueError(msg)
 
 
 def raise_if_error() -> None:
