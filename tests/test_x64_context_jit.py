@@ -55,3 +55,15 @@ def test_device_array_argument():
             inside = f(x).dtype
         outside = f(x).dtype
         assert (str(inside), str(outside)) == ("float64", "float32"), lib.__name__
+
+
+def test_sharded_argument():
+    """The same for an argument laid out over several devices (the sharded fast key)."""
+    for lib, jnp in SIDES:
+        mesh = lib.make_mesh((2,), ("x",), devices=lib.devices()[:2])
+        x = lib.device_put(jnp.arange(4), lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x")))
+        f = lib.jit(lambda x: x * np.float64(1.5))
+        with lib.enable_x64(True):
+            inside = [str(f(x).dtype) for _ in range(2)]
+        outside = [str(f(x).dtype) for _ in range(2)]
+        assert (inside, outside) == (["float64"] * 2, ["float32"] * 2), lib.__name__
