@@ -171,7 +171,7 @@ def set_error_if(pred: Any, /, msg: str) -> None:
         _error_list.append((msg, traceback))
     pred = as_operand(pred)
     error_code = ref[...]
-    if error_code.ndim == 0:  # one code for the process
+    if error_code.ndim == 0:  # one code (no mesh in context when the state was made)
         pred = jnp.any(pred)
     else:  # one code per device of the mesh in context
         pred = _reduce_per_device(pred, ref)
@@ -368,7 +368,8 @@ def _check_precondition_oob_gather(shape: tuple, gather_indices: Any) -> None:
     (``error_checking_behavior(oob=)``)."""
     if config.error_checking_behavior_oob == "ignore":
         return
-    if not np.size(gather_indices) if not hasattr(gather_indices, "size") else not gather_indices.size:
+    size = getattr(gather_indices, "size", None)
+    if (np.size(gather_indices) if size is None else size) == 0:
         return
     import ftrans.numpy as jnp
 
