@@ -838,3 +838,25 @@ def test_ref_buffer_pointer_changes_when_a_jitted_function_writes():
     (f_same, f_val), (j_same, j_val) = run(ftrans, fnp), run(jax, jnp)
     np.testing.assert_allclose(f_val, j_val, rtol=1e-6)
     assert j_same and not f_same  # docs/differences.md, "Mutable array references"
+
+
+# ---------------------------------------------------------------- error checking (docs/differences.md)
+def test_error_state_exists_before_the_first_traced_check():
+    import subprocess
+    import sys
+
+    code_ftrans = (
+        "import ftrans\nfrom ftrans.numpy import error\n"
+        "try:\n    ftrans.jit(lambda x: (error.set_error_if(x > 0, 'm'), x)[1])(1.0)\n"
+        "except RuntimeError as e:\n    print('refused', 'import ftrans.error_check' in str(e))\n"
+        "from ftrans import error_check\n"
+        "ftrans.jit(lambda x: (error_check.set_error_if(x > 0, 'm'), x)[1])(1.0)\n"
+        "try:\n    error_check.raise_if_error()\nexcept error_check.JaxValueError as e:\n    print('recorded', e)\n")
+    code_jax = (
+        "import jax\nfrom jax._src import error_check\n"
+        "jax.jit(lambda x: (error_check.set_error_if(x > 0, 'm'), x)[1])(1.0)\n"
+        "try:\n    error_check.raise_if_error()\nexcept error_check.JaxValueError as e:\n    print('recorded', e)\n")
+    run = lambda c: subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, timeout=300,  # noqa: E731
+                                   cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1])).stdout
+    assert run(code_jax).split() == ["recorded", "m"]
+    assert run(code_ftrans).split() == ["refused", "True", "recorded", "m"]

@@ -62,6 +62,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("ftrans.ffi", "top"),
     ("ftrans.export", "top"),
     ("ftrans.ref", "top"),
+    ("ftrans.error_check", "top"),
     ("ftrans.experimental.sparse", "top"),
     ("ftrans.experimental.key_reuse", "top"),
     ("ftrans.interpreters", "top"),

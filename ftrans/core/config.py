@@ -194,6 +194,9 @@ class Config:
         "default_prng_impl": ("JAX_DEFAULT_PRNG_IMPL", str),
         "random_seed_offset": ("JAX_RANDOM_SEED_OFFSET", int),
         "debug_key_reuse": ("JAX_DEBUG_KEY_REUSE", bool),
+        "error_checking_behavior_nan": ("JAX_ERROR_CHECKING_BEHAVIOR_NAN", ("ignore", "raise")),
+        "error_checking_behavior_divide": ("JAX_ERROR_CHECKING_BEHAVIOR_DIVIDE", ("ignore", "raise")),
+        "error_checking_behavior_oob": ("JAX_ERROR_CHECKING_BEHAVIOR_OOB", ("ignore", "raise")),
     }
     # JAX options a script may set that change nothing ftrans does, or that ftrans supports only at one
     # value: name -> (default, the values ftrans runs as JAX would, what the option is about). They are
@@ -300,9 +303,6 @@ class Config:
             ("disable_vmap_shmap_error", False, "vmap of shard_map"),
             ("disallow_mesh_context_manager", False, "mesh contexts"),
             ("enable_recoverability", False, "recovery from failed processes"),
-            ("error_checking_behavior_divide", "ignore", "checks inside compiled code"),
-            ("error_checking_behavior_nan", "ignore", "checks inside compiled code"),
-            ("error_checking_behavior_oob", "ignore", "checks inside compiled code"),
             ("experimental_unsafe_xla_runtime_errors", False, "runtime errors"),
             ("export_calling_convention_version", 10, "the export format"),
             ("export_ignore_forward_compatibility", False, "the export format"),
@@ -393,6 +393,14 @@ class Config:
         self.random_seed_offset: int = int(os.environ.get("JAX_RANDOM_SEED_OFFSET") or 0)
         # Check that no PRNG key is consumed twice (ftrans.experimental.key_reuse; JAX's option).
         self.debug_key_reuse = _env_flag("JAX_DEBUG_KEY_REUSE")
+        # What jnp's checks do on a NaN result, a zero divisor, an out-of-bounds gather ("ignore", or "raise":
+        # record the error for ``ftrans.error_check.raise_if_error``), JAX's options (``ftrans/numpy/error.py``).
+        self.error_checking_behavior_nan: str = _choice_from_env("JAX_ERROR_CHECKING_BEHAVIOR_NAN", self._known,
+                                                                 "ignore")
+        self.error_checking_behavior_divide: str = _choice_from_env("JAX_ERROR_CHECKING_BEHAVIOR_DIVIDE",
+                                                                    self._known, "ignore")
+        self.error_checking_behavior_oob: str = _choice_from_env("JAX_ERROR_CHECKING_BEHAVIOR_OOB", self._known,
+                                                                 "ignore")
         self._listeners: list = []
         # The transfer guard of each direction: None (JAX's default, "allow") or one of TRANSFER_LEVELS.
         self.transfer_guard: str | None = None
@@ -588,7 +596,9 @@ class _Local(threading.local):
 # Options read while tracing that change the program (x64 is in jit's keys on its own): a thread's
 # context values of these are part of the jit cache keys (``config.update`` clears the caches instead).
 TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "numpy_dtype_promotion",
-                           "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs"})
+                           "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
+                           "error_checking_behavior_nan", "error_checking_behavior_divide",
+                           "error_checking_behavior_oob"})
 
 
 def _trace_key(values: dict) -> tuple:

@@ -613,6 +613,18 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
     return Ref(v, aval_of(v), user_location(), kind=kind)
 
 
+def new_ref_outside(init_val: Array, *, kind: Any = None, origin: str | None = None) -> Ref:
+    """``new_ref`` of a concrete array, made as at top level (JAX's ``new_ref`` under ``eval_context``): no
+    staging scope or transform active now owns it, so it outlives them (a global state a traced function
+    reads and writes, threaded like any closed-over ref).  ``origin``: what errors call its creation site."""
+    r = new_ref(init_val, kind=kind)
+    if origin is not None:
+        r._origin = origin
+    r._scope = None
+    r._level = r._home = 1  # the depth of the base (eager) level
+    return r
+
+
 def empty_ref(ty: Any, memory_space: Any = None) -> Ref:
     """JAX's ``jax.empty_ref``: a ref of ``ty``'s shape and dtype (a ``ShapeDtypeStruct`` or an array)
     whose contents are unspecified until written (ftrans fills it with zeros)."""

@@ -480,6 +480,9 @@ _debug_infs = False
 # numpy_rank_promotion or numpy_dtype_promotion is not the default: the fast paths, which skip jnp's
 # promotion and broadcasting, must let the API layer check every operation.
 _numpy_checks = False
+# An ``error_checking_behavior_*`` option is "raise" in some thread: jnp's functions record NaN results, zero
+# divisors and out-of-bounds gathers (``ftrans/numpy/error.py``), so the fast paths step aside for them too.
+_error_checks = False
 # A config context (``ftrans.enable_x64(...)``, ...) is open in some thread: its options are the
 # calling thread's, so the global shortcuts (jit's fast keys, which hold no per-thread option) step aside.
 _scoped = False
@@ -580,14 +583,16 @@ def _rebuild_eager() -> None:
 def _on_config(name: str, value: Any = None) -> None:
     # The switches say whether a check is on in any thread (a context may hold it in one); the
     # checks themselves read the calling thread's option.
-    global _debug_nans, _debug_infs, _numpy_checks, _scoped
+    global _debug_nans, _debug_infs, _numpy_checks, _scoped, _error_checks
     if name in ("debug_nans", "debug_infs"):
         _debug_nans = any(_config.values_anywhere("debug_nans"))
         _debug_infs = any(_config.values_anywhere("debug_infs"))
         _rebuild_eager()
-    elif name in ("numpy_rank_promotion", "numpy_dtype_promotion"):
+    elif name in ("numpy_rank_promotion", "numpy_dtype_promotion") or name.startswith("error_checking_behavior_"):
+        _error_checks = any(v != "ignore" for n in ("nan", "divide", "oob")
+                            for v in _config.values_anywhere(f"error_checking_behavior_{n}"))
         _numpy_checks = any(v != "allow" for v in _config.values_anywhere("numpy_rank_promotion")) or \
-            any(v != "standard" for v in _config.values_anywhere("numpy_dtype_promotion"))
+            any(v != "standard" for v in _config.values_anywhere("numpy_dtype_promotion")) or _error_checks
     _scoped = _config_mod.scoped_anywhere()
     _count_active(0)
 

@@ -44,6 +44,7 @@ from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
 from ftrans.core.trace import Tracer, can_shortcut
 from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.numpy import error as _err
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__: list[str] = []
@@ -180,11 +181,13 @@ def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array 
 
 # ---------------------------------------------------------------- binary ufunc factory
 def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
-            allowed: frozenset | None = None, doc: str | None = None):
+            allowed: frozenset | None = None, doc: str | None = None, check_nan: bool = False):
     """A promoting, broadcasting binary function over one strict primitive.
 
     ``bool_prim`` replaces ``prim`` on bool operands (``add`` is ``or`` there);
-    ``allowed`` lists the dtypes ``prim`` accepts, checked after promotion.
+    ``allowed`` lists the dtypes ``prim`` accepts, checked after promotion;
+    ``check_nan``: a NaN result is recorded while ``error_checking_behavior(nan="raise")`` holds
+    (``ftrans/numpy/error.py``; the fast paths step aside then).
     """
     impl = prim.impl
     keep_weak = prim.weak_type_rule is not never_weak
@@ -213,6 +216,8 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
             return bool_prim.bind(a, b)
         if allowed is not None and d not in allowed:
             raise _reject(name, d, "numeric")
+        if check_nan and _trace._error_checks:
+            return _err.nan_check(prim.bind(a, b))
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
@@ -221,7 +226,7 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
     return fn
 
 
-def _unary(prim: Primitive, name: str):
+def _unary(prim: Primitive, name: str, check_nan: bool = False):
     """A float function: integers and bools are promoted to the default float first.
 
     Fast path: an ftrans Array of an inexact dtype with no transform active is
@@ -243,6 +248,8 @@ def _unary(prim: Primitive, name: str):
                 out.weak_type = keep_weak and x.weak_type
                 return out
         (x,) = _inexact(name, x)
+        if check_nan and _trace._error_checks:  # JAX's functions that record NaN results
+            return _err.nan_check(prim.bind(x))
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
@@ -252,8 +259,8 @@ def _unary(prim: Primitive, name: str):
 
 
 # ---------------------------------------------------------------- arithmetic
-add = _binary(E.add_p, "add", bool_prim=E.or_p)
-subtract = _binary(E.sub_p, "subtract", allowed=NUM)
+add = _binary(E.add_p, "add", bool_prim=E.or_p, check_nan=True)
+subtract = _binary(E.sub_p, "subtract", allowed=NUM, check_nan=True)
 multiply = _binary(E.mul_p, "multiply", bool_prim=E.and_p)
 maximum = _binary(E.max_p, "maximum")
 minimum = _binary(E.min_p, "minimum")
@@ -284,6 +291,9 @@ def true_divide(x: Any, y: Any, /) -> Any:
         if xv.dtype == yv.dtype and xv.dtype.kind in "fc":
             return Array._new(E.div_p.impl(xv, yv), x.weak_type and y.weak_type)
     a, b = _inexact("true_divide", x, y)
+    if _trace._error_checks:
+        _err.divide_check(b)
+        return _err.nan_check(E.div_p.bind(a, b))
     return E.div_p.bind(a, b)
 
 
@@ -300,14 +310,20 @@ def _float_divmod(a: Any, b: Any) -> tuple[Any, Any]:
     fix_ = E.and_p.bind(*_broadcast_ops("divmod", [
         E.ne_p.bind(mod, zero), E.ne_p.bind(*_broadcast_ops("divmod", [E.sign_p.bind(b), E.sign_p.bind(mod)]))
     ]))
-    mod = _select(fix_, E.add_p.bind(*_broadcast_ops("divmod", [mod, b])), mod)
-    div = _select(fix_, E.sub_p.bind(div, _const(div, 1)), div)
+    mod_plus, div_minus = E.add_p.bind(*_broadcast_ops("divmod", [mod, b])), E.sub_p.bind(div, _const(div, 1))
+    if _trace._error_checks:  # JAX computes these two with jnp's add and subtract, which check for NaN
+        _err.nan_check(mod_plus)
+        _err.nan_check(div_minus)
+    mod = _select(fix_, mod_plus, mod)
+    div = _select(fix_, div_minus, div)
     return E.round_p.bind(div, rounding_method=0), mod
 
 
 @_export
 def floor_divide(x: Any, y: Any, /) -> Any:
     a, b = _numeric("floor_divide", x, y)
+    if _trace._error_checks:
+        _err.divide_check(b)
     d = _dtype(a)
     if d.kind == "u":
         return E.div_p.bind(a, b)
@@ -334,6 +350,8 @@ def _safe_int_divisor(b: Any) -> Any:
 @_export
 def remainder(x: Any, y: Any, /) -> Any:
     a, b = _numeric("remainder", x, y)
+    if _trace._error_checks:
+        _err.divide_check(b)
     d = _dtype(a)
     if d.kind == "c":
         raise FtransTypeError("remainder does not support complex-valued inputs")
@@ -345,7 +363,8 @@ def remainder(x: Any, y: Any, /) -> Any:
     # Python's sign convention: a nonzero result takes the divisor's sign.
     sign_fix = E.ne_p.bind(*_broadcast_ops("remainder", [E.lt_p.bind(r, zero), E.lt_p.bind(b, zero)]))
     fix_ = E.and_p.bind(*_broadcast_ops("remainder", [sign_fix, E.ne_p.bind(r, zero)]))
-    return _select(fix_, E.add_p.bind(*_broadcast_ops("remainder", [r, b])), r)
+    out = _select(fix_, E.add_p.bind(*_broadcast_ops("remainder", [r, b])), r)
+    return _err.nan_check(out) if _trace._error_checks else out
 
 
 mod = remainder
@@ -360,7 +379,8 @@ def fmod(x: Any, y: Any, /) -> Any:
         raise FtransTypeError("fmod does not support complex-valued inputs")
     if dtypes.promote((dtype_weak(x), dtype_weak(y)))[0].kind in "iu":  # bool % False stays x
         a, b = _broadcast_ops("fmod", [a, _safe_int_divisor(b)])
-    return E.rem_p.bind(a, b)
+    out = E.rem_p.bind(a, b)
+    return _err.nan_check(out) if _trace._error_checks else out
 
 
 @_export
@@ -371,6 +391,8 @@ def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
         return floor_divide(a, b), remainder(a, b)
     if d.kind == "c":
         raise FtransTypeError("divmod does not support complex-valued inputs")
+    if _trace._error_checks:
+        _err.divide_check(b)
     return _float_divmod(a, b)
 
 
@@ -406,6 +428,11 @@ def power(x: Any, y: Any, /) -> Any:
                 "convert the base to a floating-point dtype first"
             )
         return E.integer_pow_p.bind(xo, y=n)
+    out = _power(x, y)
+    return _err.nan_check(out) if _trace._error_checks else out
+
+
+def _power(x: Any, y: Any) -> Any:
     a, b = _numeric("power", x, y)
     d = _dtype(a)
     if d.kind in "iu":
@@ -484,20 +511,20 @@ def sign(x: Any, /) -> Any:
 exp = _unary(E.exp_p, "exp")
 exp2 = _unary(E.exp2_p, "exp2")
 expm1 = _unary(E.expm1_p, "expm1")
-log = _unary(E.log_p, "log")
-log1p = _unary(E.log1p_p, "log1p")
-sqrt = _unary(E.sqrt_p, "sqrt")
-sin = _unary(E.sin_p, "sin")
-cos = _unary(E.cos_p, "cos")
-tan = _unary(E.tan_p, "tan")
-arcsin = _unary(E.asin_p, "arcsin")
-arccos = _unary(E.acos_p, "arccos")
+log = _unary(E.log_p, "log", check_nan=True)
+log1p = _unary(E.log1p_p, "log1p", check_nan=True)
+sqrt = _unary(E.sqrt_p, "sqrt", check_nan=True)
+sin = _unary(E.sin_p, "sin", check_nan=True)
+cos = _unary(E.cos_p, "cos", check_nan=True)
+tan = _unary(E.tan_p, "tan", check_nan=True)
+arcsin = _unary(E.asin_p, "arcsin", check_nan=True)
+arccos = _unary(E.acos_p, "arccos", check_nan=True)
 arctan = _unary(E.atan_p, "arctan")
 sinh = _unary(E.sinh_p, "sinh")
 cosh = _unary(E.cosh_p, "cosh")
 tanh = _unary(E.tanh_p, "tanh")
 arcsinh = _unary(E.asinh_p, "arcsinh")
-arctanh = _unary(E.atanh_p, "arctanh")
+arctanh = _unary(E.atanh_p, "arctanh", check_nan=True)
 
 
 @_export
@@ -515,6 +542,8 @@ def cbrt(x: Any, /) -> Any:
 def arccosh(x: Any, /) -> Any:
     (x,) = _inexact("arccosh", x)
     out = E.acosh_p.bind(x)
+    if _trace._error_checks:
+        _err.nan_check(out)
     if _dtype(x).kind == "c":
         # The principal branch has a non-negative real part.
         out = _select(E.lt_p.bind(E.real_p.bind(out), _const(E.real_p.bind(out), 0)), E.neg_p.bind(out), out)
@@ -537,7 +566,8 @@ def log2(x: Any, /) -> Any:
         re, im = E.real_p.bind(r), E.imag_p.bind(r)
         ln2 = E.log_p.bind(_const(re, 2, False))
         return E.complex_p.bind(E.div_p.bind(re, ln2), E.div_p.bind(im, ln2))
-    return E.div_p.bind(E.log_p.bind(x), E.log_p.bind(_const(x, 2, False)))
+    out = E.div_p.bind(E.log_p.bind(x), E.log_p.bind(_const(x, 2, False)))
+    return _err.nan_check(out) if _trace._error_checks else out
 
 
 @_export
@@ -549,7 +579,8 @@ def log10(x: Any, /) -> Any:
         re, im = E.real_p.bind(r), E.imag_p.bind(r)
         c = _const(re, inv_ln10, False)
         return E.complex_p.bind(E.mul_p.bind(re, c), E.mul_p.bind(im, c))
-    return E.mul_p.bind(E.log_p.bind(x), _const(x, inv_ln10, False))
+    out = E.mul_p.bind(E.log_p.bind(x), _const(x, inv_ln10, False))
+    return _err.nan_check(out) if _trace._error_checks else out
 
 
 @_export

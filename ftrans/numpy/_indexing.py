@@ -32,6 +32,7 @@ import numpy as np
 
 from ftrans.core import array as _array_mod
 from ftrans.core import dtypes
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray
 from ftrans.core.config import trace_mode_on
 from ftrans.core.operands import (
@@ -687,6 +688,10 @@ def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_v
     y = x
     if ix.scalar_bool_dims:
         y = S.expand_dims_p.bind(y, dimensions=ix.scalar_bool_dims)
+    if ix.indices is not None and _trace._error_checks:  # error_checking_behavior(oob="raise")
+        from ftrans.numpy import error as _err
+
+        _err._check_precondition_oob_gather(shape_of(x), ix.indices)
     if ix.indices is not None:
         y = I.gather_p.bind(
             y, ix.indices, dimension_numbers=ix.dnums, slice_sizes=ix.gather_slice_shape, mode=mode,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.operands import (
@@ -181,7 +182,23 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     hit = _total_lt(xb, qb) if side == "left" else E.not_p.bind(_total_lt(qb, xb))
     from ftrans.numpy._reductions import sum as _sum
 
-    return _sum(hit, axis=-1, dtype=dtypes.default_int())
+    return _sum(hit, axis=-1, dtype=_index_dtype(n))
+
+
+def _index_dtype(n: Any) -> np.dtype:
+    """JAX's index dtype for a dimension of size ``n``: int32 whenever it fits (x64 or not), int64 beyond
+    (asked for explicitly: without x64 JAX's warning, then the size does not fit an int32); the default
+    int for a symbolic size."""
+    if not isinstance(n, (int, np.integer)):
+        return dtypes.default_int()
+    if n <= np.iinfo(np.int32).max:
+        return np.dtype(np.int32)
+    dtypes.check_requested(np.int64, "searchsorted")
+    if not _config.config.enable_x64:
+        raise OverflowError(f"Python integer {n} out of bounds for int32: searchsorted's indices into an array "
+                            "that long need int64, which needs 64-bit mode (ftrans.config.update('jax_enable_x64', "
+                            "True))")
+    return np.dtype(np.int64)
 
 
 # ---------------------------------------------------------------- unique

@@ -212,7 +212,8 @@ def _check_implicit_transfers(name: str, leaves: list) -> None:
 def _on_config_change(name: str, value: Any) -> None:
     global _call_guard
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
-                "numpy_dtype_promotion", "default_prng_impl"):  # read while tracing: trace again
+                "numpy_dtype_promotion", "default_prng_impl", "error_checking_behavior_nan",
+                "error_checking_behavior_divide", "error_checking_behavior_oob"):  # read while tracing: trace again
         clear_caches()
         return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
@@ -1230,8 +1231,11 @@ class JitWrapped:
         Host Arrays get a signature for the device their cached copy lives on;
         a call whose leaves are not all resident on ``device`` is not registered.
         """
-        if entry.exe is None or _guard_level() or _config_mod.config.scoped_here():
-            return  # interpreted (it calls pmap), a transfer guard watches calls, or compiled under a context
+        if entry.exe is None or _guard_level() or _config_mod.config.scoped_here() or \
+                "enable_x64" in _config_mod._local.values:
+            # interpreted (it calls pmap), a transfer guard watches calls, or compiled under a context (an
+            # ``enable_x64`` one too: the fast keys hold no x64 switch, and answer again once it has closed)
+            return
         sigs = []
         for leaf in leaves:
             t = type(leaf)

@@ -341,7 +341,8 @@ def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: 
     from ftrans.transforms.jit import _guard_level
 
     fast = owner._spmd_fast
-    if len(fast) >= owner._max or _guard_level() or _config_mod.config.scoped_here():
+    if len(fast) >= owner._max or _guard_level() or _config_mod.config.scoped_here() or \
+            "enable_x64" in _config_mod._local.values:  # (an x64 context too: the fast key holds no x64 switch)
         return
     k = len(exe.const_bufs)
     if len(leaves) != len(exe._rt_in) - k:
