@@ -95,6 +95,13 @@ CASES = {
     "while_jvp_int_carry": lambda jx, np_: jx.jvp(
         lambda w: jx.lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * w), (0, 1.)),
         (1.1,), (1.,)),
+    # The checkpointed loop's buffers keep the carries' weak types (the tangent out was strongly typed).
+    "linearize_while_weak_carry": lambda jx, np_: jx.linearize(
+        lambda w: jx.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * w), (0, 1.))[1],
+        2.)[1](1.),
+    "linearize_while_traced_bound": lambda jx, np_: jx.linearize(
+        lambda w, n: jx.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, np_.sin(c[1] * w)),
+                                       (0, np_.ones(2)))[1], 0.5, 4)[1](1., np.zeros((), jax.dtypes.float0)),
     "fori_traced_bounds_vmap": lambda jx, np_: jx.vmap(
         lambda n: jx.lax.fori_loop(0, n, lambda i, c: c + i, 0))(np_.array([2, 4])),
     "scan_jacfwd": lambda jx, np_: jx.jacfwd(
