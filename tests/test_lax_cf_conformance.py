@@ -120,6 +120,22 @@ CASES = {
         lambda a: {"s": a.sum(), "p": a.prod()}, np_.arange(1., 7.).reshape(2, 3)),
     "scan_zero_length_unroll": lambda jx, np_: jx.lax.scan(
         lambda c, a: (c + a, c), 0., np_.zeros((0,)), unroll=2),
+    # lax's special functions broadcast a rank-0 operand and are weakly typed when every operand is.
+    "igamma_scalar_a": lambda jx, np_: jx.lax.igamma(2., np_.array([1.5, 3.])),
+    "igammac_scalar_x": lambda jx, np_: jx.lax.igammac(np_.array([1.5, 3.]), np_.float32(2.)),
+    "igamma_grad_a_scalar": lambda jx, np_: jx.lax.igamma_grad_a(np_.array([1.5, 3.]), 2.),
+    "random_gamma_grad_scalar": lambda jx, np_: jx.lax.random_gamma_grad(np_.array([1.5, 3.]), np_.float32(2.)),
+    "betainc_scalars": lambda jx, np_: jx.lax.betainc(1., 2., np_.array([0.25, 0.5])),
+    "polygamma_scalar_m": lambda jx, np_: jx.lax.polygamma(2., np_.array([1.5, 3.])),
+    "polygamma_scalar_x": lambda jx, np_: jx.lax.polygamma(np_.array([1., 2.]), 2.),
+    "zeta_scalar_q": lambda jx, np_: jx.lax.zeta(np_.array([2., 3.]), 1.),
+    "special_weak": lambda jx, np_: (jx.lax.igamma(1.5, 2.), jx.lax.igammac(1.5, 2.),
+                                     jx.lax.betainc(1., 2., .5), jx.lax.igamma_grad_a(1.5, 2.),
+                                     jx.lax.polygamma(1., 2.), jx.lax.zeta(2., 1.)),
+    "igamma_grad_weak": lambda jx, np_: (jx.grad(lambda a: jx.lax.igamma(a, 2.))(1.5),
+                                         jx.grad(lambda z: jx.lax.igammac(1.5, z))(2.)),
+    "igamma_vmap_scalar": lambda jx, np_: jx.vmap(lambda a: jx.lax.igamma(a, np_.array([1., 2.])))(
+        np_.array([0.5, 1.5, 3.])),
 }
 
 
