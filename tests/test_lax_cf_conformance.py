@@ -134,6 +134,8 @@ CASES = {
                                      jx.lax.polygamma(1., 2.), jx.lax.zeta(2., 1.)),
     "igamma_grad_weak": lambda jx, np_: (jx.grad(lambda a: jx.lax.igamma(a, 2.))(1.5),
                                          jx.grad(lambda z: jx.lax.igammac(1.5, z))(2.)),
+    "digamma_grad_weak": lambda jx, np_: (jx.grad(jx.lax.digamma)(0.5), jx.grad(jx.lax.digamma)(np_.float32(0.5)),
+                                          jx.vmap(jx.grad(jx.lax.digamma))(np_.array([0.5, -1.5, 2.]))),
     "igamma_vmap_scalar": lambda jx, np_: jx.vmap(lambda a: jx.lax.igamma(a, np_.array([1., 2.])))(
         np_.array([0.5, 1.5, 3.])),
 }
