@@ -136,6 +136,9 @@ CASES = {
                                          jx.grad(lambda z: jx.lax.igammac(1.5, z))(2.)),
     "digamma_grad_weak": lambda jx, np_: (jx.grad(jx.lax.digamma)(0.5), jx.grad(jx.lax.digamma)(np_.float32(0.5)),
                                           jx.vmap(jx.grad(jx.lax.digamma))(np_.array([0.5, -1.5, 2.]))),
+    "top_k_weak_operand": lambda jx, np_: (jx.lax.top_k(jx.lax.mul(jx.lax.full((2, 3), 2.), 1.), 2),
+                                           jx.jit(lambda v: jx.lax.top_k(v * 1., 2))(np_.arange(3.)),
+                                           jx.vmap(lambda v: jx.lax.top_k(v, 1))(jx.lax.full((2, 3), 2.))),
     "igamma_vmap_scalar": lambda jx, np_: jx.vmap(lambda a: jx.lax.igamma(a, np_.array([1., 2.])))(
         np_.array([0.5, 1.5, 3.])),
 }
