@@ -139,6 +139,9 @@ CASES = {
     "top_k_weak_operand": lambda jx, np_: (jx.lax.top_k(jx.lax.mul(jx.lax.full((2, 3), 2.), 1.), 2),
                                            jx.jit(lambda v: jx.lax.top_k(v * 1., 2))(np_.arange(3.)),
                                            jx.vmap(lambda v: jx.lax.top_k(v, 1))(jx.lax.full((2, 3), 2.))),
+    "polygamma_grad_x": lambda jx, np_: [jx.vmap(jx.grad(lambda v, m=m: jx.lax.polygamma(m, v)))(
+        np_.array([0.5, 1.5, 3.])) for m in (0., 1., 2., 0.5)] + [jx.grad(lambda v: jx.lax.polygamma(1., v))(0.75),
+                                                                 jx.hessian(lambda v: jx.lax.polygamma(1., v))(1.5)],
     "igamma_vmap_scalar": lambda jx, np_: jx.vmap(lambda a: jx.lax.igamma(a, np_.array([1., 2.])))(
         np_.array([0.5, 1.5, 3.])),
 }

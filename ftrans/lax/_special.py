@@ -402,6 +402,21 @@ def _random_gamma_grad(a: Any, x: Any) -> Any:
     return lax.neg(lax.div(_igamma_grad_a(a, x), _density(a, x)))
 
 
-_polygamma_compiled = _compiled_when_eager(_polygamma)
+_polygamma_fn = custom_jvp(_polygamma)
+
+
+def _polygamma_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # d/dx psi^(m)(x) = psi^(m+1)(x), as JAX's rule (NaN where m is not a non-negative integer, as the value);
+    # m has no derivative (a zero tangent).
+    m, x = primals
+    _, tx = tangents
+    out = _weak_as(_polygamma_fn(m, x), m, x)
+    if type(tx) is SymbolicZero:
+        return out, full_like(out, 0.0)
+    return out, lax.mul(tx, _weak_as(_polygamma_fn(lax.add(m, full_like(m, 1.0)), x), m, x))
+
+
+_polygamma_fn.defjvp(_polygamma_jvp, symbolic_zeros=True)
+_polygamma_compiled = _compiled_when_eager(_polygamma_fn)
 _igamma_grad_a_compiled = _compiled_when_eager(_igamma_grad_a)
 _random_gamma_grad_compiled = _compiled_when_eager(_random_gamma_grad)
