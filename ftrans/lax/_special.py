@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.operands import dtype_weak
+from ftrans.core.operands import dtype_weak, shape_of
+from ftrans.core.prims import structural as S
 from ftrans.core.trace import is_eager
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lax import _ops as lax
@@ -45,8 +46,27 @@ def _compiled_when_eager(fn: Any) -> Any:
     return run
 
 
+def _full_shape(ops: tuple) -> tuple:
+    """Rank-0 operands broadcast to the others' shape (after ``_broadcast_ones``), as JAX's n-ary special
+    functions take ``lax.igamma(2., x)``: the implementations below select elementwise over one shape."""
+    shapes = {tuple(shape_of(v)) for v in ops} - {()}
+    if len(shapes) != 1:
+        return ops
+    shape = shapes.pop()
+    return tuple(S.broadcast_in_dim_p.bind(v, shape=shape, broadcast_dimensions=()) if not shape_of(v) else v
+                 for v in ops)
+
+
+def _weak_as(out: Any, *ops: Any) -> Any:
+    """JAX's weak-type rule for n-ary ops: the result is weakly typed when every operand is."""
+    d, weak = dtype_weak(out)
+    if not weak and all(dtype_weak(v)[1] for v in ops):
+        return S.convert_element_type_p.bind(out, new_dtype=d, weak_type=True)
+    return out
+
+
 def _float_pair(name: str, a: Any, b: Any) -> tuple[Any, Any]:
-    a, b = lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b)))
+    a, b = _full_shape(lax._broadcast_ones(name, *lax._same_dtype_operands(name, (a, b))))
     for i, v in enumerate((a, b)):
         d = dtype_weak(v)[0]
         if not dtypes.is_float(d):
@@ -152,12 +172,15 @@ def _make(which: int, sign: float) -> Any:
     def rule(primals: tuple, tangents: tuple) -> tuple:
         a, x = primals
         ta, tx = tangents
-        out = fn(a, x)
+        out = _weak_as(fn(a, x), a, x)
         t = None
         if type(tx) is not SymbolicZero:
-            t = lax.mul(tx, lax.mul(_density(a, x), full_like(x, sign)))
+            t = lax.mul(tx, _weak_as(lax.mul(_density(a, x), full_like(x, sign)), a, x))
         if type(ta) is not SymbolicZero:
-            _, ga = jvp(lambda a_: _both(a_, x)[which], (a,), (ta,))
+            # dP/da (dQ/da) as a coefficient, as JAX's rule multiplies by igamma_grad_a: the tangent is then
+            # linear through one multiply (reverse mode transposes no loop) and keeps the operands' weak type.
+            _, da = jvp(lambda a_: _both(a_, x)[which], (a,), (full_like(a, 1.0),))
+            ga = lax.mul(ta, _weak_as(da, a, x))
             t = ga if t is None else lax.add(t, ga)
         if t is None:
             t = full_like(out, 0.0)
@@ -174,13 +197,13 @@ _igammac = _compiled_when_eager(_make(1, -1.0))
 def igamma(a: Any, x: Any) -> Any:
     """``lax.igamma``: the regularized lower incomplete gamma function ``P(a, x)``."""
     a, x, _ = _operands("igamma", a, x)
-    return _igamma(a, x)
+    return _weak_as(_igamma(a, x), a, x)
 
 
 def igammac(a: Any, x: Any) -> Any:
     """``lax.igammac``: the regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
     a, x, _ = _operands("igammac", a, x)
-    return _igammac(a, x)
+    return _weak_as(_igammac(a, x), a, x)
 
 
 # ---------------------------------------------------------------- betainc
@@ -277,6 +300,7 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
     a, b = lax._broadcast_ones("betainc", ops[0], ops[1])
     a, x = lax._broadcast_ones("betainc", a, ops[2])
     b, x = lax._broadcast_ones("betainc", b, x)
+    a, b, x = _full_shape((a, b, x))
     for i, v in enumerate((a, b, x)):
         d = dtype_weak(v)[0]
         if not dtypes.is_float(d):
@@ -286,7 +310,7 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
             )
     if len({dtype_weak(v)[0] for v in (a, b, x)}) != 1:
         raise FtransTypeError("lax.betainc: a, b and x must have one dtype")
-    return _betainc_compiled(a, b, x)
+    return _weak_as(_betainc_compiled(a, b, x), a, b, x)
 
 
 # ---------------------------------------------------------------- zeta, polygamma
@@ -336,14 +360,14 @@ _zeta_compiled = _compiled_when_eager(_zeta)
 def zeta(x: Any, q: Any) -> Any:
     """``lax.zeta``: the Hurwitz zeta function ``sum_k (q + k)^-x``."""
     x, q = _float_pair("zeta", x, q)
-    return _zeta_compiled(x, q)
+    return _weak_as(_zeta_compiled(x, q), x, q)
 
 
 def polygamma(m: Any, x: Any) -> Any:
     """``lax.polygamma``: the m-th derivative of the digamma function, ``(-1)^(m+1) m! zeta(m+1, x)`` for
     integer ``m >= 1``, ``digamma`` for ``m = 0``, NaN for other ``m``."""
     m, x = _float_pair("polygamma", m, x)
-    return _polygamma_compiled(m, x)
+    return _weak_as(_polygamma_compiled(m, x), m, x)
 
 
 def _polygamma(m: Any, x: Any) -> Any:
@@ -360,7 +384,7 @@ def _polygamma(m: Any, x: Any) -> Any:
 def igamma_grad_a(a: Any, x: Any) -> Any:
     """``lax.igamma_grad_a``: dP(a, x)/da, the forward derivative of ``igamma``'s iteration in ``a``."""
     a, x, _ = _operands("igamma_grad_a", a, x)
-    return _igamma_grad_a_compiled(a, x)
+    return _weak_as(_igamma_grad_a_compiled(a, x), a, x)
 
 
 def _igamma_grad_a(a: Any, x: Any) -> Any:
@@ -371,13 +395,28 @@ def random_gamma_grad(a: Any, x: Any) -> Any:
     """``lax.random_gamma_grad``: d x / d a of a Gamma(a) sample ``x`` (implicit differentiation of
     ``P(a, x) = u``): ``-(dP/da) / (dP/dx)``."""
     a, x, _ = _operands("random_gamma_grad", a, x)
-    return _random_gamma_grad_compiled(a, x)
+    return _weak_as(_random_gamma_grad_compiled(a, x), a, x)
 
 
 def _random_gamma_grad(a: Any, x: Any) -> Any:
     return lax.neg(lax.div(_igamma_grad_a(a, x), _density(a, x)))
 
 
-_polygamma_compiled = _compiled_when_eager(_polygamma)
+_polygamma_fn = custom_jvp(_polygamma)
+
+
+def _polygamma_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # d/dx psi^(m)(x) = psi^(m+1)(x), as JAX's rule (NaN where m is not a non-negative integer, as the value);
+    # m has no derivative (a zero tangent).
+    m, x = primals
+    _, tx = tangents
+    out = _weak_as(_polygamma_fn(m, x), m, x)
+    if type(tx) is SymbolicZero:
+        return out, full_like(out, 0.0)
+    return out, lax.mul(tx, _weak_as(_polygamma_fn(lax.add(m, full_like(m, 1.0)), x), m, x))
+
+
+_polygamma_fn.defjvp(_polygamma_jvp, symbolic_zeros=True)
+_polygamma_compiled = _compiled_when_eager(_polygamma_fn)
 _igamma_grad_a_compiled = _compiled_when_eager(_igamma_grad_a)
 _random_gamma_grad_compiled = _compiled_when_eager(_random_gamma_grad)

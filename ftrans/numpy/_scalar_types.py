@@ -47,7 +47,9 @@ def _make(name: str, dtype: np.dtype) -> type:
                                   "__doc__": f"The {dtype} dtype; calling it makes an array of that dtype."})
 
 
-bool_ = _make("bool_", _dtypes.bool_)
+# Named "bool" as JAX's (and NumPy 2's) bool_ type is: code that labels cases by
+# ``dtype.__name__`` gives the same labels under both.
+bool_ = _make("bool", _dtypes.bool_)
 int8 = _make("int8", np.int8)
 int16 = _make("int16", np.int16)
 int32 = _make("int32", np.int32)

@@ -116,7 +116,8 @@ def _top_k_abstract(x: ShapedArray, *, k: int, axis: int) -> list[ShapedArray]:
         raise prim_value_error("top_k", f"k argument must be no larger than size along the axis; got k={k} with "
                                         f"shape={list(x.shape)} and axis={axis}")
     shape = tuple(x.shape[:axis]) + (k if isinstance(k, DimExpr) else int(k),) + tuple(x.shape[axis + 1:])
-    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.dtype(np.int32), False)]
+    # Both as weakly typed as the operand, as JAX's (its indices' aval is the operand's, updated).
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.dtype(np.int32), x.weak_type)]
 
 
 def _total_order_key(x: np.ndarray) -> np.ndarray:
@@ -141,7 +142,7 @@ def _top_k_impl(x: np.ndarray, *, k: int, axis: int) -> list[np.ndarray]:
 top_k_p = Primitive("top_k", multiple_results=True)
 top_k_p.def_abstract_eval(_top_k_abstract)
 top_k_p.def_impl(_top_k_impl)
-top_k_p.def_weak_type(lambda weaks, **params: (weaks[0], False))
+top_k_p.def_weak_type(lambda weaks, **params: (weaks[0], weaks[0]))
 
 
 # ---------------------------------------------------------------- cumulative reductions

@@ -661,9 +661,13 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
     nub = sum(bc_unk)
     u_avals = [a for a, u in zip(body_jaxpr.out_avals, carry_unk) if u]
 
+    # The buffers keep the carries' weak types, so the carries read back from them (and the tangents
+    # computed from those) are as weakly typed as the loop's own (JAX's linearize of a while_loop).
+    buf_avals = [ShapedArray((n_slots + 1,) + a.shape, a.dtype, a.weak_type) for a in k_avals]
+
     def fwd(*args: Any) -> list:
         cc, bc, init = list(args[:nc]), list(args[nc:nc + nkb]), list(args[nc + nkb:])
-        bufs = [B.zeros((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+        bufs = [zeros_like_aval(a) for a in buf_avals]
 
         def cond_fn(*a: Any) -> list:
             return _run_closed(kcond, *a[:nc], *a[nc + 2:nc + 2 + nk])
@@ -721,7 +725,6 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
 
     k_bc_avals = [a for a, u in zip(body_jaxpr.in_avals[:nb], bc_unk) if not u]
     u_bc_avals = [a for a, u in zip(body_jaxpr.in_avals[:nb], bc_unk) if u]
-    buf_avals = [ShapedArray((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
     i32 = ShapedArray((), np.dtype(np.int32))
     lin_closed, _ = stage(lin, k_bc_avals + buf_avals + [i32, i32] + u_bc_avals + u_avals)
     fwd_closed, _ = stage(fwd, list(cond_jaxpr.in_avals[:nc]) + k_bc_avals + k_avals)
@@ -774,7 +777,7 @@ def _split_while_rev(cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, nc: int, 
         return down_loop(bc + c0, B.sub(length, _int32(1)), ct, acc, each)
 
     def fill(bc: list, c0: list, length: Any, stride: Any) -> list:
-        bufs = [B.zeros((n_slots + 1,) + a.shape, a.dtype) for a in k_avals]
+        bufs = [zeros_like_aval(a) for a in buf_avals]
 
         def cond_fn(length_: Any, i: Any, *_: Any) -> list:
             return [E.lt_p.bind(i, length_)]

@@ -298,8 +298,11 @@ def trigamma(x: Any) -> Any:
         series = B.mul(B.add(series, b), inv2)
     tail = B.mul(inv, B.add(B.add(series, B.mul(inv, 0.5)), 1))
     direct = B.add(acc, tail)
-    def full(v: float) -> Any:
-        return broadcast_to(B.convert_element_type(v, dt), _shape(x))
+    weak = aval_of(x).weak_type
+
+    def full(v: float) -> Any:  # as weakly typed as x, so the result is (JAX's digamma jvp keeps x's weak type)
+        c = B.convert_element_type(v, dt)
+        return broadcast_to(S.convert_element_type_p.bind(c, new_dtype=dt, weak_type=True) if weak else c, _shape(x))
 
     pole = B.apply(E.and_p, B.apply(E.le_p, x, 0), B.eq(x, B.apply(E.floor_p, x)))
     frac = B.sub(x, B.apply(E.round_p, x, rounding_method=0))
