@@ -153,3 +153,35 @@ def test_jit_nan_literal_output_says_the_deoptimized_run_found_nothing_like_jax(
         f(jax, jjnp)(3)
     with ftrans.debug_nans(True), pytest.raises(FloatingPointError, match=pattern):
         f(ftrans, jnp)(3)
+
+
+def test_reductions_own_infinite_fill_and_initial_are_not_invalid_values_like_jax():
+    # JAX's reductions, softmax and dot_product_attention run under jit, so debug_infs looks at their
+    # outputs only: a -inf initial or masked fill inside them is no error when the result is finite.
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    keep = np.array([True, False, True])
+    q, kv = np.zeros((5, 6, 4), np.float32), np.zeros((7, 3, 4), np.float32)
+    mask = np.arange(7) <= 3
+    cases = [
+        lambda lib, x: lib.numpy.max(x, initial=-np.inf),
+        lambda lib, x: lib.numpy.max(x, axis=1, where=keep, initial=-np.inf),
+        lambda lib, x: lib.numpy.sum(x, axis=1, where=keep),
+        lambda lib, x: lib.numpy.any(x > 2, axis=1, where=keep),
+        lambda lib, x: lib.nn.softmax(x),
+        lambda lib, x: lib.nn.log_softmax(x, axis=0),
+        lambda lib, x: lib.nn.dot_product_attention(q, kv, kv, mask=mask),
+    ]
+    for case in cases:
+        with _flag("jax_debug_infs", jax):
+            want = case(jax, jjnp.asarray(x))
+        with _flag("jax_debug_infs"):
+            got = case(ftrans, jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def test_reduction_whose_result_is_inf_still_raises_like_jax():
+    x = np.arange(3, dtype=np.float32)
+    with _flag("jax_debug_infs", jax), pytest.raises(FloatingPointError):
+        jjnp.max(jjnp.asarray(x), where=x > 10, initial=-np.inf)
+    with _flag("jax_debug_infs"), pytest.raises(FloatingPointError):
+        jnp.max(jnp.asarray(x), where=x > 10, initial=-np.inf)

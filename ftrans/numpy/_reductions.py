@@ -35,7 +35,7 @@ from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import quiet
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.trace import can_shortcut
+from ftrans.core.trace import can_shortcut, debug_checks_on
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -180,13 +180,21 @@ def _reduction(
     x = to_dtype(x, compute)
     op = bool_prim if (compute == dtypes.bool_ and bool_prim is not None) else prim
     if wmask is not None:
-        x = _select(wmask, x, _fill(x, init))
+        if type(x) is Array and type(wmask) is Array and debug_checks_on():
+            # The fill (-inf for max) is the reduction's own, not a result: JAX's reductions run under
+            # jit, where debug_nans/debug_infs look at the outputs only, so no checked op makes it here.
+            x = Array._new(np.where(wmask._value, x._value, const(init, dtype_weak(x)[0])._value), False)
+        else:
+            x = _select(wmask, x, _fill(x, init))
     out = op.bind(x, axes=axes) if axes else x
     if initial is not None:
         check_arraylike(name, initial)
         if shape_of(initial) != ():
             raise FtransValueError(f"{name}: initial value must be a scalar, got an array of shape {shape_of(initial)}")
-        init_arr = to_dtype(as_operand(initial), compute)
+        if debug_checks_on() and dtypes.is_inexact(compute) and type(initial) in (int, float, np.float32, np.float64):
+            init_arr = const(initial, compute)  # initial=-inf is no invalid value (see the where fill)
+        else:
+            init_arr = to_dtype(as_operand(initial), compute)
         comb = combine if compute != dtypes.bool_ else {"reduce_sum": E.or_p, "reduce_prod": E.and_p}.get(
             prim.name, combine)
         out = comb.bind(init_arr, out)
