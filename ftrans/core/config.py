@@ -474,6 +474,9 @@ class Config:
 
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
+        if name == "softmax_custom_jvp":  # read while tracing (nn.softmax): jit traces again
+            for fn in self._listeners:
+                fn(name, v)
         if name == "platform_name":  # JAX's older spelling of the default platform
             self.update("default_device", v or None)
 
@@ -588,7 +591,8 @@ class _Local(threading.local):
 # Options read while tracing that change the program (x64 is in jit's keys on its own): a thread's
 # context values of these are part of the jit cache keys (``config.update`` clears the caches instead).
 TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "numpy_dtype_promotion",
-                           "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs"})
+                           "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
+                           "softmax_custom_jvp"})
 
 
 def _trace_key(values: dict) -> tuple:
