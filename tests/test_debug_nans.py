@@ -185,3 +185,47 @@ def test_reduction_whose_result_is_inf_still_raises_like_jax():
         jjnp.max(jjnp.asarray(x), where=x > 10, initial=-np.inf)
     with _flag("jax_debug_infs"), pytest.raises(FloatingPointError):
         jnp.max(jnp.asarray(x), where=x > 10, initial=-np.inf)
+
+
+_INSIDE_JIT_IN_JAX = {  # library functions JAX runs under jit: their own -inf fills and NaN masks are no error
+    "nanmax": lambda L, x: L.numpy.nanmax(x),
+    "nanmin": lambda L, x: L.numpy.nanmin(x, axis=1),
+    "nanargmax": lambda L, x: L.numpy.nanargmax(x),
+    "nanargmin": lambda L, x: L.numpy.nanargmin(x, axis=0),
+    "median": lambda L, x: L.numpy.median(x),
+    "nanmedian": lambda L, x: L.numpy.nanmedian(x, axis=1),
+    "percentile": lambda L, x: L.numpy.percentile(x, 50.0),
+    "nanquantile": lambda L, x: L.numpy.nanquantile(x, 0.25, axis=0),
+    "var_where": lambda L, x: L.numpy.var(x, axis=1, where=np.array([True, False, True])),
+    "nanstd": lambda L, x: L.numpy.nanstd(x),
+    "ndtri": lambda L, x: L.scipy.special.ndtri(L.numpy.abs(x) / 4),
+}
+
+
+@pytest.mark.parametrize("flag", ["jax_debug_nans", "jax_debug_infs"])
+@pytest.mark.parametrize("name", sorted(_INSIDE_JIT_IN_JAX))
+def test_library_functions_jax_jits_check_their_outputs_only(name, flag):
+    import jax.scipy.special  # noqa: F401
+
+    import ftrans.scipy.special  # noqa: F401
+
+    fn = _INSIDE_JIT_IN_JAX[name]
+    x = np.array([[0.5, -1.0, 2.0], [3.0, 0.1, -2.0]], np.float32)
+    with _flag(flag, jax):
+        want = fn(jax, jjnp.asarray(x))
+    with _flag(flag):
+        got = fn(ftrans, jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def test_library_function_with_a_bad_output_still_raises_like_jax():
+    x = np.array([np.nan, np.nan], np.float32)
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        jjnp.nanmax(jjnp.asarray(x))
+    with _flag("jax_debug_nans"), pytest.raises(FloatingPointError):
+        jnp.nanmax(jnp.asarray(x))
+    y = np.array([np.inf, 1.0], np.float32)  # var: inf - inf makes the NaN
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        jjnp.var(jjnp.asarray(y))
+    with _flag("jax_debug_nans"), pytest.raises(FloatingPointError):
+        jnp.var(jnp.asarray(y))

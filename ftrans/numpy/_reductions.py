@@ -35,7 +35,7 @@ from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import quiet
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.trace import can_shortcut, debug_checks_on
+from ftrans.core.trace import can_shortcut, debug_checks_on, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -436,6 +436,7 @@ def _sub_bcast(x: Any, m: Any) -> Any:
     return E.sub_p.bind(x, m)
 
 
+@outputs_checked
 def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
     """``jnp.var``: ``sum(|x - mean|**2) / (N - ddof)``; NaN where ``N - ddof <= 0``."""
@@ -462,6 +463,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
     return _select(broadcast_to_shape(positive, tuple(shape_of(result))), result, _fill(result, np.nan))
 
 
+@outputs_checked
 def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
     """``jnp.std``: the square root of ``var``."""
@@ -532,11 +534,13 @@ def _nanarg(name: str, fn: Callable, fill: float, a: Any, axis: Any, out: Any, k
     return _select(all_nan, _fill(res, -1), res)
 
 
+@outputs_checked
 def nanargmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
     """``jnp.nanargmax``: NaNs are ignored; an all-NaN slice gives -1."""
     return _nanarg("nanargmax", argmax, -np.inf, a, axis, out, keepdims)
 
 
+@outputs_checked
 def nanargmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
     """``jnp.nanargmin``: NaNs are ignored; an all-NaN slice gives -1."""
     return _nanarg("nanargmin", argmin, np.inf, a, axis, out, keepdims)
@@ -643,6 +647,7 @@ def _take_last(x: Any, i: int) -> Any:
     return S.reshape_p.bind(sl, new_sizes=shape[:-1], dimensions=None)
 
 
+@outputs_checked
 def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Any:
     """``jnp.median``: the midpoint of the two middle sorted values; any NaN gives NaN."""
@@ -740,6 +745,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     return _nan_reduction("nanprod", prod, 1, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
 
 
+@outputs_checked
 def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
     """``jnp.nanmax``: NaNs ignored; an all-NaN slice gives NaN."""
@@ -747,6 +753,7 @@ def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
     return _nan_reduction("nanmax", max, -np.inf, initial is None, a, axis, keepdims, where, initial=initial)
 
 
+@outputs_checked
 def nanmin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
     """``jnp.nanmin``: NaNs ignored; an all-NaN slice gives NaN."""
@@ -771,6 +778,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     return _div(total, normalizer)
 
 
+@outputs_checked
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
     """``jnp.nanvar``: the variance of the non-NaN elements."""
@@ -797,6 +805,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
     return to_dtype(E.div_p.bind(total, divisor), result_dtype)
 
 
+@outputs_checked
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
     _no_out("nanstd", out)

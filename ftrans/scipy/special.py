@@ -25,6 +25,7 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, ndim_of
+from ftrans.core.trace import outputs_checked
 from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.custom_derivatives import custom_jvp
 
@@ -559,6 +560,7 @@ def _horner(coeffs: tuple, x: Any) -> Any:
     return acc
 
 
+@outputs_checked
 def ndtri(p: Any) -> Any:
     """The inverse of ``ndtr``: ``x`` with ``ndtr(x) = p`` (``-inf``/``inf`` at 0/1, NaN outside [0, 1]).
 
