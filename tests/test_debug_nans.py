@@ -199,15 +199,32 @@ _INSIDE_JIT_IN_JAX = {  # library functions JAX runs under jit: their own -inf f
     "var_where": lambda L, x: L.numpy.var(x, axis=1, where=np.array([True, False, True])),
     "nanstd": lambda L, x: L.numpy.nanstd(x),
     "ndtri": lambda L, x: L.scipy.special.ndtri(L.numpy.abs(x) / 4),
+    "where_inf": lambda L, x: L.numpy.where(x > -5, x, -np.inf),
+    "hypot": lambda L, x: L.numpy.hypot(x, x),
+    "nancumsum": lambda L, x: L.numpy.nancumsum(x, axis=1),
+    "pinv": lambda L, x: L.numpy.linalg.pinv(x),
+    "logsumexp_sign": lambda L, x: L.scipy.special.logsumexp(x, axis=1, b=np.array([1.0, -1.0, 1.0]),
+                                                             return_sign=True)[0],
+    "zeta": lambda L, x: L.scipy.special.zeta(3.0, L.numpy.abs(x) + 1),
+    "polygamma": lambda L, x: L.scipy.special.polygamma(1, L.numpy.abs(x) + 0.5),
+    "gammainc": lambda L, x: L.scipy.special.gammainc(2.0, L.numpy.abs(x)),
+    "betainc": lambda L, x: L.scipy.special.betainc(2.0, 3.0, L.numpy.abs(x) / 4),
+    "spence": lambda L, x: L.scipy.special.spence(L.numpy.abs(x)),
+    "gamma_logpdf": lambda L, x: L.scipy.stats.gamma.logpdf(L.numpy.abs(x), 2.0),
+    "beta_logpdf": lambda L, x: L.scipy.stats.beta.logpdf(L.numpy.abs(x) / 4, 2.0, 3.0),
+    "poisson_logpmf": lambda L, x: L.scipy.stats.poisson.logpmf(np.array([0.0, 1.0, 3.0]), 2.0),
+    "geom_logpmf": lambda L, x: L.scipy.stats.geom.logpmf(np.array([1, 2]), 0.3),
 }
 
 
 @pytest.mark.parametrize("flag", ["jax_debug_nans", "jax_debug_infs"])
 @pytest.mark.parametrize("name", sorted(_INSIDE_JIT_IN_JAX))
 def test_library_functions_jax_jits_check_their_outputs_only(name, flag):
-    import jax.scipy.special  # noqa: F401
+    import jax.scipy.special
+    import jax.scipy.stats  # noqa: F401
 
-    import ftrans.scipy.special  # noqa: F401
+    import ftrans.scipy.special
+    import ftrans.scipy.stats  # noqa: F401
 
     fn = _INSIDE_JIT_IN_JAX[name]
     x = np.array([[0.5, -1.0, 2.0], [3.0, 0.1, -2.0]], np.float32)

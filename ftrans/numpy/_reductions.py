@@ -584,11 +584,13 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> An
     return _cumulative("cumprod", So.cumprod_p, a, axis, dtype, out)
 
 
+@outputs_checked
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
     """``jnp.nancumsum``: NaNs count as zero."""
     return _cumulative("nancumsum", So.cumsum_p, a, axis, dtype, out, fill_nan=True, fill_value=0)
 
 
+@outputs_checked
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
     """``jnp.nancumprod``: NaNs count as one."""
     return _cumulative("nancumprod", So.cumprod_p, a, axis, dtype, out, fill_nan=True, fill_value=1)
