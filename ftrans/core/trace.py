@@ -539,8 +539,13 @@ def outputs_checked(fn: Any) -> Any:
         finally:
             state.unchecked -= 1
         leaves = out if isinstance(out, (tuple, list)) else [out]
-        if nonfinite_kind([o for o in leaves if type(o) is Array]) is not None:
-            return fn(*args, **kwargs)
+        kind = nonfinite_kind([o for o in leaves if type(o) is Array])
+        if kind is not None:
+            fn(*args, **kwargs)  # op by op: raises at the operation that made the value
+            raise FloatingPointError(
+                f"invalid value ({kind}) encountered in the output of {getattr(fn, '__name__', 'a function')}"
+                f"{_where()}; re-run operation by operation, it did not produce the invalid value (an input "
+                "passed straight through can cause this)")
         return out
 
     return wrapper
