@@ -153,3 +153,96 @@ def test_jit_nan_literal_output_says_the_deoptimized_run_found_nothing_like_jax(
         f(jax, jjnp)(3)
     with ftrans.debug_nans(True), pytest.raises(FloatingPointError, match=pattern):
         f(ftrans, jnp)(3)
+
+
+def test_reductions_own_infinite_fill_and_initial_are_not_invalid_values_like_jax():
+    # JAX's reductions, softmax and dot_product_attention run under jit, so debug_infs looks at their
+    # outputs only: a -inf initial or masked fill inside them is no error when the result is finite.
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    keep = np.array([True, False, True])
+    q, kv = np.zeros((5, 6, 4), np.float32), np.zeros((7, 3, 4), np.float32)
+    mask = np.arange(7) <= 3
+    cases = [
+        lambda lib, x: lib.numpy.max(x, initial=-np.inf),
+        lambda lib, x: lib.numpy.max(x, axis=1, where=keep, initial=-np.inf),
+        lambda lib, x: lib.numpy.sum(x, axis=1, where=keep),
+        lambda lib, x: lib.numpy.any(x > 2, axis=1, where=keep),
+        lambda lib, x: lib.nn.softmax(x),
+        lambda lib, x: lib.nn.log_softmax(x, axis=0),
+        lambda lib, x: lib.nn.dot_product_attention(q, kv, kv, mask=mask),
+    ]
+    for case in cases:
+        with _flag("jax_debug_infs", jax):
+            want = case(jax, jjnp.asarray(x))
+        with _flag("jax_debug_infs"):
+            got = case(ftrans, jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def test_reduction_whose_result_is_inf_still_raises_like_jax():
+    x = np.arange(3, dtype=np.float32)
+    with _flag("jax_debug_infs", jax), pytest.raises(FloatingPointError):
+        jjnp.max(jjnp.asarray(x), where=x > 10, initial=-np.inf)
+    with _flag("jax_debug_infs"), pytest.raises(FloatingPointError):
+        jnp.max(jnp.asarray(x), where=x > 10, initial=-np.inf)
+
+
+_INSIDE_JIT_IN_JAX = {  # library functions JAX runs under jit: their own -inf fills and NaN masks are no error
+    "nanmax": lambda L, x: L.numpy.nanmax(x),
+    "nanmin": lambda L, x: L.numpy.nanmin(x, axis=1),
+    "nanargmax": lambda L, x: L.numpy.nanargmax(x),
+    "nanargmin": lambda L, x: L.numpy.nanargmin(x, axis=0),
+    "median": lambda L, x: L.numpy.median(x),
+    "nanmedian": lambda L, x: L.numpy.nanmedian(x, axis=1),
+    "percentile": lambda L, x: L.numpy.percentile(x, 50.0),
+    "nanquantile": lambda L, x: L.numpy.nanquantile(x, 0.25, axis=0),
+    "var_where": lambda L, x: L.numpy.var(x, axis=1, where=np.array([True, False, True])),
+    "nanstd": lambda L, x: L.numpy.nanstd(x),
+    "ndtri": lambda L, x: L.scipy.special.ndtri(L.numpy.abs(x) / 4),
+    "where_inf": lambda L, x: L.numpy.where(x > -5, x, -np.inf),
+    "hypot": lambda L, x: L.numpy.hypot(x, x),
+    "nancumsum": lambda L, x: L.numpy.nancumsum(x, axis=1),
+    "pinv": lambda L, x: L.numpy.linalg.pinv(x),
+    "logsumexp_sign": lambda L, x: L.scipy.special.logsumexp(x, axis=1, b=np.array([1.0, -1.0, 1.0]),
+                                                             return_sign=True)[0],
+    "zeta": lambda L, x: L.scipy.special.zeta(3.0, L.numpy.abs(x) + 1),
+    "polygamma": lambda L, x: L.scipy.special.polygamma(1, L.numpy.abs(x) + 0.5),
+    "gammainc": lambda L, x: L.scipy.special.gammainc(2.0, L.numpy.abs(x)),
+    "betainc": lambda L, x: L.scipy.special.betainc(2.0, 3.0, L.numpy.abs(x) / 4),
+    "spence": lambda L, x: L.scipy.special.spence(L.numpy.abs(x)),
+    "gamma_logpdf": lambda L, x: L.scipy.stats.gamma.logpdf(L.numpy.abs(x), 2.0),
+    "beta_logpdf": lambda L, x: L.scipy.stats.beta.logpdf(L.numpy.abs(x) / 4, 2.0, 3.0),
+    "poisson_logpmf": lambda L, x: L.scipy.stats.poisson.logpmf(np.array([0.0, 1.0, 3.0]), 2.0),
+    "geom_logpmf": lambda L, x: L.scipy.stats.geom.logpmf(np.array([1, 2]), 0.3),
+}
+
+
+@pytest.mark.parametrize("flag", ["jax_debug_nans", "jax_debug_infs"])
+@pytest.mark.parametrize("name", sorted(_INSIDE_JIT_IN_JAX))
+def test_library_functions_jax_jits_check_their_outputs_only(name, flag):
+    import jax.scipy.special
+    import jax.scipy.stats  # noqa: F401
+
+    import ftrans.scipy.special
+    import ftrans.scipy.stats  # noqa: F401
+
+    fn = _INSIDE_JIT_IN_JAX[name]
+    x = np.array([[0.5, -1.0, 2.0], [3.0, 0.1, -2.0]], np.float32)
+    with _flag(flag, jax):
+        want = fn(jax, jjnp.asarray(x))
+    with _flag(flag):
+        got = fn(ftrans, jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def test_library_function_with_a_bad_output_still_raises_like_jax():
+    x = np.array([np.nan, np.nan], np.float32)
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        jjnp.nanmax(jjnp.asarray(x))
+    with _flag("jax_debug_nans"), pytest.raises(FloatingPointError):
+        jnp.nanmax(jnp.asarray(x))
+    y = np.array([np.inf, 1.0], np.float32)  # var: inf - inf makes the NaN
+    with _flag("jax_debug_nans", jax), pytest.raises(FloatingPointError):
+        jjnp.var(jjnp.asarray(y))
+    with _flag("jax_debug_nans"), pytest.raises(FloatingPointError):
+        jnp.var(jnp.asarray(y))

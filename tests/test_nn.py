@@ -409,3 +409,48 @@ def test_initializer_errors_and_constants():
     with pytest.raises(NotImplementedError, match="out_sharding"):  # as jax's
         nn.initializers.orthogonal()(key, (2, 2), out_sharding=ftrans.sharding.P())
     assert isinstance(nn.initializers.glorot_uniform(), nn.initializers.Initializer)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_softmax_custom_jvp_option_residuals_and_derivatives_match_jax(flag):
+    from jax._src import ad_checkpoint as jax_ad_checkpoint
+
+    from ftrans.ad_checkpoint import saved_residuals
+
+    x = np.array([[5.5, 1.3, -4.2, 0.9], [0.1, -1.0, 2.0, 3.0]], np.float32)
+    keep = np.array([True, False, True, True])
+    with jax.softmax_custom_jvp(flag):
+        want_res = jax_ad_checkpoint.saved_residuals(jax.nn.softmax, jjnp.asarray(x[0]))
+        want_jac = jax.jacrev(lambda x: jax.nn.softmax(x, axis=1))(x)
+        want_masked = jax.grad(lambda x: jax.nn.softmax(x, where=keep)[:, 0].sum())(x)
+        want_jvp = jax.jvp(lambda x: jax.nn.softmax(x, axis=0), (x,), (x * 2,))[1]
+    with ftrans.softmax_custom_jvp(flag):
+        got_res = saved_residuals(nn.softmax, jnp.asarray(x[0]))
+        got_jac = ftrans.jacrev(lambda x: nn.softmax(x, axis=1))(x)
+        got_masked = ftrans.jit(ftrans.grad(lambda x: nn.softmax(x, where=keep)[:, 0].sum()))(x)
+        got_jvp = ftrans.jvp(lambda x: nn.softmax(x, axis=0), (x,), (x * 2,))[1]
+    if flag:  # only the output is kept, as in JAX (off, ftrans keeps the sum broadcast, not its (1,) shape)
+        assert [(a.shape, a.dtype) for a, _ in got_res] == [(a.shape, a.dtype) for a, _ in want_res]
+    for got, want in [(got_jac, want_jac), (got_masked, want_masked), (got_jvp, want_jvp)]:
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_custom_jvp_option_retraces_jitted_functions():
+    traces = []
+
+    def f(x):
+        traces.append(ftrans.config.softmax_custom_jvp)
+        return nn.softmax(x)[0]
+
+    g = ftrans.jit(ftrans.grad(f))
+    x = jnp.array([5.5, 1.3, -4.2, 0.9])
+    g(x)
+    with ftrans.softmax_custom_jvp(True):
+        g(x)
+    ftrans.config.update("jax_softmax_custom_jvp", True)
+    try:
+        g(x)
+    finally:
+        ftrans.config.update("jax_softmax_custom_jvp", False)
+    g(x)
+    assert traces == [False, True, True, False]

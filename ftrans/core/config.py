@@ -482,6 +482,9 @@ class Config:
 
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
+        if name == "softmax_custom_jvp":  # read while tracing (nn.softmax): jit traces again
+            for fn in self._listeners:
+                fn(name, v)
         if name == "platform_name":  # JAX's older spelling of the default platform
             self.update("default_device", v or None)
 
@@ -598,7 +601,7 @@ class _Local(threading.local):
 TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "numpy_dtype_promotion",
                            "allow_f16_reductions", "default_prng_impl", "debug_nans", "debug_infs",
                            "error_checking_behavior_nan", "error_checking_behavior_divide",
-                           "error_checking_behavior_oob"})
+                           "error_checking_behavior_oob", "softmax_custom_jvp"})
 
 
 def _trace_key(values: dict) -> tuple:

@@ -130,6 +130,9 @@ class _TraceState(threading.local):
         # Set with it (``check_vma``): ``(trace, prim, tracers, params) -> tracers`` casts the operands of an
         # equation that vary along fewer manual axes than the others with ``pvary`` first (JAX's implicit pvary).
         self.vma_insert: Any = None
+        # > 0 inside a library function that JAX runs under jit (``outputs_checked``): debug_nans/debug_infs
+        # look at its outputs only, not at each operation.
+        self.unchecked = 0
 
     def refresh(self) -> None:
         self.eval_only = len(self.stack) == 1 and self.dynamic is self.base
@@ -513,12 +516,42 @@ def _with_checks(inner: Any) -> Any:
     def apply(prim: Primitive, args, params: dict) -> Any:
         with np.errstate(all="ignore"):  # the check below reports it, as an error, not a warning
             out = inner(prim, args, params)
+        if state.unchecked:
+            return out
         bad = nonfinite_kind(out if prim.multiple_results else [out])
         if bad is not None:
             _explain_nonfinite(prim, args, params, bad)
         return out
 
     return apply
+
+
+def outputs_checked(fn: Any) -> Any:
+    """For a library function JAX runs under ``jit`` (``nanmax``, ``median``, ...): with ``debug_nans`` or
+    ``debug_infs`` on, only its outputs are checked, as JAX checks a jit's outputs, so the infinities and
+    NaNs it makes inside (a ``-inf`` fill, a NaN mask) are no error; a bad output re-runs it op by op,
+    which raises at the operation that made the value (JAX's de-optimized re-run)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not (_debug_nans or _debug_infs) or state.unchecked:
+            return fn(*args, **kwargs)
+        state.unchecked += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            state.unchecked -= 1
+        leaves = out if isinstance(out, (tuple, list)) else [out]
+        kind = nonfinite_kind([o for o in leaves if type(o) is Array])
+        if kind is not None:
+            fn(*args, **kwargs)  # op by op: raises at the operation that made the value
+            raise FloatingPointError(
+                f"invalid value ({kind}) encountered in the output of {getattr(fn, '__name__', 'a function')}"
+                f"{_where()}; re-run operation by operation, it did not produce the invalid value (an input "
+                "passed straight through can cause this)")
+        return out
+
+    return wrapper
 
 
 def nonfinite_kind(outs: Any) -> str | None:

@@ -18,6 +18,7 @@ import numpy as np
 from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
+from ftrans.core.config import config as _config
 from ftrans.core.operands import canonicalize_axes, check_arraylike, ndim_of, shape_of
 from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import ConcretizationTypeError, FtransValueError, user_stacklevel
@@ -246,9 +247,24 @@ def softmax(x: Any, axis: Any = -1, where: Any = None) -> Any:
 
     The maximum is a ``stop_gradient`` constant (JAX's default,
     ``jax_softmax_custom_jvp=False``), so derivatives flow through the
-    exponentials and the sum alone.
+    exponentials and the sum alone. With ``jax_softmax_custom_jvp`` on, the
+    derivative is the closed form ``y * (dx - sum(y * dx))``, which keeps
+    only the output ``y`` as a residual.
     """
+    if _config.softmax_custom_jvp:
+        return _softmax_closed_form(_arraylike("softmax", x), axis, where)
     return _softmax(_arraylike("softmax", x), axis, where)
+
+
+def _softmax_closed_form_jvp(axis: Any, primals: tuple, tangents: tuple) -> tuple:
+    x, where = primals
+    x_dot = tangents[0]
+    y = _softmax_closed_form(x, axis, where)
+    return y, y * (x_dot - jnp.sum(y * x_dot, axis, where=where, keepdims=True))
+
+
+_softmax_closed_form = custom_jvp(lambda x, axis, where: _softmax(x, axis, where), nondiff_argnums=(1,))
+_softmax_closed_form.defjvp(_softmax_closed_form_jvp)
 
 
 def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None, epsilon: Any = 1e-5,

@@ -42,7 +42,7 @@ from ftrans.core.primitive import Primitive, _all_weak, never_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
-from ftrans.core.trace import Tracer, can_shortcut
+from ftrans.core.trace import Tracer, can_shortcut, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import error as _err
 from ftrans.transforms.custom_derivatives import custom_jvp
@@ -600,6 +600,7 @@ def _real_only(name: str, a: Any, exc: type = FtransTypeError) -> None:
 
 
 @_export
+@outputs_checked
 def hypot(x1: Any, x2: Any, /) -> Any:
     a, b = _inexact("hypot", x1, x2)
     _real_only("hypot", a, FtransValueError)
@@ -1071,6 +1072,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 
 # ---------------------------------------------------------------- selection
 @_export
+@outputs_checked
 def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
           fill_value: Any = None) -> Any:
     """Three-argument ``where`` picks from ``x`` or ``y``; one argument is ``nonzero``."""

@@ -32,7 +32,7 @@ from ftrans.core.operands import (
     shape_of,
 )
 from ftrans.core.shape_poly import is_symbolic_dim
-from ftrans.core.trace import Tracer
+from ftrans.core.trace import Tracer, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.ad import float0, jvp
@@ -1443,6 +1443,7 @@ def _check_quantile_args(name: str, out: Any, overwrite_input: bool, method: str
     return method
 
 
+@outputs_checked
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
@@ -1451,6 +1452,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
 
+@outputs_checked
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
@@ -1464,6 +1466,7 @@ def _q_from_percent(name: str, q: Any) -> Any:
     return jnp.divide(q, 100.0)
 
 
+@outputs_checked
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
@@ -1471,6 +1474,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_inp
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
+@outputs_checked
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                   method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
@@ -1479,6 +1483,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_
                      weights)
 
 
+@outputs_checked
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
     """``jnp.nanmedian``: the median of the non-NaN values."""

@@ -35,7 +35,7 @@ from ftrans.core.prims import sorting as So
 from ftrans.core.prims import structural as S
 from ftrans.core.prims._base import quiet
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.trace import can_shortcut
+from ftrans.core.trace import can_shortcut, debug_checks_on, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
@@ -180,13 +180,21 @@ def _reduction(
     x = to_dtype(x, compute)
     op = bool_prim if (compute == dtypes.bool_ and bool_prim is not None) else prim
     if wmask is not None:
-        x = _select(wmask, x, _fill(x, init))
+        if type(x) is Array and type(wmask) is Array and debug_checks_on():
+            # The fill (-inf for max) is the reduction's own, not a result: JAX's reductions run under
+            # jit, where debug_nans/debug_infs look at the outputs only, so no checked op makes it here.
+            x = Array._new(np.where(wmask._value, x._value, const(init, dtype_weak(x)[0])._value), False)
+        else:
+            x = _select(wmask, x, _fill(x, init))
     out = op.bind(x, axes=axes) if axes else x
     if initial is not None:
         check_arraylike(name, initial)
         if shape_of(initial) != ():
             raise FtransValueError(f"{name}: initial value must be a scalar, got an array of shape {shape_of(initial)}")
-        init_arr = to_dtype(as_operand(initial), compute)
+        if debug_checks_on() and dtypes.is_inexact(compute) and type(initial) in (int, float, np.float32, np.float64):
+            init_arr = const(initial, compute)  # initial=-inf is no invalid value (see the where fill)
+        else:
+            init_arr = to_dtype(as_operand(initial), compute)
         comb = combine if compute != dtypes.bool_ else {"reduce_sum": E.or_p, "reduce_prod": E.and_p}.get(
             prim.name, combine)
         out = comb.bind(init_arr, out)
@@ -428,6 +436,7 @@ def _sub_bcast(x: Any, m: Any) -> Any:
     return E.sub_p.bind(x, m)
 
 
+@outputs_checked
 def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
     """``jnp.var``: ``sum(|x - mean|**2) / (N - ddof)``; NaN where ``N - ddof <= 0``."""
@@ -454,6 +463,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int
     return _select(broadcast_to_shape(positive, tuple(shape_of(result))), result, _fill(result, np.nan))
 
 
+@outputs_checked
 def std(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
         keepdims: bool = False, *, where: Any = None, mean: Any = None, correction: Any = None) -> Any:  # noqa: A002
     """``jnp.std``: the square root of ``var``."""
@@ -524,11 +534,13 @@ def _nanarg(name: str, fn: Callable, fill: float, a: Any, axis: Any, out: Any, k
     return _select(all_nan, _fill(res, -1), res)
 
 
+@outputs_checked
 def nanargmax(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
     """``jnp.nanargmax``: NaNs are ignored; an all-NaN slice gives -1."""
     return _nanarg("nanargmax", argmax, -np.inf, a, axis, out, keepdims)
 
 
+@outputs_checked
 def nanargmin(a: Any, axis: Any = None, out: None = None, keepdims: bool | None = None) -> Any:
     """``jnp.nanargmin``: NaNs are ignored; an all-NaN slice gives -1."""
     return _nanarg("nanargmin", argmin, np.inf, a, axis, out, keepdims)
@@ -572,11 +584,13 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> An
     return _cumulative("cumprod", So.cumprod_p, a, axis, dtype, out)
 
 
+@outputs_checked
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
     """``jnp.nancumsum``: NaNs count as zero."""
     return _cumulative("nancumsum", So.cumsum_p, a, axis, dtype, out, fill_nan=True, fill_value=0)
 
 
+@outputs_checked
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None) -> Any:
     """``jnp.nancumprod``: NaNs count as one."""
     return _cumulative("nancumprod", So.cumprod_p, a, axis, dtype, out, fill_nan=True, fill_value=1)
@@ -635,6 +649,7 @@ def _take_last(x: Any, i: int) -> Any:
     return S.reshape_p.bind(sl, new_sizes=shape[:-1], dimensions=None)
 
 
+@outputs_checked
 def median(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
            keepdims: bool = False) -> Any:
     """``jnp.median``: the midpoint of the two middle sorted values; any NaN gives NaN."""
@@ -732,6 +747,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     return _nan_reduction("nanprod", prod, 1, False, a, axis, keepdims, where, dtype=dtype, initial=initial)
 
 
+@outputs_checked
 def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
     """``jnp.nanmax``: NaNs ignored; an all-NaN slice gives NaN."""
@@ -739,6 +755,7 @@ def nanmax(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
     return _nan_reduction("nanmax", max, -np.inf, initial is None, a, axis, keepdims, where, initial=initial)
 
 
+@outputs_checked
 def nanmin(a: Any, axis: Any = None, out: None = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
     """``jnp.nanmin``: NaNs ignored; an all-NaN slice gives NaN."""
@@ -763,6 +780,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepd
     return _div(total, normalizer)
 
 
+@outputs_checked
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
     """``jnp.nanvar``: the variance of the non-NaN elements."""
@@ -789,6 +807,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: 
     return to_dtype(E.div_p.bind(total, divisor), result_dtype)
 
 
+@outputs_checked
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: None = None, ddof: int = 0,
            keepdims: bool = False, where: Any = None, mean: Any = None) -> Any:  # noqa: A002
     _no_out("nanstd", out)

@@ -22,6 +22,7 @@ import numpy as np
 from ftrans import numpy as jnp
 from ftrans.core.operands import as_operand, canonicalize_axes, check_arraylike
 from ftrans.core.shape_poly import is_poly_shape
+from ftrans.core.trace import outputs_checked
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.lax import linalg as lax_linalg
 from ftrans.transforms.ad_rules import linalg as M
@@ -448,6 +449,7 @@ def _chain(a: Any, b: Any, c: Any) -> Any:
     return jnp.matmul(a, jnp.matmul(b, c))
 
 
+@outputs_checked
 def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
     """The Moore-Penrose pseudo-inverse by SVD; singular values ``<= rtol * max`` are dropped.
 

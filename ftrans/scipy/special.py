@@ -25,6 +25,7 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core.operands import canonicalize_axes, ndim_of
+from ftrans.core.trace import outputs_checked
 from ftrans.numpy._elementwise import _inexact
 from ftrans.transforms.custom_derivatives import custom_jvp
 
@@ -154,6 +155,7 @@ def ndtr(x: Any) -> Any:
     return t(0.5) * y
 
 
+@outputs_checked
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
               where: Any = None) -> Any:
     """``log(sum(b * exp(a)))`` over ``axis``, computed stably.
@@ -559,6 +561,7 @@ def _horner(coeffs: tuple, x: Any) -> Any:
     return acc
 
 
+@outputs_checked
 def ndtri(p: Any) -> Any:
     """The inverse of ``ndtr``: ``x`` with ``ndtr(x) = p`` (``-inf``/``inf`` at 0/1, NaN outside [0, 1]).
 
@@ -623,6 +626,7 @@ _EM_COEFFS = tuple(float(b) for b in (
 _ZETA_DIRECT = 12
 
 
+@outputs_checked
 def zeta(x: Any, q: Any = None) -> Any:
     """The Hurwitz zeta function ``sum_k (q + k)**-x`` (``q`` is required, as in JAX).
 
@@ -655,6 +659,7 @@ def zeta(x: Any, q: Any = None) -> Any:
     return jnp.where(bad, t(np.nan), jnp.where(one, t(np.inf), total))
 
 
+@outputs_checked
 def polygamma(n: Any, x: Any) -> Any:
     """The ``n``-th derivative of ``digamma`` (``n`` an integer array or scalar).
 
@@ -792,6 +797,7 @@ def _gammaincc_jvp(primals: tuple, tangents: tuple) -> tuple:
     return _gammaincc(a, x), -(ta * _igamma_da(a, x) + tx * _igamma_dx(a, x))
 
 
+@outputs_checked
 def gammainc(a: Any, x: Any) -> Any:
     """The regularized lower incomplete Gamma function ``P(a, x)``.
 
@@ -803,6 +809,7 @@ def gammainc(a: Any, x: Any) -> Any:
     return _gammainc(a, x)
 
 
+@outputs_checked
 def gammaincc(a: Any, x: Any) -> Any:
     """The regularized upper incomplete Gamma function ``Q(a, x) = 1 - P(a, x)``, accurate in the upper tail."""
     a, x = _inexact("gammaincc", a, x)
@@ -884,6 +891,7 @@ def _betainc_jvp(primals: tuple, tangents: tuple) -> tuple:
 _betainc.defjvp(_betainc_jvp, symbolic_zeros=True)
 
 
+@outputs_checked
 def betainc(a: Any, b: Any, x: Any) -> Any:
     """The regularized incomplete Beta function ``I_x(a, b)``, by its continued fraction (on ``1 - x`` with
     ``a`` and ``b`` swapped past the mean). Differentiable in ``x`` only, as in JAX."""
@@ -1087,6 +1095,7 @@ def _li2_series(w: Any) -> Any:
     return acc
 
 
+@outputs_checked
 def spence(x: Any) -> Any:
     """Spence's function ``int_1^x log(t)/(1 - t) dt = Li2(1 - x)`` for ``x >= 0`` (NaN below).
 
@@ -1120,6 +1129,7 @@ def spence(x: Any) -> Any:
 # Bessel functions of the first kind
 
 
+@outputs_checked
 def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
     """``J_0(z) .. J_v(z)`` stacked on a new leading axis, by Miller's backward recurrence.
 
