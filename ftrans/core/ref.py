@@ -828,11 +828,14 @@ def closure_refs(*funs: Any, exclude: Sequence[Any] = ()) -> list[Ref]:
                     if v is not None and v is not x:
                         visit(v, depth + 1)
 
-    for f in funs:
-        try:
-            visit(f, 0)
-        except Exception:  # noqa: BLE001 - an object whose attributes raise: look no further (found on touch)
-            continue
+    try:
+        for f in funs:
+            try:
+                visit(f, 0)
+            except Exception:  # noqa: BLE001 - an object whose attributes raise: look no further (found on touch)
+                continue
+    finally:
+        visit = None  # noqa: F841 - the recursive closure refers to itself: clearing its cell leaves no cycle for the collector
     return out
 
 

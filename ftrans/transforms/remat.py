@@ -227,6 +227,9 @@ def _trace_key(in_tree: Any, avals: list, statics: tuple) -> tuple | None:
 _NO_CONCRETE = object()
 
 
+_RETRY = object()  # remat_once found a closed-over ref to thread: trace again
+
+
 def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, policy: Callable | None = None,
                static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
                concrete: Any = _NO_CONCRETE) -> Callable:
@@ -262,10 +265,8 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     # JAX's: the forward pass writes them once, a recomputation's writes are dropped (None: not looked for).
     thread: list | None = None
 
-    @wraps(fun)
-    def remat_f(*args: Any, **kwargs: Any) -> Any:
+    def remat_once(*args: Any, **kwargs: Any) -> Any:
         nonlocal thread
-        orig_kwargs = kwargs
         n = len(args)
         bad = [i for i in statics if not -n <= i < n]
         if bad:
@@ -336,7 +337,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
                     raise
                 if e.ref._kind == "no_grad_no_remat" and thread is not None and not any(e.ref is r for r in thread):
                     thread.append(e.ref)  # threaded from now on
-                    return remat_f(*args, **orig_kwargs)
+                    return _RETRY
                 # The body touches a ref it closes over: it runs as written, without rematerialisation.
                 return fun(*args, **kwargs, **static_kw)
             body, consts = hoist_consts(closed)
@@ -364,6 +365,15 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
             for r, v in zip(thr, finals):
                 _ref_mod.write_back(r, v)
         return tree_util.tree_unflatten(out_tree, outs)
+
+    @wraps(fun)
+    def remat_f(*args: Any, **kwargs: Any) -> Any:
+        # (a loop, not a recursive call: a function whose closure holds itself is a cycle only the garbage
+        # collector frees, with everything the trace cache holds)
+        while True:
+            out = remat_once(*args, **kwargs)
+            if out is not _RETRY:
+                return out
 
     return remat_f
 
