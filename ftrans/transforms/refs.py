@@ -161,6 +161,17 @@ def jit_trace(jitted: Any, args: tuple, kwargs: dict, trace_plain: Callable) -> 
     def act(twin: Any, dvals: Any, dkw_vals: Any, closed_vals: list) -> Any:
         return twin.trace(dvals, dkw_vals, closed_vals)
 
+    info = _store_refs(jitted)
+    if info.closed and not info.scanned and not any(_is_ref(x) for x in tree_util.tree_leaves((args, kwargs))):
+        # Refs an earlier call touched (found on touch, not in the closure) are threaded only into a program
+        # that touches them under this call's options, as JAX's traces close over what each one reads: a
+        # library function traced once with jnp's error checks on does not take the error state in an export
+        # made with them off.
+        try:
+            return trace_plain()
+        except R.NeedsRef as e:
+            if e.owner is not jitted._store:
+                raise
     got = _with_refs(jitted, args, kwargs, trace_plain, act)
     if not got[0]:
         return got[1]
