@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
+from ftrans.core.keys import is_key
 from ftrans.core.prims.callbacks import VMAP_METHODS
 from ftrans.core.prims.ffi import ffi_call_p, wrap_attributes
 from ftrans.core.trace import aval_of
@@ -142,6 +143,9 @@ def ffi_call(target_name: str, result_shape_dtypes: Any, *, has_side_effect: boo
                                f"< 4; got {custom_call_api_version}.")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        # A typed key array goes to the target as its key data (JAX lowers an extended dtype to its physical
+        # type: the uint32 data, key shape trailing).
+        args = tuple(x._base_array if is_key(x) else x for x in args)
         in_avals = [aval_of(x) for x in args]
         if input_layouts is None:
             in_lay = tuple(_minor_to_major(a, None, True) for a in in_avals)

@@ -638,3 +638,28 @@ def test_pickling_a_traced_value_is_a_concretization_error_as_in_jax():
     assert float(ftrans.jit(lambda x: copy.copy(x) + copy.deepcopy(x))(1.5)) == 3.0
     # a concrete autodiff value pickles as its value
     assert float(ftrans.grad(lambda x: x * float(pickle.loads(pickle.dumps(x)).item()))(2.0)) == 2.0
+
+
+def test_arrays_take_attributes_of_the_users_as_jax_arrays():
+    # jax.Array objects have a __dict__: a user may hang attributes on them (JAX's
+    # garbage_collection_guard_test links arrays into a cycle this way); a cycle of arrays is collected.
+    import gc
+    import weakref
+
+    def cycle(F, np_mod):
+        n1 = np_mod.ones((2, 2))
+        n2 = F.jit(lambda x: x + 1)(n1)  # a device result too
+        n1.next, n2.next = n2, n1
+        assert n1.next is n2 and n2.next is n1
+        return weakref.ref(n1), weakref.ref(n2)
+
+    for F, np_mod in ((jax, jjnp), (ftrans, jnp)):
+        refs = cycle(F, np_mod)
+        gc.collect()
+        assert [r() for r in refs] == [None, None]
+    x = jnp.arange(3.0)
+    x.tag = "mine"
+    assert x.tag == "mine" and x.__dict__ == {"tag": "mine"}
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        x.nope  # noqa: B018
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(x)), np.arange(3.0, dtype=np.float32))

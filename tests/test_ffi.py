@@ -93,6 +93,8 @@ def _custom_calls(module):
     """Each custom call's attributes (as MLIR prints them), by target name."""
     out = {}
     for func in module.body.operations:
+        if not hasattr(func, "body"):  # e.g. an sdy.mesh declaration
+            continue
         for block in func.body.blocks:
             for op in block.operations:
                 if op.OPERATION_NAME == "stablehlo.custom_call":
@@ -257,3 +259,20 @@ def test_64_bit_results_declared_with_shape_dtype_struct_stay_64_bit():
     assert ftrans.eval_shape(lambda x: x + 1, sds).dtype == jax.eval_shape(
         lambda x: x + 1, jax.ShapeDtypeStruct((3,), np.int64)).dtype
     assert "tensor<3xi32>" in ftrans.jit(lambda x: x).lower(sds).as_text()
+
+
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_typed_key_operand_goes_as_its_key_data_as_jax(shape):
+    def fun(F):
+        return lambda k: F.ffi.ffi_call("edtype", (), has_side_effect=True)(k)
+
+    def keys(F):
+        k = F.random.key(0)
+        return F.random.split(k, shape[0]) if shape else k
+
+    want_mod = jax.jit(fun(jax)).lower(keys(jax)).compiler_ir("stablehlo")
+    got_mod = ftrans.jit(fun(ftrans)).lower(keys(ftrans)).compiler_ir("stablehlo")
+    want, got = _custom_calls(want_mod)['"edtype"'], _custom_calls(got_mod)['"edtype"']
+    for k in ("operand_layouts", "result_layouts", "has_side_effect"):
+        assert got.get(k) == want.get(k), k
+    assert f"tensor<{'x'.join(map(str, (*shape, 2)))}xui32>" in ftrans.jit(fun(ftrans)).lower(keys(ftrans)).as_text()

@@ -204,3 +204,20 @@ def test_transforms_enter_the_name_stack_like_jax(case):
         names = _loc_names(ftrans.jit(f).lower(*args).as_text(debug_info=True))
         want = _loc_names(jax.jit(g).lower(*args).as_text(debug_info=True))
         assert {n for n in want if n.startswith("jit(")} <= names
+
+
+def test_a_jitted_call_op_is_named_after_its_transformed_callee_as_jax():
+    # JAX's metadata_test.test_grad_jit_metadata: the call into a jitted function differentiated is located
+    # at ``jit(foo)/jvp(jit(foo))``, its transpose at ``jit(foo)/transpose(jvp(jit(foo)))``.
+    def locs(J, np_):
+        @J.jit
+        def foo(x):
+            return np_.sin(x)
+
+        ir = J.jit(J.grad(foo)).lower(1.0).compiler_ir()
+        text = ir.operation.get_asm(enable_debug_info=True)
+        return set(re.findall(r'loc\("([^"]*jvp\(jit\(foo\)\)\)?)"', text))
+
+    want = locs(jax, jnp_jax)
+    assert want == {"jit(foo)/jvp(jit(foo))", "jit(foo)/transpose(jvp(jit(foo)))"}
+    assert locs(ftrans, jnp) == want

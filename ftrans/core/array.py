@@ -22,7 +22,7 @@ _NO_CUDA_INTERFACE = "__cuda_array_interface__ is only defined for NVidia GPU bu
 class Array(ArrayMixin):
     # ``_buf``: for a host Array, a cached copy on the default device (made the
     # first time it is passed to a compiled program); for a DeviceArray, its data.
-    __slots__ = ("_value", "weak_type", "_buf", "_sig", "__weakref__")
+    __slots__ = ("_value", "weak_type", "_buf", "_sig", "__weakref__", "__dict__")
     __array_priority__ = 1000
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -4,6 +4,6 @@
 objects under JAX's names, and an interpreter to start from (see the "Extending ftrans" API page).
 """
 
-from ftrans.extend import core, random  # noqa: F401
+from ftrans.extend import core, random, sharding  # noqa: F401
 
-__all__ = ["core", "random"]
+__all__ = ["core", "random", "sharding"]

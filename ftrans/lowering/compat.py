@@ -939,6 +939,23 @@ def output_hlo_shardings(executable: Any, n_out: int) -> list:
     return [_xc.HloSharding.from_proto(s) for s in shardings]
 
 
+def op_sharding_from_serialized(data: bytes) -> Any:
+    """XLA's ``OpSharding`` proto parsed from its serialized bytes."""
+    proto = _xc.OpSharding()
+    proto.ParseFromString(data)
+    return proto
+
+
+def hlo_sharding_from_serialized(data: bytes) -> Any:
+    """XLA's ``HloSharding`` of a serialized ``OpSharding`` proto."""
+    return _xc.HloSharding.from_proto(op_sharding_from_serialized(data))
+
+
+def serialized_hlo_sharding(sharding: Any) -> bytes:
+    """The serialized ``OpSharding`` proto of an XLA ``HloSharding``."""
+    return sharding.to_proto().SerializeToString()
+
+
 def hlo_sharding_of(sharding: Any, ndim: int) -> Any:
     """The HLO sharding of a runtime sharding for an array of rank ``ndim``."""
     return sharding._to_xla_hlo_sharding(ndim)

@@ -36,6 +36,18 @@ def _install(prim: C.CallPrimitive) -> None:
 C.for_each_call_primitive(_install)
 
 
+def _lower_jit_call(ctx: LoweringContext, *args: str, **params: Any) -> list[str]:
+    # The call op is named by the place its body's ops are named after (JAX's ``jit(f)/jvp(jit(g))``), not by
+    # the primitive's name: the callee, wrapped in the transforms it runs under.
+    sym = ctx.module.function(C.jit_call_p.body(params).jaxpr, C.jit_call_p.func_name(params))
+    where = ctx.module._body_prefix.extend(f"jit({C.jit_call_p.func_name(params)})")
+    ctx.fn.location = mt.loc(ctx.eqn.source_info, str(where), ctx.module.outer_frames)
+    return ctx.emit("func.call", list(args), [mt.aval_type(a) for a in ctx.avals_out], {"callee": f"@{sym}"})
+
+
+lowering_rules[C.jit_call_p] = _lower_jit_call
+
+
 @register_lowering(C.remat_p)
 def _remat_lowering(ctx: LoweringContext, *args: str, **params: Any) -> list[str]:
     # The call is named ``checkpoint`` where it runs, as JAX's lowering names the rematerialized ops
