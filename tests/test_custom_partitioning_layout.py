@@ -109,6 +109,22 @@ def test_grad_through_a_custom_partitioned_function():
     np.testing.assert_allclose(np.asarray(ftrans.grad(lambda a: f(a).sum())(x)), 2 * np.cos(x), rtol=1e-6)
 
 
+
+def test_callbacks_without_a_sharding_rule_are_refused_as_jax():
+    """Under Shardy (the default in both), propagation callbacks with no sharding_rule raise JAX's
+    NotImplementedError at the call; a sharding_rule, or no callbacks, is accepted."""
+
+    x = np.arange(8.0, dtype=np.float32)
+    for cp, F in ((jcp, jax), (fcp, ftrans)):
+        for kw in ({"infer_sharding_from_operands": lambda *a: None}, {"propagate_user_sharding": lambda *a: None}):
+            f = cp.custom_partitioning(lambda a: a + 1)
+            f.def_partition(partition=_partition, **kw)
+            with pytest.raises(NotImplementedError, match="provide sharding_rule to migrate to Shardy"):
+                F.jit(f)(x)
+        g = cp.custom_partitioning(lambda a: a + 1)
+        g.def_partition(partition=_partition, infer_sharding_from_operands=lambda *a: None, sharding_rule="i -> i")
+        np.testing.assert_array_equal(np.asarray(F.jit(g)(x)), x + 1)
+
 # ---------------------------------------------------------------- layout
 
 

@@ -60,6 +60,25 @@ def test_jit_gives_jax_values_and_layouts(which):
         ftrans.device_put(x, NamedSharding(fm, P("x", "y")))).as_text()
 
 
+
+def test_folded_constant_in_a_group_takes_the_group_layout():
+    """A constant computed inside jit (an iota reshaped) grouped with a propagated layout: JAX keeps it an
+    equation so both come out laid out as the partitioner chose (P('x')), not replicated."""
+    fm, jm = meshes((2, 2), ("x", "y"))
+    x = np.arange(16).reshape(8, 2).astype(np.int32)
+
+    def build(sa, jnp):
+        def f(a):
+            _, y = sa(a, a * 2)
+            return sa(y @ y.T, jnp.arange(64, dtype=np.int32).reshape(8, 8))
+        return f
+
+    j1, j2 = jax.jit(build(jshard_alike, jax.numpy))(jax.device_put(x, JNS(jm, JP("x", "y"))))
+    f1, f2 = ftrans.jit(build(shard_alike, fjnp))(ftrans.device_put(x, NamedSharding(fm, P("x", "y"))))
+    for f, j in ((f1, j1), (f2, j2)):
+        np.testing.assert_array_equal(np.asarray(f), np.asarray(j))
+        assert spec_of(f) == spec_of(j) == ("x",)
+
 def test_different_shapes_are_an_error_as_in_jax():
     x = np.arange(16.0).reshape(8, 2)
     with pytest.raises(ValueError, match="The leaves shapes of `x` and `y` should match"):

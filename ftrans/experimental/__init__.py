@@ -35,3 +35,6 @@ __all__ += ["compute_on"]
 from ftrans.experimental import key_reuse  # noqa: E402
 
 __all__ += ["key_reuse"]
+from ftrans.experimental import control_deps  # noqa: E402
+
+__all__ += ["control_deps"]

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ftrans.core.config import config
 from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["custom_partitioning", "SdyShardingRule", "CompoundFactor", "ArrayMapping", "BATCHING"]
@@ -186,6 +187,12 @@ class custom_partitioning:  # noqa: N801 -- JAX's name
         if kwargs:
             raise FtransTypeError(f"custom_partitioning function {getattr(self.fun, '__name__', self.fun)!r}: "
                                   f"keyword-only arguments {sorted(kwargs)} are not supported (as in JAX)")
+        if self.sharding_rule is None and (self.propagate_user_sharding is not None
+                                           or self.infer_sharding_from_operands is not None):
+            if config.use_shardy_partitioner:  # as JAX: Shardy reads sharding_rule, not the callbacks
+                raise NotImplementedError("Shardy is used, but sharding propagation callbacks instead of "
+                                          "sharding_rule are provided. Need to provide sharding_rule to "
+                                          "migrate to Shardy.")
         for i in self.static_argnums:
             if not -len(args) <= i < len(args):
                 raise FtransValueError(f"custom_partitioning: static_argnums {self.static_argnums} is out of range "

@@ -32,6 +32,10 @@ _GENERATORS = {S.broadcast_in_dim_p, S.iota_p}
 # constant constrained to a mesh must come out of the program laid out so).
 _LAYOUT = frozenset({"sharding_constraint", "device_put"})
 
+# Primitives that join their operands' layouts: an operand folded into a captured constant would be a replicated
+# program argument and pull the whole group to replicated, so what computes one stays an equation (as JAX's).
+_GROUPING = frozenset({"shard_alike"})
+
 
 class ConstantFolding(Pass):
     name = "fold_constants"
@@ -61,6 +65,7 @@ class ConstantFolding(Pass):
     def _fold(self, jaxpr: Jaxpr, ctx: PassContext, added: list | None, known: dict) -> Jaxpr:
         rw = Rewriter(jaxpr)
         known = dict(known)
+        grouped = {id(a) for e in jaxpr.eqns if e.primitive.name in _GROUPING for a in e.invars}
 
         def value(a: Any) -> Any:
             if isinstance(a, Literal):
@@ -72,7 +77,7 @@ class ConstantFolding(Pass):
             vals = [value(a) for a in invars]
             prim = eqn.primitive
             if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or prim.name in _LAYOUT
-                    or has_bodies(eqn)
+                    or has_bodies(eqn) or (grouped and any(id(v) in grouped for v in eqn.outvars))
                     or any(is_poly_shape(v.aval.shape) or np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS
                            for v in eqn.outvars)):
                 rw.emit(eqn)
