@@ -228,7 +228,7 @@ __all__ += ["live_arrays", "transfer_guard", "transfer_guard_host_to_device", "t
             "transfer_guard_device_to_device", "enable_checks", "debug_key_reuse", "legacy_prng_key",
             "threefry_partitionable", "enable_custom_prng", "softmax_custom_jvp", "thread_guard",
             "array_garbage_collection_guard"]
-# JAX's error checking inside traced code (``jax._src.error_check``; jnp's checks in ``ftrans.numpy.error``),
+# JAX's error checking inside traced code (JAX's internal error_check module; jnp's checks in ``ftrans.numpy.error``),
 # imported on first use (importing it creates the thread's error state, a ref: see ftrans/error_check.py);
 # not in ``__all__``, as JAX has no public ``jax.error_check``.
 

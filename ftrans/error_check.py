@@ -1,4 +1,4 @@
-"""JAX's error checking inside traced code (``jax._src.error_check``): ``set_error_if`` records an error
+"""JAX's error checking inside traced code (JAX's internal ``error_check`` module): ``set_error_if`` records an error
 while a function runs (eagerly or compiled), ``raise_if_error`` raises the first one as a
 :class:`JaxValueError`; ``error_checking_context`` gives the block its own error state (shaped by the mesh
 in context); ``wrap_for_export`` / ``unwrap_from_import`` carry it through ``ftrans.export``.

@@ -1,4 +1,4 @@
-"""Error checking inside traced code (JAX's ``jax._src.error_check`` and ``jax._src.numpy.error``).
+"""Error checking inside traced code (JAX's internal ``error_check`` and ``numpy.error`` modules).
 
 ``set_error_if(pred, msg)`` records, while the function runs (eagerly or compiled), that ``msg`` happened
 if any element of ``pred`` is true; ``raise_if_error()``, called outside any transform, raises the first
@@ -315,7 +315,7 @@ def unwrap_from_import(f: Any) -> Any:
     return inner
 
 
-# ------------------------------------------------------------------ jnp's checks (JAX's jax._src.numpy.error)
+# ------------------------------------------------------------------ jnp's checks (JAX's internal numpy.error module)
 Category = Literal["nan", "divide", "oob"]
 Behavior = Literal["ignore", "raise"]
 
