@@ -23,7 +23,9 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.operands import dtype_weak
 from ftrans.core.prims import structural as S
+from ftrans.core.prims.elementwise import real_p
 from ftrans.core.trace import (
     Tracer,
     aval_of,
@@ -990,6 +992,22 @@ def _split_blocks(stacked: Any, axis_first: bool, inner_shape: tuple, avals: lis
     return blocks
 
 
+def _like_example(block: Any, example: ShapedArray) -> Any:
+    """A Jacobian block in its example leaf's dtype and weak type, as JAX returns them.
+
+    The example is the output leaf for ``jacfwd`` and the input leaf for ``jacrev``: the Jacobian of a
+    function of a Python float, which stays weakly typed, is weakly typed too; a complex block whose
+    example is real keeps its real part.
+    """
+    bd, bw = dtype_weak(block)
+    if np.issubdtype(bd, np.complexfloating) and not np.issubdtype(example.dtype, np.complexfloating):
+        block = real_p.bind(block)
+        bd, bw = dtype_weak(block)
+    if bd == example.dtype and bw == example.weak_type:
+        return block
+    return S.convert_element_type_p.bind(block, new_dtype=np.dtype(example.dtype), weak_type=example.weak_type)
+
+
 def _slice_axis(x: Any, axis: int, start: int, stop: int) -> Any:
     """``x[..., start:stop, ...]`` along ``axis`` (``x`` itself when that is all of it)."""
     shape = tuple(aval_of(x).shape)
@@ -1061,7 +1079,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             t_leaves = [building.zeros(tuple(aval_of(o).shape) + (0,), aval_of(o).dtype) for o in o_leaves]
         blocks_per_out = []
         for o, t in zip(o_leaves, t_leaves):
-            blocks = _split_blocks(t, False, tuple(aval_of(o).shape), in_avals)
+            blocks = [_like_example(b, aval_of(o)) for b in _split_blocks(t, False, tuple(aval_of(o).shape), in_avals)]
             ins_tree = tree_util.tree_unflatten(d_tree, blocks)
             blocks_per_out.append(ins_tree[0] if isinstance(argnums, int) else ins_tree)
         jac = tree_util.tree_unflatten(o_tree, blocks_per_out)
@@ -1104,7 +1122,8 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
                     for a, k in zip(in_avals, in_inexact)]
         else:
             rows = [building.zeros((0,) + tuple(a.shape), a.dtype) for a in in_avals]
-        per_in = [_split_blocks(r, True, tuple(a.shape), o_avals) for r, a in zip(rows, in_avals)]
+        per_in = [[_like_example(b, a) for b in _split_blocks(r, True, tuple(a.shape), o_avals)]
+                  for r, a in zip(rows, in_avals)]
         blocks_per_out = []
         for oi in range(len(o_avals)):
             ins_tree = tree_util.tree_unflatten(d_tree, [per_in[ii][oi] for ii in range(len(in_avals))])
