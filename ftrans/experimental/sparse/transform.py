@@ -334,6 +334,7 @@ def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_s
 
 
 _RULES["gather"] = _gather
+_RULES["todense"] = lambda x: x.todense()  # ``sparse.todense`` of a value that is sparse here
 
 
 # Control flow: the primitive is bound again through ftrans.lax with the sparse operands as pytrees (their
