@@ -558,3 +558,22 @@ def test_sparsify_todense_densifies_like_jax(fmt):
     np.testing.assert_array_equal(ftrans.grad(lambda v: f(v).sum())(x), jax.grad(lambda v: jf(v).sum())(x))
     np.testing.assert_array_equal(ftrans.vmap(f)(np.ones((2, 3), np.float32)), jax.vmap(jf)(np.ones((2, 3))))
     np.testing.assert_array_equal(ftrans.linear_transpose(sparse.todense, x)(x)[0], x)
+
+
+def test_sparse_tracer_isinstance_matches_jax():
+    # Inside sparsify(f, use_tracer=True) the values are SparseTracers (dense or sparse arguments alike),
+    # inside plain sparsify they are not, as in JAX.
+    def seen(mod, use_tracer, x):
+        out = []
+        mod.sparsify(lambda v: out.append((isinstance(v, mod.SparseTracer), isinstance(v * 2, mod.SparseTracer))),
+                     use_tracer=use_tracer)(x)
+        return out
+
+    for use_tracer in (False, True):
+        assert seen(sparse, use_tracer, fjnp.arange(5)) == seen(jsparse, use_tracer, jjnp.arange(5))
+        assert (seen(sparse, use_tracer, sparse.BCOO.fromdense(np.arange(5.0)))
+                == seen(jsparse, use_tracer, jsparse.BCOO.fromdense(jjnp.arange(5.0))))
+    x = sparse.BCOO.fromdense(np.arange(6.0, dtype=np.float32))
+    np.testing.assert_array_equal(sparse.sparsify(lambda v: (v * 2).sum(), use_tracer=True)(x), 30.0)
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        sparse.SparseTracer()
