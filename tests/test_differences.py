@@ -388,6 +388,18 @@ def test_signal_fft_method_is_the_direct_convolution():
     np.testing.assert_allclose(np.asarray(ours_fft), np.asarray(theirs_fft), rtol=1e-4, atol=1e-4)
 
 
+def test_eager_fft_is_pocketfft_and_jitted_fft_is_xla():
+    import jax.numpy as jjnp
+
+    x = np.random.default_rng(3).standard_normal((16, 8, 4, 8)).astype(np.float32)
+    eager, jitted = np.asarray(fnp.fft.rfft2(x)), np.asarray(ftrans.jit(fnp.fft.rfft2)(x))
+    np.testing.assert_array_equal(eager, np.fft.rfft2(x))  # NumPy's pocketfft, single precision kept
+    np.testing.assert_array_equal(jitted, np.asarray(jax.jit(jjnp.fft.rfft2)(x)))  # XLA's
+    np.testing.assert_array_equal(np.asarray(jjnp.fft.rfft2(x)), jitted)  # JAX's eager FFT is XLA's too
+    assert not np.array_equal(eager, jitted)
+    np.testing.assert_allclose(eager, jitted, rtol=1e-4, atol=1e-4)
+
+
 def test_dctn_goes_axis_by_axis_and_checks_s_against_axes():
     import jax.scipy.fft as jfft
 

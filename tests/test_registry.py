@@ -371,6 +371,8 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     chk = ftrans.make_jaxpr(lambda x: checkify.check(x.sum() > 0, "{}", x))(np.ones(3, f32)).eqns[-1]
     s["check"] = [((np.array(False), np.array(7, i32), arr((3,), f32)), dict(chk.params)),
                   ((np.array(True), np.array(7, i32), arr((3,), f32)), dict(chk.params, debug=True))]
+    # sparse.todense of a traced dense value (the identity; sparsify gives a sparse operand its todense).
+    s["todense"] = [((arr((3,), f32),), {})]
     # ffi_call: jaxlib's LAPACK QR target, with the params ftrans.ffi.ffi_call binds.
     from ftrans import ffi as ftrans_ffi
 

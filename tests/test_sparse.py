@@ -537,3 +537,43 @@ def test_sparsify_sparse_plus_dense_never_densifies_silently():
         jsparse.sparsify(operator.add)(jx, 1.0)
     with pytest.raises(NotImplementedError, match="Addition between a sparse array X and a dense array Y"):
         sparse.sparsify(operator.add)(x, 1.0)
+
+
+@pytest.mark.parametrize("fmt", ["BCOO", "BCSR"])
+def test_sparsify_todense_densifies_like_jax(fmt):
+    # ``sparse.todense`` inside sparsified code densifies the value a sparse argument stands for (JAX's
+    # todense_p), so a scalar can be added to it afterwards.
+    m = np.arange(4.0, dtype=np.float32).reshape(2, 3 - 1)
+    fsp = getattr(sparse, fmt).fromdense(m)
+    jsp = getattr(jsparse, fmt).fromdense(jjnp.asarray(m))
+    f = lambda a: sparse.todense(a) * 2 + 1  # noqa: E731
+    jf = lambda a: jsparse.todense(a) * 2 + 1  # noqa: E731
+    want = jsparse.sparsify(jf)(jsp)
+    np.testing.assert_array_equal(sparse.sparsify(f)(fsp), want)
+    np.testing.assert_array_equal(sparse.sparsify(f)(m), jsparse.sparsify(jf)(m))
+    # on a dense traced value it is the identity under every transform
+    x = np.arange(3.0, dtype=np.float32)
+    assert "todense" in str(ftrans.make_jaxpr(sparse.todense)(x))
+    np.testing.assert_array_equal(ftrans.jit(f)(x), jax.jit(jf)(x))
+    np.testing.assert_array_equal(ftrans.grad(lambda v: f(v).sum())(x), jax.grad(lambda v: jf(v).sum())(x))
+    np.testing.assert_array_equal(ftrans.vmap(f)(np.ones((2, 3), np.float32)), jax.vmap(jf)(np.ones((2, 3))))
+    np.testing.assert_array_equal(ftrans.linear_transpose(sparse.todense, x)(x)[0], x)
+
+
+def test_sparse_tracer_isinstance_matches_jax():
+    # Inside sparsify(f, use_tracer=True) the values are SparseTracers (dense or sparse arguments alike),
+    # inside plain sparsify they are not, as in JAX.
+    def seen(mod, use_tracer, x):
+        out = []
+        mod.sparsify(lambda v: out.append((isinstance(v, mod.SparseTracer), isinstance(v * 2, mod.SparseTracer))),
+                     use_tracer=use_tracer)(x)
+        return out
+
+    for use_tracer in (False, True):
+        assert seen(sparse, use_tracer, fjnp.arange(5)) == seen(jsparse, use_tracer, jjnp.arange(5))
+        assert (seen(sparse, use_tracer, sparse.BCOO.fromdense(np.arange(5.0)))
+                == seen(jsparse, use_tracer, jsparse.BCOO.fromdense(jjnp.arange(5.0))))
+    x = sparse.BCOO.fromdense(np.arange(6.0, dtype=np.float32))
+    np.testing.assert_array_equal(sparse.sparsify(lambda v: (v * 2).sum(), use_tracer=True)(x), 30.0)
+    with pytest.raises(TypeError, match="cannot be created directly"):
+        sparse.SparseTracer()

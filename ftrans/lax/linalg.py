@@ -393,11 +393,13 @@ def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = Non
     ``(5 eps)^(1/3)`` within ``max_iterations`` (default 10).  The first iterations (large weights) use QR,
     the later ones a Cholesky factorization, then a Newton-Schulz refinement, as JAX's.
     ``is_hermitian`` is accepted and unused (as in JAX).
+
+    ``dynamic_shape=(m, n)`` (ints or traced integer scalars, ``m <= M``, ``n <= N``): ``x`` is an ``m x n``
+    matrix padded up to ``M x N``; the padding is ignored (whatever it holds) and comes back as zeros in ``u``
+    and ``h``, as in JAX.
     """
     from ftrans import lax
 
-    if dynamic_shape is not None:
-        raise NotImplementedError("qdwh: dynamic_shape (a padded input) is not implemented in ftrans")
     x = _matrix("qdwh", x, square=False)
     xa = aval_of(x)
     if xa.ndim != 2:
@@ -405,8 +407,24 @@ def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = Non
     big_m, n = xa.shape
     if big_m < n:
         raise FtransShapeError(f"qdwh: the input matrix of shape M x N must have M >= N, got {xa.shape}")
-    max_iterations = 10 if max_iterations is None else int(max_iterations)
     dt = xa.dtype
+    if dynamic_shape is not None:
+        if len(dynamic_shape) != 2:
+            raise FtransShapeError(f"qdwh: dynamic_shape must be an (m, n) pair, got {dynamic_shape!r}")
+        dm, dn = (lax.convert_element_type(v, np.int32) for v in dynamic_shape)
+
+        def mask(v: Any, dims: Any, alternative: Any) -> Any:
+            """``v`` inside its leading ``dims`` block, ``alternative`` outside (JAX's ``_mask``)."""
+            keep = None
+            for axis, d in enumerate(dims):
+                inside = lax.lt(lax.broadcasted_iota(np.int32, v.shape, axis), d)
+                keep = inside if keep is None else lax.bitwise_and(keep, inside)
+            return lax.select(keep, v, alternative)
+
+        x = mask(x, (dm, dn), lax.full(xa.shape, 0, dt))
+    else:
+        dm = dn = mask = None
+    max_iterations = 10 if max_iterations is None else int(max_iterations)
     rd = L.real_dtype(dt)
     eps = float(np.finfo(rd).eps) if eps is None else float(eps)
 
@@ -427,15 +445,27 @@ def qdwh(x: Any, *, is_hermitian: bool = False, max_iterations: int | None = Non
     def mm(p: Any, q: Any) -> Any:
         return lax.dot_general(p, q, (((1,), (0,)), ((), ())), precision=lax.Precision.HIGHEST)
 
+    zeros = lax.full((big_m, n), 0, dt)
+
     def qr_step(u: Any, a_minus_e_by_sqrt_c: float, sqrt_c: float, e: float) -> Any:
-        y = lax.concatenate([lax.mul(c(sqrt_c), u), eye], 0)
+        if mask is None:
+            y = lax.concatenate([lax.mul(c(sqrt_c), u), eye], 0)
+        else:  # the identity right under the m true rows
+            y = lax.dynamic_update_slice(lax.concatenate([lax.mul(c(sqrt_c), u), lax.mul(eye, c(0))], 0), eye,
+                                         (dm, np.int32(0)))
         q, _ = qr(y, full_matrices=False)
         q1 = lax.slice(q, (0, 0), (big_m, n))
-        q2 = M.mH(lax.slice(q, (big_m, 0), (big_m + n, n)))
+        if mask is None:
+            q2 = M.mH(lax.slice(q, (big_m, 0), (big_m + n, n)))
+        else:
+            q1 = mask(q1, (dm, dn), zeros)
+            q2 = M.mH(mask(lax.dynamic_slice(q, (dm, np.int32(0)), (n, n)), (dn, dn), lax.mul(eye, c(0))))
         return lax.add(lax.mul(c(e), u), lax.mul(c(a_minus_e_by_sqrt_c), mm(q1, q2)))
 
     def chol_step(u: Any, a_minus_e: Any, cc: Any, e: Any) -> Any:
         z = lax.add(lax.mul(cc, mm(M.mH(u), u)), eye)
+        if mask is not None:  # the identity in the padded corner keeps z positive definite
+            z = mask(z, (dn, dn), eye)
         y = cholesky(z, symmetrize_input=False)
         w = triangular_solve(y, M.mH(u), left_side=True, lower=True)
         w = triangular_solve(y, w, left_side=True, lower=True, transpose_a=True, conjugate_a=True)

@@ -48,7 +48,7 @@ from ftrans.experimental.sparse.bcsr import (
 from ftrans.experimental.sparse.coo import COO, coo_fromdense, coo_matmat, coo_matvec, coo_todense
 from ftrans.experimental.sparse.csr import CSC, CSR, csr_fromdense, csr_matmat, csr_matvec, csr_todense
 from ftrans.experimental.sparse.random import random_bcoo
-from ftrans.experimental.sparse.transform import sparsify
+from ftrans.experimental.sparse.transform import SparseTracer, sparsify
 from ftrans.experimental.sparse.util import (
     CuSparseEfficiencyWarning,
     SparseEfficiencyError,
@@ -56,7 +56,7 @@ from ftrans.experimental.sparse.util import (
 )
 
 __all__ = [
-    "JAXSparse", "BCOO", "BCSR", "COO", "CSR", "CSC", "sparsify", "empty", "eye", "todense", "grad",
+    "JAXSparse", "BCOO", "BCSR", "COO", "CSR", "CSC", "sparsify", "SparseTracer", "empty", "eye", "todense", "grad",
     "value_and_grad", "jacfwd", "jacrev", "jacobian", "random_bcoo", "util", "bcoo", "bcsr", "coo", "csr", "linalg", "transform",
     "SparseEfficiencyError", "SparseEfficiencyWarning", "CuSparseEfficiencyWarning",
     "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_conv_general_dilated", "bcoo_dot_general", "bcoo_dot_general_sampled", "bcoo_dynamic_slice",

@@ -7,13 +7,18 @@ from typing import Any
 
 import ftrans.numpy as jnp
 from ftrans.core import pytrees as tree_util
+from ftrans.core.primitive import Primitive, first_weak
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransValueError
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO
+from ftrans.lowering.lower import register_lowering
 from ftrans.transforms import reverse as _reverse
-from ftrans.transforms.batching import vmap
+from ftrans.transforms.ad import defjvp_linear
+from ftrans.transforms.batching import register_batching, vmap
+from ftrans.transforms.transpose import register_transpose
 
-__all__ = ["empty", "eye", "todense", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian"]
+__all__ = ["empty", "eye", "todense", "todense_p", "grad", "value_and_grad", "jacfwd", "jacrev", "jacobian"]
 
 
 def _format(sparse_format: str) -> type:
@@ -39,10 +44,49 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, index_dtype
 
 
 def todense(arr: Any) -> Any:
-    """``arr.todense()`` for a sparse array; a dense array unchanged."""
+    """``arr.todense()`` for a sparse array; a dense array unchanged.
+
+    A traced dense array goes through ``todense_p`` (the identity on dense arrays), so that code staged by
+    ``sparsify`` with a sparse array standing in as a dense value densifies it there, as in JAX."""
     if isinstance(arr, JAXSparse):
         return arr.todense()
+    if isinstance(arr, Tracer):
+        return todense_p.bind(arr)
     return jnp.asarray(arr)
+
+
+# JAX's ``todense_p``: on a dense operand the identity (every rule below is); ``sparsify``'s interpreter
+# (``transform.py``) gives a sparse operand its ``.todense()``.
+todense_p = Primitive("todense")
+todense_p.def_weak_type(first_weak)
+
+
+@todense_p.def_abstract_eval
+def _todense_abstract(x: Any) -> Any:
+    return x
+
+
+@todense_p.def_impl
+def _todense_impl(x: Any) -> Any:
+    return x
+
+
+defjvp_linear(todense_p)
+
+
+@register_transpose(todense_p)
+def _todense_transpose(ct: Any, x: Any) -> list:
+    return [ct]
+
+
+@register_batching(todense_p)
+def _todense_batch(vals: list, dims: list, **params: Any) -> tuple[Any, Any]:
+    return todense_p.bind(vals[0]), dims[0]
+
+
+@register_lowering(todense_p)
+def _todense_lowering(ctx: Any, x: Any) -> Any:
+    return x
 
 
 def _is_sparse(x: Any) -> bool:

@@ -22,12 +22,33 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.ir import ClosedJaxpr, Literal, subjaxprs
 from ftrans.core.jaxpr_api import make_jaxpr
+from ftrans.core.trace import Tracer
 from ftrans.experimental.sparse import bcoo as _bcoo
 from ftrans.experimental.sparse._base import JAXSparse
 from ftrans.experimental.sparse.bcoo import BCOO
 from ftrans.experimental.sparse.bcsr import BCSR
 
-__all__ = ["sparsify", "sparsify_raw", "SparsifyEnv", "SparsifyValue", "arrays_to_spvalues", "spvalues_to_arrays"]
+__all__ = ["sparsify", "sparsify_raw", "SparsifyEnv", "SparsifyValue", "SparseTracer", "arrays_to_spvalues",
+           "spvalues_to_arrays"]
+
+# The traces that ``sparsify(f, use_tracer=True)`` is staging ``f`` on (one per call in progress).
+_tracer_mode_traces: list = []
+
+
+class _SparseTracerType(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        trace = getattr(obj, "_trace", None)
+        return isinstance(obj, Tracer) and any(trace is t for t in _tracer_mode_traces)
+
+
+class SparseTracer(metaclass=_SparseTracerType):
+    """The type of the values ``f`` sees inside ``sparsify(f, use_tracer=True)`` (JAX's ``SparseTracer``):
+    ``isinstance(x, SparseTracer)`` holds for them.  ftrans stages ``f`` and interprets the IR either way
+    (the sparse operations are the same); without ``use_tracer`` its values are not SparseTracers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("SparseTracer cannot be created directly: it is the type of the values inside "
+                        "sparsify(f, use_tracer=True)")
 
 
 def _is_sparse(x: Any) -> bool:
@@ -43,13 +64,14 @@ def _as_bcoo(x: Any) -> BCOO:
 
 
 def sparsify(f: Callable, use_tracer: bool = False) -> Callable:
-    """``f`` made to accept BCOO arrays wherever it accepts arrays (for the operations with sparse rules)."""
-    del use_tracer
+    """``f`` made to accept BCOO arrays wherever it accepts arrays (for the operations with sparse rules).
+
+    ``use_tracer=True`` only makes the values inside ``f`` instances of ``SparseTracer``, as in JAX."""
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         leaves, tree = tree_util.tree_flatten((args, kwargs), is_leaf=_is_sparse)
-        if not any(_is_sparse(x) for x in leaves):
+        if not use_tracer and not any(_is_sparse(x) for x in leaves):
             return f(*args, **kwargs)
         # Python scalars stay static (``x ** 2`` keeps its integer exponent); arrays become inputs.
         dyn = [i for i, x in enumerate(leaves) if not isinstance(x, (bool, int, float, complex))]
@@ -58,6 +80,9 @@ def sparsify(f: Callable, use_tracer: bool = False) -> Callable:
         out_box: list = []
 
         def flat_fun(*flat: Any) -> Any:
+            if use_tracer:
+                _tracer_mode_traces.extend({id(t): t for t in (getattr(v, "_trace", None) for v in flat)
+                                            if t is not None}.values())
             full = list(leaves)
             for i, v in zip(dyn, flat):
                 full[i] = v
@@ -67,7 +92,11 @@ def sparsify(f: Callable, use_tracer: bool = False) -> Callable:
             out_box.append(out_tree)
             return out_leaves
 
-        closed = make_jaxpr(flat_fun)(*placeholders)
+        n_traces = len(_tracer_mode_traces)
+        try:
+            closed = make_jaxpr(flat_fun)(*placeholders)
+        finally:
+            del _tracer_mode_traces[n_traces:]
         outs = _eval_sparse(closed, [leaves[i] for i in dyn])  # BCSR operands stay BCSR for the rules that keep the format
         return tree_util.tree_unflatten(out_box[0], outs)
 
@@ -334,6 +363,7 @@ def _gather(operand: Any, start_indices: Any, *, dimension_numbers: Any, slice_s
 
 
 _RULES["gather"] = _gather
+_RULES["todense"] = lambda x: x.todense()  # ``sparse.todense`` of a value that is sparse here
 
 
 # Control flow: the primitive is bound again through ftrans.lax with the sparse operands as pytrees (their
