@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import config as _config
+from ftrans.core import trace as _trace
 from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
@@ -150,7 +151,26 @@ _CHECKED_MAX = 4096
 
 def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     """Bind after type-checking eagerly (staging traces run the same rule themselves)."""
-    if is_eager():
+    if not _trace.active_anywhere or _trace.state.eval_only:  # is_eager(), inlined
+        n = len(ops)
+        if (n == 1 or n == 2) and not params and type(x := ops[0]) is Array:
+            # One or two Array operands and no params (the elementwise ops): a flat key, without the general
+            # key's comprehension (a frame of its own) and nested tuples.
+            xv = x._value
+            if n == 1:
+                key = (prim, xv.shape, xv.dtype, x.weak_type)
+            elif type(y := ops[1]) is Array:
+                yv = y._value
+                key = (prim, xv.shape, xv.dtype, x.weak_type, yv.shape, yv.dtype, y.weak_type)
+            else:
+                key = None
+            if key is not None:
+                if not (_memo and key in _checked):
+                    abstract_eval(prim, [o.aval for o in ops], params)
+                    if len(_checked) >= _CHECKED_MAX:
+                        _checked.clear()
+                    _checked.add(key)
+                return prim.bind(*ops)
         try:
             key = (prim, tuple(params.items()) if params else (),
                    *[(o._value.shape, o._value.dtype, o.weak_type) if type(o) is Array else _UNKEYED for o in ops])
@@ -208,6 +228,8 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
 def _binop(prim: Primitive, name: str):
     def fn(x: Any, y: Any) -> Any:
         if type(x) is Array and type(y) is Array:  # Arrays are their own operands
+            if x._value.shape == y._value.shape:  # nothing to broadcast
+                return _bind(prim, x, y)
             a, b = x, y
         else:
             a, b = _same_dtype_operands(name, (x, y))
