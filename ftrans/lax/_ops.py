@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import config as _config
-from ftrans.core import trace as _trace
 from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands
@@ -42,7 +42,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.trace import Tracer, is_eager
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 
 __all__ = [
