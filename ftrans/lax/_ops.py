@@ -186,6 +186,20 @@ def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     return prim.bind(*ops, **params)
 
 
+def _bind_arrays(prim: Primitive, x: Array, y: Array) -> Any:
+    """``_bind(prim, x, y)`` for two Arrays and no params (a binary ``lax`` op's common case), without packing
+    the operands and params: the same flat key and check."""
+    if not _trace.active_anywhere or _trace.state.eval_only:
+        xv, yv = x._value, y._value
+        key = (prim, xv.shape, xv.dtype, x.weak_type, yv.shape, yv.dtype, y.weak_type)
+        if not (_memo and key in _checked):
+            abstract_eval(prim, [x.aval, y.aval], {})
+            if len(_checked) >= _CHECKED_MAX:
+                _checked.clear()
+            _checked.add(key)
+    return prim.bind(x, y)
+
+
 _UNKEYED = object()  # an operand that is not a concrete Array: its check is never remembered
 
 
@@ -229,7 +243,7 @@ def _binop(prim: Primitive, name: str):
     def fn(x: Any, y: Any) -> Any:
         if type(x) is Array and type(y) is Array:  # Arrays are their own operands
             if x._value.shape == y._value.shape:  # nothing to broadcast
-                return _bind(prim, x, y)
+                return _bind_arrays(prim, x, y)
             a, b = x, y
         else:
             a, b = _same_dtype_operands(name, (x, y))
