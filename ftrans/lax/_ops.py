@@ -186,6 +186,22 @@ def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     return prim.bind(*ops, **params)
 
 
+def _bind_array(prim: Primitive, x: Any) -> Any:
+    """``_bind(prim, x)`` for one operand and no params (a unary ``lax`` op), without packing: an Array takes
+    the same flat key and check as in ``_bind``; anything else (a tracer) goes through ``_bind``."""
+    if type(x) is not Array:
+        return _bind(prim, x)
+    if not _trace.active_anywhere or _trace.state.eval_only:
+        xv = x._value
+        key = (prim, xv.shape, xv.dtype, x.weak_type)
+        if not (_memo and key in _checked):
+            abstract_eval(prim, [x.aval], {})
+            if len(_checked) >= _CHECKED_MAX:
+                _checked.clear()
+            _checked.add(key)
+    return prim.bind(x)
+
+
 def _bind_arrays(prim: Primitive, x: Array, y: Array) -> Any:
     """``_bind(prim, x, y)`` for two Arrays and no params (a binary ``lax`` op's common case), without packing
     the operands and params: the same flat key and check."""
@@ -224,15 +240,16 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
     # An Array operand is its own operand: only other values go through _operands.
     if with_accuracy:
         def fn(x: Any, *, accuracy: Any = None) -> Any:
-            _no_accuracy(name, accuracy)
+            if accuracy is not None:
+                _no_accuracy(name, accuracy)
             if type(x) is not Array:
                 (x,) = _operands(name, (x,))
-            return _bind(prim, x)
+            return _bind_array(prim, x)
     else:
         def fn(x: Any) -> Any:
             if type(x) is not Array:
                 (x,) = _operands(name, (x,))
-            return _bind(prim, x)
+            return _bind_array(prim, x)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``lax.{name}``: elementwise, no promotion (the ``{prim.name}`` primitive)."
