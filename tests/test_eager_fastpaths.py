@@ -342,3 +342,94 @@ def test_lax_functions_on_arrays_match_jax():
     for name in ("sin", "exp", "tanh"):
         got, want = getattr(flax, name)(fnp.asarray(x)), getattr(jlax, name)(jnp.asarray(x))
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- narrow integers on the fast operators and bind
+NARROW = [np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)]
+NARROW_OPS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+              "less": lambda a, b: a < b, "less_equal": lambda a, b: a <= b, "greater": lambda a, b: a > b,
+              "greater_equal": lambda a, b: a >= b}
+
+
+def _all_pairs(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    info = ml_dtypes.iinfo(dtype)
+    vals = np.arange(int(info.min), int(info.max) + 1)
+    return np.repeat(vals, len(vals)).astype(dtype), np.tile(vals, len(vals)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=lambda d: d.name)
+def test_narrow_int_operators_match_general_path_and_jax(dtype):
+    """The operators call NumPy's (ml_dtypes') own loops for 2/4-bit integers, with wraparound: every pair of
+    values gives what the staged primitive gives (its rule through int8) and what jax gives."""
+    a, b = _all_pairs(dtype)
+    fa, fb = Array._new(a, False), Array._new(b, False)
+    ja, jb = jnp.asarray(a), jnp.asarray(b)
+    for name, op in NARROW_OPS.items():
+        eager = op(fa, fb)
+        traced = staged(lambda x, y, op=op: op(x, y), fa, fb)
+        assert eager.dtype == traced.dtype and _bits(eager) == _bits(traced), name
+        want = op(ja, jb)
+        assert eager.dtype == want.dtype, name
+        np.testing.assert_array_equal(np.asarray(eager).astype(np.int64), np.asarray(want).astype(np.int64),
+                                      err_msg=name)
+
+
+def test_narrow_loop_check_refuses_a_rule_that_differs():
+    """A rule whose narrow-integer results differ from the int8 route (another dtype, other values, no loop)
+    keeps the operator on the wrapped rule."""
+    from ftrans.core.array import _narrow_loops_agree
+    from ftrans.core.prims import elementwise as E
+
+    impl = E.add_p.impl
+    assert _narrow_loops_agree(impl.wide_rule, impl)
+    assert not _narrow_loops_agree(lambda x, y: np.add(x.astype(np.int8), y.astype(np.int8)), impl)
+    assert not _narrow_loops_agree(lambda x, y: np.subtract(x, y), impl)
+
+    def no_loop(x, y):
+        raise TypeError("no loop")
+
+    assert not _narrow_loops_agree(no_loop, impl)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.int8), np.dtype(np.uint32), np.dtype(np.float16), BF16,
+                                   np.dtype(ml_dtypes.int4)], ids=lambda d: d.name)
+def test_bind_eager_branch_narrow_wrapper_skipped_same_results(dtype):
+    """bind's host apply calls the rule inside the narrow-integer wrapper for NumPy's own dtypes: eager lax
+    ops give the staged primitive's bits, and jax's values."""
+    from jax import lax as jlax
+
+    from ftrans import lax as flax
+
+    x, y = _value(dtype, (5,)), _value(dtype, (5,))[::-1].copy()
+    fx, fy = Array._new(x, False), Array._new(y, False)
+    for name in ("add", "sub", "mul", "max", "lt"):
+        f = getattr(flax, name)
+        eager = f(fx, fy)
+        traced = staged(lambda a, b, f=f: f(a, b), fx, fy)
+        assert eager.dtype == traced.dtype and _bits(eager) == _bits(traced), name
+        want = getattr(jlax, name)(jnp.asarray(x), jnp.asarray(y))
+        assert eager.dtype == want.dtype, name
+        np.testing.assert_allclose(np.asarray(eager).astype(np.float64), np.asarray(want).astype(np.float64),
+                                   rtol=_tol(dtype), err_msg=name)
+
+
+def test_lax_flat_check_key_one_and_two_operands():
+    """The eager check's flat keys (one or two Arrays, no params) tell shapes, dtypes and weak types apart:
+    a signature that passed never lets a different one through unchecked."""
+    from ftrans import lax as flax
+
+    f32 = fnp.asarray(np.ones(3, np.float32))
+    f32_0 = fnp.asarray(np.float32(2.0))
+    i32_0 = fnp.asarray(np.int32(2))
+    w = fnp.asarray(2.0)
+    for _ in range(2):
+        assert flax.neg(f32_0).shape == () and flax.neg(w).weak_type
+        with pytest.raises(TypeError):
+            flax.sin(i32_0)  # one operand: same shape as a checked one, another dtype
+        assert flax.add(f32_0, f32_0).dtype == np.float32
+        with pytest.raises(TypeError):
+            flax.add(f32_0, i32_0)
+        with pytest.raises(TypeError):
+            flax.add(i32_0, f32_0)
+        assert flax.add(w, w).weak_type and not flax.add(w, f32_0).weak_type
+        assert flax.add(f32, np.ones(3, np.float32)).shape == (3,)  # a NumPy operand: the general key

@@ -688,6 +688,34 @@ def _rebuild(value: np.ndarray, weak: bool) -> Array:
     return Array._make(value, weak)
 
 
+# The fast operators' globals (see ``install_fast_operators``).
+_tr: Any = None  # ftrans.core.trace, once the operators are installed
+_new = object.__new__
+_ndarray = np.ndarray
+_asarray = np.asarray
+# Dtype classes (a class test costs a third of reading ``dtype.kind``): NumPy's float types, which keep their
+# dtype beside a weak Python scalar.
+_FLOAT_KINDS = frozenset(type(np.dtype(c)) for c in (np.float16, np.float32, np.float64))
+
+
+def _narrow_loops_agree(wide: Any, impl: Any) -> bool:
+    """Whether NumPy's (ml_dtypes') own loops for the 2- and 4-bit integers give, on every pair of values,
+    what ``impl`` (the rule run through int8/uint8) gives: then a fast operator may call ``wide`` on them."""
+    try:
+        with np.errstate(all="ignore"):
+            for d in dtypes.NARROW_INTS:
+                info = dtypes.iinfo(d)
+                vals = np.arange(int(info.min), int(info.max) + 1)
+                a = np.repeat(vals, len(vals)).astype(d)
+                b = np.tile(vals, len(vals)).astype(d)
+                got, want = wide(a, b), impl(a, b)
+                if got.dtype != want.dtype or not np.array_equal(got.astype(np.int64), want.astype(np.int64)):
+                    return False
+    except Exception:  # no loop, or one that fails: the operator keeps the wrapper
+        return False
+    return True
+
+
 def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     """Give ``Array`` operator slots that skip the API layer in the common eager case.
 
@@ -699,25 +727,18 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
     integer arrays with scalars, tracing) goes to the ``jnp`` function.
     ``fallbacks`` maps a slot name to (primitive, jnp function).
     """
-    from ftrans.core import trace as _trace
+    global _tr
+    from ftrans.core import trace as _tr
     from ftrans.core.primitive import _all_weak
-
-    new = object.__new__
-    ndarray = np.ndarray
-    asarray = np.asarray
-    # Dtype classes (a class test costs a third of reading ``dtype.kind``): NumPy's own numeric and boolean
-    # types, whose rules need no narrow-integer wrapper, and its float types, which keep their dtype beside
-    # a weak Python scalar.
-    wide_kinds = frozenset(type(np.dtype(c)) for c in (
-        np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-        np.float16, np.float32, np.float64, np.complex64, np.complex128))
-    float_kinds = frozenset(type(np.dtype(c)) for c in (np.float16, np.float32, np.float64))
 
     def make(prim, slow, reflected=False):
         impl = prim.impl
-        # The NumPy rule without the narrow-integer wrapper (a Python frame, a third of the op's overhead),
-        # for every dtype kind but "V" (int2/int4 and the ml_dtypes floats, which go through the wrapper).
+        # The NumPy rule without the narrow-integer wrapper (a Python frame, a third of the op's overhead). The
+        # wrapper converts int2/int4 operands through int8; where NumPy's own loops for them give the same
+        # results (checked here on every pair of values), the operator calls the rule for every dtype.
         wide = getattr(impl, "wide_rule", impl)
+        if wide is not impl and not _narrow_loops_agree(wide, impl):
+            wide = impl
         keep_weak = prim.weak_type_rule is _all_weak
 
         def scalar(self, other, xv):
@@ -727,42 +748,43 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
                 r = wide(other, xv) if reflected else wide(xv, other)
             except RuntimeWarning:  # a user's warnings filter made NumPy's overflow warning an error
                 return slow(self, other)
-            out = new(Array)
-            out._value = r if type(r) is ndarray else asarray(r)
+            out = _new(Array)
+            out._value = r if type(r) is _ndarray else _asarray(r)
             out.weak_type = False
             return out
 
+        # (NumPy's objects and the trace module are module globals here, not closure cells: each cell is
+        # copied into the frame of every call.)
         def op(self, other):
-            if _trace.eager_everywhere:
+            if _tr.eager_everywhere:
                 t = type(other)
                 if t is Array:
                     xv = self._value
                     yv = other._value
-                    dt = xv.dtype
-                    if dt is yv.dtype:
+                    if xv.dtype is yv.dtype:
                         try:
-                            r = wide(xv, yv) if type(dt) in wide_kinds else impl(xv, yv)
+                            r = wide(xv, yv)
                         except (ValueError, RuntimeWarning):
                             # shapes that do not broadcast (the API path explains), or NumPy's overflow
                             # warning made an error by a user's filter (the API path computes quietly)
                             return slow(self, other)
-                        out = new(Array)
-                        out._value = r if type(r) is ndarray else asarray(r)  # 0-d operands give NumPy scalars
+                        out = _new(Array)
+                        out._value = r if type(r) is _ndarray else _asarray(r)  # 0-d operands give NumPy scalars
                         out.weak_type = keep_weak and self.weak_type and other.weak_type
                         return out
                 elif (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
                     # (a weak array joins the scalar on the lattice's weak side: the general path decides)
                     xv = self._value
-                    if type(xv.dtype) in float_kinds:
+                    if type(xv.dtype) in _FLOAT_KINDS:
                         return scalar(self, other, xv)
             return slow(self, other)
 
         def rop(self, other):  # reflected: only the scalar case (an Array on the left took its own slot)
-            if _trace.eager_everywhere:
+            if _tr.eager_everywhere:
                 t = type(other)
                 if (t is float or (t is int and -2147483648 <= other <= 2147483647)) and not self.weak_type:
                     xv = self._value
-                    if type(xv.dtype) in float_kinds:
+                    if type(xv.dtype) in _FLOAT_KINDS:
                         return scalar(self, other, xv)
             return slow(self, other)
 

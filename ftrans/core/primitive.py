@@ -74,7 +74,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "multiple_results", "higher_order", "weak_type_rule", "impl", "sharding_rule",
-                 "sets_sharding", "__weakref__")
+                 "sets_sharding", "_narrow_impl", "_wide_impl", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
         if name in registry:
@@ -84,6 +84,10 @@ class Primitive:
         self.higher_order = higher_order
         self.weak_type_rule: Callable[..., bool] = _all_weak
         self.impl: Callable[..., Any] | None = None
+        # An impl wrapped for the narrow integers (prims/_base.py: narrow_ints_via_bytes) and the rule inside
+        # it, which eager application calls directly for NumPy's own dtypes (None: impl is not wrapped).
+        self._narrow_impl: Callable[..., Any] | None = None
+        self._wide_impl: Callable[..., Any] | None = None
         # Sharding in types (core/sharding_rules.py): the result's spec from the operands' (None: no rule, the
         # result is untyped); ``sets_sharding``: the primitive can type an untyped value (a reshard).
         self.sharding_rule: Callable[..., Any] | None = None
@@ -115,6 +119,8 @@ class Primitive:
     def def_impl(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         impl_rules[self] = rule
         self.impl = rule
+        wide = getattr(rule, "wide_rule", None)
+        self._narrow_impl, self._wide_impl = (rule, wide) if wide is not None else (None, None)
         return rule
 
     def def_weak_type(self, rule: Callable[..., bool]) -> Callable[..., bool]:

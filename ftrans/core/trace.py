@@ -385,8 +385,10 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         except AttributeError:  # an operand that is not an Array: the general path below
             pass
         else:
+            if impl is prim._narrow_impl and type(vals[0].dtype) in _WIDE_KINDS:
+                impl = prim._wide_impl  # what the narrow-integer wrapper would call, without its frame
             try:
-                out = impl(*vals, **params)
+                out = impl(*vals, **params) if params else impl(*vals)  # (an empty ** costs a tenth of a ufunc)
             except RuntimeWarning:  # see _impl_quietly
                 out = _impl_quietly(impl, vals, params)
             if type(out) is not ndarray:
@@ -423,6 +425,11 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
 
 ndarray = np.ndarray
 _new_object = object.__new__
+# NumPy's own numeric and boolean dtype classes: never the narrow integers (kind "V"), so for them a rule
+# wrapped by narrow_ints_via_bytes runs the rule inside as it is (a class test is cheaper than ``dtype.kind``).
+_WIDE_KINDS = frozenset(type(np.dtype(c)) for c in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
 
 def _wrap(out: Any, weak: bool) -> Array:

@@ -33,6 +33,7 @@ import numpy as np
 from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
+from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands
@@ -41,7 +42,7 @@ from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.trace import Tracer, is_eager
+from ftrans.core.trace import Tracer
 from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 
 __all__ = [
@@ -150,7 +151,26 @@ _CHECKED_MAX = 4096
 
 def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
     """Bind after type-checking eagerly (staging traces run the same rule themselves)."""
-    if is_eager():
+    if not _trace.active_anywhere or _trace.state.eval_only:  # is_eager(), inlined
+        n = len(ops)
+        if (n == 1 or n == 2) and not params and type(x := ops[0]) is Array:
+            # One or two Array operands and no params (the elementwise ops): a flat key, without the general
+            # key's comprehension (a frame of its own) and nested tuples.
+            xv = x._value
+            if n == 1:
+                key = (prim, xv.shape, xv.dtype, x.weak_type)
+            elif type(y := ops[1]) is Array:
+                yv = y._value
+                key = (prim, xv.shape, xv.dtype, x.weak_type, yv.shape, yv.dtype, y.weak_type)
+            else:
+                key = None
+            if key is not None:
+                if not (_memo and key in _checked):
+                    abstract_eval(prim, [o.aval for o in ops], params)
+                    if len(_checked) >= _CHECKED_MAX:
+                        _checked.clear()
+                    _checked.add(key)
+                return prim.bind(*ops)
         try:
             key = (prim, tuple(params.items()) if params else (),
                    *[(o._value.shape, o._value.dtype, o.weak_type) if type(o) is Array else _UNKEYED for o in ops])
@@ -164,6 +184,36 @@ def _bind(prim: Primitive, *ops: Any, **params: Any) -> Any:
                     _checked.clear()
                 _checked.add(key)
     return prim.bind(*ops, **params)
+
+
+def _bind_array(prim: Primitive, x: Any) -> Any:
+    """``_bind(prim, x)`` for one operand and no params (a unary ``lax`` op), without packing: an Array takes
+    the same flat key and check as in ``_bind``; anything else (a tracer) goes through ``_bind``."""
+    if type(x) is not Array:
+        return _bind(prim, x)
+    if not _trace.active_anywhere or _trace.state.eval_only:
+        xv = x._value
+        key = (prim, xv.shape, xv.dtype, x.weak_type)
+        if not (_memo and key in _checked):
+            abstract_eval(prim, [x.aval], {})
+            if len(_checked) >= _CHECKED_MAX:
+                _checked.clear()
+            _checked.add(key)
+    return prim.bind(x)
+
+
+def _bind_arrays(prim: Primitive, x: Array, y: Array) -> Any:
+    """``_bind(prim, x, y)`` for two Arrays and no params (a binary ``lax`` op's common case), without packing
+    the operands and params: the same flat key and check."""
+    if not _trace.active_anywhere or _trace.state.eval_only:
+        xv, yv = x._value, y._value
+        key = (prim, xv.shape, xv.dtype, x.weak_type, yv.shape, yv.dtype, y.weak_type)
+        if not (_memo and key in _checked):
+            abstract_eval(prim, [x.aval, y.aval], {})
+            if len(_checked) >= _CHECKED_MAX:
+                _checked.clear()
+            _checked.add(key)
+    return prim.bind(x, y)
 
 
 _UNKEYED = object()  # an operand that is not a concrete Array: its check is never remembered
@@ -190,15 +240,16 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
     # An Array operand is its own operand: only other values go through _operands.
     if with_accuracy:
         def fn(x: Any, *, accuracy: Any = None) -> Any:
-            _no_accuracy(name, accuracy)
+            if accuracy is not None:
+                _no_accuracy(name, accuracy)
             if type(x) is not Array:
                 (x,) = _operands(name, (x,))
-            return _bind(prim, x)
+            return _bind_array(prim, x)
     else:
         def fn(x: Any) -> Any:
             if type(x) is not Array:
                 (x,) = _operands(name, (x,))
-            return _bind(prim, x)
+            return _bind_array(prim, x)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``lax.{name}``: elementwise, no promotion (the ``{prim.name}`` primitive)."
@@ -208,6 +259,8 @@ def _unop(prim: Primitive, name: str, *, with_accuracy: bool = False):
 def _binop(prim: Primitive, name: str):
     def fn(x: Any, y: Any) -> Any:
         if type(x) is Array and type(y) is Array:  # Arrays are their own operands
+            if x._value.shape == y._value.shape:  # nothing to broadcast
+                return _bind_arrays(prim, x, y)
             a, b = x, y
         else:
             a, b = _same_dtype_operands(name, (x, y))
