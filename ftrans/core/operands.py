@@ -221,8 +221,8 @@ def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]], args=()) -> t
                 out[i] = d
             else:
                 raise FtransShapeError(
-                    f"{name}: incompatible shapes for broadcasting: "
-                    f"{', '.join(str(tuple(s)) for s in shapes)}"
+                    f"{name} got incompatible shapes for broadcasting: "
+                    f"{', '.join(str(tuple(s)) for s in shapes)}."
                     + (f" (operands {shapes_str(*args)})" if args else "")
                 )
     return tuple(out)

@@ -314,8 +314,9 @@ def _escaped_origin(t: Tracer) -> str:
     for eqn in reversed(builder.eqns):
         if any(v is atom for v in eqn.outvars):
             info = eqn.source_info
-            where = f" at {info}" if info is not None else ""
-            return f" It was created by `{eqn.primitive.name}`{where}."
+            if info is None:
+                return f" It was created by `{eqn.primitive.name}`."
+            return f" It was created on line {info} by `{eqn.primitive.name}`."
     return ""
 
 
