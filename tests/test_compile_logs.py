@@ -56,6 +56,7 @@ def test_log_compiles_context_names_function_types_and_line(caplog):
     jmsgs = _warnings(caplog, "jax")
     assert any(m.startswith("Compiling jit(scaled) with global shapes and types (ShapedArray(float32[3]),)")
                for m in jmsgs)
+    assert any(m.startswith("Finished tracing scaled for jit in ") for m in jmsgs)
     assert compiling.startswith("Compiling jit(scaled) with global shapes and types (ShapedArray(float32[3]),)")
 
 

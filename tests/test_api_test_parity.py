@@ -1,0 +1,137 @@
+"""Behaviours JAX's own ``api_test.py`` checks, next to JAX: ``jit`` of a callable that cannot be weakly
+referenced, the wording of broadcasting and escaped-tracer errors, ``checkpoint``'s non-array arguments,
+and the root logger seeing ``explain_cache_misses`` / ``log_compiles`` reports at WARNING."""
+
+from __future__ import annotations
+
+import logging
+import weakref
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+from ftrans import lax as flax
+
+
+class _CallableWithSlots:
+    __slots__ = []
+
+    def __call__(self, x):
+        return x + 1
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+def test_jit_of_non_weakreferenceable_callable_raises_typeerror_when_called(lib):
+    c = _CallableWithSlots()
+    with pytest.raises(TypeError, match="cannot create weak reference"):
+        weakref.ref(c)
+    f = lib.jit(c)  # building the jit object does not fail
+    with pytest.raises(TypeError, match="cannot create weak reference"):
+        f(3)
+    with pytest.raises(TypeError, match="cannot create weak reference to 'numpy.ufunc' object"):
+        lib.jit(np.add)(1, 2)
+    assert int(lib.jit(lambda x: c(x))(3)) == 4  # wrapped in a plain function it works
+
+
+@pytest.mark.parametrize("lib", ["jax", "ftrans"])
+def test_binop_mismatch_message_starts_as_jax(lib):
+    jnp, grad = (jjnp, jax.grad) if lib == "jax" else (fjnp, ftrans.grad)
+    want = "add got incompatible shapes for broadcasting: (3,), (4,)."
+    with pytest.raises(TypeError) as ei:
+        jnp.zeros(3) + jnp.zeros(4)
+    assert str(ei.value).startswith(want)
+    with pytest.raises(TypeError) as ei:
+        grad(lambda x, y: (x + y).sum())(np.zeros(3), np.zeros(4))
+    assert str(ei.value).startswith(want)
+
+
+def test_escaped_tracer_says_on_which_line_it_was_created():
+    count = 1
+
+    @ftrans.jit
+    def f():
+        nonlocal count
+        count = fjnp.add(count, 1)
+
+    f()  # leaks a tracer
+
+    def body(c, x):
+        fjnp.add(count, 1)
+        return None, None
+
+    @ftrans.jit
+    def g():
+        flax.scan(body, None, None, length=2)
+
+    with pytest.raises(ftrans.errors.UnexpectedTracerError, match=r"was created on line .*test_api_test_parity"):
+        g()
+
+
+@pytest.mark.parametrize("args", [(1,), (1.0, None), (True,), ((1, 2.0),), ([1.5], {"a": 2})])
+def test_checkpoint_takes_python_scalars_none_and_pytrees_as_jax(args):
+    def fun(x, y=None):
+        if isinstance(x, list):
+            return x[0] * y["a"]
+        return x * 2 if y is None else x * y
+
+    want = jax.checkpoint(fun)(*args)
+    got = ftrans.checkpoint(fun)(*args)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    gw = jax.grad(lambda x: jax.checkpoint(lambda a, n: a ** n)(x, 3))(2.0)
+    gf = ftrans.grad(lambda x: ftrans.checkpoint(lambda a, n: a ** n)(x, 3))(2.0)
+    assert float(gf) == float(gw) == 12.0
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+def test_checkpoint_refuses_a_string_argument_as_jax(lib):
+    with pytest.raises(TypeError):
+        lib.checkpoint(lambda x, s: x)(1.0, "s")
+
+
+class _RootCapture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def root_warnings():
+    h = _RootCapture()
+    root = logging.getLogger()
+    old = root.level
+    root.addHandler(h)
+    root.setLevel(logging.WARNING)
+    yield h.messages
+    root.removeHandler(h)
+    root.setLevel(old)
+
+
+def test_cache_miss_explanation_and_compile_log_reach_the_root_logger(root_warnings):
+    @ftrans.jit
+    def f(x):
+        return x
+
+    with ftrans.explain_cache_misses(True):
+        f(fjnp.float32(1.0))
+        f(fjnp.float32(1.0))  # a hit: no report
+    reports = [m for m in root_warnings if "TRACING CACHE MISS" in m]
+    assert len(reports) == 1 and "never seen function" in reports[0]
+
+    @ftrans.jit
+    def add(x):
+        return x * 2
+
+    root_warnings.clear()
+    with ftrans.log_compiles(True):
+        add(fjnp.arange(8))
+        ftrans.clear_caches()
+        add(fjnp.arange(8))
+    assert sum("Finished tracing add for jit" in m for m in root_warnings) == 2
