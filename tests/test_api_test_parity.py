@@ -135,3 +135,56 @@ def test_cache_miss_explanation_and_compile_log_reach_the_root_logger(root_warni
         ftrans.clear_caches()
         add(fjnp.arange(8))
     assert sum("Finished tracing add for jit" in m for m in root_warnings) == 2
+
+
+def _f_many(x, y, *a, k=1):
+    if x + y[0] + a[1] + k > 0:
+        return 1
+    return 0
+
+
+_CONST = np.ones(3)
+
+
+def _const_user(jnp):
+    def f(x):
+        return int(jnp.sum(jnp.asarray(_CONST)))
+
+    return f
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+def test_concretization_error_names_the_jit_arguments_it_depends_on(lib):
+    jnp = jjnp if lib is jax else fjnp
+    with pytest.raises(TypeError, match=r"tracing the function <lambda> at .*test_api_test_parity.py:\d+ for jit\. "
+                       r"This concrete value was not available in Python because it depends on the value of the "
+                       r"argument x\."):
+        lib.jit(lambda x: jnp.zeros(shape=(2, x)))(1)
+    with pytest.raises(TypeError, match=r"tracing the function _f_many at .* for jit\. This concrete value was not "
+                       r"available in Python because it depends on the values of the arguments x, y\[0\], a\[1\], "
+                       r"and k\."):
+        lib.jit(_f_many)(1.0, (2.0, 3.0), 4, 5, k=3)
+    with pytest.raises(TypeError, match=r"depends on the values of the arguments x and y\.") as ei:
+        lib.jit(lambda x, y, z: float(x * y))(1.0, 2.0, 3.0)
+    assert "argument z" not in str(ei.value)
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+def test_concretization_error_names_the_operations_on_constants(lib):
+    with pytest.raises(TypeError, match=r"(?s)This value became a tracer due to (JAX )?operations on these lines:"
+                       r"\n\n  operation a:f32\[\] = reduce_sum\[axes=\(0,\).*\n    from line .*"
+                       r"test_api_test_parity.py:\d+"):
+        lib.jit(_const_user(jjnp if lib is jax else fjnp))(1.0)
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+def test_concretization_error_under_vmap_names_the_calling_line(lib):
+    jnp = jjnp if lib is jax else fjnp
+
+    @lib.vmap
+    def g(x):
+        return jnp.zeros(shape=(2, x))
+
+    with pytest.raises(TypeError, match=r"This BatchTracer with object id \d+ was created on line:\n  "
+                       r".*test_api_test_parity.py:\d+"):
+        g(jnp.ones((1,)))  # the line named

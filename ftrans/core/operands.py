@@ -384,6 +384,7 @@ def concrete_or_error(x: Any, what: str) -> Any:
             f"{what} must be a concrete (static) value, but a traced array "
             f"{x.aval.str_short()} was given. Pass it as a static argument "
             "(static_argnums/static_argnames) or compute it with NumPy outside the traced function."
+            + x._origin_msg()
         )
     if isinstance(x, Array):
         return x._value

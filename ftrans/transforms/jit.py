@@ -1575,7 +1575,9 @@ class JitWrapped:
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
             closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
-                                         else a for a in avals], boundary=True)
+                                         else a for a in avals], boundary=True,
+                              debug=lambda: (f"{fname} at {_definition_site(self._fun)}", "jit",
+                                             _leaf_names(self, args, kwargs)))
         finally:
             st.primal_rewriter = prev
             for k in laid_out:
