@@ -188,3 +188,16 @@ def test_concretization_error_under_vmap_names_the_calling_line(lib):
     with pytest.raises(TypeError, match=r"This BatchTracer with object id \d+ was created on line:\n  "
                        r".*test_api_test_parity.py:\d+"):
         g(jnp.ones((1,)))  # the line named
+
+
+@pytest.mark.parametrize("lib", ["jax", "ftrans"])
+def test_invalid_dtype_dot_mismatch_and_mesh_rank_errors_read_as_jax(lib):
+    mod, jnp, lax = (jax, jjnp, jax.lax) if lib == "jax" else (ftrans, fjnp, flax)
+    with pytest.raises(TypeError, match=r"Error interpreting argument to .* as a JAX value. The problematic value is "
+                       r"of type .* and was passed to add at position 1."):
+        lax.add(jnp.array(7), np.array("hello"))
+    with pytest.raises(TypeError, match=r"dot_general requires contracting dimensions to have the same shape, got "
+                       r"\(3L?,\) and \(4L?,\)."):
+        mod.grad(lambda x, y: jnp.dot(x, y))(np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match="ndim of its first argument"):
+        mod.sharding.Mesh(mod.devices(), ("x", "y"))

@@ -54,9 +54,11 @@ def check_arraylike(name: str, *args: Any) -> None:
         if type(a) is PRNGKeyArray:
             raise reject_keys(name, args)
         if isinstance(a, (np.ndarray, np.generic)) and a.dtype not in dtypes.SUPPORTED:
+            op = name.rsplit(".", 1)[-1]
             raise FtransTypeError(
-                f"{name}: argument {i} is a NumPy value of dtype {a.dtype} ({shown_value(a)}), which is not a valid "
-                f"JAX value: {dtypes.unsupported_dtype_message(a.dtype)}")
+                f"{name}: Error interpreting argument to {op} as a JAX value. The problematic value is of type "
+                f"{type(a)} and was passed to {op} at position {i}: a NumPy value of dtype {a.dtype} "
+                f"({shown_value(a)}); {dtypes.unsupported_dtype_message(a.dtype)}")
         if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS
                 or is_foreign_array(a)):
             what = type(a).__name__
