@@ -201,3 +201,20 @@ def test_invalid_dtype_dot_mismatch_and_mesh_rank_errors_read_as_jax(lib):
         mod.grad(lambda x, y: jnp.dot(x, y))(np.zeros(3), np.zeros(4))
     with pytest.raises(ValueError, match="ndim of its first argument"):
         mod.sharding.Mesh(mod.devices(), ("x", "y"))
+
+
+@pytest.mark.parametrize("lib", [jax, ftrans], ids=["jax", "ftrans"])
+@pytest.mark.parametrize("api", ["make_jaxpr", "eval_shape"])
+def test_make_jaxpr_and_eval_shape_concretization_errors_name_the_argument(lib, api):
+    jnp = jjnp if lib is jax else fjnp
+
+    def f(x, n):
+        return jnp.zeros(n) + x
+
+    with pytest.raises(TypeError, match=r"tracing the function f at .*test_api_test_parity.py:\d+ for "
+                       r"(jit|make_jaxpr|eval_shape)\. This concrete value was not available in Python because it "
+                       r"depends on the value of the argument n\."):
+        if api == "make_jaxpr":
+            lib.make_jaxpr(f)(1.0, 3)
+        else:
+            lib.eval_shape(f, 1.0, 3)
