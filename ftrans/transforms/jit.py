@@ -1479,14 +1479,6 @@ class JitWrapped:
                         keep: list | None = None) -> tuple[ClosedJaxpr, Any]:
         # A real trace (not one from the per-signature store) outside any transform is logged, as JAX logs
         # its top-level traces (a call's, trace()'s or lower()'s).
-        # As JAX (whose trace cache holds the function weakly): a callable that cannot be weakly referenced
-        # (a NumPy ufunc, a class with __slots__ and no __weakref__) is refused when first traced.
-        try:
-            weakref.ref(self._fun)
-        except TypeError as e:
-            raise FtransTypeError(
-                f"jit({self.__name__}): {e}; jit keeps its traces for the function through a weak reference, "
-                "as JAX does: pass a plain function (for example `lambda *a, **k: f(*a, **k)`)") from None
         level = X.compile_log_level()
         t0 = time.perf_counter() if _trace.state.eval_only and X.logger.isEnabledFor(level) else None
         out = self._trace_staged(args, kwargs, avals, in_tree, keep)
