@@ -90,7 +90,9 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner,
                          what)
         try:
-            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun)
+            closed_j, out_tree, avals = _trace_plain(
+                run, (*vals, *cvals), {}, (), what, fun,
+                lambda n=len(cvals): _leaf_arg_names(fun, args, dyn_idx, kwargs) + ["a closed-over ref"] * n)
         except _ref.NeedsRef as e:
             if e.owner is not owner:
                 raise
@@ -147,7 +149,8 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
 
 
 def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
-                 what: str = "make_jaxpr", user_fun: Callable | None = None):
+                 what: str = "make_jaxpr", user_fun: Callable | None = None,
+                 user_names: Callable[[], list[str]] | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
@@ -171,8 +174,9 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
     def debug() -> tuple[str, str, list[str] | None]:
         code = getattr(inspect.unwrap(named), "__code__", None)
         where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
-        return (f"{getattr(named, '__name__', type(named).__name__)}{where}", what,
-                None if user_fun is not None else _leaf_arg_names(fun, args, dyn_idx, kwargs))
+        names = (user_names() if user_names is not None else
+                 None if user_fun is not None else _leaf_arg_names(fun, args, dyn_idx, kwargs))
+        return f"{getattr(named, '__name__', type(named).__name__)}{where}", what, names
 
     st = _trace_state
     prev, st.primal_rewriter = st.primal_rewriter, None  # make_jaxpr shows the program as written
