@@ -41,7 +41,7 @@ def test_log_compiles_context_names_function_types_and_line(caplog):
         f(jnp.ones(3))  # MARK-call
         f(jnp.ones(3))  # a cache hit: nothing logged
     msgs = _warnings(caplog, "ftrans")
-    assert any(m.startswith("Finished tracing + transforming scaled for jit in ") for m in msgs)
+    assert any(m.startswith("Finished tracing scaled for jit in ") for m in msgs)
     (compiling,) = [m for m in msgs if m.startswith("Compiling jit(scaled)")]
     assert "ShapedArray(float32[3])" in compiling
     assert f"{THIS}:{_line_of('MARK-call')}" in compiling  # the user's call
@@ -56,6 +56,7 @@ def test_log_compiles_context_names_function_types_and_line(caplog):
     jmsgs = _warnings(caplog, "jax")
     assert any(m.startswith("Compiling jit(scaled) with global shapes and types (ShapedArray(float32[3]),)")
                for m in jmsgs)
+    assert any(m.startswith("Finished tracing scaled for jit in ") for m in jmsgs)
     assert compiling.startswith("Compiling jit(scaled) with global shapes and types (ShapedArray(float32[3]),)")
 
 

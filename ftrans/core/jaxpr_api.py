@@ -4,6 +4,7 @@ running a staged one."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -89,7 +90,9 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner,
                          what)
         try:
-            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun)
+            closed_j, out_tree, avals = _trace_plain(
+                run, (*vals, *cvals), {}, (), what, fun,
+                lambda n=len(cvals): _leaf_arg_names(fun, args, dyn_idx, kwargs) + ["a closed-over ref"] * n)
         except _ref.NeedsRef as e:
             if e.owner is not owner:
                 raise
@@ -146,7 +149,8 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
 
 
 def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
-                 what: str = "make_jaxpr", user_fun: Callable | None = None):
+                 what: str = "make_jaxpr", user_fun: Callable | None = None,
+                 user_names: Callable[[], list[str]] | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
@@ -165,13 +169,44 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
         out_tree_box.append(out_tree)
         return flat_out
 
+    named = user_fun or fun
+
+    def debug() -> tuple[str, str, list[str] | None]:
+        code = getattr(inspect.unwrap(named), "__code__", None)
+        where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+        names = (user_names() if user_names is not None else
+                 None if user_fun is not None else _leaf_arg_names(fun, args, dyn_idx, kwargs))
+        return f"{getattr(named, '__name__', type(named).__name__)}{where}", what, names
+
     st = _trace_state
     prev, st.primal_rewriter = st.primal_rewriter, None  # make_jaxpr shows the program as written
     try:
-        closed, _ = stage(flat_fun, in_avals, boundary=True)
+        closed, _ = stage(flat_fun, in_avals, boundary=True, debug=debug)
     finally:
         st.primal_rewriter = prev
     return closed, out_tree_box[0], in_avals
+
+
+def _leaf_arg_names(fun: Callable, args: tuple, dyn_idx: list[int], kwargs: dict) -> list[str]:
+    """A name for each flattened dynamic argument, as JAX's debug info writes it: ``x``, ``y[0]``, ``a[1]``
+    (in ``*a``), ``k`` (a keyword), ``params['w']``."""
+    try:
+        sig_params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        sig_params = []
+    params = [p.name for p in sig_params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var = next((p.name for p in sig_params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for path, _ in tree_util.tree_flatten_with_path((tuple(args[i] for i in dyn_idx), kwargs))[0]:
+        head, first, *rest = path
+        if getattr(head, "idx", None) == 0:
+            pos = dyn_idx[first.idx]
+            root = (params[pos] if pos < len(params)
+                    else f"{var}[{pos - len(params)}]" if var is not None else f"args[{pos}]")
+        else:
+            root = str(getattr(first, "key", first))
+        names.append(root + tree_util.keystr(tuple(rest)))
+    return names
 
 
 def _axis_env_pairs(axis_env: Any) -> list:

@@ -79,8 +79,12 @@ def _name(obj: Any) -> str:
 
 def origin() -> str:
     """The user's line that is starting a transform (the first frame outside ftrans, jax and contextlib)."""
+    return user_line(sys._getframe(1))
+
+
+def user_line(f: Any) -> str:
+    """The first frame from ``f`` outward outside ftrans, jax and contextlib, as ``file:line (function)``."""
     skip = errors.LIBRARY_DIRS + (os.path.dirname(contextlib.__file__) + os.sep + "contextlib.py",)
-    f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(skip):
         f = f.f_back
     return "<unknown location>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"

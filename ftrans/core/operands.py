@@ -54,9 +54,11 @@ def check_arraylike(name: str, *args: Any) -> None:
         if type(a) is PRNGKeyArray:
             raise reject_keys(name, args)
         if isinstance(a, (np.ndarray, np.generic)) and a.dtype not in dtypes.SUPPORTED:
+            op = name.rsplit(".", 1)[-1]
             raise FtransTypeError(
-                f"{name}: argument {i} is a NumPy value of dtype {a.dtype} ({shown_value(a)}), which is not a valid "
-                f"JAX value: {dtypes.unsupported_dtype_message(a.dtype)}")
+                f"{name}: Error interpreting argument to {op} as a JAX value. The problematic value is of type "
+                f"{type(a)} and was passed to {op} at position {i}: a NumPy value of dtype {a.dtype} "
+                f"({shown_value(a)}); {dtypes.unsupported_dtype_message(a.dtype)}")
         if not (is_array(a) or isinstance(a, (np.ndarray, np.generic)) or type(a) in _PY_SCALARS
                 or is_foreign_array(a)):
             what = type(a).__name__
@@ -221,8 +223,8 @@ def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]], args=()) -> t
                 out[i] = d
             else:
                 raise FtransShapeError(
-                    f"{name}: incompatible shapes for broadcasting: "
-                    f"{', '.join(str(tuple(s)) for s in shapes)}"
+                    f"{name} got incompatible shapes for broadcasting: "
+                    f"{', '.join(str(tuple(s)) for s in shapes)}."
                     + (f" (operands {shapes_str(*args)})" if args else "")
                 )
     return tuple(out)
@@ -384,6 +386,7 @@ def concrete_or_error(x: Any, what: str) -> Any:
             f"{what} must be a concrete (static) value, but a traced array "
             f"{x.aval.str_short()} was given. Pass it as a static argument "
             "(static_argnums/static_argnames) or compute it with NumPy outside the traced function."
+            + x._origin_msg()
         )
     if isinstance(x, Array):
         return x._value

@@ -178,8 +178,9 @@ class Mesh:
                                    "with a str")
         if devs.ndim != len(axis_names):
             raise FtransValueError(
-                f"Mesh: the devices array has {devs.ndim} dimensions (shape {devs.shape}) but {len(axis_names)} "
-                f"axis names were given ({axis_names}); give one name per dimension")
+                "Mesh requires the ndim of its first argument (`devices`) to equal the length of its second "
+                f"argument (`axis_names`), but got devices.ndim == {devs.ndim} (shape {devs.shape}) and "
+                f"len(axis_names) == {len(axis_names)} ({axis_names}); give one name per dimension")
         if len(set(axis_names)) != len(axis_names):
             raise FtransValueError(f"Mesh: axis names must be distinct, got {axis_names}")
         ids = [d.id for d in devs.flat] if devs.ndim else []  # a 0-d devices array: the empty mesh, as JAX's

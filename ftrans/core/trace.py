@@ -15,7 +15,7 @@ import functools
 import operator
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -314,8 +314,9 @@ def _escaped_origin(t: Tracer) -> str:
     for eqn in reversed(builder.eqns):
         if any(v is atom for v in eqn.outvars):
             info = eqn.source_info
-            where = f" at {info}" if info is not None else ""
-            return f" It was created by `{eqn.primitive.name}`{where}."
+            if info is None:
+                return f" It was created by `{eqn.primitive.name}`."
+            return f" It was created on line {info} by `{eqn.primitive.name}`."
     return ""
 
 
@@ -726,8 +727,12 @@ class Tracer(ArrayMixin):
         return cls(
             f"{head}{what} needs a concrete value, but this is a traced array of type "
             f"{self.aval.str_short()} (its value is only known when the compiled program runs). "
-            f"{hint}"
+            f"{hint}{self._origin_msg()}"
         )
+
+    def _origin_msg(self) -> str:
+        """Why this value is not concrete, as JAX's concretization errors say it (empty when unknown)."""
+        return ""
 
     # JAX's checks on the type alone come first: a conversion no value could make work is a TypeError
     # (or, for bool, a ValueError) whether or not the value is known.
@@ -967,13 +972,54 @@ class StagingTracer(Tracer):
         # JAX's name for a value traced by jit/make_jaxpr, with its long type (``~`` marks a weak type).
         return f"JitTracer({long_type_str(self.aval)})"
 
+    def _origin_msg(self) -> str:
+        """JAX's account of a staged value: the function being traced, and the arguments the value depends
+        on or else the operations on captured constants that made it."""
+        builder = getattr(self._trace.main, "payload", None)
+        if not isinstance(builder, JaxprBuilder) or builder.debug is None or not isinstance(self.atom, Var):
+            return ""
+        try:
+            src, traced_for, names = builder.debug()
+        except Exception:  # an account of the error must not replace it
+            return ""
+        origin = f"The error occurred while tracing the function {src} for {traced_for}. "
+        active = {self.atom}
+        for eqn in reversed(builder.eqns):
+            made = [v for v in eqn.outvars if v in active]
+            if made:
+                active.difference_update(made)
+                active.update(v for v in eqn.invars if isinstance(v, Var))
+        positions = [i for i, v in enumerate(builder.invars) if v in active]
+        if positions:
+            args = [names[i] if names is not None and i < len(names) else "unknown" for i in positions]
+            if len(args) == 1:
+                which = f"the argument {args[0]}"
+            elif len(args) == 2:
+                which = f"the arguments {args[0]} and {args[1]}"
+            else:
+                which = f"the arguments {', '.join(args[:-1])}, and {args[-1]}"
+            origin += ("This concrete value was not available in Python because it depends on the "
+                       f"value{'s' if len(args) > 1 else ''} of {which}.")
+        else:
+            consts = {v for v, _ in builder.const_vals} & active
+            made = [e for e in builder.eqns if any(isinstance(v, Var) and v in consts for v in e.invars)]
+            if made:
+                origin += "This value became a tracer due to operations on these lines:\n\n" + "\n\n".join(
+                    f"  operation {e}\n    from line {e.source_info}" for e in made[:5])
+                if len(made) > 5:
+                    origin += "\n\n(Additional originating lines are not shown.)"
+        return "\n" + origin.rstrip()
+
 
 class JaxprBuilder:
     """Accumulates equations and captured constants while a function is staged."""
 
-    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive", "typed")
+    __slots__ = ("eqns", "const_tracers", "const_by_content", "const_vals", "invars", "keepalive", "typed", "debug")
 
     def __init__(self) -> None:
+        # What a concretization error says about the staged function (JAX's debug info), computed only then:
+        # a callable giving (its name and definition site, the transform tracing it, its arguments' names).
+        self.debug: Callable[[], tuple[str, str, list[str] | None]] | None = None
         self.typed = False  # a value with a sharding type entered: rules type the results (sharding_rules.py)
         self.keepalive: list = []
         self.eqns: list[JaxprEqn] = []
@@ -998,6 +1044,7 @@ class JaxprBuilder:
         self.const_by_content = {}
         self.const_vals = []
         self.keepalive = []
+        self.debug = None
 
 
 _LITERAL_TYPES = (bool, int, float, complex)
@@ -1216,19 +1263,22 @@ def check_outputs(out: Any, fun: Any, what: str, ok: Any = None) -> None:
             "arrays, scalars or pytrees of them")
 
 
-def stage(fun, in_avals: list[ShapedArray], boundary: bool = False) -> tuple[ClosedJaxpr, list]:
+def stage(fun, in_avals: list[ShapedArray], boundary: bool = False,
+          debug: Callable[[], tuple[str, str, list[str] | None]] | None = None) -> tuple[ClosedJaxpr, list]:
     """Trace ``fun`` on flat abstract arguments into a closed jaxpr.
 
     Returns the closed jaxpr and its captured constants that are tracers of
     outer transforms (empty unless staging happens inside another transform).
     ``fun`` takes and returns flat lists.  ``boundary``: this is a ``jit`` or
-    ``make_jaxpr`` trace, where its equations' recorded user frames stop.
+    ``make_jaxpr`` trace, where its equations' recorded user frames stop.  ``debug``: see
+    ``JaxprBuilder.debug`` (a concretization error then names the arguments the value depends on).
     """
     if _config.no_tracing:
         raise errors.FtransRuntimeError(
             f"tracing {getattr(fun, '__qualname__', fun)}, but 'no_tracing' is set (ftrans.no_tracing() or "
             "config no_tracing); call it with argument types already compiled, or leave the no_tracing block")
     builder = JaxprBuilder()
+    builder.debug = debug
     # A staged body's name stacks start afresh (as JAX's): the equation that runs it carries the
     # enclosing scopes, and the lowering joins the two.
     st = state

@@ -121,7 +121,8 @@ def dot(a: Any, b: Any, *, precision: Any = None, preferred_element_type: Any = 
     rc = 0 if len(ys) == 1 else len(ys) - 2
     if xs[lc] != ys[rc]:
         raise FtransTypeError(
-            f"dot: shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
+            f"dot: dot_general requires contracting dimensions to have the same shape, got ({xs[lc]},) and "
+            f"({ys[rc]},). The shapes {xs} and {ys} are not aligned: axis {lc} of the first ({xs[lc]}) "
             f"!= axis {rc} of the second ({ys[rc]})"
         )
     pet, weak = _preferred(x, y, preferred_element_type, joined)

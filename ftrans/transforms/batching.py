@@ -22,6 +22,7 @@ applies its batching rule (``batch_rules/collectives.py``).
 from __future__ import annotations
 
 import reprlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -137,6 +138,19 @@ class BatchTracer(Tracer):
         self._trace = trace
         self.val = val
         self.bdim = bdim
+
+    def _origin_msg(self) -> str:
+        """JAX's account of a batched value in a concretization error: the user's line that called the
+        vmapped function (found, only when the error is raised, from the frame running this trace)."""
+        from ftrans.core.leaks import user_line
+
+        main = self._trace.main
+        f = sys._getframe(1)
+        while f is not None and not (f.f_code.co_filename == __file__ and f.f_locals.get("main") is main):
+            f = f.f_back
+        if f is None:
+            return ""
+        return f"\nThis BatchTracer with object id {id(self)} was created on line:\n  {user_line(f)}"
 
     @property
     def aval(self) -> ShapedArray:

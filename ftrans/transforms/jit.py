@@ -1483,7 +1483,7 @@ class JitWrapped:
         t0 = time.perf_counter() if _trace.state.eval_only and X.logger.isEnabledFor(level) else None
         out = self._trace_staged(args, kwargs, avals, in_tree, keep)
         if t0 is not None:
-            X.logger.log(level, "Finished tracing + transforming %s for jit in %.9f sec", self.__name__,
+            X.logger.log(level, "Finished tracing %s for jit in %.9f sec", self.__name__,
                          time.perf_counter() - t0)
         return out
 
@@ -1567,7 +1567,9 @@ class JitWrapped:
         prev, st.primal_rewriter = st.primal_rewriter, rewriter
         try:
             closed, _ = stage(flat_fun, [ShapedArray(a.shape, np.dtype(np.bool_), False) if a.dtype == _FLOAT0
-                                         else a for a in avals], boundary=True)
+                                         else a for a in avals], boundary=True,
+                              debug=lambda: (f"{fname} at {_definition_site(self._fun)}", "jit",
+                                             _leaf_names(self, args, kwargs)))
         finally:
             st.primal_rewriter = prev
             for k in laid_out:
