@@ -1119,6 +1119,11 @@ def source_info_as(info: SourceInfo | None) -> Iterator[None]:
         st.source_override = info
     try:
         yield
+    except Exception as e:  # (free until raised) say where the failing operation was traced, as JAX does
+        from ftrans.core.traceback_util import attach_user_context
+
+        attach_user_context(e, info)
+        raise
     finally:
         st.source_override = prev
 

@@ -37,6 +37,7 @@ from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
@@ -946,52 +947,57 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _trace.eager_everywhere and self._fast_ok and not kwargs:
-            fast = self._fast
-            if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
-                try:
-                    entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
-                except (LookupError, TypeError, ValueError):  # an argument whose __getattr__ raises KeyError (a
-                    entry = None  # dict with attribute access): no fast key, the general path flattens it
-                if entry is not None:
-                    if _array_mod.buffers_deleted and not _all_resident(args):
-                        return self._call(args, kwargs)  # the general path transfers or explains
-                    self.hits += 1
-                    return entry.invoke([a._buf for a in args], args)
-            else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
-                held = fast.get(_CPP_KEY)
-                if held is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
-                    if len(args) == 2:
-                        a0, a1 = args
-                        plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
-                    else:
-                        plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
-                    if plain:
+        # An API boundary (``traceback_util``): the ``try`` costs nothing until an exception leaves.
+        try:
+            if _trace.eager_everywhere and self._fast_ok and not kwargs:
+                fast = self._fast
+                if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
+                    try:
+                        entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                    except (LookupError, TypeError, ValueError):  # an argument whose __getattr__ raises KeyError (a
+                        entry = None  # dict with attribute access): no fast key, the general path flattens it
+                    if entry is not None:
+                        if _array_mod.buffers_deleted and not _all_resident(args):
+                            return self._call(args, kwargs)  # the general path transfers or explains
                         self.hits += 1
-                        cpp, aux = held
-                        out = cpp(*args)
-                        if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
-                            if aux is None:
-                                return _cpp_single_output(out, cpp, fast)
-                            res = DeviceArray()
-                            res._buf = out
-                            res._aval, res._sig, res.weak_type = aux
-                            return res
-                        return out
-                try:
-                    if len(args) == 2:  # the common case, without a comprehension
-                        a0, a1 = args
-                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64, (_ndarray, a0.shape, a0.dtype),
-                                        (type(a1), a1.shape, a1.dtype)))
-                    else:
-                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
-                                        *[(type(a), a.shape, a.dtype) for a in args]))
-                except AttributeError:  # an argument that is not an array
-                    hit = None
-                if hit is not None:
-                    self.hits += 1
-                    return hit(*args)
-        return self._call(args, kwargs)
+                        return entry.invoke([a._buf for a in args], args)
+                else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
+                    held = fast.get(_CPP_KEY)
+                    if held is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
+                        if len(args) == 2:
+                            a0, a1 = args
+                            plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
+                        else:
+                            plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
+                        if plain:
+                            self.hits += 1
+                            cpp, aux = held
+                            out = cpp(*args)
+                            if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
+                                if aux is None:
+                                    return _cpp_single_output(out, cpp, fast)
+                                res = DeviceArray()
+                                res._buf = out
+                                res._aval, res._sig, res.weak_type = aux
+                                return res
+                            return out
+                    try:
+                        if len(args) == 2:  # the common case, without a comprehension
+                            a0, a1 = args
+                            hit = fast.get((_NP_KEY, _config_mod.config.enable_x64, (_ndarray, a0.shape, a0.dtype),
+                                            (type(a1), a1.shape, a1.dtype)))
+                        else:
+                            hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
+                                            *[(type(a), a.shape, a.dtype) for a in args]))
+                    except AttributeError:  # an argument that is not an array
+                        hit = None
+                    if hit is not None:
+                        self.hits += 1
+                        return hit(*args)
+            return self._call(args, kwargs)
+        except Exception as e:
+            _tb.reraise_filtered(e)
+            raise
 
     def _call_key_checked(self, args: tuple, kwargs: dict) -> Any:
         """A call while key-reuse checking is on: an analysis trace of the function gives its effect on
@@ -2584,6 +2590,9 @@ def input_layout(x: Any) -> Any:
     """The layout of ``x`` if it is an argument of the jit being staged that has one (else ``None``)."""
     got = _input_layout.get(id(x))
     return got[1] if got is not None and got[0] is x else None
+
+
+_tb.register_boundary(JitWrapped.__call__)  # (its ``try`` filters tracebacks: see traceback_util)
 
 
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,

@@ -19,6 +19,7 @@ import numpy as np
 from ftrans.core import building, dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
@@ -422,6 +423,7 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
     return leaves, in_tree, flat_fun, out_tree_box
 
 
+@_tb.api_boundary
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
     """JAX's ``vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
     a tuple with one cotangent per primal.
@@ -605,6 +607,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, has_aux: bool, holomorphic: bool,
                          allow_int: bool, where: str) -> Callable:
     @wraps(fun)
+    @_tb.api_boundary
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         for i in nums:
@@ -668,6 +671,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     vg = _make_value_and_grad(fun, _fname(fun), argnums, nums, has_aux, holomorphic, allow_int, "grad")
 
     @wraps(fun)
+    @_tb.api_boundary
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
         if has_aux:
@@ -727,6 +731,7 @@ def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = Fal
 # linearize and linear_transpose
 
 
+@_tb.api_boundary
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """JAX's ``linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
     without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``) and, like
