@@ -160,8 +160,14 @@ def reraise_filtered(e: BaseException) -> None:
             return
         if mode == "tracebackhide":
             for f, _ in traceback.walk_tb(tb):
-                if not include_frame(f):
-                    f.f_locals["__tracebackhide__"] = True
+                if f.f_code is _wrapper_code or include_frame(f):  # (the wrapper has its own local)
+                    continue
+                loc = f.f_locals  # a snapshot, kept on the frame: it must not hold the exception (a cycle)
+                loc["__tracebackhide__"] = True
+                if f.f_code in _boundary_codes:
+                    for k in [k for k, v in loc.items() if v is e]:
+                        del loc[k]
+                del loc
             return
         e.with_traceback(filter_traceback(tb))
         if mode == "quiet_remove_frames":
@@ -196,7 +202,8 @@ def api_boundary(fun: C) -> C:
     return reraise_with_filtered_traceback  # type: ignore[return-value]
 
 
-_boundary_codes.add(api_boundary(lambda: None).__code__)
+_wrapper_code = api_boundary(lambda: None).__code__
+_boundary_codes.add(_wrapper_code)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -704,27 +704,53 @@ def _wait_for(owner: int, event: threading.Event) -> bool:
     return True
 
 
+class _NonFiniteOutput(FloatingPointError):
+    """``debug_nans``/``debug_infs``: a jitted function's output holds a NaN (an infinity). The jitted
+    function's call catches it and runs the Python function again without ``jit`` on the same arguments
+    (JAX's "de-optimized version"), which raises at the operation (or Python expression) that made it;
+    anywhere else it re-runs the traced program op by op (``rerun``)."""
+
+    def __init__(self, msg: str, closed: ClosedJaxpr, leaves: Any):
+        super().__init__(msg)
+        self.closed, self.leaves = closed, leaves
+
+    def rerun(self) -> None:
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        eval_jaxpr(self.closed, list(self.closed.consts), *self.leaves)  # raises at the first bad operation
+
+
 def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: list, leaves: Any) -> None:
-    """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
+    """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run without jit to name the operation."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
     if kind is None:
         return
-    if not donated:  # donated inputs are gone: nothing to re-run on
-        from ftrans.core.jaxpr_api import eval_jaxpr
-
-        # (what JAX prints here, on standard output)
-        print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized "
-              "version.")
-        eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
-    raise FloatingPointError(
+    if donated:  # donated inputs are gone: nothing to re-run on
+        raise FloatingPointError(f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs "
+                                 "were donated, so it cannot be re-run op by op to find the operation)")
+    raise _NonFiniteOutput(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
-        "the de-optimized function (its operations run one at a time, as if jit were removed) was run again "
-        "to name the operation, but the de-optimized function did not produce the invalid value. A nan/inf "
-        "literal returned as an output or passed straight through, or an optimization of the compiled "
-        "program, can cause this; removing jit may avoid it" if not donated else
-        f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
-        "donated, so it cannot be re-run op by op to find the operation)"
-    )
+        "the de-optimized function (the function run again as if jit were removed) was called to name the "
+        "operation, but it did not produce the invalid value. A nan/inf literal returned as an output or "
+        "passed straight through, or an optimization of the compiled program, can cause this; removing jit "
+        "may avoid it", closed, leaves)
+
+
+def _deoptimized(jitted: JitWrapped, e: _NonFiniteOutput, args: tuple, kwargs: dict) -> None:
+    """Run ``jitted``'s Python function on the call's arguments, eagerly (JAX's de-optimized re-run, which
+    raises where the invalid value is made); if it does not fail, raise ``e`` (what the compiled one found)."""
+    # (what JAX prints here, on standard output)
+    print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized version.")
+    try:
+        if callable(jitted._fun):
+            jitted._fun(*args, **kwargs)
+        else:
+            e.rerun()
+    except (FloatingPointError, ZeroDivisionError) as e2:
+        if isinstance(e2, _NonFiniteOutput):
+            raise
+        raise e2 from None
+    raise FloatingPointError(str(e)) from None
 
 
 # ----------------------------------------------------------------------------
@@ -996,6 +1022,12 @@ class JitWrapped:
                         return hit(*args)
             return self._call(args, kwargs)
         except Exception as e:
+            if type(e) is _NonFiniteOutput:
+                try:
+                    _deoptimized(self, e, args, kwargs)
+                except Exception as e2:
+                    _tb.reraise_filtered(e2)
+                    raise
             _tb.reraise_filtered(e)
             raise
 
