@@ -157,11 +157,12 @@ class _JaxDocumented:
             msg = self._about_tracer.format(t=_describe_tracer(msg))
         if context:
             msg = f"{msg}\n{context}"
-        super().__init__(msg)
-        text = self.args[0] if self.args else ""
-        if isinstance(text, str) and f"{ERROR_PAGE}#" not in text:
+        if f"{ERROR_PAGE}#" not in msg:  # the link before the location, which ends every message
             name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _JAX_DOCUMENTED)
-            self.args = (f"{text}\nSee {ERROR_PAGE}#jax.errors.{name}", *self.args[1:])
+            link = f"\nSee {ERROR_PAGE}#jax.errors.{name}"
+            at = msg.find("\n  (in your code at ")
+            msg = msg + link if at < 0 else msg[:at] + link + msg[at:]
+        super().__init__(msg)
 
 
 class JAXTypeError(_JaxDocumented, FtransTypeError):

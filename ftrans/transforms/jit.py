@@ -731,7 +731,7 @@ def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: lis
     raise _NonFiniteOutput(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
         "the de-optimized function (the function run again as if jit were removed) was called to name the "
-        "operation, but it did not produce the invalid value. A nan/inf literal returned as an output or "
+        "operation, but the de-optimized function did not produce the invalid value. A nan/inf literal returned as an output or "
         "passed straight through, or an optimization of the compiled program, can cause this; removing jit "
         "may avoid it", closed, leaves)
 
