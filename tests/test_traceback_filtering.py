@@ -300,3 +300,37 @@ def test_device_array_traceback_is_the_runtimes():
     tb = x.traceback
     assert tb is None or type(tb) is type(jax.device_put(jjnp.arange(3)).traceback)
     assert jnp.arange(3).traceback is None  # held on the host: no buffer, no traceback
+
+
+def _fails(*a, **k):
+    raise ValueError("user")
+
+
+_X = np.ones(3, np.float32)
+ENTRY_POINTS = {
+    "make_jaxpr": lambda: ftrans.make_jaxpr(_fails)(_X),
+    "eval_shape": lambda: ftrans.eval_shape(_fails, _X),
+    "jacfwd": lambda: ftrans.jacfwd(_fails)(_X),
+    "jacrev": lambda: ftrans.jacrev(_fails)(_X),
+    "hessian": lambda: ftrans.hessian(_fails)(_X),
+    "checkpoint": lambda: ftrans.checkpoint(_fails)(_X),
+    "linearize": lambda: ftrans.linearize(_fails, _X),
+    "linear_transpose": lambda: ftrans.linear_transpose(_fails, _X)(_X),
+    "jit.lower": lambda: ftrans.jit(_fails).lower(_X),
+    "jit.trace": lambda: ftrans.jit(_fails).trace(_X),
+    "jit.eval_shape": lambda: ftrans.jit(_fails).eval_shape(_X),
+    "value_and_grad": lambda: ftrans.value_and_grad(_fails)(1.0),
+    "pmap": lambda: ftrans.pmap(_fails)(np.ones((1, 3), np.float32)),
+    "closure_convert": lambda: ftrans.closure_convert(_fails, _X),
+    "named_call": lambda: ftrans.named_call(_fails, name="n")(_X),
+    "checkify": lambda: __import__("ftrans.experimental.checkify", fromlist=["x"]).checkify(_fails)(_X),
+}
+
+
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+def test_every_entry_point_leaves_only_user_frames(name):
+    e = _raised(ftrans, "remove_frames", ENTRY_POINTS[name])
+    assert type(e) is ValueError
+    names = [f.f_code.co_name for f, _ in traceback.walk_tb(e.__traceback__)]
+    assert names[0] == "_raised" and names[-1] == "_fails"
+    assert all(f.f_code.co_filename == __file__ for f, _ in traceback.walk_tb(e.__traceback__))

@@ -208,6 +208,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
     static = _static_tuple(static_argnums)
 
     @wraps(fun)
+    @_traceback_util.api_boundary
     def make(*args: Any, **kwargs: Any):
         with contextlib.ExitStack() as stack:
             for name, size in axes:  # collectives over these names stage as inside a pmap of that size

@@ -24,6 +24,7 @@ from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
+from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
@@ -286,6 +287,7 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
     scope = name if name is not None else getattr(fun, "__name__", "named_call")
 
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def named(*args: Any, **kwargs: Any) -> Any:
         with named_scope(scope):
             return fun(*args, **kwargs)

@@ -959,6 +959,7 @@ def _maybe_perturbed(x: Any) -> bool:
     return tangent_aval(x.aval).dtype != float0
 
 
+@_tb.api_boundary
 def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
     """JAX's ``closure_convert``: ``(converted, consts)`` where ``converted(*args, *consts)`` equals
     ``fun(*args)`` for arguments of the example arguments' types, and ``consts`` are the values ``fun``

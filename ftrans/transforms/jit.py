@@ -1790,6 +1790,7 @@ class JitWrapped:
         return tree_util.tree_unflatten(out_tree, outs)
 
     # -- ahead-of-time API ------------------------------------------------------
+    @_tb.api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         from ftrans.transforms import refs as _refs
 
@@ -1819,6 +1820,7 @@ class JitWrapped:
             pass
         return t
 
+    @_tb.api_boundary
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
@@ -1842,6 +1844,7 @@ class JitWrapped:
             return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
         return traced.lower()
 
+    @_tb.api_boundary
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The outputs' shapes and dtypes (``ShapeDtypeStruct``s) without running the function; each carries
         its ``out_shardings`` entry as ``.sharding`` when the function was given them, as in JAX."""
@@ -2660,6 +2663,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     return JitWrapped(fun, **kw)
 
 
+@_tb.api_boundary
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
     answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""

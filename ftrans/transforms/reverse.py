@@ -846,6 +846,7 @@ def _linearized_unflatten(aux: tuple, leaves: Any) -> _Linearized:
 tree_util.register_pytree_node(_Linearized, _linearized_flatten, _linearized_unflatten)
 
 
+@_tb.api_boundary
 def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
     """``jax.linear_transpose``: the transpose of a linear ``fun``; ``primals`` give only shapes and dtypes.
 
@@ -1040,6 +1041,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     from ftrans.transforms.batching import vmap
 
     @wraps(fun)
+    @_tb.api_boundary
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacfwd", fun, argnums, args, kwargs, holomorphic, False)
         d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
@@ -1086,6 +1088,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     from ftrans.transforms.batching import vmap
 
     @wraps(fun)
+    @_tb.api_boundary
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacrev", fun, argnums, args, kwargs, holomorphic, allow_int)
         res = vjp(restricted, *dyn, has_aux=has_aux)
