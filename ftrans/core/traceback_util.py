@@ -155,6 +155,7 @@ def reraise_filtered(e: BaseException) -> None:
     try:
         if _under_boundary(tb.tb_frame.f_back):
             return
+        _materialize_user_context(e)
         mode = filtering_mode()
         if mode == "off":
             return
@@ -228,14 +229,25 @@ def has_user_context(e: BaseException | None) -> bool:
     return False
 
 
-def _frame_raising_at(code: Any, line: int) -> types.TracebackType | None:
-    """A traceback entry whose frame shows as ``code``'s file, function and ``line`` (a stand-in frame: the
-    real one finished when tracing did)."""
+def _frame_raising_at(code: Any, lasti: int) -> types.TracebackType | None:
+    """A traceback entry whose frame shows as ``code``'s file, function and line at instruction ``lasti`` (a
+    stand-in frame: the real one finished when tracing did), its raise spanning the same columns."""
+    from ftrans.core.ir import _line_of
+
+    line = _line_of(code, lasti)
+    name, indent = "__ftrans_marker__", 0
     try:
-        stub = compile("\n" * max(line - 1, 0) + "raise __ftrans_marker__", code.co_filename, "exec")
+        _l, end, col, end_col = list(code.co_positions())[lasti // 2]
+        if end == line and col is not None and end_col is not None and end_col - col >= 8 and col != 1:
+            name, indent = "_" * (end_col - col - 6), col  # ``raise ___...`` as wide as the real expression
+    except (AttributeError, IndexError, TypeError, ValueError):
+        pass
+    try:
+        lead = "0;" + " " * (indent - 2) if indent else ""  # (a statement before, not an indentation)
+        stub = compile("\n" * max(line - 1, 0) + lead + "raise " + name, code.co_filename, "exec")
         stub = stub.replace(co_name=code.co_name, **({"co_qualname": code.co_qualname}
                                                      if hasattr(code, "co_qualname") else {}))
-        exec(stub, {"__ftrans_marker__": _Marker(), "__name__": "__ftrans_stub__"})
+        exec(stub, {name: _Marker(), "__name__": "__ftrans_stub__"})
     except _Marker as m:
         tb = m.__traceback__
         return tb.tb_next if tb is not None else None
@@ -251,21 +263,36 @@ class _Marker(Exception):
 def traceback_from_frames(raw: Any) -> types.TracebackType | None:
     """A Python traceback (outermost first) of ``(code, lasti)`` pairs given innermost first, as
     ``SourceInfo.traceback`` keeps a traced equation's frames (JAX's ``Traceback.as_python_traceback``)."""
-    from ftrans.core.ir import _line_of
-
     out = None
     for code, lasti in raw:  # innermost first: each becomes the next entry's caller
-        entry = _frame_raising_at(code, _line_of(code, lasti))
+        entry = _frame_raising_at(code, lasti)
         if entry is not None:
             out = types.TracebackType(out, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return out
 
 
 def attach_user_context(e: BaseException, info: Any) -> None:
-    """Give ``e`` (raised while an equation staged at ``info``, a ``SourceInfo``, ran again or was transformed)
-    a :class:`JaxStackTraceBeforeTransformation` cause showing the user's stack where it was traced."""
-    if info is None or getattr(info, "code", None) is None or has_user_context(e):
+    """Note that ``e`` was raised while an equation staged at ``info`` (a ``SourceInfo``) ran again or was
+    transformed; the innermost such note wins. When ``e`` leaves ftrans through an API boundary it becomes a
+    :class:`JaxStackTraceBeforeTransformation` cause showing the user's stack where the equation was traced
+    (made only then: an exception ftrans catches itself costs one attribute)."""
+    if info is None or getattr(info, "code", None) is None:
         return
+    try:
+        if getattr(e, "_ftrans_traced_at", None) is None:
+            e._ftrans_traced_at = info  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type without attributes of its own
+        pass
+
+
+def _materialize_user_context(e: BaseException) -> None:
+    info = getattr(e, "_ftrans_traced_at", None)
+    if info is None or has_user_context(e):
+        return
+    try:
+        e._ftrans_traced_at = None  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
     tb = traceback_from_frames(info.traceback._raw)
     if tb is None:
         return
