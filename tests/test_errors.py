@@ -274,7 +274,7 @@ def test_escaped_staged_tracer_says_where_it_was_created():
 
     line = here() - 5
     ftrans.jit(f)(1.0)
-    with pytest.raises(errors.UnexpectedTracerError, match=r"created by `sin` at .*test_errors.py:\d+ \(f\)") as ei:
+    with pytest.raises(errors.UnexpectedTracerError, match=r"created on line .*test_errors.py:\d+ \(f\) by `sin`") as ei:
         leaked[0] + 1.0
     assert f"{ME}:{line} (f)" in str(ei.value)
     with pytest.raises(errors.UnexpectedTracerError, match="It was an input of the traced function"):

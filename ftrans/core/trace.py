@@ -316,8 +316,9 @@ def _escaped_origin(t: Tracer) -> str:
     for eqn in reversed(builder.eqns):
         if any(v is atom for v in eqn.outvars):
             info = eqn.source_info
-            where = f" at {info}" if info is not None else ""
-            return f" It was created by `{eqn.primitive.name}`{where}."
+            if info is None:
+                return f" It was created by `{eqn.primitive.name}`."
+            return f" It was created on line {info} by `{eqn.primitive.name}`."  # (JAX's wording)
     return ""
 
 
@@ -452,7 +453,7 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, Array):
         return a._value, a.weak_type
     if isinstance(a, Tracer):
-        raise _escaped(a)
+        raise _escaped(a) from None  # (not "during handling of" the lookup that found no value)
     if isinstance(a, np.ndarray):
         return a, False
     if isinstance(a, np.generic):
