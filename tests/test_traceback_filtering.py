@@ -334,3 +334,17 @@ def test_every_entry_point_leaves_only_user_frames(name):
     names = [f.f_code.co_name for f, _ in traceback.walk_tb(e.__traceback__)]
     assert names[0] == "_raised" and names[-1] == "_fails"
     assert all(f.f_code.co_filename == __file__ for f, _ in traceback.walk_tb(e.__traceback__))
+
+
+def test_pullbacks_and_compiled_calls_are_boundaries():
+    @ftrans.custom_vjp
+    def f(x):
+        return x
+
+    f.defvjp(lambda x: (x, ()), lambda _, g: _fails(g))
+    _, pullback = ftrans.vjp(f, 1.0)
+    compiled = ftrans.jit(lambda x: x + 1).lower(_X).compile()
+    for thunk, exc in ((lambda: pullback(1.0), ValueError), (lambda: compiled(_X, _X), TypeError)):
+        e = _raised(ftrans, "remove_frames", thunk)
+        assert isinstance(e, exc)
+        assert all(fr.f_code.co_filename == __file__ for fr, _ in traceback.walk_tb(e.__traceback__))

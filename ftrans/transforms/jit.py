@@ -2227,23 +2227,27 @@ class Compiled:
         self._args_info: Any = None  # set by Lowered.compile (which knows the donations)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, tree = tree_util.tree_flatten((args, kwargs))
-        check_not_traced(leaves)
-        if self._in_tree is not None and tree != self._in_tree:
-            raise FtransTypeError(
-                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
-                f"(Function compiled with input pytree does not match the input pytree it was called with): "
-                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
-                "the same structure (static arguments left out), or lower again")
-        want = self._closed.in_avals
-        got = [_leaf_aval(x) for x in leaves]
-        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                        for g, w in zip(got, want)):
-            raise self._type_error(leaves, got, want)
-        if _call_guard and _config_mod.config.no_execution:
-            raise _no_execution_error(self._exe.name)
-        outs = self._exe(*_select(leaves, self._kept))
-        return tree_util.tree_unflatten(self._out_tree, outs)
+        try:  # an API boundary (traceback_util), free until an exception leaves
+            leaves, tree = tree_util.tree_flatten((args, kwargs))
+            check_not_traced(leaves)
+            if self._in_tree is not None and tree != self._in_tree:
+                raise FtransTypeError(
+                    "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                    f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                    f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                    "the same structure (static arguments left out), or lower again")
+            want = self._closed.in_avals
+            got = [_leaf_aval(x) for x in leaves]
+            if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                            for g, w in zip(got, want)):
+                raise self._type_error(leaves, got, want)
+            if _call_guard and _config_mod.config.no_execution:
+                raise _no_execution_error(self._exe.name)
+            outs = self._exe(*_select(leaves, self._kept))
+            return tree_util.tree_unflatten(self._out_tree, outs)
+        except Exception as e:
+            _tb.reraise_filtered(e)
+            raise
 
     def _type_error(self, leaves: list, got: list, want: list) -> FtransTypeError:
         """Which arguments differ from the types compiled for, each named as the user wrote it."""
@@ -2627,7 +2631,8 @@ def input_layout(x: Any) -> Any:
     return got[1] if got is not None and got[0] is x else None
 
 
-_tb.register_boundary(JitWrapped.__call__)  # (its ``try`` filters tracebacks: see traceback_util)
+_tb.register_boundary(JitWrapped.__call__)  # (their ``try`` filters tracebacks: see traceback_util)
+_tb.register_boundary(Compiled.__call__)
 
 
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,

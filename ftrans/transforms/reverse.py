@@ -312,6 +312,7 @@ class _Pullback:
         got = iter(eval_jaxpr(ClosedJaxpr(pruned, closed.consts), closed.consts, *cts))
         return [next(got) if w else None for w in wanted]
 
+    @_tb.api_boundary
     def __call__(self, ct: Any, *extra: Any) -> tuple:
         if extra:
             raise FtransTypeError(
@@ -827,6 +828,7 @@ class _Linearized:
     def keywords(self) -> dict:
         return {}
 
+    @_tb.api_boundary
     def __call__(self, *tangents: Any) -> Any:
         return _lift_linearized(self._lin.jaxpr, self._meta, self._lin.consts, *tangents)
 
@@ -899,6 +901,7 @@ class _Transposed:
         self._out_avals, self._out_tree = out_avals, out_tree
         self.__name__ = f"transpose({name})"
 
+    @_tb.api_boundary
     def __call__(self, ct: Any) -> tuple:
         name, closed = self._name, self._closed
         c_leaves, c_tree = tree_util.tree_flatten(ct)
