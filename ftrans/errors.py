@@ -57,6 +57,11 @@ def user_location() -> str:
 
 
 def _with_location(msg: str) -> str:
+    if not isinstance(msg, str):  # an object instead of a message (JAX's tracer-taking form): described
+        try:
+            msg = str(msg)
+        except Exception:  # noqa: BLE001 - an object that cannot print itself
+            msg = _describe_tracer(msg)
     if "\n  (in your code at " in msg:  # re-raised with context: keep the one location
         return msg
     return f"{msg}\n  (in your code at {user_location()})"
@@ -120,7 +125,47 @@ class FtransNameError(_Located, FtransError, NameError):
     """An unbound name: a collective's axis name that no enclosing ``vmap``/``pmap`` binds."""
 
 
-class JAXTypeError(FtransTypeError):
+# JAX's page explaining each of its error classes (what causes it, how to fix it); it holds for ftrans's
+# classes of the same names, whose messages end with a link to their entry, as JAX's do.
+ERROR_PAGE = "https://docs.jax.dev/en/latest/errors.html"
+_JAX_DOCUMENTED = frozenset({
+    "JAXTypeError", "JAXIndexError", "ConcretizationTypeError", "NonConcreteBooleanIndexError",
+    "TracerArrayConversionError", "TracerIntegerConversionError", "TracerBoolConversionError",
+    "UnexpectedTracerError", "KeyReuseError"})
+
+
+def _describe_tracer(tracer) -> str:
+    """``tracer`` in a message: its type and abstract value when it has one (never raising)."""
+    try:
+        aval = tracer.aval
+        short = aval.str_short() if hasattr(aval, "str_short") else str(aval)
+        return f"traced array with type {short} ({type(tracer).__name__})"
+    except Exception:  # noqa: BLE001 - a tracer of another library, or one without a value yet
+        return f"a traced value ({type(tracer).__name__})"
+
+
+class _JaxDocumented:
+    """Messages ending with the entry of JAX's errors page for the class (or its nearest JAX-named base).
+
+    As JAX's, the classes that are about one traced value also take it instead of a message
+    (``ConcretizationTypeError(tracer, context="")``) and describe it."""
+
+    _about_tracer = "A traced value was used where ftrans needs a concrete one: {t}"
+
+    def __init__(self, msg="", context: str = ""):
+        if not isinstance(msg, str):
+            msg = self._about_tracer.format(t=_describe_tracer(msg))
+        if context:
+            msg = f"{msg}\n{context}"
+        if f"{ERROR_PAGE}#" not in msg:  # the link before the location, which ends every message
+            name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _JAX_DOCUMENTED)
+            link = f"\nSee {ERROR_PAGE}#jax.errors.{name}"
+            at = msg.find("\n  (in your code at ")
+            msg = msg + link if at < 0 else msg[:at] + link + msg[at:]
+        super().__init__(msg)
+
+
+class JAXTypeError(_JaxDocumented, FtransTypeError):
     """JAX's ``jax.errors.JAXTypeError``: the base of the tracing errors that are ``TypeError``s
     (concretization, tracer conversion, escaped tracers, key reuse)."""
 
@@ -130,7 +175,7 @@ class ShardingTypeError(JAXTypeError):
     cannot combine, or a result whose type would name one mesh axis twice."""
 
 
-class JAXIndexError(FtransIndexError):
+class JAXIndexError(_JaxDocumented, FtransIndexError):
     """JAX's ``jax.errors.JAXIndexError``: the base of the indexing errors (a boolean mask only known at run
     time)."""
 
@@ -160,19 +205,21 @@ class ConcretizationTypeError(JAXTypeError):
 
 
 class TracerBoolConversionError(ConcretizationTypeError):
-    pass
+    _about_tracer = "A traced value was converted to a Python bool (if, while, and, or, not): {t}"
 
 
 class TracerIntegerConversionError(ConcretizationTypeError):
-    pass
+    _about_tracer = "A traced value was used as a Python integer or index (__index__): {t}"
 
 
 class TracerArrayConversionError(ConcretizationTypeError):
-    pass
+    _about_tracer = "A traced value was converted to a NumPy array (__array__): {t}"
 
 
 class NonConcreteBooleanIndexError(JAXIndexError):
     """A boolean mask whose pattern is only known at run time."""
+
+    _about_tracer = "A boolean index must be concrete (its pattern fixes the result's shape): {t}"
 
 
 class UnexpectedTracerError(JAXTypeError):

@@ -39,6 +39,12 @@ def test_buffer_protocol_needs_python_312():
         assert memoryview(y).tobytes() == np.arange(6, dtype=np.float32).tobytes()
 
 
+def test_host_array_has_no_traceback():
+    assert jnp.asarray(X).traceback is not None  # jax records where each array was made
+    assert fnp.asarray(X).traceback is None  # held on the host: no device buffer
+    assert ftrans.device_put(X).traceback is None or "device_put" in str(ftrans.device_put(X).traceback)
+
+
 def test_bool_times_nan_is_nan():
     b = np.array([True, False])
     assert np.asarray(jnp.asarray(b) * np.float32(np.nan)).tolist()[1] == 0.0

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["index.md", "quickstart.md", "howto/write_a_primitive.md", "howto/write_a_pass.md",
          "howto/debugging_with_ir.md", "optimizer.md",
-         "api/tree_util.md", "api/extend.md", "api/linalg.md", "api/convolution_fft.md", "api/image_interpolation.md", "api/scipy_solvers.md", "autodiff.md", "vmap.md", "random.md",
+         "api/tree_util.md", "api/extend.md", "api/errors.md", "api/linalg.md", "api/convolution_fft.md", "api/image_interpolation.md", "api/scipy_solvers.md", "autodiff.md", "vmap.md", "random.md",
          "nn.md", "parallelism.md", "debugging.md", "../README.md"]
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 

@@ -177,6 +177,13 @@ class Array(ArrayMixin):
         """The address of the array's data (a host Array's NumPy data; a device-resident one's buffer)."""
         return int(self._value.ctypes.data)
 
+    @property
+    def traceback(self) -> Any:
+        """Where the array's device buffer was made (JAX's ``Array.traceback``, recorded by the runtime while
+        its tracebacks are enabled); None for an array held on the host, which has no buffer."""
+        buf = getattr(self, "_buf", None)
+        return getattr(buf, "traceback", None)
+
     def __bool__(self) -> bool:
         return bool(self._value)
 

@@ -203,7 +203,8 @@ class Config:
     # accepted (a swapped-in JAX script sets them at its top) and read back; any other value is an error
     # that says why, never a silent difference (docs/differences.md, "Configuration options").
     _accepted = {
-        "traceback_filtering": ("auto", None, "tracebacks"),
+        "traceback_filtering": ("auto", (None, "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
+                                "how tracebacks leaving ftrans are filtered (ftrans.core.traceback_util)"),
         "softmax_custom_jvp": (False, None, "softmax's derivative"),
         "remat3": (False, None, "JAX's choice of remat implementation (how rematted code is differentiated, not "
                    "its values)"),
@@ -385,6 +386,9 @@ class Config:
         self.dump_ir_to: str = os.environ.get("JAX_DUMP_IR_TO", "")
         self.dump_ir_modes: str = _ir_modes_option(os.environ.get("JAX_DUMP_IR_MODES") or "stablehlo")
         self._accepted_values: dict[str, Any] = {n: d for n, (d, _, _) in self._accepted.items()}
+        if os.environ.get("JAX_TRACEBACK_FILTERING"):  # ("off", "remove_frames", ...; see traceback_util)
+            self._accepted_values["traceback_filtering"] = self._check_accepted(
+                "traceback_filtering", os.environ["JAX_TRACEBACK_FILTERING"])
         # The PRNG implementation of new keys and of raw uint32[..., 4] key data ("threefry2x32", "rbg" or
         # "unsafe_rbg"; validated by ftrans.random), JAX's option.
         self.default_prng_impl: str = os.environ.get("JAX_DEFAULT_PRNG_IMPL") or "threefry2x32"

@@ -15,6 +15,7 @@ from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref
 from ftrans.core import sharding_rules as _sharding_rules
+from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import axis_env as _axis_env
@@ -242,6 +243,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = (), axis_env
     static = _static_tuple(static_argnums)
 
     @wraps(fun)
+    @_traceback_util.api_boundary
     def make(*args: Any, **kwargs: Any):
         with contextlib.ExitStack() as stack:
             for name, size in axes:  # collectives over these names stage as inside a pmap of that size
@@ -305,6 +307,9 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
                 outs = [outs]
             for v, o in zip(eqn.outvars, outs):
                 env[id(v)] = o
+    except Exception as e:  # (free until raised) say where the failing operation was traced, as JAX does
+        _traceback_util.attach_user_context(e, st.source_override)
+        raise
     finally:
         st.source_override = prev
     return [read(a) for a in jaxpr.outvars]

@@ -24,6 +24,7 @@ from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
+from ftrans.core import traceback_util as _traceback_util
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
@@ -286,6 +287,7 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
     scope = name if name is not None else getattr(fun, "__name__", "named_call")
 
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def named(*args: Any, **kwargs: Any) -> Any:
         with named_scope(scope):
             return fun(*args, **kwargs)
@@ -316,7 +318,7 @@ def _escaped_origin(t: Tracer) -> str:
             info = eqn.source_info
             if info is None:
                 return f" It was created by `{eqn.primitive.name}`."
-            return f" It was created on line {info} by `{eqn.primitive.name}`."
+            return f" It was created on line {info} by `{eqn.primitive.name}`."  # (JAX's wording)
     return ""
 
 
@@ -458,7 +460,7 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, Array):
         return a._value, a.weak_type
     if isinstance(a, Tracer):
-        raise _escaped(a)
+        raise _escaped(a) from None  # (not "during handling of" the lookup that found no value)
     if isinstance(a, np.ndarray):
         return a, False
     if isinstance(a, np.generic):
@@ -1173,6 +1175,11 @@ def source_info_as(info: SourceInfo | None) -> Iterator[None]:
         st.source_override = info
     try:
         yield
+    except Exception as e:  # (free until raised) say where the failing operation was traced, as JAX does
+        from ftrans.core.traceback_util import attach_user_context
+
+        attach_user_context(e, info)
+        raise
     finally:
         st.source_override = prev
 

@@ -21,6 +21,7 @@ import numpy as np
 from ftrans.core import dtypes, ir
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
@@ -669,6 +670,7 @@ def _operands(name: str, operands: tuple, operand: Any) -> tuple:
     return operands
 
 
+@_tb.api_boundary
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as one primitive.
 
@@ -714,6 +716,7 @@ def _cond_plain(pred: Any, true_fun: Callable, false_fun: Callable, *operands: A
     return _bind_cond("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
 
 
+@_tb.api_boundary
 def switch(index: Any, branches: Sequence[Callable], *operands: Any, operand: Any = _MISSING) -> Any:
     """JAX's ``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
     if _refs.any_refs() and isinstance(branches, (list, tuple)) and branches:
@@ -753,6 +756,7 @@ def _switch_plain(index: Any, branches: Sequence[Callable], *operands: Any, oper
 # while_loop
 
 
+@_tb.api_boundary
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     """JAX's ``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds, as one primitive."""
     if _refs.any_refs():  # refs in the carry or closed over are threaded (transforms/refs.py)
@@ -861,6 +865,7 @@ def _unroll(name: str, unroll: Any, length: int) -> int:
         f"{name}: unroll must be a bool or a non-negative int, got {type(unroll).__name__} {unroll!r}")
 
 
+@_tb.api_boundary
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1, _split_transpose: bool = False) -> tuple[Any, Any]:
     """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``, as one primitive."""
@@ -1010,6 +1015,7 @@ def _stack(leaves: Sequence[Any]) -> Any:
 # fori_loop and map
 
 
+@_tb.api_boundary
 def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: int | bool | None = None) -> Any:
     """JAX's ``lax.fori_loop``: a ``scan`` when the bounds are static (so reverse mode works), else a ``while``."""
     _check_callable("fori_loop", body_fun=body_fun)
@@ -1064,6 +1070,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unro
     return while_loop(w_cond, w_body, (i0, hi_v, init_val))[2]
 
 
+@_tb.api_boundary
 def map(f: Callable, xs: Any, *, batch_size: int | None = None) -> Any:  # noqa: A001 - JAX's name
     """JAX's ``lax.map``: ``f`` over the leading axis of ``xs`` with a ``scan`` (``batch_size``: vmapped chunks)."""
     _check_callable("map", f=f)
@@ -1110,6 +1117,7 @@ def _interleave(evens: Any, odds: Any, axis: int) -> Any:
     return lax.concatenate([merged, lax.slice_in_dim(evens, n_odd, n_odd + 1, axis=axis)], axis)
 
 
+@_tb.api_boundary
 def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int = 0) -> Any:
     """JAX's ``lax.associative_scan``: all prefix combinations ``fn(... fn(fn(x0, x1), x2) ..., xk)`` along
     ``axis``, for an associative ``fn`` on pytrees of arrays, in ``O(log n)`` depth.

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from ftrans.core import pytrees as tree_util
+from ftrans.core import traceback_util as _tb
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.prims.control_flow import linear_solve_p
 from ftrans.core.trace import aval_of
@@ -53,6 +54,7 @@ def _jaxpr_fun(traced: Any) -> Callable:
     return lambda *args: eval_jaxpr(traced.jaxpr, [], *args)
 
 
+@_tb.api_boundary
 def custom_linear_solve(matvec: Callable, b: Any, solve: Callable, transpose_solve: Callable | None = None,
                         symmetric: bool = False, has_aux: bool = False) -> Any:
     """JAX's ``lax.custom_linear_solve``: ``solve(matvec, b)``, differentiated as the solution of
@@ -130,6 +132,7 @@ def _root_jvp(lengths: tuple, jaxprs: tuple, primals: tuple, tangents: tuple) ->
     return sol, [-d for d in dx] + [Zero(tangent_aval(aval_of(a))) for a in aux]
 
 
+@_tb.api_boundary
 def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve: Callable,
                 has_aux: bool = False) -> Any:
     """JAX's ``lax.custom_root``: ``solve(f, initial_guess)``, differentiated by the implicit function theorem

@@ -28,6 +28,7 @@ import numpy as np
 
 from ftrans.core import building, dtypes
 from ftrans.core import pytrees as tree_util
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
@@ -478,6 +479,7 @@ def _output(t: Any) -> Any:
     return instantiate(t)
 
 
+@_tb.api_boundary
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         has_aux: bool = False) -> tuple[Any, ...]:
     """JAX's ``jvp``: ``(fun(*primals), J·tangents)``, plus ``aux`` when ``has_aux``.

@@ -32,6 +32,7 @@ from ftrans.core import jaxpr_api as _jaxpr_api
 from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, VaryingAval
 from ftrans.core.axis_env import AxisFrame, axis_env, extend_axis_env
@@ -539,6 +540,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
     name = fun_name(fun, "fun")
 
     @wraps(fun)
+    @_tb.api_boundary
     def batched(*args: Any, **kwargs: Any) -> Any:
         if vmappables and _uses_vmappables(in_axes, out_axes, args, kwargs):
             return _vmap_vmappables(fun, name, in_axes, out_axes, axis_name, axis_size, args, kwargs)

@@ -34,6 +34,7 @@ from ftrans.core import ir as _ir
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
@@ -575,6 +576,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
         self.defjvp(jvp)
 
+    @_tb.api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _name(self.fun)
         if self.jvp is None:
@@ -717,6 +719,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         self.symbolic_zeros = bool(symbolic_zeros)
         self.optimize_remat = bool(optimize_remat)
 
+    @_tb.api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _name(self.fun)
         if self.fwd is None:
@@ -956,6 +959,7 @@ def _maybe_perturbed(x: Any) -> bool:
     return tangent_aval(x.aval).dtype != float0
 
 
+@_tb.api_boundary
 def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
     """JAX's ``closure_convert``: ``(converted, consts)`` where ``converted(*args, *consts)`` equals
     ``fun(*args)`` for arguments of the example arguments' types, and ``consts`` are the values ``fun``

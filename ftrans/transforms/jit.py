@@ -37,6 +37,7 @@ from ftrans.core import platform as _platform
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
@@ -703,27 +704,53 @@ def _wait_for(owner: int, event: threading.Event) -> bool:
     return True
 
 
+class _NonFiniteOutput(FloatingPointError):
+    """``debug_nans``/``debug_infs``: a jitted function's output holds a NaN (an infinity). The jitted
+    function's call catches it and runs the Python function again without ``jit`` on the same arguments
+    (JAX's "de-optimized version"), which raises at the operation (or Python expression) that made it;
+    anywhere else it re-runs the traced program op by op (``rerun``)."""
+
+    def __init__(self, msg: str, closed: ClosedJaxpr, leaves: Any):
+        super().__init__(msg)
+        self.closed, self.leaves = closed, leaves
+
+    def rerun(self) -> None:
+        from ftrans.core.jaxpr_api import eval_jaxpr
+
+        eval_jaxpr(self.closed, list(self.closed.consts), *self.leaves)  # raises at the first bad operation
+
+
 def _check_outputs(name: str, closed: ClosedJaxpr, donated: tuple, out_bufs: list, leaves: Any) -> None:
-    """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run op by op to name the op."""
+    """``debug_nans``/``debug_infs`` under jit: on a bad output, re-run without jit to name the operation."""
     kind = _trace.nonfinite_kind([np.asarray(b) for b in out_bufs])
     if kind is None:
         return
-    if not donated:  # donated inputs are gone: nothing to re-run on
-        from ftrans.core.jaxpr_api import eval_jaxpr
-
-        # (what JAX prints here, on standard output)
-        print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized "
-              "version.")
-        eval_jaxpr(closed, list(closed.consts), *leaves)  # raises at the first bad operation
-    raise FloatingPointError(
+    if donated:  # donated inputs are gone: nothing to re-run on
+        raise FloatingPointError(f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs "
+                                 "were donated, so it cannot be re-run op by op to find the operation)")
+    raise _NonFiniteOutput(
         f"invalid value ({kind}) encountered in the output of jit({name}); with debug_nans/debug_infs on, "
-        "the de-optimized function (its operations run one at a time, as if jit were removed) was run again "
-        "to name the operation, but the de-optimized function did not produce the invalid value. A nan/inf "
-        "literal returned as an output or passed straight through, or an optimization of the compiled "
-        "program, can cause this; removing jit may avoid it" if not donated else
-        f"invalid value ({kind}) encountered in the output of jit({name}) (its inputs were "
-        "donated, so it cannot be re-run op by op to find the operation)"
-    )
+        "the de-optimized function (the function run again as if jit were removed) was called to name the "
+        "operation, but the de-optimized function did not produce the invalid value. A nan/inf literal returned as an output or "
+        "passed straight through, or an optimization of the compiled program, can cause this; removing jit "
+        "may avoid it", closed, leaves)
+
+
+def _deoptimized(jitted: JitWrapped, e: _NonFiniteOutput, args: tuple, kwargs: dict) -> None:
+    """Run ``jitted``'s Python function on the call's arguments, eagerly (JAX's de-optimized re-run, which
+    raises where the invalid value is made); if it does not fail, raise ``e`` (what the compiled one found)."""
+    # (what JAX prints here, on standard output)
+    print("Invalid nan value encountered in the output of a jax.jit function. Calling the de-optimized version.")
+    try:
+        if callable(jitted._fun):
+            jitted._fun(*args, **kwargs)
+        else:
+            e.rerun()
+    except (FloatingPointError, ZeroDivisionError) as e2:
+        if isinstance(e2, _NonFiniteOutput):
+            raise
+        raise e2 from None
+    raise FloatingPointError(str(e)) from None
 
 
 # ----------------------------------------------------------------------------
@@ -946,52 +973,63 @@ class JitWrapped:
 
     # -- the hot path ---------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _trace.eager_everywhere and self._fast_ok and not kwargs:
-            fast = self._fast
-            if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
-                try:
-                    entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
-                except (LookupError, TypeError, ValueError):  # an argument whose __getattr__ raises KeyError (a
-                    entry = None  # dict with attribute access): no fast key, the general path flattens it
-                if entry is not None:
-                    if _array_mod.buffers_deleted and not _all_resident(args):
-                        return self._call(args, kwargs)  # the general path transfers or explains
-                    self.hits += 1
-                    return entry.invoke([a._buf for a in args], args)
-            else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
-                held = fast.get(_CPP_KEY)
-                if held is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
-                    if len(args) == 2:
-                        a0, a1 = args
-                        plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
-                    else:
-                        plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
-                    if plain:
+        # An API boundary (``traceback_util``): the ``try`` costs nothing until an exception leaves.
+        try:
+            if _trace.eager_everywhere and self._fast_ok and not kwargs:
+                fast = self._fast
+                if not args or type(args[0]) is not _ndarray:  # (a NumPy array has no signature: no key of Arrays)
+                    try:
+                        entry = fast.get(tuple([getattr(a, "_sig", None) for a in args]))
+                    except (LookupError, TypeError, ValueError):  # an argument whose __getattr__ raises KeyError (a
+                        entry = None  # dict with attribute access): no fast key, the general path flattens it
+                    if entry is not None:
+                        if _array_mod.buffers_deleted and not _all_resident(args):
+                            return self._call(args, kwargs)  # the general path transfers or explains
                         self.hits += 1
-                        cpp, aux = held
-                        out = cpp(*args)
-                        if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
-                            if aux is None:
-                                return _cpp_single_output(out, cpp, fast)
-                            res = DeviceArray()
-                            res._buf = out
-                            res._aval, res._sig, res.weak_type = aux
-                            return res
-                        return out
+                        return entry.invoke([a._buf for a in args], args)
+                else:  # NumPy arguments: jaxlib's C++ dispatcher (``_remember_cpp``), else their own fast key
+                    held = fast.get(_CPP_KEY)
+                    if held is not None:  # plain arrays of the host's byte order (a subclass takes the key path)
+                        if len(args) == 2:
+                            a0, a1 = args
+                            plain = type(a1) is _ndarray and a0.dtype.isnative and a1.dtype.isnative
+                        else:
+                            plain = all([type(a) is _ndarray and a.dtype.isnative for a in args])
+                        if plain:
+                            self.hits += 1
+                            cpp, aux = held
+                            out = cpp(*args)
+                            if type(out) is _RUNTIME_ARRAY:  # the one-array program's bare output: wrapped here
+                                if aux is None:
+                                    return _cpp_single_output(out, cpp, fast)
+                                res = DeviceArray()
+                                res._buf = out
+                                res._aval, res._sig, res.weak_type = aux
+                                return res
+                            return out
+                    try:
+                        if len(args) == 2:  # the common case, without a comprehension
+                            a0, a1 = args
+                            hit = fast.get((_NP_KEY, _config_mod.config.enable_x64, (_ndarray, a0.shape, a0.dtype),
+                                            (type(a1), a1.shape, a1.dtype)))
+                        else:
+                            hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
+                                            *[(type(a), a.shape, a.dtype) for a in args]))
+                    except AttributeError:  # an argument that is not an array
+                        hit = None
+                    if hit is not None:
+                        self.hits += 1
+                        return hit(*args)
+            return self._call(args, kwargs)
+        except Exception as e:
+            if type(e) is _NonFiniteOutput:
                 try:
-                    if len(args) == 2:  # the common case, without a comprehension
-                        a0, a1 = args
-                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64, (_ndarray, a0.shape, a0.dtype),
-                                        (type(a1), a1.shape, a1.dtype)))
-                    else:
-                        hit = fast.get((_NP_KEY, _config_mod.config.enable_x64,
-                                        *[(type(a), a.shape, a.dtype) for a in args]))
-                except AttributeError:  # an argument that is not an array
-                    hit = None
-                if hit is not None:
-                    self.hits += 1
-                    return hit(*args)
-        return self._call(args, kwargs)
+                    _deoptimized(self, e, args, kwargs)
+                except Exception as e2:
+                    _tb.reraise_filtered(e2)
+                    raise
+            _tb.reraise_filtered(e)
+            raise
 
     def _call_key_checked(self, args: tuple, kwargs: dict) -> Any:
         """A call while key-reuse checking is on: an analysis trace of the function gives its effect on
@@ -1754,6 +1792,7 @@ class JitWrapped:
         return tree_util.tree_unflatten(out_tree, outs)
 
     # -- ahead-of-time API ------------------------------------------------------
+    @_tb.api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         from ftrans.transforms import refs as _refs
 
@@ -1783,6 +1822,7 @@ class JitWrapped:
             pass
         return t
 
+    @_tb.api_boundary
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         dargs, dkw, statics = self._split(args, kwargs)
         leaves, in_tree = tree_util.tree_flatten((dargs, dkw))
@@ -1806,6 +1846,7 @@ class JitWrapped:
             return sharded_jit.lower_sharded(self, dargs, dkw, args, kwargs, leaves, avals, in_tree)
         return traced.lower()
 
+    @_tb.api_boundary
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """The outputs' shapes and dtypes (``ShapeDtypeStruct``s) without running the function; each carries
         its ``out_shardings`` entry as ``.sharding`` when the function was given them, as in JAX."""
@@ -2188,23 +2229,27 @@ class Compiled:
         self._args_info: Any = None  # set by Lowered.compile (which knows the donations)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, tree = tree_util.tree_flatten((args, kwargs))
-        check_not_traced(leaves)
-        if self._in_tree is not None and tree != self._in_tree:
-            raise FtransTypeError(
-                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
-                f"(Function compiled with input pytree does not match the input pytree it was called with): "
-                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
-                "the same structure (static arguments left out), or lower again")
-        want = self._closed.in_avals
-        got = [_leaf_aval(x) for x in leaves]
-        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                        for g, w in zip(got, want)):
-            raise self._type_error(leaves, got, want)
-        if _call_guard and _config_mod.config.no_execution:
-            raise _no_execution_error(self._exe.name)
-        outs = self._exe(*_select(leaves, self._kept))
-        return tree_util.tree_unflatten(self._out_tree, outs)
+        try:  # an API boundary (traceback_util), free until an exception leaves
+            leaves, tree = tree_util.tree_flatten((args, kwargs))
+            check_not_traced(leaves)
+            if self._in_tree is not None and tree != self._in_tree:
+                raise FtransTypeError(
+                    "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                    f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                    f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                    "the same structure (static arguments left out), or lower again")
+            want = self._closed.in_avals
+            got = [_leaf_aval(x) for x in leaves]
+            if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                            for g, w in zip(got, want)):
+                raise self._type_error(leaves, got, want)
+            if _call_guard and _config_mod.config.no_execution:
+                raise _no_execution_error(self._exe.name)
+            outs = self._exe(*_select(leaves, self._kept))
+            return tree_util.tree_unflatten(self._out_tree, outs)
+        except Exception as e:
+            _tb.reraise_filtered(e)
+            raise
 
     def _type_error(self, leaves: list, got: list, want: list) -> FtransTypeError:
         """Which arguments differ from the types compiled for, each named as the user wrote it."""
@@ -2588,6 +2633,10 @@ def input_layout(x: Any) -> Any:
     return got[1] if got is not None and got[0] is x else None
 
 
+_tb.register_boundary(JitWrapped.__call__)  # (their ``try`` filters tracebacks: see traceback_util)
+_tb.register_boundary(Compiled.__call__)
+
+
 def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings: Any = None,
         static_argnums: int | Sequence[int] | None = None, static_argnames: str | Iterable[str] | None = None,
         donate_argnums: int | Sequence[int] | None = None, donate_argnames: str | Iterable[str] | None = None,
@@ -2621,6 +2670,7 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     return JitWrapped(fun, **kw)
 
 
+@_tb.api_boundary
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only. A jitted function
     answers through its own ``eval_shape`` (sharing its traces, with its ``out_shardings`` on the results)."""

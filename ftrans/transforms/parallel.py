@@ -31,6 +31,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, hoist_consts
@@ -278,6 +279,7 @@ class PmapWrapped:
         return tuple(mask)
 
     # -- calling -------------------------------------------------------------------
+    @_tb.api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and _trace.eager_everywhere:
             # The common call: positional Arrays, nothing traced; one dict lookup finds the program.

@@ -29,6 +29,7 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import hoist_consts
@@ -367,6 +368,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
         return tree_util.tree_unflatten(out_tree, outs)
 
     @wraps(fun)
+    @_tb.api_boundary
     def remat_f(*args: Any, **kwargs: Any) -> Any:
         # (a loop, not a recursive call: a function whose closure holds itself is a cycle only the garbage
         # collector frees, with everything the trace cache holds)

@@ -19,6 +19,7 @@ import numpy as np
 from ftrans.core import building, dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, dce_jaxpr
@@ -313,6 +314,7 @@ class _Pullback:
         got = iter(eval_jaxpr(ClosedJaxpr(pruned, closed.consts), closed.consts, *cts))
         return [next(got) if w else None for w in wanted]
 
+    @_tb.api_boundary
     def __call__(self, ct: Any, *extra: Any) -> tuple:
         if extra:
             raise FtransTypeError(
@@ -424,6 +426,7 @@ def _vjp_flat_setup(fun: Callable, primals: tuple, has_aux: bool, where: str):
     return leaves, in_tree, flat_fun, out_tree_box
 
 
+@_tb.api_boundary
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False, reduce_axes: Sequence = ()) -> tuple:
     """JAX's ``vjp``: ``(fun(*primals), pullback)`` (and ``aux``), the pullback mapping output cotangents to
     a tuple with one cotangent per primal.
@@ -607,6 +610,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 def _make_value_and_grad(fun: Callable, name: str, argnums: Any, nums: tuple, has_aux: bool, holomorphic: bool,
                          allow_int: bool, where: str) -> Callable:
     @wraps(fun)
+    @_tb.api_boundary
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         for i in nums:
@@ -670,6 +674,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     vg = _make_value_and_grad(fun, _fname(fun), argnums, nums, has_aux, holomorphic, allow_int, "grad")
 
     @wraps(fun)
+    @_tb.api_boundary
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
         if has_aux:
@@ -729,6 +734,7 @@ def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = Fal
 # linearize and linear_transpose
 
 
+@_tb.api_boundary
 def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """JAX's ``linearize``: ``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map
     without recomputing the primal; ``f_jvp`` runs a jaxpr you can print (``make_jaxpr(f_jvp)``) and, like
@@ -824,6 +830,7 @@ class _Linearized:
     def keywords(self) -> dict:
         return {}
 
+    @_tb.api_boundary
     def __call__(self, *tangents: Any) -> Any:
         return _lift_linearized(self._lin.jaxpr, self._meta, self._lin.consts, *tangents)
 
@@ -843,6 +850,7 @@ def _linearized_unflatten(aux: tuple, leaves: Any) -> _Linearized:
 tree_util.register_pytree_node(_Linearized, _linearized_flatten, _linearized_unflatten)
 
 
+@_tb.api_boundary
 def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -> Callable:
     """``jax.linear_transpose``: the transpose of a linear ``fun``; ``primals`` give only shapes and dtypes.
 
@@ -895,6 +903,7 @@ class _Transposed:
         self._out_avals, self._out_tree = out_avals, out_tree
         self.__name__ = f"transpose({name})"
 
+    @_tb.api_boundary
     def __call__(self, ct: Any) -> tuple:
         name, closed = self._name, self._closed
         c_leaves, c_tree = tree_util.tree_flatten(ct)
@@ -1053,6 +1062,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     from ftrans.transforms.batching import vmap
 
     @wraps(fun)
+    @_tb.api_boundary
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacfwd", fun, argnums, args, kwargs, holomorphic, False)
         d_leaves, d_tree = tree_util.tree_flatten(tuple(dyn))
@@ -1099,6 +1109,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     from ftrans.transforms.batching import vmap
 
     @wraps(fun)
+    @_tb.api_boundary
     def jac_f(*args: Any, **kwargs: Any) -> Any:
         restricted, dyn, _ = _jac_setup("jacrev", fun, argnums, args, kwargs, holomorphic, allow_int)
         res = vjp(restricted, *dyn, has_aux=has_aux)

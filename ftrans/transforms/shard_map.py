@@ -28,6 +28,7 @@ import numpy as np
 
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
+from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
 from ftrans.core.sharding import (
@@ -207,6 +208,7 @@ class _ShardMapped:
         self._check_vma = check_vma
         self._smap_axis: Any = None  # set by smap: its axis name (for its in_axes errors)
 
+    @_tb.api_boundary
     def __call__(self, *args: Any) -> Any:
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)

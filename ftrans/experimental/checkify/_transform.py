@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import pytrees as tree_util
+from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts
@@ -632,6 +633,7 @@ def checkify(f: Callable, errors: Any = user_checks) -> Callable:
     enabled = frozenset(errors)
 
     @functools.wraps(f)
+    @_tb.api_boundary
     def checked(*args: Any, **kwargs: Any) -> tuple[Error, Any]:
         box: list = []
 
