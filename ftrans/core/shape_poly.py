@@ -725,6 +725,16 @@ def is_symbolic_dim(d: Any) -> bool:
     return isinstance(d, DimExpr)
 
 
+def is_constant_dim(d: Any) -> bool:
+    """Whether dimension ``d`` is known now (an integer, not a symbolic expression): JAX's ``core.is_constant_dim``."""
+    return not isinstance(d, DimExpr)
+
+
+def is_constant_shape(shape: Iterable) -> bool:
+    """Whether every dimension of ``shape`` is known now: JAX's ``core.is_constant_shape``."""
+    return not any(isinstance(d, DimExpr) for d in shape)
+
+
 def is_poly_shape(shape: Iterable) -> bool:
     return any(isinstance(d, DimExpr) for d in shape)
 
