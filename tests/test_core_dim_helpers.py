@@ -47,3 +47,21 @@ def test_max_dim_in_an_exported_output_shape():
         ftrans.ShapeDtypeStruct(ftrans.export.symbolic_shape("b"), np.float32))
     for n in (3, 7):
         assert exp.call(np.zeros(n, np.float32)).shape == (2 * n, max(n - 5, 0))
+
+
+def test_dimension_as_value_in_an_exported_program_matches_jax():
+    """``core.dimension_as_value`` (and a symbolic dimension's ``dimension_as_value()``, which JAX's calls)
+    turns ``2*b`` into a value of the program."""
+    from jax._src import core as jax_core
+
+    spec_j = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b"), np.float32)
+    spec_f = ftrans.ShapeDtypeStruct(ftrans.export.symbolic_shape("b"), np.float32)
+    exp_j = jax.export.export(jax.jit(lambda x: jax_core.dimension_as_value(2 * x.shape[0]) + x))(spec_j)
+    exp_f = ftrans.export.export(ftrans.jit(lambda x: ftrans.core.dimension_as_value(2 * x.shape[0]) + x))(spec_f)
+    exp_f2 = ftrans.export.export(ftrans.jit(lambda x: (2 * x.shape[0]).dimension_as_value() + x))(spec_f)
+    for n in (1, 4):
+        x = np.arange(n, dtype=np.float32)
+        want = np.asarray(exp_j.call(x))
+        np.testing.assert_array_equal(np.asarray(exp_f.call(x)), want)
+        np.testing.assert_array_equal(np.asarray(exp_f2.call(x)), want)
+    assert ftrans.core.dimension_as_value(3) == jax_core.dimension_as_value(3) == 3

@@ -26,7 +26,7 @@ def __getattr__(name: str):
         from ftrans.core import trace
 
         return getattr(trace, name)
-    if name in ("max_dim", "min_dim", "is_constant_dim", "is_constant_shape"):  # jax.core's dimension helpers
+    if name in ("max_dim", "min_dim", "is_constant_dim", "is_constant_shape", "dimension_as_value"):  # jax.core's dimension helpers
         from ftrans.core import shape_poly
 
         return getattr(shape_poly, name)
