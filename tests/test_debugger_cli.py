@@ -25,7 +25,7 @@ def _session(lib, np_mod, commands, wrap, arg):
         z = f(x)
         return np_mod.exp(z)
 
-    wrap(lib)(g)(np_mod.asarray(arg, dtype=np_mod.float32))  # not weakly typed: under jit JAX's callbacks drop it
+    wrap(lib)(g)(np_mod.asarray(arg))
     lib.effects_barrier()
     return stdout.getvalue()
 
