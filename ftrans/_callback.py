@@ -56,7 +56,11 @@ def _split_args(fn: Callable, args: tuple, kwargs: dict, kind: str) -> tuple[Hos
             dynamic.append(as_operand(leaf))
         else:
             static[i] = leaf
-    weak = tuple(bool(getattr(d, "weak_type", False)) for d in dynamic)
+    # Staged (under jit), the callback gets the values of a running program, never weakly typed, as in JAX;
+    # eagerly a Python scalar's stays weak.
+    from ftrans.core.trace import state
+
+    weak = () if state.dynamic is not state.base else tuple(bool(getattr(d, "weak_type", False)) for d in dynamic)
     return HostCallback(fn, in_tree, static, len(leaves), user_location(), kind, weak), dynamic
 
 

@@ -160,7 +160,10 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
 
 
 def _user_frames(num_frames: int | None) -> list:
-    """``(filename, line, function, locals)`` of the innermost user frames (outside ftrans and jax)."""
+    """``(filename, line, function, locals, globals, source, offset)`` of the innermost user frames (outside
+    ftrans and jax): ``source`` is the lines of the frame's function (or module), ``offset`` the index of the
+    current line among them (None when the source cannot be read)."""
+    import inspect
     import sys
 
     from ftrans.errors import LIBRARY_DIRS
@@ -169,66 +172,86 @@ def _user_frames(num_frames: int | None) -> list:
     f = sys._getframe(2)
     while f is not None and (num_frames is None or len(out) < num_frames):
         if not f.f_code.co_filename.startswith(LIBRARY_DIRS):
-            out.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name, dict(f.f_locals)))
+            try:
+                _, start = inspect.getsourcelines(f)
+                source = inspect.getsource(f).split("\n")
+                offset = f.f_lineno - max(start, 1)
+            except (OSError, TypeError):
+                source, offset = [], None
+            out.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name, dict(f.f_locals), f.f_globals,
+                        source, offset))
         f = f.f_back
     return out
 
 
 class _Debugger:
-    """A small pdb-like console over the frames a ``breakpoint`` captured (``(jdb)`` prompt): ``p``/``pp``
-    EXPR, ``l``/``list``, ``w``/``where``, ``u``/``up``, ``d``/``down``, ``c``/``continue``, ``q``/``quit``, or
-    a bare expression.  It reads commands from ``sys.stdin``; at the end of input it continues, so a
-    non-interactive run (stdin closed or redirected) never blocks."""
+    """A small pdb-like console over the frames a ``breakpoint`` captured, with JAX's CLI debugger's
+    commands and output: ``p``/``pp`` EXPR, a bare expression, ``l``/``list``, ``w``/``where``/``bt``,
+    ``u``/``up``, ``d``/``down``, ``c``/``cont``/``continue``, ``q``/``quit``/``exit``.  Expressions see the
+    frame's globals and, over them, its locals.  It reads ``stdin`` (``sys.stdin`` unless the breakpoint
+    was given one); at the end of input it continues, so a non-interactive run never blocks."""
 
-    def __init__(self, frames: list):
+    def __init__(self, frames: list, stdin: Any = None, stdout: Any = None):
         self.frames = frames
         self.index = 0
+        self.stdin, self.stdout = stdin, stdout
 
-    def _out(self, text: str) -> None:
+    def _write(self, text: str) -> None:
         import sys
 
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        out = self.stdout if self.stdout is not None else sys.stdout
+        out.write(text)
+        out.flush()
+
+    def _out(self, text: str) -> None:
+        self._write(text + "\n")
 
     def _eval(self, expr: str) -> Any:
-        _, _, _, env = self.frames[self.index]
-        return eval(expr, {}, dict(env))  # noqa: S307  (the user's own debugger expression)
+        frame = self.frames[self.index]
+        env = {**frame[4], **frame[3]}
+        return eval(expr, {}, env)  # noqa: S307  (the user's own debugger expression)
+
+    def _error(self, e: BaseException) -> None:
+        import traceback
+
+        self._out("*** " + traceback.format_exception_only(type(e), e)[-1].strip())
 
     def _where(self) -> None:
-        for i, (fn, line, name, _) in enumerate(reversed(self.frames)):
-            mark = "->" if len(self.frames) - 1 - i == self.index else "  "
-            self._out(f"{mark} {fn}({line}) {name}")
+        lines = ["Traceback:"]
+        for fn, line, _, _, _, source, offset in reversed(self.frames):
+            lines.append(f'  File "{fn}", line {line}')
+            lines.append("    <no source>" if offset is None else f"    {source[offset].strip()}")
+        self._out("\n".join(lines))
 
-    def _list(self) -> None:
-        import linecache
-
-        fn, line, _, _ = self.frames[self.index]
-        for n in range(max(1, line - 5), line + 6):
-            src = linecache.getline(fn, n)
-            if src:
-                self._out(f"{n:4d} {'->' if n == line else '  '} {src.rstrip()}")
+    def _context(self, num_lines: int = 2) -> None:
+        fn, line, _, _, _, source, offset = self.frames[self.index]
+        lines = [f"> {fn}({line})"]
+        if offset is not None:
+            for i, src in enumerate(source):
+                if offset - 1 - num_lines <= i <= offset + num_lines:
+                    lines.append(("->  " if i == offset else "    ") + src)
+        self._out("\n".join(lines))
 
     def run(self) -> None:
         import sys
 
-        interactive = bool(getattr(sys.stdin, "isatty", lambda: False)())
-        fn, line, name, _ = self.frames[0]
-        self._out(f"Entering jdb:\n> {fn}({line}) {name}")
+        stdin = self.stdin if self.stdin is not None else sys.stdin
+        interactive = self.stdin is None and bool(getattr(stdin, "isatty", lambda: False)())
+        self._out("Entering jdb:")
         while True:
-            sys.stdout.write("(jdb) ")
-            sys.stdout.flush()
+            self._write("(jdb) ")
             try:
-                cmd = sys.stdin.readline()
+                cmd = stdin.readline()
             except (OSError, ValueError):  # stdin closed or unreadable: continue the program
                 cmd = ""
             if not cmd:  # end of input: continue (never block a non-interactive run)
-                if not interactive:
+                if not interactive and self.stdin is None:
                     self._out("")
                 return
             cmd = cmd.strip()
             head, _, rest = cmd.partition(" ")
             try:
-                if head in ("c", "continue", "q", "quit", "exit"):
+                if head in ("c", "cont", "continue", "q", "quit", "exit"):
                     return
                 if head in ("p", "pp"):
                     import pprint
@@ -236,19 +259,25 @@ class _Debugger:
                     val = self._eval(rest)
                     self._out(pprint.pformat(val) if head == "pp" else repr(val))
                 elif head in ("l", "list"):
-                    self._list()
+                    self._context(num_lines=5)
                 elif head in ("w", "where", "bt"):
                     self._where()
                 elif head in ("u", "up"):
-                    self.index = min(self.index + 1, len(self.frames) - 1)
-                    self._out(f"> {self.frames[self.index][0]}({self.frames[self.index][1]})")
+                    if self.index == len(self.frames) - 1:
+                        self._out("At topmost frame.")
+                    else:
+                        self.index += 1
+                    self._context()
                 elif head in ("d", "down"):
-                    self.index = max(self.index - 1, 0)
-                    self._out(f"> {self.frames[self.index][0]}({self.frames[self.index][1]})")
+                    if self.index == 0:
+                        self._out("At bottommost frame.")
+                    else:
+                        self.index -= 1
+                    self._context()
                 elif cmd:
                     self._out(repr(self._eval(cmd)))
             except Exception as e:  # noqa: BLE001  (a bad expression is reported, as pdb does)
-                self._out(f"*** {type(e).__name__}: {e}")
+                self._error(e)
 
 
 def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: int | None = None,  # noqa: A001
@@ -256,8 +285,9 @@ def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: i
     """JAX's ``jax.debug.breakpoint``: stop at this line when it runs (eagerly, or inside ``jit``/``vmap``/
     control flow when the compiled program reaches it) and open a debugger over the user's frames, with
     the arrays among their local variables holding their run-time values.  Commands come from
-    ``sys.stdin`` (``p x``, ``l``, ``w``, ``u``/``d``, ``c``); at the end of input the program continues,
-    so a non-interactive run never waits.  ``backend`` is accepted (ftrans has one console debugger)."""
+    ``sys.stdin`` (``p x``, ``l``, ``w``, ``u``/``d``, ``c``), or from the ``stdin`` keyword with the output
+    going to ``stdout`` (as JAX's CLI debugger takes them); at the end of input the program continues, so a
+    non-interactive run never waits.  ``backend`` is accepted (ftrans has one console debugger)."""
     from ftrans.core import pytrees as tree_util
     from ftrans.core.array import Array
     from ftrans.core.trace import Tracer
@@ -267,7 +297,7 @@ def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: i
         return token
     arrays, layout = [], []
     array_types = (Array, Tracer, np.ndarray)
-    for fn, line, name, env in frames:
+    for fn, line, name, env, globs, source, offset in frames:
         static, dyn = {}, []
         for k, v in env.items():
             try:
@@ -281,18 +311,18 @@ def breakpoint(*, backend: Any = None, filter_frames: bool = True, num_frames: i
                 arrays.extend(leaves)
             else:
                 static[k] = v
-        layout.append((fn, line, name, static, dyn))
+        layout.append((fn, line, name, static, dyn, globs, source, offset))
 
     def host(*vals: Any) -> None:
         pos = 0
         captured = []
-        for fn, line, name, static, dyn in layout:
+        for fn, line, name, static, dyn, globs, source, offset in layout:
             env = dict(static)
             for k, tree, n in dyn:
                 env[k] = tree_util.tree_unflatten(tree, list(vals[pos:pos + n]))
                 pos += n
-            captured.append((fn, line, name, env))
-        _Debugger(captured).run()
+            captured.append((fn, line, name, env, globs, source, offset))
+        _Debugger(captured, kwargs.get("stdin"), kwargs.get("stdout")).run()
 
     callback(host, *arrays, ordered=ordered)
     return token

@@ -416,3 +416,24 @@ def test_ordered_print_refused_on_several_devices():
     g = jax.pmap(lambda x: jax.debug.print("{}", x, ordered=True), devices=jax.devices()[:2])
     with pytest.raises(ValueError, match="ordered effects are not supported for more than 1 device"):
         g(np.arange(2.0))
+
+
+def test_callback_weak_types_under_jit_vmap_grad_match_jax():
+    """Under ``jit`` a callback gets the values of a running program, none weakly typed (a Python scalar
+    argument included); eagerly, under ``vmap`` and ``grad`` a weak type stays, as in JAX."""
+    def run(J, np_):
+        got = []
+
+        def cb(*vals):
+            got.append(tuple((str(np.asarray(v).dtype), bool(v.weak_type)) for v in vals))
+
+        J.jit(lambda x: J.debug.callback(cb, x, 1.0))(np_.asarray(2.0))
+        J.jit(lambda x: J.debug.callback(cb, x * 2))(2.0)
+        J.jit(lambda x: J.pure_callback(lambda v: (cb(v), np.asarray(v))[1], J.ShapeDtypeStruct((), np.float32), x))(2.0)
+        J.debug.callback(cb, np_.asarray(2.0), 1.0)
+        J.vmap(lambda x: J.debug.callback(cb, x, 1.0))(np_.arange(2.0))
+        J.grad(lambda x: (J.debug.callback(cb, x), x)[1])(2.0)
+        J.effects_barrier()
+        return got
+
+    assert run(ftrans, jnp) == run(jax, jax.numpy)

@@ -26,4 +26,8 @@ def __getattr__(name: str):
         from ftrans.core import trace
 
         return getattr(trace, name)
+    if name in ("max_dim", "min_dim", "is_constant_dim", "is_constant_shape", "dimension_as_value"):  # jax.core's dimension helpers
+        from ftrans.core import shape_poly
+
+        return getattr(shape_poly, name)
     raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")

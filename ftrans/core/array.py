@@ -8,10 +8,13 @@ this attribute as the host view.
 
 from __future__ import annotations
 
+import gc
+import sys
 from typing import Any
 
 import numpy as np
 
+from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray
@@ -1004,3 +1007,47 @@ class PublicArray(metaclass=_PublicArrayMeta):
 
 PublicArray.__name__ = PublicArray.__qualname__ = "Array"
 PublicArray.__module__ = "ftrans"
+
+
+# ``array_garbage_collection_guard="log"``: report arrays the garbage collector frees (part of, or reachable
+# only from, a reference cycle) rather than reference counting, as JAX does. ``Array.__del__`` exists only
+# while some thread has "log" set, so arrays pay nothing for the guard otherwise.
+_gc_collecting = False
+
+
+def _on_gc_phase(phase: str, info: dict) -> None:
+    global _gc_collecting
+    _gc_collecting = phase == "start"
+
+
+def _report_gc_deleted(self: Array) -> None:
+    if not _gc_collecting or _config.config.array_garbage_collection_guard != "log":
+        return
+    try:
+        what = f"{self.dtype.name}{list(self.shape)}"
+    except Exception:  # noqa: BLE001 -- a deleted or donated array: its type is all there is to say
+        what = type(self).__name__
+    stream = sys.__stderr__  # the process's stderr, where JAX's (native) report goes too
+    if stream is None:
+        return
+    stream.write(f"RuntimeError: `jax.Array` was deleted by the Python garbage collector instead of by reference "
+                 f"counting: an ftrans array {what} was part of, or reachable only from, a reference cycle. Break "
+                 f"the cycle so that the array is freed as soon as it is no longer used.\n")
+    stream.flush()
+
+
+def _update_gc_guard(name: str, *_: Any) -> None:
+    if name != "array_garbage_collection_guard":
+        return
+    on = "log" in _config.config.values_anywhere(name)
+    if on and "__del__" not in Array.__dict__:
+        Array.__del__ = _report_gc_deleted
+        gc.callbacks.append(_on_gc_phase)
+    elif not on and "__del__" in Array.__dict__:
+        del Array.__del__
+        gc.callbacks.remove(_on_gc_phase)
+
+
+_config.config._listeners.append(_update_gc_guard)
+_config.scope_listeners.append(_update_gc_guard)
+_update_gc_guard("array_garbage_collection_guard")

@@ -224,8 +224,9 @@ class Config:
         "legacy_prng_key": ("allow", ("allow", "warn", "error"), "raw uint32 keys given to ftrans.random"),
         "enable_custom_prng": (False, None, "key array printing, which ftrans's keys do not change"),
         "thread_guard": (False, (False,), "a guard against jit calls from other threads, which ftrans does not have"),
-        "array_garbage_collection_guard": ("allow", ("allow", None), "reports of arrays freed by the garbage "
-                                           "collector, which ftrans does not make"),
+        "array_garbage_collection_guard": ("allow", ("allow", "log", None), "reports of arrays freed by the "
+                                           "garbage collector (ftrans makes JAX's \"log\" report, not its "
+                                           "\"fatal\" abort)"),
         # Diagnostics, logging, timeouts, GPU kernel choices and JAX-internal implementation switches: any
         # value runs as JAX would (none of them changes a result).
         **{name: (default, None, about) for name, default, about in (
@@ -486,7 +487,8 @@ class Config:
 
     def _accept(self, name: str, value: Any) -> None:
         self._accepted_values[name] = v = self._check_accepted(name, value)
-        if name == "softmax_custom_jvp":  # read while tracing (nn.softmax): jit traces again
+        if name in ("softmax_custom_jvp", "array_garbage_collection_guard"):  # read while tracing (nn.softmax)
+            # or by the garbage-collection guard of core/array.py
             for fn in self._listeners:
                 fn(name, v)
         if name == "platform_name":  # JAX's older spelling of the default platform

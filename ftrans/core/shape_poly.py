@@ -516,6 +516,8 @@ class DimExpr:
 
         return dim_as_value_p.bind(dim=self)
 
+    dimension_as_value = __jax_array__  # JAX's name for it (``core.dimension_as_value`` calls it)
+
     # -- inspection ----------------------------------------------------------
     def is_constant(self) -> bool:
         return False
@@ -723,6 +725,24 @@ def _bounds_plain(e: DimExpr, scope: SymbolicScope, depth: int = 0) -> tuple[flo
 def is_symbolic_dim(d: Any) -> bool:
     """Whether ``d`` is a symbolic dimension (not an integer)."""
     return isinstance(d, DimExpr)
+
+
+def dimension_as_value(d: Any) -> Any:
+    """A dimension as a value of the program: an integer stays an integer, a symbolic dimension becomes an
+    integer scalar computed from the arguments' sizes when the program runs (JAX's ``core.dimension_as_value``)."""
+    if isinstance(d, DimExpr):
+        return d.dimension_as_value()
+    return operator.index(d)
+
+
+def is_constant_dim(d: Any) -> bool:
+    """Whether dimension ``d`` is known now (an integer, not a symbolic expression): JAX's ``core.is_constant_dim``."""
+    return not isinstance(d, DimExpr)
+
+
+def is_constant_shape(shape: Iterable) -> bool:
+    """Whether every dimension of ``shape`` is known now: JAX's ``core.is_constant_shape``."""
+    return not any(isinstance(d, DimExpr) for d in shape)
 
 
 def is_poly_shape(shape: Iterable) -> bool:

@@ -586,6 +586,14 @@ def _explain_nonfinite(prim: Primitive, args, params: dict, kind: str) -> None:
     # takes slices, and re-running it once on whole operands would mean nothing.
     # Call primitives name the parameter holding their body (``body_param``).
     body = params.get(getattr(prim, "body_param", "jaxpr"))
+    if getattr(prim, "body_env", None) is not None:
+        from ftrans.core.prims.calls import _no_env
+
+        if prim.body_env is not _no_env:
+            # pmap / shard_map: the body runs per device under named axes, so it is not re-run on the
+            # whole operands here; as JAX says for its mapped computations.
+            raise FloatingPointError(
+                f"Invalid value ({kind}) encountered in sharded computation: an output of {prim.name}{_where()}")
     if isinstance(body, ClosedJaxpr) and len(body.in_avals) == len(args) and all(
             (a.shape, a.dtype) == (b.shape, b.dtype) for a, b in zip(map(aval_of, args), body.in_avals)):
         from ftrans.core.jaxpr_api import eval_jaxpr

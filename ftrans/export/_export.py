@@ -229,6 +229,26 @@ def _user_avals(tree: Any, avals: tuple) -> tuple:
     return tuple(tree_util.user_leaves(tree, list(avals)))
 
 
+def _typed_avals(avals: tuple, shardings: tuple) -> tuple:
+    """``avals`` with the sharding type of each one whose sharding names an Explicit mesh axis (a
+    ``ShardedAval`` over the abstract mesh), the others as they are."""
+    if not any(s is not None for s in shardings):
+        return avals
+    from ftrans.core.avals import ShardedAval
+    from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec
+
+    out = []
+    for a, s in zip(avals, shardings):
+        if s is not None and isinstance(a, ShapedArray) and not isinstance(a, ShardedAval):
+            explicit = {n for n, t in zip(s.mesh.axis_names, s.mesh.axis_types) if t == AxisType.Explicit}
+            entries = list(s.spec) + [None] * (len(a.shape) - len(s.spec))
+            named = {n for e in entries if e is not None for n in (e if isinstance(e, tuple) else (e,))}
+            if explicit and named <= explicit and len(entries) == len(a.shape):
+                a = ShardedAval(a.shape, a.dtype, a.weak_type, NamedSharding(s.mesh, PartitionSpec(*entries)))
+        out.append(a)
+    return tuple(out)
+
+
 class Exported:
     """A function exported as a StableHLO module (JAX's ``jax.export.Exported``).
 
@@ -284,13 +304,15 @@ class Exported:
 
     @property
     def in_avals(self) -> tuple:
-        """The abstract values of the ``in_tree`` leaves (a typed key array's of its key dtype, ``key<fry>[]``)."""
-        return _user_avals(self._in_tree, self._in_avals)
+        """The abstract values of the ``in_tree`` leaves (a typed key array's of its key dtype, ``key<fry>[]``);
+        a leaf laid out over Explicit mesh axes has that sharding type, over the abstract mesh, as JAX's."""
+        return _user_avals(self._in_tree, _typed_avals(self._in_avals, self.in_shardings_hlo))
 
     @property
     def out_avals(self) -> tuple:
-        """The abstract values of the ``out_tree`` leaves (a typed key array's of its key dtype)."""
-        return _user_avals(self._out_tree, self._out_avals)
+        """The abstract values of the ``out_tree`` leaves (a typed key array's of its key dtype), with their
+        sharding types as ``in_avals``'."""
+        return _user_avals(self._out_tree, _typed_avals(self._out_avals, self.out_shardings_hlo))
 
     @property
     def uses_global_constants(self) -> bool:

@@ -197,17 +197,21 @@ def _sharding_to_json(s: Any) -> Any:
     if s is None:
         return None
     spec = [list(e) if isinstance(e, tuple) else e for e in s.spec]
+    dev = getattr(s.mesh, "abstract_device", None)
     return {"axes": list(s.mesh.axis_names), "sizes": list(s.mesh.axis_sizes),
-            "types": [t.name for t in s.mesh.axis_types], "spec": spec, "sym": s.symbol}
+            "types": [t.name for t in s.mesh.axis_types], "spec": spec, "sym": s.symbol,
+            "device": None if dev is None else [dev.device_kind, dev.num_cores, dev.platform]}
 
 
 def _sharding_from_json(j: Any) -> Any:
     if j is None:
         return None
-    from ftrans.core.sharding import AbstractMesh, AxisType, PartitionSpec
+    from ftrans.core.sharding import AbstractDevice, AbstractMesh, AxisType, PartitionSpec
     from ftrans.export._export import ExportedSharding
 
-    mesh = AbstractMesh(tuple(j["sizes"]), tuple(j["axes"]), tuple(AxisType[t] for t in j["types"]))
+    dev = j.get("device")
+    mesh = AbstractMesh(tuple(j["sizes"]), tuple(j["axes"]), tuple(AxisType[t] for t in j["types"]),
+                        abstract_device=None if dev is None else AbstractDevice(*dev))
     spec = PartitionSpec(*(tuple(e) if isinstance(e, list) else e for e in j["spec"]))
     return ExportedSharding(mesh, spec, j["sym"])
 
