@@ -18,6 +18,7 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
+from ftrans.core.keys import is_key
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import (
@@ -43,6 +44,12 @@ def _arg_aval(path: str, x: Any) -> ShapedArray:
         return aval_of(x)
     except TypeError:
         raise invalid_value_error(f"argument {path}", x, "or mark it static (static_argnums)") from None
+
+
+def _typed_key_avals(in_tree: Any, leaves: list, avals: list) -> list:
+    """``avals`` with each key array's data leaf typed as the key array (its key dtype, its key shape)."""
+    users = tree_util.user_leaves(in_tree, leaves)
+    return [ShapedArray(u.shape, u.dtype) if is_key(u) and not u._typed else a for u, a in zip(users, avals)]
 
 
 def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
@@ -151,6 +158,8 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
     in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
+    if tree_util.has_key_nodes(in_tree):  # a key array enters as a key-typed value (``key<fry>[]``)
+        in_avals = _typed_key_avals(in_tree, [x for _, x in leaves_with_paths], in_avals)
     out_tree_box: list = []
 
     def flat_fun(*flat_in):

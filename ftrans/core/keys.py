@@ -118,8 +118,20 @@ class PRNGKeyArray:
         return KeyDtype(self._impl)
 
     @property
+    def _typed(self) -> bool:
+        """Whether the base array is a key-typed IR value (a tracer of a ``key<...>`` aval, inside a staged
+        program) rather than ``uint32`` key data."""
+        return type(getattr(self._base_array, "dtype", None)) is KeyDtype
+
+    @property
+    def _key_tail(self) -> tuple[int, ...]:
+        """The trailing key-data axes of the base array: the key shape for ``uint32`` data, none for a
+        key-typed value."""
+        return () if self._typed else tuple(self._impl.key_shape)
+
+    @property
     def _key_ndim(self) -> int:
-        return len(self._impl.key_shape)
+        return len(self._key_tail)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -380,6 +392,8 @@ def wrap(impl: Any, base: Any) -> PRNGKeyArray:
     ks = tuple(impl.key_shape)
     shape = tuple(getattr(base, "shape", ()))
     d = getattr(base, "dtype", None)
+    if type(d) is KeyDtype and d._impl == impl:  # a key-typed IR value (inside a staged program)
+        return PRNGKeyArray(impl, base)
     if d != np.dtype(np.uint32) or len(shape) < len(ks) or shape[len(shape) - len(ks):] != ks:
         raise FtransTypeError(
             f"ftrans.random: invalid PRNG key data for {impl.name}: expected uint32 key data whose shape "
@@ -416,6 +430,8 @@ def unflatten_key(impl: Any, children: Any) -> Any:
     flattening in ``ftrans.core.pytrees`` gives it), or what stands for one: a key-dtype struct for a
     ``ShapeDtypeStruct``, ``float0`` of the key array's shape for a ``float0`` tangent."""
     (base,) = children
+    if type(getattr(base, "dtype", None)) is KeyDtype and not hasattr(base, "_trace"):
+        return base  # the abstract value (or struct) of a key-typed value: the key array's own type
     if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
         shape = tuple(base.shape)
         return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))

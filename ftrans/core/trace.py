@@ -24,6 +24,7 @@ from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
+from ftrans.core.keys import is_key_dtype
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
@@ -938,7 +939,8 @@ def source_site_as(info: SourceInfo | None) -> Iterator[None]:
 def long_type_str(aval: Any) -> str:
     """``float32[2,3]`` (``~float32[]`` when weakly typed): how JAX's tracer reprs print a type."""
     w = "~" if getattr(aval, "weak_type", False) else ""
-    return f"{w}{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
+    d = aval.dtype
+    return f"{w}{(d if is_key_dtype(d) else np.dtype(d)).name}[{','.join(map(str, aval.shape))}]"
 
 
 def short_repr(x: Any) -> str:

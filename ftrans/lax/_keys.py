@@ -29,7 +29,7 @@ _orig: dict[str, Any] = {}
 
 
 def _ks(k: PRNGKeyArray) -> tuple[int, ...]:
-    return tuple(k._impl.key_shape)
+    return k._key_tail
 
 
 def _rewrap(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:

@@ -29,7 +29,7 @@ def _f(name: str) -> Any:
 
 
 def _nd(k: PRNGKeyArray) -> int:
-    return len(k._impl.key_shape)
+    return k._key_ndim
 
 
 def _wrap_like(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:
@@ -56,7 +56,7 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
     if math.prod(s) != a.size:
         raise FtransTypeError(
             f"reshape: cannot reshape a key array of shape {a.shape} (size {a.size}) into shape {tuple(s)}")
-    return _wrap_like(a, _f("reshape")(a._base_array, (*s, *a._impl.key_shape), order=order))
+    return _wrap_like(a, _f("reshape")(a._base_array, (*s, *a._key_tail), order=order))
 
 
 def ravel(a: Any, order: str = "C") -> Any:
@@ -105,7 +105,7 @@ def expand_dims(a: Any, axis: Any) -> Any:
 
 def broadcast_to(array: Any, shape: Any) -> Any:
     s = _shape_arg("broadcast_to", shape)
-    return _wrap_like(array, _f("broadcast_to")(array._base_array, (*s, *array._impl.key_shape)))
+    return _wrap_like(array, _f("broadcast_to")(array._base_array, (*s, *array._key_tail)))
 
 
 def broadcast_arrays(*args: Any) -> list:
