@@ -435,3 +435,10 @@ class finfo:
 def iinfo(dtype: Any):
     d = np.dtype(dtype)
     return ml_dtypes.iinfo(d) if d in NARROW_INTS else np.iinfo(d)
+
+
+def np_issubdtype(d: Any, cls: Any) -> bool:
+    """``np.issubdtype(d, cls)`` for the dtype of any IR value: a key dtype (``key<fry>``) is no NumPy type."""
+    if type(d) is KeyDtype:
+        return False
+    return np.issubdtype(d, cls)

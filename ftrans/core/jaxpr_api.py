@@ -18,7 +18,7 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
-from ftrans.core.keys import is_key
+from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
 from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import (
@@ -46,10 +46,27 @@ def _arg_aval(path: str, x: Any) -> ShapedArray:
         raise invalid_value_error(f"argument {path}", x, "or mark it static (static_argnums)") from None
 
 
+def _key_structs_as_keys(tree: Any) -> Any:
+    """Each ``ShapeDtypeStruct`` of a key dtype in ``tree`` as a key array over a struct of its data (which
+    enters the program as a key-typed value)."""
+    def conv(x: Any) -> Any:
+        if isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype):
+            impl = x.dtype._impl
+            return PRNGKeyArray(impl, ShapeDtypeStruct((*x.shape, *impl.key_shape), np.dtype(np.uint32)))
+        return x
+
+    if not any(isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype) for x in tree_util.tree_leaves(tree)):
+        return tree
+    return tree_util.tree_map(conv, tree)
+
+
 def _typed_key_avals(in_tree: Any, leaves: list, avals: list) -> list:
     """``avals`` with each key array's data leaf typed as the key array (its key dtype, its key shape)."""
     users = tree_util.user_leaves(in_tree, leaves)
-    return [ShapedArray(u.shape, u.dtype) if is_key(u) and not u._typed else a for u, a in zip(users, avals)]
+    def typed(u: Any) -> bool:  # a key array (or, for a struct of its data, the key-dtype struct it stands for)
+        return (is_key(u) and not u._typed) or (isinstance(u, ShapeDtypeStruct) and is_key_dtype(u.dtype))
+
+    return [ShapedArray(u.shape, u.dtype) if typed(u) else a for u, a in zip(users, avals)]
 
 
 def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
@@ -156,6 +173,7 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
                  what: str = "make_jaxpr", user_fun: Callable | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
+    dyn_args, kwargs = _key_structs_as_keys((dyn_args, kwargs))
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
     in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
     if tree_util.has_key_nodes(in_tree):  # a key array enters as a key-typed value (``key<fry>[]``)

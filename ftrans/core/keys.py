@@ -383,6 +383,15 @@ def reject_keys(name: str, args: Any) -> FtransTypeError:
         "use ftrans.random functions on it, or ftrans.random.key_data(keys) for its uint32 data")
 
 
+def key_data_of(k: PRNGKeyArray) -> Any:
+    """The ``uint32`` data of the key array ``k`` (``random_unwrap`` of a key-typed value)."""
+    if not k._typed:
+        return k._base_array
+    from ftrans.core.prims.random import random_unwrap_p
+
+    return random_unwrap_p.bind(k._base_array)
+
+
 def is_key(x: Any) -> bool:
     return type(x) is PRNGKeyArray
 

@@ -334,7 +334,7 @@ def _creator(name: str, value: int):
 def equal(x: Any, y: Any, /) -> Any:
     impl = K.check_all_keys("equal", [x, y])
     axes = tuple(range(-len(impl.key_shape), 0))
-    return _orig["all"](_f("equal")(x._base_array, y._base_array), axis=axes)
+    return _orig["all"](_f("equal")(K.key_data_of(x), K.key_data_of(y)), axis=axes)
 
 
 def not_equal(x: Any, y: Any, /) -> Any:

@@ -29,7 +29,7 @@ from ftrans.core.primitive import Primitive
 from ftrans.core.prims._base import prim_type_error, prim_value_error
 
 __all__ = ["random_seed_p", "random_bits_p", "random_split_p", "random_fold_in_p", "random_wrap_p",
-           "random_unwrap_p", "physical", "key_impl_of", "physical_aval"]
+           "random_unwrap_p", "random_clone_p", "consume_p", "physical", "key_impl_of", "physical_aval"]
 
 _U32 = np.dtype(np.uint32)
 
@@ -161,5 +161,25 @@ def _unwrap_impl(keys: Any) -> Any:
     return _data(keys)
 
 
+# ---------------------------------------------------------------- identities the key-reuse checker reads
+# ``random.clone`` (a key the checker counts as fresh) and key_reuse's ``consume`` (a key it counts as
+# used): the same keys out, so every rule but the key-reuse signature is the identity's.
+random_clone_p = Primitive("random_clone")
+consume_p = Primitive("consume")
+
+
+def _identity_abstract(prim: Primitive) -> Callable[..., ShapedArray]:
+    def rule(keys: ShapedArray) -> ShapedArray:
+        key_impl_of(prim, keys)
+        return keys
+
+    return rule
+
+
+for _p in (random_clone_p, consume_p):
+    _p.def_abstract_eval(_identity_abstract(_p))
+    _p.def_impl(lambda keys: keys)
+
+
 RANDOM_PRIMITIVES = (random_seed_p, random_bits_p, random_split_p, random_fold_in_p, random_wrap_p,
-                     random_unwrap_p)
+                     random_unwrap_p, random_clone_p, consume_p)

@@ -69,8 +69,10 @@ def _wrap(ctx: LoweringContext, x: str, *, impl: Any) -> str:
 
 
 @register_lowering(R.random_unwrap_p)
+@register_lowering(R.random_clone_p)
+@register_lowering(R.consume_p)
 def _unwrap(ctx: LoweringContext, x: str) -> str:
-    return x
+    return x  # the same data
 
 
 # ---------------------------------------------------------------- structural primitives over keys

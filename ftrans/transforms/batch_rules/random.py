@@ -48,3 +48,15 @@ def _unwrap_batch(vals: list, dims: list, *, frame: Any):
     return R.random_unwrap_p.bind(k), d
 
 
+
+
+@register_batching(R.random_clone_p)
+def _clone_batch(vals: list, dims: list, *, frame: Any):
+    (k,), (d,) = vals, dims
+    return R.random_clone_p.bind(k), d
+
+
+@register_batching(R.consume_p)
+def _consume_batch(vals: list, dims: list, *, frame: Any):
+    (k,), (d,) = vals, dims
+    return R.consume_p.bind(k), d
