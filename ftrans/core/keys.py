@@ -383,6 +383,19 @@ def reject_keys(name: str, args: Any) -> FtransTypeError:
         "use ftrans.random functions on it, or ftrans.random.key_data(keys) for its uint32 data")
 
 
+def unify(keys: list) -> list:
+    """``keys`` (key arrays of one implementation) all of one kind: when one is a key-typed value of a staged
+    program, those holding ``uint32`` data (a concrete key the program closes over) become key-typed too
+    (``random_wrap``), so an operation combining them sees one type."""
+    if not any(k._typed for k in keys) or all(k._typed for k in keys):
+        return list(keys)
+    from ftrans.core import key_reuse
+    from ftrans.core.prims.random import random_wrap_p
+
+    return [k if k._typed else key_reuse.alias(k, PRNGKeyArray(k._impl, random_wrap_p.bind(k._base_array, impl=k._impl)))
+            for k in keys]
+
+
 def key_data_of(k: PRNGKeyArray) -> Any:
     """The ``uint32`` data of the key array ``k`` (``random_unwrap`` of a key-typed value)."""
     if not k._typed:

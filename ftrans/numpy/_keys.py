@@ -116,6 +116,7 @@ def broadcast_arrays(*args: Any) -> list:
 def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
     arrays = list(arrays)
     impl = K.check_all_keys("concatenate", arrays)
+    arrays = K.unify(arrays)
     if axis is None:
         arrays, axis = [ravel(k) for k in arrays], 0
     nd = arrays[0].ndim
@@ -129,6 +130,7 @@ def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
 def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> Any:
     arrays = list(arrays) if not is_key(arrays) else [arrays[i] for i in range(len(arrays))]
     impl = K.check_all_keys("stack", arrays)
+    arrays = K.unify(arrays)
     ax = K.normalize_axis("stack", axis, arrays[0].ndim + 1)
     return _kr.consumed_all(arrays, "concatenate",
                             PRNGKeyArray(impl, _f("stack")([k._base_array for k in arrays], axis=ax)))
@@ -173,7 +175,8 @@ def where(condition: Any, x: Any = None, y: Any = None, /, **kwargs: Any) -> Any
     if x is None or y is None:
         raise FtransValueError("where: give both x and y to choose between key arrays")
     impl = K.check_all_keys("where", [x, y])
-    nd = len(impl.key_shape)
+    x, y = K.unify([x, y])
+    nd = x._key_ndim
     c = _f("asarray")(condition)
     c = _f("reshape")(c, (*np.shape(c), *(1,) * nd))
     return PRNGKeyArray(impl, _f("where")(c, x._base_array, y._base_array, **kwargs))
@@ -230,7 +233,8 @@ class _KeyIndexRef:
                 f"at[...].set: a key array ({self.keys.dtype.name}) can only take keys; got a value of "
                 f"dtype {K._dtype_name(values)}; wrap key data with ftrans.random.wrap_key_data")
         impl = K.common_impl("at[...].set", [self.keys, values])
-        base = _f("_IndexUpdateHelper")(self.keys._base_array)[_base_index(self.keys, self.idx)]
+        keys, values = K.unify([self.keys, values])
+        base = _f("_IndexUpdateHelper")(keys._base_array)[_base_index(keys, self.idx)]
         return PRNGKeyArray(impl, base.set(values._base_array, **kwargs))
 
     def _numeric(self, name: str):

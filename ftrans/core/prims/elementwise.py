@@ -13,8 +13,8 @@ import numpy as np
 import scipy.special as sps
 
 from ftrans.core import dtypes
-from ftrans.core.keys import is_key_dtype
 from ftrans.core.prims._base import (
+    ANY_OR_KEY,
     ANY,
     COMPLEX,
     FLOAT,
@@ -538,14 +538,6 @@ def _popcount_impl(x):
 population_count_p = unop("population_count", INT, _popcount_impl, narrow_native=True)
 
 # ---------------------------------------------------------------- identity-like
-class _AnyOrKey(frozenset):
-    """``ANY`` and the key dtypes (``key<fry>``): what a primitive that only moves values accepts."""
-
-    def __contains__(self, d: object) -> bool:
-        return is_key_dtype(d) or frozenset.__contains__(self, d)
-
-
-ANY_OR_KEY = _AnyOrKey(ANY)
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)
 copy_p = unop("copy", ANY_OR_KEY, np.copy)  # a copy of a key array is one too (key_reuse: a forward)
 

@@ -18,6 +18,7 @@ import numpy as np
 from ftrans.core.keys import KeyDtype
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
+from ftrans.core.prims import indexing as I
 from ftrans.core.prims import random as R
 from ftrans.core.prims import structural as S
 from ftrans.core.trace import stage
@@ -164,6 +165,24 @@ def _convert(ctx, tail, xs, p):
     return xs, p
 
 
+def _gather(ctx, tail, xs, p):
+    dn = p["dimension_numbers"]
+    out_rank = len(ctx.avals_out[0].shape)
+    p["dimension_numbers"] = dn._replace(offset_dims=(*dn.offset_dims, *_trailing(out_rank, len(tail))))
+    p["slice_sizes"] = (*p["slice_sizes"], *tail)
+    return xs, p
+
+
+def _scatter(ctx, tail, xs, p):
+    dn = p["dimension_numbers"]
+    upd_rank = len(ctx.avals_in[2].shape)
+    p["dimension_numbers"] = dn._replace(
+        update_window_dims=(*dn.update_window_dims, *_trailing(upd_rank, len(tail))))
+    return xs, p
+
+
+_key_rule(I.gather_p, _gather)
+_key_rule(I.scatter_p, _scatter)
 _key_rule(S.broadcast_in_dim_p, _bcast)
 _key_rule(S.reshape_p, _reshape)
 _key_rule(S.transpose_p, _transpose)
