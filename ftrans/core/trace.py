@@ -24,7 +24,7 @@ from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
-from ftrans.core.keys import is_key_dtype
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
@@ -400,6 +400,10 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])
     except AttributeError:
+        if any(type(a) is PRNGKeyArray for a in args):  # a concrete key array (an interpreted staged program)
+            from ftrans.core.prims.random import eager_with_keys
+
+            return eager_with_keys(prim, args, params)
         pairs = [_concrete_operand(a) for a in args]
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
@@ -415,6 +419,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
             return [_wrap(o, w) for o, w in zip(out, weak)]
         return [_wrap(o, weak) for o in out]
     if type(out) is not ndarray:
+        if type(out) is PRNGKeyArray:  # a PRNG primitive's result: a key array
+            return out
         out = np.asarray(out)
     obj = _new_object(Array)
     obj._value = out
@@ -427,6 +433,8 @@ _new_object = object.__new__
 
 
 def _wrap(out: Any, weak: bool) -> Array:
+    if type(out) is PRNGKeyArray:  # a key-typed result of an interpreted body (control flow over keys)
+        return out
     return Array._new(out, weak)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.keys import KeyDtype, PRNGKeyArray, is_key, is_key_dtype
-from ftrans.core.primitive import Primitive
+from ftrans.core.primitive import Primitive, never_weak
 from ftrans.core.prims._base import prim_type_error, prim_value_error
 
 __all__ = ["random_seed_p", "random_bits_p", "random_split_p", "random_fold_in_p", "random_wrap_p",
@@ -117,6 +117,23 @@ def _unwrap_abstract(keys: ShapedArray) -> ShapedArray:
     return ShapedArray((*keys.shape, *impl.key_shape), _U32)
 
 
+# ---------------------------------------------------------------- eager operations on concrete key arrays
+# A concrete key array (``PRNGKeyArray`` over its ``uint32`` data) reaches a primitive's eager bind when a
+# staged program that has key-typed values is interpreted (a control-flow body run eagerly, ``eval_jaxpr``).
+# The PRNG primitives' own rules take key arrays; any other primitive is staged alone on the key types and
+# run compiled (``run_with_keys``, installed by the lowering, ``lowering/rules/random.py``).
+run_with_keys: Callable[[Primitive, tuple, dict], Any] | None = None
+
+
+def eager_with_keys(prim: Primitive, args: tuple, params: dict) -> Any:
+    """``prim`` applied to concrete operands among which is a key array."""
+    if prim in _OWN_RULES:
+        return prim.impl(*args, **params)
+    if run_with_keys is None:
+        raise prim_type_error(prim, [], "got a key array operand, which it cannot take eagerly")
+    return run_with_keys(prim, args, params)
+
+
 # ---------------------------------------------------------------- NumPy / eager rules
 def _data(x: Any) -> Any:
     return x._base_array if is_key(x) else x
@@ -183,3 +200,6 @@ for _p in (random_clone_p, consume_p):
 
 RANDOM_PRIMITIVES = (random_seed_p, random_bits_p, random_split_p, random_fold_in_p, random_wrap_p,
                      random_unwrap_p, random_clone_p, consume_p)
+_OWN_RULES = frozenset(RANDOM_PRIMITIVES)
+for _p in RANDOM_PRIMITIVES:
+    _p.def_weak_type(never_weak)  # (and so the eager path's one-operand elementwise shortcut skips them)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ftrans.core.keys import KeyDtype
+from ftrans.core.avals import ShapedArray
+from ftrans.core.keys import KeyDtype, PRNGKeyArray, is_key
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import indexing as I
@@ -202,3 +203,42 @@ def _convert_element_type(ctx: LoweringContext, x: str, **params: Any) -> str:
 
 
 key_lowering_rules[S.convert_element_type_p] = _convert_element_type
+
+
+# ---------------------------------------------------------------- eager primitives over concrete key arrays
+_compiled: dict = {}
+
+
+def _run_with_keys(prim: Primitive, args: tuple, params: dict) -> Any:
+    """``prim`` on concrete operands, key arrays among them: staged alone on the key types, compiled (once
+    per signature) and run on the keys' data; key results come back as key arrays."""
+    from ftrans.core.trace import aval_of
+    from ftrans.devices import default_device
+    from ftrans.lowering import executable as X
+
+    avals = [ShapedArray(a.shape, a.dtype) if is_key(a) else aval_of(a) for a in args]
+    try:
+        sig = (prim, tuple(avals), tuple(sorted(params.items())))
+        hash(sig)
+    except TypeError:
+        sig = None
+    exe = _compiled.get(sig) if sig is not None else None
+    if exe is None:
+        def one(*xs: Any) -> list:
+            out = prim.bind(*xs, **params)
+            return list(out) if prim.multiple_results else [out]
+
+        closed, _ = stage(one, avals)
+        exe = X.Executable(closed, default_device(), prim.name), closed.out_avals
+        if sig is not None:
+            if len(_compiled) > 256:
+                _compiled.clear()
+            _compiled[sig] = exe
+    exe, out_avals = exe
+    bufs = [X.to_buffer(np.asarray(a._base_array) if is_key(a) else a, exe.device) for a in args]
+    outs = [PRNGKeyArray(a.dtype._impl, o) if type(a.dtype) is KeyDtype else o
+            for o, a in zip(exe.run(bufs), out_avals)]
+    return outs if prim.multiple_results else outs[0]
+
+
+R.run_with_keys = _run_with_keys
