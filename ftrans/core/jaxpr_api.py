@@ -18,8 +18,8 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
-from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
+from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype
 from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import (
     aval_of,

@@ -24,13 +24,13 @@ from ftrans import errors
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
-from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.array import Array, from_foreign
 from ftrans.core.array import ShardedArray as _ShardedArray
 from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 

@@ -27,8 +27,8 @@ from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts, jaxpr_has_effects
 from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype, key_data_of
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
-from ftrans.core.prims.random import random_unwrap_p
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
+from ftrans.core.prims.random import random_unwrap_p
 from ftrans.core.sharding_rules import without_dim
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError

@@ -25,9 +25,9 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error
-from ftrans.core.prims.random import physical_aval
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.prims.random import physical_aval
 from ftrans.errors import CompilerOptionError, JaxRuntimeError
 from ftrans.lowering import compat, lower
 from ftrans.monitoring import record_event_duration_secs

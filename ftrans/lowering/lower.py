@@ -31,8 +31,8 @@ import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
-from ftrans.core.keys import KeyDtype
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
+from ftrans.core.keys import KeyDtype
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation

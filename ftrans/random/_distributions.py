@@ -33,9 +33,9 @@ from ftrans import lax
 from ftrans import numpy as jnp
 from ftrans.core import dtypes
 from ftrans.core import key_reuse as _kr
-from ftrans.core.prims import random as R
 from ftrans.core.keys import KeyDtype, PRNGKeyArray, is_key
 from ftrans.core.operands import dtype_weak, shape_of
+from ftrans.core.prims import random as R
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.random import _prng

@@ -41,12 +41,12 @@ import numpy as np
 from ftrans import lax
 from ftrans.core import config as _config
 from ftrans.core.keys import KeyDtype, is_key
-from ftrans.core.prims import random as R
 from ftrans.core.operands import shape_of
+from ftrans.core.prims import random as R
+from ftrans.core.trace import StagingTracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.random import _fourwords as _fw
 from ftrans.random import _threefry as _tf
-from ftrans.core.trace import StagingTracer
 from ftrans.transforms.batching import vmap
 from ftrans.transforms.jit import jit
 

@@ -32,8 +32,8 @@ from ftrans.core import dtypes
 from ftrans.core import key_reuse as _kr
 from ftrans.core.array import Array
 from ftrans.core.keys import PRNGKeyArray, is_key, wrap
-from ftrans.core.prims import random as R
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
+from ftrans.core.prims import random as R
 from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 from ftrans.errors import (

@@ -32,8 +32,8 @@ from ftrans.core import dtypes
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
-from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError

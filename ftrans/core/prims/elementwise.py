@@ -14,8 +14,8 @@ import scipy.special as sps
 
 from ftrans.core import dtypes
 from ftrans.core.prims._base import (
-    ANY_OR_KEY,
     ANY,
+    ANY_OR_KEY,
     COMPLEX,
     FLOAT,
     INEXACT,

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ftrans.core import key_reuse as _kr
-from ftrans.core.prims import random as _R
 from ftrans.core.keys import PRNGKeyArray, is_key
+from ftrans.core.prims import random as _R
 from ftrans.errors import FtransTypeError, KeyReuseError
 
 __all__ = ["KeyReuseError", "Source", "Sink", "Forward", "KeyReuseSignature", "consume", "assert_consumed",

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.keys import is_key_dtype
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from ftrans.core.keys import is_key_dtype
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import is_poly_shape
 from ftrans.transforms.passes._util import IMPURE, Rewriter, has_bodies
