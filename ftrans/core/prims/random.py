@@ -141,10 +141,8 @@ def _data(x: Any) -> Any:
 
 def _run(prim: Primitive, impl: Any, *args: Any, **params: Any) -> Any:
     fn = physical.get(prim)
-    if fn is None:  # ftrans.random is not imported yet: it registers the key operations
-        import ftrans.random  # noqa: F401  (an upward import, at run time only, to load the registrations)
-
-        fn = physical[prim]
+    if fn is None:
+        raise prim_value_error(prim, "the PRNG operations are registered by ftrans.random: import ftrans first")
     return fn(impl, *args, **params)
 
 

@@ -49,11 +49,7 @@ def _impl(ctx: LoweringContext, params: dict) -> Any:
 def _install(prim: Primitive) -> None:
     def rule(ctx: LoweringContext, *args: str, **params: Any) -> list[str]:
         impl = _impl(ctx, params)
-        fn = R.physical.get(prim)
-        if fn is None:
-            import ftrans.random  # noqa: F401  (its import registers the key operations)
-
-            fn = R.physical[prim]
+        fn = R.physical[prim]  # (registered by ftrans.random, which ftrans imports)
         kw = {k: v for k, v in params.items() if k != "impl"}
         return lower_physical(ctx, lambda *xs: fn(impl, *xs, **kw), args, prim.name)
 
