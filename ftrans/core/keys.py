@@ -8,10 +8,10 @@ Design.  A key array is one pytree leaf to users (as in JAX: ``tree_util.tree_le
 but ftrans's own code flattens with ``ftrans.core.pytrees``, to which it is a node over its base array
 with the implementation as node data.  Every transform (``jit``, ``vmap``, ``scan``, ``cond``,
 ``while_loop``, ``grad``, ``custom_jvp``) and ``device_put``/``device_get`` flattens its arguments and
-results that way, so a key array crosses them as its ``uint32`` base array and comes back out as a key
-array of the same implementation; the
-IR only ever sees ``uint32`` values, and every PRNG operation is ftrans code over them (bit for bit
-JAX's).  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
+results that way, so a key array crosses them as its base array and comes back out as a key array of
+the same implementation.  The base array is the ``uint32`` data eagerly; inside a staged program it may
+be a key-typed value (a tracer of a ``key<...>`` abstract value: ``_typed``), on which the PRNG
+primitives of ``core/prims/random.py`` act (see docs/architecture.md, "Typed PRNG keys in the IR").  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
 ``dynamic_slice``, ...) act on the leading (key) axes of the base array and leave its trailing
 key-data axes alone: ``ftrans.numpy`` and ``ftrans.lax`` dispatch a key-array argument to their
 key-aware versions (``ftrans/numpy/_keys.py``, ``ftrans/lax/_keys.py``), and arithmetic on keys is a
