@@ -55,8 +55,6 @@ def _key_structs_as_keys(tree: Any) -> Any:
             return PRNGKeyArray(impl, ShapeDtypeStruct((*x.shape, *impl.key_shape), np.dtype(np.uint32)))
         return x
 
-    if not any(isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype) for x in tree_util.tree_leaves(tree)):
-        return tree
     return tree_util.tree_map(conv, tree)
 
 
@@ -173,8 +171,10 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
                  what: str = "make_jaxpr", user_fun: Callable | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
-    dyn_args, kwargs = _key_structs_as_keys((dyn_args, kwargs))
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
+    if any(isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype) for _, x in leaves_with_paths):
+        dyn_args, kwargs = _key_structs_as_keys((dyn_args, kwargs))
+        leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
     in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
     if tree_util.has_key_nodes(in_tree):  # a key array enters as a key-typed value (``key<fry>[]``)
         in_avals = _typed_key_avals(in_tree, [x for _, x in leaves_with_paths], in_avals)

@@ -400,11 +400,12 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])
     except AttributeError:
-        if any(type(a) is PRNGKeyArray for a in args):  # a concrete key array (an interpreted staged program)
+        try:
+            pairs = [_concrete_operand(a) for a in args]
+        except _KeyOperand:  # a concrete key array (an interpreted staged program with key-typed values)
             from ftrans.core.prims.random import eager_with_keys
 
             return eager_with_keys(prim, args, params)
-        pairs = [_concrete_operand(a) for a in args]
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
     if impl is None:
@@ -430,6 +431,15 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
 
 ndarray = np.ndarray
 _new_object = object.__new__
+
+
+class _KeyOperand(errors.FtransTypeError):
+    """A concrete key array among a primitive's eager operands (``_host_apply`` hands the call over; elsewhere
+    the error a key array given for a number is)."""
+
+    def __init__(self) -> None:
+        super().__init__("a key array cannot be used as a number here; use ftrans.random.key_data(keys) for its "
+                         "uint32 data")
 
 
 def _wrap(out: Any, weak: bool) -> Array:
@@ -467,6 +477,8 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, (bool, int, float, complex)):
         d = dtypes.python_scalar_dtype(a)
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
+    if type(a) is PRNGKeyArray:
+        raise _KeyOperand
     f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__ / __jax_array__
     if isinstance(f, Array):
         return f._value, f.weak_type
