@@ -87,7 +87,11 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
     over (found on first touch), enter as values after the arguments, and their final values are extra
     outputs after the function's (the output tree is then that of ``(out, final ref values)``)."""
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
-    leaves_paths, in_tree = tree_util.tree_flatten_with_path((tuple(args[i] for i in dyn_idx), kwargs))
+    dyn_args, kwargs = _key_structs_as_keys((tuple(args[i] for i in dyn_idx), kwargs))
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
+    key_avals = None
+    if tree_util.has_key_nodes(in_tree):  # key arrays enter as key-typed values, as in ``_trace_plain``
+        key_avals = _typed_key_avals(in_tree, [x for _, x in leaves_paths], [None] * len(leaves_paths))
     ref_pos = [k for k, (_, x) in enumerate(leaves_paths) if isinstance(x, _ref.Ref)]
     seen: dict[int, str] = {}
     for k in ref_pos:
@@ -111,7 +115,7 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         run = _ref_runner(fun, args, dyn_idx, in_tree, leaves_paths, ref_pos, len(vals), list(closed), owner,
                          what)
         try:
-            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun)
+            closed_j, out_tree, avals = _trace_plain(run, (*vals, *cvals), {}, (), what, fun, key_avals)
         except _ref.NeedsRef as e:
             if e.owner is not owner:
                 raise
@@ -168,7 +172,7 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
 
 
 def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
-                 what: str = "make_jaxpr", user_fun: Callable | None = None):
+                 what: str = "make_jaxpr", user_fun: Callable | None = None, key_avals: list | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
@@ -178,6 +182,8 @@ def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple
     in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
     if tree_util.has_key_nodes(in_tree):  # a key array enters as a key-typed value (``key<fry>[]``)
         in_avals = _typed_key_avals(in_tree, [x for _, x in leaves_with_paths], in_avals)
+    elif key_avals:  # (flat arguments whose first ones are the flattened keys of ``_trace_with_refs``)
+        in_avals = [k if k is not None else a for k, a in zip(key_avals, in_avals)] + in_avals[len(key_avals):]
     out_tree_box: list = []
 
     def flat_fun(*flat_in):
