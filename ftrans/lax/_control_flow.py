@@ -204,12 +204,12 @@ def _physical_keys(out: Any) -> Any:
     """``out`` with each key-typed key array (made inside a body from a traced seed or key data) as one over its
     ``uint32`` data: a body whose operands hold no key-typed value gives keys as its operands carry them."""
     def typed(x: Any) -> bool:  # a key-typed key array, or (a body flattened by its caller) its value
-        return (is_key(x) and x._typed) or is_key_dtype(getattr(x, "dtype", None))
+        return x._typed if is_key(x) else is_key_dtype(getattr(x, "dtype", None))
 
     def conv(x: Any) -> Any:
         if is_key(x) and x._typed:
             return _kr.alias(x, PRNGKeyArray(x._impl, key_data_of(x)))
-        if is_key_dtype(getattr(x, "dtype", None)):
+        if not is_key(x) and is_key_dtype(getattr(x, "dtype", None)):
             return random_unwrap_p.bind(x)
         return x
 

@@ -118,8 +118,9 @@ def dynamic_slice(operand: Any, start_indices: Any, slice_sizes: Any, **kwargs: 
 def dynamic_update_slice(operand: Any, update: Any, start_indices: Any, **kwargs: Any) -> Any:
     impl = check_all_keys("lax.dynamic_update_slice", [operand, update])
     operand, update = unify([operand, update])
-    return PRNGKeyArray(impl, _orig["dynamic_update_slice"](
-        operand._base_array, update._base_array, _indices(start_indices, operand), **kwargs))
+    _kr.sink(update, "dynamic_update_slice", idx=1)  # JAX's signature: the update consumed, the operand forwarded
+    return _kr.alias(operand, PRNGKeyArray(impl, _orig["dynamic_update_slice"](
+        operand._base_array, update._base_array, _indices(start_indices, operand), **kwargs)))
 
 
 def transpose(operand: Any, permutation: Any) -> Any:
