@@ -219,3 +219,30 @@ def test_jax_oracle_agrees_on_printed_scan():
     assert "d:key<fry>[5,4] = transpose[permutation=(1, 0)] c" in ours
     assert "d:key<fry>[5,4] = transpose[permutation=(1, 0)] c" in theirs
     _ = jjnp
+
+
+def _bodies_making_keys(m):
+    """Control flow (run eagerly) whose bodies make keys from traced seeds."""
+    us = m.lax.scan(lambda c, s: (c, m.random.uniform(m.random.key(s))), 0, m.numpy.arange(3))[1]
+    k1 = m.lax.cond(True, lambda s: m.random.key(s), lambda s: m.random.key(s + 1), 3)
+    k2 = m.lax.fori_loop(0, 3, lambda i, k: m.random.key(i), m.random.key(7))
+    k3 = m.lax.fori_loop(0, 3, lambda i, k: m.random.fold_in(k, i), m.random.key(7))
+    return us, m.random.key_data(k1), m.random.key_data(k2), m.random.key_data(k3)
+
+
+def test_eager_control_flow_over_keys_made_inside_match_jax():
+    for a, b in zip(_bodies_making_keys(ftrans), _bodies_making_keys(jax)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_interpreting_a_typed_program_on_concrete_keys():
+    from ftrans.core.jaxpr_api import eval_jaxpr
+
+    def f(k):
+        ks = fr.split(k, 4)
+        return fr.uniform(ks[1], (2,)), fr.key_data(ks.reshape(2, 2).T)
+
+    closed = ftrans.make_jaxpr(f)(fr.key(0))
+    outs = eval_jaxpr(closed.jaxpr, list(closed.consts), fr.key(0))
+    for a, b in zip(outs, f(fr.key(0))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
