@@ -599,6 +599,11 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
                  "program; tests/test_sharding.py covers it (eager, in jit, grad, vmap) against jax.shard_map",
     "ragged_all_to_all": "a collective whose axis must be bound by shard_map or pmap (JAX has no rule for its "
                          "vmap axis either); tests/test_ragged_all_to_all.py covers it (jit, jvp, grad, vmap)",
+    **{name: "a PRNG primitive over key-typed values: its key operands or results are key arrays (a key<...> "
+             "type over uint32 data), which NumPy samples cannot stand for; tests/test_random_typed_ir.py covers "
+             "its rules (abstract eval, impl, jvp, vmap, lowering) against jax"
+       for name in ("random_seed", "random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
+                    "random_clone", "consume")},
 }
 
 

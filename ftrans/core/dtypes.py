@@ -290,9 +290,21 @@ _config.scope_listeners.append(_on_config)
 _on_config("numpy_dtype_promotion", None)
 
 
+def _promote_keys(pairs: tuple) -> tuple:
+    ds = list(dict.fromkeys(d for d, _ in pairs))
+    if len(ds) == 1 and type(ds[0]) is KeyDtype:
+        return ds[0], False
+    if not any(type(d) is KeyDtype for d in ds):
+        raise KeyError(ds)
+    raise FtransTypeError(f"key dtypes do not promote with other dtypes: {', '.join(str(d) for d in ds)}")
+
+
 def promote(pairs: tuple[tuple[np.dtype, bool], ...]) -> tuple[np.dtype, bool]:
     """Join of (dtype, weak) pairs under JAX's lattice: the result dtype and weakness."""
-    j = _join(tuple(_node(d, w) for d, w in pairs))
+    try:
+        j = _join(tuple(_node(d, w) for d, w in pairs))
+    except KeyError:  # a key dtype (a key-typed value of a staged program): it joins only with itself
+        return _promote_keys(pairs)
     if isinstance(j, str):
         return canonicalize(_WEAK_DEFAULT[j]()), True
     return canonicalize(j), False
@@ -435,3 +447,10 @@ class finfo:
 def iinfo(dtype: Any):
     d = np.dtype(dtype)
     return ml_dtypes.iinfo(d) if d in NARROW_INTS else np.iinfo(d)
+
+
+def np_issubdtype(d: Any, cls: Any) -> bool:
+    """``np.issubdtype(d, cls)`` for the dtype of any IR value: a key dtype (``key<fry>``) is no NumPy type."""
+    if type(d) is KeyDtype:
+        return False
+    return np.issubdtype(d, cls)

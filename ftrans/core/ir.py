@@ -683,6 +683,8 @@ class _Printer:
             return f"{k}={v}"  # as JAX prints it: new_dtype=int32
         if callable(v) and hasattr(v, "__name__"):
             return f"{k}={v.__name__}"
+        if k == "impl" and hasattr(v, "tag") and hasattr(v, "key_shape"):  # a PRNG implementation, by its tag
+            return f"{k}={v.tag}"
         return f"{k}={v}"
 
     def render(self, jaxpr: Jaxpr) -> str:

@@ -21,6 +21,7 @@ from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, subjaxprs
+from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype
 from ftrans.core.sharding import as_sharding
 from ftrans.core.trace import (
     aval_of,
@@ -47,6 +48,27 @@ def _arg_aval(path: str, x: Any) -> ShapedArray:
         raise invalid_value_error(f"argument {path}", x, "or mark it static (static_argnums)") from None
 
 
+def _key_structs_as_keys(tree: Any) -> Any:
+    """Each ``ShapeDtypeStruct`` of a key dtype in ``tree`` as a key array over a struct of its data (which
+    enters the program as a key-typed value)."""
+    def conv(x: Any) -> Any:
+        if isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype):
+            impl = x.dtype._impl
+            return PRNGKeyArray(impl, ShapeDtypeStruct((*x.shape, *impl.key_shape), np.dtype(np.uint32)))
+        return x
+
+    return tree_util.tree_map(conv, tree)
+
+
+def _typed_key_avals(in_tree: Any, leaves: list, avals: list) -> list:
+    """``avals`` with each key array's data leaf typed as the key array (its key dtype, its key shape)."""
+    users = tree_util.user_leaves(in_tree, leaves)
+    def typed(u: Any) -> bool:  # a key array (or, for a struct of its data, the key-dtype struct it stands for)
+        return (is_key(u) and not u._typed) or (isinstance(u, ShapeDtypeStruct) and is_key_dtype(u.dtype))
+
+    return [ShapedArray(u.shape, u.dtype) if typed(u) else a for u, a in zip(users, avals)]
+
+
 def _static_tuple(static_argnums: int | Sequence[int]) -> tuple[int, ...]:
     if isinstance(static_argnums, int):
         return (static_argnums,)
@@ -67,7 +89,11 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
     over (found on first touch), enter as values after the arguments, and their final values are extra
     outputs after the function's (the output tree is then that of ``(out, final ref values)``)."""
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
-    leaves_paths, in_tree = tree_util.tree_flatten_with_path((tuple(args[i] for i in dyn_idx), kwargs))
+    dyn_args, kwargs = _key_structs_as_keys((tuple(args[i] for i in dyn_idx), kwargs))
+    leaves_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
+    key_avals = None
+    if tree_util.has_key_nodes(in_tree):  # key arrays enter as key-typed values, as in ``_trace_plain``
+        key_avals = _typed_key_avals(in_tree, [x for _, x in leaves_paths], [None] * len(leaves_paths))
     ref_pos = [k for k, (_, x) in enumerate(leaves_paths) if isinstance(x, _ref.Ref)]
     seen: dict[int, str] = {}
     for k in ref_pos:
@@ -93,7 +119,8 @@ def _trace_with_refs(fun: Callable, args: tuple, kwargs: dict, static_argnums: t
         try:
             closed_j, out_tree, avals = _trace_plain(
                 run, (*vals, *cvals), {}, (), what, fun,
-                lambda n=len(cvals): _leaf_arg_names(fun, args, dyn_idx, kwargs) + ["a closed-over ref"] * n)
+                lambda n=len(cvals): _leaf_arg_names(fun, args, dyn_idx, kwargs) + ["a closed-over ref"] * n,
+                key_avals)
         except _ref.NeedsRef as e:
             if e.owner is not owner:
                 raise
@@ -151,11 +178,18 @@ def _ref_runner(fun: Callable, args: tuple, dyn_idx: list, in_tree: Any, leaves_
 
 def _trace_plain(fun: Callable, args: tuple, kwargs: dict, static_argnums: tuple[int, ...] = (),
                  what: str = "make_jaxpr", user_fun: Callable | None = None,
-                 user_names: Callable[[], list[str]] | None = None):
+                 user_names: Callable[[], list[str]] | None = None, key_avals: list | None = None):
     dyn_idx = [i for i in range(len(args)) if i not in static_argnums]
     dyn_args = tuple(args[i] for i in dyn_idx)
     leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
+    if any(isinstance(x, ShapeDtypeStruct) and is_key_dtype(x.dtype) for _, x in leaves_with_paths):
+        dyn_args, kwargs = _key_structs_as_keys((dyn_args, kwargs))
+        leaves_with_paths, in_tree = tree_util.tree_flatten_with_path((dyn_args, kwargs))
     in_avals = [_arg_aval("args" + tree_util.keystr(p), x) for p, x in leaves_with_paths]
+    if tree_util.has_key_nodes(in_tree):  # a key array enters as a key-typed value (``key<fry>[]``)
+        in_avals = _typed_key_avals(in_tree, [x for _, x in leaves_with_paths], in_avals)
+    elif key_avals:  # (flat arguments whose first ones are the flattened keys of ``_trace_with_refs``)
+        in_avals = [k if k is not None else a for k, a in zip(key_avals, in_avals)] + in_avals[len(key_avals):]
     out_tree_box: list = []
 
     def flat_fun(*flat_in):

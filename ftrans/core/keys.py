@@ -8,10 +8,10 @@ Design.  A key array is one pytree leaf to users (as in JAX: ``tree_util.tree_le
 but ftrans's own code flattens with ``ftrans.core.pytrees``, to which it is a node over its base array
 with the implementation as node data.  Every transform (``jit``, ``vmap``, ``scan``, ``cond``,
 ``while_loop``, ``grad``, ``custom_jvp``) and ``device_put``/``device_get`` flattens its arguments and
-results that way, so a key array crosses them as its ``uint32`` base array and comes back out as a key
-array of the same implementation; the
-IR only ever sees ``uint32`` values, and every PRNG operation is ftrans code over them (bit for bit
-JAX's).  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
+results that way, so a key array crosses them as its base array and comes back out as a key array of
+the same implementation.  The base array is the ``uint32`` data eagerly; inside a staged program it may
+be a key-typed value (a tracer of a ``key<...>`` abstract value: ``_typed``), on which the PRNG
+primitives of ``core/prims/random.py`` act (see docs/architecture.md, "Typed PRNG keys in the IR").  Structural operations (indexing, ``reshape``, ``concatenate``, ``where``, ``lax.select``,
 ``dynamic_slice``, ...) act on the leading (key) axes of the base array and leave its trailing
 key-data axes alone: ``ftrans.numpy`` and ``ftrans.lax`` dispatch a key-array argument to their
 key-aware versions (``ftrans/numpy/_keys.py``, ``ftrans/lax/_keys.py``), and arithmetic on keys is a
@@ -118,8 +118,20 @@ class PRNGKeyArray:
         return KeyDtype(self._impl)
 
     @property
+    def _typed(self) -> bool:
+        """Whether the base array is a key-typed IR value (a tracer of a ``key<...>`` aval, inside a staged
+        program) rather than ``uint32`` key data."""
+        return type(getattr(self._base_array, "dtype", None)) is KeyDtype
+
+    @property
+    def _key_tail(self) -> tuple[int, ...]:
+        """The trailing key-data axes of the base array: the key shape for ``uint32`` data, none for a
+        key-typed value."""
+        return () if self._typed else tuple(self._impl.key_shape)
+
+    @property
     def _key_ndim(self) -> int:
-        return len(self._impl.key_shape)
+        return len(self._key_tail)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -371,6 +383,28 @@ def reject_keys(name: str, args: Any) -> FtransTypeError:
         "use ftrans.random functions on it, or ftrans.random.key_data(keys) for its uint32 data")
 
 
+def unify(keys: list) -> list:
+    """``keys`` (key arrays of one implementation) all of one kind: when one is a key-typed value of a staged
+    program, those holding ``uint32`` data (a concrete key the program closes over) become key-typed too
+    (``random_wrap``), so an operation combining them sees one type."""
+    if not any(k._typed for k in keys) or all(k._typed for k in keys):
+        return list(keys)
+    from ftrans.core import key_reuse
+    from ftrans.core.prims.random import random_wrap_p
+
+    return [k if k._typed else key_reuse.alias(k, PRNGKeyArray(k._impl, random_wrap_p.bind(k._base_array, impl=k._impl)))
+            for k in keys]
+
+
+def key_data_of(k: PRNGKeyArray) -> Any:
+    """The ``uint32`` data of the key array ``k`` (``random_unwrap`` of a key-typed value)."""
+    if not k._typed:
+        return k._base_array
+    from ftrans.core.prims.random import random_unwrap_p
+
+    return random_unwrap_p.bind(k._base_array)
+
+
 def is_key(x: Any) -> bool:
     return type(x) is PRNGKeyArray
 
@@ -380,6 +414,8 @@ def wrap(impl: Any, base: Any) -> PRNGKeyArray:
     ks = tuple(impl.key_shape)
     shape = tuple(getattr(base, "shape", ()))
     d = getattr(base, "dtype", None)
+    if type(d) is KeyDtype and d._impl == impl:  # a key-typed IR value (inside a staged program)
+        return PRNGKeyArray(impl, base)
     if d != np.dtype(np.uint32) or len(shape) < len(ks) or shape[len(shape) - len(ks):] != ks:
         raise FtransTypeError(
             f"ftrans.random: invalid PRNG key data for {impl.name}: expected uint32 key data whose shape "
@@ -416,6 +452,8 @@ def unflatten_key(impl: Any, children: Any) -> Any:
     flattening in ``ftrans.core.pytrees`` gives it), or what stands for one: a key-dtype struct for a
     ``ShapeDtypeStruct``, ``float0`` of the key array's shape for a ``float0`` tangent."""
     (base,) = children
+    if type(getattr(base, "dtype", None)) is KeyDtype and not hasattr(base, "_trace"):
+        return base  # the abstract value (or struct) of a key-typed value: the key array's own type
     if type(base).__name__ == "ShapeDtypeStruct":  # eval_shape's answer for keys: a key-dtype struct
         shape = tuple(base.shape)
         return type(base)(shape[:len(shape) - len(impl.key_shape)], KeyDtype(impl))

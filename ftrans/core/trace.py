@@ -31,6 +31,7 @@ from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 
@@ -404,7 +405,12 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         vals = [a._value for a in args]
         weaks = tuple([a.weak_type for a in args])
     except AttributeError:
-        pairs = [_concrete_operand(a) for a in args]
+        try:
+            pairs = [_concrete_operand(a) for a in args]
+        except _KeyOperand:  # a concrete key array (an interpreted staged program with key-typed values)
+            from ftrans.core.prims.random import eager_with_keys
+
+            return eager_with_keys(prim, args, params)
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
     if impl is None:
@@ -419,6 +425,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
             return [_wrap(o, w) for o, w in zip(out, weak)]
         return [_wrap(o, weak) for o in out]
     if type(out) is not ndarray:
+        if type(out) is PRNGKeyArray:  # a PRNG primitive's result: a key array
+            return out
         out = np.asarray(out)
     obj = _new_object(Array)
     obj._value = out
@@ -435,7 +443,18 @@ _WIDE_KINDS = frozenset(type(np.dtype(c)) for c in (
     np.float16, np.float32, np.float64, np.complex64, np.complex128))
 
 
+class _KeyOperand(errors.FtransTypeError):
+    """A concrete key array among a primitive's eager operands (``_host_apply`` hands the call over; elsewhere
+    the error a key array given for a number is)."""
+
+    def __init__(self) -> None:
+        super().__init__("a key array cannot be used as a number here; use ftrans.random.key_data(keys) for its "
+                         "uint32 data")
+
+
 def _wrap(out: Any, weak: bool) -> Array:
+    if type(out) is PRNGKeyArray:  # a key-typed result of an interpreted body (control flow over keys)
+        return out
     return Array._new(out, weak)
 
 
@@ -468,6 +487,8 @@ def _concrete_operand(a: Any) -> tuple[Any, bool]:
     if isinstance(a, (bool, int, float, complex)):
         d = dtypes.python_scalar_dtype(a)
         return np.asarray(a, d), dtypes.is_weak_scalar(a)
+    if type(a) is PRNGKeyArray:
+        raise _KeyOperand
     f = from_foreign(a)  # a jax.Array, or anything with __array__ / __dlpack__ / __jax_array__
     if isinstance(f, Array):
         return f._value, f.weak_type
@@ -960,7 +981,8 @@ def source_site_as(info: SourceInfo | None) -> Iterator[None]:
 def long_type_str(aval: Any) -> str:
     """``float32[2,3]`` (``~float32[]`` when weakly typed): how JAX's tracer reprs print a type."""
     w = "~" if getattr(aval, "weak_type", False) else ""
-    return f"{w}{np.dtype(aval.dtype).name}[{','.join(map(str, aval.shape))}]"
+    d = aval.dtype
+    return f"{w}{(d if is_key_dtype(d) else np.dtype(d)).name}[{','.join(map(str, aval.shape))}]"
 
 
 def short_repr(x: Any) -> str:

@@ -26,9 +26,10 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, hoist_consts, jaxpr_has_effects
-from ftrans.core.keys import is_key
+from ftrans.core.keys import PRNGKeyArray, is_key, is_key_dtype, key_data_of
 from ftrans.core.operands import as_operand, dtype_weak, promote_dtypes
 from ftrans.core.prims.control_flow import cond_p, join_consts, same_type, scan_p, type_str, while_p
+from ftrans.core.prims.random import random_unwrap_p
 from ftrans.core.sharding_rules import without_dim
 from ftrans.core.trace import Tracer, stage
 from ftrans.errors import ConcretizationTypeError, FtransTypeError, FtransValueError
@@ -186,6 +187,8 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
             _refs.no_refs_out(out, prim, fun)
         if post is not None:
             out = post(out)
+        if not any(is_key_dtype(getattr(x, "dtype", None)) for x in ins):
+            out = _physical_keys(out)
         leaves, tree = _flatten_operands(out, f"the output of {what} at ")
         box.append(tree)
         vma.extend(_vma(getattr(x, "aval", None)) for x in leaves)
@@ -196,6 +199,25 @@ def _trace_uncached(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], wh
     body, consts = hoist_consts(closed)
     ir.check_effects_allowed(body, "while" if prim == "while_loop" else prim, ir.control_flow_allowed_effects)
     return _Traced(body, consts, box[0], vma if any(vma) else None)
+
+
+def _physical_keys(out: Any) -> Any:
+    """``out`` with each key-typed key array (made inside a body from a traced seed or key data) as one over its
+    ``uint32`` data: a body whose operands hold no key-typed value gives keys as its operands carry them."""
+    def typed(x: Any) -> bool:  # a key-typed key array, or (a body flattened by its caller) its value
+        return x._typed if is_key(x) else is_key_dtype(getattr(x, "dtype", None))
+
+    def conv(x: Any) -> Any:
+        if is_key(x) and x._typed:
+            return _kr.alias(x, PRNGKeyArray(x._impl, key_data_of(x)))
+        if not is_key(x) and is_key_dtype(getattr(x, "dtype", None)):
+            return random_unwrap_p.bind(x)
+        return x
+
+    leaves = tree_util.tree_leaves(out, is_leaf=is_key)
+    if not any(typed(x) for x in leaves):
+        return out
+    return tree_util.tree_map(conv, out, is_leaf=is_key)
 
 
 def _promote_weak(init: list, init_avals: list[ShapedArray], out_avals: list[ShapedArray]) -> tuple[list, bool]:

@@ -22,6 +22,7 @@ from ftrans.core.keys import (
     is_key_dtype,
     key_dispatching,
     normalize_axis,
+    unify,
 )
 from ftrans.errors import FtransValueError
 
@@ -29,7 +30,7 @@ _orig: dict[str, Any] = {}
 
 
 def _ks(k: PRNGKeyArray) -> tuple[int, ...]:
-    return tuple(k._impl.key_shape)
+    return k._key_tail
 
 
 def _rewrap(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:
@@ -46,12 +47,14 @@ def _pred_like(pred: Any, k: PRNGKeyArray) -> Any:
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     impl = check_all_keys("lax.select", [on_true, on_false])
+    on_true, on_false = unify([on_true, on_false])
     return PRNGKeyArray(impl, _orig["select"](_pred_like(pred, on_true), on_true._base_array,
                                               on_false._base_array))
 
 
 def select_n(which: Any, *cases: Any) -> Any:
     impl = check_all_keys("lax.select_n", list(cases))
+    cases = unify(list(cases))
     return PRNGKeyArray(impl, _orig["select_n"](_pred_like(which, cases[0]), *(c._base_array for c in cases)))
 
 
@@ -85,6 +88,7 @@ def _with_axis(name: str, axis_pos: int, axis_kw: str = "axis", default: Any = 0
 def _update_with_axis(name: str):
     def fn(operand: Any, update: Any, index: Any, axis: int, **kwargs: Any) -> Any:
         impl = check_all_keys(f"lax.{name}", [operand, update])
+        operand, update = unify([operand, update])
         ax = normalize_axis(f"lax.{name}", axis, operand.ndim)
         return PRNGKeyArray(impl, _orig[name](operand._base_array, update._base_array, index, ax, **kwargs))
 
@@ -113,8 +117,10 @@ def dynamic_slice(operand: Any, start_indices: Any, slice_sizes: Any, **kwargs: 
 
 def dynamic_update_slice(operand: Any, update: Any, start_indices: Any, **kwargs: Any) -> Any:
     impl = check_all_keys("lax.dynamic_update_slice", [operand, update])
-    return PRNGKeyArray(impl, _orig["dynamic_update_slice"](
-        operand._base_array, update._base_array, _indices(start_indices, operand), **kwargs))
+    operand, update = unify([operand, update])
+    _kr.sink(update, "dynamic_update_slice", idx=1)  # JAX's signature: the update consumed, the operand forwarded
+    return _kr.alias(operand, PRNGKeyArray(impl, _orig["dynamic_update_slice"](
+        operand._base_array, update._base_array, _indices(start_indices, operand), **kwargs)))
 
 
 def transpose(operand: Any, permutation: Any) -> Any:
@@ -144,6 +150,7 @@ def broadcast_in_dim(operand: Any, shape: Any, broadcast_dimensions: Any, **kwar
 def concatenate(operands: Any, dimension: int) -> Any:
     operands = list(operands)
     impl = check_all_keys("lax.concatenate", operands)
+    operands = unify(operands)
     ax = normalize_axis("lax.concatenate", dimension, operands[0].ndim)
     return _kr.consumed_all(operands, "concatenate",
                             PRNGKeyArray(impl, _orig["concatenate"]([k._base_array for k in operands], ax)))

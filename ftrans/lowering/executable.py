@@ -27,6 +27,7 @@ from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.prims.random import physical_aval
 from ftrans.errors import CompilerOptionError, JaxRuntimeError
 from ftrans.lowering import compat, lower
 from ftrans.monitoring import record_event_duration_secs
@@ -72,8 +73,9 @@ class Executable:
         self.name = name
         self.device = device
         self.device_id = device.id
-        self.in_avals = list(closed.in_avals)
-        self.out_avals = list(closed.out_avals)
+        # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
+        self.in_avals = [physical_aval(a) for a in closed.in_avals]
+        self.out_avals = [physical_aval(a) for a in closed.out_avals]
         self.donated = tuple(donated) if any(donated) else ()
         n_consts = len(closed.jaxpr.constvars)
         donated_args = (False,) * n_consts + self.donated if self.donated else ()

@@ -32,6 +32,7 @@ import numpy as np
 from ftrans.core.avals import ShapedArray
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Literal, NameStack, subjaxprs
+from ftrans.core.keys import KeyDtype
 from ftrans.core.primitive import Primitive, rule_table
 from ftrans.core.prims.sharding import sharding_constraint_p
 from ftrans.errors import FtransError, FtransNotImplementedError, InconclusiveDimensionOperation
@@ -39,6 +40,9 @@ from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 
 lowering_rules: dict[Primitive, Callable[..., Any]] = rule_table("lowering", owner=__name__)
+# Rules for equations with key-typed operands or results (a structural primitive moving keys): the same
+# primitive over the keys' uint32 data (``rules/random.py``); other equations take ``lowering_rules``.
+key_lowering_rules: dict[Primitive, Callable[..., Any]] = {}
 
 
 def register_lowering(prim: Primitive) -> Callable:
@@ -379,6 +383,9 @@ class ModuleLowering:
             fn.frontend_attributes = "{" + ", ".join(f'{k} = "{mt._quoted(v)}"' for k, v in meta) + "}" if meta else ""
             self._body_prefix, self._body_eqn = here, eqn
             ctx = LoweringContext(fn, self, [a.aval for a in eqn.invars], [v.aval for v in eqn.outvars], eqn)
+            krule = key_lowering_rules.get(eqn.primitive)
+            if krule is not None and any(type(a.dtype) is KeyDtype for a in (*ctx.avals_in, *ctx.avals_out)):
+                rule = krule
             try:
                 outs = rule(ctx, *ins, **eqn.params)
             except InconclusiveDimensionOperation as e:  # a rule that needs a static size got a symbolic one

@@ -24,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
+from ftrans.core.keys import KeyDtype
 from ftrans.core.shape_poly import DimExpr
 
 _ELEMENT = {
@@ -117,7 +118,10 @@ def _partial_order(shapes: list) -> list:
 
 
 def aval_type(aval: ShapedArray) -> str:
-    return tensor_type(aval.shape, aval.dtype)
+    d = aval.dtype
+    if type(d) is KeyDtype:  # a key array: its uint32 data (the key shape trailing)
+        return tensor_type((*aval.shape, *d._impl.key_shape), np.dtype(np.uint32))
+    return tensor_type(aval.shape, d)
 
 
 def compare_type(dtype: np.dtype) -> str:

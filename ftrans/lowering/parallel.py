@@ -34,6 +34,7 @@ from ftrans.core.avals import ShapedArray
 from ftrans.core.axis_env import extend_axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, subjaxprs
 from ftrans.core.prims.parallel import mapped_aval, pmap_p
+from ftrans.core.prims.random import physical_aval
 from ftrans.devices import on_new_backend
 from ftrans.errors import FtransValueError
 from ftrans.lowering import compat, lower
@@ -127,8 +128,9 @@ class PmapExecutable:
         # The mapped mesh axis is named after the pmap's axis, as in JAX's pmap results (``P('i')``).
         mesh = compat.replica_mesh(devices, axis_size,
                                    axis_name if isinstance(axis_name, str) else "_internal_pmap_axis_name")
-        self.in_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.in_avals, in_axes)]
-        self.out_avals = [mapped_aval(a, ax, axis_size) for a, ax in zip(body.out_avals, out_axes)]
+        # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
+        self.in_avals = [physical_aval(mapped_aval(a, ax, axis_size)) for a, ax in zip(body.in_avals, in_axes)]
+        self.out_avals = [physical_aval(mapped_aval(a, ax, axis_size)) for a, ax in zip(body.out_avals, out_axes)]
         self.in_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape)) for a, ax in zip(self.in_avals, in_axes)]
         self.out_shardings = [compat.mapped_sharding(mesh, ax, len(a.shape))
                               for a, ax in zip(self.out_avals, out_axes)]

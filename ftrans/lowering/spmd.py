@@ -25,6 +25,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, ShardedArray, sharded_array
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.prims.random import physical_aval
 from ftrans.core.sharding import Mesh, NamedSharding, PartitionSpec
 from ftrans.lowering import compat, lower
 from ftrans.lowering import executable as X
@@ -110,8 +111,9 @@ class SpmdExecutable:
         self.in_shardings = [NamedSharding(mesh, PartitionSpec())] * n_consts + [
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_shardings]
         self.donated = (False,) * n_consts + tuple(donated) if any(donated) else ()
-        self.in_avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
-        self.out_avals = list(closed.out_avals)
+        # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
+        self.in_avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
+        self.out_avals = [physical_aval(a) for a in closed.out_avals]
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
         self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla

@@ -29,7 +29,7 @@ def _f(name: str) -> Any:
 
 
 def _nd(k: PRNGKeyArray) -> int:
-    return len(k._impl.key_shape)
+    return k._key_ndim
 
 
 def _wrap_like(k: PRNGKeyArray, base: Any) -> PRNGKeyArray:
@@ -56,7 +56,7 @@ def reshape(a: Any, shape: Any = None, order: str = "C", *, newshape: Any = None
     if math.prod(s) != a.size:
         raise FtransTypeError(
             f"reshape: cannot reshape a key array of shape {a.shape} (size {a.size}) into shape {tuple(s)}")
-    return _wrap_like(a, _f("reshape")(a._base_array, (*s, *a._impl.key_shape), order=order))
+    return _wrap_like(a, _f("reshape")(a._base_array, (*s, *a._key_tail), order=order))
 
 
 def ravel(a: Any, order: str = "C") -> Any:
@@ -105,7 +105,7 @@ def expand_dims(a: Any, axis: Any) -> Any:
 
 def broadcast_to(array: Any, shape: Any) -> Any:
     s = _shape_arg("broadcast_to", shape)
-    return _wrap_like(array, _f("broadcast_to")(array._base_array, (*s, *array._impl.key_shape)))
+    return _wrap_like(array, _f("broadcast_to")(array._base_array, (*s, *array._key_tail)))
 
 
 def broadcast_arrays(*args: Any) -> list:
@@ -116,6 +116,7 @@ def broadcast_arrays(*args: Any) -> list:
 def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
     arrays = list(arrays)
     impl = K.check_all_keys("concatenate", arrays)
+    arrays = K.unify(arrays)
     if axis is None:
         arrays, axis = [ravel(k) for k in arrays], 0
     nd = arrays[0].ndim
@@ -129,6 +130,7 @@ def concatenate(arrays: Any, axis: int | None = 0, dtype: Any = None) -> Any:
 def stack(arrays: Any, axis: int = 0, out: None = None, dtype: Any = None) -> Any:
     arrays = list(arrays) if not is_key(arrays) else [arrays[i] for i in range(len(arrays))]
     impl = K.check_all_keys("stack", arrays)
+    arrays = K.unify(arrays)
     ax = K.normalize_axis("stack", axis, arrays[0].ndim + 1)
     return _kr.consumed_all(arrays, "concatenate",
                             PRNGKeyArray(impl, _f("stack")([k._base_array for k in arrays], axis=ax)))
@@ -173,7 +175,8 @@ def where(condition: Any, x: Any = None, y: Any = None, /, **kwargs: Any) -> Any
     if x is None or y is None:
         raise FtransValueError("where: give both x and y to choose between key arrays")
     impl = K.check_all_keys("where", [x, y])
-    nd = len(impl.key_shape)
+    x, y = K.unify([x, y])
+    nd = x._key_ndim
     c = _f("asarray")(condition)
     c = _f("reshape")(c, (*np.shape(c), *(1,) * nd))
     return PRNGKeyArray(impl, _f("where")(c, x._base_array, y._base_array, **kwargs))
@@ -230,7 +233,8 @@ class _KeyIndexRef:
                 f"at[...].set: a key array ({self.keys.dtype.name}) can only take keys; got a value of "
                 f"dtype {K._dtype_name(values)}; wrap key data with ftrans.random.wrap_key_data")
         impl = K.common_impl("at[...].set", [self.keys, values])
-        base = _f("_IndexUpdateHelper")(self.keys._base_array)[_base_index(self.keys, self.idx)]
+        keys, values = K.unify([self.keys, values])
+        base = _f("_IndexUpdateHelper")(keys._base_array)[_base_index(keys, self.idx)]
         return PRNGKeyArray(impl, base.set(values._base_array, **kwargs))
 
     def _numeric(self, name: str):
@@ -334,7 +338,7 @@ def _creator(name: str, value: int):
 def equal(x: Any, y: Any, /) -> Any:
     impl = K.check_all_keys("equal", [x, y])
     axes = tuple(range(-len(impl.key_shape), 0))
-    return _orig["all"](_f("equal")(x._base_array, y._base_array), axis=axes)
+    return _orig["all"](_f("equal")(K.key_data_of(x), K.key_data_of(y)), axis=axes)
 
 
 def not_equal(x: Any, y: Any, /) -> Any:

@@ -35,6 +35,7 @@ from ftrans.core import dtypes
 from ftrans.core import key_reuse as _kr
 from ftrans.core.keys import KeyDtype, PRNGKeyArray, is_key
 from ftrans.core.operands import dtype_weak, shape_of
+from ftrans.core.prims import random as R
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.random import _prng
@@ -1177,7 +1178,10 @@ def clone(key: Any) -> Any:
     """A copy of the key that the key-reuse checker counts as fresh (``ftrans.experimental.key_reuse``); the
     same bits as the key itself."""
     k = _check_key("clone", key, allow_batched=True, legacy_check=False)
-    return _kr.fresh(PRNGKeyArray(k._impl, k._base_array)) if is_key(k) else k
+    if not is_key(k):
+        return k
+    base = R.random_clone_p.bind(k._base_array) if k._typed else k._base_array
+    return _kr.fresh(PRNGKeyArray(k._impl, base))
 
 
 def key_impl(keys: Any) -> Any:

@@ -40,11 +40,14 @@ import numpy as np
 
 from ftrans import lax
 from ftrans.core import config as _config
-from ftrans.core.keys import is_key
+from ftrans.core.keys import KeyDtype, is_key
 from ftrans.core.operands import shape_of
+from ftrans.core.prims import random as R
+from ftrans.core.trace import StagingTracer
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.random import _fourwords as _fw
 from ftrans.random import _threefry as _tf
+from ftrans.transforms.batching import vmap
 from ftrans.transforms.jit import jit
 
 __all__ = ["PRNGImpl", "PRNGSpec", "is_builtin", "prngs", "default_prng_impl", "resolve_impl", "impl_of_key",
@@ -306,6 +309,8 @@ def impl_for_width(width: int) -> PRNGImpl | None:
 def impl_of_key(key: Any) -> PRNGImpl:
     if is_key(key):
         return key._impl
+    if is_key_value(key):
+        return key.dtype._impl
     s = tuple(shape_of(key))
     inner = getattr(_scope, "impl", None)
     if inner is not None and len(inner.key_shape) > 1 and s[len(s) - len(inner.key_shape):] == inner.key_shape:
@@ -333,15 +338,67 @@ def seed(impl: PRNGImpl, s: Any) -> Any:
 
 def split(key: Any, shape: tuple[int, ...]) -> Any:
     """``shape`` new keys from one key."""
+    if is_key_value(key):
+        return R.random_split_p.bind(key, shape=tuple(shape))
     return impl_of_key(key).split(key, tuple(shape))
 
 
 def fold_in(key: Any, data: Any) -> Any:
+    if is_key_value(key):
+        return R.random_fold_in_p.bind(key, data)
     return impl_of_key(key).fold_in(key, data)
 
 
 def random_bits(key: Any, bit_width: int, shape: tuple[int, ...]) -> Any:
+    if is_key_value(key):
+        return R.random_bits_p.bind(key, bit_width=bit_width, shape=tuple(shape))
     return impl_of_key(key).random_bits(key, bit_width, tuple(shape))
+
+
+# ---------------------------------------------------------------- key-typed values (the PRNG primitives)
+def is_key_value(x: Any) -> bool:
+    """Whether ``x`` is a key-typed IR value (a tracer of a ``key<...>`` type, inside a staged program)."""
+    return type(getattr(x, "dtype", None)) is KeyDtype
+
+
+def is_staged(x: Any) -> bool:
+    """Whether ``x`` is a value of a staged program (``jit``, ``make_jaxpr``, a control-flow body), where a
+    key array is a key-typed value rather than its ``uint32`` data."""
+    return isinstance(x, StagingTracer)
+
+
+def _over_keys(fn: Callable, nlead: int) -> Callable:
+    """``fn`` (on one key's data) mapped over ``nlead`` leading key axes (every operand has them)."""
+    for _ in range(nlead):
+        fn = vmap(fn)
+    return fn
+
+
+def _phys_seed(impl: PRNGImpl, seeds: Any) -> Any:
+    with _impl_scope(impl):
+        return _over_keys(impl.seed, len(shape_of(seeds)))(seeds)
+
+
+def _phys_bits(impl: PRNGImpl, keys: Any, *, bit_width: int, shape: tuple) -> Any:
+    n = len(shape_of(keys)) - len(impl.key_shape)
+    with _impl_scope(impl):
+        return _over_keys(lambda k: impl.random_bits(k, bit_width, tuple(shape)), n)(keys)
+
+
+def _phys_split(impl: PRNGImpl, keys: Any, *, shape: tuple) -> Any:
+    n = len(shape_of(keys)) - len(impl.key_shape)
+    with _impl_scope(impl):
+        return _over_keys(lambda k: impl.split(k, tuple(shape)), n)(keys)
+
+
+def _phys_fold_in(impl: PRNGImpl, keys: Any, msgs: Any) -> Any:
+    n = len(shape_of(keys)) - len(impl.key_shape)
+    with _impl_scope(impl):
+        return _over_keys(impl.fold_in, n)(keys, msgs)
+
+
+R.physical.update({R.random_seed_p: _phys_seed, R.random_bits_p: _phys_bits, R.random_split_p: _phys_split,
+                   R.random_fold_in_p: _phys_fold_in})
 
 
 def core_jit(fun: Callable | None = None, *, static_argnums: Any = (), name: str | None = None) -> Any:

@@ -33,6 +33,7 @@ from ftrans.core import key_reuse as _kr
 from ftrans.core.array import Array
 from ftrans.core.keys import PRNGKeyArray, is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
+from ftrans.core.prims import random as R
 from ftrans.core.shape_poly import DimExpr
 from ftrans.core.trace import Tracer
 from ftrans.errors import (
@@ -351,10 +352,10 @@ def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> Any:
       A key array of shape ``()``.
     """
     im = _impl_arg("key", impl, dtype)
-    return wrap(im, _make_key("key", seed, im))
+    return wrap(im, _make_key("key", seed, im, typed=True))
 
 
-def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
+def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl, typed: bool = False) -> Any:
     if is_key(seed):
         raise FtransTypeError(
             f"ftrans.random.{name}: {name} accepts a scalar seed, but was given a key array "
@@ -371,6 +372,8 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl) -> Any:
         if offset:  # added in the seed's own dtype (wrapping), as JAX does
             d = np.dtype(seed.dtype)
             seed = lax.add(seed, np.asarray(offset % (1 << 8 * d.itemsize)).astype(d))
+        if typed and _prng.is_staged(seed):  # a key-typed value of the staged program
+            return R.random_seed_p.bind(seed, impl=impl)
         return _seed_jit(seed, impl)
     if not _prng.is_builtin(impl):
         return _custom_seed(name, seed, impl)
@@ -412,6 +415,8 @@ def key_data(keys: Any) -> Any:
     """
     k = _check_key("key_data", keys, allow_batched=True)
     if is_key(k):
+        if k._typed:
+            return R.random_unwrap_p.bind(k._base_array)
         return as_operand(k._base_array)
     return k
 
@@ -448,6 +453,8 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -
         raise FtransTypeError(
             f"ftrans.random.wrap_key_data: invalid PRNG key data: {im.name} key data must be uint32 with a "
             f"shape that ends with {ks}; got {d.name}{list(shape)}")
+    if _prng.is_staged(key_bits_array):  # inside a staged program: a key-typed value
+        return PRNGKeyArray(im, R.random_wrap_p.bind(key_bits_array, impl=im))
     return wrap(im, as_operand(key_bits_array))
 
 
@@ -465,6 +472,8 @@ def split(key: Any, num: int | Sequence[int] = 2) -> Any:
     """``num`` new keys (a leading axis, or ``num`` as a shape), as JAX's ``random.split``."""
     k = _check_key("split", key)
     shape = _canonical_shape("split", num)
+    if is_key(k) and k._typed:
+        return _rewrap(k, R.random_split_p.bind(k._base_array, shape=shape))
     return _rewrap(k, _split(k, shape))
 
 
@@ -488,6 +497,8 @@ def fold_in(key: Any, data: Any) -> Any:
                 f"ftrans.random.fold_in: accepts a scalar, but was given an array of shape "
                 f"{shape_of(data)}; use ftrans.vmap for batching")
         d = lax.convert_element_type(as_operand(_asarray(data)), _U32)
+    if is_key(k) and k._typed:
+        return _rewrap(k, R.random_fold_in_p.bind(k._base_array, as_operand(d)))
     return _rewrap(k, _fold_in(k, d))
 
 
@@ -507,6 +518,8 @@ def bits(key: Any, shape: Any = (), dtype: Any = None) -> Any:
         raise FtransValueError(
             f"ftrans.random.bits: dtype argument to `bits` must be an unsigned int dtype, got {d.name}")
     shape = _canonical_shape("bits", shape)
+    if is_key(k) and k._typed:
+        return R.random_bits_p.bind(k._base_array, bit_width=d.itemsize * 8, shape=shape)
     return _bits(k, d.itemsize * 8, shape)
 
 

@@ -13,6 +13,7 @@ from ftrans.core.prims import (  # noqa: F401
     indexing,
     linalg,
     parallel,
+    random,
     reductions,
     shard_map,
     sharding,

@@ -11,6 +11,7 @@ import numpy as np
 
 from ftrans.core import dtypes, sharding_rules
 from ftrans.core.avals import ShapedArray, type_str
+from ftrans.core.keys import is_key_dtype
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -335,3 +336,13 @@ def normalize_axes(prim_name: str, axes, ndim: int) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise prim_value_error(prim_name, f"repeated axis in {tuple(axes)}")
     return tuple(out)
+
+
+class _AnyOrKey(frozenset):
+    """``ANY`` and the key dtypes (``key<fry>``): what a primitive that only moves values accepts."""
+
+    def __contains__(self, d: object) -> bool:
+        return is_key_dtype(d) or frozenset.__contains__(self, d)
+
+
+ANY_OR_KEY = _AnyOrKey(ANY)

@@ -33,6 +33,7 @@ from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.primitive import Primitive
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError
@@ -70,11 +71,12 @@ def _check_inputs(name: str, what: str, closed: ClosedJaxpr, avals: Sequence[Sha
 
 
 def _wrap_in(vals: Sequence[Any]) -> list:
-    return [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
+    return [v if isinstance(v, (Array, PRNGKeyArray)) else Array._new(np.asarray(v), False) for v in vals]
 
 
 def _unwrap(outs: Sequence[Any], avals: Sequence[ShapedArray]) -> list:
-    return [np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
+    # a key-typed result stays a key array (an interpreted body with key-typed values: core/prims/random.py)
+    return [o if is_key_dtype(a.dtype) else np.asarray(o, a.dtype) for o, a in zip(outs, avals)]
 
 
 def _run(closed: ClosedJaxpr, *args: Any) -> list:

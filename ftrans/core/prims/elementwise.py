@@ -15,6 +15,7 @@ import scipy.special as sps
 from ftrans.core import dtypes
 from ftrans.core.prims._base import (
     ANY,
+    ANY_OR_KEY,
     COMPLEX,
     FLOAT,
     INEXACT,
@@ -538,7 +539,7 @@ population_count_p = unop("population_count", INT, _popcount_impl, narrow_native
 
 # ---------------------------------------------------------------- identity-like
 stop_gradient_p = unop("stop_gradient", ANY, lambda x: x)
-copy_p = unop("copy", ANY, np.copy)
+copy_p = unop("copy", ANY_OR_KEY, np.copy)  # a copy of a key array is one too (key_reuse: a forward)
 
 
 # ---------------------------------------------------------------- square, clz (JAX's square_p and clz_p)

@@ -27,7 +27,7 @@ from ftrans.core import dtypes
 from ftrans.core import gather as G
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import Primitive
-from ftrans.core.prims._base import ANY, INT, NUM, class_name, prim_type_error, prim_value_error
+from ftrans.core.prims._base import ANY, ANY_OR_KEY, INT, NUM, class_name, prim_type_error, prim_value_error
 
 GatherDimensionNumbers = G.GatherDimensionNumbers
 ScatterDimensionNumbers = G.ScatterDimensionNumbers
@@ -162,7 +162,7 @@ gather_p.def_weak_type(lambda weaks, **params: weaks[0])
 # ---------------------------------------------------------------- scatter family
 _COMBINE = {"scatter": "set", "scatter_add": "add", "scatter_mul": "mul",
             "scatter_min": "min", "scatter_max": "max"}
-_ALLOWED = {"scatter": ANY, "scatter_add": NUM, "scatter_mul": NUM,
+_ALLOWED = {"scatter": ANY_OR_KEY, "scatter_add": NUM, "scatter_mul": NUM,
             "scatter_min": ANY, "scatter_max": ANY}
 
 

@@ -14,10 +14,12 @@ import numpy as np
 
 from ftrans.core import key_reuse as _kr
 from ftrans.core.keys import PRNGKeyArray, is_key
+from ftrans.core.prims import random as _R
 from ftrans.errors import FtransTypeError, KeyReuseError
 
 __all__ = ["KeyReuseError", "Source", "Sink", "Forward", "KeyReuseSignature", "consume", "assert_consumed",
-           "assert_unconsumed", "check_key_reuse", "function_type_signature"]
+           "assert_unconsumed", "check_key_reuse", "function_type_signature", "jaxpr_type_signature",
+           "key_reuse_signatures"]
 
 
 def _frozen_mask(mask: Any) -> bool | np.ndarray:
@@ -142,7 +144,8 @@ def consume(key: Any) -> Any:
     if not is_key(key):
         raise FtransTypeError(f"consume: expected a typed key array (ftrans.random.key), got {type(key).__name__}")
     _kr.sink(key, "consume")
-    return _kr.alias(key, PRNGKeyArray(key._impl, key._base_array))
+    base = _R.consume_p.bind(key._base_array) if key._typed else key._base_array
+    return _kr.alias(key, PRNGKeyArray(key._impl, base))
 
 
 def _state(key: Any) -> Any:
@@ -229,3 +232,130 @@ def check_key_reuse(fun: Callable[..., Any], /, *args: Any) -> None:
       KeyReuseError: a key is consumed twice (naming the operation and your line).
     """
     function_type_signature(fun, *args)
+
+
+# ---------------------------------------------------------------- signatures read off the IR
+# What each primitive does to the keys among its operands and results: a ``KeyReuseSignature``, or a
+# function of the equation giving one (call-like primitives: their body's). A primitive not listed consumes
+# every key it takes and makes fresh ones of every key it gives (JAX's rule for an unknown primitive).
+key_reuse_signatures: dict[Any, KeyReuseSignature | Callable[[Any], KeyReuseSignature]] = {}
+
+
+def _install_signatures() -> None:
+    from ftrans.core.prims import elementwise as E
+    from ftrans.core.prims import indexing as I
+    from ftrans.core.prims import structural as S
+
+    sig = KeyReuseSignature
+    key_reuse_signatures.update({
+        _R.consume_p: sig(Sink(0), Forward(0, 0)),
+        _R.random_clone_p: sig(Source(0)),
+        _R.random_bits_p: sig(Sink(0)),
+        _R.random_fold_in_p: sig(Source(0)),
+        _R.random_seed_p: sig(Source(0)),
+        _R.random_split_p: sig(Sink(0), Source(0)),
+        _R.random_wrap_p: sig(Source(0)),
+        _R.random_unwrap_p: sig(),
+        S.dynamic_update_slice_p: sig(Sink(1), Forward(0, 0)),
+        I.scatter_p: sig(Sink(2), Forward(0, 0)),
+        E.eq_p: sig(),
+        E.ne_p: sig(),
+    })
+    for p in (S.broadcast_in_dim_p, E.copy_p, S.convert_element_type_p, S.reshape_p, S.squeeze_p,
+              S.expand_dims_p, S.transpose_p, S.rev_p, S.slice_p, S.dynamic_slice_p, I.gather_p):
+        key_reuse_signatures[p] = sig(Forward(0, 0))
+
+
+def _is_key_var(v: Any) -> bool:
+    return type(getattr(getattr(v, "aval", None), "dtype", None)).__name__ == "KeyDtype"
+
+
+def _unknown_signature(eqn: Any) -> KeyReuseSignature:
+    return KeyReuseSignature(*(Sink(i) for i, v in enumerate(eqn.invars) if _is_key_var(v)),
+                             *(Source(j) for j, v in enumerate(eqn.outvars) if _is_key_var(v)))
+
+
+def _signature_of_eqn(eqn: Any) -> KeyReuseSignature:
+    s = key_reuse_signatures.get(eqn.primitive)
+    if isinstance(s, KeyReuseSignature):
+        return s
+    if s is not None:
+        return s(eqn)
+    from ftrans.core.ir import subjaxprs
+
+    subs = subjaxprs(eqn)
+    if len(subs) == 1 and eqn.primitive.name in _CALL_LIKE:  # a call: its body's signature
+        body = getattr(subs[0], "jaxpr", subs[0])
+        if len(body.invars) == len(eqn.invars) and len(body.outvars) == len(eqn.outvars):
+            return jaxpr_type_signature(body)
+    return _unknown_signature(eqn)
+
+
+_CALL_LIKE = frozenset(("jit_call", "pjit", "remat", "checkpoint", "custom_jvp_call", "custom_vjp_call",
+                        "closed_call", "core_call"))
+
+
+class _KeyState:
+    __slots__ = ("consumed", "origin")
+
+    def __init__(self, origin: int | None) -> None:
+        self.consumed = False
+        self.origin = origin  # the input it is (forwarded), or None: made inside
+
+
+def jaxpr_type_signature(jaxpr: Any) -> KeyReuseSignature:
+    """What the staged program ``jaxpr`` does to its key inputs and outputs, read off its equations (keys are
+    typed in ftrans's IR); raises ``KeyReuseError`` where a key is consumed twice.
+
+    Args:
+      jaxpr: a ``Jaxpr`` (or ``ClosedJaxpr``), as ``make_jaxpr`` gives.
+
+    Returns:
+      Its ``KeyReuseSignature``: ``Sink(i)`` for an input it consumes, ``Source(j)`` for an output key it
+      makes, ``Forward(i, j)`` for an output that is input ``i``.
+    """
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    state: dict[Any, _KeyState] = {}
+    for i, v in enumerate(jaxpr.invars):
+        if _is_key_var(v):
+            state[v] = _KeyState(i)
+    for v in jaxpr.constvars:
+        if _is_key_var(v):
+            state[v] = _KeyState(None)
+
+    def st(a: Any) -> _KeyState | None:
+        return state.get(a) if _is_key_var(a) else None
+
+    for eqn in jaxpr.eqns:
+        sig = _signature_of_eqn(eqn)
+        for s in sig.sinks:
+            k = st(eqn.invars[s.idx]) if s.idx < len(eqn.invars) else None
+            if k is None or s.mask is False:
+                continue
+            if k.consumed:
+                raise KeyReuseError(f"In {eqn.primitive.name}, argument {s.idx} is already consumed.")
+            k.consumed = True
+        for s in sig.sources:
+            if s.idx < len(eqn.outvars) and _is_key_var(eqn.outvars[s.idx]):
+                state[eqn.outvars[s.idx]] = _KeyState(None)
+        for f in sig.forwards:
+            k = st(eqn.invars[f.in_idx]) if f.in_idx < len(eqn.invars) else None
+            if k is not None and f.out_idx < len(eqn.outvars):
+                state[eqn.outvars[f.out_idx]] = k
+        for v in eqn.outvars:  # a key result no entry names: a fresh key
+            if _is_key_var(v) and v not in state:
+                state[v] = _KeyState(None)
+    entries: list[Any] = [Sink(i) for i, v in enumerate(jaxpr.invars) if _is_key_var(v) and state[v].consumed]
+    for j, a in enumerate(jaxpr.outvars):
+        k = st(a)
+        if k is None:
+            continue
+        if k.origin is None:
+            if not k.consumed:
+                entries.append(Source(j))
+        else:
+            entries.append(Forward(k.origin, j))
+    return KeyReuseSignature(*entries)
+
+
+_install_signatures()

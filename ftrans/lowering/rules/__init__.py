@@ -15,6 +15,7 @@ from ftrans.lowering.rules import (
     indexing,  # noqa: F401
     linalg,  # noqa: F401
     parallel,  # noqa: F401
+    random,  # noqa: F401
     reductions,  # noqa: F401
     shard_map,  # noqa: F401
     sharding,  # noqa: F401

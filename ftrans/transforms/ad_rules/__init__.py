@@ -18,6 +18,7 @@ from . import (  # noqa: F401
     ffi,
     indexing,
     linalg,
+    random,
     reductions,
     sharding,
     sorting,

@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     indexing,
     linalg,
     parallel,
+    random,
     reductions,
     shard_map,
     sharding,

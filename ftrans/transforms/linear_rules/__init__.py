@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     ffi,
     indexing,
     linalg,
+    random,
     reductions,
     sharding,
     structural,

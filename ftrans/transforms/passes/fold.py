@@ -15,6 +15,7 @@ import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from ftrans.core.keys import is_key_dtype
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import is_poly_shape
 from ftrans.transforms.passes._util import IMPURE, Rewriter, has_bodies
@@ -78,6 +79,7 @@ class ConstantFolding(Pass):
             prim = eqn.primitive
             if (any(v is None for v in vals) or prim.impl is None or prim.name in IMPURE or prim.name in _LAYOUT
                     or has_bodies(eqn) or (grouped and any(id(v) in grouped for v in eqn.outvars))
+                    or any(is_key_dtype(v.aval.dtype) for v in eqn.outvars)  # keys stay typed (not folded)
                     or any(is_poly_shape(v.aval.shape) or np.prod(v.aval.shape, dtype=np.int64) > MAX_ELEMENTS
                            for v in eqn.outvars)):
                 rw.emit(eqn)

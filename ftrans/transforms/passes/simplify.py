@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import Jaxpr, JaxprEqn, Literal, Var
 from ftrans.core.prims import elementwise as E
@@ -78,7 +79,7 @@ class AlgebraicSimplification(Pass):
         finite: set[int] = set()  # values that can hold no inf or nan (x * 0 of them is 0)
 
         def is_finite(a: Any) -> bool:
-            if not np.issubdtype(a.aval.dtype, np.inexact):
+            if not dtypes.np_issubdtype(a.aval.dtype, np.inexact):
                 return True
             if isinstance(a, Literal):
                 try:
@@ -111,14 +112,14 @@ class AlgebraicSimplification(Pass):
                 ones.add(id(out))
                 continue
             if p in _ZERO_PRESERVING and is_zero(ins[0]) and (p is not S.convert_element_type_p
-                                                               or np.issubdtype(out.aval.dtype, np.number)):
+                                                               or dtypes.np_issubdtype(out.aval.dtype, np.number)):
                 zeros_like_var(rw, out, eqn.source_info)
                 zero.add(id(out))
                 ctx.record(eqn, f"`{name}` of zeros is zeros")
                 continue
             if p is E.mul_p or p is R.dot_general_p:
                 if (any(is_zero(a) for a in ins) and all(is_finite(a) for a in ins)
-                        and np.issubdtype(out.aval.dtype, np.number)):
+                        and dtypes.np_issubdtype(out.aval.dtype, np.number)):
                     zeros_like_var(rw, out, eqn.source_info)
                     zero.add(id(out))
                     ctx.record(eqn, f"`{name}` by zero is zeros")

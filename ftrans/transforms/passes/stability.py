@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import dtypes
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import Jaxpr, JaxprEqn, Literal, Var
 from ftrans.core.prims import elementwise as E
@@ -146,7 +147,7 @@ class StabilityRewrites(Pass):
         for eqn in jaxpr.eqns:
             p = eqn.primitive
             ins = [rw.read(a) for a in eqn.invars]
-            if not eqn.outvars or not np.issubdtype(eqn.outvars[0].aval.dtype, np.floating):
+            if not eqn.outvars or not dtypes.np_issubdtype(eqn.outvars[0].aval.dtype, np.floating):
                 emit(eqn)
                 continue
             out = eqn.outvars[0]
