@@ -41,7 +41,7 @@ from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.transforms.ad_rules import linalg as M
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "cholesky_p", "cholesky_update",
-           "cholesky_update_p", "eig", "eig_p", "eigh", "eigh_p", "hessenberg", "hessenberg_p", "householder_product",
+           "cholesky_update_p", "eig", "eig_p", "eigh", "eigh_p", "geqrf", "hessenberg", "hessenberg_p", "householder_product",
            "householder_product_p", "lu", "lu_p", "lu_pivots_to_permutation", "lu_pivots_to_permutation_p", "ormqr",
            "ormqr_p", "qdwh", "qr", "qr_p", "schur", "schur_p", "svd", "svd_p", "symmetric_product",
            "symmetric_product_p", "triangular_solve", "triangular_solve_p", "tridiagonal", "tridiagonal_p",
@@ -302,6 +302,17 @@ def _same_dtype(name: str, *xs: Any) -> list[Any]:
     if len(dts) != 1:
         raise FtransTypeError(f"{name}: the operands must have the same dtype, got {', '.join(map(str, dts))}")
     return list(xs)
+
+
+def geqrf(a: Any) -> tuple[Any, Any]:
+    """The QR factorization of ``a`` (``[..., m, n]``) as Householder reflectors (LAPACK's geqrf): ``(a_out, taus)``
+    with ``R`` on and above the diagonal of ``a_out``, the reflectors' vectors (unit first entry implied) below it,
+    and their scalar factors ``taus`` (``[..., min(m, n)]``), as ``householder_product`` and ``ormqr`` take them.
+    JAX's ``jax._src.lax.linalg.geqrf``."""
+    from ftrans.numpy.linalg import _geqrf
+
+    a = _matrix("geqrf", a, square=False)
+    return _geqrf(a)
 
 
 def householder_product(a: Any, taus: Any) -> Any:
