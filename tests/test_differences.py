@@ -322,6 +322,17 @@ def test_grad_of_pmap_gives_host_arrays():
     assert len(g_f.devices()) == 1
 
 
+def test_device_put_sharded_and_replicated_are_kept():
+    for name in ("device_put_sharded", "device_put_replicated"):
+        with pytest.raises(AttributeError, match="deprecated"):
+            getattr(jax, name)
+    devs = ftrans.devices()[:1]
+    got = ftrans.device_put_replicated(np.arange(3, dtype=np.float32), devs)
+    assert np.asarray(got).tolist() == [[0.0, 1.0, 2.0]]
+    got = ftrans.device_put_sharded([np.arange(3, dtype=np.float32)], devs)
+    assert np.asarray(got).tolist() == [[0.0, 1.0, 2.0]]
+
+
 # ---------------------------------------------------------------- interop
 class _OnlyArray:
     def __array__(self, dtype=None, copy=None):

@@ -41,7 +41,7 @@ from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
 from ftrans.transforms.ad_rules import linalg as M
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "cholesky_p", "cholesky_update",
-           "cholesky_update_p", "eig", "eig_p", "eigh", "eigh_p", "hessenberg", "hessenberg_p", "householder_product",
+           "cholesky_update_p", "eig", "eig_p", "eigh", "eigh_p", "geqrf", "hessenberg", "hessenberg_p", "householder_product",
            "householder_product_p", "lu", "lu_p", "lu_pivots_to_permutation", "lu_pivots_to_permutation_p", "ormqr",
            "ormqr_p", "qdwh", "qr", "qr_p", "schur", "schur_p", "svd", "svd_p", "symmetric_product",
            "symmetric_product_p", "triangular_solve", "triangular_solve_p", "tridiagonal", "tridiagonal_p",
@@ -302,6 +302,74 @@ def _same_dtype(name: str, *xs: Any) -> list[Any]:
     if len(dts) != 1:
         raise FtransTypeError(f"{name}: the operands must have the same dtype, got {', '.join(map(str, dts))}")
     return list(xs)
+
+
+def geqrf(a: Any) -> tuple[Any, Any]:
+    """The QR factorization of ``a`` (``[..., m, n]``) as Householder reflectors (LAPACK's geqrf): ``(a_out, taus)``
+    with ``R`` on and above the diagonal of ``a_out``, the reflectors' vectors (unit first entry implied) below it,
+    and their scalar factors ``taus`` (``[..., min(m, n)]``), as ``householder_product`` and ``ormqr`` take them.
+    JAX's ``jax._src.lax.linalg.geqrf``.
+
+    Computed with LAPACK's dlarfg/zlarfg reflector rule, column by column in a ``fori_loop`` of ordinary
+    operations (no primitive of its own), so it batches and lowers as they do; its values agree with
+    LAPACK's to rounding (no rescaling of very small columns)."""
+    from ftrans import lax
+
+    a = _matrix("geqrf", a, square=False)
+    aval = aval_of(a)
+    shape, dt = tuple(aval.shape), aval.dtype
+    nd, (m, n) = len(shape), shape[-2:]
+    k = min(m, n)
+    cplx = dt.kind == "c"
+    rdt = np.dtype(np.float32 if dt == np.complex64 else np.float64) if cplx else dt
+    i32 = np.dtype(np.int32)
+    rows = lax.broadcasted_iota(i32, shape, nd - 2)
+    cols = lax.broadcasted_iota(i32, shape, nd - 1)
+    kidx = lax.broadcasted_iota(i32, shape[:-2] + (k,), nd - 2)
+    cols_row = lax.broadcasted_iota(i32, shape[:-2] + (1, n), nd - 1)
+
+    def full(x: Any) -> Any:
+        return M.bcast_to(x, shape)
+
+    def zeros(like_shape: tuple, d: np.dtype) -> Any:
+        return lax.full(like_shape, 0, d)
+
+    def msum(x: Any, axis: int) -> Any:  # keepdims
+        return lax.expand_dims(lax.reduce_sum(x, (axis,)), (axis,))
+
+    def step(j: Any, carry: Any) -> Any:
+        x, taus = carry
+        row_is_j, row_below = lax.eq(rows, j), lax.gt(rows, j)
+        col = msum(lax.select(lax.eq(cols, j), x, zeros(shape, dt)), nd - 1)  # [..., m, 1]
+        colf = full(col)
+        alpha = msum(lax.select(row_is_j, colf, zeros(shape, dt)), nd - 2)  # [..., 1, n] (all columns alike)
+        below = lax.select(row_below, colf, zeros(shape, dt))
+        sq = M.real(lax.mul(below, M.conj(below)))
+        xnorm = lax.sqrt(msum(sq, nd - 2))  # [..., 1, n]
+        ar = M.real(alpha)
+        ai = lax.imag(alpha) if cplx else zeros(ar.shape, rdt)
+        r = lax.sqrt(lax.add(lax.add(lax.mul(ar, ar), lax.mul(ai, ai)), lax.mul(xnorm, xnorm)))
+        beta = lax.select(lax.lt(ar, zeros(ar.shape, rdt)), r, lax.neg(r))
+        trivial = lax.bitwise_and(lax.eq(xnorm, zeros(ar.shape, rdt)), lax.eq(ai, zeros(ar.shape, rdt)))
+        safe_beta = lax.select(trivial, lax.full(ar.shape, 1, rdt), beta)
+        safe_beta_c = M.as_dtype(safe_beta, dt)
+        zero_c, one_c = zeros(ar.shape, dt), lax.full(ar.shape, 1, dt)
+        tau = lax.select(trivial, zero_c, lax.div(lax.sub(safe_beta_c, alpha), safe_beta_c))
+        scale = lax.select(trivial, zero_c,
+                           lax.div(one_c, lax.select(trivial, one_c, lax.sub(alpha, safe_beta_c))))
+        v = lax.add(lax.mul(below, full(scale)), M.as_dtype(row_is_j, dt))  # v[j] = 1
+        w = msum(lax.mul(M.conj(v), x), nd - 2)  # vᴴ x, [..., 1, n]
+        upd = lax.sub(x, lax.mul(lax.mul(full(M.conj(tau)), v), full(w)))
+        x = lax.select(lax.gt(cols, j), upd, x)  # Hᴴ applied to the columns right of j
+        top = lax.select(trivial, alpha, M.as_dtype(beta, dt))
+        newcol = lax.select(row_is_j, full(top), lax.select(row_below, v, colf))
+        x = lax.select(lax.eq(cols, j), newcol, x)
+        tau_j = lax.reduce_sum(lax.select(lax.eq(cols_row, j), tau, zero_c), (nd - 2, nd - 1))  # [...]
+        tau_k = M.bcast_to(lax.expand_dims(tau_j, (nd - 2,)), shape[:-2] + (k,))
+        taus = lax.select(lax.eq(kidx, j), tau_k, taus)
+        return x, taus
+
+    return lax.fori_loop(0, k, step, (a, zeros(shape[:-2] + (k,), dt)))
 
 
 def householder_product(a: Any, taus: Any) -> Any:

@@ -137,47 +137,11 @@ def qr(a: Any, mode: str = "reduced") -> Any:
 
 
 def _geqrf(a: Any) -> tuple[Any, Any]:
-    """The QR factorization of ``a`` (``[..., m, n]``) as Householder reflectors (LAPACK's geqrf):
-    ``R`` on and above the diagonal, the reflectors' vectors (unit first entry
-    implied) below it, and their scalar factors ``taus`` (``[..., min(m, n)]``), as ``householder_product``
-    and ``ormqr`` take them; ``jnp.linalg.qr(a, mode="raw")`` returns them (JAX keeps its geqrf private too).
-
-    ftrans computes it with LAPACK's dlarfg/zlarfg reflector rule, column by column in a ``fori_loop`` of
-    ordinary operations (no primitive of its own), so it differentiates, batches and lowers as they do;
-    its values agree with LAPACK's to rounding (no rescaling of very small columns)."""
-    from ftrans.lax import fori_loop
-
+    """The QR factorization of ``a`` (``[..., m, n]``) as Householder reflectors (``lax.linalg.geqrf``):
+    ``R`` on and above the diagonal, the reflectors' vectors (unit first entry implied) below it, and their
+    scalar factors ``taus`` (``[..., min(m, n)]``); ``jnp.linalg.qr(a, mode="raw")`` returns them."""
     (a,) = _inexact("qr", a)
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    rows = jnp.arange(m)[:, None]
-    cols = jnp.arange(n)
-    cplx = np.issubdtype(a.dtype, np.complexfloating)
-
-    def step(j: Any, carry: Any) -> Any:
-        x, taus = carry
-        col = jnp.take(x, j, axis=-1)[..., None]  # [..., m, 1]
-        alpha = jnp.sum(jnp.where(rows == j, col, 0), axis=-2, keepdims=True)  # [..., 1, 1]
-        below = jnp.where(rows > j, col, 0)
-        xnorm = jnp.sqrt(jnp.sum(jnp.real(below * jnp.conj(below)) if cplx else below * below, axis=-2,
-                                 keepdims=True))
-        ar, ai = (jnp.real(alpha), jnp.imag(alpha)) if cplx else (alpha, jnp.zeros_like(alpha))
-        beta = -jnp.copysign(jnp.sqrt(ar * ar + ai * ai + xnorm * xnorm), ar)
-        trivial = (xnorm == 0) & (ai == 0)
-        safe_beta = jnp.where(trivial, jnp.ones_like(beta), beta)
-        tau = jnp.where(trivial, 0, (safe_beta - alpha) / safe_beta)
-        scale = jnp.where(trivial, 0, 1 / jnp.where(trivial, jnp.ones_like(alpha), alpha - safe_beta))
-        v = below * scale + jnp.where(rows == j, 1, 0).astype(below.dtype)  # [..., m, 1], v[j] = 1
-        w = jnp.sum(jnp.conj(v) * x, axis=-2, keepdims=True)  # vᴴ x, [..., 1, n]
-        x = jnp.where(cols > j, x - jnp.conj(tau) * v * w, x)  # Hᴴ applied to the columns right of j
-        newcol = jnp.where(rows == j, jnp.where(trivial, alpha, beta.astype(alpha.dtype)),
-                           jnp.where(rows > j, v, col))
-        x = jnp.where(cols == j, newcol, x)
-        taus = jnp.where(jnp.arange(k) == j, tau[..., 0], taus)
-        return x, taus
-
-    taus0 = jnp.zeros(a.shape[:-2] + (k,), a.dtype)
-    return fori_loop(0, k, step, (a, taus0))
+    return lax_linalg.geqrf(a)
 
 
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
