@@ -368,10 +368,11 @@ class _ShardMapped:
             for n, size in zip(mesh.axis_names, mesh.axis_sizes):
                 if n not in enclosing:
                     stack.enter_context(extend_axis_env(n, size, None))
-            it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
-                [x for x, d in zip(all_leaves, dyn) if d], avals)])
-            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
             with _body_mesh(mesh, enclosing | (set(mesh.axis_names) - auto), bool(self._check_vma)):
+                # cut in the body: a block split over a newly manual axis varies along it (JAX's in types)
+                it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
+                    [x for x, d in zip(all_leaves, dyn) if d], avals)])
+                xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, out_tree = tree_util.tree_flatten(out)
             out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(flat))
@@ -604,7 +605,7 @@ def _gather(o: Any, names: tuple) -> Any:
 
     for d, ax in enumerate(names):
         for n in reversed(ax):  # the last name varies fastest
-            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True)
+            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True, to="invarying")
     return o
 
 
