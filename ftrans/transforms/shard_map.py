@@ -256,6 +256,17 @@ class _ShardMapped:
         if manual and not manual <= set(mesh.axis_names):
             raise FtransValueError(f"shard_map({fname}): axis_names {sorted(manual, key=str)} must name axes of the "
                                    f"mesh, whose axes are {mesh.axis_names}")
+        from ftrans.core.axis_env import vmapped_explicit_axes
+
+        vmapped = vmapped_explicit_axes() & set(mesh.axis_names)
+        if vmapped:  # under a vmap over Explicit-split arguments: those axes stay automatic, as JAX's
+            rest = frozenset(mesh.axis_names) - vmapped
+            if manual and not manual <= rest:
+                raise FtransValueError(
+                    f"jax.shard_map requires axis_names={set(manual)} to be a subset of mesh.axis_names={set(rest)} "
+                    f"(shard_map({fname}) is under a vmap whose mapped dimension is split over the Explicit mesh "
+                    f"axes {sorted(vmapped, key=str)}, which it leaves out of the mesh)")
+            manual = manual or rest
         # Mesh axes left automatic: the specs may not split over them, so every device along them holds the
         # same blocks and computes the same results; the body runs manual over them too (same values).
         auto = set(mesh.axis_names) - manual if manual else set()
