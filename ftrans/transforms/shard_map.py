@@ -394,7 +394,7 @@ class _ShardMapped:
                 names = names_of_spec(s, len(a.shape))
                 _check_manual(fname, "out_specs", s, names, auto)
                 _check_not_enclosing(fname, "out_specs", s, names, enclosing)
-                res.append(_gather(o, names))
+                res.append(_gather(o, names, bool(self._check_vma)))
         return tree_util.tree_unflatten(out_tree, res)
 
 
@@ -610,13 +610,16 @@ def _block(x: Any, a: Any, names: tuple, mesh: Mesh) -> Any:
     return S.dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(sizes))
 
 
-def _gather(o: Any, names: tuple) -> Any:
-    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits."""
+def _gather(o: Any, names: tuple, invariant: bool) -> Any:
+    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits.
+    ``invariant`` (a ``check_vma`` body, whose blocks were cast varying when cut): JAX's all_gather_invariant,
+    whose transpose slices the cotangent (the cut's ``pvary`` sums it back)."""
     from ftrans.core.prims.collectives import all_gather_p
 
+    inv = {"to": "invarying"} if invariant else {}
     for d, ax in enumerate(names):
         for n in reversed(ax):  # the last name varies fastest
-            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True, to="invarying")
+            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True, **inv)
     return o
 
 
