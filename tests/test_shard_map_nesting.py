@@ -176,3 +176,26 @@ def test_pcast_called_eagerly_outside_shard_map_raises(lib):
         np.testing.assert_array_equal(np.asarray(lib_.jit(lib_.grad(lambda x: fs(x).sum()))(inp)), 2 * np.ones(8))
         with pytest.raises(ValueError, match="pvary should be called under jax.shard_map"):
             f(inp)
+
+
+def test_mat_invarying_matches_jax():
+    res = []
+    for lib, P_ in ((ftrans, P), (jax, JP)):
+        mesh = _mesh(lib, (2,), ("x",), "Explicit")
+        seen = []
+        with lib.set_mesh(mesh):
+            arr = lib.device_put(np.arange(8), P_())
+            seen.append(set(lib.typeof(arr).mat.invarying(mesh)))
+
+            @lib.jit
+            @lib.shard_map(out_specs=P_(), in_specs=P_())
+            def f(x, lib=lib, seen=seen):
+                am = lib.sharding.get_abstract_mesh()
+                seen.append(set(lib.typeof(x).mat.invarying(am)))
+                v = lib.lax.pcast(x, "x", to="varying")
+                seen.append(set(lib.typeof(v).mat.invarying(am)))
+                return x * 2
+
+            f(arr)
+        res.append(seen)
+    assert res[0] == res[1] == [set(), {"x"}, set()]

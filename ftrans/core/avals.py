@@ -114,6 +114,10 @@ class ManualAxisType:
     def __hash__(self) -> int:
         return hash(self.varying)
 
+    def invarying(self, mesh: object) -> frozenset:
+        """The manual axes of ``mesh`` this value is the same along (JAX's ``mat.invarying(mesh)``)."""
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.varying
+
     def __repr__(self) -> str:
         return f"ManualAxisType(varying={set(self.varying) or '{}'})"
 
