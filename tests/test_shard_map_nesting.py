@@ -199,3 +199,32 @@ def test_mat_invarying_matches_jax():
             f(arr)
         res.append(seen)
     assert res[0] == res[1] == [set(), {"x"}, set()]
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_eval_shape_in_a_body_keeps_the_varying_axes_as_jax(use_jit):
+    res = []
+    for lib, P_, jnp_ in ((ftrans, P, fjnp), (jax, JP, jjnp)):
+        seen = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",), "Explicit")):
+            p = lib.device_put(np.arange(5.0, dtype=np.float32), P_())
+            x = lib.device_put(np.arange(40.0, dtype=np.float32).reshape(8, 5), P_("x"))
+
+            def f(p, x, jnp_=jnp_):
+                return jnp_.einsum("i, i->", x, p)
+
+            @lib.shard_map(in_specs=(P_(), P_("x")), out_specs=P_("x"))
+            def g(p, x, lib=lib, f=f, seen=seen):
+                def one_row(x):
+                    _, vjp_fun = lib.vjp(f, p, x)
+                    y = lib.eval_shape(f, p, x)
+                    one = lib.lax.full_like(y, 1)
+                    seen.append((y.shape, set(lib.typeof(y).mat.varying), set(lib.typeof(one).mat.varying)))
+                    return vjp_fun(one)[1]
+
+                return lib.lax.map(one_row, x)
+
+            out = (lib.jit(g) if use_jit else g)(p, x)
+        res.append((seen[0], np.asarray(out)))
+    assert res[0][0] == res[1][0] == ((), {"x"}, {"x"})
+    np.testing.assert_allclose(res[0][1], res[1][1])

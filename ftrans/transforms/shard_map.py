@@ -449,7 +449,10 @@ def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
 def like_vma(proto: Any, out: Any) -> Any:
     """``out`` (made in ``proto``'s likeness: ``zeros_like``, ``full_like``, ...) varying along the manual
     axes ``proto`` varies along, as JAX's: a value built to match one device's block is that device's."""
-    vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else None
+    from ftrans.core.avals import ShapeDtypeStruct
+
+    vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else (
+        proto.vma if isinstance(proto, ShapeDtypeStruct) else None)  # (eval_shape's result in a body)
     return pvary_tracer(out, tuple(vma)) if vma else out
 
 
