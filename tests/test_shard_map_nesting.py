@@ -228,3 +228,27 @@ def test_eval_shape_in_a_body_keeps_the_varying_axes_as_jax(use_jit):
         res.append((seen[0], np.asarray(out)))
     assert res[0][0] == res[1][0] == ((), {"x"}, {"x"})
     np.testing.assert_allclose(res[0][1], res[1][1])
+
+
+@pytest.mark.parametrize("lib", ["ftrans", "jax"])
+def test_linearize_in_a_body_with_a_tangent_varying_more_than_its_primal_raises(lib):
+    lib_, P_, jnp_ = (ftrans, P, fjnp) if lib == "ftrans" else (jax, JP, jjnp)
+    mesh = _mesh(lib_, (2,), ("x",))
+
+    def f(x):
+        return jnp_.mean(x ** 2)
+
+    def m(p, t, cast):
+        if cast:
+            p = lib_.lax.pcast(p, "x", to="varying")
+        _, fwd = lib_.linearize(f, p)
+        return lib_.linear_transpose(fwd, p)(fwd(t))
+
+    def run(cast):
+        return lib_.shard_map(lambda t: m(jnp_.array([1.0]), t, cast), mesh=mesh, in_specs=P_("x"),
+                              out_specs=P_("x"))(jnp_.ones((2,)))
+
+    with pytest.raises(ValueError, match=r"applying `jax.lax.pcast\(..., \('x',\).*to the primal value passed"):
+        run(False)
+    np.testing.assert_allclose(np.asarray(run(True)[0]), [4.0, 4.0])  # (jax: d(2t)ᵀ applied to 2)
+    np.testing.assert_allclose(np.asarray(lib_.jit(lambda: run(True))()[0]), [4.0, 4.0])
