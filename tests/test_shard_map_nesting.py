@@ -252,3 +252,30 @@ def test_linearize_in_a_body_with_a_tangent_varying_more_than_its_primal_raises(
         run(False)
     np.testing.assert_allclose(np.asarray(run(True)[0]), [4.0, 4.0])  # (jax: d(2t)ᵀ applied to 2)
     np.testing.assert_allclose(np.asarray(lib_.jit(lambda: run(True))()[0]), [4.0, 4.0])
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_ref_arguments_of_shard_map_match_jax(use_jit):
+    res = []  # (jax 0.10.2's eager shard_map fails an internal assertion on the second call: jax runs under jit)
+    for lib, P_, jnp_ in ((ftrans, P, fjnp), (jax, JP, jjnp)):
+        use_jit = use_jit or lib is jax
+        with lib.set_mesh(_mesh(lib, (2,), ("x",), "Explicit")):
+            x_ref = lib.new_ref(jnp_.zeros(4, "float32", out_sharding=P_("x")))
+
+            @lib.shard_map(out_specs=None)
+            def f(x_ref, lib=lib):
+                x_ref[...] += lib.lax.axis_index("x").astype("float32")
+
+            def g(r, y):
+                r[...] = r[...] * 2 + y
+                return y * 3
+
+            g = lib.shard_map(g, in_specs=(P_("x"), P_("x")), out_specs=P_("x"))
+            (lib.jit(f) if use_jit else f)(x_ref)
+            first = np.asarray(x_ref[...])
+            out = (lib.jit(g) if use_jit else g)(x_ref, lib.device_put(jnp_.ones(4), P_("x")))
+            res.append((first, np.asarray(out), np.asarray(x_ref[...])))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(res[0][2], [1.0, 1.0, 3.0, 3.0])
+    np.testing.assert_allclose(res[0][1], [3.0] * 4)

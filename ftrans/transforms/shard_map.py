@@ -208,6 +208,10 @@ class _ShardMapped:
         self._smap_axis: Any = None  # set by smap: its axis name (for its in_axes errors)
 
     def __call__(self, *args: Any) -> Any:
+        from ftrans.core.ref import Ref
+
+        if any(isinstance(x, Ref) for x in tree_util.tree_leaves(args)):
+            return self._call_with_refs(args)
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
@@ -217,6 +221,44 @@ class _ShardMapped:
 
             return eager_shard_map(self, args)
         return self._bind(*args)
+
+    def _call_with_refs(self, args: tuple) -> Any:
+        """Refs among the arguments (JAX's mutable arrays): each device's body gets a ref of its block of the
+        ref's value (split as its spec says), and the blocks the body leaves there are written back whole."""
+        from ftrans.core.ref import Ref, new_ref
+
+        leaves, tree = tree_util.tree_flatten(args)
+        pos = [i for i, x in enumerate(leaves) if isinstance(x, Ref)]
+        vals = [x[...] if isinstance(x, Ref) else x for x in leaves]
+        fname = self.__name__
+        if self._in_specs is _INFER:
+            specs: list = [None] * len(leaves)
+        else:
+            specs = _broadcast_specs(fname, "in_specs", self._in_specs, args, len(leaves), static_ok=True)
+        ref_specs = []
+        for i in pos:
+            if specs[i] is None and self._in_specs is not _INFER:
+                raise FtransValueError(f"shard_map({fname}): a ref argument (leaf {i}) cannot be static "
+                                       "(an in_specs entry of None): give it a PartitionSpec")
+            ref_specs.append(specs[i] if specs[i] is not None else _inferred_spec(
+                fname, i, vals[i], self._mesh if self._mesh is not None else (
+                    _BODY.stack[-1] if _BODY.stack else get_mesh()), self._axis_names))
+        fun = self._fun
+
+        def body(*a: Any) -> Any:
+            ls, t = tree_util.tree_flatten(a)
+            ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            out = fun(*tree_util.tree_unflatten(t, ls))
+            return out, [ls[i][...] for i in pos]
+
+        functools.update_wrapper(body, fun, updated=())
+        inner = _ShardMapped(body, self._mesh, self._in_specs, (self._out_specs, ref_specs), self._check_vma,
+                             self._axis_names)
+        inner._smap_axis = self._smap_axis
+        out, new_vals = inner(*tree_util.tree_unflatten(tree, vals))
+        for i, v in zip(pos, new_vals):
+            leaves[i][...] = v
+        return out
 
     def _has_static(self) -> bool:
         return self._in_specs is None or any(
