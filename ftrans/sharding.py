@@ -159,6 +159,10 @@ class ManualAxisType:
     def vur(self) -> frozenset:
         return self.varying | self.unreduced | self.reduced
 
+    def invarying(self, mesh: Any) -> frozenset:
+        """The manual axes of ``mesh`` this value is the same along (neither varying, unreduced nor reduced)."""
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.vur
+
 
 
 

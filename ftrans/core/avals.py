@@ -114,6 +114,10 @@ class ManualAxisType:
     def __hash__(self) -> int:
         return hash(self.varying)
 
+    def invarying(self, mesh: object) -> frozenset:
+        """The manual axes of ``mesh`` this value is the same along (JAX's ``mat.invarying(mesh)``)."""
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.varying
+
     def __repr__(self) -> str:
         return f"ManualAxisType(varying={set(self.varying) or '{}'})"
 
@@ -235,9 +239,9 @@ def _check_sharding_rank(sharding: Any, ndim: int) -> None:
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout", "is_ref")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout", "is_ref", "vma")
 
-    def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None, is_ref: bool = False):
+    def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None, is_ref: bool = False, vma=None):
         if dtype is None:
             from ftrans.errors import FtransValueError
 
@@ -256,6 +260,8 @@ class ShapeDtypeStruct:
             self.dtype = wide if wide != canon and dtypes.canonicalize(wide) == canon else canon
         self.weak_type = weak_type
         self.is_ref = bool(is_ref)  # the type of a ref holding such an array (for jit's ``lower``), as JAX's
+        # the manual mesh axes a value of a shard_map body of this type varies along (JAX's ``vma``)
+        self.vma = frozenset(vma) if vma else frozenset()
         self._layout = None
         if sharding is not None:
             from ftrans.core.layout import Format, _AutoLayout

@@ -26,15 +26,19 @@ class AxisFrame:
 
     ``spmd_name``: for ``vmap(..., spmd_axis_name=...)``, the mesh axis names (a tuple) the batch
     dimension is split over wherever a sharding is stated inside (constraints, ``shard_map``).
+    ``explicit``: for a ``vmap`` over arguments whose mapped dimension is split over Explicit mesh axes, those
+    axes (JAX's ``explicit_mesh_axis``): a ``shard_map`` inside leaves them out of its manual axes.
     """
 
-    __slots__ = ("name", "size", "main", "spmd_name")
+    __slots__ = ("name", "size", "main", "spmd_name", "explicit")
 
-    def __init__(self, name: Any, size: int, main: Any, spmd_name: tuple | None = None):
+    def __init__(self, name: Any, size: int, main: Any, spmd_name: tuple | None = None,
+                 explicit: tuple | None = None):
         self.name = name
         self.size = size
         self.main = main
         self.spmd_name = spmd_name
+        self.explicit = explicit
 
 
 class _AxisEnv(threading.local):
@@ -51,9 +55,14 @@ class _AxisEnv(threading.local):
 axis_env = _AxisEnv()
 
 
+def vmapped_explicit_axes() -> frozenset:
+    """The Explicit mesh axes that enclosing ``vmap``s map over (JAX's ``explicit_mesh_axis_names``)."""
+    return frozenset(a for f in axis_env.frames if f.explicit for a in f.explicit)
+
+
 @contextlib.contextmanager
-def extend_axis_env(name: Any, size: int, main: Any) -> Iterator[None]:
-    axis_env.frames.append(AxisFrame(name, size, main))
+def extend_axis_env(name: Any, size: int, main: Any, explicit: tuple | None = None) -> Iterator[None]:
+    axis_env.frames.append(AxisFrame(name, size, main, None, explicit))
     try:
         yield
     finally:

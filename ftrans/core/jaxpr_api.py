@@ -352,6 +352,6 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
 def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
     """JAX's ``eval_shape``: the output shapes and dtypes, computed by tracing only."""
     closed, out_tree, _ = trace_to_jaxpr(fun, args, kwargs, what="eval_shape")
-    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type)
+    shapes = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type, vma=getattr(a, "vma", None))
               for a in closed.out_avals[:out_tree.num_leaves]]  # (refs' final values follow)
     return tree_util.tree_unflatten(out_tree, shapes)

@@ -1223,7 +1223,12 @@ def aval_of(x: Any) -> ShapedArray:
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype), False)
     if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return ShapedArray(tuple(x.shape), dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False)))
+        a = ShapedArray(tuple(x.shape), dtypes.canonicalize(x.dtype), bool(getattr(x, "weak_type", False)))
+        if type(x) is ShapeDtypeStruct and x.vma:  # a shard_map body's value type (eval_shape there)
+            from ftrans.core.avals import VaryingAval
+
+            return VaryingAval(a, x.vma)
+        return a
     base = dtypes.python_scalar_base(x)  # an IntEnum member: the scalar it extends
     if base is not None:
         return aval_of(base)

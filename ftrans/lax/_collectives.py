@@ -19,7 +19,7 @@ from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.axis_env import axis_size, frames_of
+from ftrans.core.axis_env import axis_env, axis_size, frames_of
 from ftrans.core.operands import as_operand, convert, dtype_weak
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
@@ -499,6 +499,13 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
         return x
     if to not in _PCAST_TO:
         raise FtransValueError(f"Got unexpected `to` value {to!r}. Allowed `to` values are: {set(_PCAST_TO)}")
+    from ftrans.core import trace as _trace
+
+    if to == "varying" and _trace.is_eager() and any(
+            axis_env.lookup(n) is None for n in names):  # run eagerly outside any body: JAX's pvary impl
+        raise FtransValueError(f"pvary should be called under jax.shard_map. lax.pcast(x, {axis_name!r}, "
+                               "to='varying') was called outside a shard_map body (ftrans.shard_map), where no "
+                               f"mesh axis named {names} is manual")
     frames_of("pcast", names)
     if to != "varying":
         raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "

@@ -569,7 +569,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 f"vmap: Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is allowed. Got "
                 f"spmd_axis_name={spmd_name} and arrays sharded on explicit_mesh_axis={mapped_spec} (the mapped "
                 "dimension's axes); drop spmd_axis_name, or reshard the arguments")
-        frame = AxisFrame(axis_name, size, None, spmd_name)
+        frame = AxisFrame(axis_name, size, None, spmd_name, mapped_spec if spmd_name is None else None)
         out_tree_box: list = []
         try:
             with new_main(BatchTrace, frame) as main:
@@ -583,7 +583,7 @@ def vmap(fun: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = No
                 a, kw = tree_util.tree_unflatten(in_tree, tracers)
                 if _kr.hot:  # key-reuse checking: a mapped key is the caller's key (consuming it consumes that)
                     _kr.alias_leaves((args, kwargs), (a, kw))
-                with extend_axis_env(axis_name, size, main), transform_name_stack("vmap"):
+                with extend_axis_env(axis_name, size, main, frame.explicit), transform_name_stack("vmap"):
                     out = fun(*a, **kw)
                 if ref_at:
                     _ref_mod.check_no_refs(out, "vmap", name)

@@ -38,6 +38,7 @@ from ftrans.core.trace import (
     stage,
     transform_name_stack,
 )
+from ftrans.core.trace import state as _trace_state
 from ftrans.core.wrapping import fun_name, wraps
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.transforms.ad import (
@@ -769,6 +770,21 @@ def _inconsistent_tangent(name: str, i: int, t: Any, aval: ShapedArray) -> Ftran
         f"{aval.str_short()}, so the tangent must be {short(want.shape, want.dtype)}{hint}")
 
 
+def _vma_mismatch(name: str, i: int, ta: Any, aval: Any, tv: frozenset, pv: frozenset) -> FtransValueError:
+    fixes = []
+    if left := tv - pv:
+        fixes.append(f"applying `jax.lax.pcast(..., {tuple(sorted(left, key=str))}, to='varying')` to the primal "
+                     "value passed to `jax.linearize`")
+    if left := pv - tv:
+        fixes.append(f"applying `jax.lax.pcast(..., {tuple(sorted(left, key=str))}, to='varying')` to the tangent "
+                     "value passed to the callable `f_jvp` returned by `jax.linearize`")
+    return FtransValueError(
+        f"linearize({name}): linearized function called on tangent values inconsistent with the original primal "
+        f"values:\nGot tangent aval {ta.str_short()} for primal aval {aval.str_short()} (tangent {i}: in a "
+        "shard_map body the tangent must vary along the same manual mesh axes as its primal). \nThis might be "
+        "fixed by:\n" + "\n".join(f"  * {d};" for d in fixes))
+
+
 def _lift_linearized(jaxpr: Jaxpr, meta: tuple, consts: list, *tangents: Any) -> Any:
     """Evaluate a linearized function's linear program on ``tangents`` (the body of ``linearize``'s
     ``f_jvp``, which holds it as ``functools.partial(_lift_linearized, jaxpr, meta)`` as JAX does)."""
@@ -790,6 +806,11 @@ def _lift_linearized(jaxpr: Jaxpr, meta: tuple, consts: list, *tangents: Any) ->
         ta = aval_of(t)
         if (tuple(ta.shape), ta.dtype) != (tuple(aval.shape), tangent_aval(aval).dtype):
             raise _inconsistent_tangent(name, i, t, aval)
+        tv, pv = getattr(ta, "vma", frozenset()), getattr(aval, "vma", frozenset())
+        # in a check_vma shard_map body, JAX's type check: a tangent varying along manual axes its primal does
+        # not (a tangent typed with fewer axes may come from a transform that does not type them: accepted)
+        if tv - pv and _trace_state.vma_hook is not None:
+            raise _vma_mismatch(name, i, ta, aval, tv, pv)
         ins.append(t)
     outs = iter(eval_jaxpr(jaxpr, list(consts), *ins))
     res = [Array._new(np.zeros(a.shape, tangent_aval(a).dtype), False) if z else next(outs)
@@ -864,7 +885,13 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Sequence = ()) -
     for x in leaves:
         # a weakly typed primal (a Python scalar) traces the function on a weak input, as JAX's does
         a = x if isinstance(x, ShapedArray) else _shape_dtype(x)
-        in_avals.append(ShapedArray(tuple(a.shape), a.dtype, bool(a.weak_type)))
+        b = ShapedArray(tuple(a.shape), a.dtype, bool(a.weak_type))
+        vma = getattr(x.aval, "vma", None) if isinstance(x, Tracer) else getattr(x, "vma", None)
+        if vma and _trace_state.vma_hook is not None:  # in a check_vma shard_map body: the primal's type, as JAX's
+            from ftrans.core.avals import VaryingAval
+
+            b = VaryingAval(b, vma)
+        in_avals.append(b)
     out_tree_box: list = []
     name = _fname(fun)
 

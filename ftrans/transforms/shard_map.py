@@ -210,6 +210,10 @@ class _ShardMapped:
 
     @_tb.api_boundary
     def __call__(self, *args: Any) -> Any:
+        from ftrans.core.ref import Ref
+
+        if any(isinstance(x, Ref) for x in tree_util.tree_leaves(args)):
+            return self._call_with_refs(args)
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
         if _trace.eager_everywhere and _trace.is_eager() and not any(
@@ -219,6 +223,44 @@ class _ShardMapped:
 
             return eager_shard_map(self, args)
         return self._bind(*args)
+
+    def _call_with_refs(self, args: tuple) -> Any:
+        """Refs among the arguments (JAX's mutable arrays): each device's body gets a ref of its block of the
+        ref's value (split as its spec says), and the blocks the body leaves there are written back whole."""
+        from ftrans.core.ref import Ref, new_ref
+
+        leaves, tree = tree_util.tree_flatten(args)
+        pos = [i for i, x in enumerate(leaves) if isinstance(x, Ref)]
+        vals = [x[...] if isinstance(x, Ref) else x for x in leaves]
+        fname = self.__name__
+        if self._in_specs is _INFER:
+            specs: list = [None] * len(leaves)
+        else:
+            specs = _broadcast_specs(fname, "in_specs", self._in_specs, args, len(leaves), static_ok=True)
+        ref_specs = []
+        for i in pos:
+            if specs[i] is None and self._in_specs is not _INFER:
+                raise FtransValueError(f"shard_map({fname}): a ref argument (leaf {i}) cannot be static "
+                                       "(an in_specs entry of None): give it a PartitionSpec")
+            ref_specs.append(specs[i] if specs[i] is not None else _inferred_spec(
+                fname, i, vals[i], self._mesh if self._mesh is not None else (
+                    _BODY.stack[-1] if _BODY.stack else get_mesh()), self._axis_names))
+        fun = self._fun
+
+        def body(*a: Any) -> Any:
+            ls, t = tree_util.tree_flatten(a)
+            ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            out = fun(*tree_util.tree_unflatten(t, ls))
+            return out, [ls[i][...] for i in pos]
+
+        functools.update_wrapper(body, fun, updated=())
+        inner = _ShardMapped(body, self._mesh, self._in_specs, (self._out_specs, ref_specs), self._check_vma,
+                             self._axis_names)
+        inner._smap_axis = self._smap_axis
+        out, new_vals = inner(*tree_util.tree_unflatten(tree, vals))
+        for i, v in zip(pos, new_vals):
+            leaves[i][...] = v
+        return out
 
     def _has_static(self) -> bool:
         return self._in_specs is None or any(
@@ -258,6 +300,17 @@ class _ShardMapped:
         if manual and not manual <= set(mesh.axis_names):
             raise FtransValueError(f"shard_map({fname}): axis_names {sorted(manual, key=str)} must name axes of the "
                                    f"mesh, whose axes are {mesh.axis_names}")
+        from ftrans.core.axis_env import vmapped_explicit_axes
+
+        vmapped = vmapped_explicit_axes() & set(mesh.axis_names)
+        if vmapped:  # under a vmap over Explicit-split arguments: those axes stay automatic, as JAX's
+            rest = frozenset(mesh.axis_names) - vmapped
+            if manual and not manual <= rest:
+                raise FtransValueError(
+                    f"jax.shard_map requires axis_names={set(manual)} to be a subset of mesh.axis_names={set(rest)} "
+                    f"(shard_map({fname}) is under a vmap whose mapped dimension is split over the Explicit mesh "
+                    f"axes {sorted(vmapped, key=str)}, which it leaves out of the mesh)")
+            manual = manual or rest
         # Mesh axes left automatic: the specs may not split over them, so every device along them holds the
         # same blocks and computes the same results; the body runs manual over them too (same values).
         auto = set(mesh.axis_names) - manual if manual else set()
@@ -370,10 +423,11 @@ class _ShardMapped:
             for n, size in zip(mesh.axis_names, mesh.axis_sizes):
                 if n not in enclosing:
                     stack.enter_context(extend_axis_env(n, size, None))
-            it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
-                [x for x, d in zip(all_leaves, dyn) if d], avals)])
-            xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
             with _body_mesh(mesh, enclosing | (set(mesh.axis_names) - auto), bool(self._check_vma)):
+                # cut in the body: a block split over a newly manual axis varies along it (JAX's in types)
+                it = iter([_block(x, a, names, mesh) for x, (a, names) in zip(
+                    [x for x, d in zip(all_leaves, dyn) if d], avals)])
+                xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
                 out = self._fun(*tree_util.tree_unflatten(in_tree, xs))
             flat, out_tree = tree_util.tree_flatten(out)
             out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(flat))
@@ -384,7 +438,7 @@ class _ShardMapped:
                 names = names_of_spec(s, len(a.shape))
                 _check_manual(fname, "out_specs", s, names, auto)
                 _check_not_enclosing(fname, "out_specs", s, names, enclosing)
-                res.append(_gather(o, names))
+                res.append(_gather(o, names, bool(self._check_vma)))
         return tree_util.tree_unflatten(out_tree, res)
 
 
@@ -439,7 +493,10 @@ def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
 def like_vma(proto: Any, out: Any) -> Any:
     """``out`` (made in ``proto``'s likeness: ``zeros_like``, ``full_like``, ...) varying along the manual
     axes ``proto`` varies along, as JAX's: a value built to match one device's block is that device's."""
-    vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else None
+    from ftrans.core.avals import ShapeDtypeStruct
+
+    vma = getattr(getattr(proto, "aval", None), "vma", None) if isinstance(proto, Tracer) else (
+        proto.vma if isinstance(proto, ShapeDtypeStruct) else None)  # (eval_shape's result in a body)
     return pvary_tracer(out, tuple(vma)) if vma else out
 
 
@@ -600,13 +657,16 @@ def _block(x: Any, a: Any, names: tuple, mesh: Mesh) -> Any:
     return S.dynamic_slice_p.bind(x, *starts, slice_sizes=tuple(sizes))
 
 
-def _gather(o: Any, names: tuple) -> Any:
-    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits."""
+def _gather(o: Any, names: tuple, invariant: bool) -> Any:
+    """The whole value from every device's block ``o``: concatenated along each dimension its spec splits.
+    ``invariant`` (a ``check_vma`` body, whose blocks were cast varying when cut): JAX's all_gather_invariant,
+    whose transpose slices the cotangent (the cut's ``pvary`` sums it back)."""
     from ftrans.core.prims.collectives import all_gather_p
 
+    inv = {"to": "invarying"} if invariant else {}
     for d, ax in enumerate(names):
         for n in reversed(ax):  # the last name varies fastest
-            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True)
+            o = all_gather_p.bind(o, axis_name=n, axis=d, tiled=True, **inv)
     return o
 
 

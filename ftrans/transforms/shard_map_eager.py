@@ -94,13 +94,13 @@ class EagerShardMapTrace(Trace):
     lift = pure  # only the eager trace lies below
 
     def process_primitive(self, prim: Any, tracers: list, params: dict) -> Any:
-        from ftrans.transforms.shard_map import _vma_eqn
+        from ftrans.transforms.shard_map import _vma_eqn, manual_axes_here
 
         ctx: _Ctx = self.main.payload
         outs = _run(ctx.mesh, ("prim", prim, _params_key(params)), _prim_body(prim, params),
                     [t.val for t in tracers], tuple(t.names for t in tracers), None)
-        if ctx.check:
-            vmas = _vma_eqn(prim, params, [t.vma for t in tracers], len(outs), ctx.manual)
+        if ctx.check:  # (a nested shard_map run inline here makes more axes manual while its body runs)
+            vmas = _vma_eqn(prim, params, [t.vma for t in tracers], len(outs), manual_axes_here() | ctx.manual)
         else:
             vmas = [_EMPTY] * len(outs)
         res = [EagerShardMapTracer(self, o, None, v) for o, v in zip(outs, vmas)]

@@ -27,11 +27,18 @@ from ftrans.transforms.batching import batch_jaxpr, batching_rules, moveaxis, no
 def _spmd_split(frame: Any, mesh: Any, in_names: tuple, out_names: tuple) -> tuple[tuple, Any]:
     """The batch dimension's names in the layouts, and the frame the body is batched under."""
     spmd = frame.spmd_name
+    explicit = spmd is None and bool(frame.explicit)
+    if explicit:  # a vmap over Explicit-split arguments: the batch stays split over those axes (JAX's layout)
+        spmd = frame.explicit
     if spmd is None:
         return (), frame
     used = {a for names in (*in_names, *out_names) if names is not None for dim in names for a in dim}
     clash = [n for n in spmd if n in used]
     if clash:
+        if explicit:
+            raise FtransValueError(
+                f"vmapped away explicit mesh axis cannot appear in shard_map in_specs or out_specs: the vmapped "
+                f"dimension is split over the Explicit mesh axes {clash}; name other axes in the specs")
         raise FtransValueError(
             f"vmap spmd_axis_name cannot appear in shard_map in_specs or out_specs: spmd_axis_name names mesh "
             f"axes {clash}, which the batch dimension is split over; name other axes in the specs")
@@ -44,7 +51,7 @@ def _spmd_split(frame: Any, mesh: Any, in_names: tuple, out_names: tuple) -> tup
         raise FtransValueError(
             f"vmap spmd_axis_name={spmd}: the batch size {frame.size} is not divisible by the {parts} devices "
             f"along those mesh axes")
-    return tuple(spmd), AxisFrame(frame.name, frame.size // parts, frame.main, frame.spmd_name)
+    return tuple(spmd), AxisFrame(frame.name, frame.size // parts, frame.main, frame.spmd_name, frame.explicit)
 
 
 def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: Any, in_names: tuple,
