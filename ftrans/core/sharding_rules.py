@@ -274,6 +274,11 @@ def same_as_first(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any
     return mesh, spec_of(x)
 
 
+def rng_bit_generator(mesh: Any, out: Any, key: ShapedArray, *, shape: Sequence[int], **params: Any) -> Any:
+    """The new key keeps the key's type; the bits are unsplit (``out_sharding=`` lays them out afterwards)."""
+    return [(mesh, spec_of(key)), (mesh, (None,) * len(shape))]
+
+
 def reduce_axes(mesh: Any, out: Any, x: ShapedArray, *rest: Any, axes: Sequence[int], **params: Any) -> Any:
     """A reduction drops the reduced dimensions' entries."""
     drop = set(axes)

@@ -305,7 +305,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             _committed_elsewhere(owner.__name__, k, x, avals[k], mesh_ids)
     outs = exe.run(leaves)
     if any(donate):
-        for x, d in zip(leaves, donate):
+        for x, d in zip(leaves, getattr(exe, "donated_used", donate)):
             if d and hasattr(x, "delete") and type(x) is not type(None):
                 try:
                     x.delete()
@@ -370,7 +370,8 @@ def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple
     """``leaves -> result tree`` for one registered sharded signature (see ``_remember_fast``)."""
     run, consts = exe._run, list(exe.const_bufs)
     parts = [(a, a.weak_type, s) for a, s in zip(exe.out_avals, sigs)]
-    donated = None if not any(donate) else [i for i, d in enumerate(donate) if d]
+    used = getattr(exe, "donated_used", donate) if any(donate) else ()
+    donated = None if not any(used) else [i for i, d in enumerate(used) if d]
     new, unflatten = object.__new__, tree_util.tree_unflatten
 
     def runner(leaves: list) -> Any:
@@ -429,7 +430,14 @@ class ShardedLowered(LoweredText):
             jaxpr = self._closed.jaxpr
             used = {id(v) for e in jaxpr.eqns for v in e.invars} | {id(v) for v in jaxpr.outvars}
             unread = {i for i, v in enumerate(jaxpr.invars) if id(v) not in used}
-        return ShardedCompiled(exe, self.out_tree, self._in_tree, unread)
+        out = ShardedCompiled(exe, self.out_tree, self._in_tree, unread)
+        out.donate_argnums = self.donate_argnums
+        return out
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The donated positions among the dynamic (non-static) positional arguments, as JAX's."""
+        return self._owner._dynamic_donate_argnums()
 
     @property
     def out_info(self) -> Any:
@@ -444,6 +452,8 @@ class ShardedLowered(LoweredText):
 
 
 class ShardedCompiled:
+    donate_argnums: tuple = ()  # set by ShardedLowered.compile
+
     def __init__(self, exe: Any, out_tree: Any, in_tree: Any = None, unread: set | None = None):
         self._exe = exe
         self._out_tree = out_tree
