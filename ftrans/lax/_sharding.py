@@ -41,6 +41,10 @@ def _resolve(s: Any, what: str) -> Any:
     return s
 
 
+class _Group(list):
+    """The shardings a prefix entry gives its subtree's leaves (no pytree node, unlike a list of the user's)."""
+
+
 def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding_constraint") -> Any:
     """``x`` unchanged, laid out as ``shardings`` (a tree prefix of ``x``): inside a sharded ``jit`` it pins
     the partitioner's choice; on concrete arrays it moves them (as ``device_put``)."""
@@ -50,13 +54,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         flat = [shardings] * len(leaves)
     else:
         try:
-            groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), shardings, x,
-                                        is_leaf=is_leaf)
+            groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), shardings,
+                                        x, is_leaf=is_leaf)
         except (ValueError, TypeError):
             raise FtransValueError(
                 f"{_what}: shardings must be a sharding or a tree prefix of the value; got {shardings!r} for a "
                 f"value of structure {tree}") from None
-        flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+        flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: type(g) is _Group) for s in g]
     out = []
     for leaf, s in zip(leaves, flat):
         s = _resolve(s, _what)

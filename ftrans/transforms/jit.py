@@ -302,6 +302,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return None
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+    if isinstance(x, ShapedArray):  # an abstract value stands for arguments of its type, as JAX's .lower takes
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
     if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
         if jax_array_argument(x):  # refused, as in JAX (_bad_leaf_error says why)
             return None
