@@ -1059,6 +1059,10 @@ class JitWrapped:
                 else:
                     dyn_kw[k] = v
             kwargs = dyn_kw
+        if kwargs and self._in_shardings is not None:  # JAX's rule (its words): in_shardings are positional
+            raise FtransValueError(
+                f"jit({self.__name__}): pjit does not support kwargs when in_shardings is specified. Got keyword "
+                f"arguments {sorted(kwargs)}; pass them positionally (in_shardings names positional arguments)")
         return args, kwargs, tuple(statics)
 
     def _static_positions(self, n: int) -> tuple:
@@ -2611,6 +2615,12 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     """
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
+    if device is not None or backend is not None:  # JAX's checks: a placement given twice
+        for what, given in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+            if given is not None:
+                raise FtransValueError(f"If backend or device is specified on jit, then {what} should not be "
+                                       f"specified (got device={device!r}, backend={backend!r} and {what}); give "
+                                       "one placement")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
               keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),
