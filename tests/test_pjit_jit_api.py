@@ -194,3 +194,26 @@ def test_partition_spec_carries_unreduced_and_reduced_sets_as_jax():
             make(unreduced={"x"}, reduced={"x"})
         with pytest.raises(TypeError, match="unreduced argument of PartitionSpec should"):
             make("x", unreduced=["y"])
+
+
+def test_pjit_errors_carry_jax_words():
+    fm = ftrans.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    pjit = _ftrans_pjit()
+    with pytest.raises(ValueError, match="can't specify both a device and a backend for jit"):
+        pjit(lambda x: x, device=jax.devices()[0], backend="cpu")
+    with pytest.raises(RuntimeError, match="with_sharding_constraint requires a non-empty mesh in context"):
+        pjit(lambda x: flax.with_sharding_constraint(x, P("x")))(np.arange(4.0))
+    with fm:
+        with pytest.raises(ValueError, match="should evenly divide the shape"):
+            pjit(lambda x: {"r": x}, in_shardings=None, out_shardings=P("x", None))(np.ones((3, 2)))
+        with pytest.raises(ValueError, match=r"One of pjit arguments.*rank at least 2, but was applied to a value "
+                                             r"of rank 1"):
+            pjit(lambda x: x, in_shardings=P("x", None))(np.arange(2.0))
+        with pytest.raises(ValueError, match=r"One of with_sharding_constraint arguments.*rank at least 2"):
+            pjit(lambda x: flax.with_sharding_constraint(x, P("x", None)))(np.arange(2.0))
+        # the options are positional too, as pjit's
+        out = pjit(lambda x: x * 2, P("x"), P("x"))(np.arange(4.0))
+        np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) * 2)
+    zm = ftrans.make_mesh((1,), ("z",), axis_types=(AxisType.Auto,))
+    with zm, pytest.raises(ValueError, match=r"Resource axis: x of.*P\('x',\) is not found in mesh: \(.*\)\."):
+        pjit(lambda x: x, in_shardings=P("x"))(np.ones((2, 2)))

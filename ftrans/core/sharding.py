@@ -671,7 +671,8 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
         if a not in mesh.axis_names:
             raise FtransValueError(
                 f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has axes "
-                f"{mesh.axis_names} (shape {mesh.shape}); use one of those names")
+                f"{mesh.axis_names} (shape {mesh.shape}); use one of those names (Resource axis: {a} of {spec!r} is "
+                f"not found in mesh: {tuple(mesh.axis_names)}.)")
         if a in seen:
             raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once (it "
                                    f"has duplicate entries for `{a}`); an axis can split at most one dimension")
@@ -692,7 +693,8 @@ def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) ->
             raise FtransValueError(
                 f"{what}: dimension {d} of an array of shape {tuple(shape)} has size {n}, which the sharding "
                 f"{sharding.spec!r} splits into {p} blocks over mesh axes {sharding.spec[d]!r} (mesh "
-                f"{sharding.mesh.shape}); {n} is not divisible by {p}. Pad the array, or shard another dimension")
+                f"{sharding.mesh.shape}); {n} is not divisible by {p} (the number of blocks should evenly divide "
+                "the shape). Pad the array, or shard another dimension")
 
 
 # ----------------------------------------------------------------------------

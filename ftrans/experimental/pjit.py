@@ -9,9 +9,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ftrans.errors import user_stacklevel
+from ftrans.errors import FtransTypeError, user_stacklevel
 
 __all__: list[str] = []
+
+
+_POSITIONAL = ("in_shardings", "out_shardings", "static_argnums", "static_argnames", "donate_argnums",
+               "donate_argnames", "keep_unused", "device", "backend", "inline", "compiler_options")
 
 
 def _has_none(tree: Any) -> bool:
@@ -74,8 +78,14 @@ def _pjit(fun: Callable | None = None, *args: Any, **kwargs: Any) -> Any:
     shardings is replicated over the mesh current at the call (JAX's ``pjit``; ``jit`` leaves it unspecified)."""
     from ftrans.transforms.jit import jit
 
+    if args:  # JAX's pjit takes its options positionally too
+        if len(args) > len(_POSITIONAL):
+            raise FtransTypeError(f"pjit takes at most {len(_POSITIONAL) + 1} positional arguments, got "
+                                  f"{len(args) + 1}")
+        kwargs = {**dict(zip(_POSITIONAL, args)), **kwargs}
+        args = ()
     if fun is None:
-        return lambda f: _pjit(f, *args, **kwargs)
+        return lambda f: _pjit(f, **kwargs)
     if not args and any(k in kwargs and _has_none(kwargs[k]) for k in ("in_shardings", "out_shardings")):
         return _MeshPjit(fun, kwargs)
     return jit(fun, *args, **kwargs)

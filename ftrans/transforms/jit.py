@@ -2615,6 +2615,9 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     """
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
+    if device is not None and backend is not None:
+        raise FtransValueError(f"can't specify both a device and a backend for jit, got device={device!r} and "
+                               f"backend={backend!r}; give one")
     if device is not None or backend is not None:  # JAX's checks: a placement given twice
         for what, given in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
             if given is not None:

@@ -242,7 +242,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     in_sh = _in_shardings(owner, args, kwargs, leaves)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
-            check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
+            check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
     # Arguments laid out over Explicit mesh axes are traced with their sharding types
     avals = [typed_aval(a, s) for a, s in zip(avals, in_sh)]
     from ftrans.core.sharding import args_meshes
@@ -263,7 +263,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
-                check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
+                check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
     # A result with a sharding type and no out_shardings entry is laid out as its type says
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
