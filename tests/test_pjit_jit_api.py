@@ -217,3 +217,40 @@ def test_pjit_errors_carry_jax_words():
     zm = ftrans.make_mesh((1,), ("z",), axis_types=(AxisType.Auto,))
     with zm, pytest.raises(ValueError, match=r"Resource axis: x of.*P\('x',\) is not found in mesh: \(.*\)\."):
         pjit(lambda x: x, in_shardings=P("x"))(np.ones((2, 2)))
+
+
+def test_out_sharding_of_ravel_broadcast_to_tensordot_matches_jax():
+    em, jm = ftrans.make_mesh((2, 2), ("x", "y")), jax.make_mesh((2, 2), ("x", "y"))
+    a, b = np.arange(16).reshape(8, 2), np.arange(12).reshape(2, 6)
+    res = []
+    for lib, mesh, PS in ((ftrans, em, P), (jax, jm, JP)):
+        jnp = ftrans.numpy if lib is ftrans else jax.numpy
+        with lib.set_mesh(mesh):
+            x, y = lib.device_put(a, PS("x", "y")), lib.device_put(b, PS("x", "y"))
+            z = lib.device_put(np.arange(8).reshape(1, 8), PS(None, "y"))
+
+            @lib.jit
+            def f(x, y, z):
+                return (jnp.ravel(x, out_sharding=PS("x")),
+                        jnp.tensordot(x, y, axes=([1], [0]), out_sharding=PS("x", None)),
+                        jnp.broadcast_to(z, (4, 8), out_sharding=PS("x", "y")))
+
+            outs = f(x, y, z)
+        res.append([(o.sharding.spec, np.asarray(o)) for o in outs])
+    for (fs, fv), (js, jv) in zip(*res):
+        assert fs == js
+        np.testing.assert_array_equal(fv, jv)
+
+
+def test_select_cases_and_flattening_cumsum_type_errors_match_jax():
+    em, jm = ftrans.make_mesh((2, 2), ("x", "y")), jax.make_mesh((2, 2), ("x", "y"))
+    a = np.arange(16.0).reshape(8, 2)
+    for lib, mesh, PS in ((ftrans, em, P), (jax, jm, JP)):
+        jnp = ftrans.numpy if lib is ftrans else jax.numpy
+        with lib.set_mesh(mesh):
+            x, y = lib.device_put(a, PS("x", "y")), lib.device_put(a, PS("y", "x"))
+            err = TypeError if lib is ftrans else Exception  # (JAX's ShardingTypeError is no TypeError)
+            with pytest.raises(err, match="select cases must have the same shardings"):
+                lib.jit(lambda p, u, v: lib.lax.select(p, u, v))(x == x, x, y)
+            with pytest.raises(err, match="The input should be fully replicated when axis is not specified"):
+                lib.jit(lambda u: jnp.cumsum(u))(x)

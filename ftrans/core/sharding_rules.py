@@ -241,6 +241,12 @@ def elementwise(name: str) -> Any:
     (JAX's broadcasting rule; size-1 unsplit dimensions are neutral)."""
 
     def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        if name == "select_n":  # the cases must agree exactly (JAX's rule; the predicate is not checked)
+            cases = [a for a in avals[1:] if a.sharding is not None]
+            if any(c.sharding.spec != cases[0].sharding.spec for c in cases[1:]):
+                shown = ", ".join(_short(a) for a in avals[1:])
+                raise ShardingTypeError(f"select cases must have the same shardings, got [{shown}]; reshard the "
+                                        "cases to one layout")
         ranked = [a for a in avals if a.shape]
         if not ranked:
             return mesh, ()
