@@ -254,3 +254,14 @@ def test_select_cases_and_flattening_cumsum_type_errors_match_jax():
                 lib.jit(lambda p, u, v: lib.lax.select(p, u, v))(x == x, x, y)
             with pytest.raises(err, match="The input should be fully replicated when axis is not specified"):
                 lib.jit(lambda u: jnp.cumsum(u))(x)
+
+
+def test_asarray_out_sharding_matches_jax():
+    em, jm = ftrans.make_mesh((2, 2), ("x", "y")), jax.make_mesh((2, 2), ("x", "y"))
+    a = np.arange(16).reshape(8, 2)
+    with ftrans.set_mesh(em):
+        f = ftrans.numpy.asarray(a, dtype=np.int32, out_sharding=P("x"))
+    with jax.set_mesh(jm):
+        j = jax.numpy.asarray(a, dtype=np.int32, out_sharding=JP("x"))
+    assert f.sharding.spec == j.sharding.spec == P("x", None)
+    np.testing.assert_array_equal(np.asarray(f), np.asarray(j))
