@@ -84,6 +84,10 @@ class FtransValueError(_Located, FtransError, ValueError):
     """A bad value: an axis out of range, a bad size, an unknown option."""
 
 
+class NoMeshError(FtransValueError, RuntimeError):
+    """A bare ``PartitionSpec`` where no mesh is current: a ``ValueError``, and the ``RuntimeError`` JAX raises."""
+
+
 class TypePromotionError(FtransValueError):
     """Two dtypes with no implicit promotion path (JAX's ``jax.dtypes.TypePromotionError``, also a
     ``ValueError``): the narrow floats and integers, or any mixed pair under strict promotion."""

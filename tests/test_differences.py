@@ -477,8 +477,11 @@ def test_unreduced_axes_are_refused():
 
     jm = jax.make_mesh((2,), ("x",))
     assert jax.NamedSharding(jm, jax.P(None, unreduced={"x"})).spec.unreduced == {"x"}
-    with pytest.raises(NotImplementedError, match="unreduced"):
-        P(None, unreduced={"x"})
+    s = P(None, unreduced={"x"})  # a spec carries the sets, as JAX's (compared, hashed, printed alike)
+    assert s == jax.P(None, unreduced={"x"}) and s != P(None) and repr(s) == repr(jax.P(None, unreduced={"x"}))
+    fm = ftrans.make_mesh((2,), ("x",))
+    with pytest.raises(NotImplementedError, match="unreduced"):  # laying a value out by one is refused
+        ftrans.NamedSharding(fm, s)
     with pytest.raises(NotImplementedError, match="unreduced"):  # JAX's spec given to ftrans
         ftrans.device_put(np.ones(2), jax.NamedSharding(jm, jax.P(unreduced={"x"})))
     assert P(None, unreduced=set()) == P() == jax.P()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 import itertools
 import threading
 from collections.abc import Sequence
@@ -91,6 +92,33 @@ def _spec_entries(x: Any) -> tuple:
     return tuple(getattr(x, "partitions", x))
 
 
+def _ur_set(v: Any, what: str) -> frozenset:
+    if isinstance(v, frozenset):
+        out = v
+    elif isinstance(v, set):
+        out = frozenset(v)
+    else:
+        raise FtransTypeError(f"{what} argument of PartitionSpec should of type `frozenset` or `set`. Got type {v}")
+    if None in out:
+        raise FtransValueError(f"{what} cannot contain None. All elements in {what} should refer to the mesh axes.")
+    return out
+
+
+def _check_ur(entries: tuple, unreduced: frozenset, reduced: frozenset) -> None:
+    """JAX's checks of a spec's unreduced/reduced sets: disjoint, and sharing no axis with the partitions."""
+    if unreduced & reduced:
+        raise FtransValueError("`unreduced` and `reduced` argument to PartitionSpec cannot overlap. Got unreduced: "
+                               f"{unreduced} and reduced: {reduced}")
+    for e in entries:
+        for a in (e if isinstance(e, tuple) else (e,)):
+            if a in unreduced:
+                raise FtransValueError(f"partitions cannot overlap with unreduced axes passed to PartitionSpec. Got "
+                                       f"partitions: {entries} and unreduced axes: {unreduced}")
+            if a in reduced:
+                raise FtransValueError(f"partitions cannot overlap with reduced axes passed to PartitionSpec. Got "
+                                       f"partitions: {entries} and reduced axes: {reduced}")
+
+
 class PartitionSpec(tuple):
     """For each array dimension, the mesh axes it is split over (``None``: not split).
 
@@ -105,9 +133,17 @@ class PartitionSpec(tuple):
                               f"a class of your own instead of deriving {cls.__name__} from it)")
 
     def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
-        if unreduced or reduced:
-            _no_unreduced(f"PartitionSpec(unreduced={set(unreduced) or set()}, reduced={set(reduced) or set()})")
-        return super().__new__(cls, tuple(_canon_entry(e) for e in entries))
+        self = super().__new__(cls, tuple(_canon_entry(e) for e in entries))
+        if unreduced or reduced or type(unreduced) is not frozenset or type(reduced) is not frozenset:
+            # JAX's unreduced/reduced axes: kept on the spec (compared, hashed, printed); a sharding made of such
+            # a spec is refused where ftrans would lay a value out by it (see NamedSharding)
+            unreduced, reduced = _ur_set(unreduced, "unreduced"), _ur_set(reduced, "reduced")
+            _check_ur(tuple(self), unreduced, reduced)
+            if unreduced:
+                self.unreduced = unreduced
+            if reduced:
+                self.reduced = reduced
+        return self
 
     def _norm(self) -> tuple:
         t = tuple((e[0] if len(e) == 1 else (e or None)) if isinstance(e, tuple) else e for e in self)
@@ -117,27 +153,50 @@ class PartitionSpec(tuple):
 
     def __eq__(self, other: Any) -> bool:
         if isinstance(other, PartitionSpec):
-            return self._norm() == other._norm()
+            return self._norm() == other._norm() and self._ur() == other._ur()
         if isinstance(other, tuple) or type(other).__name__ in ("P", "PartitionSpec"):  # jax's, or a tuple
             try:
-                return self._norm() == PartitionSpec(*_spec_entries(other))._norm()
-            except (FtransTypeError, TypeError, NotImplementedError):
+                return self == as_spec(other) if not isinstance(other, tuple) else (
+                    not self._ur()[0] and not self._ur()[1] and self._norm() == PartitionSpec(*other)._norm())
+            except (FtransTypeError, TypeError, NotImplementedError, ValueError):
                 return False
         return NotImplemented
+
+    def _ur(self) -> tuple:
+        return self.unreduced, self.reduced
 
     def __ne__(self, other: Any) -> bool:
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
+        if self.unreduced or self.reduced:
+            return hash((self._norm(), self.unreduced, self.reduced))
         return hash(self._norm())
 
     def __repr__(self) -> str:
         # JAX's form: a one-entry spec keeps its tuple comma, P('x',).
-        return "P(" + ", ".join(repr(e) for e in self) + ("," if len(self) == 1 else "") + ")"
+        pr = ", ".join(repr(e) for e in self) + ("," if len(self) == 1 else "")
+        if not self.unreduced and not self.reduced:
+            return "P(" + pr + ")"
+        ur = ", ".join(f"{k}={set(v)!r}" for k, v in (("unreduced", self.unreduced), ("reduced", self.reduced)) if v)
+        return "P(" + ("" if not pr else f"{pr} " if pr.endswith(",") else f"{pr}, ") + ur + ")"
 
     def __reduce__(self) -> Any:
+        if self.unreduced or self.reduced:
+            return (functools.partial(PartitionSpec, unreduced=self.unreduced, reduced=self.reduced), tuple(self))
         return (PartitionSpec, tuple(self))
+
+    def update(self, partitions: Any = None, unreduced: Any = None, reduced: Any = None) -> PartitionSpec:
+        """A copy with the partitions, the unreduced axes or the reduced axes replaced (JAX's ``P.update``)."""
+        return PartitionSpec(*(tuple(self) if partitions is None else partitions),
+                             unreduced=self.unreduced if unreduced is None else unreduced,
+                             reduced=self.reduced if reduced is None else reduced)
+
+    def to_ct_spec(self) -> PartitionSpec:
+        """The cotangent's spec: unreduced and reduced axes swapped (JAX's)."""
+        return self.update(unreduced=self.reduced, reduced=self.unreduced) if self.unreduced or self.reduced \
+            else self
 
     @property
     def partitions(self) -> tuple:
@@ -459,6 +518,8 @@ class NamedSharding(Sharding):
             else:
                 raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
         check_spec(spec, mesh, "NamedSharding")
+        if spec.unreduced or spec.reduced:
+            _no_unreduced(f"NamedSharding(mesh, {spec!r})")
         self.mesh = mesh
         self.spec = spec
         self.memory_kind = memory_kind
@@ -611,7 +672,8 @@ def check_spec(spec: PartitionSpec, mesh: Mesh, what: str, ndim: int | None = No
         if a not in mesh.axis_names:
             raise FtransValueError(
                 f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r}, but the mesh has axes "
-                f"{mesh.axis_names} (shape {mesh.shape}); use one of those names")
+                f"{mesh.axis_names} (shape {mesh.shape}); use one of those names (Resource axis: {a} of {spec!r} is "
+                f"not found in mesh: {tuple(mesh.axis_names)}.)")
         if a in seen:
             raise FtransValueError(f"{what}: the PartitionSpec {spec!r} names mesh axis {a!r} more than once (it "
                                    f"has duplicate entries for `{a}`); an axis can split at most one dimension")
@@ -632,7 +694,8 @@ def check_divisible(sharding: NamedSharding, shape: Sequence[int], what: str) ->
             raise FtransValueError(
                 f"{what}: dimension {d} of an array of shape {tuple(shape)} has size {n}, which the sharding "
                 f"{sharding.spec!r} splits into {p} blocks over mesh axes {sharding.spec[d]!r} (mesh "
-                f"{sharding.mesh.shape}); {n} is not divisible by {p}. Pad the array, or shard another dimension")
+                f"{sharding.mesh.shape}); {n} is not divisible by {p} (the number of blocks should evenly divide "
+                "the shape). Pad the array, or shard another dimension")
 
 
 # ----------------------------------------------------------------------------
@@ -865,7 +928,10 @@ def _unformat(x: Any) -> Any:
 def as_spec(x: Any) -> Any:
     """ftrans's PartitionSpec for JAX's (which is no tuple); anything else as is."""
     x = _unformat(x)
-    return PartitionSpec(*_spec_entries(x)) if not isinstance(x, PartitionSpec) and _is_jax_spec(x) else x
+    if not isinstance(x, PartitionSpec) and _is_jax_spec(x):
+        return PartitionSpec(*getattr(x, "partitions", x), unreduced=frozenset(getattr(x, "unreduced", ())),
+                             reduced=frozenset(getattr(x, "reduced", ())))
+    return x
 
 
 def as_sharding(sh: Any) -> Any:
@@ -888,7 +954,7 @@ def _from_runtime(sh: Any) -> Any:
         if not tuple(mesh.axis_names) and getattr(mesh, "empty", False):
             raise FtransValueError(f"got an empty NamedSharding: {sh!r} (its mesh has no devices), which is not "
                                    "allowed as a sharding")
-        return NamedSharding(as_mesh(mesh), PartitionSpec(*_spec_entries(spec)))
+        return NamedSharding(as_mesh(mesh), as_spec(spec) if _is_jax_spec(spec) else PartitionSpec(*spec))
     ds = getattr(sh, "device_set", None)
     if ds is not None and len(ds) == 1:
         return SingleDeviceSharding(next(iter(ds)))

@@ -241,6 +241,12 @@ def elementwise(name: str) -> Any:
     (JAX's broadcasting rule; size-1 unsplit dimensions are neutral)."""
 
     def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
+        if name == "select_n":  # the cases must agree exactly (JAX's rule; the predicate is not checked)
+            cases = [a for a in avals[1:] if a.sharding is not None]
+            if any(c.sharding.spec != cases[0].sharding.spec for c in cases[1:]):
+                shown = ", ".join(_short(a) for a in avals[1:])
+                raise ShardingTypeError(f"select cases must have the same shardings, got [{shown}]; reshard the "
+                                        "cases to one layout")
         ranked = [a for a in avals if a.shape]
         if not ranked:
             return mesh, ()
@@ -272,6 +278,11 @@ def elementwise(name: str) -> Any:
 def same_as_first(mesh: Any, out: Any, x: ShapedArray, *rest: Any, **params: Any) -> Any:
     """The result is laid out as the first operand (an identity on layouts)."""
     return mesh, spec_of(x)
+
+
+def rng_bit_generator(mesh: Any, out: Any, key: ShapedArray, *, shape: Sequence[int], **params: Any) -> Any:
+    """The new key keeps the key's type; the bits are unsplit (``out_sharding=`` lays them out afterwards)."""
+    return [(mesh, spec_of(key)), (mesh, (None,) * len(shape))]
 
 
 def reduce_axes(mesh: Any, out: Any, x: ShapedArray, *rest: Any, axes: Sequence[int], **params: Any) -> Any:

@@ -16,11 +16,12 @@ from ftrans.core.sharding import (
     SingleDeviceSharding,
     as_sharding,
     check_divisible,
+    check_spec,
     get_mesh,
     spec_mesh,
 )
 from ftrans.core.trace import Tracer
-from ftrans.errors import FtransTypeError, FtransValueError
+from ftrans.errors import FtransTypeError, FtransValueError, NoMeshError
 
 __all__ = ["with_sharding_constraint", "with_out_sharding"]
 
@@ -30,8 +31,9 @@ def _resolve(s: Any, what: str) -> Any:
     if isinstance(s, PartitionSpec):
         mesh = spec_mesh()
         if mesh is None:
-            raise FtransValueError(
-                f"{what}: got a bare PartitionSpec {s!r} but no mesh is set; wrap it in NamedSharding(mesh, spec) "
+            raise NoMeshError(
+                f"{what}: got a bare PartitionSpec {s!r} but no mesh is set ({what} requires a non-empty mesh in "
+                "context if you are passing `PartitionSpec`s); wrap it in NamedSharding(mesh, spec) "
                 "or set a mesh with ftrans.set_mesh(mesh) / ftrans.sharding.use_mesh(mesh)")
         return NamedSharding(mesh, s)
     if not isinstance(s, Sharding):
@@ -39,6 +41,10 @@ def _resolve(s: Any, what: str) -> Any:
     if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
         s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
     return s
+
+
+class _Group(list):
+    """The shardings a prefix entry gives its subtree's leaves (no pytree node, unlike a list of the user's)."""
 
 
 def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding_constraint") -> Any:
@@ -50,13 +56,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         flat = [shardings] * len(leaves)
     else:
         try:
-            groups = tree_util.tree_map(lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), shardings, x,
-                                        is_leaf=is_leaf)
+            groups = tree_util.tree_map(lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), shardings,
+                                        x, is_leaf=is_leaf)
         except (ValueError, TypeError):
             raise FtransValueError(
                 f"{_what}: shardings must be a sharding or a tree prefix of the value; got {shardings!r} for a "
                 f"value of structure {tree}") from None
-        flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: isinstance(g, list)) for s in g]
+        flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: type(g) is _Group) for s in g]
     out = []
     for leaf, s in zip(leaves, flat):
         s = _resolve(s, _what)
@@ -68,6 +74,8 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
             _check_auto(s)
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
             check_divisible(s, shape, _what)
+        elif isinstance(s, NamedSharding):  # the spec must fit the value's rank (JAX's check, its words)
+            check_spec(s.spec, s.mesh, f"{_what} (One of {_what} arguments)", len(shape), shape)
         if traced:
             if isinstance(s, NamedSharding):
                 _check_not_manual(_what, s)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import math
 import os
 import pathlib
 import re
@@ -188,6 +189,9 @@ class ModuleLowering:
         # pmap: the program runs as ``num_replicas`` replicas; ``replica_axes`` lists the named
         # axes (name, size) the function being lowered is mapped over, outermost first.
         self.num_replicas = num_replicas
+        # Sharded programs: whether donated argument i may be aliased to result k (their layouts agree, as
+        # JAX aliases only to a result of a given sharding); otherwise it is a buffer donor (None: always).
+        self.alias_ok: Any = None
         self.replica_axes: list[tuple[Any, int]] = []
         self.private: list[str] = []
         # Sharded programs: the meshes their Shardy annotations name (mesh -> symbol), declared first.
@@ -301,18 +305,20 @@ class ModuleLowering:
         self._cur_fn = fn
         env: dict[Any, str] = {}
         args = []
-        aliases = _donation_aliases(list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars, donated_args) \
-            if any(donated_args) else {}
+        aliases, donors = _donation_aliases(list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars,
+                                            donated_args, self.alias_ok if public else None) \
+            if any(donated_args) else ({}, set())
         for i, v in enumerate(list(jaxpr.constvars) + list(jaxpr.invars)):
             t = mt.aval_type(v.aval)
             a = fn.argument(t)
             env[v] = a
             # A donated argument is aliased to the first free output of its shape and dtype (as JAX sets
-            # up aliases); one with no such output is a buffer donor XLA may still give to an output.
+            # up aliases); one with no such output (or of another layout) is a buffer donor XLA may still give
+            # to an output, when one of its size is left; the rest are not donated (they stay alive).
             extra = [arg_attrs[i]] if i < len(arg_attrs) and arg_attrs[i] else []
             if i in aliases:
                 extra.append(f"tf.aliasing_output = {aliases[i]} : i32")
-            elif i < len(donated_args) and donated_args[i]:
+            elif i in donors:
                 extra.append("jax.buffer_donor = true")
             args.append(f"{a}: {t}" + (f" {{{', '.join(extra)}}}" if extra else ""))
             k = i - len(jaxpr.constvars)
@@ -594,16 +600,36 @@ def eqn_count_pprof(jaxpr: Jaxpr, fun_name: str = "") -> bytes:
 from ftrans.lowering import rules as _rules  # noqa: E402,F401
 
 
-def _donation_aliases(invars: Sequence[Any], outvars: Sequence[Any], donated: Sequence[bool]) -> dict[int, int]:
-    """Argument index -> output index: each output, in order, takes the first donated argument of its shape
-    and dtype not yet taken (JAX's rule), so the same arguments are invalidated as in JAX."""
+def _donation_aliases(invars: Sequence[Any], outvars: Sequence[Any], donated: Sequence[bool],
+                      alias_ok: Any = None) -> tuple[dict[int, int], set[int]]:
+    """(argument index -> output index, buffer donors) by JAX's rule, so the same arguments are invalidated
+    as in JAX: each output, in order, takes the first donated argument of its shape and dtype not yet taken
+    (aliased when ``alias_ok(i, k)`` allows, else a buffer donor); each donated argument left takes an
+    unaliased output of its number of elements (a buffer donor); the others are not donated."""
     free: dict[tuple, list[int]] = {}
     for i, (v, d) in enumerate(zip(invars, donated)):
         if d:
             free.setdefault((tuple(v.aval.shape), v.aval.dtype), []).append(i)
     out: dict[int, int] = {}
+    donors: set[int] = set()
     for k, o in enumerate(outvars):
         waiting = free.get((tuple(o.aval.shape), o.aval.dtype))
         if waiting:
-            out[waiting.pop(0)] = k
-    return out
+            i = waiting.pop(0)
+            if alias_ok is None or alias_ok(i, k):
+                out[i] = k
+            else:
+                donors.add(i)
+    left: dict[int, int] = {}
+    taken = set(out.values())
+    for k, o in enumerate(outvars):
+        if k not in taken:
+            n = math.prod(o.aval.shape)
+            left[n] = left.get(n, 0) + 1
+    for i, (v, d) in enumerate(zip(invars, donated)):
+        if d and i not in out and i not in donors:
+            n = math.prod(v.aval.shape)
+            if left.get(n):
+                left[n] -= 1
+                donors.add(i)
+    return out, donors

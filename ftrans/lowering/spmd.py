@@ -59,6 +59,7 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
             res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape))}")
         else:
             res_attrs.append("")
+    m.alias_ok = _alias_ok(in_shardings, out_shardings)
     m.function(jaxpr, "main", public=True, donated_args=donated, arg_attrs=arg_attrs, result_attrs=res_attrs)
     return m.text()
 
@@ -97,6 +98,29 @@ def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
     return compat.put_global(value, rt)
 
 
+def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:
+    """JAX aliases a donated argument only to a result of a given sharding (its blocks' shapes known): here, of
+    the argument's own layout; the others are buffer donors XLA matches after partitioning."""
+    return lambda i, k: (isinstance(out_shardings[k], NamedSharding) and i < len(in_shardings)
+                         and isinstance(in_shardings[i], NamedSharding)
+                         and in_shardings[i].spec == out_shardings[k].spec
+                         and in_shardings[i].mesh == out_shardings[k].mesh)
+
+
+def donations_used(closed: ClosedJaxpr, in_shardings: Sequence[Any], out_shardings: Sequence[Any],
+                   donated: Sequence[bool]) -> tuple:
+    """Per argument (constants first), whether its donation is used (aliased to a result or a buffer donor):
+    the others stay alive, as in JAX."""
+    from ftrans.lowering.lower import _donation_aliases
+
+    if not any(donated):
+        return ()
+    jaxpr = closed.jaxpr
+    aliases, donors = _donation_aliases(list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.outvars, donated,
+                                        _alias_ok(in_shardings, out_shardings))
+    return tuple(i in aliases or i in donors for i in range(len(donated)))
+
+
 class SpmdExecutable:
     """One partitioned program, its argument layouts and its results' shardings."""
 
@@ -115,6 +139,8 @@ class SpmdExecutable:
         self.in_avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
         self.out_avals = [physical_aval(a) for a in closed.out_avals]
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
+        used = donations_used(closed, self.in_shardings, out_shardings, self.donated)
+        self.donated_used = tuple(used[n_consts:]) if used else ()  # per argument: deleted after a call
         self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
         self._rt_in = [compat.runtime_sharding(s, len(a.shape)) for s, a in zip(self.in_shardings, self.in_avals)]

@@ -404,11 +404,12 @@ def _positional_array_args(args: tuple, copy: Any, order: Any, ndmin: Any) -> tu
 
 
 def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool | None = None,
-            device: Any = None) -> Any:
-    """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing needs to change."""
-    if dtype is None and device is None and (type(a) is Array or isinstance(a, Tracer)):
+            device: Any = None, out_sharding: Any = None) -> Any:
+    """``jnp.asarray``: like ``array`` but returns ``a`` itself when nothing needs to change; ``out_sharding``
+    places the result as ``array``'s does."""
+    if dtype is None and device is None and out_sharding is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
-    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
+    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
 
 
 def copy(a: Any, order: str | None = None) -> Any:

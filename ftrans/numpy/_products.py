@@ -206,8 +206,15 @@ def _axes_list(name: str, axes: Any, ndim: int) -> tuple[int, ...]:
     return tuple(canonicalize_axis(name, int(concrete_or_error(ax, f"{name}: axes")), ndim) for ax in axes)
 
 
-def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
-    """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists."""
+def tensordot(a: Any, b: Any, axes: Any = 2, *, precision: Any = None, preferred_element_type: Any = None,
+              out_sharding: Any = None) -> Any:
+    """``jnp.tensordot``: ``axes`` is a count (last of ``a`` with first of ``b``) or a pair of axis lists;
+    ``out_sharding`` lays the result out (as ``einsum``'s)."""
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("tensordot", out_sharding, lambda: tensordot(
+            a, b, axes, precision=precision, preferred_element_type=preferred_element_type), (a, b))
     prec = _precision("tensordot", precision)
     x, y, joined = _as_given("tensordot", a, b)
     xs, ys = tuple(shape_of(x)), tuple(shape_of(y))

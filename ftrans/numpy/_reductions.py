@@ -553,6 +553,13 @@ def _cumulative(name: str, prim: Primitive, a: Any, axis: Any, dtype: Any, out: 
     x = _operand(name, a)
     shape = tuple(shape_of(x))
     if axis is None or not shape:
+        sh = getattr(getattr(x, "aval", None), "sharding", None)
+        if sh is not None and builtins.any(e is not None for e in sh.spec):
+            from ftrans.errors import ShardingTypeError
+
+            raise ShardingTypeError(
+                f"{name}: The input should be fully replicated when axis is not specified to {name}. Got input "
+                f"type={x.aval.str_short()}; reshard it to P() first, or give axis=")
         x = S.reshape_p.bind(x, new_sizes=(math.prod(shape),), dimensions=None)
         shape = tuple(shape_of(x))
     ax = canonicalize_axis(name, 0 if axis is None else concrete_or_error(axis, f"{name}: axis"), len(shape))

@@ -260,12 +260,12 @@ def _method_reshape(a: Any, *args: Any, order: str = "C", **kw: Any) -> Any:
     return reshape(a, args, order=order, **kw)
 
 
-def ravel(a: Any, order: str = "C") -> Any:
-    """``jnp.ravel``: the flattened array (C or F order)."""
+def ravel(a: Any, order: str = "C", *, out_sharding: Any = None) -> Any:
+    """``jnp.ravel``: the flattened array (C or F order); ``out_sharding`` lays it out (as ``reshape``'s)."""
     x = _operand("ravel", a)
     if order not in ("C", "F"):
         raise NotImplementedError(f"ravel: order={order!r} is not supported (use 'C' or 'F')")
-    return reshape(x, (math.prod(_shp(x)),), order=order)
+    return reshape(x, (math.prod(_shp(x)),), order=order, out_sharding=out_sharding)
 
 
 def _method_flatten(a: Any, order: str = "C") -> Any:
@@ -409,10 +409,15 @@ def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
-def broadcast_to(array: Any, shape: Any) -> Any:
-    """``jnp.broadcast_to``: NumPy broadcasting to ``shape`` (which cannot have fewer axes)."""
+def broadcast_to(array: Any, shape: Any, *, out_sharding: Any = None) -> Any:
+    """``jnp.broadcast_to``: NumPy broadcasting to ``shape`` (which cannot have fewer axes); ``out_sharding`` lays
+    the result out (its sharding type over Explicit mesh axes)."""
     x = _operand("broadcast_to", array)
     old, new = _shp(x), _shape_tuple("broadcast_to", shape)
+    if out_sharding is not None:
+        from ftrans.lax._sharding import with_out_sharding
+
+        return with_out_sharding("broadcast_to", out_sharding, lambda: broadcast_to(x, new), (x,), new)
     if old == new:
         return x
     lead = len(new) - len(old)

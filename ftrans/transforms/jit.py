@@ -303,6 +303,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
             return None
     if isinstance(x, ShapeDtypeStruct):
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), x.weak_type)
+    if isinstance(x, ShapedArray):  # an abstract value stands for arguments of its type, as JAX's .lower takes
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
     if _array_mod.is_foreign_array(x):  # a jax.Array, or anything with __array__ / __dlpack__
         if jax_array_argument(x):  # refused, as in JAX (_bad_leaf_error says why)
             return None
@@ -1095,6 +1097,10 @@ class JitWrapped:
                 else:
                     dyn_kw[k] = v
             kwargs = dyn_kw
+        if kwargs and self._in_shardings is not None:  # JAX's rule (its words): in_shardings are positional
+            raise FtransValueError(
+                f"jit({self.__name__}): pjit does not support kwargs when in_shardings is specified. Got keyword "
+                f"arguments {sorted(kwargs)}; pass them positionally (in_shardings names positional arguments)")
         return args, kwargs, tuple(statics)
 
     def _static_positions(self, n: int) -> tuple:
@@ -2660,6 +2666,15 @@ def jit(fun: Callable | None = None, *, in_shardings: Any = None, out_shardings:
     """
     if abstracted_axes is not None:
         raise NotImplementedError("jit: abstracted_axes (dynamic shapes) is not supported")
+    if device is not None and backend is not None:
+        raise FtransValueError(f"can't specify both a device and a backend for jit, got device={device!r} and "
+                               f"backend={backend!r}; give one")
+    if device is not None or backend is not None:  # JAX's checks: a placement given twice
+        for what, given in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+            if given is not None:
+                raise FtransValueError(f"If backend or device is specified on jit, then {what} should not be "
+                                       f"specified (got device={device!r}, backend={backend!r} and {what}); give "
+                                       "one placement")
     kw = dict(static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
               donate_argnames=donate_argnames, device=device, backend=backend, max_cache_size=max_cache_size,
               keep_unused=keep_unused, inline=inline, compiler_options=_compiler_options(compiler_options),

@@ -35,7 +35,7 @@ from ftrans.core.sharding import (
 from ftrans.core.sharding_rules import typed_aval
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
-from ftrans.transforms.jit import GENERAL_PATH, LoweredText
+from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText
 
 __all__ = ["needs_spmd", "call_sharded", "lower_sharded"]
 
@@ -242,7 +242,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     in_sh = _in_shardings(owner, args, kwargs, leaves)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
-            check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings)")
+            check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
     # Arguments laid out over Explicit mesh axes are traced with their sharding types
     avals = [typed_aval(a, s) for a, s in zip(avals, in_sh)]
     from ftrans.core.sharding import args_meshes
@@ -263,7 +263,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         out_sh = _flatten_prefix(spec, dummy, out_tree.num_leaves, "out_shardings", fname)
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
-                check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings)")
+                check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
     # A result with a sharding type and no out_shardings entry is laid out as its type says
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
@@ -305,7 +305,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             _committed_elsewhere(owner.__name__, k, x, avals[k], mesh_ids)
     outs = exe.run(leaves)
     if any(donate):
-        for x, d in zip(leaves, donate):
+        for x, d in zip(leaves, getattr(exe, "donated_used", donate)):
             if d and hasattr(x, "delete") and type(x) is not type(None):
                 try:
                     x.delete()
@@ -370,7 +370,8 @@ def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple
     """``leaves -> result tree`` for one registered sharded signature (see ``_remember_fast``)."""
     run, consts = exe._run, list(exe.const_bufs)
     parts = [(a, a.weak_type, s) for a, s in zip(exe.out_avals, sigs)]
-    donated = None if not any(donate) else [i for i, d in enumerate(donate) if d]
+    used = getattr(exe, "donated_used", donate) if any(donate) else ()
+    donated = None if not any(used) else [i for i, d in enumerate(used) if d]
     new, unflatten = object.__new__, tree_util.tree_unflatten
 
     def runner(leaves: list) -> Any:
@@ -401,6 +402,8 @@ def _fast_runner(exe: Any, out_tree: Any, donate: tuple, sigs: list, held: tuple
 class ShardedLowered(LoweredText):
     """``jit(f, in_shardings=...).lower(...)``: the annotated module; ``compile()`` partitions it."""
 
+    _names: Any = None  # the arguments' names as written (for errors)
+
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
                  donate: tuple, in_tree: Any = None):
         from ftrans.lowering.spmd import lower_spmd
@@ -429,7 +432,23 @@ class ShardedLowered(LoweredText):
             jaxpr = self._closed.jaxpr
             used = {id(v) for e in jaxpr.eqns for v in e.invars} | {id(v) for v in jaxpr.outvars}
             unread = {i for i, v in enumerate(jaxpr.invars) if id(v) not in used}
-        return ShardedCompiled(exe, self.out_tree, self._in_tree, unread)
+        out = ShardedCompiled(exe, self.out_tree, self._in_tree, unread)
+        out.donate_argnums = self.donate_argnums
+        out._names = self._names
+        return out
+
+    def cost_analysis(self) -> Any:
+        """XLA's estimate of the unoptimised program's cost (flops, bytes accessed), as JAX's
+        ``Lowered.cost_analysis``."""
+        from ftrans.lowering import compat
+
+        dev = next(iter(self._args[0].devices.flat))
+        return compat.hlo_cost_analysis(dev.client, self._text)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The donated positions among the dynamic (non-static) positional arguments, as JAX's."""
+        return self._owner._dynamic_donate_argnums()
 
     @property
     def out_info(self) -> Any:
@@ -439,11 +458,16 @@ class ShardedLowered(LoweredText):
         return out_info(self.out_tree, self._closed.out_avals)
 
     @property
-    def in_avals(self) -> list:
-        return self._closed.in_avals
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value (typed over Explicit axes), as JAX's."""
+        avals = self._closed.in_avals
+        return avals if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, avals)
 
 
-class ShardedCompiled:
+class ShardedCompiled(Compiled):
+    donate_argnums: tuple = ()  # set by ShardedLowered.compile
+    _names: Any = None  # the arguments' names as written (for errors), set by ShardedLowered.compile
+
     def __init__(self, exe: Any, out_tree: Any, in_tree: Any = None, unread: set | None = None):
         self._exe = exe
         self._out_tree = out_tree
@@ -451,11 +475,48 @@ class ShardedCompiled:
         self._unread = unread or set()  # the arguments the program never reads (keep_unused=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from ftrans.transforms.jit import check_not_traced
+        from ftrans.transforms.jit import _leaf_aval, _tree_text, check_not_traced
 
-        leaves = tree_util.tree_leaves((args, kwargs))
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
         check_not_traced(leaves)
+        if self._in_tree is not None and tree != self._in_tree:
+            raise FtransTypeError(
+                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                "the same structure (static arguments left out), or lower again")
+        want = self._exe.in_avals[len(self._exe.const_bufs):]
+        got = [_leaf_aval(x) for x in leaves]
+        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                        for g, w in zip(got, want)):
+            raise self._type_error(leaves, got, want)
         return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
+
+    @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` it takes (static arguments left out), as JAX's."""
+        return tree_util.user_treedef(self._in_tree)
+
+    @property
+    def in_avals(self) -> Any:
+        """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
+        avals = self._exe.in_avals[len(self._exe.const_bufs):]
+        return avals if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, avals)
+
+    @property
+    def executable(self) -> Any:
+        return self._exe.xla
+
+    def runtime_executable(self) -> Any:
+        """The loaded XLA executable the PJRT runtime runs (JAX's ``Compiled.runtime_executable``)."""
+        return self._exe.xla
+
+    def cost_analysis(self) -> Any:
+        return self._exe.xla.cost_analysis()
+
+    def memory_analysis(self) -> Any:
+        """XLA's sizes of the compiled program's buffers (arguments, outputs, temporaries), as in JAX."""
+        return self._exe.xla.get_compiled_memory_stats()
 
     def as_text(self) -> str:
         return self._exe.compiled_text()
@@ -503,7 +564,14 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
                   avals: list, in_tree: Any) -> ShardedLowered:
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
-    return ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
+    out = ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
+    from ftrans.transforms.jit import _leaf_names
+
+    try:
+        out._names = _leaf_names(owner, full_args, full_kwargs)
+    except (TypeError, ValueError, AttributeError, KeyError):  # names only label error messages
+        pass
+    return out
 
 
 def check_in_layouts(owner: Any, args: tuple, avals: list) -> None:

@@ -602,4 +602,5 @@ concatenate_p.sharding_rule = _sr.concatenate
 slice_p.sharding_rule = _sr.slicing("slicing")
 dynamic_slice_p.sharding_rule = _sr.slicing("dynamic_slice")
 dynamic_update_slice_p.sharding_rule = _sr.same_as_first
+rng_bit_generator_p.sharding_rule = _sr.rng_bit_generator
 _sr.typed_by_api.add(reshape_p)

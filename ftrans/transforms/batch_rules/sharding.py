@@ -1,5 +1,5 @@
-"""Batching rule of ``sharding_constraint``: the batch dimension is not split, unless ``vmap`` was given
-``spmd_axis_name``; then it is split over those mesh axes (JAX's rule). ``shard_alike`` and ``device_put``
+"""Batching rule of ``sharding_constraint``: the batch dimension is left to the partitioner (unconstrained),
+unless ``vmap`` was given ``spmd_axis_name``; then it is split over those mesh axes (JAX's rule). ``shard_alike`` and ``device_put``
 keep their operands' batch dimensions."""
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
     nd = len(aval.shape)
     entries = list(sharding.spec) + [None] * (nd - 1 - len(sharding.spec))
     entry = spmd_entry(frame, sharding.mesh, "a sharding constraint")
+    if entry is not None:
+        used = {a for e in entries if isinstance(e, (str, tuple)) for a in ((e,) if isinstance(e, str) else e)}
+        if used & set((entry,) if isinstance(entry, str) else entry):
+            names = getattr(frame, "spmd_name", None)
+            raise FtransValueError(f"vmap spmd_axis_name {tuple(names)} cannot appear in with_sharding_constraint "
+                                   f"spec, but got spec {sharding.spec}")
+    elif aval.sharding is None:
+        # JAX leaves the batch dimension unconstrained: the partitioner may split it
+        entry = PartitionSpec.UNCONSTRAINED
     if entry is None and aval.sharding is not None:
         # Over Explicit axes the batch dimension keeps the layout its type gives it (JAX leaves it unconstrained),
         # where the constraint does not name that axis itself.
