@@ -308,7 +308,7 @@ def geqrf(a: Any) -> tuple[Any, Any]:
     """The QR factorization of ``a`` (``[..., m, n]``) as Householder reflectors (LAPACK's geqrf): ``(a_out, taus)``
     with ``R`` on and above the diagonal of ``a_out``, the reflectors' vectors (unit first entry implied) below it,
     and their scalar factors ``taus`` (``[..., min(m, n)]``), as ``householder_product`` and ``ormqr`` take them.
-    JAX's ``jax._src.lax.linalg.geqrf``.
+    JAX's private ``geqrf`` in its lax linalg module.
 
     Computed with LAPACK's dlarfg/zlarfg reflector rule, column by column in a ``fori_loop`` of ordinary
     operations (no primitive of its own), so it batches and lowers as they do; its values agree with

@@ -2236,19 +2236,7 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:  # an API boundary (traceback_util), free until an exception leaves
-            leaves, tree = tree_util.tree_flatten((args, kwargs))
-            check_not_traced(leaves)
-            if self._in_tree is not None and tree != self._in_tree:
-                raise FtransTypeError(
-                    "Compiled: the arguments' pytree structure does not match the one it was lowered with "
-                    f"(Function compiled with input pytree does not match the input pytree it was called with): "
-                    f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
-                    "the same structure (static arguments left out), or lower again")
-            want = self._closed.in_avals
-            got = [_leaf_aval(x) for x in leaves]
-            if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                            for g, w in zip(got, want)):
-                raise self._type_error(leaves, got, want)
+            leaves = self._checked_leaves(args, kwargs, self._closed.in_avals)
             if _call_guard and _config_mod.config.no_execution:
                 raise _no_execution_error(self._exe.name)
             outs = self._exe(*_select(leaves, self._kept))
@@ -2256,6 +2244,22 @@ class Compiled:
         except Exception as e:
             _tb.reraise_filtered(e)
             raise
+
+    def _checked_leaves(self, args: tuple, kwargs: dict, want: list) -> list:
+        """The call's array leaves, once their pytree and types are the ones compiled for (else a TypeError)."""
+        leaves, tree = tree_util.tree_flatten((args, kwargs))
+        check_not_traced(leaves)
+        if self._in_tree is not None and tree != self._in_tree:
+            raise FtransTypeError(
+                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
+                f"(Function compiled with input pytree does not match the input pytree it was called with): "
+                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
+                "the same structure (static arguments left out), or lower again")
+        got = [_leaf_aval(x) for x in leaves]
+        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                        for g, w in zip(got, want)):
+            raise self._type_error(leaves, got, want)
+        return leaves
 
     def _type_error(self, leaves: list, got: list, want: list) -> FtransTypeError:
         """Which arguments differ from the types compiled for, each named as the user wrote it."""

@@ -475,21 +475,7 @@ class ShardedCompiled(Compiled):
         self._unread = unread or set()  # the arguments the program never reads (keep_unused=False)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from ftrans.transforms.jit import _leaf_aval, _tree_text, check_not_traced
-
-        leaves, tree = tree_util.tree_flatten((args, kwargs))
-        check_not_traced(leaves)
-        if self._in_tree is not None and tree != self._in_tree:
-            raise FtransTypeError(
-                "Compiled: the arguments' pytree structure does not match the one it was lowered with "
-                f"(Function compiled with input pytree does not match the input pytree it was called with): "
-                f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
-                "the same structure (static arguments left out), or lower again")
-        want = self._exe.in_avals[len(self._exe.const_bufs):]
-        got = [_leaf_aval(x) for x in leaves]
-        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                        for g, w in zip(got, want)):
-            raise self._type_error(leaves, got, want)
+        leaves = self._checked_leaves(args, kwargs, self._exe.in_avals[len(self._exe.const_bufs):])
         return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
 
     @property
@@ -502,21 +488,6 @@ class ShardedCompiled(Compiled):
         """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
         avals = self._exe.in_avals[len(self._exe.const_bufs):]
         return avals if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, avals)
-
-    @property
-    def executable(self) -> Any:
-        return self._exe.xla
-
-    def runtime_executable(self) -> Any:
-        """The loaded XLA executable the PJRT runtime runs (JAX's ``Compiled.runtime_executable``)."""
-        return self._exe.xla
-
-    def cost_analysis(self) -> Any:
-        return self._exe.xla.cost_analysis()
-
-    def memory_analysis(self) -> Any:
-        """XLA's sizes of the compiled program's buffers (arguments, outputs, temporaries), as in JAX."""
-        return self._exe.xla.get_compiled_memory_stats()
 
     def as_text(self) -> str:
         return self._exe.compiled_text()
