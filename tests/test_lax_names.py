@@ -195,8 +195,9 @@ def test_pcast_empty_axes_and_errors():
                 ftrans.vmap(lambda v: flax.pcast(v, "i", to="invariant"), axis_name="i")(X)
     with pytest.raises(NotImplementedError, match="reduced"):
         ftrans.vmap(lambda v: flax.pcast(v, "i", to="reduced"), axis_name="i")(X)
-    with pytest.raises(FtransNameError):
-        flax.pcast(X, "i", to="varying")
+    for lib in (flax, jlax):  # eagerly, outside any shard_map body: JAX's ValueError
+        with pytest.raises(ValueError, match="pvary should be called under jax.shard_map"):
+            lib.pcast(X, "i", to="varying")
 
 
 # ----------------------------------------------------------------------------
