@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
 from jax._src.lax import linalg as jax_linalg  # geqrf is not in jax.lax.linalg's public names
@@ -11,20 +10,7 @@ from jax._src.lax import linalg as jax_linalg  # geqrf is not in jax.lax.linalg'
 import ftrans
 import ftrans.lax.linalg as FL
 from ftrans.errors import FtransShapeError
-
-
-def _gen(rng, shape, dtype):
-    a = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
-
-
-def _close(got, want, tol=1e-4):
-    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
-        g, w = np.asarray(g), np.asarray(w)
-        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
-        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+from tests.test_lax_linalg_more import _close, _gen
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
