@@ -839,6 +839,21 @@ def test_only_the_default_layout_is_accepted():
         flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
 
 
+def test_xla_metadata_call_is_a_jit_call_with_tagged_results():
+    from jax.experimental.scheduling_groups import xla_metadata_call as jcall
+
+    from ftrans.experimental.scheduling_groups import xla_metadata_call as fcall
+
+    x = np.float32(1.0)
+    jeqns = jax.make_jaxpr(jcall(jnp.sin, inlineable="false"))(x).eqns
+    feqns = ftrans.make_jaxpr(fcall(fnp.sin, inlineable="false"))(x).eqns
+    assert [e.primitive.name for e in jeqns] == ["xla_metadata_call"]
+    assert [e.primitive.name for e in feqns] == ["jit_call", "xla_metadata_value"]
+    jax.jit(jcall(jnp.sin, inlineable=False)).trace(x)  # JAX: only lowering rejects a non-string value
+    with pytest.raises(NotImplementedError, match="string"):
+        fcall(fnp.sin, inlineable=False)
+
+
 def test_custom_partitioning_runs_the_function_and_differentiates_it():
     from jax.experimental.custom_partitioning import custom_partitioning as jcp
 
