@@ -142,7 +142,8 @@ def test_traces_are_not_shared_across_attributes():
 def test_xla_metadata_call_tags_the_call_op():
     from jax.experimental.scheduling_groups import xla_metadata_call as jax_call
 
-    from ftrans.experimental.scheduling_groups import scheduling_group, xla_metadata_call as ft_call
+    from ftrans.experimental.scheduling_groups import scheduling_group
+    from ftrans.experimental.scheduling_groups import xla_metadata_call as ft_call
 
     outs = []
     for (api, np_, _), call in zip(APIS, (jax_call, ft_call)):
