@@ -854,6 +854,28 @@ def test_xla_metadata_call_is_a_jit_call_with_tagged_results():
         fcall(fnp.sin, inlineable=False)
 
 
+def test_serialize_executable_is_single_device_and_ftrans_format():
+    from jax.experimental import serialize_executable as jser
+    from jax.sharding import Mesh as JMesh
+    from jax.sharding import NamedSharding as JNS
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.experimental import serialize_executable as fser
+    from ftrans.sharding import Mesh, NamedSharding
+    from ftrans.sharding import PartitionSpec as P
+
+    x = np.ones(4, np.float32)
+    jmesh, fmesh = JMesh(np.array(jax.devices()[:2]), ("x",)), Mesh(np.array(ftrans.devices()[:2]), ("x",))
+    jser.serialize(jax.jit(lambda v: v * 2, in_shardings=JNS(jmesh, JP("x"))).lower(x).compile())
+    with pytest.raises(ValueError, match="does not support serialization"):
+        fser.serialize(ftrans.jit(lambda v: v * 2, in_shardings=NamedSharding(fmesh, P("x"))).lower(x).compile())
+    payload, in_tree, out_tree = jser.serialize(jax.jit(lambda v: v * 2).lower(x).compile())
+    with pytest.raises(ValueError, match="not an executable ftrans's serialize wrote"):
+        fser.deserialize_and_load(payload, in_tree, out_tree)
+    f = fser.deserialize_and_load(*fser.serialize(ftrans.jit(lambda v: v * 2).lower(x).compile()))
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 2)
+
+
 def test_custom_partitioning_runs_the_function_and_differentiates_it():
     from jax.experimental.custom_partitioning import custom_partitioning as jcp
 

@@ -41,3 +41,6 @@ __all__ += ["control_deps"]
 from ftrans.experimental import scheduling_groups, xla_metadata  # noqa: E402
 
 __all__ += ["scheduling_groups", "xla_metadata"]
+from ftrans.experimental import serialize_executable  # noqa: E402
+
+__all__ += ["serialize_executable"]

@@ -2299,6 +2299,11 @@ class Compiled:
         return tree_util.user_treedef(self._in_tree)
 
     @property
+    def out_tree(self) -> Any:
+        """The pytree structure of its results, as JAX's ``Compiled.out_tree``."""
+        return tree_util.user_treedef(self._out_tree)
+
+    @property
     def in_avals(self) -> Any:
         """``(args, kwargs)`` with each array leaf's abstract value, as JAX's."""
         return tree_util.tree_unflatten(self._in_tree, self._closed.in_avals)
