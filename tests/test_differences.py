@@ -839,6 +839,17 @@ def test_only_the_default_layout_is_accepted():
         flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
 
 
+def test_closed_over_arrays_are_arguments_of_the_lowered_module():
+    x = np.full(100, 42.0, np.float32)
+    jconst, fconst = jnp.arange(100.0) + 1.0, fnp.arange(100.0) + 1.0
+    jtext = jax.jit(lambda v: jnp.sin(v) + jconst).lower(x).as_text()
+    fc = ftrans.jit(lambda v: fnp.sin(v) + fconst).lower(x).compile()
+    ftext = ftrans.jit(lambda v: fnp.sin(v) + fconst).lower(x).as_text()
+    assert "stablehlo.constant dense" in jtext and "%arg1" not in jtext.split("@main(")[1].split(") ->")[0]
+    assert "%arg1: tensor<100xf32>" in ftext.split("@main(")[1].split(") ->")[0]  # the constant, then x
+    assert len(fc.args_info[0]) == 1 and len(fc.in_avals[0]) == 1
+
+
 def test_xla_metadata_call_is_a_jit_call_with_tagged_results():
     from jax.experimental.scheduling_groups import xla_metadata_call as jcall
 
