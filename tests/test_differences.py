@@ -839,6 +839,54 @@ def test_only_the_default_layout_is_accepted():
         flayout.with_layout_constraint(x, flayout.Layout((1, 0)))
 
 
+def test_closed_over_arrays_are_arguments_of_the_lowered_module():
+    x = np.full(100, 42.0, np.float32)
+    jconst, fconst = jnp.arange(100.0) + 1.0, fnp.arange(100.0) + 1.0
+    jtext = jax.jit(lambda v: jnp.sin(v) + jconst).lower(x).as_text()
+    fc = ftrans.jit(lambda v: fnp.sin(v) + fconst).lower(x).compile()
+    ftext = ftrans.jit(lambda v: fnp.sin(v) + fconst).lower(x).as_text()
+    assert "stablehlo.constant dense" in jtext and "%arg1" not in jtext.split("@main(")[1].split(") ->")[0]
+    assert "%arg1: tensor<100xf32>" in ftext.split("@main(")[1].split(") ->")[0]  # the constant, then x
+    assert len(fc.args_info[0]) == 1 and len(fc.in_avals[0]) == 1
+
+
+def test_xla_metadata_call_is_a_jit_call_with_tagged_results():
+    from jax.experimental.scheduling_groups import xla_metadata_call as jcall
+
+    from ftrans.experimental.scheduling_groups import xla_metadata_call as fcall
+
+    x = np.float32(1.0)
+    jeqns = jax.make_jaxpr(jcall(jnp.sin, inlineable="false"))(x).eqns
+    feqns = ftrans.make_jaxpr(fcall(fnp.sin, inlineable="false"))(x).eqns
+    assert [e.primitive.name for e in jeqns] == ["xla_metadata_call"]
+    assert [e.primitive.name for e in feqns] == ["jit_call", "xla_metadata_value"]
+    jax.jit(jcall(jnp.sin, inlineable=False)).trace(x)  # JAX: only lowering rejects a non-string value
+    with pytest.raises(NotImplementedError, match="string"):
+        fcall(fnp.sin, inlineable=False)
+
+
+def test_serialize_executable_is_single_device_and_ftrans_format():
+    from jax.experimental import serialize_executable as jser
+    from jax.sharding import Mesh as JMesh
+    from jax.sharding import NamedSharding as JNS
+    from jax.sharding import PartitionSpec as JP
+
+    from ftrans.experimental import serialize_executable as fser
+    from ftrans.sharding import Mesh, NamedSharding
+    from ftrans.sharding import PartitionSpec as P
+
+    x = np.ones(4, np.float32)
+    jmesh, fmesh = JMesh(np.array(jax.devices()[:2]), ("x",)), Mesh(np.array(ftrans.devices()[:2]), ("x",))
+    jser.serialize(jax.jit(lambda v: v * 2, in_shardings=JNS(jmesh, JP("x"))).lower(x).compile())
+    with pytest.raises(ValueError, match="does not support serialization"):
+        fser.serialize(ftrans.jit(lambda v: v * 2, in_shardings=NamedSharding(fmesh, P("x"))).lower(x).compile())
+    payload, in_tree, out_tree = jser.serialize(jax.jit(lambda v: v * 2).lower(x).compile())
+    with pytest.raises(ValueError, match="not an executable ftrans's serialize wrote"):
+        fser.deserialize_and_load(payload, in_tree, out_tree)
+    f = fser.deserialize_and_load(*fser.serialize(ftrans.jit(lambda v: v * 2).lower(x).compile()))
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 2)
+
+
 def test_custom_partitioning_runs_the_function_and_differentiates_it():
     from jax.experimental.custom_partitioning import custom_partitioning as jcp
 

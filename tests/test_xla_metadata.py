@@ -118,3 +118,58 @@ def test_decorator_over_a_jitted_function_keeps_lower():
 
         outs.append((_tagged_ops(f.lower(1.0).as_text()), f.__name__, float(f(1.0))))
     assert outs[0] == outs[1]
+
+
+def test_traces_are_not_shared_across_attributes():
+    # a jitted function lowered inside and outside set_xla_metadata blocks: each lowering has its own
+    # block's attributes (the attributes are part of the trace's cache key, as in JAX's trace context)
+    for api, np_, setm in APIS:
+        @api.jit
+        def f(a, b):
+            return a + b
+
+        with setm(b="c"):
+            t1 = f.lower(2.0, 3.0).as_text()
+        t2 = f.lower(1.0, 2.0).as_text()
+        with setm(c="d"):
+            t3 = f.lower(4.0, 5.0).as_text()
+        assert 'mhlo.frontend_attributes = {b = "c"}' in t1, api.__name__
+        assert "mhlo.frontend_attributes" not in t2, api.__name__
+        assert 'mhlo.frontend_attributes = {c = "d"}' in t3 and 'b = "c"' not in t3, api.__name__
+        np.testing.assert_allclose(np.asarray(f(1.0, 2.0)), 3.0)
+
+
+def test_xla_metadata_call_tags_the_call_op():
+    from jax.experimental.scheduling_groups import xla_metadata_call as jax_call
+
+    from ftrans.experimental.scheduling_groups import scheduling_group
+    from ftrans.experimental.scheduling_groups import xla_metadata_call as ft_call
+
+    outs = []
+    for (api, np_, _), call in zip(APIS, (jax_call, ft_call)):
+        @api.jit
+        def f(x):
+            y = x + 2
+            return call(lambda a: a * y, inlineable="false")(x)
+
+        hlo = f.lower(np_.arange(8)).as_text("hlo")
+        (line,) = [ln for ln in hlo.splitlines() if "frontend_attributes" in ln]
+        assert " call(" in line and 'inlineable="false"' in line, (api.__name__, line)
+
+        @call(inlineable="false")
+        @api.jit
+        def body(x):
+            return api.nn.gelu(x)
+
+        g = api.jit(api.grad(lambda x: body(x).sum()))(np.array([2.3, 4.5], np.float32))
+        outs.append((np.asarray(f(np_.arange(8))), np.asarray(g)))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-6)
+    text = ftrans.jit(scheduling_group("g1")(fjnp.sin)).lower(1.0).as_text()
+    assert 'mhlo.frontend_attributes = {scheduling_group = "g1"}' in text
+    try:
+        ft_call(inlineable=False)
+    except NotImplementedError as e:
+        assert "inlineable" in str(e)
+    else:
+        raise AssertionError("a non-string attribute value was accepted")

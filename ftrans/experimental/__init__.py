@@ -38,3 +38,9 @@ __all__ += ["key_reuse"]
 from ftrans.experimental import control_deps  # noqa: E402
 
 __all__ += ["control_deps"]
+from ftrans.experimental import scheduling_groups, xla_metadata  # noqa: E402
+
+__all__ += ["scheduling_groups", "xla_metadata"]
+from ftrans.experimental import serialize_executable  # noqa: E402
+
+__all__ += ["serialize_executable"]

@@ -36,10 +36,12 @@ from ftrans.monitoring import record_event_duration_secs
 class _Xla:
     """A compiled XLA program, as ``_xla_cache`` holds it (jaxlib's executables take no weak references)."""
 
-    __slots__ = ("xla", "__weakref__")
+    __slots__ = ("xla", "from_disk", "__weakref__")
 
-    def __init__(self, xla: Any):
+    def __init__(self, xla: Any, from_disk: bool = False):
         self.xla = xla
+        # loaded from the on-disk cache: XLA's CPU runtime cannot serialize such a program again
+        self.from_disk = from_disk
 
 
 _xla_cache: weakref.WeakValueDictionary[tuple, _Xla] = weakref.WeakValueDictionary()
@@ -66,7 +68,7 @@ class Executable:
     """
 
     __slots__ = ("name", "text", "xla", "device", "device_id", "in_avals", "out_avals", "out_sigs",
-                 "const_bufs", "_run", "donated", "_held", "__weakref__")
+                 "const_bufs", "_run", "donated", "_held", "options", "__weakref__")
 
     def __init__(self, closed: ClosedJaxpr, device: Any, name: str = "jit_fn",
                  donated: Sequence[bool] = (), compiler_options: tuple = (), text: str | None = None):
@@ -87,11 +89,33 @@ class Executable:
             log_compile_step("Finished jaxpr to MLIR module conversion jit(%s) in %.9f sec", name,
                              time.perf_counter() - t0)
         self.text = text
+        self.options = compiler_options
         # keeps the shared entry alive
         self._held = compiled(self.text, device, closed, compiler_options, log_name=f"jit({name})")
         self.xla = self._held.xla
+        self._attach(closed.consts)
+
+    @classmethod
+    def loaded(cls, xla: Any, device: Any, name: str, text: str, in_avals: list, out_avals: list, consts: list,
+               donated: Sequence[bool] = ()) -> Executable:
+        """An ``Executable`` over an XLA program loaded on ``device`` (``serialize_executable``), for a program
+        of these (logical) argument and result types whose leading arguments are ``consts``."""
+        self = cls.__new__(cls)
+        self.name, self.text, self.device, self.device_id = name, text, device, device.id
+        self.in_avals = [physical_aval(a) for a in in_avals]
+        self.out_avals = [physical_aval(a) for a in out_avals]
+        self.donated = tuple(donated) if any(donated) else ()
+        self.options = ()
+        self._held = _Xla(xla)
+        self.xla = xla
+        self._attach(consts)
+        return self
+
+    def _attach(self, consts: list) -> None:
+        """The constants on the device and the runner of ``self.xla``."""
+        device = self.device
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
-        self.const_bufs = [to_buffer(c, device) for c in closed.consts]
+        self.const_bufs = [to_buffer(c, device) for c in consts]
         if lower.host_callbacks_of(self.text):  # it calls back into Python: run to completion, map errors
             self._run = _reporting_callback_errors(compat.execute_fn_sync(self.xla, self.out_avals, device))
         else:
@@ -212,7 +236,8 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     # The disk cache keys on the text: options ride along as a trailing comment.
     disk_text = disk_text_of(text, options)
     exe = disk_cache.load(client, disk_text, [device]) if not callbacks else None
-    if exe is not None:
+    from_disk = exe is not None
+    if from_disk:
         stats["disk_hits"] += 1
         if log_name:
             log_compile_step("Finished XLA compilation of %s in %.9f sec (loaded from the persistent compilation "
@@ -234,7 +259,7 @@ def compiled(text: str, device: Any, closed: ClosedJaxpr | None = None, options:
     with _xla_lock:
         held = _xla_cache.get(key)  # another thread may have compiled the same program meanwhile
         if held is None:
-            held = _xla_cache[key] = _Xla(exe)
+            held = _xla_cache[key] = _Xla(exe, from_disk)
     return held
 
 

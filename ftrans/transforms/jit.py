@@ -1481,11 +1481,12 @@ class JitWrapped:
             return self._trace_uncached(args, kwargs, avals, in_tree)
         cfg = _config_mod.config
         # (No name stack in the key: ``stage`` traces the body under an empty one, and the lowering joins the
-        # caller's names with the body's, so ``grad`` of a jitted function and a later call share one trace.)
+        # caller's names with the body's, so ``grad`` of a jitted function and a later call share one trace.
+        # The ``set_xla_metadata`` attributes in effect are: the staged equations carry them, as in JAX.)
         key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.sharding) for a in avals]), statics,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
-               _platform.platform_override.get(), cfg.scoped_here(), _current_mesh())
+               _platform.platform_override.get(), cfg.scoped_here(), _current_mesh(), st.xla_metadata)
         store = self._store
         hit = store.traced.get(key)
         if hit is not None:
@@ -2296,6 +2297,11 @@ class Compiled:
     def in_tree(self) -> Any:
         """The pytree structure of ``(args, kwargs)`` it takes (static arguments left out), as JAX's."""
         return tree_util.user_treedef(self._in_tree)
+
+    @property
+    def out_tree(self) -> Any:
+        """The pytree structure of its results, as JAX's ``Compiled.out_tree``."""
+        return tree_util.user_treedef(self._out_tree)
 
     @property
     def in_avals(self) -> Any:
