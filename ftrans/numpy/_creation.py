@@ -455,6 +455,12 @@ def _float0_array(shape: tuple) -> np.ndarray:
 
 
 def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
+    if isinstance(dtype, int) and not isinstance(dtype, bool) and isinstance(shape, int):
+        # jnp.zeros(2, 3): the shape's second entry went to dtype
+        raise FtransTypeError(
+            f"{name}: invalid dtype {dtype!r}: an int is not a dtype. Did you accidentally write "
+            f"`jax.numpy.{name}({shape}, {dtype})` when you meant `jax.numpy.{name}(({shape}, {dtype}))`, "
+            "i.e. with the shape as a tuple?")
     shp = _shape_arg(name, shape)
     if _is_float0(dtype):
         return _float0_array(shp)
