@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
-from ftrans.core.keys import KeyDtype, prng_key
+from ftrans.core.keys import KeyDtype, is_user_edtype, prng_key
 from ftrans.errors import FtransTypeError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
@@ -386,6 +386,12 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
     them (floating, signed or unsigned integer), which NumPy does not know; a key dtype (``key<fry>``) is a
     subtype of itself, of ``prng_key``, ``extended`` and ``np.generic`` only."""
+    if is_user_edtype(arg1) or is_user_edtype(arg2):  # a user-defined extended dtype: its ``type``'s classes
+        if not is_user_edtype(arg1):
+            return False
+        if is_user_edtype(arg2):
+            return arg1 == arg2
+        return isinstance(arg2, type) and issubclass(arg1.type, arg2)
     if type(arg1) is KeyDtype or type(arg2) is KeyDtype:
         if type(arg1) is not KeyDtype:
             return False
@@ -450,7 +456,8 @@ def iinfo(dtype: Any):
 
 
 def np_issubdtype(d: Any, cls: Any) -> bool:
-    """``np.issubdtype(d, cls)`` for the dtype of any IR value: a key dtype (``key<fry>``) is no NumPy type."""
-    if type(d) is KeyDtype:
+    """``np.issubdtype(d, cls)`` for the dtype of any IR value: an extended dtype (a key dtype ``key<fry>``,
+    a user-defined one) is no NumPy type."""
+    if type(d) is KeyDtype or is_user_edtype(d):
         return False
     return np.issubdtype(d, cls)

@@ -32,6 +32,7 @@ from ftrans.core import traceback_util as _tb
 from ftrans.core.array import Array, jax_array_argument, jax_array_argument_error
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import (
@@ -94,10 +95,23 @@ class Zero:
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
-    """The abstract value of a tangent of ``aval``: itself if inexact, else float0."""
+    """The abstract value of a tangent of ``aval``: itself if inexact, else float0 (a user-defined extended
+    dtype: its rules' ``tangent_dtype``, float0 without one)."""
+    if is_user_edtype(aval.dtype):
+        td = edtype_tangent_dtype(aval.dtype)
+        return ShapedArray(aval.shape, td, False)
     if dtypes.is_inexact(aval.dtype):
         return aval
     return ShapedArray(aval.shape, float0, False)
+
+
+def edtype_tangent_dtype(d: Any) -> Any:
+    """The tangent dtype of user-defined extended dtype ``d``: its rules' ``tangent_dtype(d)``, else float0."""
+    rule = getattr(d._rules, "tangent_dtype", None)
+    if rule is None:
+        return float0
+    td = rule(d)
+    return td if is_user_edtype(td) else np.dtype(td)
 
 
 def zeros_like_aval(aval: ShapedArray) -> Any:

@@ -22,6 +22,8 @@ from ftrans.transforms.ad import (
     add_tangents,
     defjvp_linear,
     defjvp_zero,
+    edtype_tangent_dtype,
+    float0,
     instantiate,
     register_jvp,
     zeros_like_aval,
@@ -77,6 +79,31 @@ def _convert_element_type_jvp(primals: list, tangents: list, *, new_dtype: Any, 
     if type(t) is Zero or not dtypes.is_inexact(new_dtype):
         return out, Zero.from_primal_value(out)
     return out, S.convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+@register_jvp(S.to_edtype_p)
+def _to_edtype_jvp(primals: list, tangents: list, *, edtype: Any) -> tuple[Any, Any]:
+    """As JAX's: the tangent converted to the extended dtype's tangent dtype (float0 when it has none)."""
+    (x,), (t,) = primals, tangents
+    out = S.to_edtype_p.bind(x, edtype=edtype)
+    td = edtype_tangent_dtype(edtype)
+    if type(t) is Zero or td == float0:
+        return out, Zero.from_primal_value(out)
+    from ftrans import lax
+
+    return out, lax.convert_element_type(t, td)
+
+
+@register_jvp(S.from_edtype_p)
+def _from_edtype_jvp(primals: list, tangents: list, *, dtype: Any) -> tuple[Any, Any]:
+    """As JAX's: the tangent converted to the representation dtype's tangent dtype (float0 if not inexact)."""
+    (x,), (t,) = primals, tangents
+    out = S.from_edtype_p.bind(x, dtype=dtype)
+    if type(t) is Zero or not dtypes.is_inexact(dtype):
+        return out, Zero.from_primal_value(out)
+    from ftrans import lax
+
+    return out, lax.convert_element_type(t, dtype)
 
 
 # ---------------------------------------------------------------- selection
