@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.keys import is_extended_dtype, is_key, is_key_dtype
+from ftrans.core.keys import is_extended_dtype, is_key
 from ftrans.core.shape_poly import DimExpr
 
 

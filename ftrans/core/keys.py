@@ -106,6 +106,48 @@ class ExtendedDType:
         return self.name
 
 
+class primal_tangent_dtype_scalar(extended):  # noqa: N801  (JAX's name)
+    """The scalar class of :func:`primal_tangent_dtype`'s dtypes."""
+
+
+class PrimalTangentDType(ExtendedDType):
+    """JAX's ``dtypes.primal_tangent_dtype``: values stored as ``primal_dtype`` whose tangents are
+    ``tangent_dtype`` (an int8 weight with float tangents, ...)."""
+
+    type = primal_tangent_dtype_scalar
+
+    def __init__(self, primal_dtype: Any, tangent_dtype: Any, name: str) -> None:
+        import types
+
+        self.primal_dtype, self.tangent_dtype, self._name = primal_dtype, tangent_dtype, name
+        self._rules = types.SimpleNamespace(
+            physical_element_aval=lambda d: types.SimpleNamespace(shape=(), dtype=primal_dtype),
+            tangent_dtype=lambda d: tangent_dtype, allow_conversion=True)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is PrimalTangentDType and other.primal_dtype == self.primal_dtype
+                and other.tangent_dtype == self.tangent_dtype and other._name == self._name)
+
+    def __hash__(self) -> int:
+        return hash(("PrimalTangentDType", self.primal_dtype, self.tangent_dtype, self._name))
+
+
+def primal_tangent_dtype(primal_dtype: Any, tangent_dtype: Any, name: str | None = None) -> PrimalTangentDType:
+    """JAX's ``dtypes.primal_tangent_dtype``: an extended dtype stored as ``primal_dtype`` (convert to and from
+    it with ``lax.convert_element_type``) whose tangents are ``tangent_dtype``; named
+    ``PrimalTangentDType{i8/bf16}``-style unless ``name`` is given."""
+    p, t = np.dtype(primal_dtype), np.dtype(tangent_dtype)
+
+    def short(d: np.dtype) -> str:
+        return d.name.replace("float", "f").replace("uint", "u").replace("int", "i").replace("complex", "c")
+
+    return PrimalTangentDType(p, t, name or f"PrimalTangentDType{{{short(p)}/{short(t)}}}")
+
+
 def is_user_edtype(d: Any) -> bool:
     """Whether ``d`` is a user-defined extended dtype (ftrans's or JAX's ``ExtendedDType`` subclass): not a
     NumPy dtype nor a key dtype, with a rules object that gives its physical element."""

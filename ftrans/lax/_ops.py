@@ -36,13 +36,13 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands
 from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import reductions as R
 from ftrans.core.prims import structural as S
 from ftrans.core.shape_poly import DimExpr
-from ftrans.core.keys import is_user_edtype
 from ftrans.core.trace import Tracer
 from ftrans.errors import FtransIndexError, FtransOverflowError, FtransTypeError, FtransValueError
 

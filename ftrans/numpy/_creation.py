@@ -20,6 +20,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapeDtypeStruct
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -409,6 +410,11 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
     places the result as ``array``'s does."""
     if dtype is None and device is None and out_sharding is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
+    if dtype is not None and isinstance(a, Tracer) and is_user_edtype(a.aval.dtype):
+        # an array of a user-defined extended dtype (``jnp.int8(x)``): convert_element_type's conversion
+        from ftrans import lax
+
+        return lax.convert_element_type(a, dtype)
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
 
 
