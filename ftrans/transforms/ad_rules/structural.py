@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core import dtypes
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
@@ -89,9 +90,7 @@ def _to_edtype_jvp(primals: list, tangents: list, *, edtype: Any) -> tuple[Any, 
     td = edtype_tangent_dtype(edtype)
     if type(t) is Zero or td == float0:
         return out, Zero.from_primal_value(out)
-    from ftrans import lax
-
-    return out, lax.convert_element_type(t, td)
+    return out, _convert_tangent(t, td)
 
 
 @register_jvp(S.from_edtype_p)
@@ -101,9 +100,19 @@ def _from_edtype_jvp(primals: list, tangents: list, *, dtype: Any) -> tuple[Any,
     out = S.from_edtype_p.bind(x, dtype=dtype)
     if type(t) is Zero or not dtypes.is_inexact(dtype):
         return out, Zero.from_primal_value(out)
-    from ftrans import lax
+    return out, _convert_tangent(t, dtype)
 
-    return out, lax.convert_element_type(t, dtype)
+
+def _convert_tangent(t: Any, d: Any) -> Any:
+    """``lax.convert_element_type(t, d)`` for a tangent, where either side may be a user extended dtype."""
+    src = aval_of(t).dtype
+    if src == d:
+        return t
+    if is_user_edtype(d):
+        return S.to_edtype_p.bind(t, edtype=d)
+    if is_user_edtype(src):
+        return S.from_edtype_p.bind(t, dtype=d)
+    return S.convert_element_type_p.bind(t, new_dtype=d, weak_type=False)
 
 
 # ---------------------------------------------------------------- selection
