@@ -17,7 +17,7 @@ import numpy as np
 
 from ftrans.core import config as _config
 from ftrans.core.keys import KeyDtype, is_user_edtype, prng_key
-from ftrans.errors import FtransTypeError, TypePromotionError
+from ftrans.errors import FtransTypeError, FtransValueError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -201,11 +201,23 @@ def to_dtype(dtype: Any) -> np.dtype:
         return default_complex()
     if dtype is bool:
         return bool_
+    if type(dtype) is not np.dtype and hasattr(dtype, "aval"):
+        _reject_array_dtype(dtype)
     try:
         d = np.dtype(dtype)
     except TypeError as e:
         raise FtransTypeError(f"{dtype!r} is not a valid dtype: {e}") from None
     return canonicalize(d)
+
+
+def _reject_array_dtype(x: Any) -> None:
+    """An ftrans array (or tracer) given as a dtype: NumPy would read its ``.dtype``; JAX refuses it."""
+    from ftrans.core.array import Array
+    from ftrans.core.trace import Tracer
+
+    if isinstance(x, (Array, Tracer)):
+        raise FtransValueError("Passing an array as a dtype argument is no longer supported; instead of dtype=arr "
+                               f"use dtype=arr.dtype (here {x.aval.str_short()}).")
 
 
 def _node(dtype: np.dtype, weak: bool):
