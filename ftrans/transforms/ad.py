@@ -97,7 +97,7 @@ class Zero:
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     """The abstract value of a tangent of ``aval``: itself if inexact, else float0 (a user-defined extended
     dtype: its rules' ``tangent_dtype``, float0 without one)."""
-    if is_user_edtype(aval.dtype):
+    if not isinstance(aval.dtype, np.dtype) and is_user_edtype(aval.dtype):
         td = edtype_tangent_dtype(aval.dtype)
         return ShapedArray(aval.shape, td, False)
     if dtypes.is_inexact(aval.dtype):
@@ -116,7 +116,7 @@ def edtype_tangent_dtype(d: Any) -> Any:
 
 def zeros_like_aval(aval: ShapedArray) -> Any:
     """Zeros of ``aval`` built from a scalar literal, so staging records one broadcast, not a constant."""
-    if is_user_edtype(aval.dtype):  # its rules' ``zero(dtype)``, as JAX's tangent zeros
+    if not isinstance(aval.dtype, np.dtype) and is_user_edtype(aval.dtype):  # its rules' ``zero(dtype)``, as JAX's tangent zeros
         z = aval.dtype._rules.zero(aval.dtype)
         return z if aval.shape == () else building.broadcast_in_dim(z, aval.shape, ())
     if aval.dtype == float0:
