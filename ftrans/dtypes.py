@@ -14,7 +14,7 @@ from ftrans.core.dtypes import (  # noqa: F401
     issubdtype,
     promote_types,
 )
-from ftrans.core.keys import extended, prng_key  # noqa: F401  (JAX's scalar classes of the key dtypes)
+from ftrans.core.keys import ExtendedDType, extended, primal_tangent_dtype, prng_key  # noqa: F401  (JAX's scalar classes of the key dtypes)  # noqa: F401  (user-defined extended dtypes: a rules object)
 from ftrans.core.operands import result_type  # noqa: F401
 from ftrans.errors import TypePromotionError  # noqa: F401
 from ftrans.transforms.ad import float0  # noqa: F401  (the tangent dtype of integer/bool values, JAX's)

@@ -520,3 +520,29 @@ def test_scatter_of_a_large_python_int_into_uint32():
     a = fnp.zeros(1, dtype=fnp.uint32)
     assert int(a.at[0].set(fnp.uint32(2**32 - 1))[0]) == 2**32 - 1
     assert int(a.at[0].set(2**32 - 1)[0]) == 2**32 - 1
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty"])
+def test_int_as_dtype_hints_at_a_shape_tuple_like_jax(name):
+    """``jnp.zeros(2, 3)``: a TypeError (as JAX's) that suggests ``jnp.zeros((2, 3))``."""
+    with pytest.raises(TypeError) as want:
+        getattr(jnp, name)(2, 3)
+    with pytest.raises(TypeError, match=r"Did you accidentally write `jax\.numpy\.\w+\(2, 3\)` when you meant "
+                                        r"`jax\.numpy\.\w+\(\(2, 3\)\)`") as got:
+        getattr(fnp, name)(2, 3)
+    assert "Did you accidentally write" in str(want.value)
+    assert got.value is not None
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.zeros(3, dtype=m.arange(4)),
+    lambda m: m.arange(3).astype(m.arange(2.0)),
+    lambda m: m.full(2, 1, m.ones(2, "int8")),
+])
+def test_an_array_as_dtype_is_a_value_error_like_jax(make):
+    with pytest.raises(ValueError, match="Passing an array as a dtype argument"):
+        make(jnp)
+    with pytest.raises(ValueError, match="Passing an array as a dtype argument"):
+        make(fnp)
+    with pytest.raises(ValueError, match="Passing an array as a dtype argument"):
+        ftrans.jit(lambda x: fnp.zeros(2, x))(fnp.arange(2))

@@ -27,6 +27,57 @@ def test_subnormals_are_kept():
     assert float(fnp.asarray(tiny) * 1.0) == float(tiny)
 
 
+def test_extended_dtype_arrays_exist_only_under_jit():
+    import dataclasses
+
+    from jax._src import core as jcore
+    from jax._src import dtypes as jdtypes
+    from jax._src import earray
+    from jax._src.interpreters import pxla
+
+    class foo(jdtypes.extended):
+        pass
+
+    class JaxRules:  # as JAX's own test of extended dtypes at rest
+        allow_conversion = True
+
+        @staticmethod
+        def physical_element_aval(d):
+            return jcore.ShapedArray((), np.dtype("float32"))
+
+        @staticmethod
+        def global_sharded_result_handler(aval, out_sharding, committed):
+            handler = pxla.global_result_handlers[jcore.ShapedArray](jcore.physical_aval(aval), out_sharding, committed)
+            return handler.wrap(lambda arr: earray.EArray(aval, arr))
+
+    @dataclasses.dataclass(frozen=True)
+    class JFoo(jdtypes.ExtendedDType):
+        name: str = "foo"
+        type: type = foo
+        _rules: type = JaxRules
+
+    class ffoo(ftrans.dtypes.extended):
+        pass
+
+    class FRules:
+        allow_conversion = True
+
+        @staticmethod
+        def physical_element_aval(d):
+            return ftrans.core.ShapedArray((), np.dtype("float32"))
+
+    @dataclasses.dataclass(frozen=True)
+    class FFoo(ftrans.dtypes.ExtendedDType):
+        name: str = "foo"
+        type: type = ffoo
+        _rules: type = FRules
+
+    assert isinstance(jlax.convert_element_type(jnp.arange(3.0), JFoo()).dtype, JFoo)  # JAX: eagerly too
+    with pytest.raises(NotImplementedError, match="only inside jit"):
+        flax.convert_element_type(fnp.arange(3.0), FFoo())
+    assert isinstance(ftrans.jit(lambda x: flax.convert_element_type(x, FFoo()))(X).dtype, FFoo)
+
+
 def test_buffer_protocol_needs_python_312():
     import sys
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.keys import is_key, is_key_dtype
+from ftrans.core.keys import is_extended_dtype, is_key
 from ftrans.core.shape_poly import DimExpr
 
 
@@ -45,7 +45,7 @@ class ShapedArray(AbstractValue):
                  sharding: Any = None):
         if type(shape) is not tuple:
             shape = tuple(shape)
-        if not isinstance(dtype, np.dtype) and not is_key_dtype(dtype):
+        if not isinstance(dtype, np.dtype) and not is_extended_dtype(dtype):
             dtype = np.dtype(dtype)
         if sharding is not None:
             from ftrans.errors import FtransValueError
@@ -247,7 +247,7 @@ class ShapeDtypeStruct:
 
             raise FtransValueError(f"ShapeDtypeStruct: dtype must be specified (shape {tuple(shape)!r}, dtype None)")
         self.shape = tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
-        if is_key_dtype(dtype):  # a key dtype: typed keys
+        if is_extended_dtype(dtype):  # a key dtype (typed keys) or a user-defined extended dtype
             self.dtype = dtype
         else:
             canon = dtypes.to_dtype(dtype)

@@ -16,8 +16,8 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core import config as _config
-from ftrans.core.keys import KeyDtype, prng_key
-from ftrans.errors import FtransTypeError, TypePromotionError
+from ftrans.core.keys import KeyDtype, is_user_edtype, prng_key
+from ftrans.errors import FtransTypeError, FtransValueError, TypePromotionError
 
 bool_ = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
@@ -201,11 +201,23 @@ def to_dtype(dtype: Any) -> np.dtype:
         return default_complex()
     if dtype is bool:
         return bool_
+    if type(dtype) is not np.dtype and hasattr(dtype, "aval"):
+        _reject_array_dtype(dtype)
     try:
         d = np.dtype(dtype)
     except TypeError as e:
         raise FtransTypeError(f"{dtype!r} is not a valid dtype: {e}") from None
     return canonicalize(d)
+
+
+def _reject_array_dtype(x: Any) -> None:
+    """An ftrans array (or tracer) given as a dtype: NumPy would read its ``.dtype``; JAX refuses it."""
+    from ftrans.core.array import Array
+    from ftrans.core.trace import Tracer
+
+    if isinstance(x, (Array, Tracer)):
+        raise FtransValueError("Passing an array as a dtype argument is no longer supported; instead of dtype=arr "
+                               f"use dtype=arr.dtype (here {x.aval.str_short()}).")
 
 
 def _node(dtype: np.dtype, weak: bool):
@@ -386,6 +398,12 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     """``jnp.issubdtype``; the ml_dtypes types (bfloat16, the 8-bit floats, int4, ...) sit where JAX puts
     them (floating, signed or unsigned integer), which NumPy does not know; a key dtype (``key<fry>``) is a
     subtype of itself, of ``prng_key``, ``extended`` and ``np.generic`` only."""
+    if is_user_edtype(arg1) or is_user_edtype(arg2):  # a user-defined extended dtype: its ``type``'s classes
+        if not is_user_edtype(arg1):
+            return False
+        if is_user_edtype(arg2):
+            return arg1 == arg2
+        return isinstance(arg2, type) and issubclass(arg1.type, arg2)
     if type(arg1) is KeyDtype or type(arg2) is KeyDtype:
         if type(arg1) is not KeyDtype:
             return False
@@ -450,7 +468,8 @@ def iinfo(dtype: Any):
 
 
 def np_issubdtype(d: Any, cls: Any) -> bool:
-    """``np.issubdtype(d, cls)`` for the dtype of any IR value: a key dtype (``key<fry>``) is no NumPy type."""
-    if type(d) is KeyDtype:
+    """``np.issubdtype(d, cls)`` for the dtype of any IR value: an extended dtype (a key dtype ``key<fry>``,
+    a user-defined one) is no NumPy type."""
+    if type(d) is KeyDtype or is_user_edtype(d):
         return False
     return np.issubdtype(d, cls)

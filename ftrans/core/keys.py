@@ -32,7 +32,8 @@ import numpy as np
 from ftrans.errors import FtransNotImplementedError, FtransTypeError, FtransValueError
 
 __all__ = ["extended", "prng_key", "KeyDtype", "PRNGKeyArray", "is_key", "is_key_dtype", "wrap",
-           "reject_keys", "unflatten_key"]
+           "reject_keys", "unflatten_key", "ExtendedDType", "is_user_edtype", "is_extended_dtype",
+           "physical_element"]
 
 
 class extended(np.generic):  # noqa: N801  (JAX's name)
@@ -82,6 +83,88 @@ class KeyDtype:
 
 def is_key_dtype(d: Any) -> bool:
     return type(d) is KeyDtype
+
+
+class ExtendedDType:
+    """JAX's ``jax.dtypes.ExtendedDType``: the base of a user-defined extended dtype.  A subclass gives
+    ``type`` (a subclass of :class:`extended`, for ``issubdtype``), ``name`` and ``_rules``, an object with
+    ``physical_element_aval(dtype)`` (the shape and dtype of one element's representation: an array of
+    the extended dtype is its representation array with those trailing axes) and ``allow_conversion``
+    (whether ``lax.convert_element_type`` converts to and from the representation dtype); ``tangent_dtype``
+    (optional) gives the dtype of its tangents.  Instances of JAX's own ``ExtendedDType`` subclasses are
+    accepted too (they carry the same attributes)."""
+
+    type: Any = extended
+    kind = "V"
+    _rules: Any = None
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class primal_tangent_dtype_scalar(extended):  # noqa: N801  (JAX's name)
+    """The scalar class of :func:`primal_tangent_dtype`'s dtypes."""
+
+
+class PrimalTangentDType(ExtendedDType):
+    """JAX's ``dtypes.primal_tangent_dtype``: values stored as ``primal_dtype`` whose tangents are
+    ``tangent_dtype`` (an int8 weight with float tangents, ...)."""
+
+    type = primal_tangent_dtype_scalar
+
+    def __init__(self, primal_dtype: Any, tangent_dtype: Any, name: str) -> None:
+        import types
+
+        self.primal_dtype, self.tangent_dtype, self._name = primal_dtype, tangent_dtype, name
+        self._rules = types.SimpleNamespace(
+            physical_element_aval=lambda d: types.SimpleNamespace(shape=(), dtype=primal_dtype),
+            tangent_dtype=lambda d: tangent_dtype, allow_conversion=True)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is PrimalTangentDType and other.primal_dtype == self.primal_dtype
+                and other.tangent_dtype == self.tangent_dtype and other._name == self._name)
+
+    def __hash__(self) -> int:
+        return hash(("PrimalTangentDType", self.primal_dtype, self.tangent_dtype, self._name))
+
+
+def primal_tangent_dtype(primal_dtype: Any, tangent_dtype: Any, name: str | None = None) -> PrimalTangentDType:
+    """JAX's ``dtypes.primal_tangent_dtype``: an extended dtype stored as ``primal_dtype`` (convert to and from
+    it with ``lax.convert_element_type``) whose tangents are ``tangent_dtype``; named
+    ``PrimalTangentDType{i8/bf16}``-style unless ``name`` is given."""
+    p, t = np.dtype(primal_dtype), np.dtype(tangent_dtype)
+
+    def short(d: np.dtype) -> str:
+        return d.name.replace("float", "f").replace("uint", "u").replace("int", "i").replace("complex", "c")
+
+    return PrimalTangentDType(p, t, name or f"PrimalTangentDType{{{short(p)}/{short(t)}}}")
+
+
+def is_user_edtype(d: Any) -> bool:
+    """Whether ``d`` is a user-defined extended dtype (ftrans's or JAX's ``ExtendedDType`` subclass): not a
+    NumPy dtype nor a key dtype, with a rules object that gives its physical element."""
+    return (d is not None and not isinstance(d, (np.dtype, type, str)) and type(d) is not KeyDtype
+            and hasattr(getattr(d, "_rules", None), "physical_element_aval"))
+
+
+def is_extended_dtype(d: Any) -> bool:
+    """A key dtype or a user-defined extended dtype."""
+    return type(d) is KeyDtype or is_user_edtype(d)
+
+
+def physical_element(d: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype of one element of user-defined extended dtype ``d`` (its rules'
+    ``physical_element_aval``)."""
+    el = d._rules.physical_element_aval(d)
+    return tuple(el.shape), np.dtype(el.dtype)
 
 
 def _is_float0(x: Any) -> bool:

@@ -31,7 +31,7 @@ from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
-from ftrans.core.keys import PRNGKeyArray, is_key_dtype
+from ftrans.core.keys import PRNGKeyArray, is_extended_dtype
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 
@@ -982,7 +982,7 @@ def long_type_str(aval: Any) -> str:
     """``float32[2,3]`` (``~float32[]`` when weakly typed): how JAX's tracer reprs print a type."""
     w = "~" if getattr(aval, "weak_type", False) else ""
     d = aval.dtype
-    return f"{w}{(d if is_key_dtype(d) else np.dtype(d)).name}[{','.join(map(str, aval.shape))}]"
+    return f"{w}{(d if is_extended_dtype(d) else np.dtype(d)).name}[{','.join(map(str, aval.shape))}]"
 
 
 def short_repr(x: Any) -> str:

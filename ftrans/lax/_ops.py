@@ -36,6 +36,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak, shape_of, strict_operands
 from ftrans.core.primitive import Primitive, abstract_eval
 from ftrans.core.prims import elementwise as E
@@ -417,6 +418,8 @@ def clamp(min: Any, x: Any, max: Any) -> Any:  # noqa: A002 - JAX's names
 
 def convert_element_type(operand: Any, new_dtype: Any) -> Any:
     """``lax.convert_element_type``: XLA conversion (saturating float->int, NaN -> 0); strong result."""
+    if is_user_edtype(new_dtype) or is_user_edtype(getattr(operand, "dtype", None)):
+        return _convert_edtype(operand, new_dtype)
     d = dtypes.to_dtype(new_dtype)
     if type(operand) is int and d.kind in "iu":
         # JAX converts a Python int straight to the target with NumPy (wrapping), so 2**32 -> int32 is 0
@@ -440,6 +443,27 @@ def convert_element_type(operand: Any, new_dtype: Any) -> Any:
 
 
 _SCALAR_TYPES = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+
+
+def _convert_edtype(operand: Any, new_dtype: Any) -> Any:
+    """``convert_element_type`` to or from a user-defined extended dtype (JAX's ``to_edtype`` /
+    ``from_edtype``): only between it and its representation dtype, never between two extended dtypes."""
+    old = getattr(operand, "dtype", None)
+    if is_user_edtype(old) and is_user_edtype(new_dtype):
+        if old == new_dtype:
+            return operand
+        raise FtransValueError(
+            f"lax.convert_element_type: cannot directly convert between extended dtypes: from {old.name} to "
+            f"{new_dtype.name}. Convert to and from their representation dtypes instead "
+            f"({old.name} -> representation -> {new_dtype.name})")
+    if is_user_edtype(new_dtype):
+        (x,) = _operands("convert_element_type", (operand,))
+        return _bind(S.to_edtype_p, x, edtype=new_dtype)
+    if new_dtype is int or new_dtype is float or new_dtype is complex or new_dtype is builtins.bool:
+        d = dtypes.to_dtype(new_dtype)
+    else:
+        d = np.dtype(new_dtype)
+    return _bind(S.from_edtype_p, operand, dtype=d)
 
 
 def _fold_scalar_convert(v: Any, d: np.dtype) -> Array | None:

@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from ftrans.core.avals import ShapedArray
-from ftrans.core.keys import KeyDtype
+from ftrans.core.keys import KeyDtype, is_user_edtype, physical_element
 from ftrans.core.shape_poly import DimExpr
 
 _ELEMENT = {
@@ -121,6 +121,9 @@ def aval_type(aval: ShapedArray) -> str:
     d = aval.dtype
     if type(d) is KeyDtype:  # a key array: its uint32 data (the key shape trailing)
         return tensor_type((*aval.shape, *d._impl.key_shape), np.dtype(np.uint32))
+    if is_user_edtype(d):  # a user-defined extended dtype: its representation array
+        el_shape, el_dtype = physical_element(d)
+        return tensor_type((*aval.shape, *el_shape), el_dtype)
     return tensor_type(aval.shape, d)
 
 

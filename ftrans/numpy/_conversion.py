@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
+from ftrans.core.keys import is_user_edtype  # noqa: E402
 from ftrans.core.operands import as_operand, check_arraylike, convert, dtype_weak
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
@@ -24,6 +25,11 @@ def astype(x: Any, dtype: Any, /, *, copy: bool = False, device: Any = None) -> 
     """
     if device is not None:
         raise NotImplementedError("astype: the 'device' argument is not supported yet")
+    if is_user_edtype(dtype) or is_user_edtype(getattr(x, "dtype", None)):  # to/from a user extended dtype
+        from ftrans import lax
+
+        out = lax.convert_element_type(x, dtype)
+        return E.copy_p.bind(out) if copy else out
     check_arraylike("astype", x)
     arr = as_operand(x)
     dtypes.check_requested(dtype, "astype")

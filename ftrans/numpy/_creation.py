@@ -20,6 +20,7 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapeDtypeStruct
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.operands import (
     as_operand,
     broadcast_shapes,
@@ -409,6 +410,11 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
     places the result as ``array``'s does."""
     if dtype is None and device is None and out_sharding is None and (type(a) is Array or isinstance(a, Tracer)):
         return a
+    if dtype is not None and isinstance(a, Tracer) and is_user_edtype(a.aval.dtype):
+        # an array of a user-defined extended dtype (``jnp.int8(x)``): convert_element_type's conversion
+        from ftrans import lax
+
+        return lax.convert_element_type(a, dtype)
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
 
 
@@ -455,6 +461,12 @@ def _float0_array(shape: tuple) -> np.ndarray:
 
 
 def _filled(name: str, shape: Any, value: int, dtype: Any) -> Any:
+    if isinstance(dtype, int) and not isinstance(dtype, bool) and isinstance(shape, int):
+        # jnp.zeros(2, 3): the shape's second entry went to dtype
+        raise FtransTypeError(
+            f"{name}: invalid dtype {dtype!r}: an int is not a dtype. Did you accidentally write "
+            f"`jax.numpy.{name}({shape}, {dtype})` when you meant `jax.numpy.{name}(({shape}, {dtype}))`, "
+            "i.e. with the shape as a tuple?")
     shp = _shape_arg(name, shape)
     if _is_float0(dtype):
         return _float0_array(shp)

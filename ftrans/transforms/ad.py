@@ -33,6 +33,7 @@ from ftrans.core.array import Array, jax_array_argument, jax_array_argument_erro
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.primitive import Primitive, not_supported, rule_table
 from ftrans.core.trace import (
     Trace,
@@ -94,14 +95,30 @@ class Zero:
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
-    """The abstract value of a tangent of ``aval``: itself if inexact, else float0."""
+    """The abstract value of a tangent of ``aval``: itself if inexact, else float0 (a user-defined extended
+    dtype: its rules' ``tangent_dtype``, float0 without one)."""
+    if not isinstance(aval.dtype, np.dtype) and is_user_edtype(aval.dtype):
+        td = edtype_tangent_dtype(aval.dtype)
+        return ShapedArray(aval.shape, td, False)
     if dtypes.is_inexact(aval.dtype):
         return aval
     return ShapedArray(aval.shape, float0, False)
 
 
+def edtype_tangent_dtype(d: Any) -> Any:
+    """The tangent dtype of user-defined extended dtype ``d``: its rules' ``tangent_dtype(d)``, else float0."""
+    rule = getattr(d._rules, "tangent_dtype", None)
+    if rule is None:
+        return float0
+    td = rule(d)
+    return td if is_user_edtype(td) else np.dtype(td)
+
+
 def zeros_like_aval(aval: ShapedArray) -> Any:
     """Zeros of ``aval`` built from a scalar literal, so staging records one broadcast, not a constant."""
+    if not isinstance(aval.dtype, np.dtype) and is_user_edtype(aval.dtype):  # its rules' ``zero(dtype)``, as JAX's tangent zeros
+        z = aval.dtype._rules.zero(aval.dtype)
+        return z if aval.shape == () else building.broadcast_in_dim(z, aval.shape, ())
     if aval.dtype == float0:
         return np.zeros(aval.shape, float0)
     z = Array._new(np.zeros((), aval.dtype), aval.weak_type)
@@ -127,11 +144,15 @@ def broadcast_to(t: Any, shape: tuple[int, ...]) -> Any:
 
 
 def add_tangents(a: Any, b: Any) -> Any:
-    """``a + b`` where either may be a symbolic zero (then the other is returned)."""
+    """``a + b`` where either may be a symbolic zero (then the other is returned); tangents of a user-defined
+    extended dtype add with its rules' ``add(dtype, a, b)``, as JAX's do."""
     if type(a) is Zero:
         return b
     if type(b) is Zero:
         return a
+    d = getattr(a, "dtype", None)
+    if d is not None and not isinstance(d, np.dtype) and is_user_edtype(d):
+        return d._rules.add(d, a, b)
     return building.add(a, b)
 
 

@@ -61,6 +61,78 @@ convert_element_type_p = standard_primitive(
 )
 
 
+# ---------------------------------------------------------------- user-defined extended dtypes
+# JAX's ``to_edtype`` / ``from_edtype``: ``lax.convert_element_type`` between a user-defined extended dtype
+# (``ExtendedDType`` with a rules object) and its representation dtype.  An array of the extended dtype is,
+# physically, its representation array: the element's representation axes trail its own shape.  Both are
+# identities on the physical data (lowering: the operand itself).
+def _edtype_str(d) -> str:
+    return getattr(d, "name", None) or str(d)
+
+
+def _conversion_allowed(edtype, convert_name: str, other) -> bool:
+    rules = edtype._rules
+    hook = getattr(rules, convert_name, None)
+    if hook is not None:
+        return bool(hook(other, edtype) if convert_name == "convert_to" else hook(edtype, other))
+    return bool(getattr(rules, "allow_conversion", False))
+
+
+def _to_edtype_abstract_eval(x, *, edtype):
+    from ftrans.core.keys import physical_element
+
+    if not _conversion_allowed(edtype, "convert_to", x.dtype):
+        raise prim_value_error("convert_element_type", f"cannot convert from {_edtype_str(x.dtype)} to "
+                               f"{_edtype_str(edtype)}: its rules do not allow conversion")
+    el_shape, el_dtype = physical_element(edtype)
+    if x.dtype != el_dtype:
+        raise prim_value_error(
+            "convert_element_type",
+            f"can only convert to extended dtype from its representation dtype, but tried to convert from "
+            f"{_edtype_str(x.dtype)} to {_edtype_str(edtype)}, whose representation dtype is {el_dtype.name}")
+    n = len(x.shape) - len(el_shape)
+    if n < 0 or tuple(x.shape[n:]) != el_shape:
+        raise prim_value_error(
+            "convert_element_type",
+            f"can only convert to extended dtype from an array of its representation type, but "
+            f"{_edtype_str(edtype)} has a representation shape {el_shape} and the given array has shape "
+            f"{tuple(x.shape)}: its trailing axes must be {el_shape}")
+    return ShapedArray(tuple(x.shape[:n]), edtype, False)
+
+
+def _from_edtype_abstract_eval(x, *, dtype):
+    from ftrans.core.keys import physical_element
+
+    if not _conversion_allowed(x.dtype, "convert_from", dtype):
+        raise prim_value_error("convert_element_type", f"cannot convert from {_edtype_str(x.dtype)} to "
+                               f"{_edtype_str(dtype)}: its rules do not allow conversion")
+    el_shape, el_dtype = physical_element(x.dtype)
+    if np.dtype(dtype) != el_dtype:
+        raise prim_value_error(
+            "convert_element_type",
+            f"can only convert from extended dtype to its representation dtype, but tried to convert from "
+            f"{_edtype_str(x.dtype)} to {_edtype_str(dtype)}, whose representation dtype is {el_dtype.name}")
+    return ShapedArray((*x.shape, *el_shape), el_dtype, False)
+
+
+def _edtype_impl(name):
+    def impl(x, **params):
+        from ftrans.errors import FtransNotImplementedError
+
+        raise FtransNotImplementedError(
+            f"{name}: arrays of a user-defined extended dtype exist only inside jit-compiled code in ftrans "
+            "(there is no eager array of one); convert inside a jax.jit-compiled function")
+    return impl
+
+
+to_edtype_p = Primitive("to_edtype")
+to_edtype_p.def_abstract_eval(_to_edtype_abstract_eval)
+to_edtype_p.def_impl(_edtype_impl("to_edtype"))
+from_edtype_p = Primitive("from_edtype")
+from_edtype_p.def_abstract_eval(_from_edtype_abstract_eval)
+from_edtype_p.def_impl(_edtype_impl("from_edtype"))
+
+
 def _bitcast_shape(x, *, new_dtype):
     odd = (dtypes.bool_, dtypes.complex64, dtypes.complex128)
     if x.dtype != new_dtype and (x.dtype in odd or new_dtype in odd):

@@ -51,6 +51,16 @@ def _convert_element_type(ctx: LoweringContext, x, *, new_dtype, weak_type):
     return ctx.emit1("stablehlo.convert", [x])
 
 
+@register_lowering(S.to_edtype_p)
+def _to_edtype(ctx: LoweringContext, x, *, edtype):
+    return x  # an extended-dtype array is its representation array (mlir_text.aval_type)
+
+
+@register_lowering(S.from_edtype_p)
+def _from_edtype(ctx: LoweringContext, x, *, dtype):
+    return x
+
+
 @register_lowering(S.bitcast_convert_type_p)
 def _bitcast_convert_type(ctx: LoweringContext, x, *, new_dtype):
     # StableHLO's bitcast_convert adds/removes the trailing axis of a width change itself.

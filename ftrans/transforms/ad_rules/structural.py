@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ftrans.core import dtypes
+from ftrans.core.keys import is_user_edtype
 from ftrans.core.primitive import Primitive
 from ftrans.core.prims import elementwise as E
 from ftrans.core.prims import structural as S
@@ -22,6 +23,8 @@ from ftrans.transforms.ad import (
     add_tangents,
     defjvp_linear,
     defjvp_zero,
+    edtype_tangent_dtype,
+    float0,
     instantiate,
     register_jvp,
     zeros_like_aval,
@@ -77,6 +80,39 @@ def _convert_element_type_jvp(primals: list, tangents: list, *, new_dtype: Any, 
     if type(t) is Zero or not dtypes.is_inexact(new_dtype):
         return out, Zero.from_primal_value(out)
     return out, S.convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+@register_jvp(S.to_edtype_p)
+def _to_edtype_jvp(primals: list, tangents: list, *, edtype: Any) -> tuple[Any, Any]:
+    """As JAX's: the tangent converted to the extended dtype's tangent dtype (float0 when it has none)."""
+    (x,), (t,) = primals, tangents
+    out = S.to_edtype_p.bind(x, edtype=edtype)
+    td = edtype_tangent_dtype(edtype)
+    if type(t) is Zero or td == float0:
+        return out, Zero.from_primal_value(out)
+    return out, _convert_tangent(t, td)
+
+
+@register_jvp(S.from_edtype_p)
+def _from_edtype_jvp(primals: list, tangents: list, *, dtype: Any) -> tuple[Any, Any]:
+    """As JAX's: the tangent converted to the representation dtype's tangent dtype (float0 if not inexact)."""
+    (x,), (t,) = primals, tangents
+    out = S.from_edtype_p.bind(x, dtype=dtype)
+    if type(t) is Zero or not dtypes.is_inexact(dtype):
+        return out, Zero.from_primal_value(out)
+    return out, _convert_tangent(t, dtype)
+
+
+def _convert_tangent(t: Any, d: Any) -> Any:
+    """``lax.convert_element_type(t, d)`` for a tangent, where either side may be a user extended dtype."""
+    src = aval_of(t).dtype
+    if src == d:
+        return t
+    if is_user_edtype(d):
+        return S.to_edtype_p.bind(t, edtype=d)
+    if is_user_edtype(src):
+        return S.from_edtype_p.bind(t, dtype=d)
+    return S.convert_element_type_p.bind(t, new_dtype=d, weak_type=False)
 
 
 # ---------------------------------------------------------------- selection

@@ -67,6 +67,21 @@ def _bitcast_batch(vals: list, dims: list, *, frame: Any, new_dtype: Any) -> tup
     return S.bitcast_convert_type_p.bind(moveaxis(x, d, 0), new_dtype=new_dtype), 0
 
 
+@register_batching(S.to_edtype_p)
+def _to_edtype_batch(vals: list, dims: list, *, frame: Any, edtype: Any) -> tuple[Any, Any]:
+    """Converting to an extended dtype drops the representation's trailing axes: batch dimension first."""
+    (x,), (d,) = vals, dims
+    return S.to_edtype_p.bind(moveaxis(x, d, 0), edtype=edtype), 0
+
+
+@register_batching(S.from_edtype_p)
+def _from_edtype_batch(vals: list, dims: list, *, frame: Any, dtype: Any) -> tuple[Any, Any]:
+    """Converting from an extended dtype appends the representation's trailing axes: the batch dimension
+    stays where it is."""
+    (x,), (d,) = vals, dims
+    return S.from_edtype_p.bind(x, dtype=dtype), d
+
+
 @register_batching(S.select_n_p)
 def _select_n_batch(vals: list, dims: list, *, frame: Any) -> tuple[Any, Any]:
     ops, d = align(vals, dims, frame.size, frozenset(range(1, len(vals))))

@@ -161,6 +161,18 @@ def _dynamic_update_slice_t(ct: Any, x: Any, update: Any, *starts: Any) -> list:
     return [t_x, t_up] + [None] * len(starts)
 
 
+@register_transpose(S.to_edtype_p)
+def _to_edtype_transpose(ct: Any, x: Any, *, edtype: Any) -> list:
+    """As JAX's: the cotangent converted back to the operand's (representation) dtype."""
+    return [S.from_edtype_p.bind(ct, dtype=x.aval.dtype)]
+
+
+@register_transpose(S.from_edtype_p)
+def _from_edtype_transpose(ct: Any, x: Any, *, dtype: Any) -> list:
+    """As JAX's: the cotangent converted to the operand's extended dtype."""
+    return [S.to_edtype_p.bind(ct, edtype=x.aval.dtype)]
+
+
 for _p, _why in ((S.bitcast_convert_type_p, "a bitcast reinterprets bits; it is not linear"),
                  (S.clamp_p, "clamp is not linear"),
                  (S.iota_p, "iota has no operands"),

@@ -245,7 +245,9 @@ def _keeps_finite(eqn: JaxprEqn, ins: list, is_finite: Any) -> bool:
     if p in _FINITE_PRESERVING:
         return is_finite(ins[0])
     if p is S.convert_element_type_p:  # a widening conversion cannot overflow to inf
-        return is_finite(ins[0]) and np.can_cast(ins[0].aval.dtype, eqn.outvars[0].aval.dtype, "safe")
+        a, b = ins[0].aval.dtype, eqn.outvars[0].aval.dtype
+        return (is_finite(ins[0]) and isinstance(a, np.dtype) and isinstance(b, np.dtype)
+                and np.can_cast(a, b, "safe"))
     if p is S.select_n_p:
         return all(is_finite(c) for c in ins[1:])
     return False
