@@ -191,6 +191,21 @@ class ShardedAval(ShapedArray):
         return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
 
 
+class VaryingShardedAval(ShardedAval):
+    """A typed value of a partially manual ``shard_map`` body (``axis_names=`` a subset of the mesh's) that
+    also varies along the manual mesh axes ``vma``: its ``sharding`` is over the body's mesh, whose manual
+    axes have type Manual and whose other Explicit axes type it as outside."""
+
+    __slots__ = ("vma",)
+
+    def __init__(self, aval: ShardedAval, vma: frozenset):
+        ShardedAval.__init__(self, aval.shape, aval.dtype, aval.weak_type, aval.sharding)
+        self.vma = frozenset(vma)
+
+    def str_short(self, *args: Any, **kwargs: Any) -> str:
+        return ShardedAval.str_short(self, *args, **kwargs) + _vma_suffix(self.vma)
+
+
 class ShownAval(ShapedArray):
     """``typeof(x)`` of a value with no sharding type: JAX's types all show a sharding, so this one shows the
     value's layout type as JAX states it (each dimension unsplit, over the value's mesh, the mesh in context,
