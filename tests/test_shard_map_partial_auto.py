@@ -124,3 +124,21 @@ def test_grad_of_nested_shard_map_in_partial_manual_body_matches_jax(power):
             res[lib.__name__] = (np.asarray(f(x)), np.asarray(lib.grad(f)(x)))
     for a, b in zip(res["ftrans"], res["jax"]):
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_debug_print_in_partial_manual_body_matches_jax(capfd):
+    lines = {}
+    for lib, jnp_ in LIBS:
+        P = lib.sharding.PartitionSpec
+        mesh = _mesh(lib, (2, 2), ("x", "y"), "Auto")
+
+        def f(x, lib=lib, jnp_=jnp_):
+            lib.debug.print("instance {i} has value x={x}", i=lib.lax.axis_index("x"), x=x)
+            return jnp_.cos(x)
+
+        g = lib.jit(lib.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"), axis_names=frozenset({"x"})))
+        lib.block_until_ready(g(jnp_.arange(8)))
+        lib.effects_barrier()
+        lines[lib.__name__] = sorted(capfd.readouterr().out.splitlines())
+    assert lines["ftrans"] == lines["jax"]
+    assert len(lines["ftrans"]) == 2  # once per device along 'x' (the automatic 'y': its first device)
