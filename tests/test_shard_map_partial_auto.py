@@ -142,3 +142,18 @@ def test_debug_print_in_partial_manual_body_matches_jax(capfd):
         lines[lib.__name__] = sorted(capfd.readouterr().out.splitlines())
     assert lines["ftrans"] == lines["jax"]
     assert len(lines["ftrans"]) == 2  # once per device along 'x' (the automatic 'y': its first device)
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_smap_over_auto_axis_of_mixed_mesh_result_sharding_matches_jax(use_jit):
+    res = {}
+    for lib, _ in LIBS:
+        P, A = lib.sharding.PartitionSpec, lib.sharding.AxisType
+        mesh = lib.make_mesh((2, 2), ("x", "y"), axis_types=(A.Explicit, A.Auto))
+        with lib.set_mesh(mesh):
+            arr = lib.device_put(np.arange(4), P("y"))
+            g = lib.smap(lambda x: x * 2, in_axes=0, out_axes=0, axis_name="y")
+            out = (lib.jit(g) if use_jit else g)(arr)
+        res[lib.__name__] = (np.asarray(out), tuple(out.sharding.spec))
+    np.testing.assert_array_equal(res["ftrans"][0], res["jax"][0])
+    assert res["ftrans"][1] == res["jax"][1] == ("y",)

@@ -256,8 +256,9 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
         return None
     res = []
     for names, body in zip(out_names, params["jaxpr"].out_avals):
-        if names is None:
-            res.append(None)
+        if names is None or not {a for ax in names for a in ax} <= set(m.explicit_axes) | set(
+                _manual_types(m)):
+            res.append(None)  # (split over an Auto axis: a layout no type states, the partitioner's to keep)
             continue
         # a partially manual body's result typed over the Explicit axes left automatic: those entries follow
         # the manual ones out_specs give (JAX's order)
@@ -266,6 +267,12 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
                      for ax in (tuple(ax) + names_of_spec(PartitionSpec(e), 1)[0] for ax, e in zip(names, inner)))
         res.append((m, _sr.explicit_spec(spec, m, len(spec))))
     return res
+
+
+def _manual_types(m: Any) -> tuple:
+    from ftrans.core.sharding import AxisType
+
+    return tuple(n for n, t in zip(m.axis_names, m.axis_types) if t == AxisType.Manual)
 
 
 from ftrans.core import sharding_rules as _sr  # noqa: E402
