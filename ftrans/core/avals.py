@@ -77,12 +77,17 @@ class ShapedArray(AbstractValue):
     def __hash__(self) -> int:
         return self._hash
 
-    def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
-        return ShapedArray(
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=None) -> ShapedArray:
+        out = ShapedArray(
             self.shape if shape is None else shape,
             self.dtype if dtype is None else dtype,
             self.weak_type if weak_type is None else weak_type,
         )
+        if sharding is not None:  # JAX's ``aval.update(sharding=...)``: typed over its Explicit axes only
+            from ftrans.core.sharding_rules import typed_aval
+
+            return typed_aval(out, sharding)
+        return out
 
     def str_short(self) -> str:
         return type_str(self.shape, self.dtype)
