@@ -35,3 +35,10 @@ def test_update_sharding_keeps_explicit_axes_like_jax(spec):
         s = lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec(*spec))
         out[lib.__name__] = tuple(aval.update(sharding=s).sharding.spec)
     assert out["ftrans"] == out["jax"]
+
+
+def test_update_with_a_jax_sharding_takes_its_twin():
+    A = jax.sharding.AxisType
+    mesh = jax.sharding.AbstractMesh((2, 2), ("a", "b"), axis_types=(A.Explicit, A.Auto))
+    out = ShapedArray((4, 4), np.float32).update(sharding=jax.sharding.NamedSharding(mesh, jax.P(("a", "b"))))
+    assert tuple(out.sharding.spec) == ("a", None)

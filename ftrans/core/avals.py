@@ -84,8 +84,11 @@ class ShapedArray(AbstractValue):
             self.weak_type if weak_type is None else weak_type,
         )
         if sharding is not None:  # JAX's ``aval.update(sharding=...)``: typed over its Explicit axes only
+            from ftrans.core.sharding import NamedSharding, Sharding, as_spec
             from ftrans.core.sharding_rules import typed_aval
 
+            if not isinstance(sharding, Sharding) and getattr(sharding, "spec", None) is not None:
+                sharding = NamedSharding(sharding.mesh, as_spec(sharding.spec))  # a jax NamedSharding: its twin
             return typed_aval(out, sharding)
         return out
 
