@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import array as _core_array
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import key_reuse as _key_reuse
@@ -247,6 +248,7 @@ def _on_config(name: str, value: Any = None) -> None:
             _default_override = _LAZY  # its first device, found on first use
         else:
             _default_override = _resolve_default(values[0])
+        _core_array.set_placement(_default_override is not None)
 
 
 _PER_THREAD = object()
@@ -286,6 +288,7 @@ def default_device() -> Any:
 
 
 set_default_device_id(lambda: default_device().id)  # core's committed check asks where the default is
+_core_array.set_placement(False, lambda: default_device() if config.default_device is not None else None)
 
 
 def _is_device(d: Any) -> bool:

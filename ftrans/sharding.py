@@ -71,7 +71,10 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
     if axis_types is None:
         axis_types = (AxisType.Explicit,) * len(names)
     elif isinstance(axis_types, AxisType) or foreign_axis_type(axis_types):
-        axis_types = (axis_types,) * len(names)
+        axis_types = (axis_types,)
+    if len(tuple(axis_types)) != len(names):
+        raise FtransValueError(f"Number of axis names should match the number of axis_types. Got axis_names="
+                               f"{names} and axis_types={tuple(axis_types)}: give one AxisType per axis")
     # JAX's axis types (from a user's jax code) stand for ftrans's of the same name, as AbstractMesh takes them
     axis_types = tuple(AxisType[t.name] if foreign_axis_type(t) else t for t in axis_types)
     for t in axis_types:

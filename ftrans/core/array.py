@@ -50,6 +50,8 @@ class Array(ArrayMixin):
         arr.flags.writeable = False
         self._value = arr
         self.weak_type = weak_type
+        if placing:
+            self._dev = _placement()
         return self
 
     @classmethod
@@ -57,6 +59,8 @@ class Array(ArrayMixin):
         """Wrap a NumPy result the caller guarantees has the canonical dtype."""
         self = object.__new__(cls)
         self._value = value if type(value) is np.ndarray else np.asarray(value)
+        if placing:
+            self._dev = _placement()
         self.weak_type = weak_type
         return self
 
@@ -271,12 +275,14 @@ class Array(ArrayMixin):
         return bool(self._committed)
 
     def devices(self) -> set:
-        from ftrans.core.host import host_device
-
-        return {host_device()}
+        return {self.device}
 
     @property
     def device(self):
+        # made inside ``with default_device(d)``: d, as JAX's arrays placed there (uncommitted)
+        d = self.__dict__.get("_dev")
+        if d is not None:
+            return d
         from ftrans.core.host import host_device
 
         return host_device()
@@ -590,6 +596,19 @@ def default_device_id() -> int:
 
 
 _default_device_id: Any = lambda: 0  # noqa: E731 - replaced by the runtime at import
+
+
+# Whether a ``default_device`` context is open (set by the runtime): host arrays made meanwhile remember
+# ``_placement()``, the device it names, as the device they report.
+placing = False
+_placement: Any = lambda: None  # noqa: E731 - replaced by the runtime at import
+
+
+def set_placement(active: bool, fn: Any = None) -> None:
+    global placing, _placement
+    placing = active
+    if fn is not None:
+        _placement = fn
 
 
 def set_default_device_id(fn: Any) -> None:

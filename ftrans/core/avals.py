@@ -77,12 +77,20 @@ class ShapedArray(AbstractValue):
     def __hash__(self) -> int:
         return self._hash
 
-    def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
-        return ShapedArray(
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=None) -> ShapedArray:
+        out = ShapedArray(
             self.shape if shape is None else shape,
             self.dtype if dtype is None else dtype,
             self.weak_type if weak_type is None else weak_type,
         )
+        if sharding is not None:  # JAX's ``aval.update(sharding=...)``: typed over its Explicit axes only
+            from ftrans.core.sharding import NamedSharding, Sharding, as_spec
+            from ftrans.core.sharding_rules import typed_aval
+
+            if not isinstance(sharding, Sharding) and getattr(sharding, "spec", None) is not None:
+                sharding = NamedSharding(sharding.mesh, as_spec(sharding.spec))  # a jax NamedSharding: its twin
+            return typed_aval(out, sharding)
+        return out
 
     def str_short(self) -> str:
         return type_str(self.shape, self.dtype)
@@ -189,6 +197,21 @@ class ShardedAval(ShapedArray):
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(short_dtypes=False)}{w})"
+
+
+class VaryingShardedAval(ShardedAval):
+    """A typed value of a partially manual ``shard_map`` body (``axis_names=`` a subset of the mesh's) that
+    also varies along the manual mesh axes ``vma``: its ``sharding`` is over the body's mesh, whose manual
+    axes have type Manual and whose other Explicit axes type it as outside."""
+
+    __slots__ = ("vma",)
+
+    def __init__(self, aval: ShardedAval, vma: frozenset):
+        ShardedAval.__init__(self, aval.shape, aval.dtype, aval.weak_type, aval.sharding)
+        self.vma = frozenset(vma)
+
+    def str_short(self, *args: Any, **kwargs: Any) -> str:
+        return ShardedAval.str_short(self, *args, **kwargs) + _vma_suffix(self.vma)
 
 
 class ShownAval(ShapedArray):

@@ -44,6 +44,12 @@ class AxisType(enum.Enum):
     def __repr__(self) -> str:
         return self.name
 
+    def __eq__(self, other: object) -> bool:
+        # JAX's member of the same name is this one (a jax mesh's axis types are its ftrans twin's)
+        return self is other or (foreign_axis_type(other) and other.name == self.name)  # type: ignore[attr-defined]
+
+    __hash__ = enum.Enum.__hash__
+
 
 class _Unconstrained:
     """``PartitionSpec.UNCONSTRAINED``: the compiler may choose this dimension's sharding."""
@@ -505,8 +511,10 @@ class NamedSharding(Sharding):
         if isinstance(mesh, AbstractMesh):
             # the current mesh of those axes stands for it; with none, the sharding keeps the abstract mesh (it
             # describes a layout, as an export's argument does) and asks for a mesh only where it needs devices
+            # (not a shard_map body's type mesh, whose manual axes have type Manual)
             cur = get_mesh()
-            if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes):
+            if cur is not None and (cur.axis_names, cur.axis_sizes) == (mesh.axis_names, mesh.axis_sizes) and \
+                    AxisType.Manual not in mesh.axis_types:
                 mesh = cur
         if not isinstance(mesh, (Mesh, AbstractMesh)):
             raise FtransTypeError(f"NamedSharding: mesh must be an ftrans.sharding.Mesh, got {type(mesh).__name__}")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ftrans import errors
+from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import dtypes
 from ftrans.core import sharding_rules as _sharding_rules
@@ -400,6 +401,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
             obj = _new_object(Array)
             obj._value = out
             obj.weak_type = weak
+            if _array_mod.placing:  # inside ``with default_device(d)``: the result reports d
+                obj._dev = _array_mod._placement()
             return obj
     try:
         vals = [a._value for a in args]
@@ -431,6 +434,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
     obj = _new_object(Array)
     obj._value = out
     obj.weak_type = weak
+    if _array_mod.placing:
+        obj._dev = _array_mod._placement()
     return obj
 
 

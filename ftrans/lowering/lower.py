@@ -235,6 +235,12 @@ class ModuleLowering:
         if not self.meshes:
             return None
         sym = self.meshes.get(mesh)
+        if sym is None and type(mesh).__name__ == "AbstractMesh":
+            # a partially manual shard_map body's type mesh (its manual axes typed Manual): the program's mesh
+            for m, s in self.meshes.items():
+                if m is not None and (m.axis_names, tuple(m.axis_sizes)) == (mesh.axis_names,
+                                                                             tuple(mesh.axis_sizes)):
+                    return s
         if sym is None:
             sym = self.meshes[mesh] = f"mesh_{len(self.meshes)}"
         return sym

@@ -270,6 +270,15 @@ class _ShardMapped:
         fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves = self._prepare(args)
         enclosing = _enclosing_manual(mesh)
         if enclosing:
+            outer = manual_axes_here()
+            new = frozenset(manual or mesh.axis_names) - outer
+            if outer != frozenset(mesh.axis_names) and new and not _eager_body_values(leaves):
+                # The enclosing body is partially manual: this one is a shard_map of its own, manual over the
+                # axes the enclosing one left automatic (a nested manual computation, as JAX's).
+                for (_, names), s in zip(avals, specs):
+                    _check_not_enclosing(fname, "in_specs", s, names, enclosing)
+                return self._stage_and_bind(fname, mesh, new, set(mesh.axis_names) - new - outer, avals,
+                                            all_leaves, dyn, in_tree, leaves, outer)
             return self._inline(fname, mesh, enclosing, auto, specs, avals, all_leaves, dyn, in_tree)
         return self._stage_and_bind(fname, mesh, manual, auto, avals, all_leaves, dyn, in_tree, leaves)
 
@@ -364,7 +373,8 @@ class _ShardMapped:
         return fname, mesh, manual, auto, specs, avals, all_leaves, dyn, in_tree, leaves
 
     def _stage_and_bind(self, fname: str, mesh: Mesh, manual: frozenset, auto: set, avals: list, all_leaves: list,
-                        dyn: list, in_tree: Any, leaves: list) -> Any:
+                        dyn: list, in_tree: Any, leaves: list, outer: frozenset = frozenset()) -> Any:
+        """``outer``: the axes an enclosing (partially manual) body is manual over; ``manual``: this one's."""
         out_box: list = []
 
         def flat_fun(*xs: Any) -> list:
@@ -383,9 +393,13 @@ class _ShardMapped:
 
         with _body_env({"mesh": mesh}, manual):
             body_axes = frozenset(manual or mesh.axis_names) if self._check_vma else frozenset()
-            closed, _ = stage(flat_fun, [_with_vma(local_aval(a, ns, mesh),
-                                                   frozenset(x for ax in ns for x in ax) & body_axes)
-                                         for a, ns in avals])
+            blocks = [local_aval(a, ns, mesh) for a, ns in avals]
+            if auto:  # partially manual: a block keeps its type over the Explicit axes left automatic
+                blocks = _auto_typed_blocks(mesh, manual | outer, leaves, blocks)
+            # (nested: a block also varies along the enclosing body's axes its argument varies along)
+            closed, _ = stage(flat_fun, [_with_vma(b, frozenset(x for ax in ns for x in ax) & body_axes | (
+                vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY)) for b, (_, ns), x in zip(
+                    blocks, avals, leaves)])
         out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
@@ -396,6 +410,7 @@ class _ShardMapped:
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
+            _check_not_enclosing(fname, "out_specs", s, out_names[-1], set(outer))
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
                            out_specs, out_names, out_vma)
@@ -442,6 +457,18 @@ class _ShardMapped:
         return tree_util.tree_unflatten(out_tree, res)
 
 
+def _eager_body_values(leaves: list) -> bool:
+    """Whether ``leaves`` hold values of a shard_map body run eagerly, device by device (a nested shard_map
+    there runs inline)."""
+    from ftrans.core.prims.shard_map import eager_body
+
+    if not eager_body.depth:
+        return False
+    from ftrans.transforms.shard_map_eager import EagerShardMapTracer
+
+    return any(isinstance(x, EagerShardMapTracer) for x in leaves)
+
+
 class _BodyMeshes(threading.local):
     def __init__(self) -> None:
         self.stack: list = []  # the meshes of the shard_map bodies being traced in this thread, innermost last
@@ -471,10 +498,43 @@ def _body_mesh(mesh: Mesh, manual: Any = frozenset(), check_vma: bool = True) ->
         _BODY.manual.pop()
 
 
-def _with_vma(aval: Any, vma: frozenset) -> Any:
-    """``aval`` as a value varying along ``vma`` (a typed or non-array aval stays as it is)."""
-    from ftrans.core.avals import ShapedArray, VaryingAval
+def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list) -> list:
+    """The blocks of a partially manual body (``axis_names`` a subset of the mesh's axes), typed as JAX's:
+    over the body's mesh (its manual axes of type Manual), each keeps the entries of its argument's sharding
+    type that name Explicit axes left automatic.  Untyped when no such axis exists."""
+    from ftrans.core.sharding import AxisType
+    from ftrans.core.sharding_rules import array_aval, typed
 
+    explicit = [n for n, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit and n not in manual]
+    if not explicit:
+        return blocks
+    bmesh = AbstractMesh(mesh.axis_sizes, mesh.axis_names, tuple(
+        AxisType.Manual if n in manual else t for n, t in zip(mesh.axis_names, mesh.axis_types)))
+    out = []
+    for x, b in zip(leaves, blocks):
+        try:
+            sh = (x.aval if isinstance(x, Tracer) else array_aval(x)).sharding
+        except TypeError:
+            sh = None
+        entries = tuple(sh.spec) if sh is not None else ()
+        entries += (None,) * (len(b.shape) - len(entries))
+        spec = []
+        for e in entries[:len(b.shape)]:
+            kept = tuple(a for a in names_of_spec(PartitionSpec(e), 1)[0] if a in explicit)
+            spec.append(None if not kept else kept[0] if len(kept) == 1 else kept)
+        out.append(typed(b, bmesh, spec))
+    return out
+
+
+def _with_vma(aval: Any, vma: frozenset) -> Any:
+    """``aval`` as a value varying along ``vma`` (a non-array aval stays as it is)."""
+    from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
+
+    if type(aval) in (ShardedAval, VaryingShardedAval):  # a partially manual body's typed value
+        if aval.vma == vma:
+            return aval
+        return VaryingShardedAval(aval, vma) if vma else ShardedAval(aval.shape, aval.dtype, aval.weak_type,
+                                                                     aval.sharding)
     if type(aval) not in (ShapedArray, VaryingAval) or aval.vma == vma:
         return aval
     return VaryingAval(aval, vma) if vma else ShapedArray(aval.shape, aval.dtype, aval.weak_type)
@@ -564,12 +624,12 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
         _NO_INSERT.update(C.ALL)
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
-    from ftrans.core.avals import ShapedArray, VaryingAval
+    from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
     from ftrans.core.prims.collectives import pvary_p
 
     out = []
     for t, v in zip(tracers, vmas):
-        if v != union and type(t.aval) in (ShapedArray, VaryingAval):
+        if v != union and type(t.aval) in (ShapedArray, VaryingAval, ShardedAval, VaryingShardedAval):
             t = trace.process_primitive(pvary_p, [t], {"axes": _mesh_order(union - v)})
         out.append(t)
     return out
@@ -752,6 +812,12 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
         k, c = params["num_consts"], params["num_carry"]
         carry, ys = _vma_fixpoint(params["jaxpr"], ins[:k], ins[k:k + c], ins[k + c:], axes)
         return carry + ys
+    if prim is shard_map_p and params.get("newly_manual_axes"):  # nested in a partially manual body
+        new = frozenset(params["newly_manual_axes"])
+        if params.get("check_vma"):  # its results vary along the enclosing axes its body's results do
+            return [(getattr(a, "vma", _EMPTY) - new) & axes for a in params["jaxpr"].out_avals]
+        u = frozenset().union(*ins) if ins else _EMPTY
+        return [(u - new) & axes] * n_out
     if isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(params)) \
             == (len(ins), n_out):  # a call of its body on its operands (jit, remat, custom_jvp/vjp, ...)
         return _vma_jaxpr(prim.body(params), ins, axes)

@@ -340,5 +340,12 @@ pvary_p = _new("pvary", _pvary_abstract)
 pvary_p.def_impl(_pvary_impl)
 psum_invariant_p = _new("psum_invariant", _psum_invariant_abstract)
 
+# A partially manual shard_map body's typed values (over its Explicit axes left automatic) keep their type
+# through the casts and reductions over its manual axes (core/sharding_rules.py).
+from ftrans.core import sharding_rules as _sr  # noqa: E402
+
+for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p):
+    _p.sharding_rule = _sr.same_as_first
+
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
        ragged_all_to_all_p, pvary_p, psum_invariant_p)

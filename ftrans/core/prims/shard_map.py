@@ -34,7 +34,7 @@ from ftrans.core.ir import ClosedJaxpr
 from ftrans.core.prims.calls import CallPrimitive
 from ftrans.errors import FtransTypeError, FtransValueError
 
-__all__ = ["shard_map_p", "local_aval", "global_aval", "names_of_spec", "unmentioned"]
+__all__ = ["shard_map_p", "local_aval", "global_aval", "names_of_spec", "unmentioned", "stack_axes"]
 
 
 def names_of_spec(spec: Any, ndim: int) -> tuple:
@@ -57,9 +57,14 @@ def local_aval(aval: ShapedArray, names: Any, mesh: Any) -> ShapedArray:
     return aval.update(shape=tuple(n // _count(mesh, ax) for n, ax in zip(aval.shape, names)))
 
 
-def global_aval(aval: ShapedArray, names: Any, mesh: Any) -> ShapedArray:
+def stack_axes(mesh: Any, manual: Any = None) -> tuple:
+    """The mesh axes a stacked value's leading axis is split over: the body's manual axes (all by default)."""
+    return tuple(a for a in mesh.axis_names if manual is None or a in manual)
+
+
+def global_aval(aval: ShapedArray, names: Any, mesh: Any, manual: Any = None) -> ShapedArray:
     if names is None:
-        return aval.update(shape=(mesh.size,) + tuple(aval.shape))
+        return aval.update(shape=(_count(mesh, stack_axes(mesh, manual)),) + tuple(aval.shape))
     return aval.update(shape=tuple(n * _count(mesh, ax) for n, ax in zip(aval.shape, names)))
 
 
@@ -72,7 +77,7 @@ def unmentioned(mesh: Any, names: Any) -> tuple:
 
 
 def _abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, mesh: Any, in_names: tuple, out_names: tuple,
-                   name: str, **_: Any) -> list[ShapedArray]:
+                   name: str, newly_manual_axes: Any = None, **_: Any) -> list[ShapedArray]:
     if len(avals) != len(jaxpr.in_avals) or len(in_names) != len(avals) or len(out_names) != len(jaxpr.out_avals):
         raise FtransTypeError(f"shard_map {name}: {len(avals)} operands and {len(in_names)} in_specs for a body of "
                               f"{len(jaxpr.in_avals)} inputs")
@@ -87,7 +92,7 @@ def _abstract_eval(*avals: ShapedArray, jaxpr: ClosedJaxpr, mesh: Any, in_names:
         if (loc.shape, loc.dtype) != (w.shape, w.dtype):
             raise FtransTypeError(f"shard_map {name}: operand {k} of type {a.str_short()} gives blocks of "
                                   f"{loc.str_short()}, but the body takes {w.str_short()}")
-    return [global_aval(a, ns, mesh) for a, ns in zip(jaxpr.out_avals, out_names)]
+    return [global_aval(a, ns, mesh, newly_manual_axes) for a, ns in zip(jaxpr.out_avals, out_names)]
 
 
 def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
@@ -113,7 +118,9 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
         # on every device met a varying one.
         # (as JAX's: not over the mesh axes a vmap's spmd_axis_name splits the batch over here: the devices
         # along them hold different examples)
-        spmd = _spmd_names()
+        # (nor over the axes a partially manual body leaves automatic: the partitioner owns those)
+        spmd = _spmd_names() | (frozenset(mesh.axis_names) - frozenset(params.get("newly_manual_axes")
+                                                                        or mesh.axis_names))
         scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
                  1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]]) if a not in spmd)
                  for o in ins]
@@ -190,11 +197,11 @@ def _func_name(params: dict) -> str:
     return f"shmap_{params['name']}"
 
 
-def _spec_of_names(names: Any, mesh: Any) -> Any:
+def _spec_of_names(names: Any, mesh: Any, manual: Any = None) -> Any:
     from ftrans.core.sharding import PartitionSpec
 
-    if names is None:  # stacked: the leading axis over every mesh axis
-        return PartitionSpec(tuple(mesh.axis_names))
+    if names is None:  # stacked: the leading axis over every (manual) mesh axis
+        return PartitionSpec(stack_axes(mesh, manual))
     entries = [None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in names]
     while entries and entries[-1] is None:  # as the user writes it: P('x') for P('x', None)
         entries.pop()
@@ -205,9 +212,9 @@ def with_specs(params: dict) -> dict:
     """``params`` with ``in_specs``/``out_specs`` (JAX's names: one PartitionSpec per operand / result) made
     from ``in_names``/``out_names``, which the rules read, and ``newly_manual_axes`` (by default every mesh
     axis)."""
-    mesh = params["mesh"]
-    out = {**params, "in_specs": tuple(_spec_of_names(n, mesh) for n in params["in_names"]),
-           "out_specs": tuple(_spec_of_names(n, mesh) for n in params["out_names"])}
+    mesh, manual = params["mesh"], params.get("newly_manual_axes")
+    out = {**params, "in_specs": tuple(_spec_of_names(n, mesh, manual) for n in params["in_names"]),
+           "out_specs": tuple(_spec_of_names(n, mesh, manual) for n in params["out_names"])}
     if "newly_manual_axes" not in out:  # JAX's name for the mesh axes the body is manual over
         out["newly_manual_axes"] = frozenset(mesh.axis_names)
     return out
@@ -248,16 +255,28 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
     if not m.explicit_axes:
         return None
     res = []
-    for names in out_names:
-        if names is None:
-            res.append(None)
+    for names, body in zip(out_names, params["jaxpr"].out_avals):
+        if names is None or not {a for ax in names for a in ax} <= set(m.explicit_axes) | set(
+                _manual_types(m)):
+            res.append(None)  # (split over an Auto axis: a layout no type states, the partitioner's to keep)
             continue
-        spec = tuple(None if not ax else (ax[0] if len(ax) == 1 else tuple(ax)) for ax in names)
+        # a partially manual body's result typed over the Explicit axes left automatic: those entries follow
+        # the manual ones out_specs give (JAX's order)
+        inner = _sr.spec_of(body) if body.sharding is not None else (None,) * len(names)
+        spec = tuple(None if not ax else (ax[0] if len(ax) == 1 else tuple(ax))
+                     for ax in (tuple(ax) + names_of_spec(PartitionSpec(e), 1)[0] for ax, e in zip(names, inner)))
         res.append((m, _sr.explicit_spec(spec, m, len(spec))))
     return res
 
 
+def _manual_types(m: Any) -> tuple:
+    from ftrans.core.sharding import AxisType
+
+    return tuple(n for n, t in zip(m.axis_names, m.axis_types) if t == AxisType.Manual)
+
+
 from ftrans.core import sharding_rules as _sr  # noqa: E402
+from ftrans.core.sharding import PartitionSpec  # noqa: E402
 
 shard_map_p.sharding_rule = _shard_map_sharding
 

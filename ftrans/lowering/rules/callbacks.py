@@ -125,9 +125,56 @@ def _debug_callback_lowering(ctx: LoweringContext, *args: str, callback: Any, or
                              partitioned: bool = False) -> list[str]:
     if partitioned and ctx.module.replica_axes:  # per-device code (a shard_map body) calls it per device anyway
         partitioned = False
+    auto = getattr(ctx.module, "auto_axes", None)
+    if auto and auto[1] and ctx.module.replica_axes and not ctx.avals_out:
+        return _in_manual_over(ctx, auto, args, lambda: _debug_callback_lowering(
+            ctx, *ctx.fn.region_args, callback=callback, ordered=ordered, partitioned=partitioned))
     # A partitioned call takes no token unless ordered (XLA's partitioner of its target takes arrays only;
     # an ordered one is refused in a program over several devices, see ``check_no_ordered_effects``).
     return _emit(ctx, callback.host_fn(()), args, True, ordered or not partitioned, partitioned=partitioned)
+
+
+def _in_manual_over(ctx: LoweringContext, auto: tuple, args: tuple, lower: Any) -> list[str]:
+    """In a partially manual shard_map body (XLA cannot replicate a side effect over the axes left to the
+    partitioner): the call in a manual computation over those axes, its operands gathered whole along
+    them, made by the devices at index 0 along them only (as JAX's)."""
+    import numpy as np
+
+    from ftrans.lowering.rules.collectives import _axis_index_ops
+    from ftrans.lowering.rules.shard_map import _region
+
+    m = ctx.module
+    sym, rest = auto
+    saved_fn, saved_auto = ctx.fn, m.auto_axes
+    names, sizes = [n for n, _ in m.replica_axes], [s for _, s in m.replica_axes]
+    i32 = mt.tensor_type((), np.dtype(np.int32))
+
+    def call(g: mt.FuncEmitter, bargs: list) -> list:
+        ctx.fn, m.auto_axes = g, None
+        g.region_args = bargs
+        try:
+            lower()
+        finally:
+            ctx.fn, m.auto_axes = saved_fn, saved_auto
+        return []
+
+    def body(f: mt.FuncEmitter, bargs: list) -> list:
+        tot = None
+        for a in rest:
+            r = _axis_index_ops(f, names.index(a), sizes, True)
+            tot = r if tot is None else f.emit("stablehlo.add", [tot, r], [i32])[0]
+        zero, one = f.constant(np.asarray(0, np.int32)), f.constant(np.asarray(1, np.int32))
+        idx = f.emit("stablehlo.clamp", [zero, tot, one], [i32])[0]  # 0: this device makes the call
+        f.emit("stablehlo.case", [idx], [], regions=[f.region([], lambda g, _: call(g, bargs)),
+                                                      f.region([], lambda g, _: [])])
+        return []
+
+    region = _region(ctx.fn, [ctx.fn.types[a] for a in args], body)
+    ins = [f"<@{sym}, [" + ", ".join(["{}"] * len(a.shape)) + "]>" for a in ctx.avals_in]
+    ctx.emit("sdy.manual_computation", list(args), [],
+             {"in_shardings": _per_value(ins), "out_shardings": _per_value([]),
+              "manual_axes": "#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in rest) + "}>"}, [region])
+    return []
 
 
 @register_lowering(pure_callback_p)

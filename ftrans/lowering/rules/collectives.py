@@ -98,14 +98,37 @@ _groups_attr = int_matrix
 def axis_index(ctx: LoweringContext, name: Any) -> str:
     """This replica's int32 index along the pmap axis ``name``."""
     (d,), sizes = _dims_of(ctx, name)
+    auto = getattr(ctx.module, "auto_axes", None)
+    if auto and auto[1]:
+        # A partially manual shard_map body: the partition id means nothing while some mesh axes are left
+        # to the partitioner, so (as JAX's) the index is computed in a manual computation over those axes.
+        if sizes[d] == 1:
+            return ctx.scalar(0, I32)
+        from ftrans.lowering.rules.shard_map import _region
+
+        sym, rest = auto
+        region = _region(ctx.fn, [], lambda f, _: [_axis_index_ops(f, d, sizes, True)])
+        return ctx.emit("sdy.manual_computation", [], [mt.tensor_type((), I32)],
+                        {"in_shardings": "#sdy.sharding_per_value<[]>",
+                         "out_shardings": f"#sdy.sharding_per_value<[<@{sym}, []>]>",
+                         "manual_axes": "#sdy<manual_axes{" + ", ".join(f'"{a}"' for a in rest) + "}>"},
+                        [region])[0]
+    return _axis_index_ops(ctx.fn, d, sizes, bool(ctx.module.meshes))
+
+
+def _axis_index_ops(f: mt.FuncEmitter, d: int, sizes: Any, partitioned: bool) -> str:
     stride = math.prod(sizes[d + 1:])
-    op = "stablehlo.partition_id" if ctx.module.meshes else "stablehlo.replica_id"
-    rid = ctx.emit1(op, [], mt.tensor_type((), np.dtype(np.uint32)))
-    r = ctx.emit1("stablehlo.convert", [rid], mt.tensor_type((), I32))
+    op = "stablehlo.partition_id" if partitioned else "stablehlo.replica_id"
+    rid = f.emit(op, [], [mt.tensor_type((), np.dtype(np.uint32))])[0]
+    r = f.emit("stablehlo.convert", [rid], [mt.tensor_type((), I32)])[0]
+
+    def const(v: int) -> str:
+        return f.constant(np.asarray(v, I32))
+
     if stride != 1:
-        r = ctx.emit1("stablehlo.divide", [r, ctx.scalar(stride, I32)], mt.tensor_type((), I32))
+        r = f.emit("stablehlo.divide", [r, const(stride)], [mt.tensor_type((), I32)])[0]
     if sizes[d] * stride != math.prod(sizes):
-        r = ctx.emit1("stablehlo.remainder", [r, ctx.scalar(sizes[d], I32)], mt.tensor_type((), I32))
+        r = f.emit("stablehlo.remainder", [r, const(sizes[d])], [mt.tensor_type((), I32)])[0]
     return r
 
 

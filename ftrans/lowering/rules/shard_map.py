@@ -14,29 +14,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftrans.core.prims.shard_map import local_aval, shard_map_p
+from ftrans.core.prims.shard_map import local_aval, shard_map_p, stack_axes
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, LoweringError, register_lowering
 
 
-def _dims(names: Any, ndim: int, mesh: Any) -> str:
-    if names is None:  # stacked: the leading axis over every mesh axis
-        names = (tuple(mesh.axis_names),) + ((),) * (ndim - 1)
-    return "[" + ", ".join("{" + ", ".join(f'"{a}"' for a in ax) + "}" for ax in names) + "]"
+def _dims(names: Any, ndim: int, mesh: Any, open_dims: bool = False, manual: Any = None) -> str:
+    """The per-dimension axes of a block layout; ``open_dims`` (a partially manual body): each dimension
+    open (``?``), so the partitioner may split it further over the automatic axes, as JAX's."""
+    if names is None:  # stacked: the leading axis over every (manual) mesh axis
+        names = (stack_axes(mesh, manual),) + ((),) * (ndim - 1)
+    tail = ["?"] if open_dims else []
+    return "[" + ", ".join("{" + ", ".join([f'"{a}"' for a in ax] + tail) + "}" for ax in names) + "]"
 
 
 @register_lowering(shard_map_p)
 def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any, in_names: tuple,
-                        out_names: tuple, name: str, **_: Any) -> list[str]:
+                        out_names: tuple, name: str, newly_manual_axes: Any = None, **_: Any) -> list[str]:
     m = ctx.module
     sym = m.mesh_symbol(mesh)
     if sym is None:
         raise LoweringError(f"shard_map {name} (from {ctx.eqn.source_info}) reached a single-device program")
-    ins_attr = ", ".join(f"<@{sym}, {_dims(ns, len(a.shape), mesh)}>" for ns, a in zip(in_names, ctx.avals_in))
-    outs_attr = ", ".join(f"<@{sym}, {_dims(ns, len(a.shape), mesh)}>" for ns, a in zip(out_names, ctx.avals_out))
-    manual = ", ".join(f'"{a}"' for a in mesh.axis_names)
+    from ftrans.core.sharding import AxisType
+
+    manual_axes = [a for a in mesh.axis_names if newly_manual_axes is None or a in newly_manual_axes]
+    prev = getattr(m, "auto_axes", None)  # inside an enclosing partially manual body: the axes it left automatic
+    auto = [a for a in (prev[1] if prev else mesh.axis_names) if a not in manual_axes]
+    # partially manual with Auto axes left: every dimension open, the Explicit axes a layout does not use
+    # replicated (JAX's)
+    part = len(manual_axes) < len(mesh.axis_names) and any(
+        t == AxisType.Auto for a, t in zip(mesh.axis_names, mesh.axis_types) if a in auto)
+
+    def attr(ns: Any, ndim: int) -> str:
+        rep = ""
+        if part and ns is not None:
+            used = {a for ax in ns for a in ax}
+            reps = [a for a, t in zip(mesh.axis_names, mesh.axis_types)
+                    if t == AxisType.Explicit and a not in used and a in auto]
+            rep = ", replicated={" + ", ".join(f'"{a}"' for a in reps) + "}" if reps else ""
+        return f"<@{sym}, {_dims(ns, ndim, mesh, part, manual_axes)}{rep}>"
+
+    ins_attr = ", ".join(attr(ns, len(a.shape)) for ns, a in zip(in_names, ctx.avals_in))
+    outs_attr = ", ".join(attr(ns, len(a.shape)) for ns, a in zip(out_names, ctx.avals_out))
+    manual = ", ".join(f'"{a}"' for a in manual_axes)
     saved = list(m.replica_axes)
     m.replica_axes[:] = [(n, s) for n, s in zip(mesh.axis_names, mesh.devices.shape)]
+    saved_auto = getattr(m, "auto_axes", None)
+    # the axes a partially manual body leaves automatic (axis_index there enters a manual computation over them)
+    m.auto_axes = (sym, tuple(auto))
     try:
         from ftrans.core.prims.shard_map import _body_env
 
@@ -44,6 +69,7 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any,
             fsym = m.function(jaxpr.jaxpr, f"shmap_{name}")
     finally:
         m.replica_axes[:] = saved
+        m.auto_axes = saved_auto
     block_types = [mt.aval_type(local_aval(a, ns, mesh) if ns is not None else a.update(shape=(1, *a.shape[1:])))
                    for a, ns in zip(ctx.avals_in, in_names)]
     out_block_types = []

@@ -74,6 +74,9 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
     with _body_env({"mesh": mesh}):
         new, _ = batch_jaxpr(jaxpr, body_dims, body_frame, force_front=True)
     body, consts = hoist_consts(new)
+    nm = params.get("newly_manual_axes")
+    if lead and nm is not None and not set(lead) <= set(nm):  # the batch's axes are split in the blocks too
+        params = {**params, "newly_manual_axes": frozenset(nm) | set(lead)}
     outs = shard_map_p.bind(*consts, *new_vals, jaxpr=body, mesh=mesh,
                             in_names=tuple(((),) * len(np.shape(c)) for c in consts)
                             + tuple(new_in),
