@@ -687,6 +687,11 @@ class _Printer:
     def param(self, k: str, v: Any) -> str:
         if isinstance(v, np.dtype):
             return f"{k}={v}"  # as JAX prints it: new_dtype=int32
+        if type(v) is frozenset:  # as JAX prints a set: its elements sorted
+            try:
+                return f"{k}=frozenset({{{', '.join(repr(e) for e in sorted(v))}}})"
+            except TypeError:  # elements with no order
+                return f"{k}={v}"
         if callable(v) and hasattr(v, "__name__"):
             return f"{k}={v.__name__}"
         if k == "impl" and hasattr(v, "tag") and hasattr(v, "key_shape"):  # a PRNG implementation, by its tag

@@ -900,6 +900,10 @@ class Tracer(ArrayMixin):
     def _short_repr(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
 
+    def _pretty_print(self, verbose: bool = False) -> _Doc:
+        """JAX's tracer document: ``Traced<float32[10]>with<DynamicJaxprTrace>`` (``.format()`` gives the text)."""
+        return _Doc(f"Traced<{long_type_str(self.aval).lstrip('~')}>with<{type(self._trace).__name__}>")
+
     def __iter__(self):
         if not self.aval.shape:
             raise errors.FtransTypeError("iteration over a 0-d (scalar) array")
@@ -976,6 +980,13 @@ def source_site_as(info: SourceInfo | None) -> Iterator[None]:
         yield
     finally:
         st.site_override = prev
+
+
+class _Doc(str):
+    """A finished text standing for a pretty-printer document (``format()`` is the text)."""
+
+    def format(self, *args: Any, **kwargs: Any) -> str:  # noqa: ARG002  (JAX's Doc.format(width=...))
+        return str(self)
 
 
 def long_type_str(aval: Any) -> str:

@@ -35,7 +35,7 @@ from ftrans.extend.core import primitives
 __all__ = [
     "CallPrimitive", "ClosedJaxpr", "DropVar", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError",
     "Literal", "Primitive", "Var", "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
-    "no_effects", "primitives", "subjaxprs",
+    "no_effects", "primitives", "subjaxprs", "valid_jaxtype",
 ]
 
 # JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).
@@ -68,3 +68,15 @@ def jaxprs_in_params(params: dict) -> list:
         elif isinstance(v, (tuple, list)):
             out.extend(x for x in v if isinstance(x, (Jaxpr, ClosedJaxpr)))
     return out
+
+
+def valid_jaxtype(x: Any) -> bool:
+    """Whether ``x`` can be an operand: an array, scalar or tracer of a dtype ftrans supports (JAX's
+    ``valid_jaxtype``); a NumPy array of ``object`` or structured dtype, a string, ... is not."""
+    from ftrans.core.trace import aval_of
+
+    try:
+        aval_of(x)
+    except TypeError:
+        return False
+    return True
