@@ -196,3 +196,22 @@ def test_tracer_documents_name_their_trace_as_jax():
     assert seen[0] == "Traced<float32[10]>with<DynamicJaxprTrace>"
     assert seen[1] == "Traced<int32[]>with<BatchTrace>"
     assert seen[2].startswith("Traced<float16[]>with<") and seen[2].endswith("Trace>")
+
+
+def test_subjaxprs_and_jaxprs_in_params_give_jaxprs_as_jax():
+    counts = {}
+    for lib in LIBS:
+        top, core, _, _, jnp, lax = LIBS[lib]
+
+        def f(x, lax=lax, jnp=jnp, top=top):
+            y = lax.cond(x > 0, jnp.sin, jnp.cos, x)
+            return top.jit(lambda z: z * 2)(y) + lax.fori_loop(0, 3, lambda i, c: c + 1.0, y)
+
+        closed = top.make_jaxpr(f)(np.float32(1.0))
+        subs = list(core.subjaxprs(closed.jaxpr))
+        assert all(isinstance(j, core.Jaxpr) for j in subs), lib
+        assert list(core.subjaxprs(closed)) == subs
+        in_params = [j for e in closed.jaxpr.eqns for j in core.jaxprs_in_params(e.params)]
+        assert in_params == subs and all(isinstance(j, core.Jaxpr) for j in in_params)
+        counts[lib] = len(subs)
+    assert counts["ftrans"] == counts["jax"]
