@@ -215,3 +215,22 @@ def test_subjaxprs_and_jaxprs_in_params_give_jaxprs_as_jax():
         assert in_params == subs and all(isinstance(j, core.Jaxpr) for j in in_params)
         counts[lib] = len(subs)
     assert counts["ftrans"] == counts["jax"]
+
+
+@pytest.mark.parametrize("primals, tangents, exc, words", [
+    (0.0, (1.0,), TypeError, "primal and tangent arguments to jax.jvp must be tuples or lists; found float and tuple."),
+    ((0.0,), np.array([1.0, 2.0]), TypeError,
+     "primal and tangent arguments to jax.jvp must be tuples or lists; found tuple and ndarray."),
+    ((np.float32(2),), (), TypeError, "primal and tangent arguments to jax.jvp must have the same tree structure"),
+    ((np.float32(2),), [np.float32(2)], TypeError,
+     "primal and tangent arguments to jax.jvp must have the same tree structure"),
+    ((np.float16(2),), (np.float32(4),), TypeError, "primal and tangent arguments to jax.jvp do not match"),
+    ((np.ones(3, np.float32),), (np.ones(4, np.float32),), ValueError,
+     "jvp called with different primal and tangent shapes"),
+])
+def test_jvp_argument_errors_as_jax(primals, tangents, exc, words):
+    for lib in LIBS:
+        top = LIBS[lib][0]
+        with pytest.raises(exc) as info:
+            top.jvp(lambda *xs: xs[0], primals, tangents)
+        assert words in str(info.value), (lib, str(info.value))
