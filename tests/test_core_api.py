@@ -180,6 +180,7 @@ def test_frozenset_params_print_sorted_as_jax():
     prim.def_abstract_eval(lambda x, **_: x)
     prim.def_impl(lambda x, **_: x)
     text = str(ftrans.make_jaxpr(lambda x: prim.bind(x, axes=frozenset({"b", "a", "c"}), none=frozenset()))(1.0))
+    del ftrans.core.primitive.registry[prim.name]
     assert "axes=frozenset({'a', 'b', 'c'})" in text and "none=frozenset({})" in text
 
 
@@ -234,3 +235,21 @@ def test_jvp_argument_errors_as_jax(primals, tangents, exc, words):
         with pytest.raises(exc) as info:
             top.jvp(lambda *xs: xs[0], primals, tangents)
         assert words in str(info.value), (lib, str(info.value))
+
+
+def test_user_primitives_may_share_a_name_as_in_jax():
+    made = []
+    for lib in LIBS:
+        top, core, _, _, jnp, _ = LIBS[lib]
+        for k in (1, 2):
+            p = core.Primitive("core_api_probe_twice")
+            p.def_impl(lambda x, k=k: x + k)
+            p.def_abstract_eval(lambda x: x)
+            made.append((lib, p))
+    import ftrans.core.primitive as P
+
+    del P.registry["core_api_probe_twice"]
+    assert [float(np.asarray(p.bind(np.float32(1.0)))) for _, p in made] == [2.0, 3.0, 2.0, 3.0]
+
+    with pytest.raises(ValueError, match="registered twice"):  # ftrans's own names stay unique
+        exec("P.Primitive('add')", {"P": P, "__name__": "ftrans.probe"})

@@ -12,6 +12,7 @@ transpose for a non-linear primitive, say).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,17 @@ abstract_eval_rules = rule_table("abstract_eval", owner=__name__)
 impl_rules = rule_table("impl", owner=__name__)
 
 
+def _created_by_ftrans() -> bool:
+    """Whether the primitive being constructed is ftrans's own (created by code in the ftrans package, past
+    the ``__init__`` of ``Primitive`` and its subclasses): ftrans's primitive names are unique; a user's
+    primitives, as JAX's, may repeat a name."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"),
+                                                                                   Primitive):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ftrans.")
+
+
 class Primitive:
     """A strict operation: operands already agree in shape and dtype, as in XLA.
 
@@ -77,7 +89,7 @@ class Primitive:
                  "sets_sharding", "_narrow_impl", "_wide_impl", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
-        if name in registry:
+        if name in registry and _created_by_ftrans():
             raise ValueError(f"primitive {name!r} is registered twice")
         self.name = name
         self.multiple_results = multiple_results
@@ -92,7 +104,7 @@ class Primitive:
         # result is untyped); ``sets_sharding``: the primitive can type an untyped value (a reshard).
         self.sharding_rule: Callable[..., Any] | None = None
         self.sets_sharding = False
-        registry[name] = self
+        registry.setdefault(name, self)  # a user's primitive may share a name, as in JAX (the first keeps it)
 
     def bind(self, *args: Any, **params: Any) -> Any:
         return _bind(self, args, params)
