@@ -297,8 +297,9 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
 
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:
+    ty = long_type_str(t.aval).lstrip("~")  # JAX's name of the type: int32[4,3]
     return UnexpectedTracerError(
-        f"Encountered an unexpected tracer: a traced value of type {long_type_str(t.aval).lstrip('~')} was used after the "
+        f"Encountered an unexpected tracer: a traced value of type {ty} was used after the "
         "transformation that created it had finished (it escaped, e.g. through global state, a closure kept "
         "past the call, or a side effect). Return it from the transformed function instead."
         + _escaped_origin(t)
