@@ -253,3 +253,29 @@ def test_user_primitives_may_share_a_name_as_in_jax():
 
     with pytest.raises(ValueError, match="registered twice"):  # ftrans's own names stay unique
         exec("P.Primitive('add')", {"P": P, "__name__": "ftrans.probe"})
+
+
+def test_user_primitive_rule_errors_as_jax():
+    import ftrans.core.primitive as P
+
+    for lib in LIBS:
+        top, core, *_ = LIBS[lib]
+        foo_p = core.Primitive("core_api_probe_foo")
+        with pytest.raises(NotImplementedError) as info:
+            foo_p.bind(1.0)
+        assert str(info.value).startswith("Evaluation rule for 'core_api_probe_foo' not implemented"), lib
+        with pytest.raises(NotImplementedError) as info:
+            top.jit(foo_p.bind)(1.0)
+        assert str(info.value).startswith("Abstract evaluation for 'core_api_probe_foo' not implemented"), lib
+        foo_p.def_abstract_eval(lambda x: [x])  # should not return a list
+        foo_p.def_impl(lambda x: x)
+        with pytest.raises(ValueError, match=r"core_api_probe_foo.abstract_eval\(\) method should return a tuple or"):
+            top.jit(lambda x: foo_p.bind(x))(1.0)
+        foo2_p = core.Primitive("core_api_probe_foo2")
+        foo2_p.multiple_results = True
+        foo2_p.def_abstract_eval(lambda x: x)  # should return a list
+        foo2_p.def_impl(lambda x: [x])
+        with pytest.raises(ValueError, match=r"core_api_probe_foo2.abstract_eval\(\) method should return a tuple"):
+            top.jit(lambda x: foo2_p.bind(x))(1.0)
+    for name in ("core_api_probe_foo", "core_api_probe_foo2"):
+        P.registry.pop(name, None)

@@ -74,6 +74,25 @@ def _created_by_ftrans() -> bool:
     return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ftrans.")
 
 
+def _defined_by_ftrans() -> bool:
+    """Whether the rule being defined (``def_abstract_eval``'s caller's caller) is ftrans's own."""
+    return str(sys._getframe(2).f_globals.get("__name__", "")).startswith("ftrans.")
+
+
+def _checked_results(prim: Primitive, rule: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's abstract-evaluation rule, checked to return a sequence exactly when ``prim`` has multiple
+    results (JAX's check; ftrans's own rules are trusted, keeping staging fast)."""
+
+    def checked(*avals: Any, **params: Any) -> Any:
+        out = rule(*avals, **params)
+        if isinstance(out, (tuple, list)) != prim.multiple_results:
+            raise ValueError(f"{prim.name}.abstract_eval() method should return a tuple or a list iff "
+                             f"{prim.name}.multiple_results.")
+        return out
+
+    return checked
+
+
 class Primitive:
     """A strict operation: operands already agree in shape and dtype, as in XLA.
 
@@ -110,7 +129,7 @@ class Primitive:
         return _bind(self, args, params)
 
     def def_abstract_eval(self, rule: Callable[..., Any]) -> Callable[..., Any]:
-        abstract_eval_rules[self] = rule
+        abstract_eval_rules[self] = rule if _defined_by_ftrans() else _checked_results(self, rule)
         return rule
 
     def def_effectful_abstract_eval(self, rule: Callable[..., Any]) -> Callable[..., Any]:
@@ -122,7 +141,7 @@ class Primitive:
         def plain(*avals: Any, **params: Any) -> Any:
             return rule(*avals, **params)[0]
 
-        abstract_eval_rules[self] = plain
+        abstract_eval_rules[self] = plain if _defined_by_ftrans() else _checked_results(self, plain)
         ir.effectful_if[self] = lambda params: True
         ir.effect_rules[self] = lambda eqn: rule(*[v.aval for v in eqn.invars], **eqn.params)[1]
         ir.user_effect_primitives.add(self)
@@ -161,7 +180,8 @@ def first_weak(weaks: tuple[bool, ...], **params: Any) -> bool:
 def abstract_eval(prim: Primitive, avals: list[ShapedArray], params: dict) -> Any:
     rule = abstract_eval_rules.get(prim)
     if rule is None:
-        raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+        raise NotImplementedError(f"Abstract evaluation for '{prim.name}' not implemented "
+                                  f"(primitive {prim.name} has no abstract evaluation rule)")
     return rule(*avals, **params)
 
 

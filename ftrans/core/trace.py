@@ -415,7 +415,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
     if impl is None:
-        raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
+        raise NotImplementedError(f"Evaluation rule for '{prim.name}' not implemented "
+                                  f"(primitive {prim.name} has no eager (NumPy) rule)")
     try:
         out = impl(*vals, **params)
     except RuntimeWarning:
@@ -1183,7 +1184,8 @@ class DynamicJaxprTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
         rule = abstract_eval_rules.get(prim)
         if rule is None:
-            raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+            raise NotImplementedError(f"Abstract evaluation for '{prim.name}' not implemented "
+                                      f"(primitive {prim.name} has no abstract evaluation rule)")
         insert = state.vma_insert
         if insert is not None and len(tracers) > 1:
             tracers = insert(self, prim, tracers, params)
