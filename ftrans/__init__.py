@@ -198,8 +198,9 @@ __all__ += ["flatten_util"]
 from ftrans import export as export  # noqa: E402,I001  (jax.export)
 from ftrans import ffi as ffi  # noqa: E402,I001  (jax.ffi)
 from ftrans import flatten_util  # noqa: E402
+from ftrans import api_util as api_util  # noqa: E402,I001  (jax.api_util)
 
-__all__ += ["export", "ffi"]  # noqa: E402
+__all__ += ["export", "ffi", "api_util"]  # noqa: E402
 # JAX's remaining configuration context managers and transfer guards (docs/differences.md, "Configuration
 # options" and "Transfer guards").
 from ftrans.devices import live_arrays  # noqa: E402

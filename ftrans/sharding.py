@@ -8,6 +8,7 @@ helpers that reach devices (``make_mesh``) and the current-mesh context.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -117,22 +118,44 @@ def reshard(xs: Any, out_shardings: Any) -> Any:
 class ManualAxisType:
     """The mesh axes along which a value inside ``shard_map`` varies, is unreduced, or is reduced (JAX's
     ``ManualAxisType``).  ftrans keeps no varying-axes types, so it is a plain value: sets of axis names,
-    compared by content; ``varying`` may share no axis with the other two."""
+    compared by content; ``varying`` may share no axis with the other two.  As JAX's, equal values are one
+    interned object (a pickle or a deep copy gives back the same object)."""
 
-    __slots__ = ("varying", "unreduced", "reduced")
+    __slots__ = ("varying", "unreduced", "reduced", "__weakref__")
+    _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def __init__(self, *, varying: Any = frozenset(), unreduced: Any = frozenset(), reduced: Any = frozenset()):
+    def __new__(cls, *, varying: Any = frozenset(), unreduced: Any = frozenset(),
+                reduced: Any = frozenset()) -> ManualAxisType:
         varying, unreduced, reduced = frozenset(varying), frozenset(unreduced), frozenset(reduced)
+        key = (cls, varying, unreduced, reduced)
+        self = cls._interned.get(key)
+        if self is not None:
+            return self
         for name, other in (("unreduced", unreduced), ("reduced", reduced)):
             if varying & other:
                 raise FtransValueError(f"varying and {name} cannot have common mesh axes. Got varying={varying} "
                                        f"and {name}={other}")
+        self = object.__new__(cls)
         object.__setattr__(self, "varying", varying)
         object.__setattr__(self, "unreduced", unreduced)
         object.__setattr__(self, "reduced", reduced)
+        cls._interned[key] = self
+        return self
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("ManualAxisType is immutable; use .update(...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ManualAxisType is immutable; use .update(...)")
+
+    def __reduce__(self) -> tuple:
+        return (_manual_axis_type, (type(self), self.varying, self.unreduced, self.reduced))
+
+    def __copy__(self) -> ManualAxisType:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> ManualAxisType:
+        return self
 
     def _key(self) -> tuple:
         return (self.varying, self.unreduced, self.reduced)
@@ -161,6 +184,10 @@ class ManualAxisType:
     @property
     def vur(self) -> frozenset:
         return self.varying | self.unreduced | self.reduced
+
+
+def _manual_axis_type(cls: type, varying: frozenset, unreduced: frozenset, reduced: frozenset) -> ManualAxisType:
+    return cls(varying=varying, unreduced=unreduced, reduced=reduced)
 
     def invarying(self, mesh: Any) -> frozenset:
         """The manual axes of ``mesh`` this value is the same along (neither varying, unreduced nor reduced)."""

@@ -299,7 +299,7 @@ def test_escaped_inner_tracer_used_in_outer_transform_names_it(inner, outer):
         inner(lambda v: save(v) * 1.0)(0.0)
         return x + leaked[0]
 
-    with pytest.raises(errors.UnexpectedTracerError, match=r"traced value of type f32\[\] was used after"):
+    with pytest.raises(errors.UnexpectedTracerError, match=r"traced value of type float32\[\] was used after"):
         outer(f)(2.0)
     assert_clean_trace_state()
 

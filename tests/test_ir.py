@@ -323,20 +323,20 @@ def test_typecheck_rejects_use_before_def():
     a = ir.Var(ShapedArray((3,), F32))
     b = ir.Var(ShapedArray((3,), F32))
     c = ir.Var(ShapedArray((3,), F32))
-    with pytest.raises(JaxprTypeError, match="before it is defined"):
+    with pytest.raises(JaxprTypeError, match="Variable .* not defined"):
         ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(b, c), _sin_eqn(a, b)], [c]))
-    with pytest.raises(JaxprTypeError, match="before it is defined"):
+    with pytest.raises(JaxprTypeError, match="Variable .* not defined"):
         ir.typecheck(ir.Jaxpr([], [a], [], [b]))  # an output nobody defined
 
 
 def test_typecheck_rejects_double_definition():
     a = ir.Var(ShapedArray((3,), F32))
     b = ir.Var(ShapedArray((3,), F32))
-    with pytest.raises(JaxprTypeError, match="twice"):
+    with pytest.raises(JaxprTypeError, match="Variable .* already bound"):
         ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, b), _sin_eqn(a, b)], [b]))
-    with pytest.raises(JaxprTypeError, match="twice"):
+    with pytest.raises(JaxprTypeError, match="Variable .* already bound"):
         ir.typecheck(ir.Jaxpr([], [a], [_sin_eqn(a, a)], [a]))
-    with pytest.raises(JaxprTypeError, match="twice"):
+    with pytest.raises(JaxprTypeError, match="Variable .* already bound"):
         ir.typecheck(ir.Jaxpr([a], [a], [], [a]))
 
 
@@ -641,7 +641,8 @@ def test_typecheck_rejects_an_ill_typed_nested_body():
     eqn2 = ir.replace_subjaxprs(eqn, [bad])
     prog = ir.Jaxpr(closed.jaxpr.constvars, closed.jaxpr.invars,
                     [eqn2 if e is eqn else e for e in closed.eqns], closed.jaxpr.outvars)
-    with pytest.raises(JaxprTypeError, match="in the body of `jit_call`.*declares output f32\\[4\\]"):
+    with pytest.raises(JaxprTypeError,
+                       match="in the body of `jit_call`.*inconsistently typed as f32\\[3\\] for let-binder of type f32\\[4\\]"):
         ir.typecheck(prog)
 
 

@@ -515,6 +515,8 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
     from ftrans.ad_checkpoint import checkpoint_name
     from ftrans.custom_derivatives import linear_call
     from ftrans.experimental.xla_metadata import set_xla_metadata
+    from ftrans.extend.core import primitives as fcore_primitives
+    from ftrans.extend.linear_util import wrap_init
 
     x = arr((2, 3), f32)
 
@@ -550,6 +552,9 @@ def _autodiff_samples() -> dict[str, list[tuple[tuple, dict]]]:
         "xla_metadata_value": lambda a: set_xla_metadata(a, k="v", flag=True),
         "linear_call": lambda a: linear_call(lambda r, b: (b * 2.0, b.sum()), lambda r, c: c[0] * 2.0 + c[1], (), a),
         "optimization_barrier": lambda a: flax.optimization_barrier((a, a.sum())),
+        # JAX's call_p / closed_call_p, bound with a wrapped function (ftrans.extend.linear_util)
+        "call": lambda a: fcore_primitives.call_p.bind(a, subfuns=(wrap_init(lambda b: [b * 2.0, b.sum()]),)),
+        "closed_call": lambda a: fcore_primitives.closed_call_p.bind(a, subfuns=(wrap_init(lambda b: [b * 2.0]),)),
     }
     out = {}
     for name, f in programs.items():

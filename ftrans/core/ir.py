@@ -300,6 +300,12 @@ class Jaxpr:
     def out_avals(self) -> list[ShapedArray]:
         return [v.aval for v in self.outvars]
 
+    # JAX's storage names (``jaxpr._invars = ...``, ``jaxpr._eqns[0] = ...``), for code that edits a jaxpr in place
+    _constvars = property(lambda self: self.constvars, lambda self, v: setattr(self, "constvars", list(v)))
+    _invars = property(lambda self: self.invars, lambda self, v: setattr(self, "invars", list(v)))
+    _eqns = property(lambda self: self.eqns, lambda self, v: setattr(self, "eqns", list(v)))
+    _outvars = property(lambda self: self.outvars, lambda self, v: setattr(self, "outvars", list(v)))
+
     @property
     def effects(self) -> frozenset:
         """The side effects the program has (JAX's ``jaxpr.effects``): the :class:`Effect` of each effectful
@@ -681,6 +687,11 @@ class _Printer:
     def param(self, k: str, v: Any) -> str:
         if isinstance(v, np.dtype):
             return f"{k}={v}"  # as JAX prints it: new_dtype=int32
+        if type(v) is frozenset:  # as JAX prints a set: its elements sorted
+            try:
+                return f"{k}=frozenset({{{', '.join(repr(e) for e in sorted(v))}}})"
+            except TypeError:  # elements with no order
+                return f"{k}={v}"
         if callable(v) and hasattr(v, "__name__"):
             return f"{k}={v.__name__}"
         if k == "impl" and hasattr(v, "tag") and hasattr(v, "key_shape"):  # a PRNG implementation, by its tag
@@ -915,13 +926,57 @@ class DropVar(Var):
 
 def typecheck(jaxpr: Jaxpr | ClosedJaxpr) -> None:
     """Check every equation's types against its primitive's abstract-eval rule, in nested
-    bodies too.
+    bodies too (JAX's ``check_jaxpr``).
 
     Passes rebuild IR; this is what catches a pass that builds an ill-typed
     program, before XLA does with a far less helpful message.  A nested body is
     checked in a scope of its own: bodies are closed, reading only their inputs.
+    The error names the problem, then (as JAX's) the equation ``in equation:``, its ``from source:``,
+    and the program around it ``while checking jaxpr:`` (at most twenty equations of it).
     """
-    _typecheck(jaxpr, set())
+    _typecheck_top(jaxpr, set())
+
+
+def _typecheck_top(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
+    from ftrans.errors import JaxprTypeError
+
+    try:
+        _typecheck(jaxpr, checked)
+    except JaxprTypeError as e:
+        j = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+        msg, *idx = e.args
+        lo, hi = (idx[0] - 10, idx[0] + 10) if idx else (0, 20)
+        raise JaxprTypeError("\n\n".join([msg, "while checking jaxpr:", _pp_eqn_range(j, lo, hi)])) from None
+
+
+def _named_printer(jaxpr: Jaxpr) -> _Printer:
+    """A printer whose variable names are those of ``jaxpr`` printed whole (as the error's excerpt shows it)."""
+    printer = _Printer(False)
+    try:
+        printer.render(jaxpr)
+    except Exception:  # noqa: BLE001  (a malformed program still gets its names, as far as they go)
+        pass
+    return printer
+
+
+def _pp_eqn_range(jaxpr: Jaxpr, lo: int, hi: int) -> str:
+    """``jaxpr`` printed with only its equations ``lo:hi`` (``...`` standing for the others), as JAX's."""
+    lo = max(lo, 0)
+    hi = max(lo, min(hi, len(jaxpr.eqns)))
+    printer = _named_printer(jaxpr)
+    printer.shared = {}
+    eqns = [printer.eqn_doc(e) for e in jaxpr.eqns[lo:hi]]
+    if not eqns and jaxpr.eqns:
+        eqns = ["..."]
+    else:
+        eqns = (["..."] if lo else []) + eqns + (["..."] if hi != len(jaxpr.eqns) else [])
+    consts = printer._words([printer.binder(v) for v in jaxpr.constvars])
+    ins = printer._words([printer.binder(v) for v in jaxpr.invars])
+    outs = printer._words([printer.atom(a) for a in jaxpr.outvars], ",")
+    close = ",)" if len(jaxpr.outvars) == 1 else ")"
+    body = ["{ lambda ", consts, "; ", ins, ". let", _Nest(2, [_Brk(), _join(_Brk("; "), eqns)]), _Brk(), "in (",
+            outs, close]
+    return _render([_Group(_Nest(2, body)), " }"])
 
 
 def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
@@ -936,65 +991,89 @@ def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
         return
     checked.add(id(jaxpr))
     env: set[int] = set()
+    names: list[_Printer] = []
+
+    def name(v: Var) -> str:  # the variable's name in the printed program (named on first need)
+        if not names:
+            names.append(_named_printer(jaxpr))
+        return names[0].name(v)
 
     def define(v: Var) -> None:
         if id(v) in env:
-            raise JaxprTypeError(f"variable {v} is defined twice")
+            raise JaxprTypeError(f"Variable '{name(v)}' already bound")
         env.add(id(v))
 
     def read(a) -> ShapedArray:
         if isinstance(a, Literal):
             return a.aval
         if id(a) not in env:
-            raise JaxprTypeError(f"variable {a} is used before it is defined")
+            raise JaxprTypeError(f"Variable '{name(a)}' not defined")
         return a.aval
 
     for v in jaxpr.constvars:
         define(v)
     for v in jaxpr.invars:
         define(v)
-    for eqn in jaxpr.eqns:
-        in_avals = [read(a) for a in eqn.invars]
-        body_env = getattr(eqn.primitive, "body_env", None)  # pmap binds its axis name for the body
-        for sub in subjaxprs(eqn):
-            try:
-                if body_env is None:
-                    _typecheck(sub, checked)
-                else:
-                    with body_env(eqn.params):
-                        _typecheck(sub, checked)
-            except JaxprTypeError as e:
-                where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
-                raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None
-        rule = abstract_eval_rules.get(eqn.primitive)
-        if rule is None:
-            raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+    for eqn_idx, eqn in enumerate(jaxpr.eqns):
         try:
-            outs = rule(*in_avals, **eqn.params)
-        except (TypeError, ValueError) as e:
-            raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
-        if len(outs) != len(eqn.outvars):
-            raise JaxprTypeError(
-                f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
-                f"but its rule gives {len(outs)}"
-            )
-        declared = jaxpr._declared_effects
-        if declared is not None:
-            for eff in eqn_effects(eqn):
-                if eff not in declared:
-                    raise JaxprTypeError("Equation effect not present in jaxpr effects. "
-                                         f"Equation effect: {eff}. Jaxpr effects: {set(declared)}")
-        for v, aval in zip(eqn.outvars, outs):
-            if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
-                raise JaxprTypeError(
-                    f"equation `{eqn.primitive.name}` declares output {v.aval.str_short()} "
-                    f"but its inputs give {aval.str_short()}"
-                )
-            define(v)
+            _typecheck_eqn(eqn, jaxpr, read, define, name, checked, abstract_eval_rules)
+        except JaxprTypeError as e:
+            if len(e.args) != 1:
+                raise
+            if not names:
+                names.append(_named_printer(jaxpr))
+            src = eqn.source_info.location() if eqn.source_info is not None else "unknown"
+            msg = "\n\n".join([e.args[0], "in equation:", _render(_Nest(2, names[0].eqn_doc(eqn))),
+                                f"from source: {src}"])
+            raise JaxprTypeError(msg, eqn_idx) from None
     for a in jaxpr.outvars:
         read(a)
+
+
+def _typecheck_eqn(eqn: JaxprEqn, jaxpr: Jaxpr, read: Any, define: Any, name: Any, checked: set[int],
+                   abstract_eval_rules: dict) -> None:
+    from ftrans.errors import JaxprTypeError
+
+    in_avals = [read(a) for a in eqn.invars]
+    rule = abstract_eval_rules.get(eqn.primitive)
+    if rule is None:
+        raise JaxprTypeError(f"primitive {eqn.primitive.name} has no abstract-eval rule")
+    try:  # the equation's own rule first (a cond's branches' arity, a call's operand count), then its bodies
+        outs = rule(*in_avals, **eqn.params)
+    except (TypeError, ValueError) as e:
+        raise JaxprTypeError(f"equation `{eqn.primitive.name}` is ill-typed: {e}") from None
+    body_env = getattr(eqn.primitive, "body_env", None)  # pmap binds its axis name for the body
+    for sub in subjaxprs(eqn):
+        try:
+            if body_env is None:
+                _typecheck_top(sub, checked)
+            else:
+                with body_env(eqn.params):
+                    _typecheck_top(sub, checked)
+        except JaxprTypeError as e:
+            where = f" (from {eqn.source_info})" if eqn.source_info is not None else ""
+            raise JaxprTypeError(f"in the body of `{eqn.primitive.name}`{where}: {e}") from None
+    if not eqn.primitive.multiple_results:
+        outs = [outs]
+    if len(outs) != len(eqn.outvars):
+        raise JaxprTypeError(
+            f"equation `{eqn.primitive.name}` binds {len(eqn.outvars)} outputs "
+            f"but its rule gives {len(outs)}"
+        )
+    declared = jaxpr._declared_effects
+    if declared is not None:
+        for eff in eqn_effects(eqn):
+            if eff not in declared:
+                raise JaxprTypeError("Equation effect not present in jaxpr effects. "
+                                     f"Equation effect: {eff}. Jaxpr effects: {set(declared)}")
+    for v, aval in zip(eqn.outvars, outs):
+        if (v.aval.shape, v.aval.dtype) != (aval.shape, aval.dtype):
+            shown = "_" if isinstance(v, DropVar) else name(v)
+            raise JaxprTypeError(
+                f"Value for variable '{shown}' inconsistently typed as {aval.str_short()} "
+                f"for let-binder of type {v.aval.str_short()}"
+            )
+        define(v)
 
 
 # ----------------------------------------------------------------------------

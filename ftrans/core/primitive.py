@@ -12,6 +12,7 @@ transpose for a non-linear primitive, say).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,36 @@ abstract_eval_rules = rule_table("abstract_eval", owner=__name__)
 impl_rules = rule_table("impl", owner=__name__)
 
 
+def _created_by_ftrans() -> bool:
+    """Whether the primitive being constructed is ftrans's own (created by code in the ftrans package, past
+    the ``__init__`` of ``Primitive`` and its subclasses): ftrans's primitive names are unique; a user's
+    primitives, as JAX's, may repeat a name."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"),
+                                                                                   Primitive):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ftrans.")
+
+
+def _defined_by_ftrans() -> bool:
+    """Whether the rule being defined (``def_abstract_eval``'s caller's caller) is ftrans's own."""
+    return str(sys._getframe(2).f_globals.get("__name__", "")).startswith("ftrans.")
+
+
+def _checked_results(prim: Primitive, rule: Callable[..., Any]) -> Callable[..., Any]:
+    """A user's abstract-evaluation rule, checked to return a sequence exactly when ``prim`` has multiple
+    results (JAX's check; ftrans's own rules are trusted, keeping staging fast)."""
+
+    def checked(*avals: Any, **params: Any) -> Any:
+        out = rule(*avals, **params)
+        if isinstance(out, (tuple, list)) != prim.multiple_results:
+            raise ValueError(f"{prim.name}.abstract_eval() method should return a tuple or a list iff "
+                             f"{prim.name}.multiple_results.")
+        return out
+
+    return checked
+
+
 class Primitive:
     """A strict operation: operands already agree in shape and dtype, as in XLA.
 
@@ -77,7 +108,7 @@ class Primitive:
                  "sets_sharding", "_narrow_impl", "_wide_impl", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
-        if name in registry:
+        if name in registry and _created_by_ftrans():
             raise ValueError(f"primitive {name!r} is registered twice")
         self.name = name
         self.multiple_results = multiple_results
@@ -92,13 +123,13 @@ class Primitive:
         # result is untyped); ``sets_sharding``: the primitive can type an untyped value (a reshard).
         self.sharding_rule: Callable[..., Any] | None = None
         self.sets_sharding = False
-        registry[name] = self
+        registry.setdefault(name, self)  # a user's primitive may share a name, as in JAX (the first keeps it)
 
     def bind(self, *args: Any, **params: Any) -> Any:
         return _bind(self, args, params)
 
     def def_abstract_eval(self, rule: Callable[..., Any]) -> Callable[..., Any]:
-        abstract_eval_rules[self] = rule
+        abstract_eval_rules[self] = rule if _defined_by_ftrans() else _checked_results(self, rule)
         return rule
 
     def def_effectful_abstract_eval(self, rule: Callable[..., Any]) -> Callable[..., Any]:
@@ -110,7 +141,7 @@ class Primitive:
         def plain(*avals: Any, **params: Any) -> Any:
             return rule(*avals, **params)[0]
 
-        abstract_eval_rules[self] = plain
+        abstract_eval_rules[self] = plain if _defined_by_ftrans() else _checked_results(self, plain)
         ir.effectful_if[self] = lambda params: True
         ir.effect_rules[self] = lambda eqn: rule(*[v.aval for v in eqn.invars], **eqn.params)[1]
         ir.user_effect_primitives.add(self)
@@ -149,7 +180,8 @@ def first_weak(weaks: tuple[bool, ...], **params: Any) -> bool:
 def abstract_eval(prim: Primitive, avals: list[ShapedArray], params: dict) -> Any:
     rule = abstract_eval_rules.get(prim)
     if rule is None:
-        raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+        raise NotImplementedError(f"Abstract evaluation for '{prim.name}' not implemented "
+                                  f"(primitive {prim.name} has no abstract evaluation rule)")
     return rule(*avals, **params)
 
 

@@ -298,8 +298,9 @@ def named_call(fun: Any, *, name: str | None = None) -> Any:
 
 
 def _escaped(t: Tracer) -> UnexpectedTracerError:
+    ty = long_type_str(t.aval).lstrip("~")  # JAX's name of the type: int32[4,3]
     return UnexpectedTracerError(
-        f"Encountered an unexpected tracer: a traced value of type {t.aval.str_short()} was used after the "
+        f"Encountered an unexpected tracer: a traced value of type {ty} was used after the "
         "transformation that created it had finished (it escaped, e.g. through global state, a closure kept "
         "past the call, or a side effect). Return it from the transformed function instead."
         + _escaped_origin(t)
@@ -417,7 +418,8 @@ def _host_apply(prim: Primitive, args, params: dict) -> Any:
         vals = [v for v, _ in pairs]
         weaks = tuple(w for _, w in pairs)
     if impl is None:
-        raise NotImplementedError(f"primitive {prim.name} has no eager (NumPy) rule")
+        raise NotImplementedError(f"Evaluation rule for '{prim.name}' not implemented "
+                                  f"(primitive {prim.name} has no eager (NumPy) rule)")
     try:
         out = impl(*vals, **params)
     except RuntimeWarning:
@@ -905,6 +907,10 @@ class Tracer(ArrayMixin):
     def _short_repr(self) -> str:
         return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
 
+    def _pretty_print(self, verbose: bool = False) -> _Doc:
+        """JAX's tracer document: ``Traced<float32[10]>with<DynamicJaxprTrace>`` (``.format()`` gives the text)."""
+        return _Doc(f"Traced<{long_type_str(self.aval).lstrip('~')}>with<{type(self._trace).__name__}>")
+
     def __iter__(self):
         if not self.aval.shape:
             raise errors.FtransTypeError("iteration over a 0-d (scalar) array")
@@ -981,6 +987,13 @@ def source_site_as(info: SourceInfo | None) -> Iterator[None]:
         yield
     finally:
         st.site_override = prev
+
+
+class _Doc(str):
+    """A finished text standing for a pretty-printer document (``format()`` is the text)."""
+
+    def format(self, *args: Any, **kwargs: Any) -> str:  # noqa: ARG002  (JAX's Doc.format(width=...))
+        return str(self)
 
 
 def long_type_str(aval: Any) -> str:
@@ -1176,7 +1189,8 @@ class DynamicJaxprTrace(Trace):
     def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
         rule = abstract_eval_rules.get(prim)
         if rule is None:
-            raise NotImplementedError(f"primitive {prim.name} has no abstract evaluation rule")
+            raise NotImplementedError(f"Abstract evaluation for '{prim.name}' not implemented "
+                                      f"(primitive {prim.name} has no abstract evaluation rule)")
         insert = state.vma_insert
         if insert is not None and len(tracers) > 1:
             tracers = insert(self, prim, tracers, params)

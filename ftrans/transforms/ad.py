@@ -50,7 +50,7 @@ from ftrans.core.trace import (
     transform_name_stack,
 )
 from ftrans.core.trace import state as _trace_state
-from ftrans.errors import FtransTypeError
+from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "Zero", "float0", "instantiate", "jvp_rules", "register_jvp", "defjvp_linear", "defjvp_zero",
@@ -435,8 +435,9 @@ def rewritten_primal(flat_fun: Callable, primals: Sequence[Any], out_tree_box: l
 def _check_arg_list(name: str, primals: Any, tangents: Any) -> None:
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise FtransTypeError(
-            f"{name}: primal and tangent arguments must be tuples or lists (one entry per positional "
-            f"argument of the function); found {type(primals).__name__} and {type(tangents).__name__}"
+            f"primal and tangent arguments to jax.{name} must be tuples or lists; found "
+            f"{type(primals).__name__} and {type(tangents).__name__}. (one entry per positional argument of the "
+            "function)"
         )
 
 
@@ -461,13 +462,14 @@ def _tangent_in(path: str, p: Any, t: Any) -> Any:
             extra = (" (an integer or bool primal has tangent dtype float0: pass numpy.zeros(shape, "
                      "dtype=jax.dtypes.float0), the same dtype as ftrans.transforms.ad.float0)")
         raise FtransTypeError(
-            f"jvp: primal and tangent arguments do not match at {path}: the primal has dtype "
+            f"primal and tangent arguments to jax.jvp do not match; dtypes must be equal, or in case of "
+            f"int/bool primal dtype the tangent dtype must be float0. At {path}: the primal has dtype "
             f"{pa.dtype.name}, so the tangent must have dtype {_dname(want)}, but it has dtype "
             f"{_dname(t_dtype)}{extra}"
         )
     if tuple(t_shape) != tuple(pa.shape):
-        raise FtransTypeError(
-            f"jvp: primal and tangent arguments have different shapes at {path}: primal shape "
+        raise FtransValueError(  # a ValueError, as JAX's
+            f"jvp called with different primal and tangent shapes; at {path}: primal shape "
             f"{tuple(pa.shape)}, tangent shape {tuple(t_shape)}"
         )
     if want == float0:
@@ -518,8 +520,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
     whole_p, whole_t = tree_util.tree_structure(primals), tree_util.tree_structure(tangents)
     if p_tree != t_tree or whole_p != whole_t:
         raise FtransTypeError(
-            f"jvp: primal and tangent arguments must have the same tree structure; primals have "
-            f"tree structure {whole_p} whereas tangents have tree structure {whole_t}"
+            f"primal and tangent arguments to jax.jvp must have the same tree structure; primals have "
+            f"tree structure {whole_p} whereas tangents have tree structure {whole_t}."
         )
     p_leaves = [_operand(p) for _, p in p_leaves_paths]
     t_in = [_tangent_in("primals" + tree_util.keystr(path), p, t)

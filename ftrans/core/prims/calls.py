@@ -33,7 +33,7 @@ from ftrans.errors import FtransTypeError
 
 __all__ = [
     "CallPrimitive", "call_primitives", "for_each_call_primitive", "hoist_consts",
-    "jit_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
+    "jit_call_p", "call_p", "closed_call_p", "remat_p", "custom_jvp_call_p", "custom_vjp_call_p", "custom_vmap_call_p", "custom_dce_call_p",
     "custom_lin_p",
     "name_p", "xla_metadata_value_p", "linear_call_p", "optimization_barrier_p", "composite_p", "HashableAttribute",
 ]
@@ -129,7 +129,10 @@ class CallPrimitive(Primitive):
     def _abstract_eval(self, *avals: ShapedArray, **params: Any) -> list[ShapedArray]:
         body = self.body(params)
         want = body.in_avals
-        if len(avals) != len(want) or any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
+        if len(avals) != len(want):
+            raise FtransTypeError(f"Call primitive {self.name} {self.func_name(params)} with {len(avals)} operands "
+                                  f"cannot call jaxpr with {len(want)} inputs")
+        if any((a.shape, a.dtype) != (w.shape, w.dtype) for a, w in zip(avals, want)):
             got = ", ".join(a.str_short() for a in avals)
             exp = ", ".join(a.str_short() for a in want)
             raise FtransTypeError(
@@ -172,6 +175,34 @@ def _no_donation(params: dict, rule: str, num_operands: int) -> dict:
 
 
 jit_call_p = CallPrimitive("jit_call", update_params=_no_donation)
+
+
+class _FunCallPrimitive(CallPrimitive):
+    """JAX's ``call_p`` / ``closed_call_p``: ``bind(*args, subfuns=(f,))`` stages ``f`` (a function of the
+    flat operands returning a flat list, e.g. ``ftrans.extend.linear_util.wrap_init`` of one) on the operands'
+    types and calls the staged body; a bind with ``call_jaxpr=`` (as an interpreter re-binds an equation)
+    calls that body."""
+
+    __slots__ = ()
+
+    def bind(self, *args: Any, subfuns: tuple = (), **params: Any) -> Any:
+        if subfuns:
+            from ftrans.core.trace import aval_of, stage
+
+            (fun,) = subfuns
+            run = getattr(fun, "call_wrapped", fun)
+            avals = [aval_of(x) for x in args]
+            # NumPy operands enter with the canonical dtype their type was traced with
+            args = tuple(x.astype(a.dtype) if isinstance(x, (np.ndarray, np.generic)) and x.dtype != a.dtype else x
+                         for x, a in zip(args, avals))
+            body, consts = hoist_consts(stage(lambda *xs: list(run(*xs)), avals)[0])
+            args = (*consts, *args)
+            params = {**params, self.body_param: body}
+        return super().bind(*args, **params)
+
+
+call_p = _FunCallPrimitive("call", body_param="call_jaxpr")
+closed_call_p = _FunCallPrimitive("closed_call", body_param="call_jaxpr")
 
 
 def _remat_update(params: dict, rule: str, num_operands: int) -> dict:

@@ -98,6 +98,11 @@ def _cond_abstract_eval(index: ShapedArray, *ops: ShapedArray, branches: tuple) 
         raise FtransTypeError(f"cond: the branch index must be an integer scalar, got {type_str(index)}")
     for i, b in enumerate(branches):
         _check_closed("cond", f"branch {i}", b)
+    for i, b in enumerate(branches[1:], 1):
+        if len(b.jaxpr.invars) != len(branches[0].jaxpr.invars):
+            raise FtransTypeError(f"cond branch 0 takes {len(branches[0].jaxpr.invars)} inputs, "
+                                  f"branch {i} takes {len(b.jaxpr.invars)}")
+    for i, b in enumerate(branches):
         _check_inputs("cond", f"branch {i}", b, ops)
     out = branches[0].out_avals
     for i, b in enumerate(branches[1:], 1):

@@ -23,8 +23,8 @@ from ftrans.core.ir import (
     JaxprEqn,
     Literal,
     Var,
-    subjaxprs,
 )
+from ftrans.core.ir import subjaxprs as _eqn_subjaxprs
 from ftrans.core.ir import typecheck as check_jaxpr
 from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive
@@ -35,7 +35,7 @@ from ftrans.extend.core import primitives
 __all__ = [
     "CallPrimitive", "ClosedJaxpr", "DropVar", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError",
     "Literal", "Primitive", "Var", "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
-    "no_effects", "primitives", "subjaxprs",
+    "no_effects", "primitives", "subjaxprs", "valid_jaxtype",
 ]
 
 # JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).
@@ -59,12 +59,34 @@ def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable[..., list]:
     return fun
 
 
-def jaxprs_in_params(params: dict) -> list:
-    """The jaxprs held in an equation's params (a higher-order primitive's bodies), in parameter order."""
+def jaxprs_in_params(params: dict) -> list[Jaxpr]:
+    """The jaxprs held in an equation's params (a higher-order primitive's bodies), in parameter order; a
+    ``ClosedJaxpr`` gives its ``jaxpr`` (as JAX's)."""
     out: list = []
     for v in params.values():
-        if isinstance(v, (Jaxpr, ClosedJaxpr)):
-            out.append(v)
-        elif isinstance(v, (tuple, list)):
-            out.extend(x for x in v if isinstance(x, (Jaxpr, ClosedJaxpr)))
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, Jaxpr):
+                out.append(x)
+            elif isinstance(x, ClosedJaxpr):
+                out.append(x.jaxpr)
     return out
+
+
+def subjaxprs(jaxpr: Jaxpr | ClosedJaxpr | JaxprEqn) -> list[Jaxpr]:
+    """JAX's ``subjaxprs``: the jaxprs in the params of ``jaxpr``'s equations (not descending into them).
+    Given one equation, its own bodies (as ``ClosedJaxpr`` where the equation holds them so)."""
+    if isinstance(jaxpr, JaxprEqn):
+        return _eqn_subjaxprs(jaxpr)
+    return [j for eqn in jaxpr.eqns for j in jaxprs_in_params(eqn.params)]
+
+
+def valid_jaxtype(x: Any) -> bool:
+    """Whether ``x`` can be an operand: an array, scalar or tracer of a dtype ftrans supports (JAX's
+    ``valid_jaxtype``); a NumPy array of ``object`` or structured dtype, a string, ... is not."""
+    from ftrans.core.trace import aval_of
+
+    try:
+        aval_of(x)
+    except TypeError:
+        return False
+    return True
