@@ -868,13 +868,19 @@ class ShardedArray(_LazyHostArray):
     def addressable_shards(self) -> list:
         out = []
         seen: dict = {}
+        # JAX's unreduced axes: the runtime has no index map for them (each device holds a partial sum of the
+        # block its partitions give it)
+        sh = self.sharding
+        unreduced = getattr(getattr(sh, "spec", None), "unreduced", None)
+        indices = sh.devices_indices_map(self._aval.shape) if unreduced else None
         for s in self._sharded.addressable_shards:
-            key = str(s.index)
+            index = indices[s.device] if unreduced else s.index
+            key = str(index)
             rid = seen.get(key, 0)
             seen[key] = rid + 1
             data = s.data
             sub = ShapedArray(tuple(data.shape), self._aval.dtype, self._aval.weak_type)
-            out.append(Shard(s.device, s.index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
+            out.append(Shard(s.device, index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
                                                                           s.device.id)), rid))
         return out
 

@@ -86,6 +86,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 out.append(leaf)
         elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
             out.append(leaf)
+        elif isinstance(s, NamedSharding) and (s.spec.unreduced or getattr(
+                getattr(getattr(leaf, "sharding", None), "spec", None), "unreduced", None)):
+            # to or from JAX's unreduced axes: a program (adding the partial sums, or keeping one copy of the
+            # value and zeros on the other devices along them), as JAX's eager reshard
+            from ftrans import jit
+
+            out.append(jit(lambda v, s=s: sharding_constraint_p.bind(v, sharding=s))(leaf))
         else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
 
@@ -178,10 +185,26 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
 
     check_explicit(what, s)
     entries = tuple(s.spec)
-    with out_sharding_override(shape, entries + (None,) * ((len(shape) if shape is not None else 0)
-                                                           - len(entries))):
+    entries = entries + (None,) * ((len(shape) if shape is not None else 0) - len(entries))
+    if s.spec.unreduced or s.spec.reduced:  # JAX's unreduced/reduced axes: part of the type asked for
+        entries = PartitionSpec(*entries, unreduced=s.spec.unreduced, reduced=s.spec.reduced)
+    with out_sharding_override(shape, entries):
         out = compute()
+    if s.spec.unreduced and shape is None:  # (an einsum's: its contraction must have left them unreduced)
+        _check_unreduced_result(out, s.spec)
     return with_sharding_constraint(out, s, _what=what)
+
+
+def _check_unreduced_result(out: Any, spec: PartitionSpec) -> None:
+    from ftrans.errors import ShardingTypeError
+
+    for leaf in tree_util.tree_leaves(out):
+        sh = getattr(getattr(leaf, "aval", None), "sharding", None)
+        if isinstance(leaf, Tracer) and (sh is None or sh.spec.unreduced != spec.unreduced):
+            raise ShardingTypeError(
+                f"out_sharding's unreduced axes should be equal to the contracting specs. Got unreduced axes="
+                f"{set(spec.unreduced)} and a product whose contracting specs leave "
+                f"{set(sh.spec.unreduced) if sh is not None else set()} unreduced")
 
 
 def place_result(what: str, out_sharding: Any, compute: Any) -> Any:

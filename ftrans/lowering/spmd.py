@@ -52,11 +52,11 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
     for a, s in zip(avals, in_shardings):
         spec = s.spec if isinstance(s, NamedSharding) else PartitionSpec()
         sym = m.mesh_symbol(s.mesh) if isinstance(s, NamedSharding) else "mesh"
-        arg_attrs.append(f"sdy.sharding = {sharding_attr(sym, spec, len(a.shape))}")
+        arg_attrs.append(f"sdy.sharding = {sharding_attr(sym, spec, len(a.shape), mesh.axis_names)}")
     res_attrs = []
     for a, s in zip(closed.out_avals, out_shardings):
         if isinstance(s, NamedSharding):
-            res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape))}")
+            res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape), s.mesh.axis_names)}")
         else:
             res_attrs.append("")
     m.alias_ok = _alias_ok(in_shardings, out_shardings)

@@ -16,7 +16,7 @@ def _constraint(ctx: LoweringContext, x: str, *, sharding: Any) -> str:
     sym = ctx.module.mesh_symbol(sharding.mesh)
     if sym is None:  # a single-device program: nothing to partition
         return x
-    attr = sharding_attr(sym, sharding.spec, len(ctx.avals_in[0].shape))
+    attr = sharding_attr(sym, sharding.spec, len(ctx.avals_in[0].shape), sharding.mesh.axis_names)
     return ctx.emit1("sdy.sharding_constraint", [x], None, {"sharding": attr})
 
 
@@ -47,6 +47,6 @@ def _device_put(ctx: LoweringContext, *xs: str, devices: tuple, srcs: tuple, cop
         if sym is None:
             out.append(x)
             continue
-        attr = sharding_attr(sym, d.spec, len(aval.shape))
+        attr = sharding_attr(sym, d.spec, len(aval.shape), d.mesh.axis_names)
         out.append(ctx.emit1("sdy.sharding_constraint", [x], mt.aval_type(aval), {"sharding": attr}))
     return out
