@@ -688,8 +688,7 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
                 "Contracting dimensions are sharded and it is ambiguous how the output should be sharded. Please "
                 "specify the output sharding via the `out_sharding` parameter. Got "
                 f"lhs_contracting_spec={_show(lcs)} and rhs_contracting_spec={_show(rcs)}")
-    want = getattr(getattr(_local, "out", None) or (0, ()), "__getitem__")(1)
-    want = getattr(want, "unreduced", None) if inside else None
+    want = getattr((getattr(_local, "out", None) or (0, ()))[1], "unreduced", None) if inside else None
     if want and (_flat_axes(lcs) | _flat_axes(rcs)) & want:  # an einsum's contraction left unreduced
         if lcs != rcs:
             raise ShardingTypeError("lhs and rhs contracting dims should be sharded identically when out_sharding "
