@@ -207,7 +207,9 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return out
     try:
         res = rule(mesh, out, *avals, **params)
-    except ShardingTypeError:
+    except ShardingTypeError as e:
+        if isinstance(e, _UrError):  # a misuse of unreduced axes: raised even where layouts are lenient
+            raise ShardingTypeError(str(e)) from None
         # Inside a transposition rule (or an out_sharding= block's intermediates) a layout the rules cannot
         # state leaves the value untyped: the cotangent (the result) is constrained to its type afterwards.
         if not (getattr(_local, "lenient", False) or (getattr(_local, "out", None) or (0,))[0] is None):
@@ -232,6 +234,10 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
 
 
 class _DuplicateSpec(ShardingTypeError):
+    pass
+
+
+class _UrError(ShardingTypeError):
     pass
 
 
@@ -691,7 +697,7 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
     want = getattr((getattr(_local, "out", None) or (0, ()))[1], "unreduced", None) if inside else None
     if want and (_flat_axes(lcs) | _flat_axes(rcs)) & want:  # an einsum's contraction left unreduced
         if lcs != rcs:
-            raise ShardingTypeError("lhs and rhs contracting dims should be sharded identically when out_sharding "
+            raise _UrError("lhs and rhs contracting dims should be sharded identically when out_sharding "
                                     "provided to dot_general mentions unreduced_axes. Got "
                                     f"lhs_contracting_spec={lcs}, rhs_contracting_spec={rcs}")
         if _flat_axes(lcs) == want:

@@ -991,7 +991,9 @@ def reduce_sum(operand: Any, axes: Sequence[int], *, out_sharding: Any = None) -
         return _reduce_sum(operand, axes)
     from ftrans.lax._sharding import with_out_sharding
 
-    shape = tuple(n for i, n in enumerate(np.shape(operand)) if i not in {a % max(np.ndim(operand), 1) for a in axes})
+    full = tuple(getattr(operand, "shape", None) or np.shape(operand))
+    summed = {int(a) % (len(full) or 1) for a in axes}
+    shape = tuple(n for i, n in enumerate(full) if i not in summed)
     return with_out_sharding("reduce_sum", out_sharding, lambda: _reduce_sum(operand, axes), shape=shape)
 reduce_prod = _reducer(R.reduce_prod_p, "reduce_prod")
 reduce_max = _reducer(R.reduce_max_p, "reduce_max")

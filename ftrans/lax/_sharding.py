@@ -184,6 +184,8 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     from ftrans.core.sharding_rules import out_sharding_override
 
     check_explicit(what, s)
+    if what == "reshape":  # JAX's unreduced/reduced checks of a reshape's out_sharding (eagerly too)
+        _check_reshape_ur(s.spec, operands)
     entries = tuple(s.spec)
     entries = entries + (None,) * ((len(shape) if shape is not None else 0) - len(entries))
     if s.spec.unreduced or s.spec.reduced:  # JAX's unreduced/reduced axes: part of the type asked for
@@ -193,6 +195,23 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     if s.spec.unreduced and shape is None:  # (an einsum's: its contraction must have left them unreduced)
         _check_unreduced_result(out, s.spec)
     return with_sharding_constraint(out, s, _what=what)
+
+
+def _check_reshape_ur(spec: PartitionSpec, operands: Any) -> None:
+    from ftrans.core.sharding_rules import array_aval, ur
+
+    ops = tuple(operands) if isinstance(operands, (tuple, list)) else (operands,)
+    if not ops:
+        return
+    x = ops[0]
+    aval = x.aval if isinstance(x, Tracer) else array_aval(x) if isinstance(x, Array) else None
+    have = ur(aval) if aval is not None else (frozenset(), frozenset())
+    for kind, h, given in (("unreduced", have[0], spec.unreduced), ("reduced", have[1], spec.reduced)):
+        if h and h != given:
+            raise FtransValueError(f"out_sharding passed to reshape must be {kind} over the same mesh axes as "
+                                   f"operand. Got out_sharding: {spec!r} and operand type: {aval.str_short()}")
+        if given and not h:
+            raise FtransValueError(f"out_sharding passed to `reshape` cannot contain {kind} axes. Got {spec!r}")
 
 
 def _check_unreduced_result(out: Any, spec: PartitionSpec) -> None:

@@ -75,6 +75,8 @@ def _compile(text: str, devices: list, options: tuple) -> Any:
 
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
     """``x`` (an Array of any kind, or a host value) as a buffer laid out as ``sharding``."""
+    if sharding.spec.unreduced or (type(x) is ShardedArray and getattr(x.sharding.spec, "unreduced", None)):
+        return _put_unreduced(x, sharding)
     if rt is None:
         rt = compat.runtime_sharding(sharding, len(np.shape(x)))
     if type(x) is ShardedArray:
@@ -96,6 +98,16 @@ def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
         if value.dtype != canon:
             value = value.astype(canon)
     return compat.put_global(value, rt)
+
+
+def _put_unreduced(x: Any, sharding: NamedSharding) -> Any:
+    """To or from JAX's unreduced axes: a partitioned program (the runtime places no such layout): along those
+    axes one device keeps the value and the others zeros, or the partial sums are added, as in JAX."""
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.transforms.jit import jit
+
+    out = jit(lambda v: sharding_constraint_p.bind(v, sharding=sharding))(x)
+    return out._sharded
 
 
 def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:
