@@ -76,6 +76,8 @@ def _compile(text: str, devices: list, options: tuple) -> Any:
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
     """``x`` (an Array of any kind, or a host value) as a buffer laid out as ``sharding``."""
     if sharding.spec.unreduced or (type(x) is ShardedArray and getattr(x.sharding.spec, "unreduced", None)):
+        if type(x) is ShardedArray and x.sharding == sharding:  # already laid out so
+            return x._sharded
         return _put_unreduced(x, sharding)
     if rt is None:
         rt = compat.runtime_sharding(sharding, len(np.shape(x)))

@@ -171,10 +171,14 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
 
 
 def _retyped(ct: Any, aval: Any) -> Any:
-    """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs)."""
+    """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs): JAX's
+    cotangent type, the primal's with unreduced and reduced axes swapped (a value replicated as reduced over
+    ``x`` has a cotangent of partial sums over ``x``, and the reverse)."""
     sh = aval.sharding
     if sh is None or ct is None or type(ct) is Zero or not hasattr(ct, "aval"):
         return ct
+    if sh.spec.unreduced or sh.spec.reduced:
+        sh = sh.update(spec=sh.spec.to_ct_spec())
     have = ct.aval.sharding
     if have is not None and have.spec == sh.spec:
         return ct
