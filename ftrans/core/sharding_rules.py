@@ -368,9 +368,11 @@ def _ur_reduce_sum(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *, axes:
 
 
 def _ur_same(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest: Any, **params: Any) -> tuple:
-    """The operand's sets (transpose, slice, pad, squeeze, ...), or those the result's given type names."""
+    """The operand's sets (transpose, slice, pad, squeeze, ...), or those the result's given type names (less
+    the axes the result is split over: a reduced value is sliced locally)."""
     u, r = ur(x)
-    return (getattr(out_spec, "unreduced", None) or u), (getattr(out_spec, "reduced", None) or r)
+    split = _flat_axes(out_spec)
+    return ((getattr(out_spec, "unreduced", None) or u) - split), ((getattr(out_spec, "reduced", None) or r) - split)
 
 
 def _ur_reshape(name: str, mesh: Any, out_spec: Any, x: ShapedArray, **params: Any) -> tuple:
@@ -421,7 +423,7 @@ UR_RULES: dict = {
     "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
     "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,
     "slice": _ur_same, "pad": _ur_same, "reduce_precision": _ur_same, "copy": _ur_same, "copy_p": _ur_same,
-    "split": _ur_same, "concatenate": _ur_all_alike("operands"), "select_n": _ur_select,
+    "split": _ur_same, "broadcast_in_dim": _ur_same, "rev": _ur_same, "concatenate": _ur_all_alike("operands"), "select_n": _ur_select,
     "dynamic_slice": _ur_dynamic_slice, "optimization_barrier": None,
 }
 
@@ -429,6 +431,8 @@ UR_RULES: dict = {
 def _apply_ur(prim: Any, mesh: Any, avals: Sequence[ShapedArray], res: Any, params: dict) -> Any:
     """``res`` (the sharding rule's result(s)) with the unreduced/reduced axes of the primitive's ur rule."""
     name = prim.name
+    if prim.higher_order:  # its results have the types its body gives them
+        return res
     rule = UR_RULES.get(name)
     if rule is None:
         if getattr(prim.sharding_rule, "elementwise", False) and not prim.multiple_results:
@@ -786,7 +790,7 @@ def stacked(aval: ShapedArray, length: int) -> ShapedArray:
 
 
 def _body_types(avals: Sequence[ShapedArray]) -> list:
-    return [(a.sharding.mesh, spec_of(a)) if a.sharding is not None else None for a in avals]
+    return [(a.sharding.mesh, a.sharding.spec) if a.sharding is not None else None for a in avals]
 
 
 def cond(mesh: Any, out: Any, index: ShapedArray, *ops: ShapedArray, branches: Any) -> Any:
