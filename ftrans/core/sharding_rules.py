@@ -537,6 +537,21 @@ def reduce_axes(mesh: Any, out: Any, x: ShapedArray, *rest: Any, axes: Sequence[
     return mesh, tuple(e for i, e in enumerate(spec_of(x)) if i not in drop)
 
 
+def reduce_sum(mesh: Any, out: Any, x: ShapedArray, *, axes: Sequence[int], **params: Any) -> Any:
+    """``reduce_sum``: as any reduction; inside an einsum's ``out_sharding=`` naming unreduced axes, a sum over
+    dimensions split over them leaves the partial sums unadded (JAX's unreduced result)."""
+    res = reduce_axes(mesh, out, x, axes=axes, **params)
+    over, inside = _override(out)
+    want = getattr((getattr(_local, "out", None) or (0, ()))[1], "unreduced", None) if inside and over is None \
+        else None
+    if want:
+        spec = spec_of(x)
+        used = _flat_axes([spec[i] for i in axes]) | ur(x)[0]
+        if want <= used:
+            return res[0], with_ur(res[1], want, ur(x)[1])
+    return res
+
+
 def broadcast_in_dim(mesh: Any, out: Any, x: ShapedArray, *dyn: Any, shape: Sequence[int],
                      broadcast_dimensions: Sequence[int], **params: Any) -> Any:
     spec = [None] * len(shape)

@@ -194,7 +194,18 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
         out = compute()
     if s.spec.unreduced and shape is None:  # (an einsum's: its contraction must have left them unreduced)
         _check_unreduced_result(out, s.spec)
+    if (s.spec.unreduced or s.spec.reduced) and _has_type(out, s):  # (JAX's: the product's type, no reshard)
+        return out
     return with_sharding_constraint(out, s, _what=what)
+
+
+def _has_type(out: Any, s: NamedSharding) -> bool:
+    sh = getattr(getattr(out, "aval", None), "sharding", None)
+    if not isinstance(out, Tracer) or sh is None or sh.mesh != s.mesh:
+        return False
+    n = len(out.aval.shape)
+    return sh.spec == PartitionSpec(*(tuple(s.spec) + (None,) * (n - len(s.spec)))[:n], unreduced=s.spec.unreduced,
+                                    reduced=s.spec.reduced)
 
 
 def _check_reshape_ur(spec: PartitionSpec, operands: Any) -> None:
