@@ -322,14 +322,23 @@ def _ur_mul(name: str, mesh: Any, out_spec: Any, x: ShapedArray, y: ShapedArray,
     if xu and yu:
         raise ShardingTypeError(f"lhs and rhs to `mul` cannot be unreduced since mul is bilinear. Got "
                                 f"lhs={set(xu)}, rhs={set(yu)}")
-    if xu and xu != ur(y)[1]:
+    if xu and xu != _scalar_as_reduced(y, xu):
         raise ShardingTypeError(f"RHS should be reduced along the same axes LHS is unreduced on. Got "
                                 f"lhs={_short(x)} and rhs={_short(y)}")
-    if yu and yu != ur(x)[1]:
+    if yu and yu != _scalar_as_reduced(x, yu):
         raise ShardingTypeError(f"LHS should be reduced along the same axes RHS is unreduced on. Got "
                                 f"lhs={_short(x)} and rhs={_short(y)}")
     u = xu or yu
     return (u, frozenset()) if u else (frozenset(), red)
+
+
+def _scalar_as_reduced(a: ShapedArray, axes: frozenset) -> frozenset:
+    """A rank-0 operand's reduced axes in a transposition: JAX reshards a scalar operand to the reduced axes
+    of the others in the forward pass, so the cotangent's product by it is unreduced there."""
+    r = ur(a)[1]
+    if not r and not a.shape and getattr(_local, "lenient", False) and not ur(a)[0]:
+        return axes
+    return r
 
 
 def _ur_dot_general(name: str, mesh: Any, out_spec: Any, lhs: ShapedArray, rhs: ShapedArray, *,

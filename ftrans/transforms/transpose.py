@@ -137,6 +137,9 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         cts[k] = add_tangents(_as_array(cts[k]), _as_array(ct)) if k in cts else ct
 
     for v, ct in zip(jaxpr.outvars, cts_out):
+        sh = getattr(v.aval, "sharding", None)
+        if sh is not None and (sh.spec.unreduced or sh.spec.reduced) and not isinstance(v, Literal):
+            ct = _retyped(ct, v.aval)  # a seed (``1.0`` of grad) cast to the cotangent type, as JAX's
         write(v, ct)
 
     for eqn in reversed(lin_eqns):
