@@ -86,13 +86,6 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 out.append(leaf)
         elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
             out.append(leaf)
-        elif isinstance(s, NamedSharding) and (s.spec.unreduced or getattr(
-                getattr(getattr(leaf, "sharding", None), "spec", None), "unreduced", None)):
-            # to or from JAX's unreduced axes: a program (adding the partial sums, or keeping one copy of the
-            # value and zeros on the other devices along them), as JAX's eager reshard
-            from ftrans import jit
-
-            out.append(jit(lambda v, s=s: sharding_constraint_p.bind(v, sharding=s))(leaf))
         else:  # eagerly, as JAX's: placed there (on one device too), and committed to it
             from ftrans.devices import device_put
 

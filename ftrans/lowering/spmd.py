@@ -105,11 +105,28 @@ def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
 def _put_unreduced(x: Any, sharding: NamedSharding) -> Any:
     """To or from JAX's unreduced axes: a partitioned program (the runtime places no such layout): along those
     axes one device keeps the value and the others zeros, or the partial sums are added, as in JAX."""
+    from ftrans.core.avals import ShapedArray
     from ftrans.core.prims.sharding import sharding_constraint_p
-    from ftrans.transforms.jit import jit
+    from ftrans.core.sharding_rules import array_aval
+    from ftrans.core.trace import stage
 
-    out = jit(lambda v: sharding_constraint_p.bind(v, sharding=sharding))(x)
-    return out._sharded
+    src = x.sharding if type(x) is ShardedArray else None
+    if not (isinstance(src, NamedSharding) and src.mesh == sharding.mesh):
+        src = NamedSharding(sharding.mesh, PartitionSpec())  # (placed replicated first)
+    if isinstance(x, Array):
+        aval = array_aval(x)
+    else:
+        value = np.asarray(x)
+        aval = ShapedArray(value.shape, dtypes.canonicalize(value.dtype), False)
+    closed, _ = stage(lambda v: [sharding_constraint_p.bind(v, sharding=sharding)], [aval], boundary=True)
+    key = (str(closed.jaxpr), sharding.mesh, src, sharding)
+    exe = _reshard_programs.get(key)
+    if exe is None:
+        exe = _reshard_programs[key] = SpmdExecutable(closed, "reshard", sharding.mesh, [src], [sharding])
+    return exe.run([x])[0]._sharded
+
+
+_reshard_programs: dict = {}  # the programs of resharding to or from unreduced axes, by layouts and type
 
 
 def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:
