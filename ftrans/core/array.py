@@ -852,6 +852,23 @@ class ShardedArray(_LazyHostArray):
     def _device_buffer(self) -> Any:
         return self._sharded
 
+    def _unreduced_repr(self) -> str | None:
+        """JAX's form for an array unreduced over mesh axes (it has no value until they are added)."""
+        sh = self.sharding
+        if not getattr(getattr(sh, "spec", None), "unreduced", None):
+            return None
+        weak = ", weak_type=True" if self._aval.weak_type else ""
+        return f"Array(shape={tuple(self._aval.shape)}, dtype={self._aval.dtype.name}{weak}, sharding={sh})"
+
+    def __repr__(self) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__repr__(self)
+
+    def __str__(self) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__format__(self, spec)
+
     def __getattr__(self, name: str) -> Any:
         if name == "_sig":  # computed once, on first use (see ``sharded_sig``)
             sig = self._sig = sharded_sig(self._aval, self._sharded.sharding)

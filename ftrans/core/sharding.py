@@ -201,6 +201,28 @@ class PartitionSpec(tuple):
             return (functools.partial(PartitionSpec, unreduced=self.unreduced, reduced=self.reduced), tuple(self))
         return (PartitionSpec, tuple(self))
 
+    def __add__(self, other: Any) -> Any:
+        """JAX's: a spec (the sets joined) or a tuple appended (refused when this spec names sets)."""
+        if isinstance(other, PartitionSpec):
+            return PartitionSpec(*self, *other, unreduced=self.unreduced | other.unreduced,
+                                 reduced=self.reduced | other.reduced)
+        if isinstance(other, tuple):
+            for kind in ("unreduced", "reduced"):
+                if getattr(self, kind):
+                    raise FtransTypeError(f"other {other} cannot be of instance `tuple` when self {self!r} has {kind} "
+                                          "in `__add__` of PartitionSpec.")
+            return PartitionSpec(*self, *other)
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        for kind in ("unreduced", "reduced"):
+            if getattr(self, kind):
+                raise FtransTypeError(f"other {other} cannot be of instance `tuple` when self {self!r} has {kind} in "
+                                      "`__radd__` of PartitionSpec.")
+        return PartitionSpec(*other, *self)
+
     def update(self, partitions: Any = None, unreduced: Any = None, reduced: Any = None) -> PartitionSpec:
         """A copy with the partitions, the unreduced axes or the reduced axes replaced (JAX's ``P.update``)."""
         return PartitionSpec(*(tuple(self) if partitions is None else partitions),
