@@ -427,7 +427,26 @@ def _ur_dynamic_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest
     return frozenset(), ur(x)[1]
 
 
+def _ur_dynamic_update_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, update: ShapedArray,
+                             *rest: Any, **params: Any) -> tuple:
+    for k, kind in ((0, "unreduced"), (1, "reduced")):
+        if ur(x)[k] != ur(update)[k]:
+            raise ShardingTypeError(f"dynamic_update_slice operand and update must be {kind} along the same axes. "
+                                    f"Got operand sharding {_short(x)} and update sharding {_short(update)}.")
+    return ur(x)
+
+
+def _ur_under_out_sharding(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
+    """``.at[...].get/set(out_sharding=)``: JAX computes it in auto mode (its operands' types dropped), the
+    result taking the type given; without one the sets are not handled (as JAX's)."""
+    if getattr(_local, "out", None) is not None:
+        return getattr(out_spec, "unreduced", frozenset()), getattr(out_spec, "reduced", frozenset())
+    raise _not_implemented("unreduced/reduced", name)
+
+
 UR_RULES: dict = {
+    "dynamic_update_slice": _ur_dynamic_update_slice, "gather": _ur_under_out_sharding,
+    "scatter": _ur_under_out_sharding, "scatter-add": _ur_under_out_sharding, "scatter_add": _ur_under_out_sharding,
     "add": _ur_add, "add_any": _ur_add, "mul": _ur_mul, "dot_general": _ur_dot_general,
     "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
     "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,
