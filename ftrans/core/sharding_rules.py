@@ -570,8 +570,8 @@ def reduce_sum(mesh: Any, out: Any, x: ShapedArray, *, axes: Sequence[int], **pa
     dimensions split over them leaves the partial sums unadded (JAX's unreduced result)."""
     res = reduce_axes(mesh, out, x, axes=axes, **params)
     over, inside = _override(out)
-    want = getattr((getattr(_local, "out", None) or (0, ()))[1], "unreduced", None) if inside and over is None \
-        else None
+    einsum_over = getattr(_local, "out", None) if inside and over is None else None
+    want = getattr(einsum_over[1], "unreduced", None) if einsum_over and einsum_over[0] is None else None
     if want:
         spec = spec_of(x)
         used = _flat_axes([spec[i] for i in axes]) | ur(x)[0]
@@ -741,7 +741,8 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
                 "Contracting dimensions are sharded and it is ambiguous how the output should be sharded. Please "
                 "specify the output sharding via the `out_sharding` parameter. Got "
                 f"lhs_contracting_spec={_show(lcs)} and rhs_contracting_spec={_show(rcs)}")
-    want = getattr((getattr(_local, "out", None) or (0, ()))[1], "unreduced", None) if inside else None
+    einsum_over = getattr(_local, "out", None) if inside else None  # (an einsum's: no result shape given)
+    want = getattr(einsum_over[1], "unreduced", None) if einsum_over and einsum_over[0] is None else None
     if want and (_flat_axes(lcs) | _flat_axes(rcs)) & want:  # an einsum's contraction left unreduced
         if lcs != rcs:
             raise _UrError("lhs and rhs contracting dims should be sharded identically when out_sharding "
