@@ -429,6 +429,8 @@ def _ur_dynamic_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest
 
 def _ur_dynamic_update_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, update: ShapedArray,
                              *rest: Any, **params: Any) -> tuple:
+    if x.sharding is None:  # an untyped buffer (zeros ftrans's transforms stack slices into) takes the slices'
+        return ur(update)
     for k, kind in ((0, "unreduced"), (1, "reduced")):
         if ur(x)[k] != ur(update)[k]:
             raise ShardingTypeError(f"dynamic_update_slice operand and update must be {kind} along the same axes. "
@@ -821,7 +823,7 @@ def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray
     if aval.sharding is None:
         return sliced
     spec = spec_of(aval)
-    return typed(sliced, aval.sharding.mesh, spec[:dim] + spec[dim + 1:])
+    return typed(sliced, aval.sharding.mesh, with_ur(spec[:dim] + spec[dim + 1:], *ur(aval)))
 
 
 def stacked(aval: ShapedArray, length: int) -> ShapedArray:
@@ -830,7 +832,7 @@ def stacked(aval: ShapedArray, length: int) -> ShapedArray:
     out = ShapedArray((length,) + tuple(aval.shape), aval.dtype, aval.weak_type)
     if aval.sharding is None:
         return out
-    return typed(out, aval.sharding.mesh, (None, *spec_of(aval)))
+    return typed(out, aval.sharding.mesh, with_ur((None, *spec_of(aval)), *ur(aval)))
 
 
 def _body_types(avals: Sequence[ShapedArray]) -> list:
@@ -851,7 +853,8 @@ def scan(mesh: Any, out: Any, *avals: ShapedArray, jaxpr: Any, num_carry: int, *
     """``scan``: the carry has the type the body gives it; the stacked outputs are the body's per-step types
     with an unsplit leading (stacking) dimension, as JAX's."""
     outs = _body_types(jaxpr.out_avals)
-    return outs[:num_carry] + [None if t is None else (t[0], (None, *t[1])) for t in outs[num_carry:]]
+    return outs[:num_carry] + [None if t is None else (t[0], with_ur((None, *t[1]), t[1].unreduced, t[1].reduced))
+                               for t in outs[num_carry:]]
 
 
 def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
