@@ -871,6 +871,23 @@ class ShardedArray(_LazyHostArray):
     def _device_buffer(self) -> Any:
         return self._sharded
 
+    def _unreduced_repr(self) -> str | None:
+        """JAX's form for an array unreduced over mesh axes (it has no value until they are added)."""
+        sh = self.sharding
+        if not getattr(getattr(sh, "spec", None), "unreduced", None):
+            return None
+        weak = ", weak_type=True" if self._aval.weak_type else ""
+        return f"Array(shape={tuple(self._aval.shape)}, dtype={self._aval.dtype.name}{weak}, sharding={sh})"
+
+    def __repr__(self) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__repr__(self)
+
+    def __str__(self) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return self._unreduced_repr() or _LazyHostArray.__format__(self, spec)
+
     def __getattr__(self, name: str) -> Any:
         if name == "_sig":  # computed once, on first use (see ``sharded_sig``)
             sig = self._sig = sharded_sig(self._aval, self._sharded.sharding)
@@ -887,13 +904,19 @@ class ShardedArray(_LazyHostArray):
     def addressable_shards(self) -> list:
         out = []
         seen: dict = {}
+        # JAX's unreduced axes: the runtime has no index map for them (each device holds a partial sum of the
+        # block its partitions give it)
+        sh = self.sharding
+        unreduced = getattr(getattr(sh, "spec", None), "unreduced", None)
+        indices = sh.devices_indices_map(self._aval.shape) if unreduced else None
         for s in self._sharded.addressable_shards:
-            key = str(s.index)
+            index = indices[s.device] if unreduced else s.index
+            key = str(index)
             rid = seen.get(key, 0)
             seen[key] = rid + 1
             data = s.data
             sub = ShapedArray(tuple(data.shape), self._aval.dtype, self._aval.weak_type)
-            out.append(Shard(s.device, s.index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
+            out.append(Shard(s.device, index, device_array(data, sub, (sub.shape, sub.dtype, sub.weak_type,
                                                                           s.device.id)), rid))
         return out
 

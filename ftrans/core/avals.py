@@ -187,7 +187,16 @@ class ShardedAval(ShapedArray):
                 dims.append(f"{n}@({','.join(e)})")
             else:
                 dims.append(f"{n}@{e}")
-        return f"{short}[{','.join(dims)}]"
+        spec = self.sharding.spec
+        if not spec.unreduced and not spec.reduced:
+            return f"{short}[{','.join(dims)}]"
+        order = list(self.sharding.mesh.axis_names)  # JAX's {U:y, R:x}: the axes in mesh order
+        ur = []
+        for k, axes in (("U", spec.unreduced), ("R", spec.reduced)):
+            if axes:
+                names = [a for a in order if a in axes]
+                ur.append(f"{k}:" + (names[0] if len(names) == 1 else f"({','.join(names)})"))
+        return f"{short}[{','.join(dims)}]{{{', '.join(ur)}}}"
 
     def __str__(self) -> str:
         # JAX's ``str`` of a sharded type (``print(jax.typeof(x))``): ``float32[8@X,4@Y]``, the full dtype

@@ -79,6 +79,8 @@ def dtype_weak(x: Any) -> tuple[np.dtype, bool]:
         return dtypes.bool_, False
     if t in (int, float, complex):
         return dtypes.python_scalar_dtype(x), True
+    if t is ShardedArray:  # its type, without fetching the blocks (unreduced ones have no global value)
+        return x._aval.dtype, x.weak_type
     if isinstance(x, Array):
         return x._value.dtype, x.weak_type
     if isinstance(x, (np.ndarray, np.generic)):

@@ -91,6 +91,20 @@ def _no_unreduced(what: str) -> None:
         "the result reduced (leave out_sharding's unreduced set empty, or reshard to a spec without one)")
 
 
+def _check_mesh_unreduced(mesh: Any, spec: Any) -> None:
+    """JAX's checks of a sharding's unreduced/reduced axes: axes of the mesh, each of type Explicit."""
+    types = dict(zip(mesh.axis_names, getattr(mesh, "axis_types", None) or ()))
+    for kind, axes in (("Unreduced", spec.unreduced), ("Reduced", spec.reduced)):
+        for u in axes:
+            if u not in mesh.axis_names:
+                raise FtransValueError(f"{kind} axes {u} is not found in mesh.axis_names={tuple(mesh.axis_names)}. "
+                                       f"Got pspec={spec!r}")
+            if types.get(u) in (AxisType.Auto, AxisType.Manual):
+                raise FtransValueError(
+                    f"{kind} axes can only refer to mesh axes that is of type `Explicit`. Got {kind.lower()} axes: "
+                    f"{set(axes)} and mesh: {mesh}")
+
+
 def _spec_entries(x: Any) -> tuple:
     """The entries of a PartitionSpec (ftrans's or JAX's), refusing JAX's unreduced/reduced axes."""
     if getattr(x, "unreduced", None) or getattr(x, "reduced", None):
@@ -192,6 +206,28 @@ class PartitionSpec(tuple):
         if self.unreduced or self.reduced:
             return (functools.partial(PartitionSpec, unreduced=self.unreduced, reduced=self.reduced), tuple(self))
         return (PartitionSpec, tuple(self))
+
+    def __add__(self, other: Any) -> Any:
+        """JAX's: a spec (the sets joined) or a tuple appended (refused when this spec names sets)."""
+        if isinstance(other, PartitionSpec):
+            return PartitionSpec(*self, *other, unreduced=self.unreduced | other.unreduced,
+                                 reduced=self.reduced | other.reduced)
+        if isinstance(other, tuple):
+            for kind in ("unreduced", "reduced"):
+                if getattr(self, kind):
+                    raise FtransTypeError(f"other {other} cannot be of instance `tuple` when self {self!r} has {kind} "
+                                          "in `__add__` of PartitionSpec.")
+            return PartitionSpec(*self, *other)
+        return NotImplemented
+
+    def __radd__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        for kind in ("unreduced", "reduced"):
+            if getattr(self, kind):
+                raise FtransTypeError(f"other {other} cannot be of instance `tuple` when self {self!r} has {kind} in "
+                                      "`__radd__` of PartitionSpec.")
+        return PartitionSpec(*other, *self)
 
     def update(self, partitions: Any = None, unreduced: Any = None, reduced: Any = None) -> PartitionSpec:
         """A copy with the partitions, the unreduced axes or the reduced axes replaced (JAX's ``P.update``)."""
@@ -527,7 +563,7 @@ class NamedSharding(Sharding):
                 raise FtransTypeError(f"NamedSharding: spec must be a PartitionSpec, got {spec!r}")
         check_spec(spec, mesh, "NamedSharding")
         if spec.unreduced or spec.reduced:
-            _no_unreduced(f"NamedSharding(mesh, {spec!r})")
+            _check_mesh_unreduced(mesh, spec)
         self.mesh = mesh
         self.spec = spec
         self.memory_kind = memory_kind
@@ -551,6 +587,8 @@ class NamedSharding(Sharding):
     @property
     def is_fully_replicated(self) -> bool:
         sizes = self.mesh.shape
+        if self.spec.unreduced and self.mesh.size != 1:  # partial sums on the devices (JAX's)
+            return False
         return all(sizes[a] == 1 for a in self.spec.axes() if a in sizes)
 
     def _parts(self, ndim: int) -> list[int]:
@@ -615,7 +653,8 @@ class NamedSharding(Sharding):
     @property
     def replicated_axes(self) -> frozenset:
         """The mesh axes the spec does not split over (each device along them holds the same block)."""
-        return frozenset(n for n in self.mesh.axis_names if n not in self.spec.axes())
+        return frozenset(n for n in self.mesh.axis_names
+                         if n not in self.spec.axes() and n not in self.spec.unreduced and n not in self.spec.reduced)
 
     def check_compatible_aval(self, aval_shape: Sequence[int]) -> None:
         check_spec(self.spec, self.mesh, f"Sharding {self!r}", len(aval_shape), aval_shape)

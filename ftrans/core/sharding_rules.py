@@ -28,7 +28,7 @@ from typing import Any
 
 from ftrans.core.avals import ShapedArray, ShardedAval
 from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding
-from ftrans.errors import ShardingTypeError
+from ftrans.errors import FtransValueError, ShardingTypeError
 
 __all__ = ["typed", "typed_aval", "explicit_spec", "spec_of", "propagate", "elementwise", "same_as_first",
            "out_sharding_override", "lenient"]
@@ -58,7 +58,25 @@ def explicit_spec(spec: Any, mesh: Any, ndim: int) -> tuple | None:
 
 
 def typed(aval: ShapedArray, mesh: Any, spec: Sequence) -> ShardedAval:
-    return ShardedAval(aval.shape, aval.dtype, aval.weak_type, NamedSharding(mesh, PartitionSpec(*spec)))
+    """``aval`` typed by ``spec`` over ``mesh`` (a PartitionSpec's unreduced/reduced axes kept)."""
+    u, r = getattr(spec, "unreduced", None), getattr(spec, "reduced", None)
+    ps = PartitionSpec(*spec, unreduced=u, reduced=r) if u or r else PartitionSpec(*spec)
+    return ShardedAval(aval.shape, aval.dtype, aval.weak_type, NamedSharding(mesh, ps))
+
+
+def ur(aval: ShapedArray) -> tuple:
+    """An aval's unreduced and reduced mesh axes (JAX's ``getu``/``getr``): empty sets for an untyped one."""
+    sh = aval.sharding
+    if sh is None:
+        return frozenset(), frozenset()
+    return sh.spec.unreduced, sh.spec.reduced
+
+
+def with_ur(spec: Sequence, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> Any:
+    """``spec`` entries as a PartitionSpec with those unreduced/reduced axes (the plain tuple when none)."""
+    if not unreduced and not reduced:
+        return tuple(spec)
+    return PartitionSpec(*spec, unreduced=frozenset(unreduced), reduced=frozenset(reduced))
 
 
 def typed_aval(aval: ShapedArray, sharding: Any) -> ShapedArray:
@@ -68,7 +86,7 @@ def typed_aval(aval: ShapedArray, sharding: Any) -> ShapedArray:
     spec = explicit_spec(sharding.spec, sharding.mesh, len(aval.shape))
     if spec is None:
         return aval
-    return typed(aval, sharding.mesh, spec)
+    return typed(aval, sharding.mesh, with_ur(spec, sharding.spec.unreduced, sharding.spec.reduced))
 
 
 def array_aval(x: Any) -> ShapedArray:
@@ -120,7 +138,7 @@ def out_sharding_override(shape: Sequence[int] | None, spec: Any) -> Any:
     its type (the ``out_sharding=`` of ``lax.dot_general``/``jnp.einsum``/``lax.reshape``; the JVP's products
     of the same shape too); one of another shape (an einsum's intermediate) is typed leniently."""
     prev = getattr(_local, "out", None)
-    _local.out = (None if shape is None else tuple(shape), tuple(spec))
+    _local.out = (None if shape is None else tuple(shape), spec if isinstance(spec, PartitionSpec) else tuple(spec))
     try:
         yield
     finally:
@@ -148,7 +166,8 @@ typed_by_api: set = set()
 
 
 def as_recorded(aval: ShapedArray) -> Any:
-    return out_sharding_override(aval.shape, tuple(aval.sharding.spec))
+    spec = aval.sharding.spec
+    return out_sharding_override(aval.shape, spec if spec.unreduced or spec.reduced else tuple(spec))
 
 
 @contextmanager
@@ -188,7 +207,9 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return out
     try:
         res = rule(mesh, out, *avals, **params)
-    except ShardingTypeError:
+    except ShardingTypeError as e:
+        if isinstance(e, _UrError):  # a misuse of unreduced axes: raised even where layouts are lenient
+            raise ShardingTypeError(str(e)) from None
         # Inside a transposition rule (or an out_sharding= block's intermediates) a layout the rules cannot
         # state leaves the value untyped: the cotangent (the result) is constrained to its type afterwards.
         if not (getattr(_local, "lenient", False) or (getattr(_local, "out", None) or (0,))[0] is None):
@@ -196,6 +217,9 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if res is None:
         return out
+    if any(a.sharding is not None and (a.sharding.spec.unreduced or a.sharding.spec.reduced) for a in avals) \
+            or _res_has_ur(res, prim.multiple_results):
+        res = _apply_ur(prim, mesh, avals, res, params)
     if prim.multiple_results:
         return [o if s is None else _make(o, s) for o, s in zip(out, res)]
     try:
@@ -211,6 +235,255 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
 
 class _DuplicateSpec(ShardingTypeError):
     pass
+
+
+class _UrError(ShardingTypeError):
+    pass
+
+
+# ----------------------------------------------------------------------------
+# Unreduced and reduced mesh axes (JAX's): a value *unreduced* over axis ``x`` holds, on each device along
+# ``x``, a partial sum still to be added (a reshard to a spec without ``x`` adds them: an all-reduce); one
+# *reduced* over ``x`` is replicated along ``x`` and its cotangent is unreduced there.  Each primitive's
+# ``ur`` rule gives its results' sets; a primitive without one refuses operands that have any.
+
+
+def _res_has_ur(res: Any, multiple: bool) -> bool:
+    for r in (res if multiple else (res,)):
+        if r is not None and (getattr(r[1], "unreduced", None) or getattr(r[1], "reduced", None)):
+            return True
+    return False
+
+
+def _flat_axes(spec: Sequence) -> frozenset:
+    return frozenset(a for e in spec for a in _axes(e) if isinstance(a, str))
+
+
+def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
+    """JAX's ``default_nary_reduced_rule``: the operands reduced over one set of axes, which no other
+    (ranked, typed) operand is replicated or split over."""
+    reduced_specs = {r for a in avals if (r := ur(a)[1])}
+    if len(reduced_specs) > 1:
+        raise ShardingTypeError(f"All inputs should be reduced across the same mesh axes. Got specs: "
+                                f"{reduced_specs}")
+    if not reduced_specs:
+        return frozenset()
+    (red,) = reduced_specs
+    for a in avals:
+        if a.sharding is None or not a.shape:  # an untyped operand or a scalar (JAX reshards those to it)
+            continue
+        u, r = ur(a)
+        split = _flat_axes(spec_of(a))
+        replicated = frozenset(mesh.axis_names) - (split | u | r)
+        if replicated & red:
+            raise ShardingTypeError(f"Inputs cannot be replicated on the same axes that another input is reduced "
+                                    f"on. Got input type: {_short(a)} and reduced spec: {set(red)}")
+        if split & red:
+            raise ShardingTypeError(
+                "Inputs cannot be sharded/varying on the same axes that another input is reduced on. Reshard the "
+                "input which is reduced to be sharded on the mesh axes it is reduced on via "
+                f"`jax.sharding.reshard(inp, jax.P(...))`. Got input type: {_short(a)} and reduced spec: {set(red)}")
+    return red
+
+
+def _not_implemented(what: str, name: str) -> Exception:
+    from ftrans.errors import FtransNotImplementedError
+
+    return FtransNotImplementedError(f"{what} rule for {name} is not implemented (as in JAX): reshard the operand "
+                                     "to a spec without unreduced/reduced axes first")
+
+
+def _ur_elementwise(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
+    red = nary_reduced(mesh, *avals)
+    if any(ur(a)[0] for a in avals):
+        raise _not_implemented("unreduced", name)
+    return frozenset(), red
+
+
+def _ur_add(name: str, mesh: Any, out_spec: Any, x: ShapedArray, y: ShapedArray, **params: Any) -> tuple:
+    red = nary_reduced(mesh, x, y)
+    xu, yu = ur(x)[0], ur(y)[0]
+    if xu and yu:
+        if xu != yu:
+            raise ShardingTypeError(f"lhs and rhs to `add` must be unreduced along the same mesh axes. Got "
+                                    f"lhs={set(xu)}, rhs={set(yu)}")
+        return xu, red
+    if xu or yu:
+        lhs, rhs = ("lhs", "rhs") if xu else ("rhs", "lhs")
+        raise ShardingTypeError(f"{lhs} is unreduced while {rhs} is not. `add` operation does not allow this "
+                                "because there will be implicit communication. Please reduce "
+                                f"{lhs} via `reshard` before calling `add`.")
+    return frozenset(), red
+
+
+def _ur_mul(name: str, mesh: Any, out_spec: Any, x: ShapedArray, y: ShapedArray, **params: Any) -> tuple:
+    red = nary_reduced(mesh, x, y)
+    xu, yu = ur(x)[0], ur(y)[0]
+    if xu and yu:
+        raise ShardingTypeError(f"lhs and rhs to `mul` cannot be unreduced since mul is bilinear. Got "
+                                f"lhs={set(xu)}, rhs={set(yu)}")
+    if xu and xu != _scalar_as_reduced(y, xu):
+        raise ShardingTypeError(f"RHS should be reduced along the same axes LHS is unreduced on. Got "
+                                f"lhs={_short(x)} and rhs={_short(y)}")
+    if yu and yu != _scalar_as_reduced(x, yu):
+        raise ShardingTypeError(f"LHS should be reduced along the same axes RHS is unreduced on. Got "
+                                f"lhs={_short(x)} and rhs={_short(y)}")
+    u = xu or yu
+    return (u, frozenset()) if u else (frozenset(), red)
+
+
+def _scalar_as_reduced(a: ShapedArray, axes: frozenset) -> frozenset:
+    """A rank-0 operand's reduced axes in a transposition: JAX reshards a scalar operand to the reduced axes
+    of the others in the forward pass, so the cotangent's product by it is unreduced there."""
+    r = ur(a)[1]
+    if not r and not a.shape and getattr(_local, "lenient", False) and not ur(a)[0]:
+        return axes
+    return r
+
+
+def _ur_dot_general(name: str, mesh: Any, out_spec: Any, lhs: ShapedArray, rhs: ShapedArray, *,
+                    dimension_numbers: Any, **params: Any) -> tuple:
+    if ur(lhs)[0] or ur(rhs)[0]:
+        raise ShardingTypeError(f"lhs or rhs passed to dot_general cannot be unreduced. Got lhs={_short(lhs)} "
+                                f"and rhs={_short(rhs)}")
+    want = getattr(out_spec, "unreduced", frozenset())
+    if not want:
+        return frozenset(), frozenset()
+    (lc, rc), _ = dimension_numbers
+    ls, rs = spec_of(lhs), spec_of(rhs)
+    lcs, rcs = tuple(ls[i] for i in lc), tuple(rs[i] for i in rc)
+    if lcs != rcs:
+        raise ShardingTypeError("lhs and rhs contracting dims should be sharded identically when out_sharding "
+                                "provided to dot_general mentions unreduced_axes. Got "
+                                f"lhs_contracting_spec={lcs}, rhs_contracting_spec={rcs}")
+    if want != _flat_axes(lcs):
+        raise ShardingTypeError(f"out_sharding's unreduced axes should be equal to the contracting specs. Got "
+                                f"unreduced axes={set(want)} and contracting spec={lcs}")
+    return want, frozenset()
+
+
+def _ur_reduce_sum(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *, axes: Sequence[int],
+                   **params: Any) -> tuple:
+    want = getattr(out_spec, "unreduced", frozenset())
+    u, r = ur(x)
+    if want:
+        spec = spec_of(x)
+        used = _flat_axes([spec[i] for i in axes]) | u
+        if not want <= used:
+            raise ShardingTypeError(f"out_sharding's unreduced axes should be in operand's specs that were summed "
+                                    f"over. Got operand={_short(x)}, axes={tuple(axes)}, unreduced_spec={set(want)}")
+        return want, r
+    return u, r
+
+
+def _ur_same(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest: Any, **params: Any) -> tuple:
+    """The operand's sets (transpose, slice, pad, squeeze, ...), or those the result's given type names (less
+    the axes the result is split over: a reduced value is sliced locally)."""
+    u, r = ur(x)
+    split = _flat_axes(out_spec)
+    return ((getattr(out_spec, "unreduced", None) or u) - split), ((getattr(out_spec, "reduced", None) or r) - split)
+
+
+def _ur_reshape(name: str, mesh: Any, out_spec: Any, x: ShapedArray, **params: Any) -> tuple:
+    u, r = ur(x)
+    for kind, have, given in (("unreduced", u, getattr(out_spec, "unreduced", frozenset())),
+                              ("reduced", r, getattr(out_spec, "reduced", frozenset()))):
+        if given and given != have:
+            if have:
+                raise FtransValueError(f"out_sharding passed to reshape must be {kind} over the same mesh axes as "
+                                       f"operand. Got out_sharding: {out_spec!r} and operand type: {_short(x)}")
+            raise FtransValueError(f"out_sharding passed to `reshape` cannot contain {kind} axes. Got {out_spec!r}")
+    return u, r
+
+
+def _ur_constraint(name: str, mesh: Any, out_spec: Any, x: ShapedArray, **params: Any) -> tuple:
+    """A reshard: the sets its sharding names (an unreduced operand resharded without them is reduced)."""
+    return getattr(out_spec, "unreduced", frozenset()), getattr(out_spec, "reduced", frozenset())
+
+
+def _ur_all_alike(what: str) -> Any:
+    def rule(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
+        us = {u for a in avals if (u := ur(a)[0])}
+        rs = {r for a in avals if (r := ur(a)[1])}
+        if len(us) > 1:
+            raise ShardingTypeError(f"All {what} should be unreduced along the same mesh axes. Got unreduced specs: "
+                                    f"{us}")
+        if len(rs) > 1:
+            raise ShardingTypeError(f"All {what} should be reduced along the same mesh axes. Got reduced specs: "
+                                    f"{rs}")
+        return (us.pop() if us else frozenset()), (rs.pop() if rs else frozenset())
+
+    return rule
+
+
+def _ur_select(name: str, mesh: Any, out_spec: Any, which: ShapedArray, *cases: ShapedArray, **params: Any) -> tuple:
+    typed_cases = [c for c in cases if c.sharding is not None]
+    return ur(typed_cases[0]) if typed_cases else (frozenset(), frozenset())
+
+
+def _ur_dynamic_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest: Any, **params: Any) -> tuple:
+    if ur(x)[0]:
+        raise _not_implemented("unreduced", name)
+    return frozenset(), ur(x)[1]
+
+
+def _ur_dynamic_update_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, update: ShapedArray,
+                             *rest: Any, **params: Any) -> tuple:
+    if x.sharding is None:  # an untyped buffer (zeros ftrans's transforms stack slices into) takes the slices'
+        return ur(update)
+    for k, kind in ((0, "unreduced"), (1, "reduced")):
+        if ur(x)[k] != ur(update)[k]:
+            raise ShardingTypeError(f"dynamic_update_slice operand and update must be {kind} along the same axes. "
+                                    f"Got operand sharding {_short(x)} and update sharding {_short(update)}.")
+    return ur(x)
+
+
+def _ur_under_out_sharding(name: str, mesh: Any, out_spec: Any, *avals: ShapedArray, **params: Any) -> tuple:
+    """``.at[...].get/set(out_sharding=)``: JAX computes it in auto mode (its operands' types dropped), the
+    result taking the type given; without one the sets are not handled (as JAX's)."""
+    if getattr(_local, "out", None) is not None:
+        return getattr(out_spec, "unreduced", frozenset()), getattr(out_spec, "reduced", frozenset())
+    raise _not_implemented("unreduced/reduced", name)
+
+
+UR_RULES: dict = {
+    "dynamic_update_slice": _ur_dynamic_update_slice, "gather": _ur_under_out_sharding,
+    "scatter": _ur_under_out_sharding, "scatter-add": _ur_under_out_sharding, "scatter_add": _ur_under_out_sharding,
+    "add": _ur_add, "add_any": _ur_add, "mul": _ur_mul, "dot_general": _ur_dot_general,
+    "reduce_sum": _ur_reduce_sum, "sharding_constraint": _ur_constraint, "reshape": _ur_reshape,
+    "convert_element_type": _ur_same, "transpose": _ur_same, "squeeze": _ur_same, "expand_dims": _ur_same,
+    "slice": _ur_same, "pad": _ur_same, "reduce_precision": _ur_same, "copy": _ur_same, "copy_p": _ur_same,
+    "split": _ur_same, "broadcast_in_dim": _ur_same, "rev": _ur_same, "concatenate": _ur_all_alike("operands"), "select_n": _ur_select,
+    "dynamic_slice": _ur_dynamic_slice, "optimization_barrier": None,
+}
+
+
+def _apply_ur(prim: Any, mesh: Any, avals: Sequence[ShapedArray], res: Any, params: dict) -> Any:
+    """``res`` (the sharding rule's result(s)) with the unreduced/reduced axes of the primitive's ur rule."""
+    name = prim.name
+    if prim.higher_order:  # its results have the types its body gives them
+        return res
+    rule = UR_RULES.get(name)
+    if rule is None:
+        if getattr(prim.sharding_rule, "elementwise", False) and not prim.multiple_results:
+            rule = _ur_elementwise
+        elif name in UR_RULES:  # passes each operand's sets to its result
+            if prim.multiple_results:
+                return [r if r is None else (r[0], with_ur(r[1], *ur(a))) for r, a in zip(res, avals)]
+            return res
+        else:
+            raise _not_implemented("unreduced/reduced", name)
+    if prim.multiple_results:
+        outs = []
+        for r in res:
+            if r is None:
+                outs.append(r)
+                continue
+            u, rd = rule(name, mesh, r[1], *avals, **params)
+            outs.append((r[0], with_ur(r[1], u, rd)))
+        return outs
+    u, rd = rule(name, mesh, res[1], *avals, **params)
+    return res[0], with_ur(res[1], u, rd)
 
 
 def _plain(a: ShapedArray) -> ShapedArray:
@@ -286,9 +559,27 @@ def rng_bit_generator(mesh: Any, out: Any, key: ShapedArray, *, shape: Sequence[
 
 
 def reduce_axes(mesh: Any, out: Any, x: ShapedArray, *rest: Any, axes: Sequence[int], **params: Any) -> Any:
-    """A reduction drops the reduced dimensions' entries."""
+    """A reduction drops the reduced dimensions' entries (``out_sharding=`` of ``lax.reduce_sum`` aside)."""
+    over, _ = _override(out)
+    if over is not None:
+        return mesh, over
     drop = set(axes)
     return mesh, tuple(e for i, e in enumerate(spec_of(x)) if i not in drop)
+
+
+def reduce_sum(mesh: Any, out: Any, x: ShapedArray, *, axes: Sequence[int], **params: Any) -> Any:
+    """``reduce_sum``: as any reduction; inside an einsum's ``out_sharding=`` naming unreduced axes, a sum over
+    dimensions split over them leaves the partial sums unadded (JAX's unreduced result)."""
+    res = reduce_axes(mesh, out, x, axes=axes, **params)
+    over, inside = _override(out)
+    einsum_over = getattr(_local, "out", None) if inside and over is None else None
+    want = getattr(einsum_over[1], "unreduced", None) if einsum_over and einsum_over[0] is None else None
+    if want:
+        spec = spec_of(x)
+        used = _flat_axes([spec[i] for i in axes]) | ur(x)[0]
+        if want <= used:
+            return res[0], with_ur(res[1], want, ur(x)[1])
+    return res
 
 
 def broadcast_in_dim(mesh: Any, out: Any, x: ShapedArray, *dyn: Any, shape: Sequence[int],
@@ -452,6 +743,18 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
                 "Contracting dimensions are sharded and it is ambiguous how the output should be sharded. Please "
                 "specify the output sharding via the `out_sharding` parameter. Got "
                 f"lhs_contracting_spec={_show(lcs)} and rhs_contracting_spec={_show(rcs)}")
+    einsum_over = getattr(_local, "out", None) if inside else None  # (an einsum's: no result shape given)
+    want = getattr(einsum_over[1], "unreduced", None) if einsum_over and einsum_over[0] is None else None
+    if want and (_flat_axes(lcs) | _flat_axes(rcs)) & want:  # an einsum's contraction left unreduced
+        if lcs != rcs:
+            raise _UrError("lhs and rhs contracting dims should be sharded identically when out_sharding "
+                                    "provided to dot_general mentions unreduced_axes. Got "
+                                    f"lhs_contracting_spec={lcs}, rhs_contracting_spec={rcs}")
+        if _flat_axes(lcs) == want:
+            batch = tuple(lbs[k] if lbs[k] is not None else rbs[k] for k in range(len(lb)))
+            lfree = tuple(e for i, e in enumerate(ls) if i not in set(lc) | set(lb))
+            rfree = tuple(e for i, e in enumerate(rs) if i not in set(rc) | set(rb))
+            return mesh, with_ur(batch + lfree + rfree, want)
     batch = tuple(lbs[k] if lbs[k] is not None else rbs[k] for k in range(len(lb)))
     lfree = tuple(e for i, e in enumerate(ls) if i not in set(lc) | set(lb))
     rfree = tuple(e for i, e in enumerate(rs) if i not in set(rc) | set(rb))
@@ -520,7 +823,7 @@ def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray
     if aval.sharding is None:
         return sliced
     spec = spec_of(aval)
-    return typed(sliced, aval.sharding.mesh, spec[:dim] + spec[dim + 1:])
+    return typed(sliced, aval.sharding.mesh, with_ur(spec[:dim] + spec[dim + 1:], *ur(aval)))
 
 
 def stacked(aval: ShapedArray, length: int) -> ShapedArray:
@@ -529,11 +832,11 @@ def stacked(aval: ShapedArray, length: int) -> ShapedArray:
     out = ShapedArray((length,) + tuple(aval.shape), aval.dtype, aval.weak_type)
     if aval.sharding is None:
         return out
-    return typed(out, aval.sharding.mesh, (None, *spec_of(aval)))
+    return typed(out, aval.sharding.mesh, with_ur((None, *spec_of(aval)), *ur(aval)))
 
 
 def _body_types(avals: Sequence[ShapedArray]) -> list:
-    return [(a.sharding.mesh, spec_of(a)) if a.sharding is not None else None for a in avals]
+    return [(a.sharding.mesh, a.sharding.spec) if a.sharding is not None else None for a in avals]
 
 
 def cond(mesh: Any, out: Any, index: ShapedArray, *ops: ShapedArray, branches: Any) -> Any:
@@ -550,7 +853,8 @@ def scan(mesh: Any, out: Any, *avals: ShapedArray, jaxpr: Any, num_carry: int, *
     """``scan``: the carry has the type the body gives it; the stacked outputs are the body's per-step types
     with an unsplit leading (stacking) dimension, as JAX's."""
     outs = _body_types(jaxpr.out_avals)
-    return outs[:num_carry] + [None if t is None else (t[0], (None, *t[1])) for t in outs[num_carry:]]
+    return outs[:num_carry] + [None if t is None else (t[0], with_ur((None, *t[1]), t[1].unreduced, t[1].reduced))
+                               for t in outs[num_carry:]]
 
 
 def cumulative(mesh: Any, out: Any, x: ShapedArray, *, axis: int, **params: Any) -> Any:
@@ -567,7 +871,7 @@ def sharding_constraint(mesh: Any, out: Any, x: ShapedArray, *, sharding: Any, *
     spec = explicit_spec(sharding.spec, sharding.mesh, len(x.shape))
     if spec is None:  # over a mesh of no Explicit axes (inside auto_axes, say): the partitioner chooses
         return None, ()
-    return sharding.mesh, spec
+    return sharding.mesh, with_ur(spec, sharding.spec.unreduced, sharding.spec.reduced)
 
 
 def is_explicit(sharding: Any) -> bool:

@@ -1005,7 +1005,20 @@ def _reducer(prim: Primitive, name: str):
     return fn
 
 
-reduce_sum = _reducer(R.reduce_sum_p, "reduce_sum")
+_reduce_sum = _reducer(R.reduce_sum_p, "reduce_sum")
+
+
+def reduce_sum(operand: Any, axes: Sequence[int], *, out_sharding: Any = None) -> Any:
+    """``lax.reduce_sum``: add over ``axes`` (no promotion); ``out_sharding=`` gives the result's layout type
+    (JAX's: its unreduced axes, among those split over the summed dimensions, leave the partial sums unadded)."""
+    if out_sharding is None:
+        return _reduce_sum(operand, axes)
+    from ftrans.lax._sharding import with_out_sharding
+
+    full = tuple(getattr(operand, "shape", None) or np.shape(operand))
+    summed = {int(a) % (len(full) or 1) for a in axes}
+    shape = tuple(n for i, n in enumerate(full) if i not in summed)
+    return with_out_sharding("reduce_sum", out_sharding, lambda: _reduce_sum(operand, axes), shape=shape)
 reduce_prod = _reducer(R.reduce_prod_p, "reduce_prod")
 reduce_max = _reducer(R.reduce_max_p, "reduce_max")
 reduce_min = _reducer(R.reduce_min_p, "reduce_min")

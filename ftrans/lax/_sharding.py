@@ -177,11 +177,57 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
     from ftrans.core.sharding_rules import out_sharding_override
 
     check_explicit(what, s)
+    if what == "reshape":  # JAX's unreduced/reduced checks of a reshape's out_sharding (eagerly too)
+        _check_reshape_ur(s.spec, operands)
     entries = tuple(s.spec)
-    with out_sharding_override(shape, entries + (None,) * ((len(shape) if shape is not None else 0)
-                                                           - len(entries))):
+    entries = entries + (None,) * ((len(shape) if shape is not None else 0) - len(entries))
+    if s.spec.unreduced or s.spec.reduced:  # JAX's unreduced/reduced axes: part of the type asked for
+        entries = PartitionSpec(*entries, unreduced=s.spec.unreduced, reduced=s.spec.reduced)
+    with out_sharding_override(shape, entries):
         out = compute()
+    if s.spec.unreduced and shape is None:  # (an einsum's: its contraction must have left them unreduced)
+        _check_unreduced_result(out, s.spec)
+    if (s.spec.unreduced or s.spec.reduced) and _has_type(out, s):  # (JAX's: the product's type, no reshard)
+        return out
     return with_sharding_constraint(out, s, _what=what)
+
+
+def _has_type(out: Any, s: NamedSharding) -> bool:
+    sh = getattr(getattr(out, "aval", None), "sharding", None)
+    if not isinstance(out, Tracer) or sh is None or sh.mesh != s.mesh:
+        return False
+    n = len(out.aval.shape)
+    return sh.spec == PartitionSpec(*(tuple(s.spec) + (None,) * (n - len(s.spec)))[:n], unreduced=s.spec.unreduced,
+                                    reduced=s.spec.reduced)
+
+
+def _check_reshape_ur(spec: PartitionSpec, operands: Any) -> None:
+    from ftrans.core.sharding_rules import array_aval, ur
+
+    ops = tuple(operands) if isinstance(operands, (tuple, list)) else (operands,)
+    if not ops:
+        return
+    x = ops[0]
+    aval = x.aval if isinstance(x, Tracer) else array_aval(x) if isinstance(x, Array) else None
+    have = ur(aval) if aval is not None else (frozenset(), frozenset())
+    for kind, h, given in (("unreduced", have[0], spec.unreduced), ("reduced", have[1], spec.reduced)):
+        if h and h != given:
+            raise FtransValueError(f"out_sharding passed to reshape must be {kind} over the same mesh axes as "
+                                   f"operand. Got out_sharding: {spec!r} and operand type: {aval.str_short()}")
+        if given and not h:
+            raise FtransValueError(f"out_sharding passed to `reshape` cannot contain {kind} axes. Got {spec!r}")
+
+
+def _check_unreduced_result(out: Any, spec: PartitionSpec) -> None:
+    from ftrans.errors import ShardingTypeError
+
+    for leaf in tree_util.tree_leaves(out):
+        sh = getattr(getattr(leaf, "aval", None), "sharding", None)
+        if isinstance(leaf, Tracer) and (sh is None or sh.spec.unreduced != spec.unreduced):
+            raise ShardingTypeError(
+                f"out_sharding's unreduced axes should be equal to the contracting specs. Got unreduced axes="
+                f"{set(spec.unreduced)} and a product whose contracting specs leave "
+                f"{set(sh.spec.unreduced) if sh is not None else set()} unreduced")
 
 
 def place_result(what: str, out_sharding: Any, compute: Any) -> Any:

@@ -888,6 +888,9 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
 
         remember_mesh(mesh)
     spec = tuple(None if type(e).__name__ == "_Unconstrained" else e for e in sharding.spec)[:ndim]
+    ur = (sharding.spec.unreduced, sharding.spec.reduced)
+    if ur[0] or ur[1]:  # JAX's unreduced/reduced axes: part of the runtime's layout (and of the cache key)
+        spec = (*spec, ur)
     # One object per layout: buffers placed or computed on it carry this very object, so a sharded call can
     # check an argument's layout by identity before comparing.
     cache = mesh._runtime_shardings
@@ -897,7 +900,8 @@ def runtime_sharding(sharding: Any, ndim: int) -> Any:
         # array placed through one mesh is on the very object a program compiled through the other takes.
         out = _runtime_layouts.get((rt, spec))
         if out is None:
-            out = NamedSharding(rt, PartitionSpec(*spec))
+            out = NamedSharding(rt, PartitionSpec(*spec[:-1], unreduced=ur[0], reduced=ur[1]) if ur[0] or ur[1]
+                                else PartitionSpec(*spec))
             if len(_runtime_layouts) < 4096:
                 _runtime_layouts[(rt, spec)] = out
         if len(cache) < 1024:

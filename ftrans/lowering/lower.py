@@ -431,7 +431,7 @@ class ModuleLowering:
             return ssa
         from ftrans.lowering.sdy import sharding_attr
 
-        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, len(aval.shape))
+        attr = sharding_attr(self.mesh_symbol(sh.mesh), sh.spec, len(aval.shape), sh.mesh.axis_names)
         return fn.emit("sdy.sharding_constraint", [ssa], [fn.types[ssa]], {"sharding": attr})[0]
 
     def text(self) -> str:

@@ -52,11 +52,11 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
     for a, s in zip(avals, in_shardings):
         spec = s.spec if isinstance(s, NamedSharding) else PartitionSpec()
         sym = m.mesh_symbol(s.mesh) if isinstance(s, NamedSharding) else "mesh"
-        arg_attrs.append(f"sdy.sharding = {sharding_attr(sym, spec, len(a.shape))}")
+        arg_attrs.append(f"sdy.sharding = {sharding_attr(sym, spec, len(a.shape), mesh.axis_names)}")
     res_attrs = []
     for a, s in zip(closed.out_avals, out_shardings):
         if isinstance(s, NamedSharding):
-            res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape))}")
+            res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape), s.mesh.axis_names)}")
         else:
             res_attrs.append("")
     m.alias_ok = _alias_ok(in_shardings, out_shardings)
@@ -75,6 +75,10 @@ def _compile(text: str, devices: list, options: tuple) -> Any:
 
 def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
     """``x`` (an Array of any kind, or a host value) as a buffer laid out as ``sharding``."""
+    if sharding.spec.unreduced or (type(x) is ShardedArray and getattr(x.sharding.spec, "unreduced", None)):
+        if type(x) is ShardedArray and x.sharding == sharding:  # already laid out so
+            return x._sharded
+        return _put_unreduced(x, sharding)
     if rt is None:
         rt = compat.runtime_sharding(sharding, len(np.shape(x)))
     if type(x) is ShardedArray:
@@ -96,6 +100,33 @@ def put(x: Any, sharding: NamedSharding, rt: Any = None) -> Any:
         if value.dtype != canon:
             value = value.astype(canon)
     return compat.put_global(value, rt)
+
+
+def _put_unreduced(x: Any, sharding: NamedSharding) -> Any:
+    """To or from JAX's unreduced axes: a partitioned program (the runtime places no such layout): along those
+    axes one device keeps the value and the others zeros, or the partial sums are added, as in JAX."""
+    from ftrans.core.avals import ShapedArray
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding_rules import array_aval
+    from ftrans.core.trace import stage
+
+    src = x.sharding if type(x) is ShardedArray else None
+    if not (isinstance(src, NamedSharding) and src.mesh == sharding.mesh):
+        src = NamedSharding(sharding.mesh, PartitionSpec())  # (placed replicated first)
+    if isinstance(x, Array):
+        aval = array_aval(x)
+    else:
+        value = np.asarray(x)
+        aval = ShapedArray(value.shape, dtypes.canonicalize(value.dtype), False)
+    closed, _ = stage(lambda v: [sharding_constraint_p.bind(v, sharding=sharding)], [aval], boundary=True)
+    key = (str(closed.jaxpr), sharding.mesh, src, sharding)
+    exe = _reshard_programs.get(key)
+    if exe is None:
+        exe = _reshard_programs[key] = SpmdExecutable(closed, "reshard", sharding.mesh, [src], [sharding])
+    return exe.run([x])[0]._sharded
+
+
+_reshard_programs: dict = {}  # the programs of resharding to or from unreduced axes, by layouts and type
 
 
 def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:

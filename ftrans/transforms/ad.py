@@ -130,7 +130,13 @@ def zeros_like_aval(aval: ShapedArray) -> Any:
 def instantiate(t: Any) -> Any:
     """Turn a symbolic ``Zero`` into actual zeros; other tangents pass through."""
     if type(t) is Zero:
-        return zeros_like_aval(t.aval)
+        z = zeros_like_aval(t.aval)
+        sh = t.aval.sharding
+        if sh is not None and (sh.spec.unreduced or sh.spec.reduced):  # typed zeros (JAX's unreduced/reduced)
+            from ftrans.core.prims.sharding import sharding_constraint_p
+
+            z = sharding_constraint_p.bind(z, sharding=sh)
+        return z
     return t
 
 

@@ -1823,6 +1823,7 @@ class JitWrapped:
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         t = Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                    self._target_device(leaves), self._keep_unused, in_tree)
+        t._call = (args, kwargs, leaves)
         try:
             t._names = _leaf_names(self, args, kwargs)
         except (TypeError, ValueError, AttributeError, KeyError):  # names only label error messages
@@ -1935,8 +1936,17 @@ def out_info(out_tree: Any, avals: Sequence[Any], shardings: Sequence[Any] | Non
                                                for a, sh in zip(avals, shardings)])
 
 
+class _LoweringTraced(threading.local):
+    active = False
+
+
+_lowering_traced = _LoweringTraced()
+
+
 class Traced:
     """``jit(f).trace(*args)``: the staged program, before lowering."""
+
+    _call: Any = None  # (args, kwargs, flat dynamic leaves) it was traced with
 
     def __init__(self, owner: JitWrapped, closed: ClosedJaxpr, out_tree: Any, donate_mask: tuple, device: Any,
                  keep_unused: bool = True, in_tree: Any = None):
@@ -1978,6 +1988,20 @@ class Traced:
         """
         from ftrans.lowering.lower import lower_jaxpr, result_info_attrs
 
+        call = self._call
+        if call is not None and lowering_platforms is None and not _lowering_traced.active:
+            # a partitioned program (sharded arguments, or constraints over a mesh): lowered as the jitted
+            # function's ``lower`` lowers it
+            from ftrans.transforms import sharded_jit
+
+            owner = self._owner
+            if owner._spmd_always or sharded_jit.needs_spmd(owner, call[2]) or sharded_jit.constraint_meshes(
+                    self.jaxpr.jaxpr):
+                _lowering_traced.active = True
+                try:
+                    return owner.lower(*call[0], **call[1])
+                finally:
+                    _lowering_traced.active = False
         for c in self.jaxpr.consts:
             if isinstance(c, ShapeDtypeStruct):
                 raise shape_only_constant_error(c)

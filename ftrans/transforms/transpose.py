@@ -137,6 +137,9 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         cts[k] = add_tangents(_as_array(cts[k]), _as_array(ct)) if k in cts else ct
 
     for v, ct in zip(jaxpr.outvars, cts_out):
+        sh = getattr(v.aval, "sharding", None)
+        if sh is not None and (sh.spec.unreduced or sh.spec.reduced) and not isinstance(v, Literal):
+            ct = _retyped(ct, v.aval)  # a seed (``1.0`` of grad) cast to the cotangent type, as JAX's
         write(v, ct)
 
     for eqn in reversed(lin_eqns):
@@ -145,7 +148,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             ct_out = [cts.pop(id(v), None) for v in eqn.outvars]
             if all(c is None for c in ct_out):
                 continue
-            ct_arg: Any = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, ct_out)]
+            ct_arg: Any = [Zero(ct_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, ct_out)]
         else:
             ct_arg = cts.pop(id(eqn.outvars[0]), None)
             if ct_arg is None:
@@ -167,14 +170,18 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
 
-    return [(cts.get(id(v), Zero(tangent_aval(v.aval))) if id(v) in linear else None) for v in jaxpr.invars]
+    return [(cts.get(id(v), Zero(ct_aval(v.aval))) if id(v) in linear else None) for v in jaxpr.invars]
 
 
 def _retyped(ct: Any, aval: Any) -> Any:
-    """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs)."""
+    """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs): JAX's
+    cotangent type, the primal's with unreduced and reduced axes swapped (a value replicated as reduced over
+    ``x`` has a cotangent of partial sums over ``x``, and the reverse)."""
     sh = aval.sharding
     if sh is None or ct is None or type(ct) is Zero or not hasattr(ct, "aval"):
         return ct
+    if sh.spec.unreduced or sh.spec.reduced:
+        sh = sh.update(spec=sh.spec.to_ct_spec())
     have = ct.aval.sharding
     if have is not None and have.spec == sh.spec:
         return ct
@@ -256,17 +263,29 @@ def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Seq
     return new
 
 
+def ct_aval(aval: ShapedArray) -> ShapedArray:
+    """The abstract value of a cotangent of ``aval``: its tangent's, with JAX's unreduced and reduced mesh axes
+    swapped (a value replicated as reduced has a cotangent of partial sums, and the reverse)."""
+    t = tangent_aval(aval)
+    sh = t.sharding
+    if sh is None or not (sh.spec.unreduced or sh.spec.reduced):
+        return t
+    from ftrans.core.sharding_rules import typed
+
+    return typed(t, sh.mesh, sh.spec.to_ct_spec())
+
+
 def _transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool], ct_nonzero: Sequence[bool],
                      key: tuple) -> tuple[ClosedJaxpr, list]:
     in_avals = closed.in_avals
     res_avals = [a for a, lin in zip(in_avals, linear) if not lin]
-    ct_avals = [tangent_aval(a) for a, nz in zip(closed.out_avals, ct_nonzero) if nz]
+    ct_avals = [ct_aval(a) for a, nz in zip(closed.out_avals, ct_nonzero) if nz]
     n_res = len(res_avals)
 
     def fun(*ins: Any) -> list:
         res, nz_cts = iter(ins[:n_res]), iter(ins[n_res:])
         args = [UndefinedPrimal(tangent_aval(a)) if lin else next(res) for a, lin in zip(in_avals, linear)]
-        cts = [next(nz_cts) if nz else Zero(tangent_aval(a)) for a, nz in zip(closed.out_avals, ct_nonzero)]
+        cts = [next(nz_cts) if nz else Zero(ct_aval(a)) for a, nz in zip(closed.out_avals, ct_nonzero)]
         out = backward_pass(closed.jaxpr, closed.consts, args, cts)
         return [instantiate(c) for c, lin in zip(out, linear) if lin]
 

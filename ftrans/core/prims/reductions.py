@@ -559,6 +559,7 @@ from ftrans.core import sharding_rules as _sr  # noqa: E402
 for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p, reduce_xor_p,
            argmax_p, argmin_p):
     _p.sharding_rule = _sr.reduce_axes
+reduce_sum_p.sharding_rule = _sr.reduce_sum
 dot_general_p.sharding_rule = _sr.dot_general
 del _p
 _sr.typed_by_api.add(dot_general_p)

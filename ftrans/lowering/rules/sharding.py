@@ -16,7 +16,17 @@ def _constraint(ctx: LoweringContext, x: str, *, sharding: Any) -> str:
     sym = ctx.module.mesh_symbol(sharding.mesh)
     if sym is None:  # a single-device program: nothing to partition
         return x
-    attr = sharding_attr(sym, sharding.spec, len(ctx.avals_in[0].shape))
+    ndim = len(ctx.avals_in[0].shape)
+    if sharding.spec.unreduced:
+        # To JAX's unreduced axes from a value that is not unreduced over them: the value is pinned to its own
+        # layout first (replicated when it has no type), so Shardy casts it (one device keeps it, the others
+        # zeros) instead of moving the unreduced layout onto the operation that computed it.
+        src = ctx.avals_in[0].sharding
+        if src is None or src.spec.unreduced != sharding.spec.unreduced:
+            pin = src.spec if src is not None else ()
+            attr = sharding_attr(sym, pin, ndim, sharding.mesh.axis_names)
+            x = ctx.emit1("sdy.sharding_constraint", [x], None, {"sharding": attr})
+    attr = sharding_attr(sym, sharding.spec, ndim, sharding.mesh.axis_names)
     return ctx.emit1("sdy.sharding_constraint", [x], None, {"sharding": attr})
 
 
@@ -47,6 +57,6 @@ def _device_put(ctx: LoweringContext, *xs: str, devices: tuple, srcs: tuple, cop
         if sym is None:
             out.append(x)
             continue
-        attr = sharding_attr(sym, d.spec, len(aval.shape))
+        attr = sharding_attr(sym, d.spec, len(aval.shape), d.mesh.axis_names)
         out.append(ctx.emit1("sdy.sharding_constraint", [x], mt.aval_type(aval), {"sharding": attr}))
     return out

@@ -318,7 +318,12 @@ def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: 
 
     def full_bwd(res: list, cts: list) -> list:
         it = iter(cts)
-        return bwd(res_info, res, [next(it) if lv else Zero(a) for a, lv in zip(out_avals, live)])
+        cts = [next(it) if lv else Zero(a) for a, lv in zip(out_avals, live)]
+        if any(a.sharding is not None for a in out_avals):  # cotangents of the outputs' types, as JAX's
+            from ftrans.transforms.transpose import _retyped
+
+            cts = [_retyped(c, a) for c, a in zip(cts, out_avals)]
+        return bwd(res_info, res, cts)
 
     full_bwd.__name__ = getattr(bwd, "__name__", "bwd")
     t_out = iter(C.custom_lin_p.bind(*res_dyn, *[t for t in arg_tangents if type(t) is not Zero],
