@@ -72,24 +72,30 @@ def compare(f: mt.FuncEmitter, x: str, y: str, dtype: np.dtype, direction: str,
     })[0]
 
 
-def complex_minmax_region(f: mt.FuncEmitter, kind: str, dtype: np.dtype) -> str:
-    """A reduction body for a complex max/min: the two values ordered lexicographically (real part, then
-    imaginary part), as the elementwise ``max``/``min``; ``stablehlo.maximum`` on complex scalars is not.
-    A comparison with a NaN is false, so the second value wins, as in JAX's lowering."""
+def complex_minmax_body(g: mt.FuncEmitter, args: list[str], kind: str, dtype: np.dtype) -> list[str]:
+    """The body combining two complex scalars for a max/min reduction: ordered lexicographically (real part,
+    then imaginary part), as the elementwise ``max``/``min``; ``stablehlo.maximum`` on complex scalars is
+    not. A comparison with a NaN is false, so the second value wins, as in JAX's lowering."""
+    x, y = args
     t = mt.tensor_type((), dtype)
     part = np.dtype(dtypes.float64 if np.dtype(dtype) == dtypes.complex128 else dtypes.float32)
     pt = mt.tensor_type((), part)
     direction = "GT" if kind == "max" else "LT"
+    xr, yr = (g.emit("stablehlo.real", [v], [pt])[0] for v in (x, y))
+    xi, yi = (g.emit("stablehlo.imag", [v], [pt])[0] for v in (x, y))
+    which = g.emit("stablehlo.select", [compare(g, xr, yr, part, "EQ"), compare(g, xi, yi, part, direction),
+                                        compare(g, xr, yr, part, direction)], [_I1])[0]
+    return g.emit("stablehlo.select", [which, x, y], [t])
 
-    def body(g: mt.FuncEmitter, args: list[str]) -> list[str]:
-        x, y = args
-        xr, yr = (g.emit("stablehlo.real", [v], [pt])[0] for v in (x, y))
-        xi, yi = (g.emit("stablehlo.imag", [v], [pt])[0] for v in (x, y))
-        which = g.emit("stablehlo.select", [compare(g, xr, yr, part, "EQ"), compare(g, xi, yi, part, direction),
-                                            compare(g, xr, yr, part, direction)], [_I1])[0]
-        return g.emit("stablehlo.select", [which, x, y], [t])
 
-    return f.region([t, t], body)
+def minmax_region(ctx: LoweringContext, kind: str, dtype: np.dtype) -> str:
+    """A reduction region for ``kind`` over ``dtype``: ``body_op``'s, or the lexicographic one for a complex
+    max/min."""
+    dtype = np.dtype(dtype)
+    if kind in ("max", "min") and dtype.kind == "c":
+        t = mt.tensor_type((), dtype)
+        return ctx.fn.region([t, t], lambda g, args: complex_minmax_body(g, args, kind, dtype))
+    return ctx.reduce_region(body_op(kind, dtype), dtype)
 
 
 def _reduce(kind: str):
@@ -100,13 +106,9 @@ def _reduce(kind: str):
         calc = np.dtype(dtypes.float32) if wide else np.dtype(a.dtype)
         x = ctx.convert(x, a, calc)
         init = ctx.scalar(identity(kind, calc), calc)
-        if kind in ("max", "min") and calc.kind == "c":
-            region = complex_minmax_region(ctx.fn, kind, calc)
-        else:
-            region = ctx.reduce_region(body_op(kind, calc), calc)
         y = ctx.emit1("stablehlo.reduce", [x, init], mt.tensor_type(out.shape, calc),
                       attrs={"dimensions": mt.i64_array(sorted(int(d) for d in axes))},
-                      regions=[region])
+                      regions=[minmax_region(ctx, kind, calc)])
         return ctx.convert(y, out.update(dtype=calc), out.dtype)
 
     rule.__name__ = f"_lower_reduce_{kind}"
