@@ -24,7 +24,7 @@ from ftrans.core.prims import sorting as So
 from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
-from ftrans.lowering.rules.reductions import body_op, complex_minmax_body, compare, identity, minmax_region
+from ftrans.lowering.rules.reductions import body_op, compare, complex_minmax_body, identity, minmax_region
 
 _HALF = (np.dtype(dtypes.bfloat16), np.dtype(dtypes.float16))
 _BOOL = np.dtype(dtypes.bool_)
