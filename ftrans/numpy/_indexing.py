@@ -270,6 +270,13 @@ def _consumed(e: _Entry) -> int:
     return 1
 
 
+class _Entries(list):
+    """Parsed entries. ``split``: an ellipsis that expands to no axes stands between two advanced (integer or
+    array) indices; as for any other separation, NumPy then puts the broadcast index dimensions first."""
+
+    split = False
+
+
 def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
     """Typed entries with the ellipsis (and implicit trailing ``:``) expanded to slices."""
     entries = [_entry(i) for i in _as_index_tuple(idx)]
@@ -285,7 +292,10 @@ def _parse(idx: Any, shape: tuple[int, ...]) -> list[_Entry]:
     fill = [_Entry("slice", slice(None))] * (len(shape) - used)
     if n_ell:
         k = next(i for i, e in enumerate(entries) if e.kind == "ellipsis")
-        return entries[:k] + fill + entries[k + 1:]
+        out = _Entries(entries[:k] + fill + entries[k + 1:])
+        adv = ("int", "array", "bool")
+        out.split = not fill and any(e.kind in adv for e in entries[:k]) and any(e.kind in adv for e in entries[k + 1:])
+        return out
     return entries + fill
 
 
@@ -370,6 +380,9 @@ def _static_ints_traced(entries: list[_Entry], shape: tuple[int, ...], normalize
                                                        else e.value) < shape[ax]:
             e = _Entry("array", np.asarray(e.value, dtypes.canonicalize(np.int32)))
         out.append(e)
+    if getattr(entries, "split", False):
+        out = _Entries(out)
+        out.split = True
     return out
 
 
@@ -557,6 +570,7 @@ def _expand_bool(entries: list[_Entry], shape: tuple[int, ...]) -> tuple[list[_E
 
 
 def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool) -> _GatherIndexer:
+    split = getattr(entries, "split", False)
     entries, from_scalar_bool = _expand_bool(entries, x_shape)
     # Scalar bools add a length-1 axis to x, indexed by arange(1) (True) or arange(0) (False).
     shape = list(x_shape)
@@ -573,7 +587,7 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool)
     axes = _axes_of(entries)
 
     adv_pos = [k for k, e in enumerate(entries) if e.kind in ("int", "array")]
-    adv_contiguous = all(b - a == 1 for a, b in zip(adv_pos, adv_pos[1:]))
+    adv_contiguous = not split and all(b - a == 1 for a, b in zip(adv_pos, adv_pos[1:]))
     adv_arrays = []
     for k in adv_pos:
         v = entries[k].value

@@ -130,8 +130,10 @@ def qr(a: Any, mode: str = "reduced") -> Any:
     if mode == "raw":  # NumPy's (h, tau): geqrf's result with h transposed (LAPACK's column-major layout)
         h, taus = _geqrf(a)
         return M.mT(h), taus
+    if mode == "full":  # NumPy's deprecated name for "reduced", which JAX still accepts
+        mode = "reduced"
     if mode not in ("reduced", "complete", "r"):
-        raise FtransValueError(f"qr: unsupported mode {mode!r}; use 'reduced', 'complete' or 'r'")
+        raise FtransValueError(f"qr: unsupported mode {mode!r}; use 'reduced', 'complete', 'r' or 'raw'")
     q, r = lax_linalg.qr(a, full_matrices=(mode == "complete"))
     return r if mode == "r" else QRResult(q, r)
 
@@ -675,7 +677,10 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     elif ord in (2, -2, "nuc"):
         moved = jnp.moveaxis(a, (r, c), (-2, -1))
         sv = svdvals(moved)
-        out = jnp.sum(sv, axis=-1) if ord == "nuc" else (jnp.max if ord == 2 else jnp.min)(sv, axis=-1)
+        if ord == "nuc":
+            out = jnp.sum(sv, axis=-1)
+        else:  # an empty matrix's 2-norm is 0, as in JAX; its -2-norm has no value
+            out = jnp.max(sv, axis=-1, initial=0) if ord == 2 else jnp.min(sv, axis=-1)
         if keepdims:
             out = jnp.expand_dims(out, axes)
         return out

@@ -105,6 +105,21 @@ def sum_impl(x, *, axes):
         return np.asarray(out).astype(x.dtype, copy=False)
 
 
+def _complex_minmax_fold(x, axes, name):
+    # Complex values with a NaN: the compiled reduction folds in order, keeping the running value only
+    # where it compares strictly greater (less), lexicographically; a comparison with a NaN is false, so
+    # the later value wins. NumPy's max/min would propagate the NaN instead.
+    rest = [d for d in range(x.ndim) if d not in axes]
+    v = np.transpose(x, rest + list(axes)).reshape(tuple(x.shape[d] for d in rest) + (-1,))
+    acc = np.full(v.shape[:-1], -np.inf if name == "max" else np.inf, x.dtype)
+    cmp = np.greater if name == "max" else np.less
+    for k in range(v.shape[-1]):
+        e = v[..., k]
+        keep = np.where(acc.real == e.real, cmp(acc.imag, e.imag), cmp(acc.real, e.real))
+        acc = np.where(keep, acc, e)
+    return acc
+
+
 def _reduce_minmax(fn, name):
     def impl(x, *, axes):
         axes = tuple(axes)
@@ -112,13 +127,15 @@ def _reduce_minmax(fn, name):
             # XLA reduces an empty axis to the operation's identity.
             if x.dtype == np.bool_:
                 ident = name == "min"
-            elif dtypes.is_float(x.dtype):
+            elif dtypes.is_inexact(x.dtype):  # a complex identity is (+-inf, 0), as XLA's
                 ident = np.inf if name == "min" else -np.inf
             else:
                 info = dtypes.iinfo(x.dtype)
                 ident = info.max if name == "min" else info.min
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
             return np.full(shape, ident, dtype=x.dtype)
+        if x.dtype.kind == "c" and axes and np.isnan(x).any():
+            return _complex_minmax_fold(x, axes, name)
         return np.asarray(fn(x, axis=axes), dtype=x.dtype)
 
     return impl

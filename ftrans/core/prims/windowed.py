@@ -65,7 +65,7 @@ def _identity(kind: str, dtype: np.dtype):
         return np.zeros((), dtype)
     if dtype == np.bool_:
         return np.asarray(kind == "min")
-    if dtypes.is_float(dtype):
+    if dtypes.is_inexact(dtype):  # complex: (-+inf, 0), as JAX's identity
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
     info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)

@@ -39,9 +39,8 @@ def identity(kind: str, dtype: np.dtype) -> np.ndarray:
         return np.asarray(kind == "min")
     if dtypes.is_float(dtype):
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
-    if dtype.kind == "c":
-        v = -np.inf if kind == "max" else np.inf
-        return np.asarray(complex(v, v), dtype)
+    if dtype.kind == "c":  # (-+inf, 0), as JAX's identity for an inexact max/min
+        return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
     info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
 
@@ -73,6 +72,32 @@ def compare(f: mt.FuncEmitter, x: str, y: str, dtype: np.dtype, direction: str,
     })[0]
 
 
+def complex_minmax_body(g: mt.FuncEmitter, args: list[str], kind: str, dtype: np.dtype) -> list[str]:
+    """The body combining two complex scalars for a max/min reduction: ordered lexicographically (real part,
+    then imaginary part), as the elementwise ``max``/``min``; ``stablehlo.maximum`` on complex scalars is
+    not. A comparison with a NaN is false, so the second value wins, as in JAX's lowering."""
+    x, y = args
+    t = mt.tensor_type((), dtype)
+    part = np.dtype(dtypes.float64 if np.dtype(dtype) == dtypes.complex128 else dtypes.float32)
+    pt = mt.tensor_type((), part)
+    direction = "GT" if kind == "max" else "LT"
+    xr, yr = (g.emit("stablehlo.real", [v], [pt])[0] for v in (x, y))
+    xi, yi = (g.emit("stablehlo.imag", [v], [pt])[0] for v in (x, y))
+    which = g.emit("stablehlo.select", [compare(g, xr, yr, part, "EQ"), compare(g, xi, yi, part, direction),
+                                        compare(g, xr, yr, part, direction)], [_I1])[0]
+    return g.emit("stablehlo.select", [which, x, y], [t])
+
+
+def minmax_region(ctx: LoweringContext, kind: str, dtype: np.dtype) -> str:
+    """A reduction region for ``kind`` over ``dtype``: ``body_op``'s, or the lexicographic one for a complex
+    max/min."""
+    dtype = np.dtype(dtype)
+    if kind in ("max", "min") and dtype.kind == "c":
+        t = mt.tensor_type((), dtype)
+        return ctx.fn.region([t, t], lambda g, args: complex_minmax_body(g, args, kind, dtype))
+    return ctx.reduce_region(body_op(kind, dtype), dtype)
+
+
 def _reduce(kind: str):
     def rule(ctx: LoweringContext, x, *, axes):
         a = ctx.avals_in[0]
@@ -83,7 +108,7 @@ def _reduce(kind: str):
         init = ctx.scalar(identity(kind, calc), calc)
         y = ctx.emit1("stablehlo.reduce", [x, init], mt.tensor_type(out.shape, calc),
                       attrs={"dimensions": mt.i64_array(sorted(int(d) for d in axes))},
-                      regions=[ctx.reduce_region(body_op(kind, calc), calc)])
+                      regions=[minmax_region(ctx, kind, calc)])
         return ctx.convert(y, out.update(dtype=calc), out.dtype)
 
     rule.__name__ = f"_lower_reduce_{kind}"

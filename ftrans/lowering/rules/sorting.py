@@ -24,7 +24,7 @@ from ftrans.core.prims import sorting as So
 from ftrans.core.shape_poly import is_symbolic_dim
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
-from ftrans.lowering.rules.reductions import body_op, compare, identity
+from ftrans.lowering.rules.reductions import body_op, compare, complex_minmax_body, identity, minmax_region
 
 _HALF = (np.dtype(dtypes.bfloat16), np.dtype(dtypes.float16))
 _BOOL = np.dtype(dtypes.bool_)
@@ -152,8 +152,13 @@ def _cumulative(kind: str):
             from ftrans.lowering.rules.windowed import _dynamic_reduce_window, _reducer_function
 
             init = ctx.scalar(-np.inf if kind == "logsumexp" else identity(kind, calc), calc)
-            reducer = (_reducer_function(ctx, "logaddexp", calc, _logaddexp_body(calc)) if kind == "logsumexp"
-                       else _reducer_function(ctx, body_op(kind, calc), calc))
+            if kind == "logsumexp":
+                reducer = _reducer_function(ctx, "logaddexp", calc, _logaddexp_body(calc))
+            elif kind in ("max", "min") and calc.kind == "c":
+                reducer = _reducer_function(ctx, f"complex_{kind}", calc,
+                                            lambda g, args: complex_minmax_body(g, args, kind, calc))
+            else:
+                reducer = _reducer_function(ctx, body_op(kind, calc), calc)
             ones = [1] * a.ndim
             window, pads = list(ones), [(0, 0)] * a.ndim
             window[axis], pads[axis] = n, ((0, n - 1) if reverse else (n - 1, 0))
@@ -165,7 +170,7 @@ def _cumulative(kind: str):
             region = _logaddexp_region(ctx, calc)
         else:
             init = ctx.scalar(identity(kind, calc), calc)
-            region = ctx.reduce_region(body_op(kind, calc), calc)
+            region = minmax_region(ctx, kind, calc)
         window = [1] * a.ndim
         window[axis] = n
         pads = [0] * (2 * a.ndim)

@@ -16,6 +16,7 @@ from ftrans.core.prims import windowed as W
 from ftrans.core.shape_poly import is_poly_shape
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
+from ftrans.lowering.rules.reductions import complex_minmax_body, minmax_region
 
 _HALF = (np.dtype(dtypes.bfloat16), np.dtype(dtypes.float16))
 
@@ -26,7 +27,7 @@ def _identity(kind: str, dtype: np.dtype) -> np.ndarray:
         return np.zeros((), dtype)
     if dtype == dtypes.bool_:
         return np.asarray(kind == "min")
-    if dtypes.is_float(dtype):
+    if dtypes.is_inexact(dtype):  # complex: (-+inf, 0), as JAX's identity
         return np.asarray(-np.inf if kind == "max" else np.inf, dtype)
     info = dtypes.iinfo(dtype)
     return np.asarray(info.min if kind == "max" else info.max, dtype)
@@ -87,9 +88,14 @@ def _rule(kind: str):
         x = ctx.convert(x, a, calc)
         init = ctx.scalar(_identity(kind, calc), calc)
         if _symbolic(window_dimensions, window_strides, padding, base_dilation, window_dilation):
-            y, = _dynamic_reduce_window(ctx, [x], [init], [mt.tensor_type(out.shape, calc)],
-                                        _reducer_function(ctx, _body_op(kind, calc), calc), window_dimensions,
-                                        window_strides, padding, base_dilation, window_dilation)
+            if kind != "sum" and calc.kind == "c":
+                reducer = _reducer_function(ctx, f"complex_{kind}", calc,
+                                            lambda g, args: complex_minmax_body(g, args, kind, calc))
+            else:
+                reducer = _reducer_function(ctx, _body_op(kind, calc), calc)
+            y, = _dynamic_reduce_window(ctx, [x], [init], [mt.tensor_type(out.shape, calc)], reducer,
+                                        window_dimensions, window_strides, padding, base_dilation,
+                                        window_dilation)
             return ctx.convert(y, out.update(dtype=calc), out.dtype)
         pads = [int(v) for pair in padding for v in pair]
         y = ctx.emit1("stablehlo.reduce_window", [x, init], mt.tensor_type(out.shape, calc), attrs={
@@ -98,7 +104,8 @@ def _rule(kind: str):
             "base_dilations": mt.i64_array(base_dilation),
             "window_dilations": mt.i64_array(window_dilation),
             "padding": mt.i64_elements(pads, (a.ndim, 2)),
-        }, regions=[ctx.reduce_region(_body_op(kind, calc), calc)])
+        }, regions=[minmax_region(ctx, kind, calc) if kind != "sum" and calc.kind == "c"
+                    else ctx.reduce_region(_body_op(kind, calc), calc)])
         return ctx.convert(y, out.update(dtype=calc), out.dtype)
 
     rule.__name__ = f"_lower_reduce_window_{kind}"
