@@ -42,6 +42,7 @@ from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argume
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.jaxpr_api import _typed_key_avals
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.layout import Format, default_layout
@@ -258,6 +259,19 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 
 
 _FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's (and ftrans.dtypes') tangent dtype of integers
+
+
+_key_trees: dict = {}
+
+
+def _has_keys(in_tree: Any) -> bool:
+    """Whether the arguments' tree holds a typed key array (remembered per tree)."""
+    has = _key_trees.get(in_tree)
+    if has is None:
+        if len(_key_trees) > 4096:
+            _key_trees.clear()
+        has = _key_trees[in_tree] = tree_util.has_key_nodes(in_tree)
+    return has
 
 
 def _is_float0(x: Any) -> bool:
@@ -1189,6 +1203,8 @@ class JitWrapped:
             if sharded_jit.needs_spmd(self, leaves):
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
                                                 in_tree)
+        if _has_keys(in_tree):  # a typed key array enters as a key-typed value (its data is what the program takes)
+            avals = _typed_key_avals(in_tree, leaves, avals)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         # This thread's config contexts (``()`` without one): options read while tracing (matmul precision,
