@@ -1835,6 +1835,8 @@ class JitWrapped:
             if a is None:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
+        if _has_keys(in_tree) and _trace.is_eager():  # typed key arrays enter as key-typed values, as in a call
+            avals = _typed_key_avals(in_tree, leaves, avals)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         t = Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                    self._target_device(leaves), self._keep_unused, in_tree)
@@ -2216,7 +2218,10 @@ def _no_execution_error(name: str) -> FtransRuntimeError:
 
 def _tree_text(tree: Any) -> str:
     """``(args, kwargs)`` treedef as the structure with ``*`` for leaves, e.g. ``((*, [*]), {})``."""
-    return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+    try:
+        return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+    except (AttributeError, TypeError):  # a node that cannot stand over a placeholder (a typed key array)
+        return str(tree)
 
 
 def check_not_traced(leaves: list) -> None:
@@ -2272,6 +2277,8 @@ class Compiled:
                 f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
                 "the same structure (static arguments left out), or lower again")
         got = [_leaf_aval(x) for x in leaves]
+        if _has_keys(tree):  # a typed key array's data leaf is checked as the key array it stands for
+            got = _typed_key_avals(tree, leaves, got)
         if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
                                         for g, w in zip(got, want)):
             raise self._type_error(leaves, got, want)
