@@ -1203,6 +1203,7 @@ class JitWrapped:
             if sharded_jit.needs_spmd(self, leaves):
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
                                                 in_tree)
+        data_avals = avals
         if _has_keys(in_tree):  # a typed key array enters as a key-typed value (its data is what the program takes)
             avals = _typed_key_avals(in_tree, leaves, avals)
         device = self._target_device(leaves)
@@ -1222,8 +1223,9 @@ class JitWrapped:
             if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
                 from ftrans.transforms import sharded_jit
 
+                # (which takes a key array as its data: its shardings name the data's axes)
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves,
-                                                avals, in_tree)
+                                                data_avals, in_tree)
         else:
             self.hits += 1
         kept = entry.kept
