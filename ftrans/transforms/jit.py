@@ -1203,9 +1203,6 @@ class JitWrapped:
             if sharded_jit.needs_spmd(self, leaves):
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
                                                 in_tree)
-        data_avals = avals
-        if _has_keys(in_tree):  # a typed key array enters as a key-typed value (its data is what the program takes)
-            avals = _typed_key_avals(in_tree, leaves, avals)
         device = self._target_device(leaves)
         x64 = _config_mod.config.enable_x64
         # This thread's config contexts (``()`` without one): options read while tracing (matmul precision,
@@ -1213,6 +1210,10 @@ class JitWrapped:
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64,
                _config_mod.config.scoped_here())
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
+        data_avals = avals
+        # (the key's tree tells key arrays apart: their key-typed avals are needed only to trace)
+        if entry is None and _has_keys(in_tree):  # a typed key array enters as a key-typed value
+            avals = _typed_key_avals(in_tree, leaves, avals)
         if entry is None and self._background_applies(leaves):
             out = self._call_in_background(key, full_args, full_kwargs, in_tree, avals, device, leaves)
             if out is not _COMPILED:
@@ -2279,10 +2280,14 @@ class Compiled:
                 f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
                 "the same structure (static arguments left out), or lower again")
         got = [_leaf_aval(x) for x in leaves]
-        if _has_keys(tree):  # a typed key array's data leaf is checked as the key array it stands for
+
+        def differ() -> bool:
+            return len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                                for g, w in zip(got, want))
+
+        if differ() and _has_keys(tree):  # a typed key array's data leaf is checked as the key array it stands for
             got = _typed_key_avals(tree, leaves, got)
-        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                        for g, w in zip(got, want)):
+        if differ():
             raise self._type_error(leaves, got, want)
         return leaves
 
