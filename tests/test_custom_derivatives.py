@@ -392,3 +392,25 @@ def test_custom_call_prints_like_jax(kind):
     want = jax.make_jaxpr(build(jax))(x).pretty_print(use_color=False)
     got = ftrans.make_jaxpr(build(ftrans))(x).pretty_print(use_color=False)
     assert got == want
+
+
+def test_bwd_type_mismatch_message_begins_as_jaxs():
+    """The message starts with JAX's words (which users match on), the rule and function named after them."""
+    import jax
+    import jax.numpy as jjnp
+
+    def build(m, zeros):
+        @m.custom_vjp
+        def foo(x, y):
+            return x
+
+        foo.defvjp(lambda x, y: (x, None), lambda _, g: (zeros(3), zeros(3)))
+        return lambda x, y: foo(x, y).sum()
+
+    with pytest.raises(ValueError) as theirs:
+        jax.grad(build(jax, jjnp.zeros), 1)(jjnp.ones(3), jjnp.ones(4))
+    with pytest.raises(ValueError) as ours:
+        ftrans.grad(build(ftrans, fjnp.zeros), 1)(fjnp.ones(3), fjnp.ones(4))
+    head = str(theirs.value).split(" of type")[0]
+    assert str(ours.value).startswith(head), (str(ours.value), head)
+    assert "(bwd rule <lambda> of foo)" in str(ours.value)

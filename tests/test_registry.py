@@ -613,6 +613,9 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
              "its rules (abstract eval, impl, jvp, vmap, lowering) against jax"
        for name in ("random_seed", "random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
                     "random_clone", "consume")},
+    "random_gamma": "JAX's gamma sampler over a key-typed operand (a key array, which NumPy samples cannot stand "
+                    "for); tests/test_random_gamma_primitive.py covers its rules (abstract eval, eager, jvp, vmap, "
+                    "lowering) against jax.random.random_gamma_p",
 }
 
 

@@ -70,6 +70,8 @@ class Trace:
 
     def full_raise(self, val: Any) -> Any:
         if not isinstance(val, Tracer):
+            if type(val) is PRNGKeyArray:  # a key array bound directly (a user's primitive): ``bind`` unwraps it
+                raise _KeyArrayOperand
             return self.pure(val)
         main = val._trace.main
         if main is self.main:
@@ -348,7 +350,44 @@ def bind(prim: Primitive, args: tuple, params: dict) -> Any:
         return eager_apply(prim, args, params)
     trace = find_top_trace(args)
     raise_ = trace.full_raise
-    return trace.process_primitive(prim, [raise_(a) for a in args], params)
+    try:
+        vals = [raise_(a) for a in args]
+    except _KeyArrayOperand:
+        return _bind_key_arrays(prim, args, params)
+    return trace.process_primitive(prim, vals, params)
+
+
+class _KeyArrayOperand(Exception):
+    """A ``PRNGKeyArray`` reached a traced bind as an operand (``full_raise`` raises it)."""
+
+
+def _bind_key_arrays(prim: Primitive, args: tuple, params: dict) -> Any:
+    """``prim`` bound (in traced code) on operands among which are key arrays, as JAX binds a primitive on
+    key-typed arrays: each key array enters as its key-typed value (key data it holds is wrapped,
+    ``random_wrap``), and each key-typed result comes back a key array.  While key reuse is checked, the
+    primitive consumes its key operands and its key results count as consumed (JAX's rule for a primitive
+    the checker does not know)."""
+    from ftrans.core import key_reuse as _kr
+    from ftrans.core.prims.random import random_wrap_p
+
+    flat = []
+    for a in args:
+        if type(a) is PRNGKeyArray:
+            base = a._base_array
+            flat.append(base if a._typed else random_wrap_p.bind(base, impl=a._impl))
+        else:
+            flat.append(a)
+    out = bind(prim, tuple(flat), params)
+    outs = [PRNGKeyArray(o.dtype._impl, o) if is_key_dtype(getattr(o, "dtype", None)) else o
+            for o in (out if prim.multiple_results else [out])]
+    if _kr.tracking():
+        for i, a in enumerate(args):
+            if type(a) is PRNGKeyArray:
+                _kr.sink(a, prim.name, idx=i)
+        for o in outs:
+            if type(o) is PRNGKeyArray:
+                _kr.sink(_kr.fresh(o), prim.name)
+    return outs if prim.multiple_results else outs[0]
 
 
 # ----------------------------------------------------------------------------
@@ -1373,7 +1412,11 @@ def _primitive_bind(self: Primitive, *args: Any, **params: Any) -> Any:
         return eager_apply(self, args, params)
     trace = find_top_trace(args)
     raise_ = trace.full_raise
-    return trace.process_primitive(self, [raise_(a) for a in args], params)
+    try:
+        vals = [raise_(a) for a in args]
+    except _KeyArrayOperand:
+        return _bind_key_arrays(self, args, params)
+    return trace.process_primitive(self, vals, params)
 
 
 _primitive_module.Primitive.bind = _primitive_bind

@@ -11,6 +11,7 @@ implementations (``uint32[4]`` keys, bits from XLA's RngBitGenerator) exist too
 """
 
 from ftrans.core.keys import PRNGKeyArray
+from ftrans.core.prims.random import random_gamma_p
 from ftrans.random._distributions import (
     ball,
     beta,
@@ -71,5 +72,5 @@ __all__ = [
     "double_sided_maxwell", "weibull_min", "gamma", "loggamma", "beta", "dirichlet", "t", "chisquare",
     "f", "pareto", "poisson", "geometric", "rayleigh", "wald", "triangular", "lognormal",
     "generalized_normal", "ball", "orthogonal", "multivariate_normal", "binomial", "multinomial",
-    "clone", "key_impl", "key_dtype", "PRNGKeyArray",
+    "clone", "key_impl", "key_dtype", "PRNGKeyArray", "random_gamma_p",
 ]

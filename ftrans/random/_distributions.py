@@ -11,7 +11,8 @@ per-element keys), Knuth's method and Hormann's transformed rejection for
 ``gamma`` (and everything built on it: ``loggamma``, ``beta``,
 ``dirichlet``, ``t``, ``chisquare``, ``f``, ``generalized_normal``,
 ``ball``) differentiates in its shape parameter by implicit
-reparameterisation, as JAX does: a ``custom_jvp`` whose tangent is
+reparameterisation, as JAX does: JAX's ``random_gamma`` primitive
+(``core/prims/random.py``, drawing by ``_phys_gamma``), whose tangent is
 ``d sample / d alpha = -(dF/dalpha) / (dF/dx)`` for the gamma CDF ``F``,
 computed by the series / continued fraction of the incomplete gamma function.
 
@@ -56,7 +57,6 @@ from ftrans.random._samplers import (
     sharded_sampler,
 )
 from ftrans.transforms.batching import vmap
-from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__ = [
     "exponential", "laplace", "logistic", "cauchy", "rademacher", "maxwell", "double_sided_maxwell",
@@ -444,49 +444,32 @@ def _gamma_one(k: Any, alpha: Any, log_space: bool) -> Any:
     return lax.mul(lax.mul(dd, v3), boost)
 
 
-def _gamma_samples(k: Any, a: Any, log_space: bool) -> Any:
+def _phys_gamma(impl: Any, keys: Any, a: Any, *, log_space: bool) -> Any:
+    """``random_gamma`` on key data: ``keys`` (``uint32``, the key shape trailing) leads ``a``'s shape; each
+    key is split into one key per element of the rest of ``a``, and every element is drawn alone (mapped by
+    ``vmap`` for threefry2x32, one at a time in a loop for the other implementations, as JAX's lowering)."""
     shape = tuple(shape_of(a))
-    n = math.prod(shape)
-    if n == 0:
+    nk = len(shape_of(keys)) - len(impl.key_shape)
+    m, n = math.prod(shape[:nk]), math.prod(shape[nk:])
+    if m * n == 0:
         return jnp.zeros(shape, a.dtype)
-    keys = _prng.split(k, (n,))
     one = lambda kk, aa: _gamma_one(kk, aa, log_space)  # noqa: E731
-    if _prng.impl_of_key(k).name == "threefry2x32":
-        flat = vmap(one)(keys, lax.reshape(a, (n,)))
-    else:
-        # JAX maps over the elements one at a time for other implementations: under vmap, an
-        # RngBitGenerator key would draw every element's bits (from the first key of the batch).
-        flat = lax.map(lambda ka: one(*ka), (keys, lax.reshape(a, (n,))))
+    with _prng._impl_scope(impl):
+        ks = lax.reshape(keys, (m, *impl.key_shape))
+        if m == 1:
+            ks = impl.split(lax.reshape(ks, tuple(impl.key_shape)), (n,))
+        else:
+            # a batched split (so unsafe_rbg's draws come from the batch's first key, as its bit generator batches)
+            ks = vmap(lambda kk: impl.split(kk, (n,)))(ks)
+        ks = lax.reshape(ks, (m * n, *impl.key_shape))
+        alphas = lax.reshape(a, (m * n,))
+        if impl is _prng.threefry_prng_impl:
+            flat = vmap(one)(ks, alphas)
+        else:
+            # one element at a time: under vmap, an RngBitGenerator key would draw every element's bits
+            # (from the first key of the batch).
+            flat = lax.map(lambda ka: one(*ka), (ks, alphas))
     return lax.reshape(flat, shape)
-
-
-def _sequential_gamma(log_space: bool) -> Any:
-    """``_gamma_samples`` for RngBitGenerator keys, batched by ``vmap`` as JAX's gamma primitive is: one
-    draw per batch element in a loop (its batch inside the bit generator would use the first key alone)."""
-    from ftrans.custom_batching import custom_vmap
-
-    f = custom_vmap(lambda k, a: _gamma_samples(k, a, log_space))
-
-    @f.def_vmap
-    def rule(axis_size: int, in_batched: list, k: Any, a: Any) -> tuple[Any, bool]:
-        kb, ab = in_batched
-        k = k if kb else jnp.broadcast_to(k, (axis_size,) + tuple(shape_of(k)))
-        a = a if ab else jnp.broadcast_to(a, (axis_size,) + tuple(shape_of(a)))
-        shape = tuple(shape_of(a))
-        n = math.prod(shape[1:])
-        if n == 0:
-            return jnp.zeros(shape, a.dtype), True
-        # As JAX's gamma batches: each key split (a batched split, so unsafe_rbg's draws come from the
-        # batch's first key, as its bit generator batches), then every element drawn in one loop.
-        keys = vmap(lambda kk: _prng.split(kk, (n,)))(k)
-        keys = lax.reshape(keys, (axis_size * n,) + tuple(shape_of(keys))[2:])
-        flat = lax.map(lambda ka: _gamma_one(ka[0], ka[1], log_space), (keys, lax.reshape(a, (axis_size * n,))))
-        return lax.reshape(flat, shape), True
-
-    return f
-
-
-_SEQUENTIAL_GAMMA = {True: _sequential_gamma(True), False: _sequential_gamma(False)}
 
 
 def _any(pred: Any) -> Any:
@@ -615,21 +598,15 @@ def _gamma_grad(sample: Any, a: Any, log_space: bool) -> Any:
     return _random_gamma_grad(a, sample)
 
 
+R.physical[R.random_gamma_p] = _phys_gamma
+R.derivatives[R.random_gamma_p] = _gamma_grad
+
+
 def _random_gamma(k: Any, a: Any, log_space: bool) -> Any:
-    if _prng.impl_of_key(k).name == "threefry2x32":
-        return _gamma_samples(k, a, log_space)
-    return _SEQUENTIAL_GAMMA[log_space](k, a)
-
-
-_random_gamma = custom_jvp(_random_gamma, nondiff_argnums=(2,))
-
-
-@_random_gamma.defjvp
-def _random_gamma_jvp(log_space: bool, primals: tuple, tangents: tuple) -> tuple:
-    k, a = primals
-    ta = tangents[1]
-    ans = _random_gamma(k, a, log_space)
-    return ans, ta * _gamma_grad(ans, a, log_space)
+    """JAX's ``random_gamma`` primitive on the key ``k`` (key data is typed first) and the parameters ``a``."""
+    if not _prng.is_key_value(k):
+        k = R.random_wrap_p.bind(k, impl=_prng.impl_of_key(k))
+    return R.random_gamma_p.bind(k, a, log_space=log_space)
 
 
 def _gamma_core(k: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_space: bool) -> Any:
@@ -639,7 +616,7 @@ def _gamma_core(k: Any, a: Any, shape: tuple[int, ...], dtype: np.dtype, log_spa
     return _random_gamma(k, a, log_space)
 
 
-_gamma = core_jit(_gamma_core, static_argnums=(2, 3, 4))
+_gamma = core_jit(_gamma_core, static_argnums=(2, 3, 4), name="_gamma")
 
 
 def _gamma_public(name: str, key: Any, a: Any, shape: Any, dtype: Any, log_space: bool) -> Any:

@@ -840,10 +840,11 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
                 continue
             got = aval_of(c)
             if tuple(got.shape) != tuple(want.shape):
-                raise FtransValueError(
-                    f"{where} must produce an output with the same type as the args tuple of "
+                raise FtransValueError(  # (JAX's words, which name no function: the names follow)
+                    f"Custom VJP bwd rule must produce an output with the same type as the args tuple of "
                     f"the primal function, but at output{kp} the bwd rule produced an output of type "
-                    f"{got.str_short()} corresponding to an input of type {want.str_short()}"
+                    f"{got.str_short()} corresponding to an input of type {want.str_short()} "
+                    f"({where.removeprefix('Custom VJP ')})"
                 )
             # A cotangent of another floating dtype (f32 for a bf16 argument) passes through as bwd made it,
             # as in JAX (its custom_vjp allows that for inexact arguments): no rounding to the argument's dtype.

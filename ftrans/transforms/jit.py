@@ -42,6 +42,7 @@ from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argume
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
+from ftrans.core.jaxpr_api import _typed_key_avals
 from ftrans.core.jaxpr_api import eval_shape as _core_eval_shape
 from ftrans.core.keys import PRNGKeyArray, is_key_dtype
 from ftrans.core.layout import Format, default_layout
@@ -258,6 +259,19 @@ def disable_jit(disable: bool = True) -> Iterator[None]:
 
 
 _FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's (and ftrans.dtypes') tangent dtype of integers
+
+
+_key_trees: dict = {}
+
+
+def _has_keys(in_tree: Any) -> bool:
+    """Whether the arguments' tree holds a typed key array (remembered per tree)."""
+    has = _key_trees.get(in_tree)
+    if has is None:
+        if len(_key_trees) > 4096:
+            _key_trees.clear()
+        has = _key_trees[in_tree] = tree_util.has_key_nodes(in_tree)
+    return has
 
 
 def _is_float0(x: Any) -> bool:
@@ -1196,6 +1210,10 @@ class JitWrapped:
         key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64,
                _config_mod.config.scoped_here())
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
+        data_avals = avals
+        # (the key's tree tells key arrays apart: their key-typed avals are needed only to trace)
+        if entry is None and _has_keys(in_tree):  # a typed key array enters as a key-typed value
+            avals = _typed_key_avals(in_tree, leaves, avals)
         if entry is None and self._background_applies(leaves):
             out = self._call_in_background(key, full_args, full_kwargs, in_tree, avals, device, leaves)
             if out is not _COMPILED:
@@ -1206,8 +1224,9 @@ class JitWrapped:
             if entry is None:  # the body constrains shardings: a partitioned program (sharded_jit.py)
                 from ftrans.transforms import sharded_jit
 
+                # (which takes a key array as its data: its shardings name the data's axes)
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves,
-                                                avals, in_tree)
+                                                data_avals, in_tree)
         else:
             self.hits += 1
         kept = entry.kept
@@ -1820,6 +1839,8 @@ class JitWrapped:
             if a is None:
                 raise _bad_leaf_error(self.__name__, dargs, dkw, leaf, self, (args, kwargs))
             avals.append(a)
+        if _has_keys(in_tree) and _trace.is_eager():  # typed key arrays enter as key-typed values, as in a call
+            avals = _typed_key_avals(in_tree, leaves, avals)
         closed, out_tree = self._trace(args, kwargs, avals, in_tree, statics)
         t = Traced(self, closed, out_tree, self._donate_mask(args, kwargs, len(avals)),
                    self._target_device(leaves), self._keep_unused, in_tree)
@@ -2225,7 +2246,10 @@ def _no_execution_error(name: str) -> FtransRuntimeError:
 
 def _tree_text(tree: Any) -> str:
     """``(args, kwargs)`` treedef as the structure with ``*`` for leaves, e.g. ``((*, [*]), {})``."""
-    return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+    try:
+        return str(tree_util.tree_unflatten(tree, ["*"] * tree.num_leaves)).replace("'*'", "*")
+    except (AttributeError, TypeError):  # a node that cannot stand over a placeholder (a typed key array)
+        return str(tree)
 
 
 def check_not_traced(leaves: list) -> None:
@@ -2281,8 +2305,14 @@ class Compiled:
                 f"lowered for {_tree_text(self._in_tree)}, called with {_tree_text(tree)}. Call it with "
                 "the same structure (static arguments left out), or lower again")
         got = [_leaf_aval(x) for x in leaves]
-        if len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
-                                        for g, w in zip(got, want)):
+
+        def differ() -> bool:
+            return len(got) != len(want) or any(g is None or (g.shape, g.dtype) != (w.shape, w.dtype)
+                                                for g, w in zip(got, want))
+
+        if differ() and _has_keys(tree):  # a typed key array's data leaf is checked as the key array it stands for
+            got = _typed_key_avals(tree, leaves, got)
+        if differ():
             raise self._type_error(leaves, got, want)
         return leaves
 

@@ -219,7 +219,10 @@ scatter_max_p = _make_scatter("scatter_max")
 
 
 def default_gather_fill_value(dtype: np.dtype) -> Any:
-    """jax's FILL_OR_DROP default: NaN for inexact, min for signed, max for unsigned, True for bool."""
+    """jax's FILL_OR_DROP default: NaN for inexact, min for signed, max for unsigned, True for bool; for keys,
+    the key whose ``uint32`` data words are all the maximum (JAX's)."""
+    if type(dtype).__name__ == "KeyDtype":
+        return int(np.iinfo(np.uint32).max)
     if dtypes.is_inexact(dtype):
         return float("nan")
     if dtype == dtypes.bool_:

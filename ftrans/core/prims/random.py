@@ -29,12 +29,16 @@ from ftrans.core.primitive import Primitive, never_weak
 from ftrans.core.prims._base import prim_type_error, prim_value_error
 
 __all__ = ["random_seed_p", "random_bits_p", "random_split_p", "random_fold_in_p", "random_wrap_p",
-           "random_unwrap_p", "random_clone_p", "consume_p", "physical", "key_impl_of", "physical_aval"]
+           "random_unwrap_p", "random_clone_p", "consume_p", "random_gamma_p", "physical", "derivatives",
+           "key_impl_of", "physical_aval"]
 
 _U32 = np.dtype(np.uint32)
 
 # primitive -> fn(impl, *physical operands, **params) -> physical result: registered by ``ftrans.random``
 physical: dict[Primitive, Callable[..., Any]] = {}
+# primitive -> fn(result, *operands, **params) -> d result / d (its differentiable operand), for a sampler
+# differentiable in its parameter (``random_gamma``, by implicit reparameterisation): ``ftrans.random`` code too
+derivatives: dict[Primitive, Callable[..., Any]] = {}
 
 
 def physical_aval(aval: ShapedArray) -> ShapedArray:
@@ -196,8 +200,33 @@ for _p in (random_clone_p, consume_p):
     _p.def_impl(lambda keys: keys)
 
 
+# ---------------------------------------------------------------- random_gamma: JAX's gamma sampler primitive
+# ``random_gamma(keys, a, log_space=...)``: Gamma(a, 1) samples (their logs for ``log_space``) of ``a``'s
+# shape, whose leading axes are those of ``keys``: each key is split into one key per element of the
+# rest of ``a`` (Marsaglia and Tsang's method per element: ``ftrans.random``'s ``physical`` function).
+# Differentiable in ``a`` (``derivatives``); batching moves both batch axes to the front.
+random_gamma_p = Primitive("random_gamma")
+
+
+@random_gamma_p.def_abstract_eval
+def _gamma_abstract(keys: ShapedArray, a: ShapedArray, *, log_space: bool) -> ShapedArray:
+    key_impl_of(random_gamma_p, keys)
+    if not dtypes.is_float(a.dtype):
+        raise prim_type_error(random_gamma_p, [keys, a], "the shape parameter a must be a float array")
+    if tuple(a.shape[:len(keys.shape)]) != tuple(keys.shape):
+        raise prim_type_error(random_gamma_p, [keys, a],
+                              f"the keys' shape {tuple(keys.shape)} must lead a's shape {tuple(a.shape)}")
+    return ShapedArray(a.shape, a.dtype)
+
+
+@random_gamma_p.def_impl
+def _gamma_impl(keys: Any, a: Any, *, log_space: bool) -> Any:
+    return _run(random_gamma_p, keys._impl, _data(keys), a, log_space=log_space)
+
+
 RANDOM_PRIMITIVES = (random_seed_p, random_bits_p, random_split_p, random_fold_in_p, random_wrap_p,
                      random_unwrap_p, random_clone_p, consume_p)
+# (``random_gamma`` on concrete keys runs compiled, ``run_with_keys``, so its values are the jitted sampler's)
 _OWN_RULES = frozenset(RANDOM_PRIMITIVES)
-for _p in RANDOM_PRIMITIVES:
+for _p in (*RANDOM_PRIMITIVES, random_gamma_p):
     _p.def_weak_type(never_weak)  # (and so the eager path's one-operand elementwise shortcut skips them)

@@ -17,7 +17,7 @@ error:
   ``custom_vjp_call``) run checkify on their bodies, which then take the error leaves as
   extra inputs and return them as extra outputs: a loop carries the error (a boolean, a
   code and the payload per error key) in its carry; ``pmap``/``shard_map`` return one error
-  per device, reduced to the first failing device. The other higher-order primitives
+  per device, mapped over the devices (as JAX's). The other higher-order primitives
   (``custom_vmap_call``, ``custom_linear_solve``, ``reduce``, ``reduce_window``) are bound
   unchanged, their bodies unchecked (the last three get the NaN check on their results).
 
@@ -50,7 +50,7 @@ from ftrans.core.jaxpr_api import eval_jaxpr
 from ftrans.core.primitive import Primitive, registry
 from ftrans.core.prims.control_flow import join_consts
 from ftrans.core.trace import Tracer, source_info_as, stage
-from ftrans.experimental.checkify._check import check_p, reduce_any_error
+from ftrans.experimental.checkify._check import check_p
 from ftrans.experimental.checkify._errors import (
     DivisionByZeroError,
     Error,
@@ -421,8 +421,8 @@ for _name in ("jit_call", "remat2", "checkpointed_while", "while_lin"):
 
 def _pmap_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxpr: Any, in_axes: tuple,
                out_axes: tuple, donated_invars: tuple, **params: Any) -> tuple[Error, list]:
-    """Each device checks its own part; the per-device errors come back mapped and are reduced to the first
-    failing device (as ``checkify`` of a ``vmap``)."""
+    """Each device checks its own part; the per-device errors come back mapped over the devices (as JAX's:
+    ``Error.get`` reports each failing device, ``at mapped index i: ...``)."""
     from ftrans.core.axis_env import extend_axis_env
 
     with extend_axis_env(params["axis_name"], params["axis_size"], None):
@@ -437,7 +437,7 @@ def _pmap_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxpr: An
                  dict(params, jaxpr=st.jaxpr, in_axes=(None,) * lead + tuple(in_axes),
                       out_axes=(0,) * n_err + tuple(out_axes), donated_invars=(False,) * lead + tuple(donated_invars)))
     per_device = _from_leaves(keys, outs[:n_err], _merge_metadata(err, [st]))
-    return reduce_any_error(per_device), outs[n_err:]
+    return per_device, outs[n_err:]
 
 
 checkify_rules[registry["pmap"]] = _pmap_rule
@@ -445,8 +445,8 @@ checkify_rules[registry["pmap"]] = _pmap_rule
 
 def _shard_map_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxpr: Any, in_names: tuple,
                     out_names: tuple, **params: Any) -> tuple[Error, list]:
-    """Each device checks its own blocks; the per-device errors come back stacked over the devices and are
-    reduced to the first failing device."""
+    """Each device checks its own blocks; the per-device errors come back stacked over the devices (as JAX's:
+    ``Error.get`` reports each failing device, ``at mapped index i: ...``)."""
     from ftrans.core.prims.shard_map import _body_env
 
     with _body_env(params):
@@ -462,7 +462,7 @@ def _shard_map_rule(err: Error, enabled: frozenset, where: str, *vals: Any, jaxp
                  dict(params, jaxpr=st.jaxpr, in_names=unsplit + tuple(in_names),
                       out_names=(None,) * n_err + tuple(out_names)))
     per_device = _from_leaves(keys, outs[:n_err], _merge_metadata(err, [st]))
-    return reduce_any_error(per_device), outs[n_err:]
+    return per_device, outs[n_err:]
 
 
 checkify_rules[registry["shard_map"]] = _shard_map_rule

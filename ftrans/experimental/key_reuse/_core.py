@@ -251,6 +251,7 @@ def _install_signatures() -> None:
         _R.consume_p: sig(Sink(0), Forward(0, 0)),
         _R.random_clone_p: sig(Source(0)),
         _R.random_bits_p: sig(Sink(0)),
+        _R.random_gamma_p: sig(Sink(0)),
         _R.random_fold_in_p: sig(Source(0)),
         _R.random_seed_p: sig(Source(0)),
         _R.random_split_p: sig(Sink(0), Source(0)),
@@ -271,8 +272,12 @@ def _is_key_var(v: Any) -> bool:
 
 
 def _unknown_signature(eqn: Any) -> KeyReuseSignature:
-    return KeyReuseSignature(*(Sink(i) for i, v in enumerate(eqn.invars) if _is_key_var(v)),
-                             *(Source(j) for j, v in enumerate(eqn.outvars) if _is_key_var(v)))
+    """Every key operand consumed; the key results of a primitive with a body (control flow) fresh, those of
+    any other primitive consumed too (JAX's rule for a primitive the checker does not know)."""
+    from ftrans.core.ir import subjaxprs
+
+    sources = (Source(j) for j, v in enumerate(eqn.outvars) if _is_key_var(v)) if subjaxprs(eqn) else ()
+    return KeyReuseSignature(*(Sink(i) for i, v in enumerate(eqn.invars) if _is_key_var(v)), *sources)
 
 
 def _signature_of_eqn(eqn: Any) -> KeyReuseSignature:
@@ -342,9 +347,10 @@ def jaxpr_type_signature(jaxpr: Any) -> KeyReuseSignature:
             k = st(eqn.invars[f.in_idx]) if f.in_idx < len(eqn.invars) else None
             if k is not None and f.out_idx < len(eqn.outvars):
                 state[eqn.outvars[f.out_idx]] = k
-        for v in eqn.outvars:  # a key result no entry names: a fresh key
+        for v in eqn.outvars:  # a key result no entry names: consumed (JAX's: fresh only where a Source says)
             if _is_key_var(v) and v not in state:
                 state[v] = _KeyState(None)
+                state[v].consumed = True
     entries: list[Any] = [Sink(i) for i, v in enumerate(jaxpr.invars) if _is_key_var(v) and state[v].consumed]
     for j, a in enumerate(jaxpr.outvars):
         k = st(a)

@@ -57,7 +57,7 @@ def _install(prim: Primitive) -> None:
     register_lowering(prim)(rule)
 
 
-for _p in (R.random_seed_p, R.random_bits_p, R.random_split_p, R.random_fold_in_p):
+for _p in (R.random_seed_p, R.random_bits_p, R.random_split_p, R.random_fold_in_p, R.random_gamma_p):
     _install(_p)
 
 

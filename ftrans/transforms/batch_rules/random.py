@@ -60,3 +60,11 @@ def _clone_batch(vals: list, dims: list, *, frame: Any):
 def _consume_batch(vals: list, dims: list, *, frame: Any):
     (k,), (d,) = vals, dims
     return R.consume_p.bind(k), d
+
+
+@register_batching(R.random_gamma_p)
+def _gamma_batch(vals: list, dims: list, *, frame: Any, log_space: bool):
+    (k, a), (dk, da) = vals, dims
+    k = bdim_at_front(k, dk, frame.size)
+    a = bdim_at_front(a, da, frame.size)
+    return R.random_gamma_p.bind(k, a, log_space=log_space), 0
