@@ -32,7 +32,7 @@ from ftrans.core.array_methods import ArrayMixin
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
 from ftrans.core.config import config as _config
 from ftrans.core.ir import EMPTY_NAME_STACK, ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
-from ftrans.core.keys import PRNGKeyArray, is_extended_dtype
+from ftrans.core.keys import PRNGKeyArray, is_extended_dtype, is_key_dtype
 from ftrans.core.primitive import Primitive, _all_weak, abstract_eval_rules
 from ftrans.errors import UnexpectedTracerError
 
