@@ -181,7 +181,9 @@ def check_out_shardings(owner: Any, out_tree: Any) -> None:
     _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
 
 
-def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
+def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None = None) -> list:
+    """Each argument leaf's layout: its ``in_shardings`` entry, else its own (an Array laid out over a mesh, a
+    ShapeDtypeStruct's sharding), else None; ``from_args`` (given) gets, per leaf, whether it is its own."""
     fname = owner.__name__
     n_pos = len(tree_util.tree_leaves(args))
     spec = owner._in_shardings
@@ -204,14 +206,110 @@ def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
         flat += [None] * (len(leaves) - n_pos)
     out = []
     for s, x in zip(flat, leaves):
+        if isinstance(s, NamedSharding) and type(x) is ShardedArray:
+            _check_committed_arg(fname, s, x)
+        given = s is not None
         if s is None and type(x) is ShardedArray:
             own = x.sharding
             s = own if isinstance(own, NamedSharding) else None
         elif s is None and type(x) is ShapeDtypeStruct:
             own = as_sharding(x.sharding)
             s = own if isinstance(own, NamedSharding) else None
+        if from_args is not None:
+            from_args.append(not given)
         out.append(s)
     return out
+
+
+def _check_committed_arg(fname: str, s: NamedSharding, x: Any) -> None:
+    """An argument laid out over a mesh (committed) that ``in_shardings`` lays out otherwise over the same
+    devices: JAX's ValueError (jit moves no committed argument; ``device_put`` it first)."""
+    own = x.sharding
+    if not isinstance(own, NamedSharding) or own.device_set != s.device_set or own is s:
+        return  # other devices: the device assignment check reports it (``_check_devices``)
+    if not own.is_equivalent_to(s, len(x.shape)):
+        raise FtransValueError(
+            "Sharding passed to jit does not match the sharding on the respective arg. "
+            f"Got jit sharding: {s},\narg sharding: {own} for arg type: {_long_type(x.aval)} "
+            f"(jit({fname}); reshard the argument with device_put first)")
+
+
+def _long_type(aval: Any) -> str:
+    """A type as JAX's device-assignment messages show it: ``int32[8,2]``."""
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
+def _ids_str(ids: Any, platform: str) -> str:
+    return f"with device ids {list(ids)} on platform {platform}"
+
+
+def _device_mismatch(fname: str, first: tuple, second: tuple) -> FtransValueError:
+    """JAX's device-assignment error: two layouts of one program on different devices.  Each layout is
+    ``(kind, device ids, platform, argument name (or a function giving it) or None, aval or None)``, ``kind``
+    as JAX names it ("argument", "explicit input sharding", "explicit output sharding", "sharding_constraint inside jit",
+    "jit's context mesh", "closed over constant sharding")."""
+    def one(t: tuple) -> str:
+        kind, ids, plat, name, aval = t
+        if kind == "argument":
+            name = name() if callable(name) else name
+            return f"argument {name} of {fname} with shape {_long_type(aval)} and {_ids_str(ids, plat)}"
+        return f"{kind} {_ids_str(ids, plat)}"
+
+    a, b = (second, first) if second[0] == "argument" and first[0] != "argument" else (first, second)
+    return FtransValueError(f"Received incompatible devices for jitted computation. Got {one(a)} and {one(b)}")
+
+
+def _layout_info(kind: str, sharding: Any, name: Any = None, aval: Any = None) -> tuple:
+    devs = list(sharding.mesh.devices.flat) if isinstance(sharding, NamedSharding) else list(sharding.device_set)
+    return (kind, [d.id for d in devs], devs[0].platform.upper(), name, aval)
+
+
+def _layouts(owner: Any, full_args: tuple, full_kwargs: dict, leaves: list, avals: list, in_sh: list,
+             from_args: list, out_sh: list, const_sh: list, closed: Any) -> list:
+    """The layouts a sharded program's devices come from, in JAX's order and with JAX's names for them:
+    the arguments' (explicit ``in_shardings``, else an argument's own layout, or the device a committed
+    argument is on), the constants', ``out_shardings``, and the sharding constraints inside."""
+    names: list = []
+
+    def name(k: int) -> str:
+        if not names:
+            from ftrans.transforms.jit import _leaf_names
+
+            try:
+                names.extend(_leaf_names(owner, full_args, full_kwargs))
+            except Exception:  # (a wrapper without jit's signature: positions)
+                names.extend(f"args[{i}]" for i in range(len(leaves)))
+        return names[k] if k < len(names) else f"args[{k}]"
+
+    out: list = []
+    for k, (s, x, own) in enumerate(zip(in_sh, leaves, from_args)):
+        if isinstance(s, NamedSharding):
+            kind = "argument" if own else "explicit input sharding"  # (an Array's or a ShapeDtypeStruct's)
+            out.append(_layout_info(kind, s, lambda k=k: name(k), avals[k]))
+        elif type(x) is DeviceArray and x._committed and s is None:
+            dev = x.device
+            out.append(("argument", [dev.id], dev.platform.upper(), lambda k=k: name(k), avals[k]))
+    out += [_layout_info("closed over constant sharding", s) for s in const_sh]
+    out += [_layout_info("explicit output sharding", s) for s in out_sh if isinstance(s, NamedSharding)]
+    out += [_layout_info("sharding_constraint inside jit", NamedSharding(m, PartitionSpec()))
+            for m in constraint_meshes(closed.jaxpr)]
+    return out
+
+
+def _check_devices(fname: str, layouts: list) -> None:
+    """Every layout of one program must be over the same devices (in the same order), and over the devices of
+    the mesh in context when one is set: else JAX's "Received incompatible devices" error."""
+    ctx = get_mesh()
+    if ctx is not None and getattr(ctx, "devices", None) is not None and ctx.devices.size:
+        devs = list(ctx.devices.flat)
+        first = ("jit's context mesh", [d.id for d in devs], devs[0].platform.upper(), None, None)
+    elif layouts:
+        first = layouts[0]
+    else:
+        return
+    for t in layouts:
+        if t[1] != first[1]:
+            raise _device_mismatch(fname, first, t)
 
 
 def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
@@ -239,7 +337,8 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
 def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
              avals: list, in_tree: Any, statics: tuple | None = None) -> tuple:
     fname = owner.__name__
-    in_sh = _in_shardings(owner, args, kwargs, leaves)
+    from_args: list = []
+    in_sh = _in_shardings(owner, args, kwargs, leaves, from_args)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -268,6 +367,8 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
     const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
+    _check_devices(fname, _layouts(owner, full_args, full_kwargs, leaves, avals, in_sh, from_args, out_sh,
+                                   const_sh, closed))
     mesh = _mesh_of(fname, in_sh + out_sh + const_sh, closed.jaxpr)
     dev = getattr(owner, "_device", None)
     if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
@@ -302,7 +403,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     exe, out_tree, donate, mesh_ids = entry
     for k, x in enumerate(leaves):
         if type(x) is DeviceArray and x._committed and (len(mesh_ids) != 1 or x._sig[3] != mesh_ids[0]):
-            _committed_elsewhere(owner.__name__, k, x, avals[k], mesh_ids)
+            _committed_elsewhere(owner, full_args, full_kwargs, k, x, avals[k], mesh_ids)
     outs = exe.run(leaves)
     if any(donate):
         for x, d in zip(leaves, getattr(exe, "donated_used", donate)):
@@ -316,13 +417,20 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     return tree_util.tree_unflatten(out_tree, outs)
 
 
-def _committed_elsewhere(fname: str, k: int, x: Any, aval: Any, mesh_ids: tuple) -> None:
-    """An argument committed to one device, in a program spread over other devices: an error, as in JAX
-    (moving it silently would hide a layout mistake)."""
-    raise FtransValueError(
-        f"Received incompatible devices for jitted computation: jit({fname}) runs on devices "
-        f"{list(mesh_ids)}, but argument {k} ({aval.str_short()}) is committed to device {x.device.id}; "
-        "move it onto the mesh with ftrans.device_put(x, sharding) first (or pass an uncommitted array)")
+def _committed_elsewhere(owner: Any, full_args: tuple, full_kwargs: dict, k: int, x: Any, aval: Any,
+                         mesh_ids: tuple) -> None:
+    """An argument committed to one device, in a program spread over other devices: JAX's error (moving it
+    silently would hide a layout mistake; ``device_put`` it onto the mesh first)."""
+    from ftrans.transforms.jit import _leaf_names
+
+    try:
+        name = _leaf_names(owner, full_args, full_kwargs)[k]
+    except Exception:  # (a wrapper without jit's signature)
+        name = f"args[{k}]"
+    dev = x.device
+    plat = dev.platform.upper()
+    raise _device_mismatch(owner.__name__, ("argument", [dev.id], plat, name, aval),
+                           ("the program's layout", list(mesh_ids), plat, None, None))
 
 
 def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: Any, out_tree: Any,
