@@ -1453,6 +1453,13 @@ class JitWrapped:
         return cpp
 
     def _target_device(self, leaves: list, full: tuple | None = None) -> Any:
+        if self._device is not None or self._backend is not None:
+            from ftrans.core.sharding import get_mesh
+
+            if get_mesh() is not None:  # JAX's rule and words
+                raise FtransValueError(
+                    "Mesh context manager should not be used with jit when backend or device is also specified "
+                    f"as an argument to jit (jit({self.__name__})); drop device=/backend= or leave the mesh context")
         if self._device is not None:
             return self._device
         if self._sharding_device is not None:

@@ -75,6 +75,8 @@ def sharded_consts(consts: Any) -> bool:
 def needs_spmd(owner: Any, leaves: list) -> bool:
     if owner._spmd_always:
         return True
+    if getattr(owner, "_device", None) is not None:  # jit(device=d): the arguments are moved to d, as JAX's
+        return False
     for x in leaves:
         if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
             return True
@@ -291,9 +293,39 @@ def _layouts(owner: Any, full_args: tuple, full_kwargs: dict, leaves: list, aval
             out.append(("argument", [dev.id], dev.platform.upper(), lambda k=k: name(k), avals[k]))
     out += [_layout_info("closed over constant sharding", s) for s in const_sh]
     out += [_layout_info("explicit output sharding", s) for s in out_sh if isinstance(s, NamedSharding)]
-    out += [_layout_info("sharding_constraint inside jit", NamedSharding(m, PartitionSpec()))
-            for m in constraint_meshes(closed.jaxpr)]
+    out += [_layout_info(kind, NamedSharding(m, PartitionSpec())) for kind, m in _inner_layouts(closed.jaxpr)]
     return out
+
+
+def _inner_layouts(jaxpr: Any) -> list:
+    """``constraint_meshes`` with what names each mesh, as JAX's device-assignment errors say it: a sharding
+    constraint, a ``device_put`` or a ``shard_map`` inside jit, or a jit inside jit (its shardings)."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.calls import jit_call_p
+    from ftrans.core.prims.shard_map import shard_map_p
+    from ftrans.core.prims.sharding import device_put_p
+
+    out: list = []
+    for eqn in jaxpr.eqns:
+        p = eqn.primitive
+        if p is jit_call_p:
+            body = eqn.params["jaxpr"]
+            found = [("jit inside jit", m)
+                     for m in constraint_meshes(body.jaxpr if isinstance(body, ClosedJaxpr) else body)]
+        elif p is device_put_p or p is shard_map_p or p.name == "sharding_constraint":
+            found = [(f"{p.name} inside jit", m) for m in constraint_meshes(_one_eqn(jaxpr, eqn))]
+        else:
+            found = [t for sub in subjaxprs(eqn)
+                     for t in _inner_layouts(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)]
+        out += [t for t in found if all(t[1] is not m for _, m in out)]
+    return out
+
+
+def _one_eqn(jaxpr: Any, eqn: Any) -> Any:
+    """A stand-in holding only ``eqn`` (what ``constraint_meshes`` reads of a jaxpr: its equations)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(eqns=[eqn])
 
 
 def _check_devices(fname: str, layouts: list) -> None:
@@ -584,7 +616,31 @@ class ShardedCompiled(Compiled):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves = self._checked_leaves(args, kwargs, self._exe.in_avals[len(self._exe.const_bufs):])
+        self._check_layouts(leaves)
         return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
+
+    def _check_layouts(self, leaves: list) -> None:
+        """A committed argument laid out otherwise than the program was compiled for: JAX's ValueError (a
+        compiled program moves no committed argument)."""
+        errors = []
+        rts = self._exe.in_shardings[len(self._exe.const_bufs):]
+        for k, (x, rt) in enumerate(zip(leaves, rts)):
+            if type(x) is not ShardedArray:
+                continue
+            own = x._sharded.sharding
+            if own is rt or own == rt:
+                continue
+            want = from_runtime(rt)
+            if not x.sharding.is_equivalent_to(want, len(x.shape)):
+                name = self._names[k] if self._names is not None and k < len(self._names) else f"args[{k}]"
+                errors.append(f"Argument {name} with shape {_long_type(x.aval)}:\n  Passed sharding: {x.sharding}\n"
+                              f"  Required sharding: {want}")
+        if errors:
+            n = len(errors)
+            which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
+            raise FtransValueError(
+                "Computation was compiled for input shardings that disagree with the shardings of arguments "
+                f"passed to it. Here are {which}:\n" + "\n".join(errors[:5]))
 
     @property
     def in_tree(self) -> Any:
