@@ -1,0 +1,145 @@
+"""jit's device-assignment checks, against jax on 8 host devices: arguments committed to different devices,
+an argument laid out over other devices than the mesh in context, layouts of one program over different
+meshes, a committed argument laid out otherwise than ``in_shardings`` (or than a compiled program takes),
+``jit(device=...)`` of an argument laid out over a mesh (moved) or under a mesh context (refused).  The errors
+are JAX's: the same class, the same wording (each argument named as written, with its type and device ids)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+LIBS = ((jax, jjnp), (ftrans, fjnp))
+
+
+def _mesh(lib, shape):
+    return lib.make_mesh(shape, ("x", "y"), axis_types=(lib.sharding.AxisType.Auto,) * 2)
+
+
+def _ns(lib, mesh, *spec):
+    return lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec(*spec))
+
+
+def _both(match, make):
+    """``make(lib, jnp)`` raises ValueError matching ``match`` for jax and for ftrans."""
+    for lib, np_ in LIBS:
+        with pytest.raises(ValueError, match=match):
+            make(lib, np_)
+
+
+def _dev(lib, v, i):
+    return lib.device_put(v, lib.devices()[i])
+
+
+def test_arguments_committed_to_different_devices():
+    a3, b3 = np.array([1, 2, 3]), np.array([4, 5, 6])
+    _both(r"Received incompatible devices for jitted computation. Got argument x of.*<lambda> with shape "
+          r"int32\[3\] and.*device ids \[0\].*and argument y of.*<lambda> with shape int32\[3\] and.*device ids \[1\]",
+          lambda lib, _: lib.jit(lambda x, y: (x, y))(_dev(lib, a3, 0), _dev(lib, b3, 1)))
+    _both(r"Got argument x\[0\] of.*<lambda> with shape int.*\[3\] and.*device ids \[0\].*and argument x\[1\]",
+          lambda lib, _: lib.jit(lambda *x: x)(_dev(lib, a3, 0), _dev(lib, b3, 1)))
+    _both(r"Got argument args\[0\] of concatenate with shape int32\[8\].*and argument args\[1\] of concatenate",
+          lambda lib, np_: np_.concatenate([_dev(lib, np.arange(8), 0), _dev(lib, np.arange(8), 1)]))
+
+
+def test_argument_on_one_device_and_one_over_a_mesh_named_by_path():
+    def make(lib, _):
+        c = lib.device_put(np.arange(16).reshape(8, 2), _ns(lib, _mesh(lib, (2, 2)), "x", "y"))
+        a, b = _dev(lib, np.array([1, 2, 3]), 0), _dev(lib, np.array([4, 5, 6]), 1)
+        return lib.jit(lambda dict_inp: dict_inp)({"d": a, "a": {"y": b, "b": {"g": c, "c": a}}})
+
+    _both(r"Got argument dict_inp\['a'\]\['b'\]\['c'\] of.*<lambda> with shape int32\[3\] and.*device ids \[0\].*"
+          r"and argument dict_inp\['a'\]\['b'\]\['g'\] of.*<lambda> with shape int32\[8,2\] and.*device ids", make)
+
+
+def test_committed_argument_and_a_constraint_over_other_devices():
+    def make(lib, np_):
+        s = _ns(lib, _mesh(lib, (2, 2)), "x", "y")
+        f = lib.jit(lambda inp: lib.lax.with_sharding_constraint(inp, s))
+        return f(_dev(lib, np_.zeros((8, 2), np_.bfloat16), 0))
+
+    _both(r"Got argument inp of.*<lambda> with shape bfloat16\[8,2\] and.*device ids \[0\].*"
+          r"sharding_constraint inside jit with device ids \[0, 1, 2, 3\]", make)
+
+
+def test_layouts_over_different_meshes_and_the_mesh_in_context():
+    x = np.arange(16).reshape(8, 2)
+
+    def out_shardings(lib, np_):
+        m1, m2 = _mesh(lib, (4, 2)), _mesh(lib, (2, 2))
+        with lib.set_mesh(m1):
+            return lib.jit(lambda a, b: (a, b), out_shardings=(_ns(lib, m1, "x", "y"), _ns(lib, m2, "x", "y")))(
+                np_.asarray(x), np_.asarray(x))
+
+    _both(r"Received incompatible devices for jitted computation. Got.*context mesh with device ids "
+          r"\[0, 1, 2, 3, 4, 5, 6, 7\] on platform CPU and explicit output sharding with device ids \[0, 1, 2, 3\]",
+          out_shardings)
+
+    def argument(lib, np_):
+        carr = lib.device_put(x, _ns(lib, _mesh(lib, (4, 2)), "x", "y"))
+        with lib.set_mesh(_mesh(lib, (2, 2))):
+            return lib.jit(lambda a, b: (a, b))(np_.asarray(x), carr)
+
+    _both(r"Received incompatible devices for jitted computation. Got argument b of.*<lambda> with shape "
+          r"int32\[8,2\] and with device ids \[0, 1, 2, 3, 4, 5, 6, 7\].*context mesh with device ids \[0, 1, 2, 3\]",
+          argument)
+
+
+def test_committed_argument_laid_out_otherwise_than_in_shardings():
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+
+    def make(lib, _):
+        m = _mesh(lib, (4, 2))
+        a = lib.device_put(x, _ns(lib, m, "x", "y"))
+        return lib.jit(lambda v: v, in_shardings=_ns(lib, m, "x"))(a)
+
+    _both(r"(?s)Sharding passed to jit does not match the sharding on the respective arg.*arg sharding.*"
+          r"for arg type: float32\[8,2\]", make)
+    for lib, _ in LIBS:  # the same layout (or an uncommitted array) is taken as it is
+        m = _mesh(lib, (4, 2))
+        a = lib.device_put(x, _ns(lib, m, "x", "y"))
+        out = lib.jit(lambda v: v * 2, in_shardings=_ns(lib, m, "x", "y"))(a)
+        np.testing.assert_array_equal(np.asarray(out), x * 2)
+
+
+def test_compiled_program_refuses_arguments_laid_out_otherwise():
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    got = []
+    for lib, _ in LIBS:
+        m = _mesh(lib, (4, 2))
+        a1, a2 = lib.device_put(x, _ns(lib, m, "x", "y")), lib.device_put(x, _ns(lib, m, "x"))
+        sds = lib.ShapeDtypeStruct(x.shape, x.dtype)
+        c = lib.jit(lambda p, q: (p @ q.T, q), in_shardings=_ns(lib, m, "x", "y")).lower(sds, sds).compile()
+        got.append(np.asarray(c(a1, a1)[0]))
+        with pytest.raises(ValueError, match=r"Computation was compiled for input shardings.* that disagree with "
+                                             r"the shardings.* of arguments passed to it. Here are the 2 mismatches"):
+            c(a2, a2)
+    np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_jit_device_moves_an_argument_laid_out_over_a_mesh_and_refuses_a_mesh_context():
+    x = np.arange(8).reshape(4, 2)
+    for lib, np_ in LIBS:
+        y = lib.device_put(x, _ns(lib, _mesh(lib, (2, 2)), "x", "y"))
+        with warnings.catch_warnings():  # jit's device= is deprecated (in both)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            f = lib.jit(lambda v: v @ v.T, device=lib.devices()[1])
+            out = f(y)
+            assert out.devices() == {lib.devices()[1]}
+            np.testing.assert_array_equal(np.asarray(out), x @ x.T)
+            with lib.set_mesh(_mesh(lib, (1, 1))):
+                with pytest.raises(ValueError, match="Mesh context manager should not be used with jit when backend "
+                                                     "or device is also specified as an argument to jit"):
+                    lib.jit(lambda v: v, device=lib.devices()[0])(np_.arange(8))
