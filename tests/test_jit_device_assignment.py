@@ -143,3 +143,18 @@ def test_jit_device_moves_an_argument_laid_out_over_a_mesh_and_refuses_a_mesh_co
                 with pytest.raises(ValueError, match="Mesh context manager should not be used with jit when backend "
                                                      "or device is also specified as an argument to jit"):
                     lib.jit(lambda v: v, device=lib.devices()[0])(np_.arange(8))
+
+
+def test_eager_sharding_constraint_over_the_devices_in_another_order():
+    def make(lib, _):
+        m1 = lib.sharding.Mesh(np.array(lib.devices()[:2]), ("x",))
+        m2 = lib.sharding.Mesh(np.array([lib.devices()[1], lib.devices()[0]]), ("x",))
+        inp = lib.device_put(np.arange(8), lib.sharding.NamedSharding(m1, lib.sharding.PartitionSpec()))
+        return lib.lax.with_sharding_constraint(inp, lib.sharding.NamedSharding(m2, lib.sharding.PartitionSpec("x")))
+
+    _both("Received incompatible devices for jitted computation", make)
+    for lib, _ in LIBS:  # over the same devices in the same order: laid out as asked
+        m1 = lib.sharding.Mesh(np.array(lib.devices()[:2]), ("x",))
+        inp = lib.device_put(np.arange(8), lib.sharding.NamedSharding(m1, lib.sharding.PartitionSpec()))
+        out = lib.lax.with_sharding_constraint(inp, lib.sharding.NamedSharding(m1, lib.sharding.PartitionSpec("x")))
+        assert tuple(out.sharding.spec) == ("x",)
