@@ -281,6 +281,11 @@ class Mesh:
         return list(self.devices.flat)
 
     @property
+    def _flat_devices_tuple(self) -> tuple:
+        """The devices in mesh order (JAX's name, which its sharded arrays' ``_device_assignment`` matches)."""
+        return tuple(self.devices.flat)
+
+    @property
     def empty(self) -> bool:
         return self.size == 0
 
