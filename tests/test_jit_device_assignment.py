@@ -158,3 +158,20 @@ def test_eager_sharding_constraint_over_the_devices_in_another_order():
         inp = lib.device_put(np.arange(8), lib.sharding.NamedSharding(m1, lib.sharding.PartitionSpec()))
         out = lib.lax.with_sharding_constraint(inp, lib.sharding.NamedSharding(m1, lib.sharding.PartitionSpec("x")))
         assert tuple(out.sharding.spec) == ("x",)
+
+
+def test_shape_dtype_struct_update_of_a_laid_out_struct():
+    import importlib
+
+    for lib in (jax, ftrans):
+        layout = importlib.import_module(lib.__name__ + ".experimental.layout")
+        fmt, lay = layout.Format, layout.Layout
+        m = lib.make_mesh((2, 1), ("x", "y"), axis_types=(lib.sharding.AxisType.Auto,) * 2)
+        sh = lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec())
+        s4 = lib.ShapeDtypeStruct((2, 2), np.int32, sharding=fmt(lay((0, 1)), sh))
+        new = fmt(lay((1, 0)), lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec("x")))
+        assert s4.update(sharding=new).sharding == new.sharding
+        with pytest.raises(ValueError, match="updating ShapeDtypeStruct"):
+            s4.update(sharding=lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec("x")))
+        s3 = lib.ShapeDtypeStruct((2, 2), np.int32, sharding=sh)
+        assert s3.update(shape=(4, 2)).sharding == sh

@@ -314,6 +314,15 @@ class ShapeDtypeStruct:
 
     def update(self, *, shape=None, dtype=None, weak_type=None, sharding=None, is_ref=None) -> ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.update``: a copy with the given fields replaced."""
+        from ftrans.core.sharding import Sharding
+
+        if self._layout is not None and isinstance(sharding, Sharding):  # (a Format or a bare spec is fine)
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"You are updating ShapeDtypeStruct with a {type(sharding)} when the original ShapeDtypeStruct had "
+                f"a concrete layout {self.format}. This might lead to bugs. If you want to do this, create a new "
+                "ShapeDtypeStruct via the constructor.")
         return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
                                 weak_type=self.weak_type if weak_type is None else weak_type,
                                 sharding=(self.sharding if self._layout is None else self.format)
