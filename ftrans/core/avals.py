@@ -239,7 +239,7 @@ def _check_sharding_rank(sharding: Any, ndim: int) -> None:
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout", "is_ref", "vma")
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "_layout", "is_ref", "vma")
 
     def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None, is_ref: bool = False, vma=None):
         if dtype is None:
@@ -275,14 +275,32 @@ class ShapeDtypeStruct:
                         f"`ShapeDtypeStruct`. Got {sharding}; give a concrete Layout, or only the sharding")
                 self._layout, sharding = sharding.layout, sharding.sharding
             _check_sharding_rank(sharding, len(self.shape))
-        self.sharding = sharding
+        self._sharding = sharding
+
+    @property
+    def sharding(self) -> Any:
+        """The sharding given; a bare PartitionSpec is over the mesh in context when read (as JAX's: none is a
+        TypeError)."""
+        s = self._sharding
+        if type(s).__name__ == "PartitionSpec":
+            from ftrans.core.sharding import NamedSharding, get_mesh
+
+            mesh = get_mesh()
+            if mesh is None:
+                from ftrans.errors import FtransTypeError
+
+                raise FtransTypeError(
+                    "When specifying PartitionSpec to `ShapeDtypeStruct`, the context mesh cannot be empty. Please "
+                    "use `jax.set_mesh` to set the mesh context.")
+            return NamedSharding(mesh, s)
+        return s
 
     @property
     def format(self) -> Any:
         """JAX's ``ShapeDtypeStruct.format``: the ``Format`` of its layout (None when not given) and sharding."""
         from ftrans.core.layout import Format
 
-        return Format(self._layout, self.sharding)
+        return Format(self._layout, self._sharding)
 
     @property
     def ndim(self) -> int:
@@ -325,7 +343,7 @@ class ShapeDtypeStruct:
                 "ShapeDtypeStruct via the constructor.")
         return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
                                 weak_type=self.weak_type if weak_type is None else weak_type,
-                                sharding=(self.sharding if self._layout is None else self.format)
+                                sharding=(self._sharding if self._layout is None else self.format)
                                 if sharding is None else sharding, is_ref=self.is_ref if is_ref is None else is_ref)
 
     @classmethod
