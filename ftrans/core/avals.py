@@ -218,7 +218,7 @@ def shape_only_constant_error(x: Any) -> Exception:
     from ftrans.errors import FtransTypeError
 
     return FtransTypeError(
-        f"a ShapeDtypeStruct ({x.dtype}{list(x.shape)}) has no value: it can stand for an argument of "
+        f"A ShapeDtypeStruct does not have a value ({x.dtype}{list(x.shape)}): it can stand for an argument of "
         "jit(f).trace/lower or eval_shape, but cannot be used as an argument or a constant of a program "
         "that runs or is lowered; pass an array of that shape and dtype")
 
