@@ -175,3 +175,17 @@ def test_shape_dtype_struct_update_of_a_laid_out_struct():
             s4.update(sharding=lib.sharding.NamedSharding(m, lib.sharding.PartitionSpec("x")))
         s3 = lib.ShapeDtypeStruct((2, 2), np.int32, sharding=sh)
         assert s3.update(shape=(4, 2)).sharding == sh
+
+
+def test_in_shardings_given_as_a_list_prefix():
+    """A list in ``in_shardings`` is a tree prefix like any other (one sharding per list element)."""
+    got = []
+    for lib, np_ in LIBS:
+        m = _mesh(lib, (2, 1))
+        p = [None, _ns(lib, m, "x"), None]
+        x = np_.arange(4.0)
+        outs = lib.jit(lambda v: [e * 2 for e in v], in_shardings=(p,), out_shardings=p)([x, x, x])
+        got.append([np.asarray(o) for o in outs])
+        assert tuple(outs[1].sharding.spec) == ("x",)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

@@ -159,7 +159,7 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
         return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
-            lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
+            lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), spec, tree,
             is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
     except (ValueError, TypeError) as e:
         from ftrans.tree_util import _mismatch_details
@@ -172,9 +172,13 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
             f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
             f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
     out: list = []
-    for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
+    for group in tree_util.tree_leaves(nested, is_leaf=lambda x: type(x) is _Group):
         out.extend(norm(s) for s in group)
     return out
+
+
+class _Group(list):
+    """The shardings of one prefix leaf's values (not a pytree node: a list in the spec itself is one)."""
 
 
 def check_out_shardings(owner: Any, out_tree: Any) -> None:
