@@ -189,3 +189,12 @@ def test_in_shardings_given_as_a_list_prefix():
         assert tuple(outs[1].sharding.spec) == ("x",)
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
+
+
+def test_empty_mesh_sharding_refused_by_jit():
+    from jax._src import mesh as mesh_lib  # JAX's empty concrete mesh (ftrans takes JAX's meshes too)
+
+    for lib, np_ in LIBS:
+        s = lib.sharding.NamedSharding(mesh_lib.empty_concrete_mesh, lib.sharding.PartitionSpec())
+        with pytest.raises(ValueError, match="One of out_shardings leaf specifications got an empty NamedSharding"):
+            lib.jit(lambda x: x, out_shardings=s)(np_.ones((32,)))

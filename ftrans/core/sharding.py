@@ -820,7 +820,8 @@ def _runtime_key(mesh: Any) -> tuple:
     """A runtime mesh's identity: devices, shape, names and axis types (a user's jax mesh with Explicit axes
     must not map to an ftrans mesh remembered under its Auto twin)."""
     types = tuple(getattr(t, "name", str(t)) for t in (getattr(mesh, "axis_types", None) or ()))
-    return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
+    ids = tuple(getattr(d, "id", None) for d in mesh.devices.flat)  # (an empty mesh holds None)
+    return (ids, tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
 
 
 # ftrans meshes by the identity of their runtime twins (each twin is made once and kept by its mesh, so

@@ -98,6 +98,9 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
             s = as_sharding(s)
             if s is None:
                 continue
+            if isinstance(s, NamedSharding) and getattr(s.mesh, "empty", False):  # JAX's check and words
+                raise FtransValueError(f"One of {what} leaf specifications got an empty NamedSharding: {s} which "
+                                       "is not allowed.")
             spec = s if isinstance(s, PartitionSpec) else getattr(s, "spec", None)
             if isinstance(spec, PartitionSpec) and PartitionSpec.UNCONSTRAINED in tuple(spec):
                 raise FtransValueError(f"jit: Unconstrained dims are not allowed when passed to {what} (only "
