@@ -198,3 +198,20 @@ def test_empty_mesh_sharding_refused_by_jit():
         s = lib.sharding.NamedSharding(mesh_lib.empty_concrete_mesh, lib.sharding.PartitionSpec())
         with pytest.raises(ValueError, match="One of out_shardings leaf specifications got an empty NamedSharding"):
             lib.jit(lambda x: x, out_shardings=s)(np_.ones((32,)))
+
+
+def test_mesh_as_a_decorator():
+    x = np.arange(8)
+    got = []
+    for lib, np_ in LIBS:
+        mesh = lib.sharding.Mesh(np.array(lib.devices()[:4]).reshape(2, 2), ("x", "y"))
+
+        @mesh
+        def dec(lib=lib, np_=np_, mesh=mesh):
+            assert lib is jax or ftrans.sharding.get_mesh() is mesh  # the mesh is current inside
+            return lib.jit(lambda v: v * 2, in_shardings=lib.sharding.NamedSharding(mesh, lib.sharding.PartitionSpec("x")))(
+                np_.asarray(x))
+
+        got.append(np.asarray(dec()))
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], x * 2)

@@ -367,6 +367,15 @@ class Mesh:
     def __exit__(self, *exc: Any) -> None:
         _stack().pop()
 
+    def __call__(self, fn: Any) -> Any:
+        """As JAX's (a ``contextlib.ContextDecorator``): ``@mesh`` runs ``fn`` with ``mesh`` current."""
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return inner
+
 
 def _is_local(device: Any) -> bool:
     """Whether ``device`` belongs to this process (asked of the runtime client the device comes from)."""
