@@ -215,3 +215,20 @@ def test_mesh_as_a_decorator():
         got.append(np.asarray(dec()))
     np.testing.assert_array_equal(got[0], got[1])
     np.testing.assert_array_equal(got[0], x * 2)
+
+
+def test_shaped_array_with_an_untyped_sharding_is_the_plain_type():
+    """``ShapedArray(..., sharding=NamedSharding(mesh, P()))`` (nothing split over an Explicit axis) equals the
+    plain type, as a lowered program's ``in_avals`` compare in JAX; a split over an Explicit axis is a type of
+    its own."""
+    from jax._src import core as jcore
+
+    for lib, shaped in ((jax, jcore.ShapedArray), (ftrans, ftrans.core.ShapedArray)):
+        m = _mesh(lib, (2, 2))
+        x = np.arange(64).reshape(8, 8)
+        f = lib.jit(lambda a, b: a @ b, in_shardings=_ns(lib, m, ("x", "y")), out_shardings=_ns(lib, m, ("x", "y")))
+        lowered = f.lower(x, x + 1)
+        assert lowered.in_avals == lowered.compile().in_avals
+        want = shaped(x.shape, lowered.in_avals[0][0].dtype, sharding=lib.sharding.NamedSharding(m.abstract_mesh,
+                                                                                                lib.P()))
+        assert lowered.in_avals == ((want,) * 2, {})

@@ -47,7 +47,7 @@ class ShapedArray(AbstractValue):
             shape = tuple(shape)
         if not isinstance(dtype, np.dtype) and not is_key_dtype(dtype):
             dtype = np.dtype(dtype)
-        if sharding is not None:
+        if sharding is not None and not _untyped_sharding(sharding):
             from ftrans.errors import FtransValueError
 
             raise FtransValueError(
@@ -96,6 +96,20 @@ class ShapedArray(AbstractValue):
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
         return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+
+def _untyped_sharding(sharding: Any) -> bool:
+    """Whether ``sharding`` gives no sharding type (no dimension split over an Explicit mesh axis): what a plain
+    ShapedArray is, so ``ShapedArray(..., sharding=NamedSharding(mesh, P()))`` is one, as JAX's equality sees it."""
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if spec is None or mesh is None or getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
+        return False
+    types = dict(zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ())))
+    for e in spec:
+        for a in (() if e is None else (e,) if isinstance(e, str) else e):
+            if getattr(types.get(a), "name", None) != "Auto":
+                return False
+    return True
 
 
 class ManualAxisType:
