@@ -232,3 +232,14 @@ def test_shaped_array_with_an_untyped_sharding_is_the_plain_type():
         want = shaped(x.shape, lowered.in_avals[0][0].dtype, sharding=lib.sharding.NamedSharding(m.abstract_mesh,
                                                                                                 lib.P()))
         assert lowered.in_avals == ((want,) * 2, {})
+
+
+def test_results_of_single_device_shardings_are_committed():
+    for lib, np_ in LIBS:
+        s = lib.sharding.SingleDeviceSharding(lib.devices()[0])
+        x = np_.arange(10)
+        f = lib.jit(lambda v: v * 2, out_shardings=s)
+        assert f(x).committed and f(x).committed  # (the second call too)
+        assert lib.lax.with_sharding_constraint(x, s).committed
+        assert lib.device_put(x, s).committed
+        assert not lib.jit(lambda v: v * 2)(x).committed

@@ -573,6 +573,13 @@ def _definition_site(fun: Any) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
+def _committed_results(out: Any) -> Any:
+    for x in tree_util.tree_leaves(out):
+        if type(x) is DeviceArray:
+            x._commit = True
+    return out
+
+
 def _committed_mismatch(jitted: JitWrapped, full: tuple | None, leaves: list, a: Any, b: Any) -> Exception:
     """JAX's error for arguments committed to different devices: each named as the user wrote it, with its
     type and device."""
@@ -1235,6 +1242,9 @@ class JitWrapped:
             bufs = [None] * len(leaves)
             for i in kept:
                 bufs[i] = X.to_buffer(leaves[i], device)
+        if self._sharding_device is not None:
+            # placed by the function's own (single-device) shardings: its results are committed there, as JAX's
+            return _committed_results(entry.invoke(bufs, leaves))
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
