@@ -2100,6 +2100,7 @@ class LoweredText:
     ``jit``'s ``Lowered``, the partitioned one, ``pmap``'s."""
 
     _text: str
+    _no_kwargs = False  # keyword arguments are part of the lowered signature, as in JAX (its attribute)
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
         """The StableHLO module (``dialect="hlo"``: the XLA HLO it converts to). Every StableHLO op carries
@@ -2255,6 +2256,7 @@ class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
     donate_argnums: tuple = ()  # set by Lowered.compile
+    _no_kwargs = False  # keyword arguments are part of the compiled signature, as in JAX (its attribute)
 
     def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
                  in_tree: Any = None, names: list | None = None):
