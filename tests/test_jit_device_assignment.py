@@ -243,3 +243,14 @@ def test_results_of_single_device_shardings_are_committed():
         assert lib.lax.with_sharding_constraint(x, s).committed
         assert lib.device_put(x, s).committed
         assert not lib.jit(lambda v: v * 2)(x).committed
+
+
+def test_partitioned_lowered_and_compiled_in_tree():
+    for lib, np_ in LIBS:
+        m = _mesh(lib, (2, 2))
+        x = np_.arange(64).reshape(8, 8)
+        f = lib.jit(lambda a, b: a @ b, in_shardings=_ns(lib, m, ("x", "y")))
+        lowered = f.lower(x, x + 1)
+        for obj in (lowered, lowered.compile()):
+            assert not obj._no_kwargs
+            assert obj.in_tree == lib.tree.flatten(((0, 0), {}))[1]

@@ -568,6 +568,13 @@ class ShardedLowered(LoweredText):
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else ())
 
+    @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` (static arguments left out), as JAX's."""
+        if self._in_tree is None:
+            raise AttributeError("in_tree: this lowering was made without its arguments' structure")
+        return tree_util.user_treedef(self._in_tree)
+
     def compile(self) -> ShardedCompiled:
         from ftrans.lowering.spmd import SpmdExecutable
 
