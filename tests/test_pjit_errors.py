@@ -50,7 +50,13 @@ def test_sharding_and_mesh_argument_errors():
     both_raise(ValueError, "rank at least 3",
                lambda: jax.ShapeDtypeStruct((4, 4), np.float32, sharding=jax.P(None, "x", None)),
                lambda: ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=P(None, "x", None)))
-    assert ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=P("x")).sharding == P("x")
+    # a bare spec is over the mesh in context when read (none: TypeError), as JAX's
+    fs, js = ftrans.ShapeDtypeStruct((4, 4), np.float32, sharding=P("x")), jax.ShapeDtypeStruct((4, 4), np.float32,
+                                                                                               sharding=jax.P("x"))
+    both_raise(TypeError, "the context mesh cannot be empty", lambda: js.sharding, lambda: fs.sharding)
+    with ftrans.set_mesh(fm), jax.set_mesh(jm):
+        assert fs.sharding == NamedSharding(fm, P("x"))
+        assert js.sharding == jax.NamedSharding(jm, jax.P("x"))
 
 
 def test_jit_errors():

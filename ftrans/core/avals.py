@@ -47,7 +47,7 @@ class ShapedArray(AbstractValue):
             shape = tuple(shape)
         if not isinstance(dtype, np.dtype) and not is_extended_dtype(dtype):
             dtype = np.dtype(dtype)
-        if sharding is not None:
+        if sharding is not None and not _untyped_sharding(sharding):
             from ftrans.errors import FtransValueError
 
             raise FtransValueError(
@@ -104,6 +104,20 @@ class ShapedArray(AbstractValue):
         # type (the IR printer and messages use ``str_short``).
         w = "~" if self.weak_type else ""
         return f"{w}{self.dtype.name}[{','.join(map(str, self.shape))}]"
+
+
+def _untyped_sharding(sharding: Any) -> bool:
+    """Whether ``sharding`` gives no sharding type (no dimension split over an Explicit mesh axis): what a plain
+    ShapedArray is, so ``ShapedArray(..., sharding=NamedSharding(mesh, P()))`` is one, as JAX's equality sees it."""
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if spec is None or mesh is None or getattr(spec, "unreduced", None) or getattr(spec, "reduced", None):
+        return False
+    types = dict(zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ())))
+    for e in spec:
+        for a in (() if e is None else (e,) if isinstance(e, str) else e):
+            if getattr(types.get(a), "name", None) != "Auto":
+                return False
+    return True
 
 
 class ManualAxisType:
@@ -250,7 +264,7 @@ def shape_only_constant_error(x: Any) -> Exception:
     from ftrans.errors import FtransTypeError
 
     return FtransTypeError(
-        f"a ShapeDtypeStruct ({x.dtype}{list(x.shape)}) has no value: it can stand for an argument of "
+        f"A ShapeDtypeStruct does not have a value ({x.dtype}{list(x.shape)}): it can stand for an argument of "
         "jit(f).trace/lower or eval_shape, but cannot be used as an argument or a constant of a program "
         "that runs or is lowered; pass an array of that shape and dtype")
 
@@ -271,7 +285,7 @@ def _check_sharding_rank(sharding: Any, ndim: int) -> None:
 class ShapeDtypeStruct:
     """``jax.ShapeDtypeStruct``: a stand-in argument that has only a shape and dtype."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_layout", "is_ref", "vma")
+    __slots__ = ("shape", "dtype", "weak_type", "_sharding", "_layout", "is_ref", "vma")
 
     def __init__(self, shape, dtype, *, weak_type: bool = False, sharding=None, is_ref: bool = False, vma=None):
         if dtype is None:
@@ -307,14 +321,32 @@ class ShapeDtypeStruct:
                         f"`ShapeDtypeStruct`. Got {sharding}; give a concrete Layout, or only the sharding")
                 self._layout, sharding = sharding.layout, sharding.sharding
             _check_sharding_rank(sharding, len(self.shape))
-        self.sharding = sharding
+        self._sharding = sharding
+
+    @property
+    def sharding(self) -> Any:
+        """The sharding given; a bare PartitionSpec is over the mesh in context when read (as JAX's: none is a
+        TypeError)."""
+        s = self._sharding
+        if type(s).__name__ == "PartitionSpec":
+            from ftrans.core.sharding import NamedSharding, get_mesh
+
+            mesh = get_mesh()
+            if mesh is None:
+                from ftrans.errors import FtransTypeError
+
+                raise FtransTypeError(
+                    "When specifying PartitionSpec to `ShapeDtypeStruct`, the context mesh cannot be empty. Please "
+                    "use `jax.set_mesh` to set the mesh context.")
+            return NamedSharding(mesh, s)
+        return s
 
     @property
     def format(self) -> Any:
         """JAX's ``ShapeDtypeStruct.format``: the ``Format`` of its layout (None when not given) and sharding."""
         from ftrans.core.layout import Format
 
-        return Format(self._layout, self.sharding)
+        return Format(self._layout, self._sharding)
 
     @property
     def ndim(self) -> int:
@@ -346,9 +378,18 @@ class ShapeDtypeStruct:
 
     def update(self, *, shape=None, dtype=None, weak_type=None, sharding=None, is_ref=None) -> ShapeDtypeStruct:
         """JAX's ``ShapeDtypeStruct.update``: a copy with the given fields replaced."""
+        from ftrans.core.sharding import Sharding
+
+        if self._layout is not None and isinstance(sharding, Sharding):  # (a Format or a bare spec is fine)
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"You are updating ShapeDtypeStruct with a {type(sharding)} when the original ShapeDtypeStruct had "
+                f"a concrete layout {self.format}. This might lead to bugs. If you want to do this, create a new "
+                "ShapeDtypeStruct via the constructor.")
         return ShapeDtypeStruct(self.shape if shape is None else shape, self.dtype if dtype is None else dtype,
                                 weak_type=self.weak_type if weak_type is None else weak_type,
-                                sharding=(self.sharding if self._layout is None else self.format)
+                                sharding=(self._sharding if self._layout is None else self.format)
                                 if sharding is None else sharding, is_ref=self.is_ref if is_ref is None else is_ref)
 
     @classmethod

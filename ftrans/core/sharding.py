@@ -323,6 +323,11 @@ class Mesh:
         return list(self.devices.flat)
 
     @property
+    def _flat_devices_tuple(self) -> tuple:
+        """The devices in mesh order (JAX's name, which its sharded arrays' ``_device_assignment`` matches)."""
+        return tuple(self.devices.flat)
+
+    @property
     def empty(self) -> bool:
         return self.size == 0
 
@@ -403,6 +408,15 @@ class Mesh:
 
     def __exit__(self, *exc: Any) -> None:
         _stack().pop()
+
+    def __call__(self, fn: Any) -> Any:
+        """As JAX's (a ``contextlib.ContextDecorator``): ``@mesh`` runs ``fn`` with ``mesh`` current."""
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return inner
 
 
 def _is_local(device: Any) -> bool:
@@ -862,7 +876,8 @@ def _runtime_key(mesh: Any) -> tuple:
     """A runtime mesh's identity: devices, shape, names and axis types (a user's jax mesh with Explicit axes
     must not map to an ftrans mesh remembered under its Auto twin)."""
     types = tuple(getattr(t, "name", str(t)) for t in (getattr(mesh, "axis_types", None) or ()))
-    return (tuple(d.id for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
+    ids = tuple(getattr(d, "id", None) for d in mesh.devices.flat)  # (an empty mesh holds None)
+    return (ids, tuple(mesh.devices.shape), tuple(mesh.axis_names), types)
 
 
 # ftrans meshes by the identity of their runtime twins (each twin is made once and kept by its mesh, so

@@ -93,9 +93,28 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 from ftrans.core.sharding_rules import array_aval
 
                 _assert_as_typed(array_aval(leaf), s)
-
+            if _what == "with_sharding_constraint" and isinstance(s, NamedSharding):
+                _check_same_devices(leaf, s)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_same_devices(x: Any, s: NamedSharding) -> None:
+    """Eagerly a constraint is a jitted program too: an array laid out over a mesh of other devices (or of the
+    same devices in another order) is JAX's device-assignment error, not moved."""
+    from ftrans.core.array import ShardedArray
+
+    own = getattr(x, "sharding", None) if type(x) is ShardedArray else None
+    if not isinstance(own, NamedSharding):
+        return
+    have, want = [d.id for d in own.mesh.devices.flat], [d.id for d in s.mesh.devices.flat]
+    if have != want:
+        plat = s.mesh.devices.flat[0].platform.upper()
+        shape = f"{x.dtype.name}[{','.join(map(str, x.shape))}]"
+        raise FtransValueError(
+            f"Received incompatible devices for jitted computation. Got argument x of with_sharding_constraint "
+            f"with shape {shape} and with device ids {have} on platform {plat} and sharding_constraint inside jit "
+            f"with device ids {want} on platform {plat}; move the array with device_put instead")
 
 
 def _check_auto(s: NamedSharding) -> None:

@@ -89,15 +89,19 @@ def dispatch(prim: Primitive, args: Any, params: dict) -> Any:
 def committed_device(args: Any, what: str) -> Any:
     """The one device the committed operands among ``args`` live on, or None when none is committed."""
     dev = None
-    for a in args:
+    for k, a in enumerate(args):
         if type(a) is DeviceArray and a._committed:
             d = a.device
             if dev is None:
-                dev = d
+                dev, first = d, k
             elif d != dev:
+                def one(i: int, x: Any) -> str:  # as JAX's message names each operand
+                    return (f"argument args[{i}] of {what} with shape {x.dtype.name}[{','.join(map(str, x.shape))}] "
+                            f"and with device ids [{x.device.id}] on platform {x.device.platform.upper()}")
+
                 raise FtransValueError(
-                    f"Received incompatible devices for jitted computation: {what} got operands committed to "
-                    f"{dev} and to {d}; move them to one device with ftrans.device_put first")
+                    f"Received incompatible devices for jitted computation. Got {one(first, args[first])} and "
+                    f"{one(k, a)}; move them to one device with ftrans.device_put first")
     return dev
 
 

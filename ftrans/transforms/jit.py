@@ -587,6 +587,31 @@ def _definition_site(fun: Any) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
+def _committed_results(out: Any) -> Any:
+    for x in tree_util.tree_leaves(out):
+        if type(x) is DeviceArray:
+            x._commit = True
+    return out
+
+
+def _committed_mismatch(jitted: JitWrapped, full: tuple | None, leaves: list, a: Any, b: Any) -> Exception:
+    """JAX's error for arguments committed to different devices: each named as the user wrote it, with its
+    type and device."""
+    try:
+        names = _leaf_names(jitted, *full) if full is not None else []
+    except Exception:  # noqa: BLE001 - naming is best effort
+        names = []
+
+    def one(x: Any) -> str:
+        k = next(i for i, leaf in enumerate(leaves) if leaf is x)
+        name = names[k] if k < len(names) else f"args[{k}]"
+        return (f"argument {name} of {jitted.__name__} with shape {x.dtype.name}[{','.join(map(str, x.shape))}] "
+                f"and with device ids [{x.device.id}] on platform {x.device.platform.upper()}")
+
+    return FtransValueError(f"Received incompatible devices for jitted computation. Got {one(a)} and {one(b)}; "
+                            "move the arguments onto one device with ftrans.device_put first")
+
+
 def _leaf_names(jitted: JitWrapped, args: tuple, kwargs: dict) -> list[str]:
     """A name for each dynamic argument leaf, as the user would write it: ``x``, ``params['w']``, ``args[2][0]``."""
     dyn_args, dyn_kw, _ = jitted._split(args, kwargs)
@@ -1203,7 +1228,7 @@ class JitWrapped:
             if sharded_jit.needs_spmd(self, leaves):
                 return sharded_jit.call_sharded(self, args, kwargs, full_args, full_kwargs, statics, leaves, avals,
                                                 in_tree)
-        device = self._target_device(leaves)
+        device = self._target_device(leaves, (full_args, full_kwargs))
         x64 = _config_mod.config.enable_x64
         # This thread's config contexts (``()`` without one): options read while tracing (matmul precision,
         # promotion modes, ...) change the program, and other threads may hold other values.
@@ -1236,6 +1261,9 @@ class JitWrapped:
             bufs = [None] * len(leaves)
             for i in kept:
                 bufs[i] = X.to_buffer(leaves[i], device)
+        if self._sharding_device is not None:
+            # placed by the function's own (single-device) shardings: its results are committed there, as JAX's
+            return _committed_results(entry.invoke(bufs, leaves))
         if not entry.donate_mask:
             self._remember_fast(args, kwargs, leaves, in_tree, statics, device, entry)
         return entry.invoke(bufs, leaves)
@@ -1453,7 +1481,14 @@ class JitWrapped:
             weakref.finalize(self, _forget_cpp, store, cpp)
         return cpp
 
-    def _target_device(self, leaves: list) -> Any:
+    def _target_device(self, leaves: list, full: tuple | None = None) -> Any:
+        if self._device is not None or self._backend is not None:
+            from ftrans.core.sharding import get_mesh
+
+            if get_mesh() is not None:  # JAX's rule and words
+                raise FtransValueError(
+                    "Mesh context manager should not be used with jit when backend or device is also specified "
+                    f"as an argument to jit (jit({self.__name__})); drop device=/backend= or leave the mesh context")
         if self._device is not None:
             return self._device
         if self._sharding_device is not None:
@@ -1471,12 +1506,9 @@ class JitWrapped:
                     continue
                 d = leaf.device if dev is None or leaf._sig[3] != dev.id else dev
                 if dev is None:
-                    dev = d
+                    dev, first = d, leaf
                 elif d != dev:
-                    raise FtransValueError(
-                        f"Received incompatible devices for jitted computation: jit({self.__name__}) got "
-                        f"arguments committed to {dev} and to {d}; move them with ftrans.device_put first"
-                    )
+                    raise _committed_mismatch(self, full, leaves, first, leaf)
         if dev is not None:
             return dev
         return loose if loose is not None else default_device()
@@ -2114,6 +2146,7 @@ class LoweredText:
     ``jit``'s ``Lowered``, the partitioned one, ``pmap``'s."""
 
     _text: str
+    _no_kwargs = False  # keyword arguments are part of the lowered signature, as in JAX (its attribute)
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
         """The StableHLO module (``dialect="hlo"``: the XLA HLO it converts to). Every StableHLO op carries
@@ -2272,6 +2305,7 @@ class Compiled:
     """A compiled executable for fixed argument types; call it with arguments of those types."""
 
     donate_argnums: tuple = ()  # set by Lowered.compile
+    _no_kwargs = False  # keyword arguments are part of the compiled signature, as in JAX (its attribute)
 
     def __init__(self, exe: X.Executable, out_tree: Any, closed: ClosedJaxpr, kept: tuple | None = None,
                  in_tree: Any = None, names: list | None = None):

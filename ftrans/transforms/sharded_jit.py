@@ -75,6 +75,8 @@ def sharded_consts(consts: Any) -> bool:
 def needs_spmd(owner: Any, leaves: list) -> bool:
     if owner._spmd_always:
         return True
+    if getattr(owner, "_device", None) is not None:  # jit(device=d): the arguments are moved to d, as JAX's
+        return False
     for x in leaves:
         if type(x) is ShardedArray and isinstance(x.sharding, NamedSharding):
             return True
@@ -96,6 +98,9 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
             s = as_sharding(s)
             if s is None:
                 continue
+            if isinstance(s, NamedSharding) and getattr(s.mesh, "empty", False):  # JAX's check and words
+                raise FtransValueError(f"One of {what} leaf specifications got an empty NamedSharding: {s} which "
+                                       "is not allowed.")
             spec = s if isinstance(s, PartitionSpec) else getattr(s, "spec", None)
             if isinstance(spec, PartitionSpec) and PartitionSpec.UNCONSTRAINED in tuple(spec):
                 raise FtransValueError(f"jit: Unconstrained dims are not allowed when passed to {what} (only "
@@ -157,7 +162,7 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
         return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
-            lambda s, sub: [s] * len(tree_util.tree_leaves(sub)), spec, tree,
+            lambda s, sub: _Group([s] * len(tree_util.tree_leaves(sub))), spec, tree,
             is_leaf=lambda x: _is_sharding_leaf(x) or type(x).__name__ == "PartitionSpec")
     except (ValueError, TypeError) as e:
         from ftrans.tree_util import _mismatch_details
@@ -170,9 +175,13 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
             f"at each leaf; got {what}={spec!r} for a value of structure {tree_util.tree_structure(tree)} ({e}). "
             f"Match {what} to the structure of the {whose}, or give one sharding for all of them{details}") from None
     out: list = []
-    for group in tree_util.tree_leaves(nested, is_leaf=lambda x: isinstance(x, list)):
+    for group in tree_util.tree_leaves(nested, is_leaf=lambda x: type(x) is _Group):
         out.extend(norm(s) for s in group)
     return out
+
+
+class _Group(list):
+    """The shardings of one prefix leaf's values (not a pytree node: a list in the spec itself is one)."""
 
 
 def check_out_shardings(owner: Any, out_tree: Any) -> None:
@@ -181,7 +190,9 @@ def check_out_shardings(owner: Any, out_tree: Any) -> None:
     _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", owner.__name__)
 
 
-def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
+def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None = None) -> list:
+    """Each argument leaf's layout: its ``in_shardings`` entry, else its own (an Array laid out over a mesh, a
+    ShapeDtypeStruct's sharding), else None; ``from_args`` (given) gets, per leaf, whether it is its own."""
     fname = owner.__name__
     n_pos = len(tree_util.tree_leaves(args))
     spec = owner._in_shardings
@@ -204,14 +215,140 @@ def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list) -> list:
         flat += [None] * (len(leaves) - n_pos)
     out = []
     for s, x in zip(flat, leaves):
+        if isinstance(s, NamedSharding) and type(x) is ShardedArray:
+            _check_committed_arg(fname, s, x)
+        given = s is not None
         if s is None and type(x) is ShardedArray:
             own = x.sharding
             s = own if isinstance(own, NamedSharding) else None
         elif s is None and type(x) is ShapeDtypeStruct:
             own = as_sharding(x.sharding)
             s = own if isinstance(own, NamedSharding) else None
+        if from_args is not None:
+            from_args.append(not given)
         out.append(s)
     return out
+
+
+def _check_committed_arg(fname: str, s: NamedSharding, x: Any) -> None:
+    """An argument laid out over a mesh (committed) that ``in_shardings`` lays out otherwise over the same
+    devices: JAX's ValueError (jit moves no committed argument; ``device_put`` it first)."""
+    own = x.sharding
+    if not isinstance(own, NamedSharding) or own.device_set != s.device_set or own is s:
+        return  # other devices: the device assignment check reports it (``_check_devices``)
+    if not own.is_equivalent_to(s, len(x.shape)):
+        raise FtransValueError(
+            "Sharding passed to jit does not match the sharding on the respective arg. "
+            f"Got jit sharding: {s},\narg sharding: {own} for arg type: {_long_type(x.aval)} "
+            f"(jit({fname}); reshard the argument with device_put first)")
+
+
+def _long_type(aval: Any) -> str:
+    """A type as JAX's device-assignment messages show it: ``int32[8,2]``."""
+    return f"{aval.dtype.name}[{','.join(map(str, aval.shape))}]"
+
+
+def _ids_str(ids: Any, platform: str) -> str:
+    return f"with device ids {list(ids)} on platform {platform}"
+
+
+def _device_mismatch(fname: str, first: tuple, second: tuple) -> FtransValueError:
+    """JAX's device-assignment error: two layouts of one program on different devices.  Each layout is
+    ``(kind, device ids, platform, argument name (or a function giving it) or None, aval or None)``, ``kind``
+    as JAX names it ("argument", "explicit input sharding", "explicit output sharding", "sharding_constraint inside jit",
+    "jit's context mesh", "closed over constant sharding")."""
+    def one(t: tuple) -> str:
+        kind, ids, plat, name, aval = t
+        if kind == "argument":
+            name = name() if callable(name) else name
+            return f"argument {name} of {fname} with shape {_long_type(aval)} and {_ids_str(ids, plat)}"
+        return f"{kind} {_ids_str(ids, plat)}"
+
+    a, b = (second, first) if second[0] == "argument" and first[0] != "argument" else (first, second)
+    return FtransValueError(f"Received incompatible devices for jitted computation. Got {one(a)} and {one(b)}")
+
+
+def _layout_info(kind: str, sharding: Any, name: Any = None, aval: Any = None) -> tuple:
+    devs = list(sharding.mesh.devices.flat) if isinstance(sharding, NamedSharding) else list(sharding.device_set)
+    return (kind, [d.id for d in devs], devs[0].platform.upper(), name, aval)
+
+
+def _layouts(owner: Any, full_args: tuple, full_kwargs: dict, leaves: list, avals: list, in_sh: list,
+             from_args: list, out_sh: list, const_sh: list, closed: Any) -> list:
+    """The layouts a sharded program's devices come from, in JAX's order and with JAX's names for them:
+    the arguments' (explicit ``in_shardings``, else an argument's own layout, or the device a committed
+    argument is on), the constants', ``out_shardings``, and the sharding constraints inside."""
+    names: list = []
+
+    def name(k: int) -> str:
+        if not names:
+            from ftrans.transforms.jit import _leaf_names
+
+            try:
+                names.extend(_leaf_names(owner, full_args, full_kwargs))
+            except Exception:  # (a wrapper without jit's signature: positions)
+                names.extend(f"args[{i}]" for i in range(len(leaves)))
+        return names[k] if k < len(names) else f"args[{k}]"
+
+    out: list = []
+    for k, (s, x, own) in enumerate(zip(in_sh, leaves, from_args)):
+        if isinstance(s, NamedSharding):
+            kind = "argument" if own else "explicit input sharding"  # (an Array's or a ShapeDtypeStruct's)
+            out.append(_layout_info(kind, s, lambda k=k: name(k), avals[k]))
+        elif type(x) is DeviceArray and x._committed and s is None:
+            dev = x.device
+            out.append(("argument", [dev.id], dev.platform.upper(), lambda k=k: name(k), avals[k]))
+    out += [_layout_info("closed over constant sharding", s) for s in const_sh]
+    out += [_layout_info("explicit output sharding", s) for s in out_sh if isinstance(s, NamedSharding)]
+    out += [_layout_info(kind, NamedSharding(m, PartitionSpec())) for kind, m in _inner_layouts(closed.jaxpr)]
+    return out
+
+
+def _inner_layouts(jaxpr: Any) -> list:
+    """``constraint_meshes`` with what names each mesh, as JAX's device-assignment errors say it: a sharding
+    constraint, a ``device_put`` or a ``shard_map`` inside jit, or a jit inside jit (its shardings)."""
+    from ftrans.core.ir import ClosedJaxpr, subjaxprs
+    from ftrans.core.prims.calls import jit_call_p
+    from ftrans.core.prims.shard_map import shard_map_p
+    from ftrans.core.prims.sharding import device_put_p
+
+    out: list = []
+    for eqn in jaxpr.eqns:
+        p = eqn.primitive
+        if p is jit_call_p:
+            body = eqn.params["jaxpr"]
+            found = [("jit inside jit", m)
+                     for m in constraint_meshes(body.jaxpr if isinstance(body, ClosedJaxpr) else body)]
+        elif p is device_put_p or p is shard_map_p or p.name == "sharding_constraint":
+            found = [(f"{p.name} inside jit", m) for m in constraint_meshes(_one_eqn(jaxpr, eqn))]
+        else:
+            found = [t for sub in subjaxprs(eqn)
+                     for t in _inner_layouts(sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub)]
+        out += [t for t in found if all(t[1] is not m for _, m in out)]
+    return out
+
+
+def _one_eqn(jaxpr: Any, eqn: Any) -> Any:
+    """A stand-in holding only ``eqn`` (what ``constraint_meshes`` reads of a jaxpr: its equations)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(eqns=[eqn])
+
+
+def _check_devices(fname: str, layouts: list) -> None:
+    """Every layout of one program must be over the same devices (in the same order), and over the devices of
+    the mesh in context when one is set: else JAX's "Received incompatible devices" error."""
+    ctx = get_mesh()
+    if ctx is not None and getattr(ctx, "devices", None) is not None and ctx.devices.size:
+        devs = list(ctx.devices.flat)
+        first = ("jit's context mesh", [d.id for d in devs], devs[0].platform.upper(), None, None)
+    elif layouts:
+        first = layouts[0]
+    else:
+        return
+    for t in layouts:
+        if t[1] != first[1]:
+            raise _device_mismatch(fname, first, t)
 
 
 def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
@@ -239,7 +376,8 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
 def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
              avals: list, in_tree: Any, statics: tuple | None = None) -> tuple:
     fname = owner.__name__
-    in_sh = _in_shardings(owner, args, kwargs, leaves)
+    from_args: list = []
+    in_sh = _in_shardings(owner, args, kwargs, leaves, from_args)
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -268,6 +406,8 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
     const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
+    _check_devices(fname, _layouts(owner, full_args, full_kwargs, leaves, avals, in_sh, from_args, out_sh,
+                                   const_sh, closed))
     mesh = _mesh_of(fname, in_sh + out_sh + const_sh, closed.jaxpr)
     dev = getattr(owner, "_device", None)
     if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
@@ -302,7 +442,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     exe, out_tree, donate, mesh_ids = entry
     for k, x in enumerate(leaves):
         if type(x) is DeviceArray and x._committed and (len(mesh_ids) != 1 or x._sig[3] != mesh_ids[0]):
-            _committed_elsewhere(owner.__name__, k, x, avals[k], mesh_ids)
+            _committed_elsewhere(owner, full_args, full_kwargs, k, x, avals[k], mesh_ids)
     outs = exe.run(leaves)
     if any(donate):
         for x, d in zip(leaves, getattr(exe, "donated_used", donate)):
@@ -316,13 +456,20 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     return tree_util.tree_unflatten(out_tree, outs)
 
 
-def _committed_elsewhere(fname: str, k: int, x: Any, aval: Any, mesh_ids: tuple) -> None:
-    """An argument committed to one device, in a program spread over other devices: an error, as in JAX
-    (moving it silently would hide a layout mistake)."""
-    raise FtransValueError(
-        f"Received incompatible devices for jitted computation: jit({fname}) runs on devices "
-        f"{list(mesh_ids)}, but argument {k} ({aval.str_short()}) is committed to device {x.device.id}; "
-        "move it onto the mesh with ftrans.device_put(x, sharding) first (or pass an uncommitted array)")
+def _committed_elsewhere(owner: Any, full_args: tuple, full_kwargs: dict, k: int, x: Any, aval: Any,
+                         mesh_ids: tuple) -> None:
+    """An argument committed to one device, in a program spread over other devices: JAX's error (moving it
+    silently would hide a layout mistake; ``device_put`` it onto the mesh first)."""
+    from ftrans.transforms.jit import _leaf_names
+
+    try:
+        name = _leaf_names(owner, full_args, full_kwargs)[k]
+    except Exception:  # (a wrapper without jit's signature)
+        name = f"args[{k}]"
+    dev = x.device
+    plat = dev.platform.upper()
+    raise _device_mismatch(owner.__name__, ("argument", [dev.id], plat, name, aval),
+                           ("the program's layout", list(mesh_ids), plat, None, None))
 
 
 def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: Any, out_tree: Any,
@@ -421,6 +568,13 @@ class ShardedLowered(LoweredText):
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else ())
 
+    @property
+    def in_tree(self) -> Any:
+        """The pytree structure of ``(args, kwargs)`` (static arguments left out), as JAX's."""
+        if self._in_tree is None:
+            raise AttributeError("in_tree: this lowering was made without its arguments' structure")
+        return tree_util.user_treedef(self._in_tree)
+
     def compile(self) -> ShardedCompiled:
         from ftrans.lowering.spmd import SpmdExecutable
 
@@ -476,7 +630,31 @@ class ShardedCompiled(Compiled):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves = self._checked_leaves(args, kwargs, self._exe.in_avals[len(self._exe.const_bufs):])
+        self._check_layouts(leaves)
         return tree_util.tree_unflatten(self._out_tree, self._exe.run(leaves))
+
+    def _check_layouts(self, leaves: list) -> None:
+        """A committed argument laid out otherwise than the program was compiled for: JAX's ValueError (a
+        compiled program moves no committed argument)."""
+        errors = []
+        rts = self._exe.in_shardings[len(self._exe.const_bufs):]
+        for k, (x, rt) in enumerate(zip(leaves, rts)):
+            if type(x) is not ShardedArray:
+                continue
+            own = x._sharded.sharding
+            if own is rt or own == rt:
+                continue
+            want = from_runtime(rt)
+            if not x.sharding.is_equivalent_to(want, len(x.shape)):
+                name = self._names[k] if self._names is not None and k < len(self._names) else f"args[{k}]"
+                errors.append(f"Argument {name} with shape {_long_type(x.aval)}:\n  Passed sharding: {x.sharding}\n"
+                              f"  Required sharding: {want}")
+        if errors:
+            n = len(errors)
+            which = f"the {n} mismatches" if n < 5 else f"5 mismatches out of {n}"
+            raise FtransValueError(
+                "Computation was compiled for input shardings that disagree with the shardings of arguments "
+                f"passed to it. Here are {which}:\n" + "\n".join(errors[:5]))
 
     @property
     def in_tree(self) -> Any:
