@@ -168,3 +168,33 @@ def test_apply_primitive_and_platform_lowering():
     FT.mlir.register_lowering(p, FT.mlir.lower_fun(lambda x: x + 1, multiple_results=False), platform="cpu")
     np.testing.assert_allclose(p.bind(np.float32(1.0)), 2.0)
     np.testing.assert_allclose(ftrans.jit(p.bind)(np.float32(1.0)), 2.0)
+
+
+def test_defjvp2_defbilinear_deflinear2_match_jax():
+    def program(m, tag):
+        ad, mlir, api = m.ad, m.mlir, m.api
+        ex = m.core.Primitive(f"{tag}_exp")
+        ex.def_impl(np.exp)
+        ex.def_abstract_eval(lambda x: x)
+        mlir.register_lowering(ex, mlir.lower_fun(lambda x: m.lax.exp(x), multiple_results=False))
+        ad.defjvp2(ex, lambda t, ans, x: t * ans)
+        mul = m.core.Primitive(f"{tag}_mul")
+        mul.def_impl(np.multiply)
+        mul.def_abstract_eval(lambda x, y: x)
+        mlir.register_lowering(mul, mlir.lower_fun(lambda x, y: x * y, multiple_results=False))
+        ad.defbilinear(mul, lambda ct, x, y: mul.bind(ct, y), lambda ct, x, y: mul.bind(x, ct))
+        neg = m.core.Primitive(f"{tag}_neg")
+        neg.def_impl(np.negative)
+        neg.def_abstract_eval(lambda x: x)
+        mlir.register_lowering(neg, mlir.lower_fun(lambda x: -x, multiple_results=False))
+        ad.deflinear2(neg, lambda ct, x: [neg.bind(ct)])
+
+        def f(x, y):
+            return neg.bind(mul.bind(ex.bind(x), y)).sum()
+
+        x = np.array([0.5, 1.0], np.float32)
+        return [api.grad(f, argnums=(0, 1))(x, x), api.jit(api.grad(f))(x, x), api.jvp(f, (x, x), (x, x))]
+
+    got, want = program(FT, "ft2"), program(JX, "jx2")
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
