@@ -998,3 +998,19 @@ def test_error_state_exists_before_the_first_traced_check():
                                    cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1])).stdout
     assert run(code_jax).split() == ["recorded", "m"]
     assert run(code_ftrans).split() == ["refused", "True", "recorded", "m"]
+
+
+# ---------------------------------------------------------------- user primitives' lowering rules (docs/differences.md)
+def test_mlir_binding_lowering_rules_are_refused_lower_fun_is_not():
+    import jax.extend.core as jcore
+    import jax.interpreters.mlir as jmlir
+
+    from ftrans.extend.core import Primitive
+    from ftrans.interpreters import mlir
+
+    jp = jcore.Primitive("diff_bindings_rule")
+    jmlir.register_lowering(jp, lambda ctx, x: [x])  # JAX takes a rule on its MLIR bindings
+    p = Primitive("diff_bindings_rule")
+    with pytest.raises(NotImplementedError, match="lower_fun"):
+        mlir.register_lowering(p, lambda ctx, x: [x])
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))

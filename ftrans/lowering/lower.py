@@ -58,6 +58,10 @@ class LoweringError(Exception):
     """A primitive or parameter the lowering cannot express (a bug in ftrans, reported with context)."""
 
 
+class MissingLoweringRule(LoweringError, NotImplementedError):
+    """A primitive (a user's, say) with no lowering rule: JAX raises ``NotImplementedError`` for it."""
+
+
 class LoweringContext:
     """What a rule sees: the emitter, the equation's types, and the module (for sub-functions)."""
 
@@ -382,8 +386,9 @@ class ModuleLowering:
         for eqn in jaxpr.eqns:
             rule = lowering_rules.get(eqn.primitive)
             if rule is None:
-                raise LoweringError(
-                    f"primitive {eqn.primitive.name} has no StableHLO lowering rule "
+                raise MissingLoweringRule(
+                    f"MLIR translation rule for primitive '{eqn.primitive.name}' not found for platform "
+                    f"{self.platform}: primitive {eqn.primitive.name} has no StableHLO lowering rule "
                     f"(equation from {eqn.source_info})"
                 )
             ins = [read(a) for a in eqn.invars]

@@ -277,7 +277,9 @@ class JVPTrace(Trace):
             reason = not_supported.get((prim, "jvp"))
             if reason is not None:
                 raise NotImplementedError(f"differentiation (jvp) of {prim.name}: {reason}")
-            raise NotImplementedError(f"differentiation (jvp) of {prim.name} is not supported")
+            raise NotImplementedError(f"Differentiation rule for '{prim.name}' not implemented (the primitive has "
+                                      "no JVP rule: register one with ftrans.interpreters.ad.primitive_jvps or "
+                                      "ftrans.transforms.ad.register_jvp)")
         primal_out, tangent_out = rule(primals, tangents, **params)
         if prim.multiple_results:
             return [JVPTracer(self, p, t) for p, t in zip(primal_out, tangent_out)]

@@ -81,6 +81,7 @@ def _rule_for(prim: Primitive) -> Callable:
     if rule is None:
         reason = not_supported.get((prim, "transpose"))
         raise NotImplementedError(
+            f"Transpose rule (for reverse-mode differentiation) for '{prim.name}' not implemented: "
             f"reverse-mode differentiation met `{prim.name}` applied to a linear (tangent) value, but "
             f"`{prim.name}` has no transpose rule" + (f": {reason}" if reason else "")
         )
