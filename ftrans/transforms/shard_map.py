@@ -195,6 +195,27 @@ def _check_manual(fname: str, what: str, spec: Any, names: tuple, auto: set) -> 
                                f"{what} must refer to axes marked as manual, but {what} refers to {bad[0]!r}")
 
 
+def _check_unreduced(what: str, mesh: Mesh, manual: Any, spec: Any) -> None:
+    """JAX's checks of a spec's unreduced/reduced sets: only in a fully manual shard_map, and only over
+    Explicit mesh axes."""
+    from ftrans.core.sharding import AxisType
+
+    ur, rd = frozenset(getattr(spec, "unreduced", ())), frozenset(getattr(spec, "reduced", ()))
+    if not ur and not rd:
+        return
+    prefix = "in" if what == "in_specs" else "out"
+    if manual and frozenset(manual) != frozenset(mesh.axis_names):
+        raise NotImplementedError(
+            f"unreduced/reduced can only be passed to {prefix}_specs when shard_map is in full manual mode. Got "
+            f"mesh axis names {mesh.axis_names}, manual_axes: {frozenset(manual)}, specs: {spec!r}")
+    types = dict(zip(mesh.axis_names, tuple(getattr(mesh, "axis_types", ()) or ())))
+    for kind, axes in (("unreduced", ur), ("reduced", rd)):
+        if not all(types.get(u) == AxisType.Explicit for u in axes):
+            raise FtransValueError(
+                f"{kind} in {prefix}_specs {spec!r} can only be used when the mesh passed to shard_map contains "
+                f"axis names all of type `Explicit`. Got mesh {mesh!r}")
+
+
 class _ShardMapped:
     def __init__(self, fun: Callable, mesh: Mesh | None, in_specs: Any, out_specs: Any, check_vma: bool,
                  axis_names: frozenset = frozenset()):
@@ -350,6 +371,7 @@ class _ShardMapped:
             if len(s) > len(a.shape):
                 raise _spec_rank_error(fname, "in_specs", self._in_specs, args, dyn_index[k], s, a)
             _check_known(fname, "in_specs", s, mesh)
+            _check_unreduced("in_specs", mesh, manual, s)
             check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
             names = names_of_spec(s, len(a.shape))
             _check_manual(fname, "in_specs", s, names, auto)
@@ -407,13 +429,14 @@ class _ShardMapped:
             if len(s) > len(a.shape):
                 raise _spec_rank_error(fname, "out_specs", self._out_specs, out, k, s, a)
             _check_known(fname, "out_specs", s, mesh)
+            _check_unreduced("out_specs", mesh, manual, s)
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
             out_names.append(names_of_spec(s, len(a.shape)))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
             _check_not_enclosing(fname, "out_specs", s, out_names[-1], set(outer))
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
-                           out_specs, out_names, out_vma)
+                           out_specs, out_names, out_vma, not any(map(_unreduced_in, leaves)))
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -863,21 +886,41 @@ def _vma_fixpoint(body: Any, consts: list, carry: list, xs: list, axes: frozense
         carry = new
 
 
+def _unreduced_in(x: Any) -> bool:
+    """Whether an argument's sharding type is unreduced or reduced over some mesh axes."""
+    from ftrans.core.sharding_rules import array_aval
+
+    try:
+        spec = getattr(getattr(array_aval(x) if not isinstance(x, Tracer) else x.aval, "sharding", None), "spec",
+                       None)
+    except TypeError:
+        return False
+    return bool(getattr(spec, "unreduced", None) or getattr(spec, "reduced", None))
+
+
 def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
-                   out_names: list, out_vma: Any = None) -> None:
+                   out_names: list, out_vma: Any = None, check_ur: bool = False) -> None:
     axes = frozenset(manual)
     in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
     got = [g | (t & axes) for g, t in zip(got, out_vma or [_EMPTY] * len(got))]
-    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals)
+    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals, check_ur)
 
 
-def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list) -> None:
+def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list,
+                   check_ur: bool = False) -> None:
     """Raise JAX's error for each result whose out_specs leave out a manual axis it varies along (``got``)."""
     order = {a: i for i, a in enumerate(mesh.axis_names)}
     fails = []
     for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, out_avals)):
+        ur = frozenset(getattr(s, "unreduced", ()))
+        if check_ur and ur and not g & ur:  # JAX casts a result to its out_specs' unreduced axes (varying -> unreduced)
+            raise FtransValueError(
+                "vary_unreduced_cast is a Varying->Unreduced collective. This means that the axis names mentioned "
+                "in `axes` passed to `vary_unreduced_cast` must be present in `jax.typeof(x).mat.varying`. Got "
+                f"axes={tuple(sorted(ur, key=str))} and jax.typeof(x).mat.varying={set(g) or '{}'} (shard_map("
+                f"{fname}) output {k} of type {a.str_short()}, out_specs {s!r})")
         mentioned = {x for ax in ns for x in ax}
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
