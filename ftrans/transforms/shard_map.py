@@ -30,7 +30,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
+from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
     Mesh,
@@ -431,7 +431,7 @@ class _ShardMapped:
             _check_known(fname, "out_specs", s, mesh)
             _check_unreduced("out_specs", mesh, manual, s)
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
-            out_names.append(names_of_spec(s, len(a.shape)))
+            out_names.append(with_ur_names(names_of_spec(s, len(a.shape)), s))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
             _check_not_enclosing(fname, "out_specs", s, out_names[-1], set(outer))
         if self._check_vma:
@@ -921,7 +921,7 @@ def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got
                 "in `axes` passed to `vary_unreduced_cast` must be present in `jax.typeof(x).mat.varying`. Got "
                 f"axes={tuple(sorted(ur, key=str))} and jax.typeof(x).mat.varying={set(g) or '{}'} (shard_map("
                 f"{fname}) output {k} of type {a.str_short()}, out_specs {s!r})")
-        mentioned = {x for ax in ns for x in ax}
+        mentioned = {x for ax in ns for x in ax} | ur  # (a result varying along an unreduced axis: partial sums)
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
             unmentioned = [x for x in mesh.axis_names if x not in mentioned]
