@@ -388,7 +388,7 @@ class _ShardMapped:
                         f"{'total ' if len(ax) > 1 else ''}size {parts}), but {parts} does not evenly divide {n} "
                         f"(the mesh has shape {tuple(mesh.axis_sizes)} with axis names {mesh.axis_names}). Pad "
                         "the argument, or split it over other mesh axes")
-            avals.append((a, names))
+            avals.append((a, with_ur_names(names, s)))
         if in_specs is not _INFER and not auto and not body_meshes and _all_explicit(mesh):
             for x, s, (a, names) in zip(leaves, specs, avals):
                 _check_explicit_spec(x, s, a, names, mesh)
