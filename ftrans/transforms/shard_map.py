@@ -164,15 +164,21 @@ def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) ->
         return
     sh = getattr(typed, "sharding", None)
     have = names_of_spec(sh.spec, len(a.shape)) if sh is not None else ((),) * len(a.shape)
-    if tuple(have) == tuple(names):
+
+    def sets(sp: Any) -> tuple:
+        return frozenset(getattr(sp, "unreduced", ()) or ()), frozenset(getattr(sp, "reduced", ()) or ())
+
+    if tuple(have) == tuple(names) and sets(sh.spec if sh is not None else None) == sets(spec):
         return
 
-    def spec_str(ns: tuple) -> str:
-        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns)))
+    def spec_str(ns: tuple, sp: Any = None) -> str:
+        u, r = sets(sp)
+        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns),
+                                  unreduced=u, reduced=r))
 
     raise FtransValueError(
-        f"in_specs passed to shard_map: {spec_str(names)} does not match the specs of the input: "
-        f"{spec_str(have)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
+        f"in_specs passed to shard_map: {spec_str(names, spec)} does not match the specs of the input: "
+        f"{spec_str(have, sh.spec if sh is not None else None)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
         "in_specs entry must be its sharding type's spec: leave in_specs out (shard_map infers them from the "
         "arguments), or reshard the argument (ftrans.reshard) first")
 
