@@ -139,3 +139,46 @@ def test_unreduced_spec_errors():
         assert isinstance(e_j, NotImplementedError) == isinstance(e_f, NotImplementedError), (e_j, e_f)
     assert "Explicit" in str(ft[0]) and "full manual" in str(ft[1]) and "does not match" in str(ft[2])
     assert "Varying->Unreduced" in str(ft[3])
+
+
+def test_grad_through_unreduced_out_specs():
+    """The cotangent of a result returned unreduced is reduced (the same on every device): the gradients of
+    a matmul's partial products summed after a ``reshard`` are the plain matmul's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        a = np.arange(8.0).reshape(2, 4)
+        b = np.arange(8.0).reshape(4, 2)
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            x = lib.device_put(a, P("x", "y"))
+            y = lib.device_put(b, P("y", None))
+            f = lib.shard_map(lambda p, q: jnp.einsum("ab,bc->ac", p, q), in_specs=(P("x", "y"), P("y", None)),
+                              out_specs=P("x", None, unreduced={"y"}))
+
+            def g(p, q):
+                return lib.sharding.reshard(f(p, q), P("x", None)).sum()
+
+            gx, gy = lib.jit(lib.grad(g, argnums=(0, 1)))(x, y)
+            return _spec(gx), np.asarray(gx), _spec(gy), np.asarray(gy)
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_grad_of_unreduced_times_reduced_arguments():
+    """Arguments unreduced and reduced over ``x`` multiplied in a body returned unreduced: the gradients'
+    types swap the sets (reduced / unreduced) and their values, summed, are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            u = lib.device_put(jnp.arange(8.0), P(unreduced={"x"}))
+            r = lib.device_put(jnp.arange(8.0) + 1.0, P(reduced={"x"}))
+            f = lib.jit(lib.shard_map(lambda p, q: (p * q).sum(), out_specs=P(unreduced={"x"})))
+            out = f(u, r)
+            g1, g2 = lib.jit(lib.grad(f, argnums=(0, 1)))(u, r)
+            return (_spec(out), float(np.asarray(lib.sharding.reshard(out, P()))), _spec(g1), _spec(g2),
+                    np.asarray(lib.sharding.reshard(g1, P())), np.asarray(lib.sharding.reshard(g2, P())))
+
+    _same(run("jax"), run("ftrans"))

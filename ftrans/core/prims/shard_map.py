@@ -135,7 +135,13 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
         if origin == "res":
             return None
         kind, i = origin
-        return in_names[i] if kind == "in" else out_names[i]
+        names = in_names[i] if kind == "in" else out_names[i]
+        if rule == "transpose" and isinstance(names, URNames):
+            # a cotangent's sets (JAX's swap): an unreduced value's is reduced (the same on every device, a
+            # type only); a reduced value's cotangent here is the body's own sum over the axes (check_vma's
+            # psum of an invariant operand's cotangents, or the partial sums added on the way in): plain
+            names = URNames(names, (), names.unreduced) if names.unreduced else tuple(names)
+        return names
 
     body = params["jaxpr"]
     new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
