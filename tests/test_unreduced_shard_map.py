@@ -182,3 +182,33 @@ def test_grad_of_unreduced_times_reduced_arguments():
                     np.asarray(lib.sharding.reshard(g1, P())), np.asarray(lib.sharding.reshard(g2, P())))
 
     _same(run("jax"), run("ftrans"))
+
+
+def test_pcast_unreduced_and_all_gather_reduced_values_and_grads():
+    """``pcast(to='unreduced')`` returned unreduced keeps each device's block (added by ``reshard``);
+    ``all_gather(to='reduced')`` returned reduced: the values, types and gradients are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        res = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(8.0), P("x"))
+            f = lib.shard_map(lambda v: lib.lax.pcast(v, "x", to="unreduced"), out_specs=P(unreduced={"x"}))
+            out = lib.jit(f)(arr)
+            g = lib.jit(lib.grad(lambda v: lib.sharding.reshard(f(v), P()).sum()))(arr)
+            res += [_spec(out), _shards(out), np.asarray(lib.sharding.reshard(out, P())), _spec(g), np.asarray(g)]
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            arr = lib.device_put(np.arange(32.0).reshape(8, 4), P("x", "y"))
+
+            @lib.shard_map(out_specs=P(reduced={"y"}))
+            def h(v):
+                full = lib.lax.all_gather(v, "y", axis=1, tiled=True, to="reduced")
+                return lib.lax.psum(jnp.sum(full * full), "x")
+
+            out = lib.jit(h)(arr)
+            g = lib.jit(lib.grad(h))(arr)
+            res += [_spec(out), float(out), _spec(g), np.asarray(g)]
+        return res
+
+    _same(run("jax"), run("ftrans"))

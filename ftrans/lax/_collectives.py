@@ -509,6 +509,11 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     frames_of("pcast", names)
     checked = vma_checked_names(names)
     if to != "varying":
+        from ftrans.transforms.shard_map import manual_axes_here
+
+        if not set(names) <= manual_axes_here():
+            raise NotImplementedError(f"pcast: to={to!r} is modelled only over the manual mesh axes of a "
+                                      f"shard_map body; {names} are not all manual here")
         # The values stay as they are: a reduced value is the same on every device of the axes, an unreduced
         # one holds each device's partial sum; ftrans types them as invariant / varying there (it does not
         # track the sets inside a body: docs/differences.md).
