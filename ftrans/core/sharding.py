@@ -842,6 +842,8 @@ class _SetMesh:
     """``set_mesh(mesh)``: installs ``mesh`` as the current mesh; as a context manager, restores the previous."""
 
     def __init__(self, mesh: Mesh | None):
+        if _is_runtime_mesh(mesh) and not tuple(mesh.axis_names):  # JAX's empty concrete mesh: no mesh
+            mesh = None
         mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")

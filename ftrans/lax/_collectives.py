@@ -218,15 +218,14 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
     Several axis names gather over all of them, the last varying fastest.  ``to='invarying'`` (JAX's
     ``all_gather_invariant``) gives the same values, known to ``shard_map``'s ``check_vma`` to be the same on
-    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` needs reduced types,
-    which ftrans does not track.
+    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` gives those values too
+    (ftrans types them invariant: it does not track reduced sets in a body).
     """
     if to not in ("varying", "invarying", "reduced"):
         raise FtransValueError(f"all_gather: got unexpected `to` value {to!r}; allowed `to` values are "
                                "'varying', 'invarying' and 'reduced'")
-    if to == "reduced":
-        raise NotImplementedError("all_gather: to='reduced' needs shard_map's reduced types, which ftrans does not "
-                                  "track")
+    if to == "reduced":  # the same on every device of the axes: ftrans's invariant type (see differences.md)
+        to = "invarying"
     if to == "invarying" and axis_index_groups is not None:
         raise NotImplementedError("all_gather: to='invarying' with axis_index_groups is not supported (as in JAX)")
     names = _as_names("all_gather", axis_name)
@@ -488,7 +487,8 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
 
     ``to='varying'`` (JAX's ``pvary``) leaves the values as they are and types them as varying along the
     names too (``typeof(y).mat.varying``), so a ``cond`` branch or a loop carry can match a value that varies
-    there; ``'reduced'``/``'unreduced'`` raise NotImplementedError.  An empty ``axis_name`` returns ``x`` as
+    there; ``'reduced'``/``'unreduced'`` keep the values (the same on every device of the axes / each device's
+    partial sum), typed invariant / varying there (ftrans does not track the sets in a body).  An empty ``axis_name`` returns ``x`` as
     JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by ``vmap``/``pmap``: see
     ``docs/differences.md``.)
     """
@@ -507,11 +507,37 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
                                "to='varying') was called outside a shard_map body (ftrans.shard_map), where no "
                                f"mesh axis named {names} is manual")
     frames_of("pcast", names)
-    if to != "varying":
-        raise NotImplementedError(f"pcast: to={to!r} needs shard_map's reduced/unreduced types, which ftrans does "
-                                  "not track; only to='varying' is supported")
-
     checked = vma_checked_names(names)
+    if to != "varying":
+        from ftrans.transforms.shard_map import manual_axes_here
+
+        if not set(names) <= manual_axes_here():
+            raise NotImplementedError(f"pcast: to={to!r} is modelled only over the manual mesh axes of a "
+                                      f"shard_map body; {names} are not all manual here")
+        # The values stay as they are: a reduced value is the same on every device of the axes, an unreduced
+        # one holds each device's partial sum; ftrans types them as invariant / varying there (it does not
+        # track the sets inside a body: docs/differences.md).
+        def cast(leaf: Any) -> Any:
+            v = _operand(leaf)
+            if checked:
+                from ftrans.transforms.shard_map import vma_of
+
+                vary = {n for n in checked if n in vma_of(v)}
+                if to == "unreduced" and not vary:
+                    raise FtransValueError(
+                        "vary_unreduced_cast is a Varying->Unreduced collective. This means that the axis names "
+                        f"mentioned in `axes` passed to `vary_unreduced_cast` must be present in "
+                        f"`jax.typeof(x).mat.varying`. Got axes={names} and jax.typeof(x).mat.varying="
+                        f"{set(vma_of(v)) or '{}'}")
+                if to == "reduced" and vary:
+                    raise FtransValueError(
+                        "jax.lax.pcast can only accept axis_name which corresponds to one of varying, unreduced, "
+                        f"reduced or invarying state of the input. Got input type: {aval_of(v).str_short()} "
+                        f"(varying along {sorted(vma_of(v), key=str)}), axes: {names}; to='reduced' takes a "
+                        "value the same on every device of the axes")
+            return v
+
+        return _tree_map(cast, x)
 
     def one(leaf: Any) -> Any:
         v = _operand(leaf)

@@ -30,7 +30,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p
+from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
     Mesh,
@@ -164,15 +164,21 @@ def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) ->
         return
     sh = getattr(typed, "sharding", None)
     have = names_of_spec(sh.spec, len(a.shape)) if sh is not None else ((),) * len(a.shape)
-    if tuple(have) == tuple(names):
+
+    def sets(sp: Any) -> tuple:
+        return frozenset(getattr(sp, "unreduced", ()) or ()), frozenset(getattr(sp, "reduced", ()) or ())
+
+    if tuple(have) == tuple(names) and sets(sh.spec if sh is not None else None) == sets(spec):
         return
 
-    def spec_str(ns: tuple) -> str:
-        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns)))
+    def spec_str(ns: tuple, sp: Any = None) -> str:
+        u, r = sets(sp)
+        return repr(PartitionSpec(*(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns),
+                                  unreduced=u, reduced=r))
 
     raise FtransValueError(
-        f"in_specs passed to shard_map: {spec_str(names)} does not match the specs of the input: "
-        f"{spec_str(have)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
+        f"in_specs passed to shard_map: {spec_str(names, spec)} does not match the specs of the input: "
+        f"{spec_str(have, sh.spec if sh is not None else None)} for arg: {typed.str_short()}. Over a mesh whose axes are all Explicit an argument's "
         "in_specs entry must be its sharding type's spec: leave in_specs out (shard_map infers them from the "
         "arguments), or reshard the argument (ftrans.reshard) first")
 
@@ -193,6 +199,27 @@ def _check_manual(fname: str, what: str, spec: Any, names: tuple, auto: set) -> 
         raise FtransValueError(f"shard_map({fname}): {what} {spec!r} splits over mesh axes {bad}, which are not in "
                                "axis_names (axes left automatic cannot appear in the specs): the shard_map "
                                f"{what} must refer to axes marked as manual, but {what} refers to {bad[0]!r}")
+
+
+def _check_unreduced(what: str, mesh: Mesh, manual: Any, spec: Any) -> None:
+    """JAX's checks of a spec's unreduced/reduced sets: only in a fully manual shard_map, and only over
+    Explicit mesh axes."""
+    from ftrans.core.sharding import AxisType
+
+    ur, rd = frozenset(getattr(spec, "unreduced", ())), frozenset(getattr(spec, "reduced", ()))
+    if not ur and not rd:
+        return
+    prefix = "in" if what == "in_specs" else "out"
+    if manual and frozenset(manual) != frozenset(mesh.axis_names):
+        raise NotImplementedError(
+            f"unreduced/reduced can only be passed to {prefix}_specs when shard_map is in full manual mode. Got "
+            f"mesh axis names {mesh.axis_names}, manual_axes: {frozenset(manual)}, specs: {spec!r}")
+    types = dict(zip(mesh.axis_names, tuple(getattr(mesh, "axis_types", ()) or ())))
+    for kind, axes in (("unreduced", ur), ("reduced", rd)):
+        if not all(types.get(u) == AxisType.Explicit for u in axes):
+            raise FtransValueError(
+                f"{kind} in {prefix}_specs {spec!r} can only be used when the mesh passed to shard_map contains "
+                f"axis names all of type `Explicit`. Got mesh {mesh!r}")
 
 
 class _ShardMapped:
@@ -350,6 +377,7 @@ class _ShardMapped:
             if len(s) > len(a.shape):
                 raise _spec_rank_error(fname, "in_specs", self._in_specs, args, dyn_index[k], s, a)
             _check_known(fname, "in_specs", s, mesh)
+            _check_unreduced("in_specs", mesh, manual, s)
             check_spec(s, mesh, f"shard_map({fname}) in_specs", len(a.shape), a.shape)
             names = names_of_spec(s, len(a.shape))
             _check_manual(fname, "in_specs", s, names, auto)
@@ -366,7 +394,7 @@ class _ShardMapped:
                         f"{'total ' if len(ax) > 1 else ''}size {parts}), but {parts} does not evenly divide {n} "
                         f"(the mesh has shape {tuple(mesh.axis_sizes)} with axis names {mesh.axis_names}). Pad "
                         "the argument, or split it over other mesh axes")
-            avals.append((a, names))
+            avals.append((a, with_ur_names(names, s)))
         if in_specs is not _INFER and not auto and not body_meshes and _all_explicit(mesh):
             for x, s, (a, names) in zip(leaves, specs, avals):
                 _check_explicit_spec(x, s, a, names, mesh)
@@ -407,13 +435,14 @@ class _ShardMapped:
             if len(s) > len(a.shape):
                 raise _spec_rank_error(fname, "out_specs", self._out_specs, out, k, s, a)
             _check_known(fname, "out_specs", s, mesh)
+            _check_unreduced("out_specs", mesh, manual, s)
             check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
-            out_names.append(names_of_spec(s, len(a.shape)))
+            out_names.append(with_ur_names(names_of_spec(s, len(a.shape)), s))
             _check_manual(fname, "out_specs", s, out_names[-1], auto)
             _check_not_enclosing(fname, "out_specs", s, out_names[-1], set(outer))
         if self._check_vma:
             _check_out_vma(fname, mesh, manual or set(mesh.axis_names), closed, [ns for _, ns in avals],
-                           out_specs, out_names, out_vma)
+                           out_specs, out_names, out_vma, not any(map(_unreduced_in, leaves)))
         body, consts = hoist_consts(closed)
         in_names = tuple(((),) * len(np.shape(c)) for c in consts) + tuple(ns for _, ns in avals)
         outs = shard_map_p.bind(*consts, *leaves, jaxpr=body, mesh=mesh, in_names=in_names,
@@ -863,22 +892,42 @@ def _vma_fixpoint(body: Any, consts: list, carry: list, xs: list, axes: frozense
         carry = new
 
 
+def _unreduced_in(x: Any) -> bool:
+    """Whether an argument's sharding type is unreduced or reduced over some mesh axes."""
+    from ftrans.core.sharding_rules import array_aval
+
+    try:
+        spec = getattr(getattr(array_aval(x) if not isinstance(x, Tracer) else x.aval, "sharding", None), "spec",
+                       None)
+    except TypeError:
+        return False
+    return bool(getattr(spec, "unreduced", None) or getattr(spec, "reduced", None))
+
+
 def _check_out_vma(fname: str, mesh: Mesh, manual: Any, closed: Any, in_names: list, out_specs: list,
-                   out_names: list, out_vma: Any = None) -> None:
+                   out_names: list, out_vma: Any = None, check_ur: bool = False) -> None:
     axes = frozenset(manual)
     in_sets = [frozenset(a for ax in ns for a in ax) & axes for ns in in_names]
     got = _vma_jaxpr(closed.jaxpr, in_sets, axes)  # its constvars (closed-over values) vary over nothing
     # and what the results' types say (a pcast(to='varying') or a zeros_like of a varying value)
     got = [g | (t & axes) for g, t in zip(got, out_vma or [_EMPTY] * len(got))]
-    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals)
+    _raise_out_vma(fname, mesh, out_specs, out_names, got, closed.out_avals, check_ur)
 
 
-def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list) -> None:
+def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got: list, out_avals: list,
+                   check_ur: bool = False) -> None:
     """Raise JAX's error for each result whose out_specs leave out a manual axis it varies along (``got``)."""
     order = {a: i for i, a in enumerate(mesh.axis_names)}
     fails = []
     for k, (s, ns, g, a) in enumerate(zip(out_specs, out_names, got, out_avals)):
-        mentioned = {x for ax in ns for x in ax}
+        ur = frozenset(getattr(s, "unreduced", ()))
+        if check_ur and ur and not g & ur:  # JAX casts a result to its out_specs' unreduced axes (varying -> unreduced)
+            raise FtransValueError(
+                "vary_unreduced_cast is a Varying->Unreduced collective. This means that the axis names mentioned "
+                "in `axes` passed to `vary_unreduced_cast` must be present in `jax.typeof(x).mat.varying`. Got "
+                f"axes={tuple(sorted(ur, key=str))} and jax.typeof(x).mat.varying={set(g) or '{}'} (shard_map("
+                f"{fname}) output {k} of type {a.str_short()}, out_specs {s!r})")
+        mentioned = {x for ax in ns for x in ax} | ur  # (a result varying along an unreduced axis: partial sums)
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
             unmentioned = [x for x in mesh.axis_names if x not in mentioned]

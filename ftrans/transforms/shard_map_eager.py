@@ -23,7 +23,14 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.shard_map import _body_env, eager_body, local_aval, names_of_spec, shard_map_p
+from ftrans.core.prims.shard_map import (
+    _body_env,
+    eager_body,
+    local_aval,
+    names_of_spec,
+    shard_map_p,
+    with_ur_names,
+)
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
 
 __all__ = ["eager_shard_map"]
@@ -167,8 +174,9 @@ def _run(mesh: Any, key: Any, body: Any, vals: list, in_names: tuple, out_names:
             from ftrans.core.sharding import NamedSharding, PartitionSpec
 
             (ns,) = out_names  # one result
+            u, r = getattr(ns, "unreduced", frozenset()), getattr(ns, "reduced", frozenset())
             fn = jit(run, out_shardings=NamedSharding(mesh, PartitionSpec(
-                *(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns))))
+                *(None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in ns), unreduced=u, reduced=r)))
         else:
             fn = jit(run)
         if full is not None:
@@ -201,11 +209,13 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
                 raise S._spec_rank_error(fname, "out_specs", sm._out_specs, skeleton, k, s, a)
             S._check_known(fname, "out_specs", s, mesh)
             S.check_spec(s, mesh, f"shard_map({fname}) out_specs", len(a.shape), a.shape)
-            out_names.append(names_of_spec(s, len(a.shape)))
+            S._check_unreduced("out_specs", mesh, manual, s)
+            out_names.append(with_ur_names(names_of_spec(s, len(a.shape)), s))
             S._check_manual(fname, "out_specs", s, out_names[-1], auto)
         if check:
             S._raise_out_vma(fname, mesh, out_specs, out_names, [vma for _, _, vma, _ in outs],
-                             [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs])
+                             [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs],
+                             not any(map(S._unreduced_in, leaves)))
         full_manual = not manual or set(manual) == set(mesh.axis_names)
         res = [_run(mesh, ("out",), _identity, [val], (names,), (ns,), full_manual)[0]
                for (val, names, _, _), ns in zip(outs, out_names)]

@@ -46,6 +46,36 @@ def names_of_spec(spec: Any, ndim: int) -> tuple:
     return tuple(out)
 
 
+class URNames(tuple):
+    """A result's per-dimension names with JAX's out_specs ``unreduced``/``reduced`` axes: the blocks are
+    partial sums over the unreduced axes (left as they are), and the value is the same along the reduced ones
+    (types only).  Equal to another only with the same sets."""
+
+    def __new__(cls, names: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> URNames:
+        self = super().__new__(cls, names)
+        self.unreduced, self.reduced = frozenset(unreduced), frozenset(reduced)
+        return self
+
+    def __eq__(self, other: Any) -> bool:
+        return tuple.__eq__(self, other) and (self.unreduced, self.reduced) == (
+            getattr(other, "unreduced", frozenset()), getattr(other, "reduced", frozenset()))
+
+    def __ne__(self, other: Any) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.unreduced, self.reduced))
+
+    def __reduce__(self) -> Any:
+        return URNames, (tuple(self), self.unreduced, self.reduced)
+
+
+def with_ur_names(names: Any, spec: Any) -> Any:
+    """``names`` carrying ``spec``'s unreduced/reduced axes (as they are when it has none)."""
+    u, r = getattr(spec, "unreduced", None), getattr(spec, "reduced", None)
+    return URNames(names, u or (), r or ()) if names is not None and (u or r) else names
+
+
 def _count(mesh: Any, axes: tuple) -> int:
     sizes = mesh.shape
     return math.prod(sizes[a] for a in axes)
@@ -105,7 +135,13 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
         if origin == "res":
             return None
         kind, i = origin
-        return in_names[i] if kind == "in" else out_names[i]
+        names = in_names[i] if kind == "in" else out_names[i]
+        if rule == "transpose" and isinstance(names, URNames):
+            # a cotangent's sets (JAX's swap): an unreduced value's is reduced (the same on every device, a
+            # type only); a reduced value's cotangent here is the body's own sum over the axes (check_vma's
+            # psum of an invariant operand's cotangents, or the partial sums added on the way in): plain
+            names = URNames(names, (), names.unreduced) if names.unreduced else tuple(names)
+        return names
 
     body = params["jaxpr"]
     new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
@@ -205,6 +241,9 @@ def _spec_of_names(names: Any, mesh: Any, manual: Any = None) -> Any:
     entries = [None if not ax else ax[0] if len(ax) == 1 else tuple(ax) for ax in names]
     while entries and entries[-1] is None:  # as the user writes it: P('x') for P('x', None)
         entries.pop()
+    u, r = getattr(names, "unreduced", None), getattr(names, "reduced", None)
+    if u or r:
+        return PartitionSpec(*entries, unreduced=u, reduced=r)
     return PartitionSpec(*entries)
 
 
@@ -265,7 +304,9 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
         inner = _sr.spec_of(body) if body.sharding is not None else (None,) * len(names)
         spec = tuple(None if not ax else (ax[0] if len(ax) == 1 else tuple(ax))
                      for ax in (tuple(ax) + names_of_spec(PartitionSpec(e), 1)[0] for ax, e in zip(names, inner)))
-        res.append((m, _sr.explicit_spec(spec, m, len(spec))))
+        spec = _sr.explicit_spec(spec, m, len(spec))
+        u, r = getattr(names, "unreduced", None), getattr(names, "reduced", None)
+        res.append((m, _sr.with_ur(spec, u or (), r or ()) if u or r else spec))
     return res
 
 

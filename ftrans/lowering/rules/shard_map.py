@@ -52,6 +52,9 @@ def _shard_map_lowering(ctx: LoweringContext, *args: str, jaxpr: Any, mesh: Any,
             reps = [a for a, t in zip(mesh.axis_names, mesh.axis_types)
                     if t == AxisType.Explicit and a not in used and a in auto]
             rep = ", replicated={" + ", ".join(f'"{a}"' for a in reps) + "}" if reps else ""
+        ur = getattr(ns, "unreduced", None)  # out_specs' unreduced axes: the blocks are partial sums there
+        if ur:
+            rep += ", unreduced={" + ", ".join(f'"{a}"' for a in mesh.axis_names if a in ur) + "}"
         return f"<@{sym}, {_dims(ns, ndim, mesh, part, manual_axes)}{rep}>"
 
     ins_attr = ", ".join(attr(ns, len(a.shape)) for ns, a in zip(in_names, ctx.avals_in))

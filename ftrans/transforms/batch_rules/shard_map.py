@@ -19,7 +19,7 @@ import numpy as np
 
 from ftrans.core.axis_env import AxisFrame
 from ftrans.core.ir import hoist_consts
-from ftrans.core.prims.shard_map import _body_env, shard_map_p
+from ftrans.core.prims.shard_map import URNames, _body_env, shard_map_p
 from ftrans.errors import FtransValueError
 from ftrans.transforms.batching import batch_jaxpr, batching_rules, moveaxis, not_mapped
 
@@ -70,7 +70,7 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
         else:
             new_vals.append(moveaxis(v, d, 0))
             body_dims.append(0)
-            new_in.append((lead,) + tuple(ns))
+            new_in.append(_batched(lead, ns))
     with _body_env({"mesh": mesh}):
         new, _ = batch_jaxpr(jaxpr, body_dims, body_frame, force_front=True)
     body, consts = hoist_consts(new)
@@ -80,9 +80,15 @@ def _shard_map_batch(vals: list, dims: list, *, frame: Any, jaxpr: Any, mesh: An
     outs = shard_map_p.bind(*consts, *new_vals, jaxpr=body, mesh=mesh,
                             in_names=tuple(((),) * len(np.shape(c)) for c in consts)
                             + tuple(new_in),
-                            out_names=tuple(None if ns is None else (lead,) + tuple(ns) for ns in out_names),
+                            out_names=tuple(None if ns is None else _batched(lead, ns) for ns in out_names),
                             **params)
     return outs, [1 if ns is None else 0 for ns in out_names]
 
 
 batching_rules[shard_map_p] = _shard_map_batch
+
+
+def _batched(lead: tuple, ns: tuple) -> tuple:
+    """A layout's names with the batch dimension in front (its unreduced/reduced sets kept)."""
+    names = (lead,) + tuple(ns)
+    return URNames(names, ns.unreduced, ns.reduced) if isinstance(ns, URNames) else names

@@ -1,0 +1,214 @@
+"""JAX's unreduced and reduced mesh axes at a ``shard_map``'s boundary, against jax on 8 CPU devices.
+
+An ``out_specs`` entry ``P(..., unreduced={'y'})`` leaves each device's block as it is (a partial sum over
+``y``) and types the result unreduced there; an argument unreduced over ``x`` enters the body as those
+partial sums.  Each check runs one program under both libraries and compares the result's spec, the blocks
+each device holds, the values and the errors."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import ftrans
+import ftrans.numpy as fjnp
+
+pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+
+LIBS = {"jax": (jax, jjnp), "ftrans": (ftrans, fjnp)}
+
+
+def _mesh(lib, shape, names):
+    return lib.make_mesh(shape, names, axis_types=(lib.sharding.AxisType.Explicit,) * len(names))
+
+
+def _shards(arr) -> list:
+    return [np.asarray(s.data) for s in arr.addressable_shards]
+
+
+def _spec(arr) -> tuple:
+    s = arr.sharding.spec
+    parts = list(s.partitions)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return tuple(parts), frozenset(s.unreduced), frozenset(s.reduced)
+
+
+def _same(a, b) -> None:
+    if isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    else:
+        assert a == b, (a, b)
+
+
+@pytest.mark.parametrize("in_specs,out_spec", [
+    ((("x", "y"), ("y", None)), (("x", None), {"y"})),
+    (((None, "x"), ("x", None)), ((), {"x"})),
+    (((None, ("x", "y")), (("x", "y"), None)), ((), {"x", "y"})),
+])
+def test_out_specs_unreduced_keeps_partial_sums(in_specs, out_spec):
+    """A matmul's partial products returned with ``out_specs`` unreduced over the contracted axes: each
+    device keeps its block, the type says unreduced, and ``reshard`` adds them up."""
+    parts, u = out_spec
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        a = np.arange(32.0).reshape(4, 8)
+        b = np.arange(16.0).reshape(8, 2)
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            x = lib.device_put(a, P(*in_specs[0]))
+            y = lib.device_put(b, P(*in_specs[1]))
+            f = lib.jit(lib.shard_map(lambda p, q: jnp.dot(p, q), out_specs=P(*parts, unreduced=u)))
+            out = f(x, y)
+            red = lib.sharding.reshard(out, P(*parts))
+            return _spec(out), _shards(out), np.asarray(red), _spec(red)
+
+    _same(run("jax"), run("ftrans"))
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_unreduced_in_and_out_roundtrip(check_vma):
+    """A value unreduced over ``x`` goes into a shard_map as its partial sums: returned unreduced it keeps
+    them, and ``psum`` over ``x`` adds them."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(4, dtype=np.int32), P("x"))
+            bitcast = lib.jit(lib.shard_map(lambda v: v, in_specs=P("x"), out_specs=P(unreduced={"x"})))
+            out = bitcast(arr)
+            g1 = lib.jit(lib.shard_map(lambda v: lib.lax.psum(v, "x"), in_specs=P(unreduced={"x"}),
+                                       out_specs=P()))
+            back = lib.jit(lib.shard_map(lambda v: v, in_specs=P(unreduced={"x"}),
+                                         out_specs=P(unreduced={"x"}), check_vma=check_vma))
+            s = g1(out)
+            r = back(out)
+            return _spec(out), _shards(out), _spec(s), _shards(s), _spec(r), _shards(r)
+
+    _same(run("jax"), run("ftrans"))
+
+
+def _error(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 (the class and message are compared)
+        return e
+    return None
+
+
+def test_unreduced_spec_errors():
+    """JAX's errors: unreduced specs need a fully manual shard_map over Explicit axes, and an out_specs
+    unreduced axis the result does not vary along (no partial sums to keep)."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        auto = lib.make_mesh((2, 1), ("x", "y"), axis_types=(lib.sharding.AxisType.Auto,) * 2)
+        errs = [
+            _error(lambda: lib.shard_map(lambda v: v, mesh=auto, in_specs=P(unreduced={"x"}),
+                                         out_specs=P())(np.arange(8.0))),
+            _error(lambda: lib.shard_map(lambda v: v, mesh=auto, in_specs=P(unreduced={"x"}), out_specs=P(),
+                                         axis_names={"x"})(np.arange(8.0))),
+        ]
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            rep = lib.device_put(np.arange(8.0), P())
+            errs.append(_error(lambda: lib.shard_map(lambda v: v, in_specs=P(unreduced={"x"}),
+                                                     out_specs=P())(rep)))
+            a = lib.device_put(np.arange(8.0).reshape(2, 4), P("x", None))
+            b = lib.device_put(np.arange(8.0).reshape(4, 2), P(None, None))
+            f = lib.jit(lib.shard_map(lambda p, q: jnp.dot(p, q), out_specs=P("x", None, unreduced={"y"})))
+            errs.append(_error(lambda: f(a, b)))
+        return errs
+
+    jx, ft = run("jax"), run("ftrans")
+    for e_j, e_f in zip(jx, ft):
+        assert e_j is not None and e_f is not None, (e_j, e_f)
+        assert isinstance(e_f, (ValueError, NotImplementedError)), (e_j, e_f)
+        assert isinstance(e_j, NotImplementedError) == isinstance(e_f, NotImplementedError), (e_j, e_f)
+    assert "Explicit" in str(ft[0]) and "full manual" in str(ft[1]) and "does not match" in str(ft[2])
+    assert "Varying->Unreduced" in str(ft[3])
+
+
+def test_grad_through_unreduced_out_specs():
+    """The cotangent of a result returned unreduced is reduced (the same on every device): the gradients of
+    a matmul's partial products summed after a ``reshard`` are the plain matmul's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        a = np.arange(8.0).reshape(2, 4)
+        b = np.arange(8.0).reshape(4, 2)
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            x = lib.device_put(a, P("x", "y"))
+            y = lib.device_put(b, P("y", None))
+            f = lib.shard_map(lambda p, q: jnp.einsum("ab,bc->ac", p, q), in_specs=(P("x", "y"), P("y", None)),
+                              out_specs=P("x", None, unreduced={"y"}))
+
+            def g(p, q):
+                return lib.sharding.reshard(f(p, q), P("x", None)).sum()
+
+            gx, gy = lib.jit(lib.grad(g, argnums=(0, 1)))(x, y)
+            return _spec(gx), np.asarray(gx), _spec(gy), np.asarray(gy)
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_grad_of_unreduced_times_reduced_arguments():
+    """Arguments unreduced and reduced over ``x`` multiplied in a body returned unreduced: the gradients'
+    types swap the sets (reduced / unreduced) and their values, summed, are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            u = lib.device_put(jnp.arange(8.0), P(unreduced={"x"}))
+            r = lib.device_put(jnp.arange(8.0) + 1.0, P(reduced={"x"}))
+            f = lib.jit(lib.shard_map(lambda p, q: (p * q).sum(), out_specs=P(unreduced={"x"})))
+            out = f(u, r)
+            g1, g2 = lib.jit(lib.grad(f, argnums=(0, 1)))(u, r)
+            return (_spec(out), float(np.asarray(lib.sharding.reshard(out, P()))), _spec(g1), _spec(g2),
+                    np.asarray(lib.sharding.reshard(g1, P())), np.asarray(lib.sharding.reshard(g2, P())))
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_pcast_unreduced_and_all_gather_reduced_values_and_grads():
+    """``pcast(to='unreduced')`` returned unreduced keeps each device's block (added by ``reshard``);
+    ``all_gather(to='reduced')`` returned reduced: the values, types and gradients are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        res = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(8.0), P("x"))
+            f = lib.shard_map(lambda v: lib.lax.pcast(v, "x", to="unreduced"), out_specs=P(unreduced={"x"}))
+            out = lib.jit(f)(arr)
+            g = lib.jit(lib.grad(lambda v: lib.sharding.reshard(f(v), P()).sum()))(arr)
+            res += [_spec(out), _shards(out), np.asarray(lib.sharding.reshard(out, P())), _spec(g), np.asarray(g)]
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            arr = lib.device_put(np.arange(32.0).reshape(8, 4), P("x", "y"))
+
+            @lib.shard_map(out_specs=P(reduced={"y"}))
+            def h(v):
+                full = lib.lax.all_gather(v, "y", axis=1, tiled=True, to="reduced")
+                return lib.lax.psum(jnp.sum(full * full), "x")
+
+            out = lib.jit(h)(arr)
+            g = lib.jit(lib.grad(h))(arr)
+            res += [_spec(out), float(out), _spec(g), np.asarray(g)]
+        return res
+
+    _same(run("jax"), run("ftrans"))
