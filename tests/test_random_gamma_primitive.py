@@ -12,7 +12,6 @@ import pytest
 
 import ftrans
 import ftrans.numpy as jnp
-from ftrans.core import primitive as P
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError, KeyReuseError
 from ftrans.experimental.key_reuse import _core as kr
@@ -126,8 +125,6 @@ def test_jit_takes_typed_keys_as_key_values():
 _user_p = Primitive("test_random_gamma_primitive_identity")
 _user_p.def_abstract_eval(lambda x: x)
 _user_p.def_impl(lambda x: x)
-# A user's primitive, not ftrans's: out of the registry whose coverage tests/test_registry.py checks.
-P.registry.pop(_user_p.name, None)
 
 
 def test_user_primitive_on_key_arrays_in_traced_code():

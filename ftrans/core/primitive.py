@@ -105,10 +105,13 @@ class Primitive:
     """
 
     __slots__ = ("name", "multiple_results", "higher_order", "weak_type_rule", "impl", "sharding_rule",
-                 "sets_sharding", "_narrow_impl", "_wide_impl", "__weakref__")
+                 "sets_sharding", "_narrow_impl", "_wide_impl", "ftrans_owned", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False, higher_order: bool = False):
-        if name in registry and _created_by_ftrans():
+        # ftrans's own primitives are the ones the registry's coverage checks hold to every rule; a user's
+        # (created outside the package, as JAX's tutorials do) supplies only the rules it needs.
+        self.ftrans_owned = _created_by_ftrans()
+        if name in registry and self.ftrans_owned:
             raise ValueError(f"primitive {name!r} is registered twice")
         self.name = name
         self.multiple_results = multiple_results
