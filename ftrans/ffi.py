@@ -28,6 +28,7 @@ import numpy as np
 
 from ftrans.core.avals import ShapedArray
 from ftrans.core.keys import is_key
+from ftrans.core.prims import random as R
 from ftrans.core.prims.callbacks import VMAP_METHODS
 from ftrans.core.prims.ffi import ffi_call_p, wrap_attributes
 from ftrans.core.trace import aval_of
@@ -103,6 +104,11 @@ def _result_aval(r: Any, idx: int) -> ShapedArray:
     return ShapedArray(tuple(int(d) for d in r.shape), np.dtype(r.dtype), False)
 
 
+def _key_data(k: Any) -> Any:
+    """A key array's ``uint32`` data (a typed key traced by ``jit`` is a key-typed value: unwrapped)."""
+    return R.random_unwrap_p.bind(k._base_array) if k._typed else k._base_array
+
+
 def _minor_to_major(aval: ShapedArray, layout: Any, major_to_minor: bool) -> tuple:
     """A layout as the minor-to-major dimension order the custom call takes (None: row-major)."""
     if layout is None:
@@ -145,7 +151,7 @@ def ffi_call(target_name: str, result_shape_dtypes: Any, *, has_side_effect: boo
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         # A typed key array goes to the target as its key data (JAX lowers an extended dtype to its physical
         # type: the uint32 data, key shape trailing).
-        args = tuple(x._base_array if is_key(x) else x for x in args)
+        args = tuple(_key_data(x) if is_key(x) else x for x in args)
         in_avals = [aval_of(x) for x in args]
         if input_layouts is None:
             in_lay = tuple(_minor_to_major(a, None, True) for a in in_avals)

@@ -473,7 +473,7 @@ def test_error_in_a_nested_body_unwinds_every_level():
 def test_tracer_leaked_from_a_body():
     leaked = []
     lax.scan(lambda c, x: (leaked.append(c) or c + x, x), 0.0, X3)
-    expect(errors.UnexpectedTracerError, lambda: leaked[0] + 1.0, "f32[]")
+    expect(errors.UnexpectedTracerError, lambda: leaked[0] + 1.0, "float32[]")  # JAX's type name
     leaked.clear()
     ftrans.jit(lambda x: lax.cond(x > 0, lambda: leaked.append(x) or x, lambda: x))(1.0)
     expect(errors.UnexpectedTracerError, lambda: lax.cond(True, lambda: leaked[0] * 2.0, lambda: 1.0))

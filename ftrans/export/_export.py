@@ -40,8 +40,10 @@ import numpy as np
 from ftrans.core import dtypes
 from ftrans.core import pytrees as tree_util
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct
+from ftrans.core.keys import is_key_dtype
 from ftrans.core.platform import tracing_for_platform
 from ftrans.core.prims.exported import call_exported_p
+from ftrans.core.prims.random import physical_aval, random_unwrap_p, random_wrap_p
 from ftrans.core.shape_poly import is_poly_shape, solve_dim_vars, solve_order
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -767,8 +769,9 @@ def _multi_platform_module(texts: list, platforms: tuple, name: str, closed: Any
 def _exported_of(closeds: dict, text: str, indexed: bool, name: str, in_tree: Any, out_tree: Any,
                  platforms: tuple, disabled: tuple, sharded: Any = None) -> Exported:
     closed = closeds[platforms[0]]
-    in_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.in_avals)
-    out_avals = tuple(ShapedArray(a.shape, a.dtype, a.weak_type) for a in closed.out_avals)
+    # (the module's types: a key-typed value of the traced program as its uint32 data)
+    in_avals = tuple(ShapedArray(p.shape, p.dtype, p.weak_type) for p in map(physical_aval, closed.in_avals))
+    out_avals = tuple(ShapedArray(p.shape, p.dtype, p.weak_type) for p in map(physical_aval, closed.out_avals))
     get_vjp = lambda exp: _export_vjp(exp, closeds, name, disabled, sharded)  # noqa: E731
     extra: dict = {}
     if sharded is not None:
@@ -837,6 +840,9 @@ def _export_vjp(primal: Exported, closeds: dict, name: str, disabled: tuple, sha
             full = list(primals)
             for i, x in zip(diff_in, xs):
                 full[i] = x
+            # the traced program takes and gives typed keys where the export's types are their data
+            full = [random_wrap_p.bind(x, impl=a.dtype._impl) if is_key_dtype(a.dtype) else x
+                    for x, a in zip(full, closed.jaxpr.in_avals)]
             outs = eval_jaxpr(closed.jaxpr, closed.consts, *full)
             return [outs[k] for k in diff_out]
 
@@ -941,6 +947,9 @@ def call_exported(exported: Exported) -> Callable[..., Any]:
                 "The invocation args and kwargs must have the same pytree structure as when the function "
                 f"'{exported.fun_name}' was exported, but they differ: called with {in_tree}, exported with "
                 f"{exported.in_tree}")
+        # a typed key traced by ``jit`` is a key-typed value: the module takes its data
+        leaves = [random_unwrap_p.bind(x) if is_key_dtype(getattr(aval_of(x), "dtype", None)) else x
+                  for x in leaves]
         _check_args(exported, leaves)
         if exported._poly:
             _check_dims(exported, leaves)
