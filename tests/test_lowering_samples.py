@@ -109,6 +109,6 @@ def test_pmap_refuses_a_single_device_program():
 
 
 def test_every_primitive_lowers():
-    missing = sorted(n for n, p in P.registry.items()
-                     if p not in lowering_rules and (p, "lowering") not in P.not_supported)
+    missing = sorted(n for n, p in P.registry.items()  # ftrans's own (a user's supplies what it needs)
+                     if p.ftrans_owned and p not in lowering_rules and (p, "lowering") not in P.not_supported)
     assert not missing, f"primitives without a StableHLO lowering: {missing}"
