@@ -18,37 +18,11 @@ import pytest
 
 import ftrans
 import ftrans.numpy as fjnp
+from tests.test_unreduced import _mesh, _same, _shards, _spec
 
 pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
 
 LIBS = {"jax": (jax, jjnp), "ftrans": (ftrans, fjnp)}
-
-
-def _mesh(lib, shape, names):
-    return lib.make_mesh(shape, names, axis_types=(lib.sharding.AxisType.Explicit,) * len(names))
-
-
-def _shards(arr) -> list:
-    return [np.asarray(s.data) for s in arr.addressable_shards]
-
-
-def _spec(arr) -> tuple:
-    s = arr.sharding.spec
-    parts = list(s.partitions)
-    while parts and parts[-1] is None:
-        parts.pop()
-    return tuple(parts), frozenset(s.unreduced), frozenset(s.reduced)
-
-
-def _same(a, b) -> None:
-    if isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_allclose(a, b, rtol=1e-6)
-    else:
-        assert a == b, (a, b)
 
 
 @pytest.mark.parametrize("in_specs,out_spec", [
