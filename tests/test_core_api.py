@@ -26,6 +26,7 @@ import ftrans.numpy as fjnp
 from ftrans import api_util as fapi
 from ftrans import lax as flax
 from ftrans.extend import linear_util as flu
+from tests.test_extend_core import close
 
 LIBS = {"ftrans": (ftrans, fcore, fapi, flu, fjnp, flax), "jax": (jax, jcore, japi, jlu, jjnp, jlax)}
 RNG = np.random.RandomState(0)
@@ -43,14 +44,6 @@ def core_call(lib, prim_name, f):
         return top.tree_util.tree_unflatten(out_tree(), out)
 
     return call
-
-
-def close(a, b, tol=1e-5):
-    la, ta = jax.tree_util.tree_flatten(a)
-    lb, tb = jax.tree_util.tree_flatten(b)
-    assert ta == tb
-    for x, y in zip(la, lb):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("prim", ["call_p", "closed_call_p"])
