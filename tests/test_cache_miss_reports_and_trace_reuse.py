@@ -1,12 +1,10 @@
 """What api_test.py checks of ``explain_cache_misses``' reports, of the reuse of control-flow traces (and the
-retraces a configuration change forces) and of jit over a callable that cannot be weakly referenced, next to
-JAX's."""
+retraces a configuration change forces), next to JAX's."""
 
 import logging
 
 import jax
 import jax.numpy as jnp_jax
-import numpy as np
 import pytest
 from jax._src.lib import jaxlib_extension_version
 
@@ -149,22 +147,3 @@ def test_recursive_cond_still_becomes_a_loop_when_called_again():
     for n, want in ((5, 120.), (4, 24.), (6, 720.)):
         assert float(f(1., n)) == want
         assert float(fact(jnp.float32(1.), jnp.int32(n))) == want
-
-
-def test_jit_of_a_callable_without_weakref_support_raises_like_jax():
-    class CallableWithSlots:
-        __slots__ = []
-
-        def __call__(self, x):
-            return x + 1
-
-    for J in (jax, ftrans):
-        f = J.jit(CallableWithSlots())  # building it does not fail
-        with pytest.raises(TypeError, match="cannot create weak reference"):
-            f(3)
-
-    class Plain:
-        def __call__(self, x):
-            return x + 1
-
-    assert int(ftrans.jit(Plain())(np.int32(2))) == int(jax.jit(Plain())(np.int32(2))) == 3

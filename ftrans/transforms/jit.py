@@ -21,7 +21,6 @@ import os
 import sys
 import threading
 import time
-import types
 import warnings
 import weakref
 from collections import OrderedDict
@@ -760,19 +759,6 @@ def _explain_miss(jitted: JitWrapped, key: tuple, args: tuple, kwargs: dict, sto
                      "key:\n  %s", head, jitted.__name__, _definition_site(jitted._fun), "\n  ".join(diffs))
 
 
-def _check_weakref(fun: Any) -> None:
-    """JAX's jit caches its traces weakly per function, so calling a jitted callable that cannot be weakly
-    referenced (a class with ``__slots__`` and no ``__weakref__``) raises Python's TypeError; ftrans's does
-    too, so a program that runs under ftrans runs under JAX."""
-    if fun is None or isinstance(fun, (types.FunctionType, types.MethodType, functools.partial)):
-        return
-    try:
-        weakref.ref(fun)
-    except TypeError as e:
-        raise TypeError(f"{e}: jit caches its traces per function, weakly (as JAX's does); wrap the callable "
-                        "in a function (`jit(lambda *a: c(*a))`) or give its class a `__weakref__` slot") from None
-
-
 def _wait_for(owner: int, event: threading.Event) -> bool:
     """Wait until thread ``owner`` finishes a compile; False (at once) if that would close a waiting cycle."""
     me = threading.get_ident()
@@ -1343,7 +1329,6 @@ class JitWrapped:
                 break
         try:
             self.misses += 1
-            _check_weakref(self._fun)
             if _config_mod.config.explain_cache_misses:
                 _explain_miss(self, key, args, kwargs, store)
             entry = self._compile(args, kwargs, statics, in_tree, avals, device)
