@@ -147,3 +147,71 @@ def test_recursive_cond_still_becomes_a_loop_when_called_again():
     for n, want in ((5, 120.), (4, 24.), (6, 720.)):
         assert float(f(1., n)) == want
         assert float(fact(jnp.float32(1.), jnp.int32(n))) == want
+
+
+@pytest.mark.parametrize("name,J,np_", LIBS, ids=["jax", "ftrans"])
+def test_user_context_values_key_the_jit_cache(name, J, np_):
+    """api_test.py's test_user_trace_context_hooks, counted by the function itself."""
+    my = J.make_user_context()
+    n = 0
+
+    @J.jit
+    def f(x):
+        nonlocal n
+        n += 1
+        return x * (my.value or 1)
+
+    assert float(f(1.)) == 1.
+    with my(2):
+        assert float(f(1.)) == 2. and my.value == 2
+    with my(3):
+        f(1.)
+        with my(4):
+            assert float(f(1.)) == 4.
+        assert my.value == 3
+        f(1.)
+    f(1.)
+    assert n == 4 and my.value is None
+    with my(2):
+        f(1.)  # seen before
+    assert n == 4
+    # a cond body reading the context is traced again too
+    m = 0
+
+    def body(x):
+        nonlocal m
+        m += 1
+        return x * (my.value or 1)
+
+    def g(x):
+        return J.lax.cond(True, body, body, x)
+
+    g(np_.float32(1.))
+    g(np_.float32(1.))
+    with my(5):
+        assert float(g(np_.float32(1.))) == 5.
+    assert m == 2
+
+
+@pytest.mark.parametrize("name,J", [("jax", jax), ("ftrans", ftrans)], ids=["jax", "ftrans"])
+def test_user_context_global_value(name, J):
+    my = J.make_user_context(7)
+    assert my.get_global() == 7 and my.value == 7
+    n = 0
+
+    @J.jit
+    def f(x):
+        nonlocal n
+        n += 1
+        return x * my.value
+
+    assert float(f(1.)) == 7.
+    try:
+        my.set_global(2)
+        assert my.get_global() == 2 and my.value == 2
+        assert float(f(1.)) == 2.  # traced again: the value is part of the key
+        with my(3):
+            assert my.value == 3 and my.get_global() == 2
+    finally:
+        my.set_global(7)
+    assert n == 2
