@@ -25,7 +25,7 @@ from ftrans._callback import pure_callback
 from ftrans.core.array import PublicArray as Array
 from ftrans.core.array import Shard
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.config import config, config_context
+from ftrans.core.config import config, config_context, make_user_context
 from ftrans.core.jaxpr_api import eval_jaxpr, make_jaxpr
 from ftrans.core.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from ftrans.core.sharding import NamedSharding, PartitionSpec, set_mesh
@@ -176,6 +176,7 @@ __all__ = [
     "jacobian", "typeof", "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision", "pure_callback",
     "effects_barrier", "experimental", "log_compiles", "explain_cache_misses", "allow_f16_reductions", "no_tracing",
     "no_execution", "default_device", "print_environment_info", "check_tracer_leaks", "checking_leaks",
+    "make_user_context",
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
     "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
     "default_prng_impl",

@@ -7,6 +7,7 @@ eager dispatch) read a switch with a single attribute lookup.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import operator
 import os
 import threading
@@ -521,6 +522,8 @@ class Config:
     def global_value(self, name: str) -> Any:
         """Option ``name``'s global value (``config.update``'s), whatever this thread's contexts say."""
         name = name.removeprefix("jax_")
+        if name in _user_globals:
+            return _user_globals[name]
         d = self.__dict__
         return d[name] if name in d else d["_accepted_values"][name]
 
@@ -610,8 +613,14 @@ TRACE_OPTIONS = frozenset({"default_matmul_precision", "numpy_rank_promotion", "
                            "error_checking_behavior_oob", "softmax_custom_jvp"})
 
 
+# The global values of the contexts ``make_user_context`` made (their names: ``user_context_<n>``), which are
+# part of the cache keys as ``TRACE_OPTIONS`` are.
+_user_globals: dict[str, Any] = {}
+_user_ids = itertools.count()
+
+
 def _trace_key(values: dict) -> tuple:
-    key = tuple(sorted((n, v) for n, v in values.items() if n in TRACE_OPTIONS))
+    key = tuple(sorted((n, v) for n, v in values.items() if n in TRACE_OPTIONS or n in _user_globals))
     modes = _local.modes
     return key + (("trace modes", tuple(sorted(modes))),) if modes else key
 
@@ -727,3 +736,40 @@ def config_context(name: str) -> Any:
     ctx.__doc__ = (f"Context manager for the ``jax_{name}`` config option (``with ftrans.{name}(True): ...``), "
                    "for the calling thread.")
     return ctx
+
+
+class UserContext:
+    """JAX's user context (``jax.make_user_context``): a value of the user's that jit's caches (and those of
+    the control-flow bodies' traces) are keyed on, as a configuration option is, so a function is traced
+    again when it changes. ``with ctx(v):`` sets it for the block, in the calling thread; ``set_global``
+    sets the value every thread reads without a context (and has jitted functions trace again)."""
+
+    def __init__(self, default_value: Any = None) -> None:
+        self._name = f"user_context_{next(_user_ids)}"
+        _user_globals[self._name] = default_value
+
+    @property
+    def value(self) -> Any:
+        """The value in the calling thread: its innermost ``with`` block's, else the global one."""
+        v = _local.values
+        return v[self._name] if self._name in v else _user_globals[self._name]
+
+    def get_global(self) -> Any:
+        return _user_globals[self._name]
+
+    def set_global(self, new_value: Any) -> None:
+        _user_globals[self._name] = new_value
+        for fn in config._listeners:  # jit's listener clears the caches: what was traced used the old value
+            fn(self._name, new_value)
+
+    def __call__(self, new_value: Any) -> Any:
+        return _scope((self._name,), new_value)
+
+    def __repr__(self) -> str:
+        return f"UserContext({self._name}, global value {_user_globals[self._name]!r})"
+
+
+def make_user_context(default_value: Any = None) -> UserContext:
+    """JAX's ``make_user_context``: a context whose value is part of ``jit``'s cache keys. ``with ctx(1): f(x)``
+    then ``with ctx(2): f(x)`` traces ``f`` twice; ``ctx.value`` reads it (e.g. inside the traced function)."""
+    return UserContext(default_value)

@@ -129,7 +129,7 @@ _jit_mod._CACHE_CLEARERS.append(_clear_trace_cache)  # ftrans.clear_caches empti
 
 def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim: str) -> tuple | None:
     """What a body's trace depends on besides the function; None where the trace must not be reused (a
-    recursion being watched, a source location forced).  Refs need no exception: a trace that touches a ref
+    source location forced; a trace that met a recursive cond call, ``_trace``).  Refs need no exception: a trace that touches a ref
     the body does not own is abandoned (``NeedsRef``) before it could be remembered, and the bodies that
     thread refs are fresh wrappers per call."""
     from ftrans.core import platform as _platform
@@ -138,9 +138,11 @@ def _trace_cache_key(in_tree: Any, in_avals: list[ShapedArray], what: str, prim:
     from ftrans.transforms.passes.pipeline import pipeline_state
 
     st = _trace_mod.state
-    if _REC.active or st.source_override is not None:
+    if st.source_override is not None:
         return None
-    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type, _vma(a)) for a in in_avals]), what, prim, st.name_stack,
+    # (``what`` names the body in error messages only: a function that is both branches of a cond, or both
+    # bodies of a loop, is traced once, as in JAX)
+    return (in_tree, tuple([(a.shape, a.dtype, a.weak_type, _vma(a)) for a in in_avals]), prim, st.name_stack,
             config.enable_x64, config.debug_nans, config.debug_infs,
             tuple([(f.name, f.size) for f in axis_env.frames if f.name is not None]), pipeline_state(),
             _platform.platform_override.get(), config.scoped_here())
@@ -164,8 +166,10 @@ def _trace(fun: Callable, in_tree: Any, in_avals: list[ShapedArray], what: str,
             hit = per_fun.get(key) if per_fun is not None and key is not None else None
             if hit is not None:
                 return hit
+    calls = _REC.calls_made
     traced = _trace_uncached(fun, in_tree, in_avals, what, post, prim)
-    if key is not None and not any(isinstance(c, Tracer) for c in traced.consts):
+    # a trace that met a recursive cond call holds placeholders of that call (``_Recursion``): never reused
+    if key is not None and _REC.calls_made == calls and not any(isinstance(c, Tracer) for c in traced.consts):
         with _TRACE_CACHE_LOCK:
             try:
                 per_fun = _TRACE_CACHE.setdefault(fun, OrderedDict())
@@ -486,6 +490,8 @@ def _cond_forwarding(index: Any, bodies: list[ClosedJaxpr], args: list) -> list:
 class _RecState(threading.local):
     def __init__(self) -> None:
         self.active: dict = {}
+        # recursive calls answered with placeholders so far: a body traced while it changed is not cached
+        self.calls_made = 0
 
 
 _REC = _RecState()  # per thread: tracing is per thread
@@ -565,6 +571,7 @@ class _Recursion:
         return _same_fixed(self.fixed, site[2]) and _state_avals(index, operands, site[1]) == self.avals
 
     def call(self, index: Any, operands: tuple, site: tuple) -> Any:
+        _REC.calls_made += 1
         if self.out_avals is None:
             raise _NeedOutputs()
         ops, _ = _flatten_operands(operands, "operand")

@@ -216,7 +216,7 @@ def _on_config_change(name: str, value: Any) -> None:
     if name in ("allow_f16_reductions", "default_matmul_precision", "numpy_rank_promotion",
                 "numpy_dtype_promotion", "default_prng_impl", "error_checking_behavior_nan",
                 "error_checking_behavior_divide", "error_checking_behavior_oob",
-                "softmax_custom_jvp"):  # read while tracing: trace again
+                "softmax_custom_jvp") or name in _config_mod._user_globals:  # read while tracing: trace again
         clear_caches()
         return
     if name in ("enable_x64", "disable_jit", "no_execution", "default_device"):  # the fast tiers must not answer: start over
@@ -670,14 +670,20 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
     if tree != otree:
         out.append(f"different input pytree:\n  * now {tree} and before {otree}")
     elif avals != oavals:
-        lines = []
+        lines, weak = [], False
         for name, a, b in zip(names, avals, oavals):
             if a == b:
                 continue
-            what = "weak type" if (a[0], a[1]) == (b[0], b[1]) else "type"
-            lines.append(f"  * at {name}, now {_aval_text(a)} and before {_aval_text(b)}"
-                         + (" (only the weak type differs: a Python scalar vs an array)" if what == "weak type" else ""))
-        out.append("different input types:\n" + "\n".join(lines))
+            if a[2] != b[2]:  # both weak flags shown, as JAX's report does
+                weak = True
+                lines.append(f"  * at {name}, now {type_str(a[0], a[1])}{{weak_type={a[2]}}} and before "
+                             f"{type_str(b[0], b[1])}{{weak_type={b[2]}}}"
+                             + (" (only the weak type differs: a Python scalar vs an array)"
+                                if (a[0], a[1]) == (b[0], b[1]) else ""))
+            else:
+                lines.append(f"  * at {name}, now {_aval_text(a)} and before {_aval_text(b)}")
+        out.append("different input types:\n" + "\n".join(lines)
+                   + ("\n  (weak types: https://docs.jax.dev/en/latest/type_promotion.html#weak-types)" if weak else ""))
     if statics != ostatics:
         lines = []
         old_by = {(k, w): v for k, w, v in ostatics}
@@ -697,18 +703,44 @@ def _key_differences(jitted: JitWrapped, new: tuple, old: tuple, names: list[str
     if x64 != ox64:
         out.append(f"different enable_x64: now {x64} and before {ox64}")
     if opts != oopts:
-        out.append(f"different tracing context (the calling thread's configuration): now {opts} and before {oopts}")
+        out.append(_context_differences(opts[0] if opts else (), oopts[0] if oopts else ()))
     return out
+
+
+def _context_differences(new: tuple, old: tuple) -> str:
+    """The options of the calling thread's configuration contexts (``Config.scoped_here``) that differ, each
+    as JAX's report names it (``* numpy_rank_promotion differs: now warn and before allow``); an option with
+    no context reads its global value (which ``config.update`` cannot have changed since: it clears the
+    caches)."""
+    new_d, old_d = dict(new), dict(old)
+    lines = []
+    for name in sorted(set(new_d) | set(old_d)):
+        glob = _config_mod.config.global_value(name) if name != "trace modes" else ()
+        a, b = new_d.get(name, glob), old_d.get(name, glob)
+        if a != b:
+            lines.append(f"  * {name} differs: now {a} and before {b}")
+    return ("Tracing context doesn't match, e.g. due to config or context manager (the calling thread's "
+            "configuration):\n" + "\n".join(lines))
+
+
+# Call sites where ``explain_cache_misses`` reported a function never seen before: a second one there is
+# most likely a function re-defined on each pass of a loop (the report says so, as JAX's does).
+_sites_of_new_functions: set[str] = set()
 
 
 def _explain_miss(jitted: JitWrapped, key: tuple, args: tuple, kwargs: dict, store: Any) -> None:
     """``explain_cache_misses``: log (WARNING) why ``jitted`` is traced again for ``key``, against the
     closest key it has compiled before, as JAX's "TRACING CACHE MISS" report does."""
-    head = f"TRACING CACHE MISS at {_call_site(column=True)}:"
+    site = _call_site(column=True)
+    head = f"TRACING CACHE MISS at {site}:"
     previous = list(store.cache.keys())
     if not previous:
-        X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s", head, jitted.__name__,
-                         id(jitted._fun), _definition_site(jitted._fun))
+        again = site in _sites_of_new_functions
+        _sites_of_new_functions.add(site)
+        X.logger.warning("%s\n  never seen function:\n    %s id=%d defined at %s%s", head, jitted.__name__,
+                         id(jitted._fun), _definition_site(jitted._fun),
+                         "\n  but seen another function defined on the same line; maybe the function is\n"
+                         "  being re-defined repeatedly, preventing caching?" if again else "")
         return
     try:
         names = _leaf_names(jitted, args, kwargs)
