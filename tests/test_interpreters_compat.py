@@ -234,8 +234,11 @@ def test_a_lowering_only_primitive_runs_in_eager_control_flow_as_jax(where):
         p.bind(np.float32(1.0))
 
 
-def test_a_primitive_without_any_rule_in_eager_control_flow_names_its_missing_lowering():
+def test_a_primitive_without_any_rule_in_eager_control_flow_fails_only_when_reached():
     p = FT.core.Primitive("interp_no_rules")
     p.def_abstract_eval(lambda x: x)
-    with pytest.raises(NotImplementedError, match="interp_no_rules"):
+    with pytest.raises(NotImplementedError, match="Evaluation rule for 'interp_no_rules'"):
         ftrans.lax.cond(True, p.bind, lambda v: v, np.float32(1.0))
+    # a body that never runs is not compiled for it
+    assert ftrans.lax.while_loop(lambda c: c > 5, p.bind, np.float32(1.0)) == 1.0
+    assert ftrans.lax.cond(False, p.bind, lambda v: v, np.float32(2.0)) == 2.0

@@ -267,16 +267,36 @@ def _cond_eager(*vals: Any, branches: tuple) -> list:
     if _holds_impl_less(branches):
         params = {"branches": branches}
         program = _loop_program(cond_p, branches[0], [_operand_aval(v) for v in vals], params)
-        if program is not None:
-            return _run_compiled(program, list(vals), "cond")
+        out = _run_impl_less(program, list(vals), "cond")
+        if out is not None:
+            return out
     return _host_cond(*vals, branches=branches)
+
+
+def _run_impl_less(program: ClosedJaxpr | None, vals: list, name: str) -> list | None:
+    """A loop or ``cond`` whose body holds a primitive without an eager rule, compiled and run; None when it
+    cannot be (no single executable, or that primitive has no lowering rule either: the host interprets the
+    body then, which raises only if the primitive is reached)."""
+    from ftrans.lowering.lower import MissingLoweringRule
+
+    if program is None:
+        return None
+    try:
+        return _run_compiled(program, vals, name)
+    except MissingLoweringRule:
+        return None
 
 
 @scan_p.def_impl
 def _scan_eager(*vals: Any, **params: Any) -> list:
     """A scan of more than ``HOST_LOOP_STEPS`` steps (or whose body holds a primitive only its lowering can
     run) runs compiled; a shorter one on the host."""
-    if params["length"] > HOST_LOOP_STEPS or _holds_impl_less((params["jaxpr"],)):
+    if _holds_impl_less((params["jaxpr"],)):
+        program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
+        out = _run_impl_less(program, list(vals), "scan")
+        if out is not None:
+            return out
+    elif params["length"] > HOST_LOOP_STEPS:
         program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
         if program is not None:
             return _run_compiled(program, list(vals), "scan")
@@ -292,8 +312,12 @@ def _while_eager(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, c
     vals = [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
     nc = cond_nconsts + body_nconsts
     cc, bc, carry = vals[:cond_nconsts], vals[cond_nconsts:nc], vals[nc:]
-    # a body holding a primitive only its lowering can run is compiled from the start
-    for _ in range(0 if _holds_impl_less((cond_jaxpr, body_jaxpr)) else HOST_LOOP_STEPS):
+    if _holds_impl_less((cond_jaxpr, body_jaxpr)):  # compiled from the start, when it can be
+        program = _loop_program(while_p, body_jaxpr, [_operand_aval(v) for v in vals], params)
+        out = _run_impl_less(program, vals, "while")
+        if out is not None:
+            return out
+    for _ in range(HOST_LOOP_STEPS):
         if not bool(np.asarray(eval_jaxpr(cond_jaxpr.jaxpr, list(cond_jaxpr.consts), *cc, *carry)[0])):
             return [np.asarray(o, a.dtype) for o, a in zip(carry, body_jaxpr.out_avals)]
         carry = eval_jaxpr(body_jaxpr.jaxpr, list(body_jaxpr.consts), *bc, *carry)
