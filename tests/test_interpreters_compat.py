@@ -198,3 +198,47 @@ def test_defjvp2_defbilinear_deflinear2_match_jax():
     got, want = program(FT, "ft2"), program(JX, "jx2")
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+def _lowering_only(m, name):
+    """A primitive with an abstract eval and a ``lower_fun`` lowering, no eager rule (``def_impl``)."""
+    p = m.core.Primitive(name)
+    p.def_abstract_eval(lambda x: x)
+    m.mlir.register_lowering(p, m.mlir.lower_fun(lambda x: x * 2 + 1, multiple_results=False))
+    return p
+
+
+def _in_control_flow(m, p, where):
+    lax, x = m.lax, m.jnp.arange(3.0)
+    if where == "cond":
+        return lax.cond(True, p.bind, lambda v: v, x)
+    if where == "switch":
+        return lax.switch(1, [lambda v: v, p.bind], x)
+    if where == "scan":
+        return lax.scan(lambda c, _: (p.bind(c), c), x, None, length=3)
+    if where == "while":
+        return lax.while_loop(lambda c: c[0] < 20, p.bind, x)
+    return lax.fori_loop(0, 2, lambda i, c: p.bind(c), x)
+
+
+@pytest.mark.parametrize("where", ["cond", "switch", "scan", "while", "fori"])
+def test_a_lowering_only_primitive_runs_in_eager_control_flow_as_jax(where):
+    """JAX runs an eager cond/while_loop/scan compiled, so a primitive with only a lowering rule works in
+    their bodies (alone, eagerly, it has no evaluation rule in either)."""
+    got = _in_control_flow(FT, _lowering_only(FT, f"interp_lowers_only_{where}"), where)
+    want = _in_control_flow(JX, _lowering_only(JX, f"interp_lowers_only_{where}"), where)
+    for g, w in zip(ftrans.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    p = _lowering_only(FT, f"interp_lowers_only_alone_{where}")
+    with pytest.raises(NotImplementedError, match="Evaluation rule for"):
+        p.bind(np.float32(1.0))
+
+
+def test_a_primitive_without_any_rule_in_eager_control_flow_fails_only_when_reached():
+    p = FT.core.Primitive("interp_no_rules")
+    p.def_abstract_eval(lambda x: x)
+    with pytest.raises(NotImplementedError, match="Evaluation rule for 'interp_no_rules'"):
+        ftrans.lax.cond(True, p.bind, lambda v: v, np.float32(1.0))
+    # a body that never runs is not compiled for it
+    assert ftrans.lax.while_loop(lambda c: c > 5, p.bind, np.float32(1.0)) == 1.0
+    assert ftrans.lax.cond(False, p.bind, lambda v: v, np.float32(2.0)) == 2.0

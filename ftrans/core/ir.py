@@ -317,6 +317,9 @@ class Jaxpr:
         out: set = set()
         for eqn in self.eqns:
             out |= eqn_effects(eqn)
+        if any(isinstance(e, JaxprInputEffect) for e in out):  # only those on the program's own inputs
+            own = {id(v) for v in self.constvars} | {id(v) for v in self.invars}
+            out = {e for e in out if not isinstance(e, JaxprInputEffect) or id(e.input) in own}
         return frozenset(out)
 
     def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
@@ -1127,6 +1130,51 @@ class NamedEffect(Effect):
         return self.name
 
 
+class JaxprInputEffect(Effect):
+    """An effect on one input (JAX's ``JaxprInputEffect``, the base of a user's effects on a ref-like
+    operand).  An abstract eval rule (``def_effectful_abstract_eval``) names the input by its position among
+    the primitive's operands (``input`` an int); ``eqn.effects`` and ``jaxpr.effects`` name it by the
+    :class:`Var` it is: the equation's operand, and through a ``jit``/``cond``/``while``/``scan`` the
+    operand of the enclosing equation, up to the program's ``constvars``/``invars`` (an effect on a literal,
+    or on a value with no input of its own at a call boundary, is dropped there, as in JAX)."""
+
+    __slots__ = ("input",)
+
+    def __init__(self, input: Any):
+        self.input = input
+
+    def replace(self, input: Any) -> JaxprInputEffect:
+        return self.__class__(input)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JaxprInputEffect):
+            return NotImplemented
+        return self.input == other.input
+
+    def __hash__(self) -> int:
+        return hash((self.__class__, self.input))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.input})"
+
+
+class EffectTypeSet(set):
+    """A registry of effect types (JAX's ``EffectTypeSet``): ``add_type(T)`` registers ``T``,
+    ``contains(effect)`` says whether the effect is an instance of a registered type."""
+
+    def add_type(self, effect_type: type) -> None:
+        self.add(effect_type)
+
+    def contains(self, eff: Any) -> bool:
+        return any(isinstance(eff, t) for t in self)
+
+    def filter_in(self, effs: Any) -> list:
+        return [e for e in effs if self.contains(e)]
+
+    def filter_not_in(self, effs: Any) -> list:
+        return [e for e in effs if not self.contains(e)]
+
+
 _named_effects: dict = {}
 
 
@@ -1144,8 +1192,11 @@ effect_rules: dict = {}
 
 # The types of a user's effects (``Primitive.def_effectful_abstract_eval``) that the bodies of control flow
 # and of custom derivatives may hold, as JAX's registries of the same names; ftrans's own effects always may.
-control_flow_allowed_effects: set = set()
-custom_derivatives_allowed_effects: set = set()
+control_flow_allowed_effects: EffectTypeSet = EffectTypeSet()
+custom_derivatives_allowed_effects: EffectTypeSet = EffectTypeSet()
+# ... and those a ``checkpoint`` body may hold when it is differentiated by partial evaluation (linearize,
+# grad), JAX's ``remat_allowed_effects``.
+remat_allowed_effects: EffectTypeSet = EffectTypeSet()
 # The primitives with a user's effects (while none exist, bodies are not checked).
 user_effect_primitives: set = set()
 
@@ -1153,12 +1204,17 @@ user_effect_primitives: set = set()
 def check_effects_allowed(jaxpr: Jaxpr | ClosedJaxpr, where: str, allowed: set) -> None:
     """Raise JAX's ``NotImplementedError`` when ``jaxpr`` (the body of ``where``) holds an effect of a user's
     primitive whose type is not in ``allowed``."""
-    if not user_effect_primitives or not jaxpr_has_effects(jaxpr):
-        return
-    bad = [e for e in jaxpr.effects
-           if not isinstance(e, NamedEffect) and not any(isinstance(e, t) for t in allowed)]
+    bad = disallowed_effects(jaxpr, allowed)
     if bad:
         raise NotImplementedError(f"Effects not supported in `{where}`: {bad}")
+
+
+def disallowed_effects(jaxpr: Jaxpr | ClosedJaxpr, allowed: set) -> list:
+    """The effects of a user's primitives in ``jaxpr`` whose types are not in ``allowed``."""
+    if not user_effect_primitives or not jaxpr_has_effects(jaxpr):
+        return []
+    return [e for e in jaxpr.effects
+            if not isinstance(e, NamedEffect) and not any(isinstance(e, t) for t in allowed)]
 
 
 def eqn_effects(eqn: JaxprEqn) -> frozenset:
@@ -1166,7 +1222,10 @@ def eqn_effects(eqn: JaxprEqn) -> frozenset:
     prim = eqn.primitive
     rule = effect_rules.get(prim)
     if rule is not None:
-        return frozenset(rule(eqn))
+        effs = rule(eqn)
+        if any(isinstance(e, JaxprInputEffect) for e in effs):  # positions -> the operands' variables
+            effs = _resolve_input_effects(effs, eqn.invars)
+        return frozenset(effs)
     when = effectful_if.get(prim)
     if prim in effectful_primitives or (when is not None and when(eqn.params)):
         return frozenset((named_effect(prim.name),))
@@ -1174,9 +1233,53 @@ def eqn_effects(eqn: JaxprEqn) -> frozenset:
         out: set = set()
         for j in subjaxprs(eqn):
             if jaxpr_has_effects(j):
-                out |= (j.jaxpr if isinstance(j, ClosedJaxpr) else j).effects
+                inner = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+                effs = inner.effects
+                if any(isinstance(e, JaxprInputEffect) for e in effs):
+                    effs = _body_input_effects(eqn, j, inner, effs)
+                out |= effs
         return frozenset(out)
     return frozenset()
+
+
+def _resolve_input_effects(effs: Any, operands: list) -> set:
+    """Input effects naming an operand by position, named by the operand's variable (one on a literal is
+    dropped)."""
+    out = set()
+    for e in effs:
+        if isinstance(e, JaxprInputEffect) and isinstance(e.input, int):
+            v = operands[e.input] if 0 <= e.input < len(operands) else None
+            if not isinstance(v, Var):
+                continue
+            e = e.replace(v)
+        out.add(e)
+    return out
+
+
+def _body_input_effects(eqn: JaxprEqn, j: Any, inner: Jaxpr, effs: Any) -> set:
+    """A body's effects seen from ``eqn``: an input effect on one of the body's ``invars`` is on the operand
+    of ``eqn`` that feeds it; one on anything else (a constant of the body) has no operand and is dropped."""
+    ins, n = list(eqn.invars), len(inner.invars)
+    params = eqn.params
+    if "cond_nconsts" in params and "body_nconsts" in params:  # while: cond and body consts, then the carry
+        cn, bn = params["cond_nconsts"], params["body_nconsts"]
+        feeds = ins[:cn] + ins[cn + bn:] if j is params.get("cond_jaxpr") else ins[cn:cn + bn] + ins[cn + bn:]
+    elif n == len(ins):
+        feeds = ins
+    elif n == len(ins) - 1:  # cond/switch: the branch index comes first
+        feeds = ins[1:]
+    else:
+        feeds = []
+    pos = {id(v): i for i, v in enumerate(inner.invars)}
+    out = set()
+    for e in effs:
+        if isinstance(e, JaxprInputEffect):
+            i = pos.get(id(e.input))
+            if i is None or i >= len(feeds) or not isinstance(feeds[i], Var):
+                continue
+            e = e.replace(feeds[i])
+        out.add(e)
+    return out
 
 
 def eqn_has_effects(eqn: JaxprEqn) -> bool:

@@ -19,10 +19,15 @@ from ftrans.core.ir import (
     ClosedJaxpr,
     DropVar,
     Effect,
+    EffectTypeSet,
     Jaxpr,
     JaxprEqn,
+    JaxprInputEffect,
     Literal,
     Var,
+    control_flow_allowed_effects,
+    custom_derivatives_allowed_effects,
+    remat_allowed_effects,
 )
 from ftrans.core.ir import subjaxprs as _eqn_subjaxprs
 from ftrans.core.ir import typecheck as check_jaxpr
@@ -33,12 +38,17 @@ from ftrans.errors import JaxprTypeError
 from ftrans.extend.core import primitives
 
 __all__ = [
-    "CallPrimitive", "ClosedJaxpr", "DropVar", "Effect", "Effects", "Jaxpr", "JaxprEqn", "JaxprTypeError",
-    "Literal", "Primitive", "Var", "check_jaxpr", "eval_jaxpr", "jaxpr_as_fun", "jaxprs_in_params",
-    "no_effects", "primitives", "subjaxprs", "valid_jaxtype",
+    "CallPrimitive", "ClosedJaxpr", "DropVar", "Effect", "EffectTypeSet", "Effects", "Jaxpr", "JaxprEqn",
+    "JaxprInputEffect", "JaxprTypeError", "Literal", "Primitive", "Var", "check_jaxpr",
+    "control_flow_allowed_effects", "custom_derivatives_allowed_effects", "eval_jaxpr", "jaxpr_as_fun",
+    "jaxprs_in_params", "no_effects", "primitives", "remat_allowed_effects", "subjaxprs", "valid_jaxtype",
 ]
 
-# JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).
+# JAX's names for a set of effects and the empty one (``eqn.effects``, ``jaxpr.effects``).  A user's effect
+# types that may sit in the bodies of ``cond``/``while_loop``/``scan`` (``control_flow_allowed_effects``) or of
+# ``custom_jvp``/``custom_vjp`` functions (``custom_derivatives_allowed_effects``) or of a ``checkpoint`` that is
+# differentiated (``remat_allowed_effects``) are registered with ``add_type`` (JAX's registries of the same
+# names); other user effects there raise ``NotImplementedError``.
 Effects = frozenset
 no_effects: frozenset = frozenset()
 

@@ -235,10 +235,68 @@ def _operand_aval(v: Any) -> ShapedArray:
     return ShapedArray(a.shape, a.dtype)
 
 
+# JAX runs an eager ``cond``/``while_loop``/``scan`` compiled, so a user's primitive with a lowering rule
+# (``mlir.register_lowering``) and no eager rule (``def_impl``) works in their bodies: ftrans compiles a body
+# holding such a primitive too (the host cannot run it).
+_impl_less: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _holds_impl_less(jaxprs: Any) -> bool:
+    """Whether a primitive without an eager rule is in ``jaxprs`` (at any depth)."""
+    from ftrans.core.ir import subjaxprs
+
+    for j in jaxprs:
+        jj = j.jaxpr if isinstance(j, ClosedJaxpr) else j
+        hit = _impl_less.get(jj)
+        if hit is None:
+            hit = _impl_less[jj] = any(
+                _holds_impl_less(subjaxprs(e)) if e.primitive.higher_order else e.primitive.impl is None
+                for e in jj.eqns)
+        if hit:
+            return True
+    return False
+
+
+_host_cond = cond_p.impl
+
+
+@cond_p.def_impl
+def _cond_eager(*vals: Any, branches: tuple) -> list:
+    """A ``cond`` runs its branch on the host, or compiled when a branch holds a primitive only its lowering
+    can run."""
+    if _holds_impl_less(branches):
+        params = {"branches": branches}
+        program = _loop_program(cond_p, branches[0], [_operand_aval(v) for v in vals], params)
+        out = _run_impl_less(program, list(vals), "cond")
+        if out is not None:
+            return out
+    return _host_cond(*vals, branches=branches)
+
+
+def _run_impl_less(program: ClosedJaxpr | None, vals: list, name: str) -> list | None:
+    """A loop or ``cond`` whose body holds a primitive without an eager rule, compiled and run; None when it
+    cannot be (no single executable, or that primitive has no lowering rule either: the host interprets the
+    body then, which raises only if the primitive is reached)."""
+    from ftrans.lowering.lower import MissingLoweringRule
+
+    if program is None:
+        return None
+    try:
+        return _run_compiled(program, vals, name)
+    except MissingLoweringRule:
+        return None
+
+
 @scan_p.def_impl
 def _scan_eager(*vals: Any, **params: Any) -> list:
-    """A scan of more than ``HOST_LOOP_STEPS`` steps runs compiled; a shorter one on the host."""
-    if params["length"] > HOST_LOOP_STEPS:
+    """A scan of more than ``HOST_LOOP_STEPS`` steps (or whose body holds a primitive only its lowering can
+    run) runs compiled; a shorter one on the host."""
+    if _holds_impl_less((params["jaxpr"],)):
+        program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
+        out = _run_impl_less(program, list(vals), "scan")
+        if out is not None:
+            return out
+    elif params["length"] > HOST_LOOP_STEPS:
         program = _loop_program(scan_p, params["jaxpr"], [_operand_aval(v) for v in vals], params)
         if program is not None:
             return _run_compiled(program, list(vals), "scan")
@@ -254,6 +312,11 @@ def _while_eager(*vals: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, c
     vals = [v if isinstance(v, Array) else Array._new(np.asarray(v), False) for v in vals]
     nc = cond_nconsts + body_nconsts
     cc, bc, carry = vals[:cond_nconsts], vals[cond_nconsts:nc], vals[nc:]
+    if _holds_impl_less((cond_jaxpr, body_jaxpr)):  # compiled from the start, when it can be
+        program = _loop_program(while_p, body_jaxpr, [_operand_aval(v) for v in vals], params)
+        out = _run_impl_less(program, vals, "while")
+        if out is not None:
+            return out
     for _ in range(HOST_LOOP_STEPS):
         if not bool(np.asarray(eval_jaxpr(cond_jaxpr.jaxpr, list(cond_jaxpr.consts), *cc, *carry)[0])):
             return [np.asarray(o, a.dtype) for o, a in zip(carry, body_jaxpr.out_avals)]

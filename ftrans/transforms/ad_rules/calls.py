@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ftrans.core import ir as _ir
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, JaxprEqn, Var
 from ftrans.core.jaxpr_api import eval_jaxpr
@@ -143,8 +144,18 @@ def _known_body(known_j: ClosedJaxpr, n_res: int) -> tuple:
 _split_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _check_remat_effects(prim: C.CallPrimitive, body: Any) -> None:
+    """JAX's check that a ``checkpoint`` body split by partial evaluation holds only effects allowed there
+    (``ftrans.extend.core.remat_allowed_effects``; ftrans's own always are)."""
+    if prim is C.remat_p and _ir.user_effect_primitives:
+        bad = _ir.disallowed_effects(body, _ir.remat_allowed_effects)
+        if bad:
+            raise NotImplementedError(f"Effects not supported in partial-eval of `checkpoint`/`remat`: {bad}")
+
+
 def _split_body(prim: C.CallPrimitive, params: dict, unknowns: list[bool]) -> tuple:
     body = prim.body(params)
+    _check_remat_effects(prim, body)
     try:
         key = (tuple(unknowns), params.get("policy"))
         hash(key)
@@ -201,6 +212,7 @@ def _call_split(prim: C.CallPrimitive) -> Callable:
         of the enclosing split reads them).
         """
         params = eqn.params
+        _check_remat_effects(prim, prim.body(params))
         policy = saveable if saveable is not None else prim.residual_policy(params)
         with prim.body_env(params):
             k, u, out_unk, n_res = partial_eval_jaxpr(prim.body(params), unk_in, policy, also=force)
