@@ -146,11 +146,25 @@ def test_eqn_str_matches_jax():
     assert [str(e) for e in ours] == [str(e) for e in theirs] == ["a:f32[3] = sin b", "a:f32[3] = mul b 2.0:f32[]"]
 
 
-def test_source_info_keeps_one_equation_a_line():
+def _noted(np_mod, named_scope):
+    def f(x):
+        with named_scope("foo"):
+            y = np_mod.sin(x) * 2.0
+        return y + x if x.ndim else y
+
+    return f
+
+
+def test_source_info_and_name_stack_notes_match_jax():
+    """The notes follow the text, each line's aligned one column past the widest line, a line's second note on
+    a line of its own (`# file:line:column (function)`, `# [scope]`), exactly as JAX's printer places them."""
     x3 = np.arange(3, dtype=np.float32)
-    text = ftrans.make_jaxpr(lambda x: jnp.sin(x) * 2.0)(x3).pretty_print(source_info=True)
-    lines = text.splitlines()
-    assert len(lines) == 4 and lines[1].strip().startswith("b:f32[3] = sin a  # test_ir.py:")
+    for x in (x3, np.float32(1)):  # a program on one line (two notes on it), one broken into lines
+        ours = ftrans.make_jaxpr(_noted(jnp, ftrans.named_scope))(x)
+        theirs = jax.make_jaxpr(_noted(jjnp, jax.named_scope))(x)
+        for kw in ({"source_info": True}, {"name_stack": True}, {"source_info": True, "name_stack": True},
+                   {"source_info": True, "annotation_prefix": " ## "}):
+            assert ours.pretty_print(**kw) == theirs.pretty_print(use_color=False, **kw), kw
 
 
 def test_names_match_jax_past_z():
@@ -274,9 +288,9 @@ def test_source_info_names_this_file_and_line():
 
     closed = ftrans.make_jaxpr(f)(x3)
     text = closed.pretty_print(source_info=True)
-    me = os.path.basename(__file__)
-    assert f"sin a  # {me}:{lines[0]}" in text
-    assert f"mul b 2.0:f32[]  # {me}:{lines[1]}" in text
+    where = "(test_source_info_names_this_file_and_line.<locals>.f)"
+    assert text.startswith("{ lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = mul b 2.0:f32[] in (c,) } # ")
+    assert f" # {__file__}:{lines[0]}:12 {where}\n" in text and text.endswith(f" # {__file__}:{lines[1]}:15 {where}")
     si = closed.eqns[0].source_info
     assert si.filename == __file__ and si.lineno == lines[0] and si.function == "f"
     assert "#" not in str(closed)
