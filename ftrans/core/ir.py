@@ -1421,6 +1421,9 @@ class NamedEffect(Effect):
     def __repr__(self) -> str:
         return self.name
 
+    def __str__(self) -> str:  # as JAX's effects print (in a jaxpr printed with print_effects): Debug, OrderedIO
+        return self.name.removesuffix("Effect")
+
 
 _named_effects: dict = {}
 
