@@ -912,6 +912,7 @@ class _Printer:
                 name += str(n)
                 taken[name] = taken.get(name, 0) + 1
             self.shared[k] = name
+            self._alive.append(bodies[k])
             out.append((name, bodies[k]))
         return out
 
@@ -1051,7 +1052,8 @@ class JaxprPpContext(_Printer):
 
     @property
     def shared_jaxprs(self) -> dict:
-        return dict(self.shared)
+        """The bodies printed once before the program, each to its name."""
+        return {j: self.shared[id(j)] for j in self._alive if isinstance(j, Jaxpr) and id(j) in self.shared}
 
     def _apply(self, settings: JaxprPpSettings | None) -> None:
         s = settings or JaxprPpSettings()
