@@ -816,16 +816,21 @@ class _Printer:
         return _Tok(n, f'<a {"id" if binder else "href"}="{"" if binder else "#"}v_{n}">{_esc_html(n)}</a>')
 
     def atom(self, a) -> Any:
-        if isinstance(a, Literal):
-            return a.str_short()
-        if isinstance(a, DropVar):
+        n = self.names.get(id(a))
+        if n is None:
+            if isinstance(a, Literal):
+                return a.str_short()
+            n = self.name(a)
+        if type(a) is DropVar:
             return "_"
-        return self._var_doc(self.name(a), False) if self.html else self.name(a)
+        return self._var_doc(n, False) if self.html else n
 
     def binder(self, v: Var) -> Any:
-        if isinstance(v, DropVar):
+        if type(v) is DropVar:
             return f"_:{v.aval.str_short()}" if self.print_shapes else "_"
-        n = self.name(v)
+        n = self.names.get(id(v))
+        if n is None:
+            n = self.name(v)
         if self.html:
             return [self._var_doc(n, True), f":{v.aval.str_short()}"] if self.print_shapes else self._var_doc(n, True)
         return f"{n}:{v.aval.str_short()}" if self.print_shapes else n
@@ -863,15 +868,14 @@ class _Printer:
 
     def _dropvars(self, jaxpr: Jaxpr) -> None:
         """The program's own results no one reads print as ``_`` (JAX's printer)."""
-        used = {id(a) for a in jaxpr.outvars if isinstance(a, Var)}
+        eqns = jaxpr.eqns
+        used = {id(a) for eqn in eqns for a in eqn.invars}  # (a literal's id is no variable's)
+        used.update(id(a) for a in jaxpr.outvars)
         names = self.names
-        for eqn in reversed(jaxpr.eqns):
+        for eqn in eqns:
             for v in eqn.outvars:
                 if id(v) not in used:
                     names[id(v)] = "_"
-            for a in eqn.invars:
-                if isinstance(a, Var):
-                    used.add(id(a))
 
     def _shared(self, top: Jaxpr) -> list[tuple[str, Jaxpr]]:
         """The nested bodies printed once, before the program (``let name = { lambda ... } in``),
@@ -959,7 +963,7 @@ class _Printer:
         else:
             pname = prim.name
             printed = _printed_params(eqn) if self.custom_rules else sorted(eqn.params.items())
-        anns = self._notes(eqn)
+        anns = self._notes(eqn) if self.source_info or self.name_stack else []
         outs = [self.binder(v) for v in eqn.outvars]
         nested = subjaxpr_params(eqn) if eqn.params else ()
         if nested or self.html:
@@ -974,7 +978,7 @@ class _Printer:
             (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
         return _Line(flat, lambda: self._eqn_parts(pname, outs, self._bracketed("[", kvs, "]") if kvs else "", ins,
                                                    anns),
-                     tuple(a for a in (anns if outs else anns[1:]) if a is not None))
+                     tuple(a for a in (anns if outs else anns[1:]) if a is not None) if anns else ())
 
     def _eqn_parts(self, pname: str, outs: list, params: Any, ins: list, anns: list) -> list:
         # the source note is the " = "'s and the names' note the primitive's, as JAX places them (an
