@@ -570,6 +570,24 @@ def test_device_put_in_jit_annotates_any_mesh_and_host_arrays_name_no_source():
     assert jg.devices() == {jax.devices()[0]} and fg.devices() == {ftrans.devices()[0]}
 
 
+# ---------------------------------------------------------------- IR (docs/differences.md, "IR")
+def test_printed_jitted_body_has_been_through_the_ir_passes():
+    """Printed IR is JAX's text, but a jitted function's body has been through ftrans's IR passes: its two
+    identical calls are one (so the callee, used once, is printed in place); without the passes the text
+    is JAX's exactly."""
+
+    def build(lib, **kw):
+        f = lib.jit(lambda x: x ** 2)
+        return lib.jit(lambda x: f(x) + f(x), **kw)
+
+    x = np.array([4.2], np.float32)
+    theirs = jax.make_jaxpr(build(jax))(x).pretty_print(use_color=False)
+    ours = ftrans.make_jaxpr(build(ftrans))(x).pretty_print()
+    assert theirs.startswith("let lambda = ") and "e:f32[1] = jit[name=<lambda> jaxpr=lambda] c" in theirs
+    assert "          b:f32[1] = add c c\n" in ours and ours.count("= jit[") == 2 and "let " not in ours
+    assert ftrans.make_jaxpr(build(ftrans, optimizations="none"))(x).pretty_print() == theirs
+
+
 # ---------------------------------------------------------------- jit: the stability rewrites
 def test_jit_rewrites_log_softmax_stably():
     x = np.array([0., 100., 200., -300.], np.float32)

@@ -159,7 +159,7 @@ def test_make_jaxpr_shows_the_call_and_nesting_works():
     inner = ftrans.jit(lambda x: jnp.sin(x) * 2.0)
     closed = ftrans.make_jaxpr(lambda x: inner(x) + 1.0)(np.ones(3, np.float32))
     text = str(closed)
-    assert "jit_call[" in text and "name=<lambda>" in text and "sin" in text
+    assert "= jit[" in text and "name=<lambda>" in text and "sin" in text
     typecheck(closed)
     outer = ftrans.jit(lambda x: inner(inner(x)) - 1.0)
     x = np.linspace(0, 1, 4, dtype=np.float32)

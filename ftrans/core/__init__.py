@@ -30,4 +30,9 @@ def __getattr__(name: str):
         from ftrans.core import shape_poly
 
         return getattr(shape_poly, name)
+    if name in ("JaxprPpContext", "JaxprPpSettings", "pp_kv_pair", "pp_eqn", "pp_jaxpr", "pp_toplevel_jaxpr",
+                "pp_eqn_rules"):  # the IR printer's pieces (jax.core's JaxprPpContext/JaxprPpSettings)
+        from ftrans.core import ir
+
+        return getattr(ir, name)
     raise AttributeError(f"module 'ftrans.core' has no attribute {name!r}")

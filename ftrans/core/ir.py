@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import gc
 import itertools
+import re
 import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -264,7 +265,7 @@ class JaxprEqn(NamedTuple):
 
     def __str__(self) -> str:
         """The equation as it prints inside its jaxpr, its variables named afresh (as JAX's)."""
-        return _render(_Printer(False).eqn_doc(self))
+        return _render(_Printer(False).eqn_doc(self)).rstrip()
 
     __repr__ = __str__
 
@@ -322,11 +323,21 @@ class Jaxpr:
             out = {e for e in out if not isinstance(e, JaxprInputEffect) or id(e.input) in own}
         return frozenset(out)
 
-    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
-        """The program as text; ``source_info`` adds each equation's user line, ``name_stack`` the
-        ``named_scope``/``named_call`` names it was made inside (``# [outer/inner]``), as JAX's printer.
-        ``use_color`` is accepted as in JAX; ftrans's text is never coloured."""
-        return _Printer(source_info, name_stack).render(self)
+    def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True, custom_pp_eqn_rules: bool = True,
+                     name_stack: bool = False, print_effects: bool = False, width: int = 80,
+                     use_color: bool | None = None, output_format: Any = None, annotation_prefix: str = " # ",
+                     separable_lines: bool = False) -> str:
+        """The program as text, as JAX's printer writes it.  ``source_info`` notes each equation's user
+        line (``# file:line:column (function)``), ``name_stack`` the ``named_scope``/``named_call`` names it
+        was made inside (``# [outer/inner]``), both after the text; ``print_shapes=False`` leaves out the
+        variables' types; ``custom_pp_eqn_rules=False`` prints every equation plainly (its primitive's own
+        name, every parameter); ``print_effects`` ends each jaxpr with its effects (``: { Debug }``);
+        ``width`` is the line length; ``output_format="html"`` (or JAX's ``OutputFormat.HTML``) gives
+        HTML, each variable linked to where it is bound.  ``use_color`` and ``separable_lines`` are
+        accepted as in JAX; ftrans's text is never coloured."""
+        return _Printer(source_info, name_stack, print_shapes=print_shapes, custom_rules=custom_pp_eqn_rules,
+                        print_effects=print_effects, html=_is_html(output_format)).render(self, width,
+                                                                                          annotation_prefix)
 
     def __str__(self) -> str:
         return self.pretty_print()
@@ -377,8 +388,9 @@ class ClosedJaxpr:
     def eqns(self) -> list[JaxprEqn]:
         return self.jaxpr.eqns
 
-    def pretty_print(self, *, source_info: bool = False, name_stack: bool = False, use_color: bool = False) -> str:
-        return self.jaxpr.pretty_print(source_info=source_info, name_stack=name_stack, use_color=use_color)
+    def pretty_print(self, **kwargs: Any) -> str:
+        """The program as text (``Jaxpr.pretty_print``'s options)."""
+        return self.jaxpr.pretty_print(**kwargs)
 
     def __str__(self) -> str:
         return str(self.jaxpr)
@@ -531,9 +543,10 @@ def all_jaxprs(jaxpr: Jaxpr | ClosedJaxpr) -> list[Jaxpr]:
 # is text, a break (printed as its separator or as a newline), a nested part (more indentation
 # after its newlines), a group (all its own breaks flat, or all of them newlines) or a list of
 # these.  Whether a group fits is decided when the printer reaches it, from its flat width alone.
+# Notes (``source_info``, ``name_stack``) take no room: they are gathered per line and printed after
+# the text, aligned one column past the widest line (``  # file:line:col (function)``), as JAX's.
 
 _WIDTH = 80
-_INF = float("inf")
 
 
 class _Brk:
@@ -557,8 +570,17 @@ class _Group:
         self.body, self._w = body, None
 
 
-class _Hard:
-    """Text that keeps every group around it broken (an equation's ``# file:line`` note)."""
+class _Tok:
+    """Text with a link in HTML (a variable's or a shared body's name: ``<a id=...>``/``<a href=...>``)."""
+
+    __slots__ = ("text", "html")
+
+    def __init__(self, text: str, html: str):
+        self.text, self.html = text, html
+
+
+class _Ann:
+    """A note for the line it lands on (takes no room in the layout)."""
 
     __slots__ = ("text",)
 
@@ -568,18 +590,18 @@ class _Hard:
 
 class _Line:
     """A part whose one-line text is known; ``build()`` makes the document that lays it out
-    when that text does not fit."""
+    when that text does not fit.  ``anns`` are its notes (kept by the built document too)."""
 
-    __slots__ = ("flat", "build", "width")
+    __slots__ = ("flat", "build", "width", "anns")
 
-    def __init__(self, flat: str, build):
-        self.flat, self.build = flat, build
-        self.width = _INF if "\n" in flat else len(flat)
+    def __init__(self, flat: str, build, anns: tuple = ()):
+        self.flat, self.build, self.anns = flat, build, anns
+        self.width = len(flat)
 
 
-def _flat_width(doc) -> float:
+def _flat_width(doc) -> int:
     if isinstance(doc, str):
-        return _INF if "\n" in doc else len(doc)
+        return len(doc)
     if isinstance(doc, list):
         return sum(_flat_width(d) for d in doc)
     if isinstance(doc, _Group):
@@ -592,27 +614,33 @@ def _flat_width(doc) -> float:
         return _flat_width(doc.body)
     if isinstance(doc, _Line):
         return doc.width
-    return _INF  # _Hard
+    if isinstance(doc, _Tok):
+        return len(doc.text)
+    return 0  # _Ann
 
 
-def _render(doc, width: int = _WIDTH) -> str:
-    out: list[str] = []
+def _render(doc, width: int = _WIDTH, html: bool = False, annotation_prefix: str = " # ") -> str:
+    lines: list[str] = []
+    widths: list[int] = []
+    notes: dict[int, list[str]] = {}
+    cur: list[str] = []
     col = 0
     todo = [(0, False, doc)]
     while todo:
         ind, flat, d = todo.pop()
         if isinstance(d, str):
-            out.append(d)
-            nl = d.rfind("\n")
-            col = col + len(d) if nl < 0 else len(d) - nl - 1
+            cur.append(_esc_html(d) if html else d)
+            col += len(d)
         elif isinstance(d, list):
             todo.extend((ind, flat, c) for c in reversed(d))
         elif isinstance(d, _Brk):
             if flat:
-                out.append(d.sep)
+                cur.append(d.sep)
                 col += len(d.sep)
             else:
-                out.append("\n" + " " * ind)
+                lines.append("".join(cur))
+                widths.append(col)
+                cur = [" " * ind]
                 col = ind
         elif isinstance(d, _Group):
             todo.append((ind, flat or col + _flat_width(d) <= width, d.body))
@@ -620,14 +648,31 @@ def _render(doc, width: int = _WIDTH) -> str:
             todo.append((ind + d.n, flat, d.body))
         elif isinstance(d, _Line):
             if flat or col + d.width <= width:
-                out.append(d.flat)
+                cur.append(d.flat)
                 col += d.width
+                if d.anns:
+                    notes.setdefault(len(lines), []).extend(d.anns)
             else:
                 todo.append((ind, False, d.build()))
-        else:  # _Hard
-            out.append(d.text)
+        elif isinstance(d, _Tok):
+            cur.append(d.html if html else d.text)
             col += len(d.text)
-    return "\n".join(line.rstrip() for line in "".join(out).split("\n"))
+        else:  # _Ann
+            notes.setdefault(len(lines), []).append(d.text)
+    lines.append("".join(cur))
+    widths.append(col)
+    if notes:
+        top = max(widths)
+        for i, anns in notes.items():
+            pads = [" " * (top - widths[i])] + [" " * top] * (len(anns) - 1)
+            lines[i] += "\n".join(p + annotation_prefix + (_esc_html(a) if html else a) for p, a in zip(pads, anns))
+    return "\n".join(lines)
+
+
+def _esc_html(s: str) -> str:
+    # JAX's printer's HTML escaping (its five characters)
+    return (s.replace("&", "&amp;").replace('"', "&quot;").replace("'", "&apos;").replace("<", "&lt;")
+            .replace(">", "&gt;"))
 
 
 def _join(sep, docs: list) -> list:
@@ -654,6 +699,12 @@ def _names():
 # calls print their ``name`` first and leave out ``num_consts=0``, as JAX's printer does).
 pp_params_rules: dict[Any, Any] = {}
 
+# primitive -> ``rule(eqn, context) -> (printed name, [(param, value), ...])``, for an equation printed
+# under another name than its primitive's or naming its body's variables after its own (JAX's
+# ``pp_eqn_rules``: a jitted call prints as ``jit[name=f jaxpr={ lambda ... }]``, its body's inputs and
+# outputs named as the call's operands and results).  ``context`` is the :class:`JaxprPpContext`.
+pp_eqn_rules: dict[Any, Any] = {}
+
 
 def _printed_params(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     rule = pp_params_rules.get(eqn.primitive)
@@ -662,13 +713,79 @@ def _printed_params(eqn: JaxprEqn) -> list[tuple[str, Any]]:
     return sorted(eqn.params.items())
 
 
+_ADDRESS = re.compile(r" at 0x([0-9a-fA-F]+)")
+
+
+def _str_param(v: Any) -> str:
+    """A parameter's text as JAX prints it: ``str``, with the addresses in it (``<function f at 0x7f..>``)
+    written as ``0xXXXX`` so the text does not change from run to run."""
+    s = str(v)
+    if " at 0x" in s:
+        s = _ADDRESS.sub(lambda m: " at 0x" + "X" * len(m.group(1)), s)
+    return s
+
+
+class JaxprPpSettings(NamedTuple):
+    """What a printed program shows (JAX's ``JaxprPpSettings``): each variable's type, each equation's
+    source line and ``named_scope`` names, primitives' own printing rules, the jaxpr's effects."""
+
+    print_shapes: bool = True
+    source_info: bool = False
+    name_stack: bool = False
+    custom_pp_eqn_rules: bool = True
+    print_effects: bool = False
+
+
+class Doc:
+    """A laid-out-on-demand piece of printed IR (what ``pp_kv_pair`` and the like return):
+    ``str(doc)`` or ``doc.format(width=80)`` gives its text."""
+
+    __slots__ = ("_doc",)
+
+    def __init__(self, doc: Any):
+        self._doc = doc
+
+    def format(self, width: int = _WIDTH, *, use_color: bool | None = None, output_format: Any = None,
+               annotation_prefix: str = " # ", **_: Any) -> str:
+        return _render(self._doc, width, _is_html(output_format), annotation_prefix)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        return f"Doc({self.format()!r})"
+
+
+def _is_html(output_format: Any) -> bool:
+    """``output_format``: None or ``"text"`` for text, ``"html"`` for HTML (or an enum naming them, such
+    as JAX's ``pretty_printer.OutputFormat``)."""
+    if output_format is None:
+        return False
+    name = str(getattr(output_format, "name", output_format)).lower()
+    if name not in ("text", "html"):
+        raise ValueError(f"pretty_print: output_format must be 'text' or 'html', got {output_format!r}")
+    return name == "html"
+
+
 class _Printer:
-    def __init__(self, source_info: bool, name_stack: bool = False):
+    def __init__(self, source_info: bool = False, name_stack: bool = False, *, print_shapes: bool = True,
+                 custom_rules: bool = True, print_effects: bool = False, html: bool = False):
         self.names: dict[int, str] = {}
         self.gen = _names()
         self.source_info = source_info
         self.name_stack = name_stack
+        self.print_shapes = print_shapes
+        self.custom_rules = custom_rules
+        self.print_effects = print_effects
+        self.html = html
         self.shared: dict[int, str] = {}  # id(jaxpr) -> its name, for bodies printed once (_shared)
+        self._alive: list = []  # variables named by id that the printed program does not hold
+
+    # JAX's JaxprPpContext
+
+    @property
+    def shared_jaxpr_names(self) -> set[str]:
+        return set(self.shared.values())
 
     def name(self, v: Var) -> str:
         k = id(v)
@@ -677,44 +794,91 @@ class _Printer:
             n = self.names[k] = next(self.gen)
         return n
 
-    def atom(self, a) -> str:
-        if isinstance(a, Literal):
-            return a.str_short()
-        return self.name(a)
+    def suggest_same_var_names(self, for_vars, like_vars) -> None:
+        """Name each of ``for_vars`` (a body's inputs or outputs) as the matching one of ``like_vars`` (the
+        operands or results of the equation calling it), where that is a variable not already lent its
+        name and the body's variable is not yet named (JAX's rule)."""
+        if len(for_vars) != len(like_vars):  # an ill-formed equation
+            return
+        used: set[int] = set()
+        names = self.names
+        for f, like in zip(for_vars, like_vars):
+            if isinstance(like, Var) and id(like) not in used and isinstance(f, Var) and id(f) not in names:
+                used.add(id(like))
+                names[id(f)] = "_" if isinstance(like, DropVar) else self.name(like)
 
-    def binder(self, v: Var) -> str:
-        if isinstance(v, DropVar):
-            return f"_:{v.aval.str_short()}"
-        return f"{self.name(v)}:{v.aval.str_short()}"
+    def is_shared(self, jaxpr: Jaxpr | ClosedJaxpr) -> bool:
+        """Whether ``jaxpr`` is printed once before the program and named where it is used."""
+        return id(jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr) in self.shared
+
+    # The pieces
+
+    def _var_doc(self, n: str, binder: bool) -> Any:
+        if not self.html:
+            return n
+        return _Tok(n, f'<a {"id" if binder else "href"}="{"" if binder else "#"}v_{n}">{_esc_html(n)}</a>')
+
+    def atom(self, a) -> Any:
+        n = self.names.get(id(a))
+        if n is None:
+            if isinstance(a, Literal):
+                return a.str_short()
+            n = self.name(a)
+        if type(a) is DropVar:
+            return "_"
+        return self._var_doc(n, False) if self.html else n
+
+    def binder(self, v: Var) -> Any:
+        if type(v) is DropVar:
+            return f"_:{v.aval.str_short()}" if self.print_shapes else "_"
+        n = self.names.get(id(v))
+        if n is None:
+            n = self.name(v)
+        if self.html:
+            return [self._var_doc(n, True), f":{v.aval.str_short()}"] if self.print_shapes else self._var_doc(n, True)
+        return f"{n}:{v.aval.str_short()}" if self.print_shapes else n
 
     def param(self, k: str, v: Any) -> str:
-        if isinstance(v, np.dtype):
-            return f"{k}={v}"  # as JAX prints it: new_dtype=int32
         if type(v) is frozenset:  # as JAX prints a set: its elements sorted
             try:
                 return f"{k}=frozenset({{{', '.join(repr(e) for e in sorted(v))}}})"
             except TypeError:  # elements with no order
                 return f"{k}={v}"
-        if callable(v) and hasattr(v, "__name__"):
-            return f"{k}={v.__name__}"
         if k == "impl" and hasattr(v, "tag") and hasattr(v, "key_shape"):  # a PRNG implementation, by its tag
             return f"{k}={v.tag}"
-        return f"{k}={v}"
+        return f"{k}={_str_param(v)}"
 
-    def render(self, jaxpr: Jaxpr) -> str:
+    def render(self, jaxpr: Jaxpr, width: int = _WIDTH, annotation_prefix: str = " # ") -> str:
         # The document is many small objects that all die together: collecting garbage while it
         # is built would only walk them (it tripled the time of a 10,000-equation program).
         enabled = gc.isenabled()
         gc.disable()
         try:
             docs: list = []
-            for name, j in self._shared(jaxpr):
-                docs += ["let ", name, " = ", self.jaxpr_doc(j, define=True), " in", _Brk()]
+            shared = self._shared(jaxpr)
+            if shared:  # variables are not named as the bodies printed first
+                taken = set(self.shared.values())
+                self.gen = (n for n in self.gen if n not in taken)
+            self._dropvars(jaxpr)
+            for name, j in shared:
+                ref = _Tok(name, f'<a id="g_{name}">{_esc_html(name)}</a>') if self.html else name
+                docs += ["let ", ref, " = ", self.jaxpr_doc(j, define=True), " in", _Brk()]
             docs.append(self.jaxpr_doc(jaxpr))
-            return _render(docs)
+            return _render(docs, width, self.html, annotation_prefix)
         finally:
             if enabled:
                 gc.enable()
+
+    def _dropvars(self, jaxpr: Jaxpr) -> None:
+        """The program's own results no one reads print as ``_`` (JAX's printer)."""
+        eqns = jaxpr.eqns
+        used = {id(a) for eqn in eqns for a in eqn.invars}  # (a literal's id is no variable's)
+        used.update(id(a) for a in jaxpr.outvars)
+        names = self.names
+        for eqn in eqns:
+            for v in eqn.outvars:
+                if id(v) not in used:
+                    names[id(v)] = "_"
 
     def _shared(self, top: Jaxpr) -> list[tuple[str, Jaxpr]]:
         """The nested bodies printed once, before the program (``let name = { lambda ... } in``),
@@ -755,6 +919,7 @@ class _Printer:
                 name += str(n)
                 taken[name] = taken.get(name, 0) + 1
             self.shared[k] = name
+            self._alive.append(bodies[k])
             out.append((name, bodies[k]))
         return out
 
@@ -762,7 +927,7 @@ class _Printer:
     # it breaks only once the line is full.
 
     @staticmethod
-    def _words(words: list[str], sep: str = "") -> Any:
+    def _words(words: list, sep: str = "") -> Any:
         if len(words) <= 1:
             return words[0] if words else ""
         return _Nest(2, _Group(_join([sep, _Group(_Brk())] if sep else _Group(_Brk()), words)))
@@ -771,14 +936,16 @@ class _Printer:
         if not define and self.shared:
             name = self.shared.get(id(jaxpr))
             if name is not None:
-                return name
+                return _Tok(name, f'<a href="#g_{name}">{_esc_html(name)}</a>') if self.html else name
         consts = self._words([self.binder(v) for v in jaxpr.constvars])
         ins = self._words([self.binder(v) for v in jaxpr.invars])
         eqns = _join(_Brk("; "), [self.eqn_doc(e) for e in jaxpr.eqns])
         outs = self._words([self.atom(a) for a in jaxpr.outvars], ",")
         close = ",)" if len(jaxpr.outvars) == 1 else ")"
         body = ["{ lambda ", consts, "; ", ins, ". let", _Nest(2, [_Brk(), eqns]), _Brk(), "in (", outs, close]
-        return [_Group(_Nest(2, body)), " }"]
+        if self.print_effects:
+            body.append(f" : {{ {', '.join(_str_param(e) for e in jaxpr.effects)} }}")
+        return _Group([_Nest(2, body), " }"])
 
     def _bracketed(self, opening: str, items: list, closing: str) -> _Group:
         return _Group([_Nest(2, [opening, _Brk(""), _join(_Brk(), items)]), _Brk(""), closing])
@@ -792,35 +959,166 @@ class _Printer:
         return [f"{k}=", self._bracketed("(", docs, ")")]
 
     def eqn_doc(self, eqn: JaxprEqn) -> Any:
+        prim = eqn.primitive
+        rule = pp_eqn_rules.get(prim) if self.custom_rules else None
+        if rule is not None:  # before the results are named: it may name them
+            pname, printed = rule(eqn, self)
+        else:
+            pname = prim.name
+            printed = _printed_params(eqn) if self.custom_rules else sorted(eqn.params.items())
+        anns = self._notes(eqn) if self.source_info or self.name_stack else []
         outs = [self.binder(v) for v in eqn.outvars]
         nested = subjaxpr_params(eqn) if eqn.params else ()
-        if nested:
-            kvs = [self.param_doc(k, v, k in nested) for k, v in _printed_params(eqn)]
+        if nested or self.html:
+            kvs = [self.param_doc(k, v, k in nested) for k, v in printed]
             ins = [self.atom(a) for a in eqn.invars]
-            body = self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]"), ins)
-        else:
-            # A plain equation (most of them): its one-line text is built directly, and the
-            # document that may break it is built only if it does not fit (_Line).
-            kvs = [self.param(k, v) for k, v in _printed_params(eqn)]
-            ins = [self.atom(a) for a in eqn.invars]
-            flat = (f"{' '.join(outs)} = " if outs else "") + eqn.primitive.name + \
-                (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
-            body = _Line(flat, lambda: self._eqn_parts(eqn, outs, self._bracketed("[", kvs, "]") if kvs else "", ins))
-        notes = self._notes(eqn)
-        return [body, _Hard(notes)] if notes else body
+            return self._eqn_parts(pname, outs, self._bracketed("[", kvs, "]") if kvs else "", ins, anns)
+        # A plain equation (most of them): its one-line text is built directly, and the
+        # document that may break it is built only if it does not fit (_Line).
+        kvs = [self.param(k, v) for k, v in printed]
+        ins = [self.atom(a) for a in eqn.invars]
+        flat = (f"{' '.join(outs)} = " if outs else "") + pname + \
+            (f"[{' '.join(kvs)}]" if kvs else "") + " " + " ".join(ins)
+        return _Line(flat, lambda: self._eqn_parts(pname, outs, self._bracketed("[", kvs, "]") if kvs else "", ins,
+                                                   anns),
+                     tuple(a for a in (anns if outs else anns[1:]) if a is not None) if anns else ())
 
-    def _eqn_parts(self, eqn: JaxprEqn, outs: list[str], params: Any, ins: list[str]) -> list:
-        doc: list = [self._words(outs), " = "] if outs else []  # a debug callback binds nothing
-        return doc + [eqn.primitive.name, params, " ", self._words(ins)]
+    def _eqn_parts(self, pname: str, outs: list, params: Any, ins: list, anns: list) -> list:
+        # the source note is the " = "'s and the names' note the primitive's, as JAX places them (an
+        # equation binding nothing, a debug callback, keeps only the names')
+        src, names = anns if anns else (None, None)
+        doc: list = [self._words(outs), " = "] if outs else []
+        if outs and src is not None:
+            doc.append(_Ann(src))
+        doc.append(pname)
+        if names is not None:
+            doc.append(_Ann(names))
+        return doc + [params, " ", self._words(ins)]
 
-    def _notes(self, eqn: JaxprEqn) -> str:
+    def _notes(self, eqn: JaxprEqn) -> list:
+        """``[source note or None, names note or None]``, or ``[]`` when neither is asked for."""
+        if not (self.source_info or self.name_stack):
+            return []
         info = eqn.source_info
-        notes = []
-        if self.source_info and info is not None:
-            notes.append(f"{info.filename.rsplit('/', 1)[-1]}:{info.lineno}")
-        if self.name_stack and info is not None and info.name_stack:
-            notes.append(f"[{info.name_stack}]")
-        return "  # " + " ".join(notes) if notes else ""  # one equation a line, each with its note
+        src = _summarize(info) if self.source_info and info is not None else None
+        names = f"[{info.name_stack if info is not None else ''}]" if self.name_stack else None
+        return [src, names]
+
+
+def _summarize(info: SourceInfo) -> str:
+    """An equation's source note as JAX's printer writes it: ``file:line:column (qualified.name)`` (no
+    column when it is 0)."""
+    code = info.code
+    if code is None:
+        return f"{info.filename}:{info.lineno} ({info.function})"
+    col = None
+    if info.lasti >= 0:
+        try:
+            col = list(code.co_positions())[info.lasti // 2][2]
+        except (AttributeError, IndexError):
+            col = None
+    where = f"{info.filename}:{info.lineno}" + (f":{col}" if col else "")
+    return f"{where} ({getattr(code, 'co_qualname', info.function)})"
+
+
+class _VarNames:
+    """``context.var_names`` (JAX's): a variable's printed name, named on first need."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, printer: _Printer):
+        self._p = printer
+
+    def __getitem__(self, v: Var) -> str:
+        return self._p.name(v)
+
+    def __setitem__(self, v: Var, name: str) -> None:
+        self._p.names[id(v)] = name
+        self._p._alive.append(v)
+
+    def __contains__(self, v: Any) -> bool:
+        return id(v) in self._p.names
+
+    def get(self, v: Var, default: Any = None) -> Any:
+        return self._p.names.get(id(v), default)
+
+
+class JaxprPpContext(_Printer):
+    """The names given while printing one program (JAX's ``JaxprPpContext``): each variable's, named in
+    order of first appearance (``a``, ..., ``z``, ``ba``, ...), and each body printed once before the
+    program; ``suggest_same_var_names`` names a body's variables after the caller's."""
+
+    def __init__(self, var_names: dict | None = None):
+        super().__init__()
+        for v, n in (var_names or {}).items():
+            self.var_names[v] = n
+
+    @property
+    def var_names(self) -> _VarNames:
+        return _VarNames(self)
+
+    @property
+    def shared_jaxprs(self) -> dict:
+        """The bodies printed once before the program, each to its name."""
+        return {j: self.shared[id(j)] for j in self._alive if isinstance(j, Jaxpr) and id(j) in self.shared}
+
+    def _apply(self, settings: JaxprPpSettings | None) -> None:
+        s = settings or JaxprPpSettings()
+        self.print_shapes, self.source_info, self.name_stack = s.print_shapes, s.source_info, s.name_stack
+        self.custom_rules, self.print_effects = s.custom_pp_eqn_rules, s.print_effects
+
+
+def _context(context: JaxprPpContext | None, settings: JaxprPpSettings | None) -> JaxprPpContext:
+    ctx = context if context is not None else JaxprPpContext()
+    if not isinstance(ctx, _Printer):
+        raise TypeError(f"expected a JaxprPpContext, got {type(ctx).__name__}")
+    if isinstance(ctx, JaxprPpContext):
+        ctx._apply(settings)
+    return ctx
+
+
+def pp_kv_pair(k: str, v: Any, context: JaxprPpContext | None = None, settings: JaxprPpSettings | None = None) -> Doc:
+    """One equation parameter as printed, ``k=v`` (JAX's ``core.pp_kv_pair``): a body as its jaxpr, a set
+    with its elements sorted, a function's address as ``0xXXXX``."""
+    ctx = _context(context, settings)
+    nested = isinstance(v, _JAXPR_TYPES) or (type(v) is tuple and all(isinstance(x, _JAXPR_TYPES) for x in v))
+    return Doc(ctx.param_doc(k, v, nested))
+
+
+def pp_eqn(eqn: JaxprEqn, context: JaxprPpContext | None = None, settings: JaxprPpSettings | None = None) -> Doc:
+    """One equation as printed (JAX's ``core.pp_eqn``)."""
+    return Doc(_context(context, settings).eqn_doc(eqn))
+
+
+def pp_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, context: JaxprPpContext | None = None,
+             settings: JaxprPpSettings | None = None) -> Doc:
+    """A jaxpr as printed inside a program (JAX's ``core.pp_jaxpr``): its name if it is a shared body."""
+    return Doc(_context(context, settings).jaxpr_doc(jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr))
+
+
+def pp_toplevel_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, *, source_info: bool = False, print_shapes: bool = True,
+                      custom_pp_eqn_rules: bool = True, name_stack: bool = False,
+                      print_effects: bool = False) -> _Pretty:
+    """A whole program as printed, its shared bodies first (JAX's ``core.pp_toplevel_jaxpr``)."""
+    return _Pretty(jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr,
+                   JaxprPpSettings(print_shapes, source_info, name_stack, custom_pp_eqn_rules, print_effects))
+
+
+class _Pretty(Doc):
+    """A whole program to print (its names are given afresh at each ``format``)."""
+
+    __slots__ = ("_jaxpr", "_settings")
+
+    def __init__(self, jaxpr: Jaxpr, settings: JaxprPpSettings):
+        self._jaxpr, self._settings = jaxpr, settings
+
+    def format(self, width: int = _WIDTH, *, use_color: bool | None = None, output_format: Any = None,
+               annotation_prefix: str = " # ", **_: Any) -> str:
+        s = self._settings
+        printer = _Printer(s.source_info, s.name_stack, print_shapes=s.print_shapes,
+                           custom_rules=s.custom_pp_eqn_rules, print_effects=s.print_effects,
+                           html=_is_html(output_format))
+        return printer.render(self._jaxpr, width, annotation_prefix)
 
 
 # HTML for notebooks (``_repr_html_``).  It walks the program in the same order as
@@ -860,6 +1158,7 @@ class _HtmlPrinter(_Printer):
         super().__init__(source_info=False)
 
     def document(self, jaxpr: Jaxpr) -> str:
+        self._dropvars(jaxpr)  # named as str(jaxpr) names them
         return f'<div class="ftj">{_HTML_CSS}{self.jaxpr_html(jaxpr)}</div>'
 
     def binder_html(self, v: Var) -> str:
@@ -895,10 +1194,12 @@ class _HtmlPrinter(_Printer):
         return f"<details><summary>{summary}</summary>{self.jaxpr_html(j)}</details>"
 
     def eqn_html(self, eqn: JaxprEqn) -> str:
+        rule = pp_eqn_rules.get(eqn.primitive)
+        pname, printed = rule(eqn, self) if rule is not None else (eqn.primitive.name, _printed_params(eqn))
         lhs = " ".join(self.binder_html(v) for v in eqn.outvars)
         simple, nested = [], []
         held = subjaxpr_params(eqn)
-        for k, v in _printed_params(eqn):
+        for k, v in printed:
             if k not in held:
                 simple.append(_esc(self.param(k, v)))
             elif isinstance(v, (Jaxpr, ClosedJaxpr)):
@@ -913,7 +1214,7 @@ class _HtmlPrinter(_Printer):
             where = f"{si.filename.rsplit('/', 1)[-1]}:{si.lineno}"
             title = _esc(str(si)).replace('"', "&quot;")
             src = f'<span title="{title}">{_esc(where)}</span>'
-        return (f'<tr><td class="l">{lhs}</td><td>= <span class="p">{_esc(eqn.primitive.name)}</span>'
+        return (f'<tr><td class="l">{lhs}</td><td>= <span class="p">{_esc(pname)}</span>'
                 f'{ps} {args}{"".join(nested)}</td><td class="s">{src}</td></tr>')
 
 
@@ -979,7 +1280,7 @@ def _pp_eqn_range(jaxpr: Jaxpr, lo: int, hi: int) -> str:
     close = ",)" if len(jaxpr.outvars) == 1 else ")"
     body = ["{ lambda ", consts, "; ", ins, ". let", _Nest(2, [_Brk(), _join(_Brk("; "), eqns)]), _Brk(), "in (",
             outs, close]
-    return _render([_Group(_Nest(2, body)), " }"])
+    return _render(_Group([_Nest(2, body), " }"]))
 
 
 def _typecheck(jaxpr: Jaxpr | ClosedJaxpr, checked: set[int]) -> None:
@@ -1128,6 +1429,9 @@ class NamedEffect(Effect):
 
     def __repr__(self) -> str:
         return self.name
+
+    def __str__(self) -> str:  # as JAX's effects print (in a jaxpr printed with print_effects): Debug, OrderedIO
+        return self.name.removesuffix("Effect")
 
 
 class JaxprInputEffect(Effect):

@@ -27,7 +27,7 @@ import numpy as np
 
 from ftrans.core.array import Array
 from ftrans.core.avals import ShapedArray
-from ftrans.core.ir import ClosedJaxpr, JaxprEqn, dce_rules, hoist_consts, pp_params_rules
+from ftrans.core.ir import ClosedJaxpr, JaxprEqn, dce_rules, hoist_consts, pp_eqn_rules, pp_params_rules
 from ftrans.core.primitive import Primitive
 from ftrans.errors import FtransTypeError
 
@@ -177,6 +177,37 @@ def _no_donation(params: dict, rule: str, num_operands: int) -> dict:
 jit_call_p = CallPrimitive("jit_call", update_params=_no_donation)
 
 
+def _jit_call_printed(eqn: JaxprEqn, context: Any) -> tuple[str, list]:
+    """A jitted call as JAX prints one: ``jit[name=f jaxpr={ lambda ... }]``, its ``name`` first and the
+    parameters that hold their defaults (nothing donated, ...) left out; the body's inputs and outputs are
+    named as the call's operands and results where they can be (unless the body is printed apart)."""
+    params = dict(eqn.params)
+    name = params.pop("name", None)
+    for k, v in list(params.items()):
+        if _jit_default(k, v):
+            del params[k]
+    body = params.get("jaxpr")
+    if body is not None and not context.is_shared(body):
+        j = body.jaxpr if isinstance(body, ClosedJaxpr) else body
+        context.suggest_same_var_names(j.invars, eqn.invars)
+        context.suggest_same_var_names(j.outvars, eqn.outvars)
+    return "jit", ([("name", name)] if name is not None else []) + sorted(params.items())
+
+
+def _jit_default(k: str, v: Any) -> bool:
+    """Whether a jitted call's parameter holds the value JAX's printer leaves out."""
+    if k in ("donated_invars", "keep_unused", "inline", "compiler_options_kvs"):
+        return not any(v) if isinstance(v, tuple) else not v
+    if k == "ctx_mesh":
+        return v is None or bool(getattr(v, "empty", False))
+    if k in ("in_shardings", "out_shardings", "in_layouts", "out_layouts"):
+        return isinstance(v, tuple) and all(x is None for x in v)
+    return False
+
+
+pp_eqn_rules[jit_call_p] = _jit_call_printed
+
+
 class _FunCallPrimitive(CallPrimitive):
     """JAX's ``call_p`` / ``closed_call_p``: ``bind(*args, subfuns=(f,))`` stages ``f`` (a function of the
     flat operands returning a flat list, e.g. ``ftrans.extend.linear_util.wrap_init`` of one) on the operands'
@@ -234,7 +265,8 @@ custom_vmap_call_p = CallPrimitive("custom_vmap_call", body_param="call_jaxpr")
 def _custom_call_printed(params: dict) -> list[tuple[str, Any]]:
     """A custom-derivative call's parameters as printed: its ``name`` first, then the rest by name, without
     ``num_consts`` when it is 0 (as JAX prints them)."""
-    rest = sorted((k, v) for k, v in params.items() if k != "name" and not (k == "num_consts" and not v))
+    rest = sorted((k, getattr(v, "__name__", v) if callable(v) else v) for k, v in params.items()
+                  if k != "name" and not (k == "num_consts" and not v))  # the rules by their names (JAX's)
     return ([("name", params["name"])] if "name" in params else []) + rest
 
 

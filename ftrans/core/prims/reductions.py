@@ -580,3 +580,19 @@ reduce_sum_p.sharding_rule = _sr.reduce_sum
 dot_general_p.sharding_rule = _sr.dot_general
 del _p
 _sr.typed_by_api.add(dot_general_p)
+
+
+# ---------------------------------------------------------------- printing
+from ftrans.core.ir import pp_params_rules as _pp_params_rules  # noqa: E402
+
+
+def _dot_general_printed(params: dict) -> list:
+    """As JAX prints a ``dot_general``: its dimension numbers as lists, without the parameters that are
+    None (``precision``, ``preferred_element_type``) nor ``out_sharding`` (the result's type shows it)."""
+    out = {k: v for k, v in params.items() if v is not None and k != "out_sharding"}
+    (lc, rc), (lb, rb) = params["dimension_numbers"]
+    out["dimension_numbers"] = ((list(lc), list(rc)), (list(lb), list(rb)))
+    return sorted(out.items())
+
+
+_pp_params_rules[dot_general_p] = _dot_general_printed

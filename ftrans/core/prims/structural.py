@@ -676,3 +676,23 @@ dynamic_slice_p.sharding_rule = _sr.slicing("dynamic_slice")
 dynamic_update_slice_p.sharding_rule = _sr.same_as_first
 rng_bit_generator_p.sharding_rule = _sr.rng_bit_generator
 _sr.typed_by_api.add(reshape_p)
+
+
+# ---------------------------------------------------------------- printing
+from ftrans.core.ir import pp_params_rules as _pp_params_rules  # noqa: E402
+
+
+def _broadcast_in_dim_printed(params: dict) -> list:
+    """As JAX prints a ``broadcast_in_dim``: without ``shape`` and ``sharding`` (the result's type shows
+    them) and without empty ``broadcast_dimensions``."""
+    return sorted((k, v) for k, v in params.items()
+                  if k not in ("shape", "sharding") and not (k == "broadcast_dimensions" and not v))
+
+
+def _convert_element_type_printed(params: dict) -> list:
+    """As JAX prints a ``convert_element_type``: without ``sharding`` (the result's type shows it)."""
+    return sorted((k, v) for k, v in params.items() if k != "sharding")
+
+
+_pp_params_rules[broadcast_in_dim_p] = _broadcast_in_dim_printed
+_pp_params_rules[convert_element_type_p] = _convert_element_type_printed
