@@ -69,4 +69,4 @@ def test_doc_snippets_run(tmp_path):
     # debugging.md: debug.print under vmap and in a scan, callbacks, the NaN hunt, named scopes
     assert "element 0\nelement 1\nelement 2\n" in out and "carry 1.0 x 2.0" in out
     assert "[2.0, 1.0, 0.5]" in out and "invalid value (nan) encountered in log" in out
-    assert "c:f32[] = mul b 2.0:f32[]  # [attention/proj]" in out
+    assert "c:f32[] = mul b 2.0:f32[] # [attention/proj]" in out
