@@ -764,6 +764,11 @@ class Tracer(ArrayMixin):
         return aval.size * aval.dtype.itemsize
 
     @property
+    def mat(self) -> Any:
+        """JAX's ``x.mat``: the manual axis type of the value's type (``typeof(x).mat``)."""
+        return self.aval.mat
+
+    @property
     def sharding(self) -> Any:
         # JAX's message: a traced value has a type, not a placement (an AttributeError, so
         # ``hasattr(x, "sharding")`` is False for tracers as in JAX).

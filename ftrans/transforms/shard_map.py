@@ -30,6 +30,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
+from ftrans.core.prims.collectives import preduced_p, vary_unreduced_cast_p
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -425,9 +426,10 @@ class _ShardMapped:
             if auto:  # partially manual: a block keeps its type over the Explicit axes left automatic
                 blocks = _auto_typed_blocks(mesh, manual | outer, leaves, blocks)
             # (nested: a block also varies along the enclosing body's axes its argument varies along)
+            # (checked: a block unreduced/reduced over axes its spec names is typed so, JAX's ``mat``)
             closed, _ = stage(flat_fun, [_with_vma(b, frozenset(x for ax in ns for x in ax) & body_axes | (
-                vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY)) for b, (_, ns), x in zip(
-                    blocks, avals, leaves)])
+                vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY), *_spec_ur(ns, body_axes))
+                for b, (_, ns), x in zip(blocks, avals, leaves)])
         out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
@@ -555,8 +557,17 @@ def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list
     return out
 
 
-def _with_vma(aval: Any, vma: frozenset) -> Any:
-    """``aval`` as a value varying along ``vma`` (a non-array aval stays as it is)."""
+def _spec_ur(names: Any, body_axes: frozenset) -> tuple:
+    """The unreduced and reduced axes (of a checked body's ``body_axes``) a spec's names carry."""
+    if not body_axes:
+        return _EMPTY, _EMPTY
+    return (frozenset(getattr(names, "unreduced", _EMPTY)) & body_axes,
+            frozenset(getattr(names, "reduced", _EMPTY)) & body_axes)
+
+
+def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), reduced: frozenset = frozenset()) -> Any:
+    """``aval`` as a value varying along ``vma`` (and unreduced/reduced along those axes; a non-array aval stays
+    as it is)."""
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
     if type(aval) in (ShardedAval, VaryingShardedAval):  # a partially manual body's typed value
@@ -564,18 +575,29 @@ def _with_vma(aval: Any, vma: frozenset) -> Any:
             return aval
         return VaryingShardedAval(aval, vma) if vma else ShardedAval(aval.shape, aval.dtype, aval.weak_type,
                                                                      aval.sharding)
-    if type(aval) not in (ShapedArray, VaryingAval) or aval.vma == vma:
+    if type(aval) not in (ShapedArray, VaryingAval) or (
+            aval.vma == vma and aval.unreduced == unreduced and aval.reduced == reduced):
         return aval
-    return VaryingAval(aval, vma) if vma else ShapedArray(aval.shape, aval.dtype, aval.weak_type)
+    if vma or unreduced or reduced:
+        return VaryingAval(aval, vma, unreduced, reduced)
+    return ShapedArray(aval.shape, aval.dtype, aval.weak_type)
 
 
 def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
-    """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules)."""
+    """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules),
+    and their unreduced/reduced axes (JAX's ``mat``)."""
     axes = manual_axes_here()
     ins = [getattr(a, "vma", _EMPTY) for a in avals]
     outs = out if prim.multiple_results else [out]
     sets = _vma_eqn(prim, params, ins, len(outs), axes)
-    res = [_with_vma(a, v) for a, v in zip(outs, sets)]
+    if prim in _UR_CASTS or any(getattr(a, "unreduced", None) or getattr(a, "reduced", None) for a in avals) \
+            or _params_have_jaxprs(params):
+        urs = _ur_eqn(prim, params, avals, outs, axes)
+        if prim is _UR_CASTS[1]:  # vary_unreduced_cast: varying -> unreduced
+            sets = [v - frozenset(params["axes"]) for v in sets]
+        res = [_with_vma(a, v, u, r) for a, v, (u, r) in zip(outs, sets, urs)]
+    else:
+        res = [_with_vma(a, v) for a, v in zip(outs, sets)]
     return res if prim.multiple_results else res[0]
 
 
@@ -665,6 +687,7 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
+_UR_CASTS = (preduced_p, vary_unreduced_cast_p)
 
 
 def body_depth() -> int:
@@ -791,7 +814,10 @@ def _vma_rules() -> dict:
     def psum_invariant(ins: list, params: dict) -> frozenset:
         return frozenset().union(*ins) - frozenset(params["axes"])
 
-    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
+    def same(ins: list, params: dict) -> frozenset:  # (vary_unreduced_cast: unreduced, not the same either)
+        return frozenset().union(*ins)
+
+    return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant}
 
@@ -854,6 +880,79 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
         return [_EMPTY] * n_out  # not understood: claim nothing, so no error can come from it
     u = frozenset().union(*ins) if ins else _EMPTY
     return [u] * n_out
+
+
+def _ur_eqn(prim: Any, params: dict, avals: list, outs: list, axes: frozenset) -> list:
+    """Each result's unreduced and reduced manual axes in a checked body, from its operands' (JAX's ur rules:
+    the collectives move axes between the sets, the other primitives follow ``core/sharding_rules.py``'s rules
+    for sharding types, a call takes its body's)."""
+    from ftrans.core import sharding_rules as sr
+    from ftrans.core.prims import collectives as C
+
+    n = len(outs)
+    us = [getattr(a, "unreduced", _EMPTY) for a in avals]
+    rs = [getattr(a, "reduced", _EMPTY) for a in avals]
+    if isinstance(prim, C.CollectivePrimitive):
+        if prim is C.axis_index_p:
+            return [(_EMPTY, _EMPTY)] * n
+        names = frozenset(C.names_of(params))
+        u, r = frozenset().union(*us), frozenset().union(*rs)
+        for a, au, ar in zip(avals, us, rs):
+            if prim is C.preduced_p and getattr(a, "vma", _EMPTY) & names:
+                raise FtransValueError(
+                    "preduced is a Invariant->Reduced collective. This means that the axis names mentioned in "
+                    f"`axes` passed to `preduced` must not be present in `jax.typeof(inp).mat.varying`. Got "
+                    f"axes={tuple(C.names_of(params))} and jax.typeof(inp).mat.varying={set(a.vma)}")
+            bad = [k for k, s in (("unreduced", au), ("reduced", ar)) if s & names]
+            if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):  # an unreduced value: its partial sums
+                bad = [k for k in bad if k != "unreduced"]
+            elif prim is C.pvary_p:  # JAX's reduced_vary_cast: reduced -> varying
+                bad = [k for k in bad if k != "reduced"]
+            elif prim is C.preduced_p or prim is C.vary_unreduced_cast_p:
+                bad = [f"{k} (already)" for k in bad]
+            if bad:
+                op = {"psum_invariant": "psum", "psum_scatter": "reduce_scatter"}.get(prim.name, prim.name)
+                raise FtransValueError(f"{op} cannot accept args which are {bad[0]}. Got {a.str_short()} and "
+                                       f"axes={set(names)}")
+        if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):
+            u = u - names
+        elif prim is C.pvary_p:
+            r = r - names
+        elif prim is C.preduced_p:
+            r = r | names
+        elif prim is C.vary_unreduced_cast_p:
+            u = u | names
+        return [(u & axes, r & axes)] * n
+    if _params_have_jaxprs(params):  # a call, a loop, a cond: the sets its body gives its results
+        from ftrans.core.prims.calls import CallPrimitive
+        from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
+
+        body = None
+        if prim is cond_p:
+            body = params["branches"][0]
+        elif prim is scan_p:
+            body = params["jaxpr"]
+        elif prim is while_p:
+            body = params["body_jaxpr"]
+        elif isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(params)) \
+                == (len(avals), n):
+            body = prim.body(params)
+        body_outs = list(getattr(body, "out_avals", None) or ())
+        if prim is while_p or len(body_outs) != n:
+            body_outs = (body_outs + [None] * n)[:n] if prim is not while_p else body_outs[-n:] if body_outs \
+                else [None] * n
+        return [(getattr(a, "unreduced", _EMPTY) & axes, getattr(a, "reduced", _EMPTY) & axes)
+                for a in body_outs]
+    rule = sr.UR_RULES.get(prim.name)
+    if rule is None:
+        if getattr(prim.sharding_rule, "elementwise", False) and not prim.multiple_results:
+            rule = sr._ur_elementwise
+        elif prim.name in sr.UR_RULES:  # passes each operand's sets to its result
+            return [(u & axes, r & axes) for u, r in zip(us, rs)][:n]
+        else:
+            raise sr._not_implemented("unreduced/reduced", prim.name)
+    u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
+    return [(frozenset(u) & axes, frozenset(r) & axes)] * n
 
 
 def _params_have_jaxprs(params: dict) -> bool:

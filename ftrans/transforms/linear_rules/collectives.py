@@ -22,11 +22,13 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    preduced_p,
     psum_invariant_p,
     psum_p,
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad import Zero, zeros_like_aval
@@ -52,6 +54,15 @@ def _pvary_t(ct: Any, x: Any, *, axes: tuple) -> list:
 def _psum_invariant_t(ct: Any, x: Any, *, axes: tuple) -> list:
     # The result is one value on every device: every device's operand gets the whole cotangent.
     return [pvary_p.bind(ct, axes=axes)]
+
+
+@register_transpose(preduced_p)
+@register_transpose(vary_unreduced_cast_p)
+def _type_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # A change of type only.  ftrans hands a shard_map body the cotangent of a reduced result already summed
+    # over the axes (and that of an unreduced result whole on every device), so the cotangent passes as it is
+    # (JAX's transposes, ``unreduced_psum`` / ``reduced_vary_cast``, sum the unreduced cotangent here instead).
+    return [ct]
 
 
 @register_transpose(ppermute_p)
