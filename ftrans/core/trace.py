@@ -1167,6 +1167,17 @@ class DynamicJaxprTrace(Trace):
             d = dtypes.python_scalar_dtype(val)
             aval = ShapedArray((), d, dtypes.is_weak_scalar(val))
             return StagingTracer(self, aval, Literal(np.asarray(val, d)[()], aval))
+        if type(val) is _ShardedArray and val._aval.shape:  # captured over Explicit axes: its type, read
+            # with no host copy (an unreduced array's partial sums have none)
+            aval = _sharding_rules.typed_aval(ShapedArray(val.shape, val.dtype, val.weak_type), val.sharding)
+            if aval.sharding is not None:
+                builder.typed = True
+                v = Var(aval)
+                t = StagingTracer(self, aval, v)
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                builder.const_vals.append((v, val))
+                return t
         if isinstance(val, Array):
             arr, weak = val._value, val.weak_type
         elif isinstance(val, (np.ndarray, np.generic)):

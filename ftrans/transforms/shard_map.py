@@ -586,19 +586,26 @@ def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), red
 def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
     """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules),
     and their unreduced/reduced axes (JAX's ``mat``)."""
-    axes = manual_axes_here()
-    ins = [getattr(a, "vma", _EMPTY) for a in avals]
     outs = out if prim.multiple_results else [out]
-    sets = _vma_eqn(prim, params, ins, len(outs), axes)
-    if prim in _UR_CASTS or any(getattr(a, "unreduced", None) or getattr(a, "reduced", None) for a in avals) \
-            or _params_have_jaxprs(params):
-        urs = _ur_eqn(prim, params, avals, outs, axes)
-        if prim is _UR_CASTS[1]:  # vary_unreduced_cast: varying -> unreduced
-            sets = [v - frozenset(params["axes"]) for v in sets]
+    sets, urs = body_types(prim, params, avals, len(outs), manual_axes_here())
+    if urs is not None:
         res = [_with_vma(a, v, u, r) for a, v, (u, r) in zip(outs, sets, urs)]
     else:
         res = [_with_vma(a, v) for a, v in zip(outs, sets)]
     return res if prim.multiple_results else res[0]
+
+
+def body_types(prim: Any, params: dict, avals: list, n_out: int, axes: frozenset) -> tuple[list, Any]:
+    """The manual axes each of an equation's ``n_out`` results varies along, given its operands' types
+    ``avals``, and (None when no set is involved) the axes each is unreduced/reduced along."""
+    sets = _vma_eqn(prim, params, [getattr(a, "vma", _EMPTY) for a in avals], n_out, axes)
+    if prim in _UR_CASTS or any(getattr(a, "unreduced", None) or getattr(a, "reduced", None) for a in avals) \
+            or _params_have_jaxprs(params):
+        urs = _ur_eqn(prim, params, avals, n_out, axes)
+        if prim is _UR_CASTS[1]:  # vary_unreduced_cast: varying -> unreduced
+            sets = [v - frozenset(params["axes"]) for v in sets]
+        return sets, urs
+    return sets, None
 
 
 def like_vma(proto: Any, out: Any) -> Any:
@@ -882,14 +889,13 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
     return [u] * n_out
 
 
-def _ur_eqn(prim: Any, params: dict, avals: list, outs: list, axes: frozenset) -> list:
+def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> list:
     """Each result's unreduced and reduced manual axes in a checked body, from its operands' (JAX's ur rules:
     the collectives move axes between the sets, the other primitives follow ``core/sharding_rules.py``'s rules
     for sharding types, a call takes its body's)."""
     from ftrans.core import sharding_rules as sr
     from ftrans.core.prims import collectives as C
 
-    n = len(outs)
     us = [getattr(a, "unreduced", _EMPTY) for a in avals]
     rs = [getattr(a, "reduced", _EMPTY) for a in avals]
     if isinstance(prim, C.CollectivePrimitive):
