@@ -186,3 +186,130 @@ def test_pcast_unreduced_and_all_gather_reduced_values_and_grads():
         return res
 
     _same(run("jax"), run("ftrans"))
+
+
+def _mat(x) -> tuple:
+    m = x.aval.mat
+    return frozenset(m.varying), frozenset(m.unreduced), frozenset(m.reduced)
+
+
+def test_body_types_carry_unreduced_and_reduced_sets():
+    """Inside a checked body the values' types carry JAX's ``mat``: ``in_specs`` sets, ``psum`` of an
+    unreduced value (invariant), ``psum_scatter`` of one (varying), ``pcast(to='reduced')``,
+    ``all_gather(to='reduced')``, and unary/shape operations keeping a reduced set."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        seen = []
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            a = lib.device_put(np.arange(32.0).reshape(8, 4), P("x", None))
+            b = lib.device_put(np.arange(16.0).reshape(4, 4), P(None, None, reduced={"y"}))
+
+            @lib.jit
+            @lib.shard_map(in_specs=(P("x", None), P(None, None, reduced={"y"})), out_specs=P("x", None))
+            def f(p, q):
+                seen.append(("in", _mat(p), _mat(q)))
+                q2 = jnp.reshape(q.astype(jnp.float32).T, (4, 4))
+                seen.append(("kept", _mat(q2)))
+                r = lib.lax.pcast(jnp.sum(p), "y", to="reduced")
+                seen.append(("preduced", _mat(r)))
+                g = lib.lax.all_gather(p, "x", tiled=True, to="reduced")
+                seen.append(("gathered", _mat(g)))
+                return jnp.dot(p, q2)
+
+            out = f(a, b)
+            seen.append(np.asarray(out))
+
+            z = lib.device_put(np.arange(16.0).reshape(4, 4), P(None, "x"))
+            w = lib.device_put(np.arange(16.0).reshape(4, 4), P("x", None))
+
+            @lib.shard_map(in_specs=P(None, None, unreduced={"x"}), out_specs=(P(), P("x")))
+            def s(v):
+                t = lib.lax.psum(v, "x")
+                sc = lib.lax.psum_scatter(v, "x", tiled=True)
+                seen.append(("unreduced", _mat(v), _mat(t), _mat(sc)))
+                return t, sc
+
+            t, sc = lib.jit(lambda p, q: s(jnp.einsum("ab,bc->ac", p, q, out_sharding=P(unreduced={"x"}))))(z, w)
+            seen += [np.asarray(t), np.asarray(sc)]
+        return seen
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_grad_of_psum_of_unreduced_argument():
+    """The gradient through ``psum`` of a body argument unreduced over ``x`` is the cotangent on every device
+    (JAX's ``unreduced_psum`` transposes to a type cast, no sum): the values and layouts are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            x = lib.device_put(np.arange(8.0).reshape(2, 4), P(None, "x"))
+            y = lib.device_put(np.arange(24.0).reshape(4, 6), P("x", None))
+            ar = lib.shard_map(lambda v: lib.lax.psum(v, "x"), in_specs=P(unreduced={"x"}), out_specs=P())
+
+            def f(p, q):
+                return ar(jnp.einsum("ab,bc->ac", p, q, out_sharding=P(unreduced={"x"}))).sum()
+
+            out = lib.jit(f)(x, y)
+            g1, g2 = lib.jit(lib.grad(f, argnums=(0, 1)))(x, y)
+            return float(out), _spec(g1), _spec(g2), np.asarray(g1), np.asarray(g2)
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_unreduced_errors_in_body():
+    """An operation JAX has no unreduced rule for (``sin``) raises NotImplementedError in a jitted body and in
+    an eager one; ``pcast(to='reduced')`` of a varying value raises ValueError."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        res = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(8.0), P("x"))
+            sin_u = lib.shard_map(lambda v: jnp.sin(lib.lax.pcast(v, "x", to="unreduced")),
+                                  out_specs=P(unreduced={"x"}))
+            for fn in (lib.jit(sin_u), sin_u):
+                with pytest.raises(NotImplementedError, match="unreduced rule for sin is not implemented"):
+                    fn(arr)
+                res.append("raised")
+            with pytest.raises(ValueError):
+                lib.jit(lib.shard_map(lambda v: lib.lax.pcast(v, "x", to="reduced"), out_specs=P("x")))(arr)
+            res.append("raised")
+        return res
+
+    _same(run("jax"), run("ftrans"))
+
+
+def test_eager_shard_map_unreduced_in_and_out_with_grads():
+    """Eager shard_map (no jit): a body returning ``pcast(to='unreduced')`` and one taking an unreduced
+    argument to ``psum_scatter``, with their gradients: types, blocks and values are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        res = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(8.0), P("x"))
+
+            @lib.shard_map(out_specs=P(unreduced={"x"}))
+            def f(v):
+                y = lib.lax.pcast(v, "x", to="unreduced")
+                res.append(_mat(y))
+                return y
+
+            out = f(arr)
+            res += [_spec(out), np.asarray(lib.sharding.reshard(out, P()))]
+            g = lib.grad(lambda v: f(v).sum())(arr)
+            res += [_spec(g), np.asarray(g)]
+            u = lib.sharding.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+            f2 = lib.shard_map(lambda v: lib.lax.psum_scatter(v, "x", tiled=True), out_specs=P("x"))
+            out2 = f2(u)
+            g2 = lib.grad(lambda v: f2(v).sum())(u)
+            res += [_spec(out2), np.asarray(out2), _spec(g2), np.asarray(lib.sharding.reshard(g2, P()))]
+        return res
+
+    _same(run("jax"), run("ftrans"))
