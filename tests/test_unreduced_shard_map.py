@@ -313,3 +313,29 @@ def test_eager_shard_map_unreduced_in_and_out_with_grads():
         return res
 
     _same(run("jax"), run("ftrans"))
+
+
+def test_vmap_of_body_with_reduced_and_unreduced_casts():
+    """``vmap`` of a shard_map whose body casts with ``pcast(to='reduced'/'unreduced')`` (JAX's batching
+    rules for those casts raise NotImplementedError): each example's result is JAX's unbatched one."""
+    P = ftrans.sharding.PartitionSpec
+    JP = jax.sharding.PartitionSpec
+    xs = np.arange(16.0).reshape(2, 8)
+
+    def body(lib, jnp):
+        def f(v):
+            r = lib.lax.pcast(jnp.sum(v), "x", to="unreduced")
+            return r, lib.lax.pcast(v * 2.0, "x", to="unreduced")
+
+        return f
+
+    with ftrans.set_mesh(_mesh(ftrans, (2,), ("x",))):
+        sm = ftrans.shard_map(body(ftrans, fjnp), in_specs=P("x"), out_specs=(P(unreduced={"x"}),) * 2)
+        got = ftrans.jit(ftrans.vmap(lambda v: [ftrans.sharding.reshard(o, P()) for o in sm(v)]))(
+            ftrans.device_put(xs, P(None, "x")))
+        got = [np.asarray(g) for g in got]
+    with jax.set_mesh(_mesh(jax, (2,), ("x",))):
+        jsm = jax.shard_map(body(jax, jjnp), in_specs=JP("x"), out_specs=(JP(unreduced={"x"}),) * 2)
+        want = [np.stack(w) for w in zip(*[[np.asarray(jax.reshard(o, JP())) for o in jax.jit(jsm)(
+            jax.device_put(x, JP("x")))] for x in xs])]
+    _same(want, got)
