@@ -244,13 +244,25 @@ class _ShardMapped:
             return self._call_with_refs(args)
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
-        if _trace.eager_everywhere and _trace.is_eager() and not any(
+        if _trace.eager_everywhere and _trace.is_eager() and not self._explicit_auto() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
             # Concrete arguments: the body runs device by device on concrete blocks, as JAX's eager shard_map.
             from ftrans.transforms.shard_map_eager import eager_shard_map
 
             return eager_shard_map(self, args)
         return self._bind(*args)
+
+    def _explicit_auto(self) -> bool:
+        """A partially manual shard_map (``axis_names=`` a subset) over a mesh with Explicit axes left
+        automatic: its body's values are typed over those axes, so it runs staged (each operation typed as
+        under ``jit``), not device by device."""
+        if not self._axis_names:
+            return False
+        from ftrans.core.sharding import AxisType
+
+        mesh = self._mesh if self._mesh is not None else (_BODY.stack[-1] if _BODY.stack else get_mesh())
+        return any(t == AxisType.Explicit and n not in self._axis_names
+                   for n, t in zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ()) or ()))
 
     def _call_with_refs(self, args: tuple) -> Any:
         """Refs among the arguments (JAX's mutable arrays): each device's body gets a ref of its block of the
@@ -276,8 +288,14 @@ class _ShardMapped:
         fun = self._fun
 
         def body(*a: Any) -> Any:
+            from ftrans.core.prims.shard_map import eager_body
+
             ls, t = tree_util.tree_flatten(a)
-            ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            prev, eager_body.allow_refs = eager_body.allow_refs, True
+            try:
+                ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            finally:
+                eager_body.allow_refs = prev
             out = fun(*tree_util.tree_unflatten(t, ls))
             return out, [ls[i][...] for i in pos]
 

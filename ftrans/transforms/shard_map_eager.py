@@ -31,6 +31,7 @@ from ftrans.core.prims.shard_map import (
     shard_map_p,
     with_ur_names,
 )
+from ftrans.core.ref import Ref
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
 
 __all__ = ["eager_shard_map"]
@@ -199,6 +200,7 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
     body_axes = frozenset(manual or mesh.axis_names)
     ctx = _Ctx(mesh, body_axes, check)
     eager_body.depth += 1
+    eager_body.trace_type = EagerShardMapTrace
     try:
         with new_main(EagerShardMapTrace, ctx, dynamic=True) as main, \
                 _body_env({"mesh": mesh, "check_vma": check}, manual), S._body_mesh(mesh, manual, check):
@@ -247,6 +249,12 @@ def _run_body(trace: Any, sm: Any, fname: str, mesh: Any, avals: list, all_leave
     out_specs = S._broadcast_specs(fname, "out_specs", sm._out_specs, out, len(flat))
     outs = []
     for o in flat:
+        if isinstance(o, Ref):
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"Eager shard_map cannot return a `jax.Ref`: shard_map({fname}) returned {o!r}, created in its "
+                "body. Return its value (`ftrans.freeze(ref)` or `ref[...]`), or jit the body")
         t = trace.full_raise(o)
         outs.append((t.val, t.names, t.vma, t.aval))
     return out_tree, out_specs, outs

@@ -324,9 +324,23 @@ shard_map_p.sharding_rule = _shard_map_sharding
 
 class _EagerBody(threading.local):
     """``depth`` > 0 while the body of a ``shard_map`` called on concrete arrays (not under ``jit``) is traced:
-    JAX runs such a body device by device, where placing a value on one device is refused."""
+    JAX runs such a body device by device, where placing a value on one device is refused.  ``trace_type``:
+    the Trace class of such a body (set by ``transforms/shard_map_eager.py``)."""
 
     depth = 0
+    trace_type: Any = None
+    allow_refs = False  # (while shard_map makes the refs of its own ref arguments' blocks)
+
+
+def refuse_ref_in_eager_body() -> None:
+    """JAX's error for a ref made directly in a ``shard_map`` body run device by device (not under ``jit``)."""
+    if eager_body.depth and eager_body.trace_type is not None and not eager_body.allow_refs:
+        from ftrans.core import trace as _trace
+
+        if _trace.state.dynamic.trace_type is eager_body.trace_type:
+            raise FtransValueError("Eager shard_map cannot return a `jax.Ref`. Please wrap your shard_map in "
+                                   "`jax.jit` (a ref made in a shard_map body run outside jit, device by device, "
+                                   "is not supported, as in JAX)")
 
 
 eager_body = _EagerBody()
