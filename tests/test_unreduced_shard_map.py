@@ -339,3 +339,30 @@ def test_vmap_of_body_with_reduced_and_unreduced_casts():
         want = [np.stack(w) for w in zip(*[[np.asarray(jax.reshard(o, JP())) for o in jax.jit(jsm)(
             jax.device_put(x, JP("x")))] for x in xs])]
     _same(want, got)
+
+
+def test_reduced_sets_through_operations_and_out_specs_check():
+    """A reduced body value keeps its set through the operations JAX's rules keep it through (sum, index,
+    sort, exp), loses it where JAX has no rule (take, max, cumsum), and returned with out_specs that leave
+    the axis out it is JAX's replication error."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        seen = []
+        with lib.set_mesh(_mesh(lib, (2,), ("x",))):
+            arr = lib.device_put(np.arange(8.0), P(reduced={"x"}))
+
+            def body(x):
+                for fn in (lambda v: jnp.take(v, jnp.array([1, 2])), jnp.max, jnp.sum, lambda v: v[3],
+                           jnp.cumsum, jnp.sort, jnp.exp):
+                    seen.append(_mat(fn(x)))
+                return x.sum()
+
+            out = lib.jit(lib.shard_map(body, out_specs=P(reduced={"x"})))(arr)
+            seen += [_spec(out), float(out)]
+            with pytest.raises(ValueError, match="replicated across mesh axis 'x'"):
+                lib.jit(lib.shard_map(lambda x: x.sum(), out_specs=P()))(arr)
+        return seen
+
+    _same(run("jax"), run("ftrans"))

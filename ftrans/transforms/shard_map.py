@@ -433,7 +433,9 @@ class _ShardMapped:
                 if self._check_vma:  # a result the out_specs split over axes it does not vary along: pvary'd
                     flat = _pvary_outs(fname, self._out_specs, out, flat)
             # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
-            out_box.append((out, tree, [getattr(getattr(o, "aval", None), "vma", _EMPTY) for o in flat]))
+            # (and those it is reduced along: not the same as a replicated value unless out_specs say reduced)
+            out_box.append((out, tree, [getattr(a, "vma", _EMPTY) | getattr(a, "reduced", _EMPTY)
+                                        for a in (getattr(o, "aval", None) for o in flat)]))
             return flat
 
         from ftrans.core.prims.shard_map import _body_env
@@ -968,13 +970,17 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
         return [(getattr(a, "unreduced", _EMPTY) & axes, getattr(a, "reduced", _EMPTY) & axes)
                 for a in body_outs]
     rule = sr.UR_RULES.get(prim.name)
-    if rule is None:
+    if prim.name == "sort":  # each operand's reduced axes (JAX's), no unreduced one
+        if any(us):
+            raise sr._not_implemented("unreduced", prim.name)
+        return [(_EMPTY, r & axes) for r in rs][:n]
+    if rule is None or rule is sr._ur_under_out_sharding:
         if getattr(prim.sharding_rule, "elementwise", False) and not prim.multiple_results:
             rule = sr._ur_elementwise
-        elif prim.name in sr.UR_RULES:  # passes each operand's sets to its result
+        elif prim.name in sr.UR_RULES and rule is None:  # passes each operand's sets to its result
             return [(u & axes, r & axes) for u, r in zip(us, rs)][:n]
-        else:
-            raise sr._not_implemented("unreduced/reduced", prim.name)
+        else:  # no rule: in a fully manual body JAX gives the results no sets (it raises only over Explicit axes)
+            return [(_EMPTY, _EMPTY)] * n
     u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
     return [(frozenset(u) & axes, frozenset(r) & axes)] * n
 
@@ -1050,7 +1056,8 @@ def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got
                 "in `axes` passed to `vary_unreduced_cast` must be present in `jax.typeof(x).mat.varying`. Got "
                 f"axes={tuple(sorted(ur, key=str))} and jax.typeof(x).mat.varying={set(g) or '{}'} (shard_map("
                 f"{fname}) output {k} of type {a.str_short()}, out_specs {s!r})")
-        mentioned = {x for ax in ns for x in ax} | ur  # (a result varying along an unreduced axis: partial sums)
+        # (a result varying along an unreduced axis: partial sums; one reduced along a reduced axis)
+        mentioned = {x for ax in ns for x in ax} | ur | frozenset(getattr(s, "reduced", ()))
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
             unmentioned = [x for x in mesh.axis_names if x not in mentioned]

@@ -219,7 +219,8 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
             S._check_manual(fname, "out_specs", s, out_names[-1], auto)
         if check:
             # (a value cast unreduced counts as varying there, as the out_specs check's inference has it)
-            S._raise_out_vma(fname, mesh, out_specs, out_names, [vma | a.unreduced for _, _, vma, a in outs],
+            S._raise_out_vma(fname, mesh, out_specs, out_names,
+                             [vma | a.unreduced | a.reduced for _, _, vma, a in outs],
                              [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs],
                              not any(map(S._unreduced_in, leaves)))
         full_manual = not manual or set(manual) == set(mesh.axis_names)
