@@ -650,9 +650,21 @@ def pvary_tracer(x: Any, names: tuple) -> Any:
     axes -= vma_of(x)
     if not axes:
         return x
-    from ftrans.core.prims.collectives import pvary_p
+    return _cast_varying(x, axes)
 
-    return pvary_p.bind(x, axes=_mesh_order(axes))
+
+def _cast_varying(x: Any, axes: frozenset, bind: Any = None) -> Any:
+    """``x`` cast to vary along ``axes`` too: ``reduced_vary_cast`` over those it is reduced along (its
+    cotangent there stays each device's own, unreduced), ``pvary`` over the others (JAX's casts).  ``bind``:
+    how to bind a primitive (``(prim, x, axes) -> out``; ``prim.bind`` by default)."""
+    from ftrans.core.prims.collectives import pvary_p, reduced_vary_cast_p
+
+    bind = bind or (lambda p, v, a: p.bind(v, axes=a))
+    red = frozenset(getattr(aval_of(x), "reduced", _EMPTY)) & axes
+    if red:
+        x = bind(reduced_vary_cast_p, x, _mesh_order(red))
+    rest = axes - red
+    return bind(pvary_p, x, _mesh_order(rest)) if rest else x
 
 
 def _pvary_outs(fname: str, out_specs: Any, out: Any, flat: list) -> list:
@@ -703,12 +715,11 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
-    from ftrans.core.prims.collectives import pvary_p
 
     out = []
     for t, v in zip(tracers, vmas):
         if v != union and type(t.aval) in (ShapedArray, VaryingAval, ShardedAval, VaryingShardedAval):
-            t = trace.process_primitive(pvary_p, [t], {"axes": _mesh_order(union - v)})
+            t = _cast_varying(t, union - v, lambda p, x, a: trace.process_primitive(p, [x], {"axes": a}))
         out.append(t)
     return out
 
@@ -844,7 +855,7 @@ def _vma_rules() -> dict:
     def same(ins: list, params: dict) -> frozenset:  # (vary_unreduced_cast: unreduced, not the same either)
         return frozenset().union(*ins)
 
-    return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
+    return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.reduced_vary_cast_p: pvary, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant}
 
@@ -932,7 +943,7 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
             bad = [k for k, s in (("unreduced", au), ("reduced", ar)) if s & names]
             if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):  # an unreduced value: its partial sums
                 bad = [k for k in bad if k != "unreduced"]
-            elif prim is C.pvary_p:  # JAX's reduced_vary_cast: reduced -> varying
+            elif prim is C.reduced_vary_cast_p:  # reduced -> varying
                 bad = [k for k in bad if k != "reduced"]
             elif prim is C.preduced_p or prim is C.vary_unreduced_cast_p:
                 bad = [f"{k} (already)" for k in bad]
@@ -942,7 +953,7 @@ def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> li
                                        f"axes={set(names)}")
         if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):
             u = u - names
-        elif prim is C.pvary_p:
+        elif prim is C.reduced_vary_cast_p:
             r = r - names
         elif prim is C.preduced_p:
             r = r | names

@@ -46,7 +46,7 @@ from ftrans.errors import FtransTypeError, FtransValueError
 __all__ = [
     "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
     "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "pvary_p", "psum_invariant_p", "preduced_p",
-    "vary_unreduced_cast_p", "ALL", "names_of",
+    "vary_unreduced_cast_p", "reduced_vary_cast_p", "ALL", "names_of",
     "check_perm",
 ]
 
@@ -345,7 +345,7 @@ psum_invariant_p = _new("psum_invariant", _psum_invariant_abstract)
 def _type_cast(name: str) -> Any:
     """JAX's no-op casts of a ``shard_map`` body's manual axis types (``pcast(to='reduced')`` is
     ``preduced``: invariant -> reduced; ``pcast(to='unreduced')`` is ``vary_unreduced_cast``: varying ->
-    unreduced).  The values stay as they are; the body's staging gives the result its new sets
+    unreduced; ``reduced_vary_cast``: reduced -> varying, what ``pvary`` of a reduced value is).  The values stay as they are; the body's staging gives the result its new sets
     (``transforms/shard_map.py``)."""
 
     def abstract(x: ShapedArray, *, axes: tuple) -> ShapedArray:
@@ -364,13 +364,14 @@ def _type_cast(name: str) -> Any:
 
 preduced_p = _type_cast("preduced")
 vary_unreduced_cast_p = _type_cast("vary_unreduced_cast")
+reduced_vary_cast_p = _type_cast("reduced_vary_cast")
 
 # A partially manual shard_map body's typed values (over its Explicit axes left automatic) keep their type
 # through the casts and reductions over its manual axes (core/sharding_rules.py).
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
-for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p, preduced_p, vary_unreduced_cast_p):
+for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p):
     _p.sharding_rule = _sr.same_as_first
 
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
-       ragged_all_to_all_p, pvary_p, psum_invariant_p, preduced_p, vary_unreduced_cast_p)
+       ragged_all_to_all_p, pvary_p, psum_invariant_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p)

@@ -160,6 +160,7 @@ def _psum_invariant_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> st
 
 @register_lowering(C.preduced_p)
 @register_lowering(C.vary_unreduced_cast_p)
+@register_lowering(C.reduced_vary_cast_p)
 @register_lowering(C.pvary_p)
 def _pvary_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> str:
     return x  # a change of type only

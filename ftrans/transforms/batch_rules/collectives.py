@@ -35,6 +35,7 @@ from ftrans.core.prims.collectives import (
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    reduced_vary_cast_p,
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
@@ -131,6 +132,7 @@ def _type_cast_batch(prim: Primitive) -> None:
 
 _type_cast_batch(preduced_p)
 _type_cast_batch(vary_unreduced_cast_p)
+_type_cast_batch(reduced_vary_cast_p)
 
 
 def _reshape(x: Any, shape: Sequence[int]) -> Any:

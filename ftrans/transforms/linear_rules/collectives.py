@@ -28,6 +28,7 @@ from ftrans.core.prims.collectives import (
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    reduced_vary_cast_p,
     vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
@@ -57,11 +58,18 @@ def _psum_invariant_t(ct: Any, x: Any, *, axes: tuple) -> list:
 
 
 @register_transpose(preduced_p)
+def _preduced_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # The cotangent of a reduced value is unreduced (each device's partial sum): summed here, it is the
+    # invariant operand's (JAX's ``unreduced_psum``; its own transpose is a pvary, a cast).
+    return [psum_invariant_p.bind(ct, axes=axes)]
+
+
 @register_transpose(vary_unreduced_cast_p)
+@register_transpose(reduced_vary_cast_p)
 def _type_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
-    # A change of type only.  ftrans hands a shard_map body the cotangent of a reduced result already summed
-    # over the axes (and that of an unreduced result whole on every device), so the cotangent passes as it is
-    # (JAX's transposes, ``unreduced_psum`` / ``reduced_vary_cast``, sum the unreduced cotangent here instead).
+    # A change of type only: an unreduced value's cotangent is reduced (the whole cotangent on every device)
+    # and a varying one's stays as it is; a reduced value's cotangent is each device's own, unreduced (JAX's
+    # ``reduced_vary_cast`` / ``vary_unreduced_cast``).
     return [ct]
 
 
