@@ -366,3 +366,26 @@ def test_reduced_sets_through_operations_and_out_specs_check():
         return seen
 
     _same(run("jax"), run("ftrans"))
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_reduced_argument_cotangent_is_unreduced_partial_sums(check_vma):
+    """A reduced argument meeting a varying one (the implicit cast is JAX's ``reduced_vary_cast``): its
+    gradient is unreduced, each device holding its own partial sum (no sum in the body), as JAX's; the
+    blocks, the types and the summed values are JAX's."""
+
+    def run(name):
+        lib, jnp = LIBS[name]
+        P = lib.sharding.PartitionSpec
+        with lib.set_mesh(_mesh(lib, (2, 2), ("x", "y"))):
+            a = lib.device_put(np.arange(8.0).reshape(4, 2), P("x", "y"))
+            b = lib.device_put(np.arange(12.0).reshape(2, 6), P("y", None, reduced={"x"}))
+            f = lib.shard_map(lambda x, y: lib.lax.psum(jnp.dot(x, y), "y"),
+                              in_specs=(P("x", "y"), P("y", None, reduced={"x"})), out_specs=P("x", None),
+                              check_vma=check_vma)
+            out = lib.jit(f)(a, b)
+            g1, g2 = lib.jit(lib.grad(lambda x, y: f(x, y).sum(), argnums=(0, 1)))(a, b)
+            return (np.asarray(out), _spec(g1), np.asarray(g1), _spec(g2), _shards(g2),
+                    np.asarray(lib.sharding.reshard(g2, P("y", None))))
+
+    _same(run("jax"), run("ftrans"))
