@@ -117,9 +117,9 @@ def reshard(xs: Any, out_shardings: Any) -> Any:
 
 class ManualAxisType:
     """The mesh axes along which a value inside ``shard_map`` varies, is unreduced, or is reduced (JAX's
-    ``ManualAxisType``).  ftrans keeps no varying-axes types, so it is a plain value: sets of axis names,
-    compared by content; ``varying`` may share no axis with the other two.  As JAX's, equal values are one
-    interned object (a pickle or a deep copy gives back the same object)."""
+    ``ManualAxisType``): sets of axis names, compared by content (a body value's own is ``typeof(x).mat``);
+    ``varying`` may share no axis with the other two.  As JAX's, equal values are one interned object (a
+    pickle or a deep copy gives back the same object)."""
 
     __slots__ = ("varying", "unreduced", "reduced", "__weakref__")
     _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()

@@ -613,6 +613,10 @@ NO_SAMPLE_ALLOWLIST: dict[str, str] = {
     **{name: "shard_map's varying-type cast and the psum it transposes with: bound only inside a shard_map body "
              "checked with check_vma; tests/test_shard_map_pvary.py covers them (jaxprs, grads, vmap) against jax"
        for name in ("pvary", "psum_invariant")},
+    **{name: "shard_map's reduced/unreduced type casts (pcast to='reduced'/'unreduced'): bound only inside a "
+             "shard_map body checked with check_vma; tests/test_unreduced_shard_map.py covers them (types, grads, "
+             "eager, vmap) against jax"
+       for name in ("preduced", "vary_unreduced_cast", "reduced_vary_cast")},
     **{name: "built only by linearizing a while_loop (its params are staged programs and the backward "
              "function); tests/test_while_grad.py covers it eagerly, in jit, under vmap and nested"
        for name in ("checkpointed_while", "while_lin")},

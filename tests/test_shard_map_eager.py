@@ -335,3 +335,55 @@ def test_inferred_in_specs_need_explicit_axes():
 
     ft, jx = _both(run)
     assert ft == jx and ft[:3] == [True, True, True]
+
+
+def test_ref_made_in_an_eager_body_raises_as_jax():
+    """A ref made in a body run device by device raises JAX's ValueError; under jit (the body's or the
+    shard_map's) it works, and refs passed in as arguments still do."""
+    x = np.arange(8)
+
+    def f(v, lib):
+        return lib.freeze(lib.new_ref(v))
+
+    for lib, PS in ((jax, JP), (ftrans, P)):
+        mesh = lib.make_mesh((2,), ("x",), axis_types=(lib.sharding.AxisType.Explicit,))
+        with lib.set_mesh(mesh):
+            arr = lib.device_put(x, PS("x"))
+            with pytest.raises(ValueError, match="Eager shard_map cannot return a `jax.Ref`"):
+                lib.shard_map(partial(f, lib=lib), out_specs=PS("x"), check_vma=False)(arr)
+            out = lib.shard_map(lib.jit(partial(f, lib=lib)), out_specs=PS("x"), check_vma=False)(arr)
+            np.testing.assert_array_equal(np.asarray(out), x)
+    with ftrans.set_mesh(ftrans.make_mesh((2,), ("x",), axis_types=(ftrans.sharding.AxisType.Explicit,))):
+        r = ftrans.new_ref(ftrans.device_put(np.zeros(8), P("x")))
+
+        def add(ref):
+            ref[...] += 1.0
+
+        ftrans.shard_map(add, in_specs=P("x"), out_specs=None)(r)
+        np.testing.assert_array_equal(np.asarray(r[...]), np.ones(8))
+
+
+@pytest.mark.parametrize("out_spec,axis_name,aval_spec", [
+    (("x", None), "x", (None, "y")), ((None, "y"), "y", ("x", None))])
+def test_partially_manual_body_over_explicit_axes_is_typed_called_eagerly(out_spec, axis_name, aval_spec):
+    """A partially manual shard_map over Explicit axes called outside jit: the body's values are typed over
+    the axes left automatic, as JAX's, and the result's layout is the jitted call's."""
+
+    def run(lib, PS):
+        seen = []
+        mesh = lib.make_mesh((2, 2), ("x", "y"), axis_types=(lib.sharding.AxisType.Explicit,) * 2)
+        with lib.set_mesh(mesh):
+            @partial(lib.shard_map, out_specs=PS(*out_spec), axis_names={axis_name})
+            def f(v):
+                seen.append(tuple(lib.typeof(v).sharding.spec))
+                return v * 2
+
+            arr = lib.device_put(np.arange(16).reshape(8, 2), PS("x", "y"))
+            out, out2 = f(arr), lib.jit(f)(arr)
+            assert out.sharding == out2.sharding
+            return seen, tuple(out.sharding.spec), np.asarray(out)
+
+    want, got = run(jax, JP), run(ftrans, P)
+    assert want[0] == got[0] and tuple(got[0][0]) == aval_spec
+    assert want[1] == got[1]
+    np.testing.assert_array_equal(want[2], got[2])

@@ -33,11 +33,15 @@ class ShapedArray(AbstractValue):
     # Inside a ``shard_map`` body: the manual mesh axes the value may differ along (JAX's varying manual
     # axes). Only ``VaryingAval`` sets it; like ``sharding`` it is not part of equality.
     vma: frozenset = frozenset()
+    # Inside a ``shard_map`` body: the manual mesh axes along which the value is unreduced (each device holds
+    # a partial sum) or reduced (replicated, its cotangent unreduced). Only ``VaryingAval`` sets them.
+    unreduced: frozenset = frozenset()
+    reduced: frozenset = frozenset()
 
     @property
     def mat(self) -> ManualAxisType:
         """JAX's ``aval.mat``: the value's manual axis type (``varying`` is ``vma``)."""
-        return ManualAxisType(self.vma)
+        return ManualAxisType(self.vma, self.unreduced, self.reduced)
 
     manual_axis_type = mat
 
@@ -122,57 +126,73 @@ def _untyped_sharding(sharding: Any) -> bool:
 
 class ManualAxisType:
     """How a value of a ``shard_map`` body relates to the manual mesh axes: ``varying``, the axes along which
-    it may differ from device to device (ftrans tracks no reduced/unreduced axes: those stay empty)."""
+    it may differ from device to device; ``unreduced``, those along which each device holds a partial sum;
+    ``reduced``, those along which it is replicated with an unreduced cotangent."""
 
     __slots__ = ("varying", "unreduced", "reduced")
 
-    def __init__(self, varying: frozenset = frozenset()):
+    def __init__(self, varying: frozenset = frozenset(), unreduced: frozenset = frozenset(),
+                 reduced: frozenset = frozenset()):
         self.varying = frozenset(varying)
-        self.unreduced = self.reduced = frozenset()
+        self.unreduced = frozenset(unreduced)
+        self.reduced = frozenset(reduced)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ManualAxisType) and self.varying == other.varying
+        return isinstance(other, ManualAxisType) and (self.varying, self.unreduced, self.reduced) == (
+            other.varying, other.unreduced, other.reduced)
 
     def __hash__(self) -> int:
-        return hash(self.varying)
+        return hash((self.varying, self.unreduced, self.reduced))
 
     def invarying(self, mesh: object) -> frozenset:
         """The manual axes of ``mesh`` this value is the same along (JAX's ``mat.invarying(mesh)``)."""
-        return frozenset(getattr(mesh, "manual_axes", ())) - self.varying
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.varying - self.unreduced - self.reduced
 
     def __repr__(self) -> str:
-        return f"ManualAxisType(varying={set(self.varying) or '{}'})"
+        if not self.unreduced and not self.reduced:
+            return f"ManualAxisType(varying={set(self.varying) or '{}'})"
+        return (f"ManualAxisType(varying={set(self.varying) or '{}'}, unreduced={set(self.unreduced) or '{}'}, "
+                f"reduced={set(self.reduced) or '{}'})")
 
 
 class VaryingAval(ShapedArray):
     """A ShapedArray inside a ``shard_map`` body that varies along the manual mesh axes ``vma`` (JAX's
-    ``typeof(x).vma``).  Staging gives results their operands' axes (``transforms/shard_map.py``);
-    ``update`` gives a plain ShapedArray."""
+    ``typeof(x).vma``), and is ``unreduced``/``reduced`` along others (``typeof(x).mat``).  Staging gives
+    results their operands' axes (``transforms/shard_map.py``); ``update`` gives a plain ShapedArray."""
 
-    __slots__ = ("vma",)
+    __slots__ = ("vma", "unreduced", "reduced")
 
-    def __init__(self, aval: ShapedArray, vma: frozenset):
+    def __init__(self, aval: ShapedArray, vma: frozenset, unreduced: frozenset = frozenset(),
+                 reduced: frozenset = frozenset()):
         ShapedArray.__init__(self, aval.shape, aval.dtype, aval.weak_type)
         self.vma = frozenset(vma)
+        self.unreduced = frozenset(unreduced)
+        self.reduced = frozenset(reduced)
+
+    def _suffix(self) -> str:
+        return _vma_suffix(self.vma, self.unreduced, self.reduced)
 
     def __str__(self) -> str:
         # JAX's ``str`` of a varying type: ``float32[3]{V:i}`` (``{V:(i,j)}`` for several axes).
-        return ShapedArray.__str__(self) + _vma_suffix(self.vma)
+        return ShapedArray.__str__(self) + self._suffix()
 
     def str_short(self, *args: Any, **kwargs: Any) -> str:
         # as JAX's printed jaxprs and messages show a varying type: ``f32[3]{V:i}``
-        return ShapedArray.str_short(self, *args, **kwargs) + _vma_suffix(self.vma)
+        return ShapedArray.str_short(self, *args, **kwargs) + self._suffix()
 
     def __repr__(self) -> str:
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{_vma_suffix(self.vma)}{w})"
+        return f"ShapedArray({self.dtype.name}[{','.join(map(str, self.shape))}]{self._suffix()}{w})"
 
 
-def _vma_suffix(vma: frozenset) -> str:
-    if not vma:
-        return ""
-    names = sorted(vma)
-    return "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+def _vma_suffix(vma: frozenset, unreduced: frozenset = frozenset(), reduced: frozenset = frozenset()) -> str:
+    """JAX's ``{V:i, U:j, R:k}`` (each set's names sorted, several in parentheses)."""
+    parts = []
+    for k, axes in (("V", vma), ("U", unreduced), ("R", reduced)):
+        if axes:
+            names = sorted(axes, key=str)
+            parts.append(f"{k}:" + (str(names[0]) if len(names) == 1 else f"({','.join(map(str, names))})"))
+    return "{" + ", ".join(parts) + "}" if parts else ""
 
 
 class ShardedAval(ShapedArray):

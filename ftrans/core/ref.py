@@ -592,6 +592,9 @@ def new_ref(init_val: Any, *, memory_space: Any = None, kind: Any = None) -> Ref
     keeps only its primal (so a function being differentiated may write into it)."""
     if kind not in (None, "no_grad_no_remat"):
         raise FtransValueError(f"new_ref: kind must be None or 'no_grad_no_remat', got {kind!r}")
+    from ftrans.core.prims.shard_map import refuse_ref_in_eager_body
+
+    refuse_ref_in_eager_body()
     if isinstance(init_val, (Ref, RefView)):
         raise FtransTypeError("new_ref: the initial value is a ref; read it first (r[...])")
     from ftrans.core.keys import is_key
@@ -631,7 +634,9 @@ def empty_ref(ty: Any, memory_space: Any = None) -> Ref:
     import numpy as np
 
     from ftrans.core import dtypes
+    from ftrans.core.prims.shard_map import refuse_ref_in_eager_body
 
+    refuse_ref_in_eager_body()
     if isinstance(ty, AbstractRef):
         ty = ty.inner_aval
     try:

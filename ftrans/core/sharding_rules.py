@@ -67,9 +67,12 @@ def typed(aval: ShapedArray, mesh: Any, spec: Sequence) -> ShardedAval:
 def ur(aval: ShapedArray) -> tuple:
     """An aval's unreduced and reduced mesh axes (JAX's ``getu``/``getr``): empty sets for an untyped one."""
     sh = aval.sharding
-    if sh is None:
-        return frozenset(), frozenset()
+    if sh is None:  # (inside a shard_map body: the value's manual unreduced/reduced axes, ``aval.mat``)
+        return getattr(aval, "unreduced", _NONE), getattr(aval, "reduced", _NONE)
     return sh.spec.unreduced, sh.spec.reduced
+
+
+_NONE: frozenset = frozenset()
 
 
 def with_ur(spec: Sequence, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> Any:

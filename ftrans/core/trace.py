@@ -764,6 +764,11 @@ class Tracer(ArrayMixin):
         return aval.size * aval.dtype.itemsize
 
     @property
+    def mat(self) -> Any:
+        """JAX's ``x.mat``: the manual axis type of the value's type (``typeof(x).mat``)."""
+        return self.aval.mat
+
+    @property
     def sharding(self) -> Any:
         # JAX's message: a traced value has a type, not a placement (an AttributeError, so
         # ``hasattr(x, "sharding")`` is False for tracers as in JAX).
@@ -1162,6 +1167,17 @@ class DynamicJaxprTrace(Trace):
             d = dtypes.python_scalar_dtype(val)
             aval = ShapedArray((), d, dtypes.is_weak_scalar(val))
             return StagingTracer(self, aval, Literal(np.asarray(val, d)[()], aval))
+        if type(val) is _ShardedArray and val._aval.shape:  # captured over Explicit axes: its type, read
+            # with no host copy (an unreduced array's partial sums have none)
+            aval = _sharding_rules.typed_aval(ShapedArray(val.shape, val.dtype, val.weak_type), val.sharding)
+            if aval.sharding is not None:
+                builder.typed = True
+                v = Var(aval)
+                t = StagingTracer(self, aval, v)
+                builder.const_tracers[id(val)] = t
+                builder.keepalive.append(val)
+                builder.const_vals.append((v, val))
+                return t
         if isinstance(val, Array):
             arr, weak = val._value, val.weak_type
         elif isinstance(val, (np.ndarray, np.generic)):

@@ -34,10 +34,12 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    preduced_p,
     psum_invariant_p,
     psum_p,
     psum_scatter_p,
     ragged_all_to_all_p,
+    vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.errors import FtransTypeError, FtransValueError
@@ -108,8 +110,15 @@ def _vary(v: Any, names: tuple) -> Any:
     """In a ``shard_map`` body checked with ``check_vma``: ``v`` cast to vary along the manual axes of
     ``names`` first (JAX's ``insert_collective_pvary``), so a collective's transpose sums back the
     cotangents of an operand that was the same on every device; elsewhere ``v``."""
-    checked = vma_checked_names(names)
+    checked = _not_unreduced(v, vma_checked_names(names))
     return pvary_tracer(v, checked) if checked else v
+
+
+def _not_unreduced(v: Any, names: tuple) -> tuple:
+    """Of ``names``, those ``v`` is not unreduced along: an unreduced value's partial sums are summed (or
+    scattered) as they are, with no ``pvary`` first (JAX's ``unreduced_psum``)."""
+    u = getattr(aval_of(v), "unreduced", None) if names else None
+    return tuple(n for n in names if n not in u) if u else names
 
 
 def _is_python_scalar(x: Any) -> bool:
@@ -155,7 +164,7 @@ def _reduce(op: str, prim: Primitive, reduce_p: Primitive, x: Any, axis_name: An
                 return prim.bind(v, axis_name=named, axis_index_groups=groups)
             # In a shard_map body checked with check_vma, as JAX's: the operand is cast to vary along the
             # manual axes first, and psum over them is psum_invariant (its transpose is a pvary).
-            v = pvary_tracer(v, checked)
+            v = pvary_tracer(v, _not_unreduced(v, checked))
             rest = tuple(n for n in named if n not in checked)
             if prim is not psum_p:
                 return prim.bind(v, axis_name=named, axis_index_groups=None)
@@ -218,13 +227,14 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
     Several axis names gather over all of them, the last varying fastest.  ``to='invarying'`` (JAX's
     ``all_gather_invariant``) gives the same values, known to ``shard_map``'s ``check_vma`` to be the same on
-    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` gives those values too
-    (ftrans types them invariant: it does not track reduced sets in a body).
+    every device of the axes (an ``out_specs`` may leave them out); ``to='reduced'`` gives those values too,
+    typed reduced over the axes (``typeof(y).mat.reduced``).
     """
     if to not in ("varying", "invarying", "reduced"):
         raise FtransValueError(f"all_gather: got unexpected `to` value {to!r}; allowed `to` values are "
                                "'varying', 'invarying' and 'reduced'")
-    if to == "reduced":  # the same on every device of the axes: ftrans's invariant type (see differences.md)
+    reduced = to == "reduced"
+    if reduced:  # the same on every device of the axes, typed reduced there (a preduced cast of the invariant)
         to = "invarying"
     if to == "invarying" and axis_index_groups is not None:
         raise NotImplementedError("all_gather: to='invarying' with axis_index_groups is not supported (as in JAX)")
@@ -246,7 +256,8 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
         v = all_gather_p.bind(v, axis_name=names[-1], axis=ax, tiled=bool(tiled), **inv)
         for n in reversed(names[:-1]):  # blocks of the later names, concatenated over the earlier ones
             v = all_gather_p.bind(v, axis_name=n, axis=ax, tiled=True, **inv)
-        return v
+        checked = vma_checked_names(names) if reduced else ()
+        return preduced_p.bind(v, axes=checked) if checked else v
 
     return _tree_map(one, x)
 
@@ -488,7 +499,7 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     ``to='varying'`` (JAX's ``pvary``) leaves the values as they are and types them as varying along the
     names too (``typeof(y).mat.varying``), so a ``cond`` branch or a loop carry can match a value that varies
     there; ``'reduced'``/``'unreduced'`` keep the values (the same on every device of the axes / each device's
-    partial sum), typed invariant / varying there (ftrans does not track the sets in a body).  An empty ``axis_name`` returns ``x`` as
+    partial sum), typed reduced / unreduced there (``typeof(y).mat``).  An empty ``axis_name`` returns ``x`` as
     JAX does.  (JAX raises outside ``shard_map``; ftrans also accepts names bound by ``vmap``/``pmap``: see
     ``docs/differences.md``.)
     """
@@ -515,8 +526,7 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
             raise NotImplementedError(f"pcast: to={to!r} is modelled only over the manual mesh axes of a "
                                       f"shard_map body; {names} are not all manual here")
         # The values stay as they are: a reduced value is the same on every device of the axes, an unreduced
-        # one holds each device's partial sum; ftrans types them as invariant / varying there (it does not
-        # track the sets inside a body: docs/differences.md).
+        # one holds each device's partial sum; in a checked body their types say so (``typeof(x).mat``).
         def cast(leaf: Any) -> Any:
             v = _operand(leaf)
             if checked:
@@ -535,6 +545,8 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
                         f"reduced or invarying state of the input. Got input type: {aval_of(v).str_short()} "
                         f"(varying along {sorted(vma_of(v), key=str)}), axes: {names}; to='reduced' takes a "
                         "value the same on every device of the axes")
+                # a type only (JAX's preduced / vary_unreduced_cast): the body's staging gives the new sets
+                return (preduced_p if to == "reduced" else vary_unreduced_cast_p).bind(v, axes=tuple(checked))
             return v
 
         return _tree_map(cast, x)

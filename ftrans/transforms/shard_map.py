@@ -30,6 +30,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
 from ftrans.core.ir import hoist_consts
+from ftrans.core.prims.collectives import preduced_p, vary_unreduced_cast_p
 from ftrans.core.prims.shard_map import local_aval, names_of_spec, shard_map_p, with_ur_names
 from ftrans.core.sharding import (
     AbstractMesh,
@@ -243,13 +244,25 @@ class _ShardMapped:
             return self._call_with_refs(args)
         if self._has_static():  # static arguments (None in_specs) cannot cross jit: bind here
             return self._bind(*args)
-        if _trace.eager_everywhere and _trace.is_eager() and not any(
+        if _trace.eager_everywhere and _trace.is_eager() and not self._explicit_auto() and not any(
                 isinstance(x, Tracer) for x in tree_util.tree_leaves(args)):
             # Concrete arguments: the body runs device by device on concrete blocks, as JAX's eager shard_map.
             from ftrans.transforms.shard_map_eager import eager_shard_map
 
             return eager_shard_map(self, args)
         return self._bind(*args)
+
+    def _explicit_auto(self) -> bool:
+        """A partially manual shard_map (``axis_names=`` a subset) over a mesh with Explicit axes left
+        automatic: its body's values are typed over those axes, so it runs staged (each operation typed as
+        under ``jit``), not device by device."""
+        if not self._axis_names:
+            return False
+        from ftrans.core.sharding import AxisType
+
+        mesh = self._mesh if self._mesh is not None else (_BODY.stack[-1] if _BODY.stack else get_mesh())
+        return any(t == AxisType.Explicit and n not in self._axis_names
+                   for n, t in zip(getattr(mesh, "axis_names", ()), getattr(mesh, "axis_types", ()) or ()))
 
     def _call_with_refs(self, args: tuple) -> Any:
         """Refs among the arguments (JAX's mutable arrays): each device's body gets a ref of its block of the
@@ -275,8 +288,14 @@ class _ShardMapped:
         fun = self._fun
 
         def body(*a: Any) -> Any:
+            from ftrans.core.prims.shard_map import eager_body
+
             ls, t = tree_util.tree_flatten(a)
-            ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            prev, eager_body.allow_refs = eager_body.allow_refs, True
+            try:
+                ls = [new_ref(v) if i in pos else v for i, v in enumerate(ls)]
+            finally:
+                eager_body.allow_refs = prev
             out = fun(*tree_util.tree_unflatten(t, ls))
             return out, [ls[i][...] for i in pos]
 
@@ -414,7 +433,9 @@ class _ShardMapped:
                 if self._check_vma:  # a result the out_specs split over axes it does not vary along: pvary'd
                     flat = _pvary_outs(fname, self._out_specs, out, flat)
             # the manual axes each result's type varies along (a pcast'ed value is its operand's variable)
-            out_box.append((out, tree, [getattr(getattr(o, "aval", None), "vma", _EMPTY) for o in flat]))
+            # (and those it is reduced along: not the same as a replicated value unless out_specs say reduced)
+            out_box.append((out, tree, [getattr(a, "vma", _EMPTY) | getattr(a, "reduced", _EMPTY)
+                                        for a in (getattr(o, "aval", None) for o in flat)]))
             return flat
 
         from ftrans.core.prims.shard_map import _body_env
@@ -425,9 +446,10 @@ class _ShardMapped:
             if auto:  # partially manual: a block keeps its type over the Explicit axes left automatic
                 blocks = _auto_typed_blocks(mesh, manual | outer, leaves, blocks)
             # (nested: a block also varies along the enclosing body's axes its argument varies along)
+            # (checked: a block unreduced/reduced over axes its spec names is typed so, JAX's ``mat``)
             closed, _ = stage(flat_fun, [_with_vma(b, frozenset(x for ax in ns for x in ax) & body_axes | (
-                vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY)) for b, (_, ns), x in zip(
-                    blocks, avals, leaves)])
+                vma_of(x) if outer and isinstance(x, Tracer) else _EMPTY), *_spec_ur(ns, body_axes))
+                for b, (_, ns), x in zip(blocks, avals, leaves)])
         out, out_tree, out_vma = out_box[0]
         out_specs = _broadcast_specs(fname, "out_specs", self._out_specs, out, len(closed.out_avals))
         out_names = []
@@ -555,8 +577,17 @@ def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list
     return out
 
 
-def _with_vma(aval: Any, vma: frozenset) -> Any:
-    """``aval`` as a value varying along ``vma`` (a non-array aval stays as it is)."""
+def _spec_ur(names: Any, body_axes: frozenset) -> tuple:
+    """The unreduced and reduced axes (of a checked body's ``body_axes``) a spec's names carry."""
+    if not body_axes:
+        return _EMPTY, _EMPTY
+    return (frozenset(getattr(names, "unreduced", _EMPTY)) & body_axes,
+            frozenset(getattr(names, "reduced", _EMPTY)) & body_axes)
+
+
+def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), reduced: frozenset = frozenset()) -> Any:
+    """``aval`` as a value varying along ``vma`` (and unreduced/reduced along those axes; a non-array aval stays
+    as it is)."""
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
 
     if type(aval) in (ShardedAval, VaryingShardedAval):  # a partially manual body's typed value
@@ -564,19 +595,37 @@ def _with_vma(aval: Any, vma: frozenset) -> Any:
             return aval
         return VaryingShardedAval(aval, vma) if vma else ShardedAval(aval.shape, aval.dtype, aval.weak_type,
                                                                      aval.sharding)
-    if type(aval) not in (ShapedArray, VaryingAval) or aval.vma == vma:
+    if type(aval) not in (ShapedArray, VaryingAval) or (
+            aval.vma == vma and aval.unreduced == unreduced and aval.reduced == reduced):
         return aval
-    return VaryingAval(aval, vma) if vma else ShapedArray(aval.shape, aval.dtype, aval.weak_type)
+    if vma or unreduced or reduced:
+        return VaryingAval(aval, vma, unreduced, reduced)
+    return ShapedArray(aval.shape, aval.dtype, aval.weak_type)
 
 
 def _vma_hook(prim: Any, avals: list, out: Any, params: dict) -> Any:
-    """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules)."""
-    axes = manual_axes_here()
-    ins = [getattr(a, "vma", _EMPTY) for a in avals]
+    """Staging inside a ``shard_map`` body: the results' manual axes, from the operands' (the check_vma rules),
+    and their unreduced/reduced axes (JAX's ``mat``)."""
     outs = out if prim.multiple_results else [out]
-    sets = _vma_eqn(prim, params, ins, len(outs), axes)
-    res = [_with_vma(a, v) for a, v in zip(outs, sets)]
+    sets, urs = body_types(prim, params, avals, len(outs), manual_axes_here())
+    if urs is not None:
+        res = [_with_vma(a, v, u, r) for a, v, (u, r) in zip(outs, sets, urs)]
+    else:
+        res = [_with_vma(a, v) for a, v in zip(outs, sets)]
     return res if prim.multiple_results else res[0]
+
+
+def body_types(prim: Any, params: dict, avals: list, n_out: int, axes: frozenset) -> tuple[list, Any]:
+    """The manual axes each of an equation's ``n_out`` results varies along, given its operands' types
+    ``avals``, and (None when no set is involved) the axes each is unreduced/reduced along."""
+    sets = _vma_eqn(prim, params, [getattr(a, "vma", _EMPTY) for a in avals], n_out, axes)
+    if prim in _UR_CASTS or any(getattr(a, "unreduced", None) or getattr(a, "reduced", None) for a in avals) \
+            or _params_have_jaxprs(params):
+        urs = _ur_eqn(prim, params, avals, n_out, axes)
+        if prim is _UR_CASTS[1]:  # vary_unreduced_cast: varying -> unreduced
+            sets = [v - frozenset(params["axes"]) for v in sets]
+        return sets, urs
+    return sets, None
 
 
 def like_vma(proto: Any, out: Any) -> Any:
@@ -601,9 +650,21 @@ def pvary_tracer(x: Any, names: tuple) -> Any:
     axes -= vma_of(x)
     if not axes:
         return x
-    from ftrans.core.prims.collectives import pvary_p
+    return _cast_varying(x, axes)
 
-    return pvary_p.bind(x, axes=_mesh_order(axes))
+
+def _cast_varying(x: Any, axes: frozenset, bind: Any = None) -> Any:
+    """``x`` cast to vary along ``axes`` too: ``reduced_vary_cast`` over those it is reduced along (its
+    cotangent there stays each device's own, unreduced), ``pvary`` over the others (JAX's casts).  ``bind``:
+    how to bind a primitive (``(prim, x, axes) -> out``; ``prim.bind`` by default)."""
+    from ftrans.core.prims.collectives import pvary_p, reduced_vary_cast_p
+
+    bind = bind or (lambda p, v, a: p.bind(v, axes=a))
+    red = frozenset(getattr(aval_of(x), "reduced", _EMPTY)) & axes
+    if red:
+        x = bind(reduced_vary_cast_p, x, _mesh_order(red))
+    rest = axes - red
+    return bind(pvary_p, x, _mesh_order(rest)) if rest else x
 
 
 def _pvary_outs(fname: str, out_specs: Any, out: Any, flat: list) -> list:
@@ -654,17 +715,17 @@ def _vma_insert(trace: Any, prim: Any, tracers: list, params: dict) -> list:
     if prim in _NO_INSERT or _params_have_jaxprs(params):
         return tracers
     from ftrans.core.avals import ShapedArray, ShardedAval, VaryingAval, VaryingShardedAval
-    from ftrans.core.prims.collectives import pvary_p
 
     out = []
     for t, v in zip(tracers, vmas):
         if v != union and type(t.aval) in (ShapedArray, VaryingAval, ShardedAval, VaryingShardedAval):
-            t = trace.process_primitive(pvary_p, [t], {"axes": _mesh_order(union - v)})
+            t = _cast_varying(t, union - v, lambda p, x, a: trace.process_primitive(p, [x], {"axes": a}))
         out.append(t)
     return out
 
 
 _NO_INSERT: set = set()  # the collectives (filled on first use)
+_UR_CASTS = (preduced_p, vary_unreduced_cast_p)
 
 
 def body_depth() -> int:
@@ -791,7 +852,10 @@ def _vma_rules() -> dict:
     def psum_invariant(ins: list, params: dict) -> frozenset:
         return frozenset().union(*ins) - frozenset(params["axes"])
 
-    return {C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
+    def same(ins: list, params: dict) -> frozenset:  # (vary_unreduced_cast: unreduced, not the same either)
+        return frozenset().union(*ins)
+
+    return {C.preduced_p: same, C.vary_unreduced_cast_p: same, C.reduced_vary_cast_p: pvary, C.psum_p: reduce_, C.pmax_p: reduce_, C.pmin_p: reduce_, C.all_gather_p: gather,
             C.all_to_all_p: vary, C.ppermute_p: vary, C.psum_scatter_p: vary, C.axis_index_p: vary,
             C.ragged_all_to_all_p: vary, C.pvary_p: pvary, C.psum_invariant_p: psum_invariant}
 
@@ -854,6 +918,82 @@ def _vma_eqn(prim: Any, params: dict, ins: list, n_out: int, axes: frozenset, eq
         return [_EMPTY] * n_out  # not understood: claim nothing, so no error can come from it
     u = frozenset().union(*ins) if ins else _EMPTY
     return [u] * n_out
+
+
+def _ur_eqn(prim: Any, params: dict, avals: list, n: int, axes: frozenset) -> list:
+    """Each result's unreduced and reduced manual axes in a checked body, from its operands' (JAX's ur rules:
+    the collectives move axes between the sets, the other primitives follow ``core/sharding_rules.py``'s rules
+    for sharding types, a call takes its body's)."""
+    from ftrans.core import sharding_rules as sr
+    from ftrans.core.prims import collectives as C
+
+    us = [getattr(a, "unreduced", _EMPTY) for a in avals]
+    rs = [getattr(a, "reduced", _EMPTY) for a in avals]
+    if isinstance(prim, C.CollectivePrimitive):
+        if prim is C.axis_index_p:
+            return [(_EMPTY, _EMPTY)] * n
+        names = frozenset(C.names_of(params))
+        u, r = frozenset().union(*us), frozenset().union(*rs)
+        for a, au, ar in zip(avals, us, rs):
+            if prim is C.preduced_p and getattr(a, "vma", _EMPTY) & names:
+                raise FtransValueError(
+                    "preduced is a Invariant->Reduced collective. This means that the axis names mentioned in "
+                    f"`axes` passed to `preduced` must not be present in `jax.typeof(inp).mat.varying`. Got "
+                    f"axes={tuple(C.names_of(params))} and jax.typeof(inp).mat.varying={set(a.vma)}")
+            bad = [k for k, s in (("unreduced", au), ("reduced", ar)) if s & names]
+            if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):  # an unreduced value: its partial sums
+                bad = [k for k in bad if k != "unreduced"]
+            elif prim is C.reduced_vary_cast_p:  # reduced -> varying
+                bad = [k for k in bad if k != "reduced"]
+            elif prim is C.preduced_p or prim is C.vary_unreduced_cast_p:
+                bad = [f"{k} (already)" for k in bad]
+            if bad:
+                op = {"psum_invariant": "psum", "psum_scatter": "reduce_scatter"}.get(prim.name, prim.name)
+                raise FtransValueError(f"{op} cannot accept args which are {bad[0]}. Got {a.str_short()} and "
+                                       f"axes={set(names)}")
+        if prim in (C.psum_p, C.psum_invariant_p, C.psum_scatter_p):
+            u = u - names
+        elif prim is C.reduced_vary_cast_p:
+            r = r - names
+        elif prim is C.preduced_p:
+            r = r | names
+        elif prim is C.vary_unreduced_cast_p:
+            u = u | names
+        return [(u & axes, r & axes)] * n
+    if _params_have_jaxprs(params):  # a call, a loop, a cond: the sets its body gives its results
+        from ftrans.core.prims.calls import CallPrimitive
+        from ftrans.core.prims.control_flow import cond_p, scan_p, while_p
+
+        body = None
+        if prim is cond_p:
+            body = params["branches"][0]
+        elif prim is scan_p:
+            body = params["jaxpr"]
+        elif prim is while_p:
+            body = params["body_jaxpr"]
+        elif isinstance(prim, CallPrimitive) and prim.map_params is None and _arity(prim.body(params)) \
+                == (len(avals), n):
+            body = prim.body(params)
+        body_outs = list(getattr(body, "out_avals", None) or ())
+        if prim is while_p or len(body_outs) != n:
+            body_outs = (body_outs + [None] * n)[:n] if prim is not while_p else body_outs[-n:] if body_outs \
+                else [None] * n
+        return [(getattr(a, "unreduced", _EMPTY) & axes, getattr(a, "reduced", _EMPTY) & axes)
+                for a in body_outs]
+    rule = sr.UR_RULES.get(prim.name)
+    if prim.name == "sort":  # each operand's reduced axes (JAX's), no unreduced one
+        if any(us):
+            raise sr._not_implemented("unreduced", prim.name)
+        return [(_EMPTY, r & axes) for r in rs][:n]
+    if rule is None or rule is sr._ur_under_out_sharding:
+        if getattr(prim.sharding_rule, "elementwise", False) and not prim.multiple_results:
+            rule = sr._ur_elementwise
+        elif prim.name in sr.UR_RULES and rule is None:  # passes each operand's sets to its result
+            return [(u & axes, r & axes) for u, r in zip(us, rs)][:n]
+        else:  # no rule: in a fully manual body JAX gives the results no sets (it raises only over Explicit axes)
+            return [(_EMPTY, _EMPTY)] * n
+    u, r = rule(prim.name, _BODY.stack[-1] if _BODY.stack else None, (), *avals, **params)
+    return [(frozenset(u) & axes, frozenset(r) & axes)] * n
 
 
 def _params_have_jaxprs(params: dict) -> bool:
@@ -927,7 +1067,8 @@ def _raise_out_vma(fname: str, mesh: Mesh, out_specs: list, out_names: list, got
                 "in `axes` passed to `vary_unreduced_cast` must be present in `jax.typeof(x).mat.varying`. Got "
                 f"axes={tuple(sorted(ur, key=str))} and jax.typeof(x).mat.varying={set(g) or '{}'} (shard_map("
                 f"{fname}) output {k} of type {a.str_short()}, out_specs {s!r})")
-        mentioned = {x for ax in ns for x in ax} | ur  # (a result varying along an unreduced axis: partial sums)
+        # (a result varying along an unreduced axis: partial sums; one reduced along a reduced axis)
+        mentioned = {x for ax in ns for x in ax} | ur | frozenset(getattr(s, "reduced", ()))
         bad = sorted(g - mentioned, key=order.__getitem__)
         if bad:
             unmentioned = [x for x in mesh.axis_names if x not in mentioned]

@@ -31,6 +31,7 @@ from ftrans.core.prims.shard_map import (
     shard_map_p,
     with_ur_names,
 )
+from ftrans.core.ref import Ref
 from ftrans.core.trace import Trace, Tracer, aval_of, new_main, stage
 
 __all__ = ["eager_shard_map"]
@@ -51,7 +52,7 @@ class EagerShardMapTracer(Tracer):
 
     __slots__ = ("val", "names", "vma", "_aval")
 
-    def __init__(self, trace: Trace, val: Any, names: Any, vma: frozenset):
+    def __init__(self, trace: Trace, val: Any, names: Any, vma: frozenset, ur: Any = None):
         self._trace = trace
         self.val, self.names, self.vma = val, names, vma
         a = aval_of(val)
@@ -59,10 +60,10 @@ class EagerShardMapTracer(Tracer):
             a = ShapedArray(tuple(a.shape[1:]), a.dtype, a.weak_type)
         elif type(a) is not ShapedArray:
             a = ShapedArray(tuple(a.shape), a.dtype, a.weak_type)
-        if vma:
+        if vma or ur:  # (``ur``: the unreduced and reduced manual axes, JAX's ``mat``)
             from ftrans.core.avals import VaryingAval
 
-            a = VaryingAval(a, vma)
+            a = VaryingAval(a, vma, *(ur or (_EMPTY, _EMPTY)))
         self._aval = a
 
     @property
@@ -101,16 +102,19 @@ class EagerShardMapTrace(Trace):
     lift = pure  # only the eager trace lies below
 
     def process_primitive(self, prim: Any, tracers: list, params: dict) -> Any:
-        from ftrans.transforms.shard_map import _vma_eqn, manual_axes_here
+        from ftrans.transforms.shard_map import body_types, manual_axes_here
 
         ctx: _Ctx = self.main.payload
+        urs = None
         outs = _run(ctx.mesh, ("prim", prim, _params_key(params)), _prim_body(prim, params),
                     [t.val for t in tracers], tuple(t.names for t in tracers), None)
         if ctx.check:  # (a nested shard_map run inline here makes more axes manual while its body runs)
-            vmas = _vma_eqn(prim, params, [t.vma for t in tracers], len(outs), manual_axes_here() | ctx.manual)
+            vmas, urs = body_types(prim, params, [t.aval for t in tracers], len(outs),
+                                   manual_axes_here() | ctx.manual)
         else:
             vmas = [_EMPTY] * len(outs)
-        res = [EagerShardMapTracer(self, o, None, v) for o, v in zip(outs, vmas)]
+        res = [EagerShardMapTracer(self, o, None, v, urs[k] if urs else None) for k, (o, v) in enumerate(
+            zip(outs, vmas))]
         return res if prim.multiple_results else res[0]
 
 
@@ -196,6 +200,7 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
     body_axes = frozenset(manual or mesh.axis_names)
     ctx = _Ctx(mesh, body_axes, check)
     eager_body.depth += 1
+    eager_body.trace_type = EagerShardMapTrace
     try:
         with new_main(EagerShardMapTrace, ctx, dynamic=True) as main, \
                 _body_env({"mesh": mesh, "check_vma": check}, manual), S._body_mesh(mesh, manual, check):
@@ -213,7 +218,9 @@ def eager_shard_map(sm: Any, args: tuple) -> Any:
             out_names.append(with_ur_names(names_of_spec(s, len(a.shape)), s))
             S._check_manual(fname, "out_specs", s, out_names[-1], auto)
         if check:
-            S._raise_out_vma(fname, mesh, out_specs, out_names, [vma for _, _, vma, _ in outs],
+            # (a value cast unreduced counts as varying there, as the out_specs check's inference has it)
+            S._raise_out_vma(fname, mesh, out_specs, out_names,
+                             [vma | a.unreduced | a.reduced for _, _, vma, a in outs],
                              [ShapedArray(a.shape, a.dtype, a.weak_type) for _, _, _, a in outs],
                              not any(map(S._unreduced_in, leaves)))
         full_manual = not manual or set(manual) == set(mesh.axis_names)
@@ -234,7 +241,8 @@ def _run_body(trace: Any, sm: Any, fname: str, mesh: Any, avals: list, all_leave
     for x, (_a, ns) in zip(leaves, avals):
         (v,) = _run(mesh, ("in",), _identity, [x], (ns,), None)
         vma = frozenset(n for ax in ns for n in ax) & body_axes if check else _EMPTY
-        ins.append(EagerShardMapTracer(trace, v, None, vma))
+        ur = S._spec_ur(ns, body_axes) if check else None
+        ins.append(EagerShardMapTracer(trace, v, None, vma, ur if ur and any(ur) else None))
     it = iter(ins)
     xs = [next(it) if d else x for x, d in zip(all_leaves, dyn)]
     out = sm._fun(*tree_util.tree_unflatten(in_tree, xs))
@@ -242,6 +250,12 @@ def _run_body(trace: Any, sm: Any, fname: str, mesh: Any, avals: list, all_leave
     out_specs = S._broadcast_specs(fname, "out_specs", sm._out_specs, out, len(flat))
     outs = []
     for o in flat:
+        if isinstance(o, Ref):
+            from ftrans.errors import FtransValueError
+
+            raise FtransValueError(
+                f"Eager shard_map cannot return a `jax.Ref`: shard_map({fname}) returned {o!r}, created in its "
+                "body. Return its value (`ftrans.freeze(ref)` or `ref[...]`), or jit the body")
         t = trace.full_raise(o)
         outs.append((t.val, t.names, t.vma, t.aval))
     return out_tree, out_specs, outs

@@ -45,7 +45,8 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = [
     "CollectivePrimitive", "psum_p", "pmax_p", "pmin_p", "all_gather_p", "all_to_all_p", "ppermute_p",
-    "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "pvary_p", "psum_invariant_p", "ALL", "names_of",
+    "psum_scatter_p", "axis_index_p", "ragged_all_to_all_p", "pvary_p", "psum_invariant_p", "preduced_p",
+    "vary_unreduced_cast_p", "reduced_vary_cast_p", "ALL", "names_of",
     "check_perm",
 ]
 
@@ -340,12 +341,37 @@ pvary_p = _new("pvary", _pvary_abstract)
 pvary_p.def_impl(_pvary_impl)
 psum_invariant_p = _new("psum_invariant", _psum_invariant_abstract)
 
+
+def _type_cast(name: str) -> Any:
+    """JAX's no-op casts of a ``shard_map`` body's manual axis types (``pcast(to='reduced')`` is
+    ``preduced``: invariant -> reduced; ``pcast(to='unreduced')`` is ``vary_unreduced_cast``: varying ->
+    unreduced; ``reduced_vary_cast``: reduced -> varying, what ``pvary`` of a reduced value is).  The values stay as they are; the body's staging gives the result its new sets
+    (``transforms/shard_map.py``)."""
+
+    def abstract(x: ShapedArray, *, axes: tuple) -> ShapedArray:
+        if not isinstance(axes, tuple):
+            raise FtransTypeError(f"{name}: axes must be a tuple of axis names, got {axes!r}")
+        frames_of(name, axes)
+        return x
+
+    def impl(x: Any, *, axes: tuple) -> Any:
+        raise FtransValueError(f"{name} should be called under jax.shard_map.")
+
+    p = _new(name, abstract)
+    p.def_impl(impl)
+    return p
+
+
+preduced_p = _type_cast("preduced")
+vary_unreduced_cast_p = _type_cast("vary_unreduced_cast")
+reduced_vary_cast_p = _type_cast("reduced_vary_cast")
+
 # A partially manual shard_map body's typed values (over its Explicit axes left automatic) keep their type
 # through the casts and reductions over its manual axes (core/sharding_rules.py).
 from ftrans.core import sharding_rules as _sr  # noqa: E402
 
-for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p):
+for _p in (pvary_p, psum_invariant_p, psum_p, pmax_p, pmin_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p):
     _p.sharding_rule = _sr.same_as_first
 
 ALL = (psum_p, pmax_p, pmin_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, axis_index_p,
-       ragged_all_to_all_p, pvary_p, psum_invariant_p)
+       ragged_all_to_all_p, pvary_p, psum_invariant_p, preduced_p, vary_unreduced_cast_p, reduced_vary_cast_p)

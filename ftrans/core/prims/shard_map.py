@@ -129,23 +129,24 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
     in_names, out_names = params["in_names"], params["out_names"]
     mesh = params["mesh"]
 
-    def names_of(origin: Any, ndim: int) -> Any:
+    def names_of(origin: Any, ndim: int, ct: bool = False) -> Any:
         if origin == "const":
             return ((),) * ndim
         if origin == "res":
             return None
         kind, i = origin
         names = in_names[i] if kind == "in" else out_names[i]
-        if rule == "transpose" and isinstance(names, URNames):
-            # a cotangent's sets (JAX's swap): an unreduced value's is reduced (the same on every device, a
-            # type only); a reduced value's cotangent here is the body's own sum over the axes (check_vma's
-            # psum of an invariant operand's cotangents, or the partial sums added on the way in): plain
-            names = URNames(names, (), names.unreduced) if names.unreduced else tuple(names)
+        if ct and isinstance(names, URNames):
+            # a cotangent's sets (JAX's ``to_ct_spec``): an unreduced value's is reduced (the same on every
+            # device), a reduced value's unreduced (each device's partial sum, summed where it is used)
+            names = URNames(names, names.reduced, names.unreduced)
         return names
 
     body = params["jaxpr"]
-    new_in = tuple(names_of(o, len(a.shape)) for o, a in zip(ins, body.in_avals))
-    new_out = tuple(names_of(o, len(a.shape)) for o, a in zip(outs, body.out_avals))
+    tr = rule == "transpose"  # (its operands from results, and all its results, are cotangents)
+    new_in = tuple(names_of(o, len(a.shape), tr and o not in ("const", "res") and o[0] == "out")
+                   for o, a in zip(ins, body.in_avals))
+    new_out = tuple(names_of(o, len(a.shape), tr) for o, a in zip(outs, body.out_avals))
     new = {**params, "in_names": new_in, "out_names": new_out}
     if rule == "transpose" and not params.get("check_vma"):
         # Without check_vma (as JAX's): a result the out_specs leave unsplit over some axes shares its cotangent
@@ -157,10 +158,13 @@ def _map_params(params: dict, rule: str, ins: tuple, outs: tuple) -> dict:
         # (nor over the axes a partially manual body leaves automatic: the partitioner owns those)
         spmd = _spmd_names() | (frozenset(mesh.axis_names) - frozenset(params.get("newly_manual_axes")
                                                                         or mesh.axis_names))
+        # (JAX's: an unreduced cotangent's axes are neither shared out nor summed over: its partial sums stay)
         scale = [1.0 if o == "const" or o == "res" or o[0] != "out" else
-                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, out_names[o[1]]) if a not in spmd)
-                 for o in ins]
-        total = [tuple(a for a in unmentioned(mesh, ns) if a not in spmd) for ns in new_out]
+                 1.0 / math.prod(mesh.shape[a] for a in unmentioned(mesh, ns) if a not in spmd
+                                 and a not in getattr(ns, "unreduced", ()))
+                 for o, ns in zip(ins, new_in)]
+        total = [tuple(a for a in unmentioned(mesh, ns) if a not in spmd and a not in getattr(ns, "unreduced", ()))
+                 for ns in new_out]
         if any(s != 1.0 for s in scale) or any(total):
             new["jaxpr"] = _share_and_sum(body, scale, total, params)
     return new
@@ -324,9 +328,23 @@ shard_map_p.sharding_rule = _shard_map_sharding
 
 class _EagerBody(threading.local):
     """``depth`` > 0 while the body of a ``shard_map`` called on concrete arrays (not under ``jit``) is traced:
-    JAX runs such a body device by device, where placing a value on one device is refused."""
+    JAX runs such a body device by device, where placing a value on one device is refused.  ``trace_type``:
+    the Trace class of such a body (set by ``transforms/shard_map_eager.py``)."""
 
     depth = 0
+    trace_type: Any = None
+    allow_refs = False  # (while shard_map makes the refs of its own ref arguments' blocks)
+
+
+def refuse_ref_in_eager_body() -> None:
+    """JAX's error for a ref made directly in a ``shard_map`` body run device by device (not under ``jit``)."""
+    if eager_body.depth and eager_body.trace_type is not None and not eager_body.allow_refs:
+        from ftrans.core import trace as _trace
+
+        if _trace.state.dynamic.trace_type is eager_body.trace_type:
+            raise FtransValueError("Eager shard_map cannot return a `jax.Ref`. Please wrap your shard_map in "
+                                   "`jax.jit` (a ref made in a shard_map body run outside jit, device by device, "
+                                   "is not supported, as in JAX)")
 
 
 eager_body = _EagerBody()

@@ -158,6 +158,9 @@ def _psum_invariant_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> st
     return _all_reduce("stablehlo.add", "stablehlo.or")(ctx, x, axis_name=axes, axis_index_groups=None)
 
 
+@register_lowering(C.preduced_p)
+@register_lowering(C.vary_unreduced_cast_p)
+@register_lowering(C.reduced_vary_cast_p)
 @register_lowering(C.pvary_p)
 def _pvary_lowering(ctx: LoweringContext, x: str, *, axes: tuple) -> str:
     return x  # a change of type only

@@ -14,15 +14,19 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    preduced_p,
     psum_invariant_p,
     psum_p,
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    reduced_vary_cast_p,
+    vary_unreduced_cast_p,
 )
 from ftrans.transforms.ad import Zero, defjvp_linear, defjvp_zero, instantiate, register_jvp
 
-for _p in (psum_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, pvary_p, psum_invariant_p):
+for _p in (psum_p, all_gather_p, all_to_all_p, ppermute_p, psum_scatter_p, pvary_p, psum_invariant_p, preduced_p,
+           vary_unreduced_cast_p, reduced_vary_cast_p):
     defjvp_linear(_p)
 defjvp_zero(axis_index_p)
 for _p in (pmax_p, pmin_p):

@@ -29,11 +29,14 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    preduced_p,
     psum_invariant_p,
     psum_p,
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    reduced_vary_cast_p,
+    vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.transforms.batching import bdim_at_front, moveaxis, not_mapped, register_batching
@@ -115,6 +118,21 @@ def _pvary_batch(vals: list, dims: list, *, frame: Any, axes: tuple) -> tuple[An
     (x,), (d,) = vals, dims
     _, rest = _split_own(frame, axes)  # over this vmap's own axis every example already has its own value
     return (pvary_p.bind(x, axes=rest) if rest else x), d
+
+
+def _type_cast_batch(prim: Primitive) -> None:
+    def rule(vals: list, dims: list, *, frame: Any, axes: tuple) -> tuple[Any, Any]:
+        (x,), (d,) = vals, dims
+        _, rest = _split_own(frame, axes)  # a type over this vmap's own axis means nothing: the others stay
+        return (prim.bind(x, axes=rest) if rest else x), d
+
+    rule.__name__ = f"{prim.name}_batch"
+    register_batching(prim)(rule)
+
+
+_type_cast_batch(preduced_p)
+_type_cast_batch(vary_unreduced_cast_p)
+_type_cast_batch(reduced_vary_cast_p)
 
 
 def _reshape(x: Any, shape: Sequence[int]) -> Any:

@@ -22,11 +22,14 @@ from ftrans.core.prims.collectives import (
     pmax_p,
     pmin_p,
     ppermute_p,
+    preduced_p,
     psum_invariant_p,
     psum_p,
     psum_scatter_p,
     pvary_p,
     ragged_all_to_all_p,
+    reduced_vary_cast_p,
+    vary_unreduced_cast_p,
 )
 from ftrans.core.trace import aval_of
 from ftrans.transforms.ad import Zero, zeros_like_aval
@@ -52,6 +55,22 @@ def _pvary_t(ct: Any, x: Any, *, axes: tuple) -> list:
 def _psum_invariant_t(ct: Any, x: Any, *, axes: tuple) -> list:
     # The result is one value on every device: every device's operand gets the whole cotangent.
     return [pvary_p.bind(ct, axes=axes)]
+
+
+@register_transpose(preduced_p)
+def _preduced_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # The cotangent of a reduced value is unreduced (each device's partial sum): summed here, it is the
+    # invariant operand's (JAX's ``unreduced_psum``; its own transpose is a pvary, a cast).
+    return [psum_invariant_p.bind(ct, axes=axes)]
+
+
+@register_transpose(vary_unreduced_cast_p)
+@register_transpose(reduced_vary_cast_p)
+def _type_cast_t(ct: Any, x: Any, *, axes: tuple) -> list:
+    # A change of type only: an unreduced value's cotangent is reduced (the whole cotangent on every device)
+    # and a varying one's stays as it is; a reduced value's cotangent is each device's own, unreduced (JAX's
+    # ``reduced_vary_cast`` / ``vary_unreduced_cast``).
+    return [ct]
 
 
 @register_transpose(ppermute_p)
