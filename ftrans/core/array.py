@@ -79,6 +79,20 @@ class Array(ArrayMixin):
         return self._value.dtype
 
     @property
+    def __numpy_dtype__(self) -> np.dtype:
+        # NumPy's protocol for ``np.dtype(x)`` (NumPy 2.4): deprecated for arrays, with JAX's warning (to the
+        # user's code; ftrans's own calls of NumPy's dtype functions on arrays stay quiet)
+        import sys
+        import warnings
+
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("ftrans."):
+            return self.dtype
+        warnings.warn("Implicit conversion of an array to a dtype is deprecated; rather than dtype=arr use "
+                      "dtype=arr.dtype. In the future this will result in an error.", DeprecationWarning,
+                      stacklevel=2)
+        return self.dtype
+
+    @property
     def ndim(self) -> int:
         return self._value.ndim
 
