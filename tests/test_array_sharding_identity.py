@@ -61,3 +61,38 @@ def test_np_dtype_of_an_array_is_deprecated_as_jax():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fjnp.result_type(fjnp.arange(4), 1.0) == np.float32  # ftrans's own uses stay quiet
+
+
+@pytest.mark.parametrize("mesh_shape,spec", [((4,), ("x",)), ((2, 3), ("x", None)), ((2, 3), (None, "y")),
+                                             ((4, 2), ("x", "y"))])
+def test_random_bits_over_a_mesh_are_a_pure_map_as_jax(mesh_shape, spec):
+    # JAX's RngShardingTest through the public API: the counters are made on the device (no constant of the
+    # global shape), so XLA splits the bits with no communication; the bits are jax's.
+    names = ("x", "y")[:len(mesh_shape)]
+    shape = tuple(d * d for d in mesh_shape)
+    n = int(np.prod(shape))
+    gx = np.arange(n, dtype=np.uint32).reshape(shape)
+    fm = ftrans.make_mesh(mesh_shape, names, devices=ftrans.devices()[:int(np.prod(mesh_shape))])
+    x = ftrans.make_array_from_callback(shape, NamedSharding(fm, P(*spec)), lambda i: gx[i])
+
+    def bits(k, s):
+        return ftrans.random.bits(ftrans.random.wrap_key_data(k, impl="threefry2x32"), s, dtype=np.uint32)
+
+    f = ftrans.jit(lambda v: bits(fjnp.array([0, 0], dtype="uint32"), v.shape) + v)
+    dims = ",".join(map(str, shape))
+    assert f"[{dims}]" in f.lower(x).as_text(dialect="hlo")
+    opt = f.lower(x).compile().as_text()
+    assert f"[{dims}]" not in opt and "all-reduce" not in opt and "collective-permute" not in opt
+    with jax.threefry_partitionable(True):
+        want = jax.random.bits(jax.random.wrap_key_data(jax.numpy.array([0, 0], dtype="uint32"),
+                                                        impl="threefry2x32"), shape, dtype=np.uint32)
+    np.testing.assert_array_equal(np.asarray(f(x)), np.asarray(want) + gx)
+
+
+def test_arrays_generated_from_iotas_stay_equations_in_nested_jits():
+    # Constant folding keeps what is computed from iotas and broadcasts alone (XLA makes it on the device,
+    # laid out as the program needs) rather than capturing it as a whole constant argument.
+    f = ftrans.jit(lambda v: ftrans.lax.reshape(ftrans.lax.iota(np.uint32, 36), (4, 9)) + v)
+    closed = ftrans.make_jaxpr(ftrans.jit(f))(np.zeros((4, 9), np.uint32))
+    assert not closed.consts
+    np.testing.assert_array_equal(np.asarray(f(np.zeros((4, 9), np.uint32))), np.arange(36).reshape(4, 9))
