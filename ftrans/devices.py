@@ -353,13 +353,22 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     _explicit_transfer_guard(x)
     leaves, treedef = tree_util.tree_flatten(x)
     n = len(leaves)
+    laid = None
     if type(device).__name__ == "Format" and hasattr(device, "layout"):
         _check_format_target(device, leaves)
+        from ftrans.core.layout import Layout, as_layout
+
+        lay = as_layout(device.layout)
+        if isinstance(lay, Layout) and not lay.is_default and _trace.is_eager() and not any(
+                isinstance(leaf, Tracer) for leaf in leaves):
+            laid, device = lay, device.sharding  # placed as its sharding says, then laid out (_lay_out)
     targets = _flat_targets("device", device, x, n)
     srcs = [None] * n if src is None else _flat_targets("src", src, x, n)
     copies = _copy_semantics(donate, may_alias, x, n)
     if _trace.is_eager() and not any(isinstance(leaf, Tracer) for leaf in leaves):
         out = [_place(leaf, t, c) for leaf, t, c in zip(leaves, targets, copies)]
+        if laid is not None:
+            out = [_lay_out(o, laid) for o in out]
     else:
         from ftrans.core.prims.shard_map import eager_body
 
@@ -383,6 +392,31 @@ def device_put(x: Any, device: Any = None, *, src: Any = None, donate: Any = Fal
     if _key_reuse.hot:  # key-reuse checking: a key put on a device is the same key (JAX's device_put forwards)
         _key_reuse.alias_leaves(x, result)
     return result
+
+
+def _lay_out(arr: Any, lay: Any) -> Any:
+    """``arr`` (just placed on its devices) copied by XLA into layout ``lay`` (``device_put`` with a Format)."""
+    from ftrans.core.array import laid_out
+    from ftrans.core.sharding import Mesh
+    from ftrans.lowering import spmd
+
+    aval = arr.aval
+    if type(arr) is ShardedArray and isinstance(arr.sharding, NamedSharding):
+        sharding = arr.sharding
+        return spmd.wrap_laid(spmd.relayout(arr._sharded, aval, sharding, None, lay), aval, sharding, lay)
+    dev = arr.device
+    devs = np.empty(1, dtype=object)
+    devs[0] = dev
+    sharding = NamedSharding(Mesh(devs, ("_device",)), PartitionSpec())
+
+    def one(buf: Any, src: Any, dst: Any) -> Any:  # through a one-device program, back to one device's buffer
+        return compat.shards_of(spmd.relayout(buf, aval, sharding, src, dst))[0][2]
+
+    buf = arr._buf if type(arr) is DeviceArray else compat.device_put(np.asarray(arr), dev)
+    new = one(buf, None, lay)
+    out = device_array(new, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+    out._commit = True
+    return laid_out(out, new, lay, lambda b: one(b, lay, None))
 
 
 def _check_format_target(fmt: Any, leaves: list) -> None:

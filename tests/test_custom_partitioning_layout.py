@@ -194,8 +194,56 @@ def test_formats_with_the_default_layout_stand_for_their_sharding():
         a + 1, flayout.Format(flayout.Layout((0, 1)), NamedSharding(fm, P("y")))))(fx)
     np.testing.assert_array_equal(np.asarray(got), x + 1)
     assert ftrans.device_put(x, jlayout.Format(jlayout.Layout((0, 1)), js)).sharding == fs  # JAX's Format too
-    with pytest.raises(NotImplementedError, match="not the default layout"):
-        ftrans.device_put(x, flayout.Format(flayout.Layout((1, 0)), fs))
+    fl = ftrans.device_put(x, flayout.Format(flayout.Layout((1, 0)), fs))  # another layout: XLA lays it out
+    jl = jax.device_put(x, jlayout.Format(jlayout.Layout((1, 0)), js))
+    assert fl.format.layout.major_to_minor == jl.format.layout.major_to_minor == (1, 0)
+    np.testing.assert_array_equal(np.asarray(fl), np.asarray(jl))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda a: a + 1)(fl)), x + 1)  # read in its layout
+
+
+def _m2m(fmt):
+    return tuple(fmt.layout.major_to_minor)
+
+
+def test_layouts_compiled_for_match_jax():
+    # Layout.AUTO lets XLA choose (a transpose's result comes back in the transposed layout), a concrete
+    # layout is compiled for, and the arrays carry the layouts they were computed in; values are jax's.
+    fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(ftrans.sharding.AxisType.Auto,) * 2,
+                          devices=ftrans.devices()[:4])
+    jm = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2, devices=jax.devices()[:4])
+    fs, js = NamedSharding(fm, P("x", "y")), jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec("x", "y"))
+    x = np.arange(128.0, dtype=np.float32).reshape(8, 16)
+    fa, ja = ftrans.device_put(x, fs), jax.device_put(x, js)
+    fc = ftrans.jit(lambda a: a.T, in_shardings=flayout.Format(), out_shardings=flayout.Format(
+        flayout.Layout.AUTO)).lower(fa).compile()
+    jc = jax.jit(lambda a: a.T, in_shardings=jlayout.Format(), out_shardings=jlayout.Format(
+        jlayout.Layout.AUTO)).lower(ja).compile()
+    assert _m2m(fc.output_formats) == _m2m(jc.output_formats) == (1, 0)
+    assert _m2m(fc.input_formats[0][0]) == _m2m(jc.input_formats[0][0])
+    fo, jo = fc(fa), jc(ja)
+    assert _m2m(fo.format) == _m2m(jo.format) and fo.format == fc.output_formats
+    np.testing.assert_array_equal(np.asarray(fo), np.asarray(jo))
+    np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda a: a * 2)(fo)), x.T * 2)  # default-layout reader
+    # a concrete layout for an argument: an uncommitted array is laid out so, a committed one must already be
+    one = ftrans.sharding.SingleDeviceSharding(ftrans.devices()[0])
+    f = ftrans.jit(lambda a: a + 1, in_shardings=flayout.Format(flayout.Layout((1, 0)), one))
+    np.testing.assert_array_equal(np.asarray(f(fjnp.asarray(x))), x + 1)
+    np.testing.assert_array_equal(np.asarray(f(x)), x + 1)
+    g = ftrans.jit(lambda a: a.T, in_shardings=flayout.Format(flayout.Layout((1, 0)), fs))
+    with pytest.raises(ValueError, match="Layout passed to jit does not match the layout on the respective arg"):
+        g(fa)
+    with pytest.raises(ValueError, match="does not accept device-local layouts directly"):
+        ftrans.jit(lambda a: a, in_shardings=flayout.Layout.AUTO).lower(x)
+
+
+def test_layout_donation_errors_match_jax():
+    for kw, which in [(dict(in_shardings=flayout.Format(flayout.Layout.AUTO)), "output"),
+                      (dict(out_shardings=flayout.Format(flayout.Layout.AUTO)), "input")]:
+        with pytest.raises(ValueError, match=f"Did you mean to set the .*{which} layout.*AUTO"):
+            ftrans.jit(lambda a: a * 2, donate_argnums=0, **kw)(fjnp.arange(8))
+        jkw = {k: jlayout.Format(jlayout.Layout.AUTO) for k in kw}
+        with pytest.raises(ValueError, match=f"Did you mean to set the .*{which} layout.*AUTO"):
+            jax.jit(lambda a: a * 2, donate_argnums=0, **jkw)(jax.numpy.arange(8))
 
 
 def _fmt(f):

@@ -79,6 +79,20 @@ class Array(ArrayMixin):
         return self._value.dtype
 
     @property
+    def __numpy_dtype__(self) -> np.dtype:
+        # NumPy's protocol for ``np.dtype(x)`` (NumPy 2.4): deprecated for arrays, with JAX's warning (to the
+        # user's code; ftrans's own calls of NumPy's dtype functions on arrays stay quiet)
+        import sys
+        import warnings
+
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("ftrans."):
+            return self.dtype
+        warnings.warn("Implicit conversion of an array to a dtype is deprecated; rather than dtype=arr use "
+                      "dtype=arr.dtype. In the future this will result in an error.", DeprecationWarning,
+                      stacklevel=2)
+        return self.dtype
+
+    @property
     def ndim(self) -> int:
         return self._value.ndim
 
@@ -357,10 +371,12 @@ class Array(ArrayMixin):
 
     @property
     def format(self) -> Any:
-        """The array's layout (always XLA's default: row-major, untiled) and sharding."""
+        """The array's layout (XLA's default, row-major and untiled, unless a program or ``device_put`` laid it
+        out otherwise: see ``laid_out``) and sharding."""
         from ftrans.core.layout import Format, default_layout
 
-        return Format(default_layout(len(self.shape)), self.sharding)
+        lay = self.__dict__.get("_laid_layout")
+        return Format(default_layout(len(self.shape)) if lay is None else lay, self.sharding)
 
 
 class _LazyHostArray(Array):
@@ -391,6 +407,12 @@ class _LazyHostArray(Array):
 
     def __getattr__(self, name: str) -> Any:
         if name != "_value":
+            if (name == "_buf" or name == "_sharded") and "_laid" in self.__dict__:
+                # laid out in another layout than the default: every other path gets a copy in the default one
+                d = self.__dict__
+                v = d["_to_default"](d["_laid"])
+                setattr(self, name, v)
+                return v
             # (reached also when a property raised AttributeError: keep its message for this one)
             raise AttributeError(_NO_CUDA_INTERFACE if name == "__cuda_array_interface__" else name)
         buf = self._device_buffer()
@@ -495,12 +517,23 @@ class DeviceArray(_LazyHostArray):
         return self
 
     def is_deleted(self) -> bool:
-        return self._buf.is_deleted()
+        d = self.__dict__
+        return (d["_laid"] if "_laid" in d else self._buf).is_deleted()
 
     def delete(self) -> None:
         global buffers_deleted
         buffers_deleted = True
-        self._buf.delete()
+        laid = self.__dict__.get("_laid")
+        if laid is not None:
+            laid.delete()
+            try:
+                copy = Array._buf.__get__(self)  # the default-layout copy, if one was made
+            except AttributeError:
+                copy = None
+            if copy is not None:
+                copy.delete()
+        else:
+            self._buf.delete()
         try:
             del self._value
         except AttributeError:
@@ -898,7 +931,8 @@ class ShardedArray(_LazyHostArray):
     def sharding(self) -> Any:
         from ftrans.core.sharding import from_runtime
 
-        return from_runtime(self._sharded.sharding)
+        d = self.__dict__
+        return from_runtime((d["_laid"] if "_laid" in d else self._sharded).sharding)
 
     @property
     def addressable_shards(self) -> list:
@@ -951,12 +985,23 @@ class ShardedArray(_LazyHostArray):
         return self
 
     def is_deleted(self) -> bool:
-        return self._sharded.is_deleted()
+        d = self.__dict__
+        return (d["_laid"] if "_laid" in d else self._sharded).is_deleted()
 
     def delete(self) -> None:
         global buffers_deleted
         buffers_deleted = True
-        self._sharded.delete()
+        laid = self.__dict__.get("_laid")
+        if laid is not None:
+            laid.delete()
+            try:
+                copy = ShardedArray._sharded.__get__(self)  # the default-layout copy, if one was made
+            except AttributeError:
+                copy = None
+            if copy is not None:
+                copy.delete()
+        else:
+            self._sharded.delete()
         try:
             del self._value
         except AttributeError:
@@ -1003,6 +1048,23 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
     out._aval = aval
     out.weak_type = aval.weak_type
     return out
+
+
+def laid_out(arr: _LazyHostArray, buf: Any, layout: Any, to_default: Any) -> _LazyHostArray:
+    """Make ``arr`` (a device Array just made on ``buf``) hold ``buf`` laid out in ``layout``, not XLA's default
+    (a program compiled for another layout made it, or ``device_put`` with a ``Format``): ``.format`` reports
+    it and a program compiled for it takes ``buf`` as it is; every other path reads the array's buffer slot,
+    which then holds a copy in the default layout, made on first use by ``to_default(buf)``."""
+    d = arr.__dict__
+    d["_laid"] = buf
+    d["_laid_layout"] = layout
+    d["_to_default"] = to_default
+    for slot in ("_sharded", "_buf"):
+        try:
+            delattr(arr, slot)
+        except AttributeError:
+            pass
+    return arr
 
 
 def _key_array_type() -> type:

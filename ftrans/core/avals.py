@@ -330,8 +330,9 @@ class ShapeDtypeStruct:
         self.vma = frozenset(vma) if vma else frozenset()
         self._layout = None
         if sharding is not None:
-            from ftrans.core.layout import Format, _AutoLayout
+            from ftrans.core.layout import Format, _AutoLayout, as_format
 
+            sharding = as_format(sharding)  # (JAX's Format as ftrans's)
             if isinstance(sharding, Format):  # a layout and a sharding, as JAX's
                 if isinstance(sharding.layout, _AutoLayout):
                     from ftrans.errors import FtransTypeError

@@ -14,7 +14,8 @@ from typing import Any
 from ftrans.core.sharding import Sharding, as_sharding
 from ftrans.errors import FtransTypeError, FtransValueError
 
-__all__ = ["Layout", "Format", "AutoLayout", "default_layout", "format_sharding"]
+__all__ = ["Layout", "Format", "AutoLayout", "default_layout", "format_sharding", "as_format", "as_layout",
+           "layout_attr", "requested_layout"]
 
 
 class _AutoLayout:
@@ -104,6 +105,7 @@ class Format:
         return hash((self.layout, self.sharding))
 
     def __eq__(self, other: Any) -> bool:
+        other = as_format(other)  # (JAX's Format compares as ftrans's)
         return isinstance(other, Format) and self.layout == other.layout and self.sharding == other.sharding
 
 
@@ -114,6 +116,53 @@ AutoLayout = _AutoLayout
 def default_layout(ndim: int) -> Layout:
     """The layout every ftrans array has: row-major, untiled (as JAX reports XLA's default on CPU)."""
     return Layout(tuple(range(ndim)), ())
+
+
+def as_layout(lay: Any) -> Any:
+    """ftrans's layout (a ``Layout``, ``Layout.AUTO`` or None) for JAX's (or a runtime buffer's) layout."""
+    if lay is None or isinstance(lay, (Layout, _AutoLayout)):
+        return lay
+    if hasattr(lay, "major_to_minor"):
+        return Layout(lay.major_to_minor, lay.tiling, getattr(lay, "sub_byte_element_size_in_bits", 0))
+    if type(lay).__name__ == "AutoLayoutSingleton":
+        return Layout.AUTO
+    return lay
+
+
+def as_format(x: Any) -> Any:
+    """ftrans's ``Format`` for JAX's (its layout as ftrans's); anything else as is."""
+    if isinstance(x, Format) or type(x).__name__ != "Format" or not hasattr(x, "layout"):
+        return x
+    lay = x.layout
+    if lay is not None and not hasattr(lay, "major_to_minor"):
+        lay = Layout.AUTO
+    return Format(as_layout(lay), x.sharding)
+
+
+def requested_layout(x: Any) -> Any:
+    """The layout a jit ``in_shardings``/``out_shardings`` entry asks for: ``Layout.AUTO``, a ``Layout`` other
+    than the default one, or None (the default: a plain sharding, a ``Format`` without a layout)."""
+    x = as_format(x)
+    if not isinstance(x, Format):
+        return None
+    lay = x.layout
+    if isinstance(lay, Layout) and lay.is_default:
+        return None
+    return lay
+
+
+def layout_attr(lay: Any, ndim: int) -> str | None:
+    """The ``mhlo.layout_mode`` a program's argument or result gets for ``lay`` (as JAX writes it: ``auto``, or
+    XLA's minor-to-major layout string); None for the default layout."""
+    if lay is None:
+        return None
+    if isinstance(lay, _AutoLayout):
+        return "auto"
+    lay.check_compatible_aval((0,) * ndim)
+    out = "{" + ",".join(str(d) for d in lay.major_to_minor[::-1])
+    if lay.tiling:
+        out += ":T" + "".join("(" + ",".join(str(t) for t in tile) + ")" for tile in lay.tiling)
+    return out + "}"
 
 
 def format_sharding(fmt: Format) -> Any:

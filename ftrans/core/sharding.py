@@ -21,6 +21,7 @@ import enum
 import functools
 import itertools
 import threading
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -139,6 +140,11 @@ def _check_ur(entries: tuple, unreduced: frozenset, reduced: frozenset) -> None:
                                        f"partitions: {entries} and reduced axes: {reduced}")
 
 
+_MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")  # the memory kinds JAX names
+
+_specs: dict = {}  # interned PartitionSpecs (without unreduced/reduced axes), by their canonical entries
+
+
 class PartitionSpec(tuple):
     """For each array dimension, the mesh axes it is split over (``None``: not split).
 
@@ -153,7 +159,17 @@ class PartitionSpec(tuple):
                               f"a class of your own instead of deriving {cls.__name__} from it)")
 
     def __new__(cls, *entries: Any, unreduced: Any = frozenset(), reduced: Any = frozenset()) -> PartitionSpec:
-        self = super().__new__(cls, tuple(_canon_entry(e) for e in entries))
+        canon = tuple(_canon_entry(e) for e in entries)
+        plain = not unreduced and not reduced and type(unreduced) is frozenset and type(reduced) is frozenset
+        if plain:  # as JAX's: equal specs made over again are one object
+            got = _specs.get(canon)
+            if got is not None:
+                return got
+        self = super().__new__(cls, canon)
+        if plain:
+            if len(_specs) < 4096:
+                _specs[canon] = self
+            return self
         if unreduced or reduced or type(unreduced) is not frozenset or type(reduced) is not frozenset:
             # JAX's unreduced/reduced axes: kept on the spec (compared, hashed, printed); a sharding made of such
             # a spec is refused where ftrans would lay a value out by it (see NamedSharding)
@@ -263,13 +279,46 @@ class PartitionSpec(tuple):
 P = PartitionSpec
 
 
+def _mesh_key(devices: Any, axis_names: Any, axis_types: Any) -> tuple | None:
+    """The key a Mesh of these arguments is interned under (as its ``_key``), or None where they are not plain
+    (the constructor then checks them)."""
+    try:
+        devs = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) else devices
+        names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if axis_types is None:
+            types = (AxisType.Auto,) * len(names)
+        elif isinstance(axis_types, AxisType):
+            types = (axis_types,) * len(names)
+        else:
+            types = tuple(axis_types)
+        if not all(isinstance(t, AxisType) for t in types) or devs.ndim != len(names):
+            return None
+        return (tuple(d.id for d in devs.flat) if devs.ndim else (), devs.shape, names, types)
+    except Exception:  # noqa: BLE001 - anything unusual goes to the constructor's checks
+        return None
+
+
+_meshes: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # interned meshes, by ``_key``
+
+
 class Mesh:
     """Devices laid out in a grid whose axes have names (``Mesh(devices_ndarray, ('x', 'y'))``).
 
     Usable as a context manager (``with mesh:``), which makes it the current mesh.
     """
 
+    def __new__(cls, devices: Any = None, axis_names: Any = (), axis_types: Any = None) -> Mesh:
+        # As JAX's: equal meshes made over again are one object (the first, while it lives)
+        key = _mesh_key(devices, axis_names, axis_types) if cls is Mesh and devices is not None else None
+        if key is not None:
+            m = _meshes.get(key)
+            if m is not None:
+                return m
+        return super().__new__(cls)
+
     def __init__(self, devices: Any, axis_names: Any, axis_types: Any = None):
+        if "_key" in self.__dict__:  # an existing mesh handed back by __new__
+            return
         devs = np.asarray(devices, dtype=object) if not isinstance(devices, np.ndarray) else devices
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
@@ -300,6 +349,8 @@ class Mesh:
         self._key = (tuple(ids), devs.shape, axis_names, axis_types)
         self._runtime: Any = None  # the runtime's mesh, made once by the lowering layer
         self._runtime_shardings: dict = {}  # spec -> the runtime's sharding over it (one object per layout)
+        if type(self) is Mesh:
+            _meshes[self._key] = self
 
     @property
     def shape(self) -> dict:
@@ -449,6 +500,13 @@ class Sharding:
 
     @memory_kind.setter
     def memory_kind(self, kind: str | None) -> None:
+        if isinstance(getattr(self, "mesh", None), AbstractMesh) and kind is not None:
+            # a layout over no devices places nothing: JAX's memory kinds are kept (as JAX's, checked by name)
+            if kind not in _MEMORY_KINDS:
+                raise FtransValueError(f"Got invalid memory kind: {kind}. Valid memory kinds are: "
+                                       f"{list(_MEMORY_KINDS)}")
+            self._memory_kind = kind
+            return
         if kind not in (None, "device"):  # stored and ignored would place the array silently elsewhere
             raise FtransNotImplementedError(f"{type(self).__name__}: memory_kind={kind!r}; ftrans places arrays "
                                             "in the device's default memory only (memory_kind='device')")
@@ -479,7 +537,11 @@ class Sharding:
     def is_equivalent_to(self, other: Any, ndim: int) -> bool:
         """Whether ``other`` puts the same blocks of any rank-``ndim`` array on the same devices."""
         other = as_sharding(other)
-        if not isinstance(other, Sharding) or self.device_set != other.device_set:
+        if not isinstance(other, Sharding):
+            return False
+        if self == other:  # (also over an abstract mesh, which has no devices to compare)
+            return True
+        if self.device_set != other.device_set:
             return False
         shape = (self.num_devices * other.num_devices,) * ndim  # divisible by every split
 

@@ -934,6 +934,25 @@ def reshard_buffer(buf: Any, sharding: Any) -> Any:
     return jax.device_put(buf, sharding)
 
 
+def _layout_triple(pjrt_layout: Any) -> tuple:
+    xla = pjrt_layout._xla_layout()
+    return (tuple(xla.minor_to_major())[::-1], tuple(tuple(t) for t in xla.tiling()), int(xla.element_size_in_bits()))
+
+
+def executable_layouts(executable: Any) -> tuple[list, list]:
+    """The layouts XLA compiled a program's arguments and results for: ``(major_to_minor, tiling, element size
+    in bits)`` each."""
+    return ([_layout_triple(lay) for lay in executable.get_parameter_layouts()],
+            [_layout_triple(lay) for lay in executable.get_output_layouts()])
+
+
+def buffer_layout(buf: Any) -> tuple:
+    """A device buffer's layout, as ``executable_layouts`` gives them."""
+    lay = buf.format.layout
+    return (tuple(lay.major_to_minor), tuple(tuple(t) for t in (lay.tiling or ())),
+            int(lay.sub_byte_element_size_in_bits))
+
+
 def output_hlo_shardings(executable: Any, n_out: int) -> list:
     """The HLO shardings XLA chose for a partitioned program's results (a program on one device reports
     none: each result is then whole, replicated)."""

@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, ShardedArray, sharded_array
+from ftrans.core.array import Array, ShardedArray, laid_out, sharded_array
 from ftrans.core.ir import ClosedJaxpr
+from ftrans.core.layout import Layout, layout_attr
 from ftrans.core.prims.random import physical_aval
 from ftrans.core.sharding import Mesh, NamedSharding, PartitionSpec
 from ftrans.lowering import compat, lower
@@ -36,9 +37,12 @@ __all__ = ["SpmdExecutable", "lower_spmd", "put"]
 
 
 def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
-               out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
+               out_shardings: Sequence[Any], donated: Sequence[bool] = (), in_layouts: Sequence[Any] = (),
+               out_layouts: Sequence[Any] = ()) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
-    result, replicated argument)."""
+    result, replicated argument).  ``in_layouts`` (constants first) / ``out_layouts``: the layout each asks
+    for (``Layout.AUTO``, a ``Layout``, None for the default), written as JAX writes them
+    (``mhlo.layout_mode``), which XLA compiles for."""
     from ftrans.lowering.rules.callbacks import check_no_ordered_effects
 
     check_no_ordered_effects(closed, mesh.size, f"jit({name})")
@@ -59,6 +63,11 @@ def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequenc
             res_attrs.append(f"sdy.sharding = {sharding_attr(m.mesh_symbol(s.mesh), s.spec, len(a.shape), s.mesh.axis_names)}")
         else:
             res_attrs.append("")
+    for attrs, lays, av in ((arg_attrs, in_layouts, avals), (res_attrs, out_layouts, closed.out_avals)):
+        for k, (lay, a) in enumerate(zip(lays, av)):
+            mode = layout_attr(lay, len(a.shape))
+            if mode is not None:
+                attrs[k] = (attrs[k] + ", " if attrs[k] else "") + f'mhlo.layout_mode = "{mode}"'
     m.alias_ok = _alias_ok(in_shardings, out_shardings)
     m.function(jaxpr, "main", public=True, donated_args=donated, arg_attrs=arg_attrs, result_attrs=res_attrs)
     return m.text()
@@ -156,7 +165,8 @@ class SpmdExecutable:
     """One partitioned program, its argument layouts and its results' shardings."""
 
     def __init__(self, closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
-                 out_shardings: Sequence[Any], donated: Sequence[bool] = (), options: tuple = ()):
+                 out_shardings: Sequence[Any], donated: Sequence[bool] = (), options: tuple = (),
+                 in_layouts: Sequence[Any] = (), out_layouts: Sequence[Any] = ()):
         self.name = name
         self.mesh = mesh
         self.devices = list(mesh.devices.flat)
@@ -169,11 +179,19 @@ class SpmdExecutable:
         # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
         self.in_avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
         self.out_avals = [physical_aval(a) for a in closed.out_avals]
-        self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
+        # Layouts asked for (jit's Formats): XLA compiles for them (AUTO: its choice), read back below
+        laid = any(lay is not None for lay in (*in_layouts, *out_layouts))
+        self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated,
+                               [None] * n_consts + list(in_layouts) if in_layouts else (), out_layouts)
         used = donations_used(closed, self.in_shardings, out_shardings, self.donated)
         self.donated_used = tuple(used[n_consts:]) if used else ()  # per argument: deleted after a call
         self._held = _compile(self.text, self.devices, options)  # keeps the shared cache's entry alive
         self.xla = self._held.xla
+        self.in_layouts = self.out_layouts = None  # the layouts compiled for, where any was asked for
+        if laid:
+            ins, outs = compat.executable_layouts(self.xla)
+            self.in_layouts = [Layout(*t) for t in ins]
+            self.out_layouts = [Layout(*t) for t in outs]
         self._rt_in = [compat.runtime_sharding(s, len(a.shape)) for s, a in zip(self.in_shardings, self.in_avals)]
         hlos = compat.output_hlo_shardings(self.xla, len(self.out_avals))
         compat.runtime_sharding(NamedSharding(mesh, PartitionSpec()), 0)  # makes the mesh's runtime twin
@@ -210,11 +228,58 @@ class SpmdExecutable:
 
     def buffers(self, args: Sequence[Any]) -> list:
         k = len(self.const_bufs)
-        return self.const_bufs + [put(x, s, r) for x, s, r in zip(args, self.in_shardings[k:], self._rt_in[k:])]
+        if self.in_layouts is None:
+            return self.const_bufs + [put(x, s, r) for x, s, r in zip(args, self.in_shardings[k:], self._rt_in[k:])]
+        out = list(self.const_bufs)
+        for x, s, r, lay, a in zip(args, self.in_shardings[k:], self._rt_in[k:], self.in_layouts[k:],
+                                   self.in_avals[k:]):
+            if lay.is_default:
+                out.append(put(x, s, r))
+                continue
+            d = x.__dict__ if isinstance(x, Array) else {}
+            if d.get("_laid_layout") == lay and (d["_laid"].sharding is r or d["_laid"].sharding == r):
+                out.append(d["_laid"])  # already laid out so
+            else:
+                out.append(relayout(put(x, s, r), a, s, None, lay))
+        return out
 
     def run(self, args: Sequence[Any]) -> list:
         outs = self._run(self.buffers(args))
-        return [sharded_array(b, a) for b, a in zip(outs, self.out_avals)]
+        if self.out_layouts is None:
+            return [sharded_array(b, a) for b, a in zip(outs, self.out_avals)]
+        return [wrap_laid(b, a, s, lay) for b, a, s, lay in zip(outs, self.out_avals, self.out_shardings,
+                                                                 self.out_layouts)]
 
     def compiled_text(self) -> str:
         return self.xla.hlo_modules()[0].to_string()
+
+
+def wrap_laid(buf: Any, aval: Any, sharding: Any, layout: Layout) -> ShardedArray:
+    """A program's result ``buf`` laid out in ``layout`` (XLA's choice or the one asked for) as an Array."""
+    out = sharded_array(buf, aval)
+    if layout.is_default:
+        return out
+    if not isinstance(sharding, NamedSharding):
+        sharding = out.sharding
+    return laid_out(out, buf, layout, lambda b: relayout(b, aval, sharding, layout, None))
+
+
+def relayout(buf: Any, aval: Any, sharding: NamedSharding, src: Any, dst: Any) -> Any:
+    """``buf`` (an array laid out as ``sharding``, in layout ``src``; None: the default) copied into layout
+    ``dst`` by XLA (a program taking and returning it, compiled for those layouts)."""
+    from ftrans.core.avals import ShapedArray
+    from ftrans.core.trace import stage
+
+    plain = ShapedArray(tuple(aval.shape), aval.dtype, False)
+    key = (plain, sharding, src, dst)
+    exe = _relayout_programs.get(key)
+    if exe is None:
+        closed, _ = stage(lambda v: [v], [plain], boundary=True)
+        exe = SpmdExecutable(closed, "relayout", sharding.mesh, [sharding], [sharding], in_layouts=[src],
+                             out_layouts=[dst])
+        if len(_relayout_programs) < 256:
+            _relayout_programs[key] = exe
+    return exe._run(list(exe.const_bufs) + [buf])[0]
+
+
+_relayout_programs: dict = {}  # (aval, sharding, source layout, target layout) -> the copying program

@@ -81,9 +81,18 @@ def counters(shape: tuple[int, ...]):
         return zero, zero
     # A symbolic size counts in one word, as for any size under 2**32 (which a symbolic one is taken to be).
     if isinstance(n, DimExpr) or n < 2**32:
-        lo = lax.iota(_U32, n)
-        if len(shape) != 1:
-            lo = lax.reshape(lo, shape)
+        if len(shape) == 1 or any(isinstance(d, DimExpr) for d in shape):
+            lo = lax.iota(_U32, n)
+            if len(shape) != 1:
+                lo = lax.reshape(lo, shape)
+        else:  # as JAX builds them: a sum of iotas along each axis times its stride, which XLA partitions
+            strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+            lo = None
+            for d, st in enumerate(strides):
+                term = lax.broadcasted_iota(_U32, shape, d)
+                if st != 1:
+                    term = lax.mul(term, lax.broadcast_in_dim(_u32(st), shape, ()))
+                lo = term if lo is None else lax.add(lo, term)
         hi = lax.broadcast_in_dim(_u32(0), shape, ())
         return hi, lo
     return _wide_counters(shape)

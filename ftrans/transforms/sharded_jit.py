@@ -20,7 +20,7 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
-from ftrans.core.layout import Format, Layout, default_layout
+from ftrans.core.layout import Format, Layout, as_format, default_layout, requested_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
     NamedSharding,
@@ -95,7 +95,9 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
     partitioned = False
     for what, tree in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
         for s in tree_util.tree_leaves(tree, is_leaf=lambda x: _is_sharding_leaf(x) or isinstance(x, PartitionSpec)):
-            s = as_sharding(s)
+            if requested_layout(s) is not None:  # a layout asked for: XLA compiles for it (a partitioned program)
+                partitioned = True
+            s = as_sharding(_strip(s))
             if s is None:
                 continue
             if isinstance(s, NamedSharding) and getattr(s.mesh, "empty", False):  # JAX's check and words
@@ -116,11 +118,23 @@ def placement(in_shardings: Any, out_shardings: Any) -> tuple[bool, Any]:
     return False, (devices.pop() if devices else None)
 
 
+def _strip(x: Any) -> Any:
+    """A jit ``in_shardings``/``out_shardings`` entry's sharding: a ``Format`` (ftrans's or JAX's) stands for its
+    sharding here; its layout is read by ``requested_layouts``."""
+    if type(x).__name__ == "Format" and hasattr(x, "layout") and hasattr(x, "sharding"):
+        return x.sharding
+    return x
+
+
 def _is_sharding_leaf(x: Any) -> bool:
-    return x is None or isinstance(as_sharding(x), Sharding)
+    return x is None or type(x).__name__ == "Format" or isinstance(as_sharding(x), Sharding)
 
 
 def _check_sharding(x: Any, what: str, fname: str) -> Any:
+    if type(x).__name__ in ("Layout", "_AutoLayout", "AutoLayoutSingleton") and hasattr(x, "__repr__"):
+        raise FtransValueError(
+            "`jax.jit` does not accept device-local layouts directly. Create a `Format` instance wrapping this "
+            f"device-local layout and pass that to `jit` instead. Got {x}")
     x = as_sharding(x)  # a runtime (jax) sharding: as ftrans's
     if x is None or isinstance(x, NamedSharding):
         return x
@@ -139,7 +153,7 @@ def _check_sharding(x: Any, what: str, fname: str) -> Any:
 def _bare_spec(x: Any) -> Any:
     from ftrans.core.sharding import PartitionSpec, get_mesh
 
-    x = as_sharding(x)  # JAX's spec or sharding: as ftrans's
+    x = as_sharding(_strip(x))  # JAX's spec or sharding: as ftrans's
     if isinstance(x, PartitionSpec):
         mesh = get_mesh()
         if mesh is not None:
@@ -147,18 +161,23 @@ def _bare_spec(x: Any) -> Any:
     return x
 
 
-def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_given: bool = False) -> list:
+def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_given: bool = False,
+                    layouts: bool = False) -> list:
     """Broadcast a sharding tree prefix to ``tree``'s ``n`` leaves (``as_given``: each entry as the user
     gave it, for ``eval_shape``; else normalised for partitioning: a single-device sharding is None)."""
     from ftrans.core.sharding import PartitionSpec
 
     def norm(s: Any) -> Any:
+        if layouts:  # the layout each leaf asks for (see requested_layouts)
+            return requested_layout(s)
         checked = _check_sharding(_bare_spec(s), what, fname)
+        if as_given:
+            s = as_format(s)
         if as_given and isinstance(s, Format) and isinstance(s.layout, Layout):  # the layout asked for, too
             return Format(s.layout, as_sharding(_bare_spec(s.sharding)))
         return as_sharding(_bare_spec(s)) if as_given else checked
 
-    if spec is None or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
+    if spec is None or type(spec).__name__ == "Format" or isinstance(as_sharding(spec), (Sharding, PartitionSpec)):
         return [norm(spec)] * n
     try:
         nested = tree_util.tree_map(
@@ -178,6 +197,83 @@ def _flatten_prefix(spec: Any, tree: Any, n: int, what: str, fname: str, as_give
     for group in tree_util.tree_leaves(nested, is_leaf=lambda x: type(x) is _Group):
         out.extend(norm(s) for s in group)
     return out
+
+
+def _has_format(spec: Any) -> bool:
+    return spec is not None and any(type(s).__name__ == "Format" for s in tree_util.tree_leaves(
+        spec, is_leaf=lambda x: type(x).__name__ in ("Format", "PartitionSpec") or _is_sharding_leaf(x)))
+
+
+def requested_layouts(owner: Any, args: tuple, leaves: list, out_tree: Any) -> tuple:
+    """The layouts a sharded call asks XLA for: per argument leaf and per result, ``Layout.AUTO``, a ``Layout``
+    other than the default, or None (JAX's ``in_shardings``/``out_shardings`` Formats; a ShapeDtypeStruct
+    argument's own layout); ``((), ())`` when none is asked for."""
+    fname = owner.__name__
+    ins: list = [None] * len(leaves)
+    spec = owner._in_shardings
+    if _has_format(spec):
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        flat: list = []
+        if isinstance(spec, tuple) and type(spec).__name__ != "PartitionSpec" and len(spec) == len(args):
+            for s, a in zip(spec, args):
+                flat += _flatten_prefix(s, a, len(tree_util.tree_leaves(a)), "in_shardings", fname, layouts=True)
+        else:
+            flat = _flatten_prefix(spec, args, len(tree_util.tree_leaves(args)), "in_shardings", fname,
+                                   layouts=True)
+        ins[:len(flat)] = flat[:len(ins)]
+    for k, x in enumerate(leaves):
+        if ins[k] is None and type(x) is ShapeDtypeStruct and x._layout is not None and not x._layout.is_default:
+            ins[k] = x._layout
+    outs: list = [None] * out_tree.num_leaves
+    if _has_format(owner._out_shardings):
+        dummy = tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+        outs = _flatten_prefix(owner._out_shardings, dummy, out_tree.num_leaves, "out_shardings", fname,
+                               layouts=True)
+    if all(lay is None for lay in (*ins, *outs)):
+        return (), ()
+    return ins, outs
+
+
+def check_layout_donation(in_avals: list, out_avals: list, donate: tuple, ins: tuple, outs: tuple,
+                          in_sh: list) -> None:
+    """JAX's errors for a donated argument whose layout is AUTO and the result it would be given to not, or
+    the reverse (pairing each donated argument with the first result of its type, as JAX does; an argument
+    laid out over a mesh is aliased by its sharding before, as in JAX, so never reaches the check)."""
+    if not (ins and outs and any(donate)):
+        return
+    from ftrans.core.layout import _AutoLayout
+
+    free = list(range(len(out_avals)))
+    for i, (a, d) in enumerate(zip(in_avals, donate)):
+        if not d or isinstance(in_sh[i], NamedSharding):
+            continue
+        k = next((k for k in free if out_avals[k].shape == a.shape and out_avals[k].dtype == a.dtype), None)
+        if k is None:
+            continue
+        free.remove(k)
+        auto_in, auto_out = isinstance(ins[i], _AutoLayout), isinstance(outs[k], _AutoLayout)
+        if auto_in != auto_out:
+            which = "output" if auto_in else "input"
+            raise FtransValueError(
+                f"Input layout being donated was {ins[i]} while output layout was {outs[k]}. Did you mean to set "
+                f"the **{which} layout** to **Layout.AUTO**?\nThis will allow for the input and output layout to "
+                "be chosen by XLA and not the layout of the " + ("output" if auto_in else "input") +
+                " which might not be optimal.")
+
+
+def check_arg_layouts(fname: str, leaves: list, avals: list, ins: tuple) -> None:
+    """A committed array argument laid out otherwise than the concrete layout jit's ``in_shardings`` gives for
+    it: JAX's ValueError (jit does not lay a committed argument out anew)."""
+    for x, lay, a in zip(leaves, ins, avals):
+        if not isinstance(lay, Layout) or not isinstance(x, (ShardedArray, DeviceArray)) or not x._committed:
+            continue
+        own = x.format.layout
+        if own != lay:
+            raise FtransValueError(
+                f"Layout passed to jit does not match the layout on the respective arg. Got jit layout: {lay},\n"
+                f"arg layout: {own} for arg type: {a.str_short() if hasattr(a, 'str_short') else a}. "
+                f"(jit({fname}); device_put the argument with that Format first)")
 
 
 class _Group(list):
@@ -373,6 +469,25 @@ def _mesh_of(fname: str, shardings: list, jaxpr: Any = None) -> Any:
     return mesh
 
 
+def _single_mesh(owner: Any, leaves: list) -> Any:
+    """A mesh of the one device a program with layouts but no mesh runs on: the device its shardings name, else
+    a committed argument's, else the default one."""
+    import numpy as np
+
+    from ftrans.core.sharding import Mesh
+
+    dev = getattr(owner, "_sharding_device", None)
+    if dev is None:
+        dev = next((x.device for x in leaves if type(x) is DeviceArray and x._committed), None)
+    if dev is None:
+        from ftrans.devices import default_device
+
+        dev = default_device()
+    devs = np.empty(1, dtype=object)
+    devs[0] = dev
+    return Mesh(devs, ("_device",))
+
+
 def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, leaves: list,
              avals: list, in_tree: Any, statics: tuple | None = None) -> tuple:
     fname = owner.__name__
@@ -408,7 +523,12 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
     _check_devices(fname, _layouts(owner, full_args, full_kwargs, leaves, avals, in_sh, from_args, out_sh,
                                    const_sh, closed))
-    mesh = _mesh_of(fname, in_sh + out_sh + const_sh, closed.jaxpr)
+    try:
+        mesh = _mesh_of(fname, in_sh + out_sh + const_sh, closed.jaxpr)
+    except FtransValueError:
+        if not (_has_format(owner._in_shardings) or _has_format(owner._out_shardings)):
+            raise
+        mesh = _single_mesh(owner, leaves)  # layouts asked for on one device: a one-device program
     dev = getattr(owner, "_device", None)
     if dev is not None and [d.id for d in mesh.devices.flat] != [dev.id]:  # jit(device=...): one device only
         raise FtransValueError(
@@ -434,7 +554,11 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
 
             exe, donate = Interpreted(closed), ()
         else:
-            exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options)
+            lay_in, lay_out = requested_layouts(owner, args, leaves, out_tree)
+            check_layout_donation(avals, closed.out_avals, donate, lay_in, lay_out, in_sh)
+            exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
+                                 lay_in, lay_out)
+            exe.requested_in = lay_in
         entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(d.id for d in mesh.devices.flat))
         owner.misses += 1
     else:
@@ -443,6 +567,8 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
     for k, x in enumerate(leaves):
         if type(x) is DeviceArray and x._committed and (len(mesh_ids) != 1 or x._sig[3] != mesh_ids[0]):
             _committed_elsewhere(owner, full_args, full_kwargs, k, x, avals[k], mesh_ids)
+    if getattr(exe, "requested_in", None):
+        check_arg_layouts(owner.__name__, leaves, avals, exe.requested_in)
     outs = exe.run(leaves)
     if any(donate):
         for x, d in zip(leaves, getattr(exe, "donated_used", donate)):
@@ -451,7 +577,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
                     x.delete()
                 except Exception:  # a host value has nothing to delete
                     pass
-    if type(exe) is SpmdExecutable and _trace.eager_everywhere:
+    if type(exe) is SpmdExecutable and _trace.eager_everywhere and exe.in_layouts is None:
         _remember_fast(owner, in_tree, statics, leaves, exe, out_tree, donate, outs)
     return tree_util.tree_unflatten(out_tree, outs)
 
@@ -552,7 +678,7 @@ class ShardedLowered(LoweredText):
     _names: Any = None  # the arguments' names as written (for errors)
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
-                 donate: tuple, in_tree: Any = None):
+                 donate: tuple, in_tree: Any = None, lay_in: Any = (), lay_out: Any = ()):
         from ftrans.lowering.spmd import lower_spmd
 
         self._owner = owner
@@ -560,13 +686,15 @@ class ShardedLowered(LoweredText):
         self._closed = closed
         self.out_tree = out_tree
         self._args = (mesh, in_sh, out_sh, donate)
+        self._layouts = (lay_in, lay_out)
         n = len(closed.jaxpr.constvars)
         from ftrans.core.sharding import PartitionSpec
 
         ins = [NamedSharding(mesh, PartitionSpec())] * n + [
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
-                                (False,) * n + tuple(donate) if any(donate) else ())
+                                (False,) * n + tuple(donate) if any(donate) else (),
+                                [None] * n + list(lay_in) if lay_in else (), lay_out)
 
     @property
     def in_tree(self) -> Any:
@@ -580,7 +708,7 @@ class ShardedLowered(LoweredText):
 
         mesh, in_sh, out_sh, donate = self._args
         exe = SpmdExecutable(self._closed, self._owner.__name__, mesh, in_sh, out_sh, donate,
-                             self._owner._compiler_options)
+                             self._owner._compiler_options, *self._layouts)
         unread = set()
         if not self._owner._keep_unused:
             jaxpr = self._closed.jaxpr
@@ -686,16 +814,19 @@ class ShardedCompiled(Compiled):
         ``keep_unused`` is False), as JAX's."""
         k = len(self._exe.const_bufs)
         avals = self._exe.in_avals[k:]
-        flat = [Format(None, None) if i in self._unread else Format(default_layout(len(a.shape)), s)
-                for i, (a, s) in enumerate(zip(avals, self._exe.in_shardings[k:]))]
+        lays = self._exe.in_layouts[k:] if self._exe.in_layouts is not None else [None] * len(avals)
+        flat = [Format(None, None) if i in self._unread else
+                Format(default_layout(len(a.shape)) if lay is None else lay, s)
+                for i, (a, s, lay) in enumerate(zip(avals, self._exe.in_shardings[k:], lays))]
         return flat if self._in_tree is None else tree_util.tree_unflatten(self._in_tree, flat)
 
     @property
     def output_formats(self) -> Any:
         """The outputs' ``Format``s (default layout and compiled sharding) in their pytree, as JAX's."""
+        lays = self._exe.out_layouts if self._exe.out_layouts is not None else [None] * len(self._exe.out_avals)
         return tree_util.tree_unflatten(self._out_tree, [
-            Format(default_layout(len(a.shape)), from_runtime(s))
-            for a, s in zip(self._exe.out_avals, self._exe.out_shardings)])
+            Format(default_layout(len(a.shape)) if lay is None else lay, from_runtime(s))
+            for a, s, lay in zip(self._exe.out_avals, self._exe.out_shardings, lays)])
 
     @property
     def output_shardings(self) -> Any:
@@ -713,7 +844,9 @@ def lower_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_
                   avals: list, in_tree: Any) -> ShardedLowered:
     closed, out_tree, mesh, in_sh, out_sh, donate = _prepare(owner, args, kwargs, full_args, full_kwargs, leaves,
                                                               avals, in_tree)
-    out = ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree)
+    lay_in, lay_out = requested_layouts(owner, args, leaves, out_tree)
+    check_layout_donation(avals, closed.out_avals, donate, lay_in, lay_out, in_sh)
+    out = ShardedLowered(owner, closed, out_tree, mesh, in_sh, out_sh, donate, in_tree, lay_in, lay_out)
     from ftrans.transforms.jit import _leaf_names
 
     try:

@@ -67,6 +67,7 @@ class ConstantFolding(Pass):
         rw = Rewriter(jaxpr)
         known = dict(known)
         grouped = {id(a) for e in jaxpr.eqns if e.primitive.name in _GROUPING for a in e.invars}
+        generated: set[int] = set()  # the values kept as the equations that generate them (see ``cheap``)
 
         def value(a: Any) -> Any:
             if isinstance(a, Literal):
@@ -84,7 +85,12 @@ class ConstantFolding(Pass):
                            for v in eqn.outvars)):
                 rw.emit(eqn)
                 continue
-            cheap = prim in _GENERATORS and all(isinstance(a, Literal) for a in invars)
+            # A generator of literals, or what is computed from generated values only (a reshape or a sum of
+            # iotas: the counters of a random-bits program): XLA makes it on the device, laid out as the program
+            # needs it; a captured constant would be a whole (replicated) argument of the program.
+            cheap = ((prim in _GENERATORS and all(isinstance(a, Literal) for a in invars))
+                     or (bool(generated) and any(id(a) in generated for a in invars)
+                         and all(isinstance(a, Literal) or id(a) in generated for a in invars)))
             try:
                 outs = prim.impl(*vals, **eqn.params)
             except Exception:  # noqa: BLE001 - a rule that cannot run here is simply not folded
@@ -110,6 +116,7 @@ class ConstantFolding(Pass):
             if emitted:
                 rw.emit(eqn)
                 if cheap:
+                    generated.update(id(v) for v in eqn.outvars)
                     continue  # an iota or a broadcast of a literal is already the cheapest form
             ctx.record(eqn, f"folded `{prim.name}` of constants into "
                             f"{'a literal' if not emitted and outs[0].ndim == 0 else 'a constant'}")
