@@ -279,7 +279,7 @@ def _cast(tree: Any, mesh: Mesh) -> Any:
 
                 return device_put(x, NamedSharding(mesh, sh.spec))
             return x
-        sh = x.aval.sharding
+        sh = x.aval.typed_sharding
         if sh is None or sh.mesh == mesh:
             return x
         return sharding_constraint_p.bind(x, sharding=NamedSharding(mesh, sh.spec))
