@@ -273,7 +273,6 @@ def default_sharding(ndim: int) -> Any:
     ...))``): over the abstract mesh in context, else a partitioned ``jit``'s arguments' mesh while it traces,
     else the empty abstract mesh.  One object per (rank, mesh)."""
     from ftrans.core.sharding import default_type_sharding
-
     from ftrans.sharding import get_abstract_mesh
 
     mesh = get_abstract_mesh()

@@ -869,8 +869,8 @@ class _SetMesh:
     """``set_mesh(mesh)``: installs ``mesh`` as the current mesh; as a context manager, restores the previous."""
 
     def __init__(self, mesh: Mesh | None):
-        if _is_runtime_mesh(mesh) and not tuple(mesh.axis_names):  # JAX's empty concrete mesh: no mesh
-            mesh = None
+        if (_is_runtime_mesh(mesh) or isinstance(mesh, Mesh)) and not tuple(mesh.axis_names):
+            mesh = None  # the empty mesh (``get_mesh()`` with none set; JAX's empty concrete mesh): no mesh
         mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
@@ -879,12 +879,22 @@ class _SetMesh:
                                    "may have; give its axes Auto or Explicit types")
         self.prev = _global_mesh[0]
         _global_mesh[0] = mesh
+        _mesh_changed()
 
     def __enter__(self) -> Mesh | None:
         return _global_mesh[0]
 
     def __exit__(self, *exc: Any) -> None:
         _global_mesh[0] = self.prev
+        _mesh_changed()
+
+
+def _mesh_changed() -> None:
+    from ftrans.core import trace
+
+    on = _global_mesh[0] is not None
+    if on != (trace.context_mesh_place is not None):
+        trace.set_context_mesh(on)
 
 
 def set_mesh(mesh: Mesh | None) -> _SetMesh:
