@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import sharding as _core_sharding
 from ftrans.core.sharding import (
     AbstractDevice,
     AbstractMesh,
@@ -117,6 +118,9 @@ def get_abstract_mesh() -> Any:
         return s[-1][0]
     mesh = _current_mesh()
     return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+
+_core_sharding.current_abstract_mesh = get_abstract_mesh
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:

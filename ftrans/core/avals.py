@@ -272,14 +272,16 @@ def default_sharding(ndim: int) -> Any:
     """The type sharding of an untyped value of rank ``ndim`` (JAX's ``NamedSharding(abstract mesh, P(None,
     ...))``): over the abstract mesh in context, else a partitioned ``jit``'s arguments' mesh while it traces,
     else the empty abstract mesh.  One object per (rank, mesh)."""
-    from ftrans.core.sharding import default_type_sharding
-    from ftrans.sharding import get_abstract_mesh
+    from ftrans.core import sharding as _sh
 
-    mesh = get_abstract_mesh()
+    find = _sh.current_abstract_mesh  # (``ftrans.sharding.get_abstract_mesh``: it knows shard_map bodies)
+    if find is not None:
+        mesh = find()
+    else:
+        cur = _sh.get_mesh()
+        mesh = cur.abstract_mesh if cur is not None else _sh.AbstractMesh((), ())
     if mesh.empty:
-        from ftrans.core.sharding import args_meshes
-
-        s = args_meshes()
+        s = _sh.args_meshes()
         if s and s[-1] is not None:
             mesh = s[-1].abstract_mesh
     key = (ndim, mesh)
@@ -287,7 +289,7 @@ def default_sharding(ndim: int) -> Any:
     if out is None:
         if len(_default_shardings) > 1024:
             _default_shardings.clear()
-        out = _default_shardings[key] = default_type_sharding(mesh, ndim)
+        out = _default_shardings[key] = _sh.default_type_sharding(mesh, ndim)
     return out
 
 

@@ -811,6 +811,10 @@ def get_mesh() -> Mesh | None:
 
 _abstract_local = threading.local()
 
+# ``() -> AbstractMesh``: the abstract mesh in context (``ftrans.sharding.get_abstract_mesh``, which knows
+# ``shard_map`` bodies), installed when ``ftrans.sharding`` is imported.
+current_abstract_mesh: Any = None
+
 
 def abstract_stack() -> list:
     """The meshes of the ``use_abstract_mesh`` blocks entered (innermost last)."""
