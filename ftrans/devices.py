@@ -562,34 +562,6 @@ def _eager_device_put(xs: list, *, devices: tuple, srcs: tuple, copy_semantics: 
 set_eager_rule(_eager_device_put)
 
 
-def _place_on_context_mesh(out: Any) -> Any:
-    """Results computed under ``set_mesh(mesh)``: each uncommitted array laid out over ``mesh``, replicated
-    (JAX's ``NamedSharding(mesh, P(None, ...))``), as JAX's eager operations and jitted calls are under a mesh
-    context; committed, sharded and non-array results as they are."""
-    from ftrans.core.sharding import _global_mesh
-
-    mesh = _global_mesh[0]
-    if mesh is None:
-        return out
-
-    def one(x: Any) -> Any:
-        t = type(x)
-        if (t is Array or t is DeviceArray) and not x._committed:
-            return _put_sharded_leaf(x, NamedSharding(mesh, PartitionSpec(*(None,) * x.ndim)), False, True)
-        return x
-
-    t = type(out)
-    if t is Array or t is DeviceArray:
-        return one(out)
-    if t is list or t is tuple:
-        return t(one(x) for x in out)
-    return tree_util.tree_map(one, out)
-
-
-_trace.mesh_placer = _place_on_context_mesh
-_trace.mesh_exempt.add(device_put_p)
-
-
 def _keep_sharded(x: ShardedArray, buf: Any, donate: bool, may_alias: bool) -> Any:
     """``x`` placed as it already is (``buf`` is its own buffer): ``x`` itself where it may alias (as JAX
     returns the same object), else a fresh copy (and ``x`` deleted where donated)."""

@@ -148,48 +148,6 @@ def test_typed_values_keep_their_sharding_type():
     assert seen == [(True, ("x", "y")), (False, (None,))]
 
 
-def _layout(x) -> tuple:
-    sh = x.sharding
-    if hasattr(sh, "spec"):
-        spec = list(sh.spec)
-        while spec and spec[-1] is None:  # (P() and P(None, None) are one layout: JAX gives either)
-            spec.pop()
-        return ("named", tuple(sh.mesh.axis_names), tuple(t.name for t in sh.mesh.axis_types), tuple(spec))
-    return ("single", tuple(sorted(d.id for d in sh.device_set)))
-
-
-@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
-def test_results_under_set_mesh_are_laid_out_over_it_as_jax(axis_type):
-    """Under ``set_mesh``, eager results, creation functions and jitted calls of uncommitted values give arrays
-    replicated over the mesh (``NamedSharding(mesh, P(None, ...))``); ``device_put`` with no target stays on
-    one device; outside the block, single-device arrays again."""
-    fm = ftrans.make_mesh((2,), ("x",), axis_types=(getattr(AxisType, axis_type),))
-    jm = jax.make_mesh((2,), ("x",), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
-
-    def run(lib, jnp, mesh):
-        out = []
-        with lib.set_mesh(mesh):
-            a = jnp.ones((4, 2))
-            out.append(a)
-            out.append(jnp.zeros(3))
-            out.append(np.ones((4, 2), np.float32) + a)
-            out.append(jnp.sin(a) * 2)
-            out.append(lib.jit(lambda x: x * 2)(np.arange(4.0, dtype=np.float32)))
-            out.append(lib.device_put(np.ones(3, np.float32)))
-            out.append(lib.typeof(jnp.zeros(8)))
-        out.append(jnp.ones(3))
-        out.append(lib.jit(lambda x: x + 1)(np.ones(2, np.float32)))
-        return out
-
-    got, want = run(ftrans, fjnp, fm), run(jax, jjnp, jm)
-    typ_f, typ_j = got.pop(6), want.pop(6)
-    assert [_layout(x) for x in got] == [_layout(x) for x in want]
-    assert repr(typ_f.sharding) == repr(typ_j.sharding)
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
-    assert _layout(got[0]) == ("named", ("x",), (axis_type,), ())
-
-
 def test_get_mesh_is_the_empty_mesh_outside_set_mesh():
     fm = ftrans.make_mesh((2,), ("x",))
     assert ftrans.sharding.get_mesh().empty and ftrans.sharding.get_mesh() == jax.sharding.get_mesh()

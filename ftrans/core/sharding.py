@@ -883,22 +883,12 @@ class _SetMesh:
                                    "may have; give its axes Auto or Explicit types")
         self.prev = _global_mesh[0]
         _global_mesh[0] = mesh
-        _mesh_changed()
 
     def __enter__(self) -> Mesh | None:
         return _global_mesh[0]
 
     def __exit__(self, *exc: Any) -> None:
         _global_mesh[0] = self.prev
-        _mesh_changed()
-
-
-def _mesh_changed() -> None:
-    from ftrans.core import trace
-
-    on = _global_mesh[0] is not None
-    if on != (trace.context_mesh_place is not None):
-        trace.set_context_mesh(on)
 
 
 def set_mesh(mesh: Mesh | None) -> _SetMesh:

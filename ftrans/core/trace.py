@@ -160,8 +160,7 @@ def _count_active(delta: int) -> None:
     global active_anywhere, eager_everywhere
     with _active_lock:
         active_anywhere += delta
-        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped
-                                                        or context_mesh_place is not None)
+        eager_everywhere = not active_anywhere and not (_debug_nans or _debug_infs or _numpy_checks or _scoped)
 
 
 def is_eager() -> bool:
@@ -175,8 +174,7 @@ def can_shortcut() -> bool:
     Like ``is_eager``, but false while a debug check (``debug_nans``/``debug_infs``)
     must see every primitive.
     """
-    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs or _numpy_checks
-                                                         or context_mesh_place is not None))
+    return eager_everywhere or (state.eval_only and not (_debug_nans or _debug_infs or _numpy_checks))
 
 
 @contextlib.contextmanager
@@ -570,35 +568,6 @@ _error_checks = False
 _scoped = False
 
 
-# ``fn(out) -> out``: eager results (and uncommitted jit results) laid out over the mesh ``set_mesh`` installed,
-# replicated, as JAX's computations under ``set_mesh`` are.  Installed by the runtime (``ftrans.devices``);
-# ``context_mesh_place`` is it while a mesh is set, else None (the fast paths step aside meanwhile).
-mesh_placer: Any = None
-context_mesh_place: Any = None
-# Primitives whose eager results keep the placement they chose (``device_put`` without a sharding stays on one
-# device, as JAX's).
-mesh_exempt: set = set()
-
-
-def set_context_mesh(on: bool) -> None:
-    """``set_mesh`` installed a mesh (``on``) or removed it."""
-    global context_mesh_place
-    context_mesh_place = mesh_placer if on else None
-    _rebuild_eager()
-    _count_active(0)
-
-
-def _with_mesh(inner: Any) -> Any:
-    def apply(prim: Primitive, args, params: dict) -> Any:
-        out = inner(prim, args, params)
-        place = context_mesh_place
-        if place is None or prim in mesh_exempt:
-            return out
-        return place(out)
-
-    return apply
-
-
 def set_device_backend(fn: Any) -> None:
     """Install (or with None remove) the eager backend for operands that live on an accelerator."""
     global _device_backend
@@ -726,8 +695,6 @@ def _rebuild_eager() -> None:
         fn = _with_device(fn)
     if _debug_nans or _debug_infs:
         fn = _with_checks(fn)
-    if context_mesh_place is not None:
-        fn = _with_mesh(fn)
     eager_apply = fn
 
 

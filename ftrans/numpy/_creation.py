@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.keys import is_user_edtype
@@ -277,10 +276,7 @@ def _placed(fn: Any) -> Any:
             from ftrans.lax._sharding import with_out_sharding
 
             return with_out_sharding(fn.__name__, sharding, lambda: out)
-        if device is None:
-            place = _trace.context_mesh_place
-            return out if place is None else place(out)  # under set_mesh: over its mesh, as JAX's
-        return _place(out, device)
+        return out if device is None else _place(out, device)
 
     return wrapper
 

@@ -1157,10 +1157,6 @@ class JitWrapped:
             from ftrans.transforms import refs
 
             return refs.jit_call(self, args, kwargs, self._call_plain)
-        place = _trace.context_mesh_place
-        if place is not None and self._device is None and self._backend is None:
-            # under ``set_mesh``: uncommitted results are laid out over its mesh, as JAX's
-            return place(self._call_plain(args, kwargs))
         return self._call_plain(args, kwargs)
 
     def _call_plain(self, args: tuple, kwargs: dict) -> Any:
