@@ -143,7 +143,7 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
             known = known.primal
         sharding = getattr(known, "sharding", None) if isinstance(known, Array) else None
         if sharding is None:
-            sharding = getattr(getattr(leaf, "aval", None), "sharding", None)
+            sharding = getattr(getattr(leaf, "aval", None), "typed_sharding", None)
         if sharding is None and isinstance(leaf, Tracer):
             from ftrans.transforms.jit import input_layout
 

@@ -618,7 +618,7 @@ def _put_sharded_leaf(leaf: Any, sharding: NamedSharding, donate: bool = False, 
 
     if isinstance(leaf, Array):
         aval = leaf.aval
-        if aval.sharding is not None:  # its type is the new layout's (sharded_array types it), not the old one's
+        if aval.typed_sharding is not None:  # its type is the new layout's (sharded_array types it), not the old one's
             aval = ShapedArray(aval.shape, aval.dtype, aval.weak_type)
     else:
         _check_operand(leaf)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import sharding as _core_sharding
 from ftrans.core.sharding import (
     AbstractDevice,
     AbstractMesh,
@@ -27,12 +28,14 @@ from ftrans.core.sharding import (
     SingleDeviceSharding,
     as_mesh,
     foreign_axis_type,
-    get_mesh,
     set_mesh,
     use_mesh,
 )
 from ftrans.core.sharding import (
     abstract_stack as _abstract_stack,
+)
+from ftrans.core.sharding import (
+    get_mesh as _current_mesh,
 )
 from ftrans.errors import FtransTypeError, FtransValueError
 
@@ -86,6 +89,20 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types:
     return Mesh(arr.reshape(shape), names, tuple(axis_types))
 
 
+_EMPTY_MESH: list = []
+
+
+def get_mesh() -> Mesh:
+    """JAX's ``jax.sharding.get_mesh``: the mesh of the innermost ``use_mesh`` / ``with mesh:``, else the one
+    ``set_mesh`` installed, else the empty mesh (``.empty`` is True; ``set_mesh`` of it sets none)."""
+    mesh = _current_mesh()
+    if mesh is not None:
+        return mesh
+    if not _EMPTY_MESH:
+        _EMPTY_MESH.append(Mesh(np.empty((), dtype=object), ()))
+    return _EMPTY_MESH[0]
+
+
 def get_abstract_mesh() -> Any:
     """The innermost ``use_abstract_mesh`` mesh, else the current mesh's abstract mesh, else an empty
     AbstractMesh (``.empty`` is True), as in JAX; inside a shard_map body, the body's mesh."""
@@ -99,8 +116,11 @@ def get_abstract_mesh() -> Any:
         return body
     if s:
         return s[-1][0]
-    mesh = get_mesh()
+    mesh = _current_mesh()
     return mesh.abstract_mesh if mesh is not None else AbstractMesh((), ())
+
+
+_core_sharding.current_abstract_mesh = get_abstract_mesh
 
 
 def reshard(xs: Any, out_shardings: Any) -> Any:
@@ -239,7 +259,7 @@ def _mesh_of(shardings: Any) -> Any:
 
 def _retyped(what: str, axes: Any, axis_type: AxisType, shardings: Any = None) -> Mesh | None:
     """The context mesh (or the shardings' one) with ``axes`` (default: all) given ``axis_type``."""
-    cur, given = get_mesh(), _mesh_of(shardings)
+    cur, given = _current_mesh(), _mesh_of(shardings)
     if cur is not None and given is not None and cur != given:
         raise FtransValueError(f"Context mesh {cur} must match the mesh passed to shardings {given}. Recommended "
                                "approach is to use `ftrans.set_mesh` context manager.")
@@ -279,7 +299,7 @@ def _cast(tree: Any, mesh: Mesh) -> Any:
 
                 return device_put(x, NamedSharding(mesh, sh.spec))
             return x
-        sh = x.aval.sharding
+        sh = x.aval.typed_sharding
         if sh is None or sh.mesh == mesh:
             return x
         return sharding_constraint_p.bind(x, sharding=NamedSharding(mesh, sh.spec))
@@ -328,10 +348,10 @@ def explicit_axes(f: Callable | None = None, /, *, axes: Any = None, in_sharding
             target = kwargs.pop("in_sharding")
         else:
             target = in_sharding
-        if get_mesh() is None:
+        if _current_mesh() is None:
             raise FtransValueError("Context mesh cannot be empty. Please use `ftrans.set_mesh` API to enter into a "
                                    "mesh context when using `explicit_axes` API.")
-        outer = get_mesh()
+        outer = _current_mesh()
         mesh = _retyped("explicit_axes", axes, AxisType.Explicit)
         with use_mesh(mesh):
             args = reshard(args, target)  # typed over the axes made Explicit

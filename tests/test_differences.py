@@ -497,14 +497,28 @@ def test_shard_map_partial_auto_untyped_over_auto_axes_and_own_params():
     am = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(Auto, Auto))
     g = ftrans.shard_map(lambda a: a * 2, mesh=am, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
     assert 'manual_axes={"x"}' in ftrans.jit(g).lower(x).as_text()  # (as JAX's)
-    assert ftrans.make_jaxpr(g)(x).jaxpr.eqns[0].params["jaxpr"].in_avals[0].sharding \
-        is None  # no type over an all-Auto mesh (JAX's shows the Manual/Auto mesh)
+    body_aval = ftrans.make_jaxpr(g)(x).jaxpr.eqns[0].params["jaxpr"].in_avals[0]
+    assert body_aval.typed_sharding is None  # no type over an all-Auto mesh
+    assert body_aval.sharding.mesh.empty  # read later: the mesh in context (JAX's keeps the Manual/Auto mesh)
     eqn = ftrans.make_jaxpr(g)(x).jaxpr.eqns[0]
     assert eqn.params["in_specs"] == (P("x"),) and eqn.params["newly_manual_axes"] == {"x"}
     assert "in_names" in eqn.params
     jeqn = jax.make_jaxpr(jax.shard_map(lambda a: a * 2, mesh=jax.make_mesh((2, 2), ("x", "y"), axis_types=(
         jax.sharding.AxisType.Auto,) * 2), in_specs=jax.P("x"), out_specs=jax.P("x"), axis_names={"x"}))(x).eqns[0]
     assert "newly_manual_axes" in jeqn.params and "in_names" not in jeqn.params
+
+
+@pytest.mark.skipif(jax.local_device_count() < 2, reason="needs 2 host devices (tests/conftest.py)")
+def test_untyped_aval_sharding_is_over_the_mesh_in_context_when_read():
+    fm, jm = ftrans.make_mesh((2,), ("x",)), jax.make_mesh((2,), ("x",))
+    with ftrans.set_mesh(fm):
+        faval = ftrans.make_jaxpr(lambda a: a * 2)(X).jaxpr.outvars[0].aval
+        assert faval.sharding.mesh == fm.abstract_mesh  # read inside: the mesh in context, as JAX's
+    with jax.set_mesh(jm):
+        javal = jax.make_jaxpr(lambda a: a * 2)(X).jaxpr.outvars[0].aval
+    assert tuple(faval.sharding.spec) == tuple(javal.sharding.spec) == (None,)
+    assert faval.sharding.mesh.empty  # read outside: the empty mesh
+    assert javal.sharding.mesh == jm.abstract_mesh  # JAX's: the mesh when the value was made
 
 
 @pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")

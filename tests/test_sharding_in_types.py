@@ -120,7 +120,7 @@ def test_typeof_of_arrays_and_the_aval_string(meshes):
     ja = jax.device_put(X, JNamedSharding(jauto, jax.P("x")))
     assert repr(ftrans.typeof(fa).sharding) == repr(jax.typeof(ja).sharding)
     assert repr(ftrans.typeof(fx).sharding) == repr(jax.typeof(jx).sharding)
-    assert fa.aval.sharding is None  # the IR's value stays untyped
+    assert fa.aval.typed_sharding is None  # the IR's value stays untyped
 
 
 @pytest.mark.parametrize("specs, fragment", [
@@ -205,7 +205,7 @@ def test_unsupported_primitives_leave_values_untyped(meshes):
 
     def f(a):
         b = ftrans.pure_callback(np.sin, ftrans.ShapeDtypeStruct(a.shape, a.dtype), a)
-        seen.append(b.aval.sharding)
+        seen.append(b.aval.typed_sharding)
         return b + a
 
     ftrans.jit(f).trace(fx)

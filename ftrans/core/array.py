@@ -1040,7 +1040,7 @@ def sharded_array(buf: Any, aval: ShapedArray) -> ShardedArray:
         hook()
     out = object.__new__(ShardedArray)
     out._sharded = buf
-    if aval.sharding is None:  # laid out over Explicit mesh axes: its aval has the sharding type
+    if aval.typed_sharding is None:  # laid out over Explicit mesh axes: its aval has the sharding type
         from ftrans.core.sharding import from_runtime
         from ftrans.core.sharding_rules import typed_aval
 

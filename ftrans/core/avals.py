@@ -28,8 +28,16 @@ class ShapedArray(AbstractValue):
 
     __slots__ = ("shape", "dtype", "weak_type", "_hash")
     # The value's layout type over a mesh with Explicit axes (a NamedSharding), or None: not typed
-    # (single device, Auto axes: XLA's partitioner chooses). Only ``ShardedAval`` sets it.
-    sharding: Any = None
+    # (single device, Auto axes: XLA's partitioner chooses). Only ``ShardedAval`` sets it; ftrans's own
+    # code asks this (``sharding`` is what a user reads: JAX's type sharding, never None).
+    typed_sharding: Any = None
+
+    @property
+    def sharding(self) -> Any:
+        """JAX's ``aval.sharding``: the sharding type, or for an untyped value each dimension unsplit over the
+        abstract mesh in context (the empty one outside any), as JAX's types always carry one."""
+        ts = self.typed_sharding
+        return ts if ts is not None else default_sharding(len(self.shape))
     # Inside a ``shard_map`` body: the manual mesh axes the value may differ along (JAX's varying manual
     # axes). Only ``VaryingAval`` sets it; like ``sharding`` it is not part of equality.
     vma: frozenset = frozenset()
@@ -205,11 +213,15 @@ class ShardedAval(ShapedArray):
     (core/sharding_rules.py) set the sharding of their results themselves.
     """
 
-    __slots__ = ("sharding",)
+    __slots__ = ("typed_sharding",)
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, weak_type: bool, sharding: Any):
         ShapedArray.__init__(self, shape, dtype, weak_type)
-        self.sharding = sharding
+        self.typed_sharding = sharding
+
+    @property
+    def sharding(self) -> Any:
+        return self.typed_sharding
 
     def str_short(self, short_dtypes: bool = True) -> str:
         short = (dtypes.SHORT_NAMES.get(self.dtype) if short_dtypes else None) or self.dtype.name
@@ -250,7 +262,7 @@ class VaryingShardedAval(ShardedAval):
     __slots__ = ("vma",)
 
     def __init__(self, aval: ShardedAval, vma: frozenset):
-        ShardedAval.__init__(self, aval.shape, aval.dtype, aval.weak_type, aval.sharding)
+        ShardedAval.__init__(self, aval.shape, aval.dtype, aval.weak_type, aval.typed_sharding)
         self.vma = frozenset(vma)
 
     def str_short(self, *args: Any, **kwargs: Any) -> str:
@@ -271,6 +283,34 @@ class ShownAval(ShapedArray):
     @property  # type: ignore[override]
     def sharding(self) -> Any:
         return self._shown
+
+
+_default_shardings: dict = {}
+
+
+def default_sharding(ndim: int) -> Any:
+    """The type sharding of an untyped value of rank ``ndim`` (JAX's ``NamedSharding(abstract mesh, P(None,
+    ...))``): over the abstract mesh in context, else a partitioned ``jit``'s arguments' mesh while it traces,
+    else the empty abstract mesh.  One object per (rank, mesh)."""
+    from ftrans.core import sharding as _sh
+
+    find = _sh.current_abstract_mesh  # (``ftrans.sharding.get_abstract_mesh``: it knows shard_map bodies)
+    if find is not None:
+        mesh = find()
+    else:
+        cur = _sh.get_mesh()
+        mesh = cur.abstract_mesh if cur is not None else _sh.AbstractMesh((), ())
+    if mesh.empty:
+        s = _sh.args_meshes()
+        if s and s[-1] is not None:
+            mesh = s[-1].abstract_mesh
+    key = (ndim, mesh)
+    out = _default_shardings.get(key)
+    if out is None:
+        if len(_default_shardings) > 1024:
+            _default_shardings.clear()
+        out = _default_shardings[key] = _sh.default_type_sharding(mesh, ndim)
+    return out
 
 
 def type_str(shape: tuple[int, ...], dtype: np.dtype) -> str:
@@ -422,7 +462,7 @@ class ShapeDtypeStruct:
             return cls(x.shape, x.dtype)
         a = aval_of(x)
         # As JAX's: a committed array's sharding (an uncommitted one has none); a traced value's sharding type
-        sharding = getattr(a, "sharding", None)
+        sharding = getattr(a, "typed_sharding", None)
         if sharding is None and getattr(x, "_committed", False) is True:
             sharding = x.sharding
         if sharding is None:

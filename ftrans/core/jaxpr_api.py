@@ -327,7 +327,7 @@ def eval_jaxpr(jaxpr: Jaxpr | ClosedJaxpr, consts: Sequence[Any], *args: Any) ->
     try:
         for eqn in jaxpr.eqns:
             st.source_override = in_current_names(eqn.source_info) or prev
-            if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.sharding is not None:
+            if eqn.primitive in _sharding_rules.typed_by_api and eqn.outvars[0].aval.typed_sharding is not None:
                 with _sharding_rules.as_recorded(eqn.outvars[0].aval):  # the type its out_sharding gave
                     outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
             elif _axis_env.frames and eqn.primitive.higher_order and to_axis_owner is not None:

@@ -61,6 +61,7 @@ class AbstractRef:
     ndim = property(lambda self: self.inner_aval.ndim)
     size = property(lambda self: self.inner_aval.size)
     sharding = property(lambda self: self.inner_aval.sharding, doc="The sharding of the array the ref holds.")
+    typed_sharding = property(lambda self: self.inner_aval.typed_sharding)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AbstractRef) and self.inner_aval == other.inner_aval

@@ -762,6 +762,33 @@ class TypeSharding(NamedSharding):
         return f"NamedSharding(mesh={self.mesh.abstract_mesh!r}, spec={self.spec!r})"
 
 
+class DefaultTypeSharding(TypeSharding):
+    """The type sharding of an untyped value under a mesh (JAX's ``NamedSharding(abstract mesh, P(None, ...))``):
+    ``mesh`` is the abstract mesh; it equals a NamedSharding of that spec over any mesh of those axes (ftrans's
+    shardings hold the concrete mesh in context for an abstract one), and lays values out over the mesh in
+    context where a sharding is taken."""
+
+    def __eq__(self, other: Any) -> bool:
+        other = as_sharding(other)
+        if not isinstance(other, NamedSharding):
+            return False
+        om = other.mesh
+        return (om if isinstance(om, AbstractMesh) else om.abstract_mesh) == self.mesh and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash((self.mesh, self.spec))
+
+
+def default_type_sharding(mesh: AbstractMesh, ndim: int) -> Any:
+    """The type sharding of an untyped value of rank ``ndim`` over ``mesh`` (an AbstractMesh)."""
+    spec = PartitionSpec(*(None,) * ndim)
+    if mesh.empty:
+        return MeshlessType(spec)
+    out = DefaultTypeSharding.__new__(DefaultTypeSharding)
+    out.mesh, out.spec, out.memory_kind = mesh, spec, None
+    return out
+
+
 class MeshlessType:
     """``typeof(x).sharding`` of a value on no mesh (one device, no mesh in context): JAX's type sharding over
     the empty abstract mesh, each dimension unsplit.  Given where a sharding is taken it stands for its spec
@@ -846,6 +873,10 @@ def get_mesh() -> Mesh | None:
 
 _abstract_local = threading.local()
 
+# ``() -> AbstractMesh``: the abstract mesh in context (``ftrans.sharding.get_abstract_mesh``, which knows
+# ``shard_map`` bodies), installed when ``ftrans.sharding`` is imported.
+current_abstract_mesh: Any = None
+
 
 def abstract_stack() -> list:
     """The meshes of the ``use_abstract_mesh`` blocks entered (innermost last)."""
@@ -904,8 +935,8 @@ class _SetMesh:
     """``set_mesh(mesh)``: installs ``mesh`` as the current mesh; as a context manager, restores the previous."""
 
     def __init__(self, mesh: Mesh | None):
-        if _is_runtime_mesh(mesh) and not tuple(mesh.axis_names):  # JAX's empty concrete mesh: no mesh
-            mesh = None
+        if (_is_runtime_mesh(mesh) or isinstance(mesh, Mesh)) and not tuple(mesh.axis_names):
+            mesh = None  # the empty mesh (``get_mesh()`` with none set; JAX's empty concrete mesh): no mesh
         mesh = as_mesh(mesh)
         if mesh is not None and not isinstance(mesh, Mesh):
             raise FtransTypeError(f"set_mesh: expected a Mesh, got {type(mesh).__name__}")
@@ -1202,6 +1233,8 @@ class AbstractMesh:
         return (self.axis_sizes, self.axis_names, self.axis_types, self.abstract_device)
 
     def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, AbstractMesh):
+            other = as_mesh(other) if type(other).__name__ == "AbstractMesh" else other  # JAX's: ftrans's twin
         return isinstance(other, AbstractMesh) and self._key() == other._key()
 
     def __hash__(self) -> int:

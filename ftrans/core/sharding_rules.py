@@ -66,7 +66,7 @@ def typed(aval: ShapedArray, mesh: Any, spec: Sequence) -> ShardedAval:
 
 def ur(aval: ShapedArray) -> tuple:
     """An aval's unreduced and reduced mesh axes (JAX's ``getu``/``getr``): empty sets for an untyped one."""
-    sh = aval.sharding
+    sh = aval.typed_sharding
     if sh is None:  # (inside a shard_map body: the value's manual unreduced/reduced axes, ``aval.mat``)
         return getattr(aval, "unreduced", _NONE), getattr(aval, "reduced", _NONE)
     return sh.spec.unreduced, sh.spec.reduced
@@ -105,7 +105,7 @@ def array_aval(x: Any) -> ShapedArray:
 
 def spec_of(aval: ShapedArray) -> tuple:
     """An aval's spec entries (all None for an untyped one: replicated as far as the rules are concerned)."""
-    sh = aval.sharding
+    sh = aval.typed_sharding
     return tuple(sh.spec) if sh is not None else (None,) * len(aval.shape)
 
 
@@ -169,7 +169,7 @@ typed_by_api: set = set()
 
 
 def as_recorded(aval: ShapedArray) -> Any:
-    spec = aval.sharding.spec
+    spec = aval.typed_sharding.spec
     return out_sharding_override(aval.shape, spec if spec.unreduced or spec.reduced else tuple(spec))
 
 
@@ -194,7 +194,7 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
     """The abstract value(s) ``out`` of ``prim`` applied to ``avals``, typed by the primitive's sharding rule."""
     mesh = None
     for a in avals:
-        sh = a.sharding
+        sh = a.typed_sharding
         if sh is not None:
             if mesh is None:
                 mesh = sh.mesh
@@ -220,7 +220,7 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
         return [_plain(o) for o in out] if prim.multiple_results else _plain(out)
     if res is None:
         return out
-    if any(a.sharding is not None and (a.sharding.spec.unreduced or a.sharding.spec.reduced) for a in avals) \
+    if any(a.typed_sharding is not None and (a.typed_sharding.spec.unreduced or a.typed_sharding.spec.reduced) for a in avals) \
             or _res_has_ur(res, prim.multiple_results):
         res = _apply_ur(prim, mesh, avals, res, params)
     if prim.multiple_results:
@@ -273,7 +273,7 @@ def nary_reduced(mesh: Any, *avals: ShapedArray) -> frozenset:
         return frozenset()
     (red,) = reduced_specs
     for a in avals:
-        if a.sharding is None or not a.shape:  # an untyped operand or a scalar (JAX reshards those to it)
+        if a.typed_sharding is None or not a.shape:  # an untyped operand or a scalar (JAX reshards those to it)
             continue
         u, r = ur(a)
         split = _flat_axes(spec_of(a))
@@ -420,7 +420,7 @@ def _ur_all_alike(what: str) -> Any:
 
 
 def _ur_select(name: str, mesh: Any, out_spec: Any, which: ShapedArray, *cases: ShapedArray, **params: Any) -> tuple:
-    typed_cases = [c for c in cases if c.sharding is not None]
+    typed_cases = [c for c in cases if c.typed_sharding is not None]
     return ur(typed_cases[0]) if typed_cases else (frozenset(), frozenset())
 
 
@@ -432,7 +432,7 @@ def _ur_dynamic_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, *rest
 
 def _ur_dynamic_update_slice(name: str, mesh: Any, out_spec: Any, x: ShapedArray, update: ShapedArray,
                              *rest: Any, **params: Any) -> tuple:
-    if x.sharding is None:  # an untyped buffer (zeros ftrans's transforms stack slices into) takes the slices'
+    if x.typed_sharding is None:  # an untyped buffer (zeros ftrans's transforms stack slices into) takes the slices'
         return ur(update)
     for k, kind in ((0, "unreduced"), (1, "reduced")):
         if ur(x)[k] != ur(update)[k]:
@@ -490,7 +490,7 @@ def _apply_ur(prim: Any, mesh: Any, avals: Sequence[ShapedArray], res: Any, para
 
 
 def _plain(a: ShapedArray) -> ShapedArray:
-    return ShapedArray(a.shape, a.dtype, a.weak_type) if a.sharding is not None else a
+    return ShapedArray(a.shape, a.dtype, a.weak_type) if a.typed_sharding is not None else a
 
 
 def _make(out: ShapedArray, res: Any) -> ShapedArray:
@@ -518,8 +518,8 @@ def elementwise(name: str) -> Any:
 
     def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
         if name == "select_n":  # the cases must agree exactly (JAX's rule; the predicate is not checked)
-            cases = [a for a in avals[1:] if a.sharding is not None]
-            if any(c.sharding.spec != cases[0].sharding.spec for c in cases[1:]):
+            cases = [a for a in avals[1:] if a.typed_sharding is not None]
+            if any(c.typed_sharding.spec != cases[0].typed_sharding.spec for c in cases[1:]):
                 shown = ", ".join(_short(a) for a in avals[1:])
                 raise ShardingTypeError(f"select cases must have the same shardings, got [{shown}]; reshard the "
                                         "cases to one layout")
@@ -788,11 +788,11 @@ def dot_general(mesh: Any, out: Any, lhs: ShapedArray, rhs: ShapedArray, *, dime
 def sort(mesh: Any, out: Any, *avals: ShapedArray, dimension: int, **params: Any) -> Any:
     """``sort``: every typed operand unsplit along the sorted dimension, all laid out alike; the results are
     laid out as the operands (an untyped operand, such as ``argsort``'s iota, follows the typed ones)."""
-    typed_specs = [spec_of(a) for a in avals if a.sharding is not None]
+    typed_specs = [spec_of(a) for a in avals if a.typed_sharding is not None]
     for a in avals:
-        if a.sharding is not None and spec_of(a)[dimension] is not None:
+        if a.typed_sharding is not None and spec_of(a)[dimension] is not None:
             raise ShardingTypeError(f"Arguments to sort must be unsharded over the sorting dimension. Got arg "
-                                    f"sharding={TypeSharding.of(a.sharding)!r} and sorting dimension={dimension}")
+                                    f"sharding={TypeSharding.of(a.typed_sharding)!r} and sorting dimension={dimension}")
     for sp in typed_specs[1:]:
         if sp != typed_specs[0]:
             raise ShardingTypeError("Arguments to sort must have equal shardings, got: "
@@ -823,23 +823,23 @@ def bitcast_convert_type(mesh: Any, out: Any, x: ShapedArray, *, new_dtype: Any)
 def without_dim(aval: ShapedArray, dim: int, sliced: ShapedArray) -> ShapedArray:
     """``sliced`` (``aval`` less dimension ``dim``: a scan's slice, a vmapped example) with ``aval``'s type
     less that dimension's entry; untyped when ``aval`` is."""
-    if aval.sharding is None:
+    if aval.typed_sharding is None:
         return sliced
     spec = spec_of(aval)
-    return typed(sliced, aval.sharding.mesh, with_ur(spec[:dim] + spec[dim + 1:], *ur(aval)))
+    return typed(sliced, aval.typed_sharding.mesh, with_ur(spec[:dim] + spec[dim + 1:], *ur(aval)))
 
 
 def stacked(aval: ShapedArray, length: int) -> ShapedArray:
     """``aval`` with a leading (stacking) dimension of ``length`` in front: a scan's stacked value of a
     per-step ``aval``, that dimension unsplit; untyped when ``aval`` is (``without_dim``'s inverse)."""
     out = ShapedArray((length,) + tuple(aval.shape), aval.dtype, aval.weak_type)
-    if aval.sharding is None:
+    if aval.typed_sharding is None:
         return out
-    return typed(out, aval.sharding.mesh, with_ur((None, *spec_of(aval)), *ur(aval)))
+    return typed(out, aval.typed_sharding.mesh, with_ur((None, *spec_of(aval)), *ur(aval)))
 
 
 def _body_types(avals: Sequence[ShapedArray]) -> list:
-    return [(a.sharding.mesh, a.sharding.spec) if a.sharding is not None else None for a in avals]
+    return [(a.typed_sharding.mesh, a.typed_sharding.spec) if a.typed_sharding is not None else None for a in avals]
 
 
 def cond(mesh: Any, out: Any, index: ShapedArray, *ops: ShapedArray, branches: Any) -> Any:
@@ -1052,11 +1052,11 @@ def windowed(name: str) -> Any:
     def rule(mesh: Any, out: Any, *avals: ShapedArray, **params: Any) -> Any:
         if isinstance(out, (list, tuple)):
             n = len(out)
-            specs = {spec_of(a) for a in avals[:n] if a.sharding is not None}
+            specs = {spec_of(a) for a in avals[:n] if a.typed_sharding is not None}
             if len(specs) > 1:
                 raise ShardingTypeError(f"{name}: all operands must be laid out alike, got "
                                         f"{', '.join(_short(a) for a in avals[:n])}")
-            typed = next((a for a in avals[:n] if a.sharding is not None), avals[0])
+            typed = next((a for a in avals[:n] if a.typed_sharding is not None), avals[0])
             return [(mesh, _varying_shape(name, typed, o.shape, mesh)) for o in out]
         return mesh, _varying_shape(name, avals[0], out.shape, mesh)
 

@@ -1154,7 +1154,7 @@ class DynamicJaxprTrace(Trace):
         v = Var(aval)
         builder = self.main.payload
         builder.invars.append(v)
-        if aval.sharding is not None:
+        if aval.typed_sharding is not None:
             builder.typed = True
         return StagingTracer(self, aval, v)
 
@@ -1170,7 +1170,7 @@ class DynamicJaxprTrace(Trace):
         if type(val) is _ShardedArray and val._aval.shape:  # captured over Explicit axes: its type, read
             # with no host copy (an unreduced array's partial sums have none)
             aval = _sharding_rules.typed_aval(ShapedArray(val.shape, val.dtype, val.weak_type), val.sharding)
-            if aval.sharding is not None:
+            if aval.typed_sharding is not None:
                 builder.typed = True
                 v = Var(aval)
                 t = StagingTracer(self, aval, v)
@@ -1207,7 +1207,7 @@ class DynamicJaxprTrace(Trace):
             return StagingTracer(self, aval, Literal(arr[()], aval))
         if type(val) is not Array and type(val) is _ShardedArray:  # captured over Explicit axes: its type
             aval = _sharding_rules.typed_aval(aval, val.sharding)
-            if aval.sharding is not None:
+            if aval.typed_sharding is not None:
                 builder.typed = True
         # Host values only: a device-resident (maybe committed) array keeps its own constant and placement.
         key = (arr.shape, arr.dtype.str, weak, arr.tobytes()) if (
@@ -1235,7 +1235,7 @@ class DynamicJaxprTrace(Trace):
             return t
         v = Var(tracer.aval)
         t = StagingTracer(self, tracer.aval, v)
-        if tracer.aval.sharding is not None:
+        if tracer.aval.typed_sharding is not None:
             builder.typed = True
         builder.const_tracers[id(tracer)] = t
         builder.const_vals.append((v, tracer))
@@ -1255,8 +1255,8 @@ class DynamicJaxprTrace(Trace):
         if builder.typed or prim.sets_sharding:
             out = _sharding_rules.propagate(prim, avals, out, params)
             if not builder.typed:
-                builder.typed = any(o.sharding is not None for o in out) if prim.multiple_results else (
-                    out.sharding is not None)
+                builder.typed = any(o.typed_sharding is not None for o in out) if prim.multiple_results else (
+                    out.typed_sharding is not None)
         hook = state.vma_hook
         if hook is not None:
             out = hook(prim, avals, out, params)

@@ -271,7 +271,7 @@ def _carry_mismatch(name: str, what_out: str, paths: list[str], init_avals: list
 
 def _layouts_differ(a: Any, b: Any) -> bool:
     """Two sharding types that lay a value out differently (JAX's types differ); False when either is untyped."""
-    sa, sb = getattr(a, "sharding", None), getattr(b, "sharding", None)
+    sa, sb = getattr(a, "typed_sharding", None), getattr(b, "typed_sharding", None)
     if sa is None or sb is None:
         return False
     return sa.mesh != sb.mesh or tuple(sa.spec) != tuple(sb.spec)

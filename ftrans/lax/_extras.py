@@ -96,7 +96,7 @@ def like_sharding(x: Any, fill_shape: tuple, weak: bool, same_shape: bool) -> An
     traced ``x``'s sharding type when no shape is given; a committed array's (or a ``ShapeDtypeStruct``'s
     concrete) sharding when the result is not weakly typed and has ``x``'s shape or ``x`` is replicated."""
     if isinstance(x, _trace.Tracer):
-        return getattr(x.aval, "sharding", None) if same_shape else None
+        return getattr(x.aval, "typed_sharding", None) if same_shape else None
     if isinstance(x, ShapeDtypeStruct):
         sh = x.sharding
         concrete = sh is not None and not isinstance(getattr(sh, "mesh", None), AbstractMesh)

@@ -137,7 +137,7 @@ def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
     (``aval``'s) instead of moving it (``reshard`` moves it)."""
     from ftrans.core.sharding import AxisType
 
-    sh = getattr(aval, "sharding", None)
+    sh = getattr(aval, "typed_sharding", None)
     if sh is None or not s.mesh.axis_types or any(t != AxisType.Explicit for t in s.mesh.axis_types):
         return
     n = len(aval.shape)
@@ -212,7 +212,7 @@ def with_out_sharding(what: str, out_sharding: Any, compute: Any, operands: Any 
 
 
 def _has_type(out: Any, s: NamedSharding) -> bool:
-    sh = getattr(getattr(out, "aval", None), "sharding", None)
+    sh = getattr(getattr(out, "aval", None), "typed_sharding", None)
     if not isinstance(out, Tracer) or sh is None or sh.mesh != s.mesh:
         return False
     n = len(out.aval.shape)
@@ -241,7 +241,7 @@ def _check_unreduced_result(out: Any, spec: PartitionSpec) -> None:
     from ftrans.errors import ShardingTypeError
 
     for leaf in tree_util.tree_leaves(out):
-        sh = getattr(getattr(leaf, "aval", None), "sharding", None)
+        sh = getattr(getattr(leaf, "aval", None), "typed_sharding", None)
         if isinstance(leaf, Tracer) and (sh is None or sh.spec.unreduced != spec.unreduced):
             raise ShardingTypeError(
                 f"out_sharding's unreduced axes should be equal to the contracting specs. Got unreduced axes="

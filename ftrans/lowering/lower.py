@@ -431,7 +431,7 @@ class ModuleLowering:
 
     def _typed(self, fn: mt.FuncEmitter, ssa: str, aval: Any) -> str:
         """A result with a sharding type (Explicit mesh axes) constrained to it, so XLA lays it out so."""
-        sh = aval.sharding
+        sh = aval.typed_sharding
         if sh is None:
             return ssa
         from ftrans.lowering.sdy import sharding_attr

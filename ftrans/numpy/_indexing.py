@@ -821,10 +821,10 @@ def _typed_updates(xp: Any, indices: Any, yp: Any, dn: Any) -> Any:
     from ftrans.core.sharding_rules import array_aval, overriding, spec_of
 
     xa = array_aval(xp)
-    if xa.sharding is None:
+    if xa.typed_sharding is None:
         return yp
     ya = array_aval(yp)
-    if ya.sharding is not None:
+    if ya.typed_sharding is not None:
         return yp
     ospec, ispec = spec_of(xa), spec_of(array_aval(indices))
     owindow = [d for d in range(len(xa.shape)) if d not in dn.collapsed_slice_dims]

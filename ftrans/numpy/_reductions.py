@@ -553,7 +553,7 @@ def _cumulative(name: str, prim: Primitive, a: Any, axis: Any, dtype: Any, out: 
     x = _operand(name, a)
     shape = tuple(shape_of(x))
     if axis is None or not shape:
-        sh = getattr(getattr(x, "aval", None), "sharding", None)
+        sh = getattr(getattr(x, "aval", None), "typed_sharding", None)
         if sh is not None and builtins.any(e is not None for e in sh.spec):
             from ftrans.errors import ShardingTypeError
 

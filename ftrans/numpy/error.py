@@ -192,7 +192,7 @@ def _reduce_per_device(pred: Any, ref: Any) -> Any:
     if isinstance(pred, _trace.Tracer) or mesh is None:
         from ftrans.core.trace import aval_of
 
-        s = getattr(aval_of(pred), "sharding", None)
+        s = getattr(aval_of(pred), "typed_sharding", None)
         mesh, spec = getattr(s, "mesh", mesh), getattr(s, "spec", spec)
     types = tuple(getattr(mesh, "axis_types", ()) or ())
     code_types = tuple(getattr(code_mesh, "axis_types", ()) or ())

@@ -95,7 +95,7 @@ def _draw_auto(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
     auto = Mesh(mesh.devices, mesh.axis_names, tuple(AxisType.Auto if t == AxisType.Explicit else t for t in types))
 
     def cast(x: Any) -> Any:
-        sh = x.aval.sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
+        sh = x.aval.typed_sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
             else None
         if not isinstance(sh, NamedSharding) or sh.mesh == auto or sh.mesh.axis_names != auto.axis_names \
                 or sh.mesh.devices.shape != auto.devices.shape or not (sh.mesh.devices == auto.devices).all():

@@ -131,7 +131,7 @@ def instantiate(t: Any) -> Any:
     """Turn a symbolic ``Zero`` into actual zeros; other tangents pass through."""
     if type(t) is Zero:
         z = zeros_like_aval(t.aval)
-        sh = t.aval.sharding
+        sh = t.aval.typed_sharding
         if sh is not None and (sh.spec.unreduced or sh.spec.reduced):  # typed zeros (JAX's unreduced/reduced)
             from ftrans.core.prims.sharding import sharding_constraint_p
 

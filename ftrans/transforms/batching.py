@@ -159,11 +159,11 @@ class BatchTracer(Tracer):
         if self.bdim is not_mapped:
             return a
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
-        sh = a.sharding if a.sharding is not None else _explicit_type(self.val)
+        sh = a.typed_sharding if a.typed_sharding is not None else _explicit_type(self.val)
         if sh is not None:  # a value with a sharding type: each example's type drops the mapped dimension's entry
             from ftrans.core.sharding_rules import spec_of, typed
 
-            spec = spec_of(a) if a.sharding is not None else tuple(sh.spec)
+            spec = spec_of(a) if a.typed_sharding is not None else tuple(sh.spec)
             return typed(ShapedArray(shape, a.dtype, a.weak_type), sh.mesh, spec[:self.bdim] + spec[self.bdim + 1:])
         if type(a) is VaryingAval:  # inside a shard_map body: each example varies as the batch does
             return VaryingAval(ShapedArray(shape, a.dtype, a.weak_type), a.vma)
@@ -184,7 +184,7 @@ def _mapped_axis_spec(ops: list, dims: list) -> tuple | None:
     for x, d in zip(ops, dims):
         if d is not_mapped:
             continue
-        sh = aval_of(x).sharding if isinstance(x, Tracer) else _explicit_type(x)
+        sh = aval_of(x).typed_sharding if isinstance(x, Tracer) else _explicit_type(x)
         e = tuple(sh.spec)[d] if sh is not None and d < len(sh.spec) else None
         e = None if e is None else (e if isinstance(e, tuple) else (e,))
         if seen and e != out:
@@ -203,7 +203,7 @@ def _explicit_type(val: Any) -> Any:
         return None
     from ftrans.core.sharding_rules import array_aval
 
-    return array_aval(val).sharding
+    return array_aval(val).typed_sharding
 
 
 def _axis_names_used(jaxpr: Any, out: set) -> None:

@@ -1566,7 +1566,7 @@ class JitWrapped:
         # (No name stack in the key: ``stage`` traces the body under an empty one, and the lowering joins the
         # caller's names with the body's, so ``grad`` of a jitted function and a later call share one trace.
         # The ``set_xla_metadata`` attributes in effect are: the staged equations carry them, as in JAX.)
-        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.sharding) for a in avals]), statics,
+        key = (in_tree, tuple([(a.shape, a.dtype, a.weak_type, a.typed_sharding) for a in avals]), statics,
                cfg.enable_x64, cfg.debug_nans, cfg.debug_infs,
                tuple([(f.name, f.size) for f in _axis_env.frames if f.name is not None]), pipeline_state(),
                _platform.platform_override.get(), cfg.scoped_here(), _current_mesh(), st.xla_metadata)

@@ -148,7 +148,7 @@ def placeholder_refs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         if not is_ref_type(x):
             return x
         inner = x.inner_aval if type(x) is R.AbstractRef else x
-        sharding = getattr(inner, "sharding", None)
+        sharding = getattr(inner, "typed_sharding", None)
         sds = ShapeDtypeStruct(inner.shape, inner.dtype, weak_type=inner.weak_type, sharding=sharding)
         return R.Ref(sds, ShapedArray(tuple(inner.shape), sds.dtype, inner.weak_type), user_location())
 

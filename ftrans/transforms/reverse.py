@@ -377,7 +377,7 @@ def _primal_avals(leaves: list) -> list:
 def _typed_as_primal(ct: Any, aval: ShapedArray) -> Any:
     """An eagerly computed cotangent laid out as its primal's sharding type (JAX's cotangents have their
     primals' types); under a trace, or for an untyped primal, as it is."""
-    sh = aval.sharding
+    sh = aval.typed_sharding
     if sh is not None and (sh.spec.unreduced or sh.spec.reduced):  # JAX's cotangent type: the sets swapped
         sh = sh.update(spec=sh.spec.to_ct_spec())
     if sh is None or not isinstance(ct, Array) or not is_eager() or getattr(ct, "sharding", None) == sh:

@@ -163,7 +163,7 @@ def _check_explicit_spec(x: Any, spec: Any, a: Any, names: tuple, mesh: Mesh) ->
         typed = array_aval(x) if not isinstance(x, Tracer) else x.aval
     except TypeError:
         return
-    sh = getattr(typed, "sharding", None)
+    sh = getattr(typed, "typed_sharding", None)
     have = names_of_spec(sh.spec, len(a.shape)) if sh is not None else ((),) * len(a.shape)
 
     def sets(sp: Any) -> tuple:
@@ -564,7 +564,7 @@ def _auto_typed_blocks(mesh: Mesh, manual: frozenset, leaves: list, blocks: list
     out = []
     for x, b in zip(leaves, blocks):
         try:
-            sh = (x.aval if isinstance(x, Tracer) else array_aval(x)).sharding
+            sh = (x.aval if isinstance(x, Tracer) else array_aval(x)).typed_sharding
         except TypeError:
             sh = None
         entries = tuple(sh.spec) if sh is not None else ()
@@ -594,7 +594,7 @@ def _with_vma(aval: Any, vma: frozenset, unreduced: frozenset = frozenset(), red
         if aval.vma == vma:
             return aval
         return VaryingShardedAval(aval, vma) if vma else ShardedAval(aval.shape, aval.dtype, aval.weak_type,
-                                                                     aval.sharding)
+                                                                     aval.typed_sharding)
     if type(aval) not in (ShapedArray, VaryingAval) or (
             aval.vma == vma and aval.unreduced == unreduced and aval.reduced == reduced):
         return aval
@@ -1037,7 +1037,7 @@ def _unreduced_in(x: Any) -> bool:
     from ftrans.core.sharding_rules import array_aval
 
     try:
-        spec = getattr(getattr(array_aval(x) if not isinstance(x, Tracer) else x.aval, "sharding", None), "spec",
+        spec = getattr(getattr(array_aval(x) if not isinstance(x, Tracer) else x.aval, "typed_sharding", None), "spec",
                        None)
     except TypeError:
         return False
@@ -1156,7 +1156,7 @@ def _inferred_spec(fname: str, k: int, x: Any, mesh: Mesh, manual: Any = frozens
     from ftrans.core.sharding_rules import array_aval
 
     try:
-        sh = array_aval(x).sharding
+        sh = array_aval(x).typed_sharding
     except TypeError:
         sh = None
     if sh is None:

@@ -518,7 +518,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
     # A result with a sharding type and no out_shardings entry is laid out as its type says
-    out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
+    out_sh = [s if s is not None or a.typed_sharding is None else a.typed_sharding for s, a in zip(out_sh, closed.out_avals)]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
     const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
     _check_devices(fname, _layouts(owner, full_args, full_kwargs, leaves, avals, in_sh, from_args, out_sh,

@@ -138,7 +138,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
         cts[k] = add_tangents(_as_array(cts[k]), _as_array(ct)) if k in cts else ct
 
     for v, ct in zip(jaxpr.outvars, cts_out):
-        sh = getattr(v.aval, "sharding", None)
+        sh = getattr(v.aval, "typed_sharding", None)
         if sh is not None and (sh.spec.unreduced or sh.spec.reduced) and not isinstance(v, Literal):
             ct = _retyped(ct, v.aval)  # a seed (``1.0`` of grad) cast to the cotangent type, as JAX's
         write(v, ct)
@@ -158,8 +158,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any], cts_
             ct_arg = [_as_array(c) for c in ct_arg] if prim.multiple_results else _as_array(ct_arg)
         invals = [UndefinedPrimal(a.aval) if not isinstance(a, Literal) and id(a) in linear else read(a)
                   for a in eqn.invars]
-        typed = any(a.aval.sharding is not None for a in eqn.invars) or any(
-            getattr(getattr(c, "aval", None), "sharding", None) is not None
+        typed = any(a.aval.typed_sharding is not None for a in eqn.invars) or any(
+            getattr(getattr(c, "aval", None), "typed_sharding", None) is not None
             for c in (ct_arg if prim.multiple_results else (ct_arg,)))
         with source_info_as(in_current_names(eqn.source_info)):
             if typed:  # sharding in types: each cotangent gets its primal's type (JAX's rules pass out_sharding)
@@ -178,12 +178,12 @@ def _retyped(ct: Any, aval: Any) -> Any:
     """A cotangent constrained to its primal's sharding type (when it has one and the cotangent differs): JAX's
     cotangent type, the primal's with unreduced and reduced axes swapped (a value replicated as reduced over
     ``x`` has a cotangent of partial sums over ``x``, and the reverse)."""
-    sh = aval.sharding
+    sh = aval.typed_sharding
     if sh is None or ct is None or type(ct) is Zero or not hasattr(ct, "aval"):
         return ct
     if sh.spec.unreduced or sh.spec.reduced:
         sh = sh.update(spec=sh.spec.to_ct_spec())
-    have = ct.aval.sharding
+    have = ct.aval.typed_sharding
     if have is not None and have.spec == sh.spec:
         return ct
     from ftrans.core.prims.sharding import sharding_constraint_p
@@ -268,7 +268,7 @@ def ct_aval(aval: ShapedArray) -> ShapedArray:
     """The abstract value of a cotangent of ``aval``: its tangent's, with JAX's unreduced and reduced mesh axes
     swapped (a value replicated as reduced has a cotangent of partial sums, and the reverse)."""
     t = tangent_aval(aval)
-    sh = t.sharding
+    sh = t.typed_sharding
     if sh is None or not (sh.spec.unreduced or sh.spec.reduced):
         return t
     from ftrans.core.sharding_rules import typed

@@ -394,7 +394,7 @@ optimization_barrier_p.def_weak_type(lambda weaks, **_: tuple(weaks))
 
 def _optimization_barrier_sharding(mesh: Any, out: Any, *avals: ShapedArray) -> list:
     """Each result keeps its operand's sharding type (an untyped operand, an untyped result)."""
-    return [None if a.sharding is None else (mesh, tuple(a.sharding.spec)) for a in avals]
+    return [None if a.typed_sharding is None else (mesh, tuple(a.typed_sharding.spec)) for a in avals]
 
 
 optimization_barrier_p.sharding_rule = _optimization_barrier_sharding

@@ -305,7 +305,7 @@ def _shard_map_sharding(_cur: Any, outs: Any, *avals: Any, **params: Any) -> Any
             continue
         # a partially manual body's result typed over the Explicit axes left automatic: those entries follow
         # the manual ones out_specs give (JAX's order)
-        inner = _sr.spec_of(body) if body.sharding is not None else (None,) * len(names)
+        inner = _sr.spec_of(body) if body.typed_sharding is not None else (None,) * len(names)
         spec = tuple(None if not ax else (ax[0] if len(ax) == 1 else tuple(ax))
                      for ax in (tuple(ax) + names_of_spec(PartitionSpec(e), 1)[0] for ax, e in zip(names, inner)))
         spec = _sr.explicit_spec(spec, m, len(spec))

@@ -26,7 +26,7 @@ def _operands(ctx: LoweringContext, xs) -> list[str]:
     for x, a in zip(xs, ctx.avals_in):
         b = ctx.broadcast(x, a, shape)
         # A rank-0 operand broadcast for a typed result is laid out as the result (as JAX's is).
-        res.append(ctx.module._typed(ctx.fn, b, out) if b is not x and out.sharding is not None else b)
+        res.append(ctx.module._typed(ctx.fn, b, out) if b is not x and out.typed_sharding is not None else b)
     return res
 
 

@@ -21,7 +21,7 @@ def _constraint(ctx: LoweringContext, x: str, *, sharding: Any) -> str:
         # To JAX's unreduced axes from a value that is not unreduced over them: the value is pinned to its own
         # layout first (replicated when it has no type), so Shardy casts it (one device keeps it, the others
         # zeros) instead of moving the unreduced layout onto the operation that computed it.
-        src = ctx.avals_in[0].sharding
+        src = ctx.avals_in[0].typed_sharding
         if src is None or src.spec.unreduced != sharding.spec.unreduced:
             pin = src.spec if src is not None else ()
             attr = sharding_attr(sym, pin, ndim, sharding.mesh.axis_names)

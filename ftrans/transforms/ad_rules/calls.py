@@ -331,7 +331,7 @@ def custom_vjp_tangents(outs: list, res_dyn: list, res_info: Any, arg_tangents: 
     def full_bwd(res: list, cts: list) -> list:
         it = iter(cts)
         cts = [next(it) if lv else Zero(a) for a, lv in zip(out_avals, live)]
-        if any(a.sharding is not None for a in out_avals):  # cotangents of the outputs' types, as JAX's
+        if any(a.typed_sharding is not None for a in out_avals):  # cotangents of the outputs' types, as JAX's
             from ftrans.transforms.transpose import _retyped
 
             cts = [_retyped(c, a) for c, a in zip(cts, out_avals)]

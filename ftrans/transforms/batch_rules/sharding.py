@@ -41,10 +41,10 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
             names = getattr(frame, "spmd_name", None)
             raise FtransValueError(f"vmap spmd_axis_name {tuple(names)} cannot appear in with_sharding_constraint "
                                    f"spec, but got spec {sharding.spec}")
-    elif aval.sharding is None:
+    elif aval.typed_sharding is None:
         # JAX leaves the batch dimension unconstrained: the partitioner may split it
         entry = PartitionSpec.UNCONSTRAINED
-    if entry is None and aval.sharding is not None:
+    if entry is None and aval.typed_sharding is not None:
         # Over Explicit axes the batch dimension keeps the layout its type gives it (JAX leaves it unconstrained),
         # where the constraint does not name that axis itself.
         own = aval.sharding.spec[d] if d < len(aval.sharding.spec) else None
