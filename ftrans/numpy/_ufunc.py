@@ -4,10 +4,10 @@
 A ``ufunc`` made by ``frompyfunc`` calls its scalar function through
 ``vectorize`` and reduces/accumulates with ``fori_loop``/``scan``. The
 builtin binary functions (``jnp.add``, ``jnp.multiply``, ``jnp.maximum``, ...)
-stay plain functions, so calling them costs nothing extra, but carry the same
-methods as attributes (``jnp.add.outer``, ``jnp.multiply.reduce``), backed by
-the dedicated reductions (``sum``, ``cumsum``, ``.at[].add``, ...) where one
-exists.
+are ufuncs whose call is the plain function itself (a static ``__call__``, so
+calling them costs nothing extra), with methods (``jnp.add.outer``,
+``jnp.multiply.reduce``) backed by the dedicated reductions (``sum``,
+``cumsum``, ``.at[].add``, ...) where one exists.
 """
 
 from __future__ import annotations
