@@ -58,6 +58,7 @@ from ftrans.distributed import (  # noqa: E402
     make_array_from_single_device_arrays,
 )
 from ftrans.dtypes import float0
+from ftrans.numpy._indexing import ds, dslice  # noqa: E402
 from ftrans.sharding import make_mesh, reshard  # noqa: E402
 from ftrans.transforms import sharded_eager as _sharded_eager  # noqa: E402,F401  (registers itself)
 from ftrans.transforms.ad import jvp
@@ -180,7 +181,7 @@ __all__ = [
     "process_indices", "host_id", "host_count", "host_ids", "stages", "typing", "numpy_rank_promotion",
     "numpy_dtype_promotion", "custom_batching", "profiler", "dlpack", "monitoring", "ad",
     "default_prng_impl",
-    "ref", "Ref", "new_ref", "empty_ref", "free_ref", "freeze",
+    "ref", "Ref", "new_ref", "empty_ref", "free_ref", "freeze", "ds", "dslice",
 ]
 
 from ftrans import (  # noqa: E402

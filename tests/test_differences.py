@@ -711,16 +711,6 @@ def test_spence_derivative_near_one():
     assert theirs[0] == 0.0 and np.isnan(theirs[1])
 
 
-def test_builtin_ufuncs_are_functions_with_the_methods():
-    assert isinstance(jnp.add, jnp.ufunc)
-    assert isinstance(fnp.add, fnp.ufunc) and callable(fnp.add.outer)
-    assert type(fnp.add) is not fnp.ufunc  # a plain function: the call costs nothing extra
-    fnp.add.nin = 2  # assignable in ftrans; read-only in jax
-    with pytest.raises(AttributeError):
-        jnp.add.nin = 2
-    np.testing.assert_array_equal(np.asarray(fnp.add.outer(X, X)), np.asarray(jnp.add.outer(X, X)))
-
-
 # ---------------------------------------------------------------- debugging and callbacks
 def test_callbacks_finish_before_a_jitted_call_returns():
     got = []

@@ -94,6 +94,22 @@ def test_view_matches_jax(src, shape, dst, jit):
     assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
 
 
+@pytest.mark.parametrize("dst, shape", [("int8", (4,)), ("uint8", ()), ("int16", (4,)), ("float8_e4m3fn", (4,))])
+@pytest.mark.parametrize("jit", [False, True])
+def test_view_of_bools_holding_other_bytes_keeps_the_bytes_like_jax(dst, shape, jit):
+    # A bool array made by viewing bytes (NumPy's uint8 -> bool view) may hold 96 in a byte; viewing it back
+    # reads the stored byte, eagerly as under jit (jax's lax_numpy_test testViewScalar draws such bools).
+    x = np.array([96, 0, 3, 1], np.uint8)[: int(np.prod(shape)) or 1].reshape(shape).view(np.bool_)
+
+    def f(mod, x):
+        fn = lambda x: x.view(dst)  # noqa: E731
+        return (mod[0].jit(fn) if jit else fn)(mod[1].asarray(x))
+
+    a, b = _both(f, x)
+    assert a.shape == b.shape and a.dtype == b.dtype
+    assert np.asarray(a).tobytes() == np.asarray(b).tobytes() == x.view(dst).tobytes()
+
+
 def test_view_errors_like_jax():
     for x, d in [(np.ones((), "int32"), "int8"), (np.ones(3, "int8"), "int16")]:
         with pytest.raises(ValueError):

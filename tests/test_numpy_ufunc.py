@@ -116,3 +116,22 @@ def test_negative_at_matches_numpy_with_repeated_indices():
     got = fjnp.negative.at(x, idx, inplace=False)
     np.testing.assert_array_equal(np.asarray(got), want)
     np.testing.assert_array_equal(np.asarray(jjnp.negative.at(x, idx, inplace=False)), want)
+
+
+@pytest.mark.parametrize("name", BINARY + ["negative"])
+def test_builtin_is_a_ufunc_with_read_only_properties_as_in_jax(name):
+    import pickle
+
+    f, g = getattr(fjnp, name), getattr(jjnp, name)
+    assert isinstance(f, fjnp.ufunc) and isinstance(g, jjnp.ufunc)
+    for attr in ("nargs", "nin", "nout", "identity", "_func"):
+        assert getattr(f, attr) == getattr(g, attr) or attr == "_func"
+        with pytest.raises(AttributeError):
+            setattr(f, attr, None)
+        with pytest.raises(AttributeError):
+            setattr(g, attr, None)
+    assert f.__name__ == g.__name__ == name and f == getattr(fjnp, name) and hash(f) == hash(getattr(fjnp, name))
+    assert pickle.loads(pickle.dumps(f)) is f
+    args = (operand(name),) * f.nin
+    close(f(*args), g(*args))
+    close(ftrans.jit(f)(*args), g(*args))

@@ -283,7 +283,15 @@ rem = _binop(E.rem_p, "rem")
 max = _binop(E.max_p, "max")  # noqa: A001 - JAX's name
 min = _binop(E.min_p, "min")  # noqa: A001 - JAX's name
 atan2 = _binop(E.atan2_p, "atan2")
-nextafter = _binop(E.nextafter_p, "nextafter")
+_nextafter = _binop(E.nextafter_p, "nextafter")
+
+
+def nextafter(x1: Any, x2: Any) -> Any:
+    """``lax.nextafter``: the next representable value after ``x1`` towards ``x2``, elementwise (JAX's
+    parameter names, so ``nextafter(x1=..., x2=...)`` works)."""
+    return _nextafter(x1, x2)
+
+
 complex = _binop(E.complex_p, "complex")  # noqa: A001 - JAX's name
 eq = _binop(E.eq_p, "eq")
 ne = _binop(E.ne_p, "ne")

@@ -177,8 +177,85 @@ def _broadcast_scalar(c: Any, like: Any) -> Any:
 # Parsing
 
 
+class Slice:
+    """A slice of ``size`` elements from ``start``, every ``stride``-th (``ftrans.ds(start, size, stride)``).
+
+    ``start`` may be traced (the slice's position is chosen when the program runs); ``size`` and ``stride``
+    are static. Reading clamps the window into the axis, as ``lax.dynamic_slice`` does; an update whose
+    window falls outside the axis is dropped, as JAX's default scatter mode. A pytree: a traced ``start``
+    is its leaf, the static parts its structure.
+    """
+
+    __slots__ = ("start", "size", "stride")
+
+    def __init__(self, start: Any, size: Any, stride: int = 1):
+        if stride < 0:
+            raise FtransValueError("`stride` must be >= 0.")
+        self.start, self.size, self.stride = start, size, stride
+
+    def __repr__(self) -> str:
+        return f"Slice(start={self.start!r}, size={self.size!r}, stride={self.stride!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Slice):
+            return NotImplemented
+        return all(a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+                   for a, b in zip((self.start, self.size, self.stride), (other.start, other.size, other.stride)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def tree_flatten(self) -> tuple:
+        static_start = isinstance(self.start, (int, np.integer))
+        return ((None if static_start else self.start,),
+                (self.start if static_start else None, self.size, self.stride))
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple, children: tuple) -> Slice:
+        return cls(children[0] if aux[0] is None else aux[0], aux[1], aux[2])
+
+
+def dslice(start: Any, size: Any = None, stride: int | None = None) -> slice | Slice:
+    """A slice whose ``start`` may be traced, for indexing (``x[ftrans.ds(i, 2)]``, ``x.at[ftrans.ds(i, 2)]``).
+
+    As the builtin ``slice``: ``dslice(None)`` is ``:``, ``dslice(j)`` is ``:j``, ``dslice(i, n)`` is
+    ``i:i+n`` and ``dslice(i, n, stride)`` is ``i:i+n*stride:stride`` (``n`` elements), but ``i`` may be a
+    traced integer; ``n`` and ``stride`` must be static.
+
+    Args:
+      start: the first index (an int, or a traced integer scalar); ``None`` for ``:``.
+      size: the number of elements (a static int); ``None`` makes ``start`` the size, from 0.
+      stride: the step between elements (a static int >= 0; default 1).
+
+    Returns:
+      ``slice(None)`` when ``start`` is ``None``, otherwise a :class:`Slice`.
+
+    Examples:
+      >>> import ftrans, ftrans.numpy as jnp
+      >>> x = jnp.arange(10)
+      >>> ftrans.jit(lambda x, i: x[ftrans.ds(i, 2)])(x, 4)
+      Array([4, 5], dtype=int32)
+    """
+    if start is None:
+        return slice(None)
+    if stride is None:
+        stride = 1
+    if not isinstance(stride, (int, np.integer)):
+        raise FtransValueError(f"ds: the stride must be a static int, got {stride!r}")
+    if size is None:
+        start, size = 0, start
+    size = operator.index(np.asarray(concrete_or_error(size, "ds: the size (number of elements)")).item())
+    return Slice(start, size, int(stride))
+
+
+ds = dslice
+
+from ftrans.core.pytrees import register_pytree_node_class as _register  # noqa: E402
+
+_register(Slice)
+
+
 class _Entry(NamedTuple):
-    kind: str  # "none" | "ellipsis" | "slice" | "int" | "array" | "bool"
+    kind: str  # "none" | "ellipsis" | "slice" | "int" | "array" | "bool" | "dslice"
     value: Any
 
 
@@ -235,6 +312,8 @@ def _entry(i: Any) -> _Entry:
         return _Entry("ellipsis", None)
     if isinstance(i, slice):
         return _Entry("slice", i)
+    if isinstance(i, Slice):
+        return _Entry("dslice", i)
     if isinstance(i, (bool, np.bool_)):
         return _Entry("bool", np.asarray(i))
     if isinstance(i, (int, np.integer)):
@@ -569,7 +648,10 @@ def _expand_bool(entries: list[_Entry], shape: tuple[int, ...]) -> tuple[list[_E
     return out, scalar
 
 
-def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool) -> _GatherIndexer:
+def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool,
+               wrap_ds: bool = False) -> _GatherIndexer:
+    """The gather description of ``entries``. ``wrap_ds``: a unit-stride ``ds`` start below 0 counts from the
+    end (JAX reads such an index with a dynamic slice, which wraps it; its gathers and scatters do not)."""
     split = getattr(entries, "split", False)
     entries, from_scalar_bool = _expand_bool(entries, x_shape)
     # Scalar bools add a length-1 axis to x, indexed by arange(1) (True) or arange(0) (False).
@@ -630,6 +712,33 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool)
             y_axis += 1
             continue
         size = shape[axes[k]]
+        if e.kind == "dslice":  # ds(start, n, stride): n elements from a start that may be traced
+            n, step = e.value.size, e.value.stride
+            first = e.value.start
+            wrap = normalize and wrap_ds and step == 1
+            if isinstance(first, (int, np.integer)):
+                first = _scalar(_normalize(int(first), size) if wrap else int(first), idx_dtype)
+            else:
+                first = _convert(as_operand(first) if not isinstance(first, np.ndarray) else
+                                 _const(first, first.dtype), idx_dtype)
+                first = _normalize(first, size) if wrap else first
+            slice_shape.append(n)
+            if step == 1:
+                if n != size:
+                    pieces.append((first, len(batch_shape)))
+                    start_index_map.append(axes[k])
+                gather_slice_shape.append(n)
+                offset_dims.append(g_axis)
+            else:
+                iota = _const(np.arange(n) * step, idx_dtype)
+                pieces.append((E.add_p.bind(iota, first), len(batch_shape)))
+                start_index_map.append(axes[k])
+                collapsed.append(axes[k])
+                batch_shape.append(n)
+                gather_slice_shape.append(1)
+            y_axis += 1
+            g_axis += 1
+            continue
         start, stop, step = _slice_indices(e.value, size)
         symbolic = any(isinstance(v, DimExpr) for v in (start, stop, step))
         if symbolic and start == stop:
@@ -690,7 +799,10 @@ def _concat(parts: list, axis: int) -> Any:
 
 def _gather_index(x: Any, entries: list[_Entry], mode: GatherScatterMode, fill_value: Any,
                   indices_are_sorted: bool, unique_indices: bool, normalize: bool) -> Any:
-    ix = _to_gather(shape_of(x), entries, normalize)
+    wrap_ds = mode is not GatherScatterMode.FILL_OR_DROP and all(
+        e.kind != "dslice" or e.value.stride == 1 for e in entries) and _dynamic_slice_ok(
+        [_Entry("none", None) if e.kind == "dslice" else e for e in entries])
+    ix = _to_gather(shape_of(x), entries, normalize, wrap_ds)
     d, weak = dtype_weak(x)
     if 0 in ix.slice_shape:  # nothing to gather; still on the device x is committed to, as in JAX
         out = _full(ix.slice_shape, 0, d, weak)

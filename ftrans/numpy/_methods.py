@@ -58,6 +58,10 @@ def _method_view(a: Any, dtype: Any = None, type: Any = None) -> Any:  # noqa: A
     if src == d:
         return a
     if src == np.bool_:
+        from ftrans.core.array import Array
+
+        if a.__class__ is Array:  # the stored bytes (a bool made by a view may hold 96), as XLA's convert reads them
+            return _method_view(jnp.asarray(np.asarray(a).view(np.uint8)), d)
         return _method_view(a.astype(np.uint8), d)
     if src.kind == "c":
         part = np.dtype(f"f{src.itemsize // 2}")

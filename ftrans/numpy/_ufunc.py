@@ -4,10 +4,10 @@
 A ``ufunc`` made by ``frompyfunc`` calls its scalar function through
 ``vectorize`` and reduces/accumulates with ``fori_loop``/``scan``. The
 builtin binary functions (``jnp.add``, ``jnp.multiply``, ``jnp.maximum``, ...)
-stay plain functions, so calling them costs nothing extra, but carry the same
-methods as attributes (``jnp.add.outer``, ``jnp.multiply.reduce``), backed by
-the dedicated reductions (``sum``, ``cumsum``, ``.at[].add``, ...) where one
-exists.
+are ufuncs whose call is the plain function itself (a static ``__call__``, so
+calling them costs nothing extra), with methods (``jnp.add.outer``,
+``jnp.multiply.reduce``) backed by the dedicated reductions (``sum``,
+``cumsum``, ``.at[].add``, ...) where one exists.
 """
 
 from __future__ import annotations
@@ -309,13 +309,28 @@ def _install() -> None:
         "logaddexp2": dict(identity=-np.inf),
     }
     for name, kw in specs.items():
-        fn = getattr(jnp, name)
-        u = ufunc(fn, 2, 1, name=name, call=fn, **kw)
-        for attr in ("reduce", "accumulate", "outer", "at", "reduceat"):
-            setattr(fn, attr, getattr(u, attr))
-        fn.nin, fn.nout, fn.nargs, fn.identity = 2, 1, 2, u.identity
-        fn._ftrans_ufunc = u
-    neg = jnp.negative
-    neg.nin, neg.nout, neg.nargs, neg.identity = 1, 1, 1, None
-    neg._ftrans_ufunc = u = ufunc(neg, 1, 1, name="negative", call=neg)
-    neg.at = u.at
+        _builtin(name, 2, **kw)
+    _builtin("negative", 1)
+
+
+def _builtin(name: str, nin: int, **kw: Any) -> None:
+    """Replace ``jnp.<name>`` by a ``ufunc`` whose call *is* the plain function: a class of its own
+    holds it as a static ``__call__``, so calling costs one slot lookup more than the function, and
+    the defining properties are read-only, as in JAX."""
+    fn = getattr(jnp, name)
+    cls = type(f"_ufunc_{name}", (ufunc,), {"__call__": staticmethod(fn), "__module__": __name__})
+    u = cls(fn, nin, 1, name=name, call=fn, **kw)
+    put = object.__setattr__
+    put(u, "__module__", jnp.__name__)
+    put(u, "__qualname__", name)
+    put(u, "__wrapped__", fn)
+    put(u, "_ftrans_ufunc", u)
+    setattr(jnp, name, u)
+
+
+def _reduce_builtin(self: ufunc) -> str:
+    """A builtin ufunc pickles as the name ``ftrans.numpy.<name>`` (so it unpickles as itself)."""
+    return self.__name__
+
+
+ufunc.__reduce__ = lambda self: _reduce_builtin(self) if "_ftrans_ufunc" in vars(self) else object.__reduce__(self)

@@ -1172,10 +1172,10 @@ def key_impl(keys: Any) -> Any:
     return impl.name if _prng.is_builtin(impl) else _prng.PRNGSpec(impl)
 
 
-def key_dtype(impl: Any = None) -> KeyDtype:
+def key_dtype(impl_spec: Any = None) -> KeyDtype:
     """The key dtype of a PRNG implementation (``key<fry>`` for threefry2x32, the default), as JAX's
-    ``random.key_dtype``: the dtype of the key arrays ``random.key(seed, impl=impl)`` makes."""
-    return KeyDtype(_prng.resolve_impl("key_dtype", impl))
+    ``random.key_dtype``: the dtype of the key arrays ``random.key(seed, impl=impl_spec)`` makes."""
+    return KeyDtype(_prng.resolve_impl("key_dtype", impl_spec))
 
 
 def _vary_like(xs: tuple, *protos: Any) -> tuple:

@@ -36,13 +36,13 @@ def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return special.expit(-((x - loc) / scale))
 
 
-def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``loc + scale * logit(q)``."""
-    q, loc, scale = promote("logistic.ppf", q, loc, scale)
-    return special.logit(q) * scale + loc
+def ppf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``loc + scale * logit(x)`` (``x`` a probability: JAX's parameter name)."""
+    x, loc, scale = promote("logistic.ppf", x, loc, scale)
+    return special.logit(x) * scale + loc
 
 
-def isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``loc - scale * logit(q)``."""
-    q, loc, scale = promote("logistic.isf", q, loc, scale)
-    return -special.logit(q) * scale + loc
+def isf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``loc - scale * logit(x)`` (``x`` a probability: JAX's parameter name)."""
+    x, loc, scale = promote("logistic.isf", x, loc, scale)
+    return -special.logit(x) * scale + loc
