@@ -36,16 +36,19 @@ __all__ = ["SpmdExecutable", "lower_spmd", "put"]
 
 
 def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
-               out_shardings: Sequence[Any], donated: Sequence[bool] = ()) -> str:
+               out_shardings: Sequence[Any], donated: Sequence[bool] = (), platform: str | None = None) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
-    result, replicated argument)."""
+    result, replicated argument). ``mesh`` may be an ``AbstractMesh`` (no devices yet: ``platform`` names the
+    one to lower for, as JAX's ``lowering_platforms``)."""
     from ftrans.lowering.rules.callbacks import check_no_ordered_effects
 
     check_no_ordered_effects(closed, mesh.size, f"jit({name})")
-    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})",
-                       platform=compat.lowering_platform(next(iter(mesh.devices.flat))))
+    abstract = type(mesh).__name__ == "AbstractMesh"
+    if platform is None:
+        platform = compat.lowering_platform(next(iter(mesh.devices.flat)))
+    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})", platform=platform)
     m.meshes[mesh] = "mesh"
-    m.device_assignment = list(mesh.devices.flat)
+    m.device_assignment = [] if abstract else list(mesh.devices.flat)
     jaxpr = closed.jaxpr
     avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
     arg_attrs = []
