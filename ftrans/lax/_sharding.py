@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
@@ -26,7 +28,7 @@ from ftrans.errors import FtransTypeError, FtransValueError, NoMeshError
 __all__ = ["with_sharding_constraint", "with_out_sharding"]
 
 
-def _resolve(s: Any, what: str) -> Any:
+def _resolve(s: Any, what: str, traced: bool = False) -> Any:
     s = as_sharding(s)  # a runtime (jax) sharding: as ftrans's
     if isinstance(s, PartitionSpec):
         mesh = spec_mesh()
@@ -39,7 +41,13 @@ def _resolve(s: Any, what: str) -> Any:
     if not isinstance(s, Sharding):
         raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
     if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
-        s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
+        try:
+            s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
+        except FtransValueError:
+            if not traced:
+                raise
+            # staged with no mesh to take devices from (``eval_shape``, ``trace``): the abstract mesh stays,
+            # as in JAX's jaxpr; the program takes its devices when it is lowered
     return s
 
 
@@ -65,11 +73,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: type(g) is _Group) for s in g]
     out = []
     for leaf, s in zip(leaves, flat):
-        s = _resolve(s, _what)
-        shape = tuple(getattr(leaf, "shape", ()))
         # A concrete value is placed at once, inside a transform too (a constant of the program being traced
         # keeps its layout: a jitted program that captures it is partitioned, sharded_jit.sharded_consts).
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
+        if not traced and _what == "with_sharding_constraint":
+            s = _eager_over_abstract(leaf, as_sharding(s))
+        s = _resolve(s, _what, traced)
+        shape = tuple(getattr(leaf, "shape", ()))
         if isinstance(s, NamedSharding) and _what == "with_sharding_constraint":
             _check_auto(s)
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
@@ -97,6 +107,30 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _check_same_devices(leaf, s)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _eager_over_abstract(x: Any, s: Any) -> Any:
+    """Eagerly, a target over an AbstractMesh takes its devices from the array (JAX's rule and checks): the
+    array must be laid out over a mesh of the same axis names and sizes."""
+    if not (isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh)):
+        return s
+    from ftrans.core.sharding_rules import array_aval
+
+    short = array_aval(x).str_short() if isinstance(x, Array) else f"{getattr(x, 'dtype', '')}{list(np.shape(x))}"
+    if not isinstance(x, Array):
+        raise FtransValueError(
+            "Target sharding contains a `jax.sharding.AbstractMesh` which requires the input passed should be a "
+            f"`jax.Array`. Got {type(x)} with shape {short}")
+    own = x.sharding
+    if not isinstance(own, NamedSharding) or not own.mesh.axis_names:
+        raise FtransTypeError(
+            "The sharding on the input must be a `NamedSharding` since the target sharding has an `AbstractMesh` "
+            f"in it. Got sharding type {type(own)} for shape {short}")
+    if own.mesh.shape_tuple != s.mesh.shape_tuple:
+        raise FtransValueError(
+            f"Mesh shape of the input {own.mesh.shape_tuple} does not match the mesh shape of the target sharding "
+            f"{s.mesh.shape_tuple} for shape {short}")
+    return NamedSharding(own.mesh, s.spec)
 
 
 def _check_same_devices(x: Any, s: NamedSharding) -> None:
