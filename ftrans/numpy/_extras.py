@@ -794,7 +794,8 @@ def _inexact_nobcast(name: str, *args: Any) -> list:
 
 
 # ---------------------------------------------------------------- counting and histograms
-def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None) -> Any:
+def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None,
+             out_sharding: Any = None) -> Any:
     """``jnp.bincount``: counts (or summed weights) per non-negative integer value.
 
     The output length is ``length`` when given (values beyond it are dropped),
@@ -822,6 +823,23 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         if tuple(shape_of(w)) != tuple(shape_of(x)):
             raise FtransValueError(f"bincount: weights shape {shape_of(w)} must match x shape {shape_of(x)}")
         wd = dtype_weak(w)[0]
+    if out_sharding is not None:
+        from ftrans.errors import ShardingTypeError
+        from ftrans.lax._sharding import _resolve
+
+        out_sharding = _resolve(out_sharding, "jnp.bincount")
+        spec = getattr(out_sharding, "spec", None)
+        if spec is not None and (any(e is not None for e in spec) or spec.reduced or (
+                spec.unreduced and set(spec.unreduced) != set(out_sharding.mesh.axis_names))):
+            raise ShardingTypeError(
+                "out_sharding passed to `jnp.bincount` can only be fully replicated or fully unreduced along all "
+                f"mesh axes; got {out_sharding}")
+        if spec is not None and spec.unreduced:
+            from ftrans.ops import _unreduced_segment_sum
+
+            return _unreduced_segment_sum(jnp.zeros(length, wd), w, jnp.clip(x, 0), out_sharding,
+                                          {"mode": "drop"})
+        return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop", out_sharding=out_sharding)
     return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop")
 
 
@@ -1468,9 +1486,16 @@ def _q_from_percent(name: str, q: Any) -> Any:
 
 @outputs_checked
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+               out_sharding: Any = None) -> Any:
+    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there); ``out_sharding`` lays the
+    result out so (computed with the mesh's axes Auto, as JAX's ``auto_axes``)."""
     method = _check_quantile_args("percentile", out, overwrite_input, method)
+    if out_sharding is not None:
+        from ftrans.sharding import auto_axes
+
+        return auto_axes(lambda a, q: _quantile("percentile", a, _q_from_percent("percentile", q), axis, method,
+                                                keepdims, False, weights), out_sharding=out_sharding)(a, q)
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 

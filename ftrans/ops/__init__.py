@@ -66,7 +66,12 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
                     out_sharding: Any) -> Any:
     check_arraylike(name, data, segment_ids)
     if out_sharding is not None:
-        raise NotImplementedError(f"{name}: out_sharding is not supported")
+        spec = getattr(out_sharding, "spec", out_sharding)
+        if kind != "add" and getattr(spec, "unreduced", None):
+            raise NotImplementedError(f"unreduced for {kind[:3] if kind != 'mul' else 'prod'} is not yet supported "
+                                      f"({name}: out_sharding={out_sharding!r}; only segment_sum leaves partial sums)")
+        if bucket_size is not None:
+            raise NotImplementedError(f"{name}: out_sharding with bucket_size is not supported (as in JAX)")
     data = _creation.asarray(data)
     segment_ids = _creation.asarray(segment_ids)
     dtype = np.dtype(data.dtype)
@@ -82,6 +87,10 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     ident = _identity(kind, dtype)
     if bucket_size is None:
         out = _creation.full((n,) + tuple(data.shape[1:]), ident, dtype=dtype)
+        if out_sharding is not None and getattr(getattr(out_sharding, "spec", out_sharding), "unreduced", None):
+            return _unreduced_segment_sum(out, data, segment_ids, out_sharding, kw)
+        if out_sharding is not None:
+            kw["out_sharding"] = out_sharding
         return getattr(out.at[segment_ids], kind)(data, **kw)
     if not isinstance(bucket_size, DimExpr):
         bucket_size = int(concrete_or_error(bucket_size, f"{name}: bucket_size"))
@@ -97,6 +106,34 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     reducer = {"add": _reductions.sum, "mul": _reductions.prod,
                "min": _reductions.min, "max": _reductions.max}[kind]
     return reducer(out, axis=0).astype(dtype)
+
+
+def _unreduced_segment_sum(out: Any, data: Any, segment_ids: Any, out_sharding: Any, kw: dict) -> Any:
+    """``out.at[segment_ids].add(data)`` left unreduced over mesh axes U (JAX's ``out_sharding=P(...,
+    unreduced=U)``): each device adds its block of rows (``data`` and ``segment_ids`` split over U along their
+    leading axis) into its own full-size result, the partial sums a later ``reshard`` adds up."""
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import _resolve
+    from ftrans.transforms.shard_map import shard_map
+
+    out_sharding = _resolve(out_sharding, "out_sharding")
+    spec, mesh = out_sharding.spec, out_sharding.mesh
+    axes = tuple(a for a in mesh.axis_names if a in spec.unreduced)
+    rows = PartitionSpec(axes if len(axes) > 1 else axes[0])
+    if not np.ndim(data):  # (bincount's unit weight)
+        from ftrans.numpy._shape import broadcast_to
+
+        data = broadcast_to(data, tuple(np.shape(segment_ids)) + tuple(np.shape(out))[1:])
+    if all(mesh.axis_types[mesh.axis_names.index(a)].name == "Explicit" for a in axes):
+        from ftrans.sharding import reshard  # over Explicit axes shard_map takes the blocks the types give
+
+        data, segment_ids = (reshard(v, NamedSharding(mesh, rows)) for v in (data, segment_ids))
+
+    def local(d: Any, i: Any) -> Any:
+        return out.at[i].add(d, **kw)
+
+    return shard_map(local, mesh=mesh, in_specs=(rows, rows), out_specs=spec, axis_names=set(axes))(data,
+                                                                                                 segment_ids)
 
 
 def segment_sum(data: Any, segment_ids: Any, num_segments: int | None = None, indices_are_sorted: bool = False,
