@@ -187,6 +187,25 @@ def lenient() -> Any:
 # Propagation
 
 
+def _check_context_mesh(prim: Any, avals: Sequence[ShapedArray]) -> None:
+    """Operands over different meshes, one of them not the mesh in context: JAX's ValueError naming it."""
+    from ftrans.core.sharding import get_mesh
+
+    cur = get_mesh()
+    if cur is None or cur.empty:
+        return
+    cur_abs = cur.abstract_mesh
+    for a in avals:
+        m = a.sharding.mesh if a.sharding is not None else None
+        if m is None or m.empty or m.abstract_mesh == cur_abs:
+            continue
+        if all(t.name == "Auto" for t in m.axis_types) and all(t.name == "Auto" for t in cur.axis_types):
+            continue
+        raise FtransValueError(
+            f"For primitive {prim.name}, context mesh {cur_abs} should match the aval mesh {m.abstract_mesh} for "
+            f"shape {a.str_short()}; lay the operands out over the mesh in context (ftrans.reshard / device_put)")
+
+
 def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -> Any:
     """The abstract value(s) ``out`` of ``prim`` applied to ``avals``, typed by the primitive's sharding rule."""
     mesh = None
@@ -196,6 +215,7 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
             if mesh is None:
                 mesh = sh.mesh
             elif sh.mesh != mesh:
+                _check_context_mesh(prim, avals)
                 raise ShardingTypeError(f"Mesh for all inputs should be equal. Got one mesh: {mesh} and another "
                                         f"mesh: {sh.mesh}")
     rule = prim.sharding_rule
