@@ -132,6 +132,14 @@ def _put_unreduced(x: Any, sharding: NamedSharding) -> Any:
 _reshard_programs: dict = {}  # the programs of resharding to or from unreduced axes, by layouts and type
 
 
+def _retyped(aval: Any, sh: Any) -> Any:
+    if getattr(aval, "sharding", None) is None or not isinstance(sh, NamedSharding) or aval.sharding == sh:
+        return aval
+    from ftrans.core.sharding_rules import typed_aval
+
+    return typed_aval(aval, sh)
+
+
 def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:
     """JAX aliases a donated argument only to a result of a given sharding (its blocks' shapes known): here, of
     the argument's own layout; the others are buffer donors XLA matches after partitioning."""
@@ -172,6 +180,8 @@ class SpmdExecutable:
         # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
         self.in_avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
         self.out_avals = [physical_aval(a) for a in closed.out_avals]
+        # a typed result given another layout by out_shardings has that layout's type, as JAX's
+        self.out_avals = [_retyped(a, sh) for a, sh in zip(self.out_avals, out_shardings)]
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated)
         used = donations_used(closed, self.in_shardings, out_shardings, self.donated)
         self.donated_used = tuple(used[n_consts:]) if used else ()  # per argument: deleted after a call
