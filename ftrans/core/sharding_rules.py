@@ -197,8 +197,8 @@ def _check_context_mesh(prim: Any, avals: Sequence[ShapedArray]) -> None:
     cur_abs = cur.abstract_mesh
     for a in avals:
         m = a.sharding.mesh if a.sharding is not None else None
-        if m is None or m.empty or m.abstract_mesh == cur_abs:
-            continue
+        if m is None or m.empty or m.abstract_mesh == cur_abs or any(t.name == "Manual" for t in m.axis_types):
+            continue  # (a shard_map body's values: typed over its manual axes)
         if all(t.name == "Auto" for t in m.axis_types) and all(t.name == "Auto" for t in cur.axis_types):
             continue
         raise FtransValueError(

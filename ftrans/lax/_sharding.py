@@ -91,6 +91,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _check_not_manual(_what, s)
                 if _what == "with_sharding_constraint":
                     _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s)
+                    s = _with_type_axes(leaf.aval if isinstance(leaf, Tracer) else None, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
                 out.append(leaf)
@@ -181,6 +182,27 @@ def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
             "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
             f"sharding: {sh.spec!r} did not match the sharding provided: {s.spec!r}. Please use "
             "`jax.sharding.reshard` to shard your input to the sharding you want.")
+
+
+def _with_type_axes(aval: Any, s: NamedSharding) -> NamedSharding:
+    """Over a mesh of Explicit and Auto axes, a constraint keeps the value's type: each dimension is split over
+    the Explicit axes its type names and then the ones the constraint names (JAX's lowering of it)."""
+    sh = getattr(aval, "sharding", None)
+    types = {t.name for t in s.mesh.axis_types}
+    if sh is None or sh.mesh != s.mesh or not ("Explicit" in types and "Auto" in types) or s.spec.unreduced:
+        return s
+    n = len(aval.shape)
+    user = tuple(s.spec) + (None,) * (n - len(s.spec))
+    entries = []
+    for u, t in zip(user[:n], tuple(sh.spec) + (None,) * (n - len(sh.spec))):
+        have = () if t is None else ((t,) if isinstance(t, str) else tuple(t))
+        if not have or u is PartitionSpec.UNCONSTRAINED:
+            entries.append(u)
+            continue
+        add = () if u is None else ((u,) if isinstance(u, str) else tuple(u))
+        merged = have + tuple(a for a in add if a not in have)
+        entries.append(merged[0] if len(merged) == 1 else merged)
+    return NamedSharding(s.mesh, PartitionSpec(*entries), memory_kind=s.memory_kind)
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:

@@ -404,8 +404,10 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
-    # A result with a sharding type and no out_shardings entry is laid out as its type says
-    out_sh = [s if s is not None or a.sharding is None else a.sharding for s, a in zip(out_sh, closed.out_avals)]
+    # A result with a sharding type and no out_shardings entry is laid out as its type says (over a mesh with Auto
+    # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
+    out_sh = [s if s is not None or a.sharding is None or _mixed(a.sharding.mesh) else a.sharding
+              for s, a in zip(out_sh, closed.out_avals)]
     if any(_is_abstract(s) for s in out_sh):
         out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
@@ -422,6 +424,12 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
             "lay the values out on that device")
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
+
+
+def _mixed(mesh: Any) -> bool:
+    """Whether ``mesh`` has Explicit and Auto axes both."""
+    names = {t.name for t in getattr(mesh, "axis_types", ())}
+    return "Explicit" in names and "Auto" in names
 
 
 def _is_abstract(s: Any) -> bool:
