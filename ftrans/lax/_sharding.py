@@ -40,6 +40,9 @@ def _resolve(s: Any, what: str, traced: bool = False) -> Any:
         return NamedSharding(mesh, s)
     if not isinstance(s, Sharding):
         raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
+    if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh) and any(
+            t.name == "Manual" for t in s.mesh.axis_types):
+        return s  # a partially manual shard_map body's type (``jax.typeof(x).sharding`` there): as it is
     if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
         try:
             s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)

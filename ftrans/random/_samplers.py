@@ -97,8 +97,9 @@ def _draw_auto(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
     def cast(x: Any) -> Any:
         sh = x.aval.sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
             else None
-        if not isinstance(sh, NamedSharding) or sh.mesh == auto or sh.mesh.axis_names != auto.axis_names \
-                or sh.mesh.devices.shape != auto.devices.shape or not (sh.mesh.devices == auto.devices).all():
+        if not isinstance(sh, NamedSharding) or not isinstance(sh.mesh, Mesh) or sh.mesh == auto \
+                or sh.mesh.axis_names != auto.axis_names or sh.mesh.devices.shape != auto.devices.shape \
+                or not (sh.mesh.devices == auto.devices).all():  # (an abstract mesh: a shard_map body's types)
             return x
         if isinstance(x, Tracer):
             return sharding_constraint_p.bind(x, sharding=NamedSharding(auto, sh.spec))
