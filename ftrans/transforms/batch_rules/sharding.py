@@ -42,7 +42,7 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
             raise FtransValueError(f"vmap spmd_axis_name {tuple(names)} cannot appear in with_sharding_constraint "
                                    f"spec, but got spec {sharding.spec}")
     else:
-        named = {a for e in entries if e is not None for a in ((e,) if isinstance(e, str) else e)}
+        named = {a for e in entries if isinstance(e, (str, tuple)) for a in ((e,) if isinstance(e, str) else e)}
         explicit = getattr(frame, "explicit", None)
         # the vmap maps over arguments split over these Explicit axes (JAX's explicit_mesh_axis): the batch
         # dimension stays so where the constraint does not name them itself
