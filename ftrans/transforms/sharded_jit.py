@@ -12,6 +12,7 @@ mesh, with ``.sharding`` a ``NamedSharding``.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ftrans.core import array as _array_mod
@@ -131,11 +132,21 @@ def _check_sharding(x: Any, what: str, fname: str) -> Any:
     if isinstance(x, Sharding):
         return x
     if isinstance(x, tuple) and type(x).__name__ == "PartitionSpec":
-        raise FtransTypeError(
-            f"jit({fname}): {what} got a bare PartitionSpec {x!r}; wrap it in a NamedSharding(mesh, spec) "
-            "(a bare spec needs a mesh set with ftrans.sharding.use_mesh / ftrans.set_mesh)")
+        from ftrans.errors import NoMeshError
+
+        raise NoMeshError(
+            f"{_api.name} requires a non-empty mesh in context if you are passing `PartitionSpec`s to {what}. You "
+            "can define a context mesh via `ftrans.set_mesh(mesh)`. Alternatively, provide `Sharding`s to "
+            f"{what} and then the mesh context manager is not required. (jit({fname}) got {x!r})")
     raise FtransTypeError(f"jit({fname}): {what} entries must be Shardings (NamedSharding, ...) or None, "
                           f"got {type(x).__name__}: {x!r}")
+
+
+class _Api(threading.local):
+    name = "jit"  # "pjit" while a jax.experimental.pjit function's shardings are read (its errors' name)
+
+
+_api = _Api()
 
 
 def _bare_spec(x: Any) -> Any:
@@ -195,6 +206,16 @@ def check_out_shardings(owner: Any, out_tree: Any) -> None:
 def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None = None) -> list:
     """Each argument leaf's layout: its ``in_shardings`` entry, else its own (an Array laid out over a mesh, a
     ShapeDtypeStruct's sharding), else None; ``from_args`` (given) gets, per leaf, whether it is its own."""
+    if getattr(owner, "_api_name", None) == "pjit":
+        _api.name = "pjit"
+        try:
+            return _in_shardings_of(owner, args, kwargs, leaves, from_args)
+        finally:
+            _api.name = "jit"
+    return _in_shardings_of(owner, args, kwargs, leaves, from_args)
+
+
+def _in_shardings_of(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None) -> list:
     fname = owner.__name__
     n_pos = len(tree_util.tree_leaves(args))
     spec = owner._in_shardings
