@@ -427,7 +427,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
     # A result with a sharding type and no out_shardings entry is laid out as its type says (over a mesh with Auto
     # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
-    out_sh = [s if s is not None or a.sharding is None or _mixed(a.sharding.mesh) else a.sharding
+    out_sh = [s if s is not None or a.sharding is None or _mixed(a.sharding) else a.sharding
               for s, a in zip(out_sh, closed.out_avals)]
     if any(_is_abstract(s) for s in out_sh):
         out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
@@ -447,10 +447,12 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
     return closed, out_tree, mesh, in_sh, out_sh, donate
 
 
-def _mixed(mesh: Any) -> bool:
-    """Whether ``mesh`` has Explicit and Auto axes both."""
+def _mixed(sharding: Any) -> bool:
+    """Whether a type's mesh has Explicit and Auto axes both (and the type names no Explicit axis of size 1,
+    which the partitioner's layout, read back, could not state)."""
+    mesh = sharding.mesh
     names = {t.name for t in getattr(mesh, "axis_types", ())}
-    return "Explicit" in names and "Auto" in names
+    return "Explicit" in names and "Auto" in names and all(mesh.shape[a] > 1 for a in sharding.spec.axes())
 
 
 def _is_abstract(s: Any) -> bool:
