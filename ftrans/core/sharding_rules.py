@@ -207,10 +207,8 @@ def _check_context_mesh(prim: Any, avals: Sequence[ShapedArray]) -> None:
 
 
 def _check_abstract_context(prim: Any, avals: Sequence[ShapedArray], entry: tuple) -> None:
-    from ftrans.transforms.shard_map import body_depth
-
-    cur, depth = entry
-    if cur.empty or depth < body_depth():  # (entered outside the shard_map body being traced)
+    cur = entry[0]
+    if cur.empty:
         return
     for a in avals:
         m = a.sharding.mesh if a.sharding is not None else None

@@ -314,3 +314,35 @@ def place_result(what: str, out_sharding: Any, compute: Any) -> Any:
     reshard the result.  Over Explicit mesh axes the result's sharding type is the one asked for."""
     s = _resolve(out_sharding, what)
     return with_sharding_constraint(compute(), s, _what=what)
+
+
+def under_auto_axes(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
+    """``fn(*args, **kwargs)`` with the Explicit axes of ``target``'s mesh typed Auto, the arguments' sharding
+    types moved onto that mesh (JAX's ``auto_axes`` around a computation given ``out_sharding=``); the caller
+    lays the result out as ``target``."""
+    from ftrans.core.array import Array
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import AxisType, use_mesh
+
+    mesh = getattr(target, "mesh", None)
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    if not isinstance(mesh, Mesh) or AxisType.Explicit not in types:
+        return fn(*args, **kwargs)
+    auto = Mesh(mesh.devices, mesh.axis_names, tuple(AxisType.Auto if t == AxisType.Explicit else t for t in types))
+
+    def cast(x: Any) -> Any:
+        sh = x.aval.sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
+            else None
+        if not isinstance(sh, NamedSharding) or not isinstance(sh.mesh, Mesh) or sh.mesh == auto \
+                or sh.mesh.axis_names != auto.axis_names or sh.mesh.devices.shape != auto.devices.shape \
+                or not (sh.mesh.devices == auto.devices).all():  # (an abstract mesh: a shard_map body's types)
+            return x
+        if isinstance(x, Tracer):
+            return sharding_constraint_p.bind(x, sharding=NamedSharding(auto, sh.spec))
+        from ftrans.devices import device_put
+
+        return device_put(x, NamedSharding(auto, sh.spec))
+
+    with use_mesh(auto):
+        args, kwargs = tree_util.tree_map(cast, (args, kwargs))
+        return fn(*args, **kwargs)

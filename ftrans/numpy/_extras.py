@@ -835,9 +835,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
                 "out_sharding passed to `jnp.bincount` can only be fully replicated or fully unreduced along all "
                 f"mesh axes; got {out_sharding}")
         if spec is not None and spec.unreduced:
-            from ftrans.ops import _unreduced_segment_sum
-
-            return _unreduced_segment_sum(jnp.zeros(length, wd), w, jnp.clip(x, 0), out_sharding,
+            return unreduced_scatter_add(jnp.zeros(length, wd), w, jnp.clip(x, 0), out_sharding,
                                           {"mode": "drop"})
         return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop", out_sharding=out_sharding)
     return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop")
@@ -1492,10 +1490,12 @@ def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_inp
     result out so (computed with the mesh's axes Auto, as JAX's ``auto_axes``)."""
     method = _check_quantile_args("percentile", out, overwrite_input, method)
     if out_sharding is not None:
-        from ftrans.sharding import auto_axes
+        from ftrans.lax._sharding import _resolve, place_result, under_auto_axes
 
-        return auto_axes(lambda a, q: _quantile("percentile", a, _q_from_percent("percentile", q), axis, method,
-                                                keepdims, False, weights), out_sharding=out_sharding)(a, q)
+        target = _resolve(out_sharding, "jnp.percentile")
+        return place_result("jnp.percentile", target, lambda: under_auto_axes(
+            lambda a, q: _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False,
+                                   weights), (a, q), {}, target))
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
@@ -1798,3 +1798,33 @@ __all__ += [
     "nanpercentile", "nanmedian", "interp", "cov", "corrcoef", "unwrap", "packbits", "unpackbits",
     "bitwise_count", "hamming", "hanning", "blackman", "bartlett", "kaiser",
 ]
+
+
+def unreduced_scatter_add(out: Any, data: Any, segment_ids: Any, out_sharding: Any, kw: dict) -> Any:
+    """``out.at[segment_ids].add(data)`` left unreduced over mesh axes U (JAX's ``out_sharding=P(...,
+    unreduced=U)``): each device adds its block of rows (``data`` and ``segment_ids`` split over U along their
+    leading axis) into its own full-size result, the partial sums a later ``reshard`` adds up."""
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import _resolve
+    from ftrans.transforms.shard_map import shard_map
+
+    out_sharding = _resolve(out_sharding, "out_sharding")
+    spec, mesh = out_sharding.spec, out_sharding.mesh
+    axes = tuple(a for a in mesh.axis_names if a in spec.unreduced)
+    rows = PartitionSpec(axes if len(axes) > 1 else axes[0])
+    if not np.ndim(data):  # (bincount's unit weight)
+        from ftrans.numpy._shape import broadcast_to
+
+        data = broadcast_to(data, tuple(np.shape(segment_ids)) + tuple(np.shape(out))[1:])
+    if all(mesh.axis_types[mesh.axis_names.index(a)].name == "Explicit" for a in axes):
+        from ftrans.lax._sharding import with_sharding_constraint
+
+        # over Explicit axes shard_map takes the blocks the types give
+        data, segment_ids = (with_sharding_constraint(v, NamedSharding(mesh, rows), _what="reshard")
+                             for v in (data, segment_ids))
+
+    def local(d: Any, i: Any) -> Any:
+        return out.at[i].add(d, **kw)
+
+    return shard_map(local, mesh=mesh, in_specs=(rows, rows), out_specs=spec, axis_names=set(axes))(data,
+                                                                                                 segment_ids)

@@ -24,6 +24,7 @@ from ftrans.core.operands import check_arraylike, concrete_or_error
 from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import _creation, _reductions
+from ftrans.numpy._extras import unreduced_scatter_add
 
 __all__ = ["segment_max", "segment_min", "segment_prod", "segment_sum"]
 
@@ -88,7 +89,7 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     if bucket_size is None:
         out = _creation.full((n,) + tuple(data.shape[1:]), ident, dtype=dtype)
         if out_sharding is not None and getattr(getattr(out_sharding, "spec", out_sharding), "unreduced", None):
-            return _unreduced_segment_sum(out, data, segment_ids, out_sharding, kw)
+            return unreduced_scatter_add(out, data, segment_ids, out_sharding, kw)
         if out_sharding is not None:
             kw["out_sharding"] = out_sharding
         return getattr(out.at[segment_ids], kind)(data, **kw)
@@ -106,34 +107,6 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     reducer = {"add": _reductions.sum, "mul": _reductions.prod,
                "min": _reductions.min, "max": _reductions.max}[kind]
     return reducer(out, axis=0).astype(dtype)
-
-
-def _unreduced_segment_sum(out: Any, data: Any, segment_ids: Any, out_sharding: Any, kw: dict) -> Any:
-    """``out.at[segment_ids].add(data)`` left unreduced over mesh axes U (JAX's ``out_sharding=P(...,
-    unreduced=U)``): each device adds its block of rows (``data`` and ``segment_ids`` split over U along their
-    leading axis) into its own full-size result, the partial sums a later ``reshard`` adds up."""
-    from ftrans.core.sharding import NamedSharding, PartitionSpec
-    from ftrans.lax._sharding import _resolve
-    from ftrans.transforms.shard_map import shard_map
-
-    out_sharding = _resolve(out_sharding, "out_sharding")
-    spec, mesh = out_sharding.spec, out_sharding.mesh
-    axes = tuple(a for a in mesh.axis_names if a in spec.unreduced)
-    rows = PartitionSpec(axes if len(axes) > 1 else axes[0])
-    if not np.ndim(data):  # (bincount's unit weight)
-        from ftrans.numpy._shape import broadcast_to
-
-        data = broadcast_to(data, tuple(np.shape(segment_ids)) + tuple(np.shape(out))[1:])
-    if all(mesh.axis_types[mesh.axis_names.index(a)].name == "Explicit" for a in axes):
-        from ftrans.sharding import reshard  # over Explicit axes shard_map takes the blocks the types give
-
-        data, segment_ids = (reshard(v, NamedSharding(mesh, rows)) for v in (data, segment_ids))
-
-    def local(d: Any, i: Any) -> Any:
-        return out.at[i].add(d, **kw)
-
-    return shard_map(local, mesh=mesh, in_specs=(rows, rows), out_specs=spec, axis_names=set(axes))(data,
-                                                                                                 segment_ids)
 
 
 def segment_sum(data: Any, segment_ids: Any, num_segments: int | None = None, indices_are_sorted: bool = False,
