@@ -249,7 +249,8 @@ def test_grad_of_out_sharding_goes_back_to_the_operands_type():
 
 def test_sharding_type_errors_match_jax():
     """Operands over a mesh other than the context's (ValueError), a scan over xs split on the scanned axis
-    (ValueError), ``auto_axes`` over a shard_map's manual axes (NotImplementedError), as JAX raises them."""
+    (ValueError), a non-named constraint under ``vmap(spmd_axis_name=)`` (ValueError), ``auto_axes`` over a
+    shard_map's manual axes (NotImplementedError), as JAX raises them."""
     for lib, lnp, sh in _libs():
         P = sh.PartitionSpec
         mesh = _mesh(lib, (1,), ("x",), ("Explicit",))
@@ -264,6 +265,10 @@ def test_sharding_type_errors_match_jax():
             xs = lib.device_put(np.arange(16.).reshape(8, 2), P("x", None))
             with pytest.raises(ValueError, match="0th dimension of all xs should be replicated"):
                 lib.jit(lambda c, xs: lib.lax.scan(lambda c, x: (c + x, x), c, xs))(lnp.zeros(2), xs)
+        one = sh.SingleDeviceSharding(lib.devices()[0])
+        with pytest.raises(ValueError, match="If you are using spmd_axis_name parameter of jax.vmap.*SingleDevice"):
+            lib.jit(lib.vmap(lambda v: lib.lax.with_sharding_constraint(v, one), spmd_axis_name="x"))(
+                lib.device_put(np.arange(8), one))
         auto = _mesh(lib, (2, 1), ("x", "y"), ("Auto", "Auto"))
         with lib.set_mesh(auto):
             def g(x):

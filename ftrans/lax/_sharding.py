@@ -97,6 +97,7 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                     s = _with_type_axes(leaf.aval if isinstance(leaf, Tracer) else None, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
+                _check_spmd_batched(leaf, s)
                 out.append(leaf)
         elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
             out.append(leaf)
@@ -111,6 +112,21 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _check_same_devices(leaf, s)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_spmd_batched(x: Any, s: Any) -> None:
+    """A constraint other than a NamedSharding on a value batched by ``vmap(spmd_axis_name=...)``: JAX's
+    batching rule cannot add the spmd axes to it."""
+    t = x
+    while isinstance(t, Tracer):
+        main = getattr(t._trace, "main", None)
+        if getattr(getattr(main, "payload", None), "spmd_name", None):
+            raise FtransValueError(
+                "If you are using spmd_axis_name parameter of jax.vmap, please make sure to run your jitted function "
+                "inside the mesh context manager. Only `jax.lax.with_sharding_constraint` with "
+                "`jax.sharding.NamedSharding` as an input can be transformed with spmd_axis_name batching rules "
+                f"outside of an explicit mesh context. Got {type(s).__name__}")
+        t = getattr(t, "val", None)
 
 
 def _eager_over_abstract(x: Any, s: Any) -> Any:
