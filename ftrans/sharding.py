@@ -271,10 +271,15 @@ def _retyped(what: str, axes: Any, axis_type: AxisType, shardings: Any = None) -
         if a not in mesh.axis_names:
             raise FtransValueError(f"{what}: axis {a!r} is not an axis of the mesh {mesh}")
     types = dict(zip(mesh.axis_names, mesh.axis_types))
+    from ftrans.transforms.shard_map import manual_axes_here
+
+    manual = manual_axes_here()  # inside a shard_map body: its manual axes
     for a in axes:
-        if types[a] == AxisType.Manual:
-            raise NotImplementedError(f"{what}: going from `Manual` AxisType to `{axis_type.name}` AxisType is "
-                                      f"not allowed (axis {a!r})")
+        if types[a] == AxisType.Manual or a in manual:
+            raise NotImplementedError(
+                "Going from `Manual` AxisType to `Auto` or `Explicit` AxisType is not allowed. Please file a bug "
+                f"at https://github.com/jax-ml/jax/issues with your use case ({what} to {axis_type.name}: axis "
+                f"{a!r} is manual here)")
         types[a] = axis_type
     return Mesh(mesh.devices, mesh.axis_names, tuple(types[n] for n in mesh.axis_names))
 

@@ -1096,6 +1096,8 @@ def as_sharding(sh: Any) -> Any:
     ftrans sharding or spec, a value that is no sharding at all) as is, for the caller to check."""
     if isinstance(sh, Sharding) or isinstance(sh, type):
         return sh
+    if type(sh).__name__ == "UnspecifiedValue":  # JAX's UNSPECIFIED (jit's default): no sharding given
+        return None
     if type(sh) is MeshlessType:
         return sh.spec
     sh = _unformat(sh)

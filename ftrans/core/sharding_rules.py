@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ftrans.core.avals import ShapedArray, ShardedAval
-from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding
+from ftrans.core.sharding import AxisType, NamedSharding, PartitionSpec, TypeSharding, abstract_stack
 from ftrans.errors import FtransValueError, ShardingTypeError
 
 __all__ = ["typed", "typed_aval", "explicit_spec", "spec_of", "propagate", "elementwise", "same_as_first",
@@ -190,6 +190,43 @@ def lenient() -> Any:
 # Propagation
 
 
+def _check_context_mesh(prim: Any, avals: Sequence[ShapedArray]) -> None:
+    """Operands over different meshes, one of them not the mesh in context: JAX's ValueError naming it."""
+    from ftrans.core.sharding import get_mesh
+
+    cur = get_mesh()
+    if cur is None or cur.empty:
+        return
+    cur_abs = cur.abstract_mesh
+    for a in avals:
+        m = a.typed_sharding.mesh if a.typed_sharding is not None else None
+        if m is None or m.empty or m.abstract_mesh == cur_abs or any(t.name == "Manual" for t in m.axis_types):
+            continue  # (a shard_map body's values: typed over its manual axes)
+        if all(t.name == "Auto" for t in m.axis_types) and all(t.name == "Auto" for t in cur.axis_types):
+            continue
+        raise FtransValueError(
+            f"For primitive {prim.name}, context mesh {cur_abs} should match the aval mesh {m.abstract_mesh} for "
+            f"shape {a.str_short()}; lay the operands out over the mesh in context (ftrans.reshard / device_put)")
+
+
+def _check_abstract_context(prim: Any, avals: Sequence[ShapedArray], entry: tuple) -> None:
+    cur = entry[0]
+    if cur.empty:
+        return
+    for a in avals:
+        m = a.typed_sharding.mesh if a.typed_sharding is not None else None
+        if m is None or m.empty or any(t.name == "Manual" for t in m.axis_types):
+            continue
+        am = m.abstract_mesh
+        if am._key()[:3] == cur._key()[:3] or (all(t.name == "Auto" for t in am.axis_types) and all(t.name == "Auto" for t in
+                                                                             cur.axis_types)):
+            continue
+        raise FtransValueError(
+            f"For primitive {prim.name}, context mesh {cur} should match the aval mesh {am} for shape "
+            f"{a.str_short()}; inside use_abstract_mesh the operands must be typed over that mesh (reshard them, "
+            "or use auto_axes / explicit_axes to change the axis types)")
+
+
 def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -> Any:
     """The abstract value(s) ``out`` of ``prim`` applied to ``avals``, typed by the primitive's sharding rule."""
     mesh = None
@@ -199,8 +236,13 @@ def propagate(prim: Any, avals: Sequence[ShapedArray], out: Any, params: dict) -
             if mesh is None:
                 mesh = sh.mesh
             elif sh.mesh != mesh:
+                _check_context_mesh(prim, avals)
                 raise ShardingTypeError(f"Mesh for all inputs should be equal. Got one mesh: {mesh} and another "
                                         f"mesh: {sh.mesh}")
+    if mesh is not None:
+        st = abstract_stack()
+        if st and not prim.sets_sharding:  # inside ``use_abstract_mesh``: operands typed over it (JAX's check)
+            _check_abstract_context(prim, avals, st[-1])
     rule = prim.sharding_rule
     if rule is None:
         if prim.higher_order or mesh is None:

@@ -501,6 +501,8 @@ class _KeyOperand(errors.FtransTypeError):
 def _wrap(out: Any, weak: bool) -> Array:
     if type(out) is PRNGKeyArray:  # a key-typed result of an interpreted body (control flow over keys)
         return out
+    if isinstance(out, Array):  # a partitioned program's result (a sharded jit_call's): laid out already
+        return out
     return Array._new(out, weak)
 
 

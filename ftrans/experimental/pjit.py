@@ -88,7 +88,28 @@ def _pjit(fun: Callable | None = None, *args: Any, **kwargs: Any) -> Any:
         return lambda f: _pjit(f, **kwargs)
     if not args and any(k in kwargs and _has_none(kwargs[k]) for k in ("in_shardings", "out_shardings")):
         return _MeshPjit(fun, kwargs)
-    return jit(fun, *args, **kwargs)
+    for k in ("in_shardings", "out_shardings"):
+        if k in kwargs:
+            _check_leaves(k, kwargs[k])
+    out = jit(fun, *args, **kwargs)
+    out._api_name = "pjit"  # (its errors name pjit, as JAX's)
+    return out
+
+
+def _check_leaves(what: str, tree: Any) -> None:
+    """JAX's check of pjit's shardings when it is applied: each leaf a PartitionSpec, a Sharding or None."""
+    from ftrans import tree_util
+    from ftrans.core.sharding import PartitionSpec, Sharding, as_sharding
+
+    def ok(x: Any) -> bool:
+        return x is None or type(x).__name__ in ("PartitionSpec", "Format", "UnspecifiedValue") or isinstance(
+            as_sharding(x), (Sharding, PartitionSpec))
+
+    for leaf in tree_util.tree_leaves(tree, is_leaf=lambda x: x is None or type(x).__name__ in (
+            "PartitionSpec", "Format")):
+        if not ok(leaf):
+            raise FtransTypeError(f"{what} leaf specifications are expected to be PartitionSpec instances or None, "
+                                  f"but got {leaf}")
 
 
 _pjit.__name__ = _pjit.__qualname__ = "pjit"

@@ -934,6 +934,12 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
 
     carry, c_tree = _flatten_operands(init, "init")
     c_paths = _leaf_paths(c_tree)
+    xs_specs = [getattr(x.aval, "sharding", None) for x in x_ops]
+    if any(sh is not None and len(sh.spec) and sh.spec[0] is not None for sh in xs_specs):  # (JAX's check)
+        raise FtransValueError(
+            "0th dimension of all xs should be replicated. Got "
+            + ", ".join(str(sh.spec) if sh is not None else "P()" for sh in xs_specs)
+            + " (scan: the scanned-over axis of xs is split over Explicit mesh axes; reshard it first)")
     slices = [_with_vma(without_dim(x.aval, 0, ShapedArray(x.aval.shape[1:], x.aval.dtype, x.aval.weak_type)),
                         _vma(x.aval)) for x in x_ops]  # in a shard_map body each slice varies as xs does
     in_tree = _tuple_tree(c_tree, x_tree)

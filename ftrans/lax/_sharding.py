@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array
@@ -26,7 +28,7 @@ from ftrans.errors import FtransTypeError, FtransValueError, NoMeshError
 __all__ = ["with_sharding_constraint", "with_out_sharding"]
 
 
-def _resolve(s: Any, what: str) -> Any:
+def _resolve(s: Any, what: str, traced: bool = False) -> Any:
     s = as_sharding(s)  # a runtime (jax) sharding: as ftrans's
     if isinstance(s, PartitionSpec):
         mesh = spec_mesh()
@@ -38,8 +40,17 @@ def _resolve(s: Any, what: str) -> Any:
         return NamedSharding(mesh, s)
     if not isinstance(s, Sharding):
         raise FtransTypeError(f"{what}: expected a Sharding or a PartitionSpec, got {type(s).__name__}: {s!r}")
+    if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh) and any(
+            t.name == "Manual" for t in s.mesh.axis_types):
+        return s  # a partially manual shard_map body's type (``jax.typeof(x).sharding`` there): as it is
     if isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh):  # over an AbstractMesh: the current mesh
-        s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
+        try:
+            s = NamedSharding(s._concrete_mesh(), s.spec, memory_kind=s._memory_kind)
+        except FtransValueError:
+            if not traced:
+                raise
+            # staged with no mesh to take devices from (``eval_shape``, ``trace``): the abstract mesh stays,
+            # as in JAX's jaxpr; the program takes its devices when it is lowered
     return s
 
 
@@ -65,11 +76,13 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
         flat = [s for g in tree_util.tree_leaves(groups, is_leaf=lambda g: type(g) is _Group) for s in g]
     out = []
     for leaf, s in zip(leaves, flat):
-        s = _resolve(s, _what)
-        shape = tuple(getattr(leaf, "shape", ()))
         # A concrete value is placed at once, inside a transform too (a constant of the program being traced
         # keeps its layout: a jitted program that captures it is partitioned, sharded_jit.sharded_consts).
         traced = isinstance(leaf, Tracer) or (not _trace.is_eager() and not isinstance(leaf, Array))
+        if not traced and _what == "with_sharding_constraint":
+            s = _eager_over_abstract(leaf, as_sharding(s))
+        s = _resolve(s, _what, traced)
+        shape = tuple(getattr(leaf, "shape", ()))
         if isinstance(s, NamedSharding) and _what == "with_sharding_constraint":
             _check_auto(s)
         if isinstance(s, NamedSharding) and not traced:  # in a program the partitioner pads uneven blocks
@@ -81,8 +94,10 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _check_not_manual(_what, s)
                 if _what == "with_sharding_constraint":
                     _assert_as_typed(leaf.aval if isinstance(leaf, Tracer) else None, s)
+                    s = _with_type_axes(leaf.aval if isinstance(leaf, Tracer) else None, s)
                 out.append(sharding_constraint_p.bind(leaf, sharding=s))
             else:
+                _check_spmd_batched(leaf, s)
                 out.append(leaf)
         elif not isinstance(s, (NamedSharding, SingleDeviceSharding)):
             out.append(leaf)
@@ -97,6 +112,45 @@ def with_sharding_constraint(x: Any, shardings: Any, _what: str = "with_sharding
                 _check_same_devices(leaf, s)
             out.append(device_put(leaf, s))
     return tree_util.tree_unflatten(tree, out)
+
+
+def _check_spmd_batched(x: Any, s: Any) -> None:
+    """A constraint other than a NamedSharding on a value batched by ``vmap(spmd_axis_name=...)``: JAX's
+    batching rule cannot add the spmd axes to it."""
+    t = x
+    while isinstance(t, Tracer):
+        main = getattr(t._trace, "main", None)
+        if getattr(getattr(main, "payload", None), "spmd_name", None):
+            raise FtransValueError(
+                "If you are using spmd_axis_name parameter of jax.vmap, please make sure to run your jitted function "
+                "inside the mesh context manager. Only `jax.lax.with_sharding_constraint` with "
+                "`jax.sharding.NamedSharding` as an input can be transformed with spmd_axis_name batching rules "
+                f"outside of an explicit mesh context. Got {type(s).__name__}")
+        t = getattr(t, "val", None)
+
+
+def _eager_over_abstract(x: Any, s: Any) -> Any:
+    """Eagerly, a target over an AbstractMesh takes its devices from the array (JAX's rule and checks): the
+    array must be laid out over a mesh of the same axis names and sizes."""
+    if not (isinstance(s, NamedSharding) and not isinstance(s.mesh, Mesh)):
+        return s
+    from ftrans.core.sharding_rules import array_aval
+
+    short = array_aval(x).str_short() if isinstance(x, Array) else f"{getattr(x, 'dtype', '')}{list(np.shape(x))}"
+    if not isinstance(x, Array):
+        raise FtransValueError(
+            "Target sharding contains a `jax.sharding.AbstractMesh` which requires the input passed should be a "
+            f"`jax.Array`. Got {type(x)} with shape {short}")
+    own = x.sharding
+    if not isinstance(own, NamedSharding) or not own.mesh.axis_names:
+        raise FtransTypeError(
+            "The sharding on the input must be a `NamedSharding` since the target sharding has an `AbstractMesh` "
+            f"in it. Got sharding type {type(own)} for shape {short}")
+    if own.mesh.shape_tuple != s.mesh.shape_tuple:
+        raise FtransValueError(
+            f"Mesh shape of the input {own.mesh.shape_tuple} does not match the mesh shape of the target sharding "
+            f"{s.mesh.shape_tuple} for shape {short}")
+    return NamedSharding(own.mesh, s.spec)
 
 
 def _check_same_devices(x: Any, s: NamedSharding) -> None:
@@ -147,6 +201,27 @@ def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
             "`with_sharding_constraint` acts as an assert when all axes of mesh are of type `Explicit`. The array "
             f"sharding: {sh.spec!r} did not match the sharding provided: {s.spec!r}. Please use "
             "`jax.sharding.reshard` to shard your input to the sharding you want.")
+
+
+def _with_type_axes(aval: Any, s: NamedSharding) -> NamedSharding:
+    """Over a mesh of Explicit and Auto axes, a constraint keeps the value's type: each dimension is split over
+    the Explicit axes its type names and then the ones the constraint names (JAX's lowering of it)."""
+    sh = getattr(aval, "sharding", None)
+    types = {t.name for t in s.mesh.axis_types}
+    if sh is None or sh.mesh != s.mesh or not ("Explicit" in types and "Auto" in types) or s.spec.unreduced:
+        return s
+    n = len(aval.shape)
+    user = tuple(s.spec) + (None,) * (n - len(s.spec))
+    entries = []
+    for u, t in zip(user[:n], tuple(sh.spec) + (None,) * (n - len(sh.spec))):
+        have = () if t is None else ((t,) if isinstance(t, str) else tuple(t))
+        if not have or u is PartitionSpec.UNCONSTRAINED:
+            entries.append(u)
+            continue
+        add = () if u is None else ((u,) if isinstance(u, str) else tuple(u))
+        merged = have + tuple(a for a in add if a not in have)
+        entries.append(merged[0] if len(merged) == 1 else merged)
+    return NamedSharding(s.mesh, PartitionSpec(*entries), memory_kind=s.memory_kind)
 
 
 def _check_not_manual(what: str, s: NamedSharding) -> None:
@@ -255,3 +330,35 @@ def place_result(what: str, out_sharding: Any, compute: Any) -> Any:
     reshard the result.  Over Explicit mesh axes the result's sharding type is the one asked for."""
     s = _resolve(out_sharding, what)
     return with_sharding_constraint(compute(), s, _what=what)
+
+
+def under_auto_axes(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
+    """``fn(*args, **kwargs)`` with the Explicit axes of ``target``'s mesh typed Auto, the arguments' sharding
+    types moved onto that mesh (JAX's ``auto_axes`` around a computation given ``out_sharding=``); the caller
+    lays the result out as ``target``."""
+    from ftrans.core.array import Array
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import AxisType, use_mesh
+
+    mesh = getattr(target, "mesh", None)
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    if not isinstance(mesh, Mesh) or AxisType.Explicit not in types:
+        return fn(*args, **kwargs)
+    auto = Mesh(mesh.devices, mesh.axis_names, tuple(AxisType.Auto if t == AxisType.Explicit else t for t in types))
+
+    def cast(x: Any) -> Any:
+        sh = x.aval.typed_sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
+            else None
+        if not isinstance(sh, NamedSharding) or not isinstance(sh.mesh, Mesh) or sh.mesh == auto \
+                or sh.mesh.axis_names != auto.axis_names or sh.mesh.devices.shape != auto.devices.shape \
+                or not (sh.mesh.devices == auto.devices).all():  # (an abstract mesh: a shard_map body's types)
+            return x
+        if isinstance(x, Tracer):
+            return sharding_constraint_p.bind(x, sharding=NamedSharding(auto, sh.spec))
+        from ftrans.devices import device_put
+
+        return device_put(x, NamedSharding(auto, sh.spec))
+
+    with use_mesh(auto):
+        args, kwargs = tree_util.tree_map(cast, (args, kwargs))
+        return fn(*args, **kwargs)

@@ -470,7 +470,7 @@ def host_callbacks_of(text: str) -> tuple:
 
 def mesh_decl(sym: str, mesh: Any) -> str:
     """Shardy's declaration of a mesh: its axis names and sizes (partition i is the i-th device of the mesh)."""
-    axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.devices.shape))
+    axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.axis_sizes))
     return f"  sdy.mesh @{sym} = <[{axes}]>"
 
 

@@ -38,18 +38,21 @@ __all__ = ["SpmdExecutable", "lower_spmd", "put"]
 
 def lower_spmd(closed: ClosedJaxpr, name: str, mesh: Mesh, in_shardings: Sequence[Any],
                out_shardings: Sequence[Any], donated: Sequence[bool] = (), in_layouts: Sequence[Any] = (),
-               out_layouts: Sequence[Any] = ()) -> str:
+               out_layouts: Sequence[Any] = (), platform: str | None = None) -> str:
     """The module text: ``main`` over global shapes, its arguments/results annotated (None: unannotated
     result, replicated argument).  ``in_layouts`` (constants first) / ``out_layouts``: the layout each asks
     for (``Layout.AUTO``, a ``Layout``, None for the default), written as JAX writes them
-    (``mhlo.layout_mode``), which XLA compiles for."""
+    (``mhlo.layout_mode``), which XLA compiles for.  ``mesh`` may be an ``AbstractMesh`` (no devices yet:
+    ``platform`` names the one to lower for, as JAX's ``lowering_platforms``)."""
     from ftrans.lowering.rules.callbacks import check_no_ordered_effects
 
     check_no_ordered_effects(closed, mesh.size, f"jit({name})")
-    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})",
-                       platform=compat.lowering_platform(next(iter(mesh.devices.flat))))
+    abstract = type(mesh).__name__ == "AbstractMesh"
+    if platform is None:
+        platform = compat.lowering_platform(next(iter(mesh.devices.flat)))
+    m = ModuleLowering(f"jit_{name}", num_partitions=mesh.size, scope=f"jit({name})", platform=platform)
     m.meshes[mesh] = "mesh"
-    m.device_assignment = list(mesh.devices.flat)
+    m.device_assignment = [] if abstract else list(mesh.devices.flat)
     jaxpr = closed.jaxpr
     avals = [v.aval for v in (*jaxpr.constvars, *jaxpr.invars)]
     arg_attrs = []
@@ -138,6 +141,14 @@ def _put_unreduced(x: Any, sharding: NamedSharding) -> Any:
 _reshard_programs: dict = {}  # the programs of resharding to or from unreduced axes, by layouts and type
 
 
+def _retyped(aval: Any, sh: Any) -> Any:
+    if getattr(aval, "typed_sharding", None) is None or not isinstance(sh, NamedSharding) or aval.typed_sharding == sh:
+        return aval
+    from ftrans.core.sharding_rules import typed_aval
+
+    return typed_aval(aval, sh)
+
+
 def _alias_ok(in_shardings: Sequence[Any], out_shardings: Sequence[Any]) -> Any:
     """JAX aliases a donated argument only to a result of a given sharding (its blocks' shapes known): here, of
     the argument's own layout; the others are buffer donors XLA matches after partitioning."""
@@ -179,6 +190,8 @@ class SpmdExecutable:
         # a key-typed value crosses the boundary as its uint32 data (core/prims/random.py)
         self.in_avals = [physical_aval(v.aval) for v in (*jaxpr.constvars, *jaxpr.invars)]
         self.out_avals = [physical_aval(a) for a in closed.out_avals]
+        # a typed result given another layout by out_shardings has that layout's type, as JAX's
+        self.out_avals = [_retyped(a, sh) for a, sh in zip(self.out_avals, out_shardings)]
         # Layouts asked for (jit's Formats): XLA compiles for them (AUTO: its choice), read back below
         laid = any(lay is not None for lay in (*in_layouts, *out_layouts))
         self.text = lower_spmd(closed, name, mesh, self.in_shardings, out_shardings, self.donated,

@@ -794,7 +794,8 @@ def _inexact_nobcast(name: str, *args: Any) -> list:
 
 
 # ---------------------------------------------------------------- counting and histograms
-def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None) -> Any:
+def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None,
+             out_sharding: Any = None) -> Any:
     """``jnp.bincount``: counts (or summed weights) per non-negative integer value.
 
     The output length is ``length`` when given (values beyond it are dropped),
@@ -822,6 +823,21 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         if tuple(shape_of(w)) != tuple(shape_of(x)):
             raise FtransValueError(f"bincount: weights shape {shape_of(w)} must match x shape {shape_of(x)}")
         wd = dtype_weak(w)[0]
+    if out_sharding is not None:
+        from ftrans.errors import ShardingTypeError
+        from ftrans.lax._sharding import _resolve
+
+        out_sharding = _resolve(out_sharding, "jnp.bincount")
+        spec = getattr(out_sharding, "spec", None)
+        if spec is not None and (any(e is not None for e in spec) or spec.reduced or (
+                spec.unreduced and set(spec.unreduced) != set(out_sharding.mesh.axis_names))):
+            raise ShardingTypeError(
+                "out_sharding passed to `jnp.bincount` can only be fully replicated or fully unreduced along all "
+                f"mesh axes; got {out_sharding}")
+        if spec is not None and spec.unreduced:
+            return unreduced_scatter_add(jnp.zeros(length, wd), w, jnp.clip(x, 0), out_sharding,
+                                          {"mode": "drop"})
+        return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop", out_sharding=out_sharding)
     return jnp.zeros(length, wd).at[jnp.clip(x, 0)].add(w, mode="drop")
 
 
@@ -1468,9 +1484,18 @@ def _q_from_percent(name: str, q: Any) -> Any:
 
 @outputs_checked
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there)."""
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
+               out_sharding: Any = None) -> Any:
+    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there); ``out_sharding`` lays the
+    result out so (computed with the mesh's axes Auto, as JAX's ``auto_axes``)."""
     method = _check_quantile_args("percentile", out, overwrite_input, method)
+    if out_sharding is not None:
+        from ftrans.lax._sharding import _resolve, place_result, under_auto_axes
+
+        target = _resolve(out_sharding, "jnp.percentile")
+        return place_result("jnp.percentile", target, lambda: under_auto_axes(
+            lambda a, q: _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False,
+                                   weights), (a, q), {}, target))
     return _quantile("percentile", a, _q_from_percent("percentile", q), axis, method, keepdims, False, weights)
 
 
@@ -1773,3 +1798,33 @@ __all__ += [
     "nanpercentile", "nanmedian", "interp", "cov", "corrcoef", "unwrap", "packbits", "unpackbits",
     "bitwise_count", "hamming", "hanning", "blackman", "bartlett", "kaiser",
 ]
+
+
+def unreduced_scatter_add(out: Any, data: Any, segment_ids: Any, out_sharding: Any, kw: dict) -> Any:
+    """``out.at[segment_ids].add(data)`` left unreduced over mesh axes U (JAX's ``out_sharding=P(...,
+    unreduced=U)``): each device adds its block of rows (``data`` and ``segment_ids`` split over U along their
+    leading axis) into its own full-size result, the partial sums a later ``reshard`` adds up."""
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+    from ftrans.lax._sharding import _resolve
+    from ftrans.transforms.shard_map import shard_map
+
+    out_sharding = _resolve(out_sharding, "out_sharding")
+    spec, mesh = out_sharding.spec, out_sharding.mesh
+    axes = tuple(a for a in mesh.axis_names if a in spec.unreduced)
+    rows = PartitionSpec(axes if len(axes) > 1 else axes[0])
+    if not np.ndim(data):  # (bincount's unit weight)
+        from ftrans.numpy._shape import broadcast_to
+
+        data = broadcast_to(data, tuple(np.shape(segment_ids)) + tuple(np.shape(out))[1:])
+    if all(mesh.axis_types[mesh.axis_names.index(a)].name == "Explicit" for a in axes):
+        from ftrans.lax._sharding import with_sharding_constraint
+
+        # over Explicit axes shard_map takes the blocks the types give
+        data, segment_ids = (with_sharding_constraint(v, NamedSharding(mesh, rows), _what="reshard")
+                             for v in (data, segment_ids))
+
+    def local(d: Any, i: Any) -> Any:
+        return out.at[i].add(d, **kw)
+
+    return shard_map(local, mesh=mesh, in_specs=(rows, rows), out_specs=spec, axis_names=set(axes))(data,
+                                                                                                 segment_ids)

@@ -24,6 +24,7 @@ from ftrans.core.operands import check_arraylike, concrete_or_error
 from ftrans.core.shape_poly import DimExpr
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import _creation, _reductions
+from ftrans.numpy._extras import unreduced_scatter_add
 
 __all__ = ["segment_max", "segment_min", "segment_prod", "segment_sum"]
 
@@ -66,7 +67,12 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
                     out_sharding: Any) -> Any:
     check_arraylike(name, data, segment_ids)
     if out_sharding is not None:
-        raise NotImplementedError(f"{name}: out_sharding is not supported")
+        spec = getattr(out_sharding, "spec", out_sharding)
+        if kind != "add" and getattr(spec, "unreduced", None):
+            raise NotImplementedError(f"unreduced for {kind[:3] if kind != 'mul' else 'prod'} is not yet supported "
+                                      f"({name}: out_sharding={out_sharding!r}; only segment_sum leaves partial sums)")
+        if bucket_size is not None:
+            raise NotImplementedError(f"{name}: out_sharding with bucket_size is not supported (as in JAX)")
     data = _creation.asarray(data)
     segment_ids = _creation.asarray(segment_ids)
     dtype = np.dtype(data.dtype)
@@ -82,6 +88,10 @@ def _segment_update(name: str, kind: str, data: Any, segment_ids: Any, num_segme
     ident = _identity(kind, dtype)
     if bucket_size is None:
         out = _creation.full((n,) + tuple(data.shape[1:]), ident, dtype=dtype)
+        if out_sharding is not None and getattr(getattr(out_sharding, "spec", out_sharding), "unreduced", None):
+            return unreduced_scatter_add(out, data, segment_ids, out_sharding, kw)
+        if out_sharding is not None:
+            kw["out_sharding"] = out_sharding
         return getattr(out.at[segment_ids], kind)(data, **kw)
     if not isinstance(bucket_size, DimExpr):
         bucket_size = int(concrete_or_error(bucket_size, f"{name}: bucket_size"))

@@ -80,35 +80,12 @@ def sharded_sampler(fn: Any) -> Any:
 
 
 def _draw_auto(fn: Any, args: tuple, kwargs: dict, target: Any) -> Any:
-    """``fn(*args, **kwargs)`` with the Explicit axes of ``target``'s mesh typed Auto, the arguments' sharding
-    types moved onto that mesh (JAX's samplers draw under ``auto_axes``: ``maybe_auto_axes``), so their inner
-    reshapes and reductions need no shardings of their own; the caller lays the result out as ``target``."""
-    from ftrans.core import pytrees
-    from ftrans.core.array import Array
-    from ftrans.core.prims.sharding import sharding_constraint_p
-    from ftrans.core.sharding import AxisType, Mesh, NamedSharding, use_mesh
+    """``fn(*args, **kwargs)`` with the Explicit axes of ``target``'s mesh typed Auto (JAX's samplers draw under
+    ``auto_axes``: ``maybe_auto_axes``), so their inner reshapes and reductions need no shardings of their own;
+    the caller lays the result out as ``target``."""
+    from ftrans.lax._sharding import under_auto_axes
 
-    mesh = getattr(target, "mesh", None)
-    types = tuple(getattr(mesh, "axis_types", ()) or ())
-    if not isinstance(mesh, Mesh) or AxisType.Explicit not in types:
-        return fn(*args, **kwargs)
-    auto = Mesh(mesh.devices, mesh.axis_names, tuple(AxisType.Auto if t == AxisType.Explicit else t for t in types))
-
-    def cast(x: Any) -> Any:
-        sh = x.aval.typed_sharding if isinstance(x, Tracer) else getattr(x, "sharding", None) if isinstance(x, Array) \
-            else None
-        if not isinstance(sh, NamedSharding) or sh.mesh == auto or sh.mesh.axis_names != auto.axis_names \
-                or sh.mesh.devices.shape != auto.devices.shape or not (sh.mesh.devices == auto.devices).all():
-            return x
-        if isinstance(x, Tracer):
-            return sharding_constraint_p.bind(x, sharding=NamedSharding(auto, sh.spec))
-        from ftrans.devices import device_put
-
-        return device_put(x, NamedSharding(auto, sh.spec))
-
-    with use_mesh(auto):
-        args, kwargs = pytrees.tree_map(cast, (args, kwargs))
-        return fn(*args, **kwargs)
+    return under_auto_axes(fn, args, kwargs, target)
 
 
 # ---------------------------------------------------------------- argument checks

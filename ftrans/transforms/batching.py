@@ -335,11 +335,11 @@ def run_batched(fun: Callable, args: Sequence[Any], dims: Sequence[Any], axis: A
     if (reuse and owner is not None and owner.alive and getattr(owner, "trace_type", None) is BatchTrace
             and not any(isinstance(a, Tracer) and a._trace.main.level >= owner.level for a in args)):
         return _run_in(owner, fun, args, dims, force_front, lift_unmapped)
-    frame = AxisFrame(axis.name, axis.size, None, axis.spmd_name)
+    frame = AxisFrame(axis.name, axis.size, None, axis.spmd_name, getattr(axis, "explicit", None))
     try:
         with new_main(BatchTrace, frame) as main:
             frame.main = main
-            with extend_axis_env(axis.name, frame.size, main):
+            with extend_axis_env(axis.name, frame.size, main, frame.explicit):
                 return _run_in(main, fun, args, dims, force_front, lift_unmapped)
     finally:
         frame.main = None  # the frame and its MainTrace refer to each other: no cycle outlives the vmap

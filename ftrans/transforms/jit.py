@@ -2074,6 +2074,14 @@ class Traced:
         from ftrans.lowering.lower import lower_jaxpr, result_info_attrs
 
         call = self._call
+        if lowering_platforms is not None and not _lowering_traced.active:
+            # only an AbstractMesh names the program's partitions: lowered for that many, devices given later
+            from ftrans.transforms import sharded_jit
+
+            amesh = sharded_jit.abstract_lowering_mesh(self)
+            if amesh is not None:
+                return sharded_jit.lower_abstract(self, amesh, _lowering_platform(self._owner.__name__,
+                                                                                  lowering_platforms))
         if call is not None and lowering_platforms is None and not _lowering_traced.active:
             # a partitioned program (sharded arguments, or constraints over a mesh): lowered as the jitted
             # function's ``lower`` lowers it

@@ -12,6 +12,7 @@ mesh, with ``.sharding`` a ``NamedSharding``.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ftrans.core import array as _array_mod
@@ -23,6 +24,7 @@ from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.layout import Format, Layout, as_format, default_layout, requested_layout
 from ftrans.core.prims.parallel import pmap_in_program
 from ftrans.core.sharding import (
+    AbstractMesh,
     NamedSharding,
     PartitionSpec,
     Sharding,
@@ -33,6 +35,7 @@ from ftrans.core.sharding import (
     get_mesh,
 )
 from ftrans.core.sharding_rules import typed_aval
+from ftrans.errors import FtransRuntimeError as _FtransRuntimeError
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.lowering.spmd import SpmdExecutable
 from ftrans.transforms.jit import GENERAL_PATH, Compiled, LoweredText
@@ -143,11 +146,21 @@ def _check_sharding(x: Any, what: str, fname: str) -> Any:
     if isinstance(x, Sharding):
         return x
     if isinstance(x, tuple) and type(x).__name__ == "PartitionSpec":
-        raise FtransTypeError(
-            f"jit({fname}): {what} got a bare PartitionSpec {x!r}; wrap it in a NamedSharding(mesh, spec) "
-            "(a bare spec needs a mesh set with ftrans.sharding.use_mesh / ftrans.set_mesh)")
+        from ftrans.errors import NoMeshError
+
+        raise NoMeshError(
+            f"{_api.name} requires a non-empty mesh in context if you are passing `PartitionSpec`s to {what}. You "
+            "can define a context mesh via `ftrans.set_mesh(mesh)`. Alternatively, provide `Sharding`s to "
+            f"{what} and then the mesh context manager is not required. (jit({fname}) got {x!r})")
     raise FtransTypeError(f"jit({fname}): {what} entries must be Shardings (NamedSharding, ...) or None, "
                           f"got {type(x).__name__}: {x!r}")
+
+
+class _Api(threading.local):
+    name = "jit"  # "pjit" while a jax.experimental.pjit function's shardings are read (its errors' name)
+
+
+_api = _Api()
 
 
 def _bare_spec(x: Any) -> Any:
@@ -289,6 +302,16 @@ def check_out_shardings(owner: Any, out_tree: Any) -> None:
 def _in_shardings(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None = None) -> list:
     """Each argument leaf's layout: its ``in_shardings`` entry, else its own (an Array laid out over a mesh, a
     ShapeDtypeStruct's sharding), else None; ``from_args`` (given) gets, per leaf, whether it is its own."""
+    if getattr(owner, "_api_name", None) == "pjit":
+        _api.name = "pjit"
+        try:
+            return _in_shardings_of(owner, args, kwargs, leaves, from_args)
+        finally:
+            _api.name = "jit"
+    return _in_shardings_of(owner, args, kwargs, leaves, from_args)
+
+
+def _in_shardings_of(owner: Any, args: tuple, kwargs: dict, leaves: list, from_args: list | None) -> list:
     fname = owner.__name__
     n_pos = len(tree_util.tree_leaves(args))
     spec = owner._in_shardings
@@ -492,7 +515,7 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
              avals: list, in_tree: Any, statics: tuple | None = None) -> tuple:
     fname = owner.__name__
     from_args: list = []
-    in_sh = _in_shardings(owner, args, kwargs, leaves, from_args)
+    in_sh = _concrete_shardings(fname, _in_shardings(owner, args, kwargs, leaves, from_args))
     for k, (s, a) in enumerate(zip(in_sh, avals)):
         if isinstance(s, NamedSharding):
             check_divisible(s, a.shape, f"jit({fname}): argument {k} (in_shardings; One of pjit arguments)")
@@ -517,8 +540,12 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
         for k, (s, a) in enumerate(zip(out_sh, closed.out_avals)):
             if isinstance(s, NamedSharding):
                 check_divisible(s, a.shape, f"jit({fname}): output {k} (out_shardings; One of pjit outputs)")
-    # A result with a sharding type and no out_shardings entry is laid out as its type says
-    out_sh = [s if s is not None or a.typed_sharding is None else a.typed_sharding for s, a in zip(out_sh, closed.out_avals)]
+    # A result with a sharding type and no out_shardings entry is laid out as its type says (over a mesh with Auto
+    # axes too, its type says only the Explicit ones: the partitioner lays the rest out, as JAX's leaves them open)
+    out_sh = [s if s is not None or a.typed_sharding is None or _mixed(a.typed_sharding) else a.typed_sharding
+              for s, a in zip(out_sh, closed.out_avals)]
+    if any(_is_abstract(s) for s in out_sh):
+        out_sh = _concrete_shardings(fname, in_sh + out_sh)[len(in_sh):]
     # A captured array laid out over a mesh (a pmap result, a device_put with a NamedSharding) names it too
     const_sh = [c.sharding for c in closed.consts if type(c) is ShardedArray and isinstance(c.sharding, NamedSharding)]
     _check_devices(fname, _layouts(owner, full_args, full_kwargs, leaves, avals, in_sh, from_args, out_sh,
@@ -538,6 +565,128 @@ def _prepare(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwarg
             "lay the values out on that device")
     donate = owner._donate_mask(full_args, full_kwargs, len(avals))
     return closed, out_tree, mesh, in_sh, out_sh, donate
+
+
+def _mixed(sharding: Any) -> bool:
+    """Whether a type's mesh has Explicit and Auto axes both (and the type names no Explicit axis of size 1,
+    which the partitioner's layout, read back, could not state)."""
+    mesh = sharding.mesh
+    names = {t.name for t in getattr(mesh, "axis_types", ())}
+    return "Explicit" in names and "Auto" in names and all(mesh.shape[a] > 1 for a in sharding.spec.axes())
+
+
+def _is_abstract(s: Any) -> bool:
+    return isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh)
+
+
+def _concrete_shardings(fname: str, in_sh: list) -> list:
+    """Shardings over an ``AbstractMesh`` (a ShapeDtypeStruct's) laid over the devices the other arguments (or
+    the mesh in context) give, as JAX takes a program's devices from them; with none, JAX's error asking for
+    ``lowering_platforms``."""
+    if not any(_is_abstract(s) for s in in_sh):
+        return in_sh
+    concrete = next((s.mesh for s in in_sh if isinstance(s, NamedSharding) and not _is_abstract(s)), None)
+    if concrete is None:
+        ctx = get_mesh()
+        concrete = ctx if ctx is not None and getattr(ctx, "devices", None) is not None and ctx.devices.size \
+            else None
+    if concrete is None:
+        am = next(s.mesh for s in in_sh if _is_abstract(s))
+        raise FtransValueError(
+            "Passing lowering_platforms via jax.export or jit(f).trace(*args).lower(lowering_platforms=...) is "
+            f"required when only AbstractMesh exists in a jitted computation. Got context mesh: {am} "
+            f"(jit({fname}): the arguments name no devices)")
+    out = []
+    for s in in_sh:
+        if _is_abstract(s):
+            if s.mesh.size != concrete.size:
+                raise FtransValueError(
+                    f"AbstractMesh size: {s.mesh.size} does not match the device assignment size: {concrete.size} "
+                    f"(jit({fname}): {s.mesh} against the devices of {concrete})")
+            s = NamedSharding(mesh_over(s.mesh, tuple(concrete.devices.flat)), s.spec, memory_kind=s.memory_kind)
+        out.append(s)
+    return out
+
+
+def mesh_over(am: Any, devices: tuple) -> Any:
+    """The Mesh with ``am``'s axes (names, sizes, types) over ``devices`` (in order)."""
+    import numpy as np
+
+    from ftrans.core.sharding import Mesh
+
+    arr = np.empty(len(devices), dtype=object)
+    arr[:] = devices
+    return Mesh(arr.reshape(am.axis_sizes), am.axis_names, am.axis_types)
+
+
+def abstract_lowering_mesh(traced: Any) -> Any:
+    """The ``AbstractMesh`` a traced program is partitioned over when nothing names devices (JAX lowers it for
+    that many partitions): the abstract meshes its arguments' shardings, ``in_shardings``/``out_shardings`` or
+    constraints name, else the one of ``use_abstract_mesh`` in context; None when a concrete mesh is named."""
+    from ftrans.core.sharding import abstract_stack
+
+    owner, call = traced._owner, traced._call
+    shardings: list = []
+    if call is not None:
+        dargs, dkw, _ = owner._split(call[0], call[1])
+        try:
+            shardings = _in_shardings(owner, dargs, dkw, call[2])
+        except (FtransValueError, FtransTypeError):
+            shardings = []
+    if owner._out_shardings is not None:
+        try:
+            dummy = tree_util.tree_unflatten(traced.out_tree, [0] * traced.out_tree.num_leaves)
+            shardings += _flatten_prefix(owner._out_shardings, dummy, traced.out_tree.num_leaves, "out_shardings",
+                                         owner.__name__)
+        except (FtransValueError, FtransTypeError):
+            pass
+    shardings += [NamedSharding(m, PartitionSpec()) for m in constraint_meshes(traced.jaxpr.jaxpr)]
+    meshes = [s.mesh for s in shardings if isinstance(s, NamedSharding)]
+    stack = abstract_stack()
+    ctx = stack[-1][0] if stack and not stack[-1][0].empty else None
+    if any(not isinstance(m, AbstractMesh) for m in meshes):
+        concrete = next(m for m in meshes if not isinstance(m, AbstractMesh))
+        if ctx is not None and ctx.size != concrete.size:
+            raise FtransValueError(
+                f"Context mesh {ctx} should match the mesh of sharding {concrete} in its size "
+                f"(jit({owner.__name__}).trace(...).lower: the arguments are laid out over {concrete.size} devices)")
+        return None
+    abstract = [m for m in meshes if isinstance(m, AbstractMesh)]
+    if ctx is not None:
+        abstract.insert(0, ctx)
+    if not abstract:
+        return None
+    first = abstract[0]
+    for m in abstract[1:]:
+        if m.size != first.size:
+            raise FtransValueError(
+                f"Context mesh {first} should match the mesh of sharding {m} in its size "
+                f"(jit({owner.__name__}).trace(...).lower: every abstract mesh of one program must have as many "
+                "devices)")
+    return first if first.size > 1 or ctx is not None else None
+
+
+def lower_abstract(traced: Any, mesh: Any, platform: str) -> ShardedLowered:
+    """``jit(f).trace(...).lower(lowering_platforms=...)`` over an ``AbstractMesh``: the module for
+    ``mesh.size`` partitions; ``compile(device_assignment=...)`` gives it devices."""
+    owner, call = traced._owner, traced._call
+    closed = traced.jaxpr
+    leaves = call[2] if call is not None else []
+    in_sh: list = [None] * len(closed.in_avals)
+    if call is not None:
+        dargs, dkw, _ = owner._split(call[0], call[1])
+        in_sh = _in_shardings(owner, dargs, dkw, leaves)
+    out_sh: list = [None] * len(closed.out_avals)
+    if owner._out_shardings is not None:
+        dummy = tree_util.tree_unflatten(traced.out_tree, [0] * traced.out_tree.num_leaves)
+        out_sh = _flatten_prefix(owner._out_shardings, dummy, traced.out_tree.num_leaves, "out_shardings",
+                                 owner.__name__)
+    out_sh = [s if s is not None or a.typed_sharding is None else a.typed_sharding for s, a in zip(out_sh, closed.out_avals)]
+    donate = traced._donate or (False,) * len(in_sh)
+    out = ShardedLowered(owner, closed, traced.out_tree, mesh, in_sh, out_sh, tuple(donate), traced._in_tree,
+                         platform=platform)
+    out._names = traced._names
+    return out
 
 
 def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_kwargs: dict, statics: tuple,
@@ -678,7 +827,8 @@ class ShardedLowered(LoweredText):
     _names: Any = None  # the arguments' names as written (for errors)
 
     def __init__(self, owner: Any, closed: Any, out_tree: Any, mesh: Any, in_sh: list, out_sh: list,
-                 donate: tuple, in_tree: Any = None, lay_in: Any = (), lay_out: Any = ()):
+                 donate: tuple, in_tree: Any = None, lay_in: Any = (), lay_out: Any = (),
+                 platform: str | None = None):
         from ftrans.lowering.spmd import lower_spmd
 
         self._owner = owner
@@ -694,7 +844,7 @@ class ShardedLowered(LoweredText):
             s if isinstance(s, NamedSharding) else NamedSharding(mesh, PartitionSpec()) for s in in_sh]
         self._text = lower_spmd(closed, owner.__name__, mesh, ins, out_sh,
                                 (False,) * n + tuple(donate) if any(donate) else (),
-                                [None] * n + list(lay_in) if lay_in else (), lay_out)
+                                [None] * n + list(lay_in) if lay_in else (), lay_out, platform)
 
     @property
     def in_tree(self) -> Any:
@@ -703,12 +853,47 @@ class ShardedLowered(LoweredText):
             raise AttributeError("in_tree: this lowering was made without its arguments' structure")
         return tree_util.user_treedef(self._in_tree)
 
-    def compile(self) -> ShardedCompiled:
+    def compile(self, compiler_options: dict | None = None, *, device_assignment: Any = None) -> ShardedCompiled:
+        """The executable; ``device_assignment`` (a sequence of devices, partition order) gives a program
+        lowered over an ``AbstractMesh`` its devices, as JAX's (it must match a concrete program's own)."""
         from ftrans.lowering.spmd import SpmdExecutable
+        from ftrans.transforms.jit import _compiler_options
 
         mesh, in_sh, out_sh, donate = self._args
-        exe = SpmdExecutable(self._closed, self._owner.__name__, mesh, in_sh, out_sh, donate,
-                             self._owner._compiler_options, *self._layouts)
+        fname = self._owner.__name__
+        if isinstance(mesh, AbstractMesh):
+            if device_assignment is None:
+                raise _FtransRuntimeError(
+                    "device_assignment cannot be `None` during compilation. Please pass a tuple of devices to "
+                    f"`.compile(device_assignment=)` (jit({fname}) was lowered over {mesh}, which has no devices)")
+            devs = tuple(device_assignment)
+            if len(devs) != mesh.size:
+                raise FtransValueError(
+                    f"The size of abstract mesh {mesh.size} in {mesh} must match the length of device "
+                    f"assignment: {len(devs)} (jit({fname}).lower(...).compile)")
+            over = {mesh: mesh_over(mesh, devs)}  # each abstract mesh over those devices
+
+            def concrete(s: Any) -> Any:
+                if not _is_abstract(s):
+                    return s
+                if s.mesh not in over:
+                    over[s.mesh] = mesh_over(s.mesh, devs)
+                return NamedSharding(over[s.mesh], s.spec, memory_kind=s.memory_kind)
+
+            mesh = over[mesh]
+            in_sh, out_sh = [concrete(s) for s in in_sh], [concrete(s) for s in out_sh]
+        elif device_assignment is not None:
+            got, want = [d.id for d in device_assignment], [d.id for d in mesh.devices.flat]
+            if got != want:
+                raise FtransValueError(
+                    "device_assignment passed to `.compile` must match the device_assignment calculated from array "
+                    f"shardings and out_shardings. Got device ids passed to compile: {got} on platform "
+                    f"{device_assignment[0].platform.upper() if got else ''} and device ids calculated from array "
+                    f"shardings and out_shardings: {want} (jit({fname}))")
+        options = self._owner._compiler_options
+        if compiler_options is not None:
+            options = tuple(sorted({**dict(options), **dict(_compiler_options(compiler_options))}.items()))
+        exe = SpmdExecutable(self._closed, fname, mesh, in_sh, out_sh, donate, options, *self._layouts)
         unread = set()
         if not self._owner._keep_unused:
             jaxpr = self._closed.jaxpr

@@ -23,7 +23,43 @@ from ftrans.core.primitive import Primitive
 
 __all__ = ["sharding_constraint_p"]
 
-sharding_constraint_p = Primitive("sharding_constraint")
+class ConstraintPrimitive(Primitive):
+    """``sharding_constraint_p``: applied to concrete values (an eager ``vmap`` of a sharded ``jit``, whose
+    constraints stand for its shardings) it lays them out at once through ``device_put``'s runtime rule, as
+    JAX's eager constraint does; an UNCONSTRAINED dimension is left unsplit."""
+
+    __slots__ = ()
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        rule = _eager_rule
+        if rule is not None and _placeable(params.get("sharding")):
+            if _trace.is_eager():
+                if not any(isinstance(a, _trace.Tracer) for a in args):
+                    return _place(rule, args[0], params["sharding"])
+            elif _trace.find_top_trace(args) is _trace.state.base.trace:
+                return _place(rule, args[0], params["sharding"])
+        return _trace.bind(self, args, params)
+
+
+def _placeable(s: Any) -> bool:
+    mesh = getattr(s, "mesh", None)
+    return type(mesh).__name__ == "Mesh" and mesh.size > 1 and not getattr(s.spec, "unreduced", None)
+
+
+def _place(rule: Callable, x: Any, s: Any) -> Any:
+    from ftrans.core.array import Array
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    if not isinstance(x, Array):
+        return x
+    spec = s.spec
+    if PartitionSpec.UNCONSTRAINED in tuple(spec):
+        spec = PartitionSpec(*[None if e is PartitionSpec.UNCONSTRAINED else e for e in spec])
+        s = NamedSharding(s.mesh, spec, memory_kind=s.memory_kind)
+    return rule([x], devices=(s,), srcs=(None,), copy_semantics=(CopySemantics.REUSE_INPUT,))[0]
+
+
+sharding_constraint_p = ConstraintPrimitive("sharding_constraint")
 
 
 @sharding_constraint_p.def_abstract_eval

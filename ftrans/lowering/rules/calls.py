@@ -157,7 +157,9 @@ def _jit_call_impl(*vals: np.ndarray, jaxpr: Any, name: str, donated_invars: tup
         return [np.asarray(o._value if isinstance(o, Array) else o, a.dtype) for o, a in zip(outs, jaxpr.out_avals)]
     mesh = _program_mesh(jaxpr.jaxpr)
     if mesh is not None:  # a program with a shard_map inside runs partitioned, never on one device
-        return [np.asarray(o) for o in _spmd_executable_for_jaxpr(jaxpr, mesh, name).run(list(vals))]
+        # (its results stay laid out as the program left them, as a sharded jit's: eager vmap of a jit whose
+        # body constrains its values, say)
+        return _spmd_executable_for_jaxpr(jaxpr, mesh, name).run(list(vals))
     exe = _executable_for_jaxpr(jaxpr, default_device(), name)
     outs = exe.run([X.to_buffer(np.asarray(v), exe.device) for v in vals])
     return [np.asarray(o) for o in outs]

@@ -26,20 +26,52 @@ def align(vals: list, dims: list, size: int, full: frozenset = frozenset()) -> t
     base = next(s for s in unbatched if len(s) == top)
     target = next((d for s, d in zip(unbatched, dims) if d is not not_mapped and len(s) == top), 0)
     like = base[:target] + (size,) + base[target:]
+    typed = _batch_entry(vals, dims, unbatched, top)
     out = []
     for i, (v, d, s) in enumerate(zip(vals, dims, unbatched)):
         if d is not_mapped:
             if not s and i not in full:
                 out.append(v)  # elementwise primitives broadcast rank-0 operands themselves
             elif not s:
-                out.append(S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=()))
+                out.append(_typed_like(S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=()), v,
+                                       typed, target))
             else:
-                out.append(broadcast_batch(v, size, target))
+                out.append(_typed_like(broadcast_batch(v, size, target), v, typed, target))
         elif len(s) == top:
             out.append(moveaxis(v, d, target))
         else:  # a batched scalar among higher-rank operands
             out.append(S.broadcast_in_dim_p.bind(v, shape=like, broadcast_dimensions=(target,)))
     return out, target
+
+
+def _batch_entry(vals: list, dims: list, unbatched: list, top: int) -> Any:
+    """(mesh, spec entry) of the batch dimension of a full-rank batched operand typed over Explicit mesh axes
+    (a vmap over an array split there), or None."""
+    for v, d, s in zip(vals, dims, unbatched):
+        if d is not not_mapped and len(s) == top:
+            sh = aval_of(v).typed_sharding
+            if sh is not None and d < len(sh.spec) and sh.spec[d] is not None:
+                return sh.mesh, sh.spec[d]
+    return None
+
+
+def _typed_like(b: Any, v: Any, typed: Any, target: int) -> Any:
+    """An unbatched operand broadcast along the batch dimension, split there as the batched operands are (JAX
+    broadcasts it with the vmap's explicit mesh axis), so the primitive sees one layout."""
+    if typed is None:
+        return b
+    from ftrans.core.prims.sharding import sharding_constraint_p
+    from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+    mesh, entry = typed
+    own = aval_of(v).typed_sharding
+    rank = len(aval_of(b).shape)
+    if own is None or own.mesh != mesh:  # (an untyped operand: the rules take it as it is)
+        return b
+    entries = list(own.spec)
+    entries += [None] * (rank - 1 - len(entries))
+    entries.insert(target, entry)
+    return sharding_constraint_p.bind(b, sharding=NamedSharding(mesh, PartitionSpec(*entries[:rank])))
 
 
 def elementwise_rule(prim: Primitive, full: frozenset = frozenset()) -> None:

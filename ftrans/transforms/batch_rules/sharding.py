@@ -41,16 +41,24 @@ def _constraint_batch(vals: list, dims: list, *, frame: Any, sharding: Any) -> t
             names = getattr(frame, "spmd_name", None)
             raise FtransValueError(f"vmap spmd_axis_name {tuple(names)} cannot appear in with_sharding_constraint "
                                    f"spec, but got spec {sharding.spec}")
-    elif aval.typed_sharding is None:
-        # JAX leaves the batch dimension unconstrained: the partitioner may split it
-        entry = PartitionSpec.UNCONSTRAINED
-    if entry is None and aval.typed_sharding is not None:
-        # Over Explicit axes the batch dimension keeps the layout its type gives it (JAX leaves it unconstrained),
-        # where the constraint does not name that axis itself.
-        own = aval.sharding.spec[d] if d < len(aval.sharding.spec) else None
-        named = {a for e in entries if e is not None for a in ((e,) if isinstance(e, str) else e)}
-        if own is not None and not named & set((own,) if isinstance(own, str) else own):
-            entry = own
+    else:
+        named = {a for e in entries if isinstance(e, (str, tuple)) for a in ((e,) if isinstance(e, str) else e)}
+        explicit = getattr(frame, "explicit", None)
+        # the vmap maps over arguments split over these Explicit axes (JAX's explicit_mesh_axis): the batch
+        # dimension stays so where the constraint does not name them itself
+        mapped = (explicit[0] if len(explicit) == 1 else tuple(explicit)) if explicit and all(
+            a in sharding.mesh.axis_names for a in explicit) and not named & set(explicit) else None
+        if aval.typed_sharding is None:
+            # JAX leaves the batch dimension unconstrained: the partitioner may split it
+            entry = PartitionSpec.UNCONSTRAINED if mapped is None else mapped
+        else:
+            # Over Explicit axes the batch dimension keeps the layout its type gives it (JAX leaves it
+            # unconstrained), where the constraint does not name that axis itself.
+            own = aval.typed_sharding.spec[d] if d < len(aval.typed_sharding.spec) else None
+            if own is None:
+                own = mapped
+            if own is not None and not named & set((own,) if isinstance(own, str) else own):
+                entry = own
     entries.insert(d, entry)
     return sharding_constraint_p.bind(x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*entries))), d
 

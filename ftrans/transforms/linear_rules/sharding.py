@@ -12,6 +12,18 @@ from ftrans.transforms.transpose import is_undefined, register_transpose
 
 @register_transpose(sharding_constraint_p)
 def _constraint_t(ct: Any, x: Any, *, sharding: Any) -> list:
+    # Over Explicit axes a constraint that changed the value's type is a reshard: its cotangent goes back to the
+    # operand's type (JAX's reshard transpose), e.g. the cotangent of an ``out_sharding=`` result.
+    own = getattr(getattr(x, "aval", None), "sharding", None)
+    if own is None and getattr(x, "aval", None) is not None and not sharding.spec.unreduced and any(
+            t.name == "Explicit" and a in sharding.spec.axes()
+            for a, t in zip(sharding.mesh.axis_names, sharding.mesh.axis_types)):
+        from ftrans.core.sharding import NamedSharding, PartitionSpec
+
+        own = NamedSharding(sharding.mesh, PartitionSpec())  # an untyped operand: replicated over the mesh
+    if own is not None and own.mesh == sharding.mesh and own.spec != sharding.spec and not (
+            own.spec.unreduced or own.spec.reduced or sharding.spec.unreduced or sharding.spec.reduced):
+        return [sharding_constraint_p.bind(ct, sharding=own)]
     return [sharding_constraint_p.bind(ct, sharding=sharding)]
 
 
