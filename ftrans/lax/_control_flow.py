@@ -934,7 +934,7 @@ def _scan_plain(f: Callable, init: Any, xs: Any = None, length: int | None = Non
 
     carry, c_tree = _flatten_operands(init, "init")
     c_paths = _leaf_paths(c_tree)
-    xs_specs = [getattr(x.aval, "sharding", None) for x in x_ops]
+    xs_specs = [getattr(x.aval, "typed_sharding", None) for x in x_ops]
     if any(sh is not None and len(sh.spec) and sh.spec[0] is not None for sh in xs_specs):  # (JAX's check)
         raise FtransValueError(
             "0th dimension of all xs should be replicated. Got "

@@ -206,7 +206,7 @@ def _assert_as_typed(aval: Any, s: NamedSharding) -> None:
 def _with_type_axes(aval: Any, s: NamedSharding) -> NamedSharding:
     """Over a mesh of Explicit and Auto axes, a constraint keeps the value's type: each dimension is split over
     the Explicit axes its type names and then the ones the constraint names (JAX's lowering of it)."""
-    sh = getattr(aval, "sharding", None)
+    sh = getattr(aval, "typed_sharding", None)
     types = {t.name for t in s.mesh.axis_types}
     if sh is None or sh.mesh != s.mesh or not ("Explicit" in types and "Auto" in types) or s.spec.unreduced:
         return s

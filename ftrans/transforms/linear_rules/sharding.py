@@ -14,7 +14,7 @@ from ftrans.transforms.transpose import is_undefined, register_transpose
 def _constraint_t(ct: Any, x: Any, *, sharding: Any) -> list:
     # Over Explicit axes a constraint that changed the value's type is a reshard: its cotangent goes back to the
     # operand's type (JAX's reshard transpose), e.g. the cotangent of an ``out_sharding=`` result.
-    own = getattr(getattr(x, "aval", None), "sharding", None)
+    own = getattr(getattr(x, "aval", None), "typed_sharding", None)
     if own is None and getattr(x, "aval", None) is not None and not sharding.spec.unreduced and any(
             t.name == "Explicit" and a in sharding.spec.axes()
             for a, t in zip(sharding.mesh.axis_names, sharding.mesh.axis_types)):
