@@ -523,16 +523,7 @@ class DeviceArray(_LazyHostArray):
     def delete(self) -> None:
         global buffers_deleted
         buffers_deleted = True
-        laid = self.__dict__.get("_laid")
-        if laid is not None:
-            laid.delete()
-            try:
-                copy = Array._buf.__get__(self)  # the default-layout copy, if one was made
-            except AttributeError:
-                copy = None
-            if copy is not None:
-                copy.delete()
-        else:
+        if not _delete_laid_out(self, Array._buf):
             self._buf.delete()
         try:
             del self._value
@@ -873,6 +864,22 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         setattr(ShardedArray, slot, slow)  # spread over devices: never gathered to the host for an operation
 
 
+
+def _delete_laid_out(arr: Any, slot: Any) -> bool:
+    """Delete the buffers of an array that carries a layout (``_laid``) and of its default-layout copy in
+    ``slot``, if one was made; False where the array carries no layout (the caller deletes its buffer)."""
+    laid = arr.__dict__.get("_laid")
+    if laid is None:
+        return False
+    laid.delete()
+    try:
+        copy = slot.__get__(arr)
+    except AttributeError:
+        copy = None
+    if copy is not None:
+        copy.delete()
+    return True
+
 class Shard:
     """One addressable piece of a sharded Array: its device, its index into the whole, its data."""
 
@@ -991,16 +998,7 @@ class ShardedArray(_LazyHostArray):
     def delete(self) -> None:
         global buffers_deleted
         buffers_deleted = True
-        laid = self.__dict__.get("_laid")
-        if laid is not None:
-            laid.delete()
-            try:
-                copy = ShardedArray._sharded.__get__(self)  # the default-layout copy, if one was made
-            except AttributeError:
-                copy = None
-            if copy is not None:
-                copy.delete()
-        else:
+        if not _delete_laid_out(self, ShardedArray._sharded):
             self._sharded.delete()
         try:
             del self._value

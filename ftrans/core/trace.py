@@ -1160,6 +1160,16 @@ class DynamicJaxprTrace(Trace):
             builder.typed = True
         return StagingTracer(self, aval, v)
 
+    def _valueless_const(self, builder: JaxprBuilder, aval: ShapedArray, val: Any) -> StagingTracer:
+        """A captured value staged as a constant of the given type without reading it to the host (a value
+        split over devices, a shape-only struct): kept alive and bound when the program runs."""
+        v = Var(aval)
+        t = StagingTracer(self, aval, v)
+        builder.const_tracers[id(val)] = t
+        builder.keepalive.append(val)
+        builder.const_vals.append((v, val))
+        return t
+
     def pure(self, val: Any) -> StagingTracer:
         builder: JaxprBuilder = self.main.payload
         t = builder.const_tracers.get(id(val))
@@ -1174,12 +1184,7 @@ class DynamicJaxprTrace(Trace):
             aval = _sharding_rules.typed_aval(ShapedArray(val.shape, val.dtype, val.weak_type), val.sharding)
             if aval.typed_sharding is not None:
                 builder.typed = True
-                v = Var(aval)
-                t = StagingTracer(self, aval, v)
-                builder.const_tracers[id(val)] = t
-                builder.keepalive.append(val)
-                builder.const_vals.append((v, val))
-                return t
+                return self._valueless_const(builder, aval, val)
         if isinstance(val, Array):
             arr, weak = val._value, val.weak_type
         elif isinstance(val, (np.ndarray, np.generic)):
@@ -1191,12 +1196,7 @@ class DynamicJaxprTrace(Trace):
             # under eval_shape) is a constant of the jaxpr with no value. Its shape is all eval_shape
             # needs; running or compiling the program raises (ir.py, ``constant_value``).
             aval = ShapedArray(tuple(val.shape), dtypes.canonicalize(val.dtype), bool(val.weak_type))
-            v = Var(aval)
-            t = StagingTracer(self, aval, v)
-            builder.const_tracers[id(val)] = t
-            builder.keepalive.append(val)
-            builder.const_vals.append((v, val))
-            return t
+            return self._valueless_const(builder, aval, val)
         else:
             base = dtypes.python_scalar_base(val)  # an IntEnum member: the scalar it extends
             if base is not None:
