@@ -692,6 +692,24 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool,
     gather_slice_shape: list[int] = []
     y_axis = 0  # axis of the result (with newaxis dims)
     g_axis = 0  # axis of the gather output (without them)
+
+    def window(axis: int, n: Any, size: Any, first: Callable[[], Any]) -> None:
+        # ``n`` consecutive elements of ``axis`` from ``first()`` (read only where the window is not the whole
+        # axis): one offset dimension of the gather
+        if n != size:
+            pieces.append((first(), len(batch_shape)))
+            start_index_map.append(axis)
+        gather_slice_shape.append(n)
+        offset_dims.append(g_axis)
+
+    def gathered(axis: int, n: Any, positions: Any) -> None:
+        # ``n`` positions of ``axis`` (strided): one batch dimension of the gather's indices
+        pieces.append((positions, len(batch_shape)))
+        start_index_map.append(axis)
+        collapsed.append(axis)
+        batch_shape.append(n)
+        gather_slice_shape.append(1)
+
     for k, e in enumerate(entries):
         if k == insert_at:
             start = len(batch_shape)
@@ -724,18 +742,9 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool,
                 first = _normalize(first, size) if wrap else first
             slice_shape.append(n)
             if step == 1:
-                if n != size:
-                    pieces.append((first, len(batch_shape)))
-                    start_index_map.append(axes[k])
-                gather_slice_shape.append(n)
-                offset_dims.append(g_axis)
+                window(axes[k], n, size, lambda first=first: first)
             else:
-                iota = _const(np.arange(n) * step, idx_dtype)
-                pieces.append((E.add_p.bind(iota, first), len(batch_shape)))
-                start_index_map.append(axes[k])
-                collapsed.append(axes[k])
-                batch_shape.append(n)
-                gather_slice_shape.append(1)
+                gathered(axes[k], n, E.add_p.bind(_const(np.arange(n) * step, idx_dtype), first))
             y_axis += 1
             g_axis += 1
             continue
@@ -749,25 +758,13 @@ def _to_gather(x_shape: tuple[int, ...], entries: list[_Entry], normalize: bool,
             n = len(range(start, stop, step))
         slice_shape.append(n)
         if step == 1:
-            if n != size:
-                pieces.append((_dim_scalar(start, idx_dtype), len(batch_shape)))
-                start_index_map.append(axes[k])
-            gather_slice_shape.append(n)
-            offset_dims.append(g_axis)
+            window(axes[k], n, size, lambda start=start: _dim_scalar(start, idx_dtype))
         elif symbolic:  # start + step * iota(n), computed when the program runs
             iota = S.iota_p.bind(dtype=idx_dtype, shape=(n,), dimension=0)
-            pieces.append((E.add_p.bind(E.mul_p.bind(iota, _dim_scalar(step, idx_dtype)),
-                                        _dim_scalar(start, idx_dtype)), len(batch_shape)))
-            start_index_map.append(axes[k])
-            collapsed.append(axes[k])
-            batch_shape.append(n)
-            gather_slice_shape.append(1)
+            gathered(axes[k], n, E.add_p.bind(E.mul_p.bind(iota, _dim_scalar(step, idx_dtype)),
+                                              _dim_scalar(start, idx_dtype)))
         else:
-            pieces.append((_const(np.arange(start, stop, step), idx_dtype), len(batch_shape)))
-            start_index_map.append(axes[k])
-            collapsed.append(axes[k])
-            batch_shape.append(n)
-            gather_slice_shape.append(1)
+            gathered(axes[k], n, _const(np.arange(start, stop, step), idx_dtype))
         y_axis += 1
         g_axis += 1
 
