@@ -304,8 +304,31 @@ def result_handlers(out_avals: Sequence[Any], device: Any) -> list:
     generic ``disassemble`` path asks Python for each output's sharding.
     """
     sh = _sharding(device)
-    return [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), sh, True, True)
-            for a in out_avals]
+    return [array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), sh) for a in out_avals]
+
+
+_HANDLER_TAKES_PYTHON_FLAG: bool | None = None
+
+
+def array_result_handler(aval: Any, sharding: Any) -> Any:
+    """A committed result handler for ``aval`` laid out as ``sharding``.
+
+    jaxlib up to 0.10 takes a fourth flag (the result is a Python-level array); 0.11 dropped it.
+    Which form this jaxlib takes is learnt at the first call.
+    """
+    global _HANDLER_TAKES_PYTHON_FLAG
+    if _HANDLER_TAKES_PYTHON_FLAG is None:
+        try:
+            h = _xc.array_result_handler(aval, sharding, True, True)
+        except TypeError:
+            h = _xc.array_result_handler(aval, sharding, True)
+            _HANDLER_TAKES_PYTHON_FLAG = False
+        else:
+            _HANDLER_TAKES_PYTHON_FLAG = True
+        return h
+    if _HANDLER_TAKES_PYTHON_FLAG:
+        return _xc.array_result_handler(aval, sharding, True, True)
+    return _xc.array_result_handler(aval, sharding, True)
 
 
 def execute_fn(executable: Any, out_avals: Sequence[Any], device: Any):
@@ -786,7 +809,7 @@ def execute_replicated_fn(executable: Any, out_avals: Sequence[Any], out_shardin
     ``sync`` (a program that calls back into Python): each call waits until every device has finished
     the program, and so every callback it made, as ``execute_fn_sync`` does for one device."""
     run = executable.execute_sharded
-    handlers = [_xc.array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s, True, True)
+    handlers = [array_result_handler(_jax_aval(tuple(a.shape), np.dtype(a.dtype)), s)
                 for a, s in zip(out_avals, out_shardings)]
 
     def call(buffers: list) -> list:
