@@ -152,12 +152,21 @@ def test_object_arrays_are_rejected():
 @pytest.mark.parametrize("where", ["host", "device"])
 def test_numpy_and_jax_import_ftrans_arrays(where):
     a = jnp.asarray(X) if where == "host" else ftrans.device_put(X)
+    j = jax.device_put(X)
+    if where == "device":
+        assert a.__dlpack_device__() == j.__dlpack_device__()
+        if j.__dlpack_device__()[0] != 1:  # a GPU buffer: NumPy imports host memory only, as from jax's
+            for arr in (a, j):
+                with pytest.raises(BufferError):
+                    np.from_dlpack(arr)
+            _same(jjnp.from_dlpack(a), X)
+            return
     n = np.from_dlpack(a)
     _same(n, X)
     assert not n.flags.writeable  # DLPack 1.0 carries the read-only flag
     _same(jjnp.from_dlpack(a), X)  # jax asks for pre-1.0 DLPack: gets a copy or the device buffer
     _same(np.from_dlpack(a, copy=True), X)
-    assert a.__dlpack_device__() == jax.device_put(X).__dlpack_device__() == (1, 0)
+    assert a.__dlpack_device__() == (1, 0)  # a host array exports host memory, whatever the default device
 
 
 def test_dlpack_keywords():
@@ -233,10 +242,20 @@ def test_from_dlpack_unaligned_without_copy_is_a_value_error_as_in_jax():
 
 
 def test_cuda_array_interface_only_on_gpu_buffers_as_in_jax():
-    for a, b in [(jnp.arange(3), jjnp.arange(3)), (ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1)]:
-        assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") is False
+    gpu = jax.default_backend() == "gpu"
+    a, b = ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1  # device buffers on the default device
+    assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") == gpu
+    if gpu:
+        fa, ja = a.__cuda_array_interface__, b.__cuda_array_interface__
+        assert (fa["shape"], fa["typestr"], fa["version"]) == (ja["shape"], ja["typestr"], ja["version"])
+    else:
         with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
             _ = a.__cuda_array_interface__
+    # A host array (ftrans's eager results) holds no GPU buffer, whatever the default device (differences.md).
+    host = jnp.arange(3)
+    assert not hasattr(host, "__cuda_array_interface__")
+    with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
+        _ = host.__cuda_array_interface__
 
 
 def test_from_dlpack_rejects_non_producers():
