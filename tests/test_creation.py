@@ -180,12 +180,28 @@ def test_array_from_buffer_protocol_objects(make, kw):
     for f_fn, j_fn in ((fnp.array, jnp.array), (fnp.asarray, jnp.asarray)):
         if "ndmin" in kw and f_fn is fnp.asarray:
             continue
-        got, exp = f_fn(make(), **kw), j_fn(make(), **kw)
+        try:
+            exp = j_fn(make(), **kw)
+        except ValueError:  # asarray(copy=False) off the CPU (a GPU default device): host memory needs a copy
+            with pytest.raises(ValueError, match="copy=False"):
+                f_fn(make(), **kw)
+            continue
+        got = f_fn(make(), **kw)
         assert isinstance(got, ftrans.Array)
         assert (got.shape, got.dtype, got.weak_type) == (exp.shape, exp.dtype, exp.weak_type)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(exp))
     with pytest.raises(TypeError, match="object"):
         fnp.array(object())
+
+
+@pytest.mark.parametrize("make", [lambda: bytearray(b"\x2a\xf3"), lambda: np.arange(3.0)])
+def test_asarray_without_copy_off_the_cpu_is_refused_as_jax(make):
+    # The array API's rule, as JAX applies it: host memory becomes an array of another platform only by copying.
+    for m in (jnp, fnp):
+        with pytest.raises(ValueError, match="platform=gpu with copy=False"):
+            m.asarray(make(), copy=False, device="gpu")
+    np.testing.assert_array_equal(np.asarray(fnp.asarray(make(), copy=False, device=ftrans.devices("cpu")[0])),
+                                  np.asarray(jnp.asarray(make(), copy=False, device=jax.devices("cpu")[0])))
 
 
 def test_array_none_is_a_value_error():

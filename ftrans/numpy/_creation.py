@@ -428,10 +428,10 @@ def _check_no_copy_needed(a: Any, device: Any) -> None:
         memoryview(a)
     except TypeError:
         return
-    from ftrans import devices as _devices
+    from ftrans.devices import default_device
 
     if device is None:
-        platform = _devices.default_device().platform
+        platform = default_device().platform
     elif isinstance(device, str):
         platform = device
     elif hasattr(device, "platform"):
