@@ -393,3 +393,24 @@ def test_jax_array_protocol_for_value_arguments_and_like_functions():
     for m in (jnp, jjnp):
         out = m.ones_like(_DuckWithErroringJaxArray())
         assert out.shape == (2, 3) and out.dtype == np.float32
+
+
+def test_from_dlpack_copy_where_the_plugin_cannot_import_with_a_copy(monkeypatch):
+    # A PJRT C API plugin (the GPU's) imports a DLPack tensor only in place: copy=True imports it so and
+    # copies it on the device.
+    from jax._src.lib import _jax
+
+    real = _jax.dlpack_managed_tensor_to_buffer
+
+    def plugin(capsule, device, stream, copy, *rest):
+        if copy:
+            raise _jax.JaxRuntimeError("UNIMPLEMENTED: PJRT C API does not support HostBufferSemantics other than "
+                                       "HostBufferSemantics::kImmutableOnlyDuringCall.")
+        return real(capsule, device, stream, copy, *rest)
+
+    monkeypatch.setattr(_jax, "dlpack_managed_tensor_to_buffer", plugin)
+    src = jax.device_put(X)
+    got = jnp.from_dlpack(src, copy=True)
+    _same(got, X)
+    assert got.unsafe_buffer_pointer() != src.unsafe_buffer_pointer()
+    _same(jnp.from_dlpack(ftrans.device_put(X), copy=True), X)

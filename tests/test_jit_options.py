@@ -827,3 +827,35 @@ def test_donated_argument_deleted_only_when_an_output_reuses_it(case, host):
                                               .reshape(s))
         jax.tree_util.tree_map(lambda o: np.asarray(o), out)
     assert res["ftrans"] == res["jax"]
+
+
+def test_cost_analysis_is_none_where_the_runtime_has_none(monkeypatch):
+    """A PJRT C API plugin (the GPU's) estimates no unoptimised module, and may estimate no executable:
+    ``cost_analysis()`` answers None there, as JAX's does, instead of raising."""
+    from jax._src.lib import _jax
+
+    from ftrans.lowering import compat
+
+    f = ftrans.jit(lambda x: jnp.sin(x) * x)
+    lowered = f.lower(np.ones(4, np.float32))
+    assert lowered.cost_analysis()["flops"] > 0  # the CPU client has one
+
+    def unimplemented(*args):
+        raise _jax.JaxRuntimeError("UNIMPLEMENTED: PJRT C API does not support GetHloCostAnalysis.")
+
+    monkeypatch.setattr(_jax, "hlo_module_cost_analysis", unimplemented)
+    assert lowered.cost_analysis() is None
+
+    class Plugin:
+        cost_analysis = staticmethod(unimplemented)
+
+    assert compat.executable_cost_analysis(Plugin()) is None
+    assert compat.executable_cost_analysis(object()) is None
+
+    def broken(*args):
+        raise _jax.JaxRuntimeError("INTERNAL: something else")
+
+    monkeypatch.setattr(_jax, "hlo_module_cost_analysis", broken)
+    with pytest.raises(_jax.JaxRuntimeError, match="INTERNAL"):
+        lowered.cost_analysis()
+    assert isinstance(lowered.compile().cost_analysis(), (dict, list))
