@@ -313,6 +313,9 @@ def test_to_device_and_device():
         _same(moved, X)
         assert moved.device == target
         assert a.device in devs
+    # an unplaced array reports the default device, as JAX's (the GPU on a GPU machine, not the host CPU)
+    assert jnp.asarray(X).device == jjnp.asarray(X).device == ftrans.devices()[0]
+    assert jnp.asarray(X).sharding == jjnp.asarray(X).sharding
     j = jax.device_put(X).to_device(jax.devices()[-1])
     assert j.device == jax.devices()[-1] and str(target) == str(j.device)
     with pytest.raises(ValueError, match="stream"):
