@@ -83,6 +83,22 @@ def test_jax_transfer_guard_counts_ftrans_device_put_as_explicit():
             ftrans.device_put(x)
 
 
+def test_jit_constants_are_part_of_the_program_under_jax_transfer_guard():
+    # JAX embeds a jitted function's captured constants in the program: no transfer its guard could refuse.
+    c = np.arange(4.0, dtype=np.float32)
+    x = np.ones(4, np.float32)
+    fx, jx = ftrans.device_put(x), jax.device_put(x)
+    mesh = ftrans.sharding.Mesh(np.array(ftrans.devices()[:2]), ("x",))
+    sx = ftrans.device_put(x, ftrans.sharding.NamedSharding(mesh, ftrans.sharding.PartitionSpec("x")))
+    with jax.transfer_guard("disallow"):
+        got = [ftrans.jit(lambda v: v * c)(fx), ftrans.jit(lambda v: v - c)(sx)]
+        want = jax.jit(lambda v: v * c)(jx)
+        key = ftrans.random.key(ftrans.device_put(np.int32(7)))
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], x - c)
+    np.testing.assert_array_equal(ftrans.random.key_data(key), jax.random.key_data(jax.random.key(7)))
+
+
 def test_transfer_guard_log_level(caplog):
     ff = ftrans.jit(lambda a: a * 3)
     with caplog.at_level(logging.WARNING, logger="ftrans"), ftrans.transfer_guard("log"):

@@ -440,6 +440,12 @@ def explicit_transfers() -> Any:
     return _jconfig.explicit_device_put_scope()
 
 
+def program_constants() -> Any:
+    """A context in which the runtime's transfer guard lets host-to-device copies through: those of a
+    compiled program's constants, which JAX embeds in the program itself (no guarded transfer)."""
+    return _jconfig.transfer_guard_host_to_device("allow")
+
+
 def device_put(value: np.ndarray, device: Any) -> Any:
     """Copy a (canonically typed) NumPy array to ``device``; returns a device buffer."""
     # ftrans has already canonicalised the dtype; enable_x64 stops jax from narrowing it again.
