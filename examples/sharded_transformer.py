@@ -19,7 +19,8 @@ On a CPU the host is split into ``--host-devices`` XLA devices (default 8, a
 2x4 mesh).  With ``--processes N`` the script starts itself N times on
 localhost (process 0 hosts the coordinator on a free port); each process
 joins with ``ftrans.distributed.initialize`` before the runtime starts, holds
-``host-devices / N`` of the devices, builds the same global mesh, and feeds
+``host-devices / N`` of the host's CPU devices (on a GPU machine too: the
+processes of one host would share its GPUs), builds the same global mesh, and feeds
 only its own rows of every batch (``make_array_from_process_local_data``);
 process 0 prints the report.  Every process draws the same batches from the
 same seed, so the losses match the one-process run and ``--single-device``
@@ -83,6 +84,9 @@ def launch(args: argparse.Namespace) -> int:
     argv = [a for a in sys.argv[1:]]
     env = dict(os.environ)
     env.pop("XLA_FLAGS", None)
+    # The processes split the host's CPU into devices: on a GPU machine they would otherwise all open the same
+    # GPUs, which the GPUs' collectives (NCCL) refuse ("Duplicate GPU detected").
+    env["JAX_PLATFORMS"] = "cpu"
     procs = []
     for i in range(args.processes):
         cmd = [sys.executable, os.path.abspath(__file__), *argv, "--coordinator", f"localhost:{port}",

@@ -148,6 +148,11 @@ def inspect_array_sharding(value: Any, *, callback: Any) -> None:
             from ftrans.transforms.jit import input_layout
 
             sharding = input_layout(leaf)
+            if sharding is not None and hasattr(sharding, "spec") and len(sharding.device_set) == 1:
+                # one device holds it whole: the compiler reports it replicated, as JAX does (P())
+                from ftrans.sharding import PartitionSpec
+
+                sharding = type(sharding)(sharding.mesh, PartitionSpec())
         if sharding is None:
             from ftrans.devices import default_device
             from ftrans.sharding import SingleDeviceSharding

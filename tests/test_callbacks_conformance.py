@@ -125,6 +125,26 @@ def test_inspect_array_sharding_of_laid_out_jit_argument(make_call):
     assert _inspected(ftrans, make_call) == _inspected(jax, make_call)
 
 
+def _one_device_argument(J, f):
+    mesh = J.sharding.Mesh(np.array(J.devices()[:1]), ("x",))
+    arr = J.device_put(np.arange(8.0).reshape(2, 4), J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
+    J.jit(lambda x: J.jit(f)(x) + 1.0)(arr)
+
+
+def _one_device_in_shardings(J, f):
+    mesh = J.sharding.Mesh(np.array(J.devices()[:1]), ("dev",))
+    P = J.sharding.PartitionSpec
+    g = J.jit(f, in_shardings=J.sharding.NamedSharding(mesh, P("dev")), out_shardings=J.sharding.NamedSharding(mesh, P()))
+    with J.set_mesh(mesh):
+        g(np.arange(8, dtype=np.int32))
+
+
+@pytest.mark.parametrize("make_call", [_one_device_argument, _one_device_in_shardings])
+def test_inspect_array_sharding_over_a_one_device_mesh_is_replicated(make_call):
+    # (what a one-GPU machine's tests above see) the compiler reports one device's layout as P(), as JAX
+    assert _inspected(ftrans, make_call) == _inspected(jax, make_call) == [(True, 1, ())]
+
+
 # ----------------------------------------------------------------------------
 # custom_jvp / custom_vjp whose body reads a vmap's named axis on unbatched operands (JAX's
 # test_initial_style_vmap_with_collective): the result stays unbatched (out_axes=None works), through

@@ -83,7 +83,11 @@ def test_print_under_vmap_prints_each_element(capsys, wrap):
 
     jl, fl, _, _ = _both(capsys, make, np.ones((3, 2), np.float32) * np.arange(3, dtype=np.float32)[:, None],
                          np.float32(7))
-    assert fl == jl == ["v [0. 0.] 7.0", "v [1. 1.] 7.0", "v [2. 2.] 7.0"]
+    want = ["v [0. 0.] 7.0", "v [1. 1.] 7.0", "v [2. 2.] 7.0"]
+    if wrap == "jit" and jax.default_backend() != "cpu":  # unordered prints: XLA:GPU runs them in any order
+        assert sorted(fl) == sorted(jl) == want
+    else:
+        assert fl == jl == want
 
 
 def test_print_under_vmap_of_axis_1(capsys):
@@ -182,7 +186,7 @@ def test_print_in_a_while_with_a_batched_predicate_like_jax(capsys, batch):
 
     jl, fl, jout, fout = _both(capsys, make, np.array(batch, np.int32))
     assert len(fl) == len(jl)
-    if len(batch) == 1:
+    if len(batch) == 1 and jax.default_backend() == "cpu":  # (unordered prints: XLA:GPU picks another order)
         assert fl == jl
     assert sorted(fl) == sorted(jl)
     np.testing.assert_array_equal(np.asarray(fout), np.asarray(jout))

@@ -23,7 +23,8 @@ X = np.arange(5, dtype=np.float32)
 # ---------------------------------------------------------------- arrays
 def test_subnormals_are_kept():
     tiny = np.float32(1e-45)
-    assert float(jnp.asarray(tiny) * 1.0) == 0.0  # XLA on CPU flushes to zero
+    if jax.default_backend() == "cpu":
+        assert float(jnp.asarray(tiny) * 1.0) == 0.0  # XLA on CPU flushes to zero
     assert float(fnp.asarray(tiny) * 1.0) == float(tiny)
 
 
@@ -82,6 +83,11 @@ def test_buffer_protocol_needs_python_312():
     import sys
 
     y = ftrans.device_put(np.arange(6, dtype=np.float32))
+    if jax.default_backend() != "cpu":  # only a CPU buffer has the buffer protocol, for jax as for ftrans
+        for a in (y, jax.device_put(np.arange(6, dtype=np.float32))):
+            with pytest.raises((BufferError, TypeError)):
+                memoryview(a)
+        return
     assert memoryview(jax.device_put(np.arange(6, dtype=np.float32))).tobytes() == np.arange(6, dtype=np.float32).tobytes()
     if sys.version_info < (3, 12):
         with pytest.raises(TypeError):
@@ -312,9 +318,10 @@ def test_lowering_platforms_is_one_known_platform():
 
 def test_compiling_a_module_lowered_for_another_platform_is_refused():
     a = np.eye(3, dtype=np.float32)
-    jax.jit(jnp.sin).trace(a).lower(lowering_platforms=("cuda",)).compile()  # jax compiles it for the CPU
-    with pytest.raises(errors.FtransValueError, match="lowered for cuda"):
-        ftrans.jit(fnp.sin).trace(a).lower(lowering_platforms=("cuda",)).compile()
+    other = "cuda" if jax.default_backend() == "cpu" else "cpu"
+    jax.jit(jnp.sin).trace(a).lower(lowering_platforms=(other,)).compile()  # jax compiles it for the device here
+    with pytest.raises(errors.FtransValueError, match=f"lowered for {other}"):
+        ftrans.jit(fnp.sin).trace(a).lower(lowering_platforms=(other,)).compile()
 
 
 def test_tpu_lowers_only_the_xla_linalg_ops():
@@ -671,7 +678,10 @@ def test_half_precision_reduce_sum_accumulates_in_float32():
         got = [float(np.float32(lib.jit(lambda v: lib.lax.reduce(v, m.bfloat16(0), lib.lax.add, (0,)))(x))),
                float(np.float32(lib.lax.reduce(x, m.bfloat16(0), lib.lax.add, (0,)))),
                float(np.float32(lib.jit(m.sum)(x)))]
-        assert got == ([102.5, 102.5, 102.5] if lib is ftrans else [100.0, 100.0, 102.5])
+        if lib is ftrans:
+            assert got == [102.5, 102.5, 102.5]
+        elif jax.default_backend() == "cpu":  # (XLA:GPU sums a bfloat16 reduce in another order)
+            assert got == [100.0, 100.0, 102.5]
 
 
 def test_empty_is_zeros():

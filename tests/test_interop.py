@@ -152,12 +152,21 @@ def test_object_arrays_are_rejected():
 @pytest.mark.parametrize("where", ["host", "device"])
 def test_numpy_and_jax_import_ftrans_arrays(where):
     a = jnp.asarray(X) if where == "host" else ftrans.device_put(X)
+    j = jax.device_put(X)
+    if where == "device":
+        assert a.__dlpack_device__() == j.__dlpack_device__()
+        if j.__dlpack_device__()[0] != 1:  # a GPU buffer: NumPy imports host memory only, as from jax's
+            for arr in (a, j):
+                with pytest.raises(BufferError):
+                    np.from_dlpack(arr)
+            _same(jjnp.from_dlpack(a), X)
+            return
     n = np.from_dlpack(a)
     _same(n, X)
     assert not n.flags.writeable  # DLPack 1.0 carries the read-only flag
     _same(jjnp.from_dlpack(a), X)  # jax asks for pre-1.0 DLPack: gets a copy or the device buffer
     _same(np.from_dlpack(a, copy=True), X)
-    assert a.__dlpack_device__() == jax.device_put(X).__dlpack_device__() == (1, 0)
+    assert a.__dlpack_device__() == (1, 0)  # a host array exports host memory, whatever the default device
 
 
 def test_dlpack_keywords():
@@ -233,10 +242,20 @@ def test_from_dlpack_unaligned_without_copy_is_a_value_error_as_in_jax():
 
 
 def test_cuda_array_interface_only_on_gpu_buffers_as_in_jax():
-    for a, b in [(jnp.arange(3), jjnp.arange(3)), (ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1)]:
-        assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") is False
+    gpu = jax.default_backend() == "gpu"
+    a, b = ftrans.jit(lambda v: v + 1)(np.ones(2)), jjnp.ones(2) + 1  # device buffers on the default device
+    assert hasattr(a, "__cuda_array_interface__") == hasattr(b, "__cuda_array_interface__") == gpu
+    if gpu:
+        fa, ja = a.__cuda_array_interface__, b.__cuda_array_interface__
+        assert (fa["shape"], fa["typestr"], fa["version"]) == (ja["shape"], ja["typestr"], ja["version"])
+    else:
         with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
             _ = a.__cuda_array_interface__
+    # A host array (ftrans's eager results) holds no GPU buffer, whatever the default device (differences.md).
+    host = jnp.arange(3)
+    assert not hasattr(host, "__cuda_array_interface__")
+    with pytest.raises(AttributeError, match="only defined for .*GPU buffers"):
+        _ = host.__cuda_array_interface__
 
 
 def test_from_dlpack_rejects_non_producers():
@@ -294,6 +313,9 @@ def test_to_device_and_device():
         _same(moved, X)
         assert moved.device == target
         assert a.device in devs
+    # an unplaced array reports the default device, as JAX's (the GPU on a GPU machine, not the host CPU)
+    assert jnp.asarray(X).device == jjnp.asarray(X).device == ftrans.devices()[0]
+    assert jnp.asarray(X).sharding == jjnp.asarray(X).sharding
     j = jax.device_put(X).to_device(jax.devices()[-1])
     assert j.device == jax.devices()[-1] and str(target) == str(j.device)
     with pytest.raises(ValueError, match="stream"):
@@ -374,3 +396,24 @@ def test_jax_array_protocol_for_value_arguments_and_like_functions():
     for m in (jnp, jjnp):
         out = m.ones_like(_DuckWithErroringJaxArray())
         assert out.shape == (2, 3) and out.dtype == np.float32
+
+
+def test_from_dlpack_copy_where_the_plugin_cannot_import_with_a_copy(monkeypatch):
+    # A PJRT C API plugin (the GPU's) imports a DLPack tensor only in place: copy=True imports it so and
+    # copies it on the device.
+    from jax._src.lib import _jax
+
+    real = _jax.dlpack_managed_tensor_to_buffer
+
+    def plugin(capsule, device, stream, copy, *rest):
+        if copy:
+            raise _jax.JaxRuntimeError("UNIMPLEMENTED: PJRT C API does not support HostBufferSemantics other than "
+                                       "HostBufferSemantics::kImmutableOnlyDuringCall.")
+        return real(capsule, device, stream, copy, *rest)
+
+    monkeypatch.setattr(_jax, "dlpack_managed_tensor_to_buffer", plugin)
+    src = jax.device_put(X)
+    got = jnp.from_dlpack(src, copy=True)
+    _same(got, X)
+    assert got.unsafe_buffer_pointer() != src.unsafe_buffer_pointer()
+    _same(jnp.from_dlpack(ftrans.device_put(X), copy=True), X)

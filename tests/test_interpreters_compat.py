@@ -165,7 +165,10 @@ def test_apply_primitive_and_platform_lowering():
     p = FT.core.Primitive("interp_plat")
     p.def_abstract_eval(lambda x: x)
     p.def_impl(lambda x: ftrans.interpreters.xla.apply_primitive(p, x))
-    FT.mlir.register_lowering(p, FT.mlir.lower_fun(lambda x: x + 1, multiple_results=False), platform="cpu")
+    from ftrans.lowering import compat
+
+    here = compat.lowering_platform(ftrans.devices()[0])  # "cpu", or "cuda" on an NVIDIA GPU
+    FT.mlir.register_lowering(p, FT.mlir.lower_fun(lambda x: x + 1, multiple_results=False), platform=here)
     np.testing.assert_allclose(p.bind(np.float32(1.0)), 2.0)
     np.testing.assert_allclose(ftrans.jit(p.bind)(np.float32(1.0)), 2.0)
 

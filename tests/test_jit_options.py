@@ -209,7 +209,7 @@ def test_default_compiler_options_reach_xla_unless_the_jit_names_them(monkeypatc
         X._xla_cache.clear()
         got = ftrans.jit(lambda a: jnp.tanh(a) * 2.0 + 1.0, compiler_options=opts)(x)
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
-    defaults = dict(X.DEFAULT_COMPILER_OPTIONS["cpu"])
+    defaults = dict(X.DEFAULT_COMPILER_OPTIONS.get(ftrans.devices()[0].platform, ()))  # none on a GPU
     assert seen[0] == defaults  # no options asked for: the platform's defaults
     assert seen[1] == {"xla_backend_optimization_level": 2}  # the jit's own value wins
     assert seen[2] == {**defaults, "xla_llvm_disable_expensive_passes": True}  # merged with other options
@@ -757,7 +757,12 @@ def test_lowered_hlo_compiler_ir_and_cost_analysis_like_jax(fn, jfn):
     assert hlo.startswith("HloModule") and "ENTRY" in hlo
     assert isinstance(fl.as_text(dialect="stablehlo"), str)
     jcost, fcost = jl.cost_analysis(), fl.cost_analysis()
-    assert fcost.get("flops", 0.0) == jcost.get("flops", 0.0)
+    if jcost is None:  # a PJRT C API plugin (the GPU's) estimates only compiled programs
+        assert fcost is None
+        jcost, fcost = jl.compile().cost_analysis(), fl.compile().cost_analysis()
+    assert (fcost is None) == (jcost is None)
+    if jcost is not None:
+        assert fcost.get("flops", 0.0) == jcost.get("flops", 0.0)
     with pytest.raises(ValueError, match="dialect"):
         fl.as_text("mhlo")
     with pytest.raises(ValueError, match="dialect"):
@@ -822,3 +827,35 @@ def test_donated_argument_deleted_only_when_an_output_reuses_it(case, host):
                                               .reshape(s))
         jax.tree_util.tree_map(lambda o: np.asarray(o), out)
     assert res["ftrans"] == res["jax"]
+
+
+def test_cost_analysis_is_none_where_the_runtime_has_none(monkeypatch):
+    """A PJRT C API plugin (the GPU's) estimates no unoptimised module, and may estimate no executable:
+    ``cost_analysis()`` answers None there, as JAX's does, instead of raising."""
+    from jax._src.lib import _jax
+
+    from ftrans.lowering import compat
+
+    f = ftrans.jit(lambda x: jnp.sin(x) * x)
+    lowered = f.lower(np.ones(4, np.float32))
+    assert lowered.cost_analysis()["flops"] > 0  # the CPU client has one
+
+    def unimplemented(*args):
+        raise _jax.JaxRuntimeError("UNIMPLEMENTED: PJRT C API does not support GetHloCostAnalysis.")
+
+    monkeypatch.setattr(_jax, "hlo_module_cost_analysis", unimplemented)
+    assert lowered.cost_analysis() is None
+
+    class Plugin:
+        cost_analysis = staticmethod(unimplemented)
+
+    assert compat.executable_cost_analysis(Plugin()) is None
+    assert compat.executable_cost_analysis(object()) is None
+
+    def broken(*args):
+        raise _jax.JaxRuntimeError("INTERNAL: something else")
+
+    monkeypatch.setattr(_jax, "hlo_module_cost_analysis", broken)
+    with pytest.raises(_jax.JaxRuntimeError, match="INTERNAL"):
+        lowered.cost_analysis()
+    assert isinstance(lowered.compile().cost_analysis(), (dict, list))

@@ -223,10 +223,14 @@ def test_default_platform_is_the_devices():
     def unlocated(text):  # each trace records the line that made it
         return re.sub(r' loc\((?:[^()]|\([^()]*\))*\)', "", text)  # also loc("name"("file":1:0))
 
+    here = compat.lowering_platform(ftrans.devices()[0])  # "cpu", or "cuda" on an NVIDIA GPU
     text = unlocated(f.lower(a).as_text())
-    assert "stablehlo.custom_call @lapack_sgetrf_ffi" in text
+    target = {"cpu": "lapack_sgetrf_ffi", "cuda": "cusolver_getrf_ffi"}[here]
+    assert f"stablehlo.custom_call @{target}" in text
     assert unlocated(f.trace(a).lower().as_text()) == text
-    assert unlocated(f.trace(a).lower(lowering_platforms=("cpu",)).as_text()) == text
+    assert unlocated(f.trace(a).lower(lowering_platforms=(here,)).as_text()) == text
+    cpu = f.trace(a).lower(lowering_platforms=("cpu",)).as_text()
+    assert "stablehlo.custom_call @lapack_sgetrf_ffi" in cpu and "cusolver" not in cpu
     cuda = f.trace(a).lower(lowering_platforms=("cuda",)).as_text()
     assert "stablehlo.custom_call @cusolver_getrf_ffi" in cuda and "lapack" not in cuda
 
@@ -244,9 +248,12 @@ def test_cpu_results_unchanged():
 
 
 def test_gpu_lowered_module_does_not_compile_on_the_cpu():
+    # (on a GPU machine: a module lowered for the CPU does not compile on the GPU)
     a = np.eye(3, dtype=np.float32)
-    lowered = ftrans.jit(fnp.linalg.cholesky).trace(a).lower(lowering_platforms=("cuda",))
-    with pytest.raises(FtransValueError, match=r"lowered for cuda.*cpu"):
+    here = compat.lowering_platform(ftrans.devices()[0])
+    other = "cuda" if here == "cpu" else "cpu"
+    lowered = ftrans.jit(fnp.linalg.cholesky).trace(a).lower(lowering_platforms=(other,))
+    with pytest.raises(FtransValueError, match=rf"lowered for {other}.*{here}"):
         lowered.compile()
 
 
@@ -263,6 +270,11 @@ def test_bad_lowering_platforms(bad, err, match):
 
 def test_gpu_alias_needs_a_gpu():
     a = np.eye(3, dtype=np.float32)
+    if ftrans.default_backend() == "gpu":  # the GPU present says which: its own platform
+        here = compat.lowering_platform(ftrans.devices()[0])
+        assert (ftrans.jit(fnp.linalg.cholesky).trace(a).lower(lowering_platforms=("gpu",)).as_text()
+                == ftrans.jit(fnp.linalg.cholesky).trace(a).lower(lowering_platforms=(here,)).as_text())
+        return
     with pytest.raises(FtransValueError, match="CUDA or ROCm"):
         ftrans.jit(fnp.linalg.cholesky).trace(a).lower(lowering_platforms=("gpu",))
 

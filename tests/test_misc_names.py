@@ -68,18 +68,35 @@ def test_jax_transfer_guard_counts_ftrans_device_put_as_explicit():
     # ftrans shares jax's runtime, so jax's guard watches ftrans's transfers: device_put and its kin are
     # the user's explicit transfers there too (allowed under "disallow", refused under "disallow_explicit").
     x = np.arange(3, dtype=np.int32)
-    with jax.transfer_guard("disallow"):
+    with jax.transfer_guard("disallow"):  # (reading a GPU array back is a transfer too: compared after)
         want = jax.device_put(x)
-        np.testing.assert_array_equal(ftrans.device_put(x), want)
-        np.testing.assert_array_equal(ftrans.device_put(42), jax.device_put(42))
-        np.testing.assert_array_equal(ftrans.device_put_replicated(x, ftrans.devices()[:2]), np.stack([want] * 2))
-        np.testing.assert_array_equal(ftrans.random.key_data(ftrans.random.key(ftrans.device_put(42))),
-                                      jax.random.key_data(jax.random.key(jax.device_put(42))))
+        got = [ftrans.device_put(x), ftrans.device_put(42), ftrans.device_put_replicated(x, ftrans.devices()[:2])]
+        fkey, jkey = ftrans.random.key(ftrans.device_put(42)), jax.random.key(jax.device_put(42))
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], jax.device_put(42))
+    np.testing.assert_array_equal(got[2], np.stack([want] * min(2, len(ftrans.devices()))))
+    np.testing.assert_array_equal(ftrans.random.key_data(fkey), jax.random.key_data(jkey))
     with jax.transfer_guard("disallow_explicit"):
         with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device"):
             jax.device_put(x)
         with pytest.raises(jax.errors.JaxRuntimeError, match="Disallowed host-to-device"):
             ftrans.device_put(x)
+
+
+def test_jit_constants_are_part_of_the_program_under_jax_transfer_guard():
+    # JAX embeds a jitted function's captured constants in the program: no transfer its guard could refuse.
+    c = np.arange(4.0, dtype=np.float32)
+    x = np.ones(4, np.float32)
+    fx, jx = ftrans.device_put(x), jax.device_put(x)
+    mesh = ftrans.sharding.Mesh(np.array(ftrans.devices()[:2]), ("x",))
+    sx = ftrans.device_put(x, ftrans.sharding.NamedSharding(mesh, ftrans.sharding.PartitionSpec("x")))
+    with jax.transfer_guard("disallow"):
+        got = [ftrans.jit(lambda v: v * c)(fx), ftrans.jit(lambda v: v - c)(sx)]
+        want = jax.jit(lambda v: v * c)(jx)
+        key = ftrans.random.key(ftrans.device_put(np.int32(7)))
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], x - c)
+    np.testing.assert_array_equal(ftrans.random.key_data(key), jax.random.key_data(jax.random.key(7)))
 
 
 def test_transfer_guard_log_level(caplog):

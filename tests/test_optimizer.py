@@ -594,8 +594,12 @@ def test_merge_dots_cost_rule_large_argument_weights_stay_apart_loop_invariant_o
     assert not passes.report_for(j).by_pass("merge_dots")
     # what XLA compiled (``Compiled.as_text`` is the optimised HLO, as in JAX): no weight copies
     hlo = ftrans.jit(_lstm(fnp, ftrans.nn.sigmoid)).lower(Ws, x, h, c).compile().as_text()
-    assert "HloModule" in hlo and "concatenate(" not in hlo
-    assert "HloModule" in jax.jit(_lstm(jnp, jax.nn.sigmoid)).lower(Ws, x, h, c).compile().as_text()
+    jhlo = jax.jit(_lstm(jnp, jax.nn.sigmoid)).lower(Ws, x, h, c).compile().as_text()
+    assert "HloModule" in hlo and "HloModule" in jhlo
+    if ftrans.default_backend() == "cpu":
+        assert "concatenate(" not in hlo
+    else:  # XLA:GPU fuses sibling products into one GEMM itself (a concatenate inside the fusion), as for JAX's
+        assert ("concatenate(" in hlo) == ("concatenate(" in jhlo)
     # the same cell in a scan: the weights are loop constants, so the concatenations leave the
     # loop (licm) and each step runs one product per shared operand
     xs = r.normal(size=(6, 4, 128)).astype(np.float32)

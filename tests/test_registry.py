@@ -401,7 +401,10 @@ def _hand_samples() -> dict[str, list[tuple[tuple, dict]]]:
     from ftrans import export as ftrans_export
 
     exp_in = arr((2, 3), f32)
-    exported = ftrans_export.export(ftrans.jit(lambda x: (ftrans.numpy.sin(x), x.sum(0))))(exp_in)
+    # for the CPU (where tests/test_lowering_samples.py runs it) and the default platform (the eager samples)
+    here = {"gpu": "cuda"}.get(ftrans.default_backend(), ftrans.default_backend())
+    exported = ftrans_export.export(ftrans.jit(lambda x: (ftrans.numpy.sin(x), x.sum(0))),
+                                    platforms=tuple(dict.fromkeys(("cpu", here))))(exp_in)
     s["call_exported"] = [((exp_in,), {"exported": exported})]
     return s
 

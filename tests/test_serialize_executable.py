@@ -70,7 +70,8 @@ def test_closed_over_ref_is_refused_as_in_jax():
 def test_execution_devices_of_another_client_are_refused():
     compiled = _program(ftrans, fjnp).lower(X_IN, np.float32(3.0)).compile()
     payload, in_tree, out_tree = fser.serialize(compiled)
-    loaded = fser.deserialize_and_load(payload, in_tree, out_tree, backend="cpu",
+    here = ftrans.default_backend()  # where the program was compiled
+    loaded = fser.deserialize_and_load(payload, in_tree, out_tree, backend=here,
                                        execution_devices=ftrans.devices()[:1])
     np.testing.assert_allclose(np.asarray(loaded(X_IN, np.float32(1.0))["a"]),
                                np.asarray(compiled(X_IN, np.float32(1.0))["a"]), rtol=1e-6)
@@ -82,7 +83,7 @@ def test_execution_devices_of_another_client_are_refused():
         client = OtherClient()
 
     with pytest.raises(ValueError, match="Execution devices belong to a client other than `backend`"):
-        fser.deserialize_and_load(payload, in_tree, out_tree, backend="cpu", execution_devices=[OtherDevice()])
+        fser.deserialize_and_load(payload, in_tree, out_tree, backend=here, execution_devices=[OtherDevice()])
     with pytest.raises(ValueError, match="not an executable"):
         fser.deserialize_and_load(b"\x80\x04N.", in_tree, out_tree)
 
@@ -127,7 +128,10 @@ def test_payload_loads_in_another_process(tmp_path):
             x, np.float32(3.0))
         print(repr(np.asarray(out["a"]).tolist()))
     """)
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "FTRANS_ENABLE_COMPILATION_CACHE": "0"}
+    # the same platforms as this process (the payload is a program for its default backend)
+    platforms = "cpu" if ftrans.default_backend() == "cpu" else os.environ.get("JAX_PLATFORMS", "")
+    env = {**os.environ, "JAX_PLATFORMS": platforms,
+           "FTRANS_ENABLE_COMPILATION_CACHE": "0"}
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert res.returncode == 0, res.stderr[-2000:]

@@ -297,9 +297,9 @@ class Array(ArrayMixin):
         d = self.__dict__.get("_dev")
         if d is not None:
             return d
-        from ftrans.core.host import host_device
-
-        return host_device()
+        # else the default backend's first device, where a computation would place it, as JAX's
+        # default-placed arrays (the host CPU device unless the runtime registered another)
+        return _unplaced_device()
 
     @property
     def sharding(self) -> Any:
@@ -626,6 +626,21 @@ _default_device_id: Any = lambda: 0  # noqa: E731 - replaced by the runtime at i
 # ``_placement()``, the device it names, as the device they report.
 placing = False
 _placement: Any = lambda: None  # noqa: E731 - replaced by the runtime at import
+
+
+def _host_device() -> Any:
+    from ftrans.core.host import host_device
+
+    return host_device()
+
+
+# The device an unplaced host Array reports: the default backend's first device (registered by the runtime).
+_unplaced_device: Any = _host_device
+
+
+def set_unplaced_device(fn: Any) -> None:
+    global _unplaced_device
+    _unplaced_device = fn
 
 
 def set_placement(active: bool, fn: Any = None) -> None:

@@ -227,11 +227,38 @@ def hlo_text(text: str, debug_info: bool = False) -> str:
     return xla_computation(text).as_hlo_module().to_string(opts)
 
 
-def hlo_cost_analysis(client: Any, text: str) -> dict:
-    """``Lowered.cost_analysis()``: XLA's cost estimate of the module before optimisation."""
+def _unimplemented(e: Exception) -> bool:
+    msg = e.args[0] if e.args else None
+    return type(msg) is str and msg.startswith("UNIMPLEMENTED")
+
+
+def hlo_cost_analysis(client: Any, text: str) -> dict | None:
+    """``Lowered.cost_analysis()``: XLA's cost estimate of the module before optimisation, or None
+    where the client cannot estimate an unoptimised module (a PJRT C API plugin such as the GPU's),
+    as JAX answers there."""
     from jax._src.lib import _jax
 
-    return _jax.hlo_module_cost_analysis(client, xla_computation(text).as_hlo_module())
+    try:
+        return _jax.hlo_module_cost_analysis(client, xla_computation(text).as_hlo_module())
+    except _jax.JaxRuntimeError as e:
+        if _unimplemented(e):
+            return None
+        raise
+
+
+def executable_cost_analysis(xla_exe: Any) -> Any:
+    """``Compiled.cost_analysis()``: the loaded executable's cost estimate, or None where the runtime
+    has none (JAX answers None there too)."""
+    from jax._src.lib import _jax
+
+    if not hasattr(xla_exe, "cost_analysis"):
+        return None
+    try:
+        return xla_exe.cost_analysis()
+    except _jax.JaxRuntimeError as e:
+        if _unimplemented(e):
+            return None
+        raise
 
 
 def execute_fn_sync(executable: Any, out_avals: Sequence[Any], device: Any):
@@ -411,6 +438,12 @@ def explicit_transfers() -> Any:
     and its kin): the runtime's transfer guard (JAX's ``jax.transfer_guard``, which ftrans shares through
     the runtime) then refuses them only at "disallow_explicit", as JAX's ``device_put``."""
     return _jconfig.explicit_device_put_scope()
+
+
+def program_constants() -> Any:
+    """A context in which the runtime's transfer guard lets host-to-device copies through: those of a
+    compiled program's constants, which JAX embeds in the program itself (no guarded transfer)."""
+    return _jconfig.transfer_guard_host_to_device("allow")
 
 
 def device_put(value: np.ndarray, device: Any) -> Any:
@@ -863,6 +896,10 @@ def buffer_from_dlpack(external: Any, device: Any, copy: bool | None) -> Any:
         return _jax.dlpack_managed_tensor_to_buffer(capsule, device, stream, copy)
     except Exception as e:  # noqa: BLE001  (XLA's error type varies by release)
         text = str(e)
+        if copy and "HostBufferSemantics" in text and text.startswith("UNIMPLEMENTED"):
+            # A PJRT C API plugin (the GPU's) cannot import with a copy: import the tensor in place (a
+            # fresh capsule; the refused one was consumed) and copy it on the device.
+            return copy_buffer(buffer_from_dlpack(external, device, None))
         if "is not aligned to" not in text:
             raise
         from ftrans.errors import FtransValueError

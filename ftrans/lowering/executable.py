@@ -115,7 +115,11 @@ class Executable:
         """The constants on the device and the runner of ``self.xla``."""
         device = self.device
         self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
-        self.const_bufs = [to_buffer(c, device) for c in consts]
+        if consts:  # part of the program, as JAX's embedded constants: no transfer the user's guard refuses
+            with compat.program_constants():
+                self.const_bufs = [to_buffer(c, device) for c in consts]
+        else:
+            self.const_bufs = []
         if lower.host_callbacks_of(self.text):  # it calls back into Python: run to completion, map errors
             self._run = _reporting_callback_errors(compat.execute_fn_sync(self.xla, self.out_avals, device))
         else:

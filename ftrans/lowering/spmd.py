@@ -237,7 +237,8 @@ class SpmdExecutable:
         self.out_shardings = outs
         self.rt_out = rts  # the runtime sharding of each result's buffer (the result handlers hold these)
         self._run = X.replicated_runner(self.xla, self.out_avals, rts, self.text)
-        self.const_bufs = [put(c, s, r) for c, s, r in zip(self.consts, self.in_shardings, self._rt_in)]
+        with compat.program_constants():  # part of the program, as JAX's embedded constants
+            self.const_bufs = [put(c, s, r) for c, s, r in zip(self.consts, self.in_shardings, self._rt_in)]
 
     def buffers(self, args: Sequence[Any]) -> list:
         k = len(self.const_bufs)

@@ -415,7 +415,33 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         from ftrans import lax
 
         return lax.convert_element_type(a, dtype)
+    if copy is False and not isinstance(a, (Array, Tracer)) and not is_foreign_array(a):
+        _check_no_copy_needed(a, device)
     return array(a, dtype=dtype, copy=bool(copy), order=order, device=device, out_sharding=out_sharding)
+
+
+def _check_no_copy_needed(a: Any, device: Any) -> None:
+    """``asarray(copy=False)`` of a buffer-protocol object (the array API's rule, as JAX applies it): its
+    host memory can become an array of a device other than the CPU only by copying, which copy=False
+    forbids."""
+    try:
+        memoryview(a)
+    except TypeError:
+        return
+    from ftrans.devices import default_device
+
+    if device is None:
+        platform = default_device().platform
+    elif isinstance(device, str):
+        platform = device
+    elif hasattr(device, "platform"):
+        platform = device.platform
+    else:  # a sharding
+        platform = next(iter(device.device_set)).platform
+    if platform != "cpu":
+        raise FtransValueError(
+            f"jnp.asarray: cannot convert object of type {type(a)} to JAX Array on platform={platform} with "
+            "copy=False. Consider using copy=None or copy=True instead.")
 
 
 def copy(a: Any, order: str | None = None) -> Any:

@@ -30,7 +30,7 @@ from ftrans import numpy as jnp
 from ftrans.core import config as _config
 from ftrans.core import dtypes
 from ftrans.core import key_reuse as _kr
-from ftrans.core.array import Array
+from ftrans.core.array import Array, DeviceArray
 from ftrans.core.keys import PRNGKeyArray, is_key, wrap
 from ftrans.core.operands import as_operand, dtype_weak, shape_of
 from ftrans.core.prims import random as R
@@ -337,7 +337,8 @@ def _make_key(name: str, seed: Any, impl: _prng.PRNGImpl, typed: bool = False) -
         raise FtransTypeError(
             f"ftrans.random.{name}: {name} accepts a scalar seed, but was given a key array "
             f"({seed.dtype.name}{list(seed.shape)}); split or fold_in the key instead")
-    if isinstance(seed, Tracer):
+    if isinstance(seed, Tracer) or (type(seed) is DeviceArray and seed.device.platform != "cpu"):
+        # (a seed held on an accelerator: the key is made there, as JAX does, not read back to the host)
         if seed.ndim:
             raise FtransTypeError(
                 f"ftrans.random.{name}: {name} accepts a scalar seed, but was given an array of shape "

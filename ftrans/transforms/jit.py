@@ -2495,7 +2495,7 @@ class Compiled:
         return self._exe.xla
 
     def cost_analysis(self) -> Any:
-        return self._exe.xla.cost_analysis()
+        return compat.executable_cost_analysis(self._exe.xla)
 
     def memory_analysis(self) -> Any:
         """XLA's sizes of the compiled program's buffers (arguments, outputs, temporaries), as in JAX."""

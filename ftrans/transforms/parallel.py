@@ -476,7 +476,9 @@ class _Compiled:
         return self._entry.exe.xla
 
     def cost_analysis(self) -> Any:
-        return self._entry.exe.xla.cost_analysis()
+        from ftrans.lowering import compat
+
+        return compat.executable_cost_analysis(self._entry.exe.xla)
 
     def memory_analysis(self) -> Any:
         """XLA's sizes of the compiled program's buffers, as in JAX."""
