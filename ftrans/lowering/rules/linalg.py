@@ -41,7 +41,7 @@ from ftrans.core.prims.control_flow import while_p
 from ftrans.core.prims.sorting import cumsum_p
 from ftrans.core.shape_poly import is_poly_shape, is_symbolic_dim, min_dim
 from ftrans.core.trace import stage
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransValueError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
@@ -465,6 +465,15 @@ def _transpose_last(ctx: LoweringContext, x: str, aval: ShapedArray) -> tuple[st
                      {"permutation": mt.i64_array(list(range(nd - 2)) + [nd - 1, nd - 2])}), out
 
 
+def _gesvdj_fits(m, n) -> bool:
+    """Whether Jacobi's SVD takes an ``m x n`` matrix: sizes that may be larger (symbolic ones whose
+    bounds do not decide it) go to gesvd, as in JAX."""
+    try:
+        return bool(m <= _GESVDJ_MAX and n <= _GESVDJ_MAX)
+    except InconclusiveDimensionOperation:
+        return False
+
+
 def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: ShapedArray,
              u_aval: ShapedArray, vt_aval: ShapedArray, full_matrices: bool, compute_uv: bool):
     """cuSOLVER's / hipSOLVER's SVD: ``(s, u, vt, info)``, with ``u``/``vt`` of the shapes asked for."""
@@ -473,8 +482,11 @@ def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: 
     m, n = aval.shape[-2:]
     k = min_dim(m, n)
     info_aval = ShapedArray(batch, _I32)
-    if m <= _GESVDJ_MAX and n <= _GESVDJ_MAX:
-        econ = not full_matrices and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
+    if _gesvdj_fits(m, n):
+        try:
+            econ = not full_matrices and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
+        except InconclusiveDimensionOperation:
+            econ = False
         # Jacobi computes U and V (not V^H) whether or not they are wanted.
         uj = ShapedArray(batch + (m, k if econ else m), aval.dtype)
         vj = ShapedArray(batch + (n, k if econ else n), aval.dtype)
