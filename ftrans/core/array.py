@@ -297,9 +297,9 @@ class Array(ArrayMixin):
         d = self.__dict__.get("_dev")
         if d is not None:
             return d
-        from ftrans.core.host import host_device
-
-        return host_device()
+        # else the default backend's first device (a GPU on a GPU machine), where JAX places such an array
+        # and where a computation takes it; its data stays on the host until then
+        return _unplaced_device()
 
     @property
     def sharding(self) -> Any:
@@ -633,6 +633,20 @@ def set_placement(active: bool, fn: Any = None) -> None:
     placing = active
     if fn is not None:
         _placement = fn
+
+
+def _host_device() -> Any:
+    from ftrans.core.host import host_device
+
+    return host_device()
+
+
+_unplaced_device: Any = _host_device  # replaced by the runtime at import: the default backend's first device
+
+
+def set_unplaced_device(fn: Any) -> None:
+    global _unplaced_device
+    _unplaced_device = fn
 
 
 def set_default_device_id(fn: Any) -> None:
