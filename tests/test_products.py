@@ -20,6 +20,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
+from tests.backend_util import host_oracle
 from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -59,7 +60,8 @@ def _arrays(args):
 
 def check(fn, *args, staged=True):
     """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax."""
-    exp = fn(jnp, *args)
+    with host_oracle():  # both of ftrans's runs are host arithmetic
+        exp = fn(jnp, *args)
     got = fn(fnp, *args)
     exp_l, got_l = _flat(exp), _flat(got)
     assert len(got_l) == len(exp_l)
@@ -79,7 +81,8 @@ def check(fn, *args, staged=True):
 
 def check_lax(fn, *args):
     """The same for lax-level functions (``fn(lax_module, *args)``)."""
-    exp = fn(jax.lax, *args)
+    with host_oracle():
+        exp = fn(jax.lax, *args)
     got = fn(flax, *args)
     for g, e in zip(_flat(got), _flat(exp)):
         _assert_leaf(g, e, "eager")
