@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 
 import jax
 import pytest
@@ -25,7 +26,9 @@ import pytest
 
 @functools.cache
 def default_backend() -> str:
-    return jax.default_backend()
+    """jax's default backend; ``FTRANS_TEST_AS_BACKEND=gpu`` makes a CPU run take the GPU branches of
+    these helpers (to check them where no GPU is)."""
+    return os.environ.get("FTRANS_TEST_AS_BACKEND") or jax.default_backend()
 
 
 def on_cpu() -> bool:
