@@ -65,6 +65,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "cpu_only(reason): skip when the default backend is not the CPU (what JAX itself "
         "has on the CPU only)")
+    config.addinivalue_line(
+        "markers", "jax_default_precision: on a GPU, run with jax_default_matmul_precision at JAX's "
+        "default (None) instead of the suite's 'highest' (tests of the option itself)")
 
 
 def pytest_runtest_setup(item):
@@ -84,23 +87,28 @@ def pytest_runtest_setup(item):
             pytest.skip(f"CPU only: {cpu_mark.args[0] if cpu_mark.args else 'as in JAX'}")
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _full_float32_matmuls_on_a_gpu():
-    """On a GPU, XLA computes float32 matrix products and convolutions in TF32 unless told otherwise,
-    in jax's programs and ftrans's alike; two programs that order a contraction differently then
-    differ far beyond float32 tolerances, and ftrans's eager host products (NumPy, full float32)
-    differ from jax's GPU ones.  The suite compares at float32 tolerances, so on a GPU both
-    libraries run with ``jax_default_matmul_precision="highest"`` (docs/differences.md, "Running
-    on a GPU").  On the CPU nothing changes."""
-    from tests.backend_util import default_backend
-
-    if default_backend() == "cpu":
-        yield
-        return
+def _set_matmul_precision(value):
     import jax
 
     import ftrans
 
-    jax.config.update("jax_default_matmul_precision", "highest")
-    ftrans.config.update("jax_default_matmul_precision", "highest")
+    if jax.config.jax_default_matmul_precision != value:
+        jax.config.update("jax_default_matmul_precision", value)
+    if ftrans.config.default_matmul_precision != value:
+        ftrans.config.update("jax_default_matmul_precision", value)
+
+
+@pytest.fixture(autouse=True)
+def _full_float32_matmuls_on_a_gpu(request):
+    """On a GPU, XLA computes float32 matrix products and convolutions in TF32 unless told otherwise,
+    in jax's programs and ftrans's alike; two programs that order a contraction differently then
+    differ far beyond float32 tolerances, and ftrans's eager host products (NumPy, full float32)
+    differ from jax's GPU ones.  The suite compares at float32 tolerances, so on a GPU every test
+    runs with ``jax_default_matmul_precision="highest"`` in both libraries (docs/differences.md,
+    "Running on a GPU"), except the tests of the option itself, marked ``jax_default_precision``,
+    which start from JAX's default (None).  On the CPU nothing changes."""
+    from tests.backend_util import default_backend
+
+    if default_backend() != "cpu":
+        _set_matmul_precision(None if request.node.get_closest_marker("jax_default_precision") else "highest")
     yield

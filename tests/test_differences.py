@@ -827,6 +827,7 @@ def test_token_is_a_pytree_without_leaves():
     assert not jp.jaxpr.eqns
 
 
+@pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_drops_every_trace():
     """Changing default_matmul_precision with ``config.update`` clears ftrans's jit caches, so returning to an
     earlier value traces again; JAX keys its caches on the option and reuses the earlier trace. (The context

@@ -418,6 +418,7 @@ def test_products_reject_unknown_precision_with_value_error():
         fnp.einsum("ij,jk", a, a, precision="bogus")
 
 
+@pytest.mark.jax_default_precision
 @pytest.mark.parametrize("value", [None, "bfloat16", "tensorfloat32", "float32", "highest"])
 def test_default_matmul_precision_fills_in_an_unset_precision(value):
     """JAX's default_matmul_precision option (and context manager) sets the precision of products given
@@ -440,6 +441,7 @@ def test_default_matmul_precision_fills_in_an_unset_precision(value):
     assert ftrans.config.default_matmul_precision is None
 
 
+@pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_retraces_jit():
     """Entering and leaving the context changes what a jitted function stages, in ftrans as in JAX (ftrans
     may trace again when the option returns to a value it traced before: tests/test_differences.py)."""
