@@ -288,7 +288,7 @@ def default_device() -> Any:
 
 
 set_default_device_id(lambda: default_device().id)  # core's committed check asks where the default is
-_core_array.set_unplaced_device(default_device)  # the device a host array reports (JAX: where it is placed)
+_core_array.set_unplaced_device(lambda: _default_device_cached())  # the device a host array reports
 _core_array.set_placement(False, lambda: default_device() if config.default_device is not None else None)
 
 
