@@ -277,6 +277,35 @@ def test_triangular_solve_vector_b_matches_jax(left_side):
     _close(got, jax.jit(jax.grad(lambda b: JL.triangular_solve(a, b, left_side=left_side, lower=True).sum()))(b))
 
 
+def _solver_calls(text):
+    """(target, backend_config) of each cuSOLVER call in a module's text (pretty or generic form)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        m = re.search(r'custom_call @(\w+solver\w+)\(|call_target_name = "(\w+solver\w+)"', line)
+        if m:
+            cfg = re.search(r"mhlo.backend_config = \{([^}]*)\}", line)
+            out.append((m.group(1) or m.group(2), cfg.group(1) if cfg else None))
+    return out
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (40, 36), (2, 5, 3)])
+@pytest.mark.parametrize("name", ["DEFAULT", "QR"])
+def test_gpu_svd_lowering_calls_jaxs_routine(shape, name):
+    """Lowered for CUDA (no GPU needed): the algorithm picks cuSOLVER's routine and attributes as in JAX (QR is
+    gesvd, wide matrices transposed; the default is Jacobi's gesvdj up to 1024x1024)."""
+    a = np.ones(shape, np.float32)
+    for full in (False, True):
+        for uv in (False, True):
+            jtext = jax.jit(lambda a: JL.svd(a, full_matrices=full, compute_uv=uv, algorithm=JL.SvdAlgorithm[name])
+                            ).trace(a).lower(lowering_platforms=("cuda",)).as_text()
+            ftext = ftrans.export.export(ftrans.jit(
+                lambda a: FL.svd(a, full_matrices=full, compute_uv=uv, algorithm=FL.SvdAlgorithm[name])),
+                platforms=("cuda",))(a).mlir_module()
+            assert _solver_calls(ftext) == _solver_calls(jtext) != [], (full, uv)
+
+
 def test_eig_of_nan_matrix_is_nan_like_jax():
     a = np.full((3, 3), np.nan, np.float32)
     want = JL.eig(a)
