@@ -51,3 +51,64 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# ---------------------------------------------------------------- the machine the suite runs on
+# tests/backend_util.py has the helpers; on the CPU (CI) none of this skips or changes anything.
+import pytest  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs_devices(n): skip unless the default backend has at least n devices (a GPU "
+        "machine has one; on the CPU tests/conftest.py gives eight)")
+    config.addinivalue_line(
+        "markers", "cpu_only(reason): skip when the default backend is not the CPU (what JAX itself "
+        "has on the CPU only)")
+    config.addinivalue_line(
+        "markers", "jax_default_precision: on a GPU, run with jax_default_matmul_precision at JAX's "
+        "default (None) instead of the suite's 'highest' (tests of the option itself)")
+
+
+def pytest_runtest_setup(item):
+    marks = list(item.iter_markers("needs_devices"))
+    if marks:
+        import jax
+
+        n = max(m.args[0] for m in marks)
+        have = jax.local_device_count()
+        if have < n:
+            pytest.skip(f"needs {n} devices of the default backend ({jax.default_backend()} has {have})")
+    cpu_mark = item.get_closest_marker("cpu_only")
+    if cpu_mark is not None:
+        from tests.backend_util import default_backend
+
+        if default_backend() != "cpu":
+            pytest.skip(f"CPU only: {cpu_mark.args[0] if cpu_mark.args else 'as in JAX'}")
+
+
+def _set_matmul_precision(value):
+    import jax
+
+    import ftrans
+
+    if jax.config.jax_default_matmul_precision != value:
+        jax.config.update("jax_default_matmul_precision", value)
+    if ftrans.config.default_matmul_precision != value:
+        ftrans.config.update("jax_default_matmul_precision", value)
+
+
+@pytest.fixture(autouse=True)
+def _full_float32_matmuls_on_a_gpu(request):
+    """On a GPU, XLA computes float32 matrix products and convolutions in TF32 unless told otherwise,
+    in jax's programs and ftrans's alike; two programs that order a contraction differently then
+    differ far beyond float32 tolerances, and ftrans's eager host products (NumPy, full float32)
+    differ from jax's GPU ones.  The suite compares at float32 tolerances, so on a GPU every test
+    runs with ``jax_default_matmul_precision="highest"`` in both libraries (docs/differences.md,
+    "Running on a GPU"), except the tests of the option itself, marked ``jax_default_precision``,
+    which start from JAX's default (None).  On the CPU nothing changes."""
+    from tests.backend_util import default_backend
+
+    if default_backend() != "cpu":
+        _set_matmul_precision(None if request.node.get_closest_marker("jax_default_precision") else "highest")
+    yield

@@ -38,6 +38,7 @@ def test_weak_type_miss_shows_both_flags_and_the_docs(caplog, name, J, np_):
     assert "https://docs.jax.dev/en/latest/type_promotion.html#weak-types" in msg
 
 
+@pytest.mark.jax_default_precision
 @pytest.mark.parametrize("name,J,np_", LIBS, ids=["jax", "ftrans"])
 def test_tracing_context_miss_names_each_option(caplog, name, J, np_):
     @J.jit
@@ -104,6 +105,7 @@ def test_cond_traces_a_branch_function_once_and_reuses_it_like_jax():
     assert _cond_trace_counts(ftrans, jnp, lax) == _cond_trace_counts(jax, jnp_jax, jax.lax) == [1, 1, 2, 2, 2, 3]
 
 
+@pytest.mark.jax_default_precision
 def test_matmul_precision_update_forces_retrace_of_jit_and_cond_like_jax():
     def counts(J, np_, L):
         out = []

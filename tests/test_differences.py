@@ -837,6 +837,7 @@ def test_token_is_a_pytree_without_leaves():
     assert not jp.jaxpr.eqns
 
 
+@pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_drops_every_trace():
     """Changing default_matmul_precision with ``config.update`` clears ftrans's jit caches, so returning to an
     earlier value traces again; JAX keys its caches on the option and reuses the earlier trace. (The context
@@ -1044,3 +1045,26 @@ def test_mlir_binding_lowering_rules_are_refused_lower_fun_is_not():
     with pytest.raises(NotImplementedError, match="lower_fun"):
         mlir.register_lowering(p, lambda ctx, x: [x])
     mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+
+
+# ---------------------------------------------------------------- running on a GPU (docs/differences.md)
+def test_cpu_only_factorizations_refuse_a_gpu_lowering_with_a_value_error():
+    """Lowered for CUDA (no GPU needed): ftrans raises ValueError naming the platform, JAX NotImplementedError."""
+    a = np.eye(3, dtype=np.float32)
+    with pytest.raises(ValueError, match="cuda"):
+        ftrans.export.export(ftrans.jit(flax.linalg.schur), platforms=("cuda",))(a)
+    with pytest.raises(NotImplementedError, match="schur"):
+        jax.export.export(jax.jit(jlax.linalg.schur), platforms=("cuda",))(a)
+
+
+def test_matmul_precision_option_reaches_the_lowered_products():
+    a = np.ones((2, 2), np.float32)
+    with ftrans.default_matmul_precision("highest"), jax.default_matmul_precision("highest"):
+        mine = ftrans.jit(lambda x: x @ x).lower(a).as_text()
+        theirs = jax.jit(lambda x: x @ x).lower(a).as_text()
+    assert "precision = [HIGHEST, HIGHEST]" in mine and "precision = [HIGHEST, HIGHEST]" in theirs
+
+
+def test_a_host_array_reports_the_default_device():
+    assert fnp.ones(3).device == ftrans.devices()[0]
+    assert jnp.ones(3).device == jax.devices()[0]

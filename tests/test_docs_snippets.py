@@ -52,7 +52,9 @@ def test_doc_snippets_run(tmp_path):
         script = tmp_path / f"page_{name}.py"
         script.write_text(snippets(page))
         scripts.append(str(script))
-    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    # On the CPU, whatever the suite runs on: the pages show outputs of the CPU with tests/conftest.py's
+    # eight host devices (parallelism.md maps over several; a GPU machine has one GPU).
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", _RUNNER, *scripts], capture_output=True, text=True,
                        timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-6000:]

@@ -13,6 +13,7 @@ import ftrans
 import ftrans.numpy as jnp
 from ftrans import export
 from ftrans.errors import InconclusiveDimensionOperation
+from tests.backend_util import cpu_only
 
 
 def _both(spec: str, constraints=()):
@@ -271,6 +272,7 @@ def _factorizations(np_, lax, random, x, s):
             la.triangular_solve(s, x, left_side=True, lower=True), np_.linalg.inv(s), np_.linalg.slogdet(x))
 
 
+@cpu_only("the factorizations include schur (LAPACK gees), CPU-only in JAX as in ftrans")
 def test_symbolic_batch_and_matrix_sizes_in_factorizations_like_jax():
     # Custom calls of symbolic result sizes take their shapes as operands (indices_of_shape_operands).
     rs = np.random.RandomState(0)
@@ -295,6 +297,22 @@ def test_symbolic_rectangular_qr_lu_svd_like_jax(shape, constraint):
     # a tall lu: the permutation's size m is no size of the pivots the loop's function takes
     assert ("jax.global_constant" in fexp.mlir_module()) == (shape[1] > shape[2])
     _agree(fexp, jexp, (a,), tol=2e-3, magnitudes=True)
+
+
+@pytest.mark.parametrize("shape, constraint", [((2, 5, 3), "n <= m"), ((2, 3, 5), "m + 1 <= n")])
+def test_gpu_svd_of_symbolic_sizes_calls_gesvd_like_jax(shape, constraint):
+    """Lowered for CUDA (no GPU needed), an SVD whose sizes may pass Jacobi's limit calls gesvd, as JAX's."""
+    a = np.ones(shape, np.float32)
+
+    def targets(text):
+        return re.findall(r"cusolver_\w+_ffi", text)
+
+    fexp = export.export(ftrans.jit(lambda a: ftrans.lax.linalg.svd(a, full_matrices=False)), platforms=("cuda",))(
+        *export.symbolic_args_specs((a,), "b, m, n", constraints=[constraint]))
+    jexp = jax.export.export(jax.jit(lambda a: jax.lax.linalg.svd(a, full_matrices=False)), platforms=("cuda",))(
+        *jax.export.symbolic_args_specs((a,), "b, m, n", constraints=[constraint]))
+    assert targets(fexp.mlir_module()) == targets(jexp.mlir_module()) == ["cusolver_gesvd_ffi"]
+    assert str(fexp.out_avals) == str(jexp.out_avals)
 
 
 def _draws(np_, lax, random, key, x):

@@ -8,6 +8,7 @@ import pytest
 
 import ftrans
 from ftrans import ffi
+from tests.backend_util import host_oracle
 
 
 def _geqrf(F, x, **kw):
@@ -26,6 +27,14 @@ def _potrf(F, x, **kw):
     out = (F.ShapeDtypeStruct(x.shape, x.dtype), F.ShapeDtypeStruct(x.shape[:-2], np.int32))
     return F.ffi.ffi_call("lapack_spotrf_ffi", out, input_layouts=[col_major], output_layouts=[col_major, None],
                           **kw)(x, uplo=np.uint8(ord("L")))
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """The targets called here are jaxlib's LAPACK (CPU) ones: on a GPU machine both libraries call them
+    on the CPU device (tests/backend_util.py)."""
+    with host_oracle():
+        yield
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -17,6 +17,7 @@ import pytest
 
 import ftrans
 from ftrans import lax
+from tests.backend_util import host_oracle
 
 
 @pytest.mark.parametrize("inshape,outshape,dims", [((3, 1), (2, 3, 4), (1, 0)), ((2, 3), (3, 4, 2), (2, 0)),
@@ -308,6 +309,7 @@ def test_dot_algorithm_presets_accepted(prec):
 @pytest.mark.parametrize("prec,dt", [("F16_F16_F16", np.float32), ("BF16_BF16_F32", np.float16),
                                      ("BF16_BF16_F32_X3", np.float32), ("TF32_TF32_F32", np.float32),
                                      (jlax.DotAlgorithm(np.float16, np.float16, np.float32), np.float16)])
+@host_oracle()  # the CPU's rules (a GPU has other algorithms): on a GPU machine, on its CPU device
 def test_dot_algorithm_rounds_and_lowers_as_jax(prec, dt):
     # The operands go to the algorithm's storage types and the product accumulates in its type (eagerly
     # and compiled); the lowering carries the algorithm attribute; presets XLA's CPU backend cannot run

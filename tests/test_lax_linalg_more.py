@@ -12,6 +12,7 @@ import pytest
 import ftrans
 import ftrans.lax.linalg as FL
 from ftrans.errors import FtransShapeError, FtransTypeError
+from tests.backend_util import cpu_only, host_oracle, on_cpu
 
 DTYPES = [np.float32, np.complex64]
 
@@ -108,6 +109,7 @@ def test_tridiagonal_solve_errors():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@cpu_only("the Hessenberg reduction (LAPACK gehrd) is CPU-only in JAX as in ftrans")
 def test_hessenberg_householder_ormqr_match_jax(dtype):
     a = _gen(np.random.default_rng(3), (2, 5, 5), dtype)
     h, t = JL.hessenberg(a)
@@ -156,12 +158,19 @@ def test_cholesky_update_and_symmetric_product_match_jax():
     _close(ftrans.jit(FL.cholesky_update)(r, w), want)
     a = rng.standard_normal((2, 4, 3)).astype(np.float32)
     c = rng.standard_normal((2, 4, 4)).astype(np.float32)
-    wants = jax.jit(lambda a, c: [JL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
-                                  for sym in (False, True)])(a, c)
-    for sym, want in zip((False, True), wants):
-        _close(FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym), want)
-        _close(ftrans.jit(lambda a, c: FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym))(a, c),
-               want)
+    def jax_products():
+        return jax.jit(lambda a, c: [JL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym)
+                                     for sym in (False, True)])(a, c)
+
+    wants = jax_products()
+    with host_oracle():  # the eager calls run on the host
+        wants_host = jax_products()
+    for sym, want, want_host in zip((False, True), wants, wants_host):
+        _close(FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym), want_host)
+        got = ftrans.jit(lambda a, c: FL.symmetric_product(a, c, alpha=2.0, beta=0.5, symmetrize_output=sym))(a, c)
+        if not sym and not on_cpu():  # unsymmetrized, only the lower triangle is specified (a GPU's syrk)
+            got, want = np.tril(np.asarray(got)), np.tril(np.asarray(want))
+        _close(got, want)
     # JAX has no derivative rule for symmetric_product; ftrans's is checked against the formula
     _, dt = ftrans.jvp(lambda a: FL.symmetric_product(a, c, alpha=2.0, beta=0.5), (a,), (a,))
     _close(dt, 4.0 * a @ np.swapaxes(a, -1, -2), 1e-3)
@@ -199,7 +208,8 @@ def test_qdwh_dynamic_shape_matches_jax(shape, dtype):
 def test_algorithm_enums():
     x = np.random.default_rng(10).standard_normal((5, 3)).astype(np.float32)
     for name in ("DEFAULT", "QR", "DIVIDE_AND_CONQUER"):
-        want = JL.svd(x, algorithm=JL.SvdAlgorithm[name], full_matrices=False)
+        with host_oracle():  # ftrans's eager call runs LAPACK on the host, where JAX has these algorithms
+            want = JL.svd(x, algorithm=JL.SvdAlgorithm[name], full_matrices=False)
         got = FL.svd(x, algorithm=FL.SvdAlgorithm[name], full_matrices=False)
         _close(got[1], want[1], 1e-4)
         _close(np.abs(got[0]), np.abs(want[0]), 1e-4)
@@ -210,7 +220,8 @@ def test_algorithm_enums():
     assert [e.value for e in FL.EighImplementation] == [e.value for e in JL.EighImplementation]
     assert [e.value for e in FL.EigImplementation] == [e.value for e in JL.EigImplementation]
     s = x.T @ x
-    _close(FL.eigh(s, implementation=FL.EighImplementation.QR)[1], JL.eigh(s)[1], 1e-3)
+    with host_oracle():
+        _close(FL.eigh(s, implementation=FL.EighImplementation.QR)[1], JL.eigh(s)[1], 1e-3)
     with pytest.raises(NotImplementedError, match="JACOBI"):
         FL.eigh(s, implementation=FL.EighImplementation.JACOBI)
 
@@ -266,6 +277,35 @@ def test_triangular_solve_vector_b_matches_jax(left_side):
     _close(got, jax.jit(jax.grad(lambda b: JL.triangular_solve(a, b, left_side=left_side, lower=True).sum()))(b))
 
 
+def _solver_calls(text):
+    """(target, backend_config) of each cuSOLVER call in a module's text (pretty or generic form)."""
+    import re
+
+    out = []
+    for line in text.splitlines():
+        m = re.search(r'custom_call @(\w+solver\w+)\(|call_target_name = "(\w+solver\w+)"', line)
+        if m:
+            cfg = re.search(r"mhlo.backend_config = \{([^}]*)\}", line)
+            out.append((m.group(1) or m.group(2), cfg.group(1) if cfg else None))
+    return out
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (40, 36), (2, 5, 3)])
+@pytest.mark.parametrize("name", ["DEFAULT", "QR"])
+def test_gpu_svd_lowering_calls_jaxs_routine(shape, name):
+    """Lowered for CUDA (no GPU needed): the algorithm picks cuSOLVER's routine and attributes as in JAX (QR is
+    gesvd, wide matrices transposed; the default is Jacobi's gesvdj up to 1024x1024)."""
+    a = np.ones(shape, np.float32)
+    for full in (False, True):
+        for uv in (False, True):
+            jtext = jax.jit(lambda a: JL.svd(a, full_matrices=full, compute_uv=uv, algorithm=JL.SvdAlgorithm[name])
+                            ).trace(a).lower(lowering_platforms=("cuda",)).as_text()
+            ftext = ftrans.export.export(ftrans.jit(
+                lambda a: FL.svd(a, full_matrices=full, compute_uv=uv, algorithm=FL.SvdAlgorithm[name])),
+                platforms=("cuda",))(a).mlir_module()
+            assert _solver_calls(ftext) == _solver_calls(jtext) != [], (full, uv)
+
+
 def test_eig_of_nan_matrix_is_nan_like_jax():
     a = np.full((3, 3), np.nan, np.float32)
     want = JL.eig(a)
@@ -276,7 +316,7 @@ def test_eig_of_nan_matrix_is_nan_like_jax():
 def test_qr_of_float16_is_not_implemented_like_jax():
     import ftrans.numpy as fnp
 
-    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
-        jax.numpy.linalg.qr(np.ones((5, 6), np.float16))
+    with pytest.raises(NotImplementedError, match="Unsupported dtype float16"), host_oracle():
+        jax.numpy.linalg.qr(np.ones((5, 6), np.float16))  # as on the host, where ftrans's eager call runs
     with pytest.raises(NotImplementedError, match="Unsupported dtype float16"):
         fnp.linalg.qr(np.ones((5, 6), np.float16))

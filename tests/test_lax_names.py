@@ -13,6 +13,7 @@ import ftrans
 import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.errors import FtransNameError
+from tests.backend_util import on_cpu
 
 FT, JX = (ftrans, fjnp, flax), (jax, jjnp, jlax)
 from tests.test_collectives import arr, assert_tree  # noqa: E402  the shared differential helpers
@@ -304,8 +305,10 @@ def test_scaled_dot_values(case, pref):
         assert (got.shape, got.dtype) == (want.shape, want.dtype)
         # eagerly each bfloat16 product is rounded; XLA's fused program (jax's, or ftrans's under jit) may not round
         np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=3e-2, atol=3e-2)
-        np.testing.assert_allclose(np.asarray(jitted, np.float32), np.asarray(want, np.float32), rtol=1e-2,
-                                   atol=1e-2)
+        # (on a GPU the two programs' fusions round bfloat16 intermediates apart: a few ulps, as eagerly)
+        tol = 1e-2 if on_cpu() else 3e-2
+        np.testing.assert_allclose(np.asarray(jitted, np.float32), np.asarray(want, np.float32), rtol=tol,
+                                   atol=tol)
 
 
 def test_scaled_dot_vmap():

@@ -1,11 +1,15 @@
 """Eager linalg decompositions give the compiled program's factors to the last bit, as JAX's (whose eager
-ops run the compiled kernels): both call the same LAPACK routines of the same library."""
+ops run the compiled kernels): both call the same LAPACK routines of the same library.
+
+Eager ftrans on default-device arrays runs on the host, so on a GPU machine the programs and jax calls it
+is compared with run on the CPU device too (tests/backend_util.py: ``host_oracle``), not through cuSOLVER."""
 import jax
 import numpy as np
 import pytest
 
 import ftrans
 from ftrans import lax
+from tests.backend_util import host_oracle
 
 L = lax.linalg
 JL = jax.lax.linalg
@@ -41,8 +45,9 @@ def test_eager_factors_are_the_compiled_ones_bit_for_bit(name, shape, hermitian,
 
     x = _mk(np.random.default_rng(0), shape, dtype, hermitian)
     eager = jax.tree_util.tree_leaves(fn(L)(x))
-    compiled = jax.tree_util.tree_leaves(ftrans.jit(fn(L))(x))
-    reference = jax.tree_util.tree_leaves(fn(JL)(x))  # JAX's eager call: the compiled kernel
+    with host_oracle():
+        compiled = jax.tree_util.tree_leaves(ftrans.jit(fn(L))(x))
+        reference = jax.tree_util.tree_leaves(fn(JL)(x))  # JAX's eager call: the compiled kernel
     assert len(eager) == len(compiled) == len(reference)
     for e, c, r in zip(eager, compiled, reference):
         np.testing.assert_array_equal(np.asarray(e), np.asarray(c))
@@ -53,7 +58,8 @@ def test_a_failed_factorization_gives_nans_for_that_matrix_only():
     x = _mk(np.random.default_rng(1), (2, 4, 3), np.float32)
     x[1, 0, 0] = np.nan
     u, s, vh = L.svd(x, full_matrices=False)
-    ju, js, jvh = JL.svd(x, full_matrices=False)
+    with host_oracle():
+        ju, js, jvh = JL.svd(x, full_matrices=False)
     np.testing.assert_array_equal(np.asarray(s[0]), np.asarray(js[0]))
     assert np.isnan(np.asarray(s[1])).all() and np.isnan(np.asarray(js[1])).all()
 
@@ -124,7 +130,8 @@ def test_every_primitive_eager_is_the_compiled_program_bit_for_bit_single_and_st
         def run(*xs, prim=prim, params=params):
             return prim.bind(*xs, **params)
 
-        compiled = ftrans.jit(run)(*args)
+        with host_oracle():
+            compiled = ftrans.jit(run)(*args)
         calls = device_eager.host_stats["calls"]
         _bits_equal(run(*args), compiled)  # the first call of a signature: per matrix
         assert device_eager.host_stats["calls"] == calls
@@ -154,5 +161,6 @@ def test_a_failed_factorization_in_a_compiled_stack_gives_nans_for_that_matrix_o
         s = np.asarray(L.svd(y, compute_uv=False))
     assert np.isnan(c[5][np.tril_indices(4)]).all() and not np.isnan(np.delete(c, 5, axis=0)).any()
     assert np.isnan(s[2]).all() and not np.isnan(np.delete(s, 2, axis=0)).any()
-    np.testing.assert_array_equal(c, np.asarray(JL.cholesky(x, symmetrize_input=False)))
-    np.testing.assert_array_equal(s, np.asarray(JL.svd(y, compute_uv=False)))
+    with host_oracle():
+        np.testing.assert_array_equal(c, np.asarray(JL.cholesky(x, symmetrize_input=False)))
+        np.testing.assert_array_equal(s, np.asarray(JL.svd(y, compute_uv=False)))

@@ -29,6 +29,7 @@ from hypothesis.extra import numpy as hnp
 import ftrans
 import ftrans.numpy as jnp
 from ftrans import nn
+from tests.backend_util import host_oracle, on_cpu
 
 SHAPES = [(2, 3)]
 RTOL, ATOL = 2e-5, 1e-6
@@ -364,7 +365,8 @@ def test_initializers_match_jax_bits(name, args, shape):
 
     for seed in (0, 42):
         ours = getattr(nn.initializers, name)(*args)(fr.PRNGKey(seed), shape)
-        theirs = getattr(jax.nn.initializers, name)(*args)(jax.random.PRNGKey(seed), shape)
+        with host_oracle():  # ftrans's eager sampler runs on the host
+            theirs = getattr(jax.nn.initializers, name)(*args)(jax.random.PRNGKey(seed), shape)
         _same_bits(ours, theirs)
 
 
@@ -386,7 +388,11 @@ def test_initializers_under_jit_and_vmap():
     import ftrans.random as fr
 
     init, jinit = nn.initializers.glorot_normal(), jax.nn.initializers.glorot_normal()
-    _same_bits(ftrans.jit(lambda k: init(k, (3, 4)))(fr.PRNGKey(1)), jinit(jax.random.PRNGKey(1), (3, 4)))
+    ours = ftrans.jit(lambda k: init(k, (3, 4)))(fr.PRNGKey(1))
+    if on_cpu():
+        _same_bits(ours, jinit(jax.random.PRNGKey(1), (3, 4)))
+    else:  # two GPU programs of different fusions: the same to float32 rounding, not bit for bit
+        close(ours, jax.jit(lambda k: jinit(k, (3, 4)))(jax.random.PRNGKey(1)), rtol=2e-6, atol=0)
     keys = fr.split(fr.PRNGKey(2), 3)
     jkeys = jax.random.split(jax.random.PRNGKey(2), 3)
     close(ftrans.vmap(lambda k: init(k, (3, 4)))(keys), jax.jit(jax.vmap(lambda k: jinit(k, (3, 4))))(jkeys),

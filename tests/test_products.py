@@ -20,6 +20,7 @@ import ftrans
 import ftrans.numpy as fnp
 from ftrans import lax as flax
 from ftrans.core.ir import typecheck
+from tests.backend_util import host_oracle
 from tests.hypothesis_budget import examples
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -59,7 +60,8 @@ def _arrays(args):
 
 def check(fn, *args, staged=True):
     """``fn(module, *args)`` under ftrans (eager and staged) must match it under jax."""
-    exp = fn(jnp, *args)
+    with host_oracle():  # both of ftrans's runs are host arithmetic
+        exp = fn(jnp, *args)
     got = fn(fnp, *args)
     exp_l, got_l = _flat(exp), _flat(got)
     assert len(got_l) == len(exp_l)
@@ -79,7 +81,8 @@ def check(fn, *args, staged=True):
 
 def check_lax(fn, *args):
     """The same for lax-level functions (``fn(lax_module, *args)``)."""
-    exp = fn(jax.lax, *args)
+    with host_oracle():
+        exp = fn(jax.lax, *args)
     got = fn(flax, *args)
     for g, e in zip(_flat(got), _flat(exp)):
         _assert_leaf(g, e, "eager")
@@ -415,6 +418,7 @@ def test_products_reject_unknown_precision_with_value_error():
         fnp.einsum("ij,jk", a, a, precision="bogus")
 
 
+@pytest.mark.jax_default_precision
 @pytest.mark.parametrize("value", [None, "bfloat16", "tensorfloat32", "float32", "highest"])
 def test_default_matmul_precision_fills_in_an_unset_precision(value):
     """JAX's default_matmul_precision option (and context manager) sets the precision of products given
@@ -437,6 +441,7 @@ def test_default_matmul_precision_fills_in_an_unset_precision(value):
     assert ftrans.config.default_matmul_precision is None
 
 
+@pytest.mark.jax_default_precision
 def test_default_matmul_precision_change_retraces_jit():
     """Entering and leaving the context changes what a jitted function stages, in ftrans as in JAX (ftrans
     may trace again when the option returns to a value it traced before: tests/test_differences.py)."""

@@ -764,16 +764,20 @@ def _check_one(prim, operands, params) -> bool:
 
 
 REGISTERED_SAMPLES = sorted(n for n in SAMPLES if n in P.registry)
+# Samples that need more of the machine than one GPU (tests/backend_util.py).
+_MACHINE_MARKS = {"pmap": pytest.mark.needs_devices(2),
+                  "ffi_call": pytest.mark.cpu_only("the sample calls LAPACK's geqrf FFI target by name")}
+_SAMPLE_PARAMS = [pytest.param(n, marks=_MACHINE_MARKS.get(n, ())) for n in REGISTERED_SAMPLES]
 
 
-@pytest.mark.parametrize("name", REGISTERED_SAMPLES)
+@pytest.mark.parametrize("name", _SAMPLE_PARAMS)
 def test_impl_matches_abstract_eval(name):
     prim = P.registry[name]
     accepted = [_check_one(prim, ops, params) for ops, params in SAMPLES[name]]
     assert any(accepted), f"abstract eval of {name} rejected every sample operand"
 
 
-@pytest.mark.parametrize("name", REGISTERED_SAMPLES)
+@pytest.mark.parametrize("name", _SAMPLE_PARAMS)
 def test_staged_primitive_typechecks(name):
     """Binding under make_jaxpr records an equation that typechecks and re-evaluates."""
     prim = P.registry[name]

@@ -13,6 +13,10 @@ import ftrans
 import ftrans.scipy.linalg as fsl
 from ftrans import lax as flax
 from ftrans.errors import FtransShapeError, FtransTypeError, FtransValueError
+from tests.backend_util import cpu_only, require_cpu
+
+_SCHUR_CPU = cpu_only("the Schur decomposition (LAPACK gees) is CPU-only in JAX as in ftrans")
+_HESS_CPU = cpu_only("the Hessenberg reduction (LAPACK gehrd) is CPU-only in JAX as in ftrans")
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -119,6 +123,8 @@ def test_eigh_tridiagonal_errors():
     for i, shapes in enumerate([((3, 3), (4, 4), (3, 4)), ((2, 3, 3), (4, 4), (3, 4)), ((3, 3), (4, 4), (2, 3, 4))])
     for j, method in enumerate(["schur", "eigen"])])
 def test_solve_sylvester(shapes, method, dtype):
+    if method == "schur":
+        require_cpu("the Schur decomposition (LAPACK gees) is CPU-only in JAX as in ftrans")
     a = _mat(shapes[0], dtype, 5) + 4 * np.eye(shapes[0][-1], dtype=dtype)
     b = _mat(shapes[1], dtype, 6) + 4 * np.eye(shapes[1][-1], dtype=dtype)
     c = _mat(shapes[2], dtype, 7)
@@ -131,6 +137,7 @@ def test_solve_sylvester(shapes, method, dtype):
         _close(x, osl.solve_sylvester(a, b, c), 1e-4)
 
 
+@_SCHUR_CPU
 def test_solve_sylvester_singular_and_errors():
     a = np.diag([1.0, 2.0, 3.0]).astype(np.float32)
     x = fsl.solve_sylvester(a, -a, np.ones((3, 3), np.float32), tol=1e-5)
@@ -141,6 +148,7 @@ def test_solve_sylvester_singular_and_errors():
         fsl.solve_sylvester(np.ones((3, 3)), np.ones((3, 3)), np.ones((3, 3)), method="kron")
 
 
+@_SCHUR_CPU
 @pytest.mark.parametrize("shape", [(1, 1), (5, 5), (2, 4, 4)])
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 @pytest.mark.parametrize("output", ["real", "complex"])
@@ -163,6 +171,7 @@ def test_schur(shape, dtype, output):
         fsl.schur(a, output="quasi")
 
 
+@_SCHUR_CPU
 @pytest.mark.parametrize("n", [1, 4, 9])
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 def test_sqrtm(n, dtype):
@@ -182,6 +191,7 @@ def test_sqrtm(n, dtype):
         fsl.sqrtm(a, blocksize=2)
 
 
+@_SCHUR_CPU
 @pytest.mark.parametrize("shape", [(1, 1), (6, 6), (2, 5, 5)])
 def test_rsf2csf(shape):
     a = _mat(shape, np.float64, 11)
@@ -200,6 +210,7 @@ def test_rsf2csf(shape):
 
 
 # Every size with both dtypes; disp takes turns, so each size and each dtype meets both values.
+@_SCHUR_CPU
 @pytest.mark.parametrize("n,dtype,disp", [
     (n, dtype, bool((i + j) % 2)) for i, n in enumerate([1, 5, 12]) for j, dtype in enumerate([np.float32, np.complex64])])
 def test_funm(n, dtype, disp):
@@ -254,6 +265,7 @@ def test_qr_multiply_errors():
 
 
 # Every shape with both dtypes; calc_q takes turns, so each shape and each dtype meets both values.
+@_HESS_CPU
 @pytest.mark.parametrize("shape,dtype,calc_q", [
     (shape, dtype, bool((i + j) % 2))
     for i, shape in enumerate([(1, 1), (2, 2), (3, 3), (2, 4, 4), (0, 5, 5), (10, 10)])

@@ -17,6 +17,8 @@ import ftrans.numpy as fjnp
 from ftrans.sharding import NamedSharding as FNS
 from ftrans.sharding import P
 
+pytestmark = pytest.mark.needs_devices(8)
+
 
 def _mesh(lib, shape, names, kind="Auto"):
     types = ftrans.sharding.AxisType if lib is ftrans else jax.sharding.AxisType

@@ -19,6 +19,8 @@ import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.sharding import P
 
+pytestmark = pytest.mark.needs_devices(8)
+
 
 def _mesh(lib, shape, names):
     types = ftrans.sharding.AxisType if lib is ftrans else jax.sharding.AxisType

@@ -14,6 +14,8 @@ import pytest
 import ftrans
 import ftrans.numpy as fjnp
 
+pytestmark = pytest.mark.needs_devices(8)
+
 LIBS = [(ftrans, fjnp), (jax, jjnp)]
 
 

@@ -21,6 +21,8 @@ import ftrans.numpy as fjnp
 from ftrans import lax as flax
 from ftrans.sharding import Mesh, P
 
+pytestmark = pytest.mark.needs_devices(4)
+
 _LIBS = {"ftrans": (ftrans, fjnp, flax, Mesh, P), "jax": (jax, jjnp, jax.lax, JMesh, JP)}
 
 

@@ -19,6 +19,8 @@ from ftrans import lax as flax
 from ftrans.errors import FtransValueError
 from ftrans.sharding import AxisType, P
 
+pytestmark = pytest.mark.needs_devices(4)
+
 
 def _meshes():
     fm = ftrans.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)

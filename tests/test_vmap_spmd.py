@@ -8,6 +8,8 @@ import ftrans
 from ftrans.sharding import AxisType, NamedSharding
 from ftrans.sharding import PartitionSpec as P
 
+pytestmark = pytest.mark.needs_devices(8)
+
 
 @pytest.fixture(scope="module")
 def meshes():

@@ -57,6 +57,7 @@ def test_device_array_argument():
         assert (str(inside), str(outside)) == ("float64", "float32"), lib.__name__
 
 
+@pytest.mark.needs_devices(2)
 def test_sharded_argument():
     """The same for an argument laid out over several devices (the sharded fast key)."""
     for lib, jnp in SIDES:

@@ -135,7 +135,9 @@ def _quantize(x: Any, config: BlockScaleConfig) -> tuple[Any, Any]:
         scaled = x / scales.astype(_F32)
     else:
         raise FtransValueError(f"scaled_dot_general: unrecognized mode {config.mode!r}")
-    xq = jnp.clip(scaled, -big, big).astype(config.data_type).reshape(shape)
+    # The barrier keeps the rounding to the narrow type: XLA's GPU compiler (allowing excess precision)
+    # otherwise drops the narrowing and widening converts as a pair, and the product is unquantized.
+    xq = lax.optimization_barrier(jnp.clip(scaled, -big, big).astype(config.data_type)).reshape(shape)
     return xq, scales.reshape(scales.shape[:-1])
 
 

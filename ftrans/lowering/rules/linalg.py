@@ -41,7 +41,7 @@ from ftrans.core.prims.control_flow import while_p
 from ftrans.core.prims.sorting import cumsum_p
 from ftrans.core.shape_poly import is_poly_shape, is_symbolic_dim, min_dim
 from ftrans.core.trace import stage
-from ftrans.errors import FtransValueError
+from ftrans.errors import FtransNotImplementedError, FtransValueError, InconclusiveDimensionOperation
 from ftrans.lowering import compat
 from ftrans.lowering import mlir_text as mt
 from ftrans.lowering.lower import LoweringContext, register_lowering
@@ -465,21 +465,53 @@ def _transpose_last(ctx: LoweringContext, x: str, aval: ShapedArray) -> tuple[st
                      {"permutation": mt.i64_array(list(range(nd - 2)) + [nd - 1, nd - 2])}), out
 
 
+def _gesvdj_fits(m, n) -> bool:
+    """Whether Jacobi's SVD takes an ``m x n`` matrix: sizes that may be larger (symbolic ones whose
+    bounds do not decide it) go to gesvd, as in JAX."""
+    try:
+        return bool(m <= _GESVDJ_MAX and n <= _GESVDJ_MAX)
+    except InconclusiveDimensionOperation:
+        return False
+
+
+def _gpu_svd_routine(gpu: str, algorithm, m, n) -> str:
+    """The GPU solver routine for ``algorithm``, as JAX picks it: QR's gesvd, Jacobi's gesvdj, the polar
+    gesvdp; by default Jacobi's for matrices up to 1024x1024, gesvd beyond."""
+    if algorithm == L.SvdAlgorithm.QR:
+        return "gesvd"
+    if algorithm == L.SvdAlgorithm.JACOBI:
+        return "gesvdj"
+    if algorithm == L.SvdAlgorithm.POLAR:
+        return "gesvdp"
+    if algorithm == L.SvdAlgorithm.DIVIDE_AND_CONQUER:
+        raise FtransNotImplementedError(
+            "Divide-and-conquer SVD (SvdAlgorithm.DIVIDE_AND_CONQUER) is only supported on AMD (ROCm) GPUs, not "
+            "on NVIDIA CUDA." if gpu == "cu" else
+            "svd: SvdAlgorithm.DIVIDE_AND_CONQUER (hipSOLVER's gesdd) is not implemented by ftrans")
+    return "gesvdj" if _gesvdj_fits(m, n) else "gesvd"
+
+
 def _svd_gpu(ctx: LoweringContext, gpu: str, a: str, aval: ShapedArray, s_aval: ShapedArray,
-             u_aval: ShapedArray, vt_aval: ShapedArray, full_matrices: bool, compute_uv: bool):
+             u_aval: ShapedArray, vt_aval: ShapedArray, full_matrices: bool, compute_uv: bool, algorithm=None):
     """cuSOLVER's / hipSOLVER's SVD: ``(s, u, vt, info)``, with ``u``/``vt`` of the shapes asked for."""
     batch = aval.shape[:-2]
     nb = len(batch)
     m, n = aval.shape[-2:]
     k = min_dim(m, n)
     info_aval = ShapedArray(batch, _I32)
-    if m <= _GESVDJ_MAX and n <= _GESVDJ_MAX:
-        econ = not full_matrices and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
-        # Jacobi computes U and V (not V^H) whether or not they are wanted.
+    routine = _gpu_svd_routine(gpu, algorithm, m, n)
+    if routine in ("gesvdj", "gesvdp"):
+        econ = not full_matrices
+        if routine == "gesvdj":
+            try:
+                econ = econ and m > _GESVDJ_ECON_MIN and n > _GESVDJ_ECON_MIN
+            except InconclusiveDimensionOperation:
+                econ = False
+        # Jacobi's and the polar method compute U and V (not V^H) whether or not they are wanted.
         uj = ShapedArray(batch + (m, k if econ else m), aval.dtype)
         vj = ShapedArray(batch + (n, k if econ else n), aval.dtype)
         _, s, u, v, info = _custom_call(
-            ctx, f"{gpu}solver_gesvdj_ffi", [(a, aval, True)],
+            ctx, f"{gpu}solver_{routine}_ffi", [(a, aval, True)],
             [(aval, True), (s_aval, False), (uj, True), (vj, True), (info_aval, False)],
             {"compute_uv": _bool(compute_uv), "full_matrices": _bool(not econ)}, nb, {0: 0})
         if not compute_uv:
@@ -534,7 +566,7 @@ def _svd_lowering(ctx: LoweringContext, a: str, *, full_matrices: bool, compute_
             [(aval, True), (s_aval, False), (u_aval, True), (vt_aval, True), (ShapedArray(batch, _I32), False)],
             {"mode": _char(mode)}, nb, {0: 0})
     else:
-        s, u, vt, info = _svd_gpu(ctx, gpu, a, aval, s_aval, u_aval, vt_aval, full_matrices, compute_uv)
+        s, u, vt, info = _svd_gpu(ctx, gpu, a, aval, s_aval, u_aval, vt_aval, full_matrices, compute_uv, algorithm)
     ok = _info_ok(ctx, info, batch)
     s = _nan_unless(ctx, s, s_aval, ok, nb)
     if not compute_uv:

@@ -1,0 +1,70 @@
+"""What the suite needs to know about the machine it runs on (the CPU in CI, a GPU on a lent machine).
+
+On the CPU (CI) ``tests/conftest.py`` gives eight host devices and every helper here is a no-op.
+On a GPU machine (``JAX_PLATFORMS=cuda,cpu``) the default backend is the GPU, with one device, and
+the host platform stays available beside it:
+
+- ``needs_devices(n)``: a marker (registered in ``tests/conftest.py``) that skips a test, or a whole
+  module through ``pytestmark``, unless the default backend has ``n`` devices.
+- ``cpu_only(reason)``: a marker for what JAX itself has on the CPU only (LAPACK-only
+  factorizations, LAPACK FFI targets called by name, integer convolutions cuDNN cannot do).
+- ``host_oracle()``: a context in which jax computes on the CPU device. ftrans's eager operations on
+  default-device arrays run NumPy on the host (docs/differences.md, "Arrays"); their bit-for-bit
+  oracle is XLA on the CPU, which is what jax's eager operations are on the CPU, but not on a GPU.
+  Tests that compare eager ftrans with jax bit for bit compute jax's side inside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+
+import jax
+import pytest
+
+
+@functools.cache
+def default_backend() -> str:
+    """jax's default backend; ``FTRANS_TEST_AS_BACKEND=gpu`` makes a CPU run take the GPU branches of
+    these helpers (to check them where no GPU is)."""
+    return os.environ.get("FTRANS_TEST_AS_BACKEND") or jax.default_backend()
+
+
+def on_cpu() -> bool:
+    """Whether the default backend (jax's and ftrans's) is the CPU."""
+    return default_backend() == "cpu"
+
+
+def needs_devices(n: int):
+    """Skip unless the default backend has at least ``n`` devices (``pytest.mark.needs_devices(n)``)."""
+    return pytest.mark.needs_devices(n)
+
+
+def cpu_only(reason: str):
+    """Skip on a non-CPU default backend: ``reason`` says what JAX has on the CPU only."""
+    return pytest.mark.cpu_only(reason)
+
+
+@functools.cache
+def host_device():
+    return jax.devices("cpu")[0]
+
+
+@contextlib.contextmanager
+def host_oracle():
+    """A context in which jax, and ftrans's compiled programs, run on the CPU device: the oracle of
+    ftrans's eager host arithmetic (a no-op when the CPU is the default backend)."""
+    if on_cpu():
+        yield
+        return
+    import ftrans
+
+    with jax.default_device(host_device()), ftrans.default_device(ftrans.devices("cpu")[0]):
+        yield
+
+
+def require_cpu(reason: str) -> None:
+    """Inside a test: skip it unless the default backend is the CPU (``cpu_only`` for one case of many)."""
+    if not on_cpu():
+        pytest.skip(f"CPU only: {reason}")
