@@ -82,7 +82,9 @@ TARGETS = {  # ftrans / jax, lower is better
     "B.first_result": 0.8,
 }
 LEARNING_RATE = 0.01
-RTOL = 1e-4
+# ftrans's and jax's programs may order a contraction differently; on a GPU, XLA runs float32
+# matrix products in TF32 by default (about 1e-3 relative), so the agreement check allows that there.
+RTOL = 1e-4 if jax.default_backend() == "cpu" else 1e-2
 
 # The two libraries, side by side: (the module with grad/jit/..., its numpy).
 FT = (ftrans, fjnp)

@@ -30,7 +30,7 @@ fi
 
 if has smoke; then
   echo "== smoke"
-  JAX_PLATFORMS=${SMOKE_PLATFORMS:-cuda} timeout -k 5 "${SMOKE_S:-120}" $PY benchmarks/gpu_smoke.py > "$OUT/smoke.txt" 2>&1
+  JAX_PLATFORMS=${SMOKE_PLATFORMS:-cuda,cpu} timeout -k 5 "${SMOKE_S:-120}" $PY benchmarks/gpu_smoke.py > "$OUT/smoke.txt" 2>&1
   echo "smoke rc=$?"; grep -v "^PASS" "$OUT/smoke.txt" | cut -c1-400
 fi
 

@@ -6,7 +6,7 @@ one line per family.  Each case runs the same program through ftrans and jax on 
 and compares the results (values, gradients, batched results) at a tolerance fitting the dtype and
 the device (GPU float32 matrix products may use TF32 in both).
 
-    JAX_PLATFORMS=cuda python benchmarks/gpu_smoke.py      # on a GPU machine
+    JAX_PLATFORMS=cuda,cpu python benchmarks/gpu_smoke.py  # on a GPU machine (callbacks need the CPU)
     python benchmarks/gpu_smoke.py                          # anywhere: the CPU
 """
 
@@ -28,6 +28,8 @@ import ftrans  # noqa: E402
 import ftrans.numpy as fjnp  # noqa: E402
 
 RESULTS: list[tuple[str, str, str]] = []
+print(f"jax {jax.__version__}, default backend {jax.default_backend()}, devices {jax.devices()}", flush=True)
+print(f"ftrans default backend {ftrans.default_backend()}, devices {ftrans.devices()}", flush=True)
 
 
 def _np(tree):
@@ -58,20 +60,29 @@ def case(name, rtol=2e-3, atol=2e-3):
         try:
             want = fn(jax, jjnp)
         except Exception as e:  # the program itself is wrong for jax: a broken case
-            RESULTS.append((name, "SKIP", f"jax raised {type(e).__name__}: {e}"[:300]))
+            _record(name, "SKIP", f"jax raised {type(e).__name__}: {e}"[:300])
             return fn
         try:
             got = fn(ftrans, fjnp)
             ftrans.block_until_ready(got)
         except Exception as e:
             tb = traceback.format_exc().strip().splitlines()
-            RESULTS.append((name, "ERROR", f"{type(e).__name__}: {str(e)[:400]} | {' / '.join(tb[-4:-1])[:400]}"))
+            _record(name, "ERROR", f"{type(e).__name__}: {str(e)[:400]} | {' / '.join(tb[-4:-1])[:400]}")
             return fn
-        msg = _close(got, want, rtol, atol)
+        try:
+            msg = _close(got, want, rtol, atol)
+        except Exception as e:  # reading a result back failed (a callback that raised, say)
+            msg = f"reading the results raised {type(e).__name__}: {str(e)[:300]}"
         dt = time.perf_counter() - t0
-        RESULTS.append((name, "FAIL" if msg else "PASS", (msg or "") + f" ({dt:.1f}s)"))
+        _record(name, "FAIL" if msg else "PASS", (msg or "") + f" ({dt:.1f}s)")
         return fn
     return deco
+
+
+def _record(name: str, status: str, msg: str) -> None:
+    # printed as it happens: a run cut off by a time limit still shows every case that finished
+    RESULTS.append((name, status, msg))
+    print(f"{status:<5} {name:<40}  {msg}", flush=True)
 
 
 rng = np.random.default_rng(0)
@@ -273,11 +284,6 @@ def _(lib, jnp):
 
 
 def main() -> int:
-    print(f"jax {jax.__version__}, default backend {jax.default_backend()}, devices {jax.devices()}")
-    print(f"ftrans default backend {ftrans.default_backend()}, devices {ftrans.devices()}")
-    width = max(len(n) for n, _, _ in RESULTS)
-    for name, status, msg in RESULTS:
-        print(f"{status:<5} {name:<{width}}  {msg}")
     bad = [r for r in RESULTS if r[1] in ("FAIL", "ERROR")]
     print(f"smoke: {len(RESULTS) - len(bad)} of {len(RESULTS)} cases agree with jax on {jax.default_backend()}")
     return 1 if bad else 0

@@ -1,0 +1,83 @@
+"""Eager operations as arrays grow: where ftrans's host-NumPy eager path stops paying.
+
+Why it exists: ftrans runs eager operations on default-device arrays with NumPy on the host (see
+docs/differences.md, "Arrays"), which beats dispatching a compiled program for small arrays; jax
+dispatches every eager operation to the default device.  On a GPU machine the two designs cross
+over somewhere as arrays grow; this prints the figures that say where, for an elementwise add, a
+reduction and a matrix product, from freshly created arrays (host-resident in ftrans) and from the
+outputs of a jitted function (device-resident in both).
+
+    python benchmarks/eager_sizes.py                          # the CPU
+    JAX_PLATFORMS=cuda python benchmarks/eager_sizes.py       # a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import jax.numpy as jjnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ftrans  # noqa: E402
+import ftrans.numpy as fjnp  # noqa: E402
+
+
+def best_time(fn, block, repeats: int, min_s: float = 0.05) -> float:
+    """Best per-call seconds over ``repeats`` rounds, each long enough to time reliably."""
+    block(fn())
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            block(fn())
+        dt = time.perf_counter() - t0
+        if dt >= min_s or n >= 1 << 16:
+            break
+        n *= 4
+    best = dt / n
+    for _ in range(repeats - 1):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            block(fn())
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    args = ap.parse_args()
+    repeats = 3 if args.quick else 7
+    sizes = (16, 256, 2048) if args.quick else (16, 128, 512, 2048, 4096)
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; ftrans {ftrans.__version__}; us per call, best of {repeats}")
+    print(f"{'op':<10}{'n':>6}  {'source':<12}{'ftrans':>12}{'jax':>12}{'numpy':>12}{'ftrans/jax':>12}")
+    rng = np.random.default_rng(0)
+    fblock, jblock = ftrans.block_until_ready, jax.block_until_ready
+    for n in sizes:
+        a = rng.standard_normal((n, n) if n > 16 else (n,)).astype(np.float32)
+        b = rng.standard_normal(a.shape).astype(np.float32)
+        ops = {"x + y": lambda m, x, y: x + y, "sum": lambda m, x, y: m.sum(x)}
+        if a.ndim == 2:
+            ops["x @ y"] = lambda m, x, y: x @ y
+        fresh = {"fresh": (fjnp.asarray(a), fjnp.asarray(b), jjnp.asarray(a), jjnp.asarray(b))}
+        ident = lambda x: x * 1.0  # noqa: E731
+        fresh["jit output"] = (ftrans.jit(ident)(a), ftrans.jit(ident)(b), jax.jit(ident)(a), jax.jit(ident)(b))
+        for name, op in ops.items():
+            for src, (fx, fy, jx, jy) in fresh.items():
+                tf = best_time(lambda op=op, fx=fx, fy=fy: op(fjnp, fx, fy), fblock, repeats)
+                tj = best_time(lambda op=op, jx=jx, jy=jy: op(jjnp, jx, jy), jblock, repeats)
+                tn = best_time(lambda op=op, a=a, b=b: op(np, a, b), lambda r: r, repeats) if src == "fresh" else float("nan")
+                print(f"{name:<10}{n:>6}  {src:<12}{tf * 1e6:12.1f}{tj * 1e6:12.1f}{tn * 1e6:12.1f}{tf / tj:11.2f}x",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
