@@ -1034,3 +1034,21 @@ def test_mlir_binding_lowering_rules_are_refused_lower_fun_is_not():
     with pytest.raises(NotImplementedError, match="lower_fun"):
         mlir.register_lowering(p, lambda ctx, x: [x])
     mlir.register_lowering(p, mlir.lower_fun(lambda x: x, multiple_results=False))
+
+
+# ---------------------------------------------------------------- names jax 0.11 removed (docs/differences.md)
+def test_names_jax_011_removed_stay():
+    import jax.extend.core as jcore
+
+    import ftrans.extend.core as fcore
+
+    x = np.float32(2.0)
+    for p in (fcore.primitives.call_p, fcore.primitives.closed_call_p):
+        assert p.name in ("call", "closed_call")
+        body = ftrans.make_jaxpr(lambda v: [fnp.sin(v)])(x)
+        assert float(p.bind(x, call_jaxpr=body)[0]) == pytest.approx(np.sin(2.0))
+        assert float(p.bind(x, subfuns=(lambda v: [fnp.sin(v)],))[0]) == pytest.approx(np.sin(2.0))
+    # jax 0.10: final-style "call"; jax 0.11: eval_jaxpr_p under both names
+    assert jcore.primitives.call_p.name in ("call", "eval_jaxpr")
+    assert ftrans.core.is_constant_dim(3) and ftrans.core.is_constant_shape((1, 2))
+    assert flax.dce_sink_p.name == "dce_sink"
