@@ -17,7 +17,6 @@ from jax.experimental import compute_on as jco
 import ftrans
 from ftrans.experimental import compute_on as fco
 
-
 # jax 0.11 renamed compute_on2 to compute_on (its context manager is gone); ftrans has both forms and both names
 JAX_011 = not hasattr(jco, "compute_on2")
 
