@@ -33,6 +33,11 @@ RNG = np.random.RandomState(0)
 X, Y = RNG.randn(3, 2).astype(np.float32), RNG.randn(3, 2).astype(np.float32)
 
 
+# jax 0.11 deleted the final-style call primitives: its call_p and closed_call_p are eval_jaxpr_p, bound with
+# ``call_jaxpr=`` only. ftrans keeps jax 0.10's ``bind(*args, subfuns=(f,))`` and takes ``call_jaxpr=`` too.
+JAX_CALL_TAKES_SUBFUNS = jcore.primitives.call_p.name == "call"
+
+
 def core_call(lib, prim_name, f):
     top, core, api, lu, _, _ = LIBS[lib]
 
@@ -40,7 +45,10 @@ def core_call(lib, prim_name, f):
         leaves, in_tree = top.tree_util.tree_flatten(args)
         dbg = api.debug_info("core_call_test", f, leaves, {})
         flat, out_tree = api.flatten_fun_nokwargs(lu.wrap_init(f, debug_info=dbg), in_tree)
-        out = getattr(core.primitives, prim_name).bind(*leaves, subfuns=(flat,))
+        if lib == "jax" and not JAX_CALL_TAKES_SUBFUNS:
+            out = flat.call_wrapped(*leaves)  # the values jax 0.10's call_p gives
+        else:
+            out = getattr(core.primitives, prim_name).bind(*leaves, subfuns=(flat,))
         return top.tree_util.tree_unflatten(out_tree(), out)
 
     return call
@@ -75,6 +83,30 @@ def test_call_p_with_a_wrapped_function_matches_jax(prim, how):
     close(res["ftrans"], res["jax"])
 
 
+@pytest.mark.parametrize("prim", ["call_p", "closed_call_p"])
+def test_call_p_bound_with_a_jaxpr_as_jax_011(prim):
+    """jax 0.11's form, ``call_p.bind(*args, call_jaxpr=closed_jaxpr)``, on ftrans, against the function itself
+    run by jax (and against jax's call_p bound so, where jax's takes it)."""
+    res = {}
+    for lib in LIBS:
+        top, core, _, _, jnp, _ = LIBS[lib]
+        c = np.float32(3.0)
+
+        def f(x, jnp=jnp, c=c):
+            return [jnp.sin(x) * c + jnp.ones(2, np.float32)]
+
+        if lib == "jax" and JAX_CALL_TAKES_SUBFUNS:
+            g = f
+        else:
+            body, p = top.make_jaxpr(f)(X), getattr(core.primitives, prim)
+
+            def g(x, body=body, p=p):
+                return p.bind(x, call_jaxpr=body)
+        res[lib] = (g(X), top.jit(g)(X), top.grad(lambda x, g=g: g(x)[0].sum())(X),
+                    top.vmap(g, in_axes=2)(np.stack([X, Y], 2)))
+    close(res["ftrans"], res["jax"])
+
+
 def test_call_p_stages_one_call_equation_and_out_tree_waits_for_the_call():
     staged = ftrans.make_jaxpr(core_call("ftrans", "call_p", lambda x: fjnp.sin(x)))(X)
     (eqn,) = staged.eqns
@@ -105,7 +137,11 @@ def _drop_operands(jaxpr, core):
 
 def _branch_arity(jaxpr, core):
     cond = next(e for e in jaxpr.eqns if e.primitive.name == "cond")
-    cond.params["branches"][0].jaxpr._invars = ()
+    branch = cond.params["branches"][0].jaxpr
+    if core is fcore or hasattr(branch, "_invars"):
+        branch._invars = ()
+    else:  # jax 0.11's Jaxpr (merged with ClosedJaxpr) stores its constvars and invars together
+        branch._all_invars = branch._all_invars[:branch.num_consts]
 
 
 @pytest.mark.parametrize("mutate, fun, expect", [

@@ -14,7 +14,12 @@ import ftrans.numpy as fnp
 def _jcore(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        return getattr(jax.core, name)
+        try:
+            return getattr(jax.core, name)
+        except AttributeError:  # jax 0.11 removed jax.core.is_constant_dim/is_constant_shape; ftrans keeps them
+            from jax._src import core as jax_core
+
+            return getattr(jax_core, name)
 
 
 def test_helpers_on_integers_match_jax():

@@ -212,17 +212,20 @@ def test_lax_slice_out_of_range_limit():
 
 # ---------------------------------------------------------------- autodiff
 def test_i0_derivative_overflows_to_inf():
-    # I0'(x) = I1(x) overflows float32 beyond |x| ~ 88.7: ftrans says +-inf, JAX's product rule NaN.
+    # I0'(x) = I1(x) overflows float32 beyond |x| ~ 88.7: ftrans says +-inf (as jax 0.11 does), jax 0.10's
+    # product rule NaN.
     x = np.array([100.0, -100.0], np.float32)
     ours = np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(x))
     theirs = np.asarray(jax.vmap(jax.grad(jnp.i0))(x))
     np.testing.assert_array_equal(ours, [np.inf, -np.inf])
-    assert np.isnan(theirs).all()
-    # Where I1 is finite both agree, and at 0 both follow JAX's rule (derivative 0, second derivative 0).
+    assert np.isnan(theirs).all() or (theirs == ours).all()
+    # Where I1 is finite both agree (derivative 0 at 0); the second derivative at 0 is I1'(0) = 1/2 in ftrans
+    # and jax 0.11 (jax 0.10's rule, which set I0' to 0 at 0, gives 0).
     y = np.array([0.0, 1.0, 30.0], np.float32)
     np.testing.assert_allclose(np.asarray(ftrans.vmap(ftrans.grad(fnp.i0))(y)),
                                np.asarray(jax.vmap(jax.grad(jnp.i0))(y)), rtol=1e-5)
-    assert float(ftrans.grad(ftrans.grad(fnp.i0))(0.0)) == float(jax.grad(jax.grad(jnp.i0))(0.0)) == 0.0
+    assert float(ftrans.grad(ftrans.grad(fnp.i0))(0.0)) == 0.5
+    assert float(jax.grad(jax.grad(jnp.i0))(0.0)) in (0.0, 0.5)
 
 
 # ---------------------------------------------------------------- not deviations (kept out of the doc)
@@ -552,7 +555,9 @@ def test_unreduced_axes_are_typed_and_host_values_put_unreduced():
     jm = jax.make_mesh((2,), ("x",))
     assert jax.NamedSharding(jm, jax.P(None, unreduced={"x"})).spec.unreduced == {"x"}
     s = P(None, unreduced={"x"})  # a spec carries the sets, as JAX's (compared, hashed, printed alike)
-    assert s == jax.P(None, unreduced={"x"}) and s != P(None) and repr(s) == repr(jax.P(None, unreduced={"x"}))
+    # (jax 0.11's repr adds its unreduced_kind, which ftrans's specs do not have)
+    assert s == jax.P(None, unreduced={"x"}) and s != P(None)
+    assert repr(s) == repr(jax.P(None, unreduced={"x"})).replace(", unreduced_kind=sum", "")
     fm = ftrans.make_mesh((2,), ("x",))
     assert ftrans.NamedSharding(fm, s).spec.unreduced == {"x"}  # a sharding type (tests/test_unreduced.py)
     with ftrans.set_mesh(fm):
@@ -1068,3 +1073,21 @@ def test_matmul_precision_option_reaches_the_lowered_products():
 def test_a_host_array_reports_the_default_device():
     assert fnp.ones(3).device == ftrans.devices()[0]
     assert jnp.ones(3).device == jax.devices()[0]
+
+
+# ---------------------------------------------------------------- names jax 0.11 removed (docs/differences.md)
+def test_names_jax_011_removed_stay():
+    import jax.extend.core as jcore
+
+    import ftrans.extend.core as fcore
+
+    x = np.float32(2.0)
+    for p in (fcore.primitives.call_p, fcore.primitives.closed_call_p):
+        assert p.name in ("call", "closed_call")
+        body = ftrans.make_jaxpr(lambda v: [fnp.sin(v)])(x)
+        assert float(p.bind(x, call_jaxpr=body)[0]) == pytest.approx(np.sin(2.0))
+        assert float(p.bind(x, subfuns=(lambda v: [fnp.sin(v)],))[0]) == pytest.approx(np.sin(2.0))
+    # jax 0.10: final-style "call"; jax 0.11: eval_jaxpr_p under both names
+    assert jcore.primitives.call_p.name in ("call", "eval_jaxpr")
+    assert ftrans.core.is_constant_dim(3) and ftrans.core.is_constant_shape((1, 2))
+    assert flax.dce_sink_p.name == "dce_sink"

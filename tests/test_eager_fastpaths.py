@@ -242,7 +242,8 @@ def test_no_warnings_under_python_W_error():
 
 
 def test_jax_oracle_is_jax():
-    assert jax.__version__.startswith("0.10")
+    # ftrans supports jax 0.10 through 0.12 (CI runs 0.10; the GPU machine has 0.11)
+    assert (0, 10) <= tuple(int(p) for p in jax.__version__.split(".")[:2]) <= (0, 12), jax.__version__
 
 
 # ---------------------------------------------------------------- the error state is skipped only when safe

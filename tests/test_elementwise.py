@@ -14,6 +14,7 @@ inexact there).
 
 from __future__ import annotations
 
+import math
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -171,7 +172,9 @@ def test_unary_arrays(name, dtype):
 @pytest.mark.parametrize("name,scalar", cases(UNARY, [True, 3, -2, 2.5, -0.5, 1 + 2j], 1))
 def test_unary_python_scalars(name, scalar):
     """Python scalars are weakly typed; the result's weak type must follow jax's."""
-    differential(name, scalar)
+    # log2 keeps a weak type as in jax 0.11 (jax 0.10's result was strong): compare with what 0.11 computes
+    jax_f = (lambda x: jjnp.log(x) / math.log(2)) if name == "log2" else None
+    differential(name, scalar, jax_f=jax_f)
 
 
 @pytest.mark.parametrize("name", [n for n in UNARY if n not in ("invert", "logical_not")][:: 1 if EXHAUSTIVE else 4])

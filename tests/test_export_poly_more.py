@@ -286,7 +286,10 @@ def test_export_over_an_abstract_mesh_matches_jax():
     from ftrans.sharding import AbstractMesh, Mesh, NamedSharding
     from ftrans.sharding import PartitionSpec as P
 
-    am, jam = AbstractMesh((2,), ("x",)), jax.sharding.AbstractMesh((2,), ("x",))
+    # an AbstractMesh's axes are Explicit by default, as in jax 0.11 (jax 0.10's were Auto): Auto ones here
+    assert AbstractMesh((2,), ("x",)).axis_types == (ftrans.sharding.AxisType.Explicit,)
+    am = AbstractMesh((2,), ("x",), axis_types=(ftrans.sharding.AxisType.Auto,))
+    jam = jax.sharding.AbstractMesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
     out_f, out_j = NamedSharding(am, P(None, "x")), jax.sharding.NamedSharding(jam, jax.P(None, "x"))
     assert repr(out_f) == repr(out_j) and out_f.memory_kind is None
     ef = export.export(ftrans.jit(lambda a: ftrans.lax.with_sharding_constraint(a @ a.T, out_f)))(

@@ -41,11 +41,13 @@ def test_getitem_matches_jax(case, start, jit):
     if not jit and start == 20:
         pytest.skip("a static start past the end: see the update tests")
 
-    def run(mod, jnp):
+    def run(mod, jnp, jit=jit):
         f = lambda x, i: x[idx(mod.ds, i)]  # noqa: E731
         return (mod.jit(f) if jit else f)(jnp.asarray(x), np.int32(start) if jit else start)
 
-    same(run(ftrans, fjnp), run(jax, jjnp))
+    # A static start reads as a traced one does (jax 0.10's eager result, and jax's under jit); jax 0.11 reads
+    # a static ds eagerly as slice(start, start + size, stride) (docs/differences.md, "Indexing and shapes")
+    same(run(ftrans, fjnp), run(jax, jjnp, jit=True))
 
 
 @pytest.mark.parametrize("op", ["set", "add", "multiply", "max"])
@@ -70,12 +72,13 @@ def test_forms_transforms_and_pytree_like_jax():
     leaves, _ = ftrans.tree_util.tree_flatten(ftrans.ds(1, 2))
     assert leaves == []
     # a traced start is the slice's leaf, so a Slice passes through jit as an argument
+    # (jax 0.11 takes any concrete start for a static one, and then fails on one that is not a Python int)
     same(ftrans.jit(lambda s, x: x[s])(ftrans.ds(np.int32(2), 3), fjnp.asarray(X)),
-         jax.jit(lambda s, x: x[s])(jax.ds(np.int32(2), 3), jjnp.asarray(X)))
+         jax.jit(lambda s, x: x[s])(jax.ds(2, 3), jjnp.asarray(X)))
     same(ftrans.vmap(lambda i: fjnp.asarray(Y)[:, ftrans.ds(i, 2)])(fjnp.arange(4)),
          jax.vmap(lambda i: jjnp.asarray(Y)[:, jax.ds(i, 2)])(jjnp.arange(4)))
     g = ftrans.grad(lambda y, i: (y[ftrans.ds(i, 2, 2)] ** 2).sum())(fjnp.asarray(Y), 1)
-    h = jax.grad(lambda y, i: (y[jax.ds(i, 2, 2)] ** 2).sum())(jjnp.asarray(Y), 1)
+    h = jax.jit(jax.grad(lambda y, i: (y[jax.ds(i, 2, 2)] ** 2).sum()))(jjnp.asarray(Y), np.int32(1))  # traced
     np.testing.assert_allclose(np.asarray(g), np.asarray(h))
     with pytest.raises(ValueError):
         ftrans.ds(0, 2, -1)

@@ -113,11 +113,13 @@ def test_sharded_registered_path_donates_and_reports_a_deleted_argument():
     x = np.ones((8, 4), np.float32)
     a = ftrans.device_put(x, s)
     b = jax.device_put(x, JNamedSharding(jm, JP("d")))
-    for _ in range(3):
+    for i in range(3):
         old_a, old_b = a, b
         a, b = f(a), g(b)
         _same(a, b)
-        assert old_a.is_deleted() and old_b.is_deleted()
+        # (jax 0.11 does not donate an array _same read into NumPy, whose view holds its buffer; jax 0.10 and
+        # ftrans, whose host reads are copies, do)
+        assert old_a.is_deleted() and (old_b.is_deleted() or (i > 0 and not jax.__version__.startswith("0.10")))
     # (jax 0.10.2's own call with the deleted sharded array crashes the process, so only ftrans is called.)
     with pytest.raises(DeletedArrayError):
         f(old_a)

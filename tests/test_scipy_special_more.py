@@ -111,6 +111,8 @@ def test_grads(name):
     args, argnums, _, _ = CASES[name]
     args = GRAD_ARGS.get(name, args)
     f, g = getattr(fsp, name), getattr(jsp, name)
+    if name == "i0":  # i0'(0) = 0 in ftrans and jax 0.11; jax 0.10's scipy i0 gives 1 there (its jnp.i0 gives 0)
+        g = jax.numpy.i0
     ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(*args)
     theirs = jax.jit(jax.grad(lambda *v: g(*v).sum(), argnums))(*args)
     for o, t in zip(ours, theirs):

@@ -186,7 +186,8 @@ class Array(ArrayMixin):
         v = self._value
         if v.dtype.name == "bfloat16":
             raise BufferError("Buffers of type BF16 are not supported by the Python buffer protocol.")
-        return memoryview(v)
+        # read-only even where the NumPy value is writable (NumPy 2.5's ``np.asarray`` reads through this)
+        return memoryview(v).toreadonly()
 
     def block_until_ready(self) -> Array:
         return self

@@ -278,6 +278,16 @@ class Config:
             ("use_magma", "auto", "GPU linear algebra kernels"),
             ("bcoo_cusparse_lowering", False, "GPU sparse kernels"),
             ("use_emit_pipeline_primitive", False, "Pallas"),
+            # jax 0.11's
+            ("custom_jvp3", False, "JAX's custom_jvp implementation"),
+            ("remat_barrier_no_cotangents", False, "JAX's remat implementation"),
+            ("use_cpp_shard_args", False, "dispatch"),
+            ("use_hlo_logistic_lowering", None, "TPU kernels for logistic"),
+            ("use_rgv3", True, "the replica-group format of lowered shard_map collectives"),
+            ("pallas_auto_assign_collective_ids", "no", "Pallas"),
+            ("pallas_auto_assign_collective_ids_limit", 25, "Pallas"),
+            ("raise_on_ppermute_sort_diff", True, "jax 0.11's refusal of a ppermute whose axis names are not in "
+             "the mesh's order (ftrans permutes by the axes as named)"),
             ("platform_name", "", "the default platform (also sets ftrans's default_device)"),
         )},
         # What an explicitly requested 64-bit dtype without x64 does (dtypes.check_requested): JAX's modes,
@@ -322,6 +332,13 @@ class Config:
             ("memory_fitting_effort", 0.0, "compile options (use jit's compiler_options)"),
             ("memory_fitting_level", "O2", "compile options (use jit's compiler_options)"),
             ("optimization_level", "UNKNOWN", "compile options (use jit's compiler_options)"),
+            # jax 0.11's
+            ("export_deserialize_expired_versions", False, "the export format"),
+            ("distributed_verify_secure_credentials", False, "secure channels of jax.distributed"),
+            ("mtls_cert_file", None, "mutual TLS for jax.distributed"),
+            ("mtls_key_file", None, "mutual TLS for jax.distributed"),
+            ("mtls_ca_file", None, "mutual TLS for jax.distributed"),
+            ("mtls_peer_uri_prefix", None, "mutual TLS for jax.distributed"),
         )},
     }
     # JAX's transfer guard levels (``jax.transfer_guard``); ftrans honours them for host-to-device transfers

@@ -32,14 +32,34 @@ def _check_compute_type(compute_type: Any) -> None:
             "'tpu_sparsecore' or 'gpu_stream:N' (N a stream number)")
 
 
-@contextlib.contextmanager
-def compute_on(compute_type: str) -> Iterator[None]:
-    """JAX's ``compute_on`` context manager: the operations staged in the block are meant for
-    ``compute_type``; ftrans checks the name and stages them as usual.
+_UNSET: Any = object()
+
+
+def compute_on(f: Any = None, *, compute_type: Any = _UNSET, out_memory_spaces: Any = _UNSET,
+               compiler_options: dict | None = None) -> Any:
+    """JAX's ``compute_on``, in both of its forms. ``compute_on("device_host")`` (jax 0.10's context manager):
+    the operations staged in the block are meant for the compute type; ftrans checks the name and stages them
+    as usual. ``compute_on(f, compute_type=..., out_memory_spaces=...)`` (jax 0.11's, which was
+    ``compute_on2``): see :func:`compute_on2`.
 
     Args:
+        f: the compute type (the context manager), or the function (``None``: a decorator).
         compute_type: "device_host", "device", "tpu_sparsecore" or "gpu_stream:N".
+        out_memory_spaces: the outputs' memory spaces (the function form).
+        compiler_options: options for the part's compiler (the function form).
     """
+    if out_memory_spaces is _UNSET and compiler_options is None and (
+            (compute_type is _UNSET) != (f is None) and not callable(f)):
+        return _compute_block(compute_type if f is None else f)
+    if compute_type is _UNSET or out_memory_spaces is _UNSET:
+        raise FtransTypeError("compute_on: give the compute type alone (the context manager) or a function "
+                              "with compute_type= and out_memory_spaces= (the decorator)")
+    return compute_on2(f, compute_type=compute_type, out_memory_spaces=out_memory_spaces,
+                       compiler_options=compiler_options)
+
+
+@contextlib.contextmanager
+def _compute_block(compute_type: Any) -> Iterator[None]:
     _check_compute_type(compute_type)
     yield
 

@@ -113,6 +113,11 @@ def _compile_options(devices: Sequence[Any]) -> Any:
 # (JAX routes them the same way).
 _BUILD_OPTION_NAMES = ("exec_time_optimization_effort", "memory_fitting_effort", "optimization_level",
                        "memory_fitting_level")
+# jaxlib 0.11's build options dropped the two float effort fields (XLA removed them; jax 0.11 refuses the
+# names): ftrans still takes them, and where the field is gone they have no effect (they steer how hard XLA
+# works, never the results).
+_BUILD_OPTION_FIELDS = frozenset(n for n in _BUILD_OPTION_NAMES
+                                 if hasattr(type(_xc.CompileOptions().executable_build_options), n))
 
 
 def _set_options(opts: Any, options: tuple) -> None:
@@ -121,7 +126,8 @@ def _set_options(opts: Any, options: tuple) -> None:
     rest = []
     for k, v in options:
         if k in _BUILD_OPTION_NAMES:
-            setattr(build, k, getattr(v, "value", v))
+            if k in _BUILD_OPTION_FIELDS:
+                setattr(build, k, getattr(v, "value", v))
         else:
             rest.append((str(k), _option_value(v)))
     if rest:

@@ -15,7 +15,9 @@ from ftrans.errors import FtransTypeError, FtransValueError
 
 __all__ = ["__array_api_version__", "__array_namespace_info__", "from_dlpack"]
 
-__array_api_version__ = "2024.12"  # what jax 0.10's numpy module implements
+# the array API standard jax 0.11's numpy module implements (jax 0.10's said "2024.12"); 2025.12's devices()
+# gives a tuple
+__array_api_version__ = "2025.12"
 
 _KINDS = {
     "bool": ("bool",),
@@ -40,13 +42,13 @@ class ArrayNamespaceInfo:
     def default_device(self) -> None:
         return None  # arrays are uncommitted until placed, as in JAX
 
-    def devices(self) -> list:
+    def devices(self) -> tuple:
         from ftrans.devices import default_backend, devices
 
         out: list = [None, *devices()]
         if default_backend() != "cpu":
             out += devices("cpu")
-        return out
+        return tuple(out)
 
     def default_dtypes(self, *, device: Any = None) -> dict:
         del device  # the same on every device

@@ -564,9 +564,10 @@ def log2(x: Any, /) -> Any:
     if _dtype(x).kind == "c":
         r = E.log_p.bind(x)
         re, im = E.real_p.bind(r), E.imag_p.bind(r)
-        ln2 = E.log_p.bind(_const(re, 2, False))
+        ln2 = E.log_p.bind(_const(re, 2))
         return E.complex_p.bind(E.div_p.bind(re, ln2), E.div_p.bind(im, ln2))
-    out = E.div_p.bind(E.log_p.bind(x), E.log_p.bind(_const(x, 2, False)))
+    # a weak constant: the result keeps x's weak type, as jax 0.11's log2 (jax 0.10's made it strong)
+    out = E.div_p.bind(E.log_p.bind(x), E.log_p.bind(_const(x, 2)))
     return _err.nan_check(out) if _trace._error_checks else out
 
 

@@ -12,6 +12,7 @@ concretization error.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -397,8 +398,8 @@ def i0(x: Any) -> Any:
 
     The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
     ones NumPy uses; the coefficient tables are read from NumPy. The derivative
-    is JAX's: 0 at 0 (so the second derivative there is 0, too), and computed as
-    ``exp(|x|) (e + e')`` so that it is ``inf``, not NaN, where ``exp`` overflows.
+    is jax 0.11's: ``I1(x)`` (so the second derivative at 0 is 1/2), which is ``inf``,
+    not NaN, where ``exp`` overflows.
     """
     check_arraylike("i0", x)
     (x,) = _inexact("i0", x)
@@ -427,13 +428,41 @@ def _i0(x: Any) -> Any:
 
 @_i0.defjvp
 def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # I0' = I1 exactly, so every order is right at 0 too (jax 0.11's rule; jax 0.10 set the first derivative
+    # to 0 at 0, which made the second 0 there); I1 = exp(|x|) i1e(x) is inf, not NaN, where exp overflows
     (x,), (t,) = primals, tangents
-    ax = jnp.abs(x)
-    e, de = jvp(_i0e_of_abs, (ax,), (jnp.ones_like(ax),))
-    scale = jnp.exp(ax)
-    slope = jnp.multiply(jnp.multiply(scale, jnp.add(e, de)), jnp.sign(x))
-    zero = jnp.zeros_like(t)
-    return jnp.multiply(scale, e), jnp.where(jnp.equal(x, zero), zero, jnp.multiply(t, slope))
+    return _i0.fun(x), jnp.multiply(t, bessel_i1(x))
+
+
+@custom_jvp
+def bessel_i1(x: Any) -> Any:
+    """I1 (``scipy.special.i1``): ``exp(|x|) i1e(x)``, its derivatives near 0 from its Maclaurin series."""
+    return jnp.multiply(jnp.exp(jnp.abs(x)), lax.bessel_i1e(x))
+
+
+@bessel_i1.defjvp
+def _bessel_i1_jvp(primals: tuple, tangents: tuple) -> tuple:
+    # Differentiating exp(|x|) i1e(x) goes wrong near 0 (the cusp of |x|, and cancellation in i1e's
+    # derivatives); within sqrt(eps) of 0 the series' first two terms are exact to rounding.
+    (x,), (t,) = primals, tangents
+    out, d = jvp(bessel_i1.fun, (x,), (t,))
+    near = jnp.less_equal(jnp.abs(x), math.sqrt(float(jnp.finfo(x.dtype).eps)))
+    return out, jnp.where(near, jnp.multiply(_i1_series(1, x), t), d)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(0,))
+def _i1_series(k: int, x: Any) -> Any:
+    """The k-th derivative of I1 near 0, from the series ``sum_m (x/2)**(2m+1) / (m! (m+1)!)``: at 0 an odd
+    derivative is ``C(k, k//2) / 2**k`` and an even one 0, so near 0 the even one is the next odd one times x."""
+    if k % 2:
+        return jnp.full_like(x, math.comb(k, k // 2) / 2.0**k)
+    return jnp.multiply(x, math.comb(k + 1, (k + 1) // 2) / 2.0 ** (k + 1))
+
+
+@_i1_series.defjvp
+def _i1_series_jvp(k: int, primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    return _i1_series(k, x), jnp.multiply(_i1_series(k + 1, x), t)
 
 
 # ---------------------------------------------------------------- type predicates

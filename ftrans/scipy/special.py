@@ -604,15 +604,32 @@ def i1e(x: Any) -> Any:
 
 
 def i0(x: Any) -> Any:
-    """The modified Bessel function of order 0, ``exp(|x|) i0e(x)``."""
+    """The modified Bessel function of order 0, ``exp(|x|) i0e(x)``; its derivative is ``i1`` (jax 0.11's
+    rule: jax 0.10 differentiated the product, which gave 1 at 0)."""
     (x,) = _inexact("i0", x)
-    return lax.exp(lax.abs(x)) * i0e(x)
+    return _i0(x)
+
+
+@custom_jvp
+def _i0(x: Any) -> Any:
+    return lax.exp(lax.abs(x)) * lax.bessel_i0e(x)
+
+
+@_i0.defjvp
+def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
+    from ftrans.numpy._extras import bessel_i1
+
+    (x,), (t,) = primals, tangents
+    return _i0.fun(x), t * bessel_i1(x)
 
 
 def i1(x: Any) -> Any:
-    """The modified Bessel function of order 1, ``exp(|x|) i1e(x)``."""
+    """The modified Bessel function of order 1, ``exp(|x|) i1e(x)``; its derivatives near 0 come from its
+    series, as jax 0.11's (jax 0.10's second derivative at 0 was 1, not 0)."""
+    from ftrans.numpy._extras import bessel_i1
+
     (x,) = _inexact("i1", x)
-    return lax.exp(lax.abs(x)) * i1e(x)
+    return bessel_i1(x)
 
 
 # ----------------------------------------------------------------------------

@@ -481,7 +481,7 @@ def _direct(f: custom_jvp | custom_vjp, name: str, nd: list, nondiff: tuple, dif
     else:
         fwd = _flat_fwd(f.fwd, name, nd, nondiff, in_tree, None, None, 0, box, f.symbolic_zeros)
         p_out, res_dyn, res_info = fwd(primals, [type(t.tangent) is not Zero for t in tracers])
-        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros)
+        bwd = _flat_bwd(f.bwd, name, nd, in_tree, box[0], [aval_of(x) for x in leaves], f.symbolic_zeros, f.fun)
         t_out = custom_vjp_tangents(p_out, res_dyn, res_info, [t.tangent for t in tracers], bwd, name)
     level = trace.main.level
     if any(isinstance(p, Tracer) and p._trace.main.level >= level for p in p_out):
@@ -750,7 +750,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         fwd = _flat_fwd(self.fwd, name, nd, nondiff, in_tree, out_tree, list(body.out_avals), len(consts),
                         symbolic_zeros=self.symbolic_zeros)
         fwd.optimize_remat = self.optimize_remat  # type: ignore[attr-defined]  # (read by the call's JVP)
-        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros)
+        bwd = _flat_bwd(self.bwd, name, nd, in_tree, out_tree, in_avals, self.symbolic_zeros, self.fun)
         outs = custom_vjp_call_p.bind(*consts, *leaves, call_jaxpr=body, fwd=fwd, bwd=bwd, num_consts=len(consts),
                                       name=name, symbolic_zeros=self.symbolic_zeros)
         return tree_util.tree_unflatten(out_tree, outs)
@@ -797,7 +797,7 @@ def _flat_fwd(fwd: Callable, name: str, nd: list, nondiff: tuple, in_tree: Any, 
 
 
 def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, in_avals: list,
-              symbolic_zeros: bool = False) -> Callable:
+              symbolic_zeros: bool = False, primal: Callable | None = None) -> Callable:
     """The user's backward function on flat lists: ``flat(res_info, res_dyn, cts)`` gives one cotangent per
     argument leaf (a :class:`Zero` where the rule gives none).  Zero output cotangents reach the rule as
     :class:`SymbolicZero` objects when ``symbolic_zeros``, else as zero arrays."""
@@ -840,8 +840,11 @@ def _flat_bwd(bwd: Callable, name: str, nd: list, in_tree: Any, out_tree: Any, i
                 continue
             got = aval_of(c)
             if tuple(got.shape) != tuple(want.shape):
-                raise FtransValueError(  # (JAX's words, which name no function: the names follow)
-                    f"Custom VJP bwd rule must produce an output with the same type as the args tuple of "
+                from ftrans.core.trace import function_site
+
+                attached = "" if primal is None else f" attached to {function_site(primal)}"
+                raise FtransValueError(  # (jax 0.11's words; the rule's name follows)
+                    f"Custom VJP bwd rule{attached} must produce an output with the same type as the args tuple of "
                     f"the primal function, but at output{kp} the bwd rule produced an output of type "
                     f"{got.str_short()} corresponding to an input of type {want.str_short()} "
                     f"({where.removeprefix('Custom VJP ')})"

@@ -306,7 +306,7 @@ def _split_eval(closed: ClosedJaxpr, unknowns: Sequence[bool],
         for it in items:
             if it[0] == "known" and it[1].primitive.name == "io_callback":
                 raise NotImplementedError(
-                    f"Effects not supported in partial-eval of `checkpoint`: an io_callback (from "
+                    f"Effects not supported in AD of `checkpoint`/`remat`: an io_callback (from "
                     f"{it[1].source_info}) inside a checkpointed function would run again when the backward pass "
                     "recomputes it; move it out of the checkpoint (debug callbacks are allowed)")
 

@@ -226,7 +226,8 @@ def _bessel_program(nu: int, aval: Any) -> Any:
         for k in range(n_asym - 1, 0, -1):
             ratio = ((2 * k - 1) ** 2 - 4 * nu * nu) / (8.0 * k)
             acc = B.add(const(1.0), B.mul(acc, B.mul(inv, const(ratio))))
-        asym = B.mul(acc, E.rsqrt_p.bind(B.mul(big, const(2 * np.pi))))
+        # (rsqrt(x) / sqrt(2 pi): 2 pi x overflows for x near the dtype's largest value)
+        asym = B.mul(acc, B.mul(E.rsqrt_p.bind(big), const(1 / np.sqrt(2 * np.pi))))
         out = B.select(E.lt_p.bind(ax, B.full(aval.shape, threshold, calc)), series, asym)
         if nu == 1:
             out = B.mul(out, E.sign_p.bind(xc))

@@ -150,7 +150,7 @@ def _check_remat_effects(prim: C.CallPrimitive, body: Any) -> None:
     if prim is C.remat_p and _ir.user_effect_primitives:
         bad = _ir.disallowed_effects(body, _ir.remat_allowed_effects)
         if bad:
-            raise NotImplementedError(f"Effects not supported in partial-eval of `checkpoint`/`remat`: {bad}")
+            raise NotImplementedError(f"Effects not supported in AD of `checkpoint`/`remat`: {bad}")  # (jax 0.11's words)
 
 
 def _split_body(prim: C.CallPrimitive, params: dict, unknowns: list[bool]) -> tuple:
