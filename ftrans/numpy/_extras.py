@@ -397,7 +397,7 @@ def i0(x: Any) -> Any:
 
     The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
     ones NumPy uses; the coefficient tables are read from NumPy. The derivative
-    is JAX's: 0 at 0 (so the second derivative there is 0, too), and computed as
+    is JAX's: 0 at 0 (the second derivative there is 1/2, as in jax 0.11), and computed as
     ``exp(|x|) (e + e')`` so that it is ``inf``, not NaN, where ``exp`` overflows.
     """
     check_arraylike("i0", x)
@@ -432,8 +432,10 @@ def _i0_jvp(primals: tuple, tangents: tuple) -> tuple:
     e, de = jvp(_i0e_of_abs, (ax,), (jnp.ones_like(ax),))
     scale = jnp.exp(ax)
     slope = jnp.multiply(jnp.multiply(scale, jnp.add(e, de)), jnp.sign(x))
-    zero = jnp.zeros_like(t)
-    return jnp.multiply(scale, e), jnp.where(jnp.equal(x, zero), zero, jnp.multiply(t, slope))
+    # At 0 the tangent is t * x / 2 (I1's Maclaurin term): 0 there, and its own derivative is I0''(0) = 1/2,
+    # as in jax 0.11 (jax 0.10's derivative was a constant 0 there, so its second derivative was 0).
+    at_zero = jnp.equal(x, jnp.zeros_like(x))
+    return jnp.multiply(scale, e), jnp.where(at_zero, jnp.multiply(jnp.multiply(t, x), 0.5), jnp.multiply(t, slope))
 
 
 # ---------------------------------------------------------------- type predicates
