@@ -604,9 +604,12 @@ def i1e(x: Any) -> Any:
 
 
 def i0(x: Any) -> Any:
-    """The modified Bessel function of order 0, ``exp(|x|) i0e(x)``."""
+    """The modified Bessel function of order 0: ``jnp.i0`` (as in jax 0.11, whose derivative at 0 is I1(0) = 0;
+    jax 0.10 differentiated ``exp(|x|) i0e(x)`` and gave 1 there)."""
+    from ftrans.numpy._extras import i0 as _np_i0
+
     (x,) = _inexact("i0", x)
-    return lax.exp(lax.abs(x)) * i0e(x)
+    return _np_i0(x)
 
 
 def i1(x: Any) -> Any:
