@@ -664,7 +664,12 @@ def test_lower_takes_a_ref_type_like_jax(how):
               else lib.typeof(lib.new_ref(x)))
         compiled = lib.jit(f).lower(ty).compile()
         r = lib.new_ref(x)
-        compiled(r)
+        if lib is jax and jax.__version_info__ >= (0, 11):
+            # jax 0.11's compiled program fails to write its result into the ref ("Unable to replace an Array
+            # with an Array of different committed"): its jit call is the oracle there
+            lib.jit(f)(r)
+        else:
+            compiled(r)
         return r[...], repr(lib.ShapeDtypeStruct((3,), np.float32, is_ref=True))
 
     got, want = run(ftrans, fjnp), run(jax, jjnp)
