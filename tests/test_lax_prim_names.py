@@ -24,6 +24,8 @@ LEFT_OUT = {
     "select_and_gather_add_p", "select_and_scatter_add_p", "select_and_scatter_p",  # reduce_window's JVP internals
     "split_p", "tile_p", "stack_p", "unstack_p",  # slices, broadcast + reshape, concatenate
     "stage_p", "ragged_all_to_all_p",
+    # jax 0.11's: lax.log2 is log and div, lax.one_minus_square a custom_jvp of add/sub/mul (test below)
+    "log2_p", "one_minus_square_p",
 }
 
 
@@ -54,3 +56,27 @@ def test_clz_p_matches_jax(dtype):
         np.testing.assert_array_equal(ftrans.jit(flax.clz)(x), want)
         np.testing.assert_array_equal(ftrans.vmap(flax.clz)(x), want)
         assert "clz" in str(ftrans.make_jaxpr(flax.clz)(x))
+
+
+def test_log2_and_one_minus_square_compute_as_jax_011():
+    """jax 0.11's ``lax.log2`` and ``lax.one_minus_square`` (and their derivatives: ``-2x`` for the latter,
+    exact at tiny ``x``); under jax 0.10, which lacks them, against NumPy."""
+    x = np.float32([0.5, 2.0, 8.0, 1e-30, 3e38])
+    y = np.float32([1e-30, 0.5, -1 + 1e-7, 3.0, -2.0])
+    z = np.complex64([1 + 1j, -2.0])
+    got = [flax.log2(x), ftrans.jit(flax.log2)(x), ftrans.grad(lambda v: flax.log2(v).sum())(x), flax.log2(z),
+           flax.one_minus_square(y), ftrans.jit(flax.one_minus_square)(y),
+           ftrans.grad(lambda v: flax.one_minus_square(v).sum())(y), flax.one_minus_square(np.int32([1, 2, 3]))]
+    if hasattr(jax.lax, "one_minus_square"):
+        jl = jax.lax
+        want = [jl.log2(x), jl.log2(x), jax.grad(lambda v: jl.log2(v).sum())(x), jl.log2(z),
+                jl.one_minus_square(y), jl.one_minus_square(y), jax.grad(lambda v: jl.one_minus_square(v).sum())(y),
+                jl.one_minus_square(np.int32([1, 2, 3]))]
+    else:
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        oms = ((1 + y64) * (1 - y64)).astype(np.float32)
+        want = [np.log2(x), np.log2(x), (1 / (x64 * np.log(2))).astype(np.float32), np.log2(z), oms, oms,
+                (-2 * y64).astype(np.float32), np.int32([0, -3, -8])]
+    for g, w in zip(got, want):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6, atol=1e-37)  # (subnormals kept)

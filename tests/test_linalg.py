@@ -266,8 +266,10 @@ GRAD_CASES = {
     "triangular_solve_right_T": (lambda m, x: (flax if m is fnp else jax.lax).linalg.triangular_solve(
         x, x * 2.0, left_side=False, lower=False, transpose_a=True), "spd"),
     "expm": (lambda m, x: (fsl if m is fnp else jsl).expm(x / 3), "general"),
-    "cho_solve": (lambda m, x: (fsl if m is fnp else jsl).cho_solve((fsl if m is fnp else jsl).cho_factor(x),
-                                                                     x[..., :2]), "spd"),
+    # jax's factors the upper triangle mirrored explicitly: jax 0.11's cholesky JVP (ftrans's) gives the unread
+    # triangle no cotangent, jax 0.10's gave it one
+    "cho_solve": (lambda m, x: fsl.cho_solve(fsl.cho_factor(x), x[..., :2]) if m is fnp else
+                  jsl.cho_solve(jsl.cho_factor(jnp.triu(x) + jnp.triu(x, 1).mT), x[..., :2]), "spd"),
 }
 
 

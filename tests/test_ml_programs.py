@@ -124,7 +124,19 @@ def _grad_cases(m):
 def test_gradient_weak_types_of_python_scalar_inputs_match_jax(case):
     # print(jax.grad(...)(1.0)) shows weak_type=True for weak inputs of max/where/relu/clip, as JAX's
     # transpose rules build their zeros with full_like; pow's factors are strongly typed (converted).
-    assert repr(_grad_cases(ftrans)[case]()) == repr(_grad_cases(jax)[case]())
+    want = _MAX_MIN_WEAK.get(case) or repr(_grad_cases(jax)[case]())
+    assert repr(_grad_cases(ftrans)[case]()) == want
+
+
+# jax 0.10's results: jax 0.11 rewrote max/min's JVP with strongly typed tie factors, so it prints these
+# gradients without weak_type=True; ftrans keeps jax 0.10's weak types (docs/differences.md).
+_W = "Array({}, dtype=float32, weak_type=True)"
+_MAX_MIN_WEAK = {
+    "maximum": f"({_W.format(0.5)}, {_W.format(0.5)})",
+    "jit_maximum": f"({_W.format(0.5)}, {_W.format(0.5)})",
+    "minimum": _W.format("1."),
+    "clip": _W.format("1."),
+}
 
 
 def test_lowered_module_name_of_a_lambda_strips_trailing_underscores_as_jax():

@@ -182,8 +182,12 @@ def test_partition_spec_carries_unreduced_and_reduced_sets_as_jax():
     for make in (P, JP):
         s = make("x", None, unreduced={"y"}, reduced={"z"})
         assert s.unreduced == {"y"} and s.reduced == {"z"}
-    assert repr(P("x", unreduced={"y"})) == repr(JP("x", unreduced={"y"}))
-    assert repr(P(unreduced={"y"}, reduced={"z"})) == repr(JP(unreduced={"y"}, reduced={"z"}))
+    # jax 0.11's repr adds the kind of the unreduced sum (its PartitionSpec has an `unreduced_kind`, `sum` by
+    # default); ftrans's unreduced axes are always sums, printed as jax 0.10 did (docs/differences.md)
+    def jrepr(s):
+        return repr(s).replace(", unreduced_kind=sum", "")
+    assert repr(P("x", unreduced={"y"})) == jrepr(JP("x", unreduced={"y"}))
+    assert repr(P(unreduced={"y"}, reduced={"z"})) == jrepr(JP(unreduced={"y"}, reduced={"z"}))
     assert P("x", unreduced={"y"}) == JP("x", unreduced={"y"}) and P("x", unreduced={"y"}) != P("x")
     assert P("x", reduced={"y"}).to_ct_spec() == P("x", unreduced={"y"})
     assert P("x").update(unreduced={"y"}) == P("x", unreduced={"y"})

@@ -603,7 +603,15 @@ def test_vjp_with_ref_primals(jit):
         ct_x, ct_r = pull(jnp.float32(5.))
         assert isinstance(ct_r, type(r))
         return y, ct_x, val(ct_r), val(r)
-    both(scenario)
+    if jax.__version_info__ < (0, 11):
+        both(scenario)
+    else:
+        # jax 0.11 refuses a Ref-typed primal's cotangent unless the pullback is given a gradient ref
+        # (`with_refs`); ftrans keeps jax 0.10's zero ref (docs/differences.md), whose values are these.
+        got = scenario(ftrans, fjnp)
+        assert [float(v) for v in got] == [6.0, 10.0, 0.0, 5.0]
+        with pytest.raises(ValueError, match="Ref-typed"):
+            scenario(jax, jjnp)
 
     @ftrans.custom_vjp
     def h(x_ref, y_ref):
@@ -656,7 +664,12 @@ def test_lower_takes_a_ref_type_like_jax(how):
               else lib.typeof(lib.new_ref(x)))
         compiled = lib.jit(f).lower(ty).compile()
         r = lib.new_ref(x)
-        compiled(r)
+        if lib is jax and jax.__version_info__ >= (0, 11):
+            # jax 0.11's compiled program fails to write its result into the ref ("Unable to replace an Array
+            # with an Array of different committed"): its jit call is the oracle there
+            lib.jit(f)(r)
+        else:
+            compiled(r)
         return r[...], repr(lib.ShapeDtypeStruct((3,), np.float32, is_ref=True))
 
     got, want = run(ftrans, fjnp), run(jax, jjnp)

@@ -86,12 +86,18 @@ def _jax_version(name):
     }[name]
 
 
+# jax 0.11 rewrote max/min's JVP with strongly typed tie factors, so there the gradients of maximum, minimum,
+# clip and hypot at Python scalars are strong; ftrans keeps jax 0.10's weak ones (docs/differences.md).
+_MAX_MIN_WEAK = {"clip", "hypot", "maximum", "minimum"}
+
+
 @pytest.mark.parametrize("name", sorted(_WEAK_CASES))
 def test_grad_weak_type_at_python_scalar(name):
     ours, theirs = _WEAK_CASES[name], _jax_version(name)
     g, gj = ftrans.grad(ours)(1.5), jax.grad(theirs)(1.5)
     close(g, gj)
-    assert g.weak_type == gj.weak_type, (g.weak_type, gj.weak_type)
+    want = True if name in _MAX_MIN_WEAK else gj.weak_type  # jax 0.10's weak type (see _MAX_MIN_WEAK)
+    assert g.weak_type == want, (g.weak_type, gj.weak_type)
     h, hj = ftrans.hessian(ours)(1.5), jax.hessian(theirs)(1.5)
     assert h.weak_type == hj.weak_type
     # a strong argument gives a strong gradient in both
@@ -101,17 +107,20 @@ def test_grad_weak_type_at_python_scalar(name):
 @pytest.mark.parametrize("f,fj", [
     (lambda x, y: x ** y, lambda x, y: x ** y),
     (lambda x, y: ftrans.numpy.power(x, y), lambda x, y: jjnp.power(x, y)),
-    (lambda x, y: ftrans.numpy.maximum(x, y), lambda x, y: jjnp.maximum(x, y)),
+    pytest.param(lambda x, y: ftrans.numpy.maximum(x, y), lambda x, y: jjnp.maximum(x, y), id="maximum"),
     (lambda x, y: ftrans.numpy.where(x > y, x, y), lambda x, y: jjnp.where(x > y, x, y)),
-    (lambda x, y: ftrans.numpy.hypot(x, y), lambda x, y: jjnp.hypot(x, y)),
+    pytest.param(lambda x, y: ftrans.numpy.hypot(x, y), lambda x, y: jjnp.hypot(x, y), id="hypot"),
 ])
 @pytest.mark.parametrize("args", [(2.0, 3.0), (np.float32(2.0), 3.0), (2.0, np.float32(3.0))])
-def test_binary_grad_weak_types(f, fj, args):
+def test_binary_grad_weak_types(f, fj, args, request):
     g = ftrans.grad(f, argnums=(0, 1))(*args)
     gj = jax.grad(fj, argnums=(0, 1))(*args)
+    # jax 0.10's weak types at two Python scalars for maximum and hypot (see _MAX_MIN_WEAK)
+    max_min = any(k in request.node.callspec.id for k in ("maximum", "hypot"))
     for a, b in zip(g, gj):
         close(a, b)
-        assert a.weak_type == b.weak_type, ([x.weak_type for x in g], [x.weak_type for x in gj])
+        want = True if max_min and all(isinstance(v, float) for v in args) else b.weak_type
+        assert a.weak_type == want, ([x.weak_type for x in g], [x.weak_type for x in gj])
 
 
 @pytest.mark.parametrize("fn", ["sum", "mean", "max", "cumsum", "sort", "expand_dims"])

@@ -115,6 +115,8 @@ def test_grads(name):
         g = jax.numpy.i0
     ours = ftrans.grad(lambda *v: f(*v).sum(), argnums)(*args)
     theirs = jax.jit(jax.grad(lambda *v: g(*v).sum(), argnums))(*args)
+    if name == "i0" and jax.__version_info__ < (0, 11):  # I0'(0) = 0 as in jax 0.11 (jax 0.10's rule gave 1)
+        theirs = [np.where(np.asarray(args[0]) == 0, 0.0, np.asarray(theirs[0])).astype(np.float32)]
     for o, t in zip(ours, theirs):
         close(o, t, 2e-4, 1e-5)
 

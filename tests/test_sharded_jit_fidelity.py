@@ -58,7 +58,11 @@ def test_trace_lower_over_abstract_mesh_matches_jax():
         assert '"x"' in text
         with pytest.raises(RuntimeError, match="device_assignment cannot be `None` during compilation"):
             lowered.compile()
-        with pytest.raises(ValueError, match="The size of abstract mesh 2.*must match the length of device"):
+        if lib is jax and jax.__version_info__ < (0, 11):  # jax 0.10's error; ftrans raises jax 0.11's
+            err, msg = ValueError, "The size of abstract mesh 2.*must match the length of device"
+        else:
+            err, msg = RuntimeError, r"Length of device_assignment \(1\) passed to `.compile\(\)` must be equal"
+        with pytest.raises(err, match=msg):
             lowered.compile(device_assignment=(lib.devices()[0],))
         compiled = lowered.compile(device_assignment=tuple(mesh.devices.flat))
         arr = lib.device_put(np.arange(16, dtype=np.float32).reshape(8, 2), sh.NamedSharding(mesh, sh.PartitionSpec("x")))

@@ -125,7 +125,8 @@ def test_typeof_of_arrays_and_the_aval_string(meshes):
 
 @pytest.mark.parametrize("specs, fragment", [
     ((("x", None), (None, "x")), "produces an illegally sharded result"),
-    ((("x", "y"), ("x", "y")), "dot_general requires contracting dimensions to have consistent sharding"),
+    # jax 0.11's check (ftrans's); jax 0.10 first said "requires contracting dimensions to have consistent sharding"
+    ((("x", "y"), ("x", "y")), "Contracting dimensions are sharded|contracting dimensions to have consistent"),
     ((("x", "y"), ("y", None)), "Contracting dimensions are sharded"),
 ])
 def test_dot_general_errors_as_jax_and_name_the_line(meshes, specs, fragment):
@@ -133,7 +134,7 @@ def test_dot_general_errors_as_jax_and_name_the_line(meshes, specs, fragment):
     fy, jy = put_both(meshes, X.T, specs[1])
     with pytest.raises(Exception, match=fragment):
         jax.jit(lambda a, b: a @ b).trace(jx, jy)
-    with pytest.raises(ShardingTypeError, match=fragment) as e:
+    with pytest.raises(ShardingTypeError, match=fragment.split("|")[0]) as e:
         ftrans.jit(lambda a, b: a @ b).trace(fx, fy)
     assert HERE in str(e.value)
 
@@ -286,7 +287,10 @@ def test_scan_backward_body_sees_the_forward_slice_types(meshes):
                       for v in bwd.jaxpr.invars)
 
     ours = body_types(ftrans.make_jaxpr, ftrans.grad, fjnp, flax, fc, fxs, fw)
-    theirs = body_types(jax.make_jaxpr, jax.grad, jjnp, jax.lax, jc, jxs, jw)
+    # jax's under its mesh: without one, jax 0.11 leaves the carry's cotangent (sum's transpose) untyped
+    # (jax 0.10 typed it as its primal, as ftrans does with or without a mesh: docs/differences.md)
+    with jax.set_mesh(meshes[1]):
+        theirs = body_types(jax.make_jaxpr, jax.grad, jjnp, jax.lax, jc, jxs, jw)
     assert ours == theirs and all(spec == ("x",) for shape, spec in ours if shape == (4,)), (ours, theirs)
     got = ftrans.jit(ftrans.grad(_scan_loss(fjnp, flax), argnums=(0, 1, 2)))(fc, fxs, fw)
     want = jax.jit(jax.grad(_scan_loss(jjnp, jax.lax), argnums=(0, 1, 2)))(jc, jxs, jw)

@@ -20,7 +20,13 @@ import ftrans
 import ftrans.numpy as fjnp
 from ftrans import lax as flax
 
-pytestmark = pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)")
+pytestmark = [
+    pytest.mark.skipif(jax.local_device_count() < 8, reason="needs 8 host devices (tests/conftest.py)"),
+    # jax 0.11 reworked unreduced axes (PartitionSpec's unreduced_kind, shard_map's out_specs must match the
+    # value's unreduced type, reduce_sum's and device_put's unreduced results); ftrans keeps jax 0.10's
+    # semantics (docs/differences.md), so these comparisons run against jax 0.10 only
+    pytest.mark.skipif(jax.__version_info__ >= (0, 11), reason="jax 0.11 changed unreduced axes; ftrans has 0.10's"),
+]
 
 LIBS = {"jax": (jax, jjnp, jax.lax), "ftrans": (ftrans, fjnp, flax)}
 

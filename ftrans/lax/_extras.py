@@ -31,7 +31,7 @@ from ftrans.lax._reductions import top_k
 
 __all__ = [
     "full", "full_like", "empty", "broadcast_shapes", "broadcast_to_rank", "broadcast_like", "collapse",
-    "batch_matmul", "index_take", "tile", "split", "reciprocal", "clz", "mulhi", "dtype", "shape_as_value",
+    "batch_matmul", "index_take", "tile", "split", "reciprocal", "log2", "one_minus_square", "clz", "mulhi", "dtype", "shape_as_value",
     "conv_shape_tuple", "reduce_window_shape_tuple", "approx_max_k", "approx_min_k", "platform_dependent",
     "composite", "axis_size", "dce_sink", "scatter_apply", "stack", "unstack", "rng_bit_generator", "stage", "rng_uniform", "scaled_dot",
     "DotDimensionNumbers", "PrecisionLike",
@@ -296,6 +296,41 @@ def dtype(x: Any) -> np.dtype:
 def reciprocal(x: Any) -> Any:
     """``lax.reciprocal``: ``1 / x`` (``integer_pow(x, -1)``)."""
     return lax.integer_pow(x, -1)
+
+
+def log2(x: Any, *, accuracy: Any = None) -> Any:
+    """``lax.log2`` (jax 0.11): ``log(x) / log(2)`` for float or complex ``x``, staged as ``log`` and ``div``
+    (JAX binds a ``log2`` primitive that lowers to the same two operations)."""
+    y = lax.log(x, accuracy=accuracy)
+    return lax.div(y, full_like(y, math.log(2.0)))
+
+
+def _one_minus_square_fn(x: Any) -> Any:
+    one = full_like(x, 1)
+    return lax.mul(lax.add(one, x), lax.sub(one, x))
+
+
+_one_minus_square = None
+
+
+def one_minus_square(x: Any) -> Any:
+    """``lax.one_minus_square`` (jax 0.11): ``1 - x**2`` evaluated as ``(1 + x) * (1 - x)`` (no cancellation
+    for ``|x|`` near 1), differentiated as ``-2 x`` (no cancellation for tiny ``x``): a ``custom_jvp`` of
+    ``add``/``sub``/``mul`` where JAX binds a ``one_minus_square`` primitive."""
+    global _one_minus_square
+    if _one_minus_square is None:
+        from ftrans.transforms.custom_derivatives import custom_jvp
+
+        f = custom_jvp(_one_minus_square_fn)
+
+        @f.defjvp
+        def _jvp(primals: tuple, tangents: tuple) -> tuple:
+            (p,), (t,) = primals, tangents
+            return f(p), lax.mul(t, lax.mul(full_like(p, -2), p))
+
+        _one_minus_square = f
+    check_arraylike("one_minus_square", x)
+    return _one_minus_square(as_operand(x))
 
 
 def batch_matmul(lhs: Any, rhs: Any, precision: Any = None) -> Any:

@@ -69,14 +69,16 @@ def sort_key_val(keys: Any, values: Any, dimension: int = -1, is_stable: bool = 
     return k, v
 
 
-def top_k(operand: Any, k: int, *, axis: int = -1) -> list[Any]:
+def top_k(operand: Any, k: int, *, axis: int = -1, is_stable: bool = True) -> list[Any]:
     """``lax.top_k``: the ``k`` largest entries along ``axis`` (default the last), largest first, and
     their int32 indices, as a list ``[values, indices]`` (one ``top_k`` equation).
 
     Floats follow XLA's total order (NaN above ``inf``, ``-0.0`` below ``+0.0``, a negative NaN lowest);
     equal entries keep the lower index first, as XLA's TopK does. Complex operands have no order and are
-    refused, as in JAX.
+    refused, as in JAX. ``is_stable`` (jax 0.11's keyword) is accepted: ``is_stable=False`` leaves the order
+    of equal entries unspecified in JAX, and ftrans's stable order is one such order.
     """
+    del is_stable
     check_arraylike("top_k", operand)
     x = as_operand(operand)
     shape = tuple(shape_of(x))

@@ -131,6 +131,14 @@ def _float_sampler_args(name: str, key: Any, dtype: Any, shape: Any, *params: An
     return k, d, shape
 
 
+def _check_method(name: str, method: Any) -> None:
+    """JAX's ``method=`` of the gamma-family samplers and ``poisson`` (jax 0.11): ``'exact'`` or
+    ``'approximate'``. ftrans draws both with the exact sampler (docs/differences.md)."""
+    if method not in ("exact", "approximate"):
+        raise FtransValueError(f"ftrans.random.{name}: method argument to `{name}` must be one of "
+                               f"{{'exact', 'approximate'}}, got {method!r}")
+
+
 def _static_int(name: str, what: str, v: Any) -> int:
     if isinstance(v, Tracer):
         operator.index(v)  # raises the concretization error that names the user's line
@@ -632,18 +640,20 @@ def _gamma_public(name: str, key: Any, a: Any, shape: Any, dtype: Any, log_space
 
 
 @sharded_sampler
-def gamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
+def gamma(key: Any, a: Any, shape: Any = None, dtype: Any = None, *, method: str = "exact") -> Any:
     """Gamma(a, 1) floats by Marsaglia and Tsang's method, as JAX's ``random.gamma``.
 
     Differentiable in ``a`` by implicit reparameterisation (as in JAX).
     """
+    _check_method("gamma", method)
     return _gamma_public("gamma", key, a, shape, dtype, False)
 
 
 @sharded_sampler
-def loggamma(key: Any, a: Any, shape: Any = None, dtype: Any = None) -> Any:
+def loggamma(key: Any, a: Any, shape: Any = None, dtype: Any = None, *, method: str = "exact") -> Any:
     """The log of Gamma(a, 1) floats, computed in log space (accurate for small ``a``), as JAX's
     ``random.loggamma``."""
+    _check_method("loggamma", method)
     return _gamma_public("loggamma", key, a, shape, dtype, True)
 
 
@@ -664,9 +674,10 @@ def _beta(k: Any, a: Any, b: Any, shape: tuple[int, ...], dtype: np.dtype) -> An
 
 
 @sharded_sampler
-def beta(key: Any, a: Any, b: Any, shape: Any = None, dtype: Any = None) -> Any:
+def beta(key: Any, a: Any, b: Any, shape: Any = None, dtype: Any = None, *, method: str = "exact") -> Any:
     """Beta(a, b) floats from two log-gamma draws, as JAX's ``random.beta``; differentiable in a, b."""
     k = _check_key("beta", key)
+    _check_method("beta", method)
     d = _float_dtype("beta", dtype)
     _real_param("beta", a, b)
     _check_safe_cast("beta", d, a, b)
@@ -741,8 +752,9 @@ _chisquare = core_jit(_chisquare_core, static_argnums=(2, 3))
 
 
 @sharded_sampler
-def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None) -> Any:
+def chisquare(key: Any, df: Any, shape: Any = None, dtype: Any = None, *, method: str = "exact") -> Any:
     """Chi-square floats with ``df`` degrees of freedom, as JAX's ``random.chisquare``."""
+    _check_method("chisquare", method)
     k, d, shape = _float_sampler_args("chisquare", key, dtype, shape, df)
     return _chisquare(k, _param(df), shape, d)
 
@@ -878,9 +890,10 @@ def _poisson(k: Any, lam: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 
 @sharded_sampler
-def poisson(key: Any, lam: Any, shape: Any = None, dtype: Any = None) -> Any:
+def poisson(key: Any, lam: Any, shape: Any = None, dtype: Any = None, *, method: str = "exact") -> Any:
     """Poisson(lam) integers, as JAX's ``random.poisson`` (rates are computed in float32)."""
     k = _check_key("poisson", key)
+    _check_method("poisson", method)
     impl = _prng.impl_of_key(k).name
     if impl != "threefry2x32":
         raise NotImplementedError(

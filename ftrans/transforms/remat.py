@@ -244,9 +244,10 @@ def checkpoint(fun: Callable, *, prevent_cse: bool | Sequence[bool] = True, poli
     values and are part of that key.
     """
     if concrete is not _NO_CONCRETE:
-        raise NotImplementedError(
-            "checkpoint's `concrete` option was removed (as in JAX v0.10); mark the arguments Python control "
-            "flow depends on with static_argnums instead")
+        # jax 0.11 no longer takes the option (a TypeError); jax 0.10 raised NotImplementedError for it
+        raise FtransTypeError(
+            "checkpoint() got an unexpected keyword argument 'concrete': the option was removed from JAX; mark "
+            "the arguments Python control flow depends on with static_argnums instead")
     if not callable(fun):
         raise FtransTypeError(f"checkpoint: expected a function, got {type(fun).__name__}")
     if isinstance(prevent_cse, Sequence) and not isinstance(prevent_cse, str):

@@ -868,9 +868,11 @@ class ShardedLowered(LoweredText):
                     f"`.compile(device_assignment=)` (jit({fname}) was lowered over {mesh}, which has no devices)")
             devs = tuple(device_assignment)
             if len(devs) != mesh.size:
-                raise FtransValueError(
-                    f"The size of abstract mesh {mesh.size} in {mesh} must match the length of device "
-                    f"assignment: {len(devs)} (jit({fname}).lower(...).compile)")
+                # jax 0.11's error (jax 0.10 raised ValueError: "The size of abstract mesh ... must match")
+                raise _FtransRuntimeError(
+                    f"Length of device_assignment ({len(devs)}) passed to `.compile()` must be equal to the number "
+                    f"of devices the jitted function was lowered with ({mesh.size}): jit({fname}) was lowered over "
+                    f"{mesh}")
             over = {mesh: mesh_over(mesh, devs)}  # each abstract mesh over those devices
 
             def concrete(s: Any) -> Any:

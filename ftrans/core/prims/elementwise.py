@@ -319,9 +319,10 @@ lgamma_p = unop("lgamma", FLOAT, via_float32(sps.gammaln))
 
 
 def _digamma_impl(x):
-    """SciPy's psi, except that psi(+-0) is NaN (a pole, as at -1, -2, ...), which XLA's digamma gives."""
+    """SciPy's psi, except that psi(+-0) is -inf (the limit from the right), as jax 0.11's XLA gives and
+    ftrans's lowering gives under any jaxlib (jax 0.10's XLA gave NaN; SciPy gives +inf at -0)."""
     out = sps.psi(x)
-    return np.where(x == 0, np.asarray(np.nan, out.dtype), out)
+    return np.where(x == 0, np.asarray(-np.inf, out.dtype), out)
 
 
 digamma_p = unop("digamma", FLOAT, via_float32(_digamma_impl))

@@ -50,7 +50,7 @@ for _prim, _op in [
     (E.asinh_p, "chlo.asinh"), (E.acosh_p, "chlo.acosh"), (E.atanh_p, "chlo.atanh"),
     (E.atan2_p, "stablehlo.atan2"), (E.nextafter_p, "chlo.next_after"), (E.erf_p, "chlo.erf"),
     (E.erfc_p, "chlo.erfc"), (E.erf_inv_p, "chlo.erf_inv"), (E.lgamma_p, "chlo.lgamma"),
-    (E.digamma_p, "chlo.digamma"), (E.floor_p, "stablehlo.floor"), (E.ceil_p, "stablehlo.ceil"),
+    (E.floor_p, "stablehlo.floor"), (E.ceil_p, "stablehlo.ceil"),
     (E.is_finite_p, "stablehlo.is_finite"), (E.real_p, "stablehlo.real"), (E.imag_p, "stablehlo.imag"),
     (E.complex_p, "stablehlo.complex"), (E.and_p, "stablehlo.and"), (E.or_p, "stablehlo.or"),
     (E.xor_p, "stablehlo.xor"), (E.not_p, "stablehlo.not"), (E.shift_left_p, "stablehlo.shift_left"),
@@ -99,6 +99,20 @@ def _minmax(prim, op: str, direction: str) -> None:
 
 _minmax(E.max_p, "stablehlo.maximum", "GT")
 _minmax(E.min_p, "stablehlo.minimum", "LT")
+
+
+@register_lowering(E.digamma_p)
+def _digamma(ctx: LoweringContext, x):
+    """``chlo.digamma`` with digamma(+-0) = -inf, as jax 0.11's XLA gives (jax 0.10's gave NaN there), so a
+    compiled program gives the same value whichever jaxlib compiles it (the eager impl gives -inf too)."""
+    (x,) = _operands(ctx, (x,))
+    out = ctx.avals_out[0]
+    y = ctx.emit1("chlo.digamma", [x])
+    zero, ninf = (ctx.broadcast(ctx.scalar(v, out.dtype), out.update(shape=()), out.shape) for v in (0, -np.inf))
+    if out.shape and out.typed_sharding is not None:
+        zero, ninf = (ctx.module._typed(ctx.fn, c, out) for c in (zero, ninf))
+    at_zero = ctx.compare(x, zero, "EQ", out.dtype, out.shape)
+    return ctx.emit1("stablehlo.select", [at_zero, ninf, y])
 
 
 @register_lowering(E.sign_p)

@@ -249,8 +249,11 @@ _unary_t(E.atan_p, lambda t, x, y: B.div(t, B.add(_square(x), 1)))
 _unary(E.sinh_p, lambda x, y: B.apply(E.cosh_p, x))
 _unary(E.cosh_p, lambda x, y: B.apply(E.sinh_p, x))
 _unary(E.asinh_p, lambda x, y: B.apply(E.rsqrt_p, B.add(_square(x), 1)))
-_unary(E.acosh_p, lambda x, y: B.apply(E.rsqrt_p, B.sub(_square(x), 1)))
-# 1/(1+x) * (t/(1-x)) (not t/((1+x)(1-x))): its derivative at +-inf is 0, not inf/inf, as in JAX.
+# jax 0.11's rule (followed whatever jax is installed): rsqrt(x - 1) * rsqrt(x + 1), NaN outside the domain
+# x >= 1 as the value is (jax 0.10's rsqrt(x**2 - 1) was finite for x <= -1).
+_unary(E.acosh_p, lambda x, y: B.mul(B.apply(E.rsqrt_p, B.sub(x, 1)), B.apply(E.rsqrt_p, B.add(x, 1))))
+# 1/(1+x) * (t/(1-x)) (not t/((1+x)(1-x))): its derivative at +-inf is 0, not inf/inf, as in jax 0.10
+# (jax 0.11 divides by its one_minus_square primitive: docs/differences.md).
 _unary_t(E.atanh_p, lambda t, x, y: B.mul(B.div(1, B.add(x, 1)), B.div(t, B.sub(1, x))))
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)

@@ -163,6 +163,13 @@ def _cholesky_jvp(primals: list, tangents: list) -> tuple:
     lo = L.cholesky_p.bind(x)
     if type(t) is Zero:
         return lo, Zero.from_primal_value(lo)
+    # cholesky reads the lower triangle only: the tangent is the Hermitian matrix of t's lower triangle, so
+    # the upper triangle gets no cotangent (jax 0.11's rule; jax 0.10 used t whole)
+    if _dtype(t).kind == "c":
+        re, im = E.real_p.bind(t), E.imag_p.bind(t)
+        t = E.complex_p.bind(B.add(tril(re), mT(tril(re, -1))), B.sub(tril(im, -1), mT(tril(im, -1))))
+    else:
+        t = B.add(tril(t), mT(tril(t, -1)))
     tmp = tsolve(lo, t, left_side=False, lower=True, transpose_a=True, conjugate_a=True)
     inner = tsolve(lo, tmp, left_side=True, lower=True)
     shape, dtype = _shape(lo), _dtype(lo)
