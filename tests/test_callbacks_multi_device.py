@@ -79,6 +79,7 @@ def _per_device(J, cb_api, kind):
 
 
 @pytest.mark.parametrize("kind", ["pmap", "shard_map"])
+@pytest.mark.needs_devices(8)
 def test_ordered_io_callback_per_device(kind):
     want_out, want = _per_device(jax, jax_io_callback, kind)
     got_out, got = _per_device(ftrans, io_callback, kind)
@@ -103,6 +104,7 @@ def _sharding_lowering(J, cb_api, make_sharding):
 
 
 @pytest.mark.parametrize("api", ["pure", "io"])
+@pytest.mark.needs_devices(8)
 def test_callback_sharding_picks_the_device(api):
     want_out, want_text = _sharding_lowering(
         jax, jax.pure_callback if api == "pure" else jax_io_callback, jax.sharding.SingleDeviceSharding)
@@ -125,6 +127,7 @@ def test_callback_sharding_refused_inside_shard_map():
         f(np.arange(N, dtype=np.float32))
 
 
+@pytest.mark.needs_devices(2)
 def test_failing_callback_keeps_its_type_in_pmap():
     def fail(x):
         raise KeyError("boom")
@@ -136,6 +139,7 @@ def test_failing_callback_keeps_its_type_in_pmap():
 
 
 @pytest.mark.parametrize("J", [jax, ftrans], ids=["jax", "ftrans"])
+@pytest.mark.needs_devices(8)
 def test_ordered_print_refused_in_sharded_jit(J):
     def f(x):
         J.debug.print("{}", x, ordered=True)
@@ -169,6 +173,7 @@ def test_callbacks_in_a_one_device_shard_map():
 
 
 @pytest.mark.parametrize("J", [ftrans, jax], ids=["ftrans", "jax"])
+@pytest.mark.needs_devices(8)
 def test_partitioned_debug_callback_sees_each_devices_shards(J):
     """``partitioned=True`` in a sharded jit: one call per device with its own shards (no gather), as JAX;
     under vmap, grad, a one-device jit and shard_map the option changes nothing."""

@@ -367,6 +367,7 @@ def test_format_unused_arguments():
 # Multi-device programs
 
 
+@pytest.mark.needs_devices(4)
 def test_callback_inside_pmap_runs_per_device():
     got = []
     n = 4
@@ -378,6 +379,7 @@ def test_callback_inside_pmap_runs_per_device():
     assert sorted(got) == [0.0, 1.0, 2.0, 3.0]
 
 
+@pytest.mark.needs_devices(4)
 def test_print_inside_sharded_jit_runs_once(capsys):
     from ftrans.sharding import PartitionSpec as P
 
@@ -413,6 +415,7 @@ def test_print_in_checkpoint_reruns_when_recomputed(capsys, policy, times, wrap)
     np.testing.assert_allclose(float(fout), float(jout), rtol=1e-6)
 
 
+@pytest.mark.needs_devices(2)
 def test_ordered_print_refused_on_several_devices():
     f = ftrans.pmap(lambda x: ftrans.debug.print("{}", x, ordered=True), devices=ftrans.devices()[:2])
     with pytest.raises(ValueError, match="ordered effects are not supported for more than 1 device"):

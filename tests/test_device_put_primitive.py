@@ -29,6 +29,7 @@ def placed(a) -> tuple:
     return ids(a), bool(a.committed if hasattr(a, "committed") else a._committed)
 
 
+@pytest.mark.needs_devices(8)
 def test_grad_sends_the_cotangent_back_where_the_value_was():
     for src in (None, 2):
         kw, jkw = ({}, {}) if src is None else ({"src": FD[src]}, {"src": JD[src]})
@@ -46,6 +47,7 @@ def test_grad_sends_the_cotangent_back_where_the_value_was():
     assert [placed(c) for c in fct] == [placed(c) for c in jct]
 
 
+@pytest.mark.needs_devices(8)
 def test_jvp_and_vmap_place_like_jax():
     x = ftrans.device_put(fjnp.arange(3.0), FD[0])
     jx = jax.device_put(jjnp.arange(3.0), JD[0])
@@ -58,6 +60,7 @@ def test_jvp_and_vmap_place_like_jax():
     np.testing.assert_array_equal(fv[1], jv[1])
 
 
+@pytest.mark.needs_devices(4)
 def test_named_sharding_under_vmap_and_grad_like_jax():
     fm, jm = Mesh(np.array(FD[:4]), ("x",)), jax.make_mesh((4,), ("x",), devices=JD[:4], axis_types=(jax.sharding.AxisType.Auto,))
     fs, js = NamedSharding(fm, PartitionSpec("x")), JNS(jm, JP("x"))
@@ -78,6 +81,7 @@ def test_named_sharding_under_vmap_and_grad_like_jax():
     check_grads(lambda v: (ftrans.device_put(v, fs, src=FD[0]) ** 3).sum(), (x0,), order=2, modes=("rev",))
 
 
+@pytest.mark.needs_devices(8)
 def test_inside_jit_a_named_sharding_is_an_annotation_and_a_device_is_not():
     fm = Mesh(np.array(FD[:4]), ("x",))
     fs = NamedSharding(fm, PartitionSpec("x"))
@@ -99,6 +103,7 @@ def test_inside_jit_a_named_sharding_is_an_annotation_and_a_device_is_not():
         jax.jit(lambda v: jax.device_put(v, JD[1]))(1.0).weak_type
 
 
+@pytest.mark.needs_devices(8)
 def test_donated_device_put_has_no_transpose_like_jax():
     with pytest.raises(ValueError, match="donate"):
         jax.grad(lambda v: jax.device_put(v, JD[1], donate=True).sum())(jax.device_put(jjnp.ones(3), JD[0]))

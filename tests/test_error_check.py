@@ -354,6 +354,7 @@ def test_vmap_is_refused_as_in_jax():
 
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("auto", [False, True])
+@pytest.mark.needs_devices(4)
 def test_error_checking_context_over_a_mesh(jit, auto):
     """Over a mesh in context the error state is one code per device (JAX's explicit mode); a predicate
     laid out over Auto axes is reduced for all devices at once, with JAX's warning."""

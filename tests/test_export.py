@@ -347,6 +347,7 @@ def _mesh(lib, names):
     return lib.sharding.Mesh(np.array(lib.devices()[:2]), names)
 
 
+@pytest.mark.needs_devices(8)
 def test_partitioned_programs_export_with_their_shardings_as_jax():
     """A program partitioned over 2 devices: nr_devices, the shardings (over a mesh given when calling), the
     annotated module; it runs where the call is partitioned over 2 devices (results laid out as exported),
@@ -422,6 +423,7 @@ def test_donation_is_exported_and_mixed_platforms_refuse_it_as_jax():
             ex.export(f, platforms=["cpu", "tpu", "other"])(x)
 
 
+@pytest.mark.needs_devices(2)
 def test_hlo_shardings_of_jax_lay_out_arrays_as_jax():
     """JAX's GSPMDSharding (an HLO sharding over a device assignment) as jit's shardings and device_put's target:
     the exported program's layouts and the results' shards match JAX's; the call runs under a set mesh."""
@@ -496,6 +498,7 @@ def test_shard_map_with_collectives_exports_and_runs_as_jax():
     assert out[0] == out[1]
 
 
+@pytest.mark.needs_devices(4)
 def test_explicit_mesh_dot_exports_with_the_typed_shardings_as_jax():
     """Arguments on Explicit mesh axes: the exported dot and its exported gradient lay results out as JAX's."""
     x = np.arange(16.0, dtype=np.float32).reshape(8, 2)

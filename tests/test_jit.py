@@ -246,6 +246,7 @@ def test_outputs_live_on_device_and_transfer_on_use():
     np.testing.assert_array_equal(ftrans.device_get({"a": out})["a"], np.full(3, 2.0, np.float32))
 
 
+@pytest.mark.needs_devices(8)
 def test_devices_and_device_put():
     devs = ftrans.devices()
     assert len(devs) == 8 and ftrans.device_count() == 8  # tests/conftest.py forces 8 CPU devices
@@ -394,6 +395,7 @@ def test_disable_jit_overrides_cached_fast_paths():
     assert len(seen) == 2
 
 
+@pytest.mark.needs_devices(8)
 def test_device_put_may_alias_donate_and_src():
     """device_put's options act (none is accepted and ignored), with JAX's defaults."""
     d0, d1 = ftrans.devices()[:2]
@@ -423,6 +425,7 @@ def test_device_put_may_alias_donate_and_src():
     assert "test_jit.py" in str(e.value)                      # the user's line, not jax's tree_util
 
 
+@pytest.mark.needs_devices(8)
 def test_creation_functions_honour_device_and_process_queries():
     d = ftrans.devices()[3]
     for make in (lambda: jnp.zeros(3, device=d), lambda: jnp.ones((2, 2), device=d),

@@ -22,6 +22,7 @@ X = np.arange(16, dtype=np.float32).reshape(8, 2)
 
 @pytest.mark.parametrize("axis_name", ["i", None])
 @pytest.mark.parametrize("out_axes", [0, 1])
+@pytest.mark.needs_devices(8)
 def test_pmap_result_sharding_names_the_axis(axis_name, out_axes):
     f = ftrans.pmap(lambda x: x * 2, axis_name=axis_name, out_axes=out_axes)(X)
     j = jax.pmap(lambda x: x * 2, axis_name=axis_name, out_axes=out_axes)(X)
@@ -30,6 +31,7 @@ def test_pmap_result_sharding_names_the_axis(axis_name, out_axes):
     np.testing.assert_array_equal(np.asarray(f), np.asarray(j))
 
 
+@pytest.mark.needs_devices(8)
 def test_pmap_result_passes_to_another_axis_name_in_place():
     y = ftrans.pmap(lambda x: x + 1, axis_name="i")(X)
     g = ftrans.pmap(lambda x: x * 3, axis_name="j")
@@ -40,6 +42,7 @@ def test_pmap_result_passes_to_another_axis_name_in_place():
     assert tuple(out.sharding.spec) == ("j",)
 
 
+@pytest.mark.needs_devices(8)
 def test_device_put_sharded_of_arrays_on_their_devices_stays_on_device():
     inp = fjnp.arange(8)
     parts = [ftrans.device_put(i, d) for i, d in zip(inp, FD)]
@@ -52,6 +55,7 @@ def test_device_put_sharded_of_arrays_on_their_devices_stays_on_device():
     assert tuple(r.sharding.spec) == ("_device_put_replicated",)
 
 
+@pytest.mark.needs_devices(8)
 def test_arrays_npy_value_and_deletion():
     y = ftrans.device_put_replicated(np.arange(1, 5), FD)
     bufs = y._arrays
@@ -77,6 +81,7 @@ def test_arrays_npy_value_and_deletion():
     assert a._npy_value is None and a._arrays is None
 
 
+@pytest.mark.needs_devices(8)
 def test_fully_replicated_shard_and_hlo_sharding():
     fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
     jm = jax.sharding.Mesh(np.array(JD).reshape(4, 2), ("x", "y"))
@@ -92,6 +97,7 @@ def test_fully_replicated_shard_and_hlo_sharding():
             jax.sharding.NamedSharding(jm, jax.sharding.PartitionSpec(*spec))._to_sdy_sharding(2))
 
 
+@pytest.mark.needs_devices(8)
 def test_iteration_keeps_rows_where_the_array_is():
     fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
     rep = ftrans.device_put(X, FNamed(fm, FP()))
@@ -117,6 +123,7 @@ def test_make_array_from_process_local_data_on_a_device():
             ftrans.make_array_from_process_local_data(FD[0], data, gs)
 
 
+@pytest.mark.needs_devices(8)
 def test_make_array_from_single_device_arrays_checks_its_arrays():
     fm = FMesh(np.array(FD[:2]), ("x",))
     x = ftrans.device_put(fjnp.arange(10), FNamed(fm, FP("x")))
@@ -133,6 +140,7 @@ def test_make_array_from_single_device_arrays_checks_its_arrays():
         ftrans.jit(lambda v: ftrans.make_array_from_single_device_arrays(v.shape, a.sharding, [v]))(a)
 
 
+@pytest.mark.needs_devices(8)
 def test_jit_capturing_a_sharded_array():
     fy = ftrans.pmap(lambda v: v * 2, axis_name="i")(X[:, 0])
     jy = jax.pmap(lambda v: v * 2, axis_name="i")(X[:, 0])
@@ -143,6 +151,7 @@ def test_jit_capturing_a_sharded_array():
     np.testing.assert_array_equal(np.asarray(ftrans.jit(lambda z: z * fw)(2.0)), X[:, 0] * 2)
 
 
+@pytest.mark.needs_devices(8)
 def test_shape_dtype_struct_like_keeps_a_committed_arrays_sharding():
     for lib, jnp, devs in ((ftrans, fjnp, FD), (jax, jax.numpy, JD)):
         assert lib.ShapeDtypeStruct.like(jnp.arange(8)).sharding is None  # uncommitted
@@ -164,6 +173,7 @@ def test_empty_mesh_and_partition_spec_errors():
             type("MyP", (lib.P,), {})
 
 
+@pytest.mark.needs_devices(8)
 def test_make_array_from_callback_errors():
     fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
     with pytest.raises(ValueError, match=r"Expected shard shape \(2, 4\) doesn't match the single device array shape"):
@@ -181,6 +191,7 @@ def _layout(o):
 
 
 @pytest.mark.parametrize("case", ["psum_out_none", "out1", "four", "devices", "getitem"])
+@pytest.mark.needs_devices(8)
 def test_pmap_result_shards_match_jax(case):
     outs = []
     for lib in (ftrans, jax):
@@ -199,6 +210,7 @@ def test_pmap_result_shards_match_jax(case):
     assert outs[0] == outs[1]
 
 
+@pytest.mark.needs_devices(8)
 def test_uneven_layouts_are_refused_as_jax():
     fm = FMesh(np.array(FD).reshape(4, 2), ("x", "y"))
     jm = jax.sharding.Mesh(np.array(JD).reshape(4, 2), ("x", "y"))

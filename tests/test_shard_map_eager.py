@@ -33,6 +33,7 @@ def _both(fn):
     return outs
 
 
+@pytest.mark.needs_devices(4)
 def test_print_inside_an_eager_body_shows_each_devices_block():
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 2), ("x", "y"))
@@ -51,6 +52,7 @@ def test_print_inside_an_eager_body_shows_each_devices_block():
     assert ft == jx
 
 
+@pytest.mark.needs_devices(8)
 def test_debug_print_in_an_eager_body_prints_each_devices_values(capfd):
     lines = []
     for lib, jnp, P_ in (_libs("ftrans"), _libs("jax")):
@@ -67,6 +69,7 @@ def test_debug_print_in_an_eager_body_prints_each_devices_values(capfd):
     assert "x=[2 3]" in lines[0]
 
 
+@pytest.mark.needs_devices(4)
 def test_python_control_flow_on_values_the_same_on_every_device():
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 2), ("x", "y"))
@@ -89,6 +92,7 @@ def test_python_control_flow_on_values_the_same_on_every_device():
     assert fb == jb == 1.0
 
 
+@pytest.mark.needs_devices(4)
 def test_bool_of_a_varying_value_in_an_eager_body_raises():
     for lib, jnp, P_ in (_libs("ftrans"), _libs("jax")):
         mesh = _mesh(lib, (4,), ("i",))
@@ -103,6 +107,7 @@ def test_bool_of_a_varying_value_in_an_eager_body_raises():
 
 
 @pytest.mark.parametrize("case", ["grad", "vmap", "jit", "scan", "collectives", "nested", "check_vma_false"])
+@pytest.mark.needs_devices(8)
 def test_transforms_inside_an_eager_body_match_jax(case):
     def run(lib, jnp, P_):
         mesh = _mesh(lib, (2, 4), ("x", "y"))

@@ -42,6 +42,7 @@ OPS = [
 
 
 @pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.needs_devices(8)
 def test_eager_ops_keep_the_layout_like_jax(explicit):
     fm, jm = _mesh(ftrans, explicit), _mesh(jax, explicit)
     fx = ftrans.device_put(A, ftrans.NamedSharding(fm, ftrans.P("data", "model")))
@@ -64,6 +65,7 @@ def test_eager_ops_keep_the_layout_like_jax(explicit):
             fx @ fx
 
 
+@pytest.mark.needs_devices(8)
 def test_committed_device_array_operators_stay_on_their_device():
     fd1, jd1 = ftrans.device_put(A[0], FD[1]), jax.device_put(A[0], JD[1])
     for op in (lambda x: x * 2.0, lambda x: 2.0 * x, lambda x: x + x, lambda x: x - 1):
@@ -73,6 +75,7 @@ def test_committed_device_array_operators_stay_on_their_device():
         np.testing.assert_allclose(np.asarray(fo), np.asarray(jo))
 
 
+@pytest.mark.needs_devices(8)
 def test_pmap_results_and_mixed_placements():
     fy = ftrans.pmap(lambda v: v + 1)(A[:, :1])
     jy = jax.pmap(lambda v: v + 1)(A[:, :1])
@@ -90,6 +93,7 @@ def test_pmap_results_and_mixed_placements():
     assert __file__ in str(e.value)  # names the user's line
 
 
+@pytest.mark.needs_devices(8)
 def test_grad_with_sharded_values_outside_jit_matches_jax():
     fm, jm = _mesh(ftrans, False), _mesh(jax, False)
     fx = ftrans.device_put(A, ftrans.NamedSharding(fm, ftrans.P("data", None)))
