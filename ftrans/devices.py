@@ -694,7 +694,7 @@ def _put_leaf(x: Any, dev: Any, donate: bool = False, may_alias: bool = True) ->
     if dev.platform != "cpu":
         from ftrans.lowering import device_eager
 
-        device_eager.install()
+        device_eager.install(accelerator=True)
     return device_array(buf, aval, sig_of(aval, dev.id))
 
 

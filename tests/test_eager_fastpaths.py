@@ -434,3 +434,38 @@ def test_lax_flat_check_key_one_and_two_operands():
             flax.add(i32_0, f32_0)
         assert flax.add(w, w).weak_type and not flax.add(w, f32_0).weak_type
         assert flax.add(f32, np.ones(3, np.float32)).shape == (3,)  # a NumPy operand: the general key
+
+
+def test_operators_of_an_accelerator_resident_array_skip_the_host_fast_path(monkeypatch):
+    """On a GPU a jit output is an uncommitted device array whose buffer is device memory: its operators
+    must reach the device backend (which runs them there), not copy it to the host for NumPy."""
+    import ftrans.core.array as array_mod
+    from ftrans.core import trace
+
+    y = ftrans.jit(lambda x: x + 0.5)(np.ones(4, np.float32))
+    assert type(y) is array_mod.DeviceArray and not y._committed
+    seen = []
+
+    def spy(prim, args, params):
+        seen.append(prim.name)
+        return NotImplemented  # the host rule answers
+
+    old = trace.device_backend()
+    trace.set_device_backend(spy)
+    try:
+        # with a Python scalar (an optimizer's `lr * g`) or a host array, the NumPy fast path takes a host buffer
+        np.testing.assert_array_equal(np.asarray(y * 2.0), np.full(4, 3.0, np.float32))
+        np.testing.assert_array_equal(np.asarray(y + fnp.ones(4)), np.full(4, 2.5, np.float32))
+        z = y + y  # two jit outputs in host memory: NumPy too, the result as the general path gives it
+        assert seen == [] and z.dtype == np.float32 and not z.weak_type
+        np.testing.assert_array_equal(np.asarray(z), np.asarray(y) + np.asarray(y))
+        monkeypatch.setattr(array_mod, "_accelerator_buffers", True)
+        monkeypatch.setattr(array_mod.DeviceArray, "device",
+                            property(lambda self: type("Gpu", (), {"platform": "gpu", "id": 0})()))
+        np.testing.assert_array_equal(np.asarray(y * 2.0), np.full(4, 3.0, np.float32))
+        np.testing.assert_array_equal(np.asarray(2.0 * y), np.full(4, 3.0, np.float32))
+        np.testing.assert_array_equal(np.asarray(y + fnp.ones(4)), np.full(4, 2.5, np.float32))
+        np.testing.assert_array_equal(np.asarray(y + y), np.full(4, 3.0, np.float32))
+        assert seen == ["mul", "mul", "add", "add"]
+    finally:
+        trace.set_device_backend(old)

@@ -758,6 +758,17 @@ def _rebuild(value: np.ndarray, weak: bool) -> Array:
 
 
 # The fast operators' globals (see ``install_fast_operators``).
+# Whether a buffer on an accelerator (GPU, TPU) was made in this process: until then a device array's
+# operators need not ask where its buffer is (on a CPU-only machine every buffer is host memory).
+_accelerator_buffers = False
+
+
+def note_accelerator_buffers() -> None:
+    """An accelerator buffer exists: device arrays' operators check where theirs is from now on."""
+    global _accelerator_buffers
+    _accelerator_buffers = True
+
+
 _tr: Any = None  # ftrans.core.trace, once the operators are installed
 _new = object.__new__
 _ndarray = np.ndarray
@@ -783,6 +794,12 @@ def _narrow_loops_agree(wide: Any, impl: Any) -> bool:
     except Exception:  # no loop, or one that fails: the operator keeps the wrapper
         return False
     return True
+
+
+def _host_memory(x: Any) -> bool:
+    """Whether an uncommitted device array's buffer is host memory (a CPU buffer, read without a copy): then
+    a fast operator may compute on it with NumPy, as on a host Array (a jit output on the CPU, say)."""
+    return not x._committed and not (_accelerator_buffers and x.device.platform != "cpu")
 
 
 def install_fast_operators(fallbacks: dict[str, Any]) -> None:
@@ -827,7 +844,7 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
         def op(self, other):
             if _tr.eager_everywhere:
                 t = type(other)
-                if t is Array:
+                if t is Array or (t is DeviceArray and _host_memory(other)):
                     xv = self._value
                     yv = other._value
                     if xv.dtype is yv.dtype:
@@ -864,9 +881,11 @@ def install_fast_operators(fallbacks: dict[str, Any]) -> None:
 
     def pinned(fast, slow):
         # A committed device array's result stays where it is (the API path sends the primitive to the
-        # device backend), as JAX's does: only an uncommitted one may take the host fast path.
+        # device backend), as JAX's does: only an uncommitted one may take the host fast path, and only
+        # when its buffer is host memory: an accelerator-resident one (a jit output on a GPU) would be
+        # copied to the host for NumPy, where the device computes it in place.
         def op(self, other):
-            if self._committed:
+            if self._committed or (_accelerator_buffers and self.device.platform != "cpu"):
                 return slow(self, other)
             return fast(self, other)
 

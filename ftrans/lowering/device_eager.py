@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core import array as _array
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
 from ftrans.core.array import Array, DeviceArray, ShardedArray
@@ -45,8 +46,11 @@ def _forget_programs() -> None:
 on_new_backend.append(_forget_programs)  # keyed by device id, which a new client reuses
 
 
-def install() -> None:
-    """Make core's eager path send accelerator-resident operands here (idempotent)."""
+def install(accelerator: bool = False) -> None:
+    """Make core's eager path send accelerator-resident operands here (idempotent); ``accelerator``: the
+    caller made a buffer on an accelerator, so device arrays' operators must not take the host fast path."""
+    if accelerator:
+        _array.note_accelerator_buffers()
     if _trace.device_backend() is not dispatch:
         _trace.set_device_backend(dispatch)
 

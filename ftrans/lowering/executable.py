@@ -127,7 +127,7 @@ class Executable:
         if device.platform != "cpu":
             from ftrans.lowering import device_eager
 
-            device_eager.install()
+            device_eager.install(accelerator=True)
 
     def run(self, bufs: list) -> list:
         """Run on device buffers (constants prepended); returns one buffer per output."""
