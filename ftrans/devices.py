@@ -287,7 +287,7 @@ def default_device() -> Any:
     return d if d is not None else _default_device_cached()
 
 
-set_default_device_id(lambda: default_device().id)  # core's committed check asks where the default is
+set_default_device_id(lambda: _core_array.device_key(default_device()))  # core's committed check asks where the default is
 _core_array.set_unplaced_device(_default_device_cached)  # where an unplaced host array says it is
 _core_array.set_placement(False, lambda: default_device() if config.default_device is not None else None)
 
@@ -415,7 +415,7 @@ def _lay_out(arr: Any, lay: Any) -> Any:
 
     buf = arr._buf if type(arr) is DeviceArray else compat.device_put(np.asarray(arr), dev)
     new = one(buf, None, lay)
-    out = device_array(new, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+    out = device_array(new, aval, (aval.shape, aval.dtype, aval.weak_type, _core_array.device_key(dev)))
     out._commit = True
     return laid_out(out, new, lay, lambda b: one(b, lay, None))
 
@@ -658,7 +658,7 @@ def _put_leaf(x: Any, dev: Any, donate: bool = False, may_alias: bool = True) ->
             if may_alias:
                 return x
             buf = compat.copy_buffer(buf)
-        out = device_array(buf, x._aval, sig_of(x._aval, dev.id))
+        out = device_array(buf, x._aval, sig_of(x._aval, _core_array.device_key(dev)))
         if donate:
             x.delete()
         return out
@@ -695,7 +695,7 @@ def _put_leaf(x: Any, dev: Any, donate: bool = False, may_alias: bool = True) ->
         from ftrans.lowering import device_eager
 
         device_eager.install(accelerator=True)
-    return device_array(buf, aval, sig_of(aval, dev.id))
+    return device_array(buf, aval, sig_of(aval, _core_array.device_key(dev)))
 
 
 def device_get(x: Any) -> Any:

@@ -68,3 +68,24 @@ def require_cpu(reason: str) -> None:
     """Inside a test: skip it unless the default backend is the CPU (``cpu_only`` for one case of many)."""
     if not on_cpu():
         pytest.skip(f"CPU only: {reason}")
+
+
+def assert_same_samples(ours, theirs, ulps: int = 8) -> None:
+    """Random samples drawn from the same key by ftrans and by jax, both on the default device. On the CPU:
+    bit for bit. On a GPU: to ``ulps`` units in the last place (of the largest value, and relative):
+    the random bits are the same, but ftrans's sampler programs and jax's differ in structure, and
+    XLA's GPU compiler fuses and rounds them differently (it allows excess precision: an 8-bit float
+    sampler's intermediate values may stay in float32), so their floats may differ in the last bits."""
+    import ml_dtypes
+    import numpy as np
+
+    a, b = np.asarray(ours), np.asarray(theirs)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    if on_cpu() or a.dtype.kind not in "fc" and "float" not in a.dtype.name:
+        np.testing.assert_array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8))
+        return
+    eps = float(ml_dtypes.finfo(a.dtype).eps)
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    wa, wb = a.astype(wide), b.astype(wide)
+    top = float(np.abs(wb[np.isfinite(wb)]).max(initial=1.0))
+    np.testing.assert_allclose(wa, wb, rtol=ulps * eps, atol=ulps * eps * top, equal_nan=True)

@@ -9,11 +9,21 @@ import pytest
 
 import ftrans
 import ftrans.experimental.control_deps as fcd
+from tests.backend_util import host_oracle
 
 try:
     import jax.experimental.control_deps as jcd
 except ImportError:  # jax 0.11 removed it; ftrans keeps jax 0.10's (docs/differences.md), checked alone
     jcd = None
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """XLA has a ``control_dep`` handler on the CPU only (on a GPU: "No FFI handler registered for
+    control_dep on a platform CUDA", for jax's programs as for ftrans's), and JAX's control_deps_test
+    runs on the CPU only (``run_on_devices("cpu")``): so do these, on every backend."""
+    with host_oracle():
+        yield
 
 
 class _NoDeps:  # the values without the dependencies (jax 0.11 has no control_deps)

@@ -13,7 +13,7 @@ import ftrans
 import ftrans.numpy as jnp
 from ftrans import export
 from ftrans.errors import InconclusiveDimensionOperation
-from tests.backend_util import cpu_only
+from tests.backend_util import cpu_only, on_cpu
 
 
 def _both(spec: str, constraints=()):
@@ -295,7 +295,8 @@ def test_symbolic_rectangular_qr_lu_svd_like_jax(shape, constraint):
     a = np.random.RandomState(1).randn(*shape).astype(np.float32)
     fexp, jexp = _both_exports(_rectangular, (a,), ["b, m, n"], constraints=[constraint])
     # a tall lu: the permutation's size m is no size of the pivots the loop's function takes
-    assert ("jax.global_constant" in fexp.mlir_module()) == (shape[1] > shape[2])
+    # (the CPU's lowering: a GPU's lu is cuSOLVER's, whose permutation comes from a custom call, not that loop)
+    assert ("jax.global_constant" in fexp.mlir_module()) == (shape[1] > shape[2]) or not on_cpu()
     _agree(fexp, jexp, (a,), tol=2e-3, magnitudes=True)
 
 

@@ -145,3 +145,17 @@ def test_products_stage_dot_general_as_jax(name, case):
     weak_out = ftrans.make_jaxpr(lambda x, y: flax.dot_general(fjnp.broadcast_to(x, _B2), fjnp.broadcast_to(y, _B2), dn,
                                                                preferred_element_type=np.float32))(2.0, 3.0)
     assert weak_out.out_avals[0].weak_type
+
+
+def test_device_key_tells_platforms_apart():
+    """Device ids are per platform (on a GPU machine cpu:0 and cuda:0 are both 0): array signatures and
+    program caches key a device by ``device_key``, so a program compiled for cpu:0 (under a
+    ``default_device`` context) is never handed cuda:0's buffers (the GPU run's failure of the test above)."""
+    from ftrans.core.array import device_key
+
+    class _Accel:
+        platform, id = "cuda", 0
+
+    cpu = ftrans.devices("cpu")
+    assert [device_key(d) for d in cpu] == [d.id for d in cpu]
+    assert device_key(_Accel()) not in {device_key(d) for d in cpu}

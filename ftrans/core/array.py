@@ -614,6 +614,19 @@ def mark_donated(x: Array) -> None:
 buffers_deleted = False
 
 
+_device_keys: dict = {}
+
+
+def device_key(dev: Any) -> int:
+    """A device's number in array signatures (``_sig[3]``) and compiled-program caches: its id on the CPU,
+    ``-1 - id`` on an accelerator. Device ids are per platform (on a GPU machine cpu:0 and cuda:0 are both
+    0), so the id alone would let a program compiled for one take the other's buffers."""
+    k = _device_keys.get(dev)
+    if k is None:
+        k = _device_keys[dev] = dev.id if dev.platform == "cpu" else -1 - dev.id
+    return k
+
+
 def default_device_id() -> int:
     """The id of the device unplaced values go to; the runtime (``ftrans.devices``) registers the answer
     with ``set_default_device_id``, as it registers its buffer type."""
@@ -720,7 +733,7 @@ def from_foreign(x: Any, copy: bool | None = None) -> Array | None:
         if len(devs) == 1 and dtypes.canonicalize(dt) == dt:
             dev = next(iter(devs))
             aval = ShapedArray(tuple(x.shape), dt, bool(getattr(x, "weak_type", False)))
-            return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, dev.id))
+            return device_array(x, aval, (aval.shape, aval.dtype, aval.weak_type, device_key(dev)))
     if not is_foreign_array(x):
         return None
     v = dtypes.python_scalar_base(x)

@@ -23,7 +23,7 @@ import numpy as np
 from ftrans.core import array as _array
 from ftrans.core import dtypes
 from ftrans.core import trace as _trace
-from ftrans.core.array import Array, DeviceArray, ShardedArray
+from ftrans.core.array import Array, DeviceArray, ShardedArray, device_key
 from ftrans.core.avals import ShapedArray
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from ftrans.core.primitive import Primitive, abstract_eval_rules
@@ -147,7 +147,7 @@ def freeze(v: Any) -> Any:
 def apply(prim: Primitive, args: Any, params: dict, device: Any) -> Any:
     """Run ``prim`` on ``device`` through a cached one-primitive executable."""
     avals = [_aval(a) for a in args]
-    key = (prim, freeze(params), tuple(avals), device.id)
+    key = (prim, freeze(params), tuple(avals), device_key(device))
     with _lock:
         exe = _cache.get(key)
         if exe is not None:

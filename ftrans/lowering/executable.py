@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ftrans.core import dtypes
-from ftrans.core.array import Array, DeviceArray, device_array, from_foreign, is_foreign_array
+from ftrans.core.array import Array, DeviceArray, device_array, device_key, from_foreign, is_foreign_array
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error
 from ftrans.core.config import config as _config
 from ftrans.core.ir import ClosedJaxpr
@@ -114,7 +114,7 @@ class Executable:
     def _attach(self, consts: list) -> None:
         """The constants on the device and the runner of ``self.xla``."""
         device = self.device
-        self.out_sigs = [sig_of(a, self.device_id) for a in self.out_avals]
+        self.out_sigs = [sig_of(a, device_key(device)) for a in self.out_avals]
         if consts:  # part of the program, as JAX's embedded constants: no transfer the user's guard refuses
             with compat.program_constants():
                 self.const_bufs = [to_buffer(c, device) for c in consts]
@@ -334,7 +334,7 @@ def to_buffer(x: Any, device: Any) -> Any:
         buf = x._buf
         if buf.is_deleted():
             x._value  # raises DeletedArrayError  # noqa: B018
-        if x._sig[3] == device.id:
+        if x._sig[3] == device_key(device):
             return buf
         return compat.copy_to_device(buf, device)
     if isinstance(x, Array):

@@ -351,8 +351,10 @@ def sinc(x: Any, /) -> Any:
     """
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
-    zero = jnp.equal(x, jnp.zeros_like(x))
     pix = jnp.multiply(x, np.pi)
+    # Zero where ``pi x`` is: the same as ``x == 0`` on the CPU, and also a subnormal ``x`` on a GPU, whose
+    # product flushes to zero there (else ``sin(0)/0``'s derivative is NaN; JAX's gives the limit).
+    zero = jnp.equal(pix, jnp.zeros_like(x))
     safe = jnp.where(zero, jnp.ones_like(x), pix)
     return jnp.where(zero, _sinc_taylor(0, pix), jnp.divide(jnp.sin(safe), safe))
 

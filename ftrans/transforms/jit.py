@@ -38,7 +38,14 @@ from ftrans.core import pytrees as tree_util
 from ftrans.core import ref as _ref_mod
 from ftrans.core import trace as _trace
 from ftrans.core import traceback_util as _tb
-from ftrans.core.array import Array, DeviceArray, ShardedArray, jax_array_argument, jax_array_argument_error
+from ftrans.core.array import (
+    Array,
+    DeviceArray,
+    ShardedArray,
+    device_key,
+    jax_array_argument,
+    jax_array_argument_error,
+)
 from ftrans.core.avals import ShapedArray, ShapeDtypeStruct, shape_only_constant_error, type_str
 from ftrans.core.axis_env import axis_env as _axis_env
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, Var, hoist_consts
@@ -518,7 +525,7 @@ def _cpp_single_output(out: Any, cpp: Any, fast: dict) -> Any:
         res._aval, res._sig, res.weak_type = held[1]
     else:  # (the tables were cleared meanwhile) the runtime array carries the output's type
         aval = ShapedArray(tuple(out.shape), out.dtype, bool(out.weak_type))
-        res._aval, res._sig, res.weak_type = aval, X.sig_of(aval, next(iter(out.devices())).id), aval.weak_type
+        res._aval, res._sig, res.weak_type = aval, X.sig_of(aval, device_key(next(iter(out.devices())))), aval.weak_type
     return res
 
 
@@ -1264,7 +1271,7 @@ class JitWrapped:
         x64 = _config_mod.config.enable_x64
         # This thread's config contexts (``()`` without one): options read while tracing (matmul precision,
         # promotion modes, ...) change the program, and other threads may hold other values.
-        key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device.id, x64,
+        key = (in_tree, tuple((a.shape, a.dtype, a.weak_type) for a in avals), statics, device_key(device), x64,
                _config_mod.config.scoped_here())
         entry = self._cache.get(key)  # a dict read is atomic; the lock guards writes
         data_avals = avals
@@ -1364,14 +1371,14 @@ class JitWrapped:
         for leaf in leaves:
             t = type(leaf)
             if t is DeviceArray:
-                if leaf._sig[3] != device.id:
+                if leaf._sig[3] != device_key(device):
                     return
                 sigs.append(leaf._sig)
             elif t is Array:
                 buf = getattr(leaf, "_buf", None)
                 if buf is None or compat.buf_device(buf) != device:
                     return
-                want = X.sig_of(leaf.aval, device.id)
+                want = X.sig_of(leaf.aval, device_key(device))
                 leaf._sig = want
                 sigs.append(want)
             elif t is _ndarray and not sigs:
@@ -1536,7 +1543,7 @@ class JitWrapped:
                     if loose is None:
                         loose = leaf.device
                     continue
-                d = leaf.device if dev is None or leaf._sig[3] != dev.id else dev
+                d = leaf.device if dev is None or leaf._sig[3] != device_key(dev) else dev
                 if dev is None:
                     dev, first = d, leaf
                 elif d != dev:

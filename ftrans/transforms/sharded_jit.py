@@ -19,7 +19,7 @@ from ftrans.core import array as _array_mod
 from ftrans.core import config as _config_mod
 from ftrans.core import pytrees as tree_util
 from ftrans.core import trace as _trace
-from ftrans.core.array import DeviceArray, ShardedArray, sharded_sig
+from ftrans.core.array import DeviceArray, ShardedArray, device_key, sharded_sig
 from ftrans.core.avals import ShapeDtypeStruct
 from ftrans.core.layout import Format, Layout, as_format, default_layout, requested_layout
 from ftrans.core.prims.parallel import pmap_in_program
@@ -708,7 +708,7 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
             exe = SpmdExecutable(closed, owner.__name__, mesh, in_sh, out_sh, donate, owner._compiler_options,
                                  lay_in, lay_out)
             exe.requested_in = lay_in
-        entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(d.id for d in mesh.devices.flat))
+        entry = owner._spmd_cache[key] = (exe, out_tree, donate, tuple(device_key(d) for d in mesh.devices.flat))
         owner.misses += 1
     else:
         owner.hits += 1
@@ -734,7 +734,8 @@ def call_sharded(owner: Any, args: tuple, kwargs: dict, full_args: tuple, full_k
 def _committed_elsewhere(owner: Any, full_args: tuple, full_kwargs: dict, k: int, x: Any, aval: Any,
                          mesh_ids: tuple) -> None:
     """An argument committed to one device, in a program spread over other devices: JAX's error (moving it
-    silently would hide a layout mistake; ``device_put`` it onto the mesh first)."""
+    silently would hide a layout mistake; ``device_put`` it onto the mesh first). ``mesh_ids``: the mesh's
+    ``device_key``s."""
     from ftrans.transforms.jit import _leaf_names
 
     try:
@@ -744,7 +745,7 @@ def _committed_elsewhere(owner: Any, full_args: tuple, full_kwargs: dict, k: int
     dev = x.device
     plat = dev.platform.upper()
     raise _device_mismatch(owner.__name__, ("argument", [dev.id], plat, name, aval),
-                           ("the program's layout", list(mesh_ids), plat, None, None))
+                           ("the program's layout", [i if i >= 0 else -1 - i for i in mesh_ids], plat, None, None))
 
 
 def _remember_fast(owner: Any, in_tree: Any, statics: tuple, leaves: list, exe: Any, out_tree: Any,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ftrans.core.array import device_key
 from ftrans.core.avals import ShapedArray
 from ftrans.core.primitive import abstract_eval
 from ftrans.core.prims import calls as C
@@ -68,13 +69,13 @@ def _executable_for_jaxpr(jaxpr: Any, device: Any, name: str) -> Any:
     from ftrans.lowering import executable as X
 
     per = _jaxpr_exes.setdefault(jaxpr, {})
-    exe = per.get(device.id)
+    exe = per.get(device_key(device))
     if exe is None:
         level = X.compile_log_level()
         if X.logger.isEnabledFor(level):  # every jit compile is announced, as JAX does (grad of a jit too)
             X.logger.log(level, "Compiling jit(%s) with global shapes and types %s", name,
                          "(" + "".join(f"{a!r}, " for a in jaxpr.in_avals).rstrip(" ") + ")")
-        exe = per[device.id] = X.Executable(jaxpr, device, name)
+        exe = per[device_key(device)] = X.Executable(jaxpr, device, name)
     return exe
 
 
