@@ -1216,8 +1216,8 @@ class AbstractMesh:
         if len(axis_sizes) != len(axis_names):
             raise FtransValueError(f"AbstractMesh: {len(axis_sizes)} axis sizes {axis_sizes} but {len(axis_names)} "
                                    f"axis names {axis_names}")
-        if axis_types is None:  # Explicit, as jax 0.11's (jax 0.10's default was Auto)
-            axis_types = (AxisType.Explicit,) * len(axis_names)
+        if axis_types is None:  # Auto, as jax 0.10's (jax 0.11's default is Explicit: docs/differences.md)
+            axis_types = (AxisType.Auto,) * len(axis_names)
         elif isinstance(axis_types, AxisType) or foreign_axis_type(axis_types):
             axis_types = (axis_types,)
         # JAX's axis types (a JAX mesh's) stand for ftrans's of the same name
