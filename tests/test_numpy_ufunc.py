@@ -135,3 +135,29 @@ def test_builtin_is_a_ufunc_with_read_only_properties_as_in_jax(name):
     args = (operand(name),) * f.nin
     close(f(*args), g(*args))
     close(ftrans.jit(f)(*args), g(*args))
+
+
+_BUILTIN_BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "logical_and", "logical_or",
+                   "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "logaddexp", "logaddexp2"]
+
+
+@pytest.mark.parametrize("name", _BUILTIN_BINARY + ["negative"])
+def test_builtin_ufunc_call_accepts_out_and_where_none_as_jax(name):
+    nin = 1 if name == "negative" else 2
+    dt = np.int32 if name.startswith("bitwise") else np.float32
+    args = [np.arange(1, 5, dtype=dt)] * nin
+    got = getattr(fjnp, name)(*args, out=None, where=None)
+    want = getattr(jjnp, name)(*args, out=None, where=None)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("kw", ["out", "where"])
+@pytest.mark.parametrize("name", ["add", "logical_or", "bitwise_and", "logaddexp", "negative"])
+def test_builtin_ufunc_call_refuses_out_and_where_values_as_jax(name, kw):
+    nin = 1 if name == "negative" else 2
+    args = [np.arange(1, 5, dtype=np.int32)] * nin
+    with pytest.raises(NotImplementedError):
+        getattr(jjnp, name)(*args, **{kw: args[0]})
+    with pytest.raises(NotImplementedError, match=f"{kw}= argument"):
+        getattr(fjnp, name)(*args, **{kw: args[0]})

@@ -180,6 +180,15 @@ def _fast1(prim: Primitive, x: Any, allowed: frozenset, **params: Any) -> Array 
 
 
 # ---------------------------------------------------------------- binary ufunc factory
+
+def _refuse_out_where(name: str, out: Any, where: Any) -> None:
+    """``out=``/``where=`` exist on JAX's ufunc calls only to be refused when set (arrays are immutable)."""
+    which = "out" if out is not None else "where"
+    raise NotImplementedError(
+        f"jnp.{name}: the {which}= argument is not supported (ftrans arrays are immutable); "
+        f"use the returned array instead, or jnp.where(mask, jnp.{name}(...), other) for a mask")
+
+
 def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
             allowed: frozenset | None = None, doc: str | None = None, check_nan: bool = False):
     """A promoting, broadcasting binary function over one strict primitive.
@@ -193,7 +202,9 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
     keep_weak = prim.weak_type_rule is not never_weak
     new = Array._new
 
-    def fn(x: Any, y: Any, /) -> Any:
+    def fn(x: Any, y: Any, /, *, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            _refuse_out_where(name, out, where)
         if type(x) is Array and can_shortcut():
             ty = type(y)
             try:
@@ -267,7 +278,9 @@ minimum = _binary(E.min_p, "minimum")
 
 
 @_export
-def negative(x: Any, /) -> Any:
+def negative(x: Any, /, *, out: None = None, where: None = None) -> Any:
+    if out is not None or where is not None:
+        _refuse_out_where("negative", out, where)
     if (r := _fast1(E.neg_p, x, NUM)) is not None:
         return r
     (x,) = promote_args("negative", x)
@@ -808,12 +821,16 @@ _logaddexp_2.defjvp(lambda p, t: _logaddexp_jvp(_logaddexp_2, E.exp2_p, p, t))
 
 
 @_export
-def logaddexp(x1: Any, x2: Any, /) -> Any:
+def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+    if out is not None or where is not None:
+        _refuse_out_where("logaddexp", out, where)
     return _logaddexp_e(*_inexact("logaddexp", x1, x2))
 
 
 @_export
-def logaddexp2(x1: Any, x2: Any, /) -> Any:
+def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+    if out is not None or where is not None:
+        _refuse_out_where("logaddexp2", out, where)
     return _logaddexp_2(*_inexact("logaddexp2", x1, x2))
 
 
@@ -916,7 +933,9 @@ greater_equal = _compare(E.ge_p, "greater_equal", True)
 
 
 def _logical(prim: Primitive, name: str):
-    def fn(x1: Any, x2: Any, /) -> Any:
+    def fn(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            _refuse_out_where(name, out, where)
         a, b = promote_args(name, x1, x2)
         return prim.bind(_to_bool(a), _to_bool(b))
 
@@ -943,7 +962,9 @@ def _check_int_or_bool(name: str, d: np.dtype, allow_bool: bool = True) -> None:
 
 
 def _bitwise(prim: Primitive, name: str):
-    def fn(x1: Any, x2: Any, /) -> Any:
+    def fn(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            _refuse_out_where(name, out, where)
         a, b = promote_args(name, x1, x2)
         _check_int_or_bool(name, _dtype(a))
         return prim.bind(a, b)
