@@ -246,3 +246,25 @@ def test_canonicalize_rejects_unsupported_dtypes():
     for bad in bad_dtypes:
         with pytest.raises(TypeError, match="not supported"):
             D.canonicalize(bad)
+
+
+NAMED_ONLY = ["int1", "uint1", "float6_e2m3fn", "float6_e3m2fn"]
+
+
+@pytest.mark.parametrize("name", NAMED_ONLY)
+def test_named_only_dtypes_answer_queries_as_jax_and_refuse_arrays(name):
+    import jax.numpy as jjnp
+
+    ours, theirs = getattr(jnp, name), getattr(jjnp, name)
+    assert np.dtype(ours) == np.dtype(theirs) and ours == theirs
+    for kind in ("integer", "signedinteger", "unsignedinteger", "floating", "inexact", "number", "generic"):
+        assert jnp.issubdtype(ours, getattr(jnp, kind)) == jjnp.issubdtype(theirs, getattr(jjnp, kind)), kind
+    if name.startswith("float"):
+        a, b = jnp.finfo(ours), jjnp.finfo(theirs)
+        assert (float(a.max), float(a.eps), a.bits) == (float(b.max), float(b.eps), b.bits)
+    else:
+        a, b = jnp.iinfo(ours), jjnp.iinfo(theirs)
+        assert (a.min, a.max) == (b.min, b.max)
+    assert np.dtype(ours) not in D.SUPPORTED
+    with pytest.raises(ftrans.errors.FtransTypeError, match="name only"):
+        jnp.zeros(3, ours)

@@ -37,6 +37,10 @@ SMALL_FLOATS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in (
 (float4_e2m1fn, float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
  float8_e5m2fnuz, float8_e8m0fnu) = SMALL_FLOATS
 ML_DTYPES = frozenset((bfloat16, *NARROW_INTS, *SMALL_FLOATS))  # NumPy's dtype kind 'V' for most of these
+# Types JAX names although XLA's runtime holds no arrays of them yet: dtype queries only, never operands.
+int1, uint1 = np.dtype(ml_dtypes.int1), np.dtype(ml_dtypes.uint1)
+float6_e2m3fn, float6_e3m2fn = np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)
+NAMED_ONLY = frozenset((int1, uint1, float6_e2m3fn, float6_e3m2fn))
 
 _SIGNED = (int8, int16, int32, int64)
 _UNSIGNED = (uint8, uint16, uint32, uint64)
@@ -177,6 +181,9 @@ def unsupported_dtype_message(d: np.dtype) -> str:
         return ("float0s do not support any operations by design: a float0 array is the tangent or gradient "
                 "of an integer or bool input (allow_int=True) and holds no data, and no implicit dtype "
                 "conversion is done. Use np.zeros(x.shape, dtype) for a regular array of zeros")
+    if d in NAMED_ONLY:
+        return (f"dtype {d} is a name only: XLA's runtime holds no arrays of it yet (JAX names it too and "
+                f"fails the same way); use int2/int4 or the float4/float8 types for narrow storage")
     return (f"dtype {d} is not supported by ftrans; supported dtypes are "
             + ", ".join(sorted(str(s) for s in SUPPORTED)))
 
@@ -390,8 +397,9 @@ def python_scalar_base(x: Any) -> int | float | complex | None:
     return None
 
 
-_ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS)}, int2: np.signedinteger,
-            int4: np.signedinteger, uint2: np.unsignedinteger, uint4: np.unsignedinteger}
+_ML_KIND = {**{d: np.floating for d in (bfloat16, *SMALL_FLOATS, float6_e2m3fn, float6_e3m2fn)},
+            int2: np.signedinteger, int4: np.signedinteger, uint2: np.unsignedinteger, uint4: np.unsignedinteger,
+            int1: np.signedinteger, uint1: np.unsignedinteger}
 
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
@@ -459,12 +467,12 @@ class finfo:
 
     def __new__(cls, dtype: Any):
         d = np.dtype(dtype)
-        return ml_dtypes.finfo(d) if d in ML_DTYPES else np.finfo(d)
+        return ml_dtypes.finfo(d) if d in ML_DTYPES or d in NAMED_ONLY else np.finfo(d)
 
 
 def iinfo(dtype: Any):
     d = np.dtype(dtype)
-    return ml_dtypes.iinfo(d) if d in NARROW_INTS else np.iinfo(d)
+    return ml_dtypes.iinfo(d) if d in NARROW_INTS or d in NAMED_ONLY else np.iinfo(d)
 
 
 def np_issubdtype(d: Any, cls: Any) -> bool:

@@ -78,6 +78,12 @@ float8_e4m3fnuz = _make("float8_e4m3fnuz", _dtypes.float8_e4m3fnuz)
 float8_e5m2 = _make("float8_e5m2", _dtypes.float8_e5m2)
 float8_e5m2fnuz = _make("float8_e5m2fnuz", _dtypes.float8_e5m2fnuz)
 float8_e8m0fnu = _make("float8_e8m0fnu", _dtypes.float8_e8m0fnu)
+# Names JAX exports for types XLA's runtime cannot hold yet (jax's own arrays of them fail inside XLA):
+# the dtypes exist (``finfo``/``iinfo``, ``issubdtype``, dtype tables), making an array refuses them.
+int1 = _make("int1", _dtypes.int1)
+uint1 = _make("uint1", _dtypes.uint1)
+float6_e2m3fn = _make("float6_e2m3fn", _dtypes.float6_e2m3fn)
+float6_e3m2fn = _make("float6_e3m2fn", _dtypes.float6_e3m2fn)
 
 # NumPy-style aliases.  As in JAX, the 64-bit names stay 64-bit dtypes; arrays
 # built from them are narrowed to 32 bits unless x64 is enabled.
