@@ -281,3 +281,31 @@ def test_ref_arguments_of_shard_map_match_jax(use_jit):
         np.testing.assert_allclose(a, b)
     np.testing.assert_allclose(res[0][2], [1.0, 1.0, 3.0, 3.0])
     np.testing.assert_allclose(res[0][1], [3.0] * 4)
+
+
+def test_dce_prunes_shard_map_outputs_body_and_operands_as_jax():
+    """``dce_jaxpr`` through a shard_map: an unread output goes from the body with the operands only it
+    needed (JAX's shard_map DCE rule); values of the pruned program equal the full one's."""
+    import jax
+    from jax.interpreters import partial_eval as jpe
+
+    from ftrans.interpreters.partial_eval import dce_jaxpr
+
+    results = {}
+    for name, lib, jnp_, dce in (("ftrans", ftrans, fjnp, dce_jaxpr), ("jax", jax, jjnp, jpe.dce_jaxpr)):
+        P = lib.sharding.PartitionSpec
+        mesh = lib.make_mesh((4, 2), ("i", "j"), axis_types=(lib.sharding.AxisType.Auto,) * 2)
+
+        def f(x, y, z, lib=lib, jnp_=jnp_, P=P, mesh=mesh):
+            def g(y, z):
+                return jnp_.sin(x), jnp_.cos(z), jnp_.tan(y)
+            return lib.shard_map(g, mesh=mesh, in_specs=(P("i", "j"), P(None, "i")),
+                                 out_specs=(P(None, None), P(None, "i"), P("i", "j")))(y, z)
+
+        jaxpr = lib.make_jaxpr(f)(jnp_.zeros((4, 4)), jnp_.zeros((8, 8)), jnp_.zeros((16, 16))).jaxpr
+        for used in ([True, True, True], [True, True, False], [False, True, False], [False, False, False]):
+            new, used_in = dce(jaxpr, used)
+            n_body = sum(len(e.params["jaxpr"].eqns) for e in new.eqns if e.primitive.name == "shard_map")
+            results.setdefault(name, []).append((tuple(used_in), len(new.eqns), n_body))
+    assert results["ftrans"] == results["jax"]
+    assert results["ftrans"][1] == ((True, False, True), 1, 2)

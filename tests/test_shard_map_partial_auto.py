@@ -159,3 +159,37 @@ def test_smap_over_auto_axis_of_mixed_mesh_result_sharding_matches_jax(use_jit):
         res[lib.__name__] = (np.asarray(out), tuple(out.sharding.spec))
     np.testing.assert_array_equal(res["ftrans"][0], res["jax"][0])
     assert res["ftrans"][1] == res["jax"][1] == ("y",)
+
+
+def test_bare_spec_constraint_in_a_partial_manual_body_names_the_shard_map_mesh_as_jax():
+    """No mesh is set: inside the body a bare PartitionSpec names the shard_map's own mesh (JAX's body takes
+    it as the context mesh); the constraint lands on the body's free axis in the lowered module."""
+    v = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+    outs, texts = [], []
+    for lib, jnp_ in LIBS:
+        P, NS = lib.sharding.PartitionSpec, lib.sharding.NamedSharding
+        mesh = _mesh(lib, (2, 2), ("i", "j"), "Auto")
+
+        def g(x, lib=lib, P=P):
+            return lib.lax.with_sharding_constraint(x, P(None, "j")) * x
+
+        @lib.jit
+        def f(x, lib=lib, mesh=mesh, P=P, NS=NS, g=g):
+            y = lib.shard_map(g, mesh=mesh, in_specs=P("i", None), out_specs=P("i", None),
+                              axis_names=frozenset({"i"}))(x)
+            return lib.lax.with_sharding_constraint(y, NS(mesh, P("i", "j")))
+
+        x = lib.device_put(v, NS(mesh, P("i", "j")))
+        outs.append(np.asarray(f(x)))
+        texts.append(f.lower(x).as_text())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], v * v)
+    for t in texts:
+        assert 'manual_axes={"i"}' in t
+        assert '<@mesh, [{}, {"j"}]>' in t
+
+
+def test_bare_spec_constraint_outside_any_mesh_still_refused():
+    with pytest.raises(ftrans.errors.NoMeshError, match="no mesh is set"):
+        ftrans.jit(lambda x: ftrans.lax.with_sharding_constraint(x, ftrans.sharding.PartitionSpec("i")))(
+            np.ones(4, np.float32))

@@ -33,6 +33,10 @@ def _resolve(s: Any, what: str, traced: bool = False) -> Any:
     if isinstance(s, PartitionSpec):
         mesh = spec_mesh()
         if mesh is None:
+            from ftrans.transforms.shard_map import body_mesh
+
+            mesh = body_mesh()  # inside a shard_map body its mesh is the context mesh, as in JAX
+        if mesh is None:
             raise NoMeshError(
                 f"{what}: got a bare PartitionSpec {s!r} but no mesh is set ({what} requires a non-empty mesh in "
                 "context if you are passing `PartitionSpec`s); wrap it in NamedSharding(mesh, spec) "

@@ -733,6 +733,12 @@ def body_depth() -> int:
     return len(_BODY.stack)
 
 
+def body_mesh() -> Mesh | None:
+    """The mesh of the innermost ``shard_map`` body on this thread (None outside one): the mesh a bare
+    PartitionSpec names there when no mesh is set, as JAX's body takes its mesh as the context mesh."""
+    return _BODY.stack[-1] if _BODY.stack else None
+
+
 def body_abstract_mesh() -> Any:
     """Inside a ``shard_map`` body: its mesh as JAX's body sees it (an AbstractMesh whose manual axes have
     type Manual); None outside."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_rules, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
+from ftrans.core.prims.shard_map import shard_map_p
 from ftrans.transforms.passes._util import DROPPABLE_IMPURE, IMPURE
 from ftrans.transforms.passes.pipeline import Pass, PassContext
 
@@ -102,12 +103,26 @@ def _prune_while(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[b
     return new, keep_in
 
 
+def _prune_shard_map(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+    """A ``shard_map`` output nobody reads goes from the body with the work only it needed, and so do the
+    operands (with their specs) the body no longer reads, as in JAX."""
+    p = eqn.params
+    body, need = _sub(p["jaxpr"], used, ctx)
+    if all(used) and all(need) and body is p["jaxpr"]:
+        return eqn, need
+    per_in = {k: tuple(_sel(list(p[k]), need)) for k in ("in_specs", "in_names") if k in p}
+    per_out = {k: tuple(_sel(list(p[k]), used)) for k in ("out_specs", "out_names") if k in p}
+    params = dict(p, jaxpr=_drop_inputs(body, need), **per_in, **per_out)
+    return eqn.replace(invars=_sel(eqn.invars, need), outvars=_sel(eqn.outvars, used), params=params), need
+
+
 def _must_keep(eqn: JaxprEqn) -> bool:
     name = eqn.primitive.name
     return (name in IMPURE and name not in DROPPABLE_IMPURE) or eqn_has_effects(eqn)
 
 
-_PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while}
+_PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while, shard_map_p: _prune_shard_map}
+
 
 
 def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) -> tuple[Jaxpr, list[bool]]:
