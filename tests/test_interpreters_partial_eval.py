@@ -36,7 +36,25 @@ def _while(J):
     return J.make_jaxpr(f)(1., 2., 3.).jaxpr
 
 
+def _jit_call(J):
+    def f(x, y, z):
+        return J.jit(lambda a, b, c: (J.numpy.sin(a), J.numpy.cos(b) * c, b + 1.))(x, y, z)
+    return J.make_jaxpr(f)(1., 2., 3.).jaxpr
+
+
+def _remat(J):
+    def f(x, y):
+        return J.checkpoint(lambda a, b: (J.numpy.sin(a), J.numpy.cos(b)))(x, y)
+    return J.make_jaxpr(f)(1., 2.).jaxpr
+
+
 CASES = [
+    (_jit_call, [True, False, False]),
+    (_jit_call, [False, True, False]),
+    (_jit_call, [False, False, True]),
+    (_jit_call, [True, False, True]),
+    (_remat, [True, False]),
+    (_remat, [False, True]),
     (_scan_carry, [True, True, True, False]),
     (_scan_carry, [False, False, True, False]),
     (_scan_carry, [True, True, False, False]),

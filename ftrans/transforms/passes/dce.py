@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ftrans.core.ir import ClosedJaxpr, Jaxpr, JaxprEqn, Var, dce_rules, eqn_has_effects
 from ftrans.core.prims import control_flow as CF
+from ftrans.core.prims.calls import jit_call_p, remat_p
 from ftrans.core.prims.shard_map import shard_map_p
 from ftrans.transforms.passes._util import DROPPABLE_IMPURE, IMPURE
 from ftrans.transforms.passes.pipeline import Pass, PassContext
@@ -116,12 +117,39 @@ def _prune_shard_map(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, li
     return eqn.replace(invars=_sel(eqn.invars, need), outvars=_sel(eqn.outvars, used), params=params), need
 
 
+_PER_IN = ("donated_invars", "in_shardings", "in_layouts")
+_PER_OUT = ("out_shardings", "out_layouts")
+
+
+def _prune_call(eqn: JaxprEqn, used: list[bool], ctx) -> tuple[JaxprEqn, list[bool]]:
+    """A nested ``jit`` call's or ``checkpoint``'s unread output goes from its body with the work only it
+    needed, and the operands the body then no longer reads (unless the call keeps them: ``keep_unused``),
+    as JAX's rules for pjit and remat do."""
+    p = eqn.params
+    body, need = _sub(p["jaxpr"], used, ctx)
+    if p.get("keep_unused"):
+        need = [True] * len(need)
+    if all(used) and all(need) and body is p["jaxpr"]:
+        return eqn, need
+    params = dict(p, jaxpr=_drop_inputs(body, need))
+    for k in _PER_IN:
+        if isinstance(p.get(k), tuple) and len(p[k]) == len(need):
+            params[k] = tuple(_sel(list(p[k]), need))
+    for k in _PER_OUT:
+        if isinstance(p.get(k), tuple) and len(p[k]) == len(used):
+            params[k] = tuple(_sel(list(p[k]), used))
+    return eqn.replace(invars=_sel(eqn.invars, need), outvars=_sel(eqn.outvars, used), params=params), need
+
+
 def _must_keep(eqn: JaxprEqn) -> bool:
     name = eqn.primitive.name
     return (name in IMPURE and name not in DROPPABLE_IMPURE) or eqn_has_effects(eqn)
 
 
-_PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while, shard_map_p: _prune_shard_map}
+_PRUNE = {CF.cond_p: _prune_cond, CF.scan_p: _prune_scan, CF.while_p: _prune_while}
+# Calls are pruned through their bodies by ``dce_jaxpr`` (JAX's DCE rules for pjit, remat and shard_map); the
+# pass pipeline leaves their signatures alone, rewriting each (possibly shared) body once on its own.
+_PRUNE_CALLS = {shard_map_p: _prune_shard_map, jit_call_p: _prune_call, remat_p: _prune_call}
 
 
 
@@ -146,7 +174,7 @@ def dce(jaxpr: Jaxpr, used_outputs: list[bool], ctx: PassContext | None = None) 
                 if ctx is not None:
                     ctx.record(eqn, f"replaced `{eqn.primitive.name}`: its unused results need not be computed")
                 eqn = new
-        prune = _PRUNE.get(eqn.primitive)
+        prune = _PRUNE.get(eqn.primitive) or (_PRUNE_CALLS.get(eqn.primitive) if ctx is None else None)
         if prune is not None and eqn.primitive.name not in IMPURE:
             new, _ = prune(eqn, used, ctx)
             if new is not eqn:
