@@ -45,6 +45,7 @@ from ftrans.core.prims._base import FLOAT, INEXACT, NUM, SIGNED_NUM
 from ftrans.core.trace import Tracer, can_shortcut, outputs_checked
 from ftrans.errors import FtransTypeError, FtransValueError
 from ftrans.numpy import error as _err
+from ftrans.numpy._elementwise_docs import DOCS as _DOCS
 from ftrans.transforms.custom_derivatives import custom_jvp
 
 __all__: list[str] = []
@@ -232,7 +233,7 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = doc or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
+    fn.__doc__ = _DOCS.get(name) or doc or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
     __all__.append(name)
     return fn
 
@@ -264,7 +265,7 @@ def _unary(prim: Primitive, name: str, check_nan: bool = False):
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` (integers are promoted to float)."
+    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` (integers are promoted to float)."
     __all__.append(name)
     return fn
 
@@ -645,7 +646,7 @@ def _rounding(prim: Primitive, name: str):
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}``; integers and bools pass through unchanged."
+    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}``; integers and bools pass through unchanged."
     __all__.append(name)
     return fn
 
@@ -919,7 +920,7 @@ def _compare(prim: Primitive, name: str, ordered: bool):
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
+    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
     __all__.append(name)
     return fn
 
@@ -940,7 +941,7 @@ def _logical(prim: Primitive, name: str):
         return prim.bind(_to_bool(a), _to_bool(b))
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` of the operands' truth values."
+    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` of the operands' truth values."
     __all__.append(name)
     return fn
 
@@ -970,7 +971,7 @@ def _bitwise(prim: Primitive, name: str):
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise ``{name}`` of integer or bool arrays."
+    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` of integer or bool arrays."
     __all__.append(name)
     return fn
 

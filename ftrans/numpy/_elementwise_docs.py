@@ -1,0 +1,4 @@
+"""Docstrings of the functions `_elementwise` makes with factories, by name."""
+
+DOCS = {
+}
