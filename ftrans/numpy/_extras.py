@@ -1493,8 +1493,36 @@ def _check_quantile_args(name: str, out: Any, overwrite_input: bool, method: str
 @outputs_checked
 def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.quantile``: the ``q``-th quantile(s); NaN slices give NaN.  ``weights`` (with ``a``'s shape, or
-    the reduced axes' shape) need ``method='inverted_cdf'``; a negative or NaN weight gives NaN."""
+    """Compute the `q`-th quantile(s) of the data over the given axes.
+
+    A slice containing NaN gives NaN. `weights` (with `a`'s shape, or the reduced axes' shape) need
+    `method='inverted_cdf'`; a negative or NaN weight gives NaN.
+
+    Args:
+        a: Input array.
+        q: Quantile(s) to compute, in `[0, 1]`; a scalar or an array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
+          or `'inverted_cdf'`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> x = jnp.array([1., 2., 3., 4., 5.])
+        >>> jnp.quantile(x, 0.5)
+        Array(3., dtype=float32)
+        >>> jnp.quantile(x, jnp.array([0.25, 0.75]))
+        Array([2., 4.], dtype=float32)
+        >>> jnp.quantile(x, 0.3, method="lower")
+        Array(2., dtype=float32)
+
+    See also:
+        `percentile`, `median`, `nanquantile`.
+    """
     method = _check_quantile_args("quantile", out, overwrite_input, method)
     return _quantile("quantile", a, q, axis, method, keepdims, False, weights)
 
@@ -1502,7 +1530,29 @@ def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input
 @outputs_checked
 def nanquantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                 method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.nanquantile``: ``quantile`` ignoring NaNs (and their weights)."""
+    """Compute quantiles over the given axes, ignoring NaNs.
+
+    NaNs and their weights are left out.
+
+    Args:
+        a: Input array.
+        q: Quantile(s) to compute, in `[0, 1]`.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method, as in `quantile`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> jnp.nanquantile(jnp.array([1., jnp.nan, 3., 5.]), 0.5)
+        Array(3., dtype=float32)
+
+    See also:
+        `quantile`.
+    """
     method = _check_quantile_args("nanquantile", out, overwrite_input, method)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, weights)
 
@@ -1517,8 +1567,35 @@ def _q_from_percent(name: str, q: Any) -> Any:
 def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                method: str = "linear", keepdims: bool = False, *, weights: Any = None,
                out_sharding: Any = None) -> Any:
-    """``jnp.percentile``: ``quantile`` with ``q`` in percent (``weights`` as there); ``out_sharding`` lays the
-    result out so (computed with the mesh's axes Auto, as JAX's ``auto_axes``)."""
+    """Compute the `q`-th percentile(s) of the data over the given axes.
+
+    This is `quantile` with `q` in percent (`weights` as there). `out_sharding` lays the result out (computed
+    with the mesh's axes Auto, as JAX's `auto_axes`).
+
+    Args:
+        a: Input array.
+        q: Percentile(s) to compute, in `[0, 100]`; a scalar or an array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
+          or `'inverted_cdf'`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+        out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> x = jnp.array([1., 2., 3., 4., 5.])
+        >>> jnp.percentile(x, 50)
+        Array(3., dtype=float32)
+        >>> jnp.percentile(x, jnp.array([10, 90]))
+        Array([1.4000001, 4.6      ], dtype=float32)
+
+    See also:
+        `quantile`, `nanpercentile`.
+    """
     method = _check_quantile_args("percentile", out, overwrite_input, method)
     if out_sharding is not None:
         from ftrans.lax._sharding import _resolve, place_result, under_auto_axes
@@ -1533,7 +1610,29 @@ def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_inp
 @outputs_checked
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
                   method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
-    """``jnp.nanpercentile``: ``percentile`` ignoring NaNs (and their weights)."""
+    """Compute percentiles over the given axes, ignoring NaNs.
+
+    NaNs and their weights are left out.
+
+    Args:
+        a: Input array.
+        q: Percentile(s) to compute, in `[0, 100]`.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        method: Interpolation method, as in `quantile`.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+        weights: Optional weights of the samples (with `method='inverted_cdf'`).
+    Returns:
+        An array of inexact dtype: `q`'s shape followed by the shape left after reducing.
+
+    Examples:
+        >>> jnp.nanpercentile(jnp.array([1., jnp.nan, 3., 5.]), 50)
+        Array(3., dtype=float32)
+
+    See also:
+        `percentile`.
+    """
     method = _check_quantile_args("nanpercentile", out, overwrite_input, method)
     return _quantile("nanpercentile", a, _q_from_percent("nanpercentile", q), axis, method, keepdims, True,
                      weights)
@@ -1542,7 +1641,25 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_
 @outputs_checked
 def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool = False,
               keepdims: bool = False) -> Any:
-    """``jnp.nanmedian``: the median of the non-NaN values."""
+    """Median over the given axes, ignoring NaNs.
+
+    Args:
+        a: Input array.
+        axis: Axis or tuple of axes to reduce over; `None` (the default) reduces over all of them.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+        overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
+        keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
+    Returns:
+        An array of inexact dtype with the reduced axes removed (or kept with size 1 if `keepdims`).
+
+    Examples:
+        >>> x = jnp.array([[1., jnp.nan, 3.], [4., 5., 9.]])
+        >>> jnp.nanmedian(x, axis=1)
+        Array([2., 5.], dtype=float32)
+
+    See also:
+        `median`, `nanquantile`.
+    """
     _check_quantile_args("nanmedian", out, overwrite_input, "linear")
     return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
 
