@@ -549,7 +549,24 @@ def iterable(y: Any) -> bool:
 
 # ---------------------------------------------------------------- shapes and indices
 def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
-    """``jnp.rollaxis``: move ``axis`` so it lies before ``start`` (NumPy's legacy moveaxis)."""
+    """Move an axis so that it lies before a given position (NumPy's legacy `moveaxis`).
+
+    Args:
+        a: Input array.
+        axis: The axis to move.
+        start: The axis moves until it lies before this position.
+    Returns:
+        An array of `a`'s dtype with the axis moved.
+
+    Examples:
+        >>> jnp.rollaxis(jnp.ones((2, 3, 4)), 2).shape
+        (4, 2, 3)
+        >>> jnp.rollaxis(jnp.ones((2, 3, 4)), 0, 2).shape
+        (3, 2, 4)
+
+    See also:
+        `moveaxis`.
+    """
     a = _arr("rollaxis", a)
     start = _index("rollaxis", start, "start")
     nd = len(shape_of(a))
