@@ -581,7 +581,23 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
 
 
 def unravel_index(indices: Any, shape: Any) -> tuple[Any, ...]:
-    """``jnp.unravel_index``: flat indices to coordinate arrays; out-of-range indices are clipped."""
+    """Convert flat indices into coordinate arrays for a shape.
+
+    Out-of-range indices are clipped, as in JAX.
+
+    Args:
+        indices: Integer array of flat indices.
+        shape: The shape of the array the indices refer to.
+    Returns:
+        A tuple of integer arrays, one per dimension, of `indices`'s shape.
+
+    Examples:
+        >>> jnp.unravel_index(jnp.array([1, 5, 7]), (3, 3))
+        (Array([0, 1, 2], dtype=int32), Array([1, 2, 1], dtype=int32))
+
+    See also:
+        `ravel_multi_index`.
+    """
     idx = _arr("unravel_index", indices)
     try:
         dims = list(shape)
@@ -599,10 +615,25 @@ def unravel_index(indices: Any, shape: Any) -> tuple[Any, ...]:
 
 def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise", order: str = "C",
                       *, dtype: Any = None) -> Any:
-    """``jnp.ravel_multi_index``: coordinate arrays to flat indices.
+    """Convert a tuple of coordinate arrays into flat indices.
 
-    ``mode='raise'`` checks bounds, so it needs concrete indices; ``'clip'``,
-    ``'wrap'`` and ``'ignore'`` work traced.
+    `mode='raise'` checks bounds, so it needs concrete indices; `'clip'`, `'wrap'` and `'ignore'` work traced.
+
+    Args:
+        multi_index: Tuple of integer arrays, one per dimension.
+        dims: The shape of the array the indices refer to.
+        mode: Out-of-range handling: `'raise'` (default), `'clip'`, `'wrap'` or `'ignore'`.
+        order: `'C'` (row-major, default) or `'F'` (column-major).
+        dtype: Optional integer dtype of the result.
+    Returns:
+        An integer array of flat indices, of the broadcast shape of the inputs.
+
+    Examples:
+        >>> jnp.ravel_multi_index((jnp.array([0, 1, 2]), jnp.array([1, 0, 2])), (3, 3))
+        Array([1, 3, 8], dtype=int32)
+
+    See also:
+        `unravel_index`.
     """
     if len(multi_index) != len(dims):
         raise FtransValueError(
@@ -690,7 +721,27 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
 
 
 def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
-    """``jnp.fill_diagonal``: a copy of ``a`` with its main diagonal set (``inplace=False`` required)."""
+    """Return a copy of an array with its main diagonal set.
+
+    Arrays are immutable, so `inplace=False` is required.
+
+    Args:
+        a: Array with at least 2 dimensions (all of equal length beyond 2-D).
+        val: Scalar or array of values for the diagonal (cycled as needed).
+        wrap: For tall 2-D matrices, whether the diagonal wraps after N columns, as in NumPy.
+        inplace: Must be False.
+    Returns:
+        A new array of `a`'s shape and dtype.
+
+    Examples:
+        >>> jnp.fill_diagonal(jnp.zeros((3, 3)), 5, inplace=False)
+        Array([[5., 0., 0.],
+               [0., 5., 0.],
+               [0., 0., 5.]], dtype=float32)
+
+    See also:
+        `diag_indices`, `Array.at`.
+    """
     if inplace:
         raise NotImplementedError("fill_diagonal: inplace=True is not supported; JAX arrays are immutable, "
                                   "pass inplace=False")
@@ -715,7 +766,30 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
 
 def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplace: bool = True, *,
                    mode: str | None = None) -> Any:
-    """``jnp.put_along_axis``: the scatter counterpart of ``take_along_axis`` (``inplace=False`` required)."""
+    """Return a copy of an array with values put at matching 1-D index slices along an axis.
+
+    This is the scatter counterpart of `take_along_axis`. Arrays are immutable, so `inplace=False` is
+    required.
+
+    Args:
+        arr: Input array.
+        indices: Integer array with `arr`'s number of dimensions.
+        values: Values to put; broadcast against `indices`.
+        axis: The axis to index along (None: the flattened array).
+        inplace: Must be False (NumPy's in-place update is impossible on immutable arrays).
+        mode: Out-of-range handling, as in `Array.at[...].set`.
+    Returns:
+        A new array of `arr`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.put_along_axis(x, jnp.array([[0], [2]]), 0, axis=1, inplace=False)
+        Array([[0, 2, 3],
+               [4, 5, 0]], dtype=int32)
+
+    See also:
+        `take_along_axis`, `Array.at`.
+    """
     if inplace:
         raise FtransValueError("put_along_axis cannot modify arrays in-place, because ftrans arrays are "
                                "immutable. Pass inplace=False to instead return an updated array.")

@@ -77,18 +77,54 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
 
 
 def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
-    """``jnp.extract``: the elements of ``ravel(arr)`` where ``ravel(condition)`` is true.
+    """Return the elements of an array where a condition is true.
 
-    As with ``compress``, ``size`` fixes the output length (padding with ``fill_value``) so it can be traced.
+    The elements of `ravel(arr)` where `ravel(condition)` is true. As with `compress`, `size` fixes the output
+    length (padding with `fill_value`) so it can be traced.
+
+    Args:
+        condition: Array whose truth values select elements.
+        arr: Input array of `condition`'s size.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `arr`'s dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.extract(x % 2 == 1, x)
+        Array([1, 3, 5], dtype=int32)
+        >>> jnp.extract(x > 3, x, size=4)
+        Array([4, 5, 0, 0], dtype=int32)
+
+    See also:
+        `compress`, `nonzero`.
     """
     check_arraylike("extract", condition, arr, fill_value)
     return jnp.compress(jnp.ravel(condition), jnp.ravel(arr), size=size, fill_value=fill_value)
 
 
 def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
-    """``jnp.place``: ``arr`` with the positions where ``mask`` is true filled, in order, from ``vals`` (cycled).
+    """Return a copy of an array with masked positions filled from a sequence of values.
 
-    Arrays are immutable, so ``inplace=True`` (NumPy's behaviour, the default) raises; pass ``inplace=False``.
+    The positions where `mask` is true are filled, in order, from `vals` (cycled). Arrays are immutable, so
+    `inplace=True` (NumPy's behaviour, the default) raises; pass `inplace=False`.
+
+    Args:
+        arr: Input array.
+        mask: Boolean array of `arr`'s shape.
+        vals: Values to place, used in order and repeated as needed.
+        inplace: Must be False.
+    Returns:
+        A new array of `arr`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.place(x, x % 2 == 0, jnp.array([-1, -2]), inplace=False)
+        Array([-1,  1, -2,  3, -1,  5], dtype=int32)
+
+    See also:
+        `put`, `where`.
     """
     check_arraylike("place", arr, mask, vals)
     data, m, v = jnp.asarray(arr), jnp.asarray(mask), jnp.ravel(jnp.asarray(vals))

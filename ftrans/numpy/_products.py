@@ -277,7 +277,28 @@ def _diagonal_last2(x: Any, offset: int) -> Any:
 
 
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
-    """``jnp.diagonal``: the diagonal of axes ``axis1``/``axis2``, as the last axis of the result."""
+    """Return the specified diagonal of an array.
+
+    For more than two dimensions the diagonal of axes `axis1`/`axis2` becomes the last axis of the result.
+
+    Args:
+        a: Array with at least 2 dimensions.
+        offset: Diagonal offset: positive above the main diagonal, negative below.
+        axis1: First axis of the 2-D planes.
+        axis2: Second axis of the 2-D planes.
+    Returns:
+        An array of `a`'s dtype holding the diagonal(s).
+
+    Examples:
+        >>> x = jnp.arange(9).reshape(3, 3)
+        >>> jnp.diagonal(x)
+        Array([0, 4, 8], dtype=int32)
+        >>> jnp.diagonal(x, offset=1)
+        Array([1, 5], dtype=int32)
+
+    See also:
+        `diag`, `trace`.
+    """
     check_arraylike("diagonal", a)
     x = as_operand(a)
     nd = len(shape_of(x))
@@ -297,7 +318,29 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
-    """``jnp.trace``: the sum of ``diagonal``; small integers sum in the default int type."""
+    """Sum along a diagonal of an array.
+
+    It is the sum of `diagonal`; small integers sum in the default int type.
+
+    Args:
+        a: Array with at least 2 dimensions.
+        offset: Diagonal offset: positive above the main diagonal, negative below.
+        axis1: First axis of the 2-D planes.
+        axis2: Second axis of the 2-D planes.
+        dtype: Optional dtype to sum in.
+        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
+    Returns:
+        The sums, with `axis1` and `axis2` removed.
+
+    Examples:
+        >>> jnp.trace(jnp.arange(9).reshape(3, 3))
+        Array(12, dtype=int32)
+        >>> jnp.trace(jnp.ones((2, 2, 3)), axis1=0, axis2=1)
+        Array([2., 2., 2.], dtype=float32)
+
+    See also:
+        `diagonal`.
+    """
     from ftrans.numpy._reductions import sum as _sum
 
     if out is not None:
