@@ -177,7 +177,29 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
 
 
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
-    """``jnp.cross``: 2-d (scalar result) or 3-d cross products, batched over the other axes."""
+    """Cross product of 2- or 3-element vectors.
+
+    2-element vectors give the scalar z component; the other axes broadcast.
+
+    Args:
+        a: First array of vectors.
+        b: Second array of vectors.
+        axisa: Axis of `a` holding the vectors.
+        axisb: Axis of `b` holding the vectors.
+        axisc: Axis of the result holding the vectors (for 3-element vectors).
+        axis: If given, overrides `axisa`, `axisb` and `axisc`.
+    Returns:
+        The cross products, in the promoted dtype.
+
+    Examples:
+        >>> jnp.cross(jnp.array([1, 0, 0]), jnp.array([0, 1, 0]))
+        Array([0, 0, 1], dtype=int32)
+        >>> jnp.cross(jnp.array([1, 2]), jnp.array([3, 4]))
+        Array(-2, dtype=int32)
+
+    See also:
+        `dot`, `outer`.
+    """
     check_arraylike("cross", a, b)
     if axis is not None:
         axisa = axisb = axisc = axis

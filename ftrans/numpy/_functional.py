@@ -65,13 +65,45 @@ def angle(z: Any, deg: bool = False) -> Any:
 
 
 def matvec(x1: Any, x2: Any, /) -> Any:
-    """``jnp.matvec``: the matrix-vector product over the last two axes of ``x1`` and last of ``x2``, batched."""
+    """Matrix-vector product over the last axes, batched.
+
+    The last two axes of `x1` are the matrix and the last of `x2` the vector; the rest broadcast.
+
+    Args:
+        x1: Array of matrices, shape `(..., M, N)`.
+        x2: Array of vectors, shape `(..., N)`.
+    Returns:
+        An array of shape `(..., M)`.
+
+    Examples:
+        >>> jnp.matvec(jnp.array([[1, 2], [3, 4]]), jnp.array([1, 1]))
+        Array([3, 7], dtype=int32)
+
+    See also:
+        `vecmat`, `matmul`.
+    """
     x1, x2 = _arr("matvec", x1), _arr("matvec", x2)
     return vectorize(jnp.matmul, signature="(n,m),(m)->(n)")(x1, x2)
 
 
 def vecmat(x1: Any, x2: Any, /) -> Any:
-    """``jnp.vecmat``: ``conj(x1) @ x2`` for a vector ``x1`` and a matrix ``x2`` (last axes), batched."""
+    """Vector-matrix product over the last axes, batched, conjugating the vector.
+
+    It is `conj(x1) @ x2` for a vector `x1` and a matrix `x2` (the last axes); the rest broadcast.
+
+    Args:
+        x1: Array of vectors, shape `(..., M)`.
+        x2: Array of matrices, shape `(..., M, N)`.
+    Returns:
+        An array of shape `(..., N)`.
+
+    Examples:
+        >>> jnp.vecmat(jnp.array([1, 1]), jnp.array([[1, 2], [3, 4]]))
+        Array([4, 6], dtype=int32)
+
+    See also:
+        `matvec`, `matmul`.
+    """
     x1, x2 = _arr("vecmat", x1), _arr("vecmat", x2)
     return vectorize(lambda a, b: jnp.matmul(jnp.conj(a), b), signature="(n),(n,m)->(m)")(x1, x2)
 

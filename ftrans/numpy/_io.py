@@ -99,7 +99,26 @@ def _unoptimized() -> Any:
 
 
 def einsum_path(subscripts: str, /, *operands: Any, optimize: bool | str | list = "auto") -> tuple[list, Any]:
-    """``jnp.einsum_path``: the pairwise contraction order ``einsum`` would use, from opt_einsum."""
+    """Compute the pairwise contraction order `einsum` would use.
+
+    The order comes from opt_einsum.
+
+    Args:
+        subscripts: The subscripts string.
+        *operands: The arrays (only their shapes matter).
+        optimize: Contraction-order strategy (`"auto"`, `"greedy"`, `"optimal"`, ...).
+    Returns:
+        A pair `(path, description)`: the list of contractions (`["einsum_path", (i, j), ...]`) and
+        opt_einsum's report.
+
+    Examples:
+        >>> path, info = jnp.einsum_path("ij,jk,kl->il", jnp.ones((2, 3)), jnp.ones((3, 4)), jnp.ones((4, 5)))
+        >>> path
+        [(0, 1), (0, 1)]
+
+    See also:
+        `einsum`.
+    """
     import opt_einsum
 
     if isinstance(optimize, bool):
