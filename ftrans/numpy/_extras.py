@@ -986,7 +986,27 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
 
 
 def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
-    """``jnp.digitize``: bin index of each value, for increasing or decreasing ``bins``."""
+    """Return the index of the bin each value falls in.
+
+    The bins may be increasing or decreasing.
+
+    Args:
+        x: Input values.
+        bins: 1-D monotonic array of bin edges.
+        right: Whether the bins include their right edge instead of the left one.
+        method: Search method, passed on to `searchsorted`.
+    Returns:
+        An integer array of `x`'s shape.
+
+    Examples:
+        >>> jnp.digitize(jnp.array([0.5, 1.0, 2.5, 4.0]), jnp.array([1., 2., 3.]))
+        Array([0, 1, 2, 3], dtype=int32)
+        >>> jnp.digitize(jnp.array([1.0, 2.5]), jnp.array([1., 2., 3.]), right=True)
+        Array([0, 2], dtype=int32)
+
+    See also:
+        `searchsorted`, `histogram`.
+    """
     check_arraylike("digitize", x, bins)
     x, b = _as_array(x), _as_array(bins)
     if len(shape_of(b)) != 1:
@@ -1047,7 +1067,28 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
 # ---------------------------------------------------------------- sets
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
          method: str = "auto") -> Any:
-    """``jnp.isin``: membership of each element in ``test_elements``, by comparing all pairs."""
+    """Test whether each element is in a set of test values.
+
+    Every pair is compared (`method` is accepted for JAX compatibility).
+
+    Args:
+        element: Input array.
+        test_elements: The values to look for (any shape).
+        assume_unique: Ignored; accepted for NumPy compatibility.
+        invert: If True, test for absence instead.
+        method: `'auto'`, `'compare_all'`, `'binary_search'` or `'sort'`: the same result for each.
+    Returns:
+        A bool array of `element`'s shape.
+
+    Examples:
+        >>> jnp.isin(jnp.array([1, 2, 3, 4]), jnp.array([2, 4]))
+        Array([False,  True, False,  True], dtype=bool)
+        >>> jnp.isin(jnp.array([1, 2, 3, 4]), jnp.array([2, 4]), invert=True)
+        Array([ True, False,  True, False], dtype=bool)
+
+    See also:
+        `intersect1d`, `searchsorted`.
+    """
     check_arraylike("isin", element, test_elements)
     e, t = _as_array(element), jnp.ravel(_as_array(test_elements))
     if shape_of(t)[0] == 0:
@@ -1100,7 +1141,25 @@ def _set_operands(name: str, ar1: Any, ar2: Any) -> tuple[Any, Any]:
 
 
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.union1d``: sorted unique values of either input (``size=`` for traced inputs)."""
+    """Return the sorted unique values present in either of two arrays.
+
+    `size` and `fill_value` make it usable under `jit`.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.union1d(jnp.array([1, 3]), jnp.array([2, 3, 5]))
+        Array([1, 2, 3, 5], dtype=int32)
+
+    See also:
+        `intersect1d`, `unique`.
+    """
     check_arraylike("union1d", ar1, ar2)
     if size is None:
         concrete_or_error(ar1, "union1d needs a static `size` for traced inputs; the argument ar1")
@@ -1110,7 +1169,28 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
 
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
               fill_value: Any = None) -> Any:
-    """``jnp.setdiff1d``: sorted unique values of ``ar1`` not in ``ar2`` (``size=`` for traced inputs)."""
+    """Return the sorted unique values of one array that are not in another.
+
+    `size` and `fill_value` make it usable under `jit`.
+
+    Args:
+        ar1: Array of candidate values (flattened).
+        ar2: Values to remove.
+        assume_unique: Promise that `ar1` has unique elements.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `ar1`'s dtype.
+
+    Examples:
+        >>> jnp.setdiff1d(jnp.array([5, 1, 3, 1]), jnp.array([3]))
+        Array([1, 5], dtype=int32)
+        >>> jnp.setdiff1d(jnp.array([5, 1, 3]), jnp.array([3]), size=3, fill_value=0)
+        Array([1, 5, 0], dtype=int32)
+
+    See also:
+        `intersect1d`, `setxor1d`.
+    """
     a = jnp.ravel(_arr("setdiff1d", ar1))
     b = jnp.ravel(_arr("setdiff1d", ar2))
     if assume_unique:  # NumPy's definition: the entries of ``ar1`` not in ``ar2``, in their order
@@ -1124,11 +1204,30 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
 
 def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
                 size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.intersect1d``: sorted unique values in both inputs (``size=`` for traced inputs).
+    """Return the sorted unique values present in both of two arrays.
 
-    With ``return_indices`` also the index of each value's first occurrence in
-    each (flattened) input; entries past the intersection's end, when ``size``
+    `size` and `fill_value` make it usable under `jit`. With `return_indices` the index of each value's first
+    occurrence in each (flattened) input is also returned; entries past the intersection's end, when `size`
     pads it, hold each input's length, as in JAX.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        assume_unique: Promise that both inputs have unique elements, which saves work.
+        return_indices: Also return the indices of the common values in each input.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        The 1-D array of common values, or a triple `(values, indices1, indices2)`.
+
+    Examples:
+        >>> jnp.intersect1d(jnp.array([1, 3, 4, 3]), jnp.array([3, 1, 2, 1]))
+        Array([1, 3], dtype=int32)
+        >>> jnp.intersect1d(jnp.array([1, 3, 4]), jnp.array([3, 1, 2]), return_indices=True)
+        (Array([1, 3], dtype=int32), Array([0, 1], dtype=int32), Array([1, 0], dtype=int32))
+
+    See also:
+        `union1d`, `setdiff1d`, `isin`.
     """
     if assume_unique:
         return _intersect1d_assumed_unique(ar1, ar2, return_indices, size, fill_value)
@@ -1202,10 +1301,27 @@ def _intersect1d_indices(ar1: Any, ar2: Any, size: int | None, fill_value: Any) 
 
 def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
              fill_value: Any = None) -> Any:
-    """``jnp.setxor1d``: sorted values that occur once in the concatenation of the (unique'd) inputs.
+    """Return the sorted values that are in exactly one of two arrays.
 
-    NumPy's definition: with ``assume_unique`` the inputs are taken as they
-    are, so a value repeated inside one input is not in the result.
+    This is NumPy's definition: the values occurring once in the concatenation of the (unique'd) inputs. With
+    `assume_unique` the inputs are taken as they are, so a value repeated inside one input is not in the
+    result.
+
+    Args:
+        ar1: First array (flattened).
+        ar2: Second array (flattened).
+        assume_unique: Promise that both inputs have unique elements.
+        size: Optional static length of the result.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array in the promoted dtype.
+
+    Examples:
+        >>> jnp.setxor1d(jnp.array([1, 2, 3]), jnp.array([2, 3, 4]))
+        Array([1, 4], dtype=int32)
+
+    See also:
+        `setdiff1d`, `union1d`.
     """
     a, b = _set_operands("setxor1d", ar1, ar2)
     if not assume_unique:
@@ -1283,26 +1399,89 @@ class UniqueAllResult(tuple):
 
 
 def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
-    """``jnp.unique_values`` (array API): sorted unique values, NaNs kept distinct."""
+    """Return the sorted unique values of an array (array API).
+
+    NaNs are kept distinct. `size` and `fill_value` work as in `unique`.
+
+    Args:
+        x: Input array (flattened).
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A 1-D array of `x`'s dtype.
+
+    Examples:
+        >>> jnp.unique_values(jnp.array([2, 1, 2]))
+        Array([1, 2], dtype=int32)
+
+    See also:
+        `unique`.
+    """
     return jnp.unique(_arr("unique_values", x), equal_nan=False, size=size, fill_value=fill_value)
 
 
 def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueCountsResult:
-    """``jnp.unique_counts`` (array API): unique values and their counts."""
+    """Return the unique values of an array and their counts (array API).
+
+    Args:
+        x: Input array (flattened).
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, counts)`.
+
+    Examples:
+        >>> jnp.unique_counts(jnp.array([2, 1, 2]))
+        (Array([1, 2], dtype=int32), Array([1, 2], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, c = jnp.unique(_arr("unique_counts", x), return_counts=True, equal_nan=False, size=size,
                       fill_value=fill_value)
     return UniqueCountsResult(v, c)
 
 
 def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueInverseResult:
-    """``jnp.unique_inverse`` (array API): unique values and the inverse map (shaped like ``x``)."""
+    """Return the unique values of an array and the inverse map (array API).
+
+    Args:
+        x: Input array.
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, inverse_indices)`; the inverse has `x`'s shape.
+
+    Examples:
+        >>> jnp.unique_inverse(jnp.array([2, 1, 2]))
+        (Array([1, 2], dtype=int32), Array([1, 0, 1], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, inv = jnp.unique(_arr("unique_inverse", x), return_inverse=True, equal_nan=False, size=size,
                         fill_value=fill_value)
     return UniqueInverseResult(v, inv)
 
 
 def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> UniqueAllResult:
-    """``jnp.unique_all`` (array API): values, first indices, inverse map and counts."""
+    """Return the unique values, first indices, inverse map and counts (array API).
+
+    Args:
+        x: Input array.
+        size: Optional static number of values to return.
+        fill_value: Value used to pad up to `size`.
+    Returns:
+        A named tuple `(values, indices, inverse_indices, counts)`.
+
+    Examples:
+        >>> r = jnp.unique_all(jnp.array([2, 1, 2]))
+        >>> r.values, r.indices, r.counts
+        (Array([1, 2], dtype=int32), Array([1, 0], dtype=int32), Array([1, 2], dtype=int32))
+
+    See also:
+        `unique`.
+    """
     v, i, inv, c = jnp.unique(_arr("unique_all", x), return_index=True, return_inverse=True,
                               return_counts=True, equal_nan=False, size=size, fill_value=fill_value)
     return UniqueAllResult(v, i, inv, c)
@@ -1441,8 +1620,25 @@ def _partition_prep(name: str, a: Any, kth: int, axis: int) -> tuple[Any, int, i
 
 
 def partition(a: Any, kth: int, axis: int = -1) -> Any:
-    """``jnp.partition``: the ``kth`` smallest in place, smaller ones sorted before it and larger ones
-    after it in descending order (JAX's top-k layout), here obtained from a full sort."""
+    """Return a partially sorted copy of an array.
+
+    The `kth` smallest element is at position `kth`, the smaller ones (sorted) before it and the larger ones
+    after it in descending order (JAX's top-k layout); NumPy leaves both sides in unspecified order.
+
+    Args:
+        a: Input array.
+        kth: Static index of the partition element.
+        axis: Axis to partition along.
+    Returns:
+        An array of `a`'s shape and dtype.
+
+    Examples:
+        >>> jnp.partition(jnp.array([5, 2, 8, 1, 9, 3]), 2)
+        Array([1, 2, 3, 9, 8, 5], dtype=int32)
+
+    See also:
+        `argpartition`, `sort`.
+    """
     arr, kth, axis = _partition_prep("partition", a, kth, axis)
     s = jnp.sort(arr, axis=-1)
     out = jnp.concatenate([s[..., :kth + 1], jnp.flip(s[..., kth + 1:], -1)], axis=-1)
@@ -1450,8 +1646,25 @@ def partition(a: Any, kth: int, axis: int = -1) -> Any:
 
 
 def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
-    """``jnp.argpartition``: indices of the ``kth + 1`` smallest (sorted), then the remaining
-    indices in increasing order, as JAX's top-k construction produces."""
+    """Return the indices that partition an array.
+
+    The indices of the `kth + 1` smallest elements (sorted) come first, then the remaining indices in
+    increasing order, as JAX's top-k construction produces.
+
+    Args:
+        a: Input array.
+        kth: Static index of the partition element.
+        axis: Axis to partition along.
+    Returns:
+        An integer array of `a`'s shape.
+
+    Examples:
+        >>> jnp.argpartition(jnp.array([5, 2, 8, 1, 9, 3]), 2)
+        Array([3, 1, 5, 0, 2, 4], dtype=int32)
+
+    See also:
+        `partition`, `argsort`.
+    """
     arr, kth, axis = _partition_prep("argpartition", a, kth, axis)
     n = arr.shape[-1]
     order = jnp.argsort(arr, axis=-1, stable=True)
