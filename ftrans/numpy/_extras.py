@@ -75,10 +75,29 @@ def _real_dtype(d: np.dtype) -> np.dtype:
 
 # ---------------------------------------------------------------- comparisons
 def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
-    """``jnp.isclose``: ``|a - b| <= atol + rtol * |b|``, infinities equal to themselves.
+    """Test elementwise whether two arrays are equal within a tolerance.
 
-    Integer inputs are compared in floating point, as JAX promotes to inexact first. Key arrays (of one
-    key type) are close where they are equal.
+    The test is `|a - b| <= atol + rtol * |b|`; infinities are close only to themselves. Integer inputs are
+    compared in floating point, as JAX promotes to inexact first. Key arrays (of one key type) are close where
+    they are equal.
+
+    Args:
+        a: First array.
+        b: Second array; broadcasts against `a`.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A bool array of the broadcast shape.
+
+    Examples:
+        >>> jnp.isclose(jnp.array([1.0, 1.1, jnp.nan]), jnp.array([1.0 + 1e-9, 1.0, jnp.nan]))
+        Array([ True, False, False], dtype=bool)
+        >>> jnp.isclose(jnp.array([jnp.nan]), jnp.array([jnp.nan]), equal_nan=True)
+        Array([ True], dtype=bool)
+
+    See also:
+        `allclose`, `equal`.
     """
     from ftrans.core.keys import is_key
 
@@ -100,12 +119,52 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: boo
 
 
 def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
-    """``jnp.allclose``: a 0-d bool array (not a Python bool, so it also works traced)."""
+    """Test whether all elements of two arrays are equal within a tolerance.
+
+    The result is a 0-d bool array, not a Python bool, so it also works under `jit`.
+
+    Args:
+        a: First array.
+        b: Second array; broadcasts against `a`.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.allclose(jnp.array([1.0, 2.0]), jnp.array([1.0, 2.0 + 1e-7]))
+        Array(True, dtype=bool)
+        >>> jnp.allclose(jnp.array([1.0, 2.0]), jnp.array([1.0, 2.1]))
+        Array(False, dtype=bool)
+
+    See also:
+        `isclose`, `array_equal`.
+    """
     return jnp.all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
-    """``jnp.array_equal``: same shape and equal elements; different shapes give False."""
+    """Test whether two arrays have the same shape and the same elements.
+
+    Different shapes give False rather than an error.
+
+    Args:
+        a1: First array.
+        a2: Second array.
+        equal_nan: Whether NaNs compare equal to each other.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([1, 2]))
+        Array(True, dtype=bool)
+        >>> jnp.array_equal(jnp.array([1, 2]), jnp.array([[1, 2]]))
+        Array(False, dtype=bool)
+
+    See also:
+        `array_equiv`, `allclose`.
+    """
     a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
     if tuple(shape_of(a1)) != tuple(shape_of(a2)):
         return jnp.array(False)
@@ -116,7 +175,25 @@ def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
 
 
 def array_equiv(a1: Any, a2: Any) -> Any:
-    """``jnp.array_equiv``: equal after broadcasting; unbroadcastable shapes give False."""
+    """Test whether two arrays are equal after broadcasting.
+
+    Shapes that do not broadcast give False.
+
+    Args:
+        a1: First array.
+        a2: Second array.
+    Returns:
+        A 0-d bool array.
+
+    Examples:
+        >>> jnp.array_equiv(jnp.array([1, 2]), jnp.array([[1, 2], [1, 2]]))
+        Array(True, dtype=bool)
+        >>> jnp.array_equiv(jnp.array([1, 2]), jnp.array([1, 2, 3]))
+        Array(False, dtype=bool)
+
+    See also:
+        `array_equal`.
+    """
     a1, a2 = jnp.asarray(a1), jnp.asarray(a2)
     try:
         eq = jnp.equal(a1, a2)
@@ -136,7 +213,31 @@ def _pad_operand(name: str, x: Any, shape: tuple[int, ...], axis: int) -> Any:
 
 
 def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Any:
-    """``jnp.diff``: ``n``-th forward difference along ``axis`` (``!=`` for booleans)."""
+    """Compute the `n`-th discrete difference along an axis.
+
+    For booleans the difference is `!=`.
+
+    Args:
+        a: Input array.
+        n: Number of times to take the difference.
+        axis: The axis along which to take it.
+        prepend: Values to put before `a` along `axis` first.
+        append: Values to put after `a` along `axis` first.
+    Returns:
+        An array `n` shorter along `axis` (plus any prepended/appended length).
+
+    Examples:
+        >>> x = jnp.array([1, 4, 9, 16])
+        >>> jnp.diff(x)
+        Array([3, 5, 7], dtype=int32)
+        >>> jnp.diff(x, n=2)
+        Array([2, 2], dtype=int32)
+        >>> jnp.diff(x, prepend=0)
+        Array([1, 3, 5, 7], dtype=int32)
+
+    See also:
+        `ediff1d`, `gradient`, `cumsum`.
+    """
     arr = _arr("diff", a)
     n = _index("diff", n, "n")
     axis = _index("diff", axis, "axis")
@@ -165,7 +266,24 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
 
 
 def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
-    """``jnp.ediff1d``: differences of the flattened array, with optional ends (cast to its dtype)."""
+    """Differences between consecutive elements of the flattened array.
+
+    Optional values can be put before and after; they are cast to the array's dtype.
+
+    Args:
+        ary: Input array (flattened).
+        to_end: Values appended to the differences.
+        to_begin: Values prepended to the differences.
+    Returns:
+        A 1-D array.
+
+    Examples:
+        >>> jnp.ediff1d(jnp.array([1, 2, 4, 7]), to_begin=-9)
+        Array([-9,  1,  2,  3], dtype=int32)
+
+    See also:
+        `diff`.
+    """
     arr = jnp.ravel(_arr("ediff1d", ary))
     d = dtype_weak(arr)[0]
     result = jnp.subtract(arr[1:], arr[:-1])
@@ -254,13 +372,45 @@ def _gcd_abs(x1: Any, x2: Any) -> Any:
 
 
 def gcd(x1: Any, x2: Any) -> Any:
-    """``jnp.gcd``: greatest common divisor of the absolute values."""
+    """Greatest common divisor of two integer arrays, elementwise.
+
+    The result is that of the absolute values.
+
+    Args:
+        x1: First integer array.
+        x2: Second integer array; broadcasts against `x1`.
+    Returns:
+        An integer array of the broadcast shape.
+
+    Examples:
+        >>> jnp.gcd(jnp.array([12, 20, -9]), jnp.array([18, 5, 6]))
+        Array([6, 5, 3], dtype=int32)
+
+    See also:
+        `lcm`.
+    """
     x1, x2 = _int_pair("gcd", x1, x2)
     return _gcd_abs(jnp.abs(x1), jnp.abs(x2))
 
 
 def lcm(x1: Any, x2: Any) -> Any:
-    """``jnp.lcm``: least common multiple of the absolute values (0 if either is 0)."""
+    """Least common multiple of two integer arrays, elementwise.
+
+    The result is that of the absolute values, and 0 if either is 0.
+
+    Args:
+        x1: First integer array.
+        x2: Second integer array; broadcasts against `x1`.
+    Returns:
+        An integer array of the broadcast shape.
+
+    Examples:
+        >>> jnp.lcm(jnp.array([4, 6, 0]), jnp.array([6, 4, 3]))
+        Array([12, 12,  0], dtype=int32)
+
+    See also:
+        `gcd`.
+    """
     x1, x2 = _int_pair("lcm", x1, x2)
     x1, x2 = jnp.abs(x1), jnp.abs(x2)
     d = _gcd_abs(x1, x2)
@@ -274,10 +424,23 @@ _INT_OF_WIDTH = {2: np.int16, 4: np.int32, 8: np.int64}
 
 
 def frexp(x: Any, /) -> tuple[Any, Any]:
-    """``jnp.frexp``: mantissa in [0.5, 1) and int32 exponent, by bit manipulation.
+    """Split floating-point values into mantissa and exponent, elementwise.
 
-    Subnormals are first scaled into the normal range so the exponent field
-    is meaningful; zeros, infinities and NaNs pass through with exponent 0.
+    The mantissa is in `[0.5, 1)` in magnitude and `x == mantissa * 2**exponent`. Computed by bit
+    manipulation: subnormals are first scaled into the normal range so the exponent is meaningful; zeros,
+    infinities and NaNs pass through with exponent 0.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        A pair `(mantissa, exponent)`: a float array and an int32 array of `x`'s shape.
+
+    Examples:
+        >>> jnp.frexp(jnp.array([8., 0.3, -5.]))
+        (Array([ 0.5  ,  0.6  , -0.625], dtype=float32), Array([ 4, -1,  3], dtype=int32))
+
+    See also:
+        `ldexp`, `modf`.
     """
     check_arraylike("frexp", x)
     (x,) = _inexact("frexp", x)
@@ -320,7 +483,23 @@ def _frexp_jvp(primals: tuple, tangents: tuple) -> tuple:
 
 
 def ldexp(x1: Any, x2: Any, /) -> Any:
-    """``jnp.ldexp``: ``x1 * 2**x2``, via frexp so large exponents do not overflow early."""
+    """Compute `x1 * 2**x2`, elementwise.
+
+    Computed via `frexp`, so large exponents do not overflow early.
+
+    Args:
+        x1: Mantissas (floating).
+        x2: Integer exponents; broadcasts against `x1`.
+    Returns:
+        An array of the broadcast shape with `x1`'s inexact dtype.
+
+    Examples:
+        >>> jnp.ldexp(jnp.array([0.5, 1.5]), jnp.array([4, -1]))
+        Array([8.  , 0.75], dtype=float32)
+
+    See also:
+        `frexp`.
+    """
     check_arraylike("ldexp", x1, x2)
     d1, d2 = dtype_weak(x1)[0], dtype_weak(x2)[0]
     if d1.kind == "c" or d2.kind in "fcV" or d2 == dtypes.bfloat16:
@@ -339,7 +518,23 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
 
 
 def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
-    """``jnp.modf``: fractional and integral parts, both with the sign of ``x``."""
+    """Split values into fractional and integral parts, elementwise.
+
+    Both parts have the sign of `x`.
+
+    Args:
+        x: Input array.
+        out: Unused; must be None.
+    Returns:
+        A pair `(fractional, integral)` of arrays of `x`'s shape and float dtype.
+
+    Examples:
+        >>> jnp.modf(jnp.array([2.5, -1.25]))
+        (Array([ 0.5 , -0.25], dtype=float32), Array([ 2., -1.], dtype=float32))
+
+    See also:
+        `trunc`, `frexp`.
+    """
     if out is not None:
         raise NotImplementedError("modf: out is not supported")
     check_arraylike("modf", x)
@@ -349,7 +544,22 @@ def modf(x: Any, /, out: None = None) -> tuple[Any, Any]:
 
 
 def fabs(x: Any, /) -> Any:
-    """``jnp.fabs``: absolute value in floating point; complex input is an error as in NumPy."""
+    """Absolute value in floating point, elementwise.
+
+    Integers are promoted to the default float dtype; complex input is an error, as in NumPy.
+
+    Args:
+        x: Input array (real).
+    Returns:
+        An array of `x`'s shape with a floating dtype.
+
+    Examples:
+        >>> jnp.fabs(jnp.array([-2, 3]))
+        Array([2., 3.], dtype=float32)
+
+    See also:
+        `absolute`.
+    """
     check_arraylike("fabs", x)
     if dtype_weak(x)[0].kind == "c":
         raise FtransTypeError("ufunc 'fabs' does not support complex dtypes")
@@ -358,18 +568,45 @@ def fabs(x: Any, /) -> Any:
 
 
 def float_power(x: Any, y: Any, /) -> Any:
-    """``jnp.float_power``: power in the promoted inexact type (float32 unless x64, as in JAX)."""
+    """Raise `x` to the power `y` elementwise, in floating point.
+
+    The computation is in the promoted inexact type (float32 unless x64 is on, as in JAX; NumPy uses float64).
+
+    Args:
+        x: Base.
+        y: Exponent; broadcasts against `x`.
+    Returns:
+        An array of the broadcast shape with an inexact dtype.
+
+    Examples:
+        >>> jnp.float_power(jnp.array([2, 3]), jnp.array([-1, 2]))
+        Array([0.5, 9. ], dtype=float32)
+
+    See also:
+        `power`.
+    """
     check_arraylike("float_power", x, y)
     x, y = _inexact("float_power", x, y)
     return jnp.power(x, y)
 
 
 def sinc(x: Any, /) -> Any:
-    """``jnp.sinc``: ``sin(pi x) / (pi x)``, exactly 1 at 0.
+    """Normalized sinc function `sin(pi x) / (pi x)`, elementwise.
 
-    At 0 the value comes from ``_sinc_taylor``, whose derivatives of every order
-    are those of ``sin(t)/t`` at 0, so ``grad(grad(sinc))(0.)`` is ``-pi**2/3``
-    (JAX's choice), not the 0 a plain ``where`` would give.
+    The value at 0 is exactly 1. Its derivatives of every order at 0 are those of `sin(t)/t`, so
+    `grad(grad(sinc))(0.)` is `-pi**2/3` (JAX's choice), not the 0 a plain `where` would give.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.sinc(jnp.array([0., 0.5, 1.]))
+        Array([ 1.0000000e+00,  6.3661975e-01, -2.7827534e-08], dtype=float32)
+
+    See also:
+        `sin`.
     """
     check_arraylike("sinc", x)
     (x,) = _inexact("sinc", x)
@@ -392,7 +629,20 @@ _sinc_taylor.defjvp(lambda k, p, t: (_sinc_taylor(k, p[0]), jnp.multiply(_sinc_t
 
 
 def spacing(x: Any, /) -> Any:
-    """``jnp.spacing``: distance to the next representable value away from zero."""
+    """Distance from each value to the next representable value away from zero.
+
+    Args:
+        x: Input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.spacing(jnp.array([1., 1024.], dtype=jnp.float32))
+        Array([1.1920929e-07, 1.2207031e-04], dtype=float32)
+
+    See also:
+        `nextafter`, `finfo`.
+    """
     check_arraylike("spacing", x)
     (x,) = _inexact("spacing", x)
     d = dtype_weak(x)[0]
@@ -418,12 +668,23 @@ def _chbevl(x: Any, coefs: Sequence[float]) -> Any:
 
 
 def i0(x: Any) -> Any:
-    """``jnp.i0``: modified Bessel function I0 from Cephes' Chebyshev expansions.
+    """Modified Bessel function of the first kind, order 0, elementwise.
 
-    The expansions are of ``exp(-|x|) I0(x)`` on [0, 8] and (8, inf), the same
-    ones NumPy uses; the coefficient tables are read from NumPy. The derivative
-    is jax 0.11's: ``I1(x)`` (so the second derivative at 0 is 1/2), which is ``inf``,
-    not NaN, where ``exp`` overflows.
+    Computed from Cephes' Chebyshev expansions of `exp(-|x|) I0(x)` on [0, 8] and (8, inf), the ones NumPy
+    uses (the coefficient tables are read from NumPy). The derivative is jax 0.11's: `I1(x)` (so the second
+    derivative at 0 is 1/2), which is `inf`, not NaN, where `exp` overflows.
+
+    Args:
+        x: Real input array (integers are promoted to float).
+    Returns:
+        An array of `x`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.i0(jnp.array([0., 1., 2.]))
+        Array([0.99999994, 1.266066  , 2.2795851 ], dtype=float32)
+
+    See also:
+        `kaiser`.
     """
     check_arraylike("i0", x)
     (x,) = _inexact("i0", x)
@@ -491,7 +752,27 @@ def _i1_series_jvp(k: int, primals: tuple, tangents: tuple) -> tuple:
 
 # ---------------------------------------------------------------- type predicates
 def isscalar(element: Any) -> bool:
-    """``jnp.isscalar``: Python/NumPy scalars and any 0-d array (JAX's JIT-invariant rule)."""
+    """Test whether an object is a scalar.
+
+    Following JAX's rule (which does not change under `jit`), Python and NumPy scalars and any 0-d array count
+    as scalars.
+
+    Args:
+        element: Any object.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isscalar(3.0)
+        True
+        >>> jnp.isscalar(jnp.array(3.0))
+        True
+        >>> jnp.isscalar(jnp.array([3.0]))
+        False
+
+    See also:
+        `ndim`.
+    """
     if np.isscalar(element):
         return True
     if isinstance(element, (np.ndarray, jnp.ndarray, Tracer)):
@@ -502,19 +783,62 @@ def isscalar(element: Any) -> bool:
 
 
 def iscomplex(x: Any) -> Any:
-    """``jnp.iscomplex``: elementwise nonzero imaginary part."""
+    """Test elementwise for a nonzero imaginary part.
+
+    Args:
+        x: Input array.
+    Returns:
+        A bool array of `x`'s shape (all False for real input).
+
+    Examples:
+        >>> jnp.iscomplex(jnp.array([1 + 1j, 2 + 0j, 3]))
+        Array([ True, False, False], dtype=bool)
+
+    See also:
+        `isreal`, `iscomplexobj`.
+    """
     i = jnp.imag(_arr("iscomplex", x))
     return jnp.not_equal(i, jnp.zeros_like(i))
 
 
 def isreal(x: Any) -> Any:
-    """``jnp.isreal``: elementwise zero imaginary part."""
+    """Test elementwise for a zero imaginary part.
+
+    Args:
+        x: Input array.
+    Returns:
+        A bool array of `x`'s shape (all True for real input).
+
+    Examples:
+        >>> jnp.isreal(jnp.array([1 + 1j, 2 + 0j, 3]))
+        Array([False,  True,  True], dtype=bool)
+
+    See also:
+        `iscomplex`, `isrealobj`.
+    """
     i = jnp.imag(_arr("isreal", x))
     return jnp.equal(i, jnp.zeros_like(i))
 
 
 def iscomplexobj(x: Any) -> bool:
-    """``jnp.iscomplexobj``: whether the dtype of ``x`` is complex (a Python bool)."""
+    """Test whether an object has a complex dtype.
+
+    The dtype decides, not the values.
+
+    Args:
+        x: Array, scalar or array-like.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.iscomplexobj(jnp.array([1 + 0j]))
+        True
+        >>> jnp.iscomplexobj(1.0)
+        False
+
+    See also:
+        `isrealobj`, `iscomplex`.
+    """
     if isinstance(x, (complex, np.complexfloating)):
         return True
     if x is None or isinstance(x, (bool, int, float, str, np.generic)):
@@ -527,7 +851,22 @@ def iscomplexobj(x: Any) -> bool:
 
 
 def isrealobj(x: Any) -> bool:
-    """``jnp.isrealobj``: not ``iscomplexobj``."""
+    """Test whether an object has a non-complex dtype.
+
+    It is `not iscomplexobj(x)`.
+
+    Args:
+        x: Array, scalar or array-like.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isrealobj(jnp.array([1.0]))
+        True
+
+    See also:
+        `iscomplexobj`.
+    """
     return not iscomplexobj(x)
 
 
@@ -565,7 +904,21 @@ def isdtype(dtype: Any, kind: Any) -> bool:
 
 
 def iterable(y: Any) -> bool:
-    """``jnp.iterable``: whether ``iter(y)`` works (NumPy's definition)."""
+    """Test whether an object can be iterated over.
+
+    This is NumPy's definition: whether `iter(y)` works.
+
+    Args:
+        y: Any object.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.iterable([1, 2])
+        True
+        >>> jnp.iterable(2)
+        False
+    """
     return bool(np.iterable(y))
 
 
@@ -723,7 +1076,25 @@ def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # no
 
 
 def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
-    """``jnp.trapezoid``: the trapezoid rule along ``axis``, with sample points ``x`` or spacing ``dx``."""
+    """Integrate along an axis with the trapezoid rule.
+
+    Args:
+        y: Sample values.
+        x: Optional sample points (same length as `y` along `axis`).
+        dx: Spacing between samples when `x` is None.
+        axis: The axis to integrate along.
+    Returns:
+        An array with `axis` removed.
+
+    Examples:
+        >>> jnp.trapezoid(jnp.array([1., 2., 3.]))
+        Array(4., dtype=float32)
+        >>> jnp.trapezoid(jnp.array([1., 2., 3.]), x=jnp.array([0., 1., 3.]))
+        Array(6.5, dtype=float32)
+
+    See also:
+        `cumsum`.
+    """
     if x is None:
         check_arraylike("trapezoid", y)
         (y,) = _inexact("trapezoid", y)
@@ -940,10 +1311,30 @@ def _inexact_nobcast(name: str, *args: Any) -> list:
 # ---------------------------------------------------------------- counting and histograms
 def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None,
              out_sharding: Any = None) -> Any:
-    """``jnp.bincount``: counts (or summed weights) per non-negative integer value.
+    """Count the occurrences of each non-negative integer value.
 
-    The output length is ``length`` when given (values beyond it are dropped),
-    otherwise ``max(minlength, max(x) + 1)``, which needs a concrete ``x``.
+    The output length is `length` when given (values beyond it are dropped), otherwise `max(minlength, max(x)
+    + 1)`, which needs a concrete `x`: under `jit` pass `length`.
+
+    Args:
+        x: 1-D array of non-negative integers.
+        weights: Optional weights, summed per value instead of counting.
+        minlength: Minimum length of the result.
+        length: Static length of the result (needed under `jit`).
+        out_sharding: Optional sharding to lay the result out with.
+    Returns:
+        A 1-D array of counts (default int) or summed weights.
+
+    Examples:
+        >>> jnp.bincount(jnp.array([0, 1, 1, 3]))
+        Array([1, 2, 0, 1], dtype=int32)
+        >>> jnp.bincount(jnp.array([0, 1, 1, 3]), length=6)
+        Array([1, 2, 0, 1, 0, 0], dtype=int32)
+        >>> jnp.bincount(jnp.array([0, 1, 1]), weights=jnp.array([0.5, 1., 2.]))
+        Array([0.5, 3. ], dtype=float32)
+
+    See also:
+        `histogram`, `unique`.
     """
     x = _arr("bincount", x)
     d = dtype_weak(x)[0]
@@ -1021,7 +1412,25 @@ def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = Non
 
 
 def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002
-    """``jnp.histogram_bin_edges``: ``bins + 1`` equal-width edges over ``range`` (or the data range)."""
+    """Compute the edges of the bins `histogram` would use.
+
+    `bins + 1` equal-width edges over `range` (or the range of the data).
+
+    Args:
+        a: Input data (flattened).
+        bins: Number of bins, or an array of edges (returned as they are).
+        range: Optional `(min, max)` of the bins.
+        weights: Ignored; accepted for NumPy compatibility.
+    Returns:
+        A 1-D array of edges.
+
+    Examples:
+        >>> jnp.histogram_bin_edges(jnp.array([1., 2., 5.]), bins=4)
+        Array([1., 2., 3., 4., 5.], dtype=float32)
+
+    See also:
+        `histogram`.
+    """
     if isinstance(bins, str):
         raise NotImplementedError("histogram_bin_edges: string values for bins are not supported")
     check_arraylike("histogram_bin_edges", a, bins)
@@ -1044,7 +1453,29 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
               density: bool | None = None) -> tuple[Any, Any]:
-    """``jnp.histogram``: counts (or summed weights) per bin and the bin edges; the last bin is closed."""
+    """Compute the histogram of a data set.
+
+    The last bin includes its right edge.
+
+    Args:
+        a: Input data (flattened).
+        bins: Number of equal-width bins (static), or an array of edges.
+        range: Optional `(min, max)` of the bins (default: the data range).
+        weights: Optional weights per sample (summed per bin instead of counting).
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A pair `(hist, bin_edges)`.
+
+    Examples:
+        >>> counts, edges = jnp.histogram(jnp.array([1., 2., 2., 3., 5.]), bins=4)
+        >>> counts
+        Array([1., 2., 1., 1.], dtype=float32)
+        >>> edges
+        Array([1., 2., 3., 4., 5.], dtype=float32)
+
+    See also:
+        `histogram2d`, `histogramdd`, `bincount`.
+    """
     if weights is None:
         check_arraylike("histogram", a, bins)
         (a,) = _inexact("histogram", a)
@@ -1992,7 +2423,27 @@ def nanmedian(a: Any, axis: Any = None, out: None = None, overwrite_input: bool 
 
 # ---------------------------------------------------------------- interpolation and statistics
 def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
-    """``jnp.interp``: piecewise-linear interpolation of ``(xp, fp)`` at ``x`` (``xp`` increasing)."""
+    """One-dimensional piecewise-linear interpolation.
+
+    The function through the points `(xp, fp)` is evaluated at `x`; `xp` must be increasing.
+
+    Args:
+        x: Points at which to interpolate.
+        xp: Increasing x coordinates of the data points.
+        fp: y coordinates of the data points.
+        left: Value for `x < xp[0]` (default `fp[0]`).
+        right: Value for `x > xp[-1]` (default `fp[-1]`).
+        period: Optional period of the x coordinates (then `left`/`right` are not used).
+    Returns:
+        An array of `x`'s shape with an inexact dtype.
+
+    Examples:
+        >>> jnp.interp(jnp.array([0.5, 1.5, 5.]), jnp.array([0., 1., 2.]), jnp.array([0., 10., 30.]))
+        Array([ 5., 20., 30.], dtype=float32)
+
+    See also:
+        `searchsorted`.
+    """
     check_arraylike("interp", x, xp, fp)
     if len(shape_of(xp)) != 1 or len(shape_of(fp)) != 1 or shape_of(xp) != shape_of(fp):
         raise FtransValueError(f"interp: xp and fp must be one-dimensional arrays of equal size, "
@@ -2044,8 +2495,31 @@ def _cov_dtype(name: str, dtype: Any) -> Any:
 
 def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
         fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
-    """``jnp.cov``: covariance matrix of the variables in the rows (``rowvar``) of ``m`` (and ``y``);
-    ``dtype`` (inexact) is the type the data and weights are computed in."""
+    """Estimate a covariance matrix.
+
+    Each row of `m` is a variable and each column an observation, unless `rowvar` is False.
+
+    Args:
+        m: 1-D or 2-D array of observations.
+        y: Optional further variables, stacked under `m`.
+        rowvar: Whether rows (True) or columns are the variables.
+        bias: If True normalise by N, else by N - 1.
+        ddof: If given, overrides `bias`: the divisor is N - ddof.
+        fweights: Optional integer frequency weights per observation.
+        aweights: Optional observation weights.
+        dtype: Inexact dtype the data and weights are computed in.
+    Returns:
+        A 2-D covariance matrix (0-d for a single variable).
+
+    Examples:
+        >>> x = jnp.array([[0., 1., 2.], [2., 1., 0.]])
+        >>> jnp.cov(x)
+        Array([[ 1., -1.],
+               [-1.,  1.]], dtype=float32)
+
+    See also:
+        `corrcoef`, `var`.
+    """
     dtype = _cov_dtype("cov", dtype)
     if y is not None:
         check_arraylike("cov", m, y)
@@ -2104,7 +2578,26 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
 
 
 def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
-    """``jnp.corrcoef``: correlation coefficients, clipped to [-1, 1] for real input."""
+    """Pearson correlation coefficients.
+
+    For real input the coefficients are clipped to [-1, 1].
+
+    Args:
+        x: 1-D or 2-D array of observations (rows are variables unless `rowvar` is False).
+        y: Optional further variables.
+        rowvar: Whether rows (True) or columns are the variables.
+        dtype: Optional inexact dtype to compute in.
+    Returns:
+        A 2-D array of correlation coefficients.
+
+    Examples:
+        >>> jnp.corrcoef(jnp.array([[0., 1., 2.], [2., 1., 0.5]]))
+        Array([[ 1.        , -0.98198044],
+               [-0.98198044,  1.        ]], dtype=float32)
+
+    See also:
+        `cov`.
+    """
     c = cov(x, y, rowvar, dtype=_cov_dtype("corrcoef", dtype))
     if c.ndim == 0:
         return jnp.divide(c, c)
@@ -2117,7 +2610,25 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
 
 
 def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi) -> Any:
-    """``jnp.unwrap``: remove jumps larger than ``discont`` by adding multiples of ``period``."""
+    """Unwrap a signal by removing jumps larger than a threshold.
+
+    Jumps larger than `discont` are removed by adding multiples of `period`.
+
+    Args:
+        p: Input array.
+        discont: Largest jump left as it is (default `period / 2`).
+        axis: Axis along which to unwrap.
+        period: The period of the signal (default `2 pi`).
+    Returns:
+        An array of `p`'s shape and inexact dtype.
+
+    Examples:
+        >>> jnp.unwrap(jnp.array([0., 3., 6.5, 9.]))
+        Array([0.      , 3.      , 0.216815, 2.716815], dtype=float32)
+
+    See also:
+        `angle`.
+    """
     check_arraylike("unwrap", p)
     # As JAX: p and period are promoted together, so integer data with an integer period stays
     # integer (half the period rounds down) and a float period makes the result float.
@@ -2200,7 +2711,20 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
 
 
 def bitwise_count(x: Any, /) -> Any:
-    """``jnp.bitwise_count``: number of 1 bits in ``|x|``, as uint8."""
+    """Count the 1 bits of each element's absolute value.
+
+    Args:
+        x: Integer or bool array.
+    Returns:
+        A uint8 array of `x`'s shape.
+
+    Examples:
+        >>> jnp.bitwise_count(jnp.array([0, 7, -8, 255]))
+        Array([0, 3, 1, 8], dtype=uint8)
+
+    See also:
+        `bitwise_and`.
+    """
     x = _arr("bitwise_count", x)
     d = dtype_weak(x)[0]
     if d.kind not in "biu":

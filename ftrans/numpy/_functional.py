@@ -50,9 +50,25 @@ def _arr(name: str, x: Any) -> Any:
 
 # ---------------------------------------------------------------- elementwise odds and ends
 def angle(z: Any, deg: bool = False) -> Any:
-    """``jnp.angle``: the argument ``atan2(imag, real)`` of each element, in radians (degrees if ``deg``).
+    """Return the angle (argument) of complex numbers, elementwise.
 
-    Integer and boolean inputs, and real rank-0 inputs, give the default float dtype (as in JAX).
+    The angle is `atan2(imag, real)`, in radians unless `deg`. Integer and boolean inputs, and real rank-0
+    inputs, give the default float dtype (as in JAX).
+
+    Args:
+        z: Input array.
+        deg: If True, return degrees instead of radians.
+    Returns:
+        A real array of `z`'s shape.
+
+    Examples:
+        >>> jnp.angle(jnp.array([1j, -1, 1 + 1j]))
+        Array([1.5707964, 3.1415927, 0.7853981], dtype=float32)
+        >>> jnp.angle(jnp.array([1j, -1]), deg=True)
+        Array([ 90., 180.], dtype=float32)
+
+    See also:
+        `arctan2`, `absolute`.
     """
     z = _arr("angle", z)
     re_, im = jnp.real(z), jnp.imag(z)
@@ -412,11 +428,27 @@ _piecewise_jit = jit(_piecewise, static_argnames=("funcs",))
 
 # ---------------------------------------------------------------- numerical gradient
 def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = None) -> Any:
-    """``jnp.gradient``: second-order central differences inside, first-order at the edges.
+    """Estimate the gradient of sampled data with finite differences.
 
-    Spacings are scalars or 1-d coordinate arrays (one per axis, or one for
-    all). ``edge_order`` is not supported (as in JAX). Returns one array for a
-    single axis, else a list.
+    Second-order central differences are used inside, first-order ones at the edges (`edge_order` is not
+    supported, as in JAX).
+
+    Args:
+        f: Array of samples.
+        *varargs: Spacings: scalars or 1-D coordinate arrays (one per axis, or one for all).
+        axis: Axis or axes along which to differentiate (default: all).
+        edge_order: Not supported; must be None.
+    Returns:
+        One array for a single axis, else a list of arrays of `f`'s shape.
+
+    Examples:
+        >>> jnp.gradient(jnp.array([1., 4., 9., 16.]))
+        Array([3., 4., 6., 7.], dtype=float32)
+        >>> jnp.gradient(jnp.array([1., 4., 9., 16.]), 2.)
+        Array([1.5, 2. , 3. , 3.5], dtype=float32)
+
+    See also:
+        `diff`.
     """
     if edge_order is not None:
         raise NotImplementedError("The 'edge_order' argument to jnp.gradient is not supported.")
@@ -615,8 +647,26 @@ def roots(p: Any, *, strip_zeros: bool = True) -> Any:
 # ---------------------------------------------------------------- histograms in several dimensions
 def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, list]:
-    """``jnp.histogramdd``: counts (or summed weights) of ``(N, D)`` samples in a D-dimensional grid of bins,
-    and the D edge arrays."""
+    """Compute the multidimensional histogram of some data.
+
+    Args:
+        sample: An `(N, D)` array of N points in D dimensions.
+        bins: Number of bins (per dimension), or edge arrays.
+        range: Optional `(min, max)` per dimension.
+        weights: Optional weights per point.
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A pair `(hist, edges)`: the D-dimensional counts and a list of D edge arrays.
+
+    Examples:
+        >>> h, edges = jnp.histogramdd(jnp.array([[0., 0.], [1., 0.], [1., 1.]]), bins=2)
+        >>> h
+        Array([[1, 0],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `histogram`, `histogram2d`.
+    """
     if weights is None:
         check_arraylike("histogramdd", sample)
         (sample,) = _inexact_nobcast("histogramdd", sample)
@@ -658,7 +708,27 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
 
 def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, Any, Any]:
-    """``jnp.histogram2d``: the 2-d histogram of points ``(x, y)`` and its x and y bin edges."""
+    """Compute the 2-D histogram of two data samples.
+
+    Args:
+        x: x coordinates of the points.
+        y: y coordinates of the points.
+        bins: Number of bins (per axis), or edge arrays.
+        range: Optional `[[xmin, xmax], [ymin, ymax]]`.
+        weights: Optional weights per point.
+        density: If True, return a probability density instead of counts.
+    Returns:
+        A triple `(hist, xedges, yedges)`.
+
+    Examples:
+        >>> h, xe, ye = jnp.histogram2d(jnp.array([0., 1., 1.]), jnp.array([0., 0., 1.]), bins=2)
+        >>> h
+        Array([[1, 0],
+               [1, 1]], dtype=int32)
+
+    See also:
+        `histogram`, `histogramdd`.
+    """
     check_arraylike("histogram2d", x, y)
     try:
         nb = len(bins)
