@@ -882,7 +882,24 @@ _KINDS: dict[str, Callable[[np.dtype], bool]] = {
 
 
 def isdtype(dtype: Any, kind: Any) -> bool:
-    """``jnp.isdtype`` (array API): ``dtype`` is of ``kind`` (a name, a dtype, or a tuple of them)."""
+    """Test whether a dtype is of a given kind (array API).
+
+    Args:
+        dtype: The dtype to test.
+        kind: A kind name (`'bool'`, `'signed integer'`, `'unsigned integer'`, `'integral'`, `'real
+          floating'`, `'complex floating'`, `'numeric'`), a dtype, or a tuple of them.
+    Returns:
+        A Python bool.
+
+    Examples:
+        >>> jnp.isdtype(jnp.float32, "real floating")
+        True
+        >>> jnp.isdtype(jnp.int8, ("bool", "unsigned integer"))
+        False
+
+    See also:
+        `issubdtype`.
+    """
     try:
         d = np.dtype(dtypes.to_dtype(dtype))
     except TypeError:
@@ -1061,7 +1078,30 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
 
 
 def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:  # noqa: N803 - NumPy's name
-    """``jnp.vander``: columns are powers of ``x`` (decreasing unless ``increasing``)."""
+    """Generate a Vandermonde matrix.
+
+    The columns are powers of `x`, decreasing unless `increasing`.
+
+    Args:
+        x: 1-D input array.
+        N: Number of columns (default `len(x)`).
+        increasing: If True, the powers increase from left to right.
+    Returns:
+        An array of shape `(len(x), N)`.
+
+    Examples:
+        >>> jnp.vander(jnp.array([1, 2, 3]))
+        Array([[1, 1, 1],
+               [4, 2, 1],
+               [9, 3, 1]], dtype=int32)
+        >>> jnp.vander(jnp.array([1, 2, 3]), 2, increasing=True)
+        Array([[1, 1],
+               [1, 2],
+               [1, 3]], dtype=int32)
+
+    See also:
+        `polyval`.
+    """
     x = _arr("vander", x)
     if len(shape_of(x)) != 1:
         raise FtransValueError(f"vander: x must be a one-dimensional array, got shape {shape_of(x)}")
@@ -1218,7 +1258,24 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
 
 # ---------------------------------------------------------------- polynomials
 def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
-    """``jnp.polyval``: Horner's rule over the leading axis of ``p`` (``unroll`` is accepted and ignored)."""
+    """Evaluate a polynomial at given points.
+
+    The coefficients run from the highest power down; Horner's rule runs over the leading axis of `p`.
+
+    Args:
+        p: Coefficients, highest power first.
+        x: Points at which to evaluate.
+        unroll: Accepted and ignored (the loop is unrolled).
+    Returns:
+        An array of the broadcast shape of `x` (and any trailing axes of `p`).
+
+    Examples:
+        >>> jnp.polyval(jnp.array([1, 0, -1]), jnp.array([0, 1, 2, 3]))
+        Array([-1,  0,  3,  8], dtype=int32)
+
+    See also:
+        `polyfit`, `roots`.
+    """
     (p, x), _, _ = promote_dtypes("polyval", p, x)
     pshape, xshape = tuple(shape_of(p)), tuple(shape_of(x))
     if not pshape:
@@ -1231,7 +1288,23 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
 
 
 def polyadd(a1: Any, a2: Any) -> Any:
-    """``jnp.polyadd``: sum of coefficient arrays, aligned at the constant term."""
+    """Add two polynomials.
+
+    The coefficient arrays (highest power first) are aligned at the constant term.
+
+    Args:
+        a1: First coefficients.
+        a2: Second coefficients.
+    Returns:
+        The coefficients of the sum.
+
+    Examples:
+        >>> jnp.polyadd(jnp.array([1, 2, 3]), jnp.array([10, 20]))
+        Array([ 1, 12, 23], dtype=int32)
+
+    See also:
+        `polysub`, `polymul`.
+    """
     (a1, a2), _, _ = promote_dtypes("polyadd", a1, a2)
     n1, n2 = shape_of(a1)[0], shape_of(a2)[0]
     if n2 <= n1:
@@ -1240,14 +1313,45 @@ def polyadd(a1: Any, a2: Any) -> Any:
 
 
 def polysub(a1: Any, a2: Any) -> Any:
-    """``jnp.polysub``: difference of coefficient arrays."""
+    """Subtract one polynomial from another.
+
+    Args:
+        a1: Coefficients of the minuend (highest power first).
+        a2: Coefficients of the subtrahend.
+    Returns:
+        The coefficients of the difference.
+
+    Examples:
+        >>> jnp.polysub(jnp.array([1, 2, 3]), jnp.array([1, 1]))
+        Array([1, 1, 2], dtype=int32)
+
+    See also:
+        `polyadd`.
+    """
     (a1, a2), _, _ = promote_dtypes("polysub", a1, a2)
     return polyadd(a1, jnp.negative(a2))
 
 
 def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
-    """``jnp.polymul``: product of coefficient arrays, as a full convolution (one convolution
-    primitive, so low-precision inputs accumulate in a wider type, as in JAX)."""
+    """Multiply two polynomials.
+
+    The product is a full convolution (one convolution primitive, so low-precision inputs accumulate in a
+    wider type, as in JAX).
+
+    Args:
+        a1: First coefficients (highest power first).
+        a2: Second coefficients.
+        trim_leading_zeros: Strip leading zeros of the result (needs concrete values).
+    Returns:
+        The coefficients of the product.
+
+    Examples:
+        >>> jnp.polymul(jnp.array([1, 1]), jnp.array([1, -1]))
+        Array([ 1.,  0., -1.], dtype=float32)
+
+    See also:
+        `polydiv`, `convolve`.
+    """
     check_arraylike("polymul", a1, a2)
     a1, a2 = _inexact_nobcast("polymul", a1, a2)
     for a in (a1, a2):
@@ -1263,7 +1367,23 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
 
 
 def polyder(p: Any, m: int = 1) -> Any:
-    """``jnp.polyder``: coefficients of the ``m``-th derivative."""
+    """Differentiate a polynomial.
+
+    Args:
+        p: Coefficients (highest power first).
+        m: Order of the derivative.
+    Returns:
+        The coefficients of the `m`-th derivative.
+
+    Examples:
+        >>> jnp.polyder(jnp.array([1, 2, 3, 4]))
+        Array([3., 4., 3.], dtype=float32)
+        >>> jnp.polyder(jnp.array([1, 2, 3, 4]), m=2)
+        Array([6., 4.], dtype=float32)
+
+    See also:
+        `polyint`.
+    """
     check_arraylike("polyder", p)
     m = _index("polyder", m, "m")
     (p,) = _inexact("polyder", p)
@@ -1278,7 +1398,24 @@ def polyder(p: Any, m: int = 1) -> Any:
 
 
 def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
-    """``jnp.polyint``: coefficients of the ``m``-th antiderivative with integration constants ``k``."""
+    """Integrate a polynomial.
+
+    Args:
+        p: Coefficients (highest power first).
+        m: Order of the antiderivative.
+        k: Integration constants (a scalar or `m` values; default 0).
+    Returns:
+        The coefficients of the `m`-th antiderivative.
+
+    Examples:
+        >>> jnp.polyint(jnp.array([3., 2., 1.]))
+        Array([1., 1., 1., 0.], dtype=float32)
+        >>> jnp.polyint(jnp.array([3., 2., 1.]), k=5.)
+        Array([1., 1., 1., 5.], dtype=float32)
+
+    See also:
+        `polyder`.
+    """
     m = _index("polyint", m, "m")
     k = 0 if k is None else k
     check_arraylike("polyint", p, k)
@@ -1920,7 +2057,26 @@ def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) ->
 
 # ---------------------------------------------------------------- insert, delete, resize, trim
 def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
-    """``jnp.insert``: ``values`` inserted before the positions ``obj`` along ``axis``."""
+    """Insert values before given positions along an axis.
+
+    Args:
+        arr: Input array.
+        obj: Index, slice, or sequence of indices before which to insert.
+        values: Values to insert (broadcast as needed).
+        axis: The axis to insert along; None (the default) uses the flattened array.
+    Returns:
+        A new, longer array of `arr`'s dtype.
+
+    Examples:
+        >>> jnp.insert(jnp.array([1, 2, 3]), 1, 9)
+        Array([1, 9, 2, 3], dtype=int32)
+        >>> jnp.insert(jnp.array([[1, 2], [3, 4]]), 0, 0, axis=1)
+        Array([[0, 1, 2],
+               [0, 3, 4]], dtype=int32)
+
+    See also:
+        `delete`, `append`.
+    """
     check_arraylike("insert", arr, 0 if isinstance(obj, slice) else obj, values)
     a = _as_array(arr)
     if axis is None:
@@ -1961,10 +2117,29 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
 
 
 def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:
-    """``jnp.delete``: ``arr`` without the entries ``obj`` along ``axis``.
+    """Return a new array with sub-arrays along an axis deleted.
 
-    An array ``obj`` must be concrete unless ``assume_unique_indices=True``,
-    since the output length depends on it.
+    An array `obj` must be concrete unless `assume_unique_indices=True`, since the output length depends on
+    it.
+
+    Args:
+        arr: Input array.
+        obj: Index, slice, or sequence of indices to delete.
+        axis: The axis to delete along; None (the default) uses the flattened array.
+        assume_unique_indices: Promise that the indices are unique and in range, which lets them be traced.
+    Returns:
+        An array with the entries removed.
+
+    Examples:
+        >>> x = jnp.arange(6)
+        >>> jnp.delete(x, jnp.array([0, 2]))
+        Array([1, 3, 4, 5], dtype=int32)
+        >>> jnp.delete(jnp.arange(6).reshape(2, 3), 1, axis=1)
+        Array([[0, 2],
+               [3, 5]], dtype=int32)
+
+    See also:
+        `insert`.
     """
     a = _arr("delete", arr)
     if axis is None:
@@ -2002,7 +2177,24 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
 
 
 def resize(a: Any, new_shape: Any) -> Any:
-    """``jnp.resize``: the flattened array repeated (or cut) to fill ``new_shape``."""
+    """Return a new array with the given shape, repeating the data as needed.
+
+    The flattened array is repeated (or cut) to fill `new_shape`.
+
+    Args:
+        a: Input array.
+        new_shape: The shape of the result.
+    Returns:
+        An array of shape `new_shape` and `a`'s dtype.
+
+    Examples:
+        >>> jnp.resize(jnp.array([1, 2, 3]), (2, 4))
+        Array([[1, 2, 3, 1],
+               [2, 3, 1, 2]], dtype=int32)
+
+    See also:
+        `reshape`, `tile`.
+    """
     check_arraylike("resize", a)
     shape = (new_shape,) if isinstance(new_shape, (int, np.integer)) else tuple(new_shape)
     shape = tuple(_index("resize", s, "new_shape") for s in shape)
@@ -2017,7 +2209,26 @@ def resize(a: Any, new_shape: Any) -> Any:
 
 
 def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
-    """``jnp.trim_zeros``: strip leading (``f``) and/or trailing (``b``) all-zero slices; needs a concrete input."""
+    """Strip leading and/or trailing zeros.
+
+    All-zero slices are removed; the input must be concrete.
+
+    Args:
+        filt: Input array.
+        trim: `'f'` to trim the front, `'b'` the back, `'fb'` (default) both.
+        axis: Optional axis or axes to trim along.
+    Returns:
+        The trimmed array.
+
+    Examples:
+        >>> jnp.trim_zeros(jnp.array([0, 0, 1, 2, 0]))
+        Array([1, 2], dtype=int32)
+        >>> jnp.trim_zeros(jnp.array([0, 1, 0]), trim="f")
+        Array([1, 0], dtype=int32)
+
+    See also:
+        `nonzero`.
+    """
     f = _arr("trim_zeros", filt)
     v = np.asarray(concrete_or_error(f, "the filt argument of jnp.trim_zeros"))
     axes = set(range(v.ndim)) if axis is None else {canonicalize_axis("trim_zeros", ax, v.ndim)
@@ -2653,7 +2864,24 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * np.pi)
 
 # ---------------------------------------------------------------- bits
 def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
-    """``jnp.packbits``: groups of 8 truth values packed into uint8 (zero-padded at the end)."""
+    """Pack the truth values of an array into the bits of uint8 values.
+
+    Groups of 8 are packed, with zero padding at the end.
+
+    Args:
+        a: Integer or bool array (nonzero is a 1 bit).
+        axis: The axis to pack along; None (the default) uses the flattened array.
+        bitorder: `'big'` (the first value is the top bit) or `'little'`.
+    Returns:
+        A uint8 array.
+
+    Examples:
+        >>> jnp.packbits(jnp.array([1, 0, 1, 1, 0, 0, 0, 1, 1]))
+        Array([177, 128], dtype=uint8)
+
+    See also:
+        `unpackbits`.
+    """
     a = _arr("packbits", a)
     d = dtype_weak(a)[0]
     if d.kind not in "biu":
@@ -2678,7 +2906,25 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
 
 
 def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
-    """``jnp.unpackbits``: each uint8 expanded to 8 bits along ``axis`` (then cut or padded to ``count``)."""
+    """Unpack the bits of uint8 values into an array of 0s and 1s.
+
+    Each value expands to 8 bits along `axis`; the result is then cut or padded to `count`.
+
+    Args:
+        a: uint8 array.
+        axis: The axis to unpack along; None (the default) uses the flattened array.
+        count: Optional number of bits to keep.
+        bitorder: `'big'` (the top bit first) or `'little'`.
+    Returns:
+        A uint8 array of 0s and 1s.
+
+    Examples:
+        >>> jnp.unpackbits(jnp.array([5, 255], dtype=jnp.uint8))
+        Array([0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1], dtype=uint8)
+
+    See also:
+        `packbits`.
+    """
     a = _arr("unpackbits", a)
     if dtype_weak(a)[0] != np.uint8:
         raise FtransTypeError(f"unpackbits: expected an input array of unsigned byte data type, got {a.dtype}")
@@ -2752,22 +2998,80 @@ def _cosine_window(name: str, M: int, coefs: Sequence[float]) -> Any:  # noqa: N
 
 
 def hamming(M: int) -> Any:  # noqa: N803 - NumPy's name
-    """``jnp.hamming``: 0.54 - 0.46 cos(2 pi n / (M - 1))."""
+    """Return the Hamming window.
+
+    The values are `0.54 - 0.46 cos(2 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.hamming(4)
+        Array([0.08000001, 0.77000004, 0.77      , 0.08000001], dtype=float32)
+
+    See also:
+        `hanning`, `blackman`.
+    """
     return _cosine_window("hamming", M, (0.54, -0.46))
 
 
 def hanning(M: int) -> Any:  # noqa: N803
-    """``jnp.hanning``: 0.5 - 0.5 cos(2 pi n / (M - 1))."""
+    """Return the Hann window.
+
+    The values are `0.5 - 0.5 cos(2 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.hanning(4)
+        Array([0.        , 0.75      , 0.74999994, 0.        ], dtype=float32)
+
+    See also:
+        `hamming`, `blackman`.
+    """
     return _cosine_window("hanning", M, (0.5, -0.5))
 
 
 def blackman(M: int) -> Any:  # noqa: N803
-    """``jnp.blackman``: 0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1))."""
+    """Return the Blackman window.
+
+    The values are `0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1))`.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.blackman(4)
+        Array([-1.4901161e-08,  6.3000000e-01,  6.2999994e-01, -1.4901161e-08], dtype=float32)
+
+    See also:
+        `bartlett`, `hamming`, `hanning`, `kaiser`.
+    """
     return _cosine_window("blackman", M, (0.42, -0.5, 0.08))
 
 
 def bartlett(M: int) -> Any:  # noqa: N803
-    """``jnp.bartlett``: the triangular window."""
+    """Return the Bartlett (triangular) window.
+
+    Args:
+        M: Number of points.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.bartlett(5)
+        Array([0. , 0.5, 1. , 0.5, 0. ], dtype=float32)
+
+    See also:
+        `blackman`, `hamming`, `hanning`, `kaiser`.
+    """
     m = _window_n("bartlett", M)
     d = dtypes.default_float()
     if m <= 1:
@@ -2777,7 +3081,23 @@ def bartlett(M: int) -> Any:  # noqa: N803
 
 
 def kaiser(M: int, beta: Any) -> Any:  # noqa: N803
-    """``jnp.kaiser``: I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)."""
+    """Return the Kaiser window.
+
+    The values are `I0(beta sqrt(1 - (2n/(M-1) - 1)^2)) / I0(beta)`.
+
+    Args:
+        M: Number of points.
+        beta: Shape parameter.
+    Returns:
+        A 1-D float array of `M` values.
+
+    Examples:
+        >>> jnp.kaiser(4, 5.0)
+        Array([0.03671089, 0.77532196, 0.77532196, 0.03671089], dtype=float32)
+
+    See also:
+        `i0`, `hamming`.
+    """
     m = _window_n("kaiser", M)
     d = dtypes.default_float()
     if m <= 1:

@@ -191,7 +191,26 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
 
 
 def block(arrays: Any) -> Any:
-    """``jnp.block``: assemble an array from nested lists of blocks (the innermost lists join the last axis)."""
+    """Assemble an array from nested lists of blocks.
+
+    The innermost lists are joined along the last axis, the next level out along the second-to-last, and so
+    on.
+
+    Args:
+        arrays: A nested list of arrays (or scalars).
+    Returns:
+        The assembled array.
+
+    Examples:
+        >>> a = jnp.ones((2, 2))
+        >>> jnp.block([[a, jnp.zeros((2, 1))], [jnp.full((1, 3), 5.)]])
+        Array([[1., 1., 0.],
+               [1., 1., 0.],
+               [5., 5., 5.]], dtype=float32)
+
+    See also:
+        `concatenate`, `stack`.
+    """
 
     def depth_of(x: Any, path: tuple) -> int:
         if isinstance(x, tuple):
@@ -247,12 +266,30 @@ def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[
 
 
 def vectorize(pyfunc: Callable, *, excluded: Any = frozenset(), signature: str | None = None) -> Callable:
-    """``jnp.vectorize``: a function that maps ``pyfunc`` over the leading (loop) axes of its arguments.
+    """Turn a function on scalars (or core arrays) into one mapped over leading axes.
 
-    Without ``signature`` ``pyfunc`` sees scalars; with a gufunc ``signature``
-    such as ``"(n),(n)->()"`` it sees the trailing core axes. Loop axes
-    broadcast, and the mapping is ``vmap`` (size-1 axes are not materialised).
-    ``excluded`` names positions or keywords passed through unmapped.
+    Without `signature` the function sees scalars; with a generalised-ufunc `signature` such as
+    `"(n),(n)->()"` it sees the trailing core axes. Loop axes broadcast, and the mapping is `vmap`: the
+    function is traced once, not called per element (size-1 axes are not materialised). `excluded` names
+    positions or keywords passed through unmapped.
+
+    Args:
+        pyfunc: The function to map.
+        excluded: Set of positional indices or keyword names not to map over.
+        signature: Optional generalised-ufunc signature, e.g. `"(m,n),(n)->(m)"`.
+    Returns:
+        The vectorised function.
+
+    Examples:
+        >>> f = jnp.vectorize(lambda a, b: jnp.where(a > b, a - b, 0))
+        >>> f(jnp.array([1, 5, 3]), jnp.array([4, 2, 6]))
+        Array([0, 3, 0], dtype=int32)
+        >>> norm = jnp.vectorize(lambda v: jnp.sqrt(jnp.sum(v * v)), signature="(n)->()")
+        >>> norm(jnp.array([[3., 4.], [6., 8.]]))
+        Array([ 5., 10.], dtype=float32)
+
+    See also:
+        `ftrans.vmap`, `frompyfunc`, `apply_along_axis`.
     """
     excluded = frozenset(excluded)
     if any(not isinstance(e, (str, int)) for e in excluded):
@@ -351,7 +388,30 @@ def _checked(func: Callable, sizes: dict, out_core: list, signature: str) -> Cal
 
 
 def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
-    """``jnp.apply_along_axis``: ``func1d`` applied to every 1-d slice along ``axis`` (by ``vmap``)."""
+    """Apply a function to 1-D slices of an array along an axis.
+
+    The function is mapped with `vmap`, so it is traced once on one slice rather than called per slice.
+
+    Args:
+        func1d: A function of a 1-D array.
+        axis: The axis along which the slices lie.
+        arr: Input array.
+        *args: Extra positional arguments for `func1d`.
+        **kwargs: Extra keyword arguments for `func1d`.
+    Returns:
+        The stacked results, with `axis` replaced by the shape of `func1d`'s output.
+
+    Examples:
+        >>> x = jnp.array([[1, 2, 3], [4, 5, 6]])
+        >>> jnp.apply_along_axis(jnp.sum, 1, x)
+        Array([ 6, 15], dtype=int32)
+        >>> jnp.apply_along_axis(lambda v: v[::-1], 0, x)
+        Array([[4, 5, 6],
+               [1, 2, 3]], dtype=int32)
+
+    See also:
+        `apply_over_axes`, `vectorize`.
+    """
     check_arraylike("apply_along_axis", arr)
     nd = np.ndim(arr)
     axis = canonicalize_axis("apply_along_axis", axis, nd)
@@ -367,7 +427,26 @@ def apply_along_axis(func1d: Callable, axis: int, arr: Any, *args: Any, **kwargs
 
 
 def apply_over_axes(func: Callable, a: Any, axes: Sequence[int]) -> Any:
-    """``jnp.apply_over_axes``: ``a = func(a, axis)`` for each axis in turn, a dropped axis put back as size 1."""
+    """Apply a reduction repeatedly over several axes.
+
+    Each step is `a = func(a, axis)`; an axis the function drops is put back with size 1.
+
+    Args:
+        func: A function `func(array, axis)`.
+        a: Input array.
+        axes: Sequence of axes.
+    Returns:
+        An array with `a`'s number of dimensions.
+
+    Examples:
+        >>> jnp.apply_over_axes(jnp.sum, jnp.arange(24).reshape(2, 3, 4), [0, 2])
+        Array([[[ 60],
+                [ 92],
+                [124]]], dtype=int32)
+
+    See also:
+        `apply_along_axis`.
+    """
     a = _arr("apply_over_axes", a)
     for axis in axes:
         b = func(a, axis)
@@ -382,12 +461,31 @@ def apply_over_axes(func: Callable, a: Any, axes: Sequence[int]) -> Any:
 
 
 def piecewise(x: Any, condlist: Any, funclist: list, *args: Any, **kw: Any) -> Any:
-    """``jnp.piecewise``: ``funclist[i](x)`` where ``condlist[i]`` holds (the last true condition wins).
+    """Evaluate a piecewise-defined function.
 
-    A function list one longer than the conditions supplies the value where no
-    condition holds (else 0). Entries may be constants. Each function is
-    traced once on a scalar and selected elementwise (``lax.switch`` under
-    ``vectorize``), so the output has ``x``'s dtype.
+    At each position the value is `funclist[i](x)` for the last true `condlist[i]`. A function list one longer
+    than the conditions supplies the value where no condition holds (else 0). Entries may be constants. Each
+    function is traced once on a scalar and selected elementwise (`lax.switch` under `vectorize`), so the
+    output has `x`'s dtype.
+
+    Args:
+        x: Input array.
+        condlist: Sequence of boolean arrays of `x`'s shape.
+        funclist: Functions (or constants), one per condition, plus an optional default.
+        *args: Extra positional arguments for the functions.
+        **kw: Extra keyword arguments for the functions.
+    Returns:
+        An array of `x`'s shape and dtype.
+
+    Examples:
+        >>> x = jnp.array([-2., -1., 0., 1., 2.])
+        >>> jnp.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v ** 2])
+        Array([2., 1., 0., 1., 4.], dtype=float32)
+        >>> jnp.piecewise(x, [x > 1], [10.])
+        Array([ 0.,  0.,  0.,  0., 10.], dtype=float32)
+
+    See also:
+        `select`, `where`.
     """
     x = _arr("piecewise", x)
     nc, nf = len(condlist), len(funclist)
@@ -507,8 +605,22 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
 
 # ---------------------------------------------------------------- polynomials
 def poly(seq_of_zeros: Any) -> Any:
-    """``jnp.poly``: the coefficients of the monic polynomial with the given roots (or a square matrix's
-    eigenvalues)."""
+    """Return the coefficients of the monic polynomial with given roots.
+
+    A square matrix gives its characteristic polynomial (from its eigenvalues).
+
+    Args:
+        seq_of_zeros: 1-D array of roots, or a square matrix.
+    Returns:
+        A 1-D coefficient array (highest power first).
+
+    Examples:
+        >>> jnp.poly(jnp.array([1., 2.]))
+        Array([ 1., -3.,  2.], dtype=float32)
+
+    See also:
+        `roots`.
+    """
     check_arraylike("poly", seq_of_zeros)
     (z,) = _inexact_nobcast("poly", seq_of_zeros)
     z = jnp.atleast_1d(z)
@@ -526,8 +638,27 @@ def poly(seq_of_zeros: Any) -> Any:
 
 
 def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, Any]:
-    """``jnp.polydiv``: quotient and remainder of polynomial division (the remainder keeps ``u``'s length
-    unless ``trim_leading_zeros``, which needs concrete values)."""
+    """Divide one polynomial by another.
+
+    The remainder keeps `u`'s length unless `trim_leading_zeros`, which needs concrete values.
+
+    Args:
+        u: Dividend coefficients (highest power first).
+        v: Divisor coefficients.
+        trim_leading_zeros: Strip the leading zeros of the remainder.
+    Returns:
+        A pair `(quotient, remainder)` of coefficient arrays (inexact dtype).
+
+    Examples:
+        >>> q, r = jnp.polydiv(jnp.array([1., 0., -1.]), jnp.array([1., 1.]))
+        >>> q
+        Array([ 1., -1.], dtype=float32)
+        >>> r
+        Array([0., 0., 0.], dtype=float32)
+
+    See also:
+        `polymul`.
+    """
     check_arraylike("polydiv", u, v)
     u, v = _inexact_nobcast("polydiv", u, v)
     m, n = u.shape[0] - 1, v.shape[0] - 1
@@ -547,10 +678,29 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, A
 
 def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
             cov: Any = False) -> Any:
-    """``jnp.polyfit``: least-squares polynomial coefficients (highest power first) of degree ``deg``.
+    """Least-squares polynomial fit.
 
-    ``full=True`` also returns residuals, rank, singular values and ``rcond``;
-    ``cov=True`` (or ``"unscaled"``) returns the coefficient covariance.
+    `full=True` also returns the residuals, rank, singular values and `rcond`; `cov=True` (or `"unscaled"`)
+    returns the coefficients' covariance matrix.
+
+    Args:
+        x: x coordinates of the samples.
+        y: y coordinates (1-D, or 2-D for several fits at once).
+        deg: Degree of the polynomial (static).
+        rcond: Relative cut-off for small singular values.
+        full: Whether to return diagnostic information too.
+        w: Optional weights per sample.
+        cov: Whether to return the covariance matrix too.
+    Returns:
+        The coefficients (highest power first), or a tuple with the extra results.
+
+    Examples:
+        >>> x = jnp.array([0., 1., 2., 3.])
+        >>> jnp.polyfit(x, 2 * x + 1, 1).round(4)
+        Array([2., 1.], dtype=float32)
+
+    See also:
+        `polyval`, `linalg.lstsq`.
     """
     if w is None:
         check_arraylike("polyfit", x, y)
@@ -619,11 +769,23 @@ def _roots_no_zeros(p: Any) -> Any:
 
 
 def roots(p: Any, *, strip_zeros: bool = True) -> Any:
-    """``jnp.roots``: the roots of the polynomial with coefficients ``p`` (highest power first), as the
-    companion matrix's eigenvalues.
+    """Return the roots of a polynomial.
 
-    Leading zeros are stripped, which needs concrete values; under ``jit``
-    pass ``strip_zeros=False``, and the roots they stand for come back NaN.
+    The roots are the companion matrix's eigenvalues. Leading zeros are stripped, which needs concrete values;
+    under `jit` pass `strip_zeros=False`, and the roots they stand for come back NaN.
+
+    Args:
+        p: Coefficients (highest power first).
+        strip_zeros: Whether to strip leading zeros first.
+    Returns:
+        A 1-D complex array of roots.
+
+    Examples:
+        >>> jnp.sort_complex(jnp.roots(jnp.array([1., -3., 2.]))).round(4)
+        Array([1.+0.j, 2.+0.j], dtype=complex64)
+
+    See also:
+        `poly`, `polyval`.
     """
     check_arraylike("roots", p)
     (p,) = _inexact_nobcast("roots", p)
