@@ -233,7 +233,7 @@ def _binary(prim: Primitive, name: str, *, bool_prim: Primitive | None = None,
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or doc or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
+    fn.__doc__ = doc or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
     __all__.append(name)
     return fn
 
@@ -265,7 +265,7 @@ def _unary(prim: Primitive, name: str, check_nan: bool = False):
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` (integers are promoted to float)."
+    fn.__doc__ = f"Elementwise ``{name}`` (integers are promoted to float)."
     __all__.append(name)
     return fn
 
@@ -280,24 +280,6 @@ minimum = _binary(E.min_p, "minimum")
 
 @_export
 def negative(x: Any, /, *, out: None = None, where: None = None) -> Any:
-    """Numerical negative, elementwise (`-x`).
-
-    Bool input is an error, as in NumPy.
-
-    Args:
-        x: First operand (array or scalar).
-        out: Unused; must be None.
-        where: Unused; must be None.
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.negative(jnp.array([1, -2, 0]))
-        Array([-1,  2,  0], dtype=int32)
-
-    See also:
-        `positive`, `subtract`.
-    """
     if out is not None or where is not None:
         _refuse_out_where("negative", out, where)
     if (r := _fast1(E.neg_p, x, NUM)) is not None:
@@ -311,48 +293,13 @@ def negative(x: Any, /, *, out: None = None, where: None = None) -> Any:
 
 @_export
 def positive(x: Any, /) -> Any:
-    """Numerical positive, elementwise (`+x`): the values unchanged.
-
-    Bool input is an error, as in NumPy.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype, equal to `x`.
-
-    Examples:
-        >>> jnp.positive(jnp.array([1, -2]))
-        Array([ 1, -2], dtype=int32)
-
-    See also:
-        `negative`.
-    """
     check_arraylike("positive", x)
     return as_operand(x)
 
 
 @_export
 def true_divide(x: Any, y: Any, /) -> Any:
-    """Divide arguments elementwise, in floating point.
-
-    Integer operands are promoted to the default float (float32 unless x64 is on) before dividing; `x / y` on
-    arrays calls this.
-
-    Args:
-        x: First operand (array or scalar).
-        y: Second operand; broadcasts against `x`.
-    Returns:
-        The elementwise quotient `x / y`, with an inexact dtype.
-
-    Examples:
-        >>> jnp.true_divide(jnp.array([1, 2, 3]), 2)
-        Array([0.5, 1. , 1.5], dtype=float32)
-        >>> jnp.true_divide(jnp.array([1., -1., 0.]), 0.)
-        Array([ inf, -inf,  nan], dtype=float32)
-
-    See also:
-        `floor_divide`, `divmod`.
-    """
+    """``x / y`` in floating point (integers are promoted to the default float)."""
     if can_shortcut() and type(x) is Array and type(y) is Array:
         xv, yv = x._value, y._value
         if xv.dtype == yv.dtype and xv.dtype.kind in "fc":
@@ -388,26 +335,6 @@ def _float_divmod(a: Any, b: Any) -> tuple[Any, Any]:
 
 @_export
 def floor_divide(x: Any, y: Any, /) -> Any:
-    """Divide arguments elementwise and round towards minus infinity.
-
-    For integers this is Python's `//` (the quotient rounded down, also for negative operands); integer
-    division by zero gives an unspecified value instead of raising.
-
-    Args:
-        x: First operand (array or scalar).
-        y: Second operand; broadcasts against `x`.
-    Returns:
-        The elementwise `x // y`, in the promoted dtype.
-
-    Examples:
-        >>> jnp.floor_divide(jnp.array([7, -7, 7]), jnp.array([2, 2, -2]))
-        Array([ 3, -4, -4], dtype=int32)
-        >>> jnp.floor_divide(jnp.array([7.5, -7.5]), 2)
-        Array([ 3., -4.], dtype=float32)
-
-    See also:
-        `true_divide`, `remainder`, `divmod`.
-    """
     a, b = _numeric("floor_divide", x, y)
     if _trace._error_checks:
         _err.divide_check(b)
@@ -436,23 +363,6 @@ def _safe_int_divisor(b: Any) -> Any:
 
 @_export
 def remainder(x: Any, y: Any, /) -> Any:
-    """Remainder of division elementwise, with the sign of the divisor (Python's `%`).
-
-    Args:
-        x: First operand (array or scalar).
-        y: Second operand; broadcasts against `x`.
-    Returns:
-        The elementwise `x % y` in the promoted dtype; it has the sign of `y`.
-
-    Examples:
-        >>> jnp.remainder(jnp.array([7, -7, 7]), jnp.array([3, 3, -3]))
-        Array([ 1,  2, -2], dtype=int32)
-        >>> jnp.remainder(jnp.array([5.5, -5.5]), 2)
-        Array([1.5, 0.5], dtype=float32)
-
-    See also:
-        `fmod` (sign of the dividend), `floor_divide`, `divmod`.
-    """
     a, b = _numeric("remainder", x, y)
     if _trace._error_checks:
         _err.divide_check(b)
@@ -477,21 +387,6 @@ __all__.append("mod")
 
 @_export
 def fmod(x: Any, y: Any, /) -> Any:
-    """Remainder of division elementwise, with the sign of the dividend (C's `fmod`).
-
-    Args:
-        x: First operand (array or scalar).
-        y: Second operand; broadcasts against `x`.
-    Returns:
-        The elementwise remainder in the promoted dtype; it has the sign of `x`.
-
-    Examples:
-        >>> jnp.fmod(jnp.array([7, -7, 7]), jnp.array([3, 3, -3]))
-        Array([ 1, -1,  1], dtype=int32)
-
-    See also:
-        `remainder` (sign of the divisor).
-    """
     a, b = _numeric("fmod", x, y)
     d = _dtype(a)
     if d.kind == "c":
@@ -504,24 +399,6 @@ def fmod(x: Any, y: Any, /) -> Any:
 
 @_export
 def divmod(x: Any, y: Any, /) -> tuple[Any, Any]:  # noqa: A001 - NumPy's name
-    """Return the floor quotient and the remainder, elementwise.
-
-    Args:
-        x: First operand (array or scalar).
-        y: Second operand; broadcasts against `x`.
-    Returns:
-        A pair `(floor_divide(x, y), remainder(x, y))` of arrays of the broadcast shape.
-
-    Examples:
-        >>> q, r = jnp.divmod(jnp.array([7, -7]), 3)
-        >>> q
-        Array([ 2, -3], dtype=int32)
-        >>> r
-        Array([1, 2], dtype=int32)
-
-    See also:
-        `floor_divide`, `remainder`.
-    """
     a, b = _numeric("divmod", x, y)
     d = _dtype(a)
     if d.kind in "iu":
@@ -548,27 +425,12 @@ def _concrete_int(y: Any) -> int | None:
 
 @_export
 def power(x: Any, y: Any, /) -> Any:
-    """Raise `x` to the power `y`, elementwise.
+    """``x ** y`` with JAX's special cases.
 
-    JAX's special cases apply: a concrete integer exponent becomes `integer_pow` (exact, and differentiable at
-    x = 0); integer ** integer is binary exponentiation over six exponent bits (as JAX does: more would
-    overflow anyway); an inexact base with an integer exponent uses `pow` without promoting the exponent. A
-    negative integer exponent of an integer base is an error.
-
-    Args:
-        x: Base (array or scalar).
-        y: Exponent; broadcasts against `x`.
-    Returns:
-        The elementwise `x ** y`, in the promoted dtype of the broadcast shape.
-
-    Examples:
-        >>> jnp.power(jnp.array([1, 2, 3]), 2)
-        Array([1, 4, 9], dtype=int32)
-        >>> jnp.power(2.0, jnp.array([-1., 0.5]))
-        Array([0.5      , 1.4142135], dtype=float32)
-
-    See also:
-        `float_power`, `square`, `sqrt`, `exp`.
+    A concrete integer exponent becomes ``integer_pow`` (exact, and
+    differentiable at x = 0); integer ** integer is binary exponentiation over
+    six exponent bits (as JAX does: more would overflow anyway); an inexact
+    base with an integer exponent uses ``pow`` without promoting the exponent.
     """
     check_arraylike("power", x, y)
     n = _concrete_int(y)
@@ -617,24 +479,6 @@ __all__.append("pow")
 
 @_export
 def square(x: Any, /) -> Any:
-    """Square of each element, `x * x`.
-
-    Integers stay integers (and may overflow).
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.square(jnp.array([-2, 3]))
-        Array([4, 9], dtype=int32)
-        >>> jnp.square(jnp.array([1.5, 1j]))
-        Array([ 2.25+0.j, -1.  +0.j], dtype=complex64)
-
-    See also:
-        `sqrt`, `power`.
-    """
     if (r := _fast1(E.integer_pow_p, x, NUM, y=2)) is not None:
         return r
     (x,) = _numeric("square", x)
@@ -643,24 +487,6 @@ def square(x: Any, /) -> Any:
 
 @_export
 def reciprocal(x: Any, /) -> Any:
-    """Reciprocal `1 / x`, elementwise.
-
-    Integer input stays integer, as in NumPy (so `reciprocal(2)` is 0).
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.reciprocal(jnp.array([1., 2., 4.]))
-        Array([1.  , 0.5 , 0.25], dtype=float32)
-        >>> jnp.reciprocal(jnp.array([1, 2]))
-        Array([1. , 0.5], dtype=float32)
-
-    See also:
-        `true_divide`.
-    """
     if (r := _fast1(E.integer_pow_p, x, INEXACT, y=-1)) is not None:
         return r
     (x,) = _inexact("reciprocal", x)
@@ -669,25 +495,6 @@ def reciprocal(x: Any, /) -> Any:
 
 @_export
 def absolute(x: Any, /) -> Any:
-    """Absolute value, elementwise.
-
-    For complex input the result is the modulus, real-valued. The absolute value of the most negative signed
-    integer is itself (two's complement), as in NumPy.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape; `x`'s dtype for real input, the matching real dtype for complex input.
-
-    Examples:
-        >>> jnp.absolute(jnp.array([-2, 0, 3]))
-        Array([2, 0, 3], dtype=int32)
-        >>> jnp.absolute(jnp.array([3 + 4j]))
-        Array([5.], dtype=float32)
-
-    See also:
-        `abs` (its alias), `fabs`, `sign`.
-    """
     if (r := _fast1(E.abs_p, x, SIGNED_NUM)) is not None:
         return r
     check_arraylike("absolute", x)
@@ -704,24 +511,6 @@ __all__.append("abs")
 
 @_export
 def sign(x: Any, /) -> Any:
-    """Sign of each element: -1, 0 or 1 (NaN for NaN).
-
-    For complex input the result is `x / abs(x)` (0 at 0), as in NumPy 2.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.sign(jnp.array([-3., 0., 2.5, jnp.nan]))
-        Array([-1.,  0.,  1., nan], dtype=float32)
-        >>> jnp.sign(jnp.array([3 + 4j]))
-        Array([0.6+0.8j], dtype=complex64)
-
-    See also:
-        `signbit`, `copysign`, `absolute`.
-    """
     if (r := _fast1(E.sign_p, x, NUM)) is not None:
         return r
     check_arraylike("sign", x)
@@ -754,22 +543,6 @@ arctanh = _unary(E.atanh_p, "arctanh", check_nan=True)
 
 @_export
 def cbrt(x: Any, /) -> Any:
-    """Cube root, elementwise (real, also for negative input).
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.cbrt(jnp.array([8., -27., 2.]))
-        Array([ 2.       , -2.9999998,  1.2599211], dtype=float32)
-
-    See also:
-        `sqrt`
-    """
     if (r := _fast1(E.cbrt_p, x, FLOAT)) is not None:
         return r
     (x,) = _inexact("cbrt", x)
@@ -781,22 +554,6 @@ def cbrt(x: Any, /) -> Any:
 
 @_export
 def arccosh(x: Any, /) -> Any:
-    """Inverse hyperbolic cosine, elementwise (NaN below 1).
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.arccosh(jnp.array([1., 2., 0.5]))
-        Array([0.      , 1.316958,      nan], dtype=float32)
-
-    See also:
-        `cosh`
-    """
     (x,) = _inexact("arccosh", x)
     out = E.acosh_p.bind(x)
     if _trace._error_checks:
@@ -817,22 +574,6 @@ def _complex_parts_apply(x: Any, fn) -> Any:
 
 @_export
 def log2(x: Any, /) -> Any:
-    """Base-2 logarithm, elementwise.
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.log2(jnp.array([1, 8, 1024]))
-        Array([ 0.,  3., 10.], dtype=float32)
-
-    See also:
-        `exp2`, `log`
-    """
     (x,) = _inexact("log2", x)
     if _dtype(x).kind == "c":
         r = E.log_p.bind(x)
@@ -846,22 +587,6 @@ def log2(x: Any, /) -> Any:
 
 @_export
 def log10(x: Any, /) -> Any:
-    """Base-10 logarithm, elementwise.
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.log10(jnp.array([1., 100., 0.001]))
-        Array([ 0.,  2., -3.], dtype=float32)
-
-    See also:
-        `log`, `log2`
-    """
     (x,) = _inexact("log10", x)
     inv_ln10 = 0.4342944819032518  # 1 / log(10)
     if _dtype(x).kind == "c":
@@ -875,24 +600,6 @@ def log10(x: Any, /) -> Any:
 
 @_export
 def arctan2(x1: Any, x2: Any, /) -> Any:
-    """Angle of the point `(x2, x1)` from the positive x axis, elementwise, in `[-pi, pi]`.
-
-    Unlike `arctan(x1 / x2)` the quadrant is taken from both signs. Integers are promoted to the default float
-    dtype.
-
-    Args:
-        x1: The y coordinates.
-        x2: The x coordinates; broadcasts against `x1`.
-    Returns:
-        The angles in radians, with an inexact dtype and the broadcast shape.
-
-    Examples:
-        >>> jnp.arctan2(jnp.array([1., 1., -1.]), jnp.array([1., -1., -1.]))
-        Array([ 0.7853981,  2.3561945, -2.3561945], dtype=float32)
-
-    See also:
-        `arctan`, `angle`, `hypot`.
-    """
     a, b = _inexact("arctan2", x1, x2)
     return E.atan2_p.bind(a, b)
 
@@ -910,25 +617,6 @@ def _real_only(name: str, a: Any, exc: type = FtransTypeError) -> None:
 @_export
 @outputs_checked
 def hypot(x1: Any, x2: Any, /) -> Any:
-    """Hypotenuse `sqrt(x1**2 + x2**2)`, elementwise, without intermediate overflow.
-
-    Integers are promoted to the default float dtype.
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape with an inexact dtype.
-
-    Examples:
-        >>> jnp.hypot(jnp.array([3., 5.]), jnp.array([4., 12.]))
-        Array([ 5., 13.], dtype=float32)
-        >>> jnp.hypot(jnp.float32(3e30), jnp.float32(4e30))
-        Array(5.e+30, dtype=float32)
-
-    See also:
-        `sqrt`, `linalg.norm`.
-    """
     a, b = _inexact("hypot", x1, x2)
     _real_only("hypot", a, FtransValueError)
     a, b = E.abs_p.bind(a), E.abs_p.bind(b)
@@ -958,7 +646,7 @@ def _rounding(prim: Primitive, name: str):
         return prim.bind(x)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}``; integers and bools pass through unchanged."
+    fn.__doc__ = f"Elementwise ``{name}``; integers and bools pass through unchanged."
     __all__.append(name)
     return fn
 
@@ -969,22 +657,6 @@ ceil = _rounding(E.ceil_p, "ceil")
 
 @_export
 def trunc(x: Any, /) -> Any:
-    """Round towards zero, elementwise (drop the fractional part).
-
-    Integers and bools pass through unchanged.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.trunc(jnp.array([-1.7, 0.2, 2.7]))
-        Array([-1.,  0.,  2.], dtype=float32)
-
-    See also:
-        `floor`, `ceil`, `modf`.
-    """
     check_arraylike("trunc", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -997,22 +669,6 @@ def trunc(x: Any, /) -> Any:
 
 @_export
 def rint(x: Any, /) -> Any:
-    """Round to the nearest integer, elementwise; ties go to the even integer.
-
-    Integers pass through unchanged.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.rint(jnp.array([0.5, 1.5, 2.5, -1.7]))
-        Array([ 0.,  2.,  2., -2.], dtype=float32)
-
-    See also:
-        `round`, `floor`.
-    """
     if (r := _fast1(E.round_p, x, FLOAT, rounding_method=1)) is not None:
         return r
     check_arraylike("rint", x)
@@ -1027,29 +683,7 @@ def rint(x: Any, /) -> Any:
 
 @_export
 def round(a: Any, decimals: int = 0, out: None = None) -> Any:  # noqa: A001
-    """Round to the given number of decimals, elementwise.
-
-    Ties go to the even value (`round(2.5) == 2`), after scaling by `10**decimals`. Integer input with
-    negative `decimals` is not supported yet (NotImplementedError).
-
-    Args:
-        a: Input array.
-        decimals: Number of decimal places (may be negative).
-        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
-    Returns:
-        An array of `a`'s shape and dtype.
-
-    Examples:
-        >>> jnp.round(jnp.array([0.5, 1.5, 2.567]))
-        Array([0., 2., 3.], dtype=float32)
-        >>> jnp.round(jnp.array([2.567, 1234.5]), 2)
-        Array([   2.57, 1234.5 ], dtype=float32)
-        >>> jnp.round(jnp.array([1234.5, 1250.]), -2)
-        Array([1200., 1200.], dtype=float32)
-
-    See also:
-        `around` (its alias), `rint`.
-    """
+    """``jnp.round``: half to even, after scaling by ``10**decimals``."""
     if out is not None:
         raise NotImplementedError("jnp.round: the 'out' argument is not supported (arrays are immutable)")
     check_arraylike("round", a)
@@ -1094,31 +728,6 @@ __all__.append("around")
 @_export
 def clip(arr: Any = None, /, min: Any = None, max: Any = None, *, a: Any = None,  # noqa: A002
          a_min: Any = None, a_max: Any = None) -> Any:
-    """Limit the values of an array to an interval.
-
-    Values below `min` become `min` and values above `max` become `max`; either bound may be None. The NumPy
-    names `a`, `a_min` and `a_max` are deprecated keyword forms, as in JAX.
-
-    Args:
-        arr: Input array.
-        min: Lower bound (scalar or array broadcastable to `arr`), or None.
-        max: Upper bound (scalar or array broadcastable to `arr`), or None.
-        a: Deprecated name of `arr`.
-        a_min: Deprecated name of `min`.
-        a_max: Deprecated name of `max`.
-    Returns:
-        An array of the broadcast shape with `arr`'s (promoted) dtype.
-
-    Examples:
-        >>> x = jnp.arange(6)
-        >>> jnp.clip(x, 1, 4)
-        Array([1, 1, 2, 3, 4, 4], dtype=int32)
-        >>> jnp.clip(x, max=2)
-        Array([0, 1, 2, 2, 2, 2], dtype=int32)
-
-    See also:
-        `minimum`, `maximum`.
-    """
     x = arr if arr is not None else a
     if x is None:
         raise FtransValueError("clip: no input array was given")
@@ -1141,45 +750,13 @@ def clip(arr: Any = None, /, min: Any = None, max: Any = None, *, a: Any = None,
 
 @_export
 def fmax(x1: Any, x2: Any, /) -> Any:
-    """Elementwise maximum that ignores NaN.
-
-    Where one operand is NaN the other one is returned (NaN only if both are).
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-    Returns:
-        The elementwise maximum, in the promoted dtype of the broadcast shape.
-
-    Examples:
-        >>> jnp.fmax(jnp.array([1., jnp.nan, jnp.nan]), jnp.array([2., 3., jnp.nan]))
-        Array([ 2.,  3., nan], dtype=float32)
-
-    See also:
-        `maximum` (propagates NaN), `nanmax`.
-    """
+    """Maximum that ignores NaN (returns the other operand where one is NaN)."""
     return where(logical_or(greater(x1, x2), isnan(x2)), x1, x2)
 
 
 @_export
 def fmin(x1: Any, x2: Any, /) -> Any:
-    """Elementwise minimum that ignores NaN.
-
-    Where one operand is NaN the other one is returned (NaN only if both are).
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-    Returns:
-        The elementwise minimum, in the promoted dtype of the broadcast shape.
-
-    Examples:
-        >>> jnp.fmin(jnp.array([1., jnp.nan, jnp.nan]), jnp.array([2., 3., jnp.nan]))
-        Array([ 1.,  3., nan], dtype=float32)
-
-    See also:
-        `minimum` (propagates NaN), `nanmin`.
-    """
+    """Minimum that ignores NaN (returns the other operand where one is NaN)."""
     return where(logical_or(less(x1, x2), isnan(x2)), x1, x2)
 
 
@@ -1246,25 +823,6 @@ _logaddexp_2.defjvp(lambda p, t: _logaddexp_jvp(_logaddexp_2, E.exp2_p, p, t))
 
 @_export
 def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
-    """`log(exp(x1) + exp(x2))`, elementwise, computed without overflow.
-
-    Useful to add probabilities stored as logarithms. Integers are promoted to the default float dtype.
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
-        where: Unused; must be None (accepted for the signature of NumPy's ufuncs).
-    Returns:
-        An array of the broadcast shape with an inexact dtype.
-
-    Examples:
-        >>> jnp.logaddexp(jnp.array([0., 1000.]), jnp.array([0., 1000.]))
-        Array([6.9314718e-01, 1.0006932e+03], dtype=float32)
-
-    See also:
-        `logaddexp2`, `scipy.special.logsumexp`.
-    """
     if out is not None or where is not None:
         _refuse_out_where("logaddexp", out, where)
     return _logaddexp_e(*_inexact("logaddexp", x1, x2))
@@ -1272,25 +830,6 @@ def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> A
 
 @_export
 def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
-    """`log2(2**x1 + 2**x2)`, elementwise, computed without overflow.
-
-    Integers are promoted to the default float dtype.
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-        out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
-        where: Unused; must be None (accepted for the signature of NumPy's ufuncs).
-    Returns:
-        An array of the broadcast shape with an inexact dtype.
-
-    Examples:
-        >>> jnp.logaddexp2(jnp.array([1., 3.]), jnp.array([1., 3.]))
-        Array([2., 4.], dtype=float32)
-
-    See also:
-        `logaddexp`.
-    """
     if out is not None or where is not None:
         _refuse_out_where("logaddexp2", out, where)
     return _logaddexp_2(*_inexact("logaddexp2", x1, x2))
@@ -1298,44 +837,12 @@ def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> 
 
 @_export
 def deg2rad(x: Any, /) -> Any:
-    """Convert angles from degrees to radians, elementwise.
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.deg2rad(jnp.array([0., 90., 180.]))
-        Array([0.       , 1.5707964, 3.1415927], dtype=float32)
-
-    See also:
-        `rad2deg`, `radians`
-    """
     (x,) = _inexact("deg2rad", x)
     return E.mul_p.bind(x, _lax_const(x, np.pi / 180))
 
 
 @_export
 def rad2deg(x: Any, /) -> Any:
-    """Convert angles from radians to degrees, elementwise.
-
-    Integers and bools are promoted to the default float dtype first (float32 unless x64 is on), as in JAX.
-
-    Args:
-        x: Input array or scalar.
-    Returns:
-        An array of `x`'s shape with an inexact (float or complex) dtype.
-
-    Examples:
-        >>> jnp.rad2deg(jnp.array([0., jnp.pi / 2, jnp.pi]))
-        Array([  0.,  90., 180.], dtype=float32)
-
-    See also:
-        `deg2rad`, `degrees`
-    """
     (x,) = _inexact("rad2deg", x)
     return E.mul_p.bind(x, _lax_const(x, 180 / np.pi))
 
@@ -1346,23 +853,6 @@ __all__ += ["radians", "degrees"]
 
 @_export
 def heaviside(x1: Any, x2: Any, /) -> Any:
-    """Heaviside step function, elementwise.
-
-    The result is 0 where `x1 < 0`, 1 where `x1 > 0`, and `x2` where `x1 == 0`.
-
-    Args:
-        x1: Input values.
-        x2: Value at `x1 == 0`; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape, in the promoted dtype.
-
-    Examples:
-        >>> jnp.heaviside(jnp.array([-2., 0., 3.]), 0.5)
-        Array([0. , 0.5, 1. ], dtype=float32)
-
-    See also:
-        `sign`.
-    """
     check_arraylike("heaviside", x1, x2)
     dt, weak = dtypes.promote((dtype_weak(x1), dtype_weak(x2)))
     if not dtypes.is_inexact(dt):
@@ -1376,22 +866,6 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
 
 @_export
 def signbit(x: Any, /) -> Any:
-    """Test whether the sign bit is set, elementwise.
-
-    Unlike `x < 0` this is True for `-0.0` (and for NaNs with the sign bit set).
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.signbit(jnp.array([-1., -0., 0., 2.]))
-        Array([ True,  True, False, False], dtype=bool)
-
-    See also:
-        `sign`, `copysign`.
-    """
     check_arraylike("signbit", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -1408,23 +882,6 @@ def signbit(x: Any, /) -> Any:
 
 @_export
 def copysign(x1: Any, x2: Any, /) -> Any:
-    """Magnitude of `x1` with the sign of `x2`, elementwise.
-
-    Integers are promoted to the default float dtype.
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape with an inexact dtype.
-
-    Examples:
-        >>> jnp.copysign(jnp.array([1., 2., 3.]), jnp.array([-1., 0., -0.]))
-        Array([-1.,  2., -3.], dtype=float32)
-
-    See also:
-        `sign`, `signbit`, `absolute`.
-    """
     a, b = _inexact("copysign", x1, x2)
     _real_only("copysign", a)
     mag = E.abs_p.bind(a)
@@ -1433,23 +890,6 @@ def copysign(x1: Any, x2: Any, /) -> Any:
 
 @_export
 def nextafter(x1: Any, x2: Any, /) -> Any:
-    """The next representable floating-point value after `x1` in the direction of `x2`, elementwise.
-
-    Args:
-        x1: First operand (array or scalar).
-        x2: Second operand; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape in the promoted inexact dtype.
-
-    Examples:
-        >>> jnp.nextafter(jnp.float32(1), jnp.float32(2)) - 1
-        Array(1.1920929e-07, dtype=float32)
-        >>> jnp.nextafter(jnp.float32(0), jnp.float32(-1))
-        Array(-1.e-45, dtype=float32)
-
-    See also:
-        `spacing`, `finfo`.
-    """
     a, b = _inexact("nextafter", x1, x2)
     _real_only("nextafter", a)
     return E.nextafter_p.bind(a, b)
@@ -1480,7 +920,7 @@ def _compare(prim: Primitive, name: str, ordered: bool):
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
+    fn.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX's dtype promotion."
     __all__.append(name)
     return fn
 
@@ -1501,7 +941,7 @@ def _logical(prim: Primitive, name: str):
         return prim.bind(_to_bool(a), _to_bool(b))
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` of the operands' truth values."
+    fn.__doc__ = f"Elementwise ``{name}`` of the operands' truth values."
     __all__.append(name)
     return fn
 
@@ -1513,24 +953,6 @@ logical_xor = _logical(E.xor_p, "logical_xor")
 
 @_export
 def logical_not(x: Any, /) -> Any:
-    """Elementwise logical not of the input's truth value.
-
-    Nonzero values count as True.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.logical_not(jnp.array([True, False]))
-        Array([False,  True], dtype=bool)
-        >>> jnp.logical_not(jnp.array([0, 3]))
-        Array([ True, False], dtype=bool)
-
-    See also:
-        `invert`.
-    """
     (x,) = promote_args("logical_not", x)
     return E.not_p.bind(_to_bool(x))
 
@@ -1549,7 +971,7 @@ def _bitwise(prim: Primitive, name: str):
         return prim.bind(a, b)
 
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = _DOCS.get(name) or f"Elementwise ``{name}`` of integer or bool arrays."
+    fn.__doc__ = f"Elementwise ``{name}`` of integer or bool arrays."
     __all__.append(name)
     return fn
 
@@ -1561,23 +983,6 @@ bitwise_xor = _bitwise(E.xor_p, "bitwise_xor")
 
 @_export
 def left_shift(x1: Any, x2: Any, /) -> Any:
-    """Shift the bits of an integer array left, elementwise.
-
-    Shifting by the bit width or more gives 0.
-
-    Args:
-        x1: Integer array whose bits are shifted.
-        x2: Number of bit positions to shift; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape in the promoted integer dtype.
-
-    Examples:
-        >>> jnp.left_shift(jnp.array([1, 3, 5]), jnp.array([1, 2, 3]))
-        Array([ 2, 12, 40], dtype=int32)
-
-    See also:
-        `right_shift`.
-    """
     a, b = _numeric("left_shift", x1, x2)
     _check_int_or_bool("left_shift", _dtype(a), allow_bool=False)
     return E.shift_left_p.bind(a, b)
@@ -1585,23 +990,7 @@ def left_shift(x1: Any, x2: Any, /) -> Any:
 
 @_export
 def right_shift(x1: Any, x2: Any, /) -> Any:
-    """Shift the bits of an integer array right, elementwise.
-
-    The shift is arithmetic for signed integers (the sign is kept) and logical for unsigned ones, as in NumPy.
-
-    Args:
-        x1: Integer array whose bits are shifted.
-        x2: Number of bit positions to shift; broadcasts against `x1`.
-    Returns:
-        An array of the broadcast shape in the promoted integer dtype.
-
-    Examples:
-        >>> jnp.right_shift(jnp.array([8, -8, 7]), jnp.array([1, 1, 2]))
-        Array([ 4, -4,  1], dtype=int32)
-
-    See also:
-        `left_shift`.
-    """
+    """Arithmetic shift for signed integers, logical for unsigned (as NumPy)."""
     a, b = _numeric("right_shift", x1, x2)
     d = _dtype(a)
     _check_int_or_bool("right_shift", d, allow_bool=False)
@@ -1615,26 +1004,6 @@ __all__ += ["bitwise_left_shift", "bitwise_right_shift"]
 
 @_export
 def invert(x: Any, /) -> Any:
-    """Elementwise bitwise not of an integer or bool array.
-
-    For bools this is logical not; for signed integers `~x == -x - 1`.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.invert(jnp.array([0, 5, -1]))
-        Array([-1, -6,  0], dtype=int32)
-        >>> jnp.invert(jnp.array([0, 255], dtype=jnp.uint8))
-        Array([255,   0], dtype=uint8)
-        >>> jnp.invert(jnp.array([True, False]))
-        Array([False,  True], dtype=bool)
-
-    See also:
-        `bitwise_not` and `bitwise_invert` (its aliases), `logical_not`.
-    """
     (x,) = promote_args("invert", x)
     _check_int_or_bool("invert", _dtype(x))
     return E.not_p.bind(x)
@@ -1647,20 +1016,6 @@ __all__ += ["bitwise_not", "bitwise_invert"]
 # ---------------------------------------------------------------- classification
 @_export
 def isnan(x: Any, /) -> Any:
-    """Test elementwise for NaN.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.isnan(jnp.array([1., jnp.inf, jnp.nan]))
-        Array([False, False,  True], dtype=bool)
-
-    See also:
-        `isfinite`, `nan_to_num`.
-    """
     check_arraylike("isnan", x)
     x = as_operand(x)
     return E.ne_p.bind(x, x)
@@ -1668,22 +1023,6 @@ def isnan(x: Any, /) -> Any:
 
 @_export
 def isfinite(x: Any, /) -> Any:
-    """Test elementwise for finiteness (not infinite and not NaN).
-
-    Integers and bools are always finite.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.isfinite(jnp.array([1., jnp.inf, -jnp.inf, jnp.nan]))
-        Array([ True, False, False, False], dtype=bool)
-
-    See also:
-        `isinf`, `isnan`.
-    """
     check_arraylike("isfinite", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -1696,20 +1035,6 @@ def isfinite(x: Any, /) -> Any:
 
 @_export
 def isinf(x: Any, /) -> Any:
-    """Test elementwise for positive or negative infinity.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.isinf(jnp.array([1., jnp.inf, -jnp.inf, jnp.nan]))
-        Array([False,  True,  True, False], dtype=bool)
-
-    See also:
-        `isposinf`, `isneginf`, `isfinite`.
-    """
     check_arraylike("isinf", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -1735,42 +1060,12 @@ def _isposneginf(name: str, x: Any, value: float) -> Any:
 
 @_export
 def isposinf(x: Any, /, out: None = None) -> Any:
-    """Test elementwise for positive infinity.
-
-    Args:
-        x: First operand (array or scalar).
-        out: Unused; must be None.
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.isposinf(jnp.array([1., jnp.inf, -jnp.inf]))
-        Array([False,  True, False], dtype=bool)
-
-    See also:
-        `isinf`, `isneginf`.
-    """
     _no_out("isposinf", out)
     return _isposneginf("isposinf", x, np.inf)
 
 
 @_export
 def isneginf(x: Any, /, out: None = None) -> Any:
-    """Test elementwise for negative infinity.
-
-    Args:
-        x: First operand (array or scalar).
-        out: Unused; must be None.
-    Returns:
-        A bool array of `x`'s shape.
-
-    Examples:
-        >>> jnp.isneginf(jnp.array([1., jnp.inf, -jnp.inf]))
-        Array([False, False,  True], dtype=bool)
-
-    See also:
-        `isinf`, `isposinf`.
-    """
     _no_out("isneginf", out)
     return _isposneginf("isneginf", x, -np.inf)
 
@@ -1783,29 +1078,6 @@ def _no_out(name: str, out: Any) -> None:
 @_export
 def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Any:
-    """Replace NaN and infinities with finite numbers.
-
-    Arrays are immutable, so a new array is always returned (`copy` is ignored).
-
-    Args:
-        x: First operand (array or scalar).
-        copy: Ignored; accepted for NumPy compatibility.
-        nan: Value that replaces NaN (default 0).
-        posinf: Value that replaces +inf (default: the dtype's largest finite value).
-        neginf: Value that replaces -inf (default: the dtype's most negative finite value).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> x = jnp.array([1., jnp.nan, jnp.inf, -jnp.inf])
-        >>> jnp.nan_to_num(x)
-        Array([ 1.0000000e+00,  0.0000000e+00,  3.4028235e+38, -3.4028235e+38], dtype=float32)
-        >>> jnp.nan_to_num(x, nan=-1., posinf=9., neginf=-9.)
-        Array([ 1., -1.,  9., -9.], dtype=float32)
-
-    See also:
-        `isnan`, `where`.
-    """
     check_arraylike("nan_to_num", x)
     x = as_operand(x)
     d = _dtype(x)
@@ -1826,35 +1098,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: float | None
 @outputs_checked
 def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None = None,
           fill_value: Any = None) -> Any:
-    """Select elements from `x` or `y` depending on `condition`.
-
-    With three arguments the result takes `x` where `condition` is true and `y` elsewhere (all three
-    broadcast). With `condition` alone it is `nonzero(condition)`, and then `size` and `fill_value` make it
-    usable under `jit`, as in `nonzero`.
-
-    Args:
-        condition: Boolean (or truth-valued) array.
-        x: Values where `condition` is true.
-        y: Values where `condition` is false.
-        size: Only for the one-argument form: the static number of indices to return.
-        fill_value: Only for the one-argument form: the index used for padding up to `size`.
-    Returns:
-        The selected values, of the broadcast shape and promoted dtype; or, with one argument, a tuple of
-        index arrays.
-
-    Examples:
-        >>> x = jnp.arange(5)
-        >>> jnp.where(x > 2, x, -1)
-        Array([-1, -1, -1,  3,  4], dtype=int32)
-        >>> jnp.where(jnp.array([True, False]), jnp.array([1., 2.]), jnp.array([[10.], [20.]]))
-        Array([[ 1., 10.],
-               [ 1., 20.]], dtype=float32)
-        >>> jnp.where(jnp.array([0, 3, 0, 5]))
-        (Array([1, 3], dtype=int32),)
-
-    See also:
-        `nonzero`, `select`, `choose`.
-    """
+    """Three-argument ``where`` picks from ``x`` or ``y``; one argument is ``nonzero``."""
     if x is None and y is None:
         from ftrans.numpy._indexing import nonzero
 
@@ -1872,22 +1116,6 @@ def where(condition: Any, x: Any = None, y: Any = None, /, *, size: int | None =
 # ---------------------------------------------------------------- complex parts
 @_export
 def real(val: Any, /) -> Any:
-    """Real part of each element.
-
-    For real input the values are returned unchanged.
-
-    Args:
-        val: Input array.
-    Returns:
-        An array of `val`'s shape with the matching real dtype.
-
-    Examples:
-        >>> jnp.real(jnp.array([1 + 2j, 3 - 4j]))
-        Array([1., 3.], dtype=float32)
-
-    See also:
-        `imag`, `conjugate`.
-    """
     check_arraylike("real", val)
     x = as_operand(val)
     return E.real_p.bind(x) if _dtype(x).kind == "c" else x
@@ -1895,24 +1123,6 @@ def real(val: Any, /) -> Any:
 
 @_export
 def imag(val: Any, /) -> Any:
-    """Imaginary part of each element.
-
-    For real input the result is zeros.
-
-    Args:
-        val: Input array.
-    Returns:
-        An array of `val`'s shape with the matching real dtype.
-
-    Examples:
-        >>> jnp.imag(jnp.array([1 + 2j, 3 - 4j]))
-        Array([ 2., -4.], dtype=float32)
-        >>> jnp.imag(jnp.array([1., 2.]))
-        Array([0., 0.], dtype=float32)
-
-    See also:
-        `real`, `angle`.
-    """
     check_arraylike("imag", val)
     x = as_operand(val)
     if _dtype(x).kind == "c":
@@ -1923,22 +1133,6 @@ def imag(val: Any, /) -> Any:
 
 @_export
 def conjugate(x: Any, /) -> Any:
-    """Complex conjugate, elementwise.
-
-    Real input is returned unchanged.
-
-    Args:
-        x: First operand (array or scalar).
-    Returns:
-        An array of `x`'s shape and dtype.
-
-    Examples:
-        >>> jnp.conjugate(jnp.array([1 + 2j, 3 - 4j]))
-        Array([1.-2.j, 3.+4.j], dtype=complex64)
-
-    See also:
-        `conj` (its alias), `real`, `imag`.
-    """
     check_arraylike("conjugate", x)
     x = as_operand(x)
     return E.conj_p.bind(x) if _dtype(x).kind == "c" else x
@@ -1946,3 +1140,10 @@ def conjugate(x: Any, /) -> Any:
 
 conj = conjugate
 __all__.append("conj")
+
+
+# The docstrings (Args, Returns, Examples) of the functions above live in _elementwise_docs, by name.
+for _name in __all__:
+    if _name in _DOCS:
+        globals()[_name].__doc__ = _DOCS[_name]
+del _name
