@@ -84,7 +84,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
         x: An object with `__dlpack__` and `__dlpack_device__` (a NumPy array, a torch tensor, ...).
         device: Optional device to place the result on.
         copy: True to always copy, False to never copy (raise if one is needed), None to copy only when
-          needed.
+            needed.
     Returns:
         An array with `x`'s shape, dtype and values.
 

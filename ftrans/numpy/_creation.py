@@ -314,12 +314,12 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
         dtype: Optional dtype of the result; by default it is inferred from `object` with JAX's rules.
         *args: Deprecated positional form of `copy`, `order` and `ndmin`.
         copy: If True (the default) the result is a new array; arrays are immutable, so this only matters for
-          identity.
-        order: Only `'K'`, `'C'`, `'A'` or None are meaningful (the layout is always row-major).
+            identity.
+        order: Must be `'K'` (the default) or None; other layouts are not supported (NotImplementedError).
         ndmin: Minimum number of dimensions; leading size-1 axes are added as needed.
         device: Optional device (or sharding) to place the result on.
         out_sharding: Optional sharding that places the result as `device` does (at most one of the two may be
-          given).
+            given).
     Returns:
         A new array holding the data of `object`.
 
@@ -443,7 +443,7 @@ def asarray(a: Any, dtype: Any = None, order: str | None = None, *, copy: bool |
         a: Array, scalar, or nested sequence to convert.
         dtype: Optional dtype of the result; by default it is inferred from `a` with JAX's rules.
         order: Accepted for NumPy compatibility (the layout is always row-major).
-        copy: If True, always make a new array; if False, raise when a copy would be needed.
+        copy: If True, always make a new array; otherwise a copy is made only when needed.
         device: Optional device (or sharding) to place the result on.
         out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
     Returns:
@@ -1196,7 +1196,7 @@ def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = None) -> Any:
         N: Number of rows.
         M: Number of columns (default `N`).
         k: The diagonal at and below which the array is filled: 0 is the main one, positive values are above
-          it.
+            it.
         dtype: Optional dtype; defaults to the default float dtype.
     Returns:
         An `(N, M)` array of that lower-triangular pattern.
@@ -1301,7 +1301,7 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
         copy: Accepted for NumPy compatibility (arrays are immutable).
         sparse: If True, return broadcastable arrays with size-1 axes instead of full grids.
         indexing: `'xy'` (Cartesian, the default: the first two output axes are swapped) or `'ij'` (matrix
-          indexing).
+            indexing).
     Returns:
         A list of `len(xi)` arrays, one per coordinate.
 

@@ -7,7 +7,7 @@ For complex input the result is the modulus, real-valued. The absolute value of 
 integer is itself (two's complement), as in NumPy.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape; `x`'s dtype for real input, the matching real dtype for complex input.
 
@@ -231,7 +231,7 @@ See also:
 Integers and bools pass through unchanged; complex input is an error.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -272,7 +272,7 @@ See also:
 Real input is returned unchanged.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -438,7 +438,7 @@ See also:
 Integers and bools pass through unchanged; complex input is an error.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -611,7 +611,7 @@ See also:
 For bools this is logical not; for signed integers `~x == -x - 1`.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -631,7 +631,7 @@ See also:
 Integers and bools are always finite.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     A bool array of `x`'s shape.
 
@@ -645,7 +645,7 @@ See also:
     "isinf": """Test elementwise for positive or negative infinity.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     A bool array of `x`'s shape.
 
@@ -659,7 +659,7 @@ See also:
     "isnan": """Test elementwise for NaN.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     A bool array of `x`'s shape.
 
@@ -673,7 +673,7 @@ See also:
     "isneginf": """Test elementwise for negative infinity.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
     out: Unused; must be None.
 Returns:
     A bool array of `x`'s shape.
@@ -688,7 +688,7 @@ See also:
     "isposinf": """Test elementwise for positive infinity.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
     out: Unused; must be None.
 Returns:
     A bool array of `x`'s shape.
@@ -879,7 +879,7 @@ See also:
 Nonzero values count as True.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     A bool array of `x`'s shape.
 
@@ -998,7 +998,7 @@ See also:
 Arrays are immutable, so a new array is always returned (`copy` is ignored).
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
     copy: Ignored; accepted for NumPy compatibility.
     nan: Value that replaces NaN (default 0).
     posinf: Value that replaces +inf (default: the dtype's largest finite value).
@@ -1021,7 +1021,7 @@ See also:
 Bool input is an error, as in NumPy.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
     out: Unused; must be None.
     where: Unused; must be None.
 Returns:
@@ -1071,7 +1071,7 @@ See also:
 Bool input is an error, as in NumPy.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype, equal to `x`.
 
@@ -1138,12 +1138,13 @@ See also:
 """,
     "reciprocal": """Reciprocal `1 / x`, elementwise.
 
-Integer input stays integer, as in NumPy (so `reciprocal(2)` is 0).
+Integers are promoted to the default float dtype first, as in JAX (NumPy keeps them integer, so that its
+`reciprocal(2)` is 0).
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
-    An array of `x`'s shape and dtype.
+    An array of `x`'s shape with an inexact dtype.
 
 Examples:
     >>> jnp.reciprocal(jnp.array([1., 2., 4.]))
@@ -1190,12 +1191,12 @@ See also:
 """,
     "rint": """Round to the nearest integer, elementwise; ties go to the even integer.
 
-Integers pass through unchanged.
+Integer and bool inputs are promoted to the default float dtype first, as in JAX.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
-    An array of `x`'s shape and dtype.
+    An array of `x`'s shape with an inexact dtype.
 
 Examples:
     >>> jnp.rint(jnp.array([0.5, 1.5, 2.5, -1.7]))
@@ -1232,7 +1233,7 @@ See also:
 For complex input the result is `x / abs(x)` (0 at 0), as in NumPy 2.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -1250,7 +1251,7 @@ See also:
 Unlike `x < 0` this is True for `-0.0` (and for NaNs with the sign bit set).
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     A bool array of `x`'s shape.
 
@@ -1314,7 +1315,7 @@ See also:
 Integers stay integers (and may overflow).
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 
@@ -1382,8 +1383,8 @@ See also:
 """,
     "true_divide": """Divide arguments elementwise, in floating point.
 
-Integer operands are promoted to the default float (float32 unless x64 is on) before dividing; `x / y` on
-arrays calls this.
+Integer operands are promoted to the default float (float32 unless x64 is on) before dividing, as for `x /
+y` on arrays.
 
 Args:
     x: First operand (array or scalar).
@@ -1405,7 +1406,7 @@ See also:
 Integers and bools pass through unchanged.
 
 Args:
-    x: First operand (array or scalar).
+    x: Input array or scalar.
 Returns:
     An array of `x`'s shape and dtype.
 

@@ -887,7 +887,7 @@ def isdtype(dtype: Any, kind: Any) -> bool:
     Args:
         dtype: The dtype to test.
         kind: A kind name (`'bool'`, `'signed integer'`, `'unsigned integer'`, `'integral'`, `'real
-          floating'`, `'complex floating'`, `'numeric'`), a dtype, or a tuple of them.
+            floating'`, `'complex floating'`, `'numeric'`), a dtype, or a tuple of them.
     Returns:
         A Python bool.
 
@@ -1265,7 +1265,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     Args:
         p: Coefficients, highest power first.
         x: Points at which to evaluate.
-        unroll: Accepted and ignored (the loop is unrolled).
+        unroll: Accepted for JAX compatibility and ignored.
     Returns:
         An array of the broadcast shape of `x` (and any trailing axes of `p`).
 
@@ -2473,7 +2473,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_input
         out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
         overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
         method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
-          or `'inverted_cdf'`.
+            or `'inverted_cdf'`.
         keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
         weights: Optional weights of the samples (with `method='inverted_cdf'`).
     Returns:
@@ -2547,7 +2547,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: None = None, overwrite_inp
         out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
         overwrite_input: Ignored (arrays are immutable); accepted for NumPy compatibility.
         method: Interpolation method: `'linear'` (default), `'lower'`, `'higher'`, `'midpoint'`, `'nearest'`,
-          or `'inverted_cdf'`.
+            or `'inverted_cdf'`.
         keepdims: If True, reduced axes stay in the result with size 1, so it broadcasts against the input.
         weights: Optional weights of the samples (with `method='inverted_cdf'`).
         out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).

@@ -1156,7 +1156,8 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
         indices: Integer indices (any shape).
         axis: Axis to take along; None (the default) takes from the flattened array.
         out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
-        mode: Out-of-range handling: `"fill"` (default), `"clip"`, `"wrap"`, or `"raise"` (eager only).
+        mode: Out-of-range handling: `"fill"` (default), `"clip"` or `"wrap"`; `"raise"` is not supported
+            (NotImplementedError).
         unique_indices: Promise that the indices are unique (an optimisation hint).
         indices_are_sorted: Promise that the indices are sorted (an optimisation hint).
         fill_value: The value for out-of-range indices in `"fill"` mode.
@@ -1578,7 +1579,8 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
         a: Integer array of indices into `choices`.
         choices: Sequence of arrays broadcastable with `a`.
         out: Unused; must be `None` (ftrans arrays are immutable, so there is nothing to write into).
-        mode: How out-of-range indices are treated: `'raise'` (eager only), `'wrap'` or `'clip'`.
+        mode: How out-of-range indices are treated: `'raise'` (the default, which needs a concrete `a`: use
+            `'wrap'` or `'clip'` under `jit`), `'wrap'` or `'clip'`.
     Returns:
         An array of the broadcast shape.
 
@@ -1715,7 +1717,8 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
         a: Input array.
         ind: Flat (raveled) integer indices.
         v: Values to put there.
-        mode: Out-of-range handling: None or `"fill"` (dropped), `"clip"` or `"wrap"`.
+        mode: Out-of-range handling: None (the default: negative indices count from the end and out-of-range
+            ones are dropped), `"clip"` or `"wrap"`.
         inplace: Must be False.
     Returns:
         A new array of `a`'s shape and dtype.

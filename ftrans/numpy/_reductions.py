@@ -305,7 +305,7 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: None = None, keepdims:
         initial: Optional starting value of the reduction (needed when a reduced slice can be empty).
         where: Optional boolean mask: only elements where it is True take part.
         promote_integers: If True (the default), integer and bool inputs narrower than the default int are
-          summed in it.
+            summed in it.
     Returns:
         An array with the reduced axes removed (or kept with size 1 if `keepdims`).
 

@@ -1202,7 +1202,7 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
         repeats: Number of repetitions: an int, or an array with one count per element along `axis`.
         axis: The axis along which to repeat; by default the flattened array.
         total_repeat_length: The static length of the result along `axis`, which lets `repeats` be traced (as
-          in JAX).
+            in JAX).
         out_sharding: Optional sharding to lay the result out with (as JAX's `out_sharding`).
     Returns:
         An array with the repeated elements.
