@@ -1068,7 +1068,7 @@ See also:
 """,
     "positive": """Numerical positive, elementwise (`+x`): the values unchanged.
 
-Bool input is an error, as in NumPy.
+The result is a new array of the same dtype (bool input included).
 
 Args:
     x: Input array or scalar.
@@ -1087,7 +1087,7 @@ See also:
 JAX's special cases apply: a concrete integer exponent becomes `integer_pow` (exact, and differentiable at
 x = 0); integer ** integer is binary exponentiation over six exponent bits (as JAX does: more would
 overflow anyway); an inexact base with an integer exponent uses `pow` without promoting the exponent. A
-negative integer exponent of an integer base is an error.
+concrete negative exponent of an integer base is an error (convert the base to float first).
 
 Args:
     x: Base (array or scalar).

@@ -1262,7 +1262,7 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: Any = N
         axis: The axis to index along (None: the flattened array).
         mode: Out-of-range handling, as in `take` (default `"fill"`).
         fill_value: The value for out-of-range indices in `"fill"` mode.
-        wrap_negative_indices: Whether negative indices count from the end (default True).
+        wrap_negative_indices: Whether negative indices count from the end (by default they do).
     Returns:
         An array of the broadcast shape with `arr`'s dtype.
 

@@ -95,7 +95,7 @@ def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) ->
         string: The text.
         dtype: Dtype of the elements.
         count: Number of elements to read (-1: all).
-        sep: The separator between numbers (required; whitespace also separates).
+        sep: The separator between numbers (required).
     Returns:
         A 1-D array.
 

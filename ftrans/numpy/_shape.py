@@ -1193,9 +1193,9 @@ def repeat(a: Any, repeats: Any, axis: int | None = None, *, total_repeat_length
            out_sharding: Any = None) -> Any:
     """Repeat each element of an array.
 
-    The counts must be static (a scalar, or one per element along `axis`). Runs of elements with the same
-    count become one broadcast-and-reshape, so a uniform count costs two operations whatever the size.
-    `out_sharding` lays the result out.
+    Without `total_repeat_length` the counts must be static (a scalar, or one per element along `axis`). Runs
+    of elements with the same count become one broadcast-and-reshape, so a uniform count costs two operations
+    whatever the size. `out_sharding` lays the result out.
 
     Args:
         a: Input array.
