@@ -19,6 +19,7 @@ Examples:
 
 See also:
     `abs` (its alias), `fabs`, `sign`.
+
 """,
     "add": """Add arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -44,6 +45,7 @@ Examples:
 
 See also:
     `subtract`, `sum`, `ufunc`.
+
 """,
     "arccos": """Inverse cosine, elementwise, in radians in `[0, pi]`.
 
@@ -59,7 +61,7 @@ Examples:
     Array([0.       , 1.5707964, 3.1415927], dtype=float32)
 
 See also:
-    `cos`, `arcsin`
+    `cos`, `arcsin`.
 """,
     "arccosh": """Inverse hyperbolic cosine, elementwise (NaN below 1).
 
@@ -75,7 +77,7 @@ Examples:
     Array([0.      , 1.316958,      nan], dtype=float32)
 
 See also:
-    `cosh`
+    `cosh`.
 """,
     "arcsin": """Inverse sine, elementwise, in radians in `[-pi/2, pi/2]`.
 
@@ -91,7 +93,7 @@ Examples:
     Array([-1.5707964,  0.       ,  0.5235988,        nan], dtype=float32)
 
 See also:
-    `sin`, `arccos`
+    `sin`, `arccos`.
 """,
     "arcsinh": """Inverse hyperbolic sine, elementwise.
 
@@ -107,7 +109,7 @@ Examples:
     Array([ 0.       ,  0.8813736, -1.4436355], dtype=float32)
 
 See also:
-    `sinh`
+    `sinh`.
 """,
     "arctan": """Inverse tangent, elementwise, in radians in `(-pi/2, pi/2)`.
 
@@ -123,7 +125,7 @@ Examples:
     Array([0.       , 0.7853982, 1.5707964], dtype=float32)
 
 See also:
-    `tan`, `arctan2`
+    `tan`, `arctan2`.
 """,
     "arctan2": """Angle of the point `(x2, x1)` from the positive x axis, elementwise, in `[-pi, pi]`.
 
@@ -142,6 +144,7 @@ Examples:
 
 See also:
     `arctan`, `angle`, `hypot`.
+
 """,
     "arctanh": """Inverse hyperbolic tangent, elementwise (infinite at +-1, NaN outside).
 
@@ -157,7 +160,7 @@ Examples:
     Array([0.        , 0.54930615,        inf], dtype=float32)
 
 See also:
-    `tanh`
+    `tanh`.
 """,
     "bitwise_and": """Elementwise bitwise and of integer or bool arrays.
 
@@ -175,6 +178,7 @@ Examples:
 
 See also:
     `bitwise_or`, `logical_and`.
+
 """,
     "bitwise_or": """Elementwise bitwise or of integer or bool arrays.
 
@@ -192,6 +196,7 @@ Examples:
 
 See also:
     `bitwise_and`, `logical_or`.
+
 """,
     "bitwise_xor": """Elementwise bitwise exclusive or of integer or bool arrays.
 
@@ -209,6 +214,7 @@ Examples:
 
 See also:
     `bitwise_and`, `logical_xor`.
+
 """,
     "cbrt": """Cube root, elementwise (real, also for negative input).
 
@@ -224,7 +230,7 @@ Examples:
     Array([ 2.       , -2.9999998,  1.2599211], dtype=float32)
 
 See also:
-    `sqrt`
+    `sqrt`.
 """,
     "ceil": """Round up to the nearest integer, elementwise.
 
@@ -241,6 +247,7 @@ Examples:
 
 See also:
     `floor`, `trunc`, `rint`.
+
 """,
     "clip": """Limit the values of an array to an interval.
 
@@ -266,6 +273,7 @@ Examples:
 
 See also:
     `minimum`, `maximum`.
+
 """,
     "conjugate": """Complex conjugate, elementwise.
 
@@ -282,6 +290,7 @@ Examples:
 
 See also:
     `conj` (its alias), `real`, `imag`.
+
 """,
     "copysign": """Magnitude of `x1` with the sign of `x2`, elementwise.
 
@@ -299,6 +308,7 @@ Examples:
 
 See also:
     `sign`, `signbit`, `absolute`.
+
 """,
     "cos": """Trigonometric cosine, elementwise (argument in radians).
 
@@ -314,7 +324,7 @@ Examples:
     Array([ 1.        ,  0.49999997, -1.        ], dtype=float32)
 
 See also:
-    `sin`, `arccos`, `cosh`
+    `sin`, `arccos`, `cosh`.
 """,
     "cosh": """Hyperbolic cosine, elementwise.
 
@@ -330,7 +340,7 @@ Examples:
     Array([1.       , 1.5430807, 1.5430807], dtype=float32)
 
 See also:
-    `sinh`, `arccosh`
+    `sinh`, `arccosh`.
 """,
     "deg2rad": """Convert angles from degrees to radians, elementwise.
 
@@ -346,7 +356,7 @@ Examples:
     Array([0.       , 1.5707964, 3.1415927], dtype=float32)
 
 See also:
-    `rad2deg`, `radians`
+    `rad2deg`, `radians`.
 """,
     "divmod": """Return the floor quotient and the remainder, elementwise.
 
@@ -365,6 +375,7 @@ Examples:
 
 See also:
     `floor_divide`, `remainder`.
+
 """,
     "equal": """Test `x == y` elementwise, with broadcasting.
 
@@ -384,6 +395,7 @@ Examples:
 
 See also:
     `not_equal`, `array_equal`, `isclose`.
+
 """,
     "exp": """Exponential `e**x`, elementwise.
 
@@ -399,7 +411,7 @@ Examples:
     Array([1.       , 2.7182817, 7.389056 ], dtype=float32)
 
 See also:
-    `log`, `expm1`, `exp2`
+    `log`, `expm1`, `exp2`.
 """,
     "exp2": """Base-2 exponential `2**x`, elementwise.
 
@@ -415,7 +427,7 @@ Examples:
     Array([1. , 8. , 0.5], dtype=float32)
 
 See also:
-    `log2`, `exp`
+    `log2`, `exp`.
 """,
     "expm1": """`exp(x) - 1`, elementwise, accurate for small `x`.
 
@@ -431,7 +443,7 @@ Examples:
     Array([0.0000000e+00, 9.9999999e-09, 1.7182819e+00], dtype=float32)
 
 See also:
-    `exp`, `log1p`
+    `exp`, `log1p`.
 """,
     "floor": """Round down to the nearest integer, elementwise.
 
@@ -448,6 +460,7 @@ Examples:
 
 See also:
     `ceil`, `trunc`, `rint`, `floor_divide`.
+
 """,
     "floor_divide": """Divide arguments elementwise and round towards minus infinity.
 
@@ -468,6 +481,7 @@ Examples:
 
 See also:
     `true_divide`, `remainder`, `divmod`.
+
 """,
     "fmax": """Elementwise maximum that ignores NaN.
 
@@ -485,6 +499,7 @@ Examples:
 
 See also:
     `maximum` (propagates NaN), `nanmax`.
+
 """,
     "fmin": """Elementwise minimum that ignores NaN.
 
@@ -502,6 +517,7 @@ Examples:
 
 See also:
     `minimum` (propagates NaN), `nanmin`.
+
 """,
     "fmod": """Remainder of division elementwise, with the sign of the dividend (C's `fmod`).
 
@@ -517,6 +533,7 @@ Examples:
 
 See also:
     `remainder` (sign of the divisor).
+
 """,
     "greater": """Test `x > y` elementwise, with broadcasting.
 
@@ -534,6 +551,7 @@ Examples:
 
 See also:
     `greater_equal`, `less`.
+
 """,
     "greater_equal": """Test `x >= y` elementwise, with broadcasting.
 
@@ -551,6 +569,7 @@ Examples:
 
 See also:
     `greater`, `less_equal`.
+
 """,
     "heaviside": """Heaviside step function, elementwise.
 
@@ -568,6 +587,7 @@ Examples:
 
 See also:
     `sign`.
+
 """,
     "hypot": """Hypotenuse `sqrt(x1**2 + x2**2)`, elementwise, without intermediate overflow.
 
@@ -587,6 +607,7 @@ Examples:
 
 See also:
     `sqrt`, `linalg.norm`.
+
 """,
     "imag": """Imaginary part of each element.
 
@@ -605,6 +626,7 @@ Examples:
 
 See also:
     `real`, `angle`.
+
 """,
     "invert": """Elementwise bitwise not of an integer or bool array.
 
@@ -625,6 +647,7 @@ Examples:
 
 See also:
     `bitwise_not` and `bitwise_invert` (its aliases), `logical_not`.
+
 """,
     "isfinite": """Test elementwise for finiteness (not infinite and not NaN).
 
@@ -641,6 +664,7 @@ Examples:
 
 See also:
     `isinf`, `isnan`.
+
 """,
     "isinf": """Test elementwise for positive or negative infinity.
 
@@ -655,6 +679,7 @@ Examples:
 
 See also:
     `isposinf`, `isneginf`, `isfinite`.
+
 """,
     "isnan": """Test elementwise for NaN.
 
@@ -669,6 +694,7 @@ Examples:
 
 See also:
     `isfinite`, `nan_to_num`.
+
 """,
     "isneginf": """Test elementwise for negative infinity.
 
@@ -684,6 +710,7 @@ Examples:
 
 See also:
     `isinf`, `isposinf`.
+
 """,
     "isposinf": """Test elementwise for positive infinity.
 
@@ -699,6 +726,7 @@ Examples:
 
 See also:
     `isinf`, `isneginf`.
+
 """,
     "left_shift": """Shift the bits of an integer array left, elementwise.
 
@@ -716,6 +744,7 @@ Examples:
 
 See also:
     `right_shift`.
+
 """,
     "less": """Test `x < y` elementwise, with broadcasting.
 
@@ -733,6 +762,7 @@ Examples:
 
 See also:
     `less_equal`, `greater`.
+
 """,
     "less_equal": """Test `x <= y` elementwise, with broadcasting.
 
@@ -750,6 +780,7 @@ Examples:
 
 See also:
     `less`, `greater_equal`.
+
 """,
     "log": """Natural logarithm, elementwise (NaN for negative input, -inf at 0).
 
@@ -765,7 +796,7 @@ Examples:
     Array([  0.,   1., -inf], dtype=float32)
 
 See also:
-    `exp`, `log1p`, `log2`, `log10`
+    `exp`, `log1p`, `log2`, `log10`.
 """,
     "log10": """Base-10 logarithm, elementwise.
 
@@ -781,7 +812,7 @@ Examples:
     Array([ 0.,  2., -3.], dtype=float32)
 
 See also:
-    `log`, `log2`
+    `log`, `log2`.
 """,
     "log1p": """`log(1 + x)`, elementwise, accurate for small `x`.
 
@@ -797,7 +828,7 @@ Examples:
     Array([0.000000e+00, 1.000000e-08, 6.931472e-01], dtype=float32)
 
 See also:
-    `expm1`, `log`
+    `expm1`, `log`.
 """,
     "log2": """Base-2 logarithm, elementwise.
 
@@ -813,7 +844,7 @@ Examples:
     Array([ 0.,  3., 10.], dtype=float32)
 
 See also:
-    `exp2`, `log`
+    `exp2`, `log`.
 """,
     "logaddexp": """`log(exp(x1) + exp(x2))`, elementwise, computed without overflow.
 
@@ -833,6 +864,7 @@ Examples:
 
 See also:
     `logaddexp2`, `scipy.special.logsumexp`.
+
 """,
     "logaddexp2": """`log2(2**x1 + 2**x2)`, elementwise, computed without overflow.
 
@@ -852,6 +884,7 @@ Examples:
 
 See also:
     `logaddexp`.
+
 """,
     "logical_and": """Elementwise logical and of the operands' truth values.
 
@@ -873,6 +906,7 @@ Examples:
 
 See also:
     `logical_or`, `bitwise_and`, `all`.
+
 """,
     "logical_not": """Elementwise logical not of the input's truth value.
 
@@ -891,6 +925,7 @@ Examples:
 
 See also:
     `invert`.
+
 """,
     "logical_or": """Elementwise logical or of the operands' truth values.
 
@@ -910,6 +945,7 @@ Examples:
 
 See also:
     `logical_and`, `any`.
+
 """,
     "logical_xor": """Elementwise logical exclusive or of the operands' truth values.
 
@@ -929,6 +965,7 @@ Examples:
 
 See also:
     `logical_or`, `bitwise_xor`.
+
 """,
     "maximum": """Elementwise maximum of two arrays, with broadcasting.
 
@@ -950,6 +987,7 @@ Examples:
 
 See also:
     `fmax` (ignores NaN), `max` (reduction), `minimum`.
+
 """,
     "minimum": """Elementwise minimum of two arrays, with broadcasting.
 
@@ -971,6 +1009,7 @@ Examples:
 
 See also:
     `fmin` (ignores NaN), `min` (reduction), `maximum`.
+
 """,
     "multiply": """Multiply arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -992,6 +1031,7 @@ Examples:
 
 See also:
     `prod`, `matmul`.
+
 """,
     "nan_to_num": """Replace NaN and infinities with finite numbers.
 
@@ -1015,6 +1055,7 @@ Examples:
 
 See also:
     `isnan`, `where`.
+
 """,
     "negative": """Numerical negative, elementwise (`-x`).
 
@@ -1033,6 +1074,7 @@ Examples:
 
 See also:
     `positive`, `subtract`.
+
 """,
     "nextafter": """The next representable floating-point value after `x1` in the direction of `x2`, elementwise.
 
@@ -1050,6 +1092,7 @@ Examples:
 
 See also:
     `spacing`, `finfo`.
+
 """,
     "not_equal": """Test `x != y` elementwise, with broadcasting.
 
@@ -1065,6 +1108,7 @@ Examples:
 
 See also:
     `equal`.
+
 """,
     "positive": """Numerical positive, elementwise (`+x`): the values unchanged.
 
@@ -1081,6 +1125,7 @@ Examples:
 
 See also:
     `negative`.
+
 """,
     "power": """Raise `x` to the power `y`, elementwise.
 
@@ -1103,6 +1148,7 @@ Examples:
 
 See also:
     `float_power`, `square`, `sqrt`, `exp`.
+
 """,
     "rad2deg": """Convert angles from radians to degrees, elementwise.
 
@@ -1118,7 +1164,7 @@ Examples:
     Array([  0.,  90., 180.], dtype=float32)
 
 See also:
-    `deg2rad`, `degrees`
+    `deg2rad`, `degrees`.
 """,
     "real": """Real part of each element.
 
@@ -1135,6 +1181,7 @@ Examples:
 
 See also:
     `imag`, `conjugate`.
+
 """,
     "reciprocal": """Reciprocal `1 / x`, elementwise.
 
@@ -1154,6 +1201,7 @@ Examples:
 
 See also:
     `true_divide`.
+
 """,
     "remainder": """Remainder of division elementwise, with the sign of the divisor (Python's `%`).
 
@@ -1171,6 +1219,7 @@ Examples:
 
 See also:
     `fmod` (sign of the dividend), `floor_divide`, `divmod`.
+
 """,
     "right_shift": """Shift the bits of an integer array right, elementwise.
 
@@ -1188,6 +1237,7 @@ Examples:
 
 See also:
     `left_shift`.
+
 """,
     "rint": """Round to the nearest integer, elementwise; ties go to the even integer.
 
@@ -1204,6 +1254,7 @@ Examples:
 
 See also:
     `round`, `floor`.
+
 """,
     "round": """Round to the given number of decimals, elementwise.
 
@@ -1227,6 +1278,7 @@ Examples:
 
 See also:
     `around` (its alias), `rint`.
+
 """,
     "sign": """Sign of each element: -1, 0 or 1 (NaN for NaN).
 
@@ -1245,6 +1297,7 @@ Examples:
 
 See also:
     `signbit`, `copysign`, `absolute`.
+
 """,
     "signbit": """Test whether the sign bit is set, elementwise.
 
@@ -1261,6 +1314,7 @@ Examples:
 
 See also:
     `sign`, `copysign`.
+
 """,
     "sin": """Trigonometric sine, elementwise (argument in radians).
 
@@ -1276,7 +1330,7 @@ Examples:
     Array([0. , 0.5, 1. ], dtype=float32)
 
 See also:
-    `cos`, `arcsin`, `sinh`
+    `cos`, `arcsin`, `sinh`.
 """,
     "sinh": """Hyperbolic sine, elementwise.
 
@@ -1292,7 +1346,7 @@ Examples:
     Array([ 0.       ,  1.1752012, -1.1752012], dtype=float32)
 
 See also:
-    `cosh`, `arcsinh`
+    `cosh`, `arcsinh`.
 """,
     "sqrt": """Non-negative square root, elementwise (NaN for negative real input).
 
@@ -1308,7 +1362,7 @@ Examples:
     Array([2.       , 1.4142135, 0.       ], dtype=float32)
 
 See also:
-    `cbrt`, `square`
+    `cbrt`, `square`.
 """,
     "square": """Square of each element, `x * x`.
 
@@ -1327,6 +1381,7 @@ Examples:
 
 See also:
     `sqrt`, `power`.
+
 """,
     "subtract": """Subtract arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -1348,6 +1403,7 @@ Examples:
 
 See also:
     `add`, `negative`.
+
 """,
     "tan": """Trigonometric tangent, elementwise (argument in radians).
 
@@ -1363,7 +1419,7 @@ Examples:
     Array([0., 1.], dtype=float32)
 
 See also:
-    `arctan`, `sin`, `cos`
+    `arctan`, `sin`, `cos`.
 """,
     "tanh": """Hyperbolic tangent, elementwise.
 
@@ -1379,7 +1435,7 @@ Examples:
     Array([ 0.       ,  0.7615942, -1.       ], dtype=float32)
 
 See also:
-    `arctanh`, `sinh`
+    `arctanh`, `sinh`.
 """,
     "true_divide": """Divide arguments elementwise, in floating point.
 
@@ -1400,6 +1456,7 @@ Examples:
 
 See also:
     `floor_divide`, `divmod`.
+
 """,
     "trunc": """Round towards zero, elementwise (drop the fractional part).
 
@@ -1416,6 +1473,7 @@ Examples:
 
 See also:
     `floor`, `ceil`, `modf`.
+
 """,
     "where": """Select elements from `x` or `y` depending on `condition`.
 
@@ -1445,5 +1503,6 @@ Examples:
 
 See also:
     `nonzero`, `select`, `choose`.
+
 """,
 }
