@@ -19,7 +19,6 @@ Examples:
 
 See also:
     `abs` (its alias), `fabs`, `sign`.
-
 """,
     "add": """Add arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -45,7 +44,6 @@ Examples:
 
 See also:
     `subtract`, `sum`, `ufunc`.
-
 """,
     "arccos": """Inverse cosine, elementwise, in radians in `[0, pi]`.
 
@@ -62,6 +60,7 @@ Examples:
 
 See also:
     `cos`, `arcsin`.
+
 """,
     "arccosh": """Inverse hyperbolic cosine, elementwise (NaN below 1).
 
@@ -78,6 +77,7 @@ Examples:
 
 See also:
     `cosh`.
+
 """,
     "arcsin": """Inverse sine, elementwise, in radians in `[-pi/2, pi/2]`.
 
@@ -94,6 +94,7 @@ Examples:
 
 See also:
     `sin`, `arccos`.
+
 """,
     "arcsinh": """Inverse hyperbolic sine, elementwise.
 
@@ -110,6 +111,7 @@ Examples:
 
 See also:
     `sinh`.
+
 """,
     "arctan": """Inverse tangent, elementwise, in radians in `(-pi/2, pi/2)`.
 
@@ -126,6 +128,7 @@ Examples:
 
 See also:
     `tan`, `arctan2`.
+
 """,
     "arctan2": """Angle of the point `(x2, x1)` from the positive x axis, elementwise, in `[-pi, pi]`.
 
@@ -144,7 +147,6 @@ Examples:
 
 See also:
     `arctan`, `angle`, `hypot`.
-
 """,
     "arctanh": """Inverse hyperbolic tangent, elementwise (infinite at +-1, NaN outside).
 
@@ -161,6 +163,7 @@ Examples:
 
 See also:
     `tanh`.
+
 """,
     "bitwise_and": """Elementwise bitwise and of integer or bool arrays.
 
@@ -178,7 +181,6 @@ Examples:
 
 See also:
     `bitwise_or`, `logical_and`.
-
 """,
     "bitwise_or": """Elementwise bitwise or of integer or bool arrays.
 
@@ -196,7 +198,6 @@ Examples:
 
 See also:
     `bitwise_and`, `logical_or`.
-
 """,
     "bitwise_xor": """Elementwise bitwise exclusive or of integer or bool arrays.
 
@@ -214,7 +215,6 @@ Examples:
 
 See also:
     `bitwise_and`, `logical_xor`.
-
 """,
     "cbrt": """Cube root, elementwise (real, also for negative input).
 
@@ -231,6 +231,7 @@ Examples:
 
 See also:
     `sqrt`.
+
 """,
     "ceil": """Round up to the nearest integer, elementwise.
 
@@ -247,20 +248,19 @@ Examples:
 
 See also:
     `floor`, `trunc`, `rint`.
-
 """,
     "clip": """Limit the values of an array to an interval.
 
-Values below `min` become `min` and values above `max` become `max`; either bound may be None. The NumPy
-names `a`, `a_min` and `a_max` are deprecated keyword forms, as in JAX.
+Values below `min` become `min` and values above `max` become `max`; either bound may be None. NumPy's
+older names `a`, `a_min` and `a_max` are accepted as keywords (JAX deprecates them).
 
 Args:
     arr: Input array.
     min: Lower bound (scalar or array broadcastable to `arr`), or None.
     max: Upper bound (scalar or array broadcastable to `arr`), or None.
-    a: Deprecated name of `arr`.
-    a_min: Deprecated name of `min`.
-    a_max: Deprecated name of `max`.
+    a: NumPy's older name of `arr`.
+    a_min: NumPy's older name of `min`.
+    a_max: NumPy's older name of `max`.
 Returns:
     An array of the broadcast shape with `arr`'s (promoted) dtype.
 
@@ -273,7 +273,6 @@ Examples:
 
 See also:
     `minimum`, `maximum`.
-
 """,
     "conjugate": """Complex conjugate, elementwise.
 
@@ -290,7 +289,6 @@ Examples:
 
 See also:
     `conj` (its alias), `real`, `imag`.
-
 """,
     "copysign": """Magnitude of `x1` with the sign of `x2`, elementwise.
 
@@ -308,7 +306,6 @@ Examples:
 
 See also:
     `sign`, `signbit`, `absolute`.
-
 """,
     "cos": """Trigonometric cosine, elementwise (argument in radians).
 
@@ -325,6 +322,7 @@ Examples:
 
 See also:
     `sin`, `arccos`, `cosh`.
+
 """,
     "cosh": """Hyperbolic cosine, elementwise.
 
@@ -341,6 +339,7 @@ Examples:
 
 See also:
     `sinh`, `arccosh`.
+
 """,
     "deg2rad": """Convert angles from degrees to radians, elementwise.
 
@@ -357,6 +356,7 @@ Examples:
 
 See also:
     `rad2deg`, `radians`.
+
 """,
     "divmod": """Return the floor quotient and the remainder, elementwise.
 
@@ -375,7 +375,6 @@ Examples:
 
 See also:
     `floor_divide`, `remainder`.
-
 """,
     "equal": """Test `x == y` elementwise, with broadcasting.
 
@@ -395,7 +394,6 @@ Examples:
 
 See also:
     `not_equal`, `array_equal`, `isclose`.
-
 """,
     "exp": """Exponential `e**x`, elementwise.
 
@@ -412,6 +410,7 @@ Examples:
 
 See also:
     `log`, `expm1`, `exp2`.
+
 """,
     "exp2": """Base-2 exponential `2**x`, elementwise.
 
@@ -428,6 +427,7 @@ Examples:
 
 See also:
     `log2`, `exp`.
+
 """,
     "expm1": """`exp(x) - 1`, elementwise, accurate for small `x`.
 
@@ -444,6 +444,7 @@ Examples:
 
 See also:
     `exp`, `log1p`.
+
 """,
     "floor": """Round down to the nearest integer, elementwise.
 
@@ -460,7 +461,6 @@ Examples:
 
 See also:
     `ceil`, `trunc`, `rint`, `floor_divide`.
-
 """,
     "floor_divide": """Divide arguments elementwise and round towards minus infinity.
 
@@ -481,7 +481,6 @@ Examples:
 
 See also:
     `true_divide`, `remainder`, `divmod`.
-
 """,
     "fmax": """Elementwise maximum that ignores NaN.
 
@@ -499,7 +498,6 @@ Examples:
 
 See also:
     `maximum` (propagates NaN), `nanmax`.
-
 """,
     "fmin": """Elementwise minimum that ignores NaN.
 
@@ -517,7 +515,6 @@ Examples:
 
 See also:
     `minimum` (propagates NaN), `nanmin`.
-
 """,
     "fmod": """Remainder of division elementwise, with the sign of the dividend (C's `fmod`).
 
@@ -533,7 +530,6 @@ Examples:
 
 See also:
     `remainder` (sign of the divisor).
-
 """,
     "greater": """Test `x > y` elementwise, with broadcasting.
 
@@ -551,7 +547,6 @@ Examples:
 
 See also:
     `greater_equal`, `less`.
-
 """,
     "greater_equal": """Test `x >= y` elementwise, with broadcasting.
 
@@ -569,7 +564,6 @@ Examples:
 
 See also:
     `greater`, `less_equal`.
-
 """,
     "heaviside": """Heaviside step function, elementwise.
 
@@ -587,7 +581,6 @@ Examples:
 
 See also:
     `sign`.
-
 """,
     "hypot": """Hypotenuse `sqrt(x1**2 + x2**2)`, elementwise, without intermediate overflow.
 
@@ -607,7 +600,6 @@ Examples:
 
 See also:
     `sqrt`, `linalg.norm`.
-
 """,
     "imag": """Imaginary part of each element.
 
@@ -626,7 +618,6 @@ Examples:
 
 See also:
     `real`, `angle`.
-
 """,
     "invert": """Elementwise bitwise not of an integer or bool array.
 
@@ -647,7 +638,6 @@ Examples:
 
 See also:
     `bitwise_not` and `bitwise_invert` (its aliases), `logical_not`.
-
 """,
     "isfinite": """Test elementwise for finiteness (not infinite and not NaN).
 
@@ -664,7 +654,6 @@ Examples:
 
 See also:
     `isinf`, `isnan`.
-
 """,
     "isinf": """Test elementwise for positive or negative infinity.
 
@@ -679,7 +668,6 @@ Examples:
 
 See also:
     `isposinf`, `isneginf`, `isfinite`.
-
 """,
     "isnan": """Test elementwise for NaN.
 
@@ -694,7 +682,6 @@ Examples:
 
 See also:
     `isfinite`, `nan_to_num`.
-
 """,
     "isneginf": """Test elementwise for negative infinity.
 
@@ -710,7 +697,6 @@ Examples:
 
 See also:
     `isinf`, `isposinf`.
-
 """,
     "isposinf": """Test elementwise for positive infinity.
 
@@ -726,7 +712,6 @@ Examples:
 
 See also:
     `isinf`, `isneginf`.
-
 """,
     "left_shift": """Shift the bits of an integer array left, elementwise.
 
@@ -744,7 +729,6 @@ Examples:
 
 See also:
     `right_shift`.
-
 """,
     "less": """Test `x < y` elementwise, with broadcasting.
 
@@ -762,7 +746,6 @@ Examples:
 
 See also:
     `less_equal`, `greater`.
-
 """,
     "less_equal": """Test `x <= y` elementwise, with broadcasting.
 
@@ -780,7 +763,6 @@ Examples:
 
 See also:
     `less`, `greater_equal`.
-
 """,
     "log": """Natural logarithm, elementwise (NaN for negative input, -inf at 0).
 
@@ -797,6 +779,7 @@ Examples:
 
 See also:
     `exp`, `log1p`, `log2`, `log10`.
+
 """,
     "log10": """Base-10 logarithm, elementwise.
 
@@ -813,6 +796,7 @@ Examples:
 
 See also:
     `log`, `log2`.
+
 """,
     "log1p": """`log(1 + x)`, elementwise, accurate for small `x`.
 
@@ -829,6 +813,7 @@ Examples:
 
 See also:
     `expm1`, `log`.
+
 """,
     "log2": """Base-2 logarithm, elementwise.
 
@@ -845,6 +830,7 @@ Examples:
 
 See also:
     `exp2`, `log`.
+
 """,
     "logaddexp": """`log(exp(x1) + exp(x2))`, elementwise, computed without overflow.
 
@@ -864,7 +850,6 @@ Examples:
 
 See also:
     `logaddexp2`, `scipy.special.logsumexp`.
-
 """,
     "logaddexp2": """`log2(2**x1 + 2**x2)`, elementwise, computed without overflow.
 
@@ -884,7 +869,6 @@ Examples:
 
 See also:
     `logaddexp`.
-
 """,
     "logical_and": """Elementwise logical and of the operands' truth values.
 
@@ -906,7 +890,6 @@ Examples:
 
 See also:
     `logical_or`, `bitwise_and`, `all`.
-
 """,
     "logical_not": """Elementwise logical not of the input's truth value.
 
@@ -925,7 +908,6 @@ Examples:
 
 See also:
     `invert`.
-
 """,
     "logical_or": """Elementwise logical or of the operands' truth values.
 
@@ -945,7 +927,6 @@ Examples:
 
 See also:
     `logical_and`, `any`.
-
 """,
     "logical_xor": """Elementwise logical exclusive or of the operands' truth values.
 
@@ -965,7 +946,6 @@ Examples:
 
 See also:
     `logical_or`, `bitwise_xor`.
-
 """,
     "maximum": """Elementwise maximum of two arrays, with broadcasting.
 
@@ -987,7 +967,6 @@ Examples:
 
 See also:
     `fmax` (ignores NaN), `max` (reduction), `minimum`.
-
 """,
     "minimum": """Elementwise minimum of two arrays, with broadcasting.
 
@@ -1009,7 +988,6 @@ Examples:
 
 See also:
     `fmin` (ignores NaN), `min` (reduction), `maximum`.
-
 """,
     "multiply": """Multiply arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -1031,7 +1009,6 @@ Examples:
 
 See also:
     `prod`, `matmul`.
-
 """,
     "nan_to_num": """Replace NaN and infinities with finite numbers.
 
@@ -1055,7 +1032,6 @@ Examples:
 
 See also:
     `isnan`, `where`.
-
 """,
     "negative": """Numerical negative, elementwise (`-x`).
 
@@ -1074,7 +1050,6 @@ Examples:
 
 See also:
     `positive`, `subtract`.
-
 """,
     "nextafter": """The next representable floating-point value after `x1` in the direction of `x2`, elementwise.
 
@@ -1092,7 +1067,6 @@ Examples:
 
 See also:
     `spacing`, `finfo`.
-
 """,
     "not_equal": """Test `x != y` elementwise, with broadcasting.
 
@@ -1108,7 +1082,6 @@ Examples:
 
 See also:
     `equal`.
-
 """,
     "positive": """Numerical positive, elementwise (`+x`): the values unchanged.
 
@@ -1125,7 +1098,6 @@ Examples:
 
 See also:
     `negative`.
-
 """,
     "power": """Raise `x` to the power `y`, elementwise.
 
@@ -1148,7 +1120,6 @@ Examples:
 
 See also:
     `float_power`, `square`, `sqrt`, `exp`.
-
 """,
     "rad2deg": """Convert angles from radians to degrees, elementwise.
 
@@ -1165,6 +1136,7 @@ Examples:
 
 See also:
     `deg2rad`, `degrees`.
+
 """,
     "real": """Real part of each element.
 
@@ -1181,7 +1153,6 @@ Examples:
 
 See also:
     `imag`, `conjugate`.
-
 """,
     "reciprocal": """Reciprocal `1 / x`, elementwise.
 
@@ -1201,7 +1172,6 @@ Examples:
 
 See also:
     `true_divide`.
-
 """,
     "remainder": """Remainder of division elementwise, with the sign of the divisor (Python's `%`).
 
@@ -1219,7 +1189,6 @@ Examples:
 
 See also:
     `fmod` (sign of the dividend), `floor_divide`, `divmod`.
-
 """,
     "right_shift": """Shift the bits of an integer array right, elementwise.
 
@@ -1237,7 +1206,6 @@ Examples:
 
 See also:
     `left_shift`.
-
 """,
     "rint": """Round to the nearest integer, elementwise; ties go to the even integer.
 
@@ -1254,7 +1222,6 @@ Examples:
 
 See also:
     `round`, `floor`.
-
 """,
     "round": """Round to the given number of decimals, elementwise.
 
@@ -1278,7 +1245,6 @@ Examples:
 
 See also:
     `around` (its alias), `rint`.
-
 """,
     "sign": """Sign of each element: -1, 0 or 1 (NaN for NaN).
 
@@ -1297,7 +1263,6 @@ Examples:
 
 See also:
     `signbit`, `copysign`, `absolute`.
-
 """,
     "signbit": """Test whether the sign bit is set, elementwise.
 
@@ -1314,7 +1279,6 @@ Examples:
 
 See also:
     `sign`, `copysign`.
-
 """,
     "sin": """Trigonometric sine, elementwise (argument in radians).
 
@@ -1331,6 +1295,7 @@ Examples:
 
 See also:
     `cos`, `arcsin`, `sinh`.
+
 """,
     "sinh": """Hyperbolic sine, elementwise.
 
@@ -1347,6 +1312,7 @@ Examples:
 
 See also:
     `cosh`, `arcsinh`.
+
 """,
     "sqrt": """Non-negative square root, elementwise (NaN for negative real input).
 
@@ -1363,6 +1329,7 @@ Examples:
 
 See also:
     `cbrt`, `square`.
+
 """,
     "square": """Square of each element, `x * x`.
 
@@ -1381,7 +1348,6 @@ Examples:
 
 See also:
     `sqrt`, `power`.
-
 """,
     "subtract": """Subtract arguments elementwise, with NumPy broadcasting and JAX's dtype promotion.
 
@@ -1403,7 +1369,6 @@ Examples:
 
 See also:
     `add`, `negative`.
-
 """,
     "tan": """Trigonometric tangent, elementwise (argument in radians).
 
@@ -1420,6 +1385,7 @@ Examples:
 
 See also:
     `arctan`, `sin`, `cos`.
+
 """,
     "tanh": """Hyperbolic tangent, elementwise.
 
@@ -1436,6 +1402,7 @@ Examples:
 
 See also:
     `arctanh`, `sinh`.
+
 """,
     "true_divide": """Divide arguments elementwise, in floating point.
 
@@ -1456,7 +1423,6 @@ Examples:
 
 See also:
     `floor_divide`, `divmod`.
-
 """,
     "trunc": """Round towards zero, elementwise (drop the fractional part).
 
@@ -1473,7 +1439,6 @@ Examples:
 
 See also:
     `floor`, `ceil`, `modf`.
-
 """,
     "where": """Select elements from `x` or `y` depending on `condition`.
 
@@ -1503,6 +1468,5 @@ Examples:
 
 See also:
     `nonzero`, `select`, `choose`.
-
 """,
 }
